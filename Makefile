@@ -1,0 +1,34 @@
+# Two entry points: `make demo` runs the main job on the embedded defaults; `make test` runs everything.
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+
+.PHONY: demo test lint typecheck unit bench clean
+
+$(STAMP): pyproject.toml Makefile
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(PY) examples/quickstart.py
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+typecheck: $(STAMP)
+	$(VENV)/bin/mypy
+
+unit: $(STAMP)
+	$(PY) -m pytest
+
+test: lint typecheck unit
+
+bench: $(STAMP)
+	$(PY) bench/percall.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

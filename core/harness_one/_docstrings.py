@@ -1,0 +1,132 @@
+"""Read a summary and per-parameter descriptions from Google, NumPy and reST docstrings."""
+
+from __future__ import annotations
+
+import inspect
+import re
+from dataclasses import dataclass, field
+
+__all__ = ["Docstring", "parse_docstring"]
+
+_GOOGLE_HEADERS = {"args", "arguments", "parameters", "params", "keyword args", "keyword arguments"}
+_GOOGLE_OTHER = {
+    "returns",
+    "return",
+    "yields",
+    "raises",
+    "examples",
+    "example",
+    "notes",
+    "note",
+    "see also",
+    "attributes",
+    "warnings",
+    "warning",
+    "todo",
+    "references",
+}
+_NUMPY_RULE = re.compile(r"^\s*-{3,}\s*$")
+_REST_PARAM = re.compile(r"^:param\s+(?:[^:]*\s)?(\*{0,2}\w+)\s*:\s*(.*)$")
+_REST_FIELD = re.compile(r"^:\w+")
+_GOOGLE_ITEM = re.compile(r"^(\*{0,2}\w+)\s*(?:\(([^)]*)\))?\s*:\s*(.*)$")
+_NUMPY_ITEM = re.compile(r"^(\*{0,2}\w+)\s*(?::\s*(.*))?$")
+
+
+@dataclass
+class Docstring:
+    """What a docstring says: the text before any section, and one text per parameter."""
+
+    description: str = ""
+    params: dict[str, str] = field(default_factory=dict)
+
+
+def parse_docstring(doc: str | None) -> Docstring:
+    """Parse ``doc`` in whichever of the three common styles it uses."""
+    if not doc:
+        return Docstring()
+    lines = inspect.cleandoc(doc).splitlines()
+    result = Docstring()
+    body: list[str] = []
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        stripped = line.strip()
+        header = stripped.rstrip(":").lower()
+        # NumPy: a header line underlined with dashes.
+        if i + 1 < len(lines) and _NUMPY_RULE.match(lines[i + 1]) and stripped:
+            i = _numpy_section(lines, i + 2, header, result)
+            continue
+        # Google: "Args:" followed by indented items.
+        if stripped.endswith(":") and (header in _GOOGLE_HEADERS or header in _GOOGLE_OTHER):
+            i = _google_section(lines, i + 1, header in _GOOGLE_HEADERS, result)
+            continue
+        # reST: ":param x: text" fields (other fields end the description too).
+        if _REST_FIELD.match(stripped):
+            i = _rest_field(lines, i, result)
+            continue
+        if not result.params:
+            body.append(line)
+        i += 1
+    result.description = "\n".join(body).strip()
+    return result
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip())
+
+
+def _google_section(lines: list[str], i: int, is_params: bool, out: Docstring) -> int:
+    base: int | None = None
+    current: str | None = None
+    while i < len(lines):
+        line = lines[i]
+        if not line.strip():
+            i += 1
+            continue
+        indent = _indent(line)
+        if indent == 0:
+            break
+        if base is None:
+            base = indent
+        match = _GOOGLE_ITEM.match(line.strip()) if indent == base else None
+        if match and is_params:
+            current = match.group(1).lstrip("*")
+            out.params[current] = match.group(3).strip()
+        elif current is not None and is_params and indent > base:
+            out.params[current] = (out.params[current] + " " + line.strip()).strip()
+        i += 1
+    return i
+
+
+def _numpy_section(lines: list[str], i: int, header: str, out: Docstring) -> int:
+    is_params = header in {"parameters", "other parameters", "keyword arguments"}
+    current: str | None = None
+    while i < len(lines):
+        line = lines[i]
+        if i + 1 < len(lines) and _NUMPY_RULE.match(lines[i + 1]) and line.strip():
+            break
+        if not line.strip():
+            i += 1
+            continue
+        if _indent(line) == 0:
+            match = _NUMPY_ITEM.match(line.strip())
+            current = match.group(1).lstrip("*") if match else None
+            if current and is_params:
+                out.params[current] = ""
+        elif current and is_params:
+            out.params[current] = (out.params[current] + " " + line.strip()).strip()
+        i += 1
+    return i
+
+
+def _rest_field(lines: list[str], i: int, out: Docstring) -> int:
+    match = _REST_PARAM.match(lines[i].strip())
+    name = match.group(1).lstrip("*") if match else None
+    if name and match:
+        out.params[name] = match.group(2).strip()
+    i += 1
+    while i < len(lines) and lines[i].strip() and not _REST_FIELD.match(lines[i].strip()):
+        if name:
+            out.params[name] = (out.params[name] + " " + lines[i].strip()).strip()
+        i += 1
+    return i

@@ -1,0 +1,201 @@
+"""The exception hierarchy: every error carries the tool, the call id and a model-readable text."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = [
+    "ArgumentProblem",
+    "PluginError",
+    "RateLimitExceeded",
+    "ToolArgumentError",
+    "ToolDefinitionError",
+    "ToolError",
+    "ToolExecutionError",
+    "ToolNotFound",
+    "ToolTimeout",
+]
+
+
+class ToolError(Exception):
+    """Base of every error harness-one raises about a tool or a call.
+
+    ``str(err)`` is written for the model: it says what went wrong and what to do next.
+    """
+
+    #: Short machine-readable kind, used in JSON answers (``error.type``).
+    kind: str = "tool_error"
+
+    def __init__(self, message: str, *, tool: str | None = None, call_id: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.tool = tool
+        self.call_id = call_id
+
+    def __str__(self) -> str:
+        return self.message
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready description: ``type``, ``message`` and the error's own fields."""
+        data: dict[str, Any] = {"type": type(self).__name__, "message": self.message}
+        if self.tool is not None:
+            data["tool"] = self.tool
+        if self.call_id is not None:
+            data["call_id"] = self.call_id
+        return data
+
+
+class ToolNotFound(ToolError):
+    """No tool of that name is registered; ``suggestions`` lists close names."""
+
+    kind = "not_found"
+
+    def __init__(self, name: str, *, available: Sequence[str] = (), suggestions: Sequence[str] = ()) -> None:
+        text = f"Unknown tool '{name}'."
+        if suggestions:
+            text += " Did you mean: " + ", ".join(f"'{s}'" for s in suggestions) + "?"
+        elif available:
+            shown = sorted(available)[:20]
+            text += " Available tools: " + ", ".join(shown) + ("" if len(available) <= 20 else ", ...") + "."
+        super().__init__(text, tool=name)
+        self.suggestions = list(suggestions)
+
+
+@dataclass(frozen=True, slots=True)
+class ArgumentProblem:
+    """One reason the arguments were refused.
+
+    ``path`` is a JSON path such as ``$.items[2].name``; ``keyword`` the JSON Schema keyword
+    that failed (or ``json``/``limits``/``signature``); ``expected`` and ``got`` are short texts.
+    """
+
+    path: str
+    message: str
+    keyword: str = ""
+    expected: str | None = None
+    got: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"path": self.path, "keyword": self.keyword, "message": self.message}
+        if self.expected is not None:
+            data["expected"] = self.expected
+        if self.got is not None:
+            data["got"] = self.got
+        return data
+
+
+class ToolArgumentError(ToolError):
+    """The arguments do not fit the tool. ``problems`` lists every failing field."""
+
+    kind = "invalid_arguments"
+
+    def __init__(
+        self,
+        problems: Sequence[ArgumentProblem] | str,
+        *,
+        tool: str | None = None,
+        call_id: str | None = None,
+    ) -> None:
+        if isinstance(problems, str):
+            problems = [ArgumentProblem(path="$", message=problems)]
+        self.problems = list(problems)
+        super().__init__(self._render(self.problems, tool), tool=tool, call_id=call_id)
+
+    @staticmethod
+    def _render(problems: Sequence[ArgumentProblem], tool: str | None) -> str:
+        where = f" for tool '{tool}'" if tool else ""
+        lines = [f"Invalid arguments{where} ({len(problems)} problem{'s' if len(problems) != 1 else ''}):"]
+        lines += [f"- {p.path}: {p.message}" for p in problems]
+        again = f"call '{tool}' again" if tool else "call the tool again"
+        lines.append(f"Fix the arguments and {again}.")
+        return "\n".join(lines)
+
+    def with_tool(self, tool: str) -> ToolArgumentError:
+        """Name the tool (re-rendering the message) when the raiser did not know it."""
+        if self.tool != tool:
+            self.tool = tool
+            self.message = self._render(self.problems, tool)
+            self.args = (self.message,)
+        return self
+
+    def to_dict(self) -> dict[str, Any]:
+        data = super().to_dict()
+        data["problems"] = [p.to_dict() for p in self.problems]
+        return data
+
+
+class RateLimitExceeded(ToolError):
+    """The tool's rate limit refused the call; try again after ``retry_after`` seconds."""
+
+    kind = "rate_limited"
+
+    def __init__(
+        self,
+        message: str | None = None,
+        *,
+        retry_after: float,
+        tool: str | None = None,
+        call_id: str | None = None,
+    ) -> None:
+        self.retry_after = retry_after
+        if message is None:
+            subject = f"Tool '{tool}'" if tool else "The tool"
+            message = f"{subject} is rate limited. Retry after {retry_after:.3g} s or use another tool."
+        super().__init__(message, tool=tool, call_id=call_id)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = super().to_dict()
+        data["retry_after"] = self.retry_after
+        return data
+
+
+class ToolTimeout(ToolError):
+    """The tool did not finish within ``timeout`` seconds."""
+
+    kind = "timeout"
+
+    def __init__(self, timeout: float, *, tool: str | None = None, call_id: str | None = None) -> None:
+        self.timeout = timeout
+        subject = f"Tool '{tool}'" if tool else "The tool"
+        super().__init__(f"{subject} timed out after {timeout:.3g} s.", tool=tool, call_id=call_id)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = super().to_dict()
+        data["timeout"] = self.timeout
+        return data
+
+
+class ToolExecutionError(ToolError):
+    """The tool itself raised; the original exception is ``__cause__`` (and ``cause``)."""
+
+    kind = "tool_failed"
+
+    def __init__(self, cause: BaseException, *, tool: str | None = None, call_id: str | None = None) -> None:
+        self.cause = cause
+        subject = f"Tool '{tool}'" if tool else "The tool"
+        detail = str(cause) or type(cause).__name__
+        super().__init__(f"{subject} failed: {type(cause).__name__}: {detail}", tool=tool, call_id=call_id)
+        self.__cause__ = cause
+
+    def to_dict(self) -> dict[str, Any]:
+        data = super().to_dict()
+        data["cause"] = type(self.cause).__name__
+        return data
+
+
+class ToolDefinitionError(ToolError):
+    """A tool definition is invalid; raised when the tool is defined, never per call."""
+
+    kind = "invalid_definition"
+
+
+class PluginError(ToolError):
+    """A plugin failed to load or raised something other than a :class:`ToolError`."""
+
+    kind = "plugin_error"
+
+    def __init__(self, message: str, *, plugin: str | None = None, tool: str | None = None, call_id: str | None = None) -> None:
+        super().__init__(message, tool=tool, call_id=call_id)
+        self.plugin = plugin

@@ -1,0 +1,303 @@
+"""The tool model: :class:`Tool`, its policies, and the ``defineTool`` decorator."""
+
+from __future__ import annotations
+
+import copy
+import functools
+import inspect
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ParamSpec, Protocol, TypeVar, overload
+
+from ._errors import ToolDefinitionError
+from ._schema import Converter, analyse, check_against_signature, check_schema
+
+if TYPE_CHECKING:
+    from ._registry import ToolRegistry
+
+__all__ = ["RateLimit", "Tool", "ToolFunction", "defineTool", "define_tool"]
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+NAME_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+
+@dataclass(frozen=True, slots=True)
+class RateLimit:
+    """A token bucket: ``rate`` tokens per second, ``burst`` capacity, starting full.
+
+    ``key`` names a context field (or is a function of the call) that gives each caller its
+    own bucket; ``cost`` is the tokens one call takes; ``max_wait`` > 0 waits that long for a
+    token before refusing (``None``: the registry's default behaviour, refuse at once).
+    """
+
+    rate: float
+    burst: float
+    key: str | Callable[[Any], Any] | None = None
+    cost: float = 1.0
+    max_wait: float | None = None
+
+    @classmethod
+    def parse(cls, value: RateLimit | Mapping[str, Any], *, tool: str) -> RateLimit:
+        """Accept the seed's ``{"rate": 10, "burst": 20}`` form, refusing nonsense at definition time."""
+        if isinstance(value, RateLimit):
+            limit = value
+        elif isinstance(value, Mapping):
+            unknown = set(value) - {"rate", "burst", "key", "cost", "max_wait"}
+            if unknown:
+                raise ToolDefinitionError(f"Tool '{tool}': unknown rate_limit keys {sorted(unknown)}.", tool=tool)
+            if "rate" not in value:
+                raise ToolDefinitionError(f"Tool '{tool}': rate_limit needs 'rate' (tokens per second).", tool=tool)
+            rate = value["rate"]
+            limit = cls(
+                rate=rate,
+                burst=value.get("burst", max(1.0, rate)),
+                key=value.get("key"),
+                cost=value.get("cost", 1.0),
+                max_wait=value.get("max_wait"),
+            )
+        else:
+            raise ToolDefinitionError(f"Tool '{tool}': rate_limit must be a mapping like {{'rate': 5, 'burst': 10}}.", tool=tool)
+        for attr in ("rate", "burst", "cost"):
+            number = getattr(limit, attr)
+            if isinstance(number, bool) or not isinstance(number, (int, float)) or not number > 0:
+                raise ToolDefinitionError(
+                    f"Tool '{tool}': rate_limit {attr} must be a positive number, got {number!r}.", tool=tool
+                )
+        if limit.cost > limit.burst:
+            raise ToolDefinitionError(
+                f"Tool '{tool}': rate_limit cost {limit.cost} exceeds burst {limit.burst}; no call could pass.", tool=tool
+            )
+        if limit.max_wait is not None and not limit.max_wait >= 0:
+            raise ToolDefinitionError(f"Tool '{tool}': rate_limit max_wait must be >= 0.", tool=tool)
+        return limit
+
+
+@dataclass(eq=False)
+class Tool:
+    """A registered tool: the function, its JSON Schema, its policies and its metadata.
+
+    Build one with :func:`defineTool` (or :meth:`Tool.create`). Calling a ``Tool`` directly
+    calls the function; agents call it through a :class:`ToolRegistry`.
+    """
+
+    name: str
+    fn: Callable[..., Any]
+    description: str
+    parameters: dict[str, Any]
+    rate_limit: RateLimit | None = None
+    timeout: float | None = None
+    idempotent: bool = False
+    retry: Any = None
+    tags: frozenset[str] = frozenset()
+    read_only: bool = False
+    destructive: bool | None = None
+    open_world: bool | None = None
+    output_schema: dict[str, Any] | None = None
+    options: Mapping[str, Any] = field(default_factory=dict)
+    #: The distribution the tool came from (entry points), or None for tools defined in code.
+    source: str | None = None
+    is_async: bool = False
+    accepted: frozenset[str] = frozenset()
+    required: frozenset[str] = frozenset()
+    accepts_any: bool = True
+    call_param: str | None = None
+    converters: Mapping[str, Converter] = field(default_factory=dict)
+
+    @property
+    def parameters_schema(self) -> dict[str, Any]:
+        """The seed's name for :attr:`parameters`."""
+        return self.parameters
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.fn(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"<Tool {self.name}>"
+
+    @classmethod
+    def create(
+        cls,
+        fn: Callable[..., Any],
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        parameters: Mapping[str, Any] | None = None,
+        rate_limit: RateLimit | Mapping[str, Any] | None = None,
+        timeout: float | None = None,
+        idempotent: bool = False,
+        retry: Any = None,
+        tags: Iterable[str] = (),
+        read_only: bool = False,
+        destructive: bool | None = None,
+        open_world: bool | None = None,
+        output_schema: Mapping[str, Any] | None = None,
+        options: Mapping[str, Any] | None = None,
+        source: str | None = None,
+    ) -> Tool:
+        """Check everything about a definition and build the tool, or raise :class:`ToolDefinitionError`."""
+        if not callable(fn):
+            raise ToolDefinitionError(f"A tool must be callable, got {type(fn).__name__}: {fn!r}.")
+        tool_name = name if name is not None else getattr(fn, "__name__", None)
+        if not isinstance(tool_name, str) or not NAME_PATTERN.match(tool_name):
+            raise ToolDefinitionError(
+                f"Invalid tool name {tool_name!r}: use 1-64 letters, digits, '_' or '-' (the set every provider accepts).",
+                tool=tool_name if isinstance(tool_name, str) else None,
+            )
+        sig = analyse(fn, tool=tool_name)
+        if parameters is None:
+            schema = sig.schema
+        else:
+            schema = copy.deepcopy(dict(parameters))
+            check_schema(schema, tool=tool_name)
+            check_against_signature(schema, sig, tool=tool_name)
+        if output_schema is not None:
+            check_schema_any(output_schema, tool=tool_name)
+        if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0):
+            raise ToolDefinitionError(
+                f"Tool '{tool_name}': timeout must be a positive number of seconds, got {timeout!r}.", tool=tool_name
+            )
+        if read_only and destructive:
+            raise ToolDefinitionError(f"Tool '{tool_name}': a read-only tool cannot be destructive.", tool=tool_name)
+        return cls(
+            name=tool_name,
+            fn=fn,
+            description=description if description is not None else sig.description,
+            parameters=schema,
+            rate_limit=None if rate_limit is None else RateLimit.parse(rate_limit, tool=tool_name),
+            timeout=timeout,
+            idempotent=idempotent,
+            retry=retry,
+            tags=frozenset(tags),
+            read_only=read_only,
+            destructive=destructive,
+            open_world=open_world,
+            output_schema=None if output_schema is None else dict(output_schema),
+            options=dict(options or {}),
+            source=source,
+            is_async=inspect.iscoroutinefunction(fn),
+            accepted=sig.accepted if parameters is None else frozenset(schema.get("properties") or ()) | sig.accepted,
+            required=sig.required,
+            accepts_any=sig.accepts_any,
+            call_param=sig.call_param,
+            converters=sig.converters,
+        )
+
+    def describe(self) -> dict[str, Any]:
+        """``{"name", "description", "parameters"}``: what the model sees (the seed's section 3)."""
+        return {"name": self.name, "description": self.description, "parameters": self.parameters}
+
+
+def check_schema_any(schema: Mapping[str, Any], *, tool: str) -> None:
+    from jsonschema import exceptions, validators
+
+    cls = validators.validator_for(schema, default=validators.Draft202012Validator)
+    try:
+        cls.check_schema(schema)
+    except exceptions.SchemaError as exc:
+        raise ToolDefinitionError(
+            f"Tool '{tool}': output_schema is not valid JSON Schema: '{exc.validator}': {exc.message}", tool=tool
+        ) from exc
+
+
+class ToolFunction(Protocol[P, R]):
+    """What ``@defineTool`` returns: the original function, plus ``.tool`` and ``.fn``."""
+
+    tool: Tool
+    fn: Callable[P, R]
+
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R: ...
+
+
+class _Default:
+    def __repr__(self) -> str:
+        return "DEFAULT_REGISTRY"
+
+
+DEFAULT_REGISTRY: Any = _Default()
+
+
+@overload
+def defineTool(fn: Callable[P, R], /) -> ToolFunction[P, R]: ...
+
+
+@overload
+def defineTool(
+    fn: None = None,
+    /,
+    *,
+    name: str | None = ...,
+    description: str | None = ...,
+    parameters: Mapping[str, Any] | None = ...,
+    rate_limit: RateLimit | Mapping[str, Any] | None = ...,
+    timeout: float | None = ...,
+    idempotent: bool = ...,
+    retry: Any = ...,
+    tags: Iterable[str] = ...,
+    read_only: bool = ...,
+    destructive: bool | None = ...,
+    open_world: bool | None = ...,
+    output_schema: Mapping[str, Any] | None = ...,
+    options: Mapping[str, Any] | None = ...,
+    registry: ToolRegistry | None = ...,
+    replace: bool = ...,
+) -> Callable[[Callable[P, R]], ToolFunction[P, R]]: ...
+
+
+def defineTool(  # noqa: N802 - the seed's name
+    fn: Callable[..., Any] | None = None,
+    /,
+    *,
+    registry: ToolRegistry | None = DEFAULT_REGISTRY,
+    replace: bool = False,
+    **definition: Any,
+) -> Any:
+    """Turn a function into a tool and register it.
+
+    Use bare (``@defineTool``) or with options (``@defineTool(name=..., parameters=...,
+    rate_limit={"rate": 5, "burst": 10}, timeout=10, idempotent=True)``). The tool goes into
+    the default registry, into ``registry=`` if given, or nowhere with ``registry=None`` (what
+    tool packages do: their entry point hands the tools to whichever registry loads them).
+
+    The decorated function still behaves like the original when called directly; the tool
+    is at ``.tool`` and the raw function at ``.fn``.
+    """
+
+    def decorate(func: Callable[..., Any]) -> Any:
+        tool = Tool.create(func, **definition)
+        wrapper = _wrap(func)
+        wrapper.tool = tool  # type: ignore[attr-defined]
+        wrapper.fn = func  # type: ignore[attr-defined]
+        target = registry
+        if target is DEFAULT_REGISTRY:
+            from ._registry import ToolRegistry
+
+            target = ToolRegistry.default()
+        if target is not None:
+            target.add(tool, replace=replace)
+        return wrapper
+
+    if fn is not None:
+        return decorate(fn)
+    return decorate
+
+
+define_tool = defineTool
+
+
+def _wrap(func: Callable[..., Any]) -> Callable[..., Any]:
+    if inspect.iscoroutinefunction(func):
+
+        @functools.wraps(func)
+        async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
+            return await func(*args, **kwargs)
+
+        return async_wrapper
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        return func(*args, **kwargs)
+
+    return wrapper

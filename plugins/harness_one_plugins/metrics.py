@@ -1,0 +1,98 @@
+"""The ``metrics`` plugin: per-tool counts, errors by type and latency percentiles."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from typing import Any
+
+from harness_one import Call, RateLimitExceeded, Retry, ToolRegistry, hookimpl
+
+__all__ = ["MetricsPlugin", "ToolMetrics"]
+
+
+class ToolMetrics:
+    """Counters for one tool; latencies kept in a ring of the last ``window`` calls."""
+
+    __slots__ = ("calls", "errors", "latencies", "rate_limited", "retries", "successes")
+
+    def __init__(self, window: int) -> None:
+        self.calls = 0
+        self.successes = 0
+        self.errors: dict[str, int] = {}
+        self.rate_limited = 0
+        self.retries = 0
+        self.latencies: deque[float] = deque(maxlen=window)
+
+    def snapshot(self) -> dict[str, Any]:
+        ordered = sorted(self.latencies)
+        return {
+            "finished": self.calls,
+            "successes": self.successes,
+            "errors": dict(self.errors),
+            "rate_limited": self.rate_limited,
+            "retries": self.retries,
+            "latency_ms": {f"p{q}": round(_quantile(ordered, q / 100) * 1000, 3) for q in (50, 95, 99)},
+        }
+
+
+def _quantile(ordered: list[float], q: float) -> float:
+    """Nearest-rank quantile of a sorted list (0.0 when empty)."""
+    if not ordered:
+        return 0.0
+    rank = max(1, -(-int(q * len(ordered) * 1000) // 1000))
+    return ordered[min(rank, len(ordered)) - 1]
+
+
+class MetricsPlugin:
+    """Counts every finished call per tool. ``registry.stats()`` shows the numbers.
+
+    Args:
+        window: how many recent latencies each tool keeps for its percentiles (bounded memory).
+    """
+
+    name = "metrics"
+
+    def __init__(self, *, window: int = 2048) -> None:
+        self.window = window
+        self._tools: dict[str, ToolMetrics] = {}
+        self._lock = threading.Lock()
+
+    def _for(self, name: str) -> ToolMetrics:
+        found = self._tools.get(name)
+        if found is None:
+            found = self._tools.setdefault(name, ToolMetrics(self.window))
+        return found
+
+    @hookimpl(trylast=True)
+    def harness_post_call(self, call: Call) -> None:
+        elapsed = time.perf_counter() - call.started
+        m = self._for(call.tool.name)
+        with self._lock:
+            m.calls += 1
+            m.successes += 1
+            m.latencies.append(elapsed)
+
+    @hookimpl(trylast=True)
+    def harness_on_error(self, call: Call, error: BaseException) -> None:
+        m = self._for(call.tool.name)
+        retrying = type(call.state.get("decision")) is Retry
+        with self._lock:
+            if retrying:
+                m.retries += 1
+                return
+            m.calls += 1
+            kind = type(error).__name__
+            m.errors[kind] = m.errors.get(kind, 0) + 1
+            if isinstance(error, RateLimitExceeded):
+                m.rate_limited += 1
+            m.latencies.append(time.perf_counter() - call.started)
+
+    def snapshot(self) -> dict[str, dict[str, Any]]:
+        with self._lock:
+            return {name: m.snapshot() for name, m in self._tools.items()}
+
+    @hookimpl
+    def harness_stats(self, registry: ToolRegistry) -> dict[str, Any]:
+        return {"tools": self.snapshot()}

@@ -1,0 +1,270 @@
+"""Defining tools: inference from signatures and docstrings, and definition-time errors."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal, Optional, TypedDict
+
+import pytest
+
+from harness_one import Call, Tool, ToolDefinitionError, ToolRegistry, define_tool, defineTool
+
+
+class Color(enum.Enum):
+    RED = "red"
+    BLUE = "blue"
+
+
+class Point(TypedDict):
+    x: int
+    y: int
+
+
+@dataclass
+class Box:
+    """A box.
+
+    Args:
+        width: Width in cm.
+    """
+
+    width: float
+    label: str = "box"
+
+
+def test_types_map_to_json_schema() -> None:
+    def f(
+        s: str,
+        i: int,
+        x: float,
+        b: bool,
+        n: None,
+        o: Optional[int],  # noqa: UP045 - the Optional spelling is part of what is tested
+        u: int | str,
+        li: list[str],
+        d: dict[str, int],
+        lit: Literal["a", "b"],
+        c: Color,
+        p: Point,
+        box: Box,
+        t: tuple[int, str],
+        anything: Any,
+        described: Annotated[int, "how many"] = 3,
+    ) -> None: ...
+
+    props = Tool.create(f).parameters["properties"]
+    assert props["s"] == {"type": "string"}
+    assert props["i"] == {"type": "integer"}
+    assert props["x"] == {"type": "number"}
+    assert props["b"] == {"type": "boolean"}
+    assert props["n"] == {"type": "null"}
+    assert props["o"] == {"type": ["integer", "null"]}
+    assert props["u"] == {"type": ["integer", "string"]}
+    assert props["li"] == {"type": "array", "items": {"type": "string"}}
+    assert props["d"] == {"type": "object", "additionalProperties": {"type": "integer"}}
+    assert props["lit"] == {"type": "string", "enum": ["a", "b"]}
+    assert props["c"] == {"type": "string", "enum": ["red", "blue"]}
+    assert props["p"]["required"] == ["x", "y"] and props["p"]["properties"]["x"] == {"type": "integer"}
+    assert props["box"]["required"] == ["width"]
+    assert props["box"]["properties"]["width"] == {"type": "number", "description": "Width in cm."}
+    assert props["box"]["properties"]["label"] == {"type": "string", "default": "box"}
+    assert props["t"]["prefixItems"] == [{"type": "integer"}, {"type": "string"}]
+    assert props["anything"] == {}
+    assert props["described"] == {"type": "integer", "description": "how many", "default": 3}
+
+
+@pytest.mark.parametrize(
+    "doc",
+    [
+        """Find things.
+
+        More detail here.
+
+        Args:
+            query: What to look for.
+                Continues here.
+            limit (int): How many.
+
+        Returns:
+            Things.
+        """,
+        """Find things.
+
+        More detail here.
+
+        Parameters
+        ----------
+        query : str
+            What to look for.
+            Continues here.
+        limit : int
+            How many.
+
+        Returns
+        -------
+        list
+        """,
+        """Find things.
+
+        More detail here.
+
+        :param query: What to look for.
+            Continues here.
+        :param int limit: How many.
+        :returns: Things.
+        """,
+    ],
+    ids=["google", "numpy", "rest"],
+)
+def test_docstring_styles(doc: str) -> None:
+    def find(query: str, limit: int = 10) -> list[str]:
+        return []
+
+    find.__doc__ = doc
+    tool = Tool.create(find)
+    assert tool.description == "Find things.\n\nMore detail here."
+    props = tool.parameters["properties"]
+    assert props["query"]["description"] == "What to look for. Continues here."
+    assert props["limit"] == {"type": "integer", "description": "How many.", "default": 10}
+    assert tool.parameters["required"] == ["query"]
+
+
+def test_enum_and_dataclass_arguments_are_converted(registry: ToolRegistry) -> None:
+    @define_tool(registry=registry)
+    def paint(color: Color, box: Box) -> str:
+        assert isinstance(color, Color) and isinstance(box, Box)
+        return f"{box.label}:{box.width}:{color.name}"
+
+    assert registry.call("paint", {"color": "red", "box": {"width": 2.5}}) == "box:2.5:RED"
+
+
+def test_call_parameter_is_injected_not_in_schema(registry: ToolRegistry) -> None:
+    @define_tool(registry=registry)
+    def whoami(call: Call, greeting: str = "hi") -> str:
+        return f"{greeting} {call.context['user']} #{call.attempt} {call.tool.name}"
+
+    assert "call" not in registry.get("whoami").parameters["properties"]
+    assert registry.call("whoami", {}, context={"user": "ann"}) == "hi ann #1 whoami"
+
+
+@pytest.mark.parametrize("name", ["", "has space", "dots.not.allowed", "x" * 65, "ünï"])
+def test_bad_names(name: str) -> None:
+    with pytest.raises(ToolDefinitionError, match="Invalid tool name"):
+        Tool.create(lambda: None, name=name)
+
+
+def test_not_callable() -> None:
+    with pytest.raises(ToolDefinitionError, match="callable"):
+        Tool.create(42, name="x")  # type: ignore[arg-type]
+
+
+def test_invalid_schema_names_the_keyword() -> None:
+    with pytest.raises(ToolDefinitionError) as err:
+        Tool.create(lambda a: a, name="f", parameters={"type": "object", "properties": {"a": {"type": "strin"}}})
+    assert "'anyOf'" in str(err.value) or "'enum'" in str(err.value)
+    assert "properties/a/type" in str(err.value)
+    with pytest.raises(ToolDefinitionError, match="minimum"):
+        Tool.create(lambda a: a, name="f", parameters={"type": "object", "properties": {"a": {"minimum": "1"}}})
+
+
+def test_root_must_be_object() -> None:
+    with pytest.raises(ToolDefinitionError, match='"type": "object"'):
+        Tool.create(lambda: None, name="f", parameters={"type": "array"})
+
+
+def test_schema_and_signature_must_agree() -> None:
+    def f(a: int, b: int) -> int:
+        return a + b
+
+    with pytest.raises(ToolDefinitionError) as err:
+        Tool.create(f, parameters={"type": "object", "properties": {"a": {}, "c": {}}, "required": ["a", "c"]})
+    text = str(err.value)
+    assert "requires property 'c'" in text and "no parameter 'c'" in text
+    assert "function parameter 'b'" in text
+
+
+def test_kwargs_function_accepts_any_required_property() -> None:
+    def f(**kwargs: Any) -> Any:
+        return kwargs
+
+    tool = Tool.create(f, parameters={"type": "object", "properties": {"z": {}}, "required": ["z"]})
+    assert tool.accepts_any
+
+
+def test_remote_ref_is_refused_at_definition() -> None:
+    schema = {"type": "object", "properties": {"a": {"$ref": "http://example.com/schema.json"}}}
+    with pytest.raises(ToolDefinitionError, match="never fetched"):
+        Tool.create(lambda a: a, name="f", parameters=schema)
+
+
+def test_local_refs_and_metaschema_refs_are_fine() -> None:
+    schema = {
+        "type": "object",
+        "$defs": {"pos": {"type": "integer", "minimum": 0}},
+        "properties": {"a": {"$ref": "#/$defs/pos"}, "s": {"$ref": "https://json-schema.org/draft/2020-12/schema"}},
+    }
+    Tool.create(lambda a, s=None: a, name="f", parameters=schema)
+
+
+def test_duplicate_names_and_replace(registry: ToolRegistry) -> None:
+    @define_tool(name="t", registry=registry)
+    def one() -> int:
+        return 1
+
+    with pytest.raises(ToolDefinitionError, match="already registered"):
+
+        @define_tool(name="t", registry=registry)
+        def two() -> int:
+            return 2
+
+    @define_tool(name="t", registry=registry, replace=True)
+    def three() -> int:
+        return 3
+
+    assert registry.call("t") == 3
+
+
+def test_positional_only_is_refused() -> None:
+    def f(a: int, /) -> int:
+        return a
+
+    with pytest.raises(ToolDefinitionError, match="positional-only"):
+        Tool.create(f)
+
+
+def test_bad_policies() -> None:
+    with pytest.raises(ToolDefinitionError, match="rate"):
+        Tool.create(lambda: None, name="f", rate_limit={"rate": 0, "burst": 1})
+    with pytest.raises(ToolDefinitionError, match="unknown rate_limit"):
+        Tool.create(lambda: None, name="f", rate_limit={"rate": 1, "burts": 1})
+    with pytest.raises(ToolDefinitionError, match="timeout"):
+        Tool.create(lambda: None, name="f", timeout=-1)
+
+
+def test_bare_decorator_and_metadata(registry: ToolRegistry) -> None:
+    @defineTool(registry=registry, tags=["math"], read_only=True, open_world=False, output_schema={"type": "integer"})
+    def double(x: int) -> int:
+        """Double a number."""
+        return 2 * x
+
+    tool = registry.get("double")
+    assert (tool.tags, tool.read_only, tool.open_world, tool.output_schema) == (
+        frozenset({"math"}),
+        True,
+        False,
+        {"type": "integer"},
+    )
+    assert tool.description == "Double a number."
+    assert double(4) == 8
+
+
+def test_registry_none_defines_without_registering(registry: ToolRegistry) -> None:
+    @defineTool(registry=None)
+    def lonely() -> int:
+        return 1
+
+    assert "lonely" not in registry
+    assert "lonely" not in ToolRegistry.default().names()
+    registry.add(lonely)
+    assert registry.call("lonely") == 1
