@@ -183,7 +183,9 @@ class PluginSet:
         self.plan = self._compile()
         return registered
 
-    replace = register
+    def replace(self, name: str, plugin: Any) -> str:
+        """Put ``plugin`` in the place of the plugin called ``name`` (standard or not)."""
+        return self.register(plugin, name)
 
     def unregister(self, name: str) -> Any:
         """Remove the plugin called ``name``; returns it (or None if there was none)."""
@@ -258,6 +260,6 @@ def _through_pluggy(caller: pluggy.HookCaller, spec_args: tuple[str, ...]) -> Ca
 
     def call_all(*args: Any) -> Any:
         results = caller(**dict(zip(spec_args, args)))
-        return next((r for r in results if r is not None), None)
+        return next((r for r in results or () if r is not None), None)
 
     return call_all

@@ -313,11 +313,11 @@ def check_schema(schema: Any, *, tool: str) -> None:
 
 
 def find_remote_refs(schema: Any) -> list[str]:
-    """Every ``$ref``/``$dynamicRef`` that points outside the schema and outside the bundled metaschemas."""
+    """Every ``$ref``/``$dynamicRef``/``$schema`` that points outside the schema and the bundled metaschemas."""
     local: set[str] = {""}
     refs: list[tuple[str, str]] = []
     for base, node in _walk(schema, ""):
-        for key in ("$ref", "$dynamicRef", "$recursiveRef"):
+        for key in ("$ref", "$dynamicRef", "$recursiveRef", "$schema"):
             value = node.get(key)
             if isinstance(value, str):
                 refs.append((base, value))

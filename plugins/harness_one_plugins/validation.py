@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import copy
+import functools
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Literal
 
 import referencing
 import referencing.exceptions
+import regex
 from jsonschema import validators as _validators
 from jsonschema.exceptions import ValidationError
 
 from harness_one import ArgumentLimits, ArgumentProblem, Call, Tool, ToolArgumentError, ToolRegistry, hookimpl
+
+from .formats import strict_format_checker
 
 _rs: Any
 try:  # the `fast` extra
@@ -42,23 +46,55 @@ def rust_available() -> bool:
     return _rs is not None
 
 
+@functools.lru_cache(maxsize=4096)
+def _regex(pattern: str) -> Any:
+    return regex.compile(pattern)
+
+
+def _pattern(validator: Any, pattern: str, instance: Any, schema: Any) -> Iterator[ValidationError]:
+    if validator.is_type(instance, "string") and not _regex(pattern).search(instance):
+        yield ValidationError(f"{instance!r} does not match {pattern!r}")
+
+
+def _pattern_properties(validator: Any, patterns: dict[str, Any], instance: Any, schema: Any) -> Iterator[ValidationError]:
+    if not validator.is_type(instance, "object"):
+        return
+    for pattern, subschema in patterns.items():
+        for key, value in instance.items():
+            if _regex(pattern).search(key):
+                yield from validator.descend(value, subschema, path=key, schema_path=pattern)
+
+
+@functools.cache
+def _python_validator(base: Any) -> Any:
+    """``base`` with ECMA-262-style patterns (``\\p{Letter}`` and friends) via the ``regex`` module."""
+    return _validators.extend(base, {"pattern": _pattern, "patternProperties": _pattern_properties})
+
+
+@functools.cache
+def _format_checker(base: Any) -> Any:
+    return strict_format_checker(base.FORMAT_CHECKER)
+
+
 class CompiledSchema:
     """A schema compiled once: a fast verdict, a full error list, and the defaults to fill."""
 
     __slots__ = ("_defaults", "_fast", "_py", "backend", "schema")
 
-    def __init__(self, schema: Mapping[str, Any], backend: Backend = "auto") -> None:
+    def __init__(self, schema: Mapping[str, Any] | bool, backend: Backend = "auto", *, formats: bool = True) -> None:
         self.schema = schema
-        cls = _validators.validator_for(dict(schema), default=_validators.Draft202012Validator)
-        checker = cls.FORMAT_CHECKER
-        self._py = cls(schema, format_checker=checker, registry=_NO_REMOTE)
+        base = _validators.validator_for(
+            schema if isinstance(schema, bool) else dict(schema), default=_validators.Draft202012Validator
+        )
+        checker = _format_checker(base) if formats else None
+        self._py = _python_validator(base)(schema, format_checker=checker, registry=_NO_REMOTE)
         use_rust = backend == "rust" or (backend == "auto" and _rs is not None)
         if backend == "rust" and _rs is None:
             raise RuntimeError("backend='rust' needs the jsonschema-rs package (pip install 'harness-one[fast]')")
         self.backend = "rust" if use_rust else "python"
         if use_rust:
             assert _rs is not None
-            self._fast = _rs.validator_for(schema, validate_formats=True, retriever=_refuse_remote_rs).is_valid
+            self._fast = _rs.validator_for(schema, validate_formats=formats, retriever=_refuse_remote_rs).is_valid
         else:
             self._fast = self._py.is_valid
         self._defaults = _default_plan(schema)
@@ -83,9 +119,13 @@ class CompiledSchema:
         return _fill(instance, self._defaults)
 
 
-def compile_schema(schema: Mapping[str, Any], backend: Backend = "auto") -> CompiledSchema:
-    """Compile ``schema`` for repeated validation (remote references are never fetched)."""
-    return CompiledSchema(schema, backend)
+def compile_schema(schema: Mapping[str, Any] | bool, backend: Backend = "auto", *, formats: bool = True) -> CompiledSchema:
+    """Compile ``schema`` for repeated validation (remote references are never fetched).
+
+    ``formats`` asserts the ``format`` keyword (harness-one's default; the JSON Schema
+    specification's default is annotation only).
+    """
+    return CompiledSchema(schema, backend, formats=formats)
 
 
 # ---------------------------------------------------------------------------- defaults
@@ -329,24 +369,26 @@ class ValidationPlugin:
     Args:
         backend: ``"auto"`` (jsonschema-rs when installed, else jsonschema), ``"python"`` or ``"rust"``.
             The rich error list always comes from jsonschema.
+        formats: assert ``format`` (date-time, email, uri, uuid, ipv4/6, hostname, ...).
     """
 
     name = "validation"
 
-    def __init__(self, backend: Backend = "auto") -> None:
+    def __init__(self, backend: Backend = "auto", *, formats: bool = True) -> None:
         self.backend: Backend = backend
+        self.formats = formats
         self._compiled: dict[Tool, CompiledSchema] = {}
 
     def compiled(self, tool: Tool) -> CompiledSchema:
         """The tool's compiled schema (compiled now if the tool predates this plugin)."""
         found = self._compiled.get(tool)
         if found is None:
-            found = self._compiled[tool] = compile_schema(tool.parameters, self.backend)
+            found = self._compiled[tool] = compile_schema(tool.parameters, self.backend, formats=self.formats)
         return found
 
     @hookimpl
     def harness_tool_added(self, tool: Tool) -> None:
-        self._compiled[tool] = compile_schema(tool.parameters, self.backend)
+        self._compiled[tool] = compile_schema(tool.parameters, self.backend, formats=self.formats)
 
     @hookimpl
     def harness_tool_removed(self, tool: Tool) -> None:

@@ -1,0 +1,161 @@
+"""Strict checkers for the formats harness-one asserts, so both validation backends agree.
+
+jsonschema's own checkers are lenient in places (leap seconds, e-mail local parts, IDNA
+A-labels); these follow RFC 3339, RFC 5321, RFC 1123/5890 and RFC 4122 as the JSON Schema
+Test Suite reads them. Formats not listed here keep jsonschema's checkers.
+"""
+
+from __future__ import annotations
+
+import calendar
+import ipaddress
+import re
+from typing import Any
+
+import idna
+from jsonschema import FormatChecker
+
+__all__ = ["STRICT_FORMATS", "strict_format_checker"]
+
+_DATE = re.compile(r"(\d{4})-(\d{2})-(\d{2})", re.ASCII)
+_TIME = re.compile(r"(\d{2}):(\d{2}):(\d{2})(?:\.\d+)?(?:([Zz])|([+-])(\d{2}):(\d{2}))", re.ASCII)
+_UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}", re.ASCII)
+_LABEL = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?", re.ASCII)
+_ATOM = r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+"
+_DOT_STRING = re.compile(rf"{_ATOM}(?:\.{_ATOM})*", re.ASCII)
+_QUOTED = re.compile(r'"(?:[\x20\x21\x23-\x5b\x5d-\x7e]|\\[\x20-\x7e])*"', re.ASCII)
+
+
+def is_date(value: object) -> bool:
+    if not isinstance(value, str):
+        return True
+    m = _DATE.fullmatch(value)
+    if not m:
+        return False
+    year, month, day = map(int, m.groups())
+    return 1 <= month <= 12 and 1 <= day <= calendar.monthrange(year, month)[1]
+
+
+def is_time(value: object) -> bool:
+    if not isinstance(value, str):
+        return True
+    m = _TIME.fullmatch(value)
+    if not m:
+        return False
+    hour, minute, second = int(m[1]), int(m[2]), int(m[3])
+    if hour > 23 or minute > 59 or second > 60:
+        return False
+    off_h, off_m = (0, 0) if m[4] else (int(m[6]), int(m[7]))
+    if off_h > 23 or off_m > 59:
+        return False
+    if second == 60:  # a leap second is 23:59:60 in UTC
+        sign = 0 if m[4] else (1 if m[5] == "+" else -1)
+        utc = (hour * 60 + minute - sign * (off_h * 60 + off_m)) % (24 * 60)
+        return utc == 23 * 60 + 59
+    return True
+
+
+def is_date_time(value: object) -> bool:
+    if not isinstance(value, str):
+        return True
+    if len(value) < 11 or value[10] not in "Tt":
+        return False
+    return is_date(value[:10]) and is_time(value[11:])
+
+
+def is_uuid(value: object) -> bool:
+    return not isinstance(value, str) or _UUID.fullmatch(value) is not None
+
+
+def is_hostname(value: object) -> bool:
+    if not isinstance(value, str):
+        return True
+    if not value or len(value) > 253 or not value.isascii():
+        return False
+    for label in value.split("."):
+        if not _LABEL.fullmatch(label):
+            return False
+        if label[2:4] == "--":
+            if label[:4].lower() != "xn--":
+                return False
+            try:
+                idna.decode(label)
+            except (idna.IDNAError, UnicodeError, ValueError):
+                return False
+    return True
+
+
+def is_ipv4(value: object) -> bool:
+    if not isinstance(value, str):
+        return True
+    try:
+        ipaddress.IPv4Address(value)
+    except ValueError:
+        return False
+    return value.isascii()
+
+
+def is_ipv6(value: object) -> bool:
+    if not isinstance(value, str):
+        return True
+    if not value.isascii() or "%" in value:
+        return False
+    try:
+        ipaddress.IPv6Address(value)
+    except ValueError:
+        return False
+    return True
+
+
+def is_email(value: object) -> bool:
+    if not isinstance(value, str):
+        return True
+    local, at, domain = value.rpartition("@")
+    if not at or not local or not domain:
+        return False
+    if not (_DOT_STRING.fullmatch(local) or _QUOTED.fullmatch(local)):
+        return False
+    if domain.startswith("[") and domain.endswith("]"):
+        literal = domain[1:-1]
+        if literal.lower().startswith("ipv6:"):
+            return is_ipv6(literal[5:])
+        return is_ipv4(literal)
+    return is_hostname(domain)
+
+
+def _uri_checker(base: FormatChecker) -> Any:
+    inner = base.checkers["uri"][0] if "uri" in base.checkers else None
+
+    def is_uri(value: object) -> bool:
+        if not isinstance(value, str):
+            return True
+        if inner is not None and not inner(value):
+            return False
+        host = value.partition("://")[2].split("/", 1)[0].rpartition("@")[2]
+        if host.startswith("["):  # an IP literal: IPv6 (embedded IPv4 included) or IPvFuture
+            literal = host[1:].partition("]")[0]
+            return literal[:1] in ("v", "V") or is_ipv6(literal)
+        return True
+
+    return is_uri
+
+
+STRICT_FORMATS = {
+    "date": is_date,
+    "time": is_time,
+    "date-time": is_date_time,
+    "uuid": is_uuid,
+    "hostname": is_hostname,
+    "ipv4": is_ipv4,
+    "ipv6": is_ipv6,
+    "email": is_email,
+}
+
+
+def strict_format_checker(base: FormatChecker) -> FormatChecker:
+    """``base`` (a draft's checker) with the strict checkers above in place of its own."""
+    checker = FormatChecker()
+    checker.checkers = dict(base.checkers)
+    for name, func in {**STRICT_FORMATS, "uri": _uri_checker(base)}.items():
+        checker.checkers[name] = (func, ())
+    return checker

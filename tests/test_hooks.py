@@ -1,0 +1,273 @@
+"""The hook pipeline: order, decisions, blocking and replacing plugins by name."""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from typing import Any
+
+import pytest
+
+from harness_one import (
+    Call,
+    Outcome,
+    PluginError,
+    Retry,
+    ToolArgumentError,
+    ToolError,
+    ToolExecutionError,
+    ToolRegistry,
+    define_tool,
+    hookimpl,
+)
+
+
+class Recorder:
+    def __init__(self, log: list[str], tag: str) -> None:
+        self.log = log
+        self.tag = tag
+
+    @hookimpl
+    def harness_pre_validate(self, call: Call) -> None:
+        self.log.append(f"{self.tag}:pre_validate")
+
+    @hookimpl
+    def harness_pre_call(self, call: Call) -> None:
+        self.log.append(f"{self.tag}:pre_call:{call.attempt}")
+
+    @hookimpl
+    def harness_post_call(self, call: Call) -> None:
+        self.log.append(f"{self.tag}:post_call:{call.result}")
+
+    @hookimpl
+    def harness_on_error(self, call: Call, error: BaseException) -> None:
+        self.log.append(f"{self.tag}:on_error:{type(error).__name__}")
+
+
+def test_order_of_one_call(bare: ToolRegistry) -> None:
+    log: list[str] = []
+    bare.plugins.register(Recorder(log, "a"), name="a")
+    bare.plugins.register(Recorder(log, "b"), name="b")
+
+    @define_tool(registry=bare)
+    def f() -> int:
+        log.append("tool")
+        return 1
+
+    bare.call("f")
+    # pluggy order: the later-registered plugin runs first.
+    assert log == ["b:pre_validate", "a:pre_validate", "b:pre_call:1", "a:pre_call:1", "tool", "b:post_call:1", "a:post_call:1"]
+
+
+def test_pre_validate_normalises_and_post_call_transforms(bare: ToolRegistry) -> None:
+    class Lower:
+        @hookimpl
+        def harness_pre_validate(self, call: Call) -> None:
+            call.arguments = {k.lower(): v for k, v in call.arguments.items()}
+
+        @hookimpl
+        def harness_post_call(self, call: Call) -> None:
+            call.result = {"wrapped": call.result}
+
+    bare.plugins.register(Lower(), name="lower")
+    bare.add(lambda x: x * 2, name="dbl")
+    assert bare.call("dbl", {"X": 3}) == {"wrapped": 6}
+
+
+def test_pre_call_outcome_short_circuits(bare: ToolRegistry) -> None:
+    ran: list[int] = []
+
+    class Cache:
+        @hookimpl
+        def harness_pre_call(self, call: Call) -> Outcome | None:
+            return Outcome.success("cached") if call.arguments.get("x") == 1 else None
+
+    class Refuse:
+        @hookimpl(tryfirst=True)
+        def harness_pre_call(self, call: Call) -> Outcome | None:
+            if call.arguments.get("x") == 2:
+                return Outcome.failure(ToolError("stored failure"))
+            return None
+
+    bare.plugins.register(Cache(), name="cache")
+    bare.plugins.register(Refuse(), name="refuse")
+    bare.add(lambda x: ran.append(x) or "fresh", name="f")
+    assert bare.call("f", {"x": 1}) == "cached"
+    assert bare.call("f", {"x": 3}) == "fresh"
+    with pytest.raises(ToolError, match="stored failure"):
+        bare.call("f", {"x": 2})
+    assert ran == [3]
+
+
+def test_on_error_retry_and_recover(bare: ToolRegistry, clock: Any) -> None:
+    bare.clock = clock
+    attempts: list[int] = []
+
+    class RetryTwice:
+        @hookimpl
+        def harness_on_error(self, call: Call, error: BaseException) -> Retry | Outcome | None:
+            if isinstance(error, ToolArgumentError):
+                return None
+            if call.attempt < 3:
+                return Retry(delay=0.5)
+            return Outcome.success("gave up nicely")
+
+    bare.plugins.register(RetryTwice(), name="retry")
+
+    def flaky(call: Call) -> str:
+        attempts.append(call.attempt)
+        raise OSError("down")
+
+    bare.add(flaky)
+    assert bare.call("flaky") == "gave up nicely"
+    assert attempts == [1, 2, 3]
+    assert clock.sleeps == [0.5, 0.5]
+    result = bare.try_call("flaky")
+    assert result.ok and result.attempts == 3
+
+
+def test_on_error_can_translate(bare: ToolRegistry) -> None:
+    class Translate:
+        @hookimpl
+        def harness_on_error(self, error: BaseException) -> Outcome:
+            return Outcome.failure(ToolError(f"friendly: {error}"))
+
+    bare.plugins.register(Translate(), name="translate")
+    bare.add(lambda: 1 / 0, name="boom")
+    with pytest.raises(ToolError, match="friendly: Tool 'boom' failed") as err:
+        bare.call("boom")
+    assert isinstance(err.value.__cause__, ToolExecutionError)
+
+
+def test_errors_in_pre_validate_reach_on_error_but_are_not_retried(bare: ToolRegistry) -> None:
+    seen: list[str] = []
+
+    class Watch:
+        @hookimpl
+        def harness_on_error(self, error: BaseException) -> Retry:
+            seen.append(type(error).__name__)
+            return Retry(0)
+
+    bare.plugins.register(Watch(), name="watch")
+    bare.add(lambda a: a, name="f")
+    with pytest.raises(ToolArgumentError):
+        bare.call("f", "{bad")
+    assert seen == ["ToolArgumentError"]
+
+
+def test_new_style_wrappers_go_through_pluggy(bare: ToolRegistry) -> None:
+    log: list[str] = []
+
+    class Wrap:
+        @hookimpl(wrapper=True)
+        def harness_post_call(self, call: Call) -> Generator[None, Any, Any]:
+            log.append("before")
+            try:
+                return (yield)
+            finally:
+                log.append("after")
+
+    bare.plugins.register(Recorder(log, "r"), name="r")
+    bare.plugins.register(Wrap(), name="wrap")
+    bare.add(lambda: 5, name="five")
+    assert bare.call("five") == 5
+    assert log[-3:] == ["before", "r:post_call:5", "after"]
+
+
+def test_standard_plugins_load_by_name(registry: ToolRegistry) -> None:
+    assert set(registry.plugins.names()) == {"validation", "rate_limit", "logging", "metrics"}
+    assert registry.plugins.sources["validation"] == "harness-one"
+
+
+def test_block_by_api_takes_plugin_out(registry: ToolRegistry) -> None:
+    registry.add(lambda n: n, name="f", parameters={"type": "object", "properties": {"n": {"type": "integer"}}})
+    with pytest.raises(ToolArgumentError):
+        registry.call("f", {"n": "x"})
+    registry.plugins.block("validation")
+    assert "validation" not in registry.plugins and registry.plugins.is_blocked("validation")
+    assert registry.call("f", {"n": "x"}) == "x"  # calls go through unvalidated
+    blocked_at_start = ToolRegistry(block=["validation"], autoload=False)
+    assert "validation" not in blocked_at_start.plugins.names()
+
+
+def test_block_by_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HARNESS_ONE_BLOCK_PLUGINS", "rate_limit, logging")
+    reg = ToolRegistry()
+    assert sorted(reg.plugins.names()) == ["metrics", "validation"]
+    monkeypatch.setenv("HARNESS_ONE_PLUGINS", "metrics")
+    monkeypatch.delenv("HARNESS_ONE_BLOCK_PLUGINS")
+    assert ToolRegistry().plugins.names() == ["metrics"]
+
+
+def test_replace_standard_plugin_by_name(registry: ToolRegistry) -> None:
+    calls: list[str] = []
+
+    class MyLimiter:
+        @hookimpl
+        def harness_pre_call(self, call: Call) -> None:
+            calls.append(call.tool.name)
+
+    registry.add(lambda: 1, name="f", rate_limit={"rate": 1, "burst": 1})
+    registry.plugins.replace("rate_limit", MyLimiter())
+    for _ in range(3):
+        registry.call("f")  # the standard limiter would refuse the second call
+    assert calls == ["f", "f", "f"]
+    assert isinstance(registry.plugins.get("rate_limit"), MyLimiter)
+
+
+def test_plugins_given_at_construction(clock: Any) -> None:
+    class Tagger:
+        @hookimpl
+        def harness_post_call(self, call: Call) -> None:
+            call.result = f"<{call.result}>"
+
+    reg = ToolRegistry(plugins={"tagger": Tagger}, standard_plugins=False, autoload=False)
+    reg.add(lambda: "x", name="f")
+    assert reg.call("f") == "<x>" and reg.plugins.names() == ["tagger"]
+
+
+def test_tool_added_hook_sees_existing_tools_when_plugin_joins_late(bare: ToolRegistry) -> None:
+    bare.add(lambda: 1, name="early")
+    seen: list[str] = []
+
+    class Prep:
+        @hookimpl
+        def harness_tool_added(self, tool: Any) -> None:
+            seen.append(tool.name)
+
+        @hookimpl
+        def harness_tool_removed(self, tool: Any) -> None:
+            seen.append("-" + tool.name)
+
+    bare.plugins.register(Prep(), name="prep")
+    bare.add(lambda: 2, name="late")
+    bare.remove("early")
+    assert seen == ["early", "late", "-early"]
+
+
+def test_third_party_plugin_from_entry_point_and_failures(dists: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    dists.make(
+        "hx-plugins",
+        {
+            "hx_good": """
+                from harness_one import hookimpl
+
+                class Shout:
+                    @hookimpl
+                    def harness_post_call(self, call):
+                        call.result = str(call.result).upper()
+            """,
+            "hx_bad": "raise ImportError('missing dependency: frobnicate')\n",
+        },
+        {"harness_one.plugins": {"shout": "hx_good:Shout", "broken": "hx_bad:Plugin"}},
+    )
+    reg = ToolRegistry()
+    reg.add(lambda: "hi", name="f")
+    assert reg.call("f") == "HI"
+    assert reg.plugins.sources["shout"] == "hx-plugins"
+    assert [(f.name, f.distribution) for f in reg.plugins.failures] == [("broken", "hx-plugins")]
+    assert "frobnicate" in reg.plugins.failures[0].error
+    with pytest.raises(PluginError, match="broken"):
+        ToolRegistry(strict=True)
+    monkeypatch.setenv("HARNESS_ONE_DISABLE_PLUGIN_AUTOLOAD", "1")
+    quiet = ToolRegistry()
+    assert "shout" not in quiet.plugins.names() and "validation" in quiet.plugins.names()

@@ -1,0 +1,105 @@
+"""The official JSON-Schema-Test-Suite, run through the validation plugin's compiled schemas.
+
+Reads ``../shared/jsonschema-test-suite`` (draft 2020-12 and draft 7: every required test, plus
+the ``optional/format`` tests for the formats harness-one asserts). Schemas that refer to
+remote documents must be refused the way a tool definition refuses them, and never fetched:
+the network is cut off for the whole run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness_one._schema import find_remote_refs
+from harness_one_plugins.validation import FORMATS, compile_schema, rust_available
+
+ROOT = Path(__file__).resolve().parents[1]
+SUITE = Path(os.environ.get("JSON_SCHEMA_TEST_SUITE", ROOT.parent / "shared" / "jsonschema-test-suite"))
+DRAFTS = {"draft2020-12": "https://json-schema.org/draft/2020-12/schema", "draft7": "http://json-schema.org/draft-07/schema#"}
+BACKENDS = ["python", pytest.param("rust", marks=pytest.mark.skipif(not rust_available(), reason="jsonschema-rs missing"))]
+
+pytestmark = pytest.mark.skipif(not SUITE.is_dir(), reason=f"JSON-Schema-Test-Suite not found at {SUITE}")
+
+
+def _files(draft: str, kind: str) -> list[Path]:
+    base = SUITE / "tests" / draft
+    if kind == "required":
+        return sorted(base.glob("*.json"))
+    return [
+        base / "optional" / "format" / f"{fmt}.json" for fmt in FORMATS if (base / "optional" / "format" / f"{fmt}.json").exists()
+    ]
+
+
+def _with_dialect(schema: Any, draft: str) -> Any:
+    if isinstance(schema, dict) and "$schema" not in schema:
+        return {"$schema": DRAFTS[draft], **schema}
+    return schema
+
+
+@pytest.fixture
+def no_network(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError(f"network access attempted: {args}")
+
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket, "create_connection", refuse)
+    monkeypatch.setattr(socket, "getaddrinfo", refuse)
+
+
+def run(draft: str, kind: str, backend: str) -> tuple[int, int, list[str]]:
+    """Pass count, refused count and failures for one part of the suite."""
+    passed = refused = 0
+    failures: list[str] = []
+    # The required tests expect the specification's default, format as annotation only;
+    # the optional/format tests are what harness-one's default (assert formats) is for.
+    formats = kind == "format"
+    for path in _files(draft, kind):
+        for case in json.loads(path.read_text()):
+            schema = _with_dialect(case["schema"], draft)
+            where = f"{path.relative_to(SUITE)} :: {case['description']}"
+            if find_remote_refs(schema):
+                refused += len(case["tests"])  # a tool with this schema is a ToolDefinitionError
+                continue
+            assert "refRemote" not in path.name, f"remote reference not detected: {where}"
+            compiled = compile_schema(schema, backend, formats=formats)
+            for test in case["tests"]:
+                try:
+                    verdict = compiled.is_valid(test["data"])
+                except Exception as exc:  # counted, and shown below
+                    verdict = f"{type(exc).__name__}: {exc}"
+                if verdict == test["valid"]:
+                    passed += 1
+                else:
+                    failures.append(f"{where} :: {test['description']} -> {verdict}")
+    return passed, refused, failures
+
+
+def report(capsys: pytest.CaptureFixture[str], label: str, passed: int, refused: int, failures: list[str]) -> None:
+    with capsys.disabled():
+        print(f"\nJSON-Schema-Test-Suite {label}: {passed} passed, {len(failures)} failed, {refused} refused (remote refs)")
+        for line in failures:
+            print("  FAILED", line)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("draft", list(DRAFTS))
+def test_required(draft: str, backend: str, no_network: None, capsys: pytest.CaptureFixture[str]) -> None:
+    passed, refused, failures = run(draft, "required", backend)
+    report(capsys, f"{draft} required [{backend}]", passed, refused, failures)
+    assert failures == []
+    assert passed > 800 and refused > 0
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("draft", list(DRAFTS))
+def test_optional_formats(draft: str, backend: str, no_network: None, capsys: pytest.CaptureFixture[str]) -> None:
+    passed, _, failures = run(draft, "format", backend)
+    report(capsys, f"{draft} optional/format [{backend}]", passed, 0, failures)
+    assert passed > 0
+    assert failures == []

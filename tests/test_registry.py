@@ -1,0 +1,216 @@
+"""The registry: independence, listing, calling styles, concurrency and counters."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import pytest
+
+from harness_one import (
+    CallResult,
+    PluginError,
+    ToolArgumentError,
+    ToolExecutionError,
+    ToolNotFound,
+    ToolRegistry,
+    define_tool,
+    hookimpl,
+)
+
+
+def test_instances_are_independent(registry: ToolRegistry, clock: object) -> None:
+    other = ToolRegistry(autoload=False)
+
+    @define_tool(registry=registry, rate_limit={"rate": 1, "burst": 1})
+    def ping() -> str:
+        return "pong"
+
+    other.add(ping)
+    assert registry.call("ping") == "pong"
+    assert other.call("ping") == "pong"  # its own bucket: not limited by the first registry's call
+    assert "ping" not in ToolRegistry.default().names() or ToolRegistry.default().get("ping") is not ping.tool  # type: ignore[attr-defined]
+    assert registry.plugins.get("rate_limit") is not other.plugins.get("rate_limit")
+
+
+def test_list_tools_forms(registry: ToolRegistry) -> None:
+    @define_tool(registry=registry)
+    def a(x: int) -> int:
+        """A."""
+        return x
+
+    @define_tool(registry=registry)
+    def b() -> None:
+        """B."""
+
+    assert registry.names() == ["a", "b"] == registry.list_tools(names_only=True) == list(registry.list_tools())
+    assert registry.list_tools()["a"]["description"] == "A."
+    assert registry.list_tools()["a"]["parameters"]["properties"] == {"x": {"type": "integer"}}
+
+
+def test_not_found_suggests(registry: ToolRegistry) -> None:
+    @define_tool(registry=registry)
+    def web_search(q: str) -> str:
+        return q
+
+    with pytest.raises(ToolNotFound) as err:
+        registry.call("web_serch", {})
+    assert err.value.suggestions == ["web_search"]
+    assert "Did you mean: 'web_search'?" in str(err.value)
+    result = registry.try_call("zzz", {})
+    assert not result.ok and isinstance(result.error, ToolNotFound) and result.call_id
+
+
+def test_try_call_result(registry: ToolRegistry) -> None:
+    @define_tool(registry=registry)
+    def div(a: float, b: float) -> float:
+        return a / b
+
+    good = registry.try_call("div", {"a": 1, "b": 4}, call_id="c-1")
+    assert good == CallResult(True, 0.25, None, "div", "c-1", good.duration, 1)
+    assert good.to_dict() == {"ok": True, "result": 0.25, "call_id": "c-1"}
+    assert good.for_model() == "0.25"
+    bad = registry.try_call("div", {"a": 1, "b": 0})
+    assert not bad.ok and isinstance(bad.error, ToolExecutionError)
+    assert isinstance(bad.error.__cause__, ZeroDivisionError)
+    assert bad.for_model() == "Error: Tool 'div' failed: ZeroDivisionError: division by zero"
+    assert bad.to_dict()["error"]["type"] == "ToolExecutionError" and bad.to_dict()["error"]["cause"] == "ZeroDivisionError"
+    wrong = registry.try_call("div", {"a": "x", "b": 1})
+    assert wrong.to_dict()["error"]["problems"][0]["path"] == "$.a"
+
+
+def test_bad_input_shapes(registry: ToolRegistry) -> None:
+    @define_tool(registry=registry)
+    def echo(x: int = 0) -> int:
+        return x
+
+    assert registry.call("echo", None) == 0
+    assert registry.call("echo", "") == 0
+    assert registry.call("echo", b'{"x": 2}') == 2
+    for raw, fragment in [
+        ('{"x": ', "not valid JSON"),
+        ("[1, 2]", "must be a JSON object, got array"),
+        (42, "must be a JSON object, got int"),
+        ("[" * 100_000 + "]" * 100_000, "nested"),
+        ('{"x": "' + "a" * (2 << 20) + '"}', "bytes; the limit"),
+    ]:
+        with pytest.raises(ToolArgumentError, match=fragment):
+            registry.call("echo", raw)
+
+
+def test_bare_registry_still_checks_names(bare: ToolRegistry) -> None:
+    @define_tool(registry=bare)
+    def f(a: int) -> int:
+        return a
+
+    assert bare.plugins.names() == []
+    assert bare.call("f", {"a": "not checked"}) == "not checked"
+    with pytest.raises(ToolArgumentError) as err:
+        bare.call("f", {"b": 1})
+    assert "$.b: unexpected argument" in str(err.value) and "$.a: required argument is missing" in str(err.value)
+
+
+async def test_async_tools_and_acall(registry: ToolRegistry) -> None:
+    @define_tool(registry=registry)
+    async def slow_add(a: int, b: int) -> int:
+        await asyncio.sleep(0)
+        return a + b
+
+    main_thread = threading.get_ident()
+
+    @define_tool(registry=registry)
+    def where() -> bool:
+        return threading.get_ident() != main_thread
+
+    assert await registry.acall("slow_add", {"a": 1, "b": 2}) == 3
+    assert await registry.acall("where") is True  # a sync tool runs off the event loop
+    with pytest.raises(RuntimeError, match="acall"):
+        registry.call("slow_add", {"a": 1, "b": 2})
+    result = await registry.atry_call("slow_add", {"a": 1})
+    assert not result.ok and isinstance(result.error, ToolArgumentError)
+
+
+def test_async_tool_from_sync_code(registry: ToolRegistry) -> None:
+    @define_tool(registry=registry)
+    async def double(x: int) -> int:
+        return 2 * x
+
+    assert registry.call("double", {"x": 4}) == 8
+
+
+def test_add_and_remove_while_calling(registry: ToolRegistry) -> None:
+    @define_tool(registry=registry)
+    def steady() -> int:
+        return 1
+
+    stop = threading.Event()
+    errors: list[BaseException] = []
+    total = [0]
+    lock = threading.Lock()
+
+    def hammer() -> None:
+        while not stop.is_set():
+            try:
+                value = registry.call("steady")
+                with lock:
+                    total[0] += value
+                registry.try_call("flaky")
+            except BaseException as exc:
+                errors.append(exc)
+
+    threads = [threading.Thread(target=hammer) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for i in range(200):
+        registry.add(lambda: 2, name="flaky", replace=True)
+        if i % 2:
+            registry.remove("flaky")
+    stop.set()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert total[0] > 0
+    assert registry.call_count("steady") == total[0]
+
+
+def test_counters_are_exact_under_threads(registry: ToolRegistry) -> None:
+    @define_tool(registry=registry)
+    def tick() -> None:
+        return None
+
+    def run() -> None:
+        for _ in range(500):
+            registry.call("tick")
+
+    threads = [threading.Thread(target=run) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert registry.call_count("tick") == 4000
+    assert registry.stats()["tools"]["tick"]["calls"] == 4000
+
+
+def test_plugin_crash_becomes_plugin_error(registry: ToolRegistry) -> None:
+    class Broken:
+        @hookimpl
+        def harness_pre_call(self) -> None:
+            raise KeyError("boom")
+
+    registry.plugins.register(Broken(), name="broken")
+
+    @define_tool(registry=registry)
+    def ok() -> int:
+        return 1
+
+    with pytest.raises(PluginError, match="plugin 'broken'") as err:
+        registry.call("ok")
+    assert isinstance(err.value.__cause__, KeyError) and err.value.plugin == "broken"
+
+
+def test_class_level_methods_use_default(fresh_default: ToolRegistry) -> None:
+    ToolRegistry.add(lambda: 7, name="seven")
+    assert fresh_default.call("seven") == 7
+    assert ToolRegistry.call("seven") == 7
+    assert ToolRegistry.remove("seven").name == "seven"
+    assert "seven" not in fresh_default
