@@ -141,7 +141,7 @@ def test_compiled_once_per_tool(vreg: ToolRegistry, monkeypatch: pytest.MonkeyPa
 
     compiled: list[Any] = []
     real = mod.compile_schema
-    monkeypatch.setattr(mod, "compile_schema", lambda s, b="auto": compiled.append(s) or real(s, b))
+    monkeypatch.setattr(mod, "compile_schema", lambda s, b="auto", **kw: compiled.append(s) or real(s, b, **kw))
     vreg.add(lambda a: a, name="f", parameters={"type": "object", "properties": {"a": {"type": "integer"}}})
     for i in range(50):
         vreg.call("f", {"a": i})

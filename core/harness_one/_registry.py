@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import difflib
+import itertools
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -43,15 +44,28 @@ class _shared(Generic[P, R]):  # noqa: N801 - behaves like a method decorator
     def __get__(self, obj: ToolRegistry, owner: type[ToolRegistry] | None = None) -> Callable[P, R]: ...
 
     def __get__(self, obj: ToolRegistry | None, owner: type[ToolRegistry] | None = None) -> Callable[P, R]:
-        return MethodType(self.func, obj if obj is not None else ToolRegistry.default())
+        if obj is None:
+            obj = ToolRegistry._default or ToolRegistry.default()
+            bound = obj.__dict__.get(self.__name__)  # instances pre-bind their shared methods
+            if bound is not None:
+                return bound  # type: ignore[no-any-return]
+        return MethodType(self.func, obj)
 
 
 class _Entry:
-    __slots__ = ("calls", "tool")
+    """A registered tool and its call counter (``itertools.count``: atomic without a lock)."""
+
+    __slots__ = ("counter", "tool")
 
     def __init__(self, tool: Tool, calls: int = 0) -> None:
         self.tool = tool
-        self.calls = calls
+        self.counter = itertools.count(calls + 1)
+
+    @property
+    def calls(self) -> int:
+        # The next value the counter would give, minus one; read from its repr, ``count(N)``,
+        # so that reading does not consume a value.
+        return int(repr(self.counter)[6:-1]) - 1
 
 
 class ToolRegistry:
@@ -99,7 +113,9 @@ class ToolRegistry:
         self.limits = limits or ArgumentLimits()
         self._tools: dict[str, _Entry] = {}
         self._lock = threading.RLock()
-        self._count_lock = threading.Lock()
+        for name, attr in vars(ToolRegistry).items():
+            if isinstance(attr, _shared):  # bind once: instance calls skip the descriptor
+                self.__dict__[name] = MethodType(attr.func, self)
         self._discover = discover
         self._discovered = False
         from ._discovery import DiscoveryReport
@@ -275,8 +291,7 @@ class ToolRegistry:
         self, name: str, arguments: Any, context: Mapping[str, Any] | None, call_id: str | None, idempotency_key: str | None
     ) -> Call:
         entry = self._tools.get(name) or self._lookup_slow(name)
-        with self._count_lock:
-            entry.calls += 1
+        next(entry.counter)
         return Call(self, entry.tool, arguments, context, call_id, idempotency_key, _perf())
 
     @_shared
@@ -297,7 +312,9 @@ class ToolRegistry:
         An async tool runs to completion in a new event loop; inside a running loop use
         :meth:`acall`.
         """
-        return self._run(self._begin(name, arguments, context, call_id, idempotency_key))
+        entry = self._tools.get(name) or self._lookup_slow(name)
+        next(entry.counter)
+        return self._run(Call(self, entry.tool, arguments, context, call_id, idempotency_key, _perf()))
 
     @_shared
     async def acall(
@@ -370,7 +387,8 @@ class ToolRegistry:
     def _prepare(self, plan: Plan, call: Call) -> None:
         tool = call.tool
         try:
-            call.arguments = decode_arguments(call.arguments, self.limits)
+            if type(call.arguments) is not dict:
+                call.arguments = decode_arguments(call.arguments, self.limits)
             for hook in plan.pre_validate:
                 hook(call)
             args = call.arguments

@@ -1,0 +1,216 @@
+"""Contract tests for plugin and backend authors (requires pytest).
+
+Subclass a contract in your own test suite and provide its fixture; every standard
+implementation passes the same tests. Example::
+
+    from harness_one.testing import RateLimitBackendContract
+
+    class TestMyBackend(RateLimitBackendContract):
+        @pytest.fixture
+        def backend(self):
+            return MyRedisBuckets(...)
+
+A contract's tests are the behaviour harness-one relies on: do not override them to pass.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from ._clock import ManualClock
+from ._errors import RateLimitExceeded, ToolArgumentError
+from ._registry import ToolRegistry
+
+__all__ = ["RateLimitBackendContract", "RateLimitPluginContract", "ValidationPluginContract"]
+
+PluginFactory = Callable[..., Any]
+
+
+class RateLimitBackendContract:
+    """What a rate-limit backend (``acquire(key, rate, burst, cost, now) -> wait``) must do."""
+
+    @pytest.fixture
+    def backend(self) -> Any:  # pragma: no cover - provided by the implementer
+        raise NotImplementedError
+
+    def test_new_bucket_is_full(self, backend: Any) -> None:
+        waits = [backend.acquire("k", rate=10, burst=20, cost=1, now=100.0) for _ in range(21)]
+        assert waits[:20] == [0.0] * 20
+        assert waits[20] == pytest.approx(0.1)
+
+    def test_refill_over_time(self, backend: Any) -> None:
+        for _ in range(5):
+            backend.acquire("k", rate=2, burst=5, cost=1, now=0.0)
+        assert backend.acquire("k", rate=2, burst=5, cost=1, now=0.0) == pytest.approx(0.5)
+        assert backend.acquire("k", rate=2, burst=5, cost=1, now=0.5) == 0.0
+        assert backend.acquire("k", rate=2, burst=5, cost=1, now=0.5) == pytest.approx(0.5)
+
+    def test_refill_caps_at_burst(self, backend: Any) -> None:
+        backend.acquire("k", rate=1, burst=3, cost=3, now=0.0)
+        passed = sum(backend.acquire("k", rate=1, burst=3, cost=1, now=1000.0) == 0.0 for _ in range(5))
+        assert passed == 3
+
+    def test_cost_and_refused_calls_take_nothing(self, backend: Any) -> None:
+        assert backend.acquire("k", rate=1, burst=4, cost=3, now=0.0) == 0.0
+        assert backend.acquire("k", rate=1, burst=4, cost=3, now=0.0) == pytest.approx(2.0)
+        assert backend.acquire("k", rate=1, burst=4, cost=1, now=0.0) == 0.0  # the refusal took nothing
+
+    def test_keys_are_independent(self, backend: Any) -> None:
+        assert backend.acquire("a", rate=1, burst=1, cost=1, now=0.0) == 0.0
+        assert backend.acquire("a", rate=1, burst=1, cost=1, now=0.0) > 0
+        assert backend.acquire("b", rate=1, burst=1, cost=1, now=0.0) == 0.0
+
+
+class RateLimitPluginContract:
+    """What a plugin registered as ``rate_limit`` must do, driven through a real registry.
+
+    ``make_plugin(**options)`` builds the plugin; options are those of the standard
+    :class:`~harness_one_plugins.RateLimitPlugin` (``default``, ``max_wait``).
+    """
+
+    @pytest.fixture
+    def make_plugin(self) -> PluginFactory:  # pragma: no cover - provided by the implementer
+        raise NotImplementedError
+
+    @pytest.fixture
+    def clock(self) -> ManualClock:
+        return ManualClock(start=50.0)
+
+    def registry(self, make_plugin: PluginFactory, clock: ManualClock, **options: Any) -> ToolRegistry:
+        return ToolRegistry(plugins={"rate_limit": make_plugin(**options)}, clock=clock, autoload=False)
+
+    def test_seed_example(self, make_plugin: PluginFactory, clock: ManualClock) -> None:
+        reg = self.registry(make_plugin, clock)
+        reg.add(lambda a, b: a + b, name="add", rate_limit={"rate": 10, "burst": 20})
+        assert [reg.call("add", {"a": 1, "b": 1}) for _ in range(20)] == [2] * 20
+        with pytest.raises(RateLimitExceeded) as refused:
+            reg.call("add", {"a": 1, "b": 1})
+        assert refused.value.retry_after == pytest.approx(0.1)
+        assert refused.value.tool == "add"
+
+    def test_tokens_come_back_at_rate(self, make_plugin: PluginFactory, clock: ManualClock) -> None:
+        reg = self.registry(make_plugin, clock)
+        reg.add(lambda: 1, name="f", rate_limit={"rate": 4, "burst": 2})
+        reg.call("f")
+        reg.call("f")
+        clock.advance(0.5)  # 2 tokens
+        reg.call("f")
+        reg.call("f")
+        with pytest.raises(RateLimitExceeded):
+            reg.call("f")
+
+    def test_exact_under_threads(self, make_plugin: PluginFactory, clock: ManualClock) -> None:
+        """16 threads hammer one tool; time moves in exact binary steps between rounds."""
+        rate, burst, rounds, step = 32.0, 20, 41, 1 / 64
+        reg = self.registry(make_plugin, clock)
+        reg.add(lambda: 1, name="hot", rate_limit={"rate": rate, "burst": burst})
+        passed = [0]
+        lock = threading.Lock()
+        barrier = threading.Barrier(16, action=lambda: clock.advance(step))
+
+        def worker() -> None:
+            for _ in range(rounds):
+                ok = sum(reg.try_call("hot").ok for _ in range(4))
+                with lock:
+                    passed[0] += ok
+                barrier.wait()
+
+        threads = [threading.Thread(target=worker) for _ in range(16)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        window = (rounds - 1) * step  # the last round runs at this simulated time
+        assert passed[0] == burst + math.floor(rate * window)
+
+    def test_keyed_buckets(self, make_plugin: PluginFactory, clock: ManualClock) -> None:
+        reg = self.registry(make_plugin, clock)
+        reg.add(lambda: 1, name="f", rate_limit={"rate": 1, "burst": 1, "key": "user_id"})
+        reg.call("f", context={"user_id": "ann"})
+        reg.call("f", context={"user_id": "bob"})
+        with pytest.raises(RateLimitExceeded):
+            reg.call("f", context={"user_id": "ann"})
+
+    def test_unlimited_tools_and_registry_default(self, make_plugin: PluginFactory, clock: ManualClock) -> None:
+        reg = self.registry(make_plugin, clock)
+        reg.add(lambda: 1, name="free")
+        assert sum(reg.call("free") for _ in range(500)) == 500
+        limited = self.registry(make_plugin, clock, default={"rate": 1, "burst": 2})
+        limited.add(lambda: 1, name="free")
+        limited.call("free")
+        limited.call("free")
+        with pytest.raises(RateLimitExceeded):
+            limited.call("free")
+
+    def test_wait_mode_sync(self, make_plugin: PluginFactory, clock: ManualClock) -> None:
+        reg = self.registry(make_plugin, clock, max_wait=1.0)
+        reg.add(lambda: 1, name="f", rate_limit={"rate": 2, "burst": 1})
+        start = clock.now()
+        assert [reg.call("f") for _ in range(3)] == [1, 1, 1]
+        assert clock.now() - start == pytest.approx(1.0)  # waited 0.5 s twice
+        result = reg.try_call("f")
+        assert result.ok and result.attempts == 1
+        tight = self.registry(make_plugin, clock)
+        tight.add(lambda: 1, name="g", rate_limit={"rate": 1, "burst": 1, "max_wait": 0.5})
+        tight.call("g")
+        with pytest.raises(RateLimitExceeded):
+            tight.call("g")  # needs 1 s, may wait 0.5 s
+
+    def test_wait_mode_async(self, make_plugin: PluginFactory, clock: ManualClock) -> None:
+        reg = self.registry(make_plugin, clock, max_wait=5.0)
+
+        async def f() -> int:
+            return 1
+
+        reg.add(f, name="f", rate_limit={"rate": 1, "burst": 1})
+
+        async def main() -> list[int]:
+            return [await reg.acall("f") for _ in range(3)]
+
+        assert asyncio.run(main()) == [1, 1, 1]
+        assert clock.sleeps == [1.0, 1.0]
+
+
+class ValidationPluginContract:
+    """What a plugin registered as ``validation`` must do (the seed's section 4)."""
+
+    @pytest.fixture
+    def make_plugin(self) -> PluginFactory:  # pragma: no cover - provided by the implementer
+        raise NotImplementedError
+
+    @pytest.fixture
+    def registry(self, make_plugin: PluginFactory) -> ToolRegistry:
+        reg = ToolRegistry(plugins={"validation": make_plugin()}, autoload=False)
+        schema = {
+            "type": "object",
+            "properties": {
+                "query": {"type": "string"},
+                "num_results": {"type": "integer", "minimum": 1, "maximum": 10, "default": 5},
+            },
+            "required": ["query"],
+        }
+        reg.add(lambda query, num_results: [query] * num_results, name="web_search", parameters=schema)
+        return reg
+
+    @pytest.mark.parametrize(
+        ("args", "field"),
+        [({"query": 1}, "query"), ({"query": "q", "num_results": 11}, "num_results"), ({}, "query")],
+        ids=["wrong-type", "out-of-range", "missing"],
+    )
+    def test_refusals_name_the_field(self, registry: ToolRegistry, args: dict[str, Any], field: str) -> None:
+        with pytest.raises(ToolArgumentError) as err:
+            registry.call("web_search", args)
+        assert any(p.path == f"$.{field}" for p in err.value.problems)
+        assert field in str(err.value)
+
+    def test_valid_call_gets_defaults(self, registry: ToolRegistry) -> None:
+        assert registry.call("web_search", {"query": "q"}) == ["q"] * 5
+
+    def test_json_string_arguments(self, registry: ToolRegistry) -> None:
+        assert registry.call("web_search", '{"query": "q", "num_results": 2}') == ["q", "q"]

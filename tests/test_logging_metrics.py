@@ -1,0 +1,136 @@
+"""The logging and metrics plugins."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import structlog
+from structlog.testing import capture_logs
+
+from harness_one import Call, Retry, ToolArgumentError, ToolRegistry, hookimpl
+from harness_one_plugins import LoggingPlugin
+from harness_one_plugins.log import redact
+
+
+@pytest.fixture(autouse=True)
+def unconfigured_structlog() -> Iterator[None]:
+    structlog.reset_defaults()
+    yield
+    structlog.reset_defaults()
+
+
+class RetryOnce:
+    @hookimpl
+    def harness_on_error(self, call: Call, error: BaseException) -> Retry | None:
+        return Retry(0) if call.attempt == 1 and not isinstance(error, ToolArgumentError) else None
+
+
+def test_one_event_per_call_with_structlog(registry: ToolRegistry) -> None:
+    registry.add(
+        lambda a, b: a + b,
+        name="add",
+        parameters={"type": "object", "properties": {"a": {"type": "number"}, "b": {"type": "number"}}},
+    )
+    with capture_logs() as logs:
+        registry.call("add", {"a": 1, "b": 2}, call_id="c1")
+        registry.try_call("add", {"a": "x", "b": 2}, call_id="c2")
+    assert [e["event"] for e in logs] == ["tool_call", "tool_call"]
+    ok, bad = logs
+    assert ok["tool"] == "add" and ok["call_id"] == "c1" and ok["outcome"] == "ok" and ok["attempt"] == 1
+    assert ok["arg_keys"] == ["a", "b"] and ok["result_size"] == 1 and ok["duration_ms"] >= 0
+    assert "arguments" not in ok  # values only when asked
+    assert bad["outcome"] == "error" and bad["error_type"] == "ToolArgumentError" and bad["call_id"] == "c2"
+
+
+def test_retry_attempts_are_logged(registry: ToolRegistry) -> None:
+    registry.plugins.register(RetryOnce(), name="retry")
+    state = {"n": 0}
+
+    def flaky() -> str:
+        state["n"] += 1
+        if state["n"] == 1:
+            raise OSError("transient")
+        return "ok"
+
+    registry.add(flaky)
+    with capture_logs() as logs:
+        assert registry.call("flaky") == "ok"
+    assert [(e["event"], e["outcome"], e["attempt"]) for e in logs] == [("tool_call_retry", "retry", 1), ("tool_call", "ok", 2)]
+    assert registry.stats()["tools"]["flaky"]["retries"] == 1
+
+
+def test_argument_values_redacted(clock: Any) -> None:
+    reg = ToolRegistry(plugins={"logging": LoggingPlugin(log_arguments=True)}, autoload=False, clock=clock)
+    reg.add(lambda **kw: "ok", name="login", parameters={"type": "object"})
+    with capture_logs() as logs:
+        reg.call("login", {"user": "ann", "password": "hunter2", "nested": {"API-Key": "k", "Authorization": "Bearer x"}})
+    args = logs[0]["arguments"]
+    assert args == {"user": "ann", "password": "[REDACTED]", "nested": {"API-Key": "[REDACTED]", "Authorization": "[REDACTED]"}}
+    assert "hunter2" not in repr(logs)
+
+
+def test_redact_covers_lists_and_common_names() -> None:
+    assert redact({"items": [{"token": 1, "x": 2}], "session_cookie": "c", "client_secret": "s"}) == {
+        "items": [{"token": "[REDACTED]", "x": 2}],
+        "session_cookie": "[REDACTED]",
+        "client_secret": "[REDACTED]",
+    }
+
+
+def test_falls_back_to_stdlib_logging(registry: ToolRegistry, caplog: pytest.LogCaptureFixture) -> None:
+    assert not structlog.is_configured()
+    registry.add(lambda: 1, name="one")
+    with caplog.at_level(logging.INFO, logger="harness_one"):
+        registry.call("one", call_id="x9")
+    record = next(r for r in caplog.records if r.name == "harness_one.calls")
+    assert record.harness_one["tool"] == "one" and record.harness_one["call_id"] == "x9"  # type: ignore[attr-defined]
+    assert "tool_call" in record.getMessage()
+
+
+def test_library_never_configures_structlog(registry: ToolRegistry) -> None:
+    registry.add(lambda: 1, name="one")
+    registry.call("one")
+    assert not structlog.is_configured()
+
+
+def test_metrics(registry: ToolRegistry, clock: Any) -> None:
+    registry.add(
+        lambda n: n,
+        name="f",
+        parameters={"type": "object", "properties": {"n": {"type": "integer"}}},
+        rate_limit={"rate": 1, "burst": 3},
+    )
+    registry.call("f", {"n": 1})
+    registry.call("f", {"n": 2})
+    registry.try_call("f", {"n": "x"})
+    registry.call("f", {"n": 3})
+    registry.try_call("f", {"n": 4})
+    tools = registry.stats()["tools"]["f"]
+    assert tools["calls"] == 5 and tools["finished"] == 5 and tools["successes"] == 3
+    assert tools["errors"] == {"ToolArgumentError": 1, "RateLimitExceeded": 1}
+    assert tools["rate_limited"] == 1
+    assert set(tools["latency_ms"]) == {"p50", "p95", "p99"}
+    assert 0 <= tools["latency_ms"]["p50"] <= tools["latency_ms"]["p95"] <= tools["latency_ms"]["p99"]
+
+
+def test_percentiles_nearest_rank() -> None:
+    from harness_one_plugins.metrics import _quantile
+
+    data = [float(i) for i in range(1, 101)]
+    assert (_quantile(data, 0.5), _quantile(data, 0.95), _quantile(data, 0.99)) == (50.0, 95.0, 99.0)
+    assert _quantile([], 0.5) == 0.0
+
+
+def test_latency_window_is_bounded(clock: Any) -> None:
+    from harness_one_plugins import MetricsPlugin
+
+    metrics = MetricsPlugin(window=10)
+    reg = ToolRegistry(plugins={"metrics": metrics}, standard_plugins=False, autoload=False)
+    reg.add(lambda: 1, name="f")
+    for _ in range(100):
+        reg.call("f")
+    assert len(metrics._tools["f"].latencies) == 10
+    assert reg.stats()["tools"]["f"]["successes"] == 100
