@@ -13,7 +13,7 @@ import threading
 import time
 import timeit
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 import jsonschema
 
@@ -91,7 +91,7 @@ class SeedTool:
 
 
 class SeedRegistry:
-    _tools: dict[str, SeedTool] = {}
+    _tools: ClassVar[dict[str, SeedTool]] = {}
 
     @classmethod
     def call(cls, name: str, args: dict[str, Any]) -> Any:
