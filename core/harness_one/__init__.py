@@ -11,9 +11,14 @@ from ._discovery import Conflict, DiscoveryReport
 from ._entrypoints import PLUGIN_GROUP, TOOL_GROUP, LoadFailure, refresh_entry_points
 from ._errors import (
     ArgumentProblem,
+    CircuitOpen,
+    IdempotencyConflict,
+    IdempotencyKeyMismatch,
     PluginError,
     RateLimitExceeded,
+    RetryableError,
     ToolArgumentError,
+    ToolBusy,
     ToolDefinitionError,
     ToolError,
     ToolExecutionError,
@@ -21,8 +26,10 @@ from ._errors import (
     ToolTimeout,
 )
 from ._plugins import PluginSet
+from ._policies import CircuitBreakerPolicy, RateLimit, RetryPolicy
 from ._registry import ToolRegistry
-from ._tool import RateLimit, Tool, ToolFunction, define_tool, defineTool
+from ._runners import ProcessRunner, Runner, ThreadRunner
+from ._tool import Tool, ToolFunction, define_tool, defineTool
 from .hookspecs import hookimpl
 
 __version__ = "0.1.0"
@@ -34,20 +41,30 @@ __all__ = [
     "ArgumentProblem",
     "Call",
     "CallResult",
+    "CircuitBreakerPolicy",
+    "CircuitOpen",
     "Clock",
     "Conflict",
     "DiscoveryReport",
+    "IdempotencyConflict",
+    "IdempotencyKeyMismatch",
     "LoadFailure",
     "ManualClock",
     "Outcome",
     "PluginError",
     "PluginSet",
+    "ProcessRunner",
     "RateLimit",
     "RateLimitExceeded",
     "Retry",
+    "RetryPolicy",
+    "RetryableError",
+    "Runner",
     "SystemClock",
+    "ThreadRunner",
     "Tool",
     "ToolArgumentError",
+    "ToolBusy",
     "ToolDefinitionError",
     "ToolError",
     "ToolExecutionError",

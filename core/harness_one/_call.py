@@ -13,6 +13,7 @@ from ._errors import ToolError
 
 if TYPE_CHECKING:
     from ._registry import ToolRegistry
+    from ._runners import Runner
     from ._tool import Tool
 
 __all__ = ["Call", "CallResult", "Outcome", "Retry", "new_call_id"]
@@ -32,8 +33,9 @@ class Call:
 
     Plugins read ``tool``, ``arguments``, ``context``, ``call_id``, ``idempotency_key`` and
     ``attempt`` (which counts runs of the tool: a wait for a token does not add one), and
-    ``ran`` (whether the function started in this attempt); they may replace ``arguments`` in pre-validate and ``result`` in post-call,
-    and keep their own per-call data in ``state``. A tool function that declares a parameter
+    ``ran`` (whether the function started in this attempt). They may replace ``arguments`` in
+    pre-validate and ``result`` in post-call, set ``deadline``/``timeout``/``runner`` in
+    pre-call, and keep their own per-call data in ``state``. A tool function that declares a parameter
     annotated ``Call`` receives this object.
     """
 
@@ -50,7 +52,9 @@ class Call:
         "ran",
         "registry",
         "result",
+        "runner",
         "started",
+        "timeout",
         "tool",
     )
 
@@ -75,6 +79,9 @@ class Call:
         self.result: Any = None
         self.error: ToolError | None = None
         self.deadline: float | None = None
+        #: Seconds this attempt may run, and how a sync tool is run to enforce it (set by the timeout plugin).
+        self.timeout: float | None = None
+        self.runner: Runner | None = None
         #: True once the tool function started in the current attempt.
         self.ran = False
         self._state: dict[str, Any] | None = None
@@ -98,6 +105,12 @@ class Call:
     def cancelled(self) -> bool:
         """True once the caller stopped waiting (for example at a timeout): stop early."""
         return self._cancelled
+
+    def remaining(self) -> float | None:
+        """Seconds until ``deadline`` on the registry's clock (None: no deadline)."""
+        if self.deadline is None:
+            return None
+        return self.deadline - self.registry.clock.now()
 
     def cancel(self) -> None:
         """Mark the call as abandoned; cooperative tools check :attr:`cancelled`."""

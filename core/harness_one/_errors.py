@@ -8,6 +8,11 @@ from typing import Any
 
 __all__ = [
     "ArgumentProblem",
+    "CircuitOpen",
+    "IdempotencyConflict",
+    "IdempotencyKeyMismatch",
+    "RetryableError",
+    "ToolBusy",
     "PluginError",
     "RateLimitExceeded",
     "ToolArgumentError",
@@ -36,6 +41,10 @@ class ToolError(Exception):
 
     def __str__(self) -> str:
         return self.message
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Pickle by state, whatever the subclass's __init__ takes (errors cross process boundaries).
+        return (_restore, (type(self), dict(self.__dict__)))
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready description: ``type``, ``message`` and the error's own fields."""
@@ -173,7 +182,8 @@ class ToolExecutionError(ToolError):
     kind = "tool_failed"
 
     def __init__(self, cause: BaseException, *, tool: str | None = None, call_id: str | None = None) -> None:
-        self.cause = cause
+        #: The tool's exception (after an idempotent replay from a store: its type name).
+        self.cause: BaseException | str = cause
         subject = f"Tool '{tool}'" if tool else "The tool"
         detail = str(cause) or type(cause).__name__
         super().__init__(f"{subject} failed: {type(cause).__name__}: {detail}", tool=tool, call_id=call_id)
@@ -181,7 +191,7 @@ class ToolExecutionError(ToolError):
 
     def to_dict(self) -> dict[str, Any]:
         data = super().to_dict()
-        data["cause"] = type(self.cause).__name__
+        data["cause"] = self.cause if isinstance(self.cause, str) else type(self.cause).__name__
         return data
 
 
@@ -199,3 +209,89 @@ class PluginError(ToolError):
     def __init__(self, message: str, *, plugin: str | None = None, tool: str | None = None, call_id: str | None = None) -> None:
         super().__init__(message, tool=tool, call_id=call_id)
         self.plugin = plugin
+
+
+class RetryableError(ToolError):
+    """Raise from a tool to say the failure is transient; ``retry_after`` suggests a wait."""
+
+    kind = "retryable"
+
+    def __init__(
+        self,
+        message: str = "temporary failure",
+        *,
+        retry_after: float | None = None,
+        tool: str | None = None,
+        call_id: str | None = None,
+    ) -> None:
+        super().__init__(message, tool=tool, call_id=call_id)
+        self.retry_after = retry_after
+
+    def to_dict(self) -> dict[str, Any]:
+        data = super().to_dict()
+        if self.retry_after is not None:
+            data["retry_after"] = self.retry_after
+        return data
+
+
+class ToolBusy(ToolError):
+    """Too many calls of the tool are running (its concurrency cap or the timeout worker pool)."""
+
+    kind = "busy"
+
+    def __init__(
+        self, message: str, *, retry_after: float | None = None, tool: str | None = None, call_id: str | None = None
+    ) -> None:
+        super().__init__(message, tool=tool, call_id=call_id)
+        self.retry_after = retry_after
+
+    def to_dict(self) -> dict[str, Any]:
+        data = super().to_dict()
+        if self.retry_after is not None:
+            data["retry_after"] = self.retry_after
+        return data
+
+
+class CircuitOpen(ToolError):
+    """The tool failed too often recently; calls fail fast until ``retry_after`` seconds pass."""
+
+    kind = "circuit_open"
+
+    def __init__(self, *, retry_after: float, tool: str | None = None, call_id: str | None = None) -> None:
+        subject = f"Tool '{tool}'" if tool else "The tool"
+        super().__init__(
+            f"{subject} is failing repeatedly and is paused. Retry after {retry_after:.3g} s or use another tool.",
+            tool=tool,
+            call_id=call_id,
+        )
+        self.retry_after = retry_after
+
+    def to_dict(self) -> dict[str, Any]:
+        data = super().to_dict()
+        data["retry_after"] = self.retry_after
+        return data
+
+
+class IdempotencyKeyMismatch(ToolError):
+    """An idempotency key was reused with different arguments (HTTP 422 in the IETF draft)."""
+
+    kind = "idempotency_mismatch"
+
+
+class IdempotencyConflict(ToolError):
+    """A call with this idempotency key is still running (HTTP 409 in the IETF draft)."""
+
+    kind = "idempotency_conflict"
+
+    def __init__(
+        self, message: str, *, retry_after: float | None = None, tool: str | None = None, call_id: str | None = None
+    ) -> None:
+        super().__init__(message, tool=tool, call_id=call_id)
+        self.retry_after = retry_after
+
+
+def _restore(cls: type[ToolError], state: dict[str, Any]) -> ToolError:
+    err = cls.__new__(cls)
+    Exception.__init__(err, state.get("message", ""))
+    err.__dict__.update(state)
+    return err

@@ -56,6 +56,12 @@ class Plan:
         return name
 
 
+def plugin_order(plugin: Any) -> int:
+    """A plugin's place in the pipeline: its ``order`` attribute, or 0 (see docs/hooks.md)."""
+    order = getattr(plugin, "order", 0)
+    return order if isinstance(order, int) else 0
+
+
 def _adapt(impl: pluggy.HookImpl, spec_args: tuple[str, ...]) -> Callable[..., Any]:
     """A positional callable for ``impl``, which may accept any subset of the spec's arguments."""
     fn = impl.function
@@ -102,6 +108,7 @@ class PluginSet:
         )
         for given, plugin in items:
             self._register(plugin, given, replace=True)
+        self._reorder()
         self.plan = self._compile()
 
     # ------------------------------------------------------------------ loading
@@ -180,6 +187,7 @@ class PluginSet:
         registered = self._register(plugin, name, replace=True)
         if registered is None:  # pragma: no cover - replace=True unblocks
             raise PluginError(f"Plugin '{name}' is blocked.", plugin=name)
+        self._reorder()
         self.plan = self._compile()
         return registered
 
@@ -227,6 +235,21 @@ class PluginSet:
         return out
 
     # ------------------------------------------------------------------ compiling
+
+    def _reorder(self) -> None:
+        """Re-register so hooks run in ascending ``order`` (plugin attribute, default 0); ties: later first.
+
+        pluggy calls the last-registered implementation first, so registering in descending
+        ``order`` gives ascending call order; the stable sort keeps pluggy's LIFO among equals.
+        """
+        current = [(n, p) for n, p in self.manager.list_name_plugin() if p is not None]
+        wanted = sorted(current, key=lambda item: -plugin_order(item[1]))
+        if [p for _, p in wanted] == [p for _, p in current]:
+            return
+        for name, plugin in current:
+            self.manager.unregister(plugin, name=name)
+        for name, plugin in wanted:
+            self.manager.register(plugin, name=name)
 
     def _compile(self) -> Plan:
         hooks: dict[str, tuple[Callable[..., Any], ...]] = {}

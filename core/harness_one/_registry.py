@@ -14,7 +14,7 @@ from typing import Any, ClassVar, Concatenate, Generic, ParamSpec, TypeVar, over
 from ._arguments import ArgumentLimits, check_signature, decode_arguments
 from ._call import Call, CallResult, Outcome, Retry, new_call_id
 from ._clock import SYSTEM_CLOCK, Clock
-from ._errors import PluginError, ToolArgumentError, ToolError, ToolExecutionError, ToolNotFound
+from ._errors import PluginError, ToolArgumentError, ToolError, ToolExecutionError, ToolNotFound, ToolTimeout
 from ._plugins import Plan, PluginSet
 from ._tool import Tool
 
@@ -479,10 +479,12 @@ class ToolRegistry:
         tool = call.tool
         kwargs = self._kwargs(call) if tool.converters or tool.call_param else call.arguments
         call.ran = True
-        if tool.is_async:
-            return asyncio.run(self._await_tool(call, kwargs))
         try:
-            return tool.fn(**kwargs)
+            if tool.is_async:
+                return asyncio.run(self._await_tool(call, kwargs))
+            if call.timeout is None or call.runner is None:
+                return tool.fn(**kwargs)
+            return call.runner.run(call, tool.fn, kwargs, call.timeout)
         except ToolError:
             raise
         except Exception as exc:
@@ -492,9 +494,11 @@ class ToolRegistry:
         tool = call.tool
         kwargs = self._kwargs(call) if tool.converters or tool.call_param else call.arguments
         call.ran = True
-        if tool.is_async:
-            return await self._await_tool(call, kwargs)
         try:
+            if tool.is_async:
+                return await self._await_tool(call, kwargs)
+            if call.timeout is not None and call.runner is not None:
+                return await call.runner.arun(call, tool.fn, kwargs, call.timeout)
             return await asyncio.to_thread(tool.fn, **kwargs)
         except ToolError:
             raise
@@ -503,12 +507,19 @@ class ToolRegistry:
 
     @staticmethod
     async def _await_tool(call: Call, kwargs: dict[str, Any]) -> Any:
-        try:
+        """Await an async tool; with a timeout, cancel it at the deadline."""
+        timeout = call.timeout
+        if timeout is None:
             return await call.tool.fn(**kwargs)
-        except ToolError:
-            raise
-        except Exception as exc:
-            raise ToolExecutionError(exc, tool=call.tool.name, call_id=call.call_id) from exc
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        try:
+            return await asyncio.wait_for(call.tool.fn(**kwargs), timeout)
+        except asyncio.TimeoutError:
+            if loop.time() - start < timeout * 0.999:
+                raise  # the tool's own timeout, not ours
+            call.cancel()
+            raise ToolTimeout(timeout, tool=call.tool.name, call_id=call.call_id) from None
 
     def _as_tool_error(self, plan: Plan, call: Call, exc: Exception) -> ToolError:
         if isinstance(exc, ToolError):

@@ -11,68 +11,18 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ParamSpec, Protocol, TypeVar, overload
 
 from ._errors import ToolDefinitionError
+from ._policies import CircuitBreakerPolicy, RateLimit, RetryPolicy
 from ._schema import Converter, analyse, check_against_signature, check_schema
 
 if TYPE_CHECKING:
     from ._registry import ToolRegistry
 
-__all__ = ["RateLimit", "Tool", "ToolFunction", "defineTool", "define_tool"]
+__all__ = ["Tool", "ToolFunction", "defineTool", "define_tool"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
 
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
-
-
-@dataclass(frozen=True, slots=True)
-class RateLimit:
-    """A token bucket: ``rate`` tokens per second, ``burst`` capacity, starting full.
-
-    ``key`` names a context field (or is a function of the call) that gives each caller its
-    own bucket; ``cost`` is the tokens one call takes; ``max_wait`` > 0 waits that long for a
-    token before refusing (``None``: the registry's default behaviour, refuse at once).
-    """
-
-    rate: float
-    burst: float
-    key: str | Callable[[Any], Any] | None = None
-    cost: float = 1.0
-    max_wait: float | None = None
-
-    @classmethod
-    def parse(cls, value: RateLimit | Mapping[str, Any], *, tool: str) -> RateLimit:
-        """Accept the seed's ``{"rate": 10, "burst": 20}`` form, refusing nonsense at definition time."""
-        if isinstance(value, RateLimit):
-            limit = value
-        elif isinstance(value, Mapping):
-            unknown = set(value) - {"rate", "burst", "key", "cost", "max_wait"}
-            if unknown:
-                raise ToolDefinitionError(f"Tool '{tool}': unknown rate_limit keys {sorted(unknown)}.", tool=tool)
-            if "rate" not in value:
-                raise ToolDefinitionError(f"Tool '{tool}': rate_limit needs 'rate' (tokens per second).", tool=tool)
-            rate = value["rate"]
-            limit = cls(
-                rate=rate,
-                burst=value.get("burst", max(1.0, rate)),
-                key=value.get("key"),
-                cost=value.get("cost", 1.0),
-                max_wait=value.get("max_wait"),
-            )
-        else:
-            raise ToolDefinitionError(f"Tool '{tool}': rate_limit must be a mapping like {{'rate': 5, 'burst': 10}}.", tool=tool)
-        for attr in ("rate", "burst", "cost"):
-            number = getattr(limit, attr)
-            if isinstance(number, bool) or not isinstance(number, (int, float)) or not number > 0:
-                raise ToolDefinitionError(
-                    f"Tool '{tool}': rate_limit {attr} must be a positive number, got {number!r}.", tool=tool
-                )
-        if limit.cost > limit.burst:
-            raise ToolDefinitionError(
-                f"Tool '{tool}': rate_limit cost {limit.cost} exceeds burst {limit.burst}; no call could pass.", tool=tool
-            )
-        if limit.max_wait is not None and not limit.max_wait >= 0:
-            raise ToolDefinitionError(f"Tool '{tool}': rate_limit max_wait must be >= 0.", tool=tool)
-        return limit
 
 
 @dataclass(eq=False)
@@ -90,7 +40,12 @@ class Tool:
     rate_limit: RateLimit | None = None
     timeout: float | None = None
     idempotent: bool = False
-    retry: Any = None
+    retry: RetryPolicy | None = None
+    timeout_mode: str | None = None
+    total_timeout: float | None = None
+    max_concurrency: int | None = None
+    circuit_breaker: CircuitBreakerPolicy | None = None
+    cache_ttl: float | None = None
     tags: frozenset[str] = frozenset()
     read_only: bool = False
     destructive: bool | None = None
@@ -128,7 +83,12 @@ class Tool:
         rate_limit: RateLimit | Mapping[str, Any] | None = None,
         timeout: float | None = None,
         idempotent: bool = False,
-        retry: Any = None,
+        retry: RetryPolicy | Mapping[str, Any] | int | bool | None = None,
+        timeout_mode: str | None = None,
+        total_timeout: float | None = None,
+        max_concurrency: int | None = None,
+        circuit_breaker: CircuitBreakerPolicy | Mapping[str, Any] | bool | None = None,
+        cache_ttl: float | None = None,
         tags: Iterable[str] = (),
         read_only: bool = False,
         destructive: bool | None = None,
@@ -155,9 +115,20 @@ class Tool:
             check_against_signature(schema, sig, tool=tool_name)
         if output_schema is not None:
             check_schema_any(output_schema, tool=tool_name)
-        if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0):
+        for what, seconds in (("timeout", timeout), ("total_timeout", total_timeout), ("cache_ttl", cache_ttl)):
+            if seconds is not None and (isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or seconds <= 0):
+                raise ToolDefinitionError(
+                    f"Tool '{tool_name}': {what} must be a positive number of seconds, got {seconds!r}.", tool=tool_name
+                )
+        if timeout_mode not in (None, "thread", "process", "none"):
             raise ToolDefinitionError(
-                f"Tool '{tool_name}': timeout must be a positive number of seconds, got {timeout!r}.", tool=tool_name
+                f"Tool '{tool_name}': timeout_mode must be 'thread', 'process' or 'none', got {timeout_mode!r}.", tool=tool_name
+            )
+        if max_concurrency is not None and (
+            isinstance(max_concurrency, bool) or not isinstance(max_concurrency, int) or max_concurrency < 1
+        ):
+            raise ToolDefinitionError(
+                f"Tool '{tool_name}': max_concurrency must be an integer >= 1, got {max_concurrency!r}.", tool=tool_name
             )
         if read_only and destructive:
             raise ToolDefinitionError(f"Tool '{tool_name}': a read-only tool cannot be destructive.", tool=tool_name)
@@ -169,7 +140,14 @@ class Tool:
             rate_limit=None if rate_limit is None else RateLimit.parse(rate_limit, tool=tool_name),
             timeout=timeout,
             idempotent=idempotent,
-            retry=retry,
+            retry=None if retry is None or retry is False else RetryPolicy.parse(retry, tool=tool_name),
+            timeout_mode=timeout_mode,
+            total_timeout=total_timeout,
+            max_concurrency=max_concurrency,
+            circuit_breaker=None
+            if circuit_breaker is None or circuit_breaker is False
+            else CircuitBreakerPolicy.parse(circuit_breaker, tool=tool_name),
+            cache_ttl=cache_ttl,
             tags=frozenset(tags),
             read_only=read_only,
             destructive=destructive,
@@ -234,7 +212,12 @@ def defineTool(
     rate_limit: RateLimit | Mapping[str, Any] | None = ...,
     timeout: float | None = ...,
     idempotent: bool = ...,
-    retry: Any = ...,
+    retry: RetryPolicy | Mapping[str, Any] | int | bool | None = ...,
+    timeout_mode: str | None = ...,
+    total_timeout: float | None = ...,
+    max_concurrency: int | None = ...,
+    circuit_breaker: CircuitBreakerPolicy | Mapping[str, Any] | bool | None = ...,
+    cache_ttl: float | None = ...,
     tags: Iterable[str] = ...,
     read_only: bool = ...,
     destructive: bool | None = ...,

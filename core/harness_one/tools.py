@@ -3,6 +3,7 @@
 from ._errors import (
     PluginError,
     RateLimitExceeded,
+    RetryableError,
     ToolArgumentError,
     ToolDefinitionError,
     ToolError,
@@ -10,13 +11,16 @@ from ._errors import (
     ToolNotFound,
     ToolTimeout,
 )
+from ._policies import RateLimit, RetryPolicy
 from ._registry import ToolRegistry
-from ._tool import RateLimit, Tool, define_tool, defineTool
+from ._tool import Tool, define_tool, defineTool
 
 __all__ = [
     "PluginError",
     "RateLimit",
     "RateLimitExceeded",
+    "RetryPolicy",
+    "RetryableError",
     "Tool",
     "ToolArgumentError",
     "ToolDefinitionError",

@@ -66,6 +66,7 @@ class LoggingPlugin:
     """
 
     name = "logging"
+    order = 95
 
     def __init__(
         self, *, level: int = logging.INFO, log_arguments: bool = False, secret_keys: Iterable[str] = SECRET_KEYS

@@ -53,6 +53,7 @@ class MetricsPlugin:
     """
 
     name = "metrics"
+    order = 90
 
     def __init__(self, *, window: int = 2048) -> None:
         self.window = window

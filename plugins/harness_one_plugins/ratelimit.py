@@ -81,6 +81,7 @@ class RateLimitPlugin:
     """
 
     name = "rate_limit"
+    order = 10
 
     def __init__(
         self,

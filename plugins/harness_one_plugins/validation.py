@@ -373,6 +373,7 @@ class ValidationPlugin:
     """
 
     name = "validation"
+    order = 80
 
     def __init__(self, backend: Backend = "auto", *, formats: bool = True) -> None:
         self.backend: Backend = backend

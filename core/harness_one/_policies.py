@@ -1,0 +1,170 @@
+"""Per-tool policies, parsed and checked at definition time: rate limit, retry, circuit breaker."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, fields
+from typing import Any
+
+from ._errors import ToolDefinitionError
+
+__all__ = ["CircuitBreakerPolicy", "RateLimit", "RetryPolicy"]
+
+
+def _positive(value: Any, what: str, tool: str, *, zero: bool = False) -> None:
+    ok = not isinstance(value, bool) and isinstance(value, (int, float)) and (value >= 0 if zero else value > 0)
+    if not ok:
+        raise ToolDefinitionError(
+            f"Tool '{tool}': {what} must be a {'non-negative' if zero else 'positive'} number, got {value!r}.", tool=tool
+        )
+
+
+def _from_mapping(cls: Any, value: Mapping[str, Any], what: str, tool: str) -> Any:
+    names = {f.name for f in fields(cls)}
+    unknown = set(value) - names
+    if unknown:
+        raise ToolDefinitionError(f"Tool '{tool}': unknown {what} keys {sorted(unknown)}; known: {sorted(names)}.", tool=tool)
+    return cls(**value)
+
+
+@dataclass(frozen=True, slots=True)
+class RateLimit:
+    """A token bucket: ``rate`` tokens per second, ``burst`` capacity, starting full.
+
+    ``key`` names a context field (or is a function of the call) that gives each caller its
+    own bucket; ``cost`` is the tokens one call takes; ``max_wait`` > 0 waits that long for a
+    token before refusing (``None``: the registry's default behaviour, refuse at once).
+    """
+
+    rate: float
+    burst: float
+    key: str | Callable[[Any], Any] | None = None
+    cost: float = 1.0
+    max_wait: float | None = None
+
+    @classmethod
+    def parse(cls, value: RateLimit | Mapping[str, Any], *, tool: str) -> RateLimit:
+        """Accept the seed's ``{"rate": 10, "burst": 20}`` form, refusing nonsense at definition time."""
+        if isinstance(value, RateLimit):
+            limit = value
+        elif isinstance(value, Mapping):
+            unknown = set(value) - {"rate", "burst", "key", "cost", "max_wait"}
+            if unknown:
+                raise ToolDefinitionError(f"Tool '{tool}': unknown rate_limit keys {sorted(unknown)}.", tool=tool)
+            if "rate" not in value:
+                raise ToolDefinitionError(f"Tool '{tool}': rate_limit needs 'rate' (tokens per second).", tool=tool)
+            rate = value["rate"]
+            limit = cls(
+                rate=rate,
+                burst=value.get("burst", max(1.0, rate)),
+                key=value.get("key"),
+                cost=value.get("cost", 1.0),
+                max_wait=value.get("max_wait"),
+            )
+        else:
+            raise ToolDefinitionError(f"Tool '{tool}': rate_limit must be a mapping like {{'rate': 5, 'burst': 10}}.", tool=tool)
+        for attr in ("rate", "burst", "cost"):
+            number = getattr(limit, attr)
+            if isinstance(number, bool) or not isinstance(number, (int, float)) or not number > 0:
+                raise ToolDefinitionError(
+                    f"Tool '{tool}': rate_limit {attr} must be a positive number, got {number!r}.", tool=tool
+                )
+        if limit.cost > limit.burst:
+            raise ToolDefinitionError(
+                f"Tool '{tool}': rate_limit cost {limit.cost} exceeds burst {limit.burst}; no call could pass.", tool=tool
+            )
+        if limit.max_wait is not None and not limit.max_wait >= 0:
+            raise ToolDefinitionError(f"Tool '{tool}': rate_limit max_wait must be >= 0.", tool=tool)
+        return limit
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """When and how a failed attempt is run again (see ``docs/plugins.md``, ``retry``).
+
+    ``attempts`` counts runs including the first. Waits back off exponentially from
+    ``initial`` by ``multiplier`` with full jitter, each capped at ``max_delay``; no attempt
+    starts after ``total`` seconds. Only transient errors are retried: :class:`RetryableError`,
+    exceptions of the types in ``on`` raised by the tool, :class:`ToolTimeout` when
+    ``timeouts`` is true, and refusals (rate limit, busy, open circuit) whose ``retry_after``
+    fits in the budget. A tool that is not idempotent is never run again once it started,
+    unless the call has an idempotency key or ``rerun_non_idempotent`` is true.
+    """
+
+    attempts: int = 3
+    initial: float = 0.1
+    multiplier: float = 2.0
+    max_delay: float = 5.0
+    total: float = 30.0
+    on: tuple[type[BaseException], ...] = ()
+    timeouts: bool = False
+    rerun_non_idempotent: bool = False
+
+    @classmethod
+    def parse(cls, value: RetryPolicy | Mapping[str, Any] | int | bool, *, tool: str) -> RetryPolicy:
+        """``retry=3``, ``retry=True`` (defaults) or ``retry={"attempts": 5, "on": [OSError]}``."""
+        if isinstance(value, RetryPolicy):
+            policy = value
+        elif value is True:
+            policy = cls()
+        elif isinstance(value, int) and not isinstance(value, bool):
+            policy = cls(attempts=value)
+        elif isinstance(value, Mapping):
+            data = dict(value)
+            if "on" in data:
+                on = data["on"]
+                data["on"] = tuple(on) if isinstance(on, (list, tuple, set, frozenset)) else (on,)
+            policy = _from_mapping(cls, data, "retry", tool)
+        else:
+            raise ToolDefinitionError(
+                f"Tool '{tool}': retry must be True, a number of attempts or a mapping, got {value!r}.", tool=tool
+            )
+        if isinstance(policy.attempts, bool) or not isinstance(policy.attempts, int) or policy.attempts < 1:
+            raise ToolDefinitionError(
+                f"Tool '{tool}': retry attempts must be an integer >= 1, got {policy.attempts!r}.", tool=tool
+            )
+        for name in ("initial", "max_delay", "total"):
+            _positive(getattr(policy, name), f"retry {name}", tool, zero=True)
+        if not policy.multiplier >= 1:
+            raise ToolDefinitionError(f"Tool '{tool}': retry multiplier must be >= 1.", tool=tool)
+        for exc in policy.on:
+            if not (isinstance(exc, type) and issubclass(exc, BaseException)):
+                raise ToolDefinitionError(f"Tool '{tool}': retry 'on' must list exception types, got {exc!r}.", tool=tool)
+        return policy
+
+
+@dataclass(frozen=True, slots=True)
+class CircuitBreakerPolicy:
+    """Open after ``failure_ratio`` of at least ``min_calls`` calls in the last ``window``
+    seconds failed; stay open ``open_for`` seconds; then let ``probes`` calls through, and
+    close when they all succeed (one failure opens it again).
+
+    Defaults sit between Polly (10% over >= 100 calls in 30 s, open 5 s) and resilience4j
+    (50% over 100 calls, open 60 s, 10 probes), tuned for tool calls, which are far fewer
+    than HTTP requests: 50% over >= 10 calls in 60 s, open 30 s, 3 probes.
+    """
+
+    failure_ratio: float = 0.5
+    min_calls: int = 10
+    window: float = 60.0
+    open_for: float = 30.0
+    probes: int = 3
+
+    @classmethod
+    def parse(cls, value: CircuitBreakerPolicy | Mapping[str, Any] | bool, *, tool: str) -> CircuitBreakerPolicy:
+        if isinstance(value, CircuitBreakerPolicy):
+            policy = value
+        elif value is True:
+            policy = cls()
+        elif isinstance(value, Mapping):
+            policy = _from_mapping(cls, value, "circuit_breaker", tool)
+        else:
+            raise ToolDefinitionError(f"Tool '{tool}': circuit_breaker must be True or a mapping, got {value!r}.", tool=tool)
+        if not 0 < policy.failure_ratio <= 1:
+            raise ToolDefinitionError(f"Tool '{tool}': circuit_breaker failure_ratio must be in (0, 1].", tool=tool)
+        for name in ("min_calls", "probes"):
+            if not isinstance(getattr(policy, name), int) or getattr(policy, name) < 1:
+                raise ToolDefinitionError(f"Tool '{tool}': circuit_breaker {name} must be an integer >= 1.", tool=tool)
+        _positive(policy.window, "circuit_breaker window", tool)
+        _positive(policy.open_for, "circuit_breaker open_for", tool)
+        return policy

@@ -1,0 +1,87 @@
+"""The ``cache`` plugin: reuse recent results of idempotent or read-only tools (off by default)."""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from typing import Any
+
+from harness_one import Call, Clock, Outcome, Tool, ToolRegistry, hookimpl
+
+from .idempotency import fingerprint
+
+__all__ = ["CachePlugin"]
+
+_KEY = "cache.key"
+
+
+class CachePlugin:
+    """Answers a repeated call from memory for ``cache_ttl`` seconds.
+
+    Only tools marked ``idempotent`` or ``read_only`` are cached: those with their own
+    ``cache_ttl``, and all of them when ``ttl`` is given here. The key is the tool and its
+    validated arguments. Separate from idempotency keys: a cache hit is an optimisation, an
+    idempotency replay is a guarantee.
+
+    Args:
+        ttl: seconds to keep results of every idempotent/read-only tool (None: only tools
+            with ``cache_ttl``).
+        max_entries: bound on cached results (least recently used go first).
+        clock: time source (default: the registry's clock).
+    """
+
+    name = "cache"
+    order = 70
+
+    def __init__(self, *, ttl: float | None = None, max_entries: int = 1024, clock: Clock | None = None) -> None:
+        self.ttl = ttl
+        self.max_entries = max_entries
+        self.clock = clock
+        self._entries: OrderedDict[tuple[str, str], tuple[float, Any]] = OrderedDict()
+        self._lock = threading.Lock()
+        self.hits = 0
+        self.misses = 0
+
+    def ttl_for(self, tool: Tool) -> float | None:
+        if not (tool.idempotent or tool.read_only):
+            return None
+        return tool.cache_ttl if tool.cache_ttl is not None else self.ttl
+
+    @hookimpl(tryfirst=True)
+    def harness_pre_call(self, call: Call) -> Outcome | None:
+        if self.ttl_for(call.tool) is None:
+            return None
+        key = (call.tool.name, fingerprint(call.arguments))
+        now = (self.clock or call.registry.clock).now()
+        with self._lock:
+            found = self._entries.get(key)
+            if found is not None and found[0] > now:
+                self._entries.move_to_end(key)
+                self.hits += 1
+                return Outcome.success(found[1])
+            self.misses += 1
+        call.state[_KEY] = key
+        return None
+
+    @hookimpl
+    def harness_post_call(self, call: Call) -> None:
+        key = None if call._state is None else call._state.pop(_KEY, None)
+        ttl = self.ttl_for(call.tool)
+        if key is None or ttl is None:
+            return
+        expires = (self.clock or call.registry.clock).now() + ttl
+        with self._lock:
+            self._entries[key] = (expires, call.result)
+            self._entries.move_to_end(key)
+            while len(self._entries) > self.max_entries:
+                self._entries.popitem(last=False)
+
+    @hookimpl
+    def harness_tool_removed(self, tool: Tool) -> None:
+        with self._lock:
+            for key in [k for k in self._entries if k[0] == tool.name]:
+                del self._entries[key]
+
+    @hookimpl
+    def harness_stats(self, registry: ToolRegistry) -> dict[str, Any]:
+        return {"hits": self.hits, "misses": self.misses, "entries": len(self._entries)}

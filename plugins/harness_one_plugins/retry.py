@@ -1,0 +1,112 @@
+"""The ``retry`` plugin: run transient failures again, with capped exponential backoff and full jitter."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from harness_one import (
+    Call,
+    CircuitOpen,
+    Clock,
+    IdempotencyConflict,
+    RateLimitExceeded,
+    Retry,
+    RetryableError,
+    RetryPolicy,
+    ToolBusy,
+    ToolExecutionError,
+    ToolRegistry,
+    ToolTimeout,
+    hookimpl,
+)
+
+__all__ = ["RetryPlugin", "set_testing"]
+
+_TESTING = False
+
+
+def set_testing(on: bool = True) -> None:
+    """Make every retry wait zero seconds (for tests; attempts are still counted)."""
+    global _TESTING
+    _TESTING = on
+
+
+class RetryPlugin:
+    """Retries a failed attempt when the tool's ``retry`` policy (or ``default``) says it is transient.
+
+    What is transient, in order of checks:
+
+    - never a :class:`ToolArgumentError` (or any error not listed below);
+    - a refusal before the tool ran (:class:`RateLimitExceeded`, :class:`ToolBusy`,
+      :class:`CircuitOpen`, :class:`IdempotencyConflict`): waited out when its ``retry_after``
+      fits in the remaining budget;
+    - once the tool started, only if re-running is safe: the tool is ``idempotent``, the call
+      has an idempotency key, or the policy has ``rerun_non_idempotent``; then a
+      :class:`RetryableError`, an exception of a type in ``on`` (the tool's own exception),
+      or :class:`ToolTimeout` when ``timeouts`` is set.
+
+    Each wait is ``uniform(0, min(max_delay, initial * multiplier ** (attempt - 1)))``, or the
+    error's ``retry_after`` when larger; no attempt starts after ``total`` seconds.
+
+    Args:
+        default: a policy for tools that declare none (None: only those tools retry).
+        clock: time source for the budget (default: the registry's clock).
+        rng: source of jitter (``random.Random``).
+    """
+
+    name = "retry"
+    order = 30
+
+    def __init__(
+        self, *, default: RetryPolicy | dict[str, Any] | None = None, clock: Clock | None = None, rng: random.Random | None = None
+    ) -> None:
+        self.default = None if default is None else RetryPolicy.parse(default, tool="*")
+        self.clock = clock
+        self.rng = rng or random.Random()
+        self.retries = 0
+        self.gave_up = 0
+
+    @hookimpl
+    def harness_pre_call(self, call: Call) -> None:
+        if call.attempt == 1 and not call.ran and (call.tool.retry or self.default) is not None:
+            call.state.setdefault("retry.start", (self.clock or call.registry.clock).now())
+
+    def transient(self, call: Call, error: BaseException, policy: RetryPolicy) -> bool:
+        """Whether ``error`` may be retried under ``policy`` (see the class docstring)."""
+        if isinstance(error, (RateLimitExceeded, ToolBusy, CircuitOpen, IdempotencyConflict)):
+            return not call.ran
+        if call.ran and not (call.tool.idempotent or call.idempotency_key is not None or policy.rerun_non_idempotent):
+            return False
+        if isinstance(error, RetryableError):
+            return True
+        if isinstance(error, ToolTimeout):
+            return policy.timeouts
+        if isinstance(error, ToolExecutionError):
+            return bool(policy.on) and isinstance(error.cause, policy.on)
+        return False
+
+    @hookimpl
+    def harness_on_error(self, call: Call, error: BaseException) -> Retry | None:
+        policy = call.tool.retry or self.default
+        if policy is None or getattr(error, "replayed", False) or not self.transient(call, error, policy):
+            return None
+        if call.ran and call.attempt >= policy.attempts:
+            self.gave_up += 1
+            return None
+        backoff = min(policy.max_delay, policy.initial * policy.multiplier ** (call.attempt - 1))
+        delay = self.rng.uniform(0.0, backoff)
+        hint = getattr(error, "retry_after", None)
+        if isinstance(hint, (int, float)) and hint > delay:
+            delay = float(hint)
+        now = (self.clock or call.registry.clock).now()
+        started = call.state.get("retry.start", now)
+        if now + delay - started > policy.total:
+            self.gave_up += 1
+            return None
+        self.retries += 1
+        return Retry(0.0 if _TESTING else delay)
+
+    @hookimpl
+    def harness_stats(self, registry: ToolRegistry) -> dict[str, Any]:
+        return {"retries": self.retries, "gave_up": self.gave_up}

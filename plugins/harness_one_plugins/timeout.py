@@ -1,0 +1,92 @@
+"""The ``timeout`` plugin: a per-attempt timeout and a total budget per call."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from harness_one import Call, Clock, Outcome, ProcessRunner, Runner, ThreadRunner, ToolRegistry, ToolTimeout, hookimpl
+
+__all__ = ["TimeoutPlugin"]
+
+
+class TimeoutPlugin:
+    """Bounds how long a call may run.
+
+    A tool's ``timeout`` bounds each attempt; ``total_timeout`` bounds the whole call, retries
+    and waits included (no attempt starts once it is spent, and each attempt gets at most
+    what is left). Async tools are cancelled at the deadline. Sync tools run according to
+    their ``timeout_mode`` (default: the plugin's ``mode``):
+
+    - ``"thread"``: in a bounded worker pool; the caller gets :class:`ToolTimeout` at the
+      deadline and the thread is *abandoned* (it cannot be killed and runs on); it shows as
+      ``stuck`` in stats. A full pool fails new calls at once with :class:`ToolBusy`.
+    - ``"process"``: in a child process that is *killed* at the deadline.
+    - ``"none"``: in the caller's thread, never interrupted; the deadline is only advisory
+      (``call.deadline``, ``call.remaining()``) for tools that check it.
+
+    Args:
+        default: per-attempt seconds for tools that declare none (None: no timeout).
+        total: total seconds per call for tools that declare no ``total_timeout``.
+        mode: the default mode for sync tools.
+        max_workers: size of the thread pool used by ``thread`` mode.
+        clock: time source (default: the registry's clock).
+    """
+
+    name = "timeout"
+    order = 20
+
+    def __init__(
+        self,
+        *,
+        default: float | None = None,
+        total: float | None = None,
+        mode: str = "thread",
+        max_workers: int = 32,
+        clock: Clock | None = None,
+    ) -> None:
+        if mode not in ("thread", "process", "none"):
+            raise ValueError(f"mode must be 'thread', 'process' or 'none', not {mode!r}")
+        self.default = default
+        self.total = total
+        self.mode = mode
+        self.clock = clock
+        self.threads = ThreadRunner(max_workers)
+        self.processes = ProcessRunner()
+        self.timeouts = 0
+
+    def runner_for(self, mode: str) -> Runner | None:
+        if mode == "thread":
+            return self.threads
+        return self.processes if mode == "process" else None
+
+    @hookimpl
+    def harness_pre_call(self, call: Call) -> Outcome | None:
+        tool = call.tool
+        attempt = tool.timeout if tool.timeout is not None else self.default
+        total = tool.total_timeout if tool.total_timeout is not None else self.total
+        if attempt is None and total is None:
+            return None
+        now = (self.clock or call.registry.clock).now()
+        if total is not None:
+            started = call.state.setdefault("timeout.start", now)
+            left = started + total - now
+            if left <= 0:
+                raise ToolTimeout(total, tool=tool.name, call_id=call.call_id)
+            attempt = left if attempt is None else min(attempt, left)
+        assert attempt is not None
+        call.deadline = now + attempt
+        mode = tool.timeout_mode or self.mode
+        if mode == "none":
+            return None
+        call.timeout = attempt
+        call.runner = self.runner_for(mode)
+        return None
+
+    @hookimpl
+    def harness_on_error(self, error: BaseException) -> None:
+        if isinstance(error, ToolTimeout):
+            self.timeouts += 1
+
+    @hookimpl
+    def harness_stats(self, registry: ToolRegistry) -> dict[str, Any]:
+        return {"timeouts": self.timeouts, "threads": self.threads.stats(), "processes_killed": self.processes.killed}
