@@ -45,6 +45,8 @@ class Plan:
     post_call: tuple[Callable[..., Any], ...]
     on_error: tuple[Callable[..., Any], ...]
     owners: Mapping[CodeType, str]
+    #: For each per-call hook, the plugin names in call order (what ``harness-one doctor`` shows).
+    order: Mapping[str, tuple[str, ...]]
 
     def owner_of(self, exc: BaseException) -> str | None:
         """The plugin whose hook raised ``exc`` (innermost plan frame in the traceback)."""
@@ -254,6 +256,7 @@ class PluginSet:
     def _compile(self) -> Plan:
         hooks: dict[str, tuple[Callable[..., Any], ...]] = {}
         owners: dict[CodeType, str] = {}
+        order: dict[str, tuple[str, ...]] = {}
         for hook_name in PER_CALL_HOOKS:
             caller = getattr(self.manager.hook, hook_name)
             impls = caller.get_hookimpls()
@@ -264,6 +267,7 @@ class PluginSet:
                 hooks[hook_name] = (_through_pluggy(caller, spec_args),)
             else:
                 hooks[hook_name] = tuple(_adapt(i, spec_args) for i in reversed(impls))
+            order[hook_name.removeprefix("harness_")] = tuple(i.plugin_name for i in reversed(impls))
             for impl in impls:
                 code = getattr(impl.function, "__code__", None)
                 if code is not None:
@@ -274,6 +278,7 @@ class PluginSet:
             post_call=hooks["harness_post_call"],
             on_error=hooks["harness_on_error"],
             owners=owners,
+            order=order,
         )
 
 

@@ -140,6 +140,8 @@ class ProcessRunner:
     def __init__(self, start_method: str = "spawn") -> None:
         self._ctx: Any = multiprocessing.get_context(start_method)
         self.killed = 0
+        #: The pid of the most recent child (for diagnostics and tests).
+        self.last_pid: int | None = None
 
     def run(self, call: Call, fn: Callable[..., Any], kwargs: dict[str, Any], timeout: float) -> Any:
         try:
@@ -153,6 +155,7 @@ class ProcessRunner:
         receive, send = self._ctx.Pipe(duplex=False)
         process = self._ctx.Process(target=_child, args=(send, fn, kwargs), daemon=True, name=f"harness-one-{call.tool.name}")
         process.start()
+        self.last_pid = process.pid
         send.close()
         try:
             if not receive.poll(max(timeout, 0.0)):

@@ -53,10 +53,7 @@ def analyse(fn: Callable[..., Any], *, tool: str) -> Signature:
         sig = inspect.signature(fn)
     except (TypeError, ValueError) as exc:
         raise ToolDefinitionError(f"Tool '{tool}': cannot read the signature of {fn!r}: {exc}", tool=tool) from exc
-    try:
-        hints = get_type_hints(fn, include_extras=True)
-    except Exception:  # unresolvable forward references: fall back to raw annotations
-        hints = {k: p.annotation for k, p in sig.parameters.items() if p.annotation is not inspect.Parameter.empty}
+    hints = _hints(fn, sig, tool)
     doc = parse_docstring(inspect.getdoc(fn))
     call_type = _call_type()
     properties: dict[str, JSONSchema] = {}
@@ -112,6 +109,30 @@ def analyse(fn: Callable[..., Any], *, tool: str) -> Signature:
 
 
 _NO_DEFAULT = object()
+
+
+def _hints(fn: Callable[..., Any], sig: inspect.Signature, tool: str) -> dict[str, Any]:
+    """Resolved annotations of ``fn`` (a function, method or callable object)."""
+    target: Any = fn if inspect.isfunction(fn) or inspect.ismethod(fn) or isinstance(fn, type) else type(fn).__call__
+    try:
+        return get_type_hints(target, include_extras=True)
+    except Exception:
+        pass
+    namespace = getattr(inspect.unwrap(target), "__globals__", {})
+    hints: dict[str, Any] = {}
+    for name, param in sig.parameters.items():
+        annotation = param.annotation
+        if annotation is inspect.Parameter.empty:
+            continue
+        if isinstance(annotation, str):
+            try:
+                annotation = eval(annotation, dict(namespace))
+            except Exception as exc:
+                raise ToolDefinitionError(
+                    f"Tool '{tool}': cannot resolve the annotation {param.annotation!r} of parameter '{name}': {exc}", tool=tool
+                ) from exc
+        hints[name] = annotation
+    return hints
 
 
 def _json_default(value: Any) -> Any:

@@ -130,6 +130,8 @@ class Tool:
             raise ToolDefinitionError(
                 f"Tool '{tool_name}': max_concurrency must be an integer >= 1, got {max_concurrency!r}.", tool=tool_name
             )
+        if cache_ttl is not None and not (idempotent or read_only):
+            raise ToolDefinitionError(f"Tool '{tool_name}': cache_ttl needs an idempotent or read-only tool.", tool=tool_name)
         if read_only and destructive:
             raise ToolDefinitionError(f"Tool '{tool_name}': a read-only tool cannot be destructive.", tool=tool_name)
         return cls(

@@ -27,7 +27,7 @@ from ._clock import ManualClock
 from ._errors import RateLimitExceeded, ToolArgumentError
 from ._registry import ToolRegistry
 
-__all__ = ["RateLimitBackendContract", "RateLimitPluginContract", "ValidationPluginContract"]
+__all__ = ["IdempotencyStoreContract", "RateLimitBackendContract", "RateLimitPluginContract", "ValidationPluginContract"]
 
 PluginFactory = Callable[..., Any]
 
@@ -214,3 +214,63 @@ class ValidationPluginContract:
 
     def test_json_string_arguments(self, registry: ToolRegistry) -> None:
         assert registry.call("web_search", '{"query": "q", "num_results": 2}') == ["q", "q"]
+
+
+class IdempotencyStoreContract:
+    """What an idempotency store (``begin``/``finish``/``release``) must do."""
+
+    @pytest.fixture
+    def store(self) -> Any:  # pragma: no cover - provided by the implementer
+        raise NotImplementedError
+
+    def test_first_begin_owns_the_key(self, store: Any) -> None:
+        assert store.begin("tool", "k", "fp1", 100.0, 30.0) is None
+        running = store.begin("tool", "k", "fp1", 101.0, 30.0)
+        assert running is not None and running.state == "running" and running.fingerprint == "fp1"
+
+    def test_finished_outcome_is_returned(self, store: Any) -> None:
+        from harness_one_plugins.idempotency import Record
+
+        store.begin("tool", "k", "fp", 0.0, 30.0)
+        store.finish("tool", "k", Record("fp", "done", 1000.0, True, {"answer": [1, 2]}))
+        done = store.begin("tool", "k", "fp", 10.0, 30.0)
+        assert (done.state, done.ok, done.value) == ("done", True, {"answer": [1, 2]})
+        store.begin("tool", "e", "fp", 0.0, 30.0)
+        store.finish("tool", "e", Record("fp", "done", 1000.0, False, None, {"class": "ToolError", "state": {"message": "m"}}))
+        failed = store.begin("tool", "e", "fp", 10.0, 30.0)
+        assert failed.ok is False and failed.error == {"class": "ToolError", "state": {"message": "m"}}
+
+    def test_records_expire(self, store: Any) -> None:
+        from harness_one_plugins.idempotency import Record
+
+        store.begin("tool", "k", "fp", 0.0, 30.0)
+        store.finish("tool", "k", Record("fp", "done", 50.0, True, 1))
+        assert store.begin("tool", "k", "fp2", 49.0, 30.0).value == 1
+        assert store.begin("tool", "k", "fp2", 50.0, 30.0) is None  # expired: a new owner
+
+    def test_lease_frees_a_crashed_owner(self, store: Any) -> None:
+        store.begin("tool", "k", "fp", 0.0, 5.0)
+        assert store.begin("tool", "k", "fp", 4.9, 5.0) is not None
+        assert store.begin("tool", "k", "fp", 5.0, 5.0) is None
+
+    def test_release_and_scopes(self, store: Any) -> None:
+        store.begin("a", "k", "fp", 0.0, 30.0)
+        assert store.begin("b", "k", "fp", 0.0, 30.0) is None  # keys are per tool
+        store.release("a", "k")
+        assert store.begin("a", "k", "fp", 0.0, 30.0) is None
+
+    def test_exactly_one_owner_under_threads(self, store: Any) -> None:
+        owners = []
+        barrier = threading.Barrier(16)
+
+        def race() -> None:
+            barrier.wait()
+            if store.begin("tool", "race", "fp", 0.0, 30.0) is None:
+                owners.append(1)
+
+        threads = [threading.Thread(target=race) for _ in range(16)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert owners == [1]

@@ -1,0 +1,255 @@
+"""Concurrency caps, the circuit breaker, the result cache, and the order policies compose in."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any
+
+import pytest
+
+from harness_one import (
+    CircuitBreakerPolicy,
+    CircuitOpen,
+    ManualClock,
+    RetryableError,
+    ToolArgumentError,
+    ToolBusy,
+    ToolDefinitionError,
+    ToolRegistry,
+)
+from harness_one_plugins import CachePlugin, CircuitBreakerPlugin, ConcurrencyPlugin
+
+# --------------------------------------------------------------------------- bulkhead
+
+
+def test_cap_fails_fast_then_frees() -> None:
+    reg = ToolRegistry(autoload=False)
+    inside, release = threading.Barrier(3), threading.Event()
+
+    def work() -> str:
+        inside.wait(5)
+        release.wait(5)
+        return "done"
+
+    reg.add(work, max_concurrency=2)
+    threads = [threading.Thread(target=reg.call, args=("work",)) for _ in range(2)]
+    for t in threads:
+        t.start()
+    inside.wait(5)  # both slots are taken
+    with pytest.raises(ToolBusy, match="2 of 2 for this tool") as err:
+        reg.call("work")
+    assert err.value.retry_after is not None
+    release.set()
+    for t in threads:
+        t.join()
+    assert reg.plugins.get("concurrency").running("work") == 0
+    inside.reset()
+    assert reg.stats()["concurrency"]["refused"] == 1
+
+
+def test_waiting_for_a_slot_threads() -> None:
+    reg = ToolRegistry(plugins={"concurrency": ConcurrencyPlugin(max_wait=10, poll=0.002)}, autoload=False)
+    peak, now, lock = [0], [0], threading.Lock()
+
+    def work() -> int:
+        with lock:
+            now[0] += 1
+            peak[0] = max(peak[0], now[0])
+        threading.Event().wait(0.01)
+        with lock:
+            now[0] -= 1
+        return 1
+
+    reg.add(work, max_concurrency=2)
+    results: list[int] = []
+    threads = [threading.Thread(target=lambda: results.append(reg.call("work"))) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert results == [1] * 8 and peak[0] <= 2
+
+
+async def test_waiting_for_a_slot_async() -> None:
+    reg = ToolRegistry(plugins={"concurrency": ConcurrencyPlugin(max_wait=10, poll=0.001)}, autoload=False)
+    now, peak = [0], [0]
+
+    async def work() -> int:
+        now[0] += 1
+        peak[0] = max(peak[0], now[0])
+        await asyncio.sleep(0.005)
+        now[0] -= 1
+        return 1
+
+    reg.add(work, max_concurrency=1)
+    assert await asyncio.gather(*(reg.acall("work") for _ in range(5))) == [1] * 5
+    assert peak[0] == 1
+
+
+def test_registry_wide_cap() -> None:
+    reg = ToolRegistry(plugins={"concurrency": ConcurrencyPlugin(total=1)}, autoload=False)
+    entered, release = threading.Event(), threading.Event()
+    reg.add(lambda: (entered.set(), release.wait(5)), name="a")
+    reg.add(lambda: 1, name="b")
+    t = threading.Thread(target=reg.call, args=("a",))
+    t.start()
+    entered.wait(5)
+    with pytest.raises(ToolBusy, match="1 of 1 overall"):
+        reg.call("b")
+    release.set()
+    t.join()
+    assert reg.call("b") == 1
+
+
+def test_slot_released_on_errors() -> None:
+    reg = ToolRegistry(autoload=False)
+    reg.add(
+        lambda n: 1 / n, name="inv", max_concurrency=1, parameters={"type": "object", "properties": {"n": {"type": "number"}}}
+    )
+    for _ in range(3):
+        assert not reg.try_call("inv", {"n": 0}).ok
+    assert reg.call("inv", {"n": 2}) == 0.5
+
+
+# --------------------------------------------------------------------------- circuit breaker
+
+
+def failing_registry(clock: ManualClock, **policy: Any) -> tuple[ToolRegistry, dict[str, bool]]:
+    reg = ToolRegistry(clock=clock, autoload=False)
+    health = {"ok": False}
+
+    def backend(n: int = 0) -> str:
+        if not health["ok"]:
+            raise OSError("backend down")
+        return "fine"
+
+    reg.add(backend, circuit_breaker=policy or True)
+    return reg, health
+
+
+def test_opens_after_failure_ratio(clock: ManualClock) -> None:
+    reg, _ = failing_registry(clock, min_calls=4, failure_ratio=0.5, open_for=10)
+    for _ in range(4):
+        assert "OSError" in reg.try_call("backend").for_model()
+    with pytest.raises(CircuitOpen) as err:
+        reg.call("backend")
+    assert err.value.retry_after == pytest.approx(10)
+    assert reg.stats()["tools"]["backend"]["circuit"]["state"] == "open"
+
+
+def test_below_minimum_calls_stays_closed(clock: ManualClock) -> None:
+    reg, health = failing_registry(clock, min_calls=10)
+    for _ in range(9):
+        reg.try_call("backend")
+    health["ok"] = True
+    assert reg.call("backend") == "fine"
+
+
+def test_window_slides(clock: ManualClock) -> None:
+    reg, health = failing_registry(clock, min_calls=4, window=10)
+    for _ in range(3):
+        reg.try_call("backend")
+    clock.advance(11)  # those failures leave the window
+    health["ok"] = True
+    reg.call("backend")
+    health["ok"] = False
+    reg.try_call("backend")
+    assert reg.plugins.get("circuit_breaker").state("backend") == "closed"
+
+
+def test_half_open_probes_close_or_reopen(clock: ManualClock) -> None:
+    reg, health = failing_registry(clock, min_calls=2, open_for=5, probes=2)
+    reg.try_call("backend")
+    reg.try_call("backend")
+    breaker = reg.plugins.get("circuit_breaker")
+    assert breaker.state("backend") == "open"
+    clock.advance(5)
+    assert not reg.try_call("backend").ok  # a failed probe opens it again
+    assert breaker.state("backend") == "open"
+    clock.advance(5)
+    health["ok"] = True
+    assert reg.call("backend") == "fine"
+    assert breaker.state("backend") == "half_open"
+    assert reg.call("backend") == "fine"
+    assert breaker.state("backend") == "closed"
+
+
+def test_argument_errors_do_not_count(clock: ManualClock) -> None:
+    reg = ToolRegistry(clock=clock, autoload=False)
+    reg.add(
+        lambda n: n,
+        name="f",
+        parameters={"type": "object", "properties": {"n": {"type": "integer"}}},
+        circuit_breaker={"min_calls": 2},
+    )
+    for _ in range(5):
+        with pytest.raises(ToolArgumentError):
+            reg.call("f", {"n": "x"})
+    assert reg.call("f", {"n": 1}) == 1
+
+
+def test_registry_default_and_policy_checks(clock: ManualClock) -> None:
+    reg = ToolRegistry(plugins={"circuit_breaker": CircuitBreakerPlugin(default={"min_calls": 1})}, clock=clock, autoload=False)
+    reg.add(lambda: (_ for _ in ()).throw(RetryableError("x")), name="f")
+    reg.try_call("f")
+    assert isinstance(reg.try_call("f").error, CircuitOpen)
+    with pytest.raises(ToolDefinitionError):
+        CircuitBreakerPolicy.parse({"failure_ratio": 2}, tool="t")
+    assert CircuitBreakerPolicy.parse(True, tool="t") == CircuitBreakerPolicy()
+
+
+# --------------------------------------------------------------------------- cache
+
+
+def test_cache_for_read_only_tools(clock: ManualClock) -> None:
+    reg = ToolRegistry(clock=clock, autoload=False)
+    runs: list[int] = []
+    reg.add(lambda q: runs.append(1) or f"r:{q}", name="lookup", read_only=True, cache_ttl=60)
+    assert reg.call("lookup", {"q": "a"}) == reg.call("lookup", {"q": "a"}) == "r:a"
+    reg.call("lookup", {"q": "b"})
+    assert len(runs) == 2
+    clock.advance(60)
+    reg.call("lookup", {"q": "a"})
+    assert len(runs) == 3
+    assert reg.stats()["cache"]["hits"] == 1
+
+
+def test_cache_off_by_default_and_only_for_safe_tools(clock: ManualClock) -> None:
+    runs: list[int] = []
+    reg = ToolRegistry(clock=clock, autoload=False)
+    reg.add(lambda: runs.append(1), name="plain", idempotent=True)
+    reg.call("plain")
+    reg.call("plain")
+    assert len(runs) == 2
+    with pytest.raises(ToolDefinitionError, match="cache_ttl"):
+        reg.add(lambda: 1, name="unsafe", cache_ttl=5)
+    wide = ToolRegistry(plugins={"cache": CachePlugin(ttl=10, max_entries=2)}, clock=clock, autoload=False)
+    wide.add(lambda x: runs.append(x) or x, name="idem", idempotent=True)
+    wide.add(lambda x: runs.append(x) or x, name="writer")
+    for x in (1, 1, 2, 3, 1):
+        wide.call("idem", {"x": x})
+    wide.call("writer", {"x": 9})
+    wide.call("writer", {"x": 9})
+    assert runs[2:] == [1, 2, 3, 1, 9, 9]  # 1 was evicted (max 2 entries); writer never cached
+
+
+# --------------------------------------------------------------------------- order
+
+
+def test_documented_order() -> None:
+    reg = ToolRegistry(autoload=False)
+    order = reg.plugins.plan.order
+    assert order["pre_call"] == ("idempotency", "cache", "rate_limit", "timeout", "retry", "circuit_breaker", "concurrency")
+    deciders, observers = order["on_error"][:6], order["on_error"][6:]
+    assert deciders == ("rate_limit", "timeout", "retry", "circuit_breaker", "concurrency", "idempotency")
+    assert set(observers) == {"metrics", "logging"}  # trylast: they see the final decision
+
+
+def test_order_survives_replacement() -> None:
+    from harness_one_plugins import RateLimitPlugin
+
+    reg = ToolRegistry(autoload=False)
+    reg.plugins.replace("rate_limit", RateLimitPlugin(max_wait=1))
+    pre_call = reg.plugins.plan.order["pre_call"]
+    assert pre_call.index("rate_limit") < pre_call.index("retry")

@@ -1,0 +1,224 @@
+"""Idempotency keys: stores, replay, mismatch, conflict, expiry, and retries reusing the key."""
+
+from __future__ import annotations
+
+import multiprocessing
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness_one import (
+    IdempotencyConflict,
+    IdempotencyKeyMismatch,
+    ManualClock,
+    RetryableError,
+    ToolArgumentError,
+    ToolExecutionError,
+    ToolRegistry,
+)
+from harness_one.testing import IdempotencyStoreContract
+from harness_one_plugins import IdempotencyPlugin, MemoryStore, SQLiteStore
+from harness_one_plugins.idempotency import fingerprint
+
+
+class TestMemoryStore(IdempotencyStoreContract):
+    @pytest.fixture
+    def store(self) -> MemoryStore:
+        return MemoryStore()
+
+
+class TestSQLiteStore(IdempotencyStoreContract):
+    @pytest.fixture
+    def store(self, tmp_path: Path) -> SQLiteStore:
+        return SQLiteStore(tmp_path / "idem.sqlite3")
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
+    if request.param == "memory":
+        shared = MemoryStore()
+        return lambda: shared
+    return lambda: SQLiteStore(tmp_path / "idem.sqlite3")
+
+
+def registry_with(store: Any, **options: Any) -> ToolRegistry:
+    return ToolRegistry(plugins={"idempotency": IdempotencyPlugin(store=store, **options)}, autoload=False)
+
+
+class Counter:
+    def __init__(self) -> None:
+        self.runs = 0
+        self.lock = threading.Lock()
+
+    def __call__(self, amount: int) -> dict[str, int]:
+        with self.lock:
+            self.runs += 1
+        time.sleep(0.05)
+        return {"charged": amount, "run": self.runs}
+
+
+def test_hundred_threads_one_run_same_outcome(make_store: Any) -> None:
+    reg = registry_with(make_store(), wait=10.0, poll=0.005)
+    charge = Counter()
+    reg.add(charge, name="charge")
+    results: list[Any] = []
+    lock = threading.Lock()
+    barrier = threading.Barrier(100)
+
+    def client() -> None:
+        barrier.wait()
+        value = reg.call("charge", {"amount": 5}, idempotency_key="order-1")
+        with lock:
+            results.append(value)
+
+    threads = [threading.Thread(target=client) for _ in range(100)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert charge.runs == 1
+    assert len(results) == 100 and all(r == {"charged": 5, "run": 1} for r in results)
+
+
+def test_replay_mismatch_and_validation(make_store: Any) -> None:
+    reg = registry_with(make_store())
+    charge = Counter()
+    reg.add(
+        charge,
+        name="charge",
+        parameters={"type": "object", "properties": {"amount": {"type": "integer"}}, "required": ["amount"]},
+    )
+    with pytest.raises(ToolArgumentError):
+        reg.call("charge", {"amount": "five"}, idempotency_key="k")  # stores nothing
+    first = reg.call("charge", {"amount": 5}, idempotency_key="k")
+    assert reg.call("charge", {"amount": 5}, idempotency_key="k") == first
+    assert reg.call("charge", '{"amount": 5}', idempotency_key="k") == first  # same arguments, other spelling
+    with pytest.raises(IdempotencyKeyMismatch, match="different arguments"):
+        reg.call("charge", {"amount": 6}, idempotency_key="k")
+    assert charge.runs == 1
+    assert reg.call("charge", {"amount": 6}, idempotency_key="k2")["run"] == 2
+    assert reg.stats()["idempotency"] == {"replays": 2, "stored": 2}
+
+
+def test_tool_errors_are_stored_and_replayed(make_store: Any) -> None:
+    reg = registry_with(make_store())
+    runs = []
+
+    def fail(amount: int) -> None:
+        runs.append(amount)
+        raise ValueError("card declined")
+
+    reg.add(fail)
+    first = reg.try_call("fail", {"amount": 1}, idempotency_key="k")
+    second = reg.try_call("fail", {"amount": 1}, idempotency_key="k")
+    assert runs == [1]
+    assert isinstance(first.error, ToolExecutionError) and isinstance(second.error, ToolExecutionError)
+    assert second.error.message == first.error.message == "Tool 'fail' failed: ValueError: card declined"
+    assert second.to_dict()["error"]["cause"] == "ValueError"
+    assert getattr(second.error, "replayed", False) and second.call_id != first.call_id
+
+
+def test_conflict_while_running(make_store: Any) -> None:
+    reg = registry_with(make_store())
+    started, release = threading.Event(), threading.Event()
+
+    def slow() -> str:
+        started.set()
+        release.wait(5)
+        return "done"
+
+    reg.add(slow)
+    worker = threading.Thread(target=lambda: reg.call("slow", idempotency_key="k"))
+    worker.start()
+    assert started.wait(5)
+    with pytest.raises(IdempotencyConflict, match="still running"):
+        reg.call("slow", idempotency_key="k")
+    release.set()
+    worker.join()
+    assert reg.call("slow", idempotency_key="k") == "done"
+
+
+def test_expiry_and_crashed_worker_lease(clock: ManualClock) -> None:
+    store = MemoryStore()
+    reg = ToolRegistry(plugins={"idempotency": IdempotencyPlugin(store=store, clock=clock, ttl=100, lease=10)}, autoload=False)
+    counter = Counter()
+    reg.add(counter, name="charge")
+    reg.call("charge", {"amount": 1}, idempotency_key="k")
+    clock.advance(99)
+    assert reg.call("charge", {"amount": 1}, idempotency_key="k")["run"] == 1
+    clock.advance(1)
+    assert reg.call("charge", {"amount": 1}, idempotency_key="k")["run"] == 2  # expired: runs again
+    store.begin("charge", "crashed", fingerprint({"amount": 1}), clock.now(), 10)  # a worker took the key and died
+    with pytest.raises(IdempotencyConflict):
+        reg.call("charge", {"amount": 1}, idempotency_key="crashed")
+    clock.advance(10)
+    assert reg.call("charge", {"amount": 1}, idempotency_key="crashed")["run"] == 3
+
+
+def test_retries_reuse_the_key(make_store: Any, clock: ManualClock) -> None:
+    reg = ToolRegistry(plugins={"idempotency": IdempotencyPlugin(store=make_store())}, clock=clock, autoload=False)
+    runs = []
+
+    def flaky() -> str:
+        runs.append(1)
+        if len(runs) == 1:
+            raise RetryableError("blip")
+        return "ok"
+
+    reg.add(flaky, retry={"attempts": 3, "initial": 0})  # not idempotent: the key makes the retry safe
+    result = reg.try_call("flaky", idempotency_key="k")
+    assert result.ok and result.attempts == 2
+    assert reg.call("flaky", idempotency_key="k") == "ok" and len(runs) == 2
+
+
+def test_refusals_store_nothing(make_store: Any, clock: ManualClock) -> None:
+    reg = ToolRegistry(plugins={"idempotency": IdempotencyPlugin(store=make_store())}, clock=clock, autoload=False)
+    reg.add(lambda: "ran", name="f", rate_limit={"rate": 1, "burst": 1})
+    reg.call("f")
+    assert not reg.try_call("f", idempotency_key="k").ok  # rate limited before running
+    clock.advance(1)
+    assert reg.call("f", idempotency_key="k") == "ran"
+
+
+def test_new_registry_on_same_sqlite_file_replays(tmp_path: Path) -> None:
+    path = tmp_path / "shared.sqlite3"
+    first = registry_with(SQLiteStore(path))
+    first.add(Counter(), name="charge")
+    value = first.call("charge", {"amount": 3}, idempotency_key="k")
+    second = registry_with(SQLiteStore(path))
+    fresh = Counter()
+    second.add(fresh, name="charge")
+    assert second.call("charge", {"amount": 3}, idempotency_key="k") == value
+    assert fresh.runs == 0
+
+
+def test_non_json_results_are_not_kept_in_sqlite(tmp_path: Path) -> None:
+    reg = registry_with(SQLiteStore(tmp_path / "s.sqlite3"))
+    runs = []
+    reg.add(lambda: runs.append(1) or {1, 2}, name="setty")
+    assert reg.call("setty", idempotency_key="k") == {1, 2}
+    reg.call("setty", idempotency_key="k")
+    assert len(runs) == 2  # released, so the key did not lock
+
+
+def _race(path: str, barrier: Any, out: Any) -> None:
+    store = SQLiteStore(path)
+    barrier.wait()
+    out.put(store.begin("tool", "k", "fp", time.time(), 30.0) is None)
+
+
+def test_sqlite_store_one_owner_across_processes(tmp_path: Path) -> None:
+    ctx = multiprocessing.get_context("spawn")
+    barrier, out = ctx.Barrier(4), ctx.Queue()
+    path = str(tmp_path / "mp.sqlite3")
+    SQLiteStore(path).close()
+    procs = [ctx.Process(target=_race, args=(path, barrier, out)) for _ in range(4)]
+    for p in procs:
+        p.start()
+    owners = [out.get(timeout=60) for _ in procs]
+    for p in procs:
+        p.join(30)
+    assert sorted(owners) == [False, False, False, True]

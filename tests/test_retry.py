@@ -1,0 +1,173 @@
+"""The retry plugin: transient errors only, backoff with jitter, budgets, idempotency safety."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from structlog.testing import capture_logs
+
+from harness_one import (
+    ManualClock,
+    RateLimitExceeded,
+    RetryableError,
+    RetryPolicy,
+    ToolArgumentError,
+    ToolDefinitionError,
+    ToolExecutionError,
+    ToolRegistry,
+)
+from harness_one_plugins import RetryPlugin
+from harness_one_plugins.retry import set_testing
+
+
+class Flaky:
+    """Fails ``failures`` times with ``error``, then returns ``"ok"``."""
+
+    def __init__(self, failures: int, error: BaseException) -> None:
+        self.failures = failures
+        self.error = error
+        self.runs = 0
+
+    def __call__(self) -> str:
+        self.runs += 1
+        if self.runs <= self.failures:
+            raise self.error
+        return "ok"
+
+
+@pytest.fixture
+def reg(clock: ManualClock) -> ToolRegistry:
+    return ToolRegistry(plugins={"retry": RetryPlugin(rng=random.Random(7))}, clock=clock, autoload=False)
+
+
+def test_two_transient_failures_then_success(reg: ToolRegistry, clock: ManualClock) -> None:
+    tool = Flaky(2, OSError("connection reset"))
+    reg.add(tool, name="fetch", idempotent=True, retry={"attempts": 3, "on": [OSError]})
+    with capture_logs() as logs:
+        result = reg.try_call("fetch")
+    assert result.ok and result.value == "ok" and result.attempts == 3
+    assert tool.runs == 3
+    assert [e["outcome"] for e in logs] == ["retry", "retry", "ok"]
+    assert reg.stats()["tools"]["fetch"]["retries"] == 2
+    assert len(clock.sleeps) == 2
+
+
+def test_non_transient_error_is_not_retried(reg: ToolRegistry) -> None:
+    tool = Flaky(5, KeyError("nope"))
+    reg.add(tool, name="f", idempotent=True, retry={"attempts": 5, "on": [OSError]})
+    result = reg.try_call("f")
+    assert isinstance(result.error, ToolExecutionError) and result.attempts == 1 and tool.runs == 1
+
+
+def test_non_idempotent_tool_is_not_rerun_once_started(reg: ToolRegistry) -> None:
+    tool = Flaky(1, RetryableError("503"))
+    reg.add(tool, name="charge", retry=3)  # not idempotent
+    result = reg.try_call("charge")
+    assert not result.ok and tool.runs == 1
+    keyed = reg.try_call("charge", idempotency_key="order-7")  # a key makes re-running safe
+    assert keyed.ok and tool.runs == 2
+    opted = Flaky(1, RetryableError("503"))
+    reg.add(opted, name="opted", retry={"attempts": 3, "rerun_non_idempotent": True})
+    assert reg.call("opted") == "ok" and opted.runs == 2
+
+
+def test_argument_errors_are_never_retried(reg: ToolRegistry) -> None:
+    def strict(n: int) -> int:
+        raise ToolArgumentError("n must be even")
+
+    reg.add(strict, idempotent=True, retry={"attempts": 5, "on": [Exception]})
+    assert reg.try_call("strict", {"n": 1}).attempts == 1
+    assert reg.try_call("strict", {"n": "x"}).attempts == 1
+
+
+def test_backoff_is_capped_full_jitter(clock: ManualClock) -> None:
+    reg = ToolRegistry(plugins={"retry": RetryPlugin(rng=random.Random(1))}, clock=clock, autoload=False)
+    tool = Flaky(6, RetryableError("busy"))
+    reg.add(
+        tool, name="f", idempotent=True, retry={"attempts": 7, "initial": 1.0, "multiplier": 2.0, "max_delay": 5.0, "total": 1000}
+    )
+    assert reg.call("f") == "ok"
+    caps = [1.0, 2.0, 4.0, 5.0, 5.0, 5.0]
+    assert len(clock.sleeps) == 6
+    assert all(0 <= s <= cap for s, cap in zip(clock.sleeps, caps))
+    assert len(set(clock.sleeps)) == 6  # jittered, not fixed
+
+
+def test_retry_after_hint_and_total_budget(clock: ManualClock) -> None:
+    reg = ToolRegistry(plugins={"retry": RetryPlugin(rng=random.Random(0))}, clock=clock, autoload=False)
+    tool = Flaky(10, RetryableError("slow down", retry_after=3.0))
+    reg.add(tool, name="f", idempotent=True, retry={"attempts": 10, "initial": 0.01, "total": 7.0})
+    result = reg.try_call("f")
+    assert not result.ok and isinstance(result.error, RetryableError)
+    assert clock.sleeps == [3.0, 3.0]  # a third wait would pass the 7 s budget
+    assert tool.runs == 3
+
+
+def test_rate_limit_rechecked_and_waited_out(clock: ManualClock) -> None:
+    reg = ToolRegistry(plugins={"retry": RetryPlugin(rng=random.Random(0))}, clock=clock, autoload=False)
+    tool = Flaky(1, RetryableError("blip"))
+    reg.add(tool, name="f", idempotent=True, rate_limit={"rate": 2, "burst": 1}, retry={"attempts": 3, "initial": 0.0})
+    assert reg.call("f") == "ok"
+    # attempt 1 took the only token; attempt 2 was refused by the rate limit and waited 0.5 s for a token
+    assert clock.sleeps[-1] == pytest.approx(0.5)
+    assert reg.stats()["rate_limit"]["refused"] == 1
+    plain = ToolRegistry(clock=clock, autoload=False)
+    plain.add(lambda: 1, name="g", rate_limit={"rate": 1, "burst": 1})
+    plain.call("g")
+    with pytest.raises(RateLimitExceeded):  # without a retry policy: refused at once, as in the seed
+        plain.call("g")
+
+
+def test_timeouts_retried_only_when_asked(reg: ToolRegistry) -> None:
+    from harness_one import ToolTimeout
+
+    tool = Flaky(1, ToolTimeout(1.0))
+    reg.add(tool, name="t", idempotent=True, retry={"attempts": 3, "timeouts": True})
+    assert reg.call("t") == "ok"
+    other = Flaky(1, ToolTimeout(1.0))
+    reg.add(other, name="u", idempotent=True, retry=3)
+    assert not reg.try_call("u").ok
+
+
+def test_testing_switch_zeroes_waits(clock: ManualClock) -> None:
+    set_testing(True)
+    try:
+        reg = ToolRegistry(clock=clock, autoload=False)
+        tool = Flaky(2, RetryableError("x"))
+        reg.add(tool, name="f", idempotent=True, retry={"attempts": 3, "initial": 10})
+        assert reg.call("f") == "ok"
+        assert clock.sleeps == [0.0, 0.0]
+    finally:
+        set_testing(False)
+
+
+def test_registry_default_policy(clock: ManualClock) -> None:
+    reg = ToolRegistry(plugins={"retry": RetryPlugin(default={"attempts": 2, "initial": 0})}, clock=clock, autoload=False)
+    tool = Flaky(1, RetryableError("x"))
+    reg.add(tool, name="f", idempotent=True)
+    assert reg.call("f") == "ok" and tool.runs == 2
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [{"attempts": 0}, {"attempts": 2.5}, {"initial": -1}, {"multiplier": 0.5}, {"on": ["OSError"]}, {"tries": 3}, "often"],
+)
+def test_bad_policies(bad: Any) -> None:
+    with pytest.raises(ToolDefinitionError):
+        RetryPolicy.parse(bad, tool="t")
+
+
+def test_policy_forms() -> None:
+    assert RetryPolicy.parse(True, tool="t") == RetryPolicy()
+    assert RetryPolicy.parse(5, tool="t").attempts == 5
+    assert RetryPolicy.parse({"on": OSError}, tool="t").on == (OSError,)
+
+
+@pytest.fixture(autouse=True)
+def _testing_off() -> Iterator[None]:
+    set_testing(False)
+    yield
+    set_testing(False)

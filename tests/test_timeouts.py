@@ -1,0 +1,191 @@
+"""The timeout plugin: thread mode abandons, process mode kills, async tools are cancelled."""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing
+import os
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+import tools_for_processes as tfp
+
+from harness_one import Call, ManualClock, RetryableError, ToolBusy, ToolExecutionError, ToolRegistry, ToolTimeout
+from harness_one_plugins import TimeoutPlugin
+
+
+@pytest.fixture
+def release() -> Iterator[threading.Event]:
+    event = threading.Event()
+    yield event
+    event.set()  # let abandoned workers finish
+
+
+def test_thread_mode_times_out_promptly_and_abandons(release: threading.Event) -> None:
+    reg = ToolRegistry(autoload=False)
+    finished = threading.Event()
+
+    def slow() -> str:
+        release.wait(10)  # "sleeps 10 s" unless the test releases it
+        finished.set()
+        return "late"
+
+    reg.add(slow, timeout=0.2)
+    start = time.monotonic()
+    with pytest.raises(ToolTimeout) as err:
+        reg.call("slow")
+    elapsed = time.monotonic() - start
+    assert err.value.timeout == 0.2 and "timed out after 0.2 s" in str(err.value)
+    assert elapsed < 2.0  # about 0.2 s; generous for a loaded CI machine
+    stats = reg.stats()["timeout"]["threads"]
+    assert stats["stuck"] == 1 and stats["busy"] == 1  # the thread runs on: abandoned, not killed
+    assert not finished.is_set()
+    release.set()
+    assert finished.wait(5)
+    for _ in range(100):
+        if reg.stats()["timeout"]["threads"]["stuck"] == 0:
+            break
+        time.sleep(0.01)
+    assert reg.stats()["timeout"]["threads"] == {"workers": 32, "busy": 0, "stuck": 0}
+
+
+def test_thread_pool_exhaustion_fails_fast(release: threading.Event) -> None:
+    reg = ToolRegistry(plugins={"timeout": TimeoutPlugin(max_workers=2)}, autoload=False)
+    reg.add(lambda: release.wait(10), name="hang", timeout=0.05)
+    for _ in range(2):
+        with pytest.raises(ToolTimeout):
+            reg.call("hang")
+    with pytest.raises(ToolBusy, match="all 2 timeout workers are busy \\(2 still running past their deadline\\)"):
+        reg.call("hang")
+
+
+def test_fast_tool_in_thread_mode_returns_value() -> None:
+    reg = ToolRegistry(autoload=False)
+    reg.add(lambda x: x * 2, name="dbl", timeout=5)
+    assert reg.call("dbl", {"x": 21}) == 42
+    reg.add(lambda: 1 / 0, name="boom", timeout=5)
+    with pytest.raises(ToolExecutionError) as err:
+        reg.call("boom")
+    assert isinstance(err.value.cause, ZeroDivisionError)
+
+
+def test_process_mode_kills_the_child() -> None:
+    reg = ToolRegistry(autoload=False)
+    reg.add(tfp.sleepy, timeout=1.0, timeout_mode="process")
+    with pytest.raises(ToolTimeout):
+        reg.call("sleepy", {"seconds": 30})
+    runner = reg.plugins.get("timeout").processes
+    assert runner.killed == 1
+    pid = runner.last_pid
+    assert pid is not None
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)  # gone, and reaped: no orphan
+    assert multiprocessing.active_children() == []
+
+
+def test_process_mode_results_and_errors() -> None:
+    reg = ToolRegistry(autoload=False)
+    reg.add(tfp.pid, timeout=30, timeout_mode="process")
+    reg.add(tfp.explode, timeout=30, timeout_mode="process")
+    reg.add(tfp.unpicklable_result, timeout=30, timeout_mode="process")
+    reg.add(lambda: 1, name="local", timeout=30, timeout_mode="process")
+    assert reg.call("pid") != os.getpid()
+    with pytest.raises(ToolExecutionError) as err:
+        reg.call("explode")
+    assert isinstance(err.value.cause, ValueError) and "bad input in child" in str(err.value)
+    with pytest.raises(ToolExecutionError, match="cannot be pickled"):
+        reg.call("unpicklable_result")
+    with pytest.raises(ToolExecutionError, match="picklable"):
+        reg.call("local")
+    assert multiprocessing.active_children() == []
+
+
+async def test_async_tool_is_cancelled() -> None:
+    reg = ToolRegistry(autoload=False)
+    cancelled = asyncio.Event()
+
+    async def slow() -> str:
+        try:
+            await asyncio.sleep(10)
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+        return "late"
+
+    reg.add(slow, timeout=0.1)
+    with pytest.raises(ToolTimeout):
+        await reg.acall("slow")
+    assert cancelled.is_set()
+
+
+def test_async_tool_with_timeout_from_sync_caller() -> None:
+    reg = ToolRegistry(autoload=False)
+
+    async def slow() -> str:
+        await asyncio.sleep(10)
+        return "late"
+
+    reg.add(slow, timeout=0.1)
+    with pytest.raises(ToolTimeout):
+        reg.call("slow")
+
+
+async def test_sync_tool_from_async_caller_times_out(release: threading.Event) -> None:
+    reg = ToolRegistry(autoload=False)
+    reg.add(lambda: release.wait(10), name="hang", timeout=0.1)
+    with pytest.raises(ToolTimeout):
+        await reg.acall("hang")
+
+
+def test_cooperative_cancellation(release: threading.Event) -> None:
+    reg = ToolRegistry(autoload=False)
+    stopped = threading.Event()
+
+    def careful(call: Call) -> str:
+        while not call.cancelled:
+            time.sleep(0.01)
+        stopped.set()
+        return "stopped early"
+
+    reg.add(careful, timeout=0.1)
+    with pytest.raises(ToolTimeout):
+        reg.call("careful")
+    assert stopped.wait(5)  # the tool saw the flag and returned
+
+
+def test_none_mode_is_advisory_and_total_budget(clock: ManualClock) -> None:
+    reg = ToolRegistry(autoload=False, clock=clock)
+    seen: list[float | None] = []
+
+    def step(call: Call) -> str:
+        seen.append(call.remaining())
+        clock.advance(0.4)
+        raise RetryableError("still warming up")
+
+    reg.add(step, timeout=1.0, total_timeout=1.0, timeout_mode="none", idempotent=True, retry={"attempts": 10, "initial": 0})
+    with pytest.raises(ToolTimeout) as err:
+        reg.call("step")
+    assert err.value.timeout == 1.0
+    assert seen == [pytest.approx(1.0), pytest.approx(0.6), pytest.approx(0.2)]  # each attempt gets what is left
+
+
+def test_registry_default_timeout() -> None:
+    reg = ToolRegistry(plugins={"timeout": TimeoutPlugin(default=0.1)}, autoload=False)
+    gate = threading.Event()
+    reg.add(lambda: gate.wait(5), name="hang")
+    try:
+        with pytest.raises(ToolTimeout):
+            reg.call("hang")
+    finally:
+        gate.set()
+
+
+def test_bad_timeout_settings() -> None:
+    from harness_one import ToolDefinitionError
+
+    with pytest.raises(ToolDefinitionError, match="timeout_mode"):
+        ToolRegistry(autoload=False).add(lambda: 1, name="f", timeout=1, timeout_mode="kill")
+    with pytest.raises(ValueError, match="mode"):
+        TimeoutPlugin(mode="fork")
