@@ -115,6 +115,56 @@ def registry(**kwargs: Any) -> ToolRegistry:
     return reg
 
 
+def policy_rows(n: int, r: int) -> list[tuple[str, float, int]]:
+    """What each resilience policy adds when it does not trip (standard plugins, best backend)."""
+    import tempfile
+    from pathlib import Path
+
+    from harness_one_plugins import IdempotencyPlugin, SQLiteStore
+
+    backend = "rust" if rust_available() else "python"
+    policies: list[tuple[str, dict[str, Any]]] = [
+        ("timeout=10, thread mode (a thread hop)", {"timeout": 10}),
+        ("timeout=10, mode none (advisory deadline)", {"timeout": 10, "timeout_mode": "none"}),
+        ("retry policy, no failure", {"retry": 3}),
+        ("max_concurrency=8", {"max_concurrency": 8}),
+        ("circuit_breaker", {"circuit_breaker": True}),
+        ("read_only + cache_ttl, cache hit", {"read_only": True, "cache_ttl": 60}),
+    ]
+    rows = []
+    for label, policy in policies:
+        reg = ToolRegistry(autoload=False, plugins={"validation": ValidationPlugin(backend=backend)})
+        reg.add(add, name="add", parameters=SCHEMA, rate_limit=NEVER_TRIPS, **policy)
+        count = n // 40 if "thread" in label else n // 4
+        rows.append((f"  + {label}", per_call_us(lambda reg=reg: reg.call("add", ARGS), count, r), count))
+    with tempfile.TemporaryDirectory() as tmp:
+        stores = [("memory", None), ("SQLite", SQLiteStore(Path(tmp) / "bench.sqlite3"))]
+        for label, store in stores:
+            reg = ToolRegistry(
+                autoload=False,
+                plugins={"validation": ValidationPlugin(backend=backend), "idempotency": IdempotencyPlugin(store=store)},
+            )
+            reg.add(add, name="add", parameters=SCHEMA, rate_limit=NEVER_TRIPS)
+            keys = iter(range(10**9))
+            count = n // 40 if store is not None else n // 4
+            rows.append(
+                (
+                    f"  + idempotency key, new key each call, {label}",
+                    per_call_us(lambda reg=reg, keys=keys: reg.call("add", ARGS, idempotency_key=str(next(keys))), count, r),
+                    count,
+                )
+            )
+            reg.call("add", ARGS, idempotency_key="same")
+            rows.append(
+                (
+                    f"  + idempotency key, replay, {label}",
+                    per_call_us(lambda reg=reg: reg.call("add", ARGS, idempotency_key="same"), count, r),
+                    count,
+                )
+            )
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--number", type=int, default=20_000)
@@ -145,6 +195,7 @@ def main() -> None:
             n // 4,
         )
     )
+    rows.extend(policy_rows(n, r))
     seed_n = max(200, n // 100)
     rows.append(("seed reference (section 8)", per_call_us(lambda: SeedRegistry.call("add", ARGS), seed_n, 3), seed_n))
 

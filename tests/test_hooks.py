@@ -283,3 +283,26 @@ def test_third_party_plugin_from_entry_point_and_failures(dists: Any, monkeypatc
     monkeypatch.setenv("HARNESS_ONE_DISABLE_PLUGIN_AUTOLOAD", "1")
     quiet = ToolRegistry()
     assert "shout" not in quiet.plugins.names() and "validation" in quiet.plugins.names()
+
+
+def test_applies_to_skips_unrelated_tools(bare: ToolRegistry) -> None:
+    from harness_one import applies_to
+
+    seen: list[str] = []
+
+    class OnlyTagged:
+        @hookimpl
+        @applies_to(lambda plugin, tool: "watched" in tool.tags)
+        def harness_pre_call(self, call: Call) -> None:
+            seen.append(call.tool.name)
+
+    bare.plugins.register(OnlyTagged(), name="only")
+    bare.add(lambda: 1, name="plain")
+    bare.add(lambda: 2, name="tagged", tags=["watched"])
+    bare.call("plain")
+    bare.call("tagged")
+    assert seen == ["tagged"]
+    assert len(bare.plugins.plan.for_tool(bare.get("plain")).pre_call) == 0
+    bare.add(lambda: 3, name="plain", tags=["watched"], replace=True)  # a replaced tool is planned afresh
+    bare.call("plain")
+    assert seen == ["tagged", "plain"]

@@ -30,7 +30,7 @@ from ._policies import CircuitBreakerPolicy, RateLimit, RetryPolicy
 from ._registry import ToolRegistry
 from ._runners import ProcessRunner, Runner, ThreadRunner
 from ._tool import Tool, ToolFunction, define_tool, defineTool
-from .hookspecs import hookimpl
+from .hookspecs import applies_to, hookimpl
 
 __version__ = "0.1.0"
 
@@ -73,6 +73,7 @@ __all__ = [
     "ToolRegistry",
     "ToolTimeout",
     "__version__",
+    "applies_to",
     "defineTool",
     "define_tool",
     "hookimpl",

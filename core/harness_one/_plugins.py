@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import CodeType, ModuleType
 from typing import TYPE_CHECKING, Any
 
@@ -18,7 +18,7 @@ from ._log import emit
 if TYPE_CHECKING:
     from ._registry import ToolRegistry
 
-__all__ = ["Plan", "PluginSet"]
+__all__ = ["Plan", "PluginSet", "ToolPlan"]
 
 ENV_BLOCK = "HARNESS_ONE_BLOCK_PLUGINS"
 ENV_ALLOW = "HARNESS_ONE_PLUGINS"
@@ -36,17 +36,51 @@ def _env_flag(var: str) -> bool:
     return os.environ.get(var, "").strip().lower() in {"1", "true", "yes", "on"}
 
 
-@dataclass(frozen=True, slots=True)
-class Plan:
-    """The per-call hook implementations, in call order, prepared when plugins change."""
+Hook = Callable[..., Any]
+Step = tuple[Hook, Callable[[Any], bool] | None]
 
-    pre_validate: tuple[Callable[..., Any], ...]
-    pre_call: tuple[Callable[..., Any], ...]
-    post_call: tuple[Callable[..., Any], ...]
-    on_error: tuple[Callable[..., Any], ...]
+
+@dataclass(frozen=True, slots=True)
+class ToolPlan:
+    """The hook implementations that apply to one tool, in call order."""
+
+    pre_validate: tuple[Hook, ...]
+    pre_call: tuple[Hook, ...]
+    post_call: tuple[Hook, ...]
+    on_error: tuple[Hook, ...]
+    plan: Plan
+
+    def owner_of(self, exc: BaseException) -> str | None:
+        return self.plan.owner_of(exc)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The per-call hook implementations, in call order, prepared when plugins change.
+
+    ``for_tool`` narrows them to the implementations that apply to a tool (see
+    :func:`harness_one.hookspecs.applies_to`), once per tool and plan.
+    """
+
+    steps: Mapping[str, tuple[Step, ...]]
     owners: Mapping[CodeType, str]
     #: For each per-call hook, the plugin names in call order (what ``harness-one doctor`` shows).
     order: Mapping[str, tuple[str, ...]]
+    _per_tool: dict[Any, ToolPlan] = field(default_factory=dict, compare=False, repr=False)
+
+    def for_tool(self, tool: Any) -> ToolPlan:
+        found = self._per_tool.get(tool)
+        if found is None:
+
+            def pick(hook: str) -> tuple[Hook, ...]:
+                return tuple(fn for fn, applies in self.steps[hook] if applies is None or applies(tool))
+
+            found = ToolPlan(pick("pre_validate"), pick("pre_call"), pick("post_call"), pick("on_error"), self)
+            self._per_tool[tool] = found
+        return found
+
+    def forget(self, tool: Any) -> None:
+        self._per_tool.pop(tool, None)
 
     def owner_of(self, exc: BaseException) -> str | None:
         """The plugin whose hook raised ``exc`` (innermost plan frame in the traceback)."""
@@ -254,32 +288,34 @@ class PluginSet:
             self.manager.register(plugin, name=name)
 
     def _compile(self) -> Plan:
-        hooks: dict[str, tuple[Callable[..., Any], ...]] = {}
+        steps: dict[str, tuple[Step, ...]] = {}
         owners: dict[CodeType, str] = {}
         order: dict[str, tuple[str, ...]] = {}
         for hook_name in PER_CALL_HOOKS:
+            short = hook_name.removeprefix("harness_")
             caller = getattr(self.manager.hook, hook_name)
             impls = caller.get_hookimpls()
             assert caller.spec is not None
             spec_args = tuple(caller.spec.argnames)
             if any(i.hookwrapper or i.wrapper for i in impls):
                 # Wrappers need pluggy's own calling loop; keep full semantics for this hook.
-                hooks[hook_name] = (_through_pluggy(caller, spec_args),)
+                steps[short] = ((_through_pluggy(caller, spec_args), None),)
             else:
-                hooks[hook_name] = tuple(_adapt(i, spec_args) for i in reversed(impls))
-            order[hook_name.removeprefix("harness_")] = tuple(i.plugin_name for i in reversed(impls))
+                steps[short] = tuple((_adapt(i, spec_args), _applies(i)) for i in reversed(impls))
+            order[short] = tuple(i.plugin_name for i in reversed(impls))
             for impl in impls:
                 code = getattr(impl.function, "__code__", None)
                 if code is not None:
                     owners[code] = impl.plugin_name
-        return Plan(
-            pre_validate=hooks["harness_pre_validate"],
-            pre_call=hooks["harness_pre_call"],
-            post_call=hooks["harness_post_call"],
-            on_error=hooks["harness_on_error"],
-            owners=owners,
-            order=order,
-        )
+        return Plan(steps=steps, owners=owners, order=order)
+
+
+def _applies(impl: pluggy.HookImpl) -> Callable[[Any], bool] | None:
+    predicate = getattr(impl.function, "harness_applies_to", None)
+    if predicate is None:
+        return None
+    plugin = impl.plugin
+    return lambda tool: bool(predicate(plugin, tool))
 
 
 def _through_pluggy(caller: pluggy.HookCaller, spec_args: tuple[str, ...]) -> Callable[..., Any]:

@@ -15,7 +15,7 @@ from ._arguments import ArgumentLimits, check_signature, decode_arguments
 from ._call import Call, CallResult, Outcome, Retry, new_call_id
 from ._clock import SYSTEM_CLOCK, Clock
 from ._errors import PluginError, ToolArgumentError, ToolError, ToolExecutionError, ToolNotFound, ToolTimeout
-from ._plugins import Plan, PluginSet
+from ._plugins import PluginSet, ToolPlan
 from ._tool import Tool
 
 __all__ = ["ToolRegistry"]
@@ -182,6 +182,7 @@ class ToolRegistry:
             tools[tool.name] = _Entry(tool, old.calls if old else 0)
             hook = self.plugins.manager.hook
             if old is not None:
+                self.plugins.plan.forget(old.tool)
                 hook.harness_tool_removed(tool=old.tool, registry=self)
             hook.harness_tool_added(tool=tool, registry=self)
             self._tools = tools
@@ -196,6 +197,7 @@ class ToolRegistry:
             tools = dict(self._tools)
             del tools[name]
             self._tools = tools
+            self.plugins.plan.forget(entry.tool)
             self.plugins.manager.hook.harness_tool_removed(tool=entry.tool, registry=self)
             return entry.tool
 
@@ -384,7 +386,7 @@ class ToolRegistry:
 
     # The pipeline. The sync and async runners differ only in how the tool runs and how they wait.
 
-    def _prepare(self, plan: Plan, call: Call) -> None:
+    def _prepare(self, plan: ToolPlan, call: Call) -> None:
         tool = call.tool
         try:
             if type(call.arguments) is not dict:
@@ -403,7 +405,7 @@ class ToolRegistry:
                 raise
             raise err from exc
 
-    def _admit(self, plan: Plan, call: Call) -> Outcome | None:
+    def _admit(self, plan: ToolPlan, call: Call) -> Outcome | None:
         for hook in plan.pre_call:
             outcome = hook(call)
             if outcome is not None:
@@ -412,13 +414,13 @@ class ToolRegistry:
                 return outcome  # type: ignore[no-any-return]
         return None
 
-    def _after(self, plan: Plan, call: Call, value: Any) -> Any:
+    def _after(self, plan: ToolPlan, call: Call, value: Any) -> Any:
         call.result = value
         for hook in plan.post_call:
             hook(call)
         return call.result
 
-    def _failed(self, plan: Plan, call: Call, exc: Exception) -> Retry | Outcome:
+    def _failed(self, plan: ToolPlan, call: Call, exc: Exception) -> Retry | Outcome:
         err = self._as_tool_error(plan, call, exc)
         decision = self._on_error(plan, call, err)
         if decision is None:
@@ -430,7 +432,7 @@ class ToolRegistry:
         return decision
 
     def _run(self, call: Call) -> Any:
-        plan = self.plugins.plan
+        plan = self.plugins.plan.for_tool(call.tool)
         if call.tool.is_async:
             _refuse_running_loop(call.tool)
         self._prepare(plan, call)
@@ -449,7 +451,7 @@ class ToolRegistry:
                 return decision.value
 
     async def _arun(self, call: Call) -> Any:
-        plan = self.plugins.plan
+        plan = self.plugins.plan.for_tool(call.tool)
         self._prepare(plan, call)
         while True:
             try:
@@ -521,7 +523,7 @@ class ToolRegistry:
             call.cancel()
             raise ToolTimeout(timeout, tool=call.tool.name, call_id=call.call_id) from None
 
-    def _as_tool_error(self, plan: Plan, call: Call, exc: Exception) -> ToolError:
+    def _as_tool_error(self, plan: ToolPlan, call: Call, exc: Exception) -> ToolError:
         if isinstance(exc, ToolError):
             err = exc
         else:
@@ -539,7 +541,7 @@ class ToolRegistry:
         call.error = err
         return err
 
-    def _on_error(self, plan: Plan, call: Call, err: ToolError) -> Retry | Outcome | None:
+    def _on_error(self, plan: ToolPlan, call: Call, err: ToolError) -> Retry | Outcome | None:
         decision = None
         for hook in plan.on_error:
             answer = hook(call, err)

@@ -23,7 +23,7 @@ these markers so that third-party plugins land in sensible places by default (se
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pluggy
 
@@ -32,11 +32,33 @@ if TYPE_CHECKING:
     from ._registry import ToolRegistry
     from ._tool import Tool
 
-__all__ = ["PROJECT", "hookimpl", "hookspec"]
+__all__ = ["PROJECT", "applies_to", "hookimpl", "hookspec"]
 
 PROJECT = "harness_one"
 hookspec = pluggy.HookspecMarker(PROJECT)
 hookimpl = pluggy.HookimplMarker(PROJECT)
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def applies_to(predicate: Callable[[Any, Tool], bool]) -> Callable[[_F], _F]:
+    """Mark a per-call hook implementation as relevant only to some tools.
+
+    ``predicate(plugin, tool)`` is evaluated once per tool when the call plan is prepared
+    (when plugins change, or the first time a tool is called), never per call; for other
+    tools the implementation is not called at all. The predicate must therefore depend only
+    on the tool and on plugin settings fixed at construction::
+
+        @hookimpl
+        @applies_to(lambda plugin, tool: tool.rate_limit is not None)
+        def harness_pre_call(self, call): ...
+    """
+
+    def mark(fn: _F) -> _F:
+        fn.harness_applies_to = predicate  # type: ignore[attr-defined]
+        return fn
+
+    return mark
 
 
 # --------------------------------------------------------------------------- set-up hooks

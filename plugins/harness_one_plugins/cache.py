@@ -6,7 +6,7 @@ import threading
 from collections import OrderedDict
 from typing import Any
 
-from harness_one import Call, Clock, Outcome, Tool, ToolRegistry, hookimpl
+from harness_one import Call, Clock, Outcome, Tool, ToolRegistry, applies_to, hookimpl
 
 from .idempotency import fingerprint
 
@@ -48,6 +48,7 @@ class CachePlugin:
         return tool.cache_ttl if tool.cache_ttl is not None else self.ttl
 
     @hookimpl(tryfirst=True)
+    @applies_to(lambda self, tool: self.ttl_for(tool) is not None)
     def harness_pre_call(self, call: Call) -> Outcome | None:
         if self.ttl_for(call.tool) is None:
             return None
@@ -64,6 +65,7 @@ class CachePlugin:
         return None
 
     @hookimpl
+    @applies_to(lambda self, tool: self.ttl_for(tool) is not None)
     def harness_post_call(self, call: Call) -> None:
         key = None if call._state is None else call._state.pop(_KEY, None)
         ttl = self.ttl_for(call.tool)

@@ -15,6 +15,7 @@ from harness_one import (
     ToolExecutionError,
     ToolRegistry,
     ToolTimeout,
+    applies_to,
     hookimpl,
 )
 
@@ -136,6 +137,7 @@ class CircuitBreakerPlugin:
         return (self.clock or call.registry.clock).now()
 
     @hookimpl
+    @applies_to(lambda self, tool: (tool.circuit_breaker or self.default) is not None)
     def harness_pre_call(self, call: Call) -> None:
         breaker = self.breaker(call)
         if breaker is None:
@@ -154,10 +156,12 @@ class CircuitBreakerPlugin:
             breaker.record(self._now(call), failed, call._state.pop(_PROBE, False))
 
     @hookimpl
+    @applies_to(lambda self, tool: (tool.circuit_breaker or self.default) is not None)
     def harness_post_call(self, call: Call) -> None:
         self._record(call, failed=False)
 
     @hookimpl
+    @applies_to(lambda self, tool: (tool.circuit_breaker or self.default) is not None)
     def harness_on_error(self, call: Call, error: BaseException) -> None:
         failed = call.ran and isinstance(error, (ToolExecutionError, ToolTimeout, RetryableError))
         if call.ran:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from harness_one import Call, Clock, Retry, ToolBusy, ToolRegistry, hookimpl
+from harness_one import Call, Clock, Retry, ToolBusy, ToolRegistry, applies_to, hookimpl
 
 __all__ = ["ConcurrencyPlugin"]
 
@@ -51,6 +51,7 @@ class ConcurrencyPlugin:
         self.refused = 0
 
     @hookimpl
+    @applies_to(lambda self, tool: (tool.max_concurrency or self.default or self.total) is not None)
     def harness_pre_call(self, call: Call) -> None:
         name = call.tool.name
         cap = call.tool.max_concurrency or self.default
@@ -83,10 +84,12 @@ class ConcurrencyPlugin:
             self._all -= 1
 
     @hookimpl
+    @applies_to(lambda self, tool: (tool.max_concurrency or self.default or self.total) is not None)
     def harness_post_call(self, call: Call) -> None:
         self._release(call)
 
     @hookimpl
+    @applies_to(lambda self, tool: (tool.max_concurrency or self.default or self.total) is not None)
     def harness_on_error(self, call: Call, error: BaseException) -> Retry | None:
         self._release(call)
         if not isinstance(error, ToolBusy) or error.retry_after is None or call.ran:

@@ -135,6 +135,7 @@ class SQLiteStore:
         self._lock = threading.Lock()
         self._conn = sqlite3.connect(self.path, timeout=timeout, isolation_level=None, check_same_thread=False)
         self._conn.execute("PRAGMA journal_mode=WAL")
+        self._conn.execute("PRAGMA synchronous=NORMAL")  # durable across process crashes; an OS crash may lose the last records
         self._conn.execute(
             "CREATE TABLE IF NOT EXISTS harness_one_idempotency ("
             " scope TEXT NOT NULL, key TEXT NOT NULL, fingerprint TEXT NOT NULL, state TEXT NOT NULL,"

@@ -6,7 +6,7 @@ import threading
 from collections.abc import Hashable
 from typing import Any, Protocol, runtime_checkable
 
-from harness_one import Call, Clock, Outcome, RateLimit, RateLimitExceeded, Retry, Tool, ToolRegistry, hookimpl
+from harness_one import Call, Clock, Outcome, RateLimit, RateLimitExceeded, Retry, Tool, ToolRegistry, applies_to, hookimpl
 
 __all__ = ["InMemoryBuckets", "RateLimitBackend", "RateLimitPlugin"]
 
@@ -101,6 +101,7 @@ class RateLimitPlugin:
         return tool.rate_limit or self.default
 
     @hookimpl
+    @applies_to(lambda self, tool: (tool.rate_limit or self.default) is not None)
     def harness_pre_call(self, call: Call) -> Outcome | None:
         tool = call.tool
         limit = tool.rate_limit or self.default
@@ -121,6 +122,7 @@ class RateLimitPlugin:
         return None
 
     @hookimpl(tryfirst=True)
+    @applies_to(lambda self, tool: (tool.rate_limit or self.default) is not None)
     def harness_on_error(self, call: Call, error: BaseException) -> Retry | None:
         """Wait out a refusal when the tool or plugin allows waiting and the budget lasts."""
         if type(error) is not RateLimitExceeded:

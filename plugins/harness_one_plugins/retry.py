@@ -18,6 +18,7 @@ from harness_one import (
     ToolExecutionError,
     ToolRegistry,
     ToolTimeout,
+    applies_to,
     hookimpl,
 )
 
@@ -68,6 +69,7 @@ class RetryPlugin:
         self.gave_up = 0
 
     @hookimpl
+    @applies_to(lambda self, tool: (tool.retry or self.default) is not None)
     def harness_pre_call(self, call: Call) -> None:
         if call.attempt == 1 and not call.ran and (call.tool.retry or self.default) is not None:
             call.state.setdefault("retry.start", (self.clock or call.registry.clock).now())
@@ -87,6 +89,7 @@ class RetryPlugin:
         return False
 
     @hookimpl
+    @applies_to(lambda self, tool: (tool.retry or self.default) is not None)
     def harness_on_error(self, call: Call, error: BaseException) -> Retry | None:
         policy = call.tool.retry or self.default
         if policy is None or getattr(error, "replayed", False) or not self.transient(call, error, policy):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness_one import Call, Clock, Outcome, ProcessRunner, Runner, ThreadRunner, ToolRegistry, ToolTimeout, hookimpl
+from harness_one import Call, Clock, Outcome, ProcessRunner, Runner, ThreadRunner, ToolRegistry, ToolTimeout, applies_to, hookimpl
 
 __all__ = ["TimeoutPlugin"]
 
@@ -60,6 +60,7 @@ class TimeoutPlugin:
         return self.processes if mode == "process" else None
 
     @hookimpl
+    @applies_to(lambda self, tool: (tool.timeout, tool.total_timeout, self.default, self.total) != (None, None, None, None))
     def harness_pre_call(self, call: Call) -> Outcome | None:
         tool = call.tool
         attempt = tool.timeout if tool.timeout is not None else self.default
@@ -83,6 +84,7 @@ class TimeoutPlugin:
         return None
 
     @hookimpl
+    @applies_to(lambda self, tool: (tool.timeout, tool.total_timeout, self.default, self.total) != (None, None, None, None))
     def harness_on_error(self, error: BaseException) -> None:
         if isinstance(error, ToolTimeout):
             self.timeouts += 1
