@@ -3,13 +3,14 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
+CONTRIB := $(sort $(wildcard contrib_tools/*/))
 
 .PHONY: demo test lint typecheck unit bench clean
 
-$(STAMP): pyproject.toml Makefile
+$(STAMP): pyproject.toml Makefile $(wildcard contrib_tools/*/pyproject.toml)
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev]'
+	$(PY) -m pip install --quiet -e '.[dev]' $(CONTRIB:%=-e %)
 	touch $(STAMP)
 
 demo: $(STAMP)

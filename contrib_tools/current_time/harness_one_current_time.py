@@ -1,0 +1,61 @@
+"""``current_time``: the current time in an IANA time zone."""
+
+from __future__ import annotations
+
+import difflib
+import functools
+from datetime import datetime, timezone
+from email.utils import format_datetime
+from typing import Any, Literal
+from zoneinfo import ZoneInfo, available_timezones
+
+from harness_one import ArgumentProblem, ToolArgumentError, defineTool
+
+__all__ = ["current_time"]
+
+Format = Literal["iso", "rfc2822", "unix", "human"]
+
+
+def _utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+@functools.lru_cache(maxsize=1)
+def _zones() -> frozenset[str]:
+    return frozenset(available_timezones()) | {"UTC"}
+
+
+@defineTool(registry=None, read_only=True, open_world=False, rate_limit={"rate": 20, "burst": 40}, tags=["time"])
+def current_time(timezone: str = "UTC", format: Format = "iso") -> dict[str, Any]:
+    """Get the current date and time in a time zone.
+
+    Args:
+        timezone: An IANA time zone name, such as "Europe/Moscow" or "America/New_York".
+        format: "iso" (ISO 8601), "rfc2822", "unix" (seconds since the epoch) or "human".
+    """
+    if timezone not in _zones():
+        close = difflib.get_close_matches(timezone, sorted(_zones()), n=3)
+        hint = f"; did you mean {', '.join(close)}?" if close else "; use an IANA name such as 'Europe/Berlin'"
+        raise ToolArgumentError(
+            [
+                ArgumentProblem(
+                    "$.timezone", f"unknown time zone {timezone!r}{hint}", "enum", "an IANA time zone name", repr(timezone)
+                )
+            ]
+        )
+    now = _utcnow().astimezone(ZoneInfo(timezone))
+    rendered: str | float
+    if format == "iso":
+        rendered = now.isoformat(timespec="seconds")
+    elif format == "rfc2822":
+        rendered = format_datetime(now)
+    elif format == "unix":
+        rendered = round(now.timestamp(), 3)
+    else:
+        rendered = now.strftime("%A, %d %B %Y, %H:%M:%S %Z")
+    offset = now.utcoffset()
+    return {
+        "timezone": timezone,
+        "time": rendered,
+        "utc_offset": now.strftime("%z")[:3] + ":" + now.strftime("%z")[3:] if offset is not None else "+00:00",
+    }

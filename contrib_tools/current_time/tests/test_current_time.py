@@ -1,0 +1,43 @@
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+import harness_one_current_time as mod
+import pytest
+
+from harness_one import ToolArgumentError, ToolRegistry
+
+
+@pytest.fixture
+def reg(monkeypatch: pytest.MonkeyPatch) -> ToolRegistry:
+    monkeypatch.setattr(mod, "_utcnow", lambda: datetime(2024, 7, 1, 12, 30, 15, tzinfo=timezone.utc))
+    registry = ToolRegistry(autoload=False)
+    registry.add(mod.current_time)
+    return registry
+
+
+def test_zones_and_formats(reg: ToolRegistry) -> None:
+    assert reg.call("current_time", {}) == {"timezone": "UTC", "time": "2024-07-01T12:30:15+00:00", "utc_offset": "+00:00"}
+    moscow = reg.call("current_time", {"timezone": "Europe/Moscow"})
+    assert moscow == {"timezone": "Europe/Moscow", "time": "2024-07-01T15:30:15+03:00", "utc_offset": "+03:00"}
+    assert reg.call("current_time", {"timezone": "America/New_York", "format": "unix"})["time"] == 1719837015.0
+    assert reg.call("current_time", {"format": "rfc2822"})["time"] == "Mon, 01 Jul 2024 12:30:15 +0000"
+    assert (
+        reg.call("current_time", {"timezone": "Asia/Kolkata", "format": "human"})["time"] == "Monday, 01 July 2024, 18:00:15 IST"
+    )
+
+
+def test_unknown_zone_is_an_argument_error(reg: ToolRegistry) -> None:
+    with pytest.raises(ToolArgumentError) as err:
+        reg.call("current_time", {"timezone": "Europe/Moskow"})
+    assert "$.timezone" in str(err.value) and "'Europe/Moskow'" in str(err.value) and "Europe/Moscow" in str(err.value)
+
+
+def test_bad_format_is_refused_by_the_schema(reg: ToolRegistry) -> None:
+    with pytest.raises(ToolArgumentError, match=r"\$\.format"):
+        reg.call("current_time", {"format": "klingon"})
+
+
+def test_found_through_its_entry_point() -> None:
+    reg = ToolRegistry(discover=True, autoload=False)
+    assert reg.get("current_time").source == "harness-one-current-time"

@@ -1,0 +1,154 @@
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import harness_one_fetch_url as mod
+import pytest
+
+from harness_one import ToolArgumentError, ToolError, ToolRegistry
+
+
+class Handler(BaseHTTPRequestHandler):
+    def log_message(self, *args: Any) -> None:  # keep test output quiet
+        pass
+
+    def _send(self, status: int, ctype: str, body: bytes, headers: dict[str, str] | None = None) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(body)))
+        for k, v in (headers or {}).items():
+            self.send_header(k, v)
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_GET(self) -> None:
+        if self.path == "/html":
+            page = "<html><head><title>Hello</title><style>p{}</style></head><body><h1>Title</h1><p>First  para.</p><script>evil()</script><p>Second &amp; last</p></body></html>"
+            self._send(200, "text/html; charset=utf-8", page.encode())
+        elif self.path == "/json":
+            self._send(200, "application/json", json.dumps({"ok": True, "host": self.headers["Host"]}).encode())
+        elif self.path == "/big":
+            self._send(200, "text/plain", b"x" * 200_000)
+        elif self.path == "/to-json":
+            self._send(302, "text/plain", b"", {"Location": "/json"})
+        elif self.path == "/to-private":
+            self._send(302, "text/plain", b"", {"Location": "http://10.0.0.1/admin"})
+        elif self.path == "/to-metadata":
+            self._send(301, "text/plain", b"", {"Location": "http://169.254.169.254/latest/meta-data/"})
+        elif self.path == "/loop":
+            self._send(302, "text/plain", b"", {"Location": "/loop"})
+        elif self.path == "/image":
+            self._send(200, "image/png", b"\x89PNG....")
+        else:
+            self._send(404, "text/plain", b"nope")
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[str]:
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+
+
+def registry_with(**policy: Any) -> ToolRegistry:
+    reg = ToolRegistry(autoload=False)
+    reg.add(mod.make_fetch_url(mod.FetchPolicy(**policy)))
+    return reg
+
+
+OPEN = {"allow": ("127.0.0.1",)}
+
+
+def test_html_becomes_text_and_json_stays_json(server: str) -> None:
+    reg = registry_with(**OPEN)
+    page = reg.call("fetch_url", {"url": f"{server}/html"})
+    assert page["title"] == "Hello" and page["text"] == "Title\nFirst para.\nSecond & last" and page["status"] == 200
+    doc = reg.call("fetch_url", {"url": f"{server}/json"})
+    assert doc["json"]["ok"] is True and doc["json"]["host"] == server.removeprefix("http://")
+    image = reg.call("fetch_url", {"url": f"{server}/image"})
+    assert image["text"] is None and "binary" in image["note"]
+
+
+def test_redirects_followed_and_checked(server: str) -> None:
+    reg = registry_with(**OPEN)
+    hop = reg.call("fetch_url", {"url": f"{server}/to-json"})
+    assert hop["redirects"] == 1 and hop["final_url"].endswith("/json") and hop["json"]["ok"]
+    for path, address in (("/to-private", "10.0.0.1"), ("/to-metadata", "169.254.169.254")):
+        with pytest.raises(ToolArgumentError) as err:
+            reg.call("fetch_url", {"url": f"{server}{path}"})
+        assert f"refused: {address}" in str(err.value)
+    with pytest.raises(ToolError, match="Too many redirects"):
+        reg.call("fetch_url", {"url": f"{server}/loop"})
+
+
+def test_truncation(server: str) -> None:
+    reg = registry_with(max_bytes=1000, **OPEN)
+    out = reg.call("fetch_url", {"url": f"{server}/big"})
+    assert out["truncated"] is True and out["bytes"] == 1000 and out["text"] == "x" * 1000
+
+
+@pytest.mark.parametrize(
+    ("url", "reason"),
+    [
+        ("http://127.0.0.1/", "loopback"),
+        ("http://[::1]/", "loopback"),
+        ("http://10.0.0.1/", "private"),
+        ("http://169.254.169.254/latest/meta-data/", "link-local"),
+        ("http://[::ffff:127.0.0.1]/", "embeds the IPv4 address 127.0.0.1"),
+        ("http://[::ffff:a9fe:a9fe]/", "embeds the IPv4 address 169.254.169.254"),
+        ("http://[fe80::1]/", "link-local"),
+        ("http://224.0.0.1/", "multicast"),
+        ("http://0.0.0.0/", "unspecified"),
+        ("http://100.64.0.1/", "special-purpose"),
+        ("http://localhost/", "localhost resolves to"),
+        ("file:///etc/passwd", "only http and https"),
+        ("ftp://example.org/", "only http and https"),
+    ],
+)
+def test_refused_by_default(url: str, reason: str) -> None:
+    reg = registry_with()
+    with pytest.raises(ToolArgumentError) as err:
+        reg.call("fetch_url", {"url": url})
+    assert reason in str(err.value), str(err.value)
+    assert err.value.problems[0].path == "$.url"
+
+
+def test_dns_name_resolving_to_private_is_refused() -> None:
+    reg = registry_with(resolver=lambda host, port: ["93.184.215.14", "192.168.1.10"])  # one bad answer is enough
+    with pytest.raises(ToolArgumentError, match=r"resolves to 192\.168\.1\.10"):
+        reg.call("fetch_url", {"url": "http://mixed.example/"})
+
+
+def test_resolved_once_and_pinned(server: str) -> None:
+    port = int(server.rsplit(":", 1)[1])
+    answers = iter(["127.0.0.1", "10.0.0.1"])  # a rebinding DNS server: a second lookup would say 10.0.0.1
+    calls: list[str] = []
+
+    def rebinding(host: str, port: int) -> list[str]:
+        calls.append(host)
+        return [next(answers)]
+
+    reg = registry_with(allow=("127.0.0.1",), resolver=rebinding)
+    out = reg.call("fetch_url", {"url": f"http://rebind.test:{port}/json"})
+    assert calls == ["rebind.test"]  # one lookup per hop, and the connection used its answer
+    assert out["json"]["host"] == f"rebind.test:{port}"  # the Host header carries the name
+
+
+def test_allow_list_by_network_and_env(server: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert registry_with(allow=("127.0.0.0/8",)).call("fetch_url", {"url": f"{server}/json"})["status"] == 200
+    reg = ToolRegistry(autoload=False)
+    reg.add(mod.fetch_url)
+    assert not reg.try_call("fetch_url", {"url": f"{server}/json"}).ok
+    monkeypatch.setenv(mod.ALLOW_ENV, "127.0.0.1")
+    assert reg.call("fetch_url", {"url": f"{server}/json"})["status"] == 200
+
+
+def test_metadata() -> None:
+    tool = mod.fetch_url
+    assert tool.read_only and tool.idempotent and tool.open_world and tool.rate_limit is not None

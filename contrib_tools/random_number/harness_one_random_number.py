@@ -1,0 +1,51 @@
+"""``random_number``: a random integer or float in a range."""
+
+from __future__ import annotations
+
+import math
+import random
+from typing import Any, Literal
+
+from harness_one import ArgumentProblem, ToolArgumentError, defineTool
+
+__all__ = ["random_number"]
+
+
+@defineTool(registry=None, open_world=False, rate_limit={"rate": 5, "burst": 5}, tags=["math"])
+def random_number(
+    min: float = 0,
+    max: float = 100,
+    kind: Literal["integer", "float"] = "integer",
+    seed: int | None = None,
+) -> dict[str, Any]:
+    """Draw a random number between min and max (both included).
+
+    Args:
+        min: The smallest possible value.
+        max: The largest possible value.
+        kind: "integer" or "float".
+        seed: Make the draw reproducible.
+    """
+    if min > max:
+        raise ToolArgumentError(
+            [ArgumentProblem("$.min", f"min ({min}) is greater than max ({max})", "range", f"<= {max}", str(min))]
+        )
+    rng = random.Random(seed)
+    if kind == "integer":
+        low, high = math.ceil(min), math.floor(max)
+        if low > high:
+            raise ToolArgumentError(
+                [
+                    ArgumentProblem(
+                        "$",
+                        f"no integer lies between {min} and {max}",
+                        "range",
+                        "a range containing an integer",
+                        f"[{min}, {max}]",
+                    )
+                ]
+            )
+        value: float = rng.randint(low, high)
+    else:
+        value = rng.uniform(min, max)
+    return {"value": value, "min": min, "max": max, "kind": kind}

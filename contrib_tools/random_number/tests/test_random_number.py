@@ -1,0 +1,44 @@
+from __future__ import annotations
+
+import harness_one_random_number as mod
+import pytest
+
+from harness_one import ManualClock, RateLimitExceeded, ToolArgumentError, ToolRegistry
+
+
+@pytest.fixture
+def reg() -> ToolRegistry:
+    registry = ToolRegistry(autoload=False, block=["rate_limit"])
+    registry.add(mod.random_number)
+    return registry
+
+
+def test_integers_and_floats_in_range(reg: ToolRegistry) -> None:
+    ints = [reg.call("random_number", {"min": 1, "max": 3, "seed": s})["value"] for s in range(5)]
+    assert set(ints) <= {1, 2, 3} and all(isinstance(v, int) for v in ints)
+    floats = reg.call("random_number", {"min": 0.5, "max": 0.75, "kind": "float", "seed": 1})["value"]
+    assert 0.5 <= floats <= 0.75 and isinstance(floats, float)
+
+
+def test_seed_is_reproducible(reg: ToolRegistry) -> None:
+    first = reg.call("random_number", {"min": 0, "max": 10**9, "seed": 42})
+    second = reg.call("random_number", {"min": 0, "max": 10**9, "seed": 42})
+    assert first == second
+
+
+def test_min_greater_than_max(reg: ToolRegistry) -> None:
+    with pytest.raises(ToolArgumentError) as err:
+        reg.call("random_number", {"min": 5, "max": 1})
+    assert err.value.problems[0].path == "$.min" and "greater than max" in str(err.value)
+    with pytest.raises(ToolArgumentError, match="no integer"):
+        reg.call("random_number", {"min": 0.2, "max": 0.8})
+
+
+def test_rate_limit_burst() -> None:
+    reg = ToolRegistry(autoload=False, clock=ManualClock())
+    reg.add(mod.random_number)
+    for _ in range(5):
+        reg.call("random_number", {})
+    with pytest.raises(RateLimitExceeded) as err:
+        reg.call("random_number", {})
+    assert err.value.retry_after == pytest.approx(0.2)
