@@ -30,8 +30,8 @@ def bare() -> ToolRegistry:
 
 @pytest.fixture
 def fresh_default() -> Iterator[ToolRegistry]:
-    """A brand-new default registry for the test, the old one restored afterwards."""
-    old = ToolRegistry.set_default(None)
+    """A brand-new default registry for the test (no installed tool packages), the old one restored afterwards."""
+    old = ToolRegistry.set_default(ToolRegistry(autoload=False))
     try:
         yield ToolRegistry.default()
     finally:
