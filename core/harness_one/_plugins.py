@@ -200,7 +200,7 @@ class PluginSet:
             hook = self.manager.hook.harness_tool_added
             for impl in hook.get_hookimpls():
                 if impl.plugin is plugin:
-                    for tool in self._registry.tools():
+                    for tool in self._registry._tool_list():
                         _adapt(impl, ("tool", "registry"))(tool, self._registry)
         return registered
 
@@ -210,7 +210,7 @@ class PluginSet:
             return None
         for impl in self.manager.hook.harness_tool_removed.get_hookimpls():
             if impl.plugin is plugin:
-                for tool in self._registry.tools():
+                for tool in self._registry._tool_list():
                     _adapt(impl, ("tool", "registry"))(tool, self._registry)
         self.manager.unregister(plugin, name=name)
         self.sources.pop(name, None)

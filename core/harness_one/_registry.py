@@ -149,6 +149,10 @@ class ToolRegistry:
 
     def tools(self) -> list[Tool]:
         """The registered tools, in registration order."""
+        self._ensure_discovered()
+        return self._tool_list()
+
+    def _tool_list(self) -> list[Tool]:
         return [e.tool for e in self._tools.values()]
 
     @_shared
