@@ -14,7 +14,7 @@ $(STAMP): pyproject.toml Makefile $(wildcard contrib_tools/*/pyproject.toml)
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(PY) examples/quickstart.py
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" sh examples/run-demo.sh
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

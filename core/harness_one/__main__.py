@@ -1,0 +1,5 @@
+"""``python -m harness_one`` runs the ``harness-one`` command line."""
+
+from ._cli import main
+
+main(prog_name="harness-one")

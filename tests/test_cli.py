@@ -1,0 +1,189 @@
+"""The harness-one command line: listing, calling with exit codes, export, doctor, and the agent loop."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from harness_one._cli import EXIT_CODES, main, parse_request
+
+ROOT = Path(__file__).resolve().parents[1]
+DEMO_TOOLS = str(ROOT / "examples" / "demo_tools.py")
+BIN = Path(sys.executable).parent
+
+
+@pytest.fixture
+def runner(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> CliRunner:
+    monkeypatch.setenv("HARNESS_ONE_IDEMPOTENCY_DB", str(tmp_path / "idem.sqlite3"))
+    monkeypatch.delenv("HARNESS_ONE_CONFIG", raising=False)
+    monkeypatch.chdir(tmp_path)
+    return CliRunner()
+
+
+def invoke(runner: CliRunner, *args: str, input: str | None = None) -> Any:
+    return runner.invoke(main, list(args), input=input, catch_exceptions=False)
+
+
+def test_list_table_and_json(runner: CliRunner) -> None:
+    table = invoke(runner, "list")
+    assert table.exit_code == 0
+    assert table.output.splitlines()[0].split() == ["NAME", "SOURCE", "RATE_LIMIT", "TIMEOUT", "IDEMPOTENT"]
+    assert any(line.startswith("calculate") and "harness-one-calculate" in line for line in table.output.splitlines())
+    rows = json.loads(invoke(runner, "list", "--json").output)
+    by_name = {r["name"]: r for r in rows}
+    assert by_name["sql_query"]["idempotent"] == "yes" and by_name["random_number"]["rate_limit"] == "5/s burst 5"
+
+
+def test_describe(runner: CliRunner) -> None:
+    info = json.loads(invoke(runner, "describe", "sql_query").output)
+    assert info["parameters"]["required"] == ["sql"] and info["policies"]["idempotent"] is True
+    assert info["source"] == "harness-one-sql-query" and info["hints"]["read_only"] is True
+    assert invoke(runner, "describe", "nope").exit_code == EXIT_CODES["not_found"]
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "error_type"),
+    [
+        (["call", "calculate", "--args", '{"expression": "6 * 7"}'], 0, None),
+        (["call", "nope"], 3, "ToolNotFound"),
+        (["call", "calculate", "--args", '{"expression": 1}'], 4, "ToolArgumentError"),
+        (["call", "calculate", "--args", "{not json"], 4, "ToolArgumentError"),
+        (["--tools", DEMO_TOOLS, "call", "slow_report", "--args", '{"seconds": 3}'], 6, "ToolTimeout"),
+        (["call", "sql_query", "--args", '{"sql": "SELECT 1"}'], 8, "ToolError"),
+    ],
+)
+def test_call_exit_codes(
+    runner: CliRunner, monkeypatch: pytest.MonkeyPatch, args: list[str], code: int, error_type: str | None
+) -> None:
+    monkeypatch.delenv("HARNESS_ONE_SQL_DB", raising=False)
+    result = runner.invoke(main, args)
+    assert result.exit_code == code, result.output
+    answer = json.loads(result.stdout)
+    if error_type is None:
+        assert answer["ok"] and answer["result"]["result"] == 42
+    else:
+        assert answer["error"]["type"] == error_type
+
+
+def test_call_rate_limited_and_tool_failed(runner: CliRunner, tmp_path: Path) -> None:
+    tools = tmp_path / "my_tools.py"
+    tools.write_text(
+        "from harness_one import defineTool\n"
+        "@defineTool(registry=None, rate_limit={'rate': 0.001, 'burst': 1})\n"
+        "def once() -> int:\n    return 1\n"
+        "@defineTool(registry=None)\n"
+        "def broken() -> int:\n    raise RuntimeError('disk on fire')\n"
+    )
+    result = runner.invoke(main, ["--tools", str(tools), "call", "broken"])
+    assert result.exit_code == EXIT_CODES["tool_failed"] and "disk on fire" in result.stdout
+    # one process, one bucket: the rate limit shows within a single `run`
+    lines = "\n".join(json.dumps({"id": i, "name": "once"}) for i in range(2))
+    answers = [json.loads(x) for x in invoke(runner, "--tools", str(tools), "run", input=lines).stdout.splitlines()]
+    assert answers[0]["ok"] and answers[1]["error"]["type"] == "RateLimitExceeded" and answers[1]["error"]["retry_after"] > 0
+
+
+def test_export(runner: CliRunner) -> None:
+    openai = {t["function"]["name"]: t for t in json.loads(invoke(runner, "export", "--format", "openai").output)}
+    assert openai["calculate"]["type"] == "function" and openai["calculate"]["function"]["parameters"]["required"] == [
+        "expression"
+    ]
+    anthropic = {t["name"]: t for t in json.loads(invoke(runner, "export", "--format", "anthropic").output)}
+    assert anthropic["calculate"]["input_schema"]["type"] == "object"
+
+
+def test_doctor(runner: CliRunner, tmp_path: Path) -> None:
+    report = json.loads(invoke(runner, "doctor", "--json").output)
+    assert "harness-one-calculate" in report["tool_packages"] and report["failures"] == [] and report["conflicts"] == []
+    assert report["hook_order"]["pre_call"][0] == "idempotency"
+    bad = tmp_path / "bad_tools.py"
+    bad.write_text("raise ImportError('needs frobnicate')\n")
+    result = runner.invoke(main, ["--tools", str(bad), "doctor"])
+    assert result.exit_code == 1 and "needs frobnicate" in result.output
+
+
+def test_config_file_and_errors(runner: CliRunner, tmp_path: Path) -> None:
+    config = tmp_path / "harness-one.toml"
+    config.write_text('[plugins]\nblock = ["rate_limit"]\n\n[defaults]\ntimeout = 0.2\n')
+    report = json.loads(invoke(runner, "doctor", "--json").output)  # ./harness-one.toml is picked up
+    assert "rate_limit" not in [p["name"] for p in report["plugins"]] and report["config"].endswith("harness-one.toml")
+    config.write_text("[plugin]\nblock = 1\n")
+    result = runner.invoke(main, ["list"])
+    assert result.exit_code == 2 and "unknown section [plugin]" in result.output
+
+
+def test_parse_request_shapes() -> None:
+    assert parse_request('{"id": 1, "name": "t", "arguments": {"a": 1}}').arguments == {"a": 1}
+    openai = parse_request('{"id": "c1", "type": "function", "function": {"name": "t", "arguments": "{\\"a\\": 1}"}}')
+    assert (openai.id, openai.name, openai.arguments) == ("c1", "t", '{"a": 1}')
+    anthropic = parse_request('{"type": "tool_use", "id": "tu1", "name": "t", "input": {"a": 2}}')
+    assert (anthropic.id, anthropic.arguments) == ("tu1", {"a": 2})
+    responses = parse_request('{"type": "function_call", "call_id": "fc1", "name": "t", "arguments": "{}"}')
+    assert responses.id == "fc1"
+
+
+def test_run_loop_answers_every_line(runner: CliRunner) -> None:
+    lines = [
+        '{"id": 1, "name": "calculate", "arguments": {"expression": "1 + 1"}}',
+        "this is not json",
+        "",
+        '{"id": 3, "arguments": {}}',
+        '{"id": 4, "type": "function", "function": {"name": "calculate", "arguments": "{\\"expression\\": "}}',
+        '{"type": "tool_use", "id": "tu5", "name": "calculate", "input": {"expression": "2 ** 10"}}',
+    ]
+    result = invoke(runner, "run", input="\n".join(lines) + "\n")
+    answers = [json.loads(x) for x in result.stdout.splitlines()]
+    assert [a["id"] for a in answers] == [1, None, 3, 4, "tu5"]
+    assert answers[0] == {"id": 1, "ok": True, "result": {"expression": "1 + 1", "result": 2}}
+    assert answers[1]["error"]["type"] == "InvalidRequest" and "line 2" in answers[1]["error"]["message"]
+    assert answers[2]["error"]["message"].endswith("the request has no tool 'name'")
+    assert answers[3]["error"]["type"] == "ToolArgumentError" and "not valid JSON" in answers[3]["error"]["message"]
+    assert answers[4]["result"]["result"] == 1024
+    assert "5 requests, 2 ok, 3 errors (InvalidRequest: 2, ToolArgumentError: 1)" in result.stderr
+
+
+def test_run_concurrently_keeps_ids(runner: CliRunner) -> None:
+    lines = [json.dumps({"id": i, "name": "calculate", "arguments": {"expression": f"{i} * 2"}}) for i in range(40)]
+    result = invoke(runner, "run", "--concurrency", "8", input="\n".join(lines) + "\n")
+    answers = {a["id"]: a for a in map(json.loads, result.stdout.splitlines())}
+    assert sorted(answers) == list(range(40))
+    assert all(answers[i]["result"]["result"] == i * 2 for i in range(40))
+
+
+def test_scripted_session_shows_every_outcome() -> None:
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
+    env.pop("HARNESS_ONE_CONFIG", None)
+    done = subprocess.run(
+        ["sh", str(ROOT / "examples" / "run-demo.sh")], capture_output=True, text=True, env=env, timeout=120, check=True
+    )
+    out = done.stdout
+    assert "[1] current_time -> ok" in out
+    assert "[toolu_3] sql_query -> ok" in out and "[call_2] calculate -> ok" in out
+    assert "[4] current_time -> ToolArgumentError" in out and "$.timezone: expected string" in out
+    assert "[7] fetch_url -> ToolArgumentError" in out and "169.254.169.254" in out
+    assert "[13] random_number -> RateLimitExceeded (retry after" in out
+    assert "[15] slow_report -> ToolTimeout" in out
+    assert "[16] flaky_lookup -> ok (after 2 attempts)" in out
+    assert "InvalidRequest" in out and "Did you mean: 'calculate'?" in out
+    assert "20 requests" in done.stderr
+
+
+def test_help_imports_no_tools() -> None:
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "harness_one", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert "Usage: harness-one" in done.stdout
+    imported = {line.rsplit("|", 1)[-1].strip() for line in done.stderr.splitlines()}
+    assert not any(
+        name.startswith(("harness_one_calculate", "harness_one_fetch_url", "httpx", "harness_one_plugins")) for name in imported
+    )
