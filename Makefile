@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 CONTRIB := $(sort $(wildcard contrib_tools/*/))
 
-.PHONY: demo test lint typecheck unit bench clean
+.PHONY: demo test lint typecheck unit docs bench clean
 
 $(STAMP): pyproject.toml Makefile $(wildcard contrib_tools/*/pyproject.toml)
 	$(PYTHON) -m venv $(VENV)
@@ -26,7 +26,10 @@ typecheck: $(STAMP)
 unit: $(STAMP)
 	$(PY) -m pytest
 
-test: lint typecheck unit
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir build/site
+
+test: lint typecheck unit docs
 
 bench: $(STAMP)
 	$(PY) bench/percall.py

@@ -38,3 +38,21 @@ def test_demo_runs() -> None:
         [sys.executable, str(ROOT / "examples" / "quickstart.py")], capture_output=True, text=True, timeout=60, check=True
     )
     assert "burst past the rate limit" in done.stdout and "Did you mean: 'add'?" in done.stdout
+
+
+def test_getting_started_examples(fresh_default: ToolRegistry) -> None:
+    text = (ROOT / "docs" / "getting-started.md").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", text, re.S)
+    namespace: dict[str, object] = {}
+    out = io.StringIO()
+    exec(blocks[0], namespace)  # define and call
+    assert fresh_default.call_count("web_search") == 2  # as its comment says
+    with contextlib.redirect_stdout(out):
+        for block in blocks[1:3]:  # errors, try_call
+            exec(block, namespace)
+    assert out.getvalue().splitlines() == [
+        "Invalid arguments for tool 'web_search' (2 problems):",
+        "- $.num_results: expected a number <= 10, got 11",
+        "- $.query: expected string, got integer 42",
+        "Fix the arguments and call 'web_search' again.",
+    ]
