@@ -187,3 +187,15 @@ def test_help_imports_no_tools() -> None:
     assert not any(
         name.startswith(("harness_one_calculate", "harness_one_fetch_url", "httpx", "harness_one_plugins")) for name in imported
     )
+
+
+def test_export_all_formats(runner: CliRunner, tmp_path: Path) -> None:
+    for fmt in ("openai-responses", "gemini", "mcp"):
+        tools = json.loads(invoke(runner, "export", "--format", fmt).stdout)
+        assert {t["name"] for t in tools} >= {"calculate", "fetch_url"}
+    strict = json.loads(invoke(runner, "export", "--format", "openai", "--strict").stdout)
+    assert all(t["function"]["strict"] for t in strict)
+    loose = tmp_path / "loose.py"
+    loose.write_text("from harness_one import defineTool\n@defineTool(registry=None)\ndef tags(counts: dict[str, int]) -> int:\n    return len(counts)\n")
+    result = runner.invoke(main, ["--tools", str(loose), "export", "--strict"])
+    assert result.exit_code == 1 and "cannot be exported in strict mode" in result.output and "map of arbitrary keys" in result.output

@@ -304,13 +304,27 @@ def call(ctx: click.Context, name: str, arguments: str, context_json: str | None
 
 
 @main.command()
-@click.option("--format", "fmt", type=click.Choice(["openai", "anthropic"]), default="openai", show_default=True)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["openai", "openai-responses", "anthropic", "gemini", "mcp"]),
+    default="openai",
+    show_default=True,
+)
+@click.option("--strict", is_flag=True, help="OpenAI strict mode (fails, naming the schema parts, when a tool cannot be strict).")
 @click.pass_context
-def export(ctx: click.Context, fmt: str) -> None:
-    """Print every tool's definition in a provider's format (JSON)."""
-    from ._export import export_tools
+def export(ctx: click.Context, fmt: str, strict: bool) -> None:
+    """Print every tool's definition in a provider's format (JSON); notes about conversions go to stderr."""
+    from . import ToolDefinitionError
 
-    click.echo(_dumps(export_tools(_state(ctx).registry().tools(), fmt), indent=2))
+    try:
+        result = _state(ctx).registry().export(fmt, strict=strict)
+    except ToolDefinitionError as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(_dumps(result.tools, indent=2))
+    for tool, notes in result.notes.items():
+        for note in notes:
+            click.echo(f"{tool}: {note}", err=True)
 
 
 # --------------------------------------------------------------------------- doctor

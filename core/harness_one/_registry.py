@@ -118,6 +118,7 @@ class ToolRegistry:
                 self.__dict__[name] = MethodType(attr.func, self)
         self._discover = discover
         self._discovered = False
+        self._exports: dict[tuple[str, bool], Any] = {}
         from ._discovery import DiscoveryReport
 
         self.discovery = DiscoveryReport()
@@ -190,6 +191,7 @@ class ToolRegistry:
                 hook.harness_tool_removed(tool=old.tool, registry=self)
             hook.harness_tool_added(tool=tool, registry=self)
             self._tools = tools
+            self._exports = {}
 
     @_shared
     def remove(self, /, name: str) -> Tool:
@@ -201,6 +203,7 @@ class ToolRegistry:
             tools = dict(self._tools)
             del tools[name]
             self._tools = tools
+            self._exports = {}
             self.plugins.plan.forget(entry.tool)
             self.plugins.manager.hook.harness_tool_removed(tool=entry.tool, registry=self)
             return entry.tool
@@ -259,6 +262,21 @@ class ToolRegistry:
             for tool_name, tool_stats in (data.get("tools") or {}).items():
                 tools.setdefault(tool_name, {}).update(tool_stats)
         return out
+
+    @_shared
+    def export(self, format: str = "openai", *, strict: bool = False) -> Any:
+        """Every tool in a provider's format, as an :class:`~harness_one.export.Export` (cached until tools change).
+
+        Formats: ``openai``, ``openai-responses``, ``anthropic``, ``gemini``, ``mcp``.
+        """
+        key = (format, strict)
+        found = self._exports.get(key)
+        if found is None:
+            from .export import export_tools
+
+            found = export_tools(self.tools(), format, strict=strict)
+            self._exports[key] = found
+        return found
 
     # ------------------------------------------------------------------ discovery
 

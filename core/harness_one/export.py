@@ -1,0 +1,354 @@
+"""Tool definitions in the shapes providers expect: OpenAI (Chat Completions and Responses,
+strict or not), Anthropic, Gemini and MCP.
+
+``registry.export(format, strict=...)`` caches the result until the registry's tools change.
+Where a provider's rules differ from harness-one's, the export says so: OpenAI's strict mode
+raises :class:`StrictSchemaError` for a schema it cannot express, Gemini's conversion lists
+every keyword it dropped or rewrote, and tool names a provider would reject are mapped (the
+:class:`NameMap` reverses them when calls come back).
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ._errors import ToolDefinitionError
+from ._tool import Tool
+
+__all__ = [
+    "FORMATS",
+    "Export",
+    "NameMap",
+    "StrictSchemaError",
+    "export_tools",
+    "gemini_schema",
+    "inline_refs",
+    "strict_schema",
+    "to_anthropic",
+    "to_gemini",
+    "to_mcp",
+    "to_openai",
+    "to_openai_responses",
+]
+
+FORMATS = ("openai", "openai-responses", "anthropic", "gemini", "mcp")
+_GEMINI_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.:-]{0,127}$")
+
+
+class StrictSchemaError(ToolDefinitionError):
+    """A schema cannot be expressed in OpenAI's strict mode; ``reasons`` lists where and why."""
+
+    def __init__(self, tool: str, reasons: list[str]) -> None:
+        self.reasons = reasons
+        super().__init__(f"Tool '{tool}' cannot be exported in strict mode: " + "; ".join(reasons) + ".", tool=tool)
+
+
+@dataclass
+class NameMap:
+    """Exported name -> tool name, for the names a provider's rules forced to change."""
+
+    exported: dict[str, str] = field(default_factory=dict)
+
+    def original(self, name: str) -> str:
+        return self.exported.get(name, name)
+
+
+@dataclass
+class Export:
+    """An export: the definitions, the name map, per-tool notes, and (strict) the nulls to drop."""
+
+    format: str
+    strict: bool
+    tools: list[dict[str, Any]]
+    names: NameMap
+    notes: dict[str, list[str]] = field(default_factory=dict)
+    nullable: dict[str, Any] = field(default_factory=dict)
+
+
+# --------------------------------------------------------------------------- $ref inlining
+
+
+def inline_refs(schema: Mapping[str, Any], *, tool: str = "?") -> dict[str, Any]:
+    """``schema`` with every local ``$ref`` replaced by its target and ``$defs`` removed.
+
+    A recursive reference cannot be inlined and raises :class:`StrictSchemaError`.
+    """
+    root = copy.deepcopy(dict(schema))
+
+    def resolve(ref: str) -> Any:
+        if not ref.startswith("#"):
+            raise StrictSchemaError(tool, [f"$ref {ref!r} is not local"])
+        node: Any = root
+        for raw in ref.lstrip("#").strip("/").split("/") if ref.strip("#/") else []:
+            part = raw.replace("~1", "/").replace("~0", "~")
+            node = node[int(part)] if isinstance(node, list) else node[part]
+        return node
+
+    def walk(node: Any, seen: tuple[str, ...]) -> Any:
+        if isinstance(node, list):
+            return [walk(v, seen) for v in node]
+        if not isinstance(node, dict):
+            return node
+        if "$ref" in node:
+            ref = node["$ref"]
+            if ref in seen:
+                raise StrictSchemaError(tool, [f"$ref {ref!r} is recursive and cannot be inlined"])
+            target = walk(resolve(ref), (*seen, ref))
+            rest = {k: walk(v, seen) for k, v in node.items() if k != "$ref"}
+            return {**target, **rest}
+        return {k: walk(v, seen) for k, v in node.items() if k not in ("$defs", "definitions")}
+
+    return walk(root, ())  # type: ignore[no-any-return]
+
+
+# --------------------------------------------------------------------------- OpenAI strict
+
+_STRICT_KEYWORDS = {
+    "type", "properties", "required", "additionalProperties", "items", "enum", "const", "anyOf",
+    "description", "title", "pattern", "format", "minimum", "maximum", "exclusiveMinimum",
+    "exclusiveMaximum", "multipleOf", "minItems", "maxItems", "$schema", "default",
+}  # fmt: skip
+
+
+def _nullable(schema: dict[str, Any]) -> dict[str, Any]:
+    kind = schema.get("type")
+    if isinstance(kind, str):
+        out = {**schema, "type": [kind, "null"]}
+        if "enum" in out and None not in out["enum"]:
+            out["enum"] = [*out["enum"], None]
+        return out
+    if isinstance(kind, list):
+        return schema if "null" in kind else {**schema, "type": [*kind, "null"]}
+    if "anyOf" in schema:
+        return schema if {"type": "null"} in schema["anyOf"] else {**schema, "anyOf": [*schema["anyOf"], {"type": "null"}]}
+    return {"anyOf": [schema, {"type": "null"}]}
+
+
+def strict_schema(schema: Mapping[str, Any], *, tool: str = "?") -> tuple[dict[str, Any], dict[str, Any]]:
+    """OpenAI strict-mode form of ``schema`` and the tree of properties made nullable.
+
+    Every object gets ``additionalProperties: false`` and lists every property in
+    ``required``; a property that was optional becomes nullable (its ``null`` means
+    "absent", and :mod:`harness_one.dispatch` drops it so defaults apply); ``$ref`` is
+    inlined; ``default`` is removed. Raises :class:`StrictSchemaError` for what strict mode
+    cannot express: free-form maps, ``patternProperties``, ``allOf``/``oneOf``/``not``,
+    conditionals, recursion.
+    """
+    reasons: list[str] = []
+    nullable: dict[str, Any] = {}
+
+    def convert(node: Any, path: str, added: dict[str, Any]) -> Any:
+        if not isinstance(node, dict):
+            if node is True or node is False:
+                reasons.append(f"{path}: boolean schemas are not supported")
+            return node
+        unsupported = sorted(set(node) - _STRICT_KEYWORDS)
+        if unsupported:
+            reasons.append(f"{path}: {', '.join(unsupported)} not supported")
+        out = {k: v for k, v in node.items() if k in _STRICT_KEYWORDS and k not in ("default", "$schema")}
+        if "anyOf" in out:
+            out["anyOf"] = [convert(s, f"{path}.anyOf[{i}]", {}) for i, s in enumerate(out["anyOf"])]
+        if "items" in out:
+            out["items"] = convert(out["items"], f"{path}[]", {})
+        is_object = (
+            node.get("type") == "object"
+            or (isinstance(node.get("type"), list) and "object" in node["type"])
+            or "properties" in node
+        )
+        if is_object:
+            extra = node.get("additionalProperties", True)
+            if extra not in (False, None) and not node.get("properties") and extra is not True:
+                reasons.append(f"{path}: a map of arbitrary keys (additionalProperties) cannot be strict")
+            elif extra is True and not node.get("properties"):
+                reasons.append(f"{path}: an object without declared properties cannot be strict")
+            props = node.get("properties") or {}
+            required = set(node.get("required") or ())
+            new_props = {}
+            for name, sub in props.items():
+                child: dict[str, Any] = {}
+                converted = convert(sub, f"{path}.{name}", child)
+                if name not in required:
+                    converted = _nullable(converted)
+                    child["__self__"] = True
+                if child:
+                    added[name] = child
+                new_props[name] = converted
+            out["properties"] = new_props
+            out["required"] = list(props)
+            out["additionalProperties"] = False
+        return out
+
+    inlined = inline_refs(schema, tool=tool)
+    result = convert(inlined, "$", nullable)
+    if reasons:
+        raise StrictSchemaError(tool, reasons)
+    return result, nullable
+
+
+# --------------------------------------------------------------------------- Gemini
+
+_GEMINI_KEYWORDS = {
+    "type", "format", "description", "nullable", "enum", "properties", "required", "items", "minItems",
+    "maxItems", "minimum", "maximum", "minLength", "maxLength", "pattern", "anyOf", "title", "default",
+    "minProperties", "maxProperties", "propertyOrdering", "example",
+}  # fmt: skip
+
+
+def gemini_schema(schema: Mapping[str, Any], *, tool: str = "?") -> tuple[dict[str, Any], list[str]]:
+    """The OpenAPI 3.0 subset Gemini accepts, and a list of what was dropped or rewritten.
+
+    Validation still uses the full schema in the harness pipeline, so what Gemini cannot
+    express is enforced anyway; the notes say where the model was told less.
+    """
+    notes: list[str] = []
+
+    def convert(node: Any, path: str) -> Any:
+        if not isinstance(node, dict):
+            return {} if node is True else node
+        out: dict[str, Any] = {}
+        kind = node.get("type")
+        if isinstance(kind, list):
+            others = [k for k in kind if k != "null"]
+            if "null" in kind:
+                out["nullable"] = True
+            if len(others) == 1:
+                out["type"] = others[0]
+            else:
+                out["anyOf"] = [{"type": k} for k in others]
+                notes.append(f"{path}: type {kind} rewritten as anyOf")
+        elif kind is not None:
+            out["type"] = kind
+        for key, value in node.items():
+            if key in ("type",):
+                continue
+            if key == "const":
+                if isinstance(value, str):
+                    out["enum"] = [value]
+                    notes.append(f"{path}: const rewritten as enum")
+                else:
+                    notes.append(f"{path}: const {value!r} dropped (Gemini enums are strings)")
+                continue
+            if key == "enum":
+                if all(isinstance(v, str) for v in value):
+                    out["enum"] = list(value)
+                else:
+                    notes.append(f"{path}: enum of non-strings dropped (Gemini enums are strings)")
+                continue
+            if key in ("exclusiveMinimum", "exclusiveMaximum") and isinstance(value, (int, float)):
+                out["minimum" if key == "exclusiveMinimum" else "maximum"] = value
+                notes.append(f"{path}: {key} rewritten as an inclusive bound")
+                continue
+            if key == "properties":
+                out["properties"] = {k: convert(v, f"{path}.{k}") for k, v in value.items()}
+                continue
+            if key == "items":
+                out["items"] = convert(value, f"{path}[]")
+                continue
+            if key == "anyOf":
+                out["anyOf"] = [convert(v, f"{path}.anyOf[{i}]") for i, v in enumerate(value)]
+                continue
+            if key in _GEMINI_KEYWORDS:
+                out[key] = value
+            elif key != "$schema":
+                notes.append(f"{path}: {key} dropped")
+        if out.get("type") == "null":
+            out = {"nullable": True, **{k: v for k, v in out.items() if k != "type"}}
+        return out
+
+    return convert(inline_refs(schema, tool=tool), "$"), notes
+
+
+# --------------------------------------------------------------------------- per format
+
+
+def _parameters(tool: Tool, strict: bool) -> tuple[dict[str, Any], dict[str, Any]]:
+    return strict_schema(tool.parameters, tool=tool.name) if strict else (tool.parameters, {})
+
+
+def _chat(tool: Tool, parameters: dict[str, Any], strict: bool) -> dict[str, Any]:
+    function: dict[str, Any] = {"name": tool.name, "description": tool.description, "parameters": parameters}
+    if strict:
+        function["strict"] = True
+    return {"type": "function", "function": function}
+
+
+def _responses(tool: Tool, parameters: dict[str, Any], strict: bool) -> dict[str, Any]:
+    return {"type": "function", "name": tool.name, "description": tool.description, "parameters": parameters, "strict": strict}
+
+
+def to_openai(tool: Tool, *, strict: bool = False) -> dict[str, Any]:
+    """Chat Completions: ``{"type": "function", "function": {...}}``."""
+    return _chat(tool, _parameters(tool, strict)[0], strict)
+
+
+def to_openai_responses(tool: Tool, *, strict: bool = False) -> dict[str, Any]:
+    """Responses API: the flat ``{"type": "function", "name", "description", "parameters", "strict"}``."""
+    return _responses(tool, _parameters(tool, strict)[0], strict)
+
+
+def to_anthropic(tool: Tool) -> dict[str, Any]:
+    """Messages API: ``{"name", "description", "input_schema"}``."""
+    return {"name": tool.name, "description": tool.description, "input_schema": tool.parameters}
+
+
+def to_gemini(tool: Tool, name: str | None = None) -> tuple[dict[str, Any], list[str]]:
+    """A Gemini function declaration, and the notes of :func:`gemini_schema`."""
+    parameters, notes = gemini_schema(tool.parameters, tool=tool.name)
+    return {"name": name or tool.name, "description": tool.description, "parameters": parameters}, notes
+
+
+def to_mcp(tool: Tool) -> dict[str, Any]:
+    """An MCP tool descriptor, with annotations from the tool's metadata."""
+    out: dict[str, Any] = {"name": tool.name, "description": tool.description, "inputSchema": tool.parameters}
+    if tool.output_schema is not None and tool.output_schema.get("type") == "object":
+        out["outputSchema"] = tool.output_schema
+    out["annotations"] = {
+        "readOnlyHint": tool.read_only,
+        "destructiveHint": (not tool.read_only) if tool.destructive is None else tool.destructive,
+        "idempotentHint": tool.idempotent or tool.read_only,
+        "openWorldHint": True if tool.open_world is None else tool.open_world,
+    }
+    return out
+
+
+def _gemini_name(name: str, taken: set[str]) -> str:
+    if _GEMINI_NAME.match(name):
+        return name
+    candidate = f"_{name}"[:128]
+    while candidate in taken:
+        candidate = f"_{candidate}"[:128]
+    return candidate
+
+
+def export_tools(tools: Iterable[Tool], format: str, *, strict: bool = False) -> Export:
+    """Every tool in ``format`` (one of :data:`FORMATS`); see the module docstring."""
+    if format not in FORMATS:
+        raise ValueError(f"unknown export format {format!r}; known: {', '.join(FORMATS)}")
+    result = Export(format=format, strict=strict, tools=[], names=NameMap())
+    tools = list(tools)
+    taken = {t.name for t in tools}
+    for tool in tools:
+        if format == "gemini":
+            name = _gemini_name(tool.name, taken)
+            if name != tool.name:
+                result.names.exported[name] = tool.name
+                taken.add(name)
+            definition, notes = to_gemini(tool, name)
+            if name != tool.name:
+                notes.insert(0, f"name {tool.name!r} exported as {name!r} (Gemini names start with a letter or '_')")
+            if notes:
+                result.notes[tool.name] = notes
+            result.tools.append(definition)
+            continue
+        if format.startswith("openai"):
+            parameters, nullable = _parameters(tool, strict)
+            result.tools.append((_chat if format == "openai" else _responses)(tool, parameters, strict))
+            if nullable:
+                result.nullable[tool.name] = nullable
+        else:
+            result.tools.append(to_anthropic(tool) if format == "anthropic" else to_mcp(tool))
+    return result

@@ -1,0 +1,295 @@
+"""Provider exports (checked by the providers' own SDK types) and dispatch of their tool calls."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+from typing import Any
+
+import pytest
+from pydantic import TypeAdapter
+
+from harness_one import ToolRegistry, define_tool
+from harness_one.dispatch import (
+    adispatch_anthropic,
+    dispatch_anthropic,
+    dispatch_gemini,
+    dispatch_openai,
+    dispatch_openai_responses,
+)
+from harness_one.export import StrictSchemaError, export_tools, gemini_schema, strict_schema
+
+GEMINI_KEYWORDS = {
+    "type", "format", "description", "nullable", "enum", "properties", "required", "items", "minItems", "maxItems",
+    "minimum", "maximum", "minLength", "maxLength", "pattern", "anyOf", "title", "default", "minProperties",
+    "maxProperties", "propertyOrdering", "example",
+}  # fmt: skip
+
+
+@pytest.fixture
+def contrib() -> ToolRegistry:
+    return ToolRegistry(discover=True, autoload=False)
+
+
+def assert_openai_strict(schema: Any, path: str = "$") -> None:
+    """OpenAI's strict-mode rules, applied to a whole schema."""
+    assert "$ref" not in schema and "$defs" not in schema, path
+    kinds = schema.get("type")
+    is_object = kinds == "object" or (isinstance(kinds, list) and "object" in kinds)
+    if is_object:
+        assert schema.get("additionalProperties") is False, path
+        assert sorted(schema.get("required", [])) == sorted(schema.get("properties", {})), path
+    for name, sub in schema.get("properties", {}).items():
+        assert_openai_strict(sub, f"{path}.{name}")
+    if isinstance(schema.get("items"), dict):
+        assert_openai_strict(schema["items"], f"{path}[]")
+    for i, sub in enumerate(schema.get("anyOf", [])):
+        assert_openai_strict(sub, f"{path}.anyOf[{i}]")
+    assert "default" not in schema, path
+
+
+def gemini_keywords(schema: Any) -> set[str]:
+    found = set(schema)
+    for sub in schema.get("properties", {}).values():
+        found |= gemini_keywords(sub)
+    for sub in [schema.get("items"), *schema.get("anyOf", [])]:
+        if isinstance(sub, dict):
+            found |= gemini_keywords(sub)
+    return found
+
+
+def test_openai_strict_export_of_contrib_tools(contrib: ToolRegistry) -> None:
+    from openai.types.chat import ChatCompletionFunctionToolParam
+    from openai.types.responses import FunctionToolParam
+
+    chat = contrib.export("openai", strict=True)
+    assert {t["function"]["name"] for t in chat.tools} >= {"calculate", "current_time", "fetch_url", "random_number", "sql_query"}
+    for tool in chat.tools:
+        assert tool["function"]["strict"] is True
+        assert_openai_strict(tool["function"]["parameters"])
+        TypeAdapter(ChatCompletionFunctionToolParam).validate_python(tool)
+    for tool in contrib.export("openai-responses", strict=True).tools:
+        assert_openai_strict(tool["parameters"])
+        TypeAdapter(FunctionToolParam).validate_python(tool)
+    current = next(t for t in chat.tools if t["function"]["name"] == "current_time")["function"]["parameters"]
+    assert current["properties"]["timezone"]["type"] == ["string", "null"]  # optional -> nullable
+
+
+def test_other_exports_round_trip(contrib: ToolRegistry) -> None:
+    import mcp.types
+    from anthropic.types import ToolParam
+    from google.genai import types as genai
+
+    for tool in contrib.export("anthropic").tools:
+        TypeAdapter(ToolParam).validate_python(tool)
+    gemini = contrib.export("gemini")
+    for tool in gemini.tools:
+        genai.FunctionDeclaration.model_validate(tool)  # extra="forbid": no keyword outside the SDK
+        assert gemini_keywords(tool["parameters"]) <= GEMINI_KEYWORDS
+    for descriptor in contrib.export("mcp").tools:
+        parsed = mcp.types.Tool.model_validate(descriptor)
+        assert parsed.annotations is not None
+    sql = next(t for t in contrib.export("mcp").tools if t["name"] == "sql_query")["annotations"]
+    assert sql == {"readOnlyHint": True, "destructiveHint": False, "idempotentHint": True, "openWorldHint": False}
+
+
+def test_strict_conversion_rules() -> None:
+    schema = {
+        "type": "object",
+        "$defs": {
+            "point": {
+                "type": "object",
+                "properties": {"x": {"type": "number"}, "y": {"type": "number", "default": 0}},
+                "required": ["x"],
+            }
+        },
+        "properties": {
+            "p": {"$ref": "#/$defs/point"},
+            "label": {"type": "string", "default": "a"},
+            "tags": {"type": "array", "items": {"type": "string"}},
+        },
+        "required": ["p"],
+    }
+    converted, nullable = strict_schema(schema)
+    assert_openai_strict(converted)
+    assert converted["properties"]["p"]["properties"]["y"]["type"] == ["number", "null"]
+    assert nullable == {"p": {"y": {"__self__": True}}, "label": {"__self__": True}, "tags": {"__self__": True}}
+    for bad, why in [
+        (
+            {"type": "object", "properties": {"m": {"type": "object", "additionalProperties": {"type": "integer"}}}},
+            "map of arbitrary keys",
+        ),
+        ({"type": "object", "properties": {"a": {"oneOf": [{"type": "string"}, {"type": "integer"}]}}}, "oneOf not supported"),
+        (
+            {
+                "type": "object",
+                "$defs": {"n": {"type": "object", "properties": {"next": {"$ref": "#/$defs/n"}}}},
+                "properties": {"n": {"$ref": "#/$defs/n"}},
+            },
+            "recursive",
+        ),
+    ]:
+        with pytest.raises(StrictSchemaError, match=why):
+            strict_schema(bad, tool="t")
+
+
+def test_gemini_conversion_notes() -> None:
+    schema = {
+        "type": "object",
+        "properties": {
+            "n": {"type": ["integer", "null"], "exclusiveMinimum": 0},
+            "level": {"enum": [1, 2, 3]},
+            "mode": {"const": "fast"},
+            "extra": {"type": "object", "additionalProperties": {"type": "string"}},
+        },
+        "additionalProperties": False,
+    }
+    converted, notes = gemini_schema(schema)
+    assert converted["properties"]["n"] == {"type": "integer", "nullable": True, "minimum": 0}
+    assert converted["properties"]["mode"] == {"enum": ["fast"]}
+    assert "enum" not in converted["properties"]["level"]
+    assert any("additionalProperties dropped" in n for n in notes) and any("enum of non-strings" in n for n in notes)
+
+
+def test_gemini_names_are_mapped_and_reversed() -> None:
+    reg = ToolRegistry(autoload=False)
+    reg.add(lambda: "ok", name="2fa-check")
+    exported = reg.export("gemini")
+    assert exported.tools[0]["name"] == "_2fa-check" and "exported as" in exported.notes["2fa-check"][0]
+    results = dispatch_gemini(reg, [{"name": "_2fa-check", "args": {}}])
+    assert results == [{"name": "_2fa-check", "response": {"output": "ok"}}]
+
+
+def test_exports_are_cached_until_tools_change() -> None:
+    reg = ToolRegistry(autoload=False)
+    reg.add(lambda: 1, name="a")
+    first = reg.export("anthropic")
+    assert reg.export("anthropic") is first
+    reg.add(lambda: 2, name="b")
+    assert [t["name"] for t in reg.export("anthropic").tools] == ["a", "b"]
+    reg.remove("a")
+    assert [t["name"] for t in reg.export("anthropic").tools] == ["b"]
+
+
+@pytest.fixture
+def reg() -> ToolRegistry:
+    registry = ToolRegistry(autoload=False)
+
+    @define_tool(registry=registry)
+    def add(a: float, b: float = 1.0) -> float:
+        """Add."""
+        return a + b
+
+    @define_tool(registry=registry, rate_limit={"rate": 0.001, "burst": 1})
+    def once() -> str:
+        return "first"
+
+    return registry
+
+
+def test_openai_chat_dispatch_with_sdk_objects(reg: ToolRegistry) -> None:
+    from openai.types.chat import ChatCompletionMessageFunctionToolCall
+
+    calls = [
+        ChatCompletionMessageFunctionToolCall(
+            id="c1", type="function", function={"name": "add", "arguments": '{"a": 2, "b": 3}'}
+        ),
+        {"id": "c2", "type": "function", "function": {"name": "add", "arguments": '{"a": 2,'}},
+        {"id": "c3", "type": "function", "function": {"name": "nope", "arguments": "{}"}},
+        {"id": "c4", "type": "function", "function": {"name": "once", "arguments": "{}"}},
+        {"id": "c5", "type": "function", "function": {"name": "once", "arguments": "{}"}},
+    ]
+    out = dispatch_openai(reg, calls, concurrency=1)
+    assert [m["tool_call_id"] for m in out] == ["c1", "c2", "c3", "c4", "c5"]
+    assert all(m["role"] == "tool" for m in out)
+    assert out[0]["content"] == "5"
+    assert out[1]["content"].startswith("Error: Invalid arguments for tool 'add'") and "not valid JSON" in out[1]["content"]
+    assert out[2]["content"].startswith("Error: Unknown tool 'nope'")
+    assert out[3]["content"] == "first"
+    assert "rate limited" in out[4]["content"]
+
+
+def test_openai_strict_nulls_mean_absent(reg: ToolRegistry) -> None:
+    out = dispatch_openai(
+        reg, [{"id": "c1", "type": "function", "function": {"name": "add", "arguments": '{"a": 2, "b": null}'}}], strict=True
+    )
+    assert out[0]["content"] == "3.0"  # b's default applied
+    plain = dispatch_openai(
+        reg, [{"id": "c1", "type": "function", "function": {"name": "add", "arguments": '{"a": 2, "b": null}'}}]
+    )
+    assert plain[0]["content"].startswith("Error: Invalid arguments")
+
+
+def test_responses_and_anthropic_dispatch(reg: ToolRegistry) -> None:
+    from anthropic.types import ToolResultBlockParam, ToolUseBlock
+    from openai.types.responses import ResponseFunctionToolCall
+
+    items = [
+        {"type": "message", "content": "thinking"},
+        ResponseFunctionToolCall(type="function_call", call_id="f1", name="add", arguments='{"a": 1}'),
+    ]
+    assert dispatch_openai_responses(reg, items) == [{"type": "function_call_output", "call_id": "f1", "output": "2.0"}]
+    blocks = [
+        {"type": "text", "text": "let me add"},
+        ToolUseBlock(type="tool_use", id="t1", name="add", input={"a": 1, "b": 1}),
+        {"type": "tool_use", "id": "t2", "name": "add", "input": {"a": "x"}},
+    ]
+    results = dispatch_anthropic(reg, blocks)
+    assert [(r["tool_use_id"], r["is_error"]) for r in results] == [("t1", False), ("t2", True)]
+    for result in results:
+        TypeAdapter(ToolResultBlockParam).validate_python(result)
+    assert "$.a: expected number" in results[1]["content"]
+
+
+def test_gemini_dispatch_with_sdk_objects(reg: ToolRegistry) -> None:
+    from google.genai import types as genai
+
+    calls = [genai.FunctionCall(id="g1", name="add", args={"a": 4}), genai.FunctionCall(id="g2", name="add", args={"a": "x"})]
+    out = dispatch_gemini(reg, calls)
+    assert out[0] == {"id": "g1", "name": "add", "response": {"output": 5.0}}
+    assert out[1]["response"]["error"].startswith("Invalid arguments for tool 'add'")
+    for item in out:
+        genai.FunctionResponse.model_validate(item)
+
+
+def test_parallel_calls_run_concurrently_in_order() -> None:
+    reg = ToolRegistry(autoload=False)
+    inside = threading.Barrier(3, timeout=5)
+
+    @define_tool(registry=reg)
+    def meet(n: int) -> int:
+        inside.wait()  # all three must be running at once to get past here
+        return n
+
+    reg.add(lambda: 1 / 0, name="boom")
+    calls = [{"type": "tool_use", "id": f"t{i}", "name": "meet", "input": {"n": i}} for i in range(3)]
+    calls.insert(1, {"type": "tool_use", "id": "bad", "name": "boom", "input": {}})
+    out = dispatch_anthropic(reg, calls, concurrency=4)
+    assert [r["tool_use_id"] for r in out] == ["t0", "bad", "t1", "t2"]
+    assert [r["is_error"] for r in out] == [False, True, False, False]
+
+
+def test_async_dispatch_concurrency_cap() -> None:
+    reg = ToolRegistry(autoload=False)
+    running, peak = [0], [0]
+
+    async def slow(n: int) -> int:
+        running[0] += 1
+        peak[0] = max(peak[0], running[0])
+        await asyncio.sleep(0.01)
+        running[0] -= 1
+        return n
+
+    reg.add(slow)
+    calls = [{"type": "tool_use", "id": f"t{i}", "name": "slow", "input": {"n": i}} for i in range(10)]
+    start = time.perf_counter()
+    out = asyncio.run(adispatch_anthropic(reg, calls, concurrency=3))
+    assert [json.loads(r["content"]) for r in out] == list(range(10))
+    assert peak[0] == 3 and time.perf_counter() - start < 5
+
+
+def test_export_tools_unknown_format() -> None:
+    with pytest.raises(ValueError, match="unknown export format"):
+        export_tools([], "cohere")
