@@ -196,6 +196,12 @@ def test_export_all_formats(runner: CliRunner, tmp_path: Path) -> None:
     strict = json.loads(invoke(runner, "export", "--format", "openai", "--strict").stdout)
     assert all(t["function"]["strict"] for t in strict)
     loose = tmp_path / "loose.py"
-    loose.write_text("from harness_one import defineTool\n@defineTool(registry=None)\ndef tags(counts: dict[str, int]) -> int:\n    return len(counts)\n")
+    loose.write_text(
+        "from harness_one import defineTool\n@defineTool(registry=None)\ndef tags(counts: dict[str, int]) -> int:\n    return len(counts)\n"
+    )
     result = runner.invoke(main, ["--tools", str(loose), "export", "--strict"])
-    assert result.exit_code == 1 and "cannot be exported in strict mode" in result.output and "map of arbitrary keys" in result.output
+    assert (
+        result.exit_code == 1
+        and "cannot be exported in strict mode" in result.output
+        and "map of arbitrary keys" in result.output
+    )
