@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._errors import ArgumentProblem, ToolArgumentError
+from ._schema import json_type
 
 __all__ = ["ArgumentLimits", "decode_arguments", "check_signature"]
 
@@ -84,27 +85,9 @@ def _parse(raw: str | bytes | bytearray, limits: ArgumentLimits) -> dict[str, An
         ) from None
     if not isinstance(value, dict):
         raise ToolArgumentError(
-            [
-                ArgumentProblem(
-                    "$", f"arguments must be a JSON object, got {_json_name(value)}", "type", "object", _json_name(value)
-                )
-            ]
+            [ArgumentProblem("$", f"arguments must be a JSON object, got {json_type(value)}", "type", "object", json_type(value))]
         )
     return value
-
-
-def _json_name(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, (int, float)):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    return type(value).__name__
 
 
 def check_signature(args: dict[str, Any], accepted: frozenset[str], required: frozenset[str], accepts_any: bool) -> None:

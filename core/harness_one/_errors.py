@@ -32,6 +32,8 @@ class ToolError(Exception):
 
     #: Short machine-readable kind, used in JSON answers (``error.type``).
     kind: str = "tool_error"
+    #: Seconds after which the same call may succeed, when the error knows (rate limits, busy, ...).
+    retry_after: float | None = None
 
     def __init__(self, message: str, *, tool: str | None = None, call_id: str | None = None) -> None:
         super().__init__(message)
@@ -53,6 +55,8 @@ class ToolError(Exception):
             data["tool"] = self.tool
         if self.call_id is not None:
             data["call_id"] = self.call_id
+        if self.retry_after is not None:
+            data["retry_after"] = self.retry_after
         return data
 
 
@@ -154,11 +158,6 @@ class RateLimitExceeded(ToolError):
             message = f"{subject} is rate limited. Retry after {retry_after:.3g} s or use another tool."
         super().__init__(message, tool=tool, call_id=call_id)
 
-    def to_dict(self) -> dict[str, Any]:
-        data = super().to_dict()
-        data["retry_after"] = self.retry_after
-        return data
-
 
 class ToolTimeout(ToolError):
     """The tool did not finish within ``timeout`` seconds."""
@@ -211,33 +210,8 @@ class PluginError(ToolError):
         self.plugin = plugin
 
 
-class RetryableError(ToolError):
-    """Raise from a tool to say the failure is transient; ``retry_after`` suggests a wait."""
-
-    kind = "retryable"
-
-    def __init__(
-        self,
-        message: str = "temporary failure",
-        *,
-        retry_after: float | None = None,
-        tool: str | None = None,
-        call_id: str | None = None,
-    ) -> None:
-        super().__init__(message, tool=tool, call_id=call_id)
-        self.retry_after = retry_after
-
-    def to_dict(self) -> dict[str, Any]:
-        data = super().to_dict()
-        if self.retry_after is not None:
-            data["retry_after"] = self.retry_after
-        return data
-
-
-class ToolBusy(ToolError):
-    """Too many calls of the tool are running (its concurrency cap or the timeout worker pool)."""
-
-    kind = "busy"
+class _MayWait(ToolError):
+    """A ToolError that may say when to try again."""
 
     def __init__(
         self, message: str, *, retry_after: float | None = None, tool: str | None = None, call_id: str | None = None
@@ -245,11 +219,20 @@ class ToolBusy(ToolError):
         super().__init__(message, tool=tool, call_id=call_id)
         self.retry_after = retry_after
 
-    def to_dict(self) -> dict[str, Any]:
-        data = super().to_dict()
-        if self.retry_after is not None:
-            data["retry_after"] = self.retry_after
-        return data
+
+class RetryableError(_MayWait):
+    """Raise from a tool to say the failure is transient; ``retry_after`` suggests a wait."""
+
+    kind = "retryable"
+
+    def __init__(self, message: str = "temporary failure", **kwargs: Any) -> None:
+        super().__init__(message, **kwargs)
+
+
+class ToolBusy(_MayWait):
+    """Too many calls of the tool are running (its concurrency cap or the timeout worker pool)."""
+
+    kind = "busy"
 
 
 class CircuitOpen(ToolError):
@@ -266,11 +249,6 @@ class CircuitOpen(ToolError):
         )
         self.retry_after = retry_after
 
-    def to_dict(self) -> dict[str, Any]:
-        data = super().to_dict()
-        data["retry_after"] = self.retry_after
-        return data
-
 
 class IdempotencyKeyMismatch(ToolError):
     """An idempotency key was reused with different arguments (HTTP 422 in the IETF draft)."""
@@ -278,16 +256,10 @@ class IdempotencyKeyMismatch(ToolError):
     kind = "idempotency_mismatch"
 
 
-class IdempotencyConflict(ToolError):
+class IdempotencyConflict(_MayWait):
     """A call with this idempotency key is still running (HTTP 409 in the IETF draft)."""
 
     kind = "idempotency_conflict"
-
-    def __init__(
-        self, message: str, *, retry_after: float | None = None, tool: str | None = None, call_id: str | None = None
-    ) -> None:
-        super().__init__(message, tool=tool, call_id=call_id)
-        self.retry_after = retry_after
 
 
 def _restore(cls: type[ToolError], state: dict[str, Any]) -> ToolError:

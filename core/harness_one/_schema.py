@@ -19,7 +19,7 @@ from jsonschema_specifications import REGISTRY as _KNOWN_SCHEMAS
 from ._docstrings import parse_docstring
 from ._errors import ToolDefinitionError
 
-__all__ = ["Signature", "analyse", "check_schema", "schema_for_type"]
+__all__ = ["Signature", "analyse", "check_schema", "json_type", "schema_for_type"]
 
 JSONSchema = dict[str, Any]
 Converter = Callable[[Any], Any]
@@ -202,13 +202,14 @@ def schema_for_type(tp: Any) -> JSONSchema:
 
 def _enum_schema(values: list[Any]) -> JSONSchema:
     schema: JSONSchema = {"enum": values}
-    kinds = {_json_type(v) for v in values}
+    kinds = {json_type(v) for v in values}
     if len(kinds) == 1:
         schema = {"type": kinds.pop(), "enum": values}
     return schema
 
 
-def _json_type(value: Any) -> str:
+def json_type(value: Any) -> str:
+    """The JSON Schema type name of a Python value (``integer``, ``array``, ...)."""
     if value is None:
         return "null"
     if isinstance(value, bool):
@@ -219,7 +220,11 @@ def _json_type(value: Any) -> str:
         return "number"
     if isinstance(value, str):
         return "string"
-    return "object"
+    if isinstance(value, (list, tuple)):
+        return "array"
+    if isinstance(value, dict):
+        return "object"
+    return type(value).__name__
 
 
 def _union_schema(args: tuple[Any, ...]) -> JSONSchema:

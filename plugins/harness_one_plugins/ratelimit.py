@@ -131,11 +131,12 @@ class RateLimitPlugin:
         budget = limit.max_wait if limit is not None and limit.max_wait is not None else self.max_wait
         if budget <= 0:
             return None
+        wait = error.retry_after or 0.0
         waited = call.state.get("rate_limit.waited", 0.0)
-        if waited + error.retry_after > budget:
+        if waited + wait > budget:
             return None
-        call.state["rate_limit.waited"] = waited + error.retry_after
-        return Retry(delay=error.retry_after)
+        call.state["rate_limit.waited"] = waited + wait
+        return Retry(delay=wait)
 
     @hookimpl
     def harness_stats(self, registry: ToolRegistry) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from jsonschema import validators as _validators
 from jsonschema.exceptions import ValidationError
 
 from harness_one import ArgumentLimits, ArgumentProblem, Call, Tool, ToolArgumentError, ToolRegistry, hookimpl
+from harness_one._schema import json_type
 
 from .formats import strict_format_checker
 
@@ -171,24 +172,6 @@ def _fill(instance: dict[str, Any], plan: _Plan) -> dict[str, Any]:
 # ---------------------------------------------------------------------------- messages
 
 
-def _json_type(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    if isinstance(value, dict):
-        return "object"
-    return type(value).__name__
-
-
 def _show(value: Any, limit: int = 60) -> str:
     try:
         text = json.dumps(value, ensure_ascii=False, default=str)
@@ -268,7 +251,7 @@ def _expected(kw: str, expect: Any) -> str:
 def _message(kw: str, expect: Any, got: Any, error: ValidationError) -> str:
     shown = _show(got)
     if kw == "type":
-        return f"expected {_expected(kw, expect)}, got {_json_type(got)} {shown}"
+        return f"expected {_expected(kw, expect)}, got {json_type(got)} {shown}"
     if kw in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
         return f"expected a number {_expected(kw, expect)}, got {shown}"
     if kw == "enum":
