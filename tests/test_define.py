@@ -204,7 +204,13 @@ def test_local_refs_and_metaschema_refs_are_fine() -> None:
         "$defs": {"pos": {"type": "integer", "minimum": 0}},
         "properties": {"a": {"$ref": "#/$defs/pos"}, "s": {"$ref": "https://json-schema.org/draft/2020-12/schema"}},
     }
-    Tool.create(lambda a, s=None: a, name="f", parameters=schema)
+    reg = ToolRegistry(autoload=False)
+    reg.add(Tool.create(lambda a, s=None: a, name="f", parameters=schema))
+    assert reg.call("f", {"a": 3, "s": {"type": "integer"}}) == 3
+    with pytest.raises(Exception, match=r"\$\.a: expected a number >= 0"):
+        reg.call("f", {"a": -1})
+    with pytest.raises(Exception, match=r"\$\.s"):
+        reg.call("f", {"a": 1, "s": {"type": 12}})  # validated against the real 2020-12 metaschema, offline
 
 
 def test_duplicate_names_and_replace(registry: ToolRegistry) -> None:

@@ -214,3 +214,17 @@ def test_class_level_methods_use_default(fresh_default: ToolRegistry) -> None:
     assert ToolRegistry.call("seven") == 7
     assert ToolRegistry.remove("seven").name == "seven"
     assert "seven" not in fresh_default
+
+
+def test_public_api_is_explicit() -> None:
+    import harness_one
+    import harness_one.tools
+
+    for module in (harness_one, harness_one.tools):
+        assert len(module.__all__) == len(set(module.__all__))
+        for name in module.__all__:
+            assert hasattr(module, name), name
+            assert not name.startswith("_") or name == "__version__"
+    assert {"defineTool", "ToolRegistry", "RateLimitExceeded", "ToolNotFound", "ToolArgumentError"} <= set(
+        harness_one.tools.__all__
+    )
