@@ -165,6 +165,18 @@ def policy_rows(n: int, r: int) -> list[tuple[str, float, int]]:
     return rows
 
 
+def peer_rows(n: int, r: int) -> list[tuple[str, float, int]]:
+    """Peers measured in the same run, when installed (the dev set-up installs langchain-core)."""
+    rows = []
+    try:
+        from langchain_core.tools import StructuredTool
+    except ImportError:
+        return rows
+    structured = StructuredTool.from_function(add, name="add", description="Adds two numbers")
+    rows.append(("peer: langchain-core StructuredTool.invoke", per_call_us(lambda: structured.invoke(ARGS), n // 10, r), n // 10))
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--number", type=int, default=20_000)
@@ -196,6 +208,7 @@ def main() -> None:
         )
     )
     rows.extend(policy_rows(n, r))
+    rows.extend(peer_rows(n, r))
     seed_n = max(200, n // 100)
     rows.append(("seed reference (section 8)", per_call_us(lambda: SeedRegistry.call("add", ARGS), seed_n, 3), seed_n))
 
