@@ -29,10 +29,10 @@ unit: $(STAMP)
 docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir build/site
 
-test: lint typecheck unit docs
+test: lint typecheck docs unit
 
 bench: $(STAMP)
-	$(PY) bench/percall.py
+	$(PY) bench/percall.py $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
