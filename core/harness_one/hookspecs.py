@@ -104,7 +104,8 @@ def harness_pre_validate(call: Call) -> None:
     Replace ``call.arguments`` to normalise them; raise
     :class:`~harness_one.ToolArgumentError` to refuse them. The standard ``validation``
     plugin runs ``trylast``, so normalisers registered without markers run before it and
-    see unvalidated input. Errors here go to ``on_error`` but are never retried.
+    see unvalidated input. Errors here go to ``on_error``, which may translate them
+    (``Outcome.failure``) but not retry or recover them.
     """
 
 
