@@ -19,6 +19,14 @@ DEMO_TOOLS = str(ROOT / "examples" / "demo_tools.py")
 BIN = Path(sys.executable).parent
 
 
+@pytest.fixture(autouse=True)
+def _logging_reset() -> Any:
+    import structlog
+
+    yield
+    structlog.reset_defaults()  # the CLI configures structlog, as applications do; later tests expect a library default
+
+
 @pytest.fixture
 def runner(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> CliRunner:
     monkeypatch.setenv("HARNESS_ONE_IDEMPOTENCY_DB", str(tmp_path / "idem.sqlite3"))

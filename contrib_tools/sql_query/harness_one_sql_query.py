@@ -74,7 +74,7 @@ def run_query(
         try:
             cursor = conn.execute(sql, params or [])
             rows = cursor.fetchmany(max_rows + 1)
-        except sqlite3.ProgrammingError as exc:
+        except (sqlite3.ProgrammingError, sqlite3.Warning) as exc:  # Python 3.10 raises Warning for two statements
             raise _refuse(str(exc), repr(sql[:80])) from None
         except sqlite3.DatabaseError as exc:
             if denied:
