@@ -213,3 +213,11 @@ def test_export_all_formats(runner: CliRunner, tmp_path: Path) -> None:
         and "cannot be exported in strict mode" in result.output
         and "map of arbitrary keys" in result.output
     )
+
+
+def test_unusable_idempotency_store_is_a_clear_error(runner: CliRunner, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("")
+    monkeypatch.setenv("HARNESS_ONE_IDEMPOTENCY_DB", str(blocker / "idem.sqlite3"))
+    result = runner.invoke(main, ["list"])
+    assert result.exit_code == 1 and "cannot open the idempotency store" in result.output

@@ -7,6 +7,7 @@ import importlib
 import importlib.util
 import json
 import logging
+import sqlite3
 import sys
 from collections import Counter
 from collections.abc import Iterable
@@ -76,8 +77,14 @@ def build_registry(settings: Settings, tool_specs: Iterable[str] = (), failures:
         from harness_one_plugins import IdempotencyPlugin, SQLiteStore
 
         path = Path(settings.idempotency_path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        plugins["idempotency"] = IdempotencyPlugin(store=SQLiteStore(path))
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            store = SQLiteStore(path)
+        except (OSError, sqlite3.Error) as exc:
+            raise click.ClickException(
+                f"cannot open the idempotency store {str(path)!r}: {exc} (set HARNESS_ONE_IDEMPOTENCY_DB)"
+            ) from None
+        plugins["idempotency"] = IdempotencyPlugin(store=store)
     registry = ToolRegistry(
         plugins=plugins,
         block=settings.block,
