@@ -197,21 +197,21 @@ class PluginSet:
         except (ValueError, pluggy.PluginValidationError) as exc:
             raise PluginError(f"Cannot register plugin {name or plugin!r}: {exc}", plugin=name) from exc
         if registered is not None:
-            hook = self.manager.hook.harness_tool_added
-            for impl in hook.get_hookimpls():
-                if impl.plugin is plugin:
-                    for tool in self._registry._tool_list():
-                        _adapt(impl, ("tool", "registry"))(tool, self._registry)
+            self._replay(self.manager.hook.harness_tool_added, plugin)
         return registered
+
+    def _replay(self, caller: pluggy.HookCaller, plugin: Any) -> None:
+        """Call ``plugin``'s implementation of a tool hook for every tool the registry has."""
+        for impl in caller.get_hookimpls():
+            if impl.plugin is plugin:
+                for tool in self._registry._tool_list():
+                    _adapt(impl, ("tool", "registry"))(tool, self._registry)
 
     def _unregister(self, name: str) -> Any:
         plugin = self.manager.get_plugin(name)
         if plugin is None:
             return None
-        for impl in self.manager.hook.harness_tool_removed.get_hookimpls():
-            if impl.plugin is plugin:
-                for tool in self._registry._tool_list():
-                    _adapt(impl, ("tool", "registry"))(tool, self._registry)
+        self._replay(self.manager.hook.harness_tool_removed, plugin)
         self.manager.unregister(plugin, name=name)
         self.sources.pop(name, None)
         return plugin

@@ -63,6 +63,7 @@ def _plain(obj: Any) -> Any:
 
 
 def _requests(provider: str, calls: Iterable[Any], registry: ToolRegistry, strict: bool) -> list[_Request]:
+    _check(provider)
     names = registry.export("gemini").names if provider == "gemini" else None
     nullable = registry.export(provider, strict=True).nullable if strict and provider.startswith("openai") else {}
     out = []
@@ -111,13 +112,13 @@ def _drop_nulls(args: Any, tree: Mapping[str, Any]) -> Any:
     return out
 
 
-def _failed(request: _Request, exc: Exception) -> CallResult:
-    error = (
-        exc
-        if isinstance(exc, ToolError)
-        else ToolError(f"Internal error while calling '{request.name}': {type(exc).__name__}: {exc}")
-    )
-    return CallResult(False, None, error, request.name, new_call_id(), 0.0, 0)
+def _settle(provider: str, request: _Request, outcome: CallResult | Exception) -> dict[str, Any]:
+    """The provider-shaped answer for a finished call, or for an exception it raised (never re-raised)."""
+    if isinstance(outcome, Exception):
+        message = f"Internal error while calling '{request.name}': {type(outcome).__name__}: {outcome}"
+        error = outcome if isinstance(outcome, ToolError) else ToolError(message)
+        outcome = CallResult(False, None, error, request.name, new_call_id(), 0.0, 0)
+    return _answer(provider, request, outcome)
 
 
 def _answer(provider: str, request: _Request, result: CallResult) -> dict[str, Any]:
@@ -150,15 +151,15 @@ def dispatch(
     match the export the model saw (OpenAI strict mode): nulls it sends for optional
     arguments are dropped so defaults apply.
     """
-    _check(provider)
     requests = _requests(provider, calls, registry, strict)
 
     def one(request: _Request) -> dict[str, Any]:
+        outcome: CallResult | Exception
         try:
-            result = registry.try_call(request.name, request.arguments, context=context, call_id=_id(request))
+            outcome = registry.try_call(request.name, request.arguments, context=context, call_id=_id(request))
         except Exception as exc:
-            result = _failed(request, exc)
-        return _answer(provider, request, result)
+            outcome = exc
+        return _settle(provider, request, outcome)
 
     if len(requests) <= 1 or concurrency <= 1:
         return [one(r) for r in requests]
@@ -176,17 +177,17 @@ async def adispatch(
     context: Mapping[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
     """The awaitable :func:`dispatch`: calls run as tasks, at most ``concurrency`` at once."""
-    _check(provider)
     requests = _requests(provider, calls, registry, strict)
     slots = asyncio.Semaphore(max(concurrency, 1))
 
     async def one(request: _Request) -> dict[str, Any]:
+        outcome: CallResult | Exception
         async with slots:
             try:
-                result = await registry.atry_call(request.name, request.arguments, context=context, call_id=_id(request))
+                outcome = await registry.atry_call(request.name, request.arguments, context=context, call_id=_id(request))
             except Exception as exc:
-                result = _failed(request, exc)
-        return _answer(provider, request, result)
+                outcome = exc
+        return _settle(provider, request, outcome)
 
     return list(await asyncio.gather(*(one(r) for r in requests)))
 

@@ -76,10 +76,13 @@ class LoggingPlugin:
         self.secret_keys = tuple(secret_keys)
         self._stdlib = logging.getLogger("harness_one.calls")
 
-    def _enabled(self) -> bool:
-        return structlog.is_configured() or self._stdlib.isEnabledFor(self.level)
+    def _sink(self) -> bool | None:
+        """True: structlog (the application configured it); False: stdlib; None: nobody listens at this level."""
+        if structlog.is_configured():
+            return True
+        return False if self._stdlib.isEnabledFor(self.level) else None
 
-    def _emit(self, event: str, call: Call, outcome: str, **extra: Any) -> None:
+    def _emit(self, to_structlog: bool, event: str, call: Call, outcome: str, **extra: Any) -> None:
         fields: dict[str, Any] = {
             "tool": call.tool.name,
             "call_id": call.call_id,
@@ -91,7 +94,7 @@ class LoggingPlugin:
         }
         if self.log_arguments:
             fields["arguments"] = redact(call.arguments, self.secret_keys)
-        if structlog.is_configured():
+        if to_structlog:
             structlog.get_logger("harness_one.calls").log(self.level, event, **fields)
         else:
             detail = " ".join(f"{k}={v!r}" for k, v in fields.items())
@@ -99,15 +102,17 @@ class LoggingPlugin:
 
     @hookimpl(trylast=True)
     def harness_post_call(self, call: Call) -> None:
-        if self._enabled():
-            self._emit("tool_call", call, "ok", result_size=_size(call.result))
+        sink = self._sink()
+        if sink is not None:
+            self._emit(sink, "tool_call", call, "ok", result_size=_size(call.result))
 
     @hookimpl(trylast=True)
     def harness_on_error(self, call: Call, error: BaseException) -> None:
-        if not self._enabled():
+        sink = self._sink()
+        if sink is None:
             return
         retrying = type(call.state.get("decision")) is Retry
         extra: dict[str, Any] = {"error_type": type(error).__name__}
         if isinstance(error, ToolError):
             extra["error"] = error.message.splitlines()[0]
-        self._emit("tool_call_retry" if retrying else "tool_call", call, "retry" if retrying else "error", **extra)
+        self._emit(sink, "tool_call_retry" if retrying else "tool_call", call, "retry" if retrying else "error", **extra)
