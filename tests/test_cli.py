@@ -221,3 +221,34 @@ def test_unusable_idempotency_store_is_a_clear_error(runner: CliRunner, monkeypa
     monkeypatch.setenv("HARNESS_ONE_IDEMPOTENCY_DB", str(blocker / "idem.sqlite3"))
     result = runner.invoke(main, ["list"])
     assert result.exit_code == 1 and "cannot open the idempotency store" in result.output
+
+
+def test_doctor_reports_name_conflicts(runner: CliRunner, dists: Any) -> None:
+    clash = "from harness_one import defineTool\n@defineTool(registry=None)\ndef calculate(expression: str) -> str:\n    return expression\n"
+    dists.make("aa-shadow-calc", {"aa_shadow": clash}, {"harness_one.tools": {"calculate": "aa_shadow:calculate"}})
+    result = runner.invoke(main, ["doctor"])
+    assert result.exit_code == 1
+    assert "tool 'calculate': kept aa-shadow-calc, skipped harness-one-calculate" in result.output
+
+
+def test_log_format_follows_the_terminal_and_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    import io
+
+    import structlog
+
+    from harness_one._cli import configure_logging
+    from harness_one._config import load_settings
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    for stream, looks_json in ((io.StringIO(), True), (Terminal(), False)):
+        configure_logging(None, "info", stream)
+        structlog.get_logger("harness_one.calls").info("tool_call", tool="t")
+        line = stream.getvalue().strip()
+        assert line.startswith("{") is looks_json and "tool_call" in line
+    monkeypatch.setenv("HARNESS_ONE_LOG_FORMAT", "json")
+    monkeypatch.setenv("HARNESS_ONE_LOG_LEVEL", "info")
+    settings = load_settings(None)
+    assert (settings.log_format, settings.log_level) == ("json", "info")

@@ -142,6 +142,8 @@ def test_conflict_while_running(make_store: Any) -> None:
 
 
 def test_expiry_and_crashed_worker_lease(clock: ManualClock) -> None:
+    defaults = IdempotencyPlugin()
+    assert (defaults.ttl, defaults.lease, defaults.wait) == (24 * 3600, 300, 0)  # Stripe's 24 h; a 5 min lease
     store = MemoryStore()
     reg = ToolRegistry(plugins={"idempotency": IdempotencyPlugin(store=store, clock=clock, ttl=100, lease=10)}, autoload=False)
     counter = Counter()
