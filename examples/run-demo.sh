@@ -6,5 +6,5 @@ cd "$(dirname "$0")"
 rm -rf .demo
 python make_demo_db.py .demo/shop.sqlite3
 HARNESS_ONE_SQL_DB=.demo/shop.sqlite3 \
-HARNESS_ONE_IDEMPOTENCY_DB=.demo/idempotency.sqlite3 \
+HARNESS_ONE_STATE=.demo/state.sqlite3 \
   harness-one --tools demo_tools.py run --output text --input session.jsonl

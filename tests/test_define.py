@@ -255,12 +255,10 @@ def test_bare_decorator_and_metadata(registry: ToolRegistry) -> None:
         return 2 * x
 
     tool = registry.get("double")
-    assert (tool.tags, tool.read_only, tool.open_world, tool.output_schema) == (
-        frozenset({"math"}),
-        True,
-        False,
-        {"type": "integer"},
-    )
+    assert (tool.tags, tool.read_only, tool.open_world) == (frozenset({"math"}), True, False)
+    # not an object, so wrapped as FastMCP does: the result travels as {"result": value}
+    assert tool.output_schema == {"type": "object", "properties": {"result": {"type": "integer"}}, "required": ["result"]}
+    assert tool.output_wrapped
     assert tool.description == "Double a number."
     assert double(4) == 8
 

@@ -88,6 +88,7 @@ def test_conflicts_resolve_the_same_way(dists: Any) -> None:
         reg = ToolRegistry(discover=True, autoload=False)
         assert reg.get("shout").source == "hx-a-first"  # distributions load in name order
         assert reg.call("shout", {"text": "x"}) == "X"
+        reg.tools()  # a listing loads every package, so the conflict is known
         assert [(c.name, c.kept, c.skipped) for c in reg.discovery.conflicts] == [("shout", "hx-a-first", "hx-b-second")]
         assert reg.call("plain", {"n": 1}) == 2  # a plain function becomes a tool
 

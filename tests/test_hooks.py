@@ -154,7 +154,7 @@ def test_errors_in_pre_validate_reach_on_error_but_are_not_retried(bare: ToolReg
     assert seen == ["ToolArgumentError"]
 
 
-def test_new_style_wrappers_go_through_pluggy(bare: ToolRegistry) -> None:
+def test_per_call_wrappers_are_refused_at_registration(bare: ToolRegistry) -> None:
     log: list[str] = []
 
     class Wrap:
@@ -167,10 +167,12 @@ def test_new_style_wrappers_go_through_pluggy(bare: ToolRegistry) -> None:
                 log.append("after")
 
     bare.plugins.register(Recorder(log, "r"), name="r")
-    bare.plugins.register(Wrap(), name="wrap")
+    with pytest.raises(PluginError, match="'wrap': harness_post_call is a wrapper"):
+        bare.plugins.register(Wrap(), name="wrap")
+    assert "wrap" not in bare.plugins and bare.plugins.names() == ["r"]
     bare.add(lambda: 5, name="five")
     assert bare.call("five") == 5
-    assert log[-3:] == ["before", "r:post_call:5", "after"]
+    assert log == ["r:pre_validate", "r:pre_call:1", "r:post_call:5"]
 
 
 def test_standard_plugins_load_by_name(registry: ToolRegistry) -> None:

@@ -189,3 +189,36 @@ def test_bad_timeout_settings() -> None:
         ToolRegistry(autoload=False).add(lambda: 1, name="f", timeout=1, timeout_mode="kill")
     with pytest.raises(ValueError, match="mode"):
         TimeoutPlugin(mode="fork")
+
+
+def test_process_mode_kills_the_tools_process_group(tmp_path: os.PathLike[str]) -> None:
+    import contextlib
+    import signal
+    import subprocess
+
+    reg = ToolRegistry(autoload=False)
+    reg.add(tfp.hang_with_grandchild, timeout=0.5, timeout_mode="process")
+    pidfile = os.path.join(tmp_path, "grandchild.pid")
+    with pytest.raises(ToolTimeout):
+        reg.call("hang_with_grandchild", {"pidfile": pidfile})
+    with open(pidfile) as written:
+        grandchild = int(written.read())
+    try:
+        stat = subprocess.run(["ps", "-o", "stat=", "-p", str(grandchild)], check=False, capture_output=True, text=True).stdout
+        assert stat.strip()[:1] in ("", "Z")  # gone (or dead, waiting for init to reap it)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(grandchild, signal.SIGKILL)
+
+
+def test_process_mode_reuses_a_warm_worker_and_replaces_a_dead_one() -> None:
+    reg = ToolRegistry(autoload=False)
+    reg.add(tfp.pid, timeout=30, timeout_mode="process")
+    reg.add(tfp.exit_now, timeout=30, timeout_mode="process")
+    worker = reg.call("pid")
+    assert reg.call("pid") == worker  # no new process per call
+    with pytest.raises(ToolExecutionError, match="exited with code 3 before answering") as err:
+        reg.call("exit_now", {"code": 3})
+    assert isinstance(err.value.cause, RuntimeError)
+    assert reg.call("pid") not in (worker, os.getpid())
+    reg.plugins.get("timeout").processes.shutdown()

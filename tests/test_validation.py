@@ -137,11 +137,10 @@ def test_remote_refs_never_fetched_even_when_compiled_directly() -> None:
 
 
 def test_compiled_once_per_tool(vreg: ToolRegistry, monkeypatch: pytest.MonkeyPatch) -> None:
-    import harness_one_plugins.validation as mod
-
+    plugin_globals = ValidationPlugin.harness_tool_added.__globals__  # the module the plugin in use came from
     compiled: list[Any] = []
-    real = mod.compile_schema
-    monkeypatch.setattr(mod, "compile_schema", lambda s, b="auto", **kw: compiled.append(s) or real(s, b, **kw))
+    real = plugin_globals["compile_schema"]
+    monkeypatch.setitem(plugin_globals, "compile_schema", lambda s, b="auto", **kw: compiled.append(s) or real(s, b, **kw))
     vreg.add(lambda a: a, name="f", parameters={"type": "object", "properties": {"a": {"type": "integer"}}})
     for i in range(50):
         vreg.call("f", {"a": i})

@@ -1,9 +1,20 @@
 """``calculate``: arithmetic on a whitelist of operators and math functions, without ``eval``.
 
-The expression is parsed with :mod:`ast` and only numbers, ``+ - * / // % **``, unary signs,
-parentheses, a few constants and whitelisted functions are evaluated. Size limits keep it
-cheap: the expression length, the exponent of ``**`` and the size of every intermediate
-result are bounded, so ``9**9**9`` is refused at once instead of hanging the CPU.
+The expression is parsed with :mod:`ast`; only numbers, ``+ - * / // % **``, unary signs,
+parentheses, a few constants and whitelisted functions are evaluated. Every size limit is
+checked *before* the work it bounds (a computation that holds the GIL cannot be timed out
+from a thread), so a refusal is instant:
+
+- the expression: at most :data:`MAX_LENGTH` characters and :data:`MAX_DEPTH` levels of
+  nesting (parentheses, calls, signs and right operands nest; a chain ``1 + 2 + 3`` does not);
+- every integer (literal, operand, intermediate, result): at most :data:`MAX_RESULT_DIGITS`
+  digits, estimated from bit lengths before ``*`` and ``**`` run;
+- ``factorial(n)``: ``n <= MAX_FACTORIAL`` (the largest with a result under the digit limit);
+- ``round(x, ndigits)``: ``|ndigits| <= MAX_RESULT_DIGITS``;
+- every result is a real number (``(-8) ** 0.5`` is refused, not returned as a complex).
+
+Evaluation walks the tree with an explicit stack, so no Python recursion limit is involved.
+Every refusal is a :class:`ToolArgumentError` for ``$.expression``.
 """
 
 from __future__ import annotations
@@ -11,39 +22,109 @@ from __future__ import annotations
 import ast
 import math
 import operator
+import re
+import warnings
 from collections.abc import Callable
 from typing import Any
 
 from harness_one import ArgumentProblem, ToolArgumentError, defineTool
 
-__all__ = ["MAX_LENGTH", "MAX_RESULT_DIGITS", "calculate", "evaluate"]
+__all__ = ["MAX_DEPTH", "MAX_FACTORIAL", "MAX_LENGTH", "MAX_RESULT_DIGITS", "calculate", "evaluate"]
 
 MAX_LENGTH = 1000
+MAX_DEPTH = 100
 MAX_RESULT_DIGITS = 1000  # integers beyond this many digits are refused
-MAX_FACTORIAL = 500
+
+
+def _largest_factorial(digits: int) -> int:
+    n = 0
+    while math.lgamma(n + 2) / math.log(10) < digits:  # log10((n + 1)!) < digits: (n + 1)! fits
+        n += 1
+    return n
+
+
+MAX_FACTORIAL = _largest_factorial(MAX_RESULT_DIGITS)
+_INT_BOUND = 10**MAX_RESULT_DIGITS  # |value| < bound  <=>  at most MAX_RESULT_DIGITS digits
+_MAX_BITS = (_INT_BOUND - 1).bit_length()
 
 _BINARY: dict[type[ast.operator], Callable[[Any, Any], Any]] = {
     ast.Add: operator.add,
     ast.Sub: operator.sub,
-    ast.Mult: operator.mul,
     ast.Div: operator.truediv,
     ast.FloorDiv: operator.floordiv,
     ast.Mod: operator.mod,
 }
 _UNARY: dict[type[ast.unaryop], Callable[[Any], Any]] = {ast.UAdd: operator.pos, ast.USub: operator.neg}
+_FILENAME = "<calculate>"
+_QUIET = ("ignore", None, SyntaxWarning, re.compile(re.escape(_FILENAME)), 0)
 _CONSTANTS = {"pi": math.pi, "e": math.e, "tau": math.tau, "inf": math.inf}
 
 
+class _Refused(Exception):
+    """An expression outside the whitelist; the message says which."""
+
+
+class _TooBig(_Refused):
+    """An expression past a size limit; the message names the limit, ``expected`` states it."""
+
+    def __init__(self, message: str, expected: str) -> None:
+        super().__init__(message)
+        self.expected = expected
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _too_many_digits(what: str) -> _TooBig:
+    return _TooBig(f"{what} more than {MAX_RESULT_DIGITS} digits (the limit for integers)", f"<= {MAX_RESULT_DIGITS} digits")
+
+
+def _multiply(left: Any, right: Any) -> Any:
+    if _is_int(left) and _is_int(right) and left.bit_length() + right.bit_length() - 1 > _MAX_BITS:
+        raise _too_many_digits("the product would have")
+    return left * right
+
+
+def _power(base: Any, exponent: Any) -> Any:
+    # digits(base ** exponent) ~ exponent * log10|base|; the bit-length test keeps that float finite
+    if (
+        _is_int(base)
+        and _is_int(exponent)
+        and abs(base) > 1
+        and exponent > 0
+        and (exponent.bit_length() > 64 or exponent * math.log10(abs(base)) > MAX_RESULT_DIGITS)
+    ):
+        shown = f"{base} ** {exponent}"
+        raise _too_many_digits(f"{shown if len(shown) <= 40 else 'the power'} would have")
+    return operator.pow(base, exponent)
+
+
 def _factorial(n: Any) -> int:
-    if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+    if not _is_int(n) or n < 0:
         raise ValueError("factorial() takes a non-negative integer")
     if n > MAX_FACTORIAL:
-        raise ValueError(f"factorial() is limited to n <= {MAX_FACTORIAL}")
+        raise _TooBig(
+            f"factorial() is limited to n <= {MAX_FACTORIAL} (a larger result has more than {MAX_RESULT_DIGITS} digits)",
+            f"n <= {MAX_FACTORIAL}",
+        )
     return math.factorial(n)
 
 
+def _round(number: Any, ndigits: Any = None) -> Any:
+    if ndigits is not None and _is_int(ndigits) and abs(ndigits) > MAX_RESULT_DIGITS:
+        raise _TooBig(
+            f"round() takes ndigits between -{MAX_RESULT_DIGITS} and {MAX_RESULT_DIGITS}, not {ndigits}",
+            f"|ndigits| <= {MAX_RESULT_DIGITS}",
+        )
+    return round(number) if ndigits is None else round(number, ndigits)
+
+
+_BINARY[ast.Mult] = _multiply
+_BINARY[ast.Pow] = _power
+
 _FUNCTIONS: dict[str, Callable[..., Any]] = {
-    "abs": abs, "round": round, "min": min, "max": max,
+    "abs": abs, "round": _round, "min": min, "max": max,
     "sqrt": math.sqrt, "exp": math.exp, "log": math.log, "log10": math.log10, "log2": math.log2,
     "sin": math.sin, "cos": math.cos, "tan": math.tan, "asin": math.asin, "acos": math.acos, "atan": math.atan,
     "atan2": math.atan2, "sinh": math.sinh, "cosh": math.cosh, "tanh": math.tanh,
@@ -52,85 +133,145 @@ _FUNCTIONS: dict[str, Callable[..., Any]] = {
 }  # fmt: skip
 
 
-class _Refused(Exception):
-    """An expression outside the whitelist or the limits; the message says which."""
+def _checked(value: Any) -> Any:
+    """``value`` if it is a real number inside the integer limit."""
+    if _is_int(value):
+        if not -_INT_BOUND < value < _INT_BOUND:
+            raise _too_many_digits("a number in the calculation has")
+        return value
+    if isinstance(value, float):
+        return value
+    if isinstance(value, complex):
+        raise _Refused("the result is not a real number (a fractional power of a negative number?)")
+    raise _Refused(f"the result is not a number but {type(value).__name__}")
 
 
-def _check_size(value: Any) -> Any:
-    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > MAX_RESULT_DIGITS * 3.33:
-        raise _Refused(f"an intermediate result has more than {MAX_RESULT_DIGITS} digits")
-    return value
-
-
-def _power(base: Any, exponent: Any) -> Any:
-    if isinstance(exponent, int) and isinstance(base, int) and abs(base) > 1:
-        if exponent > 0 and exponent * math.log10(abs(base)) > MAX_RESULT_DIGITS:
-            raise _Refused(f"{base} ** {exponent} would have more than {MAX_RESULT_DIGITS} digits")
-    elif isinstance(exponent, (int, float)) and abs(exponent) > 10_000 and isinstance(base, (int, float)) and abs(base) != 1:
-        raise _Refused(f"the exponent {exponent} is too large")
-    return operator.pow(base, exponent)
-
-
-def _eval(node: ast.AST) -> Any:
-    if isinstance(node, ast.Expression):
-        return _eval(node.body)
+def _operands(node: ast.AST) -> list[ast.expr]:
+    """The nodes ``node`` is computed from, after checking it is allowed (nothing is computed here)."""
     if isinstance(node, ast.Constant):
         if isinstance(node.value, (int, float)) and not isinstance(node.value, bool):
-            return node.value
+            return []
         raise _Refused(f"only numbers are allowed, not {type(node.value).__name__} {node.value!r}")
     if isinstance(node, ast.BinOp):
-        left, right = _eval(node.left), _eval(node.right)
-        if isinstance(node.op, ast.Pow):
-            return _check_size(_power(left, right))
-        op = _BINARY.get(type(node.op))
-        if op is None:
+        if type(node.op) not in _BINARY:
             raise _Refused(f"the operator {type(node.op).__name__} is not allowed")
-        return _check_size(op(left, right))
+        return [node.left, node.right]
     if isinstance(node, ast.UnaryOp):
-        unary = _UNARY.get(type(node.op))
-        if unary is None:
+        if type(node.op) not in _UNARY:
             raise _Refused(f"the operator {type(node.op).__name__} is not allowed")
-        return unary(_eval(node.operand))
+        return [node.operand]
     if isinstance(node, ast.Name):
         if node.id in _CONSTANTS:
-            return _CONSTANTS[node.id]
+            return []
         raise _Refused(f"unknown name {node.id!r}; constants: {', '.join(sorted(_CONSTANTS))}")
     if isinstance(node, ast.Call):
         if isinstance(node.func, ast.Attribute):
             raise _Refused("attribute access is not allowed")
         if not isinstance(node.func, ast.Name):
             raise _Refused("only direct calls of whitelisted functions are allowed")
-        func = _FUNCTIONS.get(node.func.id)
-        if func is None:
+        if node.func.id not in _FUNCTIONS:
             raise _Refused(f"the function {node.func.id!r} is not allowed; functions: {', '.join(sorted(_FUNCTIONS))}")
         if node.keywords:
             raise _Refused("keyword arguments are not allowed")
-        return _check_size(func(*(_eval(arg) for arg in node.args)))
+        if any(isinstance(arg, ast.Starred) for arg in node.args):
+            raise _Refused("* arguments are not allowed")
+        return list(node.args)
     if isinstance(node, ast.Attribute):
         raise _Refused("attribute access is not allowed")
     raise _Refused(f"{type(node).__name__} is not allowed in an arithmetic expression")
 
 
+def _check(root: ast.expr) -> None:
+    """Refuse anything outside the whitelist or nested past :data:`MAX_DEPTH`, before computing."""
+    stack: list[tuple[ast.expr, int]] = [(root, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise _TooBig(f"the expression is nested more than {MAX_DEPTH} levels deep", f"<= {MAX_DEPTH} levels")
+        children = _operands(node)
+        if isinstance(node, ast.BinOp):  # a left-to-right chain (1 + 2 + 3) stays at one level
+            stack += [(node.left, depth), (node.right, depth + 1)]
+        else:
+            stack += [(child, depth + 1) for child in children]
+        if isinstance(node, ast.Constant):
+            _checked(node.value)
+
+
+def _apply(node: ast.expr, values: list[Any]) -> Any:
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, ast.Name):
+        return _CONSTANTS[node.id]
+    if isinstance(node, ast.BinOp):
+        return _BINARY[type(node.op)](*values)
+    if isinstance(node, ast.UnaryOp):
+        return _UNARY[type(node.op)](*values)
+    assert isinstance(node, ast.Call) and isinstance(node.func, ast.Name)  # _check allowed nothing else
+    return _FUNCTIONS[node.func.id](*values)
+
+
+def _eval(root: ast.expr) -> Any:
+    """Post-order evaluation with an explicit stack (no recursion)."""
+    values: list[Any] = []
+    stack: list[tuple[ast.expr, bool]] = [(root, False)]
+    while stack:
+        node, ready = stack.pop()
+        children = _operands(node)
+        if not ready:
+            stack.append((node, True))
+            stack += [(child, False) for child in reversed(children)]
+            continue
+        arguments = values[len(values) - len(children) :]
+        del values[len(values) - len(children) :]
+        values.append(_checked(_apply(node, arguments)))
+    return values[0]
+
+
+def _quiet_tokenizer() -> None:
+    """Silence the tokenizer's SyntaxWarnings ("1if", "0x1for") for expressions only: they are the model's text.
+
+    Checked per call, because ``warnings.catch_warnings`` elsewhere may have dropped the filter.
+    """
+    if _QUIET not in warnings.filters:
+        warnings.filterwarnings("ignore", category=SyntaxWarning, module=re.escape(_FILENAME))
+
+
 def evaluate(expression: str) -> int | float:
     """Evaluate ``expression`` or raise :class:`ToolArgumentError` saying what is not allowed."""
 
-    def refuse(message: str, got: str | None = None) -> ToolArgumentError:
-        return ToolArgumentError([ArgumentProblem("$.expression", message, "expression", "an arithmetic expression", got)])
+    def refuse(message: str, keyword: str = "expression", expected: str = "an arithmetic expression") -> ToolArgumentError:
+        got = repr(expression[:60]) + ("..." if len(expression) > 60 else "")
+        return ToolArgumentError([ArgumentProblem("$.expression", message, keyword, expected, got)])
+
+    def too_deep() -> ToolArgumentError:
+        return refuse(f"the expression is nested more than {MAX_DEPTH} levels deep", "limits", f"<= {MAX_DEPTH} levels")
 
     if len(expression) > MAX_LENGTH:
-        raise refuse(f"the expression is {len(expression)} characters; the limit is {MAX_LENGTH}")
+        raise refuse(
+            f"the expression is {len(expression)} characters; the limit is {MAX_LENGTH}", "limits", f"<= {MAX_LENGTH} characters"
+        )
+    _quiet_tokenizer()
     try:
-        tree = ast.parse(expression.strip(), mode="eval")
+        tree = ast.parse(expression.strip(), _FILENAME, mode="eval")
     except SyntaxError as exc:
-        raise refuse(f"not a valid expression: {exc.msg} at column {exc.offset}", repr(expression[:60])) from None
+        if "too many nested" in (exc.msg or ""):
+            raise too_deep() from None
+        raise refuse(f"not a valid expression: {exc.msg} at column {exc.offset}") from None
+    except (RecursionError, MemoryError):  # the parser's own nesting limits
+        raise too_deep() from None
     try:
-        result: int | float = _eval(tree)
+        _check(tree.body)
+        result: int | float = _eval(tree.body)
+    except _TooBig as exc:
+        raise refuse(str(exc), "limits", exc.expected) from None
     except _Refused as exc:
-        raise refuse(str(exc), repr(expression[:60])) from None
+        raise refuse(str(exc)) from None
     except ZeroDivisionError:
-        raise refuse("division by zero", repr(expression[:60])) from None
-    except (ValueError, OverflowError, TypeError) as exc:
-        raise refuse(f"math error: {exc}", repr(expression[:60])) from None
+        raise refuse("division by zero") from None
+    except OverflowError as exc:
+        raise refuse(f"math error: the result is out of the range of a float (about 1.8e308): {exc}") from None
+    except (ValueError, TypeError) as exc:
+        raise refuse(f"math error: {exc}") from None
     return result
 
 

@@ -7,7 +7,11 @@
   NAT64). The request then goes to that address (the ``Host`` header and TLS SNI carry the
   name), so a second DNS answer cannot switch it to another host (DNS rebinding).
 - Redirects are followed by hand, each hop checked the same way, at most ``max_redirects``.
-- Time and response size are capped; the result says when it was truncated.
+- One deadline, ``timeout`` seconds, covers the whole fetch: DNS, connect, TLS, every read
+  and write of headers and body, over every redirect. Each socket operation gets only the
+  time left, so a server that trickles a byte at a time cannot stretch it.
+- The body is read raw and decompressed here (gzip, deflate), never past ``max_bytes``, so a
+  small compressed body cannot inflate in memory; the result says when it was truncated.
 - HTML becomes readable text; JSON stays JSON.
 
 ``HARNESS_ONE_FETCH_ALLOW`` (comma-separated hosts, addresses or CIDR networks) opens chosen
@@ -16,18 +20,23 @@ private destinations on purpose; :func:`make_fetch_url` builds a tool with its o
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import json
 import os
 import re
 import socket
+import ssl
+import threading
 import time
-from collections.abc import Callable, Iterable
+import zlib
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from typing import Any
 from urllib.parse import urljoin
 
+import httpcore
 import httpx
 
 from harness_one import ArgumentProblem, Tool, ToolArgumentError, ToolError, ToolTimeout, defineTool
@@ -50,7 +59,12 @@ def system_resolver(host: str, port: int) -> list[str]:
 
 @dataclass(frozen=True)
 class FetchPolicy:
-    """What ``fetch`` may do. ``allow`` opens hosts, addresses or networks that would be refused."""
+    """What ``fetch`` may do. ``allow`` opens hosts, addresses or networks that would be refused.
+
+    ``timeout`` is the total for one fetch, redirects included; ``max_bytes`` bounds the
+    decompressed body. A ``transport`` (for tests) replaces the network, and with it the
+    per-operation deadline: then the deadline is checked between body chunks only.
+    """
 
     allow: tuple[str, ...] = ()
     max_bytes: int = 1_000_000
@@ -108,7 +122,7 @@ def _refuse(message: str, url: str) -> ToolArgumentError:
     return ToolArgumentError([ArgumentProblem("$.url", message, "url", "a public http(s) URL", repr(url[:200]))])
 
 
-def _pin(url: httpx.URL, policy: FetchPolicy) -> tuple[httpx.URL, dict[str, str], dict[str, Any]]:
+def _pin(url: httpx.URL, policy: FetchPolicy, deadline: _Deadline) -> tuple[httpx.URL, dict[str, str], dict[str, Any]]:
     """Resolve ``url``'s host once, check every address, and aim the request at the first."""
     if url.scheme not in ("http", "https"):
         raise _refuse(f"only http and https URLs can be fetched, not {url.scheme or 'a relative URL'!r}", str(url))
@@ -124,7 +138,7 @@ def _pin(url: httpx.URL, policy: FetchPolicy) -> tuple[httpx.URL, dict[str, str]
         addresses = [literal]
     else:
         try:
-            addresses = [ipaddress.ip_address(a.split("%")[0]) for a in policy.resolver(host, port)]
+            addresses = [ipaddress.ip_address(a.split("%")[0]) for a in _resolve(policy, host, port, deadline)]
         except (OSError, ValueError) as exc:
             raise ToolError(f"Could not resolve {host!r}: {exc}") from None
         if not addresses:
@@ -138,9 +152,140 @@ def _pin(url: httpx.URL, policy: FetchPolicy) -> tuple[httpx.URL, dict[str, str]
     netloc_host = f"[{target}]" if target.version == 6 else str(target)
     pinned = url.copy_with(host=netloc_host.strip("[]"))
     default_port = port == (443 if url.scheme == "https" else 80)
-    headers = {"Host": host if default_port else f"{host}:{port}", "Accept": "text/html, application/json;q=0.9, text/*;q=0.8"}
+    headers = {
+        "Host": host if default_port else f"{host}:{port}",
+        "Accept": "text/html, application/json;q=0.9, text/*;q=0.8",
+        "Accept-Encoding": "gzip, deflate",  # what _read can decompress within the byte limit
+    }
     extensions = {"sni_hostname": host} if url.scheme == "https" and literal is None else {}
     return pinned, headers, extensions
+
+
+class _Deadline:
+    """The end of one fetch: every network operation gets at most the time left."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.at = time.monotonic() + seconds
+
+    def left(self) -> float:
+        return self.at - time.monotonic()
+
+    def cap(self, timeout: float | None, error: type[Exception]) -> float:
+        """``timeout`` shortened to the time left; ``error`` when none is left."""
+        left = self.left()
+        if left <= 0:
+            raise error(f"the fetch deadline of {self.seconds:g} s passed")
+        return left if timeout is None else min(timeout, left)
+
+
+class _DeadlineStream(httpcore.NetworkStream):
+    def __init__(self, stream: httpcore.NetworkStream, deadline: _Deadline) -> None:
+        self._stream = stream
+        self._deadline = deadline
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        return self._stream.read(max_bytes, self._deadline.cap(timeout, httpcore.ReadTimeout))
+
+    def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        self._stream.write(buffer, self._deadline.cap(timeout, httpcore.WriteTimeout))
+
+    def close(self) -> None:
+        self._stream.close()
+
+    def start_tls(
+        self, ssl_context: ssl.SSLContext, server_hostname: str | None = None, timeout: float | None = None
+    ) -> httpcore.NetworkStream:
+        tls = self._stream.start_tls(ssl_context, server_hostname, self._deadline.cap(timeout, httpcore.ConnectTimeout))
+        return _DeadlineStream(tls, self._deadline)
+
+    def get_extra_info(self, info: str) -> Any:
+        return self._stream.get_extra_info(info)
+
+
+class _DeadlineBackend(httpcore.NetworkBackend):
+    """httpcore's socket backend, with every connect, read and write ending by the deadline."""
+
+    def __init__(self, deadline: _Deadline) -> None:
+        self._backend = httpcore.SyncBackend()
+        self._deadline = deadline
+
+    def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Iterable[Any] | None = None,
+    ) -> httpcore.NetworkStream:
+        left = self._deadline.cap(timeout, httpcore.ConnectTimeout)
+        return _DeadlineStream(self._backend.connect_tcp(host, port, left, local_address, socket_options), self._deadline)
+
+    def connect_unix_socket(
+        self, path: str, timeout: float | None = None, socket_options: Iterable[Any] | None = None
+    ) -> httpcore.NetworkStream:
+        raise httpcore.ConnectError("unix sockets are not fetched")
+
+    def sleep(self, seconds: float) -> None:
+        self._backend.sleep(min(seconds, max(self._deadline.left(), 0)))
+
+
+@functools.lru_cache(maxsize=1)
+def _ssl_context() -> ssl.SSLContext:
+    return httpx.create_ssl_context(trust_env=False)
+
+
+class _Body(httpx.SyncByteStream):
+    def __init__(self, response: httpcore.Response) -> None:
+        self._response = response
+
+    def __iter__(self) -> Iterator[bytes]:
+        yield from self._response.iter_stream()
+
+    def close(self) -> None:
+        self._response.close()
+
+
+class _DeadlineTransport(httpx.BaseTransport):
+    """HTTP/1.1 through httpcore on :class:`_DeadlineBackend` (httpx's own transport cannot take a backend)."""
+
+    def __init__(self, deadline: _Deadline) -> None:
+        self._pool = httpcore.ConnectionPool(ssl_context=_ssl_context(), network_backend=_DeadlineBackend(deadline))
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        url = request.url
+        core = httpcore.Request(
+            request.method,
+            httpcore.URL(scheme=url.raw_scheme, host=url.raw_host, port=url.port, target=url.raw_path),
+            headers=request.headers.raw,
+            extensions=request.extensions,
+        )
+        response = self._pool.handle_request(core)
+        return httpx.Response(response.status, headers=response.headers, stream=_Body(response), extensions=response.extensions)
+
+    def close(self) -> None:
+        self._pool.close()
+
+
+def _resolve(policy: FetchPolicy, host: str, port: int, deadline: _Deadline) -> list[str]:
+    """``policy.resolver(host, port)``, given up on at the deadline (``getaddrinfo`` has no timeout of its own)."""
+    outcome: list[Any] = []
+
+    def run() -> None:
+        try:
+            outcome.append(policy.resolver(host, port))
+        except Exception as exc:  # handed to the caller below
+            outcome.append(exc)
+
+    worker = threading.Thread(target=run, name=f"resolve {host}", daemon=True)
+    worker.start()
+    worker.join(max(deadline.left(), 0))
+    if not outcome:  # the lookup goes on in its daemon thread; its answer is dropped
+        raise ToolTimeout(deadline.seconds)
+    if isinstance(outcome[0], Exception):
+        raise outcome[0]
+    answer: list[str] = outcome[0]
+    return answer
 
 
 class _TextExtractor(HTMLParser):
@@ -215,11 +360,12 @@ def fetch(url: str, policy: FetchPolicy) -> dict[str, Any]:
         current = httpx.URL(url)
     except (httpx.InvalidURL, TypeError) as exc:
         raise _refuse(f"not a valid URL: {exc}", url) from None
-    deadline = time.monotonic() + policy.timeout
-    with httpx.Client(transport=policy.transport, follow_redirects=False, trust_env=False) as client:
+    deadline = _Deadline(policy.timeout)
+    transport = policy.transport if policy.transport is not None else _DeadlineTransport(deadline)
+    with httpx.Client(transport=transport, follow_redirects=False, trust_env=False) as client:
         for hop in range(policy.max_redirects + 1):
-            pinned, headers, extensions = _pin(current, policy)
-            left = deadline - time.monotonic()
+            pinned, headers, extensions = _pin(current, policy, deadline)
+            left = deadline.left()
             if left <= 0:
                 raise ToolTimeout(policy.timeout)
             try:
@@ -231,24 +377,74 @@ def fetch(url: str, policy: FetchPolicy) -> dict[str, Any]:
                         continue
                     body, truncated = _read(response, policy.max_bytes, deadline)
                     return _result(url, current, response, body, truncated, hop)
-            except httpx.TimeoutException:
+            except (httpx.TimeoutException, httpcore.TimeoutException):
                 raise ToolTimeout(policy.timeout) from None
-            except httpx.HTTPError as exc:
+            except (httpx.HTTPError, httpcore.NetworkError, httpcore.ProtocolError, httpcore.UnsupportedProtocol) as exc:
                 raise ToolError(f"Fetching {str(current)!r} failed: {type(exc).__name__}: {exc}") from None
     raise ToolError(f"Too many redirects (more than {policy.max_redirects}) starting at {url!r}.")
 
 
-def _read(response: httpx.Response, limit: int, deadline: float) -> tuple[bytes, bool]:
-    chunks: list[bytes] = []
-    size = 0
-    for chunk in response.iter_bytes():
-        chunks.append(chunk)
-        size += len(chunk)
-        if size > limit:
-            return b"".join(chunks)[:limit], True
-        if time.monotonic() > deadline:
-            raise ToolTimeout(round(deadline, 3))
-    return b"".join(chunks), False
+_Decoder = Callable[[bytes, int], tuple[bytes, bytes]]  # (input, room) -> (output of at most room bytes, input left)
+
+
+def _decoder(content_encoding: str) -> _Decoder:
+    """A decoder for the response's ``Content-Encoding`` that never outputs more than it has room for."""
+    codings = [c.strip().lower() for c in content_encoding.split(",") if c.strip().lower() not in ("", "identity")]
+    if not codings:
+        return lambda data, room: (data[:room], data[room:])
+    if len(codings) > 1 or codings[0] not in ("gzip", "x-gzip", "deflate"):
+        raise ToolError(f"The server sent content-encoding {content_encoding!r}; only gzip and deflate are supported.")
+    return _Inflate(codings[0])
+
+
+class _Inflate:
+    """gzip or deflate decoding (a zlib or gzip header detected, raw deflate as a fallback) within ``room`` bytes."""
+
+    def __init__(self, coding: str) -> None:
+        self._coding = coding
+        self._z = zlib.decompressobj(zlib.MAX_WBITS | 32)
+        self._started = False
+
+    def __call__(self, data: bytes, room: int) -> tuple[bytes, bytes]:
+        if self._z.eof:
+            return b"", b""  # bytes after the end of the compressed stream are ignored
+        try:
+            out = self._z.decompress(data, room)
+        except zlib.error as exc:
+            if self._coding == "deflate" and not self._started:  # some servers send deflate without its zlib header
+                self._z, self._started = zlib.decompressobj(-zlib.MAX_WBITS), True
+                return self(data, room)
+            raise ToolError(f"The response body is not valid {self._coding} data: {exc}") from None
+        self._started = True
+        return out, self._z.unconsumed_tail
+
+
+def _read(response: httpx.Response, limit: int, deadline: _Deadline) -> tuple[bytes, bool]:
+    """The body, decompressed, at most ``limit`` bytes; memory stays near ``limit`` plus one network chunk."""
+    decode = _decoder(response.headers.get("content-encoding", ""))
+    body = bytearray()
+    for chunk in response.iter_raw():
+        data = chunk
+        while data:
+            out, data = decode(data, limit + 1 - len(body))
+            body += out
+            if len(body) > limit:
+                return bytes(body[:limit]), True
+            if not out:
+                break
+        if deadline.left() <= 0:  # only reachable with an injected transport: the backend's reads end at the deadline
+            raise ToolTimeout(deadline.seconds)
+    return bytes(body), False
+
+
+def _text(body: bytes, encoding: str | None) -> str:
+    """``body`` decoded with the response's charset when that names a text encoding, else UTF-8."""
+    if encoding is not None:
+        try:
+            return body.decode(encoding, errors="replace")
+        except LookupError:  # a charset such as rot13 names a codec, but not a text encoding
+            pass
+    return body.decode("utf-8", errors="replace")
 
 
 def _result(url: str, final: httpx.URL, response: httpx.Response, body: bytes, truncated: bool, redirects: int) -> dict[str, Any]:
@@ -262,14 +458,15 @@ def _result(url: str, final: httpx.URL, response: httpx.Response, body: bytes, t
         "truncated": truncated,
         "redirects": redirects,
     }
-    text = body.decode(response.encoding or "utf-8", errors="replace")
+    text = _text(body, response.encoding)
     if ctype in ("application/json", "text/json") or ctype.endswith("+json"):
         try:
             out["json"] = json.loads(text)
-            return out
         except ValueError:
-            pass  # truncated or invalid JSON: show it as text
-    if ctype in ("text/html", "application/xhtml+xml"):
+            out["text"], out["note"] = text, "not valid JSON (or cut at the byte limit); shown as text"
+        except RecursionError:
+            out["text"], out["note"] = text, "the JSON is nested too deeply to parse; shown as text"
+    elif ctype in ("text/html", "application/xhtml+xml"):
         out["title"], out["text"] = html_to_text(text)
     elif ctype.startswith("text/") or ctype in ("application/xml", "application/javascript", ""):
         out["text"] = text

@@ -2,7 +2,15 @@
 
 Three locks keep it read-only: the file is opened with ``mode=ro``; an authorizer allows
 only reading (no writes, no schema changes, no ``ATTACH``, no pragma that sets a value); and
-only one statement runs per call. A row limit and a time limit bound the work.
+only one statement runs per call.
+
+Three limits bound the work: at most ``max_rows`` rows and ``max_bytes`` bytes of values are
+returned (``truncated`` and ``note`` say when the result was cut), and a progress handler
+interrupts a query still running after ``time_limit`` seconds, fetching included. On Python
+3.11+ SQLite itself refuses any single string or blob longer than ``max_bytes``
+(``SQLITE_LIMIT_LENGTH``), so ``zeroblob(999999999)`` fails before it is allocated; Python
+3.10 has no ``Connection.setlimit``, so there one value can reach SQLite's compiled-in
+maximum (normally 10**9 bytes) in memory before the byte cap drops it.
 
 The database is named by ``HARNESS_ONE_SQL_DB`` (read at call time), or build your own
 tool with :func:`make_sql_query`.
@@ -12,18 +20,19 @@ from __future__ import annotations
 
 import os
 import sqlite3
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from harness_one import ArgumentProblem, Tool, ToolArgumentError, ToolError, ToolTimeout, defineTool
+from harness_one import ArgumentProblem, Clock, SystemClock, Tool, ToolArgumentError, ToolError, ToolTimeout, defineTool
 
-__all__ = ["DB_ENV", "make_sql_query", "run_query", "sql_query"]
+__all__ = ["DB_ENV", "MAX_BYTES", "MAX_ROWS", "TIME_LIMIT", "make_sql_query", "run_query", "sql_query"]
 
 DB_ENV = "HARNESS_ONE_SQL_DB"
 MAX_ROWS = 200
+MAX_BYTES = 1_000_000
 TIME_LIMIT = 5.0
+_PROGRESS_STEPS = 1000  # SQLite virtual-machine steps between two looks at the clock
 
 _READ_ACTIONS = {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_FUNCTION, sqlite3.SQLITE_RECURSIVE}
 _READ_ONLY_PRAGMAS = {"table_info", "table_xinfo", "table_list", "index_list", "index_info", "foreign_key_list", "database_list"}
@@ -55,55 +64,103 @@ def _authorizer(denied: list[str]) -> Callable[[int, str | None, str | None, str
     return decide
 
 
-def _refuse(message: str, got: str | None = None) -> ToolArgumentError:
-    return ToolArgumentError([ArgumentProblem("$.sql", message, "sql", "one read-only SELECT statement", got)])
+def _refuse(
+    message: str, got: str | None = None, *, keyword: str = "sql", expected: str = "one read-only SELECT statement"
+) -> ToolArgumentError:
+    return ToolArgumentError([ArgumentProblem("$.sql", message, keyword, expected, got)])
+
+
+def _size(value: Any) -> int:
+    """Estimated bytes of one value in the answer: text and blobs by length, numbers by digits, null as 4."""
+    if isinstance(value, str):
+        return len(value.encode("utf-8", "replace"))
+    if isinstance(value, bytes):
+        return len(value)
+    return 4 if value is None else len(repr(value))
 
 
 def run_query(
-    path: str | Path, sql: str, params: list[Any] | None = None, *, max_rows: int = MAX_ROWS, time_limit: float = TIME_LIMIT
+    path: str | Path,
+    sql: str,
+    params: list[Any] | None = None,
+    *,
+    max_rows: int = MAX_ROWS,
+    max_bytes: int = MAX_BYTES,
+    time_limit: float = TIME_LIMIT,
+    clock: Clock | None = None,
 ) -> dict[str, Any]:
-    """Run one read-only query on the SQLite file at ``path``."""
+    """Run one read-only query on the SQLite file at ``path``, within the row, byte and time limits."""
     if not Path(path).is_file():
         raise ToolError(f"The database {str(path)!r} does not exist; set {DB_ENV} to a SQLite file.")
+    now = (clock or SystemClock()).now
+    got = repr(sql[:80])
     conn = sqlite3.connect(f"file:{Path(path).resolve()}?mode=ro", uri=True, timeout=time_limit)
     denied: list[str] = []
-    deadline = time.monotonic() + time_limit
+    deadline = now() + time_limit
+    rows: list[list[Any]] = []
+    size, note = 0, None
     try:
+        if hasattr(conn, "setlimit"):  # Python 3.11+: no string or blob past max_bytes is ever built
+            conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, min(max(1, max_bytes), 2**31 - 1))  # SQLite caps it at its own maximum
         conn.set_authorizer(_authorizer(denied))
-        conn.set_progress_handler(lambda: int(time.monotonic() > deadline), 1000)
+        conn.set_progress_handler(lambda: int(now() > deadline), _PROGRESS_STEPS)
         try:
             cursor = conn.execute(sql, params or [])
-            rows = cursor.fetchmany(max_rows + 1)
+            if cursor.description is None:
+                raise _refuse("the statement returned no rows; only SELECT queries run here", got)
+            for row in cursor:  # each step runs under the progress handler, so the deadline holds here too
+                row_size = sum(_size(value) for value in row)
+                if len(rows) == max_rows:
+                    note = f"stopped at the row limit ({max_rows} rows)"
+                elif size + row_size > max_bytes:
+                    note = f"stopped at the byte limit ({max_bytes} bytes of values)"
+                else:
+                    rows.append(list(row))
+                    size += row_size
+                    continue
+                break
         except (sqlite3.ProgrammingError, sqlite3.Warning) as exc:  # Python 3.10 raises Warning for two statements
-            raise _refuse(str(exc), repr(sql[:80])) from None
+            raise _refuse(str(exc), got) from None
+        except sqlite3.DataError as exc:
+            if "too big" not in str(exc):
+                raise _refuse(f"SQLite refused the query: {exc}", got) from None
+            raise _refuse(
+                f"a value in the query (stored or computed) is longer than the limit of {max_bytes} bytes; "
+                "select length(...) or a smaller computation instead",
+                got,
+                keyword="limits",
+                expected=f"values of at most {max_bytes} bytes",
+            ) from None
         except sqlite3.DatabaseError as exc:
             if denied:
                 action = next(
                     (d for d in denied if d != "change the database schema"), denied[0]
                 )  # the statement, not its bookkeeping
                 raise _refuse(
-                    f"the query tried to {action}, which is not allowed: only read-only SELECT queries run here", repr(sql[:80])
+                    f"the query tried to {action}, which is not allowed: only read-only SELECT queries run here", got
                 ) from None
             if "interrupted" in str(exc):
                 raise ToolTimeout(time_limit) from None
-            raise _refuse(f"SQLite refused the query: {exc}", repr(sql[:80])) from None
-        columns = [d[0] for d in cursor.description or ()]
-        if cursor.description is None:
-            raise _refuse("the statement returned no rows; only SELECT queries run here", repr(sql[:80]))
+            raise _refuse(f"SQLite refused the query: {exc}", got) from None
+        columns = [d[0] for d in cursor.description]
     finally:
         conn.close()
-    return {
-        "columns": columns,
-        "rows": [list(r) for r in rows[:max_rows]],
-        "row_count": min(len(rows), max_rows),
-        "truncated": len(rows) > max_rows,
-    }
+    result: dict[str, Any] = {"columns": columns, "rows": rows, "row_count": len(rows), "truncated": note is not None}
+    if note is not None:
+        result["note"] = note
+    return result
 
 
 def make_sql_query(
-    path: str | Path | None = None, *, name: str = "sql_query", max_rows: int = MAX_ROWS, time_limit: float = TIME_LIMIT
+    path: str | Path | None = None,
+    *,
+    name: str = "sql_query",
+    max_rows: int = MAX_ROWS,
+    max_bytes: int = MAX_BYTES,
+    time_limit: float = TIME_LIMIT,
+    clock: Clock | None = None,
 ) -> Tool:
-    """A ``sql_query`` tool bound to ``path`` (default: ``$HARNESS_ONE_SQL_DB`` at call time)."""
+    """A ``sql_query`` tool bound to ``path`` (default: ``$HARNESS_ONE_SQL_DB`` at call time) and its limits."""
 
     def sql_query(sql: str, params: list[str | int | float | None] | None = None) -> dict[str, Any]:
         """Run one read-only SELECT query on the configured SQLite database.
@@ -115,7 +172,7 @@ def make_sql_query(
         target = path if path is not None else os.environ.get(DB_ENV)
         if not target:
             raise ToolError(f"No database configured: set {DB_ENV} to a SQLite file.")
-        return run_query(target, sql, params, max_rows=max_rows, time_limit=time_limit)
+        return run_query(target, sql, params, max_rows=max_rows, max_bytes=max_bytes, time_limit=time_limit, clock=clock)
 
     return defineTool(
         registry=None,

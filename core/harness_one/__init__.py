@@ -5,7 +5,7 @@ call path with pluggy plugins (:mod:`harness_one.hookspecs`).
 """
 
 from ._arguments import ArgumentLimits
-from ._call import Call, CallResult, Outcome, Retry
+from ._call import Call, CallResult, Outcome, ProgressCallback, Retry
 from ._clock import Clock, ManualClock, SystemClock
 from ._discovery import Conflict, DiscoveryReport
 from ._entrypoints import PLUGIN_GROUP, TOOL_GROUP, LoadFailure, refresh_entry_points
@@ -19,16 +19,21 @@ from ._errors import (
     RetryableError,
     ToolArgumentError,
     ToolBusy,
+    ToolCancelled,
     ToolDefinitionError,
     ToolError,
     ToolExecutionError,
     ToolNotFound,
     ToolTimeout,
 )
+from ._log import log_enabled, log_event
 from ._plugins import PluginSet
 from ._policies import CircuitBreakerPolicy, RateLimit, RetryPolicy
+from ._redact import REDACTED, SECRET_KEYS, Redactor, redact
 from ._registry import ToolRegistry
+from ._render import fingerprint
 from ._runners import ProcessRunner, Runner, ThreadRunner
+from ._schema import json_type
 from ._tool import Tool, ToolFunction, define_tool, defineTool
 from .hookspecs import applies_to, hookimpl
 
@@ -52,10 +57,14 @@ __all__ = [
     "ManualClock",
     "Outcome",
     "PluginError",
+    "REDACTED",
+    "SECRET_KEYS",
     "PluginSet",
+    "ProgressCallback",
     "ProcessRunner",
     "RateLimit",
     "RateLimitExceeded",
+    "Redactor",
     "Retry",
     "RetryPolicy",
     "RetryableError",
@@ -65,6 +74,7 @@ __all__ = [
     "Tool",
     "ToolArgumentError",
     "ToolBusy",
+    "ToolCancelled",
     "ToolDefinitionError",
     "ToolError",
     "ToolExecutionError",
@@ -76,6 +86,11 @@ __all__ = [
     "applies_to",
     "defineTool",
     "define_tool",
+    "fingerprint",
     "hookimpl",
+    "json_type",
+    "log_enabled",
+    "log_event",
+    "redact",
     "refresh_entry_points",
 ]

@@ -10,7 +10,7 @@ from typing import Any
 from ._errors import ArgumentProblem, ToolArgumentError
 from ._schema import json_type
 
-__all__ = ["ArgumentLimits", "decode_arguments", "check_signature"]
+__all__ = ["ArgumentLimits", "check_signature", "decode_arguments", "refuse_keys"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,80 +31,105 @@ def decode_arguments(raw: Any, limits: ArgumentLimits) -> dict[str, Any]:
         return raw
     if raw is None:
         return {}
-    if isinstance(raw, (str, bytes, bytearray)):
+    if isinstance(raw, (str, bytes, bytearray, memoryview)):
         return _parse(raw, limits)
     if isinstance(raw, Mapping):
-        return dict(raw)
-    raise ToolArgumentError(
-        [ArgumentProblem("$", f"arguments must be a JSON object, got {type(raw).__name__}", "type", "object", type(raw).__name__)]
-    )
+        try:
+            return dict(raw)
+        except Exception as exc:
+            raise _problem(f"arguments could not be read as a mapping: {type(exc).__name__}", "type", "object") from None
+    got = json_type(raw)
+    raise ToolArgumentError([ArgumentProblem("$", f"arguments must be a JSON object, got {got}", "type", "object", got)])
 
 
-def _parse(raw: str | bytes | bytearray, limits: ArgumentLimits) -> dict[str, Any]:
-    if len(raw) > limits.max_bytes:
-        raise ToolArgumentError(
-            [
-                ArgumentProblem(
-                    "$",
-                    f"arguments are {len(raw)} bytes; the limit is {limits.max_bytes}",
-                    "limits",
-                    f"<= {limits.max_bytes} bytes",
-                    f"{len(raw)} bytes",
-                )
-            ]
+def _problem(message: str, keyword: str, expected: str, got: str | None = None) -> ToolArgumentError:
+    return ToolArgumentError([ArgumentProblem("$", message, keyword, expected, got)])
+
+
+def _parse(raw: str | bytes | bytearray | memoryview, limits: ArgumentLimits) -> dict[str, Any]:
+    size = len(raw) if isinstance(raw, str) else raw.nbytes if isinstance(raw, memoryview) else len(raw)
+    if size > limits.max_bytes:
+        raise _problem(
+            f"arguments are {size} bytes; the limit is {limits.max_bytes}",
+            "limits",
+            f"<= {limits.max_bytes} bytes",
+            f"{size} bytes",
         )
-    text = raw if isinstance(raw, str) else bytes(raw).decode("utf-8", "replace")
+    if isinstance(raw, str):
+        text = raw
+    else:
+        try:
+            text = bytes(raw).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise _problem(
+                f"arguments are not valid UTF-8 (byte 0x{exc.object[exc.start]:02x} at position {exc.start})",
+                "json",
+                "UTF-8 text",
+                "invalid UTF-8",
+            ) from None
     if not text.strip():
         return {}
     try:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
         snippet = text[max(0, exc.pos - 20) : exc.pos + 20]
-        raise ToolArgumentError(
-            [
-                ArgumentProblem(
-                    "$",
-                    f"arguments are not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno} (near {snippet!r})",
-                    "json",
-                    "valid JSON",
-                    "invalid JSON",
-                )
-            ]
+        raise _problem(
+            f"arguments are not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno} (near {snippet!r})",
+            "json",
+            "valid JSON",
+            "invalid JSON",
         ) from None
     except RecursionError:
-        raise ToolArgumentError(
-            [
-                ArgumentProblem(
-                    "$",
-                    f"arguments are nested too deeply (limit {limits.max_depth} levels)",
-                    "limits",
-                    f"depth <= {limits.max_depth}",
-                    "deeper",
-                )
-            ]
+        raise _problem(
+            f"arguments are nested too deeply (limit {limits.max_depth} levels)",
+            "limits",
+            f"depth <= {limits.max_depth}",
+            "deeper",
+        ) from None
+    except ValueError as exc:  # an integer past Python's int-to-text limit
+        raise _problem(
+            f"arguments hold a number too long to read: {exc}".split(";")[0], "limits", "numbers of at most 4300 digits"
         ) from None
     if not isinstance(value, dict):
-        raise ToolArgumentError(
-            [ArgumentProblem("$", f"arguments must be a JSON object, got {json_type(value)}", "type", "object", json_type(value))]
-        )
+        got = json_type(value)
+        raise _problem(f"arguments must be a JSON object, got {got}", "type", "object", got)
     return value
 
 
-def check_signature(args: dict[str, Any], accepted: frozenset[str], required: frozenset[str], accepts_any: bool) -> None:
-    """The backstop when no validator ran: unknown or missing parameters, named."""
+def check_signature(args: dict[Any, Any], accepted: frozenset[str], required: frozenset[str], accepts_any: bool) -> None:
+    """The backstop when no validator ran: non-string, unknown or missing parameters, named."""
     problems = []
+    names = [k for k in args if type(k) is str]
+    odd = [k for k in args if type(k) is not str]
+    for key in odd[:10]:
+        problems.append(
+            ArgumentProblem(
+                "$", f"property names must be strings, got {json_type(key)} {_short(key)}", "type", "string", json_type(key)
+            )
+        )
     if not accepts_any:
-        for key in sorted(set(args) - accepted):
+        for key in sorted(set(names) - accepted):
             problems.append(
                 ArgumentProblem(
                     f"$.{key}",
                     f"unexpected argument; expected one of: {', '.join(sorted(accepted)) or 'none'}",
                     "additionalProperties",
                     "no such property",
-                    repr(key),
+                    _short(key),
                 )
             )
-    for key in sorted(required - set(args)):
+    for key in sorted(required - set(names)):
         problems.append(ArgumentProblem(f"$.{key}", "required argument is missing", "required", "present", "missing"))
     if problems:
         raise ToolArgumentError(problems)
+
+
+refuse_keys = check_signature
+
+
+def _short(value: Any) -> str:
+    try:
+        text = repr(value)
+    except Exception:
+        text = f"<{type(value).__name__}>"
+    return text if len(text) <= 60 else text[:57] + "..."

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
@@ -16,11 +17,14 @@ if TYPE_CHECKING:
     from ._runners import Runner
     from ._tool import Tool
 
-__all__ = ["Call", "CallResult", "Outcome", "Retry", "new_call_id"]
+__all__ = ["Call", "CallResult", "Outcome", "ProgressCallback", "Retry", "new_call_id"]
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
 _PREFIX = os.urandom(4).hex()
 _ids = itertools.count(1)
+
+#: ``callback(progress, total, message)``: what :meth:`Call.report_progress` calls.
+ProgressCallback = Callable[[float, "float | None", "str | None"], None]
 
 
 def new_call_id() -> str:
@@ -29,34 +33,45 @@ def new_call_id() -> str:
 
 
 class Call:
-    """One call of one tool, as the hooks see it.
+    """One call of one tool, as the hooks see it. Every field plugins exchange is declared here.
 
-    Plugins read ``tool``, ``arguments``, ``context``, ``call_id``, ``idempotency_key`` and
-    ``attempt`` (which counts runs of the tool: a wait for a token does not add one), and
-    ``ran`` (whether the function started in this attempt). They may replace ``arguments`` in
-    pre-validate and ``result`` in post-call, set ``deadline``/``timeout``/``runner`` in
-    pre-call, and keep their own per-call data in ``state``. A tool function that declares a parameter
-    annotated ``Call`` receives this object.
+    Read by every hook: ``tool``, ``arguments``, ``context`` (the caller's mapping, read-only),
+    ``call_id``, ``idempotency_key``, ``registry``, ``attempt`` (runs of the tool so far; a
+    wait for a token does not add one), ``ran`` (the tool started in this attempt),
+    ``started`` (``time.perf_counter()`` when the call began: the source of durations).
+
+    Written by hooks, as the hook contract says (``harness_one.hookspecs``):
+
+    - ``arguments``: replaced in pre-validate (normalisation, defaults);
+    - ``deadline``, ``timeout``, ``runner``: this attempt's bounds, set in pre-call. ``deadline``
+      is a value of ``registry.clock.now()`` that cooperative tools read through
+      :meth:`remaining`; ``timeout`` (seconds) makes the core enforce it, running a sync tool
+      with ``runner`` (a :class:`~harness_one.Runner`; ``None``: in the caller's thread,
+      advisory only). All three are cleared before each attempt;
+    - ``result``: replaced in post-call;
+    - ``decision``: the decision taken in this on-error round (the first non-``None`` one),
+      which implementations that run after it read (``Retry`` means another attempt follows);
+    - ``state``: each plugin's own per-call data, under keys prefixed with its name. A plugin
+      never reads another plugin's keys.
+
+    A tool function with a parameter annotated ``Call`` receives this object (for
+    :meth:`report_progress`, :attr:`cancelled`, :meth:`remaining`).
     """
 
-    __slots__ = (
-        "_cancelled",
-        "_id",
-        "_state",
-        "arguments",
-        "attempt",
-        "context",
-        "deadline",
-        "error",
-        "idempotency_key",
-        "ran",
-        "registry",
-        "result",
-        "runner",
-        "started",
-        "timeout",
-        "tool",
-    )
+    # The fields every call sets are slots; the rest are class defaults until a call sets them.
+    _id: str | None
+
+    __slots__ = ("__dict__", "_id", "arguments", "attempt", "context", "ran", "registry", "result", "started", "tool")
+
+    idempotency_key: str | None = None
+    error: ToolError | None = None
+    deadline: float | None = None
+    timeout: float | None = None
+    runner: Runner | None = None
+    decision: Retry | Outcome | None = None
+    _state: dict[str, Any] | None = None
+    _cancelled: bool = False
+    _progress: ProgressCallback | None = None
 
     def __init__(
         self,
@@ -65,46 +80,54 @@ class Call:
         arguments: Any,
         context: Mapping[str, Any] | None,
         call_id: str | None,
-        idempotency_key: str | None,
-        started: float,
+        idempotency_key: str | None = None,
+        started: float = 0.0,
+        progress: ProgressCallback | None = None,
     ) -> None:
         self.registry = registry
         self.tool = tool
         self.arguments = arguments
         self.context: Mapping[str, Any] = _EMPTY if context is None else context
-        self._id: str | int = next(_ids) if call_id is None else call_id
-        self.idempotency_key = idempotency_key
+        self._id = call_id  # generated when first read
         self.started = started
         self.attempt = 1
-        self.result: Any = None
-        self.error: ToolError | None = None
-        self.deadline: float | None = None
-        #: Seconds this attempt may run, and how a sync tool is run to enforce it (set by the timeout plugin).
-        self.timeout: float | None = None
-        self.runner: Runner | None = None
-        #: True once the tool function started in the current attempt.
         self.ran = False
-        self._state: dict[str, Any] | None = None
-        self._cancelled = False
+        self.result: Any = None
+        if idempotency_key is not None:
+            self.idempotency_key = idempotency_key
+        if progress is not None:
+            self._progress = progress
 
     @property
     def call_id(self) -> str:
         """A process-unique id (``<random prefix>-<n>``) unless the caller gave one."""
-        if isinstance(self._id, int):
-            self._id = f"{_PREFIX}-{self._id}"
+        if self._id is None:
+            self._id = f"{_PREFIX}-{next(_ids)}"
         return self._id
 
     @property
     def state(self) -> dict[str, Any]:
-        """Scratch space for plugins, keyed by plugin name; created on first use."""
+        """Per-call data of the plugins, keyed ``"<plugin>.<what>"``; created on first use."""
         if self._state is None:
             self._state = {}
         return self._state
 
+    def peek(self, key: str, default: Any = None) -> Any:
+        """``state.get(key, default)`` without creating the state (cheap on calls that have none)."""
+        return default if self._state is None else self._state.get(key, default)
+
+    def take(self, key: str, default: Any = None) -> Any:
+        """``state.pop(key, default)`` without creating the state."""
+        return default if self._state is None else self._state.pop(key, default)
+
     @property
     def cancelled(self) -> bool:
-        """True once the caller stopped waiting (for example at a timeout): stop early."""
+        """True once the caller stopped waiting (a timeout, a cancelled task): stop early."""
         return self._cancelled
+
+    def cancel(self) -> None:
+        """Mark the call as abandoned; cooperative tools check :attr:`cancelled`."""
+        self._cancelled = True
 
     def remaining(self) -> float | None:
         """Seconds until ``deadline`` on the registry's clock (None: no deadline)."""
@@ -112,9 +135,14 @@ class Call:
             return None
         return self.deadline - self.registry.clock.now()
 
-    def cancel(self) -> None:
-        """Mark the call as abandoned; cooperative tools check :attr:`cancelled`."""
-        self._cancelled = True
+    def report_progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:
+        """Tell the caller how far the tool got (an MCP client that asked for progress sees it).
+
+        Does nothing when the caller passed no ``on_progress``; a failing callback is ignored.
+        """
+        if self._progress is not None:
+            with contextlib.suppress(Exception):  # the caller's problem must not fail the tool
+                self._progress(progress, total, message)
 
     def __repr__(self) -> str:
         return f"<Call {self.tool.name} id={self.call_id} attempt={self.attempt}>"
@@ -168,9 +196,9 @@ class CallResult:
 
     def for_model(self) -> str:
         """Text for the model: the result as JSON, or ``Error: <message>``."""
+        from ._render import render_value, safe_text
+
         if not self.ok:
             assert self.error is not None
-            return f"Error: {self.error.message}"
-        from ._render import render_value
-
+            return f"Error: {safe_text(self.error.message)}"
         return render_value(self.value)

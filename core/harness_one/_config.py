@@ -1,7 +1,13 @@
-"""Settings for the command line: a TOML file, then the environment, then flags."""
+"""Settings for the command line: a TOML file, then the environment, then flags.
+
+Plugin options are never interpreted here: ``[plugins.<name>]`` tables (and ``-O
+name.option=value`` flags) go to the plugin's entry-point factory as keyword arguments, for a
+standard plugin exactly as for a third-party one.
+"""
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from dataclasses import dataclass, field
@@ -13,23 +19,26 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-__all__ = ["ConfigError", "Settings", "load_settings"]
+__all__ = ["ConfigError", "Settings", "load_settings", "parse_option"]
 
 ENV_CONFIG = "HARNESS_ONE_CONFIG"
 ENV_LOG_FORMAT = "HARNESS_ONE_LOG_FORMAT"
 ENV_LOG_LEVEL = "HARNESS_ONE_LOG_LEVEL"
-ENV_IDEMPOTENCY_DB = "HARNESS_ONE_IDEMPOTENCY_DB"
+ENV_STATE = "HARNESS_ONE_STATE"
 ENV_TOOLS = "HARNESS_ONE_TOOLS"
 DEFAULT_FILE = "harness-one.toml"
+#: Keys of ``[plugins]`` that are not plugin names.
+PLUGIN_SETTINGS = {"block", "allow", "autoload", "strict"}
 
 
 class ConfigError(Exception):
-    """The configuration file or environment is invalid; the message says where."""
+    """The configuration file, environment or a flag is invalid; the message says where."""
 
 
-def _state_dir() -> Path:
+def default_state() -> str:
+    """The CLI's state: a SQLite file under ``$XDG_STATE_HOME/harness-one`` (else ``~/.local/state``)."""
     base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-    return Path(base) / "harness-one"
+    return f"sqlite:///{Path(base) / 'harness-one' / 'state.sqlite3'}"
 
 
 @dataclass
@@ -40,38 +49,67 @@ class Settings:
     allow: list[str] | None = None
     autoload: bool | None = None
     strict: bool | None = None
-    rate_limit: dict[str, Any] | None = None
-    timeout: float | None = None
-    max_concurrency: int | None = None
-    idempotency_store: str = "sqlite"
-    idempotency_path: str = field(default_factory=lambda: str(_state_dir() / "idempotency.sqlite3"))
+    plugin_options: dict[str, dict[str, Any]] = field(default_factory=dict)
+    state: str = field(default_factory=default_state)
     log_format: str | None = None
     log_level: str = "warning"
     tools: list[str] = field(default_factory=list)
+    mcp_servers: dict[str, dict[str, Any]] = field(default_factory=dict)
     source: str | None = None
 
 
-_KNOWN = {
-    "plugins": {"block", "allow", "autoload", "strict"},
-    "defaults": {"rate_limit", "timeout", "max_concurrency"},
-    "idempotency": {"store", "path"},
-    "logging": {"format", "level"},
-}
+_SECTIONS = {"plugins", "state", "logging", "mcp", "tools"}
 
 
-def _check(data: dict[str, Any], where: str) -> None:
-    for key, value in data.items():
-        if key == "tools":
-            if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-                raise ConfigError(f"{where}: 'tools' must be a list of module names or file paths")
+def _table(data: dict[str, Any], key: str, where: str, known: set[str]) -> dict[str, Any]:
+    value = data.get(key, {})
+    if not isinstance(value, dict):
+        raise ConfigError(f"{where}: [{key}] must be a table")
+    unknown = set(value) - known
+    if unknown:
+        raise ConfigError(f"{where}: unknown key(s) {sorted(unknown)} in [{key}]; known: {sorted(known)}")
+    return value
+
+
+def _apply_file(settings: Settings, data: dict[str, Any], where: str) -> None:
+    unknown = set(data) - _SECTIONS
+    if unknown:
+        first = sorted(unknown)[0]
+        raise ConfigError(
+            f"{where}: unknown section [{first}]; known: {', '.join(sorted(_SECTIONS))} "
+            "(plugin options go in [plugins.<name>] tables)"
+        )
+    tools = data.get("tools", [])
+    if not isinstance(tools, list) or not all(isinstance(v, str) for v in tools):
+        raise ConfigError(f"{where}: 'tools' must be a list of module names or file paths")
+    settings.tools = list(tools)
+    plugins = data.get("plugins", {})
+    if not isinstance(plugins, dict):
+        raise ConfigError(f"{where}: [plugins] must be a table")
+    for key, value in plugins.items():
+        if key in PLUGIN_SETTINGS:
             continue
-        if key not in _KNOWN:
-            raise ConfigError(f"{where}: unknown section [{key}]; known: {', '.join(sorted([*_KNOWN, 'tools']))}")
         if not isinstance(value, dict):
-            raise ConfigError(f"{where}: [{key}] must be a table")
-        unknown = set(value) - _KNOWN[key]
-        if unknown:
-            raise ConfigError(f"{where}: unknown key(s) {sorted(unknown)} in [{key}]; known: {sorted(_KNOWN[key])}")
+            raise ConfigError(f"{where}: [plugins.{key}] must be a table of options for the plugin '{key}'")
+        settings.plugin_options[key] = dict(value)
+    block = plugins.get("block", [])
+    if not isinstance(block, list) or not all(isinstance(v, str) for v in block):
+        raise ConfigError(f"{where}: [plugins] block must be a list of plugin names")
+    settings.block = list(block)
+    settings.allow = plugins.get("allow")
+    settings.autoload = plugins.get("autoload")
+    settings.strict = plugins.get("strict")
+    state = _table(data, "state", where, {"url"})
+    if "url" in state:
+        settings.state = str(state["url"])
+    logs = _table(data, "logging", where, {"format", "level"})
+    settings.log_format = logs.get("format")
+    settings.log_level = logs.get("level", settings.log_level)
+    mcp = _table(data, "mcp", where, {"servers"})
+    servers = mcp.get("servers", {})
+    if not isinstance(servers, dict) or not all(isinstance(v, dict) for v in servers.values()):
+        raise ConfigError(f"{where}: [mcp.servers.NAME] must be tables")
+    settings.mcp_servers = {name: dict(spec) for name, spec in servers.items()}
 
 
 def load_settings(path: str | None = None) -> Settings:
@@ -86,31 +124,27 @@ def load_settings(path: str | None = None) -> Settings:
             raise ConfigError(f"cannot read the configuration file {chosen!r}: {exc.strerror}") from None
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"{chosen}: invalid TOML: {exc}") from None
-        _check(data, chosen)
-        plugins, defaults = data.get("plugins", {}), data.get("defaults", {})
-        idem, logs = data.get("idempotency", {}), data.get("logging", {})
-        settings.block = list(plugins.get("block", []))
-        settings.allow = plugins.get("allow")
-        settings.autoload = plugins.get("autoload")
-        settings.strict = plugins.get("strict")
-        settings.rate_limit = defaults.get("rate_limit")
-        settings.timeout = defaults.get("timeout")
-        settings.max_concurrency = defaults.get("max_concurrency")
-        settings.idempotency_store = idem.get("store", settings.idempotency_store)
-        if "path" in idem:
-            settings.idempotency_path = str(Path(idem["path"]).expanduser())
-        settings.log_format = logs.get("format")
-        settings.log_level = logs.get("level", settings.log_level)
-        settings.tools = list(data.get("tools", []))
+        _apply_file(settings, data, chosen)
         settings.source = str(file)
     settings.log_format = os.environ.get(ENV_LOG_FORMAT) or settings.log_format
     settings.log_level = os.environ.get(ENV_LOG_LEVEL) or settings.log_level
-    settings.idempotency_path = os.environ.get(ENV_IDEMPOTENCY_DB) or settings.idempotency_path
+    settings.state = os.environ.get(ENV_STATE) or settings.state
     settings.tools += [t for t in os.environ.get(ENV_TOOLS, "").split(os.pathsep) if t]
-    if settings.idempotency_store not in ("sqlite", "memory"):
-        raise ConfigError(f"[idempotency] store must be 'sqlite' or 'memory', not {settings.idempotency_store!r}")
     if settings.log_format not in (None, "console", "json"):
         raise ConfigError(f"log format must be 'console' or 'json', not {settings.log_format!r}")
     if settings.log_level.lower() not in ("debug", "info", "warning", "error"):
         raise ConfigError(f"log level must be debug, info, warning or error, not {settings.log_level!r}")
     return settings
+
+
+def parse_option(text: str) -> tuple[str, str, Any]:
+    """``"rate_limit.max_wait=2"`` -> ``("rate_limit", "max_wait", 2)``: the value is JSON if it parses, else a string."""
+    target, sep, raw = text.partition("=")
+    plugin, dot, option = target.partition(".")
+    if not (sep and dot and plugin and option):
+        raise ConfigError(f"plugin option {text!r} must look like NAME.OPTION=VALUE (e.g. rate_limit.max_wait=2)")
+    try:
+        value: Any = json.loads(raw)
+    except ValueError:
+        value = raw
+    return plugin.strip(), option.strip(), value

@@ -9,13 +9,13 @@ from typing import TYPE_CHECKING, Any
 
 from ._entrypoints import TOOL_GROUP, EntryPoint, LoadFailure, entry_points, failure
 from ._errors import ToolDefinitionError, ToolError
-from ._log import emit
+from ._log import log_event
 from ._tool import Tool
 
 if TYPE_CHECKING:
     from ._registry import ToolRegistry
 
-__all__ = ["Conflict", "DiscoveryReport", "as_tool", "load_tool_entry_points"]
+__all__ = ["Conflict", "DiscoveryReport", "as_tool", "load_named_entry_point", "load_tool_entry_points"]
 
 
 @dataclass(frozen=True)
@@ -37,6 +37,8 @@ class DiscoveryReport:
     loaded: dict[str, list[str]] = field(default_factory=dict)
     failures: list[LoadFailure] = field(default_factory=list)
     conflicts: list[Conflict] = field(default_factory=list)
+    #: Entry points already loaded (a listing after a lazy load does not load them twice).
+    seen: set[EntryPoint] = field(default_factory=set, repr=False)
 
 
 def as_tool(obj: Any, definition: Mapping[str, Any] | None = None) -> Tool:
@@ -75,17 +77,42 @@ def _from_hook(module: Any) -> list[Tool]:
 
 
 def load_tool_entry_points(registry: ToolRegistry, report: DiscoveryReport) -> None:
-    """Load every tool entry point into ``registry``; a broken one is reported and skipped."""
+    """Load every tool entry point not loaded yet into ``registry``; a broken one is reported and skipped."""
     for ep in entry_points(TOOL_GROUP):
-        try:
-            obj = ep.load()
-            items = _collect(obj)
-            pending = _from_hook(obj) if items is None else [as_tool(item) for item in items]
-        except Exception as exc:
-            report.failures.append(failure(ep, exc))
-            continue
-        for tool in pending:
-            _add(registry, report, ep, tool)
+        _load(registry, report, ep)
+
+
+def load_named_entry_point(registry: ToolRegistry, report: DiscoveryReport, name: str) -> bool:
+    """Load the entry points that may provide tool ``name``, in the order a listing loads them.
+
+    Those are the entry points named ``name`` (a package names its entry point after its
+    tool) and module entry points. True once a tool called ``name`` is there: the others need
+    not be imported to call it.
+    """
+    for ep in entry_points(TOOL_GROUP):
+        # Module entry points may hold any tool: those sorted before load too, as a listing would.
+        if ep.name == name or ":" not in ep.value:
+            _load(registry, report, ep)
+            if name in registry._tools:
+                return True
+    return False
+
+
+def _load(registry: ToolRegistry, report: DiscoveryReport, ep: EntryPoint) -> None:
+    if ep in report.seen:
+        return
+    report.seen.add(ep)
+    try:
+        obj = ep.load()
+        items = _collect(obj)
+        pending = _from_hook(obj) if items is None else [as_tool(item) for item in items]
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:  # SystemExit at import included: a broken package is reported, not fatal
+        report.failures.append(failure(ep, exc))
+        return
+    for tool in pending:
+        _add(registry, report, ep, tool)
 
 
 def _add(registry: ToolRegistry, report: DiscoveryReport, ep: EntryPoint, tool: Tool) -> None:
@@ -93,12 +120,12 @@ def _add(registry: ToolRegistry, report: DiscoveryReport, ep: EntryPoint, tool: 
     if existing is not None and existing.tool is not tool:
         kept = existing.tool.source or "code in this process"
         report.conflicts.append(Conflict(tool.name, kept=kept, skipped=ep.distribution))
-        emit(30, "tool name conflict", tool=tool.name, kept=kept, skipped=ep.distribution)
+        log_event(30, "tool name conflict", tool=tool.name, kept=kept, skipped=ep.distribution)
         return
     tool.source = ep.distribution
     try:
         registry._insert(tool, replace=False)
-    except ToolError as exc:  # pragma: no cover - guarded above
+    except ToolError as exc:
         report.failures.append(failure(ep, exc))
         return
     report.loaded.setdefault(ep.distribution, []).append(tool.name)

@@ -9,7 +9,7 @@ from typing import Any
 
 import importlib_metadata
 
-from ._log import emit
+from ._log import log_event
 
 __all__ = ["PLUGIN_GROUP", "TOOL_GROUP", "EntryPoint", "LoadFailure", "entry_points", "refresh_entry_points"]
 
@@ -83,6 +83,6 @@ def failure(ep: EntryPoint, exc: BaseException) -> LoadFailure:
     """Record and log a failed load (message at WARNING, traceback at DEBUG)."""
     tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
     item = LoadFailure(ep.group, ep.name, ep.distribution, f"{type(exc).__name__}: {exc}", tb)
-    emit(30, "entry point failed to load", group=ep.group, name=ep.name, distribution=ep.distribution, error=item.error)
-    emit(10, "entry point traceback", group=ep.group, name=ep.name, traceback=tb)
+    log_event(30, "entry point failed to load", group=ep.group, name=ep.name, distribution=ep.distribution, error=item.error)
+    log_event(10, "entry point traceback", group=ep.group, name=ep.name, traceback=tb)
     return item

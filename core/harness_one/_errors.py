@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -13,6 +13,7 @@ __all__ = [
     "IdempotencyKeyMismatch",
     "RetryableError",
     "ToolBusy",
+    "ToolCancelled",
     "PluginError",
     "RateLimitExceeded",
     "ToolArgumentError",
@@ -34,6 +35,8 @@ class ToolError(Exception):
     kind: str = "tool_error"
     #: Seconds after which the same call may succeed, when the error knows (rate limits, busy, ...).
     retry_after: float | None = None
+    #: True when the error is a stored outcome replayed (idempotency), not a new failure: never retry it.
+    replayed: bool = False
 
     def __init__(self, message: str, *, tool: str | None = None, call_id: str | None = None) -> None:
         super().__init__(message)
@@ -50,7 +53,7 @@ class ToolError(Exception):
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready description: ``type``, ``message`` and the error's own fields."""
-        data: dict[str, Any] = {"type": type(self).__name__, "message": self.message}
+        data: dict[str, Any] = {"type": type(self).__name__, "kind": self.kind, "message": self.message}
         if self.tool is not None:
             data["tool"] = self.tool
         if self.call_id is not None:
@@ -59,21 +62,60 @@ class ToolError(Exception):
             data["retry_after"] = self.retry_after
         return data
 
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ToolError:
+        """Rebuild an error from :meth:`to_dict` output (e.g. a stored idempotent outcome).
+
+        The class is looked up by ``data["type"]`` among harness-one's errors (``ToolError``
+        when unknown); ``message``, ``tool``, ``call_id``, ``retry_after`` and the class's own
+        fields (``problems``, ``timeout``, ``cause``) come back; a cause comes back as its type name.
+        """
+        kind = _ERRORS.get(str(data.get("type")), ToolError)
+        state: dict[str, Any] = {k: data.get(k) for k in ("message", "tool", "call_id")}
+        state["message"] = str(state["message"] or "")
+        if isinstance(data.get("retry_after"), (int, float)):
+            state["retry_after"] = float(data["retry_after"])
+        if kind is ToolArgumentError:
+            state["problems"] = [ArgumentProblem.from_dict(p) for p in data.get("problems") or () if isinstance(p, Mapping)]
+        elif kind is ToolTimeout and isinstance(data.get("timeout"), (int, float)):
+            state["timeout"] = float(data["timeout"])
+        elif kind is ToolExecutionError:
+            state["cause"] = str(data.get("cause") or "Exception")
+        elif kind is ToolNotFound:
+            state["suggestions"] = [str(s) for s in data.get("suggestions") or ()]
+        elif kind is PluginError:
+            state["plugin"] = data.get("plugin")
+        if kind is ToolError and isinstance(data.get("kind"), str):
+            state["kind"] = data["kind"]
+        return _restore(kind, state)
+
 
 class ToolNotFound(ToolError):
     """No tool of that name is registered; ``suggestions`` lists close names."""
 
     kind = "not_found"
 
-    def __init__(self, name: str, *, available: Sequence[str] = (), suggestions: Sequence[str] = ()) -> None:
+    def __init__(
+        self, name: str, *, available: Sequence[str] = (), suggestions: Sequence[str] = (), total: int | None = None
+    ) -> None:
         text = f"Unknown tool '{name}'."
+        total = len(available) if total is None else total
         if suggestions:
             text += " Did you mean: " + ", ".join(f"'{s}'" for s in suggestions) + "?"
         elif available:
-            shown = sorted(available)[:20]
-            text += " Available tools: " + ", ".join(shown) + ("" if len(available) <= 20 else ", ...") + "."
+            shown = list(available)[:20]
+            more = "" if total <= len(shown) else f", ... ({total} in all)"
+            text += " Available tools: " + ", ".join(shown) + more + "."
+        else:
+            text += " No tools are registered."
         super().__init__(text, tool=name)
         self.suggestions = list(suggestions)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = super().to_dict()
+        if self.suggestions:
+            data["suggestions"] = self.suggestions
+        return data
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +131,16 @@ class ArgumentProblem:
     keyword: str = ""
     expected: str | None = None
     got: str | None = None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ArgumentProblem:
+        return cls(
+            str(data.get("path", "$")),
+            str(data.get("message", "")),
+            str(data.get("keyword", "")),
+            None if data.get("expected") is None else str(data["expected"]),
+            None if data.get("got") is None else str(data["got"]),
+        )
 
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {"path": self.path, "keyword": self.keyword, "message": self.message}
@@ -209,6 +261,22 @@ class PluginError(ToolError):
         super().__init__(message, tool=tool, call_id=call_id)
         self.plugin = plugin
 
+    def to_dict(self) -> dict[str, Any]:
+        data = super().to_dict()
+        if self.plugin is not None:
+            data["plugin"] = self.plugin
+        return data
+
+
+class ToolCancelled(ToolError):
+    """The caller stopped waiting (its task was cancelled, or Ctrl-C): the call ends here.
+
+    Plugins see it in ``on_error`` so they can release what the call held; no decision they
+    return is taken, and the caller gets the original cancellation, not this error.
+    """
+
+    kind = "cancelled"
+
 
 class _MayWait(ToolError):
     """A ToolError that may say when to try again."""
@@ -265,5 +333,26 @@ class IdempotencyConflict(_MayWait):
 def _restore(cls: type[ToolError], state: dict[str, Any]) -> ToolError:
     err = cls.__new__(cls)
     Exception.__init__(err, state.get("message", ""))
-    err.__dict__.update(state)
+    err.__dict__.update({"tool": None, "call_id": None, **state})
     return err
+
+
+_ERRORS: dict[str, type[ToolError]] = {
+    cls.__name__: cls
+    for cls in (
+        ToolError,
+        ToolNotFound,
+        ToolArgumentError,
+        RateLimitExceeded,
+        ToolTimeout,
+        ToolExecutionError,
+        ToolDefinitionError,
+        PluginError,
+        ToolCancelled,
+        RetryableError,
+        ToolBusy,
+        CircuitOpen,
+        IdempotencyKeyMismatch,
+        IdempotencyConflict,
+    )
+}

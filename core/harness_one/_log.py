@@ -1,21 +1,57 @@
-"""Where harness-one's own messages go: structlog when the application configured it, else stdlib logging."""
+"""The one log sink: structlog when the application configured it, else stdlib ``logging``.
+
+The library never configures logging. structlog is never imported here: if the application
+has not imported it, it cannot have configured it.
+"""
 
 from __future__ import annotations
 
 import logging
+import sys
 from typing import Any
 
-import structlog
+__all__ = ["log_enabled", "log_event"]
 
-__all__ = ["emit"]
-
-_stdlib = logging.getLogger("harness_one")
+_loggers: dict[str, logging.Logger] = {}
 
 
-def emit(level: int, event: str, **fields: Any) -> None:
-    """Log ``event`` with ``fields``; never configures anything globally."""
-    if structlog.is_configured():
-        structlog.get_logger("harness_one").log(level, event, **fields)
-    elif _stdlib.isEnabledFor(level):
-        detail = " ".join(f"{k}={v!r}" for k, v in fields.items())
-        _stdlib.log(level, "%s %s", event, detail, extra={"harness_one": fields})
+def _stdlib(name: str) -> logging.Logger:
+    found = _loggers.get(name)
+    if found is None:
+        found = _loggers[name] = logging.getLogger(name)
+    return found
+
+
+def _structlog() -> Any:
+    module = sys.modules.get("structlog")
+    return module if module is not None and module.is_configured() else None
+
+
+def log_enabled(level: int, logger: str = "harness_one") -> bool:
+    """Whether an event at ``level`` on ``logger`` would go anywhere (check before building fields)."""
+    return _structlog() is not None or _stdlib(logger).isEnabledFor(level)
+
+
+def log_event(level: int, event: str, *, logger: str = "harness_one", **fields: Any) -> None:
+    """Emit ``event`` with ``fields`` at ``level``.
+
+    With structlog configured by the application, a structlog event with the fields as
+    key-value pairs; otherwise a stdlib record on ``logger`` whose message is
+    ``event key=value ...`` and whose ``harness_one`` attribute holds the fields.
+    """
+    structlog = _structlog()
+    if structlog is not None:
+        structlog.get_logger(logger).log(level, event, **fields)
+        return
+    target = _stdlib(logger)
+    if target.isEnabledFor(level):
+        detail = " ".join(f"{k}={_short_repr(v)}" for k, v in fields.items())
+        target.log(level, "%s %s", event, detail, extra={"harness_one": fields})
+
+
+def _short_repr(value: Any) -> str:
+    try:
+        text = repr(value)
+    except Exception as exc:  # e.g. an int past the int-to-text limit
+        text = f"<{type(value).__name__}: {type(exc).__name__}>"
+    return text if len(text) <= 500 else text[:497] + "..."

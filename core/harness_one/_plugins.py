@@ -1,8 +1,12 @@
-"""The plugins of one registry: loading by name, blocking, replacing, and the compiled call plan."""
+"""The plugins of one registry: loading by name, options, blocking, replacing, and the call plan."""
 
 from __future__ import annotations
 
+import inspect
+import itertools
+import json
 import os
+import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from types import CodeType, ModuleType
@@ -11,21 +15,23 @@ from typing import TYPE_CHECKING, Any
 import pluggy
 
 from . import hookspecs
-from ._entrypoints import PLUGIN_GROUP, LoadFailure, entry_points, failure
-from ._errors import PluginError
-from ._log import emit
+from ._entrypoints import PLUGIN_GROUP, EntryPoint, LoadFailure, entry_points, failure
+from ._errors import PluginError, ToolError
+from ._log import log_event
+from .hookspecs import PER_CALL_HOOKS
 
 if TYPE_CHECKING:
     from ._registry import ToolRegistry
+    from ._tool import Tool
 
-__all__ = ["Plan", "PluginSet", "ToolPlan"]
+__all__ = ["Plan", "PluginSet", "ToolPlan", "env_options"]
 
 ENV_BLOCK = "HARNESS_ONE_BLOCK_PLUGINS"
 ENV_ALLOW = "HARNESS_ONE_PLUGINS"
 ENV_NO_AUTOLOAD = "HARNESS_ONE_DISABLE_PLUGIN_AUTOLOAD"
 ENV_STRICT = "HARNESS_ONE_STRICT_PLUGINS"
-
-PER_CALL_HOOKS = ("harness_pre_validate", "harness_pre_call", "harness_post_call", "harness_on_error")
+#: ``HARNESS_ONE_PLUGIN_<NAME>='{"option": value}'``: options for the plugin ``<name>``.
+ENV_OPTIONS_PREFIX = "HARNESS_ONE_PLUGIN_"
 
 
 def _env_names(var: str) -> set[str]:
@@ -36,19 +42,53 @@ def _env_flag(var: str) -> bool:
     return os.environ.get(var, "").strip().lower() in {"1", "true", "yes", "on"}
 
 
+def env_key(name: str) -> str:
+    """The environment variable holding options for plugin ``name`` (``rate_limit`` -> ``HARNESS_ONE_PLUGIN_RATE_LIMIT``)."""
+    return ENV_OPTIONS_PREFIX + re.sub(r"[^A-Za-z0-9]", "_", name).upper()
+
+
+def env_options(names: Iterable[str]) -> dict[str, dict[str, Any]]:
+    """Options from ``HARNESS_ONE_PLUGIN_<NAME>`` variables (JSON objects) for the given plugin names."""
+    found: dict[str, dict[str, Any]] = {}
+    for name in names:
+        var = env_key(name)
+        raw = os.environ.get(var)
+        if raw is None or not raw.strip():
+            continue
+        try:
+            value = json.loads(raw)
+        except ValueError as exc:
+            raise PluginError(f"{var} must be a JSON object of options for plugin '{name}': {exc}", plugin=name) from None
+        if not isinstance(value, dict):
+            raise PluginError(f"{var} must be a JSON object of options for plugin '{name}'.", plugin=name)
+        found[name] = value
+    return found
+
+
 Hook = Callable[..., Any]
-Step = tuple[Hook, Callable[[Any], bool] | None]
+
+
+@dataclass(frozen=True, slots=True)
+class _Step:
+    fn: Hook
+    plugin: str
+    applies: Callable[[Tool], bool] | None
 
 
 @dataclass(frozen=True, slots=True)
 class ToolPlan:
-    """The hook implementations that apply to one tool, in call order."""
+    """The hook implementations that apply to one tool, in call order, and their plugins' names."""
 
     pre_validate: tuple[Hook, ...]
     pre_call: tuple[Hook, ...]
     post_call: tuple[Hook, ...]
     on_error: tuple[Hook, ...]
+    on_error_names: tuple[str, ...]
     plan: Plan
+
+    @property
+    def empty(self) -> bool:
+        return not (self.pre_validate or self.pre_call or self.post_call or self.on_error)
 
     def owner_of(self, exc: BaseException) -> str | None:
         return self.plan.owner_of(exc)
@@ -56,34 +96,42 @@ class ToolPlan:
 
 @dataclass(frozen=True)
 class Plan:
-    """The per-call hook implementations, in call order, prepared when plugins change.
+    """The per-call hook implementations in call order (see the rule in ``hookspecs``).
 
     ``for_tool`` narrows them to the implementations that apply to a tool (see
     :func:`harness_one.hookspecs.applies_to`), once per tool and plan.
     """
 
-    steps: Mapping[str, tuple[Step, ...]]
+    steps: Mapping[str, tuple[_Step, ...]]
     owners: Mapping[CodeType, str]
     #: For each per-call hook, the plugin names in call order (what ``harness-one doctor`` shows).
     order: Mapping[str, tuple[str, ...]]
     _per_tool: dict[Any, ToolPlan] = field(default_factory=dict, compare=False, repr=False)
 
-    def for_tool(self, tool: Any) -> ToolPlan:
+    def for_tool(self, tool: Tool) -> ToolPlan:
         found = self._per_tool.get(tool)
         if found is None:
 
-            def pick(hook: str) -> tuple[Hook, ...]:
-                return tuple(fn for fn, applies in self.steps[hook] if applies is None or applies(tool))
+            def pick(hook: str) -> tuple[_Step, ...]:
+                return tuple(s for s in self.steps[hook] if s.applies is None or s.applies(tool))
 
-            found = ToolPlan(pick("pre_validate"), pick("pre_call"), pick("post_call"), pick("on_error"), self)
+            on_error = pick("on_error")
+            found = ToolPlan(
+                tuple(s.fn for s in pick("pre_validate")),
+                tuple(s.fn for s in pick("pre_call")),
+                tuple(s.fn for s in pick("post_call")),
+                tuple(s.fn for s in on_error),
+                tuple(s.plugin for s in on_error),
+                self,
+            )
             self._per_tool[tool] = found
         return found
 
-    def forget(self, tool: Any) -> None:
+    def forget(self, tool: Tool) -> None:
         self._per_tool.pop(tool, None)
 
     def owner_of(self, exc: BaseException) -> str | None:
-        """The plugin whose hook raised ``exc`` (innermost plan frame in the traceback)."""
+        """The plugin whose hook raised ``exc`` (innermost hook frame in the traceback)."""
         tb = exc.__traceback__
         name = None
         while tb is not None:
@@ -93,18 +141,26 @@ class Plan:
 
 
 def plugin_order(plugin: Any) -> int:
-    """A plugin's place in the pipeline: its ``order`` attribute, or 0 (see docs/hooks.md)."""
+    """A plugin's ``order`` attribute, or 0 (see the ordering rule in ``hookspecs``)."""
     order = getattr(plugin, "order", 0)
-    return order if isinstance(order, int) else 0
+    return order if isinstance(order, int) and not isinstance(order, bool) else 0
 
 
-def _adapt(impl: pluggy.HookImpl, spec_args: tuple[str, ...]) -> Callable[..., Any]:
+def _adapt(impl: pluggy.HookImpl, spec_args: tuple[str, ...]) -> Hook:
     """A positional callable for ``impl``, which may accept any subset of the spec's arguments."""
     fn = impl.function
-    if impl.argnames == spec_args:
+    if tuple(impl.argnames) == spec_args:
         return fn
     index = [spec_args.index(a) for a in impl.argnames]
     return lambda *args: fn(*(args[i] for i in index))
+
+
+def _applies(impl: pluggy.HookImpl) -> Callable[[Tool], bool] | None:
+    predicate = getattr(impl.function, "harness_applies_to", None)
+    if predicate is None:
+        return None
+    plugin = impl.plugin
+    return lambda tool: bool(predicate(plugin, tool))
 
 
 class PluginSet:
@@ -113,7 +169,10 @@ class PluginSet:
     Plugins load by entry-point name from ``harness_one.plugins``; the standard ones (from
     the ``harness-one`` distribution itself) are ordinary entries there. Blocking a name
     keeps its plugin out; registering another plugin under a standard name replaces it.
-    Every change re-compiles the registry's call plan, so the per-call path does no lookups.
+    An entry point that names a class (or another callable factory) is called with the
+    plugin's options (``options={"name": {...}}``, ``[plugins.<name>]`` in the CLI
+    configuration, or ``HARNESS_ONE_PLUGIN_<NAME>``). Every change re-compiles the call plan,
+    so the per-call path does no lookups.
     """
 
     def __init__(
@@ -126,6 +185,7 @@ class PluginSet:
         block: Iterable[str] = (),
         allow: Iterable[str] | None = None,
         strict: bool | None = None,
+        options: Mapping[str, Mapping[str, Any]] | None = None,
     ) -> None:
         self._registry = registry
         self.manager = pluggy.PluginManager(hookspecs.PROJECT)
@@ -133,24 +193,32 @@ class PluginSet:
         self.failures: list[LoadFailure] = []
         self.sources: dict[str, str] = {}
         self.strict = _env_flag(ENV_STRICT) if strict is None else strict
+        self._seq = itertools.count()
+        self._registered_at: dict[int, int] = {}
+        self.plan = self._compile()
         for name in set(block) | _env_names(ENV_BLOCK):
             self.manager.set_blocked(name)
         env_allow = _env_names(ENV_ALLOW)
         allowed = set(allow) if allow is not None else (env_allow or None)
         autoload = (not _env_flag(ENV_NO_AUTOLOAD)) if autoload is None else autoload
-        self._load_entry_points(standard=standard, third_party=autoload, allowed=allowed)
+        chosen = self._choose(standard=standard, third_party=autoload, allowed=allowed)
+        #: The options each entry-point plugin was built with (argument, then environment).
+        self.options: dict[str, dict[str, Any]] = {n: dict(v) for n, v in env_options(chosen).items()}
+        for name, values in (options or {}).items():
+            self.options[name] = {**self.options.get(name, {}), **values}
+        for name, ep in chosen.items():
+            self._load(name, ep)
         items: Iterable[tuple[str | None, Any]] = (
             plugins.items() if isinstance(plugins, Mapping) else ((None, p) for p in plugins)
         )
         for given, plugin in items:
             self._register(plugin, given, replace=True)
-        self._reorder()
         self.plan = self._compile()
 
     # ------------------------------------------------------------------ loading
 
-    def _load_entry_points(self, *, standard: bool, third_party: bool, allowed: set[str] | None) -> None:
-        chosen: dict[str, Any] = {}
+    def _choose(self, *, standard: bool, third_party: bool, allowed: set[str] | None) -> dict[str, EntryPoint]:
+        chosen: dict[str, EntryPoint] = {}
         for ep in entry_points(PLUGIN_GROUP):
             if (ep.is_own and not standard) or (not ep.is_own and not third_party):
                 continue
@@ -160,28 +228,39 @@ class PluginSet:
                 continue
             previous = chosen.get(ep.name)
             if previous is not None and not previous.is_own:
-                self.failures.append(
-                    LoadFailure(
-                        PLUGIN_GROUP,
-                        ep.name,
-                        ep.distribution,
-                        f"name conflict: '{ep.name}' is already provided by {previous.distribution}",
-                    )
-                )
-                emit(30, "plugin name conflict", name=ep.name, kept=previous.distribution, skipped=ep.distribution)
+                reason = f"name conflict: '{ep.name}' is already provided by {previous.distribution}"
+                self.failures.append(LoadFailure(PLUGIN_GROUP, ep.name, ep.distribution, reason))
+                log_event(30, "plugin name conflict", name=ep.name, kept=previous.distribution, skipped=ep.distribution)
                 continue
             chosen[ep.name] = ep  # a third-party plugin of a standard name replaces the standard one
-        for name, ep in chosen.items():
-            try:
-                obj = ep.load()
-                plugin = obj() if isinstance(obj, type) else obj
-            except Exception as exc:
-                self.failures.append(failure(ep, exc))
-                if self.strict:
-                    raise PluginError(f"Plugin '{name}' from {ep.distribution} failed to load: {exc}", plugin=name) from exc
-                continue
+        return chosen
+
+    def _load(self, name: str, ep: EntryPoint) -> None:
+        options = self.options.get(name, {})
+        try:
+            obj = ep.load()
+            if callable(obj) and not isinstance(obj, ModuleType) and (isinstance(obj, type) or not _is_plugin(obj)):
+                plugin = obj(**options)
+            elif options:
+                raise TypeError(f"options {sorted(options)} given, but '{ep.value}' is not a factory that takes them")
+            else:
+                plugin = obj
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:  # SystemExit or anything else at import: a load failure, not an exit
+            self._failed(ep, exc)
+            return
+        try:
             self._register(plugin, name, replace=False)
-            self.sources[name] = ep.distribution
+        except PluginError as exc:
+            self._failed(ep, exc)
+            return
+        self.sources[name] = ep.distribution
+
+    def _failed(self, ep: EntryPoint, exc: BaseException) -> None:
+        self.failures.append(failure(ep, exc))
+        if self.strict:
+            raise PluginError(f"Plugin '{ep.name}' from {ep.distribution} failed to load: {exc}", plugin=ep.name) from exc
 
     def _register(self, plugin: Any, name: str | None, *, replace: bool) -> str | None:
         if isinstance(plugin, type):
@@ -194,25 +273,67 @@ class PluginSet:
             self.manager.unblock(name)
         try:
             registered = self.manager.register(plugin, name=name)
-        except (ValueError, pluggy.PluginValidationError) as exc:
+            if registered is not None:
+                self._check(plugin, registered)
+        except (ValueError, pluggy.PluginValidationError, PluginError) as exc:
+            if name is not None and self.manager.get_plugin(name) is plugin:
+                self.manager.unregister(plugin, name=name)
+            if isinstance(exc, PluginError):
+                raise
             raise PluginError(f"Cannot register plugin {name or plugin!r}: {exc}", plugin=name) from exc
-        if registered is not None:
-            self._replay(self.manager.hook.harness_tool_added, plugin)
+        if registered is None:
+            return None
+        self._registered_at[id(plugin)] = next(self._seq)
+        self._call_plugin(plugin, "harness_configure", registry=self._registry)
+        for tool in self._registry._tool_list():
+            self._call_plugin(plugin, "harness_tool_added", tool=tool, registry=self._registry)
         return registered
 
-    def _replay(self, caller: pluggy.HookCaller, plugin: Any) -> None:
-        """Call ``plugin``'s implementation of a tool hook for every tool the registry has."""
+    def _check(self, plugin: Any, name: str) -> None:
+        """Refuse what the pipeline cannot honour: unknown hooks, per-call wrappers and coroutines."""
+        self.manager.check_pending()
+        for hook in PER_CALL_HOOKS:
+            for impl in getattr(self.manager.hook, hook).get_hookimpls():
+                if impl.plugin is not plugin:
+                    continue
+                if impl.hookwrapper or impl.wrapper:
+                    raise PluginError(
+                        f"Plugin '{name}': {hook} is a wrapper; per-call hooks cannot be wrappers. Use a pre_call "
+                        "implementation with post_call/on_error ones (and call.state) to bracket an attempt.",
+                        plugin=name,
+                    )
+                if inspect.iscoroutinefunction(impl.function) or inspect.isasyncgenfunction(impl.function):
+                    raise PluginError(
+                        f"Plugin '{name}': {hook} is a coroutine; per-call hooks are synchronous. "
+                        "Return a decision (Outcome, Retry) and let the core do the waiting.",
+                        plugin=name,
+                    )
+
+    def _call_plugin(self, plugin: Any, hook: str, **kwargs: Any) -> None:
+        caller = getattr(self.manager.hook, hook)
+        spec_args = tuple(caller.spec.argnames)
         for impl in caller.get_hookimpls():
             if impl.plugin is plugin:
-                for tool in self._registry._tool_list():
-                    _adapt(impl, ("tool", "registry"))(tool, self._registry)
+                self._guarded(impl, hook, spec_args, kwargs)
+
+    def _guarded(self, impl: pluggy.HookImpl, hook: str, spec_args: tuple[str, ...], kwargs: Mapping[str, Any]) -> Any:
+        try:
+            return _adapt(impl, spec_args)(*(kwargs[a] for a in spec_args))
+        except ToolError:
+            raise
+        except Exception as exc:
+            raise PluginError(
+                f"Plugin '{impl.plugin_name}' failed in {hook}: {type(exc).__name__}: {exc}", plugin=impl.plugin_name
+            ) from exc
 
     def _unregister(self, name: str) -> Any:
         plugin = self.manager.get_plugin(name)
         if plugin is None:
             return None
-        self._replay(self.manager.hook.harness_tool_removed, plugin)
+        for tool in self._registry._tool_list():
+            self._call_plugin(plugin, "harness_tool_removed", tool=tool, registry=self._registry)
         self.manager.unregister(plugin, name=name)
+        self._registered_at.pop(id(plugin), None)
         self.sources.pop(name, None)
         return plugin
 
@@ -223,8 +344,7 @@ class PluginSet:
         registered = self._register(plugin, name, replace=True)
         if registered is None:  # pragma: no cover - replace=True unblocks
             raise PluginError(f"Plugin '{name}' is blocked.", plugin=name)
-        self._reorder()
-        self.plan = self._compile()
+        self._changed()
         return registered
 
     def replace(self, name: str, plugin: Any) -> str:
@@ -234,14 +354,14 @@ class PluginSet:
     def unregister(self, name: str) -> Any:
         """Remove the plugin called ``name``; returns it (or None if there was none)."""
         plugin = self._unregister(name)
-        self.plan = self._compile()
+        self._changed()
         return plugin
 
     def block(self, name: str) -> None:
         """Remove the plugin called ``name`` and keep it out until :meth:`unblock`."""
         self._unregister(name)
         self.manager.set_blocked(name)
-        self.plan = self._compile()
+        self._changed()
 
     def unblock(self, name: str) -> None:
         """Allow ``name`` again (a blocked standard plugin is not reloaded: register it)."""
@@ -262,47 +382,40 @@ class PluginSet:
         return isinstance(name, str) and self.manager.has_plugin(name)
 
     def call_each(self, hook: str, **kwargs: Any) -> list[tuple[str, Any]]:
-        """Call ``hook`` on every plugin that implements it, returning ``(plugin name, result)``."""
+        """Call ``hook`` on every plugin that implements it, in plan order: ``[(plugin name, result)]``.
+
+        A non-:class:`ToolError` exception is raised as a :class:`PluginError` naming the plugin.
+        """
         caller = getattr(self.manager.hook, hook)
         spec_args = tuple(caller.spec.argnames) if caller.spec else tuple(kwargs)
-        out = []
-        for impl in reversed(caller.get_hookimpls()):
-            out.append((impl.plugin_name, _adapt(impl, spec_args)(*(kwargs[a] for a in spec_args))))
-        return out
+        return [(impl.plugin_name, self._guarded(impl, hook, spec_args, kwargs)) for impl in self._sorted(caller)]
 
     # ------------------------------------------------------------------ compiling
 
-    def _reorder(self) -> None:
-        """Re-register so hooks run in ascending ``order`` (plugin attribute, default 0); ties: later first.
+    def _sorted(self, caller: pluggy.HookCaller) -> list[pluggy.HookImpl]:
+        """The ordering rule of ``hookspecs``: tier, then ``order``, then newest first."""
 
-        pluggy calls the last-registered implementation first, so registering in descending
-        ``order`` gives ascending call order; the stable sort keeps pluggy's LIFO among equals.
-        """
-        current = [(n, p) for n, p in self.manager.list_name_plugin() if p is not None]
-        wanted = sorted(current, key=lambda item: -plugin_order(item[1]))
-        if [p for _, p in wanted] == [p for _, p in current]:
-            return
-        for name, plugin in current:
-            self.manager.unregister(plugin, name=name)
-        for name, plugin in wanted:
-            self.manager.register(plugin, name=name)
+        def key(impl: pluggy.HookImpl) -> tuple[int, int, int]:
+            tier = 0 if impl.tryfirst else 2 if impl.trylast else 1
+            return tier, plugin_order(impl.plugin), -self._registered_at.get(id(impl.plugin), 0)
+
+        return sorted(caller.get_hookimpls(), key=key)
+
+    def _changed(self) -> None:
+        self.plan = self._compile()
+        self._registry._plans_changed()
 
     def _compile(self) -> Plan:
-        steps: dict[str, tuple[Step, ...]] = {}
+        steps: dict[str, tuple[_Step, ...]] = {}
         owners: dict[CodeType, str] = {}
         order: dict[str, tuple[str, ...]] = {}
         for hook_name in PER_CALL_HOOKS:
             short = hook_name.removeprefix("harness_")
             caller = getattr(self.manager.hook, hook_name)
-            impls = caller.get_hookimpls()
-            assert caller.spec is not None
             spec_args = tuple(caller.spec.argnames)
-            if any(i.hookwrapper or i.wrapper for i in impls):
-                # Wrappers need pluggy's own calling loop; keep full semantics for this hook.
-                steps[short] = ((_through_pluggy(caller, spec_args), None),)
-            else:
-                steps[short] = tuple((_adapt(i, spec_args), _applies(i)) for i in reversed(impls))
-            order[short] = tuple(i.plugin_name for i in reversed(impls))
+            impls = self._sorted(caller)
+            steps[short] = tuple(_Step(_adapt(i, spec_args), i.plugin_name, _applies(i)) for i in impls)
+            order[short] = tuple(i.plugin_name for i in impls)
             for impl in impls:
                 code = getattr(impl.function, "__code__", None)
                 if code is not None:
@@ -310,20 +423,6 @@ class PluginSet:
         return Plan(steps=steps, owners=owners, order=order)
 
 
-def _applies(impl: pluggy.HookImpl) -> Callable[[Any], bool] | None:
-    predicate = getattr(impl.function, "harness_applies_to", None)
-    if predicate is None:
-        return None
-    plugin = impl.plugin
-    return lambda tool: bool(predicate(plugin, tool))
-
-
-def _through_pluggy(caller: pluggy.HookCaller, spec_args: tuple[str, ...]) -> Callable[..., Any]:
-    if caller.spec is not None and caller.spec.opts.get("firstresult"):
-        return lambda *args: caller(**dict(zip(spec_args, args)))
-
-    def call_all(*args: Any) -> Any:
-        results = caller(**dict(zip(spec_args, args)))
-        return next((r for r in results or () if r is not None), None)
-
-    return call_all
+def _is_plugin(obj: Any) -> bool:
+    """Whether ``obj`` already is a plugin instance (has hook implementations), not a factory."""
+    return any(callable(getattr(obj, h, None)) for h in (*PER_CALL_HOOKS, "harness_tool_added", "harness_configure"))

@@ -3,33 +3,49 @@
 from __future__ import annotations
 
 import asyncio
-import difflib
 import itertools
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Generator, Iterable, Mapping
 from types import MethodType
 from typing import Any, ClassVar, Concatenate, Generic, ParamSpec, TypeVar, overload
 
-from ._arguments import ArgumentLimits, check_signature, decode_arguments
-from ._call import Call, CallResult, Outcome, Retry, new_call_id
+from ._arguments import ArgumentLimits, check_signature, decode_arguments, refuse_keys
+from ._call import Call, CallResult, Outcome, ProgressCallback, Retry, new_call_id
 from ._clock import SYSTEM_CLOCK, Clock
-from ._errors import PluginError, ToolArgumentError, ToolError, ToolExecutionError, ToolNotFound, ToolTimeout
+from ._errors import (
+    ArgumentProblem,
+    PluginError,
+    ToolArgumentError,
+    ToolCancelled,
+    ToolDefinitionError,
+    ToolError,
+    ToolExecutionError,
+    ToolNotFound,
+    ToolTimeout,
+)
+from ._log import log_event
 from ._plugins import PluginSet, ToolPlan
+from ._suggest import NameIndex
 from ._tool import Tool
+from .state import State
 
 __all__ = ["ToolRegistry"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
 _perf = time.perf_counter
+_timeout_cm = getattr(asyncio, "timeout", None)  # Python 3.11+
+
+#: What the attempt generator yields: keyword arguments to run the tool with, or seconds to sleep.
+Step = dict[str, Any] | float
 
 
 class _shared(Generic[P, R]):  # noqa: N801 - behaves like a method decorator
     """A method that acts on the default registry when called on the class.
 
-    ``ToolRegistry.call(...)`` is ``ToolRegistry.default().call(...)``, as the seed uses it;
-    on an instance it is an ordinary method.
+    ``ToolRegistry.call(...)`` is ``ToolRegistry.default().call(...)``; on an instance it is
+    an ordinary method.
     """
 
     def __init__(self, func: Callable[Concatenate[ToolRegistry, P], R]) -> None:
@@ -53,19 +69,26 @@ class _shared(Generic[P, R]):  # noqa: N801 - behaves like a method decorator
 
 
 class _Entry:
-    """A registered tool and its call counter (``itertools.count``: atomic without a lock)."""
+    """A registered tool, its call counter and its prepared hook plan.
 
-    __slots__ = ("counter", "tool")
+    Calls take a value from ``counter`` (atomic without a lock); reading the count takes one
+    too, under ``registry._lock``, and ``reads`` subtracts what reading consumed.
+    """
+
+    __slots__ = ("counter", "plan", "reads", "simple", "tool")
 
     def __init__(self, tool: Tool, calls: int = 0) -> None:
         self.tool = tool
-        self.counter = itertools.count(calls + 1)
+        self.counter = itertools.count(calls)
+        self.reads = 0
+        self.plan: ToolPlan | None = None
+        #: Callable directly when no hook applies: sync, no converters, no Call parameter, no **kwargs.
+        self.simple = not (tool.is_async or tool.converters or tool.call_param or tool.accepts_any)
 
-    @property
     def calls(self) -> int:
-        # The next value the counter would give, minus one; read from its repr, ``count(N)``,
-        # so that reading does not consume a value.
-        return int(repr(self.counter)[6:-1]) - 1
+        count = next(self.counter) - self.reads
+        self.reads += 1
+        return count
 
 
 class ToolRegistry:
@@ -74,7 +97,7 @@ class ToolRegistry:
     There is one process-wide default registry, which ``@defineTool`` fills and which the
     class-level methods use (``ToolRegistry.call("add", {...})``). Every ``ToolRegistry()``
     is independent of it and of each other: its own tools, plugins (and so its own rate
-    limits, idempotency records and metrics) and clock.
+    limits, idempotency records and metrics), clock and state.
 
     Args:
         plugins: extra plugins (objects, modules or classes), or ``{name: plugin}`` to
@@ -87,10 +110,16 @@ class ToolRegistry:
             ``HARNESS_ONE_PLUGINS`` when set).
         strict: raise :class:`PluginError` when a plugin fails to load, instead of logging
             and reporting it (default: ``HARNESS_ONE_STRICT_PLUGINS``).
-        discover: load tools from the ``harness_one.tools`` entry points (lazily, on first
-            listing or unknown name). The default registry does; new instances do not.
-        clock: time source for durations and the waits between attempts.
+        plugin_options: ``{plugin name: {option: value}}``, passed as keyword arguments to
+            entry-point plugin factories (over ``HARNESS_ONE_PLUGIN_<NAME>``).
+        discover: load tools from the ``harness_one.tools`` entry points (lazily: a name the
+            registry does not know loads the entry point of that name, a listing loads all).
+            The default registry does; new instances do not.
+        clock: the time source of every policy (rate limits, waits between attempts,
+            deadlines); durations are measured with ``time.perf_counter``.
         limits: size and nesting limits for incoming arguments.
+        state: where shared policy state lives (see :mod:`harness_one.state`): ``None``
+            (this process), ``"sqlite:///PATH"``, or a :class:`~harness_one.state.State`.
     """
 
     _default: ClassVar[ToolRegistry | None] = None
@@ -105,38 +134,55 @@ class ToolRegistry:
         block: Iterable[str] = (),
         allow: Iterable[str] | None = None,
         strict: bool | None = None,
+        plugin_options: Mapping[str, Mapping[str, Any]] | None = None,
         discover: bool = False,
         clock: Clock = SYSTEM_CLOCK,
         limits: ArgumentLimits | None = None,
+        state: str | State | None = None,
     ) -> None:
         self.clock = clock
         self.limits = limits or ArgumentLimits()
+        self.state = state if isinstance(state, State) else State(state)
         self._tools: dict[str, _Entry] = {}
+        self._index = NameIndex()
         self._lock = threading.RLock()
         for name, attr in vars(ToolRegistry).items():
             if isinstance(attr, _shared):  # bind once: instance calls skip the descriptor
                 self.__dict__[name] = MethodType(attr.func, self)
         self._discover = discover
         self._discovered = False
-        self._exports: dict[tuple[str, bool], Any] = {}
+        self._exports: dict[tuple[str, bool | str], Any] = {}
         from ._discovery import DiscoveryReport
 
         self.discovery = DiscoveryReport()
         self.plugins = PluginSet(
-            self, plugins=plugins, standard=standard_plugins, autoload=autoload, block=block, allow=allow, strict=strict
+            self,
+            plugins=plugins,
+            standard=standard_plugins,
+            autoload=autoload,
+            block=block,
+            allow=allow,
+            strict=strict,
+            options=plugin_options,
         )
 
     # ------------------------------------------------------------------ the default registry
 
     @classmethod
     def default(cls) -> ToolRegistry:
-        """The process-wide registry that ``@defineTool`` and the class-level methods use."""
+        """The process-wide registry that ``@defineTool`` and the class-level methods use.
+
+        It loads installed tool packages (lazily) and takes its state location from
+        ``HARNESS_ONE_STATE``.
+        """
         registry = cls._default
         if registry is None:
             with cls._default_lock:
                 registry = cls._default
                 if registry is None:
-                    registry = cls._default = ToolRegistry(discover=True)
+                    import os
+
+                    registry = cls._default = ToolRegistry(discover=True, state=os.environ.get("HARNESS_ONE_STATE") or None)
         return registry
 
     @classmethod
@@ -154,14 +200,17 @@ class ToolRegistry:
         return self._tool_list()
 
     def _tool_list(self) -> list[Tool]:
-        return [e.tool for e in self._tools.values()]
+        with self._lock:
+            return [e.tool for e in self._tools.values()]
 
     @_shared
     def add(self, /, tool: Tool | Callable[..., Any], *, replace: bool = False, **definition: Any) -> Tool:
         """Register a :class:`Tool`, a ``@defineTool`` function, or a plain function (with ``defineTool``'s keywords).
 
-        A second tool of the same name is a :class:`ToolDefinitionError` unless ``replace=True``.
-        Safe while other threads call tools.
+        A second tool of the same name is a :class:`ToolDefinitionError` unless ``replace=True``,
+        except that a tool defined in code replaces one from an installed tool package (with a
+        warning; ``registry.discovery.conflicts`` and ``harness-one doctor`` show it). Safe
+        while other threads call tools.
         """
         from ._discovery import as_tool
 
@@ -172,26 +221,39 @@ class ToolRegistry:
     register = add
 
     def _insert(self, tool: Tool, *, replace: bool) -> None:
-        from ._errors import ToolDefinitionError
-
         with self._lock:
             old = self._tools.get(tool.name)
             if old is not None and old.tool is tool:
                 return
             if old is not None and not replace:
-                where = f" (from {old.tool.source})" if old.tool.source else ""
-                raise ToolDefinitionError(
-                    f"A tool named '{tool.name}' is already registered{where}; pass replace=True to replace it.", tool=tool.name
-                )
-            tools = dict(self._tools)
-            tools[tool.name] = _Entry(tool, old.calls if old else 0)
-            hook = self.plugins.manager.hook
+                if tool.source is not None or old.tool.source is None:
+                    where = f" (from {old.tool.source})" if old.tool.source else ""
+                    raise ToolDefinitionError(
+                        f"A tool named '{tool.name}' is already registered{where}; pass replace=True to replace it.",
+                        tool=tool.name,
+                    )
+                from ._discovery import Conflict
+
+                self.discovery.conflicts.append(Conflict(tool.name, kept="code in this process", skipped=old.tool.source))
+                log_event(30, "tool name conflict", tool=tool.name, kept="code in this process", skipped=old.tool.source)
+            call_each = self.plugins.call_each
             if old is not None:
                 self.plugins.plan.forget(old.tool)
-                hook.harness_tool_removed(tool=old.tool, registry=self)
-            hook.harness_tool_added(tool=tool, registry=self)
-            self._tools = tools
+                call_each("harness_tool_removed", tool=old.tool, registry=self)
+            call_each("harness_tool_added", tool=tool, registry=self)
+            self._tools[tool.name] = _Entry(tool, old.calls() if old else 0)
+            if old is None:
+                self._index.add(tool.name)
+            self._exported(tool, grew=old is None)
+
+    def _exported(self, tool: Tool, *, grew: bool) -> None:
+        """Keep cached exports current: extend them by one tool, or drop them when a tool changed."""
+        if not self._exports:
+            return
+        if not grew:
             self._exports = {}
+            return
+        self._exports = {key: found.extended(tool) for key, found in self._exports.items()}
 
     @_shared
     def remove(self, /, name: str) -> Tool:
@@ -200,12 +262,11 @@ class ToolRegistry:
             entry = self._tools.get(name)
             if entry is None:
                 raise self._not_found(name)
-            tools = dict(self._tools)
-            del tools[name]
-            self._tools = tools
+            del self._tools[name]
+            self._index.remove(name)
             self._exports = {}
             self.plugins.plan.forget(entry.tool)
-            self.plugins.manager.hook.harness_tool_removed(tool=entry.tool, registry=self)
+            self.plugins.call_each("harness_tool_removed", tool=entry.tool, registry=self)
             return entry.tool
 
     unregister = remove
@@ -213,12 +274,14 @@ class ToolRegistry:
     @_shared
     def get(self, /, name: str) -> Tool:
         """The tool called ``name``, or :class:`ToolNotFound` with close-name suggestions."""
-        entry = self._tools.get(name) or self._lookup_slow(name)
-        return entry.tool
+        return self._entry(name).tool
 
     def __contains__(self, name: object) -> bool:
-        self._ensure_discovered()
-        return isinstance(name, str) and name in self._tools
+        if not isinstance(name, str):
+            return False
+        if name not in self._tools:
+            self._ensure_discovered(name)
+        return name in self._tools
 
     def __len__(self) -> int:
         self._ensure_discovered()
@@ -226,32 +289,36 @@ class ToolRegistry:
 
     @_shared
     def names(self) -> list[str]:
-        """The tool names, in registration order: the seed's ``["web_search", "calculate", ...]``."""
+        """The tool names, in registration order."""
         self._ensure_discovered()
-        return list(self._tools)
+        with self._lock:
+            return list(self._tools)
 
     @_shared
     def list_tools(self, /, *, names_only: bool = False) -> Any:
-        """What the model sees: ``{name: {"description", "parameters"}}`` (the seed's section 8).
+        """What the model sees: ``{name: {"description", "parameters"}}``.
 
-        Iterating it yields the names, so ``list(ToolRegistry.list_tools())`` is the seed's
-        section-3 list; ``names_only=True`` returns that list directly.
+        Iterating it yields the names, so ``list(ToolRegistry.list_tools())`` is the list of
+        names; ``names_only=True`` returns that list directly.
         """
         self._ensure_discovered()
-        if names_only:
-            return list(self._tools)
-        return {n: {"description": e.tool.description, "parameters": e.tool.parameters} for n, e in self._tools.items()}
+        with self._lock:
+            if names_only:
+                return list(self._tools)
+            return {n: {"description": e.tool.description, "parameters": e.tool.parameters} for n, e in self._tools.items()}
 
     @_shared
     def call_count(self, /, name: str) -> int:
-        """How many calls tool ``name`` has received (the seed: "how many times was tool X called?")."""
-        entry = self._tools.get(name) or self._lookup_slow(name)
-        return entry.calls
+        """How many calls tool ``name`` has received, refused and failed ones included."""
+        entry = self._entry(name)
+        with self._lock:
+            return entry.calls()
 
     @_shared
     def stats(self) -> dict[str, Any]:
         """``{"tools": {name: {"calls": n, ...}}, <plugin name>: {...}}``: counters plus each plugin's statistics."""
-        tools: dict[str, dict[str, Any]] = {n: {"calls": e.calls} for n, e in self._tools.items()}
+        with self._lock:
+            tools: dict[str, dict[str, Any]] = {n: {"calls": e.calls()} for n, e in self._tools.items()}
         out: dict[str, Any] = {"tools": tools}
         for plugin, data in self.plugins.call_each("harness_stats", registry=self):
             if not data:
@@ -264,24 +331,30 @@ class ToolRegistry:
         return out
 
     @_shared
-    def export(self, format: str = "openai", *, strict: bool = False) -> Any:
-        """Every tool in a provider's format, as an :class:`~harness_one.export.Export` (cached until tools change).
+    def export(self, format: str = "openai", *, strict: bool | str = False, names: Iterable[str] | None = None) -> Any:
+        """The tools in a provider's format, as an :class:`~harness_one.export.Export`.
 
-        Formats: ``openai``, ``openai-responses``, ``anthropic``, ``gemini``, ``mcp``.
+        Formats: :data:`harness_one.export.FORMATS`. ``strict`` (OpenAI): ``True`` for every
+        tool or an error, ``"auto"`` per tool with the exceptions reported. ``names``: only
+        these tools, in this order. Whole exports are cached; adding a tool extends the cached
+        exports by that one tool.
         """
+        from .export import export_tools
+
+        if names is not None:
+            return export_tools([self.get(n) for n in names], format, strict=strict)
         key = (format, strict)
         found = self._exports.get(key)
         if found is None:
-            from .export import export_tools
-
             found = export_tools(self.tools(), format, strict=strict)
-            self._exports[key] = found
+            with self._lock:
+                self._exports[key] = found
         return found
 
     # ------------------------------------------------------------------ discovery
 
     def load_entry_points(self, *, refresh: bool = False) -> Any:
-        """Load tool packages from the ``harness_one.tools`` group now; returns the discovery report."""
+        """Load every tool package of the ``harness_one.tools`` group now; returns the discovery report."""
         from ._discovery import load_tool_entry_points
 
         if refresh:
@@ -293,30 +366,77 @@ class ToolRegistry:
             load_tool_entry_points(self, self.discovery)
         return self.discovery
 
-    def _ensure_discovered(self) -> None:
-        if self._discover and not self._discovered:
-            self.load_entry_points()
+    def _ensure_discovered(self, name: str | None = None) -> None:
+        if not self._discover or self._discovered:
+            return
+        if name is not None:
+            from ._discovery import load_named_entry_point
 
-    def _lookup_slow(self, name: str) -> _Entry:
-        self._ensure_discovered()
-        entry = self._tools.get(name)
+            with self._lock:
+                if load_named_entry_point(self, self.discovery, name):
+                    return
+        self.load_entry_points()
+
+    def _entry(self, name: Any) -> _Entry:
+        try:
+            entry = self._tools.get(name)
+        except TypeError:  # an unhashable name
+            entry = None
         if entry is None:
-            raise self._not_found(name)
+            if isinstance(name, str):
+                self._ensure_discovered(name)
+                entry = self._tools.get(name)
+            if entry is None:
+                raise self._not_found(name)
         return entry
 
-    def _not_found(self, name: str) -> ToolNotFound:
-        names = list(self._tools)
-        close = difflib.get_close_matches(str(name), names, n=3, cutoff=0.6)
-        return ToolNotFound(str(name), available=names, suggestions=close)
+    def _not_found(self, name: Any) -> ToolNotFound:
+        text = name if isinstance(name, str) else repr(name)
+        close = self._index.suggest(text) if isinstance(name, str) and len(name) <= 256 else []
+        return ToolNotFound(text[:200], available=self._index.first(20), suggestions=close, total=len(self._index))
 
     # ------------------------------------------------------------------ calling
 
+    def _plans_changed(self) -> None:
+        for entry in list(self._tools.values()):
+            entry.plan = None
+
+    def _plan(self, entry: _Entry) -> ToolPlan:
+        plan = entry.plan = self.plugins.plan.for_tool(entry.tool)
+        return plan
+
     def _begin(
-        self, name: str, arguments: Any, context: Mapping[str, Any] | None, call_id: str | None, idempotency_key: str | None
-    ) -> Call:
-        entry = self._tools.get(name) or self._lookup_slow(name)
+        self,
+        name: Any,
+        arguments: Any,
+        context: Any,
+        call_id: Any,
+        idempotency_key: Any,
+        on_progress: ProgressCallback | None,
+    ) -> tuple[Call, ToolPlan]:
+        try:
+            entry = self._tools.get(name) or self._entry(name)
+        except TypeError:
+            entry = self._entry(name)
         next(entry.counter)
-        return Call(self, entry.tool, arguments, context, call_id, idempotency_key, _perf())
+        return self._new_call(entry, arguments, context, call_id, idempotency_key, on_progress), entry.plan or self._plan(entry)
+
+    def _new_call(
+        self,
+        entry: _Entry,
+        arguments: Any,
+        context: Any,
+        call_id: Any,
+        idempotency_key: Any,
+        on_progress: ProgressCallback | None,
+    ) -> Call:
+        if context is not None and not isinstance(context, Mapping):
+            raise _caller_error(entry.tool, "context", "a mapping (JSON object)", context)
+        if call_id is not None and not isinstance(call_id, str):
+            call_id = str(call_id)
+        if idempotency_key is not None:
+            _check_key(entry.tool, idempotency_key)
+        return Call(self, entry.tool, arguments, context, call_id, idempotency_key, _perf(), on_progress)
 
     @_shared
     def call(
@@ -328,17 +448,41 @@ class ToolRegistry:
         context: Mapping[str, Any] | None = None,
         call_id: str | None = None,
         idempotency_key: str | None = None,
+        on_progress: ProgressCallback | None = None,
     ) -> Any:
         """Call tool ``name`` with ``arguments`` (a dict or a JSON string) and return its result.
 
-        Raises a :class:`ToolError`: :class:`ToolNotFound`, :class:`ToolArgumentError`,
-        :class:`RateLimitExceeded`, :class:`ToolTimeout`, :class:`ToolExecutionError`, ...
-        An async tool runs to completion in a new event loop; inside a running loop use
-        :meth:`acall`.
+        Raises a :class:`ToolError` and nothing else: :class:`ToolNotFound`,
+        :class:`ToolArgumentError`, :class:`RateLimitExceeded`, :class:`ToolTimeout`,
+        :class:`ToolExecutionError`, ... An async tool runs to completion in a new event
+        loop; inside a running loop use :meth:`acall`. ``on_progress(progress, total,
+        message)`` receives what the tool reports through :meth:`Call.report_progress`.
         """
-        entry = self._tools.get(name) or self._lookup_slow(name)
+        try:
+            entry = self._tools.get(name) or self._entry(name)
+        except TypeError:
+            entry = self._entry(name)
         next(entry.counter)
-        return self._run(Call(self, entry.tool, arguments, context, call_id, idempotency_key, _perf()))
+        plan = entry.plan or self._plan(entry)
+        if plan.empty and entry.simple and context is None and idempotency_key is None and on_progress is None:
+            return self._direct(entry.tool, arguments, call_id)
+        if context is None and idempotency_key is None and (call_id is None or type(call_id) is str):
+            call = Call(self, entry.tool, arguments, None, call_id, None, _perf(), on_progress)
+        else:
+            try:
+                call = self._new_call(entry, arguments, context, call_id, idempotency_key, on_progress)
+            except ToolError:
+                raise
+            except Exception as exc:
+                raise _internal(exc, name) from exc
+        if call.tool.is_async:
+            _refuse_running_loop(call.tool)
+        try:
+            return self._drive(call, plan)
+        except ToolError:
+            raise
+        except Exception as exc:
+            raise _internal(exc, name) from exc
 
     @_shared
     async def acall(
@@ -350,9 +494,20 @@ class ToolRegistry:
         context: Mapping[str, Any] | None = None,
         call_id: str | None = None,
         idempotency_key: str | None = None,
+        on_progress: ProgressCallback | None = None,
     ) -> Any:
-        """Like :meth:`call`, awaited: async tools run on the loop, sync tools in a worker thread."""
-        return await self._arun(self._begin(name, arguments, context, call_id, idempotency_key))
+        """Like :meth:`call`, awaited: async tools run on the loop, sync tools in a worker thread.
+
+        Cancelling the awaiting task cancels the call: an async tool is cancelled, a sync tool
+        sees ``call.cancelled``, and plugins release what the call held.
+        """
+        try:
+            call, plan = self._begin(name, arguments, context, call_id, idempotency_key, on_progress)
+            return await self._adrive(call, plan)
+        except ToolError:
+            raise
+        except Exception as exc:
+            raise _internal(exc, name) from exc
 
     @_shared
     def try_call(
@@ -364,17 +519,26 @@ class ToolRegistry:
         context: Mapping[str, Any] | None = None,
         call_id: str | None = None,
         idempotency_key: str | None = None,
+        on_progress: ProgressCallback | None = None,
     ) -> CallResult:
-        """Like :meth:`call`, but a :class:`ToolError` comes back in a :class:`CallResult` instead of raising."""
+        """Like :meth:`call`, but every error comes back in a :class:`CallResult`: it never raises."""
+        started = _perf()
+        call: Call | None = None
         try:
-            call = self._begin(name, arguments, context, call_id, idempotency_key)
+            call, plan = self._begin(name, arguments, context, call_id, idempotency_key, on_progress)
         except ToolError as err:
-            return self._unstarted(err, call_id)
+            return _result(None, None, err, name, call_id, started)
+        except Exception as exc:
+            return _result(None, None, _internal(exc, name), name, call_id, started)
+        if call.tool.is_async:
+            _refuse_running_loop(call.tool)
         try:
-            value = self._run(call)
+            value = self._drive(call, plan)
         except ToolError as err:
-            return self._finish(call, None, err)
-        return self._finish(call, value, None)
+            return _result(call, None, err, name, call_id, started)
+        except Exception as exc:
+            return _result(call, None, _internal(exc, name), name, call_id, started)
+        return _result(call, value, None, name, call_id, started)
 
     @_shared
     async def atry_call(
@@ -386,166 +550,197 @@ class ToolRegistry:
         context: Mapping[str, Any] | None = None,
         call_id: str | None = None,
         idempotency_key: str | None = None,
+        on_progress: ProgressCallback | None = None,
     ) -> CallResult:
-        """The awaitable :meth:`try_call`."""
+        """The awaitable :meth:`try_call`: never raises (cancelling the task still cancels it)."""
+        started = _perf()
+        call: Call | None = None
         try:
-            call = self._begin(name, arguments, context, call_id, idempotency_key)
+            call, plan = self._begin(name, arguments, context, call_id, idempotency_key, on_progress)
+            value = await self._adrive(call, plan)
         except ToolError as err:
-            return self._unstarted(err, call_id)
-        try:
-            value = await self._arun(call)
-        except ToolError as err:
-            return self._finish(call, None, err)
-        return self._finish(call, value, None)
+            return _result(call, None, err, name, call_id, started)
+        except Exception as exc:
+            return _result(call, None, _internal(exc, name), name, call_id, started)
+        return _result(call, value, None, name, call_id, started)
 
-    def _unstarted(self, err: ToolError, call_id: str | None) -> CallResult:
-        cid = call_id or new_call_id()
-        err.call_id = err.call_id or cid
-        return CallResult(False, None, err, err.tool or "", cid, 0.0, 0)
+    # The pipeline, written once: `_attempts` is the whole call as steps; `_drive` and `_adrive`
+    # run the tool and do the waiting, one blocking and one awaiting.
 
-    def _finish(self, call: Call, value: Any, err: ToolError | None) -> CallResult:
-        return CallResult(err is None, value, err, call.tool.name, call.call_id, _perf() - call.started, call.attempt)
+    def _attempts(self, call: Call, plan: ToolPlan) -> Generator[Step, None, None]:
+        """The whole call as steps, for a driver to carry out.
 
-    # The pipeline. The sync and async runners differ only in how the tool runs and how they wait.
-
-    def _prepare(self, plan: ToolPlan, call: Call) -> None:
+        Yields keyword arguments to run the tool with (the driver puts its value in
+        ``call.result``, or throws its exception in) or seconds to sleep. Returns with the
+        call's value in ``call.result``, or raises its error.
+        """
         tool = call.tool
-        try:
+        try:  # decode, pre-validate, check: errors here are translated by on_error, never retried
             if type(call.arguments) is not dict:
                 call.arguments = decode_arguments(call.arguments, self.limits)
-            for hook in plan.pre_validate:
-                hook(call)
-            args = call.arguments
-            if (not tool.accepts_any and not args.keys() <= tool.accepted) or not tool.required <= args.keys():
-                check_signature(args, tool.accepted, tool.required, tool.accepts_any)
+            if plan.pre_validate:
+                for hook in plan.pre_validate:
+                    hook(call)
+                if type(call.arguments) is not dict:
+                    raise PluginError(f"pre_validate left arguments of type {type(call.arguments).__name__}, not a dict")
+            kwargs = call.arguments
+            if (not tool.accepts_any and not kwargs.keys() <= tool.accepted) or not tool.required <= kwargs.keys():
+                check_signature(kwargs, tool.accepted, tool.required, tool.accepts_any)
+            elif tool.accepts_any and not all(type(k) is str for k in kwargs):
+                refuse_keys(kwargs, tool.accepted, tool.required, tool.accepts_any)
+            if tool.converters or tool.call_param:
+                kwargs = self._convert(call, kwargs)
         except Exception as exc:
-            err = self._as_tool_error(plan, call, exc)
-            decision = self._on_error(plan, call, err)
+            err = self._as_tool_error(call, plan, exc)
+            decision = self._on_error(call, plan, err)
             if type(decision) is Outcome and decision.error is not None:
                 raise decision.error from err
             if err is exc:
                 raise
             raise err from exc
+        pre_call, post_call = plan.pre_call, plan.post_call
+        while True:
+            try:
+                outcome = None
+                for hook in pre_call:  # the first Outcome wins
+                    outcome = hook(call)
+                    if outcome is not None:
+                        break
+                if outcome is None:
+                    try:
+                        yield kwargs
+                    except ToolError:
+                        raise
+                    except Exception as exc:
+                        raise ToolExecutionError(exc, tool=call.tool.name, call_id=call.call_id) from exc
+                elif type(outcome) is Outcome:
+                    if outcome.error is not None:
+                        raise outcome.error
+                    call.result = outcome.value
+                else:
+                    raise PluginError(f"pre_call returned {outcome!r}; expected an Outcome or None")
+                for hook in post_call:
+                    hook(call)
+                return
+            except Exception as exc:
+                decision = self._failed(call, plan, exc)
+            if type(decision) is Outcome:
+                call.result = decision.value
+                return
+            assert type(decision) is Retry
+            try:
+                yield max(decision.delay, 0.0)
+            except ToolCancelled as cancelled:
+                self._failed(call, plan, cancelled)
+            _next_attempt(call)
 
-    def _admit(self, plan: ToolPlan, call: Call) -> Outcome | None:
-        for hook in plan.pre_call:
-            outcome = hook(call)
-            if outcome is not None:
-                if outcome.error is not None:
-                    raise outcome.error
-                return outcome  # type: ignore[no-any-return]
-        return None
+    # `next(steps, _DONE)` instead of `send`: a generator that returns None to `next` with a
+    # default raises no StopIteration, which is most of what driving a generator costs.
 
-    def _after(self, plan: ToolPlan, call: Call, value: Any) -> Any:
-        call.result = value
-        for hook in plan.post_call:
-            hook(call)
+    def _drive(self, call: Call, plan: ToolPlan) -> Any:
+        steps = self._attempts(call, plan)
+        tool = call.tool
+        direct = None if tool.is_async else tool.fn
+        step = next(steps, _DONE)
+        while step is not _DONE:
+            try:
+                if type(step) is dict:
+                    call.ran = True
+                    try:
+                        call.result = direct(**step) if direct is not None and call.timeout is None else self._invoke(call, step)
+                    except Exception as exc:
+                        step = _throw(steps, exc)
+                    else:
+                        step = next(steps, _DONE)
+                else:
+                    self.clock.sleep(step)  # type: ignore[arg-type]
+                    step = next(steps, _DONE)
+            except KeyboardInterrupt:
+                _cancel(steps, call)
+                raise
         return call.result
 
-    def _failed(self, plan: ToolPlan, call: Call, exc: Exception) -> Retry | Outcome:
-        err = self._as_tool_error(plan, call, exc)
-        decision = self._on_error(plan, call, err)
-        if decision is None:
+    async def _adrive(self, call: Call, plan: ToolPlan) -> Any:
+        steps = self._attempts(call, plan)
+        tool = call.tool
+        direct = tool.fn if tool.is_async else None
+        step = next(steps, _DONE)
+        while step is not _DONE:
+            try:
+                if type(step) is dict:
+                    call.ran = True
+                    try:
+                        if direct is not None and call.timeout is None:
+                            call.result = await direct(**step)
+                        else:
+                            call.result = await self._ainvoke(call, step)
+                    except Exception as exc:
+                        step = _throw(steps, exc)
+                    else:
+                        step = next(steps, _DONE)
+                else:
+                    await self.clock.asleep(step)  # type: ignore[arg-type]
+                    step = next(steps, _DONE)
+            except (asyncio.CancelledError, KeyboardInterrupt):
+                _cancel(steps, call)
+                raise
+        return call.result
+
+    def _direct(self, tool: Tool, arguments: Any, call_id: str | None) -> Any:
+        """A tool no hook applies to: check the arguments and call it, with the pipeline's errors."""
+        try:
+            args = arguments if type(arguments) is dict else decode_arguments(arguments, self.limits)
+            if not args.keys() <= tool.accepted or not tool.required <= args.keys():
+                refuse_keys(args, tool.accepted, tool.required, tool.accepts_any)
+        except ToolArgumentError as err:
+            err.with_tool(tool.name)
+            err.call_id = err.call_id or call_id or new_call_id()
+            raise
+        try:
+            return tool.fn(**args)
+        except ToolError as err:
+            err.tool = err.tool or tool.name
+            err.call_id = err.call_id or call_id or new_call_id()
+            raise
+        except Exception as exc:
+            raise ToolExecutionError(exc, tool=tool.name, call_id=call_id or new_call_id()) from exc
+
+    @staticmethod
+    def _convert(call: Call, args: dict[str, Any]) -> dict[str, Any]:
+        tool = call.tool
+        kwargs = dict(args)
+        for key, convert in tool.converters.items():
+            if key in kwargs:
+                try:
+                    kwargs[key] = convert(kwargs[key])
+                except ToolError:
+                    raise
+                except Exception as exc:
+                    raise ToolArgumentError(
+                        [ArgumentProblem(f"$.{key}", f"cannot be converted: {type(exc).__name__}: {exc}", "type")],
+                        tool=tool.name,
+                    ) from exc
+        if tool.call_param is not None:
+            kwargs[tool.call_param] = call
+        return kwargs
+
+    def _failed(self, call: Call, plan: ToolPlan, exc: Exception) -> Retry | Outcome:
+        """Run on_error for a failed attempt: the decision to act on, or the final error raised."""
+        err = self._as_tool_error(call, plan, exc)
+        decision = self._on_error(call, plan, err)
+        if decision is None or isinstance(err, ToolCancelled):
             if err is exc:
                 raise err
             raise err from exc
-        if type(decision) is Outcome and decision.error is not None:
-            raise decision.error from err
-        return decision
+        if type(decision) is Outcome:
+            if decision.error is not None:
+                raise decision.error from err
+            return decision
+        if type(decision) is Retry:
+            return decision
+        raise PluginError(f"on_error returned {decision!r}; expected a Retry, an Outcome or None", tool=call.tool.name) from err
 
-    def _run(self, call: Call) -> Any:
-        plan = self.plugins.plan.for_tool(call.tool)
-        if call.tool.is_async:
-            _refuse_running_loop(call.tool)
-        self._prepare(plan, call)
-        while True:
-            try:
-                outcome = self._admit(plan, call) if plan.pre_call else None
-                value = self._invoke(call) if outcome is None else outcome.value
-                return self._after(plan, call, value) if plan.post_call else value
-            except Exception as exc:
-                decision = self._failed(plan, call, exc)
-                if type(decision) is Retry:
-                    self.clock.sleep(decision.delay)
-                    _next_attempt(call)
-                    continue
-                assert type(decision) is Outcome
-                return decision.value
-
-    async def _arun(self, call: Call) -> Any:
-        plan = self.plugins.plan.for_tool(call.tool)
-        self._prepare(plan, call)
-        while True:
-            try:
-                outcome = self._admit(plan, call) if plan.pre_call else None
-                value = (await self._ainvoke(call)) if outcome is None else outcome.value
-                return self._after(plan, call, value) if plan.post_call else value
-            except Exception as exc:
-                decision = self._failed(plan, call, exc)
-                if type(decision) is Retry:
-                    await self.clock.asleep(decision.delay)
-                    _next_attempt(call)
-                    continue
-                assert type(decision) is Outcome
-                return decision.value
-
-    @staticmethod
-    def _kwargs(call: Call) -> dict[str, Any]:
-        tool = call.tool
-        args = call.arguments
-        if tool.converters:
-            args = {k: (tool.converters[k](v) if k in tool.converters else v) for k, v in args.items()}
-        if tool.call_param is not None:
-            args = {**args, tool.call_param: call}
-        return args  # type: ignore[no-any-return]
-
-    def _invoke(self, call: Call) -> Any:
-        tool = call.tool
-        kwargs = self._kwargs(call) if tool.converters or tool.call_param else call.arguments
-        call.ran = True
-        try:
-            if tool.is_async:
-                return asyncio.run(self._await_tool(call, kwargs))
-            if call.timeout is None or call.runner is None:
-                return tool.fn(**kwargs)
-            return call.runner.run(call, tool.fn, kwargs, call.timeout)
-        except ToolError:
-            raise
-        except Exception as exc:
-            raise ToolExecutionError(exc, tool=tool.name, call_id=call.call_id) from exc
-
-    async def _ainvoke(self, call: Call) -> Any:
-        tool = call.tool
-        kwargs = self._kwargs(call) if tool.converters or tool.call_param else call.arguments
-        call.ran = True
-        try:
-            if tool.is_async:
-                return await self._await_tool(call, kwargs)
-            if call.timeout is not None and call.runner is not None:
-                return await call.runner.arun(call, tool.fn, kwargs, call.timeout)
-            return await asyncio.to_thread(tool.fn, **kwargs)
-        except ToolError:
-            raise
-        except Exception as exc:
-            raise ToolExecutionError(exc, tool=tool.name, call_id=call.call_id) from exc
-
-    @staticmethod
-    async def _await_tool(call: Call, kwargs: dict[str, Any]) -> Any:
-        """Await an async tool; with a timeout, cancel it at the deadline."""
-        timeout = call.timeout
-        if timeout is None:
-            return await call.tool.fn(**kwargs)
-        loop = asyncio.get_running_loop()
-        start = loop.time()
-        try:
-            return await asyncio.wait_for(call.tool.fn(**kwargs), timeout)
-        except asyncio.TimeoutError:
-            if loop.time() - start < timeout * 0.999:
-                raise  # the tool's own timeout, not ours
-            call.cancel()
-            raise ToolTimeout(timeout, tool=call.tool.name, call_id=call.call_id) from None
-
-    def _as_tool_error(self, plan: ToolPlan, call: Call, exc: Exception) -> ToolError:
+    def _as_tool_error(self, call: Call, plan: ToolPlan, exc: BaseException) -> ToolError:
         if isinstance(exc, ToolError):
             err = exc
         else:
@@ -554,6 +749,7 @@ class ToolRegistry:
             err = PluginError(
                 f"Internal error in {who} while calling '{call.tool.name}': {type(exc).__name__}: {exc}", plugin=owner
             )
+            err.__cause__ = exc
         if isinstance(err, ToolArgumentError):
             err.with_tool(call.tool.name)
         elif err.tool is None:
@@ -563,18 +759,84 @@ class ToolRegistry:
         call.error = err
         return err
 
-    def _on_error(self, plan: ToolPlan, call: Call, err: ToolError) -> Retry | Outcome | None:
-        decision = None
-        for hook in plan.on_error:
-            answer = hook(call, err)
+    def _on_error(self, call: Call, plan: ToolPlan, err: ToolError) -> Retry | Outcome | None:
+        decision = call.decision = None
+        broken: PluginError | None = None
+        for hook, owner in zip(plan.on_error, plan.on_error_names):
+            try:
+                answer = hook(call, err)
+            except Exception as exc:
+                if broken is None:
+                    broken = PluginError(
+                        f"Internal error in plugin '{owner}' while handling an error of '{call.tool.name}': "
+                        f"{type(exc).__name__}: {exc}",
+                        plugin=owner,
+                        tool=call.tool.name,
+                        call_id=call.call_id,
+                    )
+                    broken.__cause__ = exc
+                continue
             if answer is not None and decision is None:
-                decision = answer
-                call.state["decision"] = answer
+                decision = call.decision = answer
+        if broken is not None:
+            return Outcome.failure(broken)
         return decision
+
+    def _invoke(self, call: Call, kwargs: dict[str, Any]) -> Any:
+        tool = call.tool
+        if tool.is_async:
+            return asyncio.run(self._await_tool(call, kwargs))
+        if call.timeout is None or call.runner is None:
+            return tool.fn(**kwargs)
+        return call.runner.run(call, tool.fn, kwargs, call.timeout)
+
+    async def _ainvoke(self, call: Call, kwargs: dict[str, Any]) -> Any:
+        tool = call.tool
+        if tool.is_async:
+            return await self._await_tool(call, kwargs)
+        if call.timeout is not None and call.runner is not None:
+            return await call.runner.arun(call, tool.fn, kwargs, call.timeout)
+        return await asyncio.to_thread(tool.fn, **kwargs)
+
+    @staticmethod
+    async def _await_tool(call: Call, kwargs: dict[str, Any]) -> Any:
+        """Await an async tool; with a timeout, cancel it at the deadline."""
+        timeout = call.timeout
+        if timeout is None:
+            return await call.tool.fn(**kwargs)
+        if _timeout_cm is not None:
+            scope = _timeout_cm(timeout)
+            try:
+                async with scope:
+                    return await call.tool.fn(**kwargs)
+            except TimeoutError:
+                if not scope.expired():
+                    raise  # the tool's own timeout, not ours
+        else:  # pragma: no cover - Python 3.10
+            loop = asyncio.get_running_loop()
+            start = loop.time()
+            try:
+                return await asyncio.wait_for(call.tool.fn(**kwargs), timeout)
+            except asyncio.TimeoutError:
+                if loop.time() - start < timeout * 0.999:
+                    raise
+        call.cancel()
+        raise ToolTimeout(timeout, tool=call.tool.name, call_id=call.call_id) from None
 
     def __repr__(self) -> str:
         default = " default" if self is ToolRegistry._default else ""
         return f"<ToolRegistry{default} tools={len(self._tools)} plugins={self.plugins.names()}>"
+
+
+_DONE: Any = object()
+
+
+def _throw(steps: Generator[Step, None, None], exc: Exception) -> Any:
+    """The step after a failed run (the generator handles the failure), or ``_DONE``."""
+    try:
+        return steps.throw(exc)
+    except StopIteration:
+        return _DONE
 
 
 def _refuse_running_loop(tool: Tool) -> None:
@@ -589,5 +851,51 @@ def _next_attempt(call: Call) -> None:
     if call.ran:
         call.attempt += 1
         call.ran = False
-    if call._state is not None:
-        call._state.pop("decision", None)
+    call.decision = None
+    call.deadline = call.timeout = None
+    call.runner = None
+
+
+def _cancel(steps: Generator[Step, None, None], call: Call) -> None:
+    """The caller stopped waiting: tell the plugins (``ToolCancelled`` to on_error), end the steps."""
+    call.cancel()
+    try:
+        steps.throw(ToolCancelled(f"The call of '{call.tool.name}' was cancelled.", tool=call.tool.name, call_id=call.call_id))
+    except (StopIteration, ToolError):
+        pass
+    finally:
+        steps.close()
+
+
+def _result(call: Call | None, value: Any, err: ToolError | None, name: Any, call_id: Any, started: float) -> CallResult:
+    if call is not None:
+        return CallResult(err is None, value, err, call.tool.name, call.call_id, _perf() - started, call.attempt)
+    assert err is not None
+    cid = str(call_id) if call_id is not None else new_call_id()
+    err.call_id = err.call_id or cid
+    return CallResult(False, None, err, err.tool or (name if isinstance(name, str) else repr(name)), cid, _perf() - started, 0)
+
+
+def _internal(exc: BaseException, name: Any) -> ToolError:
+    """A bug below the pipeline (or in a caller-supplied object) as a ToolError, logged with its traceback."""
+    log_event(40, "internal error", tool=str(name), error=f"{type(exc).__name__}: {exc}")
+    err = ToolError(f"Internal error while calling '{name}': {type(exc).__name__}: {exc}", tool=str(name))
+    err.__cause__ = exc
+    return err
+
+
+def _caller_error(tool: Tool, what: str, expected: str, got: Any) -> ToolArgumentError:
+    return ToolArgumentError(
+        [ArgumentProblem(what, f"expected {expected}, got {type(got).__name__}", "type", expected, type(got).__name__)],
+        tool=tool.name,
+    )
+
+
+def _check_key(tool: Tool, key: Any) -> None:
+    if not isinstance(key, str):
+        raise _caller_error(tool, "idempotency_key", "a string", key)
+    if not 0 < len(key) <= 255 or not key.isprintable():  # lone surrogates are not printable
+        raise ToolArgumentError(
+            [ArgumentProblem("idempotency_key", "expected 1-255 printable characters", "format", "1-255 printable characters")],
+            tool=tool.name,
+        )

@@ -1,13 +1,32 @@
-"""Turning tool results into text a model reads."""
+"""JSON out of harness-one: text for the model, answer lines, and argument fingerprints.
+
+One encoder for everything harness-one writes, with one rule for what JSON cannot hold:
+
+- a lone surrogate (``"\\ud800"``, which no UTF-8 stream can carry) becomes U+FFFD;
+- ``NaN`` and the infinities become the strings ``"NaN"``, ``"Infinity"``, ``"-Infinity"``;
+- an integer longer than Python's int-to-text limit (4,300 digits) is written in full;
+- other values go through :func:`json_default` (dataclasses, enums, sets, bytes, pydantic models,
+  else ``str()``).
+
+So the output is always valid JSON in valid UTF-8, whatever a tool returned.
+"""
 
 from __future__ import annotations
 
 import dataclasses
 import enum
+import hashlib
 import json
+import math
+import re
+import sys
 from typing import Any
 
-__all__ = ["json_default", "render_value"]
+__all__ = ["dumps", "fingerprint", "json_default", "render_value", "safe_text"]
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_NON_FINITE: dict[float, str] = {math.inf: "Infinity", -math.inf: "-Infinity"}
+_INT_DIGITS = getattr(sys, "get_int_max_str_digits", lambda: 0)() or 4300
 
 
 def json_default(value: Any) -> Any:
@@ -18,16 +37,109 @@ def json_default(value: Any) -> Any:
         return value.value
     if isinstance(value, (set, frozenset, tuple)):
         return list(value)
-    if isinstance(value, bytes):
-        return value.decode("utf-8", "replace")
+    if isinstance(value, (bytes, bytearray)):
+        return bytes(value).decode("utf-8", "replace")
     dump = getattr(value, "model_dump", None)
     if callable(dump):
         return dump()
     return str(value)
 
 
+def safe_text(text: str) -> str:
+    """``text`` with lone surrogates replaced by U+FFFD (so it encodes as UTF-8)."""
+    return _SURROGATE.sub("\ufffd", text)
+
+
+def _long_int(value: int) -> str:
+    """All the digits of an int past the int-to-text limit, converted in chunks under it."""
+    sign, value = ("-", -value) if value < 0 else ("", value)
+    chunk = 10 ** (_INT_DIGITS - 1)
+    parts = []
+    while value >= chunk:
+        value, low = divmod(value, chunk)
+        parts.append(str(low).zfill(_INT_DIGITS - 1))
+    parts.append(str(value))
+    return sign + "".join(reversed(parts))
+
+
+class _Cleaner:
+    """Copies a value with the JSON gaps filled; long ints become tokens put back after encoding."""
+
+    def __init__(self) -> None:
+        self.longs: list[str] = []
+
+    def value(self, value: Any, depth: int = 0) -> Any:
+        if depth > 200:
+            return "..."
+        kind = type(value)
+        if kind is str:
+            return value
+        if kind is float:
+            return value if math.isfinite(value) else _NON_FINITE.get(value, "NaN")
+        if kind is int:
+            return self.integer(value)
+        if kind is dict:
+            return {self.key(k): self.value(v, depth + 1) for k, v in value.items()}
+        if kind is list or kind is tuple:
+            return [self.value(v, depth + 1) for v in value]
+        if value is None or kind is bool:
+            return value
+        if isinstance(value, int):
+            return self.integer(int(value))
+        if isinstance(value, float):
+            return self.value(float(value), depth)
+        return self.value(json_default(value), depth + 1)
+
+    def integer(self, value: int) -> Any:
+        if value.bit_length() < 14_000:  # 4,300 decimal digits need about 14,284 bits
+            return value
+        self.longs.append(_long_int(value))
+        return f"{_TOKEN}{len(self.longs) - 1}"
+
+    def key(self, key: Any) -> str:
+        if type(key) is str:
+            return key
+        if isinstance(key, float) and not math.isfinite(key):
+            return _NON_FINITE.get(key, "NaN")
+        if isinstance(key, int) and not isinstance(key, bool):
+            return _long_int(key) if key.bit_length() >= 14_000 else str(key)
+        if key is None or isinstance(key, (bool, float)):
+            return json.dumps(key)
+        return str(json_default(key))
+
+
+_TOKEN = "\x00harness-one-long-int:"
+_TOKEN_JSON = re.compile(r'"\\u0000harness-one-long-int:(\d+)"')
+
+
+def dumps(value: Any, *, indent: int | None = None) -> str:
+    """``value`` as JSON text (non-ASCII kept), valid whatever it holds; see the module docstring."""
+    try:
+        text = json.dumps(value, ensure_ascii=False, allow_nan=False, default=json_default, indent=indent)
+    except (ValueError, TypeError, RecursionError):
+        cleaner = _Cleaner()
+        text = json.dumps(cleaner.value(value), ensure_ascii=False, allow_nan=False, default=str, indent=indent)
+        if cleaner.longs:
+            text = _TOKEN_JSON.sub(lambda m: cleaner.longs[int(m.group(1))], text)
+    # Outside strings JSON text is ASCII, so a surrogate here is inside a string: replace it in place.
+    return _SURROGATE.sub("\ufffd", text) if _SURROGATE.search(text) else text
+
+
 def render_value(value: Any) -> str:
-    """A string as is; anything else as compact JSON."""
+    """What the model reads for a result: a string as is (made UTF-8 safe), anything else as JSON."""
     if isinstance(value, str):
-        return value
-    return json.dumps(value, ensure_ascii=False, default=json_default)
+        return safe_text(value)
+    return dumps(value)
+
+
+def fingerprint(arguments: Any) -> str:
+    """A stable SHA-256 digest of (validated) arguments: equal JSON values give equal digests.
+
+    Keys are sorted, so ``{"a": 1, "b": 2}`` and ``{"b": 2, "a": 1}`` match; used for
+    idempotency-key mismatch checks and cache keys.
+    """
+    try:
+        text = json.dumps(arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=repr)
+    except (TypeError, ValueError, RecursionError):
+        text = dumps(arguments)
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()

@@ -1,4 +1,4 @@
-"""How a sync tool runs when its attempt has a timeout: in a worker thread, or in a child process.
+"""How a sync tool runs when its attempt has a timeout: in a worker thread, or in a worker process.
 
 The guarantees differ, and the docs say so (``docs/plugins.md``, timeouts):
 
@@ -6,23 +6,31 @@ The guarantees differ, and the docs say so (``docs/plugins.md``, timeouts):
   but a Python thread cannot be killed, so the tool runs on in its worker until it returns.
   The pool is bounded; abandoned workers are counted as ``stuck``; when every worker is busy
   a new call fails at once with :class:`ToolBusy` instead of queueing.
-- :class:`ProcessRunner` *kills*: the tool runs in a child process that is killed at the
-  deadline. Arguments, results and exceptions cross a pipe, so they must pickle, and the
-  tool function must be importable by name.
+- :class:`ProcessRunner` *kills*: the tool runs in a warm worker process that leads its own
+  process group; at the deadline the whole group is killed (SIGKILL) and reaped, and the
+  worker is replaced. Arguments, results and exceptions cross a socket, so they must pickle,
+  and the tool function must be importable by name. POSIX only.
 """
 
 from __future__ import annotations
 
 import asyncio
-import inspect
-import multiprocessing
+import contextlib
+import os
 import pickle
+import select
+import signal
+import socket
+import subprocess
+import sys
 import threading
+import time
+import weakref
+from collections import deque
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
-from concurrent.futures import TimeoutError as FuturesTimeout
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from . import _worker
 from ._errors import ToolBusy, ToolExecutionError, ToolTimeout
 
 if TYPE_CHECKING:
@@ -40,145 +48,627 @@ class Runner(Protocol):
     async def arun(self, call: Call, fn: Callable[..., Any], kwargs: dict[str, Any], timeout: float) -> Any: ...
 
 
+def _seconds(timeout: float) -> float:
+    """``timeout`` clamped to what a lock wait accepts (0 .. ``threading.TIMEOUT_MAX``)."""
+    return timeout if 0.0 < timeout < threading.TIMEOUT_MAX else (0.0 if timeout <= 0.0 else threading.TIMEOUT_MAX)
+
+
+def _timed_out(call: Call, timeout: float) -> ToolTimeout:
+    call.cancel()
+    return ToolTimeout(timeout, tool=call.tool.name, call_id=call.call_id)
+
+
+def _resolve(future: asyncio.Future[bool], value: bool) -> None:
+    if not future.done():
+        future.set_result(value)
+
+
+# --- thread mode ---------------------------------------------------------------------------
+
+_RUNNING, _FINISHED, _ABANDONED = 0, 1, 2
+
+
+class _Slot:
+    """One worker thread and the call it is running: the caller owns it from take to give-back."""
+
+    __slots__ = ("done", "fn", "future", "go", "kwargs", "lock", "loop", "ok", "state", "value")
+
+    def __init__(self) -> None:
+        self.go = threading.Lock()  # released by the caller to start a call (or to stop the thread)
+        self.go.acquire()
+        self.done = threading.Lock()  # released by the worker when a sync caller's call finished
+        self.done.acquire()
+        self.lock = threading.Lock()  # guards state: the worker finishing vs the caller giving up
+        self.state = _RUNNING
+        self.fn: Callable[..., Any] | None = None
+        self.kwargs: dict[str, Any] | None = None
+        self.ok = False
+        self.value: Any = None
+        self.future: asyncio.Future[bool] | None = None  # set for an async caller
+        self.loop: asyncio.AbstractEventLoop | None = None
+
+
+class _ThreadPool:
+    """The threads of a :class:`ThreadRunner` (kept apart from it, so the runner can be collected)."""
+
+    def __init__(self, max_workers: int) -> None:
+        self.max_workers = max_workers
+        self.idle: deque[_Slot] = deque()
+        self.lock = threading.Lock()
+        self.threads = 0
+        self.stuck = 0
+        self.closed = False
+
+    def grow(self) -> _Slot | None:
+        """A new worker thread, or an idle one that came back meanwhile; None when the pool is full."""
+        with self.lock:
+            if self.idle:
+                return self.idle.pop()
+            if self.closed:
+                raise RuntimeError("the ThreadRunner is shut down")
+            if self.threads >= self.max_workers:
+                return None
+            self.threads += 1
+            number = self.threads
+        slot = _Slot()
+        try:
+            threading.Thread(target=self.work, args=(slot,), name=f"harness-one-tool-{number}", daemon=True).start()
+        except BaseException:  # e.g. "can't start new thread"
+            with self.lock:
+                self.threads -= 1
+            raise
+        return slot
+
+    def work(self, slot: _Slot) -> None:
+        go = slot.go
+        while True:
+            go.acquire()
+            fn = slot.fn
+            if fn is None:
+                with self.lock:
+                    self.threads -= 1
+                return
+            try:
+                slot.value = fn(**slot.kwargs)  # type: ignore[arg-type]
+                slot.ok = True
+            except BaseException as exc:
+                slot.value = exc
+                slot.ok = False
+            slot.fn = slot.kwargs = None
+            with slot.lock:
+                abandoned = slot.state == _ABANDONED
+                future, loop = slot.future, slot.loop
+                if not abandoned:
+                    slot.state = _FINISHED
+                    if future is None:
+                        slot.done.release()
+            if abandoned:  # nobody waits for this result: the worker is free again
+                slot.value = None
+                self.give_back(slot)
+                with self.lock:
+                    self.stuck -= 1
+            elif future is not None and loop is not None:
+                with contextlib.suppress(RuntimeError):  # a closed loop: its caller is gone and gave the slot back
+                    loop.call_soon_threadsafe(_resolve, future, True)
+
+    def finished_late(self, slot: _Slot) -> bool:
+        """After the caller's wait ended: True if the call finished after all, else mark it abandoned (stuck)."""
+        with slot.lock:
+            if slot.state == _FINISHED:
+                if slot.future is None:
+                    slot.done.acquire(False)  # the worker released it
+                return True
+            slot.state = _ABANDONED
+            with self.lock:
+                self.stuck += 1
+            return False
+
+    def give_back(self, slot: _Slot) -> None:
+        slot.future = slot.loop = None
+        self.idle.append(slot)
+        if self.closed:
+            self.close()
+
+    def close(self) -> None:
+        """Stop idle threads now and busy ones when they finish (called on shutdown and when the runner is collected)."""
+        self.closed = True
+        while True:
+            try:
+                slot = self.idle.pop()
+            except IndexError:
+                return
+            slot.fn = None
+            slot.go.release()
+
+
 class ThreadRunner:
-    """A bounded pool of worker threads; a timed-out tool is abandoned, not killed."""
+    """A bounded pool of worker threads; a timed-out tool is abandoned, not killed.
+
+    Threads start on demand, up to ``max_workers``, and stay for the next call. They are
+    daemon threads: an abandoned tool still running does not hold up interpreter exit.
+    """
 
     def __init__(self, max_workers: int = 32) -> None:
+        if max_workers < 1:
+            raise ValueError(f"max_workers must be at least 1, not {max_workers!r}")
         self.max_workers = max_workers
-        self._pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="harness-one-tool")
-        self._free = threading.BoundedSemaphore(max_workers)
-        self._lock = threading.Lock()
-        self._busy = 0
-        self._stuck = 0
+        self._pool = _ThreadPool(max_workers)
+        weakref.finalize(self, self._pool.close)
 
-    def _start(self, call: Call) -> list[bool]:
-        if not self._free.acquire(blocking=False):
-            raise ToolBusy(
-                f"Tool '{call.tool.name}' cannot start: all {self.max_workers} timeout workers are busy "
-                f"({self._stuck} still running past their deadline). Try again later.",
-                tool=call.tool.name,
-                call_id=call.call_id,
-            )
-        with self._lock:
-            self._busy += 1
-        return [False]  # set to True when the caller abandons the run
+    def _busy(self, call: Call) -> ToolBusy:
+        return ToolBusy(
+            f"Tool '{call.tool.name}' cannot start: all {self.max_workers} timeout workers are busy "
+            f"({self._pool.stuck} still running past their deadline). Try again later.",
+            tool=call.tool.name,
+            call_id=call.call_id,
+        )
 
-    def _body(self, fn: Callable[..., Any], kwargs: dict[str, Any], abandoned: list[bool]) -> Any:
+    def _take(self, call: Call, fn: Callable[..., Any], kwargs: dict[str, Any]) -> _Slot:
+        pool = self._pool
         try:
-            return fn(**kwargs)
-        finally:
-            with self._lock:
-                self._busy -= 1
-                if abandoned[0]:
-                    self._stuck -= 1
-            self._free.release()
+            slot = pool.idle.pop()
+        except IndexError:
+            got = pool.grow()
+            if got is None:
+                raise self._busy(call) from None
+            slot = got
+        slot.fn = fn
+        slot.kwargs = kwargs
+        slot.state = _RUNNING
+        return slot
 
-    def _abandon(self, call: Call, abandoned: list[bool], timeout: float) -> ToolTimeout:
-        with self._lock:
-            if self._busy and not abandoned[0]:
-                abandoned[0] = True
-                self._stuck += 1
-        call.cancel()
-        return ToolTimeout(timeout, tool=call.tool.name, call_id=call.call_id)
+    def _collect(self, slot: _Slot) -> Any:
+        ok, value = slot.ok, slot.value
+        slot.value = None
+        self._pool.give_back(slot)
+        if ok:
+            return value
+        raise value
 
     def run(self, call: Call, fn: Callable[..., Any], kwargs: dict[str, Any], timeout: float) -> Any:
-        abandoned = self._start(call)
-        future = self._pool.submit(self._body, fn, kwargs, abandoned)
-        try:
-            return future.result(timeout=max(timeout, 0.0))
-        except FuturesTimeout:
-            if future.done():  # finished at the deadline: take the result
-                return future.result()
-            raise self._abandon(call, abandoned, timeout) from None
+        slot = self._take(call, fn, kwargs)
+        slot.go.release()
+        if slot.done.acquire(True, _seconds(timeout)) or self._pool.finished_late(slot):
+            return self._collect(slot)
+        raise _timed_out(call, timeout)
 
     async def arun(self, call: Call, fn: Callable[..., Any], kwargs: dict[str, Any], timeout: float) -> Any:
-        abandoned = self._start(call)
-        future = asyncio.get_running_loop().run_in_executor(self._pool, self._body, fn, kwargs, abandoned)
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[bool] = loop.create_future()
+        slot = self._take(call, fn, kwargs)
+        slot.future, slot.loop = future, loop
+        slot.go.release()
+        # A timer that resolves the future, rather than asyncio.timeout/wait_for: there is no
+        # task to cancel (the work is in a thread), and it is the cheapest wait on every version.
+        timer = loop.call_later(max(timeout, 0.0), _resolve, future, False)
         try:
-            return await asyncio.wait_for(asyncio.shield(future), timeout=max(timeout, 0.0))
-        except asyncio.TimeoutError:
-            raise self._abandon(call, abandoned, timeout) from None
+            finished = await future
+        except BaseException:  # the caller's task was cancelled: give up on the call like at a timeout
+            timer.cancel()
+            if self._pool.finished_late(slot):
+                self._pool.give_back(slot)
+            else:
+                call.cancel()
+            raise
+        timer.cancel()
+        if finished or self._pool.finished_late(slot):
+            return self._collect(slot)
+        raise _timed_out(call, timeout)
 
     def stats(self) -> dict[str, int]:
-        """``workers``, ``busy`` (running now) and ``stuck`` (running past a deadline the caller gave up on)."""
-        with self._lock:
-            return {"workers": self.max_workers, "busy": self._busy, "stuck": self._stuck}
+        """``workers`` (the pool's size), ``busy`` (running now) and ``stuck`` (running past a deadline the caller gave up on)."""
+        pool = self._pool
+        return {"workers": self.max_workers, "busy": pool.threads - len(pool.idle), "stuck": pool.stuck}
 
     def shutdown(self) -> None:
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        """Stop the idle threads; busy ones stop when their tool returns. Later calls fail."""
+        self._pool.close()
 
 
-def _child(conn: Any, fn: Callable[..., Any], kwargs: dict[str, Any]) -> None:
-    try:
-        result = fn(**kwargs)
-        if inspect.isawaitable(result):
-            result = asyncio.run(_await(result))
-        message: tuple[bool, Any] = (True, result)
-    except BaseException as exc:
-        message = (False, exc)
-    try:
-        conn.send(message)
-    except Exception as exc:  # the result or the exception does not pickle
-        what = "result" if message[0] else f"exception {type(message[1]).__name__}"
-        conn.send((False, TypeError(f"process mode: the tool's {what} cannot be pickled: {exc}")))
-    finally:
-        conn.close()
+# --- process mode --------------------------------------------------------------------------
 
 
-async def _await(awaitable: Any) -> Any:
-    return await awaitable
+class _RemoteTraceback(Exception):
+    """The traceback of an exception raised in a worker process (set as its ``__cause__``)."""
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+class _WorkerGone(Exception):
+    """The worker process exited (or its socket broke) while it owed an answer."""
+
+
+def _preparation() -> dict[str, Any]:
+    """What a ``spawn`` child gets from its parent: ``sys.path``, ``sys.argv``, the cwd and the main module.
+
+    Built here rather than with ``multiprocessing.spawn.get_preparation_data``, which would
+    also fix the parent's default start method as a side effect.
+    """
+    from multiprocessing import process
+
+    origin: str = getattr(process, "ORIGINAL_DIR", None) or os.getcwd()  # the cwd at start-up
+    sys_path = [origin if entry == "" else entry for entry in sys.path]
+    data: dict[str, Any] = {"sys_path": sys_path, "sys_argv": sys.argv, "dir": os.getcwd(), "orig_dir": origin}
+    main = sys.modules.get("__main__")
+    name = getattr(getattr(main, "__spec__", None), "name", None)
+    path = getattr(main, "__file__", None)
+    if name is not None:
+        data["init_main_from_name"] = name
+    elif path is not None:
+        data["init_main_from_path"] = os.path.normpath(os.path.join(origin, path))
+    return data
+
+
+def _command() -> list[str]:
+    from multiprocessing import spawn
+
+    flags: Callable[[], list[str]] = getattr(subprocess, "_args_from_interpreter_flags", list)
+    return [spawn.get_executable(), *flags(), _worker.__file__]
+
+
+class _Worker:
+    """One worker process (the leader of its own process group) and the parent's end of its socket."""
+
+    __slots__ = ("calls", "code", "fd", "idle_since", "lock", "poll", "process", "ready", "sock")
+
+    def __init__(self) -> None:
+        if os.name != "posix":
+            raise NotImplementedError("process timeout mode needs a POSIX system (process groups)")
+        if _worker.STARTING in os.environ:
+            raise RuntimeError(
+                "process mode: a worker is importing the main module, which starts another worker; "
+                "guard the program's entry point with `if __name__ == '__main__':`"
+            )
+        self.sock, theirs = socket.socketpair()
+        try:
+            child_fd = theirs.fileno()
+            self.process = subprocess.Popen(
+                [*_command(), str(child_fd)],
+                pass_fds=(child_fd,),
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,  # setsid(): the worker leads a new process group
+            )
+        except BaseException:
+            self.sock.close()
+            raise
+        finally:
+            theirs.close()
+        self.fd = self.sock.fileno()
+        self.poll = select.poll()
+        self.poll.register(self.fd, select.POLLIN)
+        self.ready = False
+        self.calls = 0
+        self.idle_since = 0.0
+        self.code: int | None = None  # set once killed and reaped
+        self.lock = threading.Lock()  # one kill: never signal a pid after it was reaped (and maybe reused)
+        with contextlib.suppress(OSError):  # it died at once: waiting for its ready message reports how
+            _worker.send(self.fd, pickle.dumps(_preparation(), pickle.HIGHEST_PROTOCOL))
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def wait(self, timeout: float) -> bool:
+        """True when an answer (or EOF) is ready within ``timeout`` seconds."""
+        return bool(self.poll.poll(int(min(_seconds(timeout) * 1000 + 0.999, 2**31 - 1))))
+
+    async def await_readable(self, timeout: float) -> bool:
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[bool] = loop.create_future()
+        loop.add_reader(self.fd, _resolve, future, True)
+        timer = loop.call_later(max(timeout, 0.0), _resolve, future, False)
+        try:
+            return await future
+        finally:
+            timer.cancel()
+            loop.remove_reader(self.fd)
+
+    def receive(self) -> Any:
+        try:
+            return pickle.loads(_worker.recv(self.fd))
+        except (EOFError, OSError) as exc:
+            raise _WorkerGone from exc
+
+    def submit(self, job: bytes) -> None:
+        try:
+            _worker.send(self.fd, job)
+        except OSError as exc:
+            raise _WorkerGone from exc
+
+    def kill(self) -> int:
+        """SIGKILL the whole process group, reap the worker, close the socket; returns the exit code."""
+        with self.lock:
+            if self.code is None:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(self.process.pid, signal.SIGKILL)  # pgid == pid (setsid); unreaped, so not reused
+                self.code = self.process.wait()
+                self.sock.close()
+            return self.code
+
+
+def _exit_reason(code: int) -> str:
+    if code < 0:
+        try:
+            return f"was killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"was killed by signal {-code}"
+    return f"exited with code {code}"
+
+
+class _ProcessPool:
+    """The worker processes of a :class:`ProcessRunner` (kept apart from it, so the runner can be collected)."""
+
+    def __init__(self, max_workers: int, idle_timeout: float | None, clock: Callable[[], float]) -> None:
+        self.max_workers = max_workers
+        self.idle_timeout = idle_timeout
+        self.clock = clock
+        self.lock = threading.Lock()
+        self.workers: set[_Worker] = set()  # every live worker, idle or busy
+        self.idle: list[_Worker] = []  # the most recently used last
+        self.starting = 0  # places taken by workers being started
+        self.counts = {"killed": 0, "died": 0, "replaced": 0}
+        self.closed = False
+        self.reaper: threading.Thread | None = None
+        self.wake = threading.Event()
+
+    def take(self) -> _Worker | None:
+        """An idle worker, or a new one; None when all ``max_workers`` are busy."""
+        with self.lock:
+            if self.closed:
+                raise RuntimeError("the ProcessRunner is shut down")
+            while self.idle:
+                worker = self.idle.pop()
+                if worker.process.poll() is None:
+                    return worker
+                self.workers.discard(worker)  # died while idle (killed from outside)
+                worker.kill()
+            if len(self.workers) + self.starting >= self.max_workers:
+                return None
+            self.starting += 1
+        return self.spawn()
+
+    def spawn(self) -> _Worker:
+        """Start a worker in a place reserved with ``starting``; it joins ``workers`` (and the reaper starts)."""
+        try:
+            worker = _Worker()
+        finally:
+            with self.lock:
+                self.starting -= 1
+        with self.lock:
+            self.workers.add(worker)
+            closed = self.closed
+            if self.idle_timeout is not None and self.reaper is None and not closed:
+                self.reaper = threading.Thread(target=self.reap_loop, name="harness-one-reaper", daemon=True)
+                self.reaper.start()
+        if closed:  # shut down while it started
+            self.remove(worker)
+        return worker
+
+    def remove(self, worker: _Worker) -> int:
+        with self.lock:
+            self.workers.discard(worker)
+        return worker.kill()
+
+    def give_back(self, worker: _Worker, max_calls: int | None) -> None:
+        worker.calls += 1
+        worker.idle_since = self.clock()
+        with self.lock:
+            keep = not self.closed and worker.code is None and (max_calls is None or worker.calls < max_calls)
+            if keep:
+                self.idle.append(worker)
+        if not keep:
+            self.remove(worker)
+
+    def discard(self, worker: _Worker, why: str | None = None) -> int:
+        """Kill a busy worker and its group; with ``why`` (killed or died), count it and start a replacement."""
+        if worker.code is not None:
+            return worker.code  # discarded already (or killed by close())
+        code = self.remove(worker)
+        if why is None:
+            return code
+        with self.lock:
+            self.counts[why] += 1
+            if self.closed or len(self.workers) + self.starting >= self.max_workers:
+                return code
+            self.starting += 1
+            self.counts["replaced"] += 1
+        try:
+            replacement = self.spawn()  # starts booting now; the next call waits only for what is left
+        except Exception:
+            return code
+        replacement.idle_since = self.clock()
+        with self.lock:
+            if replacement in self.workers:
+                self.idle.insert(0, replacement)
+        return code
+
+    def reap(self) -> int:
+        """Stop the workers idle for longer than ``idle_timeout``; returns how many."""
+        if self.idle_timeout is None:
+            return 0
+        cutoff = self.clock() - self.idle_timeout
+        with self.lock:
+            stale = [w for w in self.idle if w.idle_since <= cutoff]
+            self.idle = [w for w in self.idle if w.idle_since > cutoff]
+        for worker in stale:
+            self.remove(worker)
+        return len(stale)
+
+    def reap_loop(self) -> None:
+        assert self.idle_timeout is not None
+        while not self.wake.wait(max(self.idle_timeout / 4, 0.05)):
+            self.reap()
+            with self.lock:
+                if not self.workers and not self.starting:
+                    self.reaper = None
+                    return
+
+    def close(self) -> None:
+        """Kill every worker's process group, idle and busy (on shutdown, collection and interpreter exit)."""
+        with self.lock:
+            self.closed = True
+            workers, self.workers, self.idle = list(self.workers), set(), []
+        self.wake.set()
+        for worker in workers:
+            worker.kill()  # a busy worker's caller then sees it die
 
 
 class ProcessRunner:
-    """One child process per attempt, killed at the deadline; nothing outlives the call.
+    """Warm worker processes, one call at a time each; a worker that misses its deadline is killed and replaced.
 
     Args:
-        start_method: the multiprocessing start method (``spawn`` by default: safe with
-            threads; ``fork`` starts faster where the process has no threads).
+        max_workers: at most this many worker processes; started on demand. When all are busy
+            a new call fails at once with :class:`ToolBusy`.
+        idle_timeout: seconds a worker may sit idle before it is stopped (None: never).
+        start_timeout: seconds a new worker may take to start (not counted in the call's timeout).
+        max_calls: retire a worker after this many calls (1: a fresh process per call; None: never).
+        start_method: kept for compatibility; workers are always fresh interpreters (``"spawn"``).
+        clock: monotonic time source for idle times.
     """
 
-    def __init__(self, start_method: str = "spawn") -> None:
-        self._ctx: Any = multiprocessing.get_context(start_method)
-        self.killed = 0
-        #: The pid of the most recent child (for diagnostics and tests).
+    def __init__(
+        self,
+        start_method: str = "spawn",
+        *,
+        max_workers: int = 4,
+        idle_timeout: float | None = 300.0,
+        start_timeout: float = 30.0,
+        max_calls: int | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if start_method != "spawn":
+            raise ValueError(f"start_method must be 'spawn' (warm workers are fresh interpreters), not {start_method!r}")
+        if max_workers < 1:
+            raise ValueError(f"max_workers must be at least 1, not {max_workers!r}")
+        if max_calls is not None and max_calls < 1:
+            raise ValueError(f"max_calls must be at least 1 or None, not {max_calls!r}")
+        self.max_workers = max_workers
+        self.start_timeout = start_timeout
+        self.max_calls = max_calls
+        self._pool = _ProcessPool(max_workers, idle_timeout, clock)
+        #: The pid of the worker that took the most recent call (for diagnostics and tests).
         self.last_pid: int | None = None
+        weakref.finalize(self, self._pool.close)
 
-    def run(self, call: Call, fn: Callable[..., Any], kwargs: dict[str, Any], timeout: float) -> Any:
+    @property
+    def killed(self) -> int:
+        """Workers killed because their call missed its deadline or its caller was cancelled."""
+        return self._pool.counts["killed"]
+
+    def _job(self, call: Call, fn: Callable[..., Any], kwargs: dict[str, Any]) -> bytes:
         try:
-            pickle.dumps((fn, kwargs))
+            return pickle.dumps((fn, kwargs), pickle.HIGHEST_PROTOCOL)
         except Exception as exc:
             raise ToolExecutionError(
                 TypeError(f"process mode needs a picklable, importable tool function and arguments: {exc}"),
                 tool=call.tool.name,
                 call_id=call.call_id,
             ) from exc
-        receive, send = self._ctx.Pipe(duplex=False)
-        process = self._ctx.Process(target=_child, args=(send, fn, kwargs), daemon=True, name=f"harness-one-{call.tool.name}")
-        process.start()
-        self.last_pid = process.pid
-        send.close()
+
+    def _take(self, call: Call) -> _Worker:
+        worker = self._pool.take()
+        if worker is None:
+            raise ToolBusy(
+                f"Tool '{call.tool.name}' cannot start: all {self.max_workers} process workers are busy. Try again later.",
+                tool=call.tool.name,
+                call_id=call.call_id,
+            )
+        self.last_pid = worker.pid
+        return worker
+
+    def _failed(self, call: Call, message: str) -> ToolExecutionError:
+        return ToolExecutionError(RuntimeError(message), tool=call.tool.name, call_id=call.call_id)
+
+    def _started(self, call: Call, worker: _Worker, readable: bool) -> None:
+        """Check a new worker's ready message (``readable``: it came within ``start_timeout``)."""
+        if not readable:
+            self._pool.discard(worker)
+            raise self._failed(call, f"the process-mode worker did not start within {self.start_timeout:g} s")
         try:
-            if not receive.poll(max(timeout, 0.0)):
-                call.cancel()
-                raise ToolTimeout(timeout, tool=call.tool.name, call_id=call.call_id)
-            try:
-                ok, payload = receive.recv()
-            except EOFError:
-                process.join(5)
-                raise ToolExecutionError(
-                    RuntimeError(f"the tool's process exited with code {process.exitcode} before answering"),
-                    tool=call.tool.name,
-                    call_id=call.call_id,
-                ) from None
-        finally:
-            receive.close()
-            if process.is_alive():
-                process.kill()
-                self.killed += 1
-            process.join()
+            ok, info = worker.receive()
+        except _WorkerGone:
+            code = self._pool.discard(worker)
+            raise self._failed(call, f"the process-mode worker {_exit_reason(code)} while starting") from None
+        if not ok:
+            self._pool.discard(worker)
+            raise self._failed(call, f"the process-mode worker failed to start: {info}")
+        worker.ready = True
+
+    def _answer(self, call: Call, worker: _Worker, readable: bool, timeout: float) -> Any:
+        """The call's outcome once the wait ended (``readable``: the worker answered or exited in time)."""
+        if not readable and not worker.wait(0):  # (an answer that came at the deadline is taken)
+            self._pool.discard(worker, "killed")
+            raise _timed_out(call, timeout)
+        try:
+            answer = worker.receive()
+        except _WorkerGone:
+            code = self._pool.discard(worker, "died")
+            raise self._failed(call, f"the tool's worker process {_exit_reason(code)} before answering") from None
+        except Exception as exc:  # the answer does not unpickle here
+            self._pool.give_back(worker, self.max_calls)
+            raise ToolExecutionError(
+                TypeError(f"process mode: the tool's answer cannot be unpickled: {type(exc).__name__}: {exc}"),
+                tool=call.tool.name,
+                call_id=call.call_id,
+            ) from exc
+        self._pool.give_back(worker, self.max_calls)
+        ok, value, remote = answer
         if ok:
-            return payload
-        raise payload
+            return value
+        if remote is not None:
+            value.__cause__ = _RemoteTraceback(remote)
+        if isinstance(value, Exception):
+            raise value
+        raise ToolExecutionError(value, tool=call.tool.name, call_id=call.call_id)  # SystemExit etc. in the worker
+
+    def run(self, call: Call, fn: Callable[..., Any], kwargs: dict[str, Any], timeout: float) -> Any:
+        job = self._job(call, fn, kwargs)
+        worker = self._take(call)
+        try:
+            if not worker.ready:
+                self._started(call, worker, worker.wait(self.start_timeout))
+            worker.submit(job)
+            readable = worker.wait(timeout)
+        except _WorkerGone:
+            readable = True  # receive() reports the death
+        except BaseException:  # a failed start (discarded already), or e.g. KeyboardInterrupt while waiting
+            self._pool.discard(worker)
+            raise
+        return self._answer(call, worker, readable, timeout)
 
     async def arun(self, call: Call, fn: Callable[..., Any], kwargs: dict[str, Any], timeout: float) -> Any:
-        return await asyncio.to_thread(self.run, call, fn, kwargs, timeout)
+        job = self._job(call, fn, kwargs)
+        worker = self._take(call)
+        try:
+            if not worker.ready:
+                self._started(call, worker, await worker.await_readable(self.start_timeout))
+        except BaseException:
+            self._pool.discard(worker)
+            raise
+        try:
+            worker.submit(job)
+            readable = await worker.await_readable(timeout)
+        except _WorkerGone:
+            readable = True
+        except BaseException:  # the caller's task was cancelled: kill the tool now
+            self._pool.discard(worker, "killed")
+            call.cancel()
+            raise
+        return self._answer(call, worker, readable, timeout)
+
+    def stats(self) -> dict[str, int]:
+        """``workers`` (the pool's size), ``alive``, ``busy``, and how many were ``killed`` (deadline or
+        cancellation), ``died`` (exited during a call) and ``replaced``."""
+        pool = self._pool
+        with pool.lock:
+            alive = len(pool.workers)
+            return {"workers": self.max_workers, "alive": alive, "busy": alive - len(pool.idle), **pool.counts}
+
+    def reap_idle(self) -> int:
+        """Stop workers idle for longer than ``idle_timeout`` now (a background thread also does this)."""
+        return self._pool.reap()
+
+    def shutdown(self) -> None:
+        """Kill every worker's process group now. Later calls fail."""
+        self._pool.close()

@@ -1,36 +1,54 @@
-"""JSON Schema from Python signatures, and definition-time checks of given schemas."""
+"""JSON Schema from Python annotations, argument converters, and definition-time checks of schemas.
+
+Nothing here imports jsonschema, jsonschema-rs or pydantic until a schema is checked or a
+pydantic type is seen, so importing harness-one stays cheap.
+"""
 
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import enum
+import functools
 import inspect
+import math
+import re
+import sys
 import types
 import typing
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
-from urllib.parse import urldefrag, urljoin
-
-from jsonschema import exceptions as _js_exceptions
-from jsonschema import validators as _js_validators
-from jsonschema_specifications import REGISTRY as _KNOWN_SCHEMAS
+from urllib.parse import unquote, urldefrag, urljoin
 
 from ._docstrings import parse_docstring
-from ._errors import ToolDefinitionError
+from ._errors import ArgumentProblem, ToolArgumentError, ToolDefinitionError
 
-__all__ = ["Signature", "analyse", "check_schema", "json_type", "schema_for_type"]
+__all__ = [
+    "Converter",
+    "Signature",
+    "analyse",
+    "check_against_signature",
+    "check_schema",
+    "find_remote_refs",
+    "json_type",
+    "schema_for_type",
+    "wrap_output",
+]
 
 JSONSchema = dict[str, Any]
+#: Turns one validated JSON argument into the Python value the tool's annotation asks for.
 Converter = Callable[[Any], Any]
+_Conv = Callable[[Any, str], Any]  # (value, JSON path) -> converted value
 
 _NoneType = type(None)
 _SCALARS: dict[type, str] = {str: "string", int: "integer", float: "number", bool: "boolean"}
+_DECIMAL_PATTERN = r"^[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?$"
 
 
 @dataclass(frozen=True)
 class Signature:
-    """What harness-one needs to know about a tool function's parameters."""
+    """What harness-one needs to know about a tool function: parameters, conversions, result."""
 
     schema: JSONSchema
     description: str
@@ -39,6 +57,10 @@ class Signature:
     accepts_any: bool
     call_param: str | None
     converters: Mapping[str, Converter]
+    output_schema: JSONSchema | None = None
+    output_wrapped: bool = False
+    #: The inferred schema holds text from the user (patterns, pydantic schemas) and must be checked.
+    needs_check: bool = False
 
 
 def _call_type() -> type:
@@ -47,8 +69,12 @@ def _call_type() -> type:
     return Call
 
 
-def analyse(fn: Callable[..., Any], *, tool: str) -> Signature:
-    """Inspect ``fn``: inferred schema, parameter names, injected call parameter, converters."""
+def analyse(fn: Callable[..., Any], *, tool: str, infer: bool = True, infer_output: bool = True) -> Signature:
+    """Inspect ``fn``: parameter names, the injected call parameter, converters and, with ``infer``, the schemas.
+
+    Without ``infer`` (the tool gives its own ``parameters``) annotations that cannot be
+    expressed are no error; they just get no converter.
+    """
     try:
         sig = inspect.signature(fn)
     except (TypeError, ValueError) as exc:
@@ -56,9 +82,11 @@ def analyse(fn: Callable[..., Any], *, tool: str) -> Signature:
     hints = _hints(fn, sig, tool)
     doc = parse_docstring(inspect.getdoc(fn))
     call_type = _call_type()
+    inference = _Inference(tool)
     properties: dict[str, JSONSchema] = {}
     required: list[str] = []
     converters: dict[str, Converter] = {}
+    accepted: list[str] = []
     accepts_any = False
     call_param: str | None = None
     for name, param in sig.parameters.items():
@@ -76,43 +104,92 @@ def analyse(fn: Callable[..., Any], *, tool: str) -> Signature:
                 f"Tool '{tool}': parameter '{name}' is positional-only; tool arguments are passed by name.",
                 tool=tool,
             )
-        try:
-            prop = schema_for_type(hint)
-        except TypeError as exc:
-            raise ToolDefinitionError(f"Tool '{tool}': parameter '{name}': {exc}", tool=tool) from exc
-        if name in doc.params and doc.params[name] and "description" not in prop:
-            prop["description"] = doc.params[name]
+        accepted.append(name)
         if param.default is inspect.Parameter.empty:
             required.append(name)
-        else:
-            default = _json_default(param.default)
-            if default is not _NO_DEFAULT:
-                prop["default"] = default
-        properties[name] = prop
-        conv = converter_for(hint)
+        if infer:
+            prop = inference.schema(hint, f"parameter '{name}'")
+            if doc.params.get(name) and "description" not in prop:
+                prop["description"] = doc.params[name]
+            if param.default is not inspect.Parameter.empty:
+                default = _json_default(param.default)
+                if default is not _NO_DEFAULT:
+                    prop["default"] = default
+            properties[name] = prop
+        conv = inference.converter(hint, f"$.{name}", strict=infer)
         if conv is not None:
-            converters[name] = conv
-    schema: JSONSchema = {"type": "object", "properties": properties}
-    if required:
-        schema["required"] = required
-    if not accepts_any:
-        schema["additionalProperties"] = False
+            converters[name] = _bind(conv, f"$.{name}")
+    schema: JSONSchema = {}
+    if infer:
+        schema = {"type": "object", "properties": properties}
+        if required:
+            schema["required"] = required
+        if not accepts_any:
+            schema["additionalProperties"] = False
+        if inference.defs:
+            schema["$defs"] = inference.defs
+    output: JSONSchema | None = None
+    wrapped = False
+    if infer_output:
+        output = _output_schema(hints.get("return", inspect.Signature.empty), tool)
+        if output is not None:
+            output, wrapped = wrap_output(output)
     return Signature(
         schema=schema,
         description=doc.description,
-        accepted=frozenset(properties),
+        accepted=frozenset(accepted),
         required=frozenset(required),
         accepts_any=accepts_any,
         call_param=call_param,
         converters=converters,
+        output_schema=output,
+        output_wrapped=wrapped,
+        needs_check=inference.needs_check,
     )
+
+
+def _bind(conv: _Conv, path: str) -> Converter:
+    def convert(value: Any) -> Any:
+        return conv(value, path)
+
+    return convert
+
+
+def _output_schema(hint: Any, tool: str) -> JSONSchema | None:
+    """The schema of what the function returns, or None when there is none to give."""
+    if hint in (inspect.Signature.empty, None, _NoneType, Any, object):
+        return None
+    inference = _Inference(tool, output=True)
+    try:
+        schema = inference.schema(hint, "the return annotation")
+    except ToolDefinitionError:
+        return None
+    if inference.defs:
+        schema["$defs"] = inference.defs
+    return schema
+
+
+def wrap_output(schema: JSONSchema) -> tuple[JSONSchema, bool]:
+    """An object schema for a tool's structured result, and whether results must be wrapped.
+
+    A schema that does not describe an object becomes ``{"result": <schema>}`` (as FastMCP
+    does); ``True`` then means a result ``v`` is sent as ``{"result": v}``.
+    """
+    if schema.get("type") == "object":
+        return schema, False
+    inner = dict(schema)
+    defs = inner.pop("$defs", None)
+    wrapped: JSONSchema = {"type": "object", "properties": {"result": inner}, "required": ["result"]}
+    if defs:
+        wrapped["$defs"] = defs
+    return wrapped, True
 
 
 _NO_DEFAULT = object()
 
 
 def _hints(fn: Callable[..., Any], sig: inspect.Signature, tool: str) -> dict[str, Any]:
-    """Resolved annotations of ``fn`` (a function, method or callable object)."""
+    """Resolved annotations of ``fn`` (a function, method or callable object), ``return`` included."""
     target: Any = fn if inspect.isfunction(fn) or inspect.ismethod(fn) or isinstance(fn, type) else type(fn).__call__
     try:
         return get_type_hints(target, include_extras=True)
@@ -120,84 +197,372 @@ def _hints(fn: Callable[..., Any], sig: inspect.Signature, tool: str) -> dict[st
         pass
     namespace = getattr(inspect.unwrap(target), "__globals__", {})
     hints: dict[str, Any] = {}
-    for name, param in sig.parameters.items():
-        annotation = param.annotation
+    annotations = [(name, param.annotation) for name, param in sig.parameters.items()]
+    for name, annotation in [*annotations, ("return", sig.return_annotation)]:
         if annotation is inspect.Parameter.empty:
             continue
         if isinstance(annotation, str):
             try:
                 annotation = eval(annotation, dict(namespace))
             except Exception as exc:
+                if name == "return":
+                    continue
                 raise ToolDefinitionError(
-                    f"Tool '{tool}': cannot resolve the annotation {param.annotation!r} of parameter '{name}': {exc}", tool=tool
+                    f"Tool '{tool}': cannot resolve the annotation {annotation!r} of parameter '{name}': {exc}", tool=tool
                 ) from exc
         hints[name] = annotation
     return hints
 
 
 def _json_default(value: Any) -> Any:
+    """``value`` as JSON for a schema's ``default``, or ``_NO_DEFAULT`` when it has no JSON form."""
     if isinstance(value, enum.Enum):
         value = value.value
-    if value is None or isinstance(value, (str, int, float, bool)):
+    if value is None or type(value) in (str, int, bool) or (type(value) is float and math.isfinite(value)):
         return value
-    if isinstance(value, (list, tuple)) and all(v is None or isinstance(v, (str, int, float, bool)) for v in value):
-        return list(value)
+    if isinstance(value, (dt.datetime, dt.date, dt.time)):
+        return value.isoformat()
+    if _is_class(type(value), "uuid", "UUID") or _is_class(type(value), "decimal", "Decimal") or _is_path(type(value)):
+        return str(value)
+    if isinstance(value, (list, tuple)):
+        items = [_json_default(v) for v in value]
+        return _NO_DEFAULT if any(v is _NO_DEFAULT for v in items) else items
     return _NO_DEFAULT
 
 
+def _is_class(tp: Any, module: str, name: str) -> bool:
+    """``tp`` is ``module.name`` (or a subclass), without importing ``module``."""
+    mod = sys.modules.get(module)
+    cls = getattr(mod, name, None) if mod is not None else None
+    return cls is not None and isinstance(tp, type) and issubclass(tp, cls)
+
+
+def _is_path(tp: Any) -> bool:
+    return _is_class(tp, "pathlib", "PurePath")
+
+
+def _pydantic_type(tp: Any) -> bool:
+    """A pydantic model or pydantic dataclass (pydantic is imported already if one exists)."""
+    if not isinstance(tp, type) or "pydantic" not in sys.modules:
+        return False
+    return _is_class(tp, "pydantic", "BaseModel") or hasattr(tp, "__pydantic_validator__")
+
+
 def schema_for_type(tp: Any) -> JSONSchema:
-    """The JSON Schema for a Python annotation (see docs/writing-tools.md for the mapping)."""
-    if tp is Any or tp is inspect.Parameter.empty or tp is object:
-        return {}
-    if tp is None or tp is _NoneType:
-        return {"type": "null"}
-    if isinstance(tp, type) and issubclass(tp, enum.Enum):
-        return _enum_schema([m.value for m in tp])
-    if tp in _SCALARS:
-        return {"type": _SCALARS[tp]}
-    origin = get_origin(tp)
-    args = get_args(tp)
-    if origin is typing.Annotated:
-        schema = schema_for_type(args[0])
-        text = next((a for a in args[1:] if isinstance(a, str)), None)
-        if text:
-            schema["description"] = text
+    """The JSON Schema for a Python annotation (see docs/writing-tools.md); ``TypeError`` if there is none."""
+    inference = _Inference("?")
+    schema = inference._schema(tp)
+    if inference.defs:
+        schema["$defs"] = inference.defs
+    return schema
+
+
+# ---------------------------------------------------------------------------- inference
+
+
+class _Inference:
+    """Schemas and converters for the annotations of one function; pydantic ``$defs`` collect here."""
+
+    def __init__(self, tool: str, *, output: bool = False) -> None:
+        self.tool = tool
+        self.output = output
+        self.defs: dict[str, JSONSchema] = {}
+        self.needs_check = False  # set when a schema holds the user's text (a pattern, a pydantic schema)
+        self._open: set[int] = set()  # dataclasses and TypedDicts being expanded (recursion guard)
+
+    def schema(self, tp: Any, where: str) -> JSONSchema:
+        try:
+            return self._schema(tp)
+        except TypeError as exc:
+            raise ToolDefinitionError(f"Tool '{self.tool}': {where}: {exc}", tool=self.tool) from None
+
+    def _schema(self, tp: Any) -> JSONSchema:
+        if tp is Any or tp is inspect.Parameter.empty or tp is object:
+            return {}
+        if tp is None or tp is _NoneType:
+            return {"type": "null"}
+        origin = get_origin(tp)
+        args = get_args(tp)
+        if origin is typing.Annotated:
+            return self._annotated(args[0], args[1:])
+        if isinstance(tp, type):
+            found = self._class_schema(tp)
+            if found is not None:
+                return found
+        if hasattr(tp, "__supertype__"):  # typing.NewType
+            return self._schema(tp.__supertype__)
+        if type(tp).__name__ == "TypeAliasType":  # `type X = ...` (3.12)
+            return self._schema(tp.__value__)
+        if origin is Literal:
+            return _enum_schema([_literal_value(a) for a in args])
+        if origin is Union or origin is types.UnionType:
+            return self._union(args)
+        if origin in (list, Sequence, set, frozenset, typing.AbstractSet) or tp in (list, set, frozenset):
+            array: JSONSchema = {"type": "array"}
+            if args:
+                array["items"] = self._schema(args[0])
+            if origin in (set, frozenset, typing.AbstractSet) or tp in (set, frozenset):
+                array["uniqueItems"] = True
+            return array
+        if origin is tuple or tp is tuple:
+            if len(args) == 2 and args[1] is Ellipsis:
+                return {"type": "array", "items": self._schema(args[0])}
+            if not args:
+                return {"type": "array"}
+            return {
+                "type": "array",
+                "prefixItems": [self._schema(a) for a in args],
+                "items": False,
+                "minItems": len(args),
+                "maxItems": len(args),
+            }
+        if origin in (dict, Mapping) or tp is dict:
+            obj: JSONSchema = {"type": "object"}
+            if args:
+                if args[0] is not str:
+                    raise TypeError(f"dict keys must be str for JSON, not {args[0]!r}")
+                obj["additionalProperties"] = self._schema(args[1])
+            return obj
+        raise TypeError(f"cannot express {tp!r} in JSON Schema; give `parameters` explicitly")
+
+    def _class_schema(self, tp: type) -> JSONSchema | None:
+        if issubclass(tp, enum.Enum):
+            return _enum_schema([_literal_value(m.value) for m in tp])
+        if tp in _SCALARS:
+            return {"type": _SCALARS[tp]}
+        if issubclass(tp, dt.datetime):
+            return {"type": "string", "format": "date-time"}
+        if issubclass(tp, dt.date):
+            return {"type": "string", "format": "date"}
+        if issubclass(tp, dt.time):
+            return {"type": "string", "format": "time"}
+        if _is_class(tp, "uuid", "UUID"):
+            return {"type": "string", "format": "uuid"}
+        if _is_path(tp):
+            return {"type": "string"}
+        if _is_class(tp, "decimal", "Decimal"):
+            return {"anyOf": [{"type": "number"}, {"type": "string", "pattern": _DECIMAL_PATTERN}]}
+        if _pydantic_type(tp):
+            return self._pydantic(tp)
+        if typing.is_typeddict(tp):
+            return self._expand(tp, self._typeddict)
+        if dataclasses.is_dataclass(tp):
+            return self._expand(tp, self._dataclass)
+        return None
+
+    def _expand(self, tp: type, build: Callable[[type], JSONSchema]) -> JSONSchema:
+        if id(tp) in self._open:
+            raise TypeError(f"{tp.__name__} refers to itself; use a pydantic model or give `parameters` explicitly")
+        self._open.add(id(tp))
+        try:
+            return build(tp)
+        finally:
+            self._open.discard(id(tp))
+
+    def _annotated(self, base: Any, metadata: tuple[Any, ...]) -> JSONSchema:
+        schema = self._schema(base)
+        described = False
+        for meta in metadata:
+            if isinstance(meta, str):
+                if not described:
+                    schema["description"] = meta
+                    described = True
+                continue
+            self.needs_check = True
+            if _is_field_info(meta):
+                self._field_info(schema, meta)
+            else:
+                _constrain(schema, meta)
         return schema
-    if origin is Literal:
-        return _enum_schema(list(args))
-    if origin is Union or origin is types.UnionType:
-        return _union_schema(args)
-    if origin in (list, Sequence, set, frozenset, typing.AbstractSet) or tp in (list, set):
-        array: JSONSchema = {"type": "array"}
-        if args:
-            array["items"] = schema_for_type(args[0])
-        if origin in (set, frozenset) or tp is set:
-            array["uniqueItems"] = True
-        return array
-    if origin is tuple or tp is tuple:
-        if len(args) == 2 and args[1] is Ellipsis:
-            return {"type": "array", "items": schema_for_type(args[0])}
-        if not args:
-            return {"type": "array"}
-        return {
-            "type": "array",
-            "prefixItems": [schema_for_type(a) for a in args],
-            "items": False,
-            "minItems": len(args),
-            "maxItems": len(args),
-        }
-    if origin in (dict, Mapping) or tp is dict:
-        obj: JSONSchema = {"type": "object"}
-        if args:
-            if args[0] is not str:
-                raise TypeError(f"dict keys must be str for JSON, not {args[0]!r}")
-            obj["additionalProperties"] = schema_for_type(args[1])
-        return obj
-    if typing.is_typeddict(tp):
-        return _typeddict_schema(tp)
-    if dataclasses.is_dataclass(tp) and isinstance(tp, type):
-        return _dataclass_schema(tp)
-    raise TypeError(f"cannot express {tp!r} in JSON Schema; give `parameters` explicitly")
+
+    def _field_info(self, schema: JSONSchema, info: Any) -> None:
+        """Apply a pydantic ``Field(...)``: constraints, description, title, examples, extra schema."""
+        for attr in ("alias", "validation_alias", "discriminator"):
+            if getattr(info, attr, None) is not None:
+                raise TypeError(f"Field({attr}=...) cannot be used on a tool parameter")
+        for meta in info.metadata:
+            _constrain(schema, meta)
+        if info.description:
+            schema["description"] = info.description
+        if info.title:
+            schema["title"] = info.title
+        if info.examples:
+            schema["examples"] = list(info.examples)
+        if getattr(info, "deprecated", None):
+            schema["deprecated"] = True
+        extra = info.json_schema_extra
+        if isinstance(extra, Mapping):
+            schema.update(extra)
+        elif callable(extra):
+            extra(schema)
+
+    def _union(self, args: tuple[Any, ...]) -> JSONSchema:
+        members = [self._schema(a) for a in args]
+        if all(set(m) == {"type"} and isinstance(m["type"], str) for m in members):
+            return {"type": [m["type"] for m in members]}
+        return {"anyOf": members}
+
+    def _typeddict(self, tp: Any) -> JSONSchema:
+        hints = get_type_hints(tp, include_extras=True)
+        props = {k: self._schema(_strip_required(v)) for k, v in hints.items()}
+        required = sorted(getattr(tp, "__required_keys__", set(hints)))
+        schema: JSONSchema = {"type": "object", "properties": props, "additionalProperties": False}
+        if required:
+            schema["required"] = required
+        return schema
+
+    def _dataclass(self, tp: type) -> JSONSchema:
+        hints = get_type_hints(tp, include_extras=True)
+        props: dict[str, JSONSchema] = {}
+        required: list[str] = []
+        doc = parse_docstring(tp.__doc__)
+        for f in dataclasses.fields(tp):
+            if not f.init:
+                continue
+            prop = self._schema(hints.get(f.name, Any))
+            if doc.params.get(f.name) and "description" not in prop:
+                prop["description"] = doc.params[f.name]
+            if f.default is not dataclasses.MISSING:
+                default = _json_default(f.default)
+                if default is not _NO_DEFAULT:
+                    prop["default"] = default
+            elif f.default_factory is dataclasses.MISSING:
+                required.append(f.name)
+            props[f.name] = prop
+        schema: JSONSchema = {"type": "object", "properties": props, "additionalProperties": False}
+        if required:
+            schema["required"] = required
+        return schema
+
+    def _pydantic(self, tp: type) -> JSONSchema:
+        from pydantic import TypeAdapter
+
+        self.needs_check = True
+        try:
+            schema: JSONSchema = TypeAdapter(tp).json_schema(
+                ref_template="#/$defs/{model}", mode="serialization" if self.output else "validation"
+            )
+        except Exception as exc:
+            raise TypeError(f"pydantic cannot express {tp!r} in JSON Schema: {exc}") from None
+        for name, definition in schema.pop("$defs", {}).items():
+            if name in self.defs and self.defs[name] != definition:
+                raise TypeError(f"two different types are named '{name}'; rename one of them")
+            self.defs[name] = definition
+        return schema
+
+    # ------------------------------------------------------------------ converters
+
+    def converter(self, tp: Any, path: str, *, strict: bool = True) -> _Conv | None:
+        """A converter from validated JSON to ``tp``, or None when the JSON value already is one."""
+        try:
+            return self._conv(tp)
+        except TypeError as exc:
+            if strict:
+                raise ToolDefinitionError(f"Tool '{self.tool}': {path}: {exc}", tool=self.tool) from None
+            return None
+
+    def _conv(self, tp: Any) -> _Conv | None:
+        origin = get_origin(tp)
+        args = get_args(tp)
+        if origin is typing.Annotated:
+            return self._annotated_conv(args[0], args[1:])
+        if isinstance(tp, type):
+            return self._class_conv(tp)
+        if hasattr(tp, "__supertype__"):
+            return self._conv(tp.__supertype__)
+        if type(tp).__name__ == "TypeAliasType":
+            return self._conv(tp.__value__)
+        if origin is Union or origin is types.UnionType:
+            return self._union_conv(args)
+        if origin in (list, Sequence) and args:
+            return _each(self._conv(args[0]), list)
+        if origin in (set, frozenset, typing.AbstractSet):
+            return _each(self._conv(args[0]) if args else None, frozenset if origin is frozenset else set, always=True)
+        if origin is tuple:
+            if len(args) == 2 and args[1] is Ellipsis:
+                return _each(self._conv(args[0]), tuple, always=True)
+            return _fixed_tuple([self._conv(a) for a in args]) if args else _each(None, tuple, always=True)
+        if origin in (dict, Mapping) and len(args) == 2:
+            return _values(self._conv(args[1]))
+        return None
+
+    def _class_conv(self, tp: type) -> _Conv | None:
+        if issubclass(tp, enum.Enum):
+            return _to_enum(tp)
+        if tp in _SCALARS:
+            return None
+        if issubclass(tp, dt.datetime):
+            return _to_datetime
+        if issubclass(tp, dt.date):
+            return _to_date
+        if issubclass(tp, dt.time):
+            return _to_time
+        if _is_class(tp, "uuid", "UUID"):
+            return _to_uuid
+        if _is_path(tp):
+            return _to_path(tp)
+        if _is_class(tp, "decimal", "Decimal"):
+            return _to_decimal
+        if _pydantic_type(tp):
+            return _to_pydantic(tp)
+        if typing.is_typeddict(tp):
+            hints = get_type_hints(tp, include_extras=True)
+            return self._guarded(tp, lambda: _fields({k: self._conv(_strip_required(v)) for k, v in hints.items()}, None))
+        if dataclasses.is_dataclass(tp):
+            hints = get_type_hints(tp, include_extras=True)
+            names = [f.name for f in dataclasses.fields(tp) if f.init]
+            return self._guarded(tp, lambda: _fields({k: self._conv(hints.get(k, Any)) for k in names}, tp))
+        if tp in (list, set, frozenset, tuple):
+            return None if tp is list else _each(None, tp, always=True)
+        return None
+
+    def _guarded(self, tp: type, build: Callable[[], _Conv | None]) -> _Conv | None:
+        if id(tp) in self._open:
+            raise TypeError(f"{tp.__name__} refers to itself; use a pydantic model or give `parameters` explicitly")
+        self._open.add(id(tp))
+        try:
+            return build()
+        finally:
+            self._open.discard(id(tp))
+
+    def _annotated_conv(self, base: Any, metadata: tuple[Any, ...]) -> _Conv | None:
+        inner = self._conv(base)
+        if inner is not None and _is_class(base, "decimal", "Decimal"):
+            bounds = _numeric_bounds(metadata)
+            if bounds:
+                return _bounded(inner, bounds)
+        return inner
+
+    def _union_conv(self, args: tuple[Any, ...]) -> _Conv | None:
+        members = [a for a in args if a is not _NoneType]
+        convs = [self._conv(a) for a in members]
+        if all(c is None for c in convs):
+            return None
+        if len(members) == 1:
+            only = convs[0]
+            assert only is not None
+
+            def optional(value: Any, path: str) -> Any:
+                return None if value is None else only(value, path)
+
+            return optional
+        kinds = [self._schema(a) for a in members]
+        return _first_fitting(list(zip(kinds, convs)))
+
+
+def _strip_required(tp: Any) -> Any:
+    origin = get_origin(tp)
+    if getattr(origin, "_name", None) in ("Required", "NotRequired", "ReadOnly"):
+        return get_args(tp)[0]
+    return tp
+
+
+def _literal_value(value: Any) -> Any:
+    if isinstance(value, enum.Enum):
+        value = value.value
+    if value is None or type(value) in (str, int, bool) or (type(value) is float and math.isfinite(value)):
+        return value
+    raise TypeError(f"cannot express the value {value!r} in JSON Schema")
 
 
 def _enum_schema(values: list[Any]) -> JSONSchema:
@@ -227,159 +592,694 @@ def json_type(value: Any) -> str:
     return type(value).__name__
 
 
-def _union_schema(args: tuple[Any, ...]) -> JSONSchema:
-    members = [schema_for_type(a) for a in args]
-    simple = all(set(m) == {"type"} and isinstance(m["type"], str) for m in members)
-    if simple:
-        return {"type": [m["type"] for m in members]}
-    return {"anyOf": members}
+# ---------------------------------------------------------------------------- constraints
 
 
-def _typeddict_schema(tp: Any) -> JSONSchema:
-    hints = get_type_hints(tp, include_extras=True)
-    props = {k: schema_for_type(v) for k, v in hints.items()}
-    required = sorted(getattr(tp, "__required_keys__", set(hints)))
-    schema: JSONSchema = {"type": "object", "properties": props, "additionalProperties": False}
-    if required:
-        schema["required"] = required
-    return schema
+def _is_field_info(meta: Any) -> bool:
+    return _is_class(type(meta), "pydantic.fields", "FieldInfo")
 
 
-def _dataclass_schema(tp: type) -> JSONSchema:
-    hints = get_type_hints(tp, include_extras=True)
-    props: dict[str, JSONSchema] = {}
-    required: list[str] = []
-    doc = parse_docstring(tp.__doc__)
-    for f in dataclasses.fields(tp):
-        prop = schema_for_type(hints.get(f.name, Any))
-        if doc.params.get(f.name):
-            prop["description"] = doc.params[f.name]
-        if f.default is not dataclasses.MISSING:
-            default = _json_default(f.default)
-            if default is not _NO_DEFAULT:
-                prop["default"] = default
-        elif f.default_factory is dataclasses.MISSING:
-            required.append(f.name)
-        props[f.name] = prop
-    schema: JSONSchema = {"type": "object", "properties": props, "additionalProperties": False}
-    if required:
-        schema["required"] = required
-    return schema
+_NUMERIC = {"gt": "exclusiveMinimum", "ge": "minimum", "lt": "exclusiveMaximum", "le": "maximum", "multiple_of": "multipleOf"}
+_LENGTHS = {
+    "string": ("minLength", "maxLength"),
+    "array": ("minItems", "maxItems"),
+    "object": ("minProperties", "maxProperties"),
+}
 
 
-def converter_for(tp: Any) -> Converter | None:
-    """A function turning a JSON value into ``tp`` (Enum, dataclass, lists of them), or None."""
-    origin = get_origin(tp)
-    args = get_args(tp)
-    if origin is typing.Annotated:
-        return converter_for(args[0])
-    if isinstance(tp, type) and issubclass(tp, enum.Enum):
-        member_type: type[enum.Enum] = tp
+def _constrain(schema: JSONSchema, meta: Any) -> None:
+    """Apply one annotated-types / pydantic constraint to ``schema``; refuse what JSON Schema cannot say."""
+    module = type(meta).__module__.split(".")[0]
+    at = sys.modules.get("annotated_types")
+    if at is not None and isinstance(meta, at.GroupedMetadata):  # Interval, Len, pydantic's StringConstraints
+        for part in meta:
+            _constrain(schema, part)
+        return
+    if at is not None and isinstance(meta, (at.Gt, at.Ge, at.Lt, at.Le, at.MultipleOf)):
+        attr = next(a for a in _NUMERIC if hasattr(meta, a))
+        value = getattr(meta, attr)
+        if type(value) not in (int, float) or (type(value) is float and not math.isfinite(value)):
+            raise TypeError(f"cannot express the bound {meta!r} in JSON Schema")
+        _numeric(schema, _NUMERIC[attr], value)
+        return
+    if at is not None and isinstance(meta, (at.MinLen, at.MaxLen)):
+        _length(schema, 0 if isinstance(meta, at.MinLen) else 1, meta.min_length if isinstance(meta, at.MinLen) else meta.max_length)
+        return
+    if type(meta).__name__ == "_PydanticGeneralMetadata":
+        for key, value in vars(meta).items():
+            if key == "pattern" and isinstance(value, str):
+                schema["pattern"] = value
+            elif key not in ("strict", "allow_inf_nan"):
+                raise TypeError(f"cannot express the constraint {key}={value!r} in JSON Schema")
+        return
+    if module == "pydantic" and type(meta).__name__ == "Strict":
+        return
+    if module in ("annotated_types", "pydantic", "pydantic_core"):
+        raise TypeError(f"cannot express {meta!r} in JSON Schema")
+    # anything else in Annotated[...] belongs to someone else (FastAPI markers, user tags)
 
-        def to_member(v: Any) -> Any:
-            return v if isinstance(v, member_type) else member_type(v)
 
-        return to_member
-    if dataclasses.is_dataclass(tp) and isinstance(tp, type):
-        hints = get_type_hints(tp, include_extras=True)
-        found = {f.name: converter_for(hints.get(f.name, Any)) for f in dataclasses.fields(tp)}
-        inner = {k: c for k, c in found.items() if c is not None}
-        cls: type = tp
+def _numeric(schema: JSONSchema, keyword: str, value: float) -> None:
+    targets = [m for m in schema["anyOf"] if m.get("type") in ("number", "integer")] if "anyOf" in schema else [schema]
+    for target in targets:
+        target[keyword] = value
 
-        def build(v: Any) -> Any:
-            if not isinstance(v, dict):
-                return v
-            return cls(**{k: (inner[k](x) if k in inner else x) for k, x in v.items()})
 
-        return build
-    if origin is Union or origin is types.UnionType:
-        members = [a for a in args if a is not _NoneType]
-        inner_conv = converter_for(members[0]) if len(members) == 1 else None
-        if inner_conv is None:
-            return None
-        optional: Converter = inner_conv
-        return lambda v: None if v is None else optional(v)
-    if origin in (list, Sequence) and args:
-        item_conv = converter_for(args[0])
-        if item_conv is not None:
-            each: Converter = item_conv
-            return lambda v: [each(x) for x in v] if isinstance(v, list) else v
+def _length(schema: JSONSchema, which: int, value: int) -> None:
+    kinds = schema.get("type")
+    kinds = [kinds] if isinstance(kinds, str) else list(kinds or [])
+    keywords = [_LENGTHS[k][which] for k in kinds if k in _LENGTHS]
+    if not keywords:
+        raise TypeError(f"a length constraint needs a string, array or object, not {schema!r}")
+    for keyword in keywords:
+        schema[keyword] = value
+
+
+def _numeric_bounds(metadata: tuple[Any, ...]) -> list[tuple[str, Any]]:
+    """The numeric bounds in ``metadata`` (for Decimal strings, which the schema's bounds do not reach)."""
+    found: JSONSchema = {}
+    for meta in metadata:
+        if _is_field_info(meta):
+            for inner in meta.metadata:
+                try:
+                    _constrain(found, inner)
+                except (TypeError, KeyError):
+                    continue
+        else:
+            try:
+                _constrain(found, meta)
+            except (TypeError, KeyError):
+                continue
+    return [(k, v) for k, v in found.items() if k in _NUMERIC.values()]
+
+
+# ---------------------------------------------------------------------------- converters
+
+
+def _refuse(path: str, expected: str, value: Any, keyword: str = "format", why: str = "") -> ToolArgumentError:
+    got = _short(value)
+    return ToolArgumentError([ArgumentProblem(path, f"expected {expected}, got {got}{why}", keyword, expected, got)])
+
+
+def _short(value: Any) -> str:
+    if isinstance(value, str):
+        text = '"' + value[:57].encode("utf-8", "backslashreplace").decode("utf-8") + ('..."' if len(value) > 57 else '"')
+        return text
+    if isinstance(value, (bool, int, float)) or value is None:
+        return json_type(value) if isinstance(value, int) and abs(value) > 10**50 else repr(value)
+    return json_type(value)
+
+
+_DATETIME = re.compile(
+    r"(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2}):(\d{2})(?:\.(\d+))?(?:([Zz])|([+-])(\d{2}):(\d{2}))?", re.ASCII
+)
+_TIME = re.compile(r"(\d{2}):(\d{2}):(\d{2})(?:\.(\d+))?(?:([Zz])|([+-])(\d{2}):(\d{2}))?", re.ASCII)
+
+
+def _zone(z: str | None, sign: str | None, hours: str | None, minutes: str | None) -> dt.tzinfo | None:
+    if z:
+        return dt.timezone.utc
+    if sign and hours and minutes:
+        delta = dt.timedelta(hours=int(hours), minutes=int(minutes))
+        return dt.timezone(-delta if sign == "-" else delta)
     return None
 
 
-def check_schema(schema: Any, *, tool: str) -> None:
-    """Refuse a schema that is not valid JSON Schema, is not an object schema, or refers outside itself."""
-    if not isinstance(schema, Mapping):
-        raise ToolDefinitionError(
-            f"Tool '{tool}': parameters must be a JSON Schema object, not {type(schema).__name__}.", tool=tool
-        )
-    cls = _js_validators.validator_for(schema, default=_js_validators.Draft202012Validator)
+def _micro(fraction: str | None) -> int:
+    return int((fraction or "0")[:6].ljust(6, "0"))
+
+
+def _to_datetime(value: Any, path: str) -> Any:
+    if isinstance(value, dt.datetime):
+        return value
+    m = _DATETIME.fullmatch(value) if isinstance(value, str) else None
+    if m is None:
+        raise _refuse(path, "an RFC 3339 date-time", value)
+    g = m.groups()
+    if g[5] == "60":
+        raise _refuse(path, "a date-time Python can represent", value, why=" (a leap second)")
     try:
-        cls.check_schema(schema)
-    except _js_exceptions.SchemaError as exc:
-        where = "/".join(str(p) for p in exc.absolute_path) or "(root)"
+        return dt.datetime(*map(int, g[:6]), _micro(g[6]), tzinfo=_zone(*g[7:]))
+    except ValueError as exc:
+        raise _refuse(path, "an RFC 3339 date-time", value, why=f" ({exc})") from None
+
+
+def _to_date(value: Any, path: str) -> Any:
+    if isinstance(value, dt.date) and not isinstance(value, dt.datetime):
+        return value
+    try:
+        if isinstance(value, str) and len(value) == 10:
+            return dt.date(int(value[:4]), int(value[5:7]), int(value[8:]))
+    except ValueError:
+        pass
+    raise _refuse(path, "an RFC 3339 date (YYYY-MM-DD)", value)
+
+
+def _to_time(value: Any, path: str) -> Any:
+    if isinstance(value, dt.time):
+        return value
+    m = _TIME.fullmatch(value) if isinstance(value, str) else None
+    if m is None:
+        raise _refuse(path, "an RFC 3339 time", value)
+    g = m.groups()
+    if g[2] == "60":
+        raise _refuse(path, "a time Python can represent", value, why=" (a leap second)")
+    try:
+        return dt.time(int(g[0]), int(g[1]), int(g[2]), _micro(g[3]), tzinfo=_zone(*g[4:]))
+    except ValueError as exc:
+        raise _refuse(path, "an RFC 3339 time", value, why=f" ({exc})") from None
+
+
+def _to_uuid(value: Any, path: str) -> Any:
+    import uuid
+
+    if isinstance(value, uuid.UUID):
+        return value
+    try:
+        if isinstance(value, str):
+            return uuid.UUID(value)
+    except ValueError:
+        pass
+    raise _refuse(path, "a UUID", value)
+
+
+def _to_path(cls: type) -> _Conv:
+    def to_path(value: Any, path: str) -> Any:
+        if isinstance(value, cls):
+            return value
+        if isinstance(value, str) and "\x00" not in value:
+            return cls(value)
+        raise _refuse(path, "a path", value, "type")
+
+    return to_path
+
+
+def _to_decimal(value: Any, path: str) -> Any:
+    import decimal
+
+    if isinstance(value, decimal.Decimal):
+        return value
+    try:
+        if type(value) is int:
+            return decimal.Decimal(value)
+        if type(value) is float and math.isfinite(value):
+            return decimal.Decimal(repr(value))
+        if isinstance(value, str) and re.fullmatch(_DECIMAL_PATTERN, value):
+            return decimal.Decimal(value)
+    except (ArithmeticError, ValueError):
+        pass
+    raise _refuse(path, "a decimal number", value, "type")
+
+
+_COMPARE: dict[str, Callable[[Any, Any], bool]] = {
+    "minimum": lambda v, b: v >= b,
+    "maximum": lambda v, b: v <= b,
+    "exclusiveMinimum": lambda v, b: v > b,
+    "exclusiveMaximum": lambda v, b: v < b,
+    "multipleOf": lambda v, b: v % b == 0,
+}
+_SYMBOL = {"minimum": ">=", "maximum": "<=", "exclusiveMinimum": ">", "exclusiveMaximum": "<", "multipleOf": "a multiple of"}
+
+
+def _bounded(inner: _Conv, bounds: list[tuple[str, Any]]) -> _Conv:
+    import decimal
+
+    def check(value: Any, path: str) -> Any:
+        number = inner(value, path)
+        for keyword, bound in bounds:
+            if not _COMPARE[keyword](number, decimal.Decimal(repr(bound) if type(bound) is float else bound)):
+                expected = f"{_SYMBOL[keyword]} {bound}"
+                raise ToolArgumentError(
+                    [ArgumentProblem(path, f"expected a number {expected}, got {_short(value)}", keyword, expected, _short(value))]
+                )
+        return number
+
+    return check
+
+
+def _to_enum(cls: type[enum.Enum]) -> _Conv:
+    values = [m.value for m in cls]
+
+    def to_member(value: Any, path: str) -> Any:
+        if isinstance(value, cls):
+            return value
+        try:
+            return cls(value)
+        except (ValueError, TypeError):
+            raise _refuse(path, f"one of {values}", value, "enum") from None
+
+    return to_member
+
+
+def _to_pydantic(tp: type) -> _Conv:
+    from pydantic import TypeAdapter, ValidationError
+
+    adapter = TypeAdapter(tp)
+
+    def to_model(value: Any, path: str) -> Any:
+        if isinstance(value, tp):
+            return value
+        try:
+            return adapter.validate_python(value)
+        except ValidationError as exc:
+            problems = []
+            for err in exc.errors()[:20]:
+                where = path + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err.get("loc", ()))
+                problems.append(ArgumentProblem(where, str(err.get("msg", "invalid")), str(err.get("type", "pydantic"))))
+            raise ToolArgumentError(problems or [ArgumentProblem(path, "invalid value", "pydantic")]) from None
+
+    return to_model
+
+
+def _each(item: _Conv | None, kind: type, *, always: bool = False) -> _Conv | None:
+    """Convert each item of a JSON array (and make it a ``kind``: list, tuple, set or frozenset)."""
+    if item is None and not always:
+        return None
+
+    def convert(value: Any, path: str) -> Any:
+        if not isinstance(value, (list, tuple)):
+            return value
+        if item is None:
+            return kind(value)
+        return kind(item(v, f"{path}[{i}]") for i, v in enumerate(value))
+
+    return convert
+
+
+def _fixed_tuple(items: list[_Conv | None]) -> _Conv:
+    def convert(value: Any, path: str) -> Any:
+        if not isinstance(value, (list, tuple)):
+            return value
+        return tuple(c(v, f"{path}[{i}]") if c is not None else v for i, (c, v) in enumerate(zip(items, value)))
+
+    return convert
+
+
+def _values(item: _Conv | None) -> _Conv | None:
+    if item is None:
+        return None
+
+    def convert(value: Any, path: str) -> Any:
+        if not isinstance(value, dict):
+            return value
+        return {k: item(v, _join_path(path, k)) for k, v in value.items()}
+
+    return convert
+
+
+def _join_path(path: str, key: Any) -> str:
+    return f"{path}.{key}" if isinstance(key, str) and key.isidentifier() else f"{path}[{key!r}]"
+
+
+def _fields(convs: dict[str, _Conv | None], cls: type | None) -> _Conv | None:
+    """Convert the fields of a JSON object, then build ``cls`` from them (a dataclass), or keep the dict."""
+    inner = {k: c for k, c in convs.items() if c is not None}
+    if not inner and cls is None:
+        return None
+
+    def convert(value: Any, path: str) -> Any:
+        if not isinstance(value, dict):
+            return value
+        fields = {k: (inner[k](v, _join_path(path, k)) if k in inner else v) for k, v in value.items()}
+        if cls is None:
+            return fields
+        try:
+            return cls(**fields)
+        except TypeError as exc:
+            raise ToolArgumentError([ArgumentProblem(path, f"cannot build {cls.__name__}: {exc}", "type", cls.__name__)]) from None
+
+    return convert
+
+
+_JSON_KINDS = {str: "string", int: "integer", float: "number", bool: "boolean", list: "array", tuple: "array", dict: "object"}
+
+
+def _fits(schema: JSONSchema, value: Any) -> bool:
+    """Whether ``value``'s JSON type is one ``schema`` declares (for picking a union member)."""
+    kind = "null" if value is None else _JSON_KINDS.get(type(value))
+    declared = schema.get("type")
+    if "anyOf" in schema:
+        return any(_fits(s, value) for s in schema["anyOf"])
+    if declared is None:
+        return True
+    names = [declared] if isinstance(declared, str) else list(declared)
+    return kind in names or (kind == "integer" and "number" in names)
+
+
+def _first_fitting(members: list[tuple[JSONSchema, _Conv | None]]) -> _Conv:
+    """Left to right: the first member whose JSON type fits (and whose conversion succeeds)."""
+
+    def convert(value: Any, path: str) -> Any:
+        last: ToolArgumentError | None = None
+        for schema, conv in members:
+            if not _fits(schema, value):
+                continue
+            if conv is None:
+                return value
+            try:
+                return conv(value, path)
+            except ToolArgumentError as exc:
+                last = exc
+        if last is not None:
+            raise last
+        return value
+
+    return convert
+
+
+# ---------------------------------------------------------------------------- checking given schemas
+
+_MAX_SCHEMA_DEPTH = 128
+_DIALECTS = {
+    "https://json-schema.org/draft/2020-12/schema": 2020,
+    "https://json-schema.org/draft/2019-09/schema": 2019,
+    "http://json-schema.org/draft-07/schema": 7,
+    "http://json-schema.org/draft-06/schema": 6,
+    "http://json-schema.org/draft-04/schema": 4,
+}
+# Keywords whose value is a schema, an array of schemas, or an object of schemas.
+_SUBSCHEMA = frozenset(
+    {
+        "additionalItems",
+        "additionalProperties",
+        "contains",
+        "contentSchema",
+        "else",
+        "if",
+        "items",
+        "not",
+        "propertyNames",
+        "then",
+        "unevaluatedItems",
+        "unevaluatedProperties",
+    }
+)
+_SUBSCHEMA_ARRAYS = frozenset({"allOf", "anyOf", "oneOf", "prefixItems"})
+_SUBSCHEMA_MAPS = frozenset({"$defs", "definitions", "dependentSchemas", "patternProperties", "properties"})
+_DATA = frozenset({"const", "default", "enum", "examples"})
+
+
+def check_schema(schema: Any, *, tool: str, what: str = "parameters", object_root: bool = True) -> JSONSchema:
+    """A plain-JSON copy of ``schema`` once it passes every check, else a ``ToolDefinitionError`` naming the place.
+
+    Checked: a JSON object made of JSON values; a known ``$schema``; no reference outside the
+    schema (never fetched; the bundled metaschemas are fine); valid under its metaschema;
+    ``"type": "object"`` at the root (``object_root``); every local ``$ref`` resolves; every
+    ``pattern`` and ``patternProperties`` key is a regular expression both backends accept.
+    """
+    prefix = f"Tool '{tool}': {what}"
+    if not isinstance(schema, Mapping):
+        raise ToolDefinitionError(f"{prefix} must be a JSON Schema object (a mapping), not {type(schema).__name__}.", tool=tool)
+    copy = _copy_json(schema, prefix, tool)
+    dialect = _dialect(copy.get("$schema"))
+    if dialect is None:
         raise ToolDefinitionError(
-            f"Tool '{tool}': parameters are not valid JSON Schema: at {where}, keyword '{exc.validator}': {exc.message}",
-            tool=tool,
-        ) from exc
-    if schema.get("type") != "object":
-        raise ToolDefinitionError(
-            f'Tool \'{tool}\': parameters must describe a JSON object ("type": "object" at the root); '
-            f"got type {schema.get('type')!r}.",
+            f"{prefix}: unknown $schema {copy['$schema']!r}; remote metaschemas are never fetched. "
+            f"Use one of: {', '.join(_DIALECTS)} (or leave $schema out for 2020-12).",
             tool=tool,
         )
-    remote = find_remote_refs(schema)
-    if remote:
+    found = _walk(copy, dialect)
+    if found.remote:
         raise ToolDefinitionError(
-            f"Tool '{tool}': parameters refer to remote schemas, which are never fetched: "
-            + ", ".join(remote)
+            f"{prefix} refer to remote schemas, which are never fetched: "
+            + ", ".join(f"{ref} (at {_pointer(path)})" for path, ref in found.remote)
             + ". Inline them under $defs and refer to them with '#/$defs/...'.",
             tool=tool,
         )
+    _check_metaschema(copy, prefix, tool)
+    if object_root and copy.get("type") != "object":
+        raise ToolDefinitionError(
+            f'{prefix} must describe a JSON object ("type": "object" at the root); got type {copy.get("type")!r}.', tool=tool
+        )
+    for path, ref, target in found.refs:
+        if not found.resolves(target):
+            raise ToolDefinitionError(
+                f"{prefix}: at {_pointer(path)}, $ref {ref!r} points to nothing in the schema.", tool=tool
+            )
+    for path, pattern in found.patterns:
+        problem = _pattern_problem(pattern)
+        if problem is not None:
+            raise ToolDefinitionError(
+                f"{prefix}: at {_pointer(path)}, {pattern!r} is not a supported regular expression ({problem}). "
+                "Patterns are ECMA-262 as jsonschema-rs reads them; both validation backends accept exactly those.",
+                tool=tool,
+            )
+    return copy
 
 
 def find_remote_refs(schema: Any) -> list[str]:
-    """Every ``$ref``/``$dynamicRef``/``$schema`` that points outside the schema and the bundled metaschemas."""
-    local: set[str] = {""}
-    refs: list[tuple[str, str]] = []
-    for base, node in _walk(schema, ""):
-        for key in ("$ref", "$dynamicRef", "$recursiveRef", "$schema"):
-            value = node.get(key)
-            if isinstance(value, str):
-                refs.append((base, value))
-        if isinstance(node.get("$id"), str):
-            local.add(urldefrag(urljoin(base, node["$id"]))[0])
-        if isinstance(node.get("id"), str):  # draft 4-style ids
-            local.add(urldefrag(urljoin(base, node["id"]))[0])
-    remote = []
-    for base, ref in refs:
-        target = urldefrag(urljoin(base, ref))[0]
-        if target in local or target.rstrip("#") in local:
-            continue
-        try:
-            _KNOWN_SCHEMAS.contents(target)
-            continue
-        except Exception:
-            pass
-        remote.append(ref)
+    """Every ``$ref``/``$dynamicRef``/``$schema`` that points outside the schema and its draft's metaschemas."""
+    if not isinstance(schema, (dict, bool)):
+        return []
+    if isinstance(schema, bool):
+        return []
+    dialect = _dialect(schema.get("$schema"))
+    found = _walk(schema, dialect or 2020)
+    remote = [ref for _, ref in found.remote]
+    if dialect is None:
+        remote.append(str(schema["$schema"]))
     return sorted(set(remote))
 
 
-def _walk(node: Any, base: str) -> Iterator[tuple[str, dict[str, Any]]]:
-    stack: list[tuple[str, Any]] = [(base, node)]
-    while stack:
-        base, node = stack.pop()
-        if isinstance(node, dict):
-            ident = node.get("$id")
-            if isinstance(ident, str):
-                base = urldefrag(urljoin(base, ident))[0]
-            yield base, node
+def _pointer(path: tuple[Any, ...]) -> str:
+    return "#" + "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in path)
+
+
+def _copy_json(schema: Mapping[str, Any], prefix: str, tool: str) -> JSONSchema:
+    def copy(value: Any, path: tuple[Any, ...]) -> Any:
+        kind = type(value)
+        if kind is str or kind is bool or kind is int or value is None:
+            return value
+        if kind is float:
+            if not math.isfinite(value):
+                raise ToolDefinitionError(f"{prefix}: at {_pointer(path)}, {value} is not a JSON number.", tool=tool)
+            return value
+        if len(path) >= _MAX_SCHEMA_DEPTH:
+            raise ToolDefinitionError(f"{prefix}: nested more than {_MAX_SCHEMA_DEPTH} levels deep (at {_pointer(path[:8])}/...).", tool=tool)
+        if isinstance(value, Mapping):
+            out = {}
+            for key, item in value.items():
+                if not isinstance(key, str):
+                    raise ToolDefinitionError(
+                        f"{prefix}: at {_pointer(path)}, keys must be strings, not {type(key).__name__} {key!r}.", tool=tool
+                    )
+                out[str(key)] = copy(item, (*path, key))
+            return out
+        if isinstance(value, (list, tuple)):
+            return [copy(item, (*path, i)) for i, item in enumerate(value)]
+        if isinstance(value, str):  # subclasses, such as members of a str Enum
+            return "" + value
+        if isinstance(value, (int, float)):
+            return copy(float(value) if isinstance(value, float) else int(value), path)
+        raise ToolDefinitionError(f"{prefix}: at {_pointer(path)}, expected a JSON value, got {type(value).__name__}.", tool=tool)
+
+    result: JSONSchema = copy(schema, ())
+    return result
+
+
+def _dialect(uri: Any) -> int | None:
+    """The draft a ``$schema`` names (2020-12 when absent), or None for anything else."""
+    if uri is None:
+        return 2020
+    if not isinstance(uri, str):
+        return None
+    return _DIALECTS.get(uri.rstrip("#"))
+
+
+@dataclass
+class _Found:
+    """What one walk over a schema found: resources, anchors, references and patterns."""
+
+    resources: dict[str, Any]
+    anchors: set[tuple[str, str]]
+    refs: list[tuple[tuple[Any, ...], str, str]]
+    remote: list[tuple[tuple[Any, ...], str]]
+    patterns: list[tuple[tuple[Any, ...], str]]
+
+    def resolves(self, target: str) -> bool:
+        uri, fragment = urldefrag(target)
+        if uri not in self.resources:
+            return True  # a bundled metaschema (anything else was refused as remote)
+        if not fragment:
+            return True
+        if not fragment.startswith("/"):
+            return (uri, fragment) in self.anchors
+        node = self.resources[uri]
+        for token in unquote(fragment).split("/")[1:]:
+            token = token.replace("~1", "/").replace("~0", "~")
+            if isinstance(node, dict) and token in node:
+                node = node[token]
+            elif isinstance(node, list) and token.isdigit() and int(token) < len(node):
+                node = node[int(token)]
+            else:
+                return False
+        return True
+
+
+def _join(base: str, ref: str) -> str:
+    if ref.startswith("#"):
+        return urldefrag(base)[0] + ref
+    return urljoin(base, ref)
+
+
+def _walk(schema: Any, dialect: int) -> _Found:
+    """Walk ``schema`` by keyword: property names are names (a property may be called ``enum``), data is data."""
+    found = _Found(resources={"": schema}, anchors=set(), refs=[], remote=[], patterns=[])
+    id_key = "id" if dialect == 4 else "$id"
+    bundled = _BUNDLED[dialect]
+
+    def known(uri: str) -> bool:
+        return uri.rstrip("#") in bundled
+
+    def visit(node: Any, path: tuple[Any, ...], base: str) -> None:
+        if not isinstance(node, dict):
+            return
+        ident = node.get(id_key)
+        if isinstance(ident, str) and not (dialect <= 7 and "$ref" in node):  # drafts 4-7 ignore $ref's siblings
+            uri, fragment = urldefrag(_join(base, ident))
+            if uri != urldefrag(base)[0]:  # an embedded resource
+                base = uri
+                found.resources.setdefault(uri, node)
+            if fragment:  # "#name" as an id: a plain-name anchor (drafts 4-7)
+                found.anchors.add((uri, fragment))
+        for key in ("$anchor", "$dynamicAnchor"):
+            if isinstance(node.get(key), str):
+                found.anchors.add((urldefrag(base)[0], node[key]))
+        if path and isinstance(node.get("$schema"), str) and _dialect(node["$schema"]) is None:
+            found.remote.append(((*path, "$schema"), node["$schema"]))
+        for key in ("$ref", "$dynamicRef", "$recursiveRef"):
+            ref = node.get(key)
+            if isinstance(ref, str):
+                pending.append(((*path, key), ref, _join(base, ref)))
+        if isinstance(node.get("pattern"), str):
+            found.patterns.append(((*path, "pattern"), node["pattern"]))
+        for key, value in node.items():
+            if key in _SUBSCHEMA:
+                if isinstance(value, list):  # items as an array (drafts before 2020-12)
+                    for i, sub in enumerate(value):
+                        visit(sub, (*path, key, i), base)
+                else:
+                    visit(value, (*path, key), base)
+            elif key in _SUBSCHEMA_ARRAYS and isinstance(value, list):
+                for i, sub in enumerate(value):
+                    visit(sub, (*path, key, i), base)
+            elif key in _SUBSCHEMA_MAPS and isinstance(value, dict):
+                for name, sub in value.items():
+                    if key == "patternProperties":
+                        found.patterns.append(((*path, key, name), name))
+                    visit(sub, (*path, key, name), base)
+            elif key == "dependencies" and isinstance(value, dict):
+                for name, sub in value.items():
+                    visit(sub, (*path, key, name), base)
+            elif key not in _DATA and isinstance(value, (dict, list)):
+                unknown(value, (*path, key), base)
+
+    def unknown(node: Any, path: tuple[Any, ...], base: str) -> None:
+        """Values of unknown keywords are not schemas, but a remote ``$ref`` in one is still refused."""
+        if isinstance(node, list):
+            for i, item in enumerate(node):
+                unknown(item, (*path, i), base)
+        elif isinstance(node, dict):
+            ref = node.get("$ref")
+            if isinstance(ref, str):
+                outside.append(((*path, "$ref"), ref, _join(base, ref)))
             for key, value in node.items():
-                if key in ("enum", "const", "examples", "default"):
-                    continue
-                stack.append((base, value))
-        elif isinstance(node, list):
-            stack.extend((base, v) for v in node)
+                unknown(value, (*path, key), base)
+
+    pending: list[tuple[tuple[Any, ...], str, str]] = []
+    outside: list[tuple[tuple[Any, ...], str, str]] = []
+    visit(schema, (), "")
+    for path, ref, target in pending:  # resources found anywhere in the walk count as local
+        uri = urldefrag(target)[0]
+        if uri in found.resources:
+            found.refs.append((path, ref, target))
+        elif not known(uri):
+            found.remote.append((path, ref))
+    for path, ref, target in outside:
+        uri = urldefrag(target)[0]
+        if uri not in found.resources and not known(uri):
+            found.remote.append((path, ref))
+    return found
+
+
+# The metaschemas both backends resolve offline: those of the schema's own draft (jsonschema-rs
+# bundles no other draft's; a reference to one is refused like any remote reference).
+_BUNDLED = {
+    2020: frozenset(
+        ["https://json-schema.org/draft/2020-12/schema"]
+        + [
+            f"https://json-schema.org/draft/2020-12/meta/{name}"
+            for name in ("applicator", "content", "core", "format-annotation", "format-assertion", "meta-data", "unevaluated", "validation")
+        ]
+    ),
+    2019: frozenset(
+        ["https://json-schema.org/draft/2019-09/schema"]
+        + [f"https://json-schema.org/draft/2019-09/meta/{name}" for name in ("applicator", "content", "core", "format", "meta-data", "validation")]
+    ),
+    7: frozenset(["http://json-schema.org/draft-07/schema"]),
+    6: frozenset(["http://json-schema.org/draft-06/schema"]),
+    4: frozenset(["http://json-schema.org/draft-04/schema"]),
+}
+
+
+def _rust() -> Any:
+    """The jsonschema-rs module, or None where it cannot be imported (the pure-Python fallback)."""
+    try:
+        import jsonschema_rs
+    except ImportError:  # pragma: no cover - jsonschema-rs is a dependency
+        return None
+    return jsonschema_rs
+
+
+def _check_metaschema(schema: JSONSchema, prefix: str, tool: str) -> None:
+    rs = _rust()
+    if rs is not None:
+        try:
+            rs.meta.validate(schema)
+            return
+        except rs.ValidationError as exc:
+            where = _pointer(tuple(exc.instance_path))
+            raise ToolDefinitionError(
+                f"{prefix} are not valid JSON Schema: at {where}, keyword '{exc.kind.name}': {exc.message}", tool=tool
+            ) from None
+        except Exception:  # pragma: no cover - a metaschema jsonschema-rs cannot load; let jsonschema decide
+            pass
+    from jsonschema import exceptions
+
+    error = exceptions.best_match(_metaschema_validator(_dialect(schema.get("$schema")) or 2020).iter_errors(schema))
+    if error is not None:
+        where = _pointer(tuple(error.absolute_path))
+        raise ToolDefinitionError(
+            f"{prefix} are not valid JSON Schema: at {where}, keyword '{error.validator}': {error.message}", tool=tool
+        )
+
+
+@functools.cache
+def _metaschema_validator(dialect: int) -> Any:
+    from jsonschema import validators
+
+    uri = next(u for u, d in _DIALECTS.items() if d == dialect)
+    cls = validators.validator_for({"$schema": uri})
+    return cls(cls.META_SCHEMA)
+
+
+@functools.lru_cache(maxsize=4096)
+def _pattern_problem(pattern: str) -> str | None:
+    """Why ``pattern`` is refused (as jsonschema-rs reads ECMA-262), or None."""
+    rs = _rust()
+    if rs is None:  # pragma: no cover - fallback without jsonschema-rs
+        import regex
+
+        try:
+            regex.compile(pattern)
+        except regex.error as exc:
+            return str(exc)
+        return None
+    try:
+        rs.validator_for({"pattern": pattern})
+    except Exception as exc:
+        return str(exc).splitlines()[0]
+    return None
 
 
 def check_against_signature(schema: Mapping[str, Any], sig: Signature, *, tool: str) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import functools
 import inspect
 import re
@@ -12,7 +11,7 @@ from typing import TYPE_CHECKING, Any, ParamSpec, Protocol, TypeVar, overload
 
 from ._errors import ToolDefinitionError
 from ._policies import CircuitBreakerPolicy, RateLimit, RetryPolicy
-from ._schema import Converter, analyse, check_against_signature, check_schema
+from ._schema import Converter, analyse, check_against_signature, check_schema, wrap_output
 
 if TYPE_CHECKING:
     from ._registry import ToolRegistry
@@ -50,6 +49,7 @@ class Tool:
     read_only: bool = False
     destructive: bool | None = None
     open_world: bool | None = None
+    #: The schema of the structured result, always an object schema (or None); see ``output_wrapped``.
     output_schema: dict[str, Any] | None = None
     options: Mapping[str, Any] = field(default_factory=dict)
     #: The distribution the tool came from (entry points), or None for tools defined in code.
@@ -59,7 +59,12 @@ class Tool:
     required: frozenset[str] = frozenset()
     accepts_any: bool = True
     call_param: str | None = None
+    #: Per parameter, a function from the validated JSON value to the annotated Python type
+    #: (datetime, UUID, Enum, dataclass, pydantic model, ...); parameters that need none are absent.
     converters: Mapping[str, Converter] = field(default_factory=dict)
+    #: The result is not an object, so ``output_schema`` is ``{"result": <schema>}`` and a structured
+    #: result ``v`` is sent as ``{"result": v}`` (as FastMCP does).
+    output_wrapped: bool = False
 
     @property
     def parameters_schema(self) -> dict[str, Any]:
@@ -106,15 +111,16 @@ class Tool:
                 f"Invalid tool name {tool_name!r}: use 1-64 letters, digits, '_' or '-' (the set every provider accepts).",
                 tool=tool_name if isinstance(tool_name, str) else None,
             )
-        sig = analyse(fn, tool=tool_name)
+        sig = analyse(fn, tool=tool_name, infer=parameters is None, infer_output=output_schema is None)
         if parameters is None:
-            schema = sig.schema
+            schema = check_schema(sig.schema, tool=tool_name) if sig.needs_check else sig.schema
         else:
-            schema = copy.deepcopy(dict(parameters))
-            check_schema(schema, tool=tool_name)
+            schema = check_schema(parameters, tool=tool_name)
             check_against_signature(schema, sig, tool=tool_name)
-        if output_schema is not None:
-            check_schema_any(output_schema, tool=tool_name)
+        if output_schema is None:
+            output, output_wrapped = sig.output_schema, sig.output_wrapped
+        else:
+            output, output_wrapped = wrap_output(check_schema(output_schema, tool=tool_name, what="output_schema", object_root=False))
         for what, seconds in (("timeout", timeout), ("total_timeout", total_timeout), ("cache_ttl", cache_ttl)):
             if seconds is not None and (isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or seconds <= 0):
                 raise ToolDefinitionError(
@@ -154,7 +160,8 @@ class Tool:
             read_only=read_only,
             destructive=destructive,
             open_world=open_world,
-            output_schema=None if output_schema is None else dict(output_schema),
+            output_schema=output,
+            output_wrapped=output_wrapped,
             options=dict(options or {}),
             source=source,
             is_async=inspect.iscoroutinefunction(fn),
@@ -168,18 +175,6 @@ class Tool:
     def describe(self) -> dict[str, Any]:
         """``{"name", "description", "parameters"}``: what the model sees (the seed's section 3)."""
         return {"name": self.name, "description": self.description, "parameters": self.parameters}
-
-
-def check_schema_any(schema: Mapping[str, Any], *, tool: str) -> None:
-    from jsonschema import exceptions, validators
-
-    cls = validators.validator_for(schema, default=validators.Draft202012Validator)
-    try:
-        cls.check_schema(schema)
-    except exceptions.SchemaError as exc:
-        raise ToolDefinitionError(
-            f"Tool '{tool}': output_schema is not valid JSON Schema: '{exc.validator}': {exc.message}", tool=tool
-        ) from exc
 
 
 class ToolFunction(Protocol[P, R]):

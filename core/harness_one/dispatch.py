@@ -18,14 +18,14 @@ Nothing raises out of a dispatcher: invalid ``arguments`` JSON, unknown tools an
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ._call import CallResult, new_call_id
 from ._errors import ToolError
+from ._formats import CALL_FORMATS, check_format
+from ._requests import BadRequest, Request, parse_call, resolve
 
 if TYPE_CHECKING:
     from ._registry import ToolRegistry
@@ -44,84 +44,38 @@ __all__ = [
     "dispatch_openai_responses",
 ]
 
-PROVIDERS = ("openai", "openai-responses", "anthropic", "gemini")
+#: The providers whose tool calls a dispatcher answers.
+PROVIDERS = CALL_FORMATS
 
 
-@dataclass
-class _Request:
-    id: Any
-    name: str
-    exported: str
-    arguments: Any
-
-
-def _plain(obj: Any) -> Any:
-    dump = getattr(obj, "model_dump", None)
-    if callable(dump):
-        return dump(exclude_none=False)
-    return obj
-
-
-def _requests(provider: str, calls: Iterable[Any], registry: ToolRegistry, strict: bool) -> list[_Request]:
-    _check(provider)
-    names = registry.export("gemini").names if provider == "gemini" else None
-    nullable = registry.export(provider, strict=True).nullable if strict and provider.startswith("openai") else {}
-    out = []
+def _requests(provider: str, calls: Iterable[Any], registry: ToolRegistry, strict: bool) -> list[Request | BadRequest]:
+    check_format(provider, calls=True)
+    out: list[Request | BadRequest] = []
     for raw in calls:
-        call = _plain(raw)
-        kind = call.get("type") if isinstance(call, Mapping) else None
-        if not isinstance(call, Mapping):
-            continue
-        if provider == "openai":
-            function = call.get("function") or {}
-            rid, name, args = call.get("id"), function.get("name"), function.get("arguments")
-        elif provider == "openai-responses":
-            if kind not in (None, "function_call"):
-                continue
-            rid, name, args = call.get("call_id"), call.get("name"), call.get("arguments")
-        elif provider == "anthropic":
-            if kind != "tool_use":
-                continue
-            rid, name, args = call.get("id"), call.get("name"), call.get("input")
-        else:
-            inner = call.get("function_call") or call
-            rid, name, args = inner.get("id"), inner.get("name"), inner.get("args")
-        exported = str(name or "")
-        tool_name = names.original(exported) if names is not None else exported
-        if tool_name in nullable:
-            args = _drop_nulls(args, nullable[tool_name])
-        out.append(_Request(rid, tool_name, exported, args if args is not None else {}))
-    return out
-
-
-def _drop_nulls(args: Any, tree: Mapping[str, Any]) -> Any:
-    """Strict mode sends ``null`` for optional arguments it made nullable: treat them as absent."""
-    if isinstance(args, (str, bytes)):
         try:
-            args = json.loads(args)
-        except ValueError:
-            return args  # the registry reports the bad JSON
-    if not isinstance(args, dict):
-        return args
-    out = {}
-    for key, value in args.items():
-        sub = tree.get(key)
-        if sub is not None and value is None and sub.get("__self__"):
+            request = parse_call(raw, provider=provider)
+        except BadRequest as exc:
+            out.append(exc)
             continue
-        out[key] = _drop_nulls(value, sub) if isinstance(sub, Mapping) and isinstance(value, dict) else value
+        if request is not None:
+            out.append(resolve(request, registry, strict=strict))
     return out
 
 
-def _settle(provider: str, request: _Request, outcome: CallResult | Exception) -> dict[str, Any]:
-    """The provider-shaped answer for a finished call, or for an exception it raised (never re-raised)."""
-    if isinstance(outcome, Exception):
+def _settle(provider: str, request: Request | BadRequest, outcome: CallResult | Exception | None) -> dict[str, Any]:
+    """The provider-shaped answer for a finished call, a malformed one, or an exception it raised (never re-raised)."""
+    if isinstance(request, BadRequest):
+        error = ToolError(f"Invalid tool call: {request}. Send a tool name and its arguments.")
+        outcome = CallResult(False, None, error, "", new_call_id(), 0.0, 0)
+        request = Request(request.request_id, "", {}, provider)
+    elif not isinstance(outcome, CallResult):
         message = f"Internal error while calling '{request.name}': {type(outcome).__name__}: {outcome}"
         error = outcome if isinstance(outcome, ToolError) else ToolError(message)
         outcome = CallResult(False, None, error, request.name, new_call_id(), 0.0, 0)
     return _answer(provider, request, outcome)
 
 
-def _answer(provider: str, request: _Request, result: CallResult) -> dict[str, Any]:
+def _answer(provider: str, request: Request, result: CallResult) -> dict[str, Any]:
     text = result.for_model()
     if provider == "openai":
         return {"role": "tool", "tool_call_id": request.id, "content": text}
@@ -153,13 +107,12 @@ def dispatch(
     """
     requests = _requests(provider, calls, registry, strict)
 
-    def one(request: _Request) -> dict[str, Any]:
-        outcome: CallResult | Exception
-        try:
-            outcome = registry.try_call(request.name, request.arguments, context=context, call_id=_id(request))
-        except Exception as exc:
-            outcome = exc
-        return _settle(provider, request, outcome)
+    def one(request: Request | BadRequest) -> dict[str, Any]:
+        if isinstance(request, BadRequest):
+            return _settle(provider, request, None)
+        return _settle(
+            provider, request, registry.try_call(request.name, request.arguments, context=context, call_id=_id(request))
+        )
 
     if len(requests) <= 1 or concurrency <= 1:
         return [one(r) for r in requests]
@@ -180,25 +133,18 @@ async def adispatch(
     requests = _requests(provider, calls, registry, strict)
     slots = asyncio.Semaphore(max(concurrency, 1))
 
-    async def one(request: _Request) -> dict[str, Any]:
-        outcome: CallResult | Exception
+    async def one(request: Request | BadRequest) -> dict[str, Any]:
+        if isinstance(request, BadRequest):
+            return _settle(provider, request, None)
         async with slots:
-            try:
-                outcome = await registry.atry_call(request.name, request.arguments, context=context, call_id=_id(request))
-            except Exception as exc:
-                outcome = exc
-        return _settle(provider, request, outcome)
+            result = await registry.atry_call(request.name, request.arguments, context=context, call_id=_id(request))
+        return _settle(provider, request, result)
 
     return list(await asyncio.gather(*(one(r) for r in requests)))
 
 
-def _id(request: _Request) -> str | None:
+def _id(request: Request) -> str | None:
     return None if request.id is None else str(request.id)
-
-
-def _check(provider: str) -> None:
-    if provider not in PROVIDERS:
-        raise ValueError(f"unknown provider {provider!r}; known: {', '.join(PROVIDERS)}")
 
 
 def _bind(provider: str) -> tuple[Callable[..., list[dict[str, Any]]], Callable[..., Any]]:

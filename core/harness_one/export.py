@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ._errors import ToolDefinitionError
+from ._formats import FORMATS, check_format
 from ._tool import Tool
 
 __all__ = [
@@ -35,7 +36,6 @@ __all__ = [
     "to_openai_responses",
 ]
 
-FORMATS = ("openai", "openai-responses", "anthropic", "gemini", "mcp")
 _GEMINI_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.:-]{0,127}$")
 
 
@@ -59,14 +59,62 @@ class NameMap:
 
 @dataclass
 class Export:
-    """An export: the definitions, the name map, per-tool notes, and (strict) the nulls to drop."""
+    """An export: the definitions, the name map, per-tool notes, and (strict) the nulls to drop.
+
+    ``not_strict`` lists, for ``strict="auto"``, the tools exported without strict mode and why.
+    """
 
     format: str
-    strict: bool
+    strict: bool | str
     tools: list[dict[str, Any]]
     names: NameMap
     notes: dict[str, list[str]] = field(default_factory=dict)
     nullable: dict[str, Any] = field(default_factory=dict)
+    not_strict: dict[str, list[str]] = field(default_factory=dict)
+    _taken: set[str] = field(default_factory=set, repr=False, compare=False)
+
+    def extended(self, tool: Tool) -> Export:
+        """This export plus ``tool`` (what a registry does when one tool is added): one tool's work."""
+        out = Export(
+            self.format,
+            self.strict,
+            list(self.tools),
+            NameMap(dict(self.names.exported)),
+            dict(self.notes),
+            dict(self.nullable),
+            dict(self.not_strict),
+            self._taken | {tool.name},
+        )
+        out._add(tool)
+        return out
+
+    def _add(self, tool: Tool) -> None:
+        if self.format == "gemini":
+            name = _gemini_name(tool.name, self._taken)
+            if name != tool.name:
+                self.names.exported[name] = tool.name
+                self._taken.add(name)
+            definition, notes = to_gemini(tool, name)
+            if name != tool.name:
+                notes.insert(0, f"name {tool.name!r} exported as {name!r} (Gemini names start with a letter or '_')")
+            if notes:
+                self.notes[tool.name] = notes
+            self.tools.append(definition)
+        elif self.format.startswith("openai"):
+            strict = bool(self.strict)
+            try:
+                parameters, nullable = _parameters(tool, strict)
+            except StrictSchemaError as exc:
+                if self.strict != "auto":
+                    raise
+                strict, (parameters, nullable) = False, _parameters(tool, False)
+                self.not_strict[tool.name] = exc.reasons
+                self.notes.setdefault(tool.name, []).append("exported without strict mode: " + "; ".join(exc.reasons))
+            self.tools.append((_chat if self.format == "openai" else _responses)(tool, parameters, strict))
+            if nullable:
+                self.nullable[tool.name] = nullable
+        else:
+            self.tools.append(to_anthropic(tool) if self.format == "anthropic" else to_mcp(tool))
 
 
 # --------------------------------------------------------------------------- $ref inlining
@@ -302,13 +350,26 @@ def to_gemini(tool: Tool, name: str | None = None) -> tuple[dict[str, Any], list
 
 
 def to_mcp(tool: Tool) -> dict[str, Any]:
-    """An MCP tool descriptor, with annotations from the tool's metadata."""
-    out: dict[str, Any] = {"name": tool.name, "description": tool.description, "inputSchema": tool.parameters}
-    if tool.output_schema is not None and tool.output_schema.get("type") == "object":
-        out["outputSchema"] = tool.output_schema
+    """An MCP tool descriptor, with annotations from the tool's metadata.
+
+    ``title`` comes from ``options["title"]``; ``outputSchema`` is the tool's (object)
+    ``output_schema``, marked ``x-fastmcp-wrap-result`` when results travel wrapped as
+    ``{"result": ...}`` (``output_wrapped``), the convention MCP clients unwrap. Annotations:
+    ``readOnlyHint`` = ``read_only``; ``destructiveHint`` = ``destructive``, false unless
+    declared and never for a read-only tool; ``idempotentHint`` = ``idempotent`` or read-only;
+    ``openWorldHint`` = ``open_world`` (MCP's default, true, when undeclared).
+    """
+    out: dict[str, Any] = {"name": tool.name}
+    title = tool.options.get("title")
+    if isinstance(title, str) and title:
+        out["title"] = title
+    out["description"] = tool.description
+    out["inputSchema"] = tool.parameters
+    if tool.output_schema is not None:
+        out["outputSchema"] = {**tool.output_schema, "x-fastmcp-wrap-result": True} if tool.output_wrapped else tool.output_schema
     out["annotations"] = {
         "readOnlyHint": tool.read_only,
-        "destructiveHint": (not tool.read_only) if tool.destructive is None else tool.destructive,
+        "destructiveHint": bool(tool.destructive) and not tool.read_only,
         "idempotentHint": tool.idempotent or tool.read_only,
         "openWorldHint": True if tool.open_world is None else tool.open_world,
     }
@@ -324,31 +385,19 @@ def _gemini_name(name: str, taken: set[str]) -> str:
     return candidate
 
 
-def export_tools(tools: Iterable[Tool], format: str, *, strict: bool = False) -> Export:
-    """Every tool in ``format`` (one of :data:`FORMATS`); see the module docstring."""
-    if format not in FORMATS:
-        raise ValueError(f"unknown export format {format!r}; known: {', '.join(FORMATS)}")
-    result = Export(format=format, strict=strict, tools=[], names=NameMap())
+def export_tools(tools: Iterable[Tool], format: str, *, strict: bool | str = False) -> Export:
+    """Every tool in ``format`` (one of :data:`FORMATS`); see the module docstring.
+
+    ``strict`` (OpenAI formats): ``True`` makes every tool strict or raises
+    :class:`StrictSchemaError`; ``"auto"`` makes each tool strict where its schema allows and
+    exports the others non-strict, listing why in ``Export.not_strict`` (and ``notes``).
+    """
+    check_format(format)
+    if strict not in (True, False, "auto"):
+        raise ValueError(f"strict must be True, False or 'auto', not {strict!r}")
     tools = list(tools)
-    taken = {t.name for t in tools}
+    result = Export(format=format, strict=strict, tools=[], names=NameMap())
+    result._taken = {t.name for t in tools}
     for tool in tools:
-        if format == "gemini":
-            name = _gemini_name(tool.name, taken)
-            if name != tool.name:
-                result.names.exported[name] = tool.name
-                taken.add(name)
-            definition, notes = to_gemini(tool, name)
-            if name != tool.name:
-                notes.insert(0, f"name {tool.name!r} exported as {name!r} (Gemini names start with a letter or '_')")
-            if notes:
-                result.notes[tool.name] = notes
-            result.tools.append(definition)
-            continue
-        if format.startswith("openai"):
-            parameters, nullable = _parameters(tool, strict)
-            result.tools.append((_chat if format == "openai" else _responses)(tool, parameters, strict))
-            if nullable:
-                result.nullable[tool.name] = nullable
-        else:
-            result.tools.append(to_anthropic(tool) if format == "anthropic" else to_mcp(tool))
+        result._add(tool)
     return result

@@ -3,7 +3,7 @@
 A plugin is any object or module with ``harness_*`` functions marked ``@hookimpl``. Register
 it on a registry (``registry.plugins.register(obj, name="mine")``) or ship it in the
 ``harness_one.plugins`` entry-point group; the entry-point name is the plugin's name, which
-is what blocking and replacing use.
+is what blocking, replacing and configuring (``[plugins.<name>]``) use.
 
 The path of one call (see ``docs/architecture.md``)::
 
@@ -11,13 +11,28 @@ The path of one call (see ``docs/architecture.md``)::
                                               \\-- on error: on_error* -> Retry? -> again
 
 pluggy cannot await, so hooks never run the tool: the core owns execution (sync, async,
-threads, sleeping between attempts) and hooks return *decisions*. All per-call hooks are
-synchronous and should be fast: they run on every call. Implementations may take any subset
-of a hook's arguments, as with every pluggy hook.
+threads, sleeping between attempts) and hooks return *decisions*. Per-call hooks are plain
+synchronous functions (coroutines and pluggy wrappers are refused at registration with a
+:class:`~harness_one.PluginError`); they run on every call, so keep them fast.
+Implementations may take any subset of a hook's arguments, as with every pluggy hook.
 
-Ordering follows pluggy: later-registered implementations run first; ``tryfirst=True`` and
-``trylast=True`` move an implementation to the front or the back. The standard plugins use
-these markers so that third-party plugins land in sensible places by default (see each hook).
+What crosses between plugins is declared on :class:`~harness_one.Call` (``arguments``,
+``deadline``, ``timeout``, ``runner``, ``result``, ``decision``; ``state`` keys belong to the
+plugin that writes them) and on :class:`~harness_one.ToolError` (``kind``, ``retry_after``,
+``replayed``). Nothing else is shared.
+
+**The ordering rule.** For each per-call hook, implementations run sorted by
+
+1. tier: ``@hookimpl(tryfirst=True)`` first, unmarked next, ``@hookimpl(trylast=True)`` last;
+2. then the plugin's ``order`` attribute, ascending (an int; default 0);
+3. then newest registration first.
+
+Standard plugins have orders 10-95 (``docs/plugins.md``), so a third-party plugin with no
+``order`` runs before them within its tier. ``registry.plugins.plan.order`` and
+``harness-one doctor`` show the resulting order. Set-up hooks are called in the same order.
+
+**Per-tool hooks.** :func:`applies_to` limits an implementation to some tools, for every
+per-call hook; an implementation that does not apply to a tool is not called for it at all.
 """
 
 from __future__ import annotations
@@ -32,11 +47,14 @@ if TYPE_CHECKING:
     from ._registry import ToolRegistry
     from ._tool import Tool
 
-__all__ = ["PROJECT", "applies_to", "hookimpl", "hookspec"]
+__all__ = ["PER_CALL_HOOKS", "PROJECT", "applies_to", "hookimpl", "hookspec"]
 
 PROJECT = "harness_one"
 hookspec = pluggy.HookspecMarker(PROJECT)
 hookimpl = pluggy.HookimplMarker(PROJECT)
+
+#: The hooks run for every call, in the order they run.
+PER_CALL_HOOKS = ("harness_pre_validate", "harness_pre_call", "harness_post_call", "harness_on_error")
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
@@ -76,6 +94,16 @@ def harness_register_tools(register: Callable[..., Any]) -> None:
 
 
 @hookspec
+def harness_configure(registry: ToolRegistry) -> None:
+    """This plugin joined ``registry``: bind to what the registry provides, once.
+
+    Called before any tool hook, with the registry whose ``clock``, ``limits`` and
+    ``state`` (shared-state backends: memory, SQLite or Redis, from ``state=`` or the
+    configuration) the plugin should use unless it was given its own.
+    """
+
+
+@hookspec
 def harness_tool_added(tool: Tool, registry: ToolRegistry) -> None:
     """A tool joined ``registry`` (or this plugin joined a registry that has the tool).
 
@@ -85,12 +113,15 @@ def harness_tool_added(tool: Tool, registry: ToolRegistry) -> None:
 
 @hookspec
 def harness_tool_removed(tool: Tool, registry: ToolRegistry) -> None:
-    """A tool left ``registry`` (removed or replaced): drop its per-tool state."""
+    """A tool left ``registry`` (removed or replaced), or this plugin left: drop its per-tool state."""
 
 
 @hookspec
 def harness_stats(registry: ToolRegistry) -> Mapping[str, Any] | None:
-    """Return this plugin's statistics; ``registry.stats()`` files them under the plugin's name."""
+    """Return this plugin's statistics; ``registry.stats()`` files them under the plugin's name.
+
+    A ``"tools"`` entry (``{tool name: {...}}``) is merged into the per-tool statistics.
+    """
 
 
 # --------------------------------------------------------------------------- per-call hooks
@@ -100,12 +131,12 @@ def harness_stats(registry: ToolRegistry) -> Mapping[str, Any] | None:
 def harness_pre_validate(call: Call) -> None:
     """Normalise or check ``call.arguments`` before the call is admitted. Runs once per call.
 
-    Arguments arrive already decoded into a ``dict`` (a JSON string is parsed by the core).
-    Replace ``call.arguments`` to normalise them; raise
+    Arguments arrive decoded into a ``dict`` with string keys (a JSON string is parsed by the
+    core). Replace ``call.arguments`` to normalise them; raise
     :class:`~harness_one.ToolArgumentError` to refuse them. The standard ``validation``
-    plugin runs ``trylast``, so normalisers registered without markers run before it and
-    see unvalidated input. Errors here go to ``on_error``, which may translate them
-    (``Outcome.failure``) but not retry or recover them.
+    plugin is ``trylast``, so normalisers without markers run before it and see unvalidated
+    input. Errors here go to ``on_error``, which may translate them (``Outcome.failure``)
+    but not retry or recover them.
     """
 
 
@@ -117,7 +148,8 @@ def harness_pre_call(call: Call) -> Outcome | None:
     :class:`~harness_one.RateLimitExceeded`) to refuse; return an
     :class:`~harness_one.Outcome` to answer without running the tool (a replayed
     idempotent result). The first ``Outcome`` wins and later implementations are skipped.
-    Implementations may set ``call.deadline`` (a ``clock.now()`` value) to bound the attempt.
+    May set ``call.deadline``, ``call.timeout`` and ``call.runner`` for this attempt (the
+    core clears them before each attempt and enforces ``timeout``).
     """
 
 
@@ -136,9 +168,13 @@ def harness_on_error(call: Call, error: BaseException) -> Retry | Outcome | None
 
     ``error`` is always a :class:`~harness_one.ToolError` (an exception from the tool
     arrives wrapped in :class:`~harness_one.ToolExecutionError`, the original as
-    ``__cause__``). Return :class:`~harness_one.Retry` to run the attempt again after its
-    delay, an :class:`~harness_one.Outcome` to recover with a value or translate the error,
-    or ``None`` to let it stand. Every implementation is called; the first non-``None``
-    decision is taken and stored in ``call.state["decision"]``, so implementations marked
-    ``trylast`` (logging, metrics) can see whether a retry follows.
+    ``__cause__``; a stored outcome replayed by idempotency has ``error.replayed``; a
+    cancelled call arrives as :class:`~harness_one.ToolCancelled`, whose decisions are
+    ignored). Return :class:`~harness_one.Retry` to run the attempt again after its delay,
+    an :class:`~harness_one.Outcome` to recover with a value or translate the error, or
+    ``None`` to let it stand. Every implementation is called; the first non-``None``
+    decision is taken and set as ``call.decision``, so implementations that run after it
+    (observers such as logging and metrics, which are ``trylast``) see whether a retry
+    follows. An implementation that raises is reported as a
+    :class:`~harness_one.PluginError` naming its plugin, after the others have run.
     """

@@ -26,6 +26,7 @@ import pytest
 from ._clock import ManualClock
 from ._errors import RateLimitExceeded, ToolArgumentError
 from ._registry import ToolRegistry
+from .state import Record
 
 __all__ = ["IdempotencyStoreContract", "RateLimitBackendContract", "RateLimitPluginContract", "ValidationPluginContract"]
 
@@ -70,8 +71,9 @@ class RateLimitBackendContract:
 class RateLimitPluginContract:
     """What a plugin registered as ``rate_limit`` must do, driven through a real registry.
 
-    ``make_plugin(**options)`` builds the plugin; options are those of the standard
-    :class:`~harness_one_plugins.RateLimitPlugin` (``default``, ``max_wait``).
+    ``make_plugin(**options)`` builds the plugin; the contract uses two options,
+    ``default`` (a limit for tools that declare none) and ``max_wait`` (seconds a call may
+    wait for a token before it is refused).
     """
 
     @pytest.fixture
@@ -229,8 +231,6 @@ class IdempotencyStoreContract:
         assert running is not None and running.state == "running" and running.fingerprint == "fp1"
 
     def test_finished_outcome_is_returned(self, store: Any) -> None:
-        from harness_one_plugins.idempotency import Record
-
         store.begin("tool", "k", "fp", 0.0, 30.0)
         store.finish("tool", "k", Record("fp", "done", 1000.0, True, {"answer": [1, 2]}))
         done = store.begin("tool", "k", "fp", 10.0, 30.0)
@@ -241,8 +241,6 @@ class IdempotencyStoreContract:
         assert failed.ok is False and failed.error == {"class": "ToolError", "state": {"message": "m"}}
 
     def test_records_expire(self, store: Any) -> None:
-        from harness_one_plugins.idempotency import Record
-
         store.begin("tool", "k", "fp", 0.0, 30.0)
         store.finish("tool", "k", Record("fp", "done", 50.0, True, 1))
         assert store.begin("tool", "k", "fp2", 49.0, 30.0).value == 1
@@ -252,6 +250,15 @@ class IdempotencyStoreContract:
         store.begin("tool", "k", "fp", 0.0, 5.0)
         assert store.begin("tool", "k", "fp", 4.9, 5.0) is not None
         assert store.begin("tool", "k", "fp", 5.0, 5.0) is None
+
+    def test_renewal_extends_a_running_lease(self, store: Any) -> None:
+        store.begin("tool", "k", "fp", 0.0, 5.0)
+        assert store.renew("tool", "k", 4.0, 5.0) is True
+        assert store.begin("tool", "k", "fp", 8.9, 5.0).state == "running"  # held until 9.0 now
+        assert store.begin("tool", "k", "fp", 9.0, 5.0) is None  # lapsed: a new owner
+        store.finish("tool", "k", Record("fp", "done", 100.0, True, 1))
+        assert store.renew("tool", "k", 10.0, 5.0) is False  # a finished record is not a lease
+        assert store.renew("tool", "missing", 10.0, 5.0) is False
 
     def test_release_and_scopes(self, store: Any) -> None:
         store.begin("a", "k", "fp", 0.0, 30.0)

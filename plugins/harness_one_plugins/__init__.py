@@ -1,36 +1,53 @@
 """The standard harness-one plugins, registered by name through the ``harness_one.plugins`` entry points.
 
-Each is an ordinary plugin: block it by name, or register another plugin under its name to
-replace it. See ``docs/plugins.md`` for every option.
+Each is an ordinary plugin in a module of its own that depends only on the public core API:
+block it by name, replace it by registering another plugin under its name, configure it
+with ``[plugins.<name>]``. Nothing is imported until used, so a missing or broken module
+takes down only its own plugin. See ``docs/plugins.md`` for every option.
 """
 
-from .cache import CachePlugin
-from .circuit import CircuitBreakerPlugin
-from .concurrency import ConcurrencyPlugin
-from .idempotency import IdempotencyPlugin, IdempotencyStore, MemoryStore, SQLiteStore
-from .log import LoggingPlugin
-from .metrics import MetricsPlugin
-from .ratelimit import InMemoryBuckets, RateLimitBackend, RateLimitPlugin
-from .retry import RetryPlugin
-from .timeout import TimeoutPlugin
-from .validation import CompiledSchema, ValidationPlugin, compile_schema
+from __future__ import annotations
+
+import importlib
+from typing import Any
 
 __all__ = [
     "CachePlugin",
     "CircuitBreakerPlugin",
-    "CompiledSchema",
     "ConcurrencyPlugin",
     "IdempotencyPlugin",
-    "IdempotencyStore",
-    "InMemoryBuckets",
     "LoggingPlugin",
-    "MemoryStore",
     "MetricsPlugin",
-    "RateLimitBackend",
     "RateLimitPlugin",
     "RetryPlugin",
-    "SQLiteStore",
     "TimeoutPlugin",
     "ValidationPlugin",
-    "compile_schema",
 ]
+
+_WHERE = {
+    "CachePlugin": "cache",
+    "CircuitBreakerPlugin": "circuit",
+    "ConcurrencyPlugin": "concurrency",
+    "IdempotencyPlugin": "idempotency",
+    "LoggingPlugin": "log",
+    "MetricsPlugin": "metrics",
+    "RateLimitPlugin": "ratelimit",
+    "RetryPlugin": "retry",
+    "TimeoutPlugin": "timeout",
+    "ValidationPlugin": "validation",
+    # Backends and helpers, kept importable from here for existing code.
+    "CompiledSchema": "validation",
+    "compile_schema": "validation",
+    "InMemoryBuckets": "ratelimit",
+    "RateLimitBackend": "ratelimit",
+    "IdempotencyStore": "idempotency",
+    "MemoryStore": "idempotency",
+    "SQLiteStore": "idempotency",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'harness_one_plugins' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{module}"), name)

@@ -6,9 +6,7 @@ import threading
 from collections import OrderedDict
 from typing import Any
 
-from harness_one import Call, Clock, Outcome, Tool, ToolRegistry, applies_to, hookimpl
-
-from .idempotency import fingerprint
+from harness_one import Call, Clock, Outcome, Tool, ToolRegistry, applies_to, fingerprint, hookimpl
 
 __all__ = ["CachePlugin"]
 
@@ -50,8 +48,6 @@ class CachePlugin:
     @hookimpl(tryfirst=True)
     @applies_to(lambda self, tool: self.ttl_for(tool) is not None)
     def harness_pre_call(self, call: Call) -> Outcome | None:
-        if self.ttl_for(call.tool) is None:
-            return None
         key = (call.tool.name, fingerprint(call.arguments))
         now = (self.clock or call.registry.clock).now()
         with self._lock:
@@ -67,9 +63,9 @@ class CachePlugin:
     @hookimpl
     @applies_to(lambda self, tool: self.ttl_for(tool) is not None)
     def harness_post_call(self, call: Call) -> None:
-        key = None if call._state is None else call._state.pop(_KEY, None)
+        key = call.take(_KEY)
         ttl = self.ttl_for(call.tool)
-        if key is None or ttl is None:
+        if key is None or ttl is None:  # a hit answered before the tool ran
             return
         expires = (self.clock or call.registry.clock).now() + ttl
         with self._lock:

@@ -12,6 +12,7 @@ from harness_one import (
     CircuitOpen,
     Clock,
     RetryableError,
+    Tool,
     ToolExecutionError,
     ToolRegistry,
     ToolTimeout,
@@ -23,6 +24,10 @@ __all__ = ["Breaker", "CircuitBreakerPlugin"]
 
 _PROBE = "circuit.probe"
 _COUNTED = "circuit.counted"
+
+
+def _guarded(plugin: CircuitBreakerPlugin, tool: Tool) -> bool:
+    return (tool.circuit_breaker or plugin.default) is not None
 
 
 class Breaker:
@@ -123,10 +128,8 @@ class CircuitBreakerPlugin:
         self._breakers: dict[str, Breaker] = {}
         self._lock = threading.Lock()
 
-    def breaker(self, call: Call) -> Breaker | None:
-        policy = call.tool.circuit_breaker or self.default
-        if policy is None:
-            return None
+    def breaker(self, call: Call) -> Breaker:
+        policy: CircuitBreakerPolicy = call.tool.circuit_breaker or self.default  # type: ignore[assignment]  # _guarded
         found = self._breakers.get(call.tool.name)
         if found is None or found.policy is not policy:
             with self._lock:
@@ -137,40 +140,34 @@ class CircuitBreakerPlugin:
         return (self.clock or call.registry.clock).now()
 
     @hookimpl
-    @applies_to(lambda self, tool: (tool.circuit_breaker or self.default) is not None)
+    @applies_to(_guarded)
     def harness_pre_call(self, call: Call) -> None:
-        breaker = self.breaker(call)
-        if breaker is None:
-            return
-        wait, probe = breaker.admit(self._now(call))
+        wait, probe = self.breaker(call).admit(self._now(call))
         if wait > 0:
             raise CircuitOpen(retry_after=wait, tool=call.tool.name, call_id=call.call_id)
         call.state[_PROBE] = probe
         call.state[_COUNTED] = True
 
     def _record(self, call: Call, failed: bool) -> None:
-        if call._state is None or not call._state.pop(_COUNTED, False):
+        if not call.take(_COUNTED, False):
             return
-        breaker = self.breaker(call)
-        if breaker is not None:
-            breaker.record(self._now(call), failed, call._state.pop(_PROBE, False))
+        self.breaker(call).record(self._now(call), failed, call.take(_PROBE, False))
 
     @hookimpl
-    @applies_to(lambda self, tool: (tool.circuit_breaker or self.default) is not None)
+    @applies_to(_guarded)
     def harness_post_call(self, call: Call) -> None:
         self._record(call, failed=False)
 
     @hookimpl
-    @applies_to(lambda self, tool: (tool.circuit_breaker or self.default) is not None)
+    @applies_to(_guarded)
     def harness_on_error(self, call: Call, error: BaseException) -> None:
         failed = call.ran and isinstance(error, (ToolExecutionError, ToolTimeout, RetryableError))
         if call.ran:
             self._record(call, failed=failed)
-        elif call._state is not None and call._state.pop(_COUNTED, False) and call._state.pop(_PROBE, False):
+        elif call.take(_COUNTED, False) and call.take(_PROBE, False):
             breaker = self.breaker(call)  # a probe refused after admission (e.g. rate limit) gives its place back
-            if breaker is not None:
-                with breaker.lock:
-                    breaker.probing -= 1
+            with breaker.lock:
+                breaker.probing -= 1
 
     def state(self, tool: str) -> str:
         """``closed``, ``open`` or ``half_open`` (``closed`` for a tool never seen)."""

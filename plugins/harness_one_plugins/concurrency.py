@@ -5,12 +5,16 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from harness_one import Call, Clock, Retry, ToolBusy, ToolRegistry, applies_to, hookimpl
+from harness_one import Call, Clock, Retry, Tool, ToolBusy, ToolRegistry, applies_to, hookimpl
 
 __all__ = ["ConcurrencyPlugin"]
 
 _HELD = "concurrency.held"
 _WAITED = "concurrency.waited"
+
+
+def _capped(plugin: ConcurrencyPlugin, tool: Tool) -> bool:
+    return (tool.max_concurrency or plugin.default or plugin.total) is not None
 
 
 class ConcurrencyPlugin:
@@ -51,12 +55,10 @@ class ConcurrencyPlugin:
         self.refused = 0
 
     @hookimpl
-    @applies_to(lambda self, tool: (tool.max_concurrency or self.default or self.total) is not None)
+    @applies_to(_capped)
     def harness_pre_call(self, call: Call) -> None:
         name = call.tool.name
         cap = call.tool.max_concurrency or self.default
-        if cap is None and self.total is None:
-            return
         with self._lock:
             running = self._running.get(name, 0)
             if (cap is not None and running >= cap) or (self.total is not None and self._all >= self.total):
@@ -77,24 +79,24 @@ class ConcurrencyPlugin:
         call.state[_HELD] = True
 
     def _release(self, call: Call) -> None:
-        if call._state is None or not call._state.pop(_HELD, False):
+        if not call.take(_HELD, False):
             return
         with self._lock:
             self._running[call.tool.name] -= 1
             self._all -= 1
 
     @hookimpl
-    @applies_to(lambda self, tool: (tool.max_concurrency or self.default or self.total) is not None)
+    @applies_to(_capped)
     def harness_post_call(self, call: Call) -> None:
         self._release(call)
 
     @hookimpl
-    @applies_to(lambda self, tool: (tool.max_concurrency or self.default or self.total) is not None)
+    @applies_to(_capped)
     def harness_on_error(self, call: Call, error: BaseException) -> Retry | None:
         self._release(call)
         if not isinstance(error, ToolBusy) or error.retry_after is None or call.ran:
             return None
-        waited = call.state.get(_WAITED, 0.0)
+        waited = call.peek(_WAITED, 0.0)
         if waited + self.poll > self.max_wait:
             return None
         call.state[_WAITED] = waited + self.poll

@@ -2,22 +2,18 @@
 
 Semantics follow Stripe and the IETF Idempotency-Key draft: the same key with different
 arguments is an error; the same key while the first call still runs is a conflict (or a wait);
-records expire; nothing is stored for arguments that fail validation; an in-progress record
-has its own, shorter expiry (a lease), so a crashed worker does not lock a key forever.
+records expire; nothing is stored for arguments that fail validation. An in-progress record
+holds the key for a lease that is renewed while the call runs, so a long call never runs
+twice for one key while its first caller is alive, and a crashed caller frees the key when
+its lease runs out.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
-import sqlite3
 import threading
-import time
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
-import harness_one
 from harness_one import (
     Call,
     Clock,
@@ -26,12 +22,14 @@ from harness_one import (
     Outcome,
     Retry,
     ToolArgumentError,
+    ToolCancelled,
     ToolError,
     ToolRegistry,
+    fingerprint,
     hookimpl,
+    log_event,
 )
-from harness_one._errors import _restore
-from harness_one._log import emit
+from harness_one.state import IdempotencyStore, MemoryStore, Record, SQLiteStore, WallClock
 
 __all__ = ["IdempotencyPlugin", "IdempotencyStore", "MemoryStore", "Record", "SQLiteStore", "WallClock", "fingerprint"]
 
@@ -39,189 +37,54 @@ _OWNED = "idempotency.owned"
 _WAITED = "idempotency.waited"
 
 
-class WallClock:
-    """Wall-clock time (``time.time``): records outlive processes, so expiry uses real time."""
+class _Renewer:
+    """One daemon thread that renews the leases of the calls running now, every ``lease / 3``."""
 
-    def now(self) -> float:
-        return time.time()
+    def __init__(self, plugin: IdempotencyPlugin) -> None:
+        self._plugin = plugin
+        self._held: dict[int, tuple[str, str]] = {}
+        self._wake = threading.Condition()
+        self._thread: threading.Thread | None = None
 
-    def sleep(self, seconds: float) -> None:
-        time.sleep(max(seconds, 0.0))
+    def hold(self, call: Call) -> None:
+        assert call.idempotency_key is not None
+        with self._wake:
+            self._held[id(call)] = (call.tool.name, call.idempotency_key)
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, name="harness-one-idempotency-leases", daemon=True)
+                self._thread.start()
 
-    async def asleep(self, seconds: float) -> None:
-        import asyncio
+    def drop(self, call: Call) -> None:
+        with self._wake:
+            self._held.pop(id(call), None)
 
-        await asyncio.sleep(max(seconds, 0.0))
-
-
-def fingerprint(arguments: Any) -> str:
-    """A stable digest of the (validated) arguments."""
-    text = json.dumps(arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=repr)
-    return hashlib.sha256(text.encode()).hexdigest()
-
-
-@dataclass
-class Record:
-    """What a store keeps per (scope, key): ``running`` until the outcome is ``done``."""
-
-    fingerprint: str
-    state: str
-    expires: float
-    ok: bool = False
-    value: Any = None
-    error: dict[str, Any] | None = None
-
-
-@runtime_checkable
-class IdempotencyStore(Protocol):
-    """Where records live. ``begin`` must be atomic: exactly one caller gets ``None`` (ownership)."""
-
-    def begin(self, scope: str, key: str, fingerprint: str, now: float, lease: float) -> Record | None:
-        """Return the live record for (scope, key), or create a ``running`` one and return None."""
-        ...
-
-    def finish(self, scope: str, key: str, record: Record) -> None:
-        """Store the outcome (``record.state == "done"``)."""
-        ...
-
-    def release(self, scope: str, key: str) -> None:
-        """Forget the key (the call produced no outcome to keep)."""
-        ...
-
-
-class MemoryStore:
-    """Records in a dict, for one process. Values are kept as they are (not copied)."""
-
-    def __init__(self) -> None:
-        self._records: dict[tuple[str, str], Record] = {}
-        self._lock = threading.Lock()
-        self._ops = 0
-
-    def begin(self, scope: str, key: str, fingerprint: str, now: float, lease: float) -> Record | None:
-        with self._lock:
-            self._ops += 1
-            if self._ops % 1024 == 0:
-                for k in [k for k, r in self._records.items() if r.expires <= now]:
-                    del self._records[k]
-            found = self._records.get((scope, key))
-            if found is not None and found.expires > now:
-                return found
-            self._records[(scope, key)] = Record(fingerprint, "running", now + lease)
-            return None
-
-    def finish(self, scope: str, key: str, record: Record) -> None:
-        with self._lock:
-            self._records[(scope, key)] = record
-
-    def release(self, scope: str, key: str) -> None:
-        with self._lock:
-            self._records.pop((scope, key), None)
-
-    def __len__(self) -> int:
-        return len(self._records)
-
-
-class SQLiteStore:
-    """Records in a SQLite file: survives restarts, safe for several processes on one machine.
-
-    ``begin`` runs in a ``BEGIN IMMEDIATE`` transaction (one writer at a time across
-    processes); the file is in WAL mode. Values are stored as JSON, so a replay returns the
-    JSON form of the first result (tuples come back as lists); a result that is not JSON is
-    not stored (the key is released and a warning logged).
-    """
-
-    def __init__(self, path: str | Path, *, timeout: float = 10.0) -> None:
-        self.path = str(path)
-        self._lock = threading.Lock()
-        self._conn = sqlite3.connect(self.path, timeout=timeout, isolation_level=None, check_same_thread=False)
-        self._conn.execute("PRAGMA journal_mode=WAL")
-        self._conn.execute("PRAGMA synchronous=NORMAL")  # durable across process crashes; an OS crash may lose the last records
-        self._conn.execute(
-            "CREATE TABLE IF NOT EXISTS harness_one_idempotency ("
-            " scope TEXT NOT NULL, key TEXT NOT NULL, fingerprint TEXT NOT NULL, state TEXT NOT NULL,"
-            " expires REAL NOT NULL, ok INTEGER NOT NULL DEFAULT 0, value TEXT, error TEXT,"
-            " PRIMARY KEY (scope, key))"
-        )
-        self._ops = 0
-
-    def begin(self, scope: str, key: str, fingerprint: str, now: float, lease: float) -> Record | None:
-        with self._lock:
-            conn = self._conn
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                self._ops += 1
-                if self._ops % 1024 == 0:
-                    conn.execute("DELETE FROM harness_one_idempotency WHERE expires <= ?", (now,))
-                row = conn.execute(
-                    "SELECT fingerprint, state, expires, ok, value, error FROM harness_one_idempotency WHERE scope = ? AND key = ?",
-                    (scope, key),
-                ).fetchone()
-                if row is not None and row[2] > now:
-                    conn.execute("COMMIT")
-                    return Record(
-                        row[0],
-                        row[1],
-                        row[2],
-                        bool(row[3]),
-                        None if row[4] is None else json.loads(row[4]),
-                        None if row[5] is None else json.loads(row[5]),
-                    )
-                conn.execute(
-                    "INSERT OR REPLACE INTO harness_one_idempotency (scope, key, fingerprint, state, expires) VALUES (?, ?, ?, 'running', ?)",
-                    (scope, key, fingerprint, now + lease),
-                )
-                conn.execute("COMMIT")
-                return None
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-
-    def finish(self, scope: str, key: str, record: Record) -> None:
-        value = json.dumps(record.value)  # TypeError for non-JSON values: the plugin releases the key
-        error = None if record.error is None else json.dumps(record.error)
-        with self._lock:
-            self._conn.execute(
-                "UPDATE harness_one_idempotency SET state = ?, expires = ?, ok = ?, value = ?, error = ? WHERE scope = ? AND key = ?",
-                (record.state, record.expires, int(record.ok), value, error, scope, key),
-            )
-
-    def release(self, scope: str, key: str) -> None:
-        with self._lock:
-            self._conn.execute("DELETE FROM harness_one_idempotency WHERE scope = ? AND key = ?", (scope, key))
-
-    def close(self) -> None:
-        with self._lock:
-            self._conn.close()
-
-
-def _error_state(error: ToolError) -> dict[str, Any]:
-    state: dict[str, Any] = {}
-    for name, value in vars(error).items():
-        kept = type(value).__name__ if name == "cause" and isinstance(value, BaseException) else value
-        if kept is None or isinstance(kept, (str, int, float, bool)):
-            state[name] = kept
-    return {"class": type(error).__name__, "state": state}
-
-
-def _rebuild(data: dict[str, Any]) -> ToolError:
-    cls = getattr(harness_one, str(data.get("class")), ToolError)
-    if not (isinstance(cls, type) and issubclass(cls, ToolError)):
-        cls = ToolError
-    err = _restore(cls, dict(data.get("state") or {}))
-    err.call_id = None  # the replaying call's id is filled in
-    err.replayed = True  # type: ignore[attr-defined]
-    return err
+    def _run(self) -> None:
+        plugin = self._plugin
+        while True:
+            with self._wake:
+                self._wake.wait(plugin.lease / 3)
+                held = list(self._held.values())
+                if not held:
+                    self._thread = None
+                    return
+            now = plugin.clock.now()
+            for scope, key in held:
+                try:
+                    plugin.store.renew(scope, key, now, plugin.lease)
+                except Exception as exc:  # the store is unreachable for now: the lease may lapse
+                    log_event(30, "idempotency lease not renewed", tool=scope, error=f"{type(exc).__name__}: {exc}")
 
 
 class IdempotencyPlugin:
     """Replays the first outcome of a call made with ``idempotency_key=``.
 
     Args:
-        store: where records live (default: in memory, per registry; :class:`SQLiteStore`
-            for several processes or restarts).
+        store: where records live (default: the registry's state: in memory, or the SQLite
+            file of a ``sqlite:`` state URL).
+        path: a SQLite file to keep records in (instead of ``store``).
         ttl: seconds a finished record is kept (default 24 h).
-        lease: seconds an in-progress record holds the key (default 5 min): a worker that
-            dies mid-call frees the key after this.
+        lease: seconds an in-progress record holds the key without renewal (default 5 min);
+            it is renewed every ``lease / 3`` while the call runs.
         wait: seconds a call waits for an in-progress call with the same key to finish
             (0: fail at once with :class:`IdempotencyConflict`).
         poll: seconds between checks while waiting.
@@ -235,13 +98,20 @@ class IdempotencyPlugin:
         self,
         *,
         store: IdempotencyStore | None = None,
+        path: str | Path | None = None,
         ttl: float = 24 * 3600.0,
         lease: float = 300.0,
         wait: float = 0.0,
         poll: float = 0.02,
         clock: Clock | None = None,
     ) -> None:
+        if store is not None and path is not None:
+            raise ValueError("give a store or a path, not both")
+        if path is not None:
+            Path(path).expanduser().parent.mkdir(parents=True, exist_ok=True)
+            store = SQLiteStore(Path(path).expanduser())
         self.store: IdempotencyStore = store if store is not None else MemoryStore()
+        self._own_store = store is not None
         self.ttl = ttl
         self.lease = lease
         self.wait = wait
@@ -249,16 +119,23 @@ class IdempotencyPlugin:
         self.clock: Clock = clock or WallClock()
         self.replays = 0
         self.stored = 0
+        self._leases = _Renewer(self)
+
+    @hookimpl
+    def harness_configure(self, registry: ToolRegistry) -> None:
+        if not self._own_store:
+            self.store = registry.state.idempotency()
 
     @hookimpl(tryfirst=True)
     def harness_pre_call(self, call: Call) -> Outcome | None:
         key = call.idempotency_key
-        if key is None or (call._state is not None and _OWNED in call._state):
+        if key is None or call.peek(_OWNED) is not None:
             return None
         digest = fingerprint(call.arguments)
         found = self.store.begin(call.tool.name, key, digest, self.clock.now(), self.lease)
         if found is None:
             call.state[_OWNED] = digest
+            self._leases.hold(call)
             return None
         if found.fingerprint != digest:
             raise IdempotencyKeyMismatch(
@@ -277,41 +154,48 @@ class IdempotencyPlugin:
         self.replays += 1
         if found.ok:
             return Outcome.success(found.value)
-        return Outcome.failure(_rebuild(found.error or {}))
+        error = ToolError.from_dict(found.error or {})
+        error.call_id = None  # the replaying call's id is filled in
+        error.replayed = True
+        return Outcome.failure(error)
 
     def _finish(self, call: Call, ok: bool, value: Any = None, error: ToolError | None = None) -> None:
-        record = Record(
-            call.state.pop(_OWNED), "done", self.clock.now() + self.ttl, ok, value, None if error is None else _error_state(error)
-        )
+        self._leases.drop(call)
         assert call.idempotency_key is not None
+        stored_error = None if error is None else {**error.to_dict(), "call_id": None}
+        record = Record(call.take(_OWNED), "done", self.clock.now() + self.ttl, ok, value, stored_error)
         try:
             self.store.finish(call.tool.name, call.idempotency_key, record)
             self.stored += 1
         except (TypeError, ValueError) as exc:
             self.store.release(call.tool.name, call.idempotency_key)
-            emit(30, "idempotent result not stored", tool=call.tool.name, error=str(exc))
+            log_event(30, "idempotent result not stored", tool=call.tool.name, error=str(exc))
+
+    def _release(self, call: Call) -> None:
+        self._leases.drop(call)
+        call.take(_OWNED)
+        assert call.idempotency_key is not None
+        self.store.release(call.tool.name, call.idempotency_key)
 
     @hookimpl
     def harness_post_call(self, call: Call) -> None:
-        if call._state is not None and _OWNED in call._state:
+        if call.peek(_OWNED) is not None:
             self._finish(call, True, value=call.result)
 
     @hookimpl
     def harness_on_error(self, call: Call, error: BaseException) -> Retry | None:
         if isinstance(error, IdempotencyConflict) and not call.ran:
-            waited = call.state.get(_WAITED, 0.0)
+            waited = call.peek(_WAITED, 0.0)
             if waited + self.poll <= self.wait:
                 call.state[_WAITED] = waited + self.poll
                 return Retry(self.poll)
             return None
-        if call._state is None or _OWNED not in call._state or type(call._state.get("decision")) is Retry:
+        if call.peek(_OWNED) is None or type(call.decision) is Retry:
             return None
-        if call.ran and isinstance(error, ToolError) and not isinstance(error, ToolArgumentError):
+        if call.ran and isinstance(error, ToolError) and not isinstance(error, (ToolArgumentError, ToolCancelled)):
             self._finish(call, False, error=error)
-        else:  # refused before running, or the arguments were wrong: nothing to keep
-            call.state.pop(_OWNED)
-            assert call.idempotency_key is not None
-            self.store.release(call.tool.name, call.idempotency_key)
+        else:  # refused before running, wrong arguments, or cancelled: nothing to keep
+            self._release(call)
         return None
 
     @hookimpl

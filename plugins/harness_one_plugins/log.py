@@ -4,43 +4,14 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from typing import Any
 
-import structlog
-
-from harness_one import Call, Retry, ToolError, hookimpl
+from harness_one import SECRET_KEYS, Call, Redactor, Retry, ToolError, hookimpl, log_enabled, log_event, redact
 
 __all__ = ["SECRET_KEYS", "LoggingPlugin", "redact"]
 
-SECRET_KEYS = (
-    "password",
-    "passwd",
-    "token",
-    "api_key",
-    "apikey",
-    "authorization",
-    "secret",
-    "cookie",
-    "credential",
-    "private_key",
-)
-REDACTED = "[REDACTED]"
-
-
-def redact(value: Any, secret_keys: Iterable[str] = SECRET_KEYS, _depth: int = 0) -> Any:
-    """A copy of ``value`` with every secret-looking key's value replaced by ``[REDACTED]``."""
-    keys = tuple(k.lower() for k in secret_keys)
-    if _depth > 32:
-        return "..."
-    if isinstance(value, Mapping):
-        return {
-            k: REDACTED if any(s in str(k).lower().replace("-", "_") for s in keys) else redact(v, keys, _depth + 1)
-            for k, v in value.items()
-        }
-    if isinstance(value, list):
-        return [redact(v, keys, _depth + 1) for v in value]
-    return value
+_LOGGER = "harness_one.calls"
 
 
 def _size(value: Any) -> int:
@@ -54,65 +25,67 @@ def _size(value: Any) -> int:
 class LoggingPlugin:
     """Emits ``tool_call`` events (and ``tool_call_retry`` for attempts that will be retried).
 
-    Fields: tool, call_id, attempt, outcome (``ok``/``error``/``retry``), error_type,
+    Fields: tool, call_id, attempt, outcome (``ok``/``error``/``retry``), error_type, error,
     duration_ms, arg_keys, result_size; ``arguments`` (redacted) only with
-    ``log_arguments=True``. Uses structlog when the application configured it, else the
-    stdlib ``harness_one`` logger; the library never configures logging itself.
+    ``log_arguments=True``. Events go to structlog when the application configured it, else
+    to the stdlib ``harness_one.calls`` logger; the library never configures logging itself.
+
+    Redaction (``harness_one.Redactor``): values under secret-looking keys (any case or
+    separator: ``api_key``, ``apiKey``, ``API-KEY``), at any depth of dicts, lists and tuples;
+    the user-info of URLs in text; and any of ``secret_values`` wherever it appears.
 
     Args:
         level: the level of the events (default INFO).
-        log_arguments: include argument values, with secret-looking keys redacted.
-        secret_keys: substrings that mark a key as secret.
+        log_arguments: include argument values, redacted.
+        secret_keys: the key names that mark a secret (default :data:`harness_one.SECRET_KEYS`).
+        extra_secret_keys: key names added to ``secret_keys``.
+        secret_values: exact strings (API keys, passwords) to mask in any logged text.
     """
 
     name = "logging"
     order = 95
 
     def __init__(
-        self, *, level: int = logging.INFO, log_arguments: bool = False, secret_keys: Iterable[str] = SECRET_KEYS
+        self,
+        *,
+        level: int | str = logging.INFO,
+        log_arguments: bool = False,
+        secret_keys: Iterable[str] = SECRET_KEYS,
+        extra_secret_keys: Iterable[str] = (),
+        secret_values: Iterable[str] = (),
     ) -> None:
-        self.level = level
+        self.level = logging.getLevelName(level.upper()) if isinstance(level, str) else level
+        if not isinstance(self.level, int):
+            raise ValueError(f"unknown log level {level!r}")
         self.log_arguments = log_arguments
-        self.secret_keys = tuple(secret_keys)
-        self._stdlib = logging.getLogger("harness_one.calls")
+        self.redactor = Redactor(secret_keys, extra_keys=extra_secret_keys, values=secret_values)
 
-    def _sink(self) -> bool | None:
-        """True: structlog (the application configured it); False: stdlib; None: nobody listens at this level."""
-        if structlog.is_configured():
-            return True
-        return False if self._stdlib.isEnabledFor(self.level) else None
-
-    def _emit(self, to_structlog: bool, event: str, call: Call, outcome: str, **extra: Any) -> None:
+    def _emit(self, event: str, call: Call, outcome: str, **extra: Any) -> None:
+        args = call.arguments
         fields: dict[str, Any] = {
             "tool": call.tool.name,
             "call_id": call.call_id,
             "attempt": call.attempt,
             "outcome": outcome,
             "duration_ms": round((time.perf_counter() - call.started) * 1000, 3),
-            "arg_keys": sorted(call.arguments) if isinstance(call.arguments, dict) else [],
+            "arg_keys": sorted(str(k) for k in args) if isinstance(args, dict) else [],
             **extra,
         }
         if self.log_arguments:
-            fields["arguments"] = redact(call.arguments, self.secret_keys)
-        if to_structlog:
-            structlog.get_logger("harness_one.calls").log(self.level, event, **fields)
-        else:
-            detail = " ".join(f"{k}={v!r}" for k, v in fields.items())
-            self._stdlib.log(self.level, "%s %s", event, detail, extra={"harness_one": fields})
+            fields["arguments"] = self.redactor(args)
+        log_event(self.level, event, logger=_LOGGER, **fields)
 
     @hookimpl(trylast=True)
     def harness_post_call(self, call: Call) -> None:
-        sink = self._sink()
-        if sink is not None:
-            self._emit(sink, "tool_call", call, "ok", result_size=_size(call.result))
+        if log_enabled(self.level, _LOGGER):
+            self._emit("tool_call", call, "ok", result_size=_size(call.result))
 
     @hookimpl(trylast=True)
     def harness_on_error(self, call: Call, error: BaseException) -> None:
-        sink = self._sink()
-        if sink is None:
+        if not log_enabled(self.level, _LOGGER):
             return
-        retrying = type(call.state.get("decision")) is Retry
+        retrying = type(call.decision) is Retry
         extra: dict[str, Any] = {"error_type": type(error).__name__}
         if isinstance(error, ToolError):
-            extra["error"] = error.message.splitlines()[0]
-        self._emit(sink, "tool_call_retry" if retrying else "tool_call", call, "retry" if retrying else "error", **extra)
+            extra["error"] = self.redactor.text(error.message.splitlines()[0] if error.message else "")
+        self._emit("tool_call_retry" if retrying else "tool_call", call, "retry" if retrying else "error", **extra)

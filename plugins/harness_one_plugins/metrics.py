@@ -78,7 +78,7 @@ class MetricsPlugin:
     @hookimpl(trylast=True)
     def harness_on_error(self, call: Call, error: BaseException) -> None:
         m = self._for(call.tool.name)
-        retrying = type(call.state.get("decision")) is Retry
+        retrying = type(call.decision) is Retry
         with self._lock:
             if retrying:
                 m.retries += 1

@@ -14,7 +14,9 @@ from harness_one import (
     Retry,
     RetryableError,
     RetryPolicy,
+    Tool,
     ToolBusy,
+    ToolError,
     ToolExecutionError,
     ToolRegistry,
     ToolTimeout,
@@ -25,6 +27,10 @@ from harness_one import (
 __all__ = ["RetryPlugin", "set_testing"]
 
 _TESTING = False
+
+
+def _retries(plugin: RetryPlugin, tool: Tool) -> bool:
+    return (tool.retry or plugin.default) is not None
 
 
 def set_testing(on: bool = True) -> None:
@@ -69,9 +75,9 @@ class RetryPlugin:
         self.gave_up = 0
 
     @hookimpl
-    @applies_to(lambda self, tool: (tool.retry or self.default) is not None)
+    @applies_to(_retries)
     def harness_pre_call(self, call: Call) -> None:
-        if call.attempt == 1 and not call.ran and (call.tool.retry or self.default) is not None:
+        if call.attempt == 1 and not call.ran:
             call.state.setdefault("retry.start", (self.clock or call.registry.clock).now())
 
     def transient(self, call: Call, error: BaseException, policy: RetryPolicy) -> bool:
@@ -89,21 +95,21 @@ class RetryPlugin:
         return False
 
     @hookimpl
-    @applies_to(lambda self, tool: (tool.retry or self.default) is not None)
+    @applies_to(_retries)
     def harness_on_error(self, call: Call, error: BaseException) -> Retry | None:
-        policy = call.tool.retry or self.default
-        if policy is None or getattr(error, "replayed", False) or not self.transient(call, error, policy):
+        policy: RetryPolicy = call.tool.retry or self.default  # type: ignore[assignment]  # _retries: not None
+        if not isinstance(error, ToolError) or error.replayed or not self.transient(call, error, policy):
             return None
         if call.ran and call.attempt >= policy.attempts:
             self.gave_up += 1
             return None
         backoff = min(policy.max_delay, policy.initial * policy.multiplier ** (call.attempt - 1))
         delay = self.rng.uniform(0.0, backoff)
-        hint = getattr(error, "retry_after", None)
-        if isinstance(hint, (int, float)) and hint > delay:
+        hint = error.retry_after
+        if hint is not None and hint > delay:
             delay = float(hint)
         now = (self.clock or call.registry.clock).now()
-        started = call.state.get("retry.start", now)
+        started = call.peek("retry.start", now)
         if now + delay - started > policy.total:
             self.gave_up += 1
             return None

@@ -4,13 +4,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness_one import Call, Clock, Outcome, ProcessRunner, Runner, ThreadRunner, ToolRegistry, ToolTimeout, applies_to, hookimpl
+from harness_one import Call, Clock, ProcessRunner, Runner, ThreadRunner, Tool, ToolRegistry, ToolTimeout, applies_to, hookimpl
 
 __all__ = ["TimeoutPlugin"]
 
 
+def _bounded(plugin: TimeoutPlugin, tool: Tool) -> bool:
+    return (tool.timeout, tool.total_timeout, plugin.default, plugin.total) != (None, None, None, None)
+
+
 class TimeoutPlugin:
-    """Bounds how long a call may run.
+    """Bounds how long a call may run, by setting each attempt's ``call.deadline``,
+    ``call.timeout`` and ``call.runner``, which the core enforces.
 
     A tool's ``timeout`` bounds each attempt; ``total_timeout`` bounds the whole call, retries
     and waits included (no attempt starts once it is spent, and each attempt gets at most
@@ -20,7 +25,7 @@ class TimeoutPlugin:
     - ``"thread"``: in a bounded worker pool; the caller gets :class:`ToolTimeout` at the
       deadline and the thread is *abandoned* (it cannot be killed and runs on); it shows as
       ``stuck`` in stats. A full pool fails new calls at once with :class:`ToolBusy`.
-    - ``"process"``: in a child process that is *killed* at the deadline.
+    - ``"process"``: in a worker process that is *killed* at the deadline.
     - ``"none"``: in the caller's thread, never interrupted; the deadline is only advisory
       (``call.deadline``, ``call.remaining()``) for tools that check it.
 
@@ -60,13 +65,11 @@ class TimeoutPlugin:
         return self.processes if mode == "process" else None
 
     @hookimpl
-    @applies_to(lambda self, tool: (tool.timeout, tool.total_timeout, self.default, self.total) != (None, None, None, None))
-    def harness_pre_call(self, call: Call) -> Outcome | None:
+    @applies_to(_bounded)
+    def harness_pre_call(self, call: Call) -> None:
         tool = call.tool
         attempt = tool.timeout if tool.timeout is not None else self.default
         total = tool.total_timeout if tool.total_timeout is not None else self.total
-        if attempt is None and total is None:
-            return None
         now = (self.clock or call.registry.clock).now()
         if total is not None:
             started = call.state.setdefault("timeout.start", now)
@@ -74,17 +77,13 @@ class TimeoutPlugin:
             if left <= 0:
                 raise ToolTimeout(total, tool=tool.name, call_id=call.call_id)
             attempt = left if attempt is None else min(attempt, left)
-        assert attempt is not None
+        assert attempt is not None  # _bounded: a timeout or a total
         call.deadline = now + attempt
-        mode = tool.timeout_mode or self.mode
-        if mode == "none":
-            return None
-        call.timeout = attempt
-        call.runner = self.runner_for(mode)
-        return None
+        call.timeout = attempt  # async tools are cancelled at it; sync tools need a runner for that
+        call.runner = self.runner_for(tool.timeout_mode or self.mode)
 
     @hookimpl
-    @applies_to(lambda self, tool: (tool.timeout, tool.total_timeout, self.default, self.total) != (None, None, None, None))
+    @applies_to(_bounded)
     def harness_on_error(self, error: BaseException) -> None:
         if isinstance(error, ToolTimeout):
             self.timeouts += 1

@@ -1,117 +1,603 @@
-"""The ``validation`` plugin: JSON Schema checks compiled once per tool, errors a model can act on."""
+"""The ``validation`` plugin: JSON Schema checks compiled once per tool, errors a model can act on.
+
+jsonschema-rs decides valid or invalid; jsonschema (pure Python, imported on the first refusal)
+lists what is wrong. With ``backend="python"`` jsonschema does both. Either way a refusal is a
+:class:`~harness_one.ToolArgumentError` whose problems name the field and what was expected.
+"""
 
 from __future__ import annotations
 
+import contextvars
 import copy
 import functools
+import itertools
 import json
-from collections.abc import Iterable, Iterator, Mapping
+import math
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Literal
 
-import referencing
-import referencing.exceptions
-import regex
-from jsonschema import validators as _validators
-from jsonschema.exceptions import ValidationError
+from harness_one import ArgumentLimits, ArgumentProblem, Call, Clock, Tool, ToolArgumentError, ToolRegistry, hookimpl, json_type
 
-from harness_one import ArgumentLimits, ArgumentProblem, Call, Tool, ToolArgumentError, ToolRegistry, hookimpl
-from harness_one._schema import json_type
+from . import _formats
 
-from .formats import strict_format_checker
-
-_rs: Any
-try:  # the `fast` extra
-    import jsonschema_rs as _rs
-except ImportError:  # pragma: no cover - exercised when the extra is absent
-    _rs = None
-
-__all__ = ["Backend", "CompiledSchema", "ValidationPlugin", "check_limits", "compile_schema"]
+__all__ = ["Backend", "CompiledSchema", "ValidationPlugin", "check_limits", "compile_schema", "rust_available"]
 
 Backend = Literal["auto", "python", "rust"]
 FORMATS = ("date-time", "date", "time", "email", "uri", "uuid", "ipv4", "ipv6", "hostname")
 
+#: At most this many problems are listed in one refusal.
+MAX_PROBLEMS = 20
+#: Seconds after which listing stops (with the problems found so far) when a refusal has very many.
+LISTING_BUDGET = 0.02
+#: Seconds the pure-Python backend may spend matching patterns for one call; past it the call is refused.
+PATTERN_BUDGET = 0.008
+#: Backtracking steps jsonschema-rs may take for one pattern with backreferences or lookaround.
+BACKTRACK_LIMIT = 100_000
 
-def _refuse_remote(uri: str) -> Any:
-    raise referencing.exceptions.NoSuchResource(ref=uri)  # type: ignore[call-arg]
+_FLOAT = 1  # a float somewhere (an integer-valued one may need to become an int)
+_ODD = 2  # a value jsonschema-rs cannot be trusted with: huge int, NaN, non-str key, subclass, non-JSON type
+_I_MIN, _I_MAX = -(1 << 63), (1 << 64) - 1  # jsonschema-rs reads integers in this range exactly
+_MAX_DIGITS = 4300  # Python's default int-to-text limit
+_INT_LIMIT = 10**_MAX_DIGITS
+_TIMED_OUT = "harness-one: pattern matching timed out"
 
 
-_NO_REMOTE = referencing.Registry(retrieve=_refuse_remote)  # type: ignore[call-arg]
+class _Budget:
+    """Until when (on ``now``'s clock) the pure-Python pattern matcher may run for this validation."""
+
+    __slots__ = ("deadline", "now")
+
+    def __init__(self, seconds: float, now: Callable[[], float]) -> None:
+        self.now = now
+        self.deadline = now() + seconds
+
+    def left(self) -> float:
+        return self.deadline - self.now()
+
+
+_BUDGET: contextvars.ContextVar[_Budget | None] = contextvars.ContextVar("harness_one_validation_budget", default=None)
+
+
+@functools.cache
+def _rust() -> Any:
+    try:
+        import jsonschema_rs
+    except ImportError:  # pragma: no cover - jsonschema-rs is a dependency; the Python backend still works
+        return None
+    return jsonschema_rs
+
+
+def rust_available() -> bool:
+    """Whether the jsonschema-rs backend can be used (it is a dependency; False only in a broken install)."""
+    return _rust() is not None
 
 
 def _refuse_remote_rs(uri: str) -> Any:
     raise ValueError(f"remote reference {uri} is never fetched")
 
 
-def rust_available() -> bool:
-    """Whether the ``jsonschema-rs`` backend (extra ``fast``) is installed."""
-    return _rs is not None
+# ---------------------------------------------------------------------------- limits and odd values
+
+
+def _too_deep(max_depth: int) -> ToolArgumentError:
+    return ToolArgumentError(
+        [
+            ArgumentProblem(
+                "$", f"arguments are nested more than {max_depth} levels deep", "limits", f"depth <= {max_depth}", f"depth > {max_depth}"
+            )
+        ]
+    )
+
+
+def _too_big(size: int, max_bytes: int) -> ToolArgumentError:
+    return ToolArgumentError(
+        [
+            ArgumentProblem(
+                "$", f"arguments are about {size} bytes; the limit is {max_bytes}", "limits", f"<= {max_bytes} bytes", f"~{size} bytes"
+            )
+        ]
+    )
+
+
+def _scan(args: dict[Any, Any], limits: ArgumentLimits) -> int:
+    """Refuse arguments deeper than ``max_depth`` or larger than about ``max_bytes``; return flags.
+
+    One loop for flat arguments (the common case); an iterative walk otherwise, so nothing
+    downstream ever sees input that could exhaust the stack.
+    """
+    if len(args) <= 32:
+        flags = size = 0
+        for key, value in args.items():
+            kind = type(value)
+            if kind is str:
+                size += len(value)
+            elif kind is int:
+                if not _I_MIN <= value <= _I_MAX:
+                    flags |= _ODD
+            elif kind is float:
+                flags |= _FLOAT
+                if value - value:  # NaN or infinity
+                    flags |= _ODD
+            elif kind is not bool and value is not None:
+                return _scan_nested(args, limits)
+            if type(key) is str:
+                size += len(key)
+            else:
+                flags |= _ODD
+        if size <= limits.max_bytes:
+            return flags
+    return _scan_nested(args, limits)
+
+
+def _scan_nested(root: Any, limits: ArgumentLimits) -> int:
+    max_depth, max_bytes = limits.max_depth, limits.max_bytes
+    flags = size = 0
+    stack: list[tuple[Any, int]] = [(root, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > max_depth:
+            raise _too_deep(max_depth)
+        if size > max_bytes:
+            raise _too_big(size, max_bytes)
+        if type(node) is not dict and type(node) is not list:
+            flags |= _ODD
+        if isinstance(node, dict):
+            for key in node:
+                if type(key) is str:
+                    size += len(key)
+                else:
+                    flags |= _ODD
+                    size += 8
+            values: Iterable[Any] = node.values()
+        else:
+            values = node
+        for value in values:
+            kind = type(value)
+            if kind is str:
+                size += len(value)
+            elif kind is dict or kind is list:
+                stack.append((value, depth + 1))
+                size += 2
+            elif kind is int:
+                if not _I_MIN <= value <= _I_MAX:
+                    flags |= _ODD
+                size += 8
+            elif kind is float:
+                flags |= _FLOAT
+                if value - value:
+                    flags |= _ODD
+                size += 8
+            elif kind is bool or value is None:
+                size += 4
+            else:
+                flags |= _ODD
+                if isinstance(value, (dict, list)):
+                    stack.append((value, depth + 1))
+                elif isinstance(value, str):
+                    size += len(value)
+                elif isinstance(value, float):
+                    flags |= _FLOAT
+                else:
+                    size += 8
+    if size > max_bytes:
+        raise _too_big(size, max_bytes)
+    return flags
+
+
+def check_limits(args: Any, limits: ArgumentLimits) -> None:
+    """Refuse arguments nested deeper than ``max_depth`` or larger than about ``max_bytes``."""
+    if type(args) is dict:
+        _scan(args, limits)
+    else:
+        _scan_nested(args, limits)
+
+
+def _odd_problems(root: dict[Any, Any] | list[Any]) -> list[ArgumentProblem]:
+    """What no JSON document holds: non-string keys, NaN and infinities, integers past 4300 digits."""
+    problems: list[ArgumentProblem] = []
+    stack: list[tuple[Any, tuple[Any, ...]]] = [(root, ())]
+    while stack and len(problems) < MAX_PROBLEMS:
+        node, path = stack.pop()
+        items: Iterable[tuple[Any, Any]] = node.items() if isinstance(node, dict) else enumerate(node)
+        for key, value in items:
+            if isinstance(node, dict) and not isinstance(key, str):
+                got = json_type(key)
+                problems.append(
+                    ArgumentProblem(_path(path), f"property names must be strings, got {got} {_preview(key)}", "type", "string", got)
+                )
+                continue
+            where = (*path, key)
+            if isinstance(value, float) and not math.isfinite(value):
+                problems.append(
+                    ArgumentProblem(_path(where), f"expected a finite number, got {value}", "type", "a finite number", str(value))
+                )
+            elif isinstance(value, int) and not isinstance(value, bool) and abs(value) >= _INT_LIMIT:
+                digits = int(value.bit_length() * 0.30103) + 1
+                problems.append(
+                    ArgumentProblem(
+                        _path(where),
+                        f"expected an integer of at most {_MAX_DIGITS} digits, got one of about {digits} digits",
+                        "limits",
+                        f"at most {_MAX_DIGITS} digits",
+                        f"~{digits} digits",
+                    )
+                )
+            elif isinstance(value, (dict, list)):
+                stack.append((value, where))
+    problems.sort(key=lambda p: p.path)
+    return problems
+
+
+# ---------------------------------------------------------------------------- the Python validator
+
+_SearchFn = Callable[[str, str], "bool | None"]  # (pattern, text) -> matched, or None when out of time
+
+
+def _search_python(pattern: str, text: str) -> bool | None:
+    rx = _formats.compile_python_pattern(pattern)
+    budget = _BUDGET.get()
+    remaining = PATTERN_BUDGET if budget is None else budget.left()
+    if remaining <= 0:
+        return None
+    try:
+        return rx.search(text, timeout=remaining) is not None
+    except TimeoutError:
+        return None
 
 
 @functools.lru_cache(maxsize=4096)
-def _regex(pattern: str) -> Any:
-    return regex.compile(pattern)
+def _rust_pattern(pattern: str) -> Callable[[Any], bool]:
+    rs = _rust()
+    options = rs.FancyRegexOptions(backtrack_limit=BACKTRACK_LIMIT)
+    return rs.validator_for({"pattern": pattern}, pattern_options=options).is_valid  # type: ignore[no-any-return]
 
 
-def _pattern(validator: Any, pattern: str, instance: Any, schema: Any) -> Iterator[ValidationError]:
-    if validator.is_type(instance, "string") and not _regex(pattern).search(instance):
-        yield ValidationError(f"{instance!r} does not match {pattern!r}")
+def _search_rust(pattern: str, text: str) -> bool | None:
+    """The same verdict jsonschema-rs gave (used when listing its refusals); Python for what it cannot take."""
+    try:
+        return _rust_pattern(pattern)("" + text)
+    except Exception:
+        return _search_python(pattern, text)
 
 
-def _pattern_properties(validator: Any, patterns: dict[str, Any], instance: Any, schema: Any) -> Iterator[ValidationError]:
-    if not validator.is_type(instance, "object"):
-        return
-    for pattern, subschema in patterns.items():
-        for key, value in instance.items():
-            if _regex(pattern).search(key):
-                yield from validator.descend(value, subschema, path=key, schema_path=pattern)
+def _timed_out() -> Any:
+    from jsonschema.exceptions import ValidationError
+
+    return ValidationError(_TIMED_OUT)
+
+
+def _extras(instance: Mapping[str, Any], schema: Mapping[str, Any], search: _SearchFn) -> list[str]:
+    properties = schema.get("properties", {})
+    patterns = list(schema.get("patternProperties", {}))
+    return [k for k in instance if k not in properties and not any(search(p, k) for p in patterns)]
+
+
+def _keywords(search: _SearchFn, draft2020: bool) -> dict[str, Callable[..., Iterator[Any]]]:
+    """Keyword functions that match patterns with ``search`` and stay linear on hostile input."""
+    from jsonschema._utils import find_evaluated_item_indexes_by_schema
+    from jsonschema.exceptions import ValidationError
+
+    def pattern(validator: Any, patrn: str, instance: Any, schema: Any) -> Iterator[Any]:
+        if validator.is_type(instance, "string"):
+            found = search(patrn, instance)
+            if found is None:
+                yield _timed_out()
+            elif not found:
+                yield ValidationError("does not match the pattern")
+
+    def pattern_properties(validator: Any, patterns: dict[str, Any], instance: Any, schema: Any) -> Iterator[Any]:
+        if not validator.is_type(instance, "object"):
+            return
+        for patrn, subschema in patterns.items():
+            for key, value in instance.items():
+                found = search(patrn, key)
+                if found is None:
+                    error = _timed_out()
+                    error.relative_path.append(key)
+                    yield error
+                elif found:
+                    yield from validator.descend(value, subschema, path=key, schema_path=patrn)
+
+    def additional_properties(validator: Any, ap: Any, instance: Any, schema: Any) -> Iterator[Any]:
+        if not validator.is_type(instance, "object"):
+            return
+        extras = _extras(instance, schema, search)
+        if validator.is_type(ap, "object"):
+            for extra in extras:
+                yield from validator.descend(instance[extra], ap, path=extra)
+        elif not ap and extras:
+            error = ValidationError(f"{len(extras)} unexpected properties")
+            error.harness_extras = extras  # type: ignore[attr-defined]
+            yield error
+
+    def unique_items(validator: Any, unique: Any, instance: Any, schema: Any) -> Iterator[Any]:
+        if unique and validator.is_type(instance, "array") and not _all_unique(instance):
+            yield ValidationError("has non-unique elements")
+
+    def evaluated_keys(validator: Any, instance: Any, schema: Any) -> set[str]:
+        # jsonschema's find_evaluated_property_keys_by_schema, with a set and the guarded matcher.
+        if validator.is_type(schema, "boolean"):
+            return set()
+        keys: set[str] = set()
+        for ref_keyword in ("$ref", "$dynamicRef"):
+            ref = schema.get(ref_keyword)
+            if ref is not None:
+                resolved = validator._resolver.lookup(ref)
+                inner = validator.evolve(schema=resolved.contents, _resolver=resolved.resolver)
+                keys |= evaluated_keys(inner, instance, resolved.contents)
+        properties = schema.get("properties")
+        if validator.is_type(properties, "object"):
+            keys |= properties.keys() & instance.keys()
+        for keyword in ("additionalProperties", "unevaluatedProperties"):
+            subschema = schema.get(keyword)
+            if subschema is not None:
+                keys |= {k for k, v in instance.items() if next(validator.descend(v, subschema), None) is None}
+        for patrn in schema.get("patternProperties", {}):
+            keys |= {k for k in instance if search(patrn, k)}
+        for key, subschema in schema.get("dependentSchemas", {}).items():
+            if key in instance:
+                keys |= evaluated_keys(validator, instance, subschema)
+        for keyword in ("allOf", "oneOf", "anyOf"):
+            for subschema in schema.get(keyword, []):
+                if next(validator.descend(instance, subschema), None) is None:
+                    keys |= evaluated_keys(validator, instance, subschema)
+        if "if" in schema:
+            if validator.evolve(schema=schema["if"]).is_valid(instance):
+                keys |= evaluated_keys(validator, instance, schema["if"])
+                if "then" in schema:
+                    keys |= evaluated_keys(validator, instance, schema["then"])
+            elif "else" in schema:
+                keys |= evaluated_keys(validator, instance, schema["else"])
+        return keys
+
+    def unevaluated_properties(validator: Any, up: Any, instance: Any, schema: Any) -> Iterator[Any]:
+        if not validator.is_type(instance, "object"):
+            return
+        evaluated = evaluated_keys(validator, instance, schema)
+        if up is True:
+            return
+        extras = [
+            k
+            for k in instance
+            if k not in evaluated and (up is False or next(validator.descend(instance[k], up, path=k, schema_path=k), None) is not None)
+        ]
+        if extras:
+            error = ValidationError(f"{len(extras)} unevaluated properties")
+            error.harness_extras = extras  # type: ignore[attr-defined]
+            yield error
+
+    def unevaluated_items(validator: Any, ui: Any, instance: Any, schema: Any) -> Iterator[Any]:
+        if not validator.is_type(instance, "array"):
+            return
+        evaluated = set(find_evaluated_item_indexes_by_schema(validator, instance, schema))
+        if any(i not in evaluated for i in range(len(instance))):
+            yield ValidationError("unevaluated items are not allowed")
+
+    found: dict[str, Callable[..., Iterator[Any]]] = {
+        "pattern": pattern,
+        "patternProperties": pattern_properties,
+        "additionalProperties": additional_properties,
+        "uniqueItems": unique_items,
+    }
+    if draft2020:
+        found["unevaluatedProperties"] = unevaluated_properties
+        found["unevaluatedItems"] = unevaluated_items
+    return found
+
+
+def _frozen(value: Any) -> Any:
+    """A hashable form under JSON Schema equality (1 == 1.0, true != 1, objects unordered)."""
+    if isinstance(value, bool):
+        return ("b", value)
+    if isinstance(value, (int, float)):
+        return ("n", value)
+    if isinstance(value, dict):
+        return ("o", frozenset((k, _frozen(v)) for k, v in value.items()))
+    if isinstance(value, (list, tuple)):
+        return ("a", tuple(_frozen(v) for v in value))
+    if value is None or isinstance(value, str):
+        return value
+    return ("?", id(value))
+
+
+def _all_unique(items: list[Any]) -> bool:
+    seen: set[Any] = set()
+    for item in items:
+        key = _frozen(item)
+        if key in seen:
+            return False
+        seen.add(key)
+    return True
 
 
 @functools.cache
-def _python_validator(base: Any) -> Any:
-    """``base`` with ECMA-262-style patterns (``\\p{Letter}`` and friends) via the ``regex`` module."""
-    return _validators.extend(base, {"pattern": _pattern, "patternProperties": _pattern_properties})
+def _extended(base: Any, engine: str) -> Any:
+    from jsonschema import validators
+
+    search = _search_rust if engine == "rust" else _search_python
+    return validators.extend(base, _keywords(search, base is validators.Draft202012Validator))
 
 
 @functools.cache
 def _format_checker(base: Any) -> Any:
-    return strict_format_checker(base.FORMAT_CHECKER)
+    return _formats.strict_format_checker(base.FORMAT_CHECKER)
+
+
+@functools.cache
+def _no_remote() -> Any:
+    import referencing
+    import referencing.exceptions
+
+    def refuse(uri: str) -> Any:
+        raise referencing.exceptions.NoSuchResource(ref=uri)  # type: ignore[call-arg]
+
+    return referencing.Registry(retrieve=refuse)  # type: ignore[call-arg]
+
+
+def _python_validator(schema: Mapping[str, Any] | bool, formats: bool, engine: str) -> Any:
+    import regex  # noqa: F401 - imported here, not inside the first pattern match's time budget
+    from jsonschema import validators
+
+    base = validators.validator_for(schema if isinstance(schema, bool) else dict(schema), default=validators.Draft202012Validator)
+    checker = _format_checker(base) if formats else None
+    return _extended(base, engine)(schema, format_checker=checker, registry=_no_remote())
+
+
+# ---------------------------------------------------------------------------- compiled schemas
 
 
 class CompiledSchema:
-    """A schema compiled once: a fast verdict, a full error list, and the defaults to fill."""
+    """A schema compiled once: a fast verdict, the full error list, integer and default plans."""
 
-    __slots__ = ("_defaults", "_fast", "_py", "backend", "schema")
+    __slots__ = ("_defaults", "_fast", "_formats", "_integers", "_py", "backend", "schema")
 
     def __init__(self, schema: Mapping[str, Any] | bool, backend: Backend = "auto", *, formats: bool = True) -> None:
         self.schema = schema
-        base = _validators.validator_for(
-            schema if isinstance(schema, bool) else dict(schema), default=_validators.Draft202012Validator
-        )
-        checker = _format_checker(base) if formats else None
-        self._py = _python_validator(base)(schema, format_checker=checker, registry=_NO_REMOTE)
-        use_rust = backend == "rust" or (backend == "auto" and _rs is not None)
-        if backend == "rust" and _rs is None:
-            raise RuntimeError("backend='rust' needs the jsonschema-rs package (pip install 'harness-one[fast]')")
-        self.backend = "rust" if use_rust else "python"
-        if use_rust:
-            assert _rs is not None
-            self._fast = _rs.validator_for(schema, validate_formats=formats, retriever=_refuse_remote_rs).is_valid
+        rs = _rust() if backend != "python" else None
+        if backend == "rust" and rs is None:
+            raise RuntimeError("backend='rust' needs the jsonschema-rs package (pip install jsonschema-rs)")
+        self.backend = "rust" if rs is not None else "python"
+        self._formats = formats
+        self._fast: Callable[[Any], bool] | None = None
+        self._py: Any = None
+        if rs is not None:
+            self._fast = rs.validator_for(
+                schema,
+                validate_formats=formats,
+                retriever=_refuse_remote_rs,
+                pattern_options=rs.FancyRegexOptions(backtrack_limit=BACKTRACK_LIMIT),
+            ).is_valid
         else:
-            self._fast = self._py.is_valid
+            self._py = _python_validator(schema, formats, "python")
         self._defaults = _default_plan(schema)
+        self._integers = _integer_plan(schema)
+
+    def _python(self) -> Any:
+        if self._py is None:
+            self._py = _python_validator(self.schema, self._formats, self.backend)
+        return self._py
+
+    @staticmethod
+    def _python_valid(validator: Any, instance: Any) -> bool:
+        try:
+            return bool(validator.is_valid(instance))
+        except Exception:
+            return False
+
+    def check(self, args: dict[str, Any], limits: ArgumentLimits, clock: Clock | None = None) -> dict[str, Any]:
+        """``args`` validated: limits, verdict, then integers and defaults filled in (in a copy).
+
+        ``clock`` times the pattern and listing budgets (the system clock by default).
+        """
+        fast = self._fast
+        if fast is not None and len(args) <= 32:
+            # The common case in one loop: a flat object of plain JSON scalars, decided by jsonschema-rs.
+            floats = False
+            size = 0
+            for value in args.values():
+                kind = type(value)
+                if kind is int:
+                    if _I_MIN <= value <= _I_MAX:
+                        continue
+                    break
+                if kind is str:
+                    size += len(value)
+                elif kind is float:
+                    if value - value:  # NaN or infinity
+                        break
+                    floats = True
+                elif kind is not bool and value is not None:
+                    break
+            else:
+                if size <= limits.max_bytes:
+                    try:
+                        valid = fast(args)
+                    except Exception:  # lone surrogates and other text jsonschema-rs cannot read: Python decides
+                        valid = False
+                    if valid:
+                        if floats and self._integers is not None:
+                            args = _to_integers(args, self._integers)
+                        return args if self._defaults is None else _fill(args, self._defaults)
+        return self._check(args, limits, clock)
+
+    def _check(self, args: dict[str, Any], limits: ArgumentLimits, clock: Clock | None) -> dict[str, Any]:
+        flags = _scan(args, limits)
+        if flags & _ODD:
+            odd = _odd_problems(args)
+            if odd:
+                raise ToolArgumentError(odd)
+        verdict = None
+        fast = self._fast
+        if fast is not None and not flags & _ODD:
+            try:
+                verdict = fast(args)
+            except Exception:
+                pass
+        if verdict is not True:
+            validator = self._python()  # built (jsonschema imported) before the clock starts
+            now = clock.now if clock is not None else time.monotonic
+            token = _BUDGET.set(_Budget(PATTERN_BUDGET, now))  # one pattern budget for the verdict and the listing
+            try:
+                if verdict is None:
+                    verdict = self._python_valid(validator, args)
+                if not verdict:
+                    raise ToolArgumentError(self.problems(args, clock))
+            finally:
+                _BUDGET.reset(token)
+        if flags & _FLOAT and self._integers is not None:
+            args = _to_integers(args, self._integers)
+        if self._defaults is not None:
+            args = _fill(args, self._defaults)
+        return args
 
     def is_valid(self, instance: Any) -> bool:
-        return bool(self._fast(instance))
+        """The verdict for any JSON value (default limits apply: deeper or larger input raises ToolArgumentError)."""
+        flags = _scan_nested([instance], ArgumentLimits())
+        if flags & _ODD and _odd_problems([instance]):
+            return False
+        if self._fast is not None and not flags & _ODD:
+            try:
+                return bool(self._fast(instance))
+            except Exception:
+                pass
+        validator = self._python()
+        token = _BUDGET.set(_Budget(PATTERN_BUDGET, time.monotonic))
+        try:
+            return bool(validator.is_valid(instance))
+        finally:
+            _BUDGET.reset(token)
 
-    def problems(self, instance: Any) -> list[ArgumentProblem]:
-        """Every error, each with its JSON path, keyword, what was expected and what came."""
+    def problems(self, instance: Any, clock: Clock | None = None) -> list[ArgumentProblem]:
+        """What is wrong, each with its JSON path, keyword, what was expected and what came.
+
+        At most :data:`MAX_PROBLEMS`; listing stops after :data:`LISTING_BUDGET` seconds on ``clock``.
+        """
         found: list[ArgumentProblem] = []
-        for error in self._py.iter_errors(instance):
-            found.extend(_describe(error))
-        found.sort(key=lambda p: (p.path, p.keyword))
-        if not found:  # the backends disagree: report the fast one's verdict rather than nothing
-            found.append(ArgumentProblem("$", "arguments do not match the schema", "schema"))
-        return found
+        validator = self._python()
+        now = clock.now if clock is not None else time.monotonic
+        stop = now() + LISTING_BUDGET
+        token = _BUDGET.set(_BUDGET.get() or _Budget(PATTERN_BUDGET, now))
+        stopped = ""
+        try:
+            for error in validator.iter_errors(instance):
+                found.extend(_describe(error))
+                if len(found) >= MAX_PROBLEMS:
+                    stopped = f"only the first {MAX_PROBLEMS} problems are listed"
+                    break
+                if now() > stop:
+                    stopped = "more problems may follow; fix these first"
+                    break
+        except Exception as exc:
+            found.append(ArgumentProblem("$", f"arguments could not be checked completely ({type(exc).__name__})", "schema"))
+        finally:
+            _BUDGET.reset(token)
+        unique = sorted(dict.fromkeys(found), key=lambda p: (p.path, p.keyword))[:MAX_PROBLEMS]
+        if not unique:  # the backends disagree: report the fast one's verdict rather than nothing
+            unique.append(ArgumentProblem("$", "arguments do not match the schema", "schema"))
+        if stopped:
+            unique.append(ArgumentProblem("$", stopped, "limits"))
+        return unique
 
     def fill_defaults(self, instance: dict[str, Any]) -> dict[str, Any]:
         """A copy of ``instance`` with schema defaults for missing properties (the original is untouched)."""
@@ -129,7 +615,64 @@ def compile_schema(schema: Mapping[str, Any] | bool, backend: Backend = "auto", 
     return CompiledSchema(schema, backend, formats=formats)
 
 
-# ---------------------------------------------------------------------------- defaults
+# ---------------------------------------------------------------------------- integers and defaults
+
+# (this value is an integer, properties, items, prefix items, additional properties)
+_IntPlan = tuple[bool, "dict[str, _IntPlan] | None", "_IntPlan | None", "list[_IntPlan | None] | None", "_IntPlan | None"]
+
+
+def _integer_plan(schema: Any, depth: int = 0) -> _IntPlan | None:
+    """Where the schema says ``integer`` directly, so a validated ``2.0`` there becomes ``2``."""
+    if not isinstance(schema, Mapping) or depth > 32:
+        return None
+    kind = schema.get("type")
+    is_int = kind == "integer" or (isinstance(kind, list) and "integer" in kind and "number" not in kind)
+    props = schema.get("properties")
+    properties = None
+    if isinstance(props, Mapping):
+        properties = {k: p for k, sub in props.items() if (p := _integer_plan(sub, depth + 1)) is not None} or None
+    items = _integer_plan(schema.get("items"), depth + 1)
+    prefix = schema.get("prefixItems")
+    prefix_plans = [_integer_plan(s, depth + 1) for s in prefix] if isinstance(prefix, list) else None
+    if prefix_plans is not None and all(p is None for p in prefix_plans):
+        prefix_plans = None
+    extra = _integer_plan(schema.get("additionalProperties"), depth + 1)
+    if not (is_int or properties or items or prefix_plans or extra):
+        return None
+    return (is_int, properties, items, prefix_plans, extra)
+
+
+def _to_integers(value: Any, plan: _IntPlan) -> Any:
+    """``value`` with integer-valued floats made ints where ``plan`` says ``integer`` (a copy where changed)."""
+    is_int, properties, items, prefix, extra = plan
+    kind = type(value)
+    if kind is float:
+        return int(value) if is_int and value.is_integer() else value
+    if kind is dict:
+        out = value
+        pairs = properties.items() if properties and not extra else [(k, _sub(properties, extra, k)) for k in value]
+        for key, sub in pairs:
+            item = value.get(key, _MISSING)
+            if item is _MISSING or sub is None or type(item) in (int, str, bool):
+                continue
+            new = _to_integers(item, sub)
+            if new is not item:
+                if out is value:
+                    out = dict(value)
+                out[key] = new
+        return out
+    if kind is list and (items or prefix):
+        plans = [(prefix[i] if prefix and i < len(prefix) else items) for i in range(len(value))]
+        new_list = [_to_integers(v, p) if p is not None else v for v, p in zip(value, plans)]
+        return new_list if any(a is not b for a, b in zip(new_list, value)) else value
+    return value
+
+
+def _sub(properties: dict[str, _IntPlan] | None, extra: _IntPlan | None, key: str) -> _IntPlan | None:
+    if properties and key in properties:
+        return properties[key]
+    return extra
+
 
 _Plan = dict[str, tuple[Any, "dict[str, Any] | None"]]
 _MISSING = object()
@@ -172,22 +715,61 @@ def _fill(instance: dict[str, Any], plan: _Plan) -> dict[str, Any]:
 # ---------------------------------------------------------------------------- messages
 
 
-def _show(value: Any, limit: int = 60) -> str:
-    try:
-        text = json.dumps(value, ensure_ascii=False, default=str)
-    except (TypeError, ValueError, RecursionError):
-        text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+def _shrink(value: Any, depth: int = 0) -> tuple[Any, bool]:
+    """A small copy of ``value`` for display, and whether anything was left out."""
+    if isinstance(value, str):
+        return (value[:80], True) if len(value) > 80 else (str(value), False)
+    if isinstance(value, bool) or value is None:
+        return value, False
+    if isinstance(value, int):
+        return (int(value), False) if value.bit_length() < 200 else (f"<integer of about {int(value.bit_length() * 0.30103) + 1} digits>", False)
+    if isinstance(value, float):
+        return float(value), False
+    if isinstance(value, (dict, list, tuple)):
+        if depth >= 3:
+            return ("{...}" if isinstance(value, dict) else "[...]"), True
+        cut = len(value) > 8
+        if isinstance(value, dict):
+            out: dict[str, Any] = {}
+            for k, v in itertools.islice(value.items(), 8):
+                out[str(k)[:40]], more = _shrink(v, depth + 1)
+                cut = cut or more
+            return out, cut
+        items = []
+        for v in itertools.islice(value, 8):
+            item, more = _shrink(v, depth + 1)
+            items.append(item)
+            cut = cut or more
+        return items, cut
+    return f"<{type(value).__name__}>", False
+
+
+def _preview(value: Any, limit: int = 60) -> str:
+    """``value`` as short JSON-like text (bounded work for any size; surrogates escaped)."""
+    small, cut = _shrink(value)
+    text = json.dumps(small, ensure_ascii=False)
+    text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    if len(text) > limit:
+        return text[: limit - 3] + "..."
+    return text + ("..." if cut and not isinstance(value, str) else "")
+
+
+_show = _preview
 
 
 def _path(parts: Iterable[Any]) -> str:
     out = "$"
     for part in parts:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if str(part).isidentifier() else f"[{json.dumps(part)}]")
+        if isinstance(part, int) and not isinstance(part, bool):
+            out += f"[{part}]"
+        elif isinstance(part, str) and part.isidentifier():
+            out += f".{part}"
+        else:
+            out += f"[{json.dumps(part if isinstance(part, str) else str(part))}]"
     return out
 
 
-def _describe(error: ValidationError) -> list[ArgumentProblem]:
+def _describe(error: Any) -> list[ArgumentProblem]:
     kw = str(error.validator)
     expect: Any = error.validator_value
     got = error.instance
@@ -195,26 +777,35 @@ def _describe(error: ValidationError) -> list[ArgumentProblem]:
     why = ""
     if any(p in ("then", "else") for p in error.relative_schema_path):
         why = " (required by an if/then rule of the schema)"
+    if error.message == _TIMED_OUT:
+        if kw == "patternProperties":
+            return [ArgumentProblem(path, "this property name could not be matched against the schema's patterns in time", kw)]
+        return [
+            ArgumentProblem(
+                path,
+                f"could not be matched against the pattern {expect!r} within the time limit; send a shorter or simpler value",
+                kw,
+                _show(expect, 120),
+                _show(got),
+            )
+        ]
     if kw == "required":
         missing = [name for name in expect if isinstance(got, dict) and name not in got]
         return [
             ArgumentProblem(_path([*error.absolute_path, name]), f"required property is missing{why}", kw, "present", "missing")
             for name in missing
         ] or [ArgumentProblem(path, error.message + why, kw)]
-    if kw == "additionalProperties" and isinstance(got, dict):
+    extras = getattr(error, "harness_extras", None)
+    if extras is not None:
         known = set((error.schema.get("properties") or {}) if isinstance(error.schema, Mapping) else ())
-        extras = [k for k in got if k not in known]
         allowed = ", ".join(sorted(known)) or "none"
+        text = "unexpected property; allowed properties: " + allowed
+        if kw == "unevaluatedProperties":
+            text = "unexpected property (no part of the schema allows it)"
         return [
-            ArgumentProblem(
-                _path([*error.absolute_path, k]),
-                f"unexpected property; allowed properties: {allowed}",
-                kw,
-                "no such property",
-                _show(k),
-            )
-            for k in extras
-        ] or [ArgumentProblem(path, error.message, kw)]
+            ArgumentProblem(_path([*error.absolute_path, k]), text, kw, "no such property", _show(k))
+            for k in extras[:MAX_PROBLEMS]
+        ]
     if kw == "dependentRequired" or (kw == "dependencies" and isinstance(got, dict)):
         problems = []
         for trigger, needed in (expect or {}).items():
@@ -238,7 +829,7 @@ def _describe(error: ValidationError) -> list[ArgumentProblem]:
 def _expected(kw: str, expect: Any) -> str:
     symbols = {"minimum": ">=", "maximum": "<=", "exclusiveMinimum": ">", "exclusiveMaximum": "<"}
     if kw in symbols:
-        return f"{symbols[kw]} {expect}"
+        return f"{symbols[kw]} {_show(expect)}"
     if kw == "type":
         return expect if isinstance(expect, str) else " or ".join(map(str, expect))
     if kw == "enum":
@@ -248,7 +839,7 @@ def _expected(kw: str, expect: Any) -> str:
     return _show(expect, 120)
 
 
-def _message(kw: str, expect: Any, got: Any, error: ValidationError) -> str:
+def _message(kw: str, expect: Any, got: Any, error: Any) -> str:
     shown = _show(got)
     if kw == "type":
         return f"expected {_expected(kw, expect)}, got {json_type(got)} {shown}"
@@ -266,81 +857,39 @@ def _message(kw: str, expect: Any, got: Any, error: ValidationError) -> str:
         return f"expected at least {expect} items, got {len(got)}"
     if kw == "maxItems":
         return f"expected at most {expect} items, got {len(got)}"
+    if kw == "minProperties":
+        return f"expected at least {expect} properties, got {len(got)}"
+    if kw == "maxProperties":
+        return f"expected at most {expect} properties, got {len(got)}"
     if kw == "pattern":
-        return f"expected a string matching the pattern {expect!r}, got {shown}"
+        return f"expected a string matching the pattern {_show(expect, 120)}, got {shown}"
     if kw == "format":
         return f"expected a valid {expect}, got {shown}"
     if kw == "multipleOf":
-        return f"expected a multiple of {expect}, got {shown}"
+        return f"expected a multiple of {_show(expect)}, got {shown}"
     if kw == "uniqueItems":
         return "expected all items to be unique"
+    if kw == "unevaluatedItems":
+        return "unexpected items (no part of the schema allows them)"
     if kw in ("oneOf", "anyOf"):
         options = []
-        for sub in sorted(error.context or [], key=lambda e: e.relative_schema_path[0] if e.relative_schema_path else 0):
-            options.append(
-                f"option {sub.relative_schema_path[0] + 1 if sub.relative_schema_path else '?'}: {_message(str(sub.validator), sub.validator_value, sub.instance, sub)}"
-            )
+        for sub in sorted(error.context or [], key=lambda e: e.relative_schema_path[0] if e.relative_schema_path else 0)[:6]:
+            number = sub.relative_schema_path[0] + 1 if sub.relative_schema_path else "?"
+            options.append(f"option {number}: {_message(str(sub.validator), sub.validator_value, sub.instance, sub)}")
         if kw == "oneOf" and not error.context:
             return f"matches more than one of the {len(expect)} alternatives; it must match exactly one"
         head = "must match exactly one of the alternatives" if kw == "oneOf" else "must match at least one of the alternatives"
-        return head + ("; " + "; ".join(options[:6]) if options else "")
+        return head + ("; " + "; ".join(options) if options else "")
     if kw == "not":
         return f"must not match the schema {_show(expect)}"
     if kw == "dependentSchemas":
-        return f"{error.message} (a dependent schema applies)"
-    return str(error.message)
-
-
-# ---------------------------------------------------------------------------- limits
-
-
-def check_limits(args: Any, limits: ArgumentLimits) -> None:
-    """Refuse arguments nested deeper than ``max_depth`` or larger than about ``max_bytes``.
-
-    Iterative and cheap for flat arguments, so nothing downstream can hit a RecursionError.
-    """
-    size = 0
-    max_depth = limits.max_depth
-    stack: list[tuple[Any, int]] = [(args, 1)]
-    while stack:
-        node, depth = stack.pop()
-        if depth > max_depth:
-            raise ToolArgumentError(
-                [
-                    ArgumentProblem(
-                        "$",
-                        f"arguments are nested more than {max_depth} levels deep",
-                        "limits",
-                        f"depth <= {max_depth}",
-                        f"depth > {max_depth}",
-                    )
-                ]
-            )
-        if type(node) is dict:
-            values: Iterable[Any] = node.values()
-            size += sum(len(k) for k in node) if len(node) < 64 else 8 * len(node)
-        else:
-            values = node
-        for value in values:
-            kind = type(value)
-            if kind is str:
-                size += len(value)
-            elif kind is dict or kind is list:
-                stack.append((value, depth + 1))
-            else:
-                size += 8
-    if size > limits.max_bytes:
-        raise ToolArgumentError(
-            [
-                ArgumentProblem(
-                    "$",
-                    f"arguments are about {size} bytes; the limit is {limits.max_bytes}",
-                    "limits",
-                    f"<= {limits.max_bytes} bytes",
-                    f"~{size} bytes",
-                )
-            ]
-        )
+        return "does not match the schema that applies when a property is present"
+    if kw == "None" or kw == "False":  # a `false` subschema
+        return "no value is allowed here"
+    if kw == "contains":
+        return f"expected at least one item matching {_show(expect)}"
+    text = str(error.message)
+    return text if len(text) <= 200 else text[:197] + "..."
 
 
 # ---------------------------------------------------------------------------- the plugin
@@ -350,8 +899,8 @@ class ValidationPlugin:
     """Validates every call's arguments against its tool's schema, then fills schema defaults.
 
     Args:
-        backend: ``"auto"`` (jsonschema-rs when installed, else jsonschema), ``"python"`` or ``"rust"``.
-            The rich error list always comes from jsonschema.
+        backend: ``"auto"`` (jsonschema-rs, the default install), ``"python"`` (jsonschema only) or ``"rust"``.
+            The error list always comes from jsonschema.
         formats: assert ``format`` (date-time, email, uri, uuid, ipv4/6, hostname, ...).
     """
 
@@ -380,13 +929,12 @@ class ValidationPlugin:
 
     @hookimpl(trylast=True)
     def harness_pre_validate(self, call: Call) -> None:
-        args = call.arguments
-        check_limits(args, call.registry.limits)
         compiled = self._compiled.get(call.tool) or self.compiled(call.tool)
-        if not compiled._fast(args):
-            raise ToolArgumentError(compiled.problems(args), tool=call.tool.name)
-        if compiled._defaults:
-            call.arguments = compiled.fill_defaults(args)
+        args = call.arguments
+        registry = call.registry
+        checked = compiled.check(args, registry.limits, registry.clock)
+        if checked is not args:
+            call.arguments = checked
 
     @hookimpl
     def harness_stats(self, registry: ToolRegistry) -> dict[str, Any]:

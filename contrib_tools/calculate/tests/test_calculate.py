@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 
 import harness_one_calculate as mod
 import pytest
@@ -19,7 +20,8 @@ def reg() -> ToolRegistry:
 @pytest.mark.parametrize(
     ("expression", "value"),
     [("2 * (3 + 4) ** 2", 98), ("7 // 2 + 7 % 2", 4), ("-3 + +5", 2), ("sqrt(16) + log10(1000)", 7.0), ("round(pi, 3)", 3.142),
-     ("max(1, 2, 3) - min(4, 5)", -1), ("2 ** 0.5", math.sqrt(2)), ("factorial(5)", 120), ("10 ** 999 // 10 ** 998", 10)],
+     ("max(1, 2, 3) - min(4, 5)", -1), ("2 ** 0.5", math.sqrt(2)), ("factorial(5)", 120), ("10 ** 999 // 10 ** 998", 10),
+     ("+".join(["1"] * 400), 400), ("-" * 98 + "1", 1), ("round(123456, -3)", 123000), ("factorial(449) // factorial(448)", 449)],
 )  # fmt: skip
 def test_arithmetic(reg: ToolRegistry, expression: str, value: float) -> None:
     assert reg.call("calculate", {"expression": expression})["result"] == pytest.approx(value)
@@ -34,7 +36,7 @@ def test_arithmetic(reg: ToolRegistry, expression: str, value: float) -> None:
         ("math.pi", "attribute access is not allowed"),
         ("9**9**9", "9 ** 387420489 would have more than 1000 digits"),
         ("2 ** 100000", "more than 1000 digits"),
-        ("factorial(100000)", "limited to n <= 500"),
+        ("factorial(100000)", "limited to n <= 449"),
         ("1 / 0", "division by zero"),
         ("x + 1", "unknown name 'x'"),
         ("'a' * 3", "only numbers"),
@@ -58,3 +60,48 @@ def test_refusals_are_clear_and_fast(reg: ToolRegistry, expression: str, fragmen
 def test_growth_by_repeated_multiplication_is_bounded() -> None:
     with pytest.raises(ToolArgumentError, match="more than 1000 digits"):
         mod.evaluate("*".join(["10 ** 900"] * 3))
+
+
+@pytest.mark.parametrize(
+    ("expression", "fragment", "expected"),
+    [
+        ("round(1, -10**7)", "round() takes ndigits between -1000 and 1000, not -10000000", "|ndigits| <= 1000"),  # ran 7 s
+        ("round(2.5, 10**9)", "ndigits between -1000 and 1000", "|ndigits| <= 1000"),
+        ("factorial(450)", "limited to n <= 449", "n <= 449"),  # 450! has 1001 digits
+        ("(10**999) * (10**999)", "the product would have more than 1000 digits", "<= 1000 digits"),
+        ("3 ** 2 ** 200", "the power would have more than 1000 digits", "<= 1000 digits"),
+        ("7 ** 1184", "7 ** 1184 would have more than 1000 digits", "<= 1000 digits"),
+        ("10 ** 1000", "has more than 1000 digits", "<= 1000 digits"),  # the estimate allows it, the result is checked
+        ("0x" + "f" * 900, "has more than 1000 digits", "<= 1000 digits"),  # a literal past the limit
+        ("-" * 999 + "1", "nested more than 100 levels deep", "<= 100 levels"),  # was a RecursionError
+        ("abs(" * 101 + "1" + ")" * 101, "nested more than 100 levels deep", "<= 100 levels"),
+        ("(" * 300 + "1" + ")" * 300, "nested more than 100 levels deep", "<= 100 levels"),  # the parser's own limit
+        ("2 ** " * 150 + "1", "nested more than 100 levels deep", "<= 100 levels"),
+    ],
+)
+def test_size_limits_are_checked_before_computing(reg: ToolRegistry, expression: str, fragment: str, expected: str) -> None:
+    with pytest.raises(ToolArgumentError) as err:
+        reg.call("calculate", {"expression": expression})
+    problem = err.value.problems[0]
+    assert fragment in problem.message, problem.message
+    assert (problem.path, problem.keyword, problem.expected) == ("$.expression", "limits", expected)
+
+
+def test_limits_match_their_documentation() -> None:
+    assert len(str(math.factorial(mod.MAX_FACTORIAL))) <= mod.MAX_RESULT_DIGITS < len(str(math.factorial(mod.MAX_FACTORIAL + 1)))
+    assert mod.evaluate("9" * 1000) == int("9" * 1000)  # the largest literal of the length limit
+    assert mod.evaluate("7 ** 1183") == 7**1183  # 1000 digits: the largest power of 7 allowed
+    assert mod.evaluate("round(1, -1000)") == 0
+
+
+@pytest.mark.parametrize("expression", ["(-8) ** 0.5", "(-1) ** (1 / 3)"])
+def test_complex_results_are_refused(reg: ToolRegistry, expression: str) -> None:
+    with pytest.raises(ToolArgumentError, match="not a real number"):
+        reg.call("calculate", {"expression": expression})
+
+
+def test_the_models_text_prints_no_syntax_warning() -> None:
+    with warnings.catch_warnings(record=True) as caught:
+        with pytest.raises(ToolArgumentError, match="IfExp is not allowed"):
+            mod.evaluate("1if 1 else 2")  # the tokenizer warns "invalid decimal literal" on stderr
+    assert [w for w in caught if issubclass(w.category, SyntaxWarning)] == []

@@ -1,12 +1,13 @@
 from __future__ import annotations
 
 import sqlite3
+import sys
 from pathlib import Path
 
 import harness_one_sql_query as mod
 import pytest
 
-from harness_one import ToolArgumentError, ToolRegistry, ToolTimeout
+from harness_one import ManualClock, ToolArgumentError, ToolRegistry, ToolTimeout
 
 
 @pytest.fixture
@@ -34,7 +35,7 @@ def test_select(reg: ToolRegistry) -> None:
     out = reg.call("sql_query", {"sql": "SELECT name, price FROM items WHERE price > ? ORDER BY price", "params": [3.6]})
     assert out == {"columns": ["name", "price"], "rows": [["coffee", 4.0], ["cake", 5.25]], "row_count": 2, "truncated": False}
     many = reg.call("sql_query", {"sql": "SELECT id FROM items ORDER BY id"})
-    assert many["rows"] == [[1], [2]] and many["truncated"] is True
+    assert many["rows"] == [[1], [2]] and many["truncated"] is True and many["note"] == "stopped at the row limit (2 rows)"
     tables = reg.call("sql_query", {"sql": "SELECT name FROM sqlite_master WHERE type = 'table'"})
     assert tables["rows"] == [["items"]]
     info = reg.call("sql_query", {"sql": "PRAGMA table_info(items)"})
@@ -65,10 +66,59 @@ def test_cannot_write_attach_or_change_pragmas(reg: ToolRegistry, db: Path, sql:
     conn.close()
 
 
-def test_time_limit(reg: ToolRegistry) -> None:
-    slow = "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n) SELECT count(*) FROM n"
-    with pytest.raises(ToolTimeout):
-        reg.call("sql_query", {"sql": slow})
+class SteppingClock(ManualClock):
+    """Moves one second every time it is read, so a deadline passes after a few progress checks."""
+
+    def now(self) -> float:
+        self.advance(1.0)
+        return super().now()
+
+
+ENDLESS = "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n) "
+
+
+def test_time_limit(db: Path) -> None:
+    with pytest.raises(ToolTimeout, match="timed out after 5 s"):
+        mod.run_query(db, ENDLESS + "SELECT count(*) FROM n", clock=SteppingClock())
+
+
+def test_time_limit_holds_while_rows_are_fetched(db: Path) -> None:
+    with pytest.raises(ToolTimeout):  # every row comes at once, but there is no end to them
+        mod.run_query(db, ENDLESS + "SELECT i FROM n", max_rows=10**9, max_bytes=10**12, clock=SteppingClock())
+
+
+def test_byte_limit_while_fetching(db: Path) -> None:
+    out = mod.run_query(db, ENDLESS + "SELECT i, printf('%300s', 'x') FROM n LIMIT 50", max_bytes=1000)
+    assert [row[0] for row in out["rows"]] == [1, 2, 3]  # 3 * 301 bytes; a fourth row would pass 1000
+    assert out["truncated"] is True and out["note"] == "stopped at the byte limit (1000 bytes of values)"
+
+
+def test_default_byte_limit(db: Path) -> None:
+    out = mod.run_query(db, ENDLESS + "SELECT zeroblob(10000) FROM n LIMIT 150")  # 1.5 MB of values
+    assert out["row_count"] == mod.MAX_BYTES // 10000 == 100 and out["truncated"] is True
+
+
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="Connection.setlimit is new in Python 3.11")
+@pytest.mark.parametrize("sql", ["SELECT zeroblob(999999999)", "SELECT length(zeroblob(1000001))", "SELECT randomblob(1000001)"])
+def test_no_value_past_the_byte_limit_is_built(db: Path, sql: str) -> None:
+    reg = ToolRegistry(autoload=False)
+    reg.add(mod.make_sql_query(db))  # the default limits
+    with pytest.raises(ToolArgumentError) as err:
+        reg.call("sql_query", {"sql": sql})
+    problem = err.value.problems[0]
+    assert problem.path == "$.sql" and problem.keyword == "limits" and "longer than the limit of 1000000 bytes" in problem.message
+
+
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="Connection.setlimit is new in Python 3.11")
+def test_a_stored_value_past_the_limit_is_refused_but_its_length_is_not(db: Path) -> None:
+    conn = sqlite3.connect(db)
+    conn.execute("CREATE TABLE docs (body BLOB)")
+    conn.execute("INSERT INTO docs VALUES (zeroblob(5000))")
+    conn.commit()
+    conn.close()
+    assert mod.run_query(db, "SELECT length(body) FROM docs", max_bytes=1000)["rows"] == [[5000]]
+    with pytest.raises(ToolArgumentError, match="longer than the limit of 1000 bytes"):
+        mod.run_query(db, "SELECT body FROM docs", max_bytes=1000)
 
 
 def test_env_configured_default(db: Path, monkeypatch: pytest.MonkeyPatch) -> None:

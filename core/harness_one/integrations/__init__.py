@@ -2,16 +2,22 @@
 
 Each module imports its framework, so install the matching extra first:
 
-=========================================  =====================  ===============================
-module                                     extra                  gives
-=========================================  =====================  ===============================
-``harness_one.integrations.langchain``     ``langchain``          ``BaseTool`` for LangChain / LangGraph (and the reverse)
-``harness_one.integrations.autogen``       ``autogen``            an AutoGen ``BaseTool``
-``harness_one.integrations.openai_agents`` ``openai-agents``      an OpenAI Agents SDK ``FunctionTool``
-``harness_one.integrations.pydantic_ai``   ``pydantic-ai``        a Pydantic AI ``Tool``
-=========================================  =====================  ===============================
+============================================  =====================  ===============================
+module                                        extra                  gives
+============================================  =====================  ===============================
+``harness_one.integrations.langchain``        ``langchain``          a LangChain ``StructuredTool`` (LangChain / LangGraph), and the reverse
+``harness_one.integrations.openai_agents``    ``openai-agents``      an OpenAI Agents SDK ``FunctionTool``
+``harness_one.integrations.pydantic_ai``      ``pydantic-ai``        a Pydantic AI ``Tool``
+``harness_one.integrations.agent_framework``  ``agent-framework``    a Microsoft Agent Framework ``FunctionTool``
+``harness_one.integrations.autogen``          ``autogen``            an AutoGen ``BaseTool`` (AutoGen is archived upstream)
+============================================  =====================  ===============================
 
-Every adapter calls through the registry, so validation (once, in the harness pipeline),
-rate limits, timeouts, retries, idempotency and logging apply however the tool is reached.
-Errors reach the agent as the harness's model-readable text.
+Every adapter has ``to_<framework>(tool, registry=None, *, context=None)`` and
+``as_<framework>_tools(tools=None, registry=None, *, context=None)``. A tool is its name, its
+``Tool`` or its ``@defineTool`` function; with no ``tools``, the registry's tools defined in
+code (installed ones must be named). The provider's tool-call id becomes the harness call id,
+and ``context=`` (a mapping, or a function of the framework's run context) becomes
+``Call.context``. Every call goes through the registry, so validation (once, in the harness
+pipeline), rate limits, timeouts, retries, idempotency and logging apply however the tool is
+reached. Errors reach the agent as the harness's model-readable text.
 """

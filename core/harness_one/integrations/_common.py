@@ -1,17 +1,97 @@
-"""What the framework adapters share: resolving the registry and the tools to adapt."""
+"""What the framework adapters share: which tools to adapt, through which registry, with which context.
+
+Every adapter takes the tools as names, :class:`Tool` objects or ``@defineTool`` functions,
+and a ``context=`` that is a mapping (the same for every call) or a function of the
+framework's run context, called once per tool call, whose result becomes ``Call.context``.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, TypeAlias, TypeVar
 
+from .._log import log_event
 from .._registry import ToolRegistry
 from .._tool import Tool
 
-__all__ = ["pick"]
+__all__ = ["Context", "ToolLike", "call_context", "check_context", "resolve", "select"]
+
+T = TypeVar("T")
+
+#: A tool as the adapters accept it: its name, the :class:`Tool`, or the ``@defineTool`` function.
+ToolLike: TypeAlias = str | Tool | Callable[..., Any]
+#: ``context=`` of an adapter: one mapping for every call, or a function of the framework's run context.
+Context: TypeAlias = Mapping[str, Any] | Callable[[T], Mapping[str, Any] | None] | None
 
 
-def pick(registry: ToolRegistry | None, names: Iterable[str] | None) -> tuple[ToolRegistry, list[Tool]]:
-    """The registry (default: the default registry) and the named tools (default: all)."""
-    reg = registry if registry is not None else ToolRegistry.default()
-    tools = reg.tools() if names is None else [reg.get(n) for n in names]
-    return reg, tools
+def _registry(registry: ToolRegistry | None) -> ToolRegistry:
+    if registry is not None and not isinstance(registry, ToolRegistry):
+        raise TypeError(f"registry= must be a ToolRegistry or None, got {type(registry).__name__}.")
+    return registry if registry is not None else ToolRegistry.default()
+
+
+def _lookup(reg: ToolRegistry, tool: ToolLike) -> Tool:
+    if isinstance(tool, str):
+        return reg.get(tool)
+    found = tool if isinstance(tool, Tool) else getattr(tool, "tool", None)
+    if not isinstance(found, Tool):
+        raise TypeError(f"Expected a tool name, a Tool or a @defineTool function, got {type(tool).__name__}: {tool!r}.")
+    if found.name not in reg or reg.get(found.name) is not found:
+        reg.add(found)  # calls go through a registry; a different tool of the same name raises ToolDefinitionError
+    return found
+
+
+def resolve(tool: ToolLike, registry: ToolRegistry | None = None) -> tuple[ToolRegistry, Tool]:
+    """The registry (default: the default registry) and the tool, added to it when not registered yet."""
+    reg = _registry(registry)
+    return reg, _lookup(reg, tool)
+
+
+def select(tools: Iterable[ToolLike] | None, registry: ToolRegistry | None, *, adapter: str) -> tuple[ToolRegistry, list[Tool]]:
+    """The registry and the tools to adapt.
+
+    ``tools=None`` means the registry's tools defined in code (``Tool.source is None``), never
+    the tools installed from entry points: those must be named. What was picked, and what was
+    left out, is logged at INFO on ``harness_one.integrations``. Nothing to pick is an error.
+    """
+    if isinstance(tools, ToolRegistry):
+        raise TypeError(f"{adapter}(): the first argument is the tools; pass the registry as registry=.")
+    if isinstance(tools, (str, Tool)) or (tools is not None and not isinstance(tools, Iterable)):
+        raise TypeError(f"{adapter}(): tools= must be a list of names, Tools or @defineTool functions, got {tools!r}.")
+    reg = _registry(registry)
+    if tools is not None:
+        return reg, [_lookup(reg, t) for t in tools]
+    everything = reg.tools()
+    picked = [t for t in everything if t.source is None]
+    left_out = sorted(t.name for t in everything if t.source is not None)
+    if not picked:
+        raise ValueError(
+            f"{adapter}(): the registry has no tools defined in code, and installed tools are never included by default; "
+            f"name the ones the agent may use, e.g. {adapter}({left_out[:2] or ['calculate']!r})."
+        )
+    log_event(
+        logging.INFO,
+        "integration tools selected",
+        logger="harness_one.integrations",
+        adapter=adapter,
+        tools=[t.name for t in picked],
+        installed_left_out=left_out,
+    )
+    return reg, picked
+
+
+def check_context(context: Context[Any]) -> None:
+    """Refuse a ``context=`` that is neither a mapping, a function, nor None."""
+    if context is not None and not isinstance(context, Mapping) and not callable(context):
+        raise TypeError(f"context= must be a mapping, a function of the run context, or None; got {type(context).__name__}.")
+
+
+def call_context(context: Context[T], run_context: Callable[[], T]) -> Mapping[str, Any] | None:
+    """The ``Call.context`` for one call; ``run_context`` builds the framework object only when a function needs it."""
+    if context is None or isinstance(context, Mapping):
+        return context
+    value = context(run_context())
+    if value is None or isinstance(value, Mapping):
+        return value
+    raise TypeError(f"The context= function must return a mapping or None, got {type(value).__name__}: {value!r}.")

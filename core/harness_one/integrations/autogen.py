@@ -1,24 +1,32 @@
-"""AutoGen: a harness tool as an AutoGen ``BaseTool``, usable by ``AssistantAgent``.
+"""AutoGen (for existing AutoGen users; AutoGen is archived upstream, its successor is the
+Microsoft Agent Framework, see :mod:`harness_one.integrations.agent_framework`).
 
-The tool's schema is the harness schema, and ``run_json`` hands the raw arguments to the
-registry, so arguments are validated once, by the harness. A harness error is raised with
-the harness's message, which AutoGen returns to the model as an error result.
+A harness tool as an AutoGen ``BaseTool``, usable by ``AssistantAgent``. The schema is the
+harness schema, and ``run_json`` hands the raw arguments and AutoGen's call id to the registry,
+so arguments are validated once, by the harness. ``context=`` is a mapping or a function of the
+call (an ``autogen_core.FunctionCall``: ``id``, ``name``, ``arguments``). A harness error is
+raised with the harness's message, which AutoGen returns to the model as an error result.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, cast
 
-from autogen_core import CancellationToken
+from autogen_core import CancellationToken, FunctionCall
 from autogen_core.tools import BaseTool, ParametersSchema, ToolSchema
 from pydantic import BaseModel, ConfigDict
 
 from .._errors import ToolError
 from .._registry import ToolRegistry
-from ._common import pick
+from .._render import render_value
+from .._tool import Tool
+from ._common import Context, ToolLike, call_context, check_context, resolve, select
 
 __all__ = ["HarnessAutoGenTool", "as_autogen_tools", "to_autogen"]
+
+AutoGenContext = Context[FunctionCall]
 
 
 class _AnyArgs(BaseModel):
@@ -28,31 +36,29 @@ class _AnyArgs(BaseModel):
 class HarnessAutoGenTool(BaseTool[_AnyArgs, BaseModel]):
     """A harness tool seen by AutoGen."""
 
-    def __init__(self, name: str, registry: ToolRegistry, context: Mapping[str, Any] | None = None) -> None:
-        self._tool = registry.get(name)
+    def __init__(self, tool: Tool, registry: ToolRegistry, context: AutoGenContext = None) -> None:
+        self._tool = tool
         self._registry = registry
         self._context = context
-        super().__init__(_AnyArgs, BaseModel, self._tool.name, self._tool.description or self._tool.name)
+        super().__init__(_AnyArgs, BaseModel, tool.name, tool.description or tool.name)
 
     @property
     def schema(self) -> ToolSchema:
-        parameters = self._tool.parameters
-        return ToolSchema(
-            name=self._tool.name,
-            description=self._tool.description,
-            parameters=ParametersSchema(
-                type="object",
-                properties=parameters.get("properties", {}),
-                required=parameters.get("required", []),
-                additionalProperties=parameters.get("additionalProperties", True),
-            ),
-        )
+        # The whole harness schema ($defs included), not only the four keys ParametersSchema names.
+        parameters = cast(ParametersSchema, {"type": "object", "properties": {}, **self._tool.parameters})
+        return ToolSchema(name=self._tool.name, description=self._tool.description, parameters=parameters)
 
     async def _call(self, args: Mapping[str, Any], call_id: str | None) -> Any:
-        result = await self._registry.atry_call(self._tool.name, dict(args), context=self._context, call_id=call_id)
+        name = self._tool.name
+
+        def run_context() -> FunctionCall:
+            return FunctionCall(id=call_id or "", name=name, arguments=json.dumps(dict(args), default=str))
+
+        context = call_context(self._context, run_context)
+        result = await self._registry.atry_call(name, dict(args), context=context, call_id=call_id or None)
         if not result.ok:
             assert result.error is not None
-            raise ToolError(result.error.message, tool=self._tool.name, call_id=result.call_id)
+            raise ToolError(result.error.message, tool=name, call_id=result.call_id)
         return result.value
 
     async def run(self, args: _AnyArgs, cancellation_token: CancellationToken) -> Any:
@@ -62,22 +68,20 @@ class HarnessAutoGenTool(BaseTool[_AnyArgs, BaseModel]):
         return await self._call(args, call_id)
 
     def return_value_as_string(self, value: Any) -> str:
-        from .._render import render_value
-
         return render_value(value)
 
 
-def to_autogen(
-    name: str, registry: ToolRegistry | None = None, *, context: Mapping[str, Any] | None = None
-) -> HarnessAutoGenTool:
-    """The harness tool ``name`` as an AutoGen tool."""
-    reg, _ = pick(registry, [name])
-    return HarnessAutoGenTool(name, reg, context)
+def to_autogen(tool: ToolLike, registry: ToolRegistry | None = None, *, context: AutoGenContext = None) -> HarnessAutoGenTool:
+    """The harness tool (a name, a ``Tool`` or a ``@defineTool`` function) as an AutoGen tool."""
+    check_context(context)
+    reg, found = resolve(tool, registry)
+    return HarnessAutoGenTool(found, reg, context)
 
 
 def as_autogen_tools(
-    registry: ToolRegistry | None = None, names: Iterable[str] | None = None, *, context: Mapping[str, Any] | None = None
+    tools: Iterable[ToolLike] | None = None, registry: ToolRegistry | None = None, *, context: AutoGenContext = None
 ) -> list[HarnessAutoGenTool]:
-    """Every tool of ``registry`` (or the named ones) as AutoGen tools."""
-    reg, tools = pick(registry, names)
-    return [HarnessAutoGenTool(t.name, reg, context) for t in tools]
+    """The given tools as AutoGen tools; by default the registry's tools defined in code."""
+    check_context(context)
+    reg, picked = select(tools, registry, adapter="as_autogen_tools")
+    return [HarnessAutoGenTool(t, reg, context) for t in picked]

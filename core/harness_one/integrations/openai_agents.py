@@ -1,42 +1,50 @@
 """OpenAI Agents SDK: a harness tool as a ``FunctionTool``.
 
 The SDK hands the tool the model's raw JSON arguments; the harness decodes and validates
-them once. Errors come back to the model as the harness's ``Error: ...`` text. With
+them once. The tool-call id becomes the harness call id, and ``context=`` is a mapping or a
+function of the call's ``ToolContext`` (``ctx.context`` is what ``Runner.run(context=...)``
+was given). Errors come back to the model as the harness's ``Error: ...`` text. With
 ``strict=True`` the schema is converted to OpenAI's strict form and the nulls the model sends
 for optional arguments are dropped, so the harness's defaults apply.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from typing import Any
 
-from agents import FunctionTool, RunContextWrapper
+from agents import FunctionTool
+from agents.tool_context import ToolContext
 
 from .._registry import ToolRegistry
-from ..dispatch import _drop_nulls
+from .._requests import drop_nulls
 from ..export import strict_schema
-from ._common import pick
+from ._common import Context, ToolLike, call_context, check_context, resolve, select
 
 __all__ = ["as_openai_agents_tools", "to_openai_agents"]
 
+AgentsContext = Context[ToolContext[Any]]
+
 
 def to_openai_agents(
-    name: str, registry: ToolRegistry | None = None, *, strict: bool = False, context: Mapping[str, Any] | None = None
+    tool: ToolLike, registry: ToolRegistry | None = None, *, strict: bool = False, context: AgentsContext = None
 ) -> FunctionTool:
-    """The harness tool ``name`` as an OpenAI Agents SDK tool."""
-    reg, (tool,) = pick(registry, [name])
-    schema, nullable = strict_schema(tool.parameters, tool=tool.name) if strict else (tool.parameters, {})
+    """The harness tool (a name, a ``Tool`` or a ``@defineTool`` function) as an OpenAI Agents SDK tool."""
+    check_context(context)
+    reg, found = resolve(tool, registry)
+    name = found.name
+    schema, nullable = strict_schema(found.parameters, tool=name) if strict else (found.parameters, {})
 
-    async def invoke(ctx: RunContextWrapper[Any], arguments: str) -> str:
-        args: Any = _drop_nulls(arguments, nullable) if nullable else arguments
+    # Annotated ToolContext (not RunContextWrapper): only then does the SDK pass the tool-call id.
+    async def invoke(ctx: ToolContext[Any], arguments: str) -> str:
+        args: Any = drop_nulls(arguments, nullable) if nullable else arguments
         call_id = getattr(ctx, "tool_call_id", None)
-        result = await reg.atry_call(tool.name, args, context=context, call_id=call_id)
+        result = await reg.atry_call(name, args, context=call_context(context, lambda: ctx), call_id=call_id)
         return result.for_model()
 
     return FunctionTool(
-        name=tool.name,
-        description=tool.description or tool.name,
+        name=name,
+        description=found.description or name,
         params_json_schema=schema,
         on_invoke_tool=invoke,
         strict_json_schema=strict,
@@ -44,12 +52,13 @@ def to_openai_agents(
 
 
 def as_openai_agents_tools(
+    tools: Iterable[ToolLike] | None = None,
     registry: ToolRegistry | None = None,
-    names: Iterable[str] | None = None,
     *,
     strict: bool = False,
-    context: Mapping[str, Any] | None = None,
+    context: AgentsContext = None,
 ) -> list[FunctionTool]:
-    """Every tool of ``registry`` (or the named ones) as OpenAI Agents SDK tools."""
-    reg, tools = pick(registry, names)
-    return [to_openai_agents(t.name, reg, strict=strict, context=context) for t in tools]
+    """The given tools as OpenAI Agents SDK tools; by default the registry's tools defined in code."""
+    check_context(context)
+    reg, picked = select(tools, registry, adapter="as_openai_agents_tools")
+    return [to_openai_agents(t, reg, strict=strict, context=context) for t in picked]

@@ -1,41 +1,55 @@
 """Pydantic AI: a harness tool as a ``pydantic_ai.Tool`` built from its JSON schema.
 
 Pydantic AI does not validate arguments of a schema-built tool; the harness validates them
-once. A harness error raises ``ModelRetry`` with the harness's message, so the model sees it
-and can call again with fixed arguments.
+once. The tool-call id becomes the harness call id, and ``context=`` is a mapping or a
+function of the call's ``RunContext`` (``ctx.deps`` is what ``agent.run(deps=...)`` was given).
+
+An argument error raises ``ModelRetry`` with the harness's message: the model's fault, so it
+counts against the tool's ``retries``. Every other refusal (rate limited, busy, circuit open,
+timed out, the tool failed) raises ``ToolFailed``: the model reads the same message as a
+failed tool result, and the retries it has for its own mistakes are left alone.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from typing import Any
 
-from pydantic_ai import ModelRetry, Tool
+from pydantic_ai import ModelRetry, RunContext, Tool, ToolFailed
 
 from .._registry import ToolRegistry
-from ._common import pick
+from ._common import Context, ToolLike, call_context, check_context, resolve, select
 
 __all__ = ["as_pydantic_ai_tools", "to_pydantic_ai"]
 
+PydanticAIContext = Context[RunContext[Any]]
 
-def to_pydantic_ai(name: str, registry: ToolRegistry | None = None, *, context: Mapping[str, Any] | None = None) -> Tool[Any]:
-    """The harness tool ``name`` as a Pydantic AI tool."""
-    reg, (tool,) = pick(registry, [name])
 
-    async def invoke(**kwargs: Any) -> Any:
-        result = await reg.atry_call(tool.name, kwargs, context=context)
-        if not result.ok:
-            assert result.error is not None
+def to_pydantic_ai(tool: ToolLike, registry: ToolRegistry | None = None, *, context: PydanticAIContext = None) -> Tool[Any]:
+    """The harness tool (a name, a ``Tool`` or a ``@defineTool`` function) as a Pydantic AI tool."""
+    check_context(context)
+    reg, found = resolve(tool, registry)
+    name = found.name
+
+    async def invoke(ctx: RunContext[Any], /, **arguments: Any) -> Any:
+        result = await reg.atry_call(name, arguments, context=call_context(context, lambda: ctx), call_id=ctx.tool_call_id)
+        if result.ok:
+            return result.value
+        assert result.error is not None
+        if result.error.kind == "invalid_arguments":
             raise ModelRetry(result.error.message)
-        return result.value
+        raise ToolFailed(result.error.message)
 
-    built: Tool[Any] = Tool.from_schema(invoke, name=tool.name, description=tool.description, json_schema=tool.parameters)
+    built: Tool[Any] = Tool.from_schema(
+        invoke, name=name, description=found.description, json_schema=found.parameters, takes_ctx=True
+    )
     return built
 
 
 def as_pydantic_ai_tools(
-    registry: ToolRegistry | None = None, names: Iterable[str] | None = None, *, context: Mapping[str, Any] | None = None
+    tools: Iterable[ToolLike] | None = None, registry: ToolRegistry | None = None, *, context: PydanticAIContext = None
 ) -> list[Tool[Any]]:
-    """Every tool of ``registry`` (or the named ones) as Pydantic AI tools."""
-    reg, tools = pick(registry, names)
-    return [to_pydantic_ai(t.name, reg, context=context) for t in tools]
+    """The given tools as Pydantic AI tools; by default the registry's tools defined in code."""
+    check_context(context)
+    reg, picked = select(tools, registry, adapter="as_pydantic_ai_tools")
+    return [to_pydantic_ai(t, reg, context=context) for t in picked]

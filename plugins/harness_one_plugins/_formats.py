@@ -1,21 +1,27 @@
-"""Strict checkers for the formats harness-one asserts, so both validation backends agree.
+"""Private helpers of the validation plugin: strict format checkers and the pattern dialect.
 
-jsonschema's own checkers are lenient in places (leap seconds, e-mail local parts, IDNA
-A-labels); these follow RFC 3339, RFC 5321, RFC 1123/5890 and RFC 4122 as the JSON Schema
-Test Suite reads them. Formats not listed here keep jsonschema's checkers.
+Formats: jsonschema's own checkers are lenient in places (leap seconds, e-mail local parts,
+IDNA A-labels); these follow RFC 3339, RFC 5321, RFC 1123/5890 and RFC 4122 as the JSON
+Schema Test Suite reads them, so both backends give the same verdicts. Formats not listed
+keep jsonschema's checkers.
+
+Patterns: JSON Schema patterns are ECMA-262 regular expressions. jsonschema-rs implements
+them; :func:`python_pattern` rewrites one for the ``regex`` module so that the pure-Python
+backend matches the same strings (``\\d``, ``\\w``, ``\\s`` and their negations, ``.``,
+``$``, ``\\cX``, ``\\u{...}``, ``[`` inside a class). Matching runs with a time limit.
 """
 
 from __future__ import annotations
 
 import calendar
+import functools
 import ipaddress
 import re
 from typing import Any
 
 import idna
-from jsonschema import FormatChecker
 
-__all__ = ["STRICT_FORMATS", "strict_format_checker"]
+__all__ = ["STRICT_FORMATS", "compile_python_pattern", "python_pattern", "strict_format_checker"]
 
 _DATE = re.compile(r"(\d{4})-(\d{2})-(\d{2})", re.ASCII)
 _TIME = re.compile(r"(\d{2}):(\d{2}):(\d{2})(?:\.\d+)?(?:([Zz])|([+-])(\d{2}):(\d{2}))", re.ASCII)
@@ -123,7 +129,7 @@ def is_email(value: object) -> bool:
     return is_hostname(domain)
 
 
-def _uri_checker(base: FormatChecker) -> Any:
+def _uri_checker(base: Any) -> Any:
     inner = base.checkers["uri"][0] if "uri" in base.checkers else None
 
     def is_uri(value: object) -> bool:
@@ -152,10 +158,92 @@ STRICT_FORMATS = {
 }
 
 
-def strict_format_checker(base: FormatChecker) -> FormatChecker:
-    """``base`` (a draft's checker) with the strict checkers above in place of its own."""
+def strict_format_checker(base: Any) -> Any:
+    """``base`` (a draft's ``FormatChecker``) with the strict checkers above in place of its own."""
+    from jsonschema import FormatChecker
+
     checker = FormatChecker()
     checker.checkers = dict(base.checkers)
     for name, func in {**STRICT_FORMATS, "uri": _uri_checker(base)}.items():
         checker.checkers[name] = (func, ())
     return checker
+
+
+# ---------------------------------------------------------------------------- patterns
+
+# ECMA-262 classes, written as the contents of a character class. \s is ECMA's WhiteSpace
+# and LineTerminator; the negations are the complements over every code point.
+_CLASSES = {
+    "d": "0-9",
+    "D": "\\x00-\\x2f\\x3a-\\U0010ffff",
+    "w": "0-9A-Za-z_",
+    "W": "\\x00-\\x2f\\x3a-\\x40\\x5b-\\x5e\\x60\\x7b-\\U0010ffff",
+    "s": "\\t\\n\\v\\f\\r \\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000\\ufeff",
+    "S": (
+        "\\x00-\\x08\\x0e-\\x1f\\x21-\\x9f\\xa1-\\u167f\\u1681-\\u1fff\\u200b-\\u2027\\u202a-\\u202e"
+        "\\u2030-\\u205e\\u2060-\\u2fff\\u3001-\\ufefe\\uff00-\\U0010ffff"
+    ),
+}
+_DOT = "[^\\n\\r\\u2028\\u2029]"
+_MULTILINE = re.compile(r"\(\?[a-zA-Z]*m[a-zA-Z]*[:)]")
+_HEX = frozenset("0123456789abcdefABCDEF")
+
+
+def python_pattern(pattern: str) -> str:
+    """``pattern`` (ECMA-262, as jsonschema-rs reads it) rewritten for the ``regex`` module."""
+    out: list[str] = []
+    i, n = 0, len(pattern)
+    in_class = False
+    multiline = _MULTILINE.search(pattern) is not None
+    while i < n:
+        c = pattern[i]
+        if c == "\\" and i + 1 < n:
+            e = pattern[i + 1]
+            if e in _CLASSES:
+                out.append(_CLASSES[e] if in_class else f"[{_CLASSES[e]}]")
+                i += 2
+                continue
+            if e == "c" and i + 2 < n and pattern[i + 2].isascii() and pattern[i + 2].isalpha():
+                out.append(f"\\x{ord(pattern[i + 2]) % 32:02x}")
+                i += 3
+                continue
+            if e in "pPux" and i + 2 < n and pattern[i + 2] == "{":
+                end = pattern.find("}", i + 3)
+                if end > 0 and e in "pP":
+                    out.append(pattern[i : end + 1])
+                    i = end + 1
+                    continue
+                digits = pattern[i + 3 : end] if end > 0 else ""
+                if digits and set(digits) <= _HEX and len(digits) <= 6 and int(digits, 16) <= 0x10FFFF:
+                    out.append(f"\\U{int(digits, 16):08x}")
+                    i = end + 1
+                    continue
+            out.append(pattern[i : i + 2])
+            i += 2
+            continue
+        if in_class:
+            if c == "]":
+                in_class = False
+            out.append("\\[" if c == "[" else c)
+        elif c == "[":
+            in_class = True
+            out.append(c)
+            if pattern.startswith("^", i + 1):
+                out.append("^")
+                i += 1
+        elif c == ".":
+            out.append(_DOT)
+        elif c == "$" and not multiline:
+            out.append("\\Z")
+        else:
+            out.append(c)
+        i += 1
+    return "".join(out)
+
+
+@functools.lru_cache(maxsize=4096)
+def compile_python_pattern(pattern: str) -> Any:
+    """The compiled ``regex`` pattern for an ECMA-262 ``pattern`` (raises ``regex.error``)."""
+    import regex
+
+    return regex.compile(python_pattern(pattern))

@@ -1,0 +1,171 @@
+"""Calls per second over MCP: ``harness-one serve`` beside FastMCP serving the same tool, one client.
+
+The client is the official ``mcp`` SDK's ``Client`` (2026-07-28 by default, ``--mode
+legacy`` for the 2025-11-25 handshake), calling ``add(a, b) -> int`` one call after another;
+each server runs in its own process, over stdio and over streamable HTTP. Rounds alternate
+between the servers so that a noisy machine slows both alike; the median round is shown.
+
+    pip install -r bench/requirements.txt   # FastMCP, the peer
+    python bench/mcp.py                     # --calls 300 --rounds 5 --fastmcp-python PATH
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+# This file is named mcp.py: keep its folder off the path so that "import mcp" finds the SDK.
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+
+HARNESS_TOOLS = '''
+from harness_one import defineTool
+
+@defineTool(registry=None, output_schema={"type": "integer"})
+def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+'''
+
+FASTMCP_SERVER = '''
+import sys
+from fastmcp import FastMCP
+
+mcp = FastMCP("bench")
+
+@mcp.tool
+def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+if sys.argv[1] == "stdio":
+    mcp.run(transport="stdio", show_banner=False, log_level="WARNING")
+else:
+    mcp.run(transport="http", host="127.0.0.1", port=int(sys.argv[2]), show_banner=False, log_level="warning")
+'''
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_for_port(port: int, proc: subprocess.Popen[Any], seconds: float = 30) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"the server exited with {proc.returncode}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"nothing listens on port {port}")
+
+
+class Server:
+    """How to start one server: its stdio command, and its HTTP command plus URL."""
+
+    def __init__(self, name: str, stdio: list[str], http: Callable[[int], list[str]], env: dict[str, str]) -> None:
+        self.name, self.stdio, self.http, self.env = name, stdio, http, env
+
+    @asynccontextmanager
+    async def client(self, transport: str, mode: str) -> AsyncIterator[Any]:
+        from mcp import Client, StdioServerParameters
+
+        if transport == "stdio":
+            params = StdioServerParameters(command=self.stdio[0], args=self.stdio[1:], env=self.env)
+            async with Client(params, mode=mode) as client:
+                yield client
+            return
+        port = free_port()
+        proc = subprocess.Popen(
+            self.http(port), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, **self.env}
+        )
+        try:
+            wait_for_port(port, proc)
+            async with Client(f"http://127.0.0.1:{port}/mcp", mode=mode) as client:
+                yield client
+        finally:
+            proc.terminate()
+            proc.wait(10)
+
+
+async def rate(client: Any, calls: int) -> float:
+    started = time.perf_counter()
+    for i in range(calls):
+        result = await client.call_tool("add", {"a": i, "b": 1})
+        if result.is_error or result.structured_content != {"result": i + 1}:
+            raise RuntimeError(f"unexpected answer: {result}")
+    return calls / (time.perf_counter() - started)
+
+
+async def compare(servers: list[Server], transport: str, mode: str, calls: int, rounds: int) -> dict[str, list[float]]:
+    rates: dict[str, list[float]] = {s.name: [] for s in servers}
+    async with servers[0].client(transport, mode) as first, servers[1].client(transport, mode) as second:
+        clients = {servers[0].name: first, servers[1].name: second}
+        for client in clients.values():
+            await client.list_tools()
+            await rate(client, max(20, calls // 10))  # warm-up
+        for number in range(rounds):
+            order = list(clients.items()) if number % 2 == 0 else list(reversed(clients.items()))
+            for name, client in order:
+                rates[name].append(await rate(client, calls))
+    return rates
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--calls", type=int, default=300, help="calls per round (default 300)")
+    parser.add_argument("--rounds", type=int, default=5, help="rounds per server and transport (default 5)")
+    parser.add_argument("--mode", default="auto", choices=["auto", "legacy"], help="auto: 2026-07-28; legacy: 2025-11-25")
+    parser.add_argument("--transports", default="stdio,http", help="comma-separated: stdio,http")
+    parser.add_argument("--fastmcp-python", default=sys.executable, help="a Python with fastmcp installed")
+    args = parser.parse_args()
+
+    with tempfile.TemporaryDirectory() as tmp:
+        tools, peer = Path(tmp) / "bench_tools.py", Path(tmp) / "fastmcp_server.py"
+        tools.write_text(HARNESS_TOOLS)
+        peer.write_text(FASTMCP_SERVER)
+        env = {"HARNESS_ONE_STATE": f"sqlite:///{Path(tmp) / 'state.sqlite3'}", "PYTHONUNBUFFERED": "1"}
+        harness = [sys.executable, "-m", "harness_one", "--tools", str(tools), "serve"]
+        servers = [
+            Server("harness-one", harness, lambda port: [*harness, "--transport", "http", "--port", str(port)], env),
+            Server(
+                "FastMCP",
+                [args.fastmcp_python, str(peer), "stdio"],
+                lambda port: [args.fastmcp_python, str(peer), "http", str(port)],
+                {},
+            ),
+        ]
+        version = subprocess.run(
+            [args.fastmcp_python, "-c", "import fastmcp; print(fastmcp.__version__)"], capture_output=True, text=True, check=False
+        )
+        if version.returncode != 0:
+            sys.exit(f"{args.fastmcp_python} cannot import fastmcp: pip install -r bench/requirements.txt")
+        print(
+            f"one client (mcp SDK, mode={args.mode}), {args.rounds} rounds of {args.calls} sequential calls; FastMCP {version.stdout.strip()}"
+        )
+        print(f"{'transport':<10} {'server':<12} {'calls/s (median)':>17} {'min':>8} {'max':>8}")
+        for transport in [t.strip() for t in args.transports.split(",") if t.strip()]:
+            rates = asyncio.run(compare(servers, transport, args.mode, args.calls, args.rounds))
+            medians = {name: statistics.median(values) for name, values in rates.items()}
+            for name, values in rates.items():
+                print(f"{transport:<10} {name:<12} {medians[name]:>17.0f} {min(values):>8.0f} {max(values):>8.0f}")
+            ratio = medians["harness-one"] / medians["FastMCP"]
+            print(f"{transport:<10} {'ratio':<12} {ratio:>16.2f}x")
+
+
+if __name__ == "__main__":
+    main()

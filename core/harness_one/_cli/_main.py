@@ -1,0 +1,226 @@
+"""The ``harness-one`` group: global options, settings, and the registry every command uses."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import logging
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TextIO
+
+import click
+
+from .._config import ConfigError, Settings, load_settings, parse_option
+
+if TYPE_CHECKING:
+    from .._registry import ToolRegistry
+
+__all__ = ["EXIT_CODES", "CliState", "configure_logging", "dumps", "exit_code", "main", "state_of"]
+
+#: Exit codes of ``harness-one call`` (by ``ToolError.kind``), and of every command on bad usage.
+EXIT_CODES = {
+    "ok": 0,
+    "usage": 2,
+    "not_found": 3,
+    "invalid_arguments": 4,
+    "rate_limited": 5,
+    "timeout": 6,
+    "tool_failed": 7,
+    "other": 8,
+}
+
+
+def exit_code(error: Any) -> int:
+    """The exit code for a :class:`~harness_one.ToolError`, from its ``kind``."""
+    return EXIT_CODES.get(getattr(error, "kind", ""), EXIT_CODES["other"])
+
+
+def dumps(value: Any, indent: int | None = None) -> str:
+    from .._render import dumps as render
+
+    return render(value, indent=indent)
+
+
+@dataclass
+class CliState:
+    """What the group hands its commands: the settings, and the registry built from them on first use."""
+
+    settings: Settings
+    tool_specs: list[str]
+    mcp_specs: list[str] = field(default_factory=list)
+    #: Problems loading --tools or MCP servers that ``doctor`` reports instead of failing on.
+    lenient: bool = False
+    failures: list[str] = field(default_factory=list)
+    _registry: Any = None
+
+    def registry(self) -> ToolRegistry:
+        if self._registry is None:
+            self._registry = build_registry(self)
+        return self._registry  # type: ignore[no-any-return]
+
+
+def state_of(ctx: click.Context) -> CliState:
+    found = ctx.find_object(CliState)
+    assert found is not None
+    return found
+
+
+def build_registry(state: CliState) -> ToolRegistry:
+    """Installed tool packages and plugins (with their configured options), local tools, MCP servers."""
+    from .. import ToolRegistry
+    from .._discovery import _collect, as_tool
+
+    settings = state.settings
+    try:
+        registry = ToolRegistry(
+            block=settings.block,
+            allow=settings.allow,
+            autoload=settings.autoload,
+            strict=settings.strict,
+            plugin_options=settings.plugin_options,
+            discover=True,
+            state=settings.state,
+        )
+        registry.state.check()
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
+    except Exception as exc:
+        raise click.ClickException(f"cannot open the state store {settings.state!r}: {exc} (set HARNESS_ONE_STATE)") from None
+    for spec in [*settings.tools, *state.tool_specs]:
+        try:
+            items = _collect(_import(spec)) or []
+            for item in items:
+                tool = as_tool(item)
+                tool.source = tool.source or f"local:{spec}"
+                registry.add(tool, replace=True)
+        except (Exception, SystemExit) as exc:
+            message = f"{spec}: {type(exc).__name__}: {exc}"
+            if not state.lenient:
+                raise click.UsageError(f"cannot load tools from {message}") from None
+            state.failures.append(message)
+    _attach_mcp(state, registry)
+    return registry
+
+
+def _attach_mcp(state: CliState, registry: ToolRegistry) -> None:
+    tables = state.settings.mcp_servers
+    if not (tables or state.mcp_specs):
+        return
+    from ..mcp._spec import McpSpec, McpSpecError, attach_servers, parse_mcp_spec
+
+    try:
+        specs = [McpSpec.from_table(name, table) for name, table in tables.items()]
+        specs += [parse_mcp_spec(text) for text in state.mcp_specs]
+    except McpSpecError as exc:
+        raise click.UsageError(str(exc)) from None
+    try:
+        attach_servers(registry, specs, failures=state.failures if state.lenient else None)
+    except Exception as exc:
+        raise click.ClickException(f"cannot import MCP tools: {exc}") from None
+
+
+def _import(spec: str) -> Any:
+    if spec.endswith(".py") or "/" in spec or "\\" in spec:
+        path = Path(spec).resolve()
+        if not path.is_file():
+            raise FileNotFoundError(f"no such file: {path}")
+        name = f"harness_one_local_{abs(hash(str(path)))}"
+        loader = importlib.util.spec_from_file_location(name, path)
+        if loader is None or loader.loader is None:
+            raise ImportError(f"cannot import {spec}")
+        module = importlib.util.module_from_spec(loader)
+        sys.modules[name] = module
+        loader.loader.exec_module(module)
+        return module
+    return importlib.import_module(spec)
+
+
+def configure_logging(fmt: str | None, level: str, stream: TextIO) -> None:
+    """Structured logs on ``stream`` (stderr): ``console`` on a terminal, ``json`` otherwise."""
+    import structlog
+
+    if fmt is None:
+        fmt = "console" if stream.isatty() else "json"
+    renderer: Any = (
+        structlog.processors.JSONRenderer() if fmt == "json" else structlog.dev.ConsoleRenderer(colors=stream.isatty())
+    )
+    structlog.configure(
+        processors=[structlog.processors.add_log_level, structlog.processors.TimeStamper(fmt="iso"), renderer],
+        wrapper_class=structlog.make_filtering_bound_logger(getattr(logging, level.upper())),
+        logger_factory=structlog.PrintLoggerFactory(file=stream),
+        cache_logger_on_first_use=False,
+    )
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option(
+    "--config", "config_path", metavar="FILE", help="TOML configuration (default: $HARNESS_ONE_CONFIG or ./harness-one.toml)."
+)
+@click.option(
+    "--tools",
+    "tool_specs",
+    multiple=True,
+    metavar="MODULE|FILE.py",
+    help="Also load the tools defined in this module or file (repeatable).",
+)
+@click.option(
+    "-O",
+    "--plugin-option",
+    "plugin_options",
+    multiple=True,
+    metavar="NAME.OPTION=VALUE",
+    help="An option for plugin NAME (VALUE is JSON, else a string), as in [plugins.NAME] (repeatable).",
+)
+@click.option(
+    "--mcp",
+    "mcp_specs",
+    multiple=True,
+    metavar="NAME=COMMAND_OR_URL",
+    help="Also use the tools of this MCP server, under harness policies (repeatable).",
+)
+@click.option(
+    "--state", "state_url", metavar="URL", help="Where shared state lives (default: $HARNESS_ONE_STATE or a SQLite file)."
+)
+@click.option(
+    "--log-format",
+    type=click.Choice(["console", "json"]),
+    help="Log format on stderr (default: console on a terminal, json otherwise).",
+)
+@click.option(
+    "--log-level",
+    type=click.Choice(["debug", "info", "warning", "error"]),
+    help="Log level (default: warning; info shows every call).",
+)
+@click.version_option(package_name="harness-one", prog_name="harness-one")
+@click.pass_context
+def main(
+    ctx: click.Context,
+    config_path: str | None,
+    tool_specs: tuple[str, ...],
+    plugin_options: tuple[str, ...],
+    mcp_specs: tuple[str, ...],
+    state_url: str | None,
+    log_format: str | None,
+    log_level: str | None,
+) -> None:
+    """harness-one: the tool system LLM agents call through.
+
+    Tools come from installed tool packages (the harness_one.tools entry points), from
+    --tools and from --mcp servers. Exit codes of `call`: 0 ok, 3 unknown tool, 4 invalid
+    arguments, 5 rate limited, 6 timeout, 7 the tool failed, 8 any other tool error; every
+    command: 2 for bad usage or configuration.
+    """
+    try:
+        settings = load_settings(config_path)
+        for text in plugin_options:
+            plugin, option, value = parse_option(text)
+            settings.plugin_options.setdefault(plugin, {})[option] = value
+    except ConfigError as exc:
+        raise click.UsageError(str(exc)) from None
+    settings.log_format = log_format or settings.log_format
+    settings.log_level = log_level or settings.log_level
+    settings.state = state_url or settings.state
+    configure_logging(settings.log_format, settings.log_level, sys.stderr)
+    ctx.obj = CliState(settings, list(tool_specs), list(mcp_specs))

@@ -1,0 +1,44 @@
+"""``call``: one tool call from the shell, its answer as JSON and its outcome as the exit code."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from ._main import dumps, exit_code, main, state_of
+
+__all__ = ["call"]
+
+
+def _json_object(text: str, option: str) -> dict[str, object]:
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        raise click.BadParameter(f"not valid JSON: {str(exc).split(';')[0]}", param_hint=option) from None
+    if not isinstance(value, dict):
+        raise click.BadParameter(f"must be a JSON object, not {type(value).__name__}", param_hint=option)
+    return value
+
+
+@main.command()
+@click.argument("name")
+@click.option("--args", "arguments", default="{}", metavar="JSON", help="The arguments, a JSON object.")
+@click.option(
+    "--context", "context_json", default=None, metavar="JSON", help="Caller context (e.g. a user id for keyed rate limits)."
+)
+@click.option("--idempotency-key", default=None, help="Replay the first outcome of this key.")
+@click.pass_context
+def call(ctx: click.Context, name: str, arguments: str, context_json: str | None, idempotency_key: str | None) -> None:
+    """Call tool NAME once and print its answer as JSON; the exit code tells the outcome.
+
+    A malformed --args or --context is a usage error (exit 2): what the tool refuses is the
+    tool's answer (exit 4).
+    """
+    args = _json_object(arguments, "--args")
+    context = None if context_json is None else _json_object(context_json, "--context")
+    result = state_of(ctx).registry().try_call(name, args, context=context, idempotency_key=idempotency_key)
+    click.echo(dumps(result.to_dict(), indent=2))
+    if not result.ok:
+        click.echo(result.for_model(), err=True)
+        ctx.exit(exit_code(result.error))

@@ -1,0 +1,67 @@
+"""``doctor``: what is installed and loaded, what failed, which names clash, and the hook order."""
+
+from __future__ import annotations
+
+import platform
+from typing import Any
+
+import click
+
+from ._main import dumps, main, state_of
+
+__all__ = ["doctor"]
+
+
+@main.command()
+@click.option("--json", "as_json", is_flag=True, help="The report as JSON.")
+@click.pass_context
+def doctor(ctx: click.Context, as_json: bool) -> None:
+    """Report installed tool packages and plugins, load failures and name conflicts (exit 1 if any)."""
+    from .. import __version__
+
+    state = state_of(ctx)
+    state.lenient = True  # report broken --tools and MCP servers instead of stopping at them
+    registry = state.registry()
+    tools = registry.tools()
+    report: dict[str, Any] = {
+        "harness_one": __version__,
+        "python": platform.python_version(),
+        "config": state.settings.source,
+        "state": state.settings.state,
+        "plugins": [
+            {
+                "name": n,
+                "source": registry.plugins.sources.get(n, "registered in code"),
+                "options": registry.plugins.options.get(n, {}),
+            }
+            for n in registry.plugins.names()
+        ],
+        "blocked_plugins": sorted(state.settings.block),
+        "hook_order": dict(registry.plugins.plan.order),
+        "tool_packages": registry.discovery.loaded,
+        "tools": len(tools),
+        "failures": [str(f) for f in [*registry.plugins.failures, *registry.discovery.failures]] + state.failures,
+        "conflicts": [str(c) for c in registry.discovery.conflicts],
+    }
+    if as_json:
+        click.echo(dumps(report, indent=2))
+    else:
+        click.echo(f"harness-one {report['harness_one']} on Python {report['python']}; config: {report['config'] or 'none'}")
+        click.echo(f"State: {report['state']}")
+        click.echo(f"\nPlugins ({len(report['plugins'])}):")
+        for p in report["plugins"]:
+            options = f"  {dumps(p['options'])}" if p["options"] else ""
+            click.echo(f"  {p['name']:<16} {p['source']}{options}")
+        for hook, names in report["hook_order"].items():
+            click.echo(f"  {hook:<13} {' -> '.join(names) or '-'}")
+        click.echo(f"\nTool packages ({len(report['tool_packages'])}), {report['tools']} tools:")
+        for dist, names in sorted(report["tool_packages"].items()):
+            click.echo(f"  {dist:<28} {', '.join(names)}")
+        click.echo(f"\nLoad failures: {len(report['failures']) or 'none'}")
+        for line in report["failures"]:
+            click.echo(f"  {line}")
+        click.echo(f"Name conflicts: {len(report['conflicts']) or 'none'}")
+        for line in report["conflicts"]:
+            click.echo(f"  {line}")
+    if report["failures"] or report["conflicts"]:
+        ctx.exit(1)

@@ -1,0 +1,176 @@
+"""Tool calls as providers and agent loops send them, parsed once for dispatch and ``harness-one run``.
+
+Shapes (``Request.shape``):
+
+==================  ===========================================================  ==============
+shape               a call looks like                                            id from
+==================  ===========================================================  ==============
+``plain``           ``{"id", "name", "arguments"}`` (+ ``idempotency_key``, ``context``)  ``id``
+``openai``          ``{"id", "type": "function", "function": {"name", "arguments"}}``  ``id``
+``openai-responses``  ``{"type": "function_call", "call_id", "name", "arguments"}``  ``call_id``
+``anthropic``       ``{"type": "tool_use", "id", "name", "input"}``                ``id``
+``gemini``          ``{"function_call": {"id", "name", "args"}}`` or the inner part   ``id``
+==================  ===========================================================  ==============
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ._registry import ToolRegistry
+
+__all__ = ["BadRequest", "Request", "parse_call", "parse_line", "resolve"]
+
+
+@dataclass(slots=True)
+class Request:
+    """One tool call, whatever shape it came in."""
+
+    id: Any
+    name: str
+    arguments: Any
+    shape: str
+    idempotency_key: Any = None
+    context: Any = None
+    #: The name as the model sent it (before mapping back an exported name).
+    exported: str = ""
+
+
+class BadRequest(Exception):
+    """A line or call that is not a tool call; ``request_id`` when one could be read."""
+
+    def __init__(self, message: str, request_id: Any = None) -> None:
+        super().__init__(message)
+        self.request_id = request_id
+
+
+def _plain(obj: Any) -> Any:
+    dump = getattr(obj, "model_dump", None)
+    if callable(dump) and not isinstance(obj, Mapping):
+        return dump(exclude_none=False)
+    return obj
+
+
+def _shape(call: Mapping[str, Any]) -> str:
+    kind = call.get("type")
+    if kind == "tool_use":
+        return "anthropic"
+    if kind == "function_call":
+        return "openai-responses"
+    if isinstance(call.get("function"), Mapping):
+        return "openai"
+    if isinstance(call.get("function_call"), Mapping) or ("args" in call and "arguments" not in call):
+        return "gemini"
+    return "plain"
+
+
+def parse_call(obj: Any, *, provider: str | None = None) -> Request | None:
+    """A :class:`Request` from one call (a dict or a provider SDK object).
+
+    With ``provider`` given, items of another shape (text blocks, reasoning items) are not
+    calls: ``None``. Raises :class:`BadRequest` for a call without a usable name.
+    """
+    call = _plain(obj)
+    if not isinstance(call, Mapping):
+        if provider is not None:
+            return None
+        raise BadRequest(f"a request must be a JSON object, not {_kind(call)}")
+    shape = _shape(call)
+    if provider == "gemini" or (provider == "openai-responses" and call.get("type") in (None, "function_call")):
+        shape = provider
+    elif provider is not None and shape != provider:
+        return None  # not a call: a text block, a reasoning item, ...
+    rid: Any = call.get("id")
+    if shape == "anthropic":
+        name, arguments = call.get("name"), call.get("input")
+    elif shape == "openai":
+        function = call["function"]
+        name, arguments = function.get("name"), function.get("arguments")
+    elif shape == "openai-responses":
+        rid = call.get("call_id", rid)
+        name, arguments = call.get("name"), call.get("arguments")
+    elif shape == "gemini":
+        inner = call.get("function_call") or call
+        if not isinstance(inner, Mapping):
+            raise BadRequest("'function_call' must be an object", rid)
+        rid, name, arguments = inner.get("id", rid), inner.get("name"), inner.get("args")
+    else:
+        name, arguments = call.get("name"), call.get("arguments")
+    if rid is not None and not isinstance(rid, (str, int, float, bool)):
+        rid = json.dumps(rid, default=str)[:200]
+    if not isinstance(name, str) or not name:
+        raise BadRequest("the request has no tool 'name'", rid)
+    return Request(
+        rid,
+        name,
+        {} if arguments is None else arguments,
+        shape,
+        call.get("idempotency_key"),
+        call.get("context"),
+        name,
+    )
+
+
+def parse_line(line: bytes | str) -> Request:
+    """A :class:`Request` from one JSON line; :class:`BadRequest` for anything else.
+
+    Never raises anything but ``BadRequest``: invalid UTF-8, invalid JSON, nesting deeper
+    than the JSON decoder allows, and JSON that is not an object all say so.
+    """
+    if isinstance(line, bytes):
+        try:
+            line = line.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise BadRequest(
+                f"the line is not valid UTF-8 (byte 0x{exc.object[exc.start]:02x} at position {exc.start})"
+            ) from None
+    try:
+        data = json.loads(line)
+    except RecursionError:
+        raise BadRequest("the line is nested too deeply to read") from None
+    except ValueError as exc:
+        raise BadRequest(f"the line is not valid JSON: {str(exc).split(';')[0]}") from None
+    if not isinstance(data, dict):
+        raise BadRequest(f"a request must be a JSON object, not {_kind(data)}")
+    request = parse_call(data)
+    assert request is not None
+    return request
+
+
+def resolve(request: Request, registry: ToolRegistry, *, strict: bool = False) -> Request:
+    """Map an exported name back to the tool's (Gemini) and drop the nulls strict mode sends for absent arguments."""
+    if request.shape == "gemini":
+        request.name = registry.export("gemini").names.original(request.name)
+    if strict and request.shape.startswith("openai"):
+        nullable = registry.export(request.shape, strict=True).nullable.get(request.name)
+        if nullable:
+            request.arguments = drop_nulls(request.arguments, nullable)
+    return request
+
+
+def drop_nulls(args: Any, tree: Mapping[str, Any]) -> Any:
+    """Strict mode sends ``null`` for optional arguments it made nullable: treat them as absent."""
+    if isinstance(args, (str, bytes)):
+        try:
+            args = json.loads(args)
+        except (ValueError, RecursionError):
+            return args  # the registry reports the bad JSON
+    if not isinstance(args, dict):
+        return args
+    out = {}
+    for key, value in args.items():
+        sub = tree.get(key)
+        if sub is not None and value is None and sub.get("__self__"):
+            continue
+        out[key] = drop_nulls(value, sub) if isinstance(sub, Mapping) and isinstance(value, dict) else value
+    return out
+
+
+def _kind(value: Any) -> str:
+    return {dict: "an object", list: "an array", str: "a string", bool: "a boolean", type(None): "null"}.get(
+        type(value), "a number" if isinstance(value, (int, float)) else type(value).__name__
+    )

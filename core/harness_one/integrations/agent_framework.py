@@ -1,0 +1,95 @@
+"""Microsoft Agent Framework (``agent-framework-core``): a harness tool as a ``FunctionTool``.
+
+The tool advertises the harness schema and hands the model's raw arguments to the registry,
+so they are validated once, by the harness (the framework's own checks of a schema-built tool
+are skipped, as are its ``max_invocations`` counters: the harness policies apply instead).
+Function middleware wraps it like any other tool. The tool-call id becomes the harness call
+id, and ``context=`` is a mapping or a function of the ``FunctionInvocationContext``
+(``ctx.kwargs`` is what ``agent.run(..., function_invocation_kwargs=...)`` was given,
+``ctx.session`` the session). Results and errors reach the model as the harness's text
+(``Error: ...`` for errors), not the framework's "Error: Function failed.".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from agent_framework import Content, FunctionInvocationContext, FunctionTool
+from pydantic import BaseModel
+
+from .._call import CallResult
+from .._registry import ToolRegistry
+from .._tool import Tool
+from ._common import Context, ToolLike, call_context, check_context, resolve, select
+
+__all__ = ["HarnessFunctionTool", "as_agent_framework_tools", "to_agent_framework"]
+
+AgentFrameworkContext = Context[FunctionInvocationContext]
+
+
+class HarnessFunctionTool(FunctionTool):
+    """A harness tool seen by the Agent Framework."""
+
+    def __init__(self, tool: Tool, registry: ToolRegistry, context: AgentFrameworkContext = None) -> None:
+        name = tool.name
+
+        # What a direct call (``tool(a=1)``) runs; the framework's agent loop goes through invoke().
+        # The FunctionInvocationContext annotation makes the loop build the invocation context.
+        async def call(ctx: FunctionInvocationContext | None = None, **arguments: Any) -> Any:
+            return _value(await self._call(arguments, ctx, None))
+
+        super().__init__(name=name, description=tool.description or name, func=call, input_model=dict(tool.parameters))
+        self.harness_tool = tool
+        self.registry = registry
+        self._context_source = context
+
+    async def _call(self, arguments: Any, ctx: FunctionInvocationContext | None, call_id: str | None) -> CallResult:
+        def run_context() -> FunctionInvocationContext:
+            return ctx if ctx is not None else FunctionInvocationContext(function=self, arguments=arguments)
+
+        context = call_context(self._context_source, run_context)
+        return await self.registry.atry_call(self.name, arguments, context=context, call_id=call_id)
+
+    async def invoke(
+        self,
+        *,
+        arguments: BaseModel | Mapping[str, Any] | None = None,
+        context: FunctionInvocationContext | None = None,
+        tool_call_id: str | None = None,
+        skip_parsing: bool = False,
+        **kwargs: Any,
+    ) -> Any:
+        """Call the harness tool with the model's raw arguments; ``list[Content]`` holding the harness's text."""
+        if arguments is None:
+            arguments = context.arguments if context is not None else kwargs
+        raw = arguments.model_dump(exclude_unset=True) if isinstance(arguments, BaseModel) else dict(arguments)
+        result = await self._call(raw, context, tool_call_id or None)
+        if skip_parsing:
+            return _value(result)
+        return [Content.from_text(result.for_model())]
+
+
+def _value(result: CallResult) -> Any:
+    if not result.ok:
+        assert result.error is not None
+        raise result.error
+    return result.value
+
+
+def to_agent_framework(
+    tool: ToolLike, registry: ToolRegistry | None = None, *, context: AgentFrameworkContext = None
+) -> HarnessFunctionTool:
+    """The harness tool (a name, a ``Tool`` or a ``@defineTool`` function) as an Agent Framework tool."""
+    check_context(context)
+    reg, found = resolve(tool, registry)
+    return HarnessFunctionTool(found, reg, context)
+
+
+def as_agent_framework_tools(
+    tools: Iterable[ToolLike] | None = None, registry: ToolRegistry | None = None, *, context: AgentFrameworkContext = None
+) -> list[HarnessFunctionTool]:
+    """The given tools as Agent Framework tools; by default the registry's tools defined in code."""
+    check_context(context)
+    reg, picked = select(tools, registry, adapter="as_agent_framework_tools")
+    return [HarnessFunctionTool(t, reg, context) for t in picked]

@@ -1,0 +1,508 @@
+"""Tools of a remote MCP server as harness tools, with every harness policy around them.
+
+Each :class:`RemoteServer` keeps one connection (the SDK's ``Client``, over stdio or
+streamable HTTP) on a background event loop shared by all remote servers of the process,
+so its tools can be called from any thread or loop, sync or async. A remote tool is an
+async harness tool: a harness timeout cancels the remote call (the SDK sends
+``notifications/cancelled``), a lost connection is :class:`McpConnectionError` and the next
+call reconnects, and a remote ``isError`` result is a :class:`~harness_one.ToolExecutionError`
+with the remote text.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import dataclasses
+import hashlib
+import re
+import sys
+import threading
+from collections.abc import Callable, Coroutine, Mapping, Sequence
+from contextlib import AsyncExitStack
+from typing import Any, TypeVar
+
+import anyio
+import httpx2
+import mcp_types as types
+from mcp import Client, MCPError, StdioServerParameters
+from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp_types import CONNECTION_CLOSED
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+from harness_one import Call, RetryableError, Tool, ToolDefinitionError, ToolExecutionError, ToolRegistry, __version__
+
+from ._spec import ERROR_META_KEY, McpSpec, McpSpecError
+
+__all__ = ["McpConnectionError", "RemoteServer", "RemoteToolError", "aimport_tools", "import_tools", "local_name"]
+
+T = TypeVar("T")
+_VALID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+_INVALID_CHARS = re.compile(r"[^A-Za-z0-9_-]")
+_WRAP = "x-fastmcp-wrap-result"
+#: Errors of the transport itself (the server process died, the socket closed, HTTP failed).
+_LOST = (OSError, EOFError, anyio.BrokenResourceError, anyio.ClosedResourceError, anyio.EndOfStream, httpx2.TransportError)
+
+
+class McpConnectionError(RetryableError):
+    """The MCP server could not be reached, or the connection broke; the next call reconnects.
+
+    A :class:`~harness_one.RetryableError`: the retry plugin runs it again for idempotent tools.
+    """
+
+    kind = "mcp_connection"
+
+
+class RemoteToolError(Exception):
+    """What a remote tool answered with ``isError`` (the cause of the :class:`ToolExecutionError`).
+
+    ``text`` is the remote's message; ``data`` the error data a harness-one server sends
+    (``_meta["harness-one/error"]``: ``type``, ``kind``, ``retry_after``, ...), else ``None``.
+    """
+
+    def __init__(self, text: str, *, server: str, tool: str, data: Any = None) -> None:
+        super().__init__(text)
+        self.text = text
+        self.server = server
+        self.tool = tool
+        self.data = data
+        error = data if isinstance(data, dict) else None
+        self.kind: str | None = error.get("kind") if isinstance(error, dict) else None
+        wait = error.get("retry_after") if isinstance(error, dict) else None
+        self.retry_after: float | None = float(wait) if isinstance(wait, (int, float)) and not isinstance(wait, bool) else None
+
+
+# --------------------------------------------------------------------------- the background loop
+
+_loop: asyncio.AbstractEventLoop | None = None
+_loop_lock = threading.Lock()
+
+
+def _background() -> asyncio.AbstractEventLoop:
+    """The event loop (on a daemon thread) that owns every remote connection of this process."""
+    global _loop
+    with _loop_lock:
+        if _loop is None or _loop.is_closed():
+            loop = asyncio.new_event_loop()
+            threading.Thread(target=loop.run_forever, name="harness-one-mcp", daemon=True).start()
+            _loop = loop
+        return _loop
+
+
+def _submit(coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
+    return asyncio.run_coroutine_threadsafe(coro, _background())
+
+
+def _wait(coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
+    loop = _background()
+    try:
+        running = asyncio.get_running_loop()
+    except RuntimeError:
+        running = None
+    if running is loop:
+        coro.close()
+        raise RuntimeError("a blocking MCP call from the MCP background loop itself; use the async API")
+    return asyncio.run_coroutine_threadsafe(coro, loop).result(timeout)
+
+
+async def _await(coro: Coroutine[Any, Any, T]) -> T:
+    """Run ``coro`` on the background loop and await it here; cancelling the wait cancels it there."""
+    return await asyncio.wrap_future(_submit(coro))
+
+
+# --------------------------------------------------------------------------- names
+
+
+def local_name(remote: str, prefix: str = "", taken: frozenset[str] | set[str] = frozenset()) -> str:
+    """A name every provider accepts (``^[A-Za-z0-9_-]{1,64}$``) for remote tool ``remote``.
+
+    ``prefix_remote`` (no ``_`` added after a prefix ending in ``_`` or ``-``) when valid and
+    not in ``taken``; otherwise other characters become ``_`` and, if that is too long or
+    taken, a hash of the remote name makes it unique.
+    """
+    name = f"{prefix}_{remote}" if prefix and not prefix.endswith(("_", "-")) else prefix + remote
+    if _VALID.match(name) and name not in taken:
+        return name
+    clean = _INVALID_CHARS.sub("_", name) or "_"
+    if len(clean) > 64 or clean in taken or clean == "_":
+        digest = hashlib.sha256(remote.encode("utf-8", "surrogatepass")).hexdigest()[:8]
+        clean = f"{clean[:55]}_{digest}"
+    return clean
+
+
+# --------------------------------------------------------------------------- the remote server
+
+
+class RemoteServer:
+    """One remote MCP server: its connection and its tools as harness :class:`~harness_one.Tool` objects.
+
+    ``names`` maps each local tool name to the remote one; ``failures`` lists remote tools
+    that could not become harness tools (an unusable schema) and why. Use
+    :func:`import_tools` / :func:`aimport_tools` to connect and add the tools to a registry.
+    """
+
+    def __init__(self, spec: McpSpec, *, connect_timeout: float = 30.0) -> None:
+        self.spec = spec
+        self.connect_timeout = connect_timeout
+        self.names: dict[str, str] = {}
+        self.failures: list[str] = []
+        self.registry: ToolRegistry | None = None
+        self._definition: dict[str, Any] = {}
+        self._client: Client | None = None
+        self._stop: asyncio.Event | None = None
+        self._owner: asyncio.Task[None] | None = None
+        self._connecting: asyncio.Future[Client] | None = None
+        self._tasks: set[asyncio.Task[Any]] = set()
+
+    def __repr__(self) -> str:
+        target = self.spec.url or (self.spec.command[0] if self.spec.command else "?")
+        return f"<RemoteServer {self.spec.name} {target} tools={len(self.names)}>"
+
+    # ------------------------------------------------------------------ connection (background loop)
+
+    async def _connected(self) -> Client:
+        if self._client is not None:
+            return self._client
+        if self._connecting is None or self._connecting.done():
+            self._connecting = asyncio.get_running_loop().create_future()
+            self._owner = asyncio.ensure_future(self._own(self._connecting))
+        try:
+            return await asyncio.wait_for(asyncio.shield(self._connecting), self.connect_timeout)
+        except McpConnectionError:
+            raise
+        except (asyncio.TimeoutError, TimeoutError):
+            if self._owner is not None:
+                self._owner.cancel()
+            raise McpConnectionError(
+                f"MCP server '{self.spec.name}' did not answer within {self.connect_timeout:g} s.", tool=None
+            ) from None
+
+    def _transport(self, stack: AsyncExitStack) -> Any:
+        spec = self.spec
+        if spec.url is not None:
+            if not spec.headers:
+                return spec.url
+            http = httpx2.AsyncClient(headers=dict(spec.headers), timeout=httpx2.Timeout(30.0, read=300.0))
+            stack.push_async_callback(http.aclose)
+            return streamable_http_client(spec.url, http_client=http)
+        params = StdioServerParameters(
+            command=spec.command[0], args=list(spec.command[1:]), env=dict(spec.env) if spec.env else None, cwd=spec.cwd
+        )
+        return stdio_client(params, errlog=sys.stderr)
+
+    async def _own(self, ready: asyncio.Future[Client]) -> None:
+        """The task that owns one connection: open it, hand it out, keep it until stopped or broken."""
+        stop = self._stop = asyncio.Event()
+        client: Client | None = None
+        try:
+            async with AsyncExitStack() as stack:
+                client = Client(
+                    self._transport(stack),
+                    client_info=types.Implementation(name="harness-one", version=__version__),
+                    message_handler=self._on_message,
+                )
+                await stack.enter_async_context(client)
+                self._client = client
+                ready.set_result(client)
+                async with anyio.create_task_group() as group:
+                    capabilities = client.server_capabilities.tools
+                    if client.protocol_version in MODERN_PROTOCOL_VERSIONS and capabilities and capabilities.list_changed:
+                        group.start_soon(self._listen, client)
+                    await stop.wait()
+                    group.cancel_scope.cancel()
+        except Exception as exc:
+            if not ready.done():
+                ready.set_exception(
+                    McpConnectionError(f"Cannot connect to MCP server '{self.spec.name}': {_describe(exc)}", tool=None)
+                )
+        finally:
+            if self._client is client:
+                self._client = None
+            if not ready.done():
+                ready.cancel()
+
+    def _lost(self, client: Client) -> None:
+        if self._client is client:
+            self._client = None
+            if self._stop is not None:
+                self._stop.set()
+
+    async def _on_message(self, message: Any) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            self._spawn(self._refresh())
+
+    async def _listen(self, client: Client) -> None:
+        try:
+            async with client.listen(tools_list_changed=True) as subscription:
+                async for _event in subscription:
+                    self._spawn(self._refresh())
+        except Exception:  # a lost subscription only stops the updates; calls report the connection
+            return
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _list(self) -> list[types.Tool]:
+        client = await self._connected()
+        tools: list[types.Tool] = []
+        cursor: str | None = None
+        try:
+            for _ in range(100):
+                page = await asyncio.wait_for(client.list_tools(cursor=cursor, cache_mode="refresh"), self.connect_timeout)
+                tools.extend(page.tools)
+                cursor = page.next_cursor
+                if cursor is None:
+                    break
+        except (asyncio.TimeoutError, TimeoutError):
+            raise McpConnectionError(
+                f"MCP server '{self.spec.name}' did not list its tools within {self.connect_timeout:g} s."
+            ) from None
+        except _LOST as exc:
+            self._lost(client)
+            raise McpConnectionError(f"Lost the connection to MCP server '{self.spec.name}': {_describe(exc)}") from exc
+        except MCPError as exc:
+            if exc.code == CONNECTION_CLOSED:
+                self._lost(client)
+                raise McpConnectionError(f"Lost the connection to MCP server '{self.spec.name}': {exc.message}") from exc
+            raise
+        return tools
+
+    async def _call(
+        self, remote: str, local: str, arguments: dict[str, Any], report: Callable[[float, float | None, str | None], None] | None
+    ) -> types.CallToolResult:
+        client = await self._connected()
+        callback = None
+        if report is not None:
+
+            async def callback(progress: float, total: float | None, message: str | None) -> None:
+                report(progress, total, message)  # the remote's progress goes on to whoever called the harness tool
+
+        try:
+            return await client.call_tool(remote, arguments, progress_callback=callback)
+        except MCPError as exc:
+            if exc.code == CONNECTION_CLOSED:
+                self._lost(client)
+                raise McpConnectionError(
+                    f"Lost the connection to MCP server '{self.spec.name}' during '{local}': {exc.message}", tool=local
+                ) from exc
+            cause = RemoteToolError(exc.message, server=self.spec.name, tool=remote, data=exc.data)
+            raise self._failed(cause, local) from exc
+        except _LOST as exc:
+            self._lost(client)
+            raise McpConnectionError(
+                f"Lost the connection to MCP server '{self.spec.name}' during '{local}': {_describe(exc)}", tool=local
+            ) from exc
+        except RuntimeError as exc:  # the SDK's check of structured content against the output schema
+            raise self._failed(RemoteToolError(str(exc), server=self.spec.name, tool=remote), local) from exc
+
+    def _failed(self, cause: RemoteToolError, local: str) -> ToolExecutionError:
+        err = ToolExecutionError(cause, tool=local)
+        err.message = f"Tool '{local}' failed on MCP server '{self.spec.name}': {cause.text}"
+        err.args = (err.message,)
+        err.retry_after = cause.retry_after
+        return err
+
+    async def _close(self) -> None:
+        if self._stop is not None:
+            self._stop.set()
+        owner = self._owner
+        if owner is not None and not owner.done():
+            await asyncio.wait([owner], timeout=5)
+        for task in list(self._tasks):
+            task.cancel()
+
+    # ------------------------------------------------------------------ tools
+
+    def _tools(self, listing: Sequence[types.Tool], definition: Mapping[str, Any]) -> list[Tool]:
+        """Harness tools for the remote listing: schema, annotations, names, the policies in ``definition``."""
+        tools: list[Tool] = []
+        names: dict[str, str] = {}
+        self.failures = []
+        for remote in sorted(listing, key=lambda t: t.name):
+            local = local_name(remote.name, self.spec.prefix, set(names))
+            try:
+                tools.append(self._tool(remote, local, definition))
+            except ToolDefinitionError as exc:
+                self.failures.append(f"{remote.name}: {exc}")
+                continue
+            names[local] = remote.name
+        self.names = names
+        return tools
+
+    def _tool(self, remote: types.Tool, local: str, definition: Mapping[str, Any]) -> Tool:
+        hints = remote.annotations
+        read_only = bool(hints and hints.read_only_hint)
+        idempotent = bool(hints and hints.idempotent_hint) or read_only
+        destructive = None if hints is None or hints.destructive_hint is None or read_only else hints.destructive_hint
+        output = remote.output_schema
+        unwrap = bool(
+            output and output.get(_WRAP) and isinstance(output.get("properties"), dict) and "result" in output["properties"]
+        )
+        if output is not None and unwrap:
+            inner = output["properties"]["result"]
+            output = {**inner, "$defs": output["$defs"]} if "$defs" in output and isinstance(inner, dict) else inner
+        keywords: dict[str, Any] = {
+            "read_only": read_only,
+            "idempotent": idempotent,
+            "destructive": destructive,
+            "open_world": None if hints is None else hints.open_world_hint,
+            **definition,
+        }
+        if keywords.get("cache_ttl") is not None and not (keywords["read_only"] or keywords["idempotent"]):
+            del keywords["cache_ttl"]  # the cache holds only tools that say repeating them is safe
+        keywords["tags"] = {"mcp", f"mcp:{self.spec.name}", *keywords.get("tags", ())}
+        options = {"mcp_server": self.spec.name, "mcp_tool": remote.name}
+        if remote.title:
+            options["title"] = remote.title
+        return Tool.create(
+            self._function(remote.name, local, unwrap),
+            name=local,
+            description=remote.description or remote.title or f"Tool '{remote.name}' of MCP server '{self.spec.name}'.",
+            parameters=remote.input_schema,
+            output_schema=output if isinstance(output, dict) else None,
+            options=options,
+            source=f"mcp:{self.spec.name}",
+            **keywords,
+        )
+
+    def _function(self, remote: str, local: str, unwrap: bool) -> Any:
+        server = self
+
+        async def call_mcp_tool(_harness_call: Call, **arguments: Any) -> Any:
+            # Ask the remote for progress only when someone listens (``Call.wants_progress``, when the core has it).
+            report = _harness_call.report_progress if getattr(_harness_call, "wants_progress", True) else None
+            result = await _await(server._call(remote, local, arguments, report))
+            return server._value(result, remote, local, unwrap)
+
+        call_mcp_tool.__qualname__ = call_mcp_tool.__name__ = f"mcp_{local}"
+        return call_mcp_tool
+
+    def _value(self, result: types.CallToolResult, remote: str, local: str, unwrap: bool) -> Any:
+        """The harness value of a remote result: structured content, else the text, else the content blocks."""
+        if result.is_error:
+            text = "\n".join(b.text for b in result.content if isinstance(b, types.TextContent)) or "the tool reported an error"
+            data = (result.meta or {}).get(ERROR_META_KEY)
+            raise self._failed(RemoteToolError(text, server=self.spec.name, tool=remote, data=data), local)
+        value = result.structured_content
+        if value is not None:
+            return value["result"] if unwrap and isinstance(value, dict) and set(value) == {"result"} else value
+        blocks = result.content
+        if all(isinstance(b, types.TextContent) for b in blocks):
+            return "\n".join(b.text for b in blocks if isinstance(b, types.TextContent))
+        return [b.model_dump(by_alias=True, mode="json", exclude_none=True) for b in blocks]
+
+    # ------------------------------------------------------------------ public
+
+    async def _attach(self, registry: ToolRegistry, definition: Mapping[str, Any], replace: bool) -> None:
+        tools = self._tools(await self._list(), {**self.spec.policies, **definition})
+        if not replace:
+            clash = [t.name for t in tools if t.name in registry]
+            if clash:
+                raise ToolDefinitionError(
+                    f"MCP server '{self.spec.name}': tools {clash} are already registered; "
+                    "give the server a prefix (prefix='...' or 'prefix' in its config table)."
+                )
+        for tool in tools:
+            registry.add(tool, replace=True)
+        self.registry = registry
+        self._definition = dict(definition)
+
+    async def _refresh(self) -> None:
+        """Re-list after the server said its tools changed, and bring the registry in line."""
+        registry = self.registry
+        if registry is None:
+            return
+        try:
+            listing = await self._list()
+        except Exception:  # the next call reports the connection
+            return
+        old = set(self.names)
+        tools = self._tools(listing, {**self.spec.policies, **self._definition})
+        for tool in tools:
+            registry.add(tool, replace=True)
+        for name in old - set(self.names):
+            if name in registry and registry.get(name).source == f"mcp:{self.spec.name}":
+                registry.remove(name)
+
+    def close(self) -> None:
+        """Close the connection (a stdio server process is stopped); the tools stay but reconnect when called."""
+        _wait(self._close(), 10)
+
+    async def aclose(self) -> None:
+        await _await(self._close())
+
+
+def _describe(exc: BaseException) -> str:
+    """``Type: message`` of the first real error (anyio wraps errors in exception groups)."""
+    while getattr(exc, "exceptions", None):
+        exc = exc.exceptions[0]  # type: ignore[attr-defined]
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
+def _spec(target: McpSpec | str | Sequence[str], name: str | None, prefix: str | None) -> McpSpec:
+    if isinstance(target, McpSpec):
+        spec = target
+    elif isinstance(target, str) and re.match(r"^https?://", target):
+        spec = McpSpec(name=name or "remote", url=target)
+    elif isinstance(target, str):
+        raise McpSpecError(f"{target!r}: expected a URL, a command as a list of strings, or an McpSpec.")
+    else:
+        spec = McpSpec(name=name or "remote", command=tuple(target))
+    if prefix is not None and prefix != spec.prefix:
+        spec = dataclasses.replace(spec, prefix=prefix)
+    return spec
+
+
+async def _import(
+    registry: ToolRegistry, spec: McpSpec, replace: bool, connect_timeout: float, definition: Mapping[str, Any]
+) -> RemoteServer:
+    server = RemoteServer(spec, connect_timeout=connect_timeout)
+    try:
+        await server._attach(registry, definition, replace)
+    except BaseException:
+        await server._close()
+        raise
+    return server
+
+
+def import_tools(
+    registry: ToolRegistry,
+    target: McpSpec | str | Sequence[str],
+    *,
+    name: str | None = None,
+    prefix: str | None = None,
+    replace: bool = False,
+    connect_timeout: float = 30.0,
+    **definition: Any,
+) -> RemoteServer:
+    """Connect to an MCP server and add its tools to ``registry``; returns the :class:`RemoteServer`.
+
+    ``target`` is an :class:`McpSpec`, a URL (streamable HTTP) or a command as a list
+    (stdio), e.g. ``["npx", "-y", "@modelcontextprotocol/server-everything"]``. Tool names
+    are ``prefix_name``, made valid for every provider (see :func:`local_name`).
+    ``definition`` holds ``defineTool`` keywords for every tool (``timeout=10``,
+    ``retry=3``, ``rate_limit={...}``, ``circuit_breaker=True``, ``cache_ttl=60`` for the
+    read-only and idempotent ones); annotations give ``read_only``, ``idempotent``,
+    ``destructive`` and ``open_world``. Existing names raise :class:`ToolDefinitionError`
+    unless ``replace``.
+    """
+    spec = _spec(target, name, prefix)
+    return _wait(_import(registry, spec, replace, connect_timeout, definition))
+
+
+async def aimport_tools(
+    registry: ToolRegistry,
+    target: McpSpec | str | Sequence[str],
+    *,
+    name: str | None = None,
+    prefix: str | None = None,
+    replace: bool = False,
+    connect_timeout: float = 30.0,
+    **definition: Any,
+) -> RemoteServer:
+    """The awaitable :func:`import_tools`."""
+    spec = _spec(target, name, prefix)
+    return await _await(_import(registry, spec, replace, connect_timeout, definition))

@@ -1,0 +1,122 @@
+"""``harness-one serve``: every tool of the CLI's registry over MCP (stdio or streamable HTTP).
+
+Importing this module imports click only; the SDK loads when the command runs.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from ._spec import McpSpecError, attach_servers, parse_mcp_spec
+
+if TYPE_CHECKING:
+    from harness_one import ToolRegistry
+
+__all__ = ["serve"]
+
+
+def _registry(ctx: click.Context) -> ToolRegistry:
+    """The registry of the ``harness-one`` group (its context object has ``registry()``)."""
+    build = getattr(ctx.obj, "registry", None)
+    if not callable(build):
+        raise click.UsageError("'serve' runs as a harness-one subcommand: harness-one serve ...")
+    registry: ToolRegistry = build()
+    return registry
+
+
+@click.command("serve")
+@click.option(
+    "--transport",
+    type=click.Choice(["stdio", "http"]),
+    default="stdio",
+    show_default=True,
+    help="stdio for desktop clients (they start the process); http for streamable HTTP.",
+)
+@click.option("--host", default="127.0.0.1", show_default=True, help="HTTP: the address to bind.")
+@click.option(
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=8000,
+    show_default=True,
+    help="HTTP: the port (0: any free port; the URL goes to stderr).",
+)
+@click.option("--path", default="/mcp", show_default=True, help="HTTP: the endpoint path.")
+@click.option(
+    "--stateless", is_flag=True, help="HTTP: no sessions, so several workers behind a load balancer can serve one tool set."
+)
+@click.option(
+    "--json-response",
+    is_flag=True,
+    help="HTTP: answer with JSON instead of an SSE stream (no progress, no cancellation on disconnect).",
+)
+@click.option(
+    "--allowed-host",
+    "allowed_hosts",
+    multiple=True,
+    metavar="HOST:PORT",
+    help="HTTP: also accept this Host header (DNS-rebinding protection; 'name:*' for any port).",
+)
+@click.option(
+    "--allowed-origin", "allowed_origins", multiple=True, metavar="ORIGIN", help="HTTP: also accept this Origin header."
+)
+@click.option(
+    "--mcp",
+    "mcp_specs",
+    multiple=True,
+    metavar="NAME=COMMAND_OR_URL",
+    help="Also serve the tools of this MCP server, with harness policies (repeatable).",
+)
+@click.pass_context
+def serve(
+    ctx: click.Context,
+    transport: str,
+    host: str,
+    port: int,
+    path: str,
+    stateless: bool,
+    json_response: bool,
+    allowed_hosts: tuple[str, ...],
+    allowed_origins: tuple[str, ...],
+    mcp_specs: tuple[str, ...],
+) -> None:
+    """Serve every tool over the Model Context Protocol, each call through the harness policies.
+
+    Tool errors (invalid arguments, rate limits, timeouts, ...) reach the client as results
+    with isError and the model-readable text. HTTP binds 127.0.0.1 unless --host says otherwise.
+    """
+    try:
+        import mcp  # noqa: F401
+    except ImportError:
+        raise click.ClickException("'serve' needs the MCP SDK: pip install 'harness-one[mcp]'") from None
+    if not path.startswith("/"):
+        raise click.BadParameter(f"must start with '/', got {path!r}", param_hint="--path")
+    try:
+        specs = [parse_mcp_spec(text) for text in mcp_specs]
+    except McpSpecError as exc:
+        raise click.BadParameter(str(exc), param_hint="--mcp") from None
+    registry = _registry(ctx)
+    try:
+        attach_servers(registry, specs)
+    except Exception as exc:
+        raise click.ClickException(str(exc)) from None
+    from ._server import serve as run
+
+    options: dict[str, Any] = {}
+    if transport == "http":
+        options = {
+            "host": host,
+            "port": port,
+            "path": path,
+            "stateless": stateless,
+            "json_response": json_response,
+            "allowed_hosts": allowed_hosts,
+            "allowed_origins": allowed_origins,
+        }
+    try:
+        run(registry, transport, **options)
+    except KeyboardInterrupt:  # pragma: no cover - interactive stop
+        pass
+    except OSError as exc:
+        raise click.ClickException(f"cannot serve on {host}:{port}: {exc}") from None

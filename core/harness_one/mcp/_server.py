@@ -1,0 +1,397 @@
+"""A ToolRegistry as an MCP server, on the official SDK's low-level ``Server``.
+
+Every ``tools/call`` goes through ``registry.atry_call``, so validation, rate limits,
+timeouts, retries and the other policies apply; a :class:`~harness_one.ToolError` becomes a
+result with ``isError`` and the model-readable text (an unknown tool name is the spec's
+protocol error, ``-32602``). The SDK speaks every protocol revision it supports: the
+2025 handshake era and the stateless 2026-07-28 revision.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+import sys
+import threading
+import uuid
+import weakref
+from collections import Counter
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+from mcp.server._otel import OpenTelemetryMiddleware
+from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel import NotificationOptions, Server
+from mcp.server.models import InitializationOptions
+from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
+from mcp.server.transport_security import TransportSecuritySettings
+from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_PARAMS, CallToolRequestParams, PaginatedRequestParams
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from starlette.applications import Starlette
+from starlette.requests import Request
+
+from harness_one import CallResult, ToolNotFound, ToolRegistry, __version__, hookimpl
+
+from ._spec import ERROR_META_KEY
+
+__all__ = ["Principal", "create_server", "default_principal", "http_app", "serve", "serve_http", "serve_stdio"]
+
+#: Finds the authenticated principal of an HTTP request (None: anonymous).
+Principal = Callable[[Request], "str | None"]
+_LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
+
+
+def default_principal(request: Request) -> str | None:
+    """The user an authentication middleware put on the request (Starlette's ``request.user``), if any."""
+    user = request.scope.get("user")
+    if user is not None and getattr(user, "is_authenticated", False):
+        return str(getattr(user, "display_name", "") or "") or None
+    return None
+
+
+class _Watcher:
+    """A plugin that only observes: tools added to or removed from the registry mean ``listChanged``."""
+
+    def __init__(self, bridge: _Bridge) -> None:
+        self.bridge = bridge
+        self.armed = False
+
+    @hookimpl
+    def harness_tool_added(self, registry: ToolRegistry) -> None:
+        if self.armed and registry is self.bridge.registry:
+            self.bridge.changed()
+
+    @hookimpl
+    def harness_tool_removed(self, registry: ToolRegistry) -> None:
+        if self.armed and registry is self.bridge.registry:
+            self.bridge.changed()
+
+
+class _Bridge:
+    """The handlers: MCP requests in, registry calls out."""
+
+    def __init__(self, registry: ToolRegistry, principal: Principal | None) -> None:
+        self.registry = registry
+        self.principal = principal or default_principal
+        self.bus = InMemorySubscriptionBus()
+        self._lock = threading.RLock()
+        self._loops: Counter[asyncio.AbstractEventLoop] = Counter()
+        self._legacy: weakref.WeakSet[Any] = weakref.WeakSet()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._export: Any = None
+        self._listing: dict[str, Any] = {}
+        self._schemas: dict[str, dict[str, Any]] = {}
+        self._shapes: dict[str, bool | None] = {}
+        self._watcher = _Watcher(self)
+        self._plugin = f"harness_one.mcp.server-{id(self):x}"
+
+    # ------------------------------------------------------------------ catalogue
+
+    def _refresh(self) -> None:
+        export = self.registry.export("mcp")  # cached by the registry until its tools change
+        if export is self._export:
+            return
+        tools = sorted(export.tools, key=lambda t: str(t["name"]))
+        # Per tool: None (no structured result), or whether a result travels as {"result": value}.
+        shapes = {t.name: None if t.output_schema is None else t.output_wrapped for t in self.registry.tools()}
+        self._listing = {"tools": tools, "ttlMs": 0, "cacheScope": "private", "resultType": "complete"}
+        self._schemas = {t["name"]: t["inputSchema"] for t in tools}
+        self._shapes = shapes
+        self._export = export
+
+    def input_schema(self, name: str) -> dict[str, Any] | None:
+        """For the SDK's ``Mcp-Param-*`` header check (2026-07-28 HTTP), without a full ``tools/list``."""
+        self._refresh()
+        return self._schemas.get(name)
+
+    async def list_tools(self, ctx: ServerRequestContext[Any, Any], params: PaginatedRequestParams | None) -> dict[str, Any]:
+        self._track(ctx)
+        self._refresh()
+        return self._listing
+
+    # ------------------------------------------------------------------ calls
+
+    async def call_tool(self, ctx: ServerRequestContext[Any, Any], params: CallToolRequestParams) -> dict[str, Any]:
+        context = self._context(ctx)
+        arguments = params.arguments or {}
+        if params.meta and params.meta.get("progress_token") is not None:
+            result = await self._call_with_progress(ctx, params.name, arguments, context)
+        else:
+            result = await self.registry.atry_call(params.name, arguments, context=context)
+        return self._answer(result)
+
+    async def _call_with_progress(
+        self, ctx: ServerRequestContext[Any, Any], name: str, arguments: dict[str, Any], context: dict[str, Any]
+    ) -> CallResult:
+        """Run the call while a pump sends what the tool reports (from any thread) as ``notifications/progress``."""
+        loop = asyncio.get_running_loop()
+        owner = threading.get_ident()
+        queue: asyncio.Queue[tuple[float, float | None, str | None] | None] = asyncio.Queue()
+
+        def report(progress: float, total: float | None = None, message: str | None = None) -> None:
+            item = (float(progress), total, message)
+            if threading.get_ident() == owner:
+                queue.put_nowait(item)
+                return
+            with contextlib.suppress(RuntimeError):  # a closed loop: nobody is listening any more
+                loop.call_soon_threadsafe(queue.put_nowait, item)
+
+        async def pump() -> None:
+            while (item := await queue.get()) is not None:
+                await ctx.session.report_progress(*item)
+
+        task = asyncio.create_task(pump())
+        try:
+            result = await self.registry.atry_call(name, arguments, context=context, on_progress=report)
+        except BaseException:
+            task.cancel()
+            raise
+        queue.put_nowait(None)  # after everything the tool reported: the result goes out last
+        await task
+        return result
+
+    def _answer(self, result: CallResult) -> dict[str, Any]:
+        if result.ok:
+            out: dict[str, Any] = {"content": [{"type": "text", "text": result.for_model()}], "resultType": "complete"}
+            self._refresh()
+            wrap = self._shapes.get(result.tool)
+            if wrap is not None:
+                value = result.value
+                if wrap:
+                    out["structuredContent"] = {"result": value}
+                elif isinstance(value, dict):
+                    out["structuredContent"] = value
+            return out
+        err = result.error
+        assert err is not None
+        if isinstance(err, ToolNotFound):
+            raise MCPError(code=INVALID_PARAMS, message=err.message)
+        return {
+            "content": [{"type": "text", "text": err.message}],
+            "isError": True,
+            "_meta": {ERROR_META_KEY: err.to_dict()},
+            "resultType": "complete",
+        }
+
+    def _context(self, ctx: ServerRequestContext[Any, Any]) -> dict[str, Any]:
+        """Who is calling, for ``Call.context``: key per-client limits on ``mcp_client``."""
+        request = ctx.request
+        session = principal = None
+        if isinstance(request, Request):
+            transport = "http"
+            session = request.headers.get("mcp-session-id")
+            principal = self.principal(request)
+            host = request.client.host if request.client else "unknown"
+            client = principal or session or f"http:{host}"
+        else:
+            transport = "stdio"
+            lifespan = ctx.lifespan_context
+            client = f"stdio:{lifespan.get('connection', '?')}" if isinstance(lifespan, dict) else "stdio"
+        info = ctx.session.client_params
+        return {
+            "mcp_client": client,
+            "mcp_session": session,
+            "mcp_principal": principal,
+            "mcp_transport": transport,
+            "mcp_client_name": info.client_info.name if info is not None else None,
+            "mcp_protocol": ctx.protocol_version,
+        }
+
+    # ------------------------------------------------------------------ listChanged
+
+    def _track(self, ctx: ServerRequestContext[Any, Any]) -> None:
+        """Remember a handshake-era connection that listed the tools, to tell it when they change.
+
+        (2026-07-28 clients subscribe with ``subscriptions/listen`` instead.) The connection
+        is the session's (SDK-private) ``_connection``; kept weakly, so it goes when it closes.
+        """
+        if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            return
+        connection = getattr(ctx.session, "_connection", None)
+        if connection is not None and getattr(connection, "has_standalone_channel", False):
+            self._legacy.add(connection)
+
+    def changed(self) -> None:
+        """Called from any thread when the registry's tools change: notify on each serving loop."""
+        with self._lock:
+            loops = list(self._loops)
+        for loop in loops:
+            with contextlib.suppress(RuntimeError):  # a closed loop
+                loop.call_soon_threadsafe(self._spawn_notify)
+
+    def _spawn_notify(self) -> None:
+        task = asyncio.ensure_future(self._notify())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _notify(self) -> None:
+        await self.bus.publish(ToolsListChanged())
+        for connection in list(self._legacy):
+            try:
+                await connection.send_tool_list_changed()
+            except Exception:  # a closed connection: forget it
+                self._legacy.discard(connection)
+
+    @asynccontextmanager
+    async def lifespan(self, server: Server[Any]) -> AsyncIterator[dict[str, Any]]:
+        """Watch the registry while at least one transport serves; each run gets a connection id."""
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            first = not self._loops
+            self._loops[loop] += 1
+            if first:
+                self._watcher.armed = False
+                self.registry.plugins.register(self._watcher, name=self._plugin)
+                self._watcher.armed = True
+        try:
+            yield {"connection": uuid.uuid4().hex[:12]}
+        finally:
+            with self._lock:
+                self._loops[loop] -= 1
+                if self._loops[loop] <= 0:
+                    del self._loops[loop]
+                if not self._loops:
+                    self._watcher.armed = False
+                    self.registry.plugins.unregister(self._plugin)
+
+
+class _Server(Server[dict[str, Any]]):
+    """The SDK's low-level server, advertising ``tools.listChanged`` to handshake-era clients by default."""
+
+    def create_initialization_options(
+        self,
+        notification_options: NotificationOptions | None = None,
+        experimental_capabilities: dict[str, dict[str, Any]] | None = None,
+        extensions: dict[str, dict[str, Any]] | None = None,
+    ) -> InitializationOptions:
+        return super().create_initialization_options(
+            notification_options or NotificationOptions(tools_changed=True), experimental_capabilities, extensions
+        )
+
+
+def create_server(
+    registry: ToolRegistry,
+    *,
+    name: str = "harness-one",
+    version: str = __version__,
+    instructions: str | None = None,
+    principal: Principal | None = None,
+    tracing: bool | None = None,
+) -> Server[dict[str, Any]]:
+    """The low-level MCP server (``mcp.server.lowlevel.Server``) serving every tool of ``registry``.
+
+    ``tools/list`` is ``registry.export("mcp")`` sorted by name; tools added or removed
+    while serving send ``listChanged`` (handshake era) or a ``subscriptions/listen`` event
+    (2026-07-28). ``principal`` finds the authenticated user of an HTTP request (default:
+    Starlette's ``request.user`` when an authentication middleware set one). ``tracing``
+    keeps the SDK's OpenTelemetry span per MCP message (about 100 us per call even with no
+    exporter); by default it is kept only when an OpenTelemetry tracer provider is installed.
+    """
+    bridge = _Bridge(registry, principal)
+    server = _Server(
+        name,
+        version=version,
+        instructions=instructions,
+        lifespan=bridge.lifespan,
+        get_tool_input_schema=bridge.input_schema,
+        on_list_tools=bridge.list_tools,  # type: ignore[arg-type]  # a dict result is what the runner serialises
+        on_call_tool=bridge.call_tool,  # type: ignore[arg-type]
+        on_subscriptions_listen=ListenHandler(bridge.bus),
+    )
+    if tracing is None:
+        from opentelemetry import trace
+
+        tracing = not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
+    if not tracing:
+        server.middleware = [m for m in server.middleware if not isinstance(m, OpenTelemetryMiddleware)]
+    return server
+
+
+def _security(host: str, allowed_hosts: Sequence[str], allowed_origins: Sequence[str]) -> TransportSecuritySettings:
+    hosts = ["127.0.0.1:*", "localhost:*", "[::1]:*"]
+    origins = ["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"]
+    if host not in (*_LOCAL_HOSTS, "0.0.0.0", "::"):  # a name or address to bind, also the Host to accept
+        name = f"[{host}]" if ":" in host else host
+        hosts.append(f"{name}:*")
+        origins += [f"http://{name}:*", f"https://{name}:*"]
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=[*hosts, *allowed_hosts],
+        allowed_origins=[*origins, *allowed_origins],
+    )
+
+
+def http_app(
+    registry: ToolRegistry,
+    *,
+    path: str = "/mcp",
+    stateless: bool = False,
+    json_response: bool = False,
+    host: str = "127.0.0.1",
+    allowed_hosts: Sequence[str] = (),
+    allowed_origins: Sequence[str] = (),
+    max_body_size: int | None = None,
+    server: Server[Any] | None = None,
+    principal: Principal | None = None,
+) -> Starlette:
+    """A Starlette (ASGI) app serving ``registry`` over streamable HTTP at ``path``.
+
+    ``stateless=True`` keeps no session between requests (2026-07-28 requests never have
+    one), so any worker can answer any request. DNS-rebinding protection is always on: the
+    ``Host`` must be a localhost form or ``host`` (any port), or be listed in
+    ``allowed_hosts`` (``"api.example.com:*"``); likewise ``Origin`` and ``allowed_origins``.
+    Request bodies over ``max_body_size`` bytes (default: the registry's argument limit plus
+    64 KiB) get 413. To mount it in another app, run its lifespan from the host app's::
+
+        app = Starlette(routes=[Mount("/tools", mcp)], lifespan=lambda _: mcp.router.lifespan_context(mcp))
+    """
+    server = server or create_server(registry, principal=principal)
+    return server.streamable_http_app(
+        streamable_http_path=path,
+        json_response=json_response,
+        stateless_http=stateless,
+        max_request_body_size=max_body_size or registry.limits.max_bytes + 65536,
+        transport_security=_security(host, allowed_hosts, allowed_origins),
+        host=host,
+    )
+
+
+async def serve_stdio(registry: ToolRegistry, *, server: Server[Any] | None = None) -> None:
+    """Serve ``registry`` on this process's stdin and stdout until the client closes them."""
+    from mcp.server.stdio import stdio_server
+
+    server = server or create_server(registry)
+    async with stdio_server() as (read, write):
+        await server.run(read, write, server.create_initialization_options())
+
+
+async def serve_http(
+    registry: ToolRegistry, *, host: str = "127.0.0.1", port: int = 8000, path: str = "/mcp", **options: Any
+) -> None:
+    """Serve ``http_app(registry, **options)`` with uvicorn; the URL (real port for ``port=0``) goes to stderr."""
+    import uvicorn
+
+    app = http_app(registry, path=path, host=host, **options)
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # accepted sockets inherit it: no 40 ms Nagle stalls
+    sock.bind((host, port))
+    bound = sock.getsockname()[1]
+    config = uvicorn.Config(app, log_level="warning", lifespan="on", access_log=False)
+    shown = f"[{host}]" if ":" in host else host
+    print(f"harness-one: serving MCP on http://{shown}:{bound}{path}", file=sys.stderr, flush=True)
+    await uvicorn.Server(config).serve(sockets=[sock])
+
+
+def serve(registry: ToolRegistry, transport: str = "stdio", **options: Any) -> None:
+    """Serve until stopped: ``transport`` is ``"stdio"`` or ``"http"`` (options as for :func:`serve_http`)."""
+    if transport == "stdio":
+        anyio.run(lambda: serve_stdio(registry, **options))
+    elif transport == "http":
+        anyio.run(lambda: serve_http(registry, **options))
+    else:
+        raise ValueError(f"transport must be 'stdio' or 'http', got {transport!r}")

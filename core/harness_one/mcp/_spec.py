@@ -1,0 +1,150 @@
+"""Which remote MCP servers to import: ``--mcp NAME=COMMAND_OR_URL`` and ``[mcp.servers.NAME]`` tables.
+
+Nothing here imports the ``mcp`` SDK; :func:`attach_servers` loads the client only when
+there is a server to connect to.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from harness_one import ToolRegistry
+
+    from ._client import RemoteServer
+
+__all__ = ["ERROR_META_KEY", "POLICY_KEYS", "McpSpec", "McpSpecError", "attach_servers", "parse_mcp_spec"]
+
+#: Where an ``isError`` result from a harness-one server carries the error's data, ``ToolError.to_dict()``
+#: (``type``, ``kind``, ``message``, ``retry_after``, ...): in ``_meta``, since clients check
+#: ``structuredContent`` against the tool's output schema even on errors.
+ERROR_META_KEY = "harness-one/error"
+
+_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+_PREFIX = re.compile(r"^[A-Za-z0-9_-]{0,32}$")
+#: ``defineTool`` keywords a server's ``policies`` may set for every tool it brings.
+POLICY_KEYS = frozenset(
+    {"rate_limit", "timeout", "timeout_mode", "total_timeout", "retry", "max_concurrency", "circuit_breaker", "cache_ttl", "tags"}
+)
+_TABLE_KEYS = ("command", "url", "prefix", "env", "cwd", "headers", "policies")
+
+
+class McpSpecError(ValueError):
+    """A remote-server spec or config table is invalid; the message names the field and what was expected."""
+
+
+@dataclass(frozen=True)
+class McpSpec:
+    """One remote MCP server: a command to run (stdio) or a streamable-HTTP ``url``.
+
+    ``prefix`` goes before every imported tool name (``fs`` or ``fs_``: ``fs_read_file``); ``policies`` are ``defineTool``
+    keywords (rate limit, timeout, retry, ...) applied to each of its tools. ``env`` and
+    ``headers`` may hold secrets and are kept out of ``repr``.
+    """
+
+    name: str
+    command: tuple[str, ...] = ()
+    url: str | None = None
+    prefix: str = ""
+    env: Mapping[str, str] | None = field(default=None, repr=False)
+    cwd: str | None = None
+    headers: Mapping[str, str] | None = field(default=None, repr=False)
+    policies: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        where = f"MCP server '{self.name}'"
+        if not isinstance(self.name, str) or not _NAME.match(self.name):
+            raise McpSpecError(f"MCP server name {self.name!r}: expected 1-64 letters, digits, '_' or '-'.")
+        if bool(self.command) == (self.url is not None):
+            raise McpSpecError(f"{where}: expected exactly one of 'command' (a list of strings) or 'url'.")
+        if self.command and not all(isinstance(part, str) and part for part in self.command):
+            raise McpSpecError(f"{where}: 'command' must be a list of non-empty strings, got {list(self.command)!r}.")
+        if self.url is not None and not re.match(r"^https?://[^\s/]+", self.url):
+            raise McpSpecError(f"{where}: 'url' must be an http:// or https:// URL, got {self.url!r}.")
+        if not isinstance(self.prefix, str) or not _PREFIX.match(self.prefix):
+            raise McpSpecError(f"{where}: 'prefix' must be up to 32 letters, digits, '_' or '-', got {self.prefix!r}.")
+        for key in ("env", "headers"):
+            value = getattr(self, key)
+            if value is not None and not (
+                isinstance(value, Mapping) and all(isinstance(k, str) and isinstance(v, str) for k, v in value.items())
+            ):
+                raise McpSpecError(f"{where}: '{key}' must be a table of strings.")
+        if self.cwd is not None and not isinstance(self.cwd, str):
+            raise McpSpecError(f"{where}: 'cwd' must be a string path, got {self.cwd!r}.")
+        if not isinstance(self.policies, Mapping):
+            raise McpSpecError(f"{where}: 'policies' must be a table of defineTool keywords.")
+        unknown = sorted(set(self.policies) - POLICY_KEYS)
+        if unknown:
+            raise McpSpecError(f"{where}: unknown policies {unknown}; expected some of {sorted(POLICY_KEYS)}.")
+
+    @classmethod
+    def from_table(cls, name: str, table: Mapping[str, Any]) -> McpSpec:
+        """The spec for ``[mcp.servers.NAME]``: ``command = [...]`` or ``url = "..."``, optional ``prefix``,
+        ``env``, ``cwd``, ``headers`` and a ``policies`` table."""
+        if not isinstance(table, Mapping):
+            raise McpSpecError(f"mcp.servers.{name}: expected a table, got {type(table).__name__}.")
+        unknown = sorted(set(table) - set(_TABLE_KEYS))
+        if unknown:
+            raise McpSpecError(f"mcp.servers.{name}: unknown keys {unknown}; expected some of {list(_TABLE_KEYS)}.")
+        command = table.get("command", ())
+        if isinstance(command, str) or not isinstance(command, Sequence):
+            raise McpSpecError(f'mcp.servers.{name}: \'command\' must be a list of strings, like ["npx", "-y", "pkg"].')
+        try:
+            return cls(
+                name=name,
+                command=tuple(command),
+                url=table.get("url"),
+                prefix=table.get("prefix", ""),
+                env=table.get("env"),
+                cwd=table.get("cwd"),
+                headers=table.get("headers"),
+                policies=table.get("policies") or {},
+            )
+        except McpSpecError as exc:
+            raise McpSpecError(f"mcp.servers.{name}: {exc}") from None
+
+
+def parse_mcp_spec(text: str) -> McpSpec:
+    """``NAME=COMMAND_OR_URL`` (the ``--mcp`` option): an ``http(s)://`` URL, or a command split like a shell would."""
+    name, sep, target = text.partition("=")
+    name, target = name.strip(), target.strip()
+    if not sep or not name or not target:
+        raise McpSpecError(
+            f"--mcp {text!r}: expected NAME=COMMAND_OR_URL, for example 'files=npx -y @scope/server' or 'api=http://127.0.0.1:8000/mcp'."
+        )
+    if re.match(r"^https?://", target):
+        return McpSpec(name=name, url=target)
+    try:
+        command = tuple(shlex.split(target))
+    except ValueError as exc:
+        raise McpSpecError(f"--mcp {text!r}: cannot split the command: {exc}.") from None
+    return McpSpec(name=name, command=command)
+
+
+def attach_servers(
+    registry: ToolRegistry, specs: Iterable[McpSpec], *, failures: list[str] | None = None, replace: bool = False
+) -> list[RemoteServer]:
+    """Connect to each server and add its tools to ``registry``; returns the connected servers.
+
+    A server that cannot be reached, or a tool that cannot be added, raises (an
+    :class:`McpConnectionError` or :class:`~harness_one.ToolDefinitionError`) unless
+    ``failures`` is given: then ``"NAME: reason"`` is appended and the others go on.
+    """
+    specs = list(specs)
+    if not specs:
+        return []
+    from ._client import import_tools
+
+    servers = []
+    for spec in specs:
+        try:
+            servers.append(import_tools(registry, spec, replace=replace))
+        except Exception as exc:
+            if failures is None:
+                raise
+            failures.append(f"mcp:{spec.name}: {type(exc).__name__}: {exc}")
+    return servers

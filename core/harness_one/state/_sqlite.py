@@ -1,0 +1,110 @@
+"""Idempotency records in a SQLite file: several processes of one host, and restarts."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+from pathlib import Path
+
+from ._protocols import Record
+
+__all__ = ["SQLiteStore", "WallClock"]
+
+
+class WallClock:
+    """Wall-clock time (``time.time``): records outlive processes, so their expiry uses real time."""
+
+    def now(self) -> float:
+        return time.time()
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(max(seconds, 0.0))
+
+    async def asleep(self, seconds: float) -> None:
+        import asyncio
+
+        await asyncio.sleep(max(seconds, 0.0))
+
+
+class SQLiteStore:
+    """Records in a SQLite file: survives restarts, safe for several processes on one machine.
+
+    ``begin`` runs in a ``BEGIN IMMEDIATE`` transaction (one writer at a time across
+    processes); the file is in WAL mode with ``synchronous=NORMAL`` (durable across process
+    crashes; an OS crash may lose the last records). Values are stored as JSON, so a replay
+    returns the JSON form of the first result (tuples come back as lists); ``finish`` raises
+    ``TypeError``/``ValueError`` for a result that is not JSON.
+    """
+
+    def __init__(self, path: str | Path, *, timeout: float = 10.0) -> None:
+        self.path = str(path)
+        self._lock = threading.Lock()
+        self._conn = sqlite3.connect(self.path, timeout=timeout, isolation_level=None, check_same_thread=False)
+        self._conn.execute("PRAGMA journal_mode=WAL")
+        self._conn.execute("PRAGMA synchronous=NORMAL")
+        self._conn.execute(
+            "CREATE TABLE IF NOT EXISTS harness_one_idempotency ("
+            " scope TEXT NOT NULL, key TEXT NOT NULL, fingerprint TEXT NOT NULL, state TEXT NOT NULL,"
+            " expires REAL NOT NULL, ok INTEGER NOT NULL DEFAULT 0, value TEXT, error TEXT,"
+            " PRIMARY KEY (scope, key))"
+        )
+        self._ops = 0
+
+    def begin(self, scope: str, key: str, fingerprint: str, now: float, lease: float) -> Record | None:
+        with self._lock:
+            conn = self._conn
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                self._ops += 1
+                if self._ops % 1024 == 0:
+                    conn.execute("DELETE FROM harness_one_idempotency WHERE expires <= ?", (now,))
+                row = conn.execute(
+                    "SELECT fingerprint, state, expires, ok, value, error FROM harness_one_idempotency WHERE scope = ? AND key = ?",
+                    (scope, key),
+                ).fetchone()
+                if row is not None and row[2] > now:
+                    conn.execute("COMMIT")
+                    return Record(
+                        row[0],
+                        row[1],
+                        row[2],
+                        bool(row[3]),
+                        None if row[4] is None else json.loads(row[4]),
+                        None if row[5] is None else json.loads(row[5]),
+                    )
+                conn.execute(
+                    "INSERT OR REPLACE INTO harness_one_idempotency (scope, key, fingerprint, state, expires) VALUES (?, ?, ?, 'running', ?)",
+                    (scope, key, fingerprint, now + lease),
+                )
+                conn.execute("COMMIT")
+                return None
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+
+    def renew(self, scope: str, key: str, now: float, lease: float) -> bool:
+        with self._lock:
+            cursor = self._conn.execute(
+                "UPDATE harness_one_idempotency SET expires = ? WHERE scope = ? AND key = ? AND state = 'running' AND expires > ?",
+                (now + lease, scope, key, now),
+            )
+            return cursor.rowcount > 0
+
+    def finish(self, scope: str, key: str, record: Record) -> None:
+        value = json.dumps(record.value)  # TypeError/ValueError for non-JSON values: the caller releases the key
+        error = None if record.error is None else json.dumps(record.error)
+        with self._lock:
+            self._conn.execute(
+                "UPDATE harness_one_idempotency SET state = ?, expires = ?, ok = ?, value = ?, error = ? WHERE scope = ? AND key = ?",
+                (record.state, record.expires, int(record.ok), value, error, scope, key),
+            )
+
+    def release(self, scope: str, key: str) -> None:
+        with self._lock:
+            self._conn.execute("DELETE FROM harness_one_idempotency WHERE scope = ? AND key = ?", (scope, key))
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()

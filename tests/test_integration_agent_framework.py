@@ -1,0 +1,123 @@
+"""Microsoft Agent Framework: harness tools in a real ``Agent`` run with an offline chat client.
+
+The client is the framework's own stack (``FunctionInvocationLayer`` over ``BaseChatClient``)
+answering from a script, so the real function-calling loop and middleware run. Shown:
+``function_invocation_kwargs`` reaching ``Call.context`` through the invocation context and
+keying a per-user rate limit across two users of one agent, the model's call ids becoming
+harness call ids (with and without function middleware), and the harness's error text.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+import pytest
+from agent_framework import (
+    Agent,
+    BaseChatClient,
+    ChatResponse,
+    Content,
+    FunctionInvocationContext,
+    FunctionInvocationLayer,
+    FunctionMiddleware,
+    Message,
+)
+
+from harness_one import Call, ManualClock, RateLimitExceeded, ToolRegistry, define_tool
+from harness_one.integrations.agent_framework import HarnessFunctionTool, as_agent_framework_tools, to_agent_framework
+
+
+class ScriptedClient(FunctionInvocationLayer[Any], BaseChatClient[Any]):
+    """The framework's chat-client stack, answering from a script: one tool call per turn, then text."""
+
+    def __init__(self, calls: list[tuple[str, dict[str, Any]]], **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.calls = list(calls)
+        self.requests: list[list[Message]] = []
+
+    async def _respond(self, messages: Sequence[Message]) -> ChatResponse:
+        self.requests.append(list(messages))
+        if self.calls:
+            call_id, arguments = self.calls.pop(0)
+            content = [Content.from_function_call(call_id=call_id, name="add", arguments=arguments)]
+            return ChatResponse(messages=[Message(role="assistant", contents=content)])
+        return ChatResponse(messages=[Message(role="assistant", contents=["done"])])
+
+    def _inner_get_response(self, *, messages: Sequence[Message], stream: bool, options: Any, **kwargs: Any) -> Any:
+        assert not stream
+        return self._respond(messages)
+
+    def results(self) -> dict[str, str]:
+        return {c.call_id: c.result for m in self.requests[-1] for c in m.contents if c.type == "function_result"}
+
+
+@pytest.fixture
+def setup() -> tuple[ToolRegistry, Any, list[tuple[str, Any]]]:
+    registry = ToolRegistry(autoload=False, clock=ManualClock())
+    seen: list[tuple[str, Any]] = []
+
+    @define_tool(registry=registry, rate_limit={"rate": 1, "burst": 1, "key": "user"})
+    def add(a: float, b: float, call: Call) -> float:
+        """Add two numbers."""
+        seen.append((call.call_id, call.context.get("user")))
+        return a + b
+
+    return registry, add, seen
+
+
+def test_agent_per_user_limit_and_call_ids(setup: tuple[ToolRegistry, Any, list[tuple[str, Any]]]) -> None:
+    registry, add, seen = setup
+    tools = as_agent_framework_tools([add], registry, context=lambda ctx: {"user": ctx.kwargs["user"]})
+    assert isinstance(tools[0], HarnessFunctionTool) and tools[0].parameters()["required"] == ["a", "b"]
+
+    def run(user: str, calls: list[dict[str, Any]]) -> dict[str, str]:
+        client = ScriptedClient([(f"{user}-{i}", args) for i, args in enumerate(calls)])
+        agent = Agent(client, tools=tools)  # the same tools for every user
+        response = asyncio.run(agent.run("add", function_invocation_kwargs={"user": user}))
+        assert response.text == "done"
+        return client.results()
+
+    alice = run("alice", [{"a": "two", "b": 3}, {"a": 2, "b": 3}, {"a": 1, "b": 1}])
+    assert alice["alice-0"].startswith("Error: Invalid arguments") and "$.a: expected number, got string" in alice["alice-0"]
+    assert alice["alice-1"] == "5"
+    assert alice["alice-2"].startswith("Error: Tool 'add' is rate limited. Retry after")
+    bob = run("bob", [{"a": 1, "b": 1}])
+    assert bob == {"bob-0": "2"}
+    assert seen == [("alice-1", "alice"), ("bob-0", "bob")]
+
+
+def test_function_middleware_wraps_the_harness_tool(setup: tuple[ToolRegistry, Any, list[tuple[str, Any]]]) -> None:
+    registry, _add, seen = setup
+    around: list[tuple[str, Any]] = []
+
+    class Audit(FunctionMiddleware):
+        async def process(self, context: FunctionInvocationContext, call_next: Callable[[], Awaitable[None]]) -> None:
+            around.append((context.function.name, context.metadata.get("call_id")))
+            await call_next()
+
+    contexts: list[FunctionInvocationContext] = []
+
+    def context(ctx: FunctionInvocationContext) -> dict[str, Any]:
+        contexts.append(ctx)
+        return {"user": "carol"}
+
+    client = ScriptedClient([("m-0", {"a": 1, "b": 2})], middleware=[Audit()])
+    agent = Agent(client, tools=[to_agent_framework("add", registry, context=context)])
+    asyncio.run(agent.run("add"))
+    assert client.results() == {"m-0": "3"}
+    assert around == [("add", "m-0")] and seen == [("m-0", "carol")]
+    assert contexts[0].metadata["call_id"] == "m-0"
+
+
+def test_direct_calls(setup: tuple[ToolRegistry, Any, list[tuple[str, Any]]]) -> None:
+    registry, add, seen = setup
+    tool = to_agent_framework(add.tool, registry, context={"user": "dave"})
+    (content,) = asyncio.run(tool.invoke(arguments={"a": 2, "b": 2}, tool_call_id="d-1"))
+    assert content.text == "4" and seen == [("d-1", "dave")]
+    assert "rate limited" in asyncio.run(tool.invoke(arguments={"a": 2, "b": 2}))[0].text
+    other = to_agent_framework(add, registry, context={"user": "erin"})
+    assert asyncio.run(other(a=1, b=2)) == 3  # calling the tool object runs it through the harness too
+    with pytest.raises(RateLimitExceeded):  # skip_parsing: the raw value, or the harness error raised
+        asyncio.run(other.invoke(arguments={"a": 1, "b": 1}, skip_parsing=True))

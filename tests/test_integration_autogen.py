@@ -1,0 +1,103 @@
+"""AutoGen: harness tools in real ``AssistantAgent`` runs driven by ``ReplayChatCompletionClient``.
+
+Shown: two users' assistants sharing one registry in one team run, each with its own
+``context=``, so a per-user rate limit keeps separate buckets; AutoGen's call ids becoming
+harness call ids; a context function receiving the ``FunctionCall``; errors as error results.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import pytest
+from autogen_agentchat.agents import AssistantAgent
+from autogen_agentchat.messages import ToolCallExecutionEvent
+from autogen_agentchat.teams import RoundRobinGroupChat
+from autogen_core import FunctionCall
+from autogen_core.models import CreateResult, RequestUsage
+from autogen_ext.models.replay import ReplayChatCompletionClient
+
+from harness_one import Call, ManualClock, ToolRegistry, define_tool
+from harness_one.integrations.autogen import HarnessAutoGenTool, as_autogen_tools, to_autogen
+
+MODEL_INFO: Any = {
+    "function_calling": True,
+    "vision": False,
+    "json_output": False,
+    "family": "unknown",
+    "structured_output": False,
+}
+
+
+def replay(*turns: list[tuple[str, dict[str, Any]]]) -> ReplayChatCompletionClient:
+    """A client whose every turn is the given (call id, arguments) calls of ``add``."""
+    usage = RequestUsage(prompt_tokens=0, completion_tokens=0)
+    results = [
+        CreateResult(
+            finish_reason="function_calls",
+            content=[FunctionCall(id=call_id, name="add", arguments=json.dumps(args)) for call_id, args in calls],
+            usage=usage,
+            cached=False,
+        )
+        for calls in turns
+    ]
+    return ReplayChatCompletionClient(results, model_info=MODEL_INFO)
+
+
+@pytest.fixture
+def setup() -> tuple[ToolRegistry, Any, list[tuple[str, Any]]]:
+    registry = ToolRegistry(autoload=False, clock=ManualClock())
+    seen: list[tuple[str, Any]] = []
+
+    @define_tool(registry=registry, rate_limit={"rate": 1, "burst": 1, "key": "user"})
+    def add(a: float, b: float, call: Call) -> float:
+        """Add two numbers."""
+        seen.append((call.call_id, call.context.get("user")))
+        return a + b
+
+    return registry, add, seen
+
+
+def results(messages: Any) -> dict[str, tuple[str, bool]]:
+    return {r.call_id: (r.content, r.is_error) for m in messages if isinstance(m, ToolCallExecutionEvent) for r in m.content}
+
+
+def test_two_users_in_one_team_run(setup: tuple[ToolRegistry, Any, list[tuple[str, Any]]]) -> None:
+    registry, add, seen = setup
+    alice = AssistantAgent(
+        "alice_assistant",
+        model_client=replay([("a0", {"a": "two", "b": 3})], [("a1", {"a": 2, "b": 3})], [("a2", {"a": 1, "b": 1})]),
+        tools=as_autogen_tools([add], registry, context={"user": "alice"}),
+    )
+    bob = AssistantAgent(
+        "bob_assistant",
+        model_client=replay([("b0", {"a": 1, "b": 1})], [("b1", {"a": 1, "b": 1})]),
+        tools=[to_autogen(add, registry, context={"user": "bob"})],
+    )
+    # Turns: alice a0, bob b0, alice a1, bob b1, alice a2. Bob's token is spent before a1, alice's is not.
+    team = RoundRobinGroupChat([alice, bob], max_turns=5)
+    out = results(asyncio.run(team.run(task="add things")).messages)
+    assert out["a0"][1] and "$.a: expected number, got string" in out["a0"][0]
+    assert out["b0"] == ("2", False)
+    assert out["a1"] == ("5", False)
+    for refused in ("b1", "a2"):
+        assert out[refused][1] and "rate limited" in out[refused][0] and "Retry after" in out[refused][0]
+    assert seen == [("b0", "bob"), ("a1", "alice")]  # AutoGen's call ids are the harness call ids
+
+
+def test_context_function_gets_the_function_call(setup: tuple[ToolRegistry, Any, list[tuple[str, Any]]]) -> None:
+    registry, _add, seen = setup
+    received: list[FunctionCall] = []
+
+    def context(call: FunctionCall) -> dict[str, Any]:
+        received.append(call)
+        return {"user": "carol"}
+
+    tool = to_autogen("add", registry, context=context)
+    assert isinstance(tool, HarnessAutoGenTool) and tool.schema["parameters"]["required"] == ["a", "b"]
+    agent = AssistantAgent("assistant", model_client=replay([("c0", {"a": 1, "b": 2})]), tools=[tool])
+    out = results(asyncio.run(agent.run(task="add")).messages)
+    assert out == {"c0": ("3", False)} and seen == [("c0", "carol")]
+    assert [(c.id, c.name, json.loads(c.arguments)) for c in received] == [("c0", "add", {"a": 1, "b": 2})]

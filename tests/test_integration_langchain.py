@@ -1,0 +1,180 @@
+"""LangChain / LangGraph: harness tools in a real ``create_agent`` loop driven by LangChain's fake chat model.
+
+Shown: per-run identity (``context=`` of the ``ToolRuntime``) reaching ``Call.context`` and
+keying a per-user rate limit across two users of one agent, provider call ids becoming harness
+call ids, argument errors and refusals as error ``ToolMessage``s, and the reverse adapter.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from langchain.agents import create_agent
+from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+from langchain_core.messages import AIMessage, ToolMessage
+from langgraph.prebuilt import ToolRuntime
+
+from harness_one import Call, ManualClock, RateLimitExceeded, ToolArgumentError, ToolRegistry, define_tool
+from harness_one.integrations.langchain import HarnessTool, as_langchain_tools, from_langchain, to_langchain
+
+
+class ScriptedModel(GenericFakeChatModel):
+    """LangChain's fake chat model, answering tool-bound requests from its script."""
+
+    def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
+        return self
+
+
+@dataclass
+class UserContext:
+    user: str
+
+
+@pytest.fixture
+def setup() -> tuple[ToolRegistry, Any, list[tuple[str, Any]]]:
+    registry = ToolRegistry(autoload=False, clock=ManualClock())
+    seen: list[tuple[str, Any]] = []
+
+    @define_tool(registry=registry, rate_limit={"rate": 1, "burst": 1, "key": "user"})
+    def add(a: float, b: float, call: Call) -> float:
+        """Add two numbers."""
+        seen.append((call.call_id, call.context.get("user")))
+        return a + b
+
+    return registry, add, seen
+
+
+def script(user: str, calls: list[dict[str, Any]]) -> ScriptedModel:
+    """One tool call per model turn (so the order is exact), then a final answer."""
+    turns = [
+        AIMessage(content="", tool_calls=[{"name": "add", "args": args, "id": f"{user}-{i}"}]) for i, args in enumerate(calls)
+    ]
+    return ScriptedModel(messages=iter([*turns, AIMessage(content="done")]))
+
+
+def tool_messages(state: dict[str, Any]) -> list[ToolMessage]:
+    return [m for m in state["messages"] if isinstance(m, ToolMessage)]
+
+
+def test_create_agent_per_user_limit_and_call_ids(setup: tuple[ToolRegistry, Any, list[tuple[str, Any]]]) -> None:
+    registry, add, seen = setup
+    tools = as_langchain_tools([add], registry, context=lambda runtime: {"user": runtime.context.user})
+    assert isinstance(tools[0], HarnessTool)
+
+    def run(user: str, calls: list[dict[str, Any]]) -> list[ToolMessage]:
+        agent = create_agent(script(user, calls), tools, context_schema=UserContext)  # the same tools for every user
+        state = agent.invoke({"messages": [("user", "add things")]}, context=UserContext(user=user))
+        assert state["messages"][-1].content == "done"
+        return tool_messages(state)
+
+    alice = run("alice", [{"a": "two", "b": 3}, {"a": 2, "b": 3}, {"a": 1, "b": 1}])
+    assert [m.status for m in alice] == ["error", "success", "error"]
+    assert "$.a: expected number, got string" in str(alice[0].content)
+    assert alice[1].content == "5"
+    assert "rate limited" in str(alice[2].content) and "Retry after" in str(alice[2].content)
+    bob = run("bob", [{"a": 1, "b": 1}])  # alice's empty bucket is not bob's
+    assert [(m.status, m.content) for m in bob] == [("success", "2")]
+    assert [m.tool_call_id for m in alice + bob] == ["alice-0", "alice-1", "alice-2", "bob-0"]
+    assert seen == [("alice-1", "alice"), ("bob-0", "bob")]  # the model's call ids are the harness call ids
+    assert registry.call_count("add") == 4
+
+
+def test_async_agent_gets_the_runtime(setup: tuple[ToolRegistry, Any, list[tuple[str, Any]]]) -> None:
+    registry, add, seen = setup
+    runtimes: list[ToolRuntime[Any, Any]] = []
+
+    def context(runtime: ToolRuntime[Any, Any]) -> dict[str, Any]:
+        runtimes.append(runtime)
+        return {"user": runtime.context.user}
+
+    agent = create_agent(
+        script("carol", [{"a": 1, "b": 2}]), [to_langchain(add, registry, context=context)], context_schema=UserContext
+    )
+    state = asyncio.run(agent.ainvoke({"messages": [("user", "add")]}, context=UserContext(user="carol")))
+    assert tool_messages(state)[0].content == "3"
+    assert seen == [("carol-0", "carol")]
+    (runtime,) = runtimes
+    assert runtime.tool_call_id == "carol-0" and len(runtime.state["messages"]) == 2
+
+
+def test_outside_a_graph_the_config_and_call_id_still_arrive(setup: tuple[ToolRegistry, Any, list[tuple[str, Any]]]) -> None:
+    registry, _add, seen = setup
+    tool = to_langchain("add", registry, context=lambda runtime: {"user": runtime.config["configurable"]["user"]})
+    call = {"name": "add", "args": {"a": 1, "b": 2}, "id": "direct-1", "type": "tool_call"}
+    message = tool.invoke(call, {"configurable": {"user": "dave"}})
+    assert isinstance(message, ToolMessage) and message.content == "3" and message.tool_call_id == "direct-1"
+    assert seen == [("direct-1", "dave")]
+    refused = tool.invoke({**call, "id": "direct-2"}, {"configurable": {"user": "dave"}})
+    assert refused.status == "error" and "rate limited" in refused.content
+    assert tool.invoke({"a": 5, "b": 5}, {"configurable": {"user": "erin"}}) == "10"  # plain input, no call id
+    assert seen[-1][1] == "erin" and seen[-1][0] != "direct-2"
+
+
+def test_a_context_function_must_return_a_mapping(setup: tuple[ToolRegistry, Any, list[tuple[str, Any]]]) -> None:
+    registry, add, seen = setup
+    tool = to_langchain(add, registry, context=lambda runtime: "alice")
+    with pytest.raises(TypeError, match="The context= function must return a mapping or None, got str: 'alice'"):
+        tool.invoke({"a": 1, "b": 2})
+    assert seen == []
+
+
+def test_fixed_context_and_tool_node(setup: tuple[ToolRegistry, Any, list[tuple[str, Any]]]) -> None:
+    from langgraph.graph import START, MessagesState, StateGraph
+    from langgraph.prebuilt import ToolNode
+
+    registry, add, seen = setup
+    tool = to_langchain(add.tool, registry, context={"user": "frank"})
+    graph = StateGraph(MessagesState)
+    graph.add_node("tools", ToolNode([tool]))
+    graph.add_edge(START, "tools")
+    calls = [{"name": "add", "args": {"a": "x", "b": 1}, "id": "t1"}]
+    out = asyncio.run(graph.compile().ainvoke({"messages": [AIMessage(content="", tool_calls=calls)]}))
+    assert out["messages"][1].status == "error" and "expected number" in out["messages"][1].content
+    assert asyncio.run(tool.ainvoke({"a": 1, "b": 2})) == "3"
+    assert seen[0][1] == "frank"
+
+
+def test_argument_names_cannot_clash_with_what_langchain_injects() -> None:
+    registry = ToolRegistry(autoload=False)
+
+    @define_tool(registry=registry)
+    def configure(config: str, runtime: int, run_manager: bool) -> str:
+        """Arguments named like LangChain's own."""
+        return f"{config}/{runtime}/{run_manager}"
+
+    agent = create_agent(
+        ScriptedModel(
+            messages=iter(
+                [
+                    AIMessage(
+                        content="",
+                        tool_calls=[{"name": "configure", "args": {"config": "c", "runtime": 2, "run_manager": True}, "id": "x"}],
+                    ),
+                    AIMessage(content="done"),
+                ]
+            )
+        ),
+        as_langchain_tools(registry=registry),  # the registry's tools defined in code
+    )
+    state = agent.invoke({"messages": [("user", "go")]})
+    assert tool_messages(state)[0].content == "c/2/True"
+
+
+def test_langchain_tools_gain_harness_policies() -> None:
+    from langchain_core.tools import tool as lc_tool
+
+    @lc_tool
+    def multiply(a: int, b: int) -> int:
+        """Multiply two integers."""
+        return a * b
+
+    reg = ToolRegistry(autoload=False, clock=ManualClock())
+    from_langchain(multiply, registry=reg, rate_limit={"rate": 1, "burst": 1})
+    assert reg.call("multiply", {"a": 6, "b": 7}) == 42
+    with pytest.raises(RateLimitExceeded):
+        reg.call("multiply", {"a": 1, "b": 1})
+    with pytest.raises(ToolArgumentError):
+        reg.call("multiply", {"a": "x", "b": 1})

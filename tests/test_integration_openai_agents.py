@@ -1,0 +1,121 @@
+"""OpenAI Agents SDK: harness tools in a real ``Runner.run`` loop driven by a scripted ``Model``.
+
+Shown: ``Runner.run(context=...)`` reaching ``Call.context`` through the ``ToolContext`` and
+keying a per-user rate limit across two users of one agent, the model's call ids becoming
+harness call ids, argument errors and refusals as the harness's ``Error: ...`` text, strict mode.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from agents import Agent, RunConfig, Runner
+from agents.items import ModelResponse
+from agents.models.interface import Model
+from agents.tool_context import ToolContext
+from agents.usage import Usage
+from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessage, ResponseOutputText
+
+from harness_one import Call, ManualClock, ToolRegistry, define_tool
+from harness_one.integrations.openai_agents import as_openai_agents_tools, to_openai_agents
+
+
+class ScriptedModel(Model):
+    """The SDK's model interface answering from a script: one tool call per turn, then text."""
+
+    def __init__(self, calls: list[tuple[str, dict[str, Any]]]) -> None:
+        self.calls = list(calls)
+        self.inputs: list[Any] = []
+
+    async def get_response(self, system_instructions: Any, input: Any, *args: Any, **kwargs: Any) -> ModelResponse:
+        self.inputs.append(input)
+        if self.calls:
+            call_id, arguments = self.calls.pop(0)
+            output: list[Any] = [
+                ResponseFunctionToolCall(
+                    type="function_call", call_id=call_id, name="add", arguments=json.dumps(arguments), id=f"fc-{call_id}"
+                )
+            ]
+        else:
+            output = [
+                ResponseOutputMessage(
+                    id="m1", role="assistant", status="completed", type="message",
+                    content=[ResponseOutputText(type="output_text", text="done", annotations=[])],
+                )
+            ]  # fmt: skip
+        return ModelResponse(output=output, usage=Usage(), response_id=None)
+
+    def stream_response(self, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError
+
+
+@dataclass
+class UserContext:
+    user: str
+
+
+@pytest.fixture
+def setup() -> tuple[ToolRegistry, Any, list[tuple[str, Any]]]:
+    registry = ToolRegistry(autoload=False, clock=ManualClock())
+    seen: list[tuple[str, Any]] = []
+
+    @define_tool(registry=registry, rate_limit={"rate": 1, "burst": 1, "key": "user"})
+    def add(a: float, b: float, call: Call) -> float:
+        """Add two numbers."""
+        seen.append((call.call_id, call.context.get("user")))
+        return a + b
+
+    return registry, add, seen
+
+
+def outputs(model: ScriptedModel) -> dict[str, str]:
+    return {
+        item["call_id"]: item["output"]
+        for item in model.inputs[-1]
+        if isinstance(item, dict) and item.get("type") == "function_call_output"
+    }
+
+
+def test_runner_per_user_limit_and_call_ids(setup: tuple[ToolRegistry, Any, list[tuple[str, Any]]]) -> None:
+    registry, add, seen = setup
+    contexts: list[Any] = []
+
+    def context(ctx: ToolContext[UserContext]) -> dict[str, Any]:
+        contexts.append(ctx)
+        return {"user": ctx.context.user}
+
+    tools = as_openai_agents_tools([add], registry, context=context)
+
+    def run(user: str, calls: list[dict[str, Any]]) -> dict[str, str]:
+        model = ScriptedModel([(f"{user}-{i}", args) for i, args in enumerate(calls)])
+        agent = Agent(name="calc", instructions="add", model=model, tools=tools)  # the same tools for every user
+        result = asyncio.run(Runner.run(agent, "add", context=UserContext(user), run_config=RunConfig(tracing_disabled=True)))
+        assert result.final_output == "done"
+        return outputs(model)
+
+    alice = run("alice", [{"a": "two", "b": 3}, {"a": 2, "b": 3}, {"a": 1, "b": 1}])
+    assert "Error: Invalid arguments" in alice["alice-0"] and "$.a: expected number, got string" in alice["alice-0"]
+    assert alice["alice-1"] == "5"
+    assert alice["alice-2"].startswith("Error: Tool 'add' is rate limited. Retry after")
+    bob = run("bob", [{"a": 1, "b": 1}])
+    assert bob == {"bob-0": "2"}
+    assert seen == [("alice-1", "alice"), ("bob-0", "bob")]
+    assert all(isinstance(c, ToolContext) for c in contexts) and [c.tool_call_id for c in contexts][-1] == "bob-0"
+
+
+def test_call_id_without_a_context(setup: tuple[ToolRegistry, Any, list[tuple[str, Any]]]) -> None:
+    registry, _add, seen = setup
+    model = ScriptedModel([("only-1", {"a": 1, "b": 2})])
+    agent = Agent(name="calc", instructions="add", model=model, tools=[to_openai_agents("add", registry)])
+    asyncio.run(Runner.run(agent, "add", run_config=RunConfig(tracing_disabled=True)))
+    assert outputs(model) == {"only-1": "3"} and seen == [("only-1", None)]
+
+
+def test_strict_schema(setup: tuple[ToolRegistry, Any, list[tuple[str, Any]]]) -> None:
+    registry, add, _ = setup
+    strict = to_openai_agents(add, registry, strict=True)
+    assert strict.strict_json_schema and strict.params_json_schema["additionalProperties"] is False

@@ -1,0 +1,207 @@
+"""Remote MCP tools as harness tools: a small server written with the official SDK, over stdio."""
+
+from __future__ import annotations
+
+import json
+import sys
+import textwrap
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness_one import CircuitOpen, ToolExecutionError, ToolRegistry, ToolTimeout
+from harness_one.mcp import McpConnectionError, McpSpec, RemoteServer, RemoteToolError, aimport_tools, import_tools
+
+SERVER = textwrap.dedent(
+    '''
+    import asyncio, os
+    from pathlib import Path
+    from mcp.server.mcpserver import MCPServer
+    from mcp.server.mcpserver.exceptions import ToolError
+    from mcp.types import ToolAnnotations
+
+    server = MCPServer("sdk-test")
+    COUNT = {"n": 0}
+    LOG = []
+
+    @server.tool(name="files.read", title="Read a file", annotations=ToolAnnotations(read_only_hint=True, open_world_hint=False))
+    def read(path: str) -> str:
+        """Read a file."""
+        return f"contents of {path}"
+
+    @server.tool(name="x" * 70)
+    def long_name() -> str:
+        return "long"
+
+    @server.tool(annotations=ToolAnnotations(read_only_hint=True))
+    def hit() -> dict[str, int]:
+        """Count a call."""
+        COUNT["n"] += 1
+        return {"count": COUNT["n"]}
+
+    @server.tool(annotations=ToolAnnotations(read_only_hint=True))
+    def peek() -> int:
+        """Calls counted so far."""
+        return COUNT["n"]
+
+    @server.tool(annotations=ToolAnnotations(destructive_hint=True))
+    def fail() -> str:
+        """Always fails."""
+        raise ToolError("remote says no")
+
+    @server.tool()
+    async def sleep(seconds: float) -> str:
+        try:
+            await asyncio.sleep(seconds)
+        except asyncio.CancelledError:
+            LOG.append("cancelled")
+            raise
+        return "slept"
+
+    @server.tool(annotations=ToolAnnotations(read_only_hint=True))
+    def log() -> list[str]:
+        return LOG
+
+    @server.tool(annotations=ToolAnnotations(destructive_hint=True))
+    def die() -> str:
+        os._exit(3)
+
+    @server.tool(annotations=ToolAnnotations(idempotent_hint=True, destructive_hint=False))
+    def die_once(marker: str) -> str:
+        if not Path(marker).exists():
+            Path(marker).write_text("x")
+            os._exit(3)
+        return "ok"
+
+    server.run("stdio")
+    '''
+)
+
+
+@pytest.fixture(scope="module")
+def script(tmp_path_factory: pytest.TempPathFactory) -> str:
+    path = tmp_path_factory.mktemp("mcp-client") / "sdk_server.py"
+    path.write_text(SERVER)
+    return str(path)
+
+
+def spec(script: str, name: str = "sdk", **options: Any) -> McpSpec:
+    return McpSpec(name=name, command=(sys.executable, script), **options)
+
+
+@pytest.fixture(scope="module")
+def plain(script: str) -> Iterator[tuple[ToolRegistry, RemoteServer]]:
+    registry = ToolRegistry(autoload=False)
+    remote = import_tools(registry, spec(script, prefix="s_"))
+    yield registry, remote
+    remote.close()
+
+
+def until(check: Any, seconds: float = 10.0) -> Any:
+    deadline = time.monotonic() + seconds
+    while True:
+        value = check()
+        if value or time.monotonic() > deadline:
+            return value
+        time.sleep(0.05)
+
+
+def test_names_schemas_and_annotations(plain: tuple[ToolRegistry, RemoteServer]) -> None:
+    registry, remote = plain
+    assert remote.failures == []
+    names = set(remote.names)
+    assert {"s_files_read", "s_hit", "s_peek", "s_fail", "s_sleep", "s_die", "s_die_once"} <= names
+    long = next(n for n, r in remote.names.items() if r == "x" * 70)
+    assert len(long) <= 64 and long.startswith("s_xxx") and long in registry
+    assert remote.names["s_files_read"] == "files.read"  # reversible
+    export = registry.export("openai")  # every name passes the strictest provider rule
+    assert all(len(t["function"]["name"]) <= 64 for t in export.tools)
+    read = registry.get("s_files_read")
+    assert read.parameters["required"] == ["path"] and read.parameters["properties"]["path"]["type"] == "string"
+    assert (read.read_only, read.idempotent, read.open_world, read.destructive) == (True, True, False, None)
+    assert read.options["title"] == "Read a file" and read.options["mcp_tool"] == "files.read"
+    assert read.source == "mcp:sdk" and {"mcp", "mcp:sdk"} <= read.tags
+    fail = registry.get("s_fail")
+    assert (fail.read_only, fail.idempotent, fail.destructive) == (False, False, True)
+    assert registry.get("s_die_once").idempotent
+    assert registry.export("mcp").tools  # and they can be served again
+
+
+def test_values(plain: tuple[ToolRegistry, RemoteServer]) -> None:
+    registry, _ = plain
+    # The SDK's server wraps a str return as {"result": ...} without marking it: kept as the remote declared it.
+    assert registry.call("s_files_read", {"path": "/etc/motd"}) == {"result": "contents of /etc/motd"}
+    assert registry.get("s_files_read").output_schema["required"] == ["result"]
+    assert registry.call("s_hit")["count"] >= 1
+
+
+def test_remote_error_is_a_tool_execution_error(plain: tuple[ToolRegistry, RemoteServer]) -> None:
+    registry, _ = plain
+    result = registry.try_call("s_fail")
+    assert isinstance(result.error, ToolExecutionError)
+    assert "failed on MCP server 'sdk'" in result.error.message and "remote says no" in result.error.message
+    assert isinstance(result.error.cause, RemoteToolError) and result.error.cause.tool == "fail"
+    refused = registry.try_call("s_files_read", {"path": 3})  # checked here, before the remote sees it
+    assert refused.error is not None and refused.error.kind == "invalid_arguments"
+
+
+def test_lost_connection_is_typed_and_the_next_call_reconnects(plain: tuple[ToolRegistry, RemoteServer]) -> None:
+    registry, _ = plain
+    registry.call("s_hit")
+    died = registry.try_call("s_die")
+    assert isinstance(died.error, McpConnectionError) and died.attempts == 1
+    assert "Lost the connection to MCP server 'sdk'" in died.error.message
+    assert registry.call("s_peek") == {"result": 0}  # a new server process: its counter started again
+
+
+async def test_async_api_and_reconnect_with_retry(script: str, tmp_path: Path) -> None:
+    registry = ToolRegistry(autoload=False)
+    remote = await aimport_tools(registry, spec(script), retry={"attempts": 3, "initial": 0, "max_delay": 0})
+    try:
+        assert await registry.acall("files_read", {"path": "a"}) == {"result": "contents of a"}
+        marker = tmp_path / "died"
+        result = await registry.atry_call("die_once", {"marker": str(marker)})  # idempotent: retried, reconnected
+        assert result.ok and result.value == {"result": "ok"} and result.attempts == 2
+        again = await registry.atry_call("die", {})
+        assert isinstance(again.error, McpConnectionError) and again.attempts == 1  # not idempotent: never re-run
+    finally:
+        await remote.aclose()
+
+
+def test_policies_on_remote_tools(script: str) -> None:
+    registry = ToolRegistry(autoload=False)
+    remote = import_tools(
+        registry,
+        spec(script, policies={"cache_ttl": 60}),
+        timeout=0.5,
+        circuit_breaker={"min_calls": 2, "failure_ratio": 0.5, "open_for": 60},
+    )
+    try:
+        assert registry.get("hit").cache_ttl == 60 and registry.get("fail").cache_ttl is None  # only where safe
+        first, second = registry.call("hit"), registry.call("hit")
+        assert first == second == {"count": 1}
+        assert registry.call("peek") == {"result": 1}  # the second call never reached the server
+        slow = registry.try_call("sleep", {"seconds": 30})
+        assert isinstance(slow.error, ToolTimeout)
+        assert until(lambda: "cancelled" in json.dumps(registry.call("log"))), "the remote call was not cancelled"
+        for _ in range(2):
+            assert isinstance(registry.try_call("fail").error, ToolExecutionError)
+        assert isinstance(registry.try_call("fail").error, CircuitOpen)
+    finally:
+        remote.close()
+
+
+def test_name_clash_needs_a_prefix(script: str) -> None:
+    registry = ToolRegistry(autoload=False)
+
+    def peek() -> int:
+        """Local."""
+        return 7
+
+    registry.add(peek)
+    with pytest.raises(Exception, match="already registered; give the server a prefix"):
+        import_tools(registry, spec(script))
+    assert registry.call("peek") == 7 and len(registry) == 1

@@ -1,0 +1,127 @@
+"""harness -> MCP -> harness: tools served by one registry (``harness-one serve``), imported by another.
+
+Policies hold on both sides: the serving side's rate limit and timeout, the importing side's
+own rate limit and timeout (which cancels the call on the serving side).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from mcp import StdioServerParameters
+from mcp_support import Session, http_server, server_env
+
+from harness_one import RateLimitExceeded, ToolExecutionError, ToolRegistry, ToolTimeout
+from harness_one.mcp import RemoteServer, create_server, import_tools
+
+
+@pytest.fixture(scope="module")
+def tmp_module(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("mcp-roundtrip")
+
+
+@pytest.fixture(scope="module")
+def url(tmp_module: Path) -> Iterator[str]:
+    with http_server(tmp_module) as found:
+        yield found
+
+
+@pytest.fixture(scope="module")
+def imported(url: str) -> Iterator[tuple[ToolRegistry, RemoteServer]]:
+    registry = ToolRegistry(autoload=False)
+    remote = import_tools(registry, url, name="up", prefix="up_", timeout=1.0)
+    yield registry, remote
+    remote.close()
+
+
+def events(registry: ToolRegistry, name: str = "up_events") -> list[str]:
+    value = registry.call(name)  # a list: the served {"result": [...]} is unwrapped
+    assert isinstance(value, list), value
+    return [str(v) for v in value]
+
+
+def test_values_and_schemas_survive_the_trip(imported: tuple[ToolRegistry, RemoteServer]) -> None:
+    registry, _ = imported
+    add = registry.get("up_add")
+    assert add.output_schema == {"type": "object", "properties": {"result": {"type": "integer"}}, "required": ["result"]}
+    assert add.idempotent and not add.read_only and add.options["title"] == "Add"
+    assert registry.call("up_add", {"a": 20, "b": 22}) == 42  # the {"result": ...} wrapping is undone
+    refused = registry.try_call("up_add", {"a": "x", "b": 1})
+    assert refused.error is not None and refused.error.kind == "invalid_arguments"  # the remote schema, checked here
+
+
+def test_the_serving_side_rate_limit(imported: tuple[ToolRegistry, RemoteServer]) -> None:
+    registry, _ = imported
+    assert registry.call("up_limited") == "ok"
+    refused = registry.try_call("up_limited")
+    assert isinstance(refused.error, ToolExecutionError)
+    assert "rate limited" in refused.error.message
+    assert refused.error.cause.kind == "rate_limited"  # type: ignore[union-attr]
+    assert refused.error.retry_after is not None and refused.error.retry_after > 900
+
+
+def test_the_importing_side_policies(url: str) -> None:
+    registry = ToolRegistry(autoload=False)
+    remote = import_tools(registry, url, name="up", rate_limit={"rate": 0.001, "burst": 1}, timeout=0.3)
+    try:
+        assert registry.call("add", {"a": 1, "b": 1}) == 2
+        assert isinstance(registry.try_call("add", {"a": 1, "b": 1}).error, RateLimitExceeded)  # refused here
+        tag = uuid.uuid4().hex[:8]
+        timed_out = registry.try_call("wait", {"seconds": 30, "tag": tag})
+        assert isinstance(timed_out.error, ToolTimeout) and timed_out.duration < 5
+    finally:
+        remote.close()
+    checker = ToolRegistry(autoload=False)
+    probe = import_tools(checker, url, name="up")
+    try:
+        deadline = time.monotonic() + 10
+        while f"cancelled {tag}" not in (seen := events(checker, "events")):
+            assert time.monotonic() < deadline, f"the serving side was not cancelled: {seen}"
+            time.sleep(0.05)
+    finally:
+        probe.close()
+
+
+async def test_served_again(imported: tuple[ToolRegistry, RemoteServer]) -> None:
+    registry, _ = imported
+    async with Session(create_server(registry)) as client:
+        names = {t.name for t in (await client.list_tools()).tools}
+        assert {"up_add", "up_limited", "up_whoami"} <= names
+        result = await client.call_tool("up_add", {"a": 2, "b": 3})
+        assert result.structured_content == {"result": 5} and result.content[0].text == "5"
+
+
+async def test_serve_as_a_gateway_with_config(url: str, tmp_module: Path) -> None:
+    """``harness-one serve`` with ``[mcp.servers.up]``: the upstream's tools, prefixed, over stdio."""
+    config = tmp_module / "gateway.toml"
+    config.write_text(f'[mcp.servers.up]\nurl = "{url}"\nprefix = "up_"\n')
+    target = StdioServerParameters(
+        command=sys.executable, args=["-m", "harness_one", "--config", str(config), "serve"], env=server_env(tmp_module)
+    )
+    async with Session(target) as client:
+        names = {t.name for t in (await client.list_tools()).tools}
+        assert {"up_add", "up_wait", "calculate"} <= names  # upstream tools beside the local ones
+        result = await client.call_tool("up_add", {"a": 4, "b": 5})
+        assert result.structured_content == {"result": 9}
+
+
+def test_serve_mcp_option_names_the_clash(url: str, tmp_module: Path) -> None:
+    """``serve --mcp up=URL``: the upstream is another harness-one with the same tool packages, so names clash."""
+    done = subprocess.run(
+        [sys.executable, "-m", "harness_one", "serve", "--mcp", f"up={url}"],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, **server_env(tmp_module)},
+        check=False,
+    )
+    assert done.returncode == 1
+    assert "MCP server 'up': tools [" in done.stderr and "give the server a prefix" in done.stderr

@@ -1,0 +1,268 @@
+"""The official MCP SDK client against ``harness-one serve`` (stdio and streamable HTTP), and the server API."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import pytest
+import pytest_asyncio
+from mcp import MCPError, StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+from mcp_support import Session, http_server, serve_command, server_env
+from mcp_types import ToolListChangedNotification
+
+from harness_one import ToolRegistry
+from harness_one.mcp import ERROR_META_KEY, create_server, http_app
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+
+@pytest.fixture(scope="module")
+def tmp_module(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("mcp-server")
+
+
+@pytest.fixture(scope="module")
+def http_url(tmp_module: Path) -> Any:
+    with http_server(tmp_module) as url:
+        yield url
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module", params=["stdio", "http", "http-legacy"])
+async def client(request: pytest.FixtureRequest, tmp_module: Path) -> AsyncIterator[Any]:
+    """One connection per transport for the whole module: stdio (a child per connection), HTTP 2026-07-28 and 2025-11-25."""
+    if request.param == "stdio":
+        command = serve_command()
+        target: Any = StdioServerParameters(command=command[0], args=command[1:], env=server_env(tmp_module))
+        options: dict[str, Any] = {}
+    else:
+        target = request.getfixturevalue("http_url")
+        options = {"mode": "legacy"} if request.param == "http-legacy" else {}
+    async with Session(target, **options) as session:
+        session.transport = request.param
+        yield session
+
+
+async def events(client: Any) -> list[str]:
+    result = await client.call_tool("events", {})
+    return list(json.loads(result.content[0].text))
+
+
+async def until(client: Any, text: str, seconds: float = 10.0) -> list[str]:
+    deadline = asyncio.get_running_loop().time() + seconds
+    while True:
+        seen = await events(client)
+        if text in seen or asyncio.get_running_loop().time() > deadline:
+            return seen
+        await asyncio.sleep(0.05)
+
+
+async def test_protocol_revision(client: Any) -> None:
+    expected = "2025-11-25" if client.transport == "http-legacy" else "2026-07-28"
+    assert client.protocol_version == expected
+    assert client.server_info is None or client.server_info.name == "harness-one"
+    assert client.server_capabilities.tools is not None and client.server_capabilities.tools.list_changed
+
+
+async def test_list_tools(client: Any) -> None:
+    tools = (await client.list_tools()).tools
+    names = [t.name for t in tools]
+    assert names == sorted(names)
+    assert {"add", "limited", "slow", "wait", "events", "whoami"} <= set(names)
+    add = next(t for t in tools if t.name == "add")
+    assert add.title == "Add" and add.description == "Add two integers."
+    assert add.input_schema["required"] == ["a", "b"]
+    assert add.output_schema["properties"] == {"result": {"type": "integer"}}
+    hints = add.annotations
+    assert (hints.read_only_hint, hints.destructive_hint, hints.idempotent_hint) == (False, False, True)
+    reader = next(t for t in tools if t.name == "events").annotations
+    assert reader.read_only_hint is True and reader.destructive_hint is False
+
+
+async def test_call(client: Any) -> None:
+    result = await client.call_tool("add", {"a": 2, "b": 40})
+    assert not result.is_error
+    assert result.content[0].text == "42"
+    assert result.structured_content == {"result": 42}
+
+
+async def test_argument_error_is_a_tool_result(client: Any) -> None:
+    result = await client.call_tool("add", {"a": "two", "b": 1})
+    assert result.is_error
+    text = result.content[0].text
+    assert "$.a: expected integer" in text and "Fix the arguments" in text
+    assert result.structured_content is None  # data that does not fit the output schema goes in _meta
+    error = result.meta[ERROR_META_KEY]
+    assert error["kind"] == "invalid_arguments"
+    assert [p["path"] for p in error["problems"]] == ["$.a"]
+    missing = await client.call_tool("add", {"a": 1})
+    assert missing.is_error and "$.b" in missing.content[0].text
+
+
+async def test_rate_limit_refusal_has_retry_after(client: Any) -> None:
+    first = await client.call_tool("limited", {})
+    second = await client.call_tool("limited", {})
+    assert not first.is_error and first.content[0].text == "ok"
+    assert second.is_error
+    error = second.meta[ERROR_META_KEY]
+    assert error["kind"] == "rate_limited"
+    assert 900 < error["retry_after"] <= 1000  # 0.001 tokens per second
+    assert "rate limited" in second.content[0].text
+
+
+async def test_timeout_cancels_the_tool(client: Any) -> None:
+    tag = uuid.uuid4().hex[:8]
+    started = asyncio.get_running_loop().time()
+    result = await client.call_tool("slow", {"seconds": 30, "tag": tag})
+    assert asyncio.get_running_loop().time() - started < 10
+    assert result.is_error and result.meta[ERROR_META_KEY]["kind"] == "timeout"
+    assert "timed out after 0.2 s" in result.content[0].text
+    assert f"cancelled {tag}" in await until(client, f"cancelled {tag}")
+
+
+async def test_cancelling_the_request_cancels_the_call(client: Any) -> None:
+    tag = uuid.uuid4().hex[:8]
+    call = asyncio.create_task(client.call_tool("wait", {"seconds": 60, "tag": tag}))
+    assert f"started {tag}" in await until(client, f"started {tag}")
+    call.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await call
+    seen = await until(client, f"cancelled {tag}")
+    assert f"cancelled {tag}" in seen and f"finished {tag}" not in seen
+
+
+async def test_progress_reaches_the_client(client: Any) -> None:
+    seen: list[tuple[float, float | None, str | None]] = []
+
+    async def record(progress: float, total: float | None, message: str | None) -> None:
+        seen.append((progress, total, message))
+
+    result = await client.call_tool("test_tool_with_progress", {}, progress_callback=record)
+    assert result.content[0].text == "progress done"
+    assert seen == [(0, 100, "0%"), (50, 100, "50%"), (100, 100, "100%")]  # all of it before the result
+    seen.clear()
+    result = await client.call_tool("count_up", {"n": 5}, progress_callback=record)  # reported from a worker thread
+    assert result.content[0].text == "5" and [p for p, _, _ in seen] == [1, 2, 3, 4, 5]
+
+
+async def test_tool_failure_and_unknown_tool(client: Any) -> None:
+    failed = await client.call_tool("test_error_handling", {})
+    assert failed.is_error
+    assert failed.content[0].text.endswith("RuntimeError: This tool intentionally returns an error for testing")
+    assert failed.meta[ERROR_META_KEY]["kind"] == "tool_failed"
+    with pytest.raises(MCPError) as err:
+        await client.call_tool("ad", {})
+    assert err.value.code == -32602 and "Did you mean: 'add'" in err.value.message
+
+
+async def test_client_identity_reaches_the_call_context(client: Any) -> None:
+    who = json.loads((await client.call_tool("whoami", {})).content[0].text)
+    assert who["mcp_transport"] == ("stdio" if client.transport == "stdio" else "http")
+    assert who["mcp_client"]
+    if client.transport == "http-legacy":
+        assert who["mcp_session"] and who["mcp_client"] == who["mcp_session"]
+    if client.transport == "http":
+        assert who["mcp_session"] is None and who["mcp_client"] == "http:127.0.0.1"
+
+
+# --------------------------------------------------------------------------- the in-process server API
+
+
+def small_registry() -> ToolRegistry:
+    registry = ToolRegistry(autoload=False)
+
+    def add(a: int, b: int) -> int:
+        """Add."""
+        return a + b
+
+    registry.add(add)
+    return registry
+
+
+def extra(x: int) -> int:
+    """Added while serving."""
+    return x
+
+
+async def test_list_changed_on_a_handshake_connection() -> None:
+    registry = small_registry()
+    owner = Session(create_server(registry), mode="legacy")
+
+    async def notified(count: int) -> int:
+        for _ in range(500):
+            seen = sum(isinstance(m, ToolListChangedNotification) for m in owner.messages)
+            if seen >= count:
+                return seen
+            await asyncio.sleep(0.01)
+        return seen
+
+    async with owner as session:
+        assert [t.name for t in (await session.list_tools()).tools] == ["add"]
+        registry.add(extra)
+        assert await notified(1) == 1
+        assert [t.name for t in (await session.list_tools(cache_mode="refresh")).tools] == ["add", "extra"]
+        registry.remove("extra")
+        assert await notified(2) == 2
+    assert not any(name.startswith("harness_one.mcp.server") for name in registry.plugins.names())
+
+
+async def test_list_changed_on_a_2026_subscription() -> None:
+    registry = small_registry()
+    async with Session(create_server(registry)) as session:
+        assert session.protocol_version == "2026-07-28"
+        async with session.listen(tools_list_changed=True) as subscription:
+            registry.add(extra)
+            event = await asyncio.wait_for(subscription.__anext__(), 10)
+        assert type(event).__name__ == "ToolsListChanged"
+        assert [t.name for t in (await session.list_tools(cache_mode="refresh")).tools] == ["add", "extra"]
+
+
+async def test_http_app_principal_dns_rebinding_and_body_limit() -> None:
+    registry = ToolRegistry(autoload=False)
+
+    def whoami(call: Any) -> dict[str, Any]:
+        """Who."""
+        return dict(call.context)
+
+    from harness_one import Call
+
+    whoami.__annotations__["call"] = Call
+    registry.add(whoami)
+    app = http_app(registry, stateless=True, principal=lambda request: request.headers.get("x-user"), max_body_size=2000)
+    async with app.router.lifespan_context(app):
+        transport = httpx2.ASGITransport(app=app)
+        async with httpx2.AsyncClient(transport=transport, base_url="http://127.0.0.1:9", headers={"x-user": "ada"}) as http:
+            async with Session(streamable_http_client("http://127.0.0.1:9/mcp", http_client=http)) as session:
+                context = (await session.call_tool("whoami", {})).content[0].text
+            assert '"mcp_principal": "ada"' in context and '"mcp_client": "ada"' in context
+            headers = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
+            body = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+            evil = await http.post("/mcp", json=body, headers={**headers, "host": "evil.example:80"})
+            assert evil.status_code in (400, 403, 421)
+            big = await http.post("/mcp", content=b"{" + b" " * 5000 + b"}", headers=headers)
+            assert big.status_code == 413
+
+
+async def test_the_docs_mount_example_serves() -> None:
+    """docs/mcp.md's Starlette example, run as written: the endpoint is /tools/mcp."""
+    import re
+
+    text = (Path(__file__).parents[1] / "docs" / "mcp.md").read_text()
+    block = re.search(r"### In an existing Starlette or FastAPI app\n\n```python\n(.*?)```", text, re.S)
+    assert block is not None
+    namespace: dict[str, Any] = {}
+    exec(block.group(1), namespace)
+    app = namespace["app"]
+    async with app.router.lifespan_context(app):
+        transport = httpx2.ASGITransport(app=app)
+        async with httpx2.AsyncClient(transport=transport, base_url="http://127.0.0.1:9") as http:
+            async with Session(streamable_http_client("http://127.0.0.1:9/tools/mcp", http_client=http)) as session:
+                assert "calculate" in {t.name for t in (await session.list_tools()).tools}
+                answer = await session.call_tool("calculate", {"expression": "6 * 7"})
+                assert "42" in answer.content[0].text

@@ -1,0 +1,437 @@
+"""The plugin contract: independent standard plugins, options by name, declared fields, one ordering rule."""
+
+from __future__ import annotations
+
+import ast
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import harness_one
+from harness_one import (
+    Call,
+    IdempotencyKeyMismatch,
+    Outcome,
+    PluginError,
+    Retry,
+    ThreadRunner,
+    ToolDefinitionError,
+    ToolError,
+    ToolExecutionError,
+    ToolRegistry,
+    ToolTimeout,
+    applies_to,
+    define_tool,
+    hookimpl,
+)
+from harness_one._entrypoints import PLUGIN_GROUP, entry_points
+
+ROOT = Path(__file__).resolve().parents[1]
+STANDARD = {
+    "validation": "validation",
+    "rate_limit": "ratelimit",
+    "logging": "log",
+    "metrics": "metrics",
+    "timeout": "timeout",
+    "retry": "retry",
+    "idempotency": "idempotency",
+    "concurrency": "concurrency",
+    "circuit_breaker": "circuit",
+    "cache": "cache",
+}
+
+
+@pytest.fixture
+def without_module() -> Iterator[Any]:
+    """Make one standard plugin module unimportable (as if deleted), with the others re-imported fresh."""
+    saved = {k: v for k, v in sys.modules.items() if k.startswith("harness_one_plugins")}
+
+    def hide(module: str) -> None:
+        for name in [k for k in sys.modules if k.startswith("harness_one_plugins.")]:
+            del sys.modules[name]
+        sys.modules[f"harness_one_plugins.{module}"] = None  # type: ignore[assignment]
+        harness_one.refresh_entry_points()
+
+    try:
+        yield hide
+    finally:
+        for name in [k for k in sys.modules if k.startswith("harness_one_plugins")]:
+            del sys.modules[name]
+        sys.modules.update(saved)
+        harness_one.refresh_entry_points()
+
+
+def _exercise(registry: ToolRegistry) -> None:
+    registry.add(
+        lambda a, b: a + b,
+        name="add",
+        parameters={"type": "object", "properties": {"a": {"type": "number"}, "b": {"type": "number"}}, "required": ["a", "b"]},
+        rate_limit={"rate": 100, "burst": 100},
+        timeout=5,
+        retry=2,
+        max_concurrency=4,
+        circuit_breaker=True,
+        idempotent=True,
+        cache_ttl=60,
+    )
+    assert registry.call("add", {"a": 2, "b": 3}) == 5
+    assert registry.call("add", {"a": 2, "b": 3}, idempotency_key="k") == 5
+    assert registry.try_call("add", {"a": 2}).ok is False
+
+
+def test_the_standard_plugins_are_exactly_ten_entry_points() -> None:
+    own = {ep.name: ep.value for ep in entry_points(PLUGIN_GROUP) if ep.is_own}
+    assert set(own) == set(STANDARD)
+    assert all(value.startswith(f"harness_one_plugins.{STANDARD[name]}:") for name, value in own.items())
+
+
+@pytest.mark.parametrize("name", sorted(STANDARD))
+def test_each_module_can_go_missing_and_the_other_nine_work(name: str, without_module: Any) -> None:
+    without_module(STANDARD[name])
+    registry = ToolRegistry(autoload=False)
+    assert set(registry.plugins.names()) == set(STANDARD) - {name}
+    assert [f.name for f in registry.plugins.failures] == [name]
+    _exercise(registry)
+
+
+@pytest.mark.parametrize("name", sorted(STANDARD))
+def test_each_plugin_can_be_blocked_and_the_other_nine_work(name: str) -> None:
+    registry = ToolRegistry(autoload=False, block=[name])
+    assert set(registry.plugins.names()) == set(STANDARD) - {name}
+    assert registry.plugins.failures == []
+    _exercise(registry)
+
+
+def test_no_standard_plugin_imports_another_or_a_private_core_module() -> None:
+    for path in (ROOT / "plugins" / "harness_one_plugins").glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                module = node.module or ""
+                if node.level:  # only a private helper module of the package, never another plugin
+                    targets = [module] if module else [a.name for a in node.names]
+                    assert all(t.startswith("_") for t in targets), f"{path.name} imports .{targets}"
+                assert not module.startswith("harness_one._"), f"{path.name} imports the private {module}"
+                assert not module.startswith("harness_one_plugins"), f"{path.name} imports {module}"
+            if isinstance(node, ast.Import):
+                assert not any(a.name.startswith(("harness_one_plugins", "harness_one._")) for a in node.names), path.name
+
+
+def test_core_never_names_the_standard_plugins_package() -> None:
+    offenders = []
+    for path in (ROOT / "core").rglob("*.py"):
+        source = path.read_text()
+        for node in ast.walk(ast.parse(source)):
+            names = []
+            if isinstance(node, ast.ImportFrom):
+                names = [node.module or ""]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+                names = [node.value] if node.value.startswith("harness_one_plugins") else []
+            if any(n.startswith("harness_one_plugins") for n in names):
+                offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert offenders == []
+
+
+# ---------------------------------------------------------------------------- options by name
+
+
+class Greeter:
+    """A third-party plugin configured like a standard one: its factory takes the options."""
+
+    name = "greeter"
+
+    def __init__(self, *, greeting: str = "hello", times: int = 1) -> None:
+        self.greeting = greeting
+        self.times = times
+
+    @hookimpl
+    def harness_post_call(self, call: Call) -> None:
+        call.result = f"{self.greeting * self.times} {call.result}"
+
+
+PLUGIN_MODULE = """
+from test_plugin_contract import Greeter
+"""
+
+
+def test_options_reach_entry_point_factories_standard_and_third_party(dists: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    dists.make(
+        "hx-greeter",
+        {"hx_greeter": "from test_plugin_contract import Greeter\n"},
+        {PLUGIN_GROUP: {"greeter": "hx_greeter:Greeter"}},
+    )
+    registry = ToolRegistry(plugin_options={"greeter": {"greeting": "hi"}, "rate_limit": {"default": {"rate": 1, "burst": 1}}})
+    registry.add(lambda: "there", name="f")
+    assert registry.call("f") == "hi there"
+    assert registry.try_call("f").error.kind == "rate_limited"  # the default limit for tools without one
+    monkeypatch.setenv("HARNESS_ONE_PLUGIN_GREETER", '{"times": 2}')
+    from_env = ToolRegistry(plugin_options={"greeter": {"greeting": "yo"}})
+    from_env.add(lambda: "!", name="f")
+    assert from_env.call("f") == "yoyo !"  # the environment, then the argument on top
+    assert from_env.plugins.options["greeter"] == {"times": 2, "greeting": "yo"}
+
+
+def test_bad_options_are_a_load_failure_naming_the_plugin(dists: Any) -> None:
+    registry = ToolRegistry(autoload=False, plugin_options={"retry": {"attempts_typo": 3}})
+    assert "retry" not in registry.plugins.names()
+    assert [(f.name, "attempts_typo" in f.error) for f in registry.plugins.failures] == [("retry", True)]
+    with pytest.raises(PluginError, match="'retry'"):
+        ToolRegistry(autoload=False, strict=True, plugin_options={"retry": {"attempts_typo": 3}})
+
+
+def test_a_plugin_that_exits_at_import_is_a_load_failure(dists: Any) -> None:
+    dists.make("hx-exits", {"hx_exits": "raise SystemExit(3)\n"}, {PLUGIN_GROUP: {"exits": "hx_exits:Plugin"}})
+    registry = ToolRegistry()
+    assert [f.name for f in registry.plugins.failures] == ["exits"] and "SystemExit" in registry.plugins.failures[0].error
+    assert "validation" in registry.plugins.names()
+
+
+# ---------------------------------------------------------------------------- declared fields
+
+
+def test_the_decision_is_declared_and_seen_by_later_implementations(bare: ToolRegistry, clock: Any) -> None:
+    bare.clock = clock
+    seen: list[Any] = []
+
+    class Decider:
+        order = 1
+
+        @hookimpl
+        def harness_on_error(self, call: Call) -> Retry | None:
+            return Retry(0.25) if call.attempt == 1 else None
+
+    class Observer:
+        order = 2
+
+        @hookimpl
+        def harness_on_error(self, call: Call) -> None:
+            seen.append(call.decision)
+
+    bare.plugins.register(Observer(), name="observer")
+    bare.plugins.register(Decider(), name="decider")
+    bare.add(lambda: 1 / 0, name="boom")
+    with pytest.raises(ToolExecutionError):
+        bare.call("boom")
+    assert seen == [Retry(0.25), None]
+    assert clock.sleeps == [0.25]
+
+
+def test_a_replayed_error_is_marked_and_never_retried(registry: ToolRegistry) -> None:
+    runs: list[int] = []
+
+    @define_tool(registry=registry, idempotent=True, retry={"attempts": 3, "on": [OSError], "initial": 0})
+    def flaky(n: int) -> int:
+        runs.append(n)
+        raise OSError("down")
+
+    first = registry.try_call("flaky", {"n": 1}, idempotency_key="k1")
+    assert first.error is not None and first.attempts == 3 and not first.error.replayed
+    replay = registry.try_call("flaky", {"n": 1}, idempotency_key="k1")
+    assert replay.error is not None and replay.error.replayed and type(replay.error) is ToolExecutionError
+    assert replay.error.message == first.error.message and replay.attempts == 1
+    assert runs == [1, 1, 1]
+    with pytest.raises(IdempotencyKeyMismatch):
+        registry.call("flaky", {"n": 2}, idempotency_key="k1")
+
+
+def test_timeout_and_runner_are_per_attempt_fields_any_plugin_may_set(bare: ToolRegistry) -> None:
+    threads = ThreadRunner(2)
+    seen: list[tuple[int, Any]] = []
+
+    class Bound:
+        @hookimpl
+        def harness_pre_call(self, call: Call) -> None:
+            seen.append((call.attempt, call.timeout))  # cleared before each attempt
+            if call.attempt == 1:
+                call.timeout, call.runner = 0.05, threads
+
+        @hookimpl
+        def harness_on_error(self, call: Call, error: BaseException) -> Retry | None:
+            return Retry(0) if isinstance(error, ToolTimeout) else None
+
+    bare.plugins.register(Bound(), name="bound")
+
+    def slow(call: Call) -> str:
+        if call.attempt == 1:
+            import time
+
+            time.sleep(0.5)
+        return "done"
+
+    bare.add(slow)
+    assert bare.call("slow") == "done"
+    assert seen == [(1, None), (2, None)]
+    threads.shutdown()
+
+
+# ---------------------------------------------------------------------------- one ordering rule
+
+
+def _recorder(log: list[str], tag: str, order: int | None = None, **marks: bool) -> Any:
+    class Plugin:
+        @hookimpl(**marks)
+        def harness_pre_call(self) -> None:
+            log.append(tag)
+
+    plugin = Plugin()
+    if order is not None:
+        plugin.order = order  # type: ignore[attr-defined]
+    return plugin
+
+
+def test_one_ordering_rule_tier_then_order_then_newest(bare: ToolRegistry) -> None:
+    log: list[str] = []
+    bare.plugins.register(_recorder(log, "last", trylast=True, order=-100), name="last")
+    bare.plugins.register(_recorder(log, "o5", 5), name="o5")
+    bare.plugins.register(_recorder(log, "first", tryfirst=True, order=100), name="first")
+    bare.plugins.register(_recorder(log, "o0-old"), name="o0-old")
+    bare.plugins.register(_recorder(log, "o-5", -5), name="o-5")
+    bare.plugins.register(_recorder(log, "o0-new"), name="o0-new")
+    bare.add(lambda: 1, name="f")
+    bare.call("f")
+    assert log == ["first", "o-5", "o0-new", "o0-old", "o5", "last"]
+    assert list(bare.plugins.plan.order["pre_call"]) == log
+    bare.plugins.replace("o0-old", _recorder(log, "o0-replaced"))  # a replacement is the newest of its order
+    log.clear()
+    bare.call("f")
+    assert log == ["first", "o-5", "o0-replaced", "o0-new", "o5", "last"]
+
+
+def test_standard_order_is_documented_order(registry: ToolRegistry) -> None:
+    order = registry.plugins.plan.order
+    assert order["pre_call"] == ("idempotency", "cache", "rate_limit", "timeout", "retry", "circuit_breaker", "concurrency")
+    assert order["pre_validate"] == ("validation",)
+    assert order["on_error"][0] == "rate_limit" and order["on_error"][-2:] == ("metrics", "logging")
+
+
+def test_applies_to_holds_for_every_implementation_and_wrappers_are_refused(bare: ToolRegistry) -> None:
+    log: list[str] = []
+
+    class OnlyTagged:
+        @hookimpl
+        @applies_to(lambda plugin, tool: "tagged" in tool.tags)
+        def harness_pre_validate(self, call: Call) -> None:
+            log.append(f"pre_validate:{call.tool.name}")
+
+        @hookimpl(tryfirst=True)
+        @applies_to(lambda plugin, tool: "tagged" in tool.tags)
+        def harness_pre_call(self, call: Call) -> None:
+            log.append(f"pre_call:{call.tool.name}")
+
+        @hookimpl(trylast=True)
+        @applies_to(lambda plugin, tool: "tagged" in tool.tags)
+        def harness_post_call(self, call: Call) -> None:
+            log.append(f"post_call:{call.tool.name}")
+
+    class Wrapper:
+        @hookimpl(wrapper=True)
+        def harness_pre_call(self, call: Call) -> Iterator[None]:
+            return (yield)
+
+    bare.plugins.register(OnlyTagged(), name="tagged")
+    with pytest.raises(PluginError, match="cannot be wrappers"):
+        bare.plugins.register(Wrapper(), name="wrapper")
+    bare.add(lambda: 1, name="plain")
+    bare.add(lambda: 2, name="marked", tags=["tagged"])
+    assert (bare.call("plain"), bare.call("marked")) == (1, 2)
+    assert log == ["pre_validate:marked", "pre_call:marked", "post_call:marked"]
+
+
+def test_coroutine_hooks_and_unknown_hooks_are_refused(bare: ToolRegistry) -> None:
+    class Async:
+        @hookimpl
+        async def harness_pre_call(self, call: Call) -> None: ...
+
+    class Typo:
+        @hookimpl
+        def harness_pre_cal(self, call: Call) -> None: ...
+
+    with pytest.raises(PluginError, match="coroutine"):
+        bare.plugins.register(Async(), name="async")
+    with pytest.raises(PluginError, match="harness_pre_cal"):
+        bare.plugins.register(Typo(), name="typo")
+    assert bare.plugins.names() == []
+
+
+def test_a_raising_on_error_hook_is_a_plugin_error_and_the_others_still_run(bare: ToolRegistry) -> None:
+    ran: list[str] = []
+
+    class Broken:
+        order = 1
+
+        @hookimpl
+        def harness_on_error(self) -> None:
+            raise KeyError("oops")
+
+    class Cleanup:
+        order = 2
+
+        @hookimpl
+        def harness_on_error(self) -> None:
+            ran.append("cleanup")
+
+    bare.plugins.register(Broken(), name="broken")
+    bare.plugins.register(Cleanup(), name="cleanup")
+    bare.add(lambda: 1 / 0, name="boom")
+    result = bare.try_call("boom")
+    assert isinstance(result.error, PluginError) and result.error.plugin == "broken" and "KeyError" in result.error.message
+    assert ran == ["cleanup"]
+
+
+# ---------------------------------------------------------------------------- code beats packages
+
+
+@pytest.mark.parametrize("listed_first", [False, True], ids=["defined-before-listing", "defined-after-listing"])
+def test_code_beats_an_installed_package_in_either_order(fresh_default: ToolRegistry, listed_first: bool) -> None:
+    """The harness-one-sql-query package is installed; the seed's own sql_query example still defines its tool."""
+    registry = ToolRegistry(discover=True, autoload=False)
+    ToolRegistry.set_default(registry)
+    if listed_first:
+        ToolRegistry.list_tools()
+        assert ToolRegistry.get("sql_query").source == "harness-one-sql-query"
+
+    @harness_one.defineTool(
+        name="sql_query",
+        description="Run a read-only SQL query",
+        parameters={"type": "object", "properties": {"sql": {"type": "string"}}, "required": ["sql"]},
+        timeout=10,
+        idempotent=True,
+    )
+    def sql_query(sql: str) -> str:
+        return "from code"
+
+    assert ToolRegistry.call("sql_query", {"sql": "SELECT 1"}) == "from code"
+    assert "sql_query" in ToolRegistry.list_tools() and ToolRegistry.get("sql_query").source is None
+    conflicts = [(c.name, c.kept, c.skipped) for c in registry.discovery.conflicts]
+    assert conflicts == [("sql_query", "code in this process", "harness-one-sql-query")]
+
+
+def test_two_code_tools_of_one_name_stay_an_error(bare: ToolRegistry) -> None:
+    bare.add(lambda: 1, name="twice")
+    with pytest.raises(ToolDefinitionError, match="already registered"):
+        bare.add(lambda: 2, name="twice")
+
+
+def test_call_counts_are_exact_and_reading_them_changes_nothing(bare: ToolRegistry) -> None:
+    bare.add(lambda: 1, name="f")
+    for _ in range(5):
+        bare.call("f")
+    assert [bare.call_count("f") for _ in range(3)] == [5, 5, 5]
+    bare.try_call("f", {"unexpected": 1})
+    assert bare.call_count("f") == 6 and bare.stats()["tools"]["f"]["calls"] == 6
+
+
+def test_outcome_failure_from_pre_call_is_the_error(bare: ToolRegistry) -> None:
+    class Deny:
+        @hookimpl
+        def harness_pre_call(self) -> Outcome:
+            return Outcome.failure(ToolError("denied by policy"))
+
+    bare.plugins.register(Deny(), name="deny")
+    bare.add(lambda: 1, name="f")
+    with pytest.raises(ToolError, match="denied by policy"):
+        bare.call("f")

@@ -1,0 +1,502 @@
+"""The runners behind timeouts: a bounded thread pool that abandons, warm worker processes that are killed."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import tools_for_processes as tfp
+
+from harness_one import Call, ManualClock, ProcessRunner, ThreadRunner, ToolBusy, ToolExecutionError, ToolRegistry, ToolTimeout
+
+SHORT = 0.2  # seconds; only where a real deadline is what the test is about
+
+
+def a_call() -> Call:
+    """A real ``Call``, as the registry hands it to a runner."""
+
+    def grab(call: Call) -> Call:
+        return call
+
+    reg = ToolRegistry(standard_plugins=False, autoload=False)
+    reg.add(grab, name="tool")
+    result: Call = reg.call("tool")
+    return result
+
+
+def state(pid: int) -> str | None:
+    """``ps``'s state letter for ``pid`` (``Z``: a zombie), or None when there is no such process."""
+    out = subprocess.run(["ps", "-o", "stat=", "-p", str(pid)], check=False, capture_output=True, text=True).stdout.strip()
+    return out[:1] or None
+
+
+def running(pid: int) -> bool:
+    return state(pid) not in (None, "Z")
+
+
+def processes_now() -> list[tuple[int, int, int, str, str]]:
+    """Every process: (pid, parent pid, process group, state, command line), from one ``ps`` run."""
+    out = subprocess.run(["ps", "-eo", "pid=,ppid=,pgid=,stat=,args="], capture_output=True, text=True, check=True).stdout
+    rows = []
+    for line in out.splitlines():
+        pid, ppid, pgid, stat, *args = line.split(None, 4)
+        rows.append((int(pid), int(ppid), int(pgid), stat, args[0] if args else ""))
+    return rows
+
+
+def children() -> dict[int, tuple[int, str]]:
+    """This process's children but ``ps`` itself: pid -> (process group, state)."""
+    return {
+        pid: (pgid, stat) for pid, ppid, pgid, stat, args in processes_now() if ppid == os.getpid() and not args.startswith("ps ")
+    }
+
+
+def group_members(pgids: set[int]) -> list[str]:
+    """Live processes (not zombies) in any of these process groups."""
+    return [f"{pid} {stat} {args}" for pid, _, pgid, stat, args in processes_now() if pgid in pgids and not stat.startswith("Z")]
+
+
+@pytest.fixture(autouse=True)
+def no_leftovers() -> Iterator[None]:
+    """After each test: no child process it started is left (no zombie), nothing alive in a worker's group."""
+    before = set(children())
+    yield
+    gc.collect()  # collected runners kill their workers
+
+    def new() -> dict[int, tuple[int, str]]:
+        return {pid: seen for pid, seen in children().items() if pid not in before}
+
+    left = new()
+    workers = {pid for pid, (pgid, _) in left.items() if pgid == pid}
+    deadline = time.monotonic() + 5
+    while left and time.monotonic() < deadline:  # a worker killed by another thread may still be being reaped
+        time.sleep(0.01)
+        gc.collect()
+        left = new()
+    assert left == {}
+    assert group_members(workers) == []
+
+
+@pytest.fixture
+def release() -> Iterator[threading.Event]:
+    event = threading.Event()
+    yield event
+    event.set()  # let abandoned workers finish
+
+
+@pytest.fixture
+def processes() -> Iterator[Callable[..., ProcessRunner]]:
+    made: list[ProcessRunner] = []
+
+    def make(**kwargs: Any) -> ProcessRunner:
+        made.append(ProcessRunner(**kwargs))
+        return made[-1]
+
+    yield make
+    workers = {pid for pid, (pgid, _) in children().items() if pgid == pid}
+    for runner in made:
+        runner.shutdown()
+    assert group_members(workers) == []  # shutdown kills each worker's whole group
+
+
+def wait_until(condition: Callable[[], bool]) -> None:
+    deadline = time.monotonic() + 5
+    while not condition():
+        assert time.monotonic() < deadline, "condition not reached in 5 s"
+        time.sleep(0.005)
+
+
+# --- thread mode ---------------------------------------------------------------------------
+
+
+def test_thread_runner_returns_and_raises_and_reuses_one_thread() -> None:
+    runner = ThreadRunner(4)
+    call = a_call()
+    names: list[str] = []
+
+    def who(x: int) -> int:
+        names.append(threading.current_thread().name)
+        return x * 2
+
+    assert [runner.run(call, who, {"x": i}, 5) for i in range(20)] == [i * 2 for i in range(20)]
+    assert names == ["harness-one-tool-1"] * 20  # sequential calls reuse the idle worker
+    boom = ZeroDivisionError("from the tool")
+
+    def fail() -> None:
+        raise boom
+
+    with pytest.raises(ZeroDivisionError) as err:
+        runner.run(call, fail, {}, 5)
+    assert err.value is boom
+    assert runner.stats() == {"workers": 4, "busy": 0, "stuck": 0}
+    assert not call.cancelled
+
+
+def test_thread_runner_abandons_at_the_deadline(release: threading.Event) -> None:
+    runner = ThreadRunner(2)
+    call = a_call()
+    finished = threading.Event()
+
+    def slow() -> str:
+        release.wait(10)
+        finished.set()
+        return "late"
+
+    start = time.monotonic()
+    with pytest.raises(ToolTimeout) as err:
+        runner.run(call, slow, {}, SHORT)
+    assert time.monotonic() - start < 2.0
+    assert err.value.timeout == SHORT and err.value.tool == "tool" and err.value.call_id == call.call_id
+    assert call.cancelled
+    assert runner.stats() == {"workers": 2, "busy": 1, "stuck": 1}
+    assert not finished.is_set()  # abandoned, not killed: it runs on
+    assert runner.run(a_call(), lambda: "other", {}, 5) == "other"  # the other worker
+    release.set()
+    assert finished.wait(5)
+    wait_until(lambda: runner.stats() == {"workers": 2, "busy": 0, "stuck": 0})
+    assert runner.run(a_call(), lambda: "again", {}, 5) == "again"
+
+
+def test_thread_runner_full_pool_fails_at_once(release: threading.Event) -> None:
+    runner = ThreadRunner(1)
+    started = threading.Event()
+
+    def hold() -> str:
+        started.set()
+        release.wait(5)
+        return "held"
+
+    holder = threading.Thread(target=lambda: runner.run(a_call(), hold, {}, 10))
+    holder.start()
+    assert started.wait(5)
+    with pytest.raises(ToolBusy, match=r"all 1 timeout workers are busy \(0 still running past their deadline\)"):
+        runner.run(a_call(), lambda: "queued", {}, 10)  # would return "queued" after 5 s if it queued
+    release.set()
+    holder.join(5)
+    assert runner.stats() == {"workers": 1, "busy": 0, "stuck": 0}
+
+
+def test_thread_runner_races_at_the_deadline_leak_nothing() -> None:
+    runner = ThreadRunner(4)
+    outcomes = {"ok": 0, "timeout": 0, "busy": 0}
+    used: set[threading.Thread] = set()
+
+    def nap() -> str:
+        used.add(threading.current_thread())
+        time.sleep(0.0005)
+        return "woke"
+
+    for i in range(300):  # deadlines before, around and after the tool's end
+        try:
+            assert runner.run(a_call(), nap, {}, 0.0005 * (i % 3)) == "woke"
+            outcomes["ok"] += 1
+        except ToolTimeout:
+            outcomes["timeout"] += 1
+        except ToolBusy:
+            outcomes["busy"] += 1
+    assert sum(outcomes.values()) == 300 and outcomes["ok"] > 0 and outcomes["timeout"] > 0
+    wait_until(lambda: runner.stats() == {"workers": 4, "busy": 0, "stuck": 0})  # every abandoned worker came back
+    assert 1 <= len(used) <= 4  # bounded
+
+
+async def test_thread_runner_arun() -> None:
+    runner = ThreadRunner(2)
+    call = a_call()
+    assert await runner.arun(call, lambda x: x + 1, {"x": 41}, 5) == 42
+
+    def missing() -> int:
+        return dict[str, int]()["missing"]
+
+    with pytest.raises(KeyError, match="missing"):
+        await runner.arun(call, missing, {}, 5)
+    gate = threading.Event()
+    try:
+        with pytest.raises(ToolTimeout):
+            await runner.arun(call, gate.wait, {"timeout": 10}, SHORT)
+        assert call.cancelled and runner.stats() == {"workers": 2, "busy": 1, "stuck": 1}
+    finally:
+        gate.set()
+    await asyncio.to_thread(wait_until, lambda: runner.stats()["stuck"] == 0)
+    assert runner.stats() == {"workers": 2, "busy": 0, "stuck": 0}
+
+
+async def test_thread_runner_arun_cancelled_by_the_caller() -> None:
+    runner = ThreadRunner(1)
+    call = a_call()
+    gate = threading.Event()
+    task = asyncio.ensure_future(runner.arun(call, gate.wait, {"timeout": 10}, 10))
+    await asyncio.to_thread(wait_until, lambda: runner.stats()["busy"] == 1)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert call.cancelled and runner.stats()["stuck"] == 1
+    with pytest.raises(ToolBusy):
+        await runner.arun(a_call(), lambda: 1, {}, 10)
+    gate.set()
+    await asyncio.to_thread(wait_until, lambda: runner.stats() == {"workers": 1, "busy": 0, "stuck": 0})
+    assert await runner.arun(a_call(), lambda: 1, {}, 10) == 1
+
+
+def test_thread_runner_threads_end_with_the_runner() -> None:
+    runner = ThreadRunner(2)
+    thread = runner.run(a_call(), threading.current_thread, {}, 5)
+    assert thread.daemon and thread is not threading.current_thread()
+    del runner
+    gc.collect()
+    thread.join(5)
+    assert not thread.is_alive()
+    stopped = ThreadRunner(1)
+    stopped.shutdown()
+    with pytest.raises(RuntimeError, match="shut down"):
+        stopped.run(a_call(), lambda: None, {}, 5)
+    with pytest.raises(ValueError, match="max_workers"):
+        ThreadRunner(0)
+
+
+# --- process mode --------------------------------------------------------------------------
+
+
+def test_process_runner_keeps_a_warm_worker(processes: Callable[..., ProcessRunner]) -> None:
+    runner = processes()
+    call = a_call()
+    first = runner.run(call, tfp.pid, {}, 30)
+    assert first != os.getpid() and runner.last_pid == first
+    assert [runner.run(call, tfp.count, {}, 30) for _ in range(3)] == [1, 2, 3]  # same process, its state kept
+    assert runner.run(call, tfp.pid, {}, 30) == first
+    assert children()[first] == (first, children()[first][1])  # the worker leads its own process group
+    assert runner.stats() == {"workers": 4, "alive": 1, "busy": 0, "killed": 0, "died": 0, "replaced": 0}
+
+
+def test_process_runner_kills_the_whole_group_at_the_deadline(processes: Callable[..., ProcessRunner], tmp_path: Path) -> None:
+    runner = processes()
+    call = a_call()
+    pidfile = tmp_path / "grandchild.pid"
+    worker = runner.run(call, tfp.pid, {}, 30)
+    with pytest.raises(ToolTimeout) as err:
+        runner.run(call, tfp.hang_with_grandchild, {"pidfile": str(pidfile)}, SHORT)
+    assert err.value.timeout == SHORT and call.cancelled
+    grandchild = int(pidfile.read_text())
+    assert state(worker) is None  # killed and reaped
+    assert not running(grandchild)  # killed with its group (a zombie until init reaps it, where init is slow to)
+    assert runner.stats() == {"workers": 4, "alive": 1, "busy": 0, "killed": 1, "died": 0, "replaced": 1}
+    replacement = runner.run(call, tfp.pid, {}, 30)
+    assert replacement not in (worker, os.getpid())
+    assert runner.killed == 1
+
+
+def test_process_runner_a_process_left_behind_lives_until_its_worker_stops(processes: Callable[..., ProcessRunner]) -> None:
+    runner = processes()
+    call = a_call()
+    worker = runner.run(call, tfp.pid, {}, 30)
+    left = runner.run(call, tfp.leave_behind, {}, 30)
+    assert running(left) and runner.run(call, tfp.pid, {}, 30) == worker  # the call returned; its child runs on
+    runner.shutdown()
+    assert not running(left) and state(worker) is None
+
+
+def test_process_runner_a_grandchild_in_its_own_session_escapes(processes: Callable[..., ProcessRunner], tmp_path: Path) -> None:
+    runner = processes()
+    pidfile = tmp_path / "escaped.pid"
+    with pytest.raises(ToolTimeout):
+        runner.run(a_call(), tfp.hang_with_grandchild, {"pidfile": str(pidfile), "new_session": True}, SHORT)
+    escaped = int(pidfile.read_text())
+    try:
+        assert running(escaped)  # the documented limit: setsid() leaves the group, so the kill misses it
+    finally:
+        os.kill(escaped, 9)
+
+
+@pytest.mark.parametrize(
+    ("tool", "kwargs", "reason"),
+    [(tfp.exit_now, {"code": 3}, "exited with code 3"), (tfp.segfault, {}, "was killed by SIGSEGV")],
+)
+def test_process_runner_worker_death_is_a_tool_error(
+    processes: Callable[..., ProcessRunner], tool: Callable[..., Any], kwargs: dict[str, Any], reason: str
+) -> None:
+    runner = processes()
+    call = a_call()
+    worker = runner.run(call, tfp.pid, {}, 30)
+    with pytest.raises(ToolExecutionError, match=f"the tool's worker process {reason} before answering") as err:
+        runner.run(call, tool, kwargs, 30)
+    assert isinstance(err.value.cause, RuntimeError) and err.value.tool == "tool"
+    assert state(worker) is None
+    assert runner.stats() == {"workers": 4, "alive": 1, "busy": 0, "killed": 0, "died": 1, "replaced": 1}
+    assert runner.run(call, tfp.pid, {}, 30) not in (worker, os.getpid())
+
+
+def test_process_runner_exceptions_cross_with_their_traceback(processes: Callable[..., ProcessRunner]) -> None:
+    runner = processes()
+    call = a_call()
+    worker = runner.run(call, tfp.pid, {}, 30)
+    with pytest.raises(ValueError, match="bad input in child") as err:
+        runner.run(call, tfp.explode, {}, 30)
+    assert "in explode" in str(err.value.__cause__) and "Traceback" in str(err.value.__cause__)
+    with pytest.raises(ToolExecutionError, match="SystemExit") as exit_err:
+        runner.run(call, tfp.system_exit, {}, 30)  # never exits the caller
+    assert isinstance(exit_err.value.cause, SystemExit)
+    with pytest.raises(TypeError, match="exception Stubborn cannot be pickled"):
+        runner.run(call, tfp.raise_stubborn, {}, 30)
+    with pytest.raises(TypeError, match="result cannot be pickled"):
+        runner.run(call, tfp.unpicklable_result, {}, 30)
+    assert runner.run(call, tfp.pid, {}, 30) == worker  # none of these cost the worker
+
+
+def test_process_runner_refuses_what_does_not_pickle(processes: Callable[..., ProcessRunner]) -> None:
+    runner = processes()
+    with pytest.raises(ToolExecutionError, match="picklable, importable tool function") as err:
+        runner.run(a_call(), lambda: 1, {}, 30)
+    assert isinstance(err.value.cause, TypeError)
+    with pytest.raises(ToolExecutionError, match="picklable"):
+        runner.run(a_call(), tfp.sleepy, {"seconds": threading.Lock()}, 30)
+    assert runner.stats()["alive"] == 0  # refused before any worker started
+
+
+def test_process_runner_full_pool_fails_at_once(processes: Callable[..., ProcessRunner], tmp_path: Path) -> None:
+    runner = processes(max_workers=1)
+    gate = tmp_path / "go"
+    result: list[str] = []
+    holder = threading.Thread(target=lambda: result.append(runner.run(a_call(), tfp.wait_for_file, {"path": str(gate)}, 30)))
+    holder.start()
+    wait_until(lambda: runner.stats()["busy"] == 1)
+    with pytest.raises(ToolBusy, match="all 1 process workers are busy"):
+        runner.run(a_call(), tfp.pid, {}, 30)
+    gate.touch()
+    holder.join(10)
+    assert result == ["released"]
+    assert runner.stats()["busy"] == 0
+
+
+async def test_process_runner_arun(processes: Callable[..., ProcessRunner]) -> None:
+    runner = processes()
+    call = a_call()
+    worker = await runner.arun(call, tfp.pid, {}, 30)
+    assert await runner.arun(call, tfp.pid, {}, 30) == worker
+    with pytest.raises(ValueError, match="bad input in child"):
+        await runner.arun(call, tfp.explode, {}, 30)
+    with pytest.raises(ToolTimeout):
+        await runner.arun(call, tfp.sleepy, {"seconds": 300}, SHORT)
+    assert state(worker) is None and runner.killed == 1
+
+
+async def test_process_runner_arun_cancelled_kills_the_worker(processes: Callable[..., ProcessRunner]) -> None:
+    runner = processes()
+    call = a_call()
+    worker = await runner.arun(call, tfp.pid, {}, 30)
+    task = asyncio.ensure_future(runner.arun(call, tfp.sleepy, {"seconds": 300}, 300))
+    await asyncio.to_thread(wait_until, lambda: runner.stats()["busy"] == 1)  # the task now awaits the answer
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert call.cancelled and state(worker) is None
+    assert runner.stats() == {"workers": 4, "alive": 1, "busy": 0, "killed": 1, "died": 0, "replaced": 1}
+
+
+def test_process_runner_idle_workers_are_stopped(processes: Callable[..., ProcessRunner]) -> None:
+    clock = ManualClock(start=100.0)
+    runner = processes(idle_timeout=60, clock=clock.now)
+    worker = runner.run(a_call(), tfp.pid, {}, 30)
+    clock.advance(59)
+    assert runner.reap_idle() == 0 and runner.stats()["alive"] == 1
+    clock.advance(1)
+    assert runner.reap_idle() == 1
+    assert runner.stats()["alive"] == 0 and state(worker) is None
+    assert runner.run(a_call(), tfp.pid, {}, 30) != worker  # a new worker on demand
+
+
+def test_process_runner_max_calls_retires_workers(processes: Callable[..., ProcessRunner]) -> None:
+    runner = processes(max_calls=1)
+    pids = [runner.run(a_call(), tfp.pid, {}, 30) for _ in range(3)]
+    assert len(set(pids)) == 3  # a fresh process per call, as before warm workers
+    assert all(state(pid) is None for pid in pids)
+    assert runner.stats()["alive"] == 0
+
+
+def test_process_runner_settings_are_checked() -> None:
+    with pytest.raises(ValueError, match="start_method must be 'spawn'"):
+        ProcessRunner("fork")
+    with pytest.raises(ValueError, match="max_workers"):
+        ProcessRunner(max_workers=0)
+    with pytest.raises(ValueError, match="max_calls"):
+        ProcessRunner(max_calls=0)
+    stopped = ProcessRunner()
+    stopped.shutdown()
+    with pytest.raises(RuntimeError, match="shut down"):
+        stopped.run(a_call(), tfp.pid, {}, 30)
+
+
+def test_process_workers_are_reaped_at_interpreter_exit(tmp_path: Path) -> None:
+    """A script with a tool in ``__main__``, an idle worker and a hung one; after it exits nothing is left."""
+    pidfile = tmp_path / "grandchild.pid"
+    script = tmp_path / "agent.py"
+    script.write_text(
+        textwrap.dedent(
+            f"""
+            import os, sys, threading, time
+            import tools_for_processes as tfp
+            from harness_one import Call, ProcessRunner, ToolRegistry
+
+            def from_main() -> int:
+                return os.getpid()
+
+            def grab(call: Call) -> Call:
+                return call
+
+            if __name__ == "__main__":
+                reg = ToolRegistry(standard_plugins=False, autoload=False)
+                reg.add(grab)
+                call = reg.call("grab")
+                runner = ProcessRunner(max_workers=2)
+                args = (call, tfp.hang_with_grandchild, {{"pidfile": {str(pidfile)!r}}}, 300)
+                threading.Thread(target=runner.run, args=args, daemon=True).start()
+                while not os.path.exists({str(pidfile)!r}):
+                    time.sleep(0.005)
+                hung = runner.last_pid
+                idle = runner.run(call, from_main, {{}}, 30)  # a second worker, idle at exit
+                assert runner.stats()["alive"] == 2, runner.stats()
+                print(idle, hung, flush=True)
+            """
+        )
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    done = subprocess.run(
+        [sys.executable, str(script)], check=False, capture_output=True, text=True, env=env, timeout=60, cwd=tmp_path
+    )
+    assert done.returncode == 0, done.stderr
+    idle, hung = (int(pid) for pid in done.stdout.split())
+    assert idle != hung
+    assert state(idle) is None and state(hung) is None  # killed and reaped by the script before it exited
+    assert not running(int(pidfile.read_text()))
+    assert group_members({idle, hung}) == []
+
+
+def test_process_mode_refuses_an_unguarded_main_module(tmp_path: Path) -> None:
+    """A worker imports the main module (as ``spawn`` does); one that starts workers at import fails clearly."""
+    script = tmp_path / "unguarded.py"
+    script.write_text(
+        textwrap.dedent(
+            """
+            import tools_for_processes as tfp
+            from harness_one import ToolRegistry
+
+            reg = ToolRegistry(autoload=False)
+            reg.add(tfp.pid, timeout=30, timeout_mode="process")
+            reg.call("pid")
+            """
+        )
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    done = subprocess.run([sys.executable, str(script)], check=False, capture_output=True, text=True, env=env, timeout=60)
+    assert done.returncode == 1
+    assert "the process-mode worker failed to start:" in done.stderr
+    assert "a worker is importing the main module, which starts another worker" in done.stderr
+    assert "if __name__ == '__main__':" in done.stderr
