@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 CONTRIB := $(sort $(wildcard contrib_tools/*/))
 
-.PHONY: demo test lint typecheck unit docs bench clean
+.PHONY: demo test lint typecheck unit docs bench fuzz clean sysdeps
 
 $(STAMP): pyproject.toml Makefile $(wildcard contrib_tools/*/pyproject.toml)
 	$(PYTHON) -m venv $(VENV)
@@ -23,7 +23,14 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy
 
-unit: $(STAMP)
+# System programs the suite runs for real (redis-server); installed with apt-get when missing and root.
+sysdeps:
+	@command -v redis-server >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null \
+	  && DEBIAN_FRONTEND=noninteractive apt-get update -qq \
+	  && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null; } \
+	  || echo "redis-server is not installed: the Redis tests will skip"
+
+unit: $(STAMP) sysdeps
 	$(PY) -m pytest
 
 docs: $(STAMP)
@@ -33,6 +40,11 @@ test: lint typecheck docs unit
 
 bench: $(STAMP)
 	$(PY) bench/percall.py $(BENCH_ARGS)
+
+# A long fuzz run of the registry and the agent loop (the suite runs the same properties briefly).
+FUZZ_EXAMPLES ?= 20000
+fuzz: $(STAMP)
+	HARNESS_ONE_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(PY) -m pytest -q -s -p no:cacheprovider tests/test_fuzz.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -10,7 +10,62 @@ from typing import Any
 from ._errors import ArgumentProblem, ToolArgumentError
 from ._schema import json_type
 
-__all__ = ["ArgumentLimits", "check_signature", "decode_arguments", "refuse_keys"]
+__all__ = ["MAX_DIGITS", "ArgumentLimits", "LongNumber", "check_signature", "decode_arguments", "load_json", "refuse_keys"]
+
+#: Integers longer than this (Python's int-to-text limit) are refused where they stand.
+MAX_DIGITS = 4300
+
+
+class LongNumber(ValueError):
+    """A JSON integer past :data:`MAX_DIGITS` digits, with the JSON path where it stands."""
+
+    def __init__(self, path: str, digits: int) -> None:
+        super().__init__(f"{path}: a number of {digits} digits (the limit is {MAX_DIGITS})")
+        self.path = path
+        self.digits = digits
+
+
+class _Long:
+    __slots__ = ("digits",)
+
+    def __init__(self, digits: int) -> None:
+        self.digits = digits
+
+
+def _find_long(value: Any, path: str) -> tuple[str, int] | None:
+    if isinstance(value, _Long):
+        return path, value.digits
+    if isinstance(value, dict):
+        items: Any = ((f"{path}.{k}", v) for k, v in value.items())
+    elif isinstance(value, list):
+        items = ((f"{path}[{i}]", v) for i, v in enumerate(value))
+    else:
+        return None
+    for sub, item in items:
+        found = _find_long(item, sub)
+        if found:
+            return found
+    return None
+
+
+def load_json(text: str) -> Any:
+    """``json.loads`` that names the path of an integer too long to read (:class:`LongNumber`).
+
+    Raises ``json.JSONDecodeError`` for invalid JSON and ``RecursionError`` past the decoder's depth.
+    """
+    long: list[int] = []
+
+    def parse_int(digits: str) -> Any:
+        if len(digits) <= MAX_DIGITS:
+            return int(digits)
+        long.append(len(digits.lstrip("-")))
+        return _Long(long[-1])
+
+    value = json.loads(text, parse_int=parse_int)
+    if long:
+        path, digits = _find_long(value, "$") or ("$", long[0])
+        raise LongNumber(path, digits)
+    return value
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,7 +125,19 @@ def _parse(raw: str | bytes | bytearray | memoryview, limits: ArgumentLimits) ->
     if not text.strip():
         return {}
     try:
-        value = json.loads(text)
+        value = load_json(text)
+    except LongNumber as exc:
+        raise ToolArgumentError(
+            [
+                ArgumentProblem(
+                    exc.path,
+                    f"a number of {exc.digits} digits is too long to read",
+                    "limits",
+                    f"a number of at most {MAX_DIGITS} digits",
+                    f"{exc.digits} digits",
+                )
+            ]
+        ) from None
     except json.JSONDecodeError as exc:
         snippet = text[max(0, exc.pos - 20) : exc.pos + 20]
         raise _problem(
@@ -85,10 +152,6 @@ def _parse(raw: str | bytes | bytearray | memoryview, limits: ArgumentLimits) ->
             "limits",
             f"depth <= {limits.max_depth}",
             "deeper",
-        ) from None
-    except ValueError as exc:  # an integer past Python's int-to-text limit
-        raise _problem(
-            f"arguments hold a number too long to read: {exc}".split(";")[0], "limits", "numbers of at most 4300 digits"
         ) from None
     if not isinstance(value, dict):
         got = json_type(value)

@@ -16,14 +16,19 @@ shape               a call looks like                                           
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+from ._arguments import MAX_DIGITS, LongNumber, load_json
 
 if TYPE_CHECKING:
     from ._registry import ToolRegistry
 
 __all__ = ["BadRequest", "Request", "parse_call", "parse_line", "resolve"]
+
+_ID = re.compile(r'"(?:id|call_id)"\s*:\s*("(?:[^"\\]|\\.)*"|-?\d{1,30})')
 
 
 @dataclass(slots=True)
@@ -115,6 +120,17 @@ def parse_call(obj: Any, *, provider: str | None = None) -> Request | None:
     )
 
 
+def _id_in(line: str) -> Any:
+    """The request's ``id`` from a line whose full parse failed, when it can be found cheaply."""
+    found = _ID.search(line[:4096])
+    if found is None:
+        return None
+    try:
+        return json.loads(found.group(1))
+    except ValueError:
+        return None
+
+
 def parse_line(line: bytes | str) -> Request:
     """A :class:`Request` from one JSON line; :class:`BadRequest` for anything else.
 
@@ -129,7 +145,12 @@ def parse_line(line: bytes | str) -> Request:
                 f"the line is not valid UTF-8 (byte 0x{exc.object[exc.start]:02x} at position {exc.start})"
             ) from None
     try:
-        data = json.loads(line)
+        data = load_json(line)
+    except LongNumber as exc:
+        raise BadRequest(
+            f"{exc.path}: expected a number of at most {MAX_DIGITS} digits, got {exc.digits} digits",
+            _id_in(line),
+        ) from None
     except RecursionError:
         raise BadRequest("the line is nested too deeply to read") from None
     except ValueError as exc:

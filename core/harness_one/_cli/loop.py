@@ -196,6 +196,9 @@ def run(ctx: click.Context, concurrency: int, output: str, source: IO[bytes], fa
     failed or an answer was lost; 2 bad usage. Progress (on a terminal) and a summary go to stderr.
     """
     registry = state_of(ctx).registry()
+    if sys.stdout is None:  # started with stdout closed: nothing can be answered
+        click.echo("harness-one run: the loop failed: cannot write answers: stdout is closed", err=True)
+        ctx.exit(EX_SOFTWARE)
     out = sys.stdout.buffer
     progress = sys.stderr if sys.stderr.isatty() else None
     loop = Loop(registry, out, text=output == "text", progress=progress)

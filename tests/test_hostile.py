@@ -1,0 +1,337 @@
+"""A hostile model's worst output: every line answered once, only typed errors, secrets kept out of logs."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import structlog
+
+from harness_one import (
+    REDACTED,
+    PluginError,
+    Redactor,
+    ToolArgumentError,
+    ToolError,
+    ToolRegistry,
+    defineTool,
+    hookimpl,
+)
+from harness_one_plugins import IdempotencyPlugin, LoggingPlugin
+
+ROOT = Path(__file__).resolve().parents[1]
+TOOLS = str(ROOT / "tests" / "hostile_tools.py")
+BIN = Path(sys.executable).parent
+
+
+def strict_json(line: bytes) -> Any:
+    """Parse one answer as a strict JSON peer would: UTF-8 only, no NaN/Infinity, no lone surrogates."""
+
+    def refuse(constant: str) -> Any:
+        raise ValueError(f"not JSON: {constant}")
+
+    text = line.decode("utf-8")  # raises on invalid UTF-8
+    text.encode("utf-8")  # raises on a lone surrogate
+    return json.loads(text, parse_constant=refuse)
+
+
+DEEP = "[" * 1000 + "]" * 1000
+HOSTILE_LINES: list[bytes] = [
+    b'\xff\xfe{"id": 1, "name": "echo", "arguments": {}}',  # not UTF-8
+    b'{"id": "\\ud800", "name": "echo", "arguments": {"text": "\\ud800"}}',  # lone surrogates, echoed back
+    b'{"id": 3, "name": "\\udfff", "arguments": {}}',  # a surrogate as the tool name
+    ('{"id": 4, "name": "echo", "arguments": {"text": ' + DEEP + "}}").encode(),  # too deep inside the arguments
+    DEEP.encode(),  # too deep as the whole line
+    b"[1, 2]",
+    b"42",
+    b'"a string"',
+    b"null",
+    b'{"id": 10, "name": "echo", "arguments": {"count": 1e400}}',  # Infinity once parsed
+    b'{"id": 11, "name": "echo", "arguments": {"count": NaN}}',
+    ('{"id": 12, "name": "echo", "arguments": {"count": ' + "9" * 5000 + "}}").encode(),  # past int's 4300 digits
+    *[
+        f'{{"id": "{k}", "name": "awkward", "arguments": {{"kind": "{k}"}}}}'.encode()
+        for k in ("surrogate", "nan", "inf", "bytes", "set", "object", "huge")
+    ],
+    b'{"id": 20, "name": "explode", "arguments": {"message": "\\ud800 inside"}}',
+    b'{"id": 21, "name": "ech", "arguments": {}}',
+    b'{"id": 22, "name": "echo", "arguments": "{\\"text\\": "}',
+    b'{"id": 23, "name": "echo", "arguments": {"text": 5}}',
+    b"\x00\x01\x02",
+    b'{"id": 25, "name": "echo", "arguments": {"text": "ok"}}',
+]
+
+
+def run_loop(payload: bytes, *args: str) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(
+        [str(BIN / "harness-one"), "--tools", TOOLS, "run", *args],
+        check=False,
+        input=payload,
+        capture_output=True,
+        timeout=120,
+        env={"PATH": f"{BIN}:/usr/bin:/bin", "HARNESS_ONE_STATE": "memory:", "HARNESS_ONE_LOG_LEVEL": "error"},
+    )
+
+
+@pytest.fixture
+def long_ints() -> Any:
+    """Parse integers past 4,300 digits, as a JSON peer that follows the JSON grammar does."""
+    old = sys.get_int_max_str_digits()
+    sys.set_int_max_str_digits(0)
+    yield
+    sys.set_int_max_str_digits(old)
+
+
+@pytest.mark.usefixtures("long_ints")
+@pytest.mark.parametrize("concurrency", ["1", "8"])
+def test_the_loop_answers_every_hostile_line_exactly_once(concurrency: str) -> None:
+    oversized = b'{"id": 99, "name": "echo", "arguments": {"text": "' + b"x" * (3 << 20) + b'"}}'
+    lines = [*HOSTILE_LINES, oversized, b'{"id": 100, "name": "echo", "arguments": {"count": 7}}']
+    proc = run_loop(b"\n".join(lines) + b"\n", "--concurrency", concurrency)
+    assert proc.returncode == 0, proc.stderr.decode(errors="replace")
+    answers = [strict_json(line) for line in proc.stdout.splitlines()]
+    assert len(answers) == len(lines)  # one answer per request line, none lost, none doubled
+    assert f"{len(lines)} requests".encode() in proc.stderr and b"NOT ANSWERED" not in proc.stderr
+    by_id = {a["id"]: a for a in answers if a["id"] is not None}
+    assert by_id[25] == {"id": 25, "ok": True, "result": {"text": "ok", "count": 0}}
+    assert by_id[100]["result"]["count"] == 7
+    assert by_id["\ufffd"]["result"]["text"] == "\ufffd"  # surrogates become U+FFFD, the documented rule
+    assert by_id["nan"]["result"] == "NaN" and by_id["inf"]["result"] == "Infinity"
+    assert by_id["surrogate"]["result"] == "a\ufffdb"
+    assert by_id["huge"]["result"] == int("1" + "0" * 5000)  # written in full, still a JSON number
+    assert by_id[12]["error"]["message"].startswith("line 12: $.arguments.count: expected a number of at most 4300 digits")
+    assert by_id[20]["error"]["type"] == "ToolExecutionError"
+    assert by_id[21]["error"]["type"] == "ToolNotFound" and "echo" in by_id[21]["error"]["message"]
+    assert by_id[23]["error"]["type"] == "ToolArgumentError" and "text" in by_id[23]["error"]["message"]
+    invalid = [a for a in answers if a["ok"] is False and a["error"]["type"] == "InvalidRequest"]
+    messages = " | ".join(a["error"]["message"] for a in invalid)
+    assert "UTF-8" in messages and "longer than" in messages and "nested" in messages
+
+
+def test_the_loop_exit_code_when_answers_cannot_be_written() -> None:
+    proc = subprocess.run(
+        f"{BIN / 'harness-one'} --tools {TOOLS} run >&-",
+        check=False,
+        shell=True,
+        input=b'{"id": 1, "name": "echo", "arguments": {}}\n',
+        capture_output=True,
+        timeout=60,
+    )
+    assert proc.returncode == 70 and b"cannot write answers" in proc.stderr
+
+
+def test_fail_on_error_gives_exit_one() -> None:
+    proc = run_loop(b'{"id": 1, "name": "explode", "arguments": {}}\n', "--fail-on-error")
+    assert proc.returncode == 1 and strict_json(proc.stdout.splitlines()[0])["ok"] is False
+
+
+def _deep(levels: int) -> list[Any]:
+    value: list[Any] = []
+    for _ in range(levels):
+        value = [value]
+    return value
+
+
+DEEP_LIST = _deep(5000)
+
+
+class Opaque:
+    def __repr__(self) -> str:
+        raise RuntimeError("repr fails")
+
+
+PYTHON_VALUES: list[Any] = [
+    {"text": b"bytes"},
+    {"text": {1, 2}},
+    {"text": ("a", "b")},
+    {1: "non-string key"},
+    {(1, 2): "tuple key"},
+    {"text": Opaque()},
+    {"count": math.nan},
+    {"count": math.inf},
+    {"count": 10**5000},
+    {"text": "\ud800"},
+    {"\ud800": 1},
+    {"count": 2.5},
+    {"count": True},
+    None,
+    [],
+    "not an object",
+    b'{"text": "\xff"}',
+    '{"text": "\\ud800"}',
+    "{" * 10_000,
+    {"text": DEEP_LIST},
+]
+
+
+@pytest.fixture
+def loud() -> ToolRegistry:
+    """Every standard plugin on, arguments logged (the riskiest set-up for odd values)."""
+    reg = ToolRegistry(autoload=False, state="memory:", plugin_options={"logging": {"log_arguments": True}})
+
+    @defineTool(registry=reg)
+    def echo(text: str = "", count: int = 0) -> dict[str, Any]:
+        """Return what it was given.
+
+        Args:
+            text: Any text.
+            count: Any integer.
+        """
+        return {"text": text, "count": count}
+
+    return reg
+
+
+@pytest.mark.parametrize("args", PYTHON_VALUES, ids=range(len(PYTHON_VALUES)))
+def test_only_tool_errors_come_out_for_any_python_value(loud: ToolRegistry, args: Any) -> None:
+    with structlog.testing.capture_logs():
+        try:
+            loud.call("echo", args)
+        except ToolError as exc:
+            if isinstance(exc, ToolArgumentError):
+                assert exc.problems and all(p.path and p.expected for p in exc.problems), exc.to_dict()
+            json.dumps(exc.to_dict())  # the model-readable form is always writable
+        result = loud.try_call("echo", args)
+        assert result.ok or isinstance(result.error, ToolError)
+
+
+async def test_async_calls_too(loud: ToolRegistry) -> None:
+    for args in PYTHON_VALUES:
+        result = await loud.atry_call("echo", args)
+        assert result.ok or isinstance(result.error, ToolError)
+
+
+class RaisingOnError:
+    name = "raises-on-error"
+
+    @hookimpl
+    def harness_on_error(self, call: Any, error: Any) -> None:
+        raise ValueError("on_error broke")
+
+
+def test_a_raising_on_error_hook_becomes_a_plugin_error_naming_it() -> None:
+    reg = ToolRegistry(autoload=False, plugins=[RaisingOnError()])
+
+    @defineTool(registry=reg)
+    def fails() -> None:
+        """Always fails."""
+        raise RuntimeError("tool failed")
+
+    with pytest.raises(PluginError) as err:
+        reg.call("fails", {})
+    assert "raises-on-error" in str(err.value)
+    assert not reg.try_call("fails", {}).ok
+
+
+# -- redaction -------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "privateKey",
+        "PRIVATE-KEY",
+        "private_key",
+        "pwd",
+        "user_pin",
+        "jwt",
+        "bearer",
+        "passphrase",
+        "sessionId",
+        "session_id",
+        "ssh_key",
+        "otp",
+        "cvv",
+        "X-Api-Key",
+        "accessToken",
+        "Authorization",
+    ],
+)
+def test_secret_keys_whatever_their_spelling(key: str) -> None:
+    assert Redactor()({key: "s3cr3t"}) == {key: REDACTED}
+
+
+@pytest.mark.parametrize("key", ["spinner", "pinned_note", "topic", "author_name", "options"])
+def test_ordinary_keys_stay(key: str) -> None:
+    assert Redactor()({key: "visible"}) == {key: "visible"}
+
+
+def test_nested_values_url_userinfo_and_added_keys_and_values() -> None:
+    redactor = Redactor(extra_keys=["tenant_code"], values=["sk-live-123456"])
+    value = {
+        "rows": ({"password": "p"}, [{"inner": {"token": "t"}}]),
+        "url": "https://alice:hunter2@example.com/x?q=1",
+        "tenant_code": "T-9",
+        "note": "the key is sk-live-123456, keep it",
+        "big": 10**5000,
+    }
+    assert redactor(value) == {
+        "rows": [{"password": REDACTED}, [{"inner": {"token": REDACTED}}]],
+        "url": f"https://{REDACTED}@example.com/x?q=1",
+        "tenant_code": REDACTED,
+        "note": f"the key is {REDACTED}, keep it",
+        "big": "<integer of 16610 bits>",
+    }
+
+
+def test_the_logging_plugin_redacts_arguments_it_logs() -> None:
+    reg = ToolRegistry(
+        autoload=False,
+        plugins=[LoggingPlugin(log_arguments=True, extra_secret_keys=["tenant_code"], secret_values=["hunter2"])],
+        standard_plugins=False,
+    )
+
+    @defineTool(registry=reg)
+    def login(options: dict[str, Any]) -> str:
+        """Log in.
+
+        Args:
+            options: Anything.
+        """
+        return "ok"
+
+    args = {"options": {"privateKey": "k", "creds": ("x", {"apiKey": "a"}), "tenant_code": "T", "note": "pw hunter2"}}
+    with structlog.testing.capture_logs() as logs:
+        reg.call("login", args)
+    text = json.dumps(logs, default=str)
+    assert logs and "arguments" in logs[-1]
+    for secret in ('"k"', '"a"', '"T"', "hunter2"):
+        assert secret not in text
+
+
+# -- idempotency leases -----------------------------------------------------------------------------------------
+
+
+def test_a_call_longer_than_its_lease_still_runs_once_per_key() -> None:
+    runs: list[int] = []
+    started, release = threading.Event(), threading.Event()
+    reg = ToolRegistry(autoload=False, standard_plugins=False, plugins=[IdempotencyPlugin(lease=0.3, wait=0)])
+
+    @defineTool(registry=reg, idempotent=True)
+    def slow(n: int) -> int:
+        """Runs until released.
+
+        Args:
+            n: A number.
+        """
+        runs.append(n)
+        started.set()
+        release.wait(10)
+        return n
+
+    first = threading.Thread(target=reg.try_call, args=("slow", {"n": 1}), kwargs={"idempotency_key": "k"})
+    first.start()
+    assert started.wait(10)
+    time.sleep(1.0)  # more than three leases: only renewal keeps the key held (real time: the renewal thread's own)
+    second = reg.try_call("slow", {"n": 1}, idempotency_key="k")
+    release.set()
+    first.join(10)
+    assert runs == [1]
+    assert not second.ok and second.error.kind in {"idempotency_conflict"}, second.error.to_dict()
