@@ -589,7 +589,8 @@ class CompiledSchema:
                     stopped = "more problems may follow; fix these first"
                     break
         except Exception as exc:
-            found.append(ArgumentProblem("$", f"arguments could not be checked completely ({type(exc).__name__})", "schema"))
+            reason = f"arguments could not be checked completely ({type(exc).__name__})"
+            found.append(ArgumentProblem("$", reason, "schema", "arguments made of JSON values"))
         finally:
             _BUDGET.reset(token)
         unique = sorted(dict.fromkeys(found), key=lambda p: (p.path, p.keyword))[:MAX_PROBLEMS]
