@@ -254,3 +254,29 @@ def test_log_format_follows_the_terminal_and_the_environment(monkeypatch: pytest
     monkeypatch.setenv("HARNESS_ONE_LOG_LEVEL", "info")
     settings = load_settings(None)
     assert (settings.log_format, settings.log_level) == ("json", "info")
+
+
+@pytest.mark.parametrize("spec", ["nosuchmodule_for_the_cli_test", "./broken_tools.py"])
+def test_tools_that_fail_to_load_are_a_usage_error(runner: CliRunner, tmp_path: Path, spec: str) -> None:
+    (tmp_path / "broken_tools.py").write_text("raise ImportError('needs frobnicate')\n")
+    result = runner.invoke(main, ["--tools", spec, "list"])
+    assert result.exit_code == 2, result.output
+    assert ("needs frobnicate" if spec.endswith(".py") else "nosuchmodule_for_the_cli_test") in result.output
+
+
+@pytest.mark.parametrize("flag", ["--args", "--context"])
+def test_malformed_call_options_are_usage_errors_not_argument_errors(runner: CliRunner, flag: str) -> None:
+    args = ["call", "calculate", "--args", '{"expression": "1"}']
+    args += [flag, "{not json"] if flag == "--context" else []
+    if flag == "--args":
+        args[3] = "{not json"
+    result = runner.invoke(main, args)
+    assert result.exit_code == 2 and flag in result.output and "ToolArgumentError" not in result.output
+
+
+def test_list_json_is_typed_data(runner: CliRunner) -> None:
+    rows = {r["name"]: r for r in json.loads(invoke(runner, "list", "--json").output)}
+    calc = rows["calculate"]
+    assert isinstance(calc["read_only"], bool) and isinstance(calc["idempotent"], bool)
+    assert all(isinstance(v, (str, int, float, bool, dict, list, type(None))) for v in calc.values())
+    assert not any(v in ("-", "yes", "no") for row in rows.values() for v in row.values())

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from pydantic import TypeAdapter
 
-from harness_one import ToolRegistry, define_tool
+from harness_one import ToolRegistry, define_tool, defineTool
 from harness_one.dispatch import (
     adispatch_anthropic,
     dispatch_anthropic,
@@ -293,3 +293,38 @@ def test_async_dispatch_concurrency_cap() -> None:
 def test_export_tools_unknown_format() -> None:
     with pytest.raises(ValueError, match="unknown export format"):
         export_tools([], "cohere")
+
+
+def test_strict_export_per_tool_with_names_and_a_reported_fallback() -> None:
+    reg = ToolRegistry(autoload=False)
+
+    @defineTool(registry=reg)
+    def add(a: int, b: int) -> int:
+        """Add.
+
+        Args:
+            a: First.
+            b: Second.
+        """
+        return a + b
+
+    @defineTool(registry=reg)
+    def tally(counts: dict[str, int]) -> int:
+        """Sum counts.
+
+        Args:
+            counts: Counts by name.
+        """
+        return sum(counts.values())
+
+    with pytest.raises(StrictSchemaError) as err:
+        reg.export("openai", strict=True)
+    assert err.value.tool == "tally"
+    auto = reg.export("openai", strict="auto")
+    by_name = {t["function"]["name"]: t["function"] for t in auto.tools}
+    assert by_name["add"]["strict"] is True and by_name["tally"].get("strict") is not True
+    assert list(auto.not_strict) == ["tally"] and auto.not_strict["tally"]
+    only = reg.export("openai", strict=True, names=["add"])
+    assert [t["function"]["name"] for t in only.tools] == ["add"] and only.tools[0]["function"]["strict"] is True
+    with pytest.raises(ValueError):
+        reg.export("openai", strict="sometimes")
