@@ -256,7 +256,13 @@ def evaluate(expression: str) -> int | float:
     except SyntaxError as exc:
         if "too many nested" in (exc.msg or ""):
             raise too_deep() from None
-        raise refuse(f"not a valid expression: {exc.msg} at column {exc.offset}") from None
+        where = f" at column {exc.offset}" if exc.offset else ""
+        raise refuse(f"not a valid expression: {exc.msg}{where}") from None
+    except UnicodeEncodeError as exc:  # a lone surrogate (such as "\ud800") is not text the parser can read
+        char = f"U+{ord(exc.object[exc.start]):04X}"
+        raise refuse(f"not a valid expression: a lone surrogate ({char}) at column {exc.start + 1}") from None
+    except ValueError as exc:  # Python 3.11 reports a null byte so, 3.12 as a SyntaxError
+        raise refuse(f"not a valid expression: {exc}") from None
     except (RecursionError, MemoryError):  # the parser's own nesting limits
         raise too_deep() from None
     try:

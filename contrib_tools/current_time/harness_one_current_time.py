@@ -14,6 +14,7 @@ from harness_one import ArgumentProblem, ToolArgumentError, defineTool
 __all__ = ["current_time"]
 
 Format = Literal["iso", "rfc2822", "unix", "human"]
+_MAX_NAME = 64  # characters of an unknown zone name echoed in the error
 
 
 def _utcnow() -> datetime:
@@ -34,14 +35,12 @@ def current_time(timezone: str = "UTC", format: Format = "iso") -> dict[str, Any
         format: "iso" (ISO 8601), "rfc2822", "unix" (seconds since the epoch) or "human".
     """
     if timezone not in _zones():
-        close = difflib.get_close_matches(timezone, sorted(_zones()), n=3)
+        # no IANA name is longer than about 30 characters: a longer one gets no suggestion (difflib is quadratic)
+        close = difflib.get_close_matches(timezone, sorted(_zones()), n=3) if len(timezone) <= _MAX_NAME else []
         hint = f"; did you mean {', '.join(close)}?" if close else "; use an IANA name such as 'Europe/Berlin'"
+        shown = repr(timezone) if len(timezone) <= _MAX_NAME else f"{timezone[:_MAX_NAME]!r}... ({len(timezone)} characters)"
         raise ToolArgumentError(
-            [
-                ArgumentProblem(
-                    "$.timezone", f"unknown time zone {timezone!r}{hint}", "enum", "an IANA time zone name", repr(timezone)
-                )
-            ]
+            [ArgumentProblem("$.timezone", f"unknown time zone {shown}{hint}", "enum", "an IANA time zone name", shown)]
         )
     now = _utcnow().astimezone(ZoneInfo(timezone))
     rendered: str | float

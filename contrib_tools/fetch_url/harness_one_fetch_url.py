@@ -148,12 +148,11 @@ def _pin(url: httpx.URL, policy: FetchPolicy, deadline: _Deadline) -> tuple[http
         if reason and not policy.allows(host, ip):
             via = "" if literal is not None else f" ({host} resolves to {ip})"
             raise _refuse(f"refused: {ip}{via} {reason}; only public addresses can be fetched", str(url))
-    target = addresses[0]
-    netloc_host = f"[{target}]" if target.version == 6 else str(target)
-    pinned = url.copy_with(host=netloc_host.strip("[]"))
+    pinned = url.copy_with(host=str(addresses[0]))  # httpx adds the brackets of an IPv6 address
     default_port = port == (443 if url.scheme == "https" else 80)
+    name = f"[{host}]" if literal is not None and literal.version == 6 else host
     headers = {
-        "Host": host if default_port else f"{host}:{port}",
+        "Host": name if default_port else f"{name}:{port}",
         "Accept": "text/html, application/json;q=0.9, text/*;q=0.8",
         "Accept-Encoding": "gzip, deflate",  # what _read can decompress within the byte limit
     }

@@ -26,6 +26,15 @@ def random_number(
         kind: "integer" or "float".
         seed: Make the draw reproducible.
     """
+    for field, bound in (("min", min), ("max", max)):
+        if isinstance(bound, float) and not math.isfinite(bound):  # also without the validation plugin
+            raise ToolArgumentError(
+                [
+                    ArgumentProblem(
+                        f"$.{field}", f"{field} must be a finite number, not {bound}", "type", "a finite number", str(bound)
+                    )
+                ]
+            )
     if min > max:
         raise ToolArgumentError(
             [ArgumentProblem("$.min", f"min ({min}) is greater than max ({max})", "range", f"<= {max}", str(min))]
@@ -48,4 +57,7 @@ def random_number(
         value: float = rng.randint(low, high)
     else:
         value = rng.uniform(min, max)
+        if math.isinf(value):  # max - min overflowed (min=-1e308, max=1e308): weigh the ends instead
+            share = rng.random()
+            value = min * (1 - share) + max * share
     return {"value": value, "min": min, "max": max, "kind": kind}

@@ -4,12 +4,14 @@ Three locks keep it read-only: the file is opened with ``mode=ro``; an authorize
 only reading (no writes, no schema changes, no ``ATTACH``, no pragma that sets a value); and
 only one statement runs per call.
 
-Three limits bound the work: at most ``max_rows`` rows and ``max_bytes`` bytes of values are
-returned (``truncated`` and ``note`` say when the result was cut), and a progress handler
-interrupts a query still running after ``time_limit`` seconds, fetching included. On Python
-3.11+ SQLite itself refuses any single string or blob longer than ``max_bytes``
-(``SQLITE_LIMIT_LENGTH``), so ``zeroblob(999999999)`` fails before it is allocated; Python
-3.10 has no ``Connection.setlimit``, so there one value can reach SQLite's compiled-in
+Four limits bound the work: at most ``max_rows`` rows and ``max_bytes`` bytes of values are
+returned (``truncated`` and ``note`` say when the result was cut); a progress handler
+interrupts a query still running after ``time_limit`` seconds, fetching included; and on
+Python 3.11+ SQLite itself refuses any single string or blob longer than ``max_bytes``
+(``SQLITE_LIMIT_LENGTH``) and any result wider than ``max_columns`` columns
+(``SQLITE_LIMIT_COLUMN``), so ``zeroblob(999999999)`` fails before it is allocated and one
+row in memory holds at most ``max_columns * max_bytes`` bytes before the byte cap drops it.
+Python 3.10 has no ``Connection.setlimit``: there one value can reach SQLite's compiled-in
 maximum (normally 10**9 bytes) in memory before the byte cap drops it.
 
 The database is named by ``HARNESS_ONE_SQL_DB`` (read at call time), or build your own
@@ -26,13 +28,17 @@ from typing import Any
 
 from harness_one import ArgumentProblem, Clock, SystemClock, Tool, ToolArgumentError, ToolError, ToolTimeout, defineTool
 
-__all__ = ["DB_ENV", "MAX_BYTES", "MAX_ROWS", "TIME_LIMIT", "make_sql_query", "run_query", "sql_query"]
+__all__ = ["DB_ENV", "MAX_BYTES", "MAX_COLUMNS", "MAX_ROWS", "TIME_LIMIT", "make_sql_query", "run_query", "sql_query"]
 
 DB_ENV = "HARNESS_ONE_SQL_DB"
 MAX_ROWS = 200
 MAX_BYTES = 1_000_000
+MAX_COLUMNS = 64
 TIME_LIMIT = 5.0
 _PROGRESS_STEPS = 1000  # SQLite virtual-machine steps between two looks at the clock
+# Not in every typeshed: the values are SQLite's own (sqlite3.h) and never change.
+_LIMIT_LENGTH: int = getattr(sqlite3, "SQLITE_LIMIT_LENGTH", 0)
+_LIMIT_COLUMN: int = getattr(sqlite3, "SQLITE_LIMIT_COLUMN", 2)
 
 _READ_ACTIONS = {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_FUNCTION, sqlite3.SQLITE_RECURSIVE}
 _READ_ONLY_PRAGMAS = {"table_info", "table_xinfo", "table_list", "index_list", "index_info", "foreign_key_list", "database_list"}
@@ -86,10 +92,11 @@ def run_query(
     *,
     max_rows: int = MAX_ROWS,
     max_bytes: int = MAX_BYTES,
+    max_columns: int = MAX_COLUMNS,
     time_limit: float = TIME_LIMIT,
     clock: Clock | None = None,
 ) -> dict[str, Any]:
-    """Run one read-only query on the SQLite file at ``path``, within the row, byte and time limits."""
+    """Run one read-only query on the SQLite file at ``path``, within the row, byte, column and time limits."""
     if not Path(path).is_file():
         raise ToolError(f"The database {str(path)!r} does not exist; set {DB_ENV} to a SQLite file.")
     now = (clock or SystemClock()).now
@@ -100,8 +107,9 @@ def run_query(
     rows: list[list[Any]] = []
     size, note = 0, None
     try:
-        if hasattr(conn, "setlimit"):  # Python 3.11+: no string or blob past max_bytes is ever built
-            conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, min(max(1, max_bytes), 2**31 - 1))  # SQLite caps it at its own maximum
+        if hasattr(conn, "setlimit"):  # Python 3.11+: no value past max_bytes, no row past max_columns is built
+            conn.setlimit(_LIMIT_LENGTH, min(max(1, max_bytes), 2**31 - 1))  # SQLite caps both at its own maximum
+            conn.setlimit(_LIMIT_COLUMN, min(max(1, max_columns), 2**31 - 1))
         conn.set_authorizer(_authorizer(denied))
         conn.set_progress_handler(lambda: int(now() > deadline), _PROGRESS_STEPS)
         try:
@@ -132,6 +140,13 @@ def run_query(
                 expected=f"values of at most {max_bytes} bytes",
             ) from None
         except sqlite3.DatabaseError as exc:
+            if "too many columns" in str(exc) and hasattr(conn, "setlimit"):
+                raise _refuse(
+                    f"the query returns more than {max_columns} columns; select fewer columns",
+                    got,
+                    keyword="limits",
+                    expected=f"at most {max_columns} columns",
+                ) from None
             if denied:
                 action = next(
                     (d for d in denied if d != "change the database schema"), denied[0]
@@ -157,6 +172,7 @@ def make_sql_query(
     name: str = "sql_query",
     max_rows: int = MAX_ROWS,
     max_bytes: int = MAX_BYTES,
+    max_columns: int = MAX_COLUMNS,
     time_limit: float = TIME_LIMIT,
     clock: Clock | None = None,
 ) -> Tool:
@@ -172,7 +188,16 @@ def make_sql_query(
         target = path if path is not None else os.environ.get(DB_ENV)
         if not target:
             raise ToolError(f"No database configured: set {DB_ENV} to a SQLite file.")
-        return run_query(target, sql, params, max_rows=max_rows, max_bytes=max_bytes, time_limit=time_limit, clock=clock)
+        return run_query(
+            target,
+            sql,
+            params,
+            max_rows=max_rows,
+            max_bytes=max_bytes,
+            max_columns=max_columns,
+            time_limit=time_limit,
+            clock=clock,
+        )
 
     return defineTool(
         registry=None,

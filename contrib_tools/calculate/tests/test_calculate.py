@@ -101,7 +101,36 @@ def test_complex_results_are_refused(reg: ToolRegistry, expression: str) -> None
 
 
 def test_the_models_text_prints_no_syntax_warning() -> None:
-    with warnings.catch_warnings(record=True) as caught:
-        with pytest.raises(ToolArgumentError, match="IfExp is not allowed"):
-            mod.evaluate("1if 1 else 2")  # the tokenizer warns "invalid decimal literal" on stderr
+    with warnings.catch_warnings(record=True) as caught, pytest.raises(ToolArgumentError, match="IfExp is not allowed"):
+        mod.evaluate("1if 1 else 2")  # the tokenizer warns "invalid decimal literal" on stderr
     assert [w for w in caught if issubclass(w.category, SyntaxWarning)] == []
+
+
+@pytest.mark.parametrize(
+    "expression",
+    ["round(1, -10**7)", "round(1.5, 10**9)", "2 ** 10 ** 9", "(10**999) ** (10**999)", "10**999 * 10**999", "factorial(10**6)"],
+)
+def test_a_refusal_is_instant(expression: str) -> None:
+    """Each of these holds the GIL for seconds (or forever) when computed; a thread timeout cannot stop it."""
+    start = time.perf_counter()
+    with pytest.raises(ToolArgumentError) as err:
+        mod.evaluate(expression)
+    assert time.perf_counter() - start < 0.1
+    assert err.value.problems[0].keyword == "limits"
+
+
+@pytest.mark.parametrize(
+    ("expression", "fragment"),
+    [
+        ("-" * 1000 + "1", "the expression is 1001 characters; the limit is 1000"),
+        ("-" * 999 + "1", "nested more than 100 levels deep"),
+        ("\ud800", "a lone surrogate (U+D800) at column 1"),  # was a raw UnicodeEncodeError
+        ("1 + \udfff", "a lone surrogate (U+DFFF) at column 5"),
+        ("1\x00", "null bytes"),
+    ],
+)
+def test_hostile_text_is_a_readable_refusal(reg: ToolRegistry, expression: str, fragment: str) -> None:
+    with pytest.raises(ToolArgumentError) as err:
+        reg.call("calculate", {"expression": expression})
+    problem = err.value.problems[0]
+    assert problem.path == "$.expression" and fragment in problem.message, problem.message

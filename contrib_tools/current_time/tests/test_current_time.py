@@ -41,3 +41,10 @@ def test_bad_format_is_refused_by_the_schema(reg: ToolRegistry) -> None:
 def test_found_through_its_entry_point() -> None:
     reg = ToolRegistry(discover=True, autoload=False)
     assert reg.get("current_time").source == "harness-one-current-time"
+
+
+def test_a_huge_unknown_zone_is_not_echoed_whole(reg: ToolRegistry) -> None:
+    with pytest.raises(ToolArgumentError) as err:
+        reg.call("current_time", {"timezone": "Europe/" + "x" * 1_000_000})
+    problem = err.value.problems[0]
+    assert len(str(err.value)) < 400 and "(1000007 characters)" in problem.message and problem.path == "$.timezone"

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import socket
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -50,10 +51,30 @@ class Handler(BaseHTTPRequestHandler):
 @pytest.fixture(scope="module")
 def server() -> Iterator[str]:
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     yield f"http://127.0.0.1:{httpd.server_address[1]}"
     httpd.shutdown()
+
+
+class IPv6Server(ThreadingHTTPServer):
+    address_family = socket.AF_INET6
+
+
+def test_an_ipv6_literal_keeps_its_brackets_in_the_host_header() -> None:
+    try:
+        httpd = IPv6Server(("::1", 0), Handler)
+    except OSError:
+        pytest.skip("no IPv6 loopback here")
+    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    try:
+        port = httpd.server_address[1]
+        out = registry_with(allow=("::1",)).call("fetch_url", {"url": f"http://[::1]:{port}/json"})
+        assert out["json"]["host"] == f"[::1]:{port}" and out["final_url"] == f"http://[::1]:{port}/json"
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
 
 
 def registry_with(**policy: Any) -> ToolRegistry:

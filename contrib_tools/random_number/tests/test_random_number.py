@@ -42,3 +42,17 @@ def test_rate_limit_burst() -> None:
     with pytest.raises(RateLimitExceeded) as err:
         reg.call("random_number", {})
     assert err.value.retry_after == pytest.approx(0.2)
+
+
+def test_the_widest_float_range_gives_a_finite_number(reg: ToolRegistry) -> None:
+    values = [reg.call("random_number", {"min": -1e308, "max": 1e308, "kind": "float", "seed": s})["value"] for s in range(20)]
+    assert all(-1e308 <= v <= 1e308 for v in values) and len(set(values)) == 20  # uniform() alone gave inf
+
+
+@pytest.mark.parametrize(("field", "bound"), [("min", float("nan")), ("max", float("inf")), ("min", float("-inf"))])
+def test_non_finite_bounds_are_refused_without_the_validation_plugin(field: str, bound: float) -> None:
+    reg = ToolRegistry(autoload=False, block=["validation"])
+    reg.add(mod.random_number)
+    with pytest.raises(ToolArgumentError) as err:  # was a ValueError or OverflowError from the tool
+        reg.call("random_number", {field: bound, "kind": "integer"})
+    assert err.value.problems[0].path == f"$.{field}" and "finite number" in err.value.problems[0].message

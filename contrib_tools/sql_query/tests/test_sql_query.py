@@ -130,3 +130,17 @@ def test_env_configured_default(db: Path, monkeypatch: pytest.MonkeyPatch) -> No
     assert "HARNESS_ONE_SQL_DB" in reg.try_call("sql_query", {"sql": "SELECT 1"}).for_model()
     tool = reg.get("sql_query")
     assert tool.idempotent and tool.read_only
+
+
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="Connection.setlimit is new in Python 3.11")
+def test_no_row_wider_than_the_column_limit_is_built(db: Path) -> None:
+    wide = "SELECT " + ", ".join(["x"] * (mod.MAX_COLUMNS + 1)) + " FROM (SELECT zeroblob(999999) AS x)"  # 65 MB in one row
+    with pytest.raises(ToolArgumentError) as err:
+        mod.run_query(db, wide)
+    problem = err.value.problems[0]
+    assert (problem.path, problem.keyword, problem.expected) == ("$.sql", "limits", f"at most {mod.MAX_COLUMNS} columns")
+    assert f"more than {mod.MAX_COLUMNS} columns" in problem.message
+    out = mod.run_query(db, "SELECT " + ", ".join(["x"] * 3) + " FROM (SELECT 1 AS x)", max_columns=3)
+    assert out["rows"] == [[1, 1, 1]]
+    with pytest.raises(ToolArgumentError, match="more than 2 columns"):
+        mod.run_query(db, "SELECT 1, 2, 3", max_columns=2)

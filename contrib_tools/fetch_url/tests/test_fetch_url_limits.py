@@ -1,0 +1,173 @@
+"""The fetch deadline and the decompressed-size cap, against real sockets on the loopback interface."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+import tracemalloc
+import zlib
+from collections.abc import Callable, Iterator
+
+import harness_one_fetch_url as mod
+import pytest
+
+from harness_one import ToolArgumentError, ToolError, ToolRegistry, ToolTimeout
+
+Reply = Callable[[socket.socket, threading.Event], None]
+LOOPBACK = ("127.0.0.1",)  # the test server's address, opened on purpose (refused by default)
+
+
+class RawServer:
+    """A TCP server on 127.0.0.1 that answers every connection with ``reply`` (after reading the request)."""
+
+    def __init__(self, reply: Reply) -> None:
+        self.reply = reply
+        self.stop = threading.Event()
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while not self.stop.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    def _serve(self, conn: socket.socket) -> None:
+        with conn:
+            try:
+                conn.recv(65536)
+                self.reply(conn, self.stop)
+            except OSError:  # the client gave up: that is what the deadline tests want
+                pass
+
+    def close(self) -> None:
+        self.stop.set()
+        self.sock.close()
+
+
+@pytest.fixture
+def serve() -> Iterator[Callable[[Reply], str]]:
+    servers: list[RawServer] = []
+
+    def start(reply: Reply) -> str:
+        servers.append(RawServer(reply))
+        return servers[-1].url
+
+    yield start
+    for server in servers:
+        server.close()
+
+
+def trickle(head: bytes, rest: bytes, interval: float = 0.05, limit: float = 5.0) -> Reply:
+    """Send ``head`` at once, then ``rest`` one byte per ``interval`` s, for at most ``limit`` s."""
+
+    def reply(conn: socket.socket, stop: threading.Event) -> None:
+        conn.sendall(head)
+        end = time.monotonic() + limit
+        for byte in rest:
+            if stop.wait(interval) or time.monotonic() > end:
+                return
+            conn.sendall(bytes([byte]))
+
+    return reply
+
+
+HEADERS = b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 100000\r\n\r\n"
+
+
+@pytest.mark.parametrize(
+    ("head", "rest"),
+    [
+        (b"", HEADERS),  # the status line and headers, a byte at a time (the per-read timeout restarted on each)
+        (HEADERS, b"x" * 100_000),  # the headers at once, then the body a byte at a time
+    ],
+    ids=["headers", "body"],
+)
+def test_one_deadline_over_headers_and_body(serve: Callable[[Reply], str], head: bytes, rest: bytes) -> None:
+    url = serve(trickle(head, rest))
+    reg = ToolRegistry(autoload=False)
+    reg.add(mod.make_fetch_url(mod.FetchPolicy(allow=LOOPBACK, timeout=0.5)))
+    start = time.monotonic()
+    with pytest.raises(ToolTimeout, match=r"timed out after 0\.5 s\.") as err:
+        reg.call("fetch_url", {"url": url})
+    took = time.monotonic() - start
+    assert err.value.timeout == 0.5
+    assert 0.45 <= took < 0.8, f"the deadline was 0.5 s, the fetch took {took:.3f} s"
+
+
+def test_the_deadline_covers_the_dns_lookup() -> None:
+    answered = threading.Event()
+
+    def hanging(host: str, port: int) -> list[str]:  # a resolver that never answers in time
+        answered.wait(5)
+        return ["93.184.215.14"]
+
+    start = time.monotonic()
+    with pytest.raises(ToolTimeout, match=r"timed out after 0\.25 s\."):
+        mod.fetch("http://slow-dns.test/", mod.FetchPolicy(timeout=0.25, resolver=hanging))
+    answered.set()
+    assert time.monotonic() - start < 0.6
+
+
+def deflate_bomb(wbits: int, size: int = 32 << 20) -> bytes:
+    """``size`` zero bytes compressed (about 1000:1) in the container ``wbits`` selects."""
+    packer = zlib.compressobj(9, zlib.DEFLATED, wbits)
+    block = bytes(1 << 20)
+    return b"".join(packer.compress(block) for _ in range(size >> 20)) + packer.flush()
+
+
+@pytest.mark.parametrize(
+    ("encoding", "wbits"),
+    [("gzip", 31), ("deflate", 15), ("deflate", -15)],  # gzip; deflate in its zlib wrapper; raw deflate (sent by some servers)
+    ids=["gzip", "deflate-zlib", "deflate-raw"],
+)
+def test_a_compression_bomb_stops_at_the_byte_cap(serve: Callable[[Reply], str], encoding: str, wbits: int) -> None:
+    body = deflate_bomb(wbits)  # about 32 KB on the wire, 32 MiB inflated
+    head = f"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Encoding: {encoding}\r\nContent-Length: {len(body)}\r\n\r\n"
+
+    def reply(conn: socket.socket, stop: threading.Event) -> None:
+        conn.sendall(head.encode() + body)
+
+    url = serve(reply)
+    policy = mod.FetchPolicy(allow=LOOPBACK, max_bytes=100_000)
+    tracemalloc.start()
+    try:
+        out = mod.fetch(url, policy)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert out["truncated"] is True and out["bytes"] == 100_000 and out["text"] == "\0" * 100_000
+    assert peak < 3_000_000, f"peak {peak / 1e6:.1f} MB for a 0.1 MB cap"  # inflating one 32 KB chunk at once takes 32 MB
+
+
+def test_a_body_that_is_not_what_it_claims_is_a_readable_error(serve: Callable[[Reply], str]) -> None:
+    head = b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Encoding: gzip\r\nContent-Length: 9\r\n\r\n"
+    url = serve(lambda conn, stop: conn.sendall(head + b"not gzip!"))
+    with pytest.raises(ToolError, match="not valid gzip data"):
+        mod.fetch(url, mod.FetchPolicy(allow=LOOPBACK))
+    head = b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Encoding: br\r\nContent-Length: 1\r\n\r\n"
+    url = serve(lambda conn, stop: conn.sendall(head + b"x"))
+    with pytest.raises(ToolError, match="only gzip and deflate are supported"):
+        mod.fetch(url, mod.FetchPolicy(allow=LOOPBACK))
+
+
+def test_a_redirect_to_a_name_with_a_private_address_is_refused(serve: Callable[[Reply], str]) -> None:
+    url = serve(
+        lambda conn, stop: conn.sendall(b"HTTP/1.1 302 Found\r\nLocation: http://inside.test/\r\nContent-Length: 0\r\n\r\n")
+    )
+    names = {"inside.test": ["10.1.2.3"]}
+    policy = mod.FetchPolicy(allow=LOOPBACK, resolver=lambda host, port: names[host])
+    with pytest.raises(ToolArgumentError, match=r"refused: 10\.1\.2\.3 \(inside\.test resolves to 10\.1\.2\.3\) is a private"):
+        mod.fetch(url, policy)
+
+
+def test_loopback_is_refused_without_the_opt_in(serve: Callable[[Reply], str]) -> None:
+    url = serve(lambda conn, stop: conn.sendall(HEADERS))
+    with pytest.raises(ToolArgumentError, match=r"refused: 127\.0\.0\.1 is a loopback address"):
+        mod.fetch(url, mod.FetchPolicy())
+    with pytest.raises(ToolArgumentError, match=r"localhost resolves to 127\.0\.0\.1"):
+        mod.fetch(url.replace("127.0.0.1", "localhost"), mod.FetchPolicy(resolver=lambda host, port: ["127.0.0.1"]))
