@@ -12,12 +12,16 @@ import importlib
 from typing import Any
 
 __all__ = [
+    "ApprovalPlugin",
+    "BudgetPlugin",
     "CachePlugin",
     "CircuitBreakerPlugin",
     "ConcurrencyPlugin",
     "IdempotencyPlugin",
     "LoggingPlugin",
     "MetricsPlugin",
+    "OTelPlugin",
+    "OutputLimitPlugin",
     "RateLimitPlugin",
     "RetryPlugin",
     "TimeoutPlugin",
@@ -25,12 +29,16 @@ __all__ = [
 ]
 
 _WHERE = {
+    "ApprovalPlugin": "approval",
+    "BudgetPlugin": "budget",
     "CachePlugin": "cache",
     "CircuitBreakerPlugin": "circuit",
     "ConcurrencyPlugin": "concurrency",
     "IdempotencyPlugin": "idempotency",
     "LoggingPlugin": "log",
     "MetricsPlugin": "metrics",
+    "OTelPlugin": "otel",
+    "OutputLimitPlugin": "output",
     "RateLimitPlugin": "ratelimit",
     "RetryPlugin": "retry",
     "TimeoutPlugin": "timeout",
@@ -43,6 +51,10 @@ _WHERE = {
     "IdempotencyStore": "idempotency",
     "MemoryStore": "idempotency",
     "SQLiteStore": "idempotency",
+    "ApprovalRequired": "approval",
+    "ApprovalDenied": "approval",
+    "BudgetExhausted": "budget",
+    "OutputTooLarge": "output",
 }
 
 

@@ -1,0 +1,282 @@
+"""The ``approval`` plugin: calls that need a person's decision before they run.
+
+A call of a tool that requires approval does not run: it comes back as
+:class:`ApprovalRequired` (``kind == "approval_required"``) carrying its call id, tool and
+arguments, and waits. The application decides by call id (:meth:`ApprovalPlugin.approve`,
+:meth:`ApprovalPlugin.deny`) and resumes it (:meth:`ApprovalPlugin.resume`, or by making the
+same call again with the same call id): an approved call then runs through every policy; a
+denied one is refused with :class:`ApprovalDenied`, whose text the model can read. An approval
+holds for the arguments it was given for; a call with the same id and other arguments waits
+for a new decision.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from harness_one import (
+    Call,
+    CallResult,
+    Clock,
+    Tool,
+    ToolDefinitionError,
+    ToolError,
+    ToolRegistry,
+    applies_to,
+    fingerprint,
+    hookimpl,
+)
+
+__all__ = ["ApprovalDenied", "ApprovalNotFound", "ApprovalPlugin", "ApprovalRequired", "PendingCall"]
+
+_GRANTED = "approval.granted"
+
+
+class ApprovalRequired(ToolError):
+    """The call did not run: it waits for a decision on ``call_id`` (its ``tool`` and ``arguments`` are here)."""
+
+    kind = "approval_required"
+
+    def __init__(self, *, tool: str, call_id: str, arguments: Mapping[str, Any]) -> None:
+        self.arguments = dict(arguments)
+        super().__init__(
+            f"The call of '{tool}' needs a person's approval before it runs; it is waiting for a decision "
+            f"(call id {call_id}). Do not call it again: its result comes once it is approved.",
+            tool=tool,
+            call_id=call_id,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**super().to_dict(), "arguments": self.arguments}
+
+
+class ApprovalDenied(ToolError):
+    """The call was denied by the person who decides; ``reason`` is what they said, if anything."""
+
+    kind = "approval_denied"
+
+    def __init__(self, reason: str | None = None, *, tool: str | None = None, call_id: str | None = None) -> None:
+        self.reason = reason
+        why = f": {reason.strip()}" if reason and reason.strip() else ""
+        super().__init__(
+            f"The call of '{tool}' was denied{why}. Do not make it again with these arguments; "
+            "continue without it, or ask the user what to do instead.",
+            tool=tool,
+            call_id=call_id,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        data = super().to_dict()
+        if self.reason:
+            data["reason"] = self.reason
+        return data
+
+
+class ApprovalNotFound(ToolError):
+    """No call waits for a decision (or, for :meth:`ApprovalPlugin.resume`, has one) under that call id."""
+
+    kind = "approval_not_found"
+
+
+@dataclass(frozen=True)
+class PendingCall:
+    """A call waiting for a decision, with what is needed to run it again."""
+
+    call_id: str
+    tool: str
+    arguments: dict[str, Any]
+    context: dict[str, Any]
+    idempotency_key: str | None
+    #: When approval was asked for, on the registry's clock.
+    requested: float
+    fingerprint: str = field(repr=False)
+    registry: ToolRegistry = field(repr=False, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class _Decision:
+    approved: bool
+    call: PendingCall
+    reason: str | None
+    decided: float
+
+
+class ApprovalPlugin:
+    """Holds back calls that need approval until the application approves or denies them.
+
+    Per tool, ``options={"requires_approval": True}`` or a predicate over the call
+    (``lambda call: call.arguments["amount"] > 100``). Off by default: with no options no
+    tool needs approval and the plugin costs nothing.
+
+    Args:
+        require: the rule for tools that declare none (``True`` or a predicate; default none).
+        destructive: whether tools marked ``destructive=True`` need approval (when they declare no rule).
+        ttl: seconds a pending call or an unused decision is kept (default one hour).
+        max_pending: at most this many pending calls and decisions are kept (oldest dropped first).
+        clock: time source (default: the registry's clock).
+    """
+
+    name = "approval"
+    order = 65  # pre_call, tryfirst: after an idempotency replay and the budget, before a cache hit or a token
+
+    def __init__(
+        self,
+        *,
+        require: bool | Callable[[Call], bool] = False,
+        destructive: bool = False,
+        ttl: float = 3600.0,
+        max_pending: int = 10_000,
+        clock: Clock | None = None,
+    ) -> None:
+        if not (isinstance(require, bool) or callable(require)):
+            raise ValueError(f"approval require must be true, false or a predicate over the call, got {require!r}")
+        self.require = require
+        self.destructive = destructive
+        self.ttl = ttl
+        self.max_pending = max_pending
+        self.clock = clock
+        self._rules: dict[Tool, Callable[[Call], bool] | bool] = {}
+        self._pending: OrderedDict[str, PendingCall] = OrderedDict()
+        self._decisions: OrderedDict[str, _Decision] = OrderedDict()
+        self._lock = threading.Lock()
+        self.approved = 0
+        self.denied = 0
+
+    def rule_for(self, tool: Tool) -> Callable[[Call], bool] | bool:
+        """``True``, a predicate, or ``False`` (no approval) for ``tool``."""
+        rule = tool.options.get("requires_approval")
+        if rule is None:
+            rule = self.require or (self.destructive and bool(tool.destructive))
+        if not (isinstance(rule, bool) or callable(rule)):
+            raise ToolDefinitionError(
+                f"Tool '{tool.name}': requires_approval must be true, false or a predicate over the call, got {rule!r}.",
+                tool=tool.name,
+            )
+        return rule
+
+    @hookimpl
+    def harness_configure(self, registry: ToolRegistry) -> None:
+        if self.clock is None:
+            self.clock = registry.clock
+
+    @hookimpl
+    def harness_tool_added(self, tool: Tool) -> None:
+        rule = self.rule_for(tool)
+        if rule is not False:
+            self._rules[tool] = rule
+
+    @hookimpl
+    def harness_tool_removed(self, tool: Tool) -> None:
+        self._rules.pop(tool, None)
+
+    def _now(self, call: Call | None = None) -> float:
+        clock = self.clock or (call.registry.clock if call is not None else None)
+        return clock.now() if clock is not None else 0.0
+
+    def _sweep(self, now: float) -> None:
+        """Drop pending calls and decisions older than ``ttl``, and the oldest beyond ``max_pending``."""
+        while self._pending:
+            first = next(iter(self._pending.values()))
+            if now - first.requested <= self.ttl and len(self._pending) <= self.max_pending:
+                break
+            self._pending.popitem(last=False)
+        while self._decisions:
+            decided = next(iter(self._decisions.values()))
+            if now - decided.decided <= self.ttl and len(self._decisions) <= self.max_pending:
+                break
+            self._decisions.popitem(last=False)
+
+    @hookimpl(tryfirst=True)
+    @applies_to(lambda plugin, tool: plugin.rule_for(tool) is not False)
+    def harness_pre_call(self, call: Call) -> None:
+        if call.peek(_GRANTED):
+            return  # a later attempt of an approved call
+        rule = self._rules.get(call.tool)
+        if rule is None:  # a tool removed while its call runs
+            rule = self.rule_for(call.tool)
+        if rule is not True and not rule(call):  # type: ignore[operator]
+            return
+        call_id = call.call_id
+        digest = fingerprint(call.arguments)
+        now = self._now(call)
+        with self._lock:
+            decision = self._decisions.pop(call_id, None)
+            if decision is not None and decision.call.fingerprint == digest and decision.call.tool == call.tool.name:
+                if decision.approved:
+                    call.state[_GRANTED] = True
+                    return
+                raise ApprovalDenied(decision.reason, tool=call.tool.name, call_id=call_id)
+            self._pending[call_id] = PendingCall(
+                call_id,
+                call.tool.name,
+                dict(call.arguments),
+                dict(call.context),
+                call.idempotency_key,
+                now,
+                digest,
+                call.registry,
+            )
+            self._pending.move_to_end(call_id)
+            self._sweep(now)
+        raise ApprovalRequired(tool=call.tool.name, call_id=call_id, arguments=call.arguments)
+
+    # ------------------------------------------------------------------ the application's side
+
+    def pending(self) -> list[PendingCall]:
+        """The calls waiting for a decision, oldest first."""
+        with self._lock:
+            return list(self._pending.values())
+
+    def _decide(self, call_id: str, approved: bool, reason: str | None) -> PendingCall:
+        with self._lock:
+            found = self._pending.pop(call_id, None)
+            if found is None:
+                raise ApprovalNotFound(f"No call waits for approval under call id '{call_id}'.", call_id=call_id)
+            now = self._now()
+            self._decisions[call_id] = _Decision(approved, found, reason, now)
+            self._decisions.move_to_end(call_id)
+            self._sweep(now)
+            if approved:
+                self.approved += 1
+            else:
+                self.denied += 1
+        return found
+
+    def approve(self, call_id: str) -> PendingCall:
+        """Approve the pending call ``call_id``: the next call with that id and those arguments runs."""
+        return self._decide(call_id, True, None)
+
+    def deny(self, call_id: str, reason: str | None = None) -> PendingCall:
+        """Deny the pending call ``call_id``: the next call with that id is refused with :class:`ApprovalDenied`."""
+        return self._decide(call_id, False, reason)
+
+    def _decided(self, call_id: str) -> PendingCall:
+        with self._lock:
+            found = self._decisions.get(call_id)
+        if found is None:
+            raise ApprovalNotFound(
+                f"No decision was made for call id '{call_id}': approve or deny a pending call first.", call_id=call_id
+            )
+        return found.call
+
+    def resume(self, call_id: str) -> CallResult:
+        """Make the decided call again: its result if approved, the :class:`ApprovalDenied` refusal if denied."""
+        found = self._decided(call_id)
+        return found.registry.try_call(
+            found.tool, found.arguments, context=found.context, call_id=found.call_id, idempotency_key=found.idempotency_key
+        )
+
+    async def aresume(self, call_id: str) -> CallResult:
+        """The awaitable :meth:`resume`."""
+        found = self._decided(call_id)
+        return await found.registry.atry_call(
+            found.tool, found.arguments, context=found.context, call_id=found.call_id, idempotency_key=found.idempotency_key
+        )
+
+    @hookimpl
+    def harness_stats(self, registry: ToolRegistry) -> dict[str, Any]:
+        return {"pending": len(self._pending), "approved": self.approved, "denied": self.denied}

@@ -1,0 +1,284 @@
+"""The ``otel`` plugin: one OpenTelemetry span per tool call, and call metrics (extra ``harness-one[otel]``).
+
+Spans follow the OpenTelemetry GenAI semantic conventions for tool execution: name
+``execute_tool {gen_ai.tool.name}``, kind INTERNAL, ``gen_ai.operation.name``,
+``gen_ai.tool.name``, ``gen_ai.tool.call.id``, ``gen_ai.tool.description``,
+``gen_ai.tool.type``, ``error.type`` on failure; arguments and result only when opted in,
+redacted. One span covers the whole call, retries and waits included, each of which is an
+event on it. The plugin goes through the OpenTelemetry API only; the application chooses
+the SDK and exporters. Without ``opentelemetry-api`` installed the plugin is inert: nothing
+is imported and no call pays anything.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+import time
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from harness_one import (
+    SECRET_KEYS,
+    Call,
+    Outcome,
+    RateLimitExceeded,
+    Redactor,
+    Retry,
+    ToolCancelled,
+    ToolError,
+    ToolExecutionError,
+    ToolRegistry,
+    __version__,
+    applies_to,
+    hookimpl,
+)
+
+from ._text import rendered
+
+__all__ = ["DURATION_BUCKETS", "INSTRUMENTATION_SCOPE", "METRICS", "TRACE_CONTEXT_KEY", "OTelPlugin", "available", "error_type"]
+
+#: The tracer and meter name.
+INSTRUMENTATION_SCOPE = "harness_one"
+#: ``Call.context[TRACE_CONTEXT_KEY]`` may hold W3C ``traceparent``/``tracestate`` strings (an MCP request's ``_meta``).
+TRACE_CONTEXT_KEY = "_meta"
+#: The instruments: name -> (kind, unit, description).
+METRICS = {
+    "harness_one.tool.calls": ("counter", "{call}", "Finished tool calls"),
+    "harness_one.tool.errors": ("counter", "{call}", "Tool calls that ended in an error, by error.type"),
+    "harness_one.tool.duration": ("histogram", "s", "Duration of tool calls, retries and waits included"),
+    "harness_one.tool.rate_limited": ("counter", "{refusal}", "Rate-limit refusals (waited out or final)"),
+}
+#: Histogram boundaries in seconds: the GenAI conventions' durations, with two below 10 ms for fast tools.
+DURATION_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92)
+
+_SPAN = "otel.span"
+_TOKEN = "otel.token"
+
+
+def available() -> bool:
+    """Whether an ``opentelemetry`` package can be imported (found without importing it)."""
+    try:
+        return importlib.util.find_spec("opentelemetry") is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def configured() -> bool:
+    """Whether the application has set a global tracer or meter provider (imports nothing new)."""
+    trace, metrics = sys.modules.get("opentelemetry.trace"), sys.modules.get("opentelemetry.metrics")
+    tracer = getattr(trace, "get_tracer_provider", None)
+    meter = getattr(metrics, "get_meter_provider", None)
+    return bool(
+        (tracer is not None and "Proxy" not in type(tracer()).__name__)
+        or (meter is not None and "Proxy" not in type(meter()).__name__)
+    )
+
+
+def error_type(error: ToolError) -> str:
+    """The ``error.type`` of a failed call: the tool's exception class, else the error's ``kind``."""
+    if isinstance(error, ToolExecutionError):
+        cause = error.cause
+        if isinstance(cause, str):  # replayed from a store: the type name
+            return cause
+        cls = type(cause)
+        return cls.__qualname__ if cls.__module__ == "builtins" else f"{cls.__module__}.{cls.__qualname__}"
+    return error.kind
+
+
+class OTelPlugin:
+    """Emits a span per tool call and records call metrics through the OpenTelemetry API.
+
+    The span's parent is the current span (a direct call inside an instrumented application);
+    when there is none and ``call.context["_meta"]`` carries a W3C ``traceparent`` (and
+    ``tracestate``), the span continues that trace. The span is current while the tool runs, so
+    spans the tool makes are its children. Events: ``harness_one.retry`` (an attempt failed and
+    another follows), ``harness_one.wait`` (a refusal waited out: rate limit, busy, open circuit,
+    idempotency conflict), ``harness_one.replay`` (the outcome came from a store: an idempotency
+    replay or a cache hit).
+
+    Args:
+        enabled: ``None`` (default): on when ``opentelemetry-api`` is installed and the
+            application has set a global tracer or meter provider before the registry is
+            created (or providers are passed here); otherwise inert, at no cost per call.
+            ``False``: inert; ``True``: on, and a load failure when the API is missing.
+        tracer_provider: a ``TracerProvider`` (default: the global one, as configured when calls run).
+        meter_provider: a ``MeterProvider`` (default: the global one).
+        capture_content: add ``gen_ai.tool.call.arguments`` and ``gen_ai.tool.call.result``
+            (JSON, redacted, each string cut at 2,000 characters).
+        secret_keys, extra_secret_keys, secret_values: redaction, as in the ``logging`` plugin;
+            also applied to the error text in the span status.
+    """
+
+    name = "otel"
+    order = 85  # post_call/on_error, trylast: after every decider and transform, before metrics and logging
+
+    def __init__(
+        self,
+        *,
+        enabled: bool | None = None,
+        tracer_provider: Any = None,
+        meter_provider: Any = None,
+        capture_content: bool = False,
+        secret_keys: Iterable[str] = SECRET_KEYS,
+        extra_secret_keys: Iterable[str] = (),
+        secret_values: Iterable[str] = (),
+    ) -> None:
+        self.enabled = False
+        self.capture_content = capture_content
+        self.redactor = Redactor(secret_keys, extra_keys=extra_secret_keys, values=secret_values)
+        if enabled is False or (enabled is None and not available()):
+            return
+        if enabled is None and tracer_provider is None and meter_provider is None and not configured():
+            return  # nothing would record the spans: pay nothing per call
+        try:
+            from opentelemetry import context, metrics, trace
+            from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+        except ImportError as exc:
+            if enabled:
+                raise ImportError("The otel plugin needs opentelemetry-api: pip install 'harness-one[otel]'.") from exc
+            return
+        self.enabled = True
+        self._context = context
+        self._trace = trace
+        self._propagator = TraceContextTextMapPropagator()
+        self._internal = trace.SpanKind.INTERNAL
+        self._error = trace.StatusCode.ERROR
+        self._status = trace.Status
+        self.tracer = trace.get_tracer(INSTRUMENTATION_SCOPE, __version__, tracer_provider=tracer_provider)
+        meter = metrics.get_meter(INSTRUMENTATION_SCOPE, __version__, meter_provider=meter_provider)
+
+        def counter(name: str) -> Any:
+            _, unit, text = METRICS[name]
+            return meter.create_counter(name, unit=unit, description=text)
+
+        self._calls = counter("harness_one.tool.calls")
+        self._errors = counter("harness_one.tool.errors")
+        self._rate_limited = counter("harness_one.tool.rate_limited")
+        _, unit, text = METRICS["harness_one.tool.duration"]
+        self._duration = meter.create_histogram(
+            "harness_one.tool.duration", unit=unit, description=text, explicit_bucket_boundaries_advisory=list(DURATION_BUCKETS)
+        )
+        self._attrs: dict[str, dict[str, str]] = {}
+
+    # ------------------------------------------------------------------ spans
+
+    def _parent(self, call: Call) -> Any:
+        """The context to start the span in: None (the current one), or the caller's remote trace."""
+        if self._trace.get_current_span().get_span_context().is_valid:
+            return None
+        meta = call.context.get(TRACE_CONTEXT_KEY)
+        if not isinstance(meta, Mapping):
+            return None
+        parent = meta.get("traceparent")
+        if not isinstance(parent, str):
+            return None
+        carrier = {"traceparent": parent}
+        state = meta.get("tracestate")
+        if isinstance(state, str):
+            carrier["tracestate"] = state
+        return self._propagator.extract(carrier)
+
+    def _start(self, call: Call) -> Any:
+        tool = call.tool
+        attributes: dict[str, Any] = {
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": tool.name,
+            "gen_ai.tool.call.id": call.call_id,
+            "gen_ai.tool.type": "function",
+        }
+        if tool.description:
+            attributes["gen_ai.tool.description"] = tool.description
+        started = time.time_ns() - int((time.perf_counter() - call.started) * 1e9)  # the call began before this hook
+        span = self.tracer.start_span(
+            f"execute_tool {tool.name}",
+            context=self._parent(call),
+            kind=self._internal,
+            attributes=attributes,
+            start_time=started,
+        )
+        if self.capture_content and span.is_recording():
+            span.set_attribute("gen_ai.tool.call.arguments", rendered(self.redactor(call.arguments)))
+        call.state[_SPAN] = span
+        return span
+
+    def _detach(self, call: Call) -> None:
+        token = call.take(_TOKEN)
+        if token is not None:
+            self._context.detach(token)
+
+    def _metric_attrs(self, name: str) -> dict[str, str]:
+        found = self._attrs.get(name)
+        if found is None:
+            found = self._attrs[name] = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": name}
+        return found
+
+    def _finish(self, call: Call, span: Any, error: ToolError | None) -> None:
+        attrs = self._metric_attrs(call.tool.name)
+        span.set_attribute("harness_one.attempts", call.attempt)
+        if error is not None:
+            kind = error_type(error)
+            attrs = {**attrs, "error.type": kind}
+            span.set_attribute("error.type", kind)
+            text = error.message.splitlines()[0] if error.message else kind
+            span.set_status(self._status(self._error, self.redactor.text(text)))
+            self._errors.add(1, {**attrs, "harness_one.error.kind": error.kind})
+        elif self.capture_content and span.is_recording():
+            span.set_attribute("gen_ai.tool.call.result", rendered(self.redactor(call.result)))
+        span.end()
+        self._calls.add(1, attrs)
+        self._duration.record(time.perf_counter() - call.started, attrs)
+
+    # ------------------------------------------------------------------ hooks
+
+    @hookimpl(tryfirst=True)
+    @applies_to(lambda plugin, tool: plugin.enabled)
+    def harness_pre_validate(self, call: Call) -> None:
+        self._start(call)
+
+    @hookimpl(trylast=True)
+    @applies_to(lambda plugin, tool: plugin.enabled)
+    def harness_pre_call(self, call: Call) -> None:
+        span = call.peek(_SPAN) or self._start(call)
+        call.state[_TOKEN] = self._context.attach(self._trace.set_span_in_context(span))
+
+    @hookimpl(trylast=True)
+    @applies_to(lambda plugin, tool: plugin.enabled)
+    def harness_post_call(self, call: Call) -> None:
+        self._detach(call)
+        span = call.peek(_SPAN) or self._start(call)
+        call.take(_SPAN)
+        if not call.ran:
+            span.add_event("harness_one.replay", {"harness_one.attempt": call.attempt})
+        self._finish(call, span, None)
+
+    @hookimpl(trylast=True)
+    @applies_to(lambda plugin, tool: plugin.enabled)
+    def harness_on_error(self, call: Call, error: BaseException) -> None:
+        self._detach(call)
+        assert isinstance(error, ToolError)
+        span = call.peek(_SPAN) or self._start(call)
+        decision = call.decision
+        cancelled = isinstance(error, ToolCancelled)
+        limited = isinstance(error, RateLimitExceeded)
+        if type(decision) is Retry and not cancelled:
+            span.add_event(
+                "harness_one.retry" if call.ran else "harness_one.wait",
+                {"harness_one.attempt": call.attempt, "error.type": error_type(error), "harness_one.delay": decision.delay},
+            )
+            if limited:
+                self._rate_limited.add(1, {**self._metric_attrs(call.tool.name), "harness_one.waited": True})
+            return
+        call.take(_SPAN)
+        if limited:
+            self._rate_limited.add(1, {**self._metric_attrs(call.tool.name), "harness_one.waited": False})
+        if error.replayed:
+            span.add_event("harness_one.replay", {"harness_one.attempt": call.attempt})
+        final: ToolError | None = error
+        if type(decision) is Outcome and not cancelled:
+            final = decision.error  # translated, or recovered (None)
+        self._finish(call, span, final)
+
+    @hookimpl
+    def harness_stats(self, registry: ToolRegistry) -> dict[str, Any]:
+        return {"enabled": self.enabled}

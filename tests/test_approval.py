@@ -1,0 +1,205 @@
+"""The approval plugin: calls that wait for a decision by call id, then run through every policy or are refused."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+from harness_one import Call, ManualClock, RetryableError, ToolRegistry
+from harness_one.dispatch import dispatch
+from harness_one_plugins.approval import ApprovalDenied, ApprovalNotFound, ApprovalPlugin, ApprovalRequired
+
+TRANSFER = {
+    "type": "object",
+    "properties": {"to": {"type": "string"}, "amount": {"type": "number"}, "currency": {"type": "string", "default": "EUR"}},
+    "required": ["to", "amount"],
+}
+
+
+class Bank:
+    def __init__(self, reg: ToolRegistry, **definition: object) -> None:
+        self.sent: list[tuple[str, float, str]] = []
+        reg.add(self.transfer, name="transfer", parameters=TRANSFER, **definition)  # type: ignore[arg-type]
+
+    def transfer(self, to: str, amount: float, currency: str) -> str:
+        self.sent.append((to, amount, currency))
+        return f"sent {amount} {currency} to {to}"
+
+
+def registry(**options: object) -> ToolRegistry:
+    return ToolRegistry(autoload=False, clock=ManualClock(), plugin_options={"approval": options} if options else None)
+
+
+def approval(reg: ToolRegistry) -> ApprovalPlugin:
+    plugin = reg.plugins.get("approval")
+    assert isinstance(plugin, ApprovalPlugin)
+    return plugin
+
+
+def test_a_call_needing_approval_does_not_run_and_carries_id_tool_and_arguments() -> None:
+    reg = registry()
+    bank = Bank(reg, options={"requires_approval": True})
+    result = reg.try_call("transfer", {"to": "ann", "amount": 5}, call_id="call-1")
+    assert not result.ok and isinstance(result.error, ApprovalRequired) and bank.sent == []
+    assert result.error.kind == "approval_required" and result.call_id == "call-1"
+    assert result.error.to_dict() == {
+        "type": "ApprovalRequired",
+        "kind": "approval_required",
+        "message": result.error.message,
+        "tool": "transfer",
+        "call_id": "call-1",
+        "arguments": {"to": "ann", "amount": 5, "currency": "EUR"},
+    }
+    assert "needs a person's approval" in result.for_model()
+    [pending] = approval(reg).pending()
+    assert (pending.call_id, pending.tool, pending.arguments) == (
+        "call-1",
+        "transfer",
+        {"to": "ann", "amount": 5, "currency": "EUR"},
+    )
+
+
+def test_approve_then_resume_runs_the_call_through_its_policies_once() -> None:
+    reg = registry()
+    bank = Bank(reg, options={"requires_approval": True}, rate_limit={"rate": 0.001, "burst": 1})
+    reg.try_call("transfer", {"to": "ann", "amount": 5}, call_id="c1", context={"run_id": "r"})
+    approval(reg).approve("c1")
+    resumed = approval(reg).resume("c1")
+    assert resumed.ok and resumed.value == "sent 5 EUR to ann" and resumed.call_id == "c1"
+    assert bank.sent == [("ann", 5, "EUR")] and approval(reg).pending() == []
+    again = reg.try_call("transfer", {"to": "ann", "amount": 5}, call_id="c1")
+    assert again.error.kind == "approval_required"  # type: ignore[union-attr]  # an approval is used once
+    reg.plugins.get("approval").approve("c1")
+    assert reg.try_call("transfer", {"to": "ann", "amount": 5}, call_id="c1").error.kind == "rate_limited"  # type: ignore[union-attr]
+    assert reg.stats()["approval"] == {"pending": 0, "approved": 2, "denied": 0}
+
+
+def test_deny_refuses_with_a_readable_message() -> None:
+    reg = registry()
+    bank = Bank(reg, options={"requires_approval": True})
+    reg.try_call("transfer", {"to": "mallory", "amount": 900}, call_id="c2")
+    approval(reg).deny("c2", "the recipient is not on the allow list")
+    refused = approval(reg).resume("c2")
+    assert isinstance(refused.error, ApprovalDenied) and refused.error.kind == "approval_denied" and bank.sent == []
+    assert refused.for_model() == (
+        "Error: The call of 'transfer' was denied: the recipient is not on the allow list. Do not make it again with "
+        "these arguments; continue without it, or ask the user what to do instead."
+    )
+    assert refused.error.to_dict()["reason"] == "the recipient is not on the allow list"
+
+
+def test_an_approval_holds_only_for_the_arguments_it_was_given_for() -> None:
+    reg = registry()
+    bank = Bank(reg, options={"requires_approval": True})
+    reg.try_call("transfer", {"to": "ann", "amount": 5}, call_id="c3")
+    approval(reg).approve("c3")
+    swapped = reg.try_call("transfer", {"to": "ann", "amount": 5000}, call_id="c3")
+    assert swapped.error.kind == "approval_required" and bank.sent == []  # type: ignore[union-attr]
+    assert [p.arguments["amount"] for p in approval(reg).pending()] == [5000]
+
+
+def test_a_predicate_decides_per_call() -> None:
+    reg = registry()
+
+    def large(call: Call) -> bool:
+        return float(call.arguments["amount"]) > 100
+
+    bank = Bank(reg, options={"requires_approval": large})
+    assert reg.try_call("transfer", {"to": "ann", "amount": 20}).ok
+    assert reg.try_call("transfer", {"to": "ann", "amount": 200}).error.kind == "approval_required"  # type: ignore[union-attr]
+    assert bank.sent == [("ann", 20, "EUR")]
+
+
+def test_an_approved_call_is_retried_without_asking_again() -> None:
+    reg = registry()
+    runs: list[int] = []
+
+    def flaky() -> str:
+        runs.append(1)
+        if len(runs) < 3:
+            raise RetryableError("busy")
+        return "done"
+
+    reg.add(flaky, idempotent=True, retry={"attempts": 3, "initial": 0.1}, options={"requires_approval": True})
+    call_id = reg.try_call("flaky").call_id
+    approval(reg).approve(call_id)
+    resumed = approval(reg).resume(call_id)
+    assert resumed.ok and resumed.attempts == 3 and len(runs) == 3
+
+
+def test_destructive_tools_and_a_registry_wide_rule() -> None:
+    reg = registry(destructive=True)
+    reg.add(lambda path: f"deleted {path}", name="delete", destructive=True)
+    reg.add(lambda path: f"read {path}", name="read", read_only=True)
+    assert reg.try_call("delete", {"path": "/tmp/x"}).error.kind == "approval_required"  # type: ignore[union-attr]
+    assert reg.try_call("read", {"path": "/tmp/x"}).ok
+    everything = registry(require=True)
+    everything.add(lambda: 1, name="f")
+    everything.add(lambda: 2, name="exempt", options={"requires_approval": False})
+    assert everything.try_call("f").error.kind == "approval_required"  # type: ignore[union-attr]
+    assert everything.try_call("exempt").ok
+
+
+def test_the_round_trip_through_dispatch_uses_the_providers_call_id() -> None:
+    reg = registry()
+    bank = Bank(reg, options={"requires_approval": True})
+    tool_call = {
+        "id": "call_abc",
+        "type": "function",
+        "function": {"name": "transfer", "arguments": json.dumps({"to": "bo", "amount": 1})},
+    }
+    [first] = dispatch(reg, [tool_call])
+    assert first["tool_call_id"] == "call_abc" and "needs a person's approval" in first["content"] and bank.sent == []
+    [pending] = approval(reg).pending()
+    assert pending.call_id == "call_abc"
+    approval(reg).approve("call_abc")
+    [second] = dispatch(reg, [tool_call])  # the same tool call, sent again after the decision
+    assert second == {"role": "tool", "tool_call_id": "call_abc", "content": "sent 1 EUR to bo"}
+
+
+def test_aresume_and_the_idempotency_key_is_kept() -> None:
+    reg = registry()
+    bank = Bank(reg, options={"requires_approval": True}, idempotent=True)
+
+    async def main() -> None:
+        first = await reg.atry_call("transfer", {"to": "cy", "amount": 2}, call_id="c9", idempotency_key="order-9")
+        assert first.error.kind == "approval_required"  # type: ignore[union-attr]
+        approval(reg).approve("c9")
+        assert (await approval(reg).aresume("c9")).value == "sent 2 EUR to cy"
+
+    asyncio.run(main())
+    replay = reg.try_call("transfer", {"to": "cy", "amount": 2}, idempotency_key="order-9")
+    assert replay.value == "sent 2 EUR to cy" and bank.sent == [("cy", 2, "EUR")]  # replayed: ran once
+
+
+def test_unknown_ids_and_undecided_calls_are_typed_errors() -> None:
+    reg = registry()
+    Bank(reg, options={"requires_approval": True})
+    with pytest.raises(ApprovalNotFound, match="No call waits for approval under call id 'nope'"):
+        approval(reg).approve("nope")
+    reg.try_call("transfer", {"to": "ann", "amount": 1}, call_id="c4")
+    with pytest.raises(ApprovalNotFound, match="approve or deny a pending call first"):
+        approval(reg).resume("c4")
+
+
+def test_pending_calls_expire_after_ttl() -> None:
+    reg = registry(ttl=60)
+    Bank(reg, options={"requires_approval": True})
+    reg.try_call("transfer", {"to": "ann", "amount": 1}, call_id="old")
+    reg.clock.advance(61)  # type: ignore[attr-defined]
+    reg.try_call("transfer", {"to": "ann", "amount": 1}, call_id="new")
+    assert [p.call_id for p in approval(reg).pending()] == ["new"]
+
+
+def test_off_by_default_and_a_pending_call_uses_no_budget() -> None:
+    reg = ToolRegistry(autoload=False)
+    reg.add(lambda: 1, name="f")
+    assert "approval" in reg.plugins.names() and "approval" not in reg.plugins.plan.for_tool(reg.get("f")).on_error_names
+    budgeted = ToolRegistry(autoload=False, plugin_options={"budget": {"max_calls": 1}})
+    Bank(budgeted, options={"requires_approval": True})
+    budgeted.try_call("transfer", {"to": "ann", "amount": 1}, call_id="b1", context={"run_id": "r"})
+    assert budgeted.plugins.get("budget").used("r") == 0
+    approval(budgeted).approve("b1")
+    assert approval(budgeted).resume("b1").ok and budgeted.plugins.get("budget").used("r") == 1

@@ -1,0 +1,149 @@
+"""The output_limit plugin: per-tool max_output in characters or bytes, truncation with a marker, or refusal."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from harness_one import ToolDefinitionError, ToolRegistry
+from harness_one.dispatch import dispatch
+from harness_one_plugins import OutputLimitPlugin
+from harness_one_plugins.output import DEFAULT_MAX_OUTPUT, OutputTooLarge
+
+MARKER = re.compile(r"\n\[output truncated: ([\d,]+) (characters|bytes) in all, the first ([\d,]+) shown\]$")
+
+
+def registry(**options: object) -> ToolRegistry:
+    return ToolRegistry(autoload=False, plugin_options={"output_limit": options} if options else None)
+
+
+def test_the_registry_wide_default_is_a_million_characters_and_truncates() -> None:
+    reg = registry()
+    reg.add(lambda n: "a" * n, name="text")
+    assert reg.call("text", {"n": DEFAULT_MAX_OUTPUT}) == "a" * DEFAULT_MAX_OUTPUT  # at the limit: untouched
+    cut = reg.call("text", {"n": DEFAULT_MAX_OUTPUT + 1})
+    assert len(cut) == DEFAULT_MAX_OUTPUT
+    found = MARKER.search(cut)
+    assert found is not None and found.group(1) == "1,000,001" and found.group(2) == "characters"
+    assert cut.startswith("a" * int(found.group(3).replace(",", ""))) and found.start() == int(found.group(3).replace(",", ""))
+    assert reg.stats()["output_limit"] == {"truncated": 1, "refused": 0}
+
+
+def test_a_tool_sets_its_own_limit_and_small_results_are_the_same_object() -> None:
+    reg = registry()
+    reg.add(lambda text: text, name="echo", options={"max_output": 120})
+    reg.add(lambda: 10**50, name="number", options={"max_output": 120})
+    small = "x" * 120
+    assert reg.call("echo", {"text": small}) is small
+    assert reg.call("number") == 10**50  # numbers are never limited
+    cut = reg.call("echo", {"text": "y" * 1000})
+    assert len(cut) == 120 and MARKER.search(cut) and "1,000 characters in all" in cut
+
+
+def test_bytes_are_counted_in_utf8_and_never_half_a_character() -> None:
+    reg = registry()
+    reg.add(lambda text: text, name="echo", options={"max_output": {"limit": 150, "unit": "bytes"}})
+    assert reg.call("echo", {"text": "é" * 75}) == "é" * 75  # 150 bytes
+    cut = reg.call("echo", {"text": "é" * 76})
+    assert len(cut.encode()) <= 150 and "152 bytes in all" in cut
+    head = cut[: MARKER.search(cut).start()]  # type: ignore[union-attr]
+    assert set(head) == {"é"} and len(head.encode()) == int(MARKER.search(cut).group(3))  # type: ignore[union-attr]
+
+
+def test_refusal_is_a_readable_typed_error_that_is_not_retried() -> None:
+    reg = registry(max_output=200, mode="refuse")
+    runs: list[int] = []
+
+    def dump() -> str:
+        runs.append(1)
+        return "z" * 500
+
+    reg.add(dump, idempotent=True, retry={"attempts": 3, "on": [ValueError], "initial": 0})
+    result = reg.try_call("dump")
+    assert isinstance(result.error, OutputTooLarge) and result.error.kind == "output_too_large"
+    assert result.for_model() == (
+        "Error: Tool 'dump' returned 500 characters, more than the 200 it may return. "
+        "Call it again asking for less: a narrower query, fewer items, or one page of the results."
+    )
+    assert result.error.to_dict()["size"] == 500 and result.error.to_dict()["limit"] == 200
+    assert runs == [1]
+    assert reg.stats()["output_limit"] == {"truncated": 0, "refused": 1}
+
+
+def test_structured_results_are_measured_as_the_model_reads_them() -> None:
+    reg = registry(max_output=300)
+    rows = [{"id": i, "name": f"row {i}"} for i in range(100)]
+    reg.add(lambda: rows, name="rows")
+    cut = reg.call("rows")
+    assert isinstance(cut, str) and len(cut) == 300 and cut.startswith('[{"id": 0, "name": "row 0"}')
+    assert f"{len(json.dumps(rows, ensure_ascii=False)):,} characters in all" in cut
+
+    def table() -> dict[str, list[int]]:
+        return {"values": list(range(1000))}
+
+    reg.add(table)  # an output schema: a cut could not be valid, so it is refused
+    assert reg.get("table").output_schema is not None
+    assert reg.try_call("table").error.kind == "output_too_large"  # type: ignore[union-attr]
+
+
+def test_the_model_sees_the_cut_result_through_dispatch() -> None:
+    reg = registry(max_output=100)
+    reg.add(lambda: "w" * 5000, name="long")
+    [answer] = dispatch(reg, [{"id": "c1", "type": "function", "function": {"name": "long", "arguments": "{}"}}])
+    assert answer["tool_call_id"] == "c1" and len(answer["content"]) == 100 and "5,000 characters in all" in answer["content"]
+
+
+def test_an_idempotent_replay_returns_the_same_cut_result() -> None:
+    reg = registry(max_output=100)
+    reg.add(lambda n: "v" * n, name="gen", idempotent=True)
+    first = reg.call("gen", {"n": 400}, idempotency_key="k")
+    assert reg.call("gen", {"n": 400}, idempotency_key="k") == first and len(first) == 100
+
+
+def test_opting_out_and_a_plugin_without_default() -> None:
+    reg = registry(max_output=100)
+    reg.add(lambda: "u" * 1000, name="free", options={"max_output": None})
+    assert len(reg.call("free")) == 1000
+    only_declared = registry(max_output=None)
+    only_declared.add(lambda: "u" * 1000, name="free")
+    only_declared.add(lambda: "u" * 1000, name="capped", options={"max_output": 100})
+    assert len(only_declared.call("free")) == 1000 and len(only_declared.call("capped")) == 100
+    assert "output_limit" not in only_declared.plugins.plan.for_tool(only_declared.get("free")).on_error_names
+
+
+@pytest.mark.parametrize(
+    ("option", "message"),
+    [
+        (0, "positive integer"),
+        ("big", "positive integer"),
+        ({"limit": 500, "unit": "tokens"}, "unit must be one of"),
+        ({"limit": 500, "mode": "drop"}, "mode must be one of"),
+        ({"limit": 500, "size": 1}, "unknown max_output keys"),
+        (50, "at least 100"),
+    ],
+)
+def test_bad_options_are_definition_errors(option: object, message: str) -> None:
+    reg = registry()
+    with pytest.raises(ToolDefinitionError, match=message):
+        reg.add(lambda: "x", name="bad", options={"max_output": option})
+    assert "bad" not in reg
+
+
+def test_plugin_options_are_checked_when_the_plugin_is_built() -> None:
+    with pytest.raises(ToolDefinitionError, match="unit must be one of"):
+        OutputLimitPlugin(unit="tokens")
+    reg = ToolRegistry(autoload=False, plugin_options={"output_limit": {"mode": "truncate", "max_output": 10}})
+    assert "output_limit" not in reg.plugins.names() and [f.name for f in reg.plugins.failures] == ["output_limit"]
+
+
+def test_a_tool_replaced_while_its_call_runs_is_still_limited() -> None:
+    reg = registry(max_output=100)
+
+    def refresh() -> str:
+        reg.add(lambda: "new", name="refresh", replace=True)  # e.g. a remote listing refreshed mid-call
+        return "r" * 1000
+
+    reg.add(refresh)
+    assert len(reg.call("refresh")) == 100 and reg.call("refresh") == "new"
