@@ -2,8 +2,10 @@
 
 Run with ``python bench/timeouts.py``. Prints ``| what | us per call |`` rows (best of several
 repeats): a raw ``ThreadPoolExecutor`` round trip, ``ThreadRunner.run`` / ``arun``, a trivial
-coroutine bare, under ``asyncio.timeout`` and under ``asyncio.wait_for``, ``ProcessRunner.run``
-on a warm worker and a cold first call (a new runner, so a new worker process).
+coroutine bare, under ``asyncio.timeout`` and under ``asyncio.wait_for``; process mode: a warm
+worker (``ProcessRunner.run`` / ``arun`` and a whole ``registry.call`` with
+``timeout_mode="process"``), a fresh worker per call (``max_calls=1``, which is what every call
+cost before warm workers) and a cold first call (a new runner starts its worker).
 """
 
 from __future__ import annotations
@@ -131,12 +133,32 @@ def rows(number: int, repeat: int) -> list[tuple[str, float]]:
     out |= interleaved_async_us(
         {"ProcessRunner.arun, warm worker (timeout=10)": lambda: processes.arun(call, add, ARGS, TIMEOUT)}, count, repeat
     )
-    getattr(processes, "shutdown", lambda: None)()
+    processes.shutdown()
+
+    reg = ToolRegistry(autoload=False)
+    reg.add(add, timeout=TIMEOUT, timeout_mode="process")
+    reg.call("add", ARGS)  # starts the worker
+    out |= interleaved_us(
+        {"registry.call, standard plugins, timeout_mode='process', warm worker": lambda: reg.call("add", ARGS)}, count, repeat
+    )
+    reg.plugins.get("timeout").processes.shutdown()
+
+    fresh = ProcessRunner(max_calls=1)  # a new worker process per call: the cost of every call before warm workers
+    out |= interleaved_us(
+        {
+            "ProcessRunner.run, a fresh worker per call (max_calls=1; before warm workers)": lambda: fresh.run(
+                call, add, ARGS, TIMEOUT
+            )
+        },
+        3,
+        min(repeat, 3),
+    )
+    fresh.shutdown()
 
     def cold() -> None:
         runner = ProcessRunner()
         runner.run(call, add, ARGS, TIMEOUT)
-        getattr(runner, "shutdown", lambda: None)()
+        runner.shutdown()
 
     colds = []
     for _ in range(3):

@@ -10,6 +10,8 @@ import pytest
 import harness_one
 from harness_one import ManualClock, ToolRegistry
 
+pytest_plugins = ["redis_support"]  # the redis_server / redis_url fixtures
+
 
 @pytest.fixture
 def clock() -> ManualClock:

@@ -240,10 +240,12 @@ def test_cache_off_by_default_and_only_for_safe_tools(clock: ManualClock) -> Non
 def test_documented_order() -> None:
     reg = ToolRegistry(autoload=False)
     order = reg.plugins.plan.order
-    assert order["pre_call"] == ("idempotency", "cache", "rate_limit", "timeout", "retry", "circuit_breaker", "concurrency")
+    assert order["pre_call"] == (
+        "idempotency", "budget", "approval", "cache", "rate_limit", "timeout", "retry", "circuit_breaker", "concurrency", "otel"
+    )  # fmt: skip
     deciders, observers = order["on_error"][:6], order["on_error"][6:]
     assert deciders == ("rate_limit", "timeout", "retry", "circuit_breaker", "concurrency", "idempotency")
-    assert set(observers) == {"metrics", "logging"}  # trylast: they see the final decision
+    assert set(observers) == {"budget", "otel", "metrics", "logging"}  # trylast: they see the final decision
 
 
 def test_order_survives_replacement() -> None:

@@ -187,6 +187,10 @@ def test_standard_plugins_load_by_name(registry: ToolRegistry) -> None:
         "concurrency",
         "circuit_breaker",
         "cache",
+        "budget",
+        "approval",
+        "output_limit",
+        "otel",
     }
     assert registry.plugins.sources["validation"] == "harness-one"
 

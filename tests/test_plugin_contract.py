@@ -41,6 +41,10 @@ STANDARD = {
     "concurrency": "concurrency",
     "circuit_breaker": "circuit",
     "cache": "cache",
+    "budget": "budget",
+    "approval": "approval",
+    "output_limit": "output",
+    "otel": "otel",
 }
 
 
@@ -82,7 +86,7 @@ def _exercise(registry: ToolRegistry) -> None:
     assert registry.try_call("add", {"a": 2}).ok is False
 
 
-def test_the_standard_plugins_are_exactly_ten_entry_points() -> None:
+def test_the_standard_plugins_are_exactly_the_entry_points() -> None:
     own = {ep.name: ep.value for ep in entry_points(PLUGIN_GROUP) if ep.is_own}
     assert set(own) == set(STANDARD)
     assert all(value.startswith(f"harness_one_plugins.{STANDARD[name]}:") for name, value in own.items())
@@ -303,8 +307,10 @@ def test_one_ordering_rule_tier_then_order_then_newest(bare: ToolRegistry) -> No
 
 def test_standard_order_is_documented_order(registry: ToolRegistry) -> None:
     order = registry.plugins.plan.order
-    assert order["pre_call"] == ("idempotency", "cache", "rate_limit", "timeout", "retry", "circuit_breaker", "concurrency")
-    assert order["pre_validate"] == ("validation",)
+    assert order["pre_call"] == (
+        "idempotency", "budget", "approval", "cache", "rate_limit", "timeout", "retry", "circuit_breaker", "concurrency", "otel"
+    )  # fmt: skip
+    assert order["pre_validate"] == ("otel", "validation")
     assert order["on_error"][0] == "rate_limit" and order["on_error"][-2:] == ("metrics", "logging")
 
 

@@ -17,7 +17,19 @@ from typing import Any
 import pytest
 import tools_for_processes as tfp
 
-from harness_one import Call, ManualClock, ProcessRunner, ThreadRunner, ToolBusy, ToolExecutionError, ToolRegistry, ToolTimeout
+from harness_one import (
+    Call,
+    ManualClock,
+    ProcessRunner,
+    RetryableError,
+    ThreadRunner,
+    ToolBusy,
+    ToolCancelled,
+    ToolExecutionError,
+    ToolRegistry,
+    ToolTimeout,
+    hookimpl,
+)
 
 SHORT = 0.2  # seconds; only where a real deadline is what the test is about
 
@@ -34,57 +46,14 @@ def a_call() -> Call:
     return result
 
 
-def state(pid: int) -> str | None:
-    """``ps``'s state letter for ``pid`` (``Z``: a zombie), or None when there is no such process."""
-    out = subprocess.run(["ps", "-o", "stat=", "-p", str(pid)], check=False, capture_output=True, text=True).stdout.strip()
-    return out[:1] or None
-
-
-def running(pid: int) -> bool:
-    return state(pid) not in (None, "Z")
-
-
-def processes_now() -> list[tuple[int, int, int, str, str]]:
-    """Every process: (pid, parent pid, process group, state, command line), from one ``ps`` run."""
-    out = subprocess.run(["ps", "-eo", "pid=,ppid=,pgid=,stat=,args="], capture_output=True, text=True, check=True).stdout
-    rows = []
-    for line in out.splitlines():
-        pid, ppid, pgid, stat, *args = line.split(None, 4)
-        rows.append((int(pid), int(ppid), int(pgid), stat, args[0] if args else ""))
-    return rows
-
-
-def children() -> dict[int, tuple[int, str]]:
-    """This process's children but ``ps`` itself: pid -> (process group, state)."""
-    return {
-        pid: (pgid, stat) for pid, ppid, pgid, stat, args in processes_now() if ppid == os.getpid() and not args.startswith("ps ")
-    }
-
-
-def group_members(pgids: set[int]) -> list[str]:
-    """Live processes (not zombies) in any of these process groups."""
-    return [f"{pid} {stat} {args}" for pid, _, pgid, stat, args in processes_now() if pgid in pgids and not stat.startswith("Z")]
+state, running, gone, children, group_members = tfp.state, tfp.running, tfp.gone, tfp.children, tfp.group_members
 
 
 @pytest.fixture(autouse=True)
 def no_leftovers() -> Iterator[None]:
     """After each test: no child process it started is left (no zombie), nothing alive in a worker's group."""
-    before = set(children())
-    yield
-    gc.collect()  # collected runners kill their workers
-
-    def new() -> dict[int, tuple[int, str]]:
-        return {pid: seen for pid, seen in children().items() if pid not in before}
-
-    left = new()
-    workers = {pid for pid, (pgid, _) in left.items() if pgid == pid}
-    deadline = time.monotonic() + 5
-    while left and time.monotonic() < deadline:  # a worker killed by another thread may still be being reaped
-        time.sleep(0.01)
-        gc.collect()
-        left = new()
-    assert left == {}
-    assert group_members(workers) == []
+    with tfp.no_leftovers():
+        yield
 
 
 @pytest.fixture
@@ -273,7 +242,7 @@ def test_process_runner_keeps_a_warm_worker(processes: Callable[..., ProcessRunn
     assert first != os.getpid() and runner.last_pid == first
     assert [runner.run(call, tfp.count, {}, 30) for _ in range(3)] == [1, 2, 3]  # same process, its state kept
     assert runner.run(call, tfp.pid, {}, 30) == first
-    assert children()[first] == (first, children()[first][1])  # the worker leads its own process group
+    assert children()[first][0] == first  # the worker leads its own process group (pgid == pid)
     assert runner.stats() == {"workers": 4, "alive": 1, "busy": 0, "killed": 0, "died": 0, "replaced": 0}
 
 
@@ -287,7 +256,7 @@ def test_process_runner_kills_the_whole_group_at_the_deadline(processes: Callabl
     assert err.value.timeout == SHORT and call.cancelled
     grandchild = int(pidfile.read_text())
     assert state(worker) is None  # killed and reaped
-    assert not running(grandchild)  # killed with its group (a zombie until init reaps it, where init is slow to)
+    assert gone(grandchild)  # killed with its group (a zombie until init reaps it, where init is slow to)
     assert runner.stats() == {"workers": 4, "alive": 1, "busy": 0, "killed": 1, "died": 0, "replaced": 1}
     replacement = runner.run(call, tfp.pid, {}, 30)
     assert replacement not in (worker, os.getpid())
@@ -301,7 +270,7 @@ def test_process_runner_a_process_left_behind_lives_until_its_worker_stops(proce
     left = runner.run(call, tfp.leave_behind, {}, 30)
     assert running(left) and runner.run(call, tfp.pid, {}, 30) == worker  # the call returned; its child runs on
     runner.shutdown()
-    assert not running(left) and state(worker) is None
+    assert gone(left) and state(worker) is None
 
 
 def test_process_runner_a_grandchild_in_its_own_session_escapes(processes: Callable[..., ProcessRunner], tmp_path: Path) -> None:
@@ -314,6 +283,95 @@ def test_process_runner_a_grandchild_in_its_own_session_escapes(processes: Calla
         assert running(escaped)  # the documented limit: setsid() leaves the group, so the kill misses it
     finally:
         os.kill(escaped, 9)
+
+
+def test_process_runner_cancel_kills_the_group(processes: Callable[..., ProcessRunner], tmp_path: Path) -> None:
+    """``call.cancel()`` from another thread while the worker runs: ToolCancelled, the group killed."""
+    runner = processes()
+    call = a_call()
+    worker = runner.run(call, tfp.pid, {}, 30)
+    pidfile = str(tmp_path / "grandchild.pid")
+
+    def cancel_once_running() -> None:
+        tfp.read_pid(pidfile)
+        call.cancel()
+
+    canceller = threading.Thread(target=cancel_once_running)
+    canceller.start()
+    with pytest.raises(ToolCancelled, match="The call of 'tool' was cancelled"):
+        runner.run(call, tfp.hang_with_grandchild, {"pidfile": pidfile}, 300)
+    canceller.join(5)
+    assert state(worker) is None and gone(tfp.read_pid(pidfile))
+    assert runner.stats() == {"workers": 4, "alive": 1, "busy": 0, "killed": 1, "died": 0, "replaced": 1}
+
+
+def test_process_ctrl_c_during_a_call_kills_the_group(tmp_path: Path) -> None:
+    """Ctrl-C while the registry waits on a worker: the caller gets KeyboardInterrupt, plugins see ToolCancelled."""
+    import signal
+
+    seen: list[str] = []
+
+    class Watch:
+        name = "watch"
+
+        @hookimpl
+        def harness_on_error(self, error: BaseException) -> None:
+            seen.append(type(error).__name__)
+
+    reg = ToolRegistry(plugins={"watch": Watch()}, autoload=False)
+    reg.add(tfp.hang_with_grandchild, timeout=300, timeout_mode="process")
+    pidfile = str(tmp_path / "grandchild.pid")
+    main = threading.get_ident()
+
+    def ctrl_c_once_running() -> None:
+        tfp.read_pid(pidfile)
+        signal.pthread_kill(main, signal.SIGINT)
+
+    interrupter = threading.Thread(target=ctrl_c_once_running)
+    interrupter.start()
+    runner = reg.plugins.get("timeout").processes
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            reg.call("hang_with_grandchild", {"pidfile": pidfile})
+        interrupter.join(5)
+        assert seen == ["ToolCancelled"]
+        assert runner.last_pid is not None and state(runner.last_pid) is None
+        assert gone(tfp.read_pid(pidfile)) and runner.killed == 1
+    finally:
+        runner.shutdown()
+
+
+def test_process_workers_die_with_a_killed_parent(tmp_path: Path) -> None:
+    """The parent is SIGKILLed (no atexit) while a worker hangs: the worker's watchdog kills its group."""
+    pidfile = tmp_path / "grandchild.pid"
+    script = tmp_path / "doomed.py"
+    script.write_text(
+        textwrap.dedent(
+            f"""
+            import os, signal, sys, threading
+            import tools_for_processes as tfp
+            from harness_one import ToolRegistry
+
+            if __name__ == "__main__":
+                reg = ToolRegistry(autoload=False)
+                reg.add(tfp.pid, timeout=30, timeout_mode="process")
+                reg.add(tfp.hang_with_grandchild, timeout=300, timeout_mode="process")
+                args = ("hang_with_grandchild", {{"pidfile": {str(pidfile)!r}}})
+                threading.Thread(target=reg.call, args=args, daemon=True).start()
+                tfp.read_pid({str(pidfile)!r})
+                hung = reg.plugins.get("timeout").processes.last_pid
+                idle = reg.call("pid")  # a second worker, idle when the parent dies
+                print(idle, hung, flush=True)
+                os.kill(os.getpid(), signal.SIGKILL)
+            """
+        )
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    done = subprocess.run([sys.executable, str(script)], check=False, capture_output=True, text=True, env=env, timeout=60)
+    assert done.returncode == -9, done.stderr
+    idle, hung = (int(pid) for pid in done.stdout.split())
+    assert idle != hung
+    assert gone(idle) and gone(hung) and gone(int(pidfile.read_text()))
 
 
 @pytest.mark.parametrize(
@@ -344,11 +402,37 @@ def test_process_runner_exceptions_cross_with_their_traceback(processes: Callabl
     with pytest.raises(ToolExecutionError, match="SystemExit") as exit_err:
         runner.run(call, tfp.system_exit, {}, 30)  # never exits the caller
     assert isinstance(exit_err.value.cause, SystemExit)
-    with pytest.raises(TypeError, match="exception Stubborn cannot be pickled"):
+    with pytest.raises(ToolExecutionError) as stubborn:  # pickles there, does not unpickle here
         runner.run(call, tfp.raise_stubborn, {}, 30)
+    assert str(stubborn.value) == "Tool 'tool' failed: Stubborn: xy" and stubborn.value.cause == "Stubborn"
+    assert stubborn.value.tool == "tool" and stubborn.value.call_id == call.call_id
+    assert "in raise_stubborn" in str(stubborn.value.__cause__)
     with pytest.raises(TypeError, match="result cannot be pickled"):
         runner.run(call, tfp.unpicklable_result, {}, 30)
     assert runner.run(call, tfp.pid, {}, 30) == worker  # none of these cost the worker
+
+
+def test_process_runner_tool_errors_cross_typed(processes: Callable[..., ProcessRunner]) -> None:
+    """A harness-one error raised in the worker arrives as that type, by pickle or else by ``to_dict``."""
+    runner = processes()
+    call = a_call()
+    with pytest.raises(RetryableError) as retry:
+        runner.run(call, tfp.raise_retryable, {}, 30)
+    assert type(retry.value) is RetryableError and retry.value.retry_after == 1.5 and str(retry.value) == "try again soon"
+    with pytest.raises(RetryableError) as described:  # its state holds a lock: rebuilt with ToolError.from_dict
+        runner.run(call, tfp.raise_unsendable, {}, 30)
+    assert type(described.value) is RetryableError  # the nearest harness-one class (a subclass is not looked up)
+    assert described.value.retry_after == 2.5 and str(described.value) == "the backend is warming up"
+    assert "in raise_unsendable" in str(described.value.__cause__)
+
+
+def test_process_registry_retries_a_retryable_error_from_a_worker(tmp_path: Path) -> None:
+    reg = ToolRegistry(autoload=False)
+    reg.add(tfp.fail_once, timeout=30, timeout_mode="process", idempotent=True, retry={"attempts": 2, "initial": 0})
+    try:
+        assert reg.call("fail_once", {"marker": str(tmp_path / "failed")}) == "second time"
+    finally:
+        reg.plugins.get("timeout").processes.shutdown()
 
 
 def test_process_runner_refuses_what_does_not_pickle(processes: Callable[..., ProcessRunner]) -> None:
@@ -475,7 +559,7 @@ def test_process_workers_are_reaped_at_interpreter_exit(tmp_path: Path) -> None:
     idle, hung = (int(pid) for pid in done.stdout.split())
     assert idle != hung
     assert state(idle) is None and state(hung) is None  # killed and reaped by the script before it exited
-    assert not running(int(pidfile.read_text()))
+    assert gone(int(pidfile.read_text()))
     assert group_members({idle, hung}) == []
 
 

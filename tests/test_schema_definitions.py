@@ -39,7 +39,10 @@ def test_parameters_that_are_not_a_mapping(parameters: Any) -> None:
     ("parameters", "where"),
     [
         ({"type": "object", "properties": {"a": {"enum": {1, 2}}}}, "at #/properties/a/enum, expected a JSON value, got set"),
-        ({"type": "object", "properties": {"a": {"maximum": float("nan")}}}, "at #/properties/a/maximum, nan is not a JSON number"),
+        (
+            {"type": "object", "properties": {"a": {"maximum": float("nan")}}},
+            "at #/properties/a/maximum, nan is not a JSON number",
+        ),
         ({"type": "object", "properties": {1: {}}}, "at #/properties, keys must be strings"),
         ({"type": "object", "default": object()}, "at #/default, expected a JSON value, got object"),
     ],
@@ -54,7 +57,9 @@ def test_tuples_and_str_enums_become_plain_json() -> None:
     class Kind(str, enum.Enum):
         A = "a"
 
-    tool = Tool.create(lambda k: k, name="f", parameters={"type": "object", "properties": {"k": {"enum": (Kind.A, "b")}}, "required": ("k",)})
+    tool = Tool.create(
+        lambda k: k, name="f", parameters={"type": "object", "properties": {"k": {"enum": (Kind.A, "b")}}, "required": ("k",)}
+    )
     assert tool.parameters == {"type": "object", "properties": {"k": {"enum": ["a", "b"]}}, "required": ["k"]}
     assert type(tool.parameters["properties"]["k"]["enum"][0]) is str
 
@@ -127,7 +132,11 @@ def test_local_refs_through_ids_and_anchors_resolve() -> None:
             "pos": {"$anchor": "positive", "type": "integer", "minimum": 1},
             "item": {"$id": "item.json", "$defs": {"name": {"type": "string"}}, "properties": {"n": {"$ref": "#/$defs/name"}}},
         },
-        "properties": {"a": {"$ref": "#positive"}, "b": {"$ref": "item.json"}, "c": {"$ref": "https://example.com/item.json#/$defs/name"}},
+        "properties": {
+            "a": {"$ref": "#positive"},
+            "b": {"$ref": "item.json"},
+            "c": {"$ref": "https://example.com/item.json#/$defs/name"},
+        },
     }
     tool = Tool.create(lambda **kw: kw, name="f", parameters=schema)
     for backend in BACKENDS:
@@ -136,13 +145,21 @@ def test_local_refs_through_ids_and_anchors_resolve() -> None:
         assert not compiled.is_valid({"b": {"n": 3}})
 
 
-@pytest.mark.parametrize("pattern", ["a{,5}", "\\Z", "[\\w-z]", "(?<n>a)\\k<n>", "a{2,1}", "(", "\\"])
+# Refused by jsonschema-rs itself, then what it accepts but ECMA-262 and the `regex` module refuse or read otherwise.
+REFUSED_PATTERNS = ["a{,5}", "\\Z", "[\\w-z]", "(?<n>a)\\k<n>", "a{2,1}", "(", "\\"]
+REFUSED_PATTERNS += ["a{2}{3}", "a*?+", "a??{2}", "^*", "\\b+", "(?<!{2})", "[]", "[^]a", "\\A", "\\e", "\\N", "(a\\1)", "a(?i)b"]
+
+
+@pytest.mark.parametrize("pattern", REFUSED_PATTERNS)
 @pytest.mark.parametrize("place", ["pattern", "patternProperties", "propertyNames"])
 def test_patterns_either_backend_refuses(pattern: str, place: str) -> None:
     if place == "pattern":
         schema, where = obj(a={"type": "string", "pattern": pattern}), "#/properties/a/pattern"
     elif place == "patternProperties":
-        schema, where = {"type": "object", "patternProperties": {pattern: {}}}, "#/patternProperties/" + pattern.replace("~", "~0").replace("/", "~1")
+        schema, where = (
+            {"type": "object", "patternProperties": {pattern: {}}},
+            "#/patternProperties/" + pattern.replace("~", "~0").replace("/", "~1"),
+        )
     else:
         schema, where = {"type": "object", "propertyNames": {"pattern": pattern}}, "#/propertyNames/pattern"
     text = refused(schema)
@@ -182,10 +199,58 @@ def test_both_backends_accept_and_agree_on_supported_patterns(pattern: str, stri
         assert rust.is_valid({"a": text}) == python.is_valid({"a": text}), (pattern, text)
 
 
+def test_random_patterns_are_accepted_by_both_engines_alike() -> None:
+    """A seeded fuzz: a pattern passes the definition check exactly when the pure-Python engine compiles it too."""
+    import random
+
+    import jsonschema_rs
+
+    from harness_one._schema import _pattern_problem
+
+    atoms = ["a", ".", "\\d", "\\w", "\\s", "\\W", "[a-z]", "[^a]", "\\b", "^", "$", "(", ")", "|", "*", "+", "?", "{2}", "{1,3}"]
+    atoms += [
+        "(?:",
+        "(?=",
+        "(?<!",
+        "\\1",
+        "(?<n>",
+        "\\k<n>",
+        "\\p{L}",
+        "\\u0041",
+        "\\cA",
+        "[]",
+        "[^]",
+        "\\A",
+        "\\e",
+        "(?i)",
+        "{",
+        "]",
+    ]
+    strings = ["", "a", "ab", "A1", " ", "\n", "é", "\U0001f600", "a\n", "-", "{2}"]
+    rng = random.Random(20240601)
+    accepted = 0
+    for _ in range(3000):
+        pattern = "".join(rng.choice(atoms) for _ in range(rng.randint(1, 6)))
+        if _pattern_problem(pattern) is not None:
+            continue
+        accepted += 1
+        rx = compile_python_pattern(pattern)  # raises if the engines disagree on acceptance
+        if any(look in pattern for look in ("(?=", "(?!", "(?<=", "(?<!")):
+            continue  # jsonschema-rs reads \d, \w and \s as Unicode classes inside lookaround (ECMA-262 does not)
+        rust = jsonschema_rs.validator_for({"pattern": pattern})
+        for text in strings:
+            assert rust.is_valid(text) == (rx.search(text) is not None), (pattern, text)
+    assert accepted > 300
+
+
 def test_letter_pattern_from_the_docs_works_on_both_backends() -> None:
     for backend in BACKENDS:
         reg = ToolRegistry(plugins={"validation": ValidationPlugin(backend=backend)}, autoload=False)
-        reg.add(lambda name: name, name="f", parameters=obj(name={"type": "string", "pattern": "^\\p{Letter}+$"}) | {"required": ["name"]})
+        reg.add(
+            lambda name: name,
+            name="f",
+            parameters=obj(name={"type": "string", "pattern": "^\\p{Letter}+$"}) | {"required": ["name"]},
+        )
         assert reg.call("f", {"name": "Zoë"}) == "Zoë"
         with pytest.raises(ToolArgumentError, match=r"\$\.name: expected a string matching the pattern"):
             reg.call("f", {"name": "R2D2"})

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import multiprocessing
 import os
 import threading
 import time
@@ -14,6 +13,13 @@ import tools_for_processes as tfp
 
 from harness_one import Call, ManualClock, RetryableError, ToolBusy, ToolExecutionError, ToolRegistry, ToolTimeout
 from harness_one_plugins import TimeoutPlugin
+
+
+@pytest.fixture(autouse=True)
+def no_leftovers() -> Iterator[None]:
+    """No test leaves a process behind (registries collected at the end kill their workers)."""
+    with tfp.no_leftovers():
+        yield
 
 
 @pytest.fixture
@@ -71,18 +77,21 @@ def test_fast_tool_in_thread_mode_returns_value() -> None:
     assert isinstance(err.value.cause, ZeroDivisionError)
 
 
-def test_process_mode_kills_the_child() -> None:
+def test_process_mode_kills_the_worker() -> None:
     reg = ToolRegistry(autoload=False)
-    reg.add(tfp.sleepy, timeout=1.0, timeout_mode="process")
-    with pytest.raises(ToolTimeout):
-        reg.call("sleepy", {"seconds": 30})
+    reg.add(tfp.sleepy, timeout=0.5, timeout_mode="process")
+    start = time.monotonic()
+    with pytest.raises(ToolTimeout) as err:
+        reg.call("sleepy", {"seconds": 300})
+    assert "timed out after 0.5 s" in str(err.value)
+    assert time.monotonic() - start < 30  # the worker's start is not counted in the 0.5 s; the sleep would be 300
     runner = reg.plugins.get("timeout").processes
     assert runner.killed == 1
     pid = runner.last_pid
     assert pid is not None
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)  # gone, and reaped: no orphan
-    assert multiprocessing.active_children() == []
+    assert reg.stats()["timeout"]["processes"] == {"workers": 4, "alive": 1, "busy": 0, "killed": 1, "died": 0, "replaced": 1}
 
 
 def test_process_mode_results_and_errors() -> None:
@@ -99,7 +108,7 @@ def test_process_mode_results_and_errors() -> None:
         reg.call("unpicklable_result")
     with pytest.raises(ToolExecutionError, match="picklable"):
         reg.call("local")
-    assert multiprocessing.active_children() == []
+    assert reg.stats()["timeout"]["processes"]["alive"] == 1  # one warm worker ran them all
 
 
 async def test_async_tool_is_cancelled() -> None:
@@ -192,23 +201,18 @@ def test_bad_timeout_settings() -> None:
 
 
 def test_process_mode_kills_the_tools_process_group(tmp_path: os.PathLike[str]) -> None:
-    import contextlib
-    import signal
-    import subprocess
-
+    """A hung tool's own child (``sleep 300``) dies with it: no survivor reparented to init."""
     reg = ToolRegistry(autoload=False)
     reg.add(tfp.hang_with_grandchild, timeout=0.5, timeout_mode="process")
     pidfile = os.path.join(tmp_path, "grandchild.pid")
     with pytest.raises(ToolTimeout):
         reg.call("hang_with_grandchild", {"pidfile": pidfile})
-    with open(pidfile) as written:
-        grandchild = int(written.read())
+    grandchild = tfp.read_pid(pidfile)
     try:
-        stat = subprocess.run(["ps", "-o", "stat=", "-p", str(grandchild)], check=False, capture_output=True, text=True).stdout
-        assert stat.strip()[:1] in ("", "Z")  # gone (or dead, waiting for init to reap it)
+        assert tfp.gone(grandchild)  # killed with the group (a zombie until init reaps it, where init is slow to)
     finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(grandchild, signal.SIGKILL)
+        if tfp.running(grandchild):
+            os.kill(grandchild, 9)
 
 
 def test_process_mode_reuses_a_warm_worker_and_replaces_a_dead_one() -> None:
@@ -222,3 +226,23 @@ def test_process_mode_reuses_a_warm_worker_and_replaces_a_dead_one() -> None:
     assert isinstance(err.value.cause, RuntimeError)
     assert reg.call("pid") not in (worker, os.getpid())
     reg.plugins.get("timeout").processes.shutdown()
+
+
+def test_process_pool_size_is_a_plugin_option(tmp_path: os.PathLike[str]) -> None:
+    reg = ToolRegistry(plugins={"timeout": TimeoutPlugin(max_processes=1)}, autoload=False)
+    reg.add(tfp.wait_for_file, timeout=60, timeout_mode="process")
+    reg.add(tfp.pid, timeout=60, timeout_mode="process")
+    gate = os.path.join(tmp_path, "go")
+    holder = threading.Thread(target=reg.call, args=("wait_for_file", {"path": gate}))
+    holder.start()
+    try:
+        deadline = time.monotonic() + 30
+        while reg.stats()["timeout"]["processes"]["busy"] == 0:
+            assert time.monotonic() < deadline
+            time.sleep(0.005)
+        with pytest.raises(ToolBusy, match="all 1 process workers are busy"):
+            reg.call("pid")
+    finally:
+        open(gate, "w").close()
+        holder.join(30)
+    assert reg.call("pid") != os.getpid()

@@ -65,7 +65,21 @@ def test_cross_field_messages(vreg: ToolRegistry) -> None:
     text = {p["path"]: p["message"] for p in found}
     assert text["$.cvv"] == "required when 'card' is present"
     assert text["$.iban"] == "required property is missing (required by an if/then rule of the schema)"
+    assert text["$.amount"] == 'expected a string matching the pattern "^[0-9]+$", got "x"'  # the one alternative a string fits
+    text = {p["path"]: p["message"] for p in problems(vreg, "pay", {"amount": 1.5})}
     assert text["$.amount"].startswith("must match exactly one of the alternatives; option 1: expected integer")
+
+
+def test_an_alternative_that_fits_the_type_is_reported_at_its_own_field(vreg: ToolRegistry) -> None:
+    address = {"type": "object", "properties": {"zip": {"type": "string", "pattern": "^[0-9]{5}$"}}}
+    schema = {
+        "type": "object",
+        "properties": {"home": {"anyOf": [{"$ref": "#/$defs/A"}, {"type": "null"}]}},
+        "$defs": {"A": address},
+    }
+    vreg.add(lambda **kw: kw, name="f", parameters=schema)
+    assert [(p["path"], p["keyword"]) for p in problems(vreg, "f", {"home": {"zip": "1"}})] == [("$.home.zip", "pattern")]
+    assert problems(vreg, "f", {"home": 3})[0]["message"].startswith("must match at least one of the alternatives")
 
 
 def test_message_ends_with_instruction(vreg: ToolRegistry) -> None:
@@ -158,3 +172,69 @@ def test_backends_agree_on_verdicts() -> None:
     py, rs = compile_schema(schema, "python"), compile_schema(schema, "rust")
     for instance in [{"a": 1}, {"a": -1}, {}, {"a": 1, "b": "x"}, {"a": 1, "b": "a@b.co"}, {"a": "1"}, {"a": 1.0}]:
         assert py.is_valid(instance) == rs.is_valid(instance), instance
+
+
+HOSTILE_PATTERNS = ["^(a|a)+$", "^(a+)+$", "^(a|aa)+$", "^(\\w+\\s?)*$", "^(a|a)+\\1$"]
+
+
+@pytest.mark.parametrize("pattern", HOSTILE_PATTERNS)
+def test_a_catastrophic_pattern_is_refused_within_10_ms(vreg: ToolRegistry, pattern: str) -> None:
+    """Backtracking patterns on hostile input: the verdict, the listing and its matching stay bounded."""
+    import time
+
+    vreg.add(lambda s: s, name="f", parameters={"type": "object", "properties": {"s": {"type": "string", "pattern": pattern}}})
+    for text in ("a" * 24 + "!", "a" * 20_000 + "!"):
+        timings = []
+        for _ in range(5):  # the best of five, so a busy machine does not decide
+            start = time.perf_counter()
+            found = problems(vreg, "f", {"s": text})
+            timings.append(time.perf_counter() - start)
+            assert [p["path"] for p in found] == ["$.s"] and found[0]["keyword"] == "pattern"
+        assert min(timings) < 0.010, (pattern, len(text), min(timings))
+
+
+class _TickingClock:
+    """Every reading is 0.1 ms later than the one before."""
+
+    def __init__(self) -> None:
+        self.readings = 0
+
+    def now(self) -> float:
+        self.readings += 1
+        return self.readings / 10_000
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_the_error_listing_stops_when_its_time_is_up(backend: str) -> None:
+    from harness_one_plugins import validation
+
+    schema = {"type": "object", "properties": {"xs": {"type": "array", "items": {"type": "integer", "minimum": 0}}}}
+    compiled = compile_schema(schema, backend)
+    clock = _TickingClock()
+    found = compiled.problems({"xs": [1] * 10_000 + [-1]}, clock)  # the bad item comes after the budget is spent
+    budget_ms = validation.LISTING_BUDGET * 1000
+    assert clock.readings < budget_ms * 10 + 20  # it stopped, it did not walk 10,000 items
+    assert [(p.path, p.keyword) for p in found] == [("$", "limits")]
+    assert f"took longer than {budget_ms:g} ms" in found[0].message
+    found = compiled.problems({"xs": [-1] * 10_000}, _TickingClock())
+    assert found[0].path == "$.xs[0]" and found[-1].message == "more problems may follow; fix these first"
+
+
+def test_very_many_missing_properties_list_a_bounded_number(vreg: ToolRegistry) -> None:
+    from harness_one_plugins.validation import MAX_PROBLEMS
+
+    vreg.add(lambda **kw: kw, name="f", parameters={"type": "object", "required": [f"r{i}" for i in range(5000)]})
+    found = problems(vreg, "f", {})
+    assert len(found) == MAX_PROBLEMS + 1 and found[-1]["message"] == f"only the first {MAX_PROBLEMS} problems are listed"
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_unique_items_and_unevaluated_properties_list_fast(backend: str) -> None:
+    clock = _TickingClock()
+    unique = compile_schema({"type": "object", "properties": {"xs": {"type": "array", "uniqueItems": True}}}, backend)
+    assert [p.keyword for p in unique.problems({"xs": [{"a": [i]} for i in range(3000)] + [{"a": [0]}]}, clock)] == [
+        "uniqueItems"
+    ]
+    schema = {"type": "object", "allOf": [{"properties": {"a": {}}}], "unevaluatedProperties": False}
+    found = compile_schema(schema, backend).problems({f"k{i}": i for i in range(3000)}, clock)
+    assert found[0].keyword == "unevaluatedProperties" and len(found) == 21

@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import os
+import subprocess
+import threading
 import time
+from collections.abc import Iterator
+
+from harness_one import RetryableError
 
 
 def sleepy(seconds: float) -> str:
@@ -37,8 +44,6 @@ def count() -> int:
 
 def hang_with_grandchild(pidfile: str, new_session: bool = False) -> None:
     """Start ``sleep 300`` (in its own session if ``new_session``), write its pid, then hang."""
-    import subprocess
-
     child = subprocess.Popen(["sleep", "300"], start_new_session=new_session)
     with open(pidfile + ".tmp", "w") as out:
         out.write(str(child.pid))
@@ -80,6 +85,109 @@ def raise_stubborn() -> None:
 
 def leave_behind() -> int:
     """Start ``sleep 300`` and return its pid without waiting for it."""
-    import subprocess
-
     return subprocess.Popen(["sleep", "300"]).pid
+
+
+class Unsendable(RetryableError):
+    """A harness-one error whose state does not pickle (it holds a lock): it crosses as ``to_dict()``."""
+
+
+def raise_unsendable() -> None:
+    err = Unsendable("the backend is warming up", retry_after=2.5)
+    err.lock = threading.Lock()  # type: ignore[attr-defined]
+    raise err
+
+
+def fail_once(marker: str) -> str:
+    """Fail with a RetryableError the first time (leaving ``marker``), succeed the next."""
+    if not os.path.exists(marker):
+        open(marker, "w").close()
+        raise RetryableError("not yet")
+    return "second time"
+
+
+def raise_retryable() -> None:
+    raise RetryableError("try again soon", retry_after=1.5)
+
+
+# --- helpers for the tests (not tools) ------------------------------------------------------
+
+
+def state(pid: int) -> str | None:
+    """The process state letter of ``pid`` (``Z``: a zombie), or None when there is no such process."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return None
+    except OSError:  # no /proc (macOS): ask ps
+        out = subprocess.run(["ps", "-o", "stat=", "-p", str(pid)], check=False, capture_output=True, text=True).stdout
+        return out.strip()[:1] or None
+
+
+def running(pid: int) -> bool:
+    """Alive, and not a zombie (a killed grandchild stays one until its new parent reaps it)."""
+    return state(pid) not in (None, "Z")
+
+
+def gone(pid: int, within: float = 5.0) -> bool:
+    """Wait up to ``within`` seconds for ``pid`` to stop running; True once it has."""
+    deadline = time.monotonic() + within
+    while running(pid):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.005)
+    return True
+
+
+def read_pid(path: str, within: float = 30.0) -> int:
+    """The pid a tool wrote to ``path`` (waiting up to ``within`` seconds for the file)."""
+    deadline = time.monotonic() + within
+    while not os.path.exists(path):
+        assert time.monotonic() < deadline, f"{path} not written in {within} s"
+        time.sleep(0.005)
+    with open(path) as written:
+        return int(written.read())
+
+
+def processes_now() -> list[tuple[int, int, int, str, str]]:
+    """Every process: (pid, parent pid, process group, state, command line), from one ``ps`` run."""
+    out = subprocess.run(["ps", "-eo", "pid=,ppid=,pgid=,stat=,args="], capture_output=True, text=True, check=True).stdout
+    rows = []
+    for line in out.splitlines():
+        pid, ppid, pgid, stat, *args = line.split(None, 4)
+        rows.append((int(pid), int(ppid), int(pgid), stat, args[0] if args else ""))
+    return rows
+
+
+def children() -> dict[int, tuple[int, str]]:
+    """This process's children but ``ps`` itself: pid -> (process group, state)."""
+    return {
+        pid: (pgid, stat) for pid, ppid, pgid, stat, args in processes_now() if ppid == os.getpid() and not args.startswith("ps ")
+    }
+
+
+def group_members(pgids: set[int]) -> list[str]:
+    """Live processes (not zombies) in any of these process groups."""
+    return [f"{pid} {stat} {args}" for pid, _, pgid, stat, args in processes_now() if pgid in pgids and not stat.startswith("Z")]
+
+
+@contextlib.contextmanager
+def no_leftovers(within: float = 5.0) -> Iterator[None]:
+    """Around a test: no child process it started is left (no zombie), nothing alive in a worker's group."""
+    before = set(children())
+    yield
+    gc.collect()  # collected runners kill their workers
+
+    def new() -> dict[int, tuple[int, str]]:
+        return {pid: seen for pid, seen in children().items() if pid not in before}
+
+    left = new()
+    workers = {pid for pid, (pgid, _) in left.items() if pgid == pid}
+    deadline = time.monotonic() + within
+    while left and time.monotonic() < deadline:  # a worker killed by another thread may still be being reaped
+        time.sleep(0.01)
+        gc.collect()
+        left = new()
+    assert left == {}
+    assert group_members(workers) == []

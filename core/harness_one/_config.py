@@ -25,6 +25,7 @@ ENV_CONFIG = "HARNESS_ONE_CONFIG"
 ENV_LOG_FORMAT = "HARNESS_ONE_LOG_FORMAT"
 ENV_LOG_LEVEL = "HARNESS_ONE_LOG_LEVEL"
 ENV_STATE = "HARNESS_ONE_STATE"
+ENV_REDIS = "HARNESS_ONE_REDIS_URL"
 ENV_TOOLS = "HARNESS_ONE_TOOLS"
 DEFAULT_FILE = "harness-one.toml"
 #: Keys of ``[plugins]`` that are not plugin names.
@@ -99,9 +100,9 @@ def _apply_file(settings: Settings, data: dict[str, Any], where: str) -> None:
     settings.allow = plugins.get("allow")
     settings.autoload = plugins.get("autoload")
     settings.strict = plugins.get("strict")
-    state = _table(data, "state", where, {"url"})
-    if "url" in state:
-        settings.state = str(state["url"])
+    state = _table(data, "state", where, {"url", "redis_url"})
+    if "url" in state or "redis_url" in state:  # redis_url, when given, puts all shared state on Redis
+        settings.state = str(state.get("redis_url") or state["url"])
     logs = _table(data, "logging", where, {"format", "level"})
     settings.log_format = logs.get("format")
     settings.log_level = logs.get("level", settings.log_level)
@@ -128,7 +129,7 @@ def load_settings(path: str | None = None) -> Settings:
         settings.source = str(file)
     settings.log_format = os.environ.get(ENV_LOG_FORMAT) or settings.log_format
     settings.log_level = os.environ.get(ENV_LOG_LEVEL) or settings.log_level
-    settings.state = os.environ.get(ENV_STATE) or settings.state
+    settings.state = os.environ.get(ENV_REDIS) or os.environ.get(ENV_STATE) or settings.state
     settings.tools += [t for t in os.environ.get(ENV_TOOLS, "").split(os.pathsep) if t]
     if settings.log_format not in (None, "console", "json"):
         raise ConfigError(f"log format must be 'console' or 'json', not {settings.log_format!r}")

@@ -173,7 +173,7 @@ class ToolRegistry:
         """The process-wide registry that ``@defineTool`` and the class-level methods use.
 
         It loads installed tool packages (lazily) and takes its state location from
-        ``HARNESS_ONE_STATE``.
+        ``HARNESS_ONE_REDIS_URL`` or else ``HARNESS_ONE_STATE``.
         """
         registry = cls._default
         if registry is None:
@@ -182,7 +182,8 @@ class ToolRegistry:
                 if registry is None:
                     import os
 
-                    registry = cls._default = ToolRegistry(discover=True, state=os.environ.get("HARNESS_ONE_STATE") or None)
+                    env = os.environ.get("HARNESS_ONE_REDIS_URL") or os.environ.get("HARNESS_ONE_STATE")
+                    registry = cls._default = ToolRegistry(discover=True, state=env or None)
         return registry
 
     @classmethod

@@ -7,9 +7,11 @@ The guarantees differ, and the docs say so (``docs/plugins.md``, timeouts):
   The pool is bounded; abandoned workers are counted as ``stuck``; when every worker is busy
   a new call fails at once with :class:`ToolBusy` instead of queueing.
 - :class:`ProcessRunner` *kills*: the tool runs in a warm worker process that leads its own
-  process group; at the deadline the whole group is killed (SIGKILL) and reaped, and the
-  worker is replaced. Arguments, results and exceptions cross a socket, so they must pickle,
-  and the tool function must be importable by name. POSIX only.
+  process group; at the deadline, or when the call is cancelled, the whole group is killed
+  (SIGKILL) and reaped, and the worker is replaced. Arguments, results and exceptions cross
+  a socket, so they must pickle, and the tool function must be importable by name; an
+  exception that does not cross comes back as a :class:`ToolError` rebuilt from its
+  description. POSIX only.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from . import _worker
-from ._errors import ToolBusy, ToolExecutionError, ToolTimeout
+from ._errors import ToolBusy, ToolCancelled, ToolError, ToolExecutionError, ToolTimeout
 
 if TYPE_CHECKING:
     from ._call import Call
@@ -387,6 +389,42 @@ class _Worker:
             return self.code
 
 
+_CANCEL_POLL = 0.05  # seconds between checks of ``call.cancelled`` while a worker runs a call
+
+
+def _remote_error(call: Call, pickled: bytes | None, described: dict[str, Any], trace: str | None) -> BaseException:
+    """The exception a worker sent, to raise here: itself when it unpickles, else a ToolError rebuilt from its description.
+
+    A :class:`ToolError` comes back through ``ToolError.from_dict``; any other exception as a
+    :class:`ToolExecutionError` naming its type and message (``cause`` is the type's name, as
+    for a replayed idempotent outcome). ``SystemExit`` and the like become a ToolExecutionError
+    too, so nothing raised in a worker can exit or interrupt the caller.
+    """
+    exc: Any = None
+    if pickled is not None:
+        with contextlib.suppress(Exception):
+            exc = pickle.loads(pickled)
+    if not isinstance(exc, BaseException):
+        if "kind" in described:  # ToolError.to_dict()
+            exc = ToolError.from_dict(described)
+        else:
+            kind, message = str(described.get("type")), str(described.get("message") or "")
+            exc = ToolError.from_dict(
+                {
+                    "type": "ToolExecutionError",
+                    "message": f"Tool '{call.tool.name}' failed: {kind}: {message or kind}",
+                    "cause": kind,
+                    "tool": call.tool.name,
+                    "call_id": call.call_id,
+                }
+            )
+    if trace is not None:
+        exc.__cause__ = _RemoteTraceback(trace)
+    if isinstance(exc, Exception):
+        return exc
+    return ToolExecutionError(exc, tool=call.tool.name, call_id=call.call_id)
+
+
 def _exit_reason(code: int) -> str:
     if code < 0:
         try:
@@ -605,22 +643,50 @@ class ProcessRunner:
         except _WorkerGone:
             code = self._pool.discard(worker, "died")
             raise self._failed(call, f"the tool's worker process {_exit_reason(code)} before answering") from None
-        except Exception as exc:  # the answer does not unpickle here
+        except Exception as exc:  # the result does not unpickle here
             self._pool.give_back(worker, self.max_calls)
             raise ToolExecutionError(
-                TypeError(f"process mode: the tool's answer cannot be unpickled: {type(exc).__name__}: {exc}"),
+                TypeError(f"process mode: the tool's result cannot be unpickled: {type(exc).__name__}: {exc}"),
                 tool=call.tool.name,
                 call_id=call.call_id,
             ) from exc
         self._pool.give_back(worker, self.max_calls)
-        ok, value, remote = answer
-        if ok:
-            return value
-        if remote is not None:
-            value.__cause__ = _RemoteTraceback(remote)
-        if isinstance(value, Exception):
-            raise value
-        raise ToolExecutionError(value, tool=call.tool.name, call_id=call.call_id)  # SystemExit etc. in the worker
+        if answer[0]:
+            return answer[1]
+        raise _remote_error(call, *answer[1:])
+
+    def _cancelled(self, call: Call, worker: _Worker) -> ToolCancelled:
+        self._pool.discard(worker, "killed")
+        return ToolCancelled(f"The call of '{call.tool.name}' was cancelled.", tool=call.tool.name, call_id=call.call_id)
+
+    def _wait(self, call: Call, worker: _Worker, timeout: float) -> bool:
+        """Wait up to ``timeout`` for the answer; a ``call.cancel()`` meanwhile kills the worker (ToolCancelled)."""
+        if call.cancelled:  # cancelled before this attempt (e.g. an earlier attempt timed out): nothing to watch
+            return worker.wait(timeout)
+        end = time.monotonic() + timeout
+        while True:
+            left = end - time.monotonic()
+            if worker.wait(min(left, _CANCEL_POLL)):
+                return True
+            if call.cancelled:
+                raise self._cancelled(call, worker)
+            if left <= _CANCEL_POLL:
+                return False
+
+    async def _await(self, call: Call, worker: _Worker, timeout: float) -> bool:
+        """:meth:`_wait` on the event loop."""
+        if call.cancelled:
+            return await worker.await_readable(timeout)
+        loop = asyncio.get_running_loop()
+        end = loop.time() + timeout
+        while True:
+            left = end - loop.time()
+            if await worker.await_readable(min(left, _CANCEL_POLL)):
+                return True
+            if call.cancelled:
+                raise self._cancelled(call, worker)
+            if left <= _CANCEL_POLL:
+                return False
 
     def run(self, call: Call, fn: Callable[..., Any], kwargs: dict[str, Any], timeout: float) -> Any:
         job = self._job(call, fn, kwargs)
@@ -629,11 +695,13 @@ class ProcessRunner:
             if not worker.ready:
                 self._started(call, worker, worker.wait(self.start_timeout))
             worker.submit(job)
-            readable = worker.wait(timeout)
+            readable = self._wait(call, worker, timeout)
         except _WorkerGone:
             readable = True  # receive() reports the death
-        except BaseException:  # a failed start (discarded already), or e.g. KeyboardInterrupt while waiting
-            self._pool.discard(worker)
+        except ToolError:  # a failed start or a cancelled call (the worker is discarded already)
+            raise
+        except BaseException:  # e.g. KeyboardInterrupt while waiting: kill the tool now
+            self._pool.discard(worker, "killed")
             raise
         return self._answer(call, worker, readable, timeout)
 
@@ -648,9 +716,11 @@ class ProcessRunner:
             raise
         try:
             worker.submit(job)
-            readable = await worker.await_readable(timeout)
+            readable = await self._await(call, worker, timeout)
         except _WorkerGone:
             readable = True
+        except ToolError:
+            raise
         except BaseException:  # the caller's task was cancelled: kill the tool now
             self._pool.discard(worker, "killed")
             call.cancel()

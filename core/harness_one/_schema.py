@@ -198,17 +198,18 @@ def _hints(fn: Callable[..., Any], sig: inspect.Signature, tool: str) -> dict[st
     namespace = getattr(inspect.unwrap(target), "__globals__", {})
     hints: dict[str, Any] = {}
     annotations = [(name, param.annotation) for name, param in sig.parameters.items()]
-    for name, annotation in [*annotations, ("return", sig.return_annotation)]:
-        if annotation is inspect.Parameter.empty:
+    for name, written in [*annotations, ("return", sig.return_annotation)]:
+        if written is inspect.Parameter.empty:
             continue
-        if isinstance(annotation, str):
+        annotation = written
+        if isinstance(written, str):
             try:
-                annotation = eval(annotation, dict(namespace))
+                annotation = eval(written, dict(namespace))
             except Exception as exc:
                 if name == "return":
                     continue
                 raise ToolDefinitionError(
-                    f"Tool '{tool}': cannot resolve the annotation {annotation!r} of parameter '{name}': {exc}", tool=tool
+                    f"Tool '{tool}': cannot resolve the annotation {written!r} of parameter '{name}': {exc}", tool=tool
                 ) from exc
         hints[name] = annotation
     return hints
@@ -269,6 +270,15 @@ class _Inference:
         self.defs: dict[str, JSONSchema] = {}
         self.needs_check = False  # set when a schema holds the user's text (a pattern, a pydantic schema)
         self._open: set[int] = set()  # dataclasses and TypedDicts being expanded (recursion guard)
+        self._nesting = 0  # > 0 inside a container or a field: pydantic models go to $defs there
+
+    def _nested(self, tp: Any) -> JSONSchema:
+        """The schema of ``tp`` as an item, value or field of another type."""
+        self._nesting += 1
+        try:
+            return self._schema(tp)
+        finally:
+            self._nesting -= 1
 
     def schema(self, tp: Any, where: str) -> JSONSchema:
         try:
@@ -300,18 +310,18 @@ class _Inference:
         if origin in (list, Sequence, set, frozenset, typing.AbstractSet) or tp in (list, set, frozenset):
             array: JSONSchema = {"type": "array"}
             if args:
-                array["items"] = self._schema(args[0])
+                array["items"] = self._nested(args[0])
             if origin in (set, frozenset, typing.AbstractSet) or tp in (set, frozenset):
                 array["uniqueItems"] = True
             return array
         if origin is tuple or tp is tuple:
             if len(args) == 2 and args[1] is Ellipsis:
-                return {"type": "array", "items": self._schema(args[0])}
+                return {"type": "array", "items": self._nested(args[0])}
             if not args:
                 return {"type": "array"}
             return {
                 "type": "array",
-                "prefixItems": [self._schema(a) for a in args],
+                "prefixItems": [self._nested(a) for a in args],
                 "items": False,
                 "minItems": len(args),
                 "maxItems": len(args),
@@ -321,7 +331,7 @@ class _Inference:
             if args:
                 if args[0] is not str:
                     raise TypeError(f"dict keys must be str for JSON, not {args[0]!r}")
-                obj["additionalProperties"] = self._schema(args[1])
+                obj["additionalProperties"] = self._nested(args[1])
             return obj
         raise TypeError(f"cannot express {tp!r} in JSON Schema; give `parameters` explicitly")
 
@@ -403,8 +413,8 @@ class _Inference:
         return {"anyOf": members}
 
     def _typeddict(self, tp: Any) -> JSONSchema:
-        hints = get_type_hints(tp, include_extras=True)
-        props = {k: self._schema(_strip_required(v)) for k, v in hints.items()}
+        hints = _field_hints(tp)
+        props = {k: self._nested(_strip_required(v)) for k, v in hints.items()}
         required = sorted(getattr(tp, "__required_keys__", set(hints)))
         schema: JSONSchema = {"type": "object", "properties": props, "additionalProperties": False}
         if required:
@@ -412,14 +422,14 @@ class _Inference:
         return schema
 
     def _dataclass(self, tp: type) -> JSONSchema:
-        hints = get_type_hints(tp, include_extras=True)
+        hints = _field_hints(tp)
         props: dict[str, JSONSchema] = {}
         required: list[str] = []
         doc = parse_docstring(tp.__doc__)
         for f in dataclasses.fields(tp):
             if not f.init:
                 continue
-            prop = self._schema(hints.get(f.name, Any))
+            prop = self._nested(hints.get(f.name, Any))
             if doc.params.get(f.name) and "description" not in prop:
                 prop["description"] = doc.params[f.name]
             if f.default is not dataclasses.MISSING:
@@ -438,12 +448,15 @@ class _Inference:
         from pydantic import TypeAdapter
 
         self.needs_check = True
+        nested = self._nesting > 0  # as an item or a field: a reference to the model under $defs
         try:
-            schema: JSONSchema = TypeAdapter(tp).json_schema(
+            schema: JSONSchema = TypeAdapter(list[tp] if nested else tp).json_schema(  # type: ignore[valid-type]
                 ref_template="#/$defs/{model}", mode="serialization" if self.output else "validation"
             )
         except Exception as exc:
             raise TypeError(f"pydantic cannot express {tp!r} in JSON Schema: {exc}") from None
+        if nested:
+            schema = {"$defs": schema.get("$defs", {}), **schema["items"]}
         for name, definition in schema.pop("$defs", {}).items():
             if name in self.defs and self.defs[name] != definition:
                 raise TypeError(f"two different types are named '{name}'; rename one of them")
@@ -506,10 +519,10 @@ class _Inference:
         if _pydantic_type(tp):
             return _to_pydantic(tp)
         if typing.is_typeddict(tp):
-            hints = get_type_hints(tp, include_extras=True)
+            hints = _field_hints(tp)
             return self._guarded(tp, lambda: _fields({k: self._conv(_strip_required(v)) for k, v in hints.items()}, None))
         if dataclasses.is_dataclass(tp):
-            hints = get_type_hints(tp, include_extras=True)
+            hints = _field_hints(tp)
             names = [f.name for f in dataclasses.fields(tp) if f.init]
             return self._guarded(tp, lambda: _fields({k: self._conv(hints.get(k, Any)) for k in names}, tp))
         if tp in (list, set, frozenset, tuple):
@@ -548,6 +561,14 @@ class _Inference:
             return optional
         kinds = [self._schema(a) for a in members]
         return _first_fitting(list(zip(kinds, convs)))
+
+
+def _field_hints(tp: Any) -> dict[str, Any]:
+    """The resolved field annotations of a dataclass or TypedDict (its own name resolves, for self-references)."""
+    try:
+        return get_type_hints(tp, localns={tp.__name__: tp}, include_extras=True)
+    except Exception as exc:
+        raise TypeError(f"cannot resolve the annotations of {tp.__name__}: {exc}") from None
 
 
 def _strip_required(tp: Any) -> Any:
@@ -623,7 +644,9 @@ def _constrain(schema: JSONSchema, meta: Any) -> None:
         _numeric(schema, _NUMERIC[attr], value)
         return
     if at is not None and isinstance(meta, (at.MinLen, at.MaxLen)):
-        _length(schema, 0 if isinstance(meta, at.MinLen) else 1, meta.min_length if isinstance(meta, at.MinLen) else meta.max_length)
+        _length(
+            schema, 0 if isinstance(meta, at.MinLen) else 1, meta.min_length if isinstance(meta, at.MinLen) else meta.max_length
+        )
         return
     if type(meta).__name__ == "_PydanticGeneralMetadata":
         for key, value in vars(meta).items():
@@ -719,7 +742,8 @@ def _to_datetime(value: Any, path: str) -> Any:
     if g[5] == "60":
         raise _refuse(path, "a date-time Python can represent", value, why=" (a leap second)")
     try:
-        return dt.datetime(*map(int, g[:6]), _micro(g[6]), tzinfo=_zone(*g[7:]))
+        year, month, day, hour, minute, second = (int(part) for part in g[:6])
+        return dt.datetime(year, month, day, hour, minute, second, _micro(g[6]), tzinfo=_zone(*g[7:]))
     except ValueError as exc:
         raise _refuse(path, "an RFC 3339 date-time", value, why=f" ({exc})") from None
 
@@ -810,7 +834,11 @@ def _bounded(inner: _Conv, bounds: list[tuple[str, Any]]) -> _Conv:
             if not _COMPARE[keyword](number, decimal.Decimal(repr(bound) if type(bound) is float else bound)):
                 expected = f"{_SYMBOL[keyword]} {bound}"
                 raise ToolArgumentError(
-                    [ArgumentProblem(path, f"expected a number {expected}, got {_short(value)}", keyword, expected, _short(value))]
+                    [
+                        ArgumentProblem(
+                            path, f"expected a number {expected}, got {_short(value)}", keyword, expected, _short(value)
+                        )
+                    ]
                 )
         return number
 
@@ -834,7 +862,7 @@ def _to_enum(cls: type[enum.Enum]) -> _Conv:
 def _to_pydantic(tp: type) -> _Conv:
     from pydantic import TypeAdapter, ValidationError
 
-    adapter = TypeAdapter(tp)
+    adapter: TypeAdapter[Any] = TypeAdapter(tp)
 
     def to_model(value: Any, path: str) -> Any:
         if isinstance(value, tp):
@@ -906,7 +934,9 @@ def _fields(convs: dict[str, _Conv | None], cls: type | None) -> _Conv | None:
         try:
             return cls(**fields)
         except TypeError as exc:
-            raise ToolArgumentError([ArgumentProblem(path, f"cannot build {cls.__name__}: {exc}", "type", cls.__name__)]) from None
+            raise ToolArgumentError(
+                [ArgumentProblem(path, f"cannot build {cls.__name__}: {exc}", "type", cls.__name__)]
+            ) from None
 
     return convert
 
@@ -1013,9 +1043,7 @@ def check_schema(schema: Any, *, tool: str, what: str = "parameters", object_roo
         )
     for path, ref, target in found.refs:
         if not found.resolves(target):
-            raise ToolDefinitionError(
-                f"{prefix}: at {_pointer(path)}, $ref {ref!r} points to nothing in the schema.", tool=tool
-            )
+            raise ToolDefinitionError(f"{prefix}: at {_pointer(path)}, $ref {ref!r} points to nothing in the schema.", tool=tool)
     for path, pattern in found.patterns:
         problem = _pattern_problem(pattern)
         if problem is not None:
@@ -1055,7 +1083,9 @@ def _copy_json(schema: Mapping[str, Any], prefix: str, tool: str) -> JSONSchema:
                 raise ToolDefinitionError(f"{prefix}: at {_pointer(path)}, {value} is not a JSON number.", tool=tool)
             return value
         if len(path) >= _MAX_SCHEMA_DEPTH:
-            raise ToolDefinitionError(f"{prefix}: nested more than {_MAX_SCHEMA_DEPTH} levels deep (at {_pointer(path[:8])}/...).", tool=tool)
+            raise ToolDefinitionError(
+                f"{prefix}: nested more than {_MAX_SCHEMA_DEPTH} levels deep (at {_pointer(path[:8])}/...).", tool=tool
+            )
         if isinstance(value, Mapping):
             out = {}
             for key, item in value.items():
@@ -1105,8 +1135,8 @@ class _Found:
         if not fragment.startswith("/"):
             return (uri, fragment) in self.anchors
         node = self.resources[uri]
-        for token in unquote(fragment).split("/")[1:]:
-            token = token.replace("~1", "/").replace("~0", "~")
+        for escaped in unquote(fragment).split("/")[1:]:
+            token = escaped.replace("~1", "/").replace("~0", "~")
             if isinstance(node, dict) and token in node:
                 node = node[token]
             elif isinstance(node, list) and token.isdigit() and int(token) < len(node):
@@ -1209,12 +1239,24 @@ _BUNDLED = {
         ["https://json-schema.org/draft/2020-12/schema"]
         + [
             f"https://json-schema.org/draft/2020-12/meta/{name}"
-            for name in ("applicator", "content", "core", "format-annotation", "format-assertion", "meta-data", "unevaluated", "validation")
+            for name in (
+                "applicator",
+                "content",
+                "core",
+                "format-annotation",
+                "format-assertion",
+                "meta-data",
+                "unevaluated",
+                "validation",
+            )
         ]
     ),
     2019: frozenset(
         ["https://json-schema.org/draft/2019-09/schema"]
-        + [f"https://json-schema.org/draft/2019-09/meta/{name}" for name in ("applicator", "content", "core", "format", "meta-data", "validation")]
+        + [
+            f"https://json-schema.org/draft/2019-09/meta/{name}"
+            for name in ("applicator", "content", "core", "format", "meta-data", "validation")
+        ]
     ),
     7: frozenset(["http://json-schema.org/draft-07/schema"]),
     6: frozenset(["http://json-schema.org/draft-06/schema"]),
@@ -1279,7 +1321,103 @@ def _pattern_problem(pattern: str) -> str | None:
         rs.validator_for({"pattern": pattern})
     except Exception as exc:
         return str(exc).splitlines()[0]
+    return _ecma_problem(pattern)
+
+
+# Letter escapes ECMA-262 defines; jsonschema-rs also reads others (\A, \e, \N, \h, ...) its own way.
+_ECMA_LETTERS = frozenset("dDwWsSbBfnrtvcxupPk")
+_QUANTIFIER = re.compile(r"[*+?]|\{[0-9]+(?:,[0-9]*)?\}")
+_GROUP_NAME = re.compile(r"P?<[A-Za-z_$][A-Za-z0-9_$]*>")
+_DIGITS = re.compile(r"[1-9][0-9]*")
+_FLAGS_ONLY = re.compile(r"[A-Za-z-]*\)")
+_GROUP_PREFIX = re.compile(r"<[=!]|[=!:]|[A-Za-z-]*:")
+
+
+def _ecma_problem(pattern: str) -> str | None:
+    """What jsonschema-rs accepts but ECMA-262 (and the ``regex`` module) refuses or reads otherwise, or None.
+
+    Refused: a quantifier right after another (``a{2}{3}``, ``a*?+``) or with nothing to repeat
+    (``^*``, ``\\b+``, ``(?<!{2})``), the empty classes ``[]`` and ``[^]``, letter escapes
+    ECMA-262 does not define (``\\A``, ``\\e``, ``\\N``, ...), and a backreference inside the
+    group it refers to, and inline flags anywhere but at the start.
+    """
+    i, n = 0, len(pattern)
+    last = "none"  # the previous token: "atom", "quantifier" or "none" (start, group start, |, assertion)
+    groups = 0  # capturing groups opened so far
+    open_groups: list[int] = []  # the number of each group not yet closed (0: not capturing)
+    while i < n:
+        c = pattern[i]
+        quantifier = _QUANTIFIER.match(pattern, i)
+        if quantifier is not None:
+            if last != "atom":
+                return (
+                    "a quantifier right after another quantifier"
+                    if last == "quantifier"
+                    else "a quantifier with nothing to repeat"
+                )
+            i = quantifier.end()
+            if pattern.startswith("?", i):  # lazy
+                i += 1
+            last = "quantifier"
+            continue
+        last = "atom"
+        if c == "\\":
+            letter = pattern[i + 1 : i + 2]
+            if letter.isascii() and letter.isalpha() and letter not in _ECMA_LETTERS:
+                return f"\\{letter} is not an ECMA-262 escape"
+            digits = _DIGITS.match(pattern, i + 1)
+            if digits is not None and int(digits.group()) in open_groups:
+                return f"the backreference \\{digits.group()} inside the group it refers to"
+            if letter in ("b", "B"):
+                last = "none"
+            i += 2
+            if letter in ("p", "P", "u") and pattern.startswith("{", i):
+                end = pattern.find("}", i)
+                i = n if end < 0 else end + 1
+        elif c == "[":
+            if pattern.startswith(("[]", "[^]"), i):
+                return "the empty class [] or [^] (write [\\s\\S] for any character)"
+            i = _class_end(pattern, i)
+        elif c == "(":
+            last = "none"
+            if not pattern.startswith("(?", i):
+                groups += 1
+                open_groups.append(groups)
+                i += 1
+            elif (flags := _FLAGS_ONLY.match(pattern, i + 2)) is not None:  # (?i)
+                if i > 0:  # jsonschema-rs applies it from here on, the regex module to the whole pattern
+                    return "inline flags such as (?i) anywhere but at the start"
+                i = flags.end()
+            elif (name := _GROUP_NAME.match(pattern, i + 2)) is not None:
+                groups += 1
+                open_groups.append(groups)
+                i = name.end()
+            else:
+                prefix = _GROUP_PREFIX.match(pattern, i + 2)
+                open_groups.append(0)
+                i = prefix.end() if prefix else i + 2
+        else:
+            if c == ")" and open_groups:
+                open_groups.pop()
+            elif c in "|^$":
+                last = "none"
+            i += 1
     return None
+
+
+def _class_end(pattern: str, start: int) -> int:
+    """The index after the character class that starts at ``start``."""
+    i = start + 1
+    if pattern.startswith("^", i):
+        i += 1
+    while i < len(pattern):
+        if pattern[i] == "\\":
+            i += 2
+            continue
+        if pattern[i] == "]":
+            return i + 1
+        i += 1
+    return i
 
 
 def check_against_signature(schema: Mapping[str, Any], sig: Signature, *, tool: str) -> None:

@@ -52,6 +52,8 @@ class Tool:
     #: The schema of the structured result, always an object schema (or None); see ``output_wrapped``.
     output_schema: dict[str, Any] | None = None
     options: Mapping[str, Any] = field(default_factory=dict)
+    #: Example calls, ``{"arguments": {...}}`` with an optional expected ``"result"`` (the conformance kit runs them).
+    examples: tuple[Mapping[str, Any], ...] = ()
     #: The distribution the tool came from (entry points), or None for tools defined in code.
     source: str | None = None
     is_async: bool = False
@@ -101,6 +103,7 @@ class Tool:
         output_schema: Mapping[str, Any] | None = None,
         options: Mapping[str, Any] | None = None,
         source: str | None = None,
+        examples: Iterable[Mapping[str, Any]] = (),
     ) -> Tool:
         """Check everything about a definition and build the tool, or raise :class:`ToolDefinitionError`."""
         if not callable(fn):
@@ -120,7 +123,9 @@ class Tool:
         if output_schema is None:
             output, output_wrapped = sig.output_schema, sig.output_wrapped
         else:
-            output, output_wrapped = wrap_output(check_schema(output_schema, tool=tool_name, what="output_schema", object_root=False))
+            output, output_wrapped = wrap_output(
+                check_schema(output_schema, tool=tool_name, what="output_schema", object_root=False)
+            )
         for what, seconds in (("timeout", timeout), ("total_timeout", total_timeout), ("cache_ttl", cache_ttl)):
             if seconds is not None and (isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or seconds <= 0):
                 raise ToolDefinitionError(
@@ -140,6 +145,13 @@ class Tool:
             raise ToolDefinitionError(f"Tool '{tool_name}': cache_ttl needs an idempotent or read-only tool.", tool=tool_name)
         if read_only and destructive:
             raise ToolDefinitionError(f"Tool '{tool_name}': a read-only tool cannot be destructive.", tool=tool_name)
+        examples = tuple(examples)
+        for example in examples:
+            if not isinstance(example, Mapping) or not isinstance(example.get("arguments"), Mapping):
+                raise ToolDefinitionError(
+                    f"Tool '{tool_name}': each example must be a mapping with an 'arguments' object, got {example!r}.",
+                    tool=tool_name,
+                )
         return cls(
             name=tool_name,
             fn=fn,
@@ -163,6 +175,7 @@ class Tool:
             output_schema=output,
             output_wrapped=output_wrapped,
             options=dict(options or {}),
+            examples=examples,
             source=source,
             is_async=inspect.iscoroutinefunction(fn),
             accepted=sig.accepted if parameters is None else frozenset(schema.get("properties") or ()) | sig.accepted,
@@ -221,6 +234,7 @@ def defineTool(
     open_world: bool | None = ...,
     output_schema: Mapping[str, Any] | None = ...,
     options: Mapping[str, Any] | None = ...,
+    examples: Iterable[Mapping[str, Any]] = ...,
     registry: ToolRegistry | None = ...,
     replace: bool = ...,
 ) -> Callable[[Callable[P, R]], ToolFunction[P, R]]: ...

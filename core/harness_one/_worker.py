@@ -7,18 +7,26 @@ socket ``FD`` in frames (an 8-byte little-endian length, then a pickle):
 1. parent -> worker: ``multiprocessing.spawn`` preparation data (``sys.path``, cwd, the main
    module), applied as a ``spawn`` child would, so tools defined in ``__main__`` resolve;
    worker -> parent: ``(True, pid)`` when ready, or ``(False, reason)``.
-2. then, per call: parent -> worker ``(fn, kwargs)``; worker -> parent ``(True, result, None)``
-   or ``(False, exception, traceback text)``.
+2. then, per call: parent -> worker ``(fn, kwargs)``; worker -> parent ``(True, result)``, or
+   ``(False, pickled exception or None, description, traceback text)`` where the description
+   is ``ToolError.to_dict()`` for harness-one's errors and ``{"type", "message"}`` otherwise,
+   so the parent can rebuild a typed error when the exception itself does not unpickle.
 
-The worker exits when its socket closes. Only the standard library is imported here, so a
-worker starts in the time of a bare interpreter plus the main module's imports.
+The worker exits when its socket closes; a watchdog thread kills the worker's whole process
+group the moment the parent's end closes, so a worker busy with a hung tool does not outlive
+a parent that died without cleaning up (SIGKILL, a crash). Only the standard library is
+imported here, so a worker starts in the time of a bare interpreter plus the main module's
+imports.
 """
 
 from __future__ import annotations
 
 import os
 import pickle
+import select
+import signal
 import sys
+import threading
 from typing import Any
 
 __all__ = ["STARTING", "recv", "send"]
@@ -59,44 +67,73 @@ async def _await(awaitable: Any) -> Any:
     return await awaitable
 
 
+def _describe(exc: BaseException) -> dict[str, Any]:
+    """What the parent needs to rebuild ``exc`` as a typed error if the exception itself does not cross."""
+    errors = sys.modules.get("harness_one._errors")  # imported already if the tool raised one of its errors
+    if errors is not None and isinstance(exc, errors.ToolError):
+        try:
+            described: dict[str, Any] = exc.to_dict()
+            # the nearest harness-one class, which from_dict knows (a tool's own subclass it does not)
+            described["type"] = next(c.__name__ for c in type(exc).__mro__ if c.__module__ == errors.__name__)
+            return described
+        except Exception:
+            pass
+    try:
+        message = str(exc)
+    except Exception:
+        message = ""
+    return {"type": type(exc).__name__, "message": message}
+
+
+def _failure(exc: BaseException, trace: str | None) -> bytes:
+    try:
+        pickled: bytes | None = pickle.dumps(exc, pickle.HIGHEST_PROTOCOL)
+    except Exception:
+        pickled = None
+    return pickle.dumps((False, pickled, _describe(exc), trace), pickle.HIGHEST_PROTOCOL)
+
+
 def _answer(job: bytes) -> bytes:
-    """Run one pickled ``(fn, kwargs)`` and pickle its outcome (an outcome that does not pickle becomes a TypeError)."""
+    """Run one pickled ``(fn, kwargs)`` and pickle its outcome (a result that does not pickle becomes a TypeError)."""
     try:
         fn, kwargs = pickle.loads(job)
     except BaseException as exc:
-        answer: tuple[bool, Any, str | None] = (
-            False,
-            TypeError(f"process mode: the worker cannot load the tool function or its arguments: {type(exc).__name__}: {exc}"),
-            None,
-        )
+        reason = f"process mode: the worker cannot load the tool function or its arguments: {type(exc).__name__}: {exc}"
+        return _failure(TypeError(reason), None)
+    try:
+        result = fn(**kwargs)
+        if hasattr(result, "__await__"):
+            import asyncio
+
+            result = asyncio.run(_await(result))
+    except BaseException as exc:
+        import traceback
+
+        data = _failure(exc, traceback.format_exc())
     else:
         try:
-            result = fn(**kwargs)
-            if hasattr(result, "__await__"):
-                import asyncio
-
-                result = asyncio.run(_await(result))
-            answer = (True, result, None)
-        except BaseException as exc:
-            import traceback
-
-            answer = (False, exc, traceback.format_exc())
-    try:
-        data = pickle.dumps(answer, pickle.HIGHEST_PROTOCOL)
-        if not answer[0]:
-            pickle.loads(data)  # an exception class whose __init__ does not match its args would fail in the parent
-    except Exception as exc:
-        what = "result" if answer[0] else f"exception {type(answer[1]).__name__}"
-        data = pickle.dumps((False, TypeError(f"process mode: the tool's {what} cannot be pickled: {exc}"), answer[2]))
+            data = pickle.dumps((True, result), pickle.HIGHEST_PROTOCOL)
+        except Exception as exc:
+            data = _failure(TypeError(f"process mode: the tool's result cannot be pickled: {type(exc).__name__}: {exc}"), None)
     for stream in (sys.stdout, sys.stderr):
         if stream is not None:
             stream.flush()
     return data
 
 
+def _watch(fd: int) -> None:
+    """Kill this worker's process group (itself, the tool's children) once the parent's end of ``fd`` closes."""
+    poller = select.poll()
+    poller.register(fd, 0)  # no events asked for: only POLLHUP / POLLERR / POLLNVAL wake it
+    while not poller.poll():
+        pass
+    os.killpg(os.getpid(), signal.SIGKILL)  # the worker leads its group (setsid)
+
+
 def main(fd: int) -> None:
-    """Prepare like a ``spawn`` child, say ready, then answer calls until the parent closes the socket."""
+    """Prepare like a ``spawn`` child, say ready, then answer calls until the parent's end closes."""
     os.set_inheritable(fd, False)  # the tool's own subprocesses must not hold the socket open
+    threading.Thread(target=_watch, args=(fd,), name="harness-one-watchdog", daemon=True).start()
     os.environ[STARTING] = "1"  # a ProcessRunner started while the main module is imported refuses
     try:
         import multiprocessing.spawn
@@ -110,8 +147,8 @@ def main(fd: int) -> None:
     while True:
         try:
             job = recv(fd)
-        except EOFError:
-            return
+        except EOFError:  # the parent closes its end only after killing the group: it died
+            os.killpg(os.getpid(), signal.SIGKILL)
         send(fd, _answer(job))
 
 

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import itertools
+import os
 import threading
 from typing import Any
 
 from harness_one import Call, Clock, Retry, Tool, ToolBusy, ToolRegistry, applies_to, hookimpl
+from harness_one.state import ConcurrencySlots, FailMode, LeaseKeeper, MemorySlots, StateUnavailable
 
 __all__ = ["ConcurrencyPlugin"]
 
@@ -23,13 +26,20 @@ class ConcurrencyPlugin:
     A call beyond the cap waits up to ``max_wait`` seconds for a slot, polling every
     ``poll`` seconds (sleeping in async callers, blocking in sync ones), then fails with
     :class:`ToolBusy`. A slot is held from admission until the attempt ends. Waiters are not
-    served in arrival order.
+    served in arrival order. With shared state (Redis) the caps hold across every process,
+    and a slot is a lease of ``lease`` seconds, renewed while the call runs, so the slots of
+    a killed process free themselves.
 
     Args:
         default: a per-tool cap for tools that declare no ``max_concurrency`` (None: no cap).
         total: a cap across all tools of the registry (None: no cap).
         max_wait: seconds to wait for a slot (0: fail at once).
         poll: seconds between checks while waiting.
+        slots: where slots live (default: the registry's state).
+        lease: seconds a slot outlives a process that stopped renewing it (renewed every ``lease / 3``).
+        on_state_error: when shared slots (Redis) do not answer: ``"closed"`` (default: the
+            call fails with :class:`~harness_one.state.StateUnavailable`) or ``"open"`` (it runs
+            uncapped, with a warning and a count in ``stats()``).
     """
 
     name = "concurrency"
@@ -43,47 +53,82 @@ class ConcurrencyPlugin:
         max_wait: float = 0.0,
         poll: float = 0.01,
         clock: Clock | None = None,
+        slots: ConcurrencySlots | None = None,
+        lease: float = 30.0,
+        on_state_error: str = "closed",
     ) -> None:
         self.default = default
         self.total = total
         self.max_wait = max_wait
         self.poll = poll
         self.clock = clock
-        self._running: dict[str, int] = {}
-        self._all = 0
+        self.lease = lease
+        self.fail = FailMode("concurrency", on_state_error)
+        self.slots: ConcurrencySlots = slots if slots is not None else MemorySlots()
+        self._own_slots = slots is not None
+        self._holder = os.urandom(6).hex()  # holder ids unique across plugins, processes and hosts
+        self._ids = itertools.count(1)
+        self._seen: set[str] = set()
         self._lock = threading.Lock()
+        self._leases = LeaseKeeper("concurrency", lambda: self.lease / 3, self._renew)
+        self._registry_clock: Clock | None = None
         self.refused = 0
+
+    @hookimpl
+    def harness_configure(self, registry: ToolRegistry) -> None:
+        if not self._own_slots:
+            self.slots = registry.state.concurrency()
+        self._registry_clock = registry.clock
+
+    def _now(self) -> float:
+        clock = self.clock or self._registry_clock
+        return 0.0 if clock is None else clock.now()
+
+    def _renew(self, held: tuple[str, str]) -> None:
+        self.slots.renew(held[0], held[1], now=self._now(), lease=self.lease)
 
     @hookimpl
     @applies_to(_capped)
     def harness_pre_call(self, call: Call) -> None:
         name = call.tool.name
         cap = call.tool.max_concurrency or self.default
-        with self._lock:
-            running = self._running.get(name, 0)
-            if (cap is not None and running >= cap) or (self.total is not None and self._all >= self.total):
-                full = (
-                    f"{running} of {cap} for this tool"
-                    if cap is not None and running >= cap
-                    else f"{self._all} of {self.total} overall"
-                )
+        holder = f"{self._holder}-{next(self._ids)}"
+        if name not in self._seen:
+            with self._lock:
+                self._seen.add(name)
+        try:
+            admitted, running, overall = self.slots.acquire(
+                name, holder, cap=cap, total=self.total, now=self._now(), lease=self.lease
+            )
+        except StateUnavailable as exc:
+            self.fail.handle(exc, name, call.call_id, "concurrency cap not checked")
+            return
+        if not admitted:
+            full = (
+                f"{running} of {cap} for this tool"
+                if cap is not None and running >= cap
+                else f"{overall} of {self.total} overall"
+            )
+            with self._lock:
                 self.refused += 1
-                raise ToolBusy(
-                    f"Tool '{name}' is busy ({full} calls running). Try again shortly.",
-                    retry_after=self.poll,
-                    tool=name,
-                    call_id=call.call_id,
-                )
-            self._running[name] = running + 1
-            self._all += 1
-        call.state[_HELD] = True
+            raise ToolBusy(
+                f"Tool '{name}' is busy ({full} calls running). Try again shortly.",
+                retry_after=self.poll,
+                tool=name,
+                call_id=call.call_id,
+            )
+        call.state[_HELD] = holder
+        self._leases.hold(holder, (name, holder))
 
     def _release(self, call: Call) -> None:
-        if not call.take(_HELD, False):
+        holder = call.take(_HELD)
+        if holder is None:
             return
-        with self._lock:
-            self._running[call.tool.name] -= 1
-            self._all -= 1
+        self._leases.drop(holder)
+        try:
+            self.slots.release(call.tool.name, holder)
+        except StateUnavailable as exc:
+            self.fail.note(exc, call.tool.name, "slot not released; it frees when its lease ends")
 
     @hookimpl
     @applies_to(_capped)
@@ -103,11 +148,15 @@ class ConcurrencyPlugin:
         return Retry(self.poll)
 
     def running(self, tool: str | None = None) -> int:
-        """Calls running now, of one tool or of all."""
-        with self._lock:
-            return self._all if tool is None else self._running.get(tool, 0)
+        """Calls running now, of one tool or of all (across processes with shared state)."""
+        return self.slots.running(tool, now=self._now())
 
     @hookimpl
     def harness_stats(self, registry: ToolRegistry) -> dict[str, Any]:
         with self._lock:
-            return {"running": dict(self._running), "refused": self.refused}
+            seen = sorted(self._seen)
+        try:
+            running = {name: self.slots.running(name, now=self._now()) for name in seen}
+        except StateUnavailable:
+            running = {}
+        return {"running": running, "refused": self.refused, **self.fail.stats()}

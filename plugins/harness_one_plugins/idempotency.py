@@ -10,7 +10,6 @@ its lease runs out.
 
 from __future__ import annotations
 
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -29,50 +28,21 @@ from harness_one import (
     hookimpl,
     log_event,
 )
-from harness_one.state import IdempotencyStore, MemoryStore, Record, SQLiteStore, WallClock
+from harness_one.state import (
+    FailMode,
+    IdempotencyStore,
+    LeaseKeeper,
+    MemoryStore,
+    Record,
+    SQLiteStore,
+    StateUnavailable,
+    WallClock,
+)
 
 __all__ = ["IdempotencyPlugin", "IdempotencyStore", "MemoryStore", "Record", "SQLiteStore", "WallClock", "fingerprint"]
 
 _OWNED = "idempotency.owned"
 _WAITED = "idempotency.waited"
-
-
-class _Renewer:
-    """One daemon thread that renews the leases of the calls running now, every ``lease / 3``."""
-
-    def __init__(self, plugin: IdempotencyPlugin) -> None:
-        self._plugin = plugin
-        self._held: dict[int, tuple[str, str]] = {}
-        self._wake = threading.Condition()
-        self._thread: threading.Thread | None = None
-
-    def hold(self, call: Call) -> None:
-        assert call.idempotency_key is not None
-        with self._wake:
-            self._held[id(call)] = (call.tool.name, call.idempotency_key)
-            if self._thread is None or not self._thread.is_alive():
-                self._thread = threading.Thread(target=self._run, name="harness-one-idempotency-leases", daemon=True)
-                self._thread.start()
-
-    def drop(self, call: Call) -> None:
-        with self._wake:
-            self._held.pop(id(call), None)
-
-    def _run(self) -> None:
-        plugin = self._plugin
-        while True:
-            with self._wake:
-                self._wake.wait(plugin.lease / 3)
-                held = list(self._held.values())
-                if not held:
-                    self._thread = None
-                    return
-            now = plugin.clock.now()
-            for scope, key in held:
-                try:
-                    plugin.store.renew(scope, key, now, plugin.lease)
-                except Exception as exc:  # the store is unreachable for now: the lease may lapse
-                    log_event(30, "idempotency lease not renewed", tool=scope, error=f"{type(exc).__name__}: {exc}")
 
 
 class IdempotencyPlugin:
@@ -89,6 +59,11 @@ class IdempotencyPlugin:
             (0: fail at once with :class:`IdempotencyConflict`).
         poll: seconds between checks while waiting.
         clock: time for expiry (default: wall-clock time, comparable across processes).
+        on_state_error: when a shared store (Redis) does not answer at admission:
+            ``"closed"`` (default: the call fails with
+            :class:`~harness_one.state.StateUnavailable`, so a key never runs twice) or
+            ``"open"`` (the call runs without the key's protection, with a warning). An
+            outcome that cannot be stored is logged; the key stays held until its lease ends.
     """
 
     name = "idempotency"
@@ -104,7 +79,9 @@ class IdempotencyPlugin:
         wait: float = 0.0,
         poll: float = 0.02,
         clock: Clock | None = None,
+        on_state_error: str = "closed",
     ) -> None:
+        self.fail = FailMode("idempotency", on_state_error)
         if store is not None and path is not None:
             raise ValueError("give a store or a path, not both")
         if path is not None:
@@ -119,7 +96,10 @@ class IdempotencyPlugin:
         self.clock: Clock = clock or WallClock()
         self.replays = 0
         self.stored = 0
-        self._leases = _Renewer(self)
+        self._leases = LeaseKeeper("idempotency", lambda: self.lease / 3, self._renew)
+
+    def _renew(self, held: tuple[str, str]) -> None:
+        self.store.renew(held[0], held[1], self.clock.now(), self.lease)
 
     @hookimpl
     def harness_configure(self, registry: ToolRegistry) -> None:
@@ -132,10 +112,14 @@ class IdempotencyPlugin:
         if key is None or call.peek(_OWNED) is not None:
             return None
         digest = fingerprint(call.arguments)
-        found = self.store.begin(call.tool.name, key, digest, self.clock.now(), self.lease)
+        try:
+            found = self.store.begin(call.tool.name, key, digest, self.clock.now(), self.lease)
+        except StateUnavailable as exc:
+            self.fail.handle(exc, call.tool.name, call.call_id, "idempotency key not claimed")
+            return None
         if found is None:
             call.state[_OWNED] = digest
-            self._leases.hold(call)
+            self._leases.hold(id(call), (call.tool.name, key))
             return None
         if found.fingerprint != digest:
             raise IdempotencyKeyMismatch(
@@ -160,7 +144,7 @@ class IdempotencyPlugin:
         return Outcome.failure(error)
 
     def _finish(self, call: Call, ok: bool, value: Any = None, error: ToolError | None = None) -> None:
-        self._leases.drop(call)
+        self._leases.drop(id(call))
         assert call.idempotency_key is not None
         stored_error = None if error is None else {**error.to_dict(), "call_id": None}
         record = Record(call.take(_OWNED), "done", self.clock.now() + self.ttl, ok, value, stored_error)
@@ -168,14 +152,22 @@ class IdempotencyPlugin:
             self.store.finish(call.tool.name, call.idempotency_key, record)
             self.stored += 1
         except (TypeError, ValueError) as exc:
-            self.store.release(call.tool.name, call.idempotency_key)
+            self._release_key(call.tool.name, call.idempotency_key)
             log_event(30, "idempotent result not stored", tool=call.tool.name, error=str(exc))
+        except StateUnavailable as exc:  # the caller still gets the outcome; the key is held until its lease ends
+            log_event(40, "idempotent result not stored", tool=call.tool.name, error=str(exc))
+
+    def _release_key(self, tool: str, key: str) -> None:
+        try:
+            self.store.release(tool, key)
+        except StateUnavailable as exc:
+            self.fail.note(exc, tool, "idempotency key not released; it frees when its lease ends")
 
     def _release(self, call: Call) -> None:
-        self._leases.drop(call)
+        self._leases.drop(id(call))
         call.take(_OWNED)
         assert call.idempotency_key is not None
-        self.store.release(call.tool.name, call.idempotency_key)
+        self._release_key(call.tool.name, call.idempotency_key)
 
     @hookimpl
     def harness_post_call(self, call: Call) -> None:
@@ -200,4 +192,4 @@ class IdempotencyPlugin:
 
     @hookimpl
     def harness_stats(self, registry: ToolRegistry) -> dict[str, Any]:
-        return {"replays": self.replays, "stored": self.stored}
+        return {"replays": self.replays, "stored": self.stored, **self.fail.stats()}

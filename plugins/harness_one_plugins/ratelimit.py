@@ -6,7 +6,7 @@ from collections.abc import Hashable
 from typing import Any
 
 from harness_one import Call, Clock, RateLimit, RateLimitExceeded, Retry, Tool, ToolRegistry, applies_to, hookimpl
-from harness_one.state import MemoryBuckets, RateLimitBackend
+from harness_one.state import FailMode, MemoryBuckets, RateLimitBackend, StateUnavailable
 
 __all__ = ["InMemoryBuckets", "RateLimitBackend", "RateLimitPlugin"]
 
@@ -27,7 +27,10 @@ class RateLimitPlugin:
             A tool's own ``rate_limit["max_wait"]`` wins.
         backend: where buckets live (default: the registry's state, in memory unless the
             registry was given shared state).
-        clock: time source (default: the registry's clock).
+        clock: time source (default: the registry's clock; a Redis backend uses Redis's clock).
+        on_state_error: when a shared backend (Redis) does not answer: ``"open"`` (default:
+            admit the call, warn, count it in ``stats()["rate_limit"]["state_failed_open"]``)
+            or ``"closed"`` (refuse it with :class:`~harness_one.state.StateUnavailable`).
     """
 
     name = "rate_limit"
@@ -40,7 +43,9 @@ class RateLimitPlugin:
         max_wait: float = 0.0,
         backend: RateLimitBackend | None = None,
         clock: Clock | None = None,
+        on_state_error: str = "open",
     ) -> None:
+        self.fail = FailMode("rate_limit", on_state_error)
         self.default = None if default is None else RateLimit.parse(default, tool="*")
         self.max_wait = max_wait
         self.backend: RateLimitBackend = backend if backend is not None else MemoryBuckets()
@@ -66,7 +71,11 @@ class RateLimitPlugin:
         else:
             bucket = (tool.name, call.context.get(key))
         now = (self.clock or call.registry.clock).now()
-        wait = self.backend.acquire(bucket, rate=limit.rate, burst=limit.burst, cost=limit.cost, now=now)
+        try:
+            wait = self.backend.acquire(bucket, rate=limit.rate, burst=limit.burst, cost=limit.cost, now=now)
+        except StateUnavailable as exc:
+            self.fail.handle(exc, tool.name, call.call_id, "rate limit not checked")
+            return
         if wait > 0.0:
             self.refused += 1
             raise RateLimitExceeded(retry_after=wait, tool=tool.name, call_id=call.call_id)
@@ -90,4 +99,4 @@ class RateLimitPlugin:
 
     @hookimpl
     def harness_stats(self, registry: ToolRegistry) -> dict[str, Any]:
-        return {"refused": self.refused}
+        return {"refused": self.refused, **self.fail.stats()}

@@ -25,7 +25,10 @@ class TimeoutPlugin:
     - ``"thread"``: in a bounded worker pool; the caller gets :class:`ToolTimeout` at the
       deadline and the thread is *abandoned* (it cannot be killed and runs on); it shows as
       ``stuck`` in stats. A full pool fails new calls at once with :class:`ToolBusy`.
-    - ``"process"``: in a worker process that is *killed* at the deadline.
+    - ``"process"``: in a warm worker process (a pool of ``max_processes``, each the leader
+      of its own process group); at the deadline, or when the call is cancelled, the whole
+      group is *killed* (the tool and every process it started but those that left the group)
+      and the worker replaced.
     - ``"none"``: in the caller's thread, never interrupted; the deadline is only advisory
       (``call.deadline``, ``call.remaining()``) for tools that check it.
 
@@ -34,6 +37,7 @@ class TimeoutPlugin:
         total: total seconds per call for tools that declare no ``total_timeout``.
         mode: the default mode for sync tools.
         max_workers: size of the thread pool used by ``thread`` mode.
+        max_processes: how many worker processes ``process`` mode may keep.
         clock: time source (default: the registry's clock).
     """
 
@@ -47,6 +51,7 @@ class TimeoutPlugin:
         total: float | None = None,
         mode: str = "thread",
         max_workers: int = 32,
+        max_processes: int = 4,
         clock: Clock | None = None,
     ) -> None:
         if mode not in ("thread", "process", "none"):
@@ -56,7 +61,7 @@ class TimeoutPlugin:
         self.mode = mode
         self.clock = clock
         self.threads = ThreadRunner(max_workers)
-        self.processes = ProcessRunner()
+        self.processes = ProcessRunner(max_workers=max_processes)
         self.timeouts = 0
 
     def runner_for(self, mode: str) -> Runner | None:
@@ -90,4 +95,9 @@ class TimeoutPlugin:
 
     @hookimpl
     def harness_stats(self, registry: ToolRegistry) -> dict[str, Any]:
-        return {"timeouts": self.timeouts, "threads": self.threads.stats(), "processes_killed": self.processes.killed}
+        return {
+            "timeouts": self.timeouts,
+            "threads": self.threads.stats(),
+            "processes": self.processes.stats(),
+            "processes_killed": self.processes.killed,
+        }

@@ -7,6 +7,7 @@ lists what is wrong. With ``backend="python"`` jsonschema does both. Either way 
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import copy
 import functools
@@ -16,6 +17,7 @@ import math
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Literal
+from urllib.parse import unquote
 
 from harness_one import ArgumentLimits, ArgumentProblem, Call, Clock, Tool, ToolArgumentError, ToolRegistry, hookimpl, json_type
 
@@ -28,12 +30,12 @@ FORMATS = ("date-time", "date", "time", "email", "uri", "uuid", "ipv4", "ipv6", 
 
 #: At most this many problems are listed in one refusal.
 MAX_PROBLEMS = 20
-#: Seconds after which listing stops (with the problems found so far) when a refusal has very many.
-LISTING_BUDGET = 0.02
+#: Seconds the error listing may take; then it stops with the problems found so far (a refusal stays under 10 ms).
+LISTING_BUDGET = 0.005
 #: Seconds the pure-Python backend may spend matching patterns for one call; past it the call is refused.
-PATTERN_BUDGET = 0.008
-#: Backtracking steps jsonschema-rs may take for one pattern with backreferences or lookaround.
-BACKTRACK_LIMIT = 100_000
+PATTERN_BUDGET = 0.005
+#: Backtracking steps jsonschema-rs may take for one pattern with backreferences or lookaround (about 0.6 ms).
+BACKTRACK_LIMIT = 20_000
 
 _FLOAT = 1  # a float somewhere (an integer-valued one may need to become an int)
 _ODD = 2  # a value jsonschema-rs cannot be trusted with: huge int, NaN, non-str key, subclass, non-JSON type
@@ -57,6 +59,31 @@ class _Budget:
 
 
 _BUDGET: contextvars.ContextVar[_Budget | None] = contextvars.ContextVar("harness_one_validation_budget", default=None)
+#: Set while problems are listed: every keyword of the listing validator checks it first.
+_LISTING: contextvars.ContextVar[_Budget | None] = contextvars.ContextVar("harness_one_listing_budget", default=None)
+
+
+class _OutOfTime(Exception):
+    """The error listing ran past :data:`LISTING_BUDGET`."""
+
+
+def _tick() -> None:
+    """Stop the error listing once :data:`LISTING_BUDGET` is spent (no effect outside a listing)."""
+    budget = _LISTING.get()
+    if budget is not None and budget.left() <= 0:
+        raise _OutOfTime
+
+
+def _guarded(keyword: Callable[..., Any]) -> Callable[..., Any]:
+    """``keyword`` (a jsonschema keyword function) that first stops the listing once its time is up."""
+
+    def guarded(validator: Any, value: Any, instance: Any, schema: Any) -> Any:
+        budget = _LISTING.get()
+        if budget is not None and budget.left() <= 0:
+            raise _OutOfTime
+        return keyword(validator, value, instance, schema)
+
+    return guarded
 
 
 @functools.cache
@@ -84,7 +111,11 @@ def _too_deep(max_depth: int) -> ToolArgumentError:
     return ToolArgumentError(
         [
             ArgumentProblem(
-                "$", f"arguments are nested more than {max_depth} levels deep", "limits", f"depth <= {max_depth}", f"depth > {max_depth}"
+                "$",
+                f"arguments are nested more than {max_depth} levels deep",
+                "limits",
+                f"depth <= {max_depth}",
+                f"depth > {max_depth}",
             )
         ]
     )
@@ -94,7 +125,11 @@ def _too_big(size: int, max_bytes: int) -> ToolArgumentError:
     return ToolArgumentError(
         [
             ArgumentProblem(
-                "$", f"arguments are about {size} bytes; the limit is {max_bytes}", "limits", f"<= {max_bytes} bytes", f"~{size} bytes"
+                "$",
+                f"arguments are about {size} bytes; the limit is {max_bytes}",
+                "limits",
+                f"<= {max_bytes} bytes",
+                f"~{size} bytes",
             )
         ]
     )
@@ -204,7 +239,9 @@ def _odd_problems(root: dict[Any, Any] | list[Any]) -> list[ArgumentProblem]:
             if isinstance(node, dict) and not isinstance(key, str):
                 got = json_type(key)
                 problems.append(
-                    ArgumentProblem(_path(path), f"property names must be strings, got {got} {_preview(key)}", "type", "string", got)
+                    ArgumentProblem(
+                        _path(path), f"property names must be strings, got {got} {_preview(key)}", "type", "string", got
+                    )
                 )
                 continue
             where = (*path, key)
@@ -308,11 +345,11 @@ def _keywords(search: _SearchFn, draft2020: bool) -> dict[str, Callable[..., Ite
                 yield from validator.descend(instance[extra], ap, path=extra)
         elif not ap and extras:
             error = ValidationError(f"{len(extras)} unexpected properties")
-            error.harness_extras = extras  # type: ignore[attr-defined]
+            error.harness_extras = extras
             yield error
 
     def unique_items(validator: Any, unique: Any, instance: Any, schema: Any) -> Iterator[Any]:
-        if unique and validator.is_type(instance, "array") and not _all_unique(instance):
+        if unique and validator.is_type(instance, "array") and not _unique(instance):
             yield ValidationError("has non-unique elements")
 
     def evaluated_keys(validator: Any, instance: Any, schema: Any) -> set[str]:
@@ -331,7 +368,9 @@ def _keywords(search: _SearchFn, draft2020: bool) -> dict[str, Callable[..., Ite
             keys |= properties.keys() & instance.keys()
         for keyword in ("additionalProperties", "unevaluatedProperties"):
             subschema = schema.get(keyword)
-            if subschema is not None:
+            if subschema is True or subschema == {}:
+                keys |= instance.keys()
+            elif subschema is not None and subschema is not False:
                 keys |= {k for k, v in instance.items() if next(validator.descend(v, subschema), None) is None}
         for patrn in schema.get("patternProperties", {}):
             keys |= {k for k in instance if search(patrn, k)}
@@ -360,11 +399,12 @@ def _keywords(search: _SearchFn, draft2020: bool) -> dict[str, Callable[..., Ite
         extras = [
             k
             for k in instance
-            if k not in evaluated and (up is False or next(validator.descend(instance[k], up, path=k, schema_path=k), None) is not None)
+            if k not in evaluated
+            and (up is False or next(validator.descend(instance[k], up, path=k, schema_path=k), None) is not None)
         ]
         if extras:
             error = ValidationError(f"{len(extras)} unevaluated properties")
-            error.harness_extras = extras  # type: ignore[attr-defined]
+            error.harness_extras = extras
             yield error
 
     def unevaluated_items(validator: Any, ui: Any, instance: Any, schema: Any) -> Iterator[Any]:
@@ -374,6 +414,7 @@ def _keywords(search: _SearchFn, draft2020: bool) -> dict[str, Callable[..., Ite
         if any(i not in evaluated for i in range(len(instance))):
             yield ValidationError("unevaluated items are not allowed")
 
+    _unique = _all_unique if search is _search_python else _unique_rust
     found: dict[str, Callable[..., Iterator[Any]]] = {
         "pattern": pattern,
         "patternProperties": pattern_properties,
@@ -403,7 +444,9 @@ def _frozen(value: Any) -> Any:
 
 def _all_unique(items: list[Any]) -> bool:
     seen: set[Any] = set()
-    for item in items:
+    for i, item in enumerate(items):
+        if not i % 256:
+            _tick()
         key = _frozen(item)
         if key in seen:
             return False
@@ -412,11 +455,28 @@ def _all_unique(items: list[Any]) -> bool:
 
 
 @functools.cache
-def _extended(base: Any, engine: str) -> Any:
+def _rust_unique() -> Callable[[Any], bool]:
+    return _rust().validator_for({"uniqueItems": True}).is_valid  # type: ignore[no-any-return]
+
+
+def _unique_rust(items: list[Any]) -> bool:
+    """jsonschema-rs's verdict on ``uniqueItems`` (the one the listing explains); Python for what it cannot read."""
+    try:
+        return _rust_unique()(items)
+    except Exception:
+        return _all_unique(items)
+
+
+@functools.cache
+def _extended(base: Any, engine: str, listing: bool = False) -> Any:
+    """``base`` with the guarded pattern keywords; for ``listing``, every keyword also watches the listing time."""
     from jsonschema import validators
 
     search = _search_rust if engine == "rust" else _search_python
-    return validators.extend(base, _keywords(search, base is validators.Draft202012Validator))
+    keywords = {**base.VALIDATORS, **_keywords(search, base is validators.Draft202012Validator)}
+    if listing:
+        keywords = {name: _guarded(fn) for name, fn in keywords.items()}
+    return validators.extend(base, keywords)
 
 
 @functools.cache
@@ -435,13 +495,13 @@ def _no_remote() -> Any:
     return referencing.Registry(retrieve=refuse)  # type: ignore[call-arg]
 
 
-def _python_validator(schema: Mapping[str, Any] | bool, formats: bool, engine: str) -> Any:
+def _python_validator(schema: Mapping[str, Any] | bool, formats: bool, engine: str, *, listing: bool = False) -> Any:
     import regex  # noqa: F401 - imported here, not inside the first pattern match's time budget
     from jsonschema import validators
 
     base = validators.validator_for(schema if isinstance(schema, bool) else dict(schema), default=validators.Draft202012Validator)
     checker = _format_checker(base) if formats else None
-    return _extended(base, engine)(schema, format_checker=checker, registry=_no_remote())
+    return _extended(base, engine, listing)(schema, format_checker=checker, registry=_no_remote())
 
 
 # ---------------------------------------------------------------------------- compiled schemas
@@ -450,7 +510,7 @@ def _python_validator(schema: Mapping[str, Any] | bool, formats: bool, engine: s
 class CompiledSchema:
     """A schema compiled once: a fast verdict, the full error list, integer and default plans."""
 
-    __slots__ = ("_defaults", "_fast", "_formats", "_integers", "_py", "backend", "schema")
+    __slots__ = ("_defaults", "_fast", "_formats", "_integers", "_lister", "_py", "backend", "schema")
 
     def __init__(self, schema: Mapping[str, Any] | bool, backend: Backend = "auto", *, formats: bool = True) -> None:
         self.schema = schema
@@ -461,6 +521,7 @@ class CompiledSchema:
         self._formats = formats
         self._fast: Callable[[Any], bool] | None = None
         self._py: Any = None
+        self._lister: Any = None
         if rs is not None:
             self._fast = rs.validator_for(
                 schema,
@@ -477,6 +538,11 @@ class CompiledSchema:
         if self._py is None:
             self._py = _python_validator(self.schema, self._formats, self.backend)
         return self._py
+
+    def _listing(self) -> Any:
+        if self._lister is None:
+            self._lister = _python_validator(self.schema, self._formats, self.backend, listing=True)
+        return self._lister
 
     @staticmethod
     def _python_valid(validator: Any, instance: Any) -> bool:
@@ -530,10 +596,8 @@ class CompiledSchema:
         verdict = None
         fast = self._fast
         if fast is not None and not flags & _ODD:
-            try:
+            with contextlib.suppress(Exception):
                 verdict = fast(args)
-            except Exception:
-                pass
         if verdict is not True:
             validator = self._python()  # built (jsonschema imported) before the clock starts
             now = clock.now if clock is not None else time.monotonic
@@ -574,10 +638,11 @@ class CompiledSchema:
         At most :data:`MAX_PROBLEMS`; listing stops after :data:`LISTING_BUDGET` seconds on ``clock``.
         """
         found: list[ArgumentProblem] = []
-        validator = self._python()
+        validator = self._listing()  # built (jsonschema imported) before the clock starts
         now = clock.now if clock is not None else time.monotonic
-        stop = now() + LISTING_BUDGET
+        listing = _Budget(LISTING_BUDGET, now)
         token = _BUDGET.set(_BUDGET.get() or _Budget(PATTERN_BUDGET, now))
+        listing_token = _LISTING.set(listing)
         stopped = ""
         try:
             for error in validator.iter_errors(instance):
@@ -585,16 +650,24 @@ class CompiledSchema:
                 if len(found) >= MAX_PROBLEMS:
                     stopped = f"only the first {MAX_PROBLEMS} problems are listed"
                     break
-                if now() > stop:
-                    stopped = "more problems may follow; fix these first"
-                    break
+                if listing.left() <= 0:
+                    raise _OutOfTime
+        except _OutOfTime:
+            stopped = "more problems may follow; fix these first"
         except Exception as exc:
             reason = f"arguments could not be checked completely ({type(exc).__name__})"
             found.append(ArgumentProblem("$", reason, "schema", "arguments made of JSON values"))
         finally:
+            _LISTING.reset(listing_token)
             _BUDGET.reset(token)
         unique = sorted(dict.fromkeys(found), key=lambda p: (p.path, p.keyword))[:MAX_PROBLEMS]
-        if not unique:  # the backends disagree: report the fast one's verdict rather than nothing
+        if not unique and stopped:
+            stopped = ""
+            text = f"arguments do not match the schema; finding where took longer than {LISTING_BUDGET * 1000:g} ms"
+            unique.append(
+                ArgumentProblem("$", text + ", so send smaller or simpler arguments", "limits", "arguments that match the schema")
+            )
+        elif not unique:  # the backends disagree: report the fast one's verdict rather than nothing
             unique.append(ArgumentProblem("$", "arguments do not match the schema", "schema"))
         if stopped:
             unique.append(ArgumentProblem("$", stopped, "limits"))
@@ -622,25 +695,119 @@ def compile_schema(schema: Mapping[str, Any] | bool, backend: Backend = "auto", 
 _IntPlan = tuple[bool, "dict[str, _IntPlan] | None", "_IntPlan | None", "list[_IntPlan | None] | None", "_IntPlan | None"]
 
 
-def _integer_plan(schema: Any, depth: int = 0) -> _IntPlan | None:
-    """Where the schema says ``integer`` directly, so a validated ``2.0`` there becomes ``2``."""
-    if not isinstance(schema, Mapping) or depth > 32:
-        return None
+def _integer_plan(schema: Any) -> _IntPlan | None:
+    """Where the schema says ``integer``, so a validated ``2.0`` there becomes ``2`` (JSON Schema's integer rule).
+
+    Followed: properties, items, prefix items, additional properties, ``allOf``, ``anyOf``/``oneOf``
+    (integer when an alternative says so and none takes other numbers) and local ``$ref``s (not
+    back into a schema already being followed).
+    """
+    return _IntegerPlanner(schema).plan(schema, 0, frozenset())
+
+
+class _IntegerPlanner:
+    """Builds an :data:`_IntPlan` for one root schema, with bounded work."""
+
+    MAX_DEPTH = 32
+    MAX_NODES = 5000
+
+    def __init__(self, root: Any) -> None:
+        self.root = root
+        self.nodes = 0
+
+    def plan(self, schema: Any, depth: int, seen: frozenset[str]) -> _IntPlan | None:
+        self.nodes += 1
+        if not isinstance(schema, Mapping) or depth > self.MAX_DEPTH or self.nodes > self.MAX_NODES:
+            return None
+        kinds = _kinds(schema)
+        is_int = kinds is not None and "integer" in kinds and "number" not in kinds
+        props = schema.get("properties")
+        properties = None
+        if isinstance(props, Mapping):
+            properties = {k: p for k, sub in props.items() if (p := self.plan(sub, depth + 1, seen)) is not None} or None
+        raw_items, prefix = schema.get("items"), schema.get("prefixItems")
+        if isinstance(raw_items, list):  # tuple validation before 2020-12
+            prefix, raw_items = raw_items, schema.get("additionalItems")
+        items = self.plan(raw_items, depth + 1, seen)
+        prefix_plans = [self.plan(s, depth + 1, seen) for s in prefix] if isinstance(prefix, list) else None
+        if prefix_plans is not None and all(p is None for p in prefix_plans):
+            prefix_plans = None
+        extra = self.plan(schema.get("additionalProperties"), depth + 1, seen)
+        plans: list[_IntPlan | None] = [(is_int, properties, items, prefix_plans, extra)]
+        ref = schema.get("$ref")
+        if isinstance(ref, str) and ref.startswith("#") and ref not in seen:
+            target = _resolve_local(self.root, ref)
+            if target is not None:
+                plans.append(self.plan(target, depth + 1, seen | {ref}))
+        for sub in schema.get("allOf") or ():
+            plans.append(self.plan(sub, depth + 1, seen))
+        alternatives = [s for key in ("anyOf", "oneOf") for s in (schema.get(key) or ())]
+        if alternatives:
+            found = [self.plan(sub, depth + 1, seen) for sub in alternatives]
+            if any(_takes_fractions(sub) for sub in alternatives):  # `int | float`: 2.0 stays a float
+                found = [None if p is None else (False, *p[1:]) for p in found]
+            plans.extend(found)
+        return _merge([p for p in plans if p is not None])
+
+
+def _kinds(schema: Mapping[str, Any]) -> list[Any] | None:
     kind = schema.get("type")
-    is_int = kind == "integer" or (isinstance(kind, list) and "integer" in kind and "number" not in kind)
-    props = schema.get("properties")
-    properties = None
-    if isinstance(props, Mapping):
-        properties = {k: p for k, sub in props.items() if (p := _integer_plan(sub, depth + 1)) is not None} or None
-    items = _integer_plan(schema.get("items"), depth + 1)
-    prefix = schema.get("prefixItems")
-    prefix_plans = [_integer_plan(s, depth + 1) for s in prefix] if isinstance(prefix, list) else None
-    if prefix_plans is not None and all(p is None for p in prefix_plans):
-        prefix_plans = None
-    extra = _integer_plan(schema.get("additionalProperties"), depth + 1)
-    if not (is_int or properties or items or prefix_plans or extra):
+    return [kind] if isinstance(kind, str) else kind if isinstance(kind, list) else None
+
+
+def _takes_fractions(schema: Any) -> bool:
+    """Whether ``schema`` plainly accepts numbers that are not integers (``number``, or no constraint at all)."""
+    if schema is True or (isinstance(schema, Mapping) and not schema):
+        return True
+    if not isinstance(schema, Mapping):
+        return False
+    kinds = _kinds(schema)
+    if kinds is not None:
+        return "number" in kinds
+    return not any(k in schema for k in ("$ref", "allOf", "anyOf", "oneOf", "enum", "const", "not"))
+
+
+def _resolve_local(root: Any, ref: str) -> Any:
+    """The node a ``#/...`` pointer names in ``root``, or None."""
+    node = root
+    if ref != "#" and not ref.startswith("#/"):
+        return None  # an anchor or another resource: not followed
+    for escaped in ref.split("/")[1:]:
+        token = unquote(escaped).replace("~1", "/").replace("~0", "~")
+        if isinstance(node, Mapping) and token in node:
+            node = node[token]
+        elif isinstance(node, list) and token.isdigit() and int(token) < len(node):
+            node = node[int(token)]
+        else:
+            return None
+    return node
+
+
+def _merge(plans: list[_IntPlan]) -> _IntPlan | None:
+    """One plan from several that apply to the same value (the first one wins where they differ)."""
+    if not plans:
         return None
-    return (is_int, properties, items, prefix_plans, extra)
+    if len(plans) == 1:
+        merged = plans[0]
+    else:
+        properties: dict[str, _IntPlan] = {}
+        prefix: list[_IntPlan | None] = []
+        for plan in plans:
+            for key, field in (plan[1] or {}).items():
+                properties.setdefault(key, field)
+            for i, item in enumerate(plan[3] or ()):
+                if i >= len(prefix):
+                    prefix.append(item)
+                elif prefix[i] is None:
+                    prefix[i] = item
+        merged = (
+            any(p[0] for p in plans),
+            properties or None,
+            next((p[2] for p in plans if p[2] is not None), None),
+            prefix if any(p is not None for p in prefix) else None,
+            next((p[4] for p in plans if p[4] is not None), None),
+        )
+    return merged if any(merged) else None
 
 
 def _to_integers(value: Any, plan: _IntPlan) -> Any:
@@ -723,7 +890,11 @@ def _shrink(value: Any, depth: int = 0) -> tuple[Any, bool]:
     if isinstance(value, bool) or value is None:
         return value, False
     if isinstance(value, int):
-        return (int(value), False) if value.bit_length() < 200 else (f"<integer of about {int(value.bit_length() * 0.30103) + 1} digits>", False)
+        return (
+            (int(value), False)
+            if value.bit_length() < 200
+            else (f"<integer of about {int(value.bit_length() * 0.30103) + 1} digits>", False)
+        )
     if isinstance(value, float):
         return float(value), False
     if isinstance(value, (dict, list, tuple)):
@@ -791,11 +962,15 @@ def _describe(error: Any) -> list[ArgumentProblem]:
             )
         ]
     if kw == "required":
-        missing = [name for name in expect if isinstance(got, dict) and name not in got]
+        missing = [name for name in expect if isinstance(got, dict) and name not in got][:MAX_PROBLEMS]
         return [
             ArgumentProblem(_path([*error.absolute_path, name]), f"required property is missing{why}", kw, "present", "missing")
             for name in missing
         ] or [ArgumentProblem(path, error.message + why, kw)]
+    if kw in ("anyOf", "oneOf"):
+        branch = _only_fitting_branch(error)
+        if branch:
+            return [problem for sub in branch for problem in _describe(sub)]
     extras = getattr(error, "harness_extras", None)
     if extras is not None:
         known = set((error.schema.get("properties") or {}) if isinstance(error.schema, Mapping) else ())
@@ -825,6 +1000,23 @@ def _describe(error: Any) -> list[ArgumentProblem]:
         if problems:
             return problems
     return [ArgumentProblem(path, _message(kw, expect, got, error) + why, kw, _expected(kw, expect), _show(got))]
+
+
+def _only_fitting_branch(error: Any) -> list[Any] | None:
+    """The errors of the one ``anyOf``/``oneOf`` alternative whose type fits the value, if only one does.
+
+    ``Address | None`` given an object with a bad field is reported at that field, not as
+    "must match at least one of the alternatives".
+    """
+    branches: dict[Any, list[Any]] = {}
+    for sub in error.context or ():
+        branches.setdefault(sub.relative_schema_path[0] if sub.relative_schema_path else None, []).append(sub)
+    fitting = [
+        errors
+        for errors in branches.values()
+        if not any(str(sub.validator) == "type" and not sub.relative_path for sub in errors)
+    ]
+    return fitting[0] if len(fitting) == 1 and len(branches) > 1 else None
 
 
 def _expected(kw: str, expect: Any) -> str:
@@ -885,7 +1077,7 @@ def _message(kw: str, expect: Any, got: Any, error: Any) -> str:
         return f"must not match the schema {_show(expect)}"
     if kw == "dependentSchemas":
         return "does not match the schema that applies when a property is present"
-    if kw == "None" or kw == "False":  # a `false` subschema
+    if kw in ("None", "False"):  # a `false` subschema
         return "no value is allowed here"
     if kw == "contains":
         return f"expected at least one item matching {_show(expect)}"

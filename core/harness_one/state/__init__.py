@@ -1,33 +1,71 @@
-"""Where shared policy state lives: token buckets and idempotency records, in memory or on disk.
+"""Where shared policy state lives: token buckets, idempotency records, concurrency slots and circuits.
 
 Plugins hold the policy; these backends hold the state, behind small protocols, so a backend
 shared by several processes (SQLite on one host, Redis across hosts) is a drop-in. A registry's
-``state`` (``ToolRegistry(state="sqlite:///path")``, ``[state] url`` in the CLI configuration,
-``HARNESS_ONE_STATE``) tells plugins that were not given a backend of their own which to use:
+``state`` (``ToolRegistry(state="redis://host:6379/0")``, ``[state] url`` or ``redis_url`` in
+the CLI configuration, ``HARNESS_ONE_STATE`` or ``HARNESS_ONE_REDIS_URL``) tells plugins that
+were not given a backend of their own which to use:
 
-====================  ==========================================  ===================
-url                   rate limits                                 idempotency records
-====================  ==========================================  ===================
-``None``/``memory:``  in this process                             in this process
-``sqlite:///PATH``    in this process                             SQLite file at PATH
-====================  ==========================================  ===================
+====================  ===============  ===================  ======================
+url                   rate limits      idempotency records  concurrency, circuits
+====================  ===============  ===================  ======================
+``None``/``memory:``  in this process  in this process      in this process
+``sqlite:///PATH``    in this process  SQLite file at PATH  in this process
+``redis://...``       Redis            Redis                Redis
+====================  ===============  ===================  ======================
+
+The Redis backends (:class:`RedisBuckets`, :class:`RedisStore`, :class:`RedisSlots`,
+:class:`RedisCircuits`, over a :class:`RedisLink`) need the ``harness-one[redis]`` extra and
+are imported on first use. They raise :class:`StateUnavailable` when Redis does not answer;
+see ``docs/scaling.md``.
 """
 
 from __future__ import annotations
 
-from ._memory import MemoryBuckets, MemoryStore
-from ._protocols import IdempotencyStore, RateLimitBackend, Record
-from ._select import State, open_state
+from typing import TYPE_CHECKING, Any
+
+from ._leases import FAIL_MODES, FailMode, LeaseKeeper
+from ._memory import Breaker, MemoryBuckets, MemoryCircuits, MemorySlots, MemoryStore
+from ._protocols import CircuitStore, ConcurrencySlots, IdempotencyStore, RateLimitBackend, Record, StateUnavailable
+from ._select import REDIS_SCHEMES, State, open_state
 from ._sqlite import SQLiteStore, WallClock
 
+if TYPE_CHECKING:
+    from ._redis import RedisBuckets, RedisCircuits, RedisLink, RedisSlots, RedisStore
+
 __all__ = [
+    "Breaker",
+    "CircuitStore",
+    "ConcurrencySlots",
+    "FAIL_MODES",
+    "FailMode",
     "IdempotencyStore",
+    "LeaseKeeper",
     "MemoryBuckets",
+    "MemoryCircuits",
+    "MemorySlots",
     "MemoryStore",
+    "REDIS_SCHEMES",
     "RateLimitBackend",
     "Record",
+    "RedisBuckets",
+    "RedisCircuits",
+    "RedisLink",
+    "RedisSlots",
+    "RedisStore",
     "SQLiteStore",
     "State",
+    "StateUnavailable",
     "WallClock",
     "open_state",
 ]
+
+_REDIS = {"RedisBuckets", "RedisCircuits", "RedisLink", "RedisSlots", "RedisStore"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _REDIS:  # the redis package is imported only when a Redis backend is asked for
+        from . import _redis
+
+        return getattr(_redis, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

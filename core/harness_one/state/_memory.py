@@ -1,13 +1,15 @@
-"""In-process backends: token buckets and idempotency records in dicts, thread-safe."""
+"""In-process backends: token buckets, idempotency records, slots and circuits in dicts, thread-safe."""
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Hashable
+from typing import Any
 
 from ._protocols import Record
 
-__all__ = ["MemoryBuckets", "MemoryStore"]
+__all__ = ["Breaker", "MemoryBuckets", "MemoryCircuits", "MemorySlots", "MemoryStore"]
 
 
 class MemoryBuckets:
@@ -94,3 +96,148 @@ class MemoryStore:
 
     def __len__(self) -> int:
         return len(self._records)
+
+
+class MemorySlots:
+    """Concurrency slots of one process. A slot lasts until released (``lease`` is not needed:
+    the process that holds it is the only one that could lose it)."""
+
+    def __init__(self) -> None:
+        self._held: dict[str, set[str]] = {}
+        self._all = 0
+        self._lock = threading.Lock()
+
+    def acquire(
+        self, tool: str, holder: str, *, cap: int | None, total: int | None, now: float, lease: float
+    ) -> tuple[bool, int, int]:
+        with self._lock:
+            held = self._held.setdefault(tool, set())
+            running, overall = len(held), self._all
+            if (cap is not None and running >= cap) or (total is not None and overall >= total):
+                return False, running, overall
+            held.add(holder)
+            self._all += 1
+            return True, running, overall
+
+    def renew(self, tool: str, holder: str, *, now: float, lease: float) -> bool:
+        with self._lock:
+            return holder in self._held.get(tool, ())
+
+    def release(self, tool: str, holder: str) -> None:
+        with self._lock:
+            held = self._held.get(tool)
+            if held is not None and holder in held:
+                held.discard(holder)
+                self._all -= 1
+
+    def running(self, tool: str | None, *, now: float) -> int:
+        with self._lock:
+            return self._all if tool is None else len(self._held.get(tool, ()))
+
+
+class Breaker:
+    """One tool's circuit: closed, open or half-open, with a sliding window of per-second counts."""
+
+    def __init__(self, policy: Any) -> None:
+        self.policy = policy
+        self.state = "closed"
+        self.opened_at = 0.0
+        self.buckets: dict[int, list[int]] = {}  # second -> [calls, failures]
+        self.probing = 0
+        self.probe_successes = 0
+        self.lock = threading.Lock()
+        self.opened = 0
+
+    def _trim(self, now: float) -> None:
+        oldest = math.floor(now - self.policy.window)
+        for second in [s for s in self.buckets if s <= oldest]:
+            del self.buckets[second]
+
+    def totals(self, now: float) -> tuple[int, int]:
+        self._trim(now)
+        calls = sum(b[0] for b in self.buckets.values())
+        failures = sum(b[1] for b in self.buckets.values())
+        return calls, failures
+
+    def _open(self, now: float) -> None:
+        self.state = "open"
+        self.opened_at = now
+        self.probing = self.probe_successes = 0
+        self.buckets.clear()
+        self.opened += 1
+
+    def admit(self, now: float) -> tuple[float, bool]:
+        """(0, is_probe) to let the call through, or (seconds to wait, False) to refuse."""
+        with self.lock:
+            if self.state == "open":
+                wait = self.opened_at + self.policy.open_for - now
+                if wait > 0:
+                    return wait, False
+                self.state = "half_open"
+            if self.state == "half_open":
+                if self.probing + self.probe_successes >= self.policy.probes:
+                    return min(1.0, self.policy.open_for), False
+                self.probing += 1
+                return 0.0, True
+            return 0.0, False
+
+    def record(self, now: float, failed: bool, probe: bool) -> None:
+        with self.lock:
+            if probe:
+                self.probing -= 1
+                if self.state != "half_open":
+                    return
+                if failed:
+                    self._open(now)
+                    return
+                self.probe_successes += 1
+                if self.probe_successes >= self.policy.probes:
+                    self.state = "closed"
+                    self.buckets.clear()
+                return
+            if self.state != "closed":
+                return
+            bucket = self.buckets.setdefault(math.floor(now), [0, 0])
+            bucket[0] += 1
+            bucket[1] += failed
+            calls, failures = self.totals(now)
+            if calls >= self.policy.min_calls and failures / calls >= self.policy.failure_ratio:
+                self._open(now)
+
+    def unprobe(self) -> None:
+        with self.lock:
+            self.probing = max(self.probing - 1, 0)
+
+    def snapshot(self, now: float) -> dict[str, Any]:
+        with self.lock:
+            calls, failures = self.totals(now)
+            return {"state": self.state, "calls": calls, "failures": failures, "opened": self.opened}
+
+
+class MemoryCircuits:
+    """Circuits of one process: a :class:`Breaker` per tool (a new one when the tool's policy changes)."""
+
+    def __init__(self) -> None:
+        self._breakers: dict[str, Breaker] = {}
+        self._lock = threading.Lock()
+
+    def breaker(self, tool: str, policy: Any) -> Breaker:
+        found = self._breakers.get(tool)
+        if found is None or found.policy is not policy:
+            with self._lock:
+                found = self._breakers.get(tool)
+                if found is None or found.policy is not policy:
+                    found = self._breakers[tool] = Breaker(policy)
+        return found
+
+    def admit(self, tool: str, policy: Any, *, now: float) -> tuple[float, bool]:
+        return self.breaker(tool, policy).admit(now)
+
+    def record(self, tool: str, policy: Any, *, now: float, failed: bool, probe: bool) -> None:
+        self.breaker(tool, policy).record(now, failed, probe)
+
+    def unprobe(self, tool: str, policy: Any) -> None:
+        self.breaker(tool, policy).unprobe()
+
+    def snapshot(self, tool: str, policy: Any, *, now: float) -> dict[str, Any]:
+        return self.breaker(tool, policy).snapshot(now)

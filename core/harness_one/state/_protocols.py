@@ -6,7 +6,26 @@ from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["IdempotencyStore", "RateLimitBackend", "Record"]
+from .._errors import ToolError
+
+__all__ = ["CircuitStore", "ConcurrencySlots", "IdempotencyStore", "RateLimitBackend", "Record", "StateUnavailable"]
+
+
+class StateUnavailable(ToolError):
+    """The shared-state backend (Redis) did not answer in time or refused the connection.
+
+    Backends raise it instead of their client's exceptions; each plugin's ``on_state_error``
+    setting decides what a call does then (``docs/scaling.md``). ``retry_after`` is how long
+    the backend will fail fast before it tries to reconnect.
+    """
+
+    kind = "state_unavailable"
+
+    def __init__(
+        self, message: str, *, retry_after: float | None = None, tool: str | None = None, call_id: str | None = None
+    ) -> None:
+        super().__init__(message, tool=tool, call_id=call_id)
+        self.retry_after = retry_after
 
 
 @runtime_checkable
@@ -55,4 +74,60 @@ class IdempotencyStore(Protocol):
 
     def release(self, scope: str, key: str) -> None:
         """Forget the key (the call produced no outcome to keep)."""
+        ...
+
+
+@runtime_checkable
+class ConcurrencySlots(Protocol):
+    """Where the slots of concurrency caps live: one per running call, held by a ``holder`` id.
+
+    ``acquire`` is atomic across every process sharing the backend; a slot expires ``lease``
+    seconds after it was taken or last renewed (a shared backend frees the slots of a killed
+    process that way; the memory backend frees them when the call ends).
+    """
+
+    def acquire(
+        self, tool: str, holder: str, *, cap: int | None, total: int | None, now: float, lease: float
+    ) -> tuple[bool, int, int]:
+        """Take a slot of ``tool`` if fewer than ``cap`` (None: no per-tool cap) are held and, when
+        ``total`` is set, fewer than ``total`` over all tools. Returns ``(admitted, held for tool,
+        held overall)``, the counts as they were before this call."""
+        ...
+
+    def renew(self, tool: str, holder: str, *, now: float, lease: float) -> bool:
+        """Extend a held slot to ``now + lease``; False if it is gone."""
+        ...
+
+    def release(self, tool: str, holder: str) -> None:
+        """Give the slot back (nothing happens if it is gone)."""
+        ...
+
+    def running(self, tool: str | None, *, now: float) -> int:
+        """Slots held now, of one tool or (None) of all."""
+        ...
+
+
+@runtime_checkable
+class CircuitStore(Protocol):
+    """Where circuit-breaker state lives, per tool: closed, open or half-open, and recent counts.
+
+    ``policy`` is a :class:`~harness_one.CircuitBreakerPolicy`; the store applies it (the
+    transitions are the same for every backend, so a shared store opens a circuit for every
+    process at once).
+    """
+
+    def admit(self, tool: str, policy: Any, *, now: float) -> tuple[float, bool]:
+        """``(0, is_probe)`` to let a call through, or ``(seconds to wait, False)`` to refuse it."""
+        ...
+
+    def record(self, tool: str, policy: Any, *, now: float, failed: bool, probe: bool) -> None:
+        """Count a finished call (a probe's result closes or reopens a half-open circuit)."""
+        ...
+
+    def unprobe(self, tool: str, policy: Any) -> None:
+        """A probe admitted by ``admit`` did not run (refused later): give its place back."""
+        ...
+
+    def snapshot(self, tool: str, policy: Any, *, now: float) -> dict[str, Any]:
+        """``{"state", "calls", "failures", "opened"}`` for statistics."""
         ...

@@ -2,51 +2,93 @@
 
 from __future__ import annotations
 
+import importlib.util
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-from ._memory import MemoryBuckets, MemoryStore
-from ._protocols import IdempotencyStore, RateLimitBackend
+from ._memory import MemoryBuckets, MemoryCircuits, MemorySlots, MemoryStore
+from ._protocols import CircuitStore, ConcurrencySlots, IdempotencyStore, RateLimitBackend
 
-__all__ = ["State", "open_state"]
+__all__ = ["REDIS_SCHEMES", "State", "open_state"]
+
+#: URL schemes that put every kind of state on Redis.
+REDIS_SCHEMES = ("redis", "rediss")
 
 
 class State:
     """The backends of one registry, created on first use and then shared by its plugins.
 
     ``url``: ``None`` or ``"memory:"`` (this process), ``"sqlite:///PATH"`` or a plain file
-    path (idempotency records in a SQLite file; other state in this process).
+    path (idempotency records in a SQLite file; other state in this process), or
+    ``"redis://host:port/db"`` / ``"rediss://..."`` (everything in Redis, shared by every
+    process and host using it; ``?prefix=app:`` namespaces the keys, ``?timeout=0.25`` sets
+    the seconds to wait for Redis). ``prefix`` overrides the URL's prefix. A Redis state has
+    its own connection pools (one per registry).
     """
 
-    def __init__(self, url: str | None = None) -> None:
+    def __init__(self, url: str | None = None, *, prefix: str | None = None) -> None:
         self.url = url
         parsed = urlparse(url or "memory:")
         self.scheme = parsed.scheme or "sqlite"  # a plain path is a SQLite file
-        if self.scheme not in ("memory", "sqlite"):
-            raise ValueError(f"unknown state URL {url!r}: use 'memory:', 'sqlite:///PATH' or a file path")
+        if self.scheme not in ("memory", "sqlite", *REDIS_SCHEMES):
+            raise ValueError(f"unknown state URL {url!r}: use 'memory:', 'sqlite:///PATH', 'redis://HOST:PORT/DB' or a file path")
         self.path: Path | None = None
         if self.scheme == "sqlite":
             if not parsed.path or parsed.path == "/":
                 raise ValueError(f"state URL {url!r} names no file: use 'sqlite:///PATH'")
             self.path = Path(parsed.path).expanduser()
-        self._lock = threading.Lock()
+        if self.redis and importlib.util.find_spec("redis") is None:
+            raise ValueError(f"state URL {url!r} needs the Redis client: pip install 'harness-one[redis]'")
+        self.prefix = prefix
+        self._lock = threading.RLock()  # a Redis backend makes the link inside _once
         self._made: dict[str, Any] = {}
 
-    def _once(self, what: str, make: Any) -> Any:
+    @property
+    def redis(self) -> bool:
+        """Whether the state lives in Redis."""
+        return self.scheme in REDIS_SCHEMES
+
+    def _once(self, what: str, make: Callable[[], Any]) -> Any:
         with self._lock:
             found = self._made.get(what)
             if found is None:
                 found = self._made[what] = make()
             return found
 
+    def link(self) -> Any:
+        """The :class:`~harness_one.state.RedisLink` of a Redis state (its connection pools)."""
+        if not self.redis:
+            raise ValueError(f"{self!r} is not a Redis state")
+        assert self.url is not None
+
+        def make() -> Any:
+            from ._redis import RedisLink
+
+            return RedisLink(self.url or "", prefix=self.prefix)
+
+        return self._once("link", make)
+
+    def _redis(self, what: str, kind: str) -> Any:
+        def make() -> Any:
+            from . import _redis
+
+            return getattr(_redis, kind)(self.link())
+
+        return self._once(what, make)
+
     def rate_limits(self) -> RateLimitBackend:
         """The token-bucket backend."""
+        if self.redis:
+            return self._redis("rate_limits", "RedisBuckets")  # type: ignore[no-any-return]
         return self._once("rate_limits", MemoryBuckets)  # type: ignore[no-any-return]
 
     def idempotency(self) -> IdempotencyStore:
         """The idempotency-record store (SQLite for ``sqlite:`` URLs; opened now, so errors show here)."""
+        if self.redis:
+            return self._redis("idempotency", "RedisStore")  # type: ignore[no-any-return]
         if self.path is None:
             return self._once("idempotency", MemoryStore)  # type: ignore[no-any-return]
         path = self.path
@@ -59,10 +101,37 @@ class State:
 
         return self._once("idempotency", make)  # type: ignore[no-any-return]
 
+    def concurrency(self) -> ConcurrencySlots:
+        """The slots of concurrency caps (in this process unless the state is Redis)."""
+        if self.redis:
+            return self._redis("concurrency", "RedisSlots")  # type: ignore[no-any-return]
+        return self._once("concurrency", MemorySlots)  # type: ignore[no-any-return]
+
+    def circuits(self) -> CircuitStore:
+        """The circuit-breaker states (in this process unless the state is Redis)."""
+        if self.redis:
+            return self._redis("circuits", "RedisCircuits")  # type: ignore[no-any-return]
+        return self._once("circuits", MemoryCircuits)  # type: ignore[no-any-return]
+
     def check(self) -> None:
-        """Open now what the state needs (the SQLite file), so a bad location fails here, not mid-call."""
+        """Open now what the state needs (the SQLite file, the Redis client), so a bad location fails here, not mid-call.
+
+        Redis is not contacted: an unreachable server is a runtime condition that each
+        plugin's fail mode handles.
+        """
         if self.path is not None:
             self.idempotency()
+        elif self.redis:
+            self.link()
+
+    def close(self) -> None:
+        """Close the connections this state opened (a Redis pool, a SQLite file)."""
+        with self._lock:
+            made, self._made = self._made, {}
+        for backend in made.values():
+            close = getattr(backend, "close", None)
+            if close is not None and not hasattr(backend, "link"):
+                close()
 
     @property
     def shared(self) -> bool:

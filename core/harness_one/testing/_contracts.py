@@ -1,7 +1,7 @@
-"""Contract tests for plugin and backend authors (requires pytest).
+"""Contracts of the backends and of plugins registered under a standard name.
 
 Subclass a contract in your own test suite and provide its fixture; every standard
-implementation passes the same tests. Example::
+implementation (in memory, SQLite, Redis) passes the same tests. Example::
 
     from harness_one.testing import RateLimitBackendContract
 
@@ -23,17 +23,26 @@ from typing import Any
 
 import pytest
 
-from ._clock import ManualClock
-from ._errors import RateLimitExceeded, ToolArgumentError
-from ._registry import ToolRegistry
-from .state import Record
+from .._clock import ManualClock
+from .._errors import RateLimitExceeded, ToolArgumentError
+from .._policies import CircuitBreakerPolicy
+from .._registry import ToolRegistry
+from ..state import Record
+from ._suite import Suite
 
-__all__ = ["IdempotencyStoreContract", "RateLimitBackendContract", "RateLimitPluginContract", "ValidationPluginContract"]
+__all__ = [
+    "CircuitStoreContract",
+    "ConcurrencySlotsContract",
+    "IdempotencyStoreContract",
+    "RateLimitBackendContract",
+    "RateLimitPluginContract",
+    "ValidationPluginContract",
+]
 
 PluginFactory = Callable[..., Any]
 
 
-class RateLimitBackendContract:
+class RateLimitBackendContract(Suite, standard=True):
     """What a rate-limit backend (``acquire(key, rate, burst, cost, now) -> wait``) must do."""
 
     @pytest.fixture
@@ -68,7 +77,7 @@ class RateLimitBackendContract:
         assert backend.acquire("b", rate=1, burst=1, cost=1, now=0.0) == 0.0
 
 
-class RateLimitPluginContract:
+class RateLimitPluginContract(Suite, standard=True):
     """What a plugin registered as ``rate_limit`` must do, driven through a real registry.
 
     ``make_plugin(**options)`` builds the plugin; the contract uses two options,
@@ -179,7 +188,7 @@ class RateLimitPluginContract:
         assert clock.sleeps == [1.0, 1.0]
 
 
-class ValidationPluginContract:
+class ValidationPluginContract(Suite, standard=True):
     """What a plugin registered as ``validation`` must do (the seed's section 4)."""
 
     @pytest.fixture
@@ -218,7 +227,7 @@ class ValidationPluginContract:
         assert registry.call("web_search", '{"query": "q", "num_results": 2}') == ["q", "q"]
 
 
-class IdempotencyStoreContract:
+class IdempotencyStoreContract(Suite, standard=True):
     """What an idempotency store (``begin``/``finish``/``release``) must do."""
 
     @pytest.fixture
@@ -281,3 +290,133 @@ class IdempotencyStoreContract:
         for t in threads:
             t.join()
         assert owners == [1]
+
+
+class ConcurrencySlotsContract(Suite, standard=True):
+    """What a concurrency-slot backend (``acquire``/``renew``/``release``/``running``) must do.
+
+    Capability: ``expires_leases`` (default False): slots of a holder that stopped renewing
+    are freed after their lease (shared backends do this; the memory backend frees a slot
+    when its call ends, so it never needs to).
+    """
+
+    expires_leases: bool = False
+
+    @pytest.fixture
+    def slots(self) -> Any:  # pragma: no cover - provided by the implementer
+        raise NotImplementedError
+
+    def test_cap_per_tool(self, slots: Any) -> None:
+        taken = [slots.acquire("t", f"h{i}", cap=2, total=None, now=0.0, lease=30.0) for i in range(3)]
+        assert taken == [(True, 0, 0), (True, 1, 1), (False, 2, 2)]
+        assert slots.acquire("other", "h9", cap=2, total=None, now=0.0, lease=30.0)[0] is True  # caps are per tool
+        slots.release("t", "h0")
+        assert slots.acquire("t", "h3", cap=2, total=None, now=0.0, lease=30.0)[0] is True
+
+    def test_total_cap_across_tools(self, slots: Any) -> None:
+        assert slots.acquire("a", "h1", cap=None, total=2, now=0.0, lease=30.0)[0] is True
+        assert slots.acquire("b", "h2", cap=None, total=2, now=0.0, lease=30.0)[0] is True
+        assert slots.acquire("c", "h3", cap=None, total=2, now=0.0, lease=30.0) == (False, 0, 2)
+
+    def test_running_and_release(self, slots: Any) -> None:
+        slots.acquire("a", "h1", cap=None, total=None, now=0.0, lease=30.0)
+        slots.acquire("a", "h2", cap=None, total=None, now=0.0, lease=30.0)
+        slots.acquire("b", "h3", cap=None, total=None, now=0.0, lease=30.0)
+        assert (slots.running("a", now=1.0), slots.running("b", now=1.0), slots.running(None, now=1.0)) == (2, 1, 3)
+        slots.release("a", "h1")
+        slots.release("a", "h1")  # twice: nothing more happens
+        slots.release("a", "nobody")
+        assert (slots.running("a", now=1.0), slots.running(None, now=1.0)) == (1, 2)
+
+    def test_renew_only_held_slots(self, slots: Any) -> None:
+        slots.acquire("a", "h1", cap=1, total=None, now=0.0, lease=30.0)
+        assert slots.renew("a", "h1", now=10.0, lease=30.0) is True
+        slots.release("a", "h1")
+        assert slots.renew("a", "h1", now=11.0, lease=30.0) is False
+
+    def test_lapsed_lease_frees_the_slot(self, slots: Any) -> None:
+        if not self.expires_leases:
+            self.switched_off("expires_leases", "slots are freed when their call ends, not by lease")
+        slots.acquire("a", "h1", cap=1, total=None, now=0.0, lease=5.0)
+        assert slots.acquire("a", "h2", cap=1, total=None, now=4.0, lease=5.0)[0] is False
+        assert slots.acquire("a", "h3", cap=1, total=None, now=6.0, lease=5.0)[0] is True
+
+    def test_exact_cap_under_threads(self, slots: Any) -> None:
+        admitted = []
+        barrier = threading.Barrier(16)
+
+        def race(i: int) -> None:
+            barrier.wait()
+            if slots.acquire("hot", f"h{i}", cap=5, total=None, now=0.0, lease=30.0)[0]:
+                admitted.append(i)
+
+        threads = [threading.Thread(target=race, args=(i,)) for i in range(16)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert len(admitted) == 5 and slots.running("hot", now=0.0) == 5
+
+
+class CircuitStoreContract(Suite, standard=True):
+    """What a circuit-state backend (``admit``/``record``/``unprobe``/``snapshot``) must do."""
+
+    policy = CircuitBreakerPolicy(failure_ratio=0.5, min_calls=4, window=60.0, open_for=10.0, probes=2)
+
+    @pytest.fixture
+    def circuits(self) -> Any:  # pragma: no cover - provided by the implementer
+        raise NotImplementedError
+
+    def trip(self, circuits: Any, tool: str = "t", now: float = 0.0) -> None:
+        for failed in (True, True, False, True):
+            circuits.record(tool, self.policy, now=now, failed=failed, probe=False)
+
+    def test_closed_admits_and_counts(self, circuits: Any) -> None:
+        assert circuits.admit("t", self.policy, now=0.0) == (0.0, False)
+        circuits.record("t", self.policy, now=0.0, failed=False, probe=False)
+        circuits.record("t", self.policy, now=0.5, failed=True, probe=False)
+        snap = circuits.snapshot("t", self.policy, now=1.0)
+        assert (snap["state"], snap["calls"], snap["failures"], snap["opened"]) == ("closed", 2, 1, 0)
+
+    def test_opens_at_the_failure_ratio(self, circuits: Any) -> None:
+        self.trip(circuits)
+        wait, probe = circuits.admit("t", self.policy, now=1.0)
+        assert wait == pytest.approx(9.0) and probe is False
+        assert circuits.snapshot("t", self.policy, now=1.0)["state"] == "open"
+        assert circuits.admit("other", self.policy, now=1.0) == (0.0, False)  # circuits are per tool
+
+    def test_min_calls_before_opening(self, circuits: Any) -> None:
+        for _ in range(3):
+            circuits.record("t", self.policy, now=0.0, failed=True, probe=False)
+        assert circuits.admit("t", self.policy, now=0.0) == (0.0, False)
+
+    def test_old_failures_leave_the_window(self, circuits: Any) -> None:
+        for _ in range(3):
+            circuits.record("t", self.policy, now=0.0, failed=True, probe=False)
+        circuits.record("t", self.policy, now=100.0, failed=True, probe=False)  # the first three are 100 s old
+        assert circuits.admit("t", self.policy, now=100.0) == (0.0, False)
+
+    def test_probes_close_the_circuit(self, circuits: Any) -> None:
+        self.trip(circuits)
+        first, second = circuits.admit("t", self.policy, now=10.0), circuits.admit("t", self.policy, now=10.0)
+        assert first == (0.0, True) and second == (0.0, True)
+        assert circuits.admit("t", self.policy, now=10.0)[0] > 0  # two probes at most
+        circuits.record("t", self.policy, now=10.5, failed=False, probe=True)
+        circuits.record("t", self.policy, now=10.5, failed=False, probe=True)
+        assert circuits.snapshot("t", self.policy, now=11.0)["state"] == "closed"
+        assert circuits.admit("t", self.policy, now=11.0) == (0.0, False)
+
+    def test_a_failed_probe_reopens(self, circuits: Any) -> None:
+        self.trip(circuits)
+        assert circuits.admit("t", self.policy, now=10.0) == (0.0, True)
+        circuits.record("t", self.policy, now=10.5, failed=True, probe=True)
+        snap = circuits.snapshot("t", self.policy, now=11.0)
+        assert snap["state"] == "open" and snap["opened"] == 2
+        assert circuits.admit("t", self.policy, now=11.0)[0] == pytest.approx(9.5)
+
+    def test_unprobe_gives_the_place_back(self, circuits: Any) -> None:
+        self.trip(circuits)
+        circuits.admit("t", self.policy, now=10.0)
+        circuits.admit("t", self.policy, now=10.0)
+        circuits.unprobe("t", self.policy)
+        assert circuits.admit("t", self.policy, now=10.0) == (0.0, True)

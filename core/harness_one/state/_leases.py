@@ -1,0 +1,98 @@
+"""What the stateful plugins share: lease renewal in one thread, and the fail mode when state is unreachable."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Hashable
+from typing import Any
+
+from .._log import log_event
+from ._protocols import StateUnavailable
+
+__all__ = ["FAIL_MODES", "FailMode", "LeaseKeeper"]
+
+#: ``open``: the call goes ahead without the policy; ``closed``: the call fails with :class:`StateUnavailable`.
+FAIL_MODES = ("open", "closed")
+
+
+class FailMode:
+    """A plugin's answer to :class:`StateUnavailable`: fail ``open`` (count it, warn at most every
+    ``warn_every`` seconds, let the call through) or ``closed`` (raise it, naming the tool)."""
+
+    def __init__(self, plugin: str, mode: str, *, warn_every: float = 5.0) -> None:
+        if mode not in FAIL_MODES:
+            raise ValueError(f"{plugin}: on_state_error must be 'open' or 'closed', not {mode!r}")
+        self.plugin = plugin
+        self.mode = mode
+        self.warn_every = warn_every
+        self.failed_open = 0
+        self.failed_closed = 0
+        self._warned = -float("inf")
+        self._lock = threading.Lock()
+
+    def handle(self, exc: StateUnavailable, tool: str, call_id: str | None, what: str) -> None:
+        """Raise ``exc`` for this call (closed), or return after counting it (open)."""
+        if self.mode == "closed":
+            with self._lock:
+                self.failed_closed += 1
+            exc.tool, exc.call_id = tool, call_id
+            raise exc
+        self.note(exc, tool, f"{what}; call admitted")
+        with self._lock:
+            self.failed_open += 1
+
+    def note(self, exc: BaseException, tool: str, what: str) -> None:
+        """Warn (rate-limited) that shared state failed while doing ``what``."""
+        now = time.monotonic()
+        with self._lock:
+            if now - self._warned < self.warn_every:
+                return
+            self._warned = now
+        log_event(30, f"{self.plugin}: shared state unavailable", tool=tool, action=what, error=str(exc))
+
+    def stats(self) -> dict[str, Any]:
+        """The counters that are not zero: ``state_failed_open``, ``state_failed_closed``."""
+        counts = {"state_failed_open": self.failed_open, "state_failed_closed": self.failed_closed}
+        return {name: n for name, n in counts.items() if n}
+
+
+class LeaseKeeper:
+    """One daemon thread that calls ``renew(item)`` for every held item every ``period()`` seconds.
+
+    Started on the first :meth:`hold`, ended when nothing is held. A failing renewal is
+    logged and the others go on (the lease may lapse while the state is unreachable).
+    """
+
+    def __init__(self, name: str, period: Callable[[], float], renew: Callable[[Any], Any]) -> None:
+        self._name = name
+        self._period = period
+        self._renew = renew
+        self._held: dict[Hashable, Any] = {}
+        self._wake = threading.Condition()
+        self._thread: threading.Thread | None = None
+
+    def hold(self, handle: Hashable, item: Any) -> None:
+        with self._wake:
+            self._held[handle] = item
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, name=f"harness-one-{self._name}-leases", daemon=True)
+                self._thread.start()
+
+    def drop(self, handle: Hashable) -> None:
+        with self._wake:
+            self._held.pop(handle, None)
+
+    def _run(self) -> None:
+        while True:
+            with self._wake:
+                self._wake.wait(self._period())
+                held = list(self._held.values())
+                if not held:
+                    self._thread = None
+                    return
+            for item in held:
+                try:
+                    self._renew(item)
+                except Exception as exc:  # the store is unreachable for now: the lease may lapse
+                    log_event(30, f"{self._name} lease not renewed", item=str(item), error=f"{type(exc).__name__}: {exc}")

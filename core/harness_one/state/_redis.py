@@ -1,0 +1,623 @@
+"""Shared state in Redis: token buckets, idempotency records, concurrency slots and circuits.
+
+Every decision is one Lua script, called by SHA (``EVALSHA``; ``EVAL`` when the server says
+``NOSCRIPT``, which also loads it): one round trip, atomic across every process and host on
+the Redis. Rate limits, slots and circuits take their clock from Redis ``TIME`` (client
+clocks skew); idempotency records compare the callers' wall-clock times, as the SQLite store
+does. Keys are ``<prefix><kind>:...`` with hash tags where a script touches several keys.
+
+This module needs the ``redis`` package (``pip install 'harness-one[redis]'``); the rest of
+harness-one never imports it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import math
+import os
+import time
+import weakref
+from collections.abc import Hashable, Sequence
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlparse, urlunparse
+
+import redis
+import redis.asyncio as aredis
+from redis.asyncio.retry import Retry as AsyncRetry
+from redis.backoff import NoBackoff
+from redis.exceptions import NoScriptError
+from redis.retry import Retry
+
+from .._log import log_event
+from ._protocols import Record, StateUnavailable
+
+__all__ = ["RedisBuckets", "RedisCircuits", "RedisLink", "RedisSlots", "RedisStore"]
+
+DEFAULT_PREFIX = "harness-one:"
+_LINK_ERRORS = (redis.ConnectionError, redis.TimeoutError)
+_MAX_TTL_MS = 7 * 24 * 3600 * 1000
+
+_NOW = """
+local now
+if ARGV[1] == '' then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) + tonumber(t[2]) / 1000000
+else
+  now = tonumber(ARGV[1])
+end
+local function num(x) return string.format('%.17g', x) end
+"""
+
+
+class _Script:
+    """A Lua script and its SHA1, computed here so the first call can already be ``EVALSHA``."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+        self.sha = hashlib.sha1(source.encode()).hexdigest()
+
+
+# ARGV: now ('' = Redis TIME), rate, burst, cost. Returns the wait in seconds (0: allowed).
+_BUCKET = _Script(
+    _NOW
+    + """
+local rate, burst, cost = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local b = redis.call('HMGET', KEYS[1], 't', 'at')
+local tokens, last = tonumber(b[1]), tonumber(b[2])
+if tokens == nil or last == nil then
+  tokens, last = burst, now
+elseif now > last then
+  tokens = math.min(burst, tokens + (now - last) * rate)
+  last = now
+end
+local wait = 0
+if tokens >= cost then tokens = tokens - cost else wait = (cost - tokens) / rate end
+redis.call('HSET', KEYS[1], 't', num(tokens), 'at', num(last))
+redis.call('PEXPIRE', KEYS[1], math.ceil(burst / rate * 1000) + 1000)
+return num(wait)
+"""
+)
+
+# ARGV: now, fingerprint, lease, owner. Returns nil (the caller owns the key) or the live record.
+_BEGIN = _Script(
+    _NOW
+    + """
+local r = redis.call('HMGET', KEYS[1], 'fp', 'st', 'ex', 'ok', 'v', 'e', 'ow')
+local ex = tonumber(r[3])
+if ex ~= nil and ex > now then
+  if r[2] == 'running' and r[7] == ARGV[4] then return false end
+  return {r[1], r[2], r[3], r[4], r[5], r[6]}
+end
+local lease = tonumber(ARGV[3])
+redis.call('DEL', KEYS[1])
+redis.call('HSET', KEYS[1], 'fp', ARGV[2], 'st', 'running', 'ex', num(now + lease), 'at', ARGV[1], 'ow', ARGV[4])
+redis.call('PEXPIRE', KEYS[1], math.max(1, math.ceil(lease * 1000)))
+return false
+"""
+)
+
+# ARGV: now, lease. Returns 1 if the running record's lease was extended.
+_RENEW = _Script(
+    _NOW
+    + """
+local r = redis.call('HMGET', KEYS[1], 'st', 'ex')
+local ex = tonumber(r[2])
+if r[1] ~= 'running' or ex == nil or ex <= now then return 0 end
+local lease = tonumber(ARGV[2])
+redis.call('HSET', KEYS[1], 'ex', num(now + lease), 'at', ARGV[1])
+redis.call('PEXPIRE', KEYS[1], math.max(1, math.ceil(lease * 1000)))
+return 1
+"""
+)
+
+# ARGV: '', fingerprint, state, expires, ok, value, error, fallback TTL (ms).
+# The key lives until `expires` measured from the last time the caller gave (begin or renew).
+_FINISH = _Script(
+    """
+local at = tonumber(redis.call('HGET', KEYS[1], 'at'))
+redis.call('DEL', KEYS[1])
+redis.call('HSET', KEYS[1], 'fp', ARGV[2], 'st', ARGV[3], 'ex', ARGV[4], 'ok', ARGV[5], 'v', ARGV[6], 'e', ARGV[7])
+local ttl = tonumber(ARGV[8])
+if at ~= nil then ttl = math.ceil((tonumber(ARGV[4]) - at) * 1000) end
+redis.call('PEXPIRE', KEYS[1], math.min(math.max(ttl, 1), 604800000))
+return 1
+"""
+)
+
+# KEYS: the tool's slots, all slots. ARGV: now, holder, cap ('' none), total ('' none), lease.
+# Returns {admitted, held by the tool, held overall} (counts before this call).
+_SLOT_ACQUIRE = _Script(
+    _NOW
+    + """
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
+local n, all = redis.call('ZCARD', KEYS[1]), redis.call('ZCARD', KEYS[2])
+if redis.call('ZSCORE', KEYS[1], ARGV[2]) then return {1, n - 1, all - 1} end
+local cap, total = tonumber(ARGV[3]), tonumber(ARGV[4])
+if (cap ~= nil and n >= cap) or (total ~= nil and all >= total) then return {0, n, all} end
+local lease = tonumber(ARGV[5])
+local ms = math.max(1, math.ceil(lease * 1000))
+for _, key in ipairs(KEYS) do
+  redis.call('ZADD', key, num(now + lease), ARGV[2])
+  if redis.call('PTTL', key) < ms then redis.call('PEXPIRE', key, ms) end
+end
+return {1, n, all}
+"""
+)
+
+# KEYS: the tool's slots, all slots. ARGV: now, holder, lease. Returns 1 if the slot was held.
+_SLOT_RENEW = _Script(
+    _NOW
+    + """
+local score = tonumber(redis.call('ZSCORE', KEYS[1], ARGV[2]))
+if score == nil or score <= now then return 0 end
+local lease = tonumber(ARGV[3])
+local ms = math.max(1, math.ceil(lease * 1000))
+for _, key in ipairs(KEYS) do
+  redis.call('ZADD', key, 'XX', num(now + lease), ARGV[2])
+  if redis.call('PTTL', key) < ms then redis.call('PEXPIRE', key, ms) end
+end
+return 1
+"""
+)
+
+_SLOT_RELEASE = _Script(
+    """
+redis.call('ZREM', KEYS[1], ARGV[2])
+redis.call('ZREM', KEYS[2], ARGV[2])
+return 1
+"""
+)
+
+_SLOT_COUNT = _Script(
+    _NOW
+    + """
+return redis.call('ZCOUNT', KEYS[1], '(' .. num(now), '+inf')
+"""
+)
+
+# Circuits: one hash per tool. ARGV: now, failure_ratio, min_calls, window, open_for, probes, ...
+_CIRCUIT_COMMON = (
+    _NOW
+    + """
+local k = KEYS[1]
+local ratio, min_calls, window = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local open_for, probes = tonumber(ARGV[5]), tonumber(ARGV[6])
+local ttl = math.ceil(math.max(window, open_for) * 2000) + 1000
+local function field(name, default) return tonumber(redis.call('HGET', k, name)) or default end
+local function open()
+  local opened = field('n', 0) + 1
+  redis.call('DEL', k)
+  redis.call('HSET', k, 'st', 'open', 'op', num(now), 'n', opened)
+  redis.call('PEXPIRE', k, ttl)
+end
+local function totals(trim)
+  local oldest = math.floor(now - window)
+  local calls, failures = 0, 0
+  local all = redis.call('HGETALL', k)
+  for i = 1, #all, 2 do
+    local name = all[i]
+    local kind = string.sub(name, 1, 1)
+    if kind == 'c' or kind == 'f' then
+      if tonumber(string.sub(name, 2)) <= oldest then
+        if trim then redis.call('HDEL', k, name) end
+      elseif kind == 'c' then calls = calls + tonumber(all[i + 1])
+      else failures = failures + tonumber(all[i + 1]) end
+    end
+  end
+  return calls, failures
+end
+local st = redis.call('HGET', k, 'st') or 'closed'
+"""
+)
+
+# Returns {wait as text, is_probe}.
+_CIRCUIT_ADMIT = _Script(
+    _CIRCUIT_COMMON
+    + """
+if st == 'open' then
+  local wait = field('op', 0) + open_for - now
+  if wait > 0 then return {num(wait), 0} end
+  st = 'half_open'
+  redis.call('HSET', k, 'st', st, 'pr', 0, 'ps', 0)
+  redis.call('PEXPIRE', k, ttl)
+end
+if st == 'half_open' then
+  local probing, passed = field('pr', 0), field('ps', 0)
+  if probing > 0 and now - field('pt', now) > open_for then probing = 0 end -- lost with their process
+  if probing + passed >= probes then return {num(math.min(1, open_for)), 0} end
+  redis.call('HSET', k, 'pr', probing + 1, 'pt', num(now))
+  redis.call('PEXPIRE', k, ttl)
+  return {'0', 1}
+end
+return {'0', 0}
+"""
+)
+
+# ARGV[7]: failed (0/1), ARGV[8]: probe (0/1).
+_CIRCUIT_RECORD = _Script(
+    _CIRCUIT_COMMON
+    + """
+local failed, probe = ARGV[7] == '1', ARGV[8] == '1'
+if probe then
+  redis.call('HSET', k, 'pr', math.max(field('pr', 0) - 1, 0))
+  if st ~= 'half_open' then return 0 end
+  if failed then open() return 1 end
+  if redis.call('HINCRBY', k, 'ps', 1) >= probes then
+    local opened = field('n', 0)
+    redis.call('DEL', k)
+    redis.call('HSET', k, 'st', 'closed', 'n', opened)
+  end
+  redis.call('PEXPIRE', k, ttl)
+  return 0
+end
+if st ~= 'closed' then return 0 end
+local second = math.floor(now)
+redis.call('HINCRBY', k, 'c' .. second, 1)
+if failed then redis.call('HINCRBY', k, 'f' .. second, 1) end
+redis.call('PEXPIRE', k, ttl)
+local calls, failures = totals(true)
+if calls >= min_calls and failures / calls >= ratio then open() return 1 end
+return 0
+"""
+)
+
+_CIRCUIT_UNPROBE = _Script(
+    _CIRCUIT_COMMON
+    + """
+if field('pr', 0) > 0 then redis.call('HINCRBY', k, 'pr', -1) end
+return 0
+"""
+)
+
+# Returns {state, calls, failures, opened}.
+_CIRCUIT_SNAPSHOT = _Script(
+    _CIRCUIT_COMMON
+    + """
+local calls, failures = totals(false)
+return {st, calls, failures, field('n', 0)}
+"""
+)
+
+
+def _split_url(url: str) -> tuple[str, dict[str, str]]:
+    """The URL without harness-one's own query options (``prefix``, ``timeout``), and those options."""
+    parsed = urlparse(url)
+    ours: dict[str, str] = {}
+    rest: list[tuple[str, str]] = []
+    for name, value in parse_qsl(parsed.query, keep_blank_values=True):
+        if name in ("prefix", "timeout"):
+            ours[name] = value
+        else:
+            rest.append((name, value))
+    return urlunparse(parsed._replace(query=urlencode(rest))), ours
+
+
+class RedisLink:
+    """One registry's connection to Redis: a sync client with its own pool for ``call``, an
+    asyncio client per event loop for the backends' ``a...`` methods.
+
+    Args:
+        url: ``redis://[user:password@]host[:port][/db]`` or ``rediss://`` (TLS); the query
+            may set ``prefix=`` and ``timeout=`` (they override the defaults, not the arguments).
+        prefix: the namespace of every key (default ``harness-one:``), so several
+            applications can share one Redis.
+        timeout: seconds to connect and to wait for each answer.
+        down_for: after a failure, seconds during which calls fail at once instead of waiting
+            for the timeout again; then the next call reconnects.
+
+    A command that fails to reach the server is sent once more on a fresh connection (a
+    restarted server leaves dead connections in the pool); every script tolerates that.
+    Failures raise :class:`StateUnavailable`.
+    """
+
+    def __init__(
+        self,
+        url: str = "redis://localhost:6379/0",
+        *,
+        prefix: str | None = None,
+        timeout: float | None = None,
+        down_for: float = 0.5,
+    ) -> None:
+        self.url, options = _split_url(url)
+        self.prefix = prefix if prefix is not None else options.get("prefix", DEFAULT_PREFIX)
+        self.timeout = timeout if timeout is not None else float(options.get("timeout", 0.25))
+        self.down_for = down_for
+        self._options: dict[str, Any] = {
+            "socket_timeout": self.timeout,
+            "socket_connect_timeout": self.timeout,
+        }
+        self.client: redis.Redis = redis.Redis.from_url(
+            self.url, retry=Retry(NoBackoff(), 1, (redis.ConnectionError,)), **self._options
+        )
+        self._aclients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, aredis.Redis] = weakref.WeakKeyDictionary()
+        self._down_until = 0.0
+        self.failures = 0
+
+    def aclient(self) -> aredis.Redis:
+        """The asyncio client of the running event loop (one pool per loop)."""
+        loop = asyncio.get_running_loop()
+        found = self._aclients.get(loop)
+        if found is None:
+            found = self._aclients[loop] = aredis.Redis.from_url(
+                self.url, retry=AsyncRetry(NoBackoff(), 1, (redis.ConnectionError,)), **self._options
+            )
+        return found
+
+    def _check(self) -> None:
+        if self._down_until and time.monotonic() < self._down_until:
+            raise StateUnavailable(
+                f"Shared state at {self._where()} is unavailable (it failed moments ago). Retry shortly.",
+                retry_after=self.down_for,
+            )
+
+    def _failed(self, exc: Exception) -> StateUnavailable:
+        self.failures += 1
+        if time.monotonic() >= self._down_until:
+            log_event(30, "redis unavailable", where=self._where(), error=f"{type(exc).__name__}: {exc}")
+        self._down_until = time.monotonic() + self.down_for
+        err = StateUnavailable(
+            f"Shared state at {self._where()} is unavailable ({type(exc).__name__}: {exc}). Retry shortly.",
+            retry_after=self.down_for,
+        )
+        err.__cause__ = exc
+        return err
+
+    def _where(self) -> str:
+        parsed = urlparse(self.url)
+        return f"{parsed.scheme}://{parsed.hostname or 'localhost'}:{parsed.port or 6379}"
+
+    def run(self, script: _Script, keys: Sequence[str], args: Sequence[Any]) -> Any:
+        """Run ``script`` (one round trip; ``StateUnavailable`` if Redis does not answer)."""
+        self._check()
+        try:
+            try:
+                return self.client.evalsha(script.sha, len(keys), *keys, *args)
+            except NoScriptError:
+                return self.client.eval(script.source, len(keys), *keys, *args)
+        except _LINK_ERRORS as exc:
+            raise self._failed(exc) from exc
+
+    async def arun(self, script: _Script, keys: Sequence[str], args: Sequence[Any]) -> Any:
+        """:meth:`run` on the asyncio client: the event loop is never blocked."""
+        self._check()
+        client = self.aclient()
+        try:
+            try:
+                return await client.evalsha(script.sha, len(keys), *keys, *args)
+            except NoScriptError:
+                return await client.eval(script.source, len(keys), *keys, *args)
+        except _LINK_ERRORS as exc:
+            raise self._failed(exc) from exc
+
+    def command(self, *args: Any) -> Any:
+        """A plain command (``DEL``, ``PING``), with the same failure handling."""
+        self._check()
+        try:
+            return self.client.execute_command(*args)  # type: ignore[no-untyped-call]
+        except _LINK_ERRORS as exc:
+            raise self._failed(exc) from exc
+
+    async def acommand(self, *args: Any) -> Any:
+        self._check()
+        try:
+            return await self.aclient().execute_command(*args)  # type: ignore[no-untyped-call]
+        except _LINK_ERRORS as exc:
+            raise self._failed(exc) from exc
+
+    def close(self) -> None:
+        """Close the sync pool (asyncio clients close with their loop's :meth:`aclose`)."""
+        self.client.close()
+
+    async def aclose(self) -> None:
+        """Close the asyncio client of the running loop."""
+        found = self._aclients.pop(asyncio.get_running_loop(), None)
+        if found is not None:
+            await found.aclose()
+
+    def __repr__(self) -> str:
+        return f"RedisLink({self._where()!r}, prefix={self.prefix!r})"
+
+
+def _now_arg(server_time: bool, now: float) -> str:
+    return "" if server_time else repr(float(now))
+
+
+def _name(value: Hashable) -> str:
+    return value if isinstance(value, str) else repr(value)
+
+
+class RedisBuckets:
+    """Token buckets in Redis: one hash per bucket (tokens, last refill) that expires once full again.
+
+    ``server_time`` (default): the clock is Redis ``TIME`` and ``now`` is ignored, so every
+    host agrees; ``False`` uses the caller's ``now`` (deterministic tests, one host).
+    """
+
+    def __init__(self, link: RedisLink, *, server_time: bool = True) -> None:
+        self.link = link
+        self.server_time = server_time
+
+    def _args(self, key: Hashable, rate: float, burst: float, cost: float, now: float) -> tuple[list[str], list[Any]]:
+        return [f"{self.link.prefix}rl:{{{_name(key)}}}"], [_now_arg(self.server_time, now), repr(rate), repr(burst), repr(cost)]
+
+    def acquire(self, key: Hashable, *, rate: float, burst: float, cost: float, now: float) -> float:
+        return float(self.link.run(_BUCKET, *self._args(key, rate, burst, cost, now)))
+
+    async def aacquire(self, key: Hashable, *, rate: float, burst: float, cost: float, now: float) -> float:
+        """:meth:`acquire` on the asyncio client."""
+        return float(await self.link.arun(_BUCKET, *self._args(key, rate, burst, cost, now)))
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _record(found: Any) -> Record | None:
+    if not found:
+        return None
+    fp, st, ex, ok, value, error = found
+    return Record(
+        _text(fp),
+        _text(st),
+        float(ex),
+        ok == b"1",
+        json.loads(value) if value else None,
+        json.loads(error) if error else None,
+    )
+
+
+class RedisStore:
+    """Idempotency records in Redis: a hash per (tool, key) with a TTL of its lease, then of its record TTL.
+
+    Same semantics as :class:`MemoryStore` and :class:`SQLiteStore` (``now`` is the callers'
+    wall-clock time, compared with the stored expiry). Values are stored as JSON, as in the
+    SQLite store: a replay returns the JSON form of the first result; ``finish`` raises
+    ``TypeError``/``ValueError`` for a result that is not JSON.
+    """
+
+    def __init__(self, link: RedisLink) -> None:
+        self.link = link
+
+    def _key(self, scope: str, key: str) -> str:
+        return f"{self.link.prefix}idem:{len(scope)}:{scope}:{key}"
+
+    def _begin(self, scope: str, key: str, fingerprint: str, now: float, lease: float) -> tuple[list[str], list[Any]]:
+        return [self._key(scope, key)], [repr(float(now)), fingerprint, repr(float(lease)), os.urandom(8).hex()]
+
+    def begin(self, scope: str, key: str, fingerprint: str, now: float, lease: float) -> Record | None:
+        return _record(self.link.run(_BEGIN, *self._begin(scope, key, fingerprint, now, lease)))
+
+    async def abegin(self, scope: str, key: str, fingerprint: str, now: float, lease: float) -> Record | None:
+        return _record(await self.link.arun(_BEGIN, *self._begin(scope, key, fingerprint, now, lease)))
+
+    def renew(self, scope: str, key: str, now: float, lease: float) -> bool:
+        return bool(self.link.run(_RENEW, [self._key(scope, key)], [repr(float(now)), repr(float(lease))]))
+
+    async def arenew(self, scope: str, key: str, now: float, lease: float) -> bool:
+        return bool(await self.link.arun(_RENEW, [self._key(scope, key)], [repr(float(now)), repr(float(lease))]))
+
+    def _finish(self, scope: str, key: str, record: Record) -> tuple[list[str], list[Any]]:
+        value = json.dumps(record.value)  # TypeError/ValueError for non-JSON values: the caller releases the key
+        error = "" if record.error is None else json.dumps(record.error)
+        fallback = min(max(math.ceil((record.expires - time.time()) * 1000), 1), _MAX_TTL_MS)
+        return [self._key(scope, key)], [
+            "",
+            record.fingerprint,
+            record.state,
+            repr(float(record.expires)),
+            "1" if record.ok else "0",
+            value,
+            error,
+            fallback,
+        ]
+
+    def finish(self, scope: str, key: str, record: Record) -> None:
+        self.link.run(_FINISH, *self._finish(scope, key, record))
+
+    async def afinish(self, scope: str, key: str, record: Record) -> None:
+        await self.link.arun(_FINISH, *self._finish(scope, key, record))
+
+    def release(self, scope: str, key: str) -> None:
+        self.link.command("DEL", self._key(scope, key))
+
+    async def arelease(self, scope: str, key: str) -> None:
+        await self.link.acommand("DEL", self._key(scope, key))
+
+
+class RedisSlots:
+    """Concurrency slots in Redis: a sorted set of holders per tool (and one over all tools),
+    scored by lease expiry, so the slots of a killed process free themselves after ``lease``.
+
+    All slot keys share one hash tag (a script checks a tool's cap and the total together).
+    """
+
+    def __init__(self, link: RedisLink, *, server_time: bool = True) -> None:
+        self.link = link
+        self.server_time = server_time
+
+    def _keys(self, tool: str) -> list[str]:
+        tag = f"{self.link.prefix}{{{self.link.prefix}cc}}"
+        return [f"{tag}:{len(tool)}:{tool}", f"{tag}:*"]
+
+    def _acquire(
+        self, tool: str, holder: str, cap: int | None, total: int | None, now: float, lease: float
+    ) -> tuple[list[str], list[Any]]:
+        return self._keys(tool), [
+            _now_arg(self.server_time, now),
+            holder,
+            "" if cap is None else cap,
+            "" if total is None else total,
+            repr(float(lease)),
+        ]
+
+    def acquire(
+        self, tool: str, holder: str, *, cap: int | None, total: int | None, now: float, lease: float
+    ) -> tuple[bool, int, int]:
+        ok, running, overall = self.link.run(_SLOT_ACQUIRE, *self._acquire(tool, holder, cap, total, now, lease))
+        return bool(ok), int(running), int(overall)
+
+    async def aacquire(
+        self, tool: str, holder: str, *, cap: int | None, total: int | None, now: float, lease: float
+    ) -> tuple[bool, int, int]:
+        ok, running, overall = await self.link.arun(_SLOT_ACQUIRE, *self._acquire(tool, holder, cap, total, now, lease))
+        return bool(ok), int(running), int(overall)
+
+    def renew(self, tool: str, holder: str, *, now: float, lease: float) -> bool:
+        args = [_now_arg(self.server_time, now), holder, repr(float(lease))]
+        return bool(self.link.run(_SLOT_RENEW, self._keys(tool), args))
+
+    def release(self, tool: str, holder: str) -> None:
+        self.link.run(_SLOT_RELEASE, self._keys(tool), ["", holder])
+
+    async def arelease(self, tool: str, holder: str) -> None:
+        await self.link.arun(_SLOT_RELEASE, self._keys(tool), ["", holder])
+
+    def running(self, tool: str | None, *, now: float) -> int:
+        keys = self._keys(tool or "")
+        return int(self.link.run(_SLOT_COUNT, [keys[0] if tool is not None else keys[1]], [_now_arg(self.server_time, now)]))
+
+
+class RedisCircuits:
+    """Circuit breakers in Redis: one hash per tool (state, probes, per-second counts), so one
+    process's failures open the circuit for all. An idle circuit's hash expires after twice
+    ``max(window, open_for)``; a probe lost with its process is forgotten after ``open_for``.
+    """
+
+    def __init__(self, link: RedisLink, *, server_time: bool = True) -> None:
+        self.link = link
+        self.server_time = server_time
+
+    def _call(self, tool: str, policy: Any, now: float, *extra: Any) -> tuple[list[str], list[Any]]:
+        return [f"{self.link.prefix}cb:{{{len(tool)}:{tool}}}"], [
+            _now_arg(self.server_time, now),
+            repr(float(policy.failure_ratio)),
+            int(policy.min_calls),
+            repr(float(policy.window)),
+            repr(float(policy.open_for)),
+            int(policy.probes),
+            *extra,
+        ]
+
+    def admit(self, tool: str, policy: Any, *, now: float) -> tuple[float, bool]:
+        wait, probe = self.link.run(_CIRCUIT_ADMIT, *self._call(tool, policy, now))
+        return float(wait), bool(probe)
+
+    async def aadmit(self, tool: str, policy: Any, *, now: float) -> tuple[float, bool]:
+        wait, probe = await self.link.arun(_CIRCUIT_ADMIT, *self._call(tool, policy, now))
+        return float(wait), bool(probe)
+
+    def record(self, tool: str, policy: Any, *, now: float, failed: bool, probe: bool) -> None:
+        self.link.run(_CIRCUIT_RECORD, *self._call(tool, policy, now, int(failed), int(probe)))
+
+    async def arecord(self, tool: str, policy: Any, *, now: float, failed: bool, probe: bool) -> None:
+        await self.link.arun(_CIRCUIT_RECORD, *self._call(tool, policy, now, int(failed), int(probe)))
+
+    def unprobe(self, tool: str, policy: Any) -> None:
+        self.link.run(_CIRCUIT_UNPROBE, *self._call(tool, policy, 0.0))
+
+    def snapshot(self, tool: str, policy: Any, *, now: float) -> dict[str, Any]:
+        state, calls, failures, opened = self.link.run(_CIRCUIT_SNAPSHOT, *self._call(tool, policy, now))
+        return {"state": _text(state), "calls": int(calls), "failures": int(failures), "opened": int(opened)}

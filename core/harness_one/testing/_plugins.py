@@ -1,0 +1,475 @@
+"""``PluginTests``: what a plugin owes the hook contract, under one thread or sixteen."""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import gc
+import inspect
+import re
+import sys
+import textwrap
+import threading
+from collections import deque
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from types import BuiltinFunctionType, CodeType, FrameType, FunctionType, MethodType, ModuleType
+from typing import Any, ClassVar
+
+import pluggy
+import pytest
+
+from .. import hookspecs
+from .._call import Call
+from .._clock import ManualClock
+from .._entrypoints import PLUGIN_GROUP, entry_points
+from .._errors import PluginError, ToolError, ToolExecutionError
+from .._registry import ToolRegistry
+from .._tool import Tool
+from ..hookspecs import PER_CALL_HOOKS, PROJECT, hookimpl
+from ._suite import Suite
+
+__all__ = ["PluginTests", "footprint"]
+
+PROBE = "conformance_probe"
+_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+_MARK = PROJECT + "_impl"
+_SETUP_HOOKS = ("harness_configure", "harness_tool_added", "harness_tool_removed", "harness_stats")
+_OPAQUE = (
+    type,
+    ModuleType,
+    FunctionType,
+    BuiltinFunctionType,
+    MethodType,
+    CodeType,
+    FrameType,
+    threading.Thread,
+    threading.Condition,
+    threading.Event,
+    threading.Semaphore,
+    threading.Barrier,
+    type(threading.Lock()),
+    type(threading.RLock()),
+    ToolRegistry,
+    Tool,
+)
+
+
+class InjectedFault(RuntimeError):
+    """The exception the kit raises inside a hook implementation."""
+
+
+def _probe(x: int = 0, fail: bool = False) -> dict[str, int]:
+    """Return x and its double; fail=True raises."""
+    if fail:
+        raise ValueError("the probe failed on purpose")
+    return {"x": x, "double": 2 * x}
+
+
+async def _aprobe(x: int = 0, fail: bool = False) -> dict[str, int]:
+    """Return x and its double, asynchronously; fail=True raises."""
+    return _probe(x, fail)
+
+
+def footprint(root: Any, *, limit: int = 1_000_000) -> int:
+    """How many objects are reachable from ``root`` through attributes and containers.
+
+    Registries, tools, modules, classes, functions, threads and locks are not entered: they
+    are not the object's own state. Bounded by ``limit``.
+    """
+    seen: set[int] = set()
+    stack = [root]
+    count = 0
+    while stack and count < limit:
+        obj = stack.pop()
+        if id(obj) in seen:
+            continue
+        seen.add(id(obj))
+        count += 1
+        if obj is None or isinstance(obj, (*_OPAQUE, str, bytes, int, float, complex, bool)):
+            continue
+        if isinstance(obj, Mapping):
+            for key, value in list(obj.items()):
+                stack += (key, value)
+        elif isinstance(obj, (list, tuple, set, frozenset, deque)):
+            stack.extend(list(obj))
+        else:
+            stack.extend(list(getattr(obj, "__dict__", {}).values()))
+            for klass in type(obj).__mro__:
+                for slot in getattr(klass, "__slots__", ()):
+                    if slot not in ("__dict__", "__weakref__") and hasattr(obj, slot):
+                        stack.append(getattr(obj, slot))
+    return count
+
+
+def _impls(plugin: Any) -> dict[str, Callable[..., Any]]:
+    """The plugin's hook implementations by hook name (what pluggy would register)."""
+    found: dict[str, Callable[..., Any]] = {}
+    for attr in dir(plugin):
+        value = getattr(plugin, attr, None)
+        options = getattr(value, _MARK, None)
+        if isinstance(options, dict) and callable(value):
+            found[options.get("specname") or attr] = value
+    return found
+
+
+def _code(fn: Any) -> CodeType | None:
+    return getattr(getattr(fn, "__func__", fn), "__code__", None)
+
+
+def _fault_line(fn: Any) -> int | None:
+    """The first line inside the hook's first ``try`` body (None: no ``try``, or no source)."""
+    raw = getattr(fn, "__func__", fn)
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(raw)))
+    except (OSError, TypeError, SyntaxError):
+        return None
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Try) and node.body:
+            return int(raw.__code__.co_firstlineno + node.body[0].lineno - 1)
+    return None
+
+
+@dataclass
+class _Trace:
+    """Hook frames entered while tracing, and whether the fault was raised."""
+
+    codes: Mapping[CodeType, int | None]
+    inject: bool
+    entered: int = 0
+    fired: bool = False
+
+
+@contextmanager
+def _traced(codes: Mapping[CodeType, int | None], *, inject: bool) -> Iterator[_Trace]:
+    """Watch frames of ``codes`` in this thread; with ``inject``, raise :class:`InjectedFault` in the first one,
+    at its first line, or at its given line (inside the hook's own ``try``, which must not swallow it)."""
+    trace = _Trace(codes, inject)
+
+    def local(frame: FrameType, event: str, arg: Any) -> Any:
+        if trace.fired:
+            return None
+        target = codes.get(frame.f_code)
+        if event == "line" and (target is None or frame.f_lineno == target):
+            trace.fired = True
+            raise InjectedFault("a fault injected by the harness-one conformance kit")
+        return local
+
+    def on_call(frame: FrameType, event: str, arg: Any) -> Any:
+        if event == "call" and frame.f_code in codes:
+            trace.entered += 1
+            return local if inject and not trace.fired else None
+        return None
+
+    previous = sys.gettrace()
+    sys.settrace(on_call)
+    try:
+        yield trace
+    finally:
+        sys.settrace(previous)
+
+
+class _Standin:
+    """A plugin put in the place of the one under test."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    @hookimpl
+    def harness_pre_call(self, call: Call) -> None:
+        self.calls += 1
+
+
+class PluginTests(Suite, standard=True):
+    """The checks every plugin passes. Subclass it and say how to build the plugin::
+
+        from harness_one.testing import PluginTests
+
+        class TestAudit(PluginTests):
+            plugin_factory = Audit             # a class or a function returning a new plugin
+            tool_options = {"tags": ["admin"]}  # defineTool keywords that make the plugin act
+
+    The kit calls a probe tool, ``conformance_probe(x: int = 0, fail: bool = False)``, built
+    with ``tool_options``; :meth:`call_options` gives the keywords of each call (an
+    idempotency key, a context). ``entry_point`` is the plugin's name in the
+    ``harness_one.plugins`` group, if it ships there.
+
+    Capability flag: ``supports_async`` (True): the plugin works for ``acall`` too.
+    """
+
+    plugin_factory: ClassVar[Any] = None
+    plugin_name: ClassVar[str | None] = None
+    entry_point: ClassVar[str | None] = None
+    tool_options: ClassVar[Mapping[str, Any]] = {}
+    supports_async: ClassVar[bool] = True
+    threads: ClassVar[int] = 16
+    calls_per_thread: ClassVar[int] = 100
+    growth_calls: ClassVar[int] = 10_000
+
+    # ------------------------------------------------------------------ building
+
+    def make_plugin(self) -> Any:
+        """A new plugin from ``plugin_factory`` (a class, function, staticmethod or property)."""
+        for klass in type(self).__mro__:
+            if "plugin_factory" in vars(klass):
+                raw = vars(klass)["plugin_factory"]
+                break
+        else:  # pragma: no cover - PluginTests itself defines it
+            raw = None
+        if raw is None:
+            pytest.fail(f"{type(self).__name__}: set plugin_factory = MyPlugin (or a function returning one)", pytrace=False)
+        factory = self.plugin_factory if isinstance(raw, (property, staticmethod, classmethod)) else raw
+        plugin = factory()
+        return plugin() if isinstance(plugin, type) else plugin
+
+    def name_of(self, plugin: Any) -> str:
+        """The name the plugin is registered under in these checks."""
+        name = self.plugin_name or getattr(plugin, "name", None) or self.entry_point
+        return name if isinstance(name, str) and name else "plugin_under_test"
+
+    def probe_tool(self, *, asynchronous: bool = False) -> Tool:
+        return Tool.create(
+            _aprobe if asynchronous else _probe, name=PROBE + ("_async" if asynchronous else ""), **self.tool_options
+        )
+
+    def call_options(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
+        """Keywords for ``registry.call`` with ``arguments`` (override: an idempotency key, a context)."""
+        return {}
+
+    def make_registry(self, plugin: Any) -> ToolRegistry:
+        """A registry with only ``plugin`` (and a manual clock, so no check sleeps) and the probe tool."""
+        registry = ToolRegistry(
+            standard_plugins=False, autoload=False, clock=ManualClock(), plugins={self.name_of(plugin): plugin}
+        )
+        registry.add(self.probe_tool())
+        return registry
+
+    def call(self, registry: ToolRegistry, x: int = 1, *, fail: bool = False) -> Any:
+        arguments = {"x": x, "fail": fail} if fail else {"x": x}
+        return registry.call(PROBE, arguments, **self.call_options(arguments))
+
+    def hook_codes(self, plugin: Any) -> dict[CodeType, int | None]:
+        return {c: None for c in map(_code, _impls(plugin).values()) if c is not None}
+
+    def assert_silent(self, registry: ToolRegistry, plugin: Any, why: str) -> None:
+        with _traced(self.hook_codes(plugin), inject=False) as trace:
+            assert self.call(registry, 3) == {"x": 3, "double": 6}
+        assert trace.entered == 0, f"the plugin's hooks still ran {trace.entered} time(s) after it was {why}"
+
+    # ------------------------------------------------------------------ the hook contract
+
+    def test_has_a_name(self) -> None:
+        """The plugin has a ``name``: what blocking, replacing and configuring use."""
+        plugin = self.make_plugin()
+        name = getattr(plugin, "name", None)
+        assert isinstance(name, str) and _NAME.match(name), (
+            f"{type(plugin).__name__} has no usable name ({name!r}): give it a class attribute name = 'my_plugin' "
+            "(letters, digits, '_', '.', '-')"
+        )
+        for given in (self.plugin_name, self.entry_point):
+            assert given is None or name == given, f"the plugin calls itself {name!r}, but is registered as {given!r}"
+
+    def test_hooks_match_specs(self) -> None:
+        """Every ``harness_*`` function is a marked implementation of a hook spec, as pluggy validates it."""
+        plugin = self.make_plugin()
+        problems = []
+        manager = pluggy.PluginManager(PROJECT)
+        manager.add_hookspecs(hookspecs)
+        try:
+            manager.register(plugin, name=self.name_of(plugin))
+            manager.check_pending()
+        except pluggy.PluginValidationError as exc:
+            problems.append(str(exc))
+        marked = _impls(plugin)
+        for attr in dir(plugin):
+            if attr.startswith("harness_") and callable(getattr(plugin, attr, None)) and attr not in marked:
+                problems.append(f"{attr} is not marked with @hookimpl, so it is never called")
+        assert not problems, "hook implementations that do not match the hook specs:\n  - " + "\n  - ".join(problems)
+
+    def test_hooks_are_plain_functions(self) -> None:
+        """No hook is a coroutine or generator (pluggy never awaits); per-call hooks are not wrappers."""
+        problems = []
+        for hook, fn in _impls(self.make_plugin()).items():
+            raw = getattr(fn, "__func__", fn)
+            if inspect.iscoroutinefunction(raw) or inspect.isasyncgenfunction(raw) or inspect.isgeneratorfunction(raw):
+                problems.append(f"{hook} is a coroutine or generator: hooks are synchronous and return decisions")
+            options = getattr(fn, _MARK)
+            if hook in PER_CALL_HOOKS and (options.get("wrapper") or options.get("hookwrapper")):
+                problems.append(f"{hook} is a wrapper: per-call hooks cannot be")
+        assert not problems, "hooks the pipeline cannot run:\n  - " + "\n  - ".join(problems)
+
+    def test_registers_and_unregisters(self) -> None:
+        """Registered, the plugin serves calls; unregistered, it is gone and never called; a new one registers again."""
+        plugin = self.make_plugin()
+        name = self.name_of(plugin)
+        registry = self.make_registry(plugin)
+        assert self.call(registry) == {"x": 1, "double": 2}
+        assert registry.plugins.unregister(name) is plugin
+        assert name not in registry.plugins and all(name not in names for names in registry.plugins.plan.order.values())
+        self.assert_silent(registry, plugin, "unregistered")
+        registry.plugins.register(self.make_plugin(), name)
+        assert self.call(registry, 2) == {"x": 2, "double": 4}
+
+    def test_blocked_by_name(self) -> None:
+        """Blocked by its name, the plugin leaves the registry and is never called."""
+        plugin = self.make_plugin()
+        name = self.name_of(plugin)
+        registry = self.make_registry(plugin)
+        registry.plugins.block(name)
+        assert registry.plugins.is_blocked(name) and name not in registry.plugins
+        self.assert_silent(registry, plugin, "blocked")
+
+    def test_replaced_by_name(self) -> None:
+        """Another plugin registered under its name takes its place entirely."""
+        plugin = self.make_plugin()
+        name = self.name_of(plugin)
+        registry = self.make_registry(plugin)
+        standin = _Standin()
+        registry.plugins.replace(name, standin)
+        assert registry.plugins.get(name) is standin
+        self.assert_silent(registry, plugin, "replaced")
+        assert standin.calls == 1
+
+    def test_entry_point(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """Shipped as an entry point, the plugin loads by name, and blocking the name keeps it out."""
+        if self.entry_point is None:
+            self.switched_off("entry_point", "not shipped in the harness_one.plugins group")
+        name = self.entry_point
+        assert any(ep.name == name for ep in entry_points(PLUGIN_GROUP)), f"no entry point {name!r} in {PLUGIN_GROUP!r}"
+        expected = type(self.make_plugin())
+        loaded = ToolRegistry(allow=[name], autoload=True)
+        assert not loaded.plugins.failures, f"the entry point failed to load: {loaded.plugins.failures}"
+        assert isinstance(loaded.plugins.get(name), expected), f"entry point {name!r} gave {loaded.plugins.get(name)!r}"
+        assert name not in ToolRegistry(allow=[name], block=[name], autoload=True).plugins
+        monkeypatch.setenv("HARNESS_ONE_BLOCK_PLUGINS", name)
+        assert name not in ToolRegistry(allow=[name], autoload=True).plugins
+
+    def inject(self, hook: str, line_in_try: bool) -> tuple[_Trace, BaseException | None, str]:
+        """Trigger ``hook`` of a new plugin with a fault injected (at its first line, or inside its ``try``)."""
+        plugin = self.make_plugin()
+        fn = _impls(plugin)[hook]
+        code = _code(fn)
+        assert code is not None
+        registry = None if hook == "harness_configure" else self.make_registry(plugin)
+        outcome: BaseException | None = None
+        with _traced({code: _fault_line(fn) if line_in_try else None}, inject=True) as trace:
+            try:
+                if registry is None:
+                    self.make_registry(plugin)
+                elif hook == "harness_tool_added":
+                    registry.add(self.probe_tool(asynchronous=True))
+                elif hook == "harness_tool_removed":
+                    registry.remove(PROBE)
+                elif hook == "harness_stats":
+                    registry.stats()
+                else:
+                    self.call(registry, fail=hook == "harness_on_error")
+            except Exception as exc:
+                outcome = exc
+        return trace, outcome, self.name_of(plugin)
+
+    def test_raising_hook_is_a_plugin_error(self) -> None:
+        """A fault inside each hook implementation reaches the caller as a ``PluginError`` naming the plugin.
+
+        The fault is raised inside the hook's first ``try`` body (which must not swallow it), and at
+        its first line.
+        """
+        impls = _impls(self.make_plugin())
+        problems = []
+        for hook in (h for h in (*_SETUP_HOOKS, *PER_CALL_HOOKS) if h in impls and _code(impls[h]) is not None):
+            for line_in_try in dict.fromkeys((_fault_line(impls[hook]) is not None, False)):
+                trace, outcome, name = self.inject(hook, line_in_try)
+                where = f"{hook} ({'inside its try' if line_in_try else 'at its first line'})"
+                if not trace.entered:
+                    problems.append(f"{hook} never ran for the probe tool: set tool_options (or call_options) so the plugin acts")
+                    break
+                if not trace.fired:
+                    continue  # the try body is not on this path: the first-line fault covers the hook
+                if isinstance(outcome, PluginError) and outcome.plugin == name and name in str(outcome):
+                    continue
+                if outcome is None:
+                    problems.append(f"{where}: the fault was swallowed and the call succeeded")
+                else:
+                    problems.append(
+                        f"{where}: became {type(outcome).__name__} {str(outcome)[:200]!r}, not a PluginError naming {name!r}"
+                    )
+        assert not problems, "faults in hooks that are not reported as the plugin's:\n  - " + "\n  - ".join(problems)
+
+    # ------------------------------------------------------------------ under load
+
+    def test_sixteen_threads(self) -> None:
+        """Sixteen threads calling at once each get their own right answers."""
+        plugin = self.make_plugin()
+        registry = self.make_registry(plugin)
+        barrier = threading.Barrier(self.threads)
+        wrong: list[str] = []
+        errors: list[BaseException] = []
+
+        def worker(i: int) -> None:
+            barrier.wait()
+            for k in range(self.calls_per_thread):
+                x = i + 100 * (k % 2)
+                try:
+                    got = self.call(registry, x)
+                except Exception as exc:
+                    errors.append(exc)
+                    continue
+                if got != {"x": x, "double": 2 * x}:
+                    wrong.append(f"thread {i} sent x={x}, got {got!r}")
+
+        pool = [threading.Thread(target=worker, args=(i,)) for i in range(self.threads)]
+        for t in pool:
+            t.start()
+        for t in pool:
+            t.join()
+        total = self.threads * self.calls_per_thread
+        shown = sorted({f"{type(e).__name__}: {str(e)[:160]}" for e in errors})[:3]
+        assert not errors and not wrong, (
+            f"under {self.threads} threads, {len(errors)} of {total} calls failed and {len(wrong)} got another call's answer: "
+            + "; ".join(shown + wrong[:3])
+        )
+
+    def test_no_per_call_state(self) -> None:
+        """After 10,000 calls the plugin holds no more than after 5,000, and keeps no ``Call`` alive."""
+        plugin = self.make_plugin()
+        registry = self.make_registry(plugin)
+        half = self.growth_calls // 2
+        options = self.call_options({"x": 1})
+        call = registry.call
+        for _ in range(half):
+            call(PROBE, {"x": 1}, **options)
+        middle = footprint(plugin)
+        for _ in range(half):
+            call(PROBE, {"x": 1}, **options)
+        grown = footprint(plugin) - middle
+        assert grown <= 32, (
+            f"the state reachable from the plugin grew by {grown} objects over calls {half + 1}-{self.growth_calls} "
+            f"(about {grown / half:.2f} per call): it keeps something per call"
+        )
+        gc.collect()
+        alive = sum(1 for o in gc.get_objects() if type(o) is Call and o.registry is registry)
+        assert alive <= 2, f"{alive} Call objects of finished calls are still alive: the plugin keeps references to them"
+
+    def test_async_calls(self) -> None:
+        """Through ``acall``, for async and sync tools alike, concurrently, with failures reported as usual."""
+        if not self.supports_async:
+            self.switched_off("supports_async", "the plugin serves synchronous calls only")
+        plugin = self.make_plugin()
+        registry = self.make_registry(plugin)
+        registry.add(self.probe_tool(asynchronous=True))
+
+        async def main() -> list[Any]:
+            calls = []
+            for x in range(20):
+                for tool in (PROBE, PROBE + "_async"):
+                    arguments = {"x": x}
+                    calls.append(registry.acall(tool, arguments, **self.call_options(arguments)))
+            return await asyncio.gather(*calls)
+
+        got = asyncio.run(main())
+        assert got == [{"x": x, "double": 2 * x} for x in range(20) for _ in (0, 1)]
+        arguments = {"x": 1, "fail": True}
+        with pytest.raises(ToolError) as failed:
+            asyncio.run(registry.acall(PROBE + "_async", arguments, **self.call_options(arguments)))
+        assert type(failed.value) is ToolExecutionError, f"a failing tool gave {type(failed.value).__name__}: {failed.value}"

@@ -1,0 +1,416 @@
+"""``ToolPackageTests``: what a tool package owes every registry and every provider."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import jsonschema
+import pytest
+
+from .._clock import ManualClock
+from .._discovery import DiscoveryReport, as_tool
+from .._discovery import _load as _load_entry_point
+from .._entrypoints import TOOL_GROUP, _canonical, entry_points
+from .._errors import ToolArgumentError, ToolError
+from .._formats import FORMATS
+from .._registry import ToolRegistry
+from .._tool import Tool
+from ..export import StrictSchemaError, export_tools
+from ._suite import Suite
+
+__all__ = ["PROVIDER_NAMES", "ToolPackageTests"]
+
+#: Each provider's rule for a tool name, as its documentation states it (independent of the export's own mapping).
+PROVIDER_NAMES: Mapping[str, re.Pattern[str]] = {
+    "openai": re.compile(r"^[A-Za-z0-9_-]{1,64}$"),
+    "openai-responses": re.compile(r"^[A-Za-z0-9_-]{1,64}$"),
+    "anthropic": re.compile(r"^[A-Za-z0-9_-]{1,64}$"),
+    "gemini": re.compile(r"^[A-Za-z_][A-Za-z0-9_.:-]{0,63}$"),
+    "mcp": re.compile(r"^[A-Za-z0-9_.-]{1,128}$"),
+}
+
+# A value of each JSON type, for arguments of the wrong type.
+_WRONG_VALUES: tuple[tuple[frozenset[str], Any], ...] = (
+    (frozenset({"string"}), "not a number"),
+    (frozenset({"integer", "number"}), 12345),
+    (frozenset({"boolean"}), True),
+    (frozenset({"array"}), [1]),
+    (frozenset({"object"}), {"k": 1}),
+    (frozenset({"null"}), None),
+)
+
+# Run in a fresh interpreter: import the distribution's entry points with the network refused,
+# and report what the import did.
+_PROBE = r"""
+import contextlib, io, json, socket, sys, threading, time
+attempts = []
+def refuse(*args, **kwargs):
+    target = args[1] if args and isinstance(args[0], socket.socket) and len(args) > 1 else (args[0] if args else None)
+    attempts.append(repr(target) if target is not None else "a connection")
+    raise OSError("network access refused by the harness-one conformance kit")
+for owner, names in ((socket.socket, ("connect", "connect_ex", "sendto")), (socket, ("getaddrinfo", "create_connection", "gethostbyname"))):
+    for name in names:
+        setattr(owner, name, refuse)
+from harness_one import ToolRegistry
+from harness_one._discovery import DiscoveryReport, _load
+from harness_one._entrypoints import TOOL_GROUP, _canonical, entry_points
+dist = sys.argv[1]
+before = set(threading.enumerate())
+registry = ToolRegistry(standard_plugins=False, autoload=False)
+report = DiscoveryReport()
+printed = io.StringIO()
+started = time.perf_counter()
+with contextlib.redirect_stdout(printed):
+    for ep in entry_points(TOOL_GROUP):
+        if _canonical(ep.distribution) == _canonical(dist):
+            _load(registry, report, ep)
+seconds = time.perf_counter() - started
+default = ToolRegistry._default
+print(json.dumps({
+    "seconds": seconds,
+    "network": attempts,
+    "threads": sorted(t.name for t in threading.enumerate() if t not in before and t.is_alive()),
+    "default_registry": sorted(default._tools) if default is not None else [],
+    "printed": printed.getvalue()[:200],
+    "failures": [str(f) for f in report.failures],
+}))
+"""
+
+
+@dataclass
+class _Loaded:
+    registry: ToolRegistry
+    tools: list[Tool] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+
+def _types(schema: Any) -> frozenset[str] | None:
+    """The JSON types a property schema allows, when it says (``type`` or an ``anyOf`` of typed options)."""
+    if not isinstance(schema, Mapping):
+        return None
+    kind = schema.get("type")
+    if isinstance(kind, str):
+        return frozenset({kind})
+    if isinstance(kind, list):
+        return frozenset(kind)
+    options = schema.get("anyOf") or schema.get("oneOf")
+    if isinstance(options, list) and options:
+        found = [_types(o) for o in options]
+        if all(f is not None for f in found):
+            return frozenset().union(*found)  # type: ignore[arg-type]
+    return None
+
+
+def _wrong_value(allowed: frozenset[str]) -> tuple[bool, Any]:
+    if "number" in allowed:
+        allowed = allowed | {"integer"}
+    for kinds, value in _WRONG_VALUES:
+        if not kinds & allowed:
+            return True, value
+    return False, None
+
+
+def _names_field(err: ToolArgumentError, name: str) -> bool:
+    paths = {f"$.{name}", f"$['{name}']", f'$["{name}"]'}
+    return any(p.path in paths for p in err.problems) and name in str(err)
+
+
+def _remote_refs(node: Any, path: str = "$") -> Iterator[str]:
+    if isinstance(node, Mapping):
+        for key, value in node.items():
+            if key in ("$ref", "$dynamicRef") and isinstance(value, str) and not value.startswith("#"):
+                yield f"{path}.{key} = {value!r}"
+            else:
+                yield from _remote_refs(value, f"{path}.{key}")
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            yield from _remote_refs(value, f"{path}[{i}]")
+
+
+def _schema_errors(schema: Mapping[str, Any], instance: Any) -> list[str]:
+    validator = jsonschema.Draft202012Validator(schema, format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER)
+    return [f"{e.json_path}: {e.message}" for e in sorted(validator.iter_errors(instance), key=lambda e: e.json_path)][:5]
+
+
+def _exported_name(format: str, definition: Mapping[str, Any]) -> str:
+    return str(definition["function"]["name"] if format == "openai" else definition["name"])
+
+
+def _fail(what: str, problems: Sequence[str]) -> None:
+    if problems:
+        pytest.fail(f"{what}:\n" + "\n".join(f"  - {p}" for p in problems), pytrace=False)
+
+
+class ToolPackageTests(Suite, standard=True):
+    """The checks every tool package passes. Subclass it and name your tools::
+
+        from harness_one.testing import ToolPackageTests
+
+        class TestMyTools(ToolPackageTests):
+            distribution = "my-tools"      # its harness_one.tools entry points
+            # or: tools = [my_tool, other_tool]
+
+    Capability flags switch checks off explicitly (the skip names the flag):
+
+    - ``has_side_effects`` (False): the tools change the world (or need the network), so
+      their examples are validated but not run.
+    - ``supports_strict`` (True): every tool exports in OpenAI strict mode. False: strict
+      export must fail with its documented reasons for at least one tool.
+
+    ``load_budget`` (seconds) bounds importing the entry points in a fresh interpreter.
+    Override :meth:`make_registry` to run the checks in a registry of your own.
+    """
+
+    distribution: ClassVar[str | None] = None
+    tools: ClassVar[Sequence[Any] | None] = None
+    has_side_effects: ClassVar[bool] = False
+    supports_strict: ClassVar[bool] = True
+    load_budget: ClassVar[float] = 2.0
+
+    def make_registry(self) -> ToolRegistry:
+        """The registry the checks call tools in: the standard plugins, a manual clock, no third-party plugins."""
+        return ToolRegistry(autoload=False, clock=ManualClock())
+
+    @pytest.fixture
+    def loaded(self) -> _Loaded:
+        """The package's tools, registered in a fresh :meth:`make_registry`, and what went wrong on the way."""
+        if (self.distribution is None) == (self.tools is None):
+            pytest.fail(f"{type(self).__name__}: set exactly one of distribution = 'my-dist' or tools = [...]", pytrace=False)
+        out = _Loaded(self.make_registry())
+        if self.tools is not None:
+            for item in self.tools:
+                try:
+                    tool = as_tool(item)
+                    out.registry.add(tool)
+                except ToolError as exc:
+                    out.problems.append(f"{item!r}: {exc}")
+                    continue
+                out.tools.append(tool)
+            return out
+        dist = self.distribution
+        assert dist is not None
+        report = DiscoveryReport()
+        found = [ep for ep in entry_points(TOOL_GROUP) if _canonical(ep.distribution) == _canonical(dist)]
+        if not found:
+            out.problems.append(f"no entry points of {dist!r} in the {TOOL_GROUP!r} group: is it installed (pip install -e .)?")
+        for ep in found:
+            _load_entry_point(out.registry, report, ep)
+        out.problems += [str(f) for f in report.failures] + [f"name conflict: {c}" for c in report.conflicts]
+        for name in report.loaded.get(found[0].distribution if found else dist, []):
+            tool = out.registry.get(name)
+            out.tools.append(tool)
+            if tool.source != (found[0].distribution if found else dist):
+                out.problems.append(f"tool '{name}' is attributed to {tool.source!r}")
+        return out
+
+    def checked_tools(self, loaded: _Loaded) -> list[Tool]:
+        if not loaded.tools:
+            pytest.fail("the package provides no tools: " + ("; ".join(loaded.problems) or "nothing loaded"), pytrace=False)
+        return loaded.tools
+
+    # ------------------------------------------------------------------ loading
+
+    def test_entry_points_load(self, loaded: _Loaded) -> None:
+        """Every entry point (or listed tool) loads into a fresh registry, attributed and without conflicts."""
+        _fail("the tools did not all load", loaded.problems)
+        self.checked_tools(loaded)
+
+    def test_import_has_no_side_effects(self) -> None:
+        """Importing the entry points in a fresh interpreter is quick, offline, prints nothing, starts no thread, registers nothing."""
+        if self.distribution is None:
+            pytest.skip("tools = [...] given: there are no entry points to import")
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+        done = subprocess.run(
+            [sys.executable, "-c", _PROBE, self.distribution], capture_output=True, text=True, timeout=120, env=env, check=False
+        )
+        if done.returncode != 0 or not done.stdout.strip():
+            pytest.fail(f"importing the entry points crashed the interpreter:\n{done.stderr[-2000:]}", pytrace=False)
+        seen = json.loads(done.stdout.strip().splitlines()[-1])
+        problems = [f"failed to load: {f}" for f in seen["failures"]]
+        if seen["network"]:
+            problems.append(f"tried the network at import: {', '.join(seen['network'][:3])}")
+        if seen["threads"]:
+            problems.append(f"left threads running after import: {', '.join(seen['threads'])}")
+        if seen["default_registry"]:
+            problems.append(
+                f"registered tools in the default registry at import (define them with registry=None): {', '.join(seen['default_registry'])}"
+            )
+        if seen["printed"]:
+            problems.append(f"printed at import: {seen['printed']!r}")
+        if seen["seconds"] > self.load_budget:
+            problems.append(f"took {seen['seconds']:.2f} s to import (load_budget = {self.load_budget} s)")
+        _fail("importing the package has side effects", problems)
+
+    # ------------------------------------------------------------------ what the model sees
+
+    def test_names_valid_for_every_provider(self, loaded: _Loaded) -> None:
+        """Every exported name obeys each provider's rule, and a changed name maps back to the tool."""
+        tools = self.checked_tools(loaded)
+        problems = [f"no name rule for export format {f!r}" for f in FORMATS if f not in PROVIDER_NAMES]
+        for fmt in (f for f in FORMATS if f in PROVIDER_NAMES):
+            try:
+                export = export_tools(tools, fmt)
+            except ToolError as exc:
+                problems.append(f"{fmt}: export failed: {exc}")
+                continue
+            names = [_exported_name(fmt, d) for d in export.tools]
+            for tool, name in zip(tools, names):
+                if not PROVIDER_NAMES[fmt].match(name):
+                    problems.append(f"{fmt}: {name!r} (tool {tool.name!r}) breaks the rule {PROVIDER_NAMES[fmt].pattern}")
+                if export.names.original(name) != tool.name:
+                    problems.append(f"{fmt}: {name!r} does not map back to tool {tool.name!r}")
+            problems += [f"{fmt}: {n!r} is exported twice" for n in sorted({n for n in names if names.count(n) > 1})]
+        _fail("tool names a provider would refuse", problems)
+
+    def test_descriptions(self, loaded: _Loaded) -> None:
+        """Every tool has a description: the model chooses tools by it."""
+        problems = [
+            f"tool {t.name!r} has no description (give the function a docstring, or description=...)"
+            for t in self.checked_tools(loaded)
+            if not isinstance(t.description, str) or not t.description.strip()
+        ]
+        _fail("tools without a description", problems)
+
+    def test_parameters_are_object_schemas(self, loaded: _Loaded) -> None:
+        """``parameters`` is a valid draft 2020-12 schema of an object, with no remote ``$ref``."""
+        problems = []
+        for tool in self.checked_tools(loaded):
+            schema: Any = tool.parameters  # checked: a tool built by hand may hold anything
+            if not isinstance(schema, Mapping):
+                problems.append(f"tool {tool.name!r}: parameters is a {type(schema).__name__}, not a JSON object")
+                continue
+            try:
+                jsonschema.Draft202012Validator.check_schema(schema)
+            except jsonschema.SchemaError as exc:
+                problems.append(f"tool {tool.name!r}: not a valid draft 2020-12 schema: {exc.message} at {exc.json_path}")
+            if schema.get("type") != "object":
+                problems.append(f"tool {tool.name!r}: the root is not 'type': 'object' but {schema.get('type')!r}")
+            declared = schema.get("$schema")
+            if declared is not None and "2020-12" not in str(declared):
+                problems.append(f"tool {tool.name!r}: declares $schema {declared!r}, not draft 2020-12")
+            problems += [f"tool {tool.name!r}: remote reference {ref}" for ref in _remote_refs(schema)]
+        _fail("parameter schemas providers cannot use", problems)
+
+    def test_examples(self, loaded: _Loaded) -> None:
+        """Each example's arguments validate, and run (unless ``has_side_effects``) to a result that matches ``output_schema``."""
+        tools = self.checked_tools(loaded)
+        if not any(t.examples for t in tools):
+            pytest.skip("no tool declares examples (defineTool(examples=[{'arguments': {...}}]))")
+        registry = loaded.registry
+        problems = []
+        for tool in tools:
+            for i, example in enumerate(tool.examples):
+                where = f"tool {tool.name!r}, example {i}"
+                arguments = example.get("arguments")
+                errors = _schema_errors(tool.parameters, arguments)
+                if errors:
+                    problems.append(f"{where}: the arguments do not match the parameters: {'; '.join(errors)}")
+                    continue
+                if self.has_side_effects:
+                    continue
+                if isinstance(registry.clock, ManualClock):
+                    registry.clock.advance(3600.0)  # rate limits refill between examples
+                try:
+                    value = registry.call(tool.name, dict(arguments))  # type: ignore[arg-type]
+                except ToolError as exc:
+                    problems.append(f"{where}: the call failed: {type(exc).__name__}: {exc}")
+                    continue
+                if tool.output_schema is not None:
+                    structured = {"result": value} if tool.output_wrapped else value
+                    errors = _schema_errors(tool.output_schema, structured)
+                    if errors:
+                        problems.append(f"{where}: the result {value!r} does not match the output schema: {'; '.join(errors)}")
+                if "result" in example and value != example["result"]:
+                    problems.append(f"{where}: returned {value!r}, the example says {example['result']!r}")
+        if self.has_side_effects:
+            _fail("examples that do not match their tool", problems)
+            self.switched_off("has_side_effects", "the examples were validated, not run")
+        _fail("examples that do not match their tool", problems)
+
+    # ------------------------------------------------------------------ providers
+
+    def test_export_every_format(self, loaded: _Loaded) -> None:
+        """Export to every provider format succeeds and is plain JSON."""
+        tools = self.checked_tools(loaded)
+        problems = []
+        for fmt in FORMATS:
+            try:
+                json.dumps(export_tools(tools, fmt).tools, allow_nan=False)
+            except (ToolError, TypeError, ValueError) as exc:
+                problems.append(f"{fmt}: {type(exc).__name__}: {exc}")
+        _fail("exports that fail", problems)
+
+    def test_strict_openai_export(self, loaded: _Loaded) -> None:
+        """OpenAI strict mode: every tool exports (``supports_strict``), or the export names its reasons."""
+        tools = self.checked_tools(loaded)
+        refused = export_tools(tools, "openai", strict="auto").not_strict
+        if self.supports_strict:
+            _fail(
+                "tools OpenAI strict mode refuses (set supports_strict = False if the schema cannot be strict)",
+                [f"tool {name!r}: {'; '.join(reasons)}" for name, reasons in refused.items()],
+            )
+            return
+        if not refused:
+            pytest.fail(
+                "supports_strict = False, but every tool exports in strict mode: set supports_strict = True", pytrace=False
+            )
+        problems = []
+        for tool in (t for t in tools if t.name in refused):
+            try:
+                export_tools([tool], "openai", strict=True)
+                problems.append(f"tool {tool.name!r}: listed as not strict, yet strict=True exports it")
+            except StrictSchemaError as exc:
+                if not exc.reasons:
+                    problems.append(f"tool {tool.name!r}: refused without a reason")
+        _fail("strict-mode refusals without their documented reason", problems)
+
+    def test_annotations_consistent(self, loaded: _Loaded) -> None:
+        """The behaviour hints agree: a read-only tool is not destructive; only idempotent or read-only tools are cached."""
+        problems = []
+        for tool in self.checked_tools(loaded):
+            if tool.read_only and tool.destructive:
+                problems.append(f"tool {tool.name!r} is read_only and destructive")
+            if tool.cache_ttl is not None and not (tool.idempotent or tool.read_only):
+                problems.append(f"tool {tool.name!r} has cache_ttl but is neither idempotent nor read_only")
+            for flag in ("read_only", "idempotent"):
+                if not isinstance(getattr(tool, flag), bool):
+                    problems.append(f"tool {tool.name!r}: {flag} is {getattr(tool, flag)!r}, not a bool")
+        _fail("contradictory annotations", problems)
+
+    def test_argument_errors_name_the_field(self, loaded: _Loaded) -> None:
+        """Arguments generated from the schema (a required field missing, a wrong type) are refused with a
+        ``ToolArgumentError`` that names the field, before the tool runs."""
+        registry = loaded.registry
+        problems = []
+        for tool in self.checked_tools(loaded):
+            properties = tool.parameters.get("properties") or {}
+            cases: list[tuple[str, str, dict[str, Any]]] = []
+            required = [r for r in tool.parameters.get("required") or () if isinstance(r, str)]
+            if required:
+                cases += [(name, "missing", {}) for name in required]
+            for name, schema in properties.items():
+                allowed = _types(schema)
+                found, value = _wrong_value(allowed) if allowed is not None else (False, None)
+                if found:
+                    cases.append((name, f"given {json.dumps(value)}", {name: value}))
+            for name, what, arguments in cases:
+                try:
+                    value = registry.call(tool.name, arguments)
+                except ToolArgumentError as exc:
+                    if not _names_field(exc, name):
+                        problems.append(f"tool {tool.name!r}, {name!r} {what}: the error does not name the field: {exc}")
+                    continue
+                except ToolError as exc:
+                    problems.append(
+                        f"tool {tool.name!r}, {name!r} {what}: {type(exc).__name__} instead of ToolArgumentError: {exc}"
+                    )
+                    continue
+                problems.append(f"tool {tool.name!r}, {name!r} {what}: accepted, and the tool ran (returned {value!r})")
+        _fail("bad arguments not refused as ToolArgumentError naming the field", problems)

@@ -1,0 +1,54 @@
+"""The kit's pytest plugin (``pytest11`` entry point ``harness_one``), loaded by every pytest run.
+
+It only marks and reports (the kit itself is imported by the test modules that use it). Kit tests get the
+``conformance`` marker (``pytest -m conformance`` runs only them), and the terminal summary
+lists, per suite, the checks switched off by a capability flag and the known failures.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+__all__ = ["pytest_collection_modifyitems", "pytest_configure", "pytest_runtest_makereport", "pytest_terminal_summary"]
+
+_KEY = pytest.StashKey[dict[str, list[str]]]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "conformance: a check of the harness-one conformance kit")
+    config.stash[_KEY] = {}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        cls = getattr(item, "cls", None)
+        if cls is not None and getattr(cls, "__harness_one_suite__", False):
+            item.add_marker(pytest.mark.conformance)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    report = yield
+    if item.get_closest_marker("conformance") is None or report.when == "teardown":
+        return report
+    notes = item.config.stash.get(_KEY, {})
+    cls = getattr(item, "cls", None)
+    suite = cls.__qualname__ if cls is not None else item.nodeid
+    if report.skipped and "switched off:" in str(report.longrepr):
+        reason = str(report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr)
+        notes.setdefault(suite, []).append(f"{item.name}: {reason.split('switched off: ', 1)[1]}")
+    elif hasattr(report, "wasxfail") and report.when == "call":
+        notes.setdefault(suite, []).append(f"{item.name}: known failure: {report.wasxfail}")
+    return report
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    notes = config.stash.get(_KEY, {})
+    if not notes:
+        return
+    terminalreporter.section("harness-one conformance: checks switched off or known to fail")
+    for suite, lines in sorted(notes.items()):
+        for line in lines:
+            terminalreporter.write_line(f"{suite}: {line}")

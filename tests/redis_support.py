@@ -1,0 +1,241 @@
+"""A real redis-server for the tests: started on a free port in a temporary directory, stopped after.
+
+``redis_server`` (one per test module) skips with a clear reason when ``redis-server`` or the
+``redis`` package is missing, unless ``HARNESS_ONE_REQUIRE_REDIS=1`` (CI), which makes that a
+failure. ``redis_url`` gives each test an empty database. The worker functions run in child
+processes started with ``spawn``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REQUIRE = os.environ.get("HARNESS_ONE_REQUIRE_REDIS") == "1"
+
+
+def _missing(reason: str) -> None:
+    if REQUIRE:
+        pytest.fail(f"{reason}, and HARNESS_ONE_REQUIRE_REDIS=1 says the Redis tests must run")
+    pytest.skip(f"{reason}: the Redis tests skip (apt-get install redis-server; pip install 'harness-one[redis]')")
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class RedisServer:
+    """One redis-server process; :meth:`stop` and :meth:`start` keep its port (a restart)."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.port = _free_port()
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.process: subprocess.Popen[bytes] | None = None
+        self._stats: Any = None
+
+    def start(self) -> None:
+        binary = shutil.which("redis-server")
+        assert binary is not None
+        self.process = subprocess.Popen(
+            [
+                binary,
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--dir",
+                str(self.directory),
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        import redis
+
+        client = redis.Redis.from_url(self.url, socket_timeout=1)
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                client.ping()
+                break
+            except redis.ConnectionError:
+                if time.monotonic() > deadline or self.process.poll() is not None:
+                    raise RuntimeError(f"redis-server did not start on port {self.port}") from None
+                time.sleep(0.02)
+            finally:
+                client.close()
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGKILL)
+            self.process.wait(timeout=10)
+        self.process = None
+        if self._stats is not None:
+            self._stats.close()
+            self._stats = None
+
+    def client(self) -> Any:
+        import redis
+
+        return redis.Redis.from_url(self.url, socket_timeout=2)
+
+    def commandstats(self) -> dict[str, int]:
+        """``{command: calls}`` from ``INFO commandstats`` (over one kept connection: each call adds one INFO)."""
+        if self._stats is None:
+            self._stats = self.client()
+        info = self._stats.info("commandstats")
+        return {name.removeprefix("cmdstat_"): int(stats["calls"]) for name, stats in info.items()}
+
+
+@pytest.fixture(scope="module")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    if shutil.which("redis-server") is None:
+        _missing("redis-server is not installed")
+    try:
+        import redis  # noqa: F401
+    except ImportError:
+        _missing("the redis package is not installed")
+    server = RedisServer(tmp_path_factory.mktemp("redis"))
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def redis_url(redis_server: RedisServer) -> str:
+    """The server's URL, with an empty database and fresh script cache."""
+    if redis_server.process is None:
+        redis_server.start()
+    client = redis_server.client()
+    try:
+        client.flushall()
+        client.script_flush()
+        client.config_resetstat()
+    finally:
+        client.close()
+    return redis_server.url
+
+
+# --------------------------------------------------------------------------- child processes
+
+
+def rate_worker(url: str, rate: float, burst: int, threads: int, start: float, seconds: float, out: Any) -> None:
+    """Call one rate-limited tool from ``threads`` threads until ``start + seconds``; report the admissions."""
+    from harness_one import ToolRegistry
+
+    reg = ToolRegistry(state=url, autoload=False)
+    reg.add(lambda: 1, name="shared", rate_limit={"rate": rate, "burst": burst})
+    admitted = [0] * threads
+
+    def run(i: int) -> None:
+        while time.time() < start:
+            time.sleep(0.001)
+        while time.time() < start + seconds:
+            if reg.try_call("shared").ok:
+                admitted[i] += 1
+
+    pool = [threading.Thread(target=run, args=(i,)) for i in range(threads)]
+    for t in pool:
+        t.start()
+    for t in pool:
+        t.join()
+    out.put(sum(admitted))
+
+
+def idempotent_worker(url: str, key: str, start: float, out: Any) -> None:
+    """Call the ``charge`` tool once with ``key``; the tool counts its runs in Redis."""
+    import redis
+
+    from harness_one import ToolRegistry
+    from harness_one_plugins import IdempotencyPlugin
+
+    counter = redis.Redis.from_url(url)
+
+    def charge(amount: int) -> dict[str, Any]:
+        run = counter.incr("test:charge-runs")
+        time.sleep(0.3)
+        return {"charged": amount, "run": run, "pid": os.getpid()}
+
+    reg = ToolRegistry(state=url, autoload=False, plugins={"idempotency": IdempotencyPlugin(wait=10.0, poll=0.02)})
+    reg.add(charge, name="charge")
+    while time.time() < start:
+        time.sleep(0.001)
+    out.put(reg.try_call("charge", {"amount": 5}, idempotency_key=key).to_dict())
+
+
+def capped_worker(url: str, cap: int, threads: int, calls: int, out: Any) -> None:
+    """Call a capped tool; the tool itself measures how many copies run at once (across processes)."""
+    import redis
+
+    from harness_one import ToolRegistry
+    from harness_one_plugins import ConcurrencyPlugin
+
+    gauge = redis.Redis.from_url(url)
+
+    def work() -> int:
+        now = int(gauge.incr("test:running"))
+        gauge.execute_command(
+            "EVAL",
+            "local m = tonumber(redis.call('GET', KEYS[1]) or '0') if tonumber(ARGV[1]) > m then redis.call('SET', KEYS[1], ARGV[1]) end",
+            1,
+            "test:max",
+            now,
+        )
+        time.sleep(0.02)
+        gauge.decr("test:running")
+        return now
+
+    reg = ToolRegistry(state=url, autoload=False, plugins={"concurrency": ConcurrencyPlugin(max_wait=30.0, poll=0.005)})
+    reg.add(work, name="work", max_concurrency=cap)
+    ok = [0] * threads
+
+    def run(i: int) -> None:
+        for _ in range(calls):
+            ok[i] += reg.try_call("work").ok
+
+    pool = [threading.Thread(target=run, args=(i,)) for i in range(threads)]
+    for t in pool:
+        t.start()
+    for t in pool:
+        t.join()
+    out.put(sum(ok))
+
+
+def holding_worker(url: str, lease: float) -> None:
+    """Take a concurrency slot and an idempotency key, say so in Redis, then hang until killed."""
+    import redis
+
+    from harness_one import ToolRegistry
+    from harness_one_plugins import ConcurrencyPlugin, IdempotencyPlugin
+
+    flag = redis.Redis.from_url(url)
+
+    def hang() -> None:
+        flag.set("test:holding", "1")
+        time.sleep(120)
+
+    reg = ToolRegistry(
+        state=url,
+        autoload=False,
+        plugins={"concurrency": ConcurrencyPlugin(lease=lease), "idempotency": IdempotencyPlugin(lease=lease)},
+    )
+    reg.add(hang, name="hang", max_concurrency=1)
+    reg.call("hang", idempotency_key="held")

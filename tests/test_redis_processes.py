@@ -1,0 +1,85 @@
+"""Shared state across real processes on one redis-server: exact rate limits, one run per
+idempotency key, a cap never exceeded, and the leases of a process killed with -9."""
+
+from __future__ import annotations
+
+import math
+import multiprocessing
+import os
+import signal
+import time
+
+import pytest
+from redis_support import RedisServer, capped_worker, holding_worker, idempotent_worker, rate_worker
+
+from harness_one import IdempotencyConflict, ToolBusy, ToolRegistry
+from harness_one_plugins import ConcurrencyPlugin, IdempotencyPlugin
+
+SPAWN = multiprocessing.get_context("spawn")
+PROCESSES = 4
+
+
+def _run(target: object, args_of: list[tuple[object, ...]], timeout: float = 30) -> list[object]:
+    out = SPAWN.Queue()
+    procs = [SPAWN.Process(target=target, args=(*args, out)) for args in args_of]  # type: ignore[arg-type]
+    for p in procs:
+        p.start()
+    results = [out.get(timeout=timeout) for _ in procs]
+    for p in procs:
+        p.join(timeout)
+        assert p.exitcode == 0
+    return results
+
+
+def test_four_processes_share_one_rate_limit(redis_url: str) -> None:
+    rate, burst, seconds = 20.0, 10, 2.0
+    start = time.time() + 2.5  # time for the children to start and import
+    admitted = _run(rate_worker, [(redis_url, rate, burst, 8, start, seconds)] * PROCESSES)
+    assert abs(sum(admitted) - (burst + math.floor(rate * seconds))) <= 1, admitted  # type: ignore[arg-type]
+    assert all(n > 0 for n in admitted)  # type: ignore[operator]
+
+
+def test_one_idempotency_key_runs_once_across_processes(redis_server: RedisServer, redis_url: str) -> None:
+    start = time.time() + 2.5
+    answers = _run(idempotent_worker, [(redis_url, "order-1", start)] * PROCESSES)
+    assert int(redis_server.client().get("test:charge-runs")) == 1
+    assert all(a["result"] == answers[0]["result"] for a in answers), answers  # type: ignore[index]
+    assert answers[0]["ok"] and answers[0]["result"]["run"] == 1  # type: ignore[index]
+
+
+def test_concurrency_cap_never_exceeded_across_processes(redis_server: RedisServer, redis_url: str) -> None:
+    ok = _run(capped_worker, [(redis_url, 3, 4, 6)] * PROCESSES)
+    assert sum(ok) == PROCESSES * 4 * 6  # type: ignore[arg-type]
+    assert int(redis_server.client().get("test:max")) == 3  # measured by the tool: reached, never exceeded
+
+
+def test_kill_9_frees_slot_and_key_after_the_lease(redis_server: RedisServer, redis_url: str) -> None:
+    lease = 1.0
+    child = SPAWN.Process(target=holding_worker, args=(redis_url, lease))
+    child.start()
+    flag = redis_server.client()
+    deadline = time.monotonic() + 20
+    while flag.get("test:holding") is None:
+        assert time.monotonic() < deadline and child.is_alive()
+        time.sleep(0.01)
+    reg = ToolRegistry(
+        state=redis_url,
+        autoload=False,
+        plugins={"concurrency": ConcurrencyPlugin(lease=lease), "idempotency": IdempotencyPlugin(lease=lease)},
+    )
+    reg.add(lambda: "mine", name="hang", max_concurrency=1)
+    time.sleep(lease * 1.2)  # the live child renews its leases every lease / 3
+    with pytest.raises(IdempotencyConflict):
+        reg.call("hang", idempotency_key="held")
+    with pytest.raises(ToolBusy):
+        reg.call("hang")
+    os.kill(child.pid, signal.SIGKILL)  # type: ignore[arg-type]
+    child.join(10)
+    killed = time.monotonic()
+    while True:
+        result = reg.try_call("hang")
+        if result.ok:
+            break
+        assert time.monotonic() - killed < lease * 2 + 0.5, result.error
+        time.sleep(0.02)
+    assert reg.call("hang", idempotency_key="held") == "mine"  # the key's lease lapsed too
