@@ -553,7 +553,8 @@ class _ProcessPool:
 
 
 class ProcessRunner:
-    """Warm worker processes, one call at a time each; a worker that misses its deadline is killed and replaced.
+    """Warm worker processes, one call at a time each; a worker whose call misses its deadline or is
+    cancelled is killed with its whole process group, and replaced.
 
     Args:
         max_workers: at most this many worker processes; started on demand. When all are busy
