@@ -83,3 +83,19 @@ def dists(tmp_path: Path) -> Iterator[DistFactory]:
         yield factory
     finally:
         factory.cleanup()
+
+
+@pytest.fixture(autouse=True)
+def _logging_state() -> Iterator[None]:
+    """Each test starts from the library's logging defaults, whatever an earlier test configured."""
+    import logging
+
+    import structlog
+
+    yield
+    structlog.reset_defaults()
+    for name in ("harness_one", "harness_one.integrations"):
+        logger = logging.getLogger(name)
+        logger.disabled = False
+        logger.propagate = True
+        logger.setLevel(logging.NOTSET)
