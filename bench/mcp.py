@@ -3,7 +3,9 @@
 The client is the official ``mcp`` SDK's ``Client`` (2026-07-28 by default, ``--mode
 legacy`` for the 2025-11-25 handshake), calling ``add(a, b) -> int`` one call after another;
 each server runs in its own process, over stdio and over streamable HTTP. Rounds alternate
-between the servers so that a noisy machine slows both alike; the median round is shown.
+between the servers so that a noisy machine slows both alike; the median round is shown,
+with the server process's own CPU time per call (from /proc on Linux), which the client's
+share and other load on the machine do not blur.
 
     pip install -r bench/requirements.txt   # FastMCP, the peer
     python bench/mcp.py                     # --calls 300 --rounds 5 --fastmcp-python PATH
@@ -77,8 +79,8 @@ def wait_for_port(port: int, proc: subprocess.Popen[Any], seconds: float = 30) -
 class Server:
     """How to start one server: its stdio command, and its HTTP command plus URL."""
 
-    def __init__(self, name: str, stdio: list[str], http: Callable[[int], list[str]], env: dict[str, str]) -> None:
-        self.name, self.stdio, self.http, self.env = name, stdio, http, env
+    def __init__(self, name: str, stdio: list[str], http: Callable[[int], list[str]], env: dict[str, str], marker: str) -> None:
+        self.name, self.stdio, self.http, self.env, self.marker = name, stdio, http, env, marker
 
     @asynccontextmanager
     async def client(self, transport: str, mode: str) -> AsyncIterator[Any]:
@@ -102,26 +104,46 @@ class Server:
             proc.wait(10)
 
 
-async def rate(client: Any, calls: int) -> float:
+def server_cpu(marker: str) -> float:
+    """CPU seconds used so far by this process's children whose command line contains ``marker`` (Linux; else 0)."""
+    total = 0.0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            if int(fields[1]) != os.getpid() or marker not in (stat.parent / "cmdline").read_text():
+                continue
+            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        except (OSError, IndexError, ValueError):
+            continue
+    return total
+
+
+async def rate(client: Any, calls: int, marker: str) -> tuple[float, float]:
+    """Calls per second, and the server's CPU microseconds per call."""
+    cpu = server_cpu(marker)
     started = time.perf_counter()
     for i in range(calls):
         result = await client.call_tool("add", {"a": i, "b": 1})
         if result.is_error or result.structured_content != {"result": i + 1}:
             raise RuntimeError(f"unexpected answer: {result}")
-    return calls / (time.perf_counter() - started)
+    elapsed = time.perf_counter() - started
+    return calls / elapsed, (server_cpu(marker) - cpu) / calls * 1e6
 
 
-async def compare(servers: list[Server], transport: str, mode: str, calls: int, rounds: int) -> dict[str, list[float]]:
-    rates: dict[str, list[float]] = {s.name: [] for s in servers}
+async def compare(
+    servers: list[Server], transport: str, mode: str, calls: int, rounds: int
+) -> dict[str, list[tuple[float, float]]]:
+    rates: dict[str, list[tuple[float, float]]] = {s.name: [] for s in servers}
     async with servers[0].client(transport, mode) as first, servers[1].client(transport, mode) as second:
         clients = {servers[0].name: first, servers[1].name: second}
         for client in clients.values():
             await client.list_tools()
-            await rate(client, max(20, calls // 10))  # warm-up
+        for server, client in zip(servers, clients.values()):
+            await rate(client, max(20, calls // 10), server.marker)  # warm-up
         for number in range(rounds):
-            order = list(clients.items()) if number % 2 == 0 else list(reversed(clients.items()))
-            for name, client in order:
-                rates[name].append(await rate(client, calls))
+            order = list(zip(servers, clients.values()))
+            for server, client in order if number % 2 == 0 else reversed(order):
+                rates[server.name].append(await rate(client, calls, server.marker))
     return rates
 
 
@@ -141,12 +163,13 @@ def main() -> None:
         env = {"HARNESS_ONE_STATE": f"sqlite:///{Path(tmp) / 'state.sqlite3'}", "PYTHONUNBUFFERED": "1"}
         harness = [sys.executable, "-m", "harness_one", "--tools", str(tools), "serve"]
         servers = [
-            Server("harness-one", harness, lambda port: [*harness, "--transport", "http", "--port", str(port)], env),
+            Server("harness-one", harness, lambda port: [*harness, "--transport", "http", "--port", str(port)], env, str(tools)),
             Server(
                 "FastMCP",
                 [args.fastmcp_python, str(peer), "stdio"],
                 lambda port: [args.fastmcp_python, str(peer), "http", str(port)],
                 {},
+                str(peer),
             ),
         ]
         version = subprocess.run(
@@ -157,14 +180,17 @@ def main() -> None:
         print(
             f"one client (mcp SDK, mode={args.mode}), {args.rounds} rounds of {args.calls} sequential calls; FastMCP {version.stdout.strip()}"
         )
-        print(f"{'transport':<10} {'server':<12} {'calls/s (median)':>17} {'min':>8} {'max':>8}")
+        print(f"{'transport':<10} {'server':<12} {'calls/s (median)':>17} {'min':>8} {'max':>8} {'server CPU us/call':>19}")
         for transport in [t.strip() for t in args.transports.split(",") if t.strip()]:
             rates = asyncio.run(compare(servers, transport, args.mode, args.calls, args.rounds))
-            medians = {name: statistics.median(values) for name, values in rates.items()}
+            medians = {name: statistics.median(r for r, _ in values) for name, values in rates.items()}
+            cpus = {name: statistics.median(c for _, c in values) for name, values in rates.items()}
             for name, values in rates.items():
-                print(f"{transport:<10} {name:<12} {medians[name]:>17.0f} {min(values):>8.0f} {max(values):>8.0f}")
+                low, high = min(r for r, _ in values), max(r for r, _ in values)
+                print(f"{transport:<10} {name:<12} {medians[name]:>17.0f} {low:>8.0f} {high:>8.0f} {cpus[name]:>19.0f}")
             ratio = medians["harness-one"] / medians["FastMCP"]
-            print(f"{transport:<10} {'ratio':<12} {ratio:>16.2f}x")
+            cpu_ratio = cpus["FastMCP"] / cpus["harness-one"] if cpus["harness-one"] else float("nan")
+            print(f"{transport:<10} {'ratio':<12} {ratio:>16.2f}x {'':>17} {cpu_ratio:>18.2f}x")
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import os
 import re
 import shutil
@@ -18,8 +19,11 @@ import pytest
 
 HERE = Path(__file__).parent
 TOOLS = str(HERE / "mcp_tools.py")
-#: Pinned to versions that run on Node 20 (the conformance suite needs Node 22 from 0.1.14 on).
-NPM_PACKAGES = ("@modelcontextprotocol/inspector@0.15.0", "@modelcontextprotocol/conformance@0.1.13")
+#: package.json and package-lock.json of the npm tools: the MCP Inspector's CLI 0.15.0 and the conformance
+#: suite 0.1.13 (from 0.1.14 on it needs Node 22).
+NPM_DIR = HERE / "mcp_npm"
+#: npm's words for a registry it cannot reach.
+_OFFLINE = re.compile(r"ENOTFOUND|EAI_AGAIN|ECONNREFUSED|ECONNRESET|ETIMEDOUT|ENETUNREACH|EHOSTUNREACH|network")
 
 
 def server_env(tmp: Path) -> dict[str, str]:
@@ -107,26 +111,46 @@ class Session:
 
 
 def npm_bin() -> Path:
-    """The ``node_modules/.bin`` holding the pinned MCP Inspector and conformance suite, installed once.
+    """The ``node_modules/.bin`` holding the MCP Inspector CLI and the conformance suite, installed once.
 
-    The cache is ``$HARNESS_ONE_NPM_CACHE`` (default ``~/.cache/harness-one/npm``); without
-    ``npm`` the calling test is skipped.
+    ``npm ci`` from ``tests/mcp_npm`` (exact versions in its lock file, ones that run on Node
+    20) into ``$HARNESS_ONE_NPM_CACHE`` (default ``~/.cache/harness-one/npm``), one folder per
+    lock file, moved into place only once complete. Without ``node``/``npm``, or when the npm
+    registry cannot be reached, the calling test is skipped (fails with
+    ``HARNESS_ONE_REQUIRE_NPM=1``); any other install failure fails it.
     """
-    npm = shutil.which("npm")
-    if npm is None:
-        pytest.skip("npm is not installed (needed for the MCP Inspector and the conformance suite)")
-    key = "-".join(p.rsplit("/", 1)[-1].replace("@", "-") for p in NPM_PACKAGES)
+    required = os.environ.get("HARNESS_ONE_REQUIRE_NPM") == "1"
+    npm, node = shutil.which("npm"), shutil.which("node")
+    if npm is None or node is None:
+        (pytest.fail if required else pytest.skip)("node and npm are needed for the MCP Inspector and the conformance suite")
+    lock = NPM_DIR / "package-lock.json"
+    key = hashlib.sha256(lock.read_bytes()).hexdigest()[:12]
     root = Path(os.environ.get("HARNESS_ONE_NPM_CACHE") or Path.home() / ".cache" / "harness-one" / "npm") / key
-    binary = root / "node_modules" / ".bin"
-    if not (binary / "mcp-inspector").exists() or not (binary / "conformance").exists():
-        root.mkdir(parents=True, exist_ok=True)
-        done = subprocess.run(
-            [npm, "install", "--no-audit", "--no-fund", "--no-save", "--prefix", str(root), *NPM_PACKAGES],
-            capture_output=True,
-            text=True,
-            timeout=600,
-            check=False,
-        )
-        if done.returncode != 0:
-            pytest.fail(f"npm install {' '.join(NPM_PACKAGES)} failed:\n{done.stderr[-3000:]}")
-    return binary
+    if not (root / ".installed").exists():
+        _npm_install(npm, root, required)
+    return root / "node_modules" / ".bin"
+
+
+def _npm_install(npm: str, root: Path, required: bool) -> None:
+    work = root.with_name(f"{root.name}.{os.getpid()}.tmp")
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    for name in ("package.json", "package-lock.json"):
+        shutil.copy(NPM_DIR / name, work / name)
+    command = [npm, "ci", "--no-audit", "--no-fund", "--prefer-offline", "--loglevel=error"]
+    try:
+        done = subprocess.run(command, cwd=work, capture_output=True, text=True, timeout=300, check=False)
+        output = done.stdout + done.stderr
+    except subprocess.TimeoutExpired:
+        done, output = None, "npm ci timed out (ETIMEDOUT)"
+    if done is None or done.returncode != 0:
+        shutil.rmtree(work, ignore_errors=True)
+        offline = [line for line in output.splitlines() if _OFFLINE.search(line)]
+        if offline and not required:
+            pytest.skip(f"the npm registry cannot be reached: {offline[0].strip()[:200]}")
+        pytest.fail(f"npm ci in {NPM_DIR} failed:\n{output[-3000:]}")
+    (work / ".installed").write_text("ok\n")
+    try:
+        work.rename(root)
+    except OSError:  # installed meanwhile by another process: keep that one
+        shutil.rmtree(work, ignore_errors=True)

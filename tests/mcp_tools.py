@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 from harness_one import Call, defineTool
@@ -105,3 +106,24 @@ def count_up(n: int, call: Call) -> int:
     for i in range(1, n + 1):
         call.report_progress(i, n)
     return n
+
+
+@defineTool(registry=None, read_only=True)
+def noisy() -> str:
+    """Print to stdout, which must not reach the MCP wire."""
+    print("stray output", flush=True)
+    return "quiet"
+
+
+@defineTool(registry=None)
+def wait_sync(seconds: float, tag: str, call: Call) -> str:
+    """A sync tool that waits, polling ``call.cancelled`` (set when the request is cancelled)."""
+    EVENTS.append(f"started {tag}")
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if call.cancelled:
+            EVENTS.append(f"cancelled {tag}")
+            return "stopped"
+        time.sleep(0.01)
+    EVENTS.append(f"finished {tag}")
+    return "done"

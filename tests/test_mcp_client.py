@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import sys
 import textwrap
 import time
@@ -205,3 +207,20 @@ def test_name_clash_needs_a_prefix(script: str) -> None:
     with pytest.raises(Exception, match="already registered; give the server a prefix"):
         import_tools(registry, spec(script))
     assert registry.call("peek") == 7 and len(registry) == 1
+
+
+def test_cli_mcp_option_for_call_and_export(script: str, tmp_path: Path) -> None:
+    """``harness-one --mcp NAME=COMMAND``: the remote tools beside the installed ones, for every command."""
+    mcp = ["--mcp", f"sdk={sys.executable} {script}"]
+    env = {**os.environ, "HARNESS_ONE_STATE": f"sqlite:///{tmp_path / 'state.sqlite3'}"}
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, "-m", "harness_one", *mcp, *args]
+        return subprocess.run(command, capture_output=True, text=True, timeout=60, env=env, check=False)
+
+    called = cli("call", "files_read", "--args", '{"path": "/x"}')
+    assert called.returncode == 0 and json.loads(called.stdout)["result"] == {"result": "contents of /x"}
+    assert "Traceback" not in called.stderr  # the remote server was closed at exit, not left writing to a closed pipe
+    exported = cli("export", "--format", "anthropic")
+    assert exported.returncode == 0, exported.stderr
+    assert {"files_read", "hit", "calculate"} <= {t["name"] for t in json.loads(exported.stdout)}

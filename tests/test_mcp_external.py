@@ -1,7 +1,7 @@
 """Other MCP implementations against ``harness-one serve``: the MCP Inspector CLI and the official conformance suite.
 
-Both are npm packages, installed once into a cache by ``mcp_support.npm_bin`` (pinned to
-versions that run on Node 20).
+Both are npm packages, installed once into a cache by ``mcp_support.npm_bin`` (exact
+versions in ``tests/mcp_npm/package-lock.json``, ones that run on Node 20).
 """
 
 from __future__ import annotations
@@ -76,7 +76,7 @@ def url(tmp_module: Path) -> Any:
 def inspector(tools_bin: Path, tmp: Path, *target_and_method: str) -> Any:
     env = [arg for key, value in server_env(tmp).items() for arg in ("-e", f"{key}={value}")]
     done = subprocess.run(
-        [str(tools_bin / "mcp-inspector"), *env, "--cli", *target_and_method],
+        [str(tools_bin / "mcp-inspector-cli"), *env, "--cli", *target_and_method],
         capture_output=True,
         text=True,
         timeout=120,

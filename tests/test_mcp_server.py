@@ -126,9 +126,14 @@ async def test_timeout_cancels_the_tool(client: Any) -> None:
     assert f"cancelled {tag}" in await until(client, f"cancelled {tag}")
 
 
-async def test_cancelling_the_request_cancels_the_call(client: Any) -> None:
+@pytest.mark.parametrize("tool", ["wait", "wait_sync"])
+async def test_cancelling_the_request_cancels_the_call(client: Any, tool: str) -> None:
+    """stdio and 2025-11-25 HTTP send notifications/cancelled; 2026-07-28 HTTP closes the response stream.
+
+    An async tool's task is cancelled; a sync tool sees ``Call.cancelled``.
+    """
     tag = uuid.uuid4().hex[:8]
-    call = asyncio.create_task(client.call_tool("wait", {"seconds": 60, "tag": tag}))
+    call = asyncio.create_task(client.call_tool(tool, {"seconds": 60, "tag": tag}))
     assert f"started {tag}" in await until(client, f"started {tag}")
     call.cancel()
     with pytest.raises(asyncio.CancelledError):

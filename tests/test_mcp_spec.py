@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -111,7 +112,19 @@ def test_attach_servers_reports_or_raises() -> None:
     assert attach_servers(registry, []) == [] and len(registry) == 0
 
 
-def test_serve_command_refuses_bad_options() -> None:
+@pytest.fixture
+def cli_logging() -> Iterator[None]:
+    """The CLI configures structlog for the process; put back what the other tests expect."""
+    import structlog
+
+    saved = structlog.get_config()
+    try:
+        yield
+    finally:
+        structlog.configure(**saved)
+
+
+def test_serve_command_refuses_bad_options(cli_logging: None) -> None:
     from harness_one._cli import main
 
     runner = CliRunner()

@@ -12,12 +12,15 @@ with the remote text.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import concurrent.futures
+import contextlib
 import dataclasses
 import hashlib
 import re
 import sys
 import threading
+import weakref
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from contextlib import AsyncExitStack
 from typing import Any, TypeVar
@@ -77,6 +80,23 @@ class RemoteToolError(Exception):
 
 _loop: asyncio.AbstractEventLoop | None = None
 _loop_lock = threading.Lock()
+#: Servers with a connection open, closed at exit so that stdio servers end cleanly (EOF, not a broken pipe).
+_open: weakref.WeakSet[RemoteServer] = weakref.WeakSet()
+
+
+@atexit.register
+def _close_all() -> None:
+    loop = _loop
+    if loop is None or loop.is_closed() or not loop.is_running():
+        return
+    servers = list(_open)
+    if servers:
+        with contextlib.suppress(Exception):
+            _wait(_close_each(servers), 10)
+
+
+async def _close_each(servers: list[RemoteServer]) -> None:
+    await asyncio.gather(*(server._close() for server in servers), return_exceptions=True)
 
 
 def _background() -> asyncio.AbstractEventLoop:
@@ -204,6 +224,7 @@ class RemoteServer:
                 )
                 await stack.enter_async_context(client)
                 self._client = client
+                _open.add(self)
                 ready.set_result(client)
                 async with anyio.create_task_group() as group:
                     capabilities = client.server_capabilities.tools
@@ -217,6 +238,7 @@ class RemoteServer:
                     McpConnectionError(f"Cannot connect to MCP server '{self.spec.name}': {_describe(exc)}", tool=None)
                 )
         finally:
+            _open.discard(self)
             if self._client is client:
                 self._client = None
             if not ready.done():

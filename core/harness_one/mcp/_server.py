@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import socket
 import sys
 import threading
@@ -43,6 +44,8 @@ __all__ = ["Principal", "create_server", "default_principal", "http_app", "serve
 #: Finds the authenticated principal of an HTTP request (None: anonymous).
 Principal = Callable[[Request], "str | None"]
 _LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
+_EXPORT_KEY = ("mcp", False)
+_HEADER_KEYWORD = '"x-mcp-header"'
 
 
 def default_principal(request: Request) -> str | None:
@@ -92,19 +95,25 @@ class _Bridge:
     # ------------------------------------------------------------------ catalogue
 
     def _refresh(self) -> None:
-        export = self.registry.export("mcp")  # cached by the registry until its tools change
+        # The registry's cached export (a dict lookup, twice a call), replaced when its tools change.
+        export = self.registry._exports.get(_EXPORT_KEY) or self.registry.export("mcp")
         if export is self._export:
             return
         tools = sorted(export.tools, key=lambda t: str(t["name"]))
         # Per tool: None (no structured result), or whether a result travels as {"result": value}.
         shapes = {t.name: None if t.output_schema is None else t.output_wrapped for t in self.registry.tools()}
         self._listing = {"tools": tools, "ttlMs": 0, "cacheScope": "private", "resultType": "complete"}
-        self._schemas = {t["name"]: t["inputSchema"] for t in tools}
+        # Only schemas that declare Mcp-Param headers (2026-07-28) need the SDK's header check.
+        self._schemas = {t["name"]: t["inputSchema"] for t in tools if _HEADER_KEYWORD in json.dumps(t["inputSchema"])}
         self._shapes = shapes
         self._export = export
 
     def input_schema(self, name: str) -> dict[str, Any] | None:
-        """For the SDK's ``Mcp-Param-*`` header check (2026-07-28 HTTP), without a full ``tools/list``."""
+        """For the SDK's ``Mcp-Param-*`` header check (2026-07-28 HTTP), without a full ``tools/list``.
+
+        None (nothing to check) for a tool whose schema has no ``x-mcp-header``: the SDK
+        compares only the arguments a schema marks, so such a tool has none to compare.
+        """
         self._refresh()
         return self._schemas.get(name)
 
@@ -364,8 +373,10 @@ async def serve_stdio(registry: ToolRegistry, *, server: Server[Any] | None = No
     """Serve ``registry`` on this process's stdin and stdout until the client closes them."""
     from mcp.server.stdio import stdio_server
 
+    from ._stdio import pipe_streams
+
     server = server or create_server(registry)
-    async with stdio_server() as (read, write):
+    async with pipe_streams(registry.limits.max_bytes + 65536) as streams, stdio_server(*(streams or ())) as (read, write):
         await server.run(read, write, server.create_initialization_options())
 
 

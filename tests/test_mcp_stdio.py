@@ -1,0 +1,54 @@
+"""``harness-one serve`` on raw stdio pipes: what reaches the wire, and what does not."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import threading
+from pathlib import Path
+
+from mcp_support import serve_command, server_env
+
+
+def test_stdio_wire_survives_stray_prints_and_oversized_lines(tmp_path: Path) -> None:
+    """A tool's print goes to stderr, a line over the limit is dropped, and the next request is answered."""
+    proc = subprocess.Popen(
+        serve_command(),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, **server_env(tmp_path)},
+    )
+    watchdog = threading.Timer(30, proc.kill)
+    watchdog.start()
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    hello = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}
+    lines = [
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": hello},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "noisy", "arguments": {}}},
+    ]
+    try:
+        proc.stdin.write(b"".join(json.dumps(line).encode() + b"\n" for line in lines))
+        proc.stdin.write(b'"' + b"x" * 3_000_000 + b'"\n')  # longer than the registry's argument limit
+        proc.stdin.write(json.dumps({"jsonrpc": "2.0", "id": 3, "method": "ping"}).encode() + b"\n")
+        proc.stdin.flush()
+        answers = {answer["id"]: answer for answer in (json.loads(proc.stdout.readline()) for _ in range(3))}
+        proc.stdin.close()
+        assert proc.wait(10) == 0
+    finally:
+        watchdog.cancel()
+        proc.kill()
+    assert answers[2]["result"]["content"][0]["text"] == "quiet" and answers[3]["result"] == {}
+    assert b"stray output" in proc.stderr.read()
+
+
+async def test_line_reader_drops_a_line_over_its_limit() -> None:
+    from harness_one.mcp._stdio import _Lines
+
+    reader = asyncio.StreamReader(limit=64)
+    reader.feed_data(b'{"a": 1}\n' + b"y" * 500 + b"\n" + b'{"b": 2}\n' + b"tail without newline")
+    reader.feed_eof()
+    assert [line async for line in _Lines(reader)] == ['{"a": 1}\n', "", '{"b": 2}\n', "tail without newline"]
