@@ -5,7 +5,7 @@ call path with pluggy plugins (:mod:`harness_one.hookspecs`).
 """
 
 from ._arguments import ArgumentLimits
-from ._call import Call, CallResult, Outcome, ProgressCallback, Retry
+from ._call import Await, Call, CallResult, Outcome, ProgressCallback, Retry
 from ._clock import Clock, ManualClock, SystemClock
 from ._discovery import Conflict, DiscoveryReport
 from ._entrypoints import PLUGIN_GROUP, TOOL_GROUP, LoadFailure, refresh_entry_points
@@ -44,6 +44,7 @@ __all__ = [
     "TOOL_GROUP",
     "ArgumentLimits",
     "ArgumentProblem",
+    "Await",
     "Call",
     "CallResult",
     "CircuitBreakerPolicy",

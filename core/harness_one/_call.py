@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from ._runners import Runner
     from ._tool import Tool
 
-__all__ = ["Call", "CallResult", "Outcome", "ProgressCallback", "Retry", "new_call_id"]
+__all__ = ["Await", "Call", "CallResult", "Outcome", "ProgressCallback", "Retry", "new_call_id"]
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
 _PREFIX = os.urandom(4).hex()
@@ -166,6 +166,29 @@ class Outcome:
     @classmethod
     def failure(cls, error: ToolError) -> Outcome:
         return cls(error=error)
+
+
+class Await:
+    """A hook's answer that needs I/O (a Redis round trip): the core fetches it, blocking or awaiting.
+
+    ``harness_pre_call``, ``harness_post_call`` and ``harness_on_error`` may return
+    ``Await(sync, aio)`` instead of their answer. Under ``call``/``try_call`` the core calls
+    ``sync()``; under ``acall``/``atry_call`` it awaits ``aio()``, so the event loop is never
+    blocked. The value either returns is taken as the hook's answer (an ``Outcome``, a
+    ``Retry`` or ``None``; ignored for post-call), and an exception either raises is the
+    hook's exception. The next hook runs only after it. While a cancelled call unwinds, the
+    core calls ``sync()``, since a cancelled task cannot await.
+    """
+
+    __slots__ = ("aio", "sync", "value")
+
+    def __init__(self, sync: Callable[[], Any], aio: Callable[[], Awaitable[Any]]) -> None:
+        self.sync = sync
+        self.aio = aio
+        self.value: Any = None
+
+    def __repr__(self) -> str:
+        return f"Await({self.sync!r}, {self.aio!r})"
 
 
 @dataclass(frozen=True, slots=True)

@@ -93,6 +93,14 @@ class ToolPlan:
     def owner_of(self, exc: BaseException) -> str | None:
         return self.plan.owner_of(exc)
 
+    def plugin_of(self, hook: Hook) -> str | None:
+        """The plugin that ``hook`` (one of this plan's implementations) belongs to."""
+        for steps in self.plan.steps.values():
+            for step in steps:
+                if step.fn is hook:
+                    return step.plugin
+        return None
+
 
 @dataclass(frozen=True)
 class Plan:

@@ -11,7 +11,7 @@ from types import MethodType
 from typing import Any, ClassVar, Concatenate, Generic, ParamSpec, TypeVar, overload
 
 from ._arguments import ArgumentLimits, check_signature, decode_arguments, refuse_keys
-from ._call import Call, CallResult, Outcome, ProgressCallback, Retry, new_call_id
+from ._call import Await, Call, CallResult, Outcome, ProgressCallback, Retry, new_call_id
 from ._clock import SYSTEM_CLOCK, Clock
 from ._errors import (
     ArgumentProblem,
@@ -37,8 +37,9 @@ R = TypeVar("R")
 _perf = time.perf_counter
 _timeout_cm = getattr(asyncio, "timeout", None)  # Python 3.11+
 
-#: What the attempt generator yields: keyword arguments to run the tool with, or seconds to sleep.
-Step = dict[str, Any] | float
+#: What the attempt generator yields: keyword arguments to run the tool with, seconds to
+#: sleep, or a hook's :class:`Await` to resolve (its value set before the generator resumes).
+Step = dict[str, Any] | float | Await
 
 
 class _shared(Generic[P, R]):  # noqa: N801 - behaves like a method decorator
@@ -594,6 +595,8 @@ class ToolRegistry:
         except Exception as exc:
             err = self._as_tool_error(call, plan, exc)
             decision = self._on_error(call, plan, err)
+            if type(decision) is _Paused:
+                decision = yield from self._resume(call, plan, decision)
             if type(decision) is Outcome and decision.error is not None:
                 raise decision.error from err
             if err is exc:
@@ -606,6 +609,10 @@ class ToolRegistry:
                 for hook in pre_call:  # the first Outcome wins
                     outcome = hook(call)
                     if outcome is not None:
+                        if type(outcome) is Await:
+                            outcome = yield from _resolve(plan, hook, outcome)
+                            if outcome is None:
+                                continue
                         break
                 if outcome is None:
                     try:
@@ -621,10 +628,15 @@ class ToolRegistry:
                 else:
                     raise PluginError(f"pre_call returned {outcome!r}; expected an Outcome or None")
                 for hook in post_call:
-                    hook(call)
+                    answer = hook(call)
+                    if type(answer) is Await:
+                        yield from _resolve(plan, hook, answer)
                 return
             except Exception as exc:
                 decision = self._failed(call, plan, exc)
+                if type(decision) is _Paused:
+                    paused = decision
+                    decision = self._settle(call, plan, paused.err, paused.exc, (yield from self._resume(call, plan, paused)))
             if type(decision) is Outcome:
                 call.result = decision.value
                 return
@@ -632,7 +644,10 @@ class ToolRegistry:
             try:
                 yield max(decision.delay, 0.0)
             except ToolCancelled as cancelled:
-                self._failed(call, plan, cancelled)
+                stopped = self._failed(call, plan, cancelled)  # raises `cancelled` unless an on_error hook awaits
+                if isinstance(stopped, _Paused):
+                    yield from self._resume(call, plan, stopped)
+                raise
             _next_attempt(call)
 
     # `next(steps, _DONE)` instead of `send`: a generator that returns None to `next` with a
@@ -649,6 +664,13 @@ class ToolRegistry:
                     call.ran = True
                     try:
                         call.result = direct(**step) if direct is not None and call.timeout is None else self._invoke(call, step)
+                    except Exception as exc:
+                        step = _throw(steps, exc)
+                    else:
+                        step = next(steps, _DONE)
+                elif type(step) is Await:
+                    try:
+                        step.value = step.sync()
                     except Exception as exc:
                         step = _throw(steps, exc)
                     else:
@@ -675,6 +697,13 @@ class ToolRegistry:
                             call.result = await direct(**step)
                         else:
                             call.result = await self._ainvoke(call, step)
+                    except Exception as exc:
+                        step = _throw(steps, exc)
+                    else:
+                        step = next(steps, _DONE)
+                elif type(step) is Await:
+                    try:
+                        step.value = await step.aio()
                     except Exception as exc:
                         step = _throw(steps, exc)
                     else:
@@ -725,10 +754,23 @@ class ToolRegistry:
             kwargs[tool.call_param] = call
         return kwargs
 
-    def _failed(self, call: Call, plan: ToolPlan, exc: Exception) -> Retry | Outcome:
-        """Run on_error for a failed attempt: the decision to act on, or the final error raised."""
+    def _failed(self, call: Call, plan: ToolPlan, exc: Exception) -> Retry | Outcome | _Paused:
+        """Run on_error for a failed attempt: the decision to act on, or the final error raised.
+
+        Returns ``_Paused`` when an on_error hook answered with an :class:`Await`: the
+        generator resolves it (``_resume``), then ``_settle`` acts on the decision.
+        """
         err = self._as_tool_error(call, plan, exc)
         decision = self._on_error(call, plan, err)
+        if isinstance(decision, _Paused):
+            decision.err, decision.exc = err, exc
+            return decision
+        return self._settle(call, plan, err, exc, decision)
+
+    @staticmethod
+    def _settle(
+        call: Call, plan: ToolPlan, err: ToolError, exc: BaseException, decision: Retry | Outcome | None
+    ) -> Retry | Outcome:
         if decision is None or isinstance(err, ToolCancelled):
             if err is exc:
                 raise err
@@ -760,27 +802,50 @@ class ToolRegistry:
         call.error = err
         return err
 
-    def _on_error(self, call: Call, plan: ToolPlan, err: ToolError) -> Retry | Outcome | None:
-        decision = call.decision = None
-        broken: PluginError | None = None
-        for hook, owner in zip(plan.on_error, plan.on_error_names):
+    def _on_error(
+        self, call: Call, plan: ToolPlan, err: ToolError, paused: _Paused | None = None
+    ) -> Retry | Outcome | _Paused | None:
+        """Every on_error hook in order (from after ``paused.index`` when resuming); the decision."""
+        if paused is None:
+            start, decision, broken = 0, None, None
+            call.decision = None
+        else:
+            start, decision, broken = paused.index + 1, paused.decision, paused.broken
+        hooks = plan.on_error
+        for index in range(start, len(hooks)):
             try:
-                answer = hook(call, err)
+                answer = hooks[index](call, err)
             except Exception as exc:
-                if broken is None:
-                    broken = PluginError(
-                        f"Internal error in plugin '{owner}' while handling an error of '{call.tool.name}': "
-                        f"{type(exc).__name__}: {exc}",
-                        plugin=owner,
-                        tool=call.tool.name,
-                        call_id=call.call_id,
-                    )
-                    broken.__cause__ = exc
+                broken = broken or _broken_on_error(call, plan.on_error_names[index], exc)
                 continue
-            if answer is not None and decision is None:
-                decision = call.decision = answer
+            if answer is not None:
+                if type(answer) is Await:
+                    return _Paused(index, answer, decision, broken)
+                if decision is None:
+                    decision = call.decision = answer
         if broken is not None:
             return Outcome.failure(broken)
+        return decision
+
+    def _resume(self, call: Call, plan: ToolPlan, paused: _Paused) -> Generator[Step, None, Retry | Outcome | None]:
+        """Resolve on_error hooks' :class:`Await` answers in turn, running the later hooks after each."""
+        err = paused.err
+        decision: Retry | Outcome | _Paused | None = paused
+        while type(decision) is _Paused:
+            paused = decision
+            try:
+                yield paused.pending
+            except ToolCancelled:  # the caller stopped waiting: the later hooks still run
+                answer = None
+            except Exception as exc:
+                paused.broken = paused.broken or _broken_on_error(call, plan.on_error_names[paused.index], exc)
+                answer = None
+            else:
+                answer = paused.pending.value
+            if answer is not None and paused.decision is None:
+                paused.decision = call.decision = answer
+            decision = self._on_error(call, plan, err, paused)
+        assert not isinstance(decision, _Paused)
         return decision
 
     def _invoke(self, call: Call, kwargs: dict[str, Any]) -> Any:
@@ -858,14 +923,61 @@ def _next_attempt(call: Call) -> None:
 
 
 def _cancel(steps: Generator[Step, None, None], call: Call) -> None:
-    """The caller stopped waiting: tell the plugins (``ToolCancelled`` to on_error), end the steps."""
+    """The caller stopped waiting: tell the plugins (``ToolCancelled`` to on_error), end the steps.
+
+    Hooks' :class:`Await` answers are fetched with ``sync()`` here: a cancelled task cannot await.
+    """
     call.cancel()
     try:
-        steps.throw(ToolCancelled(f"The call of '{call.tool.name}' was cancelled.", tool=call.tool.name, call_id=call.call_id))
+        step = steps.throw(
+            ToolCancelled(f"The call of '{call.tool.name}' was cancelled.", tool=call.tool.name, call_id=call.call_id)
+        )
+        while type(step) is Await:
+            try:
+                step.value = step.sync()
+            except Exception as exc:
+                step = steps.throw(exc)
+            else:
+                step = next(steps)
     except (StopIteration, ToolError):
         pass
     finally:
         steps.close()
+
+
+class _Paused:
+    """An on_error pass stopped at hook ``index``, whose answer is ``pending``."""
+
+    __slots__ = ("broken", "decision", "err", "exc", "index", "pending")
+
+    def __init__(self, index: int, pending: Await, decision: Retry | Outcome | None, broken: PluginError | None) -> None:
+        self.index, self.pending, self.decision, self.broken = index, pending, decision, broken
+        self.err: ToolError
+        self.exc: BaseException
+
+
+def _resolve(plan: ToolPlan, hook: Callable[..., Any], pending: Await) -> Generator[Step, None, Any]:
+    """Have the driver fetch a pre/post-call hook's :class:`Await`; its exception is the hook's."""
+    try:
+        yield pending
+    except ToolError:
+        raise
+    except Exception as exc:
+        owner = plan.plugin_of(hook)
+        who = f"plugin '{owner}'" if owner else "a plugin"
+        raise PluginError(f"Internal error in {who}: {type(exc).__name__}: {exc}", plugin=owner) from exc
+    return pending.value
+
+
+def _broken_on_error(call: Call, owner: str, exc: Exception) -> PluginError:
+    broken = PluginError(
+        f"Internal error in plugin '{owner}' while handling an error of '{call.tool.name}': {type(exc).__name__}: {exc}",
+        plugin=owner,
+        tool=call.tool.name,
+        call_id=call.call_id,
+    )
+    broken.__cause__ = exc
+    return broken
 
 
 def _result(call: Call | None, value: Any, err: ToolError | None, name: Any, call_id: Any, started: float) -> CallResult:

@@ -13,7 +13,9 @@ The path of one call (see ``docs/architecture.md``)::
 pluggy cannot await, so hooks never run the tool: the core owns execution (sync, async,
 threads, sleeping between attempts) and hooks return *decisions*. Per-call hooks are plain
 synchronous functions (coroutines and pluggy wrappers are refused at registration with a
-:class:`~harness_one.PluginError`); they run on every call, so keep them fast.
+:class:`~harness_one.PluginError`); they run on every call, so keep them fast. A hook that
+needs I/O for its answer (a Redis round trip) returns :class:`~harness_one.Await` from
+``pre_call``, ``post_call`` or ``on_error``: ``call`` fetches it blocking, ``acall`` awaits it.
 Implementations may take any subset of a hook's arguments, as with every pluggy hook.
 
 What crosses between plugins is declared on :class:`~harness_one.Call` (``arguments``,
