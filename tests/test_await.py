@@ -223,3 +223,30 @@ def _async_value(value: Any) -> Any:
         return value
 
     return aio
+
+
+def test_a_non_blocking_sync_tool_runs_on_the_loop_under_acall() -> None:
+    threads: list[int] = []
+
+    def quick(a: int, b: int) -> int:
+        threads.append(threading.get_ident())
+        return a + b
+
+    reg = ToolRegistry(autoload=False, standard_plugins=False)
+    reg.add(quick, name="quick", blocking=False)
+    reg.add(quick, name="slow")  # blocking (the default): a worker thread
+
+    async def main() -> tuple[int, int, int]:
+        return threading.get_ident(), await reg.acall("quick", {"a": 1, "b": 2}), await reg.acall("slow", {"a": 1, "b": 2})
+
+    loop_thread, quick_value, slow_value = asyncio.run(main())
+    assert (quick_value, slow_value) == (3, 3)
+    assert threads[0] == loop_thread and threads[1] != loop_thread
+
+
+def test_blocking_must_be_a_bool() -> None:
+    from harness_one import ToolDefinitionError
+
+    reg = ToolRegistry(autoload=False, standard_plugins=False)
+    with pytest.raises(ToolDefinitionError, match="blocking must be True or False"):
+        reg.add(lambda: 1, name="x", blocking="no")

@@ -584,3 +584,29 @@ def test_process_mode_refuses_an_unguarded_main_module(tmp_path: Path) -> None:
     assert "the process-mode worker failed to start:" in done.stderr
     assert "a worker is importing the main module, which starts another worker" in done.stderr
     assert "if __name__ == '__main__':" in done.stderr
+
+
+def test_thread_mode_runs_the_tool_in_the_callers_context() -> None:
+    import contextvars
+
+    request: contextvars.ContextVar[str] = contextvars.ContextVar("request", default="none")
+    from harness_one_plugins import TimeoutPlugin
+
+    reg = ToolRegistry(autoload=False, standard_plugins=False, plugins={"timeout": TimeoutPlugin()})
+
+    def who() -> str:
+        return request.get()
+
+    reg.add(who, timeout=5, timeout_mode="thread")
+    token = request.set("req-1")
+    try:
+        assert reg.call("who") == "req-1"
+
+        async def main() -> Any:
+            request.set("req-2")
+            return await reg.acall("who")
+
+        assert asyncio.run(main()) == "req-2"
+    finally:
+        request.reset(token)
+    assert reg.call("who") == "none"

@@ -4,38 +4,97 @@ Define tools with :func:`defineTool`, call them through a :class:`ToolRegistry`,
 call path with pluggy plugins (:mod:`harness_one.hookspecs`).
 """
 
-from ._arguments import ArgumentLimits
-from ._call import Await, Call, CallResult, Outcome, ProgressCallback, Retry
-from ._clock import Clock, ManualClock, SystemClock
-from ._discovery import Conflict, DiscoveryReport
-from ._entrypoints import PLUGIN_GROUP, TOOL_GROUP, LoadFailure, refresh_entry_points
-from ._errors import (
-    ArgumentProblem,
-    CircuitOpen,
-    IdempotencyConflict,
-    IdempotencyKeyMismatch,
-    PluginError,
-    RateLimitExceeded,
-    RetryableError,
-    ToolArgumentError,
-    ToolBusy,
-    ToolCancelled,
-    ToolDefinitionError,
-    ToolError,
-    ToolExecutionError,
-    ToolNotFound,
-    ToolTimeout,
-)
-from ._log import log_enabled, log_event
-from ._plugins import PluginSet
-from ._policies import CircuitBreakerPolicy, RateLimit, RetryPolicy
-from ._redact import REDACTED, SECRET_KEYS, Redactor, redact
-from ._registry import ToolRegistry
-from ._render import fingerprint
-from ._runners import ProcessRunner, Runner, ThreadRunner
-from ._schema import json_type
-from ._tool import Tool, ToolFunction, define_tool, defineTool
-from .hookspecs import applies_to, hookimpl
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ._arguments import ArgumentLimits
+    from ._call import Await, Call, CallResult, Outcome, ProgressCallback, Retry
+    from ._clock import Clock, ManualClock, SystemClock
+    from ._discovery import Conflict, DiscoveryReport
+    from ._entrypoints import PLUGIN_GROUP, TOOL_GROUP, LoadFailure, refresh_entry_points
+    from ._errors import (
+        ArgumentProblem,
+        CircuitOpen,
+        IdempotencyConflict,
+        IdempotencyKeyMismatch,
+        PluginError,
+        RateLimitExceeded,
+        RetryableError,
+        ToolArgumentError,
+        ToolBusy,
+        ToolCancelled,
+        ToolDefinitionError,
+        ToolError,
+        ToolExecutionError,
+        ToolNotFound,
+        ToolTimeout,
+    )
+    from ._log import log_enabled, log_event
+    from ._plugins import PluginSet
+    from ._policies import CircuitBreakerPolicy, RateLimit, RetryPolicy
+    from ._redact import REDACTED, SECRET_KEYS, Redactor, redact
+    from ._registry import ToolRegistry
+    from ._render import fingerprint
+    from ._runners import ProcessRunner, Runner, ThreadRunner
+    from ._schema import json_type
+    from ._tool import Tool, ToolFunction, define_tool, defineTool
+    from .hookspecs import applies_to, hookimpl
+
+_LAZY: dict[str, str] = {  # name -> module: imported on first use, so start-up stays cheap
+    "ArgumentLimits": "._arguments",
+    "Await": "._call",
+    "Call": "._call",
+    "CallResult": "._call",
+    "Outcome": "._call",
+    "ProgressCallback": "._call",
+    "Retry": "._call",
+    "Clock": "._clock",
+    "ManualClock": "._clock",
+    "SystemClock": "._clock",
+    "Conflict": "._discovery",
+    "DiscoveryReport": "._discovery",
+    "PLUGIN_GROUP": "._entrypoints",
+    "TOOL_GROUP": "._entrypoints",
+    "LoadFailure": "._entrypoints",
+    "refresh_entry_points": "._entrypoints",
+    "ArgumentProblem": "._errors",
+    "CircuitOpen": "._errors",
+    "IdempotencyConflict": "._errors",
+    "IdempotencyKeyMismatch": "._errors",
+    "PluginError": "._errors",
+    "RateLimitExceeded": "._errors",
+    "RetryableError": "._errors",
+    "ToolArgumentError": "._errors",
+    "ToolBusy": "._errors",
+    "ToolCancelled": "._errors",
+    "ToolDefinitionError": "._errors",
+    "ToolError": "._errors",
+    "ToolExecutionError": "._errors",
+    "ToolNotFound": "._errors",
+    "ToolTimeout": "._errors",
+    "log_enabled": "._log",
+    "log_event": "._log",
+    "PluginSet": "._plugins",
+    "CircuitBreakerPolicy": "._policies",
+    "RateLimit": "._policies",
+    "RetryPolicy": "._policies",
+    "REDACTED": "._redact",
+    "SECRET_KEYS": "._redact",
+    "Redactor": "._redact",
+    "redact": "._redact",
+    "ToolRegistry": "._registry",
+    "fingerprint": "._render",
+    "ProcessRunner": "._runners",
+    "Runner": "._runners",
+    "ThreadRunner": "._runners",
+    "json_type": "._schema",
+    "Tool": "._tool",
+    "ToolFunction": "._tool",
+    "define_tool": "._tool",
+    "defineTool": "._tool",
+    "applies_to": ".hookspecs",
+    "hookimpl": ".hookspecs",
+}
 
 __version__ = "0.1.0"
 
@@ -95,3 +154,18 @@ __all__ = [
     "redact",
     "refresh_entry_points",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'harness_one' has no attribute {name!r}")
+    from importlib import import_module
+
+    value = getattr(import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import threading
 import time
 from typing import Protocol, runtime_checkable
@@ -34,6 +33,8 @@ class SystemClock:
             time.sleep(seconds)
 
     async def asleep(self, seconds: float) -> None:
+        import asyncio  # imported on first use: most programs never wait asynchronously
+
         await asyncio.sleep(max(seconds, 0))
 
     def __repr__(self) -> str:
@@ -65,6 +66,8 @@ class ManualClock:
             self._now += max(seconds, 0.0)
 
     async def asleep(self, seconds: float) -> None:
+        import asyncio
+
         self.sleep(seconds)
         await asyncio.sleep(0)
 

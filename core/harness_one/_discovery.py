@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
+import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
@@ -15,7 +18,16 @@ from ._tool import Tool
 if TYPE_CHECKING:
     from ._registry import ToolRegistry
 
-__all__ = ["Conflict", "DiscoveryReport", "as_tool", "load_named_entry_point", "load_tool_entry_points"]
+__all__ = [
+    "Conflict",
+    "DiscoveryReport",
+    "ToolIndex",
+    "as_tool",
+    "load_named_entry_point",
+    "load_tool_entry_points",
+    "reset_tool_index",
+    "tool_index",
+]
 
 
 @dataclass(frozen=True)
@@ -78,27 +90,171 @@ def _from_hook(module: Any) -> list[Tool]:
 
 def load_tool_entry_points(registry: ToolRegistry, report: DiscoveryReport) -> None:
     """Load every tool entry point not loaded yet into ``registry``; a broken one is reported and skipped."""
-    for ep in entry_points(TOOL_GROUP):
-        _load(registry, report, ep)
+    index = tool_index()
+    try:
+        for ep in entry_points(TOOL_GROUP):
+            _load(registry, report, ep, index)
+    finally:
+        index.save()
+
+
+class ToolIndex:
+    """Which tools each module entry point provides, kept in a JSON file between processes.
+
+    An entry is valid while the entry point's source files are unchanged: their count, sizes
+    and modification times (the top-level module, or every ``.py`` file of its package) are
+    its stamp, so an editable install whose code changed is loaded again. The file lives in
+    ``HARNESS_ONE_CACHE_DIR`` (default ``$XDG_CACHE_HOME/harness-one`` or
+    ``~/.cache/harness-one``); an empty ``HARNESS_ONE_CACHE_DIR`` keeps it in memory only.
+    """
+
+    VERSION = 1
+
+    def __init__(self, path: Path | None) -> None:
+        self.path = path
+        self._entries: dict[str, dict[str, Any]] = {}
+        self._stamps: dict[str, list[int] | None] = {}
+        self._dirty = False
+        if path is not None:
+            try:
+                data = json.loads(path.read_text(encoding="utf-8"))
+                if isinstance(data, dict) and data.get("version") == self.VERSION:
+                    self._entries = dict(data.get("entries") or {})
+            except (OSError, ValueError):
+                pass
+
+    @staticmethod
+    def key(ep: EntryPoint) -> str:
+        return f"{ep.distribution}|{ep.name}|{ep.value}"
+
+    def tools(self, ep: EntryPoint) -> set[str] | None:
+        """The tool names ``ep`` provided when its files were as they are now, or None if not known."""
+        entry = self._entries.get(self.key(ep))
+        if entry is None:
+            return None
+        stamp = self._stamp(ep)
+        if stamp is None or entry.get("stamp") != stamp:
+            return None
+        return set(entry.get("tools") or ())
+
+    def record(self, ep: EntryPoint, names: list[str]) -> None:
+        stamp = self._stamp(ep)
+        if stamp is None:
+            return
+        entry = {"stamp": stamp, "tools": sorted(names)}
+        if self._entries.get(self.key(ep)) != entry:
+            self._entries[self.key(ep)] = entry
+            self._dirty = True
+
+    def save(self) -> None:
+        """Write the file if anything changed; a cache that cannot be written is skipped."""
+        if not self._dirty or self.path is None:
+            return
+        self._dirty = False
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = self.path.with_name(f"{self.path.name}.{os.getpid()}.tmp")
+            tmp.write_text(json.dumps({"version": self.VERSION, "entries": self._entries}), encoding="utf-8")
+            os.replace(tmp, self.path)
+        except OSError as exc:
+            log_event(10, "tool index not written", path=str(self.path), error=str(exc))
+
+    def forget_stamps(self) -> None:
+        self._stamps.clear()
+
+    def _stamp(self, ep: EntryPoint) -> list[int] | None:
+        top = ep.value.split(":")[0].strip().split(".")[0]
+        if top not in self._stamps:
+            self._stamps[top] = _source_stamp(top)
+        return self._stamps[top]
+
+
+def _source_stamp(top: str) -> list[int] | None:
+    """``[files, total size, newest mtime_ns]`` of module ``top``'s source, found without importing it."""
+    from importlib.machinery import PathFinder
+
+    try:
+        spec = PathFinder.find_spec(top)
+    except (ImportError, ValueError):
+        return None
+    if spec is None:
+        return None
+    files: list[str] = []
+    if spec.submodule_search_locations:
+        for location in spec.submodule_search_locations:
+            for root, dirs, names in os.walk(location):
+                dirs[:] = [d for d in dirs if d != "__pycache__"]
+                files.extend(os.path.join(root, n) for n in names if n.endswith(".py"))
+    elif spec.origin and spec.has_location:
+        files.append(spec.origin)
+    else:
+        return None
+    size = newest = 0
+    for file in files:
+        try:
+            st = os.stat(file)
+        except OSError:
+            return None
+        size += st.st_size
+        newest = max(newest, st.st_mtime_ns)
+    return [len(files), size, newest]
+
+
+_index: ToolIndex | None = None
+
+
+def tool_index() -> ToolIndex:
+    """The process's :class:`ToolIndex` (its file read once; source stamps read once per discovery)."""
+    global _index
+    if _index is None:
+        _index = ToolIndex(_index_path())
+    _index.forget_stamps()
+    return _index
+
+
+def reset_tool_index() -> None:
+    """Forget the in-memory index, e.g. after ``HARNESS_ONE_CACHE_DIR`` changed."""
+    global _index
+    _index = None
+
+
+def _index_path() -> Path | None:
+    where = os.environ.get("HARNESS_ONE_CACHE_DIR")
+    if where is None:
+        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+        where = os.path.join(base, "harness-one")
+    elif not where:
+        return None
+    return Path(where) / "tool-index.json"
 
 
 def load_named_entry_point(registry: ToolRegistry, report: DiscoveryReport, name: str) -> bool:
     """Load the entry points that may provide tool ``name``, in the order a listing loads them.
 
     Those are the entry points named ``name`` (a package names its entry point after its
-    tool) and module entry points. True once a tool called ``name`` is there: the others need
+    tool) and the module entry points that may hold it: the :class:`ToolIndex` knows which
+    tools a module entry point provided last time its files were as they are now; one it
+    does not know is loaded. True once a tool called ``name`` is there: the others need
     not be imported to call it.
     """
-    for ep in entry_points(TOOL_GROUP):
-        # Module entry points may hold any tool: those sorted before load too, as a listing would.
-        if ep.name == name or ":" not in ep.value:
-            _load(registry, report, ep)
+    index = tool_index()
+    try:
+        for ep in entry_points(TOOL_GROUP):
+            if ep.name != name:
+                if ":" in ep.value:
+                    continue  # ``name = module:attribute`` provides the tool it is named after
+                known = index.tools(ep)
+                if known is not None and name not in known:
+                    continue
+            _load(registry, report, ep, index)
             if name in registry._tools:
                 return True
-    return False
+        return False
+    finally:
+        index.save()
 
 
-def _load(registry: ToolRegistry, report: DiscoveryReport, ep: EntryPoint) -> None:
+def _load(registry: ToolRegistry, report: DiscoveryReport, ep: EntryPoint, index: ToolIndex | None = None) -> None:
     if ep in report.seen:
         return
     report.seen.add(ep)
@@ -111,6 +267,8 @@ def _load(registry: ToolRegistry, report: DiscoveryReport, ep: EntryPoint) -> No
     except BaseException as exc:  # SystemExit at import included: a broken package is reported, not fatal
         report.failures.append(failure(ep, exc))
         return
+    if index is not None and ":" not in ep.value:
+        index.record(ep, [tool.name for tool in pending])
     for tool in pending:
         _add(registry, report, ep, tool)
 

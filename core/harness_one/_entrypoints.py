@@ -3,11 +3,8 @@
 from __future__ import annotations
 
 import functools
-import traceback
 from dataclasses import dataclass
 from typing import Any
-
-import importlib_metadata
 
 from ._log import log_event
 
@@ -56,6 +53,8 @@ def _canonical(name: str) -> str:
 @functools.cache
 def entry_points(group: str) -> tuple[EntryPoint, ...]:
     """The group's entry points, sorted by distribution then name (so conflicts resolve the same way every time)."""
+    import importlib_metadata  # imported when entry points are first read, not at start-up
+
     found = []
     for ep in importlib_metadata.entry_points(group=group):
         dist = ep.dist.metadata["Name"] if ep.dist is not None else "?"
@@ -76,11 +75,15 @@ def refresh_entry_points() -> None:
 
 @functools.cache
 def _load(group: str, name: str, value: str) -> Any:
+    import importlib_metadata
+
     return importlib_metadata.EntryPoint(name=name, value=value, group=group).load()
 
 
 def failure(ep: EntryPoint, exc: BaseException) -> LoadFailure:
     """Record and log a failed load (message at WARNING, traceback at DEBUG)."""
+    import traceback
+
     tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
     item = LoadFailure(ep.group, ep.name, ep.distribution, f"{type(exc).__name__}: {exc}", tb)
     log_event(30, "entry point failed to load", group=ep.group, name=ep.name, distribution=ep.distribution, error=item.error)

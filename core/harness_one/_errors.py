@@ -47,6 +47,20 @@ class ToolError(Exception):
     def __str__(self) -> str:
         return self.message
 
+    def __getattr__(self, name: str) -> Any:
+        # A subclass may leave ``message`` to be written on first use (a refusal is built on
+        # the hot path and often never printed): ``_default_message`` writes it then.
+        if name == "message":
+            message = self.__dict__["message"] = self._default_message()
+            return message
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    def _default_message(self) -> str:
+        return ""
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.message!r})"
+
     def __reduce__(self) -> tuple[Any, ...]:
         # Pickle by state, whatever the subclass's __init__ takes (errors cross process boundaries).
         return (_restore, (type(self), dict(self.__dict__)))
@@ -205,10 +219,15 @@ class RateLimitExceeded(ToolError):
         call_id: str | None = None,
     ) -> None:
         self.retry_after = retry_after
-        if message is None:
-            subject = f"Tool '{tool}'" if tool else "The tool"
-            message = f"{subject} is rate limited. Retry after {retry_after:.3g} s or use another tool."
-        super().__init__(message, tool=tool, call_id=call_id)
+        self.tool = tool
+        self.call_id = call_id
+        if message is not None:
+            self.message = message
+            self.args = (message,)
+
+    def _default_message(self) -> str:
+        subject = f"Tool '{self.tool}'" if self.tool else "The tool"
+        return f"{subject} is rate limited. Retry after {self.retry_after:.3g} s or use another tool."
 
 
 class ToolTimeout(ToolError):

@@ -13,6 +13,7 @@ from typing import Any
 __all__ = ["log_enabled", "log_event"]
 
 _loggers: dict[str, logging.Logger] = {}
+_modules = sys.modules
 
 
 def _stdlib(name: str) -> logging.Logger:
@@ -29,7 +30,10 @@ def _structlog() -> Any:
 
 def log_enabled(level: int, logger: str = "harness_one") -> bool:
     """Whether an event at ``level`` on ``logger`` would go anywhere (check before building fields)."""
-    return _structlog() is not None or _stdlib(logger).isEnabledFor(level)
+    if (_loggers.get(logger) or _stdlib(logger)).isEnabledFor(level):  # stdlib caches the answer
+        return True
+    module = _modules.get("structlog")
+    return module is not None and bool(module.is_configured())
 
 
 def log_event(level: int, event: str, *, logger: str = "harness_one", **fields: Any) -> None:

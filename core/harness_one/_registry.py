@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
 import itertools
+import sys
 import threading
 import time
 from collections.abc import Callable, Generator, Iterable, Mapping
 from types import MethodType
-from typing import Any, ClassVar, Concatenate, Generic, ParamSpec, TypeVar, overload
+from typing import TYPE_CHECKING, Any, ClassVar, Concatenate, Generic, ParamSpec, TypeVar, overload
 
 from ._arguments import ArgumentLimits, check_signature, decode_arguments, refuse_keys
 from ._call import Await, Call, CallResult, Outcome, ProgressCallback, Retry, new_call_id
@@ -24,18 +24,25 @@ from ._errors import (
     ToolNotFound,
     ToolTimeout,
 )
+from ._lazy import lazy_attribute, lazy_module
 from ._log import log_event
-from ._plugins import PluginSet, ToolPlan
 from ._suggest import NameIndex
 from ._tool import Tool
-from .state import State
+
+if TYPE_CHECKING:
+    import asyncio
+
+    from ._plugins import ToolPlan
+    from .state import State
+else:  # imported on first use: a program that never awaits a tool never imports asyncio
+    asyncio = lazy_module("asyncio", __name__)
 
 __all__ = ["ToolRegistry"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
 _perf = time.perf_counter
-_timeout_cm = getattr(asyncio, "timeout", None)  # Python 3.11+
+_timeout_cm: Any = lazy_attribute("asyncio", "timeout", __name__, "_timeout_cm") if sys.version_info >= (3, 11) else None
 
 #: What the attempt generator yields: keyword arguments to run the tool with, seconds to
 #: sleep, or a hook's :class:`Await` to resolve (its value set before the generator resumes).
@@ -141,6 +148,9 @@ class ToolRegistry:
         limits: ArgumentLimits | None = None,
         state: str | State | None = None,
     ) -> None:
+        from ._plugins import PluginSet  # imported with the first registry, not at start-up
+        from .state import State
+
         self.clock = clock
         self.limits = limits or ArgumentLimits()
         self.state = state if isinstance(state, State) else State(state)
@@ -862,6 +872,8 @@ class ToolRegistry:
             return await self._await_tool(call, kwargs)
         if call.timeout is not None and call.runner is not None:
             return await call.runner.arun(call, tool.fn, kwargs, call.timeout)
+        if not tool.blocking:  # declared quick: no thread hop
+            return tool.fn(**kwargs)
         return await asyncio.to_thread(tool.fn, **kwargs)
 
     @staticmethod

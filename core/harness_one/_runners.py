@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import os
 import pickle
 import select
@@ -73,7 +74,7 @@ _RUNNING, _FINISHED, _ABANDONED = 0, 1, 2
 class _Slot:
     """One worker thread and the call it is running: the caller owns it from take to give-back."""
 
-    __slots__ = ("done", "fn", "future", "go", "kwargs", "lock", "loop", "ok", "state", "value")
+    __slots__ = ("context", "done", "fn", "future", "go", "kwargs", "lock", "loop", "ok", "state", "value")
 
     def __init__(self) -> None:
         self.go = threading.Lock()  # released by the caller to start a call (or to stop the thread)
@@ -84,6 +85,7 @@ class _Slot:
         self.state = _RUNNING
         self.fn: Callable[..., Any] | None = None
         self.kwargs: dict[str, Any] | None = None
+        self.context: contextvars.Context | None = None  # the caller's, so its span and context variables hold
         self.ok = False
         self.value: Any = None
         self.future: asyncio.Future[bool] | None = None  # set for an async caller
@@ -131,12 +133,12 @@ class _ThreadPool:
                     self.threads -= 1
                 return
             try:
-                slot.value = fn(**slot.kwargs)  # type: ignore[arg-type]
+                slot.value = slot.context.run(fn, **slot.kwargs)  # type: ignore[arg-type, union-attr]
                 slot.ok = True
             except BaseException as exc:
                 slot.value = exc
                 slot.ok = False
-            slot.fn = slot.kwargs = None
+            slot.fn = slot.kwargs = slot.context = None
             with slot.lock:
                 abandoned = slot.state == _ABANDONED
                 future, loop = slot.future, slot.loop
@@ -187,7 +189,9 @@ class ThreadRunner:
     """A bounded pool of worker threads; a timed-out tool is abandoned, not killed.
 
     Threads start on demand, up to ``max_workers``, and stay for the next call. They are
-    daemon threads: an abandoned tool still running does not hold up interpreter exit.
+    daemon threads: an abandoned tool still running does not hold up interpreter exit. The
+    tool runs in a copy of the caller's ``contextvars`` context (as ``asyncio.to_thread``
+    does), so the current span, request-scoped variables and the like are visible to it.
     """
 
     def __init__(self, max_workers: int = 32) -> None:
@@ -216,6 +220,7 @@ class ThreadRunner:
             slot = got
         slot.fn = fn
         slot.kwargs = kwargs
+        slot.context = contextvars.copy_context()
         slot.state = _RUNNING
         return slot
 

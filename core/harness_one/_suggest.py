@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import difflib
 import heapq
-from collections import Counter
 
 __all__ = ["NameIndex"]
 
 _SMALL = 2000  # below this many names, difflib over all of them is fast enough
-_CANDIDATES = 64
+_CANDIDATES = 64  # how many names difflib ranks above that
+_BUDGET = 20_000  # postings read per query at most, rarest trigrams first
 
 
 def _grams(name: str) -> set[str]:
@@ -20,37 +19,64 @@ def _grams(name: str) -> set[str]:
 class NameIndex:
     """Names with a trigram index, so suggestions look at a few candidates, not every name.
 
-    With fewer than 2,000 names, :func:`difflib.get_close_matches` runs over all of them; above,
-    the names sharing the most trigrams with the query (trigrams found in over a tenth of
-    the names carry little and are skipped) are the candidates difflib ranks.
+    With fewer than 2,000 names, :func:`difflib.get_close_matches` runs over all of them.
+    Above, the index is kept current on every add and remove (a few dictionary operations
+    per name), and the candidates difflib ranks are the 64 names sharing the most trigrams
+    with the query, counted over the query's rarest trigrams (at most 20,000 postings read,
+    trigrams found in over a tenth of the names skipped). ``compared`` is how many names
+    the last query handed to difflib.
     """
 
     def __init__(self) -> None:
         self._names: dict[str, None] = {}
-        self._postings: dict[str, list[str]] | None = None
+        self._postings: dict[str, dict[str, None]] | None = None
+        self.compared = 0
 
     def add(self, name: str) -> None:
+        if name in self._names:
+            return
         self._names[name] = None
         if self._postings is not None:
+            postings = self._postings
             for gram in _grams(name):
-                self._postings.setdefault(gram, []).append(name)
+                found = postings.get(gram)
+                if found is None:
+                    postings[gram] = {name: None}
+                else:
+                    found[name] = None
+        elif len(self._names) >= _SMALL:
+            self._postings = self._build()
 
     def remove(self, name: str) -> None:
-        self._names.pop(name, None)
-        self._postings = None  # rebuilt on the next large query; removals are rare
+        if name not in self._names:
+            return
+        del self._names[name]
+        if self._postings is not None:
+            for gram in _grams(name):
+                found = self._postings.get(gram)
+                if found is not None:
+                    found.pop(name, None)
 
     def suggest(self, query: str, n: int = 3, cutoff: float = 0.6) -> list[str]:
-        if len(self._names) < _SMALL:
-            return difflib.get_close_matches(query, list(self._names), n=n, cutoff=cutoff)
-        postings = self._index()
+        """Up to ``n`` known names close to ``query``, best first."""
+        from difflib import get_close_matches  # imported for the first unknown name only
+
+        if self._postings is None or len(self._names) < _SMALL:
+            self.compared = len(self._names)
+            return get_close_matches(query, list(self._names), n=n, cutoff=cutoff)
         common = len(self._names) // 10
-        hits: Counter[str] = Counter()
-        for gram in _grams(query):
-            found = postings.get(gram)
-            if found is not None and len(found) <= common:
-                hits.update(found)
-        candidates = [name for name, _ in heapq.nlargest(_CANDIDATES, hits.items(), key=lambda item: item[1])]
-        return difflib.get_close_matches(query, [c for c in candidates if c in self._names], n=n, cutoff=cutoff)
+        lists = sorted((found for gram in _grams(query) if (found := self._postings.get(gram)) and len(found) <= common), key=len)
+        hits: dict[str, int] = {}
+        budget = _BUDGET
+        for found in lists:
+            if len(found) > budget:
+                break
+            budget -= len(found)
+            for name in found:
+                hits[name] = hits.get(name, 0) + 1
+        candidates = heapq.nlargest(_CANDIDATES, hits, key=hits.__getitem__)
+        self.compared = len(candidates)
+        return get_close_matches(query, candidates, n=n, cutoff=cutoff)
 
     def first(self, n: int) -> list[str]:
         """The first ``n`` names in insertion order (for "available tools" listings)."""
@@ -64,11 +90,9 @@ class NameIndex:
     def __len__(self) -> int:
         return len(self._names)
 
-    def _index(self) -> dict[str, list[str]]:
-        if self._postings is None:
-            postings: dict[str, list[str]] = {}
-            for name in self._names:
-                for gram in _grams(name):
-                    postings.setdefault(gram, []).append(name)
-            self._postings = postings
-        return self._postings
+    def _build(self) -> dict[str, dict[str, None]]:
+        postings: dict[str, dict[str, None]] = {}
+        for name in self._names:
+            for gram in _grams(name):
+                postings.setdefault(gram, {})[name] = None
+        return postings

@@ -49,6 +49,10 @@ class Tool:
     read_only: bool = False
     destructive: bool | None = None
     open_world: bool | None = None
+    #: A sync tool that may block (I/O, sleeps, long computation): ``acall`` runs it in a worker
+    #: thread. ``False`` runs it on the event loop, saving the thread hop; only for quick,
+    #: non-blocking functions.
+    blocking: bool = True
     #: The schema of the structured result, always an object schema (or None); see ``output_wrapped``.
     output_schema: dict[str, Any] | None = None
     options: Mapping[str, Any] = field(default_factory=dict)
@@ -100,6 +104,7 @@ class Tool:
         read_only: bool = False,
         destructive: bool | None = None,
         open_world: bool | None = None,
+        blocking: bool = True,
         output_schema: Mapping[str, Any] | None = None,
         options: Mapping[str, Any] | None = None,
         source: str | None = None,
@@ -145,6 +150,8 @@ class Tool:
             raise ToolDefinitionError(f"Tool '{tool_name}': cache_ttl needs an idempotent or read-only tool.", tool=tool_name)
         if read_only and destructive:
             raise ToolDefinitionError(f"Tool '{tool_name}': a read-only tool cannot be destructive.", tool=tool_name)
+        if not isinstance(blocking, bool):
+            raise ToolDefinitionError(f"Tool '{tool_name}': blocking must be True or False, got {blocking!r}.", tool=tool_name)
         examples = tuple(examples)
         for example in examples:
             if not isinstance(example, Mapping) or not isinstance(example.get("arguments"), Mapping):
@@ -172,6 +179,7 @@ class Tool:
             read_only=read_only,
             destructive=destructive,
             open_world=open_world,
+            blocking=blocking,
             output_schema=output,
             output_wrapped=output_wrapped,
             options=dict(options or {}),
@@ -186,7 +194,7 @@ class Tool:
         )
 
     def describe(self) -> dict[str, Any]:
-        """``{"name", "description", "parameters"}``: what the model sees (the seed's section 3)."""
+        """``{"name", "description", "parameters"}``: what the model sees of the tool, and nothing else."""
         return {"name": self.name, "description": self.description, "parameters": self.parameters}
 
 
@@ -232,6 +240,7 @@ def defineTool(
     read_only: bool = ...,
     destructive: bool | None = ...,
     open_world: bool | None = ...,
+    blocking: bool = ...,
     output_schema: Mapping[str, Any] | None = ...,
     options: Mapping[str, Any] | None = ...,
     examples: Iterable[Mapping[str, Any]] = ...,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from collections import deque
@@ -11,25 +12,44 @@ from harness_one import Call, RateLimitExceeded, Retry, ToolRegistry, hookimpl
 
 __all__ = ["MetricsPlugin", "ToolMetrics"]
 
+_perf = time.perf_counter
+
 
 class ToolMetrics:
-    """Counters for one tool; latencies kept in a ring of the last ``window`` calls."""
+    """Counters for one tool; latencies kept in a ring of the last ``window`` calls.
 
-    __slots__ = ("calls", "errors", "latencies", "rate_limited", "retries", "successes")
+    Successes are counted without a lock: ``next()`` on an ``itertools.count`` and
+    ``deque.append`` are each atomic, and a reading takes one value from the counter too
+    (``_read`` subtracts those). Errors, rarer, are counted under the plugin's lock.
+    """
+
+    __slots__ = ("_ok", "_read", "errors", "failed", "latencies", "rate_limited", "retries")
 
     def __init__(self, window: int) -> None:
-        self.calls = 0
-        self.successes = 0
+        self._ok = itertools.count()
+        self._read = 0
+        self.failed = 0
         self.errors: dict[str, int] = {}
         self.rate_limited = 0
         self.retries = 0
         self.latencies: deque[float] = deque(maxlen=window)
 
+    @property
+    def successes(self) -> int:
+        count = next(self._ok) - self._read
+        self._read += 1
+        return count
+
+    @property
+    def calls(self) -> int:
+        return self.successes + self.failed
+
     def snapshot(self) -> dict[str, Any]:
         ordered = sorted(self.latencies)
+        successes = self.successes
         return {
-            "finished": self.calls,
-            "successes": self.successes,
+            "finished": successes + self.failed,
+            "successes": successes,
             "errors": dict(self.errors),
             "rate_limited": self.rate_limited,
             "retries": self.retries,
@@ -68,31 +88,31 @@ class MetricsPlugin:
 
     @hookimpl(trylast=True)
     def harness_post_call(self, call: Call) -> None:
-        elapsed = time.perf_counter() - call.started
-        m = self._for(call.tool.name)
-        with self._lock:
-            m.calls += 1
-            m.successes += 1
-            m.latencies.append(elapsed)
+        m = self._tools.get(call.tool.name) or self._for(call.tool.name)
+        next(m._ok)
+        m.latencies.append(_perf() - call.started)
 
     @hookimpl(trylast=True)
     def harness_on_error(self, call: Call, error: BaseException) -> None:
-        m = self._for(call.tool.name)
-        retrying = type(call.decision) is Retry
-        with self._lock:
-            if retrying:
+        m = self._tools.get(call.tool.name) or self._for(call.tool.name)
+        kind = type(error).__name__
+        lock = self._lock
+        lock.acquire()
+        try:
+            if type(call.decision) is Retry:
                 m.retries += 1
                 return
-            m.calls += 1
-            kind = type(error).__name__
+            m.failed += 1
             m.errors[kind] = m.errors.get(kind, 0) + 1
             if isinstance(error, RateLimitExceeded):
                 m.rate_limited += 1
-            m.latencies.append(time.perf_counter() - call.started)
+        finally:
+            lock.release()
+        m.latencies.append(_perf() - call.started)
 
     def snapshot(self) -> dict[str, dict[str, Any]]:
         with self._lock:
-            return {name: m.snapshot() for name, m in self._tools.items()}
+            return {name: m.snapshot() for name, m in list(self._tools.items())}
 
     @hookimpl
     def harness_stats(self, registry: ToolRegistry) -> dict[str, Any]:

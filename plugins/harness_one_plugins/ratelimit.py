@@ -2,10 +2,22 @@
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+import time
+from collections.abc import Callable, Hashable
 from typing import Any
 
-from harness_one import Call, Clock, RateLimit, RateLimitExceeded, Retry, Tool, ToolRegistry, applies_to, hookimpl
+from harness_one import (
+    Call,
+    Clock,
+    RateLimit,
+    RateLimitExceeded,
+    Retry,
+    SystemClock,
+    Tool,
+    ToolRegistry,
+    applies_to,
+    hookimpl,
+)
 from harness_one.state import FailMode, MemoryBuckets, RateLimitBackend, StateUnavailable
 
 __all__ = ["InMemoryBuckets", "RateLimitBackend", "RateLimitPlugin"]
@@ -52,11 +64,18 @@ class RateLimitPlugin:
         self._own_backend = backend is not None
         self.clock = clock
         self.refused = 0
+        self._now: Callable[[], float] | None = None
+        self._configured = False
 
     @hookimpl
     def harness_configure(self, registry: ToolRegistry) -> None:
         if not self._own_backend:
             self.backend = registry.state.rate_limits()
+        # The system clock read without a method call. A plugin joining a second registry with
+        # another clock asks the call's registry each time instead.
+        now = time.monotonic if isinstance(self.clock or registry.clock, SystemClock) else None
+        self._now = now if not self._configured or self._now is now else None
+        self._configured = True
 
     @hookimpl
     @applies_to(_limited)
@@ -70,7 +89,7 @@ class RateLimitPlugin:
             bucket = (tool.name, key(call))
         else:
             bucket = (tool.name, call.context.get(key))
-        now = (self.clock or call.registry.clock).now()
+        now = self._now() if self._now is not None else (self.clock or call.registry.clock).now()
         try:
             wait = self.backend.acquire(bucket, rate=limit.rate, burst=limit.burst, cost=limit.cost, now=now)
         except StateUnavailable as exc:

@@ -7,20 +7,38 @@ describes and exports; ``calls`` calls one tool; ``doctor`` reports on the insta
 
 from __future__ import annotations
 
-from .. import _requests
-from . import calls, catalog, doctor, loop
-from ._main import EXIT_CODES, configure_logging, exit_code, main
+from typing import TYPE_CHECKING, Any
+
+from . import calls, catalog, doctor
+from ._main import EXIT_CODES, LazyGroup, configure_logging, exit_code, main
+
+if TYPE_CHECKING:
+    from .._requests import parse_line as parse_request
 
 __all__ = ["EXIT_CODES", "configure_logging", "exit_code", "main", "parse_request"]
 
-parse_request = _requests.parse_line
+#: Commands imported when run: ``harness-one --help`` lists them from their first help line
+#: (tests/test_startup_scale.py checks these lines against the commands).
+LAZY_COMMANDS = {
+    "run": (
+        "harness_one._cli.loop",
+        "run",
+        "The agent loop: JSON Lines requests on stdin, one answer line per request on stdout.",
+    ),
+    "serve": (
+        "harness_one.mcp._command",
+        "serve",
+        "Serve every tool over the Model Context Protocol, each call through the harness policies.",
+    ),
+}
+assert isinstance(main, LazyGroup)
+main.lazy.update(LAZY_COMMANDS)
+del calls, catalog, doctor
 
 
-def _add_serve() -> None:
-    from ..mcp._command import serve
+def __getattr__(name: str) -> Any:
+    if name == "parse_request":  # the request parser, imported on first use
+        from .._requests import parse_line
 
-    main.add_command(serve)
-
-
-_add_serve()
-del calls, catalog, doctor, loop
+        return parse_line
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

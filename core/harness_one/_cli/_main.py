@@ -17,7 +17,7 @@ from .._config import ConfigError, Settings, load_settings, parse_option
 if TYPE_CHECKING:
     from .._registry import ToolRegistry
 
-__all__ = ["EXIT_CODES", "CliState", "configure_logging", "dumps", "exit_code", "main", "state_of"]
+__all__ = ["EXIT_CODES", "CliState", "LazyGroup", "configure_logging", "dumps", "exit_code", "main", "state_of"]
 
 #: Exit codes of ``harness-one call`` (by ``ToolError.kind``), and of every command on bad usage.
 EXIT_CODES = {
@@ -154,7 +154,45 @@ def configure_logging(fmt: str | None, level: str, stream: TextIO) -> None:
     )
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class LazyGroup(click.Group):
+    """A group some of whose commands are imported only when run (or asked for by name).
+
+    ``lazy`` maps a command name to ``(module, attribute, first help line)``: ``--help``
+    lists such a command from its first help line without importing its module, so
+    ``harness-one --help`` does not import asyncio, the MCP SDK and the agent loop.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.lazy: dict[str, tuple[str, str, str]] = {}
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands and cmd_name in self.lazy:
+            module, attribute, _ = self.lazy[cmd_name]
+            command = getattr(importlib.import_module(module), attribute)
+            if cmd_name not in self.commands:  # a module whose decorator did not register it
+                self.add_command(command, cmd_name)
+        return super().get_command(ctx, cmd_name)
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(set(self.commands) | set(self.lazy))
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        names = [n for n in self.list_commands(ctx) if n in self.lazy or not self.commands[n].hidden]
+        if not names:
+            return
+        limit = formatter.width - 6 - max(len(n) for n in names)
+        rows = []
+        for name in names:
+            command = self.commands.get(name)
+            if command is None:
+                command = click.Command(name, help=self.lazy[name][2])
+            rows.append((name, command.get_short_help_str(limit)))
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option(
     "--config", "config_path", metavar="FILE", help="TOML configuration (default: $HARNESS_ONE_CONFIG or ./harness-one.toml)."
 )
@@ -177,8 +215,8 @@ def configure_logging(fmt: str | None, level: str, stream: TextIO) -> None:
     "--mcp",
     "mcp_specs",
     multiple=True,
-    metavar="NAME=COMMAND_OR_URL",
-    help="Also use the tools of this MCP server, under harness policies (repeatable).",
+    metavar="NAME[:PREFIX]=COMMAND_OR_URL",
+    help="Also use the tools of this MCP server, under harness policies (repeatable; NAME:PREFIX= or NAME:= prefixes its tool names).",
 )
 @click.option(
     "--state", "state_url", metavar="URL", help="Where shared state lives (default: $HARNESS_ONE_STATE or a SQLite file)."

@@ -1,0 +1,224 @@
+"""Start-up, lazy tool packages and registration at scale: asserted on modules imported and counts."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness_one import Tool, ToolNotFound, ToolRegistry, define_tool, refresh_entry_points
+from harness_one._discovery import reset_tool_index, tool_index
+from harness_one._suggest import NameIndex
+
+HEAVY = (
+    "asyncio",
+    "concurrent.futures",
+    "importlib_metadata",
+    "jsonschema",
+    "referencing",
+    "structlog",
+    "pluggy",
+    "difflib",
+    "sqlite3",
+    "subprocess",
+)
+
+
+def _imported_after(code: str) -> set[str]:
+    """The modules a fresh interpreter has imported after running ``code``."""
+    probe = f"{code}\nimport sys, json\nprint(json.dumps(sorted(sys.modules)))"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, env=env)
+    return set(json.loads(out.stdout.splitlines()[-1]))
+
+
+def test_importing_the_seed_path_imports_nothing_heavy() -> None:
+    found = _imported_after("from harness_one.tools import defineTool, ToolRegistry")
+    assert "harness_one._registry" in found
+    assert [name for name in HEAVY if name in found] == []
+
+
+def test_cli_help_imports_neither_the_loop_nor_asyncio() -> None:
+    found = _imported_after("from harness_one._cli import main\nmain(['--help'], standalone_mode=False)")
+    assert [
+        name for name in ("asyncio", "harness_one._cli.loop", "harness_one.mcp", "harness_one._schema") if name in found
+    ] == []
+
+
+def test_the_first_async_use_imports_asyncio() -> None:
+    found = _imported_after(
+        "import sys\n"
+        "import harness_one.tools as t\n"
+        "async def ping() -> str:\n    return 'pong'\n"
+        "reg = t.ToolRegistry(standard_plugins=False, autoload=False)\n"
+        "reg.add(ping)\n"
+        "assert reg.call('ping') == 'pong'\n"
+        "from harness_one import _registry\n"
+        "assert _registry.asyncio is sys.modules['asyncio']  # the stand-in replaced itself"
+    )
+    assert "asyncio" in found
+
+
+def test_lazy_commands_are_listed_with_their_own_help() -> None:
+    from harness_one._cli import LAZY_COMMANDS, main
+
+    for name, (_, _, line) in LAZY_COMMANDS.items():
+        command = main.get_command(None, name)  # type: ignore[arg-type]
+        assert command is not None and command.help is not None
+        assert " ".join(command.help.split("\n\n")[0].split()) == line
+
+
+# --------------------------------------------------------------------------- lazy tool packages
+
+PACKAGES = 50
+
+
+@pytest.fixture
+def index_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    where = tmp_path / "cache"
+    monkeypatch.setenv("HARNESS_ONE_CACHE_DIR", str(where))
+    reset_tool_index()
+    yield where
+    reset_tool_index()
+
+
+def _module(i: int, extra: str = "") -> str:
+    return f"""
+from harness_one import defineTool
+
+@defineTool(registry=None)
+def tool_{i}(n: int) -> int:
+    return n + {i}
+{extra}"""
+
+
+def _ours(prefix: str) -> set[str]:
+    return {m for m in sys.modules if m.startswith(prefix)}
+
+
+def _new_process(prefix: str) -> None:
+    """As a new process would start: the packages not imported, the index read from its file."""
+    for name in _ours(prefix):
+        del sys.modules[name]
+    refresh_entry_points()
+    reset_tool_index()
+
+
+def test_named_entry_points_import_only_the_provider(dists: Any, index_dir: Path) -> None:
+    for i in range(PACKAGES):
+        dists.make(
+            f"hx-named-{i:02d}",
+            {f"hx_named_{i:02d}": _module(i)},
+            {"harness_one.tools": {f"tool_{i}": f"hx_named_{i:02d}:tool_{i}"}},
+        )
+    reg = ToolRegistry(discover=True, autoload=False)
+    assert reg.call("tool_30", {"n": 1}) == 31
+    assert _ours("hx_named_") == {"hx_named_30"}
+    assert len([t for t in reg.names() if t.startswith("tool_")]) == PACKAGES  # a listing loads every package
+    assert len(_ours("hx_named_")) == PACKAGES
+
+
+def test_module_entry_points_are_indexed_then_imported_alone(dists: Any, index_dir: Path) -> None:
+    for i in range(PACKAGES):
+        dists.make(f"hx-mod-{i:02d}", {f"hx_mod_{i:02d}": _module(i)}, {"harness_one.tools": {"tools": f"hx_mod_{i:02d}"}})
+    first = ToolRegistry(discover=True, autoload=False)
+    assert first.call("tool_49", {"n": 1}) == 50  # nothing known yet: every module entry point before it loads
+    assert len(_ours("hx_mod_")) == PACKAGES
+    assert (index_dir / "tool-index.json").is_file()
+
+    _new_process("hx_mod_")
+    second = ToolRegistry(discover=True, autoload=False)
+    assert second.call("tool_25", {"n": 0}) == 25
+    assert _ours("hx_mod_") == {"hx_mod_25"}
+    assert second.get("tool_25").source == "hx-mod-25"
+
+    # An editable install changed: its stamp no longer matches, so it is loaded again (and only it).
+    source = dists.root / "site-hx-mod-03" / "hx_mod_03.py"
+    assert source.is_file()
+    source.write_text(_module(3, "\n@defineTool(registry=None)\ndef fresh(n: int) -> int:\n    return -n\n"))
+    stat = source.stat()
+    os.utime(source, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))
+    _new_process("hx_mod_")
+    third = ToolRegistry(discover=True, autoload=False)
+    assert third.call("fresh", {"n": 2}) == -2
+    assert _ours("hx_mod_") == {"hx_mod_03"}
+    assert tool_index().tools(_entry(3)) == {"fresh", "tool_3"}
+
+
+def _entry(i: int) -> Any:
+    from harness_one._entrypoints import TOOL_GROUP, entry_points
+
+    return next(ep for ep in entry_points(TOOL_GROUP) if ep.distribution == f"hx-mod-{i:02d}")
+
+
+def test_code_tools_still_win_with_a_warm_index(dists: Any, index_dir: Path) -> None:
+    dists.make("hx-warm", {"hx_warm": _module(7)}, {"harness_one.tools": {"tools": "hx_warm"}})
+    ToolRegistry(discover=True, autoload=False).load_entry_points()  # warms the index
+    _new_process("hx_warm")
+    reg = ToolRegistry(discover=True, autoload=False)
+
+    @define_tool(registry=reg)
+    def tool_7(n: int) -> int:
+        return 0
+
+    assert reg.call("tool_7", {"n": 5}) == 0
+    reg.load_entry_points()
+    assert reg.call("tool_7", {"n": 5}) == 0
+    assert [(c.name, c.kept) for c in reg.discovery.conflicts] == [("tool_7", "code in this process")]
+
+
+def test_an_unwritable_cache_is_skipped(dists: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    monkeypatch.setenv("HARNESS_ONE_CACHE_DIR", str(blocker / "below-a-file"))
+    reset_tool_index()
+    try:
+        dists.make("hx-nocache", {"hx_nocache": _module(8)}, {"harness_one.tools": {"tools": "hx_nocache"}})
+        assert ToolRegistry(discover=True, autoload=False).call("tool_8", {"n": 0}) == 8
+    finally:
+        reset_tool_index()
+
+
+# --------------------------------------------------------------------------- registration at scale
+
+
+def _plain(n: int) -> int:
+    return n
+
+
+SCHEMA = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
+
+
+def test_suggestions_look_at_a_few_names_in_a_large_catalogue() -> None:
+    index = NameIndex()
+    for i in range(5000):
+        index.add(f"search_item_{i}")
+    assert index.suggest("search_itme_4321")[0] == "search_item_4321"
+    assert index.compared <= 64
+    index.remove("search_item_4321")
+    assert "search_item_4321" not in index.suggest("search_itme_4321")
+    assert index.suggest("zzzz") == [] and index.compared == 0
+    assert len(index) == 4999
+
+
+def test_small_catalogues_compare_every_name() -> None:
+    index = NameIndex()
+    for name in ("web_search", "web_fetch", "calculate"):
+        index.add(name)
+    assert index.suggest("web_serch") == ["web_search", "web_fetch"]
+    assert index.compared == 3
+
+
+def test_registry_suggests_from_the_index(bare: ToolRegistry) -> None:
+    for i in range(2500):
+        bare.add(Tool.create(_plain, name=f"lookup_{i}", parameters=SCHEMA))
+    with pytest.raises(ToolNotFound) as err:
+        bare.call("lokup_1234", {"n": 1})
+    assert err.value.suggestions[0] == "lookup_1234"
+    assert bare._index.compared <= 64
