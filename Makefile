@@ -38,7 +38,12 @@ docs: $(STAMP)
 
 test: lint typecheck docs unit
 
-bench: $(STAMP)
+# The benchmark's peers, installed once from bench/requirements.txt.
+$(VENV)/.bench-installed: $(STAMP) bench/requirements.txt
+	$(PY) -m pip install --quiet -r bench/requirements.txt
+	touch $@
+
+bench: $(VENV)/.bench-installed
 	$(PY) bench/percall.py $(BENCH_ARGS)
 
 # A long fuzz run of the registry and the agent loop (the suite runs the same properties briefly).

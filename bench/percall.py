@@ -1,24 +1,38 @@
-"""Per-call cost of harness-one beside a bare call and the seed's reference implementation.
+"""harness-one's per-call cost beside its peers, its start-up and registration at scale, in one run.
 
-Run with ``make bench``. Prints microseconds per call (best of several repeats) for:
-a bare function call; ``ToolRegistry.call`` with no plugins; with four no-op plugins on all
-four hooks; with the standard plugins (validation, a rate limit that never trips, logging
-at its default level, metrics) on each validation backend; and the seed's section-8 sketch.
+Run with ``make bench`` (which installs the peers of ``bench/requirements.txt`` first). Every
+per-call row calls the same ``add(a, b)`` tool with ``{"a": 5, "b": 3}``; the rows are measured
+interleaved, round after round over all of them, so load on the machine hits all alike, and
+each figure is the median of its rounds. A row with a target shows whether it is met; a target
+missed is printed, never an error. ``--markdown FILE`` also writes the table as Markdown.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import os
+import statistics
+import sys
+import tempfile
 import threading
 import time
-import timeit
-from collections.abc import Callable
+import tracemalloc
+from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
 from typing import Any, ClassVar
 
 import jsonschema
+from peers import ARGS, add, close, peers
+from scale import AT, scale_rows
+from startup import startup_rows
+from table import Row, render
 
-from harness_one import Call, ToolRegistry, hookimpl
-from harness_one_plugins import ValidationPlugin
+from harness_one import Call, RateLimitExceeded, ToolRegistry, hookimpl
+from harness_one_plugins import ApprovalPlugin, BudgetPlugin, IdempotencyPlugin, OTelPlugin, SQLiteStore, ValidationPlugin
 from harness_one_plugins.validation import rust_available
 
 SCHEMA = {
@@ -26,12 +40,16 @@ SCHEMA = {
     "properties": {"a": {"type": "number"}, "b": {"type": "number"}},
     "required": ["a", "b"],
 }
-ARGS = {"a": 5, "b": 3}
 NEVER_TRIPS = {"rate": 1e9, "burst": 1e9}
+TIMEOUT = 10.0
 
 
-def add(a: float, b: float) -> float:
+async def aadd(a: float, b: float) -> float:
     return a + b
+
+
+def echo(text: str) -> str:
+    return text
 
 
 class NoOp:
@@ -101,120 +119,256 @@ class SeedRegistry:
         return tool.call(args)
 
 
-# --- measurement -------------------------------------------------------------------------
+# --- the rows ----------------------------------------------------------------------------
 
 
-def per_call_us(fn: Callable[[], Any], number: int, repeat: int) -> float:
-    fn()
-    return min(timeit.repeat(fn, number=number, repeat=repeat)) / number * 1e6
+@dataclass
+class Case:
+    """One per-call row: ``fn()`` makes one call (returns an awaitable when ``is_async``)."""
+
+    label: str
+    fn: Callable[[], Any]
+    share: float = 1.0  # calls per round, as a share of --number (slow rows make fewer)
+    target: float | None = None
+    is_async: bool = False
 
 
-def registry(**kwargs: Any) -> ToolRegistry:
-    reg = ToolRegistry(autoload=False, **kwargs)
-    reg.add(add, name="add", description="Adds two numbers", parameters=SCHEMA, rate_limit=NEVER_TRIPS)
+BACKEND = "rust" if rust_available() else "python"
+
+
+def registry(
+    tool: Callable[..., Any] = add, *, backend: str = BACKEND, plugins: dict[str, Any] | None = None, **kw: Any
+) -> ToolRegistry:
+    """A registry with the standard plugins (validation on ``backend``) and ``tool`` as ``name``."""
+    options = {k: kw.pop(k) for k in ("block", "standard_plugins") if k in kw}
+    reg = ToolRegistry(autoload=False, plugins={"validation": ValidationPlugin(backend=backend), **(plugins or {})}, **options)
+    params = {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]} if tool is echo else SCHEMA
+    reg.add(tool, name=kw.pop("name", "add"), parameters=params, rate_limit=kw.pop("rate_limit", NEVER_TRIPS), **kw)
     return reg
 
 
-def policy_rows(n: int, r: int) -> list[tuple[str, float, int]]:
-    """What each resilience policy adds when it does not trip (standard plugins, best backend)."""
-    import tempfile
-    from pathlib import Path
+def refused_call(reg: ToolRegistry) -> Callable[[], Any]:
+    def call() -> Any:
+        try:
+            return reg.call("add", ARGS)
+        except RateLimitExceeded as err:
+            return err
 
-    from harness_one_plugins import IdempotencyPlugin, SQLiteStore
+    return call
 
-    backend = "rust" if rust_available() else "python"
+
+def new_keys(reg: ToolRegistry) -> Callable[[], Any]:
+    """A call with a new idempotency key each time."""
+    keys = iter(range(10**12))
+    return lambda: reg.call("add", ARGS, idempotency_key=str(next(keys)))
+
+
+def plugin_cases() -> list[Case]:
+    """Each optional plugin on (doing its work on every call) and off (blocked), standard path."""
+    cases = []
+    try:
+        from opentelemetry.sdk.metrics import MeterProvider
+        from opentelemetry.sdk.trace import TracerProvider
+
+        otel = OTelPlugin(enabled=True, tracer_provider=TracerProvider(), meter_provider=MeterProvider())
+        on = registry(plugins={"otel": otel})
+        cases.append(Case("plugin otel on (SDK providers, no exporter)", lambda: on.call("add", ARGS), 0.25))
+    except ImportError:
+        print("note: opentelemetry-sdk is not installed; the otel-on row is skipped")
+    off = registry(block=["otel"])
+    cases.append(Case("plugin otel off (blocked)", lambda: off.call("add", ARGS), 0.25))
+    text = {"text": "hello"}
+    on_out, off_out = registry(echo), registry(echo, block=["output_limit"])
+    cases.append(Case("plugin output_limit on (a str result)", lambda: on_out.call("add", text), 0.25))
+    cases.append(Case("plugin output_limit off (blocked, same tool)", lambda: off_out.call("add", text), 0.25))
+    run = {"run_id": "run-1"}
+    on_budget = registry(plugins={"budget": BudgetPlugin(total=10**15)})
+    off_budget = registry(block=["budget"])
+    cases.append(Case("plugin budget on (context run_id)", lambda: on_budget.call("add", ARGS, context=run), 0.25))
+    cases.append(Case("plugin budget off (blocked, same context)", lambda: off_budget.call("add", ARGS, context=run), 0.25))
+    on_approval = registry(plugins={"approval": ApprovalPlugin(require=lambda call: False)})
+    off_approval = registry(block=["approval"])
+    cases.append(Case("plugin approval on (a rule that approves)", lambda: on_approval.call("add", ARGS), 0.25))
+    cases.append(Case("plugin approval off (blocked)", lambda: off_approval.call("add", ARGS), 0.25))
+    return cases
+
+
+def policy_cases(tmp: Path) -> list[Case]:
+    """What each resilience policy adds when it does not trip (standard plugins)."""
+    cases = []
     policies: list[tuple[str, dict[str, Any]]] = [
-        ("timeout=10, thread mode (a thread hop)", {"timeout": 10}),
-        ("timeout=10, mode none (advisory deadline)", {"timeout": 10, "timeout_mode": "none"}),
-        ("retry policy, no failure", {"retry": 3}),
+        ("retry=3, no failure", {"retry": 3}),
         ("max_concurrency=8", {"max_concurrency": 8}),
         ("circuit_breaker", {"circuit_breaker": True}),
-        ("read_only + cache_ttl, cache hit", {"read_only": True, "cache_ttl": 60}),
+        ("read_only + cache_ttl, a cache hit", {"read_only": True, "cache_ttl": 60}),
     ]
-    rows = []
     for label, policy in policies:
-        reg = ToolRegistry(autoload=False, plugins={"validation": ValidationPlugin(backend=backend)})
-        reg.add(add, name="add", parameters=SCHEMA, rate_limit=NEVER_TRIPS, **policy)
-        count = n // 40 if "thread" in label else n // 4
-        rows.append((f"  + {label}", per_call_us(lambda reg=reg: reg.call("add", ARGS), count, r), count))
-    with tempfile.TemporaryDirectory() as tmp:
-        stores = [("memory", None), ("SQLite", SQLiteStore(Path(tmp) / "bench.sqlite3"))]
-        for label, store in stores:
-            reg = ToolRegistry(
-                autoload=False,
-                plugins={"validation": ValidationPlugin(backend=backend), "idempotency": IdempotencyPlugin(store=store)},
-            )
-            reg.add(add, name="add", parameters=SCHEMA, rate_limit=NEVER_TRIPS)
-            keys = iter(range(10**9))
-            count = n // 40 if store is not None else n // 4
-            rows.append(
-                (
-                    f"  + idempotency key, new key each call, {label}",
-                    per_call_us(lambda reg=reg, keys=keys: reg.call("add", ARGS, idempotency_key=str(next(keys))), count, r),
-                    count,
-                )
-            )
-            reg.call("add", ARGS, idempotency_key="same")
-            rows.append(
-                (
-                    f"  + idempotency key, replay, {label}",
-                    per_call_us(lambda reg=reg: reg.call("add", ARGS, idempotency_key="same"), count, r),
-                    count,
-                )
-            )
-    return rows
+        cases.append(Case(f"policy {label}", partial(registry(**policy).call, "add", ARGS), 0.25))
+    for store_label, store, share in [("memory", None, 0.25), ("SQLite", SQLiteStore(tmp / "bench.sqlite3"), 0.02)]:
+        reg = registry(plugins={"idempotency": IdempotencyPlugin(store=store)})
+        cases.append(Case(f"policy idempotency key, a new key each call, {store_label}", new_keys(reg), share))
+        reg.call("add", ARGS, idempotency_key="same")
+        replay = partial(reg.call, "add", ARGS, idempotency_key="same")
+        cases.append(Case(f"policy idempotency key, a replay, {store_label}", replay, share))
+    return cases
 
 
-def peer_rows(n: int, r: int) -> list[tuple[str, float, int]]:
-    """Peers measured in the same run, when installed (the dev set-up installs langchain-core)."""
-    rows = []
+def cases(loop: asyncio.AbstractEventLoop, tmp: Path, pool: ThreadPoolExecutor) -> tuple[list[Case], list[ToolRegistry]]:
+    """Every per-call row, and the registries whose worker processes must be shut down at the end."""
+    bare = registry(standard_plugins=False)
+    noop = registry(standard_plugins=False, plugins={f"noop{i}": NoOp() for i in range(4)})
+    std_rs = registry(backend="rust") if rust_available() else None
+    std_py = registry(backend="python")
+    std = std_rs or std_py
+    async_tool = registry(aadd)
+    refused = registry(rate_limit={"rate": 1e-9, "burst": 1})
+    refused.call("add", ARGS)  # the one token: every later call is refused
+    thread_mode = registry(timeout=TIMEOUT)
+    process_mode = registry(timeout=TIMEOUT, timeout_mode="process")
+    async_mode = registry(aadd, timeout=TIMEOUT)
+    none_mode = registry(timeout=TIMEOUT, timeout_mode="none")
+    ToolRegistry.set_default(bare)
+    SeedRegistry._tools["add"] = SeedTool("add", "Adds two numbers", SCHEMA, add, NEVER_TRIPS)
+    rows = [
+        Case("bare call add(a=5, b=3)", lambda: add(a=5, b=3), 10),
+        Case("ToolRegistry.call, no plugins (class-level)", lambda: ToolRegistry.call("add", ARGS), 1, 0.8),
+        Case("registry.call, no plugins (instance)", lambda: bare.call("add", ARGS), 1, 0.8),
+        Case("registry.call, 4 no-op plugins x 4 hooks", lambda: noop.call("add", ARGS)),
+    ]
+    if std_rs is not None:
+        rows.append(Case("registry.call, standard plugins, rust backend", lambda: std_rs.call("add", ARGS), 1, 2.5))
+    else:
+        print("note: jsonschema-rs is not installed; the rust-backend row is skipped")
+    rows += [
+        Case("registry.call, standard plugins, python backend", lambda: std_py.call("add", ARGS), 0.25),
+        Case("registry.try_call, standard plugins", lambda: std.try_call("add", ARGS), 0.25),
+        Case("registry.acall of an async tool, standard plugins", lambda: async_tool.acall("add", ARGS), 0.25, 2.5, True),
+        Case("registry.acall of a sync tool (a thread hop)", lambda: std.acall("add", ARGS), 0.02, None, True),
+        Case("refused (rate limit): try_call", lambda: refused.try_call("add", ARGS), 0.25, 2.0),
+        Case("refused (rate limit): call + except", refused_call(refused), 0.25, 2.0),
+        Case("raw ThreadPoolExecutor submit(fn).result(10)", lambda: pool.submit(add, 5, 3).result(TIMEOUT), 0.02),
+        Case("timeout=10, thread mode", lambda: thread_mode.call("add", ARGS), 0.02),
+        Case("timeout=10, process mode (warm worker)", lambda: process_mode.call("add", ARGS), 0.005, 2000.0),
+        Case("timeout=10, async tool under acall", lambda: async_mode.acall("add", ARGS), 0.25, None, True),
+        Case("timeout=10, mode none (advisory deadline)", lambda: none_mode.call("add", ARGS), 0.25),
+        *plugin_cases(),
+        *policy_cases(tmp),
+        Case("seed reference (section 8)", lambda: SeedRegistry.call("add", ARGS), 0.005),
+    ]
+    for label, fn, is_async in peers(loop):
+        share = 1.0 if "Pydantic" in label else 0.005 if "FastMCP" in label else 0.02
+        rows.append(Case(label, fn, share, None, is_async))
+    return rows, [process_mode]
+
+
+async def _atimed(fn: Callable[[], Awaitable[Any]], count: int) -> float:
+    start = time.perf_counter()
+    for _ in range(count):
+        await fn()
+    return time.perf_counter() - start
+
+
+def _timed(fn: Callable[[], Any], count: int) -> float:
+    start = time.perf_counter()
+    for _ in range(count):
+        fn()
+    return time.perf_counter() - start
+
+
+def measure(all_cases: list[Case], number: int, repeat: int, loop: asyncio.AbstractEventLoop) -> list[Row]:
+    """Median us per call of each case over ``repeat`` rounds, each round over every case in turn."""
+    counts = [max(20, int(number * case.share)) for case in all_cases]
+    samples: list[list[float]] = [[] for _ in all_cases]
+    for case in all_cases:  # warm: caches, lazy imports, worker processes and threads started
+        loop.run_until_complete(_atimed(case.fn, 3)) if case.is_async else _timed(case.fn, 3)
+    for _ in range(repeat):
+        for case, count, out in zip(all_cases, counts, samples):
+            seconds = loop.run_until_complete(_atimed(case.fn, count)) if case.is_async else _timed(case.fn, count)
+            out.append(seconds / count * 1e6)
+    return [Row(c.label, statistics.median(s), "us", c.target) for c, s in zip(all_cases, samples)]
+
+
+def peak_bytes_per_call(fn: Callable[[], Any], calls: int = 200) -> float:
+    """Median over ``calls`` of the tracemalloc peak one call adds above what was allocated before it."""
+    tracemalloc.start()
     try:
-        from langchain_core.tools import StructuredTool
-    except ImportError:
-        return rows
-    structured = StructuredTool.from_function(add, name="add", description="Adds two numbers")
-    rows.append(("peer: langchain-core StructuredTool.invoke", per_call_us(lambda: structured.invoke(ARGS), n // 10, r), n // 10))
-    return rows
+        fn()
+        peaks = []
+        for _ in range(calls):
+            tracemalloc.reset_peak()
+            before = tracemalloc.get_traced_memory()[0]
+            fn()
+            peaks.append(tracemalloc.get_traced_memory()[1] - before)
+    finally:
+        tracemalloc.stop()
+    return statistics.median(peaks)
+
+
+def ratios(rows: list[Row]) -> list[Row]:
+    """Ratios between rows of this run, the standard path's against the references."""
+    by = {row.label: row.value for row in rows}
+    std = next((v for k, v in by.items() if k.startswith("registry.call, standard plugins, ")), None)
+    out = []
+
+    def ratio(label: str, num: str, den: str, target: float | None, *, at_least: bool = False) -> None:
+        a, b = (std if x == "std" else by.get(x) for x in (num, den))
+        if a is None or b is None:
+            return
+        out.append(Row(label, a / b, "x", target, higher_is_better=at_least))
+
+    ratio("ratio: seed reference / standard (rust)", "seed reference (section 8)", "std", 250.0, at_least=True)
+    ratio("ratio: StructuredTool.invoke / standard", "peer: langchain-core StructuredTool.invoke", "std", 70.0, at_least=True)
+    ratio("ratio: standard / Pydantic AI validate-and-call", "std", "peer: Pydantic AI validate-and-call", 4.0)
+    ratio(
+        "ratio: thread mode / raw ThreadPoolExecutor",
+        "timeout=10, thread mode",
+        "raw ThreadPoolExecutor submit(fn).result(10)",
+        1.2,
+    )
+    return out
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--number", type=int, default=20_000)
-    parser.add_argument("--repeat", type=int, default=7)
+    parser.add_argument("--number", type=int, default=20_000, help="calls per round of the fastest rows (slow rows make fewer)")
+    parser.add_argument("--repeat", type=int, default=7, help="rounds; each figure is the median of its rounds")
+    parser.add_argument("--tools", type=int, help=f"tools of the scale rows (default {AT:,}; 10,000 when --number < 20000)")
+    parser.add_argument("--startup-runs", type=int, default=10, help="fresh processes per start-up row")
+    parser.add_argument("--markdown", type=Path, help="also write the table to this file as Markdown")
     opts = parser.parse_args()
-    n, r = opts.number, opts.repeat
+    tools = opts.tools or (AT if opts.number >= 20_000 else 10_000)
+    # bench/mcp.py and bench/redis.py must not shadow the SDKs the peers import.
+    here = str(Path(__file__).resolve().parent)
+    sys.path[:] = [p for p in sys.path if str(Path(p or ".").resolve()) != here] + [here]
 
-    bare = registry(standard_plugins=False)
-    noop = registry(standard_plugins=False, plugins={f"noop{i}": NoOp() for i in range(4)})
-    std_py = registry(plugins={"validation": ValidationPlugin(backend="python")})
-    std_rs = registry(plugins={"validation": ValidationPlugin(backend="rust")}) if rust_available() else None
-    ToolRegistry.set_default(bare)
-    SeedRegistry._tools["add"] = SeedTool("add", "Adds two numbers", SCHEMA, add, NEVER_TRIPS)
-
-    rows: list[tuple[str, float, int]] = []
-    base = per_call_us(lambda: add(a=5, b=3), n * 10, r)
-    rows.append(("bare call add(a=5, b=3)", base, n * 10))
-    rows.append(("ToolRegistry.call, no plugins (class-level)", per_call_us(lambda: ToolRegistry.call("add", ARGS), n, r), n))
-    rows.append(("registry.call, no plugins (instance)", per_call_us(lambda: bare.call("add", ARGS), n, r), n))
-    rows.append(("registry.call, 4 no-op plugins x 4 hooks", per_call_us(lambda: noop.call("add", ARGS), n, r), n))
-    rows.append(("registry.call, standard plugins, python", per_call_us(lambda: std_py.call("add", ARGS), n // 4, r), n // 4))
-    if std_rs is not None:
-        rows.append(("registry.call, standard plugins, jsonschema-rs", per_call_us(lambda: std_rs.call("add", ARGS), n, r), n))
+    began = time.perf_counter()
+    loop = asyncio.new_event_loop()
+    pool = ThreadPoolExecutor(max_workers=32)
+    with tempfile.TemporaryDirectory() as tmp:
+        all_cases, to_close = cases(loop, Path(tmp), pool)
+        rows = measure(all_cases, opts.number, opts.repeat, loop)
+        for reg in to_close:
+            reg.plugins.get("timeout").processes.shutdown()
+    pool.shutdown()
+    std = registry(backend=BACKEND)
     rows.append(
-        (
-            "registry.try_call, standard plugins, best backend",
-            per_call_us(lambda: (std_rs or std_py).try_call("add", ARGS), n // 4, r),
-            n // 4,
-        )
+        Row("memory: tracemalloc peak per call, standard plugins", peak_bytes_per_call(lambda: std.call("add", ARGS)), "B", 724)
     )
-    rows.extend(policy_rows(n, r))
-    rows.extend(peer_rows(n, r))
-    seed_n = max(200, n // 100)
-    rows.append(("seed reference (section 8)", per_call_us(lambda: SeedRegistry.call("add", ARGS), seed_n, 3), seed_n))
+    rows += startup_rows(opts.startup_runs)
+    rows += scale_rows(tools)
+    rows += ratios(rows)
+    close(loop)
+    loop.close()
 
-    print(f"{'what':<52} {'us/call':>9} {'overhead':>9} {'calls':>8}")
-    for label, us, calls in rows:
-        print(f"{label:<52} {us:>9.2f} {us - base:>9.2f} {calls:>8}")
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    header = (
+        f"Python {sys.version.split()[0]}, {os.cpu_count()} cores, load {load:.2f}; --number {opts.number} --repeat {opts.repeat}, "
+        f"{tools:,} tools; {time.perf_counter() - began:.0f} s"
+    )
+    print(header)
+    print(render(rows))
+    if opts.markdown:
+        opts.markdown.write_text(f"{header}\n\n{render(rows, markdown=True)}\n")
 
 
 if __name__ == "__main__":

@@ -3,7 +3,7 @@
 The kit's own tests install it (``tests/test_conformance.py``) and expect exactly these
 checks to fail: loading (a missing module), import side effects (a thread and a network
 attempt), names, descriptions, examples (bad arguments; a result outside the output
-schema), strict export (a free-form map) and annotations (read-only yet destructive).
+schema; a network attempt, a refusal that is not one, an unknown key), strict export (a free-form map) and annotations (read-only yet destructive).
 """
 
 from __future__ import annotations
@@ -40,6 +40,21 @@ def bad_example(x: int) -> int:
 def wrong_output(n: int) -> dict[str, Any]:
     """Count to n, in words."""
     return {"n": "three"}
+
+
+@defineTool(
+    registry=None,
+    examples=[
+        {"arguments": {"host": "192.0.2.1"}, "result": "192.0.2.1"},
+        {"arguments": {"host": ""}, "error": "ToolArgumentError"},
+        {"arguments": {"host": "a"}, "expected": "a"},
+    ],
+)
+def ping(host: str) -> str:
+    """Knock on a host's port 9."""
+    with contextlib.suppress(OSError):
+        socket.create_connection((host, 9), timeout=0.01).close()
+    return host
 
 
 @defineTool(registry=None)

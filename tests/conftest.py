@@ -1,14 +1,21 @@
 from __future__ import annotations
 
+import os
 import sys
+import tempfile
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any, NamedTuple
 
 import pytest
 
+# The tool-package index goes to a directory of this run, not the user's cache (set before
+# harness_one reads it).
+os.environ.setdefault("HARNESS_ONE_CACHE_DIR", tempfile.mkdtemp(prefix="harness-one-test-cache-"))
+
 import harness_one
-from harness_one import ManualClock, ToolRegistry
+from harness_one import Call, ManualClock, ToolRegistry, define_tool
 
 pytest_plugins = ["redis_support"]  # the redis_server / redis_url fixtures
 
@@ -22,6 +29,31 @@ def clock() -> ManualClock:
 def registry(clock: ManualClock) -> ToolRegistry:
     """An independent registry with the standard plugins and a manual clock."""
     return ToolRegistry(clock=clock, autoload=False)
+
+
+class PerUserAdd(NamedTuple):
+    """What the framework tests share: one tool limited per user, and what each of its calls saw."""
+
+    registry: ToolRegistry
+    #: ``add(a, b)``, a ``@define_tool`` function limited to one call per second per ``context["user"]``.
+    add: Any
+    #: ``(call id, context["user"])`` of each call that ran.
+    seen: list[tuple[str, Any]]
+
+
+@pytest.fixture
+def per_user_add() -> PerUserAdd:
+    """A registry (manual clock) holding ``add`` with a per-user rate limit, for the integration tests."""
+    registry = ToolRegistry(autoload=False, clock=ManualClock())
+    seen: list[tuple[str, Any]] = []
+
+    @define_tool(registry=registry, rate_limit={"rate": 1, "burst": 1, "key": "user"})
+    def add(a: float, b: float, call: Call) -> float:
+        """Add two numbers."""
+        seen.append((call.call_id, call.context.get("user")))
+        return a + b
+
+    return PerUserAdd(registry, add, seen)
 
 
 @pytest.fixture

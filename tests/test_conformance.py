@@ -168,6 +168,9 @@ def broken_package_fails_exactly_its_checks(inner: pytest.RunResult) -> None:
         in examples
     )
     assert "tool 'wrong_output', example 0: the result {'n': 'three'} does not match the output schema" in examples
+    assert "tool 'ping', example 0: tried the network (('192.0.2.1', 9)): examples run offline" in examples
+    assert "tool 'ping', example 1: returned '', the example expects ToolArgumentError" in examples
+    assert "tool 'ping', example 2: unknown key 'expected' (an example holds arguments, result, error, description)" in examples
     assert "tool 'free_form': $.labels: a map of arbitrary keys" in message(inner, "TestBrokenTools::test_strict_openai_export")
     assert "tool 'wipe' is read_only and destructive" in message(inner, "TestBrokenTools::test_annotations_consistent")
 
@@ -272,6 +275,20 @@ def test_a_package_written_from_the_docs_passes(pytester: pytest.Pytester) -> No
     pytester.makepyfile(test_word_count_conformance=suite)
     result = pytester.runpytest("-p", "no:cacheprovider", "-rs")
     got = outcomes(result)
-    assert {v for k, v in got.items() if k != "TestWordCount::test_examples"} == {"passed"}, got
-    assert got["TestWordCount::test_examples"] == "skipped"  # the docs' package declares no examples
+    assert set(got.values()) == {"passed"}, got
     assert len(got) == 11
+
+
+def test_the_docs_examples_pass(pytester: pytest.Pytester) -> None:
+    """The tool of the examples section of ``writing-tools.md`` passes the kit, its examples run."""
+    module = _block((DOCS / "writing-tools.md").read_text(), "## Examples", "python")
+    pytester.makepyfile(doc_split_words=module)
+    pytester.makepyfile(
+        test_split_words="from doc_split_words import split_words\n"
+        "from harness_one.testing import ToolPackageTests\n\n\n"
+        "class TestSplit(ToolPackageTests):\n    tools = [split_words]\n"
+    )
+    pytester.syspathinsert()
+    got = outcomes(pytester.runpytest("-p", "no:cacheprovider"))
+    assert got.pop("TestSplit::test_import_has_no_side_effects") == "skipped"  # no entry points to import
+    assert set(got.values()) == {"passed"} and "TestSplit::test_examples" in got, got

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from agent_framework import (
@@ -25,8 +25,11 @@ from agent_framework import (
     Message,
 )
 
-from harness_one import Call, ManualClock, RateLimitExceeded, ToolRegistry, define_tool
+from harness_one import RateLimitExceeded
 from harness_one.integrations.agent_framework import HarnessFunctionTool, as_agent_framework_tools, to_agent_framework
+
+if TYPE_CHECKING:
+    from conftest import PerUserAdd
 
 
 class ScriptedClient(FunctionInvocationLayer[Any], BaseChatClient[Any]):
@@ -53,22 +56,8 @@ class ScriptedClient(FunctionInvocationLayer[Any], BaseChatClient[Any]):
         return {c.call_id: c.result for m in self.requests[-1] for c in m.contents if c.type == "function_result"}
 
 
-@pytest.fixture
-def setup() -> tuple[ToolRegistry, Any, list[tuple[str, Any]]]:
-    registry = ToolRegistry(autoload=False, clock=ManualClock())
-    seen: list[tuple[str, Any]] = []
-
-    @define_tool(registry=registry, rate_limit={"rate": 1, "burst": 1, "key": "user"})
-    def add(a: float, b: float, call: Call) -> float:
-        """Add two numbers."""
-        seen.append((call.call_id, call.context.get("user")))
-        return a + b
-
-    return registry, add, seen
-
-
-def test_agent_per_user_limit_and_call_ids(setup: tuple[ToolRegistry, Any, list[tuple[str, Any]]]) -> None:
-    registry, add, seen = setup
+def test_agent_per_user_limit_and_call_ids(per_user_add: PerUserAdd) -> None:
+    registry, add, seen = per_user_add
     tools = as_agent_framework_tools([add], registry, context=lambda ctx: {"user": ctx.kwargs["user"]})
     assert isinstance(tools[0], HarnessFunctionTool) and tools[0].parameters()["required"] == ["a", "b"]
 
@@ -88,8 +77,8 @@ def test_agent_per_user_limit_and_call_ids(setup: tuple[ToolRegistry, Any, list[
     assert seen == [("alice-1", "alice"), ("bob-0", "bob")]
 
 
-def test_function_middleware_wraps_the_harness_tool(setup: tuple[ToolRegistry, Any, list[tuple[str, Any]]]) -> None:
-    registry, _add, seen = setup
+def test_function_middleware_wraps_the_harness_tool(per_user_add: PerUserAdd) -> None:
+    registry, _add, seen = per_user_add
     around: list[tuple[str, Any]] = []
 
     class Audit(FunctionMiddleware):
@@ -111,8 +100,8 @@ def test_function_middleware_wraps_the_harness_tool(setup: tuple[ToolRegistry, A
     assert contexts[0].metadata["call_id"] == "m-0"
 
 
-def test_direct_calls(setup: tuple[ToolRegistry, Any, list[tuple[str, Any]]]) -> None:
-    registry, add, seen = setup
+def test_direct_calls(per_user_add: PerUserAdd) -> None:
+    registry, add, seen = per_user_add
     tool = to_agent_framework(add.tool, registry, context={"user": "dave"})
     (content,) = asyncio.run(tool.invoke(arguments={"a": 2, "b": 2}, tool_call_id="d-1"))
     assert content.text == "4" and seen == [("d-1", "dave")]

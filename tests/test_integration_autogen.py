@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pytest
 from autogen_agentchat.agents import AssistantAgent
 from autogen_agentchat.messages import ToolCallExecutionEvent
 from autogen_agentchat.teams import RoundRobinGroupChat
@@ -19,7 +18,6 @@ from autogen_core import FunctionCall
 from autogen_core.models import CreateResult, RequestUsage
 from autogen_ext.models.replay import ReplayChatCompletionClient
 
-from harness_one import Call, ManualClock, ToolRegistry, define_tool
 from harness_one.integrations.autogen import HarnessAutoGenTool, as_autogen_tools, to_autogen
 
 MODEL_INFO: Any = {
@@ -29,6 +27,10 @@ MODEL_INFO: Any = {
     "family": "unknown",
     "structured_output": False,
 }
+
+
+if TYPE_CHECKING:
+    from conftest import PerUserAdd
 
 
 def replay(*turns: list[tuple[str, dict[str, Any]]]) -> ReplayChatCompletionClient:
@@ -46,26 +48,12 @@ def replay(*turns: list[tuple[str, dict[str, Any]]]) -> ReplayChatCompletionClie
     return ReplayChatCompletionClient(results, model_info=MODEL_INFO)
 
 
-@pytest.fixture
-def setup() -> tuple[ToolRegistry, Any, list[tuple[str, Any]]]:
-    registry = ToolRegistry(autoload=False, clock=ManualClock())
-    seen: list[tuple[str, Any]] = []
-
-    @define_tool(registry=registry, rate_limit={"rate": 1, "burst": 1, "key": "user"})
-    def add(a: float, b: float, call: Call) -> float:
-        """Add two numbers."""
-        seen.append((call.call_id, call.context.get("user")))
-        return a + b
-
-    return registry, add, seen
-
-
 def results(messages: Any) -> dict[str, tuple[str, bool]]:
     return {r.call_id: (r.content, r.is_error) for m in messages if isinstance(m, ToolCallExecutionEvent) for r in m.content}
 
 
-def test_two_users_in_one_team_run(setup: tuple[ToolRegistry, Any, list[tuple[str, Any]]]) -> None:
-    registry, add, seen = setup
+def test_two_users_in_one_team_run(per_user_add: PerUserAdd) -> None:
+    registry, add, seen = per_user_add
     alice = AssistantAgent(
         "alice_assistant",
         model_client=replay([("a0", {"a": "two", "b": 3})], [("a1", {"a": 2, "b": 3})], [("a2", {"a": 1, "b": 1})]),
@@ -87,8 +75,8 @@ def test_two_users_in_one_team_run(setup: tuple[ToolRegistry, Any, list[tuple[st
     assert seen == [("b0", "bob"), ("a1", "alice")]  # AutoGen's call ids are the harness call ids
 
 
-def test_context_function_gets_the_function_call(setup: tuple[ToolRegistry, Any, list[tuple[str, Any]]]) -> None:
-    registry, _add, seen = setup
+def test_context_function_gets_the_function_call(per_user_add: PerUserAdd) -> None:
+    registry, _add, seen = per_user_add
     received: list[FunctionCall] = []
 
     def context(call: FunctionCall) -> dict[str, Any]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from langchain.agents import create_agent
@@ -17,8 +17,11 @@ from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, ToolMessage
 from langgraph.prebuilt import ToolRuntime
 
-from harness_one import Call, ManualClock, RateLimitExceeded, ToolArgumentError, ToolRegistry, define_tool
+from harness_one import ManualClock, RateLimitExceeded, ToolArgumentError, ToolRegistry, define_tool
 from harness_one.integrations.langchain import HarnessTool, as_langchain_tools, from_langchain, to_langchain
+
+if TYPE_CHECKING:
+    from conftest import PerUserAdd
 
 
 class ScriptedModel(GenericFakeChatModel):
@@ -33,20 +36,6 @@ class UserContext:
     user: str
 
 
-@pytest.fixture
-def setup() -> tuple[ToolRegistry, Any, list[tuple[str, Any]]]:
-    registry = ToolRegistry(autoload=False, clock=ManualClock())
-    seen: list[tuple[str, Any]] = []
-
-    @define_tool(registry=registry, rate_limit={"rate": 1, "burst": 1, "key": "user"})
-    def add(a: float, b: float, call: Call) -> float:
-        """Add two numbers."""
-        seen.append((call.call_id, call.context.get("user")))
-        return a + b
-
-    return registry, add, seen
-
-
 def script(user: str, calls: list[dict[str, Any]]) -> ScriptedModel:
     """One tool call per model turn (so the order is exact), then a final answer."""
     turns = [
@@ -59,8 +48,8 @@ def tool_messages(state: dict[str, Any]) -> list[ToolMessage]:
     return [m for m in state["messages"] if isinstance(m, ToolMessage)]
 
 
-def test_create_agent_per_user_limit_and_call_ids(setup: tuple[ToolRegistry, Any, list[tuple[str, Any]]]) -> None:
-    registry, add, seen = setup
+def test_create_agent_per_user_limit_and_call_ids(per_user_add: PerUserAdd) -> None:
+    registry, add, seen = per_user_add
     tools = as_langchain_tools([add], registry, context=lambda runtime: {"user": runtime.context.user})
     assert isinstance(tools[0], HarnessTool)
 
@@ -82,8 +71,8 @@ def test_create_agent_per_user_limit_and_call_ids(setup: tuple[ToolRegistry, Any
     assert registry.call_count("add") == 4
 
 
-def test_async_agent_gets_the_runtime(setup: tuple[ToolRegistry, Any, list[tuple[str, Any]]]) -> None:
-    registry, add, seen = setup
+def test_async_agent_gets_the_runtime(per_user_add: PerUserAdd) -> None:
+    registry, add, seen = per_user_add
     runtimes: list[ToolRuntime[Any, Any]] = []
 
     def context(runtime: ToolRuntime[Any, Any]) -> dict[str, Any]:
@@ -100,8 +89,8 @@ def test_async_agent_gets_the_runtime(setup: tuple[ToolRegistry, Any, list[tuple
     assert runtime.tool_call_id == "carol-0" and len(runtime.state["messages"]) == 2
 
 
-def test_outside_a_graph_the_config_and_call_id_still_arrive(setup: tuple[ToolRegistry, Any, list[tuple[str, Any]]]) -> None:
-    registry, _add, seen = setup
+def test_outside_a_graph_the_config_and_call_id_still_arrive(per_user_add: PerUserAdd) -> None:
+    registry, _add, seen = per_user_add
     tool = to_langchain("add", registry, context=lambda runtime: {"user": runtime.config["configurable"]["user"]})
     call = {"name": "add", "args": {"a": 1, "b": 2}, "id": "direct-1", "type": "tool_call"}
     message = tool.invoke(call, {"configurable": {"user": "dave"}})
@@ -113,19 +102,19 @@ def test_outside_a_graph_the_config_and_call_id_still_arrive(setup: tuple[ToolRe
     assert seen[-1][1] == "erin" and seen[-1][0] != "direct-2"
 
 
-def test_a_context_function_must_return_a_mapping(setup: tuple[ToolRegistry, Any, list[tuple[str, Any]]]) -> None:
-    registry, add, seen = setup
+def test_a_context_function_must_return_a_mapping(per_user_add: PerUserAdd) -> None:
+    registry, add, seen = per_user_add
     tool = to_langchain(add, registry, context=lambda runtime: "alice")
     with pytest.raises(TypeError, match="The context= function must return a mapping or None, got str: 'alice'"):
         tool.invoke({"a": 1, "b": 2})
     assert seen == []
 
 
-def test_fixed_context_and_tool_node(setup: tuple[ToolRegistry, Any, list[tuple[str, Any]]]) -> None:
+def test_fixed_context_and_tool_node(per_user_add: PerUserAdd) -> None:
     from langgraph.graph import START, MessagesState, StateGraph
     from langgraph.prebuilt import ToolNode
 
-    registry, add, seen = setup
+    registry, add, seen = per_user_add
     tool = to_langchain(add.tool, registry, context={"user": "frank"})
     graph = StateGraph(MessagesState)
     graph.add_node("tools", ToolNode([tool]))

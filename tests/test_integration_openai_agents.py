@@ -10,9 +10,8 @@ from __future__ import annotations
 import asyncio
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pytest
 from agents import Agent, RunConfig, Runner
 from agents.items import ModelResponse
 from agents.models.interface import Model
@@ -20,8 +19,10 @@ from agents.tool_context import ToolContext
 from agents.usage import Usage
 from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessage, ResponseOutputText
 
-from harness_one import Call, ManualClock, ToolRegistry, define_tool
 from harness_one.integrations.openai_agents import as_openai_agents_tools, to_openai_agents
+
+if TYPE_CHECKING:
+    from conftest import PerUserAdd
 
 
 class ScriptedModel(Model):
@@ -58,20 +59,6 @@ class UserContext:
     user: str
 
 
-@pytest.fixture
-def setup() -> tuple[ToolRegistry, Any, list[tuple[str, Any]]]:
-    registry = ToolRegistry(autoload=False, clock=ManualClock())
-    seen: list[tuple[str, Any]] = []
-
-    @define_tool(registry=registry, rate_limit={"rate": 1, "burst": 1, "key": "user"})
-    def add(a: float, b: float, call: Call) -> float:
-        """Add two numbers."""
-        seen.append((call.call_id, call.context.get("user")))
-        return a + b
-
-    return registry, add, seen
-
-
 def outputs(model: ScriptedModel) -> dict[str, str]:
     return {
         item["call_id"]: item["output"]
@@ -80,8 +67,8 @@ def outputs(model: ScriptedModel) -> dict[str, str]:
     }
 
 
-def test_runner_per_user_limit_and_call_ids(setup: tuple[ToolRegistry, Any, list[tuple[str, Any]]]) -> None:
-    registry, add, seen = setup
+def test_runner_per_user_limit_and_call_ids(per_user_add: PerUserAdd) -> None:
+    registry, add, seen = per_user_add
     contexts: list[Any] = []
 
     def context(ctx: ToolContext[UserContext]) -> dict[str, Any]:
@@ -107,15 +94,15 @@ def test_runner_per_user_limit_and_call_ids(setup: tuple[ToolRegistry, Any, list
     assert all(isinstance(c, ToolContext) for c in contexts) and [c.tool_call_id for c in contexts][-1] == "bob-0"
 
 
-def test_call_id_without_a_context(setup: tuple[ToolRegistry, Any, list[tuple[str, Any]]]) -> None:
-    registry, _add, seen = setup
+def test_call_id_without_a_context(per_user_add: PerUserAdd) -> None:
+    registry, _add, seen = per_user_add
     model = ScriptedModel([("only-1", {"a": 1, "b": 2})])
     agent = Agent(name="calc", instructions="add", model=model, tools=[to_openai_agents("add", registry)])
     asyncio.run(Runner.run(agent, "add", run_config=RunConfig(tracing_disabled=True)))
     assert outputs(model) == {"only-1": "3"} and seen == [("only-1", None)]
 
 
-def test_strict_schema(setup: tuple[ToolRegistry, Any, list[tuple[str, Any]]]) -> None:
-    registry, add, _ = setup
+def test_strict_schema(per_user_add: PerUserAdd) -> None:
+    registry, add, _ = per_user_add
     strict = to_openai_agents(add, registry, strict=True)
     assert strict.strict_json_schema and strict.params_json_schema["additionalProperties"] is False

@@ -9,7 +9,7 @@ fault as failed tool results that leave its retries alone.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from pydantic_ai import Agent, RunContext
@@ -18,27 +18,16 @@ from pydantic_ai.messages import ModelMessage, ModelResponse, RetryPromptPart, T
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.models.test import TestModel
 
-from harness_one import Call, ManualClock, ToolBusy, ToolRegistry, define_tool
+from harness_one import ToolBusy, ToolRegistry, define_tool
 from harness_one.integrations.pydantic_ai import as_pydantic_ai_tools, to_pydantic_ai
+
+if TYPE_CHECKING:
+    from conftest import PerUserAdd
 
 
 @dataclass
 class Deps:
     user: str
-
-
-@pytest.fixture
-def setup() -> tuple[ToolRegistry, Any, list[tuple[str, Any]]]:
-    registry = ToolRegistry(autoload=False, clock=ManualClock())
-    seen: list[tuple[str, Any]] = []
-
-    @define_tool(registry=registry, rate_limit={"rate": 1, "burst": 1, "key": "user"})
-    def add(a: float, b: float, call: Call) -> float:
-        """Add two numbers."""
-        seen.append((call.call_id, call.context.get("user")))
-        return a + b
-
-    return registry, add, seen
 
 
 def scripted(user: str, calls: list[dict[str, Any]]) -> FunctionModel:
@@ -64,8 +53,8 @@ def retried(part: Any) -> bool:  # older releases send a RetryPromptPart, newer 
     return isinstance(part, RetryPromptPart) or getattr(part, "outcome", None) == "retried"
 
 
-def test_deps_per_user_limit_and_call_ids(setup: tuple[ToolRegistry, Any, list[tuple[str, Any]]]) -> None:
-    registry, add, seen = setup
+def test_deps_per_user_limit_and_call_ids(per_user_add: PerUserAdd) -> None:
+    registry, add, seen = per_user_add
     tools = as_pydantic_ai_tools([add], registry, context=lambda ctx: {"user": ctx.deps.user})
 
     def run(user: str, calls: list[dict[str, Any]]) -> dict[str, Any]:
@@ -83,10 +72,10 @@ def test_deps_per_user_limit_and_call_ids(setup: tuple[ToolRegistry, Any, list[t
     assert seen == [("alice-1", "alice"), ("bob-0", "bob")]
 
 
-def test_refusals_do_not_burn_the_models_retries(setup: tuple[ToolRegistry, Any, list[tuple[str, Any]]]) -> None:
+def test_refusals_do_not_burn_the_models_retries(per_user_add: PerUserAdd) -> None:
     # With the default retries=1, two refusals in a row used to abort the run with
     # "UnexpectedModelBehavior: Tool 'add' exceeded max retries": they are not the model's fault.
-    registry, add, _ = setup
+    registry, add, _ = per_user_add
     agent = Agent(scripted("alice", [{"a": 1, "b": 1}] * 4), tools=[to_pydantic_ai(add, registry, context={"user": "alice"})])
     result = agent.run_sync("add")
     assert result.output == "done"
@@ -120,15 +109,15 @@ def test_other_failures_are_failed_results_too() -> None:
     assert "busy" in str(parts[0].content) and "RuntimeError: disk on fire" in str(parts[1].content)
 
 
-def test_argument_errors_still_count_against_retries(setup: tuple[ToolRegistry, Any, list[tuple[str, Any]]]) -> None:
-    registry, add, _ = setup
+def test_argument_errors_still_count_against_retries(per_user_add: PerUserAdd) -> None:
+    registry, add, _ = per_user_add
     agent = Agent(scripted("alice", [{"a": "x", "b": 1}] * 3), tools=[to_pydantic_ai(add, registry)])
     with pytest.raises(UnexpectedModelBehavior, match="exceeded max retries"):
         agent.run_sync("add")
 
 
-def test_test_model_calls_through_the_harness(setup: tuple[ToolRegistry, Any, list[tuple[str, Any]]]) -> None:
-    registry, _add, seen = setup
+def test_test_model_calls_through_the_harness(per_user_add: PerUserAdd) -> None:
+    registry, _add, seen = per_user_add
 
     def context(ctx: RunContext[Deps]) -> dict[str, Any]:
         return {"user": ctx.deps.user}

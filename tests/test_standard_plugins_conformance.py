@@ -1,4 +1,4 @@
-"""The ten standard plugins against the conformance kit's ``PluginTests``, and the state backends against their contracts."""
+"""The fourteen standard plugins against the conformance kit's ``PluginTests``, and the state backends against their contracts."""
 
 from __future__ import annotations
 
@@ -6,17 +6,23 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 import pytest
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.trace import TracerProvider
 
 from harness_one import fingerprint
 from harness_one.state._memory import MemoryCircuits, MemorySlots
 from harness_one.testing import CircuitStoreContract, ConcurrencySlotsContract, PluginTests
 from harness_one_plugins import (
+    ApprovalPlugin,
+    BudgetPlugin,
     CachePlugin,
     CircuitBreakerPlugin,
     ConcurrencyPlugin,
     IdempotencyPlugin,
     LoggingPlugin,
     MetricsPlugin,
+    OTelPlugin,
+    OutputLimitPlugin,
     RateLimitPlugin,
     RetryPlugin,
     TimeoutPlugin,
@@ -82,6 +88,42 @@ class TestCache(PluginTests):
     plugin_factory = CachePlugin
     entry_point = "cache"
     tool_options: ClassVar[Mapping[str, Any]] = {"read_only": True, "cache_ttl": 60}
+
+
+class TestOutputLimit(PluginTests):
+    plugin_factory = OutputLimitPlugin
+    entry_point = "output_limit"
+    tool_options: ClassVar[Mapping[str, Any]] = {"options": {"max_output": 1000}}
+
+
+class TestBudget(PluginTests):
+    plugin_factory = BudgetPlugin
+    entry_point = "budget"
+    tool_options: ClassVar[Mapping[str, Any]] = {"options": {"max_calls": 10**9}}
+
+    def call_options(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
+        return {"context": {"run_id": "run-1"}}
+
+
+class TestApproval(PluginTests):
+    plugin_factory = ApprovalPlugin
+    entry_point = "approval"
+    # A rule that runs for every call and approves all but large amounts.
+    tool_options: ClassVar[Mapping[str, Any]] = {"options": {"requires_approval": lambda call: call.arguments["x"] > 10**6}}
+
+
+class TestOTel(PluginTests):
+    """On, with SDK providers that record nothing: a span and metrics per call, none kept."""
+
+    entry_point = "otel"
+
+    @staticmethod
+    def plugin_factory() -> OTelPlugin:
+        return OTelPlugin(
+            enabled=True,
+            tracer_provider=TracerProvider(shutdown_on_exit=False),
+            meter_provider=MeterProvider(shutdown_on_exit=False),
+        )
 
 
 class TestMemorySlots(ConcurrencySlotsContract):

@@ -25,11 +25,11 @@ import operator
 import re
 import warnings
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypedDict
 
 from harness_one import ArgumentProblem, ToolArgumentError, defineTool
 
-__all__ = ["MAX_DEPTH", "MAX_FACTORIAL", "MAX_LENGTH", "MAX_RESULT_DIGITS", "calculate", "evaluate"]
+__all__ = ["MAX_DEPTH", "MAX_FACTORIAL", "MAX_LENGTH", "MAX_RESULT_DIGITS", "Calculation", "calculate", "evaluate"]
 
 MAX_LENGTH = 1000
 MAX_DEPTH = 100
@@ -281,10 +281,38 @@ def evaluate(expression: str) -> int | float:
     return result
 
 
+class Calculation(TypedDict):
+    """What ``calculate`` returns: the expression and its value."""
+
+    expression: str
+    result: int | float
+
+
+_EXAMPLES: list[dict[str, Any]] = [
+    {"arguments": {"expression": "2 * (3 + 4) ** 2"}, "result": {"expression": "2 * (3 + 4) ** 2", "result": 98}},
+    {
+        "description": "compound interest: 100 at 7% for 10 years",
+        "arguments": {"expression": "round(100 * 1.07 ** 10, 2)"},
+        "result": {"expression": "round(100 * 1.07 ** 10, 2)", "result": 196.72},
+    },
+    {
+        "description": "anything but arithmetic is refused",
+        "arguments": {"expression": "__import__('os').system('ls')"},
+        "error": "ToolArgumentError",
+    },
+]
+
+
 @defineTool(
-    registry=None, idempotent=True, read_only=True, open_world=False, rate_limit={"rate": 50, "burst": 100}, tags=["math"]
+    registry=None,
+    idempotent=True,
+    read_only=True,
+    open_world=False,
+    rate_limit={"rate": 50, "burst": 100},
+    tags=["math"],
+    examples=_EXAMPLES,
 )
-def calculate(expression: str) -> dict[str, Any]:
+def calculate(expression: str) -> Calculation:
     """Evaluate an arithmetic expression, e.g. "2 * (3 + 4) ** 2" or "sqrt(2) * pi".
 
     Args:

@@ -6,12 +6,12 @@ import difflib
 import functools
 from datetime import datetime, timezone
 from email.utils import format_datetime
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict
 from zoneinfo import ZoneInfo, available_timezones
 
 from harness_one import ArgumentProblem, ToolArgumentError, defineTool
 
-__all__ = ["current_time"]
+__all__ = ["CurrentTime", "current_time"]
 
 Format = Literal["iso", "rfc2822", "unix", "human"]
 _MAX_NAME = 64  # characters of an unknown zone name echoed in the error
@@ -26,8 +26,35 @@ def _zones() -> frozenset[str]:
     return frozenset(available_timezones()) | {"UTC"}
 
 
-@defineTool(registry=None, read_only=True, open_world=False, rate_limit={"rate": 20, "burst": 40}, tags=["time"])
-def current_time(timezone: str = "UTC", format: Format = "iso") -> dict[str, Any]:
+class CurrentTime(TypedDict):
+    """What ``current_time`` returns: the zone, the time in the chosen format, and the zone's offset from UTC."""
+
+    timezone: str
+    time: str | float
+    utc_offset: str
+
+
+_EXAMPLES: list[dict[str, Any]] = [
+    {"arguments": {}},
+    {"arguments": {"timezone": "Asia/Tokyo", "format": "human"}},
+    {"description": "seconds since the epoch", "arguments": {"timezone": "America/New_York", "format": "unix"}},
+    {
+        "description": "an unknown zone is refused with suggestions",
+        "arguments": {"timezone": "Europe/Berlinn"},
+        "error": "ToolArgumentError",
+    },
+]
+
+
+@defineTool(
+    registry=None,
+    read_only=True,
+    open_world=False,
+    rate_limit={"rate": 20, "burst": 40},
+    tags=["time"],
+    examples=_EXAMPLES,
+)
+def current_time(timezone: str = "UTC", format: Format = "iso") -> CurrentTime:
     """Get the current date and time in a time zone.
 
     Args:

@@ -33,7 +33,7 @@ import zlib
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
-from typing import Any
+from typing import Any, TypedDict
 from urllib.parse import urljoin
 
 import httpcore
@@ -41,7 +41,7 @@ import httpx
 
 from harness_one import ArgumentProblem, Tool, ToolArgumentError, ToolError, ToolTimeout, defineTool
 
-__all__ = ["ALLOW_ENV", "FetchPolicy", "fetch", "fetch_url", "html_to_text", "make_fetch_url"]
+__all__ = ["ALLOW_ENV", "FetchPolicy", "FetchResult", "fetch", "fetch_url", "html_to_text", "make_fetch_url"]
 
 ALLOW_ENV = "HARNESS_ONE_FETCH_ALLOW"
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
@@ -49,6 +49,37 @@ Resolver = Callable[[str, int], list[str]]
 
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")
 _BLOCKED_V4 = [ipaddress.ip_network(n) for n in ("0.0.0.0/8", "100.64.0.0/10", "192.0.0.0/24", "198.18.0.0/15", "240.0.0.0/4")]
+
+
+class _Response(TypedDict):
+    url: str
+    final_url: str
+    status: int
+    content_type: str
+    bytes: int
+    truncated: bool
+    redirects: int
+
+
+class FetchResult(_Response, total=False):
+    """What ``fetch_url`` returns: the response's metadata and its content as ``json``, or ``title`` and ``text``."""
+
+    json: Any
+    title: str
+    text: str | None
+    note: str
+
+
+_EXAMPLES: list[dict[str, Any]] = [
+    {"description": "a web page, as its title and text", "arguments": {"url": "https://example.com/"}},
+    {"arguments": {"url": "https://api.github.com/repos/python/cpython"}},
+    {
+        "description": "cloud metadata and other private addresses are refused",
+        "arguments": {"url": "http://169.254.169.254/latest/meta-data/"},
+        "error": "ToolArgumentError",
+    },
+    {"description": "only http and https", "arguments": {"url": "file:///etc/passwd"}, "error": "ToolArgumentError"},
+]
 
 
 def system_resolver(host: str, port: int) -> list[str]:
@@ -353,7 +384,7 @@ def html_to_text(html: str) -> tuple[str, str]:
     return parser.title.strip(), text
 
 
-def fetch(url: str, policy: FetchPolicy) -> dict[str, Any]:
+def fetch(url: str, policy: FetchPolicy) -> FetchResult:
     """GET ``url`` under ``policy`` (see the module docstring)."""
     try:
         current = httpx.URL(url)
@@ -446,9 +477,9 @@ def _text(body: bytes, encoding: str | None) -> str:
     return body.decode("utf-8", errors="replace")
 
 
-def _result(url: str, final: httpx.URL, response: httpx.Response, body: bytes, truncated: bool, redirects: int) -> dict[str, Any]:
+def _result(url: str, final: httpx.URL, response: httpx.Response, body: bytes, truncated: bool, redirects: int) -> FetchResult:
     ctype = response.headers.get("content-type", "").split(";")[0].strip().lower()
-    out: dict[str, Any] = {
+    out: FetchResult = {
         "url": url,
         "final_url": str(final),
         "status": response.status_code,
@@ -478,7 +509,7 @@ def _result(url: str, final: httpx.URL, response: httpx.Response, body: bytes, t
 def make_fetch_url(policy: FetchPolicy | None = None, *, name: str = "fetch_url", allow: Iterable[str] | None = None) -> Tool:
     """A ``fetch_url`` tool with its own policy (default: :meth:`FetchPolicy.from_env` at call time)."""
 
-    def fetch_url(url: str) -> dict[str, Any]:
+    def fetch_url(url: str) -> FetchResult:
         """Fetch a web page or JSON document over HTTP(S) and return its readable content.
 
         Args:
@@ -501,6 +532,7 @@ def make_fetch_url(policy: FetchPolicy | None = None, *, name: str = "fetch_url"
         timeout=30,
         timeout_mode="none",
         tags=["web"],
+        examples=_EXAMPLES,
     )(fetch_url).tool
 
 

@@ -4,20 +4,44 @@ from __future__ import annotations
 
 import math
 import random
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict
 
 from harness_one import ArgumentProblem, ToolArgumentError, defineTool
 
-__all__ = ["random_number"]
+__all__ = ["Draw", "random_number"]
 
 
-@defineTool(registry=None, open_world=False, rate_limit={"rate": 5, "burst": 5}, tags=["math"])
+Kind = Literal["integer", "float"]
+
+
+class Draw(TypedDict):
+    """What ``random_number`` returns: the value drawn, and the range and kind it was drawn from."""
+
+    value: float
+    min: float
+    max: float
+    kind: Kind
+
+
+_EXAMPLES: list[dict[str, Any]] = [
+    {"description": "a die roll", "arguments": {"min": 1, "max": 6}},
+    {
+        "description": "reproducible with a seed",
+        "arguments": {"min": 1, "max": 6, "seed": 42},
+        "result": {"value": 6, "min": 1, "max": 6, "kind": "integer"},
+    },
+    {"arguments": {"min": 0, "max": 1, "kind": "float"}},
+    {"description": "an empty range is refused", "arguments": {"min": 10, "max": 1}, "error": "ToolArgumentError"},
+]
+
+
+@defineTool(registry=None, open_world=False, rate_limit={"rate": 5, "burst": 5}, tags=["math"], examples=_EXAMPLES)
 def random_number(
     min: float = 0,
     max: float = 100,
-    kind: Literal["integer", "float"] = "integer",
+    kind: Kind = "integer",
     seed: int | None = None,
-) -> dict[str, Any]:
+) -> Draw:
     """Draw a random number between min and max (both included).
 
     Args:

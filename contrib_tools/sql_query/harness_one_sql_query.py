@@ -24,11 +24,21 @@ import os
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from harness_one import ArgumentProblem, Clock, SystemClock, Tool, ToolArgumentError, ToolError, ToolTimeout, defineTool
 
-__all__ = ["DB_ENV", "MAX_BYTES", "MAX_COLUMNS", "MAX_ROWS", "TIME_LIMIT", "make_sql_query", "run_query", "sql_query"]
+__all__ = [
+    "DB_ENV",
+    "MAX_BYTES",
+    "MAX_COLUMNS",
+    "MAX_ROWS",
+    "TIME_LIMIT",
+    "QueryResult",
+    "make_sql_query",
+    "run_query",
+    "sql_query",
+]
 
 DB_ENV = "HARNESS_ONE_SQL_DB"
 MAX_ROWS = 200
@@ -52,6 +62,29 @@ _ACTIONS = (
 _ACTION_NAMES = {
     getattr(sqlite3, f"SQLITE_{name}"): name.lower().replace("_", " ") for name in _ACTIONS if hasattr(sqlite3, f"SQLITE_{name}")
 }
+
+
+class _Rows(TypedDict):
+    columns: list[str]
+    rows: list[list[Any]]
+    row_count: int
+    truncated: bool
+
+
+class QueryResult(_Rows, total=False):
+    """What ``sql_query`` returns: the column names, the rows, and ``note`` saying which limit cut them."""
+
+    note: str
+
+
+_EXAMPLES: list[dict[str, Any]] = [
+    {"description": "the tables of the database", "arguments": {"sql": "SELECT name FROM sqlite_master WHERE type = 'table'"}},
+    {
+        "description": "values go in ? placeholders",
+        "arguments": {"sql": "SELECT ? + 1 AS next, upper(?) AS loud", "params": [41, "hi"]},
+    },
+    {"description": "anything but reading is refused", "arguments": {"sql": "DROP TABLE items"}, "error": "ToolArgumentError"},
+]
 
 
 def _authorizer(denied: list[str]) -> Callable[[int, str | None, str | None, str | None, str | None], int]:
@@ -95,7 +128,7 @@ def run_query(
     max_columns: int = MAX_COLUMNS,
     time_limit: float = TIME_LIMIT,
     clock: Clock | None = None,
-) -> dict[str, Any]:
+) -> QueryResult:
     """Run one read-only query on the SQLite file at ``path``, within the row, byte, column and time limits."""
     if not Path(path).is_file():
         raise ToolError(f"The database {str(path)!r} does not exist; set {DB_ENV} to a SQLite file.")
@@ -160,7 +193,7 @@ def run_query(
         columns = [d[0] for d in cursor.description]
     finally:
         conn.close()
-    result: dict[str, Any] = {"columns": columns, "rows": rows, "row_count": len(rows), "truncated": note is not None}
+    result: QueryResult = {"columns": columns, "rows": rows, "row_count": len(rows), "truncated": note is not None}
     if note is not None:
         result["note"] = note
     return result
@@ -178,7 +211,7 @@ def make_sql_query(
 ) -> Tool:
     """A ``sql_query`` tool bound to ``path`` (default: ``$HARNESS_ONE_SQL_DB`` at call time) and its limits."""
 
-    def sql_query(sql: str, params: list[str | int | float | None] | None = None) -> dict[str, Any]:
+    def sql_query(sql: str, params: list[str | int | float | None] | None = None) -> QueryResult:
         """Run one read-only SELECT query on the configured SQLite database.
 
         Args:
@@ -209,6 +242,7 @@ def make_sql_query(
         timeout_mode="none",
         rate_limit={"rate": 10, "burst": 20},
         tags=["database"],
+        examples=_EXAMPLES,
     )(sql_query).tool
 
 

@@ -27,9 +27,10 @@ from ._contracts import (
 )
 from ._plugins import PluginTests, footprint
 from ._suite import GUARD, Suite
-from ._tools import PROVIDER_NAMES, ToolPackageTests
+from ._tools import EXAMPLE_KEYS, PROVIDER_NAMES, ToolPackageTests
 
 __all__ = [
+    "EXAMPLE_KEYS",
     "GUARD",
     "PROVIDER_NAMES",
     "CircuitStoreContract",

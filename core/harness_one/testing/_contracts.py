@@ -97,6 +97,7 @@ class RateLimitPluginContract(Suite, standard=True):
         return ToolRegistry(plugins={"rate_limit": make_plugin(**options)}, clock=clock, autoload=False)
 
     def test_seed_example(self, make_plugin: PluginFactory, clock: ManualClock) -> None:
+        """``rate=10, burst=20``: twenty calls pass at once, the 21st is refused with ``retry_after`` 0.1 s."""
         reg = self.registry(make_plugin, clock)
         reg.add(lambda a, b: a + b, name="add", rate_limit={"rate": 10, "burst": 20})
         assert [reg.call("add", {"a": 1, "b": 1}) for _ in range(20)] == [2] * 20
@@ -189,7 +190,8 @@ class RateLimitPluginContract(Suite, standard=True):
 
 
 class ValidationPluginContract(Suite, standard=True):
-    """What a plugin registered as ``validation`` must do (the seed's section 4)."""
+    """What a plugin registered as ``validation`` must do: refuse a wrong type, a value out of range and a missing field as a
+    ``ToolArgumentError`` naming the field, fill in defaults, and accept arguments as a JSON string."""
 
     @pytest.fixture
     def make_plugin(self) -> PluginFactory:  # pragma: no cover - provided by the implementer

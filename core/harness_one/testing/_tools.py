@@ -5,9 +5,12 @@ from __future__ import annotations
 import json
 import os
 import re
+import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -25,7 +28,7 @@ from .._tool import Tool
 from ..export import StrictSchemaError, export_tools
 from ._suite import Suite
 
-__all__ = ["PROVIDER_NAMES", "ToolPackageTests"]
+__all__ = ["EXAMPLE_KEYS", "PROVIDER_NAMES", "ToolPackageTests"]
 
 #: Each provider's rule for a tool name, as its documentation states it (independent of the export's own mapping).
 PROVIDER_NAMES: Mapping[str, re.Pattern[str]] = {
@@ -44,6 +47,12 @@ _WRONG_VALUES: tuple[tuple[frozenset[str], Any], ...] = (
     (frozenset({"array"}), [1]),
     (frozenset({"object"}), {"k": 1}),
     (frozenset({"null"}), None),
+)
+
+# What _offline refuses (the same calls the import probe below refuses).
+_NETWORK: tuple[tuple[Any, tuple[str, ...]], ...] = (
+    (socket.socket, ("connect", "connect_ex", "sendto")),
+    (socket, ("getaddrinfo", "create_connection", "gethostbyname")),
 )
 
 # Run in a fresh interpreter: import the distribution's entry points with the network refused,
@@ -143,6 +152,52 @@ def _exported_name(format: str, definition: Mapping[str, Any]) -> str:
     return str(definition["function"]["name"] if format == "openai" else definition["name"])
 
 
+#: The keys of a tool example, and what each holds.
+EXAMPLE_KEYS: Mapping[str, str] = {
+    "arguments": "the call's arguments (an object)",
+    "result": "the value the call returns (optional)",
+    "error": "the name of the ToolError class the call raises instead (optional)",
+    "description": "what the example shows (optional)",
+}
+
+
+def _example_problems(tool: Tool, example: Mapping[str, Any]) -> list[str]:
+    """What is wrong with an example before it runs: unknown keys, both outcomes, arguments the schema refuses."""
+    problems = [f"unknown key {key!r} (an example holds {', '.join(EXAMPLE_KEYS)})" for key in example if key not in EXAMPLE_KEYS]
+    error = example.get("error")
+    if "result" in example and error is not None:
+        problems.append("gives both a 'result' and an 'error'")
+    if error is not None and not (isinstance(error, str) and error.isidentifier()):
+        problems.append(f"'error' is {error!r}, not the name of a ToolError class such as 'ToolArgumentError'")
+    if not isinstance(example.get("description", ""), str):
+        problems.append("'description' is not a string")
+    if error is None:  # an example of a refusal may break the schema on purpose
+        errors = _schema_errors(tool.parameters, example.get("arguments"))
+        if errors:
+            problems.append(f"the arguments do not match the parameters: {'; '.join(errors)}")
+    return problems
+
+
+@contextmanager
+def _offline() -> Iterator[list[str]]:
+    """Refuse every connection and name lookup in this process while the block runs; yield what was tried."""
+    attempts: list[str] = []
+
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        target = args[1] if args and isinstance(args[0], socket.socket) and len(args) > 1 else (args[0] if args else None)
+        attempts.append(repr(target) if target is not None else "a connection")
+        raise OSError("network access refused by the harness-one conformance kit: examples run offline")
+
+    saved = [(owner, name, getattr(owner, name)) for owner, names in _NETWORK for name in names]
+    for owner, name, _ in saved:
+        setattr(owner, name, refuse)
+    try:
+        yield attempts
+    finally:
+        for owner, name, original in saved:
+            setattr(owner, name, original)
+
+
 def _fail(what: str, problems: Sequence[str]) -> None:
     if problems:
         pytest.fail(f"{what}:\n" + "\n".join(f"  - {p}" for p in problems), pytrace=False)
@@ -160,11 +215,12 @@ class ToolPackageTests(Suite, standard=True):
     Capability flags switch checks off explicitly (the skip names the flag):
 
     - ``has_side_effects`` (False): the tools change the world (or need the network), so
-      their examples are validated but not run.
+      their examples are validated, and only those that expect an ``error`` are run.
     - ``supports_strict`` (True): every tool exports in OpenAI strict mode. False: strict
       export must fail with its documented reasons for at least one tool.
 
-    ``load_budget`` (seconds) bounds importing the entry points in a fresh interpreter.
+    ``load_budget`` (seconds) bounds importing the entry points in a fresh interpreter, and
+    ``example_budget`` running one example.
     Override :meth:`make_registry` to run the checks in a registry of your own.
     """
 
@@ -173,6 +229,7 @@ class ToolPackageTests(Suite, standard=True):
     has_side_effects: ClassVar[bool] = False
     supports_strict: ClassVar[bool] = True
     load_budget: ClassVar[float] = 2.0
+    example_budget: ClassVar[float] = 2.0
 
     def make_registry(self) -> ToolRegistry:
         """The registry the checks call tools in: the standard plugins, a manual clock, no third-party plugins."""
@@ -299,40 +356,66 @@ class ToolPackageTests(Suite, standard=True):
         _fail("parameter schemas providers cannot use", problems)
 
     def test_examples(self, loaded: _Loaded) -> None:
-        """Each example's arguments validate, and run (unless ``has_side_effects``) to a result that matches ``output_schema``."""
+        """Each example is well formed; its arguments validate; run offline within ``example_budget``, it
+        returns its ``result`` (a value matching ``output_schema``) or raises its ``error``.
+
+        With ``has_side_effects``, only the examples that expect an ``error`` run: a refusal comes
+        before the tool acts on the world.
+        """
         tools = self.checked_tools(loaded)
         if not any(t.examples for t in tools):
             pytest.skip("no tool declares examples (defineTool(examples=[{'arguments': {...}}]))")
-        registry = loaded.registry
-        problems = []
+        problems: list[str] = []
+        ran = 0
         for tool in tools:
             for i, example in enumerate(tool.examples):
                 where = f"tool {tool.name!r}, example {i}"
-                arguments = example.get("arguments")
-                errors = _schema_errors(tool.parameters, arguments)
-                if errors:
-                    problems.append(f"{where}: the arguments do not match the parameters: {'; '.join(errors)}")
+                found = _example_problems(tool, example)
+                if found:
+                    problems += [f"{where}: {p}" for p in found]
                     continue
-                if self.has_side_effects:
+                if self.has_side_effects and "error" not in example:
                     continue
-                if isinstance(registry.clock, ManualClock):
-                    registry.clock.advance(3600.0)  # rate limits refill between examples
-                try:
-                    value = registry.call(tool.name, dict(arguments))  # type: ignore[arg-type]
-                except ToolError as exc:
-                    problems.append(f"{where}: the call failed: {type(exc).__name__}: {exc}")
-                    continue
-                if tool.output_schema is not None:
-                    structured = {"result": value} if tool.output_wrapped else value
-                    errors = _schema_errors(tool.output_schema, structured)
-                    if errors:
-                        problems.append(f"{where}: the result {value!r} does not match the output schema: {'; '.join(errors)}")
-                if "result" in example and value != example["result"]:
-                    problems.append(f"{where}: returned {value!r}, the example says {example['result']!r}")
+                ran += 1
+                problems += [f"{where}: {p}" for p in self.run_example(loaded.registry, tool, example)]
         if self.has_side_effects:
             _fail("examples that do not match their tool", problems)
-            self.switched_off("has_side_effects", "the examples were validated, not run")
+            self.switched_off("has_side_effects", f"examples validated; only the {ran} that expect an error were run")
         _fail("examples that do not match their tool", problems)
+
+    def run_example(self, registry: ToolRegistry, tool: Tool, example: Mapping[str, Any]) -> list[str]:
+        """Call ``tool`` with the example's arguments, offline, and say how the outcome differs from the example."""
+        if isinstance(registry.clock, ManualClock):
+            registry.clock.advance(3600.0)  # rate limits refill between examples
+        expected_error = example.get("error")
+        started = time.perf_counter()
+        with _offline() as attempts:
+            try:
+                value = registry.call(tool.name, dict(example["arguments"]))
+                raised: ToolError | None = None
+            except ToolError as exc:
+                value, raised = None, exc
+        seconds = time.perf_counter() - started
+        problems = []
+        if attempts:
+            problems.append(f"tried the network ({', '.join(attempts[:3])}): examples run offline")
+        if seconds > self.example_budget:
+            problems.append(f"took {seconds:.2f} s (example_budget = {self.example_budget} s)")
+        if expected_error is not None:
+            if raised is None:
+                problems.append(f"returned {value!r}, the example expects {expected_error}")
+            elif expected_error not in {k.__name__ for k in type(raised).__mro__}:
+                problems.append(f"raised {type(raised).__name__} ({raised}), the example expects {expected_error}")
+            return problems
+        if raised is not None:
+            return [*problems, f"the call failed: {type(raised).__name__}: {raised}"]
+        if tool.output_schema is not None:
+            errors = _schema_errors(tool.output_schema, {"result": value} if tool.output_wrapped else value)
+            if errors:
+                problems.append(f"the result {value!r} does not match the output schema: {'; '.join(errors)}")
+        if "result" in example and value != example["result"]:
+            problems.append(f"returned {value!r}, the example says {example['result']!r}")
+        return problems
 
     # ------------------------------------------------------------------ providers
 
