@@ -60,6 +60,23 @@ def whoami(call: Call) -> dict[str, Any]:
     return {k: v for k, v in call.context.items() if k.startswith("mcp_")}
 
 
+@defineTool(registry=None, read_only=True)
+def meta(call: Call) -> dict[str, Any]:
+    """The ``_meta`` of the MCP request, as the server put it into the call context."""
+    return dict(call.context.get("_meta") or {})
+
+
+@defineTool(registry=None)
+def grow(name: str, call: Call) -> str:
+    """Add a tool called ``name`` to the serving registry (clients are told the list changed)."""
+
+    def grown() -> str:
+        return "grown"
+
+    call.registry.add(grown, name=name, description="Added at run time.")
+    return name
+
+
 @defineTool(registry=None, read_only=True, name="test_simple_text")
 def simple_text() -> str:
     """The conformance suite's simple text tool."""

@@ -18,8 +18,8 @@ import pytest
 from mcp import StdioServerParameters
 from mcp_support import Session, http_server, server_env
 
-from harness_one import RateLimitExceeded, ToolExecutionError, ToolRegistry, ToolTimeout
-from harness_one.mcp import RemoteServer, create_server, import_tools
+from harness_one import CircuitOpen, ManualClock, RateLimitExceeded, ToolExecutionError, ToolRegistry, ToolTimeout
+from harness_one.mcp import McpConnectionError, RemoteServer, create_server, import_tools
 
 
 @pytest.fixture(scope="module")
@@ -125,3 +125,42 @@ def test_serve_mcp_option_names_the_clash(url: str, tmp_module: Path) -> None:
     )
     assert done.returncode == 1
     assert "MCP server 'up': tools [" in done.stderr and "give the server a prefix" in done.stderr
+
+
+def test_one_circuit_per_server(tmp_path: Path) -> None:
+    """A dead server opens one circuit: after two lost calls (two tools), a third tool fails fast."""
+    clock = ManualClock()
+    registry = ToolRegistry(autoload=False, clock=clock)
+    with http_server(tmp_path) as url:
+        remote = import_tools(
+            registry, url, name="up", circuit_breaker={"min_calls": 3, "failure_ratio": 0.5, "open_for": 30, "probes": 1}
+        )
+        assert registry.get("add").circuit_breaker is None  # not one circuit per tool
+        assert registry.call("add", {"a": 1, "b": 2}) == 3
+    try:  # the server process is gone
+        for name, arguments in (("add", {"a": 1, "b": 2}), ("events", {})):
+            assert isinstance(registry.try_call(name, arguments).error, McpConnectionError)
+        assert remote.circuit_state() == "open"
+        refused = registry.try_call("whoami")
+        assert isinstance(refused.error, CircuitOpen) and refused.error.retry_after == pytest.approx(30)
+        assert "its MCP server 'up' is failing repeatedly" in refused.error.message
+        assert registry.stats()["harness_one.mcp.circuits"]["servers"]["up"]["state"] == "open"
+        clock.advance(31)  # a probe goes through, and fails again
+        assert isinstance(registry.try_call("whoami").error, McpConnectionError)
+        assert isinstance(registry.try_call("add", {"a": 1, "b": 2}).error, CircuitOpen)
+    finally:
+        remote.close()
+
+
+async def test_serve_mcp_prefixes_several_servers(url: str, tmp_module: Path) -> None:
+    """``serve --mcp a:=URL --mcp b:up2=URL``: two imports of one upstream, side by side under their prefixes."""
+    target = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "harness_one", "serve", "--mcp", f"a:={url}", "--mcp", f"b:up2={url}"],
+        env=server_env(tmp_module),
+    )
+    async with Session(target) as client:
+        names = {t.name for t in (await client.list_tools()).tools}
+        assert {"a_add", "up2_add", "calculate"} <= names and "add" not in names
+        result = await client.call_tool("up2_add", {"a": 4, "b": 5})
+        assert result.structured_content == {"result": 9}

@@ -44,8 +44,10 @@ async def client(request: pytest.FixtureRequest, tmp_module: Path) -> AsyncItera
     else:
         target = request.getfixturevalue("http_url")
         options = {"mode": "legacy"} if request.param == "http-legacy" else {}
-    async with Session(target, **options) as session:
+    owner = Session(target, **options)
+    async with owner as session:
         session.transport = request.param
+        session.received = owner.messages  # what the server sent unasked (notifications)
         yield session
 
 
@@ -193,6 +195,25 @@ def small_registry() -> ToolRegistry:
 def extra(x: int) -> int:
     """Added while serving."""
     return x
+
+
+async def test_list_changed_after_a_tool_is_added_while_serving(client: Any) -> None:
+    """``harness-one serve`` itself: a tool added at run time is announced on every transport."""
+    name = f"grown_{client.transport.replace('-', '_')}"
+    await client.list_tools()
+    if client.protocol_version == "2026-07-28":
+        async with client.listen(tools_list_changed=True) as subscription:
+            await client.call_tool("grow", {"name": name})
+            event = await asyncio.wait_for(subscription.__anext__(), 10)
+        assert type(event).__name__ == "ToolsListChanged"
+    else:
+        await client.call_tool("grow", {"name": name})
+        for _ in range(500):
+            if any(isinstance(m, ToolListChangedNotification) for m in client.received):
+                break
+            await asyncio.sleep(0.01)
+        assert any(isinstance(m, ToolListChangedNotification) for m in client.received)
+    assert name in {t.name for t in (await client.list_tools(cache_mode="refresh")).tools}
 
 
 async def test_list_changed_on_a_handshake_connection() -> None:

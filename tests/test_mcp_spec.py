@@ -22,9 +22,15 @@ def test_parse_mcp_spec() -> None:
     assert parse_mcp_spec("api=http://127.0.0.1:8000/mcp") == McpSpec(name="api", url="http://127.0.0.1:8000/mcp")
     files = parse_mcp_spec("files = npx -y '@scope/server files' /tmp")
     assert files.name == "files" and files.command == ("npx", "-y", "@scope/server files", "/tmp") and files.url is None
+    assert files.prefix == ""
+    assert parse_mcp_spec("files:fs=npx server") == McpSpec(name="files", command=("npx", "server"), prefix="fs")
+    assert parse_mcp_spec("files:=npx server").prefix == "files"  # an empty prefix: the server name
+    assert parse_mcp_spec("api:gh_=https://h/mcp?a=b") == McpSpec(name="api", url="https://h/mcp?a=b", prefix="gh_")
     for bad, needle in [
-        ("nothing", "expected NAME=COMMAND_OR_URL"),
-        ("=cmd", "expected NAME=COMMAND_OR_URL"),
+        ("nothing", "expected NAME[:PREFIX]=COMMAND_OR_URL"),
+        ("=cmd", "expected NAME[:PREFIX]=COMMAND_OR_URL"),
+        (":fs=cmd", "expected NAME[:PREFIX]=COMMAND_OR_URL"),
+        ("x:bad prefix=cmd", "--mcp 'x:bad prefix=cmd': MCP server 'x': 'prefix' must be up to 32"),
         ("a b=cmd", "MCP server name 'a b'"),
         ("x=echo 'open", "cannot split the command"),
     ]:
@@ -132,7 +138,7 @@ def test_serve_command_refuses_bad_options(cli_logging: None) -> None:
         "mcp": runner.invoke(main, ["serve", "--mcp", "no-equals-sign"]),
         "path": runner.invoke(main, ["serve", "--transport", "http", "--path", "mcp"]),
     }
-    assert results["mcp"].exit_code == 2 and "expected NAME=COMMAND_OR_URL" in results["mcp"].output
+    assert results["mcp"].exit_code == 2 and "expected NAME[:PREFIX]=COMMAND_OR_URL" in results["mcp"].output
     assert results["path"].exit_code == 2 and "must start with '/'" in results["path"].output
     help_text = runner.invoke(main, ["serve", "--help"]).output
-    assert "--transport [stdio|http]" in help_text and "NAME=COMMAND_OR_URL" in help_text
+    assert "--transport [stdio|http]" in help_text and "NAME[:PREFIX]=COMMAND_OR_URL" in help_text

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from opentelemetry.propagate import extract as otel_extract
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
@@ -206,8 +207,13 @@ def test_a_traceparent_in_the_context_meta_continues_the_callers_trace(otel: Tel
     reg.call("remote", context={"_meta": {"traceparent": "not a traceparent"}})
     assert otel.finished()[-1].parent is None  # a bad header starts a new trace
     with otel.tracer_provider.get_tracer("app").start_as_current_span("local") as local:
-        reg.call("remote", context={"_meta": meta})  # a current span wins over the header
-    assert otel.finished()[-2].parent.span_id == local.get_span_context().span_id  # type: ignore[union-attr]
+        reg.call("remote", context={"_meta": meta})  # the caller's header wins over an unrelated current span
+        assert otel.finished()[-1].parent.span_id == int(PARENT_ID, 16)  # type: ignore[union-attr]
+        reg.call("remote", context={"_meta": {"traceparent": "not a traceparent"}})
+        assert otel.finished()[-1].parent.span_id == local.get_span_context().span_id  # type: ignore[union-attr]
+    with otel.tracer_provider.get_tracer("app").start_as_current_span("server", context=otel_extract(meta)) as server:
+        reg.call("remote", context={"_meta": meta})  # a current span of that trace (the MCP SDK's) stays the parent
+    assert otel.finished()[-2].parent.span_id == server.get_span_context().span_id  # type: ignore[union-attr]
 
 
 def test_metrics_count_calls_errors_by_type_and_durations(otel: Telemetry) -> None:

@@ -89,9 +89,9 @@ def error_type(error: ToolError) -> str:
 class OTelPlugin:
     """Emits a span per tool call and records call metrics through the OpenTelemetry API.
 
-    The span's parent is the current span (a direct call inside an instrumented application);
-    when there is none and ``call.context["_meta"]`` carries a W3C ``traceparent`` (and
-    ``tracestate``), the span continues that trace. The span is current while the tool runs, so
+    When ``call.context["_meta"]`` carries a W3C ``traceparent`` (and ``tracestate``), as an
+    MCP ``tools/call`` does, the span continues that trace; otherwise its parent is the current
+    span (a direct call inside an instrumented application). The span is current while the tool runs, so
     spans the tool makes are its children. Events: ``harness_one.retry`` (an attempt failed and
     another follows), ``harness_one.wait`` (a refusal waited out: rate limit, busy, open circuit,
     idempotency conflict), ``harness_one.replay`` (the outcome came from a store: an idempotency
@@ -132,8 +132,7 @@ class OTelPlugin:
         if enabled is None and tracer_provider is None and meter_provider is None and not configured():
             return  # nothing would record the spans: pay nothing per call
         try:
-            from opentelemetry import context, metrics, trace
-            from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+            from opentelemetry import context, metrics, propagate, trace
         except ImportError as exc:
             if enabled:
                 raise ImportError("The otel plugin needs opentelemetry-api: pip install 'harness-one[otel]'.") from exc
@@ -141,7 +140,7 @@ class OTelPlugin:
         self.enabled = True
         self._context = context
         self._trace = trace
-        self._propagator = TraceContextTextMapPropagator()
+        self._propagate = propagate
         self._internal = trace.SpanKind.INTERNAL
         self._error = trace.StatusCode.ERROR
         self._status = trace.Status
@@ -164,20 +163,29 @@ class OTelPlugin:
     # ------------------------------------------------------------------ spans
 
     def _parent(self, call: Call) -> Any:
-        """The context to start the span in: None (the current one), or the caller's remote trace."""
-        if self._trace.get_current_span().get_span_context().is_valid:
-            return None
+        """The context to start the span in: None (the current one), or the caller's trace from ``_meta``.
+
+        ``call.context["_meta"]`` (an MCP request's ``_meta``) goes through the global propagator
+        (W3C trace context unless the application set another). The current span stays the
+        parent when it already belongs to that trace (the MCP SDK's server span for the request).
+        """
         meta = call.context.get(TRACE_CONTEXT_KEY)
         if not isinstance(meta, Mapping):
             return None
-        parent = meta.get("traceparent")
-        if not isinstance(parent, str):
+        carrier = {key: value for key in self._propagate.get_global_textmap().fields if isinstance(value := meta.get(key), str)}
+        if not carrier:
             return None
-        carrier = {"traceparent": parent}
-        state = meta.get("tracestate")
-        if isinstance(state, str):
-            carrier["tracestate"] = state
-        return self._propagator.extract(carrier)
+        try:
+            found = self._propagate.extract(carrier)
+        except (ValueError, TypeError):  # a propagator that does not tolerate a malformed carrier
+            return None
+        remote = self._trace.get_current_span(found).get_span_context()
+        if not remote.is_valid:
+            return None  # a malformed traceparent: the current context
+        current = self._trace.get_current_span().get_span_context()
+        if current.is_valid and current.trace_id == remote.trace_id:
+            return None
+        return found
 
     def _start(self, call: Call) -> Any:
         tool = call.tool

@@ -33,9 +33,21 @@ from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types import CONNECTION_CLOSED
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from opentelemetry import context as otel_context
+from opentelemetry import propagate, trace
 
-from harness_one import Call, RetryableError, Tool, ToolDefinitionError, ToolExecutionError, ToolRegistry, __version__
+from harness_one import (
+    Call,
+    CircuitBreakerPolicy,
+    RetryableError,
+    Tool,
+    ToolDefinitionError,
+    ToolExecutionError,
+    ToolRegistry,
+    __version__,
+)
 
+from ._circuit import circuits_for
 from ._spec import ERROR_META_KEY, McpSpec, McpSpecError
 
 __all__ = ["McpConnectionError", "RemoteServer", "RemoteToolError", "aimport_tools", "import_tools", "local_name"]
@@ -293,8 +305,20 @@ class RemoteServer:
         return tools
 
     async def _call(
-        self, remote: str, local: str, arguments: dict[str, Any], report: Callable[[float, float | None, str | None], None] | None
+        self,
+        remote: str,
+        local: str,
+        arguments: dict[str, Any],
+        report: Callable[[float, float | None, str | None], None] | None,
+        trace_context: otel_context.Context | None = None,
     ) -> types.CallToolResult:
+        meta: dict[str, Any] | None = None
+        if trace_context is not None:
+            # The caller's span continues on this loop: the SDK's client span (if any) is its child,
+            # and ``_meta`` carries ``traceparent`` (the SDK injects it again from the same context).
+            otel_context.attach(trace_context)  # this task's own context: nothing to detach
+            meta = {}
+            propagate.inject(meta, context=trace_context)
         client = await self._connected()
         callback = None
         if report is not None:
@@ -303,7 +327,7 @@ class RemoteServer:
                 report(progress, total, message)  # the remote's progress goes on to whoever called the harness tool
 
         try:
-            return await client.call_tool(remote, arguments, progress_callback=callback)
+            return await client.call_tool(remote, arguments, progress_callback=callback, meta=meta or None)  # type: ignore[arg-type]
         except MCPError as exc:
             if exc.code == CONNECTION_CLOSED:
                 self._lost(client)
@@ -396,7 +420,7 @@ class RemoteServer:
         async def call_mcp_tool(_harness_call: Call, **arguments: Any) -> Any:
             # Ask the remote for progress only when someone listens (``Call.wants_progress``, when the core has it).
             report = _harness_call.report_progress if getattr(_harness_call, "wants_progress", True) else None
-            result = await _await(server._call(remote, local, arguments, report))
+            result = await _await(server._call(remote, local, arguments, report, _current_trace()))
             return server._value(result, remote, local, unwrap)
 
         call_mcp_tool.__qualname__ = call_mcp_tool.__name__ = f"mcp_{local}"
@@ -419,7 +443,12 @@ class RemoteServer:
     # ------------------------------------------------------------------ public
 
     async def _attach(self, registry: ToolRegistry, definition: Mapping[str, Any], replace: bool) -> None:
-        tools = self._tools(await self._list(), {**self.spec.policies, **definition})
+        policies = {**self.spec.policies, **definition}
+        breaker = policies.pop("circuit_breaker", None)
+        circuit = None
+        if breaker is not None and breaker is not False:
+            circuit = CircuitBreakerPolicy.parse(breaker, tool=f"mcp:{self.spec.name}")
+        tools = self._tools(await self._list(), policies)
         if not replace:
             clash = [t.name for t in tools if t.name in registry]
             if clash:
@@ -427,10 +456,12 @@ class RemoteServer:
                     f"MCP server '{self.spec.name}': tools {clash} are already registered; "
                     "give the server a prefix (prefix='...' or 'prefix' in its config table)."
                 )
+        if circuit is not None:
+            circuits_for(registry).add(self.spec.name, circuit)  # before the tools: their call plans see it
         for tool in tools:
             registry.add(tool, replace=True)
         self.registry = registry
-        self._definition = dict(definition)
+        self._definition = {k: v for k, v in definition.items() if k != "circuit_breaker"}
 
     async def _refresh(self) -> None:
         """Re-list after the server said its tools changed, and bring the registry in line."""
@@ -442,12 +473,19 @@ class RemoteServer:
         except Exception:  # the next call reports the connection
             return
         old = set(self.names)
-        tools = self._tools(listing, {**self.spec.policies, **self._definition})
+        policies = {k: v for k, v in {**self.spec.policies, **self._definition}.items() if k != "circuit_breaker"}
+        tools = self._tools(listing, policies)
         for tool in tools:
             registry.add(tool, replace=True)
         for name in old - set(self.names):
             if name in registry and registry.get(name).source == f"mcp:{self.spec.name}":
                 registry.remove(name)
+
+    def circuit_state(self) -> str:
+        """The server's circuit: ``closed``, ``open`` or ``half_open`` (``closed`` without a ``circuit_breaker``)."""
+        if self.registry is None:
+            return "closed"
+        return circuits_for(self.registry).state(self.registry, self.spec.name)
 
     def close(self) -> None:
         """Close the connection (a stdio server process is stopped); the tools stay but reconnect when called."""
@@ -455,6 +493,12 @@ class RemoteServer:
 
     async def aclose(self) -> None:
         await _await(self._close())
+
+
+def _current_trace() -> otel_context.Context | None:
+    """The caller's OpenTelemetry context when a span is current in it (to send as ``_meta.traceparent``)."""
+    found = otel_context.get_current()
+    return found if trace.get_current_span(found).get_span_context().is_valid else None
 
 
 def _describe(exc: BaseException) -> str:

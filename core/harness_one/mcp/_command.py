@@ -65,8 +65,8 @@ def _registry(ctx: click.Context) -> ToolRegistry:
     "--mcp",
     "mcp_specs",
     multiple=True,
-    metavar="NAME=COMMAND_OR_URL",
-    help="Also serve the tools of this MCP server, with harness policies (repeatable).",
+    metavar="NAME[:PREFIX]=COMMAND_OR_URL",
+    help="Also serve the tools of this MCP server, with harness policies (repeatable; NAME:PREFIX= or NAME:= prefixes its tool names).",
 )
 @click.pass_context
 def serve(

@@ -18,7 +18,7 @@ import threading
 import uuid
 import weakref
 from collections import Counter
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -126,8 +126,11 @@ class _Bridge:
 
     async def call_tool(self, ctx: ServerRequestContext[Any, Any], params: CallToolRequestParams) -> dict[str, Any]:
         context = self._context(ctx)
+        meta = params.meta
+        if meta:
+            context["_meta"] = _wire_meta(meta)
         arguments = params.arguments or {}
-        if params.meta and params.meta.get("progress_token") is not None:
+        if meta and meta.get("progress_token") is not None:
             result = await self._call_with_progress(ctx, params.name, arguments, context)
         else:
             result = await self.registry.atry_call(params.name, arguments, context=context)
@@ -208,7 +211,7 @@ class _Bridge:
             "mcp_transport": transport,
             "mcp_client_name": info.client_info.name if info is not None else None,
             "mcp_protocol": ctx.protocol_version,
-        }
+        }  # and "_meta": the request's _meta (progressToken, traceparent, ...), when it has one
 
     # ------------------------------------------------------------------ listChanged
 
@@ -266,6 +269,14 @@ class _Bridge:
                 if not self._loops:
                     self._watcher.armed = False
                     self.registry.plugins.unregister(self._plugin)
+
+
+def _wire_meta(meta: Mapping[str, Any]) -> dict[str, Any]:
+    """A request's ``_meta`` as sent (the SDK names the progress token ``progress_token``)."""
+    out = dict(meta)
+    if "progress_token" in out:
+        out["progressToken"] = out.pop("progress_token")
+    return out
 
 
 class _Server(Server[dict[str, Any]]):

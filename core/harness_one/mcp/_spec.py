@@ -1,4 +1,4 @@
-"""Which remote MCP servers to import: ``--mcp NAME=COMMAND_OR_URL`` and ``[mcp.servers.NAME]`` tables.
+"""Which remote MCP servers to import: ``--mcp NAME[:PREFIX]=COMMAND_OR_URL`` and ``[mcp.servers.NAME]`` tables.
 
 Nothing here imports the ``mcp`` SDK; :func:`attach_servers` loads the client only when
 there is a server to connect to.
@@ -109,20 +109,32 @@ class McpSpec:
 
 
 def parse_mcp_spec(text: str) -> McpSpec:
-    """``NAME=COMMAND_OR_URL`` (the ``--mcp`` option): an ``http(s)://`` URL, or a command split like a shell would."""
+    """``NAME[:PREFIX]=COMMAND_OR_URL`` (the ``--mcp`` option): an ``http(s)://`` URL, or a command split like a shell would.
+
+    ``files:fs=npx ...`` names the server ``files`` and its tools ``fs_...``; ``files:=npx ...``
+    (an empty prefix after the colon) uses the server name as prefix: ``files_...``.
+    """
     name, sep, target = text.partition("=")
     name, target = name.strip(), target.strip()
+    name, colon, prefix = name.partition(":")
+    name, prefix = name.strip(), prefix.strip()
     if not sep or not name or not target:
         raise McpSpecError(
-            f"--mcp {text!r}: expected NAME=COMMAND_OR_URL, for example 'files=npx -y @scope/server' or 'api=http://127.0.0.1:8000/mcp'."
+            f"--mcp {text!r}: expected NAME[:PREFIX]=COMMAND_OR_URL, for example 'files=npx -y @scope/server', "
+            "'files:fs=npx -y @scope/server' or 'api=http://127.0.0.1:8000/mcp'."
         )
-    if re.match(r"^https?://", target):
-        return McpSpec(name=name, url=target)
+    if colon and not prefix:
+        prefix = name
     try:
-        command = tuple(shlex.split(target))
-    except ValueError as exc:
-        raise McpSpecError(f"--mcp {text!r}: cannot split the command: {exc}.") from None
-    return McpSpec(name=name, command=command)
+        if re.match(r"^https?://", target):
+            return McpSpec(name=name, url=target, prefix=prefix)
+        try:
+            command = tuple(shlex.split(target))
+        except ValueError as exc:
+            raise McpSpecError(f"cannot split the command: {exc}.") from None
+        return McpSpec(name=name, command=command, prefix=prefix)
+    except McpSpecError as exc:
+        raise McpSpecError(f"--mcp {text!r}: {exc}") from None
 
 
 def attach_servers(
