@@ -100,6 +100,12 @@ def main() -> None:
                 for _ in range(n):
                     buckets.acquire("tool", **rate)
 
+            from harness_one.state._redis import _BUCKET
+
+            def pooled(n: int) -> None:  # the same script through redis-py's pool each time (no kept connection)
+                for _ in range(n):
+                    link._run_pooled(_BUCKET, *buckets._args("tool", rate["rate"], rate["burst"], rate["cost"], 0.0))
+
             def threaded(n: int) -> None:
                 import threading
 
@@ -130,9 +136,24 @@ def main() -> None:
             reg.add(lambda: 1, name="limited", rate_limit={"rate": 1e9, "burst": 1e9})
             reg.call("limited")
 
+            async def one() -> int:  # an async tool: acall runs it on the loop (a sync one would hop to a thread)
+                return 1
+
+            reg.add(one, name="alimited", rate_limit={"rate": 1e9, "burst": 1e9})
+
             def calls(n: int) -> None:
                 for _ in range(n):
                     reg.call("limited")
+
+            def acalls(n: int) -> None:
+                async def worker(count: int) -> None:
+                    for _ in range(count):
+                        await reg.acall("alimited")
+
+                async def run() -> None:
+                    await asyncio.gather(*(worker(n // args.concurrency) for _ in range(args.concurrency)))
+
+                asyncio.run(run())
 
             ping = time.perf_counter()
             for _ in range(2000):
@@ -140,7 +161,8 @@ def main() -> None:
             rtt = (time.perf_counter() - ping) / 2000 * 1e6
             n = args.decisions
             rows = [
-                measure("backend acquire (sync client)", admin, n, sync),
+                measure("backend acquire (sync client, kept connection)", admin, n, sync),
+                measure("backend acquire (sync client, pool each time)", admin, n, pooled),
                 measure(
                     f"backend acquire, {args.threads} threads (sync client, pool)",
                     admin,
@@ -155,6 +177,12 @@ def main() -> None:
                     concurrent,
                 ),
                 measure("registry.call of a rate-limited tool (whole pipeline)", admin, n, calls),
+                measure(
+                    f"registry.acall, {args.concurrency} tasks (whole pipeline, asyncio)",
+                    admin,
+                    n // args.concurrency * args.concurrency,
+                    acalls,
+                ),
             ]
             script_us = admin.info("commandstats")["cmdstat_evalsha"]["usec_per_call"]
         finally:
@@ -162,7 +190,8 @@ def main() -> None:
                 proc.kill()
                 proc.wait()
     server = "local redis-server" if proc is not None else url
-    print(f"Rate-limit decisions against {server}, one process, Python {sys.version.split()[0]}")
+    parser_name = type(link._hot._parser).__name__ if link._hot is not None else "?"
+    print(f"Rate-limit decisions against {server}, one process, Python {sys.version.split()[0]}, parser {parser_name}")
     print(f"{'what':58} {'decisions/s':>12} {'us each':>9} {'round trips':>12}")
     for row in rows:
         print(f"{row['what']:58} {row['decisions/s']:12,.0f} {row['us/decision']:9.1f} {row['round trips/decision']:12.3f}")

@@ -1,4 +1,5 @@
-"""A real redis-server for the tests: started on a free port in a temporary directory, stopped after.
+"""A real redis-server for the tests: started on a free port in a temporary directory, stopped after
+(and a real three-node Redis Cluster, ``redis_cluster``).
 
 ``redis_server`` (one per test module) skips with a clear reason when ``redis-server`` or the
 ``redis`` package is missing, unless ``HARNESS_ONE_REQUIRE_REDIS=1`` (CI), which makes that a
@@ -239,3 +240,123 @@ def holding_worker(url: str, lease: float) -> None:
     )
     reg.add(hang, name="hang", max_concurrency=1)
     reg.call("hang", idempotency_key="held")
+
+
+# --------------------------------------------------------------------------- Redis Cluster
+
+
+class RedisClusterNodes:
+    """Three master nodes on loopback ports (``cluster-port`` set, so no port + 10000 is needed),
+    joined with ``redis-cli --cluster create``; ``url`` is ``redis+cluster://`` to the first."""
+
+    def __init__(self, directory: Path, count: int = 3) -> None:
+        self.directory = directory
+        self.ports = [_free_port() for _ in range(count)]
+        self.url = f"redis+cluster://127.0.0.1:{self.ports[0]}"
+        self.processes: list[subprocess.Popen[bytes]] = []
+
+    def start(self) -> None:
+        binary = shutil.which("redis-server")
+        assert binary is not None
+        for port in self.ports:
+            node = self.directory / str(port)
+            node.mkdir()
+            self.processes.append(
+                subprocess.Popen(
+                    [
+                        binary,
+                        "--port",
+                        str(port),
+                        "--cluster-port",
+                        str(_free_port()),
+                        "--bind",
+                        "127.0.0.1",
+                        "--dir",
+                        str(node),
+                        "--cluster-enabled",
+                        "yes",
+                        "--cluster-config-file",
+                        str(node / "nodes.conf"),
+                        "--save",
+                        "",
+                        "--appendonly",
+                        "no",
+                    ],
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                )
+            )
+        for port in self.ports:
+            self._wait(port, lambda client: client.ping())
+        subprocess.run(
+            [shutil.which("redis-cli") or "redis-cli", "--cluster", "create"]
+            + [f"127.0.0.1:{port}" for port in self.ports]
+            + ["--cluster-replicas", "0", "--cluster-yes"],
+            check=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            timeout=30,
+        )
+        for port in self.ports:
+            self._wait(port, lambda client: client.cluster("info")["cluster_state"] == "ok" or None)
+
+    def _wait(self, port: int, ready: Any) -> None:
+        import redis
+
+        client = redis.Redis(port=port, socket_timeout=1)
+        deadline = time.monotonic() + 15
+        try:
+            while True:
+                try:
+                    if ready(client):
+                        return
+                except redis.RedisError:
+                    pass
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"Redis Cluster node on port {port} did not get ready")
+                time.sleep(0.05)
+        finally:
+            client.close()
+
+    def flush(self) -> None:
+        """Empty every node and its script cache."""
+        import redis
+
+        for port in self.ports:
+            client = redis.Redis(port=port, socket_timeout=2)
+            try:
+                client.flushall()
+                client.script_flush()
+            finally:
+                client.close()
+
+    def stop(self) -> None:
+        for process in self.processes:
+            if process.poll() is None:
+                process.send_signal(signal.SIGKILL)
+                process.wait(timeout=10)
+        self.processes = []
+
+
+@pytest.fixture(scope="module")
+def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisClusterNodes]:
+    for binary in ("redis-server", "redis-cli"):
+        if shutil.which(binary) is None:
+            _missing(f"{binary} is not installed (the Redis Cluster tests need it)")
+    try:
+        import redis  # noqa: F401
+    except ImportError:
+        _missing("the redis package is not installed")
+    nodes = RedisClusterNodes(tmp_path_factory.mktemp("redis-cluster"))
+    try:
+        nodes.start()
+        yield nodes
+    finally:
+        nodes.stop()
+
+
+@pytest.fixture
+def cluster_url(redis_cluster: RedisClusterNodes) -> str:
+    """The cluster's ``redis+cluster://`` URL, with every node emptied."""
+    redis_cluster.flush()
+    return redis_cluster.url

@@ -297,7 +297,7 @@ def test_conflict_and_busy_across_registries(redis_url: str) -> None:
 
 
 async def test_acall_goes_through_the_redis_plugins(redis_url: str) -> None:
-    """On the acall path the (synchronous) hooks use the sync client; the limits still hold."""
+    """Concurrent acalls share one bucket: the limit holds (``test_redis_async`` checks the client used)."""
     reg = ToolRegistry(state=redis_url, autoload=False)
 
     async def tool() -> int:

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import threading
-from typing import Any
+from typing import Any, cast
 
 from harness_one import (
+    Await,
     Call,
     CircuitBreakerPolicy,
     CircuitOpen,
@@ -18,12 +19,16 @@ from harness_one import (
     applies_to,
     hookimpl,
 )
-from harness_one.state import Breaker, CircuitStore, FailMode, MemoryCircuits, StateUnavailable
+from harness_one.state import AsyncCircuitStore, Breaker, CircuitStore, FailMode, MemoryCircuits, StateUnavailable, round_trip
 
 __all__ = ["Breaker", "CircuitBreakerPlugin"]
 
 _PROBE = "circuit.probe"
 _COUNTED = "circuit.counted"
+
+
+def _nothing(_: Any) -> None:
+    return None
 
 
 def _guarded(plugin: CircuitBreakerPlugin, tool: Tool) -> bool:
@@ -66,6 +71,7 @@ class CircuitBreakerPlugin:
         self._policies: dict[str, CircuitBreakerPolicy] = {}
         self._lock = threading.Lock()
         self._registry_clock: Clock | None = None
+        self._plain: CircuitStore | None = None  # the last store seen without ``aadmit``
 
     @hookimpl
     def harness_configure(self, registry: ToolRegistry) -> None:
@@ -85,43 +91,90 @@ class CircuitBreakerPlugin:
 
     @hookimpl
     @applies_to(_guarded)
-    def harness_pre_call(self, call: Call) -> None:
-        name = call.tool.name
+    def harness_pre_call(self, call: Call) -> Await | None:
+        name, store, policy, now = call.tool.name, self.store, self._policy(call), self._now(call)
+        if store is not self._plain:  # not the store known to answer without I/O
+            shared = self._shared(store)
+            if shared is not None:
+                return round_trip(
+                    lambda: store.admit(name, policy, now=now),
+                    lambda: shared.aadmit(name, policy, now=now),
+                    lambda admitted: self._admitted(call, admitted),
+                    lambda exc: self.fail.handle(exc, name, call.call_id, "circuit not checked"),
+                )
         try:
-            wait, probe = self.store.admit(name, self._policy(call), now=self._now(call))
+            admitted = store.admit(name, policy, now=now)
         except StateUnavailable as exc:
             self.fail.handle(exc, name, call.call_id, "circuit not checked")
-            return
+            return None
+        self._admitted(call, admitted)
+        return None
+
+    def _shared(self, store: CircuitStore) -> AsyncCircuitStore | None:
+        """``store`` if its operations are round trips with awaitable twins (Redis), else None."""
+        if store is self._plain:
+            return None
+        if hasattr(store, "aadmit"):
+            return cast(AsyncCircuitStore, store)
+        self._plain = store
+        return None
+
+    @staticmethod
+    def _admitted(call: Call, admitted: tuple[float, bool]) -> None:
+        wait, probe = admitted
         if wait > 0:
-            raise CircuitOpen(retry_after=wait, tool=name, call_id=call.call_id)
+            raise CircuitOpen(retry_after=wait, tool=call.tool.name, call_id=call.call_id)
         call.state[_PROBE] = probe
         call.state[_COUNTED] = True
 
-    def _record(self, call: Call, failed: bool) -> None:
+    def _record(self, call: Call, failed: bool) -> Await | None:
         if not call.take(_COUNTED, False):
-            return
+            return None
         probe = call.take(_PROBE, False)
+        store, name, policy, now = self.store, call.tool.name, self._policy(call), self._now(call)
+        if store is not self._plain:  # not the store known to answer without I/O
+            shared = self._shared(store)
+            if shared is not None:
+                return round_trip(
+                    lambda: store.record(name, policy, now=now, failed=failed, probe=probe),
+                    lambda: shared.arecord(name, policy, now=now, failed=failed, probe=probe),
+                    _nothing,
+                    lambda exc: self.fail.note(exc, name, "call not counted"),
+                )
         try:
-            self.store.record(call.tool.name, self._policy(call), now=self._now(call), failed=failed, probe=probe)
+            store.record(name, policy, now=now, failed=failed, probe=probe)
         except StateUnavailable as exc:
-            self.fail.note(exc, call.tool.name, "call not counted")
+            self.fail.note(exc, name, "call not counted")
+        return None
 
     @hookimpl
     @applies_to(_guarded)
-    def harness_post_call(self, call: Call) -> None:
-        self._record(call, failed=False)
+    def harness_post_call(self, call: Call) -> Await | None:
+        return self._record(call, failed=False)
 
     @hookimpl
     @applies_to(_guarded)
-    def harness_on_error(self, call: Call, error: BaseException) -> None:
-        failed = call.ran and isinstance(error, (ToolExecutionError, ToolTimeout, RetryableError))
+    def harness_on_error(self, call: Call, error: BaseException) -> Await | None:
         if call.ran:
-            self._record(call, failed=failed)
-        elif call.take(_COUNTED, False) and call.take(_PROBE, False):
-            try:  # a probe refused after admission (e.g. rate limit) gives its place back
-                self.store.unprobe(call.tool.name, self._policy(call))
-            except StateUnavailable as exc:
-                self.fail.note(exc, call.tool.name, "probe not given back")
+            return self._record(call, failed=isinstance(error, (ToolExecutionError, ToolTimeout, RetryableError)))
+        if not (call.take(_COUNTED, False) and call.take(_PROBE, False)):
+            return None
+        # a probe refused after admission (e.g. by the rate limit) gives its place back
+        store, name, policy = self.store, call.tool.name, self._policy(call)
+        if store is not self._plain:  # not the store known to answer without I/O
+            shared = self._shared(store)
+            if shared is not None:
+                return round_trip(
+                    lambda: store.unprobe(name, policy),
+                    lambda: shared.aunprobe(name, policy),
+                    _nothing,
+                    lambda exc: self.fail.note(exc, name, "probe not given back"),
+                )
+        try:
+            store.unprobe(name, policy)
+        except StateUnavailable as exc:
+            self.fail.note(exc, name, "probe not given back")
+        return None
 
     def state(self, tool: str) -> str:
         """``closed``, ``open`` or ``half_open`` (``closed`` for a tool never seen)."""

@@ -5,10 +5,18 @@ from __future__ import annotations
 import itertools
 import os
 import threading
-from typing import Any
+from typing import Any, cast
 
-from harness_one import Call, Clock, Retry, Tool, ToolBusy, ToolRegistry, applies_to, hookimpl
-from harness_one.state import ConcurrencySlots, FailMode, LeaseKeeper, MemorySlots, StateUnavailable
+from harness_one import Await, Call, Clock, Retry, Tool, ToolBusy, ToolRegistry, applies_to, hookimpl
+from harness_one.state import (
+    AsyncConcurrencySlots,
+    ConcurrencySlots,
+    FailMode,
+    LeaseKeeper,
+    MemorySlots,
+    StateUnavailable,
+    round_trip,
+)
 
 __all__ = ["ConcurrencyPlugin"]
 
@@ -72,6 +80,7 @@ class ConcurrencyPlugin:
         self._lock = threading.Lock()
         self._leases = LeaseKeeper("concurrency", lambda: self.lease / 3, self._renew)
         self._registry_clock: Clock | None = None
+        self._plain: ConcurrencySlots | None = None  # the last slots seen without ``aacquire``
         self.refused = 0
 
     @hookimpl
@@ -89,20 +98,44 @@ class ConcurrencyPlugin:
 
     @hookimpl
     @applies_to(_capped)
-    def harness_pre_call(self, call: Call) -> None:
+    def harness_pre_call(self, call: Call) -> Await | None:
         name = call.tool.name
         cap = call.tool.max_concurrency or self.default
         holder = f"{self._holder}-{next(self._ids)}"
         if name not in self._seen:
             with self._lock:
                 self._seen.add(name)
+        slots, now, total, lease = self.slots, self._now(), self.total, self.lease
+        if slots is not self._plain:  # not the store known to answer without I/O
+            shared = self._shared(slots)
+            if shared is not None:
+                return round_trip(
+                    lambda: slots.acquire(name, holder, cap=cap, total=total, now=now, lease=lease),
+                    lambda: shared.aacquire(name, holder, cap=cap, total=total, now=now, lease=lease),
+                    lambda taken: self._taken(call, holder, cap, taken),
+                    lambda exc: self.fail.handle(exc, name, call.call_id, "concurrency cap not checked"),
+                )
         try:
-            admitted, running, overall = self.slots.acquire(
-                name, holder, cap=cap, total=self.total, now=self._now(), lease=self.lease
-            )
+            taken = slots.acquire(name, holder, cap=cap, total=total, now=now, lease=lease)
         except StateUnavailable as exc:
             self.fail.handle(exc, name, call.call_id, "concurrency cap not checked")
-            return
+            return None
+        self._taken(call, holder, cap, taken)
+        return None
+
+    def _shared(self, slots: ConcurrencySlots) -> AsyncConcurrencySlots | None:
+        """``slots`` if its operations are round trips with awaitable twins (Redis), else None."""
+        if slots is self._plain:
+            return None
+        if hasattr(slots, "aacquire"):
+            return cast(AsyncConcurrencySlots, slots)
+        self._plain = slots
+        return None
+
+    def _taken(self, call: Call, holder: str, cap: int | None, taken: tuple[bool, int, int]) -> None:
+        """Hold the slot ``acquire`` gave, or refuse the call with :class:`ToolBusy`."""
+        admitted, running, overall = taken
+        name = call.tool.name
         if not admitted:
             full = (
                 f"{running} of {cap} for this tool"
@@ -120,25 +153,44 @@ class ConcurrencyPlugin:
         call.state[_HELD] = holder
         self._leases.hold(holder, (name, holder))
 
-    def _release(self, call: Call) -> None:
+    def _release(self, call: Call, answer: Retry | None = None) -> Retry | Await | None:
+        """Give the call's slot back; then ``answer`` is the hook's (through an Await for Redis)."""
         holder = call.take(_HELD)
         if holder is None:
-            return
+            return answer
         self._leases.drop(holder)
+        slots, name = self.slots, call.tool.name
+        if slots is not self._plain:  # not the store known to answer without I/O
+            shared = self._shared(slots)
+            if shared is not None:
+                return round_trip(
+                    lambda: slots.release(name, holder),
+                    lambda: shared.arelease(name, holder),
+                    lambda _: answer,
+                    lambda exc: self._not_released(name, exc, answer),
+                )
         try:
-            self.slots.release(call.tool.name, holder)
+            slots.release(name, holder)
         except StateUnavailable as exc:
-            self.fail.note(exc, call.tool.name, "slot not released; it frees when its lease ends")
+            self._not_released(name, exc, answer)
+        return answer
+
+    def _not_released(self, tool: str, exc: StateUnavailable, answer: Retry | None) -> Retry | None:
+        self.fail.note(exc, tool, "slot not released; it frees when its lease ends")
+        return answer
 
     @hookimpl
     @applies_to(_capped)
-    def harness_post_call(self, call: Call) -> None:
-        self._release(call)
+    def harness_post_call(self, call: Call) -> Await | None:
+        return self._release(call)  # type: ignore[return-value]  # no answer given: never a Retry
 
     @hookimpl
     @applies_to(_capped)
-    def harness_on_error(self, call: Call, error: BaseException) -> Retry | None:
-        self._release(call)
+    def harness_on_error(self, call: Call, error: BaseException) -> Retry | Await | None:
+        return self._release(call, self._wait(call, error))
+
+    def _wait(self, call: Call, error: BaseException) -> Retry | None:
+        """Wait for a slot (``Retry``) when the call was refused as busy and the wait budget lasts."""
         if not isinstance(error, ToolBusy) or error.retry_after is None or call.ran:
             return None
         waited = call.peek(_WAITED, 0.0)

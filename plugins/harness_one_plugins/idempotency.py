@@ -11,9 +11,10 @@ its lease runs out.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from harness_one import (
+    Await,
     Call,
     Clock,
     IdempotencyConflict,
@@ -29,6 +30,7 @@ from harness_one import (
     log_event,
 )
 from harness_one.state import (
+    AsyncIdempotencyStore,
     FailMode,
     IdempotencyStore,
     LeaseKeeper,
@@ -37,6 +39,7 @@ from harness_one.state import (
     SQLiteStore,
     StateUnavailable,
     WallClock,
+    round_trip,
 )
 
 __all__ = ["IdempotencyPlugin", "IdempotencyStore", "MemoryStore", "Record", "SQLiteStore", "WallClock", "fingerprint"]
@@ -97,6 +100,7 @@ class IdempotencyPlugin:
         self.replays = 0
         self.stored = 0
         self._leases = LeaseKeeper("idempotency", lambda: self.lease / 3, self._renew)
+        self._plain: IdempotencyStore | None = None  # the last store seen without ``abegin``
 
     def _renew(self, held: tuple[str, str]) -> None:
         self.store.renew(held[0], held[1], self.clock.now(), self.lease)
@@ -107,16 +111,42 @@ class IdempotencyPlugin:
             self.store = registry.state.idempotency()
 
     @hookimpl(tryfirst=True)
-    def harness_pre_call(self, call: Call) -> Outcome | None:
+    def harness_pre_call(self, call: Call) -> Outcome | Await | None:
         key = call.idempotency_key
         if key is None or call.peek(_OWNED) is not None:
             return None
         digest = fingerprint(call.arguments)
+        store, name, now = self.store, call.tool.name, self.clock.now()
+        if store is not self._plain:  # not the store known to answer without I/O
+            shared = self._shared(store)
+            if shared is not None:
+                return round_trip(
+                    lambda: store.begin(name, key, digest, now, self.lease),
+                    lambda: shared.abegin(name, key, digest, now, self.lease),
+                    lambda found: self._claimed(call, key, digest, found),
+                    lambda exc: self._unclaimed(call, exc),
+                )
         try:
-            found = self.store.begin(call.tool.name, key, digest, self.clock.now(), self.lease)
+            found = store.begin(name, key, digest, now, self.lease)
         except StateUnavailable as exc:
-            self.fail.handle(exc, call.tool.name, call.call_id, "idempotency key not claimed")
+            self._unclaimed(call, exc)
             return None
+        return self._claimed(call, key, digest, found)
+
+    def _shared(self, store: IdempotencyStore) -> AsyncIdempotencyStore | None:
+        """``store`` if its operations are round trips with awaitable twins (Redis), else None."""
+        if store is self._plain:
+            return None
+        if hasattr(store, "abegin"):
+            return cast(AsyncIdempotencyStore, store)
+        self._plain = store
+        return None
+
+    def _unclaimed(self, call: Call, exc: StateUnavailable) -> None:
+        self.fail.handle(exc, call.tool.name, call.call_id, "idempotency key not claimed")
+
+    def _claimed(self, call: Call, key: str, digest: str, found: Record | None) -> Outcome | None:
+        """The answer to ``begin``: the key is ours (run the call), or replay, or refuse."""
         if found is None:
             call.state[_OWNED] = digest
             self._leases.hold(id(call), (call.tool.name, key))
@@ -143,39 +173,77 @@ class IdempotencyPlugin:
         error.replayed = True
         return Outcome.failure(error)
 
-    def _finish(self, call: Call, ok: bool, value: Any = None, error: ToolError | None = None) -> None:
+    def _finish(self, call: Call, ok: bool, value: Any = None, error: ToolError | None = None) -> Await | None:
         self._leases.drop(id(call))
-        assert call.idempotency_key is not None
+        key = call.idempotency_key
+        assert key is not None
         stored_error = None if error is None else {**error.to_dict(), "call_id": None}
         record = Record(call.take(_OWNED), "done", self.clock.now() + self.ttl, ok, value, stored_error)
+        store, name = self.store, call.tool.name
+        shared = self._shared(store)
+        if shared is None:
+            self._store(store, name, key, record)
+            return None
+
+        def blocking() -> None:
+            self._store(store, name, key, record)
+
+        async def awaiting() -> None:
+            try:
+                await shared.afinish(name, key, record)
+                self.stored += 1
+            except (TypeError, ValueError) as exc:
+                await self._arelease_key(shared, name, key)
+                log_event(30, "idempotent result not stored", tool=name, error=str(exc))
+            except StateUnavailable as exc:  # the caller still gets the outcome; the key is held until its lease ends
+                log_event(40, "idempotent result not stored", tool=name, error=str(exc))
+
+        return Await(blocking, awaiting)
+
+    def _store(self, store: IdempotencyStore, name: str, key: str, record: Record) -> None:
         try:
-            self.store.finish(call.tool.name, call.idempotency_key, record)
+            store.finish(name, key, record)
             self.stored += 1
         except (TypeError, ValueError) as exc:
-            self._release_key(call.tool.name, call.idempotency_key)
-            log_event(30, "idempotent result not stored", tool=call.tool.name, error=str(exc))
+            self._release_key(name, key)
+            log_event(30, "idempotent result not stored", tool=name, error=str(exc))
         except StateUnavailable as exc:  # the caller still gets the outcome; the key is held until its lease ends
-            log_event(40, "idempotent result not stored", tool=call.tool.name, error=str(exc))
+            log_event(40, "idempotent result not stored", tool=name, error=str(exc))
 
     def _release_key(self, tool: str, key: str) -> None:
         try:
             self.store.release(tool, key)
         except StateUnavailable as exc:
-            self.fail.note(exc, tool, "idempotency key not released; it frees when its lease ends")
+            self._not_released(tool, exc)
 
-    def _release(self, call: Call) -> None:
+    async def _arelease_key(self, store: AsyncIdempotencyStore, tool: str, key: str) -> None:
+        try:
+            await store.arelease(tool, key)
+        except StateUnavailable as exc:
+            self._not_released(tool, exc)
+
+    def _not_released(self, tool: str, exc: StateUnavailable) -> None:
+        self.fail.note(exc, tool, "idempotency key not released; it frees when its lease ends")
+
+    def _release(self, call: Call) -> Await | None:
         self._leases.drop(id(call))
         call.take(_OWNED)
-        assert call.idempotency_key is not None
-        self._release_key(call.tool.name, call.idempotency_key)
+        key = call.idempotency_key
+        assert key is not None
+        name, shared = call.tool.name, self._shared(self.store)
+        if shared is None:
+            self._release_key(name, key)
+            return None
+        return Await(lambda: self._release_key(name, key), lambda: self._arelease_key(shared, name, key))
 
     @hookimpl
-    def harness_post_call(self, call: Call) -> None:
+    def harness_post_call(self, call: Call) -> Await | None:
         if call.peek(_OWNED) is not None:
-            self._finish(call, True, value=call.result)
+            return self._finish(call, True, value=call.result)
+        return None
 
     @hookimpl
-    def harness_on_error(self, call: Call, error: BaseException) -> Retry | None:
+    def harness_on_error(self, call: Call, error: BaseException) -> Retry | Await | None:
         if isinstance(error, IdempotencyConflict) and not call.ran:
             waited = call.peek(_WAITED, 0.0)
             if waited + self.poll <= self.wait:
@@ -185,10 +253,8 @@ class IdempotencyPlugin:
         if call.peek(_OWNED) is None or type(call.decision) is Retry:
             return None
         if call.ran and isinstance(error, ToolError) and not isinstance(error, (ToolArgumentError, ToolCancelled)):
-            self._finish(call, False, error=error)
-        else:  # refused before running, wrong arguments, or cancelled: nothing to keep
-            self._release(call)
-        return None
+            return self._finish(call, False, error=error)
+        return self._release(call)  # refused before running, wrong arguments, or cancelled: nothing to keep
 
     @hookimpl
     def harness_stats(self, registry: ToolRegistry) -> dict[str, Any]:

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Hashable
+from collections.abc import Awaitable, Callable, Hashable
 from typing import Any
 
 from harness_one import (
+    Await,
     Call,
     Clock,
     RateLimit,
@@ -18,7 +19,7 @@ from harness_one import (
     applies_to,
     hookimpl,
 )
-from harness_one.state import FailMode, MemoryBuckets, RateLimitBackend, StateUnavailable
+from harness_one.state import FailMode, MemoryBuckets, RateLimitBackend, StateUnavailable, round_trip
 
 __all__ = ["InMemoryBuckets", "RateLimitBackend", "RateLimitPlugin"]
 
@@ -66,6 +67,7 @@ class RateLimitPlugin:
         self.refused = 0
         self._now: Callable[[], float] | None = None
         self._configured = False
+        self._plain: RateLimitBackend | None = None  # the last backend seen without ``aacquire``
 
     @hookimpl
     def harness_configure(self, registry: ToolRegistry) -> None:
@@ -79,7 +81,7 @@ class RateLimitPlugin:
 
     @hookimpl
     @applies_to(_limited)
-    def harness_pre_call(self, call: Call) -> None:
+    def harness_pre_call(self, call: Call) -> Await | None:
         tool = call.tool
         limit: RateLimit = tool.rate_limit or self.default  # type: ignore[assignment]  # applies_to: not None
         key: Any = limit.key
@@ -90,14 +92,45 @@ class RateLimitPlugin:
         else:
             bucket = (tool.name, call.context.get(key))
         now = self._now() if self._now is not None else (self.clock or call.registry.clock).now()
+        backend = self.backend
+        if backend is not self._plain:  # not the backend known to answer without I/O
+            aacquire = getattr(backend, "aacquire", None)
+            if aacquire is not None:
+                return self._shared(call, backend, aacquire, bucket, limit, now)
+            self._plain = backend
         try:
-            wait = self.backend.acquire(bucket, rate=limit.rate, burst=limit.burst, cost=limit.cost, now=now)
+            wait = backend.acquire(bucket, rate=limit.rate, burst=limit.burst, cost=limit.cost, now=now)
         except StateUnavailable as exc:
             self.fail.handle(exc, tool.name, call.call_id, "rate limit not checked")
-            return
+            return None
         if wait > 0.0:
             self.refused += 1
             raise RateLimitExceeded(retry_after=wait, tool=tool.name, call_id=call.call_id)
+        return None
+
+    def _shared(
+        self,
+        call: Call,
+        backend: RateLimitBackend,
+        aacquire: Callable[..., Awaitable[float]],
+        bucket: Hashable,
+        limit: RateLimit,
+        now: float,
+    ) -> Await:
+        """The decision of a backend across the network (Redis): awaited under ``acall``."""
+        rate, burst, cost = limit.rate, limit.burst, limit.cost
+
+        def decide(wait: float) -> None:
+            if wait > 0.0:
+                self.refused += 1
+                raise RateLimitExceeded(retry_after=wait, tool=call.tool.name, call_id=call.call_id)
+
+        return round_trip(
+            lambda: backend.acquire(bucket, rate=rate, burst=burst, cost=cost, now=now),
+            lambda: aacquire(bucket, rate=rate, burst=burst, cost=cost, now=now),
+            decide,
+            lambda exc: self.fail.handle(exc, call.tool.name, call.call_id, "rate limit not checked"),
+        )
 
     @hookimpl(tryfirst=True)
     @applies_to(_limited)

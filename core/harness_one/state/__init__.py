@@ -24,9 +24,20 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ._leases import FAIL_MODES, FailMode, LeaseKeeper
+from ._leases import FAIL_MODES, FailMode, LeaseKeeper, round_trip
 from ._memory import Breaker, MemoryBuckets, MemoryCircuits, MemorySlots, MemoryStore
-from ._protocols import CircuitStore, ConcurrencySlots, IdempotencyStore, RateLimitBackend, Record, StateUnavailable
+from ._protocols import (
+    AsyncCircuitStore,
+    AsyncConcurrencySlots,
+    AsyncIdempotencyStore,
+    AsyncRateLimitBackend,
+    CircuitStore,
+    ConcurrencySlots,
+    IdempotencyStore,
+    RateLimitBackend,
+    Record,
+    StateUnavailable,
+)
 from ._select import REDIS_SCHEMES, State, open_state
 from ._sqlite import SQLiteStore, WallClock
 
@@ -34,6 +45,10 @@ if TYPE_CHECKING:
     from ._redis import RedisBuckets, RedisCircuits, RedisLink, RedisSlots, RedisStore
 
 __all__ = [
+    "AsyncCircuitStore",
+    "AsyncConcurrencySlots",
+    "AsyncIdempotencyStore",
+    "AsyncRateLimitBackend",
     "Breaker",
     "CircuitStore",
     "ConcurrencySlots",
@@ -58,6 +73,7 @@ __all__ = [
     "StateUnavailable",
     "WallClock",
     "open_state",
+    "round_trip",
 ]
 
 _REDIS = {"RedisBuckets", "RedisCircuits", "RedisLink", "RedisSlots", "RedisStore"}

@@ -1,16 +1,20 @@
-"""What the stateful plugins share: lease renewal in one thread, and the fail mode when state is unreachable."""
+"""What the stateful plugins share: lease renewal in one thread, the fail mode when state is unreachable,
+and the :class:`~harness_one.Await` answer of a hook whose state is a network round trip."""
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Hashable
-from typing import Any
+from collections.abc import Awaitable, Callable, Hashable
+from typing import Any, TypeVar
 
+from .._call import Await
 from .._log import log_event
 from ._protocols import StateUnavailable
 
-__all__ = ["FAIL_MODES", "FailMode", "LeaseKeeper"]
+__all__ = ["FAIL_MODES", "FailMode", "LeaseKeeper", "round_trip"]
+
+_T = TypeVar("_T")
 
 #: ``open``: the call goes ahead without the policy; ``closed``: the call fails with :class:`StateUnavailable`.
 FAIL_MODES = ("open", "closed")
@@ -96,3 +100,30 @@ class LeaseKeeper:
                     self._renew(item)
                 except Exception as exc:  # the store is unreachable for now: the lease may lapse
                     log_event(30, f"{self._name} lease not renewed", item=str(item), error=f"{type(exc).__name__}: {exc}")
+
+
+def round_trip(
+    sync: Callable[[], _T],
+    aio: Callable[[], Awaitable[_T]],
+    then: Callable[[_T], Any],
+    failed: Callable[[StateUnavailable], Any],
+) -> Await:
+    """A hook's :class:`~harness_one.Await` answer: the backend's blocking ``sync()`` under ``call``,
+    its awaitable ``aio()`` under ``acall``; then ``then(reply)`` is the hook's answer, or
+    ``failed(exc)`` when the backend raised :class:`StateUnavailable` (the same on both paths)."""
+
+    def blocking() -> Any:
+        try:
+            reply = sync()
+        except StateUnavailable as exc:
+            return failed(exc)
+        return then(reply)
+
+    async def awaiting() -> Any:
+        try:
+            reply = await aio()
+        except StateUnavailable as exc:
+            return failed(exc)
+        return then(reply)
+
+    return Await(blocking, awaiting)

@@ -8,7 +8,18 @@ from typing import Any, Protocol, runtime_checkable
 
 from .._errors import ToolError
 
-__all__ = ["CircuitStore", "ConcurrencySlots", "IdempotencyStore", "RateLimitBackend", "Record", "StateUnavailable"]
+__all__ = [
+    "AsyncCircuitStore",
+    "AsyncConcurrencySlots",
+    "AsyncIdempotencyStore",
+    "AsyncRateLimitBackend",
+    "CircuitStore",
+    "ConcurrencySlots",
+    "IdempotencyStore",
+    "RateLimitBackend",
+    "Record",
+    "StateUnavailable",
+]
 
 
 class StateUnavailable(ToolError):
@@ -131,3 +142,49 @@ class CircuitStore(Protocol):
     def snapshot(self, tool: str, policy: Any, *, now: float) -> dict[str, Any]:
         """``{"state", "calls", "failures", "opened"}`` for statistics."""
         ...
+
+
+# A backend whose decisions are network round trips also has ``a...`` twins of them; the
+# standard plugins then answer their hooks with :class:`~harness_one.Await`, so ``acall``
+# awaits the twin and never blocks the event loop. Lease renewal stays synchronous (it runs
+# on the plugins' lease thread).
+
+
+@runtime_checkable
+class AsyncRateLimitBackend(RateLimitBackend, Protocol):
+    """A :class:`RateLimitBackend` with an awaitable ``aacquire`` (same answer as ``acquire``)."""
+
+    async def aacquire(self, key: Hashable, *, rate: float, burst: float, cost: float, now: float) -> float: ...
+
+
+@runtime_checkable
+class AsyncIdempotencyStore(IdempotencyStore, Protocol):
+    """An :class:`IdempotencyStore` with awaitable ``abegin``, ``afinish`` and ``arelease``."""
+
+    async def abegin(self, scope: str, key: str, fingerprint: str, now: float, lease: float) -> Record | None: ...
+
+    async def afinish(self, scope: str, key: str, record: Record) -> None: ...
+
+    async def arelease(self, scope: str, key: str) -> None: ...
+
+
+@runtime_checkable
+class AsyncConcurrencySlots(ConcurrencySlots, Protocol):
+    """:class:`ConcurrencySlots` with awaitable ``aacquire`` and ``arelease``."""
+
+    async def aacquire(
+        self, tool: str, holder: str, *, cap: int | None, total: int | None, now: float, lease: float
+    ) -> tuple[bool, int, int]: ...
+
+    async def arelease(self, tool: str, holder: str) -> None: ...
+
+
+@runtime_checkable
+class AsyncCircuitStore(CircuitStore, Protocol):
+    """A :class:`CircuitStore` with awaitable ``aadmit``, ``arecord`` and ``aunprobe``."""
+
+    async def aadmit(self, tool: str, policy: Any, *, now: float) -> tuple[float, bool]: ...
+
+    async def arecord(self, tool: str, policy: Any, *, now: float, failed: bool, probe: bool) -> None: ...
+
+    async def aunprobe(self, tool: str, policy: Any) -> None: ...

@@ -17,6 +17,7 @@ import hashlib
 import json
 import math
 import os
+import threading
 import time
 import weakref
 from collections.abc import Hashable, Sequence
@@ -27,7 +28,7 @@ import redis
 import redis.asyncio as aredis
 from redis.asyncio.retry import Retry as AsyncRetry
 from redis.backoff import NoBackoff
-from redis.exceptions import NoScriptError
+from redis.exceptions import ClusterError, NoScriptError, RedisClusterException
 from redis.retry import Retry
 
 from .._log import log_event
@@ -36,7 +37,10 @@ from ._protocols import Record, StateUnavailable
 __all__ = ["RedisBuckets", "RedisCircuits", "RedisLink", "RedisSlots", "RedisStore"]
 
 DEFAULT_PREFIX = "harness-one:"
-_LINK_ERRORS = (redis.ConnectionError, redis.TimeoutError)
+#: What "Redis did not answer" looks like (a cluster that is down or has no map yet included).
+_LINK_ERRORS = (redis.ConnectionError, redis.TimeoutError, ClusterError, RedisClusterException)
+#: URL schemes of a Redis Cluster (the client discovers the other nodes from the given one).
+CLUSTER_SCHEMES = ("redis+cluster", "rediss+cluster")
 _MAX_TTL_MS = 7 * 24 * 3600 * 1000
 
 _NOW = """
@@ -282,8 +286,9 @@ return {st, calls, failures, field('n', 0)}
 )
 
 
-def _split_url(url: str) -> tuple[str, dict[str, str]]:
-    """The URL without harness-one's own query options (``prefix``, ``timeout``), and those options."""
+def _split_url(url: str) -> tuple[str, dict[str, str], bool]:
+    """The URL without harness-one's own query options (``prefix``, ``timeout``), those options,
+    and whether it names a Redis Cluster (``redis+cluster://``, given to the client as ``redis://``)."""
     parsed = urlparse(url)
     ours: dict[str, str] = {}
     rest: list[tuple[str, str]] = []
@@ -292,7 +297,10 @@ def _split_url(url: str) -> tuple[str, dict[str, str]]:
             ours[name] = value
         else:
             rest.append((name, value))
-    return urlunparse(parsed._replace(query=urlencode(rest))), ours
+    cluster = parsed.scheme in CLUSTER_SCHEMES
+    if cluster:
+        parsed = parsed._replace(scheme=parsed.scheme.removesuffix("+cluster"))
+    return urlunparse(parsed._replace(query=urlencode(rest))), ours, cluster
 
 
 class RedisLink:
@@ -300,17 +308,21 @@ class RedisLink:
     asyncio client per event loop for the backends' ``a...`` methods.
 
     Args:
-        url: ``redis://[user:password@]host[:port][/db]`` or ``rediss://`` (TLS); the query
-            may set ``prefix=`` and ``timeout=`` (they override the defaults, not the arguments).
+        url: ``redis://[user:password@]host[:port][/db]`` or ``rediss://`` (TLS); for a Redis
+            Cluster ``redis+cluster://host:port`` (any node; ``rediss+cluster://`` with TLS).
+            The query may set ``prefix=`` and ``timeout=`` (they override the defaults, not
+            the arguments).
         prefix: the namespace of every key (default ``harness-one:``), so several
             applications can share one Redis.
         timeout: seconds to connect and to wait for each answer.
         down_for: after a failure, seconds during which calls fail at once instead of waiting
             for the timeout again; then the next call reconnects.
+        cluster: use the Redis Cluster clients (``RedisCluster``) even for a ``redis://`` URL.
 
     A command that fails to reach the server is sent once more on a fresh connection (a
     restarted server leaves dead connections in the pool); every script tolerates that.
-    Failures raise :class:`StateUnavailable`.
+    Failures raise :class:`StateUnavailable`. A single sync caller keeps one connection of
+    the pool hot (no pool bookkeeping per decision); concurrent callers take others from the pool.
     """
 
     def __init__(
@@ -320,8 +332,10 @@ class RedisLink:
         prefix: str | None = None,
         timeout: float | None = None,
         down_for: float = 0.5,
+        cluster: bool = False,
     ) -> None:
-        self.url, options = _split_url(url)
+        self.url, options, in_url = _split_url(url)
+        self.cluster = cluster or in_url
         self.prefix = prefix if prefix is not None else options.get("prefix", DEFAULT_PREFIX)
         self.timeout = timeout if timeout is not None else float(options.get("timeout", 0.25))
         self.down_for = down_for
@@ -329,21 +343,41 @@ class RedisLink:
             "socket_timeout": self.timeout,
             "socket_connect_timeout": self.timeout,
         }
-        self.client: redis.Redis = redis.Redis.from_url(
-            self.url, retry=Retry(NoBackoff(), 1, (redis.ConnectionError,)), **self._options
-        )
-        self._aclients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, aredis.Redis] = weakref.WeakKeyDictionary()
+        self._client: redis.Redis | redis.RedisCluster | None = None
+        if not self.cluster:
+            self._client = redis.Redis.from_url(self.url, retry=Retry(NoBackoff(), 1, (redis.ConnectionError,)), **self._options)
+        self._client_lock = threading.Lock()
+        self._aclients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any] = weakref.WeakKeyDictionary()
         self._down_until = 0.0
         self.failures = 0
+        self._hot: Any = None  # one connection kept out of the pool for the caller holding _hot_lock
+        self._hot_pid = 0
+        self._hot_lock = threading.Lock()
 
-    def aclient(self) -> aredis.Redis:
+    @property
+    def client(self) -> Any:
+        """The sync client: a ``redis.Redis``, or a ``redis.RedisCluster`` made on first use (it
+        asks a node for the slot map then, so an unreachable cluster fails a call, not the setup)."""
+        found = self._client
+        if found is None:
+            with self._client_lock:
+                if self._client is None:
+                    self._client = redis.RedisCluster.from_url(self.url, retry=Retry(NoBackoff(), 1), **self._options)
+                found = self._client
+        return found
+
+    def aclient(self) -> Any:
         """The asyncio client of the running event loop (one pool per loop)."""
         loop = asyncio.get_running_loop()
         found = self._aclients.get(loop)
         if found is None:
-            found = self._aclients[loop] = aredis.Redis.from_url(
-                self.url, retry=AsyncRetry(NoBackoff(), 1, (redis.ConnectionError,)), **self._options
-            )
+            if self.cluster:
+                found = aredis.RedisCluster.from_url(self.url, retry=AsyncRetry(NoBackoff(), 1), **self._options)
+            else:
+                found = aredis.Redis.from_url(
+                    self.url, retry=AsyncRetry(NoBackoff(), 1, (redis.ConnectionError,)), **self._options
+                )
+            self._aclients[loop] = found
         return found
 
     def _check(self) -> None:
@@ -367,11 +401,51 @@ class RedisLink:
 
     def _where(self) -> str:
         parsed = urlparse(self.url)
-        return f"{parsed.scheme}://{parsed.hostname or 'localhost'}:{parsed.port or 6379}"
+        kind = "+cluster" if self.cluster else ""
+        return f"{parsed.scheme}{kind}://{parsed.hostname or 'localhost'}:{parsed.port or 6379}"
+
+    def _hot_connection(self) -> Any:
+        """The kept connection (taken from the pool once per process; a forked child takes its own)."""
+        pid = os.getpid()
+        if self._hot is None or self._hot_pid != pid:
+            assert isinstance(self.client, redis.Redis)
+            self._hot = self.client.connection_pool.make_connection()
+            self._hot_pid = pid
+        return self._hot
+
+    def _send(self, connection: Any, args: tuple[Any, ...]) -> Any:
+        """One command on ``connection``; a dead connection is reconnected and the command sent once more."""
+        try:
+            connection.send_command(*args)
+            return connection.read_response()
+        except redis.ConnectionError:
+            connection.disconnect()
+        except redis.ResponseError:
+            raise
+        except BaseException:  # a timeout or an interrupt leaves a reply in flight: drop the connection
+            connection.disconnect()
+            raise
+        connection.send_command(*args)
+        return connection.read_response()
 
     def run(self, script: _Script, keys: Sequence[str], args: Sequence[Any]) -> Any:
         """Run ``script`` (one round trip; ``StateUnavailable`` if Redis does not answer)."""
-        self._check()
+        if self._down_until:
+            self._check()
+        if self.cluster or not self._hot_lock.acquire(blocking=False):
+            return self._run_pooled(script, keys, args)
+        try:
+            connection = self._hot_connection()
+            try:
+                return self._send(connection, ("EVALSHA", script.sha, len(keys), *keys, *args))
+            except NoScriptError:
+                return self._send(connection, ("EVAL", script.source, len(keys), *keys, *args))
+        except _LINK_ERRORS as exc:
+            raise self._failed(exc) from exc
+        finally:
+            self._hot_lock.release()
+
+    def _run_pooled(self, script: _Script, keys: Sequence[str], args: Sequence[Any]) -> Any:
         try:
             try:
                 return self.client.evalsha(script.sha, len(keys), *keys, *args)
@@ -396,20 +470,26 @@ class RedisLink:
         """A plain command (``DEL``, ``PING``), with the same failure handling."""
         self._check()
         try:
-            return self.client.execute_command(*args)  # type: ignore[no-untyped-call]
+            return self.client.execute_command(*args)
         except _LINK_ERRORS as exc:
             raise self._failed(exc) from exc
 
     async def acommand(self, *args: Any) -> Any:
+        """:meth:`command` on the asyncio client."""
         self._check()
         try:
-            return await self.aclient().execute_command(*args)  # type: ignore[no-untyped-call]
+            return await self.aclient().execute_command(*args)
         except _LINK_ERRORS as exc:
             raise self._failed(exc) from exc
 
     def close(self) -> None:
-        """Close the sync pool (asyncio clients close with their loop's :meth:`aclose`)."""
-        self.client.close()
+        """Close the sync pool and the kept connection (asyncio clients close with :meth:`aclose`)."""
+        with self._hot_lock:
+            hot, self._hot = self._hot, None
+        if hot is not None and self._hot_pid == os.getpid():
+            hot.disconnect()
+        if self._client is not None:
+            self._client.close()
 
     async def aclose(self) -> None:
         """Close the asyncio client of the running loop."""
@@ -617,6 +697,9 @@ class RedisCircuits:
 
     def unprobe(self, tool: str, policy: Any) -> None:
         self.link.run(_CIRCUIT_UNPROBE, *self._call(tool, policy, 0.0))
+
+    async def aunprobe(self, tool: str, policy: Any) -> None:
+        await self.link.arun(_CIRCUIT_UNPROBE, *self._call(tool, policy, 0.0))
 
     def snapshot(self, tool: str, policy: Any, *, now: float) -> dict[str, Any]:
         state, calls, failures, opened = self.link.run(_CIRCUIT_SNAPSHOT, *self._call(tool, policy, now))

@@ -15,7 +15,7 @@ from ._protocols import CircuitStore, ConcurrencySlots, IdempotencyStore, RateLi
 __all__ = ["REDIS_SCHEMES", "State", "open_state"]
 
 #: URL schemes that put every kind of state on Redis.
-REDIS_SCHEMES = ("redis", "rediss")
+REDIS_SCHEMES = ("redis", "rediss", "redis+cluster", "rediss+cluster")
 
 
 class State:
@@ -24,7 +24,7 @@ class State:
     ``url``: ``None`` or ``"memory:"`` (this process), ``"sqlite:///PATH"`` or a plain file
     path (idempotency records in a SQLite file; other state in this process), or
     ``"redis://host:port/db"`` / ``"rediss://..."`` (everything in Redis, shared by every
-    process and host using it; ``?prefix=app:`` namespaces the keys, ``?timeout=0.25`` sets
+    process and host using it; ``"redis+cluster://node:port"`` for a Redis Cluster; ``?prefix=app:`` namespaces the keys, ``?timeout=0.25`` sets
     the seconds to wait for Redis). ``prefix`` overrides the URL's prefix. A Redis state has
     its own connection pools (one per registry).
     """
