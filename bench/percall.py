@@ -141,7 +141,9 @@ def registry(
 ) -> ToolRegistry:
     """A registry with the standard plugins (validation on ``backend``) and ``tool`` as ``name``."""
     options = {k: kw.pop(k) for k in ("block", "standard_plugins") if k in kw}
-    reg = ToolRegistry(autoload=False, plugins={"validation": ValidationPlugin(backend=backend), **(plugins or {})}, **options)
+    standard = options.get("standard_plugins", True)  # "no plugins" means no validation either
+    own = {"validation": ValidationPlugin(backend=backend)} if standard else {}
+    reg = ToolRegistry(autoload=False, plugins={**own, **(plugins or {})}, **options)
     params = {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]} if tool is echo else SCHEMA
     reg.add(tool, name=kw.pop("name", "add"), parameters=params, rate_limit=kw.pop("rate_limit", NEVER_TRIPS), **kw)
     return reg
