@@ -37,6 +37,15 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def _spawn(port: int, directory: Path, extra: list[str] | None = None) -> subprocess.Popen[bytes]:
+    """A redis-server on 127.0.0.1:``port`` keeping nothing on disk but in ``directory``."""
+    binary = shutil.which("redis-server")
+    assert binary is not None
+    args = [binary, "--port", str(port), "--bind", "127.0.0.1", "--dir", str(directory), *(extra or [])]
+    args += ["--save", "", "--appendonly", "no"]
+    return subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
 class RedisServer:
     """One redis-server process; :meth:`stop` and :meth:`start` keep its port (a restart)."""
 
@@ -48,25 +57,7 @@ class RedisServer:
         self._stats: Any = None
 
     def start(self) -> None:
-        binary = shutil.which("redis-server")
-        assert binary is not None
-        self.process = subprocess.Popen(
-            [
-                binary,
-                "--port",
-                str(self.port),
-                "--bind",
-                "127.0.0.1",
-                "--dir",
-                str(self.directory),
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
+        self.process = _spawn(self.port, self.directory)
         import redis
 
         client = redis.Redis.from_url(self.url, socket_timeout=1)
@@ -256,36 +247,12 @@ class RedisClusterNodes:
         self.processes: list[subprocess.Popen[bytes]] = []
 
     def start(self) -> None:
-        binary = shutil.which("redis-server")
-        assert binary is not None
         for port in self.ports:
             node = self.directory / str(port)
             node.mkdir()
-            self.processes.append(
-                subprocess.Popen(
-                    [
-                        binary,
-                        "--port",
-                        str(port),
-                        "--cluster-port",
-                        str(_free_port()),
-                        "--bind",
-                        "127.0.0.1",
-                        "--dir",
-                        str(node),
-                        "--cluster-enabled",
-                        "yes",
-                        "--cluster-config-file",
-                        str(node / "nodes.conf"),
-                        "--save",
-                        "",
-                        "--appendonly",
-                        "no",
-                    ],
-                    stdout=subprocess.DEVNULL,
-                    stderr=subprocess.DEVNULL,
-                )
-            )
+            cluster = ["--cluster-port", str(_free_port()), "--cluster-enabled", "yes"]
+            cluster += ["--cluster-config-file", str(node / "nodes.conf")]
+            self.processes.append(_spawn(port, node, cluster))
         for port in self.ports:
             self._wait(port, lambda client: client.ping())
         subprocess.run(
