@@ -402,6 +402,7 @@ async def serve_http(
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # accepted sockets inherit it: no 40 ms Nagle stalls
     sock.bind((host, port))
+    sock.listen(2048)  # listening before the URL is announced: a client that reads it at once is queued, not refused
     bound = sock.getsockname()[1]
     config = uvicorn.Config(app, log_level="warning", lifespan="on", access_log=False)
     shown = f"[{host}]" if ":" in host else host
