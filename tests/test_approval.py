@@ -203,3 +203,17 @@ def test_off_by_default_and_a_pending_call_uses_no_budget() -> None:
     assert budgeted.plugins.get("budget").used("r") == 0
     approval(budgeted).approve("b1")
     assert approval(budgeted).resume("b1").ok and budgeted.plugins.get("budget").used("r") == 1
+
+
+def test_a_grant_from_a_framework_lets_the_next_call_with_that_id_run_once() -> None:
+    reg = registry()
+    bank = Bank(reg, options={"requires_approval": True})
+    approval(reg).grant("fw-1", "transfer")
+    assert reg.try_call("transfer", {"to": "ann", "amount": 5}, call_id="fw-1").value == "sent 5 EUR to ann"
+    again = reg.try_call("transfer", {"to": "ann", "amount": 5}, call_id="fw-1")
+    assert again.error is not None and again.error.kind == "approval_required" and len(bank.sent) == 1
+    approval(reg).grant("fw-2", "other")  # a grant holds for its tool only
+    assert reg.try_call("transfer", {"to": "bo", "amount": 1}, call_id="fw-2").error.kind == "approval_required"  # type: ignore[union-attr]
+    approval(reg).grant("fw-3", "transfer")
+    with pytest.raises(ApprovalNotFound, match="granted, not asked for"):
+        approval(reg).resume("fw-3")

@@ -94,7 +94,8 @@ class PendingCall:
     #: When approval was asked for, on the registry's clock.
     requested: float
     fingerprint: str = field(repr=False)
-    registry: ToolRegistry = field(repr=False, compare=False)
+    #: The registry the call was made on (``None`` for a :meth:`ApprovalPlugin.grant`).
+    registry: ToolRegistry | None = field(repr=False, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,7 +206,7 @@ class ApprovalPlugin:
         now = self._now(call)
         with self._lock:
             decision = self._decisions.pop(call_id, None)
-            if decision is not None and decision.call.fingerprint == digest and decision.call.tool == call.tool.name:
+            if decision is not None and decision.call.fingerprint in (digest, "") and decision.call.tool == call.tool.name:
                 if decision.approved:
                     call.state[_GRANTED] = True
                     return
@@ -250,30 +251,50 @@ class ApprovalPlugin:
         """Approve the pending call ``call_id``: the next call with that id and those arguments runs."""
         return self._decide(call_id, True, None)
 
+    def grant(self, call_id: str, tool: str) -> None:
+        """Record an approval given elsewhere (a framework's own approval step) for the next call ``call_id`` of ``tool``.
+
+        No pending call is needed: the adapter of a framework that asks the person itself
+        grants the call it is about to make, which then runs through every policy. The grant
+        is used once, by the next call with that id.
+        """
+        now = self._now()
+        granted = PendingCall(call_id, tool, {}, {}, None, now, "", None)
+        with self._lock:
+            self._decisions[call_id] = _Decision(True, granted, None, now)
+            self._decisions.move_to_end(call_id)
+            self._sweep(now)
+            self.approved += 1
+
     def deny(self, call_id: str, reason: str | None = None) -> PendingCall:
         """Deny the pending call ``call_id``: the next call with that id is refused with :class:`ApprovalDenied`."""
         return self._decide(call_id, False, reason)
 
-    def _decided(self, call_id: str) -> PendingCall:
+    def _decided(self, call_id: str) -> tuple[PendingCall, ToolRegistry]:
         with self._lock:
             found = self._decisions.get(call_id)
         if found is None:
             raise ApprovalNotFound(
                 f"No decision was made for call id '{call_id}': approve or deny a pending call first.", call_id=call_id
             )
-        return found.call
+        registry = found.call.registry
+        if registry is None:
+            raise ApprovalNotFound(
+                f"Call id '{call_id}' was granted, not asked for: make the call itself to run it.", call_id=call_id
+            )
+        return found.call, registry
 
     def resume(self, call_id: str) -> CallResult:
         """Make the decided call again: its result if approved, the :class:`ApprovalDenied` refusal if denied."""
-        found = self._decided(call_id)
-        return found.registry.try_call(
+        found, registry = self._decided(call_id)
+        return registry.try_call(
             found.tool, found.arguments, context=found.context, call_id=found.call_id, idempotency_key=found.idempotency_key
         )
 
     async def aresume(self, call_id: str) -> CallResult:
         """The awaitable :meth:`resume`."""
-        found = self._decided(call_id)
-        return await found.registry.atry_call(
+        found, registry = self._decided(call_id)
+        return await registry.atry_call(
             found.tool, found.arguments, context=found.context, call_id=found.call_id, idempotency_key=found.idempotency_key
         )
 
