@@ -217,3 +217,12 @@ def test_a_grant_from_a_framework_lets_the_next_call_with_that_id_run_once() -> 
     approval(reg).grant("fw-3", "transfer")
     with pytest.raises(ApprovalNotFound, match="granted, not asked for"):
         approval(reg).resume("fw-3")
+
+
+def test_needs_approval_answers_the_rule_without_calling() -> None:
+    reg = registry()
+    bank = Bank(reg, options={"requires_approval": lambda call: call.arguments["amount"] > 100})
+    tool = reg.get("transfer")
+    assert approval(reg).needs_approval(reg, tool, {"to": "ann", "amount": 500})
+    assert not approval(reg).needs_approval(reg, tool, {"to": "ann", "amount": 5})
+    assert bank.sent == [] and approval(reg).pending() == []

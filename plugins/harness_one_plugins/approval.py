@@ -159,6 +159,23 @@ class ApprovalPlugin:
             )
         return rule
 
+    def needs_approval(
+        self,
+        registry: ToolRegistry,
+        tool: Tool,
+        arguments: Mapping[str, Any],
+        *,
+        context: Mapping[str, Any] | None = None,
+        call_id: str | None = None,
+    ) -> bool:
+        """Whether a call of ``tool`` with these arguments would wait for a decision (the rule, without calling)."""
+        rule = self._rules.get(tool)
+        if rule is None:
+            rule = self.rule_for(tool)
+        if rule is True or rule is False:
+            return rule
+        return bool(rule(Call(registry, tool, dict(arguments), context, call_id)))
+
     @hookimpl
     def harness_configure(self, registry: ToolRegistry) -> None:
         if self.clock is None:

@@ -15,7 +15,16 @@ from .._log import log_event
 from .._registry import ToolRegistry
 from .._tool import Tool
 
-__all__ = ["Context", "ToolLike", "call_context", "check_context", "resolve", "select"]
+__all__ = [
+    "Context",
+    "ToolLike",
+    "approval_needed",
+    "call_context",
+    "check_context",
+    "grant_approval",
+    "resolve",
+    "select",
+]
 
 T = TypeVar("T")
 
@@ -95,3 +104,28 @@ def call_context(context: Context[T], run_context: Callable[[], T]) -> Mapping[s
     if value is None or isinstance(value, Mapping):
         return value
     raise TypeError(f"The context= function must return a mapping or None, got {type(value).__name__}: {value!r}.")
+
+
+def _approval(reg: ToolRegistry) -> Any:
+    plugin = reg.plugins.get("approval")
+    return plugin if plugin is not None and hasattr(plugin, "needs_approval") else None
+
+
+def approval_needed(
+    reg: ToolRegistry,
+    tool: Tool,
+    arguments: Mapping[str, Any],
+    *,
+    context: Mapping[str, Any] | None = None,
+    call_id: str | None = None,
+) -> bool:
+    """Whether the registry's ``approval`` plugin would hold this call for a decision (False without the plugin)."""
+    plugin = _approval(reg)
+    return plugin is not None and bool(plugin.needs_approval(reg, tool, arguments, context=context, call_id=call_id))
+
+
+def grant_approval(reg: ToolRegistry, call_id: str, tool: Tool) -> None:
+    """Tell the ``approval`` plugin that the framework's own approval step approved call ``call_id`` of ``tool``."""
+    plugin = _approval(reg)
+    if plugin is not None:
+        plugin.grant(call_id, tool.name)
