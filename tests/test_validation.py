@@ -238,3 +238,43 @@ def test_unique_items_and_unevaluated_properties_list_fast(backend: str) -> None
     schema = {"type": "object", "allOf": [{"properties": {"a": {}}}], "unevaluatedProperties": False}
     found = compile_schema(schema, backend).problems({f"k{i}": i for i in range(3000)}, clock)
     assert found[0].keyword == "unevaluatedProperties" and len(found) == 21
+
+
+def test_json_text_within_limits_is_not_walked_again_and_what_it_cannot_vouch_for_is(
+    vreg: ToolRegistry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import json
+
+    import harness_one_plugins.validation as validation
+
+    vreg.limits = ArgumentLimits(max_depth=8)
+    vreg.add(
+        lambda **kw: "ran",
+        name="g",
+        parameters={"type": "object", "properties": {"a": {"type": "array", "items": {"type": "integer"}}}},
+    )
+    walked: list[int] = []
+    real = validation._scan_nested
+    monkeypatch.setattr(validation, "_scan_nested", lambda root, limits: walked.append(1) or real(root, limits))
+    big = json.dumps({"a": [1, "x"] * 5_000})
+    assert "$.a[1]" in {p["path"] for p in problems(vreg, "g", big)} and walked == []  # the text vouches for itself
+    assert vreg.call("g", '{"a": [1, 2.0, 3]}') == "ran" and walked == []
+    assert "nested more than 8 levels" in problems(vreg, "g", '{"a": ' + "[" * 20 + "]" * 20 + "}")[0]["message"]
+    assert walked  # more brackets than the depth limit: walked
+    walked.clear()
+    nan = problems(vreg, "g", '{"a": [NaN]}')
+    walked_for_nan = bool(walked)
+    walked.clear()
+    assert nan[0]["path"] == "$.a[0]" and walked_for_nan  # NaN is not JSON: found where it stands
+    assert "$.a[1]" in {p["path"] for p in problems(vreg, "g", {"a": [1, "x"] * 100})}
+    assert walked  # a dict is always walked
+
+
+def test_long_runs_of_one_scalar_type_are_measured_and_flagged_like_the_loop_does(vreg: ToolRegistry) -> None:
+    vreg.limits = ArgumentLimits(max_bytes=10_000)
+    vreg.add(lambda **kw: "ran", name="h", parameters={"type": "object"})
+    assert "the limit is 10000" in problems(vreg, "h", {"s": ["y" * 100] * 200})[0]["message"]
+    assert "the limit is 10000" in problems(vreg, "h", {f"k{i:05}": None for i in range(2_000)})[0]["message"]
+    assert vreg.call("h", {"n": list(range(500))}) == "ran"
+    assert problems(vreg, "h", {"n": [1] * 100 + [10**5000]})  # a huge int past the run's first and last
+    assert problems(vreg, "h", {"n": [1.0] * 100 + [float("nan")] + [2.0]})[0]["path"] == "$.n[100]"

@@ -10,7 +10,7 @@ from typing import Any
 from ._errors import ArgumentProblem, ToolArgumentError
 from ._schema import json_type
 
-__all__ = ["MAX_DIGITS", "ArgumentLimits", "LongNumber", "check_signature", "decode_arguments", "load_json", "refuse_keys"]
+__all__ = ["MAX_DIGITS", "ArgumentLimits", "LongNumber", "check_signature", "decode_arguments", "load_json", "plain_json", "refuse_keys"]
 
 #: Integers longer than this (Python's int-to-text limit) are refused where they stand.
 MAX_DIGITS = 4300
@@ -53,6 +53,12 @@ def load_json(text: str) -> Any:
 
     Raises ``json.JSONDecodeError`` for invalid JSON and ``RecursionError`` past the decoder's depth.
     """
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        raise
+    except ValueError:  # an integer past Python's digit limit: read again to find where it stands
+        pass
     long: list[int] = []
 
     def parse_int(digits: str) -> Any:
@@ -65,7 +71,19 @@ def load_json(text: str) -> Any:
     if long:
         path, digits = _find_long(value, "$") or ("$", long[0])
         raise LongNumber(path, digits)
-    return value
+    return value  # pragma: no cover  (a ValueError other than the digit limit)
+
+
+def plain_json(raw: str | bytes | bytearray | memoryview, limits: ArgumentLimits) -> bool:
+    """Whether decoded JSON text ``raw`` surely holds no NaN or infinity and no nesting past ``limits``.
+
+    Counted on the text, at C speed: fewer brackets than ``max_depth`` bound the depth. Text
+    that fails this is not wrong, only not vouched for (the validation plugin then walks it).
+    """
+    if isinstance(raw, str):
+        return raw.count("[") + raw.count("{") <= limits.max_depth and "NaN" not in raw and "Infinity" not in raw
+    data = raw.tobytes() if isinstance(raw, memoryview) else raw
+    return data.count(b"[") + data.count(b"{") <= limits.max_depth and b"NaN" not in data and b"Infinity" not in data
 
 
 @dataclass(frozen=True, slots=True)

@@ -64,6 +64,9 @@ class Call:
     __slots__ = ("__dict__", "_id", "arguments", "attempt", "context", "ran", "registry", "result", "started", "tool")
 
     idempotency_key: str | None = None
+    #: The dict the registry decoded from JSON text that holds only JSON values within the
+    #: registry's limits (no NaN, nesting bounded), so validation need not walk it; else None.
+    decoded: dict[str, Any] | None = None
     error: ToolError | None = None
     deadline: float | None = None
     timeout: float | None = None

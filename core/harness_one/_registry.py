@@ -10,7 +10,7 @@ from collections.abc import Callable, Generator, Iterable, Mapping
 from types import MethodType
 from typing import TYPE_CHECKING, Any, ClassVar, Concatenate, Generic, ParamSpec, TypeVar, overload
 
-from ._arguments import ArgumentLimits, check_signature, decode_arguments, refuse_keys
+from ._arguments import ArgumentLimits, check_signature, decode_arguments, plain_json, refuse_keys
 from ._call import Await, Call, CallResult, Outcome, ProgressCallback, Retry, new_call_id
 from ._clock import SYSTEM_CLOCK, Clock
 from ._errors import (
@@ -589,7 +589,10 @@ class ToolRegistry:
         tool = call.tool
         try:  # decode, pre-validate, check: errors here are translated by on_error, never retried
             if type(call.arguments) is not dict:
-                call.arguments = decode_arguments(call.arguments, self.limits)
+                raw = call.arguments
+                call.arguments = decode_arguments(raw, self.limits)
+                if isinstance(raw, (str, bytes, bytearray, memoryview)) and plain_json(raw, self.limits):
+                    call.decoded = call.arguments
             if plan.pre_validate:
                 for hook in plan.pre_validate:
                     hook(call)

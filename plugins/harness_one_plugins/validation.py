@@ -15,7 +15,7 @@ import itertools
 import json
 import math
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from typing import Any, Literal
 from urllib.parse import unquote
 
@@ -165,6 +165,27 @@ def _scan(args: dict[Any, Any], limits: ArgumentLimits) -> int:
     return _scan_nested(args, limits)
 
 
+def _uniform(values: Collection[Any]) -> tuple[int, int] | None:
+    """(size, flags) of ``values`` when all are of one plain scalar type; else None."""
+    ends = (values[0], values[-1]) if type(values) is list else (next(iter(values)), next(reversed(values)))  # type: ignore[call-overload]
+    if type(ends[0]) is not type(ends[1]):
+        return None  # mixed: the caller's loop is cheaper than finding out at C speed
+    kinds = set(map(type, values))
+    if len(kinds) != 1:
+        return None
+    kind = kinds.pop()
+    count = len(values)
+    if kind is str:
+        return sum(map(len, values)), 0
+    if kind is int:
+        return 8 * count, 0 if min(values) >= _I_MIN and max(values) <= _I_MAX else _ODD
+    if kind is float:
+        return 8 * count, _FLOAT if all(map(math.isfinite, values)) else _FLOAT | _ODD
+    if kind is bool or kind is type(None):
+        return 4 * count, 0
+    return None
+
+
 def _scan_nested(root: Any, limits: ArgumentLimits) -> int:
     max_depth, max_bytes = limits.max_depth, limits.max_bytes
     flags = size = 0
@@ -178,15 +199,24 @@ def _scan_nested(root: Any, limits: ArgumentLimits) -> int:
         if type(node) is not dict and type(node) is not list:
             flags |= _ODD
         if isinstance(node, dict):
-            for key in node:
-                if type(key) is str:
-                    size += len(key)
-                else:
-                    flags |= _ODD
-                    size += 8
-            values: Iterable[Any] = node.values()
+            if len(node) > 64 and set(map(type, node)) == {str}:
+                size += sum(map(len, node))
+            else:
+                for key in node:
+                    if type(key) is str:
+                        size += len(key)
+                    else:
+                        flags |= _ODD
+                        size += 8
+            values: Collection[Any] = node.values()
         else:
             values = node
+        if len(values) > 64:  # a long run of one scalar type is measured at C speed
+            found = _uniform(values)
+            if found is not None:
+                size += found[0]
+                flags |= found[1]
+                continue
         for value in values:
             kind = type(value)
             if kind is str:
@@ -551,10 +581,14 @@ class CompiledSchema:
         except Exception:
             return False
 
-    def check(self, args: dict[str, Any], limits: ArgumentLimits, clock: Clock | None = None) -> dict[str, Any]:
+    def check(
+        self, args: dict[str, Any], limits: ArgumentLimits, clock: Clock | None = None, *, plain: bool = False
+    ) -> dict[str, Any]:
         """``args`` validated: limits, verdict, then integers and defaults filled in (in a copy).
 
         ``clock`` times the pattern and listing budgets (the system clock by default).
+        ``plain=True`` vouches that ``args`` holds only JSON values within ``limits`` (decoded
+        from JSON text, see :attr:`Call.decoded`), so they are not walked again.
         """
         fast = self._fast
         if fast is not None and len(args) <= 32:
@@ -585,10 +619,10 @@ class CompiledSchema:
                         if floats and self._integers is not None:
                             args = _to_integers(args, self._integers)
                         return args if self._defaults is None else _fill(args, self._defaults)
-        return self._check(args, limits, clock)
+        return self._check(args, limits, clock, plain)
 
-    def _check(self, args: dict[str, Any], limits: ArgumentLimits, clock: Clock | None) -> dict[str, Any]:
-        flags = _scan(args, limits)
+    def _check(self, args: dict[str, Any], limits: ArgumentLimits, clock: Clock | None, plain: bool) -> dict[str, Any]:
+        flags = _FLOAT if plain else _scan(args, limits)  # JSON text may hold floats; nothing else to flag
         if flags & _ODD:
             odd = _odd_problems(args)
             if odd:
@@ -668,9 +702,9 @@ class CompiledSchema:
                 ArgumentProblem("$", text + ", so send smaller or simpler arguments", "limits", "arguments that match the schema")
             )
         elif not unique:  # the backends disagree: report the fast one's verdict rather than nothing
-            unique.append(ArgumentProblem("$", "arguments do not match the schema", "schema"))
-        if stopped:
-            unique.append(ArgumentProblem("$", stopped, "limits"))
+            unique.append(ArgumentProblem("$", "arguments do not match the schema", "schema", "arguments that match the schema"))
+        if stopped:  # every problem says what was expected, the note on a listing cut short too
+            unique.append(ArgumentProblem("$", stopped, "limits", "the problems above fixed first"))
         return unique
 
     def fill_defaults(self, instance: dict[str, Any]) -> dict[str, Any]:
@@ -1125,7 +1159,7 @@ class ValidationPlugin:
         compiled = self._compiled.get(call.tool) or self.compiled(call.tool)
         args = call.arguments
         registry = call.registry
-        checked = compiled.check(args, registry.limits, registry.clock)
+        checked = compiled.check(args, registry.limits, registry.clock, plain=call.decoded is args)
         if checked is not args:
             call.arguments = checked
 
