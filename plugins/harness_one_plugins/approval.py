@@ -168,13 +168,24 @@ class ApprovalPlugin:
         context: Mapping[str, Any] | None = None,
         call_id: str | None = None,
     ) -> bool:
-        """Whether a call of ``tool`` with these arguments would wait for a decision (the rule, without calling)."""
+        """Whether a call of ``tool`` with these arguments would wait for a decision (the rule, without calling).
+
+        A predicate sees the arguments as the call would: after the pre-validate hooks
+        (checked, defaults filled in). Arguments those hooks refuse need no approval: the
+        call itself is refused with the readable error.
+        """
         rule = self._rules.get(tool)
         if rule is None:
             rule = self.rule_for(tool)
         if rule is True or rule is False:
             return rule
-        return bool(rule(Call(registry, tool, dict(arguments), context, call_id)))
+        call = Call(registry, tool, dict(arguments), context, call_id)
+        try:
+            for hook in registry.plugins.plan.for_tool(tool).pre_validate:
+                hook(call)
+            return bool(rule(call))
+        except Exception:
+            return False
 
     @hookimpl
     def harness_configure(self, registry: ToolRegistry) -> None:
