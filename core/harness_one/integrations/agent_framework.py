@@ -8,6 +8,14 @@ id, and ``context=`` is a mapping or a function of the ``FunctionInvocationConte
 (``ctx.kwargs`` is what ``agent.run(..., function_invocation_kwargs=...)`` was given,
 ``ctx.session`` the session). Results and errors reach the model as the harness's text
 (``Error: ...`` for errors), not the framework's "Error: Function failed.".
+
+A tool that needs approval under the registry's ``approval`` plugin (``requires_approval``
+true or a predicate) gets ``approval_mode="always_require"``: the framework stops the run with
+a ``function_approval_request`` (``response.user_input_requests``) and, once the person
+approves it, invokes the tool; the adapter then grants that call id to the plugin and the call
+runs through every policy. A rejected call never reaches the tool. ``approval_mode`` is per
+tool, so the framework asks about every call of a tool with a predicate; the predicate then
+decides whether the grant is needed (a call it waves through just runs).
 """
 
 from __future__ import annotations
@@ -21,7 +29,7 @@ from pydantic import BaseModel
 from .._call import CallResult
 from .._registry import ToolRegistry
 from .._tool import Tool
-from ._common import Context, ToolLike, call_context, check_context, resolve, select
+from ._common import Context, ToolLike, approval_needed, call_context, check_context, grant_approval, resolve, select
 
 __all__ = ["HarnessFunctionTool", "as_agent_framework_tools", "to_agent_framework"]
 
@@ -39,7 +47,13 @@ class HarnessFunctionTool(FunctionTool):
         async def call(ctx: FunctionInvocationContext | None = None, **arguments: Any) -> Any:
             return _value(await self._call(arguments, ctx, None))
 
-        super().__init__(name=name, description=tool.description or name, func=call, input_model=dict(tool.parameters))
+        super().__init__(
+            name=name,
+            description=tool.description or name,
+            func=call,
+            input_model=dict(tool.parameters),
+            approval_mode="always_require" if _may_need_approval(registry, tool) else "never_require",
+        )
         self.harness_tool = tool
         self.registry = registry
         self._context_source = context
@@ -49,6 +63,14 @@ class HarnessFunctionTool(FunctionTool):
             return ctx if ctx is not None else FunctionInvocationContext(function=self, arguments=arguments)
 
         context = call_context(self._context_source, run_context)
+        if (
+            self.approval_mode == "always_require"
+            and ctx is not None
+            and call_id is not None
+            and approval_needed(self.registry, self.harness_tool, arguments, context=context, call_id=call_id)
+        ):
+            # The framework's loop invokes an always_require tool only once the person approved the call.
+            grant_approval(self.registry, call_id, self.harness_tool)
         return await self.registry.atry_call(self.name, arguments, context=context, call_id=call_id)
 
     async def invoke(
@@ -68,6 +90,13 @@ class HarnessFunctionTool(FunctionTool):
         if skip_parsing:
             return _value(result)
         return [Content.from_text(result.for_model())]
+
+
+def _may_need_approval(registry: ToolRegistry, tool: Tool) -> bool:
+    """Whether the registry's ``approval`` plugin has a rule (true or a predicate) for ``tool``."""
+    plugin = registry.plugins.get("approval")
+    rule_for = getattr(plugin, "rule_for", None)
+    return rule_for is not None and rule_for(tool) is not False
 
 
 def _value(result: CallResult) -> Any:

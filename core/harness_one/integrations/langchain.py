@@ -6,25 +6,45 @@ function of the call's ``ToolRuntime`` (``runtime.context``, ``runtime.config``,
 ``runtime.state``, ``runtime.tool_call_id``); outside a graph the function gets a runtime
 holding only the config and the call id. A harness error becomes a ``ToolException`` carrying
 the harness's message, which LangChain turns into an error ``ToolMessage`` (``status="error"``).
+
+Tools that need approval under the registry's ``approval`` plugin are reviewed by LangChain's
+human-in-the-loop step: :func:`approval_middleware` is a ``HumanInTheLoopMiddleware`` for
+``create_agent`` whose ``interrupt_on`` asks about exactly the calls the harness rule holds
+(its ``when`` is the rule, predicates included). The run stops with an interrupt; when the
+person approves (or edits) a call, the middleware grants that call id to the plugin and the
+call runs through every policy. A rejected call never runs; the model reads LangChain's
+refusal.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+from langchain.agents.middleware import HumanInTheLoopMiddleware, InterruptOnConfig
+from langchain.agents.middleware.human_in_the_loop import DecisionType, InterruptMode
+from langchain.agents.middleware.types import ToolCallRequest
+from langchain_core.messages import ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool, StructuredTool, ToolException
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from langgraph.prebuilt import ToolRuntime
+from langgraph.types import Command
 from pydantic import ConfigDict
 
 from .._call import CallResult
 from .._registry import ToolRegistry
 from .._tool import Tool
-from ._common import Context, ToolLike, call_context, check_context, resolve, select
+from ._common import Context, ToolLike, approval_needed, call_context, check_context, grant_approval, resolve, select
 
-__all__ = ["HarnessTool", "as_langchain_tools", "from_langchain", "to_langchain"]
+__all__ = [
+    "HarnessApprovalMiddleware",
+    "HarnessTool",
+    "approval_middleware",
+    "as_langchain_tools",
+    "from_langchain",
+    "to_langchain",
+]
 
 LangChainContext = Context[ToolRuntime[Any, Any]]
 
@@ -35,7 +55,17 @@ class HarnessTool(StructuredTool):
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
     registry: Any
+    #: The harness :class:`Tool` and the ``context=`` of the adapter, for the approval rule.
+    harness_tool: Any = None
+    harness_context: Any = None
     handle_tool_error: bool = True
+
+    def _context(self, runtime: ToolRuntime[Any, Any]) -> Mapping[str, Any] | None:
+        return call_context(self.harness_context, lambda: runtime)
+
+    def needs_approval(self, arguments: Mapping[str, Any], runtime: ToolRuntime[Any, Any], call_id: str | None) -> bool:
+        """Whether the registry's ``approval`` plugin would hold this call for a decision."""
+        return approval_needed(self.registry, self.harness_tool, arguments, context=self._context(runtime), call_id=call_id)
 
     def _to_args_and_kwargs(
         self, tool_input: str | dict[str, Any], tool_call_id: str | None
@@ -112,6 +142,8 @@ def to_langchain(tool: ToolLike, registry: ToolRegistry | None = None, *, contex
         func=run,
         coroutine=arun,
         registry=reg,
+        harness_tool=found,
+        harness_context=context,
     )
 
 
@@ -122,6 +154,89 @@ def as_langchain_tools(
     check_context(context)
     reg, picked = select(tools, registry, adapter="as_langchain_tools")
     return [to_langchain(t, reg, context=context) for t in picked]
+
+
+class HarnessApprovalMiddleware(HumanInTheLoopMiddleware[Any, Any, Any]):
+    """``HumanInTheLoopMiddleware`` over the harness approval rules; build it with :func:`approval_middleware`."""
+
+    def __init__(
+        self,
+        tools: Iterable[BaseTool],
+        *,
+        allowed_decisions: Sequence[DecisionType] = ("approve", "edit", "reject", "respond"),
+        interrupt_on: Mapping[str, bool | InterruptOnConfig] | None = None,
+        description_prefix: str = "Tool execution requires approval",
+        interrupt_mode: InterruptMode = "batched",
+    ) -> None:
+        self.harness_tools = {t.name: t for t in tools if isinstance(t, HarnessTool)}
+        gated: dict[str, Any] = dict(interrupt_on or {})
+        for name in self.harness_tools:
+            gated[name] = {"allowed_decisions": list(allowed_decisions), "when": self._needed}
+        super().__init__(gated, description_prefix=description_prefix, interrupt_mode=interrupt_mode)
+
+    def _needed(self, request: ToolCallRequest) -> bool:
+        call = request.tool_call
+        tool = self.harness_tools[call["name"]]
+        try:
+            return tool.needs_approval(call["args"], request.runtime, call["id"])
+        except Exception:  # a rule failing on bad arguments: the harness answers the call instead
+            return False
+
+    def _grant(self, request: ToolCallRequest) -> None:
+        """The call reached the tool: if the harness holds it, the person approved it here."""
+        call = request.tool_call
+        tool = self.harness_tools.get(call["name"])
+        if call["id"] and tool is not None and request.tool is tool and self._needed(request):
+            grant_approval(tool.registry, call["id"], tool.harness_tool)
+
+    def wrap_tool_call(
+        self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], ToolMessage | Command[Any]]
+    ) -> ToolMessage | Command[Any]:
+        """Review the call as ``HumanInTheLoopMiddleware`` does; an approved harness call is granted before it runs."""
+
+        def run(approved: ToolCallRequest) -> ToolMessage | Command[Any]:
+            self._grant(approved)
+            return handler(approved)
+
+        return super().wrap_tool_call(request, run)
+
+    async def awrap_tool_call(
+        self,
+        request: ToolCallRequest,
+        handler: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]],
+    ) -> ToolMessage | Command[Any]:
+        """The awaitable :meth:`wrap_tool_call`."""
+
+        async def run(approved: ToolCallRequest) -> ToolMessage | Command[Any]:
+            self._grant(approved)
+            return await handler(approved)
+
+        return await super().awrap_tool_call(request, run)
+
+
+def approval_middleware(
+    tools: Iterable[BaseTool],
+    *,
+    allowed_decisions: Sequence[DecisionType] = ("approve", "edit", "reject", "respond"),
+    interrupt_on: Mapping[str, bool | InterruptOnConfig] | None = None,
+    description_prefix: str = "Tool execution requires approval",
+    interrupt_mode: InterruptMode = "batched",
+) -> HarnessApprovalMiddleware:
+    """LangChain's human-in-the-loop middleware for ``create_agent``, asking about the harness calls that need approval.
+
+    ``tools`` are the agent's tools: each :class:`HarnessTool` among them is reviewed when its
+    harness rule holds the call (``requires_approval`` true, or its predicate true for the
+    call), with ``allowed_decisions``; ``interrupt_on`` adds entries for other tools, as in
+    ``HumanInTheLoopMiddleware``. The agent needs a checkpointer; resume with
+    ``Command(resume=...)``.
+    """
+    return HarnessApprovalMiddleware(
+        tools,
+        allowed_decisions=allowed_decisions,
+        interrupt_on=interrupt_on,
+        description_prefix=description_prefix,
+        interrupt_mode=interrupt_mode,
+    )
 
 
 def from_langchain(tool: BaseTool, *, registry: ToolRegistry | None = None, **definition: Any) -> Tool:

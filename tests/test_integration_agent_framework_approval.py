@@ -1,0 +1,144 @@
+"""Microsoft Agent Framework: harness tools needing approval go through the framework's ``approval_mode``.
+
+A real ``Agent`` over the framework's chat-client stack answering from a script: the run
+stops with a ``function_approval_request``, the application answers it on the same session,
+and the run resumes. An approved call runs once, through the harness policies; a rejected one
+never reaches the tool and the model reads the framework's refusal.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any
+
+from agent_framework import Agent, BaseChatClient, ChatResponse, Content, FunctionInvocationLayer, Message
+
+from harness_one import Call, ManualClock, ToolRegistry, define_tool
+from harness_one.integrations.agent_framework import as_agent_framework_tools, to_agent_framework
+from harness_one_plugins.approval import ApprovalPlugin
+
+
+class ScriptedClient(FunctionInvocationLayer[Any], BaseChatClient[Any]):
+    """The framework's chat-client stack, answering from a script: one tool call per turn, then text."""
+
+    def __init__(self, calls: list[tuple[str, str, dict[str, Any]]], **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.calls = list(calls)
+        self.requests: list[list[Message]] = []
+
+    async def _respond(self, messages: Sequence[Message]) -> ChatResponse:
+        self.requests.append(list(messages))
+        if self.calls:
+            call_id, name, arguments = self.calls.pop(0)
+            content = [Content.from_function_call(call_id=call_id, name=name, arguments=arguments)]
+            return ChatResponse(messages=[Message(role="assistant", contents=content)])
+        return ChatResponse(messages=[Message(role="assistant", contents=["done"])])
+
+    def _inner_get_response(self, *, messages: Sequence[Message], stream: bool, options: Any, **kwargs: Any) -> Any:
+        assert not stream
+        return self._respond(messages)
+
+    def results(self) -> dict[str, str]:
+        return {str(c.call_id): c.result for m in self.requests[-1] for c in m.contents if c.type == "function_result"}
+
+
+class Bank:
+    """``transfer`` needs approval above 100, and is limited to one call per second per user."""
+
+    def __init__(self) -> None:
+        self.registry = ToolRegistry(autoload=False, clock=ManualClock())
+        self.sent: list[tuple[str, float, str | None, Any]] = []
+
+        @define_tool(
+            registry=self.registry,
+            rate_limit={"rate": 1, "burst": 1, "key": "user"},
+            options={"requires_approval": lambda call: call.arguments["amount"] > 100},
+        )
+        def transfer(to: str, amount: float, call: Call) -> str:
+            """Send money."""
+            self.sent.append((to, amount, call.call_id, call.context.get("user")))
+            return f"sent {amount} to {to}"
+
+        @define_tool(registry=self.registry)
+        def balance() -> float:
+            """The balance."""
+            return 1000.0
+
+    def agent(self, client: ScriptedClient) -> Agent[Any]:
+        tools = as_agent_framework_tools(registry=self.registry, context=lambda ctx: {"user": ctx.kwargs["user"]})
+        return Agent(client, tools=tools)
+
+
+def approval(registry: ToolRegistry) -> ApprovalPlugin:
+    plugin = registry.plugins.get("approval")
+    assert isinstance(plugin, ApprovalPlugin)
+    return plugin
+
+
+def run(agent: Agent[Any], message: Any, session: Any) -> Any:
+    async def turn() -> Any:
+        return await agent.run(message, session=session, function_invocation_kwargs={"user": "alice"})
+
+    return asyncio.run(turn())
+
+
+def test_approval_mode_follows_the_harness_rule() -> None:
+    bank = Bank()
+    modes = {t.name: t.approval_mode for t in as_agent_framework_tools(registry=bank.registry)}
+    assert modes == {"transfer": "always_require", "balance": "never_require"}
+    plain = ToolRegistry(autoload=False, standard_plugins=False)
+    plain.add(lambda: 1, name="one")
+    assert to_agent_framework("one", plain).approval_mode == "never_require"  # no approval plugin, no approval
+
+
+def test_approve_round_trip_runs_once_through_the_policies() -> None:
+    bank = Bank()
+    client = ScriptedClient([("c-1", "transfer", {"to": "bob", "amount": 500})])
+    agent = bank.agent(client)
+    session = agent.create_session()
+
+    paused = run(agent, "pay bob 500", session)
+    [request] = paused.user_input_requests
+    assert request.type == "function_approval_request" and request.function_call.call_id == "c-1"
+    assert request.function_call.parse_arguments() == {"to": "bob", "amount": 500}
+    assert bank.sent == [] and bank.registry.call_count("transfer") == 0
+
+    done = run(agent, Message(role="user", contents=[request.to_function_approval_response(approved=True)]), session)
+    assert done.text == "done"
+    assert client.results() == {"c-1": "sent 500 to bob"}
+    assert bank.sent == [("bob", 500, "c-1", "alice")]  # ran once, with the framework's call id and the context
+    assert bank.registry.call_count("transfer") == 1
+    assert approval(bank.registry).approved == 1
+
+    # The policies applied to the approved call: the user's rate limit is now spent.
+    client.calls = [("c-2", "transfer", {"to": "bob", "amount": 1})]
+    waved = run(agent, "pay bob 1", session)
+    [again] = waved.user_input_requests  # approval_mode is per tool: the framework asks for every call
+    run(agent, Message(role="user", contents=[again.to_function_approval_response(approved=True)]), session)
+    assert client.results()["c-2"].startswith("Error: Tool 'transfer' is rate limited")
+    assert bank.sent == [("bob", 500, "c-1", "alice")]
+    assert approval(bank.registry).approved == 1  # the predicate needed no grant for 1
+
+
+def test_reject_round_trip_never_reaches_the_tool() -> None:
+    bank = Bank()
+    client = ScriptedClient([("c-1", "transfer", {"to": "eve", "amount": 900})])
+    agent = bank.agent(client)
+    session = agent.create_session()
+
+    [request] = run(agent, "pay eve 900", session).user_input_requests
+    done = run(agent, Message(role="user", contents=[request.to_function_approval_response(approved=False)]), session)
+    assert done.text == "done"
+    assert client.results() == {"c-1": "Error: Tool call invocation was rejected by user."}
+    assert bank.sent == [] and bank.registry.call_count("transfer") == 0
+
+
+def test_a_direct_call_waits_for_the_harness_decision() -> None:
+    bank = Bank()
+    tool = to_agent_framework("transfer", bank.registry, context={"user": "carol"})
+    (content,) = asyncio.run(tool.invoke(arguments={"to": "bob", "amount": 500}, tool_call_id="d-1"))
+    assert "needs a person's approval" in content.text and bank.sent == []
+    approval(bank.registry).approve("d-1")
+    (content,) = asyncio.run(tool.invoke(arguments={"to": "bob", "amount": 500}, tool_call_id="d-1"))
+    assert content.text == "sent 500 to bob" and bank.sent == [("bob", 500, "d-1", "carol")]

@@ -1,0 +1,176 @@
+"""LangChain / LangGraph: harness tools needing approval go through LangChain's human-in-the-loop step.
+
+A real ``create_agent`` loop (checkpointer, ``Command(resume=...)``) driven by LangChain's fake
+chat model, with :func:`approval_middleware`: the run stops with an interrupt for exactly the
+calls the harness rule holds, the application decides, and the run resumes. An approved call
+runs once, through the harness policies; a rejected one never runs and the model reads the
+refusal. Both interrupt modes, sync and async.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from langchain.agents import create_agent
+from langchain.agents.middleware import HumanInTheLoopMiddleware
+from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+from langchain_core.messages import AIMessage, ToolMessage
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.types import Command
+
+from harness_one import Call, ManualClock, ToolRegistry, define_tool
+from harness_one.integrations.langchain import HarnessApprovalMiddleware, approval_middleware, as_langchain_tools
+from harness_one_plugins.approval import ApprovalPlugin
+
+
+class ScriptedModel(GenericFakeChatModel):
+    """LangChain's fake chat model, answering tool-bound requests from its script."""
+
+    def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
+        return self
+
+
+@dataclass
+class UserContext:
+    user: str
+
+
+class Bank:
+    """``transfer`` needs approval above 100 and is limited to one call per second per user; ``balance`` none."""
+
+    def __init__(self) -> None:
+        self.registry = ToolRegistry(autoload=False, clock=ManualClock())
+        self.sent: list[tuple[str, float, str | None, Any]] = []
+
+        @define_tool(
+            registry=self.registry,
+            rate_limit={"rate": 1, "burst": 1, "key": "user"},
+            options={"requires_approval": lambda call: call.arguments["amount"] > 100},
+        )
+        def transfer(to: str, amount: float, call: Call) -> str:
+            """Send money."""
+            self.sent.append((to, amount, call.call_id, call.context.get("user")))
+            return f"sent {amount} to {to}"
+
+        @define_tool(registry=self.registry)
+        def balance() -> float:
+            """The balance."""
+            return 1000.0
+
+    @property
+    def approval(self) -> ApprovalPlugin:
+        plugin = self.registry.plugins.get("approval")
+        assert isinstance(plugin, ApprovalPlugin)
+        return plugin
+
+    def agent(self, turns: list[list[dict[str, Any]]], **options: Any) -> Any:
+        """An agent whose model makes the given tool calls, one turn each, then says "done"."""
+        tools = as_langchain_tools(registry=self.registry, context=lambda runtime: {"user": runtime.context.user})
+        messages = [AIMessage(content="", tool_calls=calls) for calls in turns]
+        return create_agent(
+            ScriptedModel(messages=iter([*messages, AIMessage(content="done")])),
+            tools,
+            middleware=[approval_middleware(tools, **options)],
+            context_schema=UserContext,
+            checkpointer=InMemorySaver(),
+        )
+
+
+CONFIG: Any = {"configurable": {"thread_id": "t-1"}}
+ALICE = UserContext(user="alice")
+
+
+def transfer(call_id: str, amount: float, to: str = "bob") -> dict[str, Any]:
+    return {"name": "transfer", "args": {"to": to, "amount": amount}, "id": call_id}
+
+
+def tool_messages(state: dict[str, Any]) -> dict[str, ToolMessage]:
+    return {m.tool_call_id: m for m in state["messages"] if isinstance(m, ToolMessage)}
+
+
+def test_the_middleware_is_langchains_over_the_harness_tools() -> None:
+    bank = Bank()
+    tools = as_langchain_tools(registry=bank.registry)
+    middleware = approval_middleware(tools, allowed_decisions=["approve", "reject"], interrupt_on={"other": True})
+    assert isinstance(middleware, HarnessApprovalMiddleware) and isinstance(middleware, HumanInTheLoopMiddleware)
+    assert set(middleware.interrupt_on) == {"transfer", "balance", "other"}
+    assert middleware.interrupt_on["transfer"]["allowed_decisions"] == ["approve", "reject"]
+
+
+def test_approve_round_trip_runs_once_through_the_policies() -> None:
+    bank = Bank()
+    # First turn: a transfer the rule holds and a balance it does not; second turn: another transfer.
+    agent = bank.agent([[transfer("c-1", 500), {"name": "balance", "args": {}, "id": "c-2"}], [transfer("c-3", 700)]])
+
+    paused = agent.invoke({"messages": [("user", "pay bob 500")]}, CONFIG, context=ALICE)
+    [interrupt] = paused["__interrupt__"]
+    [request] = interrupt.value["action_requests"]  # only the call the harness rule holds
+    assert (request["name"], request["args"]) == ("transfer", {"to": "bob", "amount": 500})
+    assert bank.sent == [] and bank.registry.call_count("transfer") == 0
+
+    resumed = agent.invoke(Command(resume={"decisions": [{"type": "approve"}]}), CONFIG, context=ALICE)
+    assert bank.sent == [("bob", 500, "c-1", "alice")]  # ran once, with the model's call id and the run's context
+    assert bank.approval.approved == 1 and bank.approval.pending() == []
+    messages = tool_messages(resumed)
+    assert (messages["c-1"].status, messages["c-1"].content) == ("success", "sent 500 to bob")
+    assert messages["c-2"].content == "1000.0"
+
+    # The next turn's transfer is asked about again; approved, it meets the user's spent rate limit.
+    [again] = resumed["__interrupt__"]
+    assert again.value["action_requests"][0]["args"]["amount"] == 700
+    done = agent.invoke(Command(resume={"decisions": [{"type": "approve"}]}), CONFIG, context=ALICE)
+    refused = tool_messages(done)["c-3"]
+    assert refused.status == "error" and "rate limited" in str(refused.content)
+    assert done["messages"][-1].content == "done" and len(bank.sent) == 1
+
+
+def test_reject_round_trip_never_runs_the_tool() -> None:
+    bank = Bank()
+    agent = bank.agent([[transfer("c-1", 900, to="eve")]])
+    agent.invoke({"messages": [("user", "pay eve 900")]}, CONFIG, context=ALICE)
+    done = agent.invoke(Command(resume={"decisions": [{"type": "reject", "message": "not eve"}]}), CONFIG, context=ALICE)
+    answer = tool_messages(done)["c-1"]
+    assert answer.status == "error" and answer.content == "User rejected the tool call for `transfer` with reason: not eve"
+    assert done["messages"][-1].content == "done"
+    assert bank.sent == [] and bank.registry.call_count("transfer") == 0 and bank.approval.approved == 0
+
+
+def test_a_call_the_rule_waves_through_is_not_interrupted() -> None:
+    bank = Bank()
+    agent = bank.agent([[transfer("c-1", 50)]])
+    state = agent.invoke({"messages": [("user", "pay bob 50")]}, CONFIG, context=ALICE)
+    assert "__interrupt__" not in state and state["messages"][-1].content == "done"
+    assert bank.sent == [("bob", 50, "c-1", "alice")] and bank.approval.approved == 0
+
+
+def test_an_edited_call_runs_as_edited() -> None:
+    bank = Bank()
+    agent = bank.agent([[transfer("c-1", 500)]])
+    agent.invoke({"messages": [("user", "pay bob 500")]}, CONFIG, context=ALICE)
+    edit = {"type": "edit", "edited_action": {"name": "transfer", "args": {"to": "bob", "amount": 250}}}
+    done = agent.invoke(Command(resume={"decisions": [edit]}), CONFIG, context=ALICE)
+    assert bank.sent == [("bob", 250, "c-1", "alice")]
+    assert "sent 250 to bob" in str(tool_messages(done)["c-1"].content)
+
+
+@pytest.mark.parametrize("approved", [True, False])
+def test_per_call_interrupts_async(approved: bool) -> None:
+    bank = Bank()
+    agent = bank.agent([[transfer("c-1", 500)]], interrupt_mode="per_call")
+
+    async def run() -> Any:
+        paused = await agent.ainvoke({"messages": [("user", "pay bob 500")]}, CONFIG, context=ALICE)
+        [interrupt] = paused["__interrupt__"]
+        assert interrupt.value["type"] == "tool_approval" and interrupt.value["tool_call_id"] == "c-1"
+        assert bank.sent == []
+        decision = {"type": "approve"} if approved else {"type": "reject"}
+        return await agent.ainvoke(Command(resume={interrupt.id: decision}), CONFIG, context=ALICE)
+
+    answer = tool_messages(asyncio.run(run()))["c-1"]
+    if approved:
+        assert answer.content == "sent 500 to bob" and bank.sent == [("bob", 500, "c-1", "alice")]
+    else:
+        assert answer.status == "error" and "The tool was not executed" in str(answer.content) and bank.sent == []
