@@ -70,6 +70,10 @@ def scale_rows(tools: int = AT, creates: int = 1000) -> list[Row]:
     start_export = time.perf_counter()
     reg.export("openai")
     again = time.perf_counter() - start_export
+    reg.remove("one_more")
+    start_export = time.perf_counter()
+    reg.export("openai")
+    removed = time.perf_counter() - start_export
     share = first / tools * 1e6
     return [
         Row("scale: Tool.create, explicit schema, per tool", create_us, "us", 150.0),
@@ -84,6 +88,7 @@ def scale_rows(tools: int = AT, creates: int = 1000) -> list[Row]:
         ),
         Row(f'scale: registry.export("openai"), at {size}', first * 1e3, "ms"),
         Row("scale: the same export after one added tool", again * 1e3, "ms", note=f"one tool's share: {share:.3g} us"),
+        Row("scale: the same export after one removed tool", removed * 1e3, "ms", note="each other tool's share reused"),
     ]
 
 

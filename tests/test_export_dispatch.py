@@ -173,6 +173,31 @@ def test_exports_are_cached_until_tools_change() -> None:
     assert [t["name"] for t in reg.export("anthropic").tools] == ["b"]
 
 
+@pytest.mark.parametrize("format", ["openai", "openai-responses", "anthropic", "gemini", "mcp"])
+def test_after_a_removal_or_replacement_each_unchanged_tool_is_not_exported_again(format: str) -> None:
+    reg = ToolRegistry(autoload=False)
+    for name in ("a", "b", "c"):
+        reg.add(lambda x: x, name=name, parameters={"type": "object", "properties": {"x": {"type": "integer"}}})
+    first = reg.export(format, strict="auto" if format.startswith("openai") else False)
+    reg.remove("a")
+    reg.add(lambda x: x, name="c", parameters={"type": "object", "properties": {"x": {"type": "string"}}}, replace=True)
+    second = reg.export(format, strict="auto" if format.startswith("openai") else False)
+    assert second.tools[0] is first.tools[1]  # b: reused as it was
+    assert second.tools[1] is not first.tools[2] and "string" in json.dumps(second.tools[1])  # c: the new definition
+    assert len(second.tools) == 2 and second == export_tools(reg.tools(), format, strict=second.strict)
+
+
+def test_a_reused_gemini_definition_keeps_a_name_that_is_still_free() -> None:
+    reg = ToolRegistry(autoload=False)
+    reg.add(lambda: 1, name="_2fa")
+    reg.add(lambda: 2, name="2fa")
+    assert reg.export("gemini").names.exported == {"__2fa": "2fa"}  # "_2fa" is taken
+    reg.remove("_2fa")
+    again = reg.export("gemini")
+    assert again.names.exported == {"_2fa": "2fa"} and [t["name"] for t in again.tools] == ["_2fa"]
+    assert again == export_tools(reg.tools(), "gemini")
+
+
 @pytest.fixture
 def reg() -> ToolRegistry:
     registry = ToolRegistry(autoload=False)

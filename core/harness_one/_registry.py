@@ -163,6 +163,7 @@ class ToolRegistry:
         self._discover = discover
         self._discovered = False
         self._exports: dict[tuple[str, bool | str], Any] = {}
+        self._stale_exports: dict[tuple[str, bool | str], Any] = {}
         from ._discovery import DiscoveryReport
 
         self.discovery = DiscoveryReport()
@@ -263,9 +264,14 @@ class ToolRegistry:
         if not self._exports:
             return
         if not grew:
-            self._exports = {}
+            self._forget_exports()
             return
         self._exports = {key: found.extended(tool) for key, found in self._exports.items()}
+
+    def _forget_exports(self) -> None:
+        """A tool was removed or replaced: the next export is rebuilt, reusing each unchanged tool's share."""
+        self._stale_exports.update(self._exports)
+        self._exports = {}
 
     @_shared
     def remove(self, /, name: str) -> Tool:
@@ -276,7 +282,7 @@ class ToolRegistry:
                 raise self._not_found(name)
             del self._tools[name]
             self._index.remove(name)
-            self._exports = {}
+            self._forget_exports()
             self.plugins.plan.forget(entry.tool)
             self.plugins.call_each("harness_tool_removed", tool=entry.tool, registry=self)
             return entry.tool
@@ -349,7 +355,8 @@ class ToolRegistry:
         Formats: :data:`harness_one.export.FORMATS`. ``strict`` (OpenAI): ``True`` for every
         tool or an error, ``"auto"`` per tool with the exceptions reported. ``names``: only
         these tools, in this order. Whole exports are cached; adding a tool extends the cached
-        exports by that one tool.
+        exports by that one tool, and after a removal or replacement each unchanged tool's
+        definition is reused.
         """
         from .export import export_tools
 
@@ -358,9 +365,10 @@ class ToolRegistry:
         key = (format, strict)
         found = self._exports.get(key)
         if found is None:
-            found = export_tools(self.tools(), format, strict=strict)
+            found = export_tools(self.tools(), format, strict=strict, reuse=self._stale_exports.get(key))
             with self._lock:
                 self._exports[key] = found
+                self._stale_exports.pop(key, None)
         return found
 
     # ------------------------------------------------------------------ discovery

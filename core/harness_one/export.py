@@ -72,6 +72,8 @@ class Export:
     nullable: dict[str, Any] = field(default_factory=dict)
     not_strict: dict[str, list[str]] = field(default_factory=dict)
     _taken: set[str] = field(default_factory=set, repr=False, compare=False)
+    #: Each tool's share of this export, so a later export of mostly the same tools reuses it.
+    _pieces: dict[Tool, _Piece] = field(default_factory=dict, repr=False, compare=False)
 
     def extended(self, tool: Tool) -> Export:
         """This export plus ``tool`` (what a registry does when one tool is added): one tool's work."""
@@ -84,37 +86,59 @@ class Export:
             dict(self.nullable),
             dict(self.not_strict),
             self._taken | {tool.name},
+            dict(self._pieces),
         )
         out._add(tool)
         return out
 
-    def _add(self, tool: Tool) -> None:
+    def _add(self, tool: Tool, reuse: Mapping[Tool, _Piece] | None = None) -> None:
+        name = _gemini_name(tool.name, self._taken) if self.format == "gemini" else tool.name
+        piece = reuse.get(tool) if reuse else None
+        if piece is None or piece.name != name:
+            piece = self._piece(tool, name)
+        self._pieces[tool] = piece
+        if name != tool.name:
+            self.names.exported[name] = tool.name
+            self._taken.add(name)
+        self.tools.append(piece.definition)
+        if piece.notes:
+            self.notes[tool.name] = list(piece.notes)
+        if piece.nullable:
+            self.nullable[tool.name] = piece.nullable
+        if piece.not_strict is not None:
+            self.not_strict[tool.name] = piece.not_strict
+
+    def _piece(self, tool: Tool, name: str) -> _Piece:
         if self.format == "gemini":
-            name = _gemini_name(tool.name, self._taken)
+            definition, said = to_gemini(tool, name)
             if name != tool.name:
-                self.names.exported[name] = tool.name
-                self._taken.add(name)
-            definition, notes = to_gemini(tool, name)
-            if name != tool.name:
-                notes.insert(0, f"name {tool.name!r} exported as {name!r} (Gemini names start with a letter or '_')")
-            if notes:
-                self.notes[tool.name] = notes
-            self.tools.append(definition)
-        elif self.format.startswith("openai"):
+                said.insert(0, f"name {tool.name!r} exported as {name!r} (Gemini names start with a letter or '_')")
+            return _Piece(name, definition, tuple(said))
+        if self.format.startswith("openai"):
             strict = bool(self.strict)
+            not_strict: list[str] | None = None
             try:
                 parameters, nullable = _parameters(tool, strict)
             except StrictSchemaError as exc:
                 if self.strict != "auto":
                     raise
                 strict, (parameters, nullable) = False, _parameters(tool, False)
-                self.not_strict[tool.name] = exc.reasons
-                self.notes.setdefault(tool.name, []).append("exported without strict mode: " + "; ".join(exc.reasons))
-            self.tools.append((_chat if self.format == "openai" else _responses)(tool, parameters, strict))
-            if nullable:
-                self.nullable[tool.name] = nullable
-        else:
-            self.tools.append(to_anthropic(tool) if self.format == "anthropic" else to_mcp(tool))
+                not_strict = exc.reasons
+            notes = ("exported without strict mode: " + "; ".join(not_strict),) if not_strict else ()
+            definition = (_chat if self.format == "openai" else _responses)(tool, parameters, strict)
+            return _Piece(name, definition, notes, nullable, not_strict)
+        return _Piece(name, to_anthropic(tool) if self.format == "anthropic" else to_mcp(tool))
+
+
+@dataclass(frozen=True, slots=True)
+class _Piece:
+    """One tool's share of an export: its (exported) name, definition and what is said about it."""
+
+    name: str
+    definition: dict[str, Any]
+    notes: tuple[str, ...] = ()
+    nullable: Any = None
+    not_strict: list[str] | None = None
 
 
 # --------------------------------------------------------------------------- $ref inlining
@@ -385,8 +409,11 @@ def _gemini_name(name: str, taken: set[str]) -> str:
     return candidate
 
 
-def export_tools(tools: Iterable[Tool], format: str, *, strict: bool | str = False) -> Export:
+def export_tools(tools: Iterable[Tool], format: str, *, strict: bool | str = False, reuse: Export | None = None) -> Export:
     """Every tool in ``format`` (one of :data:`FORMATS`); see the module docstring.
+
+    ``reuse``: an earlier export in the same format, whose per-tool definitions are taken
+    for the tools it has (what a registry does after a tool was removed or replaced).
 
     ``strict`` (OpenAI formats): ``True`` makes every tool strict or raises
     :class:`StrictSchemaError`; ``"auto"`` makes each tool strict where its schema allows and
@@ -396,8 +423,9 @@ def export_tools(tools: Iterable[Tool], format: str, *, strict: bool | str = Fal
     if strict not in (True, False, "auto"):
         raise ValueError(f"strict must be True, False or 'auto', not {strict!r}")
     tools = list(tools)
+    pieces = reuse._pieces if reuse is not None and (reuse.format, reuse.strict) == (format, strict) else None
     result = Export(format=format, strict=strict, tools=[], names=NameMap())
     result._taken = {t.name for t in tools}
     for tool in tools:
-        result._add(tool)
+        result._add(tool, pieces)
     return result
