@@ -19,6 +19,7 @@ __all__ = [
     "Context",
     "ToolLike",
     "approval_needed",
+    "approval_possible",
     "call_context",
     "check_context",
     "grant_approval",
@@ -109,6 +110,12 @@ def call_context(context: Context[T], run_context: Callable[[], T]) -> Mapping[s
 def _approval(reg: ToolRegistry) -> Any:
     plugin = reg.plugins.get("approval")
     return plugin if plugin is not None and hasattr(plugin, "needs_approval") else None
+
+
+def approval_possible(reg: ToolRegistry, tool: Tool) -> bool:
+    """Whether the registry's ``approval`` plugin has a rule (true or a predicate) for ``tool`` at all."""
+    plugin = _approval(reg)
+    return plugin is not None and plugin.rule_for(tool) is not False
 
 
 def approval_needed(

@@ -29,7 +29,17 @@ from pydantic import BaseModel
 from .._call import CallResult
 from .._registry import ToolRegistry
 from .._tool import Tool
-from ._common import Context, ToolLike, approval_needed, call_context, check_context, grant_approval, resolve, select
+from ._common import (
+    Context,
+    ToolLike,
+    approval_needed,
+    approval_possible,
+    call_context,
+    check_context,
+    grant_approval,
+    resolve,
+    select,
+)
 
 __all__ = ["HarnessFunctionTool", "as_agent_framework_tools", "to_agent_framework"]
 
@@ -52,7 +62,7 @@ class HarnessFunctionTool(FunctionTool):
             description=tool.description or name,
             func=call,
             input_model=dict(tool.parameters),
-            approval_mode="always_require" if _may_need_approval(registry, tool) else "never_require",
+            approval_mode="always_require" if approval_possible(registry, tool) else "never_require",
         )
         self.harness_tool = tool
         self.registry = registry
@@ -90,13 +100,6 @@ class HarnessFunctionTool(FunctionTool):
         if skip_parsing:
             return _value(result)
         return [Content.from_text(result.for_model())]
-
-
-def _may_need_approval(registry: ToolRegistry, tool: Tool) -> bool:
-    """Whether the registry's ``approval`` plugin has a rule (true or a predicate) for ``tool``."""
-    plugin = registry.plugins.get("approval")
-    rule_for = getattr(plugin, "rule_for", None)
-    return rule_for is not None and rule_for(tool) is not False
 
 
 def _value(result: CallResult) -> Any:

@@ -6,20 +6,37 @@ function of the call's ``ToolContext`` (``ctx.context`` is what ``Runner.run(con
 was given). Errors come back to the model as the harness's ``Error: ...`` text. With
 ``strict=True`` the schema is converted to OpenAI's strict form and the nulls the model sends
 for optional arguments are dropped, so the harness's defaults apply.
+
+A tool the harness's ``approval`` plugin may hold for a decision (``requires_approval``)
+gets the SDK's ``needs_approval``: the plugin's rule decides per call, and when it says
+yes the run stops with the call in ``result.interruptions``. Once approved
+(``state.approve(item)``), the call is granted by its call id and runs through every harness
+policy; a rejected one never reaches the tool.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from typing import Any
 
-from agents import FunctionTool
+from agents import FunctionTool, RunContextWrapper
 from agents.tool_context import ToolContext
 
 from .._registry import ToolRegistry
 from .._requests import drop_nulls
 from ..export import strict_schema
-from ._common import Context, ToolLike, call_context, check_context, resolve, select
+from ._common import (
+    Context,
+    ToolLike,
+    approval_needed,
+    approval_possible,
+    call_context,
+    check_context,
+    grant_approval,
+    resolve,
+    select,
+)
 
 __all__ = ["as_openai_agents_tools", "to_openai_agents"]
 
@@ -35,12 +52,24 @@ def to_openai_agents(
     name = found.name
     schema, nullable = strict_schema(found.parameters, tool=name) if strict else (found.parameters, {})
 
+    gated = approval_possible(reg, found)
+
     # Annotated ToolContext (not RunContextWrapper): only then does the SDK pass the tool-call id.
     async def invoke(ctx: ToolContext[Any], arguments: str) -> str:
         args: Any = drop_nulls(arguments, nullable) if nullable else arguments
         call_id = getattr(ctx, "tool_call_id", None)
+        if gated and call_id and ctx.is_tool_approved(name, call_id):
+            grant_approval(reg, call_id, found)  # the person approved it in the SDK: the harness does not ask again
         result = await reg.atry_call(name, args, context=call_context(context, lambda: ctx), call_id=call_id)
         return result.for_model()
+
+    async def needs_approval(run: RunContextWrapper[Any], params: dict[str, Any], call_id: str) -> bool:
+        args = drop_nulls(params, nullable) if nullable else params
+
+        def tool_context() -> ToolContext[Any]:
+            return ToolContext.from_agent_context(run, call_id, tool_name=name, tool_arguments=json.dumps(params))
+
+        return approval_needed(reg, found, args, context=call_context(context, tool_context), call_id=call_id)
 
     return FunctionTool(
         name=name,
@@ -48,6 +77,7 @@ def to_openai_agents(
         params_json_schema=schema,
         on_invoke_tool=invoke,
         strict_json_schema=strict,
+        needs_approval=needs_approval if gated else False,
     )
 
 

@@ -8,6 +8,12 @@ An argument error raises ``ModelRetry`` with the harness's message: the model's 
 counts against the tool's ``retries``. Every other refusal (rate limited, busy, circuit open,
 timed out, the tool failed) raises ``ToolFailed``: the model reads the same message as a
 failed tool result, and the retries it has for its own mistakes are left alone.
+
+A call the harness's ``approval`` plugin would hold for a decision raises Pydantic AI's
+``ApprovalRequired``: the run ends with the call in ``DeferredToolRequests.approvals`` (give
+the agent ``output_type=[str, DeferredToolRequests]``). Run again with
+``deferred_tool_results=``: an approved call (``ctx.tool_call_approved``) is granted by its
+call id and runs through every harness policy; a denied one never reaches the tool.
 """
 
 from __future__ import annotations
@@ -15,10 +21,20 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from pydantic_ai import ModelRetry, RunContext, Tool, ToolFailed
+from pydantic_ai import ApprovalRequired, ModelRetry, RunContext, Tool, ToolFailed
 
 from .._registry import ToolRegistry
-from ._common import Context, ToolLike, call_context, check_context, resolve, select
+from ._common import (
+    Context,
+    ToolLike,
+    approval_needed,
+    approval_possible,
+    call_context,
+    check_context,
+    grant_approval,
+    resolve,
+    select,
+)
 
 __all__ = ["as_pydantic_ai_tools", "to_pydantic_ai"]
 
@@ -30,9 +46,16 @@ def to_pydantic_ai(tool: ToolLike, registry: ToolRegistry | None = None, *, cont
     check_context(context)
     reg, found = resolve(tool, registry)
     name = found.name
+    gated = approval_possible(reg, found)  # decided once: tools without an approval rule pay nothing per call
 
     async def invoke(ctx: RunContext[Any], /, **arguments: Any) -> Any:
-        result = await reg.atry_call(name, arguments, context=call_context(context, lambda: ctx), call_id=ctx.tool_call_id)
+        call_id = ctx.tool_call_id
+        extra = call_context(context, lambda: ctx)
+        if gated and call_id is not None and approval_needed(reg, found, arguments, context=extra, call_id=call_id):
+            if not ctx.tool_call_approved:
+                raise ApprovalRequired  # the run ends with this call in DeferredToolRequests.approvals
+            grant_approval(reg, call_id, found)  # approved in Pydantic AI: the harness does not ask again
+        result = await reg.atry_call(name, arguments, context=extra, call_id=call_id)
         if result.ok:
             return result.value
         assert result.error is not None
