@@ -8,7 +8,7 @@ import json
 import pytest
 
 from harness_one import Call, ManualClock, RetryableError, ToolRegistry
-from harness_one.dispatch import dispatch
+from harness_one.dispatch import dispatch, resume
 from harness_one_plugins.approval import ApprovalDenied, ApprovalNotFound, ApprovalPlugin, ApprovalRequired
 
 TRANSFER = {
@@ -150,13 +150,19 @@ def test_the_round_trip_through_dispatch_uses_the_providers_call_id() -> None:
         "type": "function",
         "function": {"name": "transfer", "arguments": json.dumps({"to": "bo", "amount": 1})},
     }
-    [first] = dispatch(reg, [tool_call])
-    assert first["tool_call_id"] == "call_abc" and "needs a person's approval" in first["content"] and bank.sent == []
+    first = dispatch(reg, [tool_call])
+    assert first == [] and bank.sent == []  # reported, not answered as an error
+    assert [(h.call_id, h.tool, h.arguments) for h in first.pending] == [
+        ("call_abc", "transfer", {"to": "bo", "amount": 1, "currency": "EUR"})
+    ]
     [pending] = approval(reg).pending()
     assert pending.call_id == "call_abc"
     approval(reg).approve("call_abc")
-    [second] = dispatch(reg, [tool_call])  # the same tool call, sent again after the decision
-    assert second == {"role": "tool", "tool_call_id": "call_abc", "content": "sent 1 EUR to bo"}
+    assert resume(reg, first.pending[0]) == {"role": "tool", "tool_call_id": "call_abc", "content": "sent 1 EUR to bo"}
+    approval(reg).approve(dispatch(reg, [tool_call]).pending[0].call_id)
+    [again] = dispatch(reg, [tool_call])  # or: the same tool call, sent again after the decision
+    assert again == {"role": "tool", "tool_call_id": "call_abc", "content": "sent 1 EUR to bo"}
+    assert bank.sent == [("bo", 1, "EUR"), ("bo", 1, "EUR")]
 
 
 def test_aresume_and_the_idempotency_key_is_kept() -> None:
@@ -226,3 +232,9 @@ def test_needs_approval_answers_the_rule_without_calling() -> None:
     assert approval(reg).needs_approval(reg, tool, {"to": "ann", "amount": 500})
     assert not approval(reg).needs_approval(reg, tool, {"to": "ann", "amount": 5})
     assert bank.sent == [] and approval(reg).pending() == []
+    euros = ToolRegistry(autoload=False, clock=ManualClock())
+    Bank(euros, options={"requires_approval": lambda call: call.arguments["currency"] != "EUR"})
+    euro_tool = euros.get("transfer")
+    assert not approval(euros).needs_approval(euros, euro_tool, {"to": "ann", "amount": 5})  # the default is filled in
+    assert approval(euros).needs_approval(euros, euro_tool, {"to": "ann", "amount": 5, "currency": "USD"})
+    assert not approval(euros).needs_approval(euros, euro_tool, {"to": 1})  # refused anyway, with the readable error

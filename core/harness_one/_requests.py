@@ -11,6 +11,9 @@ shape               a call looks like                                           
 ``anthropic``       ``{"type": "tool_use", "id", "name", "input"}``                ``id``
 ``gemini``          ``{"function_call": {"id", "name", "args"}}`` or the inner part   ``id``
 ==================  ===========================================================  ==============
+
+A line of ``harness-one run`` may instead be a decision on a held call (``Decision``):
+``{"approve": "<call id>"}`` or ``{"deny": "<call id>", "reason": "..."}``.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from ._arguments import MAX_DIGITS, LongNumber, load_json
 if TYPE_CHECKING:
     from ._registry import ToolRegistry
 
-__all__ = ["BadRequest", "Request", "parse_call", "parse_line", "resolve"]
+__all__ = ["BadRequest", "Decision", "Request", "parse_call", "parse_line", "resolve"]
 
 _ID = re.compile(r'"(?:id|call_id)"\s*:\s*("(?:[^"\\]|\\.)*"|-?\d{1,30})')
 
@@ -43,6 +46,17 @@ class Request:
     context: Any = None
     #: The name as the model sent it (before mapping back an exported name).
     exported: str = ""
+
+
+@dataclass(slots=True)
+class Decision:
+    """A decision line: approve or deny the call held under ``call_id``."""
+
+    call_id: str
+    approve: bool
+    reason: str | None = None
+    #: The call id as the line sent it (a string or a number).
+    id: Any = None
 
 
 class BadRequest(Exception):
@@ -131,8 +145,23 @@ def _id_in(line: str) -> Any:
         return None
 
 
-def parse_line(line: bytes | str) -> Request:
-    """A :class:`Request` from one JSON line; :class:`BadRequest` for anything else.
+def _decision(data: Mapping[str, Any]) -> Decision:
+    """A :class:`Decision` from an object with ``approve`` or ``deny``."""
+    verbs = [verb for verb in ("approve", "deny") if verb in data]
+    target = data[verbs[0]]
+    rid = target if isinstance(target, (str, int, float)) and not isinstance(target, bool) else None
+    if len(verbs) > 1 or "name" in data:
+        raise BadRequest("a decision line has either 'approve' or 'deny' (a call id), and no tool 'name'", rid)
+    if rid is None or rid == "":
+        raise BadRequest(f"'{verbs[0]}' must be the call id of a held call (a string or a number), not {_kind(target)}")
+    reason = data.get("reason")
+    if reason is not None and not isinstance(reason, str):
+        raise BadRequest(f"'reason' must be a string, not {_kind(reason)}", rid)
+    return Decision(str(rid), verbs[0] == "approve", reason, rid)
+
+
+def parse_line(line: bytes | str) -> Request | Decision:
+    """A :class:`Request` or a :class:`Decision` from one JSON line; :class:`BadRequest` for anything else.
 
     Never raises anything but ``BadRequest``: invalid UTF-8, invalid JSON, nesting deeper
     than the JSON decoder allows, and JSON that is not an object all say so.
@@ -157,6 +186,8 @@ def parse_line(line: bytes | str) -> Request:
         raise BadRequest(f"the line is not valid JSON: {str(exc).split(';')[0]}") from None
     if not isinstance(data, dict):
         raise BadRequest(f"a request must be a JSON object, not {_kind(data)}")
+    if "approve" in data or "deny" in data:
+        return _decision(data)
     request = parse_call(data)
     assert request is not None
     return request

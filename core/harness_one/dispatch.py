@@ -13,6 +13,11 @@ Calls and results may be dicts or the providers' SDK objects (anything with ``mo
 Nothing raises out of a dispatcher: invalid ``arguments`` JSON, unknown tools and every
 :class:`ToolError` become error results the model can read. Several calls run concurrently
 (up to ``concurrency``), and results come back in the order of the calls.
+
+A call that waits for a person's approval (the ``approval`` plugin) is not answered: it is
+listed in the result's :attr:`Dispatched.pending`. Once the application has approved or
+denied it by its call id (the provider's tool-call id), :func:`resume` runs it and returns
+its provider-shaped result: the tool's result, or the refusal.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ._call import CallResult, new_call_id
@@ -32,20 +38,58 @@ if TYPE_CHECKING:
 
 __all__ = [
     "PROVIDERS",
+    "Dispatched",
+    "HeldCall",
     "adispatch",
     "adispatch_anthropic",
     "adispatch_gemini",
     "adispatch_openai",
     "adispatch_openai_responses",
+    "aresume",
     "dispatch",
     "dispatch_anthropic",
     "dispatch_gemini",
     "dispatch_openai",
     "dispatch_openai_responses",
+    "resume",
 ]
 
 #: The providers whose tool calls a dispatcher answers.
 PROVIDERS = CALL_FORMATS
+
+_HELD = "approval_required"
+
+
+@dataclass(frozen=True)
+class HeldCall:
+    """A call that did not run: it waits for a decision on ``call_id`` (the provider's tool-call id)."""
+
+    call_id: str
+    #: The tool's name in the registry.
+    tool: str
+    #: The arguments as validated: what an approval holds for.
+    arguments: dict[str, Any]
+    provider: str
+    _request: Request = field(repr=False, compare=False)
+
+
+class Dispatched(list[dict[str, Any]]):
+    """The provider-shaped results, in the order of the calls; held calls have none and are in :attr:`pending`."""
+
+    def __init__(self, answers: Iterable[dict[str, Any]] = (), pending: Iterable[HeldCall] = ()) -> None:
+        super().__init__(answers)
+        #: The calls waiting for a decision, in the order of the calls.
+        self.pending: list[HeldCall] = list(pending)
+
+
+def _collect(items: Iterable[dict[str, Any] | HeldCall]) -> Dispatched:
+    out = Dispatched()
+    for item in items:
+        if isinstance(item, HeldCall):
+            out.pending.append(item)
+        else:
+            out.append(item)
+    return out
 
 
 def _requests(provider: str, calls: Iterable[Any], registry: ToolRegistry, strict: bool) -> list[Request | BadRequest]:
@@ -62,8 +106,15 @@ def _requests(provider: str, calls: Iterable[Any], registry: ToolRegistry, stric
     return out
 
 
-def _settle(provider: str, request: Request | BadRequest, outcome: CallResult | Exception | None) -> dict[str, Any]:
-    """The provider-shaped answer for a finished call, a malformed one, or an exception it raised (never re-raised)."""
+def _settle(provider: str, request: Request | BadRequest, outcome: CallResult | Exception | None) -> dict[str, Any] | HeldCall:
+    """The provider-shaped answer for a finished call, a malformed one, or an exception it raised (never re-raised).
+
+    A call held for approval is not answered: its :class:`HeldCall`.
+    """
+    if isinstance(outcome, CallResult) and outcome.error is not None and outcome.error.kind == _HELD:
+        assert isinstance(request, Request)
+        arguments = getattr(outcome.error, "arguments", request.arguments)
+        return HeldCall(outcome.call_id, outcome.tool, dict(arguments), provider, request)
     if isinstance(request, BadRequest):
         error = ToolError(f"Invalid tool call: {request}. Send a tool name and its arguments.")
         outcome = CallResult(False, None, error, "", new_call_id(), 0.0, 0)
@@ -98,16 +149,17 @@ def dispatch(
     strict: bool = False,
     concurrency: int = 8,
     context: Mapping[str, Any] | None = None,
-) -> list[dict[str, Any]]:
+) -> Dispatched:
     """Run ``calls`` (``provider``-shaped) and return the provider-shaped results, in order.
 
     Several calls run in a thread pool of up to ``concurrency`` workers. ``strict`` must
     match the export the model saw (OpenAI strict mode): nulls it sends for optional
-    arguments are dropped so defaults apply.
+    arguments are dropped so defaults apply. Calls held for approval get no result here:
+    they are in the returned list's ``pending`` (see :func:`resume`).
     """
     requests = _requests(provider, calls, registry, strict)
 
-    def one(request: Request | BadRequest) -> dict[str, Any]:
+    def one(request: Request | BadRequest) -> dict[str, Any] | HeldCall:
         if isinstance(request, BadRequest):
             return _settle(provider, request, None)
         return _settle(
@@ -115,9 +167,9 @@ def dispatch(
         )
 
     if len(requests) <= 1 or concurrency <= 1:
-        return [one(r) for r in requests]
+        return _collect(one(r) for r in requests)
     with ThreadPoolExecutor(max_workers=min(concurrency, len(requests)), thread_name_prefix="harness-one-dispatch") as pool:
-        return list(pool.map(one, requests))
+        return _collect(pool.map(one, requests))
 
 
 async def adispatch(
@@ -128,30 +180,52 @@ async def adispatch(
     strict: bool = False,
     concurrency: int = 8,
     context: Mapping[str, Any] | None = None,
-) -> list[dict[str, Any]]:
+) -> Dispatched:
     """The awaitable :func:`dispatch`: calls run as tasks, at most ``concurrency`` at once."""
     requests = _requests(provider, calls, registry, strict)
     slots = asyncio.Semaphore(max(concurrency, 1))
 
-    async def one(request: Request | BadRequest) -> dict[str, Any]:
+    async def one(request: Request | BadRequest) -> dict[str, Any] | HeldCall:
         if isinstance(request, BadRequest):
             return _settle(provider, request, None)
         async with slots:
             result = await registry.atry_call(request.name, request.arguments, context=context, call_id=_id(request))
         return _settle(provider, request, result)
 
-    return list(await asyncio.gather(*(one(r) for r in requests)))
+    return _collect(await asyncio.gather(*(one(r) for r in requests)))
+
+
+def _approval(registry: ToolRegistry, held: HeldCall) -> Any:
+    plugin = registry.plugins.get("approval")
+    if plugin is None:
+        raise ToolError(f"No approval plugin is registered: call id '{held.call_id}' cannot be resumed.", call_id=held.call_id)
+    return plugin
+
+
+def resume(registry: ToolRegistry, held: HeldCall) -> dict[str, Any]:
+    """Run a held call once it is decided and return its provider-shaped result.
+
+    Approved: the tool's result (every policy applied); denied: the ``ApprovalDenied`` refusal,
+    which the model can read. Raises ``ApprovalNotFound`` when no decision was made for
+    ``held.call_id`` (approve or deny it first, with ``registry.plugins.get("approval")``).
+    """
+    return _answer(held.provider, held._request, _approval(registry, held).resume(held.call_id))
+
+
+async def aresume(registry: ToolRegistry, held: HeldCall) -> dict[str, Any]:
+    """The awaitable :func:`resume`."""
+    return _answer(held.provider, held._request, await _approval(registry, held).aresume(held.call_id))
 
 
 def _id(request: Request) -> str | None:
     return None if request.id is None else str(request.id)
 
 
-def _bind(provider: str) -> tuple[Callable[..., list[dict[str, Any]]], Callable[..., Any]]:
-    def sync(registry: ToolRegistry, calls: Sequence[Any], **options: Any) -> list[dict[str, Any]]:
+def _bind(provider: str) -> tuple[Callable[..., Dispatched], Callable[..., Any]]:
+    def sync(registry: ToolRegistry, calls: Sequence[Any], **options: Any) -> Dispatched:
         return dispatch(registry, calls, provider=provider, **options)
 
-    async def run_async(registry: ToolRegistry, calls: Sequence[Any], **options: Any) -> list[dict[str, Any]]:
+    async def run_async(registry: ToolRegistry, calls: Sequence[Any], **options: Any) -> Dispatched:
         return await adispatch(registry, calls, provider=provider, **options)
 
     sync.__doc__ = f"``dispatch(..., provider={provider!r})``."

@@ -2,13 +2,15 @@
 
 The loop never stops on bad input: a line that is not UTF-8, not JSON, nested too deeply,
 too long, not an object, or not a tool call gets an ``InvalidRequest`` answer; a tool or plugin
-failure gets the error answer the registry gives. Answers are JSON written by one encoder
-(``harness_one._render.dumps``), so they are valid JSON in valid UTF-8 whatever a tool
-returned: lone surrogates become U+FFFD, ``NaN``/``Infinity`` become strings.
+failure gets the error answer the registry gives. A call that needs approval is answered
+``approval_required``; a decision line (``{"approve": id}``, ``{"deny": id, "reason": ...}``)
+is answered with that call's result or refusal, on its id. Answers are JSON written by one
+encoder (``harness_one._render.dumps``), so they are valid JSON in valid UTF-8 whatever a
+tool returned: lone surrogates become U+FFFD, ``NaN``/``Infinity`` become strings.
 
 Exit status: 0 when every request was answered (errors included); 1 with ``--fail-on-error``
-when at least one answer was an error; 70 when the loop itself failed or an answer could not
-be written; 130 on Ctrl-C.
+when at least one answer was an error (``approval_required`` is not one); 70 when the loop
+itself failed or an answer could not be written; 130 on Ctrl-C.
 """
 
 from __future__ import annotations
@@ -17,15 +19,20 @@ import asyncio
 import sys
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import IO, Any
+from functools import partial
+from typing import IO, TYPE_CHECKING, Any
 
 import click
 
 from ._main import main, state_of
 
+if TYPE_CHECKING:
+    from .._requests import Decision, Request
+
 __all__ = ["Loop", "run"]
 
 EX_SOFTWARE = 70
+_HELD = "approval_required"
 
 
 @dataclass
@@ -40,13 +47,17 @@ class Loop:
     requests: int = 0
     answered: int = 0
     broken: str | None = None
+    #: Calls answered ``approval_required``: call id -> (the request's id, the tool's name).
+    held: dict[str, tuple[Any, str]] = field(default_factory=dict)
 
     def answer(self, answer: dict[str, Any], name: str) -> None:
         """Write one answer line; a failure to write marks the loop broken (exit 70)."""
         from .._render import dumps, safe_text
 
         self.answered += 1
-        self.counts["ok" if answer.get("ok") else str(answer.get("error", {}).get("type", "Error"))] += 1
+        error = answer.get("error", {})
+        kind = "ok" if answer.get("ok") else "held" if error.get("kind") == _HELD else str(error.get("type", "Error"))
+        self.counts[kind] += 1
         try:
             line = _readable(answer, safe_text(name)) if self.text else dumps(answer)
             self.out.write(line.encode("utf-8", "replace") + b"\n")
@@ -55,53 +66,108 @@ class Loop:
             self.answered -= 1
             self.broken = self.broken or f"cannot write answers: {type(exc).__name__}: {exc}"
         if self.progress is not None:
-            self.progress.write(f"\r{self.answered} answered, {self.answered - self.counts['ok']} errors")
+            self.progress.write(f"\r{self.answered} answered, {self.errors} errors")
             self.progress.flush()
+
+    @property
+    def errors(self) -> int:
+        """Error answers so far (an ``approval_required`` answer is not one: its call waits)."""
+        return self.answered - self.counts["ok"] - self.counts["held"]
 
     def invalid(self, lineno: int, message: str, request_id: Any = None) -> None:
         error = {"type": "InvalidRequest", "kind": "invalid_request", "message": f"line {lineno}: {message}"}
         self.answer({"id": request_id, "ok": False, "error": error}, "(malformed request)")
 
-    async def handle(self, lineno: int, raw: bytes) -> None:
-        """Parse and answer one line; whatever happens, it gets exactly one answer."""
-        from .._requests import BadRequest, parse_line, resolve
+    def parse(self, lineno: int, raw: bytes) -> Request | Decision | None:
+        """The line's request or decision; None when the line was answered as invalid."""
+        from .._requests import BadRequest, Request, parse_line, resolve
 
-        rid: Any = None
         try:
-            try:
-                request = resolve(parse_line(raw), self.registry)
-            except BadRequest as exc:
-                self.invalid(lineno, str(exc), exc.request_id)
+            item = parse_line(raw)
+            return resolve(item, self.registry) if isinstance(item, Request) else item
+        except BadRequest as exc:
+            self.invalid(lineno, str(exc), exc.request_id)
+        except Exception as exc:  # never lose a line, whatever failed
+            self.invalid(lineno, f"internal error: {type(exc).__name__}: {exc}")
+        return None
+
+    async def handle(self, lineno: int, item: Request | Decision, after: asyncio.Task[None] | None = None) -> None:
+        """Answer one request or decision; whatever happens, it gets exactly one answer.
+
+        A decision waits for ``after`` (the task of the line that made the call it decides).
+        """
+        from .._requests import Decision
+
+        rid: Any = item.id
+        try:
+            if isinstance(item, Decision):
+                if after is not None:
+                    await asyncio.wait([after])
+                rid, name = self.held.pop(item.call_id, (item.id, "(decision)"))
+                self.answer(await self._decide(lineno, item, rid), name)
                 return
-            rid = request.id
             result = await self.registry.atry_call(
-                request.name,
-                request.arguments,
-                call_id=None if request.id is None else str(request.id),
-                idempotency_key=request.idempotency_key,
-                context=request.context,
+                item.name,
+                item.arguments,
+                call_id=None if item.id is None else str(item.id),
+                idempotency_key=item.idempotency_key,
+                context=item.context,
             )
-            if result.ok:
-                answer: dict[str, Any] = {"id": request.id, "ok": True, "result": result.value}
-                if result.attempts > 1:
-                    answer["attempts"] = result.attempts
-            else:
-                answer = {"id": request.id, "ok": False, "error": result.error.to_dict()}
-            self.answer(answer, request.name)
+            if result.error is not None and result.error.kind == _HELD:
+                self._hold(result.call_id, item)
+            self.answer(_answer_for(item.id, result), item.name)
         except asyncio.CancelledError:
             raise
         except BaseException as exc:  # never lose a line, whatever failed
             self.invalid(lineno, f"internal error: {type(exc).__name__}: {exc}", rid)
 
+    def _hold(self, call_id: str, request: Request) -> None:
+        """Remember whose call ``call_id`` is, keeping as many as the approval plugin keeps pending."""
+        self.held.pop(call_id, None)
+        self.held[call_id] = (request.id, request.name)
+        keep = getattr(self.registry.plugins.get("approval"), "max_pending", 10_000)
+        while len(self.held) > keep:
+            del self.held[next(iter(self.held))]
+
+    async def _decide(self, lineno: int, decision: Decision, rid: Any) -> dict[str, Any]:
+        """Record the decision and run the held call: its answer, or why there is none."""
+        from .._errors import ToolError
+
+        approval = self.registry.plugins.get("approval")
+        if approval is None:
+            message = f"line {lineno}: no call waits for a decision: the approval plugin is not loaded"
+            return {"id": rid, "ok": False, "error": {"type": "InvalidRequest", "kind": "invalid_request", "message": message}}
+        try:
+            if decision.approve:
+                approval.approve(decision.call_id)
+            else:
+                approval.deny(decision.call_id, decision.reason)
+            result = await approval.aresume(decision.call_id)
+        except ToolError as exc:  # ApprovalNotFound: no call waits under that id
+            return {"id": rid, "ok": False, "error": exc.to_dict()}
+        return _answer_for(rid, result)
+
     def summary(self) -> str:
-        errors = {k: v for k, v in self.counts.items() if k != "ok"}
+        errors = {k: v for k, v in self.counts.items() if k not in ("ok", "held")}
         detail = ", ".join(f"{k}: {v}" for k, v in sorted(errors.items()))
         lost = self.requests - self.answered
+        held = self.counts["held"]
         return (
             f"harness-one run: {self.requests} requests, {self.counts['ok']} ok, {sum(errors.values())} errors"
             + (f" ({detail})" if detail else "")
+            + (f", {held} held for approval" if held else "")
             + (f"; {lost} NOT ANSWERED" if lost else "")
         )
+
+
+def _answer_for(rid: Any, result: Any) -> dict[str, Any]:
+    """The answer line for a :class:`~harness_one.CallResult`."""
+    if result.ok:
+        answer: dict[str, Any] = {"id": rid, "ok": True, "result": result.value}
+        if result.attempts > 1:
+            answer["attempts"] = result.attempts
+        return answer
+    return {"id": rid, "ok": False, "error": result.error.to_dict()}
 
 
 def _readable(answer: dict[str, Any], name: str) -> str:
@@ -115,6 +181,8 @@ def _readable(answer: dict[str, Any], name: str) -> str:
     error = answer["error"]
     extra = f" (retry after {error['retry_after']:.3g} s)" if isinstance(error.get("retry_after"), (int, float)) else ""
     message = safe_text(str(error.get("message", ""))).replace("\n", "\n      ")
+    if error.get("kind") == _HELD:
+        message += f"\n      arguments: {dumps(error.get('arguments'))}"
     return f"{head} -> {error['type']}{extra}:\n      {message}"
 
 
@@ -138,16 +206,28 @@ class _Lines:
                 return b"", True
 
 
+def _forget(by_id: dict[str, asyncio.Task[None]], key: str, task: asyncio.Task[None]) -> None:
+    if by_id.get(key) is task:
+        del by_id[key]
+
+
 async def serve_lines(loop: Loop, source: IO[bytes], concurrency: int, limit: int) -> None:
-    """Answer every line of ``source``, at most ``concurrency`` at once."""
+    """Answer every line of ``source``, at most ``concurrency`` at once.
+
+    A decision line is answered after the line that made the call it decides (the last one
+    before it with that id), so a scripted session decides the same calls in every mode.
+    """
+    from .._requests import Request
+
     lines = _Lines(source, limit)
     slots = asyncio.Semaphore(concurrency)
     pending: set[asyncio.Task[None]] = set()
+    by_id: dict[str, asyncio.Task[None]] = {}  # the running request line of each call id
     lineno = 0
 
-    async def one(number: int, raw: bytes) -> None:
+    async def one(number: int, item: Request | Decision, after: asyncio.Task[None] | None) -> None:
         try:
-            await loop.handle(number, raw)
+            await loop.handle(number, item, after)
         finally:
             slots.release()
 
@@ -160,13 +240,21 @@ async def serve_lines(loop: Loop, source: IO[bytes], concurrency: int, limit: in
         if not too_long and not raw.strip():
             continue
         loop.requests += 1
-        if too_long:
-            loop.invalid(lineno, f"the line is longer than {limit} bytes")
+        await slots.acquire()  # before any answer, so that with one slot answers come in order
+        parsed = None if too_long else loop.parse(lineno, raw)
+        if parsed is None:
+            if too_long:
+                loop.invalid(lineno, f"the line is longer than {limit} bytes")
+            slots.release()
             continue
-        await slots.acquire()
-        task = asyncio.create_task(one(lineno, raw))
+        key = str(parsed.id) if isinstance(parsed, Request) and parsed.id is not None else None
+        after = None if isinstance(parsed, Request) else by_id.get(parsed.call_id)
+        task = asyncio.create_task(one(lineno, parsed, after))
         pending.add(task)
         task.add_done_callback(pending.discard)
+        if key is not None:
+            by_id[key] = task
+            task.add_done_callback(partial(_forget, by_id, key))
     if pending:
         await asyncio.gather(*pending)
 
@@ -191,7 +279,10 @@ def run(ctx: click.Context, concurrency: int, output: str, source: IO[bytes], fa
     A request is {"id", "name", "arguments"} (optionally "idempotency_key", "context"), an
     OpenAI tool call, a Responses function_call, an Anthropic tool_use block or a Gemini
     function_call. An answer is {"id", "ok": true, "result"} or {"id", "ok": false, "error":
-    {"type", "kind", "message", ...}}. Every request gets exactly one answer, whatever it holds.
+    {"type", "kind", "message", ...}}; a call needing approval gets the error kind
+    "approval_required" and waits for a line {"approve": "<call id>"} or {"deny": "<call id>",
+    "reason": "..."}, which is answered with the call's result or refusal on the call's id.
+    Every line gets exactly one answer, whatever it holds.
     Exit status: 0 every request answered; 1 an error answer with --fail-on-error; 70 the loop
     failed or an answer was lost; 2 bad usage. Progress (on a terminal) and a summary go to stderr.
     """
@@ -216,5 +307,5 @@ def run(ctx: click.Context, concurrency: int, output: str, source: IO[bytes], fa
     if loop.broken or loop.answered != loop.requests:
         click.echo(f"harness-one run: the loop failed: {loop.broken or 'answers were lost'}", err=True)
         ctx.exit(EX_SOFTWARE)
-    if fail_on_error and loop.answered != loop.counts["ok"]:
+    if fail_on_error and loop.errors:
         ctx.exit(1)
