@@ -135,7 +135,7 @@ def test_one_circuit_per_server(tmp_path: Path) -> None:
         remote = import_tools(
             registry, url, name="up", circuit_breaker={"min_calls": 3, "failure_ratio": 0.5, "open_for": 30, "probes": 1}
         )
-        assert registry.get("add").circuit_breaker is None  # not one circuit per tool
+        assert registry.get("add").circuit_breaker.key == "mcp:up"  # one circuit for the server, not one per tool
         assert registry.call("add", {"a": 1, "b": 2}) == 3
     try:  # the server process is gone
         for name, arguments in (("add", {"a": 1, "b": 2}), ("events", {})):
@@ -143,8 +143,9 @@ def test_one_circuit_per_server(tmp_path: Path) -> None:
         assert remote.circuit_state() == "open"
         refused = registry.try_call("whoami")
         assert isinstance(refused.error, CircuitOpen) and refused.error.retry_after == pytest.approx(30)
-        assert "its MCP server 'up' is failing repeatedly" in refused.error.message
-        assert registry.stats()["harness_one.mcp.circuits"]["servers"]["up"]["state"] == "open"
+        assert "the tools sharing its circuit 'mcp:up' are failing repeatedly" in refused.error.message
+        assert registry.stats()["tools"]["whoami"]["circuit"]["key"] == "mcp:up"  # the circuit, shared
+        assert registry.stats()["tools"]["add"]["circuit"]["state"] == "open"
         clock.advance(31)  # a probe goes through, and fails again
         assert isinstance(registry.try_call("whoami").error, McpConnectionError)
         assert isinstance(registry.try_call("add", {"a": 1, "b": 2}).error, CircuitOpen)

@@ -142,6 +142,10 @@ class CircuitBreakerPolicy:
     Defaults sit between Polly (10% over >= 100 calls in 30 s, open 5 s) and resilience4j
     (50% over 100 calls, open 60 s, 10 probes), tuned for tool calls, which are far fewer
     than HTTP requests: 50% over >= 10 calls in 60 s, open 30 s, 3 probes.
+
+    ``key`` names the circuit: tools with the same ``key`` share one circuit (their calls
+    count together, and when it opens they all fail fast); ``None``, the default, gives each
+    tool its own circuit under its name. A key may be a tool's name, to share that tool's circuit.
     """
 
     failure_ratio: float = 0.5
@@ -149,6 +153,7 @@ class CircuitBreakerPolicy:
     window: float = 60.0
     open_for: float = 30.0
     probes: int = 3
+    key: str | None = None
 
     @classmethod
     def parse(cls, value: CircuitBreakerPolicy | Mapping[str, Any] | bool, *, tool: str) -> CircuitBreakerPolicy:
@@ -167,4 +172,6 @@ class CircuitBreakerPolicy:
                 raise ToolDefinitionError(f"Tool '{tool}': circuit_breaker {name} must be an integer >= 1.", tool=tool)
         _positive(policy.window, "circuit_breaker window", tool)
         _positive(policy.open_for, "circuit_breaker open_for", tool)
+        if policy.key is not None and not (isinstance(policy.key, str) and policy.key):
+            raise ToolDefinitionError(f"Tool '{tool}': circuit_breaker key must be a non-empty string.", tool=tool)
         return policy

@@ -41,6 +41,8 @@ class CircuitBreakerPlugin:
     Counts tool failures (the tool raised, timed out, or raised :class:`RetryableError`)
     against completed calls over a sliding window; refusals and argument errors do not
     count. See :class:`~harness_one.CircuitBreakerPolicy` for the settings and defaults.
+    A circuit is the tool's own, or the one of its policy's ``key``, shared by every tool
+    with that key (each call is judged with its own tool's settings).
 
     Args:
         default: a policy for tools that declare no ``circuit_breaker`` (None: off for them).
@@ -70,21 +72,22 @@ class CircuitBreakerPlugin:
         self._own_store = store is not None
         self._policies: dict[str, CircuitBreakerPolicy] = {}
         self._lock = threading.Lock()
-        self._registry_clock: Clock | None = None
+        self._registry: ToolRegistry | None = None
         self._plain: CircuitStore | None = None  # the last store seen without ``aadmit``
 
     @hookimpl
     def harness_configure(self, registry: ToolRegistry) -> None:
-        self._registry_clock = registry.clock
+        self._registry = registry
         if not self._own_store:
             self.store = registry.state.circuits()
 
-    def _policy(self, call: Call) -> CircuitBreakerPolicy:
+    def _policy(self, call: Call) -> tuple[str, CircuitBreakerPolicy]:
+        """The call's circuit: its key (the policy's ``key``, else the tool's name) and policy."""
         policy: CircuitBreakerPolicy = call.tool.circuit_breaker or self.default  # type: ignore[assignment]  # _guarded
         if self._policies.get(call.tool.name) is not policy:
             with self._lock:
                 self._policies[call.tool.name] = policy
-        return policy
+        return policy.key or call.tool.name, policy
 
     def _now(self, call: Call) -> float:
         return (self.clock or call.registry.clock).now()
@@ -92,14 +95,14 @@ class CircuitBreakerPlugin:
     @hookimpl
     @applies_to(_guarded)
     def harness_pre_call(self, call: Call) -> Await | None:
-        name, store, policy, now = call.tool.name, self.store, self._policy(call), self._now(call)
+        (name, policy), store, now = self._policy(call), self.store, self._now(call)
         if store is not self._plain:  # not the store known to answer without I/O
             shared = self._shared(store)
             if shared is not None:
                 return round_trip(
                     lambda: store.admit(name, policy, now=now),
                     lambda: shared.aadmit(name, policy, now=now),
-                    lambda admitted: self._admitted(call, admitted),
+                    lambda admitted: self._admitted(call, admitted, name),
                     lambda exc: self.fail.handle(exc, name, call.call_id, "circuit not checked"),
                 )
         try:
@@ -107,7 +110,7 @@ class CircuitBreakerPlugin:
         except StateUnavailable as exc:
             self.fail.handle(exc, name, call.call_id, "circuit not checked")
             return None
-        self._admitted(call, admitted)
+        self._admitted(call, admitted, name)
         return None
 
     def _shared(self, store: CircuitStore) -> AsyncCircuitStore | None:
@@ -120,10 +123,17 @@ class CircuitBreakerPlugin:
         return None
 
     @staticmethod
-    def _admitted(call: Call, admitted: tuple[float, bool]) -> None:
+    def _admitted(call: Call, admitted: tuple[float, bool], name: str) -> None:
         wait, probe = admitted
         if wait > 0:
-            raise CircuitOpen(retry_after=wait, tool=call.tool.name, call_id=call.call_id)
+            error = CircuitOpen(retry_after=wait, tool=call.tool.name, call_id=call.call_id)
+            if name != call.tool.name:  # a shared circuit: say so, the model's other tools may be in it
+                error.message = (
+                    f"Tool '{call.tool.name}' is paused: the tools sharing its circuit '{name}' are failing "
+                    f"repeatedly. Retry after {wait:.3g} s or use a tool outside that circuit."
+                )
+                error.args = (error.message,)
+            raise error
         call.state[_PROBE] = probe
         call.state[_COUNTED] = True
 
@@ -131,7 +141,7 @@ class CircuitBreakerPlugin:
         if not call.take(_COUNTED, False):
             return None
         probe = call.take(_PROBE, False)
-        store, name, policy, now = self.store, call.tool.name, self._policy(call), self._now(call)
+        (name, policy), store, now = self._policy(call), self.store, self._now(call)
         if store is not self._plain:  # not the store known to answer without I/O
             shared = self._shared(store)
             if shared is not None:
@@ -160,7 +170,7 @@ class CircuitBreakerPlugin:
         if not (call.take(_COUNTED, False) and call.take(_PROBE, False)):
             return None
         # a probe refused after admission (e.g. by the rate limit) gives its place back
-        store, name, policy = self.store, call.tool.name, self._policy(call)
+        (name, policy), store = self._policy(call), self.store
         if store is not self._plain:  # not the store known to answer without I/O
             shared = self._shared(store)
             if shared is not None:
@@ -177,21 +187,32 @@ class CircuitBreakerPlugin:
         return None
 
     def state(self, tool: str) -> str:
-        """``closed``, ``open`` or ``half_open`` (``closed`` for a tool never seen)."""
+        """The circuit of ``tool`` (its own, or its ``key``'s): ``closed``, ``open`` or ``half_open``
+        (``closed`` for a tool without a circuit)."""
+        registry = self._registry
         policy = self._policies.get(tool)
+        if policy is None and registry is not None and tool in registry:
+            policy = registry.get(tool).circuit_breaker or self.default
         if policy is None:
             return "closed"
-        clock = self.clock or self._registry_clock
+        clock = self.clock or (registry.clock if registry is not None else None)
         now = 0.0 if clock is None else clock.now()
-        return str(self.store.snapshot(tool, policy, now=now)["state"])
+        return str(self.store.snapshot(policy.key or tool, policy, now=now)["state"])
 
     @hookimpl
     def harness_stats(self, registry: ToolRegistry) -> dict[str, Any]:
+        """Per tool seen, ``{"circuit": {state, calls, failures, opened}}``; a shared circuit adds its ``key``."""
         now = (self.clock or registry.clock).now()
         tools: dict[str, Any] = {}
+        shared: dict[str, dict[str, Any]] = {}  # one read per shared circuit
         for name, policy in list(self._policies.items()):
             try:
-                tools[name] = {"circuit": self.store.snapshot(name, policy, now=now)}
+                if policy.key is None:
+                    tools[name] = {"circuit": self.store.snapshot(name, policy, now=now)}
+                    continue
+                if policy.key not in shared:
+                    shared[policy.key] = {**self.store.snapshot(policy.key, policy, now=now), "key": policy.key}
+                tools[name] = {"circuit": dict(shared[policy.key])}
             except StateUnavailable:
                 continue
         return {"tools": tools, **self.fail.stats()}

@@ -47,7 +47,6 @@ from harness_one import (
     __version__,
 )
 
-from ._circuit import circuits_for
 from ._spec import ERROR_META_KEY, McpSpec, McpSpecError
 
 __all__ = ["McpConnectionError", "RemoteServer", "RemoteToolError", "aimport_tools", "import_tools", "local_name"]
@@ -442,13 +441,20 @@ class RemoteServer:
 
     # ------------------------------------------------------------------ public
 
-    async def _attach(self, registry: ToolRegistry, definition: Mapping[str, Any], replace: bool) -> None:
+    def _policies(self, definition: Mapping[str, Any]) -> dict[str, Any]:
+        """The ``defineTool`` keywords of every tool: the spec's and ``definition``'s, with one circuit for the
+        server (the circuit breaker's ``key`` ``mcp:NAME``, unless the caller named another key)."""
         policies = {**self.spec.policies, **definition}
-        breaker = policies.pop("circuit_breaker", None)
-        circuit = None
+        breaker = policies.get("circuit_breaker")
         if breaker is not None and breaker is not False:
             circuit = CircuitBreakerPolicy.parse(breaker, tool=f"mcp:{self.spec.name}")
-        tools = self._tools(await self._list(), policies)
+            policies["circuit_breaker"] = (
+                circuit if circuit.key is not None else dataclasses.replace(circuit, key=f"mcp:{self.spec.name}")
+            )
+        return policies
+
+    async def _attach(self, registry: ToolRegistry, definition: Mapping[str, Any], replace: bool) -> None:
+        tools = self._tools(await self._list(), self._policies(definition))
         if not replace:
             clash = [t.name for t in tools if t.name in registry]
             if clash:
@@ -456,12 +462,10 @@ class RemoteServer:
                     f"MCP server '{self.spec.name}': tools {clash} are already registered; "
                     "give the server a prefix (prefix='...' or 'prefix' in its config table)."
                 )
-        if circuit is not None:
-            circuits_for(registry).add(self.spec.name, circuit)  # before the tools: their call plans see it
         for tool in tools:
             registry.add(tool, replace=True)
         self.registry = registry
-        self._definition = {k: v for k, v in definition.items() if k != "circuit_breaker"}
+        self._definition = dict(definition)
 
     async def _refresh(self) -> None:
         """Re-list after the server said its tools changed, and bring the registry in line."""
@@ -473,8 +477,7 @@ class RemoteServer:
         except Exception:  # the next call reports the connection
             return
         old = set(self.names)
-        policies = {k: v for k, v in {**self.spec.policies, **self._definition}.items() if k != "circuit_breaker"}
-        tools = self._tools(listing, policies)
+        tools = self._tools(listing, self._policies(self._definition))
         for tool in tools:
             registry.add(tool, replace=True)
         for name in old - set(self.names):
@@ -482,10 +485,14 @@ class RemoteServer:
                 registry.remove(name)
 
     def circuit_state(self) -> str:
-        """The server's circuit: ``closed``, ``open`` or ``half_open`` (``closed`` without a ``circuit_breaker``)."""
-        if self.registry is None:
+        """The server's circuit: ``closed``, ``open`` or ``half_open`` (``closed`` without a ``circuit_breaker``,
+        or without the registry's ``circuit_breaker`` plugin)."""
+        registry = self.registry
+        plugin = None if registry is None else registry.plugins.get("circuit_breaker")
+        tool = next((name for name in self.names if registry is not None and name in registry), None)
+        if plugin is None or tool is None:
             return "closed"
-        return circuits_for(self.registry).state(self.registry, self.spec.name)
+        return str(plugin.state(tool))
 
     def close(self) -> None:
         """Close the connection (a stdio server process is stopped); the tools stay but reconnect when called."""

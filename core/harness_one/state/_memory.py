@@ -219,7 +219,11 @@ class Breaker:
 
 
 class MemoryCircuits:
-    """Circuits of one process: a :class:`Breaker` per tool (a new one when the tool's policy changes)."""
+    """Circuits of one process: a :class:`Breaker` per circuit (a tool's name or a shared ``key``).
+
+    As in Redis, a circuit keeps its state when the policy changes, and each call is judged
+    with the policy it brings (tools sharing a key may differ in settings).
+    """
 
     def __init__(self) -> None:
         self._breakers: dict[str, Breaker] = {}
@@ -227,11 +231,14 @@ class MemoryCircuits:
 
     def breaker(self, tool: str, policy: Any) -> Breaker:
         found = self._breakers.get(tool)
-        if found is None or found.policy is not policy:
+        if found is None:
             with self._lock:
                 found = self._breakers.get(tool)
-                if found is None or found.policy is not policy:
+                if found is None:
                     found = self._breakers[tool] = Breaker(policy)
+        if found.policy is not policy:
+            with found.lock:
+                found.policy = policy
         return found
 
     def admit(self, tool: str, policy: Any, *, now: float) -> tuple[float, bool]:

@@ -182,7 +182,8 @@ return redis.call('ZCOUNT', KEYS[1], '(' .. num(now), '+inf')
 """
 )
 
-# Circuits: one hash per tool. ARGV: now, failure_ratio, min_calls, window, open_for, probes, ...
+# Circuits: one hash per circuit (a tool, or a key tools share).
+# ARGV: now, failure_ratio, min_calls, window, open_for, probes, ...
 _CIRCUIT_COMMON = (
     _NOW
     + """
@@ -661,9 +662,10 @@ class RedisSlots:
 
 
 class RedisCircuits:
-    """Circuit breakers in Redis: one hash per tool (state, probes, per-second counts), so one
-    process's failures open the circuit for all. An idle circuit's hash expires after twice
-    ``max(window, open_for)``; a probe lost with its process is forgotten after ``open_for``.
+    """Circuit breakers in Redis: one hash per circuit, a tool's name or a ``key`` tools share
+    (state, probes, per-second counts), so one process's failures open the circuit for all. An
+    idle circuit's hash expires after twice ``max(window, open_for)``; a probe lost with its
+    process is forgotten after ``open_for``.
     """
 
     def __init__(self, link: RedisLink, *, server_time: bool = True) -> None:

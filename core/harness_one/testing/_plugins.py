@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import asyncio
+import contextvars
 import gc
 import inspect
 import re
@@ -363,8 +364,8 @@ class PluginTests(Suite, standard=True):
                     registry.remove(PROBE)
                 elif hook == "harness_stats":
                     registry.stats()
-                else:
-                    self.call(registry, fail=hook == "harness_on_error")
+                else:  # in a copy of the context: a hook cut short may leave context variables set
+                    contextvars.copy_context().run(self.call, registry, fail=hook == "harness_on_error")
             except Exception as exc:
                 outcome = exc
         return trace, outcome, self.name_of(plugin)
