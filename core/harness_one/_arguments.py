@@ -10,7 +10,16 @@ from typing import Any
 from ._errors import ArgumentProblem, ToolArgumentError
 from ._schema import json_type
 
-__all__ = ["MAX_DIGITS", "ArgumentLimits", "LongNumber", "check_signature", "decode_arguments", "load_json", "plain_json", "refuse_keys"]
+__all__ = [
+    "MAX_DIGITS",
+    "ArgumentLimits",
+    "LongNumber",
+    "check_signature",
+    "decode_arguments",
+    "load_json",
+    "plain_json",
+    "refuse_keys",
+]
 
 #: Integers longer than this (Python's int-to-text limit) are refused where they stand.
 MAX_DIGITS = 4300
