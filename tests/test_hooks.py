@@ -312,3 +312,27 @@ def test_applies_to_skips_unrelated_tools(bare: ToolRegistry) -> None:
     bare.add(lambda: 3, name="plain", tags=["watched"], replace=True)  # a replaced tool is planned afresh
     bare.call("plain")
     assert seen == ["tagged", "plain"]
+
+
+def test_keyed_hooks_run_only_for_calls_with_an_idempotency_key() -> None:
+    from harness_one import applies_to
+
+    seen: list[str | None] = []
+
+    class Keyed:
+        @hookimpl
+        @applies_to(keyed=True)
+        def harness_pre_call(self, call: Call) -> None:
+            seen.append(call.idempotency_key)
+
+    reg = ToolRegistry(autoload=False, standard_plugins=False, plugins={"keyed": Keyed()})
+    reg.add(lambda: "ok", name="f")
+    assert reg.call("f") == "ok" and reg.call("f", idempotency_key="k1") == "ok"
+    assert seen == ["k1"]
+    plan = reg.plugins.plan.for_tool(reg.get("f"))
+    assert plan.pre_call == () and plan.keyed is not None and len(plan.keyed.pre_call) == 1
+    std = ToolRegistry(autoload=False)
+    std.add(lambda: "ok", name="g", idempotent=True)
+    light = std.plugins.plan.for_tool(std.get("g"))
+    assert light.keyed is not None
+    assert len(light.keyed.pre_call) > len(light.pre_call)  # the idempotency plugin's hooks are keyed

@@ -73,6 +73,7 @@ class _Step:
     fn: Hook
     plugin: str
     applies: Callable[[Tool], bool] | None
+    keyed: bool = False  # only for calls that carry an idempotency key
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +86,8 @@ class ToolPlan:
     on_error: tuple[Hook, ...]
     on_error_names: tuple[str, ...]
     plan: Plan
+    #: The plan for calls that carry an idempotency key, when it has more hooks than this one.
+    keyed: ToolPlan | None = None
 
     @property
     def empty(self) -> bool:
@@ -119,21 +122,24 @@ class Plan:
     def for_tool(self, tool: Tool) -> ToolPlan:
         found = self._per_tool.get(tool)
         if found is None:
-
-            def pick(hook: str) -> tuple[_Step, ...]:
-                return tuple(s for s in self.steps[hook] if s.applies is None or s.applies(tool))
-
-            on_error = pick("on_error")
-            found = ToolPlan(
-                tuple(s.fn for s in pick("pre_validate")),
-                tuple(s.fn for s in pick("pre_call")),
-                tuple(s.fn for s in pick("post_call")),
-                tuple(s.fn for s in on_error),
-                tuple(s.plugin for s in on_error),
-                self,
-            )
+            steps = {h: tuple(s for s in self.steps[h] if s.applies is None or s.applies(tool)) for h in self.steps}
+            found = keyed = self._tool_plan(steps)
+            if any(s.keyed for hook in steps.values() for s in hook):
+                found = self._tool_plan({h: tuple(s for s in hook if not s.keyed) for h, hook in steps.items()}, keyed)
             self._per_tool[tool] = found
         return found
+
+    def _tool_plan(self, steps: Mapping[str, tuple[_Step, ...]], keyed: ToolPlan | None = None) -> ToolPlan:
+        on_error = steps["on_error"]
+        return ToolPlan(
+            tuple(s.fn for s in steps["pre_validate"]),
+            tuple(s.fn for s in steps["pre_call"]),
+            tuple(s.fn for s in steps["post_call"]),
+            tuple(s.fn for s in on_error),
+            tuple(s.plugin for s in on_error),
+            self,
+            keyed,
+        )
 
     def forget(self, tool: Tool) -> None:
         self._per_tool.pop(tool, None)
@@ -422,7 +428,10 @@ class PluginSet:
             caller = getattr(self.manager.hook, hook_name)
             spec_args = tuple(caller.spec.argnames)
             impls = self._sorted(caller)
-            steps[short] = tuple(_Step(_adapt(i, spec_args), i.plugin_name, _applies(i)) for i in impls)
+            steps[short] = tuple(
+                _Step(_adapt(i, spec_args), i.plugin_name, _applies(i), bool(getattr(i.function, "harness_keyed", False)))
+                for i in impls
+            )
             order[short] = tuple(i.plugin_name for i in impls)
             for impl in impls:
                 code = getattr(impl.function, "__code__", None)

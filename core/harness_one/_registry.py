@@ -439,7 +439,10 @@ class ToolRegistry:
         except TypeError:
             entry = self._entry(name)
         next(entry.counter)
-        return self._new_call(entry, arguments, context, call_id, idempotency_key, on_progress), entry.plan or self._plan(entry)
+        plan = entry.plan or self._plan(entry)
+        if idempotency_key is not None and plan.keyed is not None:
+            plan = plan.keyed
+        return self._new_call(entry, arguments, context, call_id, idempotency_key, on_progress), plan
 
     def _new_call(
         self,
@@ -484,6 +487,8 @@ class ToolRegistry:
             entry = self._entry(name)
         next(entry.counter)
         plan = entry.plan or self._plan(entry)
+        if idempotency_key is not None and plan.keyed is not None:
+            plan = plan.keyed
         if plan.empty and entry.simple and context is None and idempotency_key is None and on_progress is None:
             return self._direct(entry.tool, arguments, call_id)
         if context is None and idempotency_key is None and (call_id is None or type(call_id) is str):

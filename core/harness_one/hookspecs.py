@@ -61,8 +61,8 @@ PER_CALL_HOOKS = ("harness_pre_validate", "harness_pre_call", "harness_post_call
 _F = TypeVar("_F", bound=Callable[..., Any])
 
 
-def applies_to(predicate: Callable[[Any, Tool], bool]) -> Callable[[_F], _F]:
-    """Mark a per-call hook implementation as relevant only to some tools.
+def applies_to(predicate: Callable[[Any, Tool], bool] | None = None, *, keyed: bool = False) -> Callable[[_F], _F]:
+    """Mark a per-call hook implementation as relevant only to some tools, or some calls.
 
     ``predicate(plugin, tool)`` is evaluated once per tool when the call plan is prepared
     (when plugins change, or the first time a tool is called), never per call; for other
@@ -72,10 +72,16 @@ def applies_to(predicate: Callable[[Any, Tool], bool]) -> Callable[[_F], _F]:
         @hookimpl
         @applies_to(lambda plugin, tool: tool.rate_limit is not None)
         def harness_pre_call(self, call): ...
+
+    ``keyed=True``: the implementation is called only for calls that carry an idempotency
+    key (the registry prepares a plan with it and one without, and picks one per call).
     """
 
     def mark(fn: _F) -> _F:
-        fn.harness_applies_to = predicate  # type: ignore[attr-defined]
+        if predicate is not None:
+            fn.harness_applies_to = predicate  # type: ignore[attr-defined]
+        if keyed:
+            fn.harness_keyed = True  # type: ignore[attr-defined]
         return fn
 
     return mark

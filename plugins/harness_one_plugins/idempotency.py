@@ -25,6 +25,7 @@ from harness_one import (
     ToolCancelled,
     ToolError,
     ToolRegistry,
+    applies_to,
     fingerprint,
     hookimpl,
     log_event,
@@ -111,6 +112,7 @@ class IdempotencyPlugin:
             self.store = registry.state.idempotency()
 
     @hookimpl(tryfirst=True)
+    @applies_to(keyed=True)  # calls without an idempotency key never reach these hooks
     def harness_pre_call(self, call: Call) -> Outcome | Await | None:
         key = call.idempotency_key
         if key is None or call.peek(_OWNED) is not None:
@@ -237,12 +239,14 @@ class IdempotencyPlugin:
         return Await(lambda: self._release_key(name, key), lambda: self._arelease_key(shared, name, key))
 
     @hookimpl
+    @applies_to(keyed=True)
     def harness_post_call(self, call: Call) -> Await | None:
         if call.peek(_OWNED) is not None:
             return self._finish(call, True, value=call.result)
         return None
 
     @hookimpl
+    @applies_to(keyed=True)
     def harness_on_error(self, call: Call, error: BaseException) -> Retry | Await | None:
         if isinstance(error, IdempotencyConflict) and not call.ran:
             waited = call.peek(_WAITED, 0.0)
