@@ -228,3 +228,18 @@ def test_public_api_is_explicit() -> None:
     assert {"defineTool", "ToolRegistry", "RateLimitExceeded", "ToolNotFound", "ToolArgumentError"} <= set(
         harness_one.tools.__all__
     )
+
+
+def test_class_level_methods_follow_the_default_registry() -> None:
+    first, second = ToolRegistry(autoload=False), ToolRegistry(autoload=False)
+    first.add(lambda: "first", name="which")
+    second.add(lambda: "second", name="which")
+    old = ToolRegistry.set_default(first)
+    try:
+        assert ToolRegistry.call("which") == "first" and ToolRegistry.names() == ["which"]
+        ToolRegistry.set_default(second)
+        assert ToolRegistry.call("which") == "second" and ToolRegistry.try_call("which").value == "second"
+        ToolRegistry.set_default(None)  # a fresh default on next use
+        assert ToolRegistry.default() is not second and first.call("which") == "first"
+    finally:
+        ToolRegistry.set_default(old)

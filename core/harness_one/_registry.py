@@ -157,9 +157,8 @@ class ToolRegistry:
         self._tools: dict[str, _Entry] = {}
         self._index = NameIndex()
         self._lock = threading.RLock()
-        for name, attr in vars(ToolRegistry).items():
-            if isinstance(attr, _shared):  # bind once: instance calls skip the descriptor
-                self.__dict__[name] = MethodType(attr.func, self)
+        for name, attr in _SHARED.items():  # bind once: instance calls skip the descriptor
+            self.__dict__[name] = MethodType(attr.func, self)
         self._discover = discover
         self._discovered = False
         self._exports: dict[tuple[str, bool | str], Any] = {}
@@ -196,6 +195,7 @@ class ToolRegistry:
 
                     env = os.environ.get("HARNESS_ONE_REDIS_URL") or os.environ.get("HARNESS_ONE_STATE")
                     registry = cls._default = ToolRegistry(discover=True, state=env or None)
+                    _share(registry)
         return registry
 
     @classmethod
@@ -203,6 +203,7 @@ class ToolRegistry:
         """Install ``registry`` as the default (``None``: a fresh one on next use); returns the old one."""
         with cls._default_lock:
             old, cls._default = cls._default, registry
+            _share(registry)
         return old
 
     # ------------------------------------------------------------------ catalogue
@@ -923,6 +924,16 @@ class ToolRegistry:
 
 
 _DONE: Any = object()
+
+
+#: The methods that act on the default registry when called on the class.
+_SHARED: dict[str, _shared[Any, Any]] = {n: a for n, a in vars(ToolRegistry).items() if isinstance(a, _shared)}
+
+
+def _share(registry: ToolRegistry | None) -> None:
+    """Point the class-level methods at ``registry``'s bound ones (no descriptor per call), or back."""
+    for name, method in _SHARED.items():
+        setattr(ToolRegistry, name, method if registry is None else registry.__dict__[name])
 
 
 def _throw(steps: Generator[Step, None, None], exc: Exception) -> Any:
