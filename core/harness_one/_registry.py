@@ -621,11 +621,11 @@ class ToolRegistry:
                 kwargs = self._convert(call, kwargs)
         except Exception as exc:
             err = self._as_tool_error(call, plan, exc)
-            decision = self._on_error(call, plan, err)
-            if type(decision) is _Paused:
-                decision = yield from self._resume(call, plan, decision)
-            if type(decision) is Outcome and decision.error is not None:
-                raise decision.error from err
+            verdict = self._on_error(call, plan, err)
+            if type(verdict) is _Paused:
+                verdict = yield from self._resume(call, plan, verdict)
+            if type(verdict) is Outcome and verdict.error is not None:
+                raise verdict.error from err
             if err is exc:
                 raise
             raise err from exc
@@ -664,6 +664,8 @@ class ToolRegistry:
                 if type(decision) is _Paused:
                     paused = decision
                     decision = self._settle(call, plan, paused.err, paused.exc, (yield from self._resume(call, plan, paused)))
+                if isinstance(decision, ToolError):
+                    raise decision  # here, not deeper: every frame an error leaves costs
             if type(decision) is Outcome:
                 call.result = decision.value
                 return
@@ -671,7 +673,9 @@ class ToolRegistry:
             try:
                 yield max(decision.delay, 0.0)
             except ToolCancelled as cancelled:
-                stopped = self._failed(call, plan, cancelled)  # raises `cancelled` unless an on_error hook awaits
+                stopped = self._failed(call, plan, cancelled)  # the error to raise, unless an on_error hook awaits
+                if isinstance(stopped, ToolError):
+                    raise stopped
                 if isinstance(stopped, _Paused):
                     yield from self._resume(call, plan, stopped)
                 raise
@@ -781,8 +785,8 @@ class ToolRegistry:
             kwargs[tool.call_param] = call
         return kwargs
 
-    def _failed(self, call: Call, plan: ToolPlan, exc: Exception) -> Retry | Outcome | _Paused:
-        """Run on_error for a failed attempt: the decision to act on, or the final error raised.
+    def _failed(self, call: Call, plan: ToolPlan, exc: Exception) -> Retry | Outcome | _Paused | ToolError:
+        """Run on_error for a failed attempt: the decision to act on, or the final error (to raise).
 
         Returns ``_Paused`` when an on_error hook answered with an :class:`Await`: the
         generator resolves it (``_resume``), then ``_settle`` acts on the decision.
@@ -797,14 +801,16 @@ class ToolRegistry:
     @staticmethod
     def _settle(
         call: Call, plan: ToolPlan, err: ToolError, exc: BaseException, decision: Retry | Outcome | None
-    ) -> Retry | Outcome:
+    ) -> Retry | Outcome | ToolError:
+        """The decision to act on, or the error to raise (its cause set as ``raise ... from`` would)."""
         if decision is None or isinstance(err, ToolCancelled):
-            if err is exc:
-                raise err
-            raise err from exc
+            if err is not exc:
+                err.__cause__ = exc
+            return err
         if type(decision) is Outcome:
             if decision.error is not None:
-                raise decision.error from err
+                decision.error.__cause__ = err
+                return decision.error
             return decision
         if type(decision) is Retry:
             return decision
