@@ -7,6 +7,7 @@ import threading
 import pytest
 
 from harness_one import ManualClock, RetryableError, ToolDefinitionError, ToolRegistry
+from harness_one.state import MemoryBudgets
 from harness_one_plugins import BudgetPlugin
 from harness_one_plugins.budget import ALL_TOOLS, BudgetExhausted
 
@@ -103,7 +104,7 @@ def test_concurrent_calls_never_exceed_the_budget() -> None:
 
 
 def test_runs_are_bounded_and_can_be_reset() -> None:
-    reg = ToolRegistry(autoload=False, plugins={"budget": BudgetPlugin(max_calls=1, max_runs=2)})
+    reg = ToolRegistry(autoload=False, plugins={"budget": BudgetPlugin(max_calls=1, store=MemoryBudgets(max_runs=2))})
     reg.add(lambda: 1, name="f")
     for run in ("a", "b", "c"):
         assert reg.try_call("f", context={"run_id": run}).ok
@@ -125,7 +126,35 @@ def test_budgets_cost_nothing_for_tools_without_one_and_bad_options_are_refused(
     zero.add(lambda: 1, name="never", options={"max_calls": 0})
     assert zero.try_call("never", context={"run_id": "r"}).error.kind == "budget_exhausted"  # type: ignore[union-attr]
     with pytest.raises(ValueError, match="max_runs"):
-        BudgetPlugin(max_runs=0)
+        MemoryBudgets(max_runs=0)
+    with pytest.raises(ValueError, match="ttl"):
+        BudgetPlugin(ttl=0)
+    with pytest.raises(ValueError, match="on_state_error"):
+        BudgetPlugin(on_state_error="maybe")
+
+
+def test_a_finished_run_is_forgotten_after_the_ttl() -> None:
+    reg = registry(ttl=60, max_calls=1)
+    reg.add(lambda: 1, name="f")
+    budget = reg.plugins.get("budget")
+    assert reg.try_call("f", context={"run_id": "r"}).ok
+    reg.clock.advance(59)  # type: ignore[attr-defined]
+    assert reg.try_call("f", context={"run_id": "r"}).error.kind == "budget_exhausted"  # type: ignore[union-attr]
+    reg.clock.advance(59)  # type: ignore[attr-defined]  # the refusal was activity: the run is still kept
+    assert budget.used("r") == 1
+    reg.clock.advance(1)  # type: ignore[attr-defined]  # 60 s idle: forgotten, its budget starts again
+    assert budget.used("r") == 0 and reg.try_call("f", context={"run_id": "r"}).ok
+
+
+def test_run_ids_are_compared_as_text_and_the_store_is_the_registrys() -> None:
+    reg = registry(max_calls=1)
+    reg.add(lambda: 1, name="f")
+    budget = reg.plugins.get("budget")
+    assert budget.store is reg.state.budgets() and isinstance(budget.store, MemoryBudgets)
+    assert reg.try_call("f", context={"run_id": 7}).ok
+    assert budget.used(7) == 1 and budget.used("7") == 1  # the same text: the same run
+    assert reg.try_call("f", context={"run_id": "7"}).error.kind == "budget_exhausted"  # type: ignore[union-attr]
+    assert reg.try_call("f", context={"run_id": ("7",)}).ok  # repr(("7",)) is another text
 
 
 # ---------------------------------------------------------------------------- keyed rate limits

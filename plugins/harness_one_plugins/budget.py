@@ -4,17 +4,29 @@ A run is the value of one field of ``Call.context`` (``run_id`` unless configure
 agent loop that passes ``context={"run_id": ...}`` gets per-run limits with no code. A call
 takes one unit of its run's budget when it is admitted and gives it back if the tool never
 ran (refused by a later policy, waiting for approval, answered by a cache hit); retries of
-one call take nothing more.
+one call take nothing more. The counters live in the registry's state: in this process, or in
+Redis shared by every worker (``docs/budgets.md``).
 """
 
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
-from collections.abc import Hashable
-from typing import Any
+from collections.abc import Hashable, Sized
+from typing import Any, cast
 
-from harness_one import Call, Retry, Tool, ToolDefinitionError, ToolError, ToolRegistry, applies_to, hookimpl
+from harness_one import (
+    Await,
+    Call,
+    Retry,
+    Tool,
+    ToolDefinitionError,
+    ToolError,
+    ToolRegistry,
+    applies_to,
+    hookimpl,
+)
+from harness_one.state import AsyncBudgetStore, BudgetStore, FailMode, MemoryBudgets, StateUnavailable, round_trip
+
 
 __all__ = ["ALL_TOOLS", "BudgetExhausted", "BudgetPlugin"]
 
@@ -58,38 +70,66 @@ def _budgeted(plugin: BudgetPlugin, tool: Tool) -> bool:
     return plugin.total is not None or plugin.limit_for(tool) is not None
 
 
+def _run_id(run: Hashable) -> str:
+    return run if isinstance(run, str) else repr(run)
+
+
 class BudgetPlugin:
     """Refuses a call once its run has used its budget, with :class:`BudgetExhausted`.
 
     Per tool, ``options={"max_calls": 3}`` allows three calls of the tool per run. Calls whose
-    context has no value under ``key`` are not counted: give every run an id.
+    context has no value under ``key`` are not counted: give every run an id. Run ids are
+    compared as text (``repr`` of a value that is not a string).
 
     Args:
         key: the ``Call.context`` field naming the run (default ``"run_id"``).
         max_calls: the per-run limit of tools that declare none (``None``: no limit).
         total: the per-run limit of calls of all tools together (``None``: no limit).
-        max_runs: how many runs are remembered; the least recently active are forgotten
-            first (their counts start again at zero), so memory stays bounded.
+        ttl: seconds a run's counts are kept after its last call (then it starts again at
+            zero), so finished runs are forgotten (default one day).
+        store: where the counters live (default: the registry's state, in memory unless the
+            registry was given shared state; :class:`~harness_one.state.MemoryBudgets` takes
+            ``max_runs``).
+        on_state_error: when a shared store (Redis) does not answer: ``"open"`` (default: the
+            call runs uncounted, with a warning and a count in ``stats()["budget"]``) or
+            ``"closed"`` (it fails with :class:`~harness_one.state.StateUnavailable`).
     """
 
     name = "budget"
     order = 62  # pre_call, tryfirst: after an idempotency replay, before approval, cache and rate limit
 
     def __init__(
-        self, *, key: str = "run_id", max_calls: int | None = None, total: int | None = None, max_runs: int = 100_000
+        self,
+        *,
+        key: str = "run_id",
+        max_calls: int | None = None,
+        total: int | None = None,
+        ttl: float = 86_400.0,
+        store: BudgetStore | None = None,
+        on_state_error: str = "open",
     ) -> None:
         if not isinstance(key, str) or not key:
             raise ValueError(f"budget key must be a context field name, got {key!r}")
+        if isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not ttl > 0:
+            raise ValueError(f"budget ttl must be a positive number of seconds, got {ttl!r}")
         self.key = key
         self.max_calls = _count(max_calls, "budget max_calls", "*")
         self.total = _count(total, "budget total", "*")
-        if isinstance(max_runs, bool) or not isinstance(max_runs, int) or max_runs < 1:
-            raise ValueError(f"budget max_runs must be a positive integer, got {max_runs!r}")
-        self.max_runs = max_runs
+        self.ttl = float(ttl)
+        self.fail = FailMode("budget", on_state_error)
+        self.store: BudgetStore = store if store is not None else MemoryBudgets()
+        self._own_store = store is not None
+        self._registry: ToolRegistry | None = None
         self._limits: dict[Tool, int | None] = {}
-        self._runs: OrderedDict[Hashable, dict[str, int]] = OrderedDict()
         self._lock = threading.Lock()
+        self._plain: BudgetStore | None = None  # the last store seen without ``atake``
         self.refused = 0
+
+    @hookimpl
+    def harness_configure(self, registry: ToolRegistry) -> None:
+        if not self._own_store:
+            self.store = registry.state.budgets()
+        self._registry = registry
 
     def limit_for(self, tool: Tool) -> int | None:
         """The per-run limit of ``tool``: its ``max_calls`` option, else the plugin's."""
@@ -107,77 +147,98 @@ class BudgetPlugin:
     def harness_tool_removed(self, tool: Tool) -> None:
         self._limits.pop(tool, None)
 
+    def _shared(self, store: BudgetStore) -> AsyncBudgetStore | None:
+        """``store`` if its operations are round trips with awaitable twins (Redis), else None."""
+        if store is self._plain:
+            return None
+        if hasattr(store, "atake"):
+            return cast(AsyncBudgetStore, store)
+        self._plain = store
+        return None
+
     @hookimpl(tryfirst=True)
     @applies_to(_budgeted)
-    def harness_pre_call(self, call: Call) -> None:
+    def harness_pre_call(self, call: Call) -> Await | None:
         if call.peek(_TAKEN) is not None:
-            return  # a later attempt of a counted call
-        run = call.context.get(self.key)
-        if run is None:
-            return
-        if not isinstance(run, Hashable):
-            run = repr(run)
+            return None  # a later attempt of a counted call
+        found = call.context.get(self.key)
+        if found is None:
+            return None
+        run = _run_id(found)
         name = call.tool.name
         limit = self._limits[call.tool] if call.tool in self._limits else self.limit_for(call.tool)
-        with self._lock:
-            counts = self._runs.get(run)
-            if counts is None:
-                counts = self._runs[run] = {}
-                while len(self._runs) > self.max_runs:
-                    self._runs.popitem(last=False)
-            else:
-                self._runs.move_to_end(run)
-            spent = None
-            if limit is not None and counts.get(name, 0) >= limit:
-                spent = (name, limit)
-            elif self.total is not None and counts.get(ALL_TOOLS, 0) >= self.total:
-                spent = (ALL_TOOLS, self.total)
-            if spent is None:
-                counts[name] = counts.get(name, 0) + 1
-                counts[ALL_TOOLS] = counts.get(ALL_TOOLS, 0) + 1
-            else:
-                self.refused += 1
-        if spent is not None:
-            raise BudgetExhausted(*spent, tool=name, call_id=call.call_id)
-        call.state[_TAKEN] = run
+        store, total, ttl, now = self.store, self.total, self.ttl, call.registry.clock.now()
+        shared = self._shared(store)
+        if shared is not None:
+            return round_trip(
+                lambda: store.take(run, name, limit=limit, total=total, now=now, ttl=ttl),
+                lambda: shared.atake(run, name, limit=limit, total=total, now=now, ttl=ttl),
+                lambda spent: self._decide(call, run, limit, spent),
+                lambda exc: self.fail.handle(exc, name, call.call_id, "budget not counted"),
+            )
+        try:
+            spent = store.take(run, name, limit=limit, total=total, now=now, ttl=ttl)
+        except StateUnavailable as exc:
+            self.fail.handle(exc, name, call.call_id, "budget not counted")
+            return None
+        self._decide(call, run, limit, spent)
+        return None
 
-    def _give_back(self, call: Call) -> None:
-        run = call.take(_TAKEN)
-        if run is None:
+    def _decide(self, call: Call, run: str, limit: int | None, spent: int) -> None:
+        """Hold the unit ``take`` counted, or refuse the call with :class:`BudgetExhausted`."""
+        if not spent:
+            call.state[_TAKEN] = run
             return
         with self._lock:
-            counts = self._runs.get(run)
-            if counts is not None:
-                for scope in (call.tool.name, ALL_TOOLS):
-                    if counts.get(scope, 0) > 0:
-                        counts[scope] -= 1
+            self.refused += 1
+        scope, most = (call.tool.name, limit) if spent == 1 else (ALL_TOOLS, self.total)
+        raise BudgetExhausted(scope, cast(int, most), tool=call.tool.name, call_id=call.call_id)
+
+    def _give_back(self, call: Call) -> Await | None:
+        run = call.take(_TAKEN)
+        if run is None:
+            return None
+        store, name = self.store, call.tool.name
+        shared = self._shared(store)
+        if shared is not None:
+            return round_trip(
+                lambda: store.give_back(run, name),
+                lambda: shared.agive_back(run, name),
+                lambda _: None,
+                lambda exc: self.fail.note(exc, name, "unit not given back; the run keeps it as used"),
+            )
+        try:
+            store.give_back(run, name)
+        except StateUnavailable as exc:
+            self.fail.note(exc, name, "unit not given back; the run keeps it as used")
+        return None
 
     @hookimpl
     @applies_to(_budgeted)
-    def harness_post_call(self, call: Call) -> None:
+    def harness_post_call(self, call: Call) -> Await | None:
         if not call.ran and call.attempt == 1:  # answered without running (a cache hit)
-            self._give_back(call)
+            return self._give_back(call)
+        return None
 
     @hookimpl(trylast=True)  # after every decider: it must know whether another attempt follows
     @applies_to(_budgeted)
-    def harness_on_error(self, call: Call, error: BaseException) -> None:
+    def harness_on_error(self, call: Call, error: BaseException) -> Await | None:
         if type(call.decision) is Retry or call.ran or call.attempt > 1:
-            return  # another attempt follows, or the tool ran: the unit is used
-        self._give_back(call)  # refused before the tool ever ran
+            return None  # another attempt follows, or the tool ran: the unit is used
+        return self._give_back(call)  # refused before the tool ever ran
+
+    def _now(self) -> float:
+        return 0.0 if self._registry is None else self._registry.clock.now()
 
     def used(self, run: Hashable, tool: str = ALL_TOOLS) -> int:
-        """Calls of ``tool`` (default: of all tools) counted for ``run``."""
-        with self._lock:
-            return self._runs.get(run, {}).get(tool, 0)
+        """Calls of ``tool`` (default: of all tools) counted for ``run`` (across processes with shared state)."""
+        return self.store.used(_run_id(run), tool, now=self._now())
 
     def reset(self, run: Hashable | None = None) -> None:
         """Forget the counts of ``run`` (``None``: of every run)."""
-        with self._lock:
-            if run is None:
-                self._runs.clear()
-            else:
-                self._runs.pop(run, None)
+        self.store.forget(None if run is None else _run_id(run))
 
     @hookimpl
     def harness_stats(self, registry: ToolRegistry) -> dict[str, Any]:
-        return {"runs": len(self._runs), "refused": self.refused}
+        runs = {"runs": len(self.store)} if isinstance(self.store, Sized) else {}  # not counted in Redis
+        return {**runs, "refused": self.refused, **self.fail.stats()}

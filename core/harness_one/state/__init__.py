@@ -1,4 +1,4 @@
-"""Where shared policy state lives: token buckets, idempotency records, concurrency slots and circuits.
+"""Where shared policy state lives: token buckets, idempotency records, concurrency slots, circuits and budgets.
 
 Plugins hold the policy; these backends hold the state, behind small protocols, so a backend
 shared by several processes (SQLite on one host, Redis across hosts) is a drop-in. A registry's
@@ -15,7 +15,7 @@ url                   rate limits      idempotency records  concurrency, circuit
 ====================  ===============  ===================  ======================
 
 The Redis backends (:class:`RedisBuckets`, :class:`RedisStore`, :class:`RedisSlots`,
-:class:`RedisCircuits`, over a :class:`RedisLink`) need the ``harness-one[redis]`` extra and
+:class:`RedisCircuits`, :class:`RedisBudgets`, over a :class:`RedisLink`) need the ``harness-one[redis]`` extra and
 are imported on first use. They raise :class:`StateUnavailable` when Redis does not answer;
 see ``docs/scaling.md``.
 """
@@ -25,12 +25,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ._leases import FAIL_MODES, FailMode, LeaseKeeper, round_trip
-from ._memory import Breaker, MemoryBuckets, MemoryCircuits, MemorySlots, MemoryStore
+from ._memory import Breaker, MemoryBudgets, MemoryBuckets, MemoryCircuits, MemorySlots, MemoryStore
 from ._protocols import (
+    AsyncBudgetStore,
     AsyncCircuitStore,
     AsyncConcurrencySlots,
     AsyncIdempotencyStore,
     AsyncRateLimitBackend,
+    BudgetStore,
     CircuitStore,
     ConcurrencySlots,
     IdempotencyStore,
@@ -42,20 +44,23 @@ from ._select import REDIS_SCHEMES, State, open_state
 from ._sqlite import SQLiteStore, WallClock
 
 if TYPE_CHECKING:
-    from ._redis import RedisBuckets, RedisCircuits, RedisLink, RedisSlots, RedisStore
+    from ._redis import RedisBudgets, RedisBuckets, RedisCircuits, RedisLink, RedisSlots, RedisStore
 
 __all__ = [
+    "AsyncBudgetStore",
     "AsyncCircuitStore",
     "AsyncConcurrencySlots",
     "AsyncIdempotencyStore",
     "AsyncRateLimitBackend",
     "Breaker",
+    "BudgetStore",
     "CircuitStore",
     "ConcurrencySlots",
     "FAIL_MODES",
     "FailMode",
     "IdempotencyStore",
     "LeaseKeeper",
+    "MemoryBudgets",
     "MemoryBuckets",
     "MemoryCircuits",
     "MemorySlots",
@@ -63,6 +68,7 @@ __all__ = [
     "REDIS_SCHEMES",
     "RateLimitBackend",
     "Record",
+    "RedisBudgets",
     "RedisBuckets",
     "RedisCircuits",
     "RedisLink",
@@ -76,7 +82,7 @@ __all__ = [
     "round_trip",
 ]
 
-_REDIS = {"RedisBuckets", "RedisCircuits", "RedisLink", "RedisSlots", "RedisStore"}
+_REDIS = {"RedisBudgets", "RedisBuckets", "RedisCircuits", "RedisLink", "RedisSlots", "RedisStore"}
 
 
 def __getattr__(name: str) -> Any:

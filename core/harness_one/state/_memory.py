@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import math
 import threading
+from collections import OrderedDict
 from collections.abc import Hashable
 from typing import Any
 
 from ._protocols import Record
 
-__all__ = ["Breaker", "MemoryBuckets", "MemoryCircuits", "MemorySlots", "MemoryStore"]
+__all__ = ["Breaker", "MemoryBudgets", "MemoryBuckets", "MemoryCircuits", "MemorySlots", "MemoryStore"]
 
 
 class MemoryBuckets:
@@ -252,3 +253,77 @@ class MemoryCircuits:
 
     def snapshot(self, tool: str, policy: Any, *, now: float) -> dict[str, Any]:
         return self.breaker(tool, policy).snapshot(now)
+
+
+class MemoryBudgets:
+    """Per-run call counters of one process: ``{scope: count}`` per run, ``"*"`` for all scopes.
+
+    Runs are kept in order of activity: a run idle for its ``ttl`` is forgotten (its counts
+    start again at zero), and beyond ``max_runs`` the least recently active go first, so
+    memory stays bounded.
+    """
+
+    def __init__(self, *, max_runs: int = 100_000) -> None:
+        if isinstance(max_runs, bool) or not isinstance(max_runs, int) or max_runs < 1:
+            raise ValueError(f"budget max_runs must be a positive integer, got {max_runs!r}")
+        self.max_runs = max_runs
+        self._runs: OrderedDict[str, tuple[dict[str, int], list[float]]] = OrderedDict()  # run -> counts, [expires]
+        self._lock = threading.Lock()
+
+    def _live(self, run: str, now: float) -> dict[str, int] | None:
+        found = self._runs.get(run)
+        if found is None:
+            return None
+        if found[1][0] <= now:
+            del self._runs[run]
+            return None
+        return found[0]
+
+    def take(self, run: str, scope: str, *, limit: int | None, total: int | None, now: float, ttl: float) -> int:
+        with self._lock:
+            runs = self._runs
+            while runs:  # the least recently active first: drop the expired ones
+                oldest = next(iter(runs))
+                if runs[oldest][1][0] > now:
+                    break
+                del runs[oldest]
+            found = runs.get(run)
+            if found is None:
+                found = runs[run] = ({}, [now + ttl])
+                while len(runs) > self.max_runs:
+                    runs.popitem(last=False)
+            else:
+                runs.move_to_end(run)
+                found[1][0] = now + ttl
+            counts = found[0]
+            if limit is not None and counts.get(scope, 0) >= limit:
+                return 1
+            if total is not None and counts.get("*", 0) >= total:
+                return 2
+            counts[scope] = counts.get(scope, 0) + 1
+            counts["*"] = counts.get("*", 0) + 1
+            return 0
+
+    def give_back(self, run: str, scope: str) -> None:
+        with self._lock:
+            found = self._runs.get(run)
+            if found is not None:
+                counts = found[0]
+                for name in (scope, "*"):
+                    if counts.get(name, 0) > 0:
+                        counts[name] -= 1
+
+    def used(self, run: str, scope: str, *, now: float) -> int:
+        with self._lock:
+            counts = self._live(run, now)
+            return 0 if counts is None else counts.get(scope, 0)
+
+    def forget(self, run: str | None) -> None:
+        with self._lock:
+            if run is None:
+                self._runs.clear()
+            else:
+                self._runs.pop(run, None)
+
+    def __len__(self) -> int:
+        return len(self._runs)

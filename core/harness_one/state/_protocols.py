@@ -9,10 +9,12 @@ from typing import Any, Protocol, runtime_checkable
 from .._errors import ToolError
 
 __all__ = [
+    "AsyncBudgetStore",
     "AsyncCircuitStore",
     "AsyncConcurrencySlots",
     "AsyncIdempotencyStore",
     "AsyncRateLimitBackend",
+    "BudgetStore",
     "CircuitStore",
     "ConcurrencySlots",
     "IdempotencyStore",
@@ -144,6 +146,36 @@ class CircuitStore(Protocol):
         ...
 
 
+@runtime_checkable
+class BudgetStore(Protocol):
+    """Where per-run call counters live: per run, a count per scope (a tool's name) and one over
+    all scopes (``"*"``).
+
+    ``take`` is atomic across every process sharing the store. Run ids are compared as text.
+    A run's counters expire ``ttl`` seconds after its last ``take`` (measured with ``now``, or
+    by a shared store's own clock), so finished runs are forgotten.
+    """
+
+    def take(self, run: str, scope: str, *, limit: int | None, total: int | None, now: float, ttl: float) -> int:
+        """Count one call of ``scope`` in ``run`` if fewer than ``limit`` (None: no limit) are
+        counted for ``scope`` and, when ``total`` is set, fewer than ``total`` for all scopes.
+        Returns 0 (counted), 1 (``scope``'s budget is spent) or 2 (the run's total is spent);
+        a refusal counts nothing."""
+        ...
+
+    def give_back(self, run: str, scope: str) -> None:
+        """Uncount one call of ``scope`` (and of all scopes) in ``run``; counts never go below zero."""
+        ...
+
+    def used(self, run: str, scope: str, *, now: float) -> int:
+        """Calls of ``scope`` (``"*"``: of all scopes) counted for ``run``, 0 once expired."""
+        ...
+
+    def forget(self, run: str | None) -> None:
+        """Drop the counters of ``run`` (``None``: of every run)."""
+        ...
+
+
 # A backend whose decisions are network round trips also has ``a...`` twins of them; the
 # standard plugins then answer their hooks with :class:`~harness_one.Await`, so ``acall``
 # awaits the twin and never blocks the event loop. Lease renewal stays synchronous (it runs
@@ -155,6 +187,15 @@ class AsyncRateLimitBackend(RateLimitBackend, Protocol):
     """A :class:`RateLimitBackend` with an awaitable ``aacquire`` (same answer as ``acquire``)."""
 
     async def aacquire(self, key: Hashable, *, rate: float, burst: float, cost: float, now: float) -> float: ...
+
+
+@runtime_checkable
+class AsyncBudgetStore(BudgetStore, Protocol):
+    """A :class:`BudgetStore` with awaitable ``atake`` and ``agive_back``."""
+
+    async def atake(self, run: str, scope: str, *, limit: int | None, total: int | None, now: float, ttl: float) -> int: ...
+
+    async def agive_back(self, run: str, scope: str) -> None: ...
 
 
 @runtime_checkable

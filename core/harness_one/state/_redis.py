@@ -34,7 +34,7 @@ from redis.retry import Retry
 from .._log import log_event
 from ._protocols import Record, StateUnavailable
 
-__all__ = ["RedisBuckets", "RedisCircuits", "RedisLink", "RedisSlots", "RedisStore"]
+__all__ = ["RedisBudgets", "RedisBuckets", "RedisCircuits", "RedisLink", "RedisSlots", "RedisStore"]
 
 DEFAULT_PREFIX = "harness-one:"
 #: What "Redis did not answer" looks like (a cluster that is down or has no map yet included).
@@ -706,3 +706,108 @@ class RedisCircuits:
     def snapshot(self, tool: str, policy: Any, *, now: float) -> dict[str, Any]:
         state, calls, failures, opened = self.link.run(_CIRCUIT_SNAPSHOT, *self._call(tool, policy, now))
         return {"state": _text(state), "calls": int(calls), "failures": int(failures), "opened": int(opened)}
+
+
+# Budgets: one hash per run, fields 'n:<scope>' (counts; 'n:*' over all scopes) and 'ex' (the
+# time the counters expire: the last take plus its ttl; the key's own TTL also cleans it up).
+# KEYS: the run's hash. ARGV: now ('' = Redis TIME), scope, limit ('' none), total ('' none), ttl.
+# Returns 0 (counted), 1 (the scope's budget is spent) or 2 (the run's total is spent).
+_BUDGET_TAKE = _Script(
+    _NOW
+    + """
+local k, f, ttl = KEYS[1], 'n:' .. ARGV[2], tonumber(ARGV[5])
+local c = redis.call('HMGET', k, f, 'n:*', 'ex')
+local n, all, ex = tonumber(c[1]) or 0, tonumber(c[2]) or 0, tonumber(c[3])
+if ex ~= nil and now >= ex then
+  n, all = 0, 0
+  redis.call('DEL', k)
+end
+local limit, total = tonumber(ARGV[3]), tonumber(ARGV[4])
+local spent = 0
+if limit ~= nil and n >= limit then spent = 1
+elseif total ~= nil and all >= total then spent = 2
+else redis.call('HSET', k, f, n + 1, 'n:*', all + 1) end
+redis.call('HSET', k, 'ex', num(now + ttl))
+redis.call('PEXPIRE', k, math.min(math.max(1, math.ceil(ttl * 1000)), 604800000))
+return spent
+"""
+)
+
+# ARGV: '', scope. Uncounts one call of the scope and of '*', never below zero.
+_BUDGET_GIVE_BACK = _Script(
+    """
+local f = 'n:' .. ARGV[2]
+local c = redis.call('HMGET', KEYS[1], f, 'n:*')
+if (tonumber(c[1]) or 0) > 0 then redis.call('HINCRBY', KEYS[1], f, -1) end
+if (tonumber(c[2]) or 0) > 0 then redis.call('HINCRBY', KEYS[1], 'n:*', -1) end
+return 1
+"""
+)
+
+# ARGV: now, scope. Returns the scope's count (0 once the run's counters expired).
+_BUDGET_USED = _Script(
+    _NOW
+    + """
+local c = redis.call('HMGET', KEYS[1], 'n:' .. ARGV[2], 'ex')
+local ex = tonumber(c[2])
+if ex == nil or now >= ex then return 0 end
+return tonumber(c[1]) or 0
+"""
+)
+
+
+class RedisBudgets:
+    """Per-run call counters in Redis: one hash per run, expiring ``ttl`` seconds after the run's
+    last ``take`` (at most 7 days), so every process and host on the Redis shares each run's budget.
+
+    ``server_time`` (default): expiry runs on Redis ``TIME`` and ``now`` is ignored; ``False``
+    uses the caller's ``now`` (deterministic tests, one host).
+    """
+
+    def __init__(self, link: RedisLink, *, server_time: bool = True) -> None:
+        self.link = link
+        self.server_time = server_time
+
+    def _key(self, run: str) -> str:
+        return f"{self.link.prefix}budget:{{{len(run)}:{run}}}"
+
+    def _take(
+        self, run: str, scope: str, limit: int | None, total: int | None, now: float, ttl: float
+    ) -> tuple[list[str], list[Any]]:
+        return [self._key(run)], [
+            _now_arg(self.server_time, now),
+            scope,
+            "" if limit is None else limit,
+            "" if total is None else total,
+            repr(float(ttl)),
+        ]
+
+    def take(self, run: str, scope: str, *, limit: int | None, total: int | None, now: float, ttl: float) -> int:
+        return int(self.link.run(_BUDGET_TAKE, *self._take(run, scope, limit, total, now, ttl)))
+
+    async def atake(self, run: str, scope: str, *, limit: int | None, total: int | None, now: float, ttl: float) -> int:
+        """:meth:`take` on the asyncio client."""
+        return int(await self.link.arun(_BUDGET_TAKE, *self._take(run, scope, limit, total, now, ttl)))
+
+    def give_back(self, run: str, scope: str) -> None:
+        self.link.run(_BUDGET_GIVE_BACK, [self._key(run)], ["", scope])
+
+    async def agive_back(self, run: str, scope: str) -> None:
+        """:meth:`give_back` on the asyncio client."""
+        await self.link.arun(_BUDGET_GIVE_BACK, [self._key(run)], ["", scope])
+
+    def used(self, run: str, scope: str, *, now: float) -> int:
+        return int(self.link.run(_BUDGET_USED, [self._key(run)], [_now_arg(self.server_time, now), scope]))
+
+    def forget(self, run: str | None) -> None:
+        """Drop ``run``'s counters; ``None``: every run's under this prefix (``SCAN``, on every node of a cluster)."""
+        if run is not None:
+            self.link.command("DEL", self._key(run))
+            return
+        prefix = "".join(f"\\{ch}" if ch in "*?[]\\" else ch for ch in self.link.prefix)
+        try:
+            keys = list(self.link.client.scan_iter(match=f"{prefix}budget:*", count=1000))
+        except _LINK_ERRORS as exc:
+            raise self.link._failed(exc) from exc
+        for key in keys:  # one by one: on a cluster the keys live in different slots
+            self.link.command("DEL", key)

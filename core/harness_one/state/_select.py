@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-from ._memory import MemoryBuckets, MemoryCircuits, MemorySlots, MemoryStore
-from ._protocols import CircuitStore, ConcurrencySlots, IdempotencyStore, RateLimitBackend
+from ._memory import MemoryBuckets, MemoryBudgets, MemoryCircuits, MemorySlots, MemoryStore
+from ._protocols import BudgetStore, CircuitStore, ConcurrencySlots, IdempotencyStore, RateLimitBackend
 
 __all__ = ["REDIS_SCHEMES", "State", "open_state"]
 
@@ -112,6 +112,12 @@ class State:
         if self.redis:
             return self._redis("circuits", "RedisCircuits")  # type: ignore[no-any-return]
         return self._once("circuits", MemoryCircuits)  # type: ignore[no-any-return]
+
+    def budgets(self) -> BudgetStore:
+        """The per-run call counters of budgets (in this process unless the state is Redis)."""
+        if self.redis:
+            return self._redis("budgets", "RedisBudgets")  # type: ignore[no-any-return]
+        return self._once("budgets", MemoryBudgets)  # type: ignore[no-any-return]
 
     def check(self) -> None:
         """Open now what the state needs (the SQLite file, the Redis client), so a bad location fails here, not mid-call.

@@ -18,6 +18,7 @@ checks off explicitly. See ``docs/conformance.md``.
 """
 
 from ._contracts import (
+    BudgetStoreContract,
     CircuitStoreContract,
     ConcurrencySlotsContract,
     IdempotencyStoreContract,
@@ -33,6 +34,7 @@ __all__ = [
     "EXAMPLE_KEYS",
     "GUARD",
     "PROVIDER_NAMES",
+    "BudgetStoreContract",
     "CircuitStoreContract",
     "ConcurrencySlotsContract",
     "IdempotencyStoreContract",

@@ -31,6 +31,7 @@ from ..state import Record
 from ._suite import Suite
 
 __all__ = [
+    "BudgetStoreContract",
     "CircuitStoreContract",
     "ConcurrencySlotsContract",
     "IdempotencyStoreContract",
@@ -422,3 +423,75 @@ class CircuitStoreContract(Suite, standard=True):
         circuits.admit("t", self.policy, now=10.0)
         circuits.unprobe("t", self.policy)
         assert circuits.admit("t", self.policy, now=10.0) == (0.0, True)
+
+
+class BudgetStoreContract(Suite, standard=True):
+    """What a per-run budget store (``take``/``give_back``/``used``/``forget``) must do."""
+
+    @pytest.fixture
+    def store(self) -> Any:  # pragma: no cover - provided by the implementer
+        raise NotImplementedError
+
+    def take(self, store: Any, scope: str = "t", run: str = "r", **limits: Any) -> int:
+        limits.setdefault("limit", None)
+        limits.setdefault("total", None)
+        limits.setdefault("now", 0.0)
+        limits.setdefault("ttl", 60.0)
+        return int(store.take(run, scope, **limits))
+
+    def test_counts_up_to_the_limit_per_scope_and_run(self, store: Any) -> None:
+        assert [self.take(store, limit=2) for _ in range(3)] == [0, 0, 1]
+        assert self.take(store, "other", limit=2) == 0  # limits are per scope
+        assert self.take(store, run="r2", limit=2) == 0  # and per run
+        assert (store.used("r", "t", now=0.0), store.used("r", "other", now=0.0), store.used("r", "*", now=0.0)) == (2, 1, 3)
+
+    def test_total_over_all_scopes(self, store: Any) -> None:
+        answers = [self.take(store, scope, total=3) for scope in ("a", "a", "b", "b")]
+        assert answers == [0, 0, 0, 2]
+        assert self.take(store, "c", limit=5, total=3) == 2
+        assert self.take(store, "a", limit=2, total=3) == 1  # the scope's own limit is named first
+        assert store.used("r", "*", now=0.0) == 3 and store.used("r", "b", now=0.0) == 1  # refusals count nothing
+
+    def test_zero_limit_refuses_at_once(self, store: Any) -> None:
+        assert self.take(store, limit=0) == 1 and self.take(store, total=0) == 2
+        assert store.used("r", "*", now=0.0) == 0
+
+    def test_give_back_returns_one_unit_never_below_zero(self, store: Any) -> None:
+        self.take(store, limit=1)
+        store.give_back("r", "t")
+        assert store.used("r", "t", now=0.0) == 0 and store.used("r", "*", now=0.0) == 0
+        store.give_back("r", "t")  # nothing left to give back
+        store.give_back("never", "t")
+        assert self.take(store, limit=1) == 0 and self.take(store, limit=1) == 1
+        assert store.used("never", "*", now=0.0) == 0
+
+    def test_counters_expire_after_the_ttl(self, store: Any) -> None:
+        assert self.take(store, limit=1, now=0.0, ttl=60.0) == 0
+        assert self.take(store, limit=1, now=59.0, ttl=60.0) == 1  # a refusal is activity too: kept 60 s more
+        assert store.used("r", "t", now=118.0) == 1
+        assert store.used("r", "t", now=119.0) == 0  # idle for the ttl: forgotten
+        assert self.take(store, limit=1, now=119.0, ttl=60.0) == 0
+
+    def test_forget_one_run_or_all(self, store: Any) -> None:
+        for run in ("a", "b", "c"):
+            self.take(store, run=run)
+        store.forget("a")
+        assert [store.used(run, "*", now=0.0) for run in ("a", "b", "c")] == [0, 1, 1]
+        store.forget(None)
+        assert [store.used(run, "*", now=0.0) for run in ("a", "b", "c")] == [0, 0, 0]
+
+    def test_exact_under_threads(self, store: Any) -> None:
+        admitted = []
+        barrier = threading.Barrier(16)
+
+        def race(i: int) -> None:
+            barrier.wait()
+            if self.take(store, "hot", limit=5) == 0:
+                admitted.append(i)
+
+        threads = [threading.Thread(target=race, args=(i,)) for i in range(16)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert len(admitted) == 5 and store.used("r", "hot", now=0.0) == 5

@@ -1,0 +1,182 @@
+"""Budgets as shared state: the store contract in memory, on a real redis-server and on a Redis
+Cluster; one round trip per decision; the asyncio path; the fail modes; and 4 processes sharing
+one run's budget admitting exactly that budget."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import multiprocessing
+import threading
+import time
+from typing import Any
+
+import pytest
+from redis_support import RedisServer
+
+from harness_one import ToolRegistry
+from harness_one.state import AsyncBudgetStore, BudgetStore, MemoryBudgets, StateUnavailable
+from harness_one.testing import BudgetStoreContract
+from harness_one_plugins import BudgetPlugin
+
+SPAWN = multiprocessing.get_context("spawn")
+
+
+def budgets(url: str, **options: Any) -> Any:
+    from harness_one.state import RedisBudgets, RedisLink
+
+    return RedisBudgets(RedisLink(url), **options)
+
+
+class TestMemoryBudgets(BudgetStoreContract):
+    @pytest.fixture
+    def store(self) -> MemoryBudgets:
+        return MemoryBudgets()
+
+
+class TestRedisBudgets(BudgetStoreContract):
+    @pytest.fixture
+    def store(self, redis_url: str) -> Any:
+        return budgets(redis_url, server_time=False)
+
+
+class TestClusterBudgets(BudgetStoreContract):
+    @pytest.fixture
+    def store(self, cluster_url: str) -> Any:
+        return budgets(cluster_url + "?timeout=2", server_time=False)
+
+
+def test_the_redis_store_has_async_twins_and_the_memory_store_none() -> None:
+    redis_store = budgets("redis://127.0.0.1:1/0")
+    assert isinstance(redis_store, AsyncBudgetStore) and isinstance(MemoryBudgets(), BudgetStore)
+    assert not isinstance(MemoryBudgets(), AsyncBudgetStore)
+
+
+def test_one_round_trip_per_decision_by_sha_keys_and_ttl(redis_server: RedisServer, redis_url: str) -> None:
+    store = budgets(redis_url + "?prefix=app:")
+    assert store.take("warm", "t", limit=None, total=None, now=0.0, ttl=60.0) == 0  # NOSCRIPT: EVAL loads it
+    before = redis_server.commandstats()
+    assert before.get("eval") == 1 and before.get("evalsha") == 1
+    answers = [store.take("run-1", "search", limit=30, total=None, now=0.0, ttl=60.0) for _ in range(100)]
+    after = redis_server.commandstats()
+    assert answers.count(0) == 30 and answers.count(1) == 70
+    grew = {k: v - before.get(k, 0) for k, v in after.items() if v != before.get(k, 0)}
+    # The client sent nothing but EVALSHA; what else grew ran inside the scripts (INFO is this test).
+    assert grew.pop("evalsha") == 100 and grew.pop("info") == 1
+    assert set(grew) <= {"time", "hmget", "hset", "pexpire", "del"}, grew
+    client = redis_server.client()
+    try:
+        assert sorted(client.keys("*")) == [b"app:budget:{4:warm}", b"app:budget:{5:run-1}"]
+        assert client.hget("app:budget:{5:run-1}", "n:search") == b"30"
+        assert 59_000 < client.pttl("app:budget:{5:run-1}") <= 60_000  # a finished run expires with its ttl
+    finally:
+        client.close()
+
+
+def test_the_state_url_shares_one_runs_budget_between_registries(redis_url: str) -> None:
+    regs = [ToolRegistry(state=redis_url, autoload=False, plugin_options={"budget": {"total": 3}}) for _ in range(2)]
+    for reg in regs:
+        reg.add(lambda: 1, name="f")
+        assert type(reg.plugins.get("budget").store).__name__ == "RedisBudgets"
+    run = {"run_id": "shared"}
+    answers = [regs[i % 2].try_call("f", context=run).ok for i in range(5)]
+    assert answers == [True, True, True, False, False]
+    assert regs[1].plugins.get("budget").used("shared") == 3
+    assert regs[0].stats()["budget"] == {"refused": 1}  # no run count: it lives in Redis
+    regs[0].plugins.get("budget").reset("shared")
+    assert regs[1].try_call("f", context=run).ok
+
+
+def test_a_call_that_never_ran_gives_its_unit_back_in_redis(redis_url: str) -> None:
+    reg = ToolRegistry(state=redis_url, autoload=False)
+    reg.add(lambda: "pong", name="ping", rate_limit={"rate": 0.001, "burst": 1}, options={"max_calls": 2})
+    run = {"run_id": "r"}
+    assert reg.try_call("ping", context=run).ok
+    assert reg.try_call("ping", context=run).error.kind == "rate_limited"  # type: ignore[union-attr]
+    assert reg.plugins.get("budget").used("r", "ping") == 1
+
+
+async def test_acall_counts_through_the_asyncio_client(redis_url: str) -> None:
+    reg = ToolRegistry(state=redis_url, autoload=False)
+    reg.add(lambda: 1, name="f", options={"max_calls": 4})
+    ran: list[Any] = []
+
+    async def one() -> None:
+        result = await reg.atry_call("f", context={"run_id": "async"})
+        ran.append(result.ok if result.ok else result.error.kind)  # type: ignore[union-attr]
+
+    await asyncio.gather(*(one() for _ in range(10)))
+    assert ran.count(True) == 4 and ran.count("budget_exhausted") == 6
+    assert reg.plugins.get("budget").used("async") == 4
+
+
+def test_fail_modes_when_redis_is_down(redis_server: RedisServer, redis_url: str, caplog: pytest.LogCaptureFixture) -> None:
+    url = redis_url + "?timeout=0.2"
+    lax = ToolRegistry(state=url, autoload=False)
+    strict = ToolRegistry(state=url, autoload=False, plugins={"budget": BudgetPlugin(on_state_error="closed")})
+    for reg in (lax, strict):
+        reg.add(lambda: 1, name="f", options={"max_calls": 1})
+    assert lax.call("f", context={"run_id": "before"}) == 1
+    redis_server.stop()
+    try:
+        with caplog.at_level(logging.WARNING):
+            assert lax.call("f", context={"run_id": "r"}) == 1  # open (default): runs uncounted, with a warning
+        assert "budget: shared state unavailable" in caplog.text
+        assert lax.stats()["budget"]["state_failed_open"] == 1
+        with pytest.raises(StateUnavailable) as closed:
+            strict.call("f", context={"run_id": "r"})
+        assert closed.value.tool == "f" and strict.stats()["budget"]["state_failed_closed"] == 1
+    finally:
+        redis_server.start()
+    # Restarted without persistence: the counters were lost, the old run starts again at zero.
+    budget, deadline = lax.plugins.get("budget"), time.monotonic() + 5
+    while True:  # until the link's fail-fast window ends and it reconnects
+        try:
+            assert budget.used("before") == 0
+            break
+        except StateUnavailable:
+            assert time.monotonic() < deadline
+    assert lax.try_call("f", context={"run_id": "before"}).ok
+    assert lax.try_call("f", context={"run_id": "before"}).error.kind == "budget_exhausted"  # type: ignore[union-attr]
+
+
+def budget_worker(url: str, threads: int, start: float, out: Any) -> None:
+    """Call a budgeted tool of one shared run from ``threads`` threads until refused; report the
+    calls admitted (the tool also counts its own runs in Redis)."""
+    import redis
+
+    counter = redis.Redis.from_url(url)
+    reg = ToolRegistry(state=url, autoload=False)
+    reg.add(lambda: counter.incr("test:budget-runs"), name="work", options={"max_calls": 50})
+    admitted = [0] * threads
+
+    def run(i: int) -> None:
+        while time.time() < start:
+            time.sleep(0.001)
+        while True:
+            result = reg.try_call("work", context={"run_id": "one-run"})
+            if not result.ok:
+                assert result.error.kind == "budget_exhausted", result.error  # type: ignore[union-attr]
+                return
+            admitted[i] += 1
+
+    pool = [threading.Thread(target=run, args=(i,)) for i in range(threads)]
+    for t in pool:
+        t.start()
+    for t in pool:
+        t.join()
+    out.put(sum(admitted))
+
+
+def test_four_processes_share_one_runs_budget_exactly(redis_server: RedisServer, redis_url: str) -> None:
+    out = SPAWN.Queue()
+    start = time.time() + 2.5  # time for the children to start and import
+    procs = [SPAWN.Process(target=budget_worker, args=(redis_url, 8, start, out)) for _ in range(4)]
+    for p in procs:
+        p.start()
+    admitted = [out.get(timeout=30) for _ in procs]
+    for p in procs:
+        p.join(30)
+        assert p.exitcode == 0
+    assert sum(admitted) == 50, admitted
+    assert int(redis_server.client().get("test:budget-runs")) == 50  # the tool ran exactly 50 times
