@@ -185,7 +185,7 @@ def test_a_failed_on_error_fetch_is_a_plugin_error_after_the_others_ran() -> Non
     assert "OSError: connection reset" in str(result.error)
 
 
-def test_cancelling_acall_fetches_on_error_answers_with_sync() -> None:
+def test_cancelling_acall_awaits_on_error_answers() -> None:
     rec = Recorder()
     started = asyncio.Event()
 
@@ -200,6 +200,41 @@ def test_cancelling_acall_fetches_on_error_answers_with_sync() -> None:
         task = asyncio.create_task(reg.acall("add", {"a": 1, "b": 1}))
         await started.wait()
         task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(main())
+    assert rec.log == ["pre_call:aio", "on_error:aio"]  # the event loop is never blocked, not even on the way out
+
+
+def test_cancelled_again_while_releasing_the_rest_is_fetched_with_sync() -> None:
+    started, releasing = asyncio.Event(), asyncio.Event()
+
+    class Hanging(Recorder):
+        @hookimpl
+        def harness_on_error(self, call: Call, error: BaseException) -> Await:
+            answer = self._answer("on_error", None)
+
+            async def hang() -> Any:
+                releasing.set()
+                await asyncio.sleep(3600)
+
+            return Await(answer.sync, hang)
+
+    async def slow(a: int, b: int) -> int:
+        started.set()
+        await asyncio.sleep(3600)
+        return a + b
+
+    rec = Hanging()
+    reg = registry(rec, fn=slow)
+
+    async def main() -> None:
+        task = asyncio.create_task(reg.acall("add", {"a": 1, "b": 1}))
+        await started.wait()
+        task.cancel()
+        await releasing.wait()
+        task.cancel()  # cancelled again while releasing, as a loop shutting down does
         with pytest.raises(asyncio.CancelledError):
             await task
 

@@ -179,8 +179,8 @@ class Await:
     ``sync()``; under ``acall``/``atry_call`` it awaits ``aio()``, so the event loop is never
     blocked. The value either returns is taken as the hook's answer (an ``Outcome``, a
     ``Retry`` or ``None``; ignored for post-call), and an exception either raises is the
-    hook's exception. The next hook runs only after it. While a cancelled call unwinds, the
-    core calls ``sync()``, since a cancelled task cannot await.
+    hook's exception. The next hook runs only after it. A cancelled ``acall`` still awaits
+    ``aio()`` while it unwinds; cancelled again meanwhile, it calls ``sync()`` for the rest.
     """
 
     __slots__ = ("aio", "sync", "value")

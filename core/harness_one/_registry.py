@@ -742,7 +742,10 @@ class ToolRegistry:
                 else:
                     await self.clock.asleep(step)  # type: ignore[arg-type]
                     step = next(steps, _DONE)
-            except (asyncio.CancelledError, KeyboardInterrupt):
+            except asyncio.CancelledError:
+                await _acancel(steps, call)
+                raise
+            except KeyboardInterrupt:
                 _cancel(steps, call)
                 raise
         return call.result
@@ -967,16 +970,50 @@ def _next_attempt(call: Call) -> None:
     call.runner = None
 
 
-def _cancel(steps: Generator[Step, None, None], call: Call) -> None:
-    """The caller stopped waiting: tell the plugins (``ToolCancelled`` to on_error), end the steps.
-
-    Hooks' :class:`Await` answers are fetched with ``sync()`` here: a cancelled task cannot await.
-    """
+def _cancelled(steps: Generator[Step, None, None], call: Call) -> Step:
     call.cancel()
+    return steps.throw(
+        ToolCancelled(f"The call of '{call.tool.name}' was cancelled.", tool=call.tool.name, call_id=call.call_id)
+    )
+
+
+async def _acancel(steps: Generator[Step, None, None], call: Call) -> None:
+    """A cancelled ``acall``: tell the plugins (``ToolCancelled`` to on_error) and await what they release.
+
+    The task's cancellation propagates once this returns. Cancelled again meanwhile (a loop
+    shutting down), the rest is fetched with ``sync()``.
+    """
     try:
-        step = steps.throw(
-            ToolCancelled(f"The call of '{call.tool.name}' was cancelled.", tool=call.tool.name, call_id=call.call_id)
-        )
+        step = _cancelled(steps, call)
+        while type(step) is Await:
+            try:
+                step.value = await step.aio()
+            except asyncio.CancelledError:
+                _finish_sync(steps, step)
+                return
+            except Exception as exc:
+                step = steps.throw(exc)
+            else:
+                step = next(steps)
+    except (StopIteration, ToolError):
+        pass
+    finally:
+        steps.close()
+
+
+def _cancel(steps: Generator[Step, None, None], call: Call) -> None:
+    """The caller stopped waiting (Ctrl-C): tell the plugins, end the steps; ``Await`` answers via ``sync()``."""
+    try:
+        step = _cancelled(steps, call)
+    except (StopIteration, ToolError):
+        steps.close()
+        return
+    _finish_sync(steps, step)
+
+
+def _finish_sync(steps: Generator[Step, None, None], step: Step) -> None:
+    """Carry the remaining steps of a cancelled call with ``sync()``."""
+    try:
         while type(step) is Await:
             try:
                 step.value = step.sync()
