@@ -665,7 +665,7 @@ class ToolRegistry:
                     paused = decision
                     decision = self._settle(call, plan, paused.err, paused.exc, (yield from self._resume(call, plan, paused)))
                 if isinstance(decision, ToolError):
-                    raise decision  # here, not deeper: every frame an error leaves costs
+                    raise decision  # noqa: B904 - its cause is set; raised here, not deeper: every frame it leaves costs
             if type(decision) is Outcome:
                 call.result = decision.value
                 return
@@ -675,7 +675,7 @@ class ToolRegistry:
             except ToolCancelled as cancelled:
                 stopped = self._failed(call, plan, cancelled)  # the error to raise, unless an on_error hook awaits
                 if isinstance(stopped, ToolError):
-                    raise stopped
+                    raise stopped  # noqa: B904 - its cause is set
                 if isinstance(stopped, _Paused):
                     yield from self._resume(call, plan, stopped)
                 raise
@@ -972,9 +972,7 @@ def _next_attempt(call: Call) -> None:
 
 def _cancelled(steps: Generator[Step, None, None], call: Call) -> Step:
     call.cancel()
-    return steps.throw(
-        ToolCancelled(f"The call of '{call.tool.name}' was cancelled.", tool=call.tool.name, call_id=call.call_id)
-    )
+    return steps.throw(ToolCancelled(f"The call of '{call.tool.name}' was cancelled.", tool=call.tool.name, call_id=call.call_id))
 
 
 async def _acancel(steps: Generator[Step, None, None], call: Call) -> None:

@@ -27,7 +27,6 @@ from harness_one import (
 )
 from harness_one.state import AsyncBudgetStore, BudgetStore, FailMode, MemoryBudgets, StateUnavailable, round_trip
 
-
 __all__ = ["ALL_TOOLS", "BudgetExhausted", "BudgetPlugin"]
 
 #: The counter of a run's calls of every tool.

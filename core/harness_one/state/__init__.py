@@ -25,7 +25,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ._leases import FAIL_MODES, FailMode, LeaseKeeper, round_trip
-from ._memory import Breaker, MemoryBudgets, MemoryBuckets, MemoryCircuits, MemorySlots, MemoryStore
+from ._memory import Breaker, MemoryBuckets, MemoryBudgets, MemoryCircuits, MemorySlots, MemoryStore
 from ._protocols import (
     AsyncBudgetStore,
     AsyncCircuitStore,
@@ -44,7 +44,7 @@ from ._select import REDIS_SCHEMES, State, open_state
 from ._sqlite import SQLiteStore, WallClock
 
 if TYPE_CHECKING:
-    from ._redis import RedisBudgets, RedisBuckets, RedisCircuits, RedisLink, RedisSlots, RedisStore
+    from ._redis import RedisBuckets, RedisBudgets, RedisCircuits, RedisLink, RedisSlots, RedisStore
 
 __all__ = [
     "AsyncBudgetStore",
