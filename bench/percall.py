@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import statistics
 import sys
@@ -149,6 +150,28 @@ def registry(
     return reg
 
 
+def hostile_cases() -> list[Case]:
+    """The slowest refusals (the 10 ms bound): a backtracking pattern, payloads near the size limit."""
+    reg = registry(name="add")
+    reg.add(
+        lambda s: s, name="match", parameters={"type": "object", "properties": {"s": {"type": "string", "pattern": "^(a|a)+$"}}}
+    )
+    reg.add(
+        lambda a: a,
+        name="ints",
+        parameters={"type": "object", "properties": {"a": {"type": "array", "items": {"type": "integer"}}}},
+    )
+    text = json.dumps({"a": [1, "x"] * 100_000})  # 800 KB, 200,000 values, every other one wrong
+    values = json.loads(text)
+    return [
+        Case(
+            "refused: pattern ^(a|a)+$ on 24 a's and '!'", lambda: reg.try_call("match", {"s": "a" * 24 + "!"}), 0.005, 10_000.0
+        ),
+        Case("refused: 800 KB of JSON text, 200,000 values", lambda: reg.try_call("ints", text), 0.0005, 10_000.0),
+        Case("refused: the same as a dict", lambda: reg.try_call("ints", values), 0.0005, 10_000.0),
+    ]
+
+
 def refused_call(reg: ToolRegistry) -> Callable[[], Any]:
     def call() -> Any:
         try:
@@ -255,6 +278,7 @@ def cases(loop: asyncio.AbstractEventLoop, tmp: Path, pool: ThreadPoolExecutor) 
         Case("timeout=10, mode none (advisory deadline)", lambda: none_mode.call("add", ARGS), 0.25),
         *plugin_cases(),
         *policy_cases(tmp),
+        *hostile_cases(),
         Case("seed reference (section 8)", lambda: SeedRegistry.call("add", ARGS), 0.005),
     ]
     for label, fn, is_async in peers(loop):

@@ -301,6 +301,23 @@ def _odd_problems(root: dict[Any, Any] | list[Any]) -> list[ArgumentProblem]:
 _SearchFn = Callable[[str, str], "bool | None"]  # (pattern, text) -> matched, or None when out of time
 
 
+def _warm_patterns(schema: Any) -> None:
+    """Compile every ``pattern`` and ``patternProperties`` key of ``schema`` for the Python matcher."""
+    stack = [schema]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            found = [node["pattern"]] if isinstance(node.get("pattern"), str) else []
+            if isinstance(node.get("patternProperties"), dict):
+                found += list(node["patternProperties"])
+            for pattern in found:
+                with contextlib.suppress(Exception):  # a pattern the definition check refused
+                    _formats.compile_python_pattern(pattern)
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+
+
 def _search_python(pattern: str, text: str) -> bool | None:
     rx = _formats.compile_python_pattern(pattern)
     budget = _BUDGET.get()
@@ -566,6 +583,7 @@ class CompiledSchema:
 
     def _python(self) -> Any:
         if self._py is None:
+            _warm_patterns(self.schema)  # compiled now, so no pattern budget is spent compiling
             self._py = _python_validator(self.schema, self._formats, self.backend)
         return self._py
 
