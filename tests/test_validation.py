@@ -249,8 +249,6 @@ def test_json_text_within_limits_is_not_walked_again_and_what_it_cannot_vouch_fo
 ) -> None:
     import json
 
-    import harness_one_plugins.validation as validation
-
     vreg.limits = ArgumentLimits(max_depth=8)
     vreg.add(
         lambda **kw: "ran",
@@ -258,8 +256,10 @@ def test_json_text_within_limits_is_not_walked_again_and_what_it_cannot_vouch_fo
         parameters={"type": "object", "properties": {"a": {"type": "array", "items": {"type": "integer"}}}},
     )
     walked: list[int] = []
-    real = validation._scan_nested
-    monkeypatch.setattr(validation, "_scan_nested", lambda root, limits: walked.append(1) or real(root, limits))
+    # The module the registry's plugin runs in (other tests re-import plugin modules).
+    namespace = type(vreg.plugins.get("validation")).harness_pre_validate.__globals__
+    real = namespace["_scan_nested"]
+    monkeypatch.setitem(namespace, "_scan_nested", lambda root, limits: walked.append(1) or real(root, limits))
     big = json.dumps({"a": [1, "x"] * 5_000})
     assert "$.a[1]" in {p["path"] for p in problems(vreg, "g", big)} and walked == []  # the text vouches for itself
     assert vreg.call("g", '{"a": [1, 2.0, 3]}') == "ran" and walked == []
