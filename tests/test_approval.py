@@ -238,3 +238,20 @@ def test_needs_approval_answers_the_rule_without_calling() -> None:
     assert not approval(euros).needs_approval(euros, euro_tool, {"to": "ann", "amount": 5})  # the default is filled in
     assert approval(euros).needs_approval(euros, euro_tool, {"to": "ann", "amount": 5, "currency": "USD"})
     assert not approval(euros).needs_approval(euros, euro_tool, {"to": 1})  # refused anyway, with the readable error
+
+
+def test_a_call_held_longer_than_ttl_can_no_longer_be_decided_or_resumed() -> None:
+    clock = ManualClock()
+    reg = ToolRegistry(autoload=False, clock=clock, plugin_options={"approval": {"ttl": 10}})
+    bank = Bank(reg, options={"requires_approval": True})
+    reg.try_call("transfer", {"to": "ann", "amount": 5}, call_id="late")
+    clock.advance(11)
+    with pytest.raises(ApprovalNotFound):
+        approval(reg).approve("late")
+    reg.try_call("transfer", {"to": "bo", "amount": 5}, call_id="kept")
+    approval(reg).approve("kept")
+    clock.advance(11)  # an unused decision expires too
+    with pytest.raises(ApprovalNotFound):
+        approval(reg).resume("kept")
+    again = reg.try_call("transfer", {"to": "bo", "amount": 5}, call_id="kept")
+    assert again.error is not None and again.error.kind == "approval_required" and bank.sent == []

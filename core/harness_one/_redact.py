@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -45,6 +46,7 @@ SECRET_KEYS = (
 _WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
 _USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s@?#]+@")
 _MAX_TEXT = 2000
+_MAX_ITEMS = 100  # entries shown per container: what is logged stays small whatever came
 
 
 def _normal(key: str) -> str:
@@ -91,18 +93,25 @@ class Redactor:
         return value
 
     def __call__(self, value: Any, _depth: int = 0) -> Any:
-        """A copy of ``value`` safe to log: secrets masked, containers walked, odd values shown briefly."""
+        """A copy of ``value`` safe to log: secrets masked, containers walked (the first 100 entries
+        of each, the rest counted), long text cut, odd values shown briefly."""
         if _depth > 32:
             return "..."
         if isinstance(value, str):
             return self.text(value)
         if isinstance(value, Mapping):
-            return {
+            shown = {
                 (k if isinstance(k, str) else str(k)): REDACTED if self.is_secret(k) else self(v, _depth + 1)
-                for k, v in value.items()
+                for k, v in itertools.islice(value.items(), _MAX_ITEMS)
             }
+            if len(value) > _MAX_ITEMS:
+                shown["..."] = f"{len(value) - _MAX_ITEMS} more entries"
+            return shown
         if isinstance(value, (list, tuple, set, frozenset)):
-            return [self(v, _depth + 1) for v in value]
+            items = [self(v, _depth + 1) for v in itertools.islice(value, _MAX_ITEMS)]
+            if len(value) > _MAX_ITEMS:
+                items.append(f"... {len(value) - _MAX_ITEMS} more items")
+            return items
         if isinstance(value, bool) or value is None or isinstance(value, float):
             return value
         if isinstance(value, int):

@@ -233,6 +233,7 @@ class ApprovalPlugin:
         digest = fingerprint(call.arguments)
         now = self._now(call)
         with self._lock:
+            self._sweep(now)  # an expired decision decides nothing
             decision = self._decisions.pop(call_id, None)
             if decision is not None and decision.call.fingerprint in (digest, "") and decision.call.tool == call.tool.name:
                 if decision.approved:
@@ -262,10 +263,11 @@ class ApprovalPlugin:
 
     def _decide(self, call_id: str, approved: bool, reason: str | None) -> PendingCall:
         with self._lock:
+            now = self._now()
+            self._sweep(now)  # a call held longer than ttl waits no more
             found = self._pending.pop(call_id, None)
             if found is None:
                 raise ApprovalNotFound(f"No call waits for approval under call id '{call_id}'.", call_id=call_id)
-            now = self._now()
             self._decisions[call_id] = _Decision(approved, found, reason, now)
             self._decisions.move_to_end(call_id)
             self._sweep(now)
@@ -300,6 +302,7 @@ class ApprovalPlugin:
 
     def _decided(self, call_id: str) -> tuple[PendingCall, ToolRegistry]:
         with self._lock:
+            self._sweep(self._now())
             found = self._decisions.get(call_id)
         if found is None:
             raise ApprovalNotFound(

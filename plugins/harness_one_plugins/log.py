@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import logging
 import time
 from collections.abc import Iterable
@@ -12,6 +13,7 @@ from harness_one import SECRET_KEYS, Call, Redactor, Retry, ToolError, hookimpl,
 __all__ = ["SECRET_KEYS", "LoggingPlugin", "redact"]
 
 _LOGGER = "harness_one.calls"
+_MAX_KEYS = 64  # argument names logged per event; the rest are counted
 
 
 def _size(value: Any) -> int:
@@ -68,9 +70,11 @@ class LoggingPlugin:
             "attempt": call.attempt,
             "outcome": outcome,
             "duration_ms": round((time.perf_counter() - call.started) * 1000, 3),
-            "arg_keys": sorted(str(k) for k in args) if isinstance(args, dict) else [],
+            "arg_keys": sorted(str(k) for k in itertools.islice(args, _MAX_KEYS)) if isinstance(args, dict) else [],
             **extra,
         }
+        if isinstance(args, dict) and len(args) > _MAX_KEYS:  # a flood of keys makes no flood of log
+            fields["arg_keys_omitted"] = len(args) - _MAX_KEYS
         if self.log_arguments:
             fields["arguments"] = self.redactor(args)
         log_event(self.level, event, logger=_LOGGER, **fields)

@@ -290,7 +290,7 @@ def _odd_problems(root: dict[Any, Any] | list[Any]) -> list[ArgumentProblem]:
                         f"~{digits} digits",
                     )
                 )
-            elif isinstance(value, (dict, list)):
+            elif isinstance(value, (dict, list, tuple)):
                 stack.append((value, where))
     problems.sort(key=lambda p: p.path)
     return problems
@@ -719,8 +719,11 @@ class CompiledSchema:
             unique.append(
                 ArgumentProblem("$", text + ", so send smaller or simpler arguments", "limits", "arguments that match the schema")
             )
-        elif not unique:  # the backends disagree: report the fast one's verdict rather than nothing
-            unique.append(ArgumentProblem("$", "arguments do not match the schema", "schema", "arguments that match the schema"))
+        elif not unique:  # the backends disagree: what no JSON holds (1e400 read as infinity), or the fast verdict
+            odd = _odd_problems(instance) if isinstance(instance, (dict, list)) else []
+            unique = odd[:MAX_PROBLEMS] or [
+                ArgumentProblem("$", "arguments do not match the schema", "schema", "arguments that match the schema")
+            ]
         if stopped:  # every problem says what was expected, the note on a listing cut short too
             unique.append(ArgumentProblem("$", stopped, "limits", "the problems above fixed first"))
         return unique

@@ -94,15 +94,16 @@ class Loop:
     async def handle(self, lineno: int, item: Request | Decision, after: asyncio.Task[None] | None = None) -> None:
         """Answer one request or decision; whatever happens, it gets exactly one answer.
 
-        A decision waits for ``after`` (the task of the line that made the call it decides).
+        It waits for ``after``: the task of the last earlier line with its call id (a request,
+        or a decision), so the lines of one call id are answered in their order.
         """
         from .._requests import Decision
 
         rid: Any = item.id
         try:
+            if after is not None:
+                await asyncio.wait([after])
             if isinstance(item, Decision):
-                if after is not None:
-                    await asyncio.wait([after])
                 rid, name = self.held.pop(item.call_id, (item.id, "(decision)"))
                 self.answer(await self._decide(lineno, item, rid), name)
                 return
@@ -214,15 +215,17 @@ def _forget(by_id: dict[str, asyncio.Task[None]], key: str, task: asyncio.Task[N
 async def serve_lines(loop: Loop, source: IO[bytes], concurrency: int, limit: int) -> None:
     """Answer every line of ``source``, at most ``concurrency`` at once.
 
-    A decision line is answered after the line that made the call it decides (the last one
-    before it with that id), so a scripted session decides the same calls in every mode.
+    Lines with the same call id (requests by their ``id``, decisions by the id they decide)
+    are answered in their order, each after the one before it: a decision decides the call of
+    the last line before it with that id and never a later one, so a scripted session decides
+    the same calls in every mode. Lines with different ids run concurrently.
     """
     from .._requests import Request
 
     lines = _Lines(source, limit)
     slots = asyncio.Semaphore(concurrency)
     pending: set[asyncio.Task[None]] = set()
-    by_id: dict[str, asyncio.Task[None]] = {}  # the running request line of each call id
+    by_id: dict[str, asyncio.Task[None]] = {}  # the last running line (request or decision) of each call id
     lineno = 0
 
     async def one(number: int, item: Request | Decision, after: asyncio.Task[None] | None) -> None:
@@ -247,8 +250,11 @@ async def serve_lines(loop: Loop, source: IO[bytes], concurrency: int, limit: in
                 loop.invalid(lineno, f"the line is longer than {limit} bytes")
             slots.release()
             continue
-        key = str(parsed.id) if isinstance(parsed, Request) and parsed.id is not None else None
-        after = None if isinstance(parsed, Request) else by_id.get(parsed.call_id)
+        if isinstance(parsed, Request):
+            key = None if parsed.id is None else str(parsed.id)
+        else:
+            key = parsed.call_id
+        after = None if key is None else by_id.get(key)
         task = asyncio.create_task(one(lineno, parsed, after))
         pending.add(task)
         task.add_done_callback(pending.discard)
