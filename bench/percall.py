@@ -163,12 +163,14 @@ def hostile_cases() -> list[Case]:
     )
     text = json.dumps({"a": [1, "x"] * 100_000})  # 800 KB, 200,000 values, every other one wrong
     values = json.loads(text)
+    keys = json.dumps({f"key{i}": i for i in range(55_000)})  # ~1 MB of unknown properties
     return [
         Case(
             "refused: pattern ^(a|a)+$ on 24 a's and '!'", lambda: reg.try_call("match", {"s": "a" * 24 + "!"}), 0.005, 10_000.0
         ),
         Case("refused: 800 KB of JSON text, 200,000 values", lambda: reg.try_call("ints", text), 0.0005, 10_000.0),
         Case("refused: the same as a dict", lambda: reg.try_call("ints", values), 0.0005, 10_000.0),
+        Case("refused: ~1 MB of JSON text, 55,000 unknown keys", lambda: reg.try_call("ints", keys), 0.0005, 10_000.0),
     ]
 
 

@@ -23,6 +23,7 @@ __all__ = [
 
 #: Integers longer than this (Python's int-to-text limit) are refused where they stand.
 MAX_DIGITS = 4300
+_LISTED = 20  # unexpected argument names listed one by one; the rest are counted
 
 
 class LongNumber(ValueError):
@@ -198,7 +199,9 @@ def check_signature(args: dict[Any, Any], accepted: frozenset[str], required: fr
             )
         )
     if not accepts_any:
-        for key in sorted(set(names) - accepted):
+        unknown = [k for k in names if k not in accepted]
+        shown = sorted(unknown[:_LISTED])  # past the first few, in the order they came
+        for key in shown:
             problems.append(
                 ArgumentProblem(
                     f"$.{key}",
@@ -207,6 +210,11 @@ def check_signature(args: dict[Any, Any], accepted: frozenset[str], required: fr
                     "no such property",
                     _short(key),
                 )
+            )
+        if len(unknown) > _LISTED:  # a flood of names is refused as fast as a few
+            more = len(unknown) - _LISTED
+            problems.append(
+                ArgumentProblem("$", f"and {more} more unexpected arguments", "additionalProperties", "no such property")
             )
     for key in sorted(required - set(names)):
         problems.append(ArgumentProblem(f"$.{key}", "required argument is missing", "required", "present", "missing"))

@@ -351,10 +351,13 @@ def _timed_out() -> Any:
     return ValidationError(_TIMED_OUT)
 
 
-def _extras(instance: Mapping[str, Any], schema: Mapping[str, Any], search: _SearchFn) -> list[str]:
+def _extras(instance: Mapping[str, Any], schema: Mapping[str, Any], search: _SearchFn) -> Iterator[str]:
+    """The keys neither ``properties`` nor ``patternProperties`` cover, lazily (a refusal lists a few)."""
     properties = schema.get("properties", {})
     patterns = list(schema.get("patternProperties", {}))
-    return [k for k in instance if k not in properties and not any(search(p, k) for p in patterns)]
+    if not patterns:
+        return (k for k in instance if k not in properties)
+    return (k for k in instance if k not in properties and not any(search(p, k) for p in patterns))
 
 
 def _keywords(search: _SearchFn, draft2020: bool) -> dict[str, Callable[..., Iterator[Any]]]:
@@ -386,14 +389,15 @@ def _keywords(search: _SearchFn, draft2020: bool) -> dict[str, Callable[..., Ite
     def additional_properties(validator: Any, ap: Any, instance: Any, schema: Any) -> Iterator[Any]:
         if not validator.is_type(instance, "object"):
             return
-        extras = _extras(instance, schema, search)
         if validator.is_type(ap, "object"):
-            for extra in extras:
+            for extra in _extras(instance, schema, search):
                 yield from validator.descend(instance[extra], ap, path=extra)
-        elif not ap and extras:
-            error = ValidationError(f"{len(extras)} unexpected properties")
-            error.harness_extras = extras
-            yield error
+        elif not ap:
+            extras = list(itertools.islice(_extras(instance, schema, search), MAX_PROBLEMS))  # as many as are listed
+            if extras:
+                error = ValidationError("unexpected properties")
+                error.harness_extras = extras
+                yield error
 
     def unique_items(validator: Any, unique: Any, instance: Any, schema: Any) -> Iterator[Any]:
         if unique and validator.is_type(instance, "array") and not _unique(instance):
