@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -188,10 +189,12 @@ def _parse(raw: str | bytes | bytearray | memoryview, limits: ArgumentLimits) ->
 
 
 def check_signature(args: dict[Any, Any], accepted: frozenset[str], required: frozenset[str], accepts_any: bool) -> None:
-    """The backstop when no validator ran: non-string, unknown or missing parameters, named."""
+    """The backstop when no validator ran: non-string, unknown or missing parameters, named.
+
+    Work beyond set operations is bounded: a flood of names is refused as fast as a few.
+    """
     problems = []
-    names = [k for k in args if type(k) is str]
-    odd = [k for k in args if type(k) is not str]
+    odd = [] if set(map(type, args)) <= {str} else [k for k in args if type(k) is not str]
     for key in odd[:10]:
         problems.append(
             ArgumentProblem(
@@ -199,9 +202,9 @@ def check_signature(args: dict[Any, Any], accepted: frozenset[str], required: fr
             )
         )
     if not accepts_any:
-        unknown = [k for k in names if k not in accepted]
-        shown = sorted(unknown[:_LISTED])  # past the first few, in the order they came
-        for key in shown:
+        unknown = len(args) - len(args.keys() & accepted) - len(odd)
+        firsts = itertools.islice((k for k in args if type(k) is str and k not in accepted), _LISTED)
+        for key in sorted(firsts):  # past the first few, in the order they came
             problems.append(
                 ArgumentProblem(
                     f"$.{key}",
@@ -211,12 +214,13 @@ def check_signature(args: dict[Any, Any], accepted: frozenset[str], required: fr
                     _short(key),
                 )
             )
-        if len(unknown) > _LISTED:  # a flood of names is refused as fast as a few
-            more = len(unknown) - _LISTED
+        if unknown > _LISTED:
             problems.append(
-                ArgumentProblem("$", f"and {more} more unexpected arguments", "additionalProperties", "no such property")
+                ArgumentProblem(
+                    "$", f"and {unknown - _LISTED} more unexpected arguments", "additionalProperties", "no such property"
+                )
             )
-    for key in sorted(required - set(names)):
+    for key in sorted(required - args.keys()):
         problems.append(ArgumentProblem(f"$.{key}", "required argument is missing", "required", "present", "missing"))
     if problems:
         raise ToolArgumentError(problems)
