@@ -211,18 +211,40 @@ def test_off_by_default_and_a_pending_call_uses_no_budget() -> None:
     assert approval(budgeted).resume("b1").ok and budgeted.plugins.get("budget").used("r") == 1
 
 
-def test_a_grant_from_a_framework_lets_the_next_call_with_that_id_run_once() -> None:
+def test_a_grant_from_a_framework_lets_the_next_call_with_that_id_and_those_arguments_run_once() -> None:
     reg = registry()
     bank = Bank(reg, options={"requires_approval": True})
-    approval(reg).grant("fw-1", "transfer")
+    tool = reg.get("transfer")
+    assert approval(reg).grant(reg, tool, {"to": "ann", "amount": 5}, call_id="fw-1")
     assert reg.try_call("transfer", {"to": "ann", "amount": 5}, call_id="fw-1").value == "sent 5 EUR to ann"
     again = reg.try_call("transfer", {"to": "ann", "amount": 5}, call_id="fw-1")
     assert again.error is not None and again.error.kind == "approval_required" and len(bank.sent) == 1
-    approval(reg).grant("fw-2", "other")  # a grant holds for its tool only
-    assert reg.try_call("transfer", {"to": "bo", "amount": 1}, call_id="fw-2").error.kind == "approval_required"  # type: ignore[union-attr]
-    approval(reg).grant("fw-3", "transfer")
+    approval(reg).grant(reg, tool, {"to": "bo", "amount": 1}, call_id="fw-2")
+    other = reg.try_call("transfer", {"to": "bo", "amount": 999}, call_id="fw-2")  # not what was approved
+    assert other.error is not None and other.error.kind == "approval_required" and len(bank.sent) == 1
+    assert not approval(reg).grant(reg, tool, {"to": 1}, call_id="fw-3")  # refused arguments: nothing granted
+    approval(reg).grant(reg, tool, {"to": "cy", "amount": 2}, call_id="fw-4")
     with pytest.raises(ApprovalNotFound, match="granted, not asked for"):
-        approval(reg).resume("fw-3")
+        approval(reg).resume("fw-4")
+
+
+def test_an_approval_refused_by_a_later_policy_still_holds_and_a_call_id_names_one_call() -> None:
+    reg = registry()
+    bank = Bank(reg, options={"requires_approval": True}, rate_limit={"rate": 0.001, "burst": 1})
+    reg.try_call("transfer", {"to": "ann", "amount": 5}, call_id="c1")
+    conflict = reg.try_call("transfer", {"to": "eve", "amount": 5000}, call_id="c1")  # reusing the waiting call's id
+    assert conflict.error is not None and conflict.error.kind == "approval_conflict"
+    assert [p.arguments["to"] for p in approval(reg).pending()] == ["ann"]
+    approval(reg).approve("c1")
+    assert approval(reg).resume("c1").value == "sent 5 EUR to ann"
+    reg.try_call("transfer", {"to": "bo", "amount": 1}, call_id="c2")
+    approval(reg).approve("c2")
+    refused = approval(reg).resume("c2")
+    assert refused.error is not None and refused.error.kind == "rate_limited"  # the burst is spent
+    assert bank.sent == [("ann", 5, "EUR")]
+    reg.clock.advance(1000)  # type: ignore[attr-defined]  # a token again
+    assert approval(reg).resume("c2").value == "sent 1 EUR to bo"  # the refusal did not use the approval up
+    assert reg.try_call("transfer", {"to": "bo", "amount": 1}, call_id="c2").error.kind == "approval_required"  # type: ignore[union-attr]
 
 
 def test_needs_approval_answers_the_rule_without_calling() -> None:

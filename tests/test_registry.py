@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from typing import Any
 
 import pytest
 
@@ -243,3 +244,14 @@ def test_class_level_methods_follow_the_default_registry() -> None:
         assert ToolRegistry.default() is not second and first.call("which") == "first"
     finally:
         ToolRegistry.set_default(old)
+
+
+def test_super_in_a_subclass_acts_on_the_instance() -> None:
+    class Audited(ToolRegistry):
+        def call(self, /, name: str, arguments: Any = None, **options: Any) -> Any:  # type: ignore[override]
+            return ("audited", super().call(name, arguments, **options))
+
+    ToolRegistry.default()  # a default registry exists
+    mine = Audited(autoload=False)
+    mine.add(lambda: "mine", name="only_here")
+    assert Audited.call is not None and mine.call("only_here") == ("audited", "mine")

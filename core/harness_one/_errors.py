@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = [
+    "APPROVAL_REQUIRED",
     "ArgumentProblem",
     "CircuitOpen",
     "IdempotencyConflict",
@@ -23,6 +24,10 @@ __all__ = [
     "ToolNotFound",
     "ToolTimeout",
 ]
+
+#: The ``kind`` of the approval plugin's error: core code (dispatch, the agent loop) recognises a
+#: held call by it without importing the plugins.
+APPROVAL_REQUIRED = "approval_required"
 
 
 class ToolError(Exception):

@@ -157,12 +157,15 @@ class ToolRegistry:
         self._tools: dict[str, _Entry] = {}
         self._index = NameIndex()
         self._lock = threading.RLock()
+        cls = type(self)
         for name, attr in _SHARED.items():  # bind once: instance calls skip the descriptor
-            self.__dict__[name] = MethodType(attr.func, self)
+            if cls is ToolRegistry or next(vars(k)[name] for k in cls.__mro__ if name in vars(k)) is attr:
+                self.__dict__[name] = MethodType(attr.func, self)  # not where a subclass overrides it
         self._discover = discover
         self._discovered = False
         self._exports: dict[tuple[str, bool | str], Any] = {}
         self._stale_exports: dict[tuple[str, bool | str], Any] = {}
+        self._version = 0  # counts changes of the tools, for the exports cache
         from ._discovery import DiscoveryReport
 
         self.discovery = DiscoveryReport()
@@ -195,7 +198,6 @@ class ToolRegistry:
 
                     env = os.environ.get("HARNESS_ONE_REDIS_URL") or os.environ.get("HARNESS_ONE_STATE")
                     registry = cls._default = ToolRegistry(discover=True, state=env or None)
-                    _share(registry)
         return registry
 
     @classmethod
@@ -203,7 +205,6 @@ class ToolRegistry:
         """Install ``registry`` as the default (``None``: a fresh one on next use); returns the old one."""
         with cls._default_lock:
             old, cls._default = cls._default, registry
-            _share(registry)
         return old
 
     # ------------------------------------------------------------------ catalogue
@@ -262,6 +263,7 @@ class ToolRegistry:
 
     def _exported(self, tool: Tool, *, grew: bool) -> None:
         """Keep cached exports current: extend them by one tool, or drop them when a tool changed."""
+        self._version += 1  # an export built meanwhile is not cached
         if not self._exports:
             return
         if not grew:
@@ -283,6 +285,7 @@ class ToolRegistry:
                 raise self._not_found(name)
             del self._tools[name]
             self._index.remove(name)
+            self._version += 1
             self._forget_exports()
             self.plugins.plan.forget(entry.tool)
             self.plugins.call_each("harness_tool_removed", tool=entry.tool, registry=self)
@@ -366,10 +369,12 @@ class ToolRegistry:
         key = (format, strict)
         found = self._exports.get(key)
         if found is None:
+            version = self._version
             found = export_tools(self.tools(), format, strict=strict, reuse=self._stale_exports.get(key))
             with self._lock:
-                self._exports[key] = found
-                self._stale_exports.pop(key, None)
+                if self._version == version:  # no tool changed while it was built
+                    self._exports[key] = found
+                    self._stale_exports.pop(key, None)
         return found
 
     # ------------------------------------------------------------------ discovery
@@ -935,14 +940,9 @@ class ToolRegistry:
 _DONE: Any = object()
 
 
-#: The methods that act on the default registry when called on the class.
+#: The methods that act on the default registry when called on the class (a descriptor each,
+#: so that ``super().call(...)`` in a subclass binds its instance).
 _SHARED: dict[str, _shared[Any, Any]] = {n: a for n, a in vars(ToolRegistry).items() if isinstance(a, _shared)}
-
-
-def _share(registry: ToolRegistry | None) -> None:
-    """Point the class-level methods at ``registry``'s bound ones (no descriptor per call), or back."""
-    for name, method in _SHARED.items():
-        setattr(ToolRegistry, name, method if registry is None else registry.__dict__[name])
 
 
 def _throw(steps: Generator[Step, None, None], exc: Exception) -> Any:
@@ -970,57 +970,61 @@ def _next_attempt(call: Call) -> None:
     call.runner = None
 
 
+def _cancel_error(call: Call) -> ToolCancelled:
+    return ToolCancelled(f"The call of '{call.tool.name}' was cancelled.", tool=call.tool.name, call_id=call.call_id)
+
+
 def _cancelled(steps: Generator[Step, None, None], call: Call) -> Step:
     call.cancel()
-    return steps.throw(ToolCancelled(f"The call of '{call.tool.name}' was cancelled.", tool=call.tool.name, call_id=call.call_id))
+    return steps.throw(_cancel_error(call))
+
+
+def _advance(move: Callable[..., Step], *args: Any) -> Step | None:
+    """The next step of a cancelled call's generator, or None once it has finished."""
+    try:
+        return move(*args)
+    except (StopIteration, ToolError):
+        return None
 
 
 async def _acancel(steps: Generator[Step, None, None], call: Call) -> None:
     """A cancelled ``acall``: tell the plugins (``ToolCancelled`` to on_error) and await what they release.
 
     The task's cancellation propagates once this returns. Cancelled again meanwhile (a loop
-    shutting down), the rest is fetched with ``sync()``.
+    shutting down), the answer in flight is unknown: the hook gets ``ToolCancelled`` for it
+    (never a repeat of it), and the rest is fetched with ``sync()``.
     """
+    step = _advance(_cancelled, steps, call)
     try:
-        step = _cancelled(steps, call)
         while type(step) is Await:
             try:
                 step.value = await step.aio()
             except asyncio.CancelledError:
-                _finish_sync(steps, step)
+                _finish_sync(steps, _advance(steps.throw, _cancel_error(call)))
                 return
             except Exception as exc:
-                step = steps.throw(exc)
+                step = _advance(steps.throw, exc)
             else:
-                step = next(steps)
-    except (StopIteration, ToolError):
-        pass
+                step = _advance(next, steps)
     finally:
         steps.close()
 
 
 def _cancel(steps: Generator[Step, None, None], call: Call) -> None:
     """The caller stopped waiting (Ctrl-C): tell the plugins, end the steps; ``Await`` answers via ``sync()``."""
-    try:
-        step = _cancelled(steps, call)
-    except (StopIteration, ToolError):
-        steps.close()
-        return
-    _finish_sync(steps, step)
+    _finish_sync(steps, _advance(_cancelled, steps, call))
 
 
-def _finish_sync(steps: Generator[Step, None, None], step: Step) -> None:
+def _finish_sync(steps: Generator[Step, None, None], step: Step | None) -> None:
     """Carry the remaining steps of a cancelled call with ``sync()``."""
     try:
         while type(step) is Await:
             try:
                 step.value = step.sync()
             except Exception as exc:
-                step = steps.throw(exc)
+                step = _advance(steps.throw, exc)
             else:
-                step = next(steps)
-    except (StopIteration, ToolError):
-        pass
+                step = _advance(next, steps)
     finally:
         steps.close()
 

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ._call import CallResult, new_call_id
-from ._errors import ToolError
+from ._errors import APPROVAL_REQUIRED, ToolError
 from ._formats import CALL_FORMATS, check_format
 from ._requests import BadRequest, Request, parse_call, resolve
 
@@ -56,8 +56,6 @@ __all__ = [
 
 #: The providers whose tool calls a dispatcher answers.
 PROVIDERS = CALL_FORMATS
-
-_HELD = "approval_required"
 
 
 @dataclass(frozen=True)
@@ -111,7 +109,7 @@ def _settle(provider: str, request: Request | BadRequest, outcome: CallResult | 
 
     A call held for approval is not answered: its :class:`HeldCall`.
     """
-    if isinstance(outcome, CallResult) and outcome.error is not None and outcome.error.kind == _HELD:
+    if isinstance(outcome, CallResult) and outcome.error is not None and outcome.error.kind == APPROVAL_REQUIRED:
         assert isinstance(request, Request)
         arguments = getattr(outcome.error, "arguments", request.arguments)
         return HeldCall(outcome.call_id, outcome.tool, dict(arguments), provider, request)

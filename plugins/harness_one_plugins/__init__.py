@@ -53,6 +53,8 @@ _WHERE = {
     "SQLiteStore": "idempotency",
     "ApprovalRequired": "approval",
     "ApprovalDenied": "approval",
+    "ApprovalNotFound": "approval",
+    "ApprovalConflict": "approval",
     "BudgetExhausted": "budget",
     "OutputTooLarge": "output",
 }

@@ -31,7 +31,7 @@ from harness_one import (
     hookimpl,
 )
 
-__all__ = ["ApprovalDenied", "ApprovalNotFound", "ApprovalPlugin", "ApprovalRequired", "PendingCall"]
+__all__ = ["ApprovalConflict", "ApprovalDenied", "ApprovalNotFound", "ApprovalPlugin", "ApprovalRequired", "PendingCall"]
 
 _GRANTED = "approval.granted"
 
@@ -39,7 +39,7 @@ _GRANTED = "approval.granted"
 class ApprovalRequired(ToolError):
     """The call did not run: it waits for a decision on ``call_id`` (its ``tool`` and ``arguments`` are here)."""
 
-    kind = "approval_required"
+    kind = "approval_required"  # harness_one's APPROVAL_REQUIRED: dispatch and the loop recognise it
 
     def __init__(self, *, tool: str, call_id: str, arguments: Mapping[str, Any]) -> None:
         self.arguments = dict(arguments)
@@ -74,6 +74,12 @@ class ApprovalDenied(ToolError):
         if self.reason:
             data["reason"] = self.reason
         return data
+
+
+class ApprovalConflict(ToolError):
+    """Another call already waits for a decision under this call id: a call id names one call."""
+
+    kind = "approval_conflict"
 
 
 class ApprovalNotFound(ToolError):
@@ -170,20 +176,20 @@ class ApprovalPlugin:
     ) -> bool:
         """Whether a call of ``tool`` with these arguments would wait for a decision (the rule, without calling).
 
-        A predicate sees the arguments as the call would: after the pre-validate hooks
-        (checked, defaults filled in). Arguments those hooks refuse need no approval: the
-        call itself is refused with the readable error.
+        A predicate sees the arguments as the call would: checked by the registry's
+        validation plugin, defaults filled in. Arguments it refuses need no approval: the call
+        itself is refused with the readable error.
         """
         rule = self._rules.get(tool)
         if rule is None:
             rule = self.rule_for(tool)
         if rule is True or rule is False:
             return rule
-        call = Call(registry, tool, dict(arguments), context, call_id)
+        checked = _checked(registry, tool, arguments)
+        if checked is None:
+            return False
         try:
-            for hook in registry.plugins.plan.for_tool(tool).pre_validate:
-                hook(call)
-            return bool(rule(call))
+            return bool(rule(Call(registry, tool, checked, context, call_id)))
         except Exception:
             return False
 
@@ -235,11 +241,19 @@ class ApprovalPlugin:
         with self._lock:
             self._sweep(now)  # an expired decision decides nothing
             decision = self._decisions.pop(call_id, None)
-            if decision is not None and decision.call.fingerprint in (digest, "") and decision.call.tool == call.tool.name:
+            if decision is not None and decision.call.fingerprint == digest and decision.call.tool == call.tool.name:
                 if decision.approved:
-                    call.state[_GRANTED] = True
+                    call.state[_GRANTED] = decision  # given back if a later policy refuses the call
                     return
                 raise ApprovalDenied(decision.reason, tool=call.tool.name, call_id=call_id)
+            waiting = self._pending.get(call_id)
+            if waiting is not None and (waiting.tool, waiting.fingerprint) != (call.tool.name, digest):
+                raise ApprovalConflict(
+                    f"Another call of '{waiting.tool}' already waits for a decision under call id {call_id}; "
+                    "a call id names one call. Make this call with a new call id.",
+                    tool=call.tool.name,
+                    call_id=call_id,
+                )
             self._pending[call_id] = PendingCall(
                 call_id,
                 call.tool.name,
@@ -253,6 +267,28 @@ class ApprovalPlugin:
             self._pending.move_to_end(call_id)
             self._sweep(now)
         raise ApprovalRequired(tool=call.tool.name, call_id=call_id, arguments=call.arguments)
+
+    @hookimpl
+    @applies_to(lambda plugin, tool: plugin.rule_for(tool) is not False)
+    def harness_post_call(self, call: Call) -> None:
+        decision = call.peek(_GRANTED)
+        if decision is not None:
+            self._settle(call, decision, keep=False)
+
+    @hookimpl
+    @applies_to(lambda plugin, tool: plugin.rule_for(tool) is not False)
+    def harness_on_error(self, call: Call, error: BaseException) -> None:
+        decision = call.peek(_GRANTED)
+        if decision is not None:
+            self._settle(call, decision, keep=not call.ran)  # refused before it ran: the approval still holds
+
+    def _settle(self, call: Call, decision: _Decision, *, keep: bool) -> None:
+        call_id = call.call_id
+        with self._lock:
+            if keep:
+                self._decisions.setdefault(call_id, decision)
+            elif self._decisions.get(call_id) is decision:  # kept after an earlier attempt, used now
+                del self._decisions[call_id]
 
     # ------------------------------------------------------------------ the application's side
 
@@ -281,20 +317,25 @@ class ApprovalPlugin:
         """Approve the pending call ``call_id``: the next call with that id and those arguments runs."""
         return self._decide(call_id, True, None)
 
-    def grant(self, call_id: str, tool: str) -> None:
-        """Record an approval given elsewhere (a framework's own approval step) for the next call ``call_id`` of ``tool``.
+    def grant(self, registry: ToolRegistry, tool: Tool, arguments: Mapping[str, Any], *, call_id: str) -> bool:
+        """Record an approval given elsewhere (a framework's own approval step) for call ``call_id``.
 
         No pending call is needed: the adapter of a framework that asks the person itself
         grants the call it is about to make, which then runs through every policy. The grant
-        is used once, by the next call with that id.
+        holds for these arguments only (as checked by the validation plugin) and is used once,
+        by the next call with that id; False if the arguments are refused (nothing granted).
         """
+        checked = _checked(registry, tool, arguments)
+        if checked is None:
+            return False
         now = self._now()
-        granted = PendingCall(call_id, tool, {}, {}, None, now, "", None)
+        granted = PendingCall(call_id, tool.name, checked, {}, None, now, fingerprint(checked), None)
         with self._lock:
             self._decisions[call_id] = _Decision(True, granted, None, now)
             self._decisions.move_to_end(call_id)
             self._sweep(now)
             self.approved += 1
+        return True
 
     def deny(self, call_id: str, reason: str | None = None) -> PendingCall:
         """Deny the pending call ``call_id``: the next call with that id is refused with :class:`ApprovalDenied`."""
@@ -332,3 +373,15 @@ class ApprovalPlugin:
     @hookimpl
     def harness_stats(self, registry: ToolRegistry) -> dict[str, Any]:
         return {"pending": len(self._pending), "approved": self.approved, "denied": self.denied}
+
+
+def _checked(registry: ToolRegistry, tool: Tool, arguments: Mapping[str, Any]) -> dict[str, Any] | None:
+    """``arguments`` as the registry's validation plugin passes them to the call, or None if it refuses them."""
+    validation = registry.plugins.get("validation")
+    compiled = getattr(validation, "compiled", None)
+    if compiled is None:
+        return dict(arguments)
+    try:
+        return dict(compiled(tool).check(dict(arguments), registry.limits, registry.clock))
+    except Exception:
+        return None

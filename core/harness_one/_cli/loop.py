@@ -24,6 +24,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 import click
 
+from .._errors import APPROVAL_REQUIRED
 from ._main import main, state_of
 
 if TYPE_CHECKING:
@@ -32,7 +33,6 @@ if TYPE_CHECKING:
 __all__ = ["Loop", "run"]
 
 EX_SOFTWARE = 70
-_HELD = "approval_required"
 
 
 @dataclass
@@ -56,7 +56,7 @@ class Loop:
 
         self.answered += 1
         error = answer.get("error", {})
-        kind = "ok" if answer.get("ok") else "held" if error.get("kind") == _HELD else str(error.get("type", "Error"))
+        kind = "ok" if answer.get("ok") else "held" if error.get("kind") == APPROVAL_REQUIRED else str(error.get("type", "Error"))
         self.counts[kind] += 1
         try:
             line = _readable(answer, safe_text(name)) if self.text else dumps(answer)
@@ -114,7 +114,7 @@ class Loop:
                 idempotency_key=item.idempotency_key,
                 context=item.context,
             )
-            if result.error is not None and result.error.kind == _HELD:
+            if result.error is not None and result.error.kind == APPROVAL_REQUIRED:
                 self._hold(result.call_id, item)
             self.answer(_answer_for(item.id, result), item.name)
         except asyncio.CancelledError:
@@ -182,7 +182,7 @@ def _readable(answer: dict[str, Any], name: str) -> str:
     error = answer["error"]
     extra = f" (retry after {error['retry_after']:.3g} s)" if isinstance(error.get("retry_after"), (int, float)) else ""
     message = safe_text(str(error.get("message", ""))).replace("\n", "\n      ")
-    if error.get("kind") == _HELD:
+    if error.get("kind") == APPROVAL_REQUIRED:
         message += f"\n      arguments: {dumps(error.get('arguments'))}"
     return f"{head} -> {error['type']}{extra}:\n      {message}"
 

@@ -11,6 +11,8 @@ import logging
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeAlias, TypeVar
 
+from .._arguments import decode_arguments
+from .._errors import ToolError
 from .._log import log_event
 from .._registry import ToolRegistry
 from .._tool import Tool
@@ -131,8 +133,17 @@ def approval_needed(
     return plugin is not None and bool(plugin.needs_approval(reg, tool, arguments, context=context, call_id=call_id))
 
 
-def grant_approval(reg: ToolRegistry, call_id: str, tool: Tool) -> None:
-    """Tell the ``approval`` plugin that the framework's own approval step approved call ``call_id`` of ``tool``."""
+def grant_approval(reg: ToolRegistry, call_id: str, tool: Tool, arguments: Any) -> None:
+    """Tell the ``approval`` plugin that the framework's own approval step approved this call (these arguments).
+
+    ``arguments`` as the call will be made: a mapping or JSON text. Arguments that cannot be
+    read are granted nothing (the call is refused for them anyway).
+    """
     plugin = _approval(reg)
-    if plugin is not None:
-        plugin.grant(call_id, tool.name)
+    if plugin is None:
+        return
+    try:
+        decoded = decode_arguments(arguments, reg.limits)
+    except ToolError:
+        return
+    plugin.grant(reg, tool, decoded, call_id=call_id)

@@ -80,7 +80,7 @@ class HarnessFunctionTool(FunctionTool):
             and approval_needed(self.registry, self.harness_tool, arguments, context=context, call_id=call_id)
         ):
             # The framework's loop invokes an always_require tool only once the person approved the call.
-            grant_approval(self.registry, call_id, self.harness_tool)
+            grant_approval(self.registry, call_id, self.harness_tool, arguments)
         return await self.registry.atry_call(self.name, arguments, context=context, call_id=call_id)
 
     async def invoke(

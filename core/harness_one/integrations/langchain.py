@@ -187,7 +187,7 @@ class HarnessApprovalMiddleware(HumanInTheLoopMiddleware[Any, Any, Any]):
         call = request.tool_call
         tool = self.harness_tools.get(call["name"])
         if call["id"] and tool is not None and request.tool is tool and self._needed(request):
-            grant_approval(tool.registry, call["id"], tool.harness_tool)
+            grant_approval(tool.registry, call["id"], tool.harness_tool, call["args"])
 
     def wrap_tool_call(
         self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], ToolMessage | Command[Any]]

@@ -59,7 +59,7 @@ def to_openai_agents(
         args: Any = drop_nulls(arguments, nullable) if nullable else arguments
         call_id = getattr(ctx, "tool_call_id", None)
         if gated and call_id and ctx.is_tool_approved(name, call_id):
-            grant_approval(reg, call_id, found)  # the person approved it in the SDK: the harness does not ask again
+            grant_approval(reg, call_id, found, args)  # the person approved it in the SDK: the harness does not ask again
         result = await reg.atry_call(name, args, context=call_context(context, lambda: ctx), call_id=call_id)
         return result.for_model()
 

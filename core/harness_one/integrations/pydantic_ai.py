@@ -54,7 +54,7 @@ def to_pydantic_ai(tool: ToolLike, registry: ToolRegistry | None = None, *, cont
         if gated and call_id is not None and approval_needed(reg, found, arguments, context=extra, call_id=call_id):
             if not ctx.tool_call_approved:
                 raise ApprovalRequired  # the run ends with this call in DeferredToolRequests.approvals
-            grant_approval(reg, call_id, found)  # approved in Pydantic AI: the harness does not ask again
+            grant_approval(reg, call_id, found, arguments)  # approved in Pydantic AI: the harness does not ask again
         result = await reg.atry_call(name, arguments, context=extra, call_id=call_id)
         if result.ok:
             return result.value
