@@ -66,6 +66,7 @@ class Call:
     idempotency_key: str | None = None
     #: The dict the registry decoded from JSON text that holds only JSON values within the
     #: registry's limits (no NaN, nesting bounded), so validation need not walk it; else None.
+    #: (A pre-validate hook replaces ``arguments``, never changes the dict in place.)
     decoded: dict[str, Any] | None = None
     error: ToolError | None = None
     deadline: float | None = None
