@@ -245,7 +245,7 @@ def test_documented_order() -> None:
     )  # fmt: skip
     deciders, observers = order["on_error"][:6], order["on_error"][6:]
     assert deciders == ("rate_limit", "timeout", "retry", "circuit_breaker", "concurrency", "idempotency")
-    assert set(observers) == {"budget", "otel", "metrics", "logging"}  # trylast: they see the final decision
+    assert set(observers) == {"approval", "budget", "otel", "metrics", "logging"}  # trylast: they see the final decision
 
 
 def test_order_survives_replacement() -> None:

@@ -275,7 +275,7 @@ class ApprovalPlugin:
         if decision is not None:
             self._settle(call, decision, keep=False)
 
-    @hookimpl
+    @hookimpl(trylast=True)  # an observer: it decides nothing
     @applies_to(lambda plugin, tool: plugin.rule_for(tool) is not False)
     def harness_on_error(self, call: Call, error: BaseException) -> None:
         decision = call.peek(_GRANTED)
