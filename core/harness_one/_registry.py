@@ -608,10 +608,7 @@ class ToolRegistry:
         tool = call.tool
         try:  # decode, pre-validate, check: errors here are translated by on_error, never retried
             if type(call.arguments) is not dict:
-                raw = call.arguments
-                call.arguments = decode_arguments(raw, self.limits)
-                if isinstance(raw, (str, bytes, bytearray, memoryview)) and plain_json(raw, self.limits):
-                    call.decoded = call.arguments
+                self._decode(call)
             if plan.pre_validate:
                 for hook in plan.pre_validate:
                     hook(call)
@@ -625,15 +622,7 @@ class ToolRegistry:
             if tool.converters or tool.call_param:
                 kwargs = self._convert(call, kwargs)
         except Exception as exc:
-            err = self._as_tool_error(call, plan, exc)
-            verdict = self._on_error(call, plan, err)
-            if type(verdict) is _Paused:
-                verdict = yield from self._resume(call, plan, verdict)
-            if type(verdict) is Outcome and verdict.error is not None:
-                raise verdict.error from err
-            if err is exc:
-                raise
-            raise err from exc
+            yield from self._refuse(call, plan, exc)
         pre_call, post_call = plan.pre_call, plan.post_call
         while True:
             try:
@@ -660,15 +649,16 @@ class ToolRegistry:
                 else:
                     raise PluginError(f"pre_call returned {outcome!r}; expected an Outcome or None")
                 for hook in post_call:
-                    answer = hook(call)
-                    if type(answer) is Await:
-                        yield from _resolve(plan, hook, answer)
+                    outcome = hook(call)
+                    if type(outcome) is Await:
+                        yield from _resolve(plan, hook, outcome)
                 return
             except Exception as exc:
                 decision = self._failed(call, plan, exc)
                 if type(decision) is _Paused:
-                    paused = decision
-                    decision = self._settle(call, plan, paused.err, paused.exc, (yield from self._resume(call, plan, paused)))
+                    decision = self._settle(
+                        call, plan, decision.err, decision.exc, (yield from self._resume(call, plan, decision))
+                    )
                 if isinstance(decision, ToolError):
                     raise decision  # noqa: B904 - its cause is set; raised here, not deeper: every frame it leaves costs
             if type(decision) is Outcome:
@@ -677,14 +667,32 @@ class ToolRegistry:
             assert type(decision) is Retry
             try:
                 yield max(decision.delay, 0.0)
-            except ToolCancelled as cancelled:
-                stopped = self._failed(call, plan, cancelled)  # the error to raise, unless an on_error hook awaits
-                if isinstance(stopped, ToolError):
-                    raise stopped  # noqa: B904 - its cause is set
-                if isinstance(stopped, _Paused):
-                    yield from self._resume(call, plan, stopped)
+            except ToolCancelled as exc:
+                decision = self._failed(call, plan, exc)  # the error to raise, unless an on_error hook awaits
+                if isinstance(decision, ToolError):
+                    raise decision  # noqa: B904 - its cause is set
+                if isinstance(decision, _Paused):
+                    yield from self._resume(call, plan, decision)
                 raise
             _next_attempt(call)
+
+    def _decode(self, call: Call) -> None:
+        raw = call.arguments
+        call.arguments = decode_arguments(raw, self.limits)
+        if isinstance(raw, (str, bytes, bytearray, memoryview)) and plain_json(raw, self.limits):
+            call.decoded = call.arguments
+
+    def _refuse(self, call: Call, plan: ToolPlan, exc: Exception) -> Generator[Step, None, None]:
+        """Arguments refused before admission: on_error hooks translate the error (never a retry); raise it."""
+        err = self._as_tool_error(call, plan, exc)
+        verdict = self._on_error(call, plan, err)
+        if type(verdict) is _Paused:
+            verdict = yield from self._resume(call, plan, verdict)
+        if type(verdict) is Outcome and verdict.error is not None:
+            raise verdict.error from err
+        if err is exc:
+            raise err
+        raise err from exc
 
     # `next(steps, _DONE)` instead of `send`: a generator that returns None to `next` with a
     # default raises no StopIteration, which is most of what driving a generator costs.
