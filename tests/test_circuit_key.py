@@ -107,3 +107,18 @@ async def test_redis_async_probe_closes_the_shared_circuit(redis_url: str) -> No
     assert (await second.acall("read", {"ok": True})) == "fine"  # the probe
     assert (await first.acall("write", {"ok": True})) == "fine"
     assert first.plugins.get("circuit_breaker").state("read") == "closed"
+
+
+def test_each_call_of_a_shared_circuit_is_judged_with_its_own_tools_policy() -> None:
+    from harness_one import CircuitBreakerPolicy
+    from harness_one.state import MemoryCircuits
+
+    store = MemoryCircuits()
+    strict = CircuitBreakerPolicy(key="api", min_calls=2, failure_ratio=0.5, open_for=30.0)
+    lax = CircuitBreakerPolicy(key="api", min_calls=1000, failure_ratio=0.99, open_for=1.0)
+    store.admit("api", lax, now=0.0)  # another tool of the key, in between: it changes nothing for the strict one
+    store.record("api", strict, now=0.0, failed=True, probe=False)
+    store.snapshot("api", lax, now=0.0)
+    store.record("api", strict, now=0.0, failed=True, probe=False)
+    assert store.snapshot("api", strict, now=0.0)["state"] == "open"
+    assert store.admit("api", lax, now=2.0) == (0.0, True)  # the lax tool's own open_for (1 s) is over: a probe

@@ -141,7 +141,11 @@ class MemorySlots:
 
 
 class Breaker:
-    """One tool's circuit: closed, open or half-open, with a sliding window of per-second counts."""
+    """One circuit: closed, open or half-open, with a sliding window of per-second counts.
+
+    Each method judges with the ``policy`` it is given (the calling tool's: tools sharing a
+    key may differ in settings), else with the one the breaker was made with.
+    """
 
     def __init__(self, policy: Any) -> None:
         self.policy = policy
@@ -153,13 +157,13 @@ class Breaker:
         self.lock = threading.Lock()
         self.opened = 0
 
-    def _trim(self, now: float) -> None:
-        oldest = math.floor(now - self.policy.window)
+    def _trim(self, now: float, policy: Any) -> None:
+        oldest = math.floor(now - policy.window)
         for second in [s for s in self.buckets if s <= oldest]:
             del self.buckets[second]
 
-    def totals(self, now: float) -> tuple[int, int]:
-        self._trim(now)
+    def totals(self, now: float, policy: Any = None) -> tuple[int, int]:
+        self._trim(now, policy or self.policy)
         calls = sum(b[0] for b in self.buckets.values())
         failures = sum(b[1] for b in self.buckets.values())
         return calls, failures
@@ -171,22 +175,24 @@ class Breaker:
         self.buckets.clear()
         self.opened += 1
 
-    def admit(self, now: float) -> tuple[float, bool]:
+    def admit(self, now: float, policy: Any = None) -> tuple[float, bool]:
         """(0, is_probe) to let the call through, or (seconds to wait, False) to refuse."""
+        policy = policy or self.policy
         with self.lock:
             if self.state == "open":
-                wait = self.opened_at + self.policy.open_for - now
+                wait = self.opened_at + policy.open_for - now
                 if wait > 0:
                     return wait, False
                 self.state = "half_open"
             if self.state == "half_open":
-                if self.probing + self.probe_successes >= self.policy.probes:
-                    return min(1.0, self.policy.open_for), False
+                if self.probing + self.probe_successes >= policy.probes:
+                    return min(1.0, policy.open_for), False
                 self.probing += 1
                 return 0.0, True
             return 0.0, False
 
-    def record(self, now: float, failed: bool, probe: bool) -> None:
+    def record(self, now: float, failed: bool, probe: bool, policy: Any = None) -> None:
+        policy = policy or self.policy
         with self.lock:
             if probe:
                 self.probing -= 1
@@ -196,7 +202,7 @@ class Breaker:
                     self._open(now)
                     return
                 self.probe_successes += 1
-                if self.probe_successes >= self.policy.probes:
+                if self.probe_successes >= policy.probes:
                     self.state = "closed"
                     self.buckets.clear()
                 return
@@ -205,17 +211,17 @@ class Breaker:
             bucket = self.buckets.setdefault(math.floor(now), [0, 0])
             bucket[0] += 1
             bucket[1] += failed
-            calls, failures = self.totals(now)
-            if calls >= self.policy.min_calls and failures / calls >= self.policy.failure_ratio:
+            calls, failures = self.totals(now, policy)
+            if calls >= policy.min_calls and failures / calls >= policy.failure_ratio:
                 self._open(now)
 
     def unprobe(self) -> None:
         with self.lock:
             self.probing = max(self.probing - 1, 0)
 
-    def snapshot(self, now: float) -> dict[str, Any]:
+    def snapshot(self, now: float, policy: Any = None) -> dict[str, Any]:
         with self.lock:
-            calls, failures = self.totals(now)
+            calls, failures = self.totals(now, policy)
             return {"state": self.state, "calls": calls, "failures": failures, "opened": self.opened}
 
 
@@ -237,22 +243,19 @@ class MemoryCircuits:
                 found = self._breakers.get(tool)
                 if found is None:
                     found = self._breakers[tool] = Breaker(policy)
-        if found.policy is not policy:
-            with found.lock:
-                found.policy = policy
         return found
 
     def admit(self, tool: str, policy: Any, *, now: float) -> tuple[float, bool]:
-        return self.breaker(tool, policy).admit(now)
+        return self.breaker(tool, policy).admit(now, policy)
 
     def record(self, tool: str, policy: Any, *, now: float, failed: bool, probe: bool) -> None:
-        self.breaker(tool, policy).record(now, failed, probe)
+        self.breaker(tool, policy).record(now, failed, probe, policy)
 
     def unprobe(self, tool: str, policy: Any) -> None:
         self.breaker(tool, policy).unprobe()
 
     def snapshot(self, tool: str, policy: Any, *, now: float) -> dict[str, Any]:
-        return self.breaker(tool, policy).snapshot(now)
+        return self.breaker(tool, policy).snapshot(now, policy)
 
 
 class MemoryBudgets:
