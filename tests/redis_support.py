@@ -156,16 +156,22 @@ def redis_url(redis_server: RedisServer) -> str:
 
 
 def rate_worker(url: str, rate: float, burst: int, threads: int, start: float, seconds: float, out: Any) -> None:
-    """Call one rate-limited tool from ``threads`` threads until ``start + seconds``; report the admissions."""
+    """Call one rate-limited tool from ``threads`` threads until ``start + seconds``.
+
+    Reports the admissions and when this process made its first call (a loaded machine may
+    start it after ``start``: the bucket only begins to fill at the first call of any process).
+    """
     from harness_one import ToolRegistry
 
     reg = ToolRegistry(state=url, autoload=False)
     reg.add(lambda: 1, name="shared", rate_limit={"rate": rate, "burst": burst})
     admitted = [0] * threads
+    first: list[float] = []
 
     def run(i: int) -> None:
         while time.time() < start:
             time.sleep(0.001)
+        first.append(time.time())
         while time.time() < start + seconds:
             if reg.try_call("shared").ok:
                 admitted[i] += 1
@@ -175,7 +181,7 @@ def rate_worker(url: str, rate: float, burst: int, threads: int, start: float, s
         t.start()
     for t in pool:
         t.join()
-    out.put(sum(admitted))
+    out.put((sum(admitted), min(first)))
 
 
 def idempotent_worker(url: str, key: str, start: float, out: Any) -> None:
