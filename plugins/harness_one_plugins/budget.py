@@ -25,7 +25,7 @@ from harness_one import (
     applies_to,
     hookimpl,
 )
-from harness_one.state import AsyncBudgetStore, BudgetStore, FailMode, MemoryBudgets, StateUnavailable, round_trip
+from harness_one.state import AsyncTwins, BudgetStore, FailMode, MemoryBudgets, StateUnavailable, round_trip
 
 __all__ = ["ALL_TOOLS", "BudgetExhausted", "BudgetPlugin"]
 
@@ -121,7 +121,7 @@ class BudgetPlugin:
         self._registry: ToolRegistry | None = None
         self._limits: dict[Tool, int | None] = {}
         self._lock = threading.Lock()
-        self._plain: BudgetStore | None = None  # the last store seen without ``atake``
+        self._twins = AsyncTwins("atake")  # whether the store has awaitable twins
         self.refused = 0
 
     @hookimpl
@@ -146,15 +146,6 @@ class BudgetPlugin:
     def harness_tool_removed(self, tool: Tool) -> None:
         self._limits.pop(tool, None)
 
-    def _shared(self, store: BudgetStore) -> AsyncBudgetStore | None:
-        """``store`` if its operations are round trips with awaitable twins (Redis), else None."""
-        if store is self._plain:
-            return None
-        if hasattr(store, "atake"):
-            return cast(AsyncBudgetStore, store)
-        self._plain = store
-        return None
-
     @hookimpl(tryfirst=True)
     @applies_to(_budgeted)
     def harness_pre_call(self, call: Call) -> Await | None:
@@ -167,7 +158,7 @@ class BudgetPlugin:
         name = call.tool.name
         limit = self._limits[call.tool] if call.tool in self._limits else self.limit_for(call.tool)
         store, total, ttl, now = self.store, self.total, self.ttl, call.registry.clock.now()
-        shared = self._shared(store)
+        shared = self._twins(store)
         if shared is not None:
             return round_trip(
                 lambda: store.take(run, name, limit=limit, total=total, now=now, ttl=ttl),
@@ -198,7 +189,7 @@ class BudgetPlugin:
         if run is None:
             return None
         store, name = self.store, call.tool.name
-        shared = self._shared(store)
+        shared = self._twins(store)
         if shared is not None:
             return round_trip(
                 lambda: store.give_back(run, name),

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from typing import Any, cast
+from typing import Any
 
 from harness_one import (
     Await,
@@ -19,7 +19,15 @@ from harness_one import (
     applies_to,
     hookimpl,
 )
-from harness_one.state import AsyncCircuitStore, Breaker, CircuitStore, FailMode, MemoryCircuits, StateUnavailable, round_trip
+from harness_one.state import (
+    AsyncTwins,
+    Breaker,
+    CircuitStore,
+    FailMode,
+    MemoryCircuits,
+    StateUnavailable,
+    round_trip,
+)
 
 __all__ = ["Breaker", "CircuitBreakerPlugin"]
 
@@ -73,7 +81,7 @@ class CircuitBreakerPlugin:
         self._policies: dict[str, CircuitBreakerPolicy] = {}
         self._lock = threading.Lock()
         self._registry: ToolRegistry | None = None
-        self._plain: CircuitStore | None = None  # the last store seen without ``aadmit``
+        self._twins = AsyncTwins("aadmit")  # whether the store has awaitable twins
 
     @hookimpl
     def harness_configure(self, registry: ToolRegistry) -> None:
@@ -96,8 +104,8 @@ class CircuitBreakerPlugin:
     @applies_to(_guarded)
     def harness_pre_call(self, call: Call) -> Await | None:
         (name, policy), store, now = self._policy(call), self.store, self._now(call)
-        if store is not self._plain:  # not the store known to answer without I/O
-            shared = self._shared(store)
+        if store is not self._twins.plain:  # not the store known to answer without I/O
+            shared = self._twins(store)
             if shared is not None:
                 return round_trip(
                     lambda: store.admit(name, policy, now=now),
@@ -111,15 +119,6 @@ class CircuitBreakerPlugin:
             self.fail.handle(exc, name, call.call_id, "circuit not checked")
             return None
         self._admitted(call, admitted, name)
-        return None
-
-    def _shared(self, store: CircuitStore) -> AsyncCircuitStore | None:
-        """``store`` if its operations are round trips with awaitable twins (Redis), else None."""
-        if store is self._plain:
-            return None
-        if hasattr(store, "aadmit"):
-            return cast(AsyncCircuitStore, store)
-        self._plain = store
         return None
 
     @staticmethod
@@ -142,8 +141,8 @@ class CircuitBreakerPlugin:
             return None
         probe = call.take(_PROBE, False)
         (name, policy), store, now = self._policy(call), self.store, self._now(call)
-        if store is not self._plain:  # not the store known to answer without I/O
-            shared = self._shared(store)
+        if store is not self._twins.plain:  # not the store known to answer without I/O
+            shared = self._twins(store)
             if shared is not None:
                 return round_trip(
                     lambda: store.record(name, policy, now=now, failed=failed, probe=probe),
@@ -171,8 +170,8 @@ class CircuitBreakerPlugin:
             return None
         # a probe refused after admission (e.g. by the rate limit) gives its place back
         (name, policy), store = self._policy(call), self.store
-        if store is not self._plain:  # not the store known to answer without I/O
-            shared = self._shared(store)
+        if store is not self._twins.plain:  # not the store known to answer without I/O
+            shared = self._twins(store)
             if shared is not None:
                 return round_trip(
                     lambda: store.unprobe(name, policy),

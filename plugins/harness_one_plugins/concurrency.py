@@ -5,11 +5,11 @@ from __future__ import annotations
 import itertools
 import os
 import threading
-from typing import Any, cast
+from typing import Any
 
 from harness_one import Await, Call, Clock, Retry, Tool, ToolBusy, ToolRegistry, applies_to, hookimpl
 from harness_one.state import (
-    AsyncConcurrencySlots,
+    AsyncTwins,
     ConcurrencySlots,
     FailMode,
     LeaseKeeper,
@@ -80,7 +80,7 @@ class ConcurrencyPlugin:
         self._lock = threading.Lock()
         self._leases = LeaseKeeper("concurrency", lambda: self.lease / 3, self._renew)
         self._registry_clock: Clock | None = None
-        self._plain: ConcurrencySlots | None = None  # the last slots seen without ``aacquire``
+        self._twins = AsyncTwins("aacquire")  # whether the store has awaitable twins
         self.refused = 0
 
     @hookimpl
@@ -106,8 +106,8 @@ class ConcurrencyPlugin:
             with self._lock:
                 self._seen.add(name)
         slots, now, total, lease = self.slots, self._now(), self.total, self.lease
-        if slots is not self._plain:  # not the store known to answer without I/O
-            shared = self._shared(slots)
+        if slots is not self._twins.plain:  # not the store known to answer without I/O
+            shared = self._twins(slots)
             if shared is not None:
                 return round_trip(
                     lambda: slots.acquire(name, holder, cap=cap, total=total, now=now, lease=lease),
@@ -121,15 +121,6 @@ class ConcurrencyPlugin:
             self.fail.handle(exc, name, call.call_id, "concurrency cap not checked")
             return None
         self._taken(call, holder, cap, taken)
-        return None
-
-    def _shared(self, slots: ConcurrencySlots) -> AsyncConcurrencySlots | None:
-        """``slots`` if its operations are round trips with awaitable twins (Redis), else None."""
-        if slots is self._plain:
-            return None
-        if hasattr(slots, "aacquire"):
-            return cast(AsyncConcurrencySlots, slots)
-        self._plain = slots
         return None
 
     def _taken(self, call: Call, holder: str, cap: int | None, taken: tuple[bool, int, int]) -> None:
@@ -160,8 +151,8 @@ class ConcurrencyPlugin:
             return answer
         self._leases.drop(holder)
         slots, name = self.slots, call.tool.name
-        if slots is not self._plain:  # not the store known to answer without I/O
-            shared = self._shared(slots)
+        if slots is not self._twins.plain:  # not the store known to answer without I/O
+            shared = self._twins(slots)
             if shared is not None:
                 return round_trip(
                     lambda: slots.release(name, holder),

@@ -11,7 +11,7 @@ its lease runs out.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 from harness_one import (
     Await,
@@ -32,6 +32,7 @@ from harness_one import (
 )
 from harness_one.state import (
     AsyncIdempotencyStore,
+    AsyncTwins,
     FailMode,
     IdempotencyStore,
     LeaseKeeper,
@@ -101,7 +102,7 @@ class IdempotencyPlugin:
         self.replays = 0
         self.stored = 0
         self._leases = LeaseKeeper("idempotency", lambda: self.lease / 3, self._renew)
-        self._plain: IdempotencyStore | None = None  # the last store seen without ``abegin``
+        self._twins = AsyncTwins("abegin")  # whether the store has awaitable twins
 
     def _renew(self, held: tuple[str, str]) -> None:
         self.store.renew(held[0], held[1], self.clock.now(), self.lease)
@@ -119,8 +120,8 @@ class IdempotencyPlugin:
             return None
         digest = fingerprint(call.arguments)
         store, name, now = self.store, call.tool.name, self.clock.now()
-        if store is not self._plain:  # not the store known to answer without I/O
-            shared = self._shared(store)
+        if store is not self._twins.plain:  # not the store known to answer without I/O
+            shared = self._twins(store)
             if shared is not None:
                 return round_trip(
                     lambda: store.begin(name, key, digest, now, self.lease),
@@ -134,15 +135,6 @@ class IdempotencyPlugin:
             self._unclaimed(call, exc)
             return None
         return self._claimed(call, key, digest, found)
-
-    def _shared(self, store: IdempotencyStore) -> AsyncIdempotencyStore | None:
-        """``store`` if its operations are round trips with awaitable twins (Redis), else None."""
-        if store is self._plain:
-            return None
-        if hasattr(store, "abegin"):
-            return cast(AsyncIdempotencyStore, store)
-        self._plain = store
-        return None
 
     def _unclaimed(self, call: Call, exc: StateUnavailable) -> None:
         self.fail.handle(exc, call.tool.name, call.call_id, "idempotency key not claimed")
@@ -182,7 +174,7 @@ class IdempotencyPlugin:
         stored_error = None if error is None else {**error.to_dict(), "call_id": None}
         record = Record(call.take(_OWNED), "done", self.clock.now() + self.ttl, ok, value, stored_error)
         store, name = self.store, call.tool.name
-        shared = self._shared(store)
+        shared = self._twins(store)
         if shared is None:
             self._store(store, name, key, record)
             return None
@@ -232,7 +224,7 @@ class IdempotencyPlugin:
         call.take(_OWNED)
         key = call.idempotency_key
         assert key is not None
-        name, shared = call.tool.name, self._shared(self.store)
+        name, shared = call.tool.name, self._twins(self.store)
         if shared is None:
             self._release_key(name, key)
             return None

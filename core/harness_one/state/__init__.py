@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ._leases import FAIL_MODES, FailMode, LeaseKeeper, round_trip
+from ._leases import FAIL_MODES, AsyncTwins, FailMode, LeaseKeeper, round_trip
 from ._memory import Breaker, MemoryBuckets, MemoryBudgets, MemoryCircuits, MemorySlots, MemoryStore
 from ._protocols import (
     AsyncBudgetStore,
@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     from ._redis import RedisBuckets, RedisBudgets, RedisCircuits, RedisLink, RedisSlots, RedisStore
 
 __all__ = [
+    "AsyncTwins",
     "AsyncBudgetStore",
     "AsyncCircuitStore",
     "AsyncConcurrencySlots",

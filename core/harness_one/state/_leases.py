@@ -12,7 +12,7 @@ from .._call import Await
 from .._log import log_event
 from ._protocols import StateUnavailable
 
-__all__ = ["FAIL_MODES", "FailMode", "LeaseKeeper", "round_trip"]
+__all__ = ["FAIL_MODES", "AsyncTwins", "FailMode", "LeaseKeeper", "round_trip"]
 
 _T = TypeVar("_T")
 
@@ -100,6 +100,29 @@ class LeaseKeeper:
                     self._renew(item)
                 except Exception as exc:  # the store is unreachable for now: the lease may lapse
                     log_event(30, f"{self._name} lease not renewed", item=str(item), error=f"{type(exc).__name__}: {exc}")
+
+
+class AsyncTwins:
+    """Whether a backend's operations are round trips with awaitable twins (Redis), as a plugin asks.
+
+    ``twins(store)`` is ``store`` when it has the method ``probe`` names (``"atake"``, ...),
+    else None. The last store found without it is kept as ``plain``, so a hot path skips even
+    the call: ``if store is not twins.plain: shared = twins(store)``.
+    """
+
+    __slots__ = ("plain", "probe")
+
+    def __init__(self, probe: str) -> None:
+        self.probe = probe
+        self.plain: object = None
+
+    def __call__(self, store: object) -> Any:
+        if store is self.plain:
+            return None
+        if hasattr(store, self.probe):
+            return store
+        self.plain = store
+        return None
 
 
 def round_trip(
