@@ -12,9 +12,10 @@ import asyncio
 from collections.abc import Sequence
 from typing import Any
 
+import approval_support
 from agent_framework import Agent, BaseChatClient, ChatResponse, Content, FunctionInvocationLayer, Message
 
-from harness_one import Call, ManualClock, ToolRegistry, define_tool
+from harness_one import ToolRegistry
 from harness_one.integrations.agent_framework import as_agent_framework_tools, to_agent_framework
 from harness_one_plugins.approval import ApprovalPlugin
 
@@ -43,28 +44,7 @@ class ScriptedClient(FunctionInvocationLayer[Any], BaseChatClient[Any]):
         return {str(c.call_id): c.result for m in self.requests[-1] for c in m.contents if c.type == "function_result"}
 
 
-class Bank:
-    """``transfer`` needs approval above 100, and is limited to one call per second per user."""
-
-    def __init__(self) -> None:
-        self.registry = ToolRegistry(autoload=False, clock=ManualClock())
-        self.sent: list[tuple[str, float, str | None, Any]] = []
-
-        @define_tool(
-            registry=self.registry,
-            rate_limit={"rate": 1, "burst": 1, "key": "user"},
-            options={"requires_approval": lambda call: call.arguments["amount"] > 100},
-        )
-        def transfer(to: str, amount: float, call: Call) -> str:
-            """Send money."""
-            self.sent.append((to, amount, call.call_id, call.context.get("user")))
-            return f"sent {amount} to {to}"
-
-        @define_tool(registry=self.registry)
-        def balance() -> float:
-            """The balance."""
-            return 1000.0
-
+class Bank(approval_support.Bank):
     def agent(self, client: ScriptedClient) -> Agent[Any]:
         tools = as_agent_framework_tools(registry=self.registry, context=lambda ctx: {"user": ctx.kwargs["user"]})
         return Agent(client, tools=tools)
@@ -107,7 +87,7 @@ def test_approve_round_trip_runs_once_through_the_policies() -> None:
     done = run(agent, Message(role="user", contents=[request.to_function_approval_response(approved=True)]), session)
     assert done.text == "done"
     assert client.results() == {"c-1": "sent 500 to bob"}
-    assert bank.sent == [("bob", 500, "c-1", "alice")]  # ran once, with the framework's call id and the context
+    assert bank.sent == [("c-1", "bob", 500, "alice")]  # ran once, with the framework's call id and the context
     assert bank.registry.call_count("transfer") == 1
     assert approval(bank.registry).approved == 1
 
@@ -117,7 +97,7 @@ def test_approve_round_trip_runs_once_through_the_policies() -> None:
     [again] = waved.user_input_requests  # approval_mode is per tool: the framework asks for every call
     run(agent, Message(role="user", contents=[again.to_function_approval_response(approved=True)]), session)
     assert client.results()["c-2"].startswith("Error: Tool 'transfer' is rate limited")
-    assert bank.sent == [("bob", 500, "c-1", "alice")]
+    assert bank.sent == [("c-1", "bob", 500, "alice")]
     assert approval(bank.registry).approved == 1  # the predicate needed no grant for 1
 
 
@@ -141,4 +121,4 @@ def test_a_direct_call_waits_for_the_harness_decision() -> None:
     assert "needs a person's approval" in content.text and bank.sent == []
     approval(bank.registry).approve("d-1")
     (content,) = asyncio.run(tool.invoke(arguments={"to": "bob", "amount": 500}, tool_call_id="d-1"))
-    assert content.text == "sent 500 to bob" and bank.sent == [("bob", 500, "d-1", "carol")]
+    assert content.text == "sent 500 to bob" and bank.sent == [("d-1", "bob", 500, "carol")]

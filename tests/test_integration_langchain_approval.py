@@ -13,6 +13,7 @@ import asyncio
 from dataclasses import dataclass
 from typing import Any
 
+import approval_support
 import pytest
 from langchain.agents import create_agent
 from langchain.agents.middleware import HumanInTheLoopMiddleware
@@ -21,9 +22,7 @@ from langchain_core.messages import AIMessage, ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 
-from harness_one import Call, ManualClock, ToolRegistry, define_tool
 from harness_one.integrations.langchain import HarnessApprovalMiddleware, approval_middleware, as_langchain_tools
-from harness_one_plugins.approval import ApprovalPlugin
 
 
 class ScriptedModel(GenericFakeChatModel):
@@ -38,34 +37,7 @@ class UserContext:
     user: str
 
 
-class Bank:
-    """``transfer`` needs approval above 100 and is limited to one call per second per user; ``balance`` none."""
-
-    def __init__(self) -> None:
-        self.registry = ToolRegistry(autoload=False, clock=ManualClock())
-        self.sent: list[tuple[str, float, str | None, Any]] = []
-
-        @define_tool(
-            registry=self.registry,
-            rate_limit={"rate": 1, "burst": 1, "key": "user"},
-            options={"requires_approval": lambda call: call.arguments["amount"] > 100},
-        )
-        def transfer(to: str, amount: float, call: Call) -> str:
-            """Send money."""
-            self.sent.append((to, amount, call.call_id, call.context.get("user")))
-            return f"sent {amount} to {to}"
-
-        @define_tool(registry=self.registry)
-        def balance() -> float:
-            """The balance."""
-            return 1000.0
-
-    @property
-    def approval(self) -> ApprovalPlugin:
-        plugin = self.registry.plugins.get("approval")
-        assert isinstance(plugin, ApprovalPlugin)
-        return plugin
-
+class Bank(approval_support.Bank):
     def agent(self, turns: list[list[dict[str, Any]]], **options: Any) -> Any:
         """An agent whose model makes the given tool calls, one turn each, then says "done"."""
         tools = as_langchain_tools(registry=self.registry, context=lambda runtime: {"user": runtime.context.user})
@@ -112,7 +84,7 @@ def test_approve_round_trip_runs_once_through_the_policies() -> None:
     assert bank.sent == [] and bank.registry.call_count("transfer") == 0
 
     resumed = agent.invoke(Command(resume={"decisions": [{"type": "approve"}]}), CONFIG, context=ALICE)
-    assert bank.sent == [("bob", 500, "c-1", "alice")]  # ran once, with the model's call id and the run's context
+    assert bank.sent == [("c-1", "bob", 500, "alice")]  # ran once, with the model's call id and the run's context
     assert bank.approval.approved == 1 and bank.approval.pending() == []
     messages = tool_messages(resumed)
     assert (messages["c-1"].status, messages["c-1"].content) == ("success", "sent 500 to bob")
@@ -143,7 +115,7 @@ def test_a_call_the_rule_waves_through_is_not_interrupted() -> None:
     agent = bank.agent([[transfer("c-1", 50)]])
     state = agent.invoke({"messages": [("user", "pay bob 50")]}, CONFIG, context=ALICE)
     assert "__interrupt__" not in state and state["messages"][-1].content == "done"
-    assert bank.sent == [("bob", 50, "c-1", "alice")] and bank.approval.approved == 0
+    assert bank.sent == [("c-1", "bob", 50, "alice")] and bank.approval.approved == 0
 
 
 def test_an_edited_call_runs_as_edited() -> None:
@@ -152,7 +124,7 @@ def test_an_edited_call_runs_as_edited() -> None:
     agent.invoke({"messages": [("user", "pay bob 500")]}, CONFIG, context=ALICE)
     edit = {"type": "edit", "edited_action": {"name": "transfer", "args": {"to": "bob", "amount": 250}}}
     done = agent.invoke(Command(resume={"decisions": [edit]}), CONFIG, context=ALICE)
-    assert bank.sent == [("bob", 250, "c-1", "alice")]
+    assert bank.sent == [("c-1", "bob", 250, "alice")]
     assert "sent 250 to bob" in str(tool_messages(done)["c-1"].content)
 
 
@@ -171,6 +143,6 @@ def test_per_call_interrupts_async(approved: bool) -> None:
 
     answer = tool_messages(asyncio.run(run()))["c-1"]
     if approved:
-        assert answer.content == "sent 500 to bob" and bank.sent == [("bob", 500, "c-1", "alice")]
+        assert answer.content == "sent 500 to bob" and bank.sent == [("c-1", "bob", 500, "alice")]
     else:
         assert answer.status == "error" and "The tool was not executed" in str(answer.content) and bank.sent == []

@@ -19,9 +19,10 @@ from agents.items import ModelResponse
 from agents.models.interface import Model
 from agents.tool_context import ToolContext
 from agents.usage import Usage
+from approval_support import Bank
 from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessage, ResponseOutputText
 
-from harness_one import Call, ManualClock, ToolRegistry, define_tool
+from harness_one import ToolRegistry, define_tool
 from harness_one.integrations.openai_agents import to_openai_agents
 
 CONFIG = RunConfig(tracing_disabled=True)
@@ -60,30 +61,10 @@ class ScriptedModel(Model):
         raise NotImplementedError
 
 
-@dataclass
-class Bank:
-    registry: ToolRegistry
-    #: ``(call id, to, amount, context["user"])`` of each transfer that ran.
-    sent: list[tuple[str, str, float, Any]]
-
-
 @pytest.fixture
 def bank() -> Bank:
-    """``transfer`` needs approval above 100 and is limited to one call per user (manual clock)."""
-    registry = ToolRegistry(autoload=False, clock=ManualClock())
-    sent: list[tuple[str, str, float, Any]] = []
-
-    @define_tool(
-        registry=registry,
-        rate_limit={"rate": 0.001, "burst": 1, "key": "user"},
-        options={"requires_approval": lambda call: call.arguments["amount"] > 100},
-    )
-    def transfer(to: str, amount: float, call: Call) -> str:
-        """Send money."""
-        sent.append((call.call_id, to, amount, call.context.get("user")))
-        return f"sent {amount:g} to {to}"
-
-    return Bank(registry, sent)
+    """``transfer`` needs approval above 100 and runs once per user (per 1,000 s, manual clock)."""
+    return Bank(per=1000)
 
 
 @dataclass
