@@ -10,10 +10,12 @@ import selectors
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from approval_tools import transfer
 
 from harness_one import Await, Call, ToolRegistry, hookimpl
 from harness_one._cli.loop import Loop, serve_lines
@@ -170,20 +172,21 @@ def test_text_output_shows_the_held_arguments() -> None:
 
 
 class Gate:
-    """Holds every call before the approval plugin sees it, until the event is set."""
+    """Holds calls (every one, or those ``only`` picks) before the approval plugin sees them, until the event is set."""
 
     name = "gate"
     order = 10
 
-    def __init__(self, event: asyncio.Event) -> None:
+    def __init__(self, event: asyncio.Event, only: Callable[[Call], bool] | None = None) -> None:
         self.event = event
+        self.only = only
 
     @hookimpl(tryfirst=True)
-    def harness_pre_call(self, call: Call) -> Await:
+    def harness_pre_call(self, call: Call) -> Await | None:
         async def aio() -> None:
             await self.event.wait()
 
-        return Await(lambda: None, aio)
+        return Await(lambda: None, aio) if self.only is None or self.only(call) else None
 
 
 class Script:
@@ -239,3 +242,26 @@ def test_the_loop_remembers_at_most_as_many_held_calls_as_the_plugin_keeps() -> 
     assert answers[6] == {"id": 5, "ok": True, "result": "done"}
     assert answers[7]["id"] == 0 and answers[7]["error"]["kind"] == "approval_not_found"  # dropped, as the plugin dropped it
     assert list(loop.held) == ["3", "4"]
+
+
+def test_a_decision_never_decides_a_call_made_after_it() -> None:
+    """Found by fuzzing (tests/test_fuzz.py): lines of one call id are answered in their order, so a decision
+    decides the call of the line before it and never the one after it."""
+    reg = ToolRegistry(autoload=False, state="memory:")
+    reg.add(transfer)
+    lines = [
+        b'{"id": "a", "name": "transfer", "arguments": {"to": "x", "amount": 5}}\n',  # not held (gated until the end)
+        b'{"approve": "a"}\n',  # nothing waits under "a" when this line is read
+        b'{"id": "a", "name": "transfer", "arguments": {"to": "y", "amount": 500}}\n',  # held, after the decision
+    ]
+    out = io.BytesIO()
+
+    async def main() -> None:
+        event = asyncio.Event()
+        reg.plugins.register(Gate(event, only=lambda call: call.arguments.get("amount") == 5), name="gate")
+        await serve_lines(Loop(reg, out), Script(lines, asyncio.get_running_loop(), event), 8, 1 << 16)  # type: ignore[arg-type]
+
+    asyncio.run(main())
+    answers = [json.loads(line) for line in out.getvalue().splitlines()]
+    kinds = sorted(a.get("result") or a["error"]["kind"] for a in answers)
+    assert kinds == ["approval_not_found", "approval_required", "sent 5 to x"]  # as with --concurrency 1
