@@ -1,0 +1,108 @@
+"""Kit checks the broken package and plugin of test_conformance do not reach: each fails (or is
+switched off) for a subject that breaks exactly it."""
+
+from __future__ import annotations
+
+import pytest
+from test_conformance import failed, message, outcomes
+
+pytest_plugins = ["pytester"]
+
+INNER = '''
+from harness_one import Tool, defineTool, hookimpl
+from harness_one.testing import PluginTests, ToolPackageTests
+
+
+class AsyncHook:
+    name = "async_hook"
+
+    @hookimpl
+    async def harness_pre_call(self, call):
+        return None
+
+
+class Lingering:
+    """Leaves a twin behind: unregistered, blocked or replaced, its hooks still run."""
+
+    name = "lingering"
+
+    def __init__(self, twin=True):
+        self.twin = twin
+
+    @hookimpl
+    def harness_tool_added(self, tool, registry):
+        if self.twin and "lingering-twin" not in registry.plugins:
+            registry.plugins.register(Lingering(twin=False), "lingering-twin")
+
+    @hookimpl
+    def harness_pre_call(self, call):
+        return None
+
+
+class Quiet:
+    name = "quiet"
+
+    @hookimpl
+    def harness_pre_call(self, call):
+        return None
+
+
+@defineTool(registry=None)
+def shaped(x: int) -> int:
+    """Return x."""
+    return x
+
+
+@defineTool(registry=None)
+def labelled(labels: dict[str, int]) -> int:
+    """Count the labels."""
+    return len(labels)
+
+
+def hand_built(parameters):
+    made = Tool.create(lambda x: x, name="hand_built", description="Return x.")
+    made.parameters = parameters  # what the kit checks again: a tool changed after it was defined
+    return made
+
+
+class TestAsyncHook(PluginTests):
+    plugin_factory = AsyncHook
+
+
+class TestLingering(PluginTests):
+    plugin_factory = Lingering
+
+
+class TestSyncOnly(PluginTests):
+    plugin_factory = Quiet
+    supports_async = False
+
+
+class TestNotAnObject(ToolPackageTests):
+    tools = [hand_built({"type": "string"})]
+
+
+class TestNotJson(ToolPackageTests):
+    tools = [hand_built({"type": "object", "properties": {"x": {"enum": [{1, 2}]}}})]
+
+
+class TestNotStrict(ToolPackageTests):
+    tools = [shaped, labelled]
+    supports_strict = False
+'''
+
+
+def test_the_checks_the_broken_suites_do_not_reach_can_fail(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_inner=INNER)
+    inner = pytester.runpytest("-p", "no:cacheprovider", "-rs")
+    got = outcomes(inner)
+    assert "test_hooks_are_plain_functions" in failed(inner, "TestAsyncHook")
+    assert "harness_pre_call is a coroutine or generator" in message(inner, "TestAsyncHook::test_hooks_are_plain_functions")
+    assert {"test_registers_and_unregisters", "test_blocked_by_name", "test_replaced_by_name"} <= failed(inner, "TestLingering")
+    for check in ("test_registers_and_unregisters", "test_blocked_by_name", "test_replaced_by_name"):
+        assert "the plugin's hooks still ran" in message(inner, f"TestLingering::{check}")
+    assert got["TestSyncOnly::test_async_calls"] == "skipped" and got["TestSyncOnly::test_hooks_are_plain_functions"] == "passed"
+    assert "test_parameters_are_object_schemas" in failed(inner, "TestNotAnObject")
+    assert "the root is not 'type': 'object'" in message(inner, "TestNotAnObject::test_parameters_are_object_schemas")
+    assert "test_export_every_format" in failed(inner, "TestNotJson")
+    assert got["TestNotStrict::test_strict_openai_export"] == "passed"  # labelled cannot be strict: allowed, and named
