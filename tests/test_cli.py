@@ -107,6 +107,26 @@ def test_export(runner: CliRunner) -> None:
     assert anthropic["calculate"]["input_schema"]["type"] == "object"
 
 
+def test_export_strict_auto_and_names(runner: CliRunner, tmp_path: Path) -> None:
+    tools = tmp_path / "free_form.py"
+    tools.write_text(
+        "from harness_one import defineTool\n\n\n"
+        "@defineTool(registry=None)\n"
+        "def count_labels(labels: dict[str, int]) -> int:\n"
+        '    """Count the labels."""\n'
+        "    return len(labels)\n"
+    )
+    args = ["--tools", str(tools), "export", "--strict-auto", "--name", "count_labels", "--name", "calculate"]
+    done = runner.invoke(main, args, catch_exceptions=False)
+    assert done.exit_code == 0, done.output
+    exported = {t["function"]["name"]: t["function"] for t in json.loads(done.stdout)}
+    assert list(exported) == ["count_labels", "calculate"]  # only the named tools, in that order
+    assert exported["calculate"]["strict"] is True and not exported["count_labels"].get("strict")
+    assert "count_labels: exported without strict mode: $.labels: a map of arbitrary keys" in done.stderr
+    both = runner.invoke(main, ["export", "--strict", "--strict-auto"])
+    assert both.exit_code == 2 and "--strict and --strict-auto exclude each other" in both.output
+
+
 def test_doctor(runner: CliRunner, tmp_path: Path) -> None:
     report = json.loads(invoke(runner, "doctor", "--json").output)
     assert "harness-one-calculate" in report["tool_packages"] and report["failures"] == [] and report["conflicts"] == []
