@@ -300,3 +300,13 @@ def test_list_json_is_typed_data(runner: CliRunner) -> None:
     assert isinstance(calc["read_only"], bool) and isinstance(calc["idempotent"], bool)
     assert all(isinstance(v, (str, int, float, bool, dict, list, type(None))) for v in calc.values())
     assert not any(v in ("-", "yes", "no") for row in rows.values() for v in row.values())
+
+
+def test_the_list_table_wraps_descriptions_to_the_terminal(runner: CliRunner) -> None:
+    wide = runner.invoke(main, ["list"], env={"COLUMNS": "400"}, catch_exceptions=False).output.splitlines()
+    narrow = runner.invoke(main, ["list"], env={"COLUMNS": "100"}, catch_exceptions=False).output.splitlines()
+    assert len(narrow) > len(wide)  # descriptions wrapped onto more lines, under their column
+    longest = max(len(line) for line in wide)
+    assert longest > 100 and all(len(line) <= max(100, len(narrow[0])) for line in narrow)
+    indent = len(narrow[0]) - len("DESCRIPTION")
+    assert any(line.startswith(" " * indent) and line.strip() for line in narrow[1:])
