@@ -310,3 +310,43 @@ def test_the_list_table_wraps_descriptions_to_the_terminal(runner: CliRunner) ->
     assert longest > 100 and all(len(line) <= max(100, len(narrow[0])) for line in narrow)
     indent = len(narrow[0]) - len("DESCRIPTION")
     assert any(line.startswith(" " * indent) and line.strip() for line in narrow[1:])
+
+
+def test_run_shows_progress_on_a_terminal_and_not_otherwise() -> None:
+    import pty
+
+    lines = b'{"id": 1, "name": "current_time", "arguments": {"timezone": "UTC"}}\n{"id": 2, "name": "nope"}\n'
+    command = [sys.executable, "-m", "harness_one", "run"]
+    main_fd, terminal = pty.openpty()
+    try:
+        proc = subprocess.run(command, input=lines, stdout=subprocess.PIPE, stderr=terminal, timeout=60, check=False)
+        os.close(terminal)
+        shown = b""
+        while True:
+            try:
+                chunk = os.read(main_fd, 4096)
+            except OSError:  # the terminal is closed and drained
+                break
+            if not chunk:
+                break
+            shown += chunk
+    finally:
+        os.close(main_fd)
+    assert proc.returncode == 0 and len(proc.stdout.splitlines()) == 2
+    assert b"\r2 answered, 1 errors" in shown and b"harness-one run: 2 requests" in shown
+    piped = subprocess.run(command, input=lines, capture_output=True, timeout=60, check=False)
+    assert b"answered," not in piped.stderr and b"harness-one run: 2 requests" in piped.stderr
+
+
+def test_the_extras_install_what_the_integration_pages_use() -> None:
+    import tomllib
+
+    extras = tomllib.loads((Path(__file__).parent.parent / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert any(r.startswith("pydantic-ai-slim[openai]") for r in extras["pydantic-ai"])  # the model the page builds
+    assert any(r.startswith("autogen-ext[openai]") for r in extras["autogen"])  # its model client
+    assert any(r.startswith("langchain>=") for r in extras["langgraph"])  # create_agent
+    assert any(r.startswith("langchain>=") for r in extras["langchain"])
+    assert any(r.startswith("agent-framework-core") for r in extras["agent-framework"])
+    pages = Path(__file__).parent.parent / "docs" / "integrations"
+    for page, extra in [("pydantic-ai.md", "pydantic-ai"), ("autogen.md", "autogen"), ("langchain.md", "langchain")]:
+        assert f"harness-one[{extra}]" in (pages / page).read_text(), page  # the page names the extra it needs

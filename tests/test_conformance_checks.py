@@ -87,6 +87,11 @@ class TestNotJson(ToolPackageTests):
     tools = [hand_built({"type": "object", "properties": {"x": {"enum": [{1, 2}]}}})]
 
 
+class TestTooSlow(ToolPackageTests):
+    distribution = "harness-one-calculate"
+    load_budget = 0.0  # no import is that fast: the bound is checked
+
+
 class TestNotStrict(ToolPackageTests):
     tools = [shaped, labelled]
     supports_strict = False
@@ -107,4 +112,5 @@ def test_the_checks_the_broken_suites_do_not_reach_can_fail(pytester: pytest.Pyt
     assert got["TestNotAnObject::test_parameters_are_object_schemas"] == "FAILED"
     assert "the root is not 'type': 'object'" in text
     assert got["TestNotJson::test_export_every_format"] == "FAILED"
+    assert "to import (load_budget = 0.0 s)" in text
     assert got["TestNotStrict::test_strict_openai_export"] == "PASSED"  # labelled cannot be strict: allowed, and named
