@@ -74,6 +74,11 @@ class TestLingering(PluginTests):
     plugin_factory = Lingering
 
 
+class TestNotShipped(PluginTests):
+    plugin_factory = Quiet
+    entry_point = "quiet"  # no distribution ships it
+
+
 class TestSyncOnly(PluginTests):
     plugin_factory = Quiet
     supports_async = False
@@ -113,4 +118,5 @@ def test_the_checks_the_broken_suites_do_not_reach_can_fail(pytester: pytest.Pyt
     assert "the root is not 'type': 'object'" in text
     assert got["TestNotJson::test_export_every_format"] == "FAILED"
     assert "to import (load_budget = 0.0 s)" in text
+    assert got["TestNotShipped::test_entry_point"] == "FAILED"
     assert got["TestNotStrict::test_strict_openai_export"] == "PASSED"  # labelled cannot be strict: allowed, and named

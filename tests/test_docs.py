@@ -56,3 +56,9 @@ def test_getting_started_examples(fresh_default: ToolRegistry) -> None:
         "- $.query: expected string, got integer 42",
         "Fix the arguments and call 'web_search' again.",
     ]
+
+
+def test_the_home_page_starts_with_pip_install() -> None:
+    text = (ROOT / "docs" / "index.md").read_text()
+    first_block = text.split("```sh\n", 1)[1].split("```", 1)[0]
+    assert first_block.startswith("pip install harness-one ")
