@@ -106,8 +106,10 @@ class OTelPlugin:
         meter_provider: a ``MeterProvider`` (default: the global one).
         capture_content: add ``gen_ai.tool.call.arguments`` and ``gen_ai.tool.call.result``
             (JSON, redacted, each string cut at 2,000 characters).
-        secret_keys, extra_secret_keys, secret_values: redaction, as in the ``logging`` plugin;
-            also applied to the error text in the span status.
+        secret_keys: the key names that mark a secret, as in the ``logging`` plugin (redaction
+            also applies to the error text in the span status).
+        extra_secret_keys: key names added to ``secret_keys``.
+        secret_values: exact strings to mask in any recorded text.
     """
 
     name = "otel"
