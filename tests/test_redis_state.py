@@ -4,6 +4,7 @@ scripts by SHA, key layout, configuration, the asyncio client, and the fail mode
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 from pathlib import Path
 from typing import Any
@@ -247,6 +248,53 @@ def test_fail_modes_when_redis_is_down(redis_server: RedisServer, redis_url: str
     assert strict.plugins.get("rate_limit").fail.mode == "closed"
     with pytest.raises(ValueError, match="on_state_error"):
         RateLimitPlugin(on_state_error="maybe")
+
+
+@pytest.mark.parametrize(
+    "make_unable, undo",
+    [
+        (("REPLICAOF", "127.0.0.1", "1"), ("REPLICAOF", "NO", "ONE")),  # a failover demoted it: READONLY
+        (("CONFIG", "SET", "maxmemory", "1"), ("CONFIG", "SET", "maxmemory", "0")),  # full, noeviction: OOM
+    ],
+    ids=["read-only replica", "out of memory"],
+)
+def test_error_replies_of_a_server_that_cannot_write_take_the_fail_modes(
+    redis_server: RedisServer, redis_url: str, make_unable: tuple[str, ...], undo: tuple[str, ...]
+) -> None:
+    reg = ToolRegistry(state=redis_url, autoload=False)
+    reg.add(lambda: 1, name="limited", rate_limit={"rate": 0.001, "burst": 1})
+    reg.add(lambda: 2, name="keyed")
+    reg.add(lambda: 4, name="guarded", circuit_breaker=True)
+    reg.call("limited")
+    admin = redis_server.client()
+    admin.execute_command(*make_unable)
+    try:
+        assert reg.call("limited") == 1  # rate limits fail open, as when Redis is down
+        assert reg.stats()["rate_limit"]["state_failed_open"] == 1
+        with pytest.raises(StateUnavailable, match="unavailable"):
+            reg.call("keyed", idempotency_key="k")  # idempotency fails closed
+        assert reg.call("guarded") == 4
+    finally:
+        admin.execute_command(*undo)
+        admin.close()
+
+
+def test_asyncio_clients_of_closed_loops_are_let_go(redis_server: RedisServer, redis_url: str) -> None:
+    reg = ToolRegistry(state=redis_url, autoload=False)
+
+    async def one() -> int:
+        return 1
+
+    reg.add(one, name="limited", rate_limit={"rate": 1e6, "burst": 1e6})
+    link = reg.plugins.get("rate_limit").backend.link
+    for _ in range(20):  # each asyncio.run is a new event loop
+        assert asyncio.run(reg.acall("limited")) == 1
+    assert len(link._aclients) == 1 and len(link._batchers) == 1  # only the last loop's
+    gc.collect()
+    admin = redis_server.client()
+    clients = admin.client_list()
+    admin.close()
+    assert len(clients) <= 4  # this test's admin, the fixture's stats client, the last loop's connection
 
 
 def test_reconnects_after_a_restart(redis_server: RedisServer, redis_url: str) -> None:

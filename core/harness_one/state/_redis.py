@@ -28,7 +28,7 @@ import redis
 import redis.asyncio as aredis
 from redis.asyncio.retry import Retry as AsyncRetry
 from redis.backoff import NoBackoff
-from redis.exceptions import ClusterError, NoScriptError, RedisClusterException
+from redis.exceptions import ClusterError, NoScriptError, OutOfMemoryError, ReadOnlyError, RedisClusterException, TryAgainError
 from redis.retry import Retry
 
 from .._log import log_event
@@ -37,8 +37,19 @@ from ._protocols import Record, StateUnavailable
 __all__ = ["RedisBudgets", "RedisBuckets", "RedisCircuits", "RedisLink", "RedisSlots", "RedisStore"]
 
 DEFAULT_PREFIX = "harness-one:"
-#: What "Redis did not answer" looks like (a cluster that is down or has no map yet included).
-_LINK_ERRORS = (redis.ConnectionError, redis.TimeoutError, ClusterError, RedisClusterException)
+#: What "Redis cannot decide now" looks like: no answer, a cluster that is down or has no map
+#: yet, a primary demoted to a read-only replica by a failover, a server out of memory under
+#: ``maxmemory`` with ``noeviction``, a cluster slot being moved (``TRYAGAIN``). Each takes the
+#: plugin's fail mode; any other error reply is a fault of the script's caller and is raised.
+_LINK_ERRORS = (
+    redis.ConnectionError,
+    redis.TimeoutError,
+    ClusterError,
+    RedisClusterException,
+    ReadOnlyError,
+    OutOfMemoryError,
+    TryAgainError,
+)
 #: URL schemes of a Redis Cluster (the client discovers the other nodes from the given one).
 CLUSTER_SCHEMES = ("redis+cluster", "rediss+cluster")
 _MAX_TTL_MS = 7 * 24 * 3600 * 1000
@@ -304,6 +315,114 @@ def _split_url(url: str) -> tuple[str, dict[str, str], bool]:
     return urlunparse(parsed._replace(query=urlencode(rest))), ours, cluster
 
 
+class _Pending:
+    """One script call waiting for its reply, and what its caller waits on (a held lock, or a future)."""
+
+    __slots__ = ("args", "batch", "done", "outcome", "script")
+
+    def __init__(self, script: _Script, args: tuple[Any, ...], done: Any) -> None:
+        self.script = script
+        self.args = args  # numkeys, keys..., argv...
+        self.done = done
+        self.outcome: Any = None
+        self.batch: list[_Pending] | None = None
+
+
+class _Batcher:
+    """One event loop's side of a link: a kept connection, and the calls waiting for the next write."""
+
+    __slots__ = ("connection", "queue", "sending", "task")
+
+    def __init__(self, connection: Any) -> None:
+        self.connection = connection
+        self.queue: list[_Pending] = []
+        self.sending = False  # a write is on the wire, or about to be
+        self.task: asyncio.Task[None] | None = None  # the task sending the queue, when one does
+
+
+_DOWN: Any = object()  # the outcome of a call not sent because Redis failed moments ago
+
+
+def _interrupted() -> redis.ConnectionError:
+    return redis.ConnectionError("the call was interrupted before Redis answered")
+
+
+def _commands(batch: Sequence[_Pending]) -> list[tuple[Any, ...]]:
+    return [("EVALSHA", p.script.sha, *p.args) for p in batch]
+
+
+def _unloaded(batch: Sequence[_Pending]) -> list[_Pending]:
+    """The calls Redis answered ``NOSCRIPT`` (the server lost its scripts: a restart or ``SCRIPT FLUSH``)."""
+    return [p for p in batch if isinstance(p.outcome, NoScriptError)]
+
+
+def _settle(batch: Sequence[_Pending], replies: Sequence[Any]) -> None:
+    for pending, reply in zip(batch, replies):
+        pending.outcome = reply
+
+
+def _exchange(connection: Any, commands: Sequence[tuple[Any, ...]]) -> list[Any]:
+    """Send ``commands`` in one write and read their replies (a Redis error in its reply's place).
+
+    A dead connection is reconnected and the commands not yet answered are sent once more; a
+    timeout or an interrupt drops the connection (replies would be left in flight) and raises.
+    """
+    replies: list[Any] = []
+    for attempt in (0, 1):
+        try:
+            connection.send_packed_command(connection.pack_commands(commands[len(replies) :]))
+            while len(replies) < len(commands):
+                try:
+                    replies.append(connection.read_response())
+                except redis.ResponseError as exc:
+                    replies.append(exc)
+            return replies
+        except redis.ConnectionError:
+            connection.disconnect()
+            if attempt:
+                raise
+        except BaseException:
+            connection.disconnect()
+            raise
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+async def _aexchange(connection: Any, commands: Sequence[tuple[Any, ...]]) -> list[Any]:
+    """:func:`_exchange` on an asyncio connection."""
+    replies: list[Any] = []
+    for attempt in (0, 1):
+        try:
+            await connection.send_packed_command(connection.pack_commands(commands[len(replies) :]))
+            while len(replies) < len(commands):
+                try:
+                    replies.append(await connection.read_response())
+                except redis.ResponseError as exc:
+                    replies.append(exc)
+            return replies
+        except redis.ConnectionError:
+            await connection.disconnect()
+            if attempt:
+                raise
+        except BaseException:
+            await connection.disconnect(nowait=True)
+            raise
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+_LINKS: weakref.WeakSet[RedisLink] = weakref.WeakSet()
+
+
+def _after_fork() -> None:
+    """A forked child starts with no sync call queued or on the wire (the parent's threads are not there)."""
+    for link in list(_LINKS):
+        link._queue_lock = threading.Lock()
+        link._queue = []
+        link._sending = False
+
+
+os.register_at_fork(after_in_child=_after_fork)
+
+
 class RedisLink:
     """One registry's connection to Redis: a sync client with its own pool for ``call``, an
     asyncio client per event loop for the backends' ``a...`` methods.
@@ -321,9 +440,14 @@ class RedisLink:
         cluster: use the Redis Cluster clients (``RedisCluster``) even for a ``redis://`` URL.
 
     A command that fails to reach the server is sent once more on a fresh connection (a
-    restarted server leaves dead connections in the pool); every script tolerates that.
-    Failures raise :class:`StateUnavailable`. A single sync caller keeps one connection of
-    the pool hot (no pool bookkeeping per decision); concurrent callers take others from the pool.
+    restarted server leaves dead connections in the pool). If the first reply was lost after
+    Redis ran the script, that decision counts twice (a token, a circuit outcome, a budget
+    unit); the idempotency scripts are safe to repeat.
+    Failures raise :class:`StateUnavailable`. Scripts go over one kept connection per process
+    (sync) and per event loop (asyncio): calls made while a write is on the wire are sent
+    together in the next write, so concurrent callers share round trips, each call is still
+    one ``EVALSHA``, and Redis runs them one after the other as it would on separate
+    connections. Plain commands and Redis Cluster use the clients' pools.
     """
 
     def __init__(
@@ -351,9 +475,13 @@ class RedisLink:
         self._aclients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any] = weakref.WeakKeyDictionary()
         self._down_until = 0.0
         self.failures = 0
-        self._hot: Any = None  # one connection kept out of the pool for the caller holding _hot_lock
+        self._hot: Any = None  # one connection kept out of the pool for the sending thread
         self._hot_pid = 0
-        self._hot_lock = threading.Lock()
+        self._queue_lock = threading.Lock()  # guards _queue and _sending
+        self._queue: list[_Pending] = []  # sync calls waiting for the next write
+        self._sending = False  # a thread is sending on the kept connection
+        self._batchers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Batcher] = weakref.WeakKeyDictionary()
+        _LINKS.add(self)
 
     @property
     def client(self) -> Any:
@@ -372,6 +500,7 @@ class RedisLink:
         loop = asyncio.get_running_loop()
         found = self._aclients.get(loop)
         if found is None:
+            self._forget_closed_loops()
             if self.cluster:
                 found = aredis.RedisCluster.from_url(self.url, retry=AsyncRetry(NoBackoff(), 1), **self._options)
             else:
@@ -381,12 +510,25 @@ class RedisLink:
             self._aclients[loop] = found
         return found
 
+    def _forget_closed_loops(self) -> None:
+        """Drop the clients and kept connections of event loops that have closed (each
+        ``asyncio.run`` is a new loop; their sockets close when the objects are collected)."""
+        for table in (self._aclients, self._batchers):
+            for loop in [loop for loop in table if loop.is_closed()]:
+                del table[loop]
+
+    def _unavailable(self) -> StateUnavailable:
+        return StateUnavailable(
+            f"Shared state at {self._where()} is unavailable (it failed moments ago). Retry shortly.",
+            retry_after=self.down_for,
+        )
+
+    def _is_down(self) -> bool:
+        return bool(self._down_until) and time.monotonic() < self._down_until
+
     def _check(self) -> None:
-        if self._down_until and time.monotonic() < self._down_until:
-            raise StateUnavailable(
-                f"Shared state at {self._where()} is unavailable (it failed moments ago). Retry shortly.",
-                retry_after=self.down_for,
-            )
+        if self._is_down():
+            raise self._unavailable()
 
     def _failed(self, exc: Exception) -> StateUnavailable:
         self.failures += 1
@@ -414,37 +556,65 @@ class RedisLink:
             self._hot_pid = pid
         return self._hot
 
-    def _send(self, connection: Any, args: tuple[Any, ...]) -> Any:
-        """One command on ``connection``; a dead connection is reconnected and the command sent once more."""
-        try:
-            connection.send_command(*args)
-            return connection.read_response()
-        except redis.ConnectionError:
-            connection.disconnect()
-        except redis.ResponseError:
-            raise
-        except BaseException:  # a timeout or an interrupt leaves a reply in flight: drop the connection
-            connection.disconnect()
-            raise
-        connection.send_command(*args)
-        return connection.read_response()
+    def _reply(self, outcome: Any) -> Any:
+        """A call's reply, or its failure raised (a link error as :class:`StateUnavailable`)."""
+        if isinstance(outcome, BaseException):
+            if isinstance(outcome, _LINK_ERRORS):
+                raise self._failed(outcome) from outcome
+            raise outcome
+        if outcome is _DOWN:
+            raise self._unavailable()
+        return outcome
 
     def run(self, script: _Script, keys: Sequence[str], args: Sequence[Any]) -> Any:
-        """Run ``script`` (one round trip; ``StateUnavailable`` if Redis does not answer)."""
+        """Run ``script`` (one command; ``StateUnavailable`` if Redis does not answer).
+
+        Calls from several threads share the kept connection: while one write is on the wire,
+        the calls that arrive queue, and the first of them sends them all in the next write.
+        """
         if self._down_until:
             self._check()
-        if self.cluster or not self._hot_lock.acquire(blocking=False):
+        if self.cluster:
             return self._run_pooled(script, keys, args)
+        pending = _Pending(script, (len(keys), *keys, *args), threading.Lock())
+        pending.done.acquire()
+        with self._queue_lock:
+            if self._sending:
+                self._queue.append(pending)
+            else:
+                self._sending = True
+                pending.batch = [pending]
+        if pending.batch is None:
+            pending.done.acquire()  # released with the reply, or with a batch to send
+        if pending.batch is not None:
+            self._lead(pending.batch)
+        return self._reply(pending.outcome)
+
+    def _lead(self, batch: list[_Pending]) -> None:
+        """Send ``batch`` in one write, give every call its reply, and hand the queue to the next sender."""
         try:
-            connection = self._hot_connection()
-            try:
-                return self._send(connection, ("EVALSHA", script.sha, len(keys), *keys, *args))
-            except NoScriptError:
-                return self._send(connection, ("EVAL", script.source, len(keys), *keys, *args))
+            if self._is_down():
+                _settle(batch, [_DOWN] * len(batch))
+            else:
+                connection = self._hot_connection()
+                _settle(batch, _exchange(connection, _commands(batch)))
+                unloaded = _unloaded(batch)
+                if unloaded:
+                    _settle(unloaded, _exchange(connection, [("EVAL", p.script.source, *p.args) for p in unloaded]))
         except _LINK_ERRORS as exc:
-            raise self._failed(exc) from exc
+            _settle(batch, [exc] * len(batch))
+        except BaseException:
+            _settle(batch, [_interrupted()] * len(batch))
+            raise
         finally:
-            self._hot_lock.release()
+            with self._queue_lock:
+                queued, self._queue = self._queue, []
+                self._sending = bool(queued)
+            for pending in batch:
+                pending.done.release()
+            if queued:
+                queued[0].batch = queued
+                queued[0].done.release()
 
     def _run_pooled(self, script: _Script, keys: Sequence[str], args: Sequence[Any]) -> Any:
         try:
@@ -456,8 +626,64 @@ class RedisLink:
             raise self._failed(exc) from exc
 
     async def arun(self, script: _Script, keys: Sequence[str], args: Sequence[Any]) -> Any:
-        """:meth:`run` on the asyncio client: the event loop is never blocked."""
+        """:meth:`run` on the asyncio client: the event loop is never blocked. The loop's tasks
+        share one kept connection the same way: calls made while a write is on the wire go
+        together in the next one."""
         self._check()
+        if self.cluster:
+            return await self._arun_pooled(script, keys, args)
+        loop = asyncio.get_running_loop()
+        batcher = self._batchers.get(loop)
+        if batcher is None:
+            batcher = self._batchers[loop] = _Batcher(self.aclient().connection_pool.make_connection())
+        pending = _Pending(script, (len(keys), *keys, *args), loop.create_future())
+        batcher.queue.append(pending)
+        if batcher.sending:
+            await pending.done
+        else:  # nothing on the wire: this caller sends its call itself (no task to start)
+            batcher.sending = True
+            await self._drain(batcher, once=True)
+        return self._reply(pending.outcome)
+
+    async def _drain(self, batcher: _Batcher, *, once: bool = False) -> None:
+        """Send the queued calls a write at a time (a cancelled call is not sent): one write
+        when ``once``, handing what is queued after it to a task; else until none is left."""
+        batch: list[_Pending] = []
+        try:
+            while batcher.queue:
+                batch = [p for p in batcher.queue if not p.done.done()]
+                batcher.queue = []
+                if self._is_down():
+                    _settle(batch, [_DOWN] * len(batch))
+                elif batch:
+                    try:
+                        _settle(batch, await _aexchange(batcher.connection, _commands(batch)))
+                        unloaded = _unloaded(batch)
+                        if unloaded:
+                            commands = [("EVAL", p.script.source, *p.args) for p in unloaded]
+                            _settle(unloaded, await _aexchange(batcher.connection, commands))
+                    except _LINK_ERRORS as exc:
+                        _settle(batch, [exc] * len(batch))
+                for pending in batch:
+                    if not pending.done.done():
+                        pending.done.set_result(None)
+                batch = []
+                if once:
+                    break
+        except BaseException:
+            failed = batch if once else [*batch, *batcher.queue]
+            if not once:
+                batcher.queue = []
+            for pending in failed:
+                if not pending.done.done():
+                    pending.outcome = _interrupted()
+                    pending.done.set_result(None)
+            raise
+        finally:
+            batcher.sending = bool(once and batcher.queue)
+            batcher.task = asyncio.get_running_loop().create_task(self._drain(batcher)) if batcher.sending else None
+
+    async def _arun_pooled(self, script: _Script, keys: Sequence[str], args: Sequence[Any]) -> Any:
         client = self.aclient()
         try:
             try:
@@ -485,7 +711,7 @@ class RedisLink:
 
     def close(self) -> None:
         """Close the sync pool and the kept connection (asyncio clients close with :meth:`aclose`)."""
-        with self._hot_lock:
+        with self._queue_lock:
             hot, self._hot = self._hot, None
         if hot is not None and self._hot_pid == os.getpid():
             hot.disconnect()
@@ -493,8 +719,12 @@ class RedisLink:
             self._client.close()
 
     async def aclose(self) -> None:
-        """Close the asyncio client of the running loop."""
-        found = self._aclients.pop(asyncio.get_running_loop(), None)
+        """Close the asyncio client and the kept connection of the running loop."""
+        loop = asyncio.get_running_loop()
+        batcher = self._batchers.pop(loop, None)
+        if batcher is not None:
+            await batcher.connection.disconnect()
+        found = self._aclients.pop(loop, None)
         if found is not None:
             await found.aclose()
 

@@ -1,0 +1,166 @@
+"""Concurrent callers of one RedisLink share writes: calls made while a write is on the wire go
+together in the next one. Each call is still one EVALSHA with its own reply, a cancelled async
+call that was not sent yet is never sent, and a forked child or a server that went away leaves
+no caller waiting."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+import time
+from typing import Any
+
+import pytest
+from redis_support import RedisServer
+
+from harness_one.state import StateUnavailable
+
+
+def buckets(url: str, **options: Any) -> Any:
+    from harness_one.state import RedisBuckets, RedisLink
+
+    return RedisBuckets(RedisLink(url, **options), server_time=False)
+
+
+def count_writes(connection: Any) -> list[int]:
+    """Wrap the connection's write: each write appends how many commands it carried."""
+    writes: list[int] = []
+    pack = connection.pack_commands
+
+    def pack_commands(commands: Any) -> Any:
+        writes.append(len(commands))
+        return pack(commands)
+
+    connection.pack_commands = pack_commands
+    return writes
+
+
+def test_threads_share_writes_and_each_gets_its_own_reply(redis_server: RedisServer, redis_url: str) -> None:
+    shared = buckets(redis_url)
+    shared.acquire("warm", rate=1, burst=1, cost=1, now=0)  # connects and loads the script
+    writes = count_writes(shared.link._hot_connection())
+    before = redis_server.commandstats()
+    threads, calls = 8, 100
+    got: dict[int, list[float]] = {}
+
+    def work(i: int) -> None:
+        # Thread i's bucket holds 10 + i tokens: a reply given to the wrong caller shows in the counts.
+        got[i] = [shared.acquire(f"k{i}", rate=1, burst=10 + i, cost=1, now=0) for _ in range(calls)]
+
+    pool = [threading.Thread(target=work, args=(i,)) for i in range(threads)]
+    for t in pool:
+        t.start()
+    for t in pool:
+        t.join(30)
+    assert {i: sum(w == 0.0 for w in waits) for i, waits in got.items()} == {i: 10 + i for i in range(threads)}
+    assert all(w == 1.0 for waits in got.values() for w in waits if w)
+    after = redis_server.commandstats()
+    assert after["evalsha"] - before["evalsha"] == threads * calls  # one command per decision
+    assert sum(writes) == threads * calls and len(writes) < threads * calls  # fewer writes than calls
+
+    # A write of ten calls that all meet NOSCRIPT (the server lost its scripts) goes again as one write of EVALs.
+    from harness_one.state._redis import _BUCKET, _Pending
+
+    redis_server.client().script_flush()
+    del writes[:]
+    batch = [_Pending(_BUCKET, (1, f"{{n{i}}}", "0", "1", str(i), "1"), threading.Lock()) for i in range(10)]
+    for pending in batch:
+        pending.done.acquire()
+    shared.link._sending = True
+    shared.link._lead(batch)
+    assert writes == [10, 10] and not shared.link._sending
+    assert [p.outcome for p in batch] == [b"1"] + [b"0"] * 9  # a bucket of 0 tokens waits 1 s, the others admit
+
+
+async def test_tasks_share_one_write_and_a_reloaded_script(redis_server: RedisServer, redis_url: str) -> None:
+    from harness_one.state._redis import _BUCKET, _Pending
+
+    shared = buckets(redis_url)
+    tasks = 50
+
+    async def round_of_calls() -> list[float]:
+        return await asyncio.gather(*(shared.aacquire(f"k{i % 5}", rate=1, burst=3, cost=1, now=0) for i in range(tasks)))
+
+    first = await round_of_calls()  # the script cache is empty: the first call's EVAL loads it
+    batcher = shared.link._batchers[asyncio.get_running_loop()]
+    writes = count_writes(batcher.connection)
+    second = await round_of_calls()
+    assert sorted(first + second) == [0.0] * 15 + [1.0] * 85  # 5 buckets of 3 tokens
+    assert writes == [1, tasks - 1]  # the first caller writes at once, the other 49 go in the next write
+    assert redis_server.commandstats()["evalsha"] == 2 * tasks
+
+    # A write of ten calls that all meet NOSCRIPT (the server lost its scripts) goes again as one write of EVALs.
+    redis_server.client().script_flush()
+    loop = asyncio.get_running_loop()
+    batch = [_Pending(_BUCKET, (1, f"{{n{i}}}", "0", "1", str(i), "1"), loop.create_future()) for i in range(10)]
+    batcher.queue, batcher.sending = list(batch), True
+    await shared.link._drain(batcher)
+    assert writes[2:] == [10, 10]
+    assert [p.outcome for p in batch] == [b"1"] + [b"0"] * 9  # a bucket of 0 tokens waits 1 s, the others admit
+    await shared.link.aclose()
+
+
+async def test_a_cancelled_call_not_yet_written_is_never_sent(redis_url: str) -> None:
+    shared = buckets(redis_url)
+    call = {"rate": 1e-9, "burst": 3, "cost": 1, "now": 0}
+    a, b, c = (asyncio.create_task(shared.aacquire("k", **call)) for _ in range(3))
+    await asyncio.sleep(0)  # all three are queued; the write has not started
+    b.cancel()
+    assert [await a, await c] == [0.0, 0.0]
+    with pytest.raises(asyncio.CancelledError):
+        await b
+    assert await shared.aacquire("k", **call) == 0.0  # b's token is still there
+    assert await shared.aacquire("k", **call) > 0
+    await shared.link.aclose()
+
+
+def test_a_forked_child_does_not_wait_for_the_parents_threads(redis_url: str) -> None:
+    shared = buckets(redis_url)
+    shared.acquire("k", rate=1, burst=5, cost=1, now=0)
+    link = shared.link
+    with link._queue_lock:  # as if a thread of the parent were queueing when the fork happened
+        link._sending = True
+        pid = os.fork()
+        if pid == 0:  # the child
+            code = 1
+            try:
+                code = 0 if shared.acquire("k", rate=1, burst=5, cost=1, now=0) == 0.0 else 2
+            finally:
+                os._exit(code)
+    link._sending = False
+    deadline = time.monotonic() + 20
+    while (done := os.waitpid(pid, os.WNOHANG))[0] == 0 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    if done[0] == 0:
+        os.kill(pid, 9)
+        os.waitpid(pid, 0)
+        pytest.fail("the forked child hung on the parent's queue")
+    assert os.waitstatus_to_exitcode(done[1]) == 0
+    assert shared.acquire("k", rate=1, burst=5, cost=1, now=0) == 0.0  # the parent goes on (3 of 5 used)
+
+
+def test_every_waiting_thread_fails_when_redis_goes_away(redis_server: RedisServer, redis_url: str) -> None:
+    shared = buckets(redis_url, timeout=0.5, down_for=0.2)
+    shared.acquire("k", rate=1, burst=100, cost=1, now=0)
+    redis_server.stop()
+    outcomes: list[str] = []
+
+    def work() -> None:
+        try:
+            shared.acquire("k", rate=1, burst=100, cost=1, now=0)
+            outcomes.append("answered")
+        except StateUnavailable:
+            outcomes.append("unavailable")
+
+    try:
+        pool = [threading.Thread(target=work) for _ in range(8)]
+        for t in pool:
+            t.start()
+        for t in pool:
+            t.join(10)
+        assert outcomes == ["unavailable"] * 8  # nobody left waiting, nobody answered wrongly
+    finally:
+        redis_server.start()
+    time.sleep(0.25)  # the fail-fast window ends
+    assert shared.acquire("k", rate=1, burst=100, cost=1, now=0) == 0.0  # a fresh bucket on the restarted server
