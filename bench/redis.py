@@ -171,14 +171,14 @@ def main() -> None:
                 measure("backend acquire (sync client, kept connection)", admin, n, sync),
                 measure("backend acquire (sync client, pool each time)", admin, n, pooled),
                 measure(
-                    f"backend acquire, {args.threads} threads (sync client, pool)",
+                    f"backend acquire, {args.threads} threads (sync client, shared writes)",
                     admin,
                     n // args.threads * args.threads,
                     threaded,
                 ),
                 measure("backend aacquire, one task (asyncio client)", admin, n // 2, sequential_async),
                 measure(
-                    f"backend aacquire, {args.concurrency} tasks (asyncio client)",
+                    f"backend aacquire, {args.concurrency} tasks (asyncio client, shared writes)",
                     admin,
                     n // args.concurrency * args.concurrency,
                     concurrent,

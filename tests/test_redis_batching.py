@@ -64,7 +64,9 @@ def test_threads_share_writes_and_each_gets_its_own_reply(redis_server: RedisSer
 
     redis_server.client().script_flush()
     del writes[:]
-    batch = [_Pending(_BUCKET, (1, f"{{n{i}}}", "0", "1", str(i), "1"), threading.Lock()) for i in range(10)]
+    batch = [
+        _Pending(_BUCKET, ("EVALSHA", _BUCKET.sha, 1, f"{{n{i}}}", "0", "1", str(i), "1"), threading.Lock()) for i in range(10)
+    ]
     for pending in batch:
         pending.done.acquire()
     shared.link._sending = True
@@ -93,7 +95,10 @@ async def test_tasks_share_one_write_and_a_reloaded_script(redis_server: RedisSe
     # A write of ten calls that all meet NOSCRIPT (the server lost its scripts) goes again as one write of EVALs.
     redis_server.client().script_flush()
     loop = asyncio.get_running_loop()
-    batch = [_Pending(_BUCKET, (1, f"{{n{i}}}", "0", "1", str(i), "1"), loop.create_future()) for i in range(10)]
+    batch = [
+        _Pending(_BUCKET, ("EVALSHA", _BUCKET.sha, 1, f"{{n{i}}}", "0", "1", str(i), "1"), loop.create_future())
+        for i in range(10)
+    ]
     batcher.queue, batcher.sending = list(batch), True
     await shared.link._drain(batcher)
     assert writes[2:] == [10, 10]

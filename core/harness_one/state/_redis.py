@@ -316,13 +316,14 @@ def _split_url(url: str) -> tuple[str, dict[str, str], bool]:
 
 
 class _Pending:
-    """One script call waiting for its reply, and what its caller waits on (a held lock, or a future)."""
+    """One script call waiting for its reply, and what its caller waits on (a held lock, a
+    future, or nothing when the caller sends it itself)."""
 
-    __slots__ = ("args", "batch", "done", "outcome", "script")
+    __slots__ = ("batch", "command", "done", "outcome", "script")
 
-    def __init__(self, script: _Script, args: tuple[Any, ...], done: Any) -> None:
+    def __init__(self, script: _Script, command: tuple[Any, ...], done: Any) -> None:
         self.script = script
-        self.args = args  # numkeys, keys..., argv...
+        self.command = command  # EVALSHA sha numkeys keys... argv...
         self.done = done
         self.outcome: Any = None
         self.batch: list[_Pending] | None = None
@@ -348,17 +349,23 @@ def _interrupted() -> redis.ConnectionError:
 
 
 def _commands(batch: Sequence[_Pending]) -> list[tuple[Any, ...]]:
-    return [("EVALSHA", p.script.sha, *p.args) for p in batch]
+    return [p.command for p in batch]
 
 
-def _unloaded(batch: Sequence[_Pending]) -> list[_Pending]:
-    """The calls Redis answered ``NOSCRIPT`` (the server lost its scripts: a restart or ``SCRIPT FLUSH``)."""
-    return [p for p in batch if isinstance(p.outcome, NoScriptError)]
+def _reloads(batch: Sequence[_Pending]) -> list[tuple[Any, ...]]:
+    """The calls again as ``EVAL``, which also loads the script."""
+    return [("EVAL", p.script.source, *p.command[2:]) for p in batch]
 
 
-def _settle(batch: Sequence[_Pending], replies: Sequence[Any]) -> None:
+def _settle(batch: Sequence[_Pending], replies: Sequence[Any]) -> list[_Pending]:
+    """Give each call its reply; return those Redis answered ``NOSCRIPT`` (it lost its scripts:
+    a restart or ``SCRIPT FLUSH``)."""
+    unloaded = []
     for pending, reply in zip(batch, replies):
         pending.outcome = reply
+        if type(reply) is NoScriptError:
+            unloaded.append(pending)
+    return unloaded
 
 
 def _exchange(connection: Any, commands: Sequence[tuple[Any, ...]]) -> list[Any]:
@@ -576,10 +583,11 @@ class RedisLink:
             self._check()
         if self.cluster:
             return self._run_pooled(script, keys, args)
-        pending = _Pending(script, (len(keys), *keys, *args), threading.Lock())
-        pending.done.acquire()
+        pending = _Pending(script, ("EVALSHA", script.sha, len(keys), *keys, *args), None)
         with self._queue_lock:
             if self._sending:
+                pending.done = threading.Lock()
+                pending.done.acquire()
                 self._queue.append(pending)
             else:
                 self._sending = True
@@ -593,14 +601,13 @@ class RedisLink:
     def _lead(self, batch: list[_Pending]) -> None:
         """Send ``batch`` in one write, give every call its reply, and hand the queue to the next sender."""
         try:
-            if self._is_down():
+            if self._down_until and time.monotonic() < self._down_until:
                 _settle(batch, [_DOWN] * len(batch))
             else:
                 connection = self._hot_connection()
-                _settle(batch, _exchange(connection, _commands(batch)))
-                unloaded = _unloaded(batch)
+                unloaded = _settle(batch, _exchange(connection, _commands(batch)))
                 if unloaded:
-                    _settle(unloaded, _exchange(connection, [("EVAL", p.script.source, *p.args) for p in unloaded]))
+                    _settle(unloaded, _exchange(connection, _reloads(unloaded)))
         except _LINK_ERRORS as exc:
             _settle(batch, [exc] * len(batch))
         except BaseException:
@@ -611,7 +618,8 @@ class RedisLink:
                 queued, self._queue = self._queue, []
                 self._sending = bool(queued)
             for pending in batch:
-                pending.done.release()
+                if pending.done is not None:
+                    pending.done.release()
             if queued:
                 queued[0].batch = queued
                 queued[0].done.release()
@@ -636,7 +644,7 @@ class RedisLink:
         batcher = self._batchers.get(loop)
         if batcher is None:
             batcher = self._batchers[loop] = _Batcher(self.aclient().connection_pool.make_connection())
-        pending = _Pending(script, (len(keys), *keys, *args), loop.create_future())
+        pending = _Pending(script, ("EVALSHA", script.sha, len(keys), *keys, *args), loop.create_future())
         batcher.queue.append(pending)
         if batcher.sending:
             await pending.done
@@ -657,11 +665,9 @@ class RedisLink:
                     _settle(batch, [_DOWN] * len(batch))
                 elif batch:
                     try:
-                        _settle(batch, await _aexchange(batcher.connection, _commands(batch)))
-                        unloaded = _unloaded(batch)
+                        unloaded = _settle(batch, await _aexchange(batcher.connection, _commands(batch)))
                         if unloaded:
-                            commands = [("EVAL", p.script.source, *p.args) for p in unloaded]
-                            _settle(unloaded, await _aexchange(batcher.connection, commands))
+                            _settle(unloaded, await _aexchange(batcher.connection, _reloads(unloaded)))
                     except _LINK_ERRORS as exc:
                         _settle(batch, [exc] * len(batch))
                 for pending in batch:
