@@ -151,7 +151,7 @@ def registry(
 
 
 def hostile_cases() -> list[Case]:
-    """The slowest refusals (the 10 ms bound): a backtracking pattern, payloads near the size limit."""
+    """The slowest refusals (the 10 ms bound): a backtracking pattern, payloads near the size limit (256 KiB by default)."""
     reg = registry(name="add")
     reg.add(
         lambda s: s, name="match", parameters={"type": "object", "properties": {"s": {"type": "string", "pattern": "^(a|a)+$"}}}
@@ -161,16 +161,50 @@ def hostile_cases() -> list[Case]:
         name="ints",
         parameters={"type": "object", "properties": {"a": {"type": "array", "items": {"type": "integer"}}}},
     )
-    text = json.dumps({"a": [1, "x"] * 100_000})  # 800 KB, 200,000 values, every other one wrong
-    values = json.loads(text)
-    keys = json.dumps({f"key{i}": i for i in range(55_000)})  # ~1 MB of unknown properties
+    limit = reg.limits.max_bytes
+
+    def under(text: str, closing: str) -> str:  # cut between two items to at most the limit
+        return text[: text.rindex(", ", 0, limit - len(closing))] + closing
+
+    text = under(json.dumps({"a": [1, "x"] * (limit // 8)}), "]}")  # every other value wrong
+    # estimated sizes: "a" and the list 3 bytes, 1 and "x" 9; a key its length, its integer 8
+    values = {"a": [1, "x"] * ((limit - 3) // 9)}
+    keys = under(json.dumps({f"key{i}": i for i in range(limit // 8)}), "}")  # unknown properties
+    named: dict[str, int] = {}
+    size = 0
+    while size + len(f"key{len(named)}") + 8 <= limit:
+        size += len(f"key{len(named)}") + 8
+        named[f"key{len(named)}"] = len(named)
+    count = len(named)
+    small = under(json.dumps({"a": [[0]] * (limit // 5)}), "]}")  # many small arrays, each one wrong
     return [
         Case(
             "refused: pattern ^(a|a)+$ on 24 a's and '!'", lambda: reg.try_call("match", {"s": "a" * 24 + "!"}), 0.005, 10_000.0
         ),
-        Case("refused: 800 KB of JSON text, 200,000 values", lambda: reg.try_call("ints", text), 0.0005, 10_000.0),
-        Case("refused: the same as a dict", lambda: reg.try_call("ints", values), 0.0005, 10_000.0),
-        Case("refused: ~1 MB of JSON text, 55,000 unknown keys", lambda: reg.try_call("ints", keys), 0.0005, 10_000.0),
+        Case(
+            f"refused: JSON text just under {limit >> 10} KiB, mixed values", lambda: reg.try_call("ints", text), 0.0005, 10_000.0
+        ),
+        Case(
+            f"refused: a dict of mixed values just under {limit >> 10} KiB",
+            lambda: reg.try_call("ints", values),
+            0.0005,
+            10_000.0,
+        ),
+        Case(
+            f"refused: JSON text just under {limit >> 10} KiB, unknown keys", lambda: reg.try_call("ints", keys), 0.0005, 10_000.0
+        ),
+        Case(
+            f"refused: a dict of {count:,} unknown keys (under {limit >> 10} KiB)",
+            lambda: reg.try_call("ints", named),
+            0.0005,
+            10_000.0,
+        ),
+        Case(
+            f"refused: JSON text just under {limit >> 10} KiB of [0] items",
+            lambda: reg.try_call("ints", small),
+            0.0005,
+            10_000.0,
+        ),
     ]
 
 

@@ -2,7 +2,7 @@
 
 The loop's sessions include a tool that needs approval and decision lines (valid, on unknown
 ids, malformed), in both concurrency modes, through the real ``run`` command. Payloads near the
-1 MiB limit are refused and timed. A fixed seed and a small budget keep CI fast; ``make fuzz``
+default payload limit (256 KiB) are refused and timed. A fixed seed and a small budget keep CI fast; ``make fuzz``
 runs the same properties with ``HARNESS_ONE_FUZZ_EXAMPLES`` (default 20,000) and prints the
 figures: calls tried, non-ToolError exceptions, errors naming no field, lines answered of lines
 sent per mode, and the slowest refusals with what caused them.
@@ -26,7 +26,7 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 
-from harness_one import ToolArgumentError, ToolError, ToolRegistry, defineTool
+from harness_one import ArgumentLimits, ToolArgumentError, ToolError, ToolRegistry, defineTool
 from harness_one._cli._main import CliState
 from harness_one._cli.loop import run
 from harness_one._config import Settings
@@ -219,37 +219,72 @@ def mixed(n: int) -> list[Any]:
     return [kinds[i % 5](i) for i in range(n)]
 
 
-def under_limit(text: str, limit: int = 1 << 20) -> str:
+LIMIT = ArgumentLimits().max_bytes  # the default payload limit, 256 KiB
+
+
+def under_limit(text: str, limit: int = LIMIT) -> str:
     """The JSON text of an object whose last member is long, cut between items to at most ``limit`` bytes."""
     closing = "]}" if text.endswith("]}") else "}"
     return text[: text.rindex(", ", 0, limit - len(closing))] + closing
 
 
-# (tool, what is sent, a builder of the arguments) near the 1 MiB payload limit: each is refused.
+def keys_under_limit(limit: int = LIMIT) -> dict[str, Any]:
+    """``notify``'s arguments with as many unknown keys (each with an integer) as the size estimate allows."""
+    args: dict[str, Any] = {"email": "a@b"}
+    size = len("email") + len("a@b")
+    for i in itertools.count():
+        key = f"k{i}"
+        if size + len(key) + 8 > limit:
+            return args
+        args[key] = i
+        size += len(key) + 8
+    raise AssertionError  # pragma: no cover
+
+
+# (tool, what is sent, a builder of the arguments) near the 256 KiB payload limit: each is refused.
 PAYLOADS: list[tuple[str, str, Any]] = [
     (
         "order",
-        "JSON text just under 1 MiB, tags: mixed scalars",
-        lambda: under_limit(json.dumps({"item": "tea", "tags": mixed(200_000)})),
+        "JSON text just under 256 KiB, tags: mixed scalars",
+        lambda: under_limit(json.dumps({"item": "tea", "tags": mixed(50_000)})),
     ),
-    ("order", "JSON text, tags: 200,000 mixed scalars (over 1 MiB)", lambda: json.dumps({"item": "tea", "tags": mixed(200_000)})),
+    ("order", "JSON text, tags: 50,000 mixed scalars (over 256 KiB)", lambda: json.dumps({"item": "tea", "tags": mixed(50_000)})),
+    # "item", "tea", "tags" and the list: 13 estimated bytes; None and True: 4 each
+    (
+        "order",
+        "dict, tags: nulls and booleans just under 256 KiB",
+        lambda: {"item": "tea", "tags": [None, True] * ((LIMIT - 13) // 8)},
+    ),
     ("order", "dict, tags: 200,000 mixed scalars", lambda: {"item": "tea", "tags": mixed(200_000)}),
     ("order", "dict, tags: 200,000 integers", lambda: {"item": "tea", "tags": list(range(200_000))}),
     ("echo", "JSON array of 200,000 mixed scalars", lambda: json.dumps(mixed(200_000))),
     ("echo", "list of 200,000 mixed scalars", lambda: mixed(200_000)),
     (
         "notify",
-        "JSON text just under 1 MiB, unknown keys",
-        lambda: under_limit(json.dumps({"email": "a@b", **{f"k{i}": i for i in range(100_000)}})),
+        "JSON text just under 256 KiB, unknown keys",
+        lambda: under_limit(json.dumps({"email": "a@b", **{f"k{i}": i for i in range(30_000)}})),
     ),
+    ("notify", "dict, unknown keys just under 256 KiB", keys_under_limit),
     ("notify", "dict, 60,000 unknown keys", lambda: {"email": "a@b", **{f"k{i}": i for i in range(60_000)}}),
     (
         "echo",
-        "JSON text, a text of 1 MiB - 40 bytes and a string count",
-        lambda: json.dumps({"count": "x", "text": "a" * ((1 << 20) - 40)}),
+        "JSON text, a text of 256 KiB - 40 bytes and a string count",
+        lambda: json.dumps({"count": "x", "text": "a" * (LIMIT - 40)}),
     ),
-    ("echo", "dict, a text of 1 MiB + 1 byte", lambda: {"text": "a" * ((1 << 20) + 1)}),
-    ("echo", "JSON text, 500,000 nested arrays", lambda: "[" * 500_000 + "]" * 500_000),
+    ("echo", "dict, a text of 256 KiB + 1 byte", lambda: {"text": "a" * (LIMIT + 1)}),
+    ("echo", "JSON text, 100,000 nested arrays", lambda: "[" * 100_000 + "]" * 100_000),
+    # Many small arrays and objects: each costs the parser and the walk, so their number is bounded too.
+    (
+        "order",
+        "JSON text just under 256 KiB, tags: [0] items",
+        lambda: under_limit(json.dumps({"item": "tea", "tags": [[0]] * 60_000})),
+    ),
+    (
+        "order",
+        "JSON text just under 256 KiB, tags: [[]] items",
+        lambda: under_limit(json.dumps({"item": "tea", "tags": [[[]]] * 50_000})),
+    ),
+    ("order", "dict, tags: 100,000 empty lists and objects", lambda: {"item": "tea", "tags": [[], {}] * 50_000}),
 ]
 
 
@@ -463,10 +498,10 @@ def test_the_loop_answers_every_line_exactly_once(items: list[tuple[Any, ...]], 
 
 
 def test_the_loop_answers_lines_near_the_limit() -> None:
-    """A line just under the loop's 2 MiB is read and refused by the registry; one just over is an InvalidRequest."""
-    call = {"id": 1, "name": "order", "arguments": {"item": "tea", "tags": mixed(200_000)}}
+    """A line just under the loop's 512 KiB (twice the payload limit) is read and refused by the registry; one just over is an InvalidRequest."""
+    call = {"id": 1, "name": "order", "arguments": {"item": "tea", "tags": mixed(50_000)}}
     under = json.dumps(call).encode()
-    over = b'{"id": 2, "name": "order", "arguments": "' + b"a" * (2 << 20) + b'"}'
+    over = b'{"id": 2, "name": "order", "arguments": "' + b"a" * (2 * LIMIT) + b'"}'
     for line in (under, over):
         started = time.perf_counter()
         with structlog.testing.capture_logs():
@@ -475,7 +510,7 @@ def test_the_loop_answers_lines_near_the_limit() -> None:
         [answer] = [strict(out) for out in result.stdout_bytes.splitlines()]
         assert result.exit_code == 0 and answer["ok"] is False
         assert answer["error"]["type"] == ("ToolArgumentError" if line is under else "InvalidRequest"), answer
-    assert len(under) < 2 << 20 < len(over)
+    assert LIMIT < len(under) < 2 * LIMIT < len(over)
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gc
+import json
 from typing import Any
 
 import pytest
@@ -282,3 +284,80 @@ def test_long_runs_of_one_scalar_type_are_measured_and_flagged_like_the_loop_doe
     assert vreg.call("h", {"n": list(range(500))}) == "ran"
     assert problems(vreg, "h", {"n": [1] * 100 + [10**5000]})  # a huge int past the run's first and last
     assert problems(vreg, "h", {"n": [1.0] * 100 + [float("nan")] + [2.0]})[0]["path"] == "$.n[100]"
+
+
+def test_arguments_holding_too_many_arrays_and_objects_are_refused(vreg: ToolRegistry) -> None:
+    vreg.limits = ArgumentLimits(max_containers=100)
+
+    def count(rows: list[Any]) -> int:
+        return len(rows)
+
+    vreg.add(count, name="rows", parameters={"type": "object", "properties": {"rows": {"type": "array"}}})
+    assert vreg.call("rows", {"rows": [[]] * 99}) == 99  # the outer list is one of the 100
+    assert vreg.call("rows", json.dumps({"rows": [{"a": 1}] * 99})) == 99
+    for args in ({"rows": [[]] * 100}, json.dumps({"rows": [[0]] * 100}), {"rows": [[[]]] * 50}):
+        (problem,) = problems(vreg, "rows", args)
+        assert problem["path"] == "$" and problem["keyword"] == "limits"
+        assert problem["message"] == "arguments hold more than 100 arrays and objects"
+        assert problem["expected"] == "<= 100 arrays and objects"
+    assert ArgumentLimits().max_containers == 10_000
+
+
+def test_long_json_text_is_parsed_with_the_collector_paused_and_resumed(monkeypatch: pytest.MonkeyPatch) -> None:
+    from harness_one._arguments import load_json
+
+    seen: list[bool] = []
+    real_loads = json.loads
+
+    def loads(text: str, **kwargs: Any) -> Any:
+        seen.append(gc.isenabled())
+        return real_loads(text, **kwargs)
+
+    monkeypatch.setattr(json, "loads", loads)
+    long = json.dumps({"a": [[0]] * 10_000})
+    assert load_json('{"a": 1}') == {"a": 1} and load_json(long)["a"][0] == [0]
+    assert seen == [True, False] and gc.isenabled()
+    with pytest.raises(json.JSONDecodeError):
+        load_json(long[:-1])
+    assert gc.isenabled()  # resumed after a failed parse too
+    gc.disable()
+    try:
+        load_json(long)
+        assert not gc.isenabled()  # a collector switched off by the application stays off
+    finally:
+        gc.enable()
+
+
+def test_a_long_list_without_floats_is_left_as_it_is_and_one_with_a_float_is_converted(vreg: ToolRegistry) -> None:
+    vreg.add(
+        lambda n: n,
+        name="ints",
+        parameters={"type": "object", "properties": {"n": {"type": "array", "items": {"type": "integer"}}}},
+    )
+    values = list(range(1000))
+    assert vreg.call("ints", {"n": values}) is values  # nothing to convert: not copied
+    got = vreg.call("ints", json.dumps({"n": [*range(999), 2.0]}))
+    assert got[-1] == 2 and type(got[-1]) is int
+
+
+def test_a_container_limit_below_the_depth_limit_holds_for_json_text_too(vreg: ToolRegistry) -> None:
+    vreg.limits = ArgumentLimits(max_containers=3)
+    vreg.add(lambda **kw: "ran", name="f", parameters={"type": "object"})
+    assert vreg.call("f", '{"a": [[], {}]}') == "ran"
+    assert problems(vreg, "f", '{"a": [[], {}, []]}')[0]["expected"] == "<= 3 arrays and objects"
+
+
+def test_json_text_with_too_many_arrays_is_refused_before_it_is_parsed(monkeypatch: pytest.MonkeyPatch) -> None:
+    from harness_one import _arguments
+
+    reg = ToolRegistry(autoload=False, limits=ArgumentLimits(max_containers=100))
+    reg.add(lambda **kw: "ran", name="f", parameters={"type": "object"})
+    parsed: list[int] = []
+    real = _arguments.load_json
+    monkeypatch.setattr(_arguments, "load_json", lambda text: parsed.append(len(text)) or real(text))
+    with pytest.raises(ToolArgumentError) as err:
+        reg.call("f", json.dumps({"a": [[0]] * 200}))
+    assert err.value.problems[0].expected == "<= 100 arrays and objects" and parsed == []
+    # Brackets inside strings (code, say) are not arrays: such text is parsed and runs.
+    assert reg.call("f", json.dumps({"code": "x = [[1], {2: [3]}]; " * 50, "rows": [[1], [2]]})) == "ran"
+    assert len(parsed) == 1

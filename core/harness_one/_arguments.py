@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import itertools
 import json
-from collections.abc import Mapping
+import re
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -59,13 +62,34 @@ def _find_long(value: Any, path: str) -> tuple[str, int] | None:
     return None
 
 
+#: JSON text from this length on is parsed with the cyclic garbage collector paused: a payload
+#: of many small arrays would otherwise set off collections that cost more than the parse.
+_QUIET_FROM = 16 * 1024
+
+
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector (process-wide) unless it is already off; resume after."""
+    paused = gc.isenabled()
+    if paused:
+        gc.disable()
+    try:
+        yield
+    finally:
+        if paused:
+            gc.enable()
+
+
 def load_json(text: str) -> Any:
     """``json.loads`` that names the path of an integer too long to read (:class:`LongNumber`).
 
     Raises ``json.JSONDecodeError`` for invalid JSON and ``RecursionError`` past the decoder's depth.
     """
     try:
-        return json.loads(text)
+        if len(text) < _QUIET_FROM:
+            return json.loads(text)
+        with _collector_paused():
+            return json.loads(text)
     except json.JSONDecodeError:
         raise
     except ValueError:  # an integer past Python's digit limit: read again to find where it stands
@@ -85,16 +109,31 @@ def load_json(text: str) -> Any:
     return value  # pragma: no cover  (a ValueError other than the digit limit)
 
 
+#: A JSON string (its quotes, and its escapes, which may be quotes).
+_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+
+
+def _more_containers(text: str, most: int) -> bool:
+    """Whether JSON ``text`` holds more than ``most`` arrays and objects, counted at C speed:
+    its brackets, and when there are too many, those outside its strings."""
+    if text.count("[") + text.count("{") <= most:
+        return False
+    bare = _STRING.sub("", text)
+    return bare.count("[") + bare.count("{") > most
+
+
 def plain_json(raw: str | bytes | bytearray | memoryview, limits: ArgumentLimits) -> bool:
     """Whether decoded JSON text ``raw`` surely holds no NaN or infinity and no nesting past ``limits``.
 
-    Counted on the text, at C speed: fewer brackets than ``max_depth`` bound the depth. Text
+    Counted on the text, at C speed: fewer brackets than ``max_depth`` (and ``max_containers``)
+    bound the depth (and the count of arrays and objects). Text
     that fails this is not wrong, only not vouched for (the validation plugin then walks it).
     """
+    bound = min(limits.max_depth, limits.max_containers)
     if isinstance(raw, str):
-        return raw.count("[") + raw.count("{") <= limits.max_depth and "NaN" not in raw and "Infinity" not in raw
+        return raw.count("[") + raw.count("{") <= bound and "NaN" not in raw and "Infinity" not in raw
     data = raw.tobytes() if isinstance(raw, memoryview) else raw
-    return data.count(b"[") + data.count(b"{") <= limits.max_depth and b"NaN" not in data and b"Infinity" not in data
+    return data.count(b"[") + data.count(b"{") <= bound and b"NaN" not in data and b"Infinity" not in data
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,11 +141,17 @@ class ArgumentLimits:
     """Refuse oversized input cheaply, before anything recursive sees it.
 
     ``max_bytes`` bounds a JSON string's length (and, via the validation plugin, the
-    estimated size of a ``dict``); ``max_depth`` bounds nesting of objects and arrays.
+    estimated size of a ``dict``); ``max_depth`` bounds nesting of objects and arrays;
+    ``max_containers`` bounds how many arrays and objects the arguments hold (their own object
+    aside; counted on JSON text before it is parsed, and by the validation
+    plugin), since each costs a parse and a walk in Python. The defaults keep a refusal of
+    any payload just under them within a few milliseconds (see docs/limits.md); raise them
+    for tools that take large documents.
     """
 
-    max_bytes: int = 1 << 20
+    max_bytes: int = 256 * 1024
     max_depth: int = 64
+    max_containers: int = 10_000
 
 
 def decode_arguments(raw: Any, limits: ArgumentLimits) -> dict[str, Any]:
@@ -153,6 +198,12 @@ def _parse(raw: str | bytes | bytearray | memoryview, limits: ArgumentLimits) ->
             ) from None
     if not text.strip():
         return {}
+    # (the arguments' own object is not one of them)
+    if len(text) > limits.max_containers and _more_containers(text, limits.max_containers + 1):
+        most = limits.max_containers
+        raise _problem(
+            f"arguments hold more than {most} arrays and objects", "limits", f"<= {most} arrays and objects", f"> {most}"
+        )
     try:
         value = load_json(text)
     except LongNumber as exc:

@@ -42,6 +42,7 @@ _ODD = 2  # a value jsonschema-rs cannot be trusted with: huge int, NaN, non-str
 _I_MIN, _I_MAX = -(1 << 63), (1 << 64) - 1  # jsonschema-rs reads integers in this range exactly
 _MAX_DIGITS = 4300  # Python's default int-to-text limit
 _INT_LIMIT = 10**_MAX_DIGITS
+_CHUNK = 4096  # items of a long list measured between two checks of the size so far
 _TIMED_OUT = "harness-one: pattern matching timed out"
 
 
@@ -121,6 +122,20 @@ def _too_deep(max_depth: int) -> ToolArgumentError:
     )
 
 
+def _too_many(max_containers: int) -> ToolArgumentError:
+    return ToolArgumentError(
+        [
+            ArgumentProblem(
+                "$",
+                f"arguments hold more than {max_containers} arrays and objects",
+                "limits",
+                f"<= {max_containers} arrays and objects",
+                f"> {max_containers}",
+            )
+        ]
+    )
+
+
 def _too_big(size: int, max_bytes: int) -> ToolArgumentError:
     return ToolArgumentError(
         [
@@ -187,66 +202,92 @@ def _uniform(values: Collection[Any]) -> tuple[int, int] | None:
 
 
 def _scan_nested(root: Any, limits: ArgumentLimits) -> int:
-    max_depth, max_bytes = limits.max_depth, limits.max_bytes
-    flags = size = 0
-    stack: list[tuple[Any, int]] = [(root, 1)]
-    while stack:
-        node, depth = stack.pop()
+    """The walk of :func:`_scan`, level by level (no tuple per container).
+
+    An empty container adds its size and nothing else, so it is only kept when it is a level
+    too deep; a long list is measured in chunks, so input far past ``max_bytes`` stops early.
+    """
+    max_depth, max_bytes, max_containers = limits.max_depth, limits.max_bytes, limits.max_containers
+    flags = size = containers = 0
+    level: list[Any] = [root]
+    depth = 1
+    while level:
         if depth > max_depth:
             raise _too_deep(max_depth)
-        if size > max_bytes:
-            raise _too_big(size, max_bytes)
-        if type(node) is not dict and type(node) is not list:
-            flags |= _ODD
-        if isinstance(node, dict):
-            if len(node) > 64 and set(map(type, node)) == {str}:
-                size += sum(map(len, node))
+        deep = depth >= max_depth  # a container below this level is too deep, even an empty one
+        below: list[Any] = []
+        push = below.append
+        if containers > max_containers:
+            raise _too_many(max_containers)
+        for node in level:
+            if size > max_bytes:
+                raise _too_big(size, max_bytes)
+            if type(node) is not dict and type(node) is not list:
+                flags |= _ODD
+            if isinstance(node, dict):
+                if len(node) > 64 and set(map(type, node)) == {str}:
+                    size += sum(map(len, node))
+                else:
+                    for key in node:
+                        if type(key) is str:
+                            size += len(key)
+                        else:
+                            flags |= _ODD
+                            size += 8
+                values: Collection[Any] = node.values()
             else:
-                for key in node:
-                    if type(key) is str:
-                        size += len(key)
+                values = node
+            chunks: Iterable[Collection[Any]] = (values,)
+            if type(values) is list and len(values) > _CHUNK:
+                chunks = (values[i : i + _CHUNK] for i in range(0, len(values), _CHUNK))
+            for chunk in chunks:
+                if size > max_bytes:
+                    raise _too_big(size, max_bytes)
+                if containers > max_containers:
+                    raise _too_many(max_containers)
+                if len(chunk) > 64:  # a long run of one scalar type is measured at C speed
+                    found = _uniform(chunk)
+                    if found is not None:
+                        size += found[0]
+                        flags |= found[1]
+                        continue
+                for value in chunk:
+                    kind = type(value)
+                    if kind is str:
+                        size += len(value)
+                    elif kind is dict or kind is list:
+                        if value or deep:
+                            push(value)
+                        size += 2
+                        containers += 1
+                    elif kind is int:
+                        if not _I_MIN <= value <= _I_MAX:
+                            flags |= _ODD
+                        size += 8
+                    elif kind is float:
+                        flags |= _FLOAT
+                        if value - value:
+                            flags |= _ODD
+                        size += 8
+                    elif kind is bool or value is None:
+                        size += 4
                     else:
                         flags |= _ODD
-                        size += 8
-            values: Collection[Any] = node.values()
-        else:
-            values = node
-        if len(values) > 64:  # a long run of one scalar type is measured at C speed
-            found = _uniform(values)
-            if found is not None:
-                size += found[0]
-                flags |= found[1]
-                continue
-        for value in values:
-            kind = type(value)
-            if kind is str:
-                size += len(value)
-            elif kind is dict or kind is list:
-                stack.append((value, depth + 1))
-                size += 2
-            elif kind is int:
-                if not _I_MIN <= value <= _I_MAX:
-                    flags |= _ODD
-                size += 8
-            elif kind is float:
-                flags |= _FLOAT
-                if value - value:
-                    flags |= _ODD
-                size += 8
-            elif kind is bool or value is None:
-                size += 4
-            else:
-                flags |= _ODD
-                if isinstance(value, (dict, list)):
-                    stack.append((value, depth + 1))
-                elif isinstance(value, str):
-                    size += len(value)
-                elif isinstance(value, float):
-                    flags |= _FLOAT
-                else:
-                    size += 8
+                        if isinstance(value, (dict, list)):
+                            push(value)
+                            containers += 1
+                        elif isinstance(value, str):
+                            size += len(value)
+                        elif isinstance(value, float):
+                            flags |= _FLOAT
+                        else:
+                            size += 8
+        depth += 1
+        level = below
     if size > max_bytes:
         raise _too_big(size, max_bytes)
+    if containers > max_containers:
+        raise _too_many(max_containers)
     return flags
 
 
@@ -869,6 +910,9 @@ def _merge(plans: list[_IntPlan]) -> _IntPlan | None:
     return merged if any(merged) else None
 
 
+_NO_FLOATS = frozenset({int, str, bool, type(None)})  # types of values _to_integers leaves as they are
+
+
 def _to_integers(value: Any, plan: _IntPlan) -> Any:
     """``value`` with integer-valued floats made ints where ``plan`` says ``integer`` (a copy where changed)."""
     is_int, properties, items, prefix, extra = plan
@@ -889,6 +933,8 @@ def _to_integers(value: Any, plan: _IntPlan) -> Any:
                 out[key] = new
         return out
     if kind is list and (items or prefix):
+        if len(value) > 64 and set(map(type, value)) <= _NO_FLOATS:  # a long list with no float in it, seen at C speed
+            return value
         plans = [(prefix[i] if prefix and i < len(prefix) else items) for i in range(len(value))]
         new_list = [_to_integers(v, p) if p is not None else v for v, p in zip(value, plans)]
         return new_list if any(a is not b for a, b in zip(new_list, value)) else value

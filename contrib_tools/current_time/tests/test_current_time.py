@@ -45,6 +45,6 @@ def test_found_through_its_entry_point() -> None:
 
 def test_a_huge_unknown_zone_is_not_echoed_whole(reg: ToolRegistry) -> None:
     with pytest.raises(ToolArgumentError) as err:
-        reg.call("current_time", {"timezone": "Europe/" + "x" * 1_000_000})
+        reg.call("current_time", {"timezone": "Europe/" + "x" * 200_000})  # under the payload limit
     problem = err.value.problems[0]
-    assert len(str(err.value)) < 400 and "(1000007 characters)" in problem.message and problem.path == "$.timezone"
+    assert len(str(err.value)) < 400 and "(200007 characters)" in problem.message and problem.path == "$.timezone"
