@@ -1,36 +1,40 @@
 """Four worker processes share one rate limit through Redis.
 
-    .venv/bin/python examples/redis_workers.py [redis://HOST:PORT/DB]
+    .venv/bin/python examples/redis_workers.py [redis://HOST:PORT/DB] [--seconds 3]
 
 Without a URL it starts ``redis-server`` on a free port in a temporary directory (it must be
-installed). Each worker runs 8 threads calling one tool limited to 20 calls/s with a burst of
-10 for 3 seconds; together they admit 10 + 20 * 3 = 70 calls (+-1), not 4 x 70.
+installed). The URL may carry options (``?timeout=1``); the example's keys go under the
+``example:`` prefix. Each worker runs 8 threads calling one tool limited to 20 calls/s with a
+burst of 10 for 3 seconds (``--seconds``); together they admit 10 + 20 * 3 = 70 calls (+-1),
+not 4 x 70.
 """
 
 from __future__ import annotations
 
+import argparse
 import multiprocessing
 import shutil
 import socket
 import subprocess
-import sys
 import tempfile
 import threading
 import time
 
 RATE, BURST, SECONDS, WORKERS, THREADS = 20.0, 10, 3.0, 4, 8
+PREFIX = "example:"  # the namespace of the example's keys, apart from other applications'
 
 
-def worker(url: str, start: float, out: multiprocessing.Queue) -> None:  # type: ignore[type-arg]
+def worker(url: str, start: float, seconds: float, out: multiprocessing.Queue) -> None:  # type: ignore[type-arg]
     from harness_one import ToolRegistry
+    from harness_one.state import State
 
-    registry = ToolRegistry(state=url + "?prefix=example:", autoload=False)
+    registry = ToolRegistry(state=State(url, prefix=PREFIX), autoload=False)
     registry.add(lambda: "ok", name="search", rate_limit={"rate": RATE, "burst": BURST})
     admitted = [0] * THREADS
 
     def run(i: int) -> None:
         time.sleep(max(start - time.time(), 0))
-        while time.time() < start + SECONDS:
+        while time.time() < start + seconds:
             if registry.try_call("search").ok:
                 admitted[i] += 1
 
@@ -42,28 +46,50 @@ def worker(url: str, start: float, out: multiprocessing.Queue) -> None:  # type:
     out.put(sum(admitted))
 
 
+def start_redis(directory: str) -> tuple[subprocess.Popen[bytes], str]:
+    """A ``redis-server`` on a free port keeping its files in ``directory``, once it answers."""
+    import redis
+
+    binary = shutil.which("redis-server")
+    if binary is None:
+        raise SystemExit("redis-server is not installed (apt-get install redis-server), or pass a redis:// URL")
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    args = [binary, "--port", str(port), "--bind", "127.0.0.1", "--dir", directory, "--save", ""]
+    server = subprocess.Popen(args, stdout=subprocess.DEVNULL)
+    url = f"redis://127.0.0.1:{port}/0"
+    client = redis.Redis.from_url(url, socket_timeout=1)
+    deadline = time.monotonic() + 10
+    try:
+        while True:
+            try:
+                client.ping()
+                return server, url
+            except redis.ConnectionError:
+                if time.monotonic() > deadline or server.poll() is not None:
+                    server.kill()
+                    raise SystemExit(f"redis-server did not start on port {port}") from None
+                time.sleep(0.02)
+    finally:
+        client.close()
+
+
 def main() -> None:
+    parser = argparse.ArgumentParser(description="Four worker processes share one rate limit through Redis.")
+    parser.add_argument("url", nargs="?", help="a redis:// URL (default: start a redis-server here)")
+    parser.add_argument("--seconds", type=float, default=SECONDS, help=f"how long the workers call (default {SECONDS:g})")
+    options = parser.parse_args()
     server = None
     with tempfile.TemporaryDirectory() as tmp:
-        if len(sys.argv) > 1:
-            url = sys.argv[1]
-        else:
-            binary = shutil.which("redis-server")
-            if binary is None:
-                raise SystemExit("redis-server is not installed (apt-get install redis-server), or pass a redis:// URL")
-            with socket.socket() as sock:
-                sock.bind(("127.0.0.1", 0))
-                port = sock.getsockname()[1]
-            server = subprocess.Popen(
-                [binary, "--port", str(port), "--bind", "127.0.0.1", "--dir", tmp, "--save", ""], stdout=subprocess.DEVNULL
-            )
-            url = f"redis://127.0.0.1:{port}/0"
-            time.sleep(0.3)
+        url = options.url
+        if url is None:
+            server, url = start_redis(tmp)
         try:
             spawn = multiprocessing.get_context("spawn")
             out = spawn.Queue()
             start = time.time() + 2.0  # time for the workers to start
-            procs = [spawn.Process(target=worker, args=(url, start, out)) for _ in range(WORKERS)]
+            procs = [spawn.Process(target=worker, args=(url, start, options.seconds, out)) for _ in range(WORKERS)]
             for p in procs:
                 p.start()
             counts = [out.get(timeout=60) for _ in procs]
@@ -73,7 +99,7 @@ def main() -> None:
             if server is not None:
                 server.kill()
                 server.wait()
-    expected = BURST + int(RATE * SECONDS)
+    expected = BURST + int(RATE * options.seconds)
     print(f"admitted per worker: {counts}; total {sum(counts)} (one shared limit: {expected} +-1)")
 
 

@@ -355,3 +355,14 @@ async def test_acall_goes_through_the_redis_plugins(redis_url: str) -> None:
     results = await asyncio.gather(*(reg.atry_call("limited") for _ in range(5)))
     assert [r.ok for r in results].count(True) == 3
     assert all(isinstance(r.error, RateLimitExceeded) for r in results if not r.ok)
+
+
+@pytest.mark.parametrize("timeout", ["abc", "0", "-1", "inf", ""])
+def test_a_malformed_option_of_a_redis_url_is_refused_when_the_registry_is_made(timeout: str) -> None:
+    # Not later, plugin by plugin: a plugin that failed to set up its Redis backend would be left
+    # on state of its own process, and N workers would admit N times the limit.
+    with pytest.raises(ValueError, match="timeout must be a number of seconds above 0"):
+        ToolRegistry(state=f"redis://user:secret@127.0.0.1:1/0?timeout={timeout}", autoload=False)
+    with pytest.raises(ValueError) as err:
+        State(f"redis://user:secret@127.0.0.1:1/0?timeout={timeout}")
+    assert "secret" not in str(err.value)

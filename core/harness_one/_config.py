@@ -13,19 +13,21 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlparse, urlunparse
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover
     import tomli as tomllib
 
-__all__ = ["ConfigError", "Settings", "load_settings", "parse_option"]
+__all__ = ["ConfigError", "Settings", "environment_state", "load_settings", "parse_option", "with_prefix"]
 
 ENV_CONFIG = "HARNESS_ONE_CONFIG"
 ENV_LOG_FORMAT = "HARNESS_ONE_LOG_FORMAT"
 ENV_LOG_LEVEL = "HARNESS_ONE_LOG_LEVEL"
 ENV_STATE = "HARNESS_ONE_STATE"
 ENV_REDIS = "HARNESS_ONE_REDIS_URL"
+ENV_REDIS_PREFIX = "HARNESS_ONE_REDIS_PREFIX"
 ENV_TOOLS = "HARNESS_ONE_TOOLS"
 DEFAULT_FILE = "harness-one.toml"
 #: Keys of ``[plugins]`` that are not plugin names.
@@ -34,6 +36,25 @@ PLUGIN_SETTINGS = {"block", "allow", "autoload", "strict"}
 
 class ConfigError(Exception):
     """The configuration file, environment or a flag is invalid; the message says where."""
+
+
+def with_prefix(url: str, prefix: str | None) -> str:
+    """``url`` with its ``?prefix=`` (the namespace of Redis keys) set to ``prefix``, replacing one it
+    had; unchanged when ``prefix`` is None or the state is not Redis."""
+    from .state import REDIS_SCHEMES
+
+    parsed = urlparse(url)
+    if prefix is None or parsed.scheme not in REDIS_SCHEMES:
+        return url
+    query = [(name, value) for name, value in parse_qsl(parsed.query, keep_blank_values=True) if name != "prefix"]
+    return urlunparse(parsed._replace(query=urlencode([*query, ("prefix", prefix)], safe=":")))
+
+
+def environment_state() -> str | None:
+    """The state URL the environment names: ``HARNESS_ONE_REDIS_URL``, else ``HARNESS_ONE_STATE``,
+    with ``HARNESS_ONE_REDIS_PREFIX`` as its key prefix (None when neither is set)."""
+    url = os.environ.get(ENV_REDIS) or os.environ.get(ENV_STATE)
+    return None if url is None else with_prefix(url, os.environ.get(ENV_REDIS_PREFIX) or None)
 
 
 def default_state() -> str:
@@ -52,6 +73,8 @@ class Settings:
     strict: bool | None = None
     plugin_options: dict[str, dict[str, Any]] = field(default_factory=dict)
     state: str = field(default_factory=default_state)
+    #: ``[state] prefix`` (or ``HARNESS_ONE_REDIS_PREFIX``): the Redis key namespace, already applied to ``state``.
+    state_prefix: str | None = None
     log_format: str | None = None
     log_level: str = "warning"
     tools: list[str] = field(default_factory=list)
@@ -100,9 +123,13 @@ def _apply_file(settings: Settings, data: dict[str, Any], where: str) -> None:
     settings.allow = plugins.get("allow")
     settings.autoload = plugins.get("autoload")
     settings.strict = plugins.get("strict")
-    state = _table(data, "state", where, {"url", "redis_url"})
+    state = _table(data, "state", where, {"url", "redis_url", "prefix"})
     if "url" in state or "redis_url" in state:  # redis_url, when given, puts all shared state on Redis
         settings.state = str(state.get("redis_url") or state["url"])
+    prefix = state.get("prefix")
+    if prefix is not None and not isinstance(prefix, str):
+        raise ConfigError(f"{where}: [state] prefix must be a string (the namespace of the Redis keys, e.g. 'app:')")
+    settings.state_prefix = prefix
     logs = _table(data, "logging", where, {"format", "level"})
     settings.log_format = logs.get("format")
     settings.log_level = logs.get("level", settings.log_level)
@@ -130,6 +157,8 @@ def load_settings(path: str | None = None) -> Settings:
     settings.log_format = os.environ.get(ENV_LOG_FORMAT) or settings.log_format
     settings.log_level = os.environ.get(ENV_LOG_LEVEL) or settings.log_level
     settings.state = os.environ.get(ENV_REDIS) or os.environ.get(ENV_STATE) or settings.state
+    settings.state_prefix = os.environ.get(ENV_REDIS_PREFIX) or settings.state_prefix
+    settings.state = with_prefix(settings.state, settings.state_prefix)
     settings.tools += [t for t in os.environ.get(ENV_TOOLS, "").split(os.pathsep) if t]
     if settings.log_format not in (None, "console", "json"):
         raise ConfigError(f"log format must be 'console' or 'json', not {settings.log_format!r}")

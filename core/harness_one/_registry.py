@@ -187,17 +187,17 @@ class ToolRegistry:
         """The process-wide registry that ``@defineTool`` and the class-level methods use.
 
         It loads installed tool packages (lazily) and takes its state location from
-        ``HARNESS_ONE_REDIS_URL`` or else ``HARNESS_ONE_STATE``.
+        ``HARNESS_ONE_REDIS_URL`` or else ``HARNESS_ONE_STATE``, with ``HARNESS_ONE_REDIS_PREFIX``
+        as its Redis key prefix.
         """
         registry = cls._default
         if registry is None:
             with cls._default_lock:
                 registry = cls._default
                 if registry is None:
-                    import os
+                    from ._config import environment_state
 
-                    env = os.environ.get("HARNESS_ONE_REDIS_URL") or os.environ.get("HARNESS_ONE_STATE")
-                    registry = cls._default = ToolRegistry(discover=True, state=env or None)
+                    registry = cls._default = ToolRegistry(discover=True, state=environment_state() or None)
         return registry
 
     @classmethod

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import importlib.util
+import math
 import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlparse
+from urllib.parse import parse_qsl, urlparse
 
 from ._memory import MemoryBuckets, MemoryBudgets, MemoryCircuits, MemorySlots, MemoryStore
 from ._protocols import BudgetStore, CircuitStore, ConcurrencySlots, IdempotencyStore, RateLimitBackend
@@ -16,6 +17,19 @@ __all__ = ["REDIS_SCHEMES", "State", "open_state"]
 
 #: URL schemes that put every kind of state on Redis.
 REDIS_SCHEMES = ("redis", "rediss", "redis+cluster", "rediss+cluster")
+
+
+def _check_redis_options(query: str) -> None:
+    """Refuse a Redis URL whose own options are malformed now, not later in each plugin (where
+    the plugin would be left on state of its own process)."""
+    for name, value in parse_qsl(query, keep_blank_values=True):
+        if name == "timeout":
+            try:
+                seconds = float(value)
+            except ValueError:
+                seconds = math.nan
+            if not seconds > 0 or math.isinf(seconds):
+                raise ValueError(f"the Redis state URL's timeout must be a number of seconds above 0, not {value!r}")
 
 
 class State:
@@ -40,8 +54,10 @@ class State:
             if not parsed.path or parsed.path == "/":
                 raise ValueError(f"state URL {url!r} names no file: use 'sqlite:///PATH'")
             self.path = Path(parsed.path).expanduser()
-        if self.redis and importlib.util.find_spec("redis") is None:
-            raise ValueError(f"state URL {url!r} needs the Redis client: pip install 'harness-one[redis]'")
+        if self.redis:
+            if importlib.util.find_spec("redis") is None:
+                raise ValueError(f"state URL {url!r} needs the Redis client: pip install 'harness-one[redis]'")
+            _check_redis_options(parsed.query)
         self.prefix = prefix
         self._lock = threading.RLock()  # a Redis backend makes the link inside _once
         self._made: dict[str, Any] = {}
