@@ -169,3 +169,86 @@ def test_every_waiting_thread_fails_when_redis_goes_away(redis_server: RedisServ
         redis_server.start()
     time.sleep(0.25)  # the fail-fast window ends
     assert shared.acquire("k", rate=1, burst=100, cost=1, now=0) == 0.0  # a fresh bucket on the restarted server
+
+
+def test_a_waiting_thread_interrupted_by_ctrl_c_leaves_nobody_waiting(redis_server: RedisServer, redis_url: str) -> None:
+    import signal
+
+    shared = buckets(redis_url, timeout=5)
+    call = {"rate": 1000, "burst": 1000, "cost": 1, "now": 0}
+    shared.acquire("k", **call)
+    admin = redis_server.client()
+    admin.execute_command("CLIENT", "PAUSE", 600, "ALL")  # the first write waits on the pause
+    answered: dict[str, Any] = {}
+
+    def work(name: str, delay: float) -> None:
+        time.sleep(delay)
+        answered[name] = shared.acquire("k", **call)
+
+    sender = threading.Thread(target=work, args=("sender", 0))
+    sender.start()
+    behind = threading.Thread(target=work, args=("behind", 0.2))
+    behind.start()
+    main = threading.main_thread().ident
+    assert main is not None
+    threading.Timer(0.35, lambda: signal.pthread_kill(main, signal.SIGINT)).start()
+    time.sleep(0.1)
+    with pytest.raises(KeyboardInterrupt):
+        shared.acquire("k", **call)  # this thread queues first, so it would be the next sender
+    sender.join(10)
+    behind.join(10)
+    assert answered == {"sender": 0.0, "behind": 0.0}  # the call queued behind it was still sent
+    assert shared.acquire("k", **call) == 0.0 and not shared.link._sending
+    admin.close()
+
+
+def test_calls_queued_behind_a_failed_write_fail_at_once(redis_server: RedisServer, redis_url: str) -> None:
+    shared = buckets(redis_url, timeout=0.3, down_for=5)
+    call = {"rate": 1000, "burst": 1000, "cost": 1, "now": 0}
+    shared.acquire("k", **call)
+    writes = count_writes(shared.link._hot_connection())
+    admin = redis_server.client()
+    admin.execute_command("CLIENT", "PAUSE", 1500, "ALL")
+    failed: list[str] = []
+
+    def work(delay: float) -> None:
+        time.sleep(delay)
+        try:
+            shared.acquire("k", **call)
+        except StateUnavailable:
+            failed.append("unavailable")
+
+    pool = [threading.Thread(target=work, args=(0.1 if i else 0,)) for i in range(5)]
+    for t in pool:
+        t.start()
+    for t in pool:
+        t.join(10)
+    assert failed == ["unavailable"] * 5
+    assert writes == [1]  # the first write timed out; the four queued behind it were not written at all
+    admin.execute_command("CLIENT", "UNPAUSE")
+    admin.close()
+
+
+async def test_an_argument_that_cannot_be_sent_fails_only_its_own_call(redis_url: str) -> None:
+    import redis
+
+    from harness_one.state._redis import _BUCKET, _Pending
+
+    shared = buckets(redis_url)
+    link = shared.link
+    keys, good = ["{d}"], ["0", "1", "5", "1"]
+    got = await asyncio.gather(
+        link.arun(_BUCKET, keys, good),
+        link.arun(_BUCKET, keys, [True, "1", "5", "1"]),
+        link.arun(_BUCKET, keys, good),
+        return_exceptions=True,
+    )
+    assert got[0] == got[2] == b"0" and isinstance(got[1], redis.DataError)  # the bad one was in a write with a good one
+    assert not link._down_until and link.failures == 0
+    batch = [_Pending(_BUCKET, ("EVALSHA", _BUCKET.sha, 1, "{d}", *args), threading.Lock()) for args in (good, [object()], good)]
+    for pending in batch:
+        pending.done.acquire()
+    link._sending = True
+    link._lead(batch)
+    assert [type(p.outcome) for p in batch] == [bytes, redis.DataError, bytes] and not link._down_until
+    await link.aclose()

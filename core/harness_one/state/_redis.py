@@ -348,6 +348,20 @@ def _interrupted() -> redis.ConnectionError:
     return redis.ConnectionError("the call was interrupted before Redis answered")
 
 
+def _sendable(connection: Any, batch: Sequence[_Pending]) -> list[_Pending]:
+    """The calls of ``batch`` whose arguments can be sent; each other call is given its
+    ``DataError`` (redis-py's refusal of, say, a ``bool``), for its own caller."""
+    sendable = []
+    for pending in batch:
+        try:
+            connection.pack_command(*pending.command)
+        except redis.DataError as exc:
+            pending.outcome = exc
+        else:
+            sendable.append(pending)
+    return sendable
+
+
 def _commands(batch: Sequence[_Pending]) -> list[tuple[Any, ...]]:
     return [p.command for p in batch]
 
@@ -376,8 +390,9 @@ def _exchange(connection: Any, commands: Sequence[tuple[Any, ...]]) -> list[Any]
     """
     replies: list[Any] = []
     for attempt in (0, 1):
+        packed = connection.pack_commands(commands[len(replies) :])  # a DataError here: nothing was sent
         try:
-            connection.send_packed_command(connection.pack_commands(commands[len(replies) :]))
+            connection.send_packed_command(packed)
             while len(replies) < len(commands):
                 try:
                     replies.append(connection.read_response())
@@ -398,8 +413,9 @@ async def _aexchange(connection: Any, commands: Sequence[tuple[Any, ...]]) -> li
     """:func:`_exchange` on an asyncio connection."""
     replies: list[Any] = []
     for attempt in (0, 1):
+        packed = connection.pack_commands(commands[len(replies) :])  # a DataError here: nothing was sent
         try:
-            await connection.send_packed_command(connection.pack_commands(commands[len(replies) :]))
+            await connection.send_packed_command(packed)
             while len(replies) < len(commands):
                 try:
                     replies.append(await connection.read_response())
@@ -481,6 +497,7 @@ class RedisLink:
         self._client_lock = threading.Lock()
         self._aclients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any] = weakref.WeakKeyDictionary()
         self._down_until = 0.0
+        self._logged_until = 0.0
         self.failures = 0
         self._hot: Any = None  # one connection kept out of the pool for the sending thread
         self._hot_pid = 0
@@ -521,8 +538,10 @@ class RedisLink:
         """Drop the clients and kept connections of event loops that have closed (each
         ``asyncio.run`` is a new loop; their sockets close when the objects are collected)."""
         for table in (self._aclients, self._batchers):
-            for loop in [loop for loop in table if loop.is_closed()]:
-                del table[loop]
+            for ref in table.keyrefs():  # a copy: other threads' loops come and go meanwhile
+                loop = ref()
+                if loop is not None and loop.is_closed():
+                    table.pop(loop, None)
 
     def _unavailable(self) -> StateUnavailable:
         return StateUnavailable(
@@ -539,7 +558,8 @@ class RedisLink:
 
     def _failed(self, exc: Exception) -> StateUnavailable:
         self.failures += 1
-        if time.monotonic() >= self._down_until:
+        if time.monotonic() >= self._logged_until:
+            self._logged_until = time.monotonic() + self.down_for
             log_event(30, "redis unavailable", where=self._where(), error=f"{type(exc).__name__}: {exc}")
         self._down_until = time.monotonic() + self.down_for
         err = StateUnavailable(
@@ -593,35 +613,58 @@ class RedisLink:
                 self._sending = True
                 pending.batch = [pending]
         if pending.batch is None:
-            pending.done.acquire()  # released with the reply, or with a batch to send
+            self._wait(pending)  # released with the reply, or with a batch to send
         if pending.batch is not None:
             self._lead(pending.batch)
         return self._reply(pending.outcome)
 
+    def _wait(self, pending: _Pending) -> None:
+        """Wait for a queued call's reply or for the batch it is to send. Interrupted
+        (``KeyboardInterrupt``), the call leaves the queue, or sends the batch it was handed."""
+        try:
+            pending.done.acquire()
+        except BaseException:
+            with self._queue_lock:
+                if pending.batch is None and pending in self._queue:
+                    self._queue.remove(pending)
+            if pending.batch is not None:
+                self._lead(pending.batch)
+            raise
+
     def _lead(self, batch: list[_Pending]) -> None:
         """Send ``batch`` in one write, give every call its reply, and hand the queue to the next sender."""
+        sent = batch  # the calls whose outcome a failure decides
         try:
             if self._down_until and time.monotonic() < self._down_until:
                 _settle(batch, [_DOWN] * len(batch))
             else:
                 connection = self._hot_connection()
-                unloaded = _settle(batch, _exchange(connection, _commands(batch)))
+                try:
+                    replies = _exchange(connection, _commands(batch))
+                except redis.DataError:
+                    sent = _sendable(connection, batch)
+                    replies = _exchange(connection, _commands(sent))
+                unloaded = _settle(sent, replies)
                 if unloaded:
+                    sent = unloaded
                     _settle(unloaded, _exchange(connection, _reloads(unloaded)))
+                if connection is not self._hot:  # closed meanwhile: the resend reconnected it
+                    connection.disconnect()
         except _LINK_ERRORS as exc:
-            _settle(batch, [exc] * len(batch))
+            _settle(sent, [exc] * len(sent))
+            self._down_until = time.monotonic() + self.down_for  # the calls queued meanwhile fail fast
         except BaseException:
-            _settle(batch, [_interrupted()] * len(batch))
+            _settle(sent, [_interrupted()] * len(sent))
             raise
         finally:
             with self._queue_lock:
                 queued, self._queue = self._queue, []
                 self._sending = bool(queued)
-            for pending in batch:
-                if pending.done is not None:
-                    pending.done.release()
+                if queued:
+                    queued[0].batch = queued
+            for pending in batch[1:]:  # batch[0] is this thread's own call
+                pending.done.release()
             if queued:
-                queued[0].batch = queued
                 queued[0].done.release()
 
     def _run_pooled(self, script: _Script, keys: Sequence[str], args: Sequence[Any]) -> Any:
@@ -664,19 +707,28 @@ class RedisLink:
                 if self._is_down():
                     _settle(batch, [_DOWN] * len(batch))
                 elif batch:
+                    sent = batch  # the calls whose outcome a failure decides
+                    connection = batcher.connection
                     try:
-                        unloaded = _settle(batch, await _aexchange(batcher.connection, _commands(batch)))
+                        try:
+                            replies = await _aexchange(connection, _commands(batch))
+                        except redis.DataError:
+                            sent = _sendable(connection, batch)
+                            replies = await _aexchange(connection, _commands(sent))
+                        unloaded = _settle(sent, replies)
                         if unloaded:
-                            _settle(unloaded, await _aexchange(batcher.connection, _reloads(unloaded)))
+                            sent = unloaded
+                            _settle(unloaded, await _aexchange(connection, _reloads(unloaded)))
                     except _LINK_ERRORS as exc:
-                        _settle(batch, [exc] * len(batch))
+                        _settle(sent, [exc] * len(sent))
+                        self._down_until = time.monotonic() + self.down_for  # the calls queued meanwhile fail fast
                 for pending in batch:
                     if not pending.done.done():
                         pending.done.set_result(None)
                 batch = []
                 if once:
                     break
-        except BaseException:
+        except BaseException as exc:
             failed = batch if once else [*batch, *batcher.queue]
             if not once:
                 batcher.queue = []
@@ -684,7 +736,9 @@ class RedisLink:
                 if not pending.done.done():
                     pending.outcome = _interrupted()
                     pending.done.set_result(None)
-            raise
+            if once or not isinstance(exc, Exception):
+                raise
+            log_event(40, "redis batch failed", where=self._where(), error=f"{type(exc).__name__}: {exc}")
         finally:
             batcher.sending = bool(once and batcher.queue)
             batcher.task = asyncio.get_running_loop().create_task(self._drain(batcher)) if batcher.sending else None
@@ -729,6 +783,8 @@ class RedisLink:
         loop = asyncio.get_running_loop()
         batcher = self._batchers.pop(loop, None)
         if batcher is not None:
+            if batcher.task is not None:  # let the calls on the wire have their replies first
+                await asyncio.wait({batcher.task})
             await batcher.connection.disconnect()
         found = self._aclients.pop(loop, None)
         if found is not None:
