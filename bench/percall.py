@@ -167,8 +167,8 @@ def hostile_cases() -> list[Case]:
         return text[: text.rindex(", ", 0, limit - len(closing))] + closing
 
     text = under(json.dumps({"a": [1, "x"] * (limit // 8)}), "]}")  # every other value wrong
-    # estimated sizes: "a" and the list 3 bytes, 1 and "x" 9; a key its length, its integer 8
-    values = {"a": [1, "x"] * ((limit - 3) // 9)}
+    # estimated sizes: "a" and the list 3 bytes, 1 and "x" 11; a key its length, its integer 8
+    values = {"a": [1, "x"] * ((limit - 3) // 11)}
     keys = under(json.dumps({f"key{i}": i for i in range(limit // 8)}), "}")  # unknown properties
     named: dict[str, int] = {}
     size = 0

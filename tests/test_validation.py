@@ -361,3 +361,11 @@ def test_json_text_with_too_many_arrays_is_refused_before_it_is_parsed(monkeypat
     # Brackets inside strings (code, say) are not arrays: such text is parsed and runs.
     assert reg.call("f", json.dumps({"code": "x = [[1], {2: [3]}]; " * 50, "rows": [[1], [2]]})) == "ran"
     assert len(parsed) == 1
+
+
+def test_empty_strings_count_their_quotes_in_the_size_estimate(vreg: ToolRegistry) -> None:
+    vreg.limits = ArgumentLimits(max_bytes=10_000)
+    vreg.add(lambda **kw: "ran", name="f", parameters={"type": "object"})
+    for strings in ([""] * 6_000, [""] * 5_999 + [None]):  # a run of one type, and a mixed one
+        assert "the limit is 10000" in problems(vreg, "f", {"s": strings})[0]["message"]
+    assert vreg.call("f", {"s": [""] * 4_000}) == "ran"

@@ -161,7 +161,7 @@ def _scan(args: dict[Any, Any], limits: ArgumentLimits) -> int:
         for key, value in args.items():
             kind = type(value)
             if kind is str:
-                size += len(value)
+                size += len(value) + 2  # and its quotes: an empty string is not free
             elif kind is int:
                 if not _I_MIN <= value <= _I_MAX:
                     flags |= _ODD
@@ -191,7 +191,7 @@ def _uniform(values: Collection[Any]) -> tuple[int, int] | None:
     kind = kinds.pop()
     count = len(values)
     if kind is str:
-        return sum(map(len, values)), 0
+        return sum(map(len, values)) + 2 * count, 0
     if kind is int:
         return 8 * count, 0 if min(values) >= _I_MIN and max(values) <= _I_MAX else _ODD
     if kind is float:
@@ -254,7 +254,7 @@ def _scan_nested(root: Any, limits: ArgumentLimits) -> int:
                 for value in chunk:
                     kind = type(value)
                     if kind is str:
-                        size += len(value)
+                        size += len(value) + 2  # and its quotes: an empty string is not free
                     elif kind is dict or kind is list:
                         if value or deep:
                             push(value)
@@ -277,7 +277,7 @@ def _scan_nested(root: Any, limits: ArgumentLimits) -> int:
                             push(value)
                             containers += 1
                         elif isinstance(value, str):
-                            size += len(value)
+                            size += len(value) + 2  # and its quotes: an empty string is not free
                         elif isinstance(value, float):
                             flags |= _FLOAT
                         else:
@@ -665,7 +665,7 @@ class CompiledSchema:
                         continue
                     break
                 if kind is str:
-                    size += len(value)
+                    size += len(value) + 2  # and its quotes: an empty string is not free
                 elif kind is float:
                     if value - value:  # NaN or infinity
                         break
