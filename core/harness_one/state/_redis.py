@@ -325,7 +325,7 @@ class _Pending:
         self.script = script
         self.command = command  # EVALSHA sha numkeys keys... argv...
         self.done = done
-        self.outcome: Any = None
+        self.outcome: Any = _UNANSWERED
         self.batch: list[_Pending] | None = None
 
 
@@ -341,6 +341,7 @@ class _Batcher:
         self.task: asyncio.Task[None] | None = None  # the task sending the queue, when one does
 
 
+_UNANSWERED: Any = object()  # the outcome of a call before its reply (a reply may be None)
 _DOWN: Any = object()  # the outcome of a call not sent because Redis failed moments ago
 
 
@@ -362,13 +363,22 @@ def _sendable(connection: Any, batch: Sequence[_Pending]) -> list[_Pending]:
     return sendable
 
 
-def _commands(batch: Sequence[_Pending]) -> list[tuple[Any, ...]]:
-    return [p.command for p in batch]
+def _write(connection: Any, batch: Sequence[_Pending], reload: bool) -> tuple[Sequence[_Pending], list[tuple[Any, ...]], Any]:
+    """The calls of one write, their commands (``EVALSHA``, or ``EVAL`` when ``reload``: it
+    also loads the script) and the packed bytes; a call that cannot be sent is left out."""
 
+    def commands(calls: Sequence[_Pending]) -> list[tuple[Any, ...]]:
+        if reload:
+            return [("EVAL", p.script.source, *p.command[2:]) for p in calls]
+        return [p.command for p in calls]
 
-def _reloads(batch: Sequence[_Pending]) -> list[tuple[Any, ...]]:
-    """The calls again as ``EVAL``, which also loads the script."""
-    return [("EVAL", p.script.source, *p.command[2:]) for p in batch]
+    calls, built = batch, commands(batch)
+    try:
+        return calls, built, connection.pack_commands(built)
+    except redis.DataError:
+        calls = _sendable(connection, calls)
+        built = commands(calls)
+        return calls, built, connection.pack_commands(built)
 
 
 def _settle(batch: Sequence[_Pending], replies: Sequence[Any]) -> list[_Pending]:
@@ -382,15 +392,23 @@ def _settle(batch: Sequence[_Pending], replies: Sequence[Any]) -> list[_Pending]
     return unloaded
 
 
-def _exchange(connection: Any, commands: Sequence[tuple[Any, ...]]) -> list[Any]:
-    """Send ``commands`` in one write and read their replies (a Redis error in its reply's place).
+def _fail(batch: Sequence[_Pending], outcome: Any) -> None:
+    """Give ``outcome`` to each call of ``batch`` that has no reply (or only ``NOSCRIPT``)."""
+    for pending in batch:
+        if pending.outcome is _UNANSWERED or type(pending.outcome) is NoScriptError:
+            pending.outcome = outcome
 
-    A dead connection is reconnected and the commands not yet answered are sent once more; a
+
+def _exchange(connection: Any, batch: Sequence[_Pending], *, reload: bool = False) -> list[_Pending]:
+    """Send the calls of ``batch`` in one write, give each its reply (a Redis error in its
+    reply's place), and return those answered ``NOSCRIPT``.
+
+    A dead connection is reconnected and the calls not yet answered are sent once more; a
     timeout or an interrupt drops the connection (replies would be left in flight) and raises.
     """
+    calls, commands, packed = _write(connection, batch, reload)
     replies: list[Any] = []
     for attempt in (0, 1):
-        packed = connection.pack_commands(commands[len(replies) :])  # a DataError here: nothing was sent
         try:
             connection.send_packed_command(packed)
             while len(replies) < len(commands):
@@ -398,22 +416,23 @@ def _exchange(connection: Any, commands: Sequence[tuple[Any, ...]]) -> list[Any]
                     replies.append(connection.read_response())
                 except redis.ResponseError as exc:
                     replies.append(exc)
-            return replies
+            return _settle(calls, replies)
         except redis.ConnectionError:
             connection.disconnect()
             if attempt:
                 raise
+            packed = connection.pack_commands(commands[len(replies) :])
         except BaseException:
             connection.disconnect()
             raise
     raise AssertionError("unreachable")  # pragma: no cover
 
 
-async def _aexchange(connection: Any, commands: Sequence[tuple[Any, ...]]) -> list[Any]:
+async def _aexchange(connection: Any, batch: Sequence[_Pending], *, reload: bool = False) -> list[_Pending]:
     """:func:`_exchange` on an asyncio connection."""
+    calls, commands, packed = _write(connection, batch, reload)
     replies: list[Any] = []
     for attempt in (0, 1):
-        packed = connection.pack_commands(commands[len(replies) :])  # a DataError here: nothing was sent
         try:
             await connection.send_packed_command(packed)
             while len(replies) < len(commands):
@@ -421,11 +440,12 @@ async def _aexchange(connection: Any, commands: Sequence[tuple[Any, ...]]) -> li
                     replies.append(await connection.read_response())
                 except redis.ResponseError as exc:
                     replies.append(exc)
-            return replies
+            return _settle(calls, replies)
         except redis.ConnectionError:
             await connection.disconnect()
             if attempt:
                 raise
+            packed = connection.pack_commands(commands[len(replies) :])
         except BaseException:
             await connection.disconnect(nowait=True)
             raise
@@ -633,28 +653,21 @@ class RedisLink:
 
     def _lead(self, batch: list[_Pending]) -> None:
         """Send ``batch`` in one write, give every call its reply, and hand the queue to the next sender."""
-        sent = batch  # the calls whose outcome a failure decides
         try:
             if self._down_until and time.monotonic() < self._down_until:
-                _settle(batch, [_DOWN] * len(batch))
+                _fail(batch, _DOWN)
             else:
                 connection = self._hot_connection()
-                try:
-                    replies = _exchange(connection, _commands(batch))
-                except redis.DataError:
-                    sent = _sendable(connection, batch)
-                    replies = _exchange(connection, _commands(sent))
-                unloaded = _settle(sent, replies)
+                unloaded = _exchange(connection, batch)
                 if unloaded:
-                    sent = unloaded
-                    _settle(unloaded, _exchange(connection, _reloads(unloaded)))
+                    _exchange(connection, unloaded, reload=True)
                 if connection is not self._hot:  # closed meanwhile: the resend reconnected it
                     connection.disconnect()
         except _LINK_ERRORS as exc:
-            _settle(sent, [exc] * len(sent))
+            _fail(batch, exc)
             self._down_until = time.monotonic() + self.down_for  # the calls queued meanwhile fail fast
         except BaseException:
-            _settle(sent, [_interrupted()] * len(sent))
+            _fail(batch, _interrupted())
             raise
         finally:
             with self._queue_lock:
@@ -705,22 +718,14 @@ class RedisLink:
                 batch = [p for p in batcher.queue if not p.done.done()]
                 batcher.queue = []
                 if self._is_down():
-                    _settle(batch, [_DOWN] * len(batch))
+                    _fail(batch, _DOWN)
                 elif batch:
-                    sent = batch  # the calls whose outcome a failure decides
-                    connection = batcher.connection
                     try:
-                        try:
-                            replies = await _aexchange(connection, _commands(batch))
-                        except redis.DataError:
-                            sent = _sendable(connection, batch)
-                            replies = await _aexchange(connection, _commands(sent))
-                        unloaded = _settle(sent, replies)
+                        unloaded = await _aexchange(batcher.connection, batch)
                         if unloaded:
-                            sent = unloaded
-                            _settle(unloaded, await _aexchange(connection, _reloads(unloaded)))
+                            await _aexchange(batcher.connection, unloaded, reload=True)
                     except _LINK_ERRORS as exc:
-                        _settle(sent, [exc] * len(sent))
+                        _fail(batch, exc)
                         self._down_until = time.monotonic() + self.down_for  # the calls queued meanwhile fail fast
                 for pending in batch:
                     if not pending.done.done():
@@ -732,9 +737,9 @@ class RedisLink:
             failed = batch if once else [*batch, *batcher.queue]
             if not once:
                 batcher.queue = []
+            _fail(failed, _interrupted())
             for pending in failed:
                 if not pending.done.done():
-                    pending.outcome = _interrupted()
                     pending.done.set_result(None)
             if once or not isinstance(exc, Exception):
                 raise
