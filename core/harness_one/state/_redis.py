@@ -363,22 +363,22 @@ def _sendable(connection: Any, batch: Sequence[_Pending]) -> list[_Pending]:
     return sendable
 
 
+def _commands(calls: Sequence[_Pending], reload: bool) -> list[tuple[Any, ...]]:
+    """The calls' commands: ``EVALSHA``, or ``EVAL`` when ``reload`` (it also loads the script)."""
+    if reload:
+        return [("EVAL", p.script.source, *p.command[2:]) for p in calls]
+    return [p.command for p in calls]
+
+
 def _write(connection: Any, batch: Sequence[_Pending], reload: bool) -> tuple[Sequence[_Pending], list[tuple[Any, ...]], Any]:
-    """The calls of one write, their commands (``EVALSHA``, or ``EVAL`` when ``reload``: it
-    also loads the script) and the packed bytes; a call that cannot be sent is left out."""
-
-    def commands(calls: Sequence[_Pending]) -> list[tuple[Any, ...]]:
-        if reload:
-            return [("EVAL", p.script.source, *p.command[2:]) for p in calls]
-        return [p.command for p in calls]
-
-    calls, built = batch, commands(batch)
+    """The calls of one write, their commands and the packed bytes; a call that cannot be sent is left out."""
+    calls, commands = batch, _commands(batch, reload)
     try:
-        return calls, built, connection.pack_commands(built)
+        return calls, commands, connection.pack_commands(commands)
     except redis.DataError:
         calls = _sendable(connection, calls)
-        built = commands(calls)
-        return calls, built, connection.pack_commands(built)
+        commands = _commands(calls, reload)
+        return calls, commands, connection.pack_commands(commands)
 
 
 def _settle(batch: Sequence[_Pending], replies: Sequence[Any]) -> list[_Pending]:
