@@ -22,7 +22,7 @@ import time
 import weakref
 from collections.abc import Hashable, Sequence
 from typing import Any
-from urllib.parse import parse_qsl, urlencode, urlparse, urlunparse
+from urllib.parse import urlparse
 
 import redis
 import redis.asyncio as aredis
@@ -33,6 +33,7 @@ from redis.retry import Retry
 
 from .._log import log_event
 from ._protocols import Record, StateUnavailable
+from ._select import split_redis_url
 
 __all__ = ["RedisBudgets", "RedisBuckets", "RedisCircuits", "RedisLink", "RedisSlots", "RedisStore"]
 
@@ -50,8 +51,6 @@ _LINK_ERRORS = (
     OutOfMemoryError,
     TryAgainError,
 )
-#: URL schemes of a Redis Cluster (the client discovers the other nodes from the given one).
-CLUSTER_SCHEMES = ("redis+cluster", "rediss+cluster")
 _MAX_TTL_MS = 7 * 24 * 3600 * 1000
 
 _NOW = """
@@ -298,23 +297,6 @@ return {st, calls, failures, field('n', 0)}
 )
 
 
-def _split_url(url: str) -> tuple[str, dict[str, str], bool]:
-    """The URL without harness-one's own query options (``prefix``, ``timeout``), those options,
-    and whether it names a Redis Cluster (``redis+cluster://``, given to the client as ``redis://``)."""
-    parsed = urlparse(url)
-    ours: dict[str, str] = {}
-    rest: list[tuple[str, str]] = []
-    for name, value in parse_qsl(parsed.query, keep_blank_values=True):
-        if name in ("prefix", "timeout"):
-            ours[name] = value
-        else:
-            rest.append((name, value))
-    cluster = parsed.scheme in CLUSTER_SCHEMES
-    if cluster:
-        parsed = parsed._replace(scheme=parsed.scheme.removesuffix("+cluster"))
-    return urlunparse(parsed._replace(query=urlencode(rest))), ours, cluster
-
-
 class _Pending:
     """One script call waiting for its reply, and what its caller waits on (a held lock, a
     future, or nothing when the caller sends it itself)."""
@@ -502,7 +484,7 @@ class RedisLink:
         down_for: float = 0.5,
         cluster: bool = False,
     ) -> None:
-        self.url, options, in_url = _split_url(url)
+        self.url, options, in_url = split_redis_url(url)
         self.cluster = cluster or in_url
         self.prefix = prefix if prefix is not None else options.get("prefix", DEFAULT_PREFIX)
         self.timeout = timeout if timeout is not None else float(options.get("timeout", 0.25))

@@ -8,28 +8,47 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qsl, urlparse
+from urllib.parse import parse_qsl, urlencode, urlparse, urlunparse
 
 from ._memory import MemoryBuckets, MemoryBudgets, MemoryCircuits, MemorySlots, MemoryStore
 from ._protocols import BudgetStore, CircuitStore, ConcurrencySlots, IdempotencyStore, RateLimitBackend
 
-__all__ = ["REDIS_SCHEMES", "State", "open_state"]
+__all__ = ["REDIS_SCHEMES", "State", "open_state", "split_redis_url"]
 
 #: URL schemes that put every kind of state on Redis.
 REDIS_SCHEMES = ("redis", "rediss", "redis+cluster", "rediss+cluster")
 
 
-def _check_redis_options(query: str) -> None:
-    """Refuse a Redis URL whose own options are malformed now, not later in each plugin (where
-    the plugin would be left on state of its own process)."""
-    for name, value in parse_qsl(query, keep_blank_values=True):
-        if name == "timeout":
-            try:
-                seconds = float(value)
-            except ValueError:
-                seconds = math.nan
-            if not seconds > 0 or math.isinf(seconds):
-                raise ValueError(f"the Redis state URL's timeout must be a number of seconds above 0, not {value!r}")
+#: URL schemes of a Redis Cluster (the client discovers the other nodes from the given one).
+CLUSTER_SCHEMES = ("redis+cluster", "rediss+cluster")
+
+
+def split_redis_url(url: str) -> tuple[str, dict[str, str], bool]:
+    """The URL without harness-one's own query options (``prefix``, ``timeout``), those options,
+    and whether it names a Redis Cluster (``redis+cluster://``, given to the client as ``redis://``).
+
+    A malformed option is refused here, when the state is made, not later in each plugin (where
+    the plugin would be left on state of its own process).
+    """
+    parsed = urlparse(url)
+    ours: dict[str, str] = {}
+    rest: list[tuple[str, str]] = []
+    for name, value in parse_qsl(parsed.query, keep_blank_values=True):
+        if name in ("prefix", "timeout"):
+            ours[name] = value
+        else:
+            rest.append((name, value))
+    if "timeout" in ours:
+        try:
+            seconds = float(ours["timeout"])
+        except ValueError:
+            seconds = math.nan
+        if not seconds > 0 or math.isinf(seconds):
+            raise ValueError(f"the Redis state URL's timeout must be a number of seconds above 0, not {ours['timeout']!r}")
+    cluster = parsed.scheme in CLUSTER_SCHEMES
+    if cluster:
+        parsed = parsed._replace(scheme=parsed.scheme.removesuffix("+cluster"))
+    return urlunparse(parsed._replace(query=urlencode(rest))), ours, cluster
 
 
 class State:
@@ -57,7 +76,7 @@ class State:
         if self.redis:
             if importlib.util.find_spec("redis") is None:
                 raise ValueError(f"state URL {url!r} needs the Redis client: pip install 'harness-one[redis]'")
-            _check_redis_options(parsed.query)
+            split_redis_url(url or "")  # refuses a malformed option now
         self.prefix = prefix
         self._lock = threading.RLock()  # a Redis backend makes the link inside _once
         self._made: dict[str, Any] = {}
