@@ -29,7 +29,7 @@ if TYPE_CHECKING:
         ToolNotFound,
         ToolTimeout,
     )
-    from ._log import log_enabled, log_event
+    from ._log import log_enabled, log_enabled_for, log_event
     from ._plugins import PluginSet
     from ._policies import CircuitBreakerPolicy, RateLimit, RetryPolicy
     from ._redact import REDACTED, SECRET_KEYS, Redactor, redact
@@ -73,6 +73,7 @@ _LAZY: dict[str, str] = {  # name -> module: imported on first use, so start-up 
     "ToolNotFound": "._errors",
     "ToolTimeout": "._errors",
     "log_enabled": "._log",
+    "log_enabled_for": "._log",
     "log_event": "._log",
     "PluginSet": "._plugins",
     "CircuitBreakerPolicy": "._policies",
@@ -150,6 +151,7 @@ __all__ = [
     "hookimpl",
     "json_type",
     "log_enabled",
+    "log_enabled_for",
     "log_event",
     "redact",
     "refresh_entry_points",

@@ -22,7 +22,6 @@ __all__ = [
     "decode_arguments",
     "load_json",
     "plain_json",
-    "refuse_keys",
 ]
 
 #: Integers longer than this (Python's int-to-text limit) are refused where they stand.
@@ -275,9 +274,6 @@ def check_signature(args: dict[Any, Any], accepted: frozenset[str], required: fr
         problems.append(ArgumentProblem(f"$.{key}", "required argument is missing", "required", "present", "missing"))
     if problems:
         raise ToolArgumentError(problems)
-
-
-refuse_keys = check_signature
 
 
 def _short(value: Any) -> str:

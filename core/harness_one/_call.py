@@ -61,16 +61,28 @@ class Call:
     # The fields every call sets are slots; the rest are class defaults until a call sets them.
     _id: str | None
 
-    __slots__ = ("__dict__", "_id", "arguments", "attempt", "context", "ran", "registry", "result", "started", "tool")
+    __slots__ = (
+        "__dict__",
+        "_id",
+        "arguments",
+        "attempt",
+        "context",
+        "decoded",
+        "ran",
+        "registry",
+        "result",
+        "started",
+        "timeout",
+        "tool",
+    )
 
-    idempotency_key: str | None = None
     #: The dict the registry decoded from JSON text that holds only JSON values within the
     #: registry's limits (no NaN, nesting bounded), so validation need not walk it; else None.
     #: (A pre-validate hook replaces ``arguments``, never changes the dict in place.)
-    decoded: dict[str, Any] | None = None
-    error: ToolError | None = None
+    decoded: dict[str, Any] | None
+    timeout: float | None
+    idempotency_key: str | None = None
     deadline: float | None = None
-    timeout: float | None = None
     runner: Runner | None = None
     decision: Retry | Outcome | None = None
     _state: dict[str, Any] | None = None
@@ -97,6 +109,7 @@ class Call:
         self.attempt = 1
         self.ran = False
         self.result: Any = None
+        self.decoded = self.timeout = None
         if idempotency_key is not None:
             self.idempotency_key = idempotency_key
         if progress is not None:

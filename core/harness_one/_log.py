@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import logging
 import sys
+from collections.abc import Callable
 from typing import Any
 
-__all__ = ["log_enabled", "log_event"]
+__all__ = ["log_enabled", "log_enabled_for", "log_event"]
 
 _loggers: dict[str, logging.Logger] = {}
+_checks: dict[str, Callable[[int], bool]] = {}
 _modules = sys.modules
 
 
@@ -30,10 +32,28 @@ def _structlog() -> Any:
 
 def log_enabled(level: int, logger: str = "harness_one") -> bool:
     """Whether an event at ``level`` on ``logger`` would go anywhere (check before building fields)."""
-    if (_loggers.get(logger) or _stdlib(logger)).isEnabledFor(level):  # stdlib caches the answer
-        return True
-    module = _modules.get("structlog")
-    return module is not None and bool(module.is_configured())
+    return (_checks.get(logger) or log_enabled_for(logger))(level)
+
+
+def log_enabled_for(logger: str) -> Callable[[int], bool]:
+    """``log_enabled`` for one logger, as a function of the level: the per-call path's form."""
+    found = _checks.get(logger)
+    if found is not None:
+        return found
+    target = _stdlib(logger)
+    # The stdlib's own answers: ``isEnabledFor`` caches them here, and clears (never replaces)
+    # this dict whenever a level changes or ``logging.disable`` is called.
+    cache: dict[int, bool] = getattr(target, "_cache", {})
+
+    def enabled(level: int) -> bool:
+        if not target.disabled:
+            answer = cache.get(level)
+            if answer or (answer is None and target.isEnabledFor(level)):
+                return True
+        module = _modules.get("structlog")
+        return module is not None and bool(module.is_configured())
+
+    return _checks.setdefault(logger, enabled)
 
 
 def log_event(level: int, event: str, *, logger: str = "harness_one", **fields: Any) -> None:

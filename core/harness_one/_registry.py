@@ -10,7 +10,7 @@ from collections.abc import Callable, Generator, Iterable, Mapping
 from types import MethodType
 from typing import TYPE_CHECKING, Any, ClassVar, Concatenate, Generic, ParamSpec, TypeVar, overload
 
-from ._arguments import ArgumentLimits, check_signature, decode_arguments, plain_json, refuse_keys
+from ._arguments import ArgumentLimits, check_signature, decode_arguments, plain_json
 from ._call import Await, Call, CallResult, Outcome, ProgressCallback, Retry, new_call_id
 from ._clock import SYSTEM_CLOCK, Clock
 from ._errors import (
@@ -83,7 +83,7 @@ class _Entry:
     too, under ``registry._lock``, and ``reads`` subtracts what reading consumed.
     """
 
-    __slots__ = ("counter", "plan", "reads", "simple", "tool")
+    __slots__ = ("counter", "direct", "plan", "reads", "simple", "tool")
 
     def __init__(self, tool: Tool, calls: int = 0) -> None:
         self.tool = tool
@@ -92,6 +92,8 @@ class _Entry:
         self.plan: ToolPlan | None = None
         #: Callable directly when no hook applies: sync, no converters, no Call parameter, no **kwargs.
         self.simple = not (tool.is_async or tool.converters or tool.call_param or tool.accepts_any)
+        #: ``simple`` and no hook applies (set with ``plan``): a call without options skips the pipeline.
+        self.direct = False
 
     def calls(self) -> int:
         count = next(self.counter) - self.reads
@@ -426,9 +428,12 @@ class ToolRegistry:
     def _plans_changed(self) -> None:
         for entry in list(self._tools.values()):
             entry.plan = None
+            entry.direct = False
 
     def _plan(self, entry: _Entry) -> ToolPlan:
-        plan = entry.plan = self.plugins.plan.for_tool(entry.tool)
+        plan = self.plugins.plan.for_tool(entry.tool)
+        entry.direct = entry.simple and plan.empty
+        entry.plan = plan
         return plan
 
     def _begin(
@@ -446,8 +451,10 @@ class ToolRegistry:
             entry = self._entry(name)
         next(entry.counter)
         plan = entry.plan or self._plan(entry)
-        if idempotency_key is not None and plan.keyed is not None:
-            plan = plan.keyed
+        if idempotency_key is not None:
+            plan = plan.keyed or plan
+        elif context is None and (call_id is None or type(call_id) is str):
+            return Call(self, entry.tool, arguments, None, call_id, None, _perf(), on_progress), plan
         return self._new_call(entry, arguments, context, call_id, idempotency_key, on_progress), plan
 
     def _new_call(
@@ -493,9 +500,9 @@ class ToolRegistry:
             entry = self._entry(name)
         next(entry.counter)
         plan = entry.plan or self._plan(entry)
-        if idempotency_key is not None and plan.keyed is not None:
-            plan = plan.keyed
-        if plan.empty and entry.simple and context is None and idempotency_key is None and on_progress is None:
+        if idempotency_key is not None:
+            plan = plan.keyed or plan
+        elif entry.direct and context is None and on_progress is None:
             return self._direct(entry.tool, arguments, call_id)
         if context is None and idempotency_key is None and (call_id is None or type(call_id) is str):
             call = Call(self, entry.tool, arguments, None, call_id, None, _perf(), on_progress)
@@ -615,10 +622,12 @@ class ToolRegistry:
                 if type(call.arguments) is not dict:
                     raise PluginError(f"pre_validate left arguments of type {type(call.arguments).__name__}, not a dict")
             kwargs = call.arguments
-            if (not tool.accepts_any and not kwargs.keys() <= tool.accepted) or not tool.required <= kwargs.keys():
-                check_signature(kwargs, tool.accepted, tool.required, tool.accepts_any)
-            elif tool.accepts_any and not all(type(k) is str for k in kwargs):
-                refuse_keys(kwargs, tool.accepted, tool.required, tool.accepts_any)
+            accepted = tool.accepted
+            if tool.accepts_any:
+                if not tool.required <= kwargs.keys() or not all(type(k) is str for k in kwargs):
+                    check_signature(kwargs, accepted, tool.required, True)
+            elif not (accepted.issuperset(kwargs) and (len(kwargs) == len(accepted) or tool.required <= kwargs.keys())):
+                check_signature(kwargs, accepted, tool.required, False)  # unknown or missing names
             if tool.converters or tool.call_param:
                 kwargs = self._convert(call, kwargs)
         except Exception as exc:
@@ -767,8 +776,9 @@ class ToolRegistry:
         """A tool no hook applies to: check the arguments and call it, with the pipeline's errors."""
         try:
             args = arguments if type(arguments) is dict else decode_arguments(arguments, self.limits)
-            if not args.keys() <= tool.accepted or not tool.required <= args.keys():
-                refuse_keys(args, tool.accepted, tool.required, tool.accepts_any)
+            accepted = tool.accepted  # a simple tool takes no **kwargs
+            if not (accepted.issuperset(args) and (len(args) == len(accepted) or tool.required <= args.keys())):
+                check_signature(args, accepted, tool.required, False)
         except ToolArgumentError as err:
             err.with_tool(tool.name)
             err.call_id = err.call_id or call_id or new_call_id()
@@ -848,7 +858,6 @@ class ToolRegistry:
             err.tool = call.tool.name
         if err.call_id is None:
             err.call_id = call.call_id
-        call.error = err
         return err
 
     def _on_error(

@@ -8,7 +8,7 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-from harness_one import SECRET_KEYS, Call, Redactor, Retry, ToolError, hookimpl, log_enabled, log_event, redact
+from harness_one import SECRET_KEYS, Call, Redactor, Retry, ToolError, hookimpl, log_enabled_for, log_event, redact
 
 __all__ = ["SECRET_KEYS", "LoggingPlugin", "redact"]
 
@@ -60,6 +60,7 @@ class LoggingPlugin:
         if not isinstance(self.level, int):
             raise ValueError(f"unknown log level {level!r}")
         self.log_arguments = log_arguments
+        self._enabled = log_enabled_for(_LOGGER)
         self.redactor = Redactor(secret_keys, extra_keys=extra_secret_keys, values=secret_values)
 
     def _emit(self, event: str, call: Call, outcome: str, **extra: Any) -> None:
@@ -81,12 +82,12 @@ class LoggingPlugin:
 
     @hookimpl(trylast=True)
     def harness_post_call(self, call: Call) -> None:
-        if log_enabled(self.level, _LOGGER):
+        if self._enabled(self.level):
             self._emit("tool_call", call, "ok", result_size=_size(call.result))
 
     @hookimpl(trylast=True)
     def harness_on_error(self, call: Call, error: BaseException) -> None:
-        if not log_enabled(self.level, _LOGGER):
+        if not self._enabled(self.level):
             return
         retrying = type(call.decision) is Retry
         extra: dict[str, Any] = {"error_type": type(error).__name__}

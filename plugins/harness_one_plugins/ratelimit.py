@@ -67,7 +67,7 @@ class RateLimitPlugin:
         self.refused = 0
         self._now: Callable[[], float] | None = None
         self._configured = False
-        self._plain: RateLimitBackend | None = None  # the last backend seen without ``aacquire``
+        self._memory: MemoryBuckets | None = None  # the in-process backend, once seen: called positionally
 
     @hookimpl
     def harness_configure(self, registry: ToolRegistry) -> None:
@@ -93,20 +93,33 @@ class RateLimitPlugin:
             bucket = (tool.name, call.context.get(key))
         now = self._now() if self._now is not None else (self.clock or call.registry.clock).now()
         backend = self.backend
-        if backend is not self._plain:  # not the backend known to answer without I/O
+        if backend is not self._memory:
+            return self._acquire(call, backend, bucket, limit, now)
+        wait = backend.acquire(bucket, limit.rate, limit.burst, limit.cost, now)  # in this process: cannot fail
+        if wait > 0.0:
+            raise self._refusal(call, wait)
+        return None
+
+    def _acquire(self, call: Call, backend: RateLimitBackend, bucket: Hashable, limit: RateLimit, now: float) -> Await | None:
+        """A backend other than the in-process one known from earlier calls (which takes the short way)."""
+        if type(backend) is MemoryBuckets:
+            self._memory = backend
+        else:
             aacquire = getattr(backend, "aacquire", None)
             if aacquire is not None:
                 return self._shared(call, backend, aacquire, bucket, limit, now)
-            self._plain = backend
         try:
             wait = backend.acquire(bucket, rate=limit.rate, burst=limit.burst, cost=limit.cost, now=now)
         except StateUnavailable as exc:
-            self.fail.handle(exc, tool.name, call.call_id, "rate limit not checked")
+            self.fail.handle(exc, call.tool.name, call.call_id, "rate limit not checked")
             return None
         if wait > 0.0:
-            self.refused += 1
-            raise RateLimitExceeded(retry_after=wait, tool=tool.name, call_id=call.call_id)
+            raise self._refusal(call, wait)
         return None
+
+    def _refusal(self, call: Call, wait: float) -> RateLimitExceeded:
+        self.refused += 1
+        return RateLimitExceeded(retry_after=wait, tool=call.tool.name, call_id=call.call_id)
 
     def _shared(
         self,
@@ -122,8 +135,7 @@ class RateLimitPlugin:
 
         def decide(wait: float) -> None:
             if wait > 0.0:
-                self.refused += 1
-                raise RateLimitExceeded(retry_after=wait, tool=call.tool.name, call_id=call.call_id)
+                raise self._refusal(call, wait)
 
         return round_trip(
             lambda: backend.acquire(bucket, rate=rate, burst=burst, cost=cost, now=now),

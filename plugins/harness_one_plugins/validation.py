@@ -645,7 +645,7 @@ class CompiledSchema:
             return False
 
     def check(
-        self, args: dict[str, Any], limits: ArgumentLimits, clock: Clock | None = None, *, plain: bool = False
+        self, args: dict[str, Any], limits: ArgumentLimits, clock: Clock | None = None, plain: bool = False
     ) -> dict[str, Any]:
         """``args`` validated: limits, verdict, then integers and defaults filled in (in a copy).
 
@@ -1227,10 +1227,11 @@ class ValidationPlugin:
 
     @hookimpl(trylast=True)
     def harness_pre_validate(self, call: Call) -> None:
-        compiled = self._compiled.get(call.tool) or self.compiled(call.tool)
         args = call.arguments
         registry = call.registry
-        checked = compiled.check(args, registry.limits, registry.clock, plain=call.decoded is args)
+        checked = (self._compiled.get(call.tool) or self.compiled(call.tool)).check(
+            args, registry.limits, registry.clock, call.decoded is args
+        )
         if checked is not args:
             call.arguments = checked
 
