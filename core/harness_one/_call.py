@@ -8,7 +8,7 @@ import os
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ._errors import ToolError
 
@@ -63,6 +63,7 @@ class Call:
 
     __slots__ = (
         "__dict__",
+        "_failure",
         "_id",
         "arguments",
         "attempt",
@@ -81,6 +82,7 @@ class Call:
     #: (A pre-validate hook replaces ``arguments``, never changes the dict in place.)
     decoded: dict[str, Any] | None
     timeout: float | None
+    _failure: ToolError | None  # the final error, set as the pipeline ends (the registry raises or returns it)
     idempotency_key: str | None = None
     deadline: float | None = None
     runner: Runner | None = None
@@ -109,7 +111,7 @@ class Call:
         self.attempt = 1
         self.ran = False
         self.result: Any = None
-        self.decoded = self.timeout = None
+        self.decoded = self.timeout = self._failure = None
         if idempotency_key is not None:
             self.idempotency_key = idempotency_key
         if progress is not None:
@@ -215,9 +217,11 @@ class Retry:
     delay: float = 0.0
 
 
-@dataclass(frozen=True, slots=True)
-class CallResult:
-    """What :meth:`ToolRegistry.try_call` returns: never raises for a :class:`ToolError`."""
+class CallResult(NamedTuple):
+    """What :meth:`ToolRegistry.try_call` returns: never raises for a :class:`ToolError`.
+
+    An immutable record (a named tuple: built at C speed, as every ``try_call`` builds one).
+    """
 
     ok: bool
     value: Any

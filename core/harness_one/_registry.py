@@ -516,11 +516,14 @@ class ToolRegistry:
         if call.tool.is_async:
             _refuse_running_loop(call.tool)
         try:
-            return self._drive(call, plan)
+            value = self._drive(call, plan)
         except ToolError:
             raise
         except Exception as exc:
             raise _internal(exc, name) from exc
+        if call._failure is not None:
+            raise _failure(call)
+        return value
 
     @_shared
     async def acall(
@@ -541,11 +544,14 @@ class ToolRegistry:
         """
         try:
             call, plan = self._begin(name, arguments, context, call_id, idempotency_key, on_progress)
-            return await self._adrive(call, plan)
+            value = await self._adrive(call, plan)
         except ToolError:
             raise
         except Exception as exc:
             raise _internal(exc, name) from exc
+        if call._failure is not None:
+            raise _failure(call)
+        return value
 
     @_shared
     def try_call(
@@ -576,6 +582,8 @@ class ToolRegistry:
             return _result(call, None, err, name, call_id, started)
         except Exception as exc:
             return _result(call, None, _internal(exc, name), name, call_id, started)
+        if call._failure is not None:
+            return _result(call, None, _failure(call), name, call_id, started)
         return _result(call, value, None, name, call_id, started)
 
     @_shared
@@ -600,6 +608,8 @@ class ToolRegistry:
             return _result(call, None, err, name, call_id, started)
         except Exception as exc:
             return _result(call, None, _internal(exc, name), name, call_id, started)
+        if call._failure is not None:
+            return _result(call, None, _failure(call), name, call_id, started)
         return _result(call, value, None, name, call_id, started)
 
     # The pipeline, written once: `_attempts` is the whole call as steps; `_drive` and `_adrive`
@@ -610,7 +620,9 @@ class ToolRegistry:
 
         Yields keyword arguments to run the tool with (the driver puts its value in
         ``call.result``, or throws its exception in) or seconds to sleep. Returns with the
-        call's value in ``call.result``, or raises its error.
+        call's value in ``call.result``, or with its error in ``call._failure`` (which the
+        caller raises, or returns in a ``CallResult``; returning it, not raising it through
+        every frame, is most of what a refusal would cost).
         """
         tool = call.tool
         try:  # decode, pre-validate, check: errors here are translated by on_error, never retried
@@ -631,7 +643,13 @@ class ToolRegistry:
             if tool.converters or tool.call_param:
                 kwargs = self._convert(call, kwargs)
         except Exception as exc:
-            yield from self._refuse(call, plan, exc)
+            err = self._as_tool_error(call, plan, exc)
+            verdict = self._on_error(call, plan, err)
+            if type(verdict) is _Paused:
+                verdict = yield from self._resume(call, plan, verdict)
+            call._failure = _refusal(err, exc, verdict)
+            del err, verdict  # no frame of its traceback keeps it: no reference cycle
+            return
         pre_call, post_call = plan.pre_call, plan.post_call
         while True:
             try:
@@ -669,7 +687,9 @@ class ToolRegistry:
                         call, plan, decision.err, decision.exc, (yield from self._resume(call, plan, decision))
                     )
                 if isinstance(decision, ToolError):
-                    raise decision  # noqa: B904 - its cause is set; raised here, not deeper: every frame it leaves costs
+                    call._failure = decision  # its cause is set; the caller raises it (or returns it: try_call)
+                    del outcome, decision  # no frame of its traceback keeps it: no reference cycle
+                    return
             if type(decision) is Outcome:
                 call.result = decision.value
                 return
@@ -690,18 +710,6 @@ class ToolRegistry:
         call.arguments = decode_arguments(raw, self.limits)
         if isinstance(raw, (str, bytes, bytearray, memoryview)) and plain_json(raw, self.limits):
             call.decoded = call.arguments
-
-    def _refuse(self, call: Call, plan: ToolPlan, exc: Exception) -> Generator[Step, None, None]:
-        """Arguments refused before admission: on_error hooks translate the error (never a retry); raise it."""
-        err = self._as_tool_error(call, plan, exc)
-        verdict = self._on_error(call, plan, err)
-        if type(verdict) is _Paused:
-            verdict = yield from self._resume(call, plan, verdict)
-        if type(verdict) is Outcome and verdict.error is not None:
-            raise verdict.error from err
-        if err is exc:
-            raise err
-        raise err from exc
 
     # `next(steps, _DONE)` instead of `send`: a generator that returns None to `next` with a
     # default raises no StopIteration, which is most of what driving a generator costs.
@@ -962,6 +970,24 @@ _DONE: Any = object()
 _SHARED: dict[str, _shared[Any, Any]] = {n: a for n, a in vars(ToolRegistry).items() if isinstance(a, _shared)}
 
 
+def _failure(call: Call) -> ToolError:
+    """The call's final error, taken off the call (so the error's traceback holds no cycle through it)."""
+    err = call._failure
+    assert err is not None
+    call._failure = None
+    return err
+
+
+def _refusal(err: ToolError, exc: BaseException, verdict: Retry | Outcome | _Paused | None) -> ToolError:
+    """Arguments refused before admission: the error to give, as on_error translated it (never a retry)."""
+    if type(verdict) is Outcome and verdict.error is not None:
+        verdict.error.__cause__ = err
+        return verdict.error
+    if err is not exc:
+        err.__cause__ = exc
+    return err
+
+
 def _throw(steps: Generator[Step, None, None], exc: Exception) -> Any:
     """The step after a failed run (the generator handles the failure), or ``_DONE``."""
     try:
@@ -1082,12 +1108,15 @@ def _broken_on_error(call: Call, owner: str, exc: Exception) -> PluginError:
 
 
 def _result(call: Call | None, value: Any, err: ToolError | None, name: Any, call_id: Any, started: float) -> CallResult:
-    if call is not None:
-        return CallResult(err is None, value, err, call.tool.name, call.call_id, _perf() - started, call.attempt)
+    if call is not None:  # tuple.__new__ is what CallResult(...) calls, without its Python frame
+        return _new_result(CallResult, (err is None, value, err, call.tool.name, call.call_id, _perf() - started, call.attempt))
     assert err is not None
     cid = str(call_id) if call_id is not None else new_call_id()
     err.call_id = err.call_id or cid
     return CallResult(False, None, err, err.tool or (name if isinstance(name, str) else repr(name)), cid, _perf() - started, 0)
+
+
+_new_result = tuple.__new__
 
 
 def _internal(exc: BaseException, name: Any) -> ToolError:
