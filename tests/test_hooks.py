@@ -314,6 +314,60 @@ def test_applies_to_skips_unrelated_tools(bare: ToolRegistry) -> None:
     assert seen == ["tagged", "plain"]
 
 
+def test_per_tool_prepares_once_per_tool_and_runs_what_it_prepared(bare: ToolRegistry) -> None:
+    from harness_one import Await, per_tool
+
+    prepared: list[str] = []
+    seen: list[tuple[str, str]] = []
+
+    class Prepared:
+        def prepare(self, tool: Any) -> Any:
+            prepared.append(tool.name)
+            if tool.name == "skipped":
+                return None
+            label = tool.name.upper()  # looked up once, when the plan is prepared
+
+            def pre_call(call: Call) -> None:
+                seen.append((call.tool.name, label))
+                if call.arguments.get("boom"):
+                    raise KeyError("prepared")
+                if call.arguments.get("wait"):
+                    return Await(lambda: 1 / 0, lambda: None)  # type: ignore[return-value]
+                return None
+
+            return pre_call
+
+        @hookimpl
+        @per_tool(lambda plugin, tool: plugin.prepare(tool))
+        def harness_pre_call(self, call: Call) -> None:
+            raise AssertionError("the pipeline calls the prepared function, not this one")
+
+        @hookimpl
+        @per_tool(lambda plugin, tool: (lambda call: seen.append((call.tool.name, "error"))))
+        def harness_on_error(self, call: Call) -> None:  # a subset of the spec's arguments
+            raise AssertionError("not called either")
+
+    bare.plugins.register(Prepared(), name="prepared")
+    bare.add(lambda boom=False, wait=False: "ok", name="f")
+    bare.add(lambda: "skip", name="skipped")
+    assert [bare.call("f"), bare.call("f"), bare.call("skipped")] == ["ok", "ok", "skip"]
+    assert prepared == ["f", "skipped"]  # once per tool, not per call
+    assert seen == [("f", "F"), ("f", "F")]
+    assert bare.plugins.plan.for_tool(bare.get("skipped")).pre_call == ()
+    with pytest.raises(PluginError, match="plugin 'prepared'") as broken:  # its errors are the plugin's
+        bare.call("f", {"boom": True})
+    assert broken.value.plugin == "prepared" and seen[-1] == ("f", "error")
+    with pytest.raises(PluginError, match="plugin 'prepared'"):  # and so are those of the Await it returns
+        bare.call("f", {"wait": True})
+    plan = bare.plugins.plan
+    held = len(plan.prepared)
+    for i in range(20):  # a removed tool's prepared functions are let go
+        bare.add(lambda: i, name=f"t{i}")
+        bare.call(f"t{i}")
+        bare.remove(f"t{i}")
+    assert len(plan.prepared) == held
+
+
 def test_keyed_hooks_run_only_for_calls_with_an_idempotency_key() -> None:
     from harness_one import applies_to
 

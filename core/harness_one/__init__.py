@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from ._runners import ProcessRunner, Runner, ThreadRunner
     from ._schema import json_type
     from ._tool import Tool, ToolFunction, define_tool, defineTool
-    from .hookspecs import applies_to, hookimpl
+    from .hookspecs import applies_to, hookimpl, per_tool
 
 _LAZY: dict[str, str] = {  # name -> module: imported on first use, so start-up stays cheap
     "ArgumentLimits": "._arguments",
@@ -94,6 +94,7 @@ _LAZY: dict[str, str] = {  # name -> module: imported on first use, so start-up 
     "define_tool": "._tool",
     "defineTool": "._tool",
     "applies_to": ".hookspecs",
+    "per_tool": ".hookspecs",
     "hookimpl": ".hookspecs",
 }
 
@@ -153,6 +154,7 @@ __all__ = [
     "log_enabled",
     "log_enabled_for",
     "log_event",
+    "per_tool",
     "redact",
     "refresh_entry_points",
 ]

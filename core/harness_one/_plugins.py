@@ -74,6 +74,17 @@ class _Step:
     plugin: str
     applies: Callable[[Tool], bool] | None
     keyed: bool = False  # only for calls that carry an idempotency key
+    #: ``per_tool``: the function to call for a tool (in the spec's argument order), or None.
+    prepare: Callable[[Tool], Hook | None] | None = None
+
+    def for_tool(self, tool: Tool) -> _Step | None:
+        """This step as it applies to ``tool``: itself, its prepared form, or None."""
+        if self.applies is not None and not self.applies(tool):
+            return None
+        if self.prepare is None:
+            return self
+        fn = self.prepare(tool)
+        return None if fn is None else _Step(fn, self.plugin, None, self.keyed)
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,7 +108,10 @@ class ToolPlan:
         return self.plan.owner_of(exc)
 
     def plugin_of(self, hook: Hook) -> str | None:
-        """The plugin that ``hook`` (one of this plan's implementations) belongs to."""
+        """The plugin that ``hook`` (one of this plan's functions) belongs to."""
+        found = self.plan.prepared.get(hook)
+        if found is not None:
+            return found
         for steps in self.plan.steps.values():
             for step in steps:
                 if step.fn is hook:
@@ -114,20 +128,37 @@ class Plan:
     """
 
     steps: Mapping[str, tuple[_Step, ...]]
-    owners: Mapping[CodeType, str]
+    #: The plugin of each hook function's code (filled in as prepared functions are made).
+    owners: dict[CodeType, str]
     #: For each per-call hook, the plugin names in call order (what ``harness-one doctor`` shows).
     order: Mapping[str, tuple[str, ...]]
+    #: The plugin of each function ``per_tool`` prepared for the tools' plans.
+    prepared: dict[Hook, str] = field(default_factory=dict, compare=False, repr=False)
     _per_tool: dict[Any, ToolPlan] = field(default_factory=dict, compare=False, repr=False)
 
     def for_tool(self, tool: Tool) -> ToolPlan:
         found = self._per_tool.get(tool)
         if found is None:
-            steps = {h: tuple(s for s in self.steps[h] if s.applies is None or s.applies(tool)) for h in self.steps}
+            steps = {h: self._applying(self.steps[h], tool) for h in self.steps}
             found = keyed = self._tool_plan(steps)
             if any(s.keyed for hook in steps.values() for s in hook):
                 found = self._tool_plan({h: tuple(s for s in hook if not s.keyed) for h, hook in steps.items()}, keyed)
             self._per_tool[tool] = found
         return found
+
+    def _applying(self, given: tuple[_Step, ...], tool: Tool) -> tuple[_Step, ...]:
+        """The steps that apply to ``tool``, prepared for it where a hook is ``per_tool``."""
+        steps = []
+        for step in given:
+            found = step.for_tool(tool)
+            if found is not None and found is not step:
+                self.prepared[found.fn] = found.plugin
+                code = getattr(found.fn, "__code__", None)
+                if code is not None:
+                    self.owners.setdefault(code, found.plugin)  # errors it raises are the plugin's
+            if found is not None:
+                steps.append(found)
+        return tuple(steps)
 
     def _tool_plan(self, steps: Mapping[str, tuple[_Step, ...]], keyed: ToolPlan | None = None) -> ToolPlan:
         on_error = steps["on_error"]
@@ -142,7 +173,11 @@ class Plan:
         )
 
     def forget(self, tool: Tool) -> None:
-        self._per_tool.pop(tool, None)
+        found = self._per_tool.pop(tool, None)
+        for plan in (found, found and found.keyed):
+            if plan is not None:
+                for fn in (*plan.pre_validate, *plan.pre_call, *plan.post_call, *plan.on_error):
+                    self.prepared.pop(fn, None)
 
     def owner_of(self, exc: BaseException) -> str | None:
         """The plugin whose hook raised ``exc`` (innermost hook frame in the traceback)."""
@@ -167,6 +202,23 @@ def _adapt(impl: pluggy.HookImpl, spec_args: tuple[str, ...]) -> Hook:
         return fn
     index = [spec_args.index(a) for a in impl.argnames]
     return lambda *args: fn(*(args[i] for i in index))
+
+
+def _prepare(impl: pluggy.HookImpl, spec_args: tuple[str, ...]) -> Callable[[Tool], Hook | None] | None:
+    """``per_tool``: a function of the tool giving the positional callable for it, or None."""
+    factory = getattr(impl.function, "harness_per_tool", None)
+    if factory is None:
+        return None
+    plugin = impl.plugin
+    if tuple(impl.argnames) == spec_args:
+        return lambda tool: factory(plugin, tool)
+    index = [spec_args.index(a) for a in impl.argnames]
+
+    def prepare(tool: Tool) -> Hook | None:
+        fn = factory(plugin, tool)
+        return None if fn is None else (lambda *args: fn(*(args[i] for i in index)))
+
+    return prepare
 
 
 def _applies(impl: pluggy.HookImpl) -> Callable[[Tool], bool] | None:
@@ -429,7 +481,13 @@ class PluginSet:
             spec_args = tuple(caller.spec.argnames)
             impls = self._sorted(caller)
             steps[short] = tuple(
-                _Step(_adapt(i, spec_args), i.plugin_name, _applies(i), bool(getattr(i.function, "harness_keyed", False)))
+                _Step(
+                    _adapt(i, spec_args),
+                    i.plugin_name,
+                    _applies(i),
+                    bool(getattr(i.function, "harness_keyed", False)),
+                    _prepare(i, spec_args),
+                )
                 for i in impls
             )
             order[short] = tuple(i.plugin_name for i in impls)

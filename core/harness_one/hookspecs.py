@@ -35,6 +35,7 @@ Standard plugins have orders 10-95 (``docs/plugins.md``), so a third-party plugi
 
 **Per-tool hooks.** :func:`applies_to` limits an implementation to some tools, for every
 per-call hook; an implementation that does not apply to a tool is not called for it at all.
+:func:`per_tool` goes further: a factory prepares, once per tool, the function called for it.
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ if TYPE_CHECKING:
     from ._registry import ToolRegistry
     from ._tool import Tool
 
-__all__ = ["PER_CALL_HOOKS", "PROJECT", "applies_to", "hookimpl", "hookspec"]
+__all__ = ["PER_CALL_HOOKS", "PROJECT", "applies_to", "hookimpl", "hookspec", "per_tool"]
 
 PROJECT = "harness_one"
 hookspec = pluggy.HookspecMarker(PROJECT)
@@ -82,6 +83,33 @@ def applies_to(predicate: Callable[[Any, Tool], bool] | None = None, *, keyed: b
             fn.harness_applies_to = predicate  # type: ignore[attr-defined]
         if keyed:
             fn.harness_keyed = True  # type: ignore[attr-defined]
+        return fn
+
+    return mark
+
+
+def per_tool(factory: Callable[[Any, Tool], Callable[..., Any] | None]) -> Callable[[_F], _F]:
+    """Mark a per-call hook implementation as prepared once per tool.
+
+    ``factory(plugin, tool)`` is called when the tool's call plan is prepared (like an
+    :func:`applies_to` predicate, never per call) and returns the function the pipeline calls
+    for that tool, with the arguments the implementation takes, or ``None`` when the
+    implementation does not apply to the tool. What depends only on the tool (its policy,
+    its compiled schema, its counters) is then looked up once, not on every call::
+
+        @hookimpl
+        @per_tool(lambda plugin, tool: plugin.prepare(tool))
+        def harness_pre_call(self, call):
+            prepared = self.prepare(call.tool)  # what pluggy itself calls: the same answer
+            return None if prepared is None else prepared(call)
+
+    The factory, like a predicate, depends only on the tool and on settings fixed at
+    construction. The decorated implementation stays what ``plugins.manager.hook`` calls, and
+    must answer as the prepared function does.
+    """
+
+    def mark(fn: _F) -> _F:
+        fn.harness_per_tool = factory  # type: ignore[attr-defined]
         return fn
 
     return mark

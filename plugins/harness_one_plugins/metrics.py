@@ -6,9 +6,10 @@ import itertools
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from typing import Any
 
-from harness_one import Call, RateLimitExceeded, Retry, ToolRegistry, hookimpl
+from harness_one import Call, RateLimitExceeded, Retry, Tool, ToolRegistry, hookimpl, per_tool
 
 __all__ = ["MetricsPlugin", "ToolMetrics"]
 
@@ -87,10 +88,20 @@ class MetricsPlugin:
         return found
 
     @hookimpl(trylast=True)
+    @per_tool(lambda plugin, tool: plugin._post_call_for(tool))
     def harness_post_call(self, call: Call) -> None:
-        m = self._tools.get(call.tool.name) or self._for(call.tool.name)
-        next(m._ok)
-        m.latencies.append(_perf() - call.started)
+        self._post_call_for(call.tool)(call)
+
+    def _post_call_for(self, tool: Tool) -> Callable[[Call], None]:
+        """The success count of ``tool``'s calls, bound once per tool to its counters."""
+        m = self._for(tool.name)
+        succeeded, latencies = m._ok, m.latencies
+
+        def post_call(call: Call) -> None:
+            next(succeeded)
+            latencies.append(_perf() - call.started)
+
+        return post_call
 
     @hookimpl(trylast=True)
     def harness_on_error(self, call: Call, error: BaseException) -> None:

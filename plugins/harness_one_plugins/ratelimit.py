@@ -18,6 +18,7 @@ from harness_one import (
     ToolRegistry,
     applies_to,
     hookimpl,
+    per_tool,
 )
 from harness_one.state import FailMode, MemoryBuckets, RateLimitBackend, StateUnavailable, round_trip
 
@@ -80,25 +81,35 @@ class RateLimitPlugin:
         self._configured = True
 
     @hookimpl
-    @applies_to(_limited)
+    @per_tool(lambda plugin, tool: plugin._pre_call_for(tool))
     def harness_pre_call(self, call: Call) -> Await | None:
-        tool = call.tool
-        limit: RateLimit = tool.rate_limit or self.default  # type: ignore[assignment]  # applies_to: not None
-        key: Any = limit.key
-        if key is None:
-            bucket: Hashable = tool.name
-        elif callable(key):
-            bucket = (tool.name, key(call))
-        else:
-            bucket = (tool.name, call.context.get(key))
-        now = self._now() if self._now is not None else (self.clock or call.registry.clock).now()
-        backend = self.backend
-        if backend is not self._memory:
-            return self._acquire(call, backend, bucket, limit, now)
-        wait = backend.acquire(bucket, limit.rate, limit.burst, limit.cost, now)  # in this process: cannot fail
-        if wait > 0.0:
-            raise self._refusal(call, wait)
-        return None
+        prepared = self._pre_call_for(call.tool)
+        return None if prepared is None else prepared(call)
+
+    def _pre_call_for(self, tool: Tool) -> Callable[[Call], Await | None] | None:
+        """The admission check of ``tool``'s calls, prepared once per tool (None: no limit)."""
+        limit = tool.rate_limit or self.default
+        if limit is None:
+            return None
+        name, key, rate, burst, cost = tool.name, limit.key, limit.rate, limit.burst, limit.cost
+
+        def pre_call(call: Call) -> Await | None:
+            if key is None:
+                bucket: Hashable = name
+            elif callable(key):
+                bucket = (name, key(call))
+            else:
+                bucket = (name, call.context.get(key))
+            now = self._now() if self._now is not None else (self.clock or call.registry.clock).now()
+            backend = self.backend
+            if backend is not self._memory:
+                return self._acquire(call, backend, bucket, limit, now)
+            wait = backend.acquire(bucket, rate, burst, cost, now)  # in this process: cannot fail
+            if wait > 0.0:
+                raise self._refusal(call, wait)
+            return None
+
+        return pre_call
 
     def _acquire(self, call: Call, backend: RateLimitBackend, bucket: Hashable, limit: RateLimit, now: float) -> Await | None:
         """A backend other than the in-process one known from earlier calls (which takes the short way)."""

@@ -19,7 +19,18 @@ from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from typing import Any, Literal
 from urllib.parse import unquote
 
-from harness_one import ArgumentLimits, ArgumentProblem, Call, Clock, Tool, ToolArgumentError, ToolRegistry, hookimpl, json_type
+from harness_one import (
+    ArgumentLimits,
+    ArgumentProblem,
+    Call,
+    Clock,
+    Tool,
+    ToolArgumentError,
+    ToolRegistry,
+    hookimpl,
+    json_type,
+    per_tool,
+)
 
 from . import _formats
 
@@ -1226,14 +1237,22 @@ class ValidationPlugin:
         self._compiled.pop(tool, None)
 
     @hookimpl(trylast=True)
+    @per_tool(lambda plugin, tool: plugin._pre_validate_for(tool))
     def harness_pre_validate(self, call: Call) -> None:
-        args = call.arguments
-        registry = call.registry
-        checked = (self._compiled.get(call.tool) or self.compiled(call.tool)).check(
-            args, registry.limits, registry.clock, call.decoded is args
-        )
-        if checked is not args:
-            call.arguments = checked
+        self._pre_validate_for(call.tool)(call)
+
+    def _pre_validate_for(self, tool: Tool) -> Callable[[Call], None]:
+        """The check of ``tool``'s arguments, bound once per tool to its compiled schema."""
+        check = self.compiled(tool).check
+
+        def pre_validate(call: Call) -> None:
+            args = call.arguments
+            registry = call.registry
+            checked = check(args, registry.limits, registry.clock, call.decoded is args)
+            if checked is not args:
+                call.arguments = checked
+
+        return pre_validate
 
     @hookimpl
     def harness_stats(self, registry: ToolRegistry) -> dict[str, Any]:

@@ -119,6 +119,18 @@ def _code(fn: Any) -> CodeType | None:
     return getattr(getattr(fn, "__func__", fn), "__code__", None)
 
 
+def _prepared(registry: ToolRegistry, plugin: str, hook: str) -> Callable[..., Any] | None:
+    """What ``per_tool`` prepared for the probe tool from ``plugin``'s ``hook`` (None: not ``per_tool``)."""
+    plan = registry.plugins.plan
+    tool_plan = plan.for_tool(registry.get(PROBE))
+    short = hook.removeprefix("harness_")
+    for each in (tool_plan, tool_plan.keyed):
+        for fn in getattr(each, short, ()) if each is not None else ():
+            if plan.prepared.get(fn) == plugin:
+                return fn  # type: ignore[no-any-return]
+    return None
+
+
 def _fault_line(fn: Any) -> int | None:
     """The first line inside the hook's first ``try`` body (None: no ``try``, or no source)."""
     raw = getattr(fn, "__func__", fn)
@@ -251,7 +263,17 @@ class PluginTests(Suite, standard=True):
         return registry.call(PROBE, arguments, **self.call_options(arguments))
 
     def hook_codes(self, plugin: Any) -> dict[CodeType, int | None]:
-        return {c: None for c in map(_code, _impls(plugin).values()) if c is not None}
+        """The code of every hook implementation, and of what ``per_tool`` prepares from them."""
+        codes: dict[CodeType, int | None] = {c: None for c in map(_code, _impls(plugin).values()) if c is not None}
+        if any(hasattr(fn, "harness_per_tool") for fn in _impls(plugin).values()):
+            fresh = self.make_plugin()  # a twin's prepared functions share their code with this plugin's
+            registry = self.make_registry(fresh)
+            for hook in PER_CALL_HOOKS:
+                prepared = _prepared(registry, self.name_of(fresh), hook)
+                code = _code(prepared) if prepared is not None else None
+                if code is not None:
+                    codes[code] = None
+        return codes
 
     def assert_silent(self, registry: ToolRegistry, plugin: Any, why: str) -> None:
         with _traced(self.hook_codes(plugin), inject=False) as trace:
@@ -350,9 +372,11 @@ class PluginTests(Suite, standard=True):
         """Trigger ``hook`` of a new plugin with a fault injected (at its first line, or inside its ``try``)."""
         plugin = self.make_plugin()
         fn = _impls(plugin)[hook]
+        registry = None if hook == "harness_configure" else self.make_registry(plugin)
+        if registry is not None and hook in PER_CALL_HOOKS:
+            fn = _prepared(registry, self.name_of(plugin), hook) or fn  # what calls run (``per_tool``)
         code = _code(fn)
         assert code is not None
-        registry = None if hook == "harness_configure" else self.make_registry(plugin)
         outcome: BaseException | None = None
         with _traced({code: _fault_line(fn) if line_in_try else None}, inject=True) as trace:
             try:
@@ -376,10 +400,13 @@ class PluginTests(Suite, standard=True):
         The fault is raised inside the hook's first ``try`` body (which must not swallow it), and at
         its first line.
         """
-        impls = _impls(self.make_plugin())
+        plugin = self.make_plugin()
+        impls = _impls(plugin)
+        registry = self.make_registry(self.make_plugin())
         problems = []
         for hook in (h for h in (*_SETUP_HOOKS, *PER_CALL_HOOKS) if h in impls and _code(impls[h]) is not None):
-            for line_in_try in dict.fromkeys((_fault_line(impls[hook]) is not None, False)):
+            run = _prepared(registry, self.name_of(plugin), hook) if hook in PER_CALL_HOOKS else None
+            for line_in_try in dict.fromkeys((_fault_line(run or impls[hook]) is not None, False)):
                 trace, outcome, name = self.inject(hook, line_in_try)
                 where = f"{hook} ({'inside its try' if line_in_try else 'at its first line'})"
                 if not trace.entered:
