@@ -343,7 +343,7 @@ def test_per_tool_prepares_once_per_tool_and_runs_what_it_prepared(bare: ToolReg
             raise AssertionError("the pipeline calls the prepared function, not this one")
 
         @hookimpl
-        @per_tool(lambda plugin, tool: (lambda call: seen.append((call.tool.name, "error"))))
+        @per_tool(lambda plugin, tool: lambda call: seen.append((call.tool.name, "error")))
         def harness_on_error(self, call: Call) -> None:  # a subset of the spec's arguments
             raise AssertionError("not called either")
 
@@ -362,7 +362,7 @@ def test_per_tool_prepares_once_per_tool_and_runs_what_it_prepared(bare: ToolReg
     plan = bare.plugins.plan
     held = len(plan.prepared)
     for i in range(20):  # a removed tool's prepared functions are let go
-        bare.add(lambda: i, name=f"t{i}")
+        bare.add(lambda: "t", name=f"t{i}")
         bare.call(f"t{i}")
         bare.remove(f"t{i}")
     assert len(plan.prepared) == held
