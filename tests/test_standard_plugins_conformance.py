@@ -38,7 +38,8 @@ class TestValidation(PluginTests):
 class TestRateLimit(PluginTests):
     plugin_factory = RateLimitPlugin
     entry_point = "rate_limit"
-    tool_options: ClassVar[Mapping[str, Any]] = {"rate_limit": {"rate": 1e9, "burst": 1e9}}
+    # max_wait: the on_error hook (waiting for tokens) applies only to tools that may wait
+    tool_options: ClassVar[Mapping[str, Any]] = {"rate_limit": {"rate": 1e9, "burst": 1e9, "max_wait": 1.0}}
 
 
 class TestLogging(PluginTests):

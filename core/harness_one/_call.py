@@ -63,7 +63,6 @@ class Call:
 
     __slots__ = (
         "__dict__",
-        "_failure",
         "_id",
         "arguments",
         "attempt",
@@ -82,7 +81,9 @@ class Call:
     #: (A pre-validate hook replaces ``arguments``, never changes the dict in place.)
     decoded: dict[str, Any] | None
     timeout: float | None
-    _failure: ToolError | None  # the final error, set as the pipeline ends (the registry raises or returns it)
+    #: The final error, set as the pipeline ends (the registry raises or returns it). Not a
+    #: slot: only failed calls write it, and a slot more would cost every call 16 bytes.
+    _failure: ToolError | None = None
     idempotency_key: str | None = None
     deadline: float | None = None
     runner: Runner | None = None
@@ -111,7 +112,7 @@ class Call:
         self.attempt = 1
         self.ran = False
         self.result: Any = None
-        self.decoded = self.timeout = self._failure = None
+        self.decoded = self.timeout = None
         if idempotency_key is not None:
             self.idempotency_key = idempotency_key
         if progress is not None:

@@ -104,22 +104,31 @@ class MetricsPlugin:
         return post_call
 
     @hookimpl(trylast=True)
+    @per_tool(lambda plugin, tool: plugin._on_error_for(tool))
     def harness_on_error(self, call: Call, error: BaseException) -> None:
-        m = self._tools.get(call.tool.name) or self._for(call.tool.name)
-        kind = type(error).__name__
-        lock = self._lock
-        lock.acquire()
-        try:
-            if type(call.decision) is Retry:
-                m.retries += 1
-                return
-            m.failed += 1
-            m.errors[kind] = m.errors.get(kind, 0) + 1
-            if isinstance(error, RateLimitExceeded):
-                m.rate_limited += 1
-        finally:
-            lock.release()
-        m.latencies.append(_perf() - call.started)
+        self._on_error_for(call.tool)(call, error)
+
+    def _on_error_for(self, tool: Tool) -> Callable[[Call, BaseException], None]:
+        """The failure count of ``tool``'s calls, bound once per tool to its counters."""
+        m = self._for(tool.name)
+        lock, errors, latencies = self._lock, m.errors, m.latencies
+
+        def on_error(call: Call, error: BaseException) -> None:
+            kind = type(error).__name__
+            lock.acquire()
+            try:
+                if type(call.decision) is Retry:
+                    m.retries += 1
+                    return
+                m.failed += 1
+                errors[kind] = errors.get(kind, 0) + 1
+                if isinstance(error, RateLimitExceeded):
+                    m.rate_limited += 1
+            finally:
+                lock.release()
+            latencies.append(_perf() - call.started)
+
+        return on_error
 
     def snapshot(self) -> dict[str, dict[str, Any]]:
         with self._lock:

@@ -28,10 +28,6 @@ __all__ = ["InMemoryBuckets", "RateLimitBackend", "RateLimitPlugin"]
 InMemoryBuckets = MemoryBuckets
 
 
-def _limited(plugin: RateLimitPlugin, tool: Tool) -> bool:
-    return (tool.rate_limit or plugin.default) is not None
-
-
 class RateLimitPlugin:
     """Refuses (or delays) calls beyond each tool's ``rate_limit``.
 
@@ -155,16 +151,20 @@ class RateLimitPlugin:
             lambda exc: self.fail.handle(exc, call.tool.name, call.call_id, "rate limit not checked"),
         )
 
+    def _wait_budget(self, tool: Tool) -> float:
+        """Seconds a call of ``tool`` may wait for tokens (0: a refusal stands)."""
+        limit = tool.rate_limit or self.default
+        if limit is None:
+            return 0.0
+        return limit.max_wait if limit.max_wait is not None else self.max_wait
+
     @hookimpl(tryfirst=True)
-    @applies_to(_limited)
+    @applies_to(lambda plugin, tool: plugin._wait_budget(tool) > 0)
     def harness_on_error(self, call: Call, error: BaseException) -> Retry | None:
         """Wait out a refusal when the tool or plugin allows waiting and the budget lasts."""
         if type(error) is not RateLimitExceeded:
             return None
-        limit: RateLimit = call.tool.rate_limit or self.default  # type: ignore[assignment]
-        budget = limit.max_wait if limit.max_wait is not None else self.max_wait
-        if budget <= 0:
-            return None
+        budget = self._wait_budget(call.tool)
         wait = error.retry_after or 0.0
         waited = call.peek("rate_limit.waited", 0.0)
         if waited + wait > budget:
