@@ -634,21 +634,15 @@ class ToolRegistry:
                 if type(call.arguments) is not dict:
                     raise PluginError(f"pre_validate left arguments of type {type(call.arguments).__name__}, not a dict")
             kwargs = call.arguments
-            accepted = tool.accepted
             if tool.accepts_any:
                 if not tool.required <= kwargs.keys() or not all(type(k) is str for k in kwargs):
-                    check_signature(kwargs, accepted, tool.required, True)
-            elif not (accepted.issuperset(kwargs) and (len(kwargs) == len(accepted) or tool.required <= kwargs.keys())):
-                check_signature(kwargs, accepted, tool.required, False)  # unknown or missing names
+                    check_signature(kwargs, tool.accepted, tool.required, True)
+            elif not (tool.accepted.issuperset(kwargs) and (len(kwargs) == len(tool.accepted) or tool.required <= kwargs.keys())):
+                check_signature(kwargs, tool.accepted, tool.required, False)  # unknown or missing names
             if tool.converters or tool.call_param:
                 kwargs = self._convert(call, kwargs)
-        except Exception as exc:
-            err = self._as_tool_error(call, plan, exc)
-            verdict = self._on_error(call, plan, err)
-            if type(verdict) is _Paused:
-                verdict = yield from self._resume(call, plan, verdict)
-            call._failure = _refusal(err, exc, verdict)
-            del err, verdict  # no frame of its traceback keeps it: no reference cycle
+        except Exception as exc:  # (a sub-generator: every local here makes every call's generator larger)
+            call._failure = yield from self._refuse(call, plan, exc)
             return
         pre_call, post_call = plan.pre_call, plan.post_call
         while True:
@@ -704,6 +698,19 @@ class ToolRegistry:
                     yield from self._resume(call, plan, decision)
                 raise
             _next_attempt(call)
+
+    def _refuse(self, call: Call, plan: ToolPlan, exc: Exception) -> Generator[Step, None, ToolError]:
+        """Arguments refused before admission: the error, as on_error hooks translate it (never a retry)."""
+        err = self._as_tool_error(call, plan, exc)
+        verdict = self._on_error(call, plan, err)
+        if type(verdict) is _Paused:
+            verdict = yield from self._resume(call, plan, verdict)
+        if type(verdict) is Outcome and verdict.error is not None:
+            verdict.error.__cause__ = err
+            return verdict.error
+        if err is not exc:
+            err.__cause__ = exc
+        return err
 
     def _decode(self, call: Call) -> None:
         raw = call.arguments
@@ -975,16 +982,6 @@ def _failure(call: Call) -> ToolError:
     err = call._failure
     assert err is not None
     call._failure = None
-    return err
-
-
-def _refusal(err: ToolError, exc: BaseException, verdict: Retry | Outcome | _Paused | None) -> ToolError:
-    """Arguments refused before admission: the error to give, as on_error translated it (never a retry)."""
-    if type(verdict) is Outcome and verdict.error is not None:
-        verdict.error.__cause__ = err
-        return verdict.error
-    if err is not exc:
-        err.__cause__ = exc
     return err
 
 
