@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from ._errors import ToolDefinitionError
@@ -75,6 +75,9 @@ class RateLimit:
             )
         if limit.max_wait is not None and not limit.max_wait >= 0:
             raise ToolDefinitionError(f"Tool '{tool}': rate_limit max_wait must be >= 0.", tool=tool)
+        if type(limit.rate) is not float or type(limit.burst) is not float or type(limit.cost) is not float:
+            # floats throughout: the bucket arithmetic of every call stays on the interpreter's float path
+            limit = replace(limit, rate=float(limit.rate), burst=float(limit.burst), cost=float(limit.cost))
         return limit
 
 

@@ -521,7 +521,7 @@ class ToolRegistry:
             raise
         except Exception as exc:
             raise _internal(exc, name) from exc
-        if call._failure is not None:
+        if value is _FAILED:
             raise _failure(call)
         return value
 
@@ -549,7 +549,7 @@ class ToolRegistry:
             raise
         except Exception as exc:
             raise _internal(exc, name) from exc
-        if call._failure is not None:
+        if value is _FAILED:
             raise _failure(call)
         return value
 
@@ -582,7 +582,7 @@ class ToolRegistry:
             return _result(call, None, err, name, call_id, started)
         except Exception as exc:
             return _result(call, None, _internal(exc, name), name, call_id, started)
-        if call._failure is not None:
+        if value is _FAILED:
             return _result(call, None, _failure(call), name, call_id, started)
         return _result(call, value, None, name, call_id, started)
 
@@ -608,7 +608,7 @@ class ToolRegistry:
             return _result(call, None, err, name, call_id, started)
         except Exception as exc:
             return _result(call, None, _internal(exc, name), name, call_id, started)
-        if call._failure is not None:
+        if value is _FAILED:
             return _result(call, None, _failure(call), name, call_id, started)
         return _result(call, value, None, name, call_id, started)
 
@@ -643,6 +643,7 @@ class ToolRegistry:
                 kwargs = self._convert(call, kwargs)
         except Exception as exc:  # (a sub-generator: every local here makes every call's generator larger)
             call._failure = yield from self._refuse(call, plan, exc)
+            call.result = _FAILED
             return
         pre_call, post_call = plan.pre_call, plan.post_call
         while True:
@@ -681,7 +682,7 @@ class ToolRegistry:
                         call, plan, decision.err, decision.exc, (yield from self._resume(call, plan, decision))
                     )
                 if isinstance(decision, ToolError):
-                    call._failure = decision  # its cause is set; the caller raises it (or returns it: try_call)
+                    call._failure, call.result = decision, _FAILED  # its cause is set: the caller raises or returns it
                     del outcome, decision  # no frame of its traceback keeps it: no reference cycle
                     return
             if type(decision) is Outcome:
@@ -970,6 +971,8 @@ class ToolRegistry:
 
 
 _DONE: Any = object()
+#: ``call.result`` of a call that ended in ``call._failure`` (one identity test tells a failure).
+_FAILED: Any = object()
 
 
 #: The methods that act on the default registry when called on the class (a descriptor each,
@@ -981,7 +984,7 @@ def _failure(call: Call) -> ToolError:
     """The call's final error, taken off the call (so the error's traceback holds no cycle through it)."""
     err = call._failure
     assert err is not None
-    call._failure = None
+    call._failure = call.result = None
     return err
 
 

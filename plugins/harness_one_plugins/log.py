@@ -82,7 +82,8 @@ class LoggingPlugin:
 
     @hookimpl(trylast=True)
     def harness_post_call(self, call: Call) -> None:
-        if self._enabled(self.level):
+        enabled = self._enabled  # an attribute, not a method: loaded, then called
+        if enabled(self.level):
             self._emit("tool_call", call, "ok", result_size=_size(call.result))
 
     @hookimpl(trylast=True)

@@ -672,7 +672,8 @@ class CompiledSchema:
             for value in args.values():
                 kind = type(value)
                 if kind is int:
-                    if _I_MIN <= value <= _I_MAX:
+                    # Not chained: each comparison of small ints then takes the interpreter's fast path.
+                    if (value > -0x40000000 and value < 0x40000000) or _I_MIN <= value <= _I_MAX:
                         continue
                     break
                 if kind is str:

@@ -41,7 +41,7 @@ class MemoryBuckets:
                 bucket = self._buckets[key] = [burst, now, burst / rate]
             else:
                 elapsed = now - bucket[1]
-                if elapsed > 0:
+                if elapsed > 0.0:
                     tokens = bucket[0] + elapsed * rate
                     bucket[0] = burst if tokens > burst else tokens
                     bucket[1] = now
