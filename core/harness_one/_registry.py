@@ -835,6 +835,10 @@ class ToolRegistry:
         """
         err = self._as_tool_error(call, plan, exc)
         decision = self._on_error(call, plan, err)
+        if decision is None:  # the common case: the error stands (what ``_settle`` would answer)
+            if err is not exc:
+                err.__cause__ = exc
+            return err
         if isinstance(decision, _Paused):
             decision.err, decision.exc = err, exc
             return decision
