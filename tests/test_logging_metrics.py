@@ -151,3 +151,44 @@ def test_a_flood_of_arguments_makes_no_flood_of_log(clock: Any) -> None:
         "a": {"token": "[REDACTED]"},
         "b": [*range(100), "... 50 more items"],
     }
+
+
+def test_the_logging_check_follows_level_changes_at_once(registry: ToolRegistry) -> None:
+    """The per-call check reads the stdlib's own cached answers, which every level change clears."""
+    events: list[logging.LogRecord] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            events.append(record)
+
+    logger = logging.getLogger("harness_one.calls")
+    handler, level, propagate = Keep(), logger.level, logger.propagate
+    logger.addHandler(handler)
+    logger.propagate = False
+    registry.add(lambda: 1, name="one")
+    try:
+        logger.setLevel(logging.WARNING)
+        registry.call("one")
+        assert events == []  # INFO events, a WARNING logger: nothing built
+        logger.setLevel(logging.INFO)
+        registry.call("one")
+        assert len(events) == 1
+        logging.disable(logging.INFO)
+        registry.call("one")
+        logging.disable(logging.NOTSET)
+        logger.disabled = True
+        registry.call("one")
+        logger.disabled = False
+        assert len(events) == 1
+        registry.call("one")
+        assert len(events) == 2
+        with capture_logs() as seen:  # structlog configured by the application: events go there
+            logger.setLevel(logging.WARNING)
+            registry.call("one")
+        assert [e["event"] for e in seen] == ["tool_call"] and len(events) == 2
+    finally:
+        logging.disable(logging.NOTSET)
+        logger.disabled = False
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+        logger.propagate = propagate

@@ -11,6 +11,7 @@ import pytest
 from harness_one import (
     CallResult,
     PluginError,
+    RateLimitExceeded,
     ToolArgumentError,
     ToolExecutionError,
     ToolNotFound,
@@ -256,3 +257,53 @@ def test_super_in_a_subclass_acts_on_the_instance() -> None:
     mine = Audited(autoload=False)
     mine.add(lambda: "mine", name="only_here")
     assert Audited.call is not None and mine.call("only_here") == ("audited", "mine")
+
+
+def test_a_call_result_is_immutable(registry: ToolRegistry) -> None:
+    registry.add(lambda: 1, name="one")
+    result = registry.try_call("one")
+    with pytest.raises(AttributeError):
+        result.ok = False  # type: ignore[misc]
+    assert (result.ok, result.value, result.attempts) == (True, 1, 1)
+
+
+def test_failed_calls_leave_no_reference_cycle(registry: ToolRegistry) -> None:
+    """A refusal or a failure is freed when its result is dropped, without the garbage collector."""
+    import gc
+
+    registry.add(lambda a: 1 / a, name="inv", parameters={"type": "object", "properties": {"a": {"type": "number"}}})
+    registry.add(lambda: 1, name="once", rate_limit={"rate": 1e-9, "burst": 1})
+    registry.call("once")
+
+    def refused_call() -> None:
+        with pytest.raises(RateLimitExceeded):
+            registry.call("once")
+
+    def invalid_call() -> None:
+        with pytest.raises(ToolArgumentError):
+            registry.call("inv", {"a": "x"})
+
+    cases = {
+        "refused try_call": lambda: registry.try_call("once"),
+        "refused call": refused_call,
+        "invalid try_call": lambda: registry.try_call("inv", {"a": "x"}),
+        "invalid call": invalid_call,
+    }
+    for make in cases.values():  # first uses import and build what refusals need (jsonschema, its classes)
+        make()
+    gc.collect()
+    gc.disable()
+    try:
+        for label, make in cases.items():
+            gc.set_debug(gc.DEBUG_SAVEALL)
+            for _ in range(5):
+                make()
+            gc.collect()
+            kept = [type(o).__name__ for o in gc.garbage]
+            gc.garbage.clear()
+            gc.set_debug(0)
+            assert kept == [], f"{label} left cycles: {sorted(set(kept))}"
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+        gc.enable()
