@@ -360,12 +360,38 @@ def test_per_tool_prepares_once_per_tool_and_runs_what_it_prepared(bare: ToolReg
     with pytest.raises(PluginError, match="plugin 'prepared'"):  # and so are those of the Await it returns
         bare.call("f", {"wait": True})
     plan = bare.plugins.plan
-    held = len(plan.prepared)
+    held = dict(plan.prepared)
     for i in range(20):  # a removed tool's prepared functions are let go
         bare.add(lambda: "t", name=f"t{i}")
         bare.call(f"t{i}")
         bare.remove(f"t{i}")
-    assert len(plan.prepared) == held
+    assert plan.prepared == held
+
+
+def test_a_function_prepared_for_many_tools_stays_theirs_until_the_last_goes(bare: ToolRegistry) -> None:
+    from harness_one import Await, per_tool
+
+    class Shared:
+        def __init__(self) -> None:
+            def post_call(call: Call) -> Any:  # one function for every tool
+                return Await(lambda: 1 / 0, lambda: None) if call.arguments.get("wait") else None
+
+            self.post_call = post_call
+
+        @hookimpl
+        @per_tool(lambda plugin, tool: plugin.post_call)
+        def harness_post_call(self, call: Call) -> Any:
+            return self.post_call(call)
+
+    bare.plugins.register(Shared(), name="shared")
+    for name in ("a", "b"):
+        bare.add(lambda wait=False: "ok", name=name)
+        assert bare.call(name) == "ok"
+    bare.remove("a")
+    with pytest.raises(PluginError, match="plugin 'shared'"):  # still named after the other tool left
+        bare.call("b", {"wait": True})
+    bare.remove("b")
+    assert bare.plugins.plan.prepared == {}
 
 
 def test_keyed_hooks_run_only_for_calls_with_an_idempotency_key() -> None:

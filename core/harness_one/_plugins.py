@@ -104,6 +104,10 @@ class ToolPlan:
     def empty(self) -> bool:
         return not (self.pre_validate or self.pre_call or self.post_call or self.on_error)
 
+    def functions(self) -> tuple[Hook, ...]:
+        """Every function this plan calls."""
+        return (*self.pre_validate, *self.pre_call, *self.post_call, *self.on_error)
+
     def owner_of(self, exc: BaseException) -> str | None:
         return self.plan.owner_of(exc)
 
@@ -111,7 +115,7 @@ class ToolPlan:
         """The plugin that ``hook`` (one of this plan's functions) belongs to."""
         found = self.plan.prepared.get(hook)
         if found is not None:
-            return found
+            return found[0]
         for steps in self.plan.steps.values():
             for step in steps:
                 if step.fn is hook:
@@ -132,8 +136,9 @@ class Plan:
     owners: dict[CodeType, str]
     #: For each per-call hook, the plugin names in call order (what ``harness-one doctor`` shows).
     order: Mapping[str, tuple[str, ...]]
-    #: The plugin of each function ``per_tool`` prepared for the tools' plans.
-    prepared: dict[Hook, str] = field(default_factory=dict, compare=False, repr=False)
+    #: The plugin of each function ``per_tool`` prepared for the tools' plans, and how many
+    #: tools' plans hold it (a factory may give several tools the same function).
+    prepared: dict[Hook, tuple[str, int]] = field(default_factory=dict, compare=False, repr=False)
     _per_tool: dict[Any, ToolPlan] = field(default_factory=dict, compare=False, repr=False)
 
     def for_tool(self, tool: Tool) -> ToolPlan:
@@ -152,7 +157,8 @@ class Plan:
         for step in given:
             found = step.for_tool(tool)
             if found is not None and found is not step:
-                self.prepared[found.fn] = found.plugin
+                held = self.prepared.get(found.fn)
+                self.prepared[found.fn] = (found.plugin, 1 if held is None else held[1] + 1)
                 code = getattr(found.fn, "__code__", None)
                 if code is not None:
                     self.owners.setdefault(code, found.plugin)  # errors it raises are the plugin's
@@ -174,10 +180,16 @@ class Plan:
 
     def forget(self, tool: Tool) -> None:
         found = self._per_tool.pop(tool, None)
-        for plan in (found, found and found.keyed):
-            if plan is not None:
-                for fn in (*plan.pre_validate, *plan.pre_call, *plan.post_call, *plan.on_error):
-                    self.prepared.pop(fn, None)
+        if found is None:
+            return
+        held = {id(fn): fn for plan in (found, found.keyed) if plan is not None for fn in plan.functions()}
+        for fn in held.values():  # a keyed plan and its light one hold the same functions: once each
+            entry = self.prepared.get(fn)
+            if entry is not None:
+                if entry[1] > 1:
+                    self.prepared[fn] = (entry[0], entry[1] - 1)
+                else:
+                    del self.prepared[fn]
 
     def owner_of(self, exc: BaseException) -> str | None:
         """The plugin whose hook raised ``exc`` (innermost hook frame in the traceback)."""

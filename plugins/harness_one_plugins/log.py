@@ -8,7 +8,7 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-from harness_one import SECRET_KEYS, Call, Redactor, Retry, ToolError, hookimpl, log_enabled_for, log_event, redact
+from harness_one import SECRET_KEYS, Call, Redactor, Retry, ToolError, hookimpl, log_enabled_for, log_event, per_tool, redact
 
 __all__ = ["SECRET_KEYS", "LoggingPlugin", "redact"]
 
@@ -60,7 +60,14 @@ class LoggingPlugin:
         if not isinstance(self.level, int):
             raise ValueError(f"unknown log level {level!r}")
         self.log_arguments = log_arguments
-        self._enabled = log_enabled_for(_LOGGER)
+        self._enabled = enabled = log_enabled_for(_LOGGER)
+        level = self.level
+
+        def post_call(call: Call) -> None:  # what every tool's plan calls: the check with its level bound
+            if enabled(level):
+                self._emit("tool_call", call, "ok", result_size=_size(call.result))
+
+        self._post_call = post_call
         self.redactor = Redactor(secret_keys, extra_keys=extra_secret_keys, values=secret_values)
 
     def _emit(self, event: str, call: Call, outcome: str, **extra: Any) -> None:
@@ -81,10 +88,9 @@ class LoggingPlugin:
         log_event(self.level, event, logger=_LOGGER, **fields)
 
     @hookimpl(trylast=True)
+    @per_tool(lambda plugin, tool: plugin._post_call)
     def harness_post_call(self, call: Call) -> None:
-        enabled = self._enabled  # an attribute, not a method: loaded, then called
-        if enabled(self.level):
-            self._emit("tool_call", call, "ok", result_size=_size(call.result))
+        self._post_call(call)
 
     @hookimpl(trylast=True)
     def harness_on_error(self, call: Call, error: BaseException) -> None:

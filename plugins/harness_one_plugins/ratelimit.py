@@ -96,7 +96,8 @@ class RateLimitPlugin:
                 bucket = (name, key(call))
             else:
                 bucket = (name, call.context.get(key))
-            now = self._now() if self._now is not None else (self.clock or call.registry.clock).now()
+            clock = self._now
+            now = clock() if clock is not None else (self.clock or call.registry.clock).now()
             backend = self.backend
             if backend is not self._memory:
                 return self._acquire(call, backend, bucket, limit, now)

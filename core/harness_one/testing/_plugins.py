@@ -126,7 +126,7 @@ def _prepared(registry: ToolRegistry, plugin: str, hook: str) -> Callable[..., A
     short = hook.removeprefix("harness_")
     for each in (tool_plan, tool_plan.keyed):
         for fn in getattr(each, short, ()) if each is not None else ():
-            if plan.prepared.get(fn) == plugin:
+            if fn in plan.prepared and tool_plan.plugin_of(fn) == plugin:
                 return fn  # type: ignore[no-any-return]
     return None
 
