@@ -30,6 +30,21 @@ __all__ = [
 APPROVAL_REQUIRED = "approval_required"
 
 
+class _LazyMessage:
+    """``ToolError.message`` of an error that left it unwritten: ``_default_message()``, kept.
+
+    A subclass may leave ``message`` to be written on first use (a refusal is built on the hot
+    path and often never printed). A descriptor without ``__set__``, so the instance's own
+    ``message`` wins once written, and reading any other attribute of an error stays plain.
+    """
+
+    def __get__(self, err: ToolError | None, owner: type[ToolError]) -> Any:
+        if err is None:
+            return self
+        message = err.__dict__["message"] = err._default_message()
+        return message
+
+
 class ToolError(Exception):
     """Base of every error harness-one raises about a tool or a call.
 
@@ -42,6 +57,8 @@ class ToolError(Exception):
     retry_after: float | None = None
     #: True when the error is a stored outcome replayed (idempotency), not a new failure: never retry it.
     replayed: bool = False
+    #: The model-readable text (``str(err)``).
+    message: str = _LazyMessage()  # type: ignore[assignment]
 
     def __init__(self, message: str, *, tool: str | None = None, call_id: str | None = None) -> None:
         super().__init__(message)
@@ -51,14 +68,6 @@ class ToolError(Exception):
 
     def __str__(self) -> str:
         return self.message
-
-    def __getattr__(self, name: str) -> Any:
-        # A subclass may leave ``message`` to be written on first use (a refusal is built on
-        # the hot path and often never printed): ``_default_message`` writes it then.
-        if name == "message":
-            message = self.__dict__["message"] = self._default_message()
-            return message
-        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def _default_message(self) -> str:
         return ""
