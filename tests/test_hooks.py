@@ -360,12 +360,12 @@ def test_per_tool_prepares_once_per_tool_and_runs_what_it_prepared(bare: ToolReg
     with pytest.raises(PluginError, match="plugin 'prepared'"):  # and so are those of the Await it returns
         bare.call("f", {"wait": True})
     plan = bare.plugins.plan
-    held = dict(plan.prepared)
-    for i in range(20):  # a removed tool's prepared functions are let go
+    held = dict(plan.owners)
+    for i in range(20):  # a closure per tool: its plugin is known by its code, kept once
         bare.add(lambda: "t", name=f"t{i}")
         bare.call(f"t{i}")
         bare.remove(f"t{i}")
-    assert plan.prepared == held
+    assert plan.owners == held
 
 
 def test_a_function_prepared_for_many_tools_stays_theirs_until_the_last_goes(bare: ToolRegistry) -> None:
@@ -390,8 +390,6 @@ def test_a_function_prepared_for_many_tools_stays_theirs_until_the_last_goes(bar
     bare.remove("a")
     with pytest.raises(PluginError, match="plugin 'shared'"):  # still named after the other tool left
         bare.call("b", {"wait": True})
-    bare.remove("b")
-    assert bare.plugins.plan.prepared == {}
 
 
 def test_keyed_hooks_run_only_for_calls_with_an_idempotency_key() -> None:
@@ -416,3 +414,27 @@ def test_keyed_hooks_run_only_for_calls_with_an_idempotency_key() -> None:
     light = std.plugins.plan.for_tool(std.get("g"))
     assert light.keyed is not None
     assert len(light.keyed.pre_call) > len(light.pre_call)  # the idempotency plugin's hooks are keyed
+
+
+def test_a_prepared_function_taking_fewer_arguments_is_still_its_plugins(bare: ToolRegistry) -> None:
+    from harness_one import per_tool
+
+    def boom() -> None:
+        raise KeyError("no arguments taken")
+
+    class First:
+        @hookimpl
+        @per_tool(lambda plugin, tool: lambda: None)
+        def harness_pre_call(self) -> None: ...
+
+    class Second:
+        @hookimpl
+        @per_tool(lambda plugin, tool: boom)
+        def harness_pre_call(self) -> None: ...
+
+    bare.plugins.register(Second(), name="second")
+    bare.plugins.register(First(), name="first")  # newest first in the plan; its adapter's code is the second's too
+    bare.add(lambda: "ok", name="f")
+    with pytest.raises(PluginError, match="plugin 'second'") as broken:
+        bare.call("f")
+    assert broken.value.plugin == "second"

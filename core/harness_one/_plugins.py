@@ -104,23 +104,17 @@ class ToolPlan:
     def empty(self) -> bool:
         return not (self.pre_validate or self.pre_call or self.post_call or self.on_error)
 
-    def functions(self) -> tuple[Hook, ...]:
-        """Every function this plan calls."""
-        return (*self.pre_validate, *self.pre_call, *self.post_call, *self.on_error)
-
     def owner_of(self, exc: BaseException) -> str | None:
         return self.plan.owner_of(exc)
 
     def plugin_of(self, hook: Hook) -> str | None:
         """The plugin that ``hook`` (one of this plan's functions) belongs to."""
-        found = self.plan.prepared.get(hook)
-        if found is not None:
-            return found[0]
         for steps in self.plan.steps.values():
             for step in steps:
                 if step.fn is hook:
                     return step.plugin
-        return None
+        code = _code(hook)  # prepared by ``per_tool``: known by its code
+        return None if code is None else self.plan.owners.get(code)
 
 
 @dataclass(frozen=True)
@@ -132,13 +126,10 @@ class Plan:
     """
 
     steps: Mapping[str, tuple[_Step, ...]]
-    #: The plugin of each hook function's code (filled in as prepared functions are made).
+    #: The plugin of each hook function's code (``per_tool`` functions added as they are made).
     owners: dict[CodeType, str]
     #: For each per-call hook, the plugin names in call order (what ``harness-one doctor`` shows).
     order: Mapping[str, tuple[str, ...]]
-    #: The plugin of each function ``per_tool`` prepared for the tools' plans, and how many
-    #: tools' plans hold it (a factory may give several tools the same function).
-    prepared: dict[Hook, tuple[str, int]] = field(default_factory=dict, compare=False, repr=False)
     _per_tool: dict[Any, ToolPlan] = field(default_factory=dict, compare=False, repr=False)
 
     def for_tool(self, tool: Tool) -> ToolPlan:
@@ -157,11 +148,9 @@ class Plan:
         for step in given:
             found = step.for_tool(tool)
             if found is not None and found is not step:
-                held = self.prepared.get(found.fn)
-                self.prepared[found.fn] = (found.plugin, 1 if held is None else held[1] + 1)
-                code = getattr(found.fn, "__code__", None)
+                code = _code(found.fn)
                 if code is not None:
-                    self.owners.setdefault(code, found.plugin)  # errors it raises are the plugin's
+                    self.owners.setdefault(code, found.plugin)  # what it raises or awaits is the plugin's
             if found is not None:
                 steps.append(found)
         return tuple(steps)
@@ -179,17 +168,7 @@ class Plan:
         )
 
     def forget(self, tool: Tool) -> None:
-        found = self._per_tool.pop(tool, None)
-        if found is None:
-            return
-        held = {id(fn): fn for plan in (found, found.keyed) if plan is not None for fn in plan.functions()}
-        for fn in held.values():  # a keyed plan and its light one hold the same functions: once each
-            entry = self.prepared.get(fn)
-            if entry is not None:
-                if entry[1] > 1:
-                    self.prepared[fn] = (entry[0], entry[1] - 1)
-                else:
-                    del self.prepared[fn]
+        self._per_tool.pop(tool, None)
 
     def owner_of(self, exc: BaseException) -> str | None:
         """The plugin whose hook raised ``exc`` (innermost hook frame in the traceback)."""
@@ -228,9 +207,18 @@ def _prepare(impl: pluggy.HookImpl, spec_args: tuple[str, ...]) -> Callable[[Too
 
     def prepare(tool: Tool) -> Hook | None:
         fn = factory(plugin, tool)
-        return None if fn is None else (lambda *args: fn(*(args[i] for i in index)))
+        if fn is None:
+            return None
+        adapted = lambda *args: fn(*(args[i] for i in index))  # noqa: E731
+        adapted.__wrapped__ = fn  # type: ignore[attr-defined]  # its code names the plugin, not this lambda's
+        return adapted
 
     return prepare
+
+
+def _code(fn: Any) -> CodeType | None:
+    """The code of a hook function (through a ``per_tool`` adapter to the function it calls)."""
+    return getattr(getattr(fn, "__wrapped__", fn), "__code__", None)
 
 
 def _applies(impl: pluggy.HookImpl) -> Callable[[Tool], bool] | None:

@@ -124,9 +124,10 @@ def _prepared(registry: ToolRegistry, plugin: str, hook: str) -> Callable[..., A
     plan = registry.plugins.plan
     tool_plan = plan.for_tool(registry.get(PROBE))
     short = hook.removeprefix("harness_")
+    generic = {id(step.fn) for step in plan.steps[short]}
     for each in (tool_plan, tool_plan.keyed):
         for fn in getattr(each, short, ()) if each is not None else ():
-            if fn in plan.prepared and tool_plan.plugin_of(fn) == plugin:
+            if id(fn) not in generic and tool_plan.plugin_of(fn) == plugin:
                 return fn  # type: ignore[no-any-return]
     return None
 
