@@ -7,6 +7,7 @@ machine hits all alike; a row is the median wall-clock time of its runs, in mill
 
 from __future__ import annotations
 
+import os
 import statistics
 import subprocess
 import sys
@@ -33,8 +34,12 @@ def startup_rows(runs: int = 10) -> list[Row]:
     """One row per command: the median of ``runs`` fresh processes, in ms."""
     commands = [c for c in _commands() if Path(c[1][0]).exists()]
     times: dict[str, list[float]] = {label: [] for label, _, _ in commands}
-    for _, argv, _ in commands:  # one untimed run each: byte-code written, the page cache warm
-        subprocess.run(argv, capture_output=True, check=False)
+    # One untimed run each: the page cache warm and byte-code written, as an installed wheel
+    # has it, even where PYTHONDONTWRITEBYTECODE is set (an editable install would then
+    # compile every module on every start).
+    writes = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    for _, argv, _ in commands:
+        subprocess.run(argv, capture_output=True, check=False, env=writes)
     for _ in range(runs):
         for label, argv, _ in commands:
             start = time.perf_counter()
