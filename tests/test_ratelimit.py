@@ -102,3 +102,91 @@ def test_error_payload_carries_retry_after(registry: ToolRegistry) -> None:
     result = registry.try_call("f")
     assert result.to_dict()["error"]["retry_after"] == pytest.approx(0.1)
     assert result.for_model() == "Error: Tool 'f' is rate limited. Retry after 0.1 s or use another tool."
+
+
+def test_a_prepared_taker_decides_as_acquire_does() -> None:
+    """The per-tool ``taker`` and ``acquire`` share one bucket and answer alike, refill and all."""
+    buckets = InMemoryBuckets()
+    take = buckets.taker("t", 2.0, 3.0, 1.0)
+    assert [take(0.0) for _ in range(3)] == [0.0, 0.0, 0.0]
+    assert take(0.0) == pytest.approx(0.5)
+    assert buckets.acquire("t", rate=2.0, burst=3.0, cost=1.0, now=0.0) == pytest.approx(0.5)  # the same bucket
+    assert take(0.5) == 0.0 and take(0.5) == pytest.approx(0.5)
+    assert take(0.25) == pytest.approx(0.5)  # a clock that steps back refills nothing
+    assert len(buckets) == 1
+
+
+def test_a_taker_survives_its_bucket_being_evicted() -> None:
+    buckets = InMemoryBuckets(max_keys=1000, sweep_every=1)
+    take = buckets.taker("t", 10.0, 1.0, 1.0)
+    assert take(0.0) == 0.0 and take(0.0) == pytest.approx(0.1)
+    buckets.acquire("other", rate=10.0, burst=1.0, cost=1.0, now=5.0)  # a sweep: "t" has been full for long
+    assert len(buckets) == 1
+    assert take(5.0) == 0.0 and take(5.0) == pytest.approx(0.1)  # a new, full bucket, then refused
+
+
+def test_threads_share_one_prepared_bucket_exactly() -> None:
+    """No token is taken twice: 8 threads race for 1,000 tokens that never refill."""
+    import threading
+
+    reg = ToolRegistry(autoload=False)
+    reg.add(lambda: 1, name="t", rate_limit={"rate": 1e-9, "burst": 1000})
+    admitted = [0] * 8
+
+    def work(i: int) -> None:
+        for _ in range(400):
+            admitted[i] += reg.try_call("t").ok
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sum(admitted) == 1000
+    stats = reg.stats()["tools"]["t"]
+    assert stats["successes"] == 1000 and stats["rate_limited"] == 2200
+    assert stats["errors"] == {"RateLimitExceeded": 2200}
+
+
+def test_a_refusal_built_by_of_is_the_constructors_error() -> None:
+    import pickle
+
+    fast = RateLimitExceeded.of(1.5, "t", "id-1")
+    slow = RateLimitExceeded(retry_after=1.5, tool="t", call_id="id-1")
+    assert type(fast) is RateLimitExceeded and fast.to_dict() == slow.to_dict()
+    assert str(fast) == str(slow) == "Tool 't' is rate limited. Retry after 1.5 s or use another tool."
+    back = pickle.loads(pickle.dumps(fast))
+    assert (back.retry_after, back.tool, back.call_id, str(back)) == (1.5, "t", "id-1", str(slow))
+
+
+def test_a_refused_call_gets_no_instance_dict() -> None:
+    """A refusal writes only slots of its Call (a ``__dict__`` made per refusal costs a dict)."""
+    seen: list[Call] = []
+
+    class Keep:
+        @hookimpl
+        def harness_on_error(self, call: Call, error: BaseException) -> None:
+            seen.append(call)
+
+    reg = ToolRegistry(autoload=False, plugins={"keep": Keep()})
+    reg.add(lambda: 1, name="t", rate_limit={"rate": 1e-9, "burst": 1})
+    reg.call("t")
+    result = reg.try_call("t")
+    assert isinstance(result.error, RateLimitExceeded) and result.error.call_id == result.call_id
+    assert seen and vars(seen[0]) == {}
+
+
+def test_errors_keep_their_slot_fields_through_pickle_and_from_dict() -> None:
+    import pickle
+
+    from harness_one import ToolError, ToolTimeout
+
+    timeout = pickle.loads(pickle.dumps(ToolTimeout(2.0, tool="t", call_id="c")))
+    assert (timeout.tool, timeout.call_id, timeout.timeout, str(timeout)) == ("t", "c", 2.0, "Tool 't' timed out after 2 s.")
+    bare = ToolError.from_dict({"type": "RateLimitExceeded", "message": "slow down"})
+    assert isinstance(bare, RateLimitExceeded) and (bare.retry_after, bare.tool, bare.call_id, str(bare)) == (
+        None,
+        None,
+        None,
+        "slow down",
+    )

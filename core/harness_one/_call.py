@@ -63,6 +63,7 @@ class Call:
 
     __slots__ = (
         "__dict__",
+        "_failure",
         "_id",
         "arguments",
         "attempt",
@@ -81,9 +82,9 @@ class Call:
     #: (A pre-validate hook replaces ``arguments``, never changes the dict in place.)
     decoded: dict[str, Any] | None
     timeout: float | None
-    #: The final error, set as the pipeline ends (the registry raises or returns it). Not a
-    #: slot: only failed calls write it, and a slot more would cost every call 16 bytes.
-    _failure: ToolError | None = None
+    #: The final error, set as the pipeline ends (the registry raises or returns it). A slot:
+    #: a refusal that wrote it into a ``__dict__`` would pay for making the dict.
+    _failure: ToolError | None
     idempotency_key: str | None = None
     deadline: float | None = None
     runner: Runner | None = None
@@ -112,7 +113,7 @@ class Call:
         self.attempt = 1
         self.ran = False
         self.result: Any = None
-        self.decoded = self.timeout = None
+        self.decoded = self.timeout = self._failure = None
         if idempotency_key is not None:
             self.idempotency_key = idempotency_key
         if progress is not None:

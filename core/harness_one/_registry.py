@@ -886,7 +886,8 @@ class ToolRegistry:
         """Every on_error hook in order (from after ``paused.index`` when resuming); the decision."""
         if paused is None:
             start, decision, broken = 0, None, None
-            call.decision = None
+            if call.decision is not None:  # a retried call's last decision (writing None would make a __dict__)
+                call.decision = None
         else:
             start, decision, broken = paused.index + 1, paused.decision, paused.broken
         hooks = plan.on_error

@@ -6,7 +6,7 @@ import itertools
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from harness_one import Call, RateLimitExceeded, Retry, Tool, ToolRegistry, hookimpl, per_tool
@@ -19,27 +19,52 @@ _perf = time.perf_counter
 class ToolMetrics:
     """Counters for one tool; latencies kept in a ring of the last ``window`` calls.
 
-    Successes are counted without a lock: ``next()`` on an ``itertools.count`` and
-    ``deque.append`` are each atomic, and a reading takes one value from the counter too
-    (``_read`` subtracts those). Errors, rarer, are counted under the plugin's lock.
+    Every count is taken without a lock: ``next()`` on an ``itertools.count`` and
+    ``deque.append`` are each atomic. Reading a count takes one value from its counter too,
+    which ``_read`` subtracts; readers hold the plugin's lock. Errors are counted by type.
     """
 
-    __slots__ = ("_ok", "_read", "errors", "failed", "latencies", "rate_limited", "retries")
+    __slots__ = ("_counts", "_read", "latencies")
 
     def __init__(self, window: int) -> None:
-        self._ok = itertools.count()
-        self._read = 0
-        self.failed = 0
-        self.errors: dict[str, int] = {}
-        self.rate_limited = 0
-        self.retries = 0
+        #: ``"ok"``, ``"retry"`` and each error type: its counter.
+        self._counts: dict[Any, Iterator[int]] = {"ok": itertools.count(), "retry": itertools.count()}
+        self._read: dict[Any, int] = {}
         self.latencies: deque[float] = deque(maxlen=window)
+
+    def counter(self, what: Any) -> Iterator[int]:
+        """The counter of ``what`` (an error type, ``"ok"`` or ``"retry"``), made on first use."""
+        found = self._counts.get(what)
+        return found if found is not None else self._counts.setdefault(what, itertools.count())
+
+    def _value(self, what: Any) -> int:
+        read = self._read.get(what, 0)
+        self._read[what] = read + 1
+        return next(self._counts[what]) - read
 
     @property
     def successes(self) -> int:
-        count = next(self._ok) - self._read
-        self._read += 1
-        return count
+        return self._value("ok")
+
+    @property
+    def retries(self) -> int:
+        return self._value("retry")
+
+    def _errors(self) -> dict[type, int]:
+        return {kind: self._value(kind) for kind in list(self._counts) if isinstance(kind, type)}
+
+    @property
+    def errors(self) -> dict[str, int]:
+        """Failed calls by error type name."""
+        return _named(self._errors())
+
+    @property
+    def failed(self) -> int:
+        return sum(self._errors().values())
+
+    @property
+    def rate_limited(self) -> int:
+        return sum(n for kind, n in self._errors().items() if issubclass(kind, RateLimitExceeded))
 
     @property
     def calls(self) -> int:
@@ -47,15 +72,24 @@ class ToolMetrics:
 
     def snapshot(self) -> dict[str, Any]:
         ordered = sorted(self.latencies)
-        successes = self.successes
+        successes, by_type = self.successes, self._errors()
         return {
-            "finished": successes + self.failed,
+            "finished": successes + sum(by_type.values()),
             "successes": successes,
-            "errors": dict(self.errors),
-            "rate_limited": self.rate_limited,
+            "errors": _named(by_type),
+            "rate_limited": sum(n for kind, n in by_type.items() if issubclass(kind, RateLimitExceeded)),
             "retries": self.retries,
             "latency_ms": {f"p{q}": round(_quantile(ordered, q / 100) * 1000, 3) for q in (50, 95, 99)},
         }
+
+
+def _named(by_type: dict[type, int]) -> dict[str, int]:
+    """Counts by error type name (two types of one name add up); types never seen left out."""
+    named: dict[str, int] = {}
+    for kind, count in by_type.items():
+        if count:
+            named[kind.__name__] = named.get(kind.__name__, 0) + count
+    return named
 
 
 def _quantile(ordered: list[float], q: float) -> float:
@@ -95,7 +129,7 @@ class MetricsPlugin:
     def _post_call_for(self, tool: Tool) -> Callable[[Call], None]:
         """The success count of ``tool``'s calls, bound once per tool to its counters."""
         m = self._for(tool.name)
-        succeeded, latencies = m._ok, m.latencies
+        succeeded, latencies = m.counter("ok"), m.latencies
 
         def post_call(call: Call) -> None:
             next(succeeded)
@@ -111,27 +145,20 @@ class MetricsPlugin:
     def _on_error_for(self, tool: Tool) -> Callable[[Call, BaseException], None]:
         """The failure count of ``tool``'s calls, bound once per tool to its counters."""
         m = self._for(tool.name)
-        lock, errors, latencies = self._lock, m.errors, m.latencies
+        counts, retried, latencies = m._counts, m.counter("retry"), m.latencies
 
         def on_error(call: Call, error: BaseException) -> None:
-            kind = type(error).__name__
-            lock.acquire()
-            try:
-                if type(call.decision) is Retry:
-                    m.retries += 1
-                    return
-                m.failed += 1
-                errors[kind] = errors.get(kind, 0) + 1
-                if isinstance(error, RateLimitExceeded):
-                    m.rate_limited += 1
-            finally:
-                lock.release()
+            if type(call.decision) is Retry:
+                next(retried)
+                return
+            found = counts.get(type(error))
+            next(found if found is not None else m.counter(type(error)))
             latencies.append(_perf() - call.started)
 
         return on_error
 
     def snapshot(self) -> dict[str, dict[str, Any]]:
-        with self._lock:
+        with self._lock:  # readers one at a time (each reading takes a value from the counters)
             return {name: m.snapshot() for name, m in list(self._tools.items())}
 
     @hookimpl

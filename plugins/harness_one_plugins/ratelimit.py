@@ -88,20 +88,26 @@ class RateLimitPlugin:
         if limit is None:
             return None
         name, key, rate, burst, cost = tool.name, limit.key, limit.rate, limit.burst, limit.cost
+        # One bucket per tool in this process: its decision prepared now (the common case).
+        backend = self.backend
+        take = backend.taker(name, rate, burst, cost) if key is None and type(backend) is MemoryBuckets else None
 
         def pre_call(call: Call) -> Await | None:
-            if key is None:
-                bucket: Hashable = name
-            elif callable(key):
-                bucket = (name, key(call))
-            else:
-                bucket = (name, call.context.get(key))
             clock = self._now
             now = clock() if clock is not None else (self.clock or call.registry.clock).now()
-            backend = self.backend
-            if backend is not self._memory:
-                return self._acquire(call, backend, bucket, limit, now)
-            wait = backend.acquire(bucket, rate, burst, cost, now)  # in this process: cannot fail
+            if take is not None and self.backend is backend:
+                wait = take(now)  # in this process: cannot fail
+            else:
+                if key is None:
+                    bucket: Hashable = name
+                elif callable(key):
+                    bucket = (name, key(call))
+                else:
+                    bucket = (name, call.context.get(key))
+                current = self.backend
+                if current is not self._memory:
+                    return self._acquire(call, current, bucket, limit, now)
+                wait = current.acquire(bucket, rate, burst, cost, now)  # in this process: cannot fail
             if wait > 0.0:
                 raise self._refusal(call, wait)
             return None
@@ -127,7 +133,7 @@ class RateLimitPlugin:
 
     def _refusal(self, call: Call, wait: float) -> RateLimitExceeded:
         self.refused += 1
-        return RateLimitExceeded(retry_after=wait, tool=call.tool.name, call_id=call.call_id)
+        return RateLimitExceeded.of(wait, call.tool.name, call.call_id)
 
     def _shared(
         self,

@@ -673,7 +673,7 @@ class CompiledSchema:
                 kind = type(value)
                 if kind is int:
                     # Not chained: each comparison of small ints then takes the interpreter's fast path.
-                    if (value > -0x40000000 and value < 0x40000000) or _I_MIN <= value <= _I_MAX:
+                    if (value >= -0x3FFFFFFF and value <= 0x3FFFFFFF) or _I_MIN <= value <= _I_MAX:
                         continue
                     break
                 if kind is str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import threading
 from collections import OrderedDict
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from typing import Any
 
 from ._protocols import Record
@@ -29,28 +29,45 @@ class MemoryBuckets:
         self._ops = 0
 
     def acquire(self, key: Hashable, rate: float, burst: float, cost: float, now: float) -> float:
-        # Positional too (the protocol's are keyword-only): the rate-limit plugin's per-call path.
-        lock = self._lock
-        lock.acquire()  # not `with`: half the cost on the per-call path
-        try:
-            bucket = self._buckets.get(key)
-            if bucket is None:
-                self._ops += 1
-                if self._ops >= self._sweep_every or len(self._buckets) >= self._max_keys:
-                    self._sweep(now)
-                bucket = self._buckets[key] = [burst, now, burst / rate]
-            else:
-                elapsed = now - bucket[1]
-                if elapsed > 0.0:
-                    tokens = bucket[0] + elapsed * rate
-                    bucket[0] = burst if tokens > burst else tokens
-                    bucket[1] = now
-            if bucket[0] >= cost:
-                bucket[0] -= cost
-                return 0.0
-            return (cost - bucket[0]) / rate
-        finally:
-            lock.release()
+        # Positional too (the protocol's are keyword-only).
+        return self.taker(key, rate, burst, cost)(now)
+
+    def taker(self, key: Hashable, rate: float, burst: float, cost: float) -> Callable[[float], float]:
+        """``acquire`` of one bucket as a function of ``now``: the rate-limit plugin's per-call form.
+
+        Made once per tool, it holds the bucket's settings and this backend's dict and lock, so
+        a call pays for the decision alone.
+        """
+        buckets, lock = self._buckets, self._lock
+
+        def take(now: float) -> float:
+            lock.acquire()  # not `with`: half the cost on the per-call path
+            try:
+                bucket = buckets.get(key)
+                if bucket is None:
+                    bucket = self._new(key, rate, burst, now)
+                else:
+                    elapsed = now - bucket[1]
+                    if elapsed > 0.0:
+                        tokens = bucket[0] + elapsed * rate
+                        bucket[0] = burst if tokens > burst else tokens
+                        bucket[1] = now
+                if bucket[0] >= cost:
+                    bucket[0] -= cost
+                    return 0.0
+                return (cost - bucket[0]) / rate
+            finally:
+                lock.release()
+
+        return take
+
+    def _new(self, key: Hashable, rate: float, burst: float, now: float) -> list[float]:
+        """A full bucket for ``key`` (under the lock), after a sweep when one is due."""
+        self._ops += 1
+        if self._ops >= self._sweep_every or len(self._buckets) >= self._max_keys:
+            self._sweep(now)
+        bucket = self._buckets[key] = [burst, now, burst / rate]
+        return bucket
 
     def _sweep(self, now: float) -> None:
         self._ops = 0
