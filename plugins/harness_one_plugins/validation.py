@@ -664,39 +664,6 @@ class CompiledSchema:
         ``plain=True`` vouches that ``args`` holds only JSON values within ``limits`` (decoded
         from JSON text, see :attr:`Call.decoded`), so they are not walked again.
         """
-        fast = self._fast
-        if fast is not None and len(args) <= 32:
-            # The common case in one loop: a flat object of plain JSON scalars, decided by jsonschema-rs.
-            floats = False
-            size = 0
-            for value in args.values():
-                kind = type(value)
-                if kind is int:
-                    # Not chained: each comparison of small ints then takes the interpreter's fast path.
-                    if (value >= -0x3FFFFFFF and value <= 0x3FFFFFFF) or _I_MIN <= value <= _I_MAX:
-                        continue
-                    break
-                if kind is str:
-                    size += len(value) + 2  # and its quotes: an empty string is not free
-                elif kind is float:
-                    if value - value:  # NaN or infinity
-                        break
-                    floats = True
-                elif kind is not bool and value is not None:
-                    break
-            else:
-                if size <= limits.max_bytes:
-                    try:
-                        valid = fast(args)
-                    except Exception:  # lone surrogates and other text jsonschema-rs cannot read: Python decides
-                        valid = False
-                    if valid:
-                        if floats and self._integers is not None:
-                            args = _to_integers(args, self._integers)
-                        return args if self._defaults is None else _fill(args, self._defaults)
-        return self._check(args, limits, clock, plain)
-
-    def _check(self, args: dict[str, Any], limits: ArgumentLimits, clock: Clock | None, plain: bool) -> dict[str, Any]:
         flags = _FLOAT if plain else _scan(args, limits)  # JSON text may hold floats; nothing else to flag
         if flags & _ODD:
             odd = _odd_problems(args)
@@ -1243,11 +1210,47 @@ class ValidationPlugin:
         self._pre_validate_for(call.tool)(call)
 
     def _pre_validate_for(self, tool: Tool) -> Callable[[Call], None]:
-        """The check of ``tool``'s arguments, bound once per tool to its compiled schema."""
-        check = self.compiled(tool).check
+        """The check of ``tool``'s arguments, bound once per tool to its compiled schema.
+
+        The common case is decided here, in one loop: a flat object of plain JSON scalars
+        within the size limit, which jsonschema-rs finds valid. Anything else takes the whole
+        way, :meth:`CompiledSchema.check`.
+        """
+        compiled = self.compiled(tool)
+        check, fast, integers, defaults = compiled.check, compiled._fast, compiled._integers, compiled._defaults
 
         def pre_validate(call: Call) -> None:
             args = call.arguments
+            if fast is not None and len(args) <= 32:
+                floats = False
+                size = 0
+                for value in args.values():
+                    kind = type(value)
+                    if kind is int:
+                        # Not chained, single-digit bounds: the comparisons take the interpreter's fast path.
+                        if (value >= -0x3FFFFFFF and value <= 0x3FFFFFFF) or _I_MIN <= value <= _I_MAX:
+                            continue
+                        break
+                    if kind is str:
+                        size += len(value) + 2  # and its quotes: an empty string is not free
+                    elif kind is float:
+                        if value - value:  # NaN or infinity
+                            break
+                        floats = True
+                    elif kind is not bool and value is not None:
+                        break
+                else:
+                    if size <= call.registry.limits.max_bytes:
+                        try:
+                            valid = fast(args)
+                        except Exception:  # lone surrogates and other text jsonschema-rs cannot read: Python decides
+                            valid = False
+                        if valid:
+                            if floats and integers is not None:
+                                call.arguments = args = _to_integers(args, integers)
+                            if defaults is not None:
+                                call.arguments = _fill(args, defaults)
+                            return
             registry = call.registry
             checked = check(args, registry.limits, registry.clock, call.decoded is args)
             if checked is not args:

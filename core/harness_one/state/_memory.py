@@ -46,16 +46,16 @@ class MemoryBuckets:
                 bucket = buckets.get(key)
                 if bucket is None:
                     bucket = self._new(key, rate, burst, now)
-                else:
-                    elapsed = now - bucket[1]
-                    if elapsed > 0.0:
-                        tokens = bucket[0] + elapsed * rate
-                        bucket[0] = burst if tokens > burst else tokens
-                        bucket[1] = now
-                if bucket[0] >= cost:
-                    bucket[0] -= cost
+                tokens, last, _ = bucket
+                if now > last:  # a clock that steps back refills nothing
+                    tokens += (now - last) * rate
+                    tokens = burst if tokens > burst else tokens  # not min(): no call on the per-call path
+                    bucket[1] = now
+                if tokens >= cost:
+                    bucket[0] = tokens - cost
                     return 0.0
-                return (cost - bucket[0]) / rate
+                bucket[0] = tokens
+                return (cost - tokens) / rate
             finally:
                 lock.release()
 
