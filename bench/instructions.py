@@ -57,6 +57,7 @@ def run_async(fn):
 PATHS: dict[str, tuple[str, str]] = {
     "bare": ("reg = None", "add(a=5, b=3)"),
     "no_plugins": ("reg = registry(standard_plugins=False)", 'reg.call("add", ARGS)'),
+    "no_plugins_class": ("ToolRegistry.set_default(registry(standard_plugins=False))", 'ToolRegistry.call("add", ARGS)'),
     "standard": ("reg = registry()", 'reg.call("add", ARGS)'),
     "try_call": ("reg = registry()", 'reg.try_call("add", ARGS)'),
     "acall": ("reg = registry(aadd); one = run_async(lambda: reg.acall('add', ARGS))", "one()"),

@@ -1243,7 +1243,7 @@ class ValidationPlugin:
                     if size <= call.registry.limits.max_bytes:
                         try:
                             valid = fast(args)
-                        except Exception:  # lone surrogates and other text jsonschema-rs cannot read: Python decides
+                        except ValueError:  # lone surrogates (UnicodeEncodeError): the whole way decides
                             valid = False
                         if valid:
                             if floats and integers is not None:
