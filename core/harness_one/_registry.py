@@ -637,7 +637,7 @@ class ToolRegistry:
             if tool.accepts_any:
                 if not tool.required <= kwargs.keys() or not all(type(k) is str for k in kwargs):
                     check_signature(kwargs, tool.accepted, tool.required, True)
-            elif kwargs.keys() != tool.accepted and not (tool.accepted.issuperset(kwargs) and tool.required <= kwargs.keys()):
+            elif not (tool.accepted.issuperset(kwargs) and (len(kwargs) == len(tool.accepted) or tool.required <= kwargs.keys())):
                 check_signature(kwargs, tool.accepted, tool.required, False)  # unknown or missing names
             if tool.converters or tool.call_param:
                 kwargs = self._convert(call, kwargs)
@@ -793,7 +793,7 @@ class ToolRegistry:
         try:
             args = arguments if type(arguments) is dict else decode_arguments(arguments, self.limits)
             accepted = tool.accepted  # a simple tool takes no **kwargs
-            if args.keys() != accepted and not (accepted.issuperset(args) and tool.required <= args.keys()):
+            if not (accepted.issuperset(args) and (len(args) == len(accepted) or tool.required <= args.keys())):
                 check_signature(args, accepted, tool.required, False)
         except ToolArgumentError as err:
             err.with_tool(tool.name)
