@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 import threading
 from collections import OrderedDict
@@ -29,37 +30,32 @@ class MemoryBuckets:
         self._ops = 0
 
     def acquire(self, key: Hashable, rate: float, burst: float, cost: float, now: float) -> float:
-        # Positional too (the protocol's are keyword-only).
-        return self.taker(key, rate, burst, cost)(now)
+        # Positional too (the protocol's are keyword-only): the rate-limit plugin's per-call path.
+        lock = self._lock
+        lock.acquire()  # not `with`: half the cost on the per-call path
+        try:
+            bucket = self._buckets.get(key)
+            if bucket is None:
+                bucket = self._new(key, rate, burst, now)
+            tokens, last, _ = bucket
+            if now > last:  # a clock that steps back refills nothing
+                tokens += (now - last) * rate
+                tokens = burst if tokens > burst else tokens  # not min(): no call on the per-call path
+                bucket[1] = now
+            if tokens >= cost:
+                bucket[0] = tokens - cost
+                return 0.0
+            bucket[0] = tokens
+            return (cost - tokens) / rate
+        finally:
+            lock.release()
 
     def taker(self, key: Hashable, rate: float, burst: float, cost: float) -> Callable[[float], float]:
-        """``acquire`` of one bucket as a function of ``now``: the rate-limit plugin's per-call form.
+        """``acquire`` of one bucket as a function of ``now`` (its settings bound once, in C).
 
-        Made once per tool, it holds the bucket's settings and this backend's dict and lock, so
-        a call pays for the decision alone.
+        What the rate-limit plugin prepares once per tool, so a call passes only the time.
         """
-        buckets, lock = self._buckets, self._lock
-
-        def take(now: float) -> float:
-            lock.acquire()  # not `with`: half the cost on the per-call path
-            try:
-                bucket = buckets.get(key)
-                if bucket is None:
-                    bucket = self._new(key, rate, burst, now)
-                tokens, last, _ = bucket
-                if now > last:  # a clock that steps back refills nothing
-                    tokens += (now - last) * rate
-                    tokens = burst if tokens > burst else tokens  # not min(): no call on the per-call path
-                    bucket[1] = now
-                if tokens >= cost:
-                    bucket[0] = tokens - cost
-                    return 0.0
-                bucket[0] = tokens
-                return (cost - tokens) / rate
-            finally:
-                lock.release()
-
-        return take
+        return functools.partial(self.acquire, key, rate, burst, cost)
 
     def _new(self, key: Hashable, rate: float, burst: float, now: float) -> list[float]:
         """A full bucket for ``key`` (under the lock), after a sweep when one is due."""
