@@ -29,8 +29,7 @@ import asyncio, functools, sys
 sys.path.insert(0, {here!r})
 from peers import ARGS, add
 from harness_one import RateLimitExceeded, ToolRegistry
-from harness_one_plugins import ValidationPlugin
-from percall import SCHEMA, NEVER_TRIPS, aadd, registry
+from percall import aadd, registry
 
 def refused_registry():
     reg = registry(rate_limit={{"rate": 1e-9, "burst": 1}})

@@ -64,7 +64,6 @@ class RateLimitPlugin:
         self.refused = 0
         self._now: Callable[[], float] | None = None
         self._configured = False
-        self._memory: MemoryBuckets | None = None  # the in-process backend, once seen: called positionally
 
     @hookimpl
     def harness_configure(self, registry: ToolRegistry) -> None:
@@ -105,7 +104,7 @@ class RateLimitPlugin:
                 else:
                     bucket = (name, call.context.get(key))
                 current = self.backend
-                if current is not self._memory:
+                if type(current) is not MemoryBuckets:
                     return self._acquire(call, current, bucket, limit, now)
                 wait = current.acquire(bucket, rate, burst, cost, now)  # in this process: cannot fail
             if wait > 0.0:
@@ -115,13 +114,10 @@ class RateLimitPlugin:
         return pre_call
 
     def _acquire(self, call: Call, backend: RateLimitBackend, bucket: Hashable, limit: RateLimit, now: float) -> Await | None:
-        """A backend other than the in-process one known from earlier calls (which takes the short way)."""
-        if type(backend) is MemoryBuckets:
-            self._memory = backend
-        else:
-            aacquire = getattr(backend, "aacquire", None)
-            if aacquire is not None:
-                return self._shared(call, backend, aacquire, bucket, limit, now)
+        """A backend other than the in-process one (which the per-call path calls positionally)."""
+        aacquire = getattr(backend, "aacquire", None)
+        if aacquire is not None:
+            return self._shared(call, backend, aacquire, bucket, limit, now)
         try:
             wait = backend.acquire(bucket, rate=limit.rate, burst=limit.burst, cost=limit.cost, now=now)
         except StateUnavailable as exc:
