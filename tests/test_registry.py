@@ -256,7 +256,37 @@ def test_super_in_a_subclass_acts_on_the_instance() -> None:
     ToolRegistry.default()  # a default registry exists
     mine = Audited(autoload=False)
     mine.add(lambda: "mine", name="only_here")
-    assert Audited.call is not None and mine.call("only_here") == ("audited", "mine")
+    assert Audited.call is vars(Audited)["call"] and mine.call("only_here") == ("audited", "mine")
+
+
+def test_class_level_reads_bind_the_default_registry(fresh_default: ToolRegistry) -> None:
+    """``ToolRegistry.call`` is the default's bound method; a subclass's own override stays its own."""
+
+    class Plain(ToolRegistry):
+        pass
+
+    class Audited(ToolRegistry):
+        def call(self, /, name: str, arguments: Any = None, **options: Any) -> Any:  # type: ignore[override]
+            return ("audited", super().call(name, arguments, **options))
+
+    fresh_default.add(lambda: "default", name="which")
+    for cls in (ToolRegistry, Plain):
+        assert cls.call.__self__ is fresh_default and cls.acall.__self__ is fresh_default  # type: ignore[attr-defined]
+        assert cls.call("which") == "default"
+    assert Audited.call is vars(Audited)["call"]  # the subclass's function, unbound
+    assert Audited.add.__self__ is fresh_default and Audited.try_call("which").value == "default"  # type: ignore[attr-defined]
+    assert ToolRegistry.call.__doc__ == vars(ToolRegistry)["call"].__doc__
+
+    other = Audited(autoload=False)
+    other.add(lambda: "other", name="which")
+    old = Plain.set_default(other)  # a subclass sets the one process-wide default
+    try:
+        assert old is fresh_default and ToolRegistry.default() is other
+        assert ToolRegistry.call("which") == ("audited", "other") and Plain.call("which") == ("audited", "other")
+        assert Audited.add.__self__ is other  # type: ignore[attr-defined]
+    finally:
+        ToolRegistry.set_default(old)
+    assert ToolRegistry.call("which") == "default"
 
 
 def test_a_call_result_is_immutable(registry: ToolRegistry) -> None:

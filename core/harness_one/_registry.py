@@ -7,6 +7,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Generator, Iterable, Mapping
+from operator import attrgetter
 from types import MethodType
 from typing import TYPE_CHECKING, Any, ClassVar, Concatenate, Generic, ParamSpec, TypeVar, overload
 
@@ -53,7 +54,9 @@ class _shared(Generic[P, R]):  # noqa: N801 - behaves like a method decorator
     """A method that acts on the default registry when called on the class.
 
     ``ToolRegistry.call(...)`` is ``ToolRegistry.default().call(...)``; on an instance it is
-    an ordinary method.
+    an ordinary method (bound once, in ``__init__``). A class-level read is answered first by
+    :class:`_SharedType`'s property; this ``__get__`` answers it for a subclass that overrides
+    a shared method, and tells type checkers what it returns.
     """
 
     def __init__(self, func: Callable[Concatenate[ToolRegistry, P], R]) -> None:
@@ -74,6 +77,47 @@ class _shared(Generic[P, R]):  # noqa: N801 - behaves like a method decorator
             if bound is not None:
                 return bound  # type: ignore[no-any-return]
         return MethodType(self.func, obj)
+
+
+class _SharedType(type):
+    """The type of :class:`ToolRegistry`: ``ToolRegistry.call`` is ``_current.call``, read in C.
+
+    For each shared method it holds a property whose getter is an ``attrgetter``, so a
+    class-level call costs two attribute reads and no Python ``__get__``. ``_current`` is the
+    default registry (whose instance binds its shared methods once), :data:`_LAZY` before it
+    exists, or an :class:`_Overridden` on a subclass that overrides a shared method.
+    """
+
+
+class _Lazy:
+    """``ToolRegistry._current`` while there is no default registry: reading a method creates it."""
+
+    __slots__ = ()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(ToolRegistry.default(), name)
+
+
+class _Overridden:
+    """``_current`` of a subclass that overrides a shared method: its class-level reads as Python resolves them."""
+
+    __slots__ = ("cls",)
+
+    def __init__(self, cls: type[ToolRegistry]) -> None:
+        self.cls = cls
+
+    def __getattr__(self, name: str) -> Any:
+        attr = _defined(self.cls, name)
+        get = getattr(type(attr), "__get__", None)
+        return attr if get is None else get(attr, None, self.cls)
+
+
+def _defined(cls: type, name: str) -> Any:
+    """What ``name`` is in the class body that defines it for ``cls`` (no descriptor applied)."""
+    return next(vars(k)[name] for k in cls.__mro__ if name in vars(k))
+
+
+_LAZY = _Lazy()
 
 
 class _Entry:
@@ -101,7 +145,7 @@ class _Entry:
         return count
 
 
-class ToolRegistry:
+class ToolRegistry(metaclass=_SharedType):
     """A catalogue of tools and the pipeline that calls them.
 
     There is one process-wide default registry, which ``@defineTool`` fills and which the
@@ -134,6 +178,13 @@ class ToolRegistry:
 
     _default: ClassVar[ToolRegistry | None] = None
     _default_lock: ClassVar[threading.Lock] = threading.Lock()
+    #: What the class-level shared methods are read from (see :class:`_SharedType`).
+    _current: ClassVar[Any] = _LAZY
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if any(_defined(cls, name) is not attr for name, attr in _SHARED.items()):
+            cls._current = _Overridden(cls)
 
     def __init__(
         self,
@@ -161,7 +212,7 @@ class ToolRegistry:
         self._lock = threading.RLock()
         cls = type(self)
         for name, attr in _SHARED.items():  # bind once: instance calls skip the descriptor
-            if cls is ToolRegistry or next(vars(k)[name] for k in cls.__mro__ if name in vars(k)) is attr:
+            if cls is ToolRegistry or _defined(cls, name) is attr:
                 self.__dict__[name] = MethodType(attr.func, self)  # not where a subclass overrides it
         self._discover = discover
         self._discovered = False
@@ -192,21 +243,23 @@ class ToolRegistry:
         ``HARNESS_ONE_REDIS_URL`` or else ``HARNESS_ONE_STATE``, with ``HARNESS_ONE_REDIS_PREFIX``
         as its Redis key prefix.
         """
-        registry = cls._default
+        registry = ToolRegistry._default
         if registry is None:
-            with cls._default_lock:
-                registry = cls._default
+            with ToolRegistry._default_lock:
+                registry = ToolRegistry._default
                 if registry is None:
                     from ._config import environment_state
 
-                    registry = cls._default = ToolRegistry(discover=True, state=environment_state() or None)
+                    registry = ToolRegistry(discover=True, state=environment_state() or None)
+                    ToolRegistry._default = ToolRegistry._current = registry
         return registry
 
     @classmethod
     def set_default(cls, registry: ToolRegistry | None) -> ToolRegistry | None:
         """Install ``registry`` as the default (``None``: a fresh one on next use); returns the old one."""
-        with cls._default_lock:
-            old, cls._default = cls._default, registry
+        with ToolRegistry._default_lock:
+            old, ToolRegistry._default = ToolRegistry._default, registry
+            ToolRegistry._current = _LAZY if registry is None else registry
         return old
 
     # ------------------------------------------------------------------ catalogue
@@ -981,8 +1034,11 @@ _FAILED: Any = object()
 
 
 #: The methods that act on the default registry when called on the class (a descriptor each,
-#: so that ``super().call(...)`` in a subclass binds its instance).
+#: so that ``super().call(...)`` in a subclass binds its instance). A class-level read goes to
+#: the property of the same name on :class:`_SharedType`, which wins over the class's own.
 _SHARED: dict[str, _shared[Any, Any]] = {n: a for n, a in vars(ToolRegistry).items() if isinstance(a, _shared)}
+for _name, _attr in _SHARED.items():
+    setattr(_SharedType, _name, property(attrgetter(f"_current.{_name}"), doc=_attr.__doc__))
 
 
 def _failure(call: Call) -> ToolError:
