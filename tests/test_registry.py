@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
+import textwrap
 import threading
 from typing import Any
 
@@ -287,6 +290,37 @@ def test_class_level_reads_bind_the_default_registry(fresh_default: ToolRegistry
     finally:
         ToolRegistry.set_default(old)
     assert ToolRegistry.call("which") == "default"
+
+
+def test_a_class_level_method_can_be_patched() -> None:
+    """``mock.patch.object(ToolRegistry, "call")`` works and is undone (in its own process: it is for good there)."""
+    code = textwrap.dedent(
+        """
+        from unittest import mock
+        from harness_one import ToolRegistry
+        from harness_one._registry import _SharedType
+
+        reg = ToolRegistry(autoload=False)
+        ToolRegistry.set_default(reg)
+        reg.add(lambda: "default", name="which")
+
+        class Plain(ToolRegistry):
+            pass
+
+        assert isinstance(vars(_SharedType)["call"], property)
+        with mock.patch.object(ToolRegistry, "call", return_value=42):
+            assert ToolRegistry.call("which") == 42 and Plain.call("which") == 42
+            assert reg.call("which") == "default"  # an instance's own binding is not the class's
+        assert "call" not in vars(_SharedType)  # the classes' own attributes answer from now on
+        assert ToolRegistry.call("which") == "default" and Plain.call("which") == "default"
+        with mock.patch.object(Plain, "add", return_value=7):
+            assert Plain.add(1) == 7 and ToolRegistry.add.__self__ is reg
+        assert Plain.add.__self__ is reg and ToolRegistry.try_call("which").value == "default"
+        print("ok")
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False)
+    assert (done.returncode, done.stdout, done.stderr) == (0, "ok\n", "")
 
 
 def test_a_call_result_is_immutable(registry: ToolRegistry) -> None:

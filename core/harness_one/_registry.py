@@ -86,7 +86,24 @@ class _SharedType(type):
     class-level call costs two attribute reads and no Python ``__get__``. ``_current`` is the
     default registry (whose instance binds its shared methods once), :data:`_LAZY` before it
     exists, or an :class:`_Overridden` on a subclass that overrides a shared method.
+
+    Assigning or deleting a shared method on a class later (a test's
+    ``mock.patch.object(ToolRegistry, "call")``) removes that property for good: from then on
+    the classes' own attributes answer, through :class:`_shared`'s ``__get__``, in Python.
     """
+
+    def __setattr__(cls, name: str, value: Any) -> None:
+        _unbind(name)
+        super().__setattr__(name, value)
+
+    def __delattr__(cls, name: str) -> None:
+        _unbind(name)
+        super().__delattr__(name)
+
+
+def _unbind(name: str) -> None:
+    if name in _SHARED and isinstance(vars(_SharedType).get(name), property):
+        type.__delattr__(_SharedType, name)
 
 
 class _Lazy:
