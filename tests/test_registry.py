@@ -292,6 +292,30 @@ def test_class_level_reads_bind_the_default_registry(fresh_default: ToolRegistry
     assert ToolRegistry.call("which") == "default"
 
 
+def test_a_subclass_can_combine_metaclasses(fresh_default: ToolRegistry) -> None:
+    """As the docs say: ``type(ToolRegistry)`` and ``ABCMeta`` combine, and class-level calls still work."""
+    import abc
+
+    class Meta(type(ToolRegistry), abc.ABCMeta):  # type: ignore[misc]
+        pass
+
+    class Abstract(ToolRegistry, abc.ABC, metaclass=Meta):
+        @abc.abstractmethod
+        def audit(self) -> str: ...
+
+    class Concrete(Abstract):
+        def audit(self) -> str:
+            return "audited"
+
+    with pytest.raises(TypeError, match="abstract"):
+        Abstract()  # type: ignore[abstract]
+    fresh_default.add(lambda: "default", name="which")
+    mine = Concrete(autoload=False)
+    mine.add(lambda: "mine", name="which")
+    assert (mine.call("which"), mine.audit()) == ("mine", "audited")
+    assert Abstract.call("which") == "default" and Concrete.call.__self__ is fresh_default  # type: ignore[attr-defined]
+
+
 def test_a_class_level_method_can_be_patched() -> None:
     """``mock.patch.object(ToolRegistry, "call")`` works and is undone (in its own process: it is for good there)."""
     code = textwrap.dedent(
