@@ -103,7 +103,10 @@ class _SharedType(type):
 
 def _unbind(name: str) -> None:
     if name in _SHARED and isinstance(vars(_SharedType).get(name), property):
-        type.__delattr__(_SharedType, name)
+        try:
+            type.__delattr__(_SharedType, name)
+        except AttributeError:  # another thread's assignment removed it first
+            pass
 
 
 class _Lazy:
