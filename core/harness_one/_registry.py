@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import sys
 import threading
@@ -103,10 +104,8 @@ class _SharedType(type):
 
 def _unbind(name: str) -> None:
     if name in _SHARED and isinstance(vars(_SharedType).get(name), property):
-        try:
+        with contextlib.suppress(AttributeError):  # another thread's assignment removed it first
             type.__delattr__(_SharedType, name)
-        except AttributeError:  # another thread's assignment removed it first
-            pass
 
 
 class _Lazy:
