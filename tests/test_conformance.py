@@ -231,6 +231,28 @@ def test_guard_sees_a_test_deleted_from_the_kit(monkeypatch: pytest.MonkeyPatch)
         TestFine().test_no_overrides_DO_NOT_OVERRIDE()
 
 
+LEAKY = """
+from harness_one import defineTool
+
+
+@defineTool(description="Return x.")  # no registry=None: the default registry, at import
+def leaky(x: int) -> int:
+    return x
+"""
+
+
+def test_the_kit_sees_a_tool_put_in_the_default_registry_at_import(pytester: pytest.Pytester) -> None:
+    """Only the kit's fresh interpreter imports the package: this process's default registry is untouched."""
+    install(pytester, "conformance-leaky-tools", {"conformance_leaky_tools": LEAKY}, {"leaky": "conformance_leaky_tools"})
+
+    class TestLeaky(ToolPackageTests):
+        distribution = "conformance-leaky-tools"
+
+    with pytest.raises(pytest.fail.Exception, match=r"registered tools in the default registry at import \(.*\): leaky$"):
+        TestLeaky().test_import_has_no_side_effects()
+    assert "conformance_leaky_tools" not in sys.modules
+
+
 def test_examples_are_checked_at_definition() -> None:
     with pytest.raises(harness_one.ToolDefinitionError, match="each example must be a mapping with an 'arguments' object"):
         defineTool(registry=None, name="f", examples=[{"x": 1}])(lambda x: x)

@@ -73,7 +73,7 @@ class _shared(Generic[P, R]):  # noqa: N801 - behaves like a method decorator
 
     def __get__(self, obj: ToolRegistry | None, owner: type[ToolRegistry] | None = None) -> Callable[P, R]:
         if obj is None:
-            obj = ToolRegistry._default or ToolRegistry.default()
+            obj = ToolRegistry.default()
             bound = obj.__dict__.get(self.__name__)  # instances pre-bind their shared methods
             if bound is not None:
                 return bound  # type: ignore[no-any-return]
@@ -195,9 +195,9 @@ class ToolRegistry(metaclass=_SharedType):
             (this process), ``"sqlite:///PATH"``, or a :class:`~harness_one.state.State`.
     """
 
-    _default: ClassVar[ToolRegistry | None] = None
     _default_lock: ClassVar[threading.Lock] = threading.Lock()
-    #: What the class-level shared methods are read from (see :class:`_SharedType`).
+    #: What the class-level shared methods are read from (see :class:`_SharedType`): on
+    #: ``ToolRegistry``, the default registry, or :data:`_LAZY` while there is none.
     _current: ClassVar[Any] = _LAZY
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
@@ -262,24 +262,22 @@ class ToolRegistry(metaclass=_SharedType):
         ``HARNESS_ONE_REDIS_URL`` or else ``HARNESS_ONE_STATE``, with ``HARNESS_ONE_REDIS_PREFIX``
         as its Redis key prefix.
         """
-        registry = ToolRegistry._default
-        if registry is None:
+        registry = ToolRegistry._current
+        if registry is _LAZY:
             with ToolRegistry._default_lock:
-                registry = ToolRegistry._default
-                if registry is None:
+                registry = ToolRegistry._current
+                if registry is _LAZY:
                     from ._config import environment_state
 
-                    registry = ToolRegistry(discover=True, state=environment_state() or None)
-                    ToolRegistry._default = ToolRegistry._current = registry
-        return registry
+                    registry = ToolRegistry._current = ToolRegistry(discover=True, state=environment_state() or None)
+        return registry  # type: ignore[no-any-return]
 
     @classmethod
     def set_default(cls, registry: ToolRegistry | None) -> ToolRegistry | None:
         """Install ``registry`` as the default (``None``: a fresh one on next use); returns the old one."""
         with ToolRegistry._default_lock:
-            old, ToolRegistry._default = ToolRegistry._default, registry
-            ToolRegistry._current = _LAZY if registry is None else registry
-        return old
+            old, ToolRegistry._current = ToolRegistry._current, _LAZY if registry is None else registry
+        return None if old is _LAZY else old
 
     # ------------------------------------------------------------------ catalogue
 
@@ -1043,7 +1041,7 @@ class ToolRegistry(metaclass=_SharedType):
         raise ToolTimeout(timeout, tool=call.tool.name, call_id=call.call_id) from None
 
     def __repr__(self) -> str:
-        default = " default" if self is ToolRegistry._default else ""
+        default = " default" if self is ToolRegistry._current else ""
         return f"<ToolRegistry{default} tools={len(self._tools)} plugins={self.plugins.names()}>"
 
 

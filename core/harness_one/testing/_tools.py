@@ -81,7 +81,7 @@ with contextlib.redirect_stdout(printed):
         if _canonical(ep.distribution) == _canonical(dist):
             _load(registry, report, ep)
 seconds = time.perf_counter() - started
-default = ToolRegistry._default
+default = ToolRegistry._current if isinstance(ToolRegistry._current, ToolRegistry) else None
 print(json.dumps({
     "seconds": seconds,
     "network": attempts,
