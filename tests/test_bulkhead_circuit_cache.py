@@ -17,6 +17,7 @@ from harness_one import (
     ToolBusy,
     ToolDefinitionError,
     ToolRegistry,
+    hookimpl,
 )
 from harness_one_plugins import CachePlugin, CircuitBreakerPlugin, ConcurrencyPlugin
 
@@ -110,6 +111,39 @@ def test_slot_released_on_errors() -> None:
     for _ in range(3):
         assert not reg.try_call("inv", {"n": 0}).ok
     assert reg.call("inv", {"n": 2}) == 0.5
+
+
+@pytest.mark.parametrize("how", ["call", "try_call", "acall"])
+def test_slot_released_when_ctrl_c_lands_in_the_tool(how: str) -> None:
+    """A tool run in the caller's thread (no timeout; non-blocking under acall) is interrupted.
+
+    The caller gets the ``KeyboardInterrupt``; on_error hooks see ``ToolCancelled``, so the
+    slot the call held is free again.
+    """
+    seen: list[str] = []
+
+    class Watch:
+        @hookimpl
+        def harness_on_error(self, error: BaseException) -> None:
+            seen.append(type(error).__name__)
+
+    reg = ToolRegistry(plugins={"watch": Watch()}, autoload=False)
+    interrupt = [False, True]  # popped from the end: the first call is interrupted
+
+    def work() -> str:
+        if interrupt.pop():
+            raise KeyboardInterrupt
+        return "done"
+
+    reg.add(work, max_concurrency=1, blocking=False)
+    with pytest.raises(KeyboardInterrupt):
+        if how == "acall":
+            asyncio.run(reg.acall("work"))
+        else:
+            getattr(reg, how)("work")
+    assert seen == ["ToolCancelled"]
+    assert reg.plugins.get("concurrency").running("work") == 0
+    assert reg.call("work") == "done"
 
 
 # --------------------------------------------------------------------------- circuit breaker

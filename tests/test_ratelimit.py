@@ -104,25 +104,45 @@ def test_error_payload_carries_retry_after(registry: ToolRegistry) -> None:
     assert result.for_model() == "Error: Tool 'f' is rate limited. Retry after 0.1 s or use another tool."
 
 
-def test_a_prepared_taker_decides_as_acquire_does() -> None:
-    """The per-tool ``taker`` and ``acquire`` share one bucket and answer alike, refill and all."""
+def _limited(buckets: InMemoryBuckets, rate: float, burst: float) -> tuple[ToolRegistry, ManualClock]:
+    clock = ManualClock()
+    reg = ToolRegistry(plugins={"rate_limit": RateLimitPlugin(backend=buckets)}, autoload=False, clock=clock)
+    reg.add(lambda: 1, name="t", rate_limit={"rate": rate, "burst": burst})
+    return reg, clock
+
+
+def _wait(reg: ToolRegistry) -> float:
+    """0.0 for an admitted call of ``t``, else the refusal's ``retry_after``."""
+    result = reg.try_call("t")
+    if result.ok:
+        return 0.0
+    assert isinstance(result.error, RateLimitExceeded) and result.error.retry_after is not None
+    return result.error.retry_after
+
+
+def test_a_tools_calls_decide_as_acquire_does() -> None:
+    """The plugin's prepared decision and ``acquire`` share one bucket and answer alike, refill and all."""
     buckets = InMemoryBuckets()
-    take = buckets.taker("t", 2.0, 3.0, 1.0)
-    assert [take(0.0) for _ in range(3)] == [0.0, 0.0, 0.0]
-    assert take(0.0) == pytest.approx(0.5)
+    reg, clock = _limited(buckets, 2.0, 3.0)
+    assert [_wait(reg) for _ in range(3)] == [0.0, 0.0, 0.0]
+    assert _wait(reg) == pytest.approx(0.5)
     assert buckets.acquire("t", rate=2.0, burst=3.0, cost=1.0, now=0.0) == pytest.approx(0.5)  # the same bucket
-    assert take(0.5) == 0.0 and take(0.5) == pytest.approx(0.5)
-    assert take(0.25) == pytest.approx(0.5)  # a clock that steps back refills nothing
+    clock.advance(0.5)
+    assert _wait(reg) == 0.0 and _wait(reg) == pytest.approx(0.5)
+    assert buckets.acquire("t", rate=2.0, burst=3.0, cost=1.0, now=0.25) == pytest.approx(
+        0.5
+    )  # a clock stepping back refills nothing
     assert len(buckets) == 1
 
 
-def test_a_taker_survives_its_bucket_being_evicted() -> None:
+def test_a_tools_limit_survives_its_bucket_being_evicted() -> None:
     buckets = InMemoryBuckets(max_keys=1000, sweep_every=1)
-    take = buckets.taker("t", 10.0, 1.0, 1.0)
-    assert take(0.0) == 0.0 and take(0.0) == pytest.approx(0.1)
+    reg, clock = _limited(buckets, 10.0, 1.0)
+    assert _wait(reg) == 0.0 and _wait(reg) == pytest.approx(0.1)
     buckets.acquire("other", rate=10.0, burst=1.0, cost=1.0, now=5.0)  # a sweep: "t" has been full for long
     assert len(buckets) == 1
-    assert take(5.0) == 0.0 and take(5.0) == pytest.approx(0.1)  # a new, full bucket, then refused
+    clock.advance(5.0)
+    assert _wait(reg) == 0.0 and _wait(reg) == pytest.approx(0.1)  # a new, full bucket, then refused
 
 
 def test_threads_share_one_prepared_bucket_exactly() -> None:

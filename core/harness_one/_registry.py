@@ -47,8 +47,9 @@ _perf = time.perf_counter
 _timeout_cm: Any = lazy_attribute("asyncio", "timeout", __name__, "_timeout_cm") if sys.version_info >= (3, 11) else None
 
 #: What the attempt generator yields: keyword arguments to run the tool with, seconds to
-#: sleep, or a hook's :class:`Await` to resolve (its value set before the generator resumes).
-Step = dict[str, Any] | float | Await
+#: sleep, a hook's :class:`Await` to resolve (its value set before the generator resumes), or
+#: the ``KeyboardInterrupt`` a tool run inside it raised.
+Step = dict[str, Any] | float | Await | KeyboardInterrupt
 
 
 class _shared(Generic[P, R]):  # noqa: N801 - behaves like a method decorator
@@ -524,7 +525,9 @@ class ToolRegistry(metaclass=_SharedType):
         if idempotency_key is not None:
             plan = plan.keyed or plan
         elif context is None and (call_id is None or type(call_id) is str):
-            return Call(self, entry.tool, arguments, None, call_id, None, _perf(), on_progress), plan
+            call = _alloc(Call)  # what Call(...) does, minus type.__call__'s way from C into __init__
+            Call.__init__(call, self, entry.tool, arguments, None, call_id, None, _perf(), on_progress)
+            return call, plan
         return self._new_call(entry, arguments, context, call_id, idempotency_key, on_progress), plan
 
     def _new_call(
@@ -575,7 +578,8 @@ class ToolRegistry(metaclass=_SharedType):
         elif entry.direct and context is None and on_progress is None:
             return self._direct(entry.tool, arguments, call_id)
         if context is None and idempotency_key is None and (call_id is None or type(call_id) is str):
-            call = Call(self, entry.tool, arguments, None, call_id, None, _perf(), on_progress)
+            call = _alloc(Call)  # as in _begin
+            Call.__init__(call, self, entry.tool, arguments, None, call_id, None, _perf(), on_progress)
         else:
             try:
                 call = self._new_call(entry, arguments, context, call_id, idempotency_key, on_progress)
@@ -685,11 +689,16 @@ class ToolRegistry(metaclass=_SharedType):
     # The pipeline, written once: `_attempts` is the whole call as steps; `_drive` and `_adrive`
     # run the tool and do the waiting, one blocking and one awaiting.
 
-    def _attempts(self, call: Call, plan: ToolPlan) -> Generator[Step, None, None]:
+    def _attempts(self, call: Call, plan: ToolPlan, run: Callable[..., Any] | None) -> Generator[Step, None, None]:
         """The whole call as steps, for a driver to carry out.
 
-        Yields keyword arguments to run the tool with (the driver puts its value in
-        ``call.result``, or throws its exception in) or seconds to sleep. Returns with the
+        ``run`` is the tool's function when the driver would only call it (a sync tool under
+        ``call``, a non-blocking one under ``acall``): then, with no timeout set, the tool runs
+        here, and a call that goes well is a single step of its driver. Otherwise this yields
+        keyword arguments to run the tool with (the driver puts its value in ``call.result``,
+        or throws its exception in). It also yields seconds to sleep, an :class:`Await` to
+        fetch, and a ``KeyboardInterrupt`` the tool raised here, for the driver to cancel the
+        call with (as if it had arrived there) and raise. Returns with the
         call's value in ``call.result``, or with its error in ``call._failure`` (which the
         caller raises, or returns in a ``CallResult``; returning it, not raising it through
         every frame, is most of what a refusal would cost).
@@ -729,11 +738,17 @@ class ToolRegistry(metaclass=_SharedType):
                         break
                 if outcome is None:
                     try:
-                        yield kwargs
+                        if run is not None and call.timeout is None:
+                            call.ran = True
+                            call.result = run(**kwargs)
+                        else:
+                            yield kwargs
                     except ToolError:
                         raise
                     except Exception as exc:
                         raise ToolExecutionError(exc, tool=call.tool.name, call_id=call.call_id) from exc
+                    except KeyboardInterrupt as stop:  # ToolCancelled is thrown in here
+                        yield stop
                 elif type(outcome) is Outcome:
                     if outcome.error is not None:
                         raise outcome.error
@@ -793,16 +808,15 @@ class ToolRegistry(metaclass=_SharedType):
     # default raises no StopIteration, which is most of what driving a generator costs.
 
     def _drive(self, call: Call, plan: ToolPlan) -> Any:
-        steps = self._attempts(call, plan)
         tool = call.tool
-        direct = None if tool.is_async else tool.fn
+        steps = self._attempts(call, plan, None if tool.is_async else tool.fn)
         step = next(steps, _DONE)
         while step is not _DONE:
             try:
                 if type(step) is dict:
                     call.ran = True
                     try:
-                        call.result = direct(**step) if direct is not None and call.timeout is None else self._invoke(call, step)
+                        call.result = self._invoke(call, step)
                     except Exception as exc:
                         step = _throw(steps, exc)
                     else:
@@ -814,6 +828,8 @@ class ToolRegistry(metaclass=_SharedType):
                         step = _throw(steps, exc)
                     else:
                         step = next(steps, _DONE)
+                elif isinstance(step, KeyboardInterrupt):
+                    raise step
                 else:
                     self.clock.sleep(step)  # type: ignore[arg-type]
                     step = next(steps, _DONE)
@@ -823,8 +839,8 @@ class ToolRegistry(metaclass=_SharedType):
         return call.result
 
     async def _adrive(self, call: Call, plan: ToolPlan) -> Any:
-        steps = self._attempts(call, plan)
         tool = call.tool
+        steps = self._attempts(call, plan, None if tool.is_async or tool.blocking else tool.fn)
         direct = tool.fn if tool.is_async else None
         step = next(steps, _DONE)
         while step is not _DONE:
@@ -847,6 +863,8 @@ class ToolRegistry(metaclass=_SharedType):
                         step = _throw(steps, exc)
                     else:
                         step = next(steps, _DONE)
+                elif isinstance(step, KeyboardInterrupt):
+                    raise step
                 else:
                     await self.clock.asleep(step)  # type: ignore[arg-type]
                     step = next(steps, _DONE)
@@ -1048,6 +1066,8 @@ class ToolRegistry(metaclass=_SharedType):
 _DONE: Any = object()
 #: ``call.result`` of a call that ended in ``call._failure`` (one identity test tells a failure).
 _FAILED: Any = object()
+#: ``Call(...)`` is ``_alloc(Call)`` then ``Call.__init__``; called from Python, ``__init__`` skips a C frame.
+_alloc = object.__new__
 
 
 #: The methods that act on the default registry when called on the class (a descriptor each,

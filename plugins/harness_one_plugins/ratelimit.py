@@ -87,15 +87,16 @@ class RateLimitPlugin:
         if limit is None:
             return None
         name, key, rate, burst, cost = tool.name, limit.key, limit.rate, limit.burst, limit.cost
-        # One bucket per tool in this process: its decision prepared now (the common case).
+        # One bucket per tool in this process (the common case): its settings bound now, and
+        # `acquire` called positionally, Python to Python (not through a C `functools.partial`).
         backend = self.backend
-        take = backend.taker(name, rate, burst, cost) if key is None and type(backend) is MemoryBuckets else None
+        acquire = backend.acquire if key is None and type(backend) is MemoryBuckets else None
 
         def pre_call(call: Call) -> Await | None:
             clock = self._now
             now = clock() if clock is not None else (self.clock or call.registry.clock).now()
-            if take is not None and self.backend is backend:
-                wait = take(now)  # in this process: cannot fail
+            if acquire is not None and self.backend is backend:
+                wait = acquire(name, rate, burst, cost, now)  # in this process: cannot fail
             else:
                 if key is None:
                     bucket: Hashable = name

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import functools
 import math
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Hashable
+from collections.abc import Hashable
 from typing import Any
 
 from ._protocols import Record
@@ -49,13 +48,6 @@ class MemoryBuckets:
             return (cost - tokens) / rate
         finally:
             lock.release()
-
-    def taker(self, key: Hashable, rate: float, burst: float, cost: float) -> Callable[[float], float]:
-        """``acquire`` of one bucket as a function of ``now`` (its settings bound once, in C).
-
-        What the rate-limit plugin prepares once per tool, so a call passes only the time.
-        """
-        return functools.partial(self.acquire, key, rate, burst, cost)
 
     def _new(self, key: Hashable, rate: float, burst: float, now: float) -> list[float]:
         """A full bucket for ``key`` (under the lock), after a sweep when one is due."""
