@@ -11,6 +11,7 @@ import pytest
 from harness_one import (
     Await,
     Call,
+    CallResult,
     Outcome,
     PluginError,
     RateLimitExceeded,
@@ -277,6 +278,29 @@ def test_a_non_blocking_sync_tool_runs_on_the_loop_under_acall() -> None:
     loop_thread, quick_value, slow_value = asyncio.run(main())
     assert (quick_value, slow_value) == (3, 3)
     assert threads[0] == loop_thread and threads[1] != loop_thread
+
+
+@pytest.mark.parametrize(
+    "options", [{}, {"blocking": False}, {"timeout": 10}], ids=["thread hop", "on the loop", "thread runner"]
+)
+def test_a_sync_tool_raising_stop_iteration_under_acall_fails_and_does_not_hang(options: dict[str, Any]) -> None:
+    """An asyncio future cannot carry ``StopIteration``: the call fails with the tool's error instead."""
+
+    def stops() -> int:
+        raise StopIteration("early")
+
+    reg = ToolRegistry(autoload=False, standard_plugins="timeout" in options)
+    reg.add(stops, **options)
+
+    async def main() -> CallResult:
+        return await asyncio.wait_for(reg.atry_call("stops"), 30)
+
+    result = asyncio.run(main())
+    assert not result.ok and isinstance(result.error, ToolExecutionError)
+    assert "StopIteration" in result.error.message
+    cause = result.error.__cause__
+    raised = cause if isinstance(cause, StopIteration) else cause.__cause__  # or a RuntimeError carrying it
+    assert isinstance(raised, StopIteration) and raised.args == ("early",)
 
 
 def test_blocking_must_be_a_bool() -> None:

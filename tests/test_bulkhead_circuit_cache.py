@@ -113,12 +113,20 @@ def test_slot_released_on_errors() -> None:
     assert reg.call("inv", {"n": 2}) == 0.5
 
 
-@pytest.mark.parametrize("how", ["call", "try_call", "acall"])
-def test_slot_released_when_ctrl_c_lands_in_the_tool(how: str) -> None:
+@pytest.mark.parametrize(
+    ("how", "stop"),
+    [
+        ("call", KeyboardInterrupt),
+        ("try_call", KeyboardInterrupt),
+        ("acall", KeyboardInterrupt),
+        ("acall", asyncio.CancelledError),
+    ],
+)
+def test_slot_released_when_the_tool_is_interrupted(how: str, stop: type[BaseException]) -> None:
     """A tool run in the caller's thread (no timeout; non-blocking under acall) is interrupted.
 
-    The caller gets the ``KeyboardInterrupt``; on_error hooks see ``ToolCancelled``, so the
-    slot the call held is free again.
+    The caller gets the ``KeyboardInterrupt`` (or, under acall, the ``CancelledError``);
+    on_error hooks see ``ToolCancelled``, so the slot the call held is free again.
     """
     seen: list[str] = []
 
@@ -132,11 +140,11 @@ def test_slot_released_when_ctrl_c_lands_in_the_tool(how: str) -> None:
 
     def work() -> str:
         if interrupt.pop():
-            raise KeyboardInterrupt
+            raise stop
         return "done"
 
     reg.add(work, max_concurrency=1, blocking=False)
-    with pytest.raises(KeyboardInterrupt):
+    with pytest.raises(stop):
         if how == "acall":
             asyncio.run(reg.acall("work"))
         else:

@@ -48,8 +48,8 @@ _timeout_cm: Any = lazy_attribute("asyncio", "timeout", __name__, "_timeout_cm")
 
 #: What the attempt generator yields: keyword arguments to run the tool with, seconds to
 #: sleep, a hook's :class:`Await` to resolve (its value set before the generator resumes), or
-#: the ``KeyboardInterrupt`` a tool run inside it raised.
-Step = dict[str, Any] | float | Await | KeyboardInterrupt
+#: what a tool run inside it raised that is not an ``Exception`` (for the driver to raise).
+Step = dict[str, Any] | float | Await | BaseException
 
 
 class _shared(Generic[P, R]):  # noqa: N801 - behaves like a method decorator
@@ -697,8 +697,9 @@ class ToolRegistry(metaclass=_SharedType):
         here, and a call that goes well is a single step of its driver. Otherwise this yields
         keyword arguments to run the tool with (the driver puts its value in ``call.result``,
         or throws its exception in). It also yields seconds to sleep, an :class:`Await` to
-        fetch, and a ``KeyboardInterrupt`` the tool raised here, for the driver to cancel the
-        call with (as if it had arrived there) and raise. Returns with the
+        fetch, and what a tool run here raised that is not an ``Exception``
+        (``KeyboardInterrupt``, ``asyncio.CancelledError``, ...), for the driver to raise as if
+        the tool had run there (cancelling the call for the two it handles). Returns with the
         call's value in ``call.result``, or with its error in ``call._failure`` (which the
         caller raises, or returns in a ``CallResult``; returning it, not raising it through
         every frame, is most of what a refusal would cost).
@@ -747,7 +748,7 @@ class ToolRegistry(metaclass=_SharedType):
                         raise
                     except Exception as exc:
                         raise ToolExecutionError(exc, tool=call.tool.name, call_id=call.call_id) from exc
-                    except KeyboardInterrupt as stop:  # ToolCancelled is thrown in here
+                    except BaseException as stop:  # raised where the driver would have run it; a cancel is thrown in here
                         yield stop
                 elif type(outcome) is Outcome:
                     if outcome.error is not None:
@@ -828,7 +829,7 @@ class ToolRegistry(metaclass=_SharedType):
                         step = _throw(steps, exc)
                     else:
                         step = next(steps, _DONE)
-                elif isinstance(step, KeyboardInterrupt):
+                elif isinstance(step, BaseException):
                     raise step
                 else:
                     self.clock.sleep(step)  # type: ignore[arg-type]
@@ -863,7 +864,7 @@ class ToolRegistry(metaclass=_SharedType):
                         step = _throw(steps, exc)
                     else:
                         step = next(steps, _DONE)
-                elif isinstance(step, KeyboardInterrupt):
+                elif isinstance(step, BaseException):
                     raise step
                 else:
                     await self.clock.asleep(step)  # type: ignore[arg-type]
@@ -1031,7 +1032,7 @@ class ToolRegistry(metaclass=_SharedType):
             return await call.runner.arun(call, tool.fn, kwargs, call.timeout)
         if not tool.blocking:  # declared quick: no thread hop
             return tool.fn(**kwargs)
-        return await asyncio.to_thread(tool.fn, **kwargs)
+        return await asyncio.to_thread(_in_thread, tool.fn, kwargs)
 
     @staticmethod
     async def _await_tool(call: Call, kwargs: dict[str, Any]) -> Any:
@@ -1092,6 +1093,18 @@ def _throw(steps: Generator[Step, None, None], exc: Exception) -> Any:
         return steps.throw(exc)
     except StopIteration:
         return _DONE
+
+
+def _in_thread(fn: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
+    """``fn(**kwargs)`` in a worker thread of ``acall``; a ``StopIteration`` comes back as a ``RuntimeError``.
+
+    An asyncio future cannot carry a ``StopIteration`` (setting it fails in the loop's
+    callback), so the ``await`` would never end.
+    """
+    try:
+        return fn(**kwargs)
+    except StopIteration as exc:
+        raise RuntimeError("the tool raised StopIteration, which an awaited call cannot carry") from exc
 
 
 def _refuse_running_loop(tool: Tool) -> None:
