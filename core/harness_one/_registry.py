@@ -587,14 +587,19 @@ class ToolRegistry(metaclass=_SharedType):
                 raise
             except Exception as exc:
                 raise _internal(exc, name) from exc
-        if call.tool.is_async:
-            _refuse_running_loop(call.tool)
+        tool = call.tool
+        if tool.is_async:
+            _refuse_running_loop(tool)
         try:
-            value = self._drive(call, plan)
+            steps = self._attempts(call, plan, None if tool.is_async else tool.fn)
+            step = next(steps, _DONE)
+            if step is not _DONE:  # a call that goes well is one step, taken here
+                self._drive(call, steps, step)
         except ToolError:
             raise
         except Exception as exc:
             raise _internal(exc, name) from exc
+        value = call.result
         if value is _FAILED:
             raise _failure(call)
         return value
@@ -648,14 +653,19 @@ class ToolRegistry(metaclass=_SharedType):
             return _result(None, None, err, name, call_id, started)
         except Exception as exc:
             return _result(None, None, _internal(exc, name), name, call_id, started)
-        if call.tool.is_async:
-            _refuse_running_loop(call.tool)
+        tool = call.tool
+        if tool.is_async:
+            _refuse_running_loop(tool)
         try:
-            value = self._drive(call, plan)
+            steps = self._attempts(call, plan, None if tool.is_async else tool.fn)
+            step = next(steps, _DONE)
+            if step is not _DONE:  # as in call
+                self._drive(call, steps, step)
         except ToolError as err:
             return _result(call, None, err, name, call_id, started)
         except Exception as exc:
             return _result(call, None, _internal(exc, name), name, call_id, started)
+        value = call.result
         if value is _FAILED:
             return _result(call, None, _failure(call), name, call_id, started)
         return _result(call, value, None, name, call_id, started)
@@ -808,10 +818,8 @@ class ToolRegistry(metaclass=_SharedType):
     # `next(steps, _DONE)` instead of `send`: a generator that returns None to `next` with a
     # default raises no StopIteration, which is most of what driving a generator costs.
 
-    def _drive(self, call: Call, plan: ToolPlan) -> Any:
-        tool = call.tool
-        steps = self._attempts(call, plan, None if tool.is_async else tool.fn)
-        step = next(steps, _DONE)
+    def _drive(self, call: Call, steps: Generator[Step, None, None], step: Step) -> None:
+        """Carry out ``step`` and the steps after it (``call`` and ``try_call`` take the first)."""
         while step is not _DONE:
             try:
                 if type(step) is dict:
@@ -837,7 +845,6 @@ class ToolRegistry(metaclass=_SharedType):
             except KeyboardInterrupt:
                 _cancel(steps, call)
                 raise
-        return call.result
 
     async def _adrive(self, call: Call, plan: ToolPlan) -> Any:
         tool = call.tool
