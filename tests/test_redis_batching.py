@@ -6,12 +6,13 @@ no caller waiting."""
 from __future__ import annotations
 
 import asyncio
-import os
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import pytest
+from fork_support import Child
 from redis_support import RedisServer
 
 from harness_one.state import StateUnavailable
@@ -124,24 +125,15 @@ def test_a_forked_child_does_not_wait_for_the_parents_threads(redis_url: str) ->
     shared = buckets(redis_url)
     shared.acquire("k", rate=1, burst=5, cost=1, now=0)
     link = shared.link
+
+    def in_the_child(say: Callable[[bytes], None]) -> None:
+        assert shared.acquire("k", rate=1, burst=5, cost=1, now=0) == 0.0
+
     with link._queue_lock:  # as if a thread of the parent were queueing when the fork happened
         link._sending = True
-        pid = os.fork()
-        if pid == 0:  # the child
-            code = 1
-            try:
-                code = 0 if shared.acquire("k", rate=1, burst=5, cost=1, now=0) == 0.0 else 2
-            finally:
-                os._exit(code)
+        child = Child(in_the_child)
     link._sending = False
-    deadline = time.monotonic() + 20
-    while (done := os.waitpid(pid, os.WNOHANG))[0] == 0 and time.monotonic() < deadline:
-        time.sleep(0.01)
-    if done[0] == 0:
-        os.kill(pid, 9)
-        os.waitpid(pid, 0)
-        pytest.fail("the forked child hung on the parent's queue")
-    assert os.waitstatus_to_exitcode(done[1]) == 0
+    child.join()  # fails the test if the child hangs on the parent's queue
     assert shared.acquire("k", rate=1, burst=5, cost=1, now=0) == 0.0  # the parent goes on (3 of 5 used)
 
 

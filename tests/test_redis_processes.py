@@ -8,8 +8,10 @@ import multiprocessing
 import os
 import signal
 import time
+from collections.abc import Callable
 
 import pytest
+from fork_support import Child
 from redis_support import RedisServer, capped_worker, holding_worker, idempotent_worker, rate_worker
 
 from harness_one import IdempotencyConflict, ToolBusy, ToolRegistry
@@ -85,3 +87,36 @@ def test_kill_9_frees_slot_and_key_after_the_lease(redis_server: RedisServer, re
         assert time.monotonic() - killed < lease * 2 + 0.5, result.error
         time.sleep(0.02)
     assert reg.call("hang", idempotency_key="held") == "mine"  # the key's lease lapsed too
+
+
+def test_a_forked_child_takes_slots_of_its_own(redis_url: str) -> None:
+    """A registry built before a fork (a pre-fork server): the parent and the child never share a
+    holder id, which Redis would count as one slot (both admitted under a cap of 1, and either's
+    release freeing the other's)."""
+    wait, go = os.pipe()  # the parent: the child's call may end
+    says: list[Callable[[bytes], None]] = []  # the child's line to the parent
+
+    def hold() -> str:
+        if not says:  # the parent
+            return "parent"
+        says[0](b"h")
+        os.read(wait, 1)
+        return "child"
+
+    reg = ToolRegistry(state=redis_url, autoload=False, plugins={"concurrency": ConcurrencyPlugin()})
+    reg.add(hold, name="hold", max_concurrency=1)
+    assert reg.call("hold") == "parent"  # the plugin has drawn holder ids before the fork
+
+    def in_the_child(say: Callable[[bytes], None]) -> None:
+        says.append(say)
+        assert reg.call("hold") == "child"
+
+    child = Child(in_the_child)
+    try:
+        assert child.read(1) == b"h"  # the child's call holds the slot
+        refused = reg.try_call("hold")
+        assert not refused.ok and type(refused.error) is ToolBusy, refused
+    finally:
+        os.write(go, b"g")
+        child.join()
+    assert reg.call("hold") == "parent"  # the child's slot is free again

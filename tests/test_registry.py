@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import subprocess
 import sys
 import textwrap
@@ -10,6 +11,7 @@ import threading
 from typing import Any
 
 import pytest
+from fork_support import in_child
 
 from harness_one import (
     Call,
@@ -404,3 +406,17 @@ def test_failed_calls_leave_no_reference_cycle(registry: ToolRegistry) -> None:
         gc.set_debug(0)
         gc.garbage.clear()
         gc.enable()
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork")
+def test_a_forked_child_numbers_its_calls_apart_from_its_parent() -> None:
+    reg = ToolRegistry(autoload=False, standard_plugins=False)
+    reg.add(lambda: 1, name="one")
+    reg.try_call("one")  # the counter has moved before the fork
+
+    def child() -> bytes:  # its call id, drawn in the child
+        return reg.try_call("one").call_id.encode()
+
+    theirs = in_child(child).decode()
+    mine = reg.try_call("one").call_id
+    assert mine.split("-")[0] != theirs.split("-")[0], (mine, theirs)  # without its own prefix, the same id

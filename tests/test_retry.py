@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import random
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from fork_support import in_child
 from structlog.testing import capture_logs
 
 from harness_one import (
@@ -94,6 +96,22 @@ def test_backoff_is_capped_full_jitter(clock: ManualClock) -> None:
     assert len(clock.sleeps) == 6
     assert all(0 <= s <= cap for s, cap in zip(clock.sleeps, caps))
     assert len(set(clock.sleeps)) == 6  # jittered, not fixed
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork")
+def test_a_forked_child_does_not_repeat_its_parents_jitter(clock: ManualClock) -> None:
+    """The default jitter source: worker processes forked from one parent (a pre-fork server)
+    that retry together must not wait the same times, or they come back together."""
+    reg = ToolRegistry(plugins={"retry": RetryPlugin()}, clock=clock, autoload=False)
+    reg.add(Flaky(4, RetryableError("busy")), name="f", idempotent=True, retry={"attempts": 5, "total": 1000})
+
+    def child() -> bytes:
+        assert reg.call("f") == "ok"
+        return repr(clock.sleeps).encode()
+
+    theirs = in_child(child).decode()
+    assert reg.call("f") == "ok" and len(clock.sleeps) == 4
+    assert theirs.startswith("[") and repr(clock.sleeps) != theirs, theirs
 
 
 def test_retry_after_hint_and_total_budget(clock: ManualClock) -> None:

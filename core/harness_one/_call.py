@@ -23,12 +23,22 @@ _EMPTY: Mapping[str, Any] = MappingProxyType({})
 _PREFIX = os.urandom(4).hex()
 _ids = itertools.count(1)
 
+
+def _forked() -> None:
+    """A forked child draws its own prefix: its call ids never repeat its parent's."""
+    global _PREFIX, _ids
+    _PREFIX, _ids = os.urandom(4).hex(), itertools.count(1)
+
+
+if hasattr(os, "register_at_fork"):  # not on Windows, which does not fork
+    os.register_at_fork(after_in_child=_forked)
+
 #: ``callback(progress, total, message)``: what :meth:`Call.report_progress` calls.
 ProgressCallback = Callable[[float, "float | None", "str | None"], None]
 
 
 def new_call_id() -> str:
-    """A process-unique call id: a random per-process prefix and a counter."""
+    """A process-unique call id: a random per-process prefix (a forked child draws its own) and a counter."""
     return f"{_PREFIX}-{next(_ids)}"
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import os
 import threading
+import weakref
 from typing import Any
 
 from harness_one import Await, Call, Clock, Retry, Tool, ToolBusy, ToolRegistry, applies_to, hookimpl
@@ -22,6 +23,19 @@ __all__ = ["ConcurrencyPlugin"]
 
 _HELD = "concurrency.held"
 _WAITED = "concurrency.waited"
+
+
+_PLUGINS: weakref.WeakSet[ConcurrencyPlugin] = weakref.WeakSet()
+
+
+def _forked() -> None:
+    """A forked child draws new holder ids: one shared with its parent would count as one slot in Redis."""
+    for plugin in list(_PLUGINS):
+        plugin._holder = os.urandom(6).hex()
+
+
+if hasattr(os, "register_at_fork"):  # not on Windows, which does not fork
+    os.register_at_fork(after_in_child=_forked)
 
 
 def _capped(plugin: ConcurrencyPlugin, tool: Tool) -> bool:
@@ -75,6 +89,7 @@ class ConcurrencyPlugin:
         self.slots: ConcurrencySlots = slots if slots is not None else MemorySlots()
         self._own_slots = slots is not None
         self._holder = os.urandom(6).hex()  # holder ids unique across plugins, processes and hosts
+        _PLUGINS.add(self)  # (a forked child draws its own)
         self._ids = itertools.count(1)
         self._seen: set[str] = set()
         self._lock = threading.Lock()

@@ -59,7 +59,8 @@ class RetryPlugin:
     Args:
         default: a policy for tools that declare none (None: only those tools retry).
         clock: time source for the budget (default: the registry's clock).
-        rng: source of jitter (``random.Random``).
+        rng: source of jitter (``random.Random``; default the system's, which forked worker
+            processes do not share: a seeded generator would give them the same waits).
     """
 
     name = "retry"
@@ -70,7 +71,7 @@ class RetryPlugin:
     ) -> None:
         self.default = None if default is None else RetryPolicy.parse(default, tool="*")
         self.clock = clock
-        self.rng = rng or random.Random()
+        self.rng = rng or random.SystemRandom()
         self.retries = 0
         self.gave_up = 0
 
