@@ -25,7 +25,7 @@ from pathlib import Path
 __all__ = ["PATHS", "count"]
 
 _SETUP = """
-import asyncio, functools, sys
+import asyncio, functools, json, sys
 sys.path.insert(0, {here!r})
 from peers import ARGS, add
 from harness_one import RateLimitExceeded, ToolRegistry
@@ -58,6 +58,7 @@ PATHS: dict[str, tuple[str, str]] = {
     "no_plugins": ("reg = registry(standard_plugins=False)", 'reg.call("add", ARGS)'),
     "no_plugins_class": ("ToolRegistry.set_default(registry(standard_plugins=False))", 'ToolRegistry.call("add", ARGS)'),
     "standard": ("reg = registry()", 'reg.call("add", ARGS)'),
+    "standard_json_text": ("reg = registry(); text = json.dumps(ARGS)", 'reg.call("add", text)'),
     "try_call": ("reg = registry()", 'reg.try_call("add", ARGS)'),
     "acall": ("reg = registry(aadd); one = run_async(lambda: reg.acall('add', ARGS))", "one()"),
     "refused_try_call": ("reg = refused_registry()", 'reg.try_call("add", ARGS)'),

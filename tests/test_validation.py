@@ -309,16 +309,17 @@ def test_arguments_holding_too_many_arrays_and_objects_are_refused(vreg: ToolReg
 
 
 def test_long_json_text_is_parsed_with_the_collector_paused_and_resumed(monkeypatch: pytest.MonkeyPatch) -> None:
+    from harness_one import _arguments
     from harness_one._arguments import load_json
 
     seen: list[bool] = []
-    real_loads = json.loads
+    real_decode = _arguments._decode
 
-    def loads(text: str, **kwargs: Any) -> Any:
+    def decode(text: str) -> Any:
         seen.append(gc.isenabled())
-        return real_loads(text, **kwargs)
+        return real_decode(text)
 
-    monkeypatch.setattr(json, "loads", loads)
+    monkeypatch.setattr(_arguments, "_decode", decode)
     long = json.dumps({"a": [[0]] * 10_000})
     assert load_json('{"a": 1}') == {"a": 1} and load_json(long)["a"][0] == [0]
     assert seen == [True, False] and gc.isenabled()
