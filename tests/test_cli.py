@@ -350,3 +350,18 @@ def test_the_extras_install_what_the_integration_pages_use() -> None:
     pages = Path(__file__).parent.parent / "docs" / "integrations"
     for page, extra in [("pydantic-ai.md", "pydantic-ai"), ("autogen.md", "autogen"), ("langchain.md", "langchain")]:
         assert f"harness-one[{extra}]" in (pages / page).read_text(), page  # the page names the extra it needs
+
+
+def test_run_answers_a_line_with_an_unreadable_number_on_its_own_id(runner: CliRunner) -> None:
+    long = "9" * 5000
+    lines = [
+        f'{{"name": "calculate", "arguments": {{"id": 7, "x": {long}}}, "id": 1}}',
+        f'{{"id": {"1" * 35}, "name": "calculate", "arguments": {{"x": {long}}}}}',
+        f'{{"id": 1.5, "name": "calculate", "arguments": {{"x": {long}}}}}',
+        f'{{"type": "function_call", "call_id": "fc4", "name": "calculate", "arguments": {{"x": {long}}}}}',
+        f'{{"id": {long}, "name": "calculate"}}',
+    ]
+    result = invoke(runner, "run", input="\n".join(lines) + "\n")
+    answers = [json.loads(x) for x in result.stdout.splitlines()]
+    assert [a["id"] for a in answers] == [1, int("1" * 35), 1.5, "fc4", None]  # the last one's id is the long number
+    assert all(a["error"]["type"] == "InvalidRequest" and "5000 digits" in a["error"]["message"] for a in answers)

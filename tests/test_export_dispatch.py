@@ -6,12 +6,13 @@ import asyncio
 import json
 import threading
 import time
+from collections import OrderedDict
 from typing import Any
 
 import pytest
 from pydantic import TypeAdapter
 
-from harness_one import ToolRegistry, define_tool, defineTool
+from harness_one import ArgumentLimits, ToolRegistry, define_tool, defineTool
 from harness_one.dispatch import (
     adispatch_anthropic,
     dispatch_anthropic,
@@ -353,3 +354,126 @@ def test_strict_export_per_tool_with_names_and_a_reported_fallback() -> None:
     assert [t["function"]["name"] for t in only.tools] == ["add"] and only.tools[0]["function"]["strict"] is True
     with pytest.raises(ValueError):
         reg.export("openai", strict="sometimes")
+
+
+def _adder() -> ToolRegistry:
+    registry = ToolRegistry(autoload=False)
+
+    @registry.add
+    def add(a: int, b: int = 1) -> int:
+        """Add two numbers."""
+        return a + b
+
+    return registry
+
+
+def _openai_call(arguments: Any, call_id: Any = "c1", name: str = "add") -> dict[str, Any]:
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        '{"a": 1, "b": [' + ",".join(["[0]"] * 70_000) + "]}",  # past the byte limit, before the container count
+        '{"a": 2}'.encode("utf-16"),
+        b'\xef\xbb\xbf{"a": 2}',
+    ],
+    ids=["oversized", "utf-16", "bom"],
+)
+def test_strict_dispatch_reads_arguments_as_every_call_does(arguments: Any) -> None:
+    reg = _adder()
+    plain = dispatch_openai(reg, [_openai_call(arguments)])[0]["content"]
+    assert plain.startswith("Error: Invalid arguments for tool 'add'")
+    assert dispatch_openai(reg, [_openai_call(arguments)], strict=True)[0]["content"] == plain
+
+
+def test_strict_dispatch_decodes_within_the_registrys_limits() -> None:
+    reg = ToolRegistry(autoload=False, limits=ArgumentLimits(max_bytes=64))
+
+    @reg.add
+    def add(a: int, b: int = 1) -> int:
+        """Add two numbers."""
+        return a + b
+
+    padded = '{"a": 2, "b": null}' + " " * 60
+    assert "the limit is 64" in dispatch_openai(reg, [_openai_call(padded)], strict=True)[0]["content"]
+    for raw in (b'{"a": 2, "b": null}', bytearray(b'{"a": 2, "b": null}'), memoryview(b'{"a": 2, "b": null}')):
+        assert dispatch_openai(reg, [_openai_call(raw)], strict=True)[0]["content"] == "3"
+
+
+def test_strict_dispatch_applies_per_tool_as_the_auto_export_does() -> None:
+    reg = _adder()
+
+    @reg.add
+    def count_labels(labels: dict[str, int]) -> int:
+        """Count the labels."""
+        return len(labels)
+
+    calls = [_openai_call('{"a": 2, "b": null}'), _openai_call('{"labels": {"x": 1}}', "c2", "count_labels")]
+    for strict in (True, "auto"):
+        assert [m["content"] for m in dispatch_openai(reg, calls, strict=strict)] == ["3", "1"]
+    with pytest.raises(ValueError, match="strict must be"):
+        dispatch_openai(reg, calls, strict="sometimes")
+
+
+def test_every_openai_tool_call_with_an_id_is_answered() -> None:
+    calls = [
+        {"id": "call_1", "type": "function", "function": None},
+        {"id": "call_2", "type": "function", "function": '{"name": "add"}'},
+        {"id": "call_3", "type": "function", "function": {"name": "add", "arguments": '{"a": 1}'}},
+        {"id": "call_4", "type": "function"},
+    ]
+    out = dispatch_openai(_adder(), calls)
+    assert [m["tool_call_id"] for m in out] == ["call_1", "call_2", "call_3", "call_4"]
+    assert out[2]["content"] == "2"
+    for answer, got in zip([out[0], out[1], out[3]], ["null", "a string", "null"]):
+        assert answer["content"].startswith(
+            f"Error: Invalid tool call: 'function' must be an object with the tool's 'name', not {got}"
+        )
+
+
+def test_dispatch_answers_ids_that_do_not_fit_text() -> None:
+    long = 10**5000
+    out = dispatch_anthropic(
+        _adder(),
+        [
+            {"type": "tool_use", "id": long, "name": "add", "input": {"a": 1}},
+            {"type": "tool_use", "id": {"x": long}, "name": "add", "input": {"a": 2}},
+        ],
+    )
+    assert [r["content"] for r in out] == ["2", "3"]
+    assert out[0]["tool_use_id"] == long and out[1]["tool_use_id"].startswith('{"x": 1000')
+
+
+def test_gemini_results_are_valid_utf8() -> None:
+    from google.genai import types as genai
+
+    reg = _adder()
+
+    @reg.add
+    def echo(text: str) -> dict[str, Any]:
+        """Echo."""
+        return {"text": text, "keys": OrderedDict({text: float("nan")})}
+
+    calls = [
+        genai.FunctionCall(id="g1", name="ad\ud800", args={"a": 2}),
+        genai.FunctionCall(id="g2", name="echo", args={"text": "x\udc80y"}),
+    ]
+    out = dispatch_gemini(reg, calls)
+    assert out[0]["name"] == "ad\ufffd" and out[0]["response"]["error"].startswith("Unknown tool 'ad\ufffd'")
+    assert out[1]["response"]["output"] == {"text": "x\ufffdy", "keys": {"x\ufffdy": "NaN"}}
+    parts = [genai.Part.from_function_response(name=r["name"], response=r["response"]) for r in out]
+    genai.Content(role="user", parts=parts).model_dump_json().encode("utf-8")
+
+
+@pytest.mark.parametrize("note", ["\x00harness-one-long-int:0", "\x00harness-one-long-int:7", '"\x00harness-one-long-int:0'])
+def test_a_string_is_never_taken_for_a_long_integer(note: str) -> None:
+    reg = ToolRegistry(autoload=False)
+
+    @reg.add
+    def power(base: int, note: str) -> dict[str, Any]:
+        """A power and a note."""
+        return {"value": base**5000, "note": note, note: [note]}
+
+    [answer] = dispatch_openai(reg, [_openai_call(json.dumps({"base": 10, "note": note}), name="power")])
+    assert json.loads(answer["content"], parse_int=str) == {"value": "1" + "0" * 5000, "note": note, note: [note]}

@@ -22,7 +22,7 @@ import re
 import sys
 from typing import Any
 
-__all__ = ["dumps", "fingerprint", "json_default", "render_value", "safe_text"]
+__all__ = ["dumps", "fingerprint", "json_data", "json_default", "render_value", "safe_text"]
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _NON_FINITE: dict[float, str] = {math.inf: "Infinity", -math.inf: "-Infinity"}
@@ -63,24 +63,28 @@ def _long_int(value: int) -> str:
 
 
 class _Cleaner:
-    """Copies a value with the JSON gaps filled; long ints become tokens put back after encoding."""
+    """Copies a value with the JSON gaps filled, for :func:`dumps`.
+
+    What JSON text cannot carry as a Python value (a long int, and any string that looks like the
+    token standing for one) becomes a token, put back as its JSON text after encoding.
+    """
 
     def __init__(self) -> None:
-        self.longs: list[str] = []
+        self.texts: list[str] = []
 
     def value(self, value: Any, depth: int = 0) -> Any:
         if depth > 200:
             return "..."
         kind = type(value)
         if kind is str:
-            return value
+            return self.text(value)
         if kind is float:
             return value if math.isfinite(value) else _NON_FINITE.get(value, "NaN")
         if kind is int:
             return self.integer(value)
-        if kind is dict:
+        if isinstance(value, dict):
             return {self.key(k): self.value(v, depth + 1) for k, v in value.items()}
-        if kind is list or kind is tuple:
+        if isinstance(value, (list, tuple)):
             return [self.value(v, depth + 1) for v in value]
         if value is None or kind is bool:
             return value
@@ -90,22 +94,38 @@ class _Cleaner:
             return self.value(float(value), depth)
         return self.value(json_default(value), depth + 1)
 
+    def token(self, text: str) -> str:
+        self.texts.append(text)
+        return f"{_TOKEN}{len(self.texts) - 1}"
+
+    def text(self, value: str) -> str:
+        return self.token(json.dumps(value, ensure_ascii=False)) if _TOKEN in value else value
+
     def integer(self, value: int) -> Any:
         if value.bit_length() < 14_000:  # 4,300 decimal digits need about 14,284 bits
             return value
-        self.longs.append(_long_int(value))
-        return f"{_TOKEN}{len(self.longs) - 1}"
+        return self.token(_long_int(value))
 
     def key(self, key: Any) -> str:
         if type(key) is str:
-            return key
+            return self.text(key)
         if isinstance(key, float) and not math.isfinite(key):
             return _NON_FINITE.get(key, "NaN")
         if isinstance(key, int) and not isinstance(key, bool):
             return _long_int(key) if key.bit_length() >= 14_000 else str(key)
         if key is None or isinstance(key, (bool, float)):
             return json.dumps(key)
-        return str(json_default(key))
+        return self.text(str(json_default(key)))
+
+
+class _Data(_Cleaner):
+    """The cleaner for :func:`json_data`: strings made UTF-8 safe, ints kept whatever their length."""
+
+    def text(self, value: str) -> str:
+        return safe_text(value)
+
+    def integer(self, value: int) -> Any:
+        return value
 
 
 _TOKEN = "\x00harness-one-long-int:"
@@ -119,10 +139,23 @@ def dumps(value: Any, *, indent: int | None = None) -> str:
     except (ValueError, TypeError, RecursionError):
         cleaner = _Cleaner()
         text = json.dumps(cleaner.value(value), ensure_ascii=False, allow_nan=False, default=str, indent=indent)
-        if cleaner.longs:
-            text = _TOKEN_JSON.sub(lambda m: cleaner.longs[int(m.group(1))], text)
+        if cleaner.texts:
+            text = _TOKEN_JSON.sub(lambda m: cleaner.texts[int(m.group(1))], text)
     # Outside strings JSON text is ASCII, so a surrogate here is inside a string: replace it in place.
     return _SURROGATE.sub("\ufffd", text) if _SURROGATE.search(text) else text
+
+
+def json_data(value: Any) -> Any:
+    """``value`` as plain JSON data (dicts, lists, strings, numbers), what :func:`dumps` would write.
+
+    For a provider SDK that takes data rather than text (Gemini): strings made UTF-8 safe, NaN and
+    the rest as :func:`dumps` writes them, ints kept. ``value`` itself when it is already so.
+    """
+    try:
+        text = json.dumps(value, ensure_ascii=False, allow_nan=False)
+    except (ValueError, TypeError, RecursionError):
+        return _Data().value(value)
+    return _Data().value(value) if _SURROGATE.search(text) else value
 
 
 def render_value(value: Any) -> str:

@@ -19,19 +19,18 @@ A line of ``harness-one run`` may instead be a decision on a held call (``Decisi
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ._arguments import MAX_DIGITS, LongNumber, load_json
+from ._arguments import ArgumentLimits, LongNumber, decode_arguments, load_json
+from ._errors import ToolArgumentError
+from ._render import dumps
 
 if TYPE_CHECKING:
     from ._registry import ToolRegistry
 
-__all__ = ["BadRequest", "Decision", "Request", "parse_call", "parse_line", "resolve"]
-
-_ID = re.compile(r'"(?:id|call_id)"\s*:\s*("(?:[^"\\]|\\.)*"|-?\d{1,30})')
+__all__ = ["BadRequest", "Decision", "Request", "drop_nulls", "parse_call", "parse_line", "resolve"]
 
 
 @dataclass(slots=True)
@@ -91,7 +90,8 @@ def parse_call(obj: Any, *, provider: str | None = None) -> Request | None:
     """A :class:`Request` from one call (a dict or a provider SDK object).
 
     With ``provider`` given, items of another shape (text blocks, reasoning items) are not
-    calls: ``None``. Raises :class:`BadRequest` for a call without a usable name.
+    calls: ``None``; every item of OpenAI's ``tool_calls`` is a call. Raises
+    :class:`BadRequest` for a call without a usable name.
     """
     call = _plain(obj)
     if not isinstance(call, Mapping):
@@ -99,15 +99,18 @@ def parse_call(obj: Any, *, provider: str | None = None) -> Request | None:
             return None
         raise BadRequest(f"a request must be a JSON object, not {_kind(call)}")
     shape = _shape(call)
-    if provider == "gemini" or (provider == "openai-responses" and call.get("type") in (None, "function_call")):
+    if provider in ("openai", "gemini") or (provider == "openai-responses" and call.get("type") in (None, "function_call")):
         shape = provider
     elif provider is not None and shape != provider:
         return None  # not a call: a text block, a reasoning item, ...
     rid: Any = call.get("id")
+    problem = "the request has no tool 'name'"
     if shape == "anthropic":
         name, arguments = call.get("name"), call.get("input")
     elif shape == "openai":
-        function = call["function"]
+        function = call.get("function")
+        if not isinstance(function, Mapping):
+            function, problem = {}, f"'function' must be an object with the tool's 'name', not {_kind(function)}"
         name, arguments = function.get("name"), function.get("arguments")
     elif shape == "openai-responses":
         rid = call.get("call_id", rid)
@@ -115,14 +118,14 @@ def parse_call(obj: Any, *, provider: str | None = None) -> Request | None:
     elif shape == "gemini":
         inner = call.get("function_call") or call
         if not isinstance(inner, Mapping):
-            raise BadRequest("'function_call' must be an object", rid)
+            inner, problem = {}, "'function_call' must be an object"
         rid, name, arguments = inner.get("id", rid), inner.get("name"), inner.get("args")
     else:
         name, arguments = call.get("name"), call.get("arguments")
     if rid is not None and not isinstance(rid, (str, int, float, bool)):
-        rid = json.dumps(rid, default=str)[:200]
+        rid = dumps(rid)[:200]
     if not isinstance(name, str) or not name:
-        raise BadRequest("the request has no tool 'name'", rid)
+        raise BadRequest(problem, rid)
     return Request(
         rid,
         name,
@@ -135,13 +138,23 @@ def parse_call(obj: Any, *, provider: str | None = None) -> Request | None:
 
 
 def _id_in(line: str) -> Any:
-    """The request's ``id`` from a line whose full parse failed, when it can be found cheaply."""
-    found = _ID.search(line[:4096])
-    if found is None:
+    """The request's id from a line holding a number too long to read: parsed again, without such numbers."""
+    try:
+        data = json.loads(line, parse_int=_readable_int)
+    except (ValueError, RecursionError):  # pragma: no cover  (the line was parsed once already)
+        return None
+    if not isinstance(data, dict):
         return None
     try:
-        return json.loads(found.group(1))
-    except ValueError:
+        return _item(data).id
+    except BadRequest as exc:
+        return exc.request_id
+
+
+def _readable_int(digits: str) -> int | None:
+    try:
+        return int(digits)
+    except ValueError:  # past the int-to-text limit in force
         return None
 
 
@@ -177,7 +190,7 @@ def parse_line(line: bytes | str) -> Request | Decision:
         data = load_json(line)
     except LongNumber as exc:
         raise BadRequest(
-            f"{exc.path}: expected a number of at most {MAX_DIGITS} digits, got {exc.digits} digits",
+            f"{exc.path}: expected a number of at most {exc.limit} digits, got {exc.digits} digits",
             _id_in(line),
         ) from None
     except RecursionError:
@@ -186,6 +199,11 @@ def parse_line(line: bytes | str) -> Request | Decision:
         raise BadRequest(f"the line is not valid JSON: {str(exc).split(';')[0]}") from None
     if not isinstance(data, dict):
         raise BadRequest(f"a request must be a JSON object, not {_kind(data)}")
+    return _item(data)
+
+
+def _item(data: dict[str, Any]) -> Request | Decision:
+    """The request or decision a line's object holds."""
     if "approve" in data or "deny" in data:
         return _decision(data)
     request = parse_call(data)
@@ -193,32 +211,41 @@ def parse_line(line: bytes | str) -> Request | Decision:
     return request
 
 
-def resolve(request: Request, registry: ToolRegistry, *, strict: bool = False) -> Request:
-    """Map an exported name back to the tool's (Gemini) and drop the nulls strict mode sends for absent arguments."""
+def resolve(request: Request, registry: ToolRegistry, *, strict: bool | str = False) -> Request:
+    """Map an exported name back to the tool's (Gemini) and drop the nulls strict mode sends for absent arguments.
+
+    ``strict`` (``True`` or ``"auto"``) applies per tool, as ``registry.export(..., strict="auto")``
+    does: a tool that cannot be strict was exported without it, so its nulls are values.
+    """
     if request.shape == "gemini":
         request.name = registry.export("gemini").names.original(request.name)
     if strict and request.shape.startswith("openai"):
-        nullable = registry.export(request.shape, strict=True).nullable.get(request.name)
+        nullable = registry.export(request.shape, strict="auto").nullable.get(request.name)
         if nullable:
-            request.arguments = drop_nulls(request.arguments, nullable)
+            request.arguments = drop_nulls(request.arguments, nullable, registry.limits)
     return request
 
 
-def drop_nulls(args: Any, tree: Mapping[str, Any]) -> Any:
-    """Strict mode sends ``null`` for optional arguments it made nullable: treat them as absent."""
-    if isinstance(args, (str, bytes)):
-        try:
-            args = json.loads(args)
-        except (ValueError, RecursionError):
-            return args  # the registry reports the bad JSON
-    if not isinstance(args, dict):
+def drop_nulls(args: Any, tree: Mapping[str, Any], limits: ArgumentLimits | None = None) -> Any:
+    """``args`` without the ``null`` values strict mode sends for the optional properties in ``tree``.
+
+    JSON text is decoded first by the registry's decoder, within ``limits`` (default
+    :class:`ArgumentLimits`); arguments it refuses come back as they are, for the registry to report.
+    """
+    try:
+        decoded = decode_arguments(args, limits or ArgumentLimits())
+    except ToolArgumentError:
         return args
+    return _without_nulls(decoded, tree)
+
+
+def _without_nulls(args: dict[str, Any], tree: Mapping[str, Any]) -> dict[str, Any]:
     out = {}
     for key, value in args.items():
         sub = tree.get(key)
         if sub is not None and value is None and sub.get("__self__"):
             continue
-        out[key] = drop_nulls(value, sub) if isinstance(sub, Mapping) and isinstance(value, dict) else value
+        out[key] = _without_nulls(value, sub) if isinstance(sub, Mapping) and isinstance(value, dict) else value
     return out
 
 

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 from ._call import CallResult, new_call_id
 from ._errors import APPROVAL_REQUIRED, ToolError
 from ._formats import CALL_FORMATS, check_format
+from ._render import dumps, json_data, safe_text
 from ._requests import BadRequest, Request, parse_call, resolve
 
 if TYPE_CHECKING:
@@ -90,8 +91,10 @@ def _collect(items: Iterable[dict[str, Any] | HeldCall]) -> Dispatched:
     return out
 
 
-def _requests(provider: str, calls: Iterable[Any], registry: ToolRegistry, strict: bool) -> list[Request | BadRequest]:
+def _requests(provider: str, calls: Iterable[Any], registry: ToolRegistry, strict: bool | str) -> list[Request | BadRequest]:
     check_format(provider, calls=True)
+    if strict not in (True, False, "auto"):
+        raise ValueError(f"strict must be True, False or 'auto', not {strict!r}")
     out: list[Request | BadRequest] = []
     for raw in calls:
         try:
@@ -132,8 +135,10 @@ def _answer(provider: str, request: Request, result: CallResult) -> dict[str, An
         return {"type": "function_call_output", "call_id": request.id, "output": text}
     if provider == "anthropic":
         return {"type": "tool_result", "tool_use_id": request.id, "content": text, "is_error": not result.ok}
-    response = {"output": result.value} if result.ok else {"error": result.error.message if result.error else "error"}
-    answer: dict[str, Any] = {"name": request.exported, "response": response}
+    # Gemini takes data, not text: made valid UTF-8 here, as for_model() makes the others' text.
+    error = safe_text(result.error.message if result.error else "error")
+    response = {"output": json_data(result.value)} if result.ok else {"error": error}
+    answer: dict[str, Any] = {"name": safe_text(request.exported), "response": response}
     if request.id is not None:
         answer["id"] = request.id
     return answer
@@ -144,15 +149,16 @@ def dispatch(
     calls: Iterable[Any],
     *,
     provider: str = "openai",
-    strict: bool = False,
+    strict: bool | str = False,
     concurrency: int = 8,
     context: Mapping[str, Any] | None = None,
 ) -> Dispatched:
     """Run ``calls`` (``provider``-shaped) and return the provider-shaped results, in order.
 
-    Several calls run in a thread pool of up to ``concurrency`` workers. ``strict`` must
-    match the export the model saw (OpenAI strict mode): nulls it sends for optional
-    arguments are dropped so defaults apply. Calls held for approval get no result here:
+    Several calls run in a thread pool of up to ``concurrency`` workers. ``strict`` (``True`` or
+    ``"auto"``) must match the export the model saw (OpenAI strict mode): for each tool that can be
+    strict, nulls it sends for optional arguments are dropped so defaults apply (a ``ValueError``
+    for another value, as for an unknown ``provider``). Calls held for approval get no result here:
     they are in the returned list's ``pending`` (see :func:`resume`).
     """
     requests = _requests(provider, calls, registry, strict)
@@ -175,7 +181,7 @@ async def adispatch(
     calls: Iterable[Any],
     *,
     provider: str = "openai",
-    strict: bool = False,
+    strict: bool | str = False,
     concurrency: int = 8,
     context: Mapping[str, Any] | None = None,
 ) -> Dispatched:
@@ -216,7 +222,9 @@ async def aresume(registry: ToolRegistry, held: HeldCall) -> dict[str, Any]:
 
 
 def _id(request: Request) -> str | None:
-    return None if request.id is None else str(request.id)
+    """The call id the registry gets: the provider's id as text (an int past the int-to-text limit in full)."""
+    rid = request.id
+    return None if rid is None else dumps(rid) if type(rid) is int else str(rid)
 
 
 def _bind(provider: str) -> tuple[Callable[..., Dispatched], Callable[..., Any]]:

@@ -56,7 +56,7 @@ def to_openai_agents(
 
     # Annotated ToolContext (not RunContextWrapper): only then does the SDK pass the tool-call id.
     async def invoke(ctx: ToolContext[Any], arguments: str) -> str:
-        args: Any = drop_nulls(arguments, nullable) if nullable else arguments
+        args: Any = drop_nulls(arguments, nullable, reg.limits) if nullable else arguments
         call_id = getattr(ctx, "tool_call_id", None)
         if gated and call_id and ctx.is_tool_approved(name, call_id):
             grant_approval(reg, call_id, found, args)  # the person approved it in the SDK: the harness does not ask again
@@ -64,7 +64,7 @@ def to_openai_agents(
         return result.for_model()
 
     async def needs_approval(run: RunContextWrapper[Any], params: dict[str, Any], call_id: str) -> bool:
-        args = drop_nulls(params, nullable) if nullable else params
+        args = drop_nulls(params, nullable, reg.limits) if nullable else params
 
         def tool_context() -> ToolContext[Any]:
             return ToolContext.from_agent_context(run, call_id, tool_name=name, tool_arguments=json.dumps(params))
