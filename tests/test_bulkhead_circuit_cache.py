@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import types
+from collections.abc import Generator
 from typing import Any
 
 import pytest
@@ -16,6 +18,7 @@ from harness_one import (
     ToolArgumentError,
     ToolBusy,
     ToolDefinitionError,
+    ToolExecutionError,
     ToolRegistry,
     hookimpl,
 )
@@ -113,21 +116,8 @@ def test_slot_released_on_errors() -> None:
     assert reg.call("inv", {"n": 2}) == 0.5
 
 
-@pytest.mark.parametrize(
-    ("how", "stop"),
-    [
-        ("call", KeyboardInterrupt),
-        ("try_call", KeyboardInterrupt),
-        ("acall", KeyboardInterrupt),
-        ("acall", asyncio.CancelledError),
-    ],
-)
-def test_slot_released_when_the_tool_is_interrupted(how: str, stop: type[BaseException]) -> None:
-    """A tool run in the caller's thread (no timeout; non-blocking under acall) is interrupted.
-
-    The caller gets the ``KeyboardInterrupt`` (or, under acall, the ``CancelledError``);
-    on_error hooks see ``ToolCancelled``, so the slot the call held is free again.
-    """
+def watched() -> tuple[ToolRegistry, list[str]]:
+    """A registry, and the names of the errors its on_error hooks see."""
     seen: list[str] = []
 
     class Watch:
@@ -135,7 +125,28 @@ def test_slot_released_when_the_tool_is_interrupted(how: str, stop: type[BaseExc
         def harness_on_error(self, error: BaseException) -> None:
             seen.append(type(error).__name__)
 
-    reg = ToolRegistry(plugins={"watch": Watch()}, autoload=False)
+    return ToolRegistry(plugins={"watch": Watch()}, autoload=False), seen
+
+
+@pytest.mark.parametrize(
+    ("how", "stop"),
+    [
+        ("call", KeyboardInterrupt),
+        ("try_call", KeyboardInterrupt),
+        ("acall", KeyboardInterrupt),
+        ("acall", asyncio.CancelledError),
+        ("call", SystemExit),
+        ("try_call", SystemExit),
+        ("acall", SystemExit),
+    ],
+)
+def test_slot_released_when_the_tool_is_interrupted(how: str, stop: type[BaseException]) -> None:
+    """A tool run in the caller's thread (no timeout; non-blocking under acall) is interrupted.
+
+    The caller gets the ``KeyboardInterrupt`` (``SystemExit``; under acall, the ``CancelledError``);
+    on_error hooks see ``ToolCancelled``, so the slot the call held is free again.
+    """
+    reg, seen = watched()
     interrupt = [False, True]  # popped from the end: the first call is interrupted
 
     def work() -> str:
@@ -150,6 +161,61 @@ def test_slot_released_when_the_tool_is_interrupted(how: str, stop: type[BaseExc
         else:
             getattr(reg, how)("work")
     assert seen == ["ToolCancelled"]
+    assert reg.plugins.get("concurrency").running("work") == 0
+    assert reg.call("work") == "done"
+
+
+def test_slot_released_when_an_acall_coroutine_is_closed_mid_call() -> None:
+    """A coroutine closed while its tool runs (never awaited again) cancels the call like a cancelled task."""
+    reg = ToolRegistry(autoload=False)
+
+    @types.coroutine
+    def pause() -> Generator[None, None, None]:
+        yield
+
+    async def slow() -> str:
+        await pause()
+        return "late"
+
+    reg.add(slow, max_concurrency=1)
+    coroutine = reg.acall("slow")
+    coroutine.send(None)  # suspended inside the tool, holding the slot
+    assert reg.plugins.get("concurrency").running("slow") == 1
+    coroutine.close()
+    assert reg.plugins.get("concurrency").running("slow") == 0
+
+
+@pytest.mark.parametrize("how", ["call", "try_call"])
+@pytest.mark.parametrize("kind", ["sync", "async"])
+def test_a_tools_own_cancellation_under_call_is_its_failure(how: str, kind: str) -> None:
+    """Nothing cancels a blocking caller, so a ``CancelledError`` out of the tool (its library
+    cancelled its own request) is the tool's failure: a ``ToolExecutionError``, the slot freed."""
+    reg, seen = watched()
+    fail = [False, True]  # popped from the end: the first call fails
+
+    def work() -> str:
+        if fail.pop():
+            raise asyncio.CancelledError
+        return "done"
+
+    async def fetch() -> str:
+        if fail.pop():
+            inner = asyncio.ensure_future(asyncio.sleep(10))
+            asyncio.get_running_loop().call_soon(inner.cancel)
+            await inner
+        return "done"
+
+    reg.add(work if kind == "sync" else fetch, name="work", max_concurrency=1)
+    if how == "call":
+        with pytest.raises(ToolExecutionError) as caught:
+            reg.call("work")
+        error: BaseException | None = caught.value
+    else:
+        error = reg.try_call("work").error
+    assert isinstance(error, ToolExecutionError)
+    assert "CancelledError" in error.message
+    assert isinstance(error.__cause__, asyncio.CancelledError)
+    assert seen == ["ToolExecutionError"]
     assert reg.plugins.get("concurrency").running("work") == 0
     assert reg.call("work") == "done"
 
@@ -229,6 +295,48 @@ def test_argument_errors_do_not_count(clock: ManualClock) -> None:
         with pytest.raises(ToolArgumentError):
             reg.call("f", {"n": "x"})
     assert reg.call("f", {"n": 1}) == 1
+
+
+def test_a_probe_that_ends_neither_way_gives_its_place_back(clock: ManualClock) -> None:
+    """A probe cancelled by its caller, or whose arguments the tool refused, does not close the
+    circuit (nor open it again): the next call probes instead."""
+    reg, health = failing_registry(clock, min_calls=2, open_for=5, probes=1)
+    entered = threading.Event()
+
+    async def hangs() -> str:
+        entered.set()
+        await asyncio.sleep(60)
+        return "late"
+
+    def picky(n: int = 0) -> str:
+        raise ToolArgumentError("n must be even")
+
+    reg.add(hangs, circuit_breaker={"key": "backend", "min_calls": 2, "open_for": 5, "probes": 1})
+    reg.add(picky, circuit_breaker={"key": "backend", "min_calls": 2, "open_for": 5, "probes": 1})
+    reg.try_call("backend")
+    reg.try_call("backend")
+    breaker = reg.plugins.get("circuit_breaker")
+    assert breaker.state("backend") == "open"
+    clock.advance(5)
+
+    async def cancel_a_probe() -> None:
+        task = asyncio.ensure_future(reg.acall("hangs"))
+        while not entered.is_set():
+            await asyncio.sleep(0)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(cancel_a_probe())
+    assert breaker.state("backend") == "half_open"
+    assert isinstance(reg.try_call("picky", {"n": 1}).error, ToolArgumentError)  # the next probe
+    assert breaker.state("backend") == "half_open"
+    assert "OSError" in reg.try_call("backend").for_model()  # and the next: the backend still fails
+    assert breaker.state("backend") == "open"
+    clock.advance(5)
+    health["ok"] = True
+    assert reg.call("backend") == "fine"
+    assert breaker.state("backend") == "closed"
 
 
 def test_registry_default_and_policy_checks(clock: ManualClock) -> None:

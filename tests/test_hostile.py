@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 import subprocess
@@ -16,14 +17,17 @@ import structlog
 
 from harness_one import (
     REDACTED,
+    ArgumentLimits,
     PluginError,
     Redactor,
     ToolArgumentError,
     ToolError,
+    ToolNotFound,
     ToolRegistry,
     defineTool,
     hookimpl,
 )
+from harness_one._arguments import plain_json
 from harness_one_plugins import IdempotencyPlugin, LoggingPlugin
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -347,3 +351,140 @@ def test_a_flood_of_unknown_arguments_is_refused_with_a_bounded_listing() -> Non
         problems = result.error.problems
         assert len(problems) == 22 and problems[0].path == "$.k00000"  # 20 names, how many more, and the missing `a`
         assert problems[20].message == "and 14980 more unexpected arguments" and problems[21].path == "$.a"
+
+
+# -- JSON text near the limits ---------------------------------------------------------------------------------
+
+OPEN = '{"text": "' + "[" * 10_001  # a string of brackets, not yet closed
+NEAR_THE_LIMIT = [
+    (OPEN + '"' + '\\"' * 125_000, "not valid JSON"),  # closed, then escaped quotes outside any string
+    (OPEN + '\\"' * 125_000, "not valid JSON"),  # never closed: escaped quotes to the end
+    (OPEN + '\\"' * 10, "not valid JSON"),  # the same, short
+    ('{"text": ' + "[" * 10_001 + '""' * 125_000, "more than 10000 arrays and objects"),  # brackets outside strings
+    (OPEN + "\\\\" * 125_000 + '"}', None),  # escaped backslashes, then the closing quote
+    ('{"text": "' + '\\\\\\"[' * 50_000 + '"}', None),  # an escaped backslash, an escaped quote, a bracket
+]
+
+
+@pytest.mark.parametrize(("text", "refusal"), NEAR_THE_LIMIT, ids=range(len(NEAR_THE_LIMIT)))
+def test_brackets_in_strings_never_closed_are_not_counted_and_the_text_is_refused_as_invalid(
+    text: str, refusal: str | None
+) -> None:
+    reg = ToolRegistry(autoload=False)
+    reg.add(lambda text: "ran", name="echo", parameters={"type": "object", "properties": {"text": {}}})
+    assert len(text) <= reg.limits.max_bytes
+    for raw in (text, text.encode()):
+        result = reg.try_call("echo", raw)
+        if refusal is None:
+            assert result.ok, result.error
+        else:
+            assert isinstance(result.error, ToolArgumentError)
+            (problem,) = result.error.problems
+            assert problem.path == "$" and refusal in problem.message
+
+
+@pytest.mark.parametrize(
+    ("text", "refused"),
+    [
+        ('{"a": "\\\\", "b": [[], {}, []]}', True),  # the string ends with an escaped backslash: 4 arrays and objects
+        ('{"a": "\\"[[[", "b": [[], {}]}', False),  # an escaped quote keeps the string open over the brackets: 3
+    ],
+)
+def test_escapes_decide_where_a_string_ends_when_brackets_are_counted(text: str, refused: bool) -> None:
+    reg = ToolRegistry(autoload=False, limits=ArgumentLimits(max_containers=3))
+    reg.add(lambda **kw: "ran", name="f", parameters={"type": "object"})
+    result = reg.try_call("f", text)
+    assert result.ok is not refused and json.loads(text)
+
+
+@pytest.fixture
+def floats() -> ToolRegistry:
+    reg = ToolRegistry(autoload=False)
+    reg.add(lambda data: data, name="store", parameters={"type": "object", "properties": {"data": {"type": "object"}}})
+    reg.add(lambda **kw: kw, name="anything", parameters={"type": "object"})
+    return reg
+
+
+HUGE = [
+    ("store", '{"data": {"k": 1e400}}', "$.data.k", "inf"),
+    ("store", '{"data": {"k": [1, -1E+400]}}', "$.data.k[1]", "-inf"),
+    ("store", '{"data": {"k": ' + "1" * 310 + ".0}}", "$.data.k", "inf"),  # no exponent, 310 digits
+    ("store", '{"data": {"k": ' + "1" * 250 + "e90}}", "$.data.k", "inf"),  # a small exponent on 250 digits
+    ("anything", '{"a": 1e400}', "$.a", "inf"),
+    ("anything", '{"a": -1e400, "b": "x"}', "$.a", "-inf"),
+]
+
+
+@pytest.mark.parametrize("as_bytes", [False, True])
+@pytest.mark.parametrize(("tool", "text", "path", "got"), HUGE)
+def test_a_number_too_large_for_a_float_is_refused_as_not_finite(
+    floats: ToolRegistry, tool: str, text: str, path: str, got: str, as_bytes: bool
+) -> None:
+    result = floats.try_call(tool, text.encode() if as_bytes else text)
+    assert isinstance(result.error, ToolArgumentError), result.value
+    (problem,) = result.error.problems
+    assert (problem.path, problem.message) == (path, f"expected a finite number, got {got}")
+    assert not plain_json(text, ArgumentLimits())
+
+
+@pytest.mark.parametrize("as_bytes", [False, True])
+def test_ordinary_exponents_and_numbers_in_strings_are_accepted(floats: ToolRegistry, as_bytes: bool) -> None:
+    data = {"a": 1e10, "b": 2.5e-3, "c": -1e-300, "d": 1.5e308, "s": "1e400", "t": "E-999 and " + "7" * 300}
+    text = '{"data": {"a": 1e10, "b": 2.5E-3, "c": -1e-300, "d": 1.5e308, "s": "1e400", "t": "E-999 and ' + "7" * 300 + '"}}'
+    assert floats.call("store", text.encode() if as_bytes else text) == data
+    assert floats.call("anything", '{"a": 1e10, "b": 2.5E-3, "s": "1e400"}') == {"a": 1e10, "b": 2.5e-3, "s": "1e400"}
+    assert plain_json('{"a": 1e10, "b": 2.5E-3, "c": -1E+99, "s": "1.5e30"}', ArgumentLimits())  # vouched for, not walked
+
+
+def test_an_integer_past_the_digit_limit_the_application_set_is_refused_where_it_stands() -> None:
+    reg = ToolRegistry(autoload=False)
+    reg.add(lambda a, b=1: "ran", name="add", parameters={"type": "object", "properties": {"a": {}, "b": {}}})
+    old = sys.get_int_max_str_digits()
+    try:
+        sys.set_int_max_str_digits(1000)
+        lowered = reg.try_call("add", '{"a": ' + "9" * 2000 + "}")
+        sys.set_int_max_str_digits(4300)
+        signed = reg.try_call("add", '{"b": -' + "9" * 4300 + ', "a": ' + "9" * 5000 + "}")  # b fits: its sign is no digit
+    finally:
+        sys.set_int_max_str_digits(old)
+    for result, digits, limit in ((lowered, 2000, 1000), (signed, 5000, 4300)):
+        assert isinstance(result.error, ToolArgumentError), result.error
+        (problem,) = result.error.problems
+        assert problem.path == "$.a" and problem.message == f"a number of {digits} digits is too long to read"
+        assert problem.expected == f"a number of at most {limit} digits"
+
+
+class _Unprintable:
+    """A name or call id whose ``str`` and ``repr`` raise (and which hashes, so a lookup gets that far)."""
+
+    def __str__(self) -> str:
+        raise RuntimeError("no text")
+
+    __repr__ = __str__
+
+    def __hash__(self) -> int:
+        return 1
+
+
+@pytest.mark.parametrize("name", [10**5000, _Unprintable()], ids=["int past the int-to-text limit", "unprintable"])
+def test_a_name_that_has_no_text_is_an_unknown_tool(name: Any) -> None:
+    reg = ToolRegistry(autoload=False)
+    reg.add(lambda text: text, name="echo")
+    shown = f"<{type(name).__name__}>"
+    result = reg.try_call(name, {})
+    assert isinstance(result.error, ToolNotFound) and result.tool == shown and result.call_id
+    assert isinstance(asyncio.run(reg.atry_call(name, {})).error, ToolNotFound)
+    with pytest.raises(ToolNotFound, match=f"Unknown tool '{shown}'"):
+        reg.call(name, {})
+
+
+@pytest.mark.parametrize("call_id", [10**5000, _Unprintable()], ids=["int past the int-to-text limit", "unprintable"])
+def test_a_call_id_that_has_no_text_is_refused_by_name(call_id: Any) -> None:
+    reg = ToolRegistry(autoload=False)
+    reg.add(lambda text: text, name="echo")
+    result = reg.try_call("echo", {"text": "x"}, call_id=call_id)
+    assert isinstance(result.error, ToolArgumentError) and result.call_id
+    assert result.error.problems[0].path == "call_id" and "expected a string" in result.error.message
+    with pytest.raises(ToolArgumentError, match="call_id: expected a string"):
+        reg.call("echo", {"text": "x"}, call_id=call_id)
+    assert isinstance(reg.try_call("nope", {}, call_id=call_id).error, ToolNotFound)  # the id is not needed to say so

@@ -16,12 +16,14 @@ from harness_one import (
     ManualClock,
     RetryableError,
     ToolArgumentError,
+    ToolError,
     ToolExecutionError,
     ToolRegistry,
 )
 from harness_one.testing import IdempotencyStoreContract
 from harness_one_plugins import IdempotencyPlugin, MemoryStore, SQLiteStore
 from harness_one_plugins.idempotency import fingerprint
+from harness_one_plugins.output import OutputTooLarge
 
 
 class TestMemoryStore(IdempotencyStoreContract):
@@ -119,6 +121,31 @@ def test_tool_errors_are_stored_and_replayed(make_store: Any) -> None:
     assert second.error.message == first.error.message == "Tool 'fail' failed: ValueError: card declined"
     assert second.to_dict()["error"]["cause"] == "ValueError"
     assert getattr(second.error, "replayed", False) and second.call_id != first.call_id
+
+
+def test_a_plugins_error_replays_as_its_own_class(make_store: Any) -> None:
+    """An output refused after the tool ran (a plugin's ToolError subclass) replays as that class, fields and all."""
+    reg = registry_with(make_store())
+    reg.add(lambda: "x" * 50, name="wordy", options={"max_output": {"limit": 10, "mode": "refuse"}})
+    first = reg.try_call("wordy", idempotency_key="k")
+    second = reg.try_call("wordy", idempotency_key="k")
+    assert isinstance(first.error, OutputTooLarge) and isinstance(second.error, OutputTooLarge)
+    assert (second.error.size, second.error.limit, second.error.unit) == (50, 10, "chars")
+    assert second.error.message == first.error.message and second.error.replayed
+    assert second.to_dict()["error"] == {**first.to_dict()["error"], "call_id": second.call_id}
+
+
+def test_an_error_class_name_two_classes_share_comes_back_as_tool_error() -> None:
+    class Twin(ToolError):
+        kind = "first"
+
+    assert type(ToolError.from_dict(Twin("one").to_dict())) is Twin
+
+    class Twin(ToolError):  # type: ignore[no-redef]  # a second class of that name: which one is meant is unknown
+        kind = "second"
+
+    back = ToolError.from_dict(Twin("two").to_dict())
+    assert type(back) is ToolError and (back.kind, back.message) == ("second", "two")
 
 
 def test_conflict_while_running(make_store: Any) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
+import time
 from pathlib import Path
 from typing import Any
 
@@ -261,22 +262,54 @@ def test_fail_modes_when_redis_is_down(redis_server: RedisServer, redis_url: str
 def test_error_replies_of_a_server_that_cannot_write_take_the_fail_modes(
     redis_server: RedisServer, redis_url: str, make_unable: tuple[str, ...], undo: tuple[str, ...]
 ) -> None:
+    reg = _unable_registry(redis_url)
+    admin = redis_server.client()
+    admin.execute_command(*make_unable)
+    try:
+        _fail_modes_hold(reg)
+    finally:
+        admin.execute_command(*undo)
+        admin.close()
+
+
+def test_a_server_refusing_writes_after_a_failed_snapshot_takes_the_fail_modes(redis_server: RedisServer, tmp_path: Path) -> None:
+    """``MISCONF``: a snapshot failed (its directory is gone), so Redis refuses writes until one succeeds."""
+    own = RedisServer(tmp_path / "gone")  # a server of its own: its directory is taken away
+    own.directory.mkdir()
+    own.start()
+    admin = own.client()
+    try:
+        reg = _unable_registry(own.url)
+        own.directory.rmdir()
+        admin.config_set("save", "3600 1")
+        admin.bgsave()
+        while admin.info("persistence")["rdb_bgsave_in_progress"]:
+            time.sleep(0.01)
+        assert admin.info("persistence")["rdb_last_bgsave_status"] == "err"
+        _fail_modes_hold(reg)
+        admin.config_set("save", "")  # no snapshots wanted: writable again
+        time.sleep(reg.plugins.get("rate_limit").backend.link.down_for)  # the fail-fast window ends
+        assert reg.call("keyed", idempotency_key="k") == 2
+    finally:
+        admin.close()
+        own.stop()
+
+
+def _unable_registry(redis_url: str) -> ToolRegistry:
     reg = ToolRegistry(state=redis_url, autoload=False)
     reg.add(lambda: 1, name="limited", rate_limit={"rate": 0.001, "burst": 1})
     reg.add(lambda: 2, name="keyed")
     reg.add(lambda: 4, name="guarded", circuit_breaker=True)
     reg.call("limited")
-    admin = redis_server.client()
-    admin.execute_command(*make_unable)
-    try:
-        assert reg.call("limited") == 1  # rate limits fail open, as when Redis is down
-        assert reg.stats()["rate_limit"]["state_failed_open"] == 1
-        with pytest.raises(StateUnavailable, match="unavailable"):
-            reg.call("keyed", idempotency_key="k")  # idempotency fails closed
-        assert reg.call("guarded") == 4
-    finally:
-        admin.execute_command(*undo)
-        admin.close()
+    return reg
+
+
+def _fail_modes_hold(reg: ToolRegistry) -> None:
+    assert reg.call("limited") == 1  # rate limits fail open, as when Redis is down
+    assert reg.stats()["rate_limit"]["state_failed_open"] == 1
+    with pytest.raises(StateUnavailable, match="unavailable"):
+        reg.call("keyed", idempotency_key="k")  # idempotency fails closed
+    assert reg.call("guarded") == 4
 
 
 def test_asyncio_clients_of_closed_loops_are_let_go(redis_server: RedisServer, redis_url: str) -> None:

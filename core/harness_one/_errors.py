@@ -45,6 +45,10 @@ class _LazyMessage:
         return message
 
 
+#: Every ToolError class by name, for :meth:`ToolError.from_dict` (None: two classes share the name).
+_ERRORS: dict[str, type[ToolError] | None] = {}
+
+
 class ToolError(Exception):
     """Base of every error harness-one raises about a tool or a call.
 
@@ -68,6 +72,10 @@ class ToolError(Exception):
         self.message = message
         self.tool = tool
         self.call_id = call_id
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        _ERRORS[cls.__name__] = cls if _ERRORS.get(cls.__name__, cls) is cls else None
 
     def __str__(self) -> str:
         return self.message
@@ -99,11 +107,13 @@ class ToolError(Exception):
     def from_dict(cls, data: Mapping[str, Any]) -> ToolError:
         """Rebuild an error from :meth:`to_dict` output (e.g. a stored idempotent outcome).
 
-        The class is looked up by ``data["type"]`` among harness-one's errors (``ToolError``
-        when unknown); ``message``, ``tool``, ``call_id``, ``retry_after`` and the class's own
-        fields (``problems``, ``timeout``, ``cause``) come back; a cause comes back as its type name.
+        The class is looked up by ``data["type"]`` among the ``ToolError`` classes imported
+        (``ToolError`` when none, or more than one, has that name); ``message``, ``tool``,
+        ``call_id``, ``retry_after`` and the class's own fields (``problems``, ``timeout``,
+        ``cause``; a plugin's class gets back every other key its ``to_dict`` wrote, as an
+        attribute) come back; a cause comes back as its type name.
         """
-        kind = _ERRORS.get(str(data.get("type")), ToolError)
+        kind = _ERRORS.get(str(data.get("type"))) or ToolError
         state: dict[str, Any] = {k: data.get(k) for k in ("message", "tool", "call_id")}
         state["message"] = str(state["message"] or "")
         if isinstance(data.get("retry_after"), (int, float)):
@@ -118,6 +128,8 @@ class ToolError(Exception):
             state["suggestions"] = [str(s) for s in data.get("suggestions") or ()]
         elif kind is PluginError:
             state["plugin"] = data.get("plugin")
+        elif kind.__module__ != __name__:  # a plugin's class: its own fields, as its to_dict wrote them
+            state.update((k, v) for k, v in data.items() if k != "type" and k.isidentifier() and not hasattr(ToolError, k))
         if kind is ToolError and isinstance(data.get("kind"), str):
             state["kind"] = data["kind"]
         return _restore(kind, state)
@@ -397,22 +409,4 @@ def _restore(cls: type[ToolError], state: dict[str, Any]) -> ToolError:
     return err
 
 
-_ERRORS: dict[str, type[ToolError]] = {
-    cls.__name__: cls
-    for cls in (
-        ToolError,
-        ToolNotFound,
-        ToolArgumentError,
-        RateLimitExceeded,
-        ToolTimeout,
-        ToolExecutionError,
-        ToolDefinitionError,
-        PluginError,
-        ToolCancelled,
-        RetryableError,
-        ToolBusy,
-        CircuitOpen,
-        IdempotencyKeyMismatch,
-        IdempotencyConflict,
-    )
-}
+_ERRORS["ToolError"] = ToolError

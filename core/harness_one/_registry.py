@@ -490,7 +490,7 @@ class ToolRegistry(metaclass=_SharedType):
         return entry
 
     def _not_found(self, name: Any) -> ToolNotFound:
-        text = name if isinstance(name, str) else repr(name)
+        text = name if isinstance(name, str) else _text(name, repr)
         close = self._index.suggest(text) if isinstance(name, str) and len(name) <= 256 else []
         return ToolNotFound(text[:200], available=self._index.first(20), suggestions=close, total=len(self._index))
 
@@ -542,7 +542,9 @@ class ToolRegistry(metaclass=_SharedType):
         if context is not None and not isinstance(context, Mapping):
             raise _caller_error(entry.tool, "context", "a mapping (JSON object)", context)
         if call_id is not None and not isinstance(call_id, str):
-            call_id = str(call_id)
+            given, call_id = call_id, _text(call_id, str, None)
+            if call_id is None:  # a huge int, a broken __str__
+                raise _caller_error(entry.tool, "call_id", "a string", given)
         if idempotency_key is not None:
             _check_key(entry.tool, idempotency_key)
         return Call(self, entry.tool, arguments, context, call_id, idempotency_key, _perf(), on_progress)
@@ -709,7 +711,8 @@ class ToolRegistry(metaclass=_SharedType):
         or throws its exception in). It also yields seconds to sleep, an :class:`Await` to
         fetch, and what a tool run here raised that is not an ``Exception``
         (``KeyboardInterrupt``, ``asyncio.CancelledError``, ...), for the driver to raise as if
-        the tool had run there (cancelling the call for the two it handles). Returns with the
+        the tool had run there, cancelling the call (``_drive`` throws a ``CancelledError`` back
+        in as the tool's failure: nothing cancels a blocking caller). Returns with the
         call's value in ``call.result``, or with its error in ``call._failure`` (which the
         caller raises, or returns in a ``CallResult``; returning it, not raising it through
         every frame, is most of what a refusal would cost).
@@ -842,7 +845,10 @@ class ToolRegistry(metaclass=_SharedType):
                 else:
                     self.clock.sleep(step)  # type: ignore[arg-type]
                     step = next(steps, _DONE)
-            except KeyboardInterrupt:
+            except asyncio.CancelledError as exc:  # nothing cancels a blocking caller: the tool's own failure
+                failure = ToolExecutionError(exc, tool=call.tool.name, call_id=call.call_id)
+                step = _throw(steps, failure)
+            except BaseException:  # KeyboardInterrupt, SystemExit: the plugins release what the call held
                 _cancel(steps, call)
                 raise
 
@@ -879,7 +885,7 @@ class ToolRegistry(metaclass=_SharedType):
             except asyncio.CancelledError:
                 await _acancel(steps, call)
                 raise
-            except KeyboardInterrupt:
+            except BaseException:  # KeyboardInterrupt, SystemExit, the coroutine closed: as in _drive
                 _cancel(steps, call)
                 raise
         return call.result
@@ -1229,18 +1235,30 @@ def _result(call: Call | None, value: Any, err: ToolError | None, name: Any, cal
     if call is not None:  # tuple.__new__ is what CallResult(...) calls, without its Python frame
         return _new_result(CallResult, (err is None, value, err, call.tool.name, call.call_id, _perf() - started, call.attempt))
     assert err is not None
-    cid = str(call_id) if call_id is not None else new_call_id()
-    err.call_id = err.call_id or cid
-    return CallResult(False, None, err, err.tool or (name if isinstance(name, str) else repr(name)), cid, _perf() - started, 0)
+    cid = (call_id if type(call_id) is str else _text(call_id, str, None)) if call_id is not None else None
+    cid = err.call_id = err.call_id or cid or new_call_id()
+    return CallResult(False, None, err, err.tool or _text(name, repr), cid, _perf() - started, 0)
 
 
 _new_result = tuple.__new__
 
 
+def _text(value: Any, show: Callable[[Any], str], failed: Any = "") -> Any:
+    """``value`` itself if a string, else ``show(value)``; ``failed`` (default: its type in brackets)
+    when that raises: an int past the int-to-text limit, a broken ``__str__`` or ``__repr__``."""
+    if type(value) is str:
+        return value
+    try:
+        return show(value)
+    except Exception:
+        return f"<{type(value).__name__}>" if failed == "" else failed
+
+
 def _internal(exc: BaseException, name: Any) -> ToolError:
     """A bug below the pipeline (or in a caller-supplied object) as a ToolError, logged with its traceback."""
-    log_event(40, "internal error", tool=str(name), error=f"{type(exc).__name__}: {exc}")
-    err = ToolError(f"Internal error while calling '{name}': {type(exc).__name__}: {exc}", tool=str(name))
+    tool = _text(name, str)
+    log_event(40, "internal error", tool=tool, error=f"{type(exc).__name__}: {exc}")
+    err = ToolError(f"Internal error while calling '{tool}': {type(exc).__name__}: {exc}", tool=tool)
     err.__cause__ = exc
     return err
 

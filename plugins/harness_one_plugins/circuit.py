@@ -13,6 +13,8 @@ from harness_one import (
     Clock,
     RetryableError,
     Tool,
+    ToolArgumentError,
+    ToolCancelled,
     ToolExecutionError,
     ToolRegistry,
     ToolTimeout,
@@ -164,11 +166,12 @@ class CircuitBreakerPlugin:
     @hookimpl
     @applies_to(_guarded)
     def harness_on_error(self, call: Call, error: BaseException) -> Await | None:
-        if call.ran:
+        if call.ran and not isinstance(error, (ToolArgumentError, ToolCancelled)):
             return self._record(call, failed=isinstance(error, (ToolExecutionError, ToolTimeout, RetryableError)))
         if not (call.take(_COUNTED, False) and call.take(_PROBE, False)):
             return None
-        # a probe refused after admission (e.g. by the rate limit) gives its place back
+        # a probe refused after admission (e.g. by the rate limit), cancelled, or whose arguments
+        # the tool refused, counts neither way: it gives its place back
         (name, policy), store = self._policy(call), self.store
         if store is not self._twins.plain:  # not the store known to answer without I/O
             shared = self._twins(store)

@@ -21,7 +21,7 @@ import threading
 import time
 import weakref
 from collections.abc import Hashable, Sequence
-from typing import Any
+from typing import Any, TypeGuard
 from urllib.parse import urlparse
 
 import redis
@@ -51,6 +51,18 @@ _LINK_ERRORS = (
     OutOfMemoryError,
     TryAgainError,
 )
+#: Error replies that say the same but come as a plain ``ResponseError``: writes refused after a
+#: failed snapshot (``MISCONF``), a script running past its time limit (``BUSY``), a replica cut
+#: off from its primary (``MASTERDOWN``).
+_UNABLE = ("MISCONF ", "BUSY ", "MASTERDOWN ")
+_CAUGHT = (*_LINK_ERRORS, redis.ResponseError)
+
+
+def _cannot_decide(exc: BaseException) -> TypeGuard[Exception]:
+    """Whether ``exc`` means "Redis cannot decide now" (the plugin's fail mode), not a fault to raise."""
+    return isinstance(exc, _LINK_ERRORS) or (isinstance(exc, redis.ResponseError) and str(exc).startswith(_UNABLE))
+
+
 _MAX_TTL_MS = 7 * 24 * 3600 * 1000
 
 _NOW = """
@@ -588,7 +600,7 @@ class RedisLink:
     def _reply(self, outcome: Any) -> Any:
         """A call's reply, or its failure raised (a link error as :class:`StateUnavailable`)."""
         if isinstance(outcome, BaseException):
-            if isinstance(outcome, _LINK_ERRORS):
+            if _cannot_decide(outcome):
                 raise self._failed(outcome) from outcome
             raise outcome
         if outcome is _DOWN:
@@ -668,7 +680,9 @@ class RedisLink:
                 return self.client.evalsha(script.sha, len(keys), *keys, *args)
             except NoScriptError:
                 return self.client.eval(script.source, len(keys), *keys, *args)
-        except _LINK_ERRORS as exc:
+        except _CAUGHT as exc:
+            if not _cannot_decide(exc):
+                raise
             raise self._failed(exc) from exc
 
     async def arun(self, script: _Script, keys: Sequence[str], args: Sequence[Any]) -> Any:
@@ -737,7 +751,9 @@ class RedisLink:
                 return await client.evalsha(script.sha, len(keys), *keys, *args)
             except NoScriptError:
                 return await client.eval(script.source, len(keys), *keys, *args)
-        except _LINK_ERRORS as exc:
+        except _CAUGHT as exc:
+            if not _cannot_decide(exc):
+                raise
             raise self._failed(exc) from exc
 
     def command(self, *args: Any) -> Any:
@@ -745,7 +761,9 @@ class RedisLink:
         self._check()
         try:
             return self.client.execute_command(*args)
-        except _LINK_ERRORS as exc:
+        except _CAUGHT as exc:
+            if not _cannot_decide(exc):
+                raise
             raise self._failed(exc) from exc
 
     async def acommand(self, *args: Any) -> Any:
@@ -753,7 +771,9 @@ class RedisLink:
         self._check()
         try:
             return await self.aclient().execute_command(*args)
-        except _LINK_ERRORS as exc:
+        except _CAUGHT as exc:
+            if not _cannot_decide(exc):
+                raise
             raise self._failed(exc) from exc
 
     def close(self) -> None:
@@ -1086,7 +1106,9 @@ class RedisBudgets:
         prefix = "".join(f"\\{ch}" if ch in "*?[]\\" else ch for ch in self.link.prefix)
         try:
             keys = list(self.link.client.scan_iter(match=f"{prefix}budget:*", count=1000))
-        except _LINK_ERRORS as exc:
+        except _CAUGHT as exc:
+            if not _cannot_decide(exc):
+                raise
             raise self.link._failed(exc) from exc
         for key in keys:  # one by one: on a cluster the keys live in different slots
             self.link.command("DEL", key)
