@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 import types
 from collections.abc import Generator
 from typing import Any
@@ -20,6 +21,7 @@ from harness_one import (
     ToolDefinitionError,
     ToolExecutionError,
     ToolRegistry,
+    ToolTimeout,
     hookimpl,
 )
 from harness_one_plugins import CachePlugin, CircuitBreakerPlugin, ConcurrencyPlugin
@@ -104,6 +106,68 @@ def test_registry_wide_cap() -> None:
     release.set()
     t.join()
     assert reg.call("b") == 1
+
+
+async def cancel_once_entered(reg: ToolRegistry, name: str, entered: threading.Event) -> None:
+    """Start ``acall(name)`` as a task and cancel it once the tool has started."""
+    task = asyncio.ensure_future(reg.acall(name))
+    while not entered.is_set():
+        await asyncio.sleep(0.001)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+
+
+def _freed(reg: ToolRegistry, name: str) -> bool:
+    """Whether the slots of ``name`` are all free within 10 s (a tool's thread returning frees one)."""
+    deadline = time.monotonic() + 10
+    while reg.plugins.get("concurrency").running(name) and time.monotonic() < deadline:
+        time.sleep(0.005)
+    return reg.plugins.get("concurrency").running(name) == 0
+
+
+@pytest.mark.parametrize("how", ["call", "acall"])
+def test_a_tool_abandoned_at_its_timeout_keeps_its_slot_until_it_returns(how: str) -> None:
+    """``thread`` mode abandons a timed-out tool; the cap counts it until its thread returns."""
+    reg = ToolRegistry(autoload=False)
+    release = threading.Event()
+    running, most = [0], [0]
+
+    def work() -> str:
+        running[0] += 1
+        most[0] = max(most[0], running[0])
+        release.wait(10)
+        running[0] -= 1
+        return "done"
+
+    reg.add(work, max_concurrency=1, timeout=0.05)
+    first = asyncio.run(reg.atry_call("work")) if how == "acall" else reg.try_call("work")
+    assert isinstance(first.error, ToolTimeout)
+    assert isinstance(reg.try_call("work").error, ToolBusy)  # its thread still runs the first call
+    release.set()
+    assert _freed(reg, "work")
+    assert reg.call("work") == "done" and most[0] == 1
+
+
+def test_a_cancelled_acall_of_a_sync_tool_keeps_its_slot_until_the_thread_returns() -> None:
+    reg = ToolRegistry(autoload=False)
+    entered, release = threading.Event(), threading.Event()
+
+    def work() -> str:
+        entered.set()
+        release.wait(10)
+        return "done"
+
+    reg.add(work, max_concurrency=1)
+
+    async def cancel_it() -> None:
+        await cancel_once_entered(reg, "work", entered)
+        assert isinstance(reg.try_call("work").error, ToolBusy)  # the thread runs on
+        release.set()
+        assert await asyncio.to_thread(_freed, reg, "work")
+
+    asyncio.run(cancel_it())
+    assert reg.call("work") == "done"
 
 
 def test_slot_released_on_errors() -> None:
@@ -319,15 +383,7 @@ def test_a_probe_that_ends_neither_way_gives_its_place_back(clock: ManualClock) 
     assert breaker.state("backend") == "open"
     clock.advance(5)
 
-    async def cancel_a_probe() -> None:
-        task = asyncio.ensure_future(reg.acall("hangs"))
-        while not entered.is_set():
-            await asyncio.sleep(0)
-        task.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await task
-
-    asyncio.run(cancel_a_probe())
+    asyncio.run(cancel_once_entered(reg, "hangs", entered))
     assert breaker.state("backend") == "half_open"
     assert isinstance(reg.try_call("picky", {"n": 1}).error, ToolArgumentError)  # the next probe
     assert breaker.state("backend") == "half_open"

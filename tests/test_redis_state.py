@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -13,7 +14,7 @@ from typing import Any
 import pytest
 from redis_support import RedisServer
 
-from harness_one import CircuitOpen, IdempotencyConflict, ManualClock, RateLimitExceeded, ToolBusy, ToolRegistry
+from harness_one import CircuitOpen, IdempotencyConflict, ManualClock, RateLimitExceeded, ToolBusy, ToolRegistry, ToolTimeout
 from harness_one._config import load_settings
 from harness_one.state import MemoryCircuits, MemorySlots, Record, State, StateUnavailable
 from harness_one.testing import (
@@ -399,3 +400,20 @@ def test_a_malformed_option_of_a_redis_url_is_refused_when_the_registry_is_made(
     with pytest.raises(ValueError) as err:
         State(f"redis://user:secret@127.0.0.1:1/0?timeout={timeout}")
     assert "secret" not in str(err.value)
+
+
+def test_a_shared_slot_of_a_tool_abandoned_at_its_timeout_is_renewed_until_it_returns(redis_url: str) -> None:
+    """Across processes too: the slot stays taken, its lease renewed, while the abandoned thread runs."""
+    reg = ToolRegistry(state=redis_url, autoload=False, plugins={"concurrency": ConcurrencyPlugin(lease=0.3)})
+    other = ToolRegistry(state=redis_url, autoload=False)  # another process's view of the same slots
+    release = threading.Event()
+    reg.add(lambda: release.wait(10) and "done", name="work", max_concurrency=1, timeout=0.05)
+    other.add(lambda: "other", name="work", max_concurrency=1)
+    assert isinstance(reg.try_call("work").error, ToolTimeout)
+    time.sleep(1.0)  # more than three leases: only renewal keeps the slot
+    assert isinstance(other.try_call("work").error, ToolBusy)
+    release.set()
+    deadline = time.monotonic() + 10
+    while other.plugins.get("concurrency").running("work") and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert other.call("work") == "other"

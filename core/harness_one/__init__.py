@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ._arguments import ArgumentLimits
-    from ._call import Await, Call, CallResult, Outcome, ProgressCallback, Retry
+    from ._call import Await, Call, CallResult, Lingering, Outcome, ProgressCallback, Retry
     from ._clock import Clock, ManualClock, SystemClock
     from ._discovery import Conflict, DiscoveryReport
     from ._entrypoints import PLUGIN_GROUP, TOOL_GROUP, LoadFailure, refresh_entry_points
@@ -45,6 +45,7 @@ _LAZY: dict[str, str] = {  # name -> module: imported on first use, so start-up 
     "Await": "._call",
     "Call": "._call",
     "CallResult": "._call",
+    "Lingering": "._call",
     "Outcome": "._call",
     "ProgressCallback": "._call",
     "Retry": "._call",
@@ -115,6 +116,7 @@ __all__ = [
     "DiscoveryReport",
     "IdempotencyConflict",
     "IdempotencyKeyMismatch",
+    "Lingering",
     "LoadFailure",
     "ManualClock",
     "Outcome",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
+import threading
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -17,7 +18,7 @@ if TYPE_CHECKING:
     from ._runners import Runner
     from ._tool import Tool
 
-__all__ = ["Await", "Call", "CallResult", "Outcome", "ProgressCallback", "Retry", "new_call_id"]
+__all__ = ["Await", "Call", "CallResult", "Lingering", "Outcome", "ProgressCallback", "Retry", "new_call_id"]
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
 _PREFIX = os.urandom(4).hex()
@@ -42,6 +43,40 @@ def new_call_id() -> str:
     return f"{_PREFIX}-{next(_ids)}"
 
 
+class Lingering:
+    """A tool its caller stopped waiting for that still runs (abandoned in a thread at its timeout).
+
+    :meth:`then` registers what to do once it returns; the thread running it calls
+    :meth:`finished` then. A plugin that holds something for the call's run (a concurrency
+    slot) keeps it until then, so the tool never runs beyond what it was given.
+    """
+
+    __slots__ = ("_done", "_lock", "_waiting")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._done = False
+        self._waiting: list[Callable[[], object]] = []
+
+    def then(self, fn: Callable[[], object]) -> None:
+        """Call ``fn()`` once the tool has returned (now, if it has); its errors are ignored."""
+        with self._lock:
+            if not self._done:
+                self._waiting.append(fn)
+                return
+        with contextlib.suppress(Exception):
+            fn()
+
+    def finished(self) -> None:
+        """The tool returned: run what was registered (called once, by the thread that ran it)."""
+        with self._lock:
+            self._done = True
+            waiting, self._waiting = self._waiting, []
+        for fn in waiting:
+            with contextlib.suppress(Exception):
+                fn()
+
+
 class Call:
     """One call of one tool, as the hooks see it. Every field plugins exchange is declared here.
 
@@ -58,6 +93,9 @@ class Call:
       :meth:`remaining`; ``timeout`` (seconds) makes the core enforce it, running a sync tool
       with ``runner`` (a :class:`~harness_one.Runner`; ``None``: in the caller's thread,
       advisory only). All three are cleared before each attempt;
+    - ``lingering``: written by the core when this attempt's tool runs on after its caller
+      stopped waiting (a ``thread``-mode timeout, a cancelled ``acall``): a :class:`Lingering`
+      whose ``then(fn)`` calls ``fn`` once it returns. Cleared before each attempt;
     - ``result``: replaced in post-call;
     - ``decision``: the decision taken in this on-error round (the first non-``None`` one),
       which implementations that run after it read (``Retry`` means another attempt follows);
@@ -98,6 +136,7 @@ class Call:
     idempotency_key: str | None = None
     deadline: float | None = None
     runner: Runner | None = None
+    lingering: Lingering | None = None
     decision: Retry | Outcome | None = None
     _state: dict[str, Any] | None = None
     _cancelled: bool = False

@@ -13,7 +13,7 @@ from types import MethodType
 from typing import TYPE_CHECKING, Any, ClassVar, Concatenate, Generic, ParamSpec, TypeVar, overload
 
 from ._arguments import ArgumentLimits, check_signature, decode_arguments, plain_json
-from ._call import Await, Call, CallResult, Outcome, ProgressCallback, Retry, new_call_id
+from ._call import Await, Call, CallResult, Lingering, Outcome, ProgressCallback, Retry, new_call_id
 from ._clock import SYSTEM_CLOCK, Clock
 from ._errors import (
     ArgumentProblem,
@@ -1045,7 +1045,12 @@ class ToolRegistry(metaclass=_SharedType):
             return await call.runner.arun(call, tool.fn, kwargs, call.timeout)
         if not tool.blocking:  # declared quick: no thread hop
             return tool.fn(**kwargs)
-        return await asyncio.to_thread(_in_thread, tool.fn, kwargs)
+        lingering = Lingering()
+        try:
+            return await asyncio.to_thread(_in_thread, tool.fn, kwargs, lingering)
+        except asyncio.CancelledError:  # the thread runs on: plugins may hold what the call took until it returns
+            call.lingering = lingering
+            raise
 
     @staticmethod
     async def _await_tool(call: Call, kwargs: dict[str, Any]) -> Any:
@@ -1108,16 +1113,18 @@ def _throw(steps: Generator[Step, None, None], exc: Exception) -> Any:
         return _DONE
 
 
-def _in_thread(fn: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
+def _in_thread(fn: Callable[..., Any], kwargs: dict[str, Any], lingering: Lingering) -> Any:
     """``fn(**kwargs)`` in a worker thread of ``acall``; a ``StopIteration`` comes back as a ``RuntimeError``.
 
     An asyncio future cannot carry a ``StopIteration`` (setting it fails in the loop's
-    callback), so the ``await`` would never end.
+    callback), so the ``await`` would never end. ``lingering`` is told when ``fn`` returns.
     """
     try:
         return fn(**kwargs)
     except StopIteration as exc:
         raise RuntimeError("the tool raised StopIteration, which an awaited call cannot carry") from exc
+    finally:
+        lingering.finished()
 
 
 def _refuse_running_loop(tool: Tool) -> None:
@@ -1135,6 +1142,8 @@ def _next_attempt(call: Call) -> None:
     call.decision = None
     call.deadline = call.timeout = None
     call.runner = None
+    if call.lingering is not None:  # the last attempt's tool runs on (its plugins took what they need)
+        call.lingering = None
 
 
 def _cancel_error(call: Call) -> ToolCancelled:

@@ -34,6 +34,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from . import _worker
+from ._call import Lingering
 from ._errors import ToolBusy, ToolCancelled, ToolError, ToolExecutionError, ToolTimeout
 
 if TYPE_CHECKING:
@@ -44,7 +45,11 @@ __all__ = ["ProcessRunner", "Runner", "ThreadRunner"]
 
 @runtime_checkable
 class Runner(Protocol):
-    """Runs ``fn(**kwargs)`` for ``call`` within ``timeout`` seconds or raises :class:`ToolTimeout`."""
+    """Runs ``fn(**kwargs)`` for ``call`` within ``timeout`` seconds or raises :class:`ToolTimeout`.
+
+    A runner that gives up on a tool still running sets ``call.lingering`` (a
+    :class:`~harness_one.Lingering`, told when the tool returns) before it raises.
+    """
 
     def run(self, call: Call, fn: Callable[..., Any], kwargs: dict[str, Any], timeout: float) -> Any: ...
 
@@ -74,7 +79,7 @@ _RUNNING, _FINISHED, _ABANDONED = 0, 1, 2
 class _Slot:
     """One worker thread and the call it is running: the caller owns it from take to give-back."""
 
-    __slots__ = ("context", "done", "fn", "future", "go", "kwargs", "lock", "loop", "ok", "state", "value")
+    __slots__ = ("context", "done", "fn", "future", "go", "kwargs", "lingering", "lock", "loop", "ok", "state", "value")
 
     def __init__(self) -> None:
         self.go = threading.Lock()  # released by the caller to start a call (or to stop the thread)
@@ -90,6 +95,7 @@ class _Slot:
         self.value: Any = None
         self.future: asyncio.Future[bool] | None = None  # set for an async caller
         self.loop: asyncio.AbstractEventLoop | None = None
+        self.lingering: Lingering | None = None  # set when the caller gives up on the call
 
 
 class _ThreadPool:
@@ -148,6 +154,9 @@ class _ThreadPool:
                         slot.done.release()
             if abandoned:  # nobody waits for this result: the worker is free again
                 slot.value = None
+                lingering, slot.lingering = slot.lingering, None
+                if lingering is not None:
+                    lingering.finished()
                 self.give_back(slot)
                 with self.lock:
                     self.stuck -= 1
@@ -155,14 +164,16 @@ class _ThreadPool:
                 with contextlib.suppress(RuntimeError):  # a closed loop: its caller is gone and gave the slot back
                     loop.call_soon_threadsafe(_resolve, future, True)
 
-    def finished_late(self, slot: _Slot) -> bool:
-        """After the caller's wait ended: True if the call finished after all, else mark it abandoned (stuck)."""
+    def finished_late(self, slot: _Slot, call: Call) -> bool:
+        """After the caller's wait ended: True if the call finished after all, else mark it
+        abandoned (stuck), with ``call.lingering`` saying when its tool returns."""
         with slot.lock:
             if slot.state == _FINISHED:
                 if slot.future is None:
                     slot.done.acquire(False)  # the worker released it
                 return True
             slot.state = _ABANDONED
+            call.lingering = slot.lingering = Lingering()
             with self.lock:
                 self.stuck += 1
             return False
@@ -235,7 +246,7 @@ class ThreadRunner:
     def run(self, call: Call, fn: Callable[..., Any], kwargs: dict[str, Any], timeout: float) -> Any:
         slot = self._take(call, fn, kwargs)
         slot.go.release()
-        if slot.done.acquire(True, _seconds(timeout)) or self._pool.finished_late(slot):
+        if slot.done.acquire(True, _seconds(timeout)) or self._pool.finished_late(slot, call):
             return self._collect(slot)
         raise _timed_out(call, timeout)
 
@@ -252,13 +263,13 @@ class ThreadRunner:
             finished = await future
         except BaseException:  # the caller's task was cancelled: give up on the call like at a timeout
             timer.cancel()
-            if self._pool.finished_late(slot):
+            if self._pool.finished_late(slot, call):
                 self._pool.give_back(slot)
             else:
                 call.cancel()
             raise
         timer.cancel()
-        if finished or self._pool.finished_late(slot):
+        if finished or self._pool.finished_late(slot, call):
             return self._collect(slot)
         raise _timed_out(call, timeout)
 

@@ -160,12 +160,19 @@ class ConcurrencyPlugin:
         self._leases.hold(holder, (name, holder))
 
     def _release(self, call: Call, answer: Retry | None = None) -> Retry | Await | None:
-        """Give the call's slot back; then ``answer`` is the hook's (through an Await for Redis)."""
+        """Give the call's slot back; then ``answer`` is the hook's (through an Await for Redis).
+
+        A tool that runs on after its caller stopped waiting (``call.lingering``) keeps its
+        slot until it returns: the cap counts tools running, not callers waiting.
+        """
         holder = call.take(_HELD)
         if holder is None:
             return answer
-        self._leases.drop(holder)
         slots, name = self.slots, call.tool.name
+        if call.lingering is not None:
+            call.lingering.then(lambda: self._release_later(name, holder))
+            return answer
+        self._leases.drop(holder)
         if slots is not self._twins.plain:  # not the store known to answer without I/O
             shared = self._twins(slots)
             if shared is not None:
@@ -180,6 +187,14 @@ class ConcurrencyPlugin:
         except StateUnavailable as exc:
             self._not_released(name, exc, answer)
         return answer
+
+    def _release_later(self, name: str, holder: str) -> None:
+        """The slot of a tool that ran on past its caller, given back from its thread as it returns."""
+        self._leases.drop(holder)
+        try:
+            self.slots.release(name, holder)
+        except StateUnavailable as exc:
+            self._not_released(name, exc, None)
 
     def _not_released(self, tool: str, exc: StateUnavailable, answer: Retry | None) -> Retry | None:
         self.fail.note(exc, tool, "slot not released; it frees when its lease ends")
