@@ -454,6 +454,20 @@ def test_an_integer_past_the_digit_limit_the_application_set_is_refused_where_it
         assert problem.expected == f"a number of at most {limit} digits"
 
 
+def test_a_result_with_integers_past_a_lowered_digit_limit_is_still_written_in_full() -> None:
+    """Answers are JSON whatever int-to-text limit the application set after harness-one was imported."""
+    reg = ToolRegistry(autoload=False)
+    big = 7 * 10**1500 + 1
+    reg.add(lambda: {"n": big, "k": {big: -big}}, name="big")
+    old = sys.get_int_max_str_digits()
+    try:
+        sys.set_int_max_str_digits(640)  # the lowest Python allows
+        text = reg.try_call("big").for_model()
+    finally:
+        sys.set_int_max_str_digits(old)
+    assert json.loads(text) == {"n": big, "k": {str(big): -big}}
+
+
 class _Unprintable:
     """A name or call id whose ``str`` and ``repr`` raise (and which hashes, so a lookup gets that far)."""
 

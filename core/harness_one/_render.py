@@ -19,14 +19,16 @@ import hashlib
 import json
 import math
 import re
-import sys
 from typing import Any
 
 __all__ = ["dumps", "fingerprint", "json_data", "json_default", "render_value", "safe_text"]
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _NON_FINITE: dict[float, str] = {math.inf: "Infinity", -math.inf: "-Infinity"}
-_INT_DIGITS = getattr(sys, "get_int_max_str_digits", lambda: 0)() or 4300
+#: Digits converted at a time, and ints written in chunks from about that size: under the lowest
+#: int-to-text limit Python allows (640), whatever limit the application sets, whenever.
+_INT_DIGITS = 600
+_CHUNKED_FROM = 1_990  # bits: 600 digits need 1,994
 
 
 def json_default(value: Any) -> Any:
@@ -102,7 +104,7 @@ class _Cleaner:
         return self.token(json.dumps(value, ensure_ascii=False)) if _TOKEN in value else value
 
     def integer(self, value: int) -> Any:
-        if value.bit_length() < 14_000:  # 4,300 decimal digits need about 14,284 bits
+        if value.bit_length() < _CHUNKED_FROM:
             return value
         return self.token(_long_int(value))
 
@@ -112,7 +114,7 @@ class _Cleaner:
         if isinstance(key, float) and not math.isfinite(key):
             return _NON_FINITE.get(key, "NaN")
         if isinstance(key, int) and not isinstance(key, bool):
-            return _long_int(key) if key.bit_length() >= 14_000 else str(key)
+            return _long_int(key) if key.bit_length() >= _CHUNKED_FROM else str(key)
         if key is None or isinstance(key, (bool, float)):
             return json.dumps(key)
         return self.text(str(json_default(key)))
