@@ -454,6 +454,24 @@ def test_an_integer_past_the_digit_limit_the_application_set_is_refused_where_it
         assert problem.expected == f"a number of at most {limit} digits"
 
 
+def test_an_integer_in_a_dict_past_the_digit_limit_the_application_set_is_refused() -> None:
+    """Given as a dict, as in JSON text: the limit in force decides (the validation plugin's walk)."""
+    reg = ToolRegistry(autoload=False)
+    reg.add(lambda a: "ran", name="take", parameters={"type": "object", "properties": {"a": {"type": "integer"}}})
+    old = sys.get_int_max_str_digits()
+    try:
+        sys.set_int_max_str_digits(1000)
+        lowered = reg.try_call("take", {"a": 10**1500})
+        sys.set_int_max_str_digits(4300)
+        default = reg.try_call("take", {"a": 10**1500})
+    finally:
+        sys.set_int_max_str_digits(old)
+    assert isinstance(lowered.error, ToolArgumentError)
+    (problem,) = lowered.error.problems
+    assert problem.path == "$.a" and problem.expected == "at most 1000 digits"
+    assert default.ok and default.value == "ran"
+
+
 def test_a_result_with_integers_past_a_lowered_digit_limit_is_still_written_in_full() -> None:
     """Answers are JSON whatever int-to-text limit the application set after harness-one was imported."""
     reg = ToolRegistry(autoload=False)

@@ -14,6 +14,7 @@ import functools
 import itertools
 import json
 import math
+import sys
 import time
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from typing import Any, Literal
@@ -51,8 +52,18 @@ BACKTRACK_LIMIT = 20_000
 _FLOAT = 1  # a float somewhere (an integer-valued one may need to become an int)
 _ODD = 2  # a value jsonschema-rs cannot be trusted with: huge int, NaN, non-str key, subclass, non-JSON type
 _I_MIN, _I_MAX = -(1 << 63), (1 << 64) - 1  # jsonschema-rs reads integers in this range exactly
-_MAX_DIGITS = 4300  # Python's default int-to-text limit
-_INT_LIMIT = 10**_MAX_DIGITS
+_BOUNDS: dict[int, int] = {4300: 10**4300}  # digits -> the first integer past them
+
+
+def _int_bound() -> tuple[int, int]:
+    """The interpreter's int-to-text limit in digits (4300 when there is none), and ``10 ** digits``."""
+    digits = getattr(sys, "get_int_max_str_digits", lambda: 0)() or 4300
+    bound = _BOUNDS.get(digits)
+    if bound is None:
+        bound = _BOUNDS[digits] = 10**digits
+    return digits, bound
+
+
 _CHUNK = 4096  # items of a long list measured between two checks of the size so far
 _TIMED_OUT = "harness-one: pattern matching timed out"
 
@@ -311,8 +322,10 @@ def check_limits(args: Any, limits: ArgumentLimits) -> None:
 
 
 def _odd_problems(root: dict[Any, Any] | list[Any]) -> list[ArgumentProblem]:
-    """What no JSON document holds: non-string keys, NaN and infinities, integers past 4300 digits."""
+    """What no JSON document holds: non-string keys, NaN and infinities, integers past the
+    int-to-text limit (4300 digits unless the application set another)."""
     problems: list[ArgumentProblem] = []
+    max_digits, int_bound = _int_bound()
     stack: list[tuple[Any, tuple[Any, ...]]] = [(root, ())]
     while stack and len(problems) < MAX_PROBLEMS:
         node, path = stack.pop()
@@ -331,14 +344,14 @@ def _odd_problems(root: dict[Any, Any] | list[Any]) -> list[ArgumentProblem]:
                 problems.append(
                     ArgumentProblem(_path(where), f"expected a finite number, got {value}", "type", "a finite number", str(value))
                 )
-            elif isinstance(value, int) and not isinstance(value, bool) and abs(value) >= _INT_LIMIT:
+            elif isinstance(value, int) and not isinstance(value, bool) and abs(value) >= int_bound:
                 digits = int(value.bit_length() * 0.30103) + 1
                 problems.append(
                     ArgumentProblem(
                         _path(where),
-                        f"expected an integer of at most {_MAX_DIGITS} digits, got one of about {digits} digits",
+                        f"expected an integer of at most {max_digits} digits, got one of about {digits} digits",
                         "limits",
-                        f"at most {_MAX_DIGITS} digits",
+                        f"at most {max_digits} digits",
                         f"~{digits} digits",
                     )
                 )
