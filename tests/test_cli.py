@@ -148,6 +148,34 @@ def test_config_file_and_errors(runner: CliRunner, tmp_path: Path) -> None:
     assert result.exit_code == 2 and "unknown section [plugin]" in result.output
 
 
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('[plugins]\nallow = "validation"\n', "[plugins] allow must be a list of plugin names, not 'validation'"),
+        ('[plugins]\nautoload = "no"\n', "[plugins] autoload must be true or false, not 'no'"),
+        ("[plugins]\nstrict = 1\n", "[plugins] strict must be true or false, not 1"),
+        ("[logging]\nlevel = 5\n", "[logging] level must be a string, not 5"),
+        ("[state]\nurl = 5\n", "[state] url must be a string"),
+        (b"\xff\xfe", "not UTF-8 text (byte 0xff at position 0)"),
+    ],
+    ids=["allow", "autoload", "strict", "level", "state url", "not utf-8"],
+)
+def test_a_configuration_value_of_the_wrong_type_is_a_usage_error(
+    runner: CliRunner, tmp_path: Path, text: str | bytes, message: str
+) -> None:
+    config = tmp_path / "harness-one.toml"
+    config.write_bytes(text if isinstance(text, bytes) else text.encode())
+    result = runner.invoke(main, ["list"])
+    assert result.exit_code == 2 and message in result.output, result.output
+
+
+def test_a_plugin_option_refused_by_its_plugin_is_a_usage_error(runner: CliRunner, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HARNESS_ONE_PLUGIN_RATE_LIMIT", "{bad")
+    result = runner.invoke(main, ["list"])
+    assert result.exit_code == 2 and "HARNESS_ONE_PLUGIN_RATE_LIMIT must be a JSON object" in result.output
+    assert "state store" not in result.output
+
+
 def test_parse_request_shapes() -> None:
     assert parse_request('{"id": 1, "name": "t", "arguments": {"a": 1}}').arguments == {"a": 1}
     openai = parse_request('{"id": "c1", "type": "function", "function": {"name": "t", "arguments": "{\\"a\\": 1}"}}')

@@ -291,6 +291,19 @@ def test_third_party_plugin_from_entry_point_and_failures(dists: Any, monkeypatc
     assert "shout" not in quiet.plugins.names() and "validation" in quiet.plugins.names()
 
 
+@pytest.mark.parametrize("dist", ["aaa-limits", "zzz-limits"])  # before and after harness-one by name
+def test_an_entry_point_of_a_standard_name_replaces_it_whatever_its_distribution_is_called(dists: Any, dist: str) -> None:
+    module = dist.replace("-", "_")
+    dists.make(
+        dist,
+        {module: "class Limits:\n    name = 'rate_limit'\n"},
+        {"harness_one.plugins": {"rate_limit": f"{module}:Limits"}},
+    )
+    reg = ToolRegistry()
+    assert reg.plugins.failures == [] and reg.plugins.sources["rate_limit"] == dist
+    assert type(reg.plugins.get("rate_limit")).__module__ == module
+
+
 def test_applies_to_skips_unrelated_tools(bare: ToolRegistry) -> None:
     from harness_one import applies_to
 

@@ -120,17 +120,29 @@ def _apply_file(settings: Settings, data: dict[str, Any], where: str) -> None:
     if not isinstance(block, list) or not all(isinstance(v, str) for v in block):
         raise ConfigError(f"{where}: [plugins] block must be a list of plugin names")
     settings.block = list(block)
-    settings.allow = plugins.get("allow")
+    allow = plugins.get("allow")
+    if allow is not None and (not isinstance(allow, list) or not all(isinstance(v, str) for v in allow)):
+        raise ConfigError(f"{where}: [plugins] allow must be a list of plugin names, not {allow!r}")
+    settings.allow = allow
+    for flag in ("autoload", "strict"):
+        if not isinstance(plugins.get(flag, False), bool):
+            raise ConfigError(f"{where}: [plugins] {flag} must be true or false, not {plugins[flag]!r}")
     settings.autoload = plugins.get("autoload")
     settings.strict = plugins.get("strict")
     state = _table(data, "state", where, {"url", "redis_url", "prefix"})
+    for key in ("url", "redis_url"):
+        if key in state and not isinstance(state[key], str):
+            raise ConfigError(f"{where}: [state] {key} must be a string (e.g. 'redis://host:6379/0'), not {state[key]!r}")
     if "url" in state or "redis_url" in state:  # redis_url, when given, puts all shared state on Redis
-        settings.state = str(state.get("redis_url") or state["url"])
+        settings.state = state.get("redis_url") or state["url"]
     prefix = state.get("prefix")
     if prefix is not None and not isinstance(prefix, str):
         raise ConfigError(f"{where}: [state] prefix must be a string (the namespace of the Redis keys, e.g. 'app:')")
     settings.state_prefix = prefix
     logs = _table(data, "logging", where, {"format", "level"})
+    for key in ("format", "level"):
+        if key in logs and not isinstance(logs[key], str):
+            raise ConfigError(f"{where}: [logging] {key} must be a string, not {logs[key]!r}")
     settings.log_format = logs.get("format")
     settings.log_level = logs.get("level", settings.log_level)
     mcp = _table(data, "mcp", where, {"servers"})
@@ -147,9 +159,11 @@ def load_settings(path: str | None = None) -> Settings:
     if chosen:
         file = Path(chosen).expanduser()
         try:
-            data = tomllib.loads(file.read_text())
+            data = tomllib.loads(file.read_text(encoding="utf-8"))
         except OSError as exc:
             raise ConfigError(f"cannot read the configuration file {chosen!r}: {exc.strerror}") from None
+        except UnicodeDecodeError as exc:
+            raise ConfigError(f"{chosen}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at position {exc.start})") from None
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"{chosen}: invalid TOML: {exc}") from None
         _apply_file(settings, data, chosen)

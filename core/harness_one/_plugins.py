@@ -293,6 +293,8 @@ class PluginSet:
             if self.manager.is_blocked(ep.name):
                 continue
             previous = chosen.get(ep.name)
+            if previous is not None and ep.is_own:
+                continue  # a third-party plugin of a standard name came first: it replaces the standard one
             if previous is not None and not previous.is_own:
                 reason = f"name conflict: '{ep.name}' is already provided by {previous.distribution}"
                 self.failures.append(LoadFailure(PLUGIN_GROUP, ep.name, ep.distribution, reason))

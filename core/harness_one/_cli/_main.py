@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 import click
 
 from .._config import ConfigError, Settings, load_settings, parse_option
+from .._errors import PluginError
 
 if TYPE_CHECKING:
     from .._registry import ToolRegistry
@@ -84,7 +85,7 @@ def build_registry(state: CliState) -> ToolRegistry:
             state=settings.state,
         )
         registry.state.check()
-    except ValueError as exc:
+    except (ValueError, PluginError) as exc:  # the configuration: plugin options, strict loading
         raise click.UsageError(str(exc)) from None
     except Exception as exc:
         raise click.ClickException(f"cannot open the state store {settings.state!r}: {exc} (set HARNESS_ONE_STATE)") from None
