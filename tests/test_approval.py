@@ -98,6 +98,29 @@ def test_an_approval_holds_only_for_the_arguments_it_was_given_for() -> None:
     swapped = reg.try_call("transfer", {"to": "ann", "amount": 5000}, call_id="c3")
     assert swapped.error.kind == "approval_required" and bank.sent == []  # type: ignore[union-attr]
     assert [p.arguments["amount"] for p in approval(reg).pending()] == [5000]
+    assert reg.call("transfer", {"to": "ann", "amount": 5}, call_id="c3") == "sent 5 EUR to ann"  # the swap left it be
+    assert bank.sent == [("ann", 5, "EUR")]
+
+
+def test_an_approval_kept_after_a_refusal_still_expires_after_ttl() -> None:
+    """A decision put back after a later policy refused its call is not first in line for the sweep."""
+    reg = registry(ttl=100)
+    bank = Bank(reg, options={"requires_approval": True}, rate_limit={"rate": 0.01, "burst": 1})  # a token per 100 s
+    reg.try_call("transfer", {"to": "x", "amount": 1}, call_id="c0")
+    approval(reg).approve("c0")
+    assert approval(reg).resume("c0").ok  # spends the token
+    reg.try_call("transfer", {"to": "bob", "amount": 500}, call_id="c1")
+    approval(reg).approve("c1")  # at t=0
+    reg.clock.advance(50)  # type: ignore[attr-defined]
+    reg.try_call("transfer", {"to": "ann", "amount": 5}, call_id="c2")
+    approval(reg).approve("c2")  # at t=50
+    reg.clock.advance(10)  # type: ignore[attr-defined]
+    refused = approval(reg).resume("c1")
+    assert refused.error is not None and refused.error.kind == "rate_limited"  # the approval is kept
+    reg.clock.advance(70)  # type: ignore[attr-defined]  # t=130: c1's approval is 130 s old
+    late = reg.try_call("transfer", {"to": "bob", "amount": 500}, call_id="c1")
+    assert late.error is not None and late.error.kind == "approval_required"
+    assert bank.sent == [("x", 1, "EUR")]
 
 
 def test_a_predicate_decides_per_call() -> None:

@@ -239,9 +239,13 @@ class ApprovalPlugin:
         digest = fingerprint(call.arguments)
         now = self._now(call)
         with self._lock:
-            self._sweep(now)  # an expired decision decides nothing
-            decision = self._decisions.pop(call_id, None)
+            self._sweep(now)
+            decision = self._decisions.get(call_id)
+            if decision is not None and now - decision.decided > self.ttl:  # an expired decision decides nothing
+                del self._decisions[call_id]  # (one kept after a refusal is not first in line for the sweep)
+                decision = None
             if decision is not None and decision.call.fingerprint == digest and decision.call.tool == call.tool.name:
+                del self._decisions[call_id]  # used: only this call, with these arguments, had it
                 if decision.approved:
                     call.state[_GRANTED] = decision  # given back if a later policy refuses the call
                     return
