@@ -144,3 +144,12 @@ def wait_sync(seconds: float, tag: str, call: Call) -> str:
         time.sleep(0.01)
     EVENTS.append(f"finished {tag}")
     return "done"
+
+
+@defineTool(registry=None, read_only=True)
+def surrogates(call: Call, fail: bool = False) -> str:
+    """Report, then return (or fail with), text holding a lone surrogate: a name os.listdir gives for bytes not UTF-8."""
+    call.report_progress(1, "2", "step \udc80")  # and a total given as text
+    if fail:
+        raise ValueError("bad \udc80 value")
+    return "a\ud800b"

@@ -168,6 +168,22 @@ async def test_tool_failure_and_unknown_tool(client: Any) -> None:
     assert err.value.code == -32602 and "Did you mean: 'add'" in err.value.message
 
 
+async def test_lone_surrogates_in_results_and_errors_go_out_as_u_fffd(client: Any) -> None:
+    """One result or error with a lone surrogate once took the stdio server down (HTTP: a 500)."""
+    seen: list[tuple[float, float | None, str | None]] = []
+
+    async def record(progress: float, total: float | None, message: str | None) -> None:
+        seen.append((progress, total, message))
+
+    done = await client.call_tool("surrogates", {}, progress_callback=record)
+    assert done.content[0].text == "a\ufffdb" and done.structured_content == {"result": "a\ufffdb"}
+    assert seen == [(1, 2, "step \ufffd")]
+    failed = await client.call_tool("surrogates", {"fail": True})
+    assert failed.is_error and failed.content[0].text.endswith("ValueError: bad \ufffd value")
+    assert failed.meta[ERROR_META_KEY]["message"] == failed.content[0].text
+    assert (await client.call_tool("add", {"a": 1, "b": 2})).structured_content == {"result": 3}  # still serving
+
+
 async def test_client_identity_reaches_the_call_context(client: Any) -> None:
     who = json.loads((await client.call_tool("whoami", {})).content[0].text)
     assert who["mcp_transport"] == ("stdio" if client.transport == "stdio" else "http")

@@ -37,6 +37,7 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 
 from harness_one import CallResult, ToolNotFound, ToolRegistry, __version__, hookimpl
+from harness_one._render import json_data, safe_text
 
 from ._spec import ERROR_META_KEY
 
@@ -146,7 +147,11 @@ class _Bridge:
         queue: asyncio.Queue[tuple[float, float | None, str | None] | None] = asyncio.Queue()
 
         def report(progress: float, total: float | None = None, message: str | None = None) -> None:
-            item = (float(progress), total, message)
+            item = (
+                float(progress),
+                None if total is None else float(total),
+                None if message is None else safe_text(str(message)),
+            )
             if threading.get_ident() == owner:
                 queue.put_nowait(item)
                 return
@@ -174,19 +179,19 @@ class _Bridge:
             wrap = self._shapes.get(result.tool)
             if wrap is not None:
                 value = result.value
-                if wrap:
-                    out["structuredContent"] = {"result": value}
+                if wrap:  # data made valid UTF-8, as for_model() makes the text
+                    out["structuredContent"] = {"result": json_data(value)}
                 elif isinstance(value, dict):
-                    out["structuredContent"] = value
+                    out["structuredContent"] = json_data(value)
             return out
         err = result.error
         assert err is not None
         if isinstance(err, ToolNotFound):
-            raise MCPError(code=INVALID_PARAMS, message=err.message)
+            raise MCPError(code=INVALID_PARAMS, message=safe_text(err.message))
         return {
-            "content": [{"type": "text", "text": err.message}],
+            "content": [{"type": "text", "text": safe_text(err.message)}],
             "isError": True,
-            "_meta": {ERROR_META_KEY: err.to_dict()},
+            "_meta": {ERROR_META_KEY: json_data(err.to_dict())},
             "resultType": "complete",
         }
 
