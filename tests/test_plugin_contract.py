@@ -187,6 +187,23 @@ def test_bad_options_are_a_load_failure_naming_the_plugin(dists: Any) -> None:
         ToolRegistry(autoload=False, strict=True, plugin_options={"retry": {"attempts_typo": 3}})
 
 
+@pytest.mark.parametrize(
+    ("plugin", "options", "message"),
+    [
+        ("rate_limit", {"max_wait": "abc"}, "rate_limit max_wait must be a non-negative number of seconds, not 'abc'"),
+        ("timeout", {"default": "abc"}, "timeout default must be a positive number of seconds or None, not 'abc'"),
+        ("timeout", {"max_workers": 0}, "timeout max_workers must be a positive integer, not 0"),
+        ("concurrency", {"default": "x"}, "concurrency default must be a positive integer or None, not 'x'"),
+        ("concurrency", {"lease": -1}, "concurrency lease must be a positive number of seconds, not -1"),
+    ],
+)
+def test_standard_options_of_the_wrong_type_are_a_load_failure(plugin: str, options: dict[str, Any], message: str) -> None:
+    """Not a plugin that loads and then fails every call with an internal error."""
+    registry = ToolRegistry(autoload=False, plugin_options={plugin: options})
+    assert plugin not in registry.plugins.names()
+    assert [(f.name, message in f.error) for f in registry.plugins.failures] == [(plugin, True)]
+
+
 def test_a_plugin_that_exits_at_import_is_a_load_failure(dists: Any) -> None:
     dists.make("hx-exits", {"hx_exits": "raise SystemExit(3)\n"}, {PLUGIN_GROUP: {"exits": "hx_exits:Plugin"}})
     registry = ToolRegistry()

@@ -19,6 +19,8 @@ from harness_one.state import (
     round_trip,
 )
 
+from ._options import count, seconds
+
 __all__ = ["ConcurrencyPlugin"]
 
 _HELD = "concurrency.held"
@@ -79,12 +81,12 @@ class ConcurrencyPlugin:
         lease: float = 30.0,
         on_state_error: str = "closed",
     ) -> None:
-        self.default = default
-        self.total = total
-        self.max_wait = max_wait
-        self.poll = poll
+        self.default = count(default, "concurrency default", optional=True)
+        self.total = count(total, "concurrency total", optional=True)
+        self.max_wait = seconds(max_wait, "concurrency max_wait", zero=True)
+        self.poll = seconds(poll, "concurrency poll")
         self.clock = clock
-        self.lease = lease
+        self.lease = seconds(lease, "concurrency lease")
         self.fail = FailMode("concurrency", on_state_error)
         self.slots: ConcurrencySlots = slots if slots is not None else MemorySlots()
         self._own_slots = slots is not None

@@ -22,6 +22,8 @@ from harness_one import (
 )
 from harness_one.state import FailMode, MemoryBuckets, RateLimitBackend, StateUnavailable, round_trip
 
+from ._options import seconds
+
 __all__ = ["InMemoryBuckets", "RateLimitBackend", "RateLimitPlugin"]
 
 #: The in-memory backend (kept under its earlier name).
@@ -57,7 +59,7 @@ class RateLimitPlugin:
     ) -> None:
         self.fail = FailMode("rate_limit", on_state_error)
         self.default = None if default is None else RateLimit.parse(default, tool="*")
-        self.max_wait = max_wait
+        self.max_wait = seconds(max_wait, "rate_limit max_wait", zero=True)
         self.backend: RateLimitBackend = backend if backend is not None else MemoryBuckets()
         self._own_backend = backend is not None
         self.clock = clock

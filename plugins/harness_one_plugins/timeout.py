@@ -6,6 +6,8 @@ from typing import Any
 
 from harness_one import Call, Clock, ProcessRunner, Runner, ThreadRunner, Tool, ToolRegistry, ToolTimeout, applies_to, hookimpl
 
+from ._options import count, seconds
+
 __all__ = ["TimeoutPlugin"]
 
 
@@ -56,12 +58,12 @@ class TimeoutPlugin:
     ) -> None:
         if mode not in ("thread", "process", "none"):
             raise ValueError(f"mode must be 'thread', 'process' or 'none', not {mode!r}")
-        self.default = default
-        self.total = total
+        self.default = seconds(default, "timeout default", optional=True)
+        self.total = seconds(total, "timeout total", optional=True)
         self.mode = mode
         self.clock = clock
-        self.threads = ThreadRunner(max_workers)
-        self.processes = ProcessRunner(max_workers=max_processes)
+        self.threads = ThreadRunner(count(max_workers, "timeout max_workers"))
+        self.processes = ProcessRunner(max_workers=count(max_processes, "timeout max_processes"))
         self.timeouts = 0
 
     def runner_for(self, mode: str) -> Runner | None:
