@@ -149,6 +149,24 @@ def test_a_tool_abandoned_at_its_timeout_keeps_its_slot_until_it_returns(how: st
     assert reg.call("work") == "done" and most[0] == 1
 
 
+def test_a_retry_after_an_abandoned_attempt_frees_its_own_slot_at_once() -> None:
+    """Each attempt's slot is its own: the retry's is freed as it returns, the abandoned one's later."""
+    reg = ToolRegistry(autoload=False)
+    release = threading.Event()
+    hang = [True]
+
+    def work() -> str:
+        if hang.pop() if hang else False:
+            release.wait(10)
+        return "done"
+
+    reg.add(work, max_concurrency=2, timeout=0.05, idempotent=True, retry={"attempts": 2, "timeouts": True, "initial": 0.001})
+    assert reg.call("work") == "done"
+    assert reg.plugins.get("concurrency").running("work") == 1  # the first attempt's thread still runs
+    release.set()
+    assert _freed(reg, "work")
+
+
 def test_a_cancelled_acall_of_a_sync_tool_keeps_its_slot_until_the_thread_returns() -> None:
     reg = ToolRegistry(autoload=False)
     entered, release = threading.Event(), threading.Event()

@@ -195,6 +195,7 @@ def test_bad_options_are_a_load_failure_naming_the_plugin(dists: Any) -> None:
         ("timeout", {"max_workers": 0}, "timeout max_workers must be a positive integer, not 0"),
         ("concurrency", {"default": "x"}, "concurrency default must be a positive integer or None, not 'x'"),
         ("concurrency", {"lease": -1}, "concurrency lease must be a positive number of seconds, not -1"),
+        ("budget", {"ttl": 0}, "budget ttl must be a positive number of seconds, not 0"),
     ],
 )
 def test_standard_options_of_the_wrong_type_are_a_load_failure(plugin: str, options: dict[str, Any], message: str) -> None:

@@ -490,7 +490,7 @@ class ToolRegistry(metaclass=_SharedType):
         return entry
 
     def _not_found(self, name: Any) -> ToolNotFound:
-        text = name if isinstance(name, str) else _text(name, repr)
+        text = _named(name)
         close = self._index.suggest(text) if isinstance(name, str) and len(name) <= 256 else []
         return ToolNotFound(text[:200], available=self._index.first(20), suggestions=close, total=len(self._index))
 
@@ -542,7 +542,7 @@ class ToolRegistry(metaclass=_SharedType):
         if context is not None and not isinstance(context, Mapping):
             raise _caller_error(entry.tool, "context", "a mapping (JSON object)", context)
         if call_id is not None and not isinstance(call_id, str):
-            given, call_id = call_id, _text(call_id, str, None)
+            given, call_id = call_id, _text(call_id, str)
             if call_id is None:  # a huge int, a broken __str__
                 raise _caller_error(entry.tool, "call_id", "a string", given)
         if idempotency_key is not None:
@@ -1141,9 +1141,7 @@ def _next_attempt(call: Call) -> None:
         call.ran = False
     call.decision = None
     call.deadline = call.timeout = None
-    call.runner = None
-    if call.lingering is not None:  # the last attempt's tool runs on (its plugins took what they need)
-        call.lingering = None
+    call.runner = call.lingering = None  # the last attempt's tool may run on: its plugins took what they need
 
 
 def _cancel_error(call: Call) -> ToolCancelled:
@@ -1244,28 +1242,34 @@ def _result(call: Call | None, value: Any, err: ToolError | None, name: Any, cal
     if call is not None:  # tuple.__new__ is what CallResult(...) calls, without its Python frame
         return _new_result(CallResult, (err is None, value, err, call.tool.name, call.call_id, _perf() - started, call.attempt))
     assert err is not None
-    cid = (call_id if type(call_id) is str else _text(call_id, str, None)) if call_id is not None else None
+    cid = None if call_id is None else _text(call_id, str)
     cid = err.call_id = err.call_id or cid or new_call_id()
-    return CallResult(False, None, err, err.tool or _text(name, repr), cid, _perf() - started, 0)
+    return CallResult(False, None, err, err.tool or _named(name), cid, _perf() - started, 0)
 
 
 _new_result = tuple.__new__
 
 
-def _text(value: Any, show: Callable[[Any], str], failed: Any = "") -> Any:
-    """``value`` itself if a string, else ``show(value)``; ``failed`` (default: its type in brackets)
-    when that raises: an int past the int-to-text limit, a broken ``__str__`` or ``__repr__``."""
+def _text(value: Any, show: Callable[[Any], str]) -> str | None:
+    """``value`` itself if a string, else ``show(value)``; None when that raises (an int past
+    the int-to-text limit, a broken ``__str__`` or ``__repr__``)."""
     if type(value) is str:
         return value
     try:
         return show(value)
     except Exception:
-        return f"<{type(value).__name__}>" if failed == "" else failed
+        return None
+
+
+def _named(value: Any) -> str:
+    """``value`` as a tool name in an error: itself, its repr, or its type in brackets."""
+    text = _text(value, repr)
+    return f"<{type(value).__name__}>" if text is None else text
 
 
 def _internal(exc: BaseException, name: Any) -> ToolError:
     """A bug below the pipeline (or in a caller-supplied object) as a ToolError, logged with its traceback."""
-    tool = _text(name, str)
+    tool = _named(name)
     log_event(40, "internal error", tool=tool, error=f"{type(exc).__name__}: {exc}")
     err = ToolError(f"Internal error while calling '{tool}': {type(exc).__name__}: {exc}", tool=tool)
     err.__cause__ = exc

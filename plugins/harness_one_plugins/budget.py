@@ -27,6 +27,8 @@ from harness_one import (
 )
 from harness_one.state import AsyncTwins, BudgetStore, FailMode, MemoryBudgets, StateUnavailable, round_trip
 
+from ._options import seconds
+
 __all__ = ["ALL_TOOLS", "BudgetExhausted", "BudgetPlugin"]
 
 #: The counter of a run's calls of every tool.
@@ -109,12 +111,10 @@ class BudgetPlugin:
     ) -> None:
         if not isinstance(key, str) or not key:
             raise ValueError(f"budget key must be a context field name, got {key!r}")
-        if isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not ttl > 0:
-            raise ValueError(f"budget ttl must be a positive number of seconds, got {ttl!r}")
         self.key = key
         self.max_calls = _count(max_calls, "budget max_calls", "*")
         self.total = _count(total, "budget total", "*")
-        self.ttl = float(ttl)
+        self.ttl = seconds(ttl, "budget ttl")
         self.fail = FailMode("budget", on_state_error)
         self.store: BudgetStore = store if store is not None else MemoryBudgets()
         self._own_store = store is not None
