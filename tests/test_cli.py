@@ -137,6 +137,15 @@ def test_doctor(runner: CliRunner, tmp_path: Path) -> None:
     assert result.exit_code == 1 and "needs frobnicate" in result.output
 
 
+def test_options_for_an_unknown_plugin_name_are_reported(runner: CliRunner, tmp_path: Path) -> None:
+    (tmp_path / "harness-one.toml").write_text("[plugins.rate_limt]\nmax_wait = 2\n")
+    result = runner.invoke(main, ["doctor"])
+    assert result.exit_code == 1 and "did you mean 'rate_limit'?" in result.output, result.output
+    (tmp_path / "harness-one.toml").write_text("[plugins]\nstrict = true\n")
+    flag = runner.invoke(main, ["-O", "timeuot.default=1", "list"])
+    assert flag.exit_code == 2 and "'timeuot'" in flag.output and "did you mean 'timeout'?" in flag.output, flag.output
+
+
 def test_config_file_and_errors(runner: CliRunner, tmp_path: Path) -> None:
     config = tmp_path / "harness-one.toml"
     config.write_text('[plugins]\nblock = ["rate_limit"]\n\n[plugins.timeout]\ndefault = 0.2\n')

@@ -187,6 +187,35 @@ def test_bad_options_are_a_load_failure_naming_the_plugin(dists: Any) -> None:
         ToolRegistry(autoload=False, strict=True, plugin_options={"retry": {"attempts_typo": 3}})
 
 
+def test_options_for_a_name_no_plugin_has_are_a_load_failure(dists: Any) -> None:
+    """A typo in ``[plugins.rate_limt]`` was ignored silently: the limit it meant to set never applied."""
+    registry = ToolRegistry(autoload=False, plugin_options={"rate_limt": {"max_wait": 2}})
+    [failed] = registry.plugins.failures
+    assert failed.name == "rate_limt" and failed.distribution == "the configuration"
+    assert "no plugin has that name; did you mean 'rate_limit'?" in failed.error and "['max_wait']" in failed.error
+    assert "rate_limit" in registry.plugins.names()  # the rest loads as before
+    with pytest.raises(PluginError, match=r"'rate_limt'.*did you mean 'rate_limit'"):
+        ToolRegistry(autoload=False, strict=True, plugin_options={"rate_limt": {"max_wait": 2}})
+
+
+def test_options_for_an_installed_plugin_left_out_are_not_a_failure(dists: Any) -> None:
+    """Blocked, not allowed, not autoloaded or given as an object: the configuration is shared, not wrong."""
+    dists.make(
+        "hx-greeter",
+        {"hx_greeter": "from test_plugin_contract import Greeter\n"},
+        {PLUGIN_GROUP: {"greeter": "hx_greeter:Greeter"}},
+    )
+    options = {"greeter": {"greeting": "hi"}, "retry": {"not_an_option": 2}}  # never built: never checked
+    left_out = [
+        ToolRegistry(autoload=False, strict=True, plugin_options={"greeter": {"greeting": "hi"}}),
+        ToolRegistry(block=["greeter", "retry"], strict=True, plugin_options=options),
+        ToolRegistry(allow=["validation"], strict=True, plugin_options=options),
+        ToolRegistry(plugins={"hello": Greeter()}, autoload=False, strict=True, plugin_options={"hello": {}}),
+        ToolRegistry(block=["absent"], strict=True, plugin_options={"absent": {}}),
+    ]
+    assert [r.plugins.failures for r in left_out] == [[]] * len(left_out)
+
+
 @pytest.mark.parametrize(
     ("plugin", "options", "message"),
     [

@@ -18,6 +18,7 @@ from . import hookspecs
 from ._entrypoints import PLUGIN_GROUP, EntryPoint, LoadFailure, entry_points, failure
 from ._errors import PluginError, ToolError
 from ._log import log_event
+from ._suggest import NameIndex
 from .hookspecs import PER_CALL_HOOKS
 
 if TYPE_CHECKING:
@@ -279,6 +280,7 @@ class PluginSet:
         )
         for given, plugin in items:
             self._register(plugin, given, replace=True)
+        self._unclaimed_options()
         self.plan = self._compile()
 
     # ------------------------------------------------------------------ loading
@@ -324,6 +326,27 @@ class PluginSet:
             self._failed(ep, exc)
             return
         self.sources[name] = ep.distribution
+
+    def _unclaimed_options(self) -> None:
+        """Options for a name no installed or given plugin has (``[plugins.rate_limt]``): a load failure.
+
+        Options for a plugin that is installed but blocked, not allowed or not autoloaded are
+        not an error: the configuration may be shared by set-ups that load it.
+        """
+        installed = {ep.name for ep in entry_points(PLUGIN_GROUP)} | set(self.names())
+        names = NameIndex()
+        for name in sorted(installed):
+            names.add(name)
+        for name in sorted(self.options.keys() - installed):
+            if self.manager.is_blocked(name):
+                continue
+            close = names.suggest(name, n=1)
+            hint = f"; did you mean '{close[0]}'?" if close else ""
+            error = f"options {sorted(self.options[name])} given for plugin '{name}', but no plugin has that name{hint}"
+            self.failures.append(LoadFailure(PLUGIN_GROUP, name, "the configuration", error))
+            log_event(30, "options for an unknown plugin", name=name, error=error)
+            if self.strict:
+                raise PluginError(f"Plugin '{name}': {error}", plugin=name)
 
     def _failed(self, ep: EntryPoint, exc: BaseException) -> None:
         self.failures.append(failure(ep, exc))

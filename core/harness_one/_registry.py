@@ -185,7 +185,9 @@ class ToolRegistry(metaclass=_SharedType):
         strict: raise :class:`PluginError` when a plugin fails to load, instead of logging
             and reporting it (default: ``HARNESS_ONE_STRICT_PLUGINS``).
         plugin_options: ``{plugin name: {option: value}}``, passed as keyword arguments to
-            entry-point plugin factories (over ``HARNESS_ONE_PLUGIN_<NAME>``).
+            entry-point plugin factories (over ``HARNESS_ONE_PLUGIN_<NAME>``). Options for
+            a name no installed or given plugin has are a load failure, like options a
+            factory refuses.
         discover: load tools from the ``harness_one.tools`` entry points (lazily: a name the
             registry does not know loads the entry point of that name, a listing loads all).
             The default registry does; new instances do not.
