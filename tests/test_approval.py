@@ -283,6 +283,12 @@ def test_needs_approval_answers_the_rule_without_calling() -> None:
     assert not approval(euros).needs_approval(euros, euro_tool, {"to": "ann", "amount": 5})  # the default is filled in
     assert approval(euros).needs_approval(euros, euro_tool, {"to": "ann", "amount": 5, "currency": "USD"})
     assert not approval(euros).needs_approval(euros, euro_tool, {"to": 1})  # refused anyway, with the readable error
+    picky = ToolRegistry(autoload=False, clock=ManualClock())
+    Bank(picky, options={"requires_approval": lambda call: call.arguments["amount"] / 0 > 1})
+    assert not approval(picky).needs_approval(picky, picky.get("transfer"), {"to": "ann", "amount": 5})
+    failed = picky.try_call("transfer", {"to": "ann", "amount": 5})  # no decision could lift it: fails closed
+    assert failed.error is not None and failed.error.kind == "plugin_error" and "ZeroDivisionError" in failed.error.message
+    assert approval(picky).pending() == []
 
 
 def test_a_call_held_longer_than_ttl_can_no_longer_be_decided_or_resumed() -> None:

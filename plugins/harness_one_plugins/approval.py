@@ -178,7 +178,8 @@ class ApprovalPlugin:
 
         A predicate sees the arguments as the call would: checked by the registry's
         validation plugin, defaults filled in. Arguments it refuses need no approval: the call
-        itself is refused with the readable error.
+        itself is refused with the readable error. Nor does a call whose predicate raises: the
+        call fails closed with a :class:`PluginError` that no decision could lift.
         """
         rule = self._rules.get(tool)
         if rule is None:
