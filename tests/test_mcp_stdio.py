@@ -13,7 +13,7 @@ from mcp_support import serve_command, server_env
 
 
 def test_stdio_wire_survives_stray_prints_and_oversized_lines(tmp_path: Path) -> None:
-    """A tool's print goes to stderr, a line over the limit is dropped, and the next request is answered."""
+    """A tool's print goes to stderr, a line over the limit is dropped (and answered), and the next request is answered."""
     proc = subprocess.Popen(
         serve_command(),
         stdin=subprocess.PIPE,
@@ -35,14 +35,57 @@ def test_stdio_wire_survives_stray_prints_and_oversized_lines(tmp_path: Path) ->
         proc.stdin.write(b'"' + b"x" * 3_000_000 + b'"\n')  # longer than the registry's argument limit
         proc.stdin.write(json.dumps({"jsonrpc": "2.0", "id": 3, "method": "ping"}).encode() + b"\n")
         proc.stdin.flush()
-        answers = {answer["id"]: answer for answer in (json.loads(proc.stdout.readline()) for _ in range(3))}
+        answers = {answer["id"]: answer for answer in (json.loads(proc.stdout.readline()) for _ in range(4))}
         proc.stdin.close()
         assert proc.wait(10) == 0
     finally:
         watchdog.cancel()
         proc.kill()
     assert answers[2]["result"]["content"][0]["text"] == "quiet" and answers[3]["result"] == {}
+    assert answers[None]["error"]["code"] == -32700  # the dropped line is answered
     assert b"stray output" in proc.stderr.read()
+
+
+def test_stdio_answers_every_line_it_cannot_read(tmp_path: Path) -> None:
+    """Not JSON, invalid UTF-8, a lone surrogate, not a message: an error answer each (the client waited for ever)."""
+    proc = subprocess.Popen(
+        serve_command(),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, **server_env(tmp_path)},
+    )
+    watchdog = threading.Timer(30, proc.kill)
+    watchdog.start()
+    assert proc.stdin is not None and proc.stdout is not None
+    hello = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}
+    call = '{"jsonrpc": "2.0", "id": %s, "method": "tools/call", "params": {"name": "noisy", "arguments": {"x": %s}}}'
+    bad = [
+        b"{not json\n",
+        b'{"jsonrpc": "2.0", "id": 4, \xff\xfe}\n',  # invalid UTF-8 outside a string
+        (call % ("5", '"\\ud800"')).encode() + b"\n",  # a lone surrogate escaped
+        b'{"jsonrpc": "2.0", "id": "six", "method": 6}\n',
+        b"[1, 2]\n",
+        b'{"jsonrpc": "2.0", "id": 99, "result": {}}\n',  # a response to nothing: never answered
+        b'"' + b"x" * 3_000_000 + b'"\n',  # longer than the line limit
+    ]
+    try:
+        proc.stdin.write(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": hello}).encode() + b"\n")
+        proc.stdin.write(b'{"jsonrpc": "2.0", "method": "notifications/initialized"}\n')
+        proc.stdin.write(b"".join(bad))
+        proc.stdin.write(json.dumps({"jsonrpc": "2.0", "id": 3, "method": "ping"}).encode() + b"\n")
+        proc.stdin.flush()
+        answers = [json.loads(proc.stdout.readline()) for _ in range(8)]
+        proc.stdin.close()
+        assert proc.wait(10) == 0
+    finally:
+        watchdog.cancel()
+        proc.kill()
+    got = [(a["id"], a.get("error", {}).get("code")) for a in answers[1:]]
+    assert got == [(None, -32700), (None, -32700), (5, -32600), ("six", -32600), (None, -32600), (None, -32700), (3, None)]
+    messages = [a["error"]["message"] for a in answers[1:-1]]
+    assert messages[0].startswith("Parse error: Expecting property name") and "longer than" in messages[5]
+    assert "hex escape" in messages[2] and "expected a JSON object, got list" in messages[4], messages
 
 
 async def test_line_reader_drops_a_line_over_its_limit() -> None:

@@ -390,10 +390,12 @@ async def serve_stdio(registry: ToolRegistry, *, server: Server[Any] | None = No
     """Serve ``registry`` on this process's stdin and stdout until the client closes them."""
     from mcp.server.stdio import stdio_server
 
-    from ._stdio import pipe_streams
+    from ._stdio import Answering, pipe_streams
 
     server = server or create_server(registry)
-    async with pipe_streams(registry.limits.max_bytes + 65536) as streams, stdio_server(*(streams or ())) as (read, write):
+    async with pipe_streams(registry.limits.max_bytes + 65536) as streams, stdio_server(*(streams or ())) as (sdk_read, write):
+        # Lines the SDK cannot read get an answer (see harness_one.mcp._stdio).
+        read = sdk_read if streams is None else Answering(sdk_read, write, streams[0])
         await server.run(read, write, server.create_initialization_options())
 
 

@@ -6,22 +6,36 @@ trip. Here the event loop polls the pipes itself. As in the SDK, fd 0 and fd 1 a
 (to the null device and to stderr) while serving, so a stray ``print`` in a tool cannot
 corrupt the wire, and are restored afterwards. A stream that cannot be polled (a regular
 file) leaves the SDK's own streams in place.
+
+A line the SDK cannot read (not JSON, invalid UTF-8 outside a string, a lone surrogate, not a
+JSON-RPC message) it passes on as an exception and answers nothing, so the client would wait
+for its request for ever. :class:`Answering` answers it, as JSON-RPC asks: ``-32700`` for a
+line that is not JSON (``id`` null), ``-32600`` for one that is not a valid message, with the
+request's ``id`` when the line has one. A response the client sent (``result``/``error``
+and no ``method``) is never answered.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import stat
 import sys
+from collections import deque
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from types import TracebackType
 from typing import Any
 
 import anyio
+from mcp.shared.message import SessionMessage
+from mcp_types import INVALID_REQUEST, PARSE_ERROR, ErrorData, JSONRPCError
 
-__all__ = ["pipe_streams"]
+from harness_one._render import safe_text
+
+__all__ = ["Answering", "pipe_streams"]
 
 #: A line longer than this is dropped whole (as the SDK drops a line that is not JSON-RPC).
 _MIN_LINE = 1 << 20
@@ -36,10 +50,17 @@ def _pollable(fd: int) -> bool:
 
 
 class _Lines:
-    """``async for line in stdin``: text lines from an asyncio ``StreamReader``."""
+    """``async for line in stdin``: text lines from an asyncio ``StreamReader``.
 
-    def __init__(self, reader: asyncio.StreamReader) -> None:
+    ``handed`` keeps the lines handed out (``None``: one dropped for its length) until
+    :class:`Answering` receives what the SDK made of each: one message or one exception per
+    line, in order.
+    """
+
+    def __init__(self, reader: asyncio.StreamReader, limit: int = 0) -> None:
         self.reader = reader
+        self.limit = limit  # the reader's line limit, for the answer to a line dropped for its length
+        self.handed: deque[str | None] = deque()
 
     def __aiter__(self) -> _Lines:
         return self
@@ -54,8 +75,11 @@ class _Lines:
                 line = exc.partial
             except asyncio.LimitOverrunError:
                 await self._skip_line()
-                return ""  # not JSON-RPC: the SDK reports it and reads on
-            return line.decode("utf-8", errors="replace")
+                self.handed.append(None)
+                return ""  # not JSON-RPC: the SDK passes an exception on and reads on
+            text = line.decode("utf-8", errors="replace")
+            self.handed.append(text)
+            return text
 
     async def _skip_line(self) -> None:
         while True:
@@ -84,6 +108,85 @@ class _Out:
             await self.writer.drain()
         except ConnectionError:
             raise anyio.ClosedResourceError from None
+
+
+def reply_to(line: str | None, limit: int, exc: Exception) -> JSONRPCError | None:
+    """The error that answers ``line``, which the SDK could not read (``exc``); None for a response."""
+    if line is None:
+        return _error(None, PARSE_ERROR, f"Parse error: a line longer than {limit} bytes")
+    try:
+        message = json.loads(line)
+    except ValueError as err:
+        return _error(None, PARSE_ERROR, f"Parse error: {err}")
+    if type(message) is not dict:
+        return _error(None, INVALID_REQUEST, f"Invalid request: expected a JSON object, got {type(message).__name__}")
+    if "method" not in message and ("result" in message or "error" in message):
+        return None
+    given = message.get("id")
+    known = given if type(given) is str or (type(given) is int and -(1 << 63) <= given < 1 << 63) else None
+    return _error(known, INVALID_REQUEST, f"Invalid request: {_detail(exc)}")
+
+
+def _error(request_id: str | int | None, code: int, message: str) -> JSONRPCError:
+    rid = safe_text(request_id) if type(request_id) is str else request_id
+    return JSONRPCError(jsonrpc="2.0", id=rid, error=ErrorData(code=code, message=safe_text(message[:500])))
+
+
+def _detail(exc: Exception) -> str:
+    """What the SDK found wrong, without the input it was given: the first problem of its ValidationError."""
+    errors = getattr(exc, "errors", None)
+    try:
+        first = errors(include_url=False, include_input=False)[0] if callable(errors) else None
+    except Exception:
+        first = None
+    if not isinstance(first, dict):
+        return type(exc).__name__
+    where = ".".join(str(part) for part in first.get("loc", ()))
+    return f"{where}: {first.get('msg')}" if where else str(first.get("msg"))
+
+
+class Answering:
+    """The read stream of the SDK's ``stdio_server``, answering the lines it could not read.
+
+    Each item received belongs to the oldest line in ``lines.handed`` (see :class:`_Lines`);
+    an exception's answer goes out on ``write``, and the server never sees the exception.
+    """
+
+    def __init__(self, inner: Any, write: Any, lines: _Lines) -> None:
+        self.inner, self.write, self.lines = inner, write, lines
+
+    @property
+    def last_context(self) -> Any:
+        return getattr(self.inner, "last_context", None)
+
+    async def receive(self) -> Any:
+        while True:
+            item = await self.inner.receive()
+            handed = self.lines.handed
+            line = handed.popleft() if handed else ""
+            if not isinstance(item, Exception):
+                return item
+            reply = reply_to(line, self.lines.limit, item)
+            if reply is not None:
+                await self.write.send(SessionMessage(reply))
+
+    def __aiter__(self) -> Answering:
+        return self
+
+    async def __anext__(self) -> Any:
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+    async def __aenter__(self) -> Answering:
+        return self
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        await self.aclose()
 
 
 def _claim(fd: int, divert: Callable[[], int]) -> tuple[int, Callable[[], None]]:
@@ -130,7 +233,8 @@ async def pipe_streams(max_line: int) -> AsyncIterator[tuple[Any, Any] | None]:
         restores.append(restore)
         wire_out, restore = _claim(1, lambda: os.dup(2))
         restores.append(restore)
-        reader = asyncio.StreamReader(limit=max(max_line, _MIN_LINE), loop=loop)
+        limit = max(max_line, _MIN_LINE)
+        reader = asyncio.StreamReader(limit=limit, loop=loop)
         read_transport, _ = await loop.connect_read_pipe(
             lambda: asyncio.StreamReaderProtocol(reader, loop=loop), os.fdopen(wire_in, "rb", buffering=0)
         )
@@ -140,7 +244,7 @@ async def pipe_streams(max_line: int) -> AsyncIterator[tuple[Any, Any] | None]:
         )
         transports.append(write_transport)
         writer = asyncio.StreamWriter(write_transport, protocol, None, loop)
-        yield _Lines(reader), _Out(writer)
+        yield _Lines(reader, limit), _Out(writer)
     finally:
         for restore in reversed(restores):
             restore()
