@@ -198,7 +198,9 @@ def test_a_catastrophic_pattern_is_refused_in_bounded_time(vreg: ToolRegistry, p
                 start = time.perf_counter()
                 found = problems(vreg, "f", {"s": text})
                 timings.append(time.perf_counter() - start)
-                assert [p["path"] for p in found] == ["$.s"] and found[0]["keyword"] == "pattern"
+                assert [p["path"] for p in found[:1]] == ["$.s"] and found[0]["keyword"] == "pattern", found
+                # A busy machine may spend the 5 ms listing budget: then the listing says it stopped.
+                assert [p["message"] for p in found[1:]] in ([], ["more problems may follow; fix these first"]), found
         finally:
             gc.enable()
         assert min(timings) < 1.0, (pattern, len(text), min(timings))
