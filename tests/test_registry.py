@@ -19,6 +19,7 @@ from harness_one import (
     PluginError,
     RateLimitExceeded,
     ToolArgumentError,
+    ToolError,
     ToolExecutionError,
     ToolNotFound,
     ToolRegistry,
@@ -133,8 +134,10 @@ async def test_async_tools_and_acall(registry: ToolRegistry) -> None:
 
     assert await registry.acall("slow_add", {"a": 1, "b": 2}) == 3
     assert await registry.acall("where") is True  # a sync tool runs off the event loop
-    with pytest.raises(RuntimeError, match="acall"):
+    with pytest.raises(ToolError, match="acall"):  # call raises ToolErrors only
         registry.call("slow_add", {"a": 1, "b": 2})
+    refused = registry.try_call("slow_add", {"a": 1, "b": 2})  # try_call never raises (it raised RuntimeError)
+    assert not refused.ok and type(refused.error) is ToolError and "await registry.acall" in refused.for_model()
     result = await registry.atry_call("slow_add", {"a": 1})
     assert not result.ok and isinstance(result.error, ToolArgumentError)
 

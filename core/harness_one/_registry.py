@@ -658,9 +658,9 @@ class ToolRegistry(metaclass=_SharedType):
         except Exception as exc:
             return _result(None, None, _internal(exc, name), name, call_id, started)
         tool = call.tool
-        if tool.is_async:
-            _refuse_running_loop(tool)
         try:
+            if tool.is_async:
+                _refuse_running_loop(tool)
             steps = self._attempts(call, plan, None if tool.is_async else tool.fn)
             step = next(steps, _DONE)
             if step is not _DONE:  # as in call
@@ -1130,11 +1130,13 @@ def _in_thread(fn: Callable[..., Any], kwargs: dict[str, Any], lingering: Linger
 
 
 def _refuse_running_loop(tool: Tool) -> None:
+    """A blocking call of an async tool cannot start a loop inside a running one: a ToolError saying what to use."""
     try:
         asyncio.get_running_loop()
     except RuntimeError:
         return
-    raise RuntimeError(f"Tool '{tool.name}' is async and an event loop is running here: use 'await registry.acall(...)'.")
+    message = f"Tool '{tool.name}' is async and an event loop is running here: use 'await registry.acall(...)'."
+    raise ToolError(message, tool=tool.name)
 
 
 def _next_attempt(call: Call) -> None:
