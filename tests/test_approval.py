@@ -283,6 +283,10 @@ def test_needs_approval_answers_the_rule_without_calling() -> None:
     assert not approval(euros).needs_approval(euros, euro_tool, {"to": "ann", "amount": 5})  # the default is filled in
     assert approval(euros).needs_approval(euros, euro_tool, {"to": "ann", "amount": 5, "currency": "USD"})
     assert not approval(euros).needs_approval(euros, euro_tool, {"to": 1})  # refused anyway, with the readable error
+    always = ToolRegistry(autoload=False, clock=ManualClock())
+    Bank(always, options={"requires_approval": True})
+    assert approval(always).needs_approval(always, always.get("transfer"), {"to": "ann", "amount": 5})
+    assert not approval(always).needs_approval(always, always.get("transfer"), {"to": 5})  # refused before any person
     picky = ToolRegistry(autoload=False, clock=ManualClock())
     Bank(picky, options={"requires_approval": lambda call: call.arguments["amount"] / 0 > 1})
     assert not approval(picky).needs_approval(picky, picky.get("transfer"), {"to": "ann", "amount": 5})

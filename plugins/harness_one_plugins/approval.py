@@ -177,18 +177,21 @@ class ApprovalPlugin:
         """Whether a call of ``tool`` with these arguments would wait for a decision (the rule, without calling).
 
         A predicate sees the arguments as the call would: checked by the registry's
-        validation plugin, defaults filled in. Arguments it refuses need no approval: the call
-        itself is refused with the readable error. Nor does a call whose predicate raises: the
+        validation plugin, defaults filled in. Arguments it refuses need no approval, whatever
+        the rule (``requires_approval=True`` too): the call itself is refused with the readable
+        error. Nor does a call whose predicate raises: the
         call fails closed with a :class:`PluginError` that no decision could lift.
         """
         rule = self._rules.get(tool)
         if rule is None:
             rule = self.rule_for(tool)
-        if rule is True or rule is False:
-            return rule
+        if rule is False:
+            return False
         checked = _checked(registry, tool, arguments)
         if checked is None:
             return False
+        if rule is True:
+            return True
         try:
             return bool(rule(Call(registry, tool, checked, context, call_id)))
         except Exception:
