@@ -19,6 +19,7 @@ from harness_one import (
     ToolArgumentError,
     ToolBusy,
     ToolDefinitionError,
+    ToolError,
     ToolExecutionError,
     ToolRegistry,
     ToolTimeout,
@@ -380,8 +381,8 @@ def test_argument_errors_do_not_count(clock: ManualClock) -> None:
 
 
 def test_a_probe_that_ends_neither_way_gives_its_place_back(clock: ManualClock) -> None:
-    """A probe cancelled by its caller, or whose arguments the tool refused, does not close the
-    circuit (nor open it again): the next call probes instead."""
+    """A probe cancelled by its caller, whose arguments the tool refused, or whose tool answered with
+    a ToolError of its own, does not close the circuit (nor open it again): the next call probes instead."""
     reg, health = failing_registry(clock, min_calls=2, open_for=5, probes=1)
     entered = threading.Event()
 
@@ -393,8 +394,11 @@ def test_a_probe_that_ends_neither_way_gives_its_place_back(clock: ManualClock) 
     def picky(n: int = 0) -> str:
         raise ToolArgumentError("n must be even")
 
-    reg.add(hangs, circuit_breaker={"key": "backend", "min_calls": 2, "open_for": 5, "probes": 1})
-    reg.add(picky, circuit_breaker={"key": "backend", "min_calls": 2, "open_for": 5, "probes": 1})
+    def lookup() -> str:
+        raise ToolError("no such user")  # a domain answer: neither a failure nor proof the backend works
+
+    for tool in (hangs, picky, lookup):
+        reg.add(tool, circuit_breaker={"key": "backend", "min_calls": 2, "open_for": 5, "probes": 1})
     reg.try_call("backend")
     reg.try_call("backend")
     breaker = reg.plugins.get("circuit_breaker")
@@ -404,6 +408,8 @@ def test_a_probe_that_ends_neither_way_gives_its_place_back(clock: ManualClock) 
     asyncio.run(cancel_once_entered(reg, "hangs", entered))
     assert breaker.state("backend") == "half_open"
     assert isinstance(reg.try_call("picky", {"n": 1}).error, ToolArgumentError)  # the next probe
+    assert breaker.state("backend") == "half_open"
+    assert reg.try_call("lookup").for_model() == "Error: no such user"  # and the next (it closed the circuit)
     assert breaker.state("backend") == "half_open"
     assert "OSError" in reg.try_call("backend").for_model()  # and the next: the backend still fails
     assert breaker.state("backend") == "open"

@@ -13,8 +13,6 @@ from harness_one import (
     Clock,
     RetryableError,
     Tool,
-    ToolArgumentError,
-    ToolCancelled,
     ToolExecutionError,
     ToolRegistry,
     ToolTimeout,
@@ -49,8 +47,8 @@ class CircuitBreakerPlugin:
     """Fails fast with :class:`CircuitOpen` while a tool's circuit is open.
 
     Counts tool failures (the tool raised, timed out, or raised :class:`RetryableError`)
-    against completed calls over a sliding window; refusals and argument errors do not
-    count. See :class:`~harness_one.CircuitBreakerPolicy` for the settings and defaults.
+    against completed calls over a sliding window; refusals, argument errors and any other
+    ``ToolError`` the tool raises itself count neither way. See :class:`~harness_one.CircuitBreakerPolicy` for the settings and defaults.
     A circuit is the tool's own, or the one of its policy's ``key``, shared by every tool
     with that key (each call is judged with its own tool's settings).
 
@@ -166,12 +164,14 @@ class CircuitBreakerPlugin:
     @hookimpl
     @applies_to(_guarded)
     def harness_on_error(self, call: Call, error: BaseException) -> Await | None:
-        if call.ran and not isinstance(error, (ToolArgumentError, ToolCancelled)):
-            return self._record(call, failed=isinstance(error, (ToolExecutionError, ToolTimeout, RetryableError)))
+        if call.ran and isinstance(error, (ToolExecutionError, ToolTimeout, RetryableError)):
+            return self._record(call, failed=True)
         if not (call.take(_COUNTED, False) and call.take(_PROBE, False)):
             return None
-        # a probe refused after admission (e.g. by the rate limit), cancelled, or whose arguments
-        # the tool refused, counts neither way: it gives its place back
+        # a probe refused after admission (e.g. by the rate limit), cancelled, whose arguments
+        # the tool refused, or whose tool answered with another ToolError of its own (a domain
+        # answer such as "no such user": neither the backend failing nor proof that it works)
+        # counts neither way: it gives its place back
         (name, policy), store = self._policy(call), self.store
         if store is not self._twins.plain:  # not the store known to answer without I/O
             shared = self._twins(store)
