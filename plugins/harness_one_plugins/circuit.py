@@ -48,7 +48,8 @@ class CircuitBreakerPlugin:
 
     Counts tool failures (the tool raised, timed out, or raised :class:`RetryableError`)
     against completed calls over a sliding window; refusals, argument errors and any other
-    ``ToolError`` the tool raises itself count neither way. See :class:`~harness_one.CircuitBreakerPolicy` for the settings and defaults.
+    ``ToolError`` the tool raises itself count neither way. See
+    :class:`~harness_one.CircuitBreakerPolicy` for the settings and defaults.
     A circuit is the tool's own, or the one of its policy's ``key``, shared by every tool
     with that key (each call is judged with its own tool's settings).
 
