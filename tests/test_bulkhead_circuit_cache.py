@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from harness_one import (
+    Call,
     CircuitBreakerPolicy,
     CircuitOpen,
     ManualClock,
@@ -23,6 +24,7 @@ from harness_one import (
     ToolExecutionError,
     ToolRegistry,
     ToolTimeout,
+    fingerprint,
     hookimpl,
 )
 from harness_one_plugins import CachePlugin, CircuitBreakerPlugin, ConcurrencyPlugin
@@ -443,6 +445,46 @@ def test_cache_for_read_only_tools(clock: ManualClock) -> None:
     reg.call("lookup", {"q": "a"})
     assert len(runs) == 3
     assert reg.stats()["cache"]["hits"] == 1
+
+
+def test_cached_results_are_private_and_keyed_by_what_the_tool_reads(clock: ManualClock) -> None:
+    """A caller changing its result changes no later answer; a tool reading the context answers each caller."""
+    reg = ToolRegistry(clock=clock, autoload=False)
+    runs: list[str] = []
+
+    def search(q: str) -> dict[str, Any]:
+        runs.append(q)
+        return {"q": q, "items": [1, 2]}
+
+    def orders(call: Call) -> str:
+        runs.append(call.context["user"])
+        return f"orders of {call.context['user']}"
+
+    reg.add(search, read_only=True, cache_ttl=60)
+    reg.add(orders, read_only=True, cache_ttl=60)
+    first = reg.call("search", {"q": "a"})
+    first["items"].clear()
+    second = reg.call("search", {"q": "a"})
+    assert second == {"q": "a", "items": [1, 2]} and runs == ["a"]  # a hit, as the tool answered
+    second["q"] = "tampered"
+    assert reg.try_call("search", {"q": "a"}).for_model() == '{"q": "a", "items": [1, 2]}'
+    assert reg.call("orders", context={"user": "alice"}) == "orders of alice"
+    assert reg.call("orders", context={"user": "bob"}) == "orders of bob"  # was alice's, from the cache
+    assert reg.call("orders", context={"user": "alice"}) == "orders of alice" and runs == ["a", "alice", "bob"]
+    def lock() -> Any:
+        return threading.Lock()
+
+    reg.add(lock, read_only=True, cache_ttl=60)
+    assert reg.call("lock") is not reg.call("lock")  # not copyable: not cached
+
+
+def test_fingerprint_tells_values_that_are_not_json_from_their_repr() -> None:
+    from datetime import date
+
+    assert fingerprint({"a": 1, "b": 2}) == fingerprint({"b": 2, "a": 1})
+    assert fingerprint({"x": {1, 2}}) != fingerprint({"x": "{1, 2}"})
+    assert fingerprint({"x": date(2020, 1, 1)}) != fingerprint({"x": "datetime.date(2020, 1, 1)"})
+    assert fingerprint({"x": date(2020, 1, 1)}) == fingerprint({"x": date(2020, 1, 1)})
 
 
 def test_cache_off_by_default_and_only_for_safe_tools(clock: ManualClock) -> None:

@@ -167,14 +167,20 @@ def render_value(value: Any) -> str:
     return dumps(value)
 
 
+def _typed(value: Any) -> dict[str, str]:
+    return {"\u0000type": f"{type(value).__module__}.{type(value).__qualname__}", "repr": repr(value)}
+
+
 def fingerprint(arguments: Any) -> str:
     """A stable SHA-256 digest of (validated) arguments: equal JSON values give equal digests.
 
     Keys are sorted, so ``{"a": 1, "b": 2}`` and ``{"b": 2, "a": 1}`` match; used for
-    idempotency-key mismatch checks and cache keys.
+    idempotency-key mismatch checks and cache keys. A value that is not JSON (a set, a date,
+    from a caller in this process) is written with its type, so it never matches the string
+    of its ``repr``.
     """
     try:
-        text = json.dumps(arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=repr)
+        text = json.dumps(arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=_typed)
     except (TypeError, ValueError, RecursionError):
         text = dumps(arguments)
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import threading
 from collections import OrderedDict
 from typing import Any
@@ -11,6 +12,13 @@ from harness_one import Call, Clock, Outcome, Tool, ToolRegistry, applies_to, fi
 __all__ = ["CachePlugin"]
 
 _KEY = "cache.key"
+#: Results shared as they are: nothing a caller does to one changes it.
+_IMMUTABLE = frozenset({str, int, float, bool, type(None), bytes})
+
+
+def _private(value: Any) -> Any:
+    """A copy of ``value`` no caller holds (the value itself when immutable); raises if it cannot be copied."""
+    return value if type(value) in _IMMUTABLE else copy.deepcopy(value)
 
 
 class CachePlugin:
@@ -18,8 +26,10 @@ class CachePlugin:
 
     Only tools marked ``idempotent`` or ``read_only`` are cached: those with their own
     ``cache_ttl``, and all of them when ``ttl`` is given here. The key is the tool and its
-    validated arguments. Separate from idempotency keys: a cache hit is an optimisation, an
-    idempotency replay is a guarantee.
+    validated arguments, and the call's context for a tool that reads it (a ``Call``
+    parameter). Each caller gets its own copy of a cached result (a result that cannot be
+    copied is not cached). Separate from idempotency keys: a cache hit is an optimisation,
+    an idempotency replay is a guarantee.
 
     Args:
         ttl: seconds to keep results of every idempotent/read-only tool (None: only tools
@@ -35,7 +45,7 @@ class CachePlugin:
         self.ttl = ttl
         self.max_entries = max_entries
         self.clock = clock
-        self._entries: OrderedDict[tuple[str, str], tuple[float, Any]] = OrderedDict()
+        self._entries: OrderedDict[tuple[str, str, str], tuple[float, Any]] = OrderedDict()
         self._lock = threading.Lock()
         self.hits = 0
         self.misses = 0
@@ -48,15 +58,22 @@ class CachePlugin:
     @hookimpl(tryfirst=True)
     @applies_to(lambda self, tool: self.ttl_for(tool) is not None)
     def harness_pre_call(self, call: Call) -> Outcome | None:
-        key = (call.tool.name, fingerprint(call.arguments))
+        tool = call.tool
+        # A tool that reads the context (who asks) may answer each caller differently.
+        seen = fingerprint(dict(call.context)) if tool.call_param is not None else ""
+        key = (tool.name, fingerprint(call.arguments), seen)
         now = (self.clock or call.registry.clock).now()
         with self._lock:
             found = self._entries.get(key)
             if found is not None and found[0] > now:
                 self._entries.move_to_end(key)
                 self.hits += 1
-                return Outcome.success(found[1])
-            self.misses += 1
+                cached = found[1]
+            else:
+                self.misses += 1
+                found = None
+        if found is not None:
+            return Outcome.success(_private(cached))  # copied outside the lock
         call.state[_KEY] = key
         return None
 
@@ -67,9 +84,13 @@ class CachePlugin:
         ttl = self.ttl_for(call.tool)
         if key is None or ttl is None:  # a hit answered before the tool ran
             return
+        try:
+            kept = _private(call.result)
+        except Exception:  # a result that cannot be copied (a lock, a connection) is not cached
+            return
         expires = (self.clock or call.registry.clock).now() + ttl
         with self._lock:
-            self._entries[key] = (expires, call.result)
+            self._entries[key] = (expires, kept)
             self._entries.move_to_end(key)
             while len(self._entries) > self.max_entries:
                 self._entries.popitem(last=False)
