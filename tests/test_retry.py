@@ -139,6 +139,67 @@ def test_rate_limit_rechecked_and_waited_out(clock: ManualClock) -> None:
         plain.call("g")
 
 
+class Ticking(ManualClock):
+    """A manual clock on which a zero wait still takes a moment (so a loop of them ends)."""
+
+    def sleep(self, seconds: float) -> None:
+        super().sleep(max(seconds, 0.01))
+
+
+class Saturated:
+    """A shared bucket other workers keep empty: refuses ``n`` times, each time for 1 s."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def acquire(self, key: Any, rate: float, burst: float, cost: float, now: float) -> float:
+        self.n -= 1
+        return 1.0 if self.n >= 0 else 0.0
+
+
+@pytest.mark.parametrize(("policy", "bound"), [({"retry": {"total": 5}}, 5.0), ({"total_timeout": 3.0}, 3.0)])
+def test_budgets_count_from_the_first_refusal(clock: ManualClock, policy: dict[str, Any], bound: float) -> None:
+    """The rate limit refuses before retry and timeout see the call: their budgets still run (the caller waited 200 s)."""
+    from harness_one_plugins import RateLimitPlugin, TimeoutPlugin
+
+    plugins = {"rate_limit": RateLimitPlugin(backend=Saturated(200)), "retry": RetryPlugin(rng=random.Random(1))}
+    reg = ToolRegistry(clock=clock, autoload=False, plugins={**plugins, "timeout": TimeoutPlugin(mode="none")})
+    reg.add(lambda: "ok", name="f", idempotent=True, rate_limit={"rate": 1, "burst": 1}, **{"retry": {"attempts": 3}, **policy})
+    start = clock.now()
+    result = reg.try_call("f")
+    assert isinstance(result.error, RateLimitExceeded) and clock.now() - start <= bound and len(clock.sleeps) <= bound
+
+
+def test_no_wait_ends_after_the_total_timeout(clock: ManualClock) -> None:
+    """A RetryableError(retry_after=10) under total_timeout=1 is the answer at once (the caller waited 10 s)."""
+    reg = ToolRegistry(plugins={"retry": RetryPlugin(rng=random.Random(1))}, clock=clock, autoload=False)
+    tool = Flaky(1, RetryableError("slow down", retry_after=10.0))
+    reg.add(tool, name="f", idempotent=True, total_timeout=1.0, timeout_mode="none", retry={"attempts": 5})
+    result = reg.try_call("f")
+    assert isinstance(result.error, RetryableError) and tool.runs == 1 and clock.sleeps == []
+
+
+def test_the_total_budget_spent_before_the_tool_ran_is_not_retried(clock: ManualClock) -> None:
+    """The timeout plugin's own refusal (its total spent) is not a timeout of the tool: with timeouts=True it
+    was retried until the retry budget ran out."""
+    from harness_one import ToolTimeout
+
+    ticking = Ticking()
+    reg = ToolRegistry(plugins={"retry": RetryPlugin(rng=random.Random(1))}, clock=ticking, autoload=False)
+    runs: list[int] = []
+
+    def warming() -> str:
+        runs.append(1)
+        ticking.advance(0.4)
+        raise RetryableError("still warming up")
+
+    reg.add(
+        warming, idempotent=True, total_timeout=1.0, timeout_mode="none", retry={"attempts": 10, "initial": 0, "timeouts": True}
+    )
+    result = reg.try_call("warming")
+    assert isinstance(result.error, ToolTimeout) and len(runs) == 3 and len(ticking.sleeps) == 3
+
+
 def test_timeouts_retried_only_when_asked(reg: ToolRegistry) -> None:
     from harness_one import ToolTimeout
 
@@ -158,6 +219,12 @@ def test_testing_switch_zeroes_waits(clock: ManualClock) -> None:
         reg.add(tool, name="f", idempotent=True, retry={"attempts": 3, "initial": 10})
         assert reg.call("f") == "ok"
         assert clock.sleeps == [0.0, 0.0]
+        ticking = Ticking()
+        limited = ToolRegistry(clock=ticking, autoload=False)
+        limited.add(lambda: "ok", name="f", idempotent=True, rate_limit={"rate": 1, "burst": 1}, retry=3)
+        limited.call("f")
+        assert limited.call("f") == "ok"  # the refusal's 1 s is waited: zero waits asked again for ever
+        assert ticking.sleeps == [1.0]
     finally:
         set_testing(False)
 

@@ -93,6 +93,9 @@ class Call:
       :meth:`remaining`; ``timeout`` (seconds) makes the core enforce it, running a sync tool
       with ``runner`` (a :class:`~harness_one.Runner`; ``None``: in the caller's thread,
       advisory only). All three are cleared before each attempt;
+    - ``total_deadline``: the whole call's deadline on ``registry.clock`` (the timeout plugin's
+      total), set in pre-call or on-error and kept across attempts; a plugin that waits between
+      attempts (retry) starts no wait that ends after it;
     - ``lingering``: written by the core when this attempt's tool runs on after its caller
       stopped waiting (a ``thread``-mode timeout, a cancelled ``acall``): a :class:`Lingering`
       whose ``then(fn)`` calls ``fn`` once it returns. Cleared before each attempt;
@@ -135,6 +138,7 @@ class Call:
     _failure: ToolError | None
     idempotency_key: str | None = None
     deadline: float | None = None
+    total_deadline: float | None = None
     runner: Runner | None = None
     lingering: Lingering | None = None
     decision: Retry | Outcome | None = None

@@ -19,7 +19,7 @@ needs I/O for its answer (a Redis round trip) returns :class:`~harness_one.Await
 Implementations may take any subset of a hook's arguments, as with every pluggy hook.
 
 What crosses between plugins is declared on :class:`~harness_one.Call` (``arguments``,
-``deadline``, ``timeout``, ``runner``, ``lingering``, ``result``, ``decision``; ``state`` keys belong to the
+``deadline``, ``total_deadline``, ``timeout``, ``runner``, ``lingering``, ``result``, ``decision``; ``state`` keys belong to the
 plugin that writes them) and on :class:`~harness_one.ToolError` (``kind``, ``retry_after``,
 ``replayed``). Nothing else is shared.
 

@@ -86,7 +86,7 @@ class CachePlugin:
             return
         try:
             kept = _private(call.result)
-        except Exception:  # a result that cannot be copied (a lock, a connection) is not cached
+        except (TypeError, copy.Error, RecursionError):  # one that cannot be copied (a lock, a socket) is not cached
             return
         expires = (self.clock or call.registry.clock).now() + ttl
         with self._lock:

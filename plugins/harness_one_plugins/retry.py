@@ -34,7 +34,11 @@ def _retries(plugin: RetryPlugin, tool: Tool) -> bool:
 
 
 def set_testing(on: bool = True) -> None:
-    """Make every retry wait zero seconds (for tests; attempts are still counted)."""
+    """Make every backoff wait zero seconds (for tests; attempts are still counted).
+
+    A refusal's ``retry_after`` is still waited (on the registry's clock): it is when the
+    refusal ends, and a zero wait would ask again at once, for ever on a manual clock.
+    """
     global _TESTING
     _TESTING = on
 
@@ -54,7 +58,9 @@ class RetryPlugin:
       or :class:`ToolTimeout` when ``timeouts`` is set.
 
     Each wait is ``uniform(0, min(max_delay, initial * multiplier ** (attempt - 1)))``, or the
-    error's ``retry_after`` when larger; no attempt starts after ``total`` seconds.
+    error's ``retry_after`` when larger; no attempt starts after ``total`` seconds, nor after
+    the call's ``total_deadline`` (its total timeout): the last error stands instead (a zero
+    wait goes ahead, and the timeout plugin refuses the attempt once its budget is spent).
 
     Args:
         default: a policy for tools that declare none (None: only those tools retry).
@@ -89,8 +95,8 @@ class RetryPlugin:
             return False
         if isinstance(error, RetryableError):
             return True
-        if isinstance(error, ToolTimeout):
-            return policy.timeouts
+        if isinstance(error, ToolTimeout):  # not the total budget spent before the tool ran
+            return policy.timeouts and call.ran
         if isinstance(error, ToolExecutionError):
             return bool(policy.on) and isinstance(error.cause, policy.on)
         return False
@@ -105,17 +111,20 @@ class RetryPlugin:
             self.gave_up += 1
             return None
         backoff = min(policy.max_delay, policy.initial * policy.multiplier ** (call.attempt - 1))
-        delay = self.rng.uniform(0.0, backoff)
+        delay = 0.0 if _TESTING else self.rng.uniform(0.0, backoff)
         hint = error.retry_after
         if hint is not None and hint > delay:
             delay = float(hint)
         now = (self.clock or call.registry.clock).now()
-        started = call.peek("retry.start", now)
-        if now + delay - started > policy.total:
+        # The budget starts at the first attempt, or at the first refusal when an earlier policy
+        # (the rate limit) refused the call before this plugin's pre_call ran.
+        started = call.state.setdefault("retry.start", now)
+        deadline = call.total_deadline  # the call's total timeout: no wait ends after it
+        if now + delay - started > policy.total or (delay > 0.0 and deadline is not None and now + delay > deadline):
             self.gave_up += 1
             return None
         self.retries += 1
-        return Retry(0.0 if _TESTING else delay)
+        return Retry(delay)
 
     @hookimpl
     def harness_stats(self, registry: ToolRegistry) -> dict[str, Any]:

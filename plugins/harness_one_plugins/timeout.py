@@ -80,6 +80,7 @@ class TimeoutPlugin:
         now = (self.clock or call.registry.clock).now()
         if total is not None:
             started = call.state.setdefault("timeout.start", now)
+            call.total_deadline = started + total
             left = started + total - now
             if left <= 0:
                 raise ToolTimeout(total, tool=tool.name, call_id=call.call_id)
@@ -91,7 +92,12 @@ class TimeoutPlugin:
 
     @hookimpl
     @applies_to(_bounded)
-    def harness_on_error(self, error: BaseException) -> None:
+    def harness_on_error(self, call: Call, error: BaseException) -> None:
+        total = call.tool.total_timeout if call.tool.total_timeout is not None else self.total
+        if total is not None and call.total_deadline is None:
+            # refused before this plugin's pre_call ran (by the rate limit): the total runs from here
+            started = call.state.setdefault("timeout.start", (self.clock or call.registry.clock).now())
+            call.total_deadline = started + total
         if isinstance(error, ToolTimeout):
             self.timeouts += 1
 
