@@ -471,6 +471,7 @@ def test_cached_results_are_private_and_keyed_by_what_the_tool_reads(clock: Manu
     assert reg.call("orders", context={"user": "alice"}) == "orders of alice"
     assert reg.call("orders", context={"user": "bob"}) == "orders of bob"  # was alice's, from the cache
     assert reg.call("orders", context={"user": "alice"}) == "orders of alice" and runs == ["a", "alice", "bob"]
+
     def lock() -> Any:
         return threading.Lock()
 
