@@ -25,7 +25,7 @@ from agent_framework import (
     Message,
 )
 
-from harness_one import RateLimitExceeded
+from harness_one import RateLimitExceeded, ToolRegistry, define_tool
 from harness_one.integrations.agent_framework import HarnessFunctionTool, as_agent_framework_tools, to_agent_framework
 
 if TYPE_CHECKING:
@@ -35,16 +35,17 @@ if TYPE_CHECKING:
 class ScriptedClient(FunctionInvocationLayer[Any], BaseChatClient[Any]):
     """The framework's chat-client stack, answering from a script: one tool call per turn, then text."""
 
-    def __init__(self, calls: list[tuple[str, dict[str, Any]]], **kwargs: Any) -> None:
+    def __init__(self, calls: list[tuple[str, dict[str, Any] | str]], *, tool: str = "add", **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.calls = list(calls)
+        self.tool = tool
         self.requests: list[list[Message]] = []
 
     async def _respond(self, messages: Sequence[Message]) -> ChatResponse:
         self.requests.append(list(messages))
         if self.calls:
             call_id, arguments = self.calls.pop(0)
-            content = [Content.from_function_call(call_id=call_id, name="add", arguments=arguments)]
+            content = [Content.from_function_call(call_id=call_id, name=self.tool, arguments=arguments)]
             return ChatResponse(messages=[Message(role="assistant", contents=content)])
         return ChatResponse(messages=[Message(role="assistant", contents=["done"])])
 
@@ -110,3 +111,54 @@ def test_direct_calls(per_user_add: PerUserAdd) -> None:
     assert asyncio.run(other(a=1, b=2)) == 3  # calling the tool object runs it through the harness too
     with pytest.raises(RateLimitExceeded):  # skip_parsing: the raw value, or the harness error raised
         asyncio.run(other.invoke(arguments={"a": 1, "b": 1}, skip_parsing=True))
+
+
+MALFORMED = [
+    ('{"a": 2, "b": ', "arguments are not valid JSON"),
+    ("[1, 2]", "arguments must be a JSON object, got array"),
+    ('"{\\"a\\": 1, \\"b\\": 2}"', "arguments must be a JSON object, got string"),  # an object's text in a string
+]
+
+
+@pytest.mark.parametrize(("arguments", "problem"), MALFORMED)
+def test_arguments_that_are_not_an_object_reach_the_harness_as_the_models_text(
+    per_user_add: PerUserAdd, arguments: str, problem: str
+) -> None:
+    # The framework hands them over as {"raw": ...}, which the harness refused as an unexpected property.
+    registry, add, seen = per_user_add
+    client = ScriptedClient([("x-0", arguments)])
+    asyncio.run(Agent(client, tools=[to_agent_framework(add, registry)]).run("add"))
+    result = client.results()["x-0"]
+    assert result.startswith("Error: Invalid arguments") and problem in result and "raw" not in result
+    assert seen == []
+
+
+def test_a_tool_with_a_raw_parameter_never_runs_on_malformed_text() -> None:
+    registry = ToolRegistry(autoload=False)
+    ran: list[str] = []
+
+    @define_tool(registry=registry)
+    def shell(raw: str) -> str:
+        """Run a command line."""
+        ran.append(raw)
+        return "ran " + raw
+
+    client = ScriptedClient(
+        [("s-0", '{"raw": "ls", "raw": '), ("s-1", {"raw": "ls"}), ("s-2", {"raw": "{ echo hi; }"})], tool="shell"
+    )
+    asyncio.run(Agent(client, tools=as_agent_framework_tools(registry=registry)).run("go"))
+    results = client.results()
+    assert "arguments are not valid JSON" in results["s-0"]
+    assert (results["s-1"], results["s-2"]) == ("ran ls", "ran { echo hi; }")
+    assert ran == ["ls", "{ echo hi; }"]
+
+
+@pytest.mark.parametrize("context", [lambda ctx: {"user": ctx.kwargs["user"]}, lambda ctx: "alice"])
+def test_a_failing_context_function_is_the_harness_error_text(per_user_add: PerUserAdd, context: Any) -> None:
+    # The framework answered "Error: Function failed." and logged the exception's text.
+    registry, add, seen = per_user_add
+    client = ScriptedClient([("c-0", {"a": 1, "b": 2})])
+    asyncio.run(Agent(client, tools=[to_agent_framework(add, registry, context=context)]).run("add"))  # no kwargs given
+    result = client.results()["c-0"]
+    assert result.startswith("Error: Tool 'add' was not called: the application's context= function")
+    assert "alice" not in result and "user" not in result and seen == []

@@ -9,14 +9,21 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from typing import TYPE_CHECKING, Any
 
+import pytest
 from autogen_agentchat.agents import AssistantAgent
 from autogen_agentchat.messages import ToolCallExecutionEvent
 from autogen_agentchat.teams import RoundRobinGroupChat
-from autogen_core import FunctionCall
+from autogen_core import EVENT_LOGGER_NAME, CancellationToken, FunctionCall
+from autogen_core.logging import ToolCallEvent
 from autogen_core.models import CreateResult, RequestUsage
 from autogen_ext.models.replay import ReplayChatCompletionClient
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from harness_one.integrations.autogen import HarnessAutoGenTool, as_autogen_tools, to_autogen
 
@@ -89,3 +96,37 @@ def test_context_function_gets_the_function_call(per_user_add: PerUserAdd) -> No
     out = results(asyncio.run(agent.run(task="add")).messages)
     assert out == {"c0": ("3", False)} and seen == [("c0", "carol")]
     assert [(c.id, c.name, json.loads(c.arguments)) for c in received] == [("c0", "add", {"a": 1, "b": 2})]
+
+
+@pytest.mark.parametrize("context", [lambda call: {"user": call.user}, lambda call: "alice"])
+def test_a_failing_context_function_is_an_error_result(per_user_add: PerUserAdd, context: Any) -> None:
+    registry, add, seen = per_user_add
+    agent = AssistantAgent(
+        "assistant", model_client=replay([("c0", {"a": 1, "b": 2})]), tools=[to_autogen(add, registry, context=context)]
+    )
+    content, is_error = results(asyncio.run(agent.run(task="add")).messages)["c0"]
+    # It used to be the exception's own text ("'FunctionCall' object has no attribute 'user'").
+    assert is_error and content.startswith("Tool 'add' was not called: the application's context= function")
+    assert "alice" not in content and "user" not in content and seen == []
+
+
+def test_calls_are_traced_and_logged_as_autogens_own_tools(
+    per_user_add: PerUserAdd, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # run_json replaced BaseTool's, dropping its ToolCallEvent and its trace span.
+    registry, add, _ = per_user_add
+    spans = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(spans))
+    monkeypatch.setattr(trace, "get_tracer", provider.get_tracer)  # AutoGen's spans go to the global tracer
+    tool = to_autogen(add, registry, context={"user": "ann"})
+    with caplog.at_level(logging.INFO, logger=EVENT_LOGGER_NAME):
+        assert asyncio.run(tool.run_json({"a": 1, "b": 2}, CancellationToken(), call_id="e0")) == 3
+    [event] = [r.msg for r in caplog.records if isinstance(r.msg, ToolCallEvent)]
+    assert {k: event.kwargs[k] for k in ("tool_name", "arguments", "result")} == {
+        "tool_name": "add",
+        "arguments": {"a": 1, "b": 2},
+        "result": "3",
+    }
+    [span] = [s for s in spans.get_finished_spans() if s.name == "execute_tool add"]
+    assert span.attributes is not None and span.attributes["gen_ai.tool.call.id"] == "e0"

@@ -8,6 +8,7 @@ call ids, argument errors and refusals as error ``ToolMessage``s, and the revers
 from __future__ import annotations
 
 import asyncio
+import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -102,12 +103,26 @@ def test_outside_a_graph_the_config_and_call_id_still_arrive(per_user_add: PerUs
     assert seen[-1][1] == "erin" and seen[-1][0] != "direct-2"
 
 
-def test_a_context_function_must_return_a_mapping(per_user_add: PerUserAdd) -> None:
+@pytest.mark.parametrize(
+    ("context", "problem"),
+    [
+        (lambda runtime: "alice", "returned str, not a mapping"),
+        (lambda runtime: {"user": runtime.secret}, "raised AttributeError"),
+    ],
+)
+def test_a_failing_context_function_is_an_error_message(
+    per_user_add: PerUserAdd, context: Any, problem: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # It used to raise out of agent.invoke() (TypeError, AttributeError).
     registry, add, seen = per_user_add
-    tool = to_langchain(add, registry, context=lambda runtime: "alice")
-    with pytest.raises(TypeError, match="The context= function must return a mapping or None, got str: 'alice'"):
-        tool.invoke({"a": 1, "b": 2})
-    assert seen == []
+    agent = create_agent(script("u", [{"a": 1, "b": 2}]), [to_langchain(add, registry, context=context)])
+    with caplog.at_level(logging.ERROR, logger="harness_one.integrations"):
+        state = agent.invoke({"messages": [("user", "add")]})
+    assert [r.message.split(" tool=")[0] for r in caplog.records] == ["integration context function failed"]
+    [message] = tool_messages(state)
+    assert message.status == "error" and f"the application's context= function {problem}" in str(message.content)
+    assert "alice" not in str(message.content) and "secret" not in str(message.content)
+    assert state["messages"][-1].content == "done" and seen == []
 
 
 def test_fixed_context_and_tool_node(per_user_add: PerUserAdd) -> None:
@@ -167,3 +182,39 @@ def test_langchain_tools_gain_harness_policies() -> None:
         reg.call("multiply", {"a": 1, "b": 1})
     with pytest.raises(ToolArgumentError):
         reg.call("multiply", {"a": "x", "b": 1})
+
+
+def test_string_results_are_made_utf8_safe() -> None:
+    # A str result went out as is: its lone surrogate broke the next request to the model (UnicodeEncodeError).
+    registry = ToolRegistry(autoload=False)
+
+    @define_tool(registry=registry)
+    def read_file(path: str) -> str:
+        """A file's text, undecodable bytes kept as surrogates (as os.fsdecode does)."""
+        return b"caf\xe9 menu".decode("utf-8", "surrogateescape")
+
+    model = ScriptedModel(
+        messages=iter(
+            [AIMessage(content="", tool_calls=[{"name": "read_file", "args": {"path": "m"}, "id": "r1"}]), AIMessage("done")]
+        )
+    )
+    state = create_agent(model, as_langchain_tools(registry=registry)).invoke({"messages": [("user", "read m")]})
+    [message] = tool_messages(state)
+    assert message.content == "caf\ufffd menu" == registry.try_call("read_file", {"path": "m"}).for_model()
+
+
+def test_async_only_langchain_tools_become_async_harness_tools() -> None:
+    # "StructuredTool does not support sync invocation" was every call's answer.
+    from langchain_core.tools import tool as lc_tool
+
+    @lc_tool
+    async def weather(city: str) -> str:
+        """Weather for a city."""
+        return f"sunny in {city}"
+
+    reg = ToolRegistry(autoload=False)
+    built = from_langchain(weather, registry=reg, rate_limit={"rate": 1, "burst": 1})
+    assert built.is_async
+    assert asyncio.run(reg.acall("weather", {"city": "Oslo"})) == "sunny in Oslo"
+    refused = asyncio.run(reg.atry_call("weather", {"city": "Oslo"}))
+    assert refused.error is not None and refused.error.kind == "rate_limited"

@@ -38,14 +38,18 @@ class UserContext:
 
 
 class Bank(approval_support.Bank):
-    def agent(self, turns: list[list[dict[str, Any]]], **options: Any) -> Any:
-        """An agent whose model makes the given tool calls, one turn each, then says "done"."""
+    def agent(self, turns: list[list[dict[str, Any]]], *, rebuilt: bool = False, **options: Any) -> Any:
+        """An agent whose model makes the given tool calls, one turn each, then says "done".
+
+        ``rebuilt``: the middleware gets tools of another ``as_langchain_tools`` call than the agent's.
+        """
         tools = as_langchain_tools(registry=self.registry, context=lambda runtime: {"user": runtime.context.user})
+        reviewed = as_langchain_tools(registry=self.registry) if rebuilt else tools
         messages = [AIMessage(content="", tool_calls=calls) for calls in turns]
         return create_agent(
             ScriptedModel(messages=iter([*messages, AIMessage(content="done")])),
             tools,
-            middleware=[approval_middleware(tools, **options)],
+            middleware=[approval_middleware(reviewed, **options)],
             context_schema=UserContext,
             checkpointer=InMemorySaver(),
         )
@@ -146,3 +150,19 @@ def test_per_call_interrupts_async(approved: bool) -> None:
         assert answer.content == "sent 500 to bob" and bank.sent == [("c-1", "bob", 500, "alice")]
     else:
         assert answer.status == "error" and "The tool was not executed" in str(answer.content) and bank.sent == []
+
+
+@pytest.mark.parametrize("mode", ["batched", "per_call"])
+def test_middleware_of_rebuilt_tools_honours_the_approval(mode: Any) -> None:
+    # The person was asked and approved, then the harness refused the call: the grant matched LangChain objects.
+    bank = Bank()
+    agent = bank.agent([[transfer("c-1", 500)]], rebuilt=True, interrupt_mode=mode)
+    paused = agent.invoke({"messages": [("user", "pay bob 500")]}, CONFIG, context=ALICE)
+    [interrupt] = paused["__interrupt__"]
+    decision = {"type": "approve"}
+    done = agent.invoke(
+        Command(resume={"decisions": [decision]} if mode == "batched" else {interrupt.id: decision}), CONFIG, context=ALICE
+    )
+    answer = tool_messages(done)["c-1"]
+    assert (answer.status, answer.content) == ("success", "sent 500 to bob")
+    assert bank.sent == [("c-1", "bob", 500, "alice")] and bank.approval.approved == 1

@@ -12,6 +12,7 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import pytest
 from agents import Agent, RunConfig, Runner
 from agents.items import ModelResponse
 from agents.models.interface import Model
@@ -106,3 +107,16 @@ def test_strict_schema(per_user_add: PerUserAdd) -> None:
     registry, add, _ = per_user_add
     strict = to_openai_agents(add, registry, strict=True)
     assert strict.strict_json_schema and strict.params_json_schema["additionalProperties"] is False
+
+
+@pytest.mark.parametrize("context", [lambda ctx: {"user": ctx.context.user}, lambda ctx: ["alice"]])
+def test_a_failing_context_function_is_the_harness_error_text(per_user_add: PerUserAdd, context: Any) -> None:
+    # It used to end Runner.run with UserError("Error running tool add: ...").
+    registry, add, seen = per_user_add
+    model = ScriptedModel([("c-0", {"a": 1, "b": 2})])
+    agent = Agent(name="adder", model=model, tools=[to_openai_agents(add, registry, context=context)])
+    result = asyncio.run(Runner.run(agent, "add", run_config=RunConfig(tracing_disabled=True)))  # no run context given
+    assert result.final_output == "done"
+    output = outputs(model)["c-0"]
+    assert output.startswith("Error: Tool 'add' was not called: the application's context= function")
+    assert "alice" not in output and "user" not in output and seen == []

@@ -8,6 +8,8 @@ fault as failed tool results that leave its retries alone.
 
 from __future__ import annotations
 
+import json
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -30,7 +32,7 @@ class Deps:
     user: str
 
 
-def scripted(user: str, calls: list[dict[str, Any]]) -> FunctionModel:
+def scripted(user: str, calls: list[dict[str, Any]] | list[str]) -> FunctionModel:
     """One tool call per model turn (so the order is exact), then text."""
     queue = [ToolCallPart("add", args, tool_call_id=f"{user}-{i}") for i, args in enumerate(calls)]
 
@@ -125,3 +127,70 @@ def test_test_model_calls_through_the_harness(per_user_add: PerUserAdd) -> None:
     agent = Agent(TestModel(), tools=[to_pydantic_ai("add", registry, context=context)], deps_type=Deps)
     result = agent.run_sync("add", deps=Deps("zoe"))
     assert seen and seen[0][1] == "zoe" and seen[0][0] == tool_parts(result).popitem()[0]
+
+
+def test_results_reach_the_model_as_the_harness_renders_them() -> None:
+    # Pydantic AI serializes what the tool returns itself: a plain object ended the run with
+    # PydanticSerializationError, a lone surrogate went out as is (UnicodeEncodeError at the
+    # provider), NaN as null and bytes as base64, where every other adapter sends the harness's text.
+    registry = ToolRegistry(autoload=False)
+
+    class Point:
+        def __str__(self) -> str:
+            return "Point(x=1)"
+
+    values: dict[str, Any] = {
+        "nan": math.nan,
+        "bytes": b"caf\xe9",
+        "object": Point(),
+        "surrogate": b"caf\xe9".decode("utf-8", "surrogateescape"),
+        "nested": {"x": [math.inf, b"ok"]},
+        "number": 5,
+    }
+
+    @define_tool(registry=registry)
+    def odd(kind: str) -> Any:
+        """Values JSON cannot hold as they are."""
+        return values[kind]
+
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if len(messages) == 1:
+            return ModelResponse(parts=[ToolCallPart("odd", {"kind": k}, tool_call_id=k) for k in values])
+        return ModelResponse(parts=[TextPart("done")])
+
+    result = Agent(FunctionModel(respond), tools=as_pydantic_ai_tools(registry=registry)).run_sync("go")
+    parts = tool_parts(result)
+    assert {k: p.model_response_str() for k, p in parts.items()} == {
+        "nan": "NaN",
+        "bytes": "caf\ufffd",
+        "object": "Point(x=1)",
+        "surrogate": "caf\ufffd",
+        "nested": '{"x":["Infinity","ok"]}',
+        "number": "5",
+    }
+    assert parts["number"].content == 5  # data stays data
+    for kind in ("nan", "bytes", "object", "nested"):  # what the harness's text for any other loop holds
+        assert parts[kind].content == json.loads(registry.try_call("odd", {"kind": kind}).for_model())
+
+
+@pytest.mark.parametrize(("arguments", "got"), [("[1, 2]", "array"), ('"hi"', "string"), ("3", "integer"), ("null", "null")])
+def test_arguments_that_are_not_an_object_are_the_models_to_fix(per_user_add: PerUserAdd, arguments: str, got: str) -> None:
+    # Pydantic AI unpacked them into the tool function: TypeError "argument after ** must be a mapping" ended the run.
+    registry, add, seen = per_user_add
+    result = Agent(scripted("u", [arguments]), tools=[to_pydantic_ai(add, registry)]).run_sync("add")
+    assert result.output == "done"
+    part = tool_parts(result)["u-0"]
+    assert retried(part) and f"arguments must be a JSON object, got {got}" in str(part.content)
+    assert seen == []
+
+
+@pytest.mark.parametrize("context", [lambda ctx: {"user": ctx.missing}, lambda ctx: ["alice"]])
+def test_a_failing_context_function_is_a_failed_result(per_user_add: PerUserAdd, context: Any) -> None:
+    # It used to raise out of agent.run_sync() (AttributeError, TypeError).
+    registry, add, seen = per_user_add
+    result = Agent(scripted("u", [{"a": 1, "b": 2}]), tools=[to_pydantic_ai(add, registry, context=context)]).run_sync("add")
+    assert result.output == "done"
+    part = tool_parts(result)["u-0"]
+    assert part.outcome == "failed" and "the application's context= function" in str(part.content)
+    assert "missing" not in str(part.content) and "alice" not in str(part.content)  # the type only, no details
+    assert seen == []

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, TypeAlias, TypeVar
+from typing import Any, NoReturn, TypeAlias, TypeVar
 
 from .._arguments import decode_arguments
+from .._call import CallResult, new_call_id
 from .._errors import ToolError
 from .._log import log_event
 from .._registry import ToolRegistry
@@ -25,6 +26,7 @@ __all__ = [
     "call_context",
     "check_context",
     "grant_approval",
+    "refusal",
     "resolve",
     "select",
 ]
@@ -99,14 +101,49 @@ def check_context(context: Context[Any]) -> None:
         raise TypeError(f"context= must be a mapping, a function of the run context, or None; got {type(context).__name__}.")
 
 
-def call_context(context: Context[T], run_context: Callable[[], T]) -> Mapping[str, Any] | None:
-    """The ``Call.context`` for one call; ``run_context`` builds the framework object only when a function needs it."""
+def call_context(
+    context: Context[T], run_context: Callable[[], T], *, tool: str, call_id: str | None = None
+) -> Mapping[str, Any] | None:
+    """The ``Call.context`` for one call; ``run_context`` builds the framework object only when a function needs it.
+
+    A ``context=`` function that raises, or returns neither a mapping nor None, is the
+    application's fault: logged at ERROR on ``harness_one.integrations`` and raised as a
+    :class:`ToolError` for the adapter to answer the model with. Its message names only the
+    exception's type, never its text (which may hold what the context was meant to carry).
+    """
     if context is None or isinstance(context, Mapping):
         return context
-    value = context(run_context())
+    try:
+        value = context(run_context())
+    except Exception as exc:
+        _context_failed(tool, call_id, f"raised {type(exc).__name__}", exc)
     if value is None or isinstance(value, Mapping):
         return value
-    raise TypeError(f"The context= function must return a mapping or None, got {type(value).__name__}: {value!r}.")
+    _context_failed(tool, call_id, f"returned {type(value).__name__}, not a mapping", None)
+
+
+def _context_failed(tool: str, call_id: str | None, problem: str, exc: Exception | None) -> NoReturn:
+    fields = {"error": exc} if exc is not None else {}
+    log_event(
+        logging.ERROR,
+        "integration context function failed",
+        logger="harness_one.integrations",
+        tool=tool,
+        call_id=call_id,
+        problem=problem,
+        **fields,
+    )
+    raise ToolError(
+        f"Tool '{tool}' was not called: the application's context= function {problem}. "
+        "This is not a problem with the arguments; calling again will fail the same way.",
+        tool=tool,
+        call_id=call_id,
+    ) from exc
+
+
+def refusal(error: ToolError) -> CallResult:
+    """The :class:`CallResult` of a call refused before it reached the registry (``call_context`` failed)."""
+    return CallResult(False, None, error, error.tool or "", error.call_id or new_call_id(), 0.0, 0)
 
 
 def _approval(reg: ToolRegistry) -> Any:

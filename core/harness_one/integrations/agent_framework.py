@@ -3,6 +3,8 @@
 The tool advertises the harness schema and hands the model's raw arguments to the registry,
 so they are validated once, by the harness (the framework's own checks of a schema-built tool
 are skipped, as are its ``max_invocations`` counters: the harness policies apply instead).
+Arguments the framework could not read as a JSON object (its ``{"raw": ...}``) reach the
+registry as the model's text again, for the harness to refuse.
 Function middleware wraps it like any other tool. The tool-call id becomes the harness call
 id, and ``context=`` is a mapping or a function of the ``FunctionInvocationContext``
 (``ctx.kwargs`` is what ``agent.run(..., function_invocation_kwargs=...)`` was given,
@@ -20,6 +22,8 @@ decides whether the grant is needed (a call it waves through just runs).
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -27,6 +31,7 @@ from agent_framework import Content, FunctionInvocationContext, FunctionTool
 from pydantic import BaseModel
 
 from .._call import CallResult
+from .._errors import ToolError
 from .._registry import ToolRegistry
 from .._tool import Tool
 from ._common import (
@@ -37,6 +42,7 @@ from ._common import (
     call_context,
     check_context,
     grant_approval,
+    refusal,
     resolve,
     select,
 )
@@ -70,18 +76,38 @@ class HarnessFunctionTool(FunctionTool):
 
     async def _call(self, arguments: Any, ctx: FunctionInvocationContext | None, call_id: str | None) -> CallResult:
         def run_context() -> FunctionInvocationContext:
-            return ctx if ctx is not None else FunctionInvocationContext(function=self, arguments=arguments)
+            given = arguments if isinstance(arguments, Mapping) else {}
+            return ctx if ctx is not None else FunctionInvocationContext(function=self, arguments=given)
 
-        context = call_context(self._context_source, run_context)
+        try:
+            context = call_context(self._context_source, run_context, tool=self.name, call_id=call_id)
+        except ToolError as err:
+            return refusal(err)
         if (
             self.approval_mode == "always_require"
             and ctx is not None
             and call_id is not None
+            and isinstance(arguments, Mapping)
             and approval_needed(self.registry, self.harness_tool, arguments, context=context, call_id=call_id)
         ):
             # The framework's loop invokes an always_require tool only once the person approved the call.
             grant_approval(self.registry, call_id, self.harness_tool, arguments)
         return await self.registry.atry_call(self.name, arguments, context=context, call_id=call_id)
+
+    def _model_text(self, arguments: dict[str, Any]) -> dict[str, Any] | str:
+        """The model's arguments: the framework hands arguments it could not read as a JSON object
+        as ``{"raw": value}``, which becomes JSON text again for the registry to refuse.
+
+        For a tool with a ``raw`` parameter, only a value that is no JSON but starts like a JSON
+        object (``{"``) is taken for the model's malformed text: anything else is a ``raw`` argument.
+        """
+        if len(arguments) != 1 or "raw" not in arguments:
+            return arguments
+        value = arguments["raw"]
+        readable = _is_json(value) if isinstance(value, str) else True
+        if "raw" in self.harness_tool.parameters.get("properties", {}):
+            return value if not readable and _OBJECT_START.match(value) else arguments
+        return json.dumps(value) if readable else value
 
     async def invoke(
         self,
@@ -96,10 +122,22 @@ class HarnessFunctionTool(FunctionTool):
         if arguments is None:
             arguments = context.arguments if context is not None else kwargs
         raw = arguments.model_dump(exclude_unset=True) if isinstance(arguments, BaseModel) else dict(arguments)
-        result = await self._call(raw, context, tool_call_id or None)
+        result = await self._call(self._model_text(raw), context, tool_call_id or None)
         if skip_parsing:
             return _value(result)
         return [Content.from_text(result.for_model())]
+
+
+#: How the text of a JSON object starts, whole or cut short: ``{"``, ``{'`` (a Python dict), ``{}``, ``{``.
+_OBJECT_START = re.compile(r"\s*\{\s*(?:[\"'}]|$)")
+
+
+def _is_json(text: str) -> bool:
+    try:
+        json.loads(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _value(result: CallResult) -> Any:

@@ -11,22 +11,26 @@ raised with the harness's message, which AutoGen returns to the model as an erro
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterable, Mapping
 from typing import Any, cast
 
-from autogen_core import CancellationToken, FunctionCall
+from autogen_core import EVENT_LOGGER_NAME, CancellationToken, FunctionCall, trace_tool_span
+from autogen_core.logging import ToolCallEvent
 from autogen_core.tools import BaseTool, ParametersSchema, ToolSchema
 from pydantic import BaseModel, ConfigDict
 
 from .._errors import ToolError
 from .._registry import ToolRegistry
-from .._render import render_value
+from .._render import render_value, safe_text
 from .._tool import Tool
 from ._common import Context, ToolLike, call_context, check_context, resolve, select
 
 __all__ = ["HarnessAutoGenTool", "as_autogen_tools", "to_autogen"]
 
 AutoGenContext = Context[FunctionCall]
+
+_events = logging.getLogger(EVENT_LOGGER_NAME)
 
 
 class _AnyArgs(BaseModel):
@@ -54,18 +58,25 @@ class HarnessAutoGenTool(BaseTool[_AnyArgs, BaseModel]):
         def run_context() -> FunctionCall:
             return FunctionCall(id=call_id or "", name=name, arguments=json.dumps(dict(args), default=str))
 
-        context = call_context(self._context, run_context)
+        context = call_context(self._context, run_context, tool=name, call_id=call_id or None)  # a ToolError: an error result
         result = await self._registry.atry_call(name, dict(args), context=context, call_id=call_id or None)
         if not result.ok:
             assert result.error is not None
-            raise ToolError(result.error.message, tool=name, call_id=result.call_id)
+            raise ToolError(safe_text(result.error.message), tool=name, call_id=result.call_id)
         return result.value
 
     async def run(self, args: _AnyArgs, cancellation_token: CancellationToken) -> Any:
         return await self._call(args.model_dump(), None)
 
     async def run_json(self, args: Mapping[str, Any], cancellation_token: CancellationToken, call_id: str | None = None) -> Any:
-        return await self._call(args, call_id)
+        """``BaseTool.run_json`` without AutoGen's argument model: the raw arguments go to the registry.
+
+        As AutoGen's own tools, in a ``trace_tool_span`` with the call id, logging a ``ToolCallEvent``.
+        """
+        with trace_tool_span(tool_name=self.name, tool_description=self.description, tool_call_id=call_id):
+            value = await self._call(args, call_id)
+        _events.info(ToolCallEvent(tool_name=self.name, arguments=dict(args), result=self.return_value_as_string(value)))
+        return value
 
     def return_value_as_string(self, value: Any) -> str:
         return render_value(value)

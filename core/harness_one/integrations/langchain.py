@@ -33,7 +33,9 @@ from langgraph.types import Command
 from pydantic import ConfigDict
 
 from .._call import CallResult
+from .._errors import ToolError
 from .._registry import ToolRegistry
+from .._render import safe_text
 from .._tool import Tool
 from ._common import Context, ToolLike, approval_needed, call_context, check_context, grant_approval, resolve, select
 
@@ -60,12 +62,10 @@ class HarnessTool(StructuredTool):
     harness_context: Any = None
     handle_tool_error: bool = True
 
-    def _context(self, runtime: ToolRuntime[Any, Any]) -> Mapping[str, Any] | None:
-        return call_context(self.harness_context, lambda: runtime)
-
     def needs_approval(self, arguments: Mapping[str, Any], runtime: ToolRuntime[Any, Any], call_id: str | None) -> bool:
         """Whether the registry's ``approval`` plugin would hold this call for a decision."""
-        return approval_needed(self.registry, self.harness_tool, arguments, context=self._context(runtime), call_id=call_id)
+        context = call_context(self.harness_context, lambda: runtime, tool=self.name, call_id=call_id)
+        return approval_needed(self.registry, self.harness_tool, arguments, context=context, call_id=call_id)
 
     def _to_args_and_kwargs(
         self, tool_input: str | dict[str, Any], tool_call_id: str | None
@@ -81,11 +81,12 @@ def _no_writer(chunk: Any) -> None:
     """The stream writer of a runtime built outside a graph: drops what it is given."""
 
 
-def _answer(result: CallResult) -> Any:
+def _answer(result: CallResult) -> str:
+    """The harness's text for the model; an error as a ``ToolException`` (an error ``ToolMessage``)."""
     if not result.ok:
         assert result.error is not None
-        raise ToolException(result.error.message)
-    return result.value if isinstance(result.value, str) else result.for_model()
+        raise ToolException(safe_text(result.error.message))
+    return result.for_model()
 
 
 def _functions(
@@ -105,7 +106,10 @@ def _functions(
                 state=None, context=None, config=config, stream_writer=_no_writer, tool_call_id=call_id, store=None
             )
 
-        return arguments, call_context(context, run_context), call_id
+        try:
+            return arguments, call_context(context, run_context, tool=name, call_id=call_id), call_id
+        except ToolError as err:
+            raise ToolException(safe_text(err.message)) from None
 
     # The annotations are what LangChain and LangGraph read: a ToolRuntime parameter gets the
     # runtime injected (by ToolNode), a RunnableConfig parameter the config.
@@ -174,19 +178,34 @@ class HarnessApprovalMiddleware(HumanInTheLoopMiddleware[Any, Any, Any]):
             gated[name] = {"allowed_decisions": list(allowed_decisions), "when": self._needed}
         super().__init__(gated, description_prefix=description_prefix, interrupt_mode=interrupt_mode)
 
+    def _tool(self, request: ToolCallRequest) -> HarnessTool | None:
+        """The tool of the call when it adapts the harness tool this middleware knows by that name.
+
+        Matched by the harness tool, not the LangChain object: tools built by another
+        ``as_langchain_tools`` call for the same harness tools are reviewed (and granted) alike.
+        Without the agent's tool (LangChain's batched review asks before looking it up), the known one.
+        """
+        known = self.harness_tools.get(request.tool_call["name"])
+        tool = request.tool
+        if tool is None or known is None:
+            return known
+        return tool if isinstance(tool, HarnessTool) and tool.harness_tool is known.harness_tool else None
+
     def _needed(self, request: ToolCallRequest) -> bool:
         call = request.tool_call
-        tool = self.harness_tools[call["name"]]
+        tool = self._tool(request)
+        if tool is None:
+            return False  # not a harness tool this middleware knows: LangChain does not review it
         try:
             return tool.needs_approval(call["args"], request.runtime, call["id"])
-        except Exception:  # a rule failing on bad arguments: the harness answers the call instead
+        except Exception:  # a rule failing on bad arguments, a failing context=: the harness answers the call instead
             return False
 
     def _grant(self, request: ToolCallRequest) -> None:
         """The call reached the tool: if the harness holds it, the person approved it here."""
         call = request.tool_call
-        tool = self.harness_tools.get(call["name"])
-        if call["id"] and tool is not None and request.tool is tool and self._needed(request):
+        tool = self._tool(request)
+        if call["id"] and tool is not None and self._needed(request):
             grant_approval(tool.registry, call["id"], tool.harness_tool, call["args"])
 
     def wrap_tool_call(
@@ -242,7 +261,8 @@ def approval_middleware(
 def from_langchain(tool: BaseTool, *, registry: ToolRegistry | None = None, **definition: Any) -> Tool:
     """A LangChain tool as a harness tool, so it gains harness policies (``rate_limit=``, ``timeout=``, ...).
 
-    Registers it in ``registry`` when one is given.
+    A tool with only a coroutine (``@tool async def``, langchain-mcp-adapters) becomes an async
+    harness tool. Registers it in ``registry`` when one is given.
     """
     schema = convert_to_openai_tool(tool)["function"]
     parameters = dict(schema.get("parameters") or {"type": "object", "properties": {}})
@@ -251,8 +271,12 @@ def from_langchain(tool: BaseTool, *, registry: ToolRegistry | None = None, **de
     def run(**kwargs: Any) -> Any:
         return tool.invoke(kwargs)
 
+    async def arun(**kwargs: Any) -> Any:
+        return await tool.ainvoke(kwargs)
+
+    async_only = isinstance(tool, StructuredTool) and tool.func is None and tool.coroutine is not None
     built = Tool.create(
-        run,
+        arun if async_only else run,
         name=definition.pop("name", tool.name),
         description=definition.pop("description", tool.description),
         parameters=parameters,

@@ -23,6 +23,7 @@ from typing import Any
 from agents import FunctionTool, RunContextWrapper
 from agents.tool_context import ToolContext
 
+from .._errors import ToolError
 from .._registry import ToolRegistry
 from .._requests import drop_nulls
 from ..export import strict_schema
@@ -34,6 +35,7 @@ from ._common import (
     call_context,
     check_context,
     grant_approval,
+    refusal,
     resolve,
     select,
 )
@@ -58,9 +60,13 @@ def to_openai_agents(
     async def invoke(ctx: ToolContext[Any], arguments: str) -> str:
         args: Any = drop_nulls(arguments, nullable, reg.limits) if nullable else arguments
         call_id = getattr(ctx, "tool_call_id", None)
+        try:
+            extra = call_context(context, lambda: ctx, tool=name, call_id=call_id)
+        except ToolError as err:
+            return refusal(err).for_model()
         if gated and call_id and ctx.is_tool_approved(name, call_id):
             grant_approval(reg, call_id, found, args)  # the person approved it in the SDK: the harness does not ask again
-        result = await reg.atry_call(name, args, context=call_context(context, lambda: ctx), call_id=call_id)
+        result = await reg.atry_call(name, args, context=extra, call_id=call_id)
         return result.for_model()
 
     async def needs_approval(run: RunContextWrapper[Any], params: dict[str, Any], call_id: str) -> bool:
@@ -69,7 +75,11 @@ def to_openai_agents(
         def tool_context() -> ToolContext[Any]:
             return ToolContext.from_agent_context(run, call_id, tool_name=name, tool_arguments=json.dumps(params))
 
-        return approval_needed(reg, found, args, context=call_context(context, tool_context), call_id=call_id)
+        try:
+            extra = call_context(context, tool_context, tool=name, call_id=call_id)
+        except ToolError:
+            return False  # the call itself answers with the error
+        return approval_needed(reg, found, args, context=extra, call_id=call_id)
 
     return FunctionTool(
         name=name,

@@ -18,12 +18,16 @@ call id and runs through every harness policy; a denied one never reaches the to
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from typing import Any
 
 from pydantic_ai import ApprovalRequired, ModelRetry, RunContext, Tool, ToolFailed
+from pydantic_core import SchemaValidator, core_schema
 
+from .._errors import ToolError
 from .._registry import ToolRegistry
+from .._render import json_data, safe_text
 from ._common import (
     Context,
     ToolLike,
@@ -41,6 +45,20 @@ __all__ = ["as_pydantic_ai_tools", "to_pydantic_ai"]
 PydanticAIContext = Context[RunContext[Any]]
 
 
+#: The key under which the adapter's validator hands ``invoke`` arguments that are not a JSON object.
+_NOT_AN_OBJECT = "\x00harness-one:arguments"
+
+
+def _as_object(arguments: Any) -> Any:
+    """Arguments that are not a JSON object (``[1, 2]``, ``"hi"``) as their JSON text, under :data:`_NOT_AN_OBJECT`."""
+    return arguments if isinstance(arguments, dict) else {_NOT_AN_OBJECT: json.dumps(arguments)}
+
+
+#: Pydantic AI unpacks the validated arguments into the function (``**arguments``): anything but
+#: a dict would end the run with a TypeError, so the harness is handed its JSON text instead.
+_VALIDATOR = SchemaValidator(core_schema.no_info_after_validator_function(_as_object, core_schema.any_schema()))
+
+
 def to_pydantic_ai(tool: ToolLike, registry: ToolRegistry | None = None, *, context: PydanticAIContext = None) -> Tool[Any]:
     """The harness tool (a name, a ``Tool`` or a ``@defineTool`` function) as a Pydantic AI tool."""
     check_context(context)
@@ -50,22 +68,33 @@ def to_pydantic_ai(tool: ToolLike, registry: ToolRegistry | None = None, *, cont
 
     async def invoke(ctx: RunContext[Any], /, **arguments: Any) -> Any:
         call_id = ctx.tool_call_id
-        extra = call_context(context, lambda: ctx)
-        if gated and call_id is not None and approval_needed(reg, found, arguments, context=extra, call_id=call_id):
+        text = arguments.get(_NOT_AN_OBJECT) if len(arguments) == 1 else None
+        try:
+            extra = call_context(context, lambda: ctx, tool=name, call_id=call_id)
+        except ToolError as err:
+            raise ToolFailed(safe_text(err.message)) from None
+        if (
+            gated
+            and text is None
+            and call_id is not None
+            and approval_needed(reg, found, arguments, context=extra, call_id=call_id)
+        ):
             if not ctx.tool_call_approved:
                 raise ApprovalRequired  # the run ends with this call in DeferredToolRequests.approvals
             grant_approval(reg, call_id, found, arguments)  # approved in Pydantic AI: the harness does not ask again
-        result = await reg.atry_call(name, arguments, context=extra, call_id=call_id)
+        result = await reg.atry_call(name, arguments if text is None else text, context=extra, call_id=call_id)
         if result.ok:
-            return result.value
+            return json_data(result.value)  # what the harness's text holds: NaN as "NaN", bytes and objects as text
         assert result.error is not None
+        message = safe_text(result.error.message)
         if result.error.kind == "invalid_arguments":
-            raise ModelRetry(result.error.message)
-        raise ToolFailed(result.error.message)
+            raise ModelRetry(message)
+        raise ToolFailed(message)
 
     built: Tool[Any] = Tool.from_schema(
         invoke, name=name, description=found.description, json_schema=found.parameters, takes_ctx=True
     )
+    built.function_schema.validator = _VALIDATOR
     return built
 
 
