@@ -79,8 +79,7 @@ class TestBrokenTools(ToolPackageTests):
 
 
 class TestBrokenPlugin(PluginTests):
-    plugin_factory = BrokenAudit
-    plugin_name = "broken_audit"
+    plugin_factory = BrokenAudit  # nameless, and neither plugin_name nor entry_point names it
 
 
 class TestNoValidation(ToolPackageTests):

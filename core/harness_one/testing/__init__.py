@@ -12,7 +12,8 @@ test module and fill in what it asks for::
         plugin_factory = MyPlugin
 
 Every suite carries an override guard (``test_no_overrides_DO_NOT_OVERRIDE``): a standard
-test overridden or deleted without ``@pytest.mark.xfail(reason=...)`` fails the suite.
+test overridden or deleted without ``@pytest.mark.xfail(reason=...)``, or a helper the checks
+rely on overridden, fails the suite.
 Capability flags (``has_side_effects``, ``supports_strict``, ``supports_async``, ...) switch
 checks off explicitly. See ``docs/conformance.md``.
 """

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import asyncio
 import contextvars
+import functools
 import gc
 import inspect
 import re
@@ -23,13 +24,12 @@ import pytest
 
 from .. import hookspecs
 from .._call import Call
-from .._clock import ManualClock
 from .._entrypoints import PLUGIN_GROUP, entry_points
 from .._errors import PluginError, ToolError, ToolExecutionError
 from .._registry import ToolRegistry
 from .._tool import Tool
 from ..hookspecs import PER_CALL_HOOKS, PROJECT, hookimpl
-from ._suite import Suite
+from ._suite import BoundedClock, Suite
 
 __all__ = ["PluginTests", "footprint"]
 
@@ -40,9 +40,6 @@ _SETUP_HOOKS = ("harness_configure", "harness_tool_added", "harness_tool_removed
 _OPAQUE = (
     type,
     ModuleType,
-    FunctionType,
-    BuiltinFunctionType,
-    MethodType,
     CodeType,
     FrameType,
     threading.Thread,
@@ -74,13 +71,19 @@ async def _aprobe(x: int = 0, fail: bool = False) -> dict[str, int]:
 
 
 def footprint(root: Any, *, limit: int = 1_000_000) -> int:
-    """How many objects are reachable from ``root`` through attributes and containers.
+    """How many objects are reachable from ``root`` through attributes, containers, function closures and
+    defaults, bound methods (built-in ones too) and partials; and from the root's own classes (their
+    attributes, but for ``object``'s and harness-one's), or from a module root's globals.
 
-    Registries, tools, modules, classes, functions, threads and locks are not entered: they
-    are not the object's own state. Bounded by ``limit``.
+    Registries, tools, modules, classes, threads and locks are not entered: they are not the
+    object's own state. Bounded by ``limit``.
     """
+    if isinstance(root, ModuleType):
+        own: list[Any] = [vars(root)]
+    else:
+        own = [vars(k) for k in type(root).__mro__ if k is not object and k.__module__.split(".")[0] != "harness_one"]
     seen: set[int] = set()
-    stack = [root]
+    stack = [root, *own]
     count = 0
     while stack and count < limit:
         obj = stack.pop()
@@ -95,6 +98,15 @@ def footprint(root: Any, *, limit: int = 1_000_000) -> int:
                 stack += (key, value)
         elif isinstance(obj, (list, tuple, set, frozenset, deque)):
             stack.extend(list(obj))
+        elif isinstance(obj, FunctionType):
+            stack.extend(_cells(obj))
+            stack.extend([*(obj.__defaults__ or ()), *(obj.__kwdefaults__ or {}).values()])
+        elif isinstance(obj, MethodType):
+            stack += (obj.__self__, obj.__func__)
+        elif isinstance(obj, BuiltinFunctionType):  # such as rows.append: its __self__ is rows (or a module)
+            stack.append(obj.__self__)
+        elif isinstance(obj, functools.partial):
+            stack += (obj.func, obj.args, obj.keywords)
         else:
             stack.extend(list(getattr(obj, "__dict__", {}).values()))
             for klass in type(obj).__mro__:
@@ -102,6 +114,17 @@ def footprint(root: Any, *, limit: int = 1_000_000) -> int:
                     if slot not in ("__dict__", "__weakref__") and hasattr(obj, slot):
                         stack.append(getattr(obj, slot))
     return count
+
+
+def _cells(fn: FunctionType) -> list[Any]:
+    """What ``fn``'s closure holds (its filled cells)."""
+    found = []
+    for cell in fn.__closure__ or ():
+        try:
+            found.append(cell.cell_contents)
+        except ValueError:  # an empty cell
+            continue
+    return found
 
 
 def _impls(plugin: Any) -> dict[str, Callable[..., Any]]:
@@ -115,8 +138,23 @@ def _impls(plugin: Any) -> dict[str, Callable[..., Any]]:
     return found
 
 
+def _unwrap(fn: Any) -> Any:
+    """The function a hook runs: through ``per_tool`` adapters (``__wrapped__``), ``functools.partial`` and bound methods."""
+    for _ in range(100):  # a bound: a chain of wrappers could loop
+        if isinstance(fn, functools.partial):
+            fn = fn.func
+        elif isinstance(fn, MethodType):
+            fn = fn.__func__
+        elif getattr(fn, "__wrapped__", None) is not None:
+            fn = fn.__wrapped__
+        else:
+            break
+    return fn
+
+
 def _code(fn: Any) -> CodeType | None:
-    return getattr(getattr(fn, "__func__", fn), "__code__", None)
+    code = getattr(_unwrap(fn), "__code__", None)
+    return code if isinstance(code, CodeType) else None
 
 
 def _prepared(registry: ToolRegistry, plugin: str, hook: str) -> Callable[..., Any] | None:
@@ -125,23 +163,28 @@ def _prepared(registry: ToolRegistry, plugin: str, hook: str) -> Callable[..., A
     tool_plan = plan.for_tool(registry.get(PROBE))
     short = hook.removeprefix("harness_")
     generic = {id(step.fn) for step in plan.steps[short]}
+    alone = plan.order[short] == (plugin,)  # the only plugin with this hook: whatever is prepared is its own
     for each in (tool_plan, tool_plan.keyed):
         for fn in getattr(each, short, ()) if each is not None else ():
-            if id(fn) not in generic and tool_plan.plugin_of(fn) == plugin:
+            owner = tool_plan.plugin_of(fn)  # None when the core cannot tell by the code (a partial, a callable object)
+            if id(fn) not in generic and (owner == plugin or (owner is None and alone)):
                 return fn  # type: ignore[no-any-return]
     return None
 
 
-def _fault_line(fn: Any) -> int | None:
-    """The first line inside the hook's first ``try`` body (None: no ``try``, or no source)."""
-    raw = getattr(fn, "__func__", fn)
+def _fault_line(fn: Any) -> tuple[int, str] | None:
+    """The first line inside the hook's first ``try`` body or, with no ``try``, its first ``with`` body (a
+    ``contextlib.suppress`` swallows too), and which of the two; None: neither, or no source."""
+    raw = _unwrap(fn)
     try:
         tree = ast.parse(textwrap.dedent(inspect.getsource(raw)))
     except (OSError, TypeError, SyntaxError):
         return None
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Try) and node.body:
-            return int(raw.__code__.co_firstlineno + node.body[0].lineno - 1)
+    tries = tuple(getattr(ast, n) for n in ("Try", "TryStar") if hasattr(ast, n))  # TryStar: Python 3.11+
+    for kinds, what in ((tries, "try"), ((ast.With, ast.AsyncWith), "with")):
+        for node in ast.walk(tree):
+            if isinstance(node, kinds) and node.body:
+                return int(raw.__code__.co_firstlineno + node.body[0].lineno - 1), what
     return None
 
 
@@ -158,7 +201,7 @@ class _Trace:
 @contextmanager
 def _traced(codes: Mapping[CodeType, int | None], *, inject: bool) -> Iterator[_Trace]:
     """Watch frames of ``codes`` in this thread; with ``inject``, raise :class:`InjectedFault` in the first one,
-    at its first line, or at its given line (inside the hook's own ``try``, which must not swallow it)."""
+    at its first line, or at its given line (inside the hook's own ``try`` or ``with``, which must not swallow it)."""
     trace = _Trace(codes, inject)
 
     def local(frame: FrameType, event: str, arg: Any) -> Any:
@@ -195,7 +238,7 @@ class _Standin:
         self.calls += 1
 
 
-class PluginTests(Suite, standard=True):
+class PluginTests(Suite, standard=True, provided=("make_plugin", "call_options", "make_registry")):
     """The checks every plugin passes. Subclass it and say how to build the plugin::
 
         from harness_one.testing import PluginTests
@@ -254,7 +297,7 @@ class PluginTests(Suite, standard=True):
     def make_registry(self, plugin: Any) -> ToolRegistry:
         """A registry with only ``plugin`` (and a manual clock, so no check sleeps) and the probe tool."""
         registry = ToolRegistry(
-            standard_plugins=False, autoload=False, clock=ManualClock(), plugins={self.name_of(plugin): plugin}
+            standard_plugins=False, autoload=False, clock=BoundedClock(), plugins={self.name_of(plugin): plugin}
         )
         registry.add(self.probe_tool())
         return registry
@@ -284,15 +327,19 @@ class PluginTests(Suite, standard=True):
     # ------------------------------------------------------------------ the hook contract
 
     def test_has_a_name(self) -> None:
-        """The plugin has a ``name``: what blocking, replacing and configuring use."""
+        """The plugin has a name (what blocking, replacing and configuring use): its own ``name``, which must
+        match ``plugin_name`` and ``entry_point`` when they are set, or the one they give it."""
         plugin = self.make_plugin()
         name = getattr(plugin, "name", None)
+        given = [g for g in (self.plugin_name, self.entry_point) if g is not None]
+        if name is None and given:
+            return  # registered under the name its entry point (or plugin_name) gives it
         assert isinstance(name, str) and _NAME.match(name), (
             f"{type(plugin).__name__} has no usable name ({name!r}): give it a class attribute name = 'my_plugin' "
-            "(letters, digits, '_', '.', '-')"
+            "(letters, digits, '_', '.', '-'), or set entry_point (or plugin_name) in the suite if it ships under one"
         )
-        for given in (self.plugin_name, self.entry_point):
-            assert given is None or name == given, f"the plugin calls itself {name!r}, but is registered as {given!r}"
+        for each in given:
+            assert name == each, f"the plugin calls itself {name!r}, but is registered as {each!r}"
 
     def test_hooks_match_specs(self) -> None:
         """Every ``harness_*`` function is a marked implementation of a hook spec, as pluggy validates it."""
@@ -370,7 +417,7 @@ class PluginTests(Suite, standard=True):
         assert name not in ToolRegistry(allow=[name], autoload=True).plugins
 
     def inject(self, hook: str, line_in_try: bool) -> tuple[_Trace, BaseException | None, str]:
-        """Trigger ``hook`` of a new plugin with a fault injected (at its first line, or inside its ``try``)."""
+        """Trigger ``hook`` of a new plugin with a fault injected (at its first line, or inside its ``try`` or ``with``)."""
         plugin = self.make_plugin()
         fn = _impls(plugin)[hook]
         registry = None if hook == "harness_configure" else self.make_registry(plugin)
@@ -379,7 +426,8 @@ class PluginTests(Suite, standard=True):
         code = _code(fn)
         assert code is not None
         outcome: BaseException | None = None
-        with _traced({code: _fault_line(fn) if line_in_try else None}, inject=True) as trace:
+        inside = _fault_line(fn) if line_in_try else None
+        with _traced({code: inside[0] if inside is not None else None}, inject=True) as trace:
             try:
                 if registry is None:
                     self.make_registry(plugin)
@@ -398,8 +446,8 @@ class PluginTests(Suite, standard=True):
     def test_raising_hook_is_a_plugin_error(self) -> None:
         """A fault inside each hook implementation reaches the caller as a ``PluginError`` naming the plugin.
 
-        The fault is raised inside the hook's first ``try`` body (which must not swallow it), and at
-        its first line.
+        The fault is raised inside the hook's first ``try`` body (or, with no ``try``, its first ``with``
+        body), which must not swallow it, and at its first line.
         """
         plugin = self.make_plugin()
         impls = _impls(plugin)
@@ -407,9 +455,16 @@ class PluginTests(Suite, standard=True):
         problems = []
         for hook in (h for h in (*_SETUP_HOOKS, *PER_CALL_HOOKS) if h in impls and _code(impls[h]) is not None):
             run = _prepared(registry, self.name_of(plugin), hook) if hook in PER_CALL_HOOKS else None
-            for line_in_try in dict.fromkeys((_fault_line(run or impls[hook]) is not None, False)):
+            if run is not None and _code(run) is None:
+                problems.append(
+                    f"{hook}: per_tool prepared {run!r} for the probe tool, which has no Python code to inject a fault "
+                    "into: prepare a function, a bound method, or a functools.partial of one"
+                )
+                continue
+            inside = _fault_line(run or impls[hook])
+            for line_in_try in dict.fromkeys((inside is not None, False)):
                 trace, outcome, name = self.inject(hook, line_in_try)
-                where = f"{hook} ({'inside its try' if line_in_try else 'at its first line'})"
+                where = f"{hook} ({f'inside its {inside[1]}' if line_in_try and inside else 'at its first line'})"
                 if not trace.entered:
                     problems.append(f"{hook} never ran for the probe tool: set tool_options (or call_options) so the plugin acts")
                     break

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -12,7 +13,7 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NoReturn
 
 import jsonschema
 import pytest
@@ -26,7 +27,7 @@ from .._formats import FORMATS
 from .._registry import ToolRegistry
 from .._tool import Tool
 from ..export import StrictSchemaError, export_tools
-from ._suite import Suite
+from ._suite import BoundedClock, Suite
 
 __all__ = ["EXAMPLE_KEYS", "PROVIDER_NAMES", "ToolPackageTests"]
 
@@ -56,9 +57,11 @@ _NETWORK: tuple[tuple[Any, tuple[str, ...]], ...] = (
 )
 
 # Run in a fresh interpreter: import the distribution's entry points with the network refused,
-# and report what the import did.
+# and report what the import did. What it writes (to sys.stdout or sys.stderr, to fd 1 or 2, or
+# through logging's last-resort handler) lands between the two _MARK lines of each stream.
+_MARK = "\n--- harness-one conformance: import ---\n"
 _PROBE = r"""
-import contextlib, io, json, socket, sys, threading, time
+import json, logging, os, socket, sys, threading, time
 attempts = []
 def refuse(*args, **kwargs):
     target = args[1] if args and isinstance(args[0], socket.socket) and len(args) > 1 else (args[0] if args else None)
@@ -70,16 +73,24 @@ for owner, names in ((socket.socket, ("connect", "connect_ex", "sendto")), (sock
 from harness_one import ToolRegistry
 from harness_one._discovery import DiscoveryReport, _load
 from harness_one._entrypoints import TOOL_GROUP, _canonical, entry_points
-dist = sys.argv[1]
+quiet = logging.getLogger("harness_one")  # a failure to load is reported on its own, not as printing
+quiet.addHandler(logging.NullHandler())
+quiet.propagate = False
+dist, mark = sys.argv[1], sys.argv[2].encode()
+def marks():
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.write(1, mark)
+    os.write(2, mark)
 before = set(threading.enumerate())
 registry = ToolRegistry(standard_plugins=False, autoload=False)
 report = DiscoveryReport()
-printed = io.StringIO()
 started = time.perf_counter()
-with contextlib.redirect_stdout(printed):
-    for ep in entry_points(TOOL_GROUP):
-        if _canonical(ep.distribution) == _canonical(dist):
-            _load(registry, report, ep)
+marks()
+for ep in entry_points(TOOL_GROUP):
+    if _canonical(ep.distribution) == _canonical(dist):
+        _load(registry, report, ep)
+marks()
 seconds = time.perf_counter() - started
 default = ToolRegistry._current if isinstance(ToolRegistry._current, ToolRegistry) else None
 print(json.dumps({
@@ -87,10 +98,15 @@ print(json.dumps({
     "network": attempts,
     "threads": sorted(t.name for t in threading.enumerate() if t not in before and t.is_alive()),
     "default_registry": sorted(default._tools) if default is not None else [],
-    "printed": printed.getvalue()[:200],
     "failures": [str(f) for f in report.failures],
 }))
 """
+
+
+def _printed(output: str) -> str:
+    """What the probe's import wrote to one stream (between its two marks)."""
+    parts = output.split(_MARK)
+    return parts[1] if len(parts) > 2 else ""
 
 
 @dataclass
@@ -198,12 +214,51 @@ def _offline() -> Iterator[list[str]]:
             setattr(owner, name, original)
 
 
+class _WouldRun(Exception):
+    """Raised by the stand-in of a tool with side effects: the call got as far as running the tool."""
+
+
+@contextmanager
+def _stand_in(registry: ToolRegistry, tool: Tool, *, active: bool) -> Iterator[list[str]]:
+    """With ``active``, put a stand-in for ``tool`` in ``registry`` while the block runs: a copy whose function
+    raises :class:`_WouldRun` instead of acting on the world. Yield a list that holds the tool's name once a call
+    reached the stand-in."""
+    reached: list[str] = []
+    if not active:
+        yield reached
+        return
+
+    def stand_in(*args: Any, **kwargs: Any) -> NoReturn:
+        reached.append(tool.name)
+        raise _WouldRun(f"the conformance kit's stand-in for {tool.name!r}: a tool with side effects is not run")
+
+    async def astand_in(*args: Any, **kwargs: Any) -> NoReturn:
+        stand_in(*args, **kwargs)
+
+    original = registry.get(tool.name)
+    registry.add(dataclasses.replace(original, fn=astand_in if original.is_async else stand_in), replace=True)
+    try:
+        yield reached
+    finally:
+        registry.add(original, replace=True)
+
+
+def _everything_installed() -> DiscoveryReport:
+    """Load every installed ``harness_one.tools`` entry point (offline) into a fresh registry, as discovery would."""
+    registry = ToolRegistry(standard_plugins=False, autoload=False)
+    report = DiscoveryReport()
+    with _offline():
+        for ep in entry_points(TOOL_GROUP):
+            _load_entry_point(registry, report, ep)
+    return report
+
+
 def _fail(what: str, problems: Sequence[str]) -> None:
     if problems:
         pytest.fail(f"{what}:\n" + "\n".join(f"  - {p}" for p in problems), pytrace=False)
 
 
-class ToolPackageTests(Suite, standard=True):
+class ToolPackageTests(Suite, standard=True, provided=("make_registry",)):
     """The checks every tool package passes. Subclass it and name your tools::
 
         from harness_one.testing import ToolPackageTests
@@ -215,7 +270,8 @@ class ToolPackageTests(Suite, standard=True):
     Capability flags switch checks off explicitly (the skip names the flag):
 
     - ``has_side_effects`` (False): the tools change the world (or need the network), so
-      their examples are validated, and only those that expect an ``error`` are run.
+      their examples are validated, and only those that expect an ``error`` are run, with the
+      tool replaced by a stand-in that raises (bad arguments are refused the same way).
     - ``supports_strict`` (True): every tool exports in OpenAI strict mode. False: strict
       export must fail with its documented reasons for at least one tool.
 
@@ -233,7 +289,7 @@ class ToolPackageTests(Suite, standard=True):
 
     def make_registry(self) -> ToolRegistry:
         """The registry the checks call tools in: the standard plugins, a manual clock, no third-party plugins."""
-        return ToolRegistry(autoload=False, clock=ManualClock())
+        return ToolRegistry(autoload=False, clock=BoundedClock())
 
     @pytest.fixture
     def loaded(self) -> _Loaded:
@@ -265,6 +321,12 @@ class ToolPackageTests(Suite, standard=True):
             out.tools.append(tool)
             if tool.source != (found[0].distribution if found else dist):
                 out.problems.append(f"tool '{name}' is attributed to {tool.source!r}")
+        out.problems += [
+            f"name conflict with another installed package: {c} (wherever harness-one discovers tools, this "
+            f"distribution's {c.name!r} is the one skipped: rename it)"
+            for c in _everything_installed().conflicts
+            if _canonical(c.skipped) == _canonical(dist) and _canonical(c.kept) != _canonical(dist)
+        ]
         return out
 
     def checked_tools(self, loaded: _Loaded) -> list[Tool]:
@@ -280,12 +342,18 @@ class ToolPackageTests(Suite, standard=True):
         self.checked_tools(loaded)
 
     def test_import_has_no_side_effects(self) -> None:
-        """Importing the entry points in a fresh interpreter is quick, offline, prints nothing, starts no thread, registers nothing."""
+        """Importing the entry points in a fresh interpreter is quick, offline, prints nothing (to stdout or stderr,
+        logging included), starts no thread, registers nothing."""
         if self.distribution is None:
             pytest.skip("tools = [...] given: there are no entry points to import")
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
         done = subprocess.run(
-            [sys.executable, "-c", _PROBE, self.distribution], capture_output=True, text=True, timeout=120, env=env, check=False
+            [sys.executable, "-c", _PROBE, self.distribution, _MARK],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=env,
+            check=False,
         )
         if done.returncode != 0 or not done.stdout.strip():
             pytest.fail(f"importing the entry points crashed the interpreter:\n{done.stderr[-2000:]}", pytrace=False)
@@ -299,8 +367,9 @@ class ToolPackageTests(Suite, standard=True):
             problems.append(
                 f"registered tools in the default registry at import (define them with registry=None): {', '.join(seen['default_registry'])}"
             )
-        if seen["printed"]:
-            problems.append(f"printed at import: {seen['printed']!r}")
+        for stream, output in (("stdout", done.stdout), ("stderr", done.stderr)):
+            if _printed(output):
+                problems.append(f"printed at import (to {stream}): {_printed(output)[:200]!r}")
         if seen["seconds"] > self.load_budget:
             problems.append(f"took {seen['seconds']:.2f} s to import (load_budget = {self.load_budget} s)")
         _fail("importing the package has side effects", problems)
@@ -359,14 +428,14 @@ class ToolPackageTests(Suite, standard=True):
         """Each example is well formed; its arguments validate; run offline within ``example_budget``, it
         returns its ``result`` (a value matching ``output_schema``) or raises its ``error``.
 
-        With ``has_side_effects``, only the examples that expect an ``error`` run: a refusal comes
-        before the tool acts on the world.
+        With ``has_side_effects``, only the examples that expect an ``error`` run, with the tool replaced
+        by a stand-in that raises: an example whose error only the tool itself raises is not run.
         """
         tools = self.checked_tools(loaded)
         if not any(t.examples for t in tools):
             pytest.skip("no tool declares examples (defineTool(examples=[{'arguments': {...}}]))")
         problems: list[str] = []
-        ran = 0
+        ran = not_run = 0
         for tool in tools:
             for i, example in enumerate(tool.examples):
                 where = f"tool {tool.name!r}, example {i}"
@@ -376,11 +445,20 @@ class ToolPackageTests(Suite, standard=True):
                     continue
                 if self.has_side_effects and "error" not in example:
                     continue
+                with _stand_in(loaded.registry, tool, active=self.has_side_effects) as reached:
+                    found = self.run_example(loaded.registry, tool, example)
+                if reached:
+                    not_run += 1  # only the tool itself raises this error: running it would act on the world
+                    continue
                 ran += 1
-                problems += [f"{where}: {p}" for p in self.run_example(loaded.registry, tool, example)]
+                problems += [f"{where}: {p}" for p in found]
         if self.has_side_effects:
             _fail("examples that do not match their tool", problems)
-            self.switched_off("has_side_effects", f"examples validated; only the {ran} that expect an error were run")
+            self.switched_off(
+                "has_side_effects",
+                f"examples validated; of the {ran + not_run} that expect an error, {ran} ran with the tool replaced by a "
+                f"stand-in, {not_run} not run (only the tool itself raises their error)",
+            )
         _fail("examples that do not match their tool", problems)
 
     def run_example(self, registry: ToolRegistry, tool: Tool, example: Mapping[str, Any]) -> list[str]:
@@ -469,7 +547,8 @@ class ToolPackageTests(Suite, standard=True):
 
     def test_argument_errors_name_the_field(self, loaded: _Loaded) -> None:
         """Arguments generated from the schema (a required field missing, a wrong type) are refused with a
-        ``ToolArgumentError`` that names the field, before the tool runs."""
+        ``ToolArgumentError`` that names the field, before the tool runs (with ``has_side_effects``, a stand-in
+        that raises takes the tool's place)."""
         registry = loaded.registry
         problems = []
         for tool in self.checked_tools(loaded):
@@ -484,16 +563,21 @@ class ToolPackageTests(Suite, standard=True):
                 if found:
                     cases.append((name, f"given {json.dumps(value)}", {name: value}))
             for name, what, arguments in cases:
-                try:
-                    value = registry.call(tool.name, arguments)
-                except ToolArgumentError as exc:
-                    if not _names_field(exc, name):
-                        problems.append(f"tool {tool.name!r}, {name!r} {what}: the error does not name the field: {exc}")
-                    continue
-                except ToolError as exc:
-                    problems.append(
-                        f"tool {tool.name!r}, {name!r} {what}: {type(exc).__name__} instead of ToolArgumentError: {exc}"
-                    )
-                    continue
-                problems.append(f"tool {tool.name!r}, {name!r} {what}: accepted, and the tool ran (returned {value!r})")
+                where = f"tool {tool.name!r}, {name!r} {what}"
+                returned: Any = None
+                raised: ToolError | None = None
+                with _stand_in(registry, tool, active=self.has_side_effects) as reached:
+                    try:
+                        returned = registry.call(tool.name, arguments)
+                    except ToolError as exc:
+                        raised = exc
+                if reached:
+                    problems.append(f"{where}: accepted: the tool would have run (has_side_effects: a stand-in ran instead)")
+                elif isinstance(raised, ToolArgumentError):
+                    if not _names_field(raised, name):
+                        problems.append(f"{where}: the error does not name the field: {raised}")
+                elif raised is not None:
+                    problems.append(f"{where}: {type(raised).__name__} instead of ToolArgumentError: {raised}")
+                else:
+                    problems.append(f"{where}: accepted, and the tool ran (returned {returned!r})")
         _fail("bad arguments not refused as ToolArgumentError naming the field", problems)
