@@ -405,6 +405,28 @@ def test_a_function_prepared_for_many_tools_stays_theirs_until_the_last_goes(bar
         bare.call("b", {"wait": True})
 
 
+def test_a_prepared_partial_fails_as_its_plugins(bare: ToolRegistry) -> None:
+    """A ``per_tool`` function built with ``functools.partial`` is the plugin's: its fault names it ("a plugin")."""
+    import functools
+
+    from harness_one import per_tool
+
+    class Partial:
+        def check(self, limit: int, call: Call) -> None:
+            raise ValueError(f"over {limit}")
+
+        @hookimpl
+        @per_tool(lambda plugin, tool: functools.partial(plugin.check, 1))
+        def harness_pre_call(self, call: Call) -> None:
+            self.check(1, call)
+
+    bare.plugins.register(Partial(), name="partial")
+    bare.add(lambda: "ok", name="f")
+    with pytest.raises(PluginError, match="Internal error in plugin 'partial'") as err:
+        bare.call("f")
+    assert err.value.plugin == "partial"
+
+
 def test_keyed_hooks_run_only_for_calls_with_an_idempotency_key() -> None:
     from harness_one import applies_to
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import inspect
 import itertools
 import json
@@ -218,8 +219,16 @@ def _prepare(impl: pluggy.HookImpl, spec_args: tuple[str, ...]) -> Callable[[Too
 
 
 def _code(fn: Any) -> CodeType | None:
-    """The code of a hook function (through a ``per_tool`` adapter to the function it calls)."""
-    return getattr(getattr(fn, "__wrapped__", fn), "__code__", None)
+    """The code of a hook function, through what wraps it: a ``per_tool`` adapter, a
+    ``functools.partial``, a bound method (a few layers at most)."""
+    for _ in range(8):
+        inner = (
+            fn.func if isinstance(fn, functools.partial) else getattr(fn, "__wrapped__", None) or getattr(fn, "__func__", None)
+        )
+        if inner is None:
+            break
+        fn = inner
+    return getattr(fn, "__code__", None)
 
 
 def _applies(impl: pluggy.HookImpl) -> Callable[[Tool], bool] | None:
