@@ -123,7 +123,7 @@ class CircuitBreakerPlugin:
         return None
 
     @staticmethod
-    def _admitted(call: Call, admitted: tuple[float, bool], name: str) -> None:
+    def _admitted(call: Call, admitted: tuple[float, int], name: str) -> None:
         wait, probe = admitted
         if wait > 0:
             error = CircuitOpen(retry_after=wait, tool=call.tool.name, call_id=call.call_id)
@@ -134,13 +134,13 @@ class CircuitBreakerPlugin:
                 )
                 error.args = (error.message,)
             raise error
-        call.state[_PROBE] = probe
+        call.state[_PROBE] = int(probe)  # the half-open period it probes (0: none)
         call.state[_COUNTED] = True
 
     def _record(self, call: Call, failed: bool) -> Await | None:
         if not call.take(_COUNTED, False):
             return None
-        probe = call.take(_PROBE, False)
+        probe: int = call.take(_PROBE, 0)
         (name, policy), store, now = self._policy(call), self.store, self._now(call)
         if store is not self._twins.plain:  # not the store known to answer without I/O
             shared = self._twins(store)
@@ -167,7 +167,8 @@ class CircuitBreakerPlugin:
     def harness_on_error(self, call: Call, error: BaseException) -> Await | None:
         if call.ran and isinstance(error, (ToolExecutionError, ToolTimeout, RetryableError)):
             return self._record(call, failed=True)
-        if not (call.take(_COUNTED, False) and call.take(_PROBE, False)):
+        probe: int = call.take(_PROBE, 0)
+        if not (call.take(_COUNTED, False) and probe):
             return None
         # a probe refused after admission (e.g. by the rate limit), cancelled, whose arguments
         # the tool refused, or whose tool answered with another ToolError of its own (a domain
@@ -178,13 +179,13 @@ class CircuitBreakerPlugin:
             shared = self._twins(store)
             if shared is not None:
                 return round_trip(
-                    lambda: store.unprobe(name, policy),
-                    lambda: shared.aunprobe(name, policy),
+                    lambda: store.unprobe(name, policy, probe=probe),
+                    lambda: shared.aunprobe(name, policy, probe=probe),
                     _nothing,
                     lambda exc: self.fail.note(exc, name, "probe not given back"),
                 )
         try:
-            store.unprobe(name, policy)
+            store.unprobe(name, policy, probe=probe)
         except StateUnavailable as exc:
             self.fail.note(exc, name, "probe not given back")
         return None

@@ -181,27 +181,30 @@ class Breaker:
         self.buckets.clear()
         self.opened += 1
 
-    def admit(self, now: float, policy: Any = None) -> tuple[float, bool]:
-        """(0, is_probe) to let the call through, or (seconds to wait, False) to refuse."""
+    def admit(self, now: float, policy: Any = None) -> tuple[float, int]:
+        """(0, probe) to let the call through (probe: the half-open period, ``opened``; 0: none),
+        or (seconds to wait, 0) to refuse."""
         policy = policy or self.policy
         with self.lock:
             if self.state == "open":
                 wait = self.opened_at + policy.open_for - now
                 if wait > 0:
-                    return wait, False
+                    return wait, 0
                 self.state = "half_open"
             if self.state == "half_open":
                 if self.probing + self.probe_successes >= policy.probes:
-                    return min(1.0, policy.open_for), False
+                    return min(1.0, policy.open_for), 0
                 self.probing += 1
-                return 0.0, True
-            return 0.0, False
+                return 0.0, self.opened
+            return 0.0, 0
 
-    def record(self, now: float, failed: bool, probe: bool, policy: Any = None) -> None:
+    def record(self, now: float, failed: bool, probe: int, policy: Any = None) -> None:
         policy = policy or self.policy
         with self.lock:
             if probe:
-                self.probing -= 1
+                if probe != self.opened:  # it probed an earlier period, already decided: nothing now
+                    return
+                self.probing = max(self.probing - 1, 0)
                 if self.state != "half_open":
                     return
                 if failed:
@@ -221,9 +224,10 @@ class Breaker:
             if calls >= policy.min_calls and failures / calls >= policy.failure_ratio:
                 self._open(now)
 
-    def unprobe(self) -> None:
+    def unprobe(self, probe: int) -> None:
         with self.lock:
-            self.probing = max(self.probing - 1, 0)
+            if probe == self.opened:
+                self.probing = max(self.probing - 1, 0)
 
     def snapshot(self, now: float, policy: Any = None) -> dict[str, Any]:
         with self.lock:
@@ -251,14 +255,14 @@ class MemoryCircuits:
                     found = self._breakers[tool] = Breaker(policy)
         return found
 
-    def admit(self, tool: str, policy: Any, *, now: float) -> tuple[float, bool]:
+    def admit(self, tool: str, policy: Any, *, now: float) -> tuple[float, int]:
         return self.breaker(tool, policy).admit(now, policy)
 
-    def record(self, tool: str, policy: Any, *, now: float, failed: bool, probe: bool) -> None:
+    def record(self, tool: str, policy: Any, *, now: float, failed: bool, probe: int) -> None:
         self.breaker(tool, policy).record(now, failed, probe, policy)
 
-    def unprobe(self, tool: str, policy: Any) -> None:
-        self.breaker(tool, policy).unprobe()
+    def unprobe(self, tool: str, policy: Any, *, probe: int) -> None:
+        self.breaker(tool, policy).unprobe(probe)
 
     def snapshot(self, tool: str, policy: Any, *, now: float) -> dict[str, Any]:
         return self.breaker(tool, policy).snapshot(now, policy)

@@ -129,16 +129,21 @@ class CircuitStore(Protocol):
     process at once).
     """
 
-    def admit(self, tool: str, policy: Any, *, now: float) -> tuple[float, bool]:
-        """``(0, is_probe)`` to let a call through, or ``(seconds to wait, False)`` to refuse it."""
+    def admit(self, tool: str, policy: Any, *, now: float) -> tuple[float, int]:
+        """``(0, probe)`` to let a call through, or ``(seconds to wait, 0)`` to refuse it.
+
+        ``probe`` is 0 for a call of a closed circuit, else the half-open period the call probes
+        (a positive number that changes each time the circuit opens).
+        """
         ...
 
-    def record(self, tool: str, policy: Any, *, now: float, failed: bool, probe: bool) -> None:
-        """Count a finished call (a probe's result closes or reopens a half-open circuit)."""
+    def record(self, tool: str, policy: Any, *, now: float, failed: bool, probe: int) -> None:
+        """Count a finished call; a probe's result closes or reopens a half-open circuit, unless
+        it probed an earlier period (it ended after that period's verdict), which decides nothing."""
         ...
 
-    def unprobe(self, tool: str, policy: Any) -> None:
-        """A probe admitted by ``admit`` did not run (refused later): give its place back."""
+    def unprobe(self, tool: str, policy: Any, *, probe: int) -> None:
+        """A probe admitted by ``admit`` did not run (refused later): give its place back (in its period only)."""
         ...
 
     def snapshot(self, tool: str, policy: Any, *, now: float) -> dict[str, Any]:
@@ -224,8 +229,8 @@ class AsyncConcurrencySlots(ConcurrencySlots, Protocol):
 class AsyncCircuitStore(CircuitStore, Protocol):
     """A :class:`CircuitStore` with awaitable ``aadmit``, ``arecord`` and ``aunprobe``."""
 
-    async def aadmit(self, tool: str, policy: Any, *, now: float) -> tuple[float, bool]: ...
+    async def aadmit(self, tool: str, policy: Any, *, now: float) -> tuple[float, int]: ...
 
-    async def arecord(self, tool: str, policy: Any, *, now: float, failed: bool, probe: bool) -> None: ...
+    async def arecord(self, tool: str, policy: Any, *, now: float, failed: bool, probe: int) -> None: ...
 
-    async def aunprobe(self, tool: str, policy: Any) -> None: ...
+    async def aunprobe(self, tool: str, policy: Any, *, probe: int) -> None: ...

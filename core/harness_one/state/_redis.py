@@ -240,7 +240,7 @@ local st = redis.call('HGET', k, 'st') or 'closed'
 """
 )
 
-# Returns {wait as text, is_probe}.
+# Returns {wait as text, probe}: the half-open period probed (the count of openings 'n'), 0 for none.
 _CIRCUIT_ADMIT = _Script(
     _CIRCUIT_COMMON
     + """
@@ -257,18 +257,19 @@ if st == 'half_open' then
   if probing + passed >= probes then return {num(math.min(1, open_for)), 0} end
   redis.call('HSET', k, 'pr', probing + 1, 'pt', num(now))
   redis.call('PEXPIRE', k, ttl)
-  return {'0', 1}
+  return {'0', math.max(field('n', 0), 1)}
 end
 return {'0', 0}
 """
 )
 
-# ARGV[7]: failed (0/1), ARGV[8]: probe (0/1).
+# ARGV[7]: failed (0/1), ARGV[8]: the period probed (0: not a probe; one of an earlier period decides nothing).
 _CIRCUIT_RECORD = _Script(
     _CIRCUIT_COMMON
     + """
-local failed, probe = ARGV[7] == '1', ARGV[8] == '1'
-if probe then
+local failed, probe = ARGV[7] == '1', tonumber(ARGV[8]) or 0
+if probe > 0 then
+  if probe ~= math.max(field('n', 0), 1) then return 0 end
   redis.call('HSET', k, 'pr', math.max(field('pr', 0) - 1, 0))
   if st ~= 'half_open' then return 0 end
   if failed then open() return 1 end
@@ -291,10 +292,11 @@ return 0
 """
 )
 
+# ARGV[7]: the period probed.
 _CIRCUIT_UNPROBE = _Script(
     _CIRCUIT_COMMON
     + """
-if field('pr', 0) > 0 then redis.call('HINCRBY', k, 'pr', -1) end
+if tonumber(ARGV[7]) == math.max(field('n', 0), 1) and field('pr', 0) > 0 then redis.call('HINCRBY', k, 'pr', -1) end
 return 0
 """
 )
@@ -982,25 +984,25 @@ class RedisCircuits:
             *extra,
         ]
 
-    def admit(self, tool: str, policy: Any, *, now: float) -> tuple[float, bool]:
+    def admit(self, tool: str, policy: Any, *, now: float) -> tuple[float, int]:
         wait, probe = self.link.run(_CIRCUIT_ADMIT, *self._call(tool, policy, now))
-        return float(wait), bool(probe)
+        return float(wait), int(probe)
 
-    async def aadmit(self, tool: str, policy: Any, *, now: float) -> tuple[float, bool]:
+    async def aadmit(self, tool: str, policy: Any, *, now: float) -> tuple[float, int]:
         wait, probe = await self.link.arun(_CIRCUIT_ADMIT, *self._call(tool, policy, now))
-        return float(wait), bool(probe)
+        return float(wait), int(probe)
 
-    def record(self, tool: str, policy: Any, *, now: float, failed: bool, probe: bool) -> None:
+    def record(self, tool: str, policy: Any, *, now: float, failed: bool, probe: int) -> None:
         self.link.run(_CIRCUIT_RECORD, *self._call(tool, policy, now, int(failed), int(probe)))
 
-    async def arecord(self, tool: str, policy: Any, *, now: float, failed: bool, probe: bool) -> None:
+    async def arecord(self, tool: str, policy: Any, *, now: float, failed: bool, probe: int) -> None:
         await self.link.arun(_CIRCUIT_RECORD, *self._call(tool, policy, now, int(failed), int(probe)))
 
-    def unprobe(self, tool: str, policy: Any) -> None:
-        self.link.run(_CIRCUIT_UNPROBE, *self._call(tool, policy, 0.0))
+    def unprobe(self, tool: str, policy: Any, *, probe: int) -> None:
+        self.link.run(_CIRCUIT_UNPROBE, *self._call(tool, policy, 0.0, int(probe)))
 
-    async def aunprobe(self, tool: str, policy: Any) -> None:
-        await self.link.arun(_CIRCUIT_UNPROBE, *self._call(tool, policy, 0.0))
+    async def aunprobe(self, tool: str, policy: Any, *, probe: int) -> None:
+        await self.link.arun(_CIRCUIT_UNPROBE, *self._call(tool, policy, 0.0, int(probe)))
 
     def snapshot(self, tool: str, policy: Any, *, now: float) -> dict[str, Any]:
         state, calls, failures, opened = self.link.run(_CIRCUIT_SNAPSHOT, *self._call(tool, policy, now))

@@ -375,7 +375,12 @@ class ConcurrencySlotsContract(Suite, standard=True, provided=("slots",)):
 
 
 class CircuitStoreContract(Suite, standard=True, provided=("circuits",)):
-    """What a circuit-state backend (``admit``/``record``/``unprobe``/``snapshot``) must do."""
+    """What a circuit-state backend (``admit``/``record``/``unprobe``/``snapshot``) must do.
+
+    ``admit`` answers ``(0, 0)`` for a call of a closed circuit and ``(0, period)`` for a probe,
+    ``period`` a positive number that changes each time the circuit opens; ``record`` and
+    ``unprobe`` get it back, and a probe of an earlier period decides nothing.
+    """
 
     policy = CircuitBreakerPolicy(failure_ratio=0.5, min_calls=4, window=60.0, open_for=10.0, probes=2)
 
@@ -385,57 +390,76 @@ class CircuitStoreContract(Suite, standard=True, provided=("circuits",)):
 
     def trip(self, circuits: Any, tool: str = "t", now: float = 0.0) -> None:
         for failed in (True, True, False, True):
-            circuits.record(tool, self.policy, now=now, failed=failed, probe=False)
+            circuits.record(tool, self.policy, now=now, failed=failed, probe=0)
 
     def test_closed_admits_and_counts(self, circuits: Any) -> None:
-        assert circuits.admit("t", self.policy, now=0.0) == (0.0, False)
-        circuits.record("t", self.policy, now=0.0, failed=False, probe=False)
-        circuits.record("t", self.policy, now=0.5, failed=True, probe=False)
+        assert circuits.admit("t", self.policy, now=0.0) == (0.0, 0)
+        circuits.record("t", self.policy, now=0.0, failed=False, probe=0)
+        circuits.record("t", self.policy, now=0.5, failed=True, probe=0)
         snap = circuits.snapshot("t", self.policy, now=1.0)
         assert (snap["state"], snap["calls"], snap["failures"], snap["opened"]) == ("closed", 2, 1, 0)
 
     def test_opens_at_the_failure_ratio(self, circuits: Any) -> None:
         self.trip(circuits)
         wait, probe = circuits.admit("t", self.policy, now=1.0)
-        assert wait == pytest.approx(9.0) and probe is False
+        assert wait == pytest.approx(9.0) and probe == 0
         assert circuits.snapshot("t", self.policy, now=1.0)["state"] == "open"
-        assert circuits.admit("other", self.policy, now=1.0) == (0.0, False)  # circuits are per tool
+        assert circuits.admit("other", self.policy, now=1.0) == (0.0, 0)  # circuits are per tool
 
     def test_min_calls_before_opening(self, circuits: Any) -> None:
         for _ in range(3):
-            circuits.record("t", self.policy, now=0.0, failed=True, probe=False)
-        assert circuits.admit("t", self.policy, now=0.0) == (0.0, False)
+            circuits.record("t", self.policy, now=0.0, failed=True, probe=0)
+        assert circuits.admit("t", self.policy, now=0.0) == (0.0, 0)
 
     def test_old_failures_leave_the_window(self, circuits: Any) -> None:
         for _ in range(3):
-            circuits.record("t", self.policy, now=0.0, failed=True, probe=False)
-        circuits.record("t", self.policy, now=100.0, failed=True, probe=False)  # the first three are 100 s old
-        assert circuits.admit("t", self.policy, now=100.0) == (0.0, False)
+            circuits.record("t", self.policy, now=0.0, failed=True, probe=0)
+        circuits.record("t", self.policy, now=100.0, failed=True, probe=0)  # the first three are 100 s old
+        assert circuits.admit("t", self.policy, now=100.0) == (0.0, 0)
 
     def test_probes_close_the_circuit(self, circuits: Any) -> None:
         self.trip(circuits)
-        first, second = circuits.admit("t", self.policy, now=10.0), circuits.admit("t", self.policy, now=10.0)
-        assert first == (0.0, True) and second == (0.0, True)
+        (wait, first), (again, second) = circuits.admit("t", self.policy, now=10.0), circuits.admit("t", self.policy, now=10.0)
+        assert wait == again == 0.0 and first == second and first > 0
         assert circuits.admit("t", self.policy, now=10.0)[0] > 0  # two probes at most
-        circuits.record("t", self.policy, now=10.5, failed=False, probe=True)
-        circuits.record("t", self.policy, now=10.5, failed=False, probe=True)
+        circuits.record("t", self.policy, now=10.5, failed=False, probe=first)
+        circuits.record("t", self.policy, now=10.5, failed=False, probe=second)
         assert circuits.snapshot("t", self.policy, now=11.0)["state"] == "closed"
-        assert circuits.admit("t", self.policy, now=11.0) == (0.0, False)
+        assert circuits.admit("t", self.policy, now=11.0) == (0.0, 0)
 
     def test_a_failed_probe_reopens(self, circuits: Any) -> None:
         self.trip(circuits)
-        assert circuits.admit("t", self.policy, now=10.0) == (0.0, True)
-        circuits.record("t", self.policy, now=10.5, failed=True, probe=True)
+        wait, probe = circuits.admit("t", self.policy, now=10.0)
+        assert wait == 0.0 and probe > 0
+        circuits.record("t", self.policy, now=10.5, failed=True, probe=probe)
         snap = circuits.snapshot("t", self.policy, now=11.0)
         assert snap["state"] == "open" and snap["opened"] == 2
         assert circuits.admit("t", self.policy, now=11.0)[0] == pytest.approx(9.5)
 
+    def test_a_probe_of_an_earlier_period_decides_nothing(self, circuits: Any) -> None:
+        """A probe that ends after its period's verdict neither closes the next period nor takes its place."""
+        self.trip(circuits)
+        _, late = circuits.admit("t", self.policy, now=10.0)
+        _, failing = circuits.admit("t", self.policy, now=10.0)
+        circuits.record("t", self.policy, now=10.5, failed=True, probe=failing)  # reopened
+        circuits.record("t", self.policy, now=11.0, failed=False, probe=late)  # too late: nothing
+        circuits.unprobe("t", self.policy, probe=late)  # nor this
+        _, first = circuits.admit("t", self.policy, now=20.5)
+        _, second = circuits.admit("t", self.policy, now=20.5)
+        assert first == second and first not in (0, late)
+        assert circuits.admit("t", self.policy, now=20.5)[0] > 0  # still two probes at most
+        circuits.record("t", self.policy, now=21.0, failed=False, probe=late)  # an old success closes nothing
+        circuits.record("t", self.policy, now=21.0, failed=False, probe=first)
+        assert circuits.snapshot("t", self.policy, now=21.0)["state"] == "half_open"
+        circuits.record("t", self.policy, now=21.5, failed=False, probe=second)
+        assert circuits.snapshot("t", self.policy, now=21.5)["state"] == "closed"
+
     def test_unprobe_gives_the_place_back(self, circuits: Any) -> None:
         self.trip(circuits)
+        _, probe = circuits.admit("t", self.policy, now=10.0)
         circuits.admit("t", self.policy, now=10.0)
-        circuits.admit("t", self.policy, now=10.0)
-        circuits.unprobe("t", self.policy)
-        assert circuits.admit("t", self.policy, now=10.0) == (0.0, True)
+        circuits.unprobe("t", self.policy, probe=probe)
+        assert circuits.admit("t", self.policy, now=10.0) == (0.0, probe)
 
 
 class BudgetStoreContract(Suite, standard=True, provided=("store",)):
