@@ -212,6 +212,102 @@ def test_refusals_store_nothing(make_store: Any, clock: ManualClock) -> None:
     assert reg.call("f", idempotency_key="k") == "ran"
 
 
+def test_a_refused_retry_after_the_tool_ran_is_the_outcome(make_store: Any, clock: ManualClock) -> None:
+    """Attempt 1 ran and failed, attempt 2 was refused by the rate limit: the key was freed and the tool ran again."""
+    reg = ToolRegistry(plugins={"idempotency": IdempotencyPlugin(store=make_store())}, clock=clock, autoload=False)
+    runs = []
+
+    def flaky() -> str:
+        runs.append(1)
+        raise RetryableError("blip")
+
+    reg.add(flaky, rate_limit={"rate": 0.001, "burst": 1}, retry={"attempts": 3, "initial": 0, "total": 5})
+    first = reg.try_call("flaky", idempotency_key="k")
+    assert type(first.error).__name__ == "RateLimitExceeded" and len(runs) == 1
+    again = reg.try_call("flaky", idempotency_key="k")
+    assert again.error is not None and again.error.replayed and len(runs) == 1  # replayed, not run again
+
+
+def test_a_cancelled_acall_holds_the_key_until_its_tool_returns(make_store: Any) -> None:
+    """A blocking tool runs on in its thread after its acall was cancelled: the same key ran it again meanwhile."""
+    import asyncio
+
+    reg = registry_with(make_store())
+    entered, gate, runs = threading.Event(), threading.Event(), []
+
+    def charge() -> str:
+        runs.append(1)
+        entered.set()
+        gate.wait(10)
+        return "charged"
+
+    reg.add(charge)
+
+    async def cancel_then_retry() -> type[BaseException] | None:
+        task = asyncio.ensure_future(reg.acall("charge", idempotency_key="pay-1"))
+        await asyncio.get_running_loop().run_in_executor(None, entered.wait, 10)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        found = await reg.atry_call("charge", idempotency_key="pay-1")
+        return type(found.error) if found.error is not None else None
+
+    assert asyncio.run(cancel_then_retry()) is IdempotencyConflict and runs == [1]
+    gate.set()
+    for _ in range(1000):  # the key is given back from the tool's thread as it returns
+        if reg.try_call("charge", idempotency_key="pay-1").ok:
+            break
+        time.sleep(0.005)
+    assert runs == [1, 1]  # cancelled: nothing stored, so the key ran once the first run had ended
+
+
+def test_memory_replays_are_copies(clock: ManualClock) -> None:
+    reg = registry_with(MemoryStore())
+    reg.add(lambda: {"item": "book", "lines": [1]}, name="order")
+    first = reg.call("order", idempotency_key="k")
+    first["lines"].append(99)
+    second = reg.call("order", idempotency_key="k")
+    assert second == {"item": "book", "lines": [1]}
+    second["item"] = "tampered"
+    assert reg.call("order", idempotency_key="k") == {"item": "book", "lines": [1]}
+    runs = []
+    reg.add(lambda: runs.append(1) or threading.Lock(), name="locked")  # cannot be copied: not kept
+    reg.call("locked", idempotency_key="k")
+    reg.call("locked", idempotency_key="k")
+    assert len(runs) == 2
+
+
+def test_a_locked_sqlite_file_takes_the_fail_modes(tmp_path: Path) -> None:
+    """Another connection holding the file: the result is returned (it was PluginError: database is locked)."""
+    import sqlite3
+
+    from harness_one.state import StateUnavailable
+
+    path = tmp_path / "locked.sqlite3"
+    store = SQLiteStore(path, timeout=0.05)
+    reg = registry_with(store)
+    runs = []
+    other = sqlite3.connect(path, timeout=0.05, isolation_level=None)
+
+    def work() -> str:
+        runs.append(1)
+        other.execute("BEGIN EXCLUSIVE")  # while the tool runs, another process locks the file
+        return "done"
+
+    reg.add(work)
+    try:
+        assert reg.call("work", idempotency_key="k") == "done"  # not stored: logged, still returned
+        with pytest.raises(StateUnavailable):  # on_state_error="closed": a key never runs unprotected
+            reg.call("work", idempotency_key="other")
+        relaxed = ToolRegistry(plugins={"idempotency": IdempotencyPlugin(store=store, on_state_error="open")}, autoload=False)
+        relaxed.add(lambda: "unprotected", name="g")
+        assert relaxed.call("g", idempotency_key="k2") == "unprotected"
+    finally:
+        other.execute("ROLLBACK")
+        other.close()
+    assert runs == [1]
+
+
 def test_new_registry_on_same_sqlite_file_replays(tmp_path: Path) -> None:
     path = tmp_path / "shared.sqlite3"
     first = registry_with(SQLiteStore(path))

@@ -139,6 +139,21 @@ async def test_async_client_decisions(redis_url: str) -> None:
     await shared.aclose()
 
 
+def test_an_outcome_too_large_for_a_record_is_not_stored(redis_url: str) -> None:
+    """Over ``max_value`` the outcome is returned and the key freed (a 150 MB record was stored, then timed out on every replay)."""
+    from harness_one.state import RedisStore
+
+    store = RedisStore(link(redis_url), max_value=1000)
+    reg = ToolRegistry(plugins={"idempotency": IdempotencyPlugin(store=store)}, autoload=False)
+    runs: list[int] = []
+    reg.add(lambda n: runs.append(1) or "x" * n, name="big")
+    assert reg.call("big", {"n": 5000}, idempotency_key="k") == "x" * 5000
+    assert reg.call("big", {"n": 5000}, idempotency_key="k") == "x" * 5000 and len(runs) == 2  # not kept: ran again
+    assert reg.call("big", {"n": 10}, idempotency_key="small") == reg.call("big", {"n": 10}, idempotency_key="small")
+    assert len(runs) == 3  # within the bound: stored and replayed
+    assert RedisStore(link(redis_url)).max_value == 8 << 20
+
+
 def test_state_url_puts_every_plugin_on_redis(redis_url: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     from harness_one.state import RedisBuckets, RedisCircuits, RedisSlots, RedisStore
 

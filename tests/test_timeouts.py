@@ -246,3 +246,37 @@ def test_process_pool_size_is_a_plugin_option(tmp_path: os.PathLike[str]) -> Non
         open(gate, "w").close()
         holder.join(30)
     assert reg.call("pid") != os.getpid()
+
+
+def test_ctrl_c_during_a_thread_timeout_keeps_what_the_running_tool_holds() -> None:
+    """Ctrl-C while the caller waits for a thread-mode tool: the tool runs on, so its slot and key stay
+    held until it returns (both were freed: a cap of 1 ran 2, and the same key ran again)."""
+    import signal
+
+    from harness_one import IdempotencyConflict
+
+    reg = ToolRegistry(autoload=False)
+    entered, gate, runs = threading.Event(), threading.Event(), []
+
+    def work() -> str:
+        runs.append(1)
+        entered.set()
+        gate.wait(10)
+        return "done"
+
+    reg.add(work, timeout=30, timeout_mode="thread", max_concurrency=1)
+
+    def interrupt() -> None:
+        if entered.wait(10):
+            os.kill(os.getpid(), signal.SIGINT)
+
+    sender = threading.Thread(target=interrupt)
+    sender.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            reg.call("work", idempotency_key="k")
+        sender.join()
+        assert isinstance(reg.try_call("work", idempotency_key="k").error, IdempotencyConflict)
+        assert isinstance(reg.try_call("work").error, ToolBusy) and runs == [1]
+    finally:
+        gate.set()

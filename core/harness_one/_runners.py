@@ -246,7 +246,15 @@ class ThreadRunner:
     def run(self, call: Call, fn: Callable[..., Any], kwargs: dict[str, Any], timeout: float) -> Any:
         slot = self._take(call, fn, kwargs)
         slot.go.release()
-        if slot.done.acquire(True, _seconds(timeout)) or self._pool.finished_late(slot, call):
+        try:
+            finished = slot.done.acquire(True, _seconds(timeout))
+        except BaseException:  # Ctrl-C in the wait: give up on the call as at a timeout (the tool runs on)
+            if self._pool.finished_late(slot, call):
+                self._pool.give_back(slot)
+            else:
+                call.cancel()
+            raise
+        if finished or self._pool.finished_late(slot, call):
             return self._collect(slot)
         raise _timed_out(call, timeout)
 

@@ -248,9 +248,20 @@ class IdempotencyPlugin:
             return None
         if call.peek(_OWNED) is None or type(call.decision) is Retry:
             return None
-        if call.ran and isinstance(error, ToolError) and not isinstance(error, (ToolArgumentError, ToolCancelled)):
+        ran = call.ran or call.attempt > 1  # an earlier attempt ran the tool, if this one was refused
+        if ran and isinstance(error, ToolError) and not isinstance(error, (ToolArgumentError, ToolCancelled)):
             return self._finish(call, False, error=error)
+        if call.lingering is not None:  # cancelled while its tool runs on in a thread: the key stays held until it returns
+            call.take(_OWNED)
+            call.lingering.then(lambda: self._release_later(call))
+            return None
         return self._release(call)  # refused before running, wrong arguments, or cancelled: nothing to keep
+
+    def _release_later(self, call: Call) -> None:
+        """The key of a cancelled call whose tool ran on, given back from its thread as it returns."""
+        self._leases.drop(id(call))
+        assert call.idempotency_key is not None
+        self._release_key(call.tool.name, call.idempotency_key)
 
     @hookimpl
     def harness_stats(self, registry: ToolRegistry) -> dict[str, Any]:

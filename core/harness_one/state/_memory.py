@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import math
 import threading
 from collections import OrderedDict
@@ -69,8 +71,23 @@ class MemoryBuckets:
         return len(self._buckets)
 
 
+def _copied(value: Any) -> Any:
+    """A copy of ``value`` no caller holds (immutable scalars as they are); ``TypeError`` if it cannot be copied."""
+    if value is None or type(value) in (str, int, float, bool, bytes):
+        return value
+    try:
+        return copy.deepcopy(value)
+    except (copy.Error, RecursionError) as exc:
+        raise TypeError(f"the value cannot be copied: {exc}") from exc
+
+
 class MemoryStore:
-    """Idempotency records in a dict, for one process. Values are kept as they are (not copied)."""
+    """Idempotency records in a dict, for one process.
+
+    A value is kept as a copy, and each replay gets its own copy, so no caller changes what
+    the next one is replayed; ``finish`` raises ``TypeError`` for a value that cannot be
+    copied (a lock, a socket), as the SQLite and Redis stores do for a value that is not JSON.
+    """
 
     def __init__(self) -> None:
         self._records: dict[tuple[str, str], Record] = {}
@@ -84,10 +101,12 @@ class MemoryStore:
                 for k in [k for k, r in self._records.items() if r.expires <= now]:
                     del self._records[k]
             found = self._records.get((scope, key))
-            if found is not None and found.expires > now:
-                return found
-            self._records[(scope, key)] = Record(fingerprint, "running", now + lease)
-            return None
+            if found is None or found.expires <= now:
+                self._records[(scope, key)] = Record(fingerprint, "running", now + lease)
+                return None
+        if found.state == "done" and found.ok:
+            return dataclasses.replace(found, value=_copied(found.value))
+        return found
 
     def renew(self, scope: str, key: str, now: float, lease: float) -> bool:
         with self._lock:
@@ -98,8 +117,9 @@ class MemoryStore:
             return True
 
     def finish(self, scope: str, key: str, record: Record) -> None:
+        kept = dataclasses.replace(record, value=_copied(record.value)) if record.ok else record
         with self._lock:
-            self._records[(scope, key)] = record
+            self._records[(scope, key)] = kept
 
     def release(self, scope: str, key: str) -> None:
         with self._lock:

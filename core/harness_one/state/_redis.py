@@ -857,11 +857,15 @@ class RedisStore:
     Same semantics as :class:`MemoryStore` and :class:`SQLiteStore` (``now`` is the callers'
     wall-clock time, compared with the stored expiry). Values are stored as JSON, as in the
     SQLite store: a replay returns the JSON form of the first result; ``finish`` raises
-    ``TypeError``/``ValueError`` for a result that is not JSON.
+    ``TypeError``/``ValueError`` for a result that is not JSON, and ``ValueError`` for one
+    whose JSON is longer than ``max_value`` characters (8 MiB by default: a larger record
+    would take longer to write and read than a Redis operation may, so it could be stored but
+    never replayed).
     """
 
-    def __init__(self, link: RedisLink) -> None:
+    def __init__(self, link: RedisLink, *, max_value: int = 8 << 20) -> None:
         self.link = link
+        self.max_value = max_value
 
     def _key(self, scope: str, key: str) -> str:
         return f"{self.link.prefix}idem:{len(scope)}:{scope}:{key}"
@@ -884,6 +888,10 @@ class RedisStore:
     def _finish(self, scope: str, key: str, record: Record) -> tuple[list[str], list[Any]]:
         value = json.dumps(record.value)  # TypeError/ValueError for non-JSON values: the caller releases the key
         error = "" if record.error is None else json.dumps(record.error)
+        if len(value) + len(error) > self.max_value:
+            raise ValueError(
+                f"the outcome is {len(value) + len(error):,} characters of JSON, over the {self.max_value:,} a record holds"
+            )
         fallback = min(max(math.ceil((record.expires - time.time()) * 1000), 1), _MAX_TTL_MS)
         return [self._key(scope, key)], [
             "",

@@ -6,9 +6,11 @@ import json
 import sqlite3
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
-from ._protocols import Record
+from ._protocols import Record, StateUnavailable
 
 __all__ = ["SQLiteStore", "WallClock"]
 
@@ -35,7 +37,9 @@ class SQLiteStore:
     processes); the file is in WAL mode with ``synchronous=NORMAL`` (durable across process
     crashes; an OS crash may lose the last records). Values are stored as JSON, so a replay
     returns the JSON form of the first result (tuples come back as lists); ``finish`` raises
-    ``TypeError``/``ValueError`` for a result that is not JSON.
+    ``TypeError``/``ValueError`` for a result that is not JSON. A file SQLite cannot use now
+    (locked by another connection past ``timeout``, read-only, full, gone) raises
+    :class:`StateUnavailable`, so the plugin's ``on_state_error`` decides, as for Redis.
     """
 
     def __init__(self, path: str | Path, *, timeout: float = 10.0) -> None:
@@ -52,9 +56,17 @@ class SQLiteStore:
         )
         self._ops = 0
 
-    def begin(self, scope: str, key: str, fingerprint: str, now: float, lease: float) -> Record | None:
+    @contextmanager
+    def _connection(self) -> Iterator[sqlite3.Connection]:
+        """The connection, one thread at a time; SQLite's operational errors as :class:`StateUnavailable`."""
         with self._lock:
-            conn = self._conn
+            try:
+                yield self._conn
+            except sqlite3.OperationalError as exc:
+                raise StateUnavailable(f"The SQLite state at {self.path} cannot be used now: {exc}.") from exc
+
+    def begin(self, scope: str, key: str, fingerprint: str, now: float, lease: float) -> Record | None:
+        with self._connection() as conn:
             conn.execute("BEGIN IMMEDIATE")
             try:
                 self._ops += 1
@@ -85,8 +97,8 @@ class SQLiteStore:
                 raise
 
     def renew(self, scope: str, key: str, now: float, lease: float) -> bool:
-        with self._lock:
-            cursor = self._conn.execute(
+        with self._connection() as conn:
+            cursor = conn.execute(
                 "UPDATE harness_one_idempotency SET expires = ? WHERE scope = ? AND key = ? AND state = 'running' AND expires > ?",
                 (now + lease, scope, key, now),
             )
@@ -95,15 +107,15 @@ class SQLiteStore:
     def finish(self, scope: str, key: str, record: Record) -> None:
         value = json.dumps(record.value)  # TypeError/ValueError for non-JSON values: the caller releases the key
         error = None if record.error is None else json.dumps(record.error)
-        with self._lock:
-            self._conn.execute(
+        with self._connection() as conn:
+            conn.execute(
                 "UPDATE harness_one_idempotency SET state = ?, expires = ?, ok = ?, value = ?, error = ? WHERE scope = ? AND key = ?",
                 (record.state, record.expires, int(record.ok), value, error, scope, key),
             )
 
     def release(self, scope: str, key: str) -> None:
-        with self._lock:
-            self._conn.execute("DELETE FROM harness_one_idempotency WHERE scope = ? AND key = ?", (scope, key))
+        with self._connection() as conn:
+            conn.execute("DELETE FROM harness_one_idempotency WHERE scope = ? AND key = ?", (scope, key))
 
     def close(self) -> None:
         with self._lock:
