@@ -8,12 +8,20 @@ import os
 import subprocess
 import threading
 from pathlib import Path
+from typing import Any
 
 from mcp_support import serve_command, server_env
 
+HELLO = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}
+OPENING = [
+    json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": HELLO}).encode() + b"\n",
+    b'{"jsonrpc": "2.0", "method": "notifications/initialized"}\n',
+]
+PING = json.dumps({"jsonrpc": "2.0", "id": 3, "method": "ping"}).encode() + b"\n"
 
-def test_stdio_wire_survives_stray_prints_and_oversized_lines(tmp_path: Path) -> None:
-    """A tool's print goes to stderr, a line over the limit is dropped (and answered), and the next request is answered."""
+
+def exchange(tmp_path: Path, lines: list[bytes], answers: int) -> tuple[list[dict[str, Any]], bytes]:
+    """``harness-one serve`` on raw pipes: ``lines`` written, ``answers`` lines read back, then its stderr."""
     proc = subprocess.Popen(
         serve_command(),
         stdin=subprocess.PIPE,
@@ -24,41 +32,31 @@ def test_stdio_wire_survives_stray_prints_and_oversized_lines(tmp_path: Path) ->
     watchdog = threading.Timer(30, proc.kill)
     watchdog.start()
     assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
-    hello = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}
-    lines = [
-        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": hello},
-        {"jsonrpc": "2.0", "method": "notifications/initialized"},
-        {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "noisy", "arguments": {}}},
-    ]
     try:
-        proc.stdin.write(b"".join(json.dumps(line).encode() + b"\n" for line in lines))
-        proc.stdin.write(b'"' + b"x" * 3_000_000 + b'"\n')  # longer than the registry's argument limit
-        proc.stdin.write(json.dumps({"jsonrpc": "2.0", "id": 3, "method": "ping"}).encode() + b"\n")
+        proc.stdin.write(b"".join(lines))
         proc.stdin.flush()
-        answers = {answer["id"]: answer for answer in (json.loads(proc.stdout.readline()) for _ in range(4))}
+        read = [json.loads(proc.stdout.readline()) for _ in range(answers)]
         proc.stdin.close()
         assert proc.wait(10) == 0
     finally:
         watchdog.cancel()
         proc.kill()
+    return read, proc.stderr.read()
+
+
+def test_stdio_wire_survives_stray_prints_and_oversized_lines(tmp_path: Path) -> None:
+    """A tool's print goes to stderr, a line over the limit is dropped (and answered), and the next request is answered."""
+    noisy = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "noisy", "arguments": {}}}
+    long = b'"' + b"x" * 3_000_000 + b'"\n'  # longer than the registry's argument limit
+    read, stderr = exchange(tmp_path, [*OPENING, json.dumps(noisy).encode() + b"\n", long, PING], 4)
+    answers = {answer["id"]: answer for answer in read}
     assert answers[2]["result"]["content"][0]["text"] == "quiet" and answers[3]["result"] == {}
     assert answers[None]["error"]["code"] == -32700  # the dropped line is answered
-    assert b"stray output" in proc.stderr.read()
+    assert b"stray output" in stderr
 
 
 def test_stdio_answers_every_line_it_cannot_read(tmp_path: Path) -> None:
     """Not JSON, invalid UTF-8, a lone surrogate, not a message: an error answer each (the client waited for ever)."""
-    proc = subprocess.Popen(
-        serve_command(),
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env={**os.environ, **server_env(tmp_path)},
-    )
-    watchdog = threading.Timer(30, proc.kill)
-    watchdog.start()
-    assert proc.stdin is not None and proc.stdout is not None
-    hello = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}
     call = '{"jsonrpc": "2.0", "id": %s, "method": "tools/call", "params": {"name": "noisy", "arguments": {"x": %s}}}'
     bad = [
         b"{not json\n",
@@ -69,18 +67,7 @@ def test_stdio_answers_every_line_it_cannot_read(tmp_path: Path) -> None:
         b'{"jsonrpc": "2.0", "id": 99, "result": {}}\n',  # a response to nothing: never answered
         b'"' + b"x" * 3_000_000 + b'"\n',  # longer than the line limit
     ]
-    try:
-        proc.stdin.write(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": hello}).encode() + b"\n")
-        proc.stdin.write(b'{"jsonrpc": "2.0", "method": "notifications/initialized"}\n')
-        proc.stdin.write(b"".join(bad))
-        proc.stdin.write(json.dumps({"jsonrpc": "2.0", "id": 3, "method": "ping"}).encode() + b"\n")
-        proc.stdin.flush()
-        answers = [json.loads(proc.stdout.readline()) for _ in range(8)]
-        proc.stdin.close()
-        assert proc.wait(10) == 0
-    finally:
-        watchdog.cancel()
-        proc.kill()
+    answers, _ = exchange(tmp_path, [*OPENING, *bad, PING], 8)
     got = [(a["id"], a.get("error", {}).get("code")) for a in answers[1:]]
     assert got == [(None, -32700), (None, -32700), (5, -32600), ("six", -32600), (None, -32600), (None, -32700), (3, None)]
     messages = [a["error"]["message"] for a in answers[1:-1]]
