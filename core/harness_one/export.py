@@ -4,8 +4,9 @@ strict or not), Anthropic, Gemini and MCP.
 ``registry.export(format, strict=...)`` caches the result until the registry's tools change.
 Where a provider's rules differ from harness-one's, the export says so: OpenAI's strict mode
 raises :class:`StrictSchemaError` for a schema it cannot express, Gemini's conversion lists
-every keyword it dropped or rewrote, and tool names a provider would reject are mapped (the
-:class:`NameMap` reverses them when calls come back).
+every keyword it dropped or rewrote, keywords a provider refuses at the top of a schema are
+dropped with a note, and tool names a provider would reject are mapped (the :class:`NameMap`
+reverses them when calls come back).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from ._tool import Tool
 
 __all__ = [
     "FORMATS",
+    "INLINE_BUDGET",
     "Export",
     "NameMap",
     "StrictSchemaError",
@@ -76,7 +78,13 @@ class Export:
     _pieces: dict[Tool, _Piece] = field(default_factory=dict, repr=False, compare=False)
 
     def extended(self, tool: Tool) -> Export:
-        """This export plus ``tool`` (what a registry does when one tool is added): one tool's work."""
+        """This export plus ``tool`` (what a registry does when one tool is added): one tool's work.
+
+        If an earlier tool was exported under ``tool``'s name, the export is rebuilt as a fresh
+        one would be, so no name is exported twice.
+        """
+        if tool.name in self.names.exported:
+            return export_tools([*self._pieces, tool], self.format, strict=self.strict, reuse=self)
         out = Export(
             self.format,
             self.strict,
@@ -118,16 +126,19 @@ class Export:
             strict = bool(self.strict)
             not_strict: list[str] | None = None
             try:
-                parameters, nullable = _parameters(tool, strict)
+                parameters, nullable, notes = _parameters(tool, strict)
             except StrictSchemaError as exc:
                 if self.strict != "auto":
                     raise
-                strict, (parameters, nullable) = False, _parameters(tool, False)
+                strict, (parameters, nullable, notes) = False, _parameters(tool, False)
                 not_strict = exc.reasons
-            notes = ("exported without strict mode: " + "; ".join(not_strict),) if not_strict else ()
+                notes.insert(0, "exported without strict mode: " + "; ".join(not_strict))
             definition = (_chat if self.format == "openai" else _responses)(tool, parameters, strict)
-            return _Piece(name, definition, notes, nullable, not_strict)
-        return _Piece(name, to_anthropic(tool) if self.format == "anthropic" else to_mcp(tool))
+            return _Piece(name, definition, tuple(notes), nullable, not_strict)
+        if self.format == "anthropic":
+            definition, notes = _anthropic(tool)
+            return _Piece(name, definition, tuple(notes))
+        return _Piece(name, to_mcp(tool))
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,23 +155,38 @@ class _Piece:
 # --------------------------------------------------------------------------- $ref inlining
 
 
-def inline_refs(schema: Mapping[str, Any], *, tool: str = "?") -> dict[str, Any]:
-    """``schema`` with every local ``$ref`` replaced by its target and ``$defs`` removed.
+#: The most objects and arrays that inlining ``$ref`` may copy into one schema: without a bound,
+#: twenty ``$defs`` that each use the previous one twice (3 KB) would inline to 2**20 copies.
+INLINE_BUDGET = 20_000
 
-    A recursive reference cannot be inlined and raises :class:`StrictSchemaError`.
-    """
+
+class _NotInlinable(ValueError):
+    """A schema's ``$ref`` cannot be inlined; the message says why."""
+
+
+def _inline(schema: Mapping[str, Any], budget: int) -> dict[str, Any]:
+    """``schema`` with every local ``$ref`` replaced by its target and ``$defs`` removed, or :class:`_NotInlinable`."""
     root = copy.deepcopy(dict(schema))
+    left = budget
 
     def resolve(ref: str) -> Any:
         if not ref.startswith("#"):
-            raise StrictSchemaError(tool, [f"$ref {ref!r} is not local"])
+            raise _NotInlinable(f"$ref {ref!r} is not local")
         node: Any = root
-        for raw in ref.lstrip("#").strip("/").split("/") if ref.strip("#/") else []:
-            part = raw.replace("~1", "/").replace("~0", "~")
-            node = node[int(part)] if isinstance(node, list) else node[part]
+        try:
+            for raw in ref.lstrip("#").strip("/").split("/") if ref.strip("#/") else []:
+                part = raw.replace("~1", "/").replace("~0", "~")
+                node = node[int(part)] if isinstance(node, list) else node[part]
+        except (LookupError, TypeError, ValueError):
+            raise _NotInlinable(f"$ref {ref!r} points to nothing in the schema") from None
         return node
 
     def walk(node: Any, seen: tuple[str, ...]) -> Any:
+        nonlocal left
+        if seen and isinstance(node, (list, dict)):  # a copy made by inlining: counted
+            left -= 1
+            if left < 0:
+                raise _NotInlinable(f"inlining $ref would copy more than {budget} schema nodes")
         if isinstance(node, list):
             return [walk(v, seen) for v in node]
         if not isinstance(node, dict):
@@ -168,13 +194,25 @@ def inline_refs(schema: Mapping[str, Any], *, tool: str = "?") -> dict[str, Any]
         if "$ref" in node:
             ref = node["$ref"]
             if ref in seen:
-                raise StrictSchemaError(tool, [f"$ref {ref!r} is recursive and cannot be inlined"])
+                raise _NotInlinable(f"$ref {ref!r} is recursive and cannot be inlined")
             target = walk(resolve(ref), (*seen, ref))
             rest = {k: walk(v, seen) for k, v in node.items() if k != "$ref"}
             return {**target, **rest}
         return {k: walk(v, seen) for k, v in node.items() if k not in ("$defs", "definitions")}
 
     return walk(root, ())  # type: ignore[no-any-return]
+
+
+def inline_refs(schema: Mapping[str, Any], *, tool: str = "?", budget: int = INLINE_BUDGET) -> dict[str, Any]:
+    """``schema`` with every local ``$ref`` replaced by its target and ``$defs`` removed.
+
+    A recursive reference, or one whose inlining would copy more than ``budget`` objects
+    and arrays, cannot be inlined and raises :class:`StrictSchemaError`.
+    """
+    try:
+        return _inline(schema, budget)
+    except _NotInlinable as exc:
+        raise StrictSchemaError(tool, [str(exc)]) from None
 
 
 # --------------------------------------------------------------------------- OpenAI strict
@@ -207,8 +245,8 @@ def strict_schema(schema: Mapping[str, Any], *, tool: str = "?") -> tuple[dict[s
     ``required``; a property that was optional becomes nullable (its ``null`` means
     "absent", and :mod:`harness_one.dispatch` drops it so defaults apply); ``$ref`` is
     inlined; ``default`` is removed. Raises :class:`StrictSchemaError` for what strict mode
-    cannot express: free-form maps, ``patternProperties``, ``allOf``/``oneOf``/``not``,
-    conditionals, recursion.
+    cannot express: free-form maps, ``patternProperties``, ``allOf``/``oneOf``/``not``, a
+    top-level ``anyOf``/``enum``, conditionals, recursion, inlining past :data:`INLINE_BUDGET`.
     """
     reasons: list[str] = []
     nullable: dict[str, Any] = {}
@@ -255,6 +293,7 @@ def strict_schema(schema: Mapping[str, Any], *, tool: str = "?") -> tuple[dict[s
         return out
 
     inlined = inline_refs(schema, tool=tool)
+    reasons += [f"$: {key} at the top level is refused by OpenAI" for key in ("anyOf", "enum") if key in inlined]
     result = convert(inlined, "$", nullable)
     if reasons:
         raise StrictSchemaError(tool, reasons)
@@ -273,8 +312,11 @@ _GEMINI_KEYWORDS = {
 def gemini_schema(schema: Mapping[str, Any], *, tool: str = "?") -> tuple[dict[str, Any], list[str]]:
     """The OpenAPI 3.0 subset Gemini accepts, and a list of what was dropped or rewritten.
 
-    Validation still uses the full schema in the harness pipeline, so what Gemini cannot
-    express is enforced anyway; the notes say where the model was told less.
+    ``$ref`` is inlined; where it cannot be (recursion, past :data:`INLINE_BUDGET`), the
+    definitions go to Gemini's root ``defs`` and each ``$ref`` becomes its ``ref``, or, if a
+    reference points elsewhere, the parameters become any object. Validation still uses the
+    full schema in the harness pipeline, so what Gemini cannot express is enforced anyway;
+    the notes say where the model was told less.
     """
     notes: list[str] = []
 
@@ -323,6 +365,9 @@ def gemini_schema(schema: Mapping[str, Any], *, tool: str = "?") -> tuple[dict[s
             if key == "anyOf":
                 out["anyOf"] = [convert(v, f"{path}.anyOf[{i}]") for i, v in enumerate(value)]
                 continue
+            if key == "$ref" and _def_name(value):
+                out["ref"] = f"#/defs/{_def_name(value)}"
+                continue
             if key in _GEMINI_KEYWORDS:
                 out[key] = value
             elif key != "$schema":
@@ -331,14 +376,67 @@ def gemini_schema(schema: Mapping[str, Any], *, tool: str = "?") -> tuple[dict[s
             out = {"nullable": True, **{k: v for k, v in out.items() if k != "type"}}
         return out
 
-    return convert(inline_refs(schema, tool=tool), "$"), notes
+    try:
+        return convert(_inline(schema, INLINE_BUDGET), "$"), notes
+    except _NotInlinable as exc:
+        why = str(exc)
+    defs = _root_defs(schema)
+    if defs is None:
+        return {"type": "object"}, [f"$: parameters exported as any object ({why}, and not every $ref is to root $defs)"]
+    out = convert({k: v for k, v in schema.items() if k not in ("$defs", "definitions")}, "$")
+    out["defs"] = {name: convert(sub, f"$defs.{name}") for name, sub in defs.items()}
+    return out, [f"$: $ref kept as Gemini's ref to root defs ({why})", *notes]
+
+
+_DEF_REF = re.compile(r"^#/(?:\$defs|definitions)/([^/~%]+)$")
+
+
+def _def_name(ref: Any) -> str | None:
+    """The name in a ``$ref`` to a root definition (``#/$defs/NAME``, ``#/definitions/NAME``), else ``None``."""
+    found = _DEF_REF.match(ref) if isinstance(ref, str) else None
+    return found[1] if found else None
+
+
+def _root_defs(schema: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The root ``$defs`` and ``definitions`` as one map, if every ``$ref`` is to one of them (else ``None``)."""
+    groups = [schema.get("$defs") or {}, schema.get("definitions") or {}]
+    if set(groups[0]) & set(groups[1]):
+        return None
+    defs = {**groups[0], **groups[1]}
+    pending: list[Any] = [schema]
+    while pending:
+        node = pending.pop()
+        if isinstance(node, list):
+            pending += node
+        elif isinstance(node, dict):
+            if "$ref" in node and _def_name(node["$ref"]) not in defs:
+                return None
+            pending += node.values()
+    return defs
 
 
 # --------------------------------------------------------------------------- per format
 
 
-def _parameters(tool: Tool, strict: bool) -> tuple[dict[str, Any], dict[str, Any]]:
-    return strict_schema(tool.parameters, tool=tool.name) if strict else (tool.parameters, {})
+#: Keywords a provider refuses at the top of a tool's schema, failing the whole request (their error messages).
+_TOP_REFUSED = {"openai": ("allOf", "anyOf", "enum", "not", "oneOf"), "anthropic": ("allOf", "anyOf", "oneOf")}
+
+
+def _top_allowed(schema: dict[str, Any], provider: str) -> tuple[dict[str, Any], list[str]]:
+    """``schema`` without the top-level keywords ``provider`` refuses, and a note if any were dropped."""
+    dropped = [key for key in _TOP_REFUSED[provider] if key in schema]
+    if not dropped:
+        return schema, []
+    kept = {k: v for k, v in schema.items() if k not in dropped}
+    return kept, [f"$: {', '.join(dropped)} at the top level dropped (refused there; calls are still validated with it)"]
+
+
+def _parameters(tool: Tool, strict: bool) -> tuple[dict[str, Any], dict[str, Any], list[str]]:
+    """The OpenAI parameters, the properties made nullable (strict), and the notes."""
+    if strict:
+        return (*strict_schema(tool.parameters, tool=tool.name), [])
+    parameters, notes = _top_allowed(tool.parameters, "openai")
+    return parameters, {}, notes
 
 
 def _chat(tool: Tool, parameters: dict[str, Any], strict: bool) -> dict[str, Any]:
@@ -362,9 +460,14 @@ def to_openai_responses(tool: Tool, *, strict: bool = False) -> dict[str, Any]:
     return _responses(tool, _parameters(tool, strict)[0], strict)
 
 
+def _anthropic(tool: Tool) -> tuple[dict[str, Any], list[str]]:
+    schema, notes = _top_allowed(tool.parameters, "anthropic")
+    return {"name": tool.name, "description": tool.description, "input_schema": schema}, notes
+
+
 def to_anthropic(tool: Tool) -> dict[str, Any]:
-    """Messages API: ``{"name", "description", "input_schema"}``."""
-    return {"name": tool.name, "description": tool.description, "input_schema": tool.parameters}
+    """Messages API: ``{"name", "description", "input_schema"}`` (a top-level ``anyOf``/``oneOf``/``allOf`` dropped)."""
+    return _anthropic(tool)[0]
 
 
 def to_gemini(tool: Tool, name: str | None = None) -> tuple[dict[str, Any], list[str]]:
