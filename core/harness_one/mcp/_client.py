@@ -6,7 +6,8 @@ so its tools can be called from any thread or loop, sync or async. A remote tool
 async harness tool: a harness timeout cancels the remote call (the SDK sends
 ``notifications/cancelled``), a lost connection is :class:`McpConnectionError` and the next
 call reconnects, and a remote ``isError`` result is a :class:`~harness_one.ToolExecutionError`
-with the remote text.
+with the remote text (capped at :data:`ERROR_TEXT_LIMIT` characters). A call no timeout policy
+bounds gets the default deadline ``call_timeout`` (300 s), then :class:`~harness_one.ToolTimeout`.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ import concurrent.futures
 import contextlib
 import dataclasses
 import hashlib
+import json
+import logging
 import re
 import sys
 import threading
@@ -31,7 +34,7 @@ import mcp_types as types
 from mcp import Client, MCPError, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
-from mcp_types import CONNECTION_CLOSED
+from mcp_types import CONNECTION_CLOSED, PARSE_ERROR
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from opentelemetry import context as otel_context
 from opentelemetry import propagate, trace
@@ -44,12 +47,23 @@ from harness_one import (
     ToolDefinitionError,
     ToolExecutionError,
     ToolRegistry,
+    ToolTimeout,
     __version__,
 )
+from harness_one._log import log_event
+from harness_one._render import safe_text
 
-from ._spec import ERROR_META_KEY, McpSpec, McpSpecError
+from ._spec import ERROR_META_KEY, McpSpec, McpSpecError, masked_url
 
-__all__ = ["McpConnectionError", "RemoteServer", "RemoteToolError", "aimport_tools", "import_tools", "local_name"]
+__all__ = [
+    "ERROR_TEXT_LIMIT",
+    "McpConnectionError",
+    "RemoteServer",
+    "RemoteToolError",
+    "aimport_tools",
+    "import_tools",
+    "local_name",
+]
 
 T = TypeVar("T")
 _VALID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
@@ -57,6 +71,23 @@ _INVALID_CHARS = re.compile(r"[^A-Za-z0-9_-]")
 _WRAP = "x-fastmcp-wrap-result"
 #: Errors of the transport itself (the server process died, the socket closed, HTTP failed).
 _LOST = (OSError, EOFError, anyio.BrokenResourceError, anyio.ClosedResourceError, anyio.EndOfStream, httpx2.TransportError)
+#: The most characters of a remote error text (``isError`` text, a JSON-RPC error message) kept; the rest is cut.
+ERROR_TEXT_LIMIT = 10_000
+#: Seconds a remote call may take when no ``timeout``/``total_timeout`` policy bounds it (the HTTP read timeout).
+CALL_TIMEOUT = 300.0
+#: The synthesized errors of the SDK's HTTP transport for a request whose response stream broke.
+_HTTP_ABANDONED = ("SSE stream failed", "SSE stream ended")
+
+
+def _cap(text: str) -> str:
+    """``text`` cut to :data:`ERROR_TEXT_LIMIT` characters, with a marker saying how much there was."""
+    if len(text) <= ERROR_TEXT_LIMIT:
+        return text
+    marker = f"\n[error text truncated: {len(text):,} characters in all, the first {{}} shown]"
+    keep = ERROR_TEXT_LIMIT
+    for _ in range(2):  # the marker's length depends on the number it shows
+        keep = ERROR_TEXT_LIMIT - len(marker.format(f"{keep:,}"))
+    return text[:keep] + marker.format(f"{keep:,}")
 
 
 class McpConnectionError(RetryableError):
@@ -71,11 +102,13 @@ class McpConnectionError(RetryableError):
 class RemoteToolError(Exception):
     """What a remote tool answered with ``isError`` (the cause of the :class:`ToolExecutionError`).
 
-    ``text`` is the remote's message; ``data`` the error data a harness-one server sends
-    (``_meta["harness-one/error"]``: ``type``, ``kind``, ``retry_after``, ...), else ``None``.
+    ``text`` is the remote's message, cut to :data:`ERROR_TEXT_LIMIT` characters; ``data`` the error
+    data a harness-one server sends (``_meta["harness-one/error"]``: ``type``, ``kind``, ``retry_after``,
+    ...), else ``None``.
     """
 
     def __init__(self, text: str, *, server: str, tool: str, data: Any = None) -> None:
+        text = _cap(text)
         super().__init__(text)
         self.text = text
         self.server = server
@@ -150,16 +183,22 @@ def local_name(remote: str, prefix: str = "", taken: frozenset[str] | set[str] =
 
     ``prefix_remote`` (no ``_`` added after a prefix ending in ``_`` or ``-``) when valid and
     not in ``taken``; otherwise other characters become ``_`` and, if that is too long or
-    taken, a hash of the remote name makes it unique.
+    taken, a hash of the remote name makes it unique (salted again while the result is taken).
     """
     name = f"{prefix}_{remote}" if prefix and not prefix.endswith(("_", "-")) else prefix + remote
     if _VALID.match(name) and name not in taken:
         return name
     clean = _INVALID_CHARS.sub("_", name) or "_"
-    if len(clean) > 64 or clean in taken or clean == "_":
-        digest = hashlib.sha256(remote.encode("utf-8", "surrogatepass")).hexdigest()[:8]
-        clean = f"{clean[:55]}_{digest}"
-    return clean
+    if len(clean) <= 64 and clean not in taken and clean != "_":
+        return clean
+    key = remote.encode("utf-8", "surrogatepass")
+    salt = 0
+    while True:
+        digest = hashlib.sha256(key + (b"\0%d" % salt if salt else b"")).hexdigest()[:8]
+        hashed = f"{clean[:55]}_{digest}"
+        if hashed not in taken:
+            return hashed
+        salt += 1
 
 
 # --------------------------------------------------------------------------- the remote server
@@ -169,13 +208,15 @@ class RemoteServer:
     """One remote MCP server: its connection and its tools as harness :class:`~harness_one.Tool` objects.
 
     ``names`` maps each local tool name to the remote one; ``failures`` lists remote tools
-    that could not become harness tools (an unusable schema) and why. Use
+    that could not become harness tools (an unusable schema, a name another tool holds) and why.
+    ``call_timeout`` bounds a remote call no ``timeout``/``total_timeout`` policy bounds (``None``: never). Use
     :func:`import_tools` / :func:`aimport_tools` to connect and add the tools to a registry.
     """
 
-    def __init__(self, spec: McpSpec, *, connect_timeout: float = 30.0) -> None:
+    def __init__(self, spec: McpSpec, *, connect_timeout: float = 30.0, call_timeout: float | None = CALL_TIMEOUT) -> None:
         self.spec = spec
         self.connect_timeout = connect_timeout
+        self.call_timeout = call_timeout
         self.names: dict[str, str] = {}
         self.failures: list[str] = []
         self.registry: ToolRegistry | None = None
@@ -187,7 +228,7 @@ class RemoteServer:
         self._tasks: set[asyncio.Task[Any]] = set()
 
     def __repr__(self) -> str:
-        target = self.spec.url or (self.spec.command[0] if self.spec.command else "?")
+        target = masked_url(self.spec.url) if self.spec.url else (self.spec.command[0] if self.spec.command else "?")
         return f"<RemoteServer {self.spec.name} {target} tools={len(self.names)}>"
 
     # ------------------------------------------------------------------ connection (background loop)
@@ -214,7 +255,7 @@ class RemoteServer:
         if spec.url is not None:
             if not spec.headers:
                 return spec.url
-            http = httpx2.AsyncClient(headers=dict(spec.headers), timeout=httpx2.Timeout(30.0, read=300.0))
+            http = httpx2.AsyncClient(headers=dict(spec.headers), timeout=httpx2.Timeout(30.0, read=CALL_TIMEOUT))
             stack.push_async_callback(http.aclose)
             return streamable_http_client(spec.url, http_client=http)
         params = StdioServerParameters(
@@ -264,6 +305,8 @@ class RemoteServer:
     async def _on_message(self, message: Any) -> None:
         if isinstance(message, types.ToolListChangedNotification):
             self._spawn(self._refresh())
+        elif isinstance(message, ValueError) and self._client is not None:
+            _fail_unreadable(self._client, message)
 
     async def _listen(self, client: Client) -> None:
         try:
@@ -297,10 +340,12 @@ class RemoteServer:
             self._lost(client)
             raise McpConnectionError(f"Lost the connection to MCP server '{self.spec.name}': {_describe(exc)}") from exc
         except MCPError as exc:
-            if exc.code == CONNECTION_CLOSED:
+            if _closed(client, exc, http=self.spec.url is not None):
                 self._lost(client)
                 raise McpConnectionError(f"Lost the connection to MCP server '{self.spec.name}': {exc.message}") from exc
-            raise
+            raise McpConnectionError(
+                f"MCP server '{self.spec.name}' answered tools/list with an error: {_cap(exc.message)}"
+            ) from exc
         return tools
 
     async def _call(
@@ -310,6 +355,7 @@ class RemoteServer:
         arguments: dict[str, Any],
         report: Callable[[float, float | None, str | None], None] | None,
         trace_context: otel_context.Context | None = None,
+        deadline: float | None = None,
     ) -> types.CallToolResult:
         meta: dict[str, Any] | None = None
         if trace_context is not None:
@@ -326,9 +372,18 @@ class RemoteServer:
                 report(progress, total, message)  # the remote's progress goes on to whoever called the harness tool
 
         try:
-            return await client.call_tool(remote, arguments, progress_callback=callback, meta=meta or None)  # type: ignore[arg-type]
+            call = client.call_tool(remote, arguments, progress_callback=callback, meta=meta or None)  # type: ignore[arg-type]
+            return await asyncio.wait_for(call, deadline)
+        except (asyncio.TimeoutError, TimeoutError):
+            late = ToolTimeout(deadline or 0.0, tool=local)
+            late.message = (
+                f"Tool '{local}': MCP server '{self.spec.name}' did not answer within {deadline:g} s "
+                "(the default deadline of remote calls without a timeout policy)."
+            )
+            late.args = (late.message,)
+            raise late from None
         except MCPError as exc:
-            if exc.code == CONNECTION_CLOSED:
+            if _closed(client, exc, http=self.spec.url is not None):
                 self._lost(client)
                 raise McpConnectionError(
                     f"Lost the connection to MCP server '{self.spec.name}' during '{local}': {exc.message}", tool=local
@@ -402,8 +457,9 @@ class RemoteServer:
         options = {"mcp_server": self.spec.name, "mcp_tool": remote.name}
         if remote.title:
             options["title"] = remote.title
+        bounded = keywords.get("timeout") is not None or keywords.get("total_timeout") is not None
         return Tool.create(
-            self._function(remote.name, local, unwrap),
+            self._function(remote.name, local, unwrap, None if bounded else self.call_timeout),
             name=local,
             description=remote.description or remote.title or f"Tool '{remote.name}' of MCP server '{self.spec.name}'.",
             parameters=remote.input_schema,
@@ -413,13 +469,13 @@ class RemoteServer:
             **keywords,
         )
 
-    def _function(self, remote: str, local: str, unwrap: bool) -> Any:
+    def _function(self, remote: str, local: str, unwrap: bool, deadline: float | None) -> Any:
         server = self
 
         async def call_mcp_tool(_harness_call: Call, **arguments: Any) -> Any:
             # Ask the remote for progress only when someone listens (``Call.wants_progress``, when the core has it).
             report = _harness_call.report_progress if getattr(_harness_call, "wants_progress", True) else None
-            result = await _await(server._call(remote, local, arguments, report, _current_trace()))
+            result = await _await(server._call(remote, local, arguments, report, _current_trace(), deadline))
             return server._value(result, remote, local, unwrap)
 
         call_mcp_tool.__qualname__ = call_mcp_tool.__name__ = f"mcp_{local}"
@@ -468,7 +524,10 @@ class RemoteServer:
         self._definition = dict(definition)
 
     async def _refresh(self) -> None:
-        """Re-list after the server said its tools changed, and bring the registry in line."""
+        """Re-list after the server said its tools changed, and bring the registry in line.
+
+        A new remote tool whose name another tool holds (not this server's) is skipped, never
+        replaces it, and is listed in ``failures``."""
         registry = self.registry
         if registry is None:
             return
@@ -477,8 +536,14 @@ class RemoteServer:
         except Exception:  # the next call reports the connection
             return
         old = set(self.names)
+        own = f"mcp:{self.spec.name}"
         tools = self._tools(listing, self._policies(self._definition))
         for tool in tools:
+            if tool.name in registry and registry.get(tool.name).source != own:
+                remote = self.names.pop(tool.name)
+                self.failures.append(f"{remote}: the name '{tool.name}' belongs to another tool; give the server a prefix.")
+                log_event(logging.WARNING, "mcp tool name taken", server=self.spec.name, tool=tool.name, remote=remote)
+                continue
             registry.add(tool, replace=True)
         for name in old - set(self.names):
             if name in registry and registry.get(name).source == f"mcp:{self.spec.name}":
@@ -515,6 +580,43 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 
 
+def _closed(client: Client, exc: MCPError, *, http: bool) -> bool:
+    """Whether the SDK raised ``exc`` because the connection closed (not the server answering code -32000).
+
+    The SDK then has its dispatcher closed, or failed to write the request (a broken stream as
+    the context), or (HTTP) synthesized the error for a response stream that broke; a server's
+    error response with the same code leaves the dispatcher running.
+    """
+    if exc.code != CONNECTION_CLOSED:
+        return False
+    if isinstance(exc.__context__, _LOST):
+        return True
+    if http and exc.data is None and exc.message.startswith(_HTTP_ABANDONED):
+        return True
+    closed = getattr(getattr(client.session, "_dispatcher", None), "_closed", None)
+    if isinstance(closed, bool):
+        return closed
+    return exc.message == "Connection closed" and exc.data is None  # an SDK without that flag
+
+
+_ID = re.compile(r'"id"\s*:\s*(-?\d+|"(?:[^"\\]|\\.)*")')
+
+
+def _fail_unreadable(client: Client, error: ValueError) -> None:
+    """Answer the pending request whose response the SDK could not parse (it only logs the line).
+
+    The request id is read from the unparsed line; the waiter gets a ``-32700`` error. Best
+    effort on the SDK's dispatcher: without it the call ends at its deadline.
+    """
+    with contextlib.suppress(Exception):  # anything unexpected: leave the call to its deadline
+        first = error.errors()[0]  # type: ignore[attr-defined]
+        found = _ID.search(first["input"])
+        waiter = client.session._dispatcher._pending.get(json.loads(found.group(1))) if found else None  # type: ignore[attr-defined]
+        if waiter is not None:
+            reason = safe_text(str(first.get("msg", "unreadable")))
+            waiter.send.send_nowait(types.ErrorData(code=PARSE_ERROR, message=f"the reply could not be read ({reason})"))
+
+
 def _spec(target: McpSpec | str | Sequence[str], name: str | None, prefix: str | None) -> McpSpec:
     if isinstance(target, McpSpec):
         spec = target
@@ -530,9 +632,13 @@ def _spec(target: McpSpec | str | Sequence[str], name: str | None, prefix: str |
 
 
 async def _import(
-    registry: ToolRegistry, spec: McpSpec, replace: bool, connect_timeout: float, definition: Mapping[str, Any]
+    registry: ToolRegistry,
+    spec: McpSpec,
+    replace: bool,
+    timeouts: tuple[float, float | None],
+    definition: Mapping[str, Any],
 ) -> RemoteServer:
-    server = RemoteServer(spec, connect_timeout=connect_timeout)
+    server = RemoteServer(spec, connect_timeout=timeouts[0], call_timeout=timeouts[1])
     try:
         await server._attach(registry, definition, replace)
     except BaseException:
@@ -549,6 +655,7 @@ def import_tools(
     prefix: str | None = None,
     replace: bool = False,
     connect_timeout: float = 30.0,
+    call_timeout: float | None = CALL_TIMEOUT,
     **definition: Any,
 ) -> RemoteServer:
     """Connect to an MCP server and add its tools to ``registry``; returns the :class:`RemoteServer`.
@@ -560,10 +667,11 @@ def import_tools(
     ``retry=3``, ``rate_limit={...}``, ``circuit_breaker=True``, ``cache_ttl=60`` for the
     read-only and idempotent ones); annotations give ``read_only``, ``idempotent``,
     ``destructive`` and ``open_world``. Existing names raise :class:`ToolDefinitionError`
-    unless ``replace``.
+    unless ``replace``. ``call_timeout`` (default 300 s, ``None``: none) bounds each remote
+    call that no ``timeout``/``total_timeout`` bounds; past it the call is a :class:`~harness_one.ToolTimeout`.
     """
     spec = _spec(target, name, prefix)
-    return _wait(_import(registry, spec, replace, connect_timeout, definition))
+    return _wait(_import(registry, spec, replace, (connect_timeout, call_timeout), definition))
 
 
 async def aimport_tools(
@@ -574,8 +682,9 @@ async def aimport_tools(
     prefix: str | None = None,
     replace: bool = False,
     connect_timeout: float = 30.0,
+    call_timeout: float | None = CALL_TIMEOUT,
     **definition: Any,
 ) -> RemoteServer:
     """The awaitable :func:`import_tools`."""
     spec = _spec(target, name, prefix)
-    return await _await(_import(registry, spec, replace, connect_timeout, definition))
+    return await _await(_import(registry, spec, replace, (connect_timeout, call_timeout), definition))

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
     from ._client import RemoteServer
 
-__all__ = ["ERROR_META_KEY", "POLICY_KEYS", "McpSpec", "McpSpecError", "attach_servers", "parse_mcp_spec"]
+__all__ = ["ERROR_META_KEY", "POLICY_KEYS", "McpSpec", "McpSpecError", "attach_servers", "masked_url", "parse_mcp_spec"]
 
 #: Where an ``isError`` result from a harness-one server carries the error's data, ``ToolError.to_dict()``
 #: (``type``, ``kind``, ``message``, ``retry_after``, ...): in ``_meta``, since clients check
@@ -37,23 +37,32 @@ class McpSpecError(ValueError):
     """A remote-server spec or config table is invalid; the message names the field and what was expected."""
 
 
+def masked_url(url: str) -> str:
+    """``url`` with its credentials (``user:password@``) replaced by ``***@``."""
+    return re.sub(r"^(https?://)[^/?#]*@", r"\1***@", url)
+
+
 @dataclass(frozen=True)
 class McpSpec:
     """One remote MCP server: a command to run (stdio) or a streamable-HTTP ``url``.
 
     ``prefix`` goes before every imported tool name (``fs`` or ``fs_``: ``fs_read_file``); ``policies`` are ``defineTool``
     keywords (rate limit, timeout, retry, ...) applied to each of its tools. ``env`` and
-    ``headers`` may hold secrets and are kept out of ``repr``.
+    ``headers`` may hold secrets and are kept out of ``repr``, as are credentials in ``url``.
     """
 
     name: str
     command: tuple[str, ...] = ()
-    url: str | None = None
+    url: str | None = field(default=None, repr=False)
     prefix: str = ""
     env: Mapping[str, str] | None = field(default=None, repr=False)
     cwd: str | None = None
     headers: Mapping[str, str] | None = field(default=None, repr=False)
     policies: Mapping[str, Any] = field(default_factory=dict)
+
+    def __repr__(self) -> str:
+        shown = f"url={masked_url(self.url)!r}" if self.url is not None else f"command={self.command!r}"
+        return f"McpSpec(name={self.name!r}, {shown}, prefix={self.prefix!r})"
 
     def __post_init__(self) -> None:
         where = f"MCP server '{self.name}'"
