@@ -423,3 +423,17 @@ def test_a_forked_child_numbers_its_calls_apart_from_its_parent() -> None:
     theirs = in_child(child).decode()
     mine = reg.try_call("one").call_id
     assert mine.split("-")[0] != theirs.split("-")[0], (mine, theirs)  # without its own prefix, the same id
+
+
+def test_a_tools_exception_text_is_capped_for_the_model(registry: ToolRegistry) -> None:
+    """A tool raising with a 5 MB message: the model reads its start and how much there was (it read all 5 MB)."""
+
+    def loud() -> None:
+        raise ValueError("E" * 5_000_000)
+
+    registry.add(loud)
+    error = registry.try_call("loud").error
+    assert isinstance(error, ToolExecutionError) and len(error.message) < 10_100
+    assert error.message.startswith("Tool 'loud' failed: ValueError: EEE")
+    assert error.message.endswith("[error text truncated: 5,000,000 characters in all, the first 9,925 shown]")
+    assert str(error.__cause__) == "E" * 5_000_000  # the exception itself is kept whole

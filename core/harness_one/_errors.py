@@ -8,6 +8,7 @@ from typing import Any
 
 __all__ = [
     "APPROVAL_REQUIRED",
+    "ERROR_TEXT_LIMIT",
     "ArgumentProblem",
     "CircuitOpen",
     "IdempotencyConflict",
@@ -23,11 +24,28 @@ __all__ = [
     "ToolExecutionError",
     "ToolNotFound",
     "ToolTimeout",
+    "capped",
 ]
 
 #: The ``kind`` of the approval plugin's error: core code (dispatch, the agent loop) recognises a
 #: held call by it without importing the plugins.
 APPROVAL_REQUIRED = "approval_required"
+
+
+#: The most characters of an exception's own text an error keeps (a tool's exception, a remote
+#: server's error): the model reads the start, and a marker says how much there was.
+ERROR_TEXT_LIMIT = 10_000
+
+
+def capped(text: str, limit: int = ERROR_TEXT_LIMIT) -> str:
+    """``text`` cut to ``limit`` characters, ending with a marker saying how much there was."""
+    if len(text) <= limit:
+        return text
+    marker = f"\n[error text truncated: {len(text):,} characters in all, the first {{}} shown]"
+    keep = limit
+    for _ in range(2):  # the marker's length depends on the number it shows
+        keep = limit - len(marker.format(f"{keep:,}"))
+    return text[:keep] + marker.format(f"{keep:,}")
 
 
 class _LazyMessage:
@@ -299,7 +317,7 @@ class ToolExecutionError(ToolError):
         #: The tool's exception (after an idempotent replay from a store: its type name).
         self.cause: BaseException | str = cause
         subject = f"Tool '{tool}'" if tool else "The tool"
-        detail = str(cause) or type(cause).__name__
+        detail = capped(str(cause)) or type(cause).__name__
         super().__init__(f"{subject} failed: {type(cause).__name__}: {detail}", tool=tool, call_id=call_id)
         self.__cause__ = cause
 

@@ -50,6 +50,7 @@ from harness_one import (
     ToolTimeout,
     __version__,
 )
+from harness_one._errors import ERROR_TEXT_LIMIT, capped
 from harness_one._log import log_event
 from harness_one._render import safe_text
 
@@ -71,23 +72,10 @@ _INVALID_CHARS = re.compile(r"[^A-Za-z0-9_-]")
 _WRAP = "x-fastmcp-wrap-result"
 #: Errors of the transport itself (the server process died, the socket closed, HTTP failed).
 _LOST = (OSError, EOFError, anyio.BrokenResourceError, anyio.ClosedResourceError, anyio.EndOfStream, httpx2.TransportError)
-#: The most characters of a remote error text (``isError`` text, a JSON-RPC error message) kept; the rest is cut.
-ERROR_TEXT_LIMIT = 10_000
 #: Seconds a remote call may take when no ``timeout``/``total_timeout`` policy bounds it (the HTTP read timeout).
 CALL_TIMEOUT = 300.0
 #: The synthesized errors of the SDK's HTTP transport for a request whose response stream broke.
 _HTTP_ABANDONED = ("SSE stream failed", "SSE stream ended")
-
-
-def _cap(text: str) -> str:
-    """``text`` cut to :data:`ERROR_TEXT_LIMIT` characters, with a marker saying how much there was."""
-    if len(text) <= ERROR_TEXT_LIMIT:
-        return text
-    marker = f"\n[error text truncated: {len(text):,} characters in all, the first {{}} shown]"
-    keep = ERROR_TEXT_LIMIT
-    for _ in range(2):  # the marker's length depends on the number it shows
-        keep = ERROR_TEXT_LIMIT - len(marker.format(f"{keep:,}"))
-    return text[:keep] + marker.format(f"{keep:,}")
 
 
 class McpConnectionError(RetryableError):
@@ -108,7 +96,7 @@ class RemoteToolError(Exception):
     """
 
     def __init__(self, text: str, *, server: str, tool: str, data: Any = None) -> None:
-        text = _cap(text)
+        text = capped(text)
         super().__init__(text)
         self.text = text
         self.server = server
@@ -344,7 +332,7 @@ class RemoteServer:
                 self._lost(client)
                 raise McpConnectionError(f"Lost the connection to MCP server '{self.spec.name}': {exc.message}") from exc
             raise McpConnectionError(
-                f"MCP server '{self.spec.name}' answered tools/list with an error: {_cap(exc.message)}"
+                f"MCP server '{self.spec.name}' answered tools/list with an error: {capped(exc.message)}"
             ) from exc
         return tools
 
