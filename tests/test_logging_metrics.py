@@ -80,6 +80,52 @@ def test_redact_covers_lists_and_common_names() -> None:
     }
 
 
+def _echo_and_fail(**options: Any) -> ToolRegistry:
+    reg = ToolRegistry(plugins={"logging": LoggingPlugin(**options)}, autoload=False)
+
+    @reg.add
+    def echo(data: object) -> object:
+        """Echo."""
+        return data
+
+    @reg.add
+    def fail(data: object) -> object:
+        """Fail."""
+        raise ValueError(f"cannot reach {data}")
+
+    return reg
+
+
+LEAKY = {
+    "pairs": [["password", "S3CRET-A"], ["user", "bob"]],
+    "headers": [("Authorization", "Bearer S3CRET-B")],
+    "url": "redis://cache_user:p@ssS3CRET-C@cache.internal:6379/0",
+    "api": {"X-API-KEY": "S3CRET-D"},
+}
+
+
+@pytest.mark.parametrize("case", sorted(LEAKY))
+def test_pairs_urls_and_keyed_text_are_redacted_in_arguments_and_errors(case: str) -> None:
+    reg = _echo_and_fail(log_arguments=True)
+    with capture_logs() as logs:
+        reg.call("echo", {"data": LEAKY[case]}, context={"user_token": "S3CRET-CTX"})
+        assert not reg.try_call("fail", {"data": LEAKY[case]}).ok
+    ok, failed = logs
+    assert ok["outcome"] == "ok" and failed["outcome"] == "error" and "cannot reach" in failed["error"]
+    assert "[REDACTED]" in repr(ok["arguments"]) and "[REDACTED]" in failed["error"]
+    assert "S3CRET" not in repr(logs)  # the arguments, the error, and never Call.context
+
+
+def test_the_stdlib_record_carries_the_redacted_error(caplog: pytest.LogCaptureFixture) -> None:
+    reg = _echo_and_fail()
+    with caplog.at_level(logging.INFO, logger="harness_one"):
+        reg.try_call("fail", {"data": {"X-API-KEY": "S3CRET", "user": "bob"}})
+    record = next(r for r in caplog.records if r.name == "harness_one.calls")
+    fields = record.harness_one  # type: ignore[attr-defined]
+    assert fields["error"] == "Tool 'fail' failed: ValueError: cannot reach {'X-API-KEY': '[REDACTED]', 'user': 'bob'}"
+    assert "S3CRET" not in record.getMessage()
+
+
 def test_falls_back_to_stdlib_logging(registry: ToolRegistry, caplog: pytest.LogCaptureFixture) -> None:
     assert not structlog.is_configured()
     registry.add(lambda: 1, name="one")

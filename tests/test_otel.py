@@ -167,6 +167,37 @@ def test_arguments_and_results_are_opt_in_and_redacted(otel: Telemetry) -> None:
     assert "p4ss" not in result and "hunter2" not in result and '"query": "q"' in result  # type: ignore[operator]
 
 
+@pytest.mark.parametrize(
+    "data",
+    [
+        [["password", "S3CRET-A"], ["user", "bob"]],
+        [("Authorization", "Bearer S3CRET-B")],
+        "redis://cache_user:p@ssS3CRET-C@cache.internal:6379/0",
+        {"X-API-KEY": "S3CRET-D"},
+    ],
+    ids=["pairs", "headers", "url", "api"],
+)
+def test_pairs_urls_and_keyed_text_are_redacted_in_content_and_status(otel: Telemetry, data: Any) -> None:
+    reg = otel.registry(capture_content=True)
+    reg.add(lambda data: data, name="echo")
+
+    def fail(data: Any) -> None:
+        raise ValueError(f"cannot reach {data}")
+
+    reg.add(fail)
+    reg.call("echo", {"data": data})
+    assert not reg.try_call("fail", {"data": data}).ok
+    echo, failed = otel.finished()
+    recorded = [
+        echo.attributes["gen_ai.tool.call.arguments"],  # type: ignore[index]
+        echo.attributes["gen_ai.tool.call.result"],  # type: ignore[index]
+        failed.attributes["gen_ai.tool.call.arguments"],  # type: ignore[index]
+        failed.status.description,
+    ]
+    assert failed.status.status_code is StatusCode.ERROR and "cannot reach" in str(failed.status.description)
+    assert all("[REDACTED]" in str(text) and "S3CRET" not in str(text) for text in recorded), recorded
+
+
 def test_the_span_continues_the_current_trace_and_is_current_while_the_tool_runs(otel: Telemetry) -> None:
     reg = otel.registry()
     app = otel.tracer_provider.get_tracer("app")

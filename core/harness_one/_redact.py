@@ -44,8 +44,21 @@ SECRET_KEYS = (
 )
 
 _WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
-_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s@?#]+@")
+# URL user-info: as urlsplit reads it, everything up to the last "@" before the path, query or fragment.
+_USERINFO = re.compile(r"(?i)(?<![a-z0-9+.-])([a-z][a-z0-9+.-]{0,31}://)[^/?#\s]*@")
+# A key name in text, then its separator: key=, key:, 'key':, "key": and ('key', / ["key", (a pair).
+_TEXT_KEY = re.compile(
+    r"""(?:(?<=[\[(])(['"])([A-Za-z_][\w.-]{0,99})\1[ \t]*,"""
+    r"""|(?<![\w.-])(['"]?)([A-Za-z_][\w.-]{0,99})\3[ \t]*[:=])[ \t]*"""
+)
+# The value after a key: quoted (escapes allowed, closing quote optional), or a word, with an optional auth scheme.
+_TEXT_VALUE = re.compile(
+    r"""b?(['"])(?:[^'"\\\n]|\\.|(?!\1)['"])*(\1)?"""
+    r"""|((?:bearer|basic|token|digest|negotiate)[ \t]+)?[^\s,;&'"<>(){}\[\]]+""",
+    re.IGNORECASE,
+)
 _MAX_TEXT = 2000
+_SCAN = 4 * _MAX_TEXT  # text searched for user-info and keys: what is shown and a margin, whatever came
 _MAX_ITEMS = 100  # entries shown per container: what is logged stays small whatever came
 
 
@@ -54,7 +67,8 @@ def _normal(key: str) -> str:
 
 
 class Redactor:
-    """Replaces secrets in a value: values under secret keys, URL user-info, and given secret values.
+    """Replaces secrets in a value: values under secret keys (in mappings, in ``(key, value)`` pairs
+    and after key names in text), URL user-info, and given secret values.
 
     Args:
         keys: secret key names (default :data:`SECRET_KEYS`).
@@ -82,19 +96,42 @@ class Redactor:
         return found
 
     def text(self, value: str) -> str:
-        """``value`` with URL user-info and secret values masked (and cut to 2,000 characters)."""
-        if "://" in value:
-            value = _USERINFO.sub(rf"\1{REDACTED}@", value)
+        """``value`` with secret values, URL user-info and values after secret key names masked
+        (``key=v``, ``key: v``, ``'key': 'v'``, ``('key', 'v')``, ``Authorization: Bearer v``),
+        cut to 2,000 characters."""
         for secret in self._values:
             if secret in value:
                 value = value.replace(secret, REDACTED)
-        if len(value) > _MAX_TEXT:
-            value = f"{value[:_MAX_TEXT]}... ({len(value)} characters)"
+        size = len(value)
+        if size > _SCAN:
+            value = value[:_SCAN]
+        if "://" in value:
+            value = _USERINFO.sub(rf"\1{REDACTED}@", value)
+        value = self._mask_keyed(value)
+        if size > _MAX_TEXT:
+            value = f"{value[:_MAX_TEXT]}... ({size} characters)"
         return value
+
+    def _mask_keyed(self, text: str) -> str:
+        """``text`` with the value after each secret key name masked (linear: values never overlap)."""
+        parts: list[str] = []
+        done = 0
+        for key in _TEXT_KEY.finditer(text):
+            if key.start() < done or not self.is_secret(key.group(2) or key.group(4)):
+                continue
+            found = _TEXT_VALUE.match(text, key.end())
+            if found is None:
+                continue
+            quote, closing, scheme = found.group(1, 2, 3)
+            masked = f"{quote}{REDACTED}{closing or ''}" if quote else f"{scheme or ''}{REDACTED}"
+            parts += (text[done : key.end()], masked)
+            done = found.end()
+        return "".join(parts) + text[done:] if parts else text
 
     def __call__(self, value: Any, _depth: int = 0) -> Any:
         """A copy of ``value`` safe to log: secrets masked, containers walked (the first 100 entries
-        of each, the rest counted), long text cut, odd values shown briefly."""
+        of each, the rest counted; a 2-item list or tuple whose first item is a secret key name is a
+        pair, its second item masked), long text cut, odd values shown briefly."""
         if _depth > 32:
             return "..."
         if isinstance(value, str):
@@ -107,6 +144,8 @@ class Redactor:
             if len(value) > _MAX_ITEMS:
                 shown["..."] = f"{len(value) - _MAX_ITEMS} more entries"
             return shown
+        if isinstance(value, (list, tuple)) and len(value) == 2 and isinstance(value[0], str) and self.is_secret(value[0]):
+            return [self.text(value[0]), REDACTED]  # a key/value pair, as in [("Authorization", "Bearer ...")]
         if isinstance(value, (list, tuple, set, frozenset)):
             items = [self(v, _depth + 1) for v in itertools.islice(value, _MAX_ITEMS)]
             if len(value) > _MAX_ITEMS:

@@ -1,0 +1,88 @@
+"""The redactor on its own: URL user-info as urlsplit reads it, key/value pairs, secrets after key names in text."""
+
+from __future__ import annotations
+
+from urllib.parse import urlsplit
+
+import pytest
+
+from harness_one import REDACTED, Redactor
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("redis://cache_user:p@ssS3CRET@cache.internal:6379/0", f"redis://{REDACTED}@cache.internal:6379/0"),
+        ("https://a@b:S3CRET@host/x@y?z=a@b#f@g", f"https://{REDACTED}@host/x@y?z=a@b#f@g"),
+        ("git+ssh://u:S3@CRET@git.host/repo", f"git+ssh://{REDACTED}@git.host/repo"),
+    ],
+)
+def test_url_userinfo_is_masked_up_to_the_last_at_sign_of_the_authority(url: str, shown: str) -> None:
+    password = urlsplit(url).password
+    assert password and password.endswith("CRET")
+    assert Redactor().text(url) == shown
+    assert Redactor().text(f"see {url} and http://h/@me") == f"see {shown} and http://h/@me"
+
+
+def test_a_pair_under_a_secret_key_name_is_masked_like_a_keyed_value() -> None:
+    value = {
+        "form": [["password", "S3CRET"], ["user", "bob"]],
+        "headers": [("Authorization", "Bearer S3CRET"), ("Accept", "text/plain")],
+        "api": ("X-API-KEY", {"k": "S3CRET"}),
+        "plain": ["token", "password", "pin"],  # three names, not a pair
+        "nested": {"deep": [{"Cookie": "S3CRET"}]},  # keyed redaction at any depth still holds
+    }
+    assert Redactor()(value) == {
+        "form": [["password", REDACTED], ["user", "bob"]],
+        "headers": [["Authorization", REDACTED], ["Accept", "text/plain"]],
+        "api": ["X-API-KEY", REDACTED],
+        "plain": ["token", "password", "pin"],
+        "nested": {"deep": [{"Cookie": REDACTED}]},
+    }
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        ("cannot reach {'X-API-KEY': 'S3CRET', 'user': 'bob'}", f"cannot reach {{'X-API-KEY': '{REDACTED}', 'user': 'bob'}}"),
+        ('bad body {"password": "S3\\"CRET", "n": 1}', f'bad body {{"password": "{REDACTED}", "n": 1}}'),
+        ("env API_KEY=S3CRET user=bob", f"env API_KEY={REDACTED} user=bob"),
+        ("GET /v1?access_token=S3CRET&page=2", f"GET /v1?access_token={REDACTED}&page=2"),
+        ("Authorization: Bearer S3CRET, retrying", f"Authorization: Bearer {REDACTED}, retrying"),
+        ("x-api-key:S3CRET; spinner: 3", f"x-api-key:{REDACTED}; spinner: 3"),
+        ("[('Authorization', 'Bearer S3CRET')]", f"[('Authorization', '{REDACTED}')]"),
+        ("[['password', 'S3CRET'], ['user', 'bob']]", f"[['password', '{REDACTED}'], ['user', 'bob']]"),
+        ("{'session-id': 12345, 'pin_code': 'S3CRET", f"{{'session-id': {REDACTED}, 'pin_code': '{REDACTED}"),
+        ("topic: cats, author: ann, pwd: S3CRET", f"topic: cats, author: ann, pwd: {REDACTED}"),
+    ],
+)
+def test_values_after_secret_key_names_in_text_are_masked(text: str, shown: str) -> None:
+    assert Redactor().text(text) == shown
+
+
+def test_text_follows_the_configured_key_names() -> None:
+    redactor = Redactor(["tenant-code"], values=["S3CRET-V"])
+    assert (
+        redactor.text("tenant_code=T9 password=visible note=S3CRET-V")
+        == f"tenant_code={REDACTED} password=visible note={REDACTED}"
+    )
+
+
+@pytest.mark.parametrize(
+    "hostile",
+    [
+        "a." * 50_000 + "://x",  # a scheme-like run: each dot starts a new candidate scheme
+        "x://" + "@" * 100_000,
+        "password=" * 100_000,
+        "'token': '" * 100_000,
+        "['pin', " * 100_000,
+        ("k" * 99 + "=") * 10_000,
+        '"' + '\\"' * 100_000,
+    ],
+)
+def test_hostile_text_is_scanned_in_bounded_work(hostile: str) -> None:
+    """Megabyte inputs built against backtracking regexes: only a bounded prefix is scanned, linearly."""
+    text = f"Authorization: Bearer S3CRET {hostile}"
+    shown = Redactor().text(text)
+    assert shown.startswith(f"Authorization: Bearer {REDACTED} ")
+    assert shown.endswith(f"... ({len(text)} characters)") and len(shown) < 2100
