@@ -209,3 +209,48 @@ def test_errors_keep_their_slot_fields_through_pickle_and_from_dict() -> None:
         None,
         "slow down",
     )
+
+
+@pytest.mark.parametrize(
+    ("limit", "problem"),
+    [
+        ({"rate": float("inf")}, "rate must be a finite positive number"),
+        ({"rate": 1, "burst": float("inf")}, "burst must be a finite positive number"),
+        ({"rate": "10/s"}, "rate must be a finite positive number, got '10/s'"),
+        ({"rate": None}, "rate must be a finite positive number, got None"),
+        ({"rate": 1, "max_wait": "2"}, "max_wait must be a number of seconds >= 0, got '2'"),
+        ({"rate": 1, "max_wait": True}, "max_wait must be a number of seconds >= 0, got True"),
+        ({"rate": 1, "key": [1]}, "key must be a context field name or a function of the call, got [1]"),
+    ],
+)
+def test_rate_limits_are_refused_at_definition(limit: dict[str, Any], problem: str) -> None:
+    """Not a bare TypeError, nor an inf that made every Redis call fail (PEXPIRE inf)."""
+    from harness_one import ToolDefinitionError
+
+    with pytest.raises(ToolDefinitionError, match=problem.replace("(", r"\(").replace("[", r"\[")):
+        ToolRegistry(autoload=False).add(lambda: 1, name="f", rate_limit=limit)
+
+
+def test_a_clock_that_steps_back_refills_from_there(clock: ManualClock) -> None:
+    """After a step back of 60 s, refills restart at once (they stopped for 60 s, each refusal saying 0.1 s)."""
+    reg = ToolRegistry(autoload=False, clock=clock)
+    reg.add(lambda: "ok", name="f", rate_limit={"rate": 10, "burst": 1})
+    reg.call("f")
+    clock.advance(-60)
+    refused = reg.try_call("f").error
+    assert isinstance(refused, RateLimitExceeded) and refused.retry_after == pytest.approx(0.1)
+    clock.advance(0.1)
+    assert reg.call("f") == "ok"
+
+
+def test_a_tools_own_rate_limit_error_is_not_waited_out(clock: ManualClock) -> None:
+    """An upstream 429 raised by the tool is its answer: wait mode ran the tool 20 times."""
+    reg = ToolRegistry(autoload=False, clock=clock)
+    runs: list[int] = []
+
+    def upstream() -> str:
+        runs.append(1)
+        raise RateLimitExceeded(retry_after=0.1, tool="upstream")
+
+    reg.add(upstream, rate_limit={"rate": 100, "max_wait": 2})
+    assert isinstance(reg.try_call("upstream").error, RateLimitExceeded) and runs == [1]

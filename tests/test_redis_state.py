@@ -139,6 +139,31 @@ async def test_async_client_decisions(redis_url: str) -> None:
     await shared.aclose()
 
 
+def test_bucket_names_that_cannot_be_sent_are_digested(redis_url: str) -> None:
+    """A lone surrogate or a 100,000-character key made the link fail for every caller batched with it."""
+    from harness_one.state import RedisBuckets
+
+    buckets = RedisBuckets(link(redis_url), server_time=False)
+
+    class Odd:
+        def __repr__(self) -> str:
+            return "report\udcff.txt"
+
+    for key in (Odd(), "x" * 100_000, ("tool", "line\nbreak")):
+        assert buckets.acquire(key, rate=1.0, burst=1.0, cost=1.0, now=0.0) == 0.0
+        assert buckets.acquire(key, rate=1.0, burst=1.0, cost=1.0, now=0.0) == pytest.approx(1.0)  # one bucket, kept
+    assert buckets.acquire("plain", rate=1.0, burst=1.0, cost=1.0, now=0.0) == 0.0  # the link stays up
+
+
+def test_redis_buckets_refill_from_a_clock_that_stepped_back(redis_url: str) -> None:
+    from harness_one.state import RedisBuckets
+
+    buckets = RedisBuckets(link(redis_url), server_time=False)
+    assert buckets.acquire("back", rate=10.0, burst=1.0, cost=1.0, now=1000.0) == 0.0
+    assert buckets.acquire("back", rate=10.0, burst=1.0, cost=1.0, now=940.0) == pytest.approx(0.1)
+    assert buckets.acquire("back", rate=10.0, burst=1.0, cost=1.0, now=940.1) == 0.0  # refused until 1000 before
+
+
 def test_an_outcome_too_large_for_a_record_is_not_stored(redis_url: str) -> None:
     """Over ``max_value`` the outcome is returned and the key freed (a 150 MB record was stored, then timed out on every replay)."""
     from harness_one.state import RedisStore

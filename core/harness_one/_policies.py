@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any
@@ -25,6 +26,14 @@ def _from_mapping(cls: Any, value: Mapping[str, Any], what: str, tool: str) -> A
     if unknown:
         raise ToolDefinitionError(f"Tool '{tool}': unknown {what} keys {sorted(unknown)}; known: {sorted(names)}.", tool=tool)
     return cls(**value)
+
+
+def _rate(tool: str, attr: str, number: Any) -> None:
+    """A rate limit's ``attr`` is a finite number above 0 (``inf`` has no bucket to keep)."""
+    if isinstance(number, bool) or not isinstance(number, (int, float)) or not 0 < number < math.inf:
+        raise ToolDefinitionError(
+            f"Tool '{tool}': rate_limit {attr} must be a finite positive number, got {number!r}.", tool=tool
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +63,7 @@ class RateLimit:
             if "rate" not in value:
                 raise ToolDefinitionError(f"Tool '{tool}': rate_limit needs 'rate' (tokens per second).", tool=tool)
             rate = value["rate"]
+            _rate(tool, "rate", rate)  # before it is compared below
             limit = cls(
                 rate=rate,
                 burst=value.get("burst", max(1.0, rate)),
@@ -64,17 +74,21 @@ class RateLimit:
         else:
             raise ToolDefinitionError(f"Tool '{tool}': rate_limit must be a mapping like {{'rate': 5, 'burst': 10}}.", tool=tool)
         for attr in ("rate", "burst", "cost"):
-            number = getattr(limit, attr)
-            if isinstance(number, bool) or not isinstance(number, (int, float)) or not number > 0:
-                raise ToolDefinitionError(
-                    f"Tool '{tool}': rate_limit {attr} must be a positive number, got {number!r}.", tool=tool
-                )
+            _rate(tool, attr, getattr(limit, attr))
         if limit.cost > limit.burst:
             raise ToolDefinitionError(
                 f"Tool '{tool}': rate_limit cost {limit.cost} exceeds burst {limit.burst}; no call could pass.", tool=tool
             )
-        if limit.max_wait is not None and not limit.max_wait >= 0:
-            raise ToolDefinitionError(f"Tool '{tool}': rate_limit max_wait must be >= 0.", tool=tool)
+        wait = limit.max_wait
+        if wait is not None and (isinstance(wait, bool) or not isinstance(wait, (int, float)) or not 0 <= wait < math.inf):
+            raise ToolDefinitionError(
+                f"Tool '{tool}': rate_limit max_wait must be a number of seconds >= 0, got {wait!r}.", tool=tool
+            )
+        if limit.key is not None and not (isinstance(limit.key, str) or callable(limit.key)):
+            raise ToolDefinitionError(
+                f"Tool '{tool}': rate_limit key must be a context field name or a function of the call, got {limit.key!r}.",
+                tool=tool,
+            )
         if type(limit.rate) is not float or type(limit.burst) is not float or type(limit.cost) is not float:
             # floats throughout: the bucket arithmetic of every call stays on the interpreter's float path
             limit = replace(limit, rate=float(limit.rate), burst=float(limit.burst), cost=float(limit.cost))

@@ -168,7 +168,7 @@ class RateLimitPlugin:
     @applies_to(lambda plugin, tool: plugin._wait_budget(tool) > 0)
     def harness_on_error(self, call: Call, error: BaseException) -> Retry | None:
         """Wait out a refusal when the tool or plugin allows waiting and the budget lasts."""
-        if type(error) is not RateLimitExceeded:
+        if type(error) is not RateLimitExceeded or call.ran:  # a tool's own (an upstream 429) is not waited out
             return None
         budget = self._wait_budget(call.tool)
         wait = error.retry_after or 0.0

@@ -39,9 +39,11 @@ class MemoryBuckets:
             if bucket is None:
                 bucket = self._new(key, rate, burst, now)
             tokens, last, _ = bucket
-            if now > last:  # a clock that steps back refills nothing
+            if now > last:
                 tokens += (now - last) * rate
                 tokens = burst if tokens > burst else tokens  # not min(): no call on the per-call path
+                bucket[1] = now
+            elif now < last:  # the clock stepped back: nothing refilled, and refills run from here
                 bucket[1] = now
             if tokens >= cost:
                 bucket[0] = tokens - cost

@@ -97,6 +97,8 @@ if tokens == nil or last == nil then
 elseif now > last then
   tokens = math.min(burst, tokens + (now - last) * rate)
   last = now
+elseif now < last then
+  last = now -- the clock stepped back: refills run from here (they stopped until it caught up)
 end
 local wait = 0
 if tokens >= cost then tokens = tokens - cost else wait = (cost - tokens) / rate end
@@ -808,7 +810,13 @@ def _now_arg(server_time: bool, now: float) -> str:
 
 
 def _name(value: Hashable) -> str:
-    return value if isinstance(value, str) else repr(value)
+    """A bucket's name in its Redis key: its text, or ``#`` and a digest of it when the text is over
+    200 characters or not printable (a lone surrogate cannot be sent; a huge one would time out the
+    link for every caller). No plain name starts with ``#``: a tool name cannot, nor a ``repr``."""
+    text = value if isinstance(value, str) else repr(value)
+    if len(text) <= 200 and text.isprintable():
+        return text
+    return "#" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 class RedisBuckets:
