@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import datetime
+import decimal
 import gc
 import json
 from typing import Any
@@ -377,3 +379,67 @@ def test_empty_strings_count_their_quotes_in_the_size_estimate(vreg: ToolRegistr
     for strings in ([""] * 6_000, [""] * 5_999 + [None]):  # a run of one type, and a mixed one
         assert "the limit is 10000" in problems(vreg, "f", {"s": strings})[0]["message"]
     assert vreg.call("f", {"s": [""] * 4_000}) == "ran"
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_limits_count_what_a_given_dict_holds(backend: str) -> None:
+    """Keys of a **kwargs tool, tuples and bytes count against max_bytes and max_depth (they reached the tool)."""
+    reg = ToolRegistry(
+        plugins={"validation": ValidationPlugin(backend=backend)},
+        autoload=False,
+        limits=ArgumentLimits(max_bytes=1000, max_depth=8),
+    )
+
+    def anything(**kwargs: Any) -> int:
+        return len(kwargs)
+
+    def keep(x: Any = None) -> str:
+        return "ran"
+
+    reg.add(anything)
+    reg.add(keep)
+    nested: Any = 1
+    for _ in range(100):
+        nested = (nested,)
+    for name, args in [
+        ("anything", {"k" + "x" * 2000: 1}),
+        ("keep", {"x": ("a" * 2000,)}),
+        ("keep", {"x": b"a" * 2000}),
+        ("keep", {"x": nested}),
+    ]:
+        found = problems(reg, name, args)
+        assert [p["path"] for p in found] == ["$"] and found[0]["keyword"] == "limits", (name, found)
+    assert reg.call("keep", {"x": ("a", b"b")}) == "ran"  # within the limits: as before
+
+
+def test_a_huge_property_name_is_not_echoed_in_full(vreg: ToolRegistry) -> None:
+    """A 200,000-character unknown name made a 200 KB message (1.5 MB with a few problems)."""
+    vreg.add(
+        lambda a=0: a,
+        name="f",
+        parameters={"type": "object", "properties": {"a": {"type": "integer"}}, "additionalProperties": False},
+    )
+    vreg.add(lambda a=0: a, name="g")
+    for name in ("f", "g"):
+        error = vreg.try_call(name, {"n" * 200_000: 1, "a": "x"}).error
+        assert isinstance(error, ToolArgumentError) and len(error.message) < 1000 and "nnn..." in error.message
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_dates_and_decimals_the_type_cannot_hold_are_refused(backend: str) -> None:
+    """'2024x01x01' became date(2024, 1, 1) under a plain string schema; '1e300000' a Decimal int() chewed on for seconds."""
+    reg = ToolRegistry(plugins={"validation": ValidationPlugin(backend=backend, formats=False)}, autoload=False)
+
+    def when(day: datetime.date) -> str:
+        return day.isoformat()
+
+    def total(amount: decimal.Decimal) -> str:
+        return str(amount)
+
+    reg.add(when)
+    reg.add(total)
+    for text in ("2024x01x01", "+202-01-01", "\uff12\uff10\uff12\uff14-01-01"):  # full-width digits last
+        assert "expected an RFC 3339 date" in reg.try_call("when", {"day": text}).for_model(), text
+    assert reg.call("when", {"day": "2024-01-01"}) == "2024-01-01"
+    assert "at most 4300 digits" in reg.try_call("total", {"amount": "1e300000"}).for_model()
+    assert reg.call("total", {"amount": "12.50"}) == "12.50"

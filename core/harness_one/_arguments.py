@@ -285,7 +285,7 @@ def check_signature(args: dict[Any, Any], accepted: frozenset[str], required: fr
         for key in sorted(firsts):  # past the first few, in the order they came
             problems.append(
                 ArgumentProblem(
-                    f"$.{key}",
+                    f"$.{key if len(key) <= 60 else key[:57] + '...'}",  # a 200,000-character name is not echoed
                     f"unexpected argument; expected one of: {', '.join(sorted(accepted)) or 'none'}",
                     "additionalProperties",
                     "no such property",

@@ -716,6 +716,7 @@ def _short(value: Any) -> str:
 _DATETIME = re.compile(
     r"(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2}):(\d{2})(?:\.(\d+))?(?:([Zz])|([+-])(\d{2}):(\d{2}))?", re.ASCII
 )
+_DATE = re.compile(r"\d{4}-\d{2}-\d{2}", re.ASCII)
 _TIME = re.compile(r"(\d{2}):(\d{2}):(\d{2})(?:\.(\d+))?(?:([Zz])|([+-])(\d{2}):(\d{2}))?", re.ASCII)
 
 
@@ -752,7 +753,7 @@ def _to_date(value: Any, path: str) -> Any:
     if isinstance(value, dt.date) and not isinstance(value, dt.datetime):
         return value
     try:
-        if isinstance(value, str) and len(value) == 10:
+        if isinstance(value, str) and _DATE.fullmatch(value):
             return dt.date(int(value[:4]), int(value[5:7]), int(value[8:]))
     except ValueError:
         pass
@@ -809,7 +810,11 @@ def _to_decimal(value: Any, path: str) -> Any:
         if type(value) is float and math.isfinite(value):
             return decimal.Decimal(repr(value))
         if isinstance(value, str) and re.fullmatch(_DECIMAL_PATTERN, value):
-            return decimal.Decimal(value)
+            number = decimal.Decimal(value)
+            limit = sys.get_int_max_str_digits() or 4300
+            if len(number.as_tuple().digits) > limit or abs(number.adjusted()) > limit:  # 1e300000: int() of it took seconds
+                raise _refuse(path, f"a decimal number of at most {limit} digits and exponent", value, "type")
+            return number
     except (ArithmeticError, ValueError):
         pass
     raise _refuse(path, "a decimal number", value, "type")

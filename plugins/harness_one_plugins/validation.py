@@ -295,11 +295,13 @@ def _scan_nested(root: Any, limits: ArgumentLimits) -> int:
                         size += 4
                     else:
                         flags |= _ODD
-                        if isinstance(value, (dict, list)):
+                        if isinstance(value, (dict, list, tuple)):  # a tuple is walked like the list it is sent as
                             push(value)
                             containers += 1
                         elif isinstance(value, str):
                             size += len(value) + 2  # and its quotes: an empty string is not free
+                        elif isinstance(value, (bytes, bytearray)):
+                            size += len(value) + 2
                         elif isinstance(value, float):
                             flags |= _FLOAT
                         else:
@@ -1027,14 +1029,16 @@ _show = _preview
 
 
 def _path(parts: Iterable[Any]) -> str:
+    """The JSON path of ``parts``; a name over 60 characters is cut (each problem repeats its path)."""
     out = "$"
     for part in parts:
         if isinstance(part, int) and not isinstance(part, bool):
             out += f"[{part}]"
-        elif isinstance(part, str) and part.isidentifier():
-            out += f".{part}"
-        else:
-            out += f"[{json.dumps(part if isinstance(part, str) else str(part))}]"
+            continue
+        name = part if isinstance(part, str) else str(part)
+        if len(name) > 60:
+            name = name[:57] + "..."
+        out += f".{name}" if name.isidentifier() else f"[{json.dumps(name)}]"
     return out
 
 
@@ -1231,6 +1235,8 @@ class ValidationPlugin:
         """
         compiled = self.compiled(tool)
         check, fast, integers, defaults = compiled.check, compiled._fast, compiled._integers, compiled._defaults
+        # Other tools' keys are their parameters' names (the core refuses any other): short, known.
+        named = tool.accepts_any
 
         def pre_validate(call: Call) -> None:
             args = call.arguments
@@ -1253,6 +1259,8 @@ class ValidationPlugin:
                     elif kind is not bool and value is not None:
                         break
                 else:
+                    if named:  # a **kwargs tool takes any key: its length counts like a value's
+                        size += sum(len(key) + 3 for key in args if type(key) is str)
                     if size <= call.registry.limits.max_bytes:
                         try:
                             valid = fast(args)
