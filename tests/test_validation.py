@@ -121,7 +121,10 @@ def test_defaults_filled_without_touching_input(vreg: ToolRegistry) -> None:
         ("date", "2024-02-29", "2024-02-30"),
         ("time", "10:20:30Z", "25:00:00Z"),
         ("email", "a@example.org", "not-an-email"),
+        ("email", "a" * 64 + "@example.org", "a" * 65 + "@example.org"),  # the python backend accepted 65
         ("uri", "https://example.org/x", "not a uri"),
+        ("uri", "https://example.org/x", "https://example.org/x\n"),  # a final newline passed the python backend
+        ("uri", "a:b", "a:\n"),
         ("uuid", "2eb8aa08-aa98-11ea-b4aa-73b441d16380", "2eb8aa08-aa98-11ea-b4aa"),
         ("ipv4", "192.168.0.1", "256.1.1.1"),
         ("ipv6", "::1", "12345::"),
@@ -443,3 +446,16 @@ def test_dates_and_decimals_the_type_cannot_hold_are_refused(backend: str) -> No
     assert reg.call("when", {"day": "2024-01-01"}) == "2024-01-01"
     assert "at most 4300 digits" in reg.try_call("total", {"amount": "1e300000"}).for_model()
     assert reg.call("total", {"amount": "12.50"}) == "12.50"
+
+
+def test_multiple_of_a_fraction_is_decided_alike_by_both_backends(vreg: ToolRegistry) -> None:
+    """On the decimal numbers JSON spells: 19.99 is a multiple of 0.01 (the python backend refused it)."""
+    vreg.add(
+        lambda amount: amount,
+        name="price",
+        parameters={"type": "object", "properties": {"amount": {"type": "number", "multipleOf": 0.01}}},
+    )
+    for good in (19.99, 0.07, 4.35, 3, 0.3):
+        assert vreg.call("price", {"amount": good}) == good
+    found = problems(vreg, "price", {"amount": 0.30000000000000004})
+    assert [(p["path"], p["keyword"]) for p in found] == [("$.amount", "multipleOf")]

@@ -117,7 +117,7 @@ def is_email(value: object) -> bool:
     if not isinstance(value, str):
         return True
     local, at, domain = value.rpartition("@")
-    if not at or not local or not domain:
+    if not at or not local or not domain or len(local) > 64:  # RFC 5321: a local part of 64 octets at most
         return False
     if not (_DOT_STRING.fullmatch(local) or _QUOTED.fullmatch(local)):
         return False
@@ -129,14 +129,17 @@ def is_email(value: object) -> bool:
     return is_hostname(domain)
 
 
+_SPACE_OR_CONTROL = re.compile(r"[\x00-\x20\x7f]")
+
+
 def _uri_checker(base: Any) -> Any:
     inner = base.checkers["uri"][0] if "uri" in base.checkers else None
 
     def is_uri(value: object) -> bool:
         if not isinstance(value, str):
             return True
-        if inner is not None and not inner(value):
-            return False
+        if _SPACE_OR_CONTROL.search(value) or (inner is not None and not inner(value)):
+            return False  # (the checker's pattern, ending in $, let a final newline through)
         host = value.partition("://")[2].split("/", 1)[0].rpartition("@")[2]
         if host.startswith("["):  # an IP literal: IPv6 (embedded IPv4 included) or IPvFuture
             literal = host[1:].partition("]")[0]

@@ -427,6 +427,14 @@ def _extras(instance: Mapping[str, Any], schema: Mapping[str, Any], search: _Sea
     return (k for k in instance if k not in properties and not any(search(p, k) for p in patterns))
 
 
+def _exact(number: float) -> Any:
+    """The decimal number ``number`` spells (a float by its shortest repr), exactly: a ``Fraction``."""
+    from decimal import Decimal  # imported on the first refusal that needs it, as jsonschema is
+    from fractions import Fraction
+
+    return Fraction(number) if isinstance(number, int) else Fraction(Decimal(repr(number)))
+
+
 def _keywords(search: _SearchFn, draft2020: bool) -> dict[str, Callable[..., Iterator[Any]]]:
     """Keyword functions that match patterns with ``search`` and stay linear on hostile input."""
     from jsonschema._utils import find_evaluated_item_indexes_by_schema
@@ -532,8 +540,15 @@ def _keywords(search: _SearchFn, draft2020: bool) -> dict[str, Callable[..., Ite
         if any(i not in evaluated for i in range(len(instance))):
             yield ValidationError("unevaluated items are not allowed")
 
+    def multiple_of(validator: Any, divisor: Any, instance: Any, schema: Any) -> Iterator[Any]:
+        # Exact, on the decimal numbers the JSON spells (as jsonschema-rs decides): 19.99 is a multiple of 0.01.
+        number = validator.is_type(instance, "number") and validator.is_type(divisor, "number") and divisor > 0
+        if number and _exact(instance) % _exact(divisor):
+            yield ValidationError(f"{instance!r} is not a multiple of {divisor!r}")
+
     _unique = _all_unique if search is _search_python else _unique_rust
     found: dict[str, Callable[..., Iterator[Any]]] = {
+        "multipleOf": multiple_of,
         "pattern": pattern,
         "patternProperties": pattern_properties,
         "additionalProperties": additional_properties,
