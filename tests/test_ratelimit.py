@@ -254,3 +254,16 @@ def test_a_tools_own_rate_limit_error_is_not_waited_out(clock: ManualClock) -> N
 
     reg.add(upstream, rate_limit={"rate": 100, "max_wait": 2})
     assert isinstance(reg.try_call("upstream").error, RateLimitExceeded) and runs == [1]
+
+
+def test_a_flood_of_keys_never_resets_a_tools_own_bucket() -> None:
+    """At max_keys the oldest busy bucket went, whoever's: a keyed flood reset a per-hour limit of another tool."""
+    buckets = InMemoryBuckets(max_keys=100, sweep_every=10_000)
+    assert buckets.acquire("payout", 1 / 3600, 1.0, 1.0, 0.0) == 0.0  # one an hour, taken
+    for i in range(1000):
+        buckets.acquire(("search", i), 0.001, 5.0, 1.0, 0.0)  # busy keyed buckets, never idle
+        assert len(buckets) <= 100
+    assert buckets.acquire("payout", 1 / 3600, 1.0, 1.0, 0.0) == pytest.approx(3600.0)  # still refused
+    before = len(buckets)
+    buckets.acquire(("search", "next"), 0.001, 5.0, 1.0, 0.0)
+    assert len(buckets) >= before - 10  # a tenth at most goes at once, so sweeps stay far apart

@@ -20,7 +20,10 @@ class MemoryBuckets:
 
     A bucket untouched for ``burst / rate`` seconds is full, which is what a missing bucket
     means, so dropping it changes nothing; a sweep every ``sweep_every`` new buckets does
-    that, and ``max_keys`` caps memory even under a flood of distinct keys.
+    that, and ``max_keys`` caps memory even under a flood of distinct keys. When the buckets
+    still busy fill ``max_keys``, the oldest tenth of the keyed ones (a tool's per-caller
+    buckets) go at once, so the next sweeps are far apart; a tool's own bucket (no ``key``) is
+    never dropped, so a flood of keys cannot reset another tool's limit.
     """
 
     def __init__(self, *, max_keys: int = 100_000, sweep_every: int = 4096) -> None:
@@ -66,8 +69,10 @@ class MemoryBuckets:
         idle = [k for k, (_, last, full_after) in self._buckets.items() if now - last >= full_after]
         for key in idle:
             del self._buckets[key]
-        while len(self._buckets) >= self._max_keys:  # still full of busy keys: drop the oldest
-            del self._buckets[next(iter(self._buckets))]
+        if len(self._buckets) >= self._max_keys:  # still full of busy keys: drop the oldest keyed tenth
+            keyed = [k for k in self._buckets if type(k) is not str]
+            for key in keyed[: max(len(keyed) // 10, len(self._buckets) - self._max_keys + 1)]:
+                del self._buckets[key]
 
     def __len__(self) -> int:
         return len(self._buckets)
