@@ -267,3 +267,28 @@ def test_a_flood_of_keys_never_resets_a_tools_own_bucket() -> None:
     before = len(buckets)
     buckets.acquire(("search", "next"), 0.001, 5.0, 1.0, 0.0)
     assert len(buckets) >= before - 10  # a tenth at most goes at once, so sweeps stay far apart
+
+
+def test_waiting_retry_after_finds_the_token() -> None:
+    """With clock values in the millions, a caller waiting exactly retry_after was refused about half the
+    time, with a retry_after near 1e-12 s; it is rounded up to the millisecond."""
+    clock = ManualClock(start=1_700_000_000.0)
+    reg = ToolRegistry(autoload=False, clock=clock)
+    reg.add(lambda: "ok", name="f", rate_limit={"rate": 3, "burst": 1})
+    reg.add(lambda: "ok", name="hourly", rate_limit={"rate": 1 / 3600, "burst": 1})
+    for _ in range(50):
+        reg.call("f")
+        refused = reg.try_call("f").error
+        assert isinstance(refused, RateLimitExceeded) and refused.retry_after == 0.334
+        clock.advance(refused.retry_after)
+    assert reg.call("f") == "ok"
+    reg.call("hourly")
+    assert "Retry after 3,600 s" in reg.try_call("hourly").for_model()  # not 3.6e+03
+
+
+def test_a_mapping_given_as_a_plugin_is_refused() -> None:
+    """plugins={"rate_limit": {...}} replaced the standard plugin with a dict: no limit at all, no error."""
+    from harness_one import PluginError
+
+    with pytest.raises(PluginError, match="plugin_options"):
+        ToolRegistry(autoload=False, plugins={"rate_limit": {"default": {"rate": 1}}})

@@ -459,3 +459,14 @@ def test_multiple_of_a_fraction_is_decided_alike_by_both_backends(vreg: ToolRegi
         assert vreg.call("price", {"amount": good}) == good
     found = problems(vreg, "price", {"amount": 0.30000000000000004})
     assert [(p["path"], p["keyword"]) for p in found] == [("$.amount", "multipleOf")]
+
+
+def test_text_is_measured_in_utf8_bytes_like_bytes() -> None:
+    """999 characters of 4-byte emoji passed a 1,000-byte limit as text and failed it as bytes."""
+    reg = ToolRegistry(autoload=False, limits=ArgumentLimits(max_bytes=1000))
+    reg.add(lambda s="": len(s), name="f")
+    text = json.dumps({"s": "\U0001f600" * 240}, ensure_ascii=False)  # 249 characters, 969 bytes: within
+    assert reg.call("f", text) == 240
+    over = json.dumps({"s": "\U0001f600" * 990}, ensure_ascii=False)
+    for given in (over, over.encode()):
+        assert "arguments are 3969 bytes; the limit is 1000" in reg.try_call("f", given).for_model()

@@ -204,6 +204,8 @@ def _problem(message: str, keyword: str, expected: str, got: str | None = None) 
 
 def _parse(raw: str | bytes | bytearray | memoryview, limits: ArgumentLimits) -> dict[str, Any]:
     size = len(raw) if isinstance(raw, str) else raw.nbytes if isinstance(raw, memoryview) else len(raw)
+    if isinstance(raw, str) and size * 4 > limits.max_bytes and not raw.isascii():
+        size = len(raw.encode("utf-8", "surrogatepass"))  # text is measured in UTF-8 bytes, as bytes are
     if size > limits.max_bytes:
         raise _problem(
             f"arguments are {size} bytes; the limit is {limits.max_bytes}",

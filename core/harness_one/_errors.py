@@ -48,6 +48,11 @@ def capped(text: str, limit: int = ERROR_TEXT_LIMIT) -> str:
     return text[:keep] + marker.format(f"{keep:,}")
 
 
+def _seconds(value: float) -> str:
+    """Seconds as a person reads them: three significant digits, whole seconds from 1,000 on (not ``3.6e+03``)."""
+    return f"{value:.3g}" if value < 1000 else f"{value:,.0f}"
+
+
 class _LazyMessage:
     """``ToolError.message`` of an error that left it unwritten: ``_default_message()``, kept.
 
@@ -289,7 +294,7 @@ class RateLimitExceeded(ToolError):
 
     def _default_message(self) -> str:
         subject = f"Tool '{self.tool}'" if self.tool else "The tool"
-        return f"{subject} is rate limited. Retry after {self.retry_after:.3g} s or use another tool."
+        return f"{subject} is rate limited. Retry after {_seconds(self.retry_after or 0.0)} s or use another tool."
 
 
 class ToolTimeout(ToolError):
@@ -300,7 +305,7 @@ class ToolTimeout(ToolError):
     def __init__(self, timeout: float, *, tool: str | None = None, call_id: str | None = None) -> None:
         self.timeout = timeout
         subject = f"Tool '{tool}'" if tool else "The tool"
-        super().__init__(f"{subject} timed out after {timeout:.3g} s.", tool=tool, call_id=call_id)
+        super().__init__(f"{subject} timed out after {_seconds(timeout)} s.", tool=tool, call_id=call_id)
 
     def to_dict(self) -> dict[str, Any]:
         data = super().to_dict()
@@ -392,7 +397,7 @@ class CircuitOpen(ToolError):
     def __init__(self, *, retry_after: float, tool: str | None = None, call_id: str | None = None) -> None:
         subject = f"Tool '{tool}'" if tool else "The tool"
         super().__init__(
-            f"{subject} is failing repeatedly and is paused. Retry after {retry_after:.3g} s or use another tool.",
+            f"{subject} is failing repeatedly and is paused. Retry after {_seconds(retry_after)} s or use another tool.",
             tool=tool,
             call_id=call_id,
         )

@@ -367,6 +367,12 @@ class PluginSet:
             plugin = plugin()
         if name is None:
             name = getattr(plugin, "name", None) or (plugin.__name__ if isinstance(plugin, ModuleType) else None)
+        if plugin is None or isinstance(plugin, (Mapping, str, bytes, int, float, list, tuple)):  # before it replaces anything
+            raise PluginError(
+                f"Cannot register a {type(plugin).__name__} as plugin {name!r}: a plugin is an object, class or module "
+                "with harness_* hooks (options go in plugin_options={name: {...}}, not in plugins=).",
+                plugin=name,
+            )
         if replace and name is not None and self.manager.has_plugin(name):
             self._unregister(name)
         if replace and name is not None and self.manager.is_blocked(name):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Awaitable, Callable, Hashable
 from typing import Any
@@ -132,7 +133,8 @@ class RateLimitPlugin:
 
     def _refusal(self, call: Call, wait: float) -> RateLimitExceeded:
         self.refused += 1
-        return RateLimitExceeded.of(wait, call.tool.name, call.call_id)
+        # Up to the next millisecond: a caller who waits retry_after finds the token there (not 1e-12 s short).
+        return RateLimitExceeded.of(math.ceil(wait * 1000.0) / 1000.0, call.tool.name, call.call_id)
 
     def _shared(
         self,
