@@ -12,7 +12,16 @@ from typing import Any
 import pytest
 
 from harness_one import ToolExecutionError, ToolRegistry, ToolTimeout
-from harness_one.mcp import McpConnectionError, McpSpec, RemoteServer, RemoteToolError, aimport_tools, import_tools, local_name
+from harness_one.mcp import (
+    McpConnectionError,
+    McpSpec,
+    RemoteServer,
+    RemoteToolError,
+    aimport_tools,
+    attach_servers,
+    import_tools,
+    local_name,
+)
 
 ERROR_TEXT_LIMIT = 10_000  # the documented cap of remote error texts
 
@@ -163,6 +172,24 @@ def test_a_remote_call_has_a_default_deadline(script: str) -> None:
         assert registry.call("ok") == "ran ok"  # the connection stays usable
     finally:
         remote.close()
+    configured = ToolRegistry(autoload=False)
+    [server] = attach_servers(
+        configured,
+        [
+            McpSpec.from_table(
+                "cfg",
+                {
+                    "command": [sys.executable, script],
+                    "call_timeout": 0.3,
+                    "env": {"TEST_SERVER": json.dumps({"tools": ["hang"]})},
+                },
+            )
+        ],
+    )
+    try:  # a config table's call_timeout reaches the server (it always had the default)
+        assert server.call_timeout == 0.3 and "within 0.3 s" in configured.try_call("hang").for_model()
+    finally:
+        server.close()
     with_policy = ToolRegistry(autoload=False)
     remote = import_tools(with_policy, spec(script, "hang"), call_timeout=0.3, timeout=1.5)
     try:

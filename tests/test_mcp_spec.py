@@ -45,6 +45,9 @@ def test_config_tables() -> None:
     assert spec.command == ("gh-mcp", "--stdio") and spec.prefix == "gh_" and spec.policies == {"timeout": 10}
     assert "s3cret" not in repr(spec)  # env and headers may hold secrets
     assert McpSpec.from_table("api", {"url": "https://api.example.com/mcp", "headers": {"Authorization": "x"}}).url
+    assert spec.call_timeout == 300.0  # the default deadline of calls without a timeout policy
+    assert McpSpec.from_table("a", {"command": ["a"], "call_timeout": 60}).call_timeout == 60
+    assert McpSpec.from_table("a", {"command": ["a"], "call_timeout": False}).call_timeout is None
     for table, needle in [
         ({"command": ["a"], "tools": 1}, "mcp.servers.x: unknown keys ['tools']"),
         ({"command": "npx server"}, "'command' must be a list of strings"),
@@ -54,6 +57,8 @@ def test_config_tables() -> None:
         ({"command": ["a"], "prefix": "bad prefix"}, "'prefix' must be up to 32"),
         ({"command": ["a"], "env": {"A": 1}}, "'env' must be a table of strings"),
         ({"command": ["a"], "policies": {"bogus": 1}}, "unknown policies ['bogus']"),
+        ({"command": ["a"], "call_timeout": 0}, "'call_timeout' must be a positive number of seconds or false, got 0"),
+        ({"command": ["a"], "call_timeout": "60"}, "'call_timeout' must be a positive number of seconds or false"),
     ]:
         with pytest.raises(McpSpecError, match=re.escape(needle)):
             McpSpec.from_table("x", table)

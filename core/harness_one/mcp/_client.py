@@ -54,7 +54,7 @@ from harness_one._errors import ERROR_TEXT_LIMIT, capped
 from harness_one._log import log_event
 from harness_one._render import safe_text
 
-from ._spec import ERROR_META_KEY, McpSpec, McpSpecError, masked_url
+from ._spec import CALL_TIMEOUT, ERROR_META_KEY, McpSpec, McpSpecError, masked_url
 
 __all__ = [
     "ERROR_TEXT_LIMIT",
@@ -72,8 +72,6 @@ _INVALID_CHARS = re.compile(r"[^A-Za-z0-9_-]")
 _WRAP = "x-fastmcp-wrap-result"
 #: Errors of the transport itself (the server process died, the socket closed, HTTP failed).
 _LOST = (OSError, EOFError, anyio.BrokenResourceError, anyio.ClosedResourceError, anyio.EndOfStream, httpx2.TransportError)
-#: Seconds a remote call may take when no ``timeout``/``total_timeout`` policy bounds it (the HTTP read timeout).
-CALL_TIMEOUT = 300.0
 #: The synthesized errors of the SDK's HTTP transport for a request whose response stream broke.
 _HTTP_ABANDONED = ("SSE stream failed", "SSE stream ended")
 

@@ -17,7 +17,16 @@ if TYPE_CHECKING:
 
     from ._client import RemoteServer
 
-__all__ = ["ERROR_META_KEY", "POLICY_KEYS", "McpSpec", "McpSpecError", "attach_servers", "masked_url", "parse_mcp_spec"]
+__all__ = [
+    "CALL_TIMEOUT",
+    "ERROR_META_KEY",
+    "POLICY_KEYS",
+    "McpSpec",
+    "McpSpecError",
+    "attach_servers",
+    "masked_url",
+    "parse_mcp_spec",
+]
 
 #: Where an ``isError`` result from a harness-one server carries the error's data, ``ToolError.to_dict()``
 #: (``type``, ``kind``, ``message``, ``retry_after``, ...): in ``_meta``, since clients check
@@ -30,7 +39,9 @@ _PREFIX = re.compile(r"^[A-Za-z0-9_-]{0,32}$")
 POLICY_KEYS = frozenset(
     {"rate_limit", "timeout", "timeout_mode", "total_timeout", "retry", "max_concurrency", "circuit_breaker", "cache_ttl", "tags"}
 )
-_TABLE_KEYS = ("command", "url", "prefix", "env", "cwd", "headers", "policies")
+_TABLE_KEYS = ("command", "url", "prefix", "env", "cwd", "headers", "policies", "call_timeout")
+#: Seconds a remote call may take when no ``timeout``/``total_timeout`` policy bounds it (the HTTP read timeout).
+CALL_TIMEOUT = 300.0
 
 
 class McpSpecError(ValueError):
@@ -59,6 +70,8 @@ class McpSpec:
     cwd: str | None = None
     headers: Mapping[str, str] | None = field(default=None, repr=False)
     policies: Mapping[str, Any] = field(default_factory=dict)
+    #: Seconds a call of a tool without a timeout policy may take (None or ``false``: no bound).
+    call_timeout: float | None = CALL_TIMEOUT
 
     def __repr__(self) -> str:
         shown = f"url={masked_url(self.url)!r}" if self.url is not None else f"command={self.command!r}"
@@ -86,6 +99,9 @@ class McpSpec:
             raise McpSpecError(f"{where}: 'cwd' must be a string path, got {self.cwd!r}.")
         if not isinstance(self.policies, Mapping):
             raise McpSpecError(f"{where}: 'policies' must be a table of defineTool keywords.")
+        wait = self.call_timeout
+        if wait is not None and (isinstance(wait, bool) or not isinstance(wait, (int, float)) or not 0 < wait < float("inf")):
+            raise McpSpecError(f"{where}: 'call_timeout' must be a positive number of seconds or false, got {wait!r}.")
         unknown = sorted(set(self.policies) - POLICY_KEYS)
         if unknown:
             raise McpSpecError(f"{where}: unknown policies {unknown}; expected some of {sorted(POLICY_KEYS)}.")
@@ -112,6 +128,9 @@ class McpSpec:
                 cwd=table.get("cwd"),
                 headers=table.get("headers"),
                 policies=table.get("policies") or {},
+                call_timeout=None
+                if table.get("call_timeout", CALL_TIMEOUT) is False
+                else table.get("call_timeout", CALL_TIMEOUT),
             )
         except McpSpecError as exc:
             raise McpSpecError(f"mcp.servers.{name}: {exc}") from None
@@ -163,7 +182,7 @@ def attach_servers(
     servers = []
     for spec in specs:
         try:
-            servers.append(import_tools(registry, spec, replace=replace))
+            servers.append(import_tools(registry, spec, replace=replace, call_timeout=spec.call_timeout))
         except Exception as exc:
             if failures is None:
                 raise
