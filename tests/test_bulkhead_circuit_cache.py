@@ -10,6 +10,7 @@ from collections.abc import Generator
 from typing import Any
 
 import pytest
+from gate_support import Gated, cancel_once_entered
 
 from harness_one import (
     Call,
@@ -111,16 +112,6 @@ def test_registry_wide_cap() -> None:
     assert reg.call("b") == 1
 
 
-async def cancel_once_entered(reg: ToolRegistry, name: str, entered: threading.Event) -> None:
-    """Start ``acall(name)`` as a task and cancel it once the tool has started."""
-    task = asyncio.ensure_future(reg.acall(name))
-    while not entered.is_set():
-        await asyncio.sleep(0.001)
-    task.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await task
-
-
 def _freed(reg: ToolRegistry, name: str) -> bool:
     """Whether the slots of ``name`` are all free within 10 s (a tool's thread returning frees one)."""
     deadline = time.monotonic() + 10
@@ -172,19 +163,13 @@ def test_a_retry_after_an_abandoned_attempt_frees_its_own_slot_at_once() -> None
 
 def test_a_cancelled_acall_of_a_sync_tool_keeps_its_slot_until_the_thread_returns() -> None:
     reg = ToolRegistry(autoload=False)
-    entered, release = threading.Event(), threading.Event()
-
-    def work() -> str:
-        entered.set()
-        release.wait(10)
-        return "done"
-
-    reg.add(work, max_concurrency=1)
+    work = Gated()
+    reg.add(work, name="work", max_concurrency=1)
 
     async def cancel_it() -> None:
-        await cancel_once_entered(reg, "work", entered)
+        await cancel_once_entered(reg, "work", work.entered)
         assert isinstance(reg.try_call("work").error, ToolBusy)  # the thread runs on
-        release.set()
+        work.gate.set()
         assert await asyncio.to_thread(_freed, reg, "work")
 
     asyncio.run(cancel_it())

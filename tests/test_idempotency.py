@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from gate_support import Gated, cancel_once_entered
 
 from harness_one import (
     IdempotencyConflict,
@@ -233,32 +234,21 @@ def test_a_cancelled_acall_holds_the_key_until_its_tool_returns(make_store: Any)
     import asyncio
 
     reg = registry_with(make_store())
-    entered, gate, runs = threading.Event(), threading.Event(), []
-
-    def charge() -> str:
-        runs.append(1)
-        entered.set()
-        gate.wait(10)
-        return "charged"
-
-    reg.add(charge)
+    charge = Gated("charged")
+    reg.add(charge, name="charge")
 
     async def cancel_then_retry() -> type[BaseException] | None:
-        task = asyncio.ensure_future(reg.acall("charge", idempotency_key="pay-1"))
-        await asyncio.get_running_loop().run_in_executor(None, entered.wait, 10)
-        task.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await task
+        await cancel_once_entered(reg, "charge", charge.entered, idempotency_key="pay-1")
         found = await reg.atry_call("charge", idempotency_key="pay-1")
         return type(found.error) if found.error is not None else None
 
-    assert asyncio.run(cancel_then_retry()) is IdempotencyConflict and runs == [1]
-    gate.set()
+    assert asyncio.run(cancel_then_retry()) is IdempotencyConflict and charge.runs == [1]
+    charge.gate.set()
     for _ in range(1000):  # the key is given back from the tool's thread as it returns
         if reg.try_call("charge", idempotency_key="pay-1").ok:
             break
         time.sleep(0.005)
-    assert runs == [1, 1]  # cancelled: nothing stored, so the key ran once the first run had ended
+    assert charge.runs == [1, 1]  # cancelled: nothing stored, so the key ran once the first run had ended
 
 
 def test_memory_replays_are_copies(clock: ManualClock) -> None:

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 import tools_for_processes as tfp
+from gate_support import Gated
 
 from harness_one import Call, ManualClock, RetryableError, ToolBusy, ToolExecutionError, ToolRegistry, ToolTimeout
 from harness_one_plugins import TimeoutPlugin
@@ -256,18 +257,11 @@ def test_ctrl_c_during_a_thread_timeout_keeps_what_the_running_tool_holds() -> N
     from harness_one import IdempotencyConflict
 
     reg = ToolRegistry(autoload=False)
-    entered, gate, runs = threading.Event(), threading.Event(), []
-
-    def work() -> str:
-        runs.append(1)
-        entered.set()
-        gate.wait(10)
-        return "done"
-
-    reg.add(work, timeout=30, timeout_mode="thread", max_concurrency=1)
+    work = Gated()
+    reg.add(work, name="work", timeout=30, timeout_mode="thread", max_concurrency=1)
 
     def interrupt() -> None:
-        if entered.wait(10):
+        if work.entered.wait(10):
             os.kill(os.getpid(), signal.SIGINT)
 
     sender = threading.Thread(target=interrupt)
@@ -277,6 +271,6 @@ def test_ctrl_c_during_a_thread_timeout_keeps_what_the_running_tool_holds() -> N
             reg.call("work", idempotency_key="k")
         sender.join()
         assert isinstance(reg.try_call("work", idempotency_key="k").error, IdempotencyConflict)
-        assert isinstance(reg.try_call("work").error, ToolBusy) and runs == [1]
+        assert isinstance(reg.try_call("work").error, ToolBusy) and work.runs == [1]
     finally:
-        gate.set()
+        work.gate.set()

@@ -12,12 +12,11 @@ from ._errors import ToolDefinitionError
 __all__ = ["CircuitBreakerPolicy", "RateLimit", "RetryPolicy"]
 
 
-def _positive(value: Any, what: str, tool: str, *, zero: bool = False) -> None:
+def _positive(value: Any, what: str, tool: str, *, zero: bool = False, finite: bool = False) -> None:
     ok = not isinstance(value, bool) and isinstance(value, (int, float)) and (value >= 0 if zero else value > 0)
-    if not ok:
-        raise ToolDefinitionError(
-            f"Tool '{tool}': {what} must be a {'non-negative' if zero else 'positive'} number, got {value!r}.", tool=tool
-        )
+    if not ok or (finite and not value < math.inf):
+        kind = f"{'finite ' if finite else ''}{'non-negative' if zero else 'positive'}"
+        raise ToolDefinitionError(f"Tool '{tool}': {what} must be a {kind} number, got {value!r}.", tool=tool)
 
 
 def _from_mapping(cls: Any, value: Mapping[str, Any], what: str, tool: str) -> Any:
@@ -26,14 +25,6 @@ def _from_mapping(cls: Any, value: Mapping[str, Any], what: str, tool: str) -> A
     if unknown:
         raise ToolDefinitionError(f"Tool '{tool}': unknown {what} keys {sorted(unknown)}; known: {sorted(names)}.", tool=tool)
     return cls(**value)
-
-
-def _rate(tool: str, attr: str, number: Any) -> None:
-    """A rate limit's ``attr`` is a finite number above 0 (``inf`` has no bucket to keep)."""
-    if isinstance(number, bool) or not isinstance(number, (int, float)) or not 0 < number < math.inf:
-        raise ToolDefinitionError(
-            f"Tool '{tool}': rate_limit {attr} must be a finite positive number, got {number!r}.", tool=tool
-        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,7 +54,7 @@ class RateLimit:
             if "rate" not in value:
                 raise ToolDefinitionError(f"Tool '{tool}': rate_limit needs 'rate' (tokens per second).", tool=tool)
             rate = value["rate"]
-            _rate(tool, "rate", rate)  # before it is compared below
+            _positive(rate, "rate_limit rate", tool, finite=True)  # before it is compared below
             limit = cls(
                 rate=rate,
                 burst=value.get("burst", max(1.0, rate)),
@@ -74,16 +65,13 @@ class RateLimit:
         else:
             raise ToolDefinitionError(f"Tool '{tool}': rate_limit must be a mapping like {{'rate': 5, 'burst': 10}}.", tool=tool)
         for attr in ("rate", "burst", "cost"):
-            _rate(tool, attr, getattr(limit, attr))
+            _positive(getattr(limit, attr), f"rate_limit {attr}", tool, finite=True)
         if limit.cost > limit.burst:
             raise ToolDefinitionError(
                 f"Tool '{tool}': rate_limit cost {limit.cost} exceeds burst {limit.burst}; no call could pass.", tool=tool
             )
-        wait = limit.max_wait
-        if wait is not None and (isinstance(wait, bool) or not isinstance(wait, (int, float)) or not 0 <= wait < math.inf):
-            raise ToolDefinitionError(
-                f"Tool '{tool}': rate_limit max_wait must be a number of seconds >= 0, got {wait!r}.", tool=tool
-            )
+        if limit.max_wait is not None:
+            _positive(limit.max_wait, "rate_limit max_wait (seconds)", tool, zero=True, finite=True)
         if limit.key is not None and not (isinstance(limit.key, str) or callable(limit.key)):
             raise ToolDefinitionError(
                 f"Tool '{tool}': rate_limit key must be a context field name or a function of the call, got {limit.key!r}.",

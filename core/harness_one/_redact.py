@@ -7,7 +7,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-__all__ = ["REDACTED", "SECRET_KEYS", "Redactor", "redact"]
+__all__ = ["REDACTED", "SECRET_KEYS", "Redactor", "redact", "without_userinfo"]
 
 REDACTED = "[REDACTED]"
 
@@ -46,6 +46,14 @@ SECRET_KEYS = (
 _WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
 # URL user-info: as urlsplit reads it, everything up to the last "@" before the path, query or fragment.
 _USERINFO = re.compile(r"(?i)(?<![a-z0-9+.-])([a-z][a-z0-9+.-]{0,31}://)[^/?#\s]*@")
+
+
+def without_userinfo(text: str, mask: str = REDACTED) -> str:
+    """``text`` with the user-info of every URL in it (``user:password@``, up to the last ``@``
+    before the host's path, as ``urlsplit`` reads it) replaced by ``mask``."""
+    return _USERINFO.sub(rf"\1{mask}@", text) if "://" in text else text
+
+
 # A key name in text, then its separator: key=, key:, 'key':, "key": and ('key', / ["key", (a pair).
 _TEXT_KEY = re.compile(
     r"""(?:(?<=[\[(])(['"])([A-Za-z_][\w.-]{0,99})\1[ \t]*,"""
@@ -105,8 +113,7 @@ class Redactor:
         size = len(value)
         if size > _SCAN:
             value = value[:_SCAN]
-        if "://" in value:
-            value = _USERINFO.sub(rf"\1{REDACTED}@", value)
+        value = without_userinfo(value)
         value = self._mask_keyed(value)
         if size > _MAX_TEXT:
             value = f"{value[:_MAX_TEXT]}... ({size} characters)"

@@ -52,9 +52,10 @@ from harness_one import (
 )
 from harness_one._errors import ERROR_TEXT_LIMIT, capped
 from harness_one._log import log_event
+from harness_one._redact import without_userinfo
 from harness_one._render import safe_text
 
-from ._spec import CALL_TIMEOUT, ERROR_META_KEY, McpSpec, McpSpecError, masked_url
+from ._spec import CALL_TIMEOUT, ERROR_META_KEY, McpSpec, McpSpecError
 
 __all__ = [
     "ERROR_TEXT_LIMIT",
@@ -214,7 +215,7 @@ class RemoteServer:
         self._tasks: set[asyncio.Task[Any]] = set()
 
     def __repr__(self) -> str:
-        target = masked_url(self.spec.url) if self.spec.url else (self.spec.command[0] if self.spec.command else "?")
+        target = without_userinfo(self.spec.url, "***") if self.spec.url else (self.spec.command[0] if self.spec.command else "?")
         return f"<RemoteServer {self.spec.name} {target} tools={len(self.names)}>"
 
     # ------------------------------------------------------------------ connection (background loop)

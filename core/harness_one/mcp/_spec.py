@@ -12,6 +12,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from .._redact import without_userinfo
+
 if TYPE_CHECKING:
     from harness_one import ToolRegistry
 
@@ -24,7 +26,6 @@ __all__ = [
     "McpSpec",
     "McpSpecError",
     "attach_servers",
-    "masked_url",
     "parse_mcp_spec",
 ]
 
@@ -48,11 +49,6 @@ class McpSpecError(ValueError):
     """A remote-server spec or config table is invalid; the message names the field and what was expected."""
 
 
-def masked_url(url: str) -> str:
-    """``url`` with its credentials (``user:password@``) replaced by ``***@``."""
-    return re.sub(r"^(https?://)[^/?#]*@", r"\1***@", url)
-
-
 @dataclass(frozen=True)
 class McpSpec:
     """One remote MCP server: a command to run (stdio) or a streamable-HTTP ``url``.
@@ -74,7 +70,7 @@ class McpSpec:
     call_timeout: float | None = CALL_TIMEOUT
 
     def __repr__(self) -> str:
-        shown = f"url={masked_url(self.url)!r}" if self.url is not None else f"command={self.command!r}"
+        shown = f"url={without_userinfo(self.url, '***')!r}" if self.url is not None else f"command={self.command!r}"
         return f"McpSpec(name={self.name!r}, {shown}, prefix={self.prefix!r})"
 
     def __post_init__(self) -> None:
