@@ -473,6 +473,14 @@ def test_fingerprint_tells_values_that_are_not_json_from_their_repr() -> None:
     assert fingerprint({"x": date(2020, 1, 1)}) == fingerprint({"x": date(2020, 1, 1)})
 
 
+def test_fingerprint_of_a_whole_number_does_not_depend_on_its_spelling() -> None:
+    assert fingerprint({"n": [1, {"m": -0.0}], "big": 1e16}) == fingerprint({"n": [1.0, {"m": 0}], "big": 10**16})
+    assert fingerprint({"n": (2.0,)}) == fingerprint({"n": [2]})
+    assert fingerprint({"n": 1.5}) != fingerprint({"n": 1})
+    assert fingerprint({"v": "1.0"}) != fingerprint({"v": "1"})  # strings are not numbers
+    assert fingerprint({"n": float("inf")}) != fingerprint({"n": float("-inf")})
+
+
 def test_cache_off_by_default_and_only_for_safe_tools(clock: ManualClock) -> None:
     runs: list[int] = []
     reg = ToolRegistry(clock=clock, autoload=False)

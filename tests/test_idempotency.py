@@ -106,6 +106,19 @@ def test_replay_mismatch_and_validation(make_store: Any) -> None:
     assert reg.stats()["idempotency"] == {"replays": 2, "stored": 2}
 
 
+def test_a_whole_number_replays_however_it_is_spelled(make_store: Any) -> None:
+    # A model that retries {"amount": 5} as {"amount": 5.0} sends the same JSON number.
+    reg = registry_with(make_store())
+    charge = Counter()
+    reg.add(charge, name="charge", parameters={"type": "object", "properties": {"amount": {"type": "number"}}})
+    first = reg.call("charge", {"amount": 5}, idempotency_key="k")
+    assert reg.call("charge", {"amount": 5.0}, idempotency_key="k") == first
+    assert reg.call("charge", '{"amount": 5e0}', idempotency_key="k") == first
+    with pytest.raises(IdempotencyKeyMismatch):
+        reg.call("charge", {"amount": 5.5}, idempotency_key="k")
+    assert charge.runs == 1
+
+
 def test_tool_errors_are_stored_and_replayed(make_store: Any) -> None:
     reg = registry_with(make_store())
     runs = []

@@ -174,13 +174,32 @@ def _typed(value: Any) -> dict[str, str]:
 def fingerprint(arguments: Any) -> str:
     """A stable SHA-256 digest of (validated) arguments: equal JSON values give equal digests.
 
-    Keys are sorted, so ``{"a": 1, "b": 2}`` and ``{"b": 2, "a": 1}`` match; used for
+    Keys are sorted, so ``{"a": 1, "b": 2}`` and ``{"b": 2, "a": 1}`` match, and a whole
+    number is one number however it is spelled (``1``, ``1.0``, ``1e0``); used for
     idempotency-key mismatch checks and cache keys. A value that is not JSON (a set, a date,
     from a caller in this process) is written with its type, so it never matches the string
     of its ``repr``.
     """
     try:
-        text = json.dumps(arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=_typed)
+        text = _canonical(arguments)
+        if ".0" in text or "e+" in text:  # how a whole float is written (1.0, 1e+16): write it as an int
+            text = _canonical(_whole(arguments))
     except (TypeError, ValueError, RecursionError):
         text = dumps(arguments)
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=_typed)
+
+
+def _whole(value: Any) -> Any:
+    """``value`` with each float that is a whole number made an int (in dicts, lists and tuples)."""
+    kind = type(value)
+    if kind is float:
+        return int(value) if value.is_integer() else value
+    if kind is dict:
+        return {key: _whole(item) for key, item in value.items()}
+    if kind is list or kind is tuple:
+        return [_whole(item) for item in value]
+    return value
