@@ -24,6 +24,23 @@ def test_url_userinfo_is_masked_up_to_the_last_at_sign_of_the_authority(url: str
     assert Redactor().text(f"see {url} and http://h/@me") == f"see {shown} and http://h/@me"
 
 
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("https://user:ab/S3CRET@host/x", f"https://{REDACTED}@host/x"),
+        ("postgresql://app:k9/S3+CRET@db.internal/app", f"postgresql://{REDACTED}@db.internal/app"),
+        ("s3://AKIA:wJal/r?X#S3CRET@bucket/key", f"s3://{REDACTED}@bucket/key"),
+        # a port then a path with an "@" in it is not user-info
+        ("https://host:8080/path/@user", "https://host:8080/path/@user"),
+        ("https://host:8080/p?e=a@b", "https://host:8080/p?e=a@b"),
+        ("https://host/x@y", "https://host/x@y"),
+    ],
+)
+def test_a_password_with_an_unescaped_slash_is_masked_too(url: str, shown: str) -> None:
+    # urlsplit reads "/" as the start of the path: such a password is no user-info to it.
+    assert Redactor().text(f"connect {url} failed") == f"connect {shown} failed"
+
+
 def test_a_pair_under_a_secret_key_name_is_masked_like_a_keyed_value() -> None:
     value = {
         "form": [["password", "S3CRET"], ["user", "bob"]],
@@ -73,6 +90,7 @@ def test_text_follows_the_configured_key_names() -> None:
     [
         "a." * 50_000 + "://x",  # a scheme-like run: each dot starts a new candidate scheme
         "x://" + "@" * 100_000,
+        "a://b:" * 100_000,  # each a user and a password's start, and no "@" to end it
         "password=" * 100_000,
         "'token': '" * 100_000,
         "['pin', " * 100_000,

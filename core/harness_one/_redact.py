@@ -44,13 +44,18 @@ SECRET_KEYS = (
 )
 
 _WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
-# URL user-info: as urlsplit reads it, everything up to the last "@" before the path, query or fragment.
-_USERINFO = re.compile(r"(?i)(?<![a-z0-9+.-])([a-z][a-z0-9+.-]{0,31}://)[^/?#\s]*@")
+# URL user-info: as urlsplit reads it, everything up to the last "@" before the path, query or
+# fragment; else "user:" then a password with an unescaped "/", "?" or "#" in it, up to the last
+# "@" of the next 256 characters (not "host:port/"; a later "@" in a path shows less, never more).
+_USERINFO = re.compile(
+    r"(?i)(?<![a-z0-9+.-])([a-z][a-z0-9+.-]{0,31}://)"
+    r"(?:[^/?#\s]*|[^/?#\s@:]*:(?![0-9]*(?:[/?#\s]|$))\S{0,256})@"
+)
 
 
 def without_userinfo(text: str, mask: str = REDACTED) -> str:
     """``text`` with the user-info of every URL in it (``user:password@``, up to the last ``@``
-    before the host's path, as ``urlsplit`` reads it) replaced by ``mask``."""
+    before the host's path, as ``urlsplit`` reads it, or past a ``/`` in the password) replaced by ``mask``."""
     return _USERINFO.sub(rf"\1{mask}@", text) if "://" in text else text
 
 
