@@ -151,6 +151,40 @@ def test_module_entry_points_are_indexed_then_imported_alone(dists: Any, index_d
     assert tool_index().tools(_entry(3)) == {"fresh", "tool_3"}
 
 
+BUNDLE = """
+from harness_one import defineTool
+
+@defineTool(registry=None)
+def shout(text: str) -> str:
+    return "first"
+
+TOOLS = [shout]
+"""
+
+
+def test_an_attribute_entry_point_named_otherwise_wins_once_indexed(
+    dists: Any, index_dir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # ``bundle = "hx_first:TOOLS"`` provides ``shout`` under another name; a later package names its own.
+    dists.make("hx-a-first", {"hx_first": BUNDLE}, {"harness_one.tools": {"bundle": "hx_first:TOOLS"}})
+    dists.make(
+        "hx-b-second", {"hx_second": _module(0).replace("tool_0", "shout")}, {"harness_one.tools": {"shout": "hx_second:shout"}}
+    )
+    cold = ToolRegistry(discover=True, autoload=False)
+    assert cold.get("shout").source == "hx-b-second"  # an empty index: taken to provide "bundle"
+    with caplog.at_level("WARNING", logger="harness_one"):
+        listing = ToolRegistry(discover=True, autoload=False)
+        listing.names()
+    assert listing.get("shout").source == "hx-a-first"
+    assert any(getattr(r, "harness_one", {}).get("entry_point") == "bundle" for r in caplog.records)
+
+    _new_process("hx_")
+    warm = ToolRegistry(discover=True, autoload=False)
+    assert warm.call("shout", {"text": "x"}) == "first"  # as the listing chose: the index knows "bundle"
+    assert warm.get("shout").source == "hx-a-first"
+    assert _ours("hx_") == {"hx_first"}
+
+
 def _entry(i: int) -> Any:
     from harness_one._entrypoints import TOOL_GROUP, entry_points
 

@@ -232,19 +232,20 @@ def load_named_entry_point(registry: ToolRegistry, report: DiscoveryReport, name
     """Load the entry points that may provide tool ``name``, in the order a listing loads them.
 
     Those are the entry points named ``name`` (a package names its entry point after its
-    tool) and the module entry points that may hold it: the :class:`ToolIndex` knows which
-    tools a module entry point provided last time its files were as they are now; one it
-    does not know is loaded. True once a tool called ``name`` is there: the others need
-    not be imported to call it.
+    tool) and the others that may hold it: the :class:`ToolIndex` knows which tools an entry
+    point provided last time its files were as they are now. A module entry point it does not
+    know is loaded; a ``module:attribute`` one is taken to provide the tool it is named after.
+    True once a tool called ``name`` is there: the others need not be imported to call it.
     """
     index = tool_index()
     try:
         for ep in entry_points(TOOL_GROUP):
             if ep.name != name:
-                if ":" in ep.value:
-                    continue  # ``name = module:attribute`` provides the tool it is named after
                 known = index.tools(ep)
-                if known is not None and name not in known:
+                if known is None:
+                    if ":" in ep.value:
+                        continue  # ``name = module:attribute`` provides the tool it is named after
+                elif name not in known:
                     continue
             _load(registry, report, ep, index)
             if name in registry._tools:
@@ -267,8 +268,11 @@ def _load(registry: ToolRegistry, report: DiscoveryReport, ep: EntryPoint, index
     except BaseException as exc:  # SystemExit at import included: a broken package is reported, not fatal
         report.failures.append(failure(ep, exc))
         return
-    if index is not None and ":" not in ep.value:
-        index.record(ep, [tool.name for tool in pending])
+    names = [tool.name for tool in pending]
+    if index is not None:
+        index.record(ep, names)
+    if ":" in ep.value and names != [ep.name]:  # a call of its tool before a listing may not find it first
+        log_event(30, "tool entry point not named after its tool", entry_point=ep.name, tools=names, distribution=ep.distribution)
     for tool in pending:
         _add(registry, report, ep, tool)
 
