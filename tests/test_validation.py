@@ -114,6 +114,39 @@ def test_defaults_filled_without_touching_input(vreg: ToolRegistry) -> None:
     assert vreg.call("f", {})["tags"] == []  # a mutable default is copied per call
 
 
+def test_defaults_are_filled_through_refs_and_the_one_object_alternative(vreg: ToolRegistry) -> None:
+    schema = {
+        "type": "object",
+        "$defs": {
+            "Address": {
+                "type": "object",
+                "properties": {"country": {"type": "string", "default": "FR"}, "kind": {"$ref": "#/$defs/Kind"}},
+            },
+            "Kind": {"type": "string", "default": "home"},
+            "Node": {"type": "object", "properties": {"v": {"default": 0}, "next": {"$ref": "#/$defs/Node"}}},
+        },
+        "properties": {
+            "ship": {"$ref": "#/$defs/Address"},
+            "bill": {"anyOf": [{"$ref": "#/$defs/Address"}, {"type": "null"}], "default": None},
+            "both": {"allOf": [{"$ref": "#/$defs/Address"}, {"properties": {"zip": {"default": "75001"}}}]},
+            # two alternatives that can be objects: which one a value matched is not known, nothing is filled
+            "either": {"anyOf": [{"$ref": "#/$defs/Address"}, {"type": "object", "properties": {"id": {"type": "integer"}}}]},
+            "node": {"$ref": "#/$defs/Node"},
+        },
+    }
+    vreg.add(lambda **kw: kw, name="f", parameters=schema)
+    address = {"country": "FR", "kind": "home"}
+    assert vreg.call("f", {"ship": {}, "bill": {}, "both": {}, "either": {"id": 1}, "node": {"next": {"next": {}}}}) == {
+        "ship": address,
+        "bill": address,
+        "both": {**address, "zip": "75001"},
+        "either": {"id": 1},
+        "node": {"v": 0, "next": {"next": {}}},  # a recursive $ref is followed once
+    }
+    assert vreg.call("f", {"bill": None}) == {"bill": None}
+    assert vreg.call("f", {}) == {"bill": None}
+
+
 @pytest.mark.parametrize(
     ("fmt", "good", "bad"),
     [

@@ -961,20 +961,64 @@ _MISSING = object()
 
 
 def _default_plan(schema: Any) -> _Plan | None:
-    if not isinstance(schema, Mapping):
-        return None
-    props = schema.get("properties")
-    if not isinstance(props, Mapping):
-        return None
-    plan: _Plan = {}
-    for name, sub in props.items():
-        if not isinstance(sub, Mapping):
-            continue
-        default = sub.get("default", _MISSING)
-        nested = _default_plan(sub)
-        if default is not _MISSING or nested:
-            plan[name] = (default, nested)
-    return plan or None
+    """The defaults to fill in, property by property: under ``properties``, through local
+    ``$ref``s and ``allOf``, and through an ``anyOf``/``oneOf`` only one alternative of which can
+    be an object (``Address | None``: which alternative a value matched is not known here)."""
+    planner = _DefaultPlanner(schema)
+    return planner.plan(planner.applying(schema, 0, frozenset()), 0)
+
+
+class _DefaultPlanner:
+    """Builds a :data:`_Plan` for one root schema, with bounded work (as :class:`_IntegerPlanner`)."""
+
+    MAX_DEPTH = _IntegerPlanner.MAX_DEPTH
+    MAX_NODES = _IntegerPlanner.MAX_NODES
+
+    def __init__(self, root: Any) -> None:
+        self.root = root
+        self.nodes = 0
+
+    def plan(self, nodes: list[tuple[Mapping[str, Any], frozenset[str]]], depth: int) -> _Plan | None:
+        """The plan of a value that all of ``nodes`` (schemas, and the refs followed to them) describe."""
+        props: dict[str, list[tuple[Mapping[str, Any], frozenset[str]]]] = {}
+        for node, seen in nodes:
+            found = node.get("properties")
+            if isinstance(found, Mapping):
+                for name, sub in found.items():
+                    props.setdefault(name, []).extend(self.applying(sub, depth + 1, seen))
+        plan: _Plan = {}
+        for name, applying in props.items():
+            default = next((node["default"] for node, _ in applying if "default" in node), _MISSING)
+            nested = self.plan(applying, depth + 1)
+            if default is not _MISSING or nested:
+                plan[name] = (default, nested)
+        return plan or None
+
+    def applying(self, schema: Any, depth: int, seen: frozenset[str]) -> list[tuple[Mapping[str, Any], frozenset[str]]]:
+        """``schema`` and the schemas that apply to the same value with it (not back into a ``$ref`` being followed)."""
+        self.nodes += 1
+        if not isinstance(schema, Mapping) or depth > self.MAX_DEPTH or self.nodes > self.MAX_NODES:
+            return []
+        found = [(schema, seen)]
+        ref = schema.get("$ref")
+        if isinstance(ref, str) and ref.startswith("#") and ref not in seen:
+            found += self.applying(_resolve_local(self.root, ref), depth + 1, seen | {ref})
+        for sub in _listed(schema.get("allOf")):
+            found += self.applying(sub, depth + 1, seen)
+        alternatives = [sub for key in ("anyOf", "oneOf") for sub in _listed(schema.get(key))]
+        objects = [sub for sub in alternatives if self._may_be_object(sub, depth + 1, seen)]
+        if len(objects) == 1:
+            found += self.applying(objects[0], depth + 1, seen)
+        return found
+
+    def _may_be_object(self, schema: Any, depth: int, seen: frozenset[str]) -> bool:
+        if not isinstance(schema, Mapping):
+            return schema is not False
+        return all((kinds := _kinds(node)) is None or "object" in kinds for node, _ in self.applying(schema, depth, seen))
+
+
+def _listed(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
 
 
 def _fill(instance: dict[str, Any], plan: _Plan) -> dict[str, Any]:
