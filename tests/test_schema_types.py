@@ -416,6 +416,19 @@ def test_integers_are_found_through_refs_and_alternatives(reg: ToolRegistry) -> 
     ]
 
 
+def test_a_whole_float_for_an_integer_choice_becomes_that_integer(reg: ToolRegistry) -> None:
+    def pick(mode: Literal["auto", 1, 2], level: Literal[1, 2] | float = 1) -> list[Any]:
+        return [mode, level]
+
+    reg.add(pick)
+    reg.add(lambda **kw: kw, name="f", parameters={"type": "object", "properties": {"c": {"const": 3}, "m": {"enum": [1, 2.5]}}})
+    got = reg.call("pick", {"mode": 2.0, "level": 2.0})
+    assert got == [2, 2.0] and type(got[0]) is int and type(got[1]) is float  # 2.0 is the choice 2; a float may stay one
+    assert reg.call("pick", {"mode": "auto"}) == ["auto", 1]
+    got = reg.call("f", {"c": 3.0, "m": 1.0})
+    assert type(got["c"]) is int and type(got["m"]) is float  # enum [1, 2.5] takes other numbers: left as sent
+
+
 def test_a_recursive_schema_is_planned_without_looping(reg: ToolRegistry) -> None:
     tree = {"type": "object", "properties": {"n": {"type": "integer"}, "kids": {"type": "array", "items": {"$ref": "#"}}}}
     reg.add(lambda **kw: kw, name="f", parameters=tree)

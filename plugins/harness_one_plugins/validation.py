@@ -829,7 +829,7 @@ class _IntegerPlanner:
         if not isinstance(schema, Mapping) or depth > self.MAX_DEPTH or self.nodes > self.MAX_NODES:
             return None
         kinds = _kinds(schema)
-        is_int = kinds is not None and "integer" in kinds and "number" not in kinds
+        is_int = (kinds is not None and "integer" in kinds and "number" not in kinds) or _integer_choices(schema)
         props = schema.get("properties")
         properties = None
         if isinstance(props, Mapping):
@@ -857,6 +857,15 @@ class _IntegerPlanner:
                 found = [None if p is None else (False, *p[1:]) for p in found]
             plans.extend(found)
         return _merge([p for p in plans if p is not None])
+
+
+def _integer_choices(schema: Mapping[str, Any]) -> bool:
+    """Whether ``schema``'s ``enum``/``const`` holds integers and no other numbers (``Literal["a", 1]``: ``1.0`` is ``1``)."""
+    choices = schema.get("enum") if "enum" in schema else [schema["const"]] if "const" in schema else None
+    if not isinstance(choices, list):
+        return False
+    numbers = [type(c) for c in choices if type(c) in (int, float)]
+    return bool(numbers) and float not in numbers
 
 
 def _kinds(schema: Mapping[str, Any]) -> list[Any] | None:
