@@ -45,6 +45,32 @@ def test_a_tool_added_after_a_gemini_export_never_takes_an_exported_name() -> No
     assert [r["response"] for r in out] == [{"output": "new"}, {"output": "old"}]
 
 
+def test_gemini_names_stay_within_64_characters() -> None:
+    reg = ToolRegistry(autoload=False)
+    long = "1" + "a" * 63  # the longest tool name, not a Gemini name as it is
+    reg.add(lambda: "one", name=long)
+    reg.add(lambda: "two", name="_" + long[:63])  # the name the first would take
+    names = [t["name"] for t in reg.export("gemini").tools]
+    assert all(len(n) <= 64 for n in names) and len(set(names)) == 2
+    out = dispatch_gemini(reg, [{"name": n, "args": {}} for n in names])
+    assert sorted(r["response"]["output"] for r in out) == ["one", "two"]
+
+
+def test_gemini_text_and_thought_parts_are_not_calls() -> None:
+    from google.genai import types as genai
+
+    reg = ToolRegistry(autoload=False)
+    reg.add(lambda a, b: a + b, name="add")
+    parts = [
+        genai.Part(text="Let me add."),
+        genai.Part(thought=True, text="thinking"),
+        genai.Part(function_call=genai.FunctionCall(name="add", args={"a": 2, "b": 3}, id="c1")),
+    ]
+    out = dispatch_gemini(reg, parts)
+    assert out == [{"name": "add", "response": {"output": 5}, "id": "c1"}]  # one response per call part
+    assert dispatch_gemini(reg, [{"text": "hi"}, {"args": {}}])[0]["response"]["error"].startswith("Invalid tool call")
+
+
 def test_inlining_refs_stops_at_a_budget() -> None:
     schema = _ref_bomb(20)  # 3 KB; inlined, 2**20 copies of d0
     with pytest.raises(StrictSchemaError, match=f"more than {INLINE_BUDGET} schema nodes"):

@@ -98,6 +98,8 @@ def parse_call(obj: Any, *, provider: str | None = None) -> Request | None:
         if provider is not None:
             return None
         raise BadRequest(f"a request must be a JSON object, not {_kind(call)}")
+    if provider == "gemini" and call.get("function_call") is None and "name" not in call and "args" not in call:
+        return None  # a text or thought part of the model's content, not a call
     shape = _shape(call)
     if provider in ("openai", "gemini") or (provider == "openai-responses" and call.get("type") in (None, "function_call")):
         shape = provider

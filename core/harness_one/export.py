@@ -12,6 +12,7 @@ reverses them when calls come back).
 from __future__ import annotations
 
 import copy
+import itertools
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -38,7 +39,7 @@ __all__ = [
     "to_openai_responses",
 ]
 
-_GEMINI_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.:-]{0,127}$")
+_GEMINI_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.:-]{0,63}$")  # at most 64 characters (the Gemini API's limit)
 
 
 class StrictSchemaError(ToolDefinitionError):
@@ -506,10 +507,12 @@ def to_mcp(tool: Tool) -> dict[str, Any]:
 def _gemini_name(name: str, taken: set[str]) -> str:
     if _GEMINI_NAME.match(name):
         return name
-    candidate = f"_{name}"[:128]
-    while candidate in taken:
-        candidate = f"_{candidate}"[:128]
-    return candidate
+    candidate = f"_{name}"[:64]
+    for _ in range(64):  # one more "_" while taken (cut to 64: a name of 64 "_" would not change)
+        if candidate not in taken:
+            return candidate
+        candidate = f"_{candidate}"[:64]
+    return next(c for n in itertools.count(1) if (c := f"_{name}"[: 63 - len(str(n))] + f"_{n}") not in taken)
 
 
 def export_tools(tools: Iterable[Tool], format: str, *, strict: bool | str = False, reuse: Export | None = None) -> Export:
