@@ -178,11 +178,21 @@ def test_a_configuration_value_of_the_wrong_type_is_a_usage_error(
     assert result.exit_code == 2 and message in result.output, result.output
 
 
-def test_a_plugin_option_refused_by_its_plugin_is_a_usage_error(runner: CliRunner, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("HARNESS_ONE_PLUGIN_RATE_LIMIT", "{bad")
+@pytest.mark.parametrize("value", ["{bad", "[" * 5000])  # and nested deeper than the JSON decoder reads
+def test_a_plugin_option_refused_by_its_plugin_is_a_usage_error(
+    runner: CliRunner, monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
+    monkeypatch.setenv("HARNESS_ONE_PLUGIN_RATE_LIMIT", value)
     result = runner.invoke(main, ["list"])
     assert result.exit_code == 2 and "HARNESS_ONE_PLUGIN_RATE_LIMIT must be a JSON object" in result.output
     assert "state store" not in result.output
+
+
+def test_a_deeply_nested_option_value_is_refused_by_its_plugin_in_a_short_message(runner: CliRunner) -> None:
+    result = runner.invoke(main, ["-O", "timeout.default=" + "[" * 100_000, "doctor"])
+    assert result.exit_code == 1, result.output  # a load failure, as for any value the plugin refuses
+    failure = next(line for line in result.output.splitlines() if "harness_one.plugins:timeout" in line)
+    assert "timeout default must be a positive number" in failure and len(failure) < 2100
 
 
 def test_parse_request_shapes() -> None:

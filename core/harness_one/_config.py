@@ -189,6 +189,6 @@ def parse_option(text: str) -> tuple[str, str, Any]:
         raise ConfigError(f"plugin option {text!r} must look like NAME.OPTION=VALUE (e.g. rate_limit.max_wait=2)")
     try:
         value: Any = json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested deeper than the decoder reads
         value = raw
     return plugin.strip(), option.strip(), value

@@ -6,6 +6,7 @@ import functools
 from dataclasses import dataclass
 from typing import Any
 
+from ._errors import capped
 from ._log import log_event
 
 __all__ = ["PLUGIN_GROUP", "TOOL_GROUP", "EntryPoint", "LoadFailure", "entry_points", "refresh_entry_points"]
@@ -85,7 +86,8 @@ def failure(ep: EntryPoint, exc: BaseException) -> LoadFailure:
     import traceback
 
     tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-    item = LoadFailure(ep.group, ep.name, ep.distribution, f"{type(exc).__name__}: {exc}", tb)
+    # Cut: an option's value may be echoed whole in the error (a 100 KB -O value).
+    item = LoadFailure(ep.group, ep.name, ep.distribution, capped(f"{type(exc).__name__}: {exc}", 2000), tb)
     log_event(30, "entry point failed to load", group=ep.group, name=ep.name, distribution=ep.distribution, error=item.error)
     log_event(10, "entry point traceback", group=ep.group, name=ep.name, traceback=tb)
     return item

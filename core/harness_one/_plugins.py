@@ -59,7 +59,7 @@ def env_options(names: Iterable[str]) -> dict[str, dict[str, Any]]:
             continue
         try:
             value = json.loads(raw)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:  # RecursionError: nested deeper than the decoder reads
             raise PluginError(f"{var} must be a JSON object of options for plugin '{name}': {exc}", plugin=name) from None
         if not isinstance(value, dict):
             raise PluginError(f"{var} must be a JSON object of options for plugin '{name}'.", plugin=name)
