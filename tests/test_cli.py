@@ -385,6 +385,89 @@ def test_run_shows_progress_on_a_terminal_and_not_otherwise() -> None:
     assert b"answered," not in piped.stderr and b"harness-one run: 2 requests" in piped.stderr
 
 
+HANGING_TOOL = """
+import pathlib, sys, threading
+from harness_one import defineTool
+
+@defineTool(registry=None)
+def hang(marker: str) -> str:
+    pathlib.Path(marker).write_text("started")
+    threading.Event().wait()  # never returns
+    return "never"
+"""
+
+
+@pytest.mark.parametrize("busy", [False, True])
+def test_ctrl_c_ends_run_at_once_whether_idle_or_in_a_hung_tool(tmp_path: Path, busy: bool) -> None:
+    import signal
+    import time
+
+    tools = tmp_path / "hang_tools.py"
+    tools.write_text(HANGING_TOOL)
+    marker = tmp_path / "started"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "harness_one", "--tools", str(tools), "run"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    try:
+        proc.stdin.write(b'{"id": 1, "name": "current_time", "arguments": {"timezone": "UTC"}}\n')
+        if busy:
+            proc.stdin.write(json.dumps({"id": 2, "name": "hang", "arguments": {"marker": str(marker)}}).encode() + b"\n")
+        proc.stdin.flush()
+        assert json.loads(proc.stdout.readline())["ok"] is True  # running; the stdin reader now waits
+        for _ in range(600):  # the hung tool has started (bounded: 60 s)
+            if not busy or marker.exists():
+                break
+            time.sleep(0.1)
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=30)  # stdin stays open: nothing but Ctrl-C ends the loop
+        assert proc.stderr is not None
+        err = proc.stderr.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err
+    lost = "; 1 NOT ANSWERED" if busy else ""
+    assert f"{1 + busy} requests, 1 ok, 0 errors{lost} (interrupted)".encode() in err
+    assert b"Traceback" not in err and b"Fatal Python error" not in err
+
+
+def test_run_stops_reading_once_answers_cannot_be_written(tmp_path: Path) -> None:
+    log = tmp_path / "ran.log"
+    tools = tmp_path / "count_tools.py"
+    tools.write_text(
+        "from harness_one import defineTool\n"
+        "@defineTool(registry=None)\n"
+        f"def mark(n: int) -> int:\n    open({str(log)!r}, 'a').write(f'{{n}}\\n')\n    return n\n"
+    )
+    lines = b"".join(b'{"id": %d, "name": "mark", "arguments": {"n": %d}}\n' % (i, i) for i in range(200))
+    read, write = os.pipe()
+    os.close(read)  # stdout is a pipe nobody reads: the first answer fails
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "harness_one", "--tools", str(tools), "run"],
+            input=lines,
+            stdout=write,
+            stderr=subprocess.PIPE,
+            timeout=60,
+            check=False,
+        )
+    finally:
+        os.close(write)
+    assert proc.returncode == 70 and b"cannot write answers" in proc.stderr
+    assert len(log.read_text().split()) == 1  # the call whose answer failed; no later request ran
+
+
+def test_text_output_shows_control_characters_escaped(runner: CliRunner) -> None:
+    lines = json.dumps({"id": "\x1b[31mRED", "name": "nope\x1b]0;title\x07", "arguments": {}}) + "\n"
+    shown = invoke(runner, "run", "--output", "text", input=lines).stdout
+    assert "\x1b" not in shown and "\x07" not in shown
+    assert shown.startswith("[\\x1b[31mRED] nope\\x1b]0;title\\x07 -> ToolNotFound:\n      Unknown tool 'nope\\x1b]0;title\\x07'")
+
+
 def test_the_extras_install_what_the_integration_pages_use() -> None:
     import tomllib
 

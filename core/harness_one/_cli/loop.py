@@ -10,12 +10,18 @@ tool returned: lone surrogates become U+FFFD, ``NaN``/``Infinity`` become string
 
 Exit status: 0 when every request was answered (errors included); 1 with ``--fail-on-error``
 when at least one answer was an error (``approval_required`` is not one); 70 when the loop
-itself failed or an answer could not be written; 130 on Ctrl-C.
+itself failed or an answer could not be written (no line is read after that); 130 on Ctrl-C,
+at once (a sync tool still running is abandoned with the process).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
+import os
+import re
+import signal
 import sys
 from collections import Counter
 from dataclasses import dataclass, field
@@ -59,7 +65,7 @@ class Loop:
         kind = "ok" if answer.get("ok") else "held" if error.get("kind") == APPROVAL_REQUIRED else str(error.get("type", "Error"))
         self.counts[kind] += 1
         try:
-            line = _readable(answer, safe_text(name)) if self.text else dumps(answer)
+            line = _printable(_readable(answer, safe_text(name))) if self.text else dumps(answer)
             self.out.write(line.encode("utf-8", "replace") + b"\n")
             self.out.flush()
         except Exception as exc:  # a closed or broken output
@@ -68,6 +74,10 @@ class Loop:
         if self.progress is not None:
             self.progress.write(f"\r{self.answered} answered, {self.errors} errors")
             self.progress.flush()
+
+    def stopped(self) -> bool:
+        """True once an answer could not be written: no more requests are run."""
+        return self.broken is not None
 
     @property
     def errors(self) -> int:
@@ -187,6 +197,14 @@ def _readable(answer: dict[str, Any], name: str) -> str:
     return f"{head} -> {error['type']}{extra}:\n      {message}"
 
 
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def _printable(text: str) -> str:
+    """``text`` for a terminal: control characters (an escape sequence a model wrote) shown as ``\\x1b``."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
 class _Lines:
     """Reads a binary stream line by line, never holding more than ``limit`` bytes of one line."""
 
@@ -234,7 +252,7 @@ async def serve_lines(loop: Loop, source: IO[bytes], concurrency: int, limit: in
         finally:
             slots.release()
 
-    while True:
+    while not loop.stopped():
         item = await asyncio.to_thread(lines.next)
         if item is None:
             break
@@ -242,8 +260,11 @@ async def serve_lines(loop: Loop, source: IO[bytes], concurrency: int, limit: in
         raw, too_long = item
         if not too_long and not raw.strip():
             continue
-        loop.requests += 1
         await slots.acquire()  # before any answer, so that with one slot answers come in order
+        if loop.stopped():  # an answer before this line could not be written
+            slots.release()
+            break
+        loop.requests += 1
         parsed = None if too_long else loop.parse(lineno, raw)
         if parsed is None:
             if too_long:
@@ -300,13 +321,28 @@ def run(ctx: click.Context, concurrency: int, output: str, source: IO[bytes], fa
     progress = sys.stderr if sys.stderr.isatty() else None
     loop = Loop(registry, out, text=output == "text", progress=progress)
     limit = max(2 * registry.limits.max_bytes, 1 << 16)
+    events = asyncio.new_event_loop()  # not asyncio.run: on Ctrl-C it would wait for every worker thread
+    asyncio.set_event_loop(events)
+    with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):  # not on Windows, nor off the main thread
+        # Also wakes the loop when the signal lands on a worker thread (the stdin reader, a tool).
+        events.add_signal_handler(signal.SIGINT, _interrupt)
     try:
-        asyncio.run(serve_lines(loop, source, concurrency, limit))
+        events.run_until_complete(serve_lines(loop, source, concurrency, limit))
     except KeyboardInterrupt:
         click.echo(("\n" if progress else "") + loop.summary() + " (interrupted)", err=True)
-        ctx.exit(130)
+        _exit_now(130)
     except Exception as exc:
         loop.broken = loop.broken or f"{type(exc).__name__}: {exc}"
+    try:
+        left = asyncio.all_tasks(events)  # what asyncio.run does on the way out
+        for task in left:
+            task.cancel()
+        events.run_until_complete(asyncio.gather(*left, return_exceptions=True))
+        events.run_until_complete(events.shutdown_asyncgens())
+        events.run_until_complete(events.shutdown_default_executor())
+    finally:
+        asyncio.set_event_loop(None)
+        events.close()
     if progress is not None:
         progress.write("\n")
     click.echo(loop.summary(), err=True)
@@ -315,3 +351,24 @@ def run(ctx: click.Context, concurrency: int, output: str, source: IO[bytes], fa
         ctx.exit(EX_SOFTWARE)
     if fail_on_error and loop.errors:
         ctx.exit(1)
+
+
+def _interrupt() -> None:
+    raise KeyboardInterrupt  # out of the loop's run_until_complete, as a signal in the main thread would
+
+
+def _exit_now(status: int) -> None:
+    """Exit without waiting for threads: the stdin reader and a sync tool still running are abandoned.
+
+    A blocked read of stdin, or a tool that never returns, would otherwise hold the process
+    (and a second Ctrl-C at interpreter shutdown can abort it). Output and log handlers are
+    flushed first; other ``atexit`` work is skipped.
+    """
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            if stream is not None:
+                stream.flush()
+        except Exception:  # a closed stream: nothing more can be written
+            pass
+    logging.shutdown()
+    os._exit(status)
