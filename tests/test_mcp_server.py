@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import uuid
 from collections.abc import AsyncIterator
@@ -289,6 +290,85 @@ async def test_http_app_principal_dns_rebinding_and_body_limit() -> None:
             assert evil.status_code in (400, 403, 421)
             big = await http.post("/mcp", content=b"{" + b" " * 5000 + b"}", headers=headers)
             assert big.status_code == 413
+
+
+async def test_a_made_up_session_id_picks_no_rate_limit_bucket() -> None:
+    """A 2026-07-28 or stateless request's Mcp-Session-Id is the client's word: not the client's identity."""
+    registry = ToolRegistry(autoload=False)
+    registry.add(lambda: "ok", name="once", rate_limit={"rate": 0.001, "burst": 1, "key": "mcp_client"})
+    for stateless in (False, True):
+        app = http_app(registry, stateless=stateless)
+        async with app.router.lifespan_context(app):
+            transport = httpx2.ASGITransport(app=app)
+            answers = []
+            for n in range(3):
+                headers = {"mcp-session-id": f"forged-{n}-{stateless}"}
+                async with httpx2.AsyncClient(transport=transport, base_url="http://127.0.0.1:9", headers=headers) as http:
+                    async with Session(streamable_http_client("http://127.0.0.1:9/mcp", http_client=http)) as session:
+                        answers.append((await session.call_tool("once", {})).is_error)
+            assert answers[1:] == [True, True]  # one bucket for the address, whatever the header said
+
+
+async def test_a_host_or_origin_without_its_default_port_is_accepted() -> None:
+    app = http_app(small_registry(), allowed_hosts=["tools.example.com:*"], allowed_origins=["https://tools.example.com:*"])
+    headers = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
+    body = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+    async with app.router.lifespan_context(app):
+        transport = httpx2.ASGITransport(app=app)
+        async with httpx2.AsyncClient(transport=transport, base_url="http://127.0.0.1:9") as http:
+            for host, origin in [
+                ("127.0.0.1", None),
+                ("tools.example.com", "https://tools.example.com"),
+                ("localhost", "http://localhost"),
+            ]:
+                extra = {"host": host, **({"origin": origin} if origin else {})}
+                answer = await http.post("/mcp", json=body, headers={**headers, **extra})
+                assert answer.status_code not in (403, 421), (host, answer.status_code)
+            evil = await http.post("/mcp", json=body, headers={**headers, "host": "tools.example.com.evil"})
+            assert evil.status_code == 421
+
+
+@dataclasses.dataclass
+class Point:
+    x: float
+    y: float
+
+
+async def test_structured_content_fits_the_output_schema_or_the_call_is_an_error() -> None:
+    registry = ToolRegistry(autoload=False)
+
+    def point() -> Point:
+        """A point."""
+        return Point(1.5, 2.0)
+
+    def ratio(a: float, b: float) -> float:
+        """a / b, NaN for 0 / 0."""
+        return a / b if b else float("nan")
+
+    registry.add(point)
+    registry.add(ratio)
+    registry.add(lambda: [1, 2], name="liar", output_schema={"type": "object"})
+    async with Session(create_server(registry)) as session:
+        got = await session.call_tool("point", {})
+        assert not got.is_error and got.structured_content == {"x": 1.5, "y": 2.0}
+        assert (await session.call_tool("ratio", {"a": 1, "b": 4})).structured_content == {"result": 0.25}
+        for name, arguments, where in [("ratio", {"a": 0, "b": 0}, "$.result"), ("liar", {}, "$")]:
+            bad = await session.call_tool(name, arguments)  # the SDK client refused the result before
+            assert bad.is_error and "does not match its output schema: at " + where in bad.content[0].text
+
+
+async def test_tools_loaded_on_the_first_listing_are_no_change_to_announce(dists: Any) -> None:
+    dists.make(
+        "hx-mcp-pkg",
+        {"hx_mcp_pkg": "def pkg_tool() -> int:\n    return 1\n"},
+        {"harness_one.tools": {"pkg_tool": "hx_mcp_pkg:pkg_tool"}},
+    )
+    registry = ToolRegistry(discover=True, autoload=False)
+    owner = Session(create_server(registry), mode="legacy")
+    async with owner as session:
+        assert "pkg_tool" in [t.name for t in (await session.list_tools()).tools]
+        await session.list_tools(cache_mode="refresh")
+    assert not any(isinstance(m, ToolListChangedNotification) for m in owner.messages)
 
 
 async def test_the_docs_mount_example_serves() -> None:

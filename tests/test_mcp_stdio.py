@@ -75,6 +75,38 @@ def test_stdio_answers_every_line_it_cannot_read(tmp_path: Path) -> None:
     assert "hex escape" in messages[2] and "expected a JSON object, got list" in messages[4], messages
 
 
+def test_stdio_answers_a_line_nested_deeper_than_json_reads(tmp_path: Path) -> None:
+    """One line nested 100,000 deep ended the server (a RecursionError), and every call in flight with it."""
+    deep = b'{"jsonrpc": "2.0", "id": 7, "method": "ping", "params": {"x": ' + b"[" * 100_000 + b"]" * 100_000 + b"}}\n"
+    answers, _ = exchange(tmp_path, [*OPENING, deep, PING], 3)
+    assert [(a["id"], a.get("error", {}).get("code")) for a in answers[1:]] == [(None, -32700), (3, None)]
+    assert "recursion" in answers[1]["error"]["message"]
+
+
+def test_what_a_tool_printed_unflushed_never_reaches_the_wire(tmp_path: Path) -> None:
+    """Block-buffered stdout (no PYTHONUNBUFFERED, as a desktop client starts servers): flushed to stderr, not at exit."""
+    tools = tmp_path / "chatty_tools.py"
+    tools.write_text(
+        "from harness_one import defineTool\n@defineTool(registry=None)\ndef chatty() -> str:\n"
+        "    print('unflushed chatter')\n    return 'said'\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    env["HARNESS_ONE_STATE"] = f"sqlite:///{tmp_path / 'state.sqlite3'}"
+    call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "chatty", "arguments": {}}}
+    command = [*serve_command()[:3], "--tools", str(tools), "serve"]
+    done = subprocess.run(
+        command,
+        input=b"".join([*OPENING, json.dumps(call).encode() + b"\n"]),
+        capture_output=True,
+        env=env,
+        timeout=60,
+        check=True,
+    )
+    wire = done.stdout.splitlines()
+    assert [json.loads(line)["id"] for line in wire] == [1, 2], done.stdout[-300:]
+    assert b"unflushed chatter" in done.stderr
+
+
 async def test_line_reader_drops_a_line_over_its_limit() -> None:
     from harness_one.mcp._stdio import _Lines
 

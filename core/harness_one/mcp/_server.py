@@ -36,7 +36,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from starlette.applications import Starlette
 from starlette.requests import Request
 
-from harness_one import CallResult, ToolNotFound, ToolRegistry, __version__, hookimpl
+from harness_one import CallResult, ToolError, ToolNotFound, ToolRegistry, __version__, hookimpl
 from harness_one._render import json_data, safe_text
 
 from ._spec import ERROR_META_KEY
@@ -76,6 +76,46 @@ class _Watcher:
             self.bridge.changed()
 
 
+def _output_check(schema: Mapping[str, Any] | None) -> Callable[[Any], str | None]:
+    """A check of results against ``schema`` (checked when the tool was defined: local refs only):
+    None when a result fits, else the first problem. A result ``NaN`` where the schema says
+    ``number`` is ``"NaN"`` in JSON, and does not fit."""
+    if schema is None:
+        return lambda data: None
+    try:
+        import jsonschema_rs
+
+        validator = jsonschema_rs.validator_for(dict(schema))
+    except Exception:  # pragma: no cover - jsonschema-rs is a dependency; the pure-Python fallback
+        from jsonschema.validators import validator_for
+
+        validator = validator_for(schema)(schema)
+
+    def check(data: Any) -> str | None:
+        try:
+            error = next(iter(validator.iter_errors(data)), None)
+        except Exception:  # a value the validator cannot read: the client decides
+            return None
+        if error is None:
+            return None
+        parts = getattr(error, "instance_path", None)  # jsonschema's error: absolute_path
+        parts = list(getattr(error, "absolute_path", ()) if parts is None else parts)
+        path = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in parts)
+        return safe_text(f"at ${path}: {str(error.message)[:300]}")
+
+    return check
+
+
+def _in_session(ctx: ServerRequestContext[Any, Any]) -> bool:
+    """Whether the request came on a handshake-era session the SDK keeps (it checked the
+    ``Mcp-Session-Id``); a stateless or 2026-07-28 request's header is only the client's word.
+    The session's connection is SDK-private: without it, no session is trusted."""
+    if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+        return False
+    connection = getattr(ctx.session, "_connection", None)
+    return connection is not None and bool(getattr(connection, "has_standalone_channel", False))
+
+
 class _Bridge:
     """The handlers: MCP requests in, registry calls out."""
 
@@ -91,6 +131,7 @@ class _Bridge:
         self._listing: dict[str, Any] = {}
         self._schemas: dict[str, dict[str, Any]] = {}
         self._shapes: dict[str, bool | None] = {}
+        self._checks: dict[str, Callable[[Any], str | None]] = {}
         self._watcher = _Watcher(self)
         self._plugin = f"harness_one.mcp.server-{id(self):x}"
 
@@ -108,6 +149,7 @@ class _Bridge:
         # Only schemas that declare Mcp-Param headers (2026-07-28) need the SDK's header check.
         self._schemas = {t["name"]: t["inputSchema"] for t in tools if _HEADER_KEYWORD in json.dumps(t["inputSchema"])}
         self._shapes = shapes
+        self._checks = {}
         self._export = export
 
     def input_schema(self, name: str) -> dict[str, Any] | None:
@@ -177,15 +219,31 @@ class _Bridge:
             out: dict[str, Any] = {"content": [{"type": "text", "text": result.for_model()}], "resultType": "complete"}
             self._refresh()
             wrap = self._shapes.get(result.tool)
-            if wrap is not None:
-                value = result.value
-                if wrap:  # data made valid UTF-8, as for_model() makes the text
-                    out["structuredContent"] = {"result": json_data(value)}
-                elif isinstance(value, dict):
-                    out["structuredContent"] = json_data(value)
+            if wrap is not None:  # data made valid UTF-8, as for_model() makes the text; a dataclass as a dict
+                data = {"result": json_data(result.value)} if wrap else json_data(result.value)
+                problem = self._output_problem(result.tool, data)
+                if problem is None:
+                    out["structuredContent"] = data
+                    return out
+                message = (
+                    f"The tool '{result.tool}' returned a result that does not match its output schema: {problem}. "
+                    "This is a fault of the tool, not of the call."
+                )
+                return self._error(ToolError(message, tool=result.tool, call_id=result.call_id))
             return out
         err = result.error
         assert err is not None
+        return self._error(err)
+
+    def _output_problem(self, name: str, data: Any) -> str | None:
+        """Why ``data`` does not fit tool ``name``'s output schema (None: it fits), as the MCP client checks it."""
+        check = self._checks.get(name)
+        if check is None:
+            tool = self.registry._tools.get(name)
+            check = self._checks[name] = _output_check(None if tool is None else tool.tool.output_schema)
+        return check(data)
+
+    def _error(self, err: ToolError) -> dict[str, Any]:
         if isinstance(err, ToolNotFound):
             raise MCPError(code=INVALID_PARAMS, message=safe_text(err.message))
         return {
@@ -201,7 +259,7 @@ class _Bridge:
         session = principal = None
         if isinstance(request, Request):
             transport = "http"
-            session = request.headers.get("mcp-session-id")
+            session = request.headers.get("mcp-session-id") if _in_session(ctx) else None
             principal = self.principal(request)
             host = request.client.host if request.client else "unknown"
             client = principal or session or f"http:{host}"
@@ -227,11 +285,8 @@ class _Bridge:
         (2026-07-28 clients subscribe with ``subscriptions/listen`` instead.) The connection
         is the session's (SDK-private) ``_connection``; kept weakly, so it goes when it closes.
         """
-        if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
-            return
-        connection = getattr(ctx.session, "_connection", None)
-        if connection is not None and getattr(connection, "has_standalone_channel", False):
-            self._legacy.add(connection)
+        if _in_session(ctx):
+            self._legacy.add(ctx.session._connection)
 
     def changed(self) -> None:
         """Called from any thread when the registry's tools change: notify on each serving loop."""
@@ -258,6 +313,7 @@ class _Bridge:
     async def lifespan(self, server: Server[Any]) -> AsyncIterator[dict[str, Any]]:
         """Watch the registry while at least one transport serves; each run gets a connection id."""
         loop = asyncio.get_running_loop()
+        self._refresh()  # tool packages load now, not on the first tools/list: their adding is no change to announce
         with self._lock:
             first = not self._loops
             self._loops[loop] += 1
@@ -346,9 +402,15 @@ def _security(host: str, allowed_hosts: Sequence[str], allowed_origins: Sequence
         origins += [f"http://{name}:*", f"https://{name}:*"]
     return TransportSecuritySettings(
         enable_dns_rebinding_protection=True,
-        allowed_hosts=[*hosts, *allowed_hosts],
-        allowed_origins=[*origins, *allowed_origins],
+        allowed_hosts=_any_port([*hosts, *allowed_hosts]),
+        allowed_origins=_any_port([*origins, *allowed_origins]),
     )
+
+
+def _any_port(patterns: list[str]) -> list[str]:
+    """``name:*`` also as ``name``: the SDK matches the pattern only with a port in the header, and a
+    client leaves out the default one (``Host: tools.example.com``, ``Origin: https://tools.example.com``)."""
+    return [*patterns, *(p[:-2] for p in patterns if p.endswith(":*"))]
 
 
 def http_app(

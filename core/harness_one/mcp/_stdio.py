@@ -116,7 +116,7 @@ def reply_to(line: str | None, limit: int, exc: Exception) -> JSONRPCError | Non
         return _error(None, PARSE_ERROR, f"Parse error: a line longer than {limit} bytes")
     try:
         message = json.loads(line)
-    except ValueError as err:
+    except (ValueError, RecursionError) as err:  # RecursionError: nested deeper than the decoder reads
         return _error(None, PARSE_ERROR, f"Parse error: {err}")
     if type(message) is not dict:
         return _error(None, INVALID_REQUEST, f"Invalid request: expected a JSON object, got {type(message).__name__}")
@@ -246,6 +246,9 @@ async def pipe_streams(max_line: int) -> AsyncIterator[tuple[Any, Any] | None]:
         writer = asyncio.StreamWriter(write_transport, protocol, None, loop)
         yield _Lines(reader, limit), _Out(writer)
     finally:
+        for stream in {id(s): s for s in (sys.stdout, sys.__stdout__) if s is not None}.values():
+            with contextlib.suppress(Exception):  # what tools printed goes to stderr, not onto the wire at exit
+                stream.flush()
         for restore in reversed(restores):
             restore()
         for transport in transports:
