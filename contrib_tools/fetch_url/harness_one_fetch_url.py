@@ -374,11 +374,26 @@ class _TextExtractor(HTMLParser):
             self.parts.append(data)
 
 
+_FEED = 8192  # characters given to the parser at a time
+_PENDING = 16384  # unparsed characters at the end past which close() is not called
+
+
 def html_to_text(html: str) -> tuple[str, str]:
-    """``(title, text)``: the visible text of an HTML page, whitespace collapsed, paragraphs kept."""
+    """``(title, text)``: the visible text of an HTML page, whitespace collapsed, paragraphs kept.
+
+    Linear in the page's size: the page is fed in pieces, and markup left open at the end (a
+    comment or tag that never closes, which a browser does not show either) is dropped rather
+    than given to ``close()``, which would read it one character at a time (quadratic: a 1 MB
+    page of ``<!--`` took minutes). Markup the parser cannot read ends the text there.
+    """
     parser = _TextExtractor()
-    parser.feed(html)
-    parser.close()
+    try:
+        for start in range(0, len(html), _FEED):
+            parser.feed(html[start : start + _FEED])
+        if len(parser.rawdata) <= _PENDING:
+            parser.close()
+    except AssertionError:  # html.parser's own refusal of some markup ("<![" + junk): keep what was read
+        pass
     lines = (re.sub(r"[ \t\r\f\v]+", " ", line).strip() for line in "".join(parser.parts).split("\n"))
     text = "\n".join(line for line in lines if line)
     return parser.title.strip(), text
@@ -472,7 +487,7 @@ def _text(body: bytes, encoding: str | None) -> str:
     if encoding is not None:
         try:
             return body.decode(encoding, errors="replace")
-        except LookupError:  # a charset such as rot13 names a codec, but not a text encoding
+        except (LookupError, UnicodeError):  # rot13 is no text encoding; idna and "undefined" cannot replace
             pass
     return body.decode("utf-8", errors="replace")
 

@@ -171,3 +171,38 @@ def test_loopback_is_refused_without_the_opt_in(serve: Callable[[Reply], str]) -
         mod.fetch(url, mod.FetchPolicy())
     with pytest.raises(ToolArgumentError, match=r"localhost resolves to 127\.0\.0\.1"):
         mod.fetch(url.replace("127.0.0.1", "localhost"), mod.FetchPolicy(resolver=lambda host, port: ["127.0.0.1"]))
+
+
+def _page(ctype: bytes, body: bytes) -> Reply:
+    head = b"HTTP/1.1 200 OK\r\nContent-Type: " + ctype + b"\r\nContent-Length: %d\r\n\r\n" % len(body)
+    return lambda conn, stop: conn.sendall(head + body)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [b"<p>shown</p>" + b"<!--" * 250_000, b"<p>shown</p>" + b"<a" * 400_000],  # markup that never closes, 1 MB
+    ids=["comment", "tag"],
+)
+def test_html_left_open_is_parsed_in_linear_work(serve: Callable[[Reply], str], body: bytes) -> None:
+    """html.parser's close() read open markup one character at a time: 455 s for 1 MB of '<!--'."""
+    url = serve(_page(b"text/html", body))
+    done: list[mod.FetchResult] = []
+    worker = threading.Thread(target=lambda: done.append(mod.fetch(url, mod.FetchPolicy(allow=LOOPBACK))), daemon=True)
+    worker.start()
+    worker.join(60)  # a liveness bound, not a speed figure
+    assert done, "html_to_text did not finish"
+    assert done[0]["text"].startswith("shown")
+
+
+@pytest.mark.parametrize(
+    ("ctype", "body", "text"),
+    [
+        (b"text/plain; charset=idna", b"plain words", "plain words"),  # a codec that cannot replace errors
+        (b"text/plain; charset=undefined", b"more words", "more words"),
+        (b"text/html", b"<p>before</p><![<![\x8b![", "before"),  # markup html.parser refuses with an AssertionError
+    ],
+)
+def test_odd_charsets_and_markup_still_give_the_text(serve: Callable[[Reply], str], ctype: bytes, body: bytes, text: str) -> None:
+    reg = ToolRegistry(autoload=False)
+    reg.add(mod.make_fetch_url(mod.FetchPolicy(allow=LOOPBACK)))
+    assert reg.call("fetch_url", {"url": serve(_page(ctype, body))})["text"] == text
