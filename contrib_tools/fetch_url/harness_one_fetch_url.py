@@ -548,6 +548,8 @@ def make_fetch_url(policy: FetchPolicy | None = None, *, name: str = "fetch_url"
         timeout_mode="none",
         tags=["web"],
         examples=_EXAMPLES,
+        # The body's own cap decides (``truncated``): its JSON can be 6 characters a byte (``\u0000``).
+        options={"max_output": 6 * (policy or FetchPolicy.from_env()).max_bytes + 100_000},
     )(fetch_url).tool
 
 

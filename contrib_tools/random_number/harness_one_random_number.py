@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import random
+import sys
 from typing import Any, Literal, TypedDict
 
 from harness_one import ArgumentProblem, ToolArgumentError, defineTool
@@ -51,6 +52,18 @@ def random_number(
         seed: Make the draw reproducible.
     """
     for field, bound in (("min", min), ("max", max)):
+        if kind != "integer" and not isinstance(bound, float) and abs(bound) > sys.float_info.max:
+            raise ToolArgumentError(
+                [
+                    ArgumentProblem(
+                        f"$.{field}",
+                        f"{field} is too large for a float draw",
+                        "range",
+                        "a number a float can hold",
+                        f"an integer of {bound.bit_length()} bits",
+                    )
+                ]
+            )
         if isinstance(bound, float) and not math.isfinite(bound):  # also without the validation plugin
             raise ToolArgumentError(
                 [

@@ -109,6 +109,14 @@ def _refuse(
     return ToolArgumentError([ArgumentProblem("$.sql", message, keyword, expected, got)])
 
 
+def _unencodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
 def _size(value: Any) -> int:
     """Estimated bytes of one value in the answer: text and blobs by length, numbers by digits, null as 4."""
     if isinstance(value, str):
@@ -162,6 +170,15 @@ def run_query(
                 break
         except (sqlite3.ProgrammingError, sqlite3.Warning) as exc:  # Python 3.10 raises Warning for two statements
             raise _refuse(str(exc), got) from None
+        except OverflowError as exc:  # a parameter past SQLite's 64-bit integers
+            raise ToolArgumentError(
+                [ArgumentProblem("$.params", f"a parameter does not fit SQLite: {exc}", "range", "integers within 64 bits")]
+            ) from None
+        except UnicodeEncodeError:  # a lone surrogate in the query or a parameter
+            field = "$.params" if params and any(isinstance(p, str) and _unencodable(p) for p in params) else "$.sql"
+            raise ToolArgumentError(
+                [ArgumentProblem(field, "text must be valid Unicode (a lone surrogate cannot be stored)", "type", "valid text")]
+            ) from None
         except sqlite3.DataError as exc:
             if "too big" not in str(exc):
                 raise _refuse(f"SQLite refused the query: {exc}", got) from None
@@ -243,6 +260,8 @@ def make_sql_query(
         rate_limit={"rate": 10, "burst": 20},
         tags=["database"],
         examples=_EXAMPLES,
+        # The tool's own byte limit decides (``truncated``): its JSON can be 6 characters a byte (``\u0000``).
+        options={"max_output": 6 * max_bytes + 100_000},
     )(sql_query).tool
 
 

@@ -206,3 +206,10 @@ def test_odd_charsets_and_markup_still_give_the_text(serve: Callable[[Reply], st
     reg = ToolRegistry(autoload=False)
     reg.add(mod.make_fetch_url(mod.FetchPolicy(allow=LOOPBACK)))
     assert reg.call("fetch_url", {"url": serve(_page(ctype, body))})["text"] == text
+
+
+def test_the_byte_cap_decides_before_the_output_limit_plugin(serve: Callable[[Reply], str]) -> None:
+    reg = ToolRegistry(autoload=False)  # the standard plugins: output_limit's default is 1,000,000 characters
+    reg.add(mod.make_fetch_url(mod.FetchPolicy(allow=LOOPBACK)))
+    got = reg.call("fetch_url", {"url": serve(_page(b"text/plain", b"\x00" * 2_000_000))})  # 6 characters a byte in JSON
+    assert got["truncated"] is True and got["bytes"] == 1_000_000

@@ -56,3 +56,10 @@ def test_non_finite_bounds_are_refused_without_the_validation_plugin(field: str,
     with pytest.raises(ToolArgumentError) as err:  # was a ValueError or OverflowError from the tool
         reg.call("random_number", {field: bound, "kind": "integer"})
     assert err.value.problems[0].path == f"$.{field}" and "finite number" in err.value.problems[0].message
+
+
+def test_an_integer_bound_past_the_float_range_is_refused_for_a_float_draw(reg: ToolRegistry) -> None:
+    with pytest.raises(ToolArgumentError) as err:
+        reg.call("random_number", {"min": 0, "max": 10**400, "kind": "float"})  # was OverflowError in the tool
+    assert [p.path for p in err.value.problems] == ["$.max"]
+    assert 0 <= reg.call("random_number", {"min": 0, "max": 10**400, "kind": "integer"})["value"] <= 10**400

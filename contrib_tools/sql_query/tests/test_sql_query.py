@@ -144,3 +144,28 @@ def test_no_row_wider_than_the_column_limit_is_built(db: Path) -> None:
     assert out["rows"] == [[1, 1, 1]]
     with pytest.raises(ToolArgumentError, match="more than 2 columns"):
         mod.run_query(db, "SELECT 1, 2, 3", max_columns=2)
+
+
+@pytest.mark.parametrize(
+    ("sql", "params", "path"),
+    [
+        ("SELECT ?", [2**63], "$.params"),  # past SQLite's 64-bit integers (was a ToolExecutionError: OverflowError)
+        ("SELECT ?", ["a\ud800"], "$.params"),  # lone surrogates (UnicodeEncodeError)
+        ("SELECT 'a\ud800'", None, "$.sql"),
+    ],
+)
+def test_values_sqlite_cannot_take_are_argument_errors_naming_the_field(
+    db: Path, sql: str, params: list[object] | None, path: str
+) -> None:
+    with pytest.raises(ToolArgumentError) as err:
+        mod.run_query(db, sql, params)
+    assert [p.path for p in err.value.problems] == [path]
+
+
+def test_the_byte_limit_decides_before_the_output_limit_plugin(db: Path) -> None:
+    reg = ToolRegistry(autoload=False)  # the standard plugins: output_limit's default is 1,000,000 characters
+    reg.add(mod.make_sql_query(db))
+    one = reg.call("sql_query", {"sql": "SELECT printf('%.*c', 999990, 'x')"})  # was OutputTooLarge
+    assert len(one["rows"][0][0]) == 999_990 and one["truncated"] is False
+    two = reg.call("sql_query", {"sql": "SELECT printf('%.*c', 600000, 'x') UNION ALL SELECT printf('%.*c', 600000, 'y')"})
+    assert two["row_count"] == 1 and two["truncated"] is True
