@@ -52,7 +52,7 @@ def random_number(
         seed: Make the draw reproducible.
     """
     for field, bound in (("min", min), ("max", max)):
-        if kind != "integer" and not isinstance(bound, float) and abs(bound) > sys.float_info.max:
+        if kind != "integer" and type(bound) is int and abs(bound) > sys.float_info.max:  # a JSON integer: any size
             raise ToolArgumentError(
                 [
                     ArgumentProblem(
