@@ -191,7 +191,8 @@ def test_html_left_open_is_parsed_in_linear_work(serve: Callable[[Reply], str], 
     worker.start()
     worker.join(60)  # a liveness bound, not a speed figure
     assert done, "html_to_text did not finish"
-    assert done[0]["text"].startswith("shown")
+    text = done[0]["text"]
+    assert text is not None and text.startswith("shown")
 
 
 @pytest.mark.parametrize(
