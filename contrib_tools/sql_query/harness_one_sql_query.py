@@ -25,6 +25,7 @@ import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypedDict
+from urllib.parse import quote
 
 from harness_one import ArgumentProblem, Clock, SystemClock, Tool, ToolArgumentError, ToolError, ToolTimeout, defineTool
 
@@ -142,7 +143,8 @@ def run_query(
         raise ToolError(f"The database {str(path)!r} does not exist; set {DB_ENV} to a SQLite file.")
     now = (clock or SystemClock()).now
     got = repr(sql[:80])
-    conn = sqlite3.connect(f"file:{Path(path).resolve()}?mode=ro", uri=True, timeout=time_limit)
+    # Quoted: a "#", "?" or "%" in the path would end it or be read as URI syntax, dropping mode=ro.
+    conn = sqlite3.connect(f"file:{quote(str(Path(path).resolve()))}?mode=ro", uri=True, timeout=time_limit)
     denied: list[str] = []
     deadline = now() + time_limit
     rows: list[list[Any]] = []

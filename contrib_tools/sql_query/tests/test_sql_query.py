@@ -169,3 +169,15 @@ def test_the_byte_limit_decides_before_the_output_limit_plugin(db: Path) -> None
     assert len(one["rows"][0][0]) == 999_990 and one["truncated"] is False
     two = reg.call("sql_query", {"sql": "SELECT printf('%.*c', 600000, 'x') UNION ALL SELECT printf('%.*c', 600000, 'y')"})
     assert two["row_count"] == 1 and two["truncated"] is True
+
+
+@pytest.mark.parametrize("name", ["db#x.sqlite3", "db?x.sqlite3", "db%41.sqlite3"])
+def test_a_path_with_uri_syntax_in_it_opens_that_file_read_only(tmp_path: Path, name: str) -> None:
+    path = tmp_path / name
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE items (n)")
+        conn.execute("INSERT INTO items VALUES (7)")
+    assert mod.run_query(path, "SELECT n FROM items")["rows"] == [[7]]  # not a new empty file "db"
+    assert sorted(p.name for p in tmp_path.iterdir()) == [name]
+    with pytest.raises(ToolArgumentError):
+        mod.run_query(path, "INSERT INTO items VALUES (8)")
