@@ -365,10 +365,8 @@ def _exit_now(status: int) -> None:
     flushed first; other ``atexit`` work is skipped.
     """
     for stream in (sys.stdout, sys.stderr):
-        try:
+        with contextlib.suppress(Exception):  # a closed stream: nothing more can be written
             if stream is not None:
                 stream.flush()
-        except Exception:  # a closed stream: nothing more can be written
-            pass
     logging.shutdown()
     os._exit(status)

@@ -38,6 +38,7 @@ from starlette.requests import Request
 
 from harness_one import CallResult, ToolError, ToolNotFound, ToolRegistry, __version__, hookimpl
 from harness_one._render import json_data, safe_text
+from harness_one._schema import _rust
 
 from ._spec import ERROR_META_KEY
 
@@ -82,11 +83,10 @@ def _output_check(schema: Mapping[str, Any] | None) -> Callable[[Any], str | Non
     ``number`` is ``"NaN"`` in JSON, and does not fit."""
     if schema is None:
         return lambda data: None
-    try:
-        import jsonschema_rs
-
-        validator = jsonschema_rs.validator_for(dict(schema))
-    except Exception:  # pragma: no cover - jsonschema-rs is a dependency; the pure-Python fallback
+    rust = _rust()
+    if rust is not None:
+        validator = rust.validator_for(dict(schema))
+    else:  # pragma: no cover - jsonschema-rs is a dependency; the pure-Python fallback
         from jsonschema.validators import validator_for
 
         validator = validator_for(schema)(schema)
