@@ -25,6 +25,7 @@ from harness_one import (
     ThreadRunner,
     ToolBusy,
     ToolCancelled,
+    ToolDefinitionError,
     ToolExecutionError,
     ToolRegistry,
     ToolTimeout,
@@ -424,6 +425,35 @@ def test_process_runner_tool_errors_cross_typed(processes: Callable[..., Process
     assert type(described.value) is RetryableError  # the nearest harness-one class (a subclass is not looked up)
     assert described.value.retry_after == 2.5 and str(described.value) == "the backend is warming up"
     assert "in raise_unsendable" in str(described.value.__cause__)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="RLIMIT_AS is enforced on Linux")
+def test_process_memory_limit_bounds_what_a_call_adds_and_the_worker_lives_on() -> None:
+    reg = ToolRegistry(autoload=False)
+    reg.add(tfp.allocate, timeout=30, timeout_mode="process", options={"memory_limit": 64 * 2**20})
+    reg.add(tfp.allocate, name="unbounded", timeout=30, timeout_mode="process")
+    try:
+        assert reg.call("allocate", {"megabytes": 16}) == 16 * 2**20
+        with pytest.raises(ToolExecutionError) as err:
+            reg.call("allocate", {"megabytes": 256})
+        assert isinstance(err.value.cause, MemoryError)
+        assert (
+            str(err.value)
+            == f"Tool 'allocate' failed: MemoryError: the call needed more than its memory_limit of {64 * 2**20} bytes"
+        )
+        assert reg.call("unbounded", {"megabytes": 256}) == 256 * 2**20  # the same worker, its limit lifted
+        stats = reg.stats()["timeout"]["processes"]
+        assert (stats["alive"], stats["killed"], stats["died"]) == (1, 0, 0)
+    finally:
+        reg.plugins.get("timeout").processes.shutdown()
+
+
+@pytest.mark.parametrize("value", [0, -1, 1.5, "1GB", True])
+def test_process_memory_limit_must_be_a_positive_number_of_bytes(value: object) -> None:
+    reg = ToolRegistry(autoload=False)
+    with pytest.raises(ToolDefinitionError, match="memory_limit must be a positive number of bytes"):
+        reg.add(tfp.allocate, timeout=30, timeout_mode="process", options={"memory_limit": value})
+    assert "allocate" not in reg
 
 
 def test_process_registry_retries_a_retryable_error_from_a_worker(tmp_path: Path) -> None:

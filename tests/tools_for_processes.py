@@ -106,6 +106,11 @@ def fail_once(marker: str) -> str:
     return "second time"
 
 
+def allocate(megabytes: int) -> int:
+    """Hold ``megabytes`` of memory for a moment; its size."""
+    return len(bytearray(megabytes * 2**20))
+
+
 def raise_retryable() -> None:
     raise RetryableError("try again soon", retry_after=1.5)
 

@@ -4,9 +4,12 @@ Three locks keep it read-only: the file is opened with ``mode=ro``; an authorize
 only reading (no writes, no schema changes, no ``ATTACH``, no pragma that sets a value); and
 only one statement runs per call.
 
-Four limits bound the work: at most ``max_rows`` rows and ``max_bytes`` bytes of values are
+Five limits bound the work: at most ``max_rows`` rows and ``max_bytes`` bytes of values are
 returned (``truncated`` and ``note`` say when the result was cut); a progress handler
-interrupts a query still running after ``time_limit`` seconds, fetching included; and on
+interrupts a query still running after ``time_limit`` seconds, fetching included, and what
+it cannot interrupt (one long step, a costly preparation) is killed with the tool's worker
+process a second later (``process`` timeout mode), where a query may add at most
+``max_memory`` bytes of address space (Linux); and on
 Python 3.11+ SQLite itself refuses any single string or blob longer than ``max_bytes``
 (``SQLITE_LIMIT_LENGTH``) and any result wider than ``max_columns`` columns
 (``SQLITE_LIMIT_COLUMN``), so ``zeroblob(999999999)`` fails before it is allocated and one
@@ -33,6 +36,7 @@ __all__ = [
     "DB_ENV",
     "MAX_BYTES",
     "MAX_COLUMNS",
+    "MAX_MEMORY",
     "MAX_ROWS",
     "TIME_LIMIT",
     "QueryResult",
@@ -45,6 +49,7 @@ DB_ENV = "HARNESS_ONE_SQL_DB"
 MAX_ROWS = 200
 MAX_BYTES = 1_000_000
 MAX_COLUMNS = 64
+MAX_MEMORY = 256 * 2**20
 TIME_LIMIT = 5.0
 _PROGRESS_STEPS = 1000  # SQLite virtual-machine steps between two looks at the clock
 # Not in every typeshed: the values are SQLite's own (sqlite3.h) and never change.
@@ -108,6 +113,15 @@ def _refuse(
     message: str, got: str | None = None, *, keyword: str = "sql", expected: str = "one read-only SELECT statement"
 ) -> ToolArgumentError:
     return ToolArgumentError([ArgumentProblem("$.sql", message, keyword, expected, got)])
+
+
+def _out_of_memory(got: str) -> ToolArgumentError:
+    return _refuse(
+        "the query needs more memory than this tool may use; select fewer or smaller values, or a simpler query",
+        got,
+        keyword="limits",
+        expected="a query within the tool's memory limit",
+    )
 
 
 def _unencodable(text: str) -> bool:
@@ -191,7 +205,11 @@ def run_query(
                 keyword="limits",
                 expected=f"values of at most {max_bytes} bytes",
             ) from None
+        except MemoryError:  # past the tool's memory_limit (process mode) or the machine's memory
+            raise _out_of_memory(got) from None
         except sqlite3.DatabaseError as exc:
+            if "out of memory" in str(exc):
+                raise _out_of_memory(got) from None
             if "too many columns" in str(exc) and hasattr(conn, "setlimit"):
                 raise _refuse(
                     f"the query returns more than {max_columns} columns; select fewer columns",
@@ -218,6 +236,31 @@ def run_query(
     return result
 
 
+class _Query:
+    """Run one read-only SELECT query on the configured SQLite database.
+
+    Args:
+        sql: A single SELECT (or WITH ... SELECT) statement; use ? placeholders for values.
+        params: Values for the ? placeholders, in order.
+    """
+
+    # A callable object, not a closure: process mode pickles it to its worker. Pickled, it
+    # carries the database as the caller sees it then (``$HARNESS_ONE_SQL_DB``, the cwd).
+
+    def __init__(self, path: str | Path | None, limits: dict[str, Any], clock: Clock | None) -> None:
+        self.path, self.limits, self.clock = path, limits, clock
+
+    def __reduce__(self) -> tuple[type[_Query], tuple[str, dict[str, Any], Clock | None]]:
+        target = self.path if self.path is not None else os.environ.get(DB_ENV)
+        return (_Query, (os.path.abspath(target) if target else "", self.limits, self.clock))
+
+    def __call__(self, sql: str, params: list[str | int | float | None] | None = None) -> QueryResult:
+        target = self.path if self.path is not None else os.environ.get(DB_ENV)
+        if not target:
+            raise ToolError(f"No database configured: set {DB_ENV} to a SQLite file.")
+        return run_query(target, sql, params, clock=self.clock, **self.limits)
+
+
 def make_sql_query(
     path: str | Path | None = None,
     *,
@@ -225,46 +268,32 @@ def make_sql_query(
     max_rows: int = MAX_ROWS,
     max_bytes: int = MAX_BYTES,
     max_columns: int = MAX_COLUMNS,
+    max_memory: int = MAX_MEMORY,
     time_limit: float = TIME_LIMIT,
     clock: Clock | None = None,
 ) -> Tool:
-    """A ``sql_query`` tool bound to ``path`` (default: ``$HARNESS_ONE_SQL_DB`` at call time) and its limits."""
+    """A ``sql_query`` tool bound to ``path`` (default: ``$HARNESS_ONE_SQL_DB`` at call time) and its limits.
 
-    def sql_query(sql: str, params: list[str | int | float | None] | None = None) -> QueryResult:
-        """Run one read-only SELECT query on the configured SQLite database.
-
-        Args:
-            sql: A single SELECT (or WITH ... SELECT) statement; use ? placeholders for values.
-            params: Values for the ? placeholders, in order.
-        """
-        target = path if path is not None else os.environ.get(DB_ENV)
-        if not target:
-            raise ToolError(f"No database configured: set {DB_ENV} to a SQLite file.")
-        return run_query(
-            target,
-            sql,
-            params,
-            max_rows=max_rows,
-            max_bytes=max_bytes,
-            max_columns=max_columns,
-            time_limit=time_limit,
-            clock=clock,
-        )
-
+    The tool runs in ``process`` timeout mode: a query still running a second after
+    ``time_limit`` (one long SQLite step, a costly preparation, which the progress handler
+    cannot interrupt) is killed with its worker, and a query may add at most ``max_memory``
+    bytes of address space there (Linux). ``clock`` must pickle.
+    """
+    limits = {"max_rows": max_rows, "max_bytes": max_bytes, "max_columns": max_columns, "time_limit": time_limit}
     return defineTool(
         registry=None,
         name=name,
         idempotent=True,
         read_only=True,
         open_world=False,
-        timeout=time_limit + 5,
-        timeout_mode="none",
+        timeout=time_limit + 1,
+        timeout_mode="process",
         rate_limit={"rate": 10, "burst": 20},
         tags=["database"],
         examples=_EXAMPLES,
         # The tool's own byte limit decides (``truncated``): its JSON can be 6 characters a byte (``\u0000``).
-        options={"max_output": 6 * max_bytes + 100_000},
-    )(sql_query).tool
+        options={"max_output": 6 * max_bytes + 100_000, "memory_limit": max_memory},
+    )(_Query(path, limits, clock)).tool
 
 
 sql_query = make_sql_query()

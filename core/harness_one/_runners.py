@@ -11,7 +11,8 @@ The guarantees differ, and the docs say so (``docs/plugins.md``, timeouts):
   (SIGKILL) and reaped, and the worker is replaced. Arguments, results and exceptions cross
   a socket, so they must pickle, and the tool function must be importable by name; an
   exception that does not cross comes back as a :class:`ToolError` rebuilt from its
-  description. POSIX only.
+  description. POSIX only. A tool's ``options["memory_limit"]`` (bytes) bounds the address
+  space its call may add in the worker (``RLIMIT_AS``, Linux only).
 """
 
 from __future__ import annotations
@@ -35,10 +36,11 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from . import _worker
 from ._call import Lingering
-from ._errors import ToolBusy, ToolCancelled, ToolError, ToolExecutionError, ToolTimeout
+from ._errors import ToolBusy, ToolCancelled, ToolDefinitionError, ToolError, ToolExecutionError, ToolTimeout
 
 if TYPE_CHECKING:
     from ._call import Call
+    from ._tool import Tool
 
 __all__ = ["ProcessRunner", "Runner", "ThreadRunner"]
 
@@ -619,9 +621,27 @@ class ProcessRunner:
         """Workers killed because their call missed its deadline or its caller was cancelled."""
         return self._pool.counts["killed"]
 
+    @staticmethod
+    def memory_limit(tool: Tool) -> int | None:
+        """``tool.options["memory_limit"]``: bytes of address space a call may add in its worker (None: no limit).
+
+        Enforced with ``RLIMIT_AS`` on Linux (elsewhere not enforced): an allocation past it
+        fails in the tool (``MemoryError``), and the worker lives on. A bad value is a
+        :class:`ToolDefinitionError` (the timeout plugin checks it when the tool is added).
+        """
+        value = tool.options.get("memory_limit")
+        if value is None:
+            return None
+        if type(value) is not int or value <= 0:
+            raise ToolDefinitionError(
+                f"Tool '{tool.name}': memory_limit must be a positive number of bytes, got {value!r}.", tool=tool.name
+            )
+        return value
+
     def _job(self, call: Call, fn: Callable[..., Any], kwargs: dict[str, Any]) -> bytes:
+        memory = self.memory_limit(call.tool)
         try:
-            return pickle.dumps((fn, kwargs), pickle.HIGHEST_PROTOCOL)
+            return pickle.dumps((fn, kwargs, memory), pickle.HIGHEST_PROTOCOL)
         except Exception as exc:
             raise ToolExecutionError(
                 TypeError(f"process mode needs a picklable, importable tool function and arguments: {exc}"),

@@ -7,7 +7,8 @@ socket ``FD`` in frames (an 8-byte little-endian length, then a pickle):
 1. parent -> worker: ``multiprocessing.spawn`` preparation data (``sys.path``, cwd, the main
    module), applied as a ``spawn`` child would, so tools defined in ``__main__`` resolve;
    worker -> parent: ``(True, pid)`` when ready, or ``(False, reason)``.
-2. then, per call: parent -> worker ``(fn, kwargs)``; worker -> parent ``(True, result)``, or
+2. then, per call: parent -> worker ``(fn, kwargs, memory)`` (``memory``: bytes of address
+   space the call may add, or None); worker -> parent ``(True, result)``, or
    ``(False, pickled exception or None, description, traceback text)`` where the description
    is ``ToolError.to_dict()`` for harness-one's errors and ``{"type", "message"}`` otherwise,
    so the parent can rebuild a typed error when the exception itself does not unpickle.
@@ -93,22 +94,57 @@ def _failure(exc: BaseException, trace: str | None) -> bytes:
     return pickle.dumps((False, pickled, _describe(exc), trace), pickle.HIGHEST_PROTOCOL)
 
 
-def _answer(job: bytes) -> bytes:
-    """Run one pickled ``(fn, kwargs)`` and pickle its outcome (a result that does not pickle becomes a TypeError)."""
+def _limit_memory(extra: int) -> tuple[int, int] | None:
+    """Let the call add at most ``extra`` bytes of address space (``RLIMIT_AS``); the limits to restore.
+
+    Linux only (the address space in use is read from ``/proc``); elsewhere None, no limit.
+    An existing lower limit stays.
+    """
     try:
-        fn, kwargs = pickle.loads(job)
+        import resource
+
+        with open("/proc/self/statm", "rb") as statm:
+            used = int(statm.read().split()[0]) * resource.getpagesize()
+        soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+        cap = used + extra
+        for bound in (soft, hard):
+            if bound != resource.RLIM_INFINITY:
+                cap = min(cap, bound)
+        resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
+    except (ImportError, OSError, ValueError):
+        return None
+    return soft, hard
+
+
+def _restore(limits: tuple[int, int] | None) -> None:
+    if limits is not None:
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_AS, limits)
+
+
+def _answer(job: bytes) -> bytes:
+    """Run one pickled ``(fn, kwargs, memory)`` and pickle its outcome (a result that does not pickle becomes a TypeError)."""
+    try:
+        fn, kwargs, memory = pickle.loads(job)
     except BaseException as exc:
         reason = f"process mode: the worker cannot load the tool function or its arguments: {type(exc).__name__}: {exc}"
         return _failure(TypeError(reason), None)
+    restore = _limit_memory(memory) if memory is not None else None
     try:
-        result = fn(**kwargs)
-        if hasattr(result, "__await__"):
-            import asyncio
+        try:
+            result = fn(**kwargs)
+            if hasattr(result, "__await__"):
+                import asyncio
 
-            result = asyncio.run(_await(result))
+                result = asyncio.run(_await(result))
+        finally:  # the limit bounds the call, not the answer's pickling
+            _restore(restore)
     except BaseException as exc:
         import traceback
 
+        if restore is not None and type(exc) is MemoryError and not exc.args:  # say which limit it was
+            exc = MemoryError(f"the call needed more than its memory_limit of {memory} bytes")
         data = _failure(exc, traceback.format_exc())
     else:
         try:

@@ -72,6 +72,10 @@ class TimeoutPlugin:
         return self.processes if mode == "process" else None
 
     @hookimpl
+    def harness_tool_added(self, tool: Tool) -> None:
+        ProcessRunner.memory_limit(tool)  # a bad option is a ToolDefinitionError when the tool is added
+
+    @hookimpl
     @applies_to(_bounded)
     def harness_pre_call(self, call: Call) -> None:
         tool = call.tool

@@ -7,7 +7,7 @@ from pathlib import Path
 import harness_one_sql_query as mod
 import pytest
 
-from harness_one import ManualClock, ToolArgumentError, ToolRegistry, ToolTimeout
+from harness_one import ManualClock, ToolArgumentError, ToolError, ToolRegistry, ToolTimeout
 
 
 @pytest.fixture
@@ -181,3 +181,55 @@ def test_a_path_with_uri_syntax_in_it_opens_that_file_read_only(tmp_path: Path, 
     assert sorted(p.name for p in tmp_path.iterdir()) == [name]
     with pytest.raises(ToolArgumentError):
         mod.run_query(path, "INSERT INTO items VALUES (8)")
+
+
+def _doubling_ctes(levels: int) -> str:
+    """Each level reads the one before twice, inlined (NOT MATERIALIZED): preparing it takes about 2**levels of memory."""
+    parts = ["a0(x) AS NOT MATERIALIZED (SELECT 1)"]
+    parts += [f"a{i}(x) AS NOT MATERIALIZED (SELECT x FROM a{i - 1} UNION ALL SELECT x FROM a{i - 1})" for i in range(1, levels)]
+    return "WITH " + ", ".join(parts) + f" SELECT count(*) FROM a{levels - 1}"
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the memory limit is RLIMIT_AS, enforced on Linux")
+def test_a_query_that_needs_too_much_memory_is_refused(db: Path) -> None:
+    # 20 levels take about 1.4 GB and 10 s to prepare in the caller's process, where the
+    # progress handler never runs; in the tool's worker it stops at max_memory.
+    reg = ToolRegistry(autoload=False)
+    reg.add(mod.make_sql_query(db, max_memory=64 * 2**20))
+    with pytest.raises(ToolArgumentError) as err:
+        reg.call("sql_query", {"sql": _doubling_ctes(20)})
+    problem = err.value.problems[0]
+    assert (problem.path, problem.keyword) == ("$.sql", "limits") and "more memory than this tool may use" in problem.message
+    # the worker lives on, its limit lifted after the call: a small query in it runs
+    assert reg.call("sql_query", {"sql": _doubling_ctes(4)})["rows"] == [[8]]
+
+
+def test_one_long_sqlite_step_is_killed_at_the_tool_timeout(db: Path) -> None:
+    # instr() of two long strings is one step of about 4 s, which the progress handler cannot interrupt.
+    reg = ToolRegistry(autoload=False)
+    tool = mod.make_sql_query(db, time_limit=0.2)
+    reg.add(tool)
+    slow = "SELECT instr(a, b) FROM (SELECT printf('%.*c', 900000, 'a') || 'b' AS a, printf('%.*c', 400000, 'a') || 'c' AS b)"
+    with pytest.raises(ToolTimeout, match=r"timed out after 1\.2 s"):
+        reg.call("sql_query", {"sql": slow})
+    assert reg.stats()["timeout"]["processes_killed"] == 1
+    assert reg.call("sql_query", {"sql": "SELECT 1"})["rows"] == [[1]]  # a new worker
+
+
+def test_the_database_is_the_callers_at_call_time(db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The worker process started with the first call's environment and directory; each call
+    # carries the caller's $HARNESS_ONE_SQL_DB as it is then, relative paths resolved here.
+    other = tmp_path / "sub" / "other.sqlite3"
+    other.parent.mkdir()
+    with sqlite3.connect(other) as conn:
+        conn.execute("CREATE TABLE t (n)")
+    reg = ToolRegistry(autoload=False)
+    reg.add(mod.make_sql_query())
+    monkeypatch.setenv(mod.DB_ENV, str(db))
+    assert reg.call("sql_query", {"sql": "SELECT name FROM sqlite_master"})["rows"] == [["items"]]
+    monkeypatch.chdir(other.parent)
+    monkeypatch.setenv(mod.DB_ENV, other.name)
+    assert reg.call("sql_query", {"sql": "SELECT name FROM sqlite_master"})["rows"] == [["t"]]
+    monkeypatch.delenv(mod.DB_ENV)
+    with pytest.raises(ToolError, match="No database configured"):
+        reg.call("sql_query", {"sql": "SELECT 1"})
