@@ -9,6 +9,7 @@ import pytest
 
 from harness_one import Call, ManualClock, RetryableError, ToolRegistry
 from harness_one.dispatch import dispatch, resume
+from harness_one_plugins import BudgetPlugin
 from harness_one_plugins.approval import ApprovalDenied, ApprovalNotFound, ApprovalPlugin, ApprovalRequired
 
 TRANSFER = {
@@ -310,3 +311,44 @@ def test_a_call_held_longer_than_ttl_can_no_longer_be_decided_or_resumed() -> No
         approval(reg).resume("kept")
     again = reg.try_call("transfer", {"to": "bo", "amount": 5}, call_id="kept")
     assert again.error is not None and again.error.kind == "approval_required" and bank.sent == []
+
+
+def _wire(to: str, amount: int) -> str:
+    return f"sent {amount} to {to}"
+
+
+@pytest.mark.parametrize(
+    ("setting", "option"),
+    [
+        ({"plugin_options": {"approval": {"requir": True}}}, {"requires_approval": True}),  # a typo: the plugin fails to load
+        ({"block": ["approval"]}, {"requires_approval": lambda call: call.arguments["amount"] > 100}),
+        ({"standard_plugins": False}, {"requires_approval": True}),
+        ({"block": ["budget"]}, {"max_calls": 5}),
+    ],
+)
+def test_a_guard_whose_plugin_is_not_active_fails_closed(setting: dict[str, object], option: dict[str, object]) -> None:
+    ran: list[int] = []
+
+    def wire(to: str, amount: int) -> str:
+        ran.append(amount)
+        return _wire(to, amount)
+
+    reg = ToolRegistry(autoload=False, **setting)  # type: ignore[arg-type]
+    reg.add(wire, options=option)
+    out = reg.try_call("wire", {"to": "attacker", "amount": 10**6}, context={"run_id": "r"})
+    assert out.error is not None and out.error.kind == "plugin_error" and ran == []
+    (name, plugin) = next(iter(option)), {"requires_approval": "approval", "max_calls": "budget"}[next(iter(option))]
+    assert out.error.message == (
+        f"Tool 'wire' cannot be called: its '{name}' option needs the '{plugin}' plugin, "
+        "which is not active in this registry (blocked, removed or failed to load)."
+    )
+    reg.plugins.unblock(plugin)
+    reg.plugins.register(ApprovalPlugin() if plugin == "approval" else BudgetPlugin(), plugin)  # the guard is back
+    out = reg.try_call("wire", {"to": "attacker", "amount": 10**6}, context={"run_id": "r"})
+    assert out.ok is (plugin == "budget") and ran == ([10**6] if plugin == "budget" else [])
+
+
+def test_a_tool_that_asks_for_no_guard_runs_without_the_plugins() -> None:
+    reg = ToolRegistry(autoload=False, standard_plugins=False)
+    reg.add(_wire, name="wire", options={"requires_approval": False})
+    assert reg.call("wire", {"to": "a", "amount": 1}) == "sent 1 to a"

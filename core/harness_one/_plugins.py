@@ -23,6 +23,7 @@ from ._suggest import NameIndex
 from .hookspecs import PER_CALL_HOOKS
 
 if TYPE_CHECKING:
+    from ._call import Call
     from ._registry import ToolRegistry
     from ._tool import Tool
 
@@ -68,6 +69,24 @@ def env_options(names: Iterable[str]) -> dict[str, dict[str, Any]]:
 
 
 Hook = Callable[..., Any]
+
+#: Tool options that only a plugin enforces, and that plugin. A tool that sets one (``True`` or a
+#: predicate for ``requires_approval``; any value for ``max_calls``) is refused while the plugin
+#: is not active in the registry (blocked, removed, failed to load): these guards fail closed.
+GUARDED_OPTIONS: Mapping[str, str] = {"requires_approval": "approval", "max_calls": "budget"}
+
+
+def _unguarded(tool: Tool, option: str, plugin: str) -> Hook:
+    """A pre-validate step refusing every call of ``tool``: its ``option`` has no ``plugin`` to enforce it."""
+    message = (
+        f"Tool '{tool.name}' cannot be called: its '{option}' option needs the '{plugin}' plugin, "
+        "which is not active in this registry (blocked, removed or failed to load)."
+    )
+
+    def refuse(call: Call) -> None:
+        raise PluginError(message, plugin=plugin)
+
+    return refuse
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,12 +151,21 @@ class Plan:
     owners: dict[CodeType, str]
     #: For each per-call hook, the plugin names in call order (what ``harness-one doctor`` shows).
     order: Mapping[str, tuple[str, ...]]
+    #: The names of the plugins registered (not blocked) when the plan was compiled.
+    active: frozenset[str] = frozenset()
     _per_tool: dict[Any, ToolPlan] = field(default_factory=dict, compare=False, repr=False)
 
     def for_tool(self, tool: Tool) -> ToolPlan:
         found = self._per_tool.get(tool)
         if found is None:
             steps = {h: self._applying(self.steps[h], tool) for h in self.steps}
+            guards = tuple(
+                _Step(_unguarded(tool, option, plugin), plugin, None)
+                for option, plugin in GUARDED_OPTIONS.items()
+                if plugin not in self.active and tool.options.get(option) not in (None, False)
+            )
+            if guards:
+                steps["pre_validate"] = guards + steps["pre_validate"]
             found = keyed = self._tool_plan(steps)
             if any(s.keyed for hook in steps.values() for s in hook):
                 found = self._tool_plan({h: tuple(s for s in hook if not s.keyed) for h, hook in steps.items()}, keyed)
@@ -535,7 +563,7 @@ class PluginSet:
                 code = getattr(impl.function, "__code__", None)
                 if code is not None:
                     owners[code] = impl.plugin_name
-        return Plan(steps=steps, owners=owners, order=order)
+        return Plan(steps=steps, owners=owners, order=order, active=frozenset(self.names()))
 
 
 def _is_plugin(obj: Any) -> bool:

@@ -26,6 +26,7 @@ from .. import hookspecs
 from .._call import Call
 from .._entrypoints import PLUGIN_GROUP, entry_points
 from .._errors import PluginError, ToolError, ToolExecutionError
+from .._plugins import GUARDED_OPTIONS
 from .._registry import ToolRegistry
 from .._tool import Tool
 from ..hookspecs import PER_CALL_HOOKS, PROJECT, hookimpl
@@ -320,8 +321,20 @@ class PluginTests(Suite, standard=True, provided=("make_plugin", "call_options",
         return codes
 
     def assert_silent(self, registry: ToolRegistry, plugin: Any, why: str) -> None:
+        """The call goes on without the plugin, or, when the probe sets an option the plugin guards
+        (``requires_approval``, ``max_calls``) and no plugin took its name, is refused for want of it
+        (those guards fail closed)."""
+        name = self.name_of(plugin)
+        options = self.tool_options.get("options") or {}
+        guarded = [o for o, owner in GUARDED_OPTIONS.items() if owner == name and options.get(o) not in (None, False)]
+        guarded = guarded if name not in registry.plugins else []  # a plugin in its place guards them
         with _traced(self.hook_codes(plugin), inject=False) as trace:
-            assert self.call(registry, 3) == {"x": 3, "double": 6}
+            if guarded:
+                with pytest.raises(PluginError) as refused:
+                    self.call(registry, 3)
+                assert refused.value.plugin == name and f"'{guarded[0]}' option" in refused.value.message
+            else:
+                assert self.call(registry, 3) == {"x": 3, "double": 6}
         assert trace.entered == 0, f"the plugin's hooks still ran {trace.entered} time(s) after it was {why}"
 
     # ------------------------------------------------------------------ the hook contract
