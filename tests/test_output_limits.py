@@ -147,3 +147,17 @@ def test_a_tool_replaced_while_its_call_runs_is_still_limited() -> None:
 
     reg.add(refresh)
     assert len(reg.call("refresh")) == 100 and reg.call("refresh") == "new"
+
+
+def test_a_str_subclass_from_a_str_tool_is_truncated_like_str() -> None:
+    class Text(str):
+        pass
+
+    reg = ToolRegistry(autoload=False)
+
+    def text() -> str:
+        return Text("y" * 5000)
+
+    reg.add(text, options={"max_output": 1000})  # its output schema says string: a refusal was for structured results
+    out = reg.call("text")
+    assert type(out) is str and len(out) == 1000 and out.endswith("the first 935 shown]")

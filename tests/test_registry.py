@@ -11,6 +11,7 @@ import threading
 from typing import Any
 
 import pytest
+import tools_for_processes as tfp
 from fork_support import in_child
 
 from harness_one import (
@@ -437,3 +438,15 @@ def test_a_tools_exception_text_is_capped_for_the_model(registry: ToolRegistry) 
     assert error.message.startswith("Tool 'loud' failed: ValueError: EEE")
     assert error.message.endswith("[error text truncated: 5,000,000 characters in all, the first 9,925 shown]")
     assert str(error.__cause__) == "E" * 5_000_000  # the exception itself is kept whole
+
+
+@pytest.mark.parametrize("mode", ["none", "thread", "process"])
+def test_a_tool_exception_whose_str_raises_is_still_the_tools_failure(mode: str) -> None:
+    reg = ToolRegistry(autoload=False)
+    reg.add(tfp.raise_bad_str, timeout=30, timeout_mode=mode)
+    try:
+        out = reg.try_call("raise_bad_str")
+    finally:
+        reg.plugins.get("timeout").processes.shutdown()
+    assert out.error is not None and out.error.to_dict()["kind"] == "tool_failed"  # was plugin_error ("a plugin")
+    assert out.error.message == "Tool 'raise_bad_str' failed: BadStr: BadStr"

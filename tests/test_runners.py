@@ -413,6 +413,79 @@ def test_process_runner_exceptions_cross_with_their_traceback(processes: Callabl
     assert runner.run(call, tfp.pid, {}, 30) == worker  # none of these cost the worker
 
 
+def test_process_runner_a_child_the_tool_forks_never_answers(processes: Callable[..., ProcessRunner]) -> None:
+    """Both processes return from the tool; only the worker answers, so later calls get their own answers."""
+    runner = processes()
+    call = a_call()
+    worker = runner.run(call, tfp.pid, {}, 30)
+    assert runner.run(call, tfp.fork_and_return, {}, 30) == "from the worker"
+    assert [runner.run(call, tfp.count, {}, 30) for _ in range(3)] == [1, 2, 3]  # not the previous call's answer
+    assert runner.run(call, tfp.pid, {}, 30) == worker
+
+
+def test_process_runner_a_result_that_exits_when_unpickled_is_a_tool_error(processes: Callable[..., ProcessRunner]) -> None:
+    runner = processes(max_workers=1)
+    call = a_call()
+    worker = runner.run(call, tfp.pid, {}, 30)
+    with pytest.raises(ToolExecutionError, match="cannot be unpickled: RuntimeError: unpickling raised SystemExit: 3"):
+        runner.run(call, tfp.exit_on_load, {}, 30)  # was SystemExit in the caller, and the only worker lost as busy
+    assert runner.stats()["busy"] == 0 and runner.run(call, tfp.pid, {}, 30) == worker
+
+
+def test_process_runner_an_answer_read_halfway_retires_its_worker(
+    processes: Callable[..., ProcessRunner], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A frame left half read (MemoryError, Ctrl-C) would make the next call read the rest as its answer."""
+    import harness_one._runners as runners
+
+    runner = processes()
+    call = a_call()
+    worker = runner.run(call, tfp.pid, {}, 30)
+    recv = runners._worker.recv
+
+    def half(fd: int) -> bytes:
+        os.read(fd, 10)  # the header and a little of the frame
+        raise MemoryError
+
+    monkeypatch.setattr(runners._worker, "recv", half)
+    with pytest.raises(ToolExecutionError, match="the tool's answer could not be read: MemoryError"):
+        runner.run(call, tfp.pid, {}, 30)
+    monkeypatch.setattr(runners._worker, "recv", recv)
+    assert state(worker) is None and runner.stats()["killed"] == 1
+    assert runner.run(call, tfp.count, {}, 30) == 1  # a new worker, in step
+
+
+def test_process_runner_a_forked_child_of_the_caller_leaves_its_workers_alone(tmp_path: Path) -> None:
+    """A child the application forks exits normally (atexit runs): the parent's workers live on, and
+    the child, calling, starts its own."""
+    script = tmp_path / "forks.py"
+    script.write_text(
+        textwrap.dedent(
+            """
+            import os, sys
+            import tools_for_processes as tfp
+            from harness_one import ToolRegistry
+
+            if __name__ == "__main__":
+                reg = ToolRegistry(autoload=False)
+                reg.add(tfp.pid, timeout=30, timeout_mode="process")
+                worker = reg.call("pid")
+                child = os.fork()
+                if child == 0:
+                    mine = reg.call("pid")
+                    print("child", mine != worker, flush=True)
+                    sys.exit(0)
+                os.waitpid(child, 0)
+                print("parent", reg.call("pid") == worker, flush=True)
+            """
+        )
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    done = subprocess.run([sys.executable, str(script)], check=False, capture_output=True, text=True, env=env, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert sorted(done.stdout.split("\n")) == ["", "child True", "parent True"]
+
+
 def test_process_runner_tool_errors_cross_typed(processes: Callable[..., ProcessRunner]) -> None:
     """A harness-one error raised in the worker arrives as that type, by pickle or else by ``to_dict``."""
     runner = processes()

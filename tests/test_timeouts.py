@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import math
 import os
 import threading
 import time
@@ -12,7 +13,16 @@ import pytest
 import tools_for_processes as tfp
 from gate_support import Gated
 
-from harness_one import Call, ManualClock, RetryableError, ToolBusy, ToolExecutionError, ToolRegistry, ToolTimeout
+from harness_one import (
+    Call,
+    ManualClock,
+    RetryableError,
+    ToolBusy,
+    ToolDefinitionError,
+    ToolExecutionError,
+    ToolRegistry,
+    ToolTimeout,
+)
 from harness_one_plugins import TimeoutPlugin
 
 
@@ -274,3 +284,21 @@ def test_ctrl_c_during_a_thread_timeout_keeps_what_the_running_tool_holds() -> N
         assert isinstance(reg.try_call("work").error, ToolBusy) and work.runs == [1]
     finally:
         work.gate.set()
+
+
+@pytest.mark.parametrize("seconds", [math.nan, -math.inf])
+def test_a_timeout_that_is_not_a_positive_number_is_a_definition_error(seconds: float) -> None:
+    with pytest.raises(ToolDefinitionError, match="timeout must be a positive number of seconds"):
+        ToolRegistry(autoload=False).add(lambda: 1, name="t", timeout=seconds)
+
+
+def test_a_tool_taking_a_call_cannot_run_in_process_mode() -> None:
+    def watch(call: Call) -> float | None:
+        return call.remaining()
+
+    reg = ToolRegistry(autoload=False)
+    with pytest.raises(ToolDefinitionError, match="its 'call' parameter \\(a Call\\) cannot cross to a process-mode worker"):
+        reg.add(watch, timeout=5, timeout_mode="process")
+    reg.add(watch, timeout=5, timeout_mode="thread")  # there it runs, and sees its deadline
+    remaining = reg.call("watch")
+    assert remaining is not None and 0 < remaining <= 5

@@ -6,9 +6,11 @@ import contextlib
 import gc
 import os
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
+from typing import Any
 
 from harness_one import RetryableError
 
@@ -104,6 +106,35 @@ def fail_once(marker: str) -> str:
         open(marker, "w").close()
         raise RetryableError("not yet")
     return "second time"
+
+
+def fork_and_return() -> str:
+    """Fork; both processes return (the child first, then the worker, once the child is gone)."""
+    child = os.fork()
+    if child == 0:
+        return "from the child"
+    os.waitpid(child, 0)
+    return "from the worker"
+
+
+class ExitOnLoad:
+    """Pickles in the worker; unpickling it calls ``sys.exit(3)``."""
+
+    def __reduce__(self) -> tuple[Any, tuple[int]]:
+        return (sys.exit, (3,))
+
+
+def exit_on_load() -> ExitOnLoad:
+    return ExitOnLoad()
+
+
+class BadStr(Exception):
+    def __str__(self) -> str:
+        raise RuntimeError("no str for you")
+
+
+def raise_bad_str() -> None:
+    raise BadStr("x")
 
 
 def allocate(megabytes: int) -> int:

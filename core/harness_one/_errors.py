@@ -322,7 +322,11 @@ class ToolExecutionError(ToolError):
         #: The tool's exception (after an idempotent replay from a store: its type name).
         self.cause: BaseException | str = cause
         subject = f"Tool '{tool}'" if tool else "The tool"
-        detail = capped(str(cause)) or type(cause).__name__
+        try:
+            text = str(cause)
+        except Exception:  # a broken __str__ is still the tool's failure, not a plugin's
+            text = ""
+        detail = capped(text) or type(cause).__name__
         super().__init__(f"{subject} failed: {type(cause).__name__}: {detail}", tool=tool, call_id=call_id)
         self.__cause__ = cause
 

@@ -392,11 +392,15 @@ class _Worker:
             timer.cancel()
             loop.remove_reader(self.fd)
 
-    def receive(self) -> Any:
+    def read(self) -> bytes:
+        """The next whole frame; ``_WorkerGone`` when the worker's end closed (an exception midway leaves it out of step)."""
         try:
-            return pickle.loads(_worker.recv(self.fd))
+            return _worker.recv(self.fd)
         except (EOFError, OSError) as exc:
             raise _WorkerGone from exc
+
+    def receive(self) -> Any:
+        return pickle.loads(self.read())
 
     def submit(self, job: bytes) -> None:
         try:
@@ -418,6 +422,14 @@ class _Worker:
 _CANCEL_POLL = 0.05  # seconds between checks of ``call.cancelled`` while a worker runs a call
 
 
+def _loads(data: bytes) -> Any:
+    """``pickle.loads`` whose ``SystemExit`` (a ``__reduce__`` calling ``sys.exit``) is an error like any other."""
+    try:
+        return pickle.loads(data)
+    except (SystemExit, GeneratorExit) as exc:
+        raise RuntimeError(f"unpickling raised {type(exc).__name__}: {exc}") from None
+
+
 def _remote_error(call: Call, pickled: bytes | None, described: dict[str, Any], trace: str | None) -> BaseException:
     """The exception a worker sent, to raise here: itself when it unpickles, else a ToolError rebuilt from its description.
 
@@ -429,7 +441,7 @@ def _remote_error(call: Call, pickled: bytes | None, described: dict[str, Any], 
     exc: Any = None
     if pickled is not None:
         with contextlib.suppress(Exception):
-            exc = pickle.loads(pickled)
+            exc = _loads(pickled)
     if not isinstance(exc, BaseException):
         if "kind" in described:  # ToolError.to_dict()
             exc = ToolError.from_dict(described)
@@ -460,6 +472,30 @@ def _exit_reason(code: int) -> str:
     return f"exited with code {code}"
 
 
+_POOLS: weakref.WeakSet[_ProcessPool] = weakref.WeakSet()
+
+
+def _forked() -> None:
+    """In a child forked from a process with workers: they are its parent's, never this process's.
+
+    The child forgets them without a kill (its exit would otherwise kill the parent's workers)
+    and closes its copies of their sockets (a worker watches for its parent's end to close);
+    a call in the child starts workers of its own.
+    """
+    for pool in list(_POOLS):
+        pool.lock = threading.Lock()  # another thread may have held it at the fork
+        pool.reaper, pool.wake, pool.starting = None, threading.Event(), 0  # threads do not survive a fork
+        workers, pool.workers, pool.idle = list(pool.workers), set(), []
+        for worker in workers:
+            worker.code = -1
+            with contextlib.suppress(OSError):
+                worker.sock.close()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forked)
+
+
 class _ProcessPool:
     """The worker processes of a :class:`ProcessRunner` (kept apart from it, so the runner can be collected)."""
 
@@ -475,6 +511,7 @@ class _ProcessPool:
         self.closed = False
         self.reaper: threading.Thread | None = None
         self.wake = threading.Event()
+        _POOLS.add(self)
 
     def take(self) -> _Worker | None:
         """An idle worker, or a new one; None when all ``max_workers`` are busy."""
@@ -684,18 +721,24 @@ class ProcessRunner:
             self._pool.discard(worker, "killed")
             raise _timed_out(call, timeout)
         try:
-            answer = worker.receive()
+            frame = worker.read()
         except _WorkerGone:
             code = self._pool.discard(worker, "died")
             raise self._failed(call, f"the tool's worker process {_exit_reason(code)} before answering") from None
+        except BaseException as exc:  # a frame half read (MemoryError, Ctrl-C): the worker is out of step
+            self._pool.discard(worker, "killed")
+            if not isinstance(exc, Exception):
+                raise
+            raise self._failed(call, f"the tool's answer could not be read: {type(exc).__name__}: {exc}") from exc
+        self._pool.give_back(worker, self.max_calls)  # its answer read whole: in step for the next call
+        try:
+            answer = _loads(frame)
         except Exception as exc:  # the result does not unpickle here
-            self._pool.give_back(worker, self.max_calls)
             raise ToolExecutionError(
                 TypeError(f"process mode: the tool's result cannot be unpickled: {type(exc).__name__}: {exc}"),
                 tool=call.tool.name,
                 call_id=call.call_id,
             ) from exc
-        self._pool.give_back(worker, self.max_calls)
         if answer[0]:
             return answer[1]
         raise _remote_error(call, *answer[1:])

@@ -132,7 +132,9 @@ class Tool:
                 check_schema(output_schema, tool=tool_name, what="output_schema", object_root=False)
             )
         for what, seconds in (("timeout", timeout), ("total_timeout", total_timeout), ("cache_ttl", cache_ttl)):
-            if seconds is not None and (isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or seconds <= 0):
+            if seconds is not None and (
+                isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not seconds > 0
+            ):  # NaN too
                 raise ToolDefinitionError(
                     f"Tool '{tool_name}': {what} must be a positive number of seconds, got {seconds!r}.", tool=tool_name
                 )

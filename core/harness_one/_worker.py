@@ -22,6 +22,7 @@ imports.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pickle
 import select
@@ -131,6 +132,7 @@ def _answer(job: bytes) -> bytes:
         reason = f"process mode: the worker cannot load the tool function or its arguments: {type(exc).__name__}: {exc}"
         return _failure(TypeError(reason), None)
     restore = _limit_memory(memory) if memory is not None else None
+    pid = os.getpid()
     try:
         try:
             result = fn(**kwargs)
@@ -139,6 +141,9 @@ def _answer(job: bytes) -> bytes:
 
                 result = asyncio.run(_await(result))
         finally:  # the limit bounds the call, not the answer's pickling
+            if os.getpid() != pid:  # a child the tool forked returned here: only the worker answers
+                _flush()
+                os._exit(0)
             _restore(restore)
     except BaseException as exc:
         import traceback
@@ -151,10 +156,15 @@ def _answer(job: bytes) -> bytes:
             data = pickle.dumps((True, result), pickle.HIGHEST_PROTOCOL)
         except Exception as exc:
             data = _failure(TypeError(f"process mode: the tool's result cannot be pickled: {type(exc).__name__}: {exc}"), None)
+    _flush()
+    return data
+
+
+def _flush() -> None:
     for stream in (sys.stdout, sys.stderr):
         if stream is not None:
-            stream.flush()
-    return data
+            with contextlib.suppress(Exception):  # a closed or broken stream: the answer still goes out
+                stream.flush()
 
 
 def _watch(fd: int) -> None:

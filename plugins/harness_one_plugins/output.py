@@ -177,6 +177,8 @@ class OutputLimitPlugin:
             return
         limit = self._limits.get(call.tool) or self.limit_for(call.tool)  # a tool removed while its call runs
         assert limit is not None  # applies_to
+        if kind is not str and isinstance(value, str):  # a str subclass is text, truncated like str
+            value, kind = str.__str__(value), str
         text = value if kind is str else rendered(value)
         size = limit.over(text)
         if size is None:

@@ -4,7 +4,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness_one import Call, Clock, ProcessRunner, Runner, ThreadRunner, Tool, ToolRegistry, ToolTimeout, applies_to, hookimpl
+from harness_one import (
+    Call,
+    Clock,
+    ProcessRunner,
+    Runner,
+    ThreadRunner,
+    Tool,
+    ToolDefinitionError,
+    ToolRegistry,
+    ToolTimeout,
+    applies_to,
+    hookimpl,
+)
 
 from ._options import count, seconds
 
@@ -74,6 +86,12 @@ class TimeoutPlugin:
     @hookimpl
     def harness_tool_added(self, tool: Tool) -> None:
         ProcessRunner.memory_limit(tool)  # a bad option is a ToolDefinitionError when the tool is added
+        if tool.call_param and not tool.is_async and _bounded(self, tool) and (tool.timeout_mode or self.mode) == "process":
+            raise ToolDefinitionError(
+                f"Tool '{tool.name}': its '{tool.call_param}' parameter (a Call) cannot cross to a process-mode worker; "
+                "use timeout_mode 'thread' or 'none', or drop the parameter.",
+                tool=tool.name,
+            )
 
     @hookimpl
     @applies_to(_bounded)
