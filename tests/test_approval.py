@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from harness_one import Call, ManualClock, RetryableError, ToolRegistry
+from harness_one import Call, ManualClock, RetryableError, ToolDefinitionError, ToolRegistry
 from harness_one.dispatch import dispatch, resume
 from harness_one_plugins import BudgetPlugin
 from harness_one_plugins.approval import ApprovalDenied, ApprovalNotFound, ApprovalPlugin, ApprovalRequired
@@ -352,3 +352,18 @@ def test_a_tool_that_asks_for_no_guard_runs_without_the_plugins() -> None:
     reg = ToolRegistry(autoload=False, standard_plugins=False)
     reg.add(_wire, name="wire", options={"requires_approval": False})
     assert reg.call("wire", {"to": "a", "amount": 1}) == "sent 1 to a"
+
+
+def test_an_async_predicate_and_bad_settings_are_refused() -> None:
+    async def rule(call: Call) -> bool:
+        return True
+
+    reg = ToolRegistry(autoload=False)
+    with pytest.raises(ToolDefinitionError, match=r"a \(sync\) predicate over the call"):
+        reg.add(_wire, name="wire", options={"requires_approval": rule})  # its coroutine was truthy: every call held
+    with pytest.raises(ValueError, match=r"a \(sync\) predicate"):
+        ApprovalPlugin(require=rule)
+    with pytest.raises(ValueError, match="approval ttl must be a positive number of seconds, not '1h'"):
+        ApprovalPlugin(ttl="1h")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="approval max_pending must be a positive integer, not 0"):
+        ApprovalPlugin(max_pending=0)

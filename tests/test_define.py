@@ -272,3 +272,71 @@ def test_registry_none_defines_without_registering(registry: ToolRegistry) -> No
     assert "lonely" not in ToolRegistry.default().names()
     registry.add(lonely)
     assert registry.call("lonely") == 1
+
+
+@pytest.mark.parametrize("name", ["search\n", "a" * 64 + "\n"])
+def test_a_name_with_a_trailing_newline_is_refused(name: str) -> None:
+    def search(q: str) -> str:
+        return q
+
+    with pytest.raises(ToolDefinitionError, match="Invalid tool name"):
+        Tool.create(search, name=name)
+
+
+def test_star_args_alone_is_refused_but_a_kwargs_wrapper_is_not() -> None:
+    def total(*numbers: int) -> int:
+        return sum(numbers)
+
+    with pytest.raises(ToolDefinitionError, match=r"parameter '\*numbers' collects positional arguments"):
+        Tool.create(total)
+
+    def wrapper(*args: Any, **kwargs: Any) -> dict[str, Any]:
+        return kwargs
+
+    reg = ToolRegistry(autoload=False)
+    reg.add(wrapper)
+    assert reg.call("wrapper", {"x": 1}) == {"x": 1}
+
+
+def test_numpy_parameters_sharing_one_entry_each_get_its_text() -> None:
+    def add(a: int, b: int, c: str = "") -> int:
+        """Add two numbers.
+
+        Parameters
+        ----------
+        a, b : int
+            The numbers to add.
+        c : str
+            A label.
+        """
+        return a + b
+
+    props = Tool.create(add).parameters["properties"]
+    assert [props[k]["description"] for k in ("a", "b", "c")] == ["The numbers to add.", "The numbers to add.", "A label."]
+
+
+def test_a_partial_hides_what_it_binds_and_keeps_the_functions_types_and_words() -> None:
+    import functools
+
+    def query(sql: str, tenant_id: str, limit: int = 10) -> str:
+        """Run a query for a tenant.
+
+        Args:
+            sql: The query.
+            tenant_id: Whose data.
+            limit: At most this many rows.
+        """
+        return f"{sql} for {tenant_id} limit {limit}"
+
+    tool = Tool.create(functools.partial(query, tenant_id="acme"))
+    assert tool.name == "query" and tool.description == "Run a query for a tenant."
+    assert tool.parameters["properties"] == {
+        "sql": {"type": "string", "description": "The query."},
+        "limit": {"type": "integer", "description": "At most this many rows.", "default": 10},
+    }
+    reg = ToolRegistry(autoload=False)
+    reg.add(tool)
+    refused = reg.try_call("query", {"sql": "s", "tenant_id": "other"})  # was run as tenant "other"
+    assert refused.error is not None and "$.tenant_id: unexpected property" in refused.error.message
+    assert not reg.try_call("query", {"sql": "s", "limit": "ab"}).ok  # an int, as annotated (was accepted)
+    assert reg.call("query", {"sql": "s", "limit": 3}) == "s for acme limit 3"

@@ -152,3 +152,17 @@ def test_bad_arguments_are_typed_errors(adapter: Any) -> None:
         to_tool("echo", registry, context=42)
     with pytest.raises(TypeError, match="registry= must be a ToolRegistry"):
         to_tool("echo", {"echo": 1})
+
+
+def test_a_failing_context_function_is_logged_without_the_secrets_it_held(caplog: pytest.LogCaptureFixture) -> None:
+    from harness_one import ToolError
+    from harness_one.integrations._common import call_context
+
+    def context(run: object) -> dict[str, str]:
+        raise KeyError("Authorization: Bearer Q9-SESSION-TOKEN not valid for tenant")
+
+    with caplog.at_level(logging.ERROR, logger="harness_one.integrations"), pytest.raises(ToolError) as err:
+        call_context(context, lambda: None, tool="t", call_id="c1")
+    assert "Q9" not in str(err.value)
+    (record,) = [r for r in caplog.records if r.name == "harness_one.integrations"]
+    assert "Q9-SESSION-TOKEN" not in record.getMessage() and "Bearer [REDACTED]" in record.getMessage()

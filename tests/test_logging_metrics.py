@@ -238,3 +238,14 @@ def test_the_logging_check_follows_level_changes_at_once(registry: ToolRegistry)
         logger.removeHandler(handler)
         logger.setLevel(level)
         logger.propagate = propagate
+
+
+def test_a_removed_tools_metrics_go_with_it() -> None:
+    reg = ToolRegistry(autoload=False)
+    for i in range(50):
+        reg.add(lambda: 1, name=f"t{i}")
+        reg.call(f"t{i}")
+    assert len(reg.plugins.get("metrics").snapshot()) == 50
+    for i in range(50):
+        reg.remove(f"t{i}")
+    assert reg.plugins.get("metrics").snapshot() == {} and reg.stats()["tools"] == {}

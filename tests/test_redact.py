@@ -104,3 +104,35 @@ def test_hostile_text_is_scanned_in_bounded_work(hostile: str) -> None:
     shown = Redactor().text(text)
     assert shown.startswith(f"Authorization: Bearer {REDACTED} ")
     assert shown.endswith(f"... ({len(text)} characters)") and len(shown) < 2100
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        ("psql --password=Q9c db --user=bob", "psql --password=[REDACTED] db --user=bob"),
+        ("run -token=Q9t now", "run -token=[REDACTED] now"),
+        (
+            '{"credentials": {"user": "app", "pass": "Q9"}, "api_keys": ["Q9"], "ok": 1}',
+            '{"credentials": {[REDACTED]}, "api_keys": [[REDACTED]], "ok": 1}',
+        ),
+        ("{'secret': {'a': '}', 'b': [1, {'c': 'x'}]}, 'after': 3}", "{'secret': {[REDACTED]}, 'after': 3}"),
+        ('{"password":\n"Q9", "b": 2}', '{"password":\n"[REDACTED]", "b": 2}'),
+    ],
+)
+def test_flags_nested_values_and_values_on_the_next_line_are_masked(text: str, shown: str) -> None:
+    assert Redactor()(text) == shown
+
+
+def test_mapping_keys_are_masked_like_text() -> None:
+    redactor = Redactor(values=["sk-live-Q9X7ZZ"])
+    shown = redactor({"sk-live-Q9X7ZZ": 1, "https://bob:pw-Q9@host/": 2, "plain": 3})
+    assert shown == {REDACTED: 1, f"https://{REDACTED}@host/": 2, "plain": 3}
+
+
+def test_a_string_where_a_list_is_expected_is_one_item() -> None:
+    redactor = Redactor("password", extra_keys="ssn", values="Q9hunter")  # was split into letters
+    assert redactor({"password": "x", "ssn": "1", "ann": "ann Q9hunter"}) == {
+        "password": REDACTED,
+        "ssn": REDACTED,
+        "ann": f"ann {REDACTED}",
+    }

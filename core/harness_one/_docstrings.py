@@ -29,7 +29,7 @@ _NUMPY_RULE = re.compile(r"^\s*-{3,}\s*$")
 _REST_PARAM = re.compile(r"^:param\s+(?:[^:]*\s)?(\*{0,2}\w+)\s*:\s*(.*)$")
 _REST_FIELD = re.compile(r"^:\w+")
 _GOOGLE_ITEM = re.compile(r"^(\*{0,2}\w+)\s*(?:\(([^)]*)\))?\s*:\s*(.*)$")
-_NUMPY_ITEM = re.compile(r"^(\*{0,2}\w+)\s*(?::\s*(.*))?$")
+_NUMPY_ITEM = re.compile(r"^(\*{0,2}\w+(?:\s*,\s*\*{0,2}\w+)*)\s*(?::\s*(.*))?$")  # "a, b : int" is two
 
 
 @dataclass
@@ -100,7 +100,7 @@ def _google_section(lines: list[str], i: int, is_params: bool, out: Docstring) -
 
 def _numpy_section(lines: list[str], i: int, header: str, out: Docstring) -> int:
     is_params = header in {"parameters", "other parameters", "keyword arguments"}
-    current: str | None = None
+    current: list[str] = []
     while i < len(lines):
         line = lines[i]
         if i + 1 < len(lines) and _NUMPY_RULE.match(lines[i + 1]) and line.strip():
@@ -110,11 +110,13 @@ def _numpy_section(lines: list[str], i: int, header: str, out: Docstring) -> int
             continue
         if _indent(line) == 0:
             match = _NUMPY_ITEM.match(line.strip())
-            current = match.group(1).lstrip("*") if match else None
-            if current and is_params:
-                out.params[current] = ""
-        elif current and is_params:
-            out.params[current] = (out.params[current] + " " + line.strip()).strip()
+            current = [name.strip().lstrip("*") for name in match.group(1).split(",")] if match else []
+            if is_params:
+                for name in current:
+                    out.params[name] = ""
+        elif is_params:
+            for name in current:
+                out.params[name] = (out.params[name] + " " + line.strip()).strip()
         i += 1
     return i
 

@@ -59,10 +59,11 @@ def without_userinfo(text: str, mask: str = REDACTED) -> str:
     return _USERINFO.sub(rf"\1{mask}@", text) if "://" in text else text
 
 
-# A key name in text, then its separator: key=, key:, 'key':, "key": and ('key', / ["key", (a pair).
+# A key name in text, then its separator: key=, key:, 'key':, "key": and ('key', / ["key", (a pair);
+# a command-line flag's name too (-key=, --key=).
 _TEXT_KEY = re.compile(
     r"""(?:(?<=[\[(])(['"])([A-Za-z_][\w.-]{0,99})\1[ \t]*,"""
-    r"""|(?<![\w.-])(['"]?)([A-Za-z_][\w.-]{0,99})\3[ \t]*[:=])[ \t]*"""
+    r"""|(?:(?<![\w.-])|(?<=(?<![\w.-])-)|(?<=(?<![\w.-])--))(['"]?)([A-Za-z_][\w.-]{0,99})\3[ \t]*[:=])[ \t]*"""
 )
 # The value after a key: quoted (escapes allowed, closing quote optional), or a word, with an optional auth scheme.
 _TEXT_VALUE = re.compile(
@@ -73,6 +74,31 @@ _TEXT_VALUE = re.compile(
 _MAX_TEXT = 2000
 _SCAN = 4 * _MAX_TEXT  # text searched for user-info and keys: what is shown and a margin, whatever came
 _MAX_ITEMS = 100  # entries shown per container: what is logged stays small whatever came
+
+
+def _items(given: Iterable[str]) -> tuple[str, ...]:
+    """A string is one item (``secret_values="hunter2"``), not its characters."""
+    return (given,) if isinstance(given, str) else tuple(given)
+
+
+def _closing(text: str, start: int) -> int:
+    """The end of the JSON-like object or array opening at ``start`` (brackets counted, quoted text
+    skipped); the end of ``text`` when it never closes."""
+    depth, i, size = 0, start, len(text)
+    while i < size:
+        char = text[i]
+        if char in "{[":
+            depth += 1
+        elif char in "}]":
+            depth -= 1
+            if depth == 0:
+                return i + 1
+        elif char in "'\"":
+            i += 1
+            while i < size and text[i] != char:
+                i += 2 if text[i] == "\\" else 1
+        i += 1
+    return size
 
 
 def _normal(key: str) -> str:
@@ -90,6 +116,7 @@ class Redactor:
     """
 
     def __init__(self, keys: Iterable[str] = SECRET_KEYS, *, extra_keys: Iterable[str] = (), values: Iterable[str] = ()) -> None:
+        keys, extra_keys, values = (_items(given) for given in (keys, extra_keys, values))
         words = {_normal(k) for k in (*keys, *extra_keys) if _normal(k)}
         self._long = tuple(sorted(w for w in words if len(w) >= 5))
         self._short = frozenset(w for w in words if len(w) < 5)
@@ -131,14 +158,28 @@ class Redactor:
         for key in _TEXT_KEY.finditer(text):
             if key.start() < done or not self.is_secret(key.group(2) or key.group(4)):
                 continue
-            found = _TEXT_VALUE.match(text, key.end())
+            start = key.end()
+            if text[start : start + 1] in ("\n", "\r"):  # a quoted, bracketed value on the next line (JSON)
+                ahead = len(text) - len(text[start:].lstrip())
+                start = ahead if text[ahead : ahead + 1] in ("'", '"', "{", "[") else start
+            if text[start : start + 1] in ("{", "["):  # an object or array under a secret key: all of it
+                end = _closing(text, start)
+                parts += (text[done:start], text[start] + REDACTED + text[end - 1] if end - start > 1 else REDACTED)
+                done = end
+                continue
+            found = _TEXT_VALUE.match(text, start)
             if found is None:
                 continue
             quote, closing, scheme = found.group(1, 2, 3)
             masked = f"{quote}{REDACTED}{closing or ''}" if quote else f"{scheme or ''}{REDACTED}"
-            parts += (text[done : key.end()], masked)
+            parts += (text[done:start], masked)
             done = found.end()
         return "".join(parts) + text[done:] if parts else text
+
+    def key(self, key: Any) -> str:
+        """A mapping key as shown: masked like text unless it is a plain name and no secret value is set."""
+        text = key if isinstance(key, str) else str(key)
+        return text if text.isidentifier() and not self._values else self.text(text)
 
     def __call__(self, value: Any, _depth: int = 0) -> Any:
         """A copy of ``value`` safe to log: secrets masked, containers walked (the first 100 entries
@@ -150,7 +191,7 @@ class Redactor:
             return self.text(value)
         if isinstance(value, Mapping):
             shown = {
-                (k if isinstance(k, str) else str(k)): REDACTED if self.is_secret(k) else self(v, _depth + 1)
+                self.key(k): REDACTED if self.is_secret(k) else self(v, _depth + 1)
                 for k, v in itertools.islice(value.items(), _MAX_ITEMS)
             }
             if len(value) > _MAX_ITEMS:

@@ -69,6 +69,15 @@ def _call_type() -> type:
     return Call
 
 
+def unpartial(fn: Callable[..., Any]) -> tuple[Callable[..., Any], frozenset[str]]:
+    """The function a ``functools.partial`` wraps (nested ones too), and the names it binds by keyword."""
+    bound: frozenset[str] = frozenset()
+    while isinstance(fn, functools.partial):
+        bound |= fn.keywords.keys()
+        fn = fn.func
+    return fn, bound
+
+
 def analyse(fn: Callable[..., Any], *, tool: str, infer: bool = True, infer_output: bool = True) -> Signature:
     """Inspect ``fn``: parameter names, the injected call parameter, converters and, with ``infer``, the schemas.
 
@@ -79,8 +88,11 @@ def analyse(fn: Callable[..., Any], *, tool: str, infer: bool = True, infer_outp
         sig = inspect.signature(fn)
     except (TypeError, ValueError) as exc:
         raise ToolDefinitionError(f"Tool '{tool}': cannot read the signature of {fn!r}: {exc}", tool=tool) from exc
-    hints = _hints(fn, sig, tool)
-    doc = parse_docstring(inspect.getdoc(fn))
+    # A partial's bound keywords are the application's, not the model's to set (or see); its
+    # types and words are the wrapped function's.
+    base, bound = unpartial(fn)
+    hints = _hints(base, sig, tool)
+    doc = parse_docstring(inspect.getdoc(base))
     call_type = _call_type()
     inference = _Inference(tool)
     properties: dict[str, JSONSchema] = {}
@@ -90,6 +102,8 @@ def analyse(fn: Callable[..., Any], *, tool: str, infer: bool = True, infer_outp
     accepts_any = False
     call_param: str | None = None
     for name, param in sig.parameters.items():
+        if name in bound:
+            continue
         hint = hints.get(name, Any)
         if hint is call_type:
             call_param = name
@@ -98,7 +112,13 @@ def analyse(fn: Callable[..., Any], *, tool: str, infer: bool = True, infer_outp
             accepts_any = True
             continue
         if param.kind is inspect.Parameter.VAR_POSITIONAL:
-            continue
+            if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in sig.parameters.values()):
+                continue  # a (*args, **kwargs) wrapper: its arguments come by name
+            raise ToolDefinitionError(
+                f"Tool '{tool}': parameter '*{name}' collects positional arguments, which a tool never gets "
+                f"(arguments are passed by name); take a list instead ('{name}: list[...]').",
+                tool=tool,
+            )
         if param.kind is inspect.Parameter.POSITIONAL_ONLY:
             raise ToolDefinitionError(
                 f"Tool '{tool}': parameter '{name}' is positional-only; tool arguments are passed by name.",

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, ParamSpec, Protocol, TypeVar, overload
 
 from ._errors import ToolDefinitionError
 from ._policies import CircuitBreakerPolicy, RateLimit, RetryPolicy
-from ._schema import Converter, analyse, check_against_signature, check_schema, wrap_output
+from ._schema import Converter, analyse, check_against_signature, check_schema, unpartial, wrap_output
 
 if TYPE_CHECKING:
     from ._registry import ToolRegistry
@@ -21,7 +21,7 @@ __all__ = ["Tool", "ToolFunction", "defineTool", "define_tool"]
 P = ParamSpec("P")
 R = TypeVar("R")
 
-NAME_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+NAME_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,64}\Z")
 
 
 @dataclass(eq=False)
@@ -113,7 +113,7 @@ class Tool:
         """Check everything about a definition and build the tool, or raise :class:`ToolDefinitionError`."""
         if not callable(fn):
             raise ToolDefinitionError(f"A tool must be callable, got {type(fn).__name__}: {fn!r}.")
-        tool_name = name if name is not None else getattr(fn, "__name__", None)
+        tool_name = name if name is not None else getattr(unpartial(fn)[0], "__name__", None)
         if not isinstance(tool_name, str) or not NAME_PATTERN.match(tool_name):
             raise ToolDefinitionError(
                 f"Invalid tool name {tool_name!r}: use 1-64 letters, digits, '_' or '-' (the set every provider accepts).",

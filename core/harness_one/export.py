@@ -39,7 +39,7 @@ __all__ = [
     "to_openai_responses",
 ]
 
-_GEMINI_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.:-]{0,63}$")  # at most 64 characters (the Gemini API's limit)
+_GEMINI_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.:-]{0,63}\Z")  # at most 64 characters (the Gemini API's limit)
 
 
 class StrictSchemaError(ToolDefinitionError):
@@ -389,7 +389,7 @@ def gemini_schema(schema: Mapping[str, Any], *, tool: str = "?") -> tuple[dict[s
     return out, [f"$: $ref kept as Gemini's ref to root defs ({why})", *notes]
 
 
-_DEF_REF = re.compile(r"^#/(?:\$defs|definitions)/([^/~%]+)$")
+_DEF_REF = re.compile(r"^#/(?:\$defs|definitions)/([^/~%]+)\Z")
 
 
 def _def_name(ref: Any) -> str | None:

@@ -12,6 +12,7 @@ for a new decision.
 
 from __future__ import annotations
 
+import inspect
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
@@ -30,6 +31,8 @@ from harness_one import (
     fingerprint,
     hookimpl,
 )
+
+from ._options import count, seconds
 
 __all__ = ["ApprovalConflict", "ApprovalDenied", "ApprovalNotFound", "ApprovalPlugin", "ApprovalRequired", "PendingCall"]
 
@@ -112,6 +115,11 @@ class _Decision:
     decided: float
 
 
+def _is_async(rule: object) -> bool:
+    """An ``async def`` predicate (its coroutine would be truthy, never awaited): refused."""
+    return inspect.iscoroutinefunction(rule) or (callable(rule) and inspect.iscoroutinefunction(type(rule).__call__))
+
+
 class ApprovalPlugin:
     """Holds back calls that need approval until the application approves or denies them.
 
@@ -139,12 +147,12 @@ class ApprovalPlugin:
         max_pending: int = 10_000,
         clock: Clock | None = None,
     ) -> None:
-        if not (isinstance(require, bool) or callable(require)):
-            raise ValueError(f"approval require must be true, false or a predicate over the call, got {require!r}")
+        if not (isinstance(require, bool) or callable(require)) or _is_async(require):
+            raise ValueError(f"approval require must be true, false or a (sync) predicate over the call, got {require!r}")
         self.require = require
         self.destructive = destructive
-        self.ttl = ttl
-        self.max_pending = max_pending
+        self.ttl = seconds(ttl, "approval ttl")
+        self.max_pending = count(max_pending, "approval max_pending")
         self.clock = clock
         self._rules: dict[Tool, Callable[[Call], bool] | bool] = {}
         self._pending: OrderedDict[str, PendingCall] = OrderedDict()
@@ -158,9 +166,9 @@ class ApprovalPlugin:
         rule = tool.options.get("requires_approval")
         if rule is None:
             rule = self.require or (self.destructive and bool(tool.destructive))
-        if not (isinstance(rule, bool) or callable(rule)):
+        if not (isinstance(rule, bool) or callable(rule)) or _is_async(rule):
             raise ToolDefinitionError(
-                f"Tool '{tool.name}': requires_approval must be true, false or a predicate over the call, got {rule!r}.",
+                f"Tool '{tool.name}': requires_approval must be true, false or a (sync) predicate over the call, got {rule!r}.",
                 tool=tool.name,
             )
         return rule

@@ -78,7 +78,7 @@ class LoggingPlugin:
             "attempt": call.attempt,
             "outcome": outcome,
             "duration_ms": round((time.perf_counter() - call.started) * 1000, 3),
-            "arg_keys": sorted(str(k) for k in itertools.islice(args, _MAX_KEYS)) if isinstance(args, dict) else [],
+            "arg_keys": sorted(map(self.redactor.key, itertools.islice(args, _MAX_KEYS))) if isinstance(args, dict) else [],
             **extra,
         }
         if isinstance(args, dict) and len(args) > _MAX_KEYS:  # a flood of keys makes no flood of log

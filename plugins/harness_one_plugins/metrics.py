@@ -157,6 +157,10 @@ class MetricsPlugin:
 
         return on_error
 
+    @hookimpl
+    def harness_tool_removed(self, tool: Tool) -> None:
+        self._tools.pop(tool.name, None)  # a removed tool's figures go with it: memory stays bounded
+
     def snapshot(self) -> dict[str, dict[str, Any]]:
         with self._lock:  # readers one at a time (each reading takes a value from the counters)
             return {name: m.snapshot() for name, m in list(self._tools.items())}

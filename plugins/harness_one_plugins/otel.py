@@ -25,6 +25,7 @@ from harness_one import (
     RateLimitExceeded,
     Redactor,
     Retry,
+    Tool,
     ToolCancelled,
     ToolError,
     ToolExecutionError,
@@ -127,6 +128,7 @@ class OTelPlugin:
         secret_values: Iterable[str] = (),
     ) -> None:
         self.enabled = False
+        self._attrs: dict[str, dict[str, str]] = {}  # the metric attributes of each tool, made once
         self.capture_content = capture_content
         self.redactor = Redactor(secret_keys, extra_keys=extra_secret_keys, values=secret_values)
         if enabled is False or (enabled is None and not available()):
@@ -160,7 +162,6 @@ class OTelPlugin:
         self._duration = meter.create_histogram(
             "harness_one.tool.duration", unit=unit, description=text, explicit_bucket_boundaries_advisory=list(DURATION_BUCKETS)
         )
-        self._attrs: dict[str, dict[str, str]] = {}
 
     # ------------------------------------------------------------------ spans
 
@@ -240,6 +241,10 @@ class OTelPlugin:
         self._duration.record(time.perf_counter() - call.started, attrs)
 
     # ------------------------------------------------------------------ hooks
+
+    @hookimpl
+    def harness_tool_removed(self, tool: Tool) -> None:
+        self._attrs.pop(tool.name, None)
 
     @hookimpl(tryfirst=True)
     @applies_to(lambda plugin, tool: plugin.enabled)

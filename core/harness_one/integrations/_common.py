@@ -15,6 +15,7 @@ from .._arguments import decode_arguments
 from .._call import CallResult, new_call_id
 from .._errors import ToolError
 from .._log import log_event
+from .._redact import redact
 from .._registry import ToolRegistry
 from .._tool import Tool
 
@@ -123,7 +124,7 @@ def call_context(
 
 
 def _context_failed(tool: str, call_id: str | None, problem: str, exc: Exception | None) -> NoReturn:
-    fields = {"error": exc} if exc is not None else {}
+    fields = {"error": redact(f"{type(exc).__name__}: {exc}")} if exc is not None else {}  # it may hold the context's secrets
     log_event(
         logging.ERROR,
         "integration context function failed",

@@ -68,7 +68,7 @@ __all__ = [
 ]
 
 T = TypeVar("T")
-_VALID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+_VALID = re.compile(r"^[A-Za-z0-9_-]{1,64}\Z")
 _INVALID_CHARS = re.compile(r"[^A-Za-z0-9_-]")
 _WRAP = "x-fastmcp-wrap-result"
 #: Errors of the transport itself (the server process died, the socket closed, HTTP failed).

@@ -34,8 +34,8 @@ __all__ = [
 #: ``structuredContent`` against the tool's output schema even on errors.
 ERROR_META_KEY = "harness-one/error"
 
-_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
-_PREFIX = re.compile(r"^[A-Za-z0-9_-]{0,32}$")
+_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}\Z")
+_PREFIX = re.compile(r"^[A-Za-z0-9_-]{0,32}\Z")
 #: ``defineTool`` keywords a server's ``policies`` may set for every tool it brings.
 POLICY_KEYS = frozenset(
     {"rate_limit", "timeout", "timeout_mode", "total_timeout", "retry", "max_concurrency", "circuit_breaker", "cache_ttl", "tags"}

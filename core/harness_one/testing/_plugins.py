@@ -35,7 +35,7 @@ from ._suite import BoundedClock, Suite
 __all__ = ["PluginTests", "footprint"]
 
 PROBE = "conformance_probe"
-_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}\Z")
 _MARK = PROJECT + "_impl"
 _SETUP_HOOKS = ("harness_configure", "harness_tool_added", "harness_tool_removed", "harness_stats")
 _OPAQUE = (

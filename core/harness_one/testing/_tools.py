@@ -33,11 +33,11 @@ __all__ = ["EXAMPLE_KEYS", "PROVIDER_NAMES", "ToolPackageTests"]
 
 #: Each provider's rule for a tool name, as its documentation states it (independent of the export's own mapping).
 PROVIDER_NAMES: Mapping[str, re.Pattern[str]] = {
-    "openai": re.compile(r"^[A-Za-z0-9_-]{1,64}$"),
-    "openai-responses": re.compile(r"^[A-Za-z0-9_-]{1,64}$"),
-    "anthropic": re.compile(r"^[A-Za-z0-9_-]{1,64}$"),
-    "gemini": re.compile(r"^[A-Za-z_][A-Za-z0-9_.:-]{0,63}$"),
-    "mcp": re.compile(r"^[A-Za-z0-9_.-]{1,128}$"),
+    "openai": re.compile(r"^[A-Za-z0-9_-]{1,64}\Z"),
+    "openai-responses": re.compile(r"^[A-Za-z0-9_-]{1,64}\Z"),
+    "anthropic": re.compile(r"^[A-Za-z0-9_-]{1,64}\Z"),
+    "gemini": re.compile(r"^[A-Za-z_][A-Za-z0-9_.:-]{0,63}\Z"),
+    "mcp": re.compile(r"^[A-Za-z0-9_.-]{1,128}\Z"),
 }
 
 # A value of each JSON type, for arguments of the wrong type.
