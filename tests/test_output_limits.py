@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from typing import Any
 
 import pytest
 
@@ -161,3 +165,40 @@ def test_a_str_subclass_from_a_str_tool_is_truncated_like_str() -> None:
     reg.add(text, options={"max_output": 1000})  # its output schema says string: a refusal was for structured results
     out = reg.call("text")
     assert type(out) is str and len(out) == 1000 and out.endswith("the first 935 shown]")
+
+
+def _in_itself() -> list[object]:
+    a: list[object] = []
+    a.append(a)  # was 200 levels of nested lists, cut at the fallback's depth
+    return a
+
+
+@dataclass
+class _Node:
+    kids: list[object] = field(default_factory=list)
+
+
+def _node_in_itself() -> _Node:
+    node = _Node()
+    node.kids.append(node)  # dataclasses.asdict raised RecursionError
+    return node
+
+
+@pytest.mark.parametrize(("fn", "shown"), [(_in_itself, '["<cycle>"]'), (_node_in_itself, '{"kids": ["<cycle>"]}')])
+def test_a_result_inside_itself_is_rendered_with_its_cycles_cut(fn: Any, shown: str) -> None:
+    reg = ToolRegistry(autoload=False)
+    reg.add(fn, name="cyclic", options={"max_output": 1000})
+    assert reg.try_call("cyclic").for_model() == shown
+
+
+def test_a_result_twice_inside_itself_renders_at_once() -> None:
+    """Followed, ``a = []; a += [a, a]`` has 2**200 paths to the fallback's depth: it hung the call
+    (run apart, so a regression fails at the timeout instead of hanging the suite)."""
+    code = (
+        "from harness_one import ToolRegistry\n"
+        "def twice() -> list:\n    a = []\n    a.extend([a, a])\n    return a\n"
+        "reg = ToolRegistry(autoload=False)\nreg.add(twice, options={'max_output': 1000})\n"
+        "print(reg.try_call('twice').for_model())\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert done.stdout == '["<cycle>", "<cycle>"]\n'

@@ -6,7 +6,8 @@ One encoder for everything harness-one writes, with one rule for what JSON canno
 - ``NaN`` and the infinities become the strings ``"NaN"``, ``"Infinity"``, ``"-Infinity"``;
 - an integer longer than Python's int-to-text limit (4,300 digits) is written in full;
 - other values go through :func:`json_default` (dataclasses, enums, sets, bytes, pydantic models,
-  else ``str()``).
+  else ``str()``);
+- a container (or dataclass) inside itself becomes the string ``"<cycle>"`` where it recurs.
 
 So the output is always valid JSON in valid UTF-8, whatever a tool returned.
 """
@@ -33,8 +34,8 @@ _CHUNKED_FROM = 1_990  # bits: 600 digits need 1,994
 
 def json_default(value: Any) -> Any:
     """``json.dumps`` fallback: dataclasses, enums, sets, bytes and anything with ``model_dump``."""
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return dataclasses.asdict(value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):  # one level: the encoder comes back for the rest
+        return {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
     if isinstance(value, enum.Enum):
         return value.value
     if isinstance(value, (set, frozenset, tuple)):
@@ -68,11 +69,13 @@ class _Cleaner:
     """Copies a value with the JSON gaps filled, for :func:`dumps`.
 
     What JSON text cannot carry as a Python value (a long int, and any string that looks like the
-    token standing for one) becomes a token, put back as its JSON text after encoding.
+    token standing for one) becomes a token, put back as its JSON text after encoding. A container
+    inside itself becomes ``"<cycle>"`` (followed, ``a = []; a += [a, a]`` has 2**200 paths).
     """
 
     def __init__(self) -> None:
         self.texts: list[str] = []
+        self.open: set[int] = set()  # the containers being copied, outermost to here
 
     def value(self, value: Any, depth: int = 0) -> Any:
         if depth > 200:
@@ -84,17 +87,23 @@ class _Cleaner:
             return value if math.isfinite(value) else _NON_FINITE.get(value, "NaN")
         if kind is int:
             return self.integer(value)
-        if isinstance(value, dict):
-            return {self.key(k): self.value(v, depth + 1) for k, v in value.items()}
-        if isinstance(value, (list, tuple)):
-            return [self.value(v, depth + 1) for v in value]
         if value is None or kind is bool:
             return value
         if isinstance(value, int):
             return self.integer(int(value))
         if isinstance(value, float):
             return self.value(float(value), depth)
-        return self.value(json_default(value), depth + 1)
+        if id(value) in self.open:
+            return "<cycle>"
+        self.open.add(id(value))
+        try:
+            if isinstance(value, dict):
+                return {self.key(k): self.value(v, depth + 1) for k, v in value.items()}
+            if isinstance(value, (list, tuple)):
+                return [self.value(v, depth + 1) for v in value]
+            return self.value(json_default(value), depth + 1)
+        finally:
+            self.open.discard(id(value))
 
     def token(self, text: str) -> str:
         self.texts.append(text)
