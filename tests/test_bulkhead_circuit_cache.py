@@ -205,15 +205,12 @@ def watched() -> tuple[ToolRegistry, list[str]]:
         ("try_call", KeyboardInterrupt),
         ("acall", KeyboardInterrupt),
         ("acall", asyncio.CancelledError),
-        ("call", SystemExit),
-        ("try_call", SystemExit),
-        ("acall", SystemExit),
     ],
 )
 def test_slot_released_when_the_tool_is_interrupted(how: str, stop: type[BaseException]) -> None:
     """A tool run in the caller's thread (no timeout; non-blocking under acall) is interrupted.
 
-    The caller gets the ``KeyboardInterrupt`` (``SystemExit``; under acall, the ``CancelledError``);
+    The caller gets the ``KeyboardInterrupt`` (under acall, the ``CancelledError``);
     on_error hooks see ``ToolCancelled``, so the slot the call held is free again.
     """
     reg, seen = watched()
@@ -231,6 +228,29 @@ def test_slot_released_when_the_tool_is_interrupted(how: str, stop: type[BaseExc
         else:
             getattr(reg, how)("work")
     assert seen == ["ToolCancelled"]
+    assert reg.plugins.get("concurrency").running("work") == 0
+    assert reg.call("work") == "done"
+
+
+@pytest.mark.parametrize("how", ["call", "try_call", "acall"])
+def test_a_tool_that_calls_sys_exit_fails_and_releases_its_slot(how: str) -> None:
+    """``SystemExit`` from the tool is its failure (``ToolExecutionError``), not the caller's exit."""
+    reg, seen = watched()
+    interrupt = [False, True]
+
+    def work() -> str:
+        if interrupt.pop():
+            raise SystemExit(2)
+        return "done"
+
+    reg.add(work, max_concurrency=1, blocking=False)
+    if how == "try_call":
+        out = reg.try_call("work")
+        assert isinstance(out.error, ToolExecutionError) and out.error.message == "Tool 'work' failed: SystemExit: 2"
+    else:
+        with pytest.raises(ToolExecutionError, match="SystemExit: 2"):
+            asyncio.run(reg.acall("work")) if how == "acall" else reg.call("work")
+    assert seen == ["ToolExecutionError"]
     assert reg.plugins.get("concurrency").running("work") == 0
     assert reg.call("work") == "done"
 

@@ -450,3 +450,33 @@ def test_a_tool_exception_whose_str_raises_is_still_the_tools_failure(mode: str)
         reg.plugins.get("timeout").processes.shutdown()
     assert out.error is not None and out.error.to_dict()["kind"] == "tool_failed"  # was plugin_error ("a plugin")
     assert out.error.message == "Tool 'raise_bad_str' failed: BadStr: BadStr"
+
+
+def _exits() -> None:
+    sys.exit(3)  # as argparse does on bad arguments
+
+
+async def _aexits() -> None:
+    sys.exit(4)
+
+
+@pytest.mark.parametrize(
+    ("fn", "setting", "options"),
+    [
+        (_exits, {"standard_plugins": False}, {}),  # the direct path
+        (_exits, {}, {}),  # in the pipeline, no timeout
+        (_exits, {}, {"timeout": 5, "timeout_mode": "thread"}),
+        (_exits, {}, {"timeout": 5, "timeout_mode": "none"}),
+        (_aexits, {}, {}),
+        (_aexits, {}, {"timeout": 5}),
+    ],
+)
+def test_a_tool_that_calls_sys_exit_fails_and_never_exits_the_caller(
+    fn: Any, setting: dict[str, Any], options: dict[str, Any]
+) -> None:
+    reg = ToolRegistry(autoload=False, **setting)
+    reg.add(fn, name="bye", **options)
+    code = 4 if fn is _aexits else 3
+    for out in (reg.try_call("bye"), asyncio.run(reg.atry_call("bye"))):
+        assert out.error is not None and out.error.kind == "tool_failed"
+        assert out.error.message == f"Tool 'bye' failed: SystemExit: {code}"

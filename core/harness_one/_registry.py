@@ -711,8 +711,8 @@ class ToolRegistry(metaclass=_SharedType):
         here, and a call that goes well is a single step of its driver. Otherwise this yields
         keyword arguments to run the tool with (the driver puts its value in ``call.result``,
         or throws its exception in). It also yields seconds to sleep, an :class:`Await` to
-        fetch, and what a tool run here raised that is not an ``Exception``
-        (``KeyboardInterrupt``, ``asyncio.CancelledError``, ...), for the driver to raise as if
+        fetch, and what a tool run here raised that is not an ``Exception`` nor a ``SystemExit``
+        (which is the tool's failure) (``KeyboardInterrupt``, ``asyncio.CancelledError``, ...), for the driver to raise as if
         the tool had run there, cancelling the call (``_drive`` throws a ``CancelledError`` back
         in as the tool's failure: nothing cancels a blocking caller). Returns with the
         call's value in ``call.result``, or with its error in ``call._failure`` (which the
@@ -761,7 +761,7 @@ class ToolRegistry(metaclass=_SharedType):
                             yield kwargs
                     except ToolError:
                         raise
-                    except Exception as exc:
+                    except (Exception, SystemExit) as exc:  # a tool's sys.exit() (argparse) is its failure
                         raise ToolExecutionError(exc, tool=call.tool.name, call_id=call.call_id) from exc
                     except BaseException as stop:  # raised where the driver would have run it; a cancel is thrown in here
                         yield stop
@@ -831,7 +831,7 @@ class ToolRegistry(metaclass=_SharedType):
                     call.ran = True
                     try:
                         call.result = self._invoke(call, step)
-                    except Exception as exc:
+                    except (Exception, SystemExit) as exc:  # the tool's: _attempts makes it its failure
                         step = _throw(steps, exc)
                     else:
                         step = next(steps, _DONE)
@@ -850,7 +850,7 @@ class ToolRegistry(metaclass=_SharedType):
             except asyncio.CancelledError as exc:  # nothing cancels a blocking caller: the tool's own failure
                 failure = ToolExecutionError(exc, tool=call.tool.name, call_id=call.call_id)
                 step = _throw(steps, failure)
-            except BaseException:  # KeyboardInterrupt, SystemExit: the plugins release what the call held
+            except BaseException:  # KeyboardInterrupt, a hook's SystemExit: the plugins release what the call held
                 _cancel(steps, call)
                 raise
 
@@ -868,7 +868,7 @@ class ToolRegistry(metaclass=_SharedType):
                             call.result = await direct(**step)
                         else:
                             call.result = await self._ainvoke(call, step)
-                    except Exception as exc:
+                    except (Exception, SystemExit) as exc:  # as in _drive
                         step = _throw(steps, exc)
                     else:
                         step = next(steps, _DONE)
@@ -887,7 +887,7 @@ class ToolRegistry(metaclass=_SharedType):
             except asyncio.CancelledError:
                 await _acancel(steps, call)
                 raise
-            except BaseException:  # KeyboardInterrupt, SystemExit, the coroutine closed: as in _drive
+            except BaseException:  # KeyboardInterrupt, a hook's SystemExit, the coroutine closed: as in _drive
                 _cancel(steps, call)
                 raise
         return call.result
@@ -909,7 +909,7 @@ class ToolRegistry(metaclass=_SharedType):
             err.tool = err.tool or tool.name
             err.call_id = err.call_id or call_id or new_call_id()
             raise
-        except Exception as exc:
+        except (Exception, SystemExit) as exc:  # as in _attempts
             raise ToolExecutionError(exc, tool=tool.name, call_id=call_id or new_call_id()) from exc
 
     @staticmethod
@@ -1107,7 +1107,7 @@ def _failure(call: Call) -> ToolError:
     return err
 
 
-def _throw(steps: Generator[Step, None, None], exc: Exception) -> Any:
+def _throw(steps: Generator[Step, None, None], exc: Exception | SystemExit) -> Any:
     """The step after a failed run (the generator handles the failure), or ``_DONE``."""
     try:
         return steps.throw(exc)
