@@ -495,3 +495,28 @@ def test_run_answers_a_line_with_an_unreadable_number_on_its_own_id(runner: CliR
     answers = [json.loads(x) for x in result.stdout.splitlines()]
     assert [a["id"] for a in answers] == [1, int("1" * 35), 1.5, "fc4", None]  # the last one's id is the long number
     assert all(a["error"]["type"] == "InvalidRequest" and "5000 digits" in a["error"]["message"] for a in answers)
+
+
+def test_the_environment_overrides_the_files_plugin_settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """File, then environment, then flags (docs/configuration.md): the file's tables reach the
+    library as code, which otherwise wins over the environment."""
+    from harness_one._config import ConfigError, load_settings
+
+    config = tmp_path / "harness-one.toml"
+    config.write_text('[plugins]\nallow = ["validation", "rate_limit"]\nstrict = false\n[plugins.rate_limit]\nmax_wait = 1.0\n')
+    settings = load_settings(str(config))
+    assert (settings.allow, settings.strict, settings.plugin_options) == (
+        ["validation", "rate_limit"],
+        False,
+        {"rate_limit": {"max_wait": 1.0}},
+    )
+    monkeypatch.setenv("HARNESS_ONE_PLUGIN_RATE_LIMIT", '{"max_wait": 2}')
+    monkeypatch.setenv("HARNESS_ONE_PLUGINS", "validation")
+    monkeypatch.setenv("HARNESS_ONE_STRICT_PLUGINS", "1")
+    settings = load_settings(str(config))
+    assert (settings.allow, settings.strict, settings.plugin_options) == (None, None, {"rate_limit": {"max_wait": 2}})
+    result = CliRunner().invoke(main, ["--config", str(config), "--state", "memory:", "doctor", "--json"])
+    assert [p["name"] for p in json.loads(result.output)["plugins"]] == ["validation"]
+    monkeypatch.setenv("HARNESS_ONE_PLUGIN_RATE_LIMIT", "{not json")
+    with pytest.raises(ConfigError, match="HARNESS_ONE_PLUGIN_RATE_LIMIT must be a JSON object"):
+        load_settings(str(config))

@@ -152,6 +152,26 @@ def _apply_file(settings: Settings, data: dict[str, Any], where: str) -> None:
     settings.mcp_servers = {name: dict(spec) for name, spec in servers.items()}
 
 
+def _environment_over_file(settings: Settings) -> None:
+    """The plugin settings of the environment win over the file's (the library lets code win over
+    the environment, and the file reaches the library as code)."""
+    from ._errors import PluginError
+    from ._plugins import ENV_ALLOW, ENV_NO_AUTOLOAD, ENV_STRICT, env_options
+
+    try:
+        found = env_options(settings.plugin_options)
+    except PluginError as exc:
+        raise ConfigError(exc.message) from None
+    for name, values in found.items():
+        settings.plugin_options[name] = {**settings.plugin_options[name], **values}
+    if os.environ.get(ENV_ALLOW, "").strip():
+        settings.allow = None  # the registry reads it
+    if os.environ.get(ENV_STRICT, "").strip():
+        settings.strict = None
+    if os.environ.get(ENV_NO_AUTOLOAD, "").strip():
+        settings.autoload = None
+
+
 def load_settings(path: str | None = None) -> Settings:
     """Read ``path`` (or ``$HARNESS_ONE_CONFIG``, or ``./harness-one.toml`` if present), then the environment."""
     settings = Settings()
@@ -168,6 +188,7 @@ def load_settings(path: str | None = None) -> Settings:
             raise ConfigError(f"{chosen}: invalid TOML: {exc}") from None
         _apply_file(settings, data, chosen)
         settings.source = str(file)
+    _environment_over_file(settings)
     settings.log_format = os.environ.get(ENV_LOG_FORMAT) or settings.log_format
     settings.log_level = os.environ.get(ENV_LOG_LEVEL) or settings.log_level
     settings.state = os.environ.get(ENV_REDIS) or os.environ.get(ENV_STATE) or settings.state
