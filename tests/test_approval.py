@@ -324,6 +324,7 @@ def _wire(to: str, amount: int) -> str:
         ({"block": ["approval"]}, {"requires_approval": lambda call: call.arguments["amount"] > 100}),
         ({"standard_plugins": False}, {"requires_approval": True}),
         ({"block": ["budget"]}, {"max_calls": 5}),
+        ({"block": ["budget"]}, {"max_calls": 0}),  # no calls at all: 0 == False, but it asks for the guard
     ],
 )
 def test_a_guard_whose_plugin_is_not_active_fails_closed(setting: dict[str, object], option: dict[str, object]) -> None:
@@ -345,7 +346,8 @@ def test_a_guard_whose_plugin_is_not_active_fails_closed(setting: dict[str, obje
     reg.plugins.unblock(plugin)
     reg.plugins.register(ApprovalPlugin() if plugin == "approval" else BudgetPlugin(), plugin)  # the guard is back
     out = reg.try_call("wire", {"to": "attacker", "amount": 10**6}, context={"run_id": "r"})
-    assert out.ok is (plugin == "budget") and ran == ([10**6] if plugin == "budget" else [])
+    runs = plugin == "budget" and option["max_calls"] != 0  # the guard's own answer now: a budget of 0 refuses
+    assert out.ok is runs and ran == ([10**6] if runs else [])
 
 
 def test_a_tool_that_asks_for_no_guard_runs_without_the_plugins() -> None:

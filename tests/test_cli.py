@@ -520,3 +520,12 @@ def test_the_environment_overrides_the_files_plugin_settings(tmp_path: Path, mon
     monkeypatch.setenv("HARNESS_ONE_PLUGIN_RATE_LIMIT", "{not json")
     with pytest.raises(ConfigError, match="HARNESS_ONE_PLUGIN_RATE_LIMIT must be a JSON object"):
         load_settings(str(config))
+
+
+def test_an_environment_allow_list_naming_no_plugin_keeps_the_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from harness_one._config import load_settings
+
+    config = tmp_path / "harness-one.toml"
+    config.write_text('[plugins]\nallow = ["validation"]\n')
+    monkeypatch.setenv("HARNESS_ONE_PLUGINS", " , ")
+    assert load_settings(str(config)).allow == ["validation"]  # was None: every plugin

@@ -340,3 +340,14 @@ def test_a_partial_hides_what_it_binds_and_keeps_the_functions_types_and_words()
     assert refused.error is not None and "$.tenant_id: unexpected property" in refused.error.message
     assert not reg.try_call("query", {"sql": "s", "limit": "ab"}).ok  # an int, as annotated (was accepted)
     assert reg.call("query", {"sql": "s", "limit": 3}) == "s for acme limit 3"
+
+
+def test_a_partial_over_kwargs_that_binds_keywords_is_refused() -> None:
+    import functools
+
+    def query(sql: str, tenant_id: str, **extra: Any) -> str:
+        return f"{sql} for {tenant_id}"
+
+    with pytest.raises(ToolDefinitionError, match=r"binds \['tenant_id'\] over a function taking \*\*kwargs"):
+        Tool.create(functools.partial(query, tenant_id="acme"))  # a model could send tenant_id and override it
+    assert Tool.create(functools.partial(query, "select 1"), name="q").name == "q"  # bound by position: nothing to override

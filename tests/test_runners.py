@@ -521,6 +521,17 @@ def test_process_memory_limit_bounds_what_a_call_adds_and_the_worker_lives_on() 
         reg.plugins.get("timeout").processes.shutdown()
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="RLIMIT_AS is enforced on Linux")
+def test_process_memory_limit_past_any_address_space_is_no_limit() -> None:
+    reg = ToolRegistry(autoload=False)
+    reg.add(tfp.allocate, timeout=30, timeout_mode="process", options={"memory_limit": 2**64})  # setrlimit overflowed
+    try:
+        assert reg.call("allocate", {"megabytes": 16}) == 16 * 2**20
+        assert reg.stats()["timeout"]["processes"]["died"] == 0
+    finally:
+        reg.plugins.get("timeout").processes.shutdown()
+
+
 @pytest.mark.parametrize("value", [0, -1, 1.5, "1GB", True])
 def test_process_memory_limit_must_be_a_positive_number_of_bytes(value: object) -> None:
     reg = ToolRegistry(autoload=False)

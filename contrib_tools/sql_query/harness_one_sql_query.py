@@ -51,6 +51,7 @@ MAX_BYTES = 1_000_000
 MAX_COLUMNS = 64
 MAX_MEMORY = 256 * 2**20
 TIME_LIMIT = 5.0
+_PROCESSES = os.name == "posix"  # process timeout mode runs here (it needs process groups)
 _PROGRESS_STEPS = 1000  # SQLite virtual-machine steps between two looks at the clock
 # Not in every typeshed: the values are SQLite's own (sqlite3.h) and never change.
 _LIMIT_LENGTH: int = getattr(sqlite3, "SQLITE_LIMIT_LENGTH", 0)
@@ -277,7 +278,9 @@ def make_sql_query(
     The tool runs in ``process`` timeout mode: a query still running a second after
     ``time_limit`` (one long SQLite step, a costly preparation, which the progress handler
     cannot interrupt) is killed with its worker, and a query may add at most ``max_memory``
-    bytes of address space there (Linux). ``clock`` must pickle.
+    bytes of address space there (Linux). Where process mode cannot run (not POSIX), and with a
+    ``clock`` of the caller's (tests), it runs in the caller's process instead: ``thread``
+    mode (abandoned a second past ``time_limit``), or ``none`` with a clock.
     """
     limits = {"max_rows": max_rows, "max_bytes": max_bytes, "max_columns": max_columns, "time_limit": time_limit}
     return defineTool(
@@ -287,7 +290,7 @@ def make_sql_query(
         read_only=True,
         open_world=False,
         timeout=time_limit + 1,
-        timeout_mode="process",
+        timeout_mode="none" if clock is not None else "process" if _PROCESSES else "thread",
         rate_limit={"rate": 10, "burst": 20},
         tags=["database"],
         examples=_EXAMPLES,

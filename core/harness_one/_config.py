@@ -164,8 +164,8 @@ def _environment_over_file(settings: Settings) -> None:
         raise ConfigError(exc.message) from None
     for name, values in found.items():
         settings.plugin_options[name] = {**settings.plugin_options[name], **values}
-    if os.environ.get(ENV_ALLOW, "").strip():
-        settings.allow = None  # the registry reads it
+    if any(name.strip() for name in os.environ.get(ENV_ALLOW, "").split(",")):
+        settings.allow = None  # the registry reads it (a value naming no plugin leaves the file's list)
     if os.environ.get(ENV_STRICT, "").strip():
         settings.strict = None
     if os.environ.get(ENV_NO_AUTOLOAD, "").strip():

@@ -76,6 +76,11 @@ Hook = Callable[..., Any]
 GUARDED_OPTIONS: Mapping[str, str] = {"requires_approval": "approval", "max_calls": "budget"}
 
 
+def _asks(value: Any) -> bool:
+    """Whether a guarded option's value asks for its guard: anything but None and False (``max_calls=0`` does)."""
+    return value is not None and value is not False
+
+
 def _unguarded(tool: Tool, option: str, plugin: str) -> Hook:
     """A pre-validate step refusing every call of ``tool``: its ``option`` has no ``plugin`` to enforce it."""
     message = (
@@ -162,7 +167,7 @@ class Plan:
             guards = tuple(
                 _Step(_unguarded(tool, option, plugin), plugin, None)
                 for option, plugin in GUARDED_OPTIONS.items()
-                if plugin not in self.active and tool.options.get(option) not in (None, False)
+                if plugin not in self.active and _asks(tool.options.get(option))
             )
             if guards:
                 steps["pre_validate"] = guards + steps["pre_validate"]

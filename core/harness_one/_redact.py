@@ -81,24 +81,33 @@ def _items(given: Iterable[str]) -> tuple[str, ...]:
     return (given,) if isinstance(given, str) else tuple(given)
 
 
-def _closing(text: str, start: int) -> int:
-    """The end of the JSON-like object or array opening at ``start`` (brackets counted, quoted text
-    skipped); the end of ``text`` when it never closes."""
-    depth, i, size = 0, start, len(text)
+_CLOSER = {"{": "}", "[": "]"}
+
+
+def _closing(text: str, start: int) -> int | None:
+    """The end of the JSON-like object or array opening at ``start``, or None when it never closes.
+
+    Brackets match by kind (a stray ``}`` in an array is text); a quote starts a string only when
+    it closes later on (an apostrophe in ``it's`` is text). Linear in what it reads.
+    """
+    expected: list[str] = []
+    i, size = start, len(text)
     while i < size:
         char = text[i]
-        if char in "{[":
-            depth += 1
-        elif char in "}]":
-            depth -= 1
-            if depth == 0:
+        if char in _CLOSER:
+            expected.append(_CLOSER[char])
+        elif expected and char == expected[-1]:
+            expected.pop()
+            if not expected:
                 return i + 1
         elif char in "'\"":
-            i += 1
-            while i < size and text[i] != char:
-                i += 2 if text[i] == "\\" else 1
+            end = text.find(char, i + 1)
+            while end != -1 and text[end - 1] == "\\":  # an escaped quote (an escaped backslash before it is rare)
+                end = text.find(char, end + 1)
+            if end != -1:
+                i = end
         i += 1
-    return size
+    return None
 
 
 def _normal(key: str) -> str:
@@ -162,10 +171,10 @@ class Redactor:
             if text[start : start + 1] in ("\n", "\r"):  # a quoted, bracketed value on the next line (JSON)
                 ahead = len(text) - len(text[start:].lstrip())
                 start = ahead if text[ahead : ahead + 1] in ("'", '"', "{", "[") else start
-            if text[start : start + 1] in ("{", "["):  # an object or array under a secret key: all of it
+            if text[start : start + 1] in ("{", "[") and not text.startswith(REDACTED, start):  # an object or array: all of it
                 end = _closing(text, start)
-                parts += (text[done:start], text[start] + REDACTED + text[end - 1] if end - start > 1 else REDACTED)
-                done = end
+                parts += (text[done:start], text[start] + REDACTED + ("" if end is None else text[end - 1]))
+                done = len(text) if end is None else end
                 continue
             found = _TEXT_VALUE.match(text, start)
             if found is None:

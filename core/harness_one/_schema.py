@@ -91,6 +91,12 @@ def analyse(fn: Callable[..., Any], *, tool: str, infer: bool = True, infer_outp
     # A partial's bound keywords are the application's, not the model's to set (or see); its
     # types and words are the wrapped function's.
     base, bound = unpartial(fn)
+    if bound and any(p.kind is inspect.Parameter.VAR_KEYWORD for p in sig.parameters.values()):
+        raise ToolDefinitionError(
+            f"Tool '{tool}': a partial that binds {sorted(bound)} over a function taking **kwargs would let a model "
+            "override them (a **kwargs tool takes any name); bind them in a wrapper function instead.",
+            tool=tool,
+        )
     hints = _hints(base, sig, tool)
     doc = parse_docstring(inspect.getdoc(base))
     call_type = _call_type()

@@ -111,8 +111,10 @@ def _limit_memory(extra: int) -> tuple[int, int] | None:
         for bound in (soft, hard):
             if bound != resource.RLIM_INFINITY:
                 cap = min(cap, bound)
+        if cap >= 1 << 62:  # past any address space: no limit (setrlimit would overflow)
+            return None
         resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
-    except (ImportError, OSError, ValueError):
+    except (ImportError, OSError, ValueError, OverflowError):
         return None
     return soft, hard
 

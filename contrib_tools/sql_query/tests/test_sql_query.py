@@ -233,3 +233,19 @@ def test_the_database_is_the_callers_at_call_time(db: Path, tmp_path: Path, monk
     monkeypatch.delenv(mod.DB_ENV)
     with pytest.raises(ToolError, match="No database configured"):
         reg.call("sql_query", {"sql": "SELECT 1"})
+
+
+def test_a_clock_of_the_callers_keeps_the_tool_in_its_process(db: Path) -> None:
+    clock = SteppingClock()  # holds a lock: it cannot cross to a worker, and must not be copied there
+    tool = mod.make_sql_query(db, clock=clock)
+    assert tool.timeout_mode == "none"
+    reg = ToolRegistry(autoload=False)
+    reg.add(tool)
+    with pytest.raises(ToolTimeout):
+        reg.call("sql_query", {"sql": ENDLESS + "SELECT count(*) FROM n"})
+    assert clock.now() > 5  # the caller's clock was read
+
+
+def test_where_process_mode_cannot_run_the_tool_runs_in_a_thread(db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(mod, "_PROCESSES", False)
+    assert mod.make_sql_query(db).timeout_mode == "thread"
