@@ -293,3 +293,14 @@ def test_a_mapping_given_as_a_plugin_is_refused() -> None:
 
     with pytest.raises(PluginError, match="plugin_options"):
         ToolRegistry(autoload=False, plugins={"rate_limit": {"default": {"rate": 1}}})
+
+
+def test_keyed_buckets_compare_values_as_text(registry: ToolRegistry) -> None:
+    """As in Redis (a key's text): ``1``, ``1.0`` and ``True`` are three buckets, and a NaN is one
+    (a new NaN each call was a new, full bucket each call); ``1`` and ``"1"`` are one, as for budgets."""
+    registry.add(lambda: 1, name="f", rate_limit={"rate": 1e-9, "burst": 1, "key": "user"})
+    for user in (1, 1.0, True, float("nan")):
+        assert registry.call("f", context={"user": user}) == 1
+    for user in (float("nan"), 1, "1"):
+        with pytest.raises(RateLimitExceeded):
+            registry.call("f", context={"user": user})

@@ -103,10 +103,9 @@ class RateLimitPlugin:
             else:
                 if key is None:
                     bucket: Hashable = name
-                elif callable(key):
-                    bucket = (name, key(call))
-                else:
-                    bucket = (name, call.context.get(key))
+                else:  # by text, as budgets count runs: 1, 1.0 and True are three buckets here as in Redis, NaN one
+                    value = key(call) if callable(key) else call.context.get(key)
+                    bucket = (name, value if isinstance(value, str) else repr(value))
                 current = self.backend
                 if type(current) is not MemoryBuckets:
                     return self._acquire(call, current, bucket, limit, now)
