@@ -20,6 +20,7 @@ Every refusal is a :class:`ToolArgumentError` for ``$.expression``.
 from __future__ import annotations
 
 import ast
+import itertools
 import math
 import operator
 import re
@@ -33,6 +34,7 @@ __all__ = ["MAX_DEPTH", "MAX_FACTORIAL", "MAX_LENGTH", "MAX_RESULT_DIGITS", "Cal
 
 MAX_LENGTH = 1000
 MAX_DEPTH = 100
+_PAREN = {"(": 1, ")": -1}
 MAX_RESULT_DIGITS = 1000  # integers beyond this many digits are refused
 
 
@@ -250,6 +252,8 @@ def evaluate(expression: str) -> int | float:
         raise refuse(
             f"the expression is {len(expression)} characters; the limit is {MAX_LENGTH}", "limits", f"<= {MAX_LENGTH} characters"
         )
+    if max(itertools.accumulate(map(_PAREN.get, expression, itertools.repeat(0))), default=0) > MAX_DEPTH:
+        raise too_deep()  # parentheses make no tree nodes: counted in the text
     _quiet_tokenizer()
     try:
         tree = ast.parse(expression.strip(), _FILENAME, mode="eval")

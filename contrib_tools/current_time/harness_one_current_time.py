@@ -23,7 +23,8 @@ def _utcnow() -> datetime:
 
 @functools.lru_cache(maxsize=1)
 def _zones() -> frozenset[str]:
-    return frozenset(available_timezones()) | {"UTC"}
+    # Not zones: "localtime" is this machine's setting (which it would tell), "Factory" a placeholder.
+    return (frozenset(available_timezones()) - {"localtime", "Factory", "posixrules"}) | {"UTC"}
 
 
 class CurrentTime(TypedDict):

@@ -23,6 +23,7 @@ tool with :func:`make_sql_query`.
 
 from __future__ import annotations
 
+import base64
 import os
 import sqlite3
 from collections.abc import Callable
@@ -133,6 +134,11 @@ def _unencodable(text: str) -> bool:
     return False
 
 
+def _blob(value: bytes) -> dict[str, Any]:
+    """A BLOB as JSON can carry it whole: its bytes in base64 (as UTF-8 text they were garbled)."""
+    return {"base64": base64.b64encode(value).decode("ascii"), "bytes": len(value)}
+
+
 def _size(value: Any) -> int:
     """Estimated bytes of one value in the answer: text and blobs by length, numbers by digits, null as 4."""
     if isinstance(value, str):
@@ -181,7 +187,7 @@ def run_query(
                 elif size + row_size > max_bytes:
                     note = f"stopped at the byte limit ({max_bytes} bytes of values)"
                 else:
-                    rows.append(list(row))
+                    rows.append([_blob(v) if type(v) is bytes else v for v in row])
                     size += row_size
                     continue
                 break

@@ -76,6 +76,7 @@ def test_growth_by_repeated_multiplication_is_bounded() -> None:
         ("-" * 999 + "1", "nested more than 100 levels deep", "<= 100 levels"),  # was a RecursionError
         ("abs(" * 101 + "1" + ")" * 101, "nested more than 100 levels deep", "<= 100 levels"),
         ("(" * 300 + "1" + ")" * 300, "nested more than 100 levels deep", "<= 100 levels"),  # the parser's own limit
+        ("(" * 101 + "1" + ")" * 101, "nested more than 100 levels deep", "<= 100 levels"),  # parentheses make no nodes
         ("2 ** " * 150 + "1", "nested more than 100 levels deep", "<= 100 levels"),
     ],
 )
@@ -92,6 +93,7 @@ def test_limits_match_their_documentation() -> None:
     assert mod.evaluate("9" * 1000) == int("9" * 1000)  # the largest literal of the length limit
     assert mod.evaluate("7 ** 1183") == 7**1183  # 1000 digits: the largest power of 7 allowed
     assert mod.evaluate("round(1, -1000)") == 0
+    assert mod.evaluate("(" * 100 + "1" + ")" * 100) == 1  # 100 levels of parentheses
 
 
 @pytest.mark.parametrize("expression", ["(-8) ** 0.5", "(-1) ** (1 / 3)"])

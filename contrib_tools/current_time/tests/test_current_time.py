@@ -48,3 +48,9 @@ def test_a_huge_unknown_zone_is_not_echoed_whole(reg: ToolRegistry) -> None:
         reg.call("current_time", {"timezone": "Europe/" + "x" * 200_000})  # under the payload limit
     problem = err.value.problems[0]
     assert len(str(err.value)) < 400 and "(200007 characters)" in problem.message and problem.path == "$.timezone"
+
+
+@pytest.mark.parametrize("name", ["localtime", "Factory", "posixrules"])
+def test_names_that_are_not_zones_are_refused(reg: ToolRegistry, name: str) -> None:
+    with pytest.raises(ToolArgumentError, match="unknown time zone"):  # "localtime" told this machine's zone
+        reg.call("current_time", {"timezone": name})

@@ -249,3 +249,10 @@ def test_a_clock_of_the_callers_keeps_the_tool_in_its_process(db: Path) -> None:
 def test_where_process_mode_cannot_run_the_tool_runs_in_a_thread(db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(mod, "_PROCESSES", False)
     assert mod.make_sql_query(db).timeout_mode == "thread"
+
+
+def test_a_blob_comes_back_whole_in_base64(db: Path) -> None:
+    reg = ToolRegistry(autoload=False)
+    reg.add(mod.make_sql_query(db))
+    out = reg.call("sql_query", {"sql": "SELECT x'00ff80', 'text', zeroblob(0)"})  # were UTF-8 with replacement characters
+    assert out["rows"] == [[{"base64": "AP+A", "bytes": 3}, "text", {"base64": "", "bytes": 0}]]
