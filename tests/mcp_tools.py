@@ -126,6 +126,16 @@ def count_up(n: int, call: Call) -> int:
 
 
 @defineTool(registry=None, read_only=True)
+def odd_progress(call: Call) -> str:
+    """Report progress a client cannot read (NaN, infinity) between readable reports."""
+    call.report_progress(1, 3)
+    call.report_progress(float("nan"), 3)
+    call.report_progress(2, float("inf"))
+    call.report_progress(3, 3)
+    return "done"
+
+
+@defineTool(registry=None, read_only=True)
 def noisy() -> str:
     """Print to stdout, which must not reach the MCP wire."""
     print("stray output", flush=True)

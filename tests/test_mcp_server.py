@@ -157,6 +157,9 @@ async def test_progress_reaches_the_client(client: Any) -> None:
     seen.clear()
     result = await client.call_tool("count_up", {"n": 5}, progress_callback=record)  # reported from a worker thread
     assert result.content[0].text == "5" and [p for p, _, _ in seen] == [1, 2, 3, 4, 5]
+    seen.clear()
+    result = await client.call_tool("odd_progress", {}, progress_callback=record)  # NaN went out as null and was dropped
+    assert result.content[0].text == "done" and seen == [(1, 3, None), (2, None, None), (3, 3, None)]
 
 
 async def test_tool_failure_and_unknown_tool(client: Any) -> None:

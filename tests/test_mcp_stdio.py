@@ -114,3 +114,17 @@ async def test_line_reader_drops_a_line_over_its_limit() -> None:
     reader.feed_data(b'{"a": 1}\n' + b"y" * 500 + b"\n" + b'{"b": 2}\n' + b"tail without newline")
     reader.feed_eof()
     assert [line async for line in _Lines(reader)] == ['{"a": 1}\n', "", '{"b": 2}\n', "tail without newline"]
+
+
+def test_stdio_sends_no_progress_a_client_cannot_read(tmp_path: Path) -> None:
+    """A NaN progress went out as ``"progress": null`` (the schema says a number); an infinite total as null too."""
+    call = {
+        "jsonrpc": "2.0",
+        "id": 2,
+        "method": "tools/call",
+        "params": {"name": "odd_progress", "arguments": {}, "_meta": {"progressToken": "p"}},
+    }
+    read, _ = exchange(tmp_path, [*OPENING, json.dumps(call).encode() + b"\n"], 5)
+    progress = [m["params"] for m in read if m.get("method") == "notifications/progress"]
+    assert [(p["progress"], p.get("total")) for p in progress] == [(1.0, 3.0), (2.0, None), (3.0, 3.0)]
+    assert read[-1]["id"] == 2 and read[-1]["result"]["content"][0]["text"] == "done"

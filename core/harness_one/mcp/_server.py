@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import importlib.util
 import json
+import math
 import socket
 import sys
 import threading
@@ -189,9 +190,12 @@ class _Bridge:
         queue: asyncio.Queue[tuple[float, float | None, str | None] | None] = asyncio.Queue()
 
         def report(progress: float, total: float | None = None, message: str | None = None) -> None:
+            done, whole = float(progress), None if total is None else float(total)
+            if not math.isfinite(done):  # JSON would carry it as null, which the client drops: say nothing
+                return
             item = (
-                float(progress),
-                None if total is None else float(total),
+                done,
+                whole if whole is None or math.isfinite(whole) else None,
                 None if message is None else safe_text(str(message)),
             )
             if threading.get_ident() == owner:
