@@ -181,7 +181,16 @@ class Plan:
         """The steps that apply to ``tool``, prepared for it where a hook is ``per_tool``."""
         steps = []
         for step in given:
-            found = step.for_tool(tool)
+            try:
+                found = step.for_tool(tool)
+            except ToolError:
+                raise
+            except Exception as exc:  # its applies_to predicate or per_tool factory
+                raise PluginError(
+                    f"Internal error in plugin '{step.plugin}' while preparing the calls of '{tool.name}': "
+                    f"{type(exc).__name__}: {exc}",
+                    plugin=step.plugin,
+                ) from exc
             if found is not None and found is not step:
                 code = _code(found.fn)
                 if code is not None:
@@ -541,8 +550,9 @@ class PluginSet:
         return sorted(caller.get_hookimpls(), key=key)
 
     def _changed(self) -> None:
-        self.plan = self._compile()
-        self._registry._plans_changed()
+        with self._registry._lock:  # compiled and published in one step: two changes at once lose neither
+            self.plan = self._compile()
+            self._registry._plans_changed()
 
     def _compile(self) -> Plan:
         steps: dict[str, tuple[_Step, ...]] = {}

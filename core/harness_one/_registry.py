@@ -238,6 +238,7 @@ class ToolRegistry(metaclass=_SharedType):
                 self.__dict__[name] = MethodType(attr.func, self)  # not where a subclass overrides it
         self._discover = discover
         self._discovered = False
+        self._discovering: int | None = None  # the thread loading every tool package, while it does
         self._exports: dict[tuple[str, bool | str], Any] = {}
         self._stale_exports: dict[tuple[str, bool | str], Any] = {}
         self._version = 0  # counts changes of the tools, for the exports cache
@@ -331,7 +332,9 @@ class ToolRegistry(metaclass=_SharedType):
                 self.plugins.plan.forget(old.tool)
                 call_each("harness_tool_removed", tool=old.tool, registry=self)
             call_each("harness_tool_added", tool=tool, registry=self)
-            self._tools[tool.name] = _Entry(tool, old.calls() if old else 0)
+            entry = self._tools[tool.name] = _Entry(tool)
+            if old is not None:  # one counter: calls still counting on the old entry are not lost
+                entry.counter, entry.reads = old.counter, old.reads
             if old is None:
                 self._index.add(tool.name)
             self._exported(tool, grew=old is None)
@@ -344,7 +347,13 @@ class ToolRegistry(metaclass=_SharedType):
         if not grew:
             self._forget_exports()
             return
-        self._exports = {key: found.extended(tool) for key, found in self._exports.items()}
+        exports = {}
+        for key, found in self._exports.items():
+            try:
+                exports[key] = found.extended(tool)
+            except Exception:  # e.g. the tool cannot be exported strictly: the next export rebuilds, and says why
+                continue
+        self._exports = exports
 
     def _forget_exports(self) -> None:
         """A tool was removed or replaced: the next export is rebuilt, reusing each unchanged tool's share."""
@@ -463,19 +472,29 @@ class ToolRegistry(metaclass=_SharedType):
 
             refresh_entry_points()
         with self._lock:
-            self._discovered = True
-            load_tool_entry_points(self, self.discovery)
+            self._discovering = threading.get_ident()  # a package's import that calls back sees it under way
+            try:
+                load_tool_entry_points(self, self.discovery)
+            finally:
+                self._discovering = None
+            self._discovered = True  # only now: another thread waits for the lock instead of finding nothing
         return self.discovery
 
     def _ensure_discovered(self, name: str | None = None) -> None:
-        if not self._discover or self._discovered:
+        if not self._discover or self._discovered or self._discovering == threading.get_ident():
+            return
+        with self._lock:
+            self._discover_now(name)
+
+    def _discover_now(self, name: str | None) -> None:
+        """Under the lock: load the package providing ``name``, or every package (unless another thread just did)."""
+        if self._discovered:
             return
         if name is not None:
             from ._discovery import load_named_entry_point
 
-            with self._lock:
-                if load_named_entry_point(self, self.discovery, name):
-                    return
+            if load_named_entry_point(self, self.discovery, name):
+                return
         self.load_entry_points()
 
     def _entry(self, name: Any) -> _Entry:
@@ -493,20 +512,33 @@ class ToolRegistry(metaclass=_SharedType):
 
     def _not_found(self, name: Any) -> ToolNotFound:
         text = _named(name)
-        close = self._index.suggest(text) if isinstance(name, str) and len(name) <= 256 else []
-        return ToolNotFound(text[:200], available=self._index.first(20), suggestions=close, total=len(self._index))
+        with self._lock:  # the index changes under it with adds and removes
+            close = self._index.suggest(text) if isinstance(name, str) and len(name) <= 256 else []
+            return ToolNotFound(text[:200], available=self._index.first(20), suggestions=close, total=len(self._index))
 
     # ------------------------------------------------------------------ calling
 
     def _plans_changed(self) -> None:
-        for entry in list(self._tools.values()):
-            entry.plan = None
-            entry.direct = False
+        with self._lock:
+            for entry in list(self._tools.values()):
+                entry.plan = None
+                entry.direct = False
 
     def _plan(self, entry: _Entry) -> ToolPlan:
-        plan = self.plugins.plan.for_tool(entry.tool)
-        entry.direct = entry.simple and plan.empty
-        entry.plan = plan
+        """The entry's plan, built now; kept only if the plugins and the tool are still the ones it was built for.
+
+        (A plugin change or a replaced tool meanwhile would otherwise leave a stale plan for good,
+        or a removed tool's plan in the cache.)
+        """
+        plans = self.plugins.plan
+        tool = entry.tool
+        plan = plans.for_tool(tool)  # a plugin's failure here is a PluginError naming it
+        with self._lock:
+            if self.plugins.plan is not plans or self._tools.get(tool.name) is not entry:
+                plans.forget(tool)  # for this call only
+                return plan
+            entry.direct = entry.simple and plan.empty
+            entry.plan = plan
         return plan
 
     def _begin(

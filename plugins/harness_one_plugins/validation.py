@@ -1275,10 +1275,10 @@ class ValidationPlugin:
         self._compiled: dict[Tool, CompiledSchema] = {}
 
     def compiled(self, tool: Tool) -> CompiledSchema:
-        """The tool's compiled schema (compiled now if the tool predates this plugin)."""
+        """The tool's compiled schema (compiled now, and not kept, for a tool no registry of this plugin has)."""
         found = self._compiled.get(tool)
-        if found is None:
-            found = self._compiled[tool] = compile_schema(tool.parameters, self.backend, formats=self.formats)
+        if found is None:  # not kept: harness_tool_added keeps every registered tool's (this one was removed)
+            found = compile_schema(tool.parameters, self.backend, formats=self.formats)
         return found
 
     @hookimpl
@@ -1349,5 +1349,5 @@ class ValidationPlugin:
 
     @hookimpl
     def harness_stats(self, registry: ToolRegistry) -> dict[str, Any]:
-        backends = {c.backend for c in self._compiled.values()}
+        backends = {c.backend for c in tuple(self._compiled.values())}  # tools come and go meanwhile
         return {"backend": ", ".join(sorted(backends)) or self.backend, "compiled": len(self._compiled)}

@@ -1,0 +1,188 @@
+"""The registry while it changes: plans, discovery, suggestions, exports and counts stay right.
+
+Each race is made deterministic with events at the point where another thread's change lands.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from typing import Any
+
+import pytest
+
+from harness_one import Call, PluginError, ToolError, ToolNotFound, ToolRegistry, applies_to, hookimpl
+
+
+def _blocking_predicate(inside: threading.Event, go: threading.Event) -> Any:
+    """An ``applies_to`` predicate that, the first time, waits while another thread changes things."""
+    first = [True]
+
+    def predicate(plugin: Any, tool: Any) -> bool:
+        if first[0]:
+            first[0] = False
+            inside.set()
+            assert go.wait(5)
+        return True
+
+    return predicate
+
+
+def test_a_plan_built_across_a_plugin_change_is_not_kept() -> None:
+    """A call was building the tool's plan when its plugin was unregistered: the old plan was
+    stored, and the unregistered plugin ran on every later call."""
+    inside, go = threading.Event(), threading.Event()
+    seen: list[str] = []
+
+    class Audit:
+        @hookimpl
+        @applies_to(_blocking_predicate(inside, go))
+        def harness_pre_call(self, call: Call) -> None:
+            seen.append(call.tool.name)
+
+    reg = ToolRegistry(standard_plugins=False, autoload=False)
+    reg.add(lambda: "ok", name="t")
+    reg.plugins.register(Audit(), "audit")
+    first = threading.Thread(target=reg.call, args=("t",))
+    first.start()
+    assert inside.wait(5)
+    reg.plugins.unregister("audit")
+    go.set()
+    first.join(5)
+    seen.clear()  # the call in flight kept the plan it started with
+    assert [reg.call("t") for _ in range(3)] == ["ok"] * 3 and seen == []
+
+
+def test_plugins_registered_at_once_are_both_in_the_plan() -> None:
+    """Two registrations compiled at once: the later publication could be the earlier compile."""
+    inside, go = threading.Event(), threading.Event()
+    reg = ToolRegistry(standard_plugins=False, autoload=False)
+    reg.add(lambda: "ok", name="t")
+    compile_ = reg.plugins._compile
+
+    def slow_compile() -> Any:
+        plan = compile_()
+        if not inside.is_set():
+            inside.set()
+            go.wait(0.5)  # the other registration happens here (it waits for the lock now)
+        return plan
+
+    reg.plugins._compile = slow_compile  # type: ignore[method-assign]
+
+    class Guard:
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+        @hookimpl
+        def harness_pre_call(self, call: Call) -> None:
+            return None
+
+    first = threading.Thread(target=reg.plugins.register, args=(Guard("a"), "a"))
+    first.start()
+    assert inside.wait(5)
+    second = threading.Thread(target=reg.plugins.register, args=(Guard("b"), "b"))
+    second.start()
+    go.set()
+    first.join(5)
+    second.join(5)
+    assert sorted(reg.plugins.plan.order["pre_call"]) == ["a", "b"]
+
+
+def test_an_error_preparing_a_plan_is_a_plugin_error_under_call() -> None:
+    class Flaky:
+        @hookimpl
+        @applies_to(lambda plugin, tool: tool.options["tier"] > 1)  # KeyError for a tool without a tier
+        def harness_pre_call(self, call: Call) -> None:
+            return None
+
+    reg = ToolRegistry(standard_plugins=False, autoload=False, plugins={"flaky": Flaky()})
+    reg.add(lambda: 1, name="t")
+    with pytest.raises(PluginError, match=r"plugin 'flaky' while preparing the calls of 't': KeyError: 'tier'"):
+        reg.call("t")  # was the KeyError itself (try_call and acall wrapped it)
+
+
+def test_an_unknown_name_while_tools_change_is_tool_not_found(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Suggestions iterated the name index while another thread added a tool (RuntimeError)."""
+    reg = ToolRegistry(standard_plugins=False, autoload=False)
+    for i in range(10):
+        reg.add(lambda: 1, name=f"tool_{i}")
+    first = reg._index.first
+    added = threading.Event()
+
+    def first_while_adding(count: int) -> list[str]:
+        adder = threading.Thread(target=lambda: (reg.add(lambda: 1, name="tool_new"), added.set()))
+        adder.start()
+        adder.join(0.2)
+        assert not added.is_set()  # it waits for the lock the suggestions hold (it changed the index under them)
+        return first(count)
+
+    monkeypatch.setattr(reg._index, "first", first_while_adding)
+    with pytest.raises(ToolNotFound, match="tool_99x"):
+        reg.call("tool_99x")
+    assert added.wait(5) and "tool_new" in reg
+
+
+def test_a_tool_that_cannot_extend_a_cached_export_is_still_added_whole() -> None:
+    """A strict export cached, then a tool it cannot take: add raised after registering the tool,
+    and every cached export kept its old list."""
+    reg = ToolRegistry(standard_plugins=False, autoload=False)
+    reg.add(lambda a: a, name="ok", parameters={"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]})
+    assert [t["function"]["name"] for t in reg.export("openai", strict=True).tools] == ["ok"]
+    assert [t["name"] for t in reg.export("anthropic").tools] == ["ok"]
+    reg.add(lambda data: data, name="loose", parameters={"type": "object", "properties": {"data": {"type": "object"}}})
+    assert [t["name"] for t in reg.export("anthropic").tools] == ["ok", "loose"]
+    with pytest.raises(ToolError, match="cannot be exported in strict mode"):
+        reg.export("openai", strict=True)  # rebuilt, and says why
+
+
+def test_calls_counted_on_a_replaced_tool_are_kept() -> None:
+    reg = ToolRegistry(standard_plugins=False, autoload=False)
+    reg.add(lambda: 1, name="t")
+    old = reg._tools["t"]
+    reg.call("t")
+    reg.add(lambda: 2, name="t", replace=True)
+    next(old.counter)  # a call that had fetched the old entry counts after the replacement
+    reg.call("t")
+    assert reg.call_count("t") == 3
+
+
+def test_a_replaced_tools_plan_is_not_cached_by_a_late_call() -> None:
+    """A call holding the old entry built its plan after the replacement forgot it: one tool's
+    plan (and validator) more in the caches with every replacement."""
+    reg = ToolRegistry(autoload=False)
+    reg.add(lambda: 1, name="t")
+    old = reg._tools["t"]
+    reg.add(lambda: 2, name="t", replace=True)
+    assert reg._plan(old) is not None  # what the late call does
+    validation = reg.plugins.get("validation")
+    assert old.tool not in reg.plugins.plan._per_tool and old.tool not in validation._compiled
+    stats = reg.stats()  # the validation plugin's figures, read while tools change
+    assert stats["validation"]["compiled"] == 1
+
+
+@pytest.mark.skipif(sys.implementation.name != "cpython", reason="the interleaving is set with CPython's switch interval")
+def test_stats_while_tools_are_added_never_fails() -> None:
+    """The validation plugin's figures iterated its per-tool dict while tools were added."""
+    reg = ToolRegistry(autoload=False)
+    for i in range(3000):
+        reg.add(lambda: 1, name=f"t{i}")
+    stop = threading.Event()
+
+    def churn() -> None:
+        i = 0
+        while not stop.is_set():
+            reg.remove(f"t{i % 3000}")
+            reg.add(lambda: 1, name=f"t{i % 3000}")
+            i += 1
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    adder = threading.Thread(target=churn)
+    adder.start()
+    try:
+        for _ in range(300):
+            assert reg.stats()["validation"]["backend"]
+    finally:
+        stop.set()
+        adder.join(5)
+        sys.setswitchinterval(interval)
