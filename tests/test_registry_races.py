@@ -186,3 +186,35 @@ def test_stats_while_tools_are_added_never_fails() -> None:
         stop.set()
         adder.join(5)
         sys.setswitchinterval(interval)
+
+
+def test_a_tool_added_while_a_plugin_registers_is_told_to_it_once() -> None:
+    """The add ran while the plugin was being configured: told by the add, then again by the
+    registration's own round of the tools."""
+    inside, go = threading.Event(), threading.Event()
+
+    class Counting:
+        def __init__(self) -> None:
+            self.added: list[str] = []
+
+        @hookimpl
+        def harness_configure(self, registry: ToolRegistry) -> None:
+            inside.set()
+            go.wait(0.5)
+
+        @hookimpl
+        def harness_tool_added(self, tool: Any) -> None:
+            self.added.append(tool.name)
+
+    reg = ToolRegistry(standard_plugins=False, autoload=False)
+    plugin = Counting()
+    registering = threading.Thread(target=reg.plugins.register, args=(plugin, "counting"))
+    registering.start()
+    assert inside.wait(5)
+    adder = threading.Thread(target=reg.add, args=(lambda: 1,), kwargs={"name": "x"})
+    adder.start()
+    adder.join(0.2)  # it waits for the registration to finish
+    go.set()
+    registering.join(5)
+    adder.join(5)
+    assert plugin.added == ["x"]

@@ -488,12 +488,17 @@ class PluginSet:
     # ------------------------------------------------------------------ public API
 
     def register(self, plugin: Any, name: str | None = None) -> str:
-        """Add ``plugin`` (object, module, or class to instantiate) under ``name``, replacing any plugin of that name."""
-        registered = self._register(plugin, name, replace=True)
-        if registered is None:  # pragma: no cover - replace=True unblocks
-            raise PluginError(f"Plugin '{name}' is blocked.", plugin=name)
-        self._changed()
-        return registered
+        """Add ``plugin`` (object, module, or class to instantiate) under ``name``, replacing any plugin of that name.
+
+        Like every plugin change, under the registry's lock: a tool added meanwhile is told to the
+        plugin once (``harness_tool_added``), neither twice nor never.
+        """
+        with self._registry._lock:
+            registered = self._register(plugin, name, replace=True)
+            if registered is None:  # pragma: no cover - replace=True unblocks
+                raise PluginError(f"Plugin '{name}' is blocked.", plugin=name)
+            self._changed()
+            return registered
 
     def replace(self, name: str, plugin: Any) -> str:
         """Put ``plugin`` in the place of the plugin called ``name`` (standard or not)."""
@@ -501,19 +506,22 @@ class PluginSet:
 
     def unregister(self, name: str) -> Any:
         """Remove the plugin called ``name``; returns it (or None if there was none)."""
-        plugin = self._unregister(name)
-        self._changed()
-        return plugin
+        with self._registry._lock:
+            plugin = self._unregister(name)
+            self._changed()
+            return plugin
 
     def block(self, name: str) -> None:
         """Remove the plugin called ``name`` and keep it out until :meth:`unblock`."""
-        self._unregister(name)
-        self.manager.set_blocked(name)
-        self._changed()
+        with self._registry._lock:
+            self._unregister(name)
+            self.manager.set_blocked(name)
+            self._changed()
 
     def unblock(self, name: str) -> None:
         """Allow ``name`` again (a blocked standard plugin is not reloaded: register it)."""
-        self.manager.unblock(name)
+        with self._registry._lock:
+            self.manager.unblock(name)
 
     def is_blocked(self, name: str) -> bool:
         return self.manager.is_blocked(name)
