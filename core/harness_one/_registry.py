@@ -44,6 +44,8 @@ __all__ = ["ToolRegistry"]
 P = ParamSpec("P")
 R = TypeVar("R")
 _perf = time.perf_counter
+#: Seconds a lookup of an unknown name waits for another thread's loading of the tool packages.
+_DISCOVERY_WAIT = 5.0
 _timeout_cm: Any = lazy_attribute("asyncio", "timeout", __name__, "_timeout_cm") if sys.version_info >= (3, 11) else None
 
 #: What the attempt generator yields: keyword arguments to run the tool with, seconds to
@@ -239,6 +241,8 @@ class ToolRegistry(metaclass=_SharedType):
         self._discover = discover
         self._discovered = False
         self._discovering: int | None = None  # the thread loading every tool package, while it does
+        self._loaded = threading.Event()  # clear while that loading runs
+        self._loaded.set()
         self._exports: dict[tuple[str, bool | str], Any] = {}
         self._stale_exports: dict[tuple[str, bool | str], Any] = {}
         self._version = 0  # counts changes of the tools, for the exports cache
@@ -472,16 +476,27 @@ class ToolRegistry(metaclass=_SharedType):
 
             refresh_entry_points()
         with self._lock:
-            self._discovering = threading.get_ident()  # a package's import that calls back sees it under way
+            self._discovered = True  # first: a package's import that calls back does not load again
+            outer = self._discovering is None  # (the lock is re-entrant: only this thread can be inside)
+            if outer:
+                self._discovering = threading.get_ident()
+                self._loaded.clear()
             try:
                 load_tool_entry_points(self, self.discovery)
             finally:
-                self._discovering = None
-            self._discovered = True  # only now: another thread waits for the lock instead of finding nothing
+                if outer:
+                    self._discovering = None
+                    self._loaded.set()
         return self.discovery
 
     def _ensure_discovered(self, name: str | None = None) -> None:
-        if not self._discover or self._discovered or self._discovering == threading.get_ident():
+        if not self._discover:
+            return
+        if self._discovered:
+            if not self._loaded.is_set() and self._discovering != threading.get_ident():
+                # Another thread is loading the packages: wait for it, within a bound (a package
+                # whose import waits for this thread would otherwise never finish).
+                self._loaded.wait(_DISCOVERY_WAIT)
             return
         with self._lock:
             self._discover_now(name)
@@ -511,34 +526,35 @@ class ToolRegistry(metaclass=_SharedType):
         return entry
 
     def _not_found(self, name: Any) -> ToolNotFound:
-        text = _named(name)
-        with self._lock:  # the index changes under it with adds and removes
-            close = self._index.suggest(text) if isinstance(name, str) and len(name) <= 256 else []
-            return ToolNotFound(text[:200], available=self._index.first(20), suggestions=close, total=len(self._index))
+        text = _named(name)  # (the index reads what it iterates at once: no lock, as other threads change it)
+        close = self._index.suggest(text) if isinstance(name, str) and len(name) <= 256 else []
+        return ToolNotFound(text[:200], available=self._index.first(20), suggestions=close, total=len(self._index))
 
     # ------------------------------------------------------------------ calling
 
     def _plans_changed(self) -> None:
-        with self._lock:
-            for entry in list(self._tools.values()):
-                entry.plan = None
-                entry.direct = False
+        for entry in list(self._tools.values()):
+            entry.plan = None
+            entry.direct = False
 
     def _plan(self, entry: _Entry) -> ToolPlan:
         """The entry's plan, built now; kept only if the plugins and the tool are still the ones it was built for.
 
-        (A plugin change or a replaced tool meanwhile would otherwise leave a stale plan for good,
-        or a removed tool's plan in the cache.)
+        A plugin change publishes its plan before it clears the entries' plans, so a change that
+        lands before the store is seen by the check after it (and the store undone). No lock: a
+        call never waits for one (a plugin's setup hooks run under the registry's lock).
         """
         plans = self.plugins.plan
         tool = entry.tool
         plan = plans.for_tool(tool)  # a plugin's failure here is a PluginError naming it
-        with self._lock:
-            if self.plugins.plan is not plans or self._tools.get(tool.name) is not entry:
-                plans.forget(tool)  # for this call only
-                return plan
+        if self.plugins.plan is plans and self._tools.get(tool.name) is entry:
             entry.direct = entry.simple and plan.empty
             entry.plan = plan
+            if self.plugins.plan is plans and self._tools.get(tool.name) is entry:
+                return plan
+            entry.plan, entry.direct = None, False  # changed meanwhile: the next call prepares it again
+        if self._tools.get(tool.name) is not entry:
+            plans.forget(tool)  # a replaced or removed tool's plan is not kept
         return plan
 
     def _begin(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import heapq
+import itertools
 
 __all__ = ["NameIndex"]
 
@@ -72,7 +73,7 @@ class NameIndex:
             if len(found) > budget:
                 break
             budget -= len(found)
-            for name in found:
+            for name in tuple(found):  # copied at once: another thread may add or remove names meanwhile
                 hits[name] = hits.get(name, 0) + 1
         candidates = heapq.nlargest(_CANDIDATES, hits, key=hits.__getitem__)
         self.compared = len(candidates)
@@ -80,12 +81,11 @@ class NameIndex:
 
     def first(self, n: int) -> list[str]:
         """The first ``n`` names in insertion order (for "available tools" listings)."""
-        out: list[str] = []
-        for name in self._names:
-            if len(out) >= n:
-                break
-            out.append(name)
-        return out
+        while True:  # another thread may add or remove a name between making the iterator and reading it
+            try:
+                return list(itertools.islice(self._names, n))
+            except RuntimeError:
+                continue
 
     def __len__(self) -> int:
         return len(self._names)
