@@ -5,13 +5,43 @@ Each race is made deterministic with events at the point where another thread's 
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import sys
 import threading
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from harness_one import Call, PluginError, ToolError, ToolNotFound, ToolRegistry, applies_to, hookimpl
+
+
+@contextlib.contextmanager
+def _churning(reg: ToolRegistry, names: list[str], *, remove_first: bool) -> Iterator[None]:
+    """Another thread adds and removes the tools ``names`` in a loop, switching threads as often as it can."""
+    stop = threading.Event()
+
+    def churn() -> None:
+        for name in itertools.cycle(names):
+            if stop.is_set():
+                return
+            if remove_first:
+                reg.remove(name)
+            reg.add(lambda: 1, name=name)
+            if not remove_first:
+                reg.remove(name)
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    other = threading.Thread(target=churn)
+    other.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        other.join(5)
+        sys.setswitchinterval(interval)
 
 
 def _blocking_predicate(inside: threading.Event, go: threading.Event) -> Any:
@@ -109,27 +139,10 @@ def test_an_unknown_name_while_tools_change_is_tool_not_found(tools: int) -> Non
     reg = ToolRegistry(standard_plugins=False, autoload=False)
     for i in range(tools):
         reg.add(lambda: 1, name=f"tool_{i}")
-    stop = threading.Event()
-
-    def churn() -> None:
-        i = tools
-        while not stop.is_set():
-            reg.add(lambda: 1, name=f"tool_{i}")
-            reg.remove(f"tool_{i}")
-            i += 1
-
-    interval = sys.getswitchinterval()
-    sys.setswitchinterval(1e-6)
-    adder = threading.Thread(target=churn)
-    adder.start()
-    try:
+    with _churning(reg, [f"tool_{i}" for i in range(tools, tools + 1000)], remove_first=False):
         for _ in range(3000 if tools == 10 else 300):
             with pytest.raises(ToolNotFound):
                 reg.call("tool_99x")
-    finally:
-        stop.set()
-        adder.join(5)
-        sys.setswitchinterval(interval)
 
 
 def test_a_tool_that_cannot_extend_a_cached_export_is_still_added_whole() -> None:
@@ -176,26 +189,9 @@ def test_stats_while_tools_are_added_never_fails() -> None:
     reg = ToolRegistry(autoload=False)
     for i in range(3000):
         reg.add(lambda: 1, name=f"t{i}")
-    stop = threading.Event()
-
-    def churn() -> None:
-        i = 0
-        while not stop.is_set():
-            reg.remove(f"t{i % 3000}")
-            reg.add(lambda: 1, name=f"t{i % 3000}")
-            i += 1
-
-    interval = sys.getswitchinterval()
-    sys.setswitchinterval(1e-6)
-    adder = threading.Thread(target=churn)
-    adder.start()
-    try:
+    with _churning(reg, [f"t{i}" for i in range(3000)], remove_first=True):
         for _ in range(300):
             assert reg.stats()["validation"]["backend"]
-    finally:
-        stop.set()
-        adder.join(5)
-        sys.setswitchinterval(interval)
 
 
 def test_a_tool_added_while_a_plugin_registers_is_told_to_it_once() -> None:
