@@ -145,6 +145,7 @@ def test_a_string_where_a_list_is_expected_is_one_item() -> None:
         ('token: [a}, "s3cr3t-value"]', f"token: [{REDACTED}]"),  # a stray } is not the end of an array
         ("credentials: [it's, x] user=bob", f"credentials: [{REDACTED}] user=bob"),  # an apostrophe is text
         (f"token=[{REDACTED}]", f"token=[{REDACTED}]"),  # masking twice changes nothing
+        ("token: [" + "\\'" * 3990, f"token: [{REDACTED}... (7988 characters)"),  # escaped quotes: each searched once
     ],
 )
 def test_bracketed_values_are_masked_whole_and_only_them(text: str, shown: str) -> None:

@@ -91,6 +91,7 @@ def _closing(text: str, start: int) -> int | None:
     it closes later on (an apostrophe in ``it's`` is text). Linear in what it reads.
     """
     expected: list[str] = []
+    unclosed = ""  # quote characters with no closing one left: text from here on
     i, size = start, len(text)
     while i < size:
         char = text[i]
@@ -100,11 +101,13 @@ def _closing(text: str, start: int) -> int | None:
             expected.pop()
             if not expected:
                 return i + 1
-        elif char in "'\"":
+        elif char in "'\"" and char not in unclosed:
             end = text.find(char, i + 1)
             while end != -1 and text[end - 1] == "\\":  # an escaped quote (an escaped backslash before it is rare)
                 end = text.find(char, end + 1)
-            if end != -1:
+            if end == -1:
+                unclosed += char  # (searched to the end once: the scan stays linear)
+            else:
                 i = end
         i += 1
     return None
