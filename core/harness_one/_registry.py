@@ -151,9 +151,9 @@ class _Entry:
 
     __slots__ = ("counter", "direct", "plan", "reads", "simple", "tool")
 
-    def __init__(self, tool: Tool, calls: int = 0) -> None:
+    def __init__(self, tool: Tool) -> None:
         self.tool = tool
-        self.counter = itertools.count(calls)
+        self.counter = itertools.count()
         self.reads = 0
         self.plan: ToolPlan | None = None
         #: Callable directly when no hook applies: sync, no converters, no Call parameter, no **kwargs.
