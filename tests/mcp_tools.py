@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from typing import Any
 
@@ -123,6 +124,12 @@ def count_up(n: int, call: Call) -> int:
     for i in range(1, n + 1):
         call.report_progress(i, n)
     return n
+
+
+@defineTool(registry=None, read_only=True)
+def thread_name() -> str:
+    """The name of the thread a sync tool without a timeout runs in."""
+    return threading.current_thread().name
 
 
 @defineTool(registry=None, read_only=True)

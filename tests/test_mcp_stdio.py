@@ -128,3 +128,10 @@ def test_stdio_sends_no_progress_a_client_cannot_read(tmp_path: Path) -> None:
     progress = [m["params"] for m in read if m.get("method") == "notifications/progress"]
     assert [(p["progress"], p.get("total")) for p in progress] == [(1.0, 3.0), (2.0, None), (3.0, 3.0)]
     assert read[-1]["id"] == 2 and read[-1]["result"]["content"][0]["text"] == "done"
+
+
+def test_stdio_runs_sync_tools_on_a_pool_of_its_own(tmp_path: Path) -> None:
+    """asyncio's default executor is 6 threads on 2 cores: a few slow sync calls held up every other."""
+    call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "thread_name", "arguments": {}}}
+    read, _ = exchange(tmp_path, [*OPENING, json.dumps(call).encode() + b"\n"], 2)
+    assert read[1]["result"]["content"][0]["text"].startswith("harness-one-tool")

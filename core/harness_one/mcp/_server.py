@@ -487,6 +487,10 @@ async def serve_http(
     await uvicorn.Server(config).serve(sockets=[sock])
 
 
+#: Threads for sync tools without a timeout while :func:`serve` runs (tools with one use the timeout plugin's pool).
+SYNC_TOOL_THREADS = 64
+
+
 def serve(registry: ToolRegistry, transport: str = "stdio", **options: Any) -> None:
     """Serve until stopped: ``transport`` is ``"stdio"`` or ``"http"`` (options as for :func:`serve_http`).
 
@@ -501,4 +505,14 @@ def serve(registry: ToolRegistry, transport: str = "stdio", **options: Any) -> N
     else:
         raise ValueError(f"transport must be 'stdio' or 'http', got {transport!r}")
     uvloop = sys.platform != "win32" and importlib.util.find_spec("uvloop") is not None
-    anyio.run(lambda: run(registry, **options), backend_options={"use_uvloop": uvloop})
+
+    async def main() -> None:
+        # Sync tools without a timeout run in the loop's default executor (asyncio's is
+        # min(32, CPUs + 4) threads: 6 on 2 cores, so a few slow calls held up every other).
+        from concurrent.futures import ThreadPoolExecutor
+
+        executor = ThreadPoolExecutor(SYNC_TOOL_THREADS, thread_name_prefix="harness-one-tool")
+        asyncio.get_running_loop().set_default_executor(executor)
+        await run(registry, **options)
+
+    anyio.run(main, backend_options={"use_uvloop": uvloop})
