@@ -257,12 +257,15 @@ class _Query:
     def __init__(self, path: str | Path | None, limits: dict[str, Any], clock: Clock | None) -> None:
         self.path, self.limits, self.clock = path, limits, clock
 
+    def _target(self) -> str | Path | None:
+        return self.path if self.path is not None else os.environ.get(DB_ENV)
+
     def __reduce__(self) -> tuple[type[_Query], tuple[str, dict[str, Any], Clock | None]]:
-        target = self.path if self.path is not None else os.environ.get(DB_ENV)
+        target = self._target()
         return (_Query, (os.path.abspath(target) if target else "", self.limits, self.clock))
 
     def __call__(self, sql: str, params: list[str | int | float | None] | None = None) -> QueryResult:
-        target = self.path if self.path is not None else os.environ.get(DB_ENV)
+        target = self._target()
         if not target:
             raise ToolError(f"No database configured: set {DB_ENV} to a SQLite file.")
         return run_query(target, sql, params, clock=self.clock, **self.limits)

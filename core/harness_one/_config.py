@@ -156,7 +156,7 @@ def _environment_over_file(settings: Settings) -> None:
     """The plugin settings of the environment win over the file's (the library lets code win over
     the environment, and the file reaches the library as code)."""
     from ._errors import PluginError
-    from ._plugins import ENV_ALLOW, ENV_NO_AUTOLOAD, ENV_STRICT, env_options
+    from ._plugins import ENV_ALLOW, ENV_NO_AUTOLOAD, ENV_STRICT, _env_names, env_options
 
     try:
         found = env_options(settings.plugin_options)
@@ -164,7 +164,7 @@ def _environment_over_file(settings: Settings) -> None:
         raise ConfigError(exc.message) from None
     for name, values in found.items():
         settings.plugin_options[name] = {**settings.plugin_options[name], **values}
-    if any(name.strip() for name in os.environ.get(ENV_ALLOW, "").split(",")):
+    if _env_names(ENV_ALLOW):
         settings.allow = None  # the registry reads it (a value naming no plugin leaves the file's list)
     if os.environ.get(ENV_STRICT, "").strip():
         settings.strict = None

@@ -8,7 +8,7 @@ import itertools
 import json
 import os
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from types import CodeType, ModuleType
 from typing import TYPE_CHECKING, Any
@@ -76,9 +76,14 @@ Hook = Callable[..., Any]
 GUARDED_OPTIONS: Mapping[str, str] = {"requires_approval": "approval", "max_calls": "budget"}
 
 
-def _asks(value: Any) -> bool:
-    """Whether a guarded option's value asks for its guard: anything but None and False (``max_calls=0`` does)."""
-    return value is not None and value is not False
+def missing_guards(options: Mapping[str, Any], active: Collection[str]) -> list[tuple[str, str]]:
+    """``(option, plugin)`` for each guarded option that ``options`` asks for (anything but None
+    and False: ``max_calls=0`` does) whose plugin is not among ``active``."""
+    return [
+        (option, plugin)
+        for option, plugin in GUARDED_OPTIONS.items()
+        if plugin not in active and options.get(option) is not None and options.get(option) is not False
+    ]
 
 
 def _unguarded(tool: Tool, option: str, plugin: str) -> Hook:
@@ -166,8 +171,7 @@ class Plan:
             steps = {h: self._applying(self.steps[h], tool) for h in self.steps}
             guards = tuple(
                 _Step(_unguarded(tool, option, plugin), plugin, None)
-                for option, plugin in GUARDED_OPTIONS.items()
-                if plugin not in self.active and _asks(tool.options.get(option))
+                for option, plugin in missing_guards(tool.options, self.active)
             )
             if guards:
                 steps["pre_validate"] = guards + steps["pre_validate"]

@@ -91,7 +91,8 @@ def analyse(fn: Callable[..., Any], *, tool: str, infer: bool = True, infer_outp
     # A partial's bound keywords are the application's, not the model's to set (or see); its
     # types and words are the wrapped function's.
     base, bound = unpartial(fn)
-    if bound and any(p.kind is inspect.Parameter.VAR_KEYWORD for p in sig.parameters.values()):
+    takes_kwargs = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in sig.parameters.values())
+    if bound and takes_kwargs:
         raise ToolDefinitionError(
             f"Tool '{tool}': a partial that binds {sorted(bound)} over a function taking **kwargs would let a model "
             "override them (a **kwargs tool takes any name); bind them in a wrapper function instead.",
@@ -118,7 +119,7 @@ def analyse(fn: Callable[..., Any], *, tool: str, infer: bool = True, infer_outp
             accepts_any = True
             continue
         if param.kind is inspect.Parameter.VAR_POSITIONAL:
-            if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in sig.parameters.values()):
+            if takes_kwargs:
                 continue  # a (*args, **kwargs) wrapper: its arguments come by name
             raise ToolDefinitionError(
                 f"Tool '{tool}': parameter '*{name}' collects positional arguments, which a tool never gets "

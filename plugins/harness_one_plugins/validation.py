@@ -814,8 +814,9 @@ def _integer_plan(schema: Any) -> _IntPlan | None:
     return _IntegerPlanner(schema).plan(schema, 0, frozenset())
 
 
-class _IntegerPlanner:
-    """Builds an :data:`_IntPlan` for one root schema, with bounded work."""
+class _Planner:
+    """A walk of one root schema with bounded work (depth and nodes), following local ``$ref``s
+    (never back into one being followed)."""
 
     MAX_DEPTH = 32
     MAX_NODES = 5000
@@ -824,9 +825,24 @@ class _IntegerPlanner:
         self.root = root
         self.nodes = 0
 
-    def plan(self, schema: Any, depth: int, seen: frozenset[str]) -> _IntPlan | None:
+    def _enter(self, schema: Any, depth: int) -> bool:
+        """Count a node: whether it is a schema to walk, within the bounds."""
         self.nodes += 1
-        if not isinstance(schema, Mapping) or depth > self.MAX_DEPTH or self.nodes > self.MAX_NODES:
+        return isinstance(schema, Mapping) and depth <= self.MAX_DEPTH and self.nodes <= self.MAX_NODES
+
+    def _ref(self, schema: Mapping[str, Any], seen: frozenset[str]) -> tuple[Any, frozenset[str]] | None:
+        """The local ``$ref`` target of ``schema`` and the refs followed with it, or None."""
+        ref = schema.get("$ref")
+        if isinstance(ref, str) and ref.startswith("#") and ref not in seen:
+            return _resolve_local(self.root, ref), seen | {ref}
+        return None
+
+
+class _IntegerPlanner(_Planner):
+    """Builds an :data:`_IntPlan` for one root schema."""
+
+    def plan(self, schema: Any, depth: int, seen: frozenset[str]) -> _IntPlan | None:
+        if not self._enter(schema, depth):
             return None
         kinds = _kinds(schema)
         is_int = (kinds is not None and "integer" in kinds and "number" not in kinds) or _integer_choices(schema)
@@ -843,14 +859,12 @@ class _IntegerPlanner:
             prefix_plans = None
         extra = self.plan(schema.get("additionalProperties"), depth + 1, seen)
         plans: list[_IntPlan | None] = [(is_int, properties, items, prefix_plans, extra)]
-        ref = schema.get("$ref")
-        if isinstance(ref, str) and ref.startswith("#") and ref not in seen:
-            target = _resolve_local(self.root, ref)
-            if target is not None:
-                plans.append(self.plan(target, depth + 1, seen | {ref}))
-        for sub in schema.get("allOf") or ():
+        followed = self._ref(schema, seen)
+        if followed is not None:
+            plans.append(self.plan(followed[0], depth + 1, followed[1]))
+        for sub in _listed(schema.get("allOf")):
             plans.append(self.plan(sub, depth + 1, seen))
-        alternatives = [s for key in ("anyOf", "oneOf") for s in (schema.get(key) or ())]
+        alternatives = [s for key in ("anyOf", "oneOf") for s in _listed(schema.get(key))]
         if alternatives:
             found = [self.plan(sub, depth + 1, seen) for sub in alternatives]
             if any(_takes_fractions(sub) for sub in alternatives):  # `int | float`: 2.0 stays a float
@@ -977,15 +991,8 @@ def _default_plan(schema: Any) -> _Plan | None:
     return planner.plan(planner.applying(schema, 0, frozenset()), 0)
 
 
-class _DefaultPlanner:
-    """Builds a :data:`_Plan` for one root schema, with bounded work (as :class:`_IntegerPlanner`)."""
-
-    MAX_DEPTH = _IntegerPlanner.MAX_DEPTH
-    MAX_NODES = _IntegerPlanner.MAX_NODES
-
-    def __init__(self, root: Any) -> None:
-        self.root = root
-        self.nodes = 0
+class _DefaultPlanner(_Planner):
+    """Builds a :data:`_Plan` for one root schema."""
 
     def plan(self, nodes: list[tuple[Mapping[str, Any], frozenset[str]]], depth: int) -> _Plan | None:
         """The plan of a value that all of ``nodes`` (schemas, and the refs followed to them) describe."""
@@ -1005,13 +1012,12 @@ class _DefaultPlanner:
 
     def applying(self, schema: Any, depth: int, seen: frozenset[str]) -> list[tuple[Mapping[str, Any], frozenset[str]]]:
         """``schema`` and the schemas that apply to the same value with it (not back into a ``$ref`` being followed)."""
-        self.nodes += 1
-        if not isinstance(schema, Mapping) or depth > self.MAX_DEPTH or self.nodes > self.MAX_NODES:
+        if not self._enter(schema, depth):
             return []
         found = [(schema, seen)]
-        ref = schema.get("$ref")
-        if isinstance(ref, str) and ref.startswith("#") and ref not in seen:
-            found += self.applying(_resolve_local(self.root, ref), depth + 1, seen | {ref})
+        followed = self._ref(schema, seen)
+        if followed is not None:
+            found += self.applying(followed[0], depth + 1, followed[1])
         for sub in _listed(schema.get("allOf")):
             found += self.applying(sub, depth + 1, seen)
         alternatives = [sub for key in ("anyOf", "oneOf") for sub in _listed(schema.get(key))]

@@ -26,7 +26,7 @@ from .. import hookspecs
 from .._call import Call
 from .._entrypoints import PLUGIN_GROUP, entry_points
 from .._errors import PluginError, ToolError, ToolExecutionError
-from .._plugins import GUARDED_OPTIONS, _asks
+from .._plugins import missing_guards
 from .._registry import ToolRegistry
 from .._tool import Tool
 from ..hookspecs import PER_CALL_HOOKS, PROJECT, hookimpl
@@ -326,8 +326,7 @@ class PluginTests(Suite, standard=True, provided=("make_plugin", "call_options",
         (those guards fail closed)."""
         name = self.name_of(plugin)
         options = self.tool_options.get("options") or {}
-        guarded = [o for o, owner in GUARDED_OPTIONS.items() if owner == name and _asks(options.get(o))]
-        guarded = guarded if name not in registry.plugins else []  # a plugin in its place guards them
+        guarded = [option for option, owner in missing_guards(options, registry.plugins.names()) if owner == name]
         with _traced(self.hook_codes(plugin), inject=False) as trace:
             if guarded:
                 with pytest.raises(PluginError) as refused:
