@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import shlex
+import subprocess
 import sys
 import textwrap
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,7 +25,9 @@ from harness_one.mcp import (
     attach_servers,
     import_tools,
     local_name,
+    parse_mcp_spec,
 )
+from harness_one.mcp._spec import parse_call_timeout
 
 ERROR_TEXT_LIMIT = 10_000  # the documented cap of remote error texts
 
@@ -197,6 +203,27 @@ def test_a_remote_call_has_a_default_deadline(script: str) -> None:
         assert isinstance(late.error, ToolTimeout) and "timed out after 1.5 s" in late.error.message
     finally:
         remote.close()
+
+
+def test_the_cli_sets_the_deadline_of_its_mcp_servers(script: str, tmp_path: Path) -> None:
+    """``--mcp-call-timeout`` bounds the calls of ``--mcp`` servers' tools (a config table's ``call_timeout`` did)."""
+    env = {**os.environ, "HARNESS_ONE_STATE": f"sqlite:///{tmp_path / 'state.sqlite3'}"}
+    server = shlex.join(["env", f"TEST_SERVER={json.dumps({'tools': ['hang']})}", sys.executable, script])
+
+    def cli(*options: str) -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, "-m", "harness_one", "--mcp", f"h={server}", *options, "call", "hang"]
+        return subprocess.run(command, capture_output=True, text=True, timeout=60, env=env, check=False)
+
+    started = time.monotonic()
+    late = cli("--mcp-call-timeout", "0.5")
+    assert late.returncode == 6, late.stderr  # ToolTimeout's exit code
+    assert "did not answer within 0.5 s" in late.stdout and time.monotonic() - started < 30
+    for bad in ("0", "-1", "nan", "inf", "soon"):
+        refused = cli("--mcp-call-timeout", bad)
+        assert refused.returncode == 2 and "expected a positive number of seconds or 'false'" in refused.stderr, bad
+    assert parse_call_timeout("false") is None and parse_call_timeout(" 2.5 ") == 2.5
+    assert parse_mcp_spec("a=x").call_timeout == 300.0
+    assert parse_mcp_spec("a=x", call_timeout=None).call_timeout is None
 
 
 def test_an_unreadable_reply_fails_its_call_at_once(script: str) -> None:

@@ -51,6 +51,8 @@ class CliState:
     settings: Settings
     tool_specs: list[str]
     mcp_specs: list[str] = field(default_factory=list)
+    #: ``--mcp-call-timeout`` as given (None: not given, the default bound).
+    mcp_call_timeout: str | None = None
     #: Problems loading --tools or MCP servers that ``doctor`` reports instead of failing on.
     lenient: bool = False
     failures: list[str] = field(default_factory=list)
@@ -109,11 +111,13 @@ def _attach_mcp(state: CliState, registry: ToolRegistry) -> None:
     tables = state.settings.mcp_servers
     if not (tables or state.mcp_specs):
         return
-    from ..mcp._spec import McpSpec, McpSpecError, attach_servers, parse_mcp_spec
+    from ..mcp._spec import CALL_TIMEOUT, McpSpec, McpSpecError, attach_servers, parse_call_timeout, parse_mcp_spec
 
     try:
         specs = [McpSpec.from_table(name, table) for name, table in tables.items()]
-        specs += [parse_mcp_spec(text) for text in state.mcp_specs]
+        given = state.mcp_call_timeout
+        wait = CALL_TIMEOUT if given is None else parse_call_timeout(given)
+        specs += [parse_mcp_spec(text, call_timeout=wait) for text in state.mcp_specs]
     except McpSpecError as exc:
         raise click.UsageError(str(exc)) from None
     try:
@@ -220,6 +224,12 @@ class LazyGroup(click.Group):
     help="Also use the tools of this MCP server, under harness policies (repeatable; NAME:PREFIX= or NAME:= prefixes its tool names).",
 )
 @click.option(
+    "--mcp-call-timeout",
+    "mcp_call_timeout",
+    metavar="SECONDS|false",
+    help="Bound on a call of an --mcp server's tool that has no timeout policy (default 300; false: none).",
+)
+@click.option(
     "--state", "state_url", metavar="URL", help="Where shared state lives (default: $HARNESS_ONE_STATE or a SQLite file)."
 )
 @click.option(
@@ -240,6 +250,7 @@ def main(
     tool_specs: tuple[str, ...],
     plugin_options: tuple[str, ...],
     mcp_specs: tuple[str, ...],
+    mcp_call_timeout: str | None,
     state_url: str | None,
     log_format: str | None,
     log_level: str | None,
@@ -253,6 +264,13 @@ def main(
     """
     try:
         settings = load_settings(config_path)
+        if mcp_call_timeout is not None:  # checked even when no --mcp server is named
+            from ..mcp._spec import McpSpecError, parse_call_timeout
+
+            try:
+                parse_call_timeout(mcp_call_timeout)
+            except McpSpecError as exc:
+                raise ConfigError(str(exc)) from None
         for text in plugin_options:
             plugin, option, value = parse_option(text)
             settings.plugin_options.setdefault(plugin, {})[option] = value
@@ -262,4 +280,4 @@ def main(
     settings.log_level = log_level or settings.log_level
     settings.state = state_url or settings.state
     configure_logging(settings.log_format, settings.log_level, sys.stderr)
-    ctx.obj = CliState(settings, list(tool_specs), list(mcp_specs))
+    ctx.obj = CliState(settings, list(tool_specs), list(mcp_specs), mcp_call_timeout=mcp_call_timeout)

@@ -6,6 +6,7 @@ there is a server to connect to.
 
 from __future__ import annotations
 
+import math
 import re
 import shlex
 from collections.abc import Iterable, Mapping, Sequence
@@ -132,11 +133,12 @@ class McpSpec:
             raise McpSpecError(f"mcp.servers.{name}: {exc}") from None
 
 
-def parse_mcp_spec(text: str) -> McpSpec:
+def parse_mcp_spec(text: str, *, call_timeout: float | None = CALL_TIMEOUT) -> McpSpec:
     """``NAME[:PREFIX]=COMMAND_OR_URL`` (the ``--mcp`` option): an ``http(s)://`` URL, or a command split like a shell would.
 
     ``files:fs=npx ...`` names the server ``files`` and its tools ``fs_...``; ``files:=npx ...``
     (an empty prefix after the colon) uses the server name as prefix: ``files_...``.
+    ``call_timeout`` bounds its tools' calls as in :class:`McpSpec`.
     """
     name, sep, target = text.partition("=")
     name, target = name.strip(), target.strip()
@@ -151,14 +153,27 @@ def parse_mcp_spec(text: str) -> McpSpec:
         prefix = name
     try:
         if re.match(r"^https?://", target):
-            return McpSpec(name=name, url=target, prefix=prefix)
+            return McpSpec(name=name, url=target, prefix=prefix, call_timeout=call_timeout)
         try:
             command = tuple(shlex.split(target))
         except ValueError as exc:
             raise McpSpecError(f"cannot split the command: {exc}.") from None
-        return McpSpec(name=name, command=command, prefix=prefix)
+        return McpSpec(name=name, command=command, prefix=prefix, call_timeout=call_timeout)
     except McpSpecError as exc:
         raise McpSpecError(f"--mcp {text!r}: {exc}") from None
+
+
+def parse_call_timeout(text: str) -> float | None:
+    """``--mcp-call-timeout``'s value: ``false`` (None: no bound) or a positive, finite number of seconds."""
+    if text.strip().lower() == "false":
+        return None
+    try:
+        wait = float(text)
+    except ValueError:
+        wait = math.nan
+    if not 0 < wait < math.inf:
+        raise McpSpecError(f"--mcp-call-timeout {text!r}: expected a positive number of seconds or 'false'.")
+    return wait
 
 
 def attach_servers(
