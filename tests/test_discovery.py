@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+import harness_one
 from harness_one import ToolNotFound, ToolRegistry, define_tool
 
 TOOLS_MODULE = """
@@ -111,3 +116,84 @@ def test_instances_do_not_discover_unless_asked(dists: Any) -> None:
     reg = ToolRegistry(autoload=False)
     with pytest.raises(ToolNotFound):
         reg.call("shout", {"text": "x"})
+
+
+def _run(code: str, site: Path, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    """``code`` in a new interpreter that sees the distributions under ``site``."""
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(site),
+        "HARNESS_ONE_CACHE_DIR": str(tmp_path / "cache"),
+        "HARNESS_ONE_STATE": "memory:",
+    }
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60, check=False)
+
+
+DESIGN_CARD = """
+from harness_one.tools import defineTool, ToolRegistry
+
+@defineTool(name="add", description="Adds two numbers")
+def add(a: int, b: int) -> int:
+    return a + b
+
+print(ToolRegistry.call("add", {"a": 5, "b": 3}))
+print([str(f) for f in ToolRegistry.default().plugins.failures])
+"""
+
+
+def test_a_plugin_that_uses_the_default_registry_while_it_loads_is_refused(dists: Any, tmp_path: Path) -> None:
+    """A plugin module defining a tool on the default registry, loaded while that registry is built: refused, not a deadlock."""
+    plugin = (
+        "from harness_one import defineTool, hookimpl\n\n"
+        "@defineTool\ndef audit_trail(limit: int = 10) -> list:\n    '''The last entries.'''\n    return []\n\n"
+        "class AuditPlugin:\n    @hookimpl\n    def harness_pre_call(self, call):\n        return None\n"
+    )
+    site = dists.make("acme-audit", {"acme_audit": plugin}, {"harness_one.plugins": {"audit": "acme_audit:AuditPlugin"}})
+    ran = _run(DESIGN_CARD, site, tmp_path)  # without the fix: waits for ever on the default registry's lock
+    assert ran.returncode == 0, ran.stderr
+    result, failures = ran.stdout.splitlines()
+    assert result == "8" and "audit" in failures and "a plugin cannot use it while it loads" in failures
+
+
+@pytest.mark.parametrize("metadata", ["", "Metadata-Version: 2.1\nVersion: 1.0\n"])
+def test_a_distribution_with_broken_metadata_is_named_by_its_folder(dists: Any, tmp_path: Path, metadata: str) -> None:
+    """No METADATA text, or no Name in it (a half-removed install): its tools load, the others' too, the card works."""
+    site = dists.make("hx-noname", {"hx_noname": TOOLS_MODULE}, {"harness_one.tools": {"text": "hx_noname"}})
+    (site / "hx_noname-1.0.dist-info" / "METADATA").write_text(metadata)
+    plugin = dists.make("hx-noname-plugin", {"hx_np": "class P:\n    pass\n"}, {"harness_one.plugins": {"np": "hx_np:P"}})
+    (plugin / "hx_noname_plugin-1.0.dist-info" / "METADATA").write_text(metadata)
+    harness_one.refresh_entry_points()
+    reg = ToolRegistry(discover=True, autoload=False)
+    assert reg.call("shout", {"text": "ok"}) == "OK" and reg.get("shout").source == "hx_noname"
+    assert "calculate" in reg.names()
+    ran = _run(DESIGN_CARD, site, tmp_path)
+    assert ran.returncode == 0 and ran.stdout.splitlines()[0] == "8", ran.stderr
+
+
+def test_an_interrupted_discovery_is_taken_up_again(dists: Any) -> None:
+    """Ctrl-C in a package's import: the next lookup loads that package and the rest (they were skipped for good)."""
+    dists.make(
+        "hx-aa-slow",
+        {"hx_aa_slow": "import os\nif os.environ.get('HX_INTERRUPT'):\n    raise KeyboardInterrupt\n"},
+        {"harness_one.tools": {"slow": "hx_aa_slow"}},
+    )
+    dists.make("hx-zz-text", {"hx_zz_text": TOOLS_MODULE}, {"harness_one.tools": {"text": "hx_zz_text"}})
+    reg = ToolRegistry(discover=True, autoload=False)
+    os.environ["HX_INTERRUPT"] = "1"
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            reg.names()
+    finally:
+        del os.environ["HX_INTERRUPT"]
+    assert reg.call("shout", {"text": "ok"}) == "OK"
+    assert "hx-aa-slow" not in {f.distribution for f in reg.discovery.failures}
+
+
+def test_removing_a_package_tool_loads_it_first(dists: Any) -> None:
+    """``remove`` of a tool a package provides removes it (it raised ToolNotFound, then the tool appeared)."""
+    dists.make("hx-rm", {"hx_rm": TOOLS_MODULE}, {"harness_one.tools": {"text": "hx_rm"}})
+    reg = ToolRegistry(discover=True, autoload=False)
+    assert reg.remove("shout").name == "shout"
+    assert "shout" not in reg.names() and "whisper" in reg.names()
+    with pytest.raises(ToolNotFound):
+        reg.remove("no_such_tool")

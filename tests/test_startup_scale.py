@@ -14,6 +14,7 @@ import pytest
 
 from harness_one import Tool, ToolNotFound, ToolRegistry, define_tool, refresh_entry_points
 from harness_one._discovery import reset_tool_index, tool_index
+from harness_one._entrypoints import entry_points
 from harness_one._suggest import NameIndex
 
 HEAVY = (
@@ -217,6 +218,43 @@ def test_an_unwritable_cache_is_skipped(dists: Any, tmp_path: Path, monkeypatch:
         assert ToolRegistry(discover=True, autoload=False).call("tool_8", {"n": 0}) == 8
     finally:
         reset_tool_index()
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        '{"version": 1, "entries": [1]}',
+        '{"version": 1, "entries": {"hx-badidx|tools|hx_badidx": "x"}}',
+        '{"version": 1, "entries": {"hx-badidx|tools|hx_badidx": {"stamp": null, "tools": 5}}}',
+        "[" * 100_000 + "]" * 100_000,
+        "",
+    ],
+)
+def test_a_malformed_index_is_ignored(dists: Any, index_dir: Path, monkeypatch: pytest.MonkeyPatch, content: str) -> None:
+    """The index is a cache: a file of another shape is read as empty (calls, listings and doctor worked on none)."""
+    dists.make("hx-badidx", {"hx_badidx": _module(9)}, {"harness_one.tools": {"tools": "hx_badidx"}})
+    index_dir.mkdir()
+    (index_dir / "tool-index.json").write_text(content)
+    reset_tool_index()
+    assert ToolRegistry(discover=True, autoload=False).call("tool_9", {"n": 1}) == 10
+    assert "tool_9" in ToolRegistry(discover=True, autoload=False).names()
+    _new_process("hx_badidx")
+    ours = next(ep for ep in entry_points("harness_one.tools") if ep.distribution == "hx-badidx")
+    stamp = tool_index()._stamp(ours)  # the right stamp with tools of the wrong type: dropped too
+    forged = {"hx-badidx|tools|hx_badidx": {"stamp": stamp, "tools": 5}}
+    (index_dir / "tool-index.json").write_text(json.dumps({"version": 1, "entries": forged}))
+    reset_tool_index()
+    assert ToolRegistry(discover=True, autoload=False).call("tool_9", {"n": 2}) == 11
+
+
+def test_the_cache_dir_expands_the_home(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from harness_one._discovery import _index_path
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("HARNESS_ONE_CACHE_DIR", "~/hx-cache")
+    assert _index_path() == tmp_path / "hx-cache" / "tool-index.json"
+    monkeypatch.setenv("HARNESS_ONE_CACHE_DIR", "  ")
+    assert _index_path() is None
 
 
 # --------------------------------------------------------------------------- registration at scale

@@ -29,6 +29,9 @@ ENV_STATE = "HARNESS_ONE_STATE"
 ENV_REDIS = "HARNESS_ONE_REDIS_URL"
 ENV_REDIS_PREFIX = "HARNESS_ONE_REDIS_PREFIX"
 ENV_TOOLS = "HARNESS_ONE_TOOLS"
+ENV_IMPORT_TIMEOUT = "HARNESS_ONE_IMPORT_TIMEOUT"
+#: Seconds the command line lets a tool package or plugin take to import.
+IMPORT_TIMEOUT = 30.0
 DEFAULT_FILE = "harness-one.toml"
 #: Keys of ``[plugins]`` that are not plugin names.
 PLUGIN_SETTINGS = {"block", "allow", "autoload", "strict"}
@@ -80,6 +83,8 @@ class Settings:
     tools: list[str] = field(default_factory=list)
     mcp_servers: dict[str, dict[str, Any]] = field(default_factory=dict)
     source: str | None = None
+    #: ``HARNESS_ONE_IMPORT_TIMEOUT``: seconds an entry point's import may take (None: no bound).
+    import_timeout: float | None = IMPORT_TIMEOUT
 
 
 _SECTIONS = {"plugins", "state", "logging", "mcp", "tools"}
@@ -195,11 +200,25 @@ def load_settings(path: str | None = None) -> Settings:
     settings.state_prefix = os.environ.get(ENV_REDIS_PREFIX) or settings.state_prefix
     settings.state = with_prefix(settings.state, settings.state_prefix)
     settings.tools += [t for t in os.environ.get(ENV_TOOLS, "").split(os.pathsep) if t]
+    settings.import_timeout = _import_timeout(os.environ.get(ENV_IMPORT_TIMEOUT, ""))
     if settings.log_format not in (None, "console", "json"):
         raise ConfigError(f"log format must be 'console' or 'json', not {settings.log_format!r}")
     if settings.log_level.lower() not in ("debug", "info", "warning", "error"):
         raise ConfigError(f"log level must be debug, info, warning or error, not {settings.log_level!r}")
     return settings
+
+
+def _import_timeout(text: str) -> float | None:
+    """``HARNESS_ONE_IMPORT_TIMEOUT``: seconds, ``0`` for no bound; unset or empty, the default."""
+    if not text.strip():
+        return IMPORT_TIMEOUT
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = -1.0
+    if not 0 <= seconds < float("inf"):
+        raise ConfigError(f"{ENV_IMPORT_TIMEOUT} must be a number of seconds (0: no bound), not {text!r}")
+    return seconds or None
 
 
 def parse_option(text: str) -> tuple[str, str, Any]:

@@ -118,10 +118,11 @@ class ToolIndex:
         if path is not None:
             try:
                 data = json.loads(path.read_text(encoding="utf-8"))
-                if isinstance(data, dict) and data.get("version") == self.VERSION:
-                    self._entries = dict(data.get("entries") or {})
-            except (OSError, ValueError):
-                pass
+            except (OSError, ValueError, RecursionError):  # unreadable, not JSON, nested past the parser
+                return
+            entries = data.get("entries") if isinstance(data, dict) and data.get("version") == self.VERSION else None
+            if isinstance(entries, dict):  # a cache: an entry of another shape is dropped, never trusted
+                self._entries = {key: entry for key, entry in entries.items() if _well_formed(entry)}
 
     @staticmethod
     def key(ep: EntryPoint) -> str:
@@ -167,6 +168,20 @@ class ToolIndex:
         if top not in self._stamps:
             self._stamps[top] = _source_stamp(top)
         return self._stamps[top]
+
+
+def _well_formed(entry: Any) -> bool:
+    """An index entry as :meth:`ToolIndex.record` writes it: a stamp of three ints and a list of names."""
+    if not isinstance(entry, dict):
+        return False
+    stamp, tools = entry.get("stamp"), entry.get("tools")
+    return (
+        isinstance(stamp, list)
+        and len(stamp) == 3
+        and all(type(n) is int for n in stamp)
+        and isinstance(tools, list)
+        and all(isinstance(t, str) for t in tools)
+    )
 
 
 def _source_stamp(top: str) -> list[int] | None:
@@ -223,9 +238,9 @@ def _index_path() -> Path | None:
     if where is None:
         base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
         where = os.path.join(base, "harness-one")
-    elif not where:
+    elif not where.strip():
         return None
-    return Path(where) / "tool-index.json"
+    return Path(where.strip()).expanduser().absolute() / "tool-index.json"
 
 
 def load_named_entry_point(registry: ToolRegistry, report: DiscoveryReport, name: str) -> bool:
@@ -264,6 +279,7 @@ def _load(registry: ToolRegistry, report: DiscoveryReport, ep: EntryPoint, index
         items = _collect(obj)
         pending = _from_hook(obj) if items is None else [as_tool(item) for item in items]
     except KeyboardInterrupt:
+        report.seen.discard(ep)  # not loaded: the next discovery tries it again
         raise
     except BaseException as exc:  # SystemExit at import included: a broken package is reported, not fatal
         report.failures.append(failure(ep, exc))

@@ -9,7 +9,16 @@ from typing import Any
 from ._errors import capped
 from ._log import log_event
 
-__all__ = ["PLUGIN_GROUP", "TOOL_GROUP", "EntryPoint", "LoadFailure", "entry_points", "refresh_entry_points"]
+__all__ = [
+    "PLUGIN_GROUP",
+    "TOOL_GROUP",
+    "EntryPoint",
+    "ImportTimeout",
+    "LoadFailure",
+    "entry_points",
+    "refresh_entry_points",
+    "set_import_timeout",
+]
 
 PLUGIN_GROUP = "harness_one.plugins"
 TOOL_GROUP = "harness_one.tools"
@@ -26,7 +35,10 @@ class EntryPoint:
     distribution: str
 
     def load(self) -> Any:
-        return _load(self.group, self.name, self.value)
+        limit = _import_timeout
+        if limit is None or _bounding:
+            return _load(self.group, self.name, self.value)
+        return _bounded(self, limit)
 
     @property
     def is_own(self) -> bool:
@@ -47,6 +59,56 @@ class LoadFailure:
         return f"{self.group}:{self.name} from {self.distribution}: {self.error}"
 
 
+class ImportTimeout(BaseException):
+    """An entry point's import ran past :func:`set_import_timeout`'s bound.
+
+    A ``BaseException``, as ``KeyboardInterrupt`` is: a package's ``except Exception`` does not
+    swallow it. Loading reports it as that entry point's failure and goes on with the others.
+    """
+
+
+#: Seconds an entry point's import may take (None: no bound); see :func:`set_import_timeout`.
+_import_timeout: float | None = None
+_bounding = False
+
+
+def set_import_timeout(seconds: float | None) -> None:
+    """Bound each entry point's import to ``seconds`` (None: no bound, the library's default).
+
+    The command line sets it (``HARNESS_ONE_IMPORT_TIMEOUT``, 30 s by default): a tool package
+    whose import never returns is reported as failed instead of hanging ``list``, ``doctor``,
+    ``export`` and ``call``. The bound is a ``SIGALRM`` timer, raised in the importing code
+    again every second until it gives up, so it holds only in the main thread of a POSIX
+    process and only for code that returns to the interpreter (a sleep, a wait on a lock or a
+    socket, a Python loop; not a C loop that never does). Elsewhere imports are not bounded.
+    """
+    global _import_timeout
+    _import_timeout = seconds
+
+
+def _bounded(ep: EntryPoint, seconds: float) -> Any:
+    """``ep``'s import with an alarm ``seconds`` away; the import itself stays in the main thread."""
+    import signal
+    import threading
+
+    if not hasattr(signal, "setitimer") or threading.current_thread() is not threading.main_thread():
+        return _load(ep.group, ep.name, ep.value)
+
+    def expired(signum: int, frame: Any) -> None:
+        raise ImportTimeout(f"the import did not finish within {seconds:g} s (HARNESS_ONE_IMPORT_TIMEOUT)")
+
+    global _bounding
+    previous = signal.signal(signal.SIGALRM, expired)
+    _bounding = True  # an entry point loaded while this one imports shares its bound
+    try:
+        signal.setitimer(signal.ITIMER_REAL, seconds, 1.0)
+        return _load(ep.group, ep.name, ep.value)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+        _bounding = False
+
+
 def _canonical(name: str) -> str:
     return name.lower().replace("_", "-").replace(".", "-")
 
@@ -58,11 +120,27 @@ def entry_points(group: str) -> tuple[EntryPoint, ...]:
 
     found = []
     for ep in importlib_metadata.entry_points(group=group):
-        dist = ep.dist.metadata["Name"] if ep.dist is not None else "?"
-        found.append(EntryPoint(group=group, name=ep.name, value=ep.value, distribution=dist))
+        found.append(EntryPoint(group=group, name=ep.name, value=ep.value, distribution=_distribution(ep)))
     # Unique by (distribution, name): a package visible twice on sys.path is listed once.
     unique = {(e.distribution, e.name): e for e in found}
     return tuple(sorted(unique.values(), key=lambda e: (_canonical(e.distribution), e.name)))
+
+
+def _distribution(ep: Any) -> str:
+    """The name of the distribution that ships ``ep``; a broken one (no METADATA, no ``Name``) is named by its folder."""
+    dist = ep.dist
+    if dist is None:
+        return "?"
+    try:
+        name = dist.metadata["Name"]
+    except Exception:  # MetadataNotFound, KeyError: seen in the wild (a half-removed install)
+        name = None
+    if isinstance(name, str) and name:
+        return name
+    folder = getattr(dist, "_path", None)  # ``name-1.0.dist-info``
+    named = str(getattr(folder, "name", "")).split("-")[0] or "?"
+    log_event(30, "distribution without a name in its metadata", entry_point=ep.name, group=ep.group, folder=str(folder))
+    return named
 
 
 def refresh_entry_points() -> None:

@@ -201,6 +201,8 @@ class ToolRegistry(metaclass=_SharedType):
     """
 
     _default_lock: ClassVar[threading.Lock] = threading.Lock()
+    #: The thread building the default registry (its plugins load meanwhile), else None.
+    _default_builder: ClassVar[int | None] = None
     #: What the class-level shared methods are read from (see :class:`_SharedType`): on
     #: ``ToolRegistry``, the default registry, or :data:`_LAZY` while there is none.
     _current: ClassVar[Any] = _LAZY
@@ -272,12 +274,23 @@ class ToolRegistry(metaclass=_SharedType):
         """
         registry = ToolRegistry._current
         if registry is _LAZY:
+            if ToolRegistry._default_builder == threading.get_ident():  # waiting for the lock would be for ever
+                raise PluginError(
+                    "The default registry is being set up and its plugins are loading: a plugin cannot use it "
+                    "while it loads (in its module or its factory). Put its tools in a tool package instead, "
+                    "or define them with @defineTool(registry=None)."
+                )
             with ToolRegistry._default_lock:
                 registry = ToolRegistry._current
                 if registry is _LAZY:
                     from ._config import environment_state
 
-                    registry = ToolRegistry._current = ToolRegistry(discover=True, state=environment_state() or None)
+                    ToolRegistry._default_builder = threading.get_ident()
+                    try:
+                        registry = ToolRegistry(discover=True, state=environment_state() or None)
+                    finally:
+                        ToolRegistry._default_builder = None
+                    ToolRegistry._current = registry
         return registry  # type: ignore[no-any-return]
 
     @classmethod
@@ -367,6 +380,8 @@ class ToolRegistry(metaclass=_SharedType):
     @_shared
     def remove(self, /, name: str) -> Tool:
         """Unregister the tool called ``name`` and return it; safe while other threads call tools."""
+        if isinstance(name, str) and name not in self._tools:
+            self._ensure_discovered(name)  # a package's tool is removed, not loaded later
         with self._lock:
             entry = self._tools.get(name)
             if entry is None:
@@ -483,6 +498,10 @@ class ToolRegistry(metaclass=_SharedType):
                 self._loaded.clear()
             try:
                 load_tool_entry_points(self, self.discovery)
+            except BaseException:
+                if outer:  # interrupted (Ctrl-C in a slow import): the next lookup loads what is missing
+                    self._discovered = False
+                raise
             finally:
                 if outer:
                     self._discovering = None

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 import click
 
 from .._config import ConfigError, Settings, load_settings, parse_option
+from .._entrypoints import set_import_timeout
 from .._errors import PluginError
 
 if TYPE_CHECKING:
@@ -74,6 +75,7 @@ def build_registry(state: CliState) -> ToolRegistry:
     """Installed tool packages and plugins (with their configured options), local tools, MCP servers."""
     from .. import ToolRegistry
     from .._discovery import _collect, as_tool
+    from .._redact import without_userinfo
 
     settings = state.settings
     try:
@@ -86,11 +88,13 @@ def build_registry(state: CliState) -> ToolRegistry:
             discover=True,
             state=settings.state,
         )
-        registry.state.check()
     except (ValueError, PluginError) as exc:  # the configuration: plugin options, strict loading
         raise click.UsageError(str(exc)) from None
+    try:
+        registry.state.check()
     except Exception as exc:
-        raise click.ClickException(f"cannot open the state store {settings.state!r}: {exc} (set HARNESS_ONE_STATE)") from None
+        shown = without_userinfo(f"{settings.state!r}: {exc}")  # the URL's password is not printed
+        raise click.ClickException(f"cannot open the state store {shown} (set HARNESS_ONE_STATE)") from None
     for spec in [*settings.tools, *state.tool_specs]:
         try:
             items = _collect(_import(spec)) or []
@@ -280,4 +284,5 @@ def main(
     settings.log_level = log_level or settings.log_level
     settings.state = state_url or settings.state
     configure_logging(settings.log_format, settings.log_level, sys.stderr)
+    set_import_timeout(settings.import_timeout)
     ctx.obj = CliState(settings, list(tool_specs), list(mcp_specs), mcp_call_timeout=mcp_call_timeout)
