@@ -11,6 +11,7 @@ from harness_one import (
     Call,
     Outcome,
     PluginError,
+    RateLimitExceeded,
     Retry,
     ToolArgumentError,
     ToolError,
@@ -302,6 +303,20 @@ def test_an_entry_point_of_a_standard_name_replaces_it_whatever_its_distribution
     reg = ToolRegistry()
     assert reg.plugins.failures == [] and reg.plugins.sources["rate_limit"] == dist
     assert type(reg.plugins.get("rate_limit")).__module__ == module
+
+
+@pytest.mark.parametrize("dist", ["aaa-limits", "zzz-limits"])
+def test_a_replacement_that_fails_to_load_leaves_the_standard_plugin(dists: Any, dist: str) -> None:
+    """A broken third-party ``rate_limit`` plugin: the standard one still limits (neither was active)."""
+    module = dist.replace("-", "_")
+    dists.make(dist, {module: "import not_a_real_module\n"}, {"harness_one.plugins": {"rate_limit": f"{module}:Limits"}})
+    reg = ToolRegistry(autoload=True)
+    assert [(f.name, f.distribution) for f in reg.plugins.failures] == [("rate_limit", dist)]
+    assert reg.plugins.sources["rate_limit"] == "harness-one"
+    reg.add(lambda: 8, name="eight", rate_limit={"rate": 1, "burst": 1})
+    assert reg.call("eight") == 8
+    with pytest.raises(RateLimitExceeded):
+        reg.call("eight")
 
 
 def test_applies_to_skips_unrelated_tools(bare: ToolRegistry) -> None:

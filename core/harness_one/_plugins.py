@@ -323,13 +323,15 @@ class PluginSet:
         env_allow = _env_names(ENV_ALLOW)
         allowed = set(allow) if allow is not None else (env_allow or None)
         autoload = (not _env_flag(ENV_NO_AUTOLOAD)) if autoload is None else autoload
-        chosen = self._choose(standard=standard, third_party=autoload, allowed=allowed)
+        chosen, standard_of = self._choose(standard=standard, third_party=autoload, allowed=allowed)
         #: The options each entry-point plugin was built with (argument, then environment).
         self.options: dict[str, dict[str, Any]] = {n: dict(v) for n, v in env_options(chosen).items()}
         for name, values in (options or {}).items():
             self.options[name] = {**self.options.get(name, {}), **values}
         for name, ep in chosen.items():
-            self._load(name, ep)
+            if not self._load(name, ep) and name in standard_of:  # a broken replacement does not leave the name empty
+                log_event(30, "replacing plugin failed to load: the standard one is used", name=name, failed=ep.distribution)
+                self._load(name, standard_of[name])
         items: Iterable[tuple[str | None, Any]] = (
             plugins.items() if isinstance(plugins, Mapping) else ((None, p) for p in plugins)
         )
@@ -340,8 +342,12 @@ class PluginSet:
 
     # ------------------------------------------------------------------ loading
 
-    def _choose(self, *, standard: bool, third_party: bool, allowed: set[str] | None) -> dict[str, EntryPoint]:
+    def _choose(
+        self, *, standard: bool, third_party: bool, allowed: set[str] | None
+    ) -> tuple[dict[str, EntryPoint], dict[str, EntryPoint]]:
+        """The entry point to load for each plugin name, and the standard ones that third-party plugins replace."""
         chosen: dict[str, EntryPoint] = {}
+        replaced: dict[str, EntryPoint] = {}
         for ep in entry_points(PLUGIN_GROUP):
             if (ep.is_own and not standard) or (not ep.is_own and not third_party):
                 continue
@@ -351,16 +357,20 @@ class PluginSet:
                 continue
             previous = chosen.get(ep.name)
             if previous is not None and ep.is_own:
+                replaced[ep.name] = ep
                 continue  # a third-party plugin of a standard name came first: it replaces the standard one
             if previous is not None and not previous.is_own:
                 reason = f"name conflict: '{ep.name}' is already provided by {previous.distribution}"
                 self.failures.append(LoadFailure(PLUGIN_GROUP, ep.name, ep.distribution, reason))
                 log_event(30, "plugin name conflict", name=ep.name, kept=previous.distribution, skipped=ep.distribution)
                 continue
+            if previous is not None:
+                replaced[ep.name] = previous
             chosen[ep.name] = ep  # a third-party plugin of a standard name replaces the standard one
-        return chosen
+        return chosen, replaced
 
-    def _load(self, name: str, ep: EntryPoint) -> None:
+    def _load(self, name: str, ep: EntryPoint) -> bool:
+        """Load and register ``ep`` as plugin ``name``; False when it failed (recorded in ``failures``)."""
         options = self.options.get(name, {})
         try:
             obj = ep.load()
@@ -374,13 +384,14 @@ class PluginSet:
             raise
         except BaseException as exc:  # SystemExit or anything else at import: a load failure, not an exit
             self._failed(ep, exc)
-            return
+            return False
         try:
             self._register(plugin, name, replace=False)
         except PluginError as exc:
             self._failed(ep, exc)
-            return
+            return False
         self.sources[name] = ep.distribution
+        return True
 
     def _unclaimed_options(self) -> None:
         """Options for a name no installed or given plugin has (``[plugins.rate_limt]``): a load failure.
