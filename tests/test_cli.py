@@ -195,6 +195,16 @@ def test_a_deeply_nested_option_value_is_refused_by_its_plugin_in_a_short_messag
     assert "timeout default must be a positive number" in failure and len(failure) < 2100
 
 
+def test_an_option_of_a_plugin_with_a_dotted_name(runner: CliRunner, dists: Any) -> None:
+    """``-O acme.audit.level=debug`` is option ``level`` of plugin ``acme.audit``, as ``[plugins."acme.audit"]``."""
+    plugin = "class Audit:\n    def __init__(self, level='info'):\n        self.level = level\n"
+    dists.make("acme-dotted", {"acme_dotted": plugin}, {"harness_one.plugins": {"acme.audit": "acme_dotted:Audit"}})
+    result = runner.invoke(main, ["-O", "acme.audit.level=debug", "doctor", "--json"])
+    assert result.exit_code == 0, result.output
+    [audit] = [p for p in json.loads(result.stdout)["plugins"] if p["name"] == "acme.audit"]
+    assert audit["options"] == {"level": "debug"}
+
+
 def test_parse_request_shapes() -> None:
     assert parse_request('{"id": 1, "name": "t", "arguments": {"a": 1}}').arguments == {"a": 1}
     openai = parse_request('{"id": "c1", "type": "function", "function": {"name": "t", "arguments": "{\\"a\\": 1}"}}')

@@ -222,9 +222,12 @@ def _import_timeout(text: str) -> float | None:
 
 
 def parse_option(text: str) -> tuple[str, str, Any]:
-    """``"rate_limit.max_wait=2"`` -> ``("rate_limit", "max_wait", 2)``: the value is JSON if it parses, else a string."""
+    """``"rate_limit.max_wait=2"`` -> ``("rate_limit", "max_wait", 2)``: the value is JSON if it parses, else a string.
+
+    The option is after the last dot (a keyword has none; a plugin's entry-point name may: ``acme.audit.level``).
+    """
     target, sep, raw = text.partition("=")
-    plugin, dot, option = target.partition(".")
+    plugin, dot, option = target.rpartition(".")
     if not (sep and dot and plugin and option):
         raise ConfigError(f"plugin option {text!r} must look like NAME.OPTION=VALUE (e.g. rate_limit.max_wait=2)")
     try:
