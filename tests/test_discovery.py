@@ -197,3 +197,14 @@ def test_removing_a_package_tool_loads_it_first(dists: Any) -> None:
     assert "shout" not in reg.names() and "whisper" in reg.names()
     with pytest.raises(ToolNotFound):
         reg.remove("no_such_tool")
+
+
+def test_a_tool_another_package_imports_is_credited_once(dists: Any) -> None:
+    """A module entry point that imports a tool of another package does not claim it (nor list it twice)."""
+    dists.make("hx-aaa-own", {"hx_own": TOOLS_MODULE}, {"harness_one.tools": {"text": "hx_own"}})
+    extras = "from harness_one import defineTool\nfrom hx_own import shout\n\n@defineTool(registry=None)\ndef plain(n: int) -> int:\n    return n\n"
+    dists.make("hx-bbb-extras", {"hx_extras": extras}, {"harness_one.tools": {"extras": "hx_extras"}})
+    reg = ToolRegistry(discover=True, autoload=False)
+    reg.load_entry_points()
+    assert reg.get("shout").source == "hx-aaa-own" and reg.discovery.conflicts == []
+    assert reg.discovery.loaded["hx-bbb-extras"] == ["plain"] and "shout" in reg.discovery.loaded["hx-aaa-own"]

@@ -247,6 +247,20 @@ def test_a_malformed_index_is_ignored(dists: Any, index_dir: Path, monkeypatch: 
     assert ToolRegistry(discover=True, autoload=False).call("tool_9", {"n": 2}) == 11
 
 
+def test_a_package_s_data_files_are_part_of_its_stamp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tools built from a data file (an API spec): the index entry goes stale when that file changes."""
+    from harness_one._discovery import _source_stamp
+
+    package = tmp_path / "hx_spec_tools"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "spec.json").write_text('{"tools": ["a"]}')
+    monkeypatch.syspath_prepend(str(tmp_path))
+    before = _source_stamp("hx_spec_tools")
+    (package / "spec.json").write_text('{"tools": ["a", "translate"]}')
+    assert before is not None and _source_stamp("hx_spec_tools") != before
+
+
 def test_the_cache_dir_expands_the_home(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     from harness_one._discovery import _index_path
 

@@ -102,7 +102,7 @@ class ToolIndex:
     """Which tools each module entry point provides, kept in a JSON file between processes.
 
     An entry is valid while the entry point's source files are unchanged: their count, sizes
-    and modification times (the top-level module, or every ``.py`` file of its package) are
+    and modification times (the top-level module, or every file of its package, data files too) are
     its stamp, so an editable install whose code changed is loaded again. The file lives in
     ``HARNESS_ONE_CACHE_DIR`` (default ``$XDG_CACHE_HOME/harness-one`` or
     ``~/.cache/harness-one``); an empty ``HARNESS_ONE_CACHE_DIR`` keeps it in memory only.
@@ -199,7 +199,7 @@ def _source_stamp(top: str) -> list[int] | None:
         for location in spec.submodule_search_locations:
             for root, dirs, names in os.walk(location):
                 dirs[:] = [d for d in dirs if d != "__pycache__"]
-                files.extend(os.path.join(root, n) for n in names if n.endswith(".py"))
+                files.extend(os.path.join(root, n) for n in names if not n.endswith((".pyc", ".pyo")))
     elif spec.origin and spec.has_location:
         files.append(spec.origin)
     else:
@@ -295,12 +295,14 @@ def _load(registry: ToolRegistry, report: DiscoveryReport, ep: EntryPoint, index
 
 def _add(registry: ToolRegistry, report: DiscoveryReport, ep: EntryPoint, tool: Tool) -> None:
     existing = registry._tools.get(tool.name)
-    if existing is not None and existing.tool is not tool:
+    if existing is not None:
+        if existing.tool is tool:  # another package's tool that this one imports: registered, and credited, once
+            return
         kept = existing.tool.source or "code in this process"
         report.conflicts.append(Conflict(tool.name, kept=kept, skipped=ep.distribution))
         log_event(30, "tool name conflict", tool=tool.name, kept=kept, skipped=ep.distribution)
         return
-    tool.source = ep.distribution
+    tool.source = tool.source or ep.distribution  # the first package that provided it (one Tool, many registries)
     try:
         registry._insert(tool, replace=False)
     except ToolError as exc:
