@@ -63,8 +63,6 @@ def _cannot_decide(exc: BaseException) -> TypeGuard[Exception]:
     return isinstance(exc, _LINK_ERRORS) or (isinstance(exc, redis.ResponseError) and str(exc).startswith(_UNABLE))
 
 
-_MAX_TTL_MS = 7 * 24 * 3600 * 1000
-
 _NOW = """
 local now
 if ARGV[1] == '' then
@@ -149,7 +147,7 @@ redis.call('DEL', KEYS[1])
 redis.call('HSET', KEYS[1], 'fp', ARGV[2], 'st', ARGV[3], 'ex', ARGV[4], 'ok', ARGV[5], 'v', ARGV[6], 'e', ARGV[7])
 local ttl = tonumber(ARGV[8])
 if at ~= nil then ttl = math.ceil((tonumber(ARGV[4]) - at) * 1000) end
-redis.call('PEXPIRE', KEYS[1], math.min(math.max(ttl, 1), 604800000))
+redis.call('PEXPIRE', KEYS[1], math.min(math.max(ttl, 1), 2^53)) -- the full ttl (2^53 ms: 285,000 years; Redis refuses '1e+17')
 return 1
 """
 )
@@ -270,10 +268,9 @@ _CIRCUIT_RECORD = _Script(
     _CIRCUIT_COMMON
     + """
 local failed, probe = ARGV[7] == '1', tonumber(ARGV[8]) or 0
-if probe > 0 then
-  if probe ~= math.max(field('n', 0), 1) then return 0 end
+if probe > 0 then -- only a half-open circuit has probes ('pr'); a missing one is not recreated
+  if st ~= 'half_open' or probe ~= math.max(field('n', 0), 1) then return 0 end
   redis.call('HSET', k, 'pr', math.max(field('pr', 0) - 1, 0))
-  if st ~= 'half_open' then return 0 end
   if failed then open() return 1 end
   if redis.call('HINCRBY', k, 'ps', 1) >= probes then
     local opened = field('n', 0)
@@ -348,13 +345,14 @@ def _interrupted() -> redis.ConnectionError:
 
 
 def _sendable(connection: Any, batch: Sequence[_Pending]) -> list[_Pending]:
-    """The calls of ``batch`` whose arguments can be sent; each other call is given its
-    ``DataError`` (redis-py's refusal of, say, a ``bool``), for its own caller."""
+    """The calls of ``batch`` whose arguments can be sent; each other call is given its error
+    (redis-py's ``DataError`` for, say, a ``bool``; ``UnicodeEncodeError`` for a lone surrogate),
+    for its own caller: one call's arguments never fail its neighbours or mark the link down."""
     sendable = []
     for pending in batch:
         try:
             connection.pack_command(*pending.command)
-        except redis.DataError as exc:
+        except Exception as exc:  # packing is local: whatever it raises is about this call's arguments
             pending.outcome = exc
         else:
             sendable.append(pending)
@@ -373,7 +371,7 @@ def _write(connection: Any, batch: Sequence[_Pending], reload: bool) -> tuple[Se
     calls, commands = batch, _commands(batch, reload)
     try:
         return calls, commands, connection.pack_commands(commands)
-    except redis.DataError:
+    except Exception:
         calls = _sendable(connection, calls)
         commands = _commands(calls, reload)
         return calls, commands, connection.pack_commands(commands)
@@ -810,11 +808,11 @@ def _now_arg(server_time: bool, now: float) -> str:
 
 
 def _name(value: Hashable) -> str:
-    """A bucket's name in its Redis key: its text, or ``#`` and a digest of it when the text is over
-    200 characters or not printable (a lone surrogate cannot be sent; a huge one would time out the
-    link for every caller). No plain name starts with ``#``: a tool name cannot, nor a ``repr``."""
+    """A name in a Redis key (a bucket, a run, a circuit): its text, or ``#`` and a digest of it
+    when the text is over 200 characters or not printable (a lone surrogate cannot be sent; a huge
+    one would time out the link for every caller), or starts with ``#`` (so none looks like a digest)."""
     text = value if isinstance(value, str) else repr(value)
-    if len(text) <= 200 and text.isprintable():
+    if len(text) <= 200 and text.isprintable() and not text.startswith("#"):
         return text
     return "#" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
@@ -900,7 +898,7 @@ class RedisStore:
             raise ValueError(
                 f"the outcome is {len(value) + len(error):,} characters of JSON, over the {self.max_value:,} a record holds"
             )
-        fallback = min(max(math.ceil((record.expires - time.time()) * 1000), 1), _MAX_TTL_MS)
+        fallback = max(math.ceil((record.expires - time.time()) * 1000), 1)
         return [self._key(scope, key)], [
             "",
             record.fingerprint,
@@ -990,7 +988,8 @@ class RedisCircuits:
         self.server_time = server_time
 
     def _call(self, tool: str, policy: Any, now: float, *extra: Any) -> tuple[list[str], list[Any]]:
-        return [f"{self.link.prefix}cb:{{{len(tool)}:{tool}}}"], [
+        name = _name(tool)
+        return [f"{self.link.prefix}cb:{{{len(name)}:{name}}}"], [
             _now_arg(self.server_time, now),
             repr(float(policy.failure_ratio)),
             int(policy.min_calls),
@@ -1044,19 +1043,27 @@ local spent = 0
 if limit ~= nil and n >= limit then spent = 1
 elseif total ~= nil and all >= total then spent = 2
 else redis.call('HSET', k, f, n + 1, 'n:*', all + 1) end
+if spent ~= 0 and all == 0 then return spent end -- nothing counted: leave no key
 redis.call('HSET', k, 'ex', num(now + ttl))
 redis.call('PEXPIRE', k, math.min(math.max(1, math.ceil(ttl * 1000)), 604800000))
 return spent
 """
 )
 
-# ARGV: '', scope. Uncounts one call of the scope and of '*', never below zero.
+# ARGV: '', scope. Uncounts one call of the scope and of '*', never below zero; a run left with
+# no count is deleted (a missing run counts zero), so refused calls of new runs leave no key.
 _BUDGET_GIVE_BACK = _Script(
     """
 local f = 'n:' .. ARGV[2]
 local c = redis.call('HMGET', KEYS[1], f, 'n:*')
 if (tonumber(c[1]) or 0) > 0 then redis.call('HINCRBY', KEYS[1], f, -1) end
 if (tonumber(c[2]) or 0) > 0 then redis.call('HINCRBY', KEYS[1], 'n:*', -1) end
+if (tonumber(c[2]) or 0) > 1 then return 1 end
+local all = redis.call('HGETALL', KEYS[1])
+for i = 1, #all, 2 do
+  if string.sub(all[i], 1, 2) == 'n:' and tonumber(all[i + 1]) ~= 0 then return 1 end
+end
+redis.call('DEL', KEYS[1])
 return 1
 """
 )
@@ -1086,7 +1093,8 @@ class RedisBudgets:
         self.server_time = server_time
 
     def _key(self, run: str) -> str:
-        return f"{self.link.prefix}budget:{{{len(run)}:{run}}}"
+        name = _name(run)  # a run id is caller data: a huge or unprintable one is hashed
+        return f"{self.link.prefix}budget:{{{len(name)}:{name}}}"
 
     def _take(
         self, run: str, scope: str, limit: int | None, total: int | None, now: float, ttl: float

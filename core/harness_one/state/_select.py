@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlparse, urlunparse
 
+from .._redact import without_userinfo
 from ._memory import MemoryBuckets, MemoryBudgets, MemoryCircuits, MemorySlots, MemoryStore
 from ._protocols import BudgetStore, CircuitStore, ConcurrencySlots, IdempotencyStore, RateLimitBackend
 
@@ -26,6 +27,7 @@ CLUSTER_SCHEMES = ("redis+cluster", "rediss+cluster")
 def split_redis_url(url: str) -> tuple[str, dict[str, str], bool]:
     """The URL without harness-one's own query options (``prefix``, ``timeout``), those options,
     and whether it names a Redis Cluster (``redis+cluster://``, given to the client as ``redis://``).
+    ``decode_responses`` is dropped: the backends read Redis's replies as bytes.
 
     A malformed option is refused here, when the state is made, not later in each plugin (where
     the plugin would be left on state of its own process).
@@ -36,7 +38,7 @@ def split_redis_url(url: str) -> tuple[str, dict[str, str], bool]:
     for name, value in parse_qsl(parsed.query, keep_blank_values=True):
         if name in ("prefix", "timeout"):
             ours[name] = value
-        else:
+        elif name != "decode_responses":
             rest.append((name, value))
     if "timeout" in ours:
         try:
@@ -67,15 +69,17 @@ class State:
         parsed = urlparse(url or "memory:")
         self.scheme = parsed.scheme or "sqlite"  # a plain path is a SQLite file
         if self.scheme not in ("memory", "sqlite", *REDIS_SCHEMES):
-            raise ValueError(f"unknown state URL {url!r}: use 'memory:', 'sqlite:///PATH', 'redis://HOST:PORT/DB' or a file path")
+            raise ValueError(
+                f"unknown state URL {_shown(url)}: use 'memory:', 'sqlite:///PATH', 'redis://HOST:PORT/DB' or a file path"
+            )
         self.path: Path | None = None
         if self.scheme == "sqlite":
             if not parsed.path or parsed.path == "/":
-                raise ValueError(f"state URL {url!r} names no file: use 'sqlite:///PATH'")
+                raise ValueError(f"state URL {_shown(url)} names no file: use 'sqlite:///PATH'")
             self.path = Path(parsed.path).expanduser()
         if self.redis:
             if importlib.util.find_spec("redis") is None:
-                raise ValueError(f"state URL {url!r} needs the Redis client: pip install 'harness-one[redis]'")
+                raise ValueError(f"state URL {_shown(url)} needs the Redis client: pip install 'harness-one[redis]'")
             split_redis_url(url or "")  # refuses a malformed option now
         self.prefix = prefix
         self._lock = threading.RLock()  # a Redis backend makes the link inside _once
@@ -180,7 +184,12 @@ class State:
         return self.scheme != "memory"
 
     def __repr__(self) -> str:
-        return f"State({self.url!r})"
+        return f"State({_shown(self.url)})"
+
+
+def _shown(url: str | None) -> str:
+    """``url`` as errors and ``repr`` show it: without its user-info (a password)."""
+    return repr(url if url is None else without_userinfo(url))
 
 
 def open_state(url: str | None) -> State:
