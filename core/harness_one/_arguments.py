@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._errors import ArgumentProblem, ToolArgumentError
-from ._schema import json_type
+from ._schema import _short as _shown
+from ._schema import json_path, json_type
 
 __all__ = [
     "MAX_DIGITS",
@@ -51,18 +52,20 @@ class _Long:
         self.digits = digits
 
 
-def _find_long(value: Any, path: str) -> tuple[str, int] | None:
+def _find_long(value: Any) -> tuple[list[Any], int] | None:
+    """The path (its parts, innermost first) and digits of the first integer too long to read."""
     if isinstance(value, _Long):
-        return path, value.digits
+        return [], value.digits
     if isinstance(value, dict):
-        items: Any = ((f"{path}.{k}", v) for k, v in value.items())
+        items: Any = value.items()
     elif isinstance(value, list):
-        items = ((f"{path}[{i}]", v) for i, v in enumerate(value))
+        items = enumerate(value)
     else:
         return None
-    for sub, item in items:
-        found = _find_long(item, sub)
+    for key, item in items:
+        found = _find_long(item)
         if found:
+            found[0].append(key)
             return found
     return None
 
@@ -115,8 +118,8 @@ def load_json(text: str) -> Any:
 
     value = json.loads(text, parse_int=parse_int)
     if long:
-        path, digits = _find_long(value, "$") or ("$", long[0])
-        raise LongNumber(path, digits, _digit_limit())
+        parts, digits = _find_long(value) or ([], long[0])
+        raise LongNumber(json_path(reversed(parts)), digits, _digit_limit())
     return value  # pragma: no cover  (a ValueError other than the digit limit)
 
 
@@ -204,14 +207,15 @@ def _problem(message: str, keyword: str, expected: str, got: str | None = None) 
 
 def _parse(raw: str | bytes | bytearray | memoryview, limits: ArgumentLimits) -> dict[str, Any]:
     size = len(raw) if isinstance(raw, str) else raw.nbytes if isinstance(raw, memoryview) else len(raw)
-    if isinstance(raw, str) and size * 4 > limits.max_bytes and not raw.isascii():
+    if isinstance(raw, str) and size * 4 > limits.max_bytes and size <= limits.max_bytes and not raw.isascii():
         size = len(raw.encode("utf-8", "surrogatepass"))  # text is measured in UTF-8 bytes, as bytes are
-    if size > limits.max_bytes:
+    if size > limits.max_bytes:  # text with more characters than that is not encoded to be measured
+        least = "at least " if isinstance(raw, str) and size == len(raw) and not raw.isascii() else ""
         raise _problem(
-            f"arguments are {size} bytes; the limit is {limits.max_bytes}",
+            f"arguments are {least}{size} bytes; the limit is {limits.max_bytes}",
             "limits",
             f"<= {limits.max_bytes} bytes",
-            f"{size} bytes",
+            f"{least}{size} bytes",
         )
     if isinstance(raw, str):
         text = raw
@@ -287,11 +291,11 @@ def check_signature(args: dict[Any, Any], accepted: frozenset[str], required: fr
         for key in sorted(firsts):  # past the first few, in the order they came
             problems.append(
                 ArgumentProblem(
-                    f"$.{key if len(key) <= 60 else key[:57] + '...'}",  # a 200,000-character name is not echoed
+                    json_path((key,)),
                     f"unexpected argument; expected one of: {', '.join(sorted(accepted)) or 'none'}",
                     "additionalProperties",
                     "no such property",
-                    _short(key),
+                    _shown(key),
                 )
             )
         if unknown > _LISTED:
@@ -301,7 +305,7 @@ def check_signature(args: dict[Any, Any], accepted: frozenset[str], required: fr
                 )
             )
     for key in sorted(required - args.keys()):
-        problems.append(ArgumentProblem(f"$.{key}", "required argument is missing", "required", "present", "missing"))
+        problems.append(ArgumentProblem(json_path((key,)), "required argument is missing", "required", "present", "missing"))
     if problems:
         raise ToolArgumentError(problems)
 

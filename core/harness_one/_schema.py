@@ -11,12 +11,13 @@ import datetime as dt
 import enum
 import functools
 import inspect
+import json
 import math
 import re
 import sys
 import types
 import typing
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 from urllib.parse import unquote, urldefrag, urljoin
@@ -31,7 +32,9 @@ __all__ = [
     "check_against_signature",
     "check_schema",
     "find_remote_refs",
+    "json_path",
     "json_type",
+    "path_step",
     "schema_for_type",
     "wrap_output",
 ]
@@ -640,6 +643,28 @@ def json_type(value: Any) -> str:
     return type(value).__name__
 
 
+def path_step(part: Any) -> str:
+    """One step of a JSON path: ``[2]``, ``.name``, or ``["odd name"]`` (JSON-quoted, surrogates
+    escaped); a name over 60 characters is cut to its first 57 and ``...`` (problems repeat it)."""
+    if type(part) is str and len(part) <= 60 and part.isidentifier():
+        return "." + part
+    if isinstance(part, int) and not isinstance(part, bool):
+        return f"[{part}]"
+    name = part if isinstance(part, str) else str(part)
+    if len(name) > 60:
+        name = name[:57] + "..."
+    return f".{name}" if name.isidentifier() else f"[{json.dumps(name)}]"
+
+
+def json_path(parts: Iterable[Any]) -> str:
+    """The JSON path of ``parts`` (names and indices from the root), as every problem names its field.
+
+    ``json_path(["rows", 2, "a.b"])`` is ``'$.rows[2]["a.b"]'``: a plugin writing an
+    :class:`~harness_one.ArgumentProblem` uses it to name fields as validation does.
+    """
+    return "$" + "".join(map(path_step, parts))
+
+
 # ---------------------------------------------------------------------------- constraints
 
 
@@ -942,13 +967,9 @@ def _values(item: _Conv | None) -> _Conv | None:
     def convert(value: Any, path: str) -> Any:
         if not isinstance(value, dict):
             return value
-        return {k: item(v, _join_path(path, k)) for k, v in value.items()}
+        return {k: item(v, path + path_step(k)) for k, v in value.items()}
 
     return convert
-
-
-def _join_path(path: str, key: Any) -> str:
-    return f"{path}.{key}" if isinstance(key, str) and key.isidentifier() else f"{path}[{key!r}]"
 
 
 def _fields(convs: dict[str, _Conv | None], cls: type | None) -> _Conv | None:
@@ -960,7 +981,7 @@ def _fields(convs: dict[str, _Conv | None], cls: type | None) -> _Conv | None:
     def convert(value: Any, path: str) -> Any:
         if not isinstance(value, dict):
             return value
-        fields = {k: (inner[k](v, _join_path(path, k)) if k in inner else v) for k, v in value.items()}
+        fields = {k: (inner[k](v, path + path_step(k)) if k in inner else v) for k, v in value.items()}
         if cls is None:
             return fields
         try:

@@ -29,6 +29,7 @@ from harness_one import (
     ToolArgumentError,
     ToolRegistry,
     hookimpl,
+    json_path,
     json_type,
     per_tool,
 )
@@ -337,20 +338,22 @@ def _odd_problems(root: dict[Any, Any] | list[Any]) -> list[ArgumentProblem]:
                 got = json_type(key)
                 problems.append(
                     ArgumentProblem(
-                        _path(path), f"property names must be strings, got {got} {_preview(key)}", "type", "string", got
+                        json_path(path), f"property names must be strings, got {got} {_preview(key)}", "type", "string", got
                     )
                 )
                 continue
             where = (*path, key)
             if isinstance(value, float) and not math.isfinite(value):
                 problems.append(
-                    ArgumentProblem(_path(where), f"expected a finite number, got {value}", "type", "a finite number", str(value))
+                    ArgumentProblem(
+                        json_path(where), f"expected a finite number, got {value}", "type", "a finite number", str(value)
+                    )
                 )
             elif isinstance(value, int) and not isinstance(value, bool) and abs(value) >= int_bound:
                 digits = int(value.bit_length() * 0.30103) + 1
                 problems.append(
                     ArgumentProblem(
-                        _path(where),
+                        json_path(where),
                         f"expected an integer of at most {max_digits} digits, got one of about {digits} digits",
                         "limits",
                         f"at most {max_digits} digits",
@@ -560,6 +563,118 @@ def _keywords(search: _SearchFn, draft2020: bool) -> dict[str, Callable[..., Ite
     return found
 
 
+def _quiet(base: Any) -> dict[str, Callable[..., Iterator[Any]]]:
+    """``base``'s keywords whose jsonschema text is the repr of the whole value (33 ms for a large
+    one), as functions that build no text from it (:func:`_message` words the problem); and
+    ``propertyNames``, whose problems keep the name they are about (``harness_name``).
+    """
+    from jsonschema import _keywords as kw
+    from jsonschema import _legacy_keywords as legacy
+    from jsonschema._utils import equal
+    from jsonschema.exceptions import ValidationError
+
+    def type_(validator: Any, types: Any, instance: Any, schema: Any) -> Iterator[Any]:
+        if not any(validator.is_type(instance, kind) for kind in ([types] if isinstance(types, str) else types)):
+            yield ValidationError("is not of the type")
+
+    def enum(validator: Any, choices: Any, instance: Any, schema: Any) -> Iterator[Any]:
+        if not any(equal(choice, instance) for choice in choices):
+            yield ValidationError("is not one of the choices")
+
+    def not_(validator: Any, subschema: Any, instance: Any, schema: Any) -> Iterator[Any]:
+        if validator.evolve(schema=subschema).is_valid(instance):
+            yield ValidationError("matches the schema it must not")
+
+    def any_of(validator: Any, alternatives: Any, instance: Any, schema: Any) -> Iterator[Any]:
+        errors = []
+        for index, subschema in enumerate(alternatives):
+            found = list(validator.descend(instance, subschema, schema_path=index))
+            if not found:
+                return
+            errors.extend(found)
+        yield ValidationError("matches none of the alternatives", context=errors)
+
+    def one_of(validator: Any, alternatives: Any, instance: Any, schema: Any) -> Iterator[Any]:
+        errors = []
+        for index, subschema in enumerate(alternatives):
+            found = list(validator.descend(instance, subschema, schema_path=index))
+            if not found:
+                if any(validator.evolve(schema=other).is_valid(instance) for other in alternatives[index + 1 :]):
+                    yield ValidationError("matches more than one of the alternatives")
+                return
+            errors.extend(found)
+        yield ValidationError("matches none of the alternatives", context=errors)
+
+    def counted(kind: str, most: bool) -> Callable[..., Iterator[Any]]:
+        def count(validator: Any, limit: Any, instance: Any, schema: Any) -> Iterator[Any]:
+            if validator.is_type(instance, kind) and (len(instance) > limit if most else len(instance) < limit):
+                yield ValidationError("has too many" if most else "has too few")
+
+        return count
+
+    def contains(validator: Any, subschema: Any, instance: Any, schema: Any) -> Iterator[Any]:
+        if not validator.is_type(instance, "array"):
+            return
+        draft7 = base.VALIDATORS["contains"] is legacy.contains_draft6_draft7  # no minContains, maxContains
+        least, most = (1, None) if draft7 else (schema.get("minContains", 1), schema.get("maxContains"))
+        matches = validator.evolve(schema=subschema).is_valid
+        found = 0
+        for item in instance:
+            if matches(item):
+                found += 1
+                if most is not None and found > most:
+                    text = f"Too many items match the given schema (expected at most {most})"
+                    yield ValidationError(text, validator="maxContains", validator_value=most)
+                    return
+                if most is None and found >= least:
+                    return
+        if not found and least:
+            yield ValidationError("no item matches")
+        elif found < least:
+            text = f"Too few items match the given schema (expected at least {least} but only {found} matched)"
+            yield ValidationError(text, validator="minContains", validator_value=least)
+
+    # `items: false` after prefixItems (additionalItems after an items list): the value is how many are allowed.
+    def items(validator: Any, subschema: Any, instance: Any, schema: Any) -> Iterator[Any]:
+        allowed = len(schema.get("prefixItems", ()))
+        if subschema is False and validator.is_type(instance, "array") and len(instance) > allowed:
+            yield ValidationError("has items past the allowed ones", validator_value=allowed)
+        else:
+            yield from kw.items(validator, subschema, instance, schema)
+
+    def additional_items(validator: Any, extra: Any, instance: Any, schema: Any) -> Iterator[Any]:
+        listed = schema.get("items")
+        if extra is False and isinstance(listed, list) and validator.is_type(instance, "array") and len(instance) > len(listed):
+            yield ValidationError("has items past the allowed ones", validator_value=len(listed))
+        else:
+            yield from legacy.additionalItems(validator, extra, instance, schema)
+
+    def property_names(validator: Any, subschema: Any, instance: Any, schema: Any) -> Iterator[Any]:
+        if validator.is_type(instance, "object"):
+            for name in instance:
+                for error in validator.descend(instance=name, schema=subschema):
+                    error.harness_name = name
+                    yield error
+
+    quiet: dict[Any, Callable[..., Iterator[Any]]] = {
+        kw.type: type_,
+        kw.enum: enum,
+        kw.not_: not_,
+        kw.anyOf: any_of,
+        kw.oneOf: one_of,
+        kw.minItems: counted("array", most=False),
+        kw.maxItems: counted("array", most=True),
+        kw.minProperties: counted("object", most=False),
+        kw.maxProperties: counted("object", most=True),
+        kw.contains: contains,
+        legacy.contains_draft6_draft7: contains,
+        kw.items: items,
+        legacy.additionalItems: additional_items,
+        kw.propertyNames: property_names,
+    }
+    return {name: quiet[fn] for name, fn in base.VALIDATORS.items() if fn in quiet}
+
+
 def _frozen(value: Any) -> Any:
     """A hashable form under JSON Schema equality (1 == 1.0, true != 1, objects unordered)."""
     if isinstance(value, bool):
@@ -602,11 +717,11 @@ def _unique_rust(items: list[Any]) -> bool:
 
 @functools.cache
 def _extended(base: Any, engine: str, listing: bool = False) -> Any:
-    """``base`` with the guarded pattern keywords; for ``listing``, every keyword also watches the listing time."""
+    """``base`` with the guarded pattern and quiet keywords; for ``listing``, every keyword also watches the listing time."""
     from jsonschema import validators
 
     search = _search_rust if engine == "rust" else _search_python
-    keywords = {**base.VALIDATORS, **_keywords(search, base is validators.Draft202012Validator)}
+    keywords = {**base.VALIDATORS, **_quiet(base), **_keywords(search, base is validators.Draft202012Validator)}
     if listing:
         keywords = {name: _guarded(fn) for name, fn in keywords.items()}
     return validators.extend(base, keywords)
@@ -716,7 +831,10 @@ class CompiledSchema:
             finally:
                 _BUDGET.reset(token)
         if flags & _FLOAT and self._integers is not None:
-            args = _to_integers(args, self._integers)
+            try:
+                args = _to_integers(args, self._integers)
+            except _Inexact as exc:
+                raise exc.refusal() from None
         if self._defaults is not None:
             args = _fill(args, self._defaults)
         return args
@@ -943,14 +1061,37 @@ def _merge(plans: list[_IntPlan]) -> _IntPlan | None:
 
 
 _NO_FLOATS = frozenset({int, str, bool, type(None)})  # types of values _to_integers leaves as they are
+_EXACT = float(1 << 53)  # from here on a float is not the integer that was written (2**53 + 1 reads as 2**53)
+
+
+class _Inexact(Exception):
+    """A whole float at or past 2**53 where an integer is expected; ``parts`` is its path, innermost first."""
+
+    def __init__(self, value: float) -> None:
+        super().__init__(value)
+        self.value = value
+        self.parts: list[Any] = []
+
+    def refusal(self) -> ToolArgumentError:
+        shown = _show(self.value)
+        expected = "an integer without a fraction or exponent"
+        text = f"expected {expected}, got {shown} (past 2**53 such a number is rounded)"
+        return ToolArgumentError([ArgumentProblem(json_path(reversed(self.parts)), text, "type", expected, shown)])
 
 
 def _to_integers(value: Any, plan: _IntPlan) -> Any:
-    """``value`` with integer-valued floats made ints where ``plan`` says ``integer`` (a copy where changed)."""
+    """``value`` with integer-valued floats made ints where ``plan`` says ``integer`` (a copy where changed).
+
+    Raises :class:`_Inexact` for one at or past 2**53 (``1e308`` would become 309 digits of float noise).
+    """
     is_int, properties, items, prefix, extra = plan
     kind = type(value)
     if kind is float:
-        return int(value) if is_int and value.is_integer() else value
+        if is_int and value.is_integer():
+            if -_EXACT < value < _EXACT:
+                return int(value)
+            raise _Inexact(value)
+        return value
     if kind is dict:
         out = value
         pairs = properties.items() if properties and not extra else [(k, _sub(properties, extra, k)) for k in value]
@@ -958,7 +1099,11 @@ def _to_integers(value: Any, plan: _IntPlan) -> Any:
             item = value.get(key, _MISSING)
             if item is _MISSING or sub is None or type(item) in (int, str, bool):
                 continue
-            new = _to_integers(item, sub)
+            try:
+                new = _to_integers(item, sub)
+            except _Inexact as exc:
+                exc.parts.append(key)
+                raise
             if new is not item:
                 if out is value:
                     out = dict(value)
@@ -968,9 +1113,22 @@ def _to_integers(value: Any, plan: _IntPlan) -> Any:
         if len(value) > 64 and set(map(type, value)) <= _NO_FLOATS:  # a long list with no float in it, seen at C speed
             return value
         plans = [(prefix[i] if prefix and i < len(prefix) else items) for i in range(len(value))]
-        new_list = [_to_integers(v, p) if p is not None else v for v, p in zip(value, plans)]
+        try:
+            new_list = [_to_integers(v, p) if p is not None else v for v, p in zip(value, plans)]
+        except _Inexact as exc:
+            exc.parts.append(next(i for i, (v, p) in enumerate(zip(value, plans)) if p is not None and _inexact(v, p)))
+            raise
         return new_list if any(a is not b for a, b in zip(new_list, value)) else value
     return value
+
+
+def _inexact(value: Any, plan: _IntPlan) -> bool:
+    """Whether :func:`_to_integers` refuses ``value`` (to find which item of a list it refused)."""
+    try:
+        _to_integers(value, plan)
+    except _Inexact:
+        return True
+    return False
 
 
 def _sub(properties: dict[str, _IntPlan] | None, extra: _IntPlan | None, key: str) -> _IntPlan | None:
@@ -1102,28 +1260,17 @@ def _preview(value: Any, limit: int = 60) -> str:
 _show = _preview
 
 
-def _path(parts: Iterable[Any]) -> str:
-    """The JSON path of ``parts``; a name over 60 characters is cut (each problem repeats its path)."""
-    out = "$"
-    for part in parts:
-        if isinstance(part, int) and not isinstance(part, bool):
-            out += f"[{part}]"
-            continue
-        name = part if isinstance(part, str) else str(part)
-        if len(name) > 60:
-            name = name[:57] + "..."
-        out += f".{name}" if name.isidentifier() else f"[{json.dumps(name)}]"
-    return out
-
-
 def _describe(error: Any) -> list[ArgumentProblem]:
     kw = str(error.validator)
     expect: Any = error.validator_value
     got = error.instance
-    path = _path(error.absolute_path)
+    path = json_path(error.absolute_path)
     why = ""
     if any(p in ("then", "else") for p in error.relative_schema_path):
         why = " (required by an if/then rule of the schema)"
+    name = getattr(error, "harness_name", None)
+    if name is not None:
+        why += f" (in the property name {_show(name)})"
     if error.message == _TIMED_OUT:
         if kw == "patternProperties":
             return [ArgumentProblem(path, "this property name could not be matched against the schema's patterns in time", kw)]
@@ -1139,7 +1286,9 @@ def _describe(error: Any) -> list[ArgumentProblem]:
     if kw == "required":
         missing = [name for name in expect if isinstance(got, dict) and name not in got][:MAX_PROBLEMS]
         return [
-            ArgumentProblem(_path([*error.absolute_path, name]), f"required property is missing{why}", kw, "present", "missing")
+            ArgumentProblem(
+                json_path([*error.absolute_path, name]), f"required property is missing{why}", kw, "present", "missing"
+            )
             for name in missing
         ] or [ArgumentProblem(path, error.message + why, kw)]
     if kw in ("anyOf", "oneOf"):
@@ -1154,7 +1303,7 @@ def _describe(error: Any) -> list[ArgumentProblem]:
         if kw == "unevaluatedProperties":
             text = "unexpected property (no part of the schema allows it)"
         return [
-            ArgumentProblem(_path([*error.absolute_path, k]), text, kw, "no such property", _show(k))
+            ArgumentProblem(json_path([*error.absolute_path, k]), text, kw, "no such property", _show(k))
             for k in extras[:MAX_PROBLEMS]
         ]
     if kw == "dependentRequired" or (kw == "dependencies" and isinstance(got, dict)):
@@ -1165,7 +1314,7 @@ def _describe(error: Any) -> list[ArgumentProblem]:
                     if name not in got:
                         problems.append(
                             ArgumentProblem(
-                                _path([*error.absolute_path, name]),
+                                json_path([*error.absolute_path, name]),
                                 f"required when '{trigger}' is present",
                                 kw,
                                 "present",
@@ -1204,6 +1353,8 @@ def _expected(kw: str, expect: Any) -> str:
         return "one of " + _show(expect, 200)
     if kw in ("minLength", "maxLength", "minItems", "maxItems", "minProperties", "maxProperties"):
         return f"{kw} {expect}"
+    if kw in ("items", "additionalItems"):  # false after a list of item schemas: how many there may be
+        return f"at most {expect} items"
     return _show(expect, 120)
 
 
@@ -1223,7 +1374,7 @@ def _message(kw: str, expect: Any, got: Any, error: Any) -> str:
         return f"expected at most {expect} characters, got {len(got)}"
     if kw == "minItems":
         return f"expected at least {expect} items, got {len(got)}"
-    if kw == "maxItems":
+    if kw in ("maxItems", "items", "additionalItems"):
         return f"expected at most {expect} items, got {len(got)}"
     if kw == "minProperties":
         return f"expected at least {expect} properties, got {len(got)}"
@@ -1342,7 +1493,10 @@ class ValidationPlugin:
                             valid = False
                         if valid:
                             if floats and integers is not None:
-                                call.arguments = args = _to_integers(args, integers)
+                                try:
+                                    call.arguments = args = _to_integers(args, integers)
+                                except _Inexact as exc:
+                                    raise exc.refusal() from None
                             if defaults is not None:
                                 call.arguments = _fill(args, defaults)
                             return
