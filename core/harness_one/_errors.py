@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -9,6 +10,7 @@ from typing import Any
 __all__ = [
     "APPROVAL_REQUIRED",
     "ERROR_TEXT_LIMIT",
+    "PROBLEMS_LIMIT",
     "ArgumentProblem",
     "CircuitOpen",
     "IdempotencyConflict",
@@ -37,15 +39,50 @@ APPROVAL_REQUIRED = "approval_required"
 ERROR_TEXT_LIMIT = 10_000
 
 
+#: The most problems a :class:`ToolArgumentError` keeps: past it, the first ones and a note saying how
+#: many there were, as the validation plugin cuts its listing (harness-one's own checks list fewer).
+PROBLEMS_LIMIT = 100
+
+
 def capped(text: str, limit: int = ERROR_TEXT_LIMIT) -> str:
-    """``text`` cut to ``limit`` characters, ending with a marker saying how much there was."""
+    """``text`` cut to ``limit`` characters, ending with a marker saying how much there was.
+
+    Never longer than ``limit``: when the marker does not fit, the text is cut without one.
+    """
     if len(text) <= limit:
         return text
     marker = f"\n[error text truncated: {len(text):,} characters in all, the first {{}} shown]"
-    keep = limit
-    for _ in range(2):  # the marker's length depends on the number it shows
-        keep = limit - len(marker.format(f"{keep:,}"))
+    keep = limit - len(marker.format(f"{limit:,}"))  # the marker is longest showing ``limit``
+    while keep + 1 + len(marker.format(f"{keep + 1:,}")) <= limit:  # a shorter number left room: keep more
+        keep += 1
+    if keep <= 0:
+        return text[: max(limit, 0)]
     return text[:keep] + marker.format(f"{keep:,}")
+
+
+def _text(message: Any) -> str:
+    """An error's message as the model reads it: text (``str()`` of anything else), capped."""
+    if type(message) is not str:
+        from ._render import text_of  # rare: imported when first needed
+
+        message = text_of(message)
+    return capped(message)
+
+
+def _number(value: Any) -> Any:
+    """A number for :meth:`ToolError.to_dict`: NaN and the infinities as :func:`~harness_one._render.dumps` writes them."""
+    if isinstance(value, float) and not math.isfinite(value):
+        from ._render import json_data
+
+        return json_data(value)
+    return value
+
+
+def _seconds_from(value: Any) -> float | None:
+    """A number of seconds read back from :meth:`ToolError.to_dict` output (``"Infinity"`` too), else None."""
+    if isinstance(value, (int, float)) or value in ("NaN", "Infinity", "-Infinity"):
+        return float(value)
+    return None
 
 
 def _seconds(value: float) -> str:
@@ -91,6 +128,8 @@ class ToolError(Exception):
     message: str = _LazyMessage()  # type: ignore[assignment]
 
     def __init__(self, message: str, *, tool: str | None = None, call_id: str | None = None) -> None:
+        if type(message) is not str or len(message) > ERROR_TEXT_LIMIT:  # not text (an exception object), or too long
+            message = _text(message)
         super().__init__(message)
         self.message = message
         self.tool = tool
@@ -123,7 +162,7 @@ class ToolError(Exception):
         if self.call_id is not None:
             data["call_id"] = self.call_id
         if self.retry_after is not None:
-            data["retry_after"] = self.retry_after
+            data["retry_after"] = _number(self.retry_after)
         return data
 
     @classmethod
@@ -139,20 +178,21 @@ class ToolError(Exception):
         kind = _ERRORS.get(str(data.get("type"))) or ToolError
         state: dict[str, Any] = {k: data.get(k) for k in ("message", "tool", "call_id")}
         state["message"] = str(state["message"] or "")
-        if isinstance(data.get("retry_after"), (int, float)):
-            state["retry_after"] = float(data["retry_after"])
-        if kind is ToolArgumentError:
+        if (wait := _seconds_from(data.get("retry_after"))) is not None:
+            state["retry_after"] = wait
+        if issubclass(kind, ToolArgumentError):
             state["problems"] = [ArgumentProblem.from_dict(p) for p in data.get("problems") or () if isinstance(p, Mapping)]
-        elif kind is ToolTimeout and isinstance(data.get("timeout"), (int, float)):
-            state["timeout"] = float(data["timeout"])
-        elif kind is ToolExecutionError:
+        elif issubclass(kind, ToolTimeout) and (timeout := _seconds_from(data.get("timeout"))) is not None:
+            state["timeout"] = timeout
+        elif issubclass(kind, ToolExecutionError):
             state["cause"] = str(data.get("cause") or "Exception")
-        elif kind is ToolNotFound:
+        elif issubclass(kind, ToolNotFound):
             state["suggestions"] = [str(s) for s in data.get("suggestions") or ()]
-        elif kind is PluginError:
+        elif issubclass(kind, PluginError):
             state["plugin"] = data.get("plugin")
-        elif kind.__module__ != __name__:  # a plugin's class: its own fields, as its to_dict wrote them
-            state.update((k, v) for k, v in data.items() if k != "type" and k.isidentifier() and not hasattr(ToolError, k))
+        if kind.__module__ != __name__:  # a plugin's class: its own fields, as its to_dict wrote them
+            own = (k for k in data if k not in state and k != "type" and k.isidentifier() and not hasattr(ToolError, k))
+            state.update({k: data[k] for k in own})
         if kind is ToolError and isinstance(data.get("kind"), str):
             state["kind"] = data["kind"]
         return _restore(kind, state)
@@ -220,7 +260,10 @@ class ArgumentProblem:
 
 
 class ToolArgumentError(ToolError):
-    """The arguments do not fit the tool. ``problems`` lists every failing field."""
+    """The arguments do not fit the tool. ``problems`` lists the failing fields.
+
+    At most :data:`PROBLEMS_LIMIT` of them and a note saying how many there were.
+    """
 
     kind = "invalid_arguments"
 
@@ -234,6 +277,9 @@ class ToolArgumentError(ToolError):
         if isinstance(problems, str):
             problems = [ArgumentProblem(path="$", message=problems)]
         self.problems = list(problems)
+        if len(self.problems) > PROBLEMS_LIMIT:  # a tool's own listing: cut as the validation plugin cuts its own
+            note = f"only the first {PROBLEMS_LIMIT} of {len(self.problems):,} problems are listed"
+            self.problems[PROBLEMS_LIMIT:] = [ArgumentProblem("$", note, "limits", "the problems above fixed first")]
         super().__init__(self._render(self.problems, tool), tool=tool, call_id=call_id)
 
     @staticmethod
@@ -249,7 +295,7 @@ class ToolArgumentError(ToolError):
         """Name the tool (re-rendering the message) when the raiser did not know it."""
         if self.tool != tool:
             self.tool = tool
-            self.message = self._render(self.problems, tool)
+            self.message = capped(self._render(self.problems, tool))
             self.args = (self.message,)
         return self
 
@@ -277,8 +323,8 @@ class RateLimitExceeded(ToolError):
         self.tool = tool
         self.call_id = call_id
         if message is not None:
-            self.message = message
-            self.args = (message,)
+            self.message = _text(message)
+            self.args = (self.message,)
 
     @classmethod
     def of(cls, retry_after: float, tool: str | None, call_id: str | None) -> RateLimitExceeded:
@@ -309,7 +355,7 @@ class ToolTimeout(ToolError):
 
     def to_dict(self) -> dict[str, Any]:
         data = super().to_dict()
-        data["timeout"] = self.timeout
+        data["timeout"] = _number(self.timeout)
         return data
 
 
@@ -327,7 +373,11 @@ class ToolExecutionError(ToolError):
         except Exception:  # a broken __str__ is still the tool's failure, not a plugin's
             text = ""
         detail = capped(text) or type(cause).__name__
-        super().__init__(f"{subject} failed: {type(cause).__name__}: {detail}", tool=tool, call_id=call_id)
+        message = f"{subject} failed: {type(cause).__name__}: {detail}"
+        Exception.__init__(self, message)  # not ToolError's: the cause's text is capped already, not again with the rest
+        self.message = message
+        self.tool = tool
+        self.call_id = call_id
         self.__cause__ = cause
 
     def to_dict(self) -> dict[str, Any]:

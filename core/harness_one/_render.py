@@ -6,7 +6,7 @@ One encoder for everything harness-one writes, with one rule for what JSON canno
 - ``NaN`` and the infinities become the strings ``"NaN"``, ``"Infinity"``, ``"-Infinity"``;
 - an integer longer than Python's int-to-text limit (4,300 digits) is written in full;
 - other values go through :func:`json_default` (dataclasses, enums, sets, bytes, pydantic models,
-  else ``str()``);
+  else ``str()``); one that none of these can read (its ``__str__`` raises) becomes ``"<TypeName>"``;
 - a container (or dataclass) inside itself becomes the string ``"<cycle>"`` where it recurs.
 
 So the output is always valid JSON in valid UTF-8, whatever a tool returned.
@@ -22,7 +22,7 @@ import math
 import re
 from typing import Any
 
-__all__ = ["dumps", "fingerprint", "json_data", "json_default", "render_value", "safe_text"]
+__all__ = ["dumps", "fingerprint", "json_data", "json_default", "render_value", "safe_text", "text_of"]
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _NON_FINITE: dict[float, str] = {math.inf: "Infinity", -math.inf: "-Infinity"}
@@ -32,20 +32,31 @@ _INT_DIGITS = 600
 _CHUNKED_FROM = 1_990  # bits: 600 digits need 1,994
 
 
+def text_of(value: Any) -> str:
+    """``str(value)``, or ``"<TypeName>"`` when that raises: a broken ``__str__`` stops no answer."""
+    try:
+        return str(value)
+    except Exception:
+        return f"<{type(value).__name__}>"
+
+
 def json_default(value: Any) -> Any:
-    """``json.dumps`` fallback: dataclasses, enums, sets, bytes and anything with ``model_dump``."""
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):  # one level: the encoder comes back for the rest
-        return {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
-    if isinstance(value, enum.Enum):
-        return value.value
-    if isinstance(value, (set, frozenset, tuple)):
-        return list(value)
-    if isinstance(value, (bytes, bytearray)):
-        return bytes(value).decode("utf-8", "replace")
-    dump = getattr(value, "model_dump", None)
-    if callable(dump):
-        return dump()
-    return str(value)
+    """``json.dumps`` fallback: dataclasses, enums, sets, bytes and anything with ``model_dump``, else :func:`text_of`."""
+    try:
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):  # one level: the encoder comes back for the rest
+            return {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
+        if isinstance(value, enum.Enum):
+            return value.value
+        if isinstance(value, (set, frozenset, tuple)):
+            return list(value)
+        if isinstance(value, (bytes, bytearray)):
+            return bytes(value).decode("utf-8", "replace")
+        dump = getattr(value, "model_dump", None)
+        if callable(dump):
+            return dump()
+    except Exception:  # a field or model_dump that raises: the value is written as any other object
+        pass
+    return text_of(value)
 
 
 def safe_text(text: str) -> str:
@@ -126,7 +137,7 @@ class _Cleaner:
             return _long_int(key) if key.bit_length() >= _CHUNKED_FROM else str(key)
         if key is None or isinstance(key, (bool, float)):
             return json.dumps(key)
-        return self.text(str(json_default(key)))
+        return self.text(text_of(json_default(key)))
 
 
 class _Data(_Cleaner):
@@ -193,7 +204,7 @@ def fingerprint(arguments: Any) -> str:
         text = _canonical(arguments)
         if ".0" in text or "e+" in text:  # how a whole float is written (1.0, 1e+16): write it as an int
             text = _canonical(_whole(arguments))
-    except (TypeError, ValueError, RecursionError):
+    except Exception:  # also a repr() that raises
         text = dumps(arguments)
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 

@@ -1,0 +1,152 @@
+"""Results and errors that stop no answer: broken ``__str__``, non-text and huge messages, non-finite numbers."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from harness_one import RateLimitExceeded, RetryableError, ToolArgumentError, ToolError, ToolRegistry, ToolTimeout
+from harness_one._errors import ERROR_TEXT_LIMIT, PROBLEMS_LIMIT, ArgumentProblem, capped
+from harness_one._render import dumps, fingerprint, json_data
+from harness_one.dispatch import dispatch
+
+
+class Broken:
+    def __str__(self) -> str:
+        raise RuntimeError("broken __str__")
+
+    __repr__ = __str__
+
+
+class BrokenModel:
+    def model_dump(self) -> Any:
+        raise ValueError("cannot dump")
+
+    def __str__(self) -> str:
+        return "a model"
+
+
+@dataclass
+class Point:
+    x: int
+    y: int
+
+
+def _openai(name: str) -> list[dict[str, Any]]:
+    return [{"id": "c1", "type": "function", "function": {"name": name, "arguments": "{}"}}]
+
+
+@pytest.mark.parametrize("limit", [None, 50_000])
+def test_a_result_whose_str_raises_is_answered(limit: int | None) -> None:
+    reg = ToolRegistry(autoload=False, plugin_options={"output_limit": {"max_output": limit}})
+    reg.add(lambda: {"value": Broken()}, name="odd")
+    reg.add(lambda: [1, Broken()], name="odd_list")
+    result = reg.try_call("odd")
+    assert result.ok and result.for_model() == '{"value": "<Broken>"}'  # not a plugin's failure either
+    assert dumps(result.to_dict()).startswith('{"ok": true, "result": {"value": "<Broken>"}')  # what `run` writes
+    assert dispatch(reg, _openai("odd_list"))[0]["content"] == '[1, "<Broken>"]'
+    gemini = dispatch(reg, [{"id": "g", "name": "odd", "args": {}}], provider="gemini")
+    assert gemini[0]["response"] == {"output": {"value": "<Broken>"}}
+
+
+def test_unreadable_values_anywhere_are_written_by_str_or_type() -> None:
+    half = Point(1, 2)
+    del half.y  # a field that raises when read, and so does the dataclass's repr
+    value = {(1, Broken()): Broken(), "model": BrokenModel(), "half": half, "nan": math.nan}
+    assert json.loads(dumps(value)) == {"<list>": "<Broken>", "model": "a model", "half": "<Point>", "nan": "NaN"}
+    assert json_data({"b": Broken()}) == {"b": "<Broken>"}
+
+
+def test_a_value_whose_repr_raises_has_a_fingerprint() -> None:
+    assert fingerprint({"b": Broken()}) == fingerprint({"b": Broken()})  # a caller's context, for the cache plugin
+
+
+@pytest.mark.parametrize(
+    ("message", "text"),
+    [(ConnectionError("upstream reset"), "upstream reset"), ({"code": 42}, "{'code': 42}"), (Broken(), "<Broken>")],
+)
+def test_a_tool_error_message_that_is_not_text_becomes_text(message: Any, text: str) -> None:
+    def flaky() -> None:
+        raise RetryableError(message)
+
+    reg = ToolRegistry(autoload=False)
+    reg.add(flaky)
+    result = reg.try_call("flaky")
+    assert result.error is not None and result.error.message == str(result.error) == text
+    assert result.for_model() == f"Error: {text}"
+    assert json.loads(json.dumps(result.to_dict()))["error"]["message"] == text
+    assert dispatch(reg, _openai("flaky"))[0]["content"] == f"Error: {text}"
+    assert ToolError(message).args == (text,)
+    assert RateLimitExceeded(message, retry_after=1).message == text
+
+
+def test_a_tools_own_error_text_is_capped() -> None:
+    for err in (ToolError("t" * 1_000_000), RetryableError("r" * 1_000_000), RateLimitExceeded("x" * 10**6, retry_after=1)):
+        assert len(err.message) == ERROR_TEXT_LIMIT and str(err) == err.message == err.args[0]
+        assert err.message.endswith("[error text truncated: 1,000,000 characters in all, the first 9,925 shown]")
+    reg = ToolRegistry(autoload=False)
+
+    def loud() -> None:
+        raise ToolError("t" * 1_000_000)
+
+    reg.add(loud)
+    assert len(dispatch(reg, _openai("loud"))[0]["content"]) == len("Error: ") + ERROR_TEXT_LIMIT
+
+
+def test_a_tools_argument_error_keeps_a_bounded_listing() -> None:
+    problems = [ArgumentProblem(f"$.a{i}", "bad") for i in range(50_000)]
+    err = ToolArgumentError(problems)
+    assert len(err.problems) == PROBLEMS_LIMIT + 1 and err.problems[-1].keyword == "limits"
+    assert err.problems[-1].message == f"only the first {PROBLEMS_LIMIT} of 50,000 problems are listed"
+    assert len(err.to_dict()["problems"]) == PROBLEMS_LIMIT + 1 and len(err.message) < 2_000
+    huge = ToolArgumentError([ArgumentProblem("$.a", "x" * 1_000_000)])
+    assert len(huge.message) == ERROR_TEXT_LIMIT and len(huge.with_tool("named").message) == ERROR_TEXT_LIMIT
+
+
+def test_from_dict_of_a_subclass_rebuilds_its_fields() -> None:
+    class OrderRefused(ToolArgumentError):
+        pass
+
+    class Slow(ToolTimeout):
+        pass
+
+    problem = ArgumentProblem("$.sku", "unknown SKU", "enum", "a known SKU", "x")
+    data = OrderRefused([problem], tool="place").to_dict()
+    back = ToolError.from_dict(json.loads(json.dumps(data)))
+    assert isinstance(back, OrderRefused) and back.problems == [problem]
+    assert back.to_dict() == data and "'other'" in back.with_tool("other").message
+    slow = ToolError.from_dict(Slow(2.0, tool="t").to_dict())
+    assert isinstance(slow, Slow) and slow.timeout == 2.0
+
+
+def test_capped_is_never_longer_than_its_limit() -> None:
+    for limit in range(200):
+        for size in (limit + 1, limit + 5, 10**6):
+            out = capped("x" * size, limit)
+            assert len(out) <= limit and out[:1] == "x"[:limit]
+    assert capped("x" * 10**6, 50) == "x" * 50  # no room for the marker: cut plainly
+    assert capped("x" * 75, 74).endswith("the first 9 shown]")  # where the number shown gains a digit
+
+
+@pytest.mark.parametrize(
+    "err",
+    [
+        ToolTimeout(math.inf, tool="t"),
+        ToolTimeout(math.nan),
+        RateLimitExceeded(retry_after=math.nan),
+        RetryableError("r", retry_after=-math.inf),
+    ],
+)
+def test_to_dict_of_non_finite_numbers_is_json(err: ToolError) -> None:
+    data = err.to_dict()
+    text = json.dumps(data, allow_nan=False)
+    assert dumps(err.to_dict()) == text  # as every answer writes them: "NaN", "Infinity", "-Infinity"
+    back = ToolError.from_dict(json.loads(text))
+    assert type(back) is type(err) and back.to_dict() == data
+    for name in ("timeout", "retry_after"):
+        if isinstance(getattr(err, name, None), float):
+            assert str(getattr(back, name)) == str(getattr(err, name))
