@@ -259,6 +259,10 @@ def test_a_tools_list_error_is_a_connection_error(script: str) -> None:
     with pytest.raises(McpConnectionError, match="answered tools/list with an error: no tools today"):
         import_tools(registry, spec(script, "ok", list_error="no tools today"))
     assert len(registry) == 0
+    with pytest.raises(McpConnectionError) as huge:  # cut once, the marker counting the whole message
+        import_tools(registry, spec(script, "ok", list_error="E" * 50_000))
+    whole = len("MCP server 'h' answered tools/list with an error: ") + 50_000
+    assert len(huge.value.message) == ERROR_TEXT_LIMIT and f"{whole:,} characters in all" in huge.value.message
 
 
 def test_url_credentials_are_masked_in_the_repr() -> None:

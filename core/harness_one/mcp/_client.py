@@ -331,8 +331,8 @@ class RemoteServer:
                 self._lost(client)
                 raise McpConnectionError(f"Lost the connection to MCP server '{self.spec.name}': {exc.message}") from exc
             raise McpConnectionError(
-                f"MCP server '{self.spec.name}' answered tools/list with an error: {capped(exc.message)}"
-            ) from exc
+                f"MCP server '{self.spec.name}' answered tools/list with an error: {exc.message}"
+            ) from exc  # (a ToolError's message is cut to ERROR_TEXT_LIMIT characters)
         return tools
 
     async def _call(
