@@ -199,12 +199,14 @@ def test_removing_a_package_tool_loads_it_first(dists: Any) -> None:
         reg.remove("no_such_tool")
 
 
-def test_a_tool_another_package_imports_is_credited_once(dists: Any) -> None:
-    """A module entry point that imports a tool of another package does not claim it (nor list it twice)."""
-    dists.make("hx-aaa-own", {"hx_own": TOOLS_MODULE}, {"harness_one.tools": {"text": "hx_own"}})
+@pytest.mark.parametrize(("owner", "importer"), [("hx-aaa-own", "hx-bbb-extras"), ("hx-zzz-own", "hx-aaa-extras")])
+def test_a_tool_another_package_imports_is_credited_once(dists: Any, owner: str, importer: str) -> None:
+    """A module entry point that imports a tool of another package does not claim it (nor list it twice),
+    whichever of the two loads first."""
+    dists.make(owner, {"hx_own": TOOLS_MODULE}, {"harness_one.tools": {"text": "hx_own"}})
     extras = "from harness_one import defineTool\nfrom hx_own import shout\n\n@defineTool(registry=None)\ndef plain(n: int) -> int:\n    return n\n"
-    dists.make("hx-bbb-extras", {"hx_extras": extras}, {"harness_one.tools": {"extras": "hx_extras"}})
+    dists.make(importer, {"hx_extras": extras}, {"harness_one.tools": {"extras": "hx_extras"}})
     reg = ToolRegistry(discover=True, autoload=False)
     reg.load_entry_points()
-    assert reg.get("shout").source == "hx-aaa-own" and reg.discovery.conflicts == []
-    assert reg.discovery.loaded["hx-bbb-extras"] == ["plain"] and "shout" in reg.discovery.loaded["hx-aaa-own"]
+    assert reg.get("shout").source == owner and reg.discovery.conflicts == []
+    assert reg.discovery.loaded[importer] == ["plain"] and "shout" in reg.discovery.loaded[owner]

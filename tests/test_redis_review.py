@@ -193,4 +193,20 @@ def test_the_state_url_password_is_never_shown() -> None:
     assert "hunter2" not in str(refused.value) and "redis.internal:26379" in str(refused.value)
     state = State("redis://admin:hunter2@redis.internal:6379/0")
     assert "hunter2" not in repr(state) and "redis.internal:6379" in repr(state)
+    for url in ("redis://redis.internal:6379/0?password=hunter2", "redis+sentinel://redis.internal:26379/0?password=hunter2"):
+        try:  # a password given as a query option (redis-py reads it there too)
+            shown = repr(State(url))
+        except ValueError as exc:
+            shown = str(exc)
+        assert "hunter2" not in shown and "redis.internal" in shown, shown
     assert repr(State()) == "State(None)"
+
+
+def test_key_names_are_digested_only_when_they_must_be() -> None:
+    """Short printable names keep their text (``#42`` too: its key did not move); a digest look-alike is digested."""
+    from harness_one.state._redis import _name
+
+    digest = _name("\ud800")
+    assert digest.startswith("#") and len(digest) == 65
+    assert [_name(n) for n in ("run-1", "#42", "#" + "a" * 63)] == ["run-1", "#42", "#" + "a" * 63]
+    assert _name(digest) != digest and _name("x" * 201).startswith("#")

@@ -104,7 +104,22 @@ def test_a_tools_argument_error_keeps_a_bounded_listing() -> None:
     assert err.problems[-1].message == f"only the first {PROBLEMS_LIMIT} of 50,000 problems are listed"
     assert len(err.to_dict()["problems"]) == PROBLEMS_LIMIT + 1 and len(err.message) < 2_000
     huge = ToolArgumentError([ArgumentProblem("$.a", "x" * 1_000_000)])
-    assert len(huge.message) == ERROR_TEXT_LIMIT and len(huge.with_tool("named").message) == ERROR_TEXT_LIMIT
+    assert len(huge.message) <= ERROR_TEXT_LIMIT and len(huge.with_tool("named").message) <= ERROR_TEXT_LIMIT
+    assert "1,000,007 characters in all" in huge.message and huge.message.endswith("call 'named' again.")
+
+
+def test_a_long_listing_ends_by_saying_how_many_more_there_are() -> None:
+    """Problems whose lines pass the text limit: the message lists what fits, says how many more, and ends whole."""
+    text = "expected a valid e-mail address such as name@example.com, got " + "y" * 60
+    err = ToolArgumentError([ArgumentProblem(f"$.rows[{i}].email", text) for i in range(150)]).with_tool("mail")
+    assert len(err.message) <= ERROR_TEXT_LIMIT and "[error text truncated" not in err.message
+    shown = err.message.count("\n- $.rows[")
+    assert 0 < shown < PROBLEMS_LIMIT
+    assert err.message.endswith(
+        f"- ... and {PROBLEMS_LIMIT + 1 - shown} more, not shown here (each is in the error's problems)\nFix the arguments and call 'mail' again."
+    )
+    huge = ToolArgumentError([ArgumentProblem("$.a", "z" * 50_000), ArgumentProblem("$.b", "bad")])
+    assert len(huge.message) <= ERROR_TEXT_LIMIT and "- $.a: zzz" in huge.message and "and 1 more" in huge.message
 
 
 def test_from_dict_of_a_subclass_rebuilds_its_fields() -> None:

@@ -170,6 +170,12 @@ class ToolIndex:
         return self._stamps[top]
 
 
+def _defines(ep: EntryPoint, tool: Tool) -> bool:
+    """Whether ``tool``'s function comes from ``ep``'s own top-level package (not imported from another)."""
+    module = getattr(tool.fn, "__module__", None)
+    return not isinstance(module, str) or module.split(".")[0] == ep.value.split(":")[0].strip().split(".")[0]
+
+
 def _well_formed(entry: Any) -> bool:
     """An index entry as :meth:`ToolIndex.record` writes it: a stamp of three ints and a list of names."""
     if not isinstance(entry, dict):
@@ -296,7 +302,13 @@ def _load(registry: ToolRegistry, report: DiscoveryReport, ep: EntryPoint, index
 def _add(registry: ToolRegistry, report: DiscoveryReport, ep: EntryPoint, tool: Tool) -> None:
     existing = registry._tools.get(tool.name)
     if existing is not None:
-        if existing.tool is tool:  # another package's tool that this one imports: registered, and credited, once
+        if existing.tool is tool:  # one tool that two packages offer (one imports it): registered once
+            if tool.source != ep.distribution and _defines(ep, tool):  # credited to the package that defines it
+                listed = report.loaded.get(tool.source or "", [])
+                if tool.name in listed:
+                    listed.remove(tool.name)
+                tool.source = ep.distribution
+                report.loaded.setdefault(ep.distribution, []).append(tool.name)
             return
         kept = existing.tool.source or "code in this process"
         report.conflicts.append(Conflict(tool.name, kept=kept, skipped=ep.distribution))

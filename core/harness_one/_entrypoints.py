@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,7 +37,7 @@ class EntryPoint:
 
     def load(self) -> Any:
         limit = _import_timeout
-        if limit is None or _bounding:
+        if limit is None or getattr(_worker, "active", False):
             return _load(self.group, self.name, self.value)
         return _bounded(self, limit)
 
@@ -59,17 +60,16 @@ class LoadFailure:
         return f"{self.group}:{self.name} from {self.distribution}: {self.error}"
 
 
-class ImportTimeout(BaseException):
-    """An entry point's import ran past :func:`set_import_timeout`'s bound.
-
-    A ``BaseException``, as ``KeyboardInterrupt`` is: a package's ``except Exception`` does not
-    swallow it. Loading reports it as that entry point's failure and goes on with the others.
-    """
+class ImportTimeout(Exception):
+    """An entry point's import ran past :func:`set_import_timeout`'s bound; loading reports it
+    as that entry point's failure and goes on with the others."""
 
 
 #: Seconds an entry point's import may take (None: no bound); see :func:`set_import_timeout`.
 _import_timeout: float | None = None
-_bounding = False
+#: Set in the threads that import under a bound: an entry point loaded by that import (a plugin
+#: that builds the default registry) is loaded there, under the same bound.
+_worker = threading.local()
 
 
 def set_import_timeout(seconds: float | None) -> None:
@@ -77,36 +77,35 @@ def set_import_timeout(seconds: float | None) -> None:
 
     The command line sets it (``HARNESS_ONE_IMPORT_TIMEOUT``, 30 s by default): a tool package
     whose import never returns is reported as failed instead of hanging ``list``, ``doctor``,
-    ``export`` and ``call``. The bound is a ``SIGALRM`` timer, raised in the importing code
-    again every second until it gives up, so it holds only in the main thread of a POSIX
-    process and only for code that returns to the interpreter (a sleep, a wait on a lock or a
-    socket, a Python loop; not a C loop that never does). Elsewhere imports are not bounded.
+    ``export`` and ``call``. The import then runs in a helper thread that the caller stops
+    waiting for at the bound: the import is abandoned, not stopped (it may finish later, or
+    never), and code that must run in the main thread at import (``signal.signal``) fails there.
     """
     global _import_timeout
     _import_timeout = seconds
 
 
 def _bounded(ep: EntryPoint, seconds: float) -> Any:
-    """``ep``'s import with an alarm ``seconds`` away; the import itself stays in the main thread."""
-    import signal
-    import threading
+    """``ep``'s import in a helper thread, waited for at most ``seconds``."""
+    done = threading.Event()
+    box: list[Any] = []
 
-    if not hasattr(signal, "setitimer") or threading.current_thread() is not threading.main_thread():
-        return _load(ep.group, ep.name, ep.value)
+    def run() -> None:
+        _worker.active = True
+        try:
+            box.append(_load(ep.group, ep.name, ep.value))
+        except BaseException as exc:  # SystemExit at import too: the caller reports it
+            box.append(exc)
+            box.append(None)
+        finally:
+            done.set()
 
-    def expired(signum: int, frame: Any) -> None:
+    threading.Thread(target=run, name=f"harness-one import {ep.name}", daemon=True).start()
+    if not done.wait(seconds):
         raise ImportTimeout(f"the import did not finish within {seconds:g} s (HARNESS_ONE_IMPORT_TIMEOUT)")
-
-    global _bounding
-    previous = signal.signal(signal.SIGALRM, expired)
-    _bounding = True  # an entry point loaded while this one imports shares its bound
-    try:
-        signal.setitimer(signal.ITIMER_REAL, seconds, 1.0)
-        return _load(ep.group, ep.name, ep.value)
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
-        _bounding = False
+    if len(box) == 2:
+        raise box[0]
+    return box[0]
 
 
 def _canonical(name: str) -> str:

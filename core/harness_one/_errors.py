@@ -284,18 +284,31 @@ class ToolArgumentError(ToolError):
 
     @staticmethod
     def _render(problems: Sequence[ArgumentProblem], tool: str | None) -> str:
+        """The message: a line per problem, as many as :data:`ERROR_TEXT_LIMIT` holds, then how many more."""
         where = f" for tool '{tool}'" if tool else ""
         lines = [f"Invalid arguments{where} ({len(problems)} problem{'s' if len(problems) != 1 else ''}):"]
-        lines += [f"- {p.path}: {p.message}" for p in problems]
         again = f"call '{tool}' again" if tool else "call the tool again"
-        lines.append(f"Fix the arguments and {again}.")
+        last = f"Fix the arguments and {again}."
+        room = ERROR_TEXT_LIMIT - len(lines[0]) - len(last) - 100  # the line saying how many more
+        for index, problem in enumerate(problems):
+            line = f"- {problem.path}: {problem.message}"
+            if len(line) >= room:  # the listing ends here; the first problem is shown cut, never left out
+                shown = index or 1
+                if not index:
+                    lines.append(capped(line, room))
+                if shown < len(problems):
+                    lines.append(f"- ... and {len(problems) - shown} more, not shown here (each is in the error's problems)")
+                break
+            lines.append(line)
+            room -= len(line) + 1
+        lines.append(last)
         return "\n".join(lines)
 
     def with_tool(self, tool: str) -> ToolArgumentError:
         """Name the tool (re-rendering the message) when the raiser did not know it."""
         if self.tool != tool:
             self.tool = tool
-            self.message = capped(self._render(self.problems, tool))
+            self.message = self._render(self.problems, tool)
             self.args = (self.message,)
         return self
 

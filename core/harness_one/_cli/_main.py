@@ -75,7 +75,7 @@ def build_registry(state: CliState) -> ToolRegistry:
     """Installed tool packages and plugins (with their configured options), local tools, MCP servers."""
     from .. import ToolRegistry
     from .._discovery import _collect, as_tool
-    from .._redact import without_userinfo
+    from .._redact import redact
 
     settings = state.settings
     try:
@@ -93,7 +93,7 @@ def build_registry(state: CliState) -> ToolRegistry:
     try:
         registry.state.check()
     except Exception as exc:
-        shown = without_userinfo(f"{settings.state!r}: {exc}")  # the URL's password is not printed
+        shown = redact(f"{settings.state!r}: {exc}")  # the URL's password is not printed
         raise click.ClickException(f"cannot open the state store {shown} (set HARNESS_ONE_STATE)") from None
     for spec in [*settings.tools, *state.tool_specs]:
         try:

@@ -18,7 +18,7 @@ __all__ = ["doctor"]
 def doctor(ctx: click.Context, as_json: bool) -> None:
     """Report installed tool packages and plugins, load failures and name conflicts (exit 1 if any)."""
     from .. import __version__
-    from .._redact import without_userinfo
+    from .._redact import redact
 
     state = state_of(ctx)
     state.lenient = True  # report broken --tools and MCP servers instead of stopping at them
@@ -28,7 +28,7 @@ def doctor(ctx: click.Context, as_json: bool) -> None:
         "harness_one": __version__,
         "python": platform.python_version(),
         "config": state.settings.source,
-        "state": without_userinfo(state.settings.state),  # a Redis password stays out of the report
+        "state": redact(state.settings.state),  # a Redis password stays out of the report
         "plugins": [
             {
                 "name": n,

@@ -810,9 +810,10 @@ def _now_arg(server_time: bool, now: float) -> str:
 def _name(value: Hashable) -> str:
     """A name in a Redis key (a bucket, a run, a circuit): its text, or ``#`` and a digest of it
     when the text is over 200 characters or not printable (a lone surrogate cannot be sent; a huge
-    one would time out the link for every caller), or starts with ``#`` (so none looks like a digest)."""
+    one would time out the link for every caller), or is itself ``#`` and 64 characters (so no
+    name is taken for another's digest; ``#42`` stays ``#42``)."""
     text = value if isinstance(value, str) else repr(value)
-    if len(text) <= 200 and text.isprintable() and not text.startswith("#"):
+    if len(text) <= 200 and text.isprintable() and not (len(text) == 65 and text[0] == "#"):
         return text
     return "#" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 

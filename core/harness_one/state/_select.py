@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlparse, urlunparse
 
-from .._redact import without_userinfo
+from .._redact import redact
 from ._memory import MemoryBuckets, MemoryBudgets, MemoryCircuits, MemorySlots, MemoryStore
 from ._protocols import BudgetStore, CircuitStore, ConcurrencySlots, IdempotencyStore, RateLimitBackend
 
@@ -188,8 +188,8 @@ class State:
 
 
 def _shown(url: str | None) -> str:
-    """``url`` as errors and ``repr`` show it: without its user-info (a password)."""
-    return repr(url if url is None else without_userinfo(url))
+    """``url`` as errors and ``repr`` show it: without a password (user-info, ``?password=``)."""
+    return repr(url if url is None else redact(url))
 
 
 def open_state(url: str | None) -> State:
