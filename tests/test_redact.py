@@ -15,6 +15,7 @@ from harness_one import REDACTED, Redactor
         ("redis://cache_user:p@ssS3CRET@cache.internal:6379/0", f"redis://{REDACTED}@cache.internal:6379/0"),
         ("https://a@b:S3CRET@host/x@y?z=a@b#f@g", f"https://{REDACTED}@host/x@y?z=a@b#f@g"),
         ("git+ssh://u:S3@CRET@git.host/repo", f"git+ssh://{REDACTED}@git.host/repo"),
+        ("http://alice:correct horse S3CRET@127.0.0.1:8080/loop", f"http://{REDACTED}@127.0.0.1:8080/loop"),
     ],
 )
 def test_url_userinfo_is_masked_up_to_the_last_at_sign_of_the_authority(url: str, shown: str) -> None:

@@ -20,6 +20,7 @@ private destinations on purpose; :func:`make_fetch_url` builds a tool with its o
 
 from __future__ import annotations
 
+import codecs
 import functools
 import ipaddress
 import json
@@ -39,7 +40,7 @@ from urllib.parse import urljoin
 import httpcore
 import httpx
 
-from harness_one import ArgumentProblem, Tool, ToolArgumentError, ToolError, ToolTimeout, defineTool
+from harness_one import ArgumentProblem, Tool, ToolArgumentError, ToolError, ToolTimeout, defineTool, redact
 
 __all__ = ["ALLOW_ENV", "FetchPolicy", "FetchResult", "fetch", "fetch_url", "html_to_text", "make_fetch_url"]
 
@@ -150,7 +151,7 @@ def why_refused(ip: IPAddress) -> str | None:
 
 
 def _refuse(message: str, url: str) -> ToolArgumentError:
-    return ToolArgumentError([ArgumentProblem("$.url", message, "url", "a public http(s) URL", repr(url[:200]))])
+    return ToolArgumentError([ArgumentProblem("$.url", message, "url", "a public http(s) URL", repr(redact(url[:200])))])
 
 
 def _pin(url: httpx.URL, policy: FetchPolicy, deadline: _Deadline) -> tuple[httpx.URL, dict[str, str], dict[str, Any]]:
@@ -374,22 +375,22 @@ class _TextExtractor(HTMLParser):
             self.parts.append(data)
 
 
-_FEED = 8192  # characters given to the parser at a time
 _PENDING = 16384  # unparsed characters at the end past which close() is not called
 
 
 def html_to_text(html: str) -> tuple[str, str]:
     """``(title, text)``: the visible text of an HTML page, whitespace collapsed, paragraphs kept.
 
-    Linear in the page's size: the page is fed in pieces, and markup left open at the end (a
-    comment or tag that never closes, which a browser does not show either) is dropped rather
-    than given to ``close()``, which would read it one character at a time (quadratic: a 1 MB
-    page of ``<!--`` took minutes). Markup the parser cannot read ends the text there.
+    Linear in the page's size: the page is fed whole (fed in pieces, a tag left open across
+    them was scanned again with each piece: a 1 MB page of ``<a b b b ...`` took 13 s), and
+    markup left open at the end (a comment or tag that never closes, which a browser does not
+    show either) is dropped rather than given to ``close()``, which would read it one character
+    at a time (a 1 MB page of ``<!--`` took minutes). Markup the parser cannot read ends the
+    text there.
     """
     parser = _TextExtractor()
     try:
-        for start in range(0, len(html), _FEED):
-            parser.feed(html[start : start + _FEED])
+        parser.feed(html)
         if len(parser.rawdata) <= _PENDING:
             parser.close()
     except AssertionError:  # html.parser's own refusal of some markup ("<![" + junk): keep what was read
@@ -425,8 +426,8 @@ def fetch(url: str, policy: FetchPolicy) -> FetchResult:
             except (httpx.TimeoutException, httpcore.TimeoutException):
                 raise ToolTimeout(policy.timeout) from None
             except (httpx.HTTPError, httpcore.NetworkError, httpcore.ProtocolError, httpcore.UnsupportedProtocol) as exc:
-                raise ToolError(f"Fetching {str(current)!r} failed: {type(exc).__name__}: {exc}") from None
-    raise ToolError(f"Too many redirects (more than {policy.max_redirects}) starting at {url!r}.")
+                raise ToolError(f"Fetching {redact(str(current))!r} failed: {type(exc).__name__}: {exc}") from None
+    raise ToolError(f"Too many redirects (more than {policy.max_redirects}) starting at {redact(url)!r}.")  # no password
 
 
 _Decoder = Callable[[bytes, int], tuple[bytes, bytes]]  # (input, room) -> (output of at most room bytes, input left)
@@ -483,13 +484,24 @@ def _read(response: httpx.Response, limit: int, deadline: _Deadline) -> tuple[by
 
 
 def _text(body: bytes, encoding: str | None) -> str:
-    """``body`` decoded with the response's charset when that names a text encoding, else UTF-8."""
+    """``body`` decoded with the response's charset when that names a text encoding, else UTF-8.
+
+    Only the standard library's codecs, but ``punycode`` and ``idna`` (pure Python and quadratic:
+    a 1 MB body named ``punycode`` took 5.5 minutes); not one another package registered.
+    """
     if encoding is not None:
         try:
-            return body.decode(encoding, errors="replace")
-        except (LookupError, UnicodeError):  # rot13 is no text encoding; idna and "undefined" cannot replace
+            codec = codecs.lookup(encoding)
+            module = getattr(codec.incrementaldecoder, "__module__", None) or ""
+            if codec.name not in _SLOW_CODECS and module.startswith("encodings."):
+                return body.decode(codec.name, errors="replace")
+        except (LookupError, UnicodeError):  # rot13 is no text encoding; "undefined" cannot replace
             pass
     return body.decode("utf-8", errors="replace")
+
+
+#: Codecs of the standard library whose decoding is written in Python, in time that grows with the square of the text.
+_SLOW_CODECS = frozenset({"punycode", "idna"})
 
 
 def _result(url: str, final: httpx.URL, response: httpx.Response, body: bytes, truncated: bool, redirects: int) -> FetchResult:

@@ -59,6 +59,9 @@ _LIMIT_LENGTH: int = getattr(sqlite3, "SQLITE_LIMIT_LENGTH", 0)
 _LIMIT_COLUMN: int = getattr(sqlite3, "SQLITE_LIMIT_COLUMN", 2)
 
 _READ_ACTIONS = {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_FUNCTION, sqlite3.SQLITE_RECURSIVE}
+#: Functions that reach past the query: ``fts3_tokenizer`` tells a pointer into the library and
+#: takes one to call (when SQLite is built with it), ``load_extension`` loads code.
+_UNSAFE_FUNCTIONS = {"fts3_tokenizer", "load_extension"}
 _READ_ONLY_PRAGMAS = {"table_info", "table_xinfo", "table_list", "index_list", "index_info", "foreign_key_list", "database_list"}
 _ACTIONS = (
     "CREATE_INDEX", "CREATE_TABLE", "CREATE_TEMP_INDEX", "CREATE_TEMP_TABLE", "CREATE_TEMP_TRIGGER", "CREATE_TEMP_VIEW",
@@ -97,6 +100,9 @@ _EXAMPLES: list[dict[str, Any]] = [
 
 def _authorizer(denied: list[str]) -> Callable[[int, str | None, str | None, str | None, str | None], int]:
     def decide(action: int, arg1: str | None, arg2: str | None, db: str | None, trigger: str | None) -> int:
+        if action == sqlite3.SQLITE_FUNCTION and (arg2 or "").lower() in _UNSAFE_FUNCTIONS:
+            denied.append(f"call {arg2}()")
+            return sqlite3.SQLITE_DENY
         if action in _READ_ACTIONS:
             return sqlite3.SQLITE_OK
         if action == sqlite3.SQLITE_PRAGMA and (arg1 or "").lower() in _READ_ONLY_PRAGMAS:

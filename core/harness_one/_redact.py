@@ -46,10 +46,11 @@ SECRET_KEYS = (
 _WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
 # URL user-info: as urlsplit reads it, everything up to the last "@" before the path, query or
 # fragment; else "user:" then a password with an unescaped "/", "?" or "#" in it, up to the last
-# "@" of the next 256 characters (not "host:port/"; a later "@" in a path shows less, never more).
+# "@" of the next 256 characters (not "host:port/"; a later "@" in a path shows less, never more);
+# else "user:" then a password with spaces in it (httpx sends "alice:correct horse@"), on one line.
 _USERINFO = re.compile(
     r"(?i)(?<![a-z0-9+.-])([a-z][a-z0-9+.-]{0,31}://)"
-    r"(?:[^/?#\s]*|[^/?#\s@:]*:(?![0-9]*(?:[/?#\s]|$))\S{0,256})@"
+    r"(?:[^/?#\s]*|[^/?#\s@:]*:(?![0-9]*(?:[/?#\s]|$))(?:\S{0,256}|[^/?#@\r\n]{1,256}))@"
 )
 
 

@@ -106,6 +106,10 @@ def test_redirects_followed_and_checked(server: str) -> None:
         assert f"refused: {address}" in str(err.value)
     with pytest.raises(ToolError, match="Too many redirects"):
         reg.call("fetch_url", {"url": f"{server}/loop"})
+    with_password = server.replace("://", "://alice:correct horse@") + "/loop"  # httpx sends a password with a space
+    with pytest.raises(ToolError) as looped:
+        reg.call("fetch_url", {"url": with_password})
+    assert "correct horse" not in looped.value.message and "[REDACTED]@" in looped.value.message
 
 
 def test_truncation(server: str) -> None:

@@ -8,6 +8,7 @@ import time
 import tracemalloc
 import zlib
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import harness_one_fetch_url as mod
 import pytest
@@ -193,6 +194,43 @@ def test_html_left_open_is_parsed_in_linear_work(serve: Callable[[Reply], str], 
     assert done, "html_to_text did not finish"
     text = done[0]["text"]
     assert text is not None and text.startswith("shown")
+
+
+@pytest.mark.parametrize(
+    "html",
+    [
+        "<p>shown</p><a " + "b " * 50_000,
+        "<p>shown</p>" + "<p/" * 30_000,
+        "<p>shown</p>" + "<a\n" * 30_000,
+        "<p>shown</p>" * 5_000,
+    ],
+    ids=["attributes", "self-closing", "newlines", "closed"],
+)
+def test_html_is_scanned_once(monkeypatch: pytest.MonkeyPatch, html: str) -> None:
+    """Fed in 8 KB pieces, a tag left open was scanned again with each piece: 13 s for 1 MB of '<a b b b ...'."""
+    scanned: list[int] = []
+    goahead = mod._TextExtractor.goahead
+
+    def counted(self: Any, end: bool) -> None:
+        scanned.append(len(self.rawdata))
+        goahead(self, end)
+
+    monkeypatch.setattr(mod._TextExtractor, "goahead", counted)
+    assert mod.html_to_text(html)[1].startswith("shown")
+    assert sum(scanned) <= 2 * len(html)  # each character read at most twice (feed, then close)
+
+
+def test_a_charset_whose_decoder_is_slow_is_not_used(serve: Callable[[Reply], str]) -> None:
+    """punycode decodes in time that grows with the square of the text (a 1 MB body: 5.5 minutes): UTF-8 is used instead."""
+    reg = ToolRegistry(autoload=False)
+    reg.add(mod.make_fetch_url(mod.FetchPolicy(allow=LOOPBACK)))
+    body = b"-" + b"a" * 2_000
+    for charset in (b"punycode", b"idna"):
+        assert reg.call("fetch_url", {"url": serve(_page(b"text/plain; charset=" + charset, body))})["text"] == body.decode()
+    latin = "caf\u00e9 na\u00efve".encode("latin-1")
+    assert reg.call("fetch_url", {"url": serve(_page(b"text/plain; charset=latin-1", latin))})["text"] == "caf\u00e9 na\u00efve"
+    sjis = "\u65e5\u672c\u8a9e".encode("shift_jis")  # a codec of C, registered by the standard library
+    assert reg.call("fetch_url", {"url": serve(_page(b"text/plain; charset=shift_jis", sjis))})["text"] == "\u65e5\u672c\u8a9e"
 
 
 @pytest.mark.parametrize(

@@ -54,6 +54,9 @@ def test_select(reg: ToolRegistry) -> None:
         ("PRAGMA user_version = 1", "pragma user_version"),
         ("PRAGMA journal_mode = DELETE", "pragma journal_mode"),
         ("SELECT 1; DROP TABLE items", "one statement"),
+        ("SELECT fts3_tokenizer('simple') AS p", "call fts3_tokenizer()"),  # a pointer into the library
+        ("SELECT FTS3_TOKENIZER('simple', x'4141414141414141') AS p", "call fts3_tokenizer()"),  # one to call
+        ("SELECT load_extension('/tmp/x.so')", "call load_extension()"),
     ],
 )
 def test_cannot_write_attach_or_change_pragmas(reg: ToolRegistry, db: Path, sql: str, fragment: str) -> None:
