@@ -311,6 +311,24 @@ def test_a_locked_sqlite_file_takes_the_fail_modes(tmp_path: Path) -> None:
     assert runs == [1]
 
 
+@pytest.mark.parametrize("spoil", ["directory", "garbage"])
+def test_a_state_file_that_cannot_be_opened_refuses_keyed_calls(tmp_path: Path, spoil: str) -> None:
+    """The idempotency plugin could not open its state: it is a load failure and keyed calls are refused
+    (it stayed registered on a store of its own process, so every process ran each key once)."""
+    path = tmp_path / "state.sqlite3"
+    if spoil == "directory":
+        path.mkdir()
+    else:
+        path.write_bytes(b"not a database " * 100)
+    reg = ToolRegistry(state=f"sqlite:///{path}", autoload=False)
+    runs: list[int] = []
+    reg.add(lambda: runs.append(1) or len(runs), name="charge")
+    assert "idempotency" not in reg.plugins and [f.name for f in reg.plugins.failures] == ["idempotency"]
+    refused = reg.try_call("charge", idempotency_key="k")
+    assert refused.error is not None and refused.error.kind == "plugin_error" and runs == []
+    assert reg.call("charge") == 1  # calls without a key go on
+
+
 def test_new_registry_on_same_sqlite_file_replays(tmp_path: Path) -> None:
     path = tmp_path / "shared.sqlite3"
     first = registry_with(SQLiteStore(path))
@@ -350,3 +368,59 @@ def test_sqlite_store_one_owner_across_processes(tmp_path: Path) -> None:
     for p in procs:
         p.join(30)
     assert sorted(owners) == [False, False, False, True]
+
+
+@pytest.mark.parametrize(
+    ("url", "where"),
+    [
+        ("sqlite:///~/x.sqlite3", "home/x.sqlite3"),  # configuration.md's example, under a home of its own
+        ("{tmp}/a#b.db", "a#b.db"),  # a plain path is a path: '#' and '?' are part of it
+        ("{tmp}/a?b.db", "a?b.db"),
+        ("sqlite://{tmp}/c%23d.db", "c#d.db"),  # a URL is percent-decoded
+    ],
+)
+def test_sqlite_state_paths_name_the_file_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, url: str, where: str) -> None:
+    from harness_one.state import State
+
+    (tmp_path / "home").mkdir()
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert State(url.format(tmp=tmp_path)).path == tmp_path / where
+    with pytest.raises(ValueError, match="has a host part"):
+        State("sqlite://data/x.db")  # read as the host 'data' and the file /x.db
+
+
+def test_a_default_state_under_an_odd_directory_is_that_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from harness_one._config import default_state
+    from harness_one.state import State
+
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "xdg#1"))
+    assert State(default_state()).path == tmp_path / "xdg#1" / "harness-one" / "state.sqlite3"
+
+
+def test_sqlite_errors_take_the_fail_modes(tmp_path: Path) -> None:
+    """A file corrupted after it was opened, a value SQLite cannot hold, a result nested past json's reach:
+    StateUnavailable or 'not stored' (they escaped as PluginError, the key held until its lease ended)."""
+    import sqlite3
+
+    from harness_one.state import StateUnavailable
+
+    path = tmp_path / "s.sqlite3"
+    store = SQLiteStore(path)
+    store.begin("t", "k", "f", 0.0, 60.0)
+    store._conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, 64)  # a stand-in for SQLite's 1e9 limit
+    from harness_one_plugins.idempotency import Record
+
+    with pytest.raises(ValueError, match="cannot hold this value"):
+        store.finish("t", "k", Record("f", "done", 100.0, True, "x" * 200, None))
+    deep: Any = 0
+    for _ in range(100_000):
+        deep = [deep]
+    with pytest.raises(ValueError, match="nested too deeply"):
+        store.finish("t", "k", Record("f", "done", 100.0, True, deep, None))
+    store.close()
+    path.write_bytes(path.read_bytes()[:100] + b"\xff" * 4000)  # corrupted under a fresh connection
+    broken = SQLiteStore.__new__(SQLiteStore)
+    broken.__dict__.update(store.__dict__)
+    broken._conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+    with pytest.raises(StateUnavailable):
+        broken.begin("t", "k2", "f", 0.0, 60.0)

@@ -192,8 +192,8 @@ def test_memory_backends_answer_without_await() -> None:
         def harness_post_call(self, call: Any) -> None:
             answers.extend(plugin.harness_post_call(call) for plugin in plugins[1:])  # rate_limit has none
 
-    reg = ToolRegistry(
-        autoload=False, plugins={"spy": Spy()}, block=["rate_limit", "circuit_breaker", "concurrency", "idempotency"]
+    reg = ToolRegistry(  # the spy stands in for the idempotency plugin (a keyed call needs one)
+        autoload=False, plugins={"idempotency": Spy()}, block=["rate_limit", "circuit_breaker", "concurrency"]
     )
     reg.add(lambda: 1, name="t", rate_limit={"rate": 100, "burst": 100}, max_concurrency=5, circuit_breaker=True)
     assert reg.call("t", idempotency_key="x") == 1

@@ -13,7 +13,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qsl, urlencode, urlparse, urlunparse
+from urllib.parse import parse_qsl, quote, urlencode, urlparse, urlunparse
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -63,7 +63,7 @@ def environment_state() -> str | None:
 def default_state() -> str:
     """The CLI's state: a SQLite file under ``$XDG_STATE_HOME/harness-one`` (else ``~/.local/state``)."""
     base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-    return f"sqlite:///{Path(base) / 'harness-one' / 'state.sqlite3'}"
+    return f"sqlite://{quote(str(Path(base).absolute() / 'harness-one' / 'state.sqlite3'))}"  # a '#' in it is quoted
 
 
 @dataclass

@@ -74,6 +74,8 @@ Hook = Callable[..., Any]
 #: predicate for ``requires_approval``; any value for ``max_calls``) is refused while the plugin
 #: is not active in the registry (blocked, removed, failed to load): these guards fail closed.
 GUARDED_OPTIONS: Mapping[str, str] = {"requires_approval": "approval", "max_calls": "budget"}
+#: The plugin that honours idempotency keys: while none of that name is active, a call with a key is refused.
+KEY_GUARD = "idempotency"
 
 
 def missing_guards(options: Mapping[str, Any], active: Collection[str]) -> list[tuple[str, str]]:
@@ -84,6 +86,20 @@ def missing_guards(options: Mapping[str, Any], active: Collection[str]) -> list[
         for option, plugin in GUARDED_OPTIONS.items()
         if plugin not in active and options.get(option) is not None and options.get(option) is not False
     ]
+
+
+def _unkeyed(tool: Tool) -> Hook:
+    """A pre-validate step refusing ``tool``'s calls that carry an idempotency key while no plugin named
+    :data:`KEY_GUARD` is active nor any hook for keyed calls applies (``applies_to(keyed=True)``)."""
+    message = (
+        f"Tool '{tool.name}' cannot be called with an idempotency key: no plugin in this registry honours one "
+        "(the 'idempotency' plugin is blocked, removed or failed to load), so the key could run twice."
+    )
+
+    def refuse(call: Call) -> None:
+        raise PluginError(message, plugin=KEY_GUARD)
+
+    return refuse
 
 
 def _unguarded(tool: Tool, option: str, plugin: str) -> Hook:
@@ -170,16 +186,26 @@ class Plan:
         if found is None:
             steps = {h: self._applying(self.steps[h], tool) for h in self.steps}
             guards = tuple(
-                _Step(_unguarded(tool, option, plugin), plugin, None)
+                self._guard(_unguarded(tool, option, plugin), plugin)
                 for option, plugin in missing_guards(tool.options, self.active)
             )
             if guards:
                 steps["pre_validate"] = guards + steps["pre_validate"]
             found = keyed = self._tool_plan(steps)
-            if any(s.keyed for hook in steps.values() for s in hook):
+            if any(s.keyed for hook in steps.values() for s in hook):  # a plugin's hooks for keyed calls only
                 found = self._tool_plan({h: tuple(s for s in hook if not s.keyed) for h, hook in steps.items()}, keyed)
+            elif KEY_GUARD not in self.active:  # a key nothing honours is refused, not ignored (as guards fail closed)
+                refuse = (self._guard(_unkeyed(tool), KEY_GUARD),)
+                found = self._tool_plan(steps, self._tool_plan({**steps, "pre_validate": refuse + steps["pre_validate"]}))
             self._per_tool[tool] = found
         return found
+
+    def _guard(self, refuse: Hook, plugin: str) -> _Step:
+        """A refusing step, owned by the plugin it stands in for (never taken for another plugin's hook)."""
+        code = _code(refuse)
+        if code is not None:
+            self.owners.setdefault(code, plugin)
+        return _Step(refuse, plugin, None)
 
     def _applying(self, given: tuple[_Step, ...], tool: Tool) -> tuple[_Step, ...]:
         """The steps that apply to ``tool``, prepared for it where a hook is ``per_tool``."""
@@ -447,9 +473,14 @@ class PluginSet:
         if registered is None:
             return None
         self._registered_at[id(plugin)] = next(self._seq)
-        self._call_plugin(plugin, "harness_configure", registry=self._registry)
-        for tool in self._registry._tool_list():
-            self._call_plugin(plugin, "harness_tool_added", tool=tool, registry=self._registry)
+        try:
+            self._call_plugin(plugin, "harness_configure", registry=self._registry)
+            for tool in self._registry._tool_list():
+                self._call_plugin(plugin, "harness_tool_added", tool=tool, registry=self._registry)
+        except BaseException:  # not set up (its state cannot be opened): not left registered half-configured
+            self.manager.unregister(plugin, name=registered)
+            self._registered_at.pop(id(plugin), None)
+            raise
         return registered
 
     def _check(self, plugin: Any, name: str) -> None:

@@ -186,7 +186,7 @@ class IdempotencyPlugin:
             try:
                 await shared.afinish(name, key, record)
                 self.stored += 1
-            except (TypeError, ValueError) as exc:
+            except (TypeError, ValueError, RecursionError) as exc:  # not storable (not JSON, nested too deep)
                 await self._arelease_key(shared, name, key)
                 log_event(30, "idempotent result not stored", tool=name, error=str(exc))
             except StateUnavailable as exc:  # the caller still gets the outcome; the key is held until its lease ends
@@ -198,7 +198,7 @@ class IdempotencyPlugin:
         try:
             store.finish(name, key, record)
             self.stored += 1
-        except (TypeError, ValueError) as exc:
+        except (TypeError, ValueError, RecursionError) as exc:  # not storable (not JSON, nested too deep)
             self._release_key(name, key)
             log_event(30, "idempotent result not stored", tool=name, error=str(exc))
         except StateUnavailable as exc:  # the caller still gets the outcome; the key is held until its lease ends

@@ -8,7 +8,7 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qsl, urlencode, urlparse, urlunparse
+from urllib.parse import ParseResult, parse_qsl, unquote, urlencode, urlparse, urlunparse
 
 from .._redact import redact
 from ._memory import MemoryBuckets, MemoryBudgets, MemoryCircuits, MemorySlots, MemoryStore
@@ -74,9 +74,7 @@ class State:
             )
         self.path: Path | None = None
         if self.scheme == "sqlite":
-            if not parsed.path or parsed.path == "/":
-                raise ValueError(f"state URL {_shown(url)} names no file: use 'sqlite:///PATH'")
-            self.path = Path(parsed.path).expanduser()
+            self.path = _sqlite_path(url or "", parsed)
         if self.redis:
             if importlib.util.find_spec("redis") is None:
                 raise ValueError(f"state URL {_shown(url)} needs the Redis client: pip install 'harness-one[redis]'")
@@ -185,6 +183,22 @@ class State:
 
     def __repr__(self) -> str:
         return f"State({_shown(self.url)})"
+
+
+def _sqlite_path(url: str, parsed: ParseResult) -> Path:
+    """The file of a SQLite state: a plain path as written (``#`` and ``?`` are part of it), or the
+    path of ``sqlite:///PATH`` percent-decoded, ``~`` expanded (``sqlite:///~/state.sqlite3`` too)."""
+    if not parsed.scheme:
+        raw = url
+    elif parsed.netloc:  # sqlite://data/x.db: "data" is read as a host, and the path would be /x.db
+        raise ValueError(f"state URL {_shown(url)} has a host part: use 'sqlite:///PATH' (three slashes) or a file path")
+    else:
+        raw = unquote(parsed.path)
+        if raw.startswith("/~"):
+            raw = raw[1:]
+    if not raw or raw == "/":
+        raise ValueError(f"state URL {_shown(url)} names no file: use 'sqlite:///PATH'")
+    return Path(raw).expanduser()
 
 
 def _shown(url: str | None) -> str:

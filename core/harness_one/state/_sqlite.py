@@ -58,11 +58,14 @@ class SQLiteStore:
 
     @contextmanager
     def _connection(self) -> Iterator[sqlite3.Connection]:
-        """The connection, one thread at a time; SQLite's operational errors as :class:`StateUnavailable`."""
+        """The connection, one thread at a time; SQLite's errors as :class:`StateUnavailable` (locked, full,
+        read-only, a file corrupted since it was opened: ``DatabaseError``, not only ``OperationalError``)."""
         with self._lock:
             try:
                 yield self._conn
-            except sqlite3.OperationalError as exc:
+            except sqlite3.DataError as exc:  # a value SQLite cannot hold (past its string limit): not stored
+                raise ValueError(f"The SQLite state cannot hold this value: {exc}.") from exc
+            except sqlite3.Error as exc:
                 raise StateUnavailable(f"The SQLite state at {self.path} cannot be used now: {exc}.") from exc
 
     def begin(self, scope: str, key: str, fingerprint: str, now: float, lease: float) -> Record | None:
@@ -93,7 +96,8 @@ class SQLiteStore:
                 conn.execute("COMMIT")
                 return None
             except BaseException:
-                conn.execute("ROLLBACK")
+                if conn.in_transaction:  # SQLite may have rolled back already (a full disk): keep the first error
+                    conn.execute("ROLLBACK")
                 raise
 
     def renew(self, scope: str, key: str, now: float, lease: float) -> bool:
@@ -105,8 +109,11 @@ class SQLiteStore:
             return cursor.rowcount > 0
 
     def finish(self, scope: str, key: str, record: Record) -> None:
-        value = json.dumps(record.value)  # TypeError/ValueError for non-JSON values: the caller releases the key
-        error = None if record.error is None else json.dumps(record.error)
+        try:  # TypeError/ValueError for non-JSON values: the caller releases the key
+            value = json.dumps(record.value)
+            error = None if record.error is None else json.dumps(record.error)
+        except RecursionError as exc:  # nested past what json.dumps follows: not storable either
+            raise ValueError(f"the outcome is nested too deeply to store: {exc}") from None
         with self._connection() as conn:
             conn.execute(
                 "UPDATE harness_one_idempotency SET state = ?, expires = ?, ok = ?, value = ?, error = ? WHERE scope = ? AND key = ?",

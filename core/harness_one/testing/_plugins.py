@@ -26,7 +26,7 @@ from .. import hookspecs
 from .._call import Call
 from .._entrypoints import PLUGIN_GROUP, entry_points
 from .._errors import PluginError, ToolError, ToolExecutionError
-from .._plugins import missing_guards
+from .._plugins import KEY_GUARD, missing_guards
 from .._registry import ToolRegistry
 from .._tool import Tool
 from ..hookspecs import PER_CALL_HOOKS, PROJECT, hookimpl
@@ -322,16 +322,20 @@ class PluginTests(Suite, standard=True, provided=("make_plugin", "call_options",
 
     def assert_silent(self, registry: ToolRegistry, plugin: Any, why: str) -> None:
         """The call goes on without the plugin, or, when the probe sets an option the plugin guards
-        (``requires_approval``, ``max_calls``) and no plugin took its name, is refused for want of it
-        (those guards fail closed)."""
+        (``requires_approval``, ``max_calls``), or the call an idempotency key and the plugin is the
+        one that honours keys, and no plugin took its name, is refused for want of it (those guards
+        fail closed)."""
         name = self.name_of(plugin)
         options = self.tool_options.get("options") or {}
-        guarded = [option for option, owner in missing_guards(options, registry.plugins.names()) if owner == name]
+        active = registry.plugins.names()
+        guarded = [f"'{option}' option" for option, owner in missing_guards(options, active) if owner == name]
+        if name == KEY_GUARD and name not in active and self.call_options({"x": 3}).get("idempotency_key") is not None:
+            guarded.append("idempotency key")
         with _traced(self.hook_codes(plugin), inject=False) as trace:
             if guarded:
                 with pytest.raises(PluginError) as refused:
                     self.call(registry, 3)
-                assert refused.value.plugin == name and f"'{guarded[0]}' option" in refused.value.message
+                assert refused.value.plugin == name and guarded[0] in refused.value.message
             else:
                 assert self.call(registry, 3) == {"x": 3, "double": 6}
         assert trace.entered == 0, f"the plugin's hooks still ran {trace.entered} time(s) after it was {why}"
