@@ -6,6 +6,7 @@ own rate limit and timeout (which cancels the call on the serving side).
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -165,3 +166,29 @@ async def test_serve_mcp_prefixes_several_servers(url: str, tmp_module: Path) ->
         assert {"a_add", "up2_add", "calculate"} <= names and "add" not in names
         result = await client.call_tool("up2_add", {"a": 4, "b": 5})
         assert result.structured_content == {"result": 9}
+
+
+def test_a_forwarded_for_header_is_not_the_client(tmp_path: Path) -> None:
+    """uvicorn trusted X-Forwarded-For from 127.0.0.1: a local caller named its own address, so its own
+    bucket of a per-client rate limit (20 of 20 calls admitted past a limit of one)."""
+    import httpx
+
+    headers = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
+    headers["mcp-protocol-version"] = "2025-06-18"
+
+    def whoami(client: httpx.Client, url: str, forwarded: str) -> str:
+        body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "whoami", "arguments": {}}}
+        answer = client.post(url, headers={**headers, "x-forwarded-for": forwarded}, json=body)
+        data = answer.text.split("data:", 1)[1] if answer.text.startswith("event") else answer.text
+        return str(json.loads(data)["result"]["structuredContent"]["mcp_client"])
+
+    with http_server(tmp_path, "--stateless") as url, httpx.Client(timeout=10) as client:
+        assert {whoami(client, url, f"10.0.{i}.1") for i in range(3)} == {"http:127.0.0.1"}
+
+
+def test_only_loopback_binds_are_taken_for_private() -> None:
+    """``serve`` warns that every tool is open to the network unless the address is a loopback one."""
+    from harness_one.mcp._server import _loopback
+
+    assert all(map(_loopback, ("127.0.0.1", "127.0.0.2", "::1", "[::1]", "localhost")))
+    assert not any(map(_loopback, ("0.0.0.0", "::", "192.168.1.50", "example.com")))

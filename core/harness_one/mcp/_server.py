@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import importlib.util
+import ipaddress
 import json
 import math
 import socket
@@ -429,6 +430,8 @@ def http_app(
     max_body_size: int | None = None,
     server: Server[Any] | None = None,
     principal: Principal | None = None,
+    max_sessions: int | None = 10_000,
+    session_idle_timeout: float | None = 1800.0,
 ) -> Starlette:
     """A Starlette (ASGI) app serving ``registry`` over streamable HTTP at ``path``.
 
@@ -437,7 +440,10 @@ def http_app(
     ``Host`` must be a localhost form or ``host`` (any port), or be listed in
     ``allowed_hosts`` (``"api.example.com:*"``); likewise ``Origin`` and ``allowed_origins``.
     Request bodies over ``max_body_size`` bytes (default: the registry's argument limit plus
-    64 KiB) get 413. To mount it in another app, run its lifespan from the host app's::
+    64 KiB) get 413. At most ``max_sessions`` sessions are open at once (then 503), each closed
+    after ``session_idle_timeout`` seconds without a request: an unauthenticated caller can fill
+    them (about 37 KB each), so a server others can reach wants authentication in front or lower
+    figures. To mount it in another app, run its lifespan from the host app's::
 
         app = Starlette(routes=[Mount("/tools", mcp)], lifespan=lambda _: mcp.router.lifespan_context(mcp))
     """
@@ -449,6 +455,8 @@ def http_app(
         max_request_body_size=max_body_size or registry.limits.max_bytes + 65536,
         transport_security=_security(host, allowed_hosts, allowed_origins),
         host=host,
+        max_sessions=max_sessions,
+        session_idle_timeout=session_idle_timeout,
     )
 
 
@@ -481,10 +489,27 @@ async def serve_http(
     sock.bind((host, port))
     sock.listen(2048)  # listening before the URL is announced: a client that reads it at once is queued, not refused
     bound = sock.getsockname()[1]
-    config = uvicorn.Config(app, log_level="warning", lifespan="on", access_log=False)
+    # No proxy headers: uvicorn trusts X-Forwarded-For from 127.0.0.1 by default, and a local caller
+    # would choose its own address, so the mcp_client of per-client rate limits. Behind a proxy,
+    # serve http_app with a server configured for that proxy.
+    config = uvicorn.Config(app, log_level="warning", lifespan="on", access_log=False, proxy_headers=False)
     shown = f"[{host}]" if ":" in host else host
     print(f"harness-one: serving MCP on http://{shown}:{bound}{path}", file=sys.stderr, flush=True)
+    if not _loopback(host):
+        print(
+            f"harness-one: warning: {host} is not a loopback address; every tool is reachable from the network "
+            "with no authentication (put an authenticating proxy in front, or mount http_app behind your own)",
+            file=sys.stderr,
+            flush=True,
+        )
     await uvicorn.Server(config).serve(sockets=[sock])
+
+
+def _loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return host == "localhost"
 
 
 #: Threads for sync tools without a timeout while :func:`serve` runs (tools with one use the timeout plugin's pool).
