@@ -88,31 +88,36 @@ def missing_guards(options: Mapping[str, Any], active: Collection[str]) -> list[
     ]
 
 
-def _unkeyed(tool: Tool) -> Hook:
-    """A pre-validate step refusing ``tool``'s calls that carry an idempotency key while no plugin named
-    :data:`KEY_GUARD` is active nor any hook for keyed calls applies (``applies_to(keyed=True)``)."""
-    message = (
-        f"Tool '{tool.name}' cannot be called with an idempotency key: no plugin in this registry honours one "
-        "(the 'idempotency' plugin is blocked, removed or failed to load), so the key could run twice."
-    )
+def _refusal(message: str, plugin: str) -> Hook:
+    """A pre-validate step refusing every call it sees with ``message``, in the name of ``plugin``.
 
-    def refuse(call: Call) -> None:
-        raise PluginError(message, plugin=KEY_GUARD)
-
-    return refuse
-
-
-def _unguarded(tool: Tool, option: str, plugin: str) -> Hook:
-    """A pre-validate step refusing every call of ``tool``: its ``option`` has no ``plugin`` to enforce it."""
-    message = (
-        f"Tool '{tool.name}' cannot be called: its '{option}' option needs the '{plugin}' plugin, "
-        "which is not active in this registry (blocked, removed or failed to load)."
-    )
+    Marked ``harness_guard`` (the plugin it stands in for): it is no plugin's own hook.
+    """
 
     def refuse(call: Call) -> None:
         raise PluginError(message, plugin=plugin)
 
+    refuse.harness_guard = plugin  # type: ignore[attr-defined]
     return refuse
+
+
+def _unkeyed(tool: Tool) -> Hook:
+    """Refuses ``tool``'s calls that carry an idempotency key while no plugin named :data:`KEY_GUARD`
+    is active nor any hook for keyed calls applies (``applies_to(keyed=True)``)."""
+    return _refusal(
+        f"Tool '{tool.name}' cannot be called with an idempotency key: no plugin in this registry honours one "
+        "(the 'idempotency' plugin is blocked, removed or failed to load), so the key could run twice.",
+        KEY_GUARD,
+    )
+
+
+def _unguarded(tool: Tool, option: str, plugin: str) -> Hook:
+    """Refuses every call of ``tool``: its ``option`` has no ``plugin`` to enforce it."""
+    return _refusal(
+        f"Tool '{tool.name}' cannot be called: its '{option}' option needs the '{plugin}' plugin, "
+        "which is not active in this registry (blocked, removed or failed to load).",
+        plugin,
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,7 +191,7 @@ class Plan:
         if found is None:
             steps = {h: self._applying(self.steps[h], tool) for h in self.steps}
             guards = tuple(
-                self._guard(_unguarded(tool, option, plugin), plugin)
+                _Step(_unguarded(tool, option, plugin), plugin, None)
                 for option, plugin in missing_guards(tool.options, self.active)
             )
             if guards:
@@ -195,17 +200,10 @@ class Plan:
             if any(s.keyed for hook in steps.values() for s in hook):  # a plugin's hooks for keyed calls only
                 found = self._tool_plan({h: tuple(s for s in hook if not s.keyed) for h, hook in steps.items()}, keyed)
             elif KEY_GUARD not in self.active:  # a key nothing honours is refused, not ignored (as guards fail closed)
-                refuse = (self._guard(_unkeyed(tool), KEY_GUARD),)
+                refuse = (_Step(_unkeyed(tool), KEY_GUARD, None),)
                 found = self._tool_plan(steps, self._tool_plan({**steps, "pre_validate": refuse + steps["pre_validate"]}))
             self._per_tool[tool] = found
         return found
-
-    def _guard(self, refuse: Hook, plugin: str) -> _Step:
-        """A refusing step, owned by the plugin it stands in for (never taken for another plugin's hook)."""
-        code = _code(refuse)
-        if code is not None:
-            self.owners.setdefault(code, plugin)
-        return _Step(refuse, plugin, None)
 
     def _applying(self, given: tuple[_Step, ...], tool: Tool) -> tuple[_Step, ...]:
         """The steps that apply to ``tool``, prepared for it where a hook is ``per_tool``."""

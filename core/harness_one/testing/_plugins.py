@@ -167,6 +167,8 @@ def _prepared(registry: ToolRegistry, plugin: str, hook: str) -> Callable[..., A
     alone = plan.order[short] == (plugin,)  # the only plugin with this hook: whatever is prepared is its own
     for each in (tool_plan, tool_plan.keyed):
         for fn in getattr(each, short, ()) if each is not None else ():
+            if getattr(fn, "harness_guard", None) is not None:  # the core's refusal standing in for a missing plugin
+                continue
             owner = tool_plan.plugin_of(fn)  # None when the core cannot tell by the code (a partial, a callable object)
             if id(fn) not in generic and (owner == plugin or (owner is None and alone)):
                 return fn  # type: ignore[no-any-return]
