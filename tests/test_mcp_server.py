@@ -391,3 +391,24 @@ async def test_the_docs_mount_example_serves() -> None:
                 assert "calculate" in {t.name for t in (await session.list_tools()).tools}
                 answer = await session.call_tool("calculate", {"expression": "6 * 7"})
                 assert "42" in answer.content[0].text
+
+
+async def test_the_principal_of_a_bearer_token_is_its_user_not_its_app() -> None:
+    """The SDK's bearer user names the OAuth client: two people using one app were one principal (one bucket)."""
+    from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+    from mcp.server.auth.provider import AccessToken
+    from starlette.authentication import SimpleUser
+    from starlette.requests import Request
+
+    from harness_one.mcp import default_principal
+
+    def principal(user: Any) -> str | None:
+        return default_principal(Request({"type": "http", "user": user}))
+
+    def token(subject: str | None, issuer: str | None = "https://id.example") -> AuthenticatedUser:
+        claims = {"iss": issuer} if issuer else None
+        return AuthenticatedUser(AccessToken(token="t", client_id="vscode", scopes=[], subject=subject, claims=claims))
+
+    assert principal(token("alice")) == "alice@https://id.example" != principal(token("bob"))
+    assert principal(token("alice", None)) == "alice" and principal(token(None)) == "vscode"
+    assert principal(SimpleUser("ada")) == "ada" and principal(None) is None

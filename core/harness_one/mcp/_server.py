@@ -54,11 +54,24 @@ _HEADER_KEYWORD = '"x-mcp-header"'
 
 
 def default_principal(request: Request) -> str | None:
-    """The user an authentication middleware put on the request (Starlette's ``request.user``), if any."""
+    """The user an authentication middleware put on the request (Starlette's ``request.user``), if any.
+
+    For the SDK's bearer-token user, whose ``display_name`` is the OAuth client (shared by every
+    user of one app), the token's subject, ``subject@issuer`` when it names an issuer; the
+    client id only for a token without a subject (a machine client).
+    """
     user = request.scope.get("user")
-    if user is not None and getattr(user, "is_authenticated", False):
-        return str(getattr(user, "display_name", "") or "") or None
-    return None
+    if user is None or not getattr(user, "is_authenticated", False):
+        return None
+    token = getattr(user, "access_token", None)
+    if token is not None and getattr(token, "client_id", None) is not None:
+        from mcp.server.auth.provider import principal_components
+
+        client, issuer, subject = principal_components(token)
+        if subject:
+            return f"{subject}@{issuer}" if issuer else subject
+        return client or None
+    return str(getattr(user, "display_name", "") or "") or None
 
 
 class _Watcher:
