@@ -75,6 +75,15 @@ def test_stdio_answers_every_line_it_cannot_read(tmp_path: Path) -> None:
     assert "hex escape" in messages[2] and "expected a JSON object, got list" in messages[4], messages
 
 
+def test_stdio_answers_a_request_whose_id_is_neither_text_nor_an_integer(tmp_path: Path) -> None:
+    """The SDK took {"id": 1.5, "method": ...} for a notification: no answer, the client waited for ever."""
+    odd = [b'{"jsonrpc": "2.0", "id": %s, "method": "ping"}\n' % given for given in (b"1.5", b"true", b"[1]", b"null")]
+    note = b'{"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": 1, "progress": 1}}\n'
+    answers, _ = exchange(tmp_path, [*OPENING, *odd, note, PING], 6)
+    assert [(a["id"], a.get("error", {}).get("code")) for a in answers[1:]] == [(None, -32600)] * 4 + [(3, None)]
+    assert answers[1]["error"]["message"] == "Invalid request: id must be a string or an integer"
+
+
 def test_stdio_answers_a_line_nested_deeper_than_json_reads(tmp_path: Path) -> None:
     """One line nested 100,000 deep ended the server (a RecursionError), and every call in flight with it."""
     deep = b'{"jsonrpc": "2.0", "id": 7, "method": "ping", "params": {"x": ' + b"[" * 100_000 + b"]" * 100_000 + b"}}\n"

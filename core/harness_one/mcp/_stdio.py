@@ -31,7 +31,7 @@ from typing import Any
 
 import anyio
 from mcp.shared.message import SessionMessage
-from mcp_types import INVALID_REQUEST, PARSE_ERROR, ErrorData, JSONRPCError
+from mcp_types import INVALID_REQUEST, PARSE_ERROR, ErrorData, JSONRPCError, JSONRPCNotification
 
 from harness_one._render import safe_text
 
@@ -127,6 +127,17 @@ def reply_to(line: str | None, limit: int, exc: Exception) -> JSONRPCError | Non
     return _error(known, INVALID_REQUEST, f"Invalid request: {_detail(exc)}")
 
 
+def _has_id(line: str | None) -> bool:
+    """Whether the JSON object on ``line`` has an ``id`` member (a notification has none)."""
+    if not line or '"id"' not in line:
+        return False
+    try:
+        message = json.loads(line)
+    except (ValueError, RecursionError):
+        return False
+    return type(message) is dict and "id" in message
+
+
 def _error(request_id: str | int | None, code: int, message: str) -> JSONRPCError:
     rid = safe_text(request_id) if type(request_id) is str else request_id
     return JSONRPCError(jsonrpc="2.0", id=rid, error=ErrorData(code=code, message=safe_text(message[:500])))
@@ -165,6 +176,13 @@ class Answering:
             handed = self.lines.handed
             line = handed.popleft() if handed else ""
             if not isinstance(item, Exception):
+                if type(getattr(item, "message", None)) is JSONRPCNotification and _has_id(line):
+                    # {"id": 1.5, "method": ...}: the SDK reads a request with an id that is neither a
+                    # string nor an integer as a notification, and its caller would wait for ever
+                    await self.write.send(
+                        SessionMessage(_error(None, INVALID_REQUEST, "Invalid request: id must be a string or an integer"))
+                    )
+                    continue
                 return item
             reply = reply_to(line, self.lines.limit, item)
             if reply is not None:
