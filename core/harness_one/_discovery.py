@@ -164,7 +164,7 @@ class ToolIndex:
         self._stamps.clear()
 
     def _stamp(self, ep: EntryPoint) -> list[int] | None:
-        top = ep.value.split(":")[0].strip().split(".")[0]
+        top = _top(ep)
         if top not in self._stamps:
             self._stamps[top] = _source_stamp(top)
         return self._stamps[top]
@@ -173,7 +173,12 @@ class ToolIndex:
 def _defines(ep: EntryPoint, tool: Tool) -> bool:
     """Whether ``tool``'s function comes from ``ep``'s own top-level package (not imported from another)."""
     module = getattr(tool.fn, "__module__", None)
-    return not isinstance(module, str) or module.split(".")[0] == ep.value.split(":")[0].strip().split(".")[0]
+    return not isinstance(module, str) or module.split(".")[0] == _top(ep)
+
+
+def _top(ep: EntryPoint) -> str:
+    """The top-level package of ``ep``'s module (``my_tools`` of ``my_tools.text:shout``)."""
+    return ep.value.split(":")[0].strip().split(".")[0]
 
 
 def _well_formed(entry: Any) -> bool:

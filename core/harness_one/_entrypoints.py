@@ -87,25 +87,23 @@ def set_import_timeout(seconds: float | None) -> None:
 
 def _bounded(ep: EntryPoint, seconds: float) -> Any:
     """``ep``'s import in a helper thread, waited for at most ``seconds``."""
-    done = threading.Event()
-    box: list[Any] = []
+    from concurrent.futures import Future
+    from concurrent.futures import TimeoutError as NotYet
+
+    loaded: Future[Any] = Future()
 
     def run() -> None:
         _worker.active = True
         try:
-            box.append(_load(ep.group, ep.name, ep.value))
+            loaded.set_result(_load(ep.group, ep.name, ep.value))
         except BaseException as exc:  # SystemExit at import too: the caller reports it
-            box.append(exc)
-            box.append(None)
-        finally:
-            done.set()
+            loaded.set_exception(exc)
 
     threading.Thread(target=run, name=f"harness-one import {ep.name}", daemon=True).start()
-    if not done.wait(seconds):
-        raise ImportTimeout(f"the import did not finish within {seconds:g} s (HARNESS_ONE_IMPORT_TIMEOUT)")
-    if len(box) == 2:
-        raise box[0]
-    return box[0]
+    try:
+        return loaded.result(seconds)
+    except NotYet:
+        raise ImportTimeout(f"the import did not finish within {seconds:g} s (HARNESS_ONE_IMPORT_TIMEOUT)") from None
 
 
 def _canonical(name: str) -> str:

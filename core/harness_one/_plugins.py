@@ -106,7 +106,7 @@ def _unkeyed(tool: Tool) -> Hook:
     is active nor any hook for keyed calls applies (``applies_to(keyed=True)``)."""
     return _refusal(
         f"Tool '{tool.name}' cannot be called with an idempotency key: no plugin in this registry honours one "
-        "(the 'idempotency' plugin is blocked, removed or failed to load), so the key could run twice.",
+        f"(the '{KEY_GUARD}' plugin is blocked, removed or failed to load), so the key could run twice.",
         KEY_GUARD,
     )
 

@@ -519,10 +519,13 @@ async def serve_http(
 
 
 def _loopback(host: str) -> bool:
+    """One of :data:`_LOCAL_HOSTS`, or any other loopback address (``127.0.0.2``)."""
+    if host in _LOCAL_HOSTS:
+        return True
     try:
         return ipaddress.ip_address(host.strip("[]")).is_loopback
     except ValueError:
-        return host == "localhost"
+        return False
 
 
 #: Threads for sync tools without a timeout while :func:`serve` runs (tools with one use the timeout plugin's pool).
