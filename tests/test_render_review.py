@@ -115,11 +115,31 @@ def test_a_long_listing_ends_by_saying_how_many_more_there_are() -> None:
     assert len(err.message) <= ERROR_TEXT_LIMIT and "[error text truncated" not in err.message
     shown = err.message.count("\n- $.rows[")
     assert 0 < shown < PROBLEMS_LIMIT
+    assert err.message.startswith("Invalid arguments for tool 'mail' (150 problems):\n")
     assert err.message.endswith(
-        f"- ... and {PROBLEMS_LIMIT + 1 - shown} more, not shown here (each is in the error's problems)\nFix the arguments and call 'mail' again."
+        f"- ... and {150 - shown} more, not shown here (the first {PROBLEMS_LIMIT} are in its problems)\nFix the arguments and call 'mail' again."
+    )
+    few = ToolArgumentError([ArgumentProblem(f"$.rows[{i}].email", text) for i in range(90)]).with_tool("mail")
+    assert few.message.startswith("Invalid arguments for tool 'mail' (90 problems):\n")
+    assert few.message.endswith(
+        f"- ... and {90 - few.message.count(chr(10) + '- $.rows[')} more, not shown here (each is in the error's problems)\nFix the arguments and call 'mail' again."
     )
     huge = ToolArgumentError([ArgumentProblem("$.a", "z" * 50_000), ArgumentProblem("$.b", "bad")])
     assert len(huge.message) <= ERROR_TEXT_LIMIT and "- $.a: zzz" in huge.message and "and 1 more" in huge.message
+
+
+def test_the_first_line_counts_problems_not_the_note_ending_a_cut_listing() -> None:
+    """150 problems said "(101 problems)": the 100 kept and the note saying how many there were."""
+    err = ToolArgumentError([ArgumentProblem(f"$.a{i}", "bad") for i in range(150)], tool="t")
+    assert err.message.startswith("Invalid arguments for tool 't' (150 problems):\n- $.a0: bad\n")
+    assert err.problems[-1].is_listing_cut and not any(p.is_listing_cut for p in err.problems[:-1])
+    assert err.with_tool("u").message.startswith("Invalid arguments for tool 'u' (150 problems):")
+    # Rebuilt from its dict (the total is not a field) or cut by the validation plugin (which stops counting).
+    again = ToolArgumentError.from_dict(err.to_dict()).with_tool("v")
+    assert again.message.startswith("Invalid arguments for tool 'v' (at least 100 problems):")
+    cut = ToolArgumentError([ArgumentProblem("$.a", "bad"), ArgumentProblem.listing_cut("only the first 1 problems are listed")])
+    assert cut.message.startswith("Invalid arguments (at least 1 problem):\n- $.a: bad\n- $: only the first 1")
+    assert ToolArgumentError([ArgumentProblem("$.a", "bad")]).message.startswith("Invalid arguments (1 problem):")
 
 
 def test_from_dict_of_a_subclass_rebuilds_its_fields() -> None:

@@ -277,6 +277,9 @@ def test_very_many_missing_properties_list_a_bounded_number(vreg: ToolRegistry) 
     vreg.add(lambda **kw: kw, name="f", parameters={"type": "object", "required": [f"r{i}" for i in range(5000)]})
     found = problems(vreg, "f", {})
     assert len(found) == MAX_PROBLEMS + 1 and found[-1]["message"] == f"only the first {MAX_PROBLEMS} problems are listed"
+    with pytest.raises(ToolArgumentError) as err:
+        vreg.call("f", {})
+    assert err.value.message.startswith(f"Invalid arguments for tool 'f' (at least {MAX_PROBLEMS} problems):\n")
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

@@ -42,6 +42,8 @@ ERROR_TEXT_LIMIT = 10_000
 #: The most problems a :class:`ToolArgumentError` keeps: past it, the first ones and a note saying how
 #: many there were, as the validation plugin cuts its listing (harness-one's own checks list fewer).
 PROBLEMS_LIMIT = 100
+#: The ``expected`` of the note ending a cut listing (:meth:`ArgumentProblem.listing_cut`).
+_CUT = "the problems above fixed first"
 
 
 def capped(text: str, limit: int = ERROR_TEXT_LIMIT) -> str:
@@ -241,6 +243,16 @@ class ArgumentProblem:
     got: str | None = None
 
     @classmethod
+    def listing_cut(cls, message: str) -> ArgumentProblem:
+        """The note that ends a listing cut short (``message`` says why): not a problem of its own."""
+        return cls("$", message, "limits", _CUT)
+
+    @property
+    def is_listing_cut(self) -> bool:
+        """Whether this is the note :meth:`listing_cut` makes."""
+        return self.keyword == "limits" and self.expected == _CUT and self.path == "$"
+
+    @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ArgumentProblem:
         return cls(
             str(data.get("path", "$")),
@@ -266,6 +278,8 @@ class ToolArgumentError(ToolError):
     """
 
     kind = "invalid_arguments"
+    #: How many problems there were, when this error cut the listing (kept by ``with_tool``).
+    _total: int | None = None
 
     def __init__(
         self,
@@ -278,15 +292,27 @@ class ToolArgumentError(ToolError):
             problems = [ArgumentProblem(path="$", message=problems)]
         self.problems = list(problems)
         if len(self.problems) > PROBLEMS_LIMIT:  # a tool's own listing: cut as the validation plugin cuts its own
-            note = f"only the first {PROBLEMS_LIMIT} of {len(self.problems):,} problems are listed"
-            self.problems[PROBLEMS_LIMIT:] = [ArgumentProblem("$", note, "limits", "the problems above fixed first")]
-        super().__init__(self._render(self.problems, tool), tool=tool, call_id=call_id)
+            self._total = len(self.problems) - self.problems[-1].is_listing_cut
+            note = f"only the first {PROBLEMS_LIMIT} of {self._total:,} problems are listed"
+            self.problems[PROBLEMS_LIMIT:] = [ArgumentProblem.listing_cut(note)]
+        super().__init__(self._render(self.problems, tool, self._total), tool=tool, call_id=call_id)
 
     @staticmethod
-    def _render(problems: Sequence[ArgumentProblem], tool: str | None) -> str:
-        """The message: a line per problem, as many as :data:`ERROR_TEXT_LIMIT` holds, then how many more."""
+    def _render(problems: Sequence[ArgumentProblem], tool: str | None, total: int | None = None) -> str:
+        """The message: a line per problem, as many as :data:`ERROR_TEXT_LIMIT` holds, then how many more.
+
+        The first line counts the problems, not the note ending a cut listing: ``total`` when
+        known, else "at least" those listed.
+        """
         where = f" for tool '{tool}'" if tool else ""
-        lines = [f"Invalid arguments{where} ({len(problems)} problem{'s' if len(problems) != 1 else ''}):"]
+        listed = len(problems) - (bool(problems) and problems[-1].is_listing_cut)
+        if total is not None:
+            count = f"{total:,} problem{'s' if total != 1 else ''}"
+        elif listed < len(problems):
+            count = f"at least {listed:,} problem{'s' if listed != 1 else ''}"
+        else:
+            count = f"{listed:,} problem{'s' if listed != 1 else ''}"
+        lines = [f"Invalid arguments{where} ({count}):"]
         again = f"call '{tool}' again" if tool else "call the tool again"
         last = f"Fix the arguments and {again}."
         room = ERROR_TEXT_LIMIT - len(lines[0]) - len(last) - 100  # the line saying how many more
@@ -296,8 +322,9 @@ class ToolArgumentError(ToolError):
                 shown = index or 1
                 if not index:
                     lines.append(capped(line, room))
-                if shown < len(problems):
-                    lines.append(f"- ... and {len(problems) - shown} more, not shown here (each is in the error's problems)")
+                if shown < listed:
+                    kept = "each is in the error's problems" if total is None else f"the first {listed:,} are in its problems"
+                    lines.append(f"- ... and {(total or listed) - shown:,} more, not shown here ({kept})")
                 break
             lines.append(line)
             room -= len(line) + 1
@@ -308,7 +335,7 @@ class ToolArgumentError(ToolError):
         """Name the tool (re-rendering the message) when the raiser did not know it."""
         if self.tool != tool:
             self.tool = tool
-            self.message = self._render(self.problems, tool)
+            self.message = self._render(self.problems, tool, self._total)
             self.args = (self.message,)
         return self
 

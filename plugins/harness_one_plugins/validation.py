@@ -897,7 +897,7 @@ class CompiledSchema:
                 ArgumentProblem("$", "arguments do not match the schema", "schema", "arguments that match the schema")
             ]
         if stopped:  # every problem says what was expected, the note on a listing cut short too
-            unique.append(ArgumentProblem("$", stopped, "limits", "the problems above fixed first"))
+            unique.append(ArgumentProblem.listing_cut(stopped))
         return unique
 
     def fill_defaults(self, instance: dict[str, Any]) -> dict[str, Any]:
