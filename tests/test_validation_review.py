@@ -64,11 +64,14 @@ QUIET = [
     ({"maxProperties": 0}, LoudDict(a=LoudStr("x")), "expected at most 0 properties, got 1"),
     ({"contains": {"type": "integer"}}, ITEMS, 'expected at least one item matching {"type": "integer"}'),
     ({"prefixItems": [{"type": "string"}], "items": False}, ITEMS, "expected at most 1 items, got 3"),
+    (False, ITEMS, "no value is allowed here"),  # jsonschema: "False schema does not allow <repr>", at the path "$"
 ]
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize(("field", "value", "message"), QUIET, ids=[str(sorted(f)) for f, _, _ in QUIET])
+@pytest.mark.parametrize(
+    ("field", "value", "message"), QUIET, ids=[str(sorted(f)) if isinstance(f, dict) else str(f) for f, _, _ in QUIET]
+)
 def test_a_refusal_never_builds_the_repr_of_the_value(backend: str, field: dict[str, Any], value: Any, message: str) -> None:
     reg = registry(backend)
     reg.add(lambda **kw: kw, name="t", parameters={"type": "object", "properties": {"v": field}})
@@ -90,6 +93,37 @@ def test_draft7_contains_and_additional_items_never_build_the_repr_either(backen
         ("$.t", "expected at most 1 items, got 3", "at most 1 items"),
     ]
     assert REPRS[0] == 0
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("draft", [None, DRAFT7])
+def test_a_false_subschema_names_the_value_it_refuses(backend: str, draft: str | None) -> None:
+    """``properties: {x: false}`` (a way to forbid a property) named ``$``: jsonschema's false schema has no path."""
+    defs = "$defs" if draft is None else "definitions"
+    schema: dict[str, Any] = {
+        "type": "object",
+        "properties": {
+            "x": False,
+            "r": {"$ref": f"#/{defs}/never"},
+            "n": {"type": "object", "properties": {"deep": {"allOf": [False]}}},
+            "t": {"type": "array", "items": {"type": "object", "properties": {"k": False}}},
+        },
+        defs: {"never": False},
+    }
+    if draft is not None:
+        schema["$schema"] = draft
+    reg = registry(backend)
+    reg.add(lambda **kw: kw, name="t", parameters=schema)
+    REPRS[0] = 0
+    problems = refused(reg, "t", {"x": ITEMS, "r": 1, "n": {"deep": "y"}, "t": [{}, {"k": LoudDict()}]})
+    assert [(p.path, p.message) for p in problems] == [
+        ("$.n.deep", "no value is allowed here"),
+        ("$.r", "no value is allowed here"),
+        ("$.t[1].k", "no value is allowed here"),
+        ("$.x", "no value is allowed here"),
+    ]
+    assert REPRS[0] == 0
+    assert reg.call("t", {"n": {}, "t": [{}]}) == {"n": {}, "t": [{}]}
 
 
 # -- a whole float at or past 2**53 is refused where an integer is expected, not rounded -------------------------

@@ -716,15 +716,54 @@ def _unique_rust(items: list[Any]) -> bool:
 
 
 @functools.cache
-def _extended(base: Any, engine: str, listing: bool = False) -> Any:
-    """``base`` with the guarded pattern and quiet keywords; for ``listing``, every keyword also watches the listing time."""
+def _extended(base: Any, engine: str, listing: bool = False, false_schemas: bool = False) -> Any:
+    """``base`` with the guarded pattern and quiet keywords; for ``listing``, every keyword also watches the listing time.
+
+    With ``false_schemas`` (the schema holds a ``false``), a ``false`` subschema's error has
+    the path of the value it refuses and no repr of it: jsonschema's ``descend`` writes
+    ``False schema does not allow <repr>`` at the path of the object holding it (``$`` for
+    ``properties: {x: false}``), 120 ms for 60 integers of 4,000 digits.
+    """
     from jsonschema import validators
+    from jsonschema.exceptions import ValidationError
 
     search = _search_rust if engine == "rust" else _search_python
     keywords = {**base.VALIDATORS, **_quiet(base), **_keywords(search, base is validators.Draft202012Validator)}
     if listing:
         keywords = {name: _guarded(fn) for name, fn in keywords.items()}
-    return validators.extend(base, keywords)
+    extended = validators.extend(base, keywords)
+    if not false_schemas:
+        return extended
+    descend = extended.descend
+
+    def descend_quietly(
+        self: Any, instance: Any, schema: Any, path: Any = None, schema_path: Any = None, resolver: Any = None
+    ) -> Iterator[Any]:
+        if schema is not False:
+            return descend(self, instance, schema, path, schema_path, resolver)  # type: ignore[no-any-return]
+        error = ValidationError("no value is allowed here", validator=None, validator_value=None, instance=instance, schema=False)
+        if path is not None:
+            error.path.appendleft(path)
+        if schema_path is not None:
+            error.schema_path.appendleft(schema_path)
+        return iter((error,))
+
+    extended.descend = descend_quietly  # this class only: extend() made it
+    return extended
+
+
+def _holds_false(schema: Any) -> bool:
+    """Whether ``false`` appears anywhere in ``schema`` (as a subschema or not: a cheap, safe over-estimate)."""
+    stack = [schema]
+    while stack:
+        node = stack.pop()
+        if node is False:
+            return True
+        if isinstance(node, dict):
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return False
 
 
 @functools.cache
@@ -749,7 +788,8 @@ def _python_validator(schema: Mapping[str, Any] | bool, formats: bool, engine: s
 
     base = validators.validator_for(schema if isinstance(schema, bool) else dict(schema), default=validators.Draft202012Validator)
     checker = _format_checker(base) if formats else None
-    return _extended(base, engine, listing)(schema, format_checker=checker, registry=_no_remote())
+    extended = _extended(base, engine, listing, _holds_false(schema))
+    return extended(schema, format_checker=checker, registry=_no_remote())
 
 
 # ---------------------------------------------------------------------------- compiled schemas
