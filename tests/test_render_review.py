@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import math
+import sys
+import types
 from dataclasses import dataclass
 from typing import Any
 
@@ -156,6 +158,34 @@ def test_from_dict_of_a_subclass_rebuilds_its_fields() -> None:
     assert back.to_dict() == data and "'other'" in back.with_tool("other").message
     slow = ToolError.from_dict(Slow(2.0, tool="t").to_dict())
     assert isinstance(slow, Slow) and slow.timeout == 2.0
+
+
+def test_a_module_imported_twice_does_not_make_its_error_classes_ambiguous() -> None:
+    """A plugin module imported again (reloaded, or re-imported after sys.modules was cleared) made its
+    errors' names ambiguous: a replayed OutputTooLarge came back as a plain ToolError. The class its
+    module holds now is meant; another module's class of that name still makes the name ambiguous."""
+    source = "from harness_one import ToolError\nclass ReloadedRefusal(ToolError):\n    kind = 'reloaded'\n"
+
+    def load(name: str) -> Any:
+        module = types.ModuleType(name)
+        sys.modules[name] = module
+        exec(compile(source, name, "exec"), module.__dict__)  # what importing the module runs
+        return module
+
+    try:
+        first = load("plugin_imported_twice")
+        data = first.ReloadedRefusal("refused", tool="t").to_dict()
+        second = load("plugin_imported_twice")
+        assert first.ReloadedRefusal is not second.ReloadedRefusal
+        assert type(ToolError.from_dict(data)) is second.ReloadedRefusal  # the module's class now
+        sys.modules["plugin_imported_twice"] = first  # the first import put back (as a test fixture restores it)
+        back = ToolError.from_dict(data)
+        assert type(back) is first.ReloadedRefusal and (back.message, back.tool) == ("refused", "t")
+        load("plugin_elsewhere")  # another module's class of that name: which one is meant is unknown
+        assert type(ToolError.from_dict(data)) is ToolError
+    finally:
+        sys.modules.pop("plugin_imported_twice", None)
+        sys.modules.pop("plugin_elsewhere", None)
 
 
 def test_capped_is_never_longer_than_its_limit() -> None:

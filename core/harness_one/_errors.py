@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -111,6 +112,14 @@ class _LazyMessage:
 _ERRORS: dict[str, type[ToolError] | None] = {}
 
 
+def _live(kind: type[ToolError]) -> type[ToolError]:
+    """The class its module now holds under ``kind``'s name (a module imported twice made two); else ``kind``."""
+    found: Any = sys.modules.get(kind.__module__)
+    for part in kind.__qualname__.split("."):
+        found = getattr(found, part, None)
+    return found if isinstance(found, type) and issubclass(found, ToolError) and found.__name__ == kind.__name__ else kind
+
+
 class ToolError(Exception):
     """Base of every error harness-one raises about a tool or a call.
 
@@ -139,7 +148,11 @@ class ToolError(Exception):
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        _ERRORS[cls.__name__] = cls if _ERRORS.get(cls.__name__, cls) is cls else None
+        known = _ERRORS.get(cls.__name__, cls)  # None: two classes already share the name
+        # A module's class again (the module re-imported or reloaded) is the same class; a function's are two.
+        where = (cls.__module__, cls.__qualname__)
+        again = known is not None and (known.__module__, known.__qualname__) == where and "<locals>" not in where[1]
+        _ERRORS[cls.__name__] = cls if known is cls or again else None
 
     def __str__(self) -> str:
         return self.message
@@ -172,12 +185,13 @@ class ToolError(Exception):
         """Rebuild an error from :meth:`to_dict` output (e.g. a stored idempotent outcome).
 
         The class is looked up by ``data["type"]`` among the ``ToolError`` classes imported
-        (``ToolError`` when none, or more than one, has that name); ``message``, ``tool``,
+        (``ToolError`` when none, or more than one, has that name; a module imported again, or
+        reloaded, replaces its classes rather than adding namesakes); ``message``, ``tool``,
         ``call_id``, ``retry_after`` and the class's own fields (``problems``, ``timeout``,
         ``cause``; a plugin's class gets back every other key its ``to_dict`` wrote, as an
         attribute) come back; a cause comes back as its type name.
         """
-        kind = _ERRORS.get(str(data.get("type"))) or ToolError
+        kind = _live(_ERRORS.get(str(data.get("type"))) or ToolError)
         state: dict[str, Any] = {k: data.get(k) for k in ("message", "tool", "call_id")}
         state["message"] = str(state["message"] or "")
         if (wait := _seconds_from(data.get("retry_after"))) is not None:
