@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from harness_one import Call, ManualClock, RetryableError, ToolDefinitionError, ToolRegistry
+from harness_one import Call, ManualClock, PluginError, RetryableError, ToolDefinitionError, ToolRegistry
 from harness_one.dispatch import dispatch, resume
 from harness_one_plugins import BudgetPlugin
 from harness_one_plugins.approval import ApprovalDenied, ApprovalNotFound, ApprovalPlugin, ApprovalRequired
@@ -317,10 +317,15 @@ def _wire(to: str, amount: int) -> str:
     return f"sent {amount} to {to}"
 
 
+def test_a_typo_in_the_guards_options_is_an_error_before_any_call() -> None:
+    """It made the approval plugin fail to load (its tools then refused every call): now the registry is not built."""
+    with pytest.raises(PluginError, match=r"'approval'.*did you mean 'require'\?"):
+        ToolRegistry(autoload=False, plugin_options={"approval": {"requir": True}})
+
+
 @pytest.mark.parametrize(
     ("setting", "option"),
     [
-        ({"plugin_options": {"approval": {"requir": True}}}, {"requires_approval": True}),  # a typo: the plugin fails to load
         ({"block": ["approval"]}, {"requires_approval": lambda call: call.arguments["amount"] > 100}),
         ({"standard_plugins": False}, {"requires_approval": True}),
         ({"block": ["budget"]}, {"max_calls": 5}),

@@ -191,9 +191,16 @@ def test_a_plugin_option_refused_by_its_plugin_is_a_usage_error(
 
 def test_a_deeply_nested_option_value_is_refused_by_its_plugin_in_a_short_message(runner: CliRunner) -> None:
     result = runner.invoke(main, ["-O", "timeout.default=" + "[" * 100_000, "doctor"])
-    assert result.exit_code == 1, result.output  # a load failure, as for any value the plugin refuses
-    failure = next(line for line in result.output.splitlines() if "harness_one.plugins:timeout" in line)
-    assert "timeout default must be a positive number" in failure and len(failure) < 2100
+    assert result.exit_code == 2, result.output  # a usage error, as for any value the plugin refuses
+    assert "Plugin 'timeout' cannot be built with its options ['default']" in result.output
+    assert "timeout default must be a positive number" in result.output and len(result.output) < 2600
+
+
+def test_a_misspelt_plugin_option_is_a_usage_error_not_an_unlimited_run(runner: CliRunner, tmp_path: Path) -> None:
+    """``defualt = {...}`` under ``[plugins.rate_limit]`` left the plugin out and every call unlimited (exit 0)."""
+    (tmp_path / "harness-one.toml").write_text("[plugins.rate_limit]\ndefualt = { rate = 1, burst = 1 }\n")
+    result = runner.invoke(main, ["call", "random_number", "--args", "{}"])
+    assert result.exit_code == 2 and "did you mean 'default'?" in result.output, result.output
 
 
 def test_an_option_of_a_plugin_with_a_dotted_name(runner: CliRunner, dists: Any) -> None:

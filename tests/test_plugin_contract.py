@@ -183,12 +183,60 @@ def test_options_reach_entry_point_factories_standard_and_third_party(dists: Any
     assert from_env.plugins.options["greeter"] == {"times": 2, "greeting": "yo"}
 
 
-def test_bad_options_are_a_load_failure_naming_the_plugin(dists: Any) -> None:
-    registry = ToolRegistry(autoload=False, plugin_options={"retry": {"attempts_typo": 3}})
-    assert "retry" not in registry.plugins.names()
-    assert [(f.name, "attempts_typo" in f.error) for f in registry.plugins.failures] == [("retry", True)]
-    with pytest.raises(PluginError, match="'retry'"):
-        ToolRegistry(autoload=False, strict=True, plugin_options={"retry": {"attempts_typo": 3}})
+def test_options_a_plugin_refuses_are_an_error_naming_the_closest_option(dists: Any) -> None:
+    """A misspelt option was a load failure (a warning): ``[plugins.rate_limit] defualt = ...`` left every call unlimited."""
+    with pytest.raises(PluginError) as err:
+        ToolRegistry(autoload=False, plugin_options={"rate_limit": {"defualt": {"rate": 1, "burst": 1}}})
+    assert err.value.plugin == "rate_limit" and isinstance(err.value.__cause__, TypeError)
+    assert "options ['defualt']" in err.value.message and "did you mean 'default'?" in err.value.message
+    assert "It takes: backend, clock, default, max_wait, on_state_error." in err.value.message
+    assert "HARNESS_ONE_PLUGIN_RATE_LIMIT" in err.value.message  # where options come from
+    with pytest.raises(PluginError, match=r"'retry'.*attempts_typo"):
+        ToolRegistry(autoload=False, plugin_options={"retry": {"attempts_typo": 3}})
+
+
+def test_options_reach_a_plugin_class_given_by_name_and_are_refused_for_an_object(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``plugins={"audit": Audit}`` with ``plugin_options={"audit": ...}``: the options were dropped unread."""
+
+    class Audit:
+        def __init__(self, role_key: str = "role") -> None:
+            self.role_key = role_key
+
+    registry = ToolRegistry(plugins={"audit": Audit}, autoload=False, plugin_options={"audit": {"role_key": "group"}})
+    assert registry.plugins.get("audit").role_key == "group"
+    with pytest.raises(PluginError, match=r"options \['rolekey'\].*did you mean 'role_key'\?"):
+        ToolRegistry(plugins={"audit": Audit}, autoload=False, plugin_options={"audit": {"rolekey": "group"}})
+    with pytest.raises(PluginError, match="given as an object, already built: give its class"):
+        ToolRegistry(plugins={"audit": Audit()}, autoload=False, plugin_options={"audit": {"role_key": "group"}})
+    monkeypatch.setenv("HARNESS_ONE_PLUGIN_AUDIT", '{"role_key": "team"}')
+    assert ToolRegistry(plugins={"audit": Audit}, autoload=False).plugins.get("audit").role_key == "team"
+
+
+def test_an_allow_list_naming_no_installed_plugin_is_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``HARNESS_ONE_PLUGINS=validaton,rate_limit`` loaded rate_limit only: arguments went unchecked, no word said."""
+    with pytest.raises(
+        PluginError, match=r"the allow-list names plugin 'validaton', which is not installed; did you mean 'validation'\?"
+    ):
+        ToolRegistry(allow=["validaton", "rate_limit"])
+    monkeypatch.setenv("HARNESS_ONE_PLUGINS", "validaton,rate_limit")
+    with pytest.raises(PluginError, match=r"^HARNESS_ONE_PLUGINS names plugin 'validaton'"):
+        ToolRegistry()
+    assert ToolRegistry(allow=["validation"]).plugins.names() == ["validation"]
+
+
+def test_a_block_list_or_options_variable_naming_no_installed_plugin_is_a_load_failure(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``block = ["cahce"]`` and ``HARNESS_ONE_PLUGIN_RATE_LIMT`` were ignored without a word."""
+    monkeypatch.setenv("HARNESS_ONE_PLUGIN_RATE_LIMT", '{"max_wait": 2}')
+    registry = ToolRegistry(block=["cahce"])
+    assert [(f.name, f.distribution) for f in registry.plugins.failures] == [
+        ("cahce", "the configuration"),
+        ("HARNESS_ONE_PLUGIN_RATE_LIMT", "the configuration"),
+    ]
+    assert "did you mean 'cache'?" in registry.plugins.failures[0].error
+    assert "did you mean 'HARNESS_ONE_PLUGIN_RATE_LIMIT'?" in registry.plugins.failures[1].error
+    assert "cache" in registry.plugins.names() and "rate_limit" in registry.plugins.names()  # the rest as before
+    with pytest.raises(PluginError, match="'cahce'"):
+        ToolRegistry(block=["cahce"], strict=True)
 
 
 def test_options_for_a_name_no_plugin_has_are_a_load_failure(dists: Any) -> None:
@@ -215,7 +263,6 @@ def test_options_for_an_installed_plugin_left_out_are_not_a_failure(dists: Any) 
         ToolRegistry(block=["greeter", "retry"], strict=True, plugin_options=options),
         ToolRegistry(allow=["validation"], strict=True, plugin_options=options),
         ToolRegistry(plugins={"hello": Greeter()}, autoload=False, strict=True, plugin_options={"hello": {}}),
-        ToolRegistry(block=["absent"], strict=True, plugin_options={"absent": {}}),
     ]
     assert [r.plugins.failures for r in left_out] == [[]] * len(left_out)
 
@@ -231,11 +278,11 @@ def test_options_for_an_installed_plugin_left_out_are_not_a_failure(dists: Any) 
         ("budget", {"ttl": 0}, "budget ttl must be a positive number of seconds, not 0"),
     ],
 )
-def test_standard_options_of_the_wrong_type_are_a_load_failure(plugin: str, options: dict[str, Any], message: str) -> None:
-    """Not a plugin that loads and then fails every call with an internal error."""
-    registry = ToolRegistry(autoload=False, plugin_options={plugin: options})
-    assert plugin not in registry.plugins.names()
-    assert [(f.name, message in f.error) for f in registry.plugins.failures] == [(plugin, True)]
+def test_standard_options_of_the_wrong_type_are_an_error(plugin: str, options: dict[str, Any], message: str) -> None:
+    """Not a plugin that loads and then fails every call with an internal error, nor one left out."""
+    with pytest.raises(PluginError) as err:
+        ToolRegistry(autoload=False, plugin_options={plugin: options})
+    assert err.value.plugin == plugin and message in err.value.message and "It takes" not in err.value.message
 
 
 def test_a_plugin_that_exits_at_import_is_a_load_failure(dists: Any) -> None:

@@ -17,7 +17,7 @@ import pluggy
 
 from . import hookspecs
 from ._entrypoints import PLUGIN_GROUP, EntryPoint, LoadFailure, entry_points, failure
-from ._errors import PluginError, ToolError
+from ._errors import PluginError, ToolError, capped
 from ._log import log_event
 from ._suggest import NameIndex
 from .hookspecs import PER_CALL_HOOKS
@@ -342,24 +342,34 @@ class PluginSet:
         self._seq = itertools.count()
         self._registered_at: dict[int, int] = {}
         self.plan = self._compile()
-        for name in set(block) | _env_names(ENV_BLOCK):
+        items: list[tuple[str | None, Any]] = (
+            list(plugins.items()) if isinstance(plugins, Mapping) else [(None, p) for p in plugins]
+        )
+        given_names = {n for n, _ in items if n is not None}
+        installed = {ep.name for ep in entry_points(PLUGIN_GROUP)} | given_names
+        blocked = set(block) | _env_names(ENV_BLOCK)
+        for name in blocked:
             self.manager.set_blocked(name)
         env_allow = _env_names(ENV_ALLOW)
         allowed = set(allow) if allow is not None else (env_allow or None)
+        self._unknown_names(installed, blocked, allowed)
         autoload = (not _env_flag(ENV_NO_AUTOLOAD)) if autoload is None else autoload
         chosen, standard_of = self._choose(standard=standard, third_party=autoload, allowed=allowed)
-        #: The options each entry-point plugin was built with (argument, then environment).
-        self.options: dict[str, dict[str, Any]] = {n: dict(v) for n, v in env_options(chosen).items()}
+        #: The options each plugin was built with (argument, then environment).
+        self.options: dict[str, dict[str, Any]] = {n: dict(v) for n, v in env_options(chosen.keys() | given_names).items()}
         for name, values in (options or {}).items():
             self.options[name] = {**self.options.get(name, {}), **values}
         for name, ep in chosen.items():
             if not self._load(name, ep) and name in standard_of:  # a broken replacement does not leave the name empty
                 log_event(30, "replacing plugin failed to load: the standard one is used", name=name, failed=ep.distribution)
                 self._load(name, standard_of[name])
-        items: Iterable[tuple[str | None, Any]] = (
-            plugins.items() if isinstance(plugins, Mapping) else ((None, p) for p in plugins)
-        )
         for given, plugin in items:
+            if given is not None and not isinstance(plugin, type) and self.options.get(given):
+                raise PluginError(
+                    f"Plugin '{given}': options {sorted(self.options[given])} were given, but the plugin was given "
+                    "as an object, already built: give its class to build it with them",
+                    plugin=given,
+                )
             self._register(plugin, given, replace=True)
         self._unclaimed_options()
         self.plan = self._compile()
@@ -394,16 +404,15 @@ class PluginSet:
         return chosen, replaced
 
     def _load(self, name: str, ep: EntryPoint) -> bool:
-        """Load and register ``ep`` as plugin ``name``; False when it failed (recorded in ``failures``)."""
-        options = self.options.get(name, {})
+        """Load and register ``ep`` as plugin ``name``; False when it failed (recorded in ``failures``).
+
+        Options the plugin cannot be built with raise a :class:`PluginError`: the configuration
+        is wrong, and a plugin left out for it (a rate limit) would let every call through.
+        """
         try:
-            obj = ep.load()
-            if callable(obj) and not isinstance(obj, ModuleType) and (isinstance(obj, type) or not _is_plugin(obj)):
-                plugin = obj(**options)
-            elif options:
-                raise TypeError(f"options {sorted(options)} given, but '{ep.value}' is not a factory that takes them")
-            else:
-                plugin = obj
+            plugin = self._built(ep.load(), name, f"'{ep.value}'")
+        except _BadOptions as bad:
+            raise PluginError(str(bad), plugin=name) from bad.__cause__
         except KeyboardInterrupt:
             raise
         except BaseException as exc:  # SystemExit or anything else at import: a load failure, not an exit
@@ -417,6 +426,51 @@ class PluginSet:
         self.sources[name] = ep.distribution
         return True
 
+    def _built(self, obj: Any, name: str | None, what: str) -> Any:
+        """The plugin ``obj`` makes: a class or factory called with the options for ``name``, else ``obj``.
+
+        Options it refuses (an unknown or misspelt name, a value of the wrong type) raise
+        :class:`_BadOptions`, naming the plugin, the options and, for a name, the closest one it takes.
+        """
+        options = self.options.get(name, {}) if name is not None else {}
+        factory = callable(obj) and not isinstance(obj, ModuleType) and (isinstance(obj, type) or not _is_plugin(obj))
+        if not options:
+            return obj() if factory else obj
+        if not factory:
+            raise _BadOptions(
+                f"Plugin '{name}': options {sorted(options)} were given, but {what} is not a class or factory that takes them"
+            )
+        try:
+            return obj(**options)
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:
+            raise _BadOptions(_refused_options(name, obj, options, exc)) from exc
+
+    def _unknown_names(self, known: set[str], blocked: set[str], allowed: set[str] | None) -> None:
+        """Plugin names in the configuration that no installed or given plugin has.
+
+        In the allow-list an error (``validaton`` would leave every call unchecked); in the
+        block-list or a ``HARNESS_ONE_PLUGIN_<NAME>`` variable a load failure (a warning, an
+        error when strict), as options for an unknown name are: a shared configuration may
+        name plugins some set-ups do not install.
+        """
+        for name in sorted((allowed or set()) - known):
+            where = ENV_ALLOW if _env_names(ENV_ALLOW) == allowed else "the allow-list"
+            raise PluginError(f"{where} names plugin '{name}', which is not installed{_hint(name, known)}", plugin=name)
+        variables = {env_key(name) for name in known}
+        unknown = [(f"{ENV_BLOCK} or the block-list", name) for name in sorted(blocked - known)]
+        unknown += [(var, var) for var in sorted(os.environ) if var.startswith(ENV_OPTIONS_PREFIX) and var not in variables]
+        for where, name in unknown:
+            if where == name:  # HARNESS_ONE_PLUGIN_RATE_LIMT: the closest variable of an installed plugin
+                error = f"{name} is set, but no installed plugin has that name{_hint(name, variables)}"
+            else:
+                error = f"{where} names plugin '{name}', which is not installed{_hint(name, known)}"
+            self.failures.append(LoadFailure(PLUGIN_GROUP, name, "the configuration", error))
+            log_event(30, "configuration names an unknown plugin", name=name, error=error)
+            if self.strict:
+                raise PluginError(error, plugin=name)
+
     def _unclaimed_options(self) -> None:
         """Options for a name no installed or given plugin has (``[plugins.rate_limt]``): a load failure.
 
@@ -424,14 +478,10 @@ class PluginSet:
         not an error: the configuration may be shared by set-ups that load it.
         """
         installed = {ep.name for ep in entry_points(PLUGIN_GROUP)} | set(self.names())
-        names = NameIndex()
-        for name in sorted(installed):
-            names.add(name)
         for name in sorted(self.options.keys() - installed):
             if self.manager.is_blocked(name):
                 continue
-            close = names.suggest(name, n=1)
-            hint = f"; did you mean '{close[0]}'?" if close else ""
+            hint = _hint(name, installed)
             error = f"options {sorted(self.options[name])} given for plugin '{name}', but no plugin has that name{hint}"
             self.failures.append(LoadFailure(PLUGIN_GROUP, name, "the configuration", error))
             log_event(30, "options for an unknown plugin", name=name, error=error)
@@ -445,7 +495,10 @@ class PluginSet:
 
     def _register(self, plugin: Any, name: str | None, *, replace: bool) -> str | None:
         if isinstance(plugin, type):
-            plugin = plugin()
+            try:
+                plugin = self._built(plugin, name or getattr(plugin, "name", None), plugin.__name__)
+            except _BadOptions as bad:
+                raise PluginError(str(bad), plugin=name) from bad.__cause__
         if name is None:
             name = getattr(plugin, "name", None) or (plugin.__name__ if isinstance(plugin, ModuleType) else None)
         if plugin is None or isinstance(plugin, (Mapping, str, bytes, int, float, list, tuple)):  # before it replaces anything
@@ -631,6 +684,36 @@ class PluginSet:
                 if code is not None:
                     owners[code] = impl.plugin_name
         return Plan(steps=steps, owners=owners, order=order, active=frozenset(self.names()))
+
+
+def _hint(name: str, known: Iterable[str]) -> str:
+    """``; did you mean 'x'?`` for the name among ``known`` closest to ``name``, or nothing."""
+    names = NameIndex()
+    for each in sorted(known):
+        names.add(each)
+    close = names.suggest(name, n=1)
+    return f"; did you mean '{close[0]}'?" if close else ""
+
+
+class _BadOptions(Exception):
+    """A plugin's options that it cannot be built with: raised as a :class:`PluginError`, never a load failure."""
+
+
+def _refused_options(name: str | None, factory: Any, options: Mapping[str, Any], exc: BaseException) -> str:
+    """Why ``factory`` refused ``options``: the error, and for a name it does not take, the closest one and the rest."""
+    text = capped(f"Plugin '{name}' cannot be built with its options {sorted(options)}: {type(exc).__name__}: {exc}", 1000)
+    try:
+        parameters = inspect.signature(factory).parameters.values()
+    except (TypeError, ValueError):  # a builtin or odd callable: the error says it all
+        return text
+    if any(p.kind is p.VAR_KEYWORD for p in parameters):
+        return text
+    taken = sorted(p.name for p in parameters if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY))
+    unknown = [key for key in options if key not in taken]
+    if unknown:
+        text += f"{_hint(unknown[0], taken)} It takes: {', '.join(taken) or 'no options'}."
+    where = f"plugin_options={{'{name}': ...}}, [plugins.{name}] in harness-one.toml, or {env_key(name or '')}"
+    return f"{text} (the options come from {where})"
 
 
 def _is_plugin(obj: Any) -> bool:
