@@ -89,7 +89,11 @@ def _from_hook(module: Any) -> list[Tool]:
 
 
 def load_tool_entry_points(registry: ToolRegistry, report: DiscoveryReport) -> None:
-    """Load every tool entry point not loaded yet into ``registry``; a broken one is reported and skipped."""
+    """Load every tool entry point not loaded yet into ``registry``; a broken one is reported and skipped.
+
+    The caller holds ``registry._discovery_lock`` (one thread loads at a time), not ``registry._lock``:
+    a package's import may start a thread that changes the registry, and wait for it.
+    """
     index = tool_index()
     try:
         for ep in entry_points(TOOL_GROUP):
@@ -300,8 +304,9 @@ def _load(registry: ToolRegistry, report: DiscoveryReport, ep: EntryPoint, index
         index.record(ep, names)
     if ":" in ep.value and names != [ep.name]:  # a call of its tool before a listing may not find it first
         log_event(30, "tool entry point not named after its tool", entry_point=ep.name, tools=names, distribution=ep.distribution)
-    for tool in pending:
-        _add(registry, report, ep, tool)
+    with registry._lock:  # the import ran without it; the package's tools appear in one step
+        for tool in pending:
+            _add(registry, report, ep, tool)
 
 
 def _add(registry: ToolRegistry, report: DiscoveryReport, ep: EntryPoint, tool: Tool) -> None:

@@ -242,6 +242,9 @@ class ToolRegistry(metaclass=_SharedType):
                 self.__dict__[name] = MethodType(attr.func, self)  # not where a subclass overrides it
         self._discover = discover
         self._discovered = False
+        #: Held by the thread loading tool packages, through their imports. Not ``_lock``: a thread
+        #: that an import starts and waits for may add tools meanwhile (``_lock`` is taken per package).
+        self._discovery_lock = threading.RLock()
         self._discovering: int | None = None  # the thread loading every tool package, while it does
         self._loaded = threading.Event()  # clear while that loading runs
         self._loaded.set()
@@ -380,12 +383,13 @@ class ToolRegistry(metaclass=_SharedType):
     @_shared
     def remove(self, /, name: str) -> Tool:
         """Unregister the tool called ``name`` and return it; safe while other threads call tools."""
+        complete = True
         if isinstance(name, str) and name not in self._tools:
-            self._ensure_discovered(name)  # a package's tool is removed, not loaded later
+            complete = self._ensure_discovered(name)  # a package's tool is removed, not loaded later
         with self._lock:
             entry = self._tools.get(name)
             if entry is None:
-                raise self._not_found(name)
+                raise self._not_found(name, loading=not complete)
             del self._tools[name]
             self._index.remove(name)
             self._version += 1
@@ -483,19 +487,25 @@ class ToolRegistry(metaclass=_SharedType):
     # ------------------------------------------------------------------ discovery
 
     def load_entry_points(self, *, refresh: bool = False) -> Any:
-        """Load every tool package of the ``harness_one.tools`` group now; returns the discovery report."""
+        """Load every tool package of the ``harness_one.tools`` group now; returns the discovery report.
+
+        While another thread loads them, waits for it at most ``_DISCOVERY_WAIT`` seconds, then
+        raises :class:`TimeoutError` (a thread that a package's import waits for would wait for ever).
+        """
         from ._discovery import load_tool_entry_points
 
         if refresh:
             from ._entrypoints import refresh_entry_points
 
             refresh_entry_points()
-        with self._lock:
-            self._discovered = True  # first: a package's import that calls back does not load again
+        if not self._discovery_lock.acquire(timeout=_DISCOVERY_WAIT):
+            raise TimeoutError(f"another thread is loading the tool packages and did not finish within {_DISCOVERY_WAIT:g} s")
+        try:
             outer = self._discovering is None  # (the lock is re-entrant: only this thread can be inside)
-            if outer:
+            if outer:  # before _discovered: a lookup that sees it also sees the loading under way
                 self._discovering = threading.get_ident()
                 self._loaded.clear()
+            self._discovered = True  # a package's import that calls back does not load again
             try:
                 load_tool_entry_points(self, self.discovery)
             except BaseException:
@@ -506,22 +516,35 @@ class ToolRegistry(metaclass=_SharedType):
                 if outer:
                     self._discovering = None
                     self._loaded.set()
+        finally:
+            self._discovery_lock.release()
         return self.discovery
 
-    def _ensure_discovered(self, name: str | None = None) -> None:
+    def _ensure_discovered(self, name: str | None = None) -> bool:
+        """Load the tool packages that may provide ``name`` (None: every package), unless done.
+
+        A package's import runs without ``_lock``; this thread may be one that the import waits
+        for, so another thread's loading is waited for at most ``_DISCOVERY_WAIT`` seconds.
+        False: it had not finished by then, and the answer is given without it.
+        """
         if not self._discover:
-            return
+            return True
         if self._discovered:
-            if not self._loaded.is_set() and self._discovering != threading.get_ident():
-                # Another thread is loading the packages: wait for it, within a bound (a package
-                # whose import waits for this thread would otherwise never finish).
-                self._loaded.wait(_DISCOVERY_WAIT)
-            return
-        with self._lock:
-            self._discover_now(name)
+            if self._loaded.is_set() or self._discovering == threading.get_ident():
+                return True
+            if self._loaded.wait(_DISCOVERY_WAIT):
+                return True
+        elif self._discovery_lock.acquire(timeout=_DISCOVERY_WAIT):
+            try:
+                self._discover_now(name)
+            finally:
+                self._discovery_lock.release()
+            return True
+        log_event(30, "tool packages still loading in another thread", waited=_DISCOVERY_WAIT, tool=name)
+        return False
 
     def _discover_now(self, name: str | None) -> None:
-        """Under the lock: load the package providing ``name``, or every package (unless another thread just did)."""
+        """Under the discovery lock: load the package providing ``name``, or every package (unless another thread just did)."""
         if self._discovered:
             return
         if name is not None:
@@ -537,17 +560,25 @@ class ToolRegistry(metaclass=_SharedType):
         except TypeError:  # an unhashable name
             entry = None
         if entry is None:
+            complete = True
             if isinstance(name, str):
-                self._ensure_discovered(name)
+                complete = self._ensure_discovered(name)
                 entry = self._tools.get(name)
             if entry is None:
-                raise self._not_found(name)
+                raise self._not_found(name, loading=not complete)
         return entry
 
-    def _not_found(self, name: Any) -> ToolNotFound:
+    def _not_found(self, name: Any, *, loading: bool = False) -> ToolNotFound:
         text = _named(name)  # (the index reads what it iterates at once: no lock, as other threads change it)
         close = self._index.suggest(text) if isinstance(name, str) and len(name) <= 256 else []
-        return ToolNotFound(text[:200], available=self._index.first(20), suggestions=close, total=len(self._index))
+        error = ToolNotFound(text[:200], available=self._index.first(20), suggestions=close, total=len(self._index))
+        if loading:  # the tool may be in a package another thread is still importing
+            error.message += (
+                f" The installed tool packages were still loading in another thread after {_DISCOVERY_WAIT:g} s:"
+                " try again once they are loaded."
+            )
+            error.args = (error.message,)
+        return error
 
     # ------------------------------------------------------------------ calling
 
