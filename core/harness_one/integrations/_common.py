@@ -3,10 +3,13 @@
 Every adapter takes the tools as names, :class:`Tool` objects or ``@defineTool`` functions,
 and a ``context=`` that is a mapping (the same for every call) or a function of the
 framework's run context, called once per tool call, whose result becomes ``Call.context``.
+Whatever arguments a framework hands over, the adapter passes them to the registry in a form
+whose refusal names the model's mistake (:func:`not_an_object`, :func:`is_json`), never raising.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, NoReturn, TypeAlias, TypeVar
@@ -27,6 +30,8 @@ __all__ = [
     "call_context",
     "check_context",
     "grant_approval",
+    "is_json",
+    "not_an_object",
     "refusal",
     "resolve",
     "select",
@@ -140,6 +145,28 @@ def _context_failed(tool: str, call_id: str | None, problem: str, exc: Exception
         tool=tool,
         call_id=call_id,
     ) from exc
+
+
+def is_json(text: str) -> bool:
+    """Whether ``json.loads`` reads ``text``: False for malformed text, and also for text nested
+    past Python's recursion limit or holding an integer past its digit limit (which raise
+    ``RecursionError`` and ``ValueError`` rather than ``JSONDecodeError``)."""
+    try:
+        json.loads(text)
+    except (ValueError, RecursionError):
+        return False
+    return True
+
+
+def not_an_object(value: Any) -> Any:
+    """Arguments a framework decoded from JSON that is not an object (``[1, 2]``, ``"hi"``, ``null``),
+    in the form the registry refuses as "arguments must be a JSON object, got ...".
+
+    A string or None becomes its JSON text (the registry reads a string as JSON text, and None
+    as no arguments); anything else is handed over as it is, never encoded again (which could
+    fail on a value nested close to the recursion limit).
+    """
+    return json.dumps(value) if value is None or isinstance(value, str) else value
 
 
 def refusal(error: ToolError) -> CallResult:

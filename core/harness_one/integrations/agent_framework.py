@@ -22,7 +22,6 @@ decides whether the grant is needed (a call it waves through just runs).
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -42,6 +41,8 @@ from ._common import (
     call_context,
     check_context,
     grant_approval,
+    is_json,
+    not_an_object,
     refusal,
     resolve,
     select,
@@ -94,20 +95,25 @@ class HarnessFunctionTool(FunctionTool):
             grant_approval(self.registry, call_id, self.harness_tool, arguments)
         return await self.registry.atry_call(self.name, arguments, context=context, call_id=call_id)
 
-    def _model_text(self, arguments: dict[str, Any]) -> dict[str, Any] | str:
+    def _model_text(self, arguments: dict[str, Any]) -> Any:
         """The model's arguments: the framework hands arguments it could not read as a JSON object
-        as ``{"raw": value}``, which becomes JSON text again for the registry to refuse.
+        as ``{"raw": value}``: its text (malformed), or the JSON value that is not an object, which
+        go to the registry to refuse (:func:`not_an_object`).
 
         For a tool with a ``raw`` parameter, only a value that is no JSON but starts like a JSON
         object (``{"``) is taken for the model's malformed text: anything else is a ``raw`` argument.
+        An object under ``raw`` is never the framework's (it hands a JSON object over as it is):
+        those are the model's arguments.
         """
         if len(arguments) != 1 or "raw" not in arguments:
             return arguments
         value = arguments["raw"]
-        readable = _is_json(value) if isinstance(value, str) else True
+        if isinstance(value, Mapping):
+            return arguments
+        readable = is_json(value) if isinstance(value, str) else True
         if "raw" in self.harness_tool.parameters.get("properties", {}):
             return value if not readable and _OBJECT_START.match(value) else arguments
-        return json.dumps(value) if readable else value
+        return not_an_object(value) if readable else value
 
     async def invoke(
         self,
@@ -130,14 +136,6 @@ class HarnessFunctionTool(FunctionTool):
 
 #: How the text of a JSON object starts, whole or cut short: ``{"``, ``{'`` (a Python dict), ``{}``, ``{``.
 _OBJECT_START = re.compile(r"\s*\{\s*(?:[\"'}]|$)")
-
-
-def _is_json(text: str) -> bool:
-    try:
-        json.loads(text)
-    except ValueError:
-        return False
-    return True
 
 
 def _value(result: CallResult) -> Any:

@@ -10,7 +10,6 @@ raised with the harness's message, which AutoGen returns to the model as an erro
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Iterable, Mapping
 from typing import Any, cast
@@ -22,9 +21,9 @@ from pydantic import BaseModel, ConfigDict
 
 from .._errors import ToolError
 from .._registry import ToolRegistry
-from .._render import render_value, safe_text
+from .._render import dumps, render_value, safe_text
 from .._tool import Tool
-from ._common import Context, ToolLike, call_context, check_context, resolve, select
+from ._common import Context, ToolLike, call_context, check_context, not_an_object, resolve, select
 
 __all__ = ["HarnessAutoGenTool", "as_autogen_tools", "to_autogen"]
 
@@ -52,14 +51,17 @@ class HarnessAutoGenTool(BaseTool[_AnyArgs, BaseModel]):
         parameters = cast(ParametersSchema, {"type": "object", "properties": {}, **self._tool.parameters})
         return ToolSchema(name=self._tool.name, description=self._tool.description, parameters=parameters)
 
-    async def _call(self, args: Mapping[str, Any], call_id: str | None) -> Any:
+    async def _call(self, args: object, call_id: str | None) -> Any:
         name = self._tool.name
+        # AutoGen hands over whatever json.loads made of the model's text: JSON that is not an
+        # object ([1, 2], "hi") goes to the registry to be refused as such.
+        arguments = dict(args) if isinstance(args, Mapping) else not_an_object(args)
 
         def run_context() -> FunctionCall:
-            return FunctionCall(id=call_id or "", name=name, arguments=json.dumps(dict(args), default=str))
+            return FunctionCall(id=call_id or "", name=name, arguments=dumps(arguments))
 
         context = call_context(self._context, run_context, tool=name, call_id=call_id or None)  # a ToolError: an error result
-        result = await self._registry.atry_call(name, dict(args), context=context, call_id=call_id or None)
+        result = await self._registry.atry_call(name, arguments, context=context, call_id=call_id or None)
         if not result.ok:
             assert result.error is not None
             raise ToolError(safe_text(result.error.message), tool=name, call_id=result.call_id)

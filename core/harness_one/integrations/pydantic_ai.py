@@ -1,8 +1,9 @@
 """Pydantic AI: a harness tool as a ``pydantic_ai.Tool`` built from its JSON schema.
 
 Pydantic AI does not validate arguments of a schema-built tool; the harness validates them
-once. The tool-call id becomes the harness call id, and ``context=`` is a mapping or a
-function of the call's ``RunContext`` (``ctx.deps`` is what ``agent.run(deps=...)`` was given).
+once, and reads the text pydantic-core cannot parse. The tool-call id becomes the harness call
+id, and ``context=`` is a mapping or a function of the call's ``RunContext`` (``ctx.deps`` is
+what ``agent.run(deps=...)`` was given).
 
 An argument error raises ``ModelRetry`` with the harness's message: the model's fault, so it
 counts against the tool's ``retries``. Every other refusal (rate limited, busy, circuit open,
@@ -18,13 +19,13 @@ call id and runs through every harness policy; a denied one never reaches the to
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, cast
 
 from pydantic_ai import ApprovalRequired, ModelRetry, RunContext, Tool, ToolFailed
-from pydantic_core import SchemaValidator, core_schema
+from pydantic_core import SchemaValidator, ValidationError, core_schema
 
+from .._arguments import decode_arguments
 from .._errors import ToolError
 from .._registry import ToolRegistry
 from .._render import json_data, safe_text
@@ -36,6 +37,7 @@ from ._common import (
     call_context,
     check_context,
     grant_approval,
+    not_an_object,
     resolve,
     select,
 )
@@ -50,13 +52,42 @@ _NOT_AN_OBJECT = "\x00harness-one:arguments"
 
 
 def _as_object(arguments: Any) -> Any:
-    """Arguments that are not a JSON object (``[1, 2]``, ``"hi"``) as their JSON text, under :data:`_NOT_AN_OBJECT`."""
-    return arguments if isinstance(arguments, dict) else {_NOT_AN_OBJECT: json.dumps(arguments)}
+    """Arguments that are not a JSON object (``[1, 2]``, ``"hi"``) under :data:`_NOT_AN_OBJECT`, for the registry to refuse."""
+    return arguments if isinstance(arguments, dict) else {_NOT_AN_OBJECT: not_an_object(arguments)}
 
 
 #: Pydantic AI unpacks the validated arguments into the function (``**arguments``): anything but
 #: a dict would end the run with a TypeError, so the harness is handed its JSON text instead.
 _VALIDATOR = SchemaValidator(core_schema.no_info_after_validator_function(_as_object, core_schema.any_schema()))
+
+
+class _Arguments:
+    """The validator Pydantic AI runs on a tool's arguments (its ``SchemaValidatorProt``).
+
+    JSON that pydantic-core parses goes through :data:`_VALIDATOR`. Text its parser refuses
+    is read by the registry's decoder: a lone surrogate (pydantic-core refuses even its escape)
+    is a string like any other, and what the decoder refuses too (malformed, nested too deep,
+    an integer too long, invalid UTF-8) goes to the registry as the model sent it, so the
+    model reads the harness's argument error rather than pydantic's (whose echo of a lone
+    surrogate ended the run when Pydantic AI wrote it into the retry prompt).
+    """
+
+    def __init__(self, registry: ToolRegistry) -> None:
+        self._registry = registry
+
+    def validate_json(self, input: str | bytes | bytearray, *, allow_partial: Any = False, **kwargs: Any) -> Any:
+        try:
+            return _VALIDATOR.validate_json(input, allow_partial=allow_partial, **kwargs)
+        except ValidationError:
+            if allow_partial not in (False, "off"):
+                raise  # arguments still streaming in: not the model's last word
+        try:
+            return decode_arguments(input, self._registry.limits)
+        except ToolError:
+            return {_NOT_AN_OBJECT: input}  # the registry refuses it again, naming the problem
+
+    def validate_python(self, input: Any, *, allow_partial: Any = False, **kwargs: Any) -> Any:
+        return _VALIDATOR.validate_python(input, allow_partial=allow_partial, **kwargs)
 
 
 def to_pydantic_ai(tool: ToolLike, registry: ToolRegistry | None = None, *, context: PydanticAIContext = None) -> Tool[Any]:
@@ -94,7 +125,7 @@ def to_pydantic_ai(tool: ToolLike, registry: ToolRegistry | None = None, *, cont
     built: Tool[Any] = Tool.from_schema(
         invoke, name=name, description=found.description, json_schema=found.parameters, takes_ctx=True
     )
-    built.function_schema.validator = _VALIDATOR
+    built.function_schema.validator = cast(SchemaValidator, _Arguments(reg))  # any SchemaValidatorProt will do
     return built
 
 
