@@ -7,6 +7,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from harness_one import REDACTED, Redactor
+from harness_one._redact import is_secret_key, mask_secrets
 
 
 @pytest.mark.parametrize(
@@ -151,3 +152,15 @@ def test_a_string_where_a_list_is_expected_is_one_item() -> None:
 )
 def test_bracketed_values_are_masked_whole_and_only_them(text: str, shown: str) -> None:
     assert Redactor()(text) == shown
+
+
+def test_mask_keeps_the_whole_text_and_text_cuts_it() -> None:
+    """``mask`` is what ``text`` does without the 2,000-character cut (errors the model reads are longer)."""
+    long = "x" * 5_000 + " url=https://bob:hunter2@db/x password=hunter2 "
+    masked = mask_secrets(long)
+    assert "hunter2" not in masked and masked.startswith("x" * 5_000)
+    assert masked.endswith(" url=https://[REDACTED]@db/x password=[REDACTED] ")
+    assert Redactor().text(long) == masked[:2000] + f"... ({len(long)} characters)"
+    assert mask_secrets("division by zero") == "division by zero"
+    assert Redactor(values=["s3cret"]).mask("no separators s3cret") == "no separators [REDACTED]"
+    assert is_secret_key("api_key") and not is_secret_key("spinner")

@@ -61,6 +61,30 @@ def _registry(ctx: click.Context) -> ToolRegistry:
 @click.option(
     "--allowed-origin", "allowed_origins", multiple=True, metavar="ORIGIN", help="HTTP: also accept this Origin header."
 )
+# The three defaults are serve_http's (LIMIT_CONCURRENCY, ...), not imported: this module loads no SDK.
+@click.option(
+    "--limit-concurrency",
+    type=click.IntRange(min=0),
+    default=512,
+    show_default=True,
+    help="HTTP: at most this many connections or requests at once, then 503 (0: no bound).",
+)
+@click.option(
+    "--timeout-keep-alive",
+    type=click.IntRange(min=1),
+    default=5,
+    show_default=True,
+    metavar="SECONDS",
+    help="HTTP: close a keep-alive connection idle this long.",
+)
+@click.option(
+    "--header-timeout",
+    type=click.FloatRange(min=0),
+    default=10.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="HTTP: close a connection that has not sent a request's headers this long after it opened or after its last response (0: never).",
+)
 @click.option(
     "--mcp",
     "mcp_specs",
@@ -79,6 +103,9 @@ def serve(
     json_response: bool,
     allowed_hosts: tuple[str, ...],
     allowed_origins: tuple[str, ...],
+    limit_concurrency: int,
+    timeout_keep_alive: int,
+    header_timeout: float,
     mcp_specs: tuple[str, ...],
 ) -> None:
     """Serve every tool over the Model Context Protocol, each call through the harness policies.
@@ -113,6 +140,9 @@ def serve(
             "json_response": json_response,
             "allowed_hosts": allowed_hosts,
             "allowed_origins": allowed_origins,
+            "limit_concurrency": limit_concurrency or None,
+            "timeout_keep_alive": timeout_keep_alive,
+            "header_timeout": header_timeout or None,
         }
     try:
         run(registry, transport, **options)

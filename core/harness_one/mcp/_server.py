@@ -15,12 +15,13 @@ import importlib.util
 import ipaddress
 import json
 import math
+import re
 import socket
 import sys
 import threading
 import uuid
 import weakref
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
@@ -30,15 +31,22 @@ from mcp.server._otel import OpenTelemetryMiddleware
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import NotificationOptions, Server
 from mcp.server.models import InitializationOptions
+from mcp.server.streamable_http import MCP_SESSION_ID_HEADER
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
-from mcp.server.transport_security import TransportSecuritySettings
+from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
 from mcp.shared.exceptions import MCPError
-from mcp_types import INVALID_PARAMS, CallToolRequestParams, PaginatedRequestParams
-from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
+from mcp_types import INVALID_PARAMS, INVALID_REQUEST, CallToolRequestParams, ErrorData, JSONRPCError, PaginatedRequestParams
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
+from starlette.responses import Response
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from harness_one import CallResult, ToolError, ToolNotFound, ToolRegistry, __version__, hookimpl
+from harness_one import CallResult, RateLimitExceeded, ToolError, ToolNotFound, ToolRegistry, __version__, hookimpl
+from harness_one._clock import Clock
+from harness_one._redact import REDACTED, is_secret_key, mask_secrets
 from harness_one._render import json_data, safe_text
 from harness_one._schema import _rust
 
@@ -262,12 +270,16 @@ class _Bridge:
         return check(data)
 
     def _error(self, err: ToolError) -> dict[str, Any]:
+        # A rate limit's refusal with its message unwritten (the hot refusal) says only the tool's name and
+        # a wait: nothing to mask (about 10 us saved). Any other may hold a tool's exception text, so a secret.
+        own = type(err) is RateLimitExceeded and "message" not in err.__dict__
         if isinstance(err, ToolNotFound):
-            raise MCPError(code=INVALID_PARAMS, message=safe_text(err.message))
+            raise MCPError(code=INVALID_PARAMS, message=safe_text(_masked(err.message)))
+        text, data = err.message, json_data(err.to_dict())
         return {
-            "content": [{"type": "text", "text": safe_text(err.message)}],
+            "content": [{"type": "text", "text": safe_text(text if own else _masked(text))}],
             "isError": True,
-            "_meta": {ERROR_META_KEY: json_data(err.to_dict())},
+            "_meta": {ERROR_META_KEY: data if own else _masked(data)},
             "resultType": "complete",
         }
 
@@ -351,6 +363,19 @@ class _Bridge:
                     self.registry.plugins.unregister(self._plugin)
 
 
+def _masked(value: Any) -> Any:
+    """Error text or data for the client with secrets masked as logs mask them (URL user-info, the value
+    after a secret key name, the value under a secret key), but whole: the redactor cuts text for logs at
+    2,000 characters, an error's text may be 10,000 long, and ``problems`` must stay a list of objects."""
+    if isinstance(value, str):
+        return mask_secrets(value)
+    if isinstance(value, dict):
+        return {k: REDACTED if is_secret_key(k) else _masked(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_masked(v) for v in value]
+    return value
+
+
 def _wire_meta(meta: Mapping[str, Any]) -> dict[str, Any]:
     """A request's ``_meta`` as sent (the SDK names the progress token ``progress_token``)."""
     out = dict(meta)
@@ -431,6 +456,177 @@ def _any_port(patterns: list[str]) -> list[str]:
     return [*patterns, *(p[:-2] for p in patterns if p.endswith(":*"))]
 
 
+_WS = rb"[ \t\r\n]*"
+# An "id" member whose value is not, by its first bytes, a string or an integer: one search of the body, in C.
+_ODD_ID = re.compile(rb'"id"' + _WS + rb":(?!" + _WS + rb'(?:"|-?[0-9]+' + _WS + rb"[,}]))")
+_SESSION_HEADER = MCP_SESSION_ID_HEADER.encode("latin-1")
+_VERSION_HEADER = MCP_PROTOCOL_VERSION_HEADER.encode("latin-1")
+_HANDSHAKE_VERSIONS = frozenset(v.encode("latin-1") for v in HANDSHAKE_PROTOCOL_VERSIONS)
+
+
+def _bad_id(body: bytes) -> bool:
+    """Whether ``body`` is a request whose ``id`` is neither a string nor an integer (``1.5``, ``true``,
+    ``null``), which the SDK takes for a notification: 202, and no answer ever. Parsed only when some
+    ``"id"`` member may be one (its value not read as a string or an integer from the bytes), or when a
+    member name may spell ``id`` with escapes (``"\\u0069d"``)."""
+    if _ODD_ID.search(body) is None and b"\\u006" not in body:
+        return False
+    try:
+        message = json.loads(body)
+    except (ValueError, RecursionError):  # the SDK answers it
+        return False
+    if type(message) is not dict or "id" not in message or "method" not in message:
+        return False
+    given = message["id"]
+    return not (type(given) is str or type(given) is int)
+
+
+def _refusal(status: int, message: str) -> Response:
+    body = JSONRPCError(jsonrpc="2.0", id=None, error=ErrorData(code=INVALID_REQUEST, message=message))
+    return Response(body.model_dump_json(by_alias=True, exclude_unset=True), status_code=status, media_type="application/json")
+
+
+class _Owner:
+    """Who opened a session, and when it was last in use (for forgetting it once the SDK has closed it)."""
+
+    __slots__ = ("busy", "last", "principal")
+
+    def __init__(self, principal: str | None, now: float) -> None:
+        self.principal = principal
+        self.busy = 0  # requests in flight (an open GET stream is one)
+        self.last = now
+
+
+class _Guard:
+    """Checks in front of the SDK's handler for handshake-era requests (a 2026-07-28 request goes straight on:
+    it has no session, and the SDK answers its malformed ``id`` itself).
+
+    A session is used only by the principal that opened it: another's request (or one for a session this
+    app did not see opened) gets the 404 of a session that does not exist, as the SDK answers a bearer
+    token other than the opener's. A POST whose ``id`` is neither a string nor an integer gets ``-32600``
+    (HTTP 400) with ``"id": null``, as over stdio, after the SDK's ``Host``/``Origin`` checks.
+    """
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        principal: Principal,
+        stateless: bool,
+        max_body_size: int,
+        security: TransportSecuritySettings,
+        idle_timeout: float | None,
+        clock: Clock,
+    ) -> None:
+        self.app = app
+        self.principal = principal
+        self.sessions: dict[str, _Owner] | None = None if stateless else {}
+        self.max_body_size = max_body_size
+        self.security = TransportSecurityMiddleware(security)
+        self.idle_timeout = idle_timeout
+        self.clock = clock
+        self._next_sweep = -math.inf
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        session = version = None
+        for name, value in scope["headers"]:  # the first of each, as the SDK reads them
+            if name == _SESSION_HEADER and session is None:
+                session = value.decode("latin-1")
+            elif name == _VERSION_HEADER and version is None:
+                version = value
+        if version is not None and version not in _HANDSHAKE_VERSIONS:
+            await self.app(scope, receive, send)
+            return
+        sessions = self.sessions
+        owner = None
+        if sessions is not None and session is not None:
+            owner = sessions.get(session)
+            if owner is None or owner.principal != self.principal(Request(scope)):
+                await _refusal(404, "Session not found")(scope, receive, send)
+                return
+        method = scope["method"]
+        if method == "POST":
+            checked = await self._checked(scope, receive, send)
+            if checked is None:
+                return
+            receive = checked
+            if sessions is not None and session is None:  # it may open a session
+                send = self._opening(send, self.principal(Request(scope)))
+        if owner is None:
+            await self.app(scope, receive, send)
+            return
+        if method == "DELETE" and session is not None:
+            send = self._closing(send, session)
+        owner.busy += 1
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            owner.busy -= 1
+            owner.last = self.clock.now()
+
+    async def _checked(self, scope: Scope, receive: Receive, send: Send) -> Receive | None:
+        """``receive`` for the SDK once the body (up to the size limit: the SDK refuses a larger one) is read
+        and its ``id`` checked; None when a bad ``id`` was answered here."""
+        messages = [await receive()]
+        size = 0
+        while (last := messages[-1])["type"] == "http.request":
+            size += len(last.get("body", b""))
+            if not last.get("more_body"):
+                whole = last.get("body", b"") if len(messages) == 1 else b"".join(m.get("body", b"") for m in messages)
+                if size <= self.max_body_size and _bad_id(whole):
+                    refused = await self.security.validate_request(Request(scope), is_post=True)
+                    await (refused or _refusal(400, "Invalid request: id must be a string or an integer"))(scope, receive, send)
+                    return None
+                break
+            if size > self.max_body_size:
+                break
+            messages.append(await receive())
+        pending = deque(messages)
+
+        async def replay() -> Message:
+            return pending.popleft() if pending else await receive()
+
+        return replay
+
+    def _opening(self, send: Send, principal: str | None) -> Send:
+        """``send`` noting the session a request without one opened, with its principal."""
+
+        async def opening(message: Message) -> None:
+            if message["type"] == "http.response.start" and message["status"] < 400:
+                for name, value in message.get("headers", ()):
+                    if name.lower() == _SESSION_HEADER:
+                        self._opened(value.decode("latin-1"), principal)
+                        break
+            await send(message)
+
+        return opening
+
+    def _closing(self, send: Send, session: str) -> Send:
+        """``send`` forgetting ``session`` when the SDK accepts its ``DELETE``."""
+
+        async def closing(message: Message) -> None:
+            if message["type"] == "http.response.start" and message["status"] < 400 and self.sessions is not None:
+                self.sessions.pop(session, None)
+            await send(message)
+
+        return closing
+
+    def _opened(self, session: str, principal: str | None) -> None:
+        assert self.sessions is not None
+        now = self.clock.now()
+        idle = self.idle_timeout
+        if idle is not None and now >= self._next_sweep:
+            # Sessions idle past the SDK's timeout are closed there: forget them (a session forgotten too
+            # early only answers 404, and its client opens a new one, as after any expiry).
+            self._next_sweep = now + idle / 4
+            for name in [n for n, o in self.sessions.items() if not o.busy and now - o.last >= idle]:
+                del self.sessions[name]
+        self.sessions[session] = _Owner(principal, now)
+
+
 def http_app(
     registry: ToolRegistry,
     *,
@@ -456,21 +652,37 @@ def http_app(
     64 KiB) get 413. At most ``max_sessions`` sessions are open at once (then 503), each closed
     after ``session_idle_timeout`` seconds without a request: an unauthenticated caller can fill
     them (about 37 KB each), so a server others can reach wants authentication in front or lower
-    figures. To mount it in another app, run its lifespan from the host app's::
+    figures. A session answers only the principal that opened it (``principal``, by default
+    :func:`default_principal`; another gets 404), and a handshake-era request whose ``id`` is
+    neither a string nor an integer gets ``-32600`` (see :class:`_Guard`). To mount it in another
+    app, run its lifespan from the host app's::
 
         app = Starlette(routes=[Mount("/tools", mcp)], lifespan=lambda _: mcp.router.lifespan_context(mcp))
     """
     server = server or create_server(registry, principal=principal)
-    return server.streamable_http_app(
+    limit = max_body_size or registry.limits.max_bytes + 65536
+    security = _security(host, allowed_hosts, allowed_origins)
+    app = server.streamable_http_app(
         streamable_http_path=path,
         json_response=json_response,
         stateless_http=stateless,
-        max_request_body_size=max_body_size or registry.limits.max_bytes + 65536,
-        transport_security=_security(host, allowed_hosts, allowed_origins),
+        max_request_body_size=limit,
+        transport_security=security,
         host=host,
         max_sessions=max_sessions,
         session_idle_timeout=session_idle_timeout,
     )
+    guard = Middleware(
+        _Guard,
+        principal=principal or default_principal,
+        stateless=stateless,
+        max_body_size=limit,
+        security=security,
+        idle_timeout=session_idle_timeout,
+        clock=registry.clock,
+    )
+    app.user_middleware.append(guard)  # innermost: after any authentication middleware the app has
+    return app
 
 
 async def serve_stdio(registry: ToolRegistry, *, server: Server[Any] | None = None) -> None:
@@ -486,11 +698,82 @@ async def serve_stdio(registry: ToolRegistry, *, server: Server[Any] | None = No
         await server.run(read, write, server.create_initialization_options())
 
 
+#: :func:`serve_http`'s bounds on connections: at most this many connections or requests at once (then 503)...
+LIMIT_CONCURRENCY = 512
+#: ... an idle keep-alive connection closed after this many seconds (uvicorn's default) ...
+TIMEOUT_KEEP_ALIVE = 5
+#: ... and one that has not sent a request's headers this many seconds after it opened or after its last response.
+HEADER_TIMEOUT = 10.0
+
+
+class _HeaderDeadline(asyncio.Protocol):
+    """Mixed into uvicorn's HTTP protocol class by :func:`_http_protocol`: uvicorn has no header-read timeout,
+    so a client sending its headers a byte at a time (or nothing) held its connection for as long as it liked.
+
+    The deadline is armed when the connection opens and when a response is complete; when it passes, a
+    connection with no request under way since (``cycle``, the request being answered, is still the one of
+    that moment, and answered) is closed. uvicorn's own keep-alive timeout closes an idle one sooner.
+    """
+
+    header_timeout: float = HEADER_TIMEOUT
+    cycle: Any
+    transport: Any
+    _deadline: asyncio.TimerHandle | None = None
+    _armed_for: Any = None
+
+    def connection_made(self, transport: Any) -> None:
+        super().connection_made(transport)
+        self._arm()
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()  # type: ignore[misc]  # uvicorn's protocol, after this class in the MRO
+        self._arm()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._deadline is not None:
+            self._deadline.cancel()
+        super().connection_lost(exc)
+
+    def _arm(self) -> None:
+        if self._deadline is not None:
+            self._deadline.cancel()
+        self._armed_for = self.cycle
+        self._deadline = asyncio.get_running_loop().call_later(self.header_timeout, self._expire)
+
+    def _expire(self) -> None:
+        self._deadline = None
+        cycle, transport = self.cycle, self.transport
+        if transport.is_closing() or transport.get_protocol() is not self:  # closed, or handed to a WebSocket
+            return
+        if cycle is self._armed_for and (cycle is None or cycle.response_complete):
+            transport.close()
+
+
+def _http_protocol(header_timeout: float | None) -> Any:
+    """uvicorn's ``http`` setting: its own choice (httptools when installed, else h11), with the header deadline."""
+    if header_timeout is None:
+        return "auto"
+    from uvicorn.protocols.http.auto import AutoHTTPProtocol
+
+    return type("HeaderDeadlineProtocol", (_HeaderDeadline, AutoHTTPProtocol), {"header_timeout": header_timeout})
+
+
 async def serve_http(
-    registry: ToolRegistry, *, host: str = "127.0.0.1", port: int = 8000, path: str = "/mcp", **options: Any
+    registry: ToolRegistry,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    path: str = "/mcp",
+    limit_concurrency: int | None = LIMIT_CONCURRENCY,
+    timeout_keep_alive: int = TIMEOUT_KEEP_ALIVE,
+    header_timeout: float | None = HEADER_TIMEOUT,
+    **options: Any,
 ) -> None:
     """Serve ``http_app(registry, **options)`` with uvicorn; the URL (real port for ``port=0``) goes to stderr.
 
+    At most ``limit_concurrency`` connections or requests at once (then 503; None: no bound); an idle
+    keep-alive connection is closed after ``timeout_keep_alive`` seconds, and one that has not sent a
+    request's headers ``header_timeout`` seconds after it opened or after its last response (None: never).
     uvicorn parses HTTP with httptools when it is installed (the ``mcp`` extra installs it), else h11.
     """
     import uvicorn
@@ -505,7 +788,16 @@ async def serve_http(
     # No proxy headers: uvicorn trusts X-Forwarded-For from 127.0.0.1 by default, and a local caller
     # would choose its own address, so the mcp_client of per-client rate limits. Behind a proxy,
     # serve http_app with a server configured for that proxy.
-    config = uvicorn.Config(app, log_level="warning", lifespan="on", access_log=False, proxy_headers=False)
+    config = uvicorn.Config(
+        app,
+        log_level="warning",
+        lifespan="on",
+        access_log=False,
+        proxy_headers=False,
+        limit_concurrency=limit_concurrency,
+        timeout_keep_alive=timeout_keep_alive,
+        http=_http_protocol(header_timeout),
+    )
     shown = f"[{host}]" if ":" in host else host
     print(f"harness-one: serving MCP on http://{shown}:{bound}{path}", file=sys.stderr, flush=True)
     if not _loopback(host):
