@@ -288,7 +288,7 @@ def test_enum_and_literal(reg: ToolRegistry) -> None:
             'expected a valid uuid, got "not-a-uuid"',
         ),
         (Path, {"type": "string"}, "/tmp/x.txt", Path("/tmp/x.txt"), 3, "expected string, got integer 3"),
-        (PurePosixPath, {"type": "string"}, "a/b", PurePosixPath("a/b"), None, "expected string, got null null"),
+        (PurePosixPath, {"type": "string"}, "a/b", PurePosixPath("a/b"), None, "expected string, got null"),
         (
             Decimal,
             {

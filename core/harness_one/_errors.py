@@ -215,12 +215,24 @@ class ToolError(Exception):
 
 
 class ToolNotFound(ToolError):
-    """No tool of that name is registered; ``suggestions`` lists close names."""
+    """No tool of that name is registered; ``suggestions`` lists close names.
+
+    ``discovers`` is whether the registry loads installed tool packages (``None``: not said). An
+    empty registry that does not (or may not) gets a note that a new ``ToolRegistry()`` starts
+    empty and loads them only with ``discover=True``; one with tools does not (the model reads
+    the message, and its mistake is the name).
+    """
 
     kind = "not_found"
 
     def __init__(
-        self, name: str, *, available: Sequence[str] = (), suggestions: Sequence[str] = (), total: int | None = None
+        self,
+        name: str,
+        *,
+        available: Sequence[str] = (),
+        suggestions: Sequence[str] = (),
+        total: int | None = None,
+        discovers: bool | None = None,
     ) -> None:
         text = f"Unknown tool '{name}'."
         total = len(available) if total is None else total
@@ -230,6 +242,16 @@ class ToolNotFound(ToolError):
             shown = list(available)[:20]
             more = "" if total <= len(shown) else f", ... ({total} in all)"
             text += " Available tools: " + ", ".join(shown) + more + "."
+        elif discovers is False:
+            text += (
+                " No tools are registered: this registry started empty and does not load installed tool packages."
+                " Add tools to it, or use ToolRegistry(discover=True) or the default registry (ToolRegistry.call(...))."
+            )
+        elif discovers is None:
+            text += (
+                " No tools are registered. A new ToolRegistry() starts empty and loads installed tool packages"
+                " only with ToolRegistry(discover=True); the default registry (ToolRegistry.call(...)) loads them."
+            )
         else:
             text += " No tools are registered."
         super().__init__(text, tool=name)

@@ -6,7 +6,8 @@ One encoder for everything harness-one writes, with one rule for what JSON canno
 - ``NaN`` and the infinities become the strings ``"NaN"``, ``"Infinity"``, ``"-Infinity"``;
 - an integer longer than Python's int-to-text limit (4,300 digits) is written in full;
 - other values go through :func:`json_default` (dataclasses, enums, sets, bytes, pydantic models,
-  else ``str()``); one that none of these can read (its ``__str__`` raises) becomes ``"<TypeName>"``;
+  ``isoformat()`` for dates and times, else ``str()``); one that none of these can read (its
+  ``__str__`` raises) becomes ``"<TypeName>"``;
 - a container (or dataclass) inside itself becomes the string ``"<cycle>"`` where it recurs.
 
 So the output is always valid JSON in valid UTF-8, whatever a tool returned.
@@ -15,6 +16,7 @@ So the output is always valid JSON in valid UTF-8, whatever a tool returned.
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import enum
 import hashlib
 import json
@@ -41,12 +43,19 @@ def text_of(value: Any) -> str:
 
 
 def json_default(value: Any) -> Any:
-    """``json.dumps`` fallback: dataclasses, enums, sets, bytes and anything with ``model_dump``, else :func:`text_of`."""
+    """``json.dumps`` fallback: dataclasses, enums, sets, bytes, dates and times, anything with
+    ``model_dump``, else :func:`text_of`.
+
+    A ``datetime``, ``date`` or ``time`` is its ``isoformat()`` (``2024-01-01T12:00:00+00:00``), the
+    RFC 3339 text its inferred schema describes; ``str()`` would write a space for the ``T``.
+    """
     try:
         if dataclasses.is_dataclass(value) and not isinstance(value, type):  # one level: the encoder comes back for the rest
             return {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
         if isinstance(value, enum.Enum):
             return value.value
+        if isinstance(value, (datetime.date, datetime.time)):  # a datetime is a date
+            return value.isoformat()
         if isinstance(value, (set, frozenset, tuple)):
             return list(value)
         if isinstance(value, (bytes, bytearray)):

@@ -47,6 +47,14 @@ _Conv = Callable[[Any, str], Any]  # (value, JSON path) -> converted value
 _NoneType = type(None)
 _SCALARS: dict[type, str] = {str: "string", int: "integer", float: "number", bool: "boolean"}
 _DECIMAL_PATTERN = r"^[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?$"
+#: ``isoformat()`` of a naive datetime and time: RFC 3339 without the offset it requires.
+_NAIVE_DATETIME = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?$"
+_NAIVE_TIME = r"^[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?$"
+
+
+def _aware_or_naive(form: str, naive: str) -> JSONSchema:
+    """A returned datetime or time: RFC 3339 when it has an offset, else its ``isoformat()`` without one."""
+    return {"anyOf": [{"type": "string", "format": form}, {"type": "string", "pattern": naive}]}
 
 
 @dataclass(frozen=True)
@@ -101,6 +109,9 @@ def analyse(fn: Callable[..., Any], *, tool: str, infer: bool = True, infer_outp
             "override them (a **kwargs tool takes any name); bind them in a wrapper function instead.",
             tool=tool,
         )
+    first = next(iter(sig.parameters.values()), None)
+    if first is not None and first.name in ("self", "cls") and first.name not in bound and _in_class_body(base):
+        raise ToolDefinitionError(_method_advice(base, first.name, tool), tool=tool)
     hints = _hints(base, sig, tool)
     doc = parse_docstring(inspect.getdoc(base))
     call_type = _call_type()
@@ -110,6 +121,7 @@ def analyse(fn: Callable[..., Any], *, tool: str, infer: bool = True, infer_outp
     converters: dict[str, Converter] = {}
     accepted: list[str] = []
     accepts_any = False
+    extra: JSONSchema = {}  # the schema of the values of **kwargs ({}: any)
     call_param: str | None = None
     for name, param in sig.parameters.items():
         if name in bound:
@@ -120,6 +132,8 @@ def analyse(fn: Callable[..., Any], *, tool: str, infer: bool = True, infer_outp
             continue
         if param.kind is inspect.Parameter.VAR_KEYWORD:
             accepts_any = True
+            if infer:
+                extra = _kwargs_schema(inference, hint, name, doc.params.get(name))
             continue
         if param.kind is inspect.Parameter.VAR_POSITIONAL:
             if takes_kwargs:
@@ -156,6 +170,8 @@ def analyse(fn: Callable[..., Any], *, tool: str, infer: bool = True, infer_outp
             schema["required"] = required
         if not accepts_any:
             schema["additionalProperties"] = False
+        elif extra:
+            schema["additionalProperties"] = extra
         if inference.defs:
             schema["$defs"] = inference.defs
     output: JSONSchema | None = None
@@ -176,6 +192,42 @@ def analyse(fn: Callable[..., Any], *, tool: str, infer: bool = True, infer_outp
         output_wrapped=wrapped,
         needs_check=inference.needs_check,
     )
+
+
+def _in_class_body(fn: Callable[..., Any]) -> bool:
+    """``fn`` is a plain function defined in a class body (``C.m``, not ``f.<locals>.g``): an unbound method."""
+    if not inspect.isfunction(fn):
+        return False
+    owner, _, _ = getattr(fn, "__qualname__", "").rpartition(".")
+    return bool(owner) and not owner.endswith("<locals>")
+
+
+def _method_advice(fn: Callable[..., Any], first: str, tool: str) -> str:
+    owner, _, method = fn.__qualname__.rpartition(".")
+    cls = owner.rpartition(".")[2]
+    return (
+        f"Tool '{tool}': {fn.__qualname__} is a method defined in a class body, so '{first}' would be an argument "
+        f"the model has to send. Register the bound method instead, once there is an instance "
+        f"(registry.add(instance.{method}); @defineTool on a method in the class body sees no instance), "
+        f"or make it a @staticmethod (or a @classmethod, registered as registry.add({cls}.{method}))."
+    )
+
+
+def _kwargs_schema(inference: _Inference, hint: Any, name: str, described: str | None) -> JSONSchema:
+    """The schema of the values of ``**name: hint`` (``{}``: any); refused when they would need converting."""
+    where = f"parameter '**{name}'"
+    schema = inference.schema(hint, where)
+    if inference.converter(hint, where) is not None:  # converters are per named parameter
+        shown = hint.__qualname__ if isinstance(hint, type) else repr(hint)
+        raise ToolDefinitionError(
+            f"Tool '{inference.tool}': {where}: the values of **{name} reach the function as JSON values, never "
+            f"converted to {shown}; annotate it with a JSON type (str, int, float, bool, list[...], dict[str, ...]), "
+            f"or take a parameter '{name}: dict[str, ...]' instead, whose values are converted.",
+            tool=inference.tool,
+        )
+    if schema and described and "description" not in schema:
+        schema["description"] = described
+    return schema
 
 
 def _bind(conv: _Conv, path: str) -> Converter:
@@ -371,11 +423,11 @@ class _Inference:
         if tp in _SCALARS:
             return {"type": _SCALARS[tp]}
         if issubclass(tp, dt.datetime):
-            return {"type": "string", "format": "date-time"}
+            return _aware_or_naive("date-time", _NAIVE_DATETIME) if self.output else {"type": "string", "format": "date-time"}
         if issubclass(tp, dt.date):
             return {"type": "string", "format": "date"}
         if issubclass(tp, dt.time):
-            return {"type": "string", "format": "time"}
+            return _aware_or_naive("time", _NAIVE_TIME) if self.output else {"type": "string", "format": "time"}
         if _is_class(tp, "uuid", "UUID"):
             return {"type": "string", "format": "uuid"}
         if _is_path(tp):
@@ -1334,8 +1386,10 @@ def _check_metaschema(schema: JSONSchema, prefix: str, tool: str) -> None:
             return
         except rs.ValidationError as exc:
             where = _pointer(tuple(exc.instance_path))
+            advice = _type_advice(tuple(exc.instance_path), exc.instance)
             raise ToolDefinitionError(
-                f"{prefix} are not valid JSON Schema: at {where}, keyword '{exc.kind.name}': {exc.message}", tool=tool
+                f"{prefix} are not valid JSON Schema: at {where}, " + (advice or f"keyword '{exc.kind.name}': {exc.message}"),
+                tool=tool,
             ) from None
         except Exception:  # pragma: no cover - a metaschema jsonschema-rs cannot load; let jsonschema decide
             pass
@@ -1344,9 +1398,51 @@ def _check_metaschema(schema: JSONSchema, prefix: str, tool: str) -> None:
     error = exceptions.best_match(_metaschema_validator(_dialect(schema.get("$schema")) or 2020).iter_errors(schema))
     if error is not None:
         where = _pointer(tuple(error.absolute_path))
+        advice = _type_advice(tuple(error.absolute_path), error.instance)
         raise ToolDefinitionError(
-            f"{prefix} are not valid JSON Schema: at {where}, keyword '{error.validator}': {error.message}", tool=tool
+            f"{prefix} are not valid JSON Schema: at {where}, " + (advice or f"keyword '{error.validator}': {error.message}"),
+            tool=tool,
         )
+
+
+_JSON_TYPES = ("string", "number", "integer", "boolean", "object", "array", "null")
+#: Python's names (and a few other languages') for the JSON Schema types.
+_TYPE_ALIASES = {
+    "str": "string",
+    "int": "integer",
+    "float": "number",
+    "bool": "boolean",
+    "dict": "object",
+    "list": "array",
+    "tuple": "array",
+    "None": "null",
+    "NoneType": "null",
+    "double": "number",
+    "long": "integer",
+}
+#: Keywords whose values are maps of names to schemas: a "type" there is a name, not the keyword.
+_NAMED_SCHEMAS = frozenset(("properties", "patternProperties", "$defs", "definitions", "dependentSchemas"))
+
+
+def _type_advice(path: tuple[Any, ...], instance: Any) -> str | None:
+    """What to write instead of a ``"type"`` that names no JSON Schema type (``"int"``), else None."""
+    if not path or path[-1] != "type" or (len(path) > 1 and path[-2] in _NAMED_SCHEMAS):
+        return None
+    names = instance if isinstance(instance, list) else [instance]
+    for name in names:
+        if isinstance(name, str) and name not in _JSON_TYPES:
+            from ._suggest import NameIndex
+
+            lower = name.lower()
+            use = _TYPE_ALIASES.get(name) or _TYPE_ALIASES.get(lower) or (lower if lower in _JSON_TYPES else None)
+            if use is None:  # a typo ("strin")
+                index = NameIndex()
+                for known in _JSON_TYPES:
+                    index.add(known)
+                use = next(iter(index.suggest(lower, n=1)), None)
+            hint = f'use "{use}"' if use else "use one of " + ", ".join(f'"{t}"' for t in _JSON_TYPES)
+            return f'"type": {json.dumps(name)} is not a JSON Schema type; {hint}.'
+    return None
 
 
 @functools.cache

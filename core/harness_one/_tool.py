@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import functools
 import inspect
+import logging
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ParamSpec, Protocol, TypeVar, overload
+from typing import TYPE_CHECKING, Any, NoReturn, ParamSpec, Protocol, TypeVar, overload
 
 from ._errors import ToolDefinitionError
+from ._log import log_event
 from ._policies import CircuitBreakerPolicy, RateLimit, RetryPolicy
 from ._schema import Converter, analyse, check_against_signature, check_schema, unpartial, wrap_output
 
@@ -109,15 +111,28 @@ class Tool:
         options: Mapping[str, Any] | None = None,
         source: str | None = None,
         examples: Iterable[Mapping[str, Any]] = (),
+        **unknown: NoReturn,
     ) -> Tool:
-        """Check everything about a definition and build the tool, or raise :class:`ToolDefinitionError`."""
+        """Check everything about a definition and build the tool, or raise :class:`ToolDefinitionError`.
+
+        A keyword not listed here is a ``ToolDefinitionError`` naming it and the closest valid one
+        (type checkers refuse it already).
+        """
+        if unknown:
+            raise _unknown_keywords(unknown, _KEYWORDS)
         if not callable(fn):
             raise ToolDefinitionError(f"A tool must be callable, got {type(fn).__name__}: {fn!r}.")
         tool_name = name if name is not None else getattr(unpartial(fn)[0], "__name__", None)
         if not isinstance(tool_name, str) or not NAME_PATTERN.match(tool_name):
+            fix = "" if name is not None else f" Pass name=... to name this tool (its function's name is {tool_name!r})."
             raise ToolDefinitionError(
-                f"Invalid tool name {tool_name!r}: use 1-64 letters, digits, '_' or '-' (the set every provider accepts).",
+                f"Invalid tool name {tool_name!r}: use 1-64 letters, digits, '_' or '-' (the set every provider accepts).{fix}",
                 tool=tool_name if isinstance(tool_name, str) else None,
+            )
+        tag_set = frozenset((tags,) if isinstance(tags, str) else tags)  # a string is one tag, not its letters
+        if not all(isinstance(tag, str) for tag in tag_set):
+            raise ToolDefinitionError(
+                f"Tool '{tool_name}': tags must be strings, got {sorted(map(repr, tag_set))}.", tool=tool_name
             )
         sig = analyse(fn, tool=tool_name, infer=parameters is None, infer_output=output_schema is None)
         if parameters is None:
@@ -161,6 +176,13 @@ class Tool:
                     f"Tool '{tool_name}': each example must be a mapping with an 'arguments' object, got {example!r}.",
                     tool=tool_name,
                 )
+        if description is None and not sig.description:
+            log_event(
+                logging.INFO,
+                "tool has no description",
+                tool=tool_name,
+                hint="the model chooses tools by their description: give the function a docstring, or description=...",
+            )
         return cls(
             name=tool_name,
             fn=fn,
@@ -177,7 +199,7 @@ class Tool:
             if circuit_breaker is None or circuit_breaker is False
             else CircuitBreakerPolicy.parse(circuit_breaker, tool=tool_name),
             cache_ttl=cache_ttl,
-            tags=frozenset(tags),
+            tags=tag_set,
             read_only=read_only,
             destructive=destructive,
             open_world=open_world,
@@ -270,6 +292,9 @@ def defineTool(  # noqa: N802 - the seed's name
     is at ``.tool`` and the raw function at ``.fn``.
     """
 
+    if not _KEYWORDS.issuperset(definition):
+        raise _unknown_keywords({k: v for k, v in definition.items() if k not in _KEYWORDS}, _KEYWORDS | {"registry", "replace"})
+
     def decorate(func: Callable[..., Any]) -> Any:
         tool = Tool.create(func, **definition)
         wrapper = _wrap(func)
@@ -290,6 +315,36 @@ def defineTool(  # noqa: N802 - the seed's name
 
 
 define_tool = defineTool
+
+#: The keywords of :meth:`Tool.create` (and so of ``defineTool`` and ``registry.add``, with theirs).
+_KEYWORDS = frozenset(
+    name for name, p in inspect.signature(Tool.create).parameters.items() if p.kind is inspect.Parameter.KEYWORD_ONLY
+)
+#: Options a standard plugin reads from ``options={...}``, and that plugin.
+_PLUGIN_OPTIONS = {"requires_approval": "approval", "max_calls": "budget", "max_output": "output_limit"}
+
+
+def _unknown_keywords(unknown: Mapping[str, Any], valid: Iterable[str]) -> ToolDefinitionError:
+    """The error for definition keywords no tool takes: the closest valid one, or where a plugin option goes."""
+    from ._suggest import NameIndex
+
+    index = NameIndex()
+    for keyword in sorted(valid):
+        index.add(keyword)
+    parts = []
+    for keyword, value in unknown.items():
+        plugin = _PLUGIN_OPTIONS.get(keyword)
+        if plugin is not None:
+            parts.append(
+                f"'{keyword}' is an option of the {plugin} plugin, not a keyword: pass options={{{keyword!r}: {repr(value)[:60]}}}."
+            )
+            continue
+        close = index.suggest(keyword, n=1)
+        parts.append(f"Unknown keyword '{keyword}'" + (f"; did you mean '{close[0]}'?" if close else "."))
+    names = ", ".join(sorted(valid))
+    return ToolDefinitionError(
+        " ".join(parts) + f" A tool definition takes: {names}; plugins read their own settings from options={{...}}."
+    )
 
 
 def _wrap(func: Callable[..., Any]) -> Callable[..., Any]:

@@ -1335,6 +1335,8 @@ def _describe(error: Any) -> list[ArgumentProblem]:
         branch = _only_fitting_branch(error)
         if branch:
             return [problem for sub in branch for problem in _describe(sub)]
+    if kw == "type" and _said_by_choices(error):
+        return []
     extras = getattr(error, "harness_extras", None)
     if extras is not None:
         known = set((error.schema.get("properties") or {}) if isinstance(error.schema, Mapping) else ())
@@ -1364,6 +1366,35 @@ def _describe(error: Any) -> list[ArgumentProblem]:
         if problems:
             return problems
     return [ArgumentProblem(path, _message(kw, expect, got, error) + why, kw, _expected(kw, expect), _show(got))]
+
+
+def _said_by_choices(error: Any) -> bool:
+    """A ``type`` problem the same schema's ``enum``/``const`` problem already says (naming the exact values).
+
+    ``{"type": "string", "enum": ["r", "g"]}`` given ``5`` fails both keywords; listing
+    ``expected one of ["r", "g"], got 5`` alone says all. Kept when a choice has another type.
+    """
+    schema = error.schema
+    if not isinstance(schema, Mapping) or not ("enum" in schema or "const" in schema):
+        return False
+    choices = [schema["const"]] if "const" in schema else schema["enum"]
+    if not isinstance(choices, list) or not choices:
+        return False
+    types = error.validator_value
+    kinds = {types} if isinstance(types, str) else set(types) if isinstance(types, list) else set()
+    from jsonschema._utils import equal  # imported with the listing validator already
+
+    got = error.instance
+    return not any(equal(choice, got) for choice in choices) and all(_of_type(choice, kinds) for choice in choices)
+
+
+def _of_type(value: Any, kinds: set[Any]) -> bool:
+    kind = json_type(value)
+    if kind in kinds:
+        return True
+    if kind == "integer":
+        return "number" in kinds
+    return kind == "number" and "integer" in kinds and float(value).is_integer()
 
 
 def _only_fitting_branch(error: Any) -> list[Any] | None:
@@ -1401,7 +1432,8 @@ def _expected(kw: str, expect: Any) -> str:
 def _message(kw: str, expect: Any, got: Any, error: Any) -> str:
     shown = _show(got)
     if kw == "type":
-        return f"expected {_expected(kw, expect)}, got {json_type(got)} {shown}"
+        kind = json_type(got)  # "got integer 5", and "got null", not "got null null"
+        return f"expected {_expected(kw, expect)}, got {kind}" + ("" if shown == kind else f" {shown}")
     if kw in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
         return f"expected a number {_expected(kw, expect)}, got {shown}"
     if kw == "enum":
@@ -1432,7 +1464,8 @@ def _message(kw: str, expect: Any, got: Any, error: Any) -> str:
         return "unexpected items (no part of the schema allows them)"
     if kw in ("oneOf", "anyOf"):
         options = []
-        for sub in sorted(error.context or [], key=lambda e: e.relative_schema_path[0] if e.relative_schema_path else 0)[:6]:
+        subs = [sub for sub in error.context or () if not (str(sub.validator) == "type" and _said_by_choices(sub))]
+        for sub in sorted(subs, key=lambda e: e.relative_schema_path[0] if e.relative_schema_path else 0)[:6]:
             number = sub.relative_schema_path[0] + 1 if sub.relative_schema_path else "?"
             options.append(f"option {number}: {_message(str(sub.validator), sub.validator_value, sub.instance, sub)}")
         if kw == "oneOf" and not error.context:
