@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from harness_one import RateLimitExceeded, RetryableError, ToolArgumentError, ToolError, ToolRegistry, ToolTimeout
+from harness_one import RateLimitExceeded, RetryableError, ToolArgumentError, ToolError, ToolRegistry, ToolTimeout, hookimpl
 from harness_one._errors import ERROR_TEXT_LIMIT, PROBLEMS_LIMIT, ArgumentProblem, capped
 from harness_one._render import dumps, fingerprint, json_data
 from harness_one.dispatch import dispatch
@@ -215,3 +215,43 @@ def test_to_dict_of_non_finite_numbers_is_json(err: ToolError) -> None:
     for name in ("timeout", "retry_after"):
         if isinstance(getattr(err, name, None), float):
             assert str(getattr(back, name)) == str(getattr(err, name))
+
+
+def test_an_exceptions_secrets_are_masked_in_every_error_the_model_reads() -> None:
+    """for_model(), dispatch and to_dict() sent a tool's exception text as it was: a database password
+    reached the model and its provider. The exception, kept as the cause, is whole."""
+    secret = "postgres://app:s3cret@db/x"
+    reg = ToolRegistry(autoload=False)
+
+    def connect(big: bool = False) -> str:
+        raise RuntimeError(f"cannot connect to {secret}; password=hunter2" + (" x" * 30_000 if big else ""))
+
+    reg.add(connect)
+    result = reg.try_call("connect")
+    assert result.error is not None and isinstance(result.error.__cause__, RuntimeError)
+    assert (
+        result.error.message
+        == "Tool 'connect' failed: RuntimeError: cannot connect to postgres://[REDACTED]@db/x; password=[REDACTED]"
+    )
+    assert secret in str(result.error.__cause__)
+    sent = [result.for_model(), json.dumps(result.to_dict()), json.dumps(dispatch(reg, _openai("connect")))]
+    assert all("s3cret" not in text and "hunter2" not in text and "[REDACTED]" in text for text in sent)
+    big = reg.try_call("connect", {"big": True}).error
+    assert big is not None and len(big.message) <= ERROR_TEXT_LIMIT + 100 and "hunter2" not in big.message
+    assert "60,0" in big.message  # the marker counts the whole text
+
+
+def test_a_plugins_internal_error_is_masked_too() -> None:
+    class Broken:
+        name = "broken"
+
+        @hookimpl
+        def harness_pre_call(self, call: Any) -> None:
+            raise ConnectionError("redis://:topsecret@cache:6379 refused")
+
+    reg = ToolRegistry(plugins=[Broken()], autoload=False)
+    reg.add(lambda: 1, name="one")
+    err = reg.try_call("one").error
+    assert err is not None and err.message == (
+        "Internal error in plugin 'broken' while calling 'one': ConnectionError: redis://[REDACTED]@cache:6379 refused"
+    )

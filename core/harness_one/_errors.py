@@ -28,6 +28,8 @@ __all__ = [
     "ToolNotFound",
     "ToolTimeout",
     "capped",
+    "exception_text",
+    "outside_text",
 ]
 
 #: The ``kind`` of the approval plugin's error: core code (dispatch, the agent loop) recognises a
@@ -61,6 +63,31 @@ def capped(text: str, limit: int = ERROR_TEXT_LIMIT) -> str:
     if keep <= 0:
         return text[: max(limit, 0)]
     return text[:keep] + marker.format(f"{keep:,}")
+
+
+def outside_text(text: str) -> str:
+    """Text harness-one did not write (an exception's) as an error shows it to the model: secrets
+    masked as logs mask them (URL user-info, values after secret key names), cut as :func:`capped` cuts.
+
+    Only what can be shown is masked (masking costs ~0.2 us a character): the first twice
+    :data:`ERROR_TEXT_LIMIT` characters, or all of it when masking shrank that below the limit.
+    """
+    from ._redact import mask_secrets  # on a failure only: not imported with harness_one
+
+    window = 2 * ERROR_TEXT_LIMIT
+    if len(text) <= window:
+        return capped(mask_secrets(text))
+    head = mask_secrets(text[:window])
+    return capped(head + text[window:] if len(head) > ERROR_TEXT_LIMIT else mask_secrets(text))
+
+
+def exception_text(exc: BaseException) -> str:
+    """``Type: text`` of an exception harness-one did not raise, as an error shows it (:func:`outside_text`)."""
+    try:
+        text = str(exc)
+    except Exception:  # a broken __str__: its type says what it was
+        text = ""
+    return f"{type(exc).__name__}: {outside_text(text)}" if text else type(exc).__name__
 
 
 def _text(message: Any) -> str:
@@ -436,7 +463,11 @@ class ToolTimeout(ToolError):
 
 
 class ToolExecutionError(ToolError):
-    """The tool itself raised; the original exception is ``__cause__`` (and ``cause``)."""
+    """The tool itself raised; the original exception is ``__cause__`` (and ``cause``).
+
+    The message holds the exception's text with secrets masked (:func:`outside_text`): it goes
+    to the model. The exception, kept as the cause, is whole.
+    """
 
     kind = "tool_failed"
 
@@ -448,7 +479,7 @@ class ToolExecutionError(ToolError):
             text = str(cause)
         except Exception:  # a broken __str__ is still the tool's failure, not a plugin's
             text = ""
-        detail = capped(text) or type(cause).__name__
+        detail = outside_text(text) or type(cause).__name__
         message = f"{subject} failed: {type(cause).__name__}: {detail}"
         Exception.__init__(self, message)  # not ToolError's: the cause's text is capped already, not again with the rest
         self.message = message

@@ -25,6 +25,7 @@ from ._errors import (
     ToolExecutionError,
     ToolNotFound,
     ToolTimeout,
+    exception_text,
 )
 from ._lazy import lazy_attribute, lazy_module
 from ._log import log_event
@@ -1072,9 +1073,7 @@ class ToolRegistry(metaclass=_SharedType):
         else:
             owner = plan.owner_of(exc)
             who = f"plugin '{owner}'" if owner else "a plugin"
-            err = PluginError(
-                f"Internal error in {who} while calling '{call.tool.name}': {type(exc).__name__}: {exc}", plugin=owner
-            )
+            err = PluginError(f"Internal error in {who} while calling '{call.tool.name}': {exception_text(exc)}", plugin=owner)
             err.__cause__ = exc
         if isinstance(err, ToolArgumentError):
             err.with_tool(call.tool.name)
@@ -1327,13 +1326,13 @@ def _resolve(plan: ToolPlan, hook: Callable[..., Any], pending: Await) -> Genera
     except Exception as exc:
         owner = plan.plugin_of(hook)
         who = f"plugin '{owner}'" if owner else "a plugin"
-        raise PluginError(f"Internal error in {who}: {type(exc).__name__}: {exc}", plugin=owner) from exc
+        raise PluginError(f"Internal error in {who}: {exception_text(exc)}", plugin=owner) from exc
     return pending.value
 
 
 def _broken_on_error(call: Call, owner: str, exc: Exception) -> PluginError:
     broken = PluginError(
-        f"Internal error in plugin '{owner}' while handling an error of '{call.tool.name}': {type(exc).__name__}: {exc}",
+        f"Internal error in plugin '{owner}' while handling an error of '{call.tool.name}': {exception_text(exc)}",
         plugin=owner,
         tool=call.tool.name,
         call_id=call.call_id,
@@ -1375,7 +1374,7 @@ def _internal(exc: BaseException, name: Any) -> ToolError:
     """A bug below the pipeline (or in a caller-supplied object) as a ToolError, logged with its traceback."""
     tool = _named(name)
     log_event(40, "internal error", tool=tool, error=f"{type(exc).__name__}: {exc}")
-    err = ToolError(f"Internal error while calling '{tool}': {type(exc).__name__}: {exc}", tool=tool)
+    err = ToolError(f"Internal error while calling '{tool}': {exception_text(exc)}", tool=tool)
     err.__cause__ = exc
     return err
 

@@ -44,9 +44,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from harness_one import CallResult, RateLimitExceeded, ToolError, ToolNotFound, ToolRegistry, __version__, hookimpl
+from harness_one import CallResult, ToolError, ToolNotFound, ToolRegistry, __version__, hookimpl
 from harness_one._clock import Clock
-from harness_one._redact import REDACTED, is_secret_key, mask_secrets
 from harness_one._render import json_data, safe_text
 from harness_one._schema import _rust
 
@@ -270,16 +269,13 @@ class _Bridge:
         return check(data)
 
     def _error(self, err: ToolError) -> dict[str, Any]:
-        # A rate limit's refusal with its message unwritten (the hot refusal) says only the tool's name and
-        # a wait: nothing to mask (about 10 us saved). Any other may hold a tool's exception text, so a secret.
-        own = type(err) is RateLimitExceeded and "message" not in err.__dict__
+        # An exception's text in the message has its secrets masked already (ToolExecutionError, internal errors).
         if isinstance(err, ToolNotFound):
-            raise MCPError(code=INVALID_PARAMS, message=safe_text(_masked(err.message)))
-        text, data = err.message, json_data(err.to_dict())
+            raise MCPError(code=INVALID_PARAMS, message=safe_text(err.message))
         return {
-            "content": [{"type": "text", "text": safe_text(text if own else _masked(text))}],
+            "content": [{"type": "text", "text": safe_text(err.message)}],
             "isError": True,
-            "_meta": {ERROR_META_KEY: data if own else _masked(data)},
+            "_meta": {ERROR_META_KEY: json_data(err.to_dict())},
             "resultType": "complete",
         }
 
@@ -361,19 +357,6 @@ class _Bridge:
                 if not self._loops:
                     self._watcher.armed = False
                     self.registry.plugins.unregister(self._plugin)
-
-
-def _masked(value: Any) -> Any:
-    """Error text or data for the client with secrets masked as logs mask them (URL user-info, the value
-    after a secret key name, the value under a secret key), but whole: the redactor cuts text for logs at
-    2,000 characters, an error's text may be 10,000 long, and ``problems`` must stay a list of objects."""
-    if isinstance(value, str):
-        return mask_secrets(value)
-    if isinstance(value, dict):
-        return {k: REDACTED if is_secret_key(k) else _masked(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_masked(v) for v in value]
-    return value
 
 
 def _wire_meta(meta: Mapping[str, Any]) -> dict[str, Any]:
