@@ -5,7 +5,9 @@ arguments is an error; the same key while the first call still runs is a conflic
 records expire; nothing is stored for arguments that fail validation. An in-progress record
 holds the key for a lease that is renewed while the call runs, so a long call never runs
 twice for one key while its first caller is alive, and a crashed caller frees the key when
-its lease runs out.
+its lease runs out. Each claim has an owner token, so a caller whose lease lapsed (its call
+ran past it while the renewals failed) neither frees nor overwrites a claim another caller
+took since: its outcome is stored only if no one else holds a live claim.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from harness_one import (
     log_event,
 )
 from harness_one.state import (
+    Accepts,
     AsyncIdempotencyStore,
     AsyncTwins,
     FailMode,
@@ -41,13 +44,19 @@ from harness_one.state import (
     SQLiteStore,
     StateUnavailable,
     WallClock,
+    new_token,
     round_trip,
 )
 
 __all__ = ["IdempotencyPlugin", "IdempotencyStore", "MemoryStore", "Record", "SQLiteStore", "WallClock", "fingerprint"]
 
-_OWNED = "idempotency.owned"
+_OWNED = "idempotency.owned"  # (fingerprint, owner token: None for a store without owners)
 _WAITED = "idempotency.waited"
+
+
+def _mine(owner: str | None, **more: Any) -> dict[str, Any]:
+    """The keyword arguments naming a claim's owner (and ``more``): none for a store written before owners."""
+    return {} if owner is None else {"owner": owner, **more}
 
 
 class IdempotencyPlugin:
@@ -69,6 +78,10 @@ class IdempotencyPlugin:
             :class:`~harness_one.state.StateUnavailable`, so a key never runs twice) or
             ``"open"`` (the call runs without the key's protection, with a warning). An
             outcome that cannot be stored is logged; the key stays held until its lease ends.
+
+    A store whose methods take ``owner`` (the standard ones do) gets a token per claim; an
+    outcome its lapsed owner could not store (another call holds the key) is logged and
+    counted in ``stats()["idempotency"]["lapsed"]``.
     """
 
     name = "idempotency"
@@ -101,11 +114,14 @@ class IdempotencyPlugin:
         self.clock: Clock = clock or WallClock()
         self.replays = 0
         self.stored = 0
+        self.lapsed = 0
         self._leases = LeaseKeeper("idempotency", lambda: self.lease / 3, self._renew)
         self._twins = AsyncTwins("abegin")  # whether the store has awaitable twins
+        methods = ("begin", "renew", "finish", "release", "abegin", "arenew", "afinish", "arelease")
+        self._owners = Accepts("owner", *methods)  # whether the store keeps claims' owners
 
-    def _renew(self, held: tuple[str, str]) -> None:
-        self.store.renew(held[0], held[1], self.clock.now(), self.lease)
+    def _renew(self, held: tuple[str, str, str | None]) -> None:
+        self.store.renew(held[0], held[1], self.clock.now(), self.lease, **_mine(held[2]))
 
     @hookimpl
     def harness_configure(self, registry: ToolRegistry) -> None:
@@ -120,30 +136,35 @@ class IdempotencyPlugin:
             return None
         digest = fingerprint(call.arguments)
         store, name, now = self.store, call.tool.name, self.clock.now()
+        owner = new_token() if self._owners(store) else None
         if store is not self._twins.plain:  # not the store known to answer without I/O
             shared = self._twins(store)
             if shared is not None:
+                mine = _mine(owner)
                 return round_trip(
-                    lambda: store.begin(name, key, digest, now, self.lease),
-                    lambda: shared.abegin(name, key, digest, now, self.lease),
-                    lambda found: self._claimed(call, key, digest, found),
+                    lambda: store.begin(name, key, digest, now, self.lease, **mine),
+                    lambda: shared.abegin(name, key, digest, now, self.lease, **mine),
+                    lambda found: self._claimed(call, key, digest, owner, found),
                     lambda exc: self._unclaimed(call, exc),
                 )
         try:
-            found = store.begin(name, key, digest, now, self.lease)
+            if owner is None:
+                found = store.begin(name, key, digest, now, self.lease)
+            else:
+                found = store.begin(name, key, digest, now, self.lease, owner=owner)
         except StateUnavailable as exc:
             self._unclaimed(call, exc)
             return None
-        return self._claimed(call, key, digest, found)
+        return self._claimed(call, key, digest, owner, found)
 
     def _unclaimed(self, call: Call, exc: StateUnavailable) -> None:
         self.fail.handle(exc, call.tool.name, call.call_id, "idempotency key not claimed")
 
-    def _claimed(self, call: Call, key: str, digest: str, found: Record | None) -> Outcome | None:
+    def _claimed(self, call: Call, key: str, digest: str, owner: str | None, found: Record | None) -> Outcome | None:
         """The answer to ``begin``: the key is ours (run the call), or replay, or refuse."""
         if found is None:
-            call.state[_OWNED] = digest
-            self._leases.hold(id(call), (call.tool.name, key))
+            call.state[_OWNED] = (digest, owner)
+            self._leases.hold(id(call), (call.tool.name, key, owner))
             return None
         if found.fingerprint != digest:
             raise IdempotencyKeyMismatch(
@@ -172,47 +193,62 @@ class IdempotencyPlugin:
         key = call.idempotency_key
         assert key is not None
         stored_error = None if error is None else {**error.to_dict(), "call_id": None}
-        record = Record(call.take(_OWNED), "done", self.clock.now() + self.ttl, ok, value, stored_error)
+        digest, owner = call.take(_OWNED)
+        now = self.clock.now()
+        record = Record(digest, "done", now + self.ttl, ok, value, stored_error)
         store, name = self.store, call.tool.name
         shared = self._twins(store)
         if shared is None:
-            self._store(store, name, key, record)
+            self._store(store, name, key, record, owner, now)
             return None
 
         def blocking() -> None:
-            self._store(store, name, key, record)
+            self._store(store, name, key, record, owner, now)
 
         async def awaiting() -> None:
             try:
-                await shared.afinish(name, key, record)
-                self.stored += 1
+                self._stored(name, await shared.afinish(name, key, record, **_mine(owner, now=now)))
             except (TypeError, ValueError, RecursionError) as exc:  # not storable (not JSON, nested too deep)
-                await self._arelease_key(shared, name, key)
+                await self._arelease_key(shared, name, key, owner)
                 log_event(30, "idempotent result not stored", tool=name, error=str(exc))
             except StateUnavailable as exc:  # the caller still gets the outcome; the key is held until its lease ends
                 log_event(40, "idempotent result not stored", tool=name, error=str(exc))
 
         return Await(blocking, awaiting)
 
-    def _store(self, store: IdempotencyStore, name: str, key: str, record: Record) -> None:
+    def _store(self, store: IdempotencyStore, name: str, key: str, record: Record, owner: str | None, now: float) -> None:
         try:
-            store.finish(name, key, record)
-            self.stored += 1
+            if owner is None:
+                answer = store.finish(name, key, record)
+            else:  # the store keeps another caller's live claim or outcome (this claim's lease lapsed)
+                answer = store.finish(name, key, record, owner=owner, now=now)
+            self._stored(name, answer)
         except (TypeError, ValueError, RecursionError) as exc:  # not storable (not JSON, nested too deep)
-            self._release_key(name, key)
+            self._release_key(name, key, owner)
             log_event(30, "idempotent result not stored", tool=name, error=str(exc))
         except StateUnavailable as exc:  # the caller still gets the outcome; the key is held until its lease ends
             log_event(40, "idempotent result not stored", tool=name, error=str(exc))
 
-    def _release_key(self, tool: str, key: str) -> None:
+    def _stored(self, name: str, answer: bool | None) -> None:
+        """Count ``finish``'s answer: False when the claim had lapsed and another call holds the key."""
+        if answer is False:
+            self.lapsed += 1
+            log_event(30, "idempotent result not stored: its lease lapsed and another call holds the key", tool=name)
+        else:
+            self.stored += 1
+
+    def _release_key(self, tool: str, key: str, owner: str | None) -> None:
         try:
-            self.store.release(tool, key)
+            if owner is None:
+                self.store.release(tool, key)
+            else:
+                self.store.release(tool, key, owner=owner)
         except StateUnavailable as exc:
             self._not_released(tool, exc)
 
-    async def _arelease_key(self, store: AsyncIdempotencyStore, tool: str, key: str) -> None:
+    async def _arelease_key(self, store: AsyncIdempotencyStore, tool: str, key: str, owner: str | None) -> None:
         try:
-            await store.arelease(tool, key)
+            await store.arelease(tool, key, **_mine(owner))
         except StateUnavailable as exc:
             self._not_released(tool, exc)
 
@@ -221,14 +257,14 @@ class IdempotencyPlugin:
 
     def _release(self, call: Call) -> Await | None:
         self._leases.drop(id(call))
-        call.take(_OWNED)
+        _, owner = call.take(_OWNED)
         key = call.idempotency_key
         assert key is not None
         name, shared = call.tool.name, self._twins(self.store)
         if shared is None:
-            self._release_key(name, key)
+            self._release_key(name, key, owner)
             return None
-        return Await(lambda: self._release_key(name, key), lambda: self._arelease_key(shared, name, key))
+        return Await(lambda: self._release_key(name, key, owner), lambda: self._arelease_key(shared, name, key, owner))
 
     @hookimpl
     @applies_to(keyed=True)
@@ -252,17 +288,18 @@ class IdempotencyPlugin:
         if ran and isinstance(error, ToolError) and not isinstance(error, (ToolArgumentError, ToolCancelled)):
             return self._finish(call, False, error=error)
         if call.lingering is not None:  # cancelled while its tool runs on in a thread: the key stays held until it returns
-            call.take(_OWNED)
-            call.lingering.then(lambda: self._release_later(call))
+            _, owner = call.take(_OWNED)
+            call.lingering.then(lambda: self._release_later(call, owner))
             return None
         return self._release(call)  # refused before running, wrong arguments, or cancelled: nothing to keep
 
-    def _release_later(self, call: Call) -> None:
+    def _release_later(self, call: Call, owner: str | None) -> None:
         """The key of a cancelled call whose tool ran on, given back from its thread as it returns."""
         self._leases.drop(id(call))
         assert call.idempotency_key is not None
-        self._release_key(call.tool.name, call.idempotency_key)
+        self._release_key(call.tool.name, call.idempotency_key, owner)
 
     @hookimpl
     def harness_stats(self, registry: ToolRegistry) -> dict[str, Any]:
-        return {"replays": self.replays, "stored": self.stored, **self.fail.stats()}
+        lapsed = {"lapsed": self.lapsed} if self.lapsed else {}
+        return {"replays": self.replays, "stored": self.stored, **lapsed, **self.fail.stats()}

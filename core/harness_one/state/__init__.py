@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ._leases import FAIL_MODES, AsyncTwins, FailMode, LeaseKeeper, round_trip
+from ._leases import FAIL_MODES, Accepts, AsyncTwins, FailMode, LeaseKeeper, new_token, round_trip
 from ._memory import Breaker, MemoryBuckets, MemoryBudgets, MemoryCircuits, MemorySlots, MemoryStore
 from ._protocols import (
     AsyncBudgetStore,
@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     from ._redis import RedisBuckets, RedisBudgets, RedisCircuits, RedisLink, RedisSlots, RedisStore
 
 __all__ = [
+    "Accepts",
     "AsyncTwins",
     "AsyncBudgetStore",
     "AsyncCircuitStore",
@@ -79,6 +80,7 @@ __all__ = [
     "State",
     "StateUnavailable",
     "WallClock",
+    "new_token",
     "open_state",
     "round_trip",
 ]

@@ -1,8 +1,12 @@
 """What the stateful plugins share: lease renewal in one thread, the fail mode when state is unreachable,
-and the :class:`~harness_one.Await` answer of a hook whose state is a network round trip."""
+the :class:`~harness_one.Await` answer of a hook whose state is a network round trip, and the
+tokens and keyword checks of the stores' ownership arguments."""
 
 from __future__ import annotations
 
+import inspect
+import itertools
+import os
 import threading
 import time
 from collections.abc import Awaitable, Callable, Hashable
@@ -12,12 +16,31 @@ from .._call import Await
 from .._log import log_event
 from ._protocols import StateUnavailable
 
-__all__ = ["FAIL_MODES", "AsyncTwins", "FailMode", "LeaseKeeper", "round_trip"]
+__all__ = ["FAIL_MODES", "Accepts", "AsyncTwins", "FailMode", "LeaseKeeper", "new_token", "round_trip"]
 
 _T = TypeVar("_T")
 
 #: ``open``: the call goes ahead without the policy; ``closed``: the call fails with :class:`StateUnavailable`.
 FAIL_MODES = ("open", "closed")
+
+_PREFIX = os.urandom(8).hex()
+_tokens = itertools.count(1)
+
+
+def _forked() -> None:
+    """A forked child draws its own prefix: its tokens never repeat its parent's."""
+    global _PREFIX, _tokens
+    _PREFIX, _tokens = os.urandom(8).hex(), itertools.count(1)
+
+
+if hasattr(os, "register_at_fork"):  # not on Windows, which does not fork
+    os.register_at_fork(after_in_child=_forked)
+
+
+def new_token() -> str:
+    """A token unique across calls, processes and hosts: a random 64-bit per-process prefix (a
+    forked child draws its own) and a counter. It names an idempotency claim's owner and a budget's take."""
+    return f"{_PREFIX}-{next(_tokens)}"
 
 
 class FailMode:
@@ -123,6 +146,39 @@ class AsyncTwins:
             return store
         self.plain = store
         return None
+
+
+class Accepts:
+    """Whether a store's methods take the keyword argument ``name``, as a plugin asks.
+
+    Such an argument (an idempotency claim's ``owner``, a budget take's ``ticket``) came after
+    the protocol's first version: a store written before it is called without it. Every method
+    of ``methods`` the store has must take it. The answer for the last store asked is kept, so
+    a hot path pays one identity check.
+    """
+
+    __slots__ = ("_last", "methods", "name")
+
+    def __init__(self, name: str, *methods: str) -> None:
+        self.name = name
+        self.methods = methods
+        self._last: tuple[object, bool] | None = None
+
+    def __call__(self, store: object) -> bool:
+        last = self._last
+        if last is not None and last[0] is store:
+            return last[1]
+        answer = all(_takes(getattr(store, method), self.name) for method in self.methods if hasattr(store, method))
+        self._last = (store, answer)
+        return answer
+
+
+def _takes(function: Any, name: str) -> bool:
+    try:
+        found = inspect.signature(function).parameters.get(name)
+    except (TypeError, ValueError):  # no signature to read (a builtin, a mock's spec)
+        return False
+    return found is not None and found.kind in (found.POSITIONAL_OR_KEYWORD, found.KEYWORD_ONLY)
 
 
 def round_trip(

@@ -10,7 +10,7 @@ from collections import OrderedDict
 from collections.abc import Hashable
 from typing import Any
 
-from ._protocols import Record
+from ._protocols import KEPT_TICKETS, Record
 
 __all__ = ["Breaker", "MemoryBudgets", "MemoryBuckets", "MemoryCircuits", "MemorySlots", "MemoryStore"]
 
@@ -94,43 +94,66 @@ class MemoryStore:
     A value is kept as a copy, and each replay gets its own copy, so no caller changes what
     the next one is replayed; ``finish`` raises ``TypeError`` for a value that cannot be
     copied (a lock, a socket), as the SQLite and Redis stores do for a value that is not JSON.
+    A claim's ``owner`` is kept beside its record.
     """
 
     def __init__(self) -> None:
         self._records: dict[tuple[str, str], Record] = {}
+        self._owners: dict[tuple[str, str], str] = {}
         self._lock = threading.Lock()
         self._ops = 0
 
-    def begin(self, scope: str, key: str, fingerprint: str, now: float, lease: float) -> Record | None:
+    def begin(
+        self, scope: str, key: str, fingerprint: str, now: float, lease: float, *, owner: str | None = None
+    ) -> Record | None:
         with self._lock:
             self._ops += 1
             if self._ops % 1024 == 0:
                 for k in [k for k, r in self._records.items() if r.expires <= now]:
                     del self._records[k]
+                    self._owners.pop(k, None)
             found = self._records.get((scope, key))
             if found is None or found.expires <= now:
                 self._records[(scope, key)] = Record(fingerprint, "running", now + lease)
+                if owner is None:
+                    self._owners.pop((scope, key), None)
+                else:
+                    self._owners[(scope, key)] = owner
                 return None
         if found.state == "done" and found.ok:
             return dataclasses.replace(found, value=_copied(found.value))
         return found
 
-    def renew(self, scope: str, key: str, now: float, lease: float) -> bool:
+    def renew(self, scope: str, key: str, now: float, lease: float, *, owner: str | None = None) -> bool:
         with self._lock:
             found = self._records.get((scope, key))
             if found is None or found.state != "running" or found.expires <= now:
                 return False
+            if owner is not None and self._owners.get((scope, key)) != owner:
+                return False
             found.expires = now + lease
             return True
 
-    def finish(self, scope: str, key: str, record: Record) -> None:
+    def finish(self, scope: str, key: str, record: Record, *, owner: str | None = None, now: float | None = None) -> bool:
         kept = dataclasses.replace(record, value=_copied(record.value)) if record.ok else record
         with self._lock:
+            if owner is not None and self._owners.get((scope, key)) != owner:
+                found = self._records.get((scope, key))
+                if found is not None and (now is None or found.expires > now):
+                    return False  # another caller's live claim or outcome: kept
             self._records[(scope, key)] = kept
+            if owner is None:
+                self._owners.pop((scope, key), None)
+            else:
+                self._owners[(scope, key)] = owner
+            return True
 
-    def release(self, scope: str, key: str) -> None:
+    def release(self, scope: str, key: str, *, owner: str | None = None) -> None:
         with self._lock:
+            if owner is not None and self._owners.get((scope, key)) != owner:
+                return
             self._records.pop((scope, key), None)
+            self._owners.pop((scope, key), None)
 
     def __len__(self) -> int:
         return len(self._records)
@@ -295,19 +318,34 @@ class MemoryCircuits:
         return self.breaker(tool, policy).snapshot(now, policy)
 
 
+def _mark(ticket: str) -> bytes:
+    """A ticket as 8 bytes: its hash (this process's, which is all the memory store needs)."""
+    return hash(ticket).to_bytes(8, "little", signed=True)
+
+
+def _held_at(held: bytearray, mark: bytes) -> int:
+    """Where ``mark`` is among the 8-byte marks of ``held`` (-1: not there)."""
+    at = held.find(mark)
+    while at > 0 and at % 8:  # straddling two marks: not one of them
+        at = held.find(mark, at + 1)
+    return at
+
+
 class MemoryBudgets:
     """Per-run call counters of one process: ``{scope: count}`` per run, ``"*"`` for all scopes.
 
     Runs are kept in order of activity: a run idle for its ``ttl`` is forgotten (its counts
     start again at zero), and beyond ``max_runs`` the least recently active go first, so
-    memory stays bounded.
+    memory stays bounded. A run also holds the tickets of its last 64 counted takes not given
+    back, as 8-byte hashes (at most 512 bytes a run).
     """
 
     def __init__(self, *, max_runs: int = 100_000) -> None:
         if isinstance(max_runs, bool) or not isinstance(max_runs, int) or max_runs < 1:
             raise ValueError(f"budget max_runs must be a positive integer, got {max_runs!r}")
         self.max_runs = max_runs
-        self._runs: OrderedDict[str, tuple[dict[str, int], list[float]]] = OrderedDict()  # run -> counts, [expires]
+        # run -> counts, [expires], the 8-byte hashes of the tickets of its last KEPT_TICKETS counted takes
+        self._runs: OrderedDict[str, tuple[dict[str, int], list[float], bytearray]] = OrderedDict()
         self._lock = threading.Lock()
 
     def _live(self, run: str, now: float) -> dict[str, int] | None:
@@ -319,7 +357,9 @@ class MemoryBudgets:
             return None
         return found[0]
 
-    def take(self, run: str, scope: str, *, limit: int | None, total: int | None, now: float, ttl: float) -> int:
+    def take(
+        self, run: str, scope: str, *, limit: int | None, total: int | None, now: float, ttl: float, ticket: str | None = None
+    ) -> int:
         with self._lock:
             runs = self._runs
             while runs:  # the least recently active first: drop the expired ones
@@ -329,25 +369,39 @@ class MemoryBudgets:
                 del runs[oldest]
             found = runs.get(run)
             if found is None:
-                found = runs[run] = ({}, [now + ttl])
+                found = runs[run] = ({}, [now + ttl], bytearray())
                 while len(runs) > self.max_runs:
                     runs.popitem(last=False)
             else:
                 runs.move_to_end(run)
                 found[1][0] = now + ttl
             counts = found[0]
+            mark = None if ticket is None else _mark(ticket)
+            if mark is not None and _held_at(found[2], mark) >= 0:
+                return 0  # this take was counted already
             if limit is not None and counts.get(scope, 0) >= limit:
                 return 1
             if total is not None and counts.get("*", 0) >= total:
                 return 2
             counts[scope] = counts.get(scope, 0) + 1
             counts["*"] = counts.get("*", 0) + 1
+            if mark is not None:
+                held = found[2]
+                held += mark
+                if len(held) > 8 * KEPT_TICKETS:
+                    del held[:8]
             return 0
 
-    def give_back(self, run: str, scope: str) -> None:
+    def give_back(self, run: str, scope: str, *, ticket: str | None = None) -> None:
         with self._lock:
             found = self._runs.get(run)
             if found is not None:
+                if ticket is not None:
+                    held = found[2]
+                    at = _held_at(held, _mark(ticket))
+                    if at < 0:
+                        return  # not counted (or too long ago), or given back already
+                    del held[at : at + 8]
                 counts = found[0]
                 for name in (scope, "*"):
                     if counts.get(name, 0) > 0:

@@ -24,6 +24,10 @@ __all__ = [
 ]
 
 
+#: How many of a run's latest counted takes a standard budget store remembers the tickets of.
+KEPT_TICKETS = 64
+
+
 class StateUnavailable(ToolError):
     """The shared-state backend (Redis) did not answer in time or refused the connection.
 
@@ -71,22 +75,39 @@ class Record:
 
 @runtime_checkable
 class IdempotencyStore(Protocol):
-    """Where idempotency records live. ``begin`` is atomic: exactly one caller gets ``None``."""
+    """Where idempotency records live. ``begin`` is atomic: exactly one caller gets ``None``.
 
-    def begin(self, scope: str, key: str, fingerprint: str, now: float, lease: float) -> Record | None:
-        """Return the live record for (scope, key), or create a ``running`` one (until ``now + lease``) and return None."""
+    ``owner`` is a token unique to one claim (:func:`~harness_one.state.new_token`). A store
+    that takes it keeps it with the claim, and then ``renew``, ``finish`` and ``release`` given
+    an ``owner`` act only on that owner's claim: once a lease lapsed another caller may hold the
+    key, and a late caller must not free or overwrite it. Without ``owner`` they act on whatever
+    the key holds. The plugin passes ``owner`` to a store whose four methods (and ``a...`` twins)
+    take it, and calls one written before owners without it.
+    """
+
+    def begin(
+        self, scope: str, key: str, fingerprint: str, now: float, lease: float, *, owner: str | None = None
+    ) -> Record | None:
+        """Return the live record for (scope, key), or create a ``running`` one (until ``now + lease``,
+        held by ``owner``) and return None."""
         ...
 
-    def renew(self, scope: str, key: str, now: float, lease: float) -> bool:
-        """Extend a ``running`` record's lease to ``now + lease``; False if it is gone or no longer running."""
+    def renew(self, scope: str, key: str, now: float, lease: float, *, owner: str | None = None) -> bool:
+        """Extend a ``running`` record's lease to ``now + lease``; False if it is gone, no longer
+        running, lapsed, or (given ``owner``) another owner's."""
         ...
 
-    def finish(self, scope: str, key: str, record: Record) -> None:
-        """Store the outcome (``record.state == "done"``)."""
+    def finish(self, scope: str, key: str, record: Record, *, owner: str | None = None, now: float | None = None) -> bool | None:
+        """Store the outcome (``record.state == "done"``).
+
+        Given ``owner``: only if the key is that owner's, or holds nothing, or holds a record
+        expired at ``now`` (no one else holds a live claim); else the other caller's claim or
+        outcome is kept and the answer is False (a lapsed claim's result is then not stored).
+        """
         ...
 
-    def release(self, scope: str, key: str) -> None:
-        """Forget the key (the call produced no outcome to keep)."""
+    def release(self, scope: str, key: str, *, owner: str | None = None) -> None:
+        """Forget the key (the call produced no outcome to keep); given ``owner``, only that owner's claim."""
         ...
 
 
@@ -161,15 +182,28 @@ class BudgetStore(Protocol):
     by a shared store's own clock), so finished runs are forgotten.
     """
 
-    def take(self, run: str, scope: str, *, limit: int | None, total: int | None, now: float, ttl: float) -> int:
+    def take(
+        self, run: str, scope: str, *, limit: int | None, total: int | None, now: float, ttl: float, ticket: str | None = None
+    ) -> int:
         """Count one call of ``scope`` in ``run`` if fewer than ``limit`` (None: no limit) are
         counted for ``scope`` and, when ``total`` is set, fewer than ``total`` for all scopes.
         Returns 0 (counted), 1 (``scope``'s budget is spent) or 2 (the run's total is spent);
-        a refusal counts nothing."""
+        a refusal counts nothing.
+
+        ``ticket`` is a token unique to this take (:func:`~harness_one.state.new_token`): a store
+        that takes it remembers the tickets of the run's recent counted takes (the standard
+        stores: the last 64), and a take of a ticket it holds (sent again after its reply was
+        lost) answers 0 and counts nothing more.
+        """
         ...
 
-    def give_back(self, run: str, scope: str) -> None:
-        """Uncount one call of ``scope`` (and of all scopes) in ``run``; counts never go below zero."""
+    def give_back(self, run: str, scope: str, *, ticket: str | None = None) -> None:
+        """Uncount one call of ``scope`` (and of all scopes) in ``run``; counts never go below zero.
+
+        Given ``ticket``: uncount that take, at most once: nothing if the store does not hold
+        the ticket (not counted, given back already, or older than the tickets it keeps: the
+        unit stays used), so a give-back sent again changes nothing.
+        """
         ...
 
     def used(self, run: str, scope: str, *, now: float) -> int:
@@ -198,20 +232,26 @@ class AsyncRateLimitBackend(RateLimitBackend, Protocol):
 class AsyncBudgetStore(BudgetStore, Protocol):
     """A :class:`BudgetStore` with awaitable ``atake`` and ``agive_back``."""
 
-    async def atake(self, run: str, scope: str, *, limit: int | None, total: int | None, now: float, ttl: float) -> int: ...
+    async def atake(
+        self, run: str, scope: str, *, limit: int | None, total: int | None, now: float, ttl: float, ticket: str | None = None
+    ) -> int: ...
 
-    async def agive_back(self, run: str, scope: str) -> None: ...
+    async def agive_back(self, run: str, scope: str, *, ticket: str | None = None) -> None: ...
 
 
 @runtime_checkable
 class AsyncIdempotencyStore(IdempotencyStore, Protocol):
     """An :class:`IdempotencyStore` with awaitable ``abegin``, ``afinish`` and ``arelease``."""
 
-    async def abegin(self, scope: str, key: str, fingerprint: str, now: float, lease: float) -> Record | None: ...
+    async def abegin(
+        self, scope: str, key: str, fingerprint: str, now: float, lease: float, *, owner: str | None = None
+    ) -> Record | None: ...
 
-    async def afinish(self, scope: str, key: str, record: Record) -> None: ...
+    async def afinish(
+        self, scope: str, key: str, record: Record, *, owner: str | None = None, now: float | None = None
+    ) -> bool | None: ...
 
-    async def arelease(self, scope: str, key: str) -> None: ...
+    async def arelease(self, scope: str, key: str, *, owner: str | None = None) -> None: ...
 
 
 @runtime_checkable

@@ -32,7 +32,7 @@ from redis.exceptions import ClusterError, NoScriptError, OutOfMemoryError, Read
 from redis.retry import Retry
 
 from .._log import log_event
-from ._protocols import Record, StateUnavailable
+from ._protocols import KEPT_TICKETS, Record, StateUnavailable
 from ._select import split_redis_url
 
 __all__ = ["RedisBudgets", "RedisBuckets", "RedisCircuits", "RedisLink", "RedisSlots", "RedisStore"]
@@ -107,6 +107,7 @@ return num(wait)
 )
 
 # ARGV: now, fingerprint, lease, owner. Returns nil (the caller owns the key) or the live record.
+# A claim sent again after its reply was lost finds its own owner and is the caller's.
 _BEGIN = _Script(
     _NOW
     + """
@@ -124,13 +125,14 @@ return false
 """
 )
 
-# ARGV: now, lease. Returns 1 if the running record's lease was extended.
+# ARGV: now, lease, owner ('' any). Returns 1 if the running record's lease was extended.
 _RENEW = _Script(
     _NOW
     + """
-local r = redis.call('HMGET', KEYS[1], 'st', 'ex')
+local r = redis.call('HMGET', KEYS[1], 'st', 'ex', 'ow')
 local ex = tonumber(r[2])
 if r[1] ~= 'running' or ex == nil or ex <= now then return 0 end
+if ARGV[3] ~= '' and r[3] ~= ARGV[3] then return 0 end
 local lease = tonumber(ARGV[2])
 redis.call('HSET', KEYS[1], 'ex', num(now + lease), 'at', ARGV[1])
 redis.call('PEXPIRE', KEYS[1], math.max(1, math.ceil(lease * 1000)))
@@ -138,16 +140,30 @@ return 1
 """
 )
 
-# ARGV: '', fingerprint, state, expires, ok, value, error, fallback TTL (ms).
+# ARGV: now ('' unknown), fingerprint, state, expires, ok, value, error, fallback TTL (ms), owner ('' any).
+# Returns 1 if stored; 0 if the key holds another owner's record live at `now` (kept).
 # The key lives until `expires` measured from the last time the caller gave (begin or renew).
 _FINISH = _Script(
     """
-local at = tonumber(redis.call('HGET', KEYS[1], 'at'))
+local r = redis.call('HMGET', KEYS[1], 'at', 'ow', 'ex')
+local mine = ARGV[9] == '' or r[2] == ARGV[9]
+if not mine and r[3] and (ARGV[1] == '' or tonumber(r[3]) > tonumber(ARGV[1])) then return 0 end
 redis.call('DEL', KEYS[1])
 redis.call('HSET', KEYS[1], 'fp', ARGV[2], 'st', ARGV[3], 'ex', ARGV[4], 'ok', ARGV[5], 'v', ARGV[6], 'e', ARGV[7])
+if ARGV[9] ~= '' then redis.call('HSET', KEYS[1], 'ow', ARGV[9]) end
 local ttl = tonumber(ARGV[8])
-if at ~= nil then ttl = math.ceil((tonumber(ARGV[4]) - at) * 1000) end
+local at = tonumber(r[1])
+if mine and at ~= nil then ttl = math.ceil((tonumber(ARGV[4]) - at) * 1000) end
 redis.call('PEXPIRE', KEYS[1], math.min(math.max(ttl, 1), 2^53)) -- the full ttl (2^53 ms: 285,000 years; Redis refuses '1e+17')
+return 1
+"""
+)
+
+# ARGV: owner. Deletes the record only if it is that owner's claim (a lapsed owner frees nothing).
+_RELEASE = _Script(
+    """
+if redis.call('HGET', KEYS[1], 'ow') ~= ARGV[1] then return 0 end
+redis.call('DEL', KEYS[1])
 return 1
 """
 )
@@ -480,8 +496,8 @@ class RedisLink:
 
     A command that fails to reach the server is sent once more on a fresh connection (a
     restarted server leaves dead connections in the pool). If the first reply was lost after
-    Redis ran the script, that decision counts twice (a token, a circuit outcome, a budget
-    unit); the idempotency scripts are safe to repeat.
+    Redis ran the script, that decision counts twice (a token, a circuit outcome); a budget's
+    take and give-back with a ticket, and the idempotency scripts, are safe to repeat.
     Failures raise :class:`StateUnavailable`. Scripts go over one kept connection per process
     (sync) and per event loop (asyncio): calls made while a write is on the wire are sent
     together in the next write, so concurrent callers share round trips, each call is still
@@ -867,7 +883,7 @@ class RedisStore:
     ``TypeError``/``ValueError`` for a result that is not JSON, and ``ValueError`` for one
     whose JSON is longer than ``max_value`` characters (8 MiB by default: a larger record
     would take longer to write and read than a Redis operation may, so it could be stored but
-    never replayed).
+    never replayed). A claim's ``owner`` is a field of its hash.
     """
 
     def __init__(self, link: RedisLink, *, max_value: int = 8 << 20) -> None:
@@ -877,22 +893,32 @@ class RedisStore:
     def _key(self, scope: str, key: str) -> str:
         return f"{self.link.prefix}idem:{len(scope)}:{scope}:{key}"
 
-    def _begin(self, scope: str, key: str, fingerprint: str, now: float, lease: float) -> tuple[list[str], list[Any]]:
-        return [self._key(scope, key)], [repr(float(now)), fingerprint, repr(float(lease)), os.urandom(8).hex()]
+    def _begin(
+        self, scope: str, key: str, fingerprint: str, now: float, lease: float, owner: str | None
+    ) -> tuple[list[str], list[Any]]:
+        mine = owner if owner is not None else os.urandom(8).hex()  # a claim sent again finds its owner
+        return [self._key(scope, key)], [repr(float(now)), fingerprint, repr(float(lease)), mine]
 
-    def begin(self, scope: str, key: str, fingerprint: str, now: float, lease: float) -> Record | None:
-        return _record(self.link.run(_BEGIN, *self._begin(scope, key, fingerprint, now, lease)))
+    def begin(
+        self, scope: str, key: str, fingerprint: str, now: float, lease: float, *, owner: str | None = None
+    ) -> Record | None:
+        return _record(self.link.run(_BEGIN, *self._begin(scope, key, fingerprint, now, lease, owner)))
 
-    async def abegin(self, scope: str, key: str, fingerprint: str, now: float, lease: float) -> Record | None:
-        return _record(await self.link.arun(_BEGIN, *self._begin(scope, key, fingerprint, now, lease)))
+    async def abegin(
+        self, scope: str, key: str, fingerprint: str, now: float, lease: float, *, owner: str | None = None
+    ) -> Record | None:
+        return _record(await self.link.arun(_BEGIN, *self._begin(scope, key, fingerprint, now, lease, owner)))
 
-    def renew(self, scope: str, key: str, now: float, lease: float) -> bool:
-        return bool(self.link.run(_RENEW, [self._key(scope, key)], [repr(float(now)), repr(float(lease))]))
+    def _renew(self, scope: str, key: str, now: float, lease: float, owner: str | None) -> tuple[list[str], list[Any]]:
+        return [self._key(scope, key)], [repr(float(now)), repr(float(lease)), owner or ""]
 
-    async def arenew(self, scope: str, key: str, now: float, lease: float) -> bool:
-        return bool(await self.link.arun(_RENEW, [self._key(scope, key)], [repr(float(now)), repr(float(lease))]))
+    def renew(self, scope: str, key: str, now: float, lease: float, *, owner: str | None = None) -> bool:
+        return bool(self.link.run(_RENEW, *self._renew(scope, key, now, lease, owner)))
 
-    def _finish(self, scope: str, key: str, record: Record) -> tuple[list[str], list[Any]]:
+    async def arenew(self, scope: str, key: str, now: float, lease: float, *, owner: str | None = None) -> bool:
+        return bool(await self.link.arun(_RENEW, *self._renew(scope, key, now, lease, owner)))
+
+    def _finish(self, scope: str, key: str, record: Record, owner: str | None, now: float | None) -> tuple[list[str], list[Any]]:
         value = json.dumps(record.value)  # TypeError/ValueError for non-JSON values: the caller releases the key
         error = "" if record.error is None else json.dumps(record.error)
         if len(value) + len(error) > self.max_value:
@@ -901,7 +927,7 @@ class RedisStore:
             )
         fallback = max(math.ceil((record.expires - time.time()) * 1000), 1)
         return [self._key(scope, key)], [
-            "",
+            "" if now is None else repr(float(now)),
             record.fingerprint,
             record.state,
             repr(float(record.expires)),
@@ -909,19 +935,26 @@ class RedisStore:
             value,
             error,
             fallback,
+            owner or "",
         ]
 
-    def finish(self, scope: str, key: str, record: Record) -> None:
-        self.link.run(_FINISH, *self._finish(scope, key, record))
+    def finish(self, scope: str, key: str, record: Record, *, owner: str | None = None, now: float | None = None) -> bool:
+        return bool(self.link.run(_FINISH, *self._finish(scope, key, record, owner, now)))
 
-    async def afinish(self, scope: str, key: str, record: Record) -> None:
-        await self.link.arun(_FINISH, *self._finish(scope, key, record))
+    async def afinish(self, scope: str, key: str, record: Record, *, owner: str | None = None, now: float | None = None) -> bool:
+        return bool(await self.link.arun(_FINISH, *self._finish(scope, key, record, owner, now)))
 
-    def release(self, scope: str, key: str) -> None:
-        self.link.command("DEL", self._key(scope, key))
+    def release(self, scope: str, key: str, *, owner: str | None = None) -> None:
+        if owner is None:
+            self.link.command("DEL", self._key(scope, key))
+        else:
+            self.link.run(_RELEASE, [self._key(scope, key)], [owner])
 
-    async def arelease(self, scope: str, key: str) -> None:
-        await self.link.acommand("DEL", self._key(scope, key))
+    async def arelease(self, scope: str, key: str, *, owner: str | None = None) -> None:
+        if owner is None:
+            await self.link.acommand("DEL", self._key(scope, key))
+        else:
+            await self.link.arun(_RELEASE, [self._key(scope, key)], [owner])
 
 
 class RedisSlots:
@@ -1025,25 +1058,37 @@ class RedisCircuits:
         return {"state": _text(state), "calls": int(calls), "failures": int(failures), "opened": int(opened)}
 
 
-# Budgets: one hash per run, fields 'n:<scope>' (counts; 'n:*' over all scopes) and 'ex' (the
-# time the counters expire: the last take plus its ttl; the key's own TTL also cleans it up).
-# KEYS: the run's hash. ARGV: now ('' = Redis TIME), scope, limit ('' none), total ('' none), ttl.
-# Returns 0 (counted), 1 (the scope's budget is spent) or 2 (the run's total is spent).
+# Budgets: one hash per run, fields 'n:<scope>' (counts; 'n:*' over all scopes), 'ex' (the
+# time the counters expire: the last take plus its ttl; the key's own TTL also cleans it up) and
+# 't': the tickets of the run's last 64 counted takes not given back, each as 16 hex digits and a
+# comma (a comma follows 16 hex digits only at the end of a whole ticket: a find is exact).
+_TICKETS = f"local kept = {17 * KEPT_TICKETS}\n"
+
+# KEYS: the run's hash. ARGV: now ('' = Redis TIME), scope, limit ('' none), total ('' none), ttl,
+# ticket ('' none). Returns 0 (counted, or counted already: a take sent again after its reply was
+# lost), 1 (the scope's budget is spent) or 2 (the run's total is spent).
 _BUDGET_TAKE = _Script(
     _NOW
+    + _TICKETS
     + """
-local k, f, ttl = KEYS[1], 'n:' .. ARGV[2], tonumber(ARGV[5])
-local c = redis.call('HMGET', k, f, 'n:*', 'ex')
-local n, all, ex = tonumber(c[1]) or 0, tonumber(c[2]) or 0, tonumber(c[3])
+local k, f, ttl, t = KEYS[1], 'n:' .. ARGV[2], tonumber(ARGV[5]), ARGV[6]
+local c = redis.call('HMGET', k, f, 'n:*', 'ex', 't')
+local n, all, ex, held = tonumber(c[1]) or 0, tonumber(c[2]) or 0, tonumber(c[3]), c[4] or ''
 if ex ~= nil and now >= ex then
-  n, all = 0, 0
+  n, all, held = 0, 0, ''
   redis.call('DEL', k)
 end
 local limit, total = tonumber(ARGV[3]), tonumber(ARGV[4])
 local spent = 0
-if limit ~= nil and n >= limit then spent = 1
+if t ~= '' and string.find(held, t .. ',', 1, true) then spent = 0
+elseif limit ~= nil and n >= limit then spent = 1
 elseif total ~= nil and all >= total then spent = 2
-else redis.call('HSET', k, f, n + 1, 'n:*', all + 1) end
+elseif t == '' then redis.call('HSET', k, f, n + 1, 'n:*', all + 1)
+else
+  held = held .. t .. ','
+  if #held > kept then held = string.sub(held, -kept) end
+  redis.call('HSET', k, f, n + 1, 'n:*', all + 1, 't', held)
+end
 if spent ~= 0 and all == 0 then return spent end -- nothing counted: leave no key
 redis.call('HSET', k, 'ex', num(now + ttl))
 redis.call('PEXPIRE', k, math.min(math.max(1, math.ceil(ttl * 1000)), 604800000))
@@ -1051,10 +1096,17 @@ return spent
 """
 )
 
-# ARGV: '', scope. Uncounts one call of the scope and of '*', never below zero; a run left with
-# no count is deleted (a missing run counts zero), so refused calls of new runs leave no key.
+# ARGV: '', scope, ticket ('' none). Uncounts one call of the scope and of '*', never below zero;
+# with a ticket, only the take it names, once (a give-back sent again finds its ticket gone). A
+# run left with no count is deleted (a missing run counts zero), so refused calls of new runs leave no key.
 _BUDGET_GIVE_BACK = _Script(
     """
+if ARGV[3] ~= '' then
+  local held = redis.call('HGET', KEYS[1], 't') or ''
+  local at = string.find(held, ARGV[3] .. ',', 1, true)
+  if not at then return 0 end
+  redis.call('HSET', KEYS[1], 't', string.sub(held, 1, at - 1) .. string.sub(held, at + #ARGV[3] + 1))
+end
 local f = 'n:' .. ARGV[2]
 local c = redis.call('HMGET', KEYS[1], f, 'n:*')
 if (tonumber(c[1]) or 0) > 0 then redis.call('HINCRBY', KEYS[1], f, -1) end
@@ -1081,9 +1133,15 @@ return tonumber(c[1]) or 0
 )
 
 
+def _ticket(ticket: str | None) -> str:
+    """A take's ticket as the budget scripts keep it: 16 hex digits (64 bits of its BLAKE2b digest), '' for none."""
+    return "" if ticket is None else hashlib.blake2b(ticket.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
+
+
 class RedisBudgets:
     """Per-run call counters in Redis: one hash per run, expiring ``ttl`` seconds after the run's
     last ``take`` (at most 7 days), so every process and host on the Redis shares each run's budget.
+    The hash also holds the tickets of the run's last 64 counted takes not given back (17 bytes each).
 
     ``server_time`` (default): expiry runs on Redis ``TIME`` and ``now`` is ignored; ``False``
     uses the caller's ``now`` (deterministic tests, one host).
@@ -1098,7 +1156,7 @@ class RedisBudgets:
         return f"{self.link.prefix}budget:{{{len(name)}:{name}}}"
 
     def _take(
-        self, run: str, scope: str, limit: int | None, total: int | None, now: float, ttl: float
+        self, run: str, scope: str, limit: int | None, total: int | None, now: float, ttl: float, ticket: str | None
     ) -> tuple[list[str], list[Any]]:
         return [self._key(run)], [
             _now_arg(self.server_time, now),
@@ -1106,21 +1164,26 @@ class RedisBudgets:
             "" if limit is None else limit,
             "" if total is None else total,
             repr(float(ttl)),
+            _ticket(ticket),
         ]
 
-    def take(self, run: str, scope: str, *, limit: int | None, total: int | None, now: float, ttl: float) -> int:
-        return int(self.link.run(_BUDGET_TAKE, *self._take(run, scope, limit, total, now, ttl)))
+    def take(
+        self, run: str, scope: str, *, limit: int | None, total: int | None, now: float, ttl: float, ticket: str | None = None
+    ) -> int:
+        return int(self.link.run(_BUDGET_TAKE, *self._take(run, scope, limit, total, now, ttl, ticket)))
 
-    async def atake(self, run: str, scope: str, *, limit: int | None, total: int | None, now: float, ttl: float) -> int:
+    async def atake(
+        self, run: str, scope: str, *, limit: int | None, total: int | None, now: float, ttl: float, ticket: str | None = None
+    ) -> int:
         """:meth:`take` on the asyncio client."""
-        return int(await self.link.arun(_BUDGET_TAKE, *self._take(run, scope, limit, total, now, ttl)))
+        return int(await self.link.arun(_BUDGET_TAKE, *self._take(run, scope, limit, total, now, ttl, ticket)))
 
-    def give_back(self, run: str, scope: str) -> None:
-        self.link.run(_BUDGET_GIVE_BACK, [self._key(run)], ["", scope])
+    def give_back(self, run: str, scope: str, *, ticket: str | None = None) -> None:
+        self.link.run(_BUDGET_GIVE_BACK, [self._key(run)], ["", scope, _ticket(ticket)])
 
-    async def agive_back(self, run: str, scope: str) -> None:
+    async def agive_back(self, run: str, scope: str, *, ticket: str | None = None) -> None:
         """:meth:`give_back` on the asyncio client."""
-        await self.link.arun(_BUDGET_GIVE_BACK, [self._key(run)], ["", scope])
+        await self.link.arun(_BUDGET_GIVE_BACK, [self._key(run)], ["", scope, _ticket(ticket)])
 
     def used(self, run: str, scope: str, *, now: float) -> int:
         return int(self.link.run(_BUDGET_USED, [self._key(run)], [_now_arg(self.server_time, now), scope]))

@@ -40,6 +40,7 @@ class SQLiteStore:
     ``TypeError``/``ValueError`` for a result that is not JSON. A file SQLite cannot use now
     (locked by another connection past ``timeout``, read-only, full, gone) raises
     :class:`StateUnavailable`, so the plugin's ``on_state_error`` decides, as for Redis.
+    A claim's ``owner`` is a column of its row (added to a file made before owners).
     """
 
     def __init__(self, path: str | Path, *, timeout: float = 10.0) -> None:
@@ -51,9 +52,15 @@ class SQLiteStore:
         self._conn.execute(
             "CREATE TABLE IF NOT EXISTS harness_one_idempotency ("
             " scope TEXT NOT NULL, key TEXT NOT NULL, fingerprint TEXT NOT NULL, state TEXT NOT NULL,"
-            " expires REAL NOT NULL, ok INTEGER NOT NULL DEFAULT 0, value TEXT, error TEXT,"
+            " expires REAL NOT NULL, ok INTEGER NOT NULL DEFAULT 0, value TEXT, error TEXT, owner TEXT,"
             " PRIMARY KEY (scope, key))"
         )
+        if "owner" not in {row[1] for row in self._conn.execute("PRAGMA table_info(harness_one_idempotency)")}:
+            try:  # a file made before owners (its older users write NULL: a claim no owner matches)
+                self._conn.execute("ALTER TABLE harness_one_idempotency ADD COLUMN owner TEXT")
+            except sqlite3.OperationalError as exc:
+                if "duplicate column" not in str(exc):  # another process added it meanwhile
+                    raise
         self._ops = 0
 
     @contextmanager
@@ -68,7 +75,9 @@ class SQLiteStore:
             except sqlite3.Error as exc:
                 raise StateUnavailable(f"The SQLite state at {self.path} cannot be used now: {exc}.") from exc
 
-    def begin(self, scope: str, key: str, fingerprint: str, now: float, lease: float) -> Record | None:
+    def begin(
+        self, scope: str, key: str, fingerprint: str, now: float, lease: float, *, owner: str | None = None
+    ) -> Record | None:
         with self._connection() as conn:
             conn.execute("BEGIN IMMEDIATE")
             try:
@@ -90,8 +99,9 @@ class SQLiteStore:
                         None if row[5] is None else json.loads(row[5]),
                     )
                 conn.execute(
-                    "INSERT OR REPLACE INTO harness_one_idempotency (scope, key, fingerprint, state, expires) VALUES (?, ?, ?, 'running', ?)",
-                    (scope, key, fingerprint, now + lease),
+                    "INSERT OR REPLACE INTO harness_one_idempotency (scope, key, fingerprint, state, expires, owner)"
+                    " VALUES (?, ?, ?, 'running', ?, ?)",
+                    (scope, key, fingerprint, now + lease, owner),
                 )
                 conn.execute("COMMIT")
                 return None
@@ -100,29 +110,56 @@ class SQLiteStore:
                     conn.execute("ROLLBACK")
                 raise
 
-    def renew(self, scope: str, key: str, now: float, lease: float) -> bool:
+    def renew(self, scope: str, key: str, now: float, lease: float, *, owner: str | None = None) -> bool:
+        mine = "" if owner is None else " AND owner = ?"
         with self._connection() as conn:
             cursor = conn.execute(
-                "UPDATE harness_one_idempotency SET expires = ? WHERE scope = ? AND key = ? AND state = 'running' AND expires > ?",
-                (now + lease, scope, key, now),
+                "UPDATE harness_one_idempotency SET expires = ? WHERE scope = ? AND key = ? AND state = 'running' AND expires > ?"
+                + mine,
+                (now + lease, scope, key, now) + (() if owner is None else (owner,)),
             )
             return cursor.rowcount > 0
 
-    def finish(self, scope: str, key: str, record: Record) -> None:
+    def finish(self, scope: str, key: str, record: Record, *, owner: str | None = None, now: float | None = None) -> bool:
         try:  # TypeError/ValueError for non-JSON values: the caller releases the key
             value = json.dumps(record.value)
             error = None if record.error is None else json.dumps(record.error)
         except RecursionError as exc:  # nested past what json.dumps follows: not storable either
             raise ValueError(f"the outcome is nested too deeply to store: {exc}") from None
         with self._connection() as conn:
-            conn.execute(
-                "UPDATE harness_one_idempotency SET state = ?, expires = ?, ok = ?, value = ?, error = ? WHERE scope = ? AND key = ?",
-                (record.state, record.expires, int(record.ok), value, error, scope, key),
-            )
+            if owner is None:  # whatever the key holds (a row gone meanwhile is not brought back)
+                cursor = conn.execute(
+                    "UPDATE harness_one_idempotency SET state = ?, expires = ?, ok = ?, value = ?, error = ?, owner = NULL"
+                    " WHERE scope = ? AND key = ?",
+                    (record.state, record.expires, int(record.ok), value, error, scope, key),
+                )
+                return cursor.rowcount > 0
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                row = conn.execute(
+                    "SELECT owner, expires FROM harness_one_idempotency WHERE scope = ? AND key = ?", (scope, key)
+                ).fetchone()
+                if row is not None and row[0] != owner and (now is None or row[1] > now):
+                    conn.execute("COMMIT")
+                    return False  # another caller's live claim or outcome: kept
+                conn.execute(
+                    "INSERT OR REPLACE INTO harness_one_idempotency (scope, key, fingerprint, state, expires, ok, value, error, owner)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (scope, key, record.fingerprint, record.state, record.expires, int(record.ok), value, error, owner),
+                )
+                conn.execute("COMMIT")
+                return True
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
 
-    def release(self, scope: str, key: str) -> None:
+    def release(self, scope: str, key: str, *, owner: str | None = None) -> None:
         with self._connection() as conn:
-            conn.execute("DELETE FROM harness_one_idempotency WHERE scope = ? AND key = ?", (scope, key))
+            if owner is None:
+                conn.execute("DELETE FROM harness_one_idempotency WHERE scope = ? AND key = ?", (scope, key))
+            else:
+                conn.execute("DELETE FROM harness_one_idempotency WHERE scope = ? AND key = ? AND owner = ?", (scope, key, owner))
 
     def close(self) -> None:
         with self._lock:
