@@ -1,9 +1,9 @@
-"""Create the small SQLite database the scripted session queries."""
+"""Create the small SQLite database the scripted session queries: ``python examples/make_demo_db.py PATH``."""
 
 from __future__ import annotations
 
+import argparse
 import sqlite3
-import sys
 from pathlib import Path
 
 
@@ -20,4 +20,6 @@ def main(path: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    parser = argparse.ArgumentParser(description="Create the small SQLite database the scripted session queries.")
+    parser.add_argument("path", metavar="PATH", help="the database file to create (its directory is created too)")
+    main(parser.parse_args().path)  # no PATH: the usage and exit 2

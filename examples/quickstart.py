@@ -1,7 +1,8 @@
 """The main job on the embedded defaults: define tools, list them, and call them as an agent would.
 
-Run with ``make demo``. No network, no services: the standard plugins (validation, rate
-limit, logging, metrics) run in process.
+Run with ``.venv/bin/python examples/quickstart.py`` (``make demo`` or ``make test`` creates
+``.venv``; ``make demo`` itself runs the scripted session, ``examples/run-demo.sh``). No network,
+no services: the standard plugins (validation, rate limit, logging, metrics) run in process.
 """
 
 from __future__ import annotations

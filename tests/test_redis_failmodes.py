@@ -334,20 +334,27 @@ def test_the_default_registry_takes_redis_from_the_environment(
 
 
 def test_the_redis_workers_example_shares_one_limit(redis_url: str) -> None:
-    """The example run as its docs say, on a URL that already has a query (``?timeout=1``)."""
+    """The example run as its docs say, on a URL that already has a query (``?timeout=1``).
+
+    The total is checked against the window the example measured (its first admitted call to
+    its last), not against ``--seconds``: the clock starts once the workers are ready, however
+    late a loaded machine starts them, and the window is what the limit refilled over.
+    """
     done = subprocess.run(
         [sys.executable, str(ROOT / "examples" / "redis_workers.py"), redis_url + "?timeout=1", "--seconds", "1"],
         check=False,
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=300,
     )
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == 0, done.stdout + done.stderr
     found = re.search(r"total (\d+) \(one shared limit: 10 \+ 20/s x ([\d.]+) s = (\d+) \+-1\)", done.stdout)
     assert found is not None, done.stdout
     total, window, expected = int(found[1]), float(found[2]), int(found[3])
-    assert window >= 1 and expected == 10 + int(20 * window)  # burst + rate * the time the calls took
+    assert expected == 10 + int(20 * window)  # burst + rate * the window the example measured
     assert abs(total - expected) <= 1, done.stdout  # one limit for four processes, not four
+    assert window > 0.5, done.stdout  # the workers called for about --seconds: not a run too short to tell
+    assert done.stdout.endswith("the shared limit held\n")
 
 
 def test_state_prefix_from_the_configuration_and_the_environment(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 
 import click
 
@@ -21,23 +22,50 @@ def _json_object(text: str, option: str) -> dict[str, object]:
     return value
 
 
-@main.command()
+def _extra(ctx: click.Context, name: str, extra: list[str]) -> click.UsageError:
+    """The usage error for words after NAME: the arguments go in ``--args``."""
+    shown = " ".join(shlex.quote(word) for word in extra)
+    example = shlex.quote(extra[0]) if len(extra) == 1 and extra[0].lstrip().startswith("{") else "'{...}'"
+    return click.UsageError(
+        f"unexpected extra argument{'s' if len(extra) > 1 else ''} ({shown}): pass the tool's arguments with --args, "
+        f"e.g. {ctx.command_path} {shlex.quote(name)} --args {example}",
+        ctx,
+    )
+
+
+# allow_extra_args: words after NAME reach the command, which says how to pass arguments
+# instead of click's bare "Got unexpected extra argument".
+@main.command(context_settings={"allow_extra_args": True})
 @click.argument("name")
 @click.option("--args", "arguments", default="{}", metavar="JSON", help="The arguments, a JSON object.")
 @click.option(
     "--context", "context_json", default=None, metavar="JSON", help="Caller context (e.g. a user id for keyed rate limits)."
 )
 @click.option("--idempotency-key", default=None, help="Replay the first outcome of this key.")
+@click.option(
+    "--strict",
+    is_flag=True,
+    help="Read --args as OpenAI strict mode sends them (export --strict): a null for an optional parameter means absent.",
+)
 @click.pass_context
-def call(ctx: click.Context, name: str, arguments: str, context_json: str | None, idempotency_key: str | None) -> None:
+def call(
+    ctx: click.Context, name: str, arguments: str, context_json: str | None, idempotency_key: str | None, strict: bool
+) -> None:
     """Call tool NAME once and print its answer as JSON; the exit code tells the outcome.
 
     A malformed --args or --context is a usage error (exit 2): what the tool refuses is the
-    tool's answer (exit 4).
+    tool's answer (exit 4). On an error, the text the model would read also goes to stderr.
     """
+    if ctx.args:
+        raise _extra(ctx, name, ctx.args)
     args = _json_object(arguments, "--args")
     context = None if context_json is None else _json_object(context_json, "--context")
-    result = state_of(ctx).registry().try_call(name, args, context=context, idempotency_key=idempotency_key)
+    registry = state_of(ctx).registry()
+    if strict:
+        from .._requests import Request, resolve
+
+        args = resolve(Request(None, name, args, "openai"), registry, strict=True).arguments
+    result = registry.try_call(name, args, context=context, idempotency_key=idempotency_key)
     click.echo(dumps(result.to_dict(), indent=2))
     if not result.ok:
         click.echo(result.for_model(), err=True)

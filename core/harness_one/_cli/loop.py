@@ -55,6 +55,8 @@ class Loop:
     broken: str | None = None
     #: Calls answered ``approval_required``: call id -> (the request's id, the tool's name).
     held: dict[str, tuple[Any, str]] = field(default_factory=dict)
+    #: ``--strict``: read arguments as OpenAI strict mode sends them (nulls for absent optional ones).
+    strict: bool = False
 
     def answer(self, answer: dict[str, Any], name: str) -> None:
         """Write one answer line; a failure to write marks the loop broken (exit 70)."""
@@ -72,7 +74,7 @@ class Loop:
             self.answered -= 1
             self.broken = self.broken or f"cannot write answers: {type(exc).__name__}: {exc}"
         if self.progress is not None:
-            self.progress.write(f"\r{self.answered} answered, {self.errors} errors")
+            self.progress.write(f"\r{self.answered} answered, {_count(self.errors, 'error')}")
             self.progress.flush()
 
     def stopped(self) -> bool:
@@ -94,7 +96,11 @@ class Loop:
 
         try:
             item = parse_line(raw)
-            return resolve(item, self.registry) if isinstance(item, Request) else item
+            if not isinstance(item, Request):
+                return item
+            if self.strict and item.shape == "plain":
+                item.shape = "openai"  # a plain request's arguments are read as an OpenAI call's
+            return resolve(item, self.registry, strict=self.strict)
         except BadRequest as exc:
             self.invalid(lineno, str(exc), exc.request_id)
         except Exception as exc:  # never lose a line, whatever failed
@@ -164,11 +170,16 @@ class Loop:
         lost = self.requests - self.answered
         held = self.counts["held"]
         return (
-            f"harness-one run: {self.requests} requests, {self.counts['ok']} ok, {sum(errors.values())} errors"
+            f"harness-one run: {_count(self.requests, 'request')}, {self.counts['ok']} ok, {_count(sum(errors.values()), 'error')}"
             + (f" ({detail})" if detail else "")
             + (f", {held} held for approval" if held else "")
             + (f"; {lost} NOT ANSWERED" if lost else "")
         )
+
+
+def _count(number: int, noun: str) -> str:
+    """``1 request``, ``2 requests``, ``0 requests``."""
+    return f"{number} {noun}" if number == 1 else f"{number} {noun}s"
 
 
 def _answer_for(rid: Any, result: Any) -> dict[str, Any]:
@@ -299,8 +310,14 @@ async def serve_lines(loop: Loop, source: IO[bytes], concurrency: int, limit: in
 )
 @click.option("--input", "source", type=click.File("rb"), default="-", help="Read requests from this file instead of stdin.")
 @click.option("--fail-on-error", is_flag=True, help="Exit 1 if any answer was an error.")
+@click.option(
+    "--strict",
+    is_flag=True,
+    help="The calls come from a model given export --strict (or --strict-auto): a null it sends for an optional "
+    "parameter means absent, so the default applies (OpenAI calls and plain requests).",
+)
 @click.pass_context
-def run(ctx: click.Context, concurrency: int, output: str, source: IO[bytes], fail_on_error: bool) -> None:
+def run(ctx: click.Context, concurrency: int, output: str, source: IO[bytes], fail_on_error: bool, strict: bool) -> None:
     """The agent loop: JSON Lines requests on stdin, one answer line per request on stdout.
 
     A request is {"id", "name", "arguments"} (optionally "idempotency_key", "context"), an
@@ -319,7 +336,7 @@ def run(ctx: click.Context, concurrency: int, output: str, source: IO[bytes], fa
         ctx.exit(EX_SOFTWARE)
     out = sys.stdout.buffer
     progress = sys.stderr if sys.stderr.isatty() else None
-    loop = Loop(registry, out, text=output == "text", progress=progress)
+    loop = Loop(registry, out, text=output == "text", progress=progress, strict=strict)
     limit = max(2 * registry.limits.max_bytes, 1 << 16)
     events = asyncio.new_event_loop()  # not asyncio.run: on Ctrl-C it would wait for every worker thread
     asyncio.set_event_loop(events)
