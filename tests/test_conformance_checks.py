@@ -120,3 +120,199 @@ def test_the_checks_the_broken_suites_do_not_reach_can_fail(pytester: pytest.Pyt
     assert "to import (load_budget = 0.0 s)" in text
     assert got["TestNotShipped::test_entry_point"] == "FAILED"
     assert got["TestNotStrict::test_strict_openai_export"] == "PASSED"  # labelled cannot be strict: allowed, and named
+
+
+STORES = '''
+import pytest
+from harness_one.state import MemoryBudgets, MemoryStore
+from harness_one.testing import BudgetStoreContract, IdempotencyStoreContract
+
+
+class Unowned:
+    """An idempotency store written before owners."""
+
+    def __init__(self):
+        self.inner = MemoryStore()
+
+    def begin(self, scope, key, fingerprint, now, lease):
+        return self.inner.begin(scope, key, fingerprint, now, lease)
+
+    def renew(self, scope, key, now, lease):
+        return self.inner.renew(scope, key, now, lease)
+
+    def finish(self, scope, key, record):
+        self.inner.finish(scope, key, record)
+
+    def release(self, scope, key):
+        self.inner.release(scope, key)
+
+
+class OwnerBlind(Unowned):
+    """Takes owner= and ignores it: a lapsed owner frees and overwrites another caller's claim."""
+
+    def begin(self, scope, key, fingerprint, now, lease, *, owner=None):
+        return self.inner.begin(scope, key, fingerprint, now, lease)
+
+    def renew(self, scope, key, now, lease, *, owner=None):
+        return self.inner.renew(scope, key, now, lease)
+
+    def finish(self, scope, key, record, *, owner=None, now=None):
+        self.inner.finish(scope, key, record)
+        return True
+
+    def release(self, scope, key, *, owner=None):
+        self.inner.release(scope, key)
+
+
+class OwnersPerHandle(OwnerBlind):
+    """Records shared by its handles, but each handle remembers the owners (and leases) of the claims it made."""
+
+    def __init__(self, records=None):
+        self.inner = MemoryStore() if records is None else records
+        self.owners, self.leases = {}, {}
+
+    def mine(self, key, owner):
+        return owner is None or self.owners.get(key) == owner
+
+    def begin(self, scope, key, fingerprint, now, lease, *, owner=None):
+        found = self.inner.begin(scope, key, fingerprint, now, lease)
+        if found is None:
+            self.owners[key], self.leases[key] = owner, now + lease
+        return found
+
+    def renew(self, scope, key, now, lease, *, owner=None):
+        return self.mine(key, owner) and self.inner.renew(scope, key, now, lease)
+
+    def finish(self, scope, key, record, *, owner=None, now=None):
+        if not self.mine(key, owner) and self.leases.get(key, 0) > now:
+            return False  # another caller's live claim
+        return super().finish(scope, key, record)
+
+    def release(self, scope, key, *, owner=None):
+        if self.mine(key, owner):
+            self.inner.release(scope, key)
+
+
+class Ticketless:
+    """A budget store written before tickets."""
+
+    def __init__(self):
+        self.inner = MemoryBudgets()
+
+    def take(self, run, scope, *, limit, total, now, ttl):
+        return self.inner.take(run, scope, limit=limit, total=total, now=now, ttl=ttl)
+
+    def give_back(self, run, scope):
+        self.inner.give_back(run, scope)
+
+    def used(self, run, scope, *, now):
+        return self.inner.used(run, scope, now=now)
+
+    def forget(self, run):
+        self.inner.forget(run)
+
+
+class TicketBlind(Ticketless):
+    """Takes ticket= and ignores it: a give-back sent twice returns two units."""
+
+    def take(self, run, scope, *, limit, total, now, ttl, ticket=None):
+        return self.inner.take(run, scope, limit=limit, total=total, now=now, ttl=ttl)
+
+    def give_back(self, run, scope, *, ticket=None):
+        self.inner.give_back(run, scope)
+
+
+def idempotency(kind, **flags):
+    fixture = pytest.fixture(lambda self: kind())
+    return type(f"Test{kind.__name__}", (IdempotencyStoreContract,), {"store": fixture, **flags})
+
+
+def budgets(kind, name, **flags):
+    return type(name, (BudgetStoreContract,), {"store": pytest.fixture(lambda self: kind()), **flags})
+
+
+TestUnowned = idempotency(Unowned)
+TestUnownedOff = type("TestUnownedOff", (TestUnowned,), {"has_owners": False})
+TestOwnerBlind = idempotency(OwnerBlind)
+TestOwnerBlindOff = type("TestOwnerBlindOff", (TestOwnerBlind,), {"has_owners": False})
+TestOwnersPerHandle = idempotency(OwnersPerHandle)
+
+
+class TestOwnersPerHandleTwice(IdempotencyStoreContract):
+    @pytest.fixture
+    def store(self):
+        return OwnersPerHandle()
+
+    @pytest.fixture
+    def peer(self, store):
+        return OwnersPerHandle(store.inner)
+
+
+TestTicketless = budgets(Ticketless, "TestTicketless")
+TestTicketlessOff = budgets(Ticketless, "TestTicketlessOff", has_tickets=False)
+TestTicketBlind = budgets(TicketBlind, "TestTicketBlind")
+TestTicketBlindOff = budgets(TicketBlind, "TestTicketBlindOff", has_tickets=False)
+TestKeepsAll = budgets(MemoryBudgets, "TestKeepsAll", kept_tickets=None)
+TestKeepsMore = budgets(MemoryBudgets, "TestKeepsMore", kept_tickets=100)
+'''
+
+OWNER_CHECKS = {
+    "test_a_lapsed_owners_release_frees_nothing_another_claimed",
+    "test_a_lapsed_owners_finish_keeps_another_callers_claim",
+    "test_finish_stores_when_no_one_else_holds_a_live_claim",
+    "test_only_the_owner_renews_its_claim",
+    "test_a_claim_without_owner_is_no_owners",
+}
+TICKET_CHECKS = {
+    "test_a_give_back_sent_twice_returns_the_unit_once",
+    "test_a_take_sent_twice_counts_once",
+    "test_a_runs_tickets_go_with_its_counters",
+    "test_a_run_keeps_the_tickets_of_its_latest_takes",
+}
+
+
+def test_owner_and_ticket_checks_fail_a_store_that_ignores_them_and_switch_off_for_one_written_before(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(test_stores_inner=STORES)
+    text = pytester.runpytest("-p", "no:cacheprovider", "-v").stdout.str()
+    got = dict(re.findall(r"::(\w+::\w+) (PASSED|FAILED|SKIPPED)", text))
+
+    def outcomes(suite: str) -> dict[str, set[str]]:
+        found: dict[str, set[str]] = {}
+        for name, outcome in got.items():
+            if name.startswith(suite + "::"):
+                found.setdefault(outcome, set()).add(name.split("::")[1])
+        return found
+
+    # Written before owners: every owner check fails and says why, unless has_owners = False, which skips them.
+    assert outcomes("TestUnowned")["FAILED"] == OWNER_CHECKS
+    assert "Unowned has begin, renew, finish, release without owner=" in text and "or set has_owners = False" in text
+    assert outcomes("TestUnownedOff").keys() == {"PASSED", "SKIPPED"} and outcomes("TestUnownedOff")["SKIPPED"] == OWNER_CHECKS
+    # Taking owner= and ignoring it: each check whose scenario it breaks fails; a finish that always stores is no harm alone.
+    assert outcomes("TestOwnerBlind")["FAILED"] == OWNER_CHECKS - {"test_finish_stores_when_no_one_else_holds_a_live_claim"}
+    assert outcomes("TestOwnerBlindOff")["FAILED"] == OWNER_CHECKS  # the plugin passes owner=: no switching off
+    assert "OwnerBlind's methods take owner=, so the plugin passes it and relies on this check" in text
+    # Owners kept by the handle that claimed: right through one handle, wrong through a peer's (another worker's).
+    assert "FAILED" not in outcomes("TestOwnersPerHandle")
+    assert outcomes("TestOwnersPerHandleTwice")["FAILED"] == {
+        "test_a_lapsed_owners_release_frees_nothing_another_claimed",
+        "test_a_lapsed_owners_finish_keeps_another_callers_claim",
+        "test_only_the_owner_renews_its_claim",
+        "test_a_claim_without_owner_is_no_owners",
+    }
+    assert outcomes("TestTicketless")["FAILED"] == TICKET_CHECKS
+    assert "Ticketless has take, give_back without ticket=" in text
+    assert outcomes("TestTicketlessOff")["SKIPPED"] == TICKET_CHECKS and "FAILED" not in outcomes("TestTicketlessOff")
+    assert outcomes("TestTicketBlind")["FAILED"] == TICKET_CHECKS
+    assert outcomes("TestTicketBlindOff")["FAILED"] == TICKET_CHECKS
+    # kept_tickets: the number the store declares is checked (the memory store keeps 64, not 100), None skips it.
+    assert outcomes("TestKeepsMore")["FAILED"] == {"test_a_run_keeps_the_tickets_of_its_latest_takes"}
+    assert outcomes("TestKeepsAll")["SKIPPED"] == {"test_a_run_keeps_the_tickets_of_its_latest_takes"}
+    assert "FAILED" not in outcomes("TestKeepsAll")
+    summary = text.split("checks switched off or known to fail", 1)[1]
+    for check in sorted(OWNER_CHECKS):
+        assert f"TestUnownedOff: {check}: TestUnownedOff.has_owners = False (written before owners" in summary
+    for check in sorted(TICKET_CHECKS):
+        assert f"TestTicketlessOff: {check}: TestTicketlessOff.has_tickets = False (written before tickets" in summary
+    assert "TestKeepsAll: test_a_run_keeps_the_tickets_of_its_latest_takes: TestKeepsAll.kept_tickets = None" in summary

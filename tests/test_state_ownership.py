@@ -1,8 +1,12 @@
 """Who may act on shared state: an idempotency claim is released or finished only by its owner (a
 caller whose lease lapsed frees and overwrites nothing another caller claimed since), and a
-budget's give-back (or take) that reaches the store twice counts once, with every store (memory,
-one SQLite file opened twice, a real redis-server) driven by injected times, and through a real
-connection dropped after Redis applied a give-back."""
+budget's give-back (or take) that reaches the store twice counts once, driven by injected times,
+and through a real connection dropped after Redis applied a give-back.
+
+The stores' owner and ticket scenarios are the conformance kit's (``IdempotencyStoreContract``,
+``BudgetStoreContract``): here with two handles on one store, as two workers hold (one SQLite file
+opened twice, two connections to one redis-server); the memory stores, and the budget stores on
+Redis, pass them in tests/test_idempotency.py and tests/test_budget_state.py."""
 
 from __future__ import annotations
 
@@ -19,6 +23,7 @@ from redis_support import RedisServer
 
 from harness_one import IdempotencyConflict, ManualClock, ToolArgumentError, ToolRegistry
 from harness_one.state import Accepts, MemoryBudgets, MemoryStore, Record, SQLiteStore, new_token
+from harness_one.testing import IdempotencyStoreContract
 from harness_one_plugins import BudgetPlugin, IdempotencyPlugin
 
 
@@ -54,67 +59,24 @@ def done(value: Any, expires: float = 1000.0) -> Record:
 # --------------------------------------------------------------------------- idempotency stores
 
 
-def test_a_lapsed_owners_release_frees_nothing_another_claimed(stores: tuple[Any, Any]) -> None:
-    a, b = stores
-    runs = 0
-    runs += a.begin("t", "k", "fp", 0.0, 10.0, owner="A") is None
-    runs += b.begin("t", "k", "fp", 10.0, 10.0, owner="B") is None  # A's lease lapsed: B claims
-    a.release("t", "k", owner="A")  # A's call failed late: B's claim stays
-    held = b.begin("t", "k", "fp", 11.0, 10.0, owner="C")
-    assert held is not None and held.state == "running"  # C meets B's claim, as it must
-    assert runs == 2
-    b.release("t", "k", owner="B")  # the owner's own release frees the key
-    assert a.begin("t", "k", "fp", 12.0, 10.0, owner="D") is None
+class TestSQLiteFileOpenedTwice(IdempotencyStoreContract):
+    @pytest.fixture
+    def store(self, tmp_path: Path) -> SQLiteStore:
+        return SQLiteStore(tmp_path / "idem.sqlite3")
+
+    @pytest.fixture
+    def peer(self, store: SQLiteStore, tmp_path: Path) -> SQLiteStore:
+        return SQLiteStore(tmp_path / "idem.sqlite3")
 
 
-def test_a_lapsed_owners_finish_keeps_another_callers_claim_and_outcome(stores: tuple[Any, Any]) -> None:
-    a, b = stores
-    assert a.begin("t", "k", "fp", 0.0, 10.0, owner="A") is None
-    assert b.begin("t", "k", "fp", 10.0, 10.0, owner="B") is None
-    assert a.finish("t", "k", done("from A"), owner="A", now=12.0) is False  # B's live claim is kept
-    assert b.begin("t", "k", "fp", 13.0, 10.0, owner="C").state == "running"  # type: ignore[union-attr]
-    assert b.finish("t", "k", done("from B"), owner="B", now=14.0) is True
-    assert a.finish("t", "k", done("from A"), owner="A", now=15.0) is False  # nor is B's outcome overwritten
-    assert a.begin("t", "k", "fp", 16.0, 10.0, owner="E").value == "from B"  # type: ignore[union-attr]
+class TestRedisTwoConnections(IdempotencyStoreContract):
+    @pytest.fixture
+    def store(self, redis_url: str) -> Any:
+        return redis_store(redis_url)
 
-
-def test_a_lapsed_owners_outcome_is_kept_when_no_one_else_holds_a_live_claim(stores: tuple[Any, Any]) -> None:
-    a, b = stores
-    assert a.begin("t", "k", "fp", 0.0, 10.0, owner="A") is None
-    assert a.finish("t", "k", done("late"), owner="A", now=20.0) is True  # lapsed, but still its claim
-    assert b.begin("t", "k", "fp", 21.0, 10.0, owner="B").value == "late"  # type: ignore[union-attr]
-    # Another caller claimed meanwhile and died: its lapsed claim does not cost A its outcome.
-    assert a.begin("t", "k2", "fp", 0.0, 10.0, owner="A") is None
-    assert b.begin("t", "k2", "fp", 10.0, 10.0, owner="B") is None
-    assert a.finish("t", "k2", done("A ran"), owner="A", now=25.0) is True
-    assert b.begin("t", "k2", "fp", 26.0, 10.0, owner="C").value == "A ran"  # type: ignore[union-attr]
-    # The key is gone altogether (released by a caller without owners): the outcome is stored.
-    assert a.begin("t", "k3", "fp", 0.0, 10.0, owner="A") is None
-    b.release("t", "k3")
-    assert a.finish("t", "k3", done("kept"), owner="A", now=1.0) is True
-    assert b.begin("t", "k3", "fp", 2.0, 10.0, owner="B").value == "kept"  # type: ignore[union-attr]
-
-
-def test_only_the_owner_renews_its_claim(stores: tuple[Any, Any]) -> None:
-    a, b = stores
-    assert a.begin("t", "k", "fp", 0.0, 10.0, owner="A") is None
-    assert a.renew("t", "k", 5.0, 10.0, owner="A") is True
-    assert b.begin("t", "k", "fp", 15.0, 10.0, owner="B") is None  # A's renewals stopped: B claims
-    assert a.renew("t", "k", 16.0, 10.0, owner="A") is False  # A learns it lost the claim
-    assert b.begin("t", "k", "fp", 25.0, 10.0, owner="C") is None  # and did not extend B's lease
-
-
-def test_a_claim_without_owner_is_no_owners(stores: tuple[Any, Any]) -> None:
-    """A claim by a caller without owners (an older harness-one) is another caller's claim."""
-    a, b = stores
-    assert a.begin("t", "k", "fp", 0.0, 10.0) is None
-    b.release("t", "k", owner="X")
-    assert b.renew("t", "k", 1.0, 10.0, owner="X") is False
-    assert b.finish("t", "k", done("X"), owner="X", now=2.0) is False
-    assert b.begin("t", "k", "fp", 3.0, 10.0, owner="Y").state == "running"  # type: ignore[union-attr]
-    assert a.renew("t", "k", 4.0, 10.0) is True  # without owner: as before
-    a.release("t", "k")
-    assert b.begin("t", "k", "fp", 5.0, 10.0, owner="Y") is None
+    @pytest.fixture
+    def peer(self, redis_url: str) -> Any:
+        return redis_store(redis_url)
 
 
 async def test_the_asyncio_twins_check_the_owner(redis_url: str) -> None:
@@ -344,53 +306,15 @@ def test_tokens_are_unique_and_a_forked_child_draws_its_own() -> None:
 # --------------------------------------------------------------------------- budgets
 
 
-@pytest.fixture(params=["memory", "redis"])
-def budget_store(request: pytest.FixtureRequest) -> Any:
-    if request.param == "memory":
-        return MemoryBudgets()
-    return redis_budgets(request.getfixturevalue("redis_url"))
-
-
-def take(store: Any, ticket: str, limit: int = 3) -> int:
-    return int(store.take("r", "t", limit=limit, total=None, now=0.0, ttl=60.0, ticket=ticket))
-
-
-def test_a_give_back_sent_twice_returns_the_unit_once(budget_store: Any) -> None:
-    assert [take(budget_store, f"t{i}") for i in range(3)] == [0, 0, 0]
-    budget_store.give_back("r", "t", ticket="t2")  # the third call never ran
-    budget_store.give_back("r", "t", ticket="t2")  # the same give-back, sent again after its reply was lost
-    assert budget_store.used("r", "t", now=0.0) == 2 and budget_store.used("r", "*", now=0.0) == 2
-    assert [take(budget_store, f"u{i}") for i in range(2)] == [0, 1]  # one more call, not two: 3 ran on a budget of 3
-    budget_store.give_back("r", "t", ticket="never-taken")
-    budget_store.give_back("r", "t", ticket="u1")  # refused: it counted nothing, so nothing comes back
-    assert budget_store.used("r", "t", now=0.0) == 3
-
-
-def test_a_take_sent_twice_counts_once(budget_store: Any) -> None:
-    assert take(budget_store, "t0", limit=2) == 0
-    assert take(budget_store, "t0", limit=2) == 0  # sent again: the same take, admitted, not counted
-    assert budget_store.used("r", "t", now=0.0) == 1
-    assert take(budget_store, "t1", limit=2) == 0 and take(budget_store, "t2", limit=2) == 1
-    budget_store.give_back("r", "t", ticket="t0")
-    assert take(budget_store, "t0", limit=2) == 0 and budget_store.used("r", "t", now=0.0) == 2  # given back: a new take
-
-
-def test_a_runs_tickets_go_with_its_counters(budget_store: Any) -> None:
-    assert take(budget_store, "t0") == 0
-    assert budget_store.take("r", "t", limit=3, total=None, now=61.0, ttl=60.0, ticket="t1") == 0  # expired: counts from zero
-    budget_store.give_back("r", "t", ticket="t0")  # a take of the forgotten counters: nothing to give back
-    assert budget_store.used("r", "t", now=61.0) == 1
-
-
-def test_a_run_keeps_the_tickets_of_its_last_64_takes(budget_store: Any) -> None:
-    assert [take(budget_store, f"t{i}", limit=100) for i in range(70)] == [0] * 70
-    budget_store.give_back("r", "t", ticket="t5")  # 64 takes of the run came since: the unit stays used
-    assert budget_store.used("r", "t", now=0.0) == 70
-    for ticket in ("t69", "t6", "t6"):  # the latest, and the oldest kept (twice: once)
-        budget_store.give_back("r", "t", ticket=ticket)
-    assert budget_store.used("r", "t", now=0.0) == 68
-    if hasattr(budget_store, "link"):  # Redis: one field of 17 bytes per ticket kept
-        assert len(budget_store.link.command("HGET", budget_store._key("r"), "t")) == 17 * 62
+def test_redis_keeps_a_runs_tickets_in_17_bytes_each(redis_url: str) -> None:
+    """The kit checks which tickets a run keeps (the last 64); Redis keeps each as one field's 17 bytes."""
+    store = redis_budgets(redis_url)
+    taken = [store.take("r", "t", limit=None, total=None, now=0.0, ttl=60.0, ticket=f"t{i}") for i in range(70)]
+    assert taken == [0] * 70
+    for ticket in ("t69", "t6"):  # the latest, and the oldest kept
+        store.give_back("r", "t", ticket=ticket)
+    assert store.used("r", "t", now=0.0) == 68
+    assert len(store.link.command("HGET", store._key("r"), "t")) == 17 * 62
 
 
 class DroppingProxy:

@@ -27,7 +27,8 @@ from .._clock import ManualClock
 from .._errors import RateLimitExceeded, ToolArgumentError
 from .._policies import CircuitBreakerPolicy
 from .._registry import ToolRegistry
-from ..state import Record
+from ..state import Accepts, Record
+from ..state._protocols import KEPT_TICKETS
 from ._suite import BoundedClock, Suite
 from ._tools import _names_field
 
@@ -42,6 +43,32 @@ __all__ = [
 ]
 
 PluginFactory = Callable[..., Any]
+
+#: The methods the standard plugins pass ``owner=`` / ``ticket=`` to, when all that a store has take it.
+_OWNER_METHODS = ("begin", "renew", "finish", "release", "abegin", "arenew", "afinish", "arelease")
+_TICKET_METHODS = ("take", "give_back", "atake", "agive_back")
+
+
+def _keyword_flag(suite: Suite, flag: str, keyword: str, methods: tuple[str, ...], store: Any, meaning: str) -> None:
+    """Check that ``suite``'s capability ``flag`` says what the plugin sees (whether every method of
+    ``methods`` that ``store`` has takes ``keyword``), and switch the running check off when it is off."""
+    lacking = [m for m in methods if hasattr(store, m) and not Accepts(keyword, m)(store)]
+    kind = type(store).__name__
+    if getattr(suite, flag):
+        assert not lacking, (
+            f"{kind} has {', '.join(lacking)} without {keyword}=, so the plugin calls the store without it: "
+            f"add {keyword}= to each of {', '.join(methods)} the store has, or set {flag} = False"
+        )
+        return
+    assert lacking, (
+        f"{kind}'s methods take {keyword}=, so the plugin passes it and relies on this check: {flag} = False cannot switch it off"
+    )
+    suite.switched_off(flag, meaning)
+
+
+def _done(value: Any) -> Record:
+    """A successful outcome, kept until 1000."""
+    return Record("fp", "done", 1000.0, True, value)
 
 
 class RateLimitBackendContract(Suite, standard=True, provided=("backend",)):
@@ -243,12 +270,30 @@ class ValidationPluginContract(Suite, standard=True, provided=("make_plugin",)):
         assert _names_field(err.value, "query"), f"the refusal does not name 'query': {err.value}"
 
 
-class IdempotencyStoreContract(Suite, standard=True, provided=("store",)):
-    """What an idempotency store (``begin``/``finish``/``release``) must do."""
+class IdempotencyStoreContract(Suite, standard=True, provided=("store", "peer")):
+    """What an idempotency store (``begin``/``renew``/``finish``/``release``) must do.
+
+    Capability: ``has_owners`` (default True): the four methods take ``owner=`` (``finish`` also
+    ``now=``) and, given it, act only on that owner's claim. A store written before owners sets
+    it False: the plugin calls it without them, and the owner checks are switched off.
+    ``peer`` is a second handle on the same records, as another worker holds (the file opened
+    again, a second connection); by default ``store`` itself. The owner checks claim with one
+    handle and act with the other.
+    """
+
+    has_owners: bool = True
 
     @pytest.fixture
     def store(self) -> Any:  # pragma: no cover - provided by the implementer
         raise NotImplementedError
+
+    @pytest.fixture
+    def peer(self, store: Any) -> Any:
+        return store
+
+    def needs_owners(self, store: Any) -> None:
+        """Go on only if the store keeps owners (``has_owners``, which must say what the plugin sees)."""
+        _keyword_flag(self, "has_owners", "owner", _OWNER_METHODS, store, "written before owners: called without owner=")
 
     def test_first_begin_owns_the_key(self, store: Any) -> None:
         assert store.begin("tool", "k", "fp1", 100.0, 30.0) is None
@@ -306,6 +351,64 @@ class IdempotencyStoreContract(Suite, standard=True, provided=("store",)):
         for t in threads:
             t.join()
         assert owners == [1]
+
+    def test_a_lapsed_owners_release_frees_nothing_another_claimed(self, store: Any, peer: Any) -> None:
+        self.needs_owners(store)
+        runs = 0
+        runs += store.begin("tool", "k", "fp", 0.0, 10.0, owner="A") is None
+        runs += peer.begin("tool", "k", "fp", 10.0, 10.0, owner="B") is None  # A's lease lapsed: B claims
+        store.release("tool", "k", owner="A")  # A's call failed late: B's claim stays
+        held = peer.begin("tool", "k", "fp", 11.0, 10.0, owner="C")
+        assert held is not None and held.state == "running"  # C meets B's claim
+        assert runs == 2
+        peer.release("tool", "k", owner="B")  # the owner's own release frees the key
+        assert store.begin("tool", "k", "fp", 12.0, 10.0, owner="D") is None
+
+    def test_a_lapsed_owners_finish_keeps_another_callers_claim(self, store: Any, peer: Any) -> None:
+        self.needs_owners(store)
+        assert store.begin("tool", "k", "fp", 0.0, 10.0, owner="A") is None
+        assert peer.begin("tool", "k", "fp", 10.0, 10.0, owner="B") is None
+        assert store.finish("tool", "k", _done("from A"), owner="A", now=12.0) is False  # B's live claim is kept
+        assert peer.begin("tool", "k", "fp", 13.0, 10.0, owner="C").state == "running"
+        assert peer.finish("tool", "k", _done("from B"), owner="B", now=14.0) is True
+        assert store.finish("tool", "k", _done("from A"), owner="A", now=15.0) is False  # nor is B's outcome overwritten
+        assert store.begin("tool", "k", "fp", 16.0, 10.0, owner="E").value == "from B"
+
+    def test_finish_stores_when_no_one_else_holds_a_live_claim(self, store: Any, peer: Any) -> None:
+        self.needs_owners(store)
+        assert store.begin("tool", "k", "fp", 0.0, 10.0, owner="A") is None
+        assert store.finish("tool", "k", _done("late"), owner="A", now=20.0) is True  # lapsed, but still A's claim
+        assert peer.begin("tool", "k", "fp", 21.0, 10.0, owner="B").value == "late"
+        # Another caller claimed meanwhile and died: its lapsed claim does not cost A its outcome.
+        assert store.begin("tool", "k2", "fp", 0.0, 10.0, owner="A") is None
+        assert peer.begin("tool", "k2", "fp", 10.0, 10.0, owner="B") is None
+        assert store.finish("tool", "k2", _done("A ran"), owner="A", now=25.0) is True
+        assert peer.begin("tool", "k2", "fp", 26.0, 10.0, owner="C").value == "A ran"
+        # The key is gone (released by a caller without owners): the outcome is stored.
+        assert store.begin("tool", "k3", "fp", 0.0, 10.0, owner="A") is None
+        peer.release("tool", "k3")
+        assert store.finish("tool", "k3", _done("kept"), owner="A", now=1.0) is True
+        assert peer.begin("tool", "k3", "fp", 2.0, 10.0, owner="B").value == "kept"
+
+    def test_only_the_owner_renews_its_claim(self, store: Any, peer: Any) -> None:
+        self.needs_owners(store)
+        assert store.begin("tool", "k", "fp", 0.0, 10.0, owner="A") is None
+        assert store.renew("tool", "k", 5.0, 10.0, owner="A") is True
+        assert peer.begin("tool", "k", "fp", 15.0, 10.0, owner="B") is None  # A's renewals stopped: B claims
+        assert store.renew("tool", "k", 16.0, 10.0, owner="A") is False  # A learns it lost the claim
+        assert peer.begin("tool", "k", "fp", 25.0, 10.0, owner="C") is None  # and did not extend B's lease
+
+    def test_a_claim_without_owner_is_no_owners(self, store: Any, peer: Any) -> None:
+        """A claim made without ``owner`` (an older harness-one) is another caller's claim, and acts as before."""
+        self.needs_owners(store)
+        assert store.begin("tool", "k", "fp", 0.0, 10.0) is None
+        peer.release("tool", "k", owner="X")
+        assert peer.renew("tool", "k", 1.0, 10.0, owner="X") is False
+        assert peer.finish("tool", "k", _done("X"), owner="X", now=2.0) is False
+        assert peer.begin("tool", "k", "fp", 3.0, 10.0, owner="Y").state == "running"
+        assert store.renew("tool", "k", 4.0, 10.0) is True  # without owner: as before
+        store.release("tool", "k")
+        assert peer.begin("tool", "k", "fp", 5.0, 10.0, owner="Y") is None
 
 
 class ConcurrencySlotsContract(Suite, standard=True, provided=("slots",)):
@@ -463,7 +566,17 @@ class CircuitStoreContract(Suite, standard=True, provided=("circuits",)):
 
 
 class BudgetStoreContract(Suite, standard=True, provided=("store",)):
-    """What a per-run budget store (``take``/``give_back``/``used``/``forget``) must do."""
+    """What a per-run budget store (``take``/``give_back``/``used``/``forget``) must do.
+
+    Capabilities: ``has_tickets`` (default True): ``take`` and ``give_back`` take ``ticket=``, a
+    give-back applies at most once per ticket and a take sent again counts nothing more; a store
+    written before tickets sets it False (the plugin calls it without them). ``kept_tickets``
+    (default 64, the standard stores'): how many of a run's latest tickets the store keeps; a
+    give-back of an older one leaves the unit used. None switches that check off.
+    """
+
+    has_tickets: bool = True
+    kept_tickets: int | None = KEPT_TICKETS
 
     @pytest.fixture
     def store(self) -> Any:  # pragma: no cover - provided by the implementer
@@ -475,6 +588,10 @@ class BudgetStoreContract(Suite, standard=True, provided=("store",)):
         limits.setdefault("now", 0.0)
         limits.setdefault("ttl", 60.0)
         return int(store.take(run, scope, **limits))
+
+    def needs_tickets(self, store: Any) -> None:
+        """Go on only if the store keeps tickets (``has_tickets``, which must say what the plugin sees)."""
+        _keyword_flag(self, "has_tickets", "ticket", _TICKET_METHODS, store, "written before tickets: called without ticket=")
 
     def test_counts_up_to_the_limit_per_scope_and_run(self, store: Any) -> None:
         assert [self.take(store, limit=2) for _ in range(3)] == [0, 0, 1]
@@ -532,3 +649,45 @@ class BudgetStoreContract(Suite, standard=True, provided=("store",)):
         for t in threads:
             t.join()
         assert len(admitted) == 5 and store.used("r", "hot", now=0.0) == 5
+
+    def test_a_give_back_sent_twice_returns_the_unit_once(self, store: Any) -> None:
+        self.needs_tickets(store)
+        assert [self.take(store, limit=3, ticket=f"t{i}") for i in range(3)] == [0, 0, 0]
+        store.give_back("r", "t", ticket="t2")  # the third call never ran
+        store.give_back("r", "t", ticket="t2")  # the same give-back, sent again after its reply was lost
+        assert store.used("r", "t", now=0.0) == 2 and store.used("r", "*", now=0.0) == 2
+        assert [self.take(store, limit=3, ticket=f"u{i}") for i in range(2)] == [0, 1]  # one more call, not two
+        store.give_back("r", "t", ticket="never-taken")
+        store.give_back("r", "t", ticket="u1")  # refused: it counted nothing, so nothing comes back
+        assert store.used("r", "t", now=0.0) == 3
+
+    def test_a_take_sent_twice_counts_once(self, store: Any) -> None:
+        self.needs_tickets(store)
+        assert self.take(store, limit=2, ticket="t0") == 0
+        assert self.take(store, limit=2, ticket="t0") == 0  # sent again: the same take, admitted, not counted
+        assert store.used("r", "t", now=0.0) == 1
+        assert self.take(store, limit=2, ticket="t1") == 0 and self.take(store, limit=2, ticket="t2") == 1
+        assert self.take(store, limit=2, ticket="t1") == 0  # sent again with the budget spent: still admitted
+        store.give_back("r", "t", ticket="t0")
+        assert self.take(store, limit=2, ticket="t0") == 0  # given back: a new take
+        assert store.used("r", "t", now=0.0) == 2
+
+    def test_a_runs_tickets_go_with_its_counters(self, store: Any) -> None:
+        self.needs_tickets(store)
+        assert self.take(store, limit=3, ticket="t0") == 0
+        assert self.take(store, limit=3, ticket="t1", now=61.0) == 0  # idle for the ttl: counts from zero
+        store.give_back("r", "t", ticket="t0")  # a take of the forgotten counters: nothing to give back
+        assert store.used("r", "t", now=61.0) == 1
+
+    def test_a_run_keeps_the_tickets_of_its_latest_takes(self, store: Any) -> None:
+        self.needs_tickets(store)
+        kept = self.kept_tickets
+        if kept is None:
+            self.switched_off("kept_tickets", "which of a run's older tickets the store forgets is not checked")
+        takes = kept + 6
+        assert [self.take(store, ticket=f"t{i}") for i in range(takes)] == [0] * takes
+        store.give_back("r", "t", ticket="t5")  # `kept` takes of the run came since: the unit stays used
+        assert store.used("r", "t", now=0.0) == takes
+        for ticket in (f"t{takes - 1}", "t6", "t6"):  # the latest, and the oldest kept (twice: once)
+            store.give_back("r", "t", ticket=ticket)
+        assert store.used("r", "t", now=0.0) == takes - 2
