@@ -477,3 +477,20 @@ def test_a_string_is_never_taken_for_a_long_integer(note: str) -> None:
 
     [answer] = dispatch_openai(reg, [_openai_call(json.dumps({"base": 10, "note": note}), name="power")])
     assert json.loads(answer["content"], parse_int=str) == {"value": "1" + "0" * 5000, "note": note, note: [note]}
+
+
+@pytest.mark.parametrize("fmt", ["anthropic", "gemini", "mcp"])
+def test_strict_mode_for_a_format_without_one_is_refused(fmt: str) -> None:
+    """``export --format anthropic --strict`` printed a non-strict export without a word."""
+    from click.testing import CliRunner
+
+    from harness_one._cli import main
+
+    reg = ToolRegistry(autoload=False)
+    reg.add(lambda a: a, name="echo")
+    for strict in (True, "auto"):
+        with pytest.raises(ValueError, match=f"strict mode is OpenAI's: the '{fmt}' format has none"):
+            reg.export(fmt, strict=strict)
+    assert reg.export(fmt).tools  # without strict mode as before
+    result = CliRunner().invoke(main, ["export", "--format", fmt, "--strict"])
+    assert result.exit_code == 2 and "strict mode is OpenAI's" in result.output

@@ -528,6 +528,8 @@ def export_tools(tools: Iterable[Tool], format: str, *, strict: bool | str = Fal
     check_format(format)
     if strict not in (True, False, "auto"):
         raise ValueError(f"strict must be True, False or 'auto', not {strict!r}")
+    if strict and format not in ("openai", "openai-responses"):
+        raise ValueError(f"strict mode is OpenAI's: the {format!r} format has none (export it with strict=False)")
     tools = list(tools)
     pieces = reuse._pieces if reuse is not None and (reuse.format, reuse.strict) == (format, strict) else None
     result = Export(format=format, strict=strict, tools=[], names=NameMap())

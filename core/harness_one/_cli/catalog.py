@@ -129,6 +129,8 @@ def export(ctx: click.Context, fmt: str, strict: bool, strict_auto: bool, names:
         raise click.UsageError(str(exc)) from None
     except ToolDefinitionError as exc:
         raise click.ClickException(str(exc)) from None
+    except ValueError as exc:  # --strict for a format without strict mode
+        raise click.UsageError(str(exc)) from None
     click.echo(dumps(result.tools, indent=2))
     for tool, notes in result.notes.items():
         for note in notes:
