@@ -13,6 +13,7 @@ from urllib.parse import ParseResult, parse_qsl, unquote, urlencode, urlparse, u
 from .._redact import redact
 from ._memory import MemoryBuckets, MemoryBudgets, MemoryCircuits, MemorySlots, MemoryStore
 from ._protocols import BudgetStore, CircuitStore, ConcurrencySlots, IdempotencyStore, RateLimitBackend
+from ._sqlite import positive_seconds
 
 __all__ = ["REDIS_SCHEMES", "State", "open_state", "split_redis_url"]
 
@@ -57,7 +58,8 @@ class State:
     """The backends of one registry, created on first use and then shared by its plugins.
 
     ``url``: ``None`` or ``"memory:"`` (this process), ``"sqlite:///PATH"`` or a plain file
-    path (idempotency records in a SQLite file; other state in this process), or
+    path (idempotency records in a SQLite file; other state in this process; ``?timeout=2``
+    sets the seconds an operation waits for the file, default 10), or
     ``"redis://host:port/db"`` / ``"rediss://..."`` (everything in Redis, shared by every
     process and host using it; ``"redis+cluster://node:port"`` for a Redis Cluster; ``?prefix=app:`` namespaces the keys, ``?timeout=0.25`` sets
     the seconds to wait for Redis). ``prefix`` overrides the URL's prefix. A Redis state has
@@ -73,8 +75,11 @@ class State:
                 f"unknown state URL {_shown(url)}: use 'memory:', 'sqlite:///PATH', 'redis://HOST:PORT/DB' or a file path"
             )
         self.path: Path | None = None
+        self._sqlite_timeout: float | None = None
         if self.scheme == "sqlite":
             self.path = _sqlite_path(url or "", parsed)
+            if parsed.scheme:  # a plain path has no options: '?' is part of the file's name
+                self._sqlite_timeout = _sqlite_timeout(url or "", parsed.query)
         if self.redis:
             if importlib.util.find_spec("redis") is None:
                 raise ValueError(f"state URL {_shown(url)} needs the Redis client: pip install 'harness-one[redis]'")
@@ -128,13 +133,13 @@ class State:
             return self._redis("idempotency", "RedisStore")  # type: ignore[no-any-return]
         if self.path is None:
             return self._once("idempotency", MemoryStore)  # type: ignore[no-any-return]
-        path = self.path
+        path, timeout = self.path, self._sqlite_timeout
 
         def make() -> Any:
             from ._sqlite import SQLiteStore
 
             path.parent.mkdir(parents=True, exist_ok=True)
-            return SQLiteStore(path)
+            return SQLiteStore(path) if timeout is None else SQLiteStore(path, timeout=timeout)
 
         return self._once("idempotency", make)  # type: ignore[no-any-return]
 
@@ -199,6 +204,20 @@ def _sqlite_path(url: str, parsed: ParseResult) -> Path:
     if not raw or raw == "/":
         raise ValueError(f"state URL {_shown(url)} names no file: use 'sqlite:///PATH'")
     return Path(raw).expanduser()
+
+
+def _sqlite_timeout(url: str, query: str) -> float | None:
+    """The ``?timeout=`` of a ``sqlite:`` URL (None: the store's default); any other option is refused,
+    as is a timeout that is not a number of seconds above 0."""
+    timeout = None
+    for name, value in parse_qsl(query, keep_blank_values=True):
+        if name != "timeout":
+            raise ValueError(
+                f"state URL {_shown(url)} has the option {name!r}: a SQLite state URL takes only 'timeout'"
+                " (write a '?' in the file's name as %3F)"
+            )
+        timeout = positive_seconds(value, "the SQLite state URL's timeout")
+    return timeout
 
 
 def _shown(url: str | None) -> str:

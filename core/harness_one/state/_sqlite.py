@@ -2,17 +2,39 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import math
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any, TypeVar
 
 from ._protocols import Record, StateUnavailable
 
-__all__ = ["SQLiteStore", "WallClock"]
+__all__ = ["SQLiteStore", "WallClock", "positive_seconds"]
+
+_T = TypeVar("_T")
+
+#: The longest wait SQLite's busy timeout can express (a C int of milliseconds, about 24.8 days).
+_MAX_TIMEOUT = (2**31 - 1) / 1000
+
+#: The deadline of an attempt that waits for nothing (``time.monotonic`` is past it).
+_AT_ONCE = -1.0
+
+
+def positive_seconds(value: float | str, what: str) -> float:
+    """``value`` as a number of seconds above 0 and finite, else ``ValueError`` naming ``what``."""
+    try:
+        found = float(value)
+    except (TypeError, ValueError):
+        found = math.nan
+    if not found > 0 or math.isinf(found):
+        raise ValueError(f"{what} must be a number of seconds above 0, not {value!r}")
+    return found
 
 
 class WallClock:
@@ -25,8 +47,6 @@ class WallClock:
         time.sleep(max(seconds, 0.0))
 
     async def asleep(self, seconds: float) -> None:
-        import asyncio
-
         await asyncio.sleep(max(seconds, 0.0))
 
 
@@ -41,12 +61,22 @@ class SQLiteStore:
     (locked by another connection past ``timeout``, read-only, full, gone) raises
     :class:`StateUnavailable`, so the plugin's ``on_state_error`` decides, as for Redis.
     A claim's ``owner`` is a column of its row (added to a file made before owners).
+
+    ``timeout`` (seconds above 0, at most SQLite's 24.8 days; default 10) bounds each
+    operation's wait for the file: the threads of a process share one connection, and a thread
+    queued behind another waits only what is left of its own ``timeout``, so every caller gives
+    up about ``timeout`` after it asked, however many wait. The ``a...`` twins do the work at
+    once when the connection and the file are free, and otherwise wait in a thread
+    (``asyncio.to_thread``), their ``timeout`` counted from when they are awaited: ``acall``
+    never waits for the file on the event loop.
     """
 
     def __init__(self, path: str | Path, *, timeout: float = 10.0) -> None:
         self.path = str(path)
+        self.timeout = min(positive_seconds(timeout, "the SQLite store's timeout"), _MAX_TIMEOUT)
+        self._whole = self._waits = int(self.timeout * 1000)  # SQLite's busy timeout: whole, and as set now (ms)
         self._lock = threading.Lock()
-        self._conn = sqlite3.connect(self.path, timeout=timeout, isolation_level=None, check_same_thread=False)
+        self._conn = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None, check_same_thread=False)
         self._conn.execute("PRAGMA journal_mode=WAL")
         self._conn.execute("PRAGMA synchronous=NORMAL")
         self._conn.execute(
@@ -64,21 +94,52 @@ class SQLiteStore:
         self._ops = 0
 
     @contextmanager
-    def _connection(self) -> Iterator[sqlite3.Connection]:
-        """The connection, one thread at a time; SQLite's errors as :class:`StateUnavailable` (locked, full,
-        read-only, a file corrupted since it was opened: ``DatabaseError``, not only ``OperationalError``)."""
-        with self._lock:
-            try:
-                yield self._conn
-            except sqlite3.DataError as exc:  # a value SQLite cannot hold (past its string limit): not stored
-                raise ValueError(f"The SQLite state cannot hold this value: {exc}.") from exc
-            except sqlite3.Error as exc:
-                raise StateUnavailable(f"The SQLite state at {self.path} cannot be used now: {exc}.") from exc
+    def _connection(self, deadline: float | None = None) -> Iterator[sqlite3.Connection]:
+        """The connection, one thread at a time, until ``deadline`` (``time.monotonic``; None: ``timeout``
+        from now); SQLite's errors as :class:`StateUnavailable` (locked, full, read-only, a file
+        corrupted since it was opened: ``DatabaseError``, not only ``OperationalError``)."""
+        if deadline is None and self._lock.acquire(blocking=False):
+            until = None  # no one else was using it: SQLite's busy timeout is the whole wait
+        else:  # wait for the connection, then for the file, both within one deadline
+            until = time.monotonic() + self.timeout if deadline is None else deadline
+            if not self._lock.acquire(timeout=max(until - time.monotonic(), 0.0)):
+                raise StateUnavailable(f"The SQLite state at {self.path} cannot be used now: busy past {self.timeout:g} s.")
+        try:
+            waits = self._whole if until is None else max(int((until - time.monotonic()) * 1000), 0)
+            if waits != self._waits:  # what is left of this operation's wait (set only when it changes)
+                self._conn.execute(f"PRAGMA busy_timeout = {waits}")
+                self._waits = waits
+            yield self._conn
+        except sqlite3.DataError as exc:  # a value SQLite cannot hold (past its string limit): not stored
+            raise ValueError(f"The SQLite state cannot hold this value: {exc}.") from exc
+        except sqlite3.Error as exc:
+            raise StateUnavailable(f"The SQLite state at {self.path} cannot be used now: {exc}.") from exc
+        finally:
+            self._lock.release()
+
+    async def _off_loop(self, work: Callable[..., _T], *args: Any) -> _T:
+        """``work(*args, deadline)``: at once if the connection and the file are free, else in a thread,
+        its deadline ``timeout`` from now (not from when a thread is free)."""
+        deadline = time.monotonic() + self.timeout
+        try:  # a thread costs more than the work (100 us and more a call): only to wait
+            return work(*args, _AT_ONCE)
+        except StateUnavailable:  # busy (or failing): nothing was written, so the thread does it all
+            return await asyncio.to_thread(work, *args, deadline)
 
     def begin(
         self, scope: str, key: str, fingerprint: str, now: float, lease: float, *, owner: str | None = None
     ) -> Record | None:
-        with self._connection() as conn:
+        return self._begin(scope, key, fingerprint, now, lease, owner, None)
+
+    async def abegin(
+        self, scope: str, key: str, fingerprint: str, now: float, lease: float, *, owner: str | None = None
+    ) -> Record | None:
+        return await self._off_loop(self._begin, scope, key, fingerprint, now, lease, owner)
+
+    def _begin(
+        self, scope: str, key: str, fingerprint: str, now: float, lease: float, owner: str | None, deadline: float | None
+    ) -> Record | None:
+        with self._connection(deadline) as conn:
             conn.execute("BEGIN IMMEDIATE")
             try:
                 self._ops += 1
@@ -111,8 +172,14 @@ class SQLiteStore:
                 raise
 
     def renew(self, scope: str, key: str, now: float, lease: float, *, owner: str | None = None) -> bool:
+        return self._renew(scope, key, now, lease, owner, None)
+
+    async def arenew(self, scope: str, key: str, now: float, lease: float, *, owner: str | None = None) -> bool:
+        return await self._off_loop(self._renew, scope, key, now, lease, owner)
+
+    def _renew(self, scope: str, key: str, now: float, lease: float, owner: str | None, deadline: float | None) -> bool:
         mine = "" if owner is None else " AND owner = ?"
-        with self._connection() as conn:
+        with self._connection(deadline) as conn:
             cursor = conn.execute(
                 "UPDATE harness_one_idempotency SET expires = ? WHERE scope = ? AND key = ? AND state = 'running' AND expires > ?"
                 + mine,
@@ -121,12 +188,18 @@ class SQLiteStore:
             return cursor.rowcount > 0
 
     def finish(self, scope: str, key: str, record: Record, *, owner: str | None = None, now: float | None = None) -> bool:
+        return self._finish(scope, key, record, owner, now, None)
+
+    async def afinish(self, scope: str, key: str, record: Record, *, owner: str | None = None, now: float | None = None) -> bool:
+        return await self._off_loop(self._finish, scope, key, record, owner, now)
+
+    def _finish(self, scope: str, key: str, record: Record, owner: str | None, now: float | None, deadline: float | None) -> bool:
         try:  # TypeError/ValueError for non-JSON values: the caller releases the key
             value = json.dumps(record.value)
             error = None if record.error is None else json.dumps(record.error)
         except RecursionError as exc:  # nested past what json.dumps follows: not storable either
             raise ValueError(f"the outcome is nested too deeply to store: {exc}") from None
-        with self._connection() as conn:
+        with self._connection(deadline) as conn:
             if owner is None:  # whatever the key holds (a row gone meanwhile is not brought back)
                 cursor = conn.execute(
                     "UPDATE harness_one_idempotency SET state = ?, expires = ?, ok = ?, value = ?, error = ?, owner = NULL"
@@ -155,7 +228,13 @@ class SQLiteStore:
                 raise
 
     def release(self, scope: str, key: str, *, owner: str | None = None) -> None:
-        with self._connection() as conn:
+        self._release(scope, key, owner, None)
+
+    async def arelease(self, scope: str, key: str, *, owner: str | None = None) -> None:
+        await self._off_loop(self._release, scope, key, owner)
+
+    def _release(self, scope: str, key: str, owner: str | None, deadline: float | None) -> None:
+        with self._connection(deadline) as conn:
             if owner is None:
                 conn.execute("DELETE FROM harness_one_idempotency WHERE scope = ? AND key = ?", (scope, key))
             else:

@@ -1,0 +1,218 @@
+"""The SQLite state under a write lock held elsewhere: one deadline per operation, ``?timeout=``, ``acall``.
+
+Another connection's ``BEGIN IMMEDIATE`` holds the file's write lock as another process would.
+Bounds are multiples of the configured timeout with wide margins: before the fix the waits
+added up (the last of N threads waited about N timeouts).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness_one import ToolRegistry
+from harness_one.state import AsyncIdempotencyStore, Record, SQLiteStore, State, StateUnavailable
+from harness_one_plugins import IdempotencyPlugin
+
+TIMEOUT = 0.25  # the store's wait for the file in these tests
+THREADS = 8
+
+
+@pytest.fixture
+def path(tmp_path: Path) -> Path:
+    return tmp_path / "state.sqlite3"
+
+
+@pytest.fixture
+def locked(path: Path) -> Iterator[sqlite3.Connection]:
+    """The file, made, with its write lock held by another connection until the test ends."""
+    SQLiteStore(path).close()
+    other = sqlite3.connect(path, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")
+    yield other
+    if other.in_transaction:
+        other.execute("ROLLBACK")
+    other.close()
+
+
+def in_threads(n: int, work: Any) -> list[tuple[float, Any]]:
+    """``work(i)`` in ``n`` threads started together: each one's seconds and answer (or exception)."""
+    barrier = threading.Barrier(n)
+    found: list[tuple[float, Any]] = []
+
+    def run(i: int) -> None:
+        barrier.wait()
+        start = time.monotonic()
+        try:
+            answer = work(i)
+        except Exception as exc:
+            answer = exc
+        found.append((time.monotonic() - start, answer))
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(n)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    return found
+
+
+def registry_with(store: SQLiteStore, mode: str = "closed") -> tuple[ToolRegistry, IdempotencyPlugin, list[int]]:
+    plugin = IdempotencyPlugin(store=store, on_state_error=mode)
+    reg = ToolRegistry(plugins={"idempotency": plugin}, autoload=False)
+    runs: list[int] = []
+    reg.add(lambda: runs.append(1) or "done", name="work")
+    return reg, plugin, runs
+
+
+def test_threads_waiting_for_a_locked_file_give_up_together(path: Path, locked: sqlite3.Connection) -> None:
+    """Each operation waits ``timeout`` from when it asked, not behind the threads queued before it."""
+    store = SQLiteStore(path, timeout=TIMEOUT)
+    found = in_threads(THREADS, lambda i: store.begin("t", f"k{i}", "fp", time.time(), 30.0, owner=f"o{i}"))
+    assert [type(answer) for _, answer in found] == [StateUnavailable] * THREADS
+    assert sum(seconds < 3 * TIMEOUT for seconds, _ in found) == THREADS  # was up to THREADS x TIMEOUT
+    assert sum(seconds >= TIMEOUT / 2 for seconds, _ in found) == THREADS  # none gave up before its time
+    locked.execute("ROLLBACK")
+    assert store.begin("t", "k0", "fp", time.time(), 30.0, owner="o0") is None
+
+
+@pytest.mark.parametrize("mode", ["closed", "open"])
+def test_calls_waiting_for_a_locked_file_take_the_fail_mode_together(path: Path, locked: sqlite3.Connection, mode: str) -> None:
+    """``closed``: every keyed call fails with ``StateUnavailable``; ``open``: every one runs
+    unprotected; each after about one timeout, not one per thread queued before it."""
+    reg, plugin, runs = registry_with(SQLiteStore(path, timeout=TIMEOUT), mode)
+    found = in_threads(THREADS, lambda i: reg.try_call("work", idempotency_key=f"k{i}"))
+    assert sum(seconds < 3 * TIMEOUT for seconds, _ in found) == THREADS
+    if mode == "closed":
+        assert [result.error.kind for _, result in found] == ["state_unavailable"] * THREADS
+        assert runs == [] and plugin.fail.failed_closed == THREADS
+    else:
+        assert [result.value for _, result in found] == ["done"] * THREADS
+        assert len(runs) == THREADS and plugin.fail.failed_open == THREADS
+
+
+# --------------------------------------------------------------------------- ?timeout= in the URL
+
+
+def test_the_state_urls_timeout_is_the_stores(path: Path, locked: sqlite3.Connection) -> None:
+    state = State(f"sqlite://{path}?timeout={TIMEOUT}")
+    store = state.idempotency()
+    assert isinstance(store, SQLiteStore) and store.timeout == TIMEOUT
+    reg = ToolRegistry(state=f"sqlite://{path}?timeout={TIMEOUT}", autoload=False)
+    reg.add(lambda: "done", name="work")
+    start = time.monotonic()
+    refused = reg.try_call("work", idempotency_key="k")
+    assert refused.error is not None and refused.error.kind == "state_unavailable"
+    assert time.monotonic() - start < 20 * TIMEOUT  # the default is 10 s (40 x TIMEOUT)
+    assert State(f"sqlite://{path}").idempotency().timeout == 10.0  # type: ignore[attr-defined]
+    assert State(f"sqlite://{path.parent}/a%3Fb.db").path == path.parent / "a?b.db"  # a '?' in the name
+
+
+@pytest.mark.parametrize("option", ["timeout=0", "timeout=-1", "timeout=abc", "timeout=", "timeout=inf", "timeout=nan"])
+def test_a_bad_timeout_in_the_state_url_is_refused(path: Path, option: str) -> None:
+    with pytest.raises(ValueError, match="the SQLite state URL's timeout must be a number of seconds above 0"):
+        State(f"sqlite://{path}?{option}")
+    assert not path.exists()  # refused before the file is made
+
+
+@pytest.mark.parametrize("option", ["timout=2", "mode=ro", "b.db"])
+def test_an_unknown_option_in_a_sqlite_state_url_is_refused(path: Path, option: str) -> None:
+    """Ignored before: ``?timout=2`` kept 10 s, and ``sqlite:///a?b.db`` wrote the file ``a``."""
+    name = option.partition("=")[0]
+    with pytest.raises(ValueError, match=f"has the option '{name}': a SQLite state URL takes only 'timeout'"):
+        State(f"sqlite://{path}?{option}")
+
+
+@pytest.mark.parametrize("timeout", [0, -1.0, float("nan"), float("inf")])
+def test_a_store_refuses_a_timeout_that_is_not_a_wait(path: Path, timeout: float) -> None:
+    with pytest.raises(ValueError, match="the SQLite store's timeout must be a number of seconds above 0"):
+        SQLiteStore(path, timeout=timeout)
+
+
+# --------------------------------------------------------------------------- acall
+
+
+async def test_acall_waits_for_a_locked_file_off_the_event_loop(path: Path, locked: sqlite3.Connection) -> None:
+    """The loop runs this coroutine while the call waits for the file; released, the call claims the key."""
+    store = SQLiteStore(path, timeout=3.0)
+    reg, _, runs = registry_with(store)
+    task = asyncio.create_task(reg.acall("work", idempotency_key="k"))
+    for _ in range(300):  # until the call's thread holds the connection, waiting for the file
+        if store._lock.locked():
+            break
+        await asyncio.sleep(0.01)
+    assert not task.done()  # a call blocking the loop would have ended, failed, before this ran
+    locked.execute("ROLLBACK")
+    assert await task == "done" and runs == [1]
+    assert await reg.acall("work", idempotency_key="k") == "done" and runs == [1]  # replayed
+
+
+async def test_acalls_waiting_for_a_locked_file_give_up_together(path: Path, locked: sqlite3.Connection) -> None:
+    """With one worker thread, the calls queued for it count their wait from when they asked:
+    all fail about one timeout after they started, not one timeout after another."""
+    asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(1))
+    reg, plugin, runs = registry_with(SQLiteStore(path, timeout=TIMEOUT))
+    start = time.monotonic()
+    found = await asyncio.gather(*(reg.atry_call("work", idempotency_key=f"k{i}") for i in range(4)))
+    assert time.monotonic() - start < 3 * TIMEOUT  # was 4 x TIMEOUT, the loop blocked meanwhile
+    assert [result.error.kind for result in found if result.error] == ["state_unavailable"] * 4
+    assert runs == [] and plugin.fail.failed_closed == 4
+
+
+async def test_an_operation_after_a_shorter_wait_waits_its_whole_timeout(path: Path) -> None:
+    """A twin's attempt at once sets SQLite's wait to nothing; the next operation waits its own timeout."""
+    store = SQLiteStore(path, timeout=TIMEOUT)
+    assert await store.abegin("t", "k", "fp", time.time(), 30.0) is None  # the file was free
+    other = sqlite3.connect(path, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")
+    try:
+        start = time.monotonic()
+        with pytest.raises(StateUnavailable):
+            store.begin("t", "k2", "fp", time.time(), 30.0)
+        assert time.monotonic() - start >= TIMEOUT / 2  # gave up at once when the wait stayed at 0
+    finally:
+        other.execute("ROLLBACK")
+        other.close()
+
+
+async def test_the_sqlite_asyncio_twins_answer_as_the_methods(tmp_path: Path) -> None:
+    a, b = SQLiteStore(tmp_path / "idem.sqlite3"), SQLiteStore(tmp_path / "idem.sqlite3")
+    assert isinstance(a, AsyncIdempotencyStore)
+    done = Record("fp", "done", 1000.0, True, "B")
+    assert await a.abegin("t", "k", "fp", 0.0, 10.0, owner="A") is None
+    assert await b.abegin("t", "k", "fp", 10.0, 10.0, owner="B") is None  # A's lease lapsed
+    await a.arelease("t", "k", owner="A")  # frees nothing B holds
+    assert await a.afinish("t", "k", Record("fp", "done", 1000.0, True, "A"), owner="A", now=11.0) is False
+    assert await a.arenew("t", "k", 12.0, 10.0, owner="A") is False
+    assert await b.arenew("t", "k", 12.0, 10.0, owner="B") is True
+    assert await b.afinish("t", "k", done, owner="B", now=13.0) is True
+    assert await a.abegin("t", "k", "fp", 14.0, 10.0, owner="D") == done
+    with pytest.raises(TypeError):  # not JSON: the caller releases the key, as with finish
+        await a.afinish("t", "k2", Record("fp", "done", 1000.0, True, {1, 2}), owner="A", now=1.0)
+
+
+async def test_the_twins_of_a_free_file_take_no_thread(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A thread costs more than the work (a keyed acall took 4 times as long): the twins use one
+    only to wait for the file."""
+    reg, _, runs = registry_with(SQLiteStore(tmp_path / "free.sqlite3"))
+
+    async def awork() -> str:  # an async tool: acall runs a sync one in a thread
+        runs.append(1)
+        return "done"
+
+    reg.add(awork)
+
+    def no_thread(*args: Any) -> Any:
+        raise AssertionError("a thread for a free file")
+
+    monkeypatch.setattr(asyncio, "to_thread", no_thread)
+    assert await reg.acall("awork", idempotency_key="k") == "done"
+    assert await reg.acall("awork", idempotency_key="k") == "done" and runs == [1]
