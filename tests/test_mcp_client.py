@@ -52,7 +52,7 @@ SERVER = textwrap.dedent(
     @server.tool(annotations=ToolAnnotations(destructive_hint=True))
     def fail() -> str:
         """Always fails."""
-        raise ToolError("remote says no")
+        raise ToolError("remote says no to postgres://app:s3cret@db/x")
 
     @server.tool()
     async def sleep(seconds: float) -> str:
@@ -145,6 +145,7 @@ def test_remote_error_is_a_tool_execution_error(plain: tuple[ToolRegistry, Remot
     result = registry.try_call("s_fail")
     assert isinstance(result.error, ToolExecutionError)
     assert "failed on MCP server 'sdk'" in result.error.message and "remote says no" in result.error.message
+    assert "postgres://[REDACTED]@db/x" in result.error.message and "s3cret" not in result.for_model()  # a remote's text too
     assert isinstance(result.error.cause, RemoteToolError) and result.error.cause.tool == "fail"
     refused = registry.try_call("s_files_read", {"path": 3})  # checked here, before the remote sees it
     assert refused.error is not None and refused.error.kind == "invalid_arguments"

@@ -175,7 +175,7 @@ def test_serve_options_default_to_serve_https_bounds() -> None:
     from harness_one.mcp._command import serve
 
     defaults = {p.name: p.default for p in serve.params}
-    assert defaults["limit_concurrency"] == _server.LIMIT_CONCURRENCY == 512
+    assert (defaults["limit_concurrency"] or None) is _server.LIMIT_CONCURRENCY is None  # opt-in: idle sockets count
     assert defaults["timeout_keep_alive"] == _server.TIMEOUT_KEEP_ALIVE == 5
     assert defaults["header_timeout"] == _server.HEADER_TIMEOUT == 10.0
 
@@ -286,3 +286,57 @@ async def test_sessions_idle_past_the_timeout_are_forgotten() -> None:
         assert (await client.post("/mcp", json=call("ping_tool"), headers=first)).status_code == 404
         assert (await client.post("/mcp", json=call("ping_tool"), headers=second)).status_code == 404
         assert answer(await client.post("/mcp", json=call("ping_tool"), headers=third))["result"]
+
+
+# ---------------------------------------------------------------- the review of the above
+
+
+async def test_a_principal_given_to_the_server_only_binds_its_sessions() -> None:
+    """``http_app(reg, server=create_server(reg, principal=P))``: the guard used default_principal (None for all)."""
+    reg = registry()
+    principal = lambda request: request.headers.get("x-user")  # noqa: E731
+    app = http_app(reg, server=create_server(reg, principal=principal))
+    async with http(app) as client:
+        alice = await open_session(client, **{"x-user": "alice"})
+        stolen = await client.post("/mcp", json=call("whoami"), headers=alice | {"x-user": "bob"})
+        assert stolen.status_code == 404
+        mine = answer(await client.post("/mcp", json=call("whoami"), headers=alice))
+        assert json.loads(mine["result"]["content"][0]["text"])["mcp_principal"] == "alice"
+
+
+async def test_a_body_the_sdks_parser_refuses_is_left_to_it() -> None:
+    """A UTF-8 BOM (or a "\\ud800" escape) before an odd id got -32600: the SDK's parser refuses the body (-32700)."""
+    async with http(http_app(registry(), stateless=True)) as client:
+        for body in (b'\xef\xbb\xbf{"jsonrpc":"2.0","id":1.5,"method":"ping"}', b'{"jsonrpc":"2.0","id":1.5,"method":"\\ud800"}'):
+            answered = await client.post("/mcp", content=body, headers=HEADERS | {"content-type": "application/json"})
+            assert answered.status_code == 400 and answered.json()["error"]["code"] == -32700, answered.text
+
+
+def test_serve_refuses_a_header_timeout_that_is_not_a_number(tmp_path: Path) -> None:
+    """``--header-timeout nan`` was accepted and failed every connection (uvloop cannot wait NaN seconds)."""
+    from click.testing import CliRunner
+
+    from harness_one._cli import main
+
+    result = CliRunner().invoke(main, ["serve", "--transport", "http", "--header-timeout", "nan"])
+    assert result.exit_code == 2 and "not nan" in result.output
+
+
+async def test_the_header_timeout_does_not_cut_a_longer_keep_alive(tmp_path: Path) -> None:
+    """With --timeout-keep-alive 30 and --header-timeout 1, an idle connection closed after 1 s."""
+    with http_server(tmp_path, "--header-timeout", "0.3", "--timeout-keep-alive", "3") as url:
+        with connections(url, 1) as (conn,):
+            found = re.match(r"http://([^/]+)(/.*)", url)
+            assert found is not None
+            ping = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "ping"}).encode()
+            head = f"POST {found.group(2)} HTTP/1.1\r\nHost: {found.group(1)}\r\nContent-Type: application/json\r\n"
+            head += "Accept: application/json, text/event-stream\r\nmcp-protocol-version: 2025-11-25\r\n"
+            conn.sendall(head.encode() + f"Content-Length: {len(ping)}\r\n\r\n".encode() + ping)
+            assert conn.recv(65536).startswith(b"HTTP/1.1 ")
+            conn.settimeout(1.5)  # five header timeouts of silence: the connection is still open (no EOF)
+            while True:
+                try:
+                    chunk = conn.recv(65536)
+                except TimeoutError:
+                    break
+                assert chunk, "the server closed the idle connection before its keep-alive timeout"

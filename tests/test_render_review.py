@@ -11,8 +11,17 @@ from typing import Any
 
 import pytest
 
-from harness_one import RateLimitExceeded, RetryableError, ToolArgumentError, ToolError, ToolRegistry, ToolTimeout, hookimpl
-from harness_one._errors import ERROR_TEXT_LIMIT, PROBLEMS_LIMIT, ArgumentProblem, capped
+from harness_one import (
+    RateLimitExceeded,
+    Redactor,
+    RetryableError,
+    ToolArgumentError,
+    ToolError,
+    ToolRegistry,
+    ToolTimeout,
+    hookimpl,
+)
+from harness_one._errors import ERROR_TEXT_LIMIT, PROBLEMS_LIMIT, ArgumentProblem, ToolExecutionError, capped, outside_text
 from harness_one._render import dumps, fingerprint, json_data
 from harness_one.dispatch import dispatch
 
@@ -255,3 +264,47 @@ def test_a_plugins_internal_error_is_masked_too() -> None:
     assert err is not None and err.message == (
         "Internal error in plugin 'broken' while calling 'one': ConnectionError: redis://[REDACTED]@cache:6379 refused"
     )
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "max_tokens: 200000 > 64000",
+        "input_tokens=250000, max_tokens=4096",
+        'usage: {"input_tokens": 10, "output_tokens": 5}',
+        "Invalid auth: method must be basic",
+        "GPIO pin: 17 is busy",
+        "signature: mismatch in header",
+        "credentials_file: /etc/app/gcp.json does not exist",
+        "KeyError: 'password'",
+    ],
+)
+def test_masking_leaves_what_the_model_needs_to_act(text: str) -> None:
+    """The log redactor's keys matched inside words (max_tokens) and short names (pin, auth): the model lost numbers."""
+    assert outside_text(text) == text
+
+
+def test_masking_reads_only_what_can_be_shown(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A text whose masking shrank it was masked whole: 992 KB of keys on their own lines took 11.8 s."""
+    from harness_one import _redact
+
+    seen: list[int] = []
+    real = _redact.mask_secrets
+    monkeypatch.setattr(_redact, "mask_secrets", lambda text: seen.append(len(text)) or real(text))
+    hostile = "password=" + "a" * 20_000 + " " + "token:\n1 " * 108_000
+    shown = ToolExecutionError(ValueError(hostile)).message
+    assert seen == [2 * ERROR_TEXT_LIMIT] and "aaaa" not in shown and f"{len(hostile):,} characters in all" in shown
+
+
+def test_a_secret_value_straddling_the_log_cut_is_masked() -> None:
+    """Redactor.text cut before replacing secret values: a copy straddling the cut showed 1,095 characters of a key."""
+    key = "-----BEGIN PRIVATE KEY-----\n" + "G6Nb" * 420 + "\n-----END PRIVATE KEY-----"
+    shown = Redactor(values=[key]).text("loaded keys: " + " ".join([key] * 5))
+    assert "G6Nb" not in shown and shown.startswith("loaded keys: [REDACTED] [REDACTED]")
+
+
+def test_an_exception_given_as_a_tool_errors_message_is_masked() -> None:
+    """``raise ToolError(exc)``: the exception's text is another's, as a ToolExecutionError's is."""
+    err = ToolError(RuntimeError("connect to postgres://app:s3cret@db/x failed; password=hunter2"))
+    assert err.message == "connect to postgres://[REDACTED]@db/x failed; password=[REDACTED]"
+    assert ToolError("written by the tool: password=shown").message == "written by the tool: password=shown"

@@ -85,6 +85,10 @@ def raise_stubborn() -> None:
     raise Stubborn("x", "y")
 
 
+def raise_stubborn_secret() -> None:
+    raise Stubborn("cannot connect to postgres://app:", "s3cret@db/x")
+
+
 def leave_behind() -> int:
     """Start ``sleep 300`` and return its pid without waiting for it."""
     return subprocess.Popen(["sleep", "300"]).pid

@@ -66,11 +66,12 @@ def capped(text: str, limit: int = ERROR_TEXT_LIMIT) -> str:
 
 
 def outside_text(text: str) -> str:
-    """Text harness-one did not write (an exception's) as an error shows it to the model: secrets
-    masked as logs mask them (URL user-info, values after secret key names), cut as :func:`capped` cuts.
+    """Text harness-one did not write (an exception's, a remote server's) as an error shows it to
+    the model: URL user-info and the values of secret keys masked (``mask_secrets``), cut as
+    :func:`capped` cuts.
 
-    Only what can be shown is masked (masking costs ~0.2 us a character): the first twice
-    :data:`ERROR_TEXT_LIMIT` characters, or all of it when masking shrank that below the limit.
+    Only what can be shown is read (masking costs up to ~0.3 us a character): the first twice
+    :data:`ERROR_TEXT_LIMIT` characters; the rest is never shown, even when masking shortened them.
     """
     from ._redact import mask_secrets  # on a failure only: not imported with harness_one
 
@@ -78,7 +79,9 @@ def outside_text(text: str) -> str:
     if len(text) <= window:
         return capped(mask_secrets(text))
     head = mask_secrets(text[:window])
-    return capped(head + text[window:] if len(head) > ERROR_TEXT_LIMIT else mask_secrets(text))
+    if len(head) > ERROR_TEXT_LIMIT:
+        return capped(head + text[window:])  # (cut within the masked head; the count is the whole text's)
+    return f"{head}\n[error text truncated: {len(text):,} characters in all]"
 
 
 def exception_text(exc: BaseException) -> str:
@@ -91,11 +94,12 @@ def exception_text(exc: BaseException) -> str:
 
 
 def _text(message: Any) -> str:
-    """An error's message as the model reads it: text (``str()`` of anything else), capped."""
+    """An error's message as the model reads it: text, capped; anything else (``ToolError(exc)``)
+    is another's text, masked as :func:`outside_text` masks it."""
     if type(message) is not str:
         from ._render import text_of  # rare: imported when first needed
 
-        message = text_of(message)
+        return outside_text(text_of(message))
     return capped(message)
 
 

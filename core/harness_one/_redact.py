@@ -7,7 +7,16 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-__all__ = ["REDACTED", "SECRET_KEYS", "Redactor", "is_secret_key", "mask_secrets", "redact", "without_userinfo"]
+__all__ = [
+    "MODEL_SECRET_KEYS",
+    "REDACTED",
+    "SECRET_KEYS",
+    "Redactor",
+    "is_secret_key",
+    "mask_secrets",
+    "redact",
+    "without_userinfo",
+]
 
 REDACTED = "[REDACTED]"
 
@@ -72,6 +81,7 @@ _TEXT_VALUE = re.compile(
     r"""|((?:bearer|basic|token|digest|negotiate)[ \t]+)?[^\s,;&'"<>(){}\[\]]+""",
     re.IGNORECASE,
 )
+_BLANK = re.compile(r"\s*")
 _MAX_TEXT = 2000
 _SCAN = 4 * _MAX_TEXT  # text searched for user-info and keys: what is shown and a margin, whatever came
 _MAX_ITEMS = 100  # entries shown per container: what is logged stays small whatever came
@@ -128,11 +138,23 @@ class Redactor:
         values: exact secret strings (API keys, passwords) masked wherever they appear in text.
     """
 
-    def __init__(self, keys: Iterable[str] = SECRET_KEYS, *, extra_keys: Iterable[str] = (), values: Iterable[str] = ()) -> None:
+    def __init__(
+        self,
+        keys: Iterable[str] = SECRET_KEYS,
+        *,
+        extra_keys: Iterable[str] = (),
+        values: Iterable[str] = (),
+        last_words: bool = False,
+    ) -> None:
         keys, extra_keys, values = (_items(given) for given in (keys, extra_keys, values))
         words = {_normal(k) for k in (*keys, *extra_keys) if _normal(k)}
         self._long = tuple(sorted(w for w in words if len(w) >= 5))
         self._short = frozenset(w for w in words if len(w) < 5)
+        #: With ``last_words``, a key is secret when its last words are a secret key's words
+        #: (``db_password``, ``X-API-Key``, ``access_token``; not ``max_tokens`` nor ``password_file``).
+        self._last: tuple[tuple[str, ...], ...] | None = None
+        if last_words:
+            self._last = tuple({tuple(w.lower() for w in _WORD.findall(k)) for k in (*keys, *extra_keys)} - {()})
         self._values = tuple(sorted({v for v in values if v}, key=len, reverse=True))
         self._cache: dict[str, bool] = {}
 
@@ -141,17 +163,22 @@ class Redactor:
         text = str(key) if not isinstance(key, str) else key
         found = self._cache.get(text)
         if found is None:
-            joined = _normal(text)
-            tokens = {t.lower() for t in _WORD.findall(text)}
-            found = any(w in joined for w in self._long) or bool(tokens & self._short) or joined in self._short
+            if self._last is not None:
+                words = tuple(t.lower() for t in _WORD.findall(text))
+                found = any(words[-len(last) :] == last for last in self._last)
+            else:
+                joined = _normal(text)
+                tokens = {t.lower() for t in _WORD.findall(text)}
+                found = any(w in joined for w in self._long) or bool(tokens & self._short) or joined in self._short
             if len(self._cache) < 4096:
                 self._cache[text] = found
         return found
 
     def text(self, value: str) -> str:
         """``value`` masked as :meth:`mask` masks it, cut to 2,000 characters."""
+        value = self._without_values(value)  # whole: a cut could leave part of a secret value to show
         size = len(value)
-        value = self.mask(value[:_SCAN] if size > _SCAN else value)
+        value = self._mask_structure(value[:_SCAN] if size > _SCAN else value)
         if size > _MAX_TEXT:
             value = f"{value[:_MAX_TEXT]}... ({size} characters)"
         return value
@@ -162,9 +189,16 @@ class Redactor:
 
         Linear in the text's length, but about 0.2 us a character: bound what is given.
         """
+        return self._mask_structure(self._without_values(value))
+
+    def _without_values(self, value: str) -> str:
         for secret in self._values:
             if secret in value:
                 value = value.replace(secret, REDACTED)
+        return value
+
+    def _mask_structure(self, value: str) -> str:
+        """URL user-info and the values after secret key names masked."""
         if ":" in value or "=" in value or "," in value:  # every user-info and key separator holds one
             value = self._mask_keyed(without_userinfo(value))
         return value
@@ -178,7 +212,7 @@ class Redactor:
                 continue
             start = key.end()
             if text[start : start + 1] in ("\n", "\r"):  # a quoted, bracketed value on the next line (JSON)
-                ahead = len(text) - len(text[start:].lstrip())
+                ahead = _BLANK.match(text, start).end()  # type: ignore[union-attr]  # (always matches; no copy of the rest)
                 start = ahead if text[ahead : ahead + 1] in ("'", '"', "{", "[") else start
             if text[start : start + 1] in ("{", "[") and not text.startswith(REDACTED, start):  # an object or array: all of it
                 end = _closing(text, start)
@@ -237,9 +271,36 @@ class Redactor:
 _DEFAULT = Redactor()
 
 
+#: The keys whose values are masked in errors the model reads: unambiguous secret names only,
+#: matched on a key's last words (``pin``, ``auth``, ``signature`` and ``max_tokens`` would
+#: hide numbers and words the model needs to act on the error).
+MODEL_SECRET_KEYS = (
+    "password",
+    "passwd",
+    "passphrase",
+    "pwd",
+    "secret",
+    "token",
+    "api_key",
+    "apikey",
+    "access_key",
+    "private_key",
+    "ssh_key",
+    "authorization",
+    "bearer",
+    "jwt",
+    "cookie",
+    "credentials",
+    "session_id",
+    "sessionid",
+)
+_MODEL = Redactor(MODEL_SECRET_KEYS, last_words=True)
+
+
 def mask_secrets(text: str) -> str:
-    """``text`` with secrets masked as logs mask them (:meth:`Redactor.mask`, the default keys), not cut."""
-    return _DEFAULT.mask(text)
+    """``text`` as an error the model reads shows it: URL user-info and the values of
+    :data:`MODEL_SECRET_KEYS` masked (:meth:`Redactor.mask`), not cut."""
+    return _MODEL.mask(text)
 
 
 def is_secret_key(key: Any) -> bool:

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from . import _worker
 from ._call import Lingering
-from ._errors import ToolBusy, ToolCancelled, ToolDefinitionError, ToolError, ToolExecutionError, ToolTimeout
+from ._errors import ToolBusy, ToolCancelled, ToolDefinitionError, ToolError, ToolExecutionError, ToolTimeout, outside_text
 
 if TYPE_CHECKING:
     from ._call import Call
@@ -450,7 +450,7 @@ def _remote_error(call: Call, pickled: bytes | None, described: dict[str, Any], 
             exc = ToolError.from_dict(
                 {
                     "type": "ToolExecutionError",
-                    "message": f"Tool '{call.tool.name}' failed: {kind}: {message or kind}",
+                    "message": f"Tool '{call.tool.name}' failed: {kind}: {outside_text(message) or kind}",
                     "cause": kind,
                     "tool": call.tool.name,
                     "call_id": call.call_id,

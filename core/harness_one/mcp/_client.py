@@ -50,7 +50,7 @@ from harness_one import (
     ToolTimeout,
     __version__,
 )
-from harness_one._errors import ERROR_TEXT_LIMIT, capped
+from harness_one._errors import ERROR_TEXT_LIMIT, capped, outside_text
 from harness_one._log import log_event
 from harness_one._redact import without_userinfo
 from harness_one._render import safe_text
@@ -387,7 +387,7 @@ class RemoteServer:
 
     def _failed(self, cause: RemoteToolError, local: str) -> ToolExecutionError:
         err = ToolExecutionError(cause, tool=local)
-        err.message = f"Tool '{local}' failed on MCP server '{self.spec.name}': {cause.text}"
+        err.message = f"Tool '{local}' failed on MCP server '{self.spec.name}': {outside_text(cause.text)}"
         err.args = (err.message,)
         err.retry_after = cause.retry_after
         return err

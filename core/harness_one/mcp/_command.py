@@ -5,6 +5,7 @@ Importing this module imports click only; the SDK loads when the command runs.
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -24,6 +25,13 @@ def _registry(ctx: click.Context) -> ToolRegistry:
         raise click.UsageError("'serve' runs as a harness-one subcommand: harness-one serve ...")
     registry: ToolRegistry = build()
     return registry
+
+
+def _finite(value: float) -> float:
+    """A number of seconds click's range let through: NaN compares false with both bounds."""
+    if math.isnan(value):
+        raise click.BadParameter("must be a number of seconds, not nan")
+    return value
 
 
 @click.command("serve")
@@ -65,9 +73,9 @@ def _registry(ctx: click.Context) -> ToolRegistry:
 @click.option(
     "--limit-concurrency",
     type=click.IntRange(min=0),
-    default=512,
+    default=0,
     show_default=True,
-    help="HTTP: at most this many connections or requests at once, then 503 (0: no bound).",
+    help="HTTP: at most this many open connections (idle ones and event streams count) or requests at once, then 503 (0: no bound).",
 )
 @click.option(
     "--timeout-keep-alive",
@@ -79,7 +87,8 @@ def _registry(ctx: click.Context) -> ToolRegistry:
 )
 @click.option(
     "--header-timeout",
-    type=click.FloatRange(min=0),
+    type=click.FloatRange(min=0, max=1e6),
+    callback=lambda ctx, param, value: _finite(value),
     default=10.0,
     show_default=True,
     metavar="SECONDS",

@@ -38,6 +38,7 @@ from mcp.shared.exceptions import MCPError
 from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
 from mcp_types import INVALID_PARAMS, INVALID_REQUEST, CallToolRequestParams, ErrorData, JSONRPCError, PaginatedRequestParams
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
+from pydantic_core import from_json
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.requests import Request
@@ -370,6 +371,9 @@ def _wire_meta(meta: Mapping[str, Any]) -> dict[str, Any]:
 class _Server(Server[dict[str, Any]]):
     """The SDK's low-level server, advertising ``tools.listChanged`` to handshake-era clients by default."""
 
+    #: How it finds a request's principal (``create_server(principal=)``): ``http_app`` binds sessions with it.
+    harness_principal: Principal = default_principal
+
     def create_initialization_options(
         self,
         notification_options: NotificationOptions | None = None,
@@ -410,6 +414,7 @@ def create_server(
         on_call_tool=bridge.call_tool,  # type: ignore[arg-type]
         on_subscriptions_listen=ListenHandler(bridge.bus),
     )
+    server.harness_principal = bridge.principal
     if tracing is None:
         from opentelemetry import trace
 
@@ -455,8 +460,8 @@ def _bad_id(body: bytes) -> bool:
     if _ODD_ID.search(body) is None and b"\\u006" not in body:
         return False
     try:
-        message = json.loads(body)
-    except (ValueError, RecursionError):  # the SDK answers it
+        message = from_json(body)  # the SDK's parser: what it refuses (a BOM, "\ud800") it answers -32700 itself
+    except ValueError:
         return False
     if type(message) is not dict or "id" not in message or "method" not in message:
         return False
@@ -657,7 +662,7 @@ def http_app(
     )
     guard = Middleware(
         _Guard,
-        principal=principal or default_principal,
+        principal=principal if principal is not None else getattr(server, "harness_principal", default_principal),
         stateless=stateless,
         max_body_size=limit,
         security=security,
@@ -681,11 +686,13 @@ async def serve_stdio(registry: ToolRegistry, *, server: Server[Any] | None = No
         await server.run(read, write, server.create_initialization_options())
 
 
-#: :func:`serve_http`'s bounds on connections: at most this many connections or requests at once (then 503)...
-LIMIT_CONCURRENCY = 512
+#: :func:`serve_http`'s bounds on connections: no bound on connections at once by default (uvicorn counts idle
+#: ones and every session's open event stream: 512 idle sockets answered every other client 503) ...
+LIMIT_CONCURRENCY: int | None = None
 #: ... an idle keep-alive connection closed after this many seconds (uvicorn's default) ...
 TIMEOUT_KEEP_ALIVE = 5
-#: ... and one that has not sent a request's headers this many seconds after it opened or after its last response.
+#: ... and one that has not sent a request's headers this many seconds after it opened (or after its last
+#: response, when that is longer than the keep-alive timeout).
 HEADER_TIMEOUT = 10.0
 
 
@@ -695,10 +702,12 @@ class _HeaderDeadline(asyncio.Protocol):
 
     The deadline is armed when the connection opens and when a response is complete; when it passes, a
     connection with no request under way since (``cycle``, the request being answered, is still the one of
-    that moment, and answered) is closed. uvicorn's own keep-alive timeout closes an idle one sooner.
+    that moment, and answered) is closed. After a response the bound is at least ``keep_alive`` (uvicorn's
+    own keep-alive timeout closes an idle one then): a longer ``--timeout-keep-alive`` is not cut short.
     """
 
     header_timeout: float = HEADER_TIMEOUT
+    keep_alive: float = TIMEOUT_KEEP_ALIVE
     cycle: Any
     transport: Any
     _deadline: asyncio.TimerHandle | None = None
@@ -710,18 +719,18 @@ class _HeaderDeadline(asyncio.Protocol):
 
     def on_response_complete(self) -> None:
         super().on_response_complete()  # type: ignore[misc]  # uvicorn's protocol, after this class in the MRO
-        self._arm()
+        self._arm(max(self.header_timeout, self.keep_alive + 1.0))
 
     def connection_lost(self, exc: Exception | None) -> None:
         if self._deadline is not None:
             self._deadline.cancel()
         super().connection_lost(exc)
 
-    def _arm(self) -> None:
+    def _arm(self, seconds: float | None = None) -> None:
         if self._deadline is not None:
             self._deadline.cancel()
         self._armed_for = self.cycle
-        self._deadline = asyncio.get_running_loop().call_later(self.header_timeout, self._expire)
+        self._deadline = asyncio.get_running_loop().call_later(seconds or self.header_timeout, self._expire)
 
     def _expire(self) -> None:
         self._deadline = None
@@ -732,13 +741,16 @@ class _HeaderDeadline(asyncio.Protocol):
             transport.close()
 
 
-def _http_protocol(header_timeout: float | None) -> Any:
+def _http_protocol(header_timeout: float | None, keep_alive: float) -> Any:
     """uvicorn's ``http`` setting: its own choice (httptools when installed, else h11), with the header deadline."""
     if header_timeout is None:
         return "auto"
+    if not (math.isfinite(header_timeout) and header_timeout > 0):
+        raise ValueError(f"header_timeout must be a positive number of seconds or None, not {header_timeout!r}")
     from uvicorn.protocols.http.auto import AutoHTTPProtocol
 
-    return type("HeaderDeadlineProtocol", (_HeaderDeadline, AutoHTTPProtocol), {"header_timeout": header_timeout})
+    settings = {"header_timeout": header_timeout, "keep_alive": keep_alive}
+    return type("HeaderDeadlineProtocol", (_HeaderDeadline, AutoHTTPProtocol), settings)
 
 
 async def serve_http(
@@ -754,7 +766,8 @@ async def serve_http(
 ) -> None:
     """Serve ``http_app(registry, **options)`` with uvicorn; the URL (real port for ``port=0``) goes to stderr.
 
-    At most ``limit_concurrency`` connections or requests at once (then 503; None: no bound); an idle
+    At most ``limit_concurrency`` connections or requests at once (then 503; None, the default: no bound; uvicorn
+    counts idle connections and each session's open event stream, so a bound lets idle sockets lock others out); an idle
     keep-alive connection is closed after ``timeout_keep_alive`` seconds, and one that has not sent a
     request's headers ``header_timeout`` seconds after it opened or after its last response (None: never).
     uvicorn parses HTTP with httptools when it is installed (the ``mcp`` extra installs it), else h11.
@@ -779,7 +792,7 @@ async def serve_http(
         proxy_headers=False,
         limit_concurrency=limit_concurrency,
         timeout_keep_alive=timeout_keep_alive,
-        http=_http_protocol(header_timeout),
+        http=_http_protocol(header_timeout, timeout_keep_alive),
     )
     shown = f"[{host}]" if ":" in host else host
     print(f"harness-one: serving MCP on http://{shown}:{bound}{path}", file=sys.stderr, flush=True)
