@@ -539,3 +539,39 @@ def test_outcome_failure_from_pre_call_is_the_error(bare: ToolRegistry) -> None:
     bare.add(lambda: 1, name="f")
     with pytest.raises(ToolError, match="denied by policy"):
         bare.call("f")
+
+
+def test_a_plugin_failing_for_its_environment_with_options_set_is_a_load_failure(dists: Any) -> None:
+    dists.make(
+        "hx-needs",
+        {
+            "hx_needs": "class Needs:\n    def __init__(self, enabled=False):\n        raise ImportError('needs a package that is not installed')\n"
+        },
+        {PLUGIN_GROUP: {"needs": "hx_needs:Needs"}},
+    )
+    registry = ToolRegistry(plugin_options={"needs": {"enabled": True}})
+    assert [(f.name, "ImportError" in f.error) for f in registry.plugins.failures] == [("needs", True)]
+    assert "validation" in registry.plugins.names()
+
+
+def test_environment_options_leave_a_plugin_given_as_an_object_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The conformance kit registers the plugin it checks as an object: HARNESS_ONE_PLUGIN_RATE_LIMIT failed every check."""
+    monkeypatch.setenv("HARNESS_ONE_PLUGIN_RATE_LIMIT", '{"default": {"rate": 100, "burst": 100}}')
+    from harness_one_plugins import RateLimitPlugin
+
+    mine = RateLimitPlugin()
+    registry = ToolRegistry(plugins={"rate_limit": mine}, autoload=False)
+    assert registry.plugins.get("rate_limit") is mine and registry.plugins.failures == []
+
+
+def test_a_plugin_given_in_a_list_is_known_by_its_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    class Audit:
+        name = "audit"
+
+        def __init__(self, level: int = 0) -> None:
+            self.level = level
+
+    monkeypatch.setenv("HARNESS_ONE_PLUGIN_AUDIT", '{"level": 3}')
+    registry = ToolRegistry(plugins=[Audit], autoload=False, strict=True)
+    assert registry.plugins.get("audit").level == 3 and registry.plugins.failures == []
+    assert "audit" in ToolRegistry(plugins=[Audit()], allow=["validation", "audit"]).plugins.names()

@@ -345,7 +345,7 @@ class PluginSet:
         items: list[tuple[str | None, Any]] = (
             list(plugins.items()) if isinstance(plugins, Mapping) else [(None, p) for p in plugins]
         )
-        given_names = {n for n, _ in items if n is not None}
+        given_names = {n for n in (given or _own_name(plugin) for given, plugin in items) if n is not None}
         installed = {ep.name for ep in entry_points(PLUGIN_GROUP)} | given_names
         blocked = set(block) | _env_names(ENV_BLOCK)
         for name in blocked:
@@ -364,9 +364,10 @@ class PluginSet:
                 log_event(30, "replacing plugin failed to load: the standard one is used", name=name, failed=ep.distribution)
                 self._load(name, standard_of[name])
         for given, plugin in items:
-            if given is not None and not isinstance(plugin, type) and self.options.get(given):
+            if given is not None and not isinstance(plugin, type) and (options or {}).get(given):
+                # (options from the environment, set for a whole fleet, do not apply to an object: not an error)
                 raise PluginError(
-                    f"Plugin '{given}': options {sorted(self.options[given])} were given, but the plugin was given "
+                    f"Plugin '{given}': options {sorted(options[given])} were given, but the plugin was given "  # type: ignore[index]
                     "as an object, already built: give its class to build it with them",
                     plugin=given,
                 )
@@ -442,9 +443,7 @@ class PluginSet:
             )
         try:
             return obj(**options)
-        except KeyboardInterrupt:
-            raise
-        except BaseException as exc:
+        except (TypeError, ValueError) as exc:  # an option it does not take, or a value it refuses
             raise _BadOptions(_refused_options(name, obj, options, exc)) from exc
 
     def _unknown_names(self, known: set[str], blocked: set[str], allowed: set[str] | None) -> None:
@@ -684,6 +683,14 @@ class PluginSet:
                 if code is not None:
                     owners[code] = impl.plugin_name
         return Plan(steps=steps, owners=owners, order=order, active=frozenset(self.names()))
+
+
+def _own_name(plugin: Any) -> str | None:
+    """The name a plugin given without one registers under (as ``_register`` names it)."""
+    if isinstance(plugin, ModuleType):
+        return plugin.__name__
+    name = getattr(plugin, "name", None)
+    return name if isinstance(name, str) else None
 
 
 def _hint(name: str, known: Iterable[str]) -> str:
