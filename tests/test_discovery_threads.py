@@ -212,3 +212,15 @@ def test_an_import_that_looks_up_another_package_s_tool_loads_it(dists: Any, reg
     dists.make("hx-user", {"hx_user": user}, {"harness_one.tools": {"louder": "hx_user:louder"}})
     assert _within(BOUND, lambda: reg.call("louder", {"text": "hi"})) == "HI!"
     assert reg.get("shout").source == "hx-base" and reg.discovery.failures == []
+
+
+def test_an_export_made_while_packages_still_load_is_not_cached(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An export built from a listing that gave up waiting stayed cached without the packages' tools."""
+    reg = ToolRegistry(autoload=False)
+    reg.add(lambda: 1, name="one")
+    monkeypatch.setattr(reg, "_ensure_discovered", lambda name=None: False)  # another thread still loading
+    partial = reg.export("openai")
+    assert [t["function"]["name"] for t in partial.tools] == ["one"]
+    monkeypatch.setattr(reg, "_ensure_discovered", lambda name=None: True)
+    assert reg.export("openai") is not partial  # built again once loading is done
+    assert reg.export("openai") is reg.export("openai")  # and cached then

@@ -46,7 +46,7 @@ P = ParamSpec("P")
 R = TypeVar("R")
 _perf = time.perf_counter
 #: Seconds a lookup of an unknown name waits for another thread's loading of the tool packages.
-_DISCOVERY_WAIT = 5.0
+_DISCOVERY_WAIT = 60.0
 _timeout_cm: Any = lazy_attribute("asyncio", "timeout", __name__, "_timeout_cm") if sys.version_info >= (3, 11) else None
 
 #: What the attempt generator yields: keyword arguments to run the tool with, seconds to
@@ -478,9 +478,10 @@ class ToolRegistry(metaclass=_SharedType):
         found = self._exports.get(key)
         if found is None:
             version = self._version
+            complete = self._ensure_discovered()
             found = export_tools(self.tools(), format, strict=strict, reuse=self._stale_exports.get(key))
             with self._lock:
-                if self._version == version:  # no tool changed while it was built
+                if self._version == version and complete:  # no tool changed while it was built, none still loading
                     self._exports[key] = found
                     self._stale_exports.pop(key, None)
         return found
