@@ -23,12 +23,15 @@ __all__ = ["Await", "Call", "CallResult", "Lingering", "Outcome", "ProgressCallb
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
 _PREFIX = os.urandom(4).hex()
 _ids = itertools.count(1)
+_TOKEN_PREFIX = os.urandom(8).hex()
+_tokens = itertools.count(1)
 
 
 def _forked() -> None:
-    """A forked child draws its own prefix: its call ids never repeat its parent's."""
-    global _PREFIX, _ids
+    """A forked child draws its own prefixes: its call ids and tokens never repeat its parent's."""
+    global _PREFIX, _ids, _TOKEN_PREFIX, _tokens
     _PREFIX, _ids = os.urandom(4).hex(), itertools.count(1)
+    _TOKEN_PREFIX, _tokens = os.urandom(8).hex(), itertools.count(1)
 
 
 if hasattr(os, "register_at_fork"):  # not on Windows, which does not fork
@@ -41,6 +44,12 @@ ProgressCallback = Callable[[float, "float | None", "str | None"], None]
 def new_call_id() -> str:
     """A process-unique call id: a random per-process prefix (a forked child draws its own) and a counter."""
     return f"{_PREFIX}-{next(_ids)}"
+
+
+def new_token() -> str:
+    """A token unique across calls, processes and hosts: a random 64-bit per-process prefix (a
+    forked child draws its own) and a counter. It names an idempotency claim's owner and a budget's take."""
+    return f"{_TOKEN_PREFIX}-{next(_tokens)}"
 
 
 class Lingering:

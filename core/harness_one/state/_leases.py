@@ -5,14 +5,12 @@ tokens and keyword checks of the stores' ownership arguments."""
 from __future__ import annotations
 
 import inspect
-import itertools
-import os
 import threading
 import time
 from collections.abc import Awaitable, Callable, Hashable
 from typing import Any, TypeVar
 
-from .._call import Await
+from .._call import Await, new_token
 from .._log import log_event
 from ._protocols import StateUnavailable
 
@@ -22,25 +20,6 @@ _T = TypeVar("_T")
 
 #: ``open``: the call goes ahead without the policy; ``closed``: the call fails with :class:`StateUnavailable`.
 FAIL_MODES = ("open", "closed")
-
-_PREFIX = os.urandom(8).hex()
-_tokens = itertools.count(1)
-
-
-def _forked() -> None:
-    """A forked child draws its own prefix: its tokens never repeat its parent's."""
-    global _PREFIX, _tokens
-    _PREFIX, _tokens = os.urandom(8).hex(), itertools.count(1)
-
-
-if hasattr(os, "register_at_fork"):  # not on Windows, which does not fork
-    os.register_at_fork(after_in_child=_forked)
-
-
-def new_token() -> str:
-    """A token unique across calls, processes and hosts: a random 64-bit per-process prefix (a
-    forked child draws its own) and a counter. It names an idempotency claim's owner and a budget's take."""
-    return f"{_PREFIX}-{next(_tokens)}"
 
 
 class FailMode:
