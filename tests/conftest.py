@@ -131,3 +131,14 @@ def _logging_state() -> Iterator[None]:
         logger.disabled = False
         logger.propagate = True
         logger.setLevel(logging.NOTSET)
+
+
+@pytest.fixture
+def runner(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """A click ``CliRunner`` in ``tmp_path``, with a state file there and no configuration file."""
+    from click.testing import CliRunner
+
+    monkeypatch.setenv("HARNESS_ONE_STATE", str(tmp_path / "state.sqlite3"))
+    monkeypatch.delenv("HARNESS_ONE_CONFIG", raising=False)
+    monkeypatch.chdir(tmp_path)
+    return CliRunner()

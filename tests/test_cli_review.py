@@ -39,14 +39,6 @@ def _logging_reset() -> Any:
     structlog.reset_defaults()  # the CLI configures structlog; later tests expect a library default
 
 
-@pytest.fixture
-def runner(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> CliRunner:
-    monkeypatch.setenv("HARNESS_ONE_STATE", str(tmp_path / "state.sqlite3"))
-    monkeypatch.delenv("HARNESS_ONE_CONFIG", raising=False)
-    monkeypatch.chdir(tmp_path)
-    return CliRunner()
-
-
 def invoke(runner: CliRunner, *args: str, input: str | None = None) -> Any:
     return runner.invoke(main, list(args), input=input, catch_exceptions=False, prog_name="harness-one")
 

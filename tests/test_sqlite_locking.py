@@ -216,3 +216,84 @@ async def test_the_twins_of_a_free_file_take_no_thread(tmp_path: Path, monkeypat
     monkeypatch.setattr(asyncio, "to_thread", no_thread)
     assert await reg.acall("awork", idempotency_key="k") == "done"
     assert await reg.acall("awork", idempotency_key="k") == "done" and runs == [1]
+
+
+# --------------------------------------------------------------------------- a file made before owners
+
+
+def old_format(path: Path) -> Path:
+    """A file as the store wrote it before claims had owners: no ``owner`` column."""
+    old = sqlite3.connect(path)
+    old.execute("PRAGMA journal_mode=WAL")
+    old.execute(
+        "CREATE TABLE harness_one_idempotency (scope TEXT NOT NULL, key TEXT NOT NULL, fingerprint TEXT NOT NULL,"
+        " state TEXT NOT NULL, expires REAL NOT NULL, ok INTEGER NOT NULL DEFAULT 0, value TEXT, error TEXT,"
+        " PRIMARY KEY (scope, key))"
+    )
+    old.commit()
+    old.close()
+    return path
+
+
+def has_owner(path: Path) -> bool:
+    with sqlite3.connect(path) as conn:
+        return "owner" in {row[1] for row in conn.execute("PRAGMA table_info(harness_one_idempotency)")}
+
+
+@pytest.mark.parametrize("mode", ["closed", "open"])
+def test_an_old_file_locked_at_start_up_is_migrated_once_the_lock_is_gone(path: Path, mode: str) -> None:
+    """The ``owner`` column is added by the first operation, not the constructor: with the write lock
+    held elsewhere, the registry was built after the lock's wait and without its idempotency plugin
+    (a raw ``OperationalError``), so every keyed call was refused for the registry's life."""
+    other = sqlite3.connect(old_format(path), isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")
+    try:
+        start = time.monotonic()
+        reg = ToolRegistry(
+            state=f"sqlite://{path}?timeout={TIMEOUT}",
+            autoload=False,
+            strict=True,  # a plugin failing to load raises
+            plugin_options={"idempotency": {"on_state_error": mode}},
+        )
+        assert time.monotonic() - start < TIMEOUT  # wrote nothing, so waited for nothing
+        runs: list[int] = []
+        reg.add(lambda: runs.append(1) or "done", name="work")
+        held = reg.try_call("work", idempotency_key="k")
+        if mode == "closed":
+            assert held.error is not None and held.error.kind == "state_unavailable" and runs == []
+        else:
+            assert held.value == "done" and runs == [1]
+        assert not has_owner(path)
+    finally:
+        other.execute("ROLLBACK")
+        other.close()
+    runs.clear()
+    assert reg.call("work", idempotency_key="k2") == "done"
+    assert reg.call("work", idempotency_key="k2") == "done" and runs == [1]  # claimed, then replayed
+    assert has_owner(path)
+
+
+def test_a_read_only_old_file_fails_open_when_asked(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Read-only, the column cannot be added: each keyed call takes ``on_state_error`` (here ``open``:
+    it runs) as before owners; the plugin failed to load before (and ``path=`` raised)."""
+    old_format(path)
+    connect = sqlite3.connect
+
+    def read_only(database: Any, **kwargs: Any) -> sqlite3.Connection:  # as a file this user cannot write
+        return connect(f"file:{database}?mode=ro", uri=True, **kwargs)
+
+    monkeypatch.setattr(sqlite3, "connect", read_only)
+    reg = ToolRegistry(
+        state=f"sqlite://{path}?timeout={TIMEOUT}",
+        autoload=False,
+        strict=True,
+        plugin_options={"idempotency": {"on_state_error": "open"}},
+    )
+    reg.add(lambda: "done", name="work")
+    assert reg.call("work", idempotency_key="k") == "done"
+    plugin = IdempotencyPlugin(path=path, on_state_error="open")
+    direct = ToolRegistry(plugins={"idempotency": plugin}, autoload=False, strict=True)
+    direct.add(lambda: "done", name="work")
+    assert direct.call("work", idempotency_key="k") == "done" and plugin.fail.failed_open == 1
+    monkeypatch.undo()
+    assert not has_owner(path)

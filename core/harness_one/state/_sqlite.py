@@ -60,7 +60,8 @@ class SQLiteStore:
     ``TypeError``/``ValueError`` for a result that is not JSON. A file SQLite cannot use now
     (locked by another connection past ``timeout``, read-only, full, gone) raises
     :class:`StateUnavailable`, so the plugin's ``on_state_error`` decides, as for Redis.
-    A claim's ``owner`` is a column of its row (added to a file made before owners).
+    A claim's ``owner`` is a column of its row, added to a file made before owners by the first
+    operation (not the constructor: a locked or read-only file fails that operation as above).
 
     ``timeout`` (seconds above 0, at most SQLite's 24.8 days; default 10) bounds each
     operation's wait for the file: the threads of a process share one connection, and a thread
@@ -85,12 +86,10 @@ class SQLiteStore:
             " expires REAL NOT NULL, ok INTEGER NOT NULL DEFAULT 0, value TEXT, error TEXT, owner TEXT,"
             " PRIMARY KEY (scope, key))"
         )
-        if "owner" not in {row[1] for row in self._conn.execute("PRAGMA table_info(harness_one_idempotency)")}:
-            try:  # a file made before owners (its older users write NULL: a claim no owner matches)
-                self._conn.execute("ALTER TABLE harness_one_idempotency ADD COLUMN owner TEXT")
-            except sqlite3.OperationalError as exc:
-                if "duplicate column" not in str(exc):  # another process added it meanwhile
-                    raise
+        # A file made before owners gets the column from its first operation, not here: a write now
+        # would fail the constructor (locked, read-only) outside the error mapping and the deadline.
+        columns = {row[1] for row in self._conn.execute("PRAGMA table_info(harness_one_idempotency)")}
+        self._owner_missing = "owner" not in columns
         self._ops = 0
 
     @contextmanager
@@ -105,10 +104,11 @@ class SQLiteStore:
             if not self._lock.acquire(timeout=max(until - time.monotonic(), 0.0)):
                 raise StateUnavailable(f"The SQLite state at {self.path} cannot be used now: busy past {self.timeout:g} s.")
         try:
-            waits = self._whole if until is None else max(int((until - time.monotonic()) * 1000), 0)
-            if waits != self._waits:  # what is left of this operation's wait (set only when it changes)
-                self._conn.execute(f"PRAGMA busy_timeout = {waits}")
-                self._waits = waits
+            if self._owner_missing:  # within this operation's deadline, not a second one after it
+                until = time.monotonic() + self.timeout if until is None else until
+                self._wait_until(until)
+                self._add_owner()
+            self._wait_until(until)
             yield self._conn
         except sqlite3.DataError as exc:  # a value SQLite cannot hold (past its string limit): not stored
             raise ValueError(f"The SQLite state cannot hold this value: {exc}.") from exc
@@ -116,6 +116,23 @@ class SQLiteStore:
             raise StateUnavailable(f"The SQLite state at {self.path} cannot be used now: {exc}.") from exc
         finally:
             self._lock.release()
+
+    def _wait_until(self, until: float | None) -> None:
+        """SQLite's busy timeout: what is left until ``until`` (None: the whole ``timeout``)."""
+        waits = self._whole if until is None else max(int((until - time.monotonic()) * 1000), 0)
+        if waits != self._waits:  # set only when it changes
+            self._conn.execute(f"PRAGMA busy_timeout = {waits}")
+            self._waits = waits
+
+    def _add_owner(self) -> None:
+        """The ``owner`` column, added to a file made before owners (its older users write NULL: a claim
+        no owner matches); the caller maps SQLite's errors."""
+        try:
+            self._conn.execute("ALTER TABLE harness_one_idempotency ADD COLUMN owner TEXT")
+        except sqlite3.OperationalError as exc:
+            if "duplicate column" not in str(exc):  # another process added it meanwhile: done
+                raise
+        self._owner_missing = False
 
     async def _off_loop(self, work: Callable[..., _T], *args: Any) -> _T:
         """``work(*args, deadline)``: at once if the connection and the file are free, else in a thread,
