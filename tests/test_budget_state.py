@@ -96,6 +96,33 @@ def test_a_call_that_never_ran_gives_its_unit_back_in_redis(redis_url: str) -> N
     assert reg.plugins.get("budget").used("r", "ping") == 1
 
 
+@pytest.mark.parametrize("where", ["memory", "redis"])
+def test_a_hundred_calls_held_at_once_all_give_their_units_back(where: str, request: pytest.FixtureRequest) -> None:
+    """100 calls of one run each take a unit, then all wait for approval (none runs): every unit
+    comes back. When a store kept only the tickets of a run's last 64 takes, 36 stayed used."""
+    state = "memory:" if where == "memory" else request.getfixturevalue("redis_url")
+    reg = ToolRegistry(state=state, autoload=False)
+    held = threading.Barrier(100)
+
+    def ask(call: Any) -> bool:
+        held.wait(timeout=30)  # every call has taken its unit before any gives it back
+        return True
+
+    reg.add(lambda: "sent", name="send", options={"max_calls": 1000, "requires_approval": ask})
+    kinds: list[str] = []
+
+    def one() -> None:
+        kinds.append(reg.try_call("send", context={"run_id": "held"}).error.kind)  # type: ignore[union-attr]
+
+    threads = [threading.Thread(target=one) for _ in range(100)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert kinds == ["approval_required"] * 100
+    assert reg.plugins.get("budget").used("held") == 0
+
+
 async def test_acall_counts_through_the_asyncio_client(redis_url: str) -> None:
     reg = ToolRegistry(state=redis_url, autoload=False)
     reg.add(lambda: 1, name="f", options={"max_calls": 4})

@@ -306,15 +306,17 @@ def test_tokens_are_unique_and_a_forked_child_draws_its_own() -> None:
 # --------------------------------------------------------------------------- budgets
 
 
-def test_redis_keeps_a_runs_tickets_in_17_bytes_each(redis_url: str) -> None:
-    """The kit checks which tickets a run keeps (the last 64); Redis keeps each as one field's 17 bytes."""
+def test_redis_keeps_a_runs_give_back_tickets_in_17_bytes_each(redis_url: str) -> None:
+    """The kit checks which give-backs a run remembers (the last 64); Redis keeps each as one field's
+    17 bytes, and a take keeps none."""
     store = redis_budgets(redis_url)
     taken = [store.take("r", "t", limit=None, total=None, now=0.0, ttl=60.0, ticket=f"t{i}") for i in range(70)]
     assert taken == [0] * 70
-    for ticket in ("t69", "t6"):  # the latest, and the oldest kept
-        store.give_back("r", "t", ticket=ticket)
-    assert store.used("r", "t", now=0.0) == 68
-    assert len(store.link.command("HGET", store._key("r"), "t")) == 17 * 62
+    assert store.link.command("HGET", store._key("r"), "g") is None
+    for i in range(66):
+        store.give_back("r", "t", ticket=f"t{i}")
+    assert store.used("r", "t", now=0.0) == 4
+    assert len(store.link.command("HGET", store._key("r"), "g")) == 17 * 64
 
 
 class DroppingProxy:

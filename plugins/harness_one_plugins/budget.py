@@ -5,9 +5,9 @@ agent loop that passes ``context={"run_id": ...}`` gets per-run limits with no c
 takes one unit of its run's budget when it is admitted and gives it back if the tool never
 ran (refused by a later policy, waiting for approval, answered by a cache hit); retries of
 one call take nothing more. The counters live in the registry's state: in this process, or in
-Redis shared by every worker (``docs/budgets.md``). Each take has a ticket, so a give-back (or
-a take) that reaches the store twice, as a Redis command sent again after its reply was lost
-does, counts once.
+Redis shared by every worker (``docs/budgets.md``). Each take has a ticket, so a give-back that
+reaches the store twice, as a Redis command sent again after its reply was lost does, returns
+its unit once.
 """
 
 from __future__ import annotations

@@ -336,15 +336,15 @@ class MemoryBudgets:
 
     Runs are kept in order of activity: a run idle for its ``ttl`` is forgotten (its counts
     start again at zero), and beyond ``max_runs`` the least recently active go first, so
-    memory stays bounded. A run also holds the tickets of its last 64 counted takes not given
-    back, as 8-byte hashes (at most 512 bytes a run).
+    memory stays bounded. A run also holds the tickets of its last 64 give-backs, as 8-byte
+    hashes (at most 512 bytes a run); ``take`` ignores its ``ticket``.
     """
 
     def __init__(self, *, max_runs: int = 100_000) -> None:
         if isinstance(max_runs, bool) or not isinstance(max_runs, int) or max_runs < 1:
             raise ValueError(f"budget max_runs must be a positive integer, got {max_runs!r}")
         self.max_runs = max_runs
-        # run -> counts, [expires], the 8-byte hashes of the tickets of its last KEPT_TICKETS counted takes
+        # run -> counts, [expires], the 8-byte hashes of the tickets of its last KEPT_TICKETS give-backs
         self._runs: OrderedDict[str, tuple[dict[str, int], list[float], bytearray]] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -376,20 +376,12 @@ class MemoryBudgets:
                 runs.move_to_end(run)
                 found[1][0] = now + ttl
             counts = found[0]
-            mark = None if ticket is None else _mark(ticket)
-            if mark is not None and _held_at(found[2], mark) >= 0:
-                return 0  # this take was counted already
             if limit is not None and counts.get(scope, 0) >= limit:
                 return 1
             if total is not None and counts.get("*", 0) >= total:
                 return 2
             counts[scope] = counts.get(scope, 0) + 1
             counts["*"] = counts.get("*", 0) + 1
-            if mark is not None:
-                held = found[2]
-                held += mark
-                if len(held) > 8 * KEPT_TICKETS:
-                    del held[:8]
             return 0
 
     def give_back(self, run: str, scope: str, *, ticket: str | None = None) -> None:
@@ -397,11 +389,12 @@ class MemoryBudgets:
             found = self._runs.get(run)
             if found is not None:
                 if ticket is not None:
-                    held = found[2]
-                    at = _held_at(held, _mark(ticket))
-                    if at < 0:
-                        return  # not counted (or too long ago), or given back already
-                    del held[at : at + 8]
+                    done, mark = found[2], _mark(ticket)
+                    if _held_at(done, mark) >= 0:
+                        return  # given back already: this is the same give-back, sent again
+                    done += mark
+                    if len(done) > 8 * KEPT_TICKETS:
+                        del done[:8]
                 counts = found[0]
                 for name in (scope, "*"):
                     if counts.get(name, 0) > 0:

@@ -24,7 +24,7 @@ __all__ = [
 ]
 
 
-#: How many of a run's latest counted takes a standard budget store remembers the tickets of.
+#: How many of a run's latest give-backs a standard budget store remembers the tickets of.
 KEPT_TICKETS = 64
 
 
@@ -190,19 +190,19 @@ class BudgetStore(Protocol):
         Returns 0 (counted), 1 (``scope``'s budget is spent) or 2 (the run's total is spent);
         a refusal counts nothing.
 
-        ``ticket`` is a token unique to this take (:func:`~harness_one.state.new_token`): a store
-        that takes it remembers the tickets of the run's recent counted takes (the standard
-        stores: the last 64), and a take of a ticket it holds (sent again after its reply was
-        lost) answers 0 and counts nothing more.
+        ``ticket`` is a token unique to this take (:func:`~harness_one.state.new_token`), which
+        its ``give_back`` names. A take sent again (after its reply was lost) may count twice:
+        the run has one call fewer, never one more.
         """
         ...
 
     def give_back(self, run: str, scope: str, *, ticket: str | None = None) -> None:
         """Uncount one call of ``scope`` (and of all scopes) in ``run``; counts never go below zero.
 
-        Given ``ticket``: uncount that take, at most once: nothing if the store does not hold
-        the ticket (not counted, given back already, or older than the tickets it keeps: the
-        unit stays used), so a give-back sent again changes nothing.
+        Given ``ticket`` (the take's): a store that takes it remembers the tickets of the run's
+        recent give-backs (the standard stores: the last 64) and ignores a give-back of a ticket
+        it holds, so a give-back sent again (after its reply was lost) changes nothing; any other
+        give-back applies, however many takes of the run came since its take.
         """
         ...
 

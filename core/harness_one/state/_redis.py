@@ -496,8 +496,8 @@ class RedisLink:
 
     A command that fails to reach the server is sent once more on a fresh connection (a
     restarted server leaves dead connections in the pool). If the first reply was lost after
-    Redis ran the script, that decision counts twice (a token, a circuit outcome); a budget's
-    take and give-back with a ticket, and the idempotency scripts, are safe to repeat.
+    Redis ran the script, that decision counts twice (a token, a circuit outcome, a budget
+    unit taken); a budget's give-back with a ticket, and the idempotency scripts, are safe to repeat.
     Failures raise :class:`StateUnavailable`. Scripts go over one kept connection per process
     (sync) and per event loop (asyncio): calls made while a write is on the wire are sent
     together in the next write, so concurrent callers share round trips, each call is still
@@ -1060,34 +1060,28 @@ class RedisCircuits:
 
 # Budgets: one hash per run, fields 'n:<scope>' (counts; 'n:*' over all scopes), 'ex' (the
 # time the counters expire: the last take plus its ttl; the key's own TTL also cleans it up) and
-# 't': the tickets of the run's last 64 counted takes not given back, each as 16 hex digits and a
-# comma (a comma follows 16 hex digits only at the end of a whole ticket: a find is exact).
+# 'g': the tickets of the run's last 64 give-backs, each as 16 hex digits and a comma (a comma
+# follows 16 hex digits only at the end of a whole ticket: a find is exact). ('t', the take
+# tickets an earlier version kept, is no longer read.)
 _TICKETS = f"local kept = {17 * KEPT_TICKETS}\n"
 
-# KEYS: the run's hash. ARGV: now ('' = Redis TIME), scope, limit ('' none), total ('' none), ttl,
-# ticket ('' none). Returns 0 (counted, or counted already: a take sent again after its reply was
-# lost), 1 (the scope's budget is spent) or 2 (the run's total is spent).
+# KEYS: the run's hash. ARGV: now ('' = Redis TIME), scope, limit ('' none), total ('' none), ttl.
+# Returns 0 (counted), 1 (the scope's budget is spent) or 2 (the run's total is spent).
 _BUDGET_TAKE = _Script(
     _NOW
-    + _TICKETS
     + """
-local k, f, ttl, t = KEYS[1], 'n:' .. ARGV[2], tonumber(ARGV[5]), ARGV[6]
-local c = redis.call('HMGET', k, f, 'n:*', 'ex', 't')
-local n, all, ex, held = tonumber(c[1]) or 0, tonumber(c[2]) or 0, tonumber(c[3]), c[4] or ''
+local k, f, ttl = KEYS[1], 'n:' .. ARGV[2], tonumber(ARGV[5])
+local c = redis.call('HMGET', k, f, 'n:*', 'ex')
+local n, all, ex = tonumber(c[1]) or 0, tonumber(c[2]) or 0, tonumber(c[3])
 if ex ~= nil and now >= ex then
-  n, all, held = 0, 0, ''
+  n, all = 0, 0
   redis.call('DEL', k)
 end
 local limit, total = tonumber(ARGV[3]), tonumber(ARGV[4])
 local spent = 0
-if t ~= '' and string.find(held, t .. ',', 1, true) then spent = 0
-elseif limit ~= nil and n >= limit then spent = 1
+if limit ~= nil and n >= limit then spent = 1
 elseif total ~= nil and all >= total then spent = 2
-elseif t == '' then redis.call('HSET', k, f, n + 1, 'n:*', all + 1)
-else
-  held = held .. t .. ','
-  if #held > kept then held = string.sub(held, -kept) end
-  redis.call('HSET', k, f, n + 1, 'n:*', all + 1, 't', held)
+else redis.call('HSET', k, f, n + 1, 'n:*', all + 1)
 end
 if spent ~= 0 and all == 0 then return spent end -- nothing counted: leave no key
 redis.call('HSET', k, 'ex', num(now + ttl))
@@ -1097,26 +1091,32 @@ return spent
 )
 
 # ARGV: '', scope, ticket ('' none). Uncounts one call of the scope and of '*', never below zero;
-# with a ticket, only the take it names, once (a give-back sent again finds its ticket gone). A
-# run left with no count is deleted (a missing run counts zero), so refused calls of new runs leave no key.
+# with a ticket, unless the run's recent give-backs hold it (the same give-back, sent again after
+# its reply was lost), and then records it. A run left with no count is deleted, tickets and all
+# (a missing run counts zero), so refused calls of new runs leave no key.
 _BUDGET_GIVE_BACK = _Script(
-    """
-if ARGV[3] ~= '' then
-  local held = redis.call('HGET', KEYS[1], 't') or ''
-  local at = string.find(held, ARGV[3] .. ',', 1, true)
-  if not at then return 0 end
-  redis.call('HSET', KEYS[1], 't', string.sub(held, 1, at - 1) .. string.sub(held, at + #ARGV[3] + 1))
+    _TICKETS
+    + """
+local k, f, t = KEYS[1], 'n:' .. ARGV[2], ARGV[3]
+local c = redis.call('HMGET', k, f, 'n:*', 'g')
+local done = c[3] or ''
+if t ~= '' and string.find(done, t .. ',', 1, true) then return 0 end
+if (tonumber(c[1]) or 0) > 0 then redis.call('HINCRBY', k, f, -1) end
+if (tonumber(c[2]) or 0) > 0 then redis.call('HINCRBY', k, 'n:*', -1) end
+local left = (tonumber(c[2]) or 0) > 1
+if not left then
+  local all = redis.call('HGETALL', k)
+  for i = 1, #all, 2 do
+    if string.sub(all[i], 1, 2) == 'n:' and tonumber(all[i + 1]) ~= 0 then left = true end
+  end
 end
-local f = 'n:' .. ARGV[2]
-local c = redis.call('HMGET', KEYS[1], f, 'n:*')
-if (tonumber(c[1]) or 0) > 0 then redis.call('HINCRBY', KEYS[1], f, -1) end
-if (tonumber(c[2]) or 0) > 0 then redis.call('HINCRBY', KEYS[1], 'n:*', -1) end
-if (tonumber(c[2]) or 0) > 1 then return 1 end
-local all = redis.call('HGETALL', KEYS[1])
-for i = 1, #all, 2 do
-  if string.sub(all[i], 1, 2) == 'n:' and tonumber(all[i + 1]) ~= 0 then return 1 end
+if not left then
+  redis.call('DEL', k)
+elseif t ~= '' then
+  done = done .. t .. ','
+  if #done > kept then done = string.sub(done, -kept) end
+  redis.call('HSET', k, 'g', done)
 end
-redis.call('DEL', KEYS[1])
 return 1
 """
 )
@@ -1134,14 +1134,14 @@ return tonumber(c[1]) or 0
 
 
 def _ticket(ticket: str | None) -> str:
-    """A take's ticket as the budget scripts keep it: 16 hex digits (64 bits of its BLAKE2b digest), '' for none."""
+    """A give-back's ticket as the budget script keeps it: 16 hex digits (64 bits of its BLAKE2b digest), '' for none."""
     return "" if ticket is None else hashlib.blake2b(ticket.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
 
 
 class RedisBudgets:
     """Per-run call counters in Redis: one hash per run, expiring ``ttl`` seconds after the run's
     last ``take`` (at most 7 days), so every process and host on the Redis shares each run's budget.
-    The hash also holds the tickets of the run's last 64 counted takes not given back (17 bytes each).
+    The hash also holds the tickets of the run's last 64 give-backs (17 bytes each); ``take`` ignores its ``ticket``.
 
     ``server_time`` (default): expiry runs on Redis ``TIME`` and ``now`` is ignored; ``False``
     uses the caller's ``now`` (deterministic tests, one host).
@@ -1156,7 +1156,7 @@ class RedisBudgets:
         return f"{self.link.prefix}budget:{{{len(name)}:{name}}}"
 
     def _take(
-        self, run: str, scope: str, limit: int | None, total: int | None, now: float, ttl: float, ticket: str | None
+        self, run: str, scope: str, limit: int | None, total: int | None, now: float, ttl: float
     ) -> tuple[list[str], list[Any]]:
         return [self._key(run)], [
             _now_arg(self.server_time, now),
@@ -1164,19 +1164,18 @@ class RedisBudgets:
             "" if limit is None else limit,
             "" if total is None else total,
             repr(float(ttl)),
-            _ticket(ticket),
         ]
 
     def take(
         self, run: str, scope: str, *, limit: int | None, total: int | None, now: float, ttl: float, ticket: str | None = None
     ) -> int:
-        return int(self.link.run(_BUDGET_TAKE, *self._take(run, scope, limit, total, now, ttl, ticket)))
+        return int(self.link.run(_BUDGET_TAKE, *self._take(run, scope, limit, total, now, ttl)))
 
     async def atake(
         self, run: str, scope: str, *, limit: int | None, total: int | None, now: float, ttl: float, ticket: str | None = None
     ) -> int:
         """:meth:`take` on the asyncio client."""
-        return int(await self.link.arun(_BUDGET_TAKE, *self._take(run, scope, limit, total, now, ttl, ticket)))
+        return int(await self.link.arun(_BUDGET_TAKE, *self._take(run, scope, limit, total, now, ttl)))
 
     def give_back(self, run: str, scope: str, *, ticket: str | None = None) -> None:
         self.link.run(_BUDGET_GIVE_BACK, [self._key(run)], ["", scope, _ticket(ticket)])
