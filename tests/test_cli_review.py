@@ -165,6 +165,12 @@ def test_the_quickstart_says_how_to_run_it() -> None:
     assert done.stdout.startswith("Tools the model sees:\n")
 
 
+def redis_workers(url: str, *, timeout: float) -> subprocess.CompletedProcess[str]:
+    """``examples/redis_workers.py URL --seconds 1``, its output captured."""
+    command = [sys.executable, str(EXAMPLES / "redis_workers.py"), url, "--seconds", "1"]
+    return subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False)
+
+
 def _closed_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -173,13 +179,7 @@ def _closed_port() -> int:
 
 def test_the_redis_workers_example_fails_when_redis_is_unavailable() -> None:
     url = f"redis://127.0.0.1:{_closed_port()}/0"
-    done = subprocess.run(
-        [sys.executable, str(EXAMPLES / "redis_workers.py"), url, "--seconds", "1"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    done = redis_workers(url, timeout=120)
     assert done.returncode == 1 and done.stdout == ""
     assert done.stderr.splitlines()[-1].startswith(f"Redis at {url} is unavailable: "), done.stderr
 
@@ -198,13 +198,7 @@ def test_the_redis_workers_example_waits_for_workers_that_start_late(
 ) -> None:
     (tmp_path / "sitecustomize.py").write_text(SLOW_START)
     monkeypatch.setenv("PYTHONPATH", str(tmp_path))
-    done = subprocess.run(
-        [sys.executable, str(EXAMPLES / "redis_workers.py"), redis_url, "--seconds", "1"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    done = redis_workers(redis_url, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
     found = re.search(r"total (\d+) \(one shared limit: 10 \+ 20/s x ([\d.]+) s = (\d+) \+-1\)", done.stdout)
     assert found is not None, done.stdout
@@ -230,13 +224,7 @@ def test_the_redis_workers_example_fails_when_the_limit_does_not_hold(redis_url:
     thread.start()
     try:
         assert drained.wait(30)
-        done = subprocess.run(
-            [sys.executable, str(EXAMPLES / "redis_workers.py"), redis_url, "--seconds", "1"],
-            capture_output=True,
-            text=True,
-            timeout=300,
-            check=False,
-        )
+        done = redis_workers(redis_url, timeout=300)
     finally:
         stop.set()
         thread.join(30)
