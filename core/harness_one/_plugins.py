@@ -17,7 +17,7 @@ import pluggy
 
 from . import hookspecs
 from ._entrypoints import PLUGIN_GROUP, EntryPoint, LoadFailure, entry_points, failure
-from ._errors import PluginError, ToolError, capped
+from ._errors import PluginError, ToolDefinitionError, ToolError, capped
 from ._log import log_event
 from ._suggest import NameIndex
 from .hookspecs import PER_CALL_HOOKS
@@ -443,7 +443,7 @@ class PluginSet:
             )
         try:
             return obj(**options)
-        except (TypeError, ValueError) as exc:  # an option it does not take, or a value it refuses
+        except (TypeError, ValueError, ToolDefinitionError) as exc:  # an option it does not take, or a value it refuses
             raise _BadOptions(_refused_options(name, obj, options, exc)) from exc
 
     def _unknown_names(self, known: set[str], blocked: set[str], allowed: set[str] | None) -> None:
