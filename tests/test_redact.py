@@ -7,7 +7,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from harness_one import REDACTED, Redactor
-from harness_one._redact import is_secret_key, mask_secrets
+from harness_one._redact import mask_secrets
 
 
 @pytest.mark.parametrize(
@@ -163,4 +163,4 @@ def test_mask_keeps_the_whole_text_and_text_cuts_it() -> None:
     assert Redactor().text(long) == masked[:2000] + f"... ({len(long)} characters)"
     assert mask_secrets("division by zero") == "division by zero"
     assert Redactor(values=["s3cret"]).mask("no separators s3cret") == "no separators [REDACTED]"
-    assert is_secret_key("api_key") and not is_secret_key("spinner")
+    assert Redactor().is_secret("api_key") and not Redactor().is_secret("spinner")

@@ -373,12 +373,9 @@ class ToolArgumentError(ToolError):
         """
         where = f" for tool '{tool}'" if tool else ""
         listed = len(problems) - (bool(problems) and problems[-1].is_listing_cut)
-        if total is not None:
-            count = f"{total:,} problem{'s' if total != 1 else ''}"
-        elif listed < len(problems):
-            count = f"at least {listed:,} problem{'s' if listed != 1 else ''}"
-        else:
-            count = f"{listed:,} problem{'s' if listed != 1 else ''}"
+        number = total if total is not None else listed
+        at_least = "at least " if total is None and listed < len(problems) else ""
+        count = f"{at_least}{number:,} problem{'s' if number != 1 else ''}"
         lines = [f"Invalid arguments{where} ({count}):"]
         again = f"call '{tool}' again" if tool else "call the tool again"
         last = f"Fix the arguments and {again}."

@@ -345,7 +345,7 @@ class PluginSet:
         items: list[tuple[str | None, Any]] = (
             list(plugins.items()) if isinstance(plugins, Mapping) else [(None, p) for p in plugins]
         )
-        given_names = {n for n in (given or _own_name(plugin) for given, plugin in items) if n is not None}
+        given_names = {n for n in (given or _own_name(plugin) for given, plugin in items) if isinstance(n, str)}
         installed = {ep.name for ep in entry_points(PLUGIN_GROUP)} | given_names
         blocked = set(block) | _env_names(ENV_BLOCK)
         for name in blocked:
@@ -372,7 +372,7 @@ class PluginSet:
                     plugin=given,
                 )
             self._register(plugin, given, replace=True)
-        self._unclaimed_options()
+        self._unclaimed_options(installed | set(self.names()))
         self.plan = self._compile()
 
     # ------------------------------------------------------------------ loading
@@ -470,13 +470,12 @@ class PluginSet:
             if self.strict:
                 raise PluginError(error, plugin=name)
 
-    def _unclaimed_options(self) -> None:
+    def _unclaimed_options(self, installed: set[str]) -> None:
         """Options for a name no installed or given plugin has (``[plugins.rate_limt]``): a load failure.
 
         Options for a plugin that is installed but blocked, not allowed or not autoloaded are
         not an error: the configuration may be shared by set-ups that load it.
         """
-        installed = {ep.name for ep in entry_points(PLUGIN_GROUP)} | set(self.names())
         for name in sorted(self.options.keys() - installed):
             if self.manager.is_blocked(name):
                 continue
@@ -495,11 +494,11 @@ class PluginSet:
     def _register(self, plugin: Any, name: str | None, *, replace: bool) -> str | None:
         if isinstance(plugin, type):
             try:
-                plugin = self._built(plugin, name or getattr(plugin, "name", None), plugin.__name__)
+                plugin = self._built(plugin, name or _own_name(plugin), plugin.__name__)
             except _BadOptions as bad:
                 raise PluginError(str(bad), plugin=name) from bad.__cause__
         if name is None:
-            name = getattr(plugin, "name", None) or (plugin.__name__ if isinstance(plugin, ModuleType) else None)
+            name = _own_name(plugin)
         if plugin is None or isinstance(plugin, (Mapping, str, bytes, int, float, list, tuple)):  # before it replaces anything
             raise PluginError(
                 f"Cannot register a {type(plugin).__name__} as plugin {name!r}: a plugin is an object, class or module "
@@ -685,12 +684,9 @@ class PluginSet:
         return Plan(steps=steps, owners=owners, order=order, active=frozenset(self.names()))
 
 
-def _own_name(plugin: Any) -> str | None:
-    """The name a plugin given without one registers under (as ``_register`` names it)."""
-    if isinstance(plugin, ModuleType):
-        return plugin.__name__
-    name = getattr(plugin, "name", None)
-    return name if isinstance(name, str) else None
+def _own_name(plugin: Any) -> Any:
+    """The name a plugin given without one registers under: its ``name``, or a module's own."""
+    return getattr(plugin, "name", None) or (plugin.__name__ if isinstance(plugin, ModuleType) else None)
 
 
 def _hint(name: str, known: Iterable[str]) -> str:

@@ -12,7 +12,6 @@ __all__ = [
     "REDACTED",
     "SECRET_KEYS",
     "Redactor",
-    "is_secret_key",
     "mask_secrets",
     "redact",
     "without_userinfo",
@@ -301,11 +300,6 @@ def mask_secrets(text: str) -> str:
     """``text`` as an error the model reads shows it: URL user-info and the values of
     :data:`MODEL_SECRET_KEYS` masked (:meth:`Redactor.mask`), not cut."""
     return _MODEL.mask(text)
-
-
-def is_secret_key(key: Any) -> bool:
-    """Whether ``key`` names a secret among the default keys (:meth:`Redactor.is_secret`)."""
-    return _DEFAULT.is_secret(key)
 
 
 def redact(value: Any, secret_keys: Iterable[str] | None = None) -> Any:
