@@ -308,3 +308,15 @@ def test_an_exception_given_as_a_tool_errors_message_is_masked() -> None:
     err = ToolError(RuntimeError("connect to postgres://app:s3cret@db/x failed; password=hunter2"))
     assert err.message == "connect to postgres://[REDACTED]@db/x failed; password=[REDACTED]"
     assert ToolError("written by the tool: password=shown").message == "written by the tool: password=shown"
+
+
+def test_a_lost_mcp_connection_names_its_cause_masked() -> None:
+    """The "Lost the connection to MCP server ..." error wrote the transport's exception text as it was."""
+    from harness_one.mcp._client import _describe
+
+    class Group(Exception):  # anyio's exception group, as far as _describe reads it
+        exceptions = (ConnectionError("cannot reach https://app:s3cret@mcp.example/mcp"),)
+
+    grouped = Group("in a task group")
+    assert _describe(grouped) == "ConnectionError: cannot reach https://[REDACTED]@mcp.example/mcp"
+    assert _describe(ConnectionError()) == "ConnectionError"

@@ -19,7 +19,7 @@ from . import hookspecs
 from ._entrypoints import PLUGIN_GROUP, EntryPoint, LoadFailure, entry_points, failure
 from ._errors import PluginError, ToolDefinitionError, ToolError, capped
 from ._log import log_event
-from ._suggest import NameIndex
+from ._suggest import closest
 from .hookspecs import PER_CALL_HOOKS
 
 if TYPE_CHECKING:
@@ -352,7 +352,7 @@ class PluginSet:
             self.manager.set_blocked(name)
         env_allow = _env_names(ENV_ALLOW)
         allowed = set(allow) if allow is not None else (env_allow or None)
-        self._unknown_names(installed, blocked, allowed)
+        self._unknown_names(installed, blocked, allowed, "the allow-list" if allow is not None else ENV_ALLOW)
         autoload = (not _env_flag(ENV_NO_AUTOLOAD)) if autoload is None else autoload
         chosen, standard_of = self._choose(standard=standard, third_party=autoload, allowed=allowed)
         #: The options each plugin was built with (argument, then environment).
@@ -446,7 +446,7 @@ class PluginSet:
         except (TypeError, ValueError, ToolDefinitionError) as exc:  # an option it does not take, or a value it refuses
             raise _BadOptions(_refused_options(name, obj, options, exc)) from exc
 
-    def _unknown_names(self, known: set[str], blocked: set[str], allowed: set[str] | None) -> None:
+    def _unknown_names(self, known: set[str], blocked: set[str], allowed: set[str] | None, allow_from: str) -> None:
         """Plugin names in the configuration that no installed or given plugin has.
 
         In the allow-list an error (``validaton`` would leave every call unchecked); in the
@@ -455,8 +455,7 @@ class PluginSet:
         name plugins some set-ups do not install.
         """
         for name in sorted((allowed or set()) - known):
-            where = ENV_ALLOW if _env_names(ENV_ALLOW) == allowed else "the allow-list"
-            raise PluginError(f"{where} names plugin '{name}', which is not installed{_hint(name, known)}", plugin=name)
+            raise PluginError(f"{allow_from} names plugin '{name}', which is not installed{_hint(name, known)}", plugin=name)
         variables = {env_key(name) for name in known}
         unknown = [(f"{ENV_BLOCK} or the block-list", name) for name in sorted(blocked - known)]
         unknown += [(var, var) for var in sorted(os.environ) if var.startswith(ENV_OPTIONS_PREFIX) and var not in variables]
@@ -465,10 +464,7 @@ class PluginSet:
                 error = f"{name} is set, but no installed plugin has that name{_hint(name, variables)}"
             else:
                 error = f"{where} names plugin '{name}', which is not installed{_hint(name, known)}"
-            self.failures.append(LoadFailure(PLUGIN_GROUP, name, "the configuration", error))
-            log_event(30, "configuration names an unknown plugin", name=name, error=error)
-            if self.strict:
-                raise PluginError(error, plugin=name)
+            self._misconfigured(name, error, "configuration names an unknown plugin")
 
     def _unclaimed_options(self, installed: set[str]) -> None:
         """Options for a name no installed or given plugin has (``[plugins.rate_limt]``): a load failure.
@@ -481,10 +477,14 @@ class PluginSet:
                 continue
             hint = _hint(name, installed)
             error = f"options {sorted(self.options[name])} given for plugin '{name}', but no plugin has that name{hint}"
-            self.failures.append(LoadFailure(PLUGIN_GROUP, name, "the configuration", error))
-            log_event(30, "options for an unknown plugin", name=name, error=error)
-            if self.strict:
-                raise PluginError(f"Plugin '{name}': {error}", plugin=name)
+            self._misconfigured(name, error, "options for an unknown plugin", f"Plugin '{name}': ")
+
+    def _misconfigured(self, name: str, error: str, event: str, prefix: str = "") -> None:
+        """A load failure of "the configuration" naming ``name``: logged, and an error when strict."""
+        self.failures.append(LoadFailure(PLUGIN_GROUP, name, "the configuration", error))
+        log_event(30, event, name=name, error=error)
+        if self.strict:
+            raise PluginError(prefix + error, plugin=name)
 
     def _failed(self, ep: EntryPoint, exc: BaseException) -> None:
         self.failures.append(failure(ep, exc))
@@ -691,11 +691,8 @@ def _own_name(plugin: Any) -> Any:
 
 def _hint(name: str, known: Iterable[str]) -> str:
     """``; did you mean 'x'?`` for the name among ``known`` closest to ``name``, or nothing."""
-    names = NameIndex()
-    for each in sorted(known):
-        names.add(each)
-    close = names.suggest(name, n=1)
-    return f"; did you mean '{close[0]}'?" if close else ""
+    close = closest(name, known)
+    return f"; did you mean '{close}'?" if close else ""
 
 
 class _BadOptions(Exception):

@@ -1431,15 +1431,12 @@ def _type_advice(path: tuple[Any, ...], instance: Any) -> str | None:
     names = instance if isinstance(instance, list) else [instance]
     for name in names:
         if isinstance(name, str) and name not in _JSON_TYPES:
-            from ._suggest import NameIndex
+            from ._suggest import closest
 
             lower = name.lower()
             use = _TYPE_ALIASES.get(name) or _TYPE_ALIASES.get(lower) or (lower if lower in _JSON_TYPES else None)
             if use is None:  # a typo ("strin")
-                index = NameIndex()
-                for known in _JSON_TYPES:
-                    index.add(known)
-                use = next(iter(index.suggest(lower, n=1)), None)
+                use = closest(lower, _JSON_TYPES)
             hint = f'use "{use}"' if use else "use one of " + ", ".join(f'"{t}"' for t in _JSON_TYPES)
             return f'"type": {json.dumps(name)} is not a JSON Schema type; {hint}.'
     return None

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import heapq
 import itertools
+from collections.abc import Iterable
 
-__all__ = ["NameIndex"]
+__all__ = ["NameIndex", "closest"]
 
 _SMALL = 2000  # below this many names, difflib over all of them is fast enough
 _CANDIDATES = 64  # how many names difflib ranks above that
@@ -96,3 +97,12 @@ class NameIndex:
             for gram in _grams(name):
                 postings.setdefault(gram, {})[name] = None
         return postings
+
+
+def closest(name: str, known: Iterable[str]) -> str | None:
+    """The one name among ``known`` closest to ``name`` (as :meth:`NameIndex.suggest` ranks), or None."""
+    index = NameIndex()
+    for each in sorted(known):
+        index.add(each)
+    found = index.suggest(name, n=1)
+    return found[0] if found else None

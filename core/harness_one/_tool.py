@@ -326,11 +326,8 @@ _PLUGIN_OPTIONS = {"requires_approval": "approval", "max_calls": "budget", "max_
 
 def _unknown_keywords(unknown: Mapping[str, Any], valid: Iterable[str]) -> ToolDefinitionError:
     """The error for definition keywords no tool takes: the closest valid one, or where a plugin option goes."""
-    from ._suggest import NameIndex
+    from ._suggest import closest
 
-    index = NameIndex()
-    for keyword in sorted(valid):
-        index.add(keyword)
     parts = []
     for keyword, value in unknown.items():
         plugin = _PLUGIN_OPTIONS.get(keyword)
@@ -339,8 +336,8 @@ def _unknown_keywords(unknown: Mapping[str, Any], valid: Iterable[str]) -> ToolD
                 f"'{keyword}' is an option of the {plugin} plugin, not a keyword: pass options={{{keyword!r}: {repr(value)[:60]}}}."
             )
             continue
-        close = index.suggest(keyword, n=1)
-        parts.append(f"Unknown keyword '{keyword}'" + (f"; did you mean '{close[0]}'?" if close else "."))
+        close = closest(keyword, valid)
+        parts.append(f"Unknown keyword '{keyword}'" + (f"; did you mean '{close}'?" if close else "."))
     names = ", ".join(sorted(valid))
     return ToolDefinitionError(
         " ".join(parts) + f" A tool definition takes: {names}; plugins read their own settings from options={{...}}."

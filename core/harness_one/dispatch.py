@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ._call import CallResult, new_call_id
-from ._errors import APPROVAL_REQUIRED, ToolError
+from ._errors import APPROVAL_REQUIRED, ToolError, exception_text
 from ._formats import CALL_FORMATS, check_format
 from ._render import dumps, json_data, safe_text
 from ._requests import BadRequest, Request, parse_call, resolve
@@ -121,7 +121,8 @@ def _settle(provider: str, request: Request | BadRequest, outcome: CallResult | 
         outcome = CallResult(False, None, error, "", new_call_id(), 0.0, 0)
         request = Request(request.request_id, "", {}, provider)
     elif not isinstance(outcome, CallResult):
-        message = f"Internal error while calling '{request.name}': {type(outcome).__name__}: {outcome}"
+        assert outcome is not None  # only a malformed call comes without an outcome
+        message = f"Internal error while calling '{request.name}': {exception_text(outcome)}"
         error = outcome if isinstance(outcome, ToolError) else ToolError(message)
         outcome = CallResult(False, None, error, request.name, new_call_id(), 0.0, 0)
     return _answer(provider, request, outcome)

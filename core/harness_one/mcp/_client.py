@@ -50,7 +50,7 @@ from harness_one import (
     ToolTimeout,
     __version__,
 )
-from harness_one._errors import ERROR_TEXT_LIMIT, capped, outside_text
+from harness_one._errors import ERROR_TEXT_LIMIT, capped, exception_text, outside_text
 from harness_one._log import log_event
 from harness_one._redact import without_userinfo
 from harness_one._render import safe_text
@@ -564,7 +564,7 @@ def _describe(exc: BaseException) -> str:
     """``Type: message`` of the first real error (anyio wraps errors in exception groups)."""
     while getattr(exc, "exceptions", None):
         exc = exc.exceptions[0]  # type: ignore[attr-defined]
-    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    return exception_text(exc)  # its text may hold the server's URL, password and all
 
 
 def _closed(client: Client, exc: MCPError, *, http: bool) -> bool:

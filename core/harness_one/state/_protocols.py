@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
@@ -9,6 +10,7 @@ from typing import Any, Protocol, runtime_checkable
 from .._errors import ToolError
 
 __all__ = [
+    "positive_seconds",
     "AsyncBudgetStore",
     "AsyncCircuitStore",
     "AsyncConcurrencySlots",
@@ -26,6 +28,17 @@ __all__ = [
 
 #: How many of a run's latest give-backs a standard budget store remembers the tickets of.
 KEPT_TICKETS = 64
+
+
+def positive_seconds(value: float | str, what: str) -> float:
+    """``value`` as a number of seconds above 0 and finite, else ``ValueError`` naming ``what``."""
+    try:
+        found = float(value)
+    except (TypeError, ValueError):
+        found = math.nan
+    if not found > 0 or math.isinf(found):
+        raise ValueError(f"{what} must be a number of seconds above 0, not {value!r}")
+    return found
 
 
 class StateUnavailable(ToolError):

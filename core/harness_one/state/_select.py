@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import importlib.util
-import math
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -12,8 +11,7 @@ from urllib.parse import ParseResult, parse_qsl, unquote, urlencode, urlparse, u
 
 from .._redact import redact
 from ._memory import MemoryBuckets, MemoryBudgets, MemoryCircuits, MemorySlots, MemoryStore
-from ._protocols import BudgetStore, CircuitStore, ConcurrencySlots, IdempotencyStore, RateLimitBackend
-from ._sqlite import positive_seconds
+from ._protocols import BudgetStore, CircuitStore, ConcurrencySlots, IdempotencyStore, RateLimitBackend, positive_seconds
 
 __all__ = ["REDIS_SCHEMES", "State", "open_state", "split_redis_url"]
 
@@ -42,12 +40,7 @@ def split_redis_url(url: str) -> tuple[str, dict[str, str], bool]:
         elif name != "decode_responses":
             rest.append((name, value))
     if "timeout" in ours:
-        try:
-            seconds = float(ours["timeout"])
-        except ValueError:
-            seconds = math.nan
-        if not seconds > 0 or math.isinf(seconds):
-            raise ValueError(f"the Redis state URL's timeout must be a number of seconds above 0, not {ours['timeout']!r}")
+        positive_seconds(ours["timeout"], "the Redis state URL's timeout")
     cluster = parsed.scheme in CLUSTER_SCHEMES
     if cluster:
         parsed = parsed._replace(scheme=parsed.scheme.removesuffix("+cluster"))

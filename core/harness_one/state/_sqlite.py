@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import math
 import sqlite3
 import threading
 import time
@@ -13,9 +12,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ._protocols import Record, StateUnavailable
+from ._protocols import Record, StateUnavailable, positive_seconds
 
-__all__ = ["SQLiteStore", "WallClock", "positive_seconds"]
+__all__ = ["SQLiteStore", "WallClock"]
 
 _T = TypeVar("_T")
 
@@ -24,17 +23,6 @@ _MAX_TIMEOUT = (2**31 - 1) / 1000
 
 #: The deadline of an attempt that waits for nothing (``time.monotonic`` is past it).
 _AT_ONCE = -1.0
-
-
-def positive_seconds(value: float | str, what: str) -> float:
-    """``value`` as a number of seconds above 0 and finite, else ``ValueError`` naming ``what``."""
-    try:
-        found = float(value)
-    except (TypeError, ValueError):
-        found = math.nan
-    if not found > 0 or math.isinf(found):
-        raise ValueError(f"{what} must be a number of seconds above 0, not {value!r}")
-    return found
 
 
 class WallClock:
