@@ -251,7 +251,8 @@ class ToolNotFound(ToolError):
     ``discovers`` is whether the registry loads installed tool packages (``None``: not said). An
     empty registry that does not (or may not) gets a note that a new ``ToolRegistry()`` starts
     empty and loads them only with ``discover=True``; one with tools does not (the model reads
-    the message, and its mistake is the name).
+    the message, and its mistake is the name). ``still_loading``: seconds a lookup waited for
+    another thread's loading of the packages, in vain.
     """
 
     kind = "not_found"
@@ -264,6 +265,7 @@ class ToolNotFound(ToolError):
         suggestions: Sequence[str] = (),
         total: int | None = None,
         discovers: bool | None = None,
+        still_loading: float | None = None,
     ) -> None:
         text = f"Unknown tool '{name}'."
         total = len(available) if total is None else total
@@ -285,6 +287,11 @@ class ToolNotFound(ToolError):
             )
         else:
             text += " No tools are registered."
+        if still_loading is not None:  # the tool may be in a package another thread is still importing
+            text += (
+                f" The installed tool packages were still loading in another thread after {still_loading:g} s:"
+                " try again once they are loaded."
+            )
         super().__init__(text, tool=name)
         self.suggestions = list(suggestions)
 

@@ -573,16 +573,14 @@ class ToolRegistry(metaclass=_SharedType):
     def _not_found(self, name: Any, *, loading: bool = False) -> ToolNotFound:
         text = _named(name)  # (the index reads what it iterates at once: no lock, as other threads change it)
         close = self._index.suggest(text) if isinstance(name, str) and len(name) <= 256 else []
-        error = ToolNotFound(
-            text[:200], available=self._index.first(20), suggestions=close, total=len(self._index), discovers=self._discover
+        return ToolNotFound(
+            text[:200],
+            available=self._index.first(20),
+            suggestions=close,
+            total=len(self._index),
+            discovers=self._discover,
+            still_loading=_DISCOVERY_WAIT if loading else None,
         )
-        if loading:  # the tool may be in a package another thread is still importing
-            error.message += (
-                f" The installed tool packages were still loading in another thread after {_DISCOVERY_WAIT:g} s:"
-                " try again once they are loaded."
-            )
-            error.args = (error.message,)
-        return error
 
     # ------------------------------------------------------------------ calling
 

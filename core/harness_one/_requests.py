@@ -214,15 +214,17 @@ def _item(data: dict[str, Any]) -> Request | Decision:
 
 
 def resolve(request: Request, registry: ToolRegistry, *, strict: bool | str = False) -> Request:
-    """Map an exported name back to the tool's (Gemini) and drop the nulls strict mode sends for absent arguments.
+    """Map an exported name back to the tool's (Gemini) and drop the nulls strict mode sends for absent
+    arguments (OpenAI calls, and plain requests read as theirs).
 
     ``strict`` (``True`` or ``"auto"``) applies per tool, as ``registry.export(..., strict="auto")``
     does: a tool that cannot be strict was exported without it, so its nulls are values.
     """
     if request.shape == "gemini":
         request.name = registry.export("gemini").names.original(request.name)
-    if strict and request.shape.startswith("openai"):
-        nullable = registry.export(request.shape, strict="auto").nullable.get(request.name)
+    if strict and (request.shape.startswith("openai") or request.shape == "plain"):  # a plain one is read as an OpenAI call
+        shape = "openai" if request.shape == "plain" else request.shape
+        nullable = registry.export(shape, strict="auto").nullable.get(request.name)
         if nullable:
             request.arguments = drop_nulls(request.arguments, nullable, registry.limits)
     return request

@@ -64,7 +64,7 @@ def call(
     if strict:
         from .._requests import Request, resolve
 
-        args = resolve(Request(None, name, args, "openai"), registry, strict=True).arguments
+        args = resolve(Request(None, name, args, "plain"), registry, strict=True).arguments
     result = registry.try_call(name, args, context=context, idempotency_key=idempotency_key)
     click.echo(dumps(result.to_dict(), indent=2))
     if not result.ok:

@@ -96,11 +96,7 @@ class Loop:
 
         try:
             item = parse_line(raw)
-            if not isinstance(item, Request):
-                return item
-            if self.strict and item.shape == "plain":
-                item.shape = "openai"  # a plain request's arguments are read as an OpenAI call's
-            return resolve(item, self.registry, strict=self.strict)
+            return resolve(item, self.registry, strict=self.strict) if isinstance(item, Request) else item
         except BadRequest as exc:
             self.invalid(lineno, str(exc), exc.request_id)
         except Exception as exc:  # never lose a line, whatever failed
