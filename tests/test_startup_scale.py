@@ -52,6 +52,24 @@ def test_cli_help_imports_neither_the_loop_nor_asyncio() -> None:
     ] == []
 
 
+def test_a_sync_call_through_the_standard_plugins_imports_neither_asyncio_nor_sqlite3() -> None:
+    found = _imported_after(
+        "from harness_one.tools import ToolRegistry\n"
+        "reg = ToolRegistry(autoload=False)\n"
+        "reg.add(lambda a: a, name='echo', timeout=5)\n"
+        "assert reg.call('echo', {'a': 1}) == 1\n"
+        "import harness_one_plugins.idempotency, harness_one.state as state\n"
+        "assert state.WallClock is harness_one_plugins.idempotency.WallClock"
+    )
+    assert {"harness_one_plugins.timeout", "harness_one.state"} <= found
+    assert [name for name in ("asyncio", "sqlite3", "harness_one.state._sqlite") if name in found] == []
+    # ... and the SQLite store stays importable from every place it was
+    found = _imported_after(
+        "from harness_one_plugins.idempotency import SQLiteStore\nfrom harness_one_plugins import SQLiteStore"
+    )
+    assert "sqlite3" in found
+
+
 def test_the_first_async_use_imports_asyncio() -> None:
     found = _imported_after(
         "import sys\n"

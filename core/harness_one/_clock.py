@@ -6,7 +6,7 @@ import threading
 import time
 from typing import Protocol, runtime_checkable
 
-__all__ = ["Clock", "ManualClock", "SystemClock"]
+__all__ = ["Clock", "ManualClock", "SystemClock", "WallClock"]
 
 
 @runtime_checkable
@@ -39,6 +39,26 @@ class SystemClock:
 
     def __repr__(self) -> str:
         return "SystemClock()"
+
+
+class WallClock:
+    """Wall-clock time (``time.time``): records outlive processes, so their expiry uses real time."""
+
+    __slots__ = ()
+
+    def now(self) -> float:
+        return time.time()
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(max(seconds, 0.0))
+
+    async def asleep(self, seconds: float) -> None:
+        import asyncio
+
+        await asyncio.sleep(max(seconds, 0.0))
+
+    def __repr__(self) -> str:
+        return "WallClock()"
 
 
 class ManualClock:

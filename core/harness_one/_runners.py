@@ -17,7 +17,6 @@ The guarantees differ, and the docs say so (``docs/plugins.md``, timeouts):
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import contextvars
 import os
@@ -37,10 +36,15 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from . import _worker
 from ._call import Lingering
 from ._errors import ToolBusy, ToolCancelled, ToolDefinitionError, ToolError, ToolExecutionError, ToolTimeout, outside_text
+from ._lazy import lazy_module
 
 if TYPE_CHECKING:
+    import asyncio
+
     from ._call import Call
     from ._tool import Tool
+else:  # imported on first use, as in the registry: thread-mode calls of sync tools never need it
+    asyncio = lazy_module("asyncio", __name__)
 
 __all__ = ["ProcessRunner", "Runner", "ThreadRunner"]
 

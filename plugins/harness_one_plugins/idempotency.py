@@ -13,7 +13,7 @@ took since: its outcome is stored only if no one else holds a live claim.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness_one import (
     Await,
@@ -41,12 +41,14 @@ from harness_one.state import (
     LeaseKeeper,
     MemoryStore,
     Record,
-    SQLiteStore,
     StateUnavailable,
     WallClock,
     new_token,
     round_trip,
 )
+
+if TYPE_CHECKING:
+    from harness_one.state import SQLiteStore
 
 __all__ = ["IdempotencyPlugin", "IdempotencyStore", "MemoryStore", "Record", "SQLiteStore", "WallClock", "fingerprint"]
 
@@ -104,6 +106,8 @@ class IdempotencyPlugin:
             raise ValueError("give a store or a path, not both")
         if path is not None:
             Path(path).expanduser().parent.mkdir(parents=True, exist_ok=True)
+            from harness_one.state import SQLiteStore  # sqlite3 imported only for a file's records
+
             store = SQLiteStore(Path(path).expanduser())
         self.store: IdempotencyStore = store if store is not None else MemoryStore()
         self._own_store = store is not None
@@ -303,3 +307,11 @@ class IdempotencyPlugin:
     def harness_stats(self, registry: ToolRegistry) -> dict[str, Any]:
         lapsed = {"lapsed": self.lapsed} if self.lapsed else {}
         return {"replays": self.replays, "stored": self.stored, **lapsed, **self.fail.stats()}
+
+
+def __getattr__(name: str) -> Any:
+    if name == "SQLiteStore":  # kept importable from here; sqlite3 is imported on first use
+        from harness_one.state import SQLiteStore
+
+        return SQLiteStore
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from .._clock import WallClock
 from ._leases import FAIL_MODES, Accepts, AsyncTwins, FailMode, LeaseKeeper, new_token, round_trip
 from ._memory import Breaker, MemoryBuckets, MemoryBudgets, MemoryCircuits, MemorySlots, MemoryStore
 from ._protocols import (
@@ -41,10 +42,10 @@ from ._protocols import (
     StateUnavailable,
 )
 from ._select import REDIS_SCHEMES, State, open_state
-from ._sqlite import SQLiteStore, WallClock
 
 if TYPE_CHECKING:
     from ._redis import RedisBuckets, RedisBudgets, RedisCircuits, RedisLink, RedisSlots, RedisStore
+    from ._sqlite import SQLiteStore
 
 __all__ = [
     "Accepts",
@@ -89,6 +90,10 @@ _REDIS = {"RedisBudgets", "RedisBuckets", "RedisCircuits", "RedisLink", "RedisSl
 
 
 def __getattr__(name: str) -> Any:
+    if name == "SQLiteStore":  # sqlite3 (and asyncio, for its async twins) imported when a SQLite store is asked for
+        from ._sqlite import SQLiteStore
+
+        return SQLiteStore
     if name in _REDIS:  # the redis package is imported only when a Redis backend is asked for
         from . import _redis
 

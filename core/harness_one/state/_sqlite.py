@@ -12,6 +12,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
+from .._clock import WallClock
 from ._protocols import Record, StateUnavailable, positive_seconds
 
 __all__ = ["SQLiteStore", "WallClock"]
@@ -23,19 +24,6 @@ _MAX_TIMEOUT = (2**31 - 1) / 1000
 
 #: The deadline of an attempt that waits for nothing (``time.monotonic`` is past it).
 _AT_ONCE = -1.0
-
-
-class WallClock:
-    """Wall-clock time (``time.time``): records outlive processes, so their expiry uses real time."""
-
-    def now(self) -> float:
-        return time.time()
-
-    def sleep(self, seconds: float) -> None:
-        time.sleep(max(seconds, 0.0))
-
-    async def asleep(self, seconds: float) -> None:
-        await asyncio.sleep(max(seconds, 0.0))
 
 
 class SQLiteStore:
