@@ -617,6 +617,7 @@ class ToolRegistry(metaclass=_SharedType):
         call_id: Any,
         idempotency_key: Any,
         on_progress: ProgressCallback | None,
+        started: float,
     ) -> tuple[Call, ToolPlan]:
         try:
             entry = self._tools.get(name) or self._entry(name)
@@ -628,9 +629,9 @@ class ToolRegistry(metaclass=_SharedType):
             plan = plan.keyed or plan
         elif context is None and (call_id is None or type(call_id) is str):
             call = _alloc(Call)  # what Call(...) does, minus type.__call__'s way from C into __init__
-            Call.__init__(call, self, entry.tool, arguments, None, call_id, None, _perf(), on_progress)
+            Call.__init__(call, self, entry.tool, arguments, None, call_id, None, started, on_progress)
             return call, plan
-        return self._new_call(entry, arguments, context, call_id, idempotency_key, on_progress), plan
+        return self._new_call(entry, arguments, context, call_id, idempotency_key, on_progress, started), plan
 
     def _new_call(
         self,
@@ -640,6 +641,7 @@ class ToolRegistry(metaclass=_SharedType):
         call_id: Any,
         idempotency_key: Any,
         on_progress: ProgressCallback | None,
+        started: float,
     ) -> Call:
         if context is not None and not isinstance(context, Mapping):
             raise _caller_error(entry.tool, "context", "a mapping (JSON object)", context)
@@ -649,7 +651,7 @@ class ToolRegistry(metaclass=_SharedType):
                 raise _caller_error(entry.tool, "call_id", "a string", given)
         if idempotency_key is not None:
             _check_key(entry.tool, idempotency_key)
-        return Call(self, entry.tool, arguments, context, call_id, idempotency_key, _perf(), on_progress)
+        return Call(self, entry.tool, arguments, context, call_id, idempotency_key, started, on_progress)
 
     @_shared
     def call(
@@ -686,7 +688,7 @@ class ToolRegistry(metaclass=_SharedType):
             Call.__init__(call, self, entry.tool, arguments, None, call_id, None, _perf(), on_progress)
         else:
             try:
-                call = self._new_call(entry, arguments, context, call_id, idempotency_key, on_progress)
+                call = self._new_call(entry, arguments, context, call_id, idempotency_key, on_progress, _perf())
             except ToolError:
                 raise
             except Exception as exc:
@@ -726,7 +728,7 @@ class ToolRegistry(metaclass=_SharedType):
         sees ``call.cancelled``, and plugins release what the call held.
         """
         try:
-            call, plan = self._begin(name, arguments, context, call_id, idempotency_key, on_progress)
+            call, plan = self._begin(name, arguments, context, call_id, idempotency_key, on_progress, _perf())
             value = await self._adrive(call, plan)
         except ToolError:
             raise
@@ -752,7 +754,7 @@ class ToolRegistry(metaclass=_SharedType):
         started = _perf()
         call: Call | None = None
         try:
-            call, plan = self._begin(name, arguments, context, call_id, idempotency_key, on_progress)
+            call, plan = self._begin(name, arguments, context, call_id, idempotency_key, on_progress, started)
         except ToolError as err:
             return _result(None, None, err, name, call_id, started)
         except Exception as exc:
@@ -772,7 +774,9 @@ class ToolRegistry(metaclass=_SharedType):
         value = call.result
         if value is _FAILED:
             return _result(call, None, _failure(call), name, call_id, started)
-        return _result(call, value, None, name, call_id, started)
+        return _new_result(
+            CallResult, (True, value, None, tool.name, call.call_id, _perf() - started, call.attempt)
+        )  # as _result
 
     @_shared
     async def atry_call(
@@ -790,7 +794,7 @@ class ToolRegistry(metaclass=_SharedType):
         started = _perf()
         call: Call | None = None
         try:
-            call, plan = self._begin(name, arguments, context, call_id, idempotency_key, on_progress)
+            call, plan = self._begin(name, arguments, context, call_id, idempotency_key, on_progress, started)
             value = await self._adrive(call, plan)
         except ToolError as err:
             return _result(call, None, err, name, call_id, started)
