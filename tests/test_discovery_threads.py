@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 import pytest
 
 import harness_one._registry
-from harness_one import ToolNotFound, ToolRegistry, hookimpl
+from harness_one import PluginError, ToolNotFound, ToolRegistry, hookimpl
 from harness_one._entrypoints import set_import_timeout
 
 T = TypeVar("T")
@@ -224,3 +224,48 @@ def test_an_export_made_while_packages_still_load_is_not_cached(monkeypatch: pyt
     monkeypatch.setattr(reg, "_ensure_discovered", lambda name=None: True)
     assert reg.export("openai") is not partial  # built again once loading is done
     assert reg.export("openai") is reg.export("openai")  # and cached then
+
+
+#: A plugin whose import starts a thread that asks for the default registry, and waits for it.
+PLUGIN_WAITING_FOR_A_THREAD = """
+import threading
+from harness_one import ToolRegistry
+
+seen = []
+
+def _ask():
+    try:
+        seen.append(ToolRegistry.default())
+    except Exception as exc:
+        seen.append(exc)
+
+_helper = threading.Thread(target=_ask)
+_helper.start()
+_helper.join()
+
+class Quiet:
+    pass
+
+def plugin():
+    return Quiet()
+"""
+
+
+def test_a_thread_a_plugin_import_waits_for_gets_a_clear_error_from_the_default_registry(dists: Any, short_wait: None) -> None:
+    """The default registry was built under its lock, held through its plugins' imports: a thread
+    that an import waited for waited for that lock for ever. It waits ``_DISCOVERY_WAIT`` now."""
+    dists.make(
+        "hx-waits-plugin",
+        {"hx_waits_plugin": PLUGIN_WAITING_FOR_A_THREAD},
+        {"harness_one.plugins": {"hx_waits": "hx_waits_plugin:plugin"}},
+    )
+    old = ToolRegistry.set_default(None)
+    try:
+        registry = _within(BOUND, ToolRegistry.default)
+        assert "hx_waits" in registry.plugins.names()
+        (answer,) = sys.modules["hx_waits_plugin"].seen
+        assert isinstance(answer, PluginError)
+        assert "being set up in another thread" in str(answer) and "0.2 s" in str(answer)
+        assert ToolRegistry.default() is registry  # the lock was released: later callers get it at once
+    finally:
+        ToolRegistry.set_default(old)

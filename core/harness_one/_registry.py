@@ -284,7 +284,13 @@ class ToolRegistry(metaclass=_SharedType):
                     "while it loads (in its module or its factory). Put its tools in a tool package instead, "
                     "or define them with @defineTool(registry=None)."
                 )
-            with ToolRegistry._default_lock:
+            # Bounded, as a wait for discovery: a plugin's import may wait for this thread.
+            if not ToolRegistry._default_lock.acquire(timeout=_DISCOVERY_WAIT):
+                raise PluginError(
+                    f"The default registry is being set up in another thread and was not ready within {_DISCOVERY_WAIT:g} s: "
+                    "its plugins are loading (a plugin's import or factory may be waiting for this thread)."
+                )
+            try:
                 registry = ToolRegistry._current
                 if registry is _LAZY:
                     from ._config import environment_state
@@ -295,6 +301,8 @@ class ToolRegistry(metaclass=_SharedType):
                     finally:
                         ToolRegistry._default_builder = None
                     ToolRegistry._current = registry
+            finally:
+                ToolRegistry._default_lock.release()
         return registry  # type: ignore[no-any-return]
 
     @classmethod
