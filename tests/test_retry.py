@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import random
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -20,6 +21,7 @@ from harness_one import (
     ToolDefinitionError,
     ToolExecutionError,
     ToolRegistry,
+    ToolTimeout,
 )
 from harness_one_plugins import RetryPlugin
 from harness_one_plugins.retry import set_testing
@@ -74,6 +76,50 @@ def test_non_idempotent_tool_is_not_rerun_once_started(reg: ToolRegistry) -> Non
     opted = Flaky(1, RetryableError("503"))
     reg.add(opted, name="opted", retry={"attempts": 3, "rerun_non_idempotent": True})
     assert reg.call("opted") == "ok" and opted.runs == 2
+
+
+def test_a_keyed_call_is_not_rerun_while_its_timed_out_attempt_still_runs(clock: ManualClock) -> None:
+    """A thread-mode timeout abandons the tool, which runs on: a retry under the same key ran the
+    (non-idempotent) tool again beside it, three charges for one key."""
+    reg = ToolRegistry(plugins={"retry": RetryPlugin(rng=random.Random(7))}, clock=clock, autoload=False)
+    release = threading.Event()
+    runs: list[int] = []
+
+    def charge(amount: int) -> str:
+        runs.append(amount)
+        release.wait(10)
+        return "charged"
+
+    def idem(amount: int) -> str:
+        runs.append(-amount)
+        release.wait(10)
+        return "read"
+
+    reg.add(charge, timeout=0.05, retry={"attempts": 3, "timeouts": True, "initial": 0})
+    reg.add(idem, timeout=0.05, idempotent=True, retry={"attempts": 3, "timeouts": True, "initial": 0})
+    try:
+        keyed = reg.try_call("charge", {"amount": 100}, idempotency_key="order-7")
+        assert isinstance(keyed.error, ToolTimeout) and keyed.attempts == 1 and runs == [100]
+        # an idempotent tool may run beside its abandoned attempt: its timeouts are retried as before
+        assert reg.try_call("idem", {"amount": 1}).attempts == 3 and runs == [100, -1, -1, -1]
+    finally:
+        release.set()
+    # a keyed call whose tool failed and returned (nothing runs on) is retried as before
+    flaky = Flaky(1, RetryableError("503"))
+    reg.add(flaky, name="flaky", retry=3)
+    assert reg.call("flaky", idempotency_key="k") == "ok" and flaky.runs == 2
+
+
+def test_backoff_past_a_float_s_range_is_the_cap(clock: ManualClock) -> None:
+    """``initial * multiplier ** (attempt - 1)`` overflowed at attempt 1,025: the hook failed (a PluginError)."""
+    reg = ToolRegistry(plugins={"retry": RetryPlugin(rng=random.Random(3))}, clock=clock, autoload=False)
+    tool = Flaky(1100, RetryableError("busy"))
+    reg.add(tool, name="f", idempotent=True, retry={"attempts": 1101, "initial": 0.001, "max_delay": 0.5, "total": 10**9})
+    assert reg.call("f") == "ok" and tool.runs == 1101
+    assert len(clock.sleeps) == 1100 and all(0 <= s <= 0.5 for s in clock.sleeps)
+    zero = Flaky(1100, RetryableError("busy"))
+    reg.add(zero, name="z", idempotent=True, retry={"attempts": 1101, "initial": 0, "max_delay": 0.5, "total": 10**9})
+    assert reg.call("z") == "ok" and clock.sleeps[1100:] == [0.0] * 1100
 
 
 def test_argument_errors_are_never_retried(reg: ToolRegistry) -> None:

@@ -53,7 +53,8 @@ class RetryPlugin:
       :class:`CircuitOpen`, :class:`IdempotencyConflict`): waited out when its ``retry_after``
       fits in the remaining budget;
     - once the tool started, only if re-running is safe: the tool is ``idempotent``, the call
-      has an idempotency key, or the policy has ``rerun_non_idempotent``; then a
+      has an idempotency key and the failed attempt is not still running (abandoned at its
+      timeout), or the policy has ``rerun_non_idempotent``; then a
       :class:`RetryableError`, an exception of a type in ``on`` (the tool's own exception),
       or :class:`ToolTimeout` when ``timeouts`` is set.
 
@@ -91,7 +92,9 @@ class RetryPlugin:
         """Whether ``error`` may be retried under ``policy`` (see the class docstring)."""
         if isinstance(error, (RateLimitExceeded, ToolBusy, CircuitOpen, IdempotencyConflict)):
             return not call.ran
-        if call.ran and not (call.tool.idempotent or call.idempotency_key is not None or policy.rerun_non_idempotent):
+        # A key stores one outcome, but an attempt abandoned at its timeout still runs: another would run beside it.
+        keyed = call.idempotency_key is not None and call.lingering is None
+        if call.ran and not (call.tool.idempotent or keyed or policy.rerun_non_idempotent):
             return False
         if isinstance(error, RetryableError):
             return True
@@ -110,7 +113,10 @@ class RetryPlugin:
         if call.ran and call.attempt >= policy.attempts:
             self.gave_up += 1
             return None
-        backoff = min(policy.max_delay, policy.initial * policy.multiplier ** (call.attempt - 1))
+        try:
+            backoff = min(policy.max_delay, policy.initial * policy.multiplier ** (call.attempt - 1))
+        except OverflowError:  # past a float's range (attempt 1,025 at 2x): the cap
+            backoff = policy.max_delay if policy.initial > 0 else 0.0
         delay = 0.0 if _TESTING else self.rng.uniform(0.0, backoff)
         hint = error.retry_after
         if hint is not None and hint > delay:
