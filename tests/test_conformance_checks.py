@@ -267,7 +267,14 @@ TICKET_CHECKS = {
     "test_a_give_back_sent_twice_returns_the_unit_once",
     "test_a_give_back_after_many_takes_returns_its_unit",
     "test_a_run_keeps_the_tickets_of_its_latest_give_backs",
+    "test_a_give_back_that_emptied_its_run_sent_again_returns_nothing",
 }
+ASYNC_IDEMPOTENCY_CHECKS = {
+    "test_async_twins_claim_replay_and_release",
+    "test_async_twins_act_only_for_the_owner",
+    "test_async_renewal_only_by_the_owner",
+}
+ASYNC_BUDGET_CHECKS = {"test_async_twins_count_and_give_back", "test_async_give_back_sent_twice_returns_the_unit_once"}
 
 
 def test_owner_and_ticket_checks_fail_a_store_that_ignores_them_and_switch_off_for_one_written_before(
@@ -287,7 +294,8 @@ def test_owner_and_ticket_checks_fail_a_store_that_ignores_them_and_switch_off_f
     # Written before owners: every owner check fails and says why, unless has_owners = False, which skips them.
     assert outcomes("TestUnowned")["FAILED"] == OWNER_CHECKS
     assert "Unowned has begin, renew, finish, release without owner=" in text and "or set has_owners = False" in text
-    assert outcomes("TestUnownedOff").keys() == {"PASSED", "SKIPPED"} and outcomes("TestUnownedOff")["SKIPPED"] == OWNER_CHECKS
+    assert outcomes("TestUnownedOff").keys() == {"PASSED", "SKIPPED"}
+    assert outcomes("TestUnownedOff")["SKIPPED"] == OWNER_CHECKS | ASYNC_IDEMPOTENCY_CHECKS  # and no async twins
     # Taking owner= and ignoring it: each check whose scenario it breaks fails; a finish that always stores is no harm alone.
     assert outcomes("TestOwnerBlind")["FAILED"] == OWNER_CHECKS - {"test_finish_stores_when_no_one_else_holds_a_live_claim"}
     assert outcomes("TestOwnerBlindOff")["FAILED"] == OWNER_CHECKS  # the plugin passes owner=: no switching off
@@ -301,14 +309,15 @@ def test_owner_and_ticket_checks_fail_a_store_that_ignores_them_and_switch_off_f
         "test_a_claim_without_owner_is_no_owners",
     }
     assert outcomes("TestTicketless")["FAILED"] == TICKET_CHECKS
-    assert "Ticketless has take, give_back without ticket=" in text
-    assert outcomes("TestTicketlessOff")["SKIPPED"] == TICKET_CHECKS and "FAILED" not in outcomes("TestTicketlessOff")
+    assert "Ticketless has give_back without ticket=" in text
+    assert outcomes("TestTicketlessOff")["SKIPPED"] == TICKET_CHECKS | ASYNC_BUDGET_CHECKS
+    assert "FAILED" not in outcomes("TestTicketlessOff")
     # Taking ticket= and ignoring it: a give-back sent again returns a second unit; one of a take long past is no harm alone.
     assert outcomes("TestTicketBlind")["FAILED"] == TICKET_CHECKS - {"test_a_give_back_after_many_takes_returns_its_unit"}
     assert outcomes("TestTicketBlindOff")["FAILED"] == TICKET_CHECKS
     # kept_tickets: the number of give-backs the store declares it remembers is checked (the memory store: 64, not 100).
     assert outcomes("TestKeepsMore")["FAILED"] == {"test_a_run_keeps_the_tickets_of_its_latest_give_backs"}
-    assert outcomes("TestKeepsAll")["SKIPPED"] == {"test_a_run_keeps_the_tickets_of_its_latest_give_backs"}  # None skips it
+    assert outcomes("TestKeepsAll")["SKIPPED"] == {"test_a_run_keeps_the_tickets_of_its_latest_give_backs"} | ASYNC_BUDGET_CHECKS
     assert "FAILED" not in outcomes("TestKeepsAll")
     summary = text.split("checks switched off or known to fail", 1)[1]
     for check in sorted(OWNER_CHECKS):
@@ -316,3 +325,100 @@ def test_owner_and_ticket_checks_fail_a_store_that_ignores_them_and_switch_off_f
     for check in sorted(TICKET_CHECKS):
         assert f"TestTicketlessOff: {check}: TestTicketlessOff.has_tickets = False (written before tickets" in summary
     assert "TestKeepsAll: test_a_run_keeps_the_tickets_of_its_latest_give_backs: TestKeepsAll.kept_tickets = None" in summary
+
+
+ASYNC_STORES = '''
+import pytest
+from harness_one.state import MemoryBudgets, MemoryStore
+from harness_one.testing import BudgetStoreContract, IdempotencyStoreContract
+
+
+class Twins(MemoryStore):
+    """Awaitable twins that do what the blocking methods do."""
+
+    async def abegin(self, scope, key, fingerprint, now, lease, *, owner=None):
+        return self.begin(scope, key, fingerprint, now, lease, owner=owner)
+
+    async def arenew(self, scope, key, now, lease, *, owner=None):
+        return self.renew(scope, key, now, lease, owner=owner)
+
+    async def afinish(self, scope, key, record, *, owner=None, now=None):
+        return self.finish(scope, key, record, owner=owner, now=now)
+
+    async def arelease(self, scope, key, *, owner=None):
+        self.release(scope, key, owner=owner)
+
+
+class TwinsOwnerBlind(MemoryStore):
+    """Right blocking methods, awaitable twins that take owner= and ignore it."""
+
+    async def abegin(self, scope, key, fingerprint, now, lease, *, owner=None):
+        return self.begin(scope, key, fingerprint, now, lease)
+
+    async def arenew(self, scope, key, now, lease, *, owner=None):
+        return self.renew(scope, key, now, lease)
+
+    async def afinish(self, scope, key, record, *, owner=None, now=None):
+        return self.finish(scope, key, record)
+
+    async def arelease(self, scope, key, *, owner=None):
+        self.release(scope, key)
+
+
+class HalfTwins(MemoryStore):
+    """abegin, so the plugins await afinish and arelease too, which it lacks."""
+
+    async def abegin(self, scope, key, fingerprint, now, lease, *, owner=None):
+        return self.begin(scope, key, fingerprint, now, lease, owner=owner)
+
+
+class BudgetTwins(MemoryBudgets):
+    async def atake(self, run, scope, *, limit, total, now, ttl):
+        return self.take(run, scope, limit=limit, total=total, now=now, ttl=ttl)
+
+    async def agive_back(self, run, scope, *, ticket=None):
+        self.give_back(run, scope, ticket=ticket)
+
+
+class BudgetTwinsTicketBlind(BudgetTwins):
+    async def agive_back(self, run, scope, *, ticket=None):
+        self.give_back(run, scope)
+
+
+def suite(kind, contract):
+    return type(f"Test{kind.__name__}", (contract,), {"store": pytest.fixture(lambda self: kind())})
+
+
+TestMemoryStore = suite(MemoryStore, IdempotencyStoreContract)
+TestTwins = suite(Twins, IdempotencyStoreContract)
+TestTwinsOwnerBlind = suite(TwinsOwnerBlind, IdempotencyStoreContract)
+TestHalfTwins = suite(HalfTwins, IdempotencyStoreContract)
+TestMemoryBudgets = suite(MemoryBudgets, BudgetStoreContract)
+TestBudgetTwins = suite(BudgetTwins, BudgetStoreContract)
+TestBudgetTwinsTicketBlind = suite(BudgetTwinsTicketBlind, BudgetStoreContract)
+'''
+
+
+def test_async_checks_run_through_the_twins_and_skip_a_store_without_them(pytester: pytest.Pytester) -> None:
+    """The owners and tickets of the awaitable twins are checked: twins that ignore them fail, though every
+    blocking check passes; a store without twins skips those checks, saying why; a store with some fails."""
+    pytester.makepyfile(test_async_stores_inner=ASYNC_STORES)
+    text = pytester.runpytest("-p", "no:cacheprovider", "-v").stdout.str()
+    got = dict(re.findall(r"::(\w+::\w+) (PASSED|FAILED|SKIPPED)", text))
+
+    def named(suite: str, outcome: str) -> set[str]:
+        return {name.split("::")[1] for name, found in got.items() if name.startswith(suite + "::") and found == outcome}
+
+    assert named("TestMemoryStore", "SKIPPED") == ASYNC_IDEMPOTENCY_CHECKS and not named("TestMemoryStore", "FAILED")
+    assert named("TestMemoryBudgets", "SKIPPED") == ASYNC_BUDGET_CHECKS and not named("TestMemoryBudgets", "FAILED")
+    summary = text.split("checks switched off or known to fail", 1)[1]
+    assert "TestMemoryStore: test_async_twins_act_only_for_the_owner: MemoryStore has no abegin (no async twins" in summary
+    assert "TestMemoryBudgets: test_async_twins_count_and_give_back: MemoryBudgets has no atake (no async twins" in summary
+    assert named("TestTwins", "PASSED") >= ASYNC_IDEMPOTENCY_CHECKS and not named("TestTwins", "FAILED")
+    assert named("TestBudgetTwins", "PASSED") >= ASYNC_BUDGET_CHECKS and not named("TestBudgetTwins", "FAILED")
+    assert named("TestTwinsOwnerBlind", "FAILED") == ASYNC_IDEMPOTENCY_CHECKS - {"test_async_twins_claim_replay_and_release"}
+    assert named("TestTwinsOwnerBlind", "PASSED") >= OWNER_CHECKS  # its blocking methods keep owners
+    assert named("TestHalfTwins", "FAILED") == ASYNC_IDEMPOTENCY_CHECKS
+    assert "HalfTwins has abegin but not afinish, arelease: the plugins await all of abegin, afinish, arelease" in text
+    assert named("TestBudgetTwinsTicketBlind", "FAILED") == {"test_async_give_back_sent_twice_returns_the_unit_once"}
+    assert named("TestBudgetTwinsTicketBlind", "PASSED") >= TICKET_CHECKS

@@ -105,9 +105,11 @@ def test_a_lone_surrogate_run_id_does_not_open_the_rate_limit_for_others(redis_u
     assert "state_failed_open" not in reg.stats().get("rate_limit", {})
 
 
-def test_refused_calls_of_new_runs_leave_no_key(redis_server: RedisServer, redis_url: str) -> None:
-    """A call given back (refused later) or refused by a budget of 0 left a hash for a day per run."""
+def test_refused_calls_of_new_runs_leave_no_key_for_a_day(redis_server: RedisServer, redis_url: str) -> None:
+    """A call given back (refused later) or refused by a budget of 0 left a hash for a day per run. A run
+    given back with a ticket keeps it for KEEP_GIVE_BACKS (60 s), for a give-back sent again; without, none."""
     from harness_one.state import RedisBudgets
+    from harness_one.state._redis import KEEP_GIVE_BACKS
 
     reg = ToolRegistry(state=redis_url, autoload=False, plugin_options={"budget": {"total": 100}})
     reg.add(lambda q: q, name="search", rate_limit={"rate": 0.001, "burst": 1})
@@ -122,9 +124,14 @@ def test_refused_calls_of_new_runs_leave_no_key(redis_server: RedisServer, redis
     assert budgets.used("kept", "b", now=0.0) == 1
     client = redis_server.client()
     try:
-        assert sorted(client.keys("*budget*")) == [b"harness-one:budget:{4:kept}", b"harness-one:budget:{5:run-0}"]
-        budgets.give_back("kept", "b")
-        assert client.keys("*budget*") == [b"harness-one:budget:{5:run-0}"]
+        given_back = {f"harness-one:budget:{{{len(run)}:{run}}}".encode() for run in (f"run-{i}" for i in range(1, 20))}
+        assert set(client.keys("*budget*")) == {b"harness-one:budget:{4:kept}", b"harness-one:budget:{5:run-0}"} | given_back
+        for key in given_back:  # the run's ticket only, for a minute (the run's ttl is a day)
+            assert client.hget(key, "n:*") == b"0" and len(client.hget(key, "g")) == 17
+            assert 0 < client.pttl(key) <= KEEP_GIVE_BACKS * 1000
+        assert client.pttl("harness-one:budget:{5:run-0}") > 86_000_000
+        budgets.give_back("kept", "b")  # no ticket, and none remembered: deleted at once
+        assert b"harness-one:budget:{4:kept}" not in client.keys("*budget*")
     finally:
         client.close()
     assert budgets.take("kept", "b", limit=1, total=None, now=0.0, ttl=60.0) == 0  # a deleted run counts from zero

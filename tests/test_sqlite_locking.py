@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from harness_one import ToolRegistry
-from harness_one.state import AsyncIdempotencyStore, Record, SQLiteStore, State, StateUnavailable
+from harness_one.state import AsyncIdempotencyStore, MemoryStore, Record, SQLiteStore, State, StateUnavailable
 from harness_one_plugins import IdempotencyPlugin
 
 TIMEOUT = 0.25  # the store's wait for the file in these tests
@@ -129,6 +129,52 @@ def test_an_unknown_option_in_a_sqlite_state_url_is_refused(path: Path, option: 
     name = option.partition("=")[0]
     with pytest.raises(ValueError, match=f"has the option '{name}': a SQLite state URL takes only 'timeout'"):
         State(f"sqlite://{path}?{option}")
+
+
+def test_a_hash_in_a_sqlite_state_url_is_refused(path: Path) -> None:
+    """``sqlite:///DIR/a#b.db`` opened the file ``DIR/a``: the rest was read as a URL fragment and dropped."""
+    for url in (f"sqlite://{path.parent}/a#b.db", f"sqlite://{path}?timeout=2#x", f"sqlite://{path}#"):
+        with pytest.raises(ValueError, match="has a '#': write a '#' in the file's name as %23"):
+            State(url)
+    with pytest.raises(ValueError, match="%23"):
+        ToolRegistry(state=f"sqlite://{path.parent}/a#b.db", autoload=False)
+    assert not (path.parent / "a").exists()
+    assert State(f"sqlite://{path.parent}/a%23b.db").path == path.parent / "a#b.db"
+    assert State(f"{path.parent}/a#b.db").path == path.parent / "a#b.db"  # a plain path is taken as written
+
+
+def test_the_plugins_path_takes_a_timeout(path: Path, locked: sqlite3.Connection) -> None:
+    """``IdempotencyPlugin(path=...)`` had no way to set the wait for the file (only a state URL's
+    ``?timeout=`` had): a locked file held each keyed call for the default 10 s."""
+    plugin = IdempotencyPlugin(path=path, timeout=TIMEOUT)
+    assert isinstance(plugin.store, SQLiteStore) and plugin.store.timeout == TIMEOUT
+    configured = ToolRegistry(plugin_options={"idempotency": {"path": str(path), "timeout": TIMEOUT}}, autoload=False)
+    assert configured.plugins.get("idempotency").store.timeout == TIMEOUT  # [plugins.idempotency] path and timeout
+    assert IdempotencyPlugin(path=path).store.timeout == 10.0  # type: ignore[attr-defined]
+    reg = ToolRegistry(plugins={"idempotency": plugin}, autoload=False)
+    reg.add(lambda: "done", name="work")
+    start = time.monotonic()
+    refused = reg.try_call("work", idempotency_key="k")
+    assert refused.error is not None and refused.error.kind == "state_unavailable"
+    assert time.monotonic() - start < 20 * TIMEOUT  # the default is 10 s (40 x TIMEOUT)
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"timeout": 2.0}, "idempotency timeout= is the wait for the SQLite file of path="),
+        ({"store": "memory", "timeout": 2.0}, "as SQLiteStore\\(path, timeout=...\\) for store="),
+        ({"path": "file", "timeout": 0}, "idempotency timeout must be a positive number of seconds"),
+        ({"path": "file", "timeout": True}, "idempotency timeout must be a positive number of seconds"),
+    ],
+)
+def test_a_timeout_without_a_path_or_not_a_wait_is_refused(path: Path, options: dict[str, Any], message: str) -> None:
+    given = {**options, **({"path": path} if "path" in options else {})}
+    if given.get("store") == "memory":
+        given["store"] = MemoryStore()
+    with pytest.raises(ValueError, match=message):
+        IdempotencyPlugin(**given)
+    assert not path.exists()  # refused before the file is made
 
 
 @pytest.mark.parametrize("timeout", [0, -1.0, float("nan"), float("inf")])

@@ -279,7 +279,7 @@ def test_stores_written_before_owners_and_tickets_still_work(tmp_path: Path) -> 
     assert refused.error is not None and refused.error.kind == "rate_limited"
     assert legacy.calls == ["begin", "finish", "begin", "begin", "release"]
     assert reg.plugins.get("budget").used("r") == 1
-    owners, tickets = Accepts("owner", "begin", "renew", "finish", "release"), Accepts("ticket", "take", "give_back")
+    owners, tickets = Accepts("owner", "begin", "renew", "finish", "release"), Accepts("ticket", "give_back", "agive_back")
     assert not owners(legacy) and not tickets(LegacyBudgets())
     assert owners(MemoryStore()) and owners(SQLiteStore(tmp_path / "s.sqlite3")) and tickets(MemoryBudgets())
 
@@ -306,11 +306,54 @@ def test_tokens_are_unique_and_a_forked_child_draws_its_own() -> None:
 # --------------------------------------------------------------------------- budgets
 
 
+class RecordingBudgets(MemoryBudgets):
+    """Records the tickets the plugin passes; its ``take`` still takes ``ticket=`` (as a store written when takes had tickets)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[tuple[str, str | None]] = []
+
+    def take(
+        self, run: str, scope: str, *, limit: int | None, total: int | None, now: float, ttl: float, ticket: str | None = None
+    ) -> int:
+        self.seen.append(("take", ticket))
+        return super().take(run, scope, limit=limit, total=total, now=now, ttl=ttl)
+
+    def give_back(self, run: str, scope: str, *, ticket: str | None = None) -> None:
+        self.seen.append(("give_back", ticket))
+        super().give_back(run, scope, ticket=ticket)
+
+
+class GiveBackTickets(RecordingBudgets):
+    """A store whose ``give_back`` alone takes ``ticket=``."""
+
+    def take(self, run: str, scope: str, *, limit: int | None, total: int | None, now: float, ttl: float) -> int:  # type: ignore[override]
+        self.seen.append(("take", None))
+        return MemoryBudgets.take(self, run, scope, limit=limit, total=total, now=now, ttl=ttl)
+
+
+@pytest.mark.parametrize("kind", [RecordingBudgets, GiveBackTickets])
+def test_a_take_has_no_ticket_and_each_give_back_its_own(kind: type[RecordingBudgets]) -> None:
+    """Only a give-back has a ticket, made when it is sent: the plugin made one per take and passed it to
+    ``take``, which ignored it, and called a store whose ``give_back`` alone takes ``ticket=`` without tickets."""
+    store = kind()
+    reg = ToolRegistry(plugins={"budget": BudgetPlugin(store=store, total=10)}, autoload=False)
+    reg.add(lambda: 1, name="f", rate_limit={"rate": 0.001, "burst": 1})
+    run = {"run_id": "r"}
+    assert reg.try_call("f", context=run).ok
+    assert [reg.try_call("f", context=run).error.kind for _ in range(2)] == ["rate_limited"] * 2  # type: ignore[union-attr]
+    assert [what for what, _ in store.seen] == ["take", "take", "give_back", "take", "give_back"]
+    assert [ticket for what, ticket in store.seen if what == "take"] == [None, None, None]
+    given = [ticket for what, ticket in store.seen if what == "give_back"]
+    assert None not in given and len(set(given)) == 2
+    assert reg.plugins.get("budget").used("r") == 1
+
+
 def test_redis_keeps_a_runs_give_back_tickets_in_17_bytes_each(redis_url: str) -> None:
     """The kit checks which give-backs a run remembers (the last 64); Redis keeps each as one field's
     17 bytes, and a take keeps none."""
     store = redis_budgets(redis_url)
-    taken = [store.take("r", "t", limit=None, total=None, now=0.0, ttl=60.0, ticket=f"t{i}") for i in range(70)]
+    taken = [store.take("r", "t", limit=None, total=None, now=0.0, ttl=60.0) for _ in range(70)]
     assert taken == [0] * 70
     assert store.link.command("HGET", store._key("r"), "g") is None
     for i in range(66):
@@ -332,11 +375,14 @@ class DroppingProxy:
         self.armed = False
         self.seen = 0  # commands calling the watched script, since it was armed
         self.dropped = 0
+        self.resend: threading.Event | None = None  # set: the command sent again is held until this is set
+        self.holding = threading.Event()  # the command sent again has come and is held
         self.sockets: list[socket.socket] = []
         threading.Thread(target=self._accept, daemon=True).start()
 
-    def arm(self, sha: str) -> None:
+    def arm(self, sha: str, *, hold: bool = False) -> None:
         self.watched, self.armed = sha.encode(), True
+        self.resend = threading.Event() if hold else None
 
     def _accept(self) -> None:
         while True:
@@ -358,6 +404,9 @@ class DroppingProxy:
                     if self.armed:
                         self.armed = False
                         drop.set()
+                    elif self.resend is not None and self.seen == 2:  # the command sent again: held
+                        self.holding.set()
+                        self.resend.wait(30)
                 upstream.sendall(data)
         except OSError:
             pass
@@ -423,3 +472,41 @@ def test_a_give_back_whose_reply_was_lost_returns_the_unit_once(
     assert reg.plugins.get("budget").used("r") == 2
     assert [call("other").ok for _ in range(2)] == [True, False]
     assert reg.plugins.get("budget").used("r") == 3
+
+
+def test_a_lost_give_back_that_emptied_its_run_sent_again_after_a_new_take_returns_nothing(
+    redis_server: RedisServer, redis_url: str, proxy: DroppingProxy
+) -> None:
+    """A call of a new run (budget 1) takes its unit and is refused by the rate limit; its give-back
+    leaves the run with nothing counted, Redis applies it, the reply is lost, and the command sent
+    again is held while another worker's call of the run takes the unit. The give-back sent again
+    then returns nothing: the hash used to be deleted with its tickets, so it returned the new
+    call's unit, and a third call ran on a budget of 1."""
+    from harness_one.state._redis import _BUDGET_GIVE_BACK
+
+    budget = {"budget": {"total": 1}}
+    reg = ToolRegistry(state=proxy.url + "?timeout=10", autoload=False, plugin_options=budget)
+    reg.add(lambda: "ran", name="limited", rate_limit={"rate": 0.001, "burst": 1})
+    other = ToolRegistry(state=redis_url, autoload=False, plugin_options=budget)  # another worker, straight to Redis
+    other.add(lambda: "ran", name="work")
+    assert reg.try_call("limited", context={"run_id": "warm-up"}).ok  # the rate limit's one token
+    client = redis_server.client()
+    try:
+        client.script_load(_BUDGET_GIVE_BACK.source)
+    finally:
+        client.close()
+    proxy.arm(_BUDGET_GIVE_BACK.sha, hold=True)
+    refused: list[Any] = []
+    caller = threading.Thread(target=lambda: refused.append(reg.try_call("limited", context={"run_id": "r"})))
+    caller.start()
+    try:
+        assert proxy.holding.wait(30)  # applied, its reply lost, and sent again: held
+        assert other.plugins.get("budget").used("r") == 0
+        assert other.try_call("work", context={"run_id": "r"}).ok  # the run's one unit, taken meanwhile
+    finally:
+        assert proxy.resend is not None
+        proxy.resend.set()
+        caller.join(30)
+    assert refused[0].error.kind == "rate_limited" and proxy.dropped == 1
+    assert other.plugins.get("budget").used("r") == 1
+    assert other.try_call("work", context={"run_id": "r"}).error.kind == "budget_exhausted"  # type: ignore[union-attr]

@@ -48,7 +48,7 @@ def new_call_id() -> str:
 
 def new_token() -> str:
     """A token unique across calls, processes and hosts: a random 64-bit per-process prefix (a
-    forked child draws its own) and a counter. It names an idempotency claim's owner and a budget's take."""
+    forked child draws its own) and a counter. It names an idempotency claim's owner and a budget's give-back."""
     return f"{_TOKEN_PREFIX}-{next(_tokens)}"
 
 

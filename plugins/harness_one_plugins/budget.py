@@ -5,7 +5,7 @@ agent loop that passes ``context={"run_id": ...}`` gets per-run limits with no c
 takes one unit of its run's budget when it is admitted and gives it back if the tool never
 ran (refused by a later policy, waiting for approval, answered by a cache hit); retries of
 one call take nothing more. The counters live in the registry's state: in this process, or in
-Redis shared by every worker (``docs/budgets.md``). Each take has a ticket, so a give-back that
+Redis shared by every worker (``docs/budgets.md``). Each give-back has a ticket, so one that
 reaches the store twice, as a Redis command sent again after its reply was lost does, returns
 its unit once.
 """
@@ -35,7 +35,7 @@ __all__ = ["ALL_TOOLS", "BudgetExhausted", "BudgetPlugin"]
 
 #: The counter of a run's calls of every tool.
 ALL_TOOLS = "*"
-_TAKEN = "budget.taken"  # (run, ticket: None for a store without tickets)
+_TAKEN = "budget.taken"  # the run the call took a unit of
 
 
 class BudgetExhausted(ToolError):
@@ -71,11 +71,6 @@ def _count(value: Any, what: str, tool: str) -> int | None:
 
 def _budgeted(plugin: BudgetPlugin, tool: Tool) -> bool:
     return plugin.total is not None or plugin.limit_for(tool) is not None
-
-
-def _mine(ticket: str | None) -> dict[str, str]:
-    """The keyword arguments naming a take: none for a store written before tickets."""
-    return {} if ticket is None else {"ticket": ticket}
 
 
 def _run_id(run: Hashable) -> str:
@@ -129,7 +124,7 @@ class BudgetPlugin:
         self._limits: dict[Tool, int | None] = {}
         self._lock = threading.Lock()
         self._twins = AsyncTwins("atake")  # whether the store has awaitable twins
-        self._tickets = Accepts("ticket", "take", "give_back", "atake", "agive_back")  # whether takes have tickets
+        self._tickets = Accepts("ticket", "give_back", "agive_back")  # whether give-backs have tickets
         self.refused = 0
 
     @hookimpl
@@ -166,31 +161,26 @@ class BudgetPlugin:
         name = call.tool.name
         limit = self._limits[call.tool] if call.tool in self._limits else self.limit_for(call.tool)
         store, total, ttl, now = self.store, self.total, self.ttl, call.registry.clock.now()
-        ticket = new_token() if self._tickets(store) else None
         shared = self._twins(store)
         if shared is not None:
-            mine = _mine(ticket)
             return round_trip(
-                lambda: store.take(run, name, limit=limit, total=total, now=now, ttl=ttl, **mine),
-                lambda: shared.atake(run, name, limit=limit, total=total, now=now, ttl=ttl, **mine),
-                lambda spent: self._decide(call, run, ticket, limit, spent),
+                lambda: store.take(run, name, limit=limit, total=total, now=now, ttl=ttl),
+                lambda: shared.atake(run, name, limit=limit, total=total, now=now, ttl=ttl),
+                lambda spent: self._decide(call, run, limit, spent),
                 lambda exc: self.fail.handle(exc, name, call.call_id, "budget not counted"),
             )
         try:
-            if ticket is None:
-                spent = store.take(run, name, limit=limit, total=total, now=now, ttl=ttl)
-            else:
-                spent = store.take(run, name, limit=limit, total=total, now=now, ttl=ttl, ticket=ticket)
+            spent = store.take(run, name, limit=limit, total=total, now=now, ttl=ttl)
         except StateUnavailable as exc:
             self.fail.handle(exc, name, call.call_id, "budget not counted")
             return None
-        self._decide(call, run, ticket, limit, spent)
+        self._decide(call, run, limit, spent)
         return None
 
-    def _decide(self, call: Call, run: str, ticket: str | None, limit: int | None, spent: int) -> None:
+    def _decide(self, call: Call, run: str, limit: int | None, spent: int) -> None:
         """Hold the unit ``take`` counted, or refuse the call with :class:`BudgetExhausted`."""
         if not spent:
-            call.state[_TAKEN] = (run, ticket)
+            call.state[_TAKEN] = run
             return
         with self._lock:
             self.refused += 1
@@ -198,14 +188,13 @@ class BudgetPlugin:
         raise BudgetExhausted(scope, cast(int, most), tool=call.tool.name, call_id=call.call_id)
 
     def _give_back(self, call: Call) -> Await | None:
-        taken = call.take(_TAKEN)
-        if taken is None:
+        run = call.take(_TAKEN)
+        if run is None:
             return None
-        run, ticket = taken
         store, name = self.store, call.tool.name
+        mine = self._tickets.keywords(store, new_token())  # one ticket, however often the give-back is sent
         shared = self._twins(store)
         if shared is not None:
-            mine = _mine(ticket)
             return round_trip(
                 lambda: store.give_back(run, name, **mine),
                 lambda: shared.agive_back(run, name, **mine),
@@ -213,10 +202,7 @@ class BudgetPlugin:
                 lambda exc: self.fail.note(exc, name, "unit not given back; the run keeps it as used"),
             )
         try:
-            if ticket is None:
-                store.give_back(run, name)
-            else:
-                store.give_back(run, name, ticket=ticket)
+            store.give_back(run, name, **mine)
         except StateUnavailable as exc:
             self.fail.note(exc, name, "unit not given back; the run keeps it as used")
         return None

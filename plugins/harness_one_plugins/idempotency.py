@@ -47,6 +47,8 @@ from harness_one.state import (
     round_trip,
 )
 
+from ._options import seconds
+
 if TYPE_CHECKING:
     from harness_one.state import SQLiteStore
 
@@ -56,11 +58,6 @@ _OWNED = "idempotency.owned"  # (fingerprint, owner token: None for a store with
 _WAITED = "idempotency.waited"
 
 
-def _mine(owner: str | None, **more: Any) -> dict[str, Any]:
-    """The keyword arguments naming a claim's owner (and ``more``): none for a store written before owners."""
-    return {} if owner is None else {"owner": owner, **more}
-
-
 class IdempotencyPlugin:
     """Replays the first outcome of a call made with ``idempotency_key=``.
 
@@ -68,6 +65,8 @@ class IdempotencyPlugin:
         store: where records live (default: the registry's state: in memory, or the SQLite
             file of a ``sqlite:`` state URL).
         path: a SQLite file to keep records in (instead of ``store``).
+        timeout: with ``path``, the seconds an operation waits for the SQLite file while another
+            connection writes it (default 10; the ``?timeout=`` of a ``sqlite:`` state URL).
         ttl: seconds a finished record is kept (default 24 h).
         lease: seconds an in-progress record holds the key without renewal (default 5 min);
             it is renewed every ``lease / 3`` while the call runs.
@@ -94,6 +93,7 @@ class IdempotencyPlugin:
         *,
         store: IdempotencyStore | None = None,
         path: str | Path | None = None,
+        timeout: float | None = None,
         ttl: float = 24 * 3600.0,
         lease: float = 300.0,
         wait: float = 0.0,
@@ -104,11 +104,18 @@ class IdempotencyPlugin:
         self.fail = FailMode("idempotency", on_state_error)
         if store is not None and path is not None:
             raise ValueError("give a store or a path, not both")
+        if timeout is not None and path is None:
+            raise ValueError(
+                "idempotency timeout= is the wait for the SQLite file of path=; give it with path=, "
+                "as SQLiteStore(path, timeout=...) for store=, or as ?timeout= in a sqlite: state URL"
+            )
+        wait_for_file = seconds(timeout, "idempotency timeout", optional=True)
         if path is not None:
             Path(path).expanduser().parent.mkdir(parents=True, exist_ok=True)
             from harness_one.state import SQLiteStore  # sqlite3 imported only for a file's records
 
-            store = SQLiteStore(Path(path).expanduser())
+            file = Path(path).expanduser()
+            store = SQLiteStore(file) if wait_for_file is None else SQLiteStore(file, timeout=wait_for_file)
         self.store: IdempotencyStore = store if store is not None else MemoryStore()
         self._own_store = store is not None
         self.ttl = ttl
@@ -125,7 +132,7 @@ class IdempotencyPlugin:
         self._owners = Accepts("owner", *methods)  # whether the store keeps claims' owners
 
     def _renew(self, held: tuple[str, str, str | None]) -> None:
-        self.store.renew(held[0], held[1], self.clock.now(), self.lease, **_mine(held[2]))
+        self.store.renew(held[0], held[1], self.clock.now(), self.lease, **self._owners.keywords(self.store, held[2]))
 
     @hookimpl
     def harness_configure(self, registry: ToolRegistry) -> None:
@@ -141,10 +148,10 @@ class IdempotencyPlugin:
         digest = fingerprint(call.arguments)
         store, name, now = self.store, call.tool.name, self.clock.now()
         owner = new_token() if self._owners(store) else None
+        mine = self._owners.keywords(store, owner)
         if store is not self._twins.plain:  # not the store known to answer without I/O
             shared = self._twins(store)
             if shared is not None:
-                mine = _mine(owner)
                 return round_trip(
                     lambda: store.begin(name, key, digest, now, self.lease, **mine),
                     lambda: shared.abegin(name, key, digest, now, self.lease, **mine),
@@ -152,10 +159,7 @@ class IdempotencyPlugin:
                     lambda exc: self._unclaimed(call, exc),
                 )
         try:
-            if owner is None:
-                found = store.begin(name, key, digest, now, self.lease)
-            else:
-                found = store.begin(name, key, digest, now, self.lease, owner=owner)
+            found = store.begin(name, key, digest, now, self.lease, **mine)
         except StateUnavailable as exc:
             self._unclaimed(call, exc)
             return None
@@ -211,7 +215,7 @@ class IdempotencyPlugin:
 
         async def awaiting() -> None:
             try:
-                self._stored(name, await shared.afinish(name, key, record, **_mine(owner, now=now)))
+                self._stored(name, await shared.afinish(name, key, record, **self._owners.keywords(shared, owner, now=now)))
             except (TypeError, ValueError, RecursionError) as exc:  # not storable (not JSON, nested too deep)
                 await self._arelease_key(shared, name, key, owner)
                 log_event(30, "idempotent result not stored", tool=name, error=str(exc))
@@ -221,12 +225,8 @@ class IdempotencyPlugin:
         return Await(blocking, awaiting)
 
     def _store(self, store: IdempotencyStore, name: str, key: str, record: Record, owner: str | None, now: float) -> None:
-        try:
-            if owner is None:
-                answer = store.finish(name, key, record)
-            else:  # the store keeps another caller's live claim or outcome (this claim's lease lapsed)
-                answer = store.finish(name, key, record, owner=owner, now=now)
-            self._stored(name, answer)
+        try:  # given an owner, the store keeps another caller's live claim or outcome (this claim's lease lapsed)
+            self._stored(name, store.finish(name, key, record, **self._owners.keywords(store, owner, now=now)))
         except (TypeError, ValueError, RecursionError) as exc:  # not storable (not JSON, nested too deep)
             self._release_key(name, key, owner)
             log_event(30, "idempotent result not stored", tool=name, error=str(exc))
@@ -243,16 +243,13 @@ class IdempotencyPlugin:
 
     def _release_key(self, tool: str, key: str, owner: str | None) -> None:
         try:
-            if owner is None:
-                self.store.release(tool, key)
-            else:
-                self.store.release(tool, key, owner=owner)
+            self.store.release(tool, key, **self._owners.keywords(self.store, owner))
         except StateUnavailable as exc:
             self._not_released(tool, exc)
 
     async def _arelease_key(self, store: AsyncIdempotencyStore, tool: str, key: str, owner: str | None) -> None:
         try:
-            await store.arelease(tool, key, **_mine(owner))
+            await store.arelease(tool, key, **self._owners.keywords(store, owner))
         except StateUnavailable as exc:
             self._not_released(tool, exc)
 

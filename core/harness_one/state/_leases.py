@@ -130,10 +130,10 @@ class AsyncTwins:
 class Accepts:
     """Whether a store's methods take the keyword argument ``name``, as a plugin asks.
 
-    Such an argument (an idempotency claim's ``owner``, a budget take's ``ticket``) came after
+    Such an argument (an idempotency claim's ``owner``, a budget give-back's ``ticket``) came after
     the protocol's first version: a store written before it is called without it. Every method
     of ``methods`` the store has must take it. The answer for the last store asked is kept, so
-    a hot path pays one identity check.
+    a hot path pays one identity check; :meth:`keywords` builds the arguments of one call.
     """
 
     __slots__ = ("_last", "methods", "name")
@@ -150,6 +150,14 @@ class Accepts:
         answer = all(_takes(getattr(store, method), self.name) for method in self.methods if hasattr(store, method))
         self._last = (store, answer)
         return answer
+
+    def keywords(self, store: object, value: Any, **more: Any) -> dict[str, Any]:
+        """The keyword arguments of one call of ``store``: ``{name: value, **more}``, or none when
+        ``value`` is None or the store was written before ``name`` (``more`` came with it)."""
+        if value is None or not self(store):
+            return {}
+        more[self.name] = value  # ``more`` is this call's own dict
+        return more
 
 
 def _takes(function: Any, name: str) -> bool:

@@ -94,12 +94,11 @@ class MemoryStore:
     A value is kept as a copy, and each replay gets its own copy, so no caller changes what
     the next one is replayed; ``finish`` raises ``TypeError`` for a value that cannot be
     copied (a lock, a socket), as the SQLite and Redis stores do for a value that is not JSON.
-    A claim's ``owner`` is kept beside its record.
+    A claim's ``owner`` is kept with its record (None: a claim made without one).
     """
 
     def __init__(self) -> None:
-        self._records: dict[tuple[str, str], Record] = {}
-        self._owners: dict[tuple[str, str], str] = {}
+        self._records: dict[tuple[str, str], tuple[Record, str | None]] = {}
         self._lock = threading.Lock()
         self._ops = 0
 
@@ -109,27 +108,24 @@ class MemoryStore:
         with self._lock:
             self._ops += 1
             if self._ops % 1024 == 0:
-                for k in [k for k, r in self._records.items() if r.expires <= now]:
+                for k in [k for k, (r, _) in self._records.items() if r.expires <= now]:
                     del self._records[k]
-                    self._owners.pop(k, None)
-            found = self._records.get((scope, key))
-            if found is None or found.expires <= now:
-                self._records[(scope, key)] = Record(fingerprint, "running", now + lease)
-                if owner is None:
-                    self._owners.pop((scope, key), None)
-                else:
-                    self._owners[(scope, key)] = owner
+            held = self._records.get((scope, key))
+            if held is None or held[0].expires <= now:
+                self._records[(scope, key)] = (Record(fingerprint, "running", now + lease), owner)
                 return None
+            found = held[0]
         if found.state == "done" and found.ok:
             return dataclasses.replace(found, value=_copied(found.value))
         return found
 
     def renew(self, scope: str, key: str, now: float, lease: float, *, owner: str | None = None) -> bool:
         with self._lock:
-            found = self._records.get((scope, key))
-            if found is None or found.state != "running" or found.expires <= now:
+            held = self._records.get((scope, key))
+            if held is None or (owner is not None and held[1] != owner):
                 return False
-            if owner is not None and self._owners.get((scope, key)) != owner:
+            found = held[0]
+            if found.state != "running" or found.expires <= now:
                 return False
             found.expires = now + lease
             return True
@@ -137,23 +133,17 @@ class MemoryStore:
     def finish(self, scope: str, key: str, record: Record, *, owner: str | None = None, now: float | None = None) -> bool:
         kept = dataclasses.replace(record, value=_copied(record.value)) if record.ok else record
         with self._lock:
-            if owner is not None and self._owners.get((scope, key)) != owner:
-                found = self._records.get((scope, key))
-                if found is not None and (now is None or found.expires > now):
-                    return False  # another caller's live claim or outcome: kept
-            self._records[(scope, key)] = kept
-            if owner is None:
-                self._owners.pop((scope, key), None)
-            else:
-                self._owners[(scope, key)] = owner
+            held = self._records.get((scope, key))
+            if owner is not None and held is not None and held[1] != owner and (now is None or held[0].expires > now):
+                return False  # another caller's live claim or outcome: kept
+            self._records[(scope, key)] = (kept, owner)
             return True
 
     def release(self, scope: str, key: str, *, owner: str | None = None) -> None:
         with self._lock:
-            if owner is not None and self._owners.get((scope, key)) != owner:
-                return
-            self._records.pop((scope, key), None)
-            self._owners.pop((scope, key), None)
+            held = self._records.get((scope, key))
+            if held is not None and (owner is None or held[1] == owner):
+                del self._records[(scope, key)]
 
     def __len__(self) -> int:
         return len(self._records)
@@ -337,7 +327,7 @@ class MemoryBudgets:
     Runs are kept in order of activity: a run idle for its ``ttl`` is forgotten (its counts
     start again at zero), and beyond ``max_runs`` the least recently active go first, so
     memory stays bounded. A run also holds the tickets of its last 64 give-backs, as 8-byte
-    hashes (at most 512 bytes a run); ``take`` ignores its ``ticket``.
+    hashes (at most 512 bytes a run), and a run whose calls were all given back keeps them.
     """
 
     def __init__(self, *, max_runs: int = 100_000) -> None:
@@ -357,9 +347,7 @@ class MemoryBudgets:
             return None
         return found[0]
 
-    def take(
-        self, run: str, scope: str, *, limit: int | None, total: int | None, now: float, ttl: float, ticket: str | None = None
-    ) -> int:
+    def take(self, run: str, scope: str, *, limit: int | None, total: int | None, now: float, ttl: float) -> int:
         with self._lock:
             runs = self._runs
             while runs:  # the least recently active first: drop the expired ones

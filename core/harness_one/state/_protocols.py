@@ -195,27 +195,27 @@ class BudgetStore(Protocol):
     by a shared store's own clock), so finished runs are forgotten.
     """
 
-    def take(
-        self, run: str, scope: str, *, limit: int | None, total: int | None, now: float, ttl: float, ticket: str | None = None
-    ) -> int:
+    def take(self, run: str, scope: str, *, limit: int | None, total: int | None, now: float, ttl: float) -> int:
         """Count one call of ``scope`` in ``run`` if fewer than ``limit`` (None: no limit) are
         counted for ``scope`` and, when ``total`` is set, fewer than ``total`` for all scopes.
         Returns 0 (counted), 1 (``scope``'s budget is spent) or 2 (the run's total is spent);
         a refusal counts nothing.
 
-        ``ticket`` is a token unique to this take (:func:`~harness_one.state.new_token`), which
-        its ``give_back`` names. A take sent again (after its reply was lost) may count twice:
-        the run has one call fewer, never one more.
+        A take sent again (after its reply was lost) may count twice: the run has one call
+        fewer, never one more.
         """
         ...
 
     def give_back(self, run: str, scope: str, *, ticket: str | None = None) -> None:
         """Uncount one call of ``scope`` (and of all scopes) in ``run``; counts never go below zero.
 
-        Given ``ticket`` (the take's): a store that takes it remembers the tickets of the run's
-        recent give-backs (the standard stores: the last 64) and ignores a give-back of a ticket
-        it holds, so a give-back sent again (after its reply was lost) changes nothing; any other
-        give-back applies, however many takes of the run came since its take.
+        ``ticket`` is a token unique to this give-back (:func:`~harness_one.state.new_token`): a
+        store that takes it remembers the tickets of the run's recent give-backs (the standard
+        stores: the last 64), also once they left the run with nothing counted, and ignores a
+        give-back of a ticket it holds, so a give-back sent again (after its reply was lost)
+        changes nothing; any other give-back applies, however many takes of the run came since
+        its take. The plugin passes ``ticket`` to a store whose ``give_back`` (and
+        ``agive_back``) take it, and calls one written before tickets without it.
         """
         ...
 
@@ -245,9 +245,7 @@ class AsyncRateLimitBackend(RateLimitBackend, Protocol):
 class AsyncBudgetStore(BudgetStore, Protocol):
     """A :class:`BudgetStore` with awaitable ``atake`` and ``agive_back``."""
 
-    async def atake(
-        self, run: str, scope: str, *, limit: int | None, total: int | None, now: float, ttl: float, ticket: str | None = None
-    ) -> int: ...
+    async def atake(self, run: str, scope: str, *, limit: int | None, total: int | None, now: float, ttl: float) -> int: ...
 
     async def agive_back(self, run: str, scope: str, *, ticket: str | None = None) -> None: ...
 

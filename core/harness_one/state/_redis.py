@@ -1064,6 +1064,9 @@ class RedisCircuits:
 # follows 16 hex digits only at the end of a whole ticket: a find is exact). ('t', the take
 # tickets an earlier version kept, is no longer read.)
 _TICKETS = f"local kept = {17 * KEPT_TICKETS}\n"
+#: Seconds a run whose calls were all given back keeps its give-backs' tickets (then its hash
+#: expires): a give-back re-sent after a lost reply comes within the link's timeout.
+KEEP_GIVE_BACKS = 60.0
 
 # KEYS: the run's hash. ARGV: now ('' = Redis TIME), scope, limit ('' none), total ('' none), ttl.
 # Returns 0 (counted), 1 (the scope's budget is spent) or 2 (the run's total is spent).
@@ -1090,19 +1093,28 @@ return spent
 """
 )
 
-# ARGV: '', scope, ticket ('' none). Uncounts one call of the scope and of '*', never below zero;
-# with a ticket, unless the run's recent give-backs hold it (the same give-back, sent again after
-# its reply was lost), and then records it. A run left with no count is deleted, tickets and all
-# (a missing run counts zero), so refused calls of new runs leave no key.
+# ARGV: '', scope, ticket ('' none), how long (ms) a run left with no count keeps its tickets.
+# Uncounts one call of the scope and of '*', never below zero; with a ticket, unless the run's
+# recent give-backs hold it (the same give-back, sent again after its reply was lost), and then
+# records it. A run left with no count is deleted if it holds no ticket (a missing run counts
+# zero); else it keeps its tickets, expiring within ARGV[4] (a re-send comes long before), so a
+# give-back sent again after a new take of the run still finds its ticket, and refused calls of
+# new runs leave no key for a day. A missing run (never counted, expired, forgotten) is not made.
 _BUDGET_GIVE_BACK = _Script(
     _TICKETS
     + """
 local k, f, t = KEYS[1], 'n:' .. ARGV[2], ARGV[3]
 local c = redis.call('HMGET', k, f, 'n:*', 'g')
+if not c[2] then return 0 end
 local done = c[3] or ''
 if t ~= '' and string.find(done, t .. ',', 1, true) then return 0 end
 if (tonumber(c[1]) or 0) > 0 then redis.call('HINCRBY', k, f, -1) end
 if (tonumber(c[2]) or 0) > 0 then redis.call('HINCRBY', k, 'n:*', -1) end
+if t ~= '' then
+  done = done .. t .. ','
+  if #done > kept then done = string.sub(done, -kept) end
+  redis.call('HSET', k, 'g', done)
+end
 local left = (tonumber(c[2]) or 0) > 1
 if not left then
   local all = redis.call('HGETALL', k)
@@ -1111,11 +1123,12 @@ if not left then
   end
 end
 if not left then
-  redis.call('DEL', k)
-elseif t ~= '' then
-  done = done .. t .. ','
-  if #done > kept then done = string.sub(done, -kept) end
-  redis.call('HSET', k, 'g', done)
+  local keep = tonumber(ARGV[4])
+  if done == '' then redis.call('DEL', k)
+  else
+    local ms = redis.call('PTTL', k)
+    if ms < 0 or ms > keep then redis.call('PEXPIRE', k, keep) end
+  end
 end
 return 1
 """
@@ -1141,7 +1154,9 @@ def _ticket(ticket: str | None) -> str:
 class RedisBudgets:
     """Per-run call counters in Redis: one hash per run, expiring ``ttl`` seconds after the run's
     last ``take`` (at most 7 days), so every process and host on the Redis shares each run's budget.
-    The hash also holds the tickets of the run's last 64 give-backs (17 bytes each); ``take`` ignores its ``ticket``.
+    The hash also holds the tickets of the run's last 64 give-backs (17 bytes each); a run left
+    with no count keeps them for 60 seconds (``KEEP_GIVE_BACKS``; four times the link's
+    ``timeout`` if that is longer), then expires.
 
     ``server_time`` (default): expiry runs on Redis ``TIME`` and ``now`` is ignored; ``False``
     uses the caller's ``now`` (deterministic tests, one host).
@@ -1150,6 +1165,7 @@ class RedisBudgets:
     def __init__(self, link: RedisLink, *, server_time: bool = True) -> None:
         self.link = link
         self.server_time = server_time
+        self._keep = math.ceil(max(KEEP_GIVE_BACKS, 4 * link.timeout) * 1000)  # ms
 
     def _key(self, run: str) -> str:
         name = _name(run)  # a run id is caller data: a huge or unprintable one is hashed
@@ -1166,23 +1182,19 @@ class RedisBudgets:
             repr(float(ttl)),
         ]
 
-    def take(
-        self, run: str, scope: str, *, limit: int | None, total: int | None, now: float, ttl: float, ticket: str | None = None
-    ) -> int:
+    def take(self, run: str, scope: str, *, limit: int | None, total: int | None, now: float, ttl: float) -> int:
         return int(self.link.run(_BUDGET_TAKE, *self._take(run, scope, limit, total, now, ttl)))
 
-    async def atake(
-        self, run: str, scope: str, *, limit: int | None, total: int | None, now: float, ttl: float, ticket: str | None = None
-    ) -> int:
+    async def atake(self, run: str, scope: str, *, limit: int | None, total: int | None, now: float, ttl: float) -> int:
         """:meth:`take` on the asyncio client."""
         return int(await self.link.arun(_BUDGET_TAKE, *self._take(run, scope, limit, total, now, ttl)))
 
     def give_back(self, run: str, scope: str, *, ticket: str | None = None) -> None:
-        self.link.run(_BUDGET_GIVE_BACK, [self._key(run)], ["", scope, _ticket(ticket)])
+        self.link.run(_BUDGET_GIVE_BACK, [self._key(run)], ["", scope, _ticket(ticket), self._keep])
 
     async def agive_back(self, run: str, scope: str, *, ticket: str | None = None) -> None:
         """:meth:`give_back` on the asyncio client."""
-        await self.link.arun(_BUDGET_GIVE_BACK, [self._key(run)], ["", scope, _ticket(ticket)])
+        await self.link.arun(_BUDGET_GIVE_BACK, [self._key(run)], ["", scope, _ticket(ticket), self._keep])
 
     def used(self, run: str, scope: str, *, now: float) -> int:
         return int(self.link.run(_BUDGET_USED, [self._key(run)], [_now_arg(self.server_time, now), scope]))

@@ -185,11 +185,14 @@ class State:
 
 def _sqlite_path(url: str, parsed: ParseResult) -> Path:
     """The file of a SQLite state: a plain path as written (``#`` and ``?`` are part of it), or the
-    path of ``sqlite:///PATH`` percent-decoded, ``~`` expanded (``sqlite:///~/state.sqlite3`` too)."""
+    path of ``sqlite:///PATH`` percent-decoded (a raw ``#`` refused: ``%23``), ``~`` expanded
+    (``sqlite:///~/state.sqlite3`` too)."""
     if not parsed.scheme:
         raw = url
     elif parsed.netloc:  # sqlite://data/x.db: "data" is read as a host, and the path would be /x.db
         raise ValueError(f"state URL {_shown(url)} has a host part: use 'sqlite:///PATH' (three slashes) or a file path")
+    elif "#" in url:  # urlparse would take what follows as a fragment and open another file
+        raise ValueError(f"state URL {_shown(url)} has a '#': write a '#' in the file's name as %23")
     else:
         raw = unquote(parsed.path)
         if raw.startswith("/~"):

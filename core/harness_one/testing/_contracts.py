@@ -46,7 +46,10 @@ PluginFactory = Callable[..., Any]
 
 #: The methods the standard plugins pass ``owner=`` / ``ticket=`` to, when all that a store has take it.
 _OWNER_METHODS = ("begin", "renew", "finish", "release", "abegin", "arenew", "afinish", "arelease")
-_TICKET_METHODS = ("take", "give_back", "atake", "agive_back")
+_TICKET_METHODS = ("give_back", "agive_back")
+#: The awaitable twins the standard plugins await of a store that has the first (``acall``'s path).
+_IDEMPOTENCY_TWINS = ("abegin", "afinish", "arelease")
+_BUDGET_TWINS = ("atake", "agive_back")
 
 
 def _keyword_flag(suite: Suite, flag: str, keyword: str, methods: tuple[str, ...], store: Any, meaning: str) -> None:
@@ -64,6 +67,16 @@ def _keyword_flag(suite: Suite, flag: str, keyword: str, methods: tuple[str, ...
         f"{kind}'s methods take {keyword}=, so the plugin passes it and relies on this check: {flag} = False cannot switch it off"
     )
     suite.switched_off(flag, meaning)
+
+
+def _needs_twins(store: Any, twins: tuple[str, ...]) -> None:
+    """Go on only if ``store`` has the awaitable ``twins``: skip the running check for a store without
+    the first (the plugins then call its blocking methods), fail one that has it but not the others."""
+    kind = type(store).__name__
+    if not hasattr(store, twins[0]):
+        pytest.skip(f"switched off: {kind} has no {twins[0]} (no async twins: the plugins call its blocking methods)")
+    missing = [name for name in twins[1:] if not callable(getattr(store, name, None))]
+    assert not missing, f"{kind} has {twins[0]} but not {', '.join(missing)}: the plugins await all of {', '.join(twins)}"
 
 
 def _done(value: Any) -> Record:
@@ -279,6 +292,9 @@ class IdempotencyStoreContract(Suite, standard=True, provided=("store", "peer"))
     ``peer`` is a second handle on the same records, as another worker holds (the file opened
     again, a second connection); by default ``store`` itself. The owner checks claim with one
     handle and act with the other.
+
+    A store with awaitable twins (``abegin``, ``afinish``, ``arelease``; ``arenew`` optional)
+    is checked through them too; for a store without ``abegin`` those checks are skipped.
     """
 
     has_owners: bool = True
@@ -294,6 +310,10 @@ class IdempotencyStoreContract(Suite, standard=True, provided=("store", "peer"))
     def needs_owners(self, store: Any) -> None:
         """Go on only if the store keeps owners (``has_owners``, which must say what the plugin sees)."""
         _keyword_flag(self, "has_owners", "owner", _OWNER_METHODS, store, "written before owners: called without owner=")
+
+    def needs_twins(self, store: Any) -> None:
+        """Go on only if the store has awaitable twins (``abegin``, ``afinish``, ``arelease``)."""
+        _needs_twins(store, _IDEMPOTENCY_TWINS)
 
     def test_first_begin_owns_the_key(self, store: Any) -> None:
         assert store.begin("tool", "k", "fp1", 100.0, 30.0) is None
@@ -397,6 +417,70 @@ class IdempotencyStoreContract(Suite, standard=True, provided=("store", "peer"))
         assert peer.begin("tool", "k", "fp", 15.0, 10.0, owner="B") is None  # A's renewals stopped: B claims
         assert store.renew("tool", "k", 16.0, 10.0, owner="A") is False  # A learns it lost the claim
         assert peer.begin("tool", "k", "fp", 25.0, 10.0, owner="C") is None  # and did not extend B's lease
+
+    def test_async_twins_claim_replay_and_release(self, store: Any) -> None:
+        """``abegin``, ``afinish`` and ``arelease`` do what their blocking methods do, on the same records."""
+        self.needs_twins(store)
+
+        async def scenario() -> None:
+            assert await store.abegin("tool", "k", "fp", 0.0, 5.0) is None
+            running = await store.abegin("tool", "k", "fp", 1.0, 5.0)
+            assert running is not None and running.state == "running" and running.fingerprint == "fp"
+            assert store.begin("tool", "k", "fp", 1.0, 5.0).state == "running"  # one record for both kinds of call
+            await store.afinish("tool", "k", _done({"answer": [1, 2]}))
+            done = await store.abegin("tool", "k", "fp2", 10.0, 5.0)
+            assert done is not None and (done.state, done.ok, done.value) == ("done", True, {"answer": [1, 2]})
+            assert await store.abegin("tool", "lapsed", "fp", 0.0, 5.0) is None
+            assert await store.abegin("tool", "lapsed", "fp", 5.0, 5.0) is None  # its lease ran out: a new claim
+            assert store.begin("tool", "gone", "fp", 0.0, 30.0) is None
+            await store.arelease("tool", "gone")
+            assert await store.abegin("tool", "gone", "fp", 1.0, 30.0) is None
+
+        asyncio.run(scenario())
+
+    def test_async_twins_act_only_for_the_owner(self, store: Any, peer: Any) -> None:
+        """Through ``abegin``, ``afinish`` and ``arelease``: a lapsed owner frees and overwrites nothing another
+        caller claimed since, and its outcome is stored when no one else holds a live claim."""
+        self.needs_twins(store)
+        self.needs_owners(store)
+
+        async def scenario() -> None:
+            assert await store.abegin("tool", "k", "fp", 0.0, 10.0, owner="A") is None
+            assert await peer.abegin("tool", "k", "fp", 10.0, 10.0, owner="B") is None  # A's lease lapsed: B claims
+            await store.arelease("tool", "k", owner="A")  # A's call failed late: B's claim stays
+            held = await peer.abegin("tool", "k", "fp", 11.0, 10.0, owner="C")
+            assert held is not None and held.state == "running"
+            assert await store.afinish("tool", "k", _done("from A"), owner="A", now=12.0) is False  # B's live claim is kept
+            assert await peer.afinish("tool", "k", _done("from B"), owner="B", now=13.0) is True
+            assert await store.afinish("tool", "k", _done("from A"), owner="A", now=14.0) is False  # nor B's outcome
+            replayed = await store.abegin("tool", "k", "fp", 15.0, 10.0, owner="D")
+            assert replayed is not None and replayed.value == "from B"
+            assert await store.abegin("tool", "k2", "fp", 0.0, 10.0, owner="A") is None
+            assert await store.afinish("tool", "k2", _done("late"), owner="A", now=20.0) is True  # lapsed, but still A's
+            assert (await peer.abegin("tool", "k2", "fp", 21.0, 10.0, owner="B")).value == "late"
+            assert await store.abegin("tool", "k3", "fp", 0.0, 10.0, owner="A") is None
+            await peer.arelease("tool", "k3", owner="A")  # the owner's release frees the key, through any handle
+            assert await peer.abegin("tool", "k3", "fp", 1.0, 10.0, owner="B") is None
+
+        asyncio.run(scenario())
+
+    def test_async_renewal_only_by_the_owner(self, store: Any, peer: Any) -> None:
+        """``arenew``, for a store that has it (optional: the plugins renew with ``renew`` on their lease thread)."""
+        self.needs_twins(store)
+        self.needs_owners(store)
+        if not hasattr(store, "arenew"):
+            pytest.skip(f"switched off: {type(store).__name__} has no arenew (optional: the plugins renew with renew)")
+
+        async def scenario() -> None:
+            assert await store.abegin("tool", "k", "fp", 0.0, 10.0, owner="A") is None
+            assert await store.arenew("tool", "k", 5.0, 10.0, owner="A") is True
+            assert (await peer.abegin("tool", "k", "fp", 14.0, 10.0, owner="B")).state == "running"  # held until 15
+            assert await peer.abegin("tool", "k", "fp", 15.0, 10.0, owner="B") is None  # A's renewals stopped: B claims
+            assert await store.arenew("tool", "k", 16.0, 10.0, owner="A") is False  # A learns it lost the claim
+            assert await peer.abegin("tool", "k", "fp", 25.0, 10.0, owner="C") is None  # and did not extend B's lease
+            assert await store.arenew("tool", "missing", 25.0, 10.0, owner="A") is False
+
+        asyncio.run(scenario())
 
     def test_a_claim_without_owner_is_no_owners(self, store: Any, peer: Any) -> None:
         """A claim made without ``owner`` (an older harness-one) is another caller's claim, and acts as before."""
@@ -568,12 +652,14 @@ class CircuitStoreContract(Suite, standard=True, provided=("circuits",)):
 class BudgetStoreContract(Suite, standard=True, provided=("store",)):
     """What a per-run budget store (``take``/``give_back``/``used``/``forget``) must do.
 
-    Capabilities: ``has_tickets`` (default True): ``take`` and ``give_back`` take ``ticket=``, a
-    give-back sent again is ignored, and any other give-back applies, however many takes of the
-    run came since; a store written before tickets sets it False (the plugin calls it without
-    them). ``kept_tickets`` (default 64, the standard stores'): how many of a run's latest
-    give-backs the store remembers; a give-back sent again after that many others applies again.
-    None switches that check off.
+    Capabilities: ``has_tickets`` (default True): ``give_back`` (and ``agive_back``) take
+    ``ticket=``, a give-back sent again is ignored, also once its run has nothing counted, and
+    any other give-back applies, however many takes of the run came since; a store written
+    before tickets sets it False (the plugin calls it without them). ``kept_tickets`` (default
+    64, the standard stores'): how many of a run's latest give-backs the store remembers; a
+    give-back sent again after that many others applies again. None switches that check off.
+    A store with awaitable twins (``atake``, ``agive_back``) is checked through them too; for a
+    store without ``atake`` those checks are skipped.
     """
 
     has_tickets: bool = True
@@ -593,6 +679,10 @@ class BudgetStoreContract(Suite, standard=True, provided=("store",)):
     def needs_tickets(self, store: Any) -> None:
         """Go on only if the store keeps tickets (``has_tickets``, which must say what the plugin sees)."""
         _keyword_flag(self, "has_tickets", "ticket", _TICKET_METHODS, store, "written before tickets: called without ticket=")
+
+    def needs_twins(self, store: Any) -> None:
+        """Go on only if the store has awaitable twins (``atake``, ``agive_back``)."""
+        _needs_twins(store, _BUDGET_TWINS)
 
     def test_counts_up_to_the_limit_per_scope_and_run(self, store: Any) -> None:
         assert [self.take(store, limit=2) for _ in range(3)] == [0, 0, 1]
@@ -653,11 +743,11 @@ class BudgetStoreContract(Suite, standard=True, provided=("store",)):
 
     def test_a_give_back_sent_twice_returns_the_unit_once(self, store: Any) -> None:
         self.needs_tickets(store)
-        assert [self.take(store, limit=3, ticket=f"t{i}") for i in range(3)] == [0, 0, 0]
+        assert [self.take(store, limit=3) for _ in range(3)] == [0, 0, 0]
         store.give_back("r", "t", ticket="t2")  # the third call never ran
         store.give_back("r", "t", ticket="t2")  # the same give-back, sent again after its reply was lost
         assert store.used("r", "t", now=0.0) == 2 and store.used("r", "*", now=0.0) == 2
-        assert [self.take(store, limit=3, ticket=f"u{i}") for i in range(2)] == [0, 1]  # one more call, not two
+        assert [self.take(store, limit=3) for _ in range(2)] == [0, 1]  # one more call, not two
         store.give_back("r", "t", ticket="t2")  # sent again once more, after a take of the run: still nothing
         assert store.used("r", "t", now=0.0) == 3
         store.give_back("r", "t", ticket="t0")  # another take's give-back applies
@@ -666,8 +756,8 @@ class BudgetStoreContract(Suite, standard=True, provided=("store",)):
     def test_a_give_back_after_many_takes_returns_its_unit(self, store: Any) -> None:
         """Takes in flight are never forgotten: 100 calls held (by approval, a cache) all give back."""
         self.needs_tickets(store)
-        assert self.take(store, ticket="first") == 0
-        assert [self.take(store, ticket=f"t{i}") for i in range(100)] == [0] * 100
+        assert self.take(store) == 0  # the first call's take
+        assert [self.take(store) for _ in range(100)] == [0] * 100
         store.give_back("r", "t", ticket="first")  # 100 other takes of the run came since: still returned
         assert store.used("r", "t", now=0.0) == 100
         for i in range(100):
@@ -680,7 +770,7 @@ class BudgetStoreContract(Suite, standard=True, provided=("store",)):
         if kept is None:
             self.switched_off("kept_tickets", "which of a run's older give-backs the store forgets is not checked")
         takes = kept + 2
-        assert [self.take(store, ticket=f"t{i}") for i in range(takes)] == [0] * takes
+        assert [self.take(store) for _ in range(takes)] == [0] * takes
         for i in range(kept + 1):  # t0 is then older than the `kept` give-backs remembered
             store.give_back("r", "t", ticket=f"t{i}")
         assert store.used("r", "t", now=0.0) == 1
@@ -688,3 +778,57 @@ class BudgetStoreContract(Suite, standard=True, provided=("store",)):
         assert store.used("r", "t", now=0.0) == 1
         store.give_back("r", "t", ticket="t0")  # forgotten: sent again this late, it applies again
         assert store.used("r", "t", now=0.0) == 0
+
+    def test_a_give_back_that_emptied_its_run_sent_again_returns_nothing(self, store: Any) -> None:
+        """A run whose calls were all given back still holds their tickets: the give-back sent again after a
+        new take of the run (its reply was lost meanwhile) does not return that take's unit."""
+        self.needs_tickets(store)
+        assert self.take(store, limit=1) == 0
+        store.give_back("r", "t", ticket="g1")  # the run has nothing counted now
+        assert self.take(store, limit=1) == 0  # a new call of the run
+        store.give_back("r", "t", ticket="g1")  # the first give-back, sent again
+        assert store.used("r", "t", now=0.0) == 1 and store.used("r", "*", now=0.0) == 1
+        assert self.take(store, limit=1) == 1
+
+    def test_async_twins_count_and_give_back(self, store: Any) -> None:
+        """``atake`` and ``agive_back`` do what ``take`` and ``give_back`` do, on the same counters."""
+        self.needs_twins(store)
+
+        async def scenario() -> list[int]:
+            answers = [await store.atake("r", "t", limit=2, total=3, now=0.0, ttl=60.0) for _ in range(3)]
+            answers.append(await store.atake("r", "u", limit=None, total=3, now=0.0, ttl=60.0))
+            answers.append(await store.atake("r", "v", limit=None, total=3, now=0.0, ttl=60.0))
+            await store.agive_back("r", "t")
+            answers.append(self.take(store, limit=2, total=3))  # the blocking take sees the unit given back
+            await store.agive_back("never", "t")
+            return answers
+
+        assert asyncio.run(scenario()) == [0, 0, 1, 0, 2, 0]
+        assert (store.used("r", "t", now=0.0), store.used("r", "*", now=0.0), store.used("never", "*", now=0.0)) == (2, 3, 0)
+
+    def test_async_give_back_sent_twice_returns_the_unit_once(self, store: Any) -> None:
+        """``agive_back`` with a ticket: sent again, also after a take of its run or once the run had nothing
+        counted, it returns nothing more; another give-back applies."""
+        self.needs_twins(store)
+        self.needs_tickets(store)
+
+        async def take(run: str = "r") -> int:
+            return int(await store.atake(run, "t", limit=3, total=None, now=0.0, ttl=60.0))
+
+        async def scenario() -> None:
+            assert [await take() for _ in range(3)] == [0, 0, 0]
+            await store.agive_back("r", "t", ticket="t2")
+            await store.agive_back("r", "t", ticket="t2")  # sent again after its reply was lost
+            assert store.used("r", "t", now=0.0) == 2
+            assert [await take(), await take()] == [0, 1]  # one more call, not two
+            await store.agive_back("r", "t", ticket="t2")  # sent again once more, after a take of the run
+            assert store.used("r", "t", now=0.0) == 3
+            await store.agive_back("r", "t", ticket="t0")  # another give-back applies
+            assert store.used("r", "t", now=0.0) == 2
+            assert await take("e") == 0
+            await store.agive_back("e", "t", ticket="e1")  # run "e" has nothing counted now
+            assert await take("e") == 0
+            await store.agive_back("e", "t", ticket="e1")
+            assert store.used("e", "t", now=0.0) == 1
+
+        asyncio.run(scenario())
