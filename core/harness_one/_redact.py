@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
+from urllib.parse import unquote
 
 __all__ = [
     "MODEL_SECRET_KEYS",
@@ -68,12 +70,69 @@ def without_userinfo(text: str, mask: str = REDACTED) -> str:
     return _USERINFO.sub(rf"\1{mask}@", text) if "://" in text else text
 
 
+# User-info without a scheme (``admin:hunter2@db.internal:5432``), found from each "@" before a host
+# (see _without_bare_userinfo): the host is [an IPv6 address], a name or IPv4 address with a dot, or
+# localhost, each with an optional :port; a one-label name only with a :port or a "/" after it
+# ("a:b@c" is prose); then no more of a name (a full stop ending a sentence is not part of it).
+_AT_HOST = re.compile(
+    r"@(?=(?:(?:\[[0-9A-Fa-f:.]{2,45}(?:%[\w.~-]{1,32})?\]|[\w-]{1,63}(?:\.[\w-]{1,63}){1,126}|localhost)(?::\d{1,5})?"
+    r"|[\w-]{1,63}(?=/)|[\w-]{1,63}:\d{1,5})(?![\w-]|\.[\w-]))"
+)
+#: Words before ":" that start an address, not a user: ``mailto:bob@example.com`` has no password.
+_ADDRESS_SCHEMES = ("mailto", "acct", "sip", "sips", "xmpp", "im", "pres", "cid", "mid", "news", "email", "e-mail", "mail")
+# A user then its ":": 1-64 of [A-Za-z0-9_.~%+-] starting a token (none of them, nor ":", "/", "@"
+# or a backslash, just before it: not inside a word, a path or a URL), not an address scheme.
+_USER_COLON = re.compile(
+    r"(?<![\w.~%+:/@\\-])"
+    rf"(?!(?i:{'|'.join(re.escape(word) for word in _ADDRESS_SCHEMES)}):)"
+    r"[\w.~%+-]{1,64}+:"
+)
+_PASSWORD_END = re.compile(r"[\s/]")  # a password holds neither
+_MAX_PASSWORD = 256
+
+
+def _without_bare_userinfo(text: str) -> str:
+    """``text`` with the password of each ``user:password@host`` without a scheme masked.
+
+    The password runs from the first ":" after a user to an "@" before a host: 1-256 characters,
+    neither whitespace nor "/"; an "@" in it is the password's (the "@"s are taken from the last, as
+    urlsplit reads user-info up to the last "@"). Each "@", user and character is found once, in
+    linear passes; pairing them costs a binary search an "@".
+    """
+    if "@" not in text or ":" not in text:
+        return text
+    ats = [found.start() for found in _AT_HOST.finditer(text)]
+    users = [(found.start(), found.end() - 1) for found in _USER_COLON.finditer(text)] if ats else []
+    if not users:
+        return text
+    colons = [colon for _, colon in users]
+    ends = [found.start() for found in _PASSWORD_END.finditer(text)]
+    parts: list[str] = []
+    done = floor = len(text)  # text[done:] is in parts; an "@" at or after floor is inside a password
+    for at in reversed(ats):
+        if at >= floor:
+            continue
+        before = bisect.bisect_left(ends, at)  # the last whitespace or "/" before the "@" bounds the password
+        low = max(at - _MAX_PASSWORD - 2, ends[before - 1] if before else -1)
+        index = bisect.bisect_right(colons, low)  # the first user's ":" in reach: after low
+        if index == len(colons) or colons[index] >= at - 1:
+            continue
+        user, colon = users[index]
+        parts += (text[at:done], REDACTED)
+        done, floor = colon + 1, user
+    return text[:done] + "".join(reversed(parts)) if parts else text
+
+
 # A key name in text, then its separator: key=, key:, 'key':, "key": and ('key', / ["key", (a pair);
-# a command-line flag's name too (-key=, --key=).
+# a command-line flag's name too (-key=, --key=). A name may hold brackets and "%" (a query's or a
+# form's user[password]=, api%5Fkey=).
 _TEXT_KEY = re.compile(
     r"""(?:(?<=[\[(])(['"])([A-Za-z_][\w.-]{0,99})\1[ \t]*,"""
-    r"""|(?:(?<![\w.-])|(?<=(?<![\w.-])-)|(?<=(?<![\w.-])--))(['"]?)([A-Za-z_][\w.-]{0,99})\3[ \t]*[:=])[ \t]*"""
+    r"""|(?:(?<![\w.-])|(?<=(?<![\w.-])-)|(?<=(?<![\w.-])--))(['"]?)([A-Za-z_][\w.%\[\]-]{0,99})\3[ \t]*[:=])[ \t]*"""
 )
+# A query parameter's value: to the next "&", "#", whitespace, or a character a URL cannot hold
+# (what a URL can hold is the value's: "?password=a'b(c),d" is masked whole).
+_QUERY_VALUE = re.compile(r"""[^\s&#"<>\\^`{|}]+""")
 # The value after a key: quoted (escapes allowed, closing quote optional), or a word, with an optional auth scheme.
 _TEXT_VALUE = re.compile(
     r"""b?(['"])(?:[^'"\\\n]|\\.|(?!\1)['"])*(\1)?"""
@@ -158,16 +217,18 @@ class Redactor:
         self._cache: dict[str, bool] = {}
 
     def is_secret(self, key: Any) -> bool:
-        """Whether a mapping key names a secret (see :data:`SECRET_KEYS` for the matching rule)."""
+        """Whether a mapping key names a secret (see :data:`SECRET_KEYS` for the matching rule; a
+        percent-encoded name is read decoded: ``api%5Fkey`` is ``api_key``)."""
         text = str(key) if not isinstance(key, str) else key
         found = self._cache.get(text)
         if found is None:
+            name = unquote(text) if "%" in text else text
             if self._last is not None:
-                words = tuple(t.lower() for t in _WORD.findall(text))
+                words = tuple(t.lower() for t in _WORD.findall(name))
                 found = any(words[-len(last) :] == last for last in self._last)
             else:
-                joined = _normal(text)
-                tokens = {t.lower() for t in _WORD.findall(text)}
+                joined = _normal(name)
+                tokens = {t.lower() for t in _WORD.findall(name)}
                 found = any(w in joined for w in self._long) or bool(tokens & self._short) or joined in self._short
             if len(self._cache) < 4096:
                 self._cache[text] = found
@@ -199,7 +260,7 @@ class Redactor:
     def _mask_structure(self, value: str) -> str:
         """URL user-info and the values after secret key names masked."""
         if ":" in value or "=" in value or "," in value:  # every user-info and key separator holds one
-            value = self._mask_keyed(without_userinfo(value))
+            value = _without_bare_userinfo(self._mask_keyed(without_userinfo(value)))
         return value
 
     def _mask_keyed(self, text: str) -> str:
@@ -207,8 +268,11 @@ class Redactor:
         parts: list[str] = []
         done = 0
         for key in _TEXT_KEY.finditer(text):
-            if key.start() < done or not self.is_secret(key.group(2) or key.group(4)):
+            name = key.group(2) or key.group(4)
+            if key.start() < done or not self.is_secret(name):
                 continue
+            # a query parameter: after "?" or "&", then "=" and nothing between
+            query = text[key.start() - 1 : key.start()] in ("?", "&") and text[key.end() - 1] == "="
             start = key.end()
             if text[start : start + 1] in ("\n", "\r"):  # a quoted, bracketed value on the next line (JSON)
                 ahead = _BLANK.match(text, start).end()  # type: ignore[union-attr]  # (always matches; no copy of the rest)
@@ -217,6 +281,12 @@ class Redactor:
                 end = _closing(text, start)
                 parts += (text[done:start], text[start] + REDACTED + ("" if end is None else text[end - 1]))
                 done = len(text) if end is None else end
+                continue
+            if query and text[start : start + 1] not in ("'", '"'):
+                found = _QUERY_VALUE.match(text, start)
+                if found is not None:
+                    parts += (text[done:start], REDACTED)
+                    done = found.end()
                 continue
             found = _TEXT_VALUE.match(text, start)
             if found is None:
