@@ -122,3 +122,35 @@ def test_each_call_of_a_shared_circuit_is_judged_with_its_own_tools_policy() -> 
     store.record("api", strict, now=0.0, failed=True, probe=False)
     assert store.snapshot("api", strict, now=0.0)["state"] == "open"
     assert store.admit("api", lax, now=2.0) == (0.0, True)  # the lax tool's own open_for (1 s) is over: a probe
+
+
+def _stepped_back(reg: ToolRegistry, clock: ManualClock) -> None:
+    """Open the circuit, step the clock back 900 s: the open period stays at most ``open_for``."""
+    tools(reg)
+    reg.try_call("read")
+    reg.try_call("write")
+    clock.advance(-900)
+    refused = reg.try_call("read", {"ok": True}).error
+    assert isinstance(refused, CircuitOpen) and refused.retry_after == pytest.approx(30)  # was 930
+    clock.advance(31)
+    assert reg.call("read", {"ok": True}) == "fine"  # half open: the probe ran (was open for 900 s more)
+
+
+def test_a_clock_stepping_back_does_not_stretch_the_open_period(clock: ManualClock) -> None:
+    _stepped_back(ToolRegistry(clock=clock, autoload=False), clock)
+
+
+def test_a_clock_stepping_back_does_not_stretch_the_open_period_in_redis(redis_url: str) -> None:
+    """Redis times circuits by its own clock (TIME, a wall clock that can step back): the opening
+    time is moved 900 s ahead of it, as a step back would leave it."""
+    import redis
+
+    reg = tools(ToolRegistry(state=redis_url, autoload=False))
+    reg.try_call("read")
+    reg.try_call("write")
+    client = redis.Redis.from_url(redis_url)
+    (key,) = [k for k in client.scan_iter("*backend*") if client.type(k) == b"hash" and client.hget(k, "op") is not None]
+    client.hset(key, "op", float(client.hget(key, "op") or 0) + 900)
+    refused = reg.try_call("read", {"ok": True}).error
+    assert isinstance(refused, CircuitOpen) and 29 < (refused.retry_after or 0) <= 30  # was 930
+    assert float(client.hget(key, "op") or 0) <= float(client.time()[0]) + 1  # the period runs from now

@@ -227,6 +227,7 @@ class Breaker:
         policy = policy or self.policy
         with self.lock:
             if self.state == "open":
+                self.opened_at = min(self.opened_at, now)  # a clock stepped back: the open period runs from now
                 wait = self.opened_at + policy.open_for - now
                 if wait > 0:
                     return wait, 0

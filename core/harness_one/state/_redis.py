@@ -261,7 +261,12 @@ _CIRCUIT_ADMIT = _Script(
     _CIRCUIT_COMMON
     + """
 if st == 'open' then
-  local wait = field('op', 0) + open_for - now
+  local op = field('op', 0)
+  if op > now then -- the clock stepped back: the open period runs from now, never longer than open_for
+    op = now
+    redis.call('HSET', k, 'op', num(now))
+  end
+  local wait = op + open_for - now
   if wait > 0 then return {num(wait), 0} end
   st = 'half_open'
   redis.call('HSET', k, 'st', st, 'pr', 0, 'ps', 0)
