@@ -69,7 +69,7 @@ def _finite(value: float) -> float:
 @click.option(
     "--allowed-origin", "allowed_origins", multiple=True, metavar="ORIGIN", help="HTTP: also accept this Origin header."
 )
-# The three defaults are serve_http's (LIMIT_CONCURRENCY, ...), not imported: this module loads no SDK.
+# The four defaults are serve_http's (LIMIT_CONCURRENCY, ...), not imported: this module loads no SDK.
 @click.option(
     "--limit-concurrency",
     type=click.IntRange(min=0),
@@ -95,6 +95,15 @@ def _finite(value: float) -> float:
     help="HTTP: close a connection that has not sent a request's headers this long after it opened or after its last response (0: never).",
 )
 @click.option(
+    "--body-timeout",
+    type=click.FloatRange(min=0, max=1e6),
+    callback=lambda ctx, param, value: _finite(value),
+    default=30.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="HTTP: answer 408 and close the connection when a request's body has not all come this long after its headers (0: never).",
+)
+@click.option(
     "--mcp",
     "mcp_specs",
     multiple=True,
@@ -115,6 +124,7 @@ def serve(
     limit_concurrency: int,
     timeout_keep_alive: int,
     header_timeout: float,
+    body_timeout: float,
     mcp_specs: tuple[str, ...],
 ) -> None:
     """Serve every tool over the Model Context Protocol, each call through the harness policies.
@@ -152,6 +162,7 @@ def serve(
             "limit_concurrency": limit_concurrency or None,
             "timeout_keep_alive": timeout_keep_alive,
             "header_timeout": header_timeout or None,
+            "body_timeout": body_timeout or None,
         }
     try:
         run(registry, transport, **options)

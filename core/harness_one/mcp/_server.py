@@ -469,9 +469,14 @@ def _bad_id(body: bytes) -> bool:
     return not (type(given) is str or type(given) is int)
 
 
+def _error_body(message: str) -> bytes:
+    """A JSON-RPC ``-32600`` error with ``"id": null``, as JSON."""
+    error = JSONRPCError(jsonrpc="2.0", id=None, error=ErrorData(code=INVALID_REQUEST, message=message))
+    return error.model_dump_json(by_alias=True, exclude_unset=True).encode()
+
+
 def _refusal(status: int, message: str) -> Response:
-    body = JSONRPCError(jsonrpc="2.0", id=None, error=ErrorData(code=INVALID_REQUEST, message=message))
-    return Response(body.model_dump_json(by_alias=True, exclude_unset=True), status_code=status, media_type="application/json")
+    return Response(_error_body(message), status_code=status, media_type="application/json")
 
 
 class _Owner:
@@ -691,9 +696,11 @@ async def serve_stdio(registry: ToolRegistry, *, server: Server[Any] | None = No
 LIMIT_CONCURRENCY: int | None = None
 #: ... an idle keep-alive connection closed after this many seconds (uvicorn's default) ...
 TIMEOUT_KEEP_ALIVE = 5
-#: ... and one that has not sent a request's headers this many seconds after it opened (or after its last
-#: response, when that is longer than the keep-alive timeout).
+#: ... one that has not sent a request's headers this many seconds after it opened (or after its last
+#: response, when that is longer than the keep-alive timeout) ...
 HEADER_TIMEOUT = 10.0
+#: ... and a request whose body has not all come this many seconds after its headers (408).
+BODY_TIMEOUT = 30.0
 
 
 class _HeaderDeadline(asyncio.Protocol):
@@ -741,16 +748,93 @@ class _HeaderDeadline(asyncio.Protocol):
             transport.close()
 
 
-def _http_protocol(header_timeout: float | None, keep_alive: float) -> Any:
-    """uvicorn's ``http`` setting: its own choice (httptools when installed, else h11), with the header deadline."""
-    if header_timeout is None:
+class _BodyDeadline(asyncio.Protocol):
+    """Mixed into uvicorn's HTTP protocol class by :func:`_http_protocol`: uvicorn has no body-read timeout,
+    so a client sending its headers at once and its body a byte at a time (or a ``Content-Length`` it never
+    sends) held its connection and the request's handler for as long as it liked.
+
+    The deadline is armed when a request's headers have come and its body has not (never for a request
+    whose body comes with them: an ordinary call, a GET stream), and cancelled when the body is complete.
+    When it passes, the request gets 408 and the connection is closed, so the handler, waiting for the body,
+    sees the client gone and ends; after a response already sent (the app answered without the body) the
+    connection is only closed. While uvicorn has stopped reading because the app has not taken what came
+    (flow control), the client is not the one behind: the deadline starts again.
+    """
+
+    body_timeout: float = BODY_TIMEOUT
+    timed_out: bytes = b""
+    cycle: Any
+    transport: Any
+    flow: Any
+    _body_deadline: asyncio.TimerHandle | None = None
+    _body_cycle: Any = None
+
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)
+        cycle = self.cycle
+        if self._body_deadline is not None or (cycle is not None and cycle.more_body):  # rare: a body still to come
+            self._watch_body()
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()  # type: ignore[misc]  # uvicorn's protocol, after this class in the MRO
+        cycle = self.cycle  # h11 starts a pipelined request here, not in data_received
+        if self._body_deadline is not None or (cycle is not None and cycle.more_body):
+            self._watch_body()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._body_deadline is not None:
+            self._body_deadline.cancel()
+            self._body_deadline = None
+        super().connection_lost(exc)
+
+    def _watch_body(self) -> None:
+        cycle = self.cycle
+        if self._body_deadline is not None:
+            if cycle is self._body_cycle and cycle.more_body:
+                return
+            self._body_deadline.cancel()
+            self._body_deadline = self._body_cycle = None
+        if cycle is not None and cycle.more_body:
+            self._body_cycle = cycle
+            self._body_deadline = asyncio.get_running_loop().call_later(self.body_timeout, self._body_expired)
+
+    def _body_expired(self) -> None:
+        self._body_deadline = None
+        cycle, transport = self._body_cycle, self.transport
+        if transport.is_closing() or transport.get_protocol() is not self or cycle is not self.cycle or not cycle.more_body:
+            return
+        if self.flow.read_paused:
+            self._body_deadline = asyncio.get_running_loop().call_later(self.body_timeout, self._body_expired)
+        elif not cycle.response_started:
+            transport.write(self.timed_out)
+            transport.close()
+        elif cycle.response_complete:
+            transport.close()
+        else:  # a response under way to a client that may not read it: close() would wait for its buffer
+            transport.abort()
+
+
+def _http_protocol(header_timeout: float | None, keep_alive: float, body_timeout: float | None = BODY_TIMEOUT) -> Any:
+    """uvicorn's ``http`` setting: its own choice (httptools when installed, else h11), with the header and
+    body deadlines (each None: none)."""
+    for what, seconds in (("header_timeout", header_timeout), ("body_timeout", body_timeout)):
+        if seconds is not None and not (math.isfinite(seconds) and seconds > 0):
+            raise ValueError(f"{what} must be a positive number of seconds or None, not {seconds!r}")
+    if header_timeout is None and body_timeout is None:
         return "auto"
-    if not (math.isfinite(header_timeout) and header_timeout > 0):
-        raise ValueError(f"header_timeout must be a positive number of seconds or None, not {header_timeout!r}")
     from uvicorn.protocols.http.auto import AutoHTTPProtocol
 
-    settings = {"header_timeout": header_timeout, "keep_alive": keep_alive}
-    return type("HeaderDeadlineProtocol", (_HeaderDeadline, AutoHTTPProtocol), settings)
+    mixins: list[type[asyncio.Protocol]] = []
+    settings: dict[str, Any] = {"keep_alive": keep_alive}
+    if header_timeout is not None:
+        mixins.append(_HeaderDeadline)
+        settings["header_timeout"] = header_timeout
+    if body_timeout is not None:
+        mixins.append(_BodyDeadline)
+        body = _error_body(f"Request Timeout: the request body did not all arrive within {body_timeout:g} s")
+        head = f"HTTP/1.1 408 Request Timeout\r\ncontent-type: application/json\r\ncontent-length: {len(body)}\r\n"
+        settings |= {"body_timeout": body_timeout, "timed_out": head.encode() + b"connection: close\r\n\r\n" + body}
+    return type("DeadlineProtocol", (*mixins, AutoHTTPProtocol), settings)
 
 
 async def serve_http(
@@ -762,6 +846,7 @@ async def serve_http(
     limit_concurrency: int | None = LIMIT_CONCURRENCY,
     timeout_keep_alive: int = TIMEOUT_KEEP_ALIVE,
     header_timeout: float | None = HEADER_TIMEOUT,
+    body_timeout: float | None = BODY_TIMEOUT,
     **options: Any,
 ) -> None:
     """Serve ``http_app(registry, **options)`` with uvicorn; the URL (real port for ``port=0``) goes to stderr.
@@ -769,7 +854,9 @@ async def serve_http(
     At most ``limit_concurrency`` connections or requests at once (then 503; None, the default: no bound; uvicorn
     counts idle connections and each session's open event stream, so a bound lets idle sockets lock others out); an idle
     keep-alive connection is closed after ``timeout_keep_alive`` seconds, and one that has not sent a
-    request's headers ``header_timeout`` seconds after it opened or after its last response (None: never).
+    request's headers ``header_timeout`` seconds after it opened or after its last response (None: never); a
+    request whose body has not all come ``body_timeout`` seconds after its headers gets 408 and its connection
+    is closed (None: never; it bounds receiving the body only, not a call or an event stream).
     uvicorn parses HTTP with httptools when it is installed (the ``mcp`` extra installs it), else h11.
     """
     import uvicorn
@@ -792,7 +879,7 @@ async def serve_http(
         proxy_headers=False,
         limit_concurrency=limit_concurrency,
         timeout_keep_alive=timeout_keep_alive,
-        http=_http_protocol(header_timeout, timeout_keep_alive),
+        http=_http_protocol(header_timeout, timeout_keep_alive, body_timeout),
     )
     shown = f"[{host}]" if ":" in host else host
     print(f"harness-one: serving MCP on http://{shown}:{bound}{path}", file=sys.stderr, flush=True)
