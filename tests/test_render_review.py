@@ -266,6 +266,35 @@ def test_a_plugins_internal_error_is_masked_too() -> None:
     )
 
 
+def test_the_internal_error_log_line_is_masked_and_bounded_like_the_error() -> None:
+    """A failure below the pipeline (here the application's clock) was logged with its raw text: the
+    password in clear and 50,000 characters; the error the model read was masked."""
+    from structlog.testing import capture_logs
+
+    class Clock:
+        def now(self) -> float:
+            return 0.0
+
+        def sleep(self, seconds: float) -> None:
+            raise ConnectionError("clock backend redis://:hunter2@clock:6379 unreachable; password=hunter2 " + "x" * 50_000)
+
+        async def asleep(self, seconds: float) -> None:
+            self.sleep(seconds)
+
+    reg = ToolRegistry(autoload=False, clock=Clock())
+
+    def flaky() -> int:
+        raise RetryableError("again")
+
+    reg.add(flaky, idempotent=True, retry={"attempts": 3, "initial": 0.01})
+    with capture_logs() as logs:
+        result = reg.try_call("flaky")
+    assert result.error is not None and "hunter2" not in result.for_model()
+    (logged,) = [event for event in logs if event["event"] == "internal error"]
+    assert "hunter2" not in logged["error"] and "redis://[REDACTED]@clock:6379" in logged["error"]
+    assert len(logged["error"]) <= ERROR_TEXT_LIMIT + 100
+
+
 @pytest.mark.parametrize(
     "text",
     [

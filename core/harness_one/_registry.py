@@ -1384,7 +1384,7 @@ def _named(value: Any) -> str:
 def _internal(exc: BaseException, name: Any) -> ToolError:
     """A bug below the pipeline (or in a caller-supplied object) as a ToolError, logged with its traceback."""
     tool = _named(name)
-    log_event(40, "internal error", tool=tool, error=f"{type(exc).__name__}: {exc}")
+    log_event(40, "internal error", tool=tool, error=exception_text(exc))  # masked and cut, as the error
     err = ToolError(f"Internal error while calling '{tool}': {exception_text(exc)}", tool=tool)
     err.__cause__ = exc
     return err
