@@ -276,6 +276,7 @@ def test_process_runner_a_process_left_behind_lives_until_its_worker_stops(proce
 
 def test_process_runner_a_grandchild_in_its_own_session_escapes(processes: Callable[..., ProcessRunner], tmp_path: Path) -> None:
     runner = processes()
+    runner.run(a_call(), tfp.pid, {}, 30)  # a warm worker (its start counts against a call's timeout)
     pidfile = tmp_path / "escaped.pid"
     with pytest.raises(ToolTimeout):
         runner.run(a_call(), tfp.hang_with_grandchild, {"pidfile": str(pidfile), "new_session": True}, SHORT)
@@ -444,16 +445,17 @@ def test_process_runner_an_answer_read_halfway_retires_its_worker(
     runner = processes()
     call = a_call()
     worker = runner.run(call, tfp.pid, {}, 30)
-    recv = runners._worker.recv
+    take = runners._take
 
-    def half(fd: int) -> bytes:
-        os.read(fd, 10)  # the header and a little of the frame
+    def half(worker: Any) -> bytes:
+        worker.wait(30)
+        os.read(worker.fd, 10)  # the header and a little of the frame
         raise MemoryError
 
-    monkeypatch.setattr(runners._worker, "recv", half)
+    monkeypatch.setattr(runners, "_take", half)
     with pytest.raises(ToolExecutionError, match="the tool's answer could not be read: MemoryError"):
         runner.run(call, tfp.pid, {}, 30)
-    monkeypatch.setattr(runners._worker, "recv", recv)
+    monkeypatch.setattr(runners, "_take", take)
     assert state(worker) is None and runner.stats()["killed"] == 1
     assert runner.run(call, tfp.count, {}, 30) == 1  # a new worker, in step
 

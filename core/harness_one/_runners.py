@@ -7,8 +7,9 @@ The guarantees differ, and the docs say so (``docs/plugins.md``, timeouts):
   The pool is bounded; abandoned workers are counted as ``stuck``; when every worker is busy
   a new call fails at once with :class:`ToolBusy` instead of queueing.
 - :class:`ProcessRunner` *kills*: the tool runs in a warm worker process that leads its own
-  process group; at the deadline, or when the call is cancelled, the whole group is killed
-  (SIGKILL) and reaped, and the worker is replaced. Arguments, results and exceptions cross
+  session and process group; at the deadline, or when the call is cancelled, the whole group
+  and (Linux) the rest of the session are killed (SIGKILL) and reaped, and the worker is
+  replaced. Answers are read within the call's deadline and must echo their job's id. Arguments, results and exceptions cross
   a socket, so they must pickle, and the tool function must be importable by name; an
   exception that does not cross comes back as a :class:`ToolError` rebuilt from its
   description. POSIX only. A tool's ``options["memory_limit"]`` (bytes) bounds the address
@@ -37,6 +38,7 @@ from . import _worker
 from ._call import Lingering
 from ._errors import ToolBusy, ToolCancelled, ToolDefinitionError, ToolError, ToolExecutionError, ToolTimeout, outside_text
 from ._lazy import lazy_module
+from ._worker import _HEADER
 
 if TYPE_CHECKING:
     import asyncio
@@ -233,7 +235,7 @@ class ThreadRunner:
         except IndexError:
             got = pool.grow()
             if got is None:
-                raise self._busy(call) from None
+                raise _refused(call, self._busy(call)) from None
             slot = got
         slot.fn = fn
         slot.kwargs = kwargs
@@ -311,6 +313,9 @@ class _WorkerGone(Exception):
     """The worker process exited (or its socket broke) while it owed an answer."""
 
 
+_CHUNK = 1 << 20  # the most read at once: a forged frame header cannot make the parent allocate more
+
+
 def _preparation() -> dict[str, Any]:
     """What a ``spawn`` child gets from its parent: ``sys.path``, ``sys.argv``, the cwd and the main module.
 
@@ -342,7 +347,23 @@ def _command() -> list[str]:
 class _Worker:
     """One worker process (the leader of its own process group) and the parent's end of its socket."""
 
-    __slots__ = ("calls", "code", "fd", "idle_since", "lock", "poll", "process", "ready", "sock")
+    __slots__ = (
+        "body",
+        "born",
+        "calls",
+        "code",
+        "fd",
+        "idle_since",
+        "job",
+        "lock",
+        "need",
+        "parts",
+        "poll",
+        "process",
+        "ready",
+        "sock",
+        "tag",
+    )
 
     def __init__(self) -> None:
         if os.name != "posix":
@@ -366,6 +387,7 @@ class _Worker:
             raise
         finally:
             theirs.close()
+        self.born = time.monotonic()
         self.fd = self.sock.fileno()
         self.poll = select.poll()
         self.poll.register(self.fd, select.POLLIN)
@@ -374,8 +396,14 @@ class _Worker:
         self.idle_since = 0.0
         self.code: int | None = None  # set once killed and reaped
         self.lock = threading.Lock()  # one kill: never signal a pid after it was reaped (and maybe reused)
+        self.job = int.from_bytes(os.urandom(6), "little")  # the last job's id (random start: not guessable)
+        self.tag = b""  # the id the answer to the current job must carry
+        self.parts: list[bytes] = []  # what came of a frame not yet whole
+        self.body = False  # reading a frame's body (after its header)
+        self.need = _HEADER  # bytes missing from the frame's header or body
         with contextlib.suppress(OSError):  # it died at once: waiting for its ready message reports how
             _worker.send(self.fd, pickle.dumps(_preparation(), pickle.HIGHEST_PROTOCOL))
+        os.set_blocking(self.fd, False)  # reads and writes wait in poll(), bounded by the call's deadline
 
     @property
     def pid(self) -> int:
@@ -383,7 +411,7 @@ class _Worker:
 
     def wait(self, timeout: float) -> bool:
         """True when an answer (or EOF) is ready within ``timeout`` seconds."""
-        return bool(self.poll.poll(int(min(_seconds(timeout) * 1000 + 0.999, 2**31 - 1))))
+        return bool(self.poll.poll(_milliseconds(timeout)))
 
     async def await_readable(self, timeout: float) -> bool:
         loop = asyncio.get_running_loop()
@@ -396,37 +424,125 @@ class _Worker:
             timer.cancel()
             loop.remove_reader(self.fd)
 
-    def read(self) -> bytes:
-        """The next whole frame; ``_WorkerGone`` when the worker's end closed (an exception midway leaves it out of step)."""
-        try:
-            return _worker.recv(self.fd)
-        except (EOFError, OSError) as exc:
-            raise _WorkerGone from exc
+    def take(self) -> bytes | None:
+        """The next frame if all of it has come, else None (what came is kept for the next try); never blocks.
 
-    def receive(self) -> Any:
-        return pickle.loads(self.read())
+        ``_WorkerGone`` when the worker's end closed. An exception midway (MemoryError) leaves
+        the worker out of step: the caller discards it.
+        """
+        return _take(self)
 
-    def submit(self, job: bytes) -> None:
+    def frame(self, end: float) -> bytes | None:
+        """The next frame, waiting for its bytes until ``end`` (``time.monotonic()``); None past it.
+
+        ``_WorkerGone`` when the worker's end closed, or the worker exited while a process it
+        forked holds the socket open.
+        """
+        while True:
+            frame = _take(self)
+            if frame is not None:
+                return frame
+            if self.exited():
+                raise _WorkerGone
+            if not self.wait(end - time.monotonic()):
+                return None
+
+    def exited(self) -> bool:
+        """Whether the worker process has exited; it is left unreaped, so its pid (its group's and
+        its session's id) cannot be reused before :meth:`kill`."""
         try:
-            _worker.send(self.fd, job)
+            return os.waitid(os.P_PID, self.process.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+        except ChildProcessError:  # reaped already
+            return True
+        except AttributeError:  # no waitid (macOS): reap it
+            return self.process.poll() is not None
+
+    def submit(self, job: bytes, end: float) -> None:
+        """Send ``job`` with a new id, waiting for room in the socket until ``end`` at most."""
+        self.job += 1
+        self.tag = tag = self.job.to_bytes(_HEADER, "little")
+        data = b"".join(((len(job) + _HEADER).to_bytes(_HEADER, "little"), tag, job))
+        try:
+            try:
+                sent = os.write(self.fd, data)
+            except BlockingIOError:
+                sent = 0
+            if sent == len(data):  # the common case: all of it at once
+                return
+            view = memoryview(data)[sent:]
+            writable = select.poll()
+            writable.register(self.fd, select.POLLOUT)
+            while writable.poll(_milliseconds(end - time.monotonic())):
+                with contextlib.suppress(BlockingIOError):
+                    view = view[os.write(self.fd, view) :]
+                if not view:
+                    return
+            # past the deadline with the job half sent: no answer comes, and the call times out
         except OSError as exc:
             raise _WorkerGone from exc
 
     def kill(self) -> int:
-        """SIGKILL the whole process group, reap the worker, close the socket; returns the exit code."""
+        """SIGKILL the whole process group and (on Linux) the rest of the worker's session, reap
+        the worker, close the socket; returns the exit code."""
         with self.lock:
             if self.code is None:
                 with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.killpg(self.process.pid, signal.SIGKILL)  # pgid == pid (setsid); unreaped, so not reused
+                    os.killpg(self.process.pid, signal.SIGKILL)  # pgid == sid == pid (setsid); unreaped, so not reused
+                _worker.kill_session(self.process.pid)  # what left the group but not the session
                 self.code = self.process.wait()
                 self.sock.close()
             return self.code
 
 
+def _refused(call: Call, error: ToolError) -> ToolError:
+    """``error`` for a call refused before its tool started: ``call.ran`` back to False.
+
+    The core sets it before it calls the runner; plugins read it as "the tool may have run"
+    (idempotency stores the outcome, retry counts an attempt), which a refusal is not.
+    """
+    call.ran = False
+    return error
+
+
+def _milliseconds(timeout: float) -> int:
+    """``timeout`` seconds as ``poll()`` takes it (rounded up, 0 when past)."""
+    return int(min(_seconds(timeout) * 1000 + 0.999, 2**31 - 1))
+
+
+def _take(worker: _Worker) -> bytes | None:
+    """:meth:`_Worker.take` (a function, so a test can make a read fail halfway)."""
+    fd = worker.fd
+    while True:
+        need = worker.need
+        try:
+            chunk = os.read(fd, need if need < _CHUNK else _CHUNK)
+        except BlockingIOError:
+            return None
+        except OSError as exc:
+            raise _WorkerGone from exc
+        if not chunk:
+            raise _WorkerGone
+        if len(chunk) < need:  # more to come
+            worker.parts.append(chunk)
+            worker.need = need - len(chunk)
+            continue
+        if worker.parts:
+            worker.parts.append(chunk)
+            chunk = b"".join(worker.parts)
+            worker.parts = []
+        if worker.body:
+            worker.body, worker.need = False, _HEADER
+            return chunk
+        size = int.from_bytes(chunk, "little")
+        if not size:
+            return b""
+        worker.body, worker.need = True, size
+
+
 _CANCEL_POLL = 0.05  # seconds between checks of ``call.cancelled`` while a worker runs a call
 
 
-def _loads(data: bytes) -> Any:
+def _loads(data: bytes | memoryview) -> Any:
     """``pickle.loads`` whose ``SystemExit`` (a ``__reduce__`` calling ``sys.exit``) is an error like any other."""
     try:
         return pickle.loads(data)
@@ -565,6 +681,16 @@ class _ProcessPool:
         if not keep:
             self.remove(worker)
 
+    def park(self, worker: _Worker) -> None:
+        """Give back a worker still starting (its call's deadline came first): the next call takes it."""
+        worker.idle_since = self.clock()
+        with self.lock:
+            keep = not self.closed and worker.code is None
+            if keep:
+                self.idle.append(worker)
+        if not keep:
+            self.remove(worker)
+
     def discard(self, worker: _Worker, why: str | None = None) -> int:
         """Kill a busy worker and its group; with ``why`` (killed or died), count it and start a replacement."""
         if worker.code is not None:
@@ -627,7 +753,9 @@ class ProcessRunner:
         max_workers: at most this many worker processes; started on demand. When all are busy
             a new call fails at once with :class:`ToolBusy`.
         idle_timeout: seconds a worker may sit idle before it is stopped (None: never).
-        start_timeout: seconds a new worker may take to start (not counted in the call's timeout).
+        start_timeout: seconds a new worker may take to start. The start also counts against the
+            timeout of the call waiting for it: at that deadline the call gets ToolTimeout and the
+            worker goes on starting for the next call.
         max_calls: retire a worker after this many calls (1: a fresh process per call; None: never).
         start_method: kept for compatibility; workers are always fresh interpreters (``"spawn"``).
         clock: monotonic time source for idle times.
@@ -680,23 +808,28 @@ class ProcessRunner:
         return value
 
     def _job(self, call: Call, fn: Callable[..., Any], kwargs: dict[str, Any]) -> bytes:
-        memory = self.memory_limit(call.tool)
         try:
-            return pickle.dumps((fn, kwargs, memory), pickle.HIGHEST_PROTOCOL)
+            return pickle.dumps((fn, kwargs, self.memory_limit(call.tool)), pickle.HIGHEST_PROTOCOL)
         except Exception as exc:
-            raise ToolExecutionError(
-                TypeError(f"process mode needs a picklable, importable tool function and arguments: {exc}"),
-                tool=call.tool.name,
-                call_id=call.call_id,
+            raise _refused(
+                call,
+                ToolExecutionError(
+                    TypeError(f"process mode needs a picklable, importable tool function and arguments: {exc}"),
+                    tool=call.tool.name,
+                    call_id=call.call_id,
+                ),
             ) from exc
 
     def _take(self, call: Call) -> _Worker:
         worker = self._pool.take()
         if worker is None:
-            raise ToolBusy(
-                f"Tool '{call.tool.name}' cannot start: all {self.max_workers} process workers are busy. Try again later.",
-                tool=call.tool.name,
-                call_id=call.call_id,
+            raise _refused(
+                call,
+                ToolBusy(
+                    f"Tool '{call.tool.name}' cannot start: all {self.max_workers} process workers are busy. Try again later.",
+                    tool=call.tool.name,
+                    call_id=call.call_id,
+                ),
             )
         self.last_pid = worker.pid
         return worker
@@ -704,39 +837,79 @@ class ProcessRunner:
     def _failed(self, call: Call, message: str) -> ToolExecutionError:
         return ToolExecutionError(RuntimeError(message), tool=call.tool.name, call_id=call.call_id)
 
-    def _started(self, call: Call, worker: _Worker, readable: bool) -> None:
-        """Check a new worker's ready message (``readable``: it came within ``start_timeout``)."""
-        if not readable:
+    def _started(self, call: Call, worker: _Worker, frame: bytes | None, timeout: float) -> None:
+        """Check a new worker's ready message (None: it did not come by the call's deadline or ``start_timeout``).
+
+        The tool has not started: whatever fails here leaves ``call.ran`` False.
+        """
+        if frame is None:
+            if time.monotonic() < worker.born + self.start_timeout:  # the call's deadline came first
+                self._pool.park(worker)  # it goes on starting, for the next call
+                raise _refused(call, _timed_out(call, timeout))
             self._pool.discard(worker)
-            raise self._failed(call, f"the process-mode worker did not start within {self.start_timeout:g} s")
-        try:
-            ok, info = worker.receive()
-        except _WorkerGone:
-            code = self._pool.discard(worker)
-            raise self._failed(call, f"the process-mode worker {_exit_reason(code)} while starting") from None
+            raise _refused(call, self._failed(call, f"the process-mode worker did not start within {self.start_timeout:g} s"))
+        ok, info = pickle.loads(frame)
         if not ok:
             self._pool.discard(worker)
-            raise self._failed(call, f"the process-mode worker failed to start: {info}")
+            raise _refused(call, self._failed(call, f"the process-mode worker failed to start: {info}"))
         worker.ready = True
 
-    def _answer(self, call: Call, worker: _Worker, readable: bool, timeout: float) -> Any:
-        """The call's outcome once the wait ended (``readable``: the worker answered or exited in time)."""
-        if not readable and not worker.wait(0):  # (an answer that came at the deadline is taken)
+    def _start_end(self, worker: _Worker, end: float) -> float:
+        return min(end, worker.born + self.start_timeout)
+
+    def _start(self, call: Call, worker: _Worker, end: float, timeout: float) -> None:
+        """Wait for a new worker's ready message, within the call's deadline and ``start_timeout``."""
+        try:
+            frame = worker.frame(self._start_end(worker, end))
+        except _WorkerGone:
+            code = self._pool.discard(worker)
+            raise _refused(call, self._failed(call, f"the process-mode worker {_exit_reason(code)} while starting")) from None
+        self._started(call, worker, frame, timeout)
+
+    async def _astart(self, call: Call, worker: _Worker, end: float, timeout: float) -> None:
+        """:meth:`_start` on the event loop."""
+        try:
+            while True:
+                frame = worker.take()
+                if frame is not None or worker.exited():
+                    break
+                if not await worker.await_readable(self._start_end(worker, end) - time.monotonic()):
+                    frame = worker.take()
+                    break
+            if frame is None and worker.exited():
+                raise _WorkerGone
+        except _WorkerGone:
+            code = self._pool.discard(worker)
+            raise _refused(call, self._failed(call, f"the process-mode worker {_exit_reason(code)} while starting")) from None
+        self._started(call, worker, frame, timeout)
+
+    def _unreadable(self, call: Call, worker: _Worker, exc: BaseException) -> BaseException:
+        """The error for an answer that could not be read: the worker is gone or out of step, discarded."""
+        if isinstance(exc, _WorkerGone):
+            code = self._pool.discard(worker, "died")
+            err = self._failed(call, f"the tool's worker process {_exit_reason(code)} before answering")
+            err.__cause__, err.__suppress_context__ = None, True
+            return err
+        self._pool.discard(worker, "killed")  # a frame half read (MemoryError, Ctrl-C): the worker is out of step
+        if not isinstance(exc, Exception):
+            return exc
+        err = self._failed(call, f"the tool's answer could not be read: {type(exc).__name__}: {exc}")
+        err.__cause__ = exc
+        return err
+
+    def _answer(self, call: Call, worker: _Worker, frame: bytes | None, timeout: float) -> Any:
+        """The call's outcome from the worker's answer (None: none came by the deadline)."""
+        if frame is None:
             self._pool.discard(worker, "killed")
             raise _timed_out(call, timeout)
-        try:
-            frame = worker.read()
-        except _WorkerGone:
-            code = self._pool.discard(worker, "died")
-            raise self._failed(call, f"the tool's worker process {_exit_reason(code)} before answering") from None
-        except BaseException as exc:  # a frame half read (MemoryError, Ctrl-C): the worker is out of step
+        if frame[:_HEADER] != worker.tag:  # a frame the tool wrote itself: the real answer is still to come
             self._pool.discard(worker, "killed")
-            if not isinstance(exc, Exception):
-                raise
-            raise self._failed(call, f"the tool's answer could not be read: {type(exc).__name__}: {exc}") from exc
-        self._pool.give_back(worker, self.max_calls)  # its answer read whole: in step for the next call
+            raise self._failed(
+                call, "the worker's answer was not in step with its call (the tool wrote to the worker's socket); worker replaced"
+            )
+        self._pool.give_back(worker, self.max_calls)  # its answer read whole and in step: ready for the next call
         try:
-            answer = _loads(frame)
+            answer = _loads(memoryview(frame)[_HEADER:])
         except Exception as exc:  # the result does not unpickle here
             raise ToolExecutionError(
                 TypeError(f"process mode: the tool's result cannot be unpickled: {type(exc).__name__}: {exc}"),
@@ -751,73 +924,88 @@ class ProcessRunner:
         self._pool.discard(worker, "killed")
         return ToolCancelled(f"The call of '{call.tool.name}' was cancelled.", tool=call.tool.name, call_id=call.call_id)
 
-    def _wait(self, call: Call, worker: _Worker, timeout: float) -> bool:
-        """Wait up to ``timeout`` for the answer; a ``call.cancel()`` meanwhile kills the worker (ToolCancelled)."""
-        if call.cancelled:  # cancelled before this attempt (e.g. an earlier attempt timed out): nothing to watch
-            return worker.wait(timeout)
-        end = time.monotonic() + timeout
+    def _wait(self, call: Call, worker: _Worker, end: float) -> None:
+        """Wait until the answer comes or ``end``; a ``call.cancel()`` meanwhile kills the worker (ToolCancelled).
+
+        Every ``_CANCEL_POLL`` also checks that the worker lives: a process the tool forked may
+        hold its socket open after it exited.
+        """
+        watch = not call.cancelled  # cancelled before this attempt (an earlier attempt timed out): nothing to watch
         while True:
             left = end - time.monotonic()
             if worker.wait(min(left, _CANCEL_POLL)):
-                return True
-            if call.cancelled:
+                return
+            if watch and call.cancelled:
                 raise self._cancelled(call, worker)
-            if left <= _CANCEL_POLL:
-                return False
+            if left <= _CANCEL_POLL or worker.exited():
+                return
 
-    async def _await(self, call: Call, worker: _Worker, timeout: float) -> bool:
-        """:meth:`_wait` on the event loop."""
-        if call.cancelled:
-            return await worker.await_readable(timeout)
-        loop = asyncio.get_running_loop()
-        end = loop.time() + timeout
+    async def _await(self, call: Call, worker: _Worker, end: float) -> bytes | None:
+        """The answer, or None at ``end``: :meth:`_wait` and :meth:`_Worker.frame` on the event loop."""
+        watch = not call.cancelled
         while True:
-            left = end - loop.time()
+            frame = worker.take()
+            if frame is not None:
+                return frame
+            left = end - time.monotonic()
             if await worker.await_readable(min(left, _CANCEL_POLL)):
-                return True
-            if call.cancelled:
+                continue
+            if watch and call.cancelled:
                 raise self._cancelled(call, worker)
+            if worker.exited():
+                frame = worker.take()  # the answer may have come just before it exited
+                if frame is None:
+                    raise _WorkerGone
+                return frame
             if left <= _CANCEL_POLL:
-                return False
+                return worker.take()  # (an answer that came at the deadline is taken)
 
     def run(self, call: Call, fn: Callable[..., Any], kwargs: dict[str, Any], timeout: float) -> Any:
         job = self._job(call, fn, kwargs)
         worker = self._take(call)
+        end = time.monotonic() + timeout  # a worker's start counts: the call's time is the caller's
         try:
             if not worker.ready:
-                self._started(call, worker, worker.wait(self.start_timeout))
-            worker.submit(job)
-            readable = self._wait(call, worker, timeout)
+                self._start(call, worker, end, timeout)
+            worker.submit(job, end)
+            self._wait(call, worker, end)
         except _WorkerGone:
-            readable = True  # receive() reports the death
+            pass  # reading the answer reports the death
         except ToolError:  # a failed start or a cancelled call (the worker is discarded already)
             raise
         except BaseException:  # e.g. KeyboardInterrupt while waiting: kill the tool now
             self._pool.discard(worker, "killed")
             raise
-        return self._answer(call, worker, readable, timeout)
+        try:
+            frame = worker.frame(end)
+        except BaseException as exc:
+            raise self._unreadable(call, worker, exc)  # noqa: B904 - its cause is set
+        return self._answer(call, worker, frame, timeout)
 
     async def arun(self, call: Call, fn: Callable[..., Any], kwargs: dict[str, Any], timeout: float) -> Any:
         job = self._job(call, fn, kwargs)
         worker = self._take(call)
+        end = time.monotonic() + timeout
         try:
             if not worker.ready:
-                self._started(call, worker, await worker.await_readable(self.start_timeout))
+                await self._astart(call, worker, end, timeout)
+        except ToolError:
+            raise
         except BaseException:
             self._pool.discard(worker)
             raise
         try:
-            worker.submit(job)
-            readable = await self._await(call, worker, timeout)
-        except _WorkerGone:
-            readable = True
+            worker.submit(job, end)
+            frame = await self._await(call, worker, end)
         except ToolError:
             raise
-        except BaseException:  # the caller's task was cancelled: kill the tool now
-            self._pool.discard(worker, "killed")
+        except BaseException as exc:
+            if isinstance(exc, Exception):  # gone, or an answer half read (MemoryError)
+                raise self._unreadable(call, worker, exc)  # noqa: B904 - its cause is set
+            self._pool.discard(worker, "killed")  # the caller's task was cancelled: kill the tool now
             call.cancel()
             raise
-        return self._answer(call, worker, readable, timeout)
+        return self._answer(call, worker, frame, timeout)
 
     def stats(self) -> dict[str, int]:
         """``workers`` (the pool's size), ``alive``, ``busy``, and how many were ``killed`` (deadline or

@@ -7,17 +7,19 @@ socket ``FD`` in frames (an 8-byte little-endian length, then a pickle):
 1. parent -> worker: ``multiprocessing.spawn`` preparation data (``sys.path``, cwd, the main
    module), applied as a ``spawn`` child would, so tools defined in ``__main__`` resolve;
    worker -> parent: ``(True, pid)`` when ready, or ``(False, reason)``.
-2. then, per call: parent -> worker ``(fn, kwargs, memory)`` (``memory``: bytes of address
-   space the call may add, or None); worker -> parent ``(True, result)``, or
-   ``(False, pickled exception or None, description, traceback text)`` where the description
-   is ``ToolError.to_dict()`` for harness-one's errors and ``{"type", "message"}`` otherwise,
-   so the parent can rebuild a typed error when the exception itself does not unpickle.
+2. then, per call: parent -> worker an 8-byte job id, then ``(fn, kwargs, memory)``
+   (``memory``: bytes of address space the call may add, or None); worker -> parent the same
+   id, then ``(True, result)``, or ``(False, pickled exception or None, description,
+   traceback text)`` where the description is ``ToolError.to_dict()`` for harness-one's
+   errors and ``{"type", "message"}`` otherwise, so the parent can rebuild a typed error
+   when the exception itself does not unpickle. An answer with another id (a frame the tool
+   wrote to the socket itself) tells the parent the worker is out of step: it is killed.
 
-The worker exits when its socket closes; a watchdog thread kills the worker's whole process
-group the moment the parent's end closes, so a worker busy with a hung tool does not outlive
-a parent that died without cleaning up (SIGKILL, a crash). Only the standard library is
-imported here, so a worker starts in the time of a bare interpreter plus the main module's
-imports.
+The worker exits when its socket closes; a watchdog thread kills the worker's whole session
+(its process group, and on Linux the processes of its session in other groups) the moment
+the parent's end closes, so a worker busy with a hung tool does not outlive a parent that
+died without cleaning up (SIGKILL, a crash). Only the standard library is imported here, so
+a worker starts in the time of a bare interpreter plus the main module's imports.
 """
 
 from __future__ import annotations
@@ -31,16 +33,16 @@ import sys
 import threading
 from typing import Any
 
-__all__ = ["STARTING", "recv", "send"]
+__all__ = ["STARTING", "kill_session", "recv", "send"]
 
 #: Set in a worker's environment while it imports the parent's main module.
 STARTING = "HARNESS_ONE_WORKER_STARTING"
 _HEADER = 8
 
 
-def send(fd: int, data: bytes) -> None:
-    """Write one frame to ``fd``."""
-    view = memoryview(len(data).to_bytes(_HEADER, "little") + data)
+def send(fd: int, data: bytes, prefix: bytes = b"") -> None:
+    """Write one frame (``prefix`` then ``data``) to ``fd``."""
+    view = memoryview(b"".join(((len(prefix) + len(data)).to_bytes(_HEADER, "little"), prefix, data)))
     while view:
         view = view[os.write(fd, view) :]
 
@@ -63,6 +65,40 @@ def _read(fd: int, size: int) -> bytes:
 def recv(fd: int) -> bytes:
     """Read one frame from ``fd``; :class:`EOFError` when the other end has closed it."""
     return _read(fd, int.from_bytes(_read(fd, _HEADER), "little"))
+
+
+def _session_members(sid: int) -> list[int]:
+    """The pids of the processes in session ``sid`` (Linux: from ``/proc``; elsewhere none)."""
+    members: list[int] = []
+    try:
+        pids = [int(name) for name in os.listdir("/proc") if name.isdigit()]
+    except OSError:
+        return members
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as stat:
+                fields = stat.read().rsplit(b")", 1)[1].split()  # the command name may hold spaces and ")"
+        except OSError:  # exited meanwhile
+            continue
+        if int(fields[3]) == sid:  # state, ppid, pgrp, session
+            members.append(pid)
+    return members
+
+
+def kill_session(sid: int, spare: int | None = None) -> None:
+    """SIGKILL every process of session ``sid`` but ``spare`` (Linux; elsewhere nothing).
+
+    A worker leads its own session, so this reaches what a tool started in another process
+    group of it (``Popen(process_group=0)``, a shell's ``set -m``), which the group kill
+    misses. Repeated while it finds any, since a process may fork during the scan.
+    """
+    for _ in range(16):
+        members = [pid for pid in _session_members(sid) if pid != spare]
+        if not members:
+            return
+        for pid in members:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
 
 
 async def _await(awaitable: Any) -> Any:
@@ -126,7 +162,7 @@ def _restore(limits: tuple[int, int] | None) -> None:
         resource.setrlimit(resource.RLIMIT_AS, limits)
 
 
-def _answer(job: bytes) -> bytes:
+def _answer(job: memoryview) -> bytes:
     """Run one pickled ``(fn, kwargs, memory)`` and pickle its outcome (a result that does not pickle becomes a TypeError)."""
     try:
         fn, kwargs, memory = pickle.loads(job)
@@ -169,13 +205,20 @@ def _flush() -> None:
                 stream.flush()
 
 
+def _die() -> None:
+    """Kill this worker's session (the tool's processes in other groups of it), then its group and itself."""
+    pid = os.getpid()
+    kill_session(pid, spare=pid)  # the worker leads its session and its group (setsid)
+    os.killpg(pid, signal.SIGKILL)
+
+
 def _watch(fd: int) -> None:
-    """Kill this worker's process group (itself, the tool's children) once the parent's end of ``fd`` closes."""
+    """Kill this worker's session (itself, the tool's children) once the parent's end of ``fd`` closes."""
     poller = select.poll()
     poller.register(fd, 0)  # no events asked for: only POLLHUP / POLLERR / POLLNVAL wake it
     while not poller.poll():
         pass
-    os.killpg(os.getpid(), signal.SIGKILL)  # the worker leads its group (setsid)
+    _die()
 
 
 def main(fd: int) -> None:
@@ -196,8 +239,8 @@ def main(fd: int) -> None:
         try:
             job = recv(fd)
         except EOFError:  # the parent closes its end only after killing the group: it died
-            os.killpg(os.getpid(), signal.SIGKILL)
-        send(fd, _answer(job))
+            _die()
+        send(fd, _answer(memoryview(job)[_HEADER:]), job[:_HEADER])  # the answer carries its job's id
 
 
 if __name__ == "__main__":

@@ -1,0 +1,269 @@
+"""The timeout runners against hostile or unlucky tools: refusals, forged and partial answers, escapes, limits."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import pickle
+import stat
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import tools_for_processes as tfp
+
+from harness_one import Call, ProcessRunner, ToolBusy, ToolExecutionError, ToolRegistry, ToolTimeout
+from harness_one._worker import send
+from harness_one_plugins.timeout import TimeoutPlugin
+
+SHORT = 0.2  # seconds; only where a real deadline is what the test is about
+linux = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux only (/proc, RLIMIT_AS)")
+
+
+# --- tools, importable by name from a worker (this module is on the worker's sys.path) ---------
+
+
+def _result_socket() -> int:
+    for fd in range(3, 256):
+        try:
+            if stat.S_ISSOCK(os.fstat(fd).st_mode):
+                return fd
+        except OSError:
+            pass
+    raise RuntimeError("no socket")
+
+
+def loaded() -> int:
+    """A first call that makes the worker import this module (so a short deadline is spent on the tool)."""
+    return os.getpid()
+
+
+def partial_frame() -> str:
+    """Write only a frame header (of 1000 bytes) to the worker's socket, then hang."""
+    os.write(_result_socket(), (1000).to_bytes(8, "little"))
+    time.sleep(300)
+    return "never"
+
+
+def forged_answer(text: str) -> str:
+    """Answer this call with a frame of its own; the real answer would be the next call's."""
+    send(_result_socket(), pickle.dumps((True, text)))
+    return "the real answer"
+
+
+def other_group(pidfile: str) -> None:
+    """Start ``sleep 300`` in a new process group of the worker's session (as ``set -m`` does), then hang."""
+    child = subprocess.Popen(["sleep", "300"], process_group=0)
+    Path(pidfile + ".tmp").write_text(str(child.pid))
+    os.replace(pidfile + ".tmp", pidfile)
+    time.sleep(300)
+
+
+def fork_then_exit() -> None:
+    """Fork a child that keeps the worker's socket open, then end the worker."""
+    if os.fork() == 0:
+        time.sleep(300)
+        os._exit(0)
+    os._exit(1)
+
+
+# --- fixtures --------------------------------------------------------------------------------
+
+
+@pytest.fixture(autouse=True)
+def no_leftovers() -> Iterator[None]:
+    with tfp.no_leftovers():
+        yield
+
+
+@pytest.fixture
+def processes() -> Iterator[Callable[..., ProcessRunner]]:
+    made: list[ProcessRunner] = []
+
+    def make(**kwargs: Any) -> ProcessRunner:
+        made.append(ProcessRunner(**kwargs))
+        return made[-1]
+
+    yield make
+    for runner in made:
+        runner.shutdown()
+
+
+def a_call() -> Call:
+    def grab(call: Call) -> Call:
+        return call
+
+    reg = ToolRegistry(standard_plugins=False, autoload=False)
+    reg.add(grab, name="tool")
+    result: Call = reg.call("tool")
+    return result
+
+
+def finishes(fn: Callable[[], Any], within: float = 20.0) -> Any:
+    """``fn()``'s result or exception, failing the test if it has not returned ``within`` seconds (a hang)."""
+    box: list[Any] = []
+
+    def run() -> None:
+        try:
+            box.append(fn())
+        except BaseException as exc:
+            box.append(exc)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(within)
+    assert box, f"still blocked after {within} s"
+    return box[0]
+
+
+def wait_until(condition: Callable[[], bool], within: float = 10.0) -> None:
+    deadline = time.monotonic() + within
+    while not condition():
+        assert time.monotonic() < deadline
+        time.sleep(0.005)
+
+
+# --- 1. a refusal before the tool started leaves call.ran False ------------------------------
+
+
+def test_thread_mode_busy_refusal_is_not_stored_under_the_idempotency_key() -> None:
+    runs: list[str] = []
+    gate = threading.Event()
+
+    def hold() -> None:
+        gate.wait(30)
+
+    def place_order(item: str) -> str:
+        runs.append(item)
+        return f"ordered {item}"
+
+    plugin = TimeoutPlugin(max_workers=1)
+    reg = ToolRegistry(autoload=False, plugins={"timeout": plugin})
+    reg.add(hold, timeout=SHORT)
+    reg.add(place_order, timeout=30)
+    try:
+        with pytest.raises(ToolTimeout):
+            reg.call("hold")  # its thread is abandoned: the pool is full
+        with pytest.raises(ToolBusy) as busy:
+            reg.call("place_order", {"item": "book"}, idempotency_key="order-42")
+        assert not busy.value.replayed
+    finally:
+        gate.set()
+    wait_until(lambda: plugin.threads.stats()["busy"] == 0)
+    assert reg.call("place_order", {"item": "book"}, idempotency_key="order-42") == "ordered book"  # ran, not replayed
+    assert runs == ["book"]
+
+
+def test_process_mode_busy_refusal_is_not_stored_under_the_idempotency_key(tmp_path: Path) -> None:
+    plugin = TimeoutPlugin(mode="process", max_processes=1)
+    reg = ToolRegistry(autoload=False, plugins={"timeout": plugin})
+    reg.add(tfp.wait_for_file, timeout=30)
+    reg.add(tfp.pid, timeout=30)
+    gate = tmp_path / "go"
+    holder = threading.Thread(target=reg.call, args=("wait_for_file", {"path": str(gate)}))
+    try:
+        holder.start()
+        wait_until(lambda: plugin.processes.stats()["busy"] == 1)
+        with pytest.raises(ToolBusy):
+            reg.call("pid", idempotency_key="k")
+        gate.touch()
+        holder.join(30)
+        worker = reg.call("pid", idempotency_key="k")  # the tool runs now: the refusal was not its outcome
+        assert worker == plugin.processes.last_pid and worker != os.getpid()
+        assert reg.stats()["idempotency"]["replays"] == 0
+    finally:
+        gate.touch()
+        plugin.processes.shutdown()
+
+
+# --- 2. a partial answer frame is bounded by the deadline ------------------------------------
+
+
+def test_process_partial_answer_frame_times_out_at_the_deadline(processes: Callable[..., ProcessRunner]) -> None:
+    runner = processes()
+    call = a_call()
+    worker = runner.run(call, loaded, {}, 30)
+    outcome = finishes(lambda: runner.run(call, partial_frame, {}, SHORT))
+    assert isinstance(outcome, ToolTimeout) and outcome.timeout == SHORT
+    assert tfp.state(worker) is None and runner.stats()["killed"] == 1
+    assert runner.run(call, tfp.count, {}, 30) == 1  # a fresh worker
+
+
+def test_process_partial_answer_frame_times_out_at_the_deadline_async(processes: Callable[..., ProcessRunner]) -> None:
+    runner = processes()
+    call = a_call()
+    asyncio.run(runner.arun(call, loaded, {}, 30))
+    outcome = finishes(lambda: asyncio.run(runner.arun(call, partial_frame, {}, SHORT)))  # its own loop, in a thread
+    assert isinstance(outcome, ToolTimeout)
+    assert runner.stats()["killed"] == 1
+
+
+# --- 3. answers carry their job's id ---------------------------------------------------------
+
+
+def test_process_forged_answer_kills_the_worker_and_the_next_call_gets_its_own(
+    processes: Callable[..., ProcessRunner],
+) -> None:
+    runner = processes(max_workers=1)
+    call = a_call()
+    worker = runner.run(call, tfp.pid, {}, 30)
+    with pytest.raises(ToolExecutionError, match="the worker's answer was not in step with its call"):
+        runner.run(call, forged_answer, {"text": "balance: 1000000"}, 30)
+    assert tfp.state(worker) is None
+    assert runner.run(call, tfp.count, {}, 30) == 1  # its own answer, from a fresh worker (not "the real answer")
+    assert runner.run(call, tfp.count, {}, 30) == 2
+
+
+# --- 4. the kill reaches other process groups of the worker's session ------------------------
+
+
+@linux
+def test_process_kill_reaches_a_grandchild_in_another_group_of_the_session(
+    processes: Callable[..., ProcessRunner], tmp_path: Path
+) -> None:
+    runner = processes()
+    call = a_call()
+    runner.run(call, tfp.pid, {}, 30)
+    pidfile = tmp_path / "grandchild.pid"
+    with pytest.raises(ToolTimeout):
+        runner.run(call, other_group, {"pidfile": str(pidfile)}, 2.0)
+    grandchild = tfp.read_pid(str(pidfile))
+    try:
+        assert tfp.gone(grandchild)
+    finally:
+        if tfp.running(grandchild):
+            os.kill(grandchild, 9)
+
+
+# --- 5. a worker's start counts against the call's time --------------------------------------
+
+
+def test_process_worker_start_is_charged_to_the_calls_timeout(processes: Callable[..., ProcessRunner]) -> None:
+    """A cold worker cannot start in 1 ms: the call times out at its deadline, the worker goes on starting."""
+    runner = processes()
+    call = a_call()
+    call.ran = True  # as the core sets it before it calls the runner
+    with pytest.raises(ToolTimeout):
+        runner.run(call, tfp.sleepy, {"seconds": 5}, 0.001)
+    assert not call.ran  # the tool never started
+    assert runner.stats()["killed"] == 0 and runner.stats()["alive"] == 1
+    starting = runner.last_pid
+    assert runner.run(a_call(), tfp.pid, {}, 30) == starting  # the same worker, now ready
+
+
+# --- 6. a worker's exit is seen while a process it forked holds its socket -------------------
+
+
+def test_process_worker_exit_is_seen_while_a_forked_child_holds_the_socket(processes: Callable[..., ProcessRunner]) -> None:
+    runner = processes()
+    call = a_call()
+    runner.run(call, tfp.pid, {}, 30)
+    outcome = finishes(lambda: runner.run(call, fork_then_exit, {}, 300), within=20)
+    assert isinstance(outcome, ToolExecutionError)
+    assert "the tool's worker process exited with code 1 before answering" in str(outcome)
+    assert runner.stats()["died"] == 1
