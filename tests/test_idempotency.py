@@ -20,6 +20,7 @@ from harness_one import (
     ToolError,
     ToolExecutionError,
     ToolRegistry,
+    ToolTimeout,
 )
 from harness_one.testing import IdempotencyStoreContract
 from harness_one_plugins import IdempotencyPlugin, MemoryStore, SQLiteStore
@@ -253,15 +254,53 @@ def test_a_cancelled_acall_holds_the_key_until_its_tool_returns(make_store: Any)
     async def cancel_then_retry() -> type[BaseException] | None:
         await cancel_once_entered(reg, "charge", charge.entered, idempotency_key="pay-1")
         found = await reg.atry_call("charge", idempotency_key="pay-1")
+        charge.gate.set()  # (before asyncio.run waits for its executor's threads)
         return type(found.error) if found.error is not None else None
 
     assert asyncio.run(cancel_then_retry()) is IdempotencyConflict and charge.runs == [1]
-    charge.gate.set()
-    for _ in range(1000):  # the key is given back from the tool's thread as it returns
-        if reg.try_call("charge", idempotency_key="pay-1").ok:
-            break
+    assert _replayed(reg, "charge", "pay-1") == "charged"
+    # The tool ran to its end: what it did is the key's outcome (the key was given back, and a
+    # call with it charged again, before its thread's outcome was kept).
+    assert charge.runs == [1]
+
+
+def _replayed(reg: ToolRegistry, name: str, key: str) -> Any:
+    """The key's outcome once its tool's thread has stored it (a conflict until then)."""
+    for _ in range(2000):
+        found = reg.try_call(name, idempotency_key=key)
+        if not isinstance(found.error, IdempotencyConflict):
+            assert found.error is None or found.error.replayed, found.error
+            return found.value if found.ok else found.error
         time.sleep(0.005)
-    assert charge.runs == [1, 1]  # cancelled: nothing stored, so the key ran once the first run had ended
+    raise AssertionError("the key was never finished")
+
+
+@pytest.mark.parametrize("ends", ["returns", "raises"])
+def test_a_call_abandoned_at_its_timeout_keeps_what_its_tool_did(make_store: Any, ends: str) -> None:
+    """A thread-mode timeout abandons a tool that runs on: ToolTimeout was stored for the key, and
+    replayed for 24 h, though the tool went on to charge."""
+    reg = registry_with(make_store())
+    charge = Gated("charged")
+    if ends == "raises":
+        charge.result = None  # type: ignore[assignment]
+
+        def failing() -> str:
+            charge()
+            raise OSError("card declined")
+
+        reg.add(failing, name="charge", timeout=0.05)
+    else:
+        reg.add(charge, name="charge", timeout=0.05)
+    first = reg.try_call("charge", idempotency_key="pay-2")
+    assert isinstance(first.error, ToolTimeout) and charge.runs == [1]
+    assert isinstance(reg.try_call("charge", idempotency_key="pay-2").error, IdempotencyConflict)  # still running
+    charge.gate.set()
+    kept = _replayed(reg, "charge", "pay-2")
+    if ends == "returns":
+        assert kept == "charged"
+    else:
+        assert isinstance(kept, ToolExecutionError) and "card declined" in kept.message and kept.replayed
+    assert charge.runs == [1]
 
 
 def test_memory_replays_are_copies(clock: ManualClock) -> None:

@@ -57,15 +57,17 @@ class Lingering:
 
     :meth:`then` registers what to do once it returns; the thread running it calls
     :meth:`finished` then. A plugin that holds something for the call's run (a concurrency
-    slot) keeps it until then, so the tool never runs beyond what it was given.
+    slot) keeps it until then, so the tool never runs beyond what it was given. ``outcome``
+    is then what the tool did: ``(True, value)``, ``(False, exception)``, or None if unknown.
     """
 
-    __slots__ = ("_done", "_lock", "_waiting")
+    __slots__ = ("_done", "_lock", "_waiting", "outcome")
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._done = False
         self._waiting: list[Callable[[], object]] = []
+        self.outcome: tuple[bool, Any] | None = None
 
     def then(self, fn: Callable[[], object]) -> None:
         """Call ``fn()`` once the tool has returned (now, if it has); its errors are ignored."""
@@ -76,9 +78,12 @@ class Lingering:
         with contextlib.suppress(Exception):
             fn()
 
-    def finished(self) -> None:
-        """The tool returned: run what was registered (called once, by the thread that ran it)."""
+    def finished(self, ok: bool | None = None, value: Any = None) -> None:
+        """The tool returned ``value`` (``ok``) or raised it (not ``ok``; None: not known): run what
+        was registered (called once, by the thread that ran it)."""
         with self._lock:
+            if ok is not None:
+                self.outcome = (ok, value)
             self._done = True
             waiting, self._waiting = self._waiting, []
         for fn in waiting:

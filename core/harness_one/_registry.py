@@ -1229,14 +1229,22 @@ def _in_thread(fn: Callable[..., Any], kwargs: dict[str, Any], lingering: Linger
     """``fn(**kwargs)`` in a worker thread of ``acall``; a ``StopIteration`` comes back as a ``RuntimeError``.
 
     An asyncio future cannot carry a ``StopIteration`` (setting it fails in the loop's
-    callback), so the ``await`` would never end. ``lingering`` is told when ``fn`` returns.
+    callback), so the ``await`` would never end. ``lingering`` is told when ``fn`` returns, and what it did.
     """
+    ok, value = False, None
     try:
-        return fn(**kwargs)
+        value = fn(**kwargs)
+        ok = True
+        return value
     except StopIteration as exc:
-        raise RuntimeError("the tool raised StopIteration, which an awaited call cannot carry") from exc
+        value = RuntimeError("the tool raised StopIteration, which an awaited call cannot carry")
+        raise value from exc
+    except BaseException as exc:
+        value = exc
+        raise
     finally:
-        lingering.finished()
+        lingering.finished(ok, value)
+        del value, lingering  # an exception's traceback holds this frame: no cycle through it
 
 
 def _refuse_running_loop(tool: Tool) -> None:

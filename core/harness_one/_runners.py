@@ -161,10 +161,11 @@ class _ThreadPool:
                     if future is None:
                         slot.done.release()
             if abandoned:  # nobody waits for this result: the worker is free again
-                slot.value = None
+                ok, value, slot.value = slot.ok, slot.value, None
                 lingering, slot.lingering = slot.lingering, None
                 if lingering is not None:
-                    lingering.finished()
+                    lingering.finished(ok, value)  # what the tool did: the idempotency plugin keeps it for the key
+                del value
                 self.give_back(slot)
                 with self.lock:
                     self.stuck -= 1

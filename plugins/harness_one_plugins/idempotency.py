@@ -21,12 +21,15 @@ from harness_one import (
     Clock,
     IdempotencyConflict,
     IdempotencyKeyMismatch,
+    Lingering,
     Outcome,
     Retry,
     ToolArgumentError,
     ToolCancelled,
     ToolError,
+    ToolExecutionError,
     ToolRegistry,
+    ToolTimeout,
     applies_to,
     fingerprint,
     hookimpl,
@@ -285,20 +288,39 @@ class IdempotencyPlugin:
             return None
         if call.peek(_OWNED) is None or type(call.decision) is Retry:
             return None
+        lingering = call.lingering
+        if lingering is not None and isinstance(error, (ToolTimeout, ToolCancelled)):
+            # Its tool runs on in a thread (a thread-mode timeout, a cancelled acall): the key stays
+            # held until it returns, then keeps what the tool did, not the caller's giving up.
+            held = call.take(_OWNED)
+            lingering.then(lambda: self._finish_later(call, held, lingering))
+            return None
         ran = call.ran or call.attempt > 1  # an earlier attempt ran the tool, if this one was refused
         if ran and isinstance(error, ToolError) and not isinstance(error, (ToolArgumentError, ToolCancelled)):
             return self._finish(call, False, error=error)
-        if call.lingering is not None:  # cancelled while its tool runs on in a thread: the key stays held until it returns
-            _, owner = call.take(_OWNED)
-            call.lingering.then(lambda: self._release_later(call, owner))
-            return None
         return self._release(call)  # refused before running, wrong arguments, or cancelled: nothing to keep
 
-    def _release_later(self, call: Call, owner: str | None) -> None:
-        """The key of a cancelled call whose tool ran on, given back from its thread as it returns."""
+    def _finish_later(self, call: Call, held: tuple[str, str | None], lingering: Lingering) -> None:
+        """The key of a call whose tool ran on after its caller stopped waiting, finished from the
+        tool's thread as it returns: its value or its error is stored (freed if neither is known)."""
         self._leases.drop(id(call))
-        assert call.idempotency_key is not None
-        self._release_key(call.tool.name, call.idempotency_key, owner)
+        key = call.idempotency_key
+        assert key is not None
+        name, (digest, owner) = call.tool.name, held
+        outcome = lingering.outcome
+        if outcome is None or not (outcome[0] or isinstance(outcome[1], Exception)):
+            self._release_key(name, key, owner)  # not known, or stopped by KeyboardInterrupt and the like
+            return
+        ok, value = outcome
+        error = None
+        if not ok:
+            failure = value if isinstance(value, ToolError) else ToolExecutionError(value, tool=name)
+            if isinstance(failure, (ToolArgumentError, ToolCancelled)):  # stores nothing, as when the caller waits
+                self._release_key(name, key, owner)
+                return
+            error, value = {**failure.to_dict(), "call_id": None}, None
+        now = self.clock.now()
+        self._store(self.store, name, key, Record(digest, "done", now + self.ttl, ok, value, error), owner, now)
 
     @hookimpl
     def harness_stats(self, registry: ToolRegistry) -> dict[str, Any]:
