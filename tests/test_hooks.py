@@ -16,6 +16,7 @@ from harness_one import (
     ToolArgumentError,
     ToolError,
     ToolExecutionError,
+    ToolNotFound,
     ToolRegistry,
     define_tool,
     hookimpl,
@@ -488,3 +489,77 @@ def test_a_prepared_function_taking_fewer_arguments_is_still_its_plugins(bare: T
     with pytest.raises(PluginError, match="plugin 'second'") as broken:
         bare.call("f")
     assert broken.value.plugin == "second"
+
+
+class Refusals:
+    """Records what ``harness_call_refused`` observes."""
+
+    def __init__(self, fail: bool = False) -> None:
+        self.seen: list[tuple[str, str, str | None]] = []
+        self.fail = fail
+
+    @hookimpl
+    def harness_call_refused(self, registry: ToolRegistry, name: str, error: ToolError) -> None:
+        self.seen.append((name, type(error).__name__, error.call_id))
+        if self.fail:
+            raise RuntimeError("observer broke")
+
+
+def test_requests_refused_before_they_are_calls_are_observed() -> None:
+    """An unknown tool, a bad context, key or call id, an async tool without await in a loop, a
+    malformed provider call: no Call, so no per-call hook saw them (nothing logged, counted or traced)."""
+    import asyncio
+
+    from harness_one.dispatch import dispatch
+
+    broken, seen = Refusals(fail=True), Refusals()
+    reg = ToolRegistry(plugins={"broken": broken, "seen": seen}, autoload=False)
+    reg.add(lambda: 1, name="one")
+
+    async def later() -> int:
+        return 2
+
+    reg.add(later)
+    with pytest.raises(ToolNotFound) as raised:
+        reg.call("delete_all_users", call_id="c-1")
+    assert raised.value.call_id == "c-1"
+    assert not reg.try_call("nope").ok
+    assert isinstance(reg.try_call("one", context=[1]).error, ToolArgumentError)
+    assert isinstance(reg.try_call("one", idempotency_key="").error, ToolArgumentError)
+    assert isinstance(reg.try_call("one", call_id=10**5000).error, ToolArgumentError)
+
+    async def in_a_loop() -> None:
+        with pytest.raises(ToolError, match="event loop is running"):
+            reg.call("later")
+        assert isinstance((await reg.atry_call("gone")).error, ToolNotFound)
+
+    asyncio.run(in_a_loop())
+    dispatch(reg, [{"id": "x", "type": "function", "function": {"arguments": "{}"}}])  # no name
+    with pytest.raises(ToolNotFound):
+        reg.get("missing")  # a lookup, not a call
+    kinds = [(name, kind) for name, kind, _ in seen.seen]
+    assert kinds == [
+        ("delete_all_users", "ToolNotFound"),
+        ("nope", "ToolNotFound"),
+        ("one", "ToolArgumentError"),
+        ("one", "ToolArgumentError"),
+        ("one", "ToolArgumentError"),
+        ("later", "ToolError"),
+        ("gone", "ToolNotFound"),
+        ("", "ToolError"),
+    ]
+    assert seen.seen[0][2] == "c-1" and all(call_id for _, _, call_id in seen.seen)
+    assert len(broken.seen) == len(seen.seen)  # a failing observer neither stops the next nor replaces the error
+
+
+def test_the_metrics_plugin_counts_refused_requests_by_type() -> None:
+    from harness_one_plugins import MetricsPlugin
+
+    reg = ToolRegistry(plugins={"metrics": MetricsPlugin()}, standard_plugins=False, autoload=False)
+    reg.add(lambda: 1, name="one")
+    assert "metrics" not in reg.stats()  # nothing refused yet: nothing of its own to show
+    for name in ("a", "b", "c"):
+        reg.try_call(name)
+    reg.try_call("one", context=[])
+    assert reg.stats()["metrics"]["refused"] == {"ToolNotFound": 3, "ToolArgumentError": 1}
+    assert set(reg.stats()["tools"]) == {"one"}  # no entry per made-up name

@@ -641,6 +641,17 @@ class PluginSet:
         spec_args = tuple(caller.spec.argnames) if caller.spec else tuple(kwargs)
         return [(impl.plugin_name, self._guarded(impl, hook, spec_args, kwargs)) for impl in self._sorted(caller)]
 
+    def observe(self, hook: str, **kwargs: Any) -> None:
+        """Call ``hook`` on every plugin that implements it, in plan order, for what it observes:
+        a plugin's failure is logged (naming it) and the next one is called."""
+        caller = getattr(self.manager.hook, hook)
+        spec_args = tuple(caller.spec.argnames) if caller.spec else tuple(kwargs)
+        for impl in self._sorted(caller):
+            try:
+                self._guarded(impl, hook, spec_args, kwargs)
+            except ToolError as exc:
+                log_event(40, "plugin failed", plugin=impl.plugin_name, hook=hook, error=exc.message)
+
     # ------------------------------------------------------------------ compiling
 
     def _sorted(self, caller: pluggy.HookCaller) -> list[pluggy.HookImpl]:

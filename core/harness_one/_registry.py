@@ -47,6 +47,8 @@ R = TypeVar("R")
 _perf = time.perf_counter
 #: Seconds a lookup of an unknown name waits for another thread's loading of the tool packages.
 _DISCOVERY_WAIT = 60.0
+#: ``_entry``'s ``call_id`` when the lookup is not for a call (``get``, ``remove``).
+_NOT_A_CALL: Any = object()
 _timeout_cm: Any = lazy_attribute("asyncio", "timeout", __name__, "_timeout_cm") if sys.version_info >= (3, 11) else None
 
 #: What the attempt generator yields: keyword arguments to run the tool with, seconds to
@@ -564,7 +566,9 @@ class ToolRegistry(metaclass=_SharedType):
                 return
         self.load_entry_points()
 
-    def _entry(self, name: Any) -> _Entry:
+    def _entry(self, name: Any, call_id: Any = _NOT_A_CALL) -> _Entry:
+        """The entry of ``name``, loading tool packages for it; else ``ToolNotFound`` (for a call,
+        given its ``call_id``, observed by the plugins as a refused call first)."""
         try:
             entry = self._tools.get(name)
         except TypeError:  # an unhashable name
@@ -575,8 +579,18 @@ class ToolRegistry(metaclass=_SharedType):
                 complete = self._ensure_discovered(name)
                 entry = self._tools.get(name)
             if entry is None:
-                raise self._not_found(name, loading=not complete)
+                err = self._not_found(name, loading=not complete)
+                raise err if call_id is _NOT_A_CALL else self._refused(name, err, call_id)
         return entry
+
+    def _refused(self, name: Any, err: ToolError, call_id: Any) -> ToolError:
+        """``err``, which refuses a request before it became a call, once the plugins observed it
+        (``harness_call_refused``): it carries the call's id (given, or a new one) from here on."""
+        if err.call_id is None:
+            err.call_id = (call_id if type(call_id) is str else None) or new_call_id()
+        text = name if type(name) is str else "" if name is None else _named(name)
+        self.plugins.observe("harness_call_refused", registry=self, name=text[:200], error=err)
+        return err
 
     def _not_found(self, name: Any, *, loading: bool = False) -> ToolNotFound:
         text = _named(name)  # (the index reads what it iterates at once: no lock, as other threads change it)
@@ -591,6 +605,16 @@ class ToolRegistry(metaclass=_SharedType):
         )
 
     # ------------------------------------------------------------------ calling
+
+    def _refuse_running_loop(self, call: Call) -> None:
+        """A blocking call of an async tool cannot start a loop inside a running one: a ToolError saying what to use."""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        name = call.tool.name
+        message = f"Tool '{name}' is async and an event loop is running here: use 'await registry.acall(...)'."
+        raise self._refused(name, ToolError(message, tool=name), call._id)
 
     def _plans_changed(self) -> None:
         for entry in list(self._tools.values()):
@@ -628,9 +652,9 @@ class ToolRegistry(metaclass=_SharedType):
         started: float,
     ) -> tuple[Call, ToolPlan]:
         try:
-            entry = self._tools.get(name) or self._entry(name)
+            entry = self._tools.get(name) or self._entry(name, call_id)
         except TypeError:
-            entry = self._entry(name)
+            entry = self._entry(name, call_id)
         next(entry.counter)
         plan = entry.plan or self._plan(entry)
         if idempotency_key is not None:
@@ -651,14 +675,17 @@ class ToolRegistry(metaclass=_SharedType):
         on_progress: ProgressCallback | None,
         started: float,
     ) -> Call:
-        if context is not None and not isinstance(context, Mapping):
-            raise _caller_error(entry.tool, "context", "a mapping (JSON object)", context)
-        if call_id is not None and not isinstance(call_id, str):
-            given, call_id = call_id, _text(call_id, str)
-            if call_id is None:  # a huge int, a broken __str__
-                raise _caller_error(entry.tool, "call_id", "a string", given)
-        if idempotency_key is not None:
-            _check_key(entry.tool, idempotency_key)
+        try:
+            if context is not None and not isinstance(context, Mapping):
+                raise _caller_error(entry.tool, "context", "a mapping (JSON object)", context)
+            if call_id is not None and not isinstance(call_id, str):
+                given, call_id = call_id, _text(call_id, str)
+                if call_id is None:  # a huge int, a broken __str__
+                    raise _caller_error(entry.tool, "call_id", "a string", given)
+            if idempotency_key is not None:
+                _check_key(entry.tool, idempotency_key)
+        except ToolError as err:
+            raise self._refused(entry.tool.name, err, call_id) from None
         return Call(self, entry.tool, arguments, context, call_id, idempotency_key, started, on_progress)
 
     @_shared
@@ -682,9 +709,9 @@ class ToolRegistry(metaclass=_SharedType):
         message)`` receives what the tool reports through :meth:`Call.report_progress`.
         """
         try:
-            entry = self._tools.get(name) or self._entry(name)
+            entry = self._tools.get(name) or self._entry(name, call_id)
         except TypeError:
-            entry = self._entry(name)
+            entry = self._entry(name, call_id)
         next(entry.counter)
         plan = entry.plan or self._plan(entry)
         if idempotency_key is not None:
@@ -703,7 +730,7 @@ class ToolRegistry(metaclass=_SharedType):
                 raise _internal(exc, name) from exc
         tool = call.tool
         if tool.is_async:
-            _refuse_running_loop(tool)
+            self._refuse_running_loop(call)
         try:
             steps = self._attempts(call, plan, None if tool.is_async else tool.fn)
             step = next(steps, _DONE)
@@ -770,7 +797,7 @@ class ToolRegistry(metaclass=_SharedType):
         tool = call.tool
         try:
             if tool.is_async:
-                _refuse_running_loop(tool)
+                self._refuse_running_loop(call)
             steps = self._attempts(call, plan, None if tool.is_async else tool.fn)
             step = next(steps, _DONE)
             if step is not _DONE:  # as in call
@@ -1247,14 +1274,6 @@ def _in_thread(fn: Callable[..., Any], kwargs: dict[str, Any], lingering: Linger
         del value, lingering  # an exception's traceback holds this frame: no cycle through it
 
 
-def _refuse_running_loop(tool: Tool) -> None:
-    """A blocking call of an async tool cannot start a loop inside a running one: a ToolError saying what to use."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return
-    message = f"Tool '{tool.name}' is async and an event loop is running here: use 'await registry.acall(...)'."
-    raise ToolError(message, tool=tool.name)
 
 
 def _next_attempt(call: Call) -> None:

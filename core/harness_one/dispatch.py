@@ -107,25 +107,28 @@ def _requests(provider: str, calls: Iterable[Any], registry: ToolRegistry, stric
     return out
 
 
-def _settle(provider: str, request: Request | BadRequest, outcome: CallResult | Exception | None) -> dict[str, Any] | HeldCall:
-    """The provider-shaped answer for a finished call, a malformed one, or an exception it raised (never re-raised).
+def _settle(provider: str, request: Request, outcome: CallResult | Exception) -> dict[str, Any] | HeldCall:
+    """The provider-shaped answer for a finished call, or an exception it raised (never re-raised).
 
     A call held for approval is not answered: its :class:`HeldCall`.
     """
     if isinstance(outcome, CallResult) and outcome.error is not None and outcome.error.kind == APPROVAL_REQUIRED:
-        assert isinstance(request, Request)
         arguments = getattr(outcome.error, "arguments", request.arguments)
         return HeldCall(outcome.call_id, outcome.tool, dict(arguments), provider, request)
-    if isinstance(request, BadRequest):
-        error = ToolError(f"Invalid tool call: {request}. Send a tool name and its arguments.")
-        outcome = CallResult(False, None, error, "", new_call_id(), 0.0, 0)
-        request = Request(request.request_id, "", {}, provider)
-    elif not isinstance(outcome, CallResult):
-        assert outcome is not None  # only a malformed call comes without an outcome
+    if not isinstance(outcome, CallResult):
         message = f"Internal error while calling '{request.name}': {exception_text(outcome)}"
         error = outcome if isinstance(outcome, ToolError) else ToolError(message)
         outcome = CallResult(False, None, error, request.name, new_call_id(), 0.0, 0)
     return _answer(provider, request, outcome)
+
+
+def _refused(registry: ToolRegistry, provider: str, request: BadRequest) -> dict[str, Any]:
+    """The answer to a call the provider's format cannot be read from, once the plugins observed it."""
+    error = registry._refused("", ToolError(f"Invalid tool call: {request}. Send a tool name and its arguments."), None)
+    assert error.call_id is not None
+    return _answer(
+        provider, Request(request.request_id, "", {}, provider), CallResult(False, None, error, "", error.call_id, 0.0, 0)
+    )
 
 
 def _answer(provider: str, request: Request, result: CallResult) -> dict[str, Any]:
@@ -166,7 +169,7 @@ def dispatch(
 
     def one(request: Request | BadRequest) -> dict[str, Any] | HeldCall:
         if isinstance(request, BadRequest):
-            return _settle(provider, request, None)
+            return _refused(registry, provider, request)
         return _settle(
             provider, request, registry.try_call(request.name, request.arguments, context=context, call_id=_id(request))
         )
@@ -192,7 +195,7 @@ async def adispatch(
 
     async def one(request: Request | BadRequest) -> dict[str, Any] | HeldCall:
         if isinstance(request, BadRequest):
-            return _settle(provider, request, None)
+            return _refused(registry, provider, request)
         async with slots:
             result = await registry.atry_call(request.name, request.arguments, context=context, call_id=_id(request))
         return _settle(provider, request, result)

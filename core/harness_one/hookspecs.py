@@ -47,6 +47,7 @@ import pluggy
 
 if TYPE_CHECKING:
     from ._call import Call, Outcome, Retry
+    from ._errors import ToolError
     from ._registry import ToolRegistry
     from ._tool import Tool
 
@@ -161,6 +162,17 @@ def harness_stats(registry: ToolRegistry) -> Mapping[str, Any] | None:
 
 
 # --------------------------------------------------------------------------- per-call hooks
+
+
+@hookspec
+def harness_call_refused(registry: ToolRegistry, name: str, error: ToolError) -> None:
+    """A request refused before it became a call, so no per-call hook saw it: an unknown tool
+    name, a ``context`` that is not a mapping, a bad ``idempotency_key`` or ``call_id``, an async
+    tool called without ``await`` inside a running loop, a provider request ``dispatch`` cannot
+    read. Observe it (log, count, trace); ``error`` is what the caller gets. ``name`` is the name
+    asked for as text (at most 200 characters; empty when the request named none). Every
+    implementation is called; one that raises is logged, never raised.
+    """
 
 
 @hookspec

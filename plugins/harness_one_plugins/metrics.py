@@ -9,7 +9,7 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from harness_one import Call, RateLimitExceeded, Retry, Tool, ToolRegistry, hookimpl, per_tool
+from harness_one import Call, RateLimitExceeded, Retry, Tool, ToolError, ToolRegistry, hookimpl, per_tool
 
 __all__ = ["MetricsPlugin", "ToolMetrics"]
 
@@ -114,6 +114,7 @@ class MetricsPlugin:
         self.window = window
         self._tools: dict[str, ToolMetrics] = {}
         self._lock = threading.Lock()
+        self._refused: dict[str, int] = {}  # by error type: unknown names are the model's, unbounded
 
     def _for(self, name: str) -> ToolMetrics:
         found = self._tools.get(name)
@@ -165,6 +166,15 @@ class MetricsPlugin:
         with self._lock:  # readers one at a time (each reading takes a value from the counters)
             return {name: m.snapshot() for name, m in list(self._tools.items())}
 
+    @hookimpl(trylast=True)
+    def harness_call_refused(self, error: ToolError) -> None:
+        """A request refused before it became a call, counted by its error's type (not by name)."""
+        kind = type(error).__name__
+        with self._lock:
+            self._refused[kind] = self._refused.get(kind, 0) + 1
+
     @hookimpl
     def harness_stats(self, registry: ToolRegistry) -> dict[str, Any]:
-        return {"tools": self.snapshot()}
+        with self._lock:
+            refused = dict(self._refused)
+        return {"tools": self.snapshot(), **({"refused": refused} if refused else {})}
