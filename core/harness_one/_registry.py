@@ -1274,8 +1274,6 @@ def _in_thread(fn: Callable[..., Any], kwargs: dict[str, Any], lingering: Linger
         del value, lingering  # an exception's traceback holds this frame: no cycle through it
 
 
-
-
 def _next_attempt(call: Call) -> None:
     if call.ran:
         call.attempt += 1
