@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import collections
+import json
 import time
 from urllib.parse import urlsplit
 
@@ -99,6 +101,9 @@ def test_text_follows_the_configured_key_names() -> None:
         "['pin', " * 100_000,
         ("k" * 99 + "=") * 10_000,
         '"' + '\\"' * 100_000,
+        "password=(" + ")" * 100_000,  # a value's trailing closers, each looked at once
+        "pw=a&" * 100_000,
+        '\\"token\\": \\"' + "\\\\" * 100_000,  # escaped quotes, escaped backslashes
     ],
 )
 def test_hostile_text_is_scanned_in_bounded_work(hostile: str) -> None:
@@ -128,7 +133,7 @@ def test_flags_nested_values_and_values_on_the_next_line_are_masked(text: str, s
 
 def test_mapping_keys_are_masked_like_text() -> None:
     redactor = Redactor(values=["sk-live-Q9X7ZZ"])
-    shown = redactor({"sk-live-Q9X7ZZ": 1, "https://bob:pw-Q9@host/": 2, "plain": 3})
+    shown = redactor({"sk-live-Q9X7ZZ": 1, "https://bob:hunter-Q9@host/": 2, "plain": 3})
     assert shown == {REDACTED: 1, f"https://{REDACTED}@host/": 2, "plain": 3}
 
 
@@ -243,7 +248,21 @@ def test_a_percent_encoded_key_name_is_read_decoded() -> None:
 
 
 @pytest.mark.parametrize(
-    "unit", ["a:a@", "?a=&", ",a:@", ":@a.a", "@a:1", "@[::1]", ",a:a@a.a ", "?token=&", "k%=", "user[password]=&"]
+    "unit",
+    [
+        "a:a@",
+        "?a=&",
+        ",a:@",
+        ":@a.a",
+        "@a:1",
+        "@[::1]",
+        ",a:a@a.a ",
+        "?token=&",
+        "k%=",
+        "user[password]=&",
+        "token=)",
+        '\\"pwd\\":',
+    ],
 )
 def test_hostile_user_info_and_query_text_is_masked_in_bounded_work(unit: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """20,000 characters built against the user-info and query rules (each "@" a host's, each
@@ -264,3 +283,87 @@ def test_hostile_user_info_and_query_text_is_masked_in_bounded_work(unit: str, m
     started = time.perf_counter()
     Redactor().mask(hostile)
     assert time.perf_counter() - started < 0.5
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        # an unquoted value runs to the next whitespace: punctuation in a password is the password's
+        ("auth failed: user=app password=Xy7,Pq9;Zz host=db", f"auth failed: user=app password={REDACTED} host=db"),
+        ("password=k3y;Rest0fSecret", f"password={REDACTED}"),
+        ("user=app password=(Rt5%vQ)w host=db", f"user=app password={REDACTED} host=db"),
+        ("user=app password=<9aB!x>Q", f"user=app password={REDACTED}"),
+        ("password=(Rt5%vQ)", f"password={REDACTED}"),  # a bracket it opened is its own
+        # a trailing "," or ";", and a bracket or quote it did not open, are the text's around it
+        ("(password=Xy7,Pq9), next", f"(password={REDACTED}), next"),
+        ("ConnectionError('password=Xy7(a)b')", f"ConnectionError('password={REDACTED}')"),
+        ("POST password=a&b&next=/", f"POST password={REDACTED}&next=/"),  # a form's next parameter
+    ],
+)
+def test_an_unquoted_value_with_punctuation_is_masked_whole(text: str, shown: str) -> None:
+    assert mask_secrets(text) == shown
+    assert Redactor().text(text) == shown
+    assert mask_secrets(shown) == shown  # masking twice changes nothing
+
+
+@pytest.mark.parametrize(
+    ("value", "secret"),
+    [
+        (json.dumps({"method": "POST", "body": json.dumps({"user": "bob", "password": "S3CRET"})}), "S3CRET"),
+        (json.dumps({"body": json.dumps({"password": 'S3"CR\\ET', "n": 1})}), "CR"),  # its escapes too
+        (json.dumps({"body": json.dumps({"token": "S3CRET"})}, indent=1), "S3CRET"),
+    ],
+)
+def test_json_text_inside_a_json_string_is_masked(value: str, secret: str) -> None:
+    shown = Redactor()({"event": value})["event"]
+    assert secret not in shown and REDACTED in shown
+    assert secret not in mask_secrets(value)
+    assert json.loads(json.loads(shown)["body"])  # still JSON text inside JSON
+
+
+def test_named_tuples_keep_their_names_and_argv_flags_mask_the_next_item() -> None:
+    creds = collections.namedtuple("creds", "user password")
+    assert Redactor()(creds("bob", "S3CRET")) == {"user": "bob", "password": REDACTED}
+    assert Redactor()([creds("bob", "S3CRET")]) == [{"user": "bob", "password": REDACTED}]
+    argv = ["mysql", "-u", "root", "--password", "S3CRET", "-token", "S3", "--port", "3306", "db"]
+    assert Redactor()({"argv": argv}) == {
+        "argv": ["mysql", "-u", "root", "--password", REDACTED, "-token", REDACTED, "--port", "3306", "db"]
+    }
+    assert Redactor()(["--password=S3CRET", "x", "y"]) == [f"--password={REDACTED}", "x", "y"]  # the flag's own value
+    assert Redactor()(("a", "b")) == ["a", "b"]  # a plain tuple stays a list
+
+
+def test_what_one_value_shows_is_cut_at_about_16384_characters() -> None:
+    rows = [["x" * 2000] * 100 for _ in range(50)]  # 10 MB of text
+    started = time.perf_counter()
+    shown = Redactor()({"rows": rows, "after": 1})
+    elapsed = time.perf_counter() - started
+    assert 15_000 < len(json.dumps(shown)) < 16_600, len(json.dumps(shown))
+    assert list(shown) == ["rows", "..."] and shown["..."] == "1 more entries"
+    assert shown["rows"][-1] == f"... {50 - len(shown['rows']) + 1} more items"
+    assert elapsed < 0.2, f"{elapsed:.3f} s"  # what is not shown is not read
+    assert len(json.dumps(Redactor()({"k": "x" * 20_000}))) < 2_100  # one string: its own 2,000-character cut
+    assert len(Redactor().key("k" * 1_000_000)) < 230  # a mapping key: 200 characters and a marker
+
+
+def test_default_names_cover_short_password_names_and_query_keys() -> None:
+    redactor = Redactor()
+    assert redactor({"pass": "S3", "pw": "S3", "passcode": "S3", "sig": "S3", "key": "k1", "spinner": 1}) == {
+        "pass": REDACTED,
+        "pw": REDACTED,
+        "passcode": REDACTED,
+        "sig": REDACTED,
+        "key": "k1",  # a key is secret in a query only
+        "spinner": 1,
+    }
+    url = "403 for url: https://maps.example.com/geo?address=x&key=AIzaS3&sig=S3 key=k1"
+    assert redactor.text(url) == f"403 for url: https://maps.example.com/geo?address=x&key={REDACTED}&sig={REDACTED} key=k1"
+    assert Redactor(query_keys=()).text("?key=k1") == "?key=k1"
+    assert mask_secrets("?key=k1&pw=x") == "?key=k1&pw=x"  # the model's list is unchanged
+
+
+@pytest.mark.parametrize("secret", ['Tr0ub"4dor', "C:\\keys\\Zq9", "contraseña-Zq9", "tab\tZq9"])
+def test_secret_values_are_masked_json_escaped_too(secret: str) -> None:
+    redactor = Redactor(values=[secret])
+    for text in (json.dumps({"db": secret}), json.dumps({"db": secret}, ensure_ascii=False), secret):
+        assert redactor.text(text).count(REDACTED) == 1, text

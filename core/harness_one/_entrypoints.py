@@ -7,7 +7,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-from ._errors import capped
+from ._errors import capped, exception_text
 from ._log import log_event
 
 __all__ = [
@@ -157,12 +157,15 @@ def _load(group: str, name: str, value: str) -> Any:
 
 
 def failure(ep: EntryPoint, exc: BaseException) -> LoadFailure:
-    """Record and log a failed load (message at WARNING, traceback at DEBUG)."""
+    """Record and log a failed load (message at WARNING, traceback at DEBUG), secrets masked."""
     import traceback
 
-    tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-    # Cut: an option's value may be echoed whole in the error (a 100 KB -O value).
-    item = LoadFailure(ep.group, ep.name, ep.distribution, capped(f"{type(exc).__name__}: {exc}", 2000), tb)
+    from ._redact import mask_secrets
+
+    # Masked as an error the model reads is (a set-up's DSN or password), and cut: an option's
+    # value may be echoed whole in the error (a 100 KB -O value).
+    tb = mask_secrets("".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))
+    item = LoadFailure(ep.group, ep.name, ep.distribution, capped(exception_text(exc), 2000), tb)
     log_event(30, "entry point failed to load", group=ep.group, name=ep.name, distribution=ep.distribution, error=item.error)
     log_event(10, "entry point traceback", group=ep.group, name=ep.name, traceback=tb)
     return item

@@ -17,7 +17,7 @@ import pluggy
 
 from . import hookspecs
 from ._entrypoints import PLUGIN_GROUP, EntryPoint, LoadFailure, entry_points, failure
-from ._errors import PluginError, ToolDefinitionError, ToolError, capped
+from ._errors import PluginError, ToolDefinitionError, ToolError, capped, exception_text
 from ._log import log_event
 from ._suggest import closest
 from .hookspecs import PER_CALL_HOOKS
@@ -489,7 +489,9 @@ class PluginSet:
     def _failed(self, ep: EntryPoint, exc: BaseException) -> None:
         self.failures.append(failure(ep, exc))
         if self.strict:
-            raise PluginError(f"Plugin '{ep.name}' from {ep.distribution} failed to load: {exc}", plugin=ep.name) from exc
+            raise PluginError(
+                f"Plugin '{ep.name}' from {ep.distribution} failed to load: {exception_text(exc)}", plugin=ep.name
+            ) from exc
 
     def _register(self, plugin: Any, name: str | None, *, replace: bool) -> str | None:
         if isinstance(plugin, type):
@@ -564,9 +566,9 @@ class PluginSet:
             return _adapt(impl, spec_args)(*(kwargs[a] for a in spec_args))
         except ToolError:
             raise
-        except Exception as exc:
+        except Exception as exc:  # its text masked: a set-up's error often holds its DSN or password
             raise PluginError(
-                f"Plugin '{impl.plugin_name}' failed in {hook}: {type(exc).__name__}: {exc}", plugin=impl.plugin_name
+                f"Plugin '{impl.plugin_name}' failed in {hook}: {exception_text(exc)}", plugin=impl.plugin_name
             ) from exc
 
     def _unregister(self, name: str) -> Any:
@@ -712,7 +714,7 @@ class _BadOptions(Exception):
 
 def _refused_options(name: str | None, factory: Any, options: Mapping[str, Any], exc: BaseException) -> str:
     """Why ``factory`` refused ``options``: the error, and for a name it does not take, the closest one and the rest."""
-    text = capped(f"Plugin '{name}' cannot be built with its options {sorted(options)}: {type(exc).__name__}: {exc}", 1000)
+    text = capped(f"Plugin '{name}' cannot be built with its options {sorted(options)}: {exception_text(exc)}", 1000)
     try:
         parameters = inspect.signature(factory).parameters.values()
     except (TypeError, ValueError):  # a builtin or odd callable: the error says it all

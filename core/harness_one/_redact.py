@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
+import json
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -11,6 +12,7 @@ from urllib.parse import unquote
 
 __all__ = [
     "MODEL_SECRET_KEYS",
+    "QUERY_SECRET_KEYS",
     "REDACTED",
     "SECRET_KEYS",
     "Redactor",
@@ -29,7 +31,10 @@ SECRET_KEYS = (
     "password",
     "passwd",
     "passphrase",
+    "passcode",
+    "pass",
     "pwd",
+    "pw",
     "pin",
     "token",
     "api_key",
@@ -51,7 +56,12 @@ SECRET_KEYS = (
     "cvc",
     "card_number",
     "signature",
+    "sig",
 )
+
+#: Names that are secret as query parameters only (``?key=`` holds a Google API key; a mapping's
+#: or a text's ``key`` is usually not a secret): matched whole, any case.
+QUERY_SECRET_KEYS = ("key",)
 
 _WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
 # URL user-info: as urlsplit reads it, everything up to the last "@" before the path, query or
@@ -123,26 +133,55 @@ def _without_bare_userinfo(text: str) -> str:
     return text[:done] + "".join(reversed(parts)) if parts else text
 
 
-# A key name in text, then its separator: key=, key:, 'key':, "key": and ('key', / ["key", (a pair);
-# a command-line flag's name too (-key=, --key=). A name may hold brackets and "%" (a query's or a
-# form's user[password]=, api%5Fkey=).
+# A key name in text, then its separator: key=, key:, 'key':, "key":, \"key\": (JSON text inside a
+# JSON string) and ('key', / ["key", (a pair); a command-line flag's name too (-key=, --key=). A
+# name may hold brackets and "%" (a query's or a form's user[password]=, api%5Fkey=).
 _TEXT_KEY = re.compile(
     r"""(?:(?<=[\[(])(['"])([A-Za-z_][\w.-]{0,99})\1[ \t]*,"""
-    r"""|(?:(?<![\w.-])|(?<=(?<![\w.-])-)|(?<=(?<![\w.-])--))(['"]?)([A-Za-z_][\w.%\[\]-]{0,99})\3[ \t]*[:=])[ \t]*"""
+    r"""|(?:(?<![\w.-])|(?<=(?<![\w.-])-)|(?<=(?<![\w.-])--))((?:\\?['"])?)([A-Za-z_][\w.%\[\]-]{0,99})\3[ \t]*[:=])[ \t]*"""
 )
 # A query parameter's value: to the next "&", "#", whitespace, or a character a URL cannot hold
 # (what a URL can hold is the value's: "?password=a'b(c),d" is masked whole).
 _QUERY_VALUE = re.compile(r"""[^\s&#"<>\\^`{|}]+""")
-# The value after a key: quoted (escapes allowed, closing quote optional), or a word, with an optional auth scheme.
+# The value after a key: quoted (escapes allowed, closing quote optional); quoted with escaped quotes
+# (\"...\", a JSON string inside a JSON string: \\\" and \\\\ are its escaped quote and
+# backslash, \\x its other escapes); or up to the next whitespace or "&name=" (a form's next
+# parameter), with an optional auth scheme.
 _TEXT_VALUE = re.compile(
     r"""b?(['"])(?:[^'"\\\n]|\\.|(?!\1)['"])*(\1)?"""
-    r"""|((?:bearer|basic|token|digest|negotiate)[ \t]+)?[^\s,;&'"<>(){}\[\]]+""",
+    r"""|(\\")(?:\\\\\\.|\\\\[^\\]|\\[^"\\]|[^\\"\n])*(\\")?"""
+    r"""|((?:bearer|basic|token|digest|negotiate)[ \t]+)?(?:[^\s&]|&(?![\w.%\[\]-]{1,100}=))+""",
     re.IGNORECASE,
 )
+# Characters that end an unquoted value's run but may be the text's around it: "a=x, b", "(key=x)", "'key=x'".
+_TRAILING = frozenset(",;)]}>'\"")
+_OPENER = {")": "(", "]": "[", "}": "{", ">": "<"}
 _BLANK = re.compile(r"\s*")
 _MAX_TEXT = 2000
-_SCAN = 4 * _MAX_TEXT  # text searched for user-info and keys: what is shown and a margin, whatever came
+_SCAN = 4  # text searched for user-info and keys: what is shown (times this) as a margin, whatever came
 _MAX_ITEMS = 100  # entries shown per container: what is logged stays small whatever came
+_MAX_SHOWN = 16_384  # characters shown of one value, containers and all (about its JSON size)
+_MAX_NAME = 200  # characters shown of a mapping key, an argument name or a call id
+
+
+def _word_end(text: str, start: int, end: int) -> int:
+    """The end of the unquoted value ``text[start:end]`` (a run without whitespace): without a
+    trailing "," or ";", nor a closing bracket or quote it did not open. Linear: one count of each."""
+    if text[end - 1] not in _TRAILING:
+        return end
+    count = {char: text.count(char, start, end) for char in "()[]{}<>'\""}
+    while end - 1 > start and (char := text[end - 1]) in _TRAILING:
+        opener = _OPENER.get(char)
+        if opener is not None:
+            if count[char] <= count[opener]:
+                break
+            count[char] -= 1
+        elif char in "'\"":
+            if count[char] % 2 == 0:
+                break
+            count[char] -= 1
+        end -= 1
+    return end
 
 
 def _items(given: Iterable[str]) -> tuple[str, ...]:
@@ -193,7 +232,9 @@ class Redactor:
     Args:
         keys: secret key names (default :data:`SECRET_KEYS`).
         extra_keys: more key names, added to ``keys``.
-        values: exact secret strings (API keys, passwords) masked wherever they appear in text.
+        values: exact secret strings (API keys, passwords) masked wherever they appear in text,
+            as given and JSON-escaped (``Tr0ub\\"4dor``, ``contrase\\u00f1a``).
+        query_keys: names secret as query parameters only (default :data:`QUERY_SECRET_KEYS`).
     """
 
     def __init__(
@@ -203,8 +244,10 @@ class Redactor:
         extra_keys: Iterable[str] = (),
         values: Iterable[str] = (),
         last_words: bool = False,
+        query_keys: Iterable[str] = QUERY_SECRET_KEYS,
     ) -> None:
         keys, extra_keys, values = (_items(given) for given in (keys, extra_keys, values))
+        self._query = frozenset(_normal(k) for k in _items(query_keys))
         words = {_normal(k) for k in (*keys, *extra_keys) if _normal(k)}
         self._long = tuple(sorted(w for w in words if len(w) >= 5))
         self._short = frozenset(w for w in words if len(w) < 5)
@@ -213,7 +256,9 @@ class Redactor:
         self._last: tuple[tuple[str, ...], ...] | None = None
         if last_words:
             self._last = tuple({tuple(w.lower() for w in _WORD.findall(k)) for k in (*keys, *extra_keys)} - {()})
-        self._values = tuple(sorted({v for v in values if v}, key=len, reverse=True))
+        plain = {v for v in values if v}
+        escaped = {json.dumps(v, ensure_ascii=ascii)[1:-1] for v in plain for ascii in (True, False)}
+        self._values = tuple(sorted(plain | escaped, key=len, reverse=True))
         self._cache: dict[str, bool] = {}
 
     def is_secret(self, key: Any) -> bool:
@@ -234,13 +279,13 @@ class Redactor:
                 self._cache[text] = found
         return found
 
-    def text(self, value: str) -> str:
-        """``value`` masked as :meth:`mask` masks it, cut to 2,000 characters."""
+    def text(self, value: str, limit: int = _MAX_TEXT) -> str:
+        """``value`` masked as :meth:`mask` masks it, cut to ``limit`` characters (and a marker)."""
         value = self._without_values(value)  # whole: a cut could leave part of a secret value to show
-        size = len(value)
-        value = self._mask_structure(value[:_SCAN] if size > _SCAN else value)
-        if size > _MAX_TEXT:
-            value = f"{value[:_MAX_TEXT]}... ({size} characters)"
+        size, scan = len(value), _SCAN * limit
+        value = self._mask_structure(value[:scan] if size > scan else value)
+        if size > limit:
+            value = f"{value[:limit]}... ({size} characters)"
         return value
 
     def mask(self, value: str) -> str:
@@ -269,10 +314,12 @@ class Redactor:
         done = 0
         for key in _TEXT_KEY.finditer(text):
             name = key.group(2) or key.group(4)
-            if key.start() < done or not self.is_secret(name):
+            if key.start() < done:
                 continue
             # a query parameter: after "?" or "&", then "=" and nothing between
             query = text[key.start() - 1 : key.start()] in ("?", "&") and text[key.end() - 1] == "="
+            if not self.is_secret(name) and not (query and self._query and _normal(unquote(name)) in self._query):
+                continue
             start = key.end()
             if text[start : start + 1] in ("\n", "\r"):  # a quoted, bracketed value on the next line (JSON)
                 ahead = _BLANK.match(text, start).end()  # type: ignore[union-attr]  # (always matches; no copy of the rest)
@@ -291,50 +338,93 @@ class Redactor:
             found = _TEXT_VALUE.match(text, start)
             if found is None:
                 continue
-            quote, closing, scheme = found.group(1, 2, 3)
-            masked = f"{quote}{REDACTED}{closing or ''}" if quote else f"{scheme or ''}{REDACTED}"
+            quote, closing, escaped, escaped_closing, scheme = found.group(1, 2, 3, 4, 5)
+            end = found.end()
+            if quote:
+                masked = f"{quote}{REDACTED}{closing or ''}"
+            elif escaped:
+                masked = f"{escaped}{REDACTED}{escaped_closing or ''}"
+            else:
+                masked = f"{scheme or ''}{REDACTED}"
+                end = _word_end(text, found.end(5) if scheme else start, end)
             parts += (text[done:start], masked)
-            done = found.end()
+            done = end
         return "".join(parts) + text[done:] if parts else text
 
     def key(self, key: Any) -> str:
-        """A mapping key as shown: masked like text unless it is a plain name and no secret value is set."""
+        """A mapping key as shown: masked like text (cut at 200 characters) unless it is a plain name
+        of at most 200 characters and no secret value is set."""
         text = key if isinstance(key, str) else str(key)
-        return text if text.isidentifier() and not self._values else self.text(text)
+        return text if len(text) <= _MAX_NAME and text.isidentifier() and not self._values else self.text(text, _MAX_NAME)
 
-    def __call__(self, value: Any, _depth: int = 0) -> Any:
+    def __call__(self, value: Any) -> Any:
         """A copy of ``value`` safe to log: secrets masked, containers walked (the first 100 entries
         of each, the rest counted; a 2-item list or tuple whose first item is a secret key name is a
-        pair, its second item masked), long text cut, odd values shown briefly."""
-        if _depth > 32:
+        pair, its second item masked; in a list, the item after a flag naming a secret key,
+        ``["--password", "..."]``; a named tuple's items by their field names), long text cut, odd
+        values shown briefly, and the whole cut at about 16,384 characters (the rest counted)."""
+        return self._shown(value, 0, [_MAX_SHOWN])
+
+    def _shown(self, value: Any, depth: int, budget: list[int]) -> Any:
+        """``value`` as :meth:`__call__` shows it; ``budget[0]``: the characters left to show."""
+        if depth > 32:
             return "..."
         if isinstance(value, str):
-            return self.text(value)
+            text = self.text(value)
+            if len(text) > budget[0]:  # the last text shown: cut at what is left (masked first: a cut shows less)
+                text = f"{text[: max(budget[0], 0)]}... ({len(value)} characters)"
+            budget[0] -= len(text) + 4
+            return text
+        fields = getattr(value, "_fields", None) if isinstance(value, tuple) else None
+        if isinstance(fields, tuple):
+            value = dict(zip(fields, value, strict=False))  # a named tuple: its names say what is secret
         if isinstance(value, Mapping):
-            shown = {
-                self.key(k): REDACTED if self.is_secret(k) else self(v, _depth + 1)
-                for k, v in itertools.islice(value.items(), _MAX_ITEMS)
-            }
+            shown: dict[str, Any] = {}
+            for count, (k, v) in enumerate(itertools.islice(value.items(), _MAX_ITEMS)):
+                if budget[0] <= 0:
+                    shown["..."] = f"{len(value) - count} more entries"
+                    return shown
+                name = self.key(k)
+                budget[0] -= len(name) + 4
+                shown[name] = REDACTED if self.is_secret(k) else self._shown(v, depth + 1, budget)
             if len(value) > _MAX_ITEMS:
                 shown["..."] = f"{len(value) - _MAX_ITEMS} more entries"
             return shown
         if isinstance(value, (list, tuple)) and len(value) == 2 and isinstance(value[0], str) and self.is_secret(value[0]):
+            budget[0] -= len(value[0]) + len(REDACTED)
             return [self.text(value[0]), REDACTED]  # a key/value pair, as in [("Authorization", "Bearer ...")]
         if isinstance(value, (list, tuple, set, frozenset)):
-            items = [self(v, _depth + 1) for v in itertools.islice(value, _MAX_ITEMS)]
+            items: list[Any] = []
+            flag = False  # the previous item is a flag naming a secret: ["mysql", "--password", "..."]
+            for count, item in enumerate(itertools.islice(value, _MAX_ITEMS)):
+                if budget[0] <= 0:
+                    items.append(f"... {len(value) - count} more items")
+                    return items
+                items.append(REDACTED if flag and isinstance(item, str) else self._shown(item, depth + 1, budget))
+                flag = isinstance(item, str) and item[:1] == "-" and "=" not in item and self._flag(item)
             if len(value) > _MAX_ITEMS:
                 items.append(f"... {len(value) - _MAX_ITEMS} more items")
             return items
+        budget[0] -= 8
         if isinstance(value, bool) or value is None or isinstance(value, float):
             return value
         if isinstance(value, int):
-            return value if value.bit_length() < 3000 else f"<integer of {value.bit_length()} bits>"
+            bits = value.bit_length()
+            budget[0] -= bits // 3
+            return value if bits < 3000 else f"<integer of {bits} bits>"
         if isinstance(value, (bytes, bytearray)):
             return f"<{len(value)} bytes>"
         try:
-            return self.text(repr(value))
+            text = self.text(repr(value))
         except Exception:
             return f"<{type(value).__name__}>"
+        budget[0] -= len(text)
+        return text
+
+    def _flag(self, item: str) -> bool:
+        """Whether ``item`` is a command-line flag naming a secret key (``--password``, ``-token``)."""
+        name = item.lstrip("-")
+        return 0 < len(name) <= 100 and item[: len(item) - len(name)] in ("-", "--") and self.is_secret(name)
 
 
 _DEFAULT = Redactor()
@@ -363,7 +453,7 @@ MODEL_SECRET_KEYS = (
     "session_id",
     "sessionid",
 )
-_MODEL = Redactor(MODEL_SECRET_KEYS, last_words=True)
+_MODEL = Redactor(MODEL_SECRET_KEYS, last_words=True, query_keys=())
 
 
 def mask_secrets(text: str) -> str:

@@ -28,8 +28,9 @@ class LoggingPlugin:
     """Emits ``tool_call`` events (and ``tool_call_retry`` for attempts that will be retried).
 
     Fields: tool, call_id, attempt, outcome (``ok``/``error``/``retry``), error_type, error,
-    duration_ms, arg_keys, result_size; ``arguments`` (redacted) only with
-    ``log_arguments=True``. Events go to structlog when the application configured it, else
+    duration_ms, arg_keys, result_size; ``arguments`` (redacted, about 16,384 characters at most)
+    only with ``log_arguments=True``. The call id and argument names are redacted and cut at 200
+    characters. Events go to structlog when the application configured it, else
     to the stdlib ``harness_one.calls`` logger; the library never configures logging itself.
 
     Redaction (``harness_one.Redactor``): values under secret-looking keys (any case or
@@ -74,7 +75,7 @@ class LoggingPlugin:
         args = call.arguments
         fields: dict[str, Any] = {
             "tool": call.tool.name,
-            "call_id": call.call_id,
+            "call_id": self.redactor.key(call.call_id),  # masked and cut at 200 characters, as argument names
             "attempt": call.attempt,
             "outcome": outcome,
             "duration_ms": round((time.perf_counter() - call.started) * 1000, 3),

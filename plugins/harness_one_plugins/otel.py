@@ -106,7 +106,7 @@ class OTelPlugin:
         tracer_provider: a ``TracerProvider`` (default: the global one, as configured when calls run).
         meter_provider: a ``MeterProvider`` (default: the global one).
         capture_content: add ``gen_ai.tool.call.arguments`` and ``gen_ai.tool.call.result``
-            (JSON, redacted, each string cut at 2,000 characters).
+            (JSON, redacted, each string cut at 2,000 characters, each value at about 16,384).
         secret_keys: the key names that mark a secret, as in the ``logging`` plugin (redaction
             also applies to the error text in the span status).
         extra_secret_keys: key names added to ``secret_keys``.
@@ -195,7 +195,7 @@ class OTelPlugin:
         attributes: dict[str, Any] = {
             "gen_ai.operation.name": "execute_tool",
             "gen_ai.tool.name": tool.name,
-            "gen_ai.tool.call.id": call.call_id,
+            "gen_ai.tool.call.id": self.redactor.key(call.call_id),  # masked and cut at 200 characters
             "gen_ai.tool.type": "function",
         }
         if tool.description:
