@@ -11,7 +11,7 @@ import pytest
 import structlog
 from structlog.testing import capture_logs
 
-from harness_one import Call, Retry, ToolArgumentError, ToolRegistry, hookimpl
+from harness_one import Call, Retry, ToolArgumentError, ToolNotFound, ToolRegistry, hookimpl
 from harness_one_plugins import LoggingPlugin
 from harness_one_plugins.log import redact
 
@@ -251,3 +251,20 @@ def test_a_removed_tools_metrics_go_with_it() -> None:
     for i in range(50):
         reg.remove(f"t{i}")
     assert reg.plugins.get("metrics").snapshot() == {} and reg.stats()["tools"] == {}
+
+
+def test_a_request_refused_before_it_became_a_call_is_logged() -> None:
+    """An unknown tool name, a bad context: no call, so no tool_call event (nothing logged at all)."""
+    reg = ToolRegistry(autoload=False)
+    reg.add(lambda: 1, name="one")
+    with capture_logs() as logs:
+        assert not reg.try_call("delete_all_users", call_id="c-1").ok
+        assert not reg.try_call("one", context=[1]).ok
+        with pytest.raises(ToolNotFound):
+            reg.get("missing")  # a lookup: no event
+    events = [e for e in logs if e["event"] == "tool_call"]
+    assert [(e["tool"], e["outcome"], e["error_type"]) for e in events] == [
+        ("delete_all_users", "refused", "ToolNotFound"),
+        ("one", "refused", "ToolArgumentError"),
+    ]
+    assert events[0]["call_id"] == "c-1" and "delete_all_users" in events[0]["error"]

@@ -316,3 +316,20 @@ def test_installed_but_unconfigured_opentelemetry_costs_nothing() -> None:
 def test_an_application_that_configured_opentelemetry_gets_spans_by_default() -> None:
     setup = "from opentelemetry import trace\nfrom opentelemetry.sdk.trace import TracerProvider\ntrace.set_tracer_provider(TracerProvider())"
     assert _run(setup, "") == ["['opentelemetry']", "[]", "True"]
+
+
+def test_a_request_refused_before_it_became_a_call_is_a_span_and_counted_without_its_name(otel: Telemetry) -> None:
+    """An unknown tool name made no span and no metric point: a model probing for tools left no trace."""
+    reg = otel.registry()
+    reg.add(lambda: 1, name="one")
+    assert not reg.try_call("delete_all_users", call_id="c-9").ok
+    assert not reg.try_call("one", context=["not", "a", "mapping"]).ok
+    spans = {s.name: s for s in otel.finished()}
+    probe = spans["execute_tool delete_all_users"]
+    assert probe.status.status_code is StatusCode.ERROR and "delete_all_users" in (probe.status.description or "")
+    attributes = dict(probe.attributes or {})
+    assert attributes["gen_ai.tool.call.id"] == "c-9" and attributes["harness_one.attempts"] == 0
+    assert spans["execute_tool one"].attributes["error.type"] == "invalid_arguments"  # type: ignore[index]
+    calls = otel.points("harness_one.tool.calls")
+    assert sorted(p.attributes["error.type"] for p in calls) == sorted([attributes["error.type"], "invalid_arguments"])
+    assert all("gen_ai.tool.name" not in p.attributes for p in calls)  # made-up names make no metric series

@@ -100,5 +100,23 @@ class LoggingPlugin:
         retrying = type(call.decision) is Retry
         extra: dict[str, Any] = {"error_type": type(error).__name__}
         if isinstance(error, ToolError):
-            extra["error"] = self.redactor.text(error.message.splitlines()[0] if error.message else "")
+            extra["error"] = self._first_line(error)
         self._emit("tool_call_retry" if retrying else "tool_call", call, "retry" if retrying else "error", **extra)
+
+    @hookimpl(trylast=True)
+    def harness_call_refused(self, name: str, error: ToolError) -> None:
+        """A request refused before it became a call: its ``tool_call`` event, ``outcome`` ``refused``."""
+        if not self._enabled(self.level):
+            return
+        fields = {
+            "tool": self.redactor.key(name),  # a model's made-up name: masked and cut like a key
+            "call_id": self.redactor.key(error.call_id or ""),
+            "attempt": 0,
+            "outcome": "refused",
+            "error_type": type(error).__name__,
+            "error": self._first_line(error),
+        }
+        log_event(self.level, "tool_call", logger=_LOGGER, **fields)
+
+    def _first_line(self, error: ToolError) -> str:
+        return self.redactor.text(error.message.splitlines()[0] if error.message else "")

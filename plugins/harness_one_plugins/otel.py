@@ -294,6 +294,32 @@ class OTelPlugin:
             final = decision.error  # translated, or recovered (None)
         self._finish(call, span, final)
 
+    @hookimpl(trylast=True)
+    def harness_call_refused(self, name: str, error: ToolError) -> None:
+        """A request refused before it became a call: a span that ends at once with its error, and the
+        call and error counts without a tool name (a model's made-up names would be unbounded metric series)."""
+        if not self.enabled:
+            return
+        shown, kind = self.redactor.key(name), error_type(error)
+        span = self.tracer.start_span(
+            f"execute_tool {shown}" if shown else "execute_tool",
+            kind=self._internal,
+            attributes={
+                "gen_ai.operation.name": "execute_tool",
+                "gen_ai.tool.name": shown,
+                "gen_ai.tool.call.id": self.redactor.key(error.call_id or ""),
+                "gen_ai.tool.type": "function",
+                "harness_one.attempts": 0,
+                "error.type": kind,
+            },
+        )
+        text = error.message.splitlines()[0] if error.message else kind
+        span.set_status(self._status(self._error, self.redactor.text(text)))
+        span.end()
+        attrs = {"gen_ai.operation.name": "execute_tool", "error.type": kind}
+        self._errors.add(1, {**attrs, "harness_one.error.kind": error.kind})
+        self._calls.add(1, attrs)
+
     @hookimpl
     def harness_stats(self, registry: ToolRegistry) -> dict[str, Any]:
         return {"enabled": self.enabled}
