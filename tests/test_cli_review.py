@@ -235,3 +235,30 @@ def test_the_redis_workers_example_fails_when_the_limit_does_not_hold(redis_url:
     total, expected = int(found[1]), int(found[3])
     assert total < expected - 1
     assert done.stderr.splitlines()[-1].startswith(f"the shared limit did not hold: {total} calls admitted in "), done.stderr
+
+
+def test_a_tools_file_that_fails_on_its_dsn_is_reported_masked(runner: Any, tmp_path: Path) -> None:
+    """``--tools`` showed an import's exception as it was: a database password on the terminal and in doctor."""
+    tools = tmp_path / "db_tools.py"
+    tools.write_text("raise RuntimeError('cannot connect to postgres://app:hunter2@db/x; password=hunter2')\n")
+    result = runner.invoke(main, ["--tools", str(tools), "list"])
+    assert result.exit_code == 2 and "hunter2" not in result.output
+    assert "postgres://[REDACTED]@db/x" in result.output and "RuntimeError" in result.output
+
+
+def test_a_plugin_failing_to_prepare_a_tools_calls_is_reported_masked() -> None:
+    from harness_one import PluginError, applies_to, hookimpl
+
+    class Flaky:
+        @hookimpl
+        @applies_to(lambda plugin, tool: plugin.broken())
+        def harness_pre_call(self, call: Any) -> None:
+            return None
+
+        def broken(self) -> bool:
+            raise ConnectionError("redis://:hunter2@cache:6379 refused")
+
+    reg = ToolRegistry(plugins={"flaky": Flaky()}, autoload=False)
+    reg.add(lambda: 1, name="one")
+    error = reg.try_call("one").error
+    assert isinstance(error, PluginError) and "hunter2" not in error.message and "redis://[REDACTED]@cache" in error.message

@@ -216,7 +216,7 @@ class Plan:
             except Exception as exc:  # its applies_to predicate or per_tool factory
                 raise PluginError(
                     f"Internal error in plugin '{step.plugin}' while preparing the calls of '{tool.name}': "
-                    f"{type(exc).__name__}: {exc}",
+                    f"{exception_text(exc)}",
                     plugin=step.plugin,
                 ) from exc
             if found is not None and found is not step:

@@ -14,7 +14,7 @@ import click
 
 from .._config import ConfigError, Settings, load_settings, parse_option
 from .._entrypoints import set_import_timeout
-from .._errors import PluginError
+from .._errors import PluginError, exception_text
 
 if TYPE_CHECKING:
     from .._registry import ToolRegistry
@@ -103,7 +103,7 @@ def build_registry(state: CliState) -> ToolRegistry:
                 tool.source = tool.source or f"local:{spec}"
                 registry.add(tool, replace=True)
         except (Exception, SystemExit) as exc:
-            message = f"{spec}: {type(exc).__name__}: {exc}"
+            message = f"{spec}: {exception_text(exc)}"  # masked: an import may fail on its DSN
             if not state.lenient:
                 raise click.UsageError(f"cannot load tools from {message}") from None
             state.failures.append(message)

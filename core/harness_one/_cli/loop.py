@@ -30,7 +30,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 import click
 
-from .._errors import APPROVAL_REQUIRED
+from .._errors import APPROVAL_REQUIRED, exception_text
 from ._main import main, state_of
 
 if TYPE_CHECKING:
@@ -100,7 +100,7 @@ class Loop:
         except BadRequest as exc:
             self.invalid(lineno, str(exc), exc.request_id)
         except Exception as exc:  # never lose a line, whatever failed
-            self.invalid(lineno, f"internal error: {type(exc).__name__}: {exc}")
+            self.invalid(lineno, f"internal error: {exception_text(exc)}")
         return None
 
     async def handle(self, lineno: int, item: Request | Decision, after: asyncio.Task[None] | None = None) -> None:
@@ -132,7 +132,7 @@ class Loop:
         except asyncio.CancelledError:
             raise
         except BaseException as exc:  # never lose a line, whatever failed
-            self.invalid(lineno, f"internal error: {type(exc).__name__}: {exc}", rid)
+            self.invalid(lineno, f"internal error: {exception_text(exc)}", rid)
 
     def _hold(self, call_id: str, request: Request) -> None:
         """Remember whose call ``call_id`` is, keeping as many as the approval plugin keeps pending."""
