@@ -453,7 +453,10 @@ MODEL_SECRET_KEYS = (
     "session_id",
     "sessionid",
 )
-_MODEL = Redactor(MODEL_SECRET_KEYS, last_words=True, query_keys=())
+#: Secret as query parameters in errors the model reads: a Google API key (``?key=``, in the URL
+#: of an HTTP client's error) and an Azure SAS signature (``&sig=``).
+MODEL_QUERY_SECRET_KEYS = ("key", "sig")
+_MODEL = Redactor(MODEL_SECRET_KEYS, last_words=True, query_keys=MODEL_QUERY_SECRET_KEYS)
 
 
 def mask_secrets(text: str) -> str:
