@@ -215,8 +215,7 @@ class Plan:
                 raise
             except Exception as exc:  # its applies_to predicate or per_tool factory
                 raise PluginError(
-                    f"Internal error in plugin '{step.plugin}' while preparing the calls of '{tool.name}': "
-                    f"{exception_text(exc)}",
+                    f"Internal error in plugin '{step.plugin}' while preparing the calls of '{tool.name}': {exception_text(exc)}",
                     plugin=step.plugin,
                 ) from exc
             if found is not None and found is not step:
