@@ -116,7 +116,7 @@ def test_strict_conversion_rules() -> None:
     converted, nullable = strict_schema(schema)
     assert_openai_strict(converted)
     assert converted["properties"]["p"]["properties"]["y"]["type"] == ["number", "null"]
-    assert nullable == {"p": {"y": {"__self__": True}}, "label": {"__self__": True}, "tags": {"__self__": True}}
+    assert nullable == {"absent": ["label", "tags"], "properties": {"p": {"absent": ["y"]}}}
     for bad, why in [
         (
             {"type": "object", "properties": {"m": {"type": "object", "additionalProperties": {"type": "integer"}}}},
@@ -149,7 +149,7 @@ def test_gemini_conversion_notes() -> None:
     }
     converted, notes = gemini_schema(schema)
     assert converted["properties"]["n"] == {"type": "integer", "nullable": True, "minimum": 0}
-    assert converted["properties"]["mode"] == {"enum": ["fast"]}
+    assert converted["properties"]["mode"] == {"enum": ["fast"], "type": "string"}
     assert "enum" not in converted["properties"]["level"]
     assert any("additionalProperties dropped" in n for n in notes) and any("enum of non-strings" in n for n in notes)
 
@@ -158,9 +158,11 @@ def test_gemini_names_are_mapped_and_reversed() -> None:
     reg = ToolRegistry(autoload=False)
     reg.add(lambda: "ok", name="2fa-check")
     exported = reg.export("gemini")
-    assert exported.tools[0]["name"] == "_2fa-check" and "exported as" in exported.notes["2fa-check"][0]
-    results = dispatch_gemini(reg, [{"name": "_2fa-check", "args": {}}])
-    assert results == [{"name": "_2fa-check", "response": {"output": "ok"}}]
+    assert exported.tools[0]["name"] == "_.2fa-check" and "exported as" in exported.notes["2fa-check"][0]
+    results = dispatch_gemini(reg, [{"name": "_.2fa-check", "args": {}}])
+    assert results == [{"name": "_.2fa-check", "response": {"output": "ok"}}]
+    # the form earlier versions exported still reaches the tool while no tool has that name
+    assert dispatch_gemini(reg, [{"name": "_2fa-check", "args": {}}]) == [{"name": "_2fa-check", "response": {"output": "ok"}}]
 
 
 def test_exports_are_cached_until_tools_change() -> None:
@@ -188,14 +190,15 @@ def test_after_a_removal_or_replacement_each_unchanged_tool_is_not_exported_agai
     assert len(second.tools) == 2 and second == export_tools(reg.tools(), format, strict=second.strict)
 
 
-def test_a_reused_gemini_definition_keeps_a_name_that_is_still_free() -> None:
+def test_a_gemini_name_does_not_depend_on_the_other_tools() -> None:
     reg = ToolRegistry(autoload=False)
     reg.add(lambda: 1, name="_2fa")
     reg.add(lambda: 2, name="2fa")
-    assert reg.export("gemini").names.exported == {"__2fa": "2fa"}  # "_2fa" is taken
+    first = reg.export("gemini")
+    assert first.names.exported == {"_.2fa": "2fa"} and [t["name"] for t in first.tools] == ["_2fa", "_.2fa"]
     reg.remove("_2fa")
     again = reg.export("gemini")
-    assert again.names.exported == {"_2fa": "2fa"} and [t["name"] for t in again.tools] == ["_2fa"]
+    assert again.names.exported == {"_.2fa": "2fa"} and again.tools[0] is first.tools[1]  # reused as it was
     assert again == export_tools(reg.tools(), "gemini")
 
 

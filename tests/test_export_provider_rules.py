@@ -33,15 +33,15 @@ TREE = {
 }
 
 
-def test_a_tool_added_after_a_gemini_export_never_takes_an_exported_name() -> None:
+def test_a_tool_added_after_a_gemini_export_renames_no_exported_name() -> None:
     reg = ToolRegistry(autoload=False)
     reg.add(lambda: "old", name="1tool")
-    assert [t["name"] for t in reg.export("gemini").tools] == ["_1tool"]
-    reg.add(lambda: "new", name="_1tool")  # the name "1tool" was exported under
+    assert [t["name"] for t in reg.export("gemini").tools] == ["_.1tool"]
+    reg.add(lambda: "new", name="_1tool")  # the name earlier versions exported "1tool" under
     extended = reg.export("gemini")
-    assert [t["name"] for t in extended.tools] == ["__1tool", "_1tool"]
+    assert [t["name"] for t in extended.tools] == ["_.1tool", "_1tool"]
     assert extended == export_tools(reg.tools(), "gemini")
-    out = dispatch_gemini(reg, [{"name": "_1tool", "args": {}}, {"name": "__1tool", "args": {}}])
+    out = dispatch_gemini(reg, [{"name": "_1tool", "args": {}}, {"name": "_.1tool", "args": {}}])
     assert [r["response"] for r in out] == [{"output": "new"}, {"output": "old"}]
 
 
@@ -151,7 +151,7 @@ def test_strict_mode_refuses_a_top_level_any_of() -> None:
     auto = export_tools([_tool("find", schema)], "openai", strict="auto")
     function = auto.tools[0]["function"]
     assert "strict" not in function and "anyOf" not in function["parameters"]
-    assert auto.not_strict["find"] == ["$: anyOf at the top level is refused by OpenAI"]
+    assert auto.not_strict["find"][0] == "$: anyOf at the top level is refused by OpenAI"
     TypeAdapter(ChatCompletionFunctionToolParam).validate_python(auto.tools[0])
     reg = ToolRegistry(autoload=False)
     reg.add(_tool("find", schema))

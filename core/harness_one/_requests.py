@@ -10,6 +10,7 @@ shape               a call looks like                                           
 ``openai-responses``  ``{"type": "function_call", "call_id", "name", "arguments"}``  ``call_id``
 ``anthropic``       ``{"type": "tool_use", "id", "name", "input"}``                ``id``
 ``gemini``          ``{"function_call": {"id", "name", "args"}}`` or the inner part   ``id``
+                    (REST's ``functionCall`` too)
 ==================  ===========================================================  ==============
 
 A line of ``harness-one run`` may instead be a decision on a held call (``Decision``):
@@ -81,7 +82,7 @@ def _shape(call: Mapping[str, Any]) -> str:
         return "openai-responses"
     if isinstance(call.get("function"), Mapping):
         return "openai"
-    if isinstance(call.get("function_call"), Mapping) or ("args" in call and "arguments" not in call):
+    if isinstance(_gemini_part(call), Mapping) or ("args" in call and "arguments" not in call):
         return "gemini"
     return "plain"
 
@@ -98,7 +99,7 @@ def parse_call(obj: Any, *, provider: str | None = None) -> Request | None:
         if provider is not None:
             return None
         raise BadRequest(f"a request must be a JSON object, not {_kind(call)}")
-    if provider == "gemini" and call.get("function_call") is None and "name" not in call and "args" not in call:
+    if provider == "gemini" and _gemini_part(call) is None and "name" not in call and "args" not in call:
         return None  # a text or thought part of the model's content, not a call
     shape = _shape(call)
     if provider in ("openai", "gemini") or (provider == "openai-responses" and call.get("type") in (None, "function_call")):
@@ -118,7 +119,7 @@ def parse_call(obj: Any, *, provider: str | None = None) -> Request | None:
         rid = call.get("call_id", rid)
         name, arguments = call.get("name"), call.get("arguments")
     elif shape == "gemini":
-        inner = call.get("function_call") or call
+        inner = _gemini_part(call) or call
         if not isinstance(inner, Mapping):
             inner, problem = {}, "'function_call' must be an object"
         rid, name, arguments = inner.get("id", rid), inner.get("name"), inner.get("args")
@@ -137,6 +138,12 @@ def parse_call(obj: Any, *, provider: str | None = None) -> Request | None:
         call.get("context"),
         name,
     )
+
+
+def _gemini_part(call: Mapping[str, Any]) -> Any:
+    """A Gemini part's call: ``function_call`` (the SDK's spelling) or ``functionCall`` (the REST API's)."""
+    inner = call.get("function_call")
+    return call.get("functionCall") if inner is None else inner
 
 
 def _id_in(line: str) -> Any:
@@ -221,13 +228,31 @@ def resolve(request: Request, registry: ToolRegistry, *, strict: bool | str = Fa
     does: a tool that cannot be strict was exported without it, so its nulls are values.
     """
     if request.shape == "gemini":
-        request.name = registry.export("gemini").names.original(request.name)
+        request.name = _gemini_tool(request.name, registry)
     if strict and (request.shape.startswith("openai") or request.shape == "plain"):  # a plain one is read as an OpenAI call
         shape = "openai" if request.shape == "plain" else request.shape
         nullable = registry.export(shape, strict="auto").nullable.get(request.name)
         if nullable:
             request.arguments = drop_nulls(request.arguments, nullable, registry.limits)
     return request
+
+
+def _gemini_tool(name: str, registry: ToolRegistry) -> str:
+    """The tool a Gemini call's name stands for: the name itself unless an export mapped it (see ``gemini_name``).
+
+    A mapped name has a dot, which no tool name has. ``_`` + a name Gemini refuses (``_2fa``, how
+    earlier versions exported ``2fa``) still means that tool when no tool has the name itself.
+    """
+    from .export import gemini_name
+
+    if "." in name:
+        if name.startswith("_.") and gemini_name(name[2:]) == name:
+            return name[2:]
+        original: str = registry.export("gemini").names.original(name)  # a long name, cut and hashed
+        return original
+    if name[:1] == "_" and gemini_name(name[1:]) != name[1:] and name not in registry and name[1:] in registry:
+        return name[1:]
+    return name
 
 
 def drop_nulls(args: Any, tree: Mapping[str, Any], limits: ArgumentLimits | None = None) -> Any:
@@ -243,13 +268,26 @@ def drop_nulls(args: Any, tree: Mapping[str, Any], limits: ArgumentLimits | None
     return _without_nulls(decoded, tree)
 
 
-def _without_nulls(args: dict[str, Any], tree: Mapping[str, Any]) -> dict[str, Any]:
+def _without_nulls(value: Any, tree: Mapping[str, Any]) -> Any:
+    """``value`` without the nulls ``tree`` (see :func:`~harness_one.export.strict_schema`) marks as absent."""
+    branches = tree.get("anyOf")
+    if branches:
+        kind = "object" if isinstance(value, dict) else "array" if isinstance(value, list) else None
+        fits = [sub for k, keys, sub in branches if k == kind and (kind == "array" or value.keys() <= keys)]
+        if fits and all(sub == fits[0] for sub in fits):  # branches that disagree on what a null means: kept as sent
+            value = _without_nulls(value, fits[0])
+    if isinstance(value, list):
+        items = tree.get("items")
+        return [_without_nulls(v, items) if isinstance(v, (dict, list)) else v for v in value] if items else value
+    if not isinstance(value, dict):
+        return value
+    absent, properties = tree.get("absent", ()), tree.get("properties", {})
     out = {}
-    for key, value in args.items():
-        sub = tree.get(key)
-        if sub is not None and value is None and sub.get("__self__"):
+    for key, item in value.items():
+        if item is None and key in absent:
             continue
-        out[key] = _without_nulls(value, sub) if isinstance(sub, Mapping) and isinstance(value, dict) else value
+        sub = properties.get(key)
+        out[key] = _without_nulls(item, sub) if sub and isinstance(item, (dict, list)) else item
     return out
 
 

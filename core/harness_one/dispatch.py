@@ -9,7 +9,8 @@ Anthropic Messages        ``tool_use`` content blocks           ``{"type": "tool
 Gemini                    ``function_call`` parts               ``{"id", "name", "response": {"output"} | {"error"}}``
 ========================  ====================================  ==========================================
 
-Calls and results may be dicts or the providers' SDK objects (anything with ``model_dump``).
+Calls and results may be dicts or the providers' SDK objects (anything with ``model_dump``);
+Gemini parts may also be spelled as the REST API returns them (``functionCall``).
 Nothing raises out of a dispatcher: invalid ``arguments`` JSON, unknown tools and every
 :class:`ToolError` become error results the model can read. Several calls run concurrently
 (up to ``concurrency``), and results come back in the order of the calls.

@@ -11,24 +11,31 @@ reverses them when calls come back).
 
 from __future__ import annotations
 
+import base64
 import copy
-import itertools
+import hashlib
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import unquote
 
 from ._errors import ToolDefinitionError
 from ._formats import FORMATS, check_format
-from ._tool import Tool
+from ._tool import NAME_PATTERN, Tool
 
 __all__ = [
     "FORMATS",
+    "GEMINI_FORMATS",
     "INLINE_BUDGET",
     "Export",
     "NameMap",
+    "OPENAI_FORMATS",
+    "OPENAI_MAX_DESCRIPTION",
+    "OPENAI_MAX_TOOLS",
     "StrictSchemaError",
     "export_tools",
+    "gemini_name",
     "gemini_schema",
     "inline_refs",
     "strict_schema",
@@ -39,7 +46,9 @@ __all__ = [
     "to_openai_responses",
 ]
 
-_GEMINI_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.:-]{0,63}\Z")  # at most 64 characters (the Gemini API's limit)
+_GEMINI_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.:-]{0,63}\Z")  # at most 64 characters, as harness-one's checks keep
+#: OpenAI's limits on one request: more tools, or a longer description, fail the whole request.
+OPENAI_MAX_TOOLS, OPENAI_MAX_DESCRIPTION = 128, 1024
 
 
 class StrictSchemaError(ToolDefinitionError):
@@ -74,18 +83,14 @@ class Export:
     notes: dict[str, list[str]] = field(default_factory=dict)
     nullable: dict[str, Any] = field(default_factory=dict)
     not_strict: dict[str, list[str]] = field(default_factory=dict)
-    _taken: set[str] = field(default_factory=set, repr=False, compare=False)
     #: Each tool's share of this export, so a later export of mostly the same tools reuses it.
     _pieces: dict[Tool, _Piece] = field(default_factory=dict, repr=False, compare=False)
 
     def extended(self, tool: Tool) -> Export:
         """This export plus ``tool`` (what a registry does when one tool is added): one tool's work.
 
-        If an earlier tool was exported under ``tool``'s name, the export is rebuilt as a fresh
-        one would be, so no name is exported twice.
+        An exported name depends on the tool's own name only, so no earlier name changes.
         """
-        if tool.name in self.names.exported:
-            return export_tools([*self._pieces, tool], self.format, strict=self.strict, reuse=self)
         out = Export(
             self.format,
             self.strict,
@@ -94,24 +99,29 @@ class Export:
             dict(self.notes),
             dict(self.nullable),
             dict(self.not_strict),
-            self._taken | {tool.name},
             dict(self._pieces),
         )
         out._add(tool)
         return out
 
     def _add(self, tool: Tool, reuse: Mapping[Tool, _Piece] | None = None) -> None:
-        name = _gemini_name(tool.name, self._taken) if self.format == "gemini" else tool.name
+        name = gemini_name(tool.name) if self.format == "gemini" else tool.name
         piece = reuse.get(tool) if reuse else None
         if piece is None or piece.name != name:
             piece = self._piece(tool, name)
+        if name != tool.name and self.names.exported.setdefault(name, tool.name) != tool.name:  # a 50-bit hash collision
+            raise ToolDefinitionError(
+                f"Tools '{self.names.exported[name]}' and '{tool.name}' would both be exported as '{name}'", tool=tool.name
+            )
         self._pieces[tool] = piece
-        if name != tool.name:
-            self.names.exported[name] = tool.name
-            self._taken.add(name)
+        notes = list(piece.notes)
+        if self.format.startswith("openai") and len(self.tools) == OPENAI_MAX_TOOLS:
+            notes.append(
+                f"tool {OPENAI_MAX_TOOLS + 1} of this export: OpenAI refuses more than {OPENAI_MAX_TOOLS} tools in one request"
+            )
         self.tools.append(piece.definition)
-        if piece.notes:
-            self.notes[tool.name] = list(piece.notes)
+        if notes:
+            self.notes[tool.name] = notes
         if piece.nullable:
             self.nullable[tool.name] = piece.nullable
         if piece.not_strict is not None:
@@ -135,6 +145,10 @@ class Export:
                 not_strict = exc.reasons
                 notes.insert(0, "exported without strict mode: " + "; ".join(not_strict))
             definition = (_chat if self.format == "openai" else _responses)(tool, parameters, strict)
+            if len(tool.description) > OPENAI_MAX_DESCRIPTION:
+                notes.append(
+                    f"description of {len(tool.description)} characters: OpenAI refuses more than {OPENAI_MAX_DESCRIPTION}"
+                )
             return _Piece(name, definition, tuple(notes), nullable, not_strict)
         if self.format == "anthropic":
             definition, notes = _anthropic(tool)
@@ -160,46 +174,90 @@ class _Piece:
 #: twenty ``$defs`` that each use the previous one twice (3 KB) would inline to 2**20 copies.
 INLINE_BUDGET = 20_000
 
+# Keywords whose value is a map of schemas, a list of schemas, or one schema; every other keyword's value is data.
+_SCHEMA_MAPS = frozenset({"properties", "patternProperties", "dependentSchemas", "$defs", "definitions"})
+_SCHEMA_LISTS = frozenset({"allOf", "anyOf", "oneOf", "prefixItems"})
+_SCHEMA_ONE = frozenset({
+    "additionalProperties", "items", "not", "if", "then", "else", "contains", "propertyNames",
+    "unevaluatedItems", "unevaluatedProperties", "additionalItems", "contentSchema",
+})  # fmt: skip
+_DEFS = ("$defs", "definitions")
+
 
 class _NotInlinable(ValueError):
     """A schema's ``$ref`` cannot be inlined; the message says why."""
 
 
+def _subschemas(node: Any) -> Iterator[Any]:
+    """The schemas directly inside the schema ``node``: under schema keywords, never inside data (``const``, ...)."""
+    if not isinstance(node, dict):
+        return
+    for key, value in node.items():
+        if key in _SCHEMA_MAPS and isinstance(value, dict):
+            yield from value.values()
+        elif (key in _SCHEMA_LISTS or key == "items") and isinstance(value, list):
+            yield from value
+        elif key in _SCHEMA_ONE:
+            yield value
+
+
 def _inline(schema: Mapping[str, Any], budget: int) -> dict[str, Any]:
-    """``schema`` with every local ``$ref`` replaced by its target and ``$defs`` removed, or :class:`_NotInlinable`."""
+    """``schema`` with every local ``$ref`` replaced by its target and ``$defs`` removed, or :class:`_NotInlinable`.
+
+    Only schema positions are read: a property named ``definitions`` stays, and a ``$ref`` inside
+    ``const``, ``enum`` or ``default`` is data.
+    """
     root = copy.deepcopy(dict(schema))
     left = budget
 
-    def resolve(ref: str) -> Any:
-        if not ref.startswith("#"):
+    def resolve(ref: Any) -> Any:
+        if not isinstance(ref, str) or not ref.startswith("#"):
             raise _NotInlinable(f"$ref {ref!r} is not local")
         node: Any = root
         try:
-            for raw in ref.lstrip("#").strip("/").split("/") if ref.strip("#/") else []:
+            for raw in unquote(ref).lstrip("#").strip("/").split("/") if ref.strip("#/") else []:  # a URI fragment
                 part = raw.replace("~1", "/").replace("~0", "~")
                 node = node[int(part)] if isinstance(node, list) else node[part]
         except (LookupError, TypeError, ValueError):
             raise _NotInlinable(f"$ref {ref!r} points to nothing in the schema") from None
         return node
 
-    def walk(node: Any, seen: tuple[str, ...]) -> Any:
+    def count(seen: tuple[Any, ...]) -> None:
         nonlocal left
-        if seen and isinstance(node, (list, dict)):  # a copy made by inlining: counted
+        if seen:  # a copy made by inlining: counted
             left -= 1
             if left < 0:
                 raise _NotInlinable(f"inlining $ref would copy more than {budget} schema nodes")
-        if isinstance(node, list):
-            return [walk(v, seen) for v in node]
+
+    def data(value: Any, seen: tuple[Any, ...]) -> Any:
+        if isinstance(value, dict):
+            count(seen)
+            return {k: data(v, seen) for k, v in value.items()}
+        if isinstance(value, list):
+            count(seen)
+            return [data(v, seen) for v in value]
+        return value
+
+    def keyword(key: str, value: Any, seen: tuple[Any, ...]) -> Any:
+        if key in _SCHEMA_MAPS and isinstance(value, dict):
+            count(seen)
+            return {k: walk(v, seen) for k, v in value.items()}
+        if (key in _SCHEMA_LISTS or key == "items") and isinstance(value, list):
+            count(seen)
+            return [walk(v, seen) for v in value]
+        return walk(value, seen) if key in _SCHEMA_ONE else data(value, seen)
+
+    def walk(node: Any, seen: tuple[Any, ...]) -> Any:
         if not isinstance(node, dict):
-            return node
-        if "$ref" in node:
-            ref = node["$ref"]
-            if ref in seen:
-                raise _NotInlinable(f"$ref {ref!r} is recursive and cannot be inlined")
-            target = walk(resolve(ref), (*seen, ref))
-            rest = {k: walk(v, seen) for k, v in node.items() if k != "$ref"}
-            return {**target, **rest}
-        return {k: walk(v, seen) for k, v in node.items() if k not in ("$defs", "definitions")}
+            return data(node, seen)
+        count(seen)
+        rest = {k: keyword(k, v, seen) for k, v in node.items() if k not in _DEFS and k != "$ref"}
+        if "$ref" not in node:
+            return rest
+        ref = node["$ref"]
+        if ref in seen:
+            raise _NotInlinable(f"$ref {ref!r} is recursive and cannot be inlined")
+        return {**walk(resolve(ref), (*seen, ref)), **rest}
 
     return walk(root, ())  # type: ignore[no-any-return]
 
@@ -224,19 +282,45 @@ _STRICT_KEYWORDS = {
     "exclusiveMaximum", "multipleOf", "minItems", "maxItems", "$schema", "default",
 }  # fmt: skip
 
+#: The string formats OpenAI's strict mode accepts; any other fails the whole request.
+OPENAI_FORMATS = frozenset({"date-time", "time", "date", "duration", "email", "hostname", "ipv4", "ipv6", "uuid"})
+
+
+def _admits_null(schema: Any) -> bool:
+    """Whether ``schema`` lets ``null`` through by its ``type``, ``enum``, ``const`` or an ``anyOf`` branch."""
+    if not isinstance(schema, dict):
+        return schema is True
+    kind = schema.get("type")
+    if kind == "null" or (isinstance(kind, list) and "null" in kind):
+        return True
+    if ("const" in schema and schema["const"] is None) or (isinstance(schema.get("enum"), list) and None in schema["enum"]):
+        return True
+    return any(_admits_null(branch) for branch in schema.get("anyOf") or ())
+
 
 def _nullable(schema: dict[str, Any]) -> dict[str, Any]:
+    if _admits_null(schema):
+        return schema
     kind = schema.get("type")
+    if "const" in schema or ("enum" in schema and not isinstance(kind, str)):  # null added to the type alone stays refused
+        return {"anyOf": [schema, {"type": "null"}]}
     if isinstance(kind, str):
         out = {**schema, "type": [kind, "null"]}
-        if "enum" in out and None not in out["enum"]:
+        if "enum" in out:
             out["enum"] = [*out["enum"], None]
         return out
     if isinstance(kind, list):
-        return schema if "null" in kind else {**schema, "type": [*kind, "null"]}
+        return {**schema, "type": [*kind, "null"]}
     if "anyOf" in schema:
-        return schema if {"type": "null"} in schema["anyOf"] else {**schema, "anyOf": [*schema["anyOf"], {"type": "null"}]}
+        return {**schema, "anyOf": [*schema["anyOf"], {"type": "null"}]}
     return {"anyOf": [schema, {"type": "null"}]}
+
+
+def _branch(schema: Any, tree: dict[str, Any]) -> tuple[str, frozenset[str], dict[str, Any]]:
+    """An ``anyOf`` branch as the null tree keeps it: its kind, its property names (objects) and its tree."""
+    if isinstance(schema, dict) and "properties" in schema:
+        return "object", frozenset(schema["properties"]), tree
+    return ("array" if isinstance(schema, dict) and "items" in schema else "other"), frozenset(), tree
 
 
 def strict_schema(schema: Mapping[str, Any], *, tool: str = "?") -> tuple[dict[str, Any], dict[str, Any]]:
@@ -244,58 +328,85 @@ def strict_schema(schema: Mapping[str, Any], *, tool: str = "?") -> tuple[dict[s
 
     Every object gets ``additionalProperties: false`` and lists every property in
     ``required``; a property that was optional becomes nullable (its ``null`` means
-    "absent", and :mod:`harness_one.dispatch` drops it so defaults apply); ``$ref`` is
-    inlined; ``default`` is removed. Raises :class:`StrictSchemaError` for what strict mode
-    cannot express: free-form maps, ``patternProperties``, ``allOf``/``oneOf``/``not``, a
-    top-level ``anyOf``/``enum``, conditionals, recursion, inlining past :data:`INLINE_BUDGET`.
+    "absent", and :mod:`harness_one.dispatch` drops it so defaults apply, in objects inside
+    arrays and ``anyOf`` branches too); ``$ref`` is inlined; ``default`` is removed. Raises
+    :class:`StrictSchemaError` for what strict mode cannot express: free-form maps,
+    ``additionalProperties`` as a schema, an object or value without a type,
+    ``patternProperties``, ``allOf``/``oneOf``/``not``, a top-level ``anyOf``/``enum``,
+    conditionals, tuples, a format outside :data:`OPENAI_FORMATS`, a ``required`` name without
+    a property, an optional property whose ``null`` is a value and whose default is not,
+    recursion, inlining past :data:`INLINE_BUDGET`.
+
+    The tree: ``{"absent": [optional names], "properties": {name: tree}, "items": tree,
+    "anyOf": [(kind, property names, tree), ...]}``, each key only where there is a null to drop.
     """
     reasons: list[str] = []
-    nullable: dict[str, Any] = {}
 
-    def convert(node: Any, path: str, added: dict[str, Any]) -> Any:
+    def convert(node: Any, path: str) -> tuple[Any, dict[str, Any]]:
         if not isinstance(node, dict):
             if node is True or node is False:
                 reasons.append(f"{path}: boolean schemas are not supported")
-            return node
+            return node, {}
         unsupported = sorted(set(node) - _STRICT_KEYWORDS)
         if unsupported:
             reasons.append(f"{path}: {', '.join(unsupported)} not supported")
+        if not {"type", "anyOf", "enum", "const", "properties"} & set(node):
+            reasons.append(f"{path}: a schema without a type cannot be strict")
+        if "format" in node and node["format"] not in OPENAI_FORMATS:
+            reasons.append(
+                f"{path}: format {node['format']!r} is not one strict mode accepts ({', '.join(sorted(OPENAI_FORMATS))})"
+            )
         out = {k: v for k, v in node.items() if k in _STRICT_KEYWORDS and k not in ("default", "$schema")}
+        tree: dict[str, Any] = {}
         if "anyOf" in out:
-            out["anyOf"] = [convert(s, f"{path}.anyOf[{i}]", {}) for i, s in enumerate(out["anyOf"])]
-        if "items" in out:
-            out["items"] = convert(out["items"], f"{path}[]", {})
-        is_object = (
-            node.get("type") == "object"
-            or (isinstance(node.get("type"), list) and "object" in node["type"])
-            or "properties" in node
-        )
-        if is_object:
+            branches = [convert(s, f"{path}.anyOf[{i}]") for i, s in enumerate(out["anyOf"])]
+            out["anyOf"] = [b for b, _ in branches]
+            if any(t for _, t in branches):
+                tree["anyOf"] = [_branch(b, t) for b, t in branches]
+        if isinstance(out.get("items"), list):
+            reasons.append(f"{path}: items as an array (a draft-07 tuple) cannot be strict")
+        elif "items" in out:
+            out["items"], items = convert(out["items"], f"{path}[]")
+            if items:
+                tree["items"] = items
+        kind = node.get("type")
+        if kind == "object" or (isinstance(kind, list) and "object" in kind) or "properties" in node:
             extra = node.get("additionalProperties", True)
-            if extra not in (False, None) and not node.get("properties") and extra is not True:
-                reasons.append(f"{path}: a map of arbitrary keys (additionalProperties) cannot be strict")
-            elif extra is True and not node.get("properties"):
-                reasons.append(f"{path}: an object without declared properties cannot be strict")
             props = node.get("properties") or {}
-            required = set(node.get("required") or ())
-            new_props = {}
+            if extra not in (False, None) and not props and extra is not True:
+                reasons.append(f"{path}: a map of arbitrary keys (additionalProperties) cannot be strict")
+            elif extra is True and not props:
+                reasons.append(f"{path}: an object without declared properties cannot be strict")
+            elif props and isinstance(extra, dict) and extra:
+                reasons.append(f"{path}: additionalProperties as a schema (keys beyond the properties) cannot be strict")
+            required = node.get("required") or []
+            reasons.extend(f"{path}: required {name!r} has no property" for name in required if name not in props)
+            new_props, absent, children = {}, [], {}
             for name, sub in props.items():
-                child: dict[str, Any] = {}
-                converted = convert(sub, f"{path}.{name}", child)
+                converted, child = convert(sub, f"{path}.{name}")
                 if name not in required:
+                    if isinstance(sub, dict) and sub.get("default") is not None and _admits_null(sub):
+                        reasons.append(
+                            f"{path}.{name}: null is a value and the default is {sub['default']!r}, so an absent value cannot be sent"
+                        )
                     converted = _nullable(converted)
-                    child["__self__"] = True
+                    absent.append(name)
                 if child:
-                    added[name] = child
+                    children[name] = child
                 new_props[name] = converted
             out["properties"] = new_props
             out["required"] = list(props)
             out["additionalProperties"] = False
-        return out
+            out.setdefault("type", "object")
+            if absent:
+                tree["absent"] = absent
+            if children:
+                tree["properties"] = children
+        return out, tree
 
     inlined = inline_refs(schema, tool=tool)
     reasons += [f"$: {key} at the top level is refused by OpenAI" for key in ("anyOf", "enum") if key in inlined]
-    result = convert(inlined, "$", nullable)
+    result, nullable = convert(inlined, "$")
     if reasons:
         raise StrictSchemaError(tool, reasons)
     return result, nullable
@@ -309,21 +420,48 @@ _GEMINI_KEYWORDS = {
     "minProperties", "maxProperties", "propertyOrdering", "example",
 }  # fmt: skip
 
+#: The formats Gemini accepts, per type; it refuses the whole request for any other.
+GEMINI_FORMATS: Mapping[str, tuple[str, ...]] = {
+    "string": ("enum", "date-time"),
+    "number": ("float", "double"),
+    "integer": ("int32", "int64"),
+}
+
 
 def gemini_schema(schema: Mapping[str, Any], *, tool: str = "?") -> tuple[dict[str, Any], list[str]]:
     """The OpenAPI 3.0 subset Gemini accepts, and a list of what was dropped or rewritten.
 
     ``$ref`` is inlined; where it cannot be (recursion, past :data:`INLINE_BUDGET`), the
     definitions go to Gemini's root ``defs`` and each ``$ref`` becomes its ``ref``, or, if a
-    reference points elsewhere, the parameters become any object. Validation still uses the
-    full schema in the harness pipeline, so what Gemini cannot express is enforced anyway;
-    the notes say where the model was told less.
+    reference points elsewhere, the parameters become any object. No boolean schema is
+    emitted (a tuple's ``prefixItems`` become ``items`` of any of their schemas), formats
+    outside :data:`GEMINI_FORMATS` are dropped, and an enum gets ``type: string``. Validation
+    still uses the full schema in the harness pipeline, so what Gemini cannot express is
+    enforced anyway; the notes say where the model was told less.
     """
     notes: list[str] = []
 
+    def items_of(node: dict[str, Any], path: str, out: dict[str, Any]) -> None:
+        items, prefix = node.get("items"), node.get("prefixItems")
+        if isinstance(items, list):  # a draft-07 tuple
+            prefix, items = items, node.get("additionalItems")
+        if isinstance(prefix, list):
+            shown: list[Any] = []
+            for i, sub in enumerate([*prefix, items] if isinstance(items, dict) or items is True else prefix):
+                if sub is not False and (converted := convert(sub, f"{path}[{i}]")) not in shown:
+                    shown.append(converted)
+            if shown:
+                out["items"] = shown[0] if len(shown) == 1 else {"anyOf": shown}
+            notes.append(f"{path}: prefixItems rewritten as items of any of their schemas")
+        elif items is False:
+            out["maxItems"] = 0
+            notes.append(f"{path}: items false rewritten as maxItems 0")
+        elif items is not None:
+            out["items"] = convert(items, f"{path}[]")
+
     def convert(node: Any, path: str) -> Any:
         if not isinstance(node, dict):
-            return {} if node is True else node
+            return {}  # true (false is left out where it stands)
         out: dict[str, Any] = {}
         kind = node.get("type")
         if isinstance(kind, list):
@@ -337,8 +475,9 @@ def gemini_schema(schema: Mapping[str, Any], *, tool: str = "?") -> tuple[dict[s
                 notes.append(f"{path}: type {kind} rewritten as anyOf")
         elif kind is not None:
             out["type"] = kind
+        items_of(node, path, out)
         for key, value in node.items():
-            if key in ("type",):
+            if key in ("type", "items", "prefixItems", "additionalItems", "$schema"):
                 continue
             if key == "const":
                 if isinstance(value, str):
@@ -358,21 +497,29 @@ def gemini_schema(schema: Mapping[str, Any], *, tool: str = "?") -> tuple[dict[s
                 notes.append(f"{path}: {key} rewritten as an inclusive bound")
                 continue
             if key == "properties":
-                out["properties"] = {k: convert(v, f"{path}.{k}") for k, v in value.items()}
-                continue
-            if key == "items":
-                out["items"] = convert(value, f"{path}[]")
+                out["properties"] = {k: convert(v, f"{path}.{k}") for k, v in value.items() if v is not False}
+                notes.extend(
+                    f"{path}.{k}: a property that must be absent (false) dropped" for k, v in value.items() if v is False
+                )
                 continue
             if key == "anyOf":
-                out["anyOf"] = [convert(v, f"{path}.anyOf[{i}]") for i, v in enumerate(value)]
+                out["anyOf"] = [convert(v, f"{path}.anyOf[{i}]") for i, v in enumerate(value) if v is not False]
                 continue
             if key == "$ref" and _def_name(value):
                 out["ref"] = f"#/defs/{_def_name(value)}"
                 continue
             if key in _GEMINI_KEYWORDS:
                 out[key] = value
-            elif key != "$schema":
+            else:
                 notes.append(f"{path}: {key} dropped")
+        if "required" in out:
+            known = out.get("properties", {})
+            notes.extend(f"{path}: required {name!r} dropped (no such property)" for name in out["required"] if name not in known)
+            out["required"] = [name for name in out["required"] if name in known]
+        if "format" in out and out["format"] not in GEMINI_FORMATS.get(out.get("type"), ()):  # type: ignore[arg-type]
+            notes.append(f"{path}: format {out.pop('format')!r} dropped (Gemini refuses it)")
+        if "enum" in out and "type" not in out:
+            out["type"] = "string"
         if out.get("type") == "null":
             out = {"nullable": True, **{k: v for k, v in out.items() if k != "type"}}
         return out
@@ -384,7 +531,7 @@ def gemini_schema(schema: Mapping[str, Any], *, tool: str = "?") -> tuple[dict[s
     defs = _root_defs(schema)
     if defs is None:
         return {"type": "object"}, [f"$: parameters exported as any object ({why}, and not every $ref is to root $defs)"]
-    out = convert({k: v for k, v in schema.items() if k not in ("$defs", "definitions")}, "$")
+    out = convert({k: v for k, v in schema.items() if k not in _DEFS}, "$")
     out["defs"] = {name: convert(sub, f"$defs.{name}") for name, sub in defs.items()}
     return out, [f"$: $ref kept as Gemini's ref to root defs ({why})", *notes]
 
@@ -404,15 +551,12 @@ def _root_defs(schema: Mapping[str, Any]) -> dict[str, Any] | None:
     if set(groups[0]) & set(groups[1]):
         return None
     defs = {**groups[0], **groups[1]}
-    pending: list[Any] = [schema]
+    pending: list[Any] = [dict(schema)]
     while pending:
         node = pending.pop()
-        if isinstance(node, list):
-            pending += node
-        elif isinstance(node, dict):
-            if "$ref" in node and _def_name(node["$ref"]) not in defs:
-                return None
-            pending += node.values()
+        if isinstance(node, dict) and "$ref" in node and _def_name(node["$ref"]) not in defs:
+            return None
+        pending += _subschemas(node)
     return defs
 
 
@@ -504,15 +648,22 @@ def to_mcp(tool: Tool) -> dict[str, Any]:
     return out
 
 
-def _gemini_name(name: str, taken: set[str]) -> str:
+def gemini_name(name: str) -> str:
+    """The name Gemini is shown for the tool called ``name``: the name itself if Gemini accepts it.
+
+    Gemini names start with a letter or ``_``; a tool name starting with a digit or ``-`` is
+    exported as ``_.`` + the name (cut to 51 characters and followed by ``.`` and a hash when
+    longer than 62). Tool names have no dots, so such a name is never another tool's name, and
+    it depends on nothing but the tool's own name: not on the other tools, nor on ``names=``.
+    """
     if _GEMINI_NAME.match(name):
         return name
-    candidate = f"_{name}"[:64]
-    for _ in range(64):  # one more "_" while taken (cut to 64: a name of 64 "_" would not change)
-        if candidate not in taken:
-            return candidate
-        candidate = f"_{candidate}"[:64]
-    return next(c for n in itertools.count(1) if (c := f"_{name}"[: 63 - len(str(n))] + f"_{n}") not in taken)
+    if not NAME_PATTERN.match(name):  # not a tool name (made by hand, past the checks): Gemini refuses it anyway
+        return f"_{name}"[:64]
+    if len(name) <= 62:
+        return f"_.{name}"
+    digest = base64.b32encode(hashlib.sha256(name.encode()).digest()).decode().lower()
+    return f"_.{name[:51]}.{digest[:10]}"
 
 
 def export_tools(tools: Iterable[Tool], format: str, *, strict: bool | str = False, reuse: Export | None = None) -> Export:
@@ -533,7 +684,6 @@ def export_tools(tools: Iterable[Tool], format: str, *, strict: bool | str = Fal
     tools = list(tools)
     pieces = reuse._pieces if reuse is not None and (reuse.format, reuse.strict) == (format, strict) else None
     result = Export(format=format, strict=strict, tools=[], names=NameMap())
-    result._taken = {t.name for t in tools}
     for tool in tools:
         result._add(tool, pieces)
     return result

@@ -1,0 +1,331 @@
+"""Exports and dispatch against a hostile review: names a model sees map back to the tool it was
+shown, strict nulls are dropped at any depth, schemas are read at schema positions only, and
+what a provider refuses is refused, rewritten or noted instead of sent."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any, Literal
+
+import jsonschema
+import pytest
+
+from harness_one import Tool, ToolRegistry, define_tool
+from harness_one.dispatch import dispatch_gemini, dispatch_openai
+from harness_one.export import StrictSchemaError, export_tools, gemini_name, gemini_schema, strict_schema
+
+
+def _tool(name: str, parameters: dict[str, Any], description: str = "d") -> Tool:
+    return Tool.create(lambda **kw: json.dumps(kw, sort_keys=True), name=name, description=description, parameters=parameters)
+
+
+def _openai_call(name: str, arguments: dict[str, Any], call_id: str = "c1") -> dict[str, Any]:
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}}
+
+
+def _booleans(node: Any) -> list[bool]:
+    """Every boolean schema in a Gemini schema."""
+    if isinstance(node, bool):
+        return [node]
+    if not isinstance(node, dict):
+        return []
+    subs = [*(node.get("properties") or {}).values(), *(node.get("anyOf") or []), *([node["items"]] if "items" in node else [])]
+    return [found for sub in subs for found in _booleans(sub)]
+
+
+# --------------------------------------------------------------------------- 1. Gemini names
+
+
+def test_a_gemini_name_maps_back_to_the_tool_it_was_shown_for_in_any_export() -> None:
+    reg = ToolRegistry(autoload=False)
+    reg.add(lambda: "lookup", name="1tool", parameters={"type": "object", "properties": {}})
+    reg.add(lambda: "delete", name="_1tool", parameters={"type": "object", "properties": {}})
+    subset = reg.export("gemini", names=["1tool"])  # what the model is shown this turn
+    shown = subset.tools[0]["name"]
+    assert shown != "_1tool" and shown == gemini_name("1tool")
+    out = dispatch_gemini(reg, [{"function_call": {"id": "g1", "name": shown, "args": {}}}])
+    assert out == [{"name": shown, "response": {"output": "lookup"}, "id": "g1"}]
+    full = reg.export("gemini")
+    assert {t["name"] for t in full.tools} == {shown, "_1tool"}  # the same name in every export
+    assert dispatch_gemini(reg, [{"name": "_1tool", "args": {}}])[0]["response"] == {"output": "delete"}
+
+
+def test_a_tool_added_mid_conversation_renames_no_gemini_name() -> None:
+    reg = ToolRegistry(autoload=False)
+    reg.add(lambda: "first", name="2fa")
+    before = [t["name"] for t in reg.export("gemini").tools]
+    reg.add(lambda: "second", name="_2fa")  # the name earlier versions showed for "2fa"
+    after = [t["name"] for t in reg.export("gemini").tools]
+    assert after[: len(before)] == before
+    assert dispatch_gemini(reg, [{"name": before[0], "args": {}}])[0]["response"] == {"output": "first"}
+
+
+def test_long_gemini_names_stay_distinct_and_map_back() -> None:
+    reg = ToolRegistry(autoload=False)
+    stem = "1" + "a" * 60
+    names = [stem + "bb", stem + "cc", stem + "b", "9" * 64]
+    for i, name in enumerate(names):
+        reg.add(lambda i=i: i, name=name)
+    exported = [t["name"] for t in reg.export("gemini").tools]
+    assert len(set(exported)) == 4 and all(len(n) <= 64 and n.startswith("_.") for n in exported)
+    assert exported == [gemini_name(n) for n in names]  # the same in a subset: it depends on the name alone
+    out = dispatch_gemini(reg, [{"name": n, "args": {}} for n in exported])
+    assert [r["response"]["output"] for r in out] == [0, 1, 2, 3]
+
+
+# --------------------------------------------------------------------------- 2. nested nulls
+
+
+@dataclasses.dataclass
+class Item:
+    name: str
+    qty: int = 1
+
+
+@dataclasses.dataclass
+class Options:
+    verbose: bool = False
+
+
+def test_strict_nulls_are_dropped_inside_arrays_and_any_of_branches() -> None:
+    reg = ToolRegistry(autoload=False)
+
+    @define_tool(registry=reg)
+    def order(items: list[Item], options: Options | None = None) -> str:
+        """Place an order."""
+        return f"{[(i.name, i.qty) for i in items]} {options and options.verbose}"
+
+    args = {"items": [{"name": "tea", "qty": None}, {"name": "jam", "qty": 2}], "options": {"verbose": None}}
+    out = dispatch_openai(reg, [_openai_call("order", args)], strict=True)
+    assert out[0]["content"] == "[('tea', 1), ('jam', 2)] False"
+
+
+def test_branches_that_disagree_on_a_null_keep_it() -> None:
+    schema = {
+        "type": "object",
+        "properties": {
+            "v": {
+                "anyOf": [
+                    {"type": "object", "properties": {"a": {"type": "integer"}}, "required": []},
+                    {"type": "object", "properties": {"a": {"type": ["integer", "null"]}}, "required": ["a"]},
+                ]
+            }
+        },
+        "required": ["v"],
+    }
+    reg = ToolRegistry(autoload=False)
+    reg.add(_tool("t", schema))
+    out = dispatch_openai(reg, [_openai_call("t", {"v": {"a": None}})], strict=True)
+    assert out[0]["content"] == '{"v": {"a": null}}'  # a null the second branch allows as a value is not dropped
+
+
+# --------------------------------------------------------------------------- 3. schema positions only
+
+
+def test_a_property_named_definitions_survives_every_export() -> None:
+    schema = {
+        "type": "object",
+        "properties": {"word": {"type": "string"}, "definitions": {"type": "array", "items": {"type": "string"}}},
+        "required": ["word", "definitions"],
+    }
+    converted, _ = strict_schema(schema)
+    assert list(converted["properties"]) == ["word", "definitions"]
+    gemini, _ = gemini_schema(schema)
+    assert list(gemini["properties"]) == ["word", "definitions"] and gemini["required"] == ["word", "definitions"]
+
+
+def test_a_ref_inside_const_is_data() -> None:
+    schema = {"type": "object", "properties": {"node": {"const": {"$ref": "#/nowhere"}}}, "required": ["node"]}
+    export = export_tools([_tool("ref_data", schema)], "openai", strict="auto")
+    assert export.not_strict == {}
+    assert export.tools[0]["function"]["parameters"]["properties"]["node"]["const"] == {"$ref": "#/nowhere"}
+
+
+def test_a_required_name_without_a_property_is_a_strict_error() -> None:
+    schema = {"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a", "token"]}
+    with pytest.raises(StrictSchemaError, match="required 'token' has no property"):
+        strict_schema(schema, tool="r")
+    gemini, notes = gemini_schema(schema)
+    assert gemini["required"] == ["a"] and any("'token'" in n for n in notes)
+
+
+# --------------------------------------------------------------------------- 4. Gemini booleans
+
+
+def test_a_tuple_exports_for_gemini_as_items_that_google_genai_accepts() -> None:
+    from google.genai import types
+
+    reg = ToolRegistry(autoload=False)
+
+    @define_tool(registry=reg)
+    def move(to: tuple[int, int], pair: tuple[int, str], empty: tuple[()] = ()) -> str:
+        """Move."""
+        return repr(to)
+
+    export = reg.export("gemini")
+    declaration = export.tools[0]
+    types.Tool(function_declarations=[declaration])  # one refused declaration would break the whole list
+    props = declaration["parameters"]["properties"]
+    assert props["to"]["items"] == {"type": "integer"}
+    assert props["pair"]["items"] == {"anyOf": [{"type": "integer"}, {"type": "string"}]}
+    assert _booleans(declaration["parameters"]) == []
+    assert any("prefixItems rewritten" in n for n in export.notes["move"])
+
+
+# --------------------------------------------------------------------------- 5. strict typeless, formats
+
+
+def test_strict_refuses_typeless_values_and_formats_openai_does_not_know() -> None:
+    schema = {
+        "type": "object",
+        "properties": {
+            "url": {"type": "string", "format": "uri"},
+            "extra": {},
+            "tags": {"type": "array", "items": {}},
+            "day": {"type": "string", "format": "date"},
+        },
+        "required": ["url", "extra", "tags", "day"],
+    }
+    with pytest.raises(StrictSchemaError) as caught:
+        strict_schema(schema, tool="fetch")
+    reasons = caught.value.reasons
+    assert len(reasons) == 3 and "$.url: format 'uri'" in reasons[0]
+    assert reasons[1:] == [
+        "$.extra: a schema without a type cannot be strict",
+        "$.tags[]: a schema without a type cannot be strict",
+    ]
+    day_only = {"type": "object", "properties": {"day": {"type": "string", "format": "date"}}, "required": ["day"]}
+    export = export_tools([_tool("fetch", schema), _tool("day", day_only)], "openai", strict="auto")
+    assert list(export.not_strict) == ["fetch"] and export.tools[1]["function"]["strict"] is True
+
+
+# --------------------------------------------------------------------------- 6. Gemini formats, enums
+
+
+def test_gemini_gets_only_the_formats_it_accepts_and_typed_enums() -> None:
+    schema = {
+        "type": "object",
+        "properties": {
+            "email": {"type": "string", "format": "email"},
+            "when": {"type": "string", "format": "date-time"},
+            "n": {"type": "integer", "format": "int64"},
+            "kind": {"enum": ["x", "y"]},
+            "mode": {"const": "fast"},
+        },
+    }
+    converted, notes = gemini_schema(schema)
+    props = converted["properties"]
+    assert props["email"] == {"type": "string"} and "$.email: format 'email' dropped (Gemini refuses it)" in notes
+    assert props["when"]["format"] == "date-time" and props["n"]["format"] == "int64"
+    assert props["kind"] == {"type": "string", "enum": ["x", "y"]} and props["mode"] == {"type": "string", "enum": ["fast"]}
+
+
+# --------------------------------------------------------------------------- 7. **kwargs under strict
+
+
+def test_additional_properties_as_a_schema_beside_properties_is_a_strict_error() -> None:
+    reg = ToolRegistry(autoload=False)
+
+    @define_tool(registry=reg)
+    def tag(item: str, **labels: str) -> str:
+        """Tag an item."""
+        return item
+
+    with pytest.raises(StrictSchemaError, match=r"\$: additionalProperties as a schema"):
+        reg.export("openai", strict=True)
+    assert "tag" in reg.export("openai", strict="auto").not_strict
+
+
+# --------------------------------------------------------------------------- 8. REST-shaped Gemini parts
+
+
+def test_rest_shaped_function_call_parts_are_answered() -> None:
+    reg = ToolRegistry(autoload=False)
+    reg.add(lambda a: a, name="echo", parameters={"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]})
+    parts = [{"text": "Let me call it"}, {"functionCall": {"name": "echo", "args": {"a": 1}, "id": "fc_1"}}]
+    assert dispatch_gemini(reg, parts) == [{"name": "echo", "response": {"output": 1}, "id": "fc_1"}]
+
+
+# --------------------------------------------------------------------------- 9. null versus default
+
+
+def test_a_nullable_optional_with_another_default_is_not_strict() -> None:
+    reg = ToolRegistry(autoload=False)
+
+    @define_tool(registry=reg)
+    def search(query: str, max_results: int | None = 10, page: int | None = None) -> str:
+        """Search."""
+        return f"{max_results!r} {page!r}"
+
+    with pytest.raises(StrictSchemaError, match=r"\$\.max_results: null is a value and the default is 10"):
+        reg.export("openai", strict=True)
+    auto = reg.export("openai", strict="auto")
+    assert "strict" not in auto.tools[0]["function"] and list(auto.not_strict) == ["search"]
+    out = dispatch_openai(reg, [_openai_call("search", {"query": "q", "max_results": None})], strict=True)
+    assert out[0]["content"] == "None None"  # the explicit null is kept: the tool was exported without strict mode
+
+
+# --------------------------------------------------------------------------- 10. the rest
+
+
+def test_a_draft_07_tuple_is_refused_under_strict() -> None:
+    schema = {
+        "type": "object",
+        "properties": {"pair": {"type": "array", "items": [{"type": "integer"}, {"type": "string"}]}},
+        "required": ["pair"],
+    }
+    with pytest.raises(StrictSchemaError, match="draft-07 tuple"):
+        strict_schema(schema)
+
+
+def test_optional_const_and_enum_accept_null_under_strict() -> None:
+    reg = ToolRegistry(autoload=False)
+
+    @define_tool(
+        registry=reg,
+        parameters={
+            "type": "object",
+            "properties": {
+                "text": {"type": "string"},
+                "mode": {"type": "string", "const": "fast"},
+                "level": {"type": ["string", "integer"], "enum": ["low", 1, 2]},
+            },
+            "required": ["text"],
+        },
+    )
+    def run(text: str, mode: str = "slow", level: str | int = "low") -> str:
+        """Run."""
+        return f"{mode} {level}"
+
+    @define_tool(registry=reg)
+    def lit(mode: Literal["fast"] | None = None) -> str:
+        """Literal."""
+        return str(mode)
+
+    for tool in reg.export("openai", strict=True).tools:
+        properties = tool["function"]["parameters"]["properties"]
+        for name in ("mode", "level"):
+            if name in properties:
+                jsonschema.validate(None, properties[name])  # the model's null for "absent" is allowed
+    out = dispatch_openai(reg, [_openai_call("run", {"text": "t", "mode": None, "level": None})], strict=True)
+    assert out[0]["content"] == "slow low"
+
+
+def test_openai_limits_are_noted() -> None:
+    tools = [_tool(f"t{i}", {"type": "object", "properties": {}}, "d" * (2000 if i == 0 else 10)) for i in range(130)]
+    notes = export_tools(tools, "openai").notes
+    assert notes["t0"] == ["description of 2000 characters: OpenAI refuses more than 1024"]
+    assert notes["t128"] == ["tool 129 of this export: OpenAI refuses more than 128 tools in one request"]
+    assert set(notes) == {"t0", "t128"}
+
+
+def test_a_percent_encoded_ref_is_inlined() -> None:
+    schema = {
+        "type": "object",
+        "$defs": {"my def": {"type": "string"}},
+        "properties": {"a": {"$ref": "#/$defs/my%20def"}},
+        "required": ["a"],
+    }
+    assert strict_schema(schema)[0]["properties"]["a"] == {"type": "string"}
+    assert gemini_schema(schema)[0]["properties"]["a"] == {"type": "string"}
