@@ -142,3 +142,23 @@ def runner(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
     monkeypatch.delenv("HARNESS_ONE_CONFIG", raising=False)
     monkeypatch.chdir(tmp_path)
     return CliRunner()
+
+
+@pytest.fixture
+def processes() -> Iterator[Any]:
+    """Makes ``ProcessRunner``s; shuts them down after the test, and checks each worker's whole group is gone."""
+    from tools_for_processes import children, group_members
+
+    from harness_one import ProcessRunner
+
+    made: list[ProcessRunner] = []
+
+    def make(**kwargs: Any) -> ProcessRunner:
+        made.append(ProcessRunner(**kwargs))
+        return made[-1]
+
+    yield make
+    workers = {pid for pid, (pgid, _) in children().items() if pgid == pid}
+    for runner in made:
+        runner.shutdown()
+    assert group_members(workers) == []  # shutdown kills each worker's whole group

@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 import tools_for_processes as tfp
+from tools_for_processes import a_call
 
 from harness_one import (
-    Call,
     ManualClock,
     ProcessRunner,
     RetryableError,
@@ -33,18 +33,6 @@ from harness_one import (
 )
 
 SHORT = 0.2  # seconds; only where a real deadline is what the test is about
-
-
-def a_call() -> Call:
-    """A real ``Call``, as the registry hands it to a runner."""
-
-    def grab(call: Call) -> Call:
-        return call
-
-    reg = ToolRegistry(standard_plugins=False, autoload=False)
-    reg.add(grab, name="tool")
-    result: Call = reg.call("tool")
-    return result
 
 
 state, running, gone, children, group_members = tfp.state, tfp.running, tfp.gone, tfp.children, tfp.group_members
@@ -62,21 +50,6 @@ def release() -> Iterator[threading.Event]:
     event = threading.Event()
     yield event
     event.set()  # let abandoned workers finish
-
-
-@pytest.fixture
-def processes() -> Iterator[Callable[..., ProcessRunner]]:
-    made: list[ProcessRunner] = []
-
-    def make(**kwargs: Any) -> ProcessRunner:
-        made.append(ProcessRunner(**kwargs))
-        return made[-1]
-
-    yield make
-    workers = {pid for pid, (pgid, _) in children().items() if pgid == pid}
-    for runner in made:
-        runner.shutdown()
-    assert group_members(workers) == []  # shutdown kills each worker's whole group
 
 
 def wait_until(condition: Callable[[], bool]) -> None:

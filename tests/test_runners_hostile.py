@@ -16,8 +16,9 @@ from typing import Any
 
 import pytest
 import tools_for_processes as tfp
+from tools_for_processes import a_call
 
-from harness_one import Call, ProcessRunner, ToolBusy, ToolExecutionError, ToolRegistry, ToolTimeout
+from harness_one import ProcessRunner, ToolBusy, ToolExecutionError, ToolRegistry, ToolTimeout
 from harness_one._worker import send
 from harness_one_plugins.timeout import TimeoutPlugin
 
@@ -79,29 +80,6 @@ def fork_then_exit() -> None:
 def no_leftovers() -> Iterator[None]:
     with tfp.no_leftovers():
         yield
-
-
-@pytest.fixture
-def processes() -> Iterator[Callable[..., ProcessRunner]]:
-    made: list[ProcessRunner] = []
-
-    def make(**kwargs: Any) -> ProcessRunner:
-        made.append(ProcessRunner(**kwargs))
-        return made[-1]
-
-    yield make
-    for runner in made:
-        runner.shutdown()
-
-
-def a_call() -> Call:
-    def grab(call: Call) -> Call:
-        return call
-
-    reg = ToolRegistry(standard_plugins=False, autoload=False)
-    reg.add(grab, name="tool")
-    result: Call = reg.call("tool")
-    return result
 
 
 def finishes(fn: Callable[[], Any], within: float = 20.0) -> Any:

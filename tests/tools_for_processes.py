@@ -12,7 +12,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from harness_one import RetryableError
+from harness_one import Call, RetryableError
 
 
 def sleepy(seconds: float) -> str:
@@ -231,3 +231,17 @@ def no_leftovers(within: float = 5.0) -> Iterator[None]:
         left = new()
     assert left == {}
     assert group_members(workers) == []
+
+
+def a_call() -> Call:
+    """A real ``Call``, as the registry hands it to a runner."""
+    from harness_one import ToolRegistry
+
+    reg = ToolRegistry(standard_plugins=False, autoload=False)
+    reg.add(_grab, name="tool")
+    found: Call = reg.call("tool")
+    return found
+
+
+def _grab(call: Call) -> Call:
+    return call
