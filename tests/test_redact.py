@@ -262,6 +262,9 @@ def test_a_percent_encoded_key_name_is_read_decoded() -> None:
         "user[password]=&",
         "token=)",
         '\\"pwd\\":',
+        "--password ",
+        "'--password', ",
+        "- ",
     ],
 )
 def test_hostile_user_info_and_query_text_is_masked_in_bounded_work(unit: str, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -373,3 +376,30 @@ def test_secret_values_are_masked_json_escaped_too(secret: str) -> None:
     redactor = Redactor(values=[secret])
     for text in (json.dumps({"db": secret}), json.dumps({"db": secret}, ensure_ascii=False), secret):
         assert redactor.text(text).count(REDACTED) == 1, text
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        (
+            "Command '['mysql', '-u', 'root', '--password', 'hunter2', '-h', 'db']' returned non-zero exit status 1.",
+            f"Command '['mysql', '-u', 'root', '--password', '{REDACTED}', '-h', 'db']' returned non-zero exit status 1.",
+        ),
+        (
+            "Command 'mysql --password hunter2 -h db' returned non-zero exit status 1.",
+            f"Command 'mysql --password {REDACTED} -h db' returned non-zero exit status 1.",
+        ),
+        ('Command \'["curl", "--token", "abc"]\' failed', f'Command \'["curl", "--token", "{REDACTED}"]\' failed'),
+        ("run --password --verbose", "run --password --verbose"),  # the next flag is no value
+        ("mysql -u root -h db", "mysql -u root -h db"),
+        ("x --max-tokens 5", "x --max-tokens 5"),  # not a secret for the model
+    ],
+)
+def test_a_flag_naming_a_secret_has_its_value_masked(text: str, shown: str) -> None:
+    """A failed subprocess shows its command: ``--password hunter2`` reached the model as it was."""
+    import subprocess
+
+    assert mask_secrets(text) == shown
+    assert "hunter2" not in Redactor().text(text) and "abc" not in Redactor().text(text)
+    failed = str(subprocess.CalledProcessError(1, ["mysql", "--password", "hunter2"]))
+    assert "hunter2" not in mask_secrets(failed)

@@ -134,11 +134,14 @@ def _without_bare_userinfo(text: str) -> str:
 
 
 # A key name in text, then its separator: key=, key:, 'key':, "key":, \"key\": (JSON text inside a
-# JSON string) and ('key', / ["key", (a pair); a command-line flag's name too (-key=, --key=). A
-# name may hold brackets and "%" (a query's or a form's user[password]=, api%5Fkey=).
+# JSON string) and ('key', / ["key", (a pair); a command-line flag's name too (-key=, --key=), and
+# a flag followed by its value, in a command line (--password VALUE) or a list's repr ('--password',
+# 'VALUE', as a failed subprocess shows its command). A name may hold brackets and "%" (a query's
+# or a form's user[password]=, api%5Fkey=).
 _TEXT_KEY = re.compile(
     r"""(?:(?<=[\[(])(['"])([A-Za-z_][\w.-]{0,99})\1[ \t]*,"""
-    r"""|(?:(?<![\w.-])|(?<=(?<![\w.-])-)|(?<=(?<![\w.-])--))((?:\\?['"])?)([A-Za-z_][\w.%\[\]-]{0,99})\3[ \t]*[:=])[ \t]*"""
+    r"""|(?:(?<![\w.-])|(?<=(?<![\w.-])-)|(?<=(?<![\w.-])--))((?:\\?['"])?)([A-Za-z_][\w.%\[\]-]{0,99})\3[ \t]*[:=]"""
+    r"""|(?<![\w.-])(['"]?)--?([A-Za-z_][\w.-]{0,99})\5,?[ \t]+(?=[^\s-]))[ \t]*"""
 )
 # A query parameter's value: to the next "&", "#", whitespace, or a character a URL cannot hold
 # (what a URL can hold is the value's: "?password=a'b(c),d" is masked whole).
@@ -304,7 +307,9 @@ class Redactor:
 
     def _mask_structure(self, value: str) -> str:
         """URL user-info and the values after secret key names masked."""
-        if ":" in value or "=" in value or "," in value:  # every user-info and key separator holds one
+        if (
+            ":" in value or "=" in value or "," in value or "-" in value
+        ):  # every user-info and key separator holds one (a flag's "-")
             value = _without_bare_userinfo(self._mask_keyed(without_userinfo(value)))
         return value
 
@@ -313,7 +318,7 @@ class Redactor:
         parts: list[str] = []
         done = 0
         for key in _TEXT_KEY.finditer(text):
-            name = key.group(2) or key.group(4)
+            name = key.group(2) or key.group(4) or key.group(6)
             if key.start() < done:
                 continue
             # a query parameter: after "?" or "&", then "=" and nothing between
