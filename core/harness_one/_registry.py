@@ -310,8 +310,15 @@ class ToolRegistry(metaclass=_SharedType):
     @classmethod
     def set_default(cls, registry: ToolRegistry | None) -> ToolRegistry | None:
         """Install ``registry`` as the default (``None``: a fresh one on next use); returns the old one."""
-        with ToolRegistry._default_lock:
+        if not ToolRegistry._default_lock.acquire(timeout=_DISCOVERY_WAIT):  # bounded, as in default()
+            raise PluginError(
+                f"The default registry is being set up in another thread and was not ready within {_DISCOVERY_WAIT:g} s: "
+                "it cannot be replaced meanwhile (a plugin's import or factory may be waiting for this thread)."
+            )
+        try:
             old, ToolRegistry._current = ToolRegistry._current, _LAZY if registry is None else registry
+        finally:
+            ToolRegistry._default_lock.release()
         return None if old is _LAZY else old
 
     # ------------------------------------------------------------------ catalogue
