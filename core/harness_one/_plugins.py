@@ -638,20 +638,23 @@ class PluginSet:
 
         A non-:class:`ToolError` exception is raised as a :class:`PluginError` naming the plugin.
         """
-        caller = getattr(self.manager.hook, hook)
-        spec_args = tuple(caller.spec.argnames) if caller.spec else tuple(kwargs)
-        return [(impl.plugin_name, self._guarded(impl, hook, spec_args, kwargs)) for impl in self._sorted(caller)]
+        impls, spec_args = self._implementations(hook, kwargs)
+        return [(impl.plugin_name, self._guarded(impl, hook, spec_args, kwargs)) for impl in impls]
 
     def observe(self, hook: str, **kwargs: Any) -> None:
         """Call ``hook`` on every plugin that implements it, in plan order, for what it observes:
         a plugin's failure is logged (naming it) and the next one is called."""
-        caller = getattr(self.manager.hook, hook)
-        spec_args = tuple(caller.spec.argnames) if caller.spec else tuple(kwargs)
-        for impl in self._sorted(caller):
+        impls, spec_args = self._implementations(hook, kwargs)
+        for impl in impls:
             try:
                 self._guarded(impl, hook, spec_args, kwargs)
             except ToolError as exc:
                 log_event(40, "plugin failed", plugin=impl.plugin_name, hook=hook, error=exc.message)
+
+    def _implementations(self, hook: str, kwargs: Mapping[str, Any]) -> tuple[list[pluggy.HookImpl], tuple[str, ...]]:
+        """``hook``'s implementations in plan order, and the argument names its spec takes."""
+        caller = getattr(self.manager.hook, hook)
+        return self._sorted(caller), tuple(caller.spec.argnames) if caller.spec else tuple(kwargs)
 
     # ------------------------------------------------------------------ compiling
 

@@ -286,12 +286,7 @@ class ToolRegistry(metaclass=_SharedType):
                     "while it loads (in its module or its factory). Put its tools in a tool package instead, "
                     "or define them with @defineTool(registry=None)."
                 )
-            # Bounded, as a wait for discovery: a plugin's import may wait for this thread.
-            if not ToolRegistry._default_lock.acquire(timeout=_DISCOVERY_WAIT):
-                raise PluginError(
-                    f"The default registry is being set up in another thread and was not ready within {_DISCOVERY_WAIT:g} s: "
-                    "its plugins are loading (a plugin's import or factory may be waiting for this thread)."
-                )
+            _take_default_lock()
             try:
                 registry = ToolRegistry._current
                 if registry is _LAZY:
@@ -310,11 +305,7 @@ class ToolRegistry(metaclass=_SharedType):
     @classmethod
     def set_default(cls, registry: ToolRegistry | None) -> ToolRegistry | None:
         """Install ``registry`` as the default (``None``: a fresh one on next use); returns the old one."""
-        if not ToolRegistry._default_lock.acquire(timeout=_DISCOVERY_WAIT):  # bounded, as in default()
-            raise PluginError(
-                f"The default registry is being set up in another thread and was not ready within {_DISCOVERY_WAIT:g} s: "
-                "it cannot be replaced meanwhile (a plugin's import or factory may be waiting for this thread)."
-            )
+        _take_default_lock()
         try:
             old, ToolRegistry._current = ToolRegistry._current, _LAZY if registry is None else registry
         finally:
@@ -1243,6 +1234,16 @@ for _name, _attr in _SHARED.items():
     setattr(_SharedType, _name, property(attrgetter(f"_current.{_name}"), doc=_attr.__doc__))
 
 
+def _take_default_lock() -> None:
+    """The default registry's lock, waited for as long as discovery is (a plugin's import, which
+    runs under it while the default registry is set up, may be waiting for this thread)."""
+    if not ToolRegistry._default_lock.acquire(timeout=_DISCOVERY_WAIT):
+        raise PluginError(
+            f"The default registry is being set up in another thread and was not ready within {_DISCOVERY_WAIT:g} s: "
+            "its plugins are loading (a plugin's import or factory may be waiting for this thread)."
+        )
+
+
 def _failure(call: Call) -> ToolError:
     """The call's final error, taken off the call (so the error's traceback holds no cycle through it)."""
     err = call._failure
@@ -1415,9 +1416,9 @@ def _named(value: Any) -> str:
 
 def _internal(exc: BaseException, name: Any) -> ToolError:
     """A bug below the pipeline (or in a caller-supplied object) as a ToolError, logged with its traceback."""
-    tool = _named(name)
-    log_event(40, "internal error", tool=tool, error=exception_text(exc))  # masked and cut, as the error
-    err = ToolError(f"Internal error while calling '{tool}': {exception_text(exc)}", tool=tool)
+    tool, text = _named(name), exception_text(exc)  # masked and cut: logged as the error shows it
+    log_event(40, "internal error", tool=tool, error=text)
+    err = ToolError(f"Internal error while calling '{tool}': {text}", tool=tool)
     err.__cause__ = exc
     return err
 

@@ -59,6 +59,8 @@ __all__ = ["IdempotencyPlugin", "IdempotencyStore", "MemoryStore", "Record", "SQ
 
 _OWNED = "idempotency.owned"  # (fingerprint, owner token: None for a store without owners)
 _WAITED = "idempotency.waited"
+#: Errors a key keeps no outcome for: wrong arguments (the tool's own too) and a cancelled call.
+_NOT_KEPT = (ToolArgumentError, ToolCancelled)
 
 
 class IdempotencyPlugin:
@@ -203,10 +205,9 @@ class IdempotencyPlugin:
         self._leases.drop(id(call))
         key = call.idempotency_key
         assert key is not None
-        stored_error = None if error is None else {**error.to_dict(), "call_id": None}
         digest, owner = call.take(_OWNED)
         now = self.clock.now()
-        record = Record(digest, "done", now + self.ttl, ok, value, stored_error)
+        record = self._record(digest, now, ok, value, error)
         store, name = self.store, call.tool.name
         shared = self._twins(store)
         if shared is None:
@@ -296,7 +297,7 @@ class IdempotencyPlugin:
             lingering.then(lambda: self._finish_later(call, held, lingering))
             return None
         ran = call.ran or call.attempt > 1  # an earlier attempt ran the tool, if this one was refused
-        if ran and isinstance(error, ToolError) and not isinstance(error, (ToolArgumentError, ToolCancelled)):
+        if ran and isinstance(error, ToolError) and not isinstance(error, _NOT_KEPT):
             return self._finish(call, False, error=error)
         return self._release(call)  # refused before running, wrong arguments, or cancelled: nothing to keep
 
@@ -314,13 +315,17 @@ class IdempotencyPlugin:
         ok, value = outcome
         error = None
         if not ok:
-            failure = value if isinstance(value, ToolError) else ToolExecutionError(value, tool=name)
-            if isinstance(failure, (ToolArgumentError, ToolCancelled)):  # stores nothing, as when the caller waits
+            error, value = value if isinstance(value, ToolError) else ToolExecutionError(value, tool=name), None
+            if isinstance(error, _NOT_KEPT):  # stores nothing, as when the caller waits
                 self._release_key(name, key, owner)
                 return
-            error, value = {**failure.to_dict(), "call_id": None}, None
         now = self.clock.now()
-        self._store(self.store, name, key, Record(digest, "done", now + self.ttl, ok, value, error), owner, now)
+        self._store(self.store, name, key, self._record(digest, now, ok, value, error), owner, now)
+
+    def _record(self, digest: str, now: float, ok: bool, value: Any, error: ToolError | None) -> Record:
+        """The finished record of a key: its outcome, kept ``ttl`` from ``now`` (an error without its call's id)."""
+        stored_error = None if error is None else {**error.to_dict(), "call_id": None}
+        return Record(digest, "done", now + self.ttl, ok, value, stored_error)
 
     @hookimpl
     def harness_stats(self, registry: ToolRegistry) -> dict[str, Any]:

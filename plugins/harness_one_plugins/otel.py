@@ -228,17 +228,22 @@ class OTelPlugin:
         attrs = self._metric_attrs(call.tool.name)
         span.set_attribute("harness_one.attempts", call.attempt)
         if error is not None:
-            kind = error_type(error)
-            attrs = {**attrs, "error.type": kind}
-            span.set_attribute("error.type", kind)
-            text = error.message.splitlines()[0] if error.message else kind
-            span.set_status(self._status(self._error, self.redactor.text(text)))
-            self._errors.add(1, {**attrs, "harness_one.error.kind": error.kind})
+            attrs = self._failed(span, attrs, error)
         elif self.capture_content and span.is_recording():
             span.set_attribute("gen_ai.tool.call.result", rendered(self.redactor(call.result)))
         span.end()
         self._calls.add(1, attrs)
         self._duration.record(time.perf_counter() - call.started, attrs)
+
+    def _failed(self, span: Any, attrs: dict[str, Any], error: ToolError) -> dict[str, Any]:
+        """Mark ``span`` failed with ``error`` and count the error; the metric attributes with its type."""
+        kind = error_type(error)
+        attrs = {**attrs, "error.type": kind}
+        span.set_attribute("error.type", kind)
+        text = error.message.splitlines()[0] if error.message else kind
+        span.set_status(self._status(self._error, self.redactor.text(text)))
+        self._errors.add(1, {**attrs, "harness_one.error.kind": error.kind})
+        return attrs
 
     # ------------------------------------------------------------------ hooks
 
@@ -300,7 +305,7 @@ class OTelPlugin:
         call and error counts without a tool name (a model's made-up names would be unbounded metric series)."""
         if not self.enabled:
             return
-        shown, kind = self.redactor.key(name), error_type(error)
+        shown = self.redactor.key(name)
         span = self.tracer.start_span(
             f"execute_tool {shown}" if shown else "execute_tool",
             kind=self._internal,
@@ -310,14 +315,10 @@ class OTelPlugin:
                 "gen_ai.tool.call.id": self.redactor.key(error.call_id or ""),
                 "gen_ai.tool.type": "function",
                 "harness_one.attempts": 0,
-                "error.type": kind,
             },
         )
-        text = error.message.splitlines()[0] if error.message else kind
-        span.set_status(self._status(self._error, self.redactor.text(text)))
+        attrs = self._failed(span, {"gen_ai.operation.name": "execute_tool"}, error)
         span.end()
-        attrs = {"gen_ai.operation.name": "execute_tool", "error.type": kind}
-        self._errors.add(1, {**attrs, "harness_one.error.kind": error.kind})
         self._calls.add(1, attrs)
 
     @hookimpl

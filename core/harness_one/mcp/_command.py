@@ -6,7 +6,8 @@ Importing this module imports click only; the SDK loads when the command runs.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
@@ -16,6 +17,8 @@ if TYPE_CHECKING:
     from harness_one import ToolRegistry
 
 __all__ = ["serve"]
+
+_F = TypeVar("_F", bound=Callable[..., Any])
 
 
 def _registry(ctx: click.Context) -> ToolRegistry:
@@ -32,6 +35,19 @@ def _finite(value: float) -> float:
     if math.isnan(value):
         raise click.BadParameter("must be a number of seconds, not nan")
     return value
+
+
+def _timeout_option(name: str, default: float, help: str) -> Callable[[_F], _F]:
+    """A ``--...-timeout SECONDS`` option of ``serve``: a finite number of seconds (0: never)."""
+    return click.option(
+        name,
+        type=click.FloatRange(min=0, max=1e6),
+        callback=lambda ctx, param, value: _finite(value),
+        default=default,
+        show_default=True,
+        metavar="SECONDS",
+        help=help,
+    )
 
 
 @click.command("serve")
@@ -85,23 +101,15 @@ def _finite(value: float) -> float:
     metavar="SECONDS",
     help="HTTP: close a keep-alive connection idle this long.",
 )
-@click.option(
+@_timeout_option(
     "--header-timeout",
-    type=click.FloatRange(min=0, max=1e6),
-    callback=lambda ctx, param, value: _finite(value),
-    default=10.0,
-    show_default=True,
-    metavar="SECONDS",
-    help="HTTP: close a connection that has not sent a request's headers this long after it opened or after its last response (0: never).",
+    10.0,
+    "HTTP: close a connection that has not sent a request's headers this long after it opened or after its last response (0: never).",
 )
-@click.option(
+@_timeout_option(
     "--body-timeout",
-    type=click.FloatRange(min=0, max=1e6),
-    callback=lambda ctx, param, value: _finite(value),
-    default=30.0,
-    show_default=True,
-    metavar="SECONDS",
-    help="HTTP: answer 408 and close the connection when a request's body has not all come this long after its headers (0: never).",
+    30.0,
+    "HTTP: answer 408 and close the connection when a request's body has not all come this long after its headers (0: never).",
 )
 @click.option(
     "--mcp",
