@@ -449,7 +449,7 @@ def test_a_tool_exception_whose_str_raises_is_still_the_tools_failure(mode: str)
     finally:
         reg.plugins.get("timeout").processes.shutdown()
     assert out.error is not None and out.error.to_dict()["kind"] == "tool_failed"  # was plugin_error ("a plugin")
-    assert out.error.message == "Tool 'raise_bad_str' failed: BadStr: BadStr"
+    assert out.error.message == "Tool 'raise_bad_str' failed: BadStr"  # its type, once
 
 
 def _exits() -> None:

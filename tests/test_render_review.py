@@ -349,3 +349,28 @@ def test_a_lost_mcp_connection_names_its_cause_masked() -> None:
     grouped = Group("in a task group")
     assert _describe(grouped) == "ConnectionError: cannot reach https://[REDACTED]@mcp.example/mcp"
     assert _describe(ConnectionError()) == "ConnectionError"
+
+
+class _Unprintable(Exception):
+    def __str__(self) -> str:
+        raise RuntimeError("broken __str__")
+
+
+@pytest.mark.parametrize(
+    ("raised", "message"),
+    [
+        (ValueError(), "Tool 'fails' failed: ValueError"),  # no text: the type once, not "ValueError: ValueError"
+        (_Unprintable(), "Tool 'fails' failed: _Unprintable"),
+        (KeyError("x"), "Tool 'fails' failed: KeyError: 'x'"),
+        (ValueError("password=hunter2 rejected"), "Tool 'fails' failed: ValueError: password=[REDACTED] rejected"),
+    ],
+)
+def test_a_tools_failure_names_its_exception_as_every_error_does(raised: Exception, message: str) -> None:
+    def fails() -> None:
+        raise raised
+
+    reg = ToolRegistry(autoload=False)
+    reg.add(fails)
+    result = reg.try_call("fails")
+    assert isinstance(result.error, ToolExecutionError) and result.error.message == message
+    assert result.error.__cause__ is raised

@@ -483,12 +483,7 @@ class ToolExecutionError(ToolError):
         #: The tool's exception (after an idempotent replay from a store: its type name).
         self.cause: BaseException | str = cause
         subject = f"Tool '{tool}'" if tool else "The tool"
-        try:
-            text = str(cause)
-        except Exception:  # a broken __str__ is still the tool's failure, not a plugin's
-            text = ""
-        detail = outside_text(text) or type(cause).__name__
-        message = f"{subject} failed: {type(cause).__name__}: {detail}"
+        message = f"{subject} failed: {exception_text(cause)}"  # a broken __str__ is still the tool's failure
         Exception.__init__(self, message)  # not ToolError's: the cause's text is capped already, not again with the rest
         self.message = message
         self.tool = tool
