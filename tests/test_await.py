@@ -309,3 +309,32 @@ def test_blocking_must_be_a_bool() -> None:
     reg = ToolRegistry(autoload=False, standard_plugins=False)
     with pytest.raises(ToolDefinitionError, match="blocking must be True or False"):
         reg.add(lambda: 1, name="x", blocking="no")
+
+
+async def _awaits_a_cancelled_future(x: int) -> int:
+    inner = asyncio.get_running_loop().create_future()
+    inner.cancel()  # e.g. a task some other code cancelled
+    await inner
+    return x
+
+
+def _raises_cancelled(x: int) -> int:
+    raise asyncio.CancelledError  # a sync tool's own (an SDK's internals), not the caller's
+
+
+@pytest.mark.parametrize(
+    ("fn", "blocking"), [(_awaits_a_cancelled_future, True), (_raises_cancelled, False), (_raises_cancelled, True)]
+)
+def test_a_cancelled_error_the_tool_raises_itself_is_its_failure_under_acall(fn: Any, blocking: bool) -> None:
+    """Nobody cancelled the caller's task: atry_call answers (it never raises) and the circuit counts it, as under call."""
+    reg = ToolRegistry(autoload=False)
+    reg.add(fn, name="fetch", blocking=blocking, circuit_breaker={"min_calls": 2, "probes": 1})
+
+    async def main() -> list[CallResult]:
+        return [await reg.atry_call("fetch", {"x": 1}) for _ in range(3)]
+
+    first, second, third = asyncio.run(main())
+    assert isinstance(first.error, ToolExecutionError) and isinstance(first.error.__cause__, asyncio.CancelledError)
+    assert first.error.message == "Tool 'fetch' failed: CancelledError"
+    assert second.error is not None and second.error.kind == "tool_failed"
+    assert third.error is not None and third.error.kind == "circuit_open"  # the two failures were counted

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import math
 import threading
 import time
 import types
@@ -204,14 +205,13 @@ def watched() -> tuple[ToolRegistry, list[str]]:
         ("call", KeyboardInterrupt),
         ("try_call", KeyboardInterrupt),
         ("acall", KeyboardInterrupt),
-        ("acall", asyncio.CancelledError),
     ],
 )
 def test_slot_released_when_the_tool_is_interrupted(how: str, stop: type[BaseException]) -> None:
     """A tool run in the caller's thread (no timeout; non-blocking under acall) is interrupted.
 
-    The caller gets the ``KeyboardInterrupt`` (under acall, the ``CancelledError``);
-    on_error hooks see ``ToolCancelled``, so the slot the call held is free again.
+    The caller gets the ``KeyboardInterrupt``; on_error hooks see ``ToolCancelled``, so the
+    slot the call held is free again.
     """
     reg, seen = watched()
     interrupt = [False, True]  # popped from the end: the first call is interrupted
@@ -230,6 +230,38 @@ def test_slot_released_when_the_tool_is_interrupted(how: str, stop: type[BaseExc
     assert seen == ["ToolCancelled"]
     assert reg.plugins.get("concurrency").running("work") == 0
     assert reg.call("work") == "done"
+
+
+def test_slot_released_when_the_caller_is_cancelled_or_the_tool_raises_its_own_cancelled_error() -> None:
+    """Under acall, a cancel of the caller's task cancels the call (on_error sees ``ToolCancelled``);
+    a ``CancelledError`` the tool raises while nobody cancels the task is its failure."""
+    reg, seen = watched()
+    entered, release = asyncio.Event(), asyncio.Event()
+
+    async def waits() -> str:
+        entered.set()
+        await release.wait()
+        return "done"
+
+    def own() -> str:
+        raise asyncio.CancelledError
+
+    reg.add(waits, max_concurrency=1)
+    reg.add(own, max_concurrency=1, blocking=False)
+
+    async def main() -> None:
+        task = asyncio.create_task(reg.acall("waits"))
+        await entered.wait()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        with pytest.raises(ToolExecutionError):
+            await reg.acall("own")
+
+    asyncio.run(main())
+    assert seen == ["ToolCancelled", "ToolExecutionError"]
+    concurrency = reg.plugins.get("concurrency")
+    assert concurrency.running("waits") == concurrency.running("own") == 0
 
 
 @pytest.mark.parametrize("how", ["call", "try_call", "acall"])
@@ -541,3 +573,69 @@ def test_order_survives_replacement() -> None:
     reg.plugins.replace("rate_limit", RateLimitPlugin(max_wait=1))
     pre_call = reg.plugins.plan.order["pre_call"]
     assert pre_call.index("rate_limit") < pre_call.index("retry")
+
+
+class _Principal:
+    """A per-request object with the default repr: two of them can share an address, one after the other."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __repr__(self) -> str:
+        return "<Principal>"  # what two requests' objects at one reused address look like
+
+
+def test_a_call_whose_context_is_not_json_is_neither_served_nor_cached(clock: ManualClock) -> None:
+    """Reprs that cannot tell callers apart (a reused address, a SecretStr's stars) make no shared key."""
+    reg = ToolRegistry(clock=clock, autoload=False)
+
+    def inbox(call: Call, folder: str) -> str:
+        return f"{folder} of {call.context['who'].name}"
+
+    reg.add(inbox, read_only=True, cache_ttl=60)
+    assert reg.call("inbox", {"folder": "new"}, context={"who": _Principal("alice")}) == "new of alice"
+    assert reg.call("inbox", {"folder": "new"}, context={"who": _Principal("bob")}) == "new of bob"
+    assert reg.stats()["cache"] == {"hits": 0, "misses": 0, "uncached": 2, "entries": 0}
+    jsonable = {"who": "carol", "tenant": [1, None]}
+    with pytest.raises(ToolExecutionError):  # a JSON context is cached (the tool reads .name: it fails, uncached)
+        reg.call("inbox", {"folder": "new"}, context=jsonable)
+    assert reg.stats()["cache"] == {"hits": 0, "misses": 1, "uncached": 2, "entries": 0}
+    assert fingerprint({"who": _Principal("a")}, json_only=True) is None
+    assert fingerprint({"who": "a", "n": [1.0, None]}, json_only=True) == fingerprint({"n": [1, None], "who": "a"})
+
+
+def test_a_result_is_served_only_to_the_tool_that_made_it(clock: ManualClock) -> None:
+    """A call of a replaced tool that ends after the replacement stores nothing the new tool answers with."""
+    reg = ToolRegistry(clock=clock, autoload=False)
+    started, release = threading.Event(), threading.Event()
+
+    def price_v1(item: str) -> str:
+        started.set()
+        release.wait(10)
+        return "v1 price 100"
+
+    reg.add(price_v1, name="price", read_only=True, cache_ttl=60)
+    late = threading.Thread(target=reg.call, args=("price", {"item": "x"}))
+    late.start()
+    assert started.wait(10)
+    reg.add(lambda item: "v2 price 80", name="price", read_only=True, cache_ttl=60, replace=True)
+    release.set()
+    late.join(10)
+    assert reg.stats()["cache"]["entries"] == 1  # the old tool's late result was stored ...
+    assert reg.call("price", {"item": "x"}) == "v2 price 80"  # ... and is not served to the new one
+    assert reg.call("price", {"item": "x"}) == "v2 price 80" and reg.stats()["cache"]["hits"] == 1
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"ttl": "60"}, "cache ttl must be a positive number of seconds or None, not '60'"),
+        ({"ttl": math.nan}, "cache ttl must be a positive number of seconds or None, not nan"),
+        ({"max_entries": -1}, "cache max_entries must be a positive integer, not -1"),
+        ({"max_entries": 0}, "cache max_entries must be a positive integer, not 0"),
+    ],
+)
+def test_cache_options_are_checked_when_the_plugin_is_built(options: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValueError) as caught:
+        CachePlugin(**options)
+    assert str(caught.value) == message

@@ -1007,6 +1007,8 @@ class ToolRegistry(metaclass=_SharedType):
                             call.result = await self._ainvoke(call, step)
                     except (Exception, SystemExit) as exc:  # as in _drive
                         step = _throw(steps, exc)
+                    except asyncio.CancelledError as exc:
+                        step = _throw(steps, _own_cancel(call, exc))
                     else:
                         step = next(steps, _DONE)
                 elif type(step) is Await:
@@ -1017,7 +1019,9 @@ class ToolRegistry(metaclass=_SharedType):
                     else:
                         step = next(steps, _DONE)
                 elif isinstance(step, BaseException):
-                    raise step
+                    if not isinstance(step, asyncio.CancelledError):
+                        raise step
+                    step = _throw(steps, _own_cancel(call, step))  # from a tool run in the steps
                 else:
                     await self.clock.asleep(step)  # type: ignore[arg-type]
                     step = next(steps, _DONE)
@@ -1289,6 +1293,17 @@ def _next_attempt(call: Call) -> None:
     call.decision = None
     call.deadline = call.timeout = None
     call.runner = call.lingering = None  # the last attempt's tool may run on: its plugins took what they need
+
+
+def _own_cancel(call: Call, exc: asyncio.CancelledError) -> ToolExecutionError:
+    """The tool's failure, for a ``CancelledError`` the tool raised while its task was not being
+    cancelled (it awaited something another task cancelled); else ``exc`` is raised again: the
+    caller cancels. (Python 3.10 cannot tell them apart: the caller cancels.)"""
+    task = asyncio.current_task()
+    cancelling = getattr(task, "cancelling", None)
+    if cancelling is None or cancelling():
+        raise exc
+    return ToolExecutionError(exc, tool=call.tool.name, call_id=call.call_id)
 
 
 def _cancel_error(call: Call) -> ToolCancelled:

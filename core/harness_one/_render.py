@@ -22,7 +22,8 @@ import hashlib
 import json
 import math
 import re
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Literal, overload
 
 __all__ = ["dumps", "fingerprint", "json_data", "json_default", "render_value", "safe_text", "text_of"]
 
@@ -200,26 +201,38 @@ def _typed(value: Any) -> dict[str, str]:
     return {"\u0000type": f"{type(value).__module__}.{type(value).__qualname__}", "repr": repr(value)}
 
 
-def fingerprint(arguments: Any) -> str:
+@overload
+def fingerprint(arguments: Any, *, json_only: Literal[False] = ...) -> str: ...
+@overload
+def fingerprint(arguments: Any, *, json_only: Literal[True]) -> str | None: ...
+def fingerprint(arguments: Any, *, json_only: bool = False) -> str | None:
     """A stable SHA-256 digest of (validated) arguments: equal JSON values give equal digests.
 
     Keys are sorted, so ``{"a": 1, "b": 2}`` and ``{"b": 2, "a": 1}`` match, and a whole
     number is one number however it is spelled (``1``, ``1.0``, ``1e0``); used for
     idempotency-key mismatch checks and cache keys. A value that is not JSON (a set, a date,
     from a caller in this process) is written with its type, so it never matches the string
-    of its ``repr``.
+    of its ``repr``; with ``json_only``, such a value gives None instead: its ``repr`` may not
+    tell two values apart (``<User object at 0x...>`` at a reused address, ``SecretStr('**********')``).
     """
+    default = _not_json if json_only else _typed
     try:
-        text = _canonical(arguments)
+        text = _canonical(arguments, default)
         if ".0" in text or "e+" in text:  # how a whole float is written (1.0, 1e+16): write it as an int
-            text = _canonical(_whole(arguments))
+            text = _canonical(_whole(arguments), default)
     except Exception:  # also a repr() that raises
+        if json_only:
+            return None
         text = dumps(arguments)
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def _canonical(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=_typed)
+def _not_json(value: Any) -> Any:
+    raise TypeError(f"not JSON: {type(value).__name__}")
+
+
+def _canonical(value: Any, default: Callable[[Any], Any]) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=default)
 
 
 def _whole(value: Any) -> Any:

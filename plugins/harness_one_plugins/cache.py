@@ -9,6 +9,8 @@ from typing import Any
 
 from harness_one import Call, Clock, Outcome, Tool, ToolRegistry, applies_to, fingerprint, hookimpl
 
+from ._options import count, seconds
+
 __all__ = ["CachePlugin"]
 
 _KEY = "cache.key"
@@ -27,9 +29,12 @@ class CachePlugin:
     Only tools marked ``idempotent`` or ``read_only`` are cached: those with their own
     ``cache_ttl``, and all of them when ``ttl`` is given here. The key is the tool and its
     validated arguments, and the call's context for a tool that reads it (a ``Call``
-    parameter). Each caller gets its own copy of a cached result (a result that cannot be
-    copied is not cached). Separate from idempotency keys: a cache hit is an optimisation,
-    an idempotency replay is a guarantee.
+    parameter), compared as JSON: a call whose arguments or context hold anything else (an
+    object, whose ``repr`` may not tell two callers apart) is neither answered from the cache
+    nor cached (``uncached`` in the stats). Each caller gets its own copy of a cached result
+    (a result that cannot be copied is not cached); a result is served only for the tool
+    that made it (not after ``add(..., replace=True)``). Separate from idempotency keys: a
+    cache hit is an optimisation, an idempotency replay is a guarantee.
 
     Args:
         ttl: seconds to keep results of every idempotent/read-only tool (None: only tools
@@ -42,13 +47,14 @@ class CachePlugin:
     order = 70
 
     def __init__(self, *, ttl: float | None = None, max_entries: int = 1024, clock: Clock | None = None) -> None:
-        self.ttl = ttl
-        self.max_entries = max_entries
+        self.ttl = seconds(ttl, "cache ttl", optional=True)
+        self.max_entries = count(max_entries, "cache max_entries")
         self.clock = clock
-        self._entries: OrderedDict[tuple[str, str, str], tuple[float, Any]] = OrderedDict()
+        self._entries: OrderedDict[tuple[str, str, str], tuple[float, Any, Tool]] = OrderedDict()
         self._lock = threading.Lock()
         self.hits = 0
         self.misses = 0
+        self.uncached = 0
 
     def ttl_for(self, tool: Tool) -> float | None:
         if not (tool.idempotent or tool.read_only):
@@ -60,12 +66,17 @@ class CachePlugin:
     def harness_pre_call(self, call: Call) -> Outcome | None:
         tool = call.tool
         # A tool that reads the context (who asks) may answer each caller differently.
-        seen = fingerprint(dict(call.context)) if tool.call_param is not None else ""
-        key = (tool.name, fingerprint(call.arguments), seen)
+        seen = fingerprint(dict(call.context), json_only=True) if tool.call_param is not None else ""
+        asked = fingerprint(call.arguments, json_only=True)
+        if seen is None or asked is None:
+            with self._lock:
+                self.uncached += 1
+            return None
+        key = (tool.name, asked, seen)
         now = (self.clock or call.registry.clock).now()
         with self._lock:
             found = self._entries.get(key)
-            if found is not None and found[0] > now:
+            if found is not None and found[0] > now and found[2] is tool:
                 self._entries.move_to_end(key)
                 self.hits += 1
                 cached = found[1]
@@ -90,7 +101,7 @@ class CachePlugin:
             return
         expires = (self.clock or call.registry.clock).now() + ttl
         with self._lock:
-            self._entries[key] = (expires, kept)
+            self._entries[key] = (expires, kept, call.tool)  # served to this tool only, not to one replacing it
             self._entries.move_to_end(key)
             while len(self._entries) > self.max_entries:
                 self._entries.popitem(last=False)
@@ -103,4 +114,4 @@ class CachePlugin:
 
     @hookimpl
     def harness_stats(self, registry: ToolRegistry) -> dict[str, Any]:
-        return {"hits": self.hits, "misses": self.misses, "entries": len(self._entries)}
+        return {"hits": self.hits, "misses": self.misses, "uncached": self.uncached, "entries": len(self._entries)}
