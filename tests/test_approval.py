@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from harness_one import Call, ManualClock, PluginError, RetryableError, ToolDefinitionError, ToolRegistry
+from harness_one import Call, CallResult, ManualClock, PluginError, RetryableError, ToolDefinitionError, ToolRegistry
 from harness_one.dispatch import dispatch, resume
 from harness_one_plugins import BudgetPlugin
 from harness_one_plugins.approval import ApprovalDenied, ApprovalNotFound, ApprovalPlugin, ApprovalRequired
@@ -374,3 +374,98 @@ def test_an_async_predicate_and_bad_settings_are_refused() -> None:
         ApprovalPlugin(ttl="1h")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="approval max_pending must be a positive integer, not 0"):
         ApprovalPlugin(max_pending=0)
+
+
+def test_an_approval_used_by_an_attempt_that_ran_is_not_given_back_by_a_later_refused_attempt() -> None:
+    """Attempt 1 runs (and fails retryably), attempt 2 is refused before running: one approval ran the tool once."""
+    reg = registry()
+    sent: list[float] = []
+
+    def transfer(to: str, amount: float) -> str:
+        sent.append(amount)
+        if len(sent) == 1:
+            raise RetryableError("upstream 502 after the money moved")
+        return f"sent {amount} to {to}"
+
+    reg.add(
+        transfer,
+        options={"requires_approval": True},
+        retry={"attempts": 3, "rerun_non_idempotent": True, "total": 1.0},
+        rate_limit={"rate": 0.001, "burst": 1},  # attempt 2 meets an empty bucket (retry_after 1000 s > total)
+    )
+    args = {"to": "mallory", "amount": 900}
+    reg.try_call("transfer", args, call_id="c1")
+    approval(reg).approve("c1")
+    refused = approval(reg).resume("c1")
+    assert refused.error is not None and refused.error.kind == "rate_limited" and refused.attempts == 2
+    reg.clock.advance(2000)  # type: ignore[attr-defined]  # a token again
+    with pytest.raises(ApprovalNotFound):  # used up by attempt 1, not put back by attempt 2
+        approval(reg).resume("c1")
+    again = reg.try_call("transfer", args, call_id="c1")
+    assert again.error is not None and again.error.kind == "approval_required" and sent == [900]
+
+
+class _CallsDuringSleep(ManualClock):
+    """A manual clock that makes one more call the first time the registry sleeps (a retry's wait)."""
+
+    def __init__(self, during: list[object]) -> None:
+        super().__init__()
+        self.during = during
+
+    def sleep(self, seconds: float) -> None:
+        if self.during and callable(self.during[0]):
+            make = self.during.pop()
+            self.during.append(make())  # type: ignore[operator]
+        super().sleep(seconds)
+
+
+def test_an_approved_call_waiting_for_its_next_attempt_keeps_its_approval_from_another_call() -> None:
+    """While the approved call waits out a refusal, a second call with its id and arguments finds no approval."""
+    during: list[object] = []
+    reg = ToolRegistry(autoload=False, clock=_CallsDuringSleep(during))
+    bank = Bank(reg, options={"requires_approval": True}, rate_limit={"rate": 1.0, "burst": 1}, retry={"attempts": 3})
+    args = {"to": "mallory", "amount": 900}
+    reg.try_call("transfer", {"to": "x", "amount": 1}, call_id="c0")
+    approval(reg).approve("c0")
+    assert approval(reg).resume("c0").ok  # the token is spent: the next call waits 1 s for one
+    reg.try_call("transfer", args, call_id="c1")
+    approval(reg).approve("c1")
+    during.append(lambda: reg.try_call("transfer", args, call_id="c1"))  # made while c1 waits for its attempt 2
+    resumed = approval(reg).resume("c1")
+    second = during[0]
+    assert resumed.ok and reg.clock.sleeps == [1.0]  # type: ignore[attr-defined]  # retry waited out the refusal
+    assert isinstance(second, CallResult) and second.error is not None and second.error.kind == "approval_required"
+    assert [amount for _, amount, _ in bank.sent] == [1, 900]
+
+
+def test_an_approval_is_for_the_context_and_key_it_was_asked_with() -> None:
+    """Another caller re-sending a waiting call's id and arguments from its own context neither replaces it nor uses its approval."""
+    reg = registry()
+    runs: list[tuple[str, object]] = []
+
+    def delete_account(account: str, call: Call) -> str:
+        runs.append((account, call.context.get("user")))
+        return f"deleted {account} as {call.context.get('user')}"
+
+    reg.add(delete_account, options={"requires_approval": True})
+    args = {"account": "acme-prod"}
+    reg.try_call("delete_account", args, call_id="c0", context={"user": "alice"})
+    other = reg.try_call("delete_account", args, call_id="c0", context={"user": "mallory"})
+    assert other.error is not None and other.error.kind == "approval_conflict"
+    keyed = reg.try_call("delete_account", args, call_id="c0", context={"user": "alice"}, idempotency_key="k-1")
+    assert keyed.error is not None and keyed.error.kind == "approval_conflict"
+    assert [p.context for p in approval(reg).pending()] == [{"user": "alice"}]  # what the person is shown
+    approval(reg).approve("c0")
+    mallory = reg.try_call("delete_account", args, call_id="c0", context={"user": "mallory"})
+    assert mallory.error is not None and mallory.error.kind == "approval_required" and runs == []  # not alice's approval
+    assert approval(reg).resume("c0").value == "deleted acme-prod as alice"
+    assert runs == [("acme-prod", "alice")]
+
+
+def test_pending_and_stats_leave_out_calls_held_past_ttl() -> None:
+    reg = registry(ttl=60)
+    Bank(reg, options={"requires_approval": True})
+    reg.try_call("transfer", {"to": "ann", "amount": 5}, call_id="c1")
+    assert [p.call_id for p in approval(reg).pending()] == ["c1"] and reg.stats()["approval"]["pending"] == 1
+    reg.clock.advance(61)  # type: ignore[attr-defined]
+    assert approval(reg).pending() == [] and reg.stats()["approval"]["pending"] == 0

@@ -23,6 +23,7 @@ from harness_one import (
     Call,
     CallResult,
     Clock,
+    Retry,
     Tool,
     ToolDefinitionError,
     ToolError,
@@ -37,6 +38,7 @@ from ._options import count, seconds
 __all__ = ["ApprovalConflict", "ApprovalDenied", "ApprovalNotFound", "ApprovalPlugin", "ApprovalRequired", "PendingCall"]
 
 _GRANTED = "approval.granted"
+_USED = "approval.used"  # an attempt of the approved call ran its tool
 
 
 class ApprovalRequired(ToolError):
@@ -256,17 +258,17 @@ class ApprovalPlugin:
             if decision is not None and now - decision.decided > self.ttl:  # an expired decision decides nothing
                 del self._decisions[call_id]  # (one kept after a refusal is not first in line for the sweep)
                 decision = None
-            if decision is not None and decision.call.fingerprint == digest and decision.call.tool == call.tool.name:
+            if decision is not None and _same_call(decision.call, call, digest):
                 del self._decisions[call_id]  # used: only this call, with these arguments, had it
                 if decision.approved:
                     call.state[_GRANTED] = decision  # given back if a later policy refuses the call
                     return
                 raise ApprovalDenied(decision.reason, tool=call.tool.name, call_id=call_id)
             waiting = self._pending.get(call_id)
-            if waiting is not None and (waiting.tool, waiting.fingerprint) != (call.tool.name, digest):
+            if waiting is not None and not _same_call(waiting, call, digest):
                 raise ApprovalConflict(
                     f"Another call of '{waiting.tool}' already waits for a decision under call id {call_id}; "
-                    "a call id names one call. Make this call with a new call id.",
+                    "a call id names one call (its arguments, context and idempotency key). Make this call with a new call id.",
                     tool=call.tool.name,
                     call_id=call_id,
                 )
@@ -295,8 +297,14 @@ class ApprovalPlugin:
     @applies_to(lambda plugin, tool: plugin.rule_for(tool) is not False)
     def harness_on_error(self, call: Call, error: BaseException) -> None:
         decision = call.peek(_GRANTED)
-        if decision is not None:
-            self._settle(call, decision, keep=not call.ran)  # refused before it ran: the approval still holds
+        if decision is None:
+            return
+        if call.ran:  # this attempt ran the tool: the approval is used, whatever later attempts meet
+            call.state[_USED] = True
+        if type(call.decision) is Retry:  # another attempt follows: the approval is still this call's
+            return
+        # Refused before its tool ever ran (a later policy): the approval still holds, for the same call again.
+        self._settle(call, decision, keep=not call.peek(_USED))
 
     def _settle(self, call: Call, decision: _Decision, *, keep: bool) -> None:
         call_id = call.call_id
@@ -309,8 +317,9 @@ class ApprovalPlugin:
     # ------------------------------------------------------------------ the application's side
 
     def pending(self) -> list[PendingCall]:
-        """The calls waiting for a decision, oldest first."""
+        """The calls waiting for a decision, oldest first (none held longer than ``ttl``)."""
         with self._lock:
+            self._sweep(self._now())
             return list(self._pending.values())
 
     def _decide(self, call_id: str, approved: bool, reason: str | None) -> PendingCall:
@@ -388,7 +397,22 @@ class ApprovalPlugin:
 
     @hookimpl
     def harness_stats(self, registry: ToolRegistry) -> dict[str, Any]:
-        return {"pending": len(self._pending), "approved": self.approved, "denied": self.denied}
+        with self._lock:
+            self._sweep(self._now())
+            return {"pending": len(self._pending), "approved": self.approved, "denied": self.denied}
+
+
+def _same_call(asked: PendingCall, call: Call, digest: str) -> bool:
+    """Whether ``call`` is the call ``asked`` was for: its tool and arguments, and (unless granted
+    by a framework, which knows no context) its context and idempotency key: who asks is part of it."""
+    if (asked.tool, asked.fingerprint) != (call.tool.name, digest):
+        return False
+    if asked.registry is None:  # a grant
+        return True
+    try:
+        return asked.idempotency_key == call.idempotency_key and asked.context == dict(call.context)
+    except Exception:  # an __eq__ that raises: not shown to be the same
+        return False
 
 
 def _checked(registry: ToolRegistry, tool: Tool, arguments: Mapping[str, Any]) -> dict[str, Any] | None:
