@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import os
 import threading
 import time
 import types
@@ -639,3 +640,73 @@ def test_cache_options_are_checked_when_the_plugin_is_built(options: dict[str, A
     with pytest.raises(ValueError) as caught:
         CachePlugin(**options)
     assert str(caught.value) == message
+
+
+def test_a_probe_in_flight_longer_than_open_for_gives_its_place_to_the_next_call(clock: ManualClock) -> None:
+    """A hung probe (no timeout set, a black-holed connection) does not keep a recovered backend's circuit half-open for ever."""
+    reg, health = failing_registry(clock, min_calls=2, open_for=5, probes=1)
+    reg.try_call("backend")
+    reg.try_call("backend")
+    breaker = reg.plugins.get("circuit_breaker")
+    clock.advance(5)
+    health["ok"] = True
+    entered, release = threading.Event(), threading.Event()
+
+    def black_hole() -> str:
+        entered.set()
+        release.wait(30)
+        return "late"
+
+    reg.add(black_hole, circuit_breaker={"key": "backend", "min_calls": 2, "open_for": 5, "probes": 1})
+    hung = threading.Thread(target=reg.try_call, args=("black_hole",))
+    hung.start()
+    assert entered.wait(10) and breaker.state("backend") == "half_open"
+    assert reg.try_call("backend").error.kind == "circuit_open"  # type: ignore[union-attr]  # the probe holds its place ...
+    clock.advance(5.5)
+    assert reg.call("backend") == "fine"  # ... for open_for at most: this call probes, and closes it
+    assert breaker.state("backend") == "closed"
+    release.set()
+    hung.join(10)
+    assert breaker.state("backend") == "closed"  # the late probe's success changes nothing
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork here")
+def test_a_process_forked_while_calls_run_holds_none_of_their_slots_probes_or_locks(clock: ManualClock) -> None:
+    """The parent's calls in other threads do not run in a forked child: their slots and probes are not the
+    child's, and a lock one of them held at the fork is not held there for ever."""
+    from fork_support import in_child
+
+    from harness_one.state import MemoryBuckets
+
+    reg, health = failing_registry(clock, min_calls=2, open_for=5, probes=1)
+    reg.try_call("backend")
+    reg.try_call("backend")
+    clock.advance(5)
+    health["ok"] = True
+    entered, release = threading.Event(), threading.Event()
+
+    def slow() -> str:
+        entered.set()
+        release.wait(30)
+        return "done"
+
+    reg.add(slow, max_concurrency=1, circuit_breaker={"key": "backend", "min_calls": 2, "open_for": 5, "probes": 1})
+    buckets = MemoryBuckets()
+    running = threading.Thread(target=reg.call, args=("slow",))
+    running.start()
+    assert entered.wait(10)  # holds the slot and the circuit's one probe
+    buckets._lock.acquire()  # another thread in the middle of a rate-limit decision
+    try:
+
+        def child() -> bytes:
+            slots = reg.plugins.get("concurrency").running("slow")
+            fine = reg.call("backend")  # probes (the parent's probe is not in flight here) and closes
+            waited = buckets.acquire("t", 1.0, 1.0, 1.0, 0.0)  # would block for ever on the inherited lock
+            return repr((slots, fine, reg.plugins.get("circuit_breaker").state("backend"), waited)).encode()
+
+        assert in_child(child).decode() == "(0, 'fine', 'closed', 0.0)"
+    finally:
+        buckets._lock.release()
+        release.set()
+        running.join(10)
+    assert reg.plugins.get("concurrency").running("slow") == 0 and reg.call("slow") == "done"

@@ -5,7 +5,9 @@ from __future__ import annotations
 import copy
 import dataclasses
 import math
+import os
 import threading
+import weakref
 from collections import OrderedDict
 from collections.abc import Hashable
 from typing import Any
@@ -13,6 +15,24 @@ from typing import Any
 from ._protocols import KEPT_TICKETS, Record
 
 __all__ = ["Breaker", "MemoryBudgets", "MemoryBuckets", "MemoryCircuits", "MemorySlots", "MemoryStore"]
+
+#: Every in-process backend, made fit for a forked child (see :func:`_forked`).
+_BACKENDS: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+def _forked() -> None:
+    """In a forked child only the forking thread goes on: each backend gets a new lock (another
+    thread may have held the old one, for ever now), and the slots and half-open probes held by
+    the parent's other calls, which do not run here, are let go."""
+    for backend in list(_BACKENDS):
+        backend._lock = threading.Lock()
+        forget = getattr(backend, "_forget_calls", None)
+        if forget is not None:
+            forget()
+
+
+if hasattr(os, "register_at_fork"):  # not on Windows, which does not fork
+    os.register_at_fork(after_in_child=_forked)
 
 
 class MemoryBuckets:
@@ -29,6 +49,7 @@ class MemoryBuckets:
     def __init__(self, *, max_keys: int = 100_000, sweep_every: int = 4096) -> None:
         self._buckets: dict[Hashable, list[float]] = {}
         self._lock = threading.Lock()
+        _BACKENDS.add(self)
         self._max_keys = max_keys
         self._sweep_every = sweep_every
         self._ops = 0
@@ -100,6 +121,7 @@ class MemoryStore:
     def __init__(self) -> None:
         self._records: dict[tuple[str, str], tuple[Record, str | None]] = {}
         self._lock = threading.Lock()
+        _BACKENDS.add(self)
         self._ops = 0
 
     def begin(
@@ -157,6 +179,7 @@ class MemorySlots:
         self._held: dict[str, set[str]] = {}
         self._all = 0
         self._lock = threading.Lock()
+        _BACKENDS.add(self)
 
     def acquire(
         self, tool: str, holder: str, *, cap: int | None, total: int | None, now: float, lease: float
@@ -185,6 +208,10 @@ class MemorySlots:
         with self._lock:
             return self._all if tool is None else len(self._held.get(tool, ()))
 
+    def _forget_calls(self) -> None:
+        self._held.clear()
+        self._all = 0
+
 
 class Breaker:
     """One circuit: closed, open or half-open, with a sliding window of per-second counts.
@@ -199,6 +226,7 @@ class Breaker:
         self.opened_at = 0.0
         self.buckets: dict[int, list[int]] = {}  # second -> [calls, failures]
         self.probing = 0
+        self.probe_started = 0.0  # when the last probe was let through
         self.probe_successes = 0
         self.lock = threading.Lock()
         self.opened = 0
@@ -233,9 +261,12 @@ class Breaker:
                     return wait, 0
                 self.state = "half_open"
             if self.state == "half_open":
+                if self.probing and now - self.probe_started > policy.open_for:
+                    self.probing = 0  # hung (or lost with a forked process): their places go to new probes, as in Redis
                 if self.probing + self.probe_successes >= policy.probes:
                     return min(1.0, policy.open_for), 0
                 self.probing += 1
+                self.probe_started = now
                 return 0.0, self.opened
             return 0.0, 0
 
@@ -286,6 +317,7 @@ class MemoryCircuits:
     def __init__(self) -> None:
         self._breakers: dict[str, Breaker] = {}
         self._lock = threading.Lock()
+        _BACKENDS.add(self)
 
     def breaker(self, tool: str, policy: Any) -> Breaker:
         found = self._breakers.get(tool)
@@ -307,6 +339,11 @@ class MemoryCircuits:
 
     def snapshot(self, tool: str, policy: Any, *, now: float) -> dict[str, Any]:
         return self.breaker(tool, policy).snapshot(now, policy)
+
+    def _forget_calls(self) -> None:
+        for breaker in self._breakers.values():
+            breaker.lock = threading.Lock()
+            breaker.probing = 0
 
 
 def _mark(ticket: str) -> bytes:
@@ -338,6 +375,7 @@ class MemoryBudgets:
         # run -> counts, [expires], the 8-byte hashes of the tickets of its last KEPT_TICKETS give-backs
         self._runs: OrderedDict[str, tuple[dict[str, int], list[float], bytearray]] = OrderedDict()
         self._lock = threading.Lock()
+        _BACKENDS.add(self)
 
     def _live(self, run: str, now: float) -> dict[str, int] | None:
         found = self._runs.get(run)
