@@ -390,9 +390,13 @@ def test_non_json_results_are_not_kept_in_sqlite(tmp_path: Path) -> None:
 
 
 def _race(path: str, barrier: Any, out: Any) -> None:
-    store = SQLiteStore(path)
-    barrier.wait()
-    out.put(store.begin("tool", "k", "fp", time.time(), 30.0) is None)
+    try:
+        store = SQLiteStore(path)
+        barrier.wait()
+        out.put(store.begin("tool", "k", "fp", time.time(), 30.0) is None)
+    except BaseException as exc:  # said, so that the test shows it (not a minute's wait for an answer)
+        out.put(f"{type(exc).__name__}: {exc}")
+        raise
 
 
 def test_sqlite_store_one_owner_across_processes(tmp_path: Path) -> None:

@@ -151,6 +151,38 @@ def test_remote_error_is_a_tool_execution_error(plain: tuple[ToolRegistry, Remot
     assert refused.error is not None and refused.error.kind == "invalid_arguments"
 
 
+def test_a_remote_error_text_is_masked_and_cut_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The remote text was cut, then masked twice (ToolExecutionError's own masking, then again): a password
+    across the cut was shown, and a text that masking made longer was cut a second time."""
+    import mcp_types as types
+
+    from harness_one import _redact
+    from harness_one._errors import outside_text
+
+    across = "E" * 9_900 + " postgres://bob:" + "S" * 100 + "@db/x " + "E" * 1_000  # the password spans the 10,000 cut
+    longer = "token: a\n" * 2_000  # 18,000 characters, 36,000 masked
+    shown = {text: outside_text(text) for text in (across, longer)}  # masked whole, then cut
+    assert "SSS" not in shown[across] and "36,000 characters in all" in shown[longer]
+    masked: list[int] = []
+    mask = _redact.mask_secrets
+
+    def counted(text: str) -> str:
+        masked.append(len(text))
+        return mask(text)
+
+    monkeypatch.setattr(_redact, "mask_secrets", counted)
+    server = RemoteServer(McpSpec(name="db", url="http://127.0.0.1:9/mcp"))
+    for text, expected in shown.items():
+        result = types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
+        masked.clear()
+        with pytest.raises(ToolExecutionError) as failed:
+            server._value(result, "query", "db_query", False)
+        error = failed.value
+        assert len(masked) == 1 and error.message == f"Tool 'db_query' failed on MCP server 'db': {expected}"
+        assert isinstance(error.cause, RemoteToolError) and error.cause.text == expected and error.__cause__ is error.cause
+        assert (error.kind, error.tool, error.to_dict()["cause"]) == ("tool_failed", "db_query", "RemoteToolError")
+
+
 def test_lost_connection_is_typed_and_the_next_call_reconnects(plain: tuple[ToolRegistry, RemoteServer]) -> None:
     registry, _ = plain
     registry.call("s_hit")

@@ -360,6 +360,60 @@ async def test_structured_content_fits_the_output_schema_or_the_call_is_an_error
             assert bad.is_error and "does not match its output schema: at " + where in bad.content[0].text
 
 
+async def test_the_output_check_asserts_no_format_as_the_client_asserts_none() -> None:
+    """jsonschema-rs asserts ``format`` for drafts 4 to 7 by default: a result the SDK client takes was refused."""
+    registry = ToolRegistry(autoload=False)
+    for draft in ("7", "4"):
+        schema = {
+            "$schema": f"http://json-schema.org/draft-0{draft}/schema#",
+            "type": "object",
+            "properties": {"to": {"type": "string", "format": "email"}},
+        }
+        registry.add(lambda: {"to": "the team"}, name=f"mail{draft}", output_schema=schema)
+    async with Session(create_server(registry)) as session:
+        for name in ("mail7", "mail4"):
+            sent = await session.call_tool(name, {})
+            assert not sent.is_error and sent.structured_content == {"to": "the team"}, sent.content[0].text
+
+
+async def test_the_output_check_never_fetches_a_remote_schema() -> None:
+    """A tool whose output schema refers to a remote one (a Tool built without Tool.create's checks): the check
+    of its results fetched it, where the validation plugin never fetches one and the SDK client refuses the call."""
+    import http.server
+    import threading
+
+    fetched: list[str] = []
+
+    class Schemas(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            fetched.append(self.path)
+            body = b'{"type": "integer"}'
+            self.send_response(200)
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    schemas = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Schemas)
+    threading.Thread(target=schemas.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{schemas.server_address[1]}/n.json"
+    registry = ToolRegistry(autoload=False)
+    registry.add(lambda: {"n": 1}, name="count", output_schema={"type": "object"})
+    remote = {"type": "object", "properties": {"n": {"$ref": url}}}
+    registry.add(dataclasses.replace(registry.get("count"), output_schema=remote), replace=True)
+    try:
+        async with Session(create_server(registry)) as session:
+            answer = await session.call_tool("count", {})
+    finally:
+        schemas.shutdown()
+        schemas.server_close()
+    assert fetched == []
+    assert answer.is_error and "does not match its output schema: its output schema cannot be used: " in answer.content[0].text
+    assert f"{url} is never fetched" in answer.content[0].text
+
+
 async def test_tools_loaded_on_the_first_listing_are_no_change_to_announce(dists: Any) -> None:
     dists.make(
         "hx-mcp-pkg",

@@ -288,6 +288,30 @@ async def test_sessions_idle_past_the_timeout_are_forgotten() -> None:
         assert answer(await client.post("/mcp", json=call("ping_tool"), headers=third))["result"]
 
 
+async def test_sessions_the_sdk_ended_are_forgotten() -> None:
+    """What the session check remembers stays bounded by the sessions the SDK keeps: a session the SDK ended
+    itself (its server task crashed, it was idle past the SDK's timer) was remembered until it was idle for
+    ``session_idle_timeout`` on the registry's clock, and for ever without a timeout."""
+    from harness_one.mcp._server import _Guard
+
+    app = http_app(registry(), session_idle_timeout=None)
+    manager = app.routes[0].endpoint.session_manager  # type: ignore[attr-defined]
+    async with http(app) as client:
+        kept = await open_session(client)
+        guard = app.middleware_stack
+        while not isinstance(guard, _Guard):
+            guard = guard.app  # type: ignore[union-attr]
+        assert guard.sessions is not None
+        for _ in range(300):
+            session = (await open_session(client))["mcp-session-id"]
+            await manager._discard_session(session, manager._server_instances[session])  # as the SDK ends one
+            assert len(guard.sessions) <= 64
+        assert kept["mcp-session-id"] in guard.sessions and len(manager._server_instances) == 1
+        assert answer(await client.post("/mcp", json=call("ping_tool"), headers=kept))["result"]
+        assert (await client.delete("/mcp", headers=kept)).status_code == 200
+        assert kept["mcp-session-id"] not in guard.sessions
+
+
 # ---------------------------------------------------------------- the review of the above
 
 

@@ -6,8 +6,9 @@ so its tools can be called from any thread or loop, sync or async. A remote tool
 async harness tool: a harness timeout cancels the remote call (the SDK sends
 ``notifications/cancelled``), a lost connection is :class:`McpConnectionError` and the next
 call reconnects, and a remote ``isError`` result is a :class:`~harness_one.ToolExecutionError`
-with the remote text (capped at :data:`ERROR_TEXT_LIMIT` characters). A call no timeout policy
-bounds gets the default deadline ``call_timeout`` (300 s), then :class:`~harness_one.ToolTimeout`.
+with the remote text (secrets masked, cut to :data:`ERROR_TEXT_LIMIT` characters). A call no
+timeout policy bounds gets the default deadline ``call_timeout`` (300 s), then
+:class:`~harness_one.ToolTimeout`.
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ from harness_one import (
     ToolTimeout,
     __version__,
 )
-from harness_one._errors import ERROR_TEXT_LIMIT, capped, exception_text, outside_text
+from harness_one._errors import ERROR_TEXT_LIMIT, _restore, exception_text, outside_text
 from harness_one._log import log_event
 from harness_one._redact import without_userinfo
 from harness_one._render import safe_text
@@ -89,13 +90,14 @@ class McpConnectionError(RetryableError):
 class RemoteToolError(Exception):
     """What a remote tool answered with ``isError`` (the cause of the :class:`ToolExecutionError`).
 
-    ``text`` is the remote's message, cut to :data:`ERROR_TEXT_LIMIT` characters; ``data`` the error
+    ``text`` is the remote's message as an error shows it: secrets masked, then cut to
+    :data:`ERROR_TEXT_LIMIT` characters (:func:`~harness_one._errors.outside_text`); ``data`` the error
     data a harness-one server sends (``_meta["harness-one/error"]``: ``type``, ``kind``, ``retry_after``,
     ...), else ``None``.
     """
 
     def __init__(self, text: str, *, server: str, tool: str, data: Any = None) -> None:
-        text = capped(text)
+        text = outside_text(text)
         super().__init__(text)
         self.text = text
         self.server = server
@@ -386,10 +388,12 @@ class RemoteServer:
             raise self._failed(RemoteToolError(str(exc), server=self.spec.name, tool=remote), local) from exc
 
     def _failed(self, cause: RemoteToolError, local: str) -> ToolExecutionError:
-        err = ToolExecutionError(cause, tool=local)
-        err.message = f"Tool '{local}' failed on MCP server '{self.spec.name}': {outside_text(cause.text)}"
-        err.args = (err.message,)
-        err.retry_after = cause.retry_after
+        """The error of a remote failure, built from its fields: ``cause.text`` is masked and cut already
+        (``ToolExecutionError(cause)`` would mask it again, and its message is not this one)."""
+        message = f"Tool '{local}' failed on MCP server '{self.spec.name}': {cause.text}"
+        state = {"message": message, "tool": local, "cause": cause, "__cause__": cause, "retry_after": cause.retry_after}
+        err = _restore(ToolExecutionError, state)
+        assert isinstance(err, ToolExecutionError)
         return err
 
     async def _close(self) -> None:

@@ -100,19 +100,32 @@ class _Watcher:
             self.bridge.changed()
 
 
+def _never_fetched(uri: str) -> Any:
+    """jsonschema-rs's retriever of remote schemas: none is fetched."""
+    raise ValueError(f"{uri} is never fetched")
+
+
 def _output_check(schema: Mapping[str, Any] | None) -> Callable[[Any], str | None]:
-    """A check of results against ``schema`` (checked when the tool was defined: local refs only):
-    None when a result fits, else the first problem. A result ``NaN`` where the schema says
-    ``number`` is ``"NaN"`` in JSON, and does not fit."""
+    """A check of results against ``schema`` as the SDK's client checks them (the schema's draft, ``format``
+    not asserted, drafts 4 to 7 included): None when a result fits, else the first problem. A result
+    ``NaN`` where the schema says ``number`` is ``"NaN"`` in JSON, and does not fit. A remote ``$ref`` is
+    never fetched (Tool.create refuses one; a Tool built otherwise may hold one): a schema that cannot be
+    compiled is the problem of every result, as the client refuses every result it cannot check."""
     if schema is None:
         return lambda data: None
     rust = _rust()
-    if rust is not None:
-        validator = rust.validator_for(dict(schema))
-    else:  # pragma: no cover - jsonschema-rs is a dependency; the pure-Python fallback
-        from jsonschema.validators import validator_for
+    try:
+        if rust is not None:
+            validator = rust.validator_for(dict(schema), validate_formats=False, retriever=_never_fetched)
+        else:  # pragma: no cover - jsonschema-rs is a dependency; the pure-Python fallback
+            from jsonschema.validators import validator_for
+            from referencing import Registry
 
-        validator = validator_for(schema)(schema)
+            validator = validator_for(schema)(schema, registry=Registry())  # local refs only
+    except Exception as exc:
+        reason = str(exc).split("\n", 1)[0][:300]
+        unusable = safe_text(f"its output schema cannot be used: {reason}")
+        return lambda data: unusable
 
     def check(data: Any) -> str | None:
         try:
@@ -479,6 +492,10 @@ def _refusal(status: int, message: str) -> Response:
     return Response(_error_body(message), status_code=status, media_type="application/json")
 
 
+#: The sessions :class:`_Guard` remembers before it first looks for those the SDK has ended.
+_SWEEP_SIZE = 64
+
+
 class _Owner:
     """Who opened a session, and when it was last in use (for forgetting it once the SDK has closed it)."""
 
@@ -510,6 +527,7 @@ class _Guard:
         security: TransportSecuritySettings,
         idle_timeout: float | None,
         clock: Clock,
+        manager: Any = None,
     ) -> None:
         self.app = app
         self.principal = principal
@@ -518,7 +536,9 @@ class _Guard:
         self.security = TransportSecurityMiddleware(security)
         self.idle_timeout = idle_timeout
         self.clock = clock
+        self.manager = manager  # the SDK's session manager: which sessions it still keeps
         self._next_sweep = -math.inf
+        self._sweep_size = _SWEEP_SIZE
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -610,14 +630,28 @@ class _Guard:
     def _opened(self, session: str, principal: str | None) -> None:
         assert self.sessions is not None
         now = self.clock.now()
-        idle = self.idle_timeout
-        if idle is not None and now >= self._next_sweep:
-            # Sessions idle past the SDK's timeout are closed there: forget them (a session forgotten too
-            # early only answers 404, and its client opens a new one, as after any expiry).
-            self._next_sweep = now + idle / 4
-            for name in [n for n, o in self.sessions.items() if not o.busy and now - o.last >= idle]:
-                del self.sessions[name]
+        if len(self.sessions) >= self._sweep_size or (self.idle_timeout is not None and now >= self._next_sweep):
+            self._sweep(now)
         self.sessions[session] = _Owner(principal, now)
+
+    def _sweep(self, now: float) -> None:
+        """Forget the sessions the SDK no longer keeps (deleted, crashed, idle by its timer), and those idle past
+        the timeout by the registry's clock (a session forgotten too early only answers 404, and its client opens
+        a new one, as after any expiry); the next sweep comes when twice as many are remembered, or a quarter
+        of the timeout later: a sweep costs O(1) per session opened."""
+        assert self.sessions is not None
+        idle = self.idle_timeout
+        kept = getattr(self.manager, "_server_instances", None)  # SDK-private: without it, the timeout alone
+        live = kept if isinstance(kept, dict) else None
+        if idle is not None:
+            self._next_sweep = now + idle / 4
+        for name in [
+            n
+            for n, o in self.sessions.items()
+            if not o.busy and ((live is not None and n not in live) or (idle is not None and now - o.last >= idle))
+        ]:
+            del self.sessions[name]
+        self._sweep_size = max(_SWEEP_SIZE, 2 * len(self.sessions))
 
 
 def http_app(
@@ -673,6 +707,7 @@ def http_app(
         security=security,
         idle_timeout=session_idle_timeout,
         clock=registry.clock,
+        manager=server.session_manager,  # the one streamable_http_app just made
     )
     app.user_middleware.append(guard)  # innermost: after any authentication middleware the app has
     return app
