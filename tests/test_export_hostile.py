@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from typing import Any, Literal
 
 import jsonschema
@@ -329,3 +330,89 @@ def test_a_percent_encoded_ref_is_inlined() -> None:
     }
     assert strict_schema(schema)[0]["properties"]["a"] == {"type": "string"}
     assert gemini_schema(schema)[0]["properties"]["a"] == {"type": "string"}
+
+
+# --------------------------------------------------------------------------- 11. embedded resources, anchors, dependencies
+
+#: ``q`` is an embedded resource (its own ``$id``): its ``#/$defs/x`` is its own integer, not the root's string.
+EMBEDDED = {
+    "type": "object",
+    "$defs": {"x": {"type": "string"}},
+    "properties": {
+        "s": {"$ref": "#/$defs/x"},
+        "q": {
+            "$id": "https://example.com/q",
+            "$defs": {"x": {"type": "integer"}},
+            "type": "object",
+            "properties": {"n": {"$ref": "#/$defs/x"}},
+        },
+    },
+}
+EMBEDDED_ANCHOR = {
+    "type": "object",
+    "properties": {"q": {"$id": "https://example.com/q", "$defs": {"a": {"$anchor": "pt", "type": "integer"}}, "$ref": "#pt"}},
+}
+
+
+@pytest.mark.parametrize(
+    ("schema", "where", "ref"),
+    [(EMBEDDED, "#/properties/q/properties/n", "#/$defs/x"), (EMBEDDED_ANCHOR, "#/properties/q", "#pt")],
+)
+def test_a_ref_in_an_embedded_resource_is_refused_not_resolved_against_the_root(
+    schema: dict[str, Any], where: str, ref: str
+) -> None:
+    reg = ToolRegistry(autoload=False)
+    reg.add(lambda **kw: json.dumps(kw), name="emb", parameters=schema)  # the definition check resolves it against q
+    assert reg.try_call("emb", {"q": {"n": 1}} if schema is EMBEDDED else {"q": 1}).ok
+    why = f"at {where}, $ref {ref!r} is in the embedded resource 'https://example.com/q' (its own $id)"
+    with pytest.raises(StrictSchemaError, match=re.escape(why)):
+        reg.export("openai", strict=True)
+    assert why in reg.export("openai", strict="auto").not_strict["emb"][0]
+    gemini = reg.export("gemini")
+    assert gemini.tools[0]["parameters"] == {"type": "object"} and why in gemini.notes["emb"][0]
+
+
+def test_a_recursive_schema_with_a_ref_in_an_embedded_resource_gets_no_gemini_ref_to_a_root_definition() -> None:
+    tree = {
+        "type": "object",
+        "$defs": {"N": {"type": "object", "properties": {"kids": {"type": "array", "items": {"$ref": "#/$defs/N"}}}}},
+        "properties": {
+            "node": {"$ref": "#/$defs/N"},
+            "q": {"$id": "https://example.com/q", "$defs": {"N": {"type": "integer"}}, "items": {"$ref": "#/$defs/N"}},
+        },
+    }
+    gemini, notes = gemini_schema(tree)
+    assert gemini == {"type": "object"} and "embedded resource" in notes[0]
+
+
+def test_an_anchor_declared_twice_is_ambiguous_to_export() -> None:
+    """Past the definition check (which refuses it) with a schema made by hand: neither schema is picked."""
+    from harness_one.export import inline_refs
+
+    schema = {
+        "type": "object",
+        "$defs": {"a": {"$anchor": "x", "type": "string"}, "b": {"$anchor": "x", "type": "integer"}},
+        "properties": {"p": {"$ref": "#x"}},
+    }
+    with pytest.raises(StrictSchemaError, match=re.escape("$ref '#x' is ambiguous: 2 schemas declare the anchor 'x'")):
+        inline_refs(schema)
+    recursive = {**schema, "$defs": {**schema["$defs"], "b": {"$anchor": "x", "items": {"$ref": "#x"}}}}
+    assert gemini_schema(recursive)[0] == {"type": "object"}  # not a Gemini ref to either definition
+
+
+def test_a_ref_in_a_draft_07_dependency_schema_is_inlined() -> None:
+    from harness_one.export import inline_refs
+
+    schema = {
+        "$schema": "http://json-schema.org/draft-07/schema#",
+        "type": "object",
+        "definitions": {"billing": {"required": ["address"]}},
+        "properties": {"card": {"type": "string"}, "address": {"$ref": "#street"}, "a": {}, "b": {}},
+        "dependencies": {"card": {"$ref": "#/definitions/billing"}, "a": ["b"], "b": {"$id": "#street", "type": "string"}},
+    }
+    tool = _tool("pay", schema)  # the definition check reads the dependencies as it does
+    inlined = inline_refs(tool.parameters)
+    assert inlined["dependencies"] == {"card": {"required": ["address"]}, "a": ["b"], "b": {"type": "string"}}
+    assert inlined["properties"]["address"] == {"type": "string"}
+    validator = jsonschema.Draft7Validator(inlined)
+    assert not validator.is_valid({"card": "4111"}) and validator.is_valid({"card": "4111", "address": "Main St"})

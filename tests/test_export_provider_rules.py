@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
-from pydantic import TypeAdapter
+from pydantic import BaseModel, TypeAdapter
 
-from harness_one import Tool, ToolRegistry
-from harness_one.dispatch import dispatch_anthropic, dispatch_gemini
+from harness_one import Tool, ToolDefinitionError, ToolRegistry
+from harness_one.dispatch import dispatch_anthropic, dispatch_gemini, dispatch_openai
 from harness_one.export import INLINE_BUDGET, StrictSchemaError, export_tools, gemini_schema, inline_refs, strict_schema
 
 
@@ -157,3 +158,189 @@ def test_strict_mode_refuses_a_top_level_any_of() -> None:
     reg.add(_tool("find", schema))
     out = dispatch_anthropic(reg, [{"type": "tool_use", "id": "c1", "name": "find", "input": {}}])
     assert out[0]["is_error"] is True  # the harness still applies the dropped anyOf
+
+
+# --------------------------------------------------------------------------- $ref to an anchor
+
+POINT = {"type": "object", "properties": {"x": {"type": "number"}, "y": {"type": "number", "default": 0}}, "required": ["x"]}
+ANCHORED = {
+    "type": "object",
+    "$defs": {"point": {"$anchor": "pt", **POINT}},
+    "properties": {"p": {"$ref": "#pt"}},
+    "required": ["p"],
+}
+
+
+@pytest.mark.parametrize("fmt", ["openai", "openai-responses"])
+def test_a_ref_to_an_anchor_is_inlined_for_strict_openai(fmt: str) -> None:
+    reg = ToolRegistry(autoload=False)
+    reg.add(lambda p: p, name="at", parameters=ANCHORED)
+    export = reg.export(fmt, strict=True)
+    definition = export.tools[0]
+    parameters = (definition["function"] if fmt == "openai" else definition)["parameters"]
+    assert parameters["properties"]["p"] == {
+        "type": "object",
+        "properties": {"x": {"type": "number"}, "y": {"type": ["number", "null"]}},
+        "required": ["x", "y"],
+        "additionalProperties": False,
+    }
+    assert "$defs" not in parameters and export.nullable == {"at": {"properties": {"p": {"absent": ["y"]}}}}
+    call = {"id": "c1", "type": "function", "function": {"name": "at", "arguments": '{"p": {"x": 1, "y": null}}'}}
+    assert dispatch_openai(reg, [call], strict=True)[0]["content"] == '{"x": 1}'  # the null meant "absent": dropped
+
+
+def test_a_ref_to_an_anchor_is_inlined_for_gemini() -> None:
+    from google.genai import types as genai
+
+    export = export_tools([_tool("at", ANCHORED)], "gemini")
+    genai.FunctionDeclaration.model_validate(export.tools[0])
+    assert export.tools[0]["parameters"] == {"type": "object", "properties": {"p": POINT}, "required": ["p"]}
+    assert export.notes == {}
+
+
+def test_a_draft_07_id_anchor_is_inlined() -> None:
+    schema = {
+        "$schema": "http://json-schema.org/draft-07/schema#",
+        "type": "object",
+        "definitions": {"name": {"$id": "#name", "type": "string"}},
+        "properties": {"n": {"$ref": "#name"}},
+        "required": ["n"],
+    }
+    tool = _tool("d7", schema)
+    assert export_tools([tool], "openai", strict=True).tools[0]["function"]["parameters"]["properties"]["n"] == {"type": "string"}
+    assert export_tools([tool], "gemini").tools[0]["parameters"]["properties"]["n"] == {"type": "string"}
+
+
+def test_a_recursive_anchor_becomes_gemini_ref_to_its_definition() -> None:
+    from google.genai import types as genai
+
+    tree = {
+        "type": "object",
+        "$defs": {
+            "N": {"$anchor": "node", "type": "object", "properties": {"kids": {"type": "array", "items": {"$ref": "#node"}}}}
+        },
+        "properties": {"node": {"$ref": "#node"}},
+    }
+    export = export_tools([_tool("tree", tree)], "gemini")
+    genai.FunctionDeclaration.model_validate(export.tools[0])
+    parameters = export.tools[0]["parameters"]
+    assert parameters["properties"]["node"] == {"ref": "#/defs/N"}
+    assert parameters["defs"]["N"]["properties"]["kids"]["items"] == {"ref": "#/defs/N"}
+    assert "recursive" in export.notes["tree"][0]
+
+
+def test_a_ref_to_a_missing_anchor_is_refused_like_a_missing_pointer() -> None:
+    reg = ToolRegistry(autoload=False)
+    for ref in ("#/$defs/nowhere", "#nowhere"):
+        with pytest.raises(ToolDefinitionError, match=re.escape(f"$ref '{ref}' points to nothing in the schema")):
+            reg.add(lambda p=None: p, name="f", parameters={"type": "object", "properties": {"p": {"$ref": ref}}})
+    in_data = {"type": "object", "properties": {"p": {"$ref": "#pt"}, "q": {"const": {"$anchor": "pt"}}}}
+    elsewhere = {"type": "object", "properties": {"p": {"$ref": "#pt"}, "q": {"$id": "https://example.com/q", "$anchor": "pt"}}}
+    for schema in ({"type": "object", "properties": {"p": {"$ref": "#nowhere"}}}, in_data, elsewhere):
+        with pytest.raises(StrictSchemaError, match="points to nothing in the schema"):
+            inline_refs(schema)
+
+
+def test_the_gemini_name_rule_is_one_definition_the_kit_keeps() -> None:
+    from harness_one.export import GEMINI_NAME, GEMINI_NAME_MAX, gemini_name
+    from harness_one.testing import PROVIDER_NAMES
+
+    assert PROVIDER_NAMES["gemini"] is GEMINI_NAME and GEMINI_NAME_MAX == 64
+    for good in ("a", "_", "ns:tool.v1-2_x", "a" * 64, "_" + "9" * 63):
+        assert GEMINI_NAME.match(good), good
+    for bad in ("", "a" * 65, "1tool", "-tool", ".tool", "a b", "a/b", "a\n", "é"):
+        assert not GEMINI_NAME.match(bad), bad
+    assert all(GEMINI_NAME.match(gemini_name(n)) for n in ("1" + "a" * 63, "-x", "9" * 62, "9" * 63))
+
+
+# --------------------------------------------------------------------------- Gemini: a tool without arguments
+
+
+def test_a_tool_without_arguments_has_no_gemini_parameters() -> None:
+    """Gemini answers 400 "parameters.properties: should be non-empty for OBJECT type" to an empty object."""
+    from google.genai import types as genai
+
+    reg = ToolRegistry(autoload=False)
+
+    @reg.add
+    def ping() -> str:
+        return "pong"
+
+    for name, schema in [
+        ("hand", {"type": "object", "properties": {}}),  # as MCP servers write it
+        ("bare", {"type": "object"}),
+        ("absent", {"type": "object", "properties": {"x": False}, "additionalProperties": False, "title": "A"}),
+    ]:
+        reg.add(lambda: "pong", name=name, parameters=schema)
+    for declaration in reg.export("gemini").tools:
+        genai.FunctionDeclaration.model_validate(declaration)
+        assert set(declaration) == {"name", "description"}, declaration
+    calls = [
+        {"functionCall": {"id": "a", "name": "ping"}},  # args absent, as the REST API may send it
+        {"function_call": {"id": "b", "name": "ping", "args": {}}},
+        genai.Part(function_call=genai.FunctionCall(id="c", name="hand")),
+    ]
+    out = dispatch_gemini(reg, calls)
+    assert [(o["id"], o["response"]) for o in out] == [
+        ("a", {"output": "pong"}),
+        ("b", {"output": "pong"}),
+        ("c", {"output": "pong"}),
+    ]
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"type": "object", "properties": {}, "additionalProperties": {"type": "string"}},  # def f(**kw: str)
+        {"type": "object", "additionalProperties": True},
+        {"type": "object", "patternProperties": {"^x_": {"type": "integer"}}},
+        {"type": "object", "properties": {}, "required": ["key"]},
+        {"type": "object", "properties": {}, "minProperties": 1},
+    ],
+)
+def test_an_object_that_takes_keys_keeps_gemini_parameters_without_empty_properties(schema: dict[str, Any]) -> None:
+    """A kwargs-only tool is told it takes an object (its description says which keys), not that it takes nothing."""
+    from google.genai import types as genai
+
+    export = export_tools([_tool("kw", schema)], "gemini")
+    genai.FunctionDeclaration.model_validate(export.tools[0])
+    parameters = export.tools[0]["parameters"]
+    assert parameters["type"] == "object" and "properties" not in parameters
+
+
+def test_a_kwargs_only_tool_is_called_with_its_keys_from_gemini() -> None:
+    reg = ToolRegistry(autoload=False)
+
+    @reg.add
+    def tag(**labels: str) -> str:
+        return ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
+
+    assert reg.export("gemini").tools[0]["parameters"] == {"type": "object"}
+    assert dispatch_gemini(reg, [{"name": "tag", "args": {"a": "1"}}])[0]["response"] == {"output": "a=1"}
+
+
+class Empty(BaseModel):
+    pass
+
+
+def test_nested_empty_objects_lose_their_empty_properties_for_gemini() -> None:
+    from google.genai import types as genai
+
+    reg = ToolRegistry(autoload=False)
+
+    @reg.add
+    def use(e: Empty, f: list[Empty]) -> str:
+        return "ok"
+
+    export = reg.export("gemini")
+    genai.FunctionDeclaration.model_validate(export.tools[0])
+    properties = export.tools[0]["parameters"]["properties"]
+    assert properties["e"] == {"type": "object", "title": "Empty"} and properties["f"]["items"] == properties["e"]
+    assert export.tools[0]["parameters"]["required"] == ["e", "f"]  # the property stays: only the empty map goes
+    assert dispatch_gemini(reg, [{"name": "use", "args": {"e": {}, "f": [{}]}}])[0]["response"] == {"output": "ok"}
+
+
+def test_a_described_schema_without_arguments_notes_the_description_it_drops() -> None:
+    export = export_tools([_tool("now", {"type": "object", "properties": {}, "description": "No input."})], "gemini")
+    assert "parameters" not in export.tools[0]
+    assert export.notes["now"] == ["$: description dropped with the parameters (the tool takes no arguments)"]

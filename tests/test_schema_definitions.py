@@ -145,6 +145,38 @@ def test_local_refs_through_ids_and_anchors_resolve() -> None:
         assert not compiled.is_valid({"b": {"n": 3}})
 
 
+@pytest.mark.parametrize(
+    "defs",
+    [
+        {"a": {"$anchor": "x", "type": "string"}, "b": {"$anchor": "x", "type": "integer"}},
+        {"a": {"$dynamicAnchor": "x", "type": "string"}, "b": {"anyOf": [{"$anchor": "x", "type": "integer"}]}},
+    ],
+)
+def test_an_anchor_declared_twice_in_one_resource_is_refused(defs: dict[str, Any]) -> None:
+    """The backends would each pick one (python jsonschema the first, jsonschema-rs the last), and export a third."""
+    second = "#/$defs/b" if "$anchor" in defs["b"] else "#/$defs/b/anyOf/0"
+    text = refused({"type": "object", "$defs": defs, "properties": {"p": {"$ref": "#x"}}})
+    assert f"at {second}, the anchor 'x' is declared again (first at #/$defs/a)" in text and "ambiguous" in text
+    draft_07 = {"$schema": "http://json-schema.org/draft-07/schema#", "type": "object"}
+    text = refused({**draft_07, "definitions": {"a": {"$id": "#x"}, "b": {"$id": "#x"}}})
+    assert "at #/definitions/b, the anchor 'x' is declared again (first at #/definitions/a)" in text
+
+
+def test_one_anchor_name_in_two_resources_and_on_one_schema_twice_is_accepted() -> None:
+    schema = {
+        "type": "object",
+        "$defs": {
+            "a": {"$anchor": "x", "$dynamicAnchor": "x", "type": "string"},
+            "b": {"$id": "https://example.com/b", "$anchor": "x", "type": "integer"},
+        },
+        "properties": {"p": {"$ref": "#x"}, "q": {"$ref": "https://example.com/b#x"}},
+    }
+    tool = Tool.create(lambda **kw: kw, name="f", parameters=schema)
+    for backend in BACKENDS:
+        compiled = compile_schema(tool.parameters, backend)
+        assert compiled.is_valid({"p": "s", "q": 1}) and not compiled.is_valid({"p": 1}) and not compiled.is_valid({"q": "s"})
+
+
 # Refused by jsonschema-rs itself, then what it accepts but ECMA-262 and the `regex` module refuse or read otherwise.
 REFUSED_PATTERNS = ["a{,5}", "\\Z", "[\\w-z]", "(?<n>a)\\k<n>", "a{2,1}", "(", "\\"]
 REFUSED_PATTERNS += ["a{2}{3}", "a*?+", "a??{2}", "^*", "\\b+", "(?<!{2})", "[]", "[^]a", "\\A", "\\e", "\\N", "(a\\1)", "a(?i)b"]

@@ -1146,6 +1146,13 @@ def check_schema(schema: Any, *, tool: str, what: str = "parameters", object_roo
         raise ToolDefinitionError(
             f'{prefix} must describe a JSON object ("type": "object" at the root); got type {copy.get("type")!r}.', tool=tool
         )
+    if found.doubled:
+        path, name, first = found.doubled[0]
+        raise ToolDefinitionError(
+            f"{prefix}: at {_pointer(path)}, the anchor {name!r} is declared again (first at {_pointer(first)}), "
+            f"so a $ref to '#{name}' would be ambiguous. Give each anchor one schema.",
+            tool=tool,
+        )
     for path, ref, target in found.refs:
         if not found.resolves(target):
             raise ToolDefinitionError(f"{prefix}: at {_pointer(path)}, $ref {ref!r} points to nothing in the schema.", tool=tool)
@@ -1226,10 +1233,18 @@ class _Found:
     """What one walk over a schema found: resources, anchors, references and patterns."""
 
     resources: dict[str, Any]
-    anchors: set[tuple[str, str]]
+    #: (resource URI, anchor name) -> where the first schema declaring it is.
+    anchors: dict[tuple[str, str], tuple[Any, ...]]
     refs: list[tuple[tuple[Any, ...], str, str]]
     remote: list[tuple[tuple[Any, ...], str]]
     patterns: list[tuple[tuple[Any, ...], str]]
+    #: An anchor declared again in its resource: (where, name, where it was first declared).
+    doubled: list[tuple[tuple[Any, ...], str, tuple[Any, ...]]] = dataclasses.field(default_factory=list)
+
+    def anchor(self, uri: str, name: str, path: tuple[Any, ...]) -> None:
+        first = self.anchors.setdefault((uri, name), path)
+        if first != path:
+            self.doubled.append((path, name, first))
 
     def resolves(self, target: str) -> bool:
         uri, fragment = urldefrag(target)
@@ -1259,7 +1274,7 @@ def _join(base: str, ref: str) -> str:
 
 def _walk(schema: Any, dialect: int) -> _Found:
     """Walk ``schema`` by keyword: property names are names (a property may be called ``enum``), data is data."""
-    found = _Found(resources={"": schema}, anchors=set(), refs=[], remote=[], patterns=[])
+    found = _Found(resources={"": schema}, anchors={}, refs=[], remote=[], patterns=[])
     id_key = "id" if dialect == 4 else "$id"
     bundled = _BUNDLED[dialect]
 
@@ -1276,10 +1291,10 @@ def _walk(schema: Any, dialect: int) -> _Found:
                 base = uri
                 found.resources.setdefault(uri, node)
             if fragment:  # "#name" as an id: a plain-name anchor (drafts 4-7)
-                found.anchors.add((uri, fragment))
+                found.anchor(uri, fragment, path)
         for key in ("$anchor", "$dynamicAnchor"):
             if isinstance(node.get(key), str):
-                found.anchors.add((urldefrag(base)[0], node[key]))
+                found.anchor(urldefrag(base)[0], node[key], path)
         if path and isinstance(node.get("$schema"), str) and _dialect(node["$schema"]) is None:
             found.remote.append(((*path, "$schema"), node["$schema"]))
         for key in ("$ref", "$dynamicRef", "$recursiveRef"):

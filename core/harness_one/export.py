@@ -17,16 +17,19 @@ import hashlib
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import unquote
 
 from ._errors import ToolDefinitionError
 from ._formats import FORMATS, check_format
+from ._schema import _SUBSCHEMA, _SUBSCHEMA_ARRAYS, _SUBSCHEMA_MAPS, _dialect, _pointer
 from ._tool import NAME_PATTERN, Tool
 
 __all__ = [
     "FORMATS",
     "GEMINI_FORMATS",
+    "GEMINI_NAME",
+    "GEMINI_NAME_MAX",
     "INLINE_BUDGET",
     "Export",
     "NameMap",
@@ -46,7 +49,11 @@ __all__ = [
     "to_openai_responses",
 ]
 
-_GEMINI_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.:-]{0,63}\Z")  # at most 64 characters, as harness-one's checks keep
+#: Gemini's rule for a function name: a letter or ``_``, then letters, digits, ``_ . : -``; at most 64 characters, as
+#: the API's INVALID_ARGUMENT message says (quoted in 2025-26 reports) while google-genai 3.6's FunctionDeclaration
+#: docstring says 128: a name within 64 passes both. The conformance kit checks exports against this same rule.
+GEMINI_NAME_MAX = 64
+GEMINI_NAME = re.compile(rf"^[A-Za-z_][A-Za-z0-9_.:-]{{0,{GEMINI_NAME_MAX - 1}}}\Z")
 #: OpenAI's limits on one request: more tools, or a longer description, fail the whole request.
 OPENAI_MAX_TOOLS, OPENAI_MAX_DESCRIPTION = 128, 1024
 
@@ -174,13 +181,17 @@ class _Piece:
 #: twenty ``$defs`` that each use the previous one twice (3 KB) would inline to 2**20 copies.
 INLINE_BUDGET = 20_000
 
-# Keywords whose value is a map of schemas, a list of schemas, or one schema; every other keyword's value is data.
-_SCHEMA_MAPS = frozenset({"properties", "patternProperties", "dependentSchemas", "$defs", "definitions"})
-_SCHEMA_LISTS = frozenset({"allOf", "anyOf", "oneOf", "prefixItems"})
-_SCHEMA_ONE = frozenset({
-    "additionalProperties", "items", "not", "if", "then", "else", "contains", "propertyNames",
-    "unevaluatedItems", "unevaluatedProperties", "additionalItems", "contentSchema",
-})  # fmt: skip
+_Position = Literal["one", "list", "map", "data"]
+#: What a keyword's value holds: one schema, a list or a map of schemas (the keywords the definition checks walk);
+#: every other keyword's value is data (``const``, ``enum``, ``default``, ``examples``, unknown keywords).
+#: Draft-07 ``dependencies`` is a map whose schema values are schemas and whose arrays (of names) are data, as the
+#: definition checks read it: walking a map's values reads a dict as a schema and copies anything else as data.
+_POSITIONS: Mapping[str, _Position] = {
+    **dict.fromkeys(_SUBSCHEMA, "one"),
+    **dict.fromkeys(_SUBSCHEMA_ARRAYS, "list"),
+    **dict.fromkeys(_SUBSCHEMA_MAPS, "map"),
+    "dependencies": "map",
+}
 _DEFS = ("$defs", "definitions")
 
 
@@ -188,31 +199,139 @@ class _NotInlinable(ValueError):
     """A schema's ``$ref`` cannot be inlined; the message says why."""
 
 
-def _subschemas(node: Any) -> Iterator[Any]:
-    """The schemas directly inside the schema ``node``: under schema keywords, never inside data (``const``, ...)."""
+def _position(key: str, value: Any) -> _Position:
+    """What ``value``, the value of the keyword ``key`` in a schema, holds: a ``list`` or ``map`` only if it is one."""
+    if key == "items" and isinstance(value, list):
+        return "list"  # a draft-07 tuple
+    kind = _POSITIONS.get(key, "data")
+    if (kind == "list" and not isinstance(value, list)) or (kind == "map" and not isinstance(value, dict)):
+        return "data"
+    return kind
+
+
+def _children(node: Any) -> Iterator[tuple[tuple[str | int, ...], Any]]:
+    """The schemas directly inside the schema ``node``, each with its place under ``node`` (``("properties", "a")``):
+    under schema keywords, never inside data (``const``, ...)."""
     if not isinstance(node, dict):
         return
     for key, value in node.items():
-        if key in _SCHEMA_MAPS and isinstance(value, dict):
-            yield from value.values()
-        elif (key in _SCHEMA_LISTS or key == "items") and isinstance(value, list):
-            yield from value
-        elif key in _SCHEMA_ONE:
-            yield value
+        kind = _position(key, value)
+        if kind == "one":
+            yield (key,), value
+        elif kind == "list":
+            yield from (((key, i), sub) for i, sub in enumerate(value))
+        elif kind == "map":
+            yield from (((key, name), sub) for name, sub in value.items())
+
+
+def _subschemas(node: Any) -> Iterator[Any]:
+    """The schemas directly inside the schema ``node`` (see :func:`_children`)."""
+    return (sub for _, sub in _children(node))
+
+
+def _resource(node: dict[str, Any], key: str) -> str | None:
+    """The URI ``node``'s id names if it is one (``"$id": "https://..."``; ``key``: ``$id``, draft-04's ``id``), else
+    ``None``: a subschema with one is an embedded resource, whose references resolve against that URI."""
+    ident = node.get(key)
+    return ident if isinstance(ident, str) and ident and not ident.startswith("#") else None
+
+
+def _id_key(root: Mapping[str, Any]) -> str:
+    """The keyword that names a resource in ``root``'s draft: ``id`` in draft-04, ``$id`` after it."""
+    return "id" if _dialect(root.get("$schema")) == 4 else "$id"
+
+
+def _own_anchors(node: dict[str, Any]) -> Iterator[str]:
+    """The plain names ``node`` answers to as ``#name``: ``$anchor``, ``$dynamicAnchor``, a draft-07 ``$id: "#name"``."""
+    for key in ("$anchor", "$dynamicAnchor"):
+        if isinstance(node.get(key), str):
+            yield node[key]
+    ident = node.get("$id")
+    if isinstance(ident, str) and ident.startswith("#") and len(ident) > 1 and "$ref" not in node:  # beside $ref, ignored
+        yield ident[1:]
+
+
+def _anchors(root: dict[str, Any]) -> dict[str, list[Any]]:
+    """The root resource's anchors, name -> the schemas declaring it (two or more: the name is ambiguous); an
+    embedded resource (a ``$id`` naming a URI) keeps its own."""
+    key = _id_key(root)
+    found: dict[str, list[Any]] = {}
+    pending: list[Any] = [root]
+    while pending:
+        node = pending.pop()
+        if not isinstance(node, dict) or (node is not root and _resource(node, key)):
+            continue
+        for name in dict.fromkeys(_own_anchors(node)):  # "$anchor": "x" beside "$dynamicAnchor": "x" names one schema
+            found.setdefault(name, []).append(node)
+        pending += _subschemas(node)
+    return found
+
+
+def _plain_name(ref: Any) -> str | None:
+    """The name in a ``$ref`` to an anchor (``#name``, not a JSON pointer like ``#/$defs/x``), else ``None``."""
+    name = unquote(ref[1:]) if isinstance(ref, str) and ref.startswith("#") else ""
+    return name if name[:1] not in ("", "/") else None
+
+
+def _anchored(anchors: Mapping[str, list[Any]], ref: str, name: str) -> Any:
+    """The schema ``$ref`` (``#name``) points to, or :class:`_NotInlinable` if none or several declare ``name``."""
+    targets = anchors.get(name, [])
+    if not targets:
+        raise _NotInlinable(f"$ref {ref!r} points to nothing in the schema")
+    if len(targets) > 1:
+        raise _NotInlinable(f"$ref {ref!r} is ambiguous: {len(targets)} schemas declare the anchor {name!r}")
+    return targets[0]
+
+
+def _ref_in_resource(root: dict[str, Any]) -> str | None:
+    """Why the schema's ``$ref`` cannot be inlined when one lies in an embedded resource (it resolves against that
+    resource's URI, and inlining resolves against the root only), else ``None``."""
+    key = _id_key(root)
+    pending: list[tuple[Any, tuple[str | int, ...], str | None]] = [(root, (), None)]
+    while pending:
+        node, path, uri = pending.pop()
+        if not isinstance(node, dict):
+            continue
+        if node is not root:
+            uri = _resource(node, key) or uri
+        if uri is not None and "$ref" in node:
+            return (
+                f"at {_pointer(path)}, $ref {node['$ref']!r} is in the embedded resource {uri!r} (its own {key}), "
+                "which inlining does not resolve against"
+            )
+        pending += ((sub, (*path, *place), uri) for place, sub in _children(node))
+    return None
+
+
+def _kept(key: str, value: Any) -> bool:
+    """Whether inlining keeps the keyword: not ``$ref`` or ``$defs``, nor a name for a ``$ref`` (``$anchor``, ``$id: "#x"``)."""
+    if key in ("$defs", "definitions", "$ref", "$anchor"):
+        return False
+    return not (key == "$id" and isinstance(value, str) and value.startswith("#"))
 
 
 def _inline(schema: Mapping[str, Any], budget: int) -> dict[str, Any]:
     """``schema`` with every local ``$ref`` replaced by its target and ``$defs`` removed, or :class:`_NotInlinable`.
 
-    Only schema positions are read: a property named ``definitions`` stays, and a ``$ref`` inside
-    ``const``, ``enum`` or ``default`` is data.
+    A ``$ref`` is a JSON pointer (``#/$defs/x``) or a plain name (``#x``: a ``$anchor``, or a
+    draft-07 ``$id: "#x"``). Only schema positions are read: a property named ``definitions``
+    stays, and a ``$ref`` (or ``$anchor``) inside ``const``, ``enum`` or ``default`` is data.
     """
     root = copy.deepcopy(dict(schema))
     left = budget
+    anchors: dict[str, list[Any]] | None = None  # found at the first "#name"
+    checked = False  # for a $ref in an embedded resource, at the first $ref (a schema without one needs no look)
 
     def resolve(ref: Any) -> Any:
+        nonlocal anchors, checked
+        if not checked and (why := _ref_in_resource(root)) is not None:
+            raise _NotInlinable(why)
+        checked = True
         if not isinstance(ref, str) or not ref.startswith("#"):
             raise _NotInlinable(f"$ref {ref!r} is not local")
+        if (name := _plain_name(ref)) is not None:
+            anchors = _anchors(root) if anchors is None else anchors
+            return _anchored(anchors, ref, name)
         node: Any = root
         try:
             for raw in unquote(ref).lstrip("#").strip("/").split("/") if ref.strip("#/") else []:  # a URI fragment
@@ -239,19 +358,19 @@ def _inline(schema: Mapping[str, Any], budget: int) -> dict[str, Any]:
         return value
 
     def keyword(key: str, value: Any, seen: tuple[Any, ...]) -> Any:
-        if key in _SCHEMA_MAPS and isinstance(value, dict):
-            count(seen)
-            return {k: walk(v, seen) for k, v in value.items()}
-        if (key in _SCHEMA_LISTS or key == "items") and isinstance(value, list):
-            count(seen)
-            return [walk(v, seen) for v in value]
-        return walk(value, seen) if key in _SCHEMA_ONE else data(value, seen)
+        kind = _position(key, value)
+        if kind == "one":
+            return walk(value, seen)
+        if kind == "data":
+            return data(value, seen)
+        count(seen)
+        return [walk(v, seen) for v in value] if kind == "list" else {k: walk(v, seen) for k, v in value.items()}
 
     def walk(node: Any, seen: tuple[Any, ...]) -> Any:
         if not isinstance(node, dict):
             return data(node, seen)
         count(seen)
-        rest = {k: keyword(k, v, seen) for k, v in node.items() if k not in _DEFS and k != "$ref"}
+        rest = {k: keyword(k, v, seen) for k, v in node.items() if _kept(k, v)}
         if "$ref" not in node:
             return rest
         ref = node["$ref"]
@@ -440,6 +559,7 @@ def gemini_schema(schema: Mapping[str, Any], *, tool: str = "?") -> tuple[dict[s
     enforced anyway; the notes say where the model was told less.
     """
     notes: list[str] = []
+    refs: dict[str, str] = {}  # each $ref kept -> its root definition (where inlining cannot be done)
 
     def items_of(node: dict[str, Any], path: str, out: dict[str, Any]) -> None:
         items, prefix = node.get("items"), node.get("prefixItems")
@@ -505,8 +625,8 @@ def gemini_schema(schema: Mapping[str, Any], *, tool: str = "?") -> tuple[dict[s
             if key == "anyOf":
                 out["anyOf"] = [convert(v, f"{path}.anyOf[{i}]") for i, v in enumerate(value) if v is not False]
                 continue
-            if key == "$ref" and _def_name(value):
-                out["ref"] = f"#/defs/{_def_name(value)}"
+            if key == "$ref" and isinstance(value, str) and value in refs:
+                out["ref"] = f"#/defs/{refs[value]}"
                 continue
             if key in _GEMINI_KEYWORDS:
                 out[key] = value
@@ -516,6 +636,8 @@ def gemini_schema(schema: Mapping[str, Any], *, tool: str = "?") -> tuple[dict[s
             known = out.get("properties", {})
             notes.extend(f"{path}: required {name!r} dropped (no such property)" for name in out["required"] if name not in known)
             out["required"] = [name for name in out["required"] if name in known]
+        if out.get("properties") == {}:  # Gemini: "properties: should be non-empty for OBJECT type"
+            del out["properties"]
         if "format" in out and out["format"] not in GEMINI_FORMATS.get(out.get("type"), ()):  # type: ignore[arg-type]
             notes.append(f"{path}: format {out.pop('format')!r} dropped (Gemini refuses it)")
         if "enum" in out and "type" not in out:
@@ -528,9 +650,10 @@ def gemini_schema(schema: Mapping[str, Any], *, tool: str = "?") -> tuple[dict[s
         return convert(_inline(schema, INLINE_BUDGET), "$"), notes
     except _NotInlinable as exc:
         why = str(exc)
-    defs = _root_defs(schema)
-    if defs is None:
+    found = _root_defs(schema)
+    if found is None:
         return {"type": "object"}, [f"$: parameters exported as any object ({why}, and not every $ref is to root $defs)"]
+    defs, refs = found
     out = convert({k: v for k, v in schema.items() if k not in _DEFS}, "$")
     out["defs"] = {name: convert(sub, f"$defs.{name}") for name, sub in defs.items()}
     return out, [f"$: $ref kept as Gemini's ref to root defs ({why})", *notes]
@@ -545,19 +668,34 @@ def _def_name(ref: Any) -> str | None:
     return found[1] if found else None
 
 
-def _root_defs(schema: Mapping[str, Any]) -> dict[str, Any] | None:
-    """The root ``$defs`` and ``definitions`` as one map, if every ``$ref`` is to one of them (else ``None``)."""
-    groups = [schema.get("$defs") or {}, schema.get("definitions") or {}]
-    if set(groups[0]) & set(groups[1]):
+def _root_defs(schema: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, str]] | None:
+    """The root ``$defs`` and ``definitions`` as one map, and each ``$ref`` -> the definition it names (by
+    pointer, or by an anchor of the definition), if every ``$ref`` is to one of them (else ``None``)."""
+    root = dict(schema)
+    groups = [root.get("$defs") or {}, root.get("definitions") or {}]
+    if set(groups[0]) & set(groups[1]) or _ref_in_resource(root) is not None:
         return None
     defs = {**groups[0], **groups[1]}
-    pending: list[Any] = [dict(schema)]
+    anchors: dict[str, list[Any]] | None = None  # found at the first "#name"
+    refs: dict[str, str] = {}
+    pending: list[Any] = [root]
     while pending:
         node = pending.pop()
-        if isinstance(node, dict) and "$ref" in node and _def_name(node["$ref"]) not in defs:
-            return None
+        if isinstance(node, dict) and "$ref" in node:
+            ref = node["$ref"]
+            name, anchor = _def_name(ref), _plain_name(ref)
+            if name is None and anchor is not None:
+                anchors = _anchors(root) if anchors is None else anchors
+                try:
+                    target = _anchored(anchors, ref, anchor)
+                except _NotInlinable:
+                    return None
+                name = next((n for n, sub in defs.items() if sub is target), None)
+            if name is None or name not in defs:
+                return None
+            refs[ref] = name
         pending += _subschemas(node)
-    return defs
+    return defs, refs
 
 
 # --------------------------------------------------------------------------- per format
@@ -616,9 +754,38 @@ def to_anthropic(tool: Tool) -> dict[str, Any]:
 
 
 def to_gemini(tool: Tool, name: str | None = None) -> tuple[dict[str, Any], list[str]]:
-    """A Gemini function declaration, and the notes of :func:`gemini_schema`."""
+    """A Gemini function declaration, and the notes of :func:`gemini_schema`.
+
+    A tool that takes no arguments gets no ``parameters``: Gemini refuses an object whose
+    ``properties`` are empty ("properties: should be non-empty for OBJECT type").
+    """
     parameters, notes = gemini_schema(tool.parameters, tool=tool.name)
-    return {"name": name or tool.name, "description": tool.description, "parameters": parameters}, notes
+    declaration: dict[str, Any] = {"name": name or tool.name, "description": tool.description}
+    if not _takes_nothing(tool.parameters):
+        declaration["parameters"] = parameters
+    elif "description" in tool.parameters:
+        notes.append("$: description dropped with the parameters (the tool takes no arguments)")
+    return declaration, notes
+
+
+#: The keywords a tool's parameters may have and still take no argument (besides what :func:`_takes_nothing` reads).
+_NO_ARGUMENTS = frozenset({
+    "type", "properties", "required", "additionalProperties", "unevaluatedProperties", "patternProperties",
+    "title", "description", "default", "examples", "$schema", "$id", "$comment", "$defs", "definitions",
+})  # fmt: skip
+
+
+def _takes_nothing(schema: Mapping[str, Any]) -> bool:
+    """Whether an object schema declares no argument: no property (but ``false`` ones), none required, and no
+    other key let in (``additionalProperties`` absent or false: a kwargs-only tool's schema takes arguments)."""
+    return (
+        schema.get("type") == "object"
+        and set(schema) <= _NO_ARGUMENTS
+        and not schema.get("required")
+        and not schema.get("patternProperties")
+        and all(schema.get(key, False) is False for key in ("additionalProperties", "unevaluatedProperties"))
+        and all(sub is False for sub in (schema.get("properties") or {}).values())
+    )
 
 
 def to_mcp(tool: Tool) -> dict[str, Any]:
@@ -656,14 +823,14 @@ def gemini_name(name: str) -> str:
     longer than 62). Tool names have no dots, so such a name is never another tool's name, and
     it depends on nothing but the tool's own name: not on the other tools, nor on ``names=``.
     """
-    if _GEMINI_NAME.match(name):
+    if GEMINI_NAME.match(name):
         return name
     if not NAME_PATTERN.match(name):  # not a tool name (made by hand, past the checks): Gemini refuses it anyway
-        return f"_{name}"[:64]
-    if len(name) <= 62:
+        return f"_{name}"[:GEMINI_NAME_MAX]
+    if len(name) <= GEMINI_NAME_MAX - 2:
         return f"_.{name}"
     digest = base64.b32encode(hashlib.sha256(name.encode()).digest()).decode().lower()
-    return f"_.{name[:51]}.{digest[:10]}"
+    return f"_.{name[: GEMINI_NAME_MAX - 13]}.{digest[:10]}"  # "_." + 51 + "." + 10 = 64
 
 
 def export_tools(tools: Iterable[Tool], format: str, *, strict: bool | str = False, reuse: Export | None = None) -> Export:

@@ -26,17 +26,17 @@ from .._errors import ToolArgumentError, ToolError
 from .._formats import FORMATS
 from .._registry import ToolRegistry
 from .._tool import Tool
-from ..export import StrictSchemaError, export_tools
+from ..export import GEMINI_NAME, StrictSchemaError, export_tools
 from ._suite import BoundedClock, Suite
 
 __all__ = ["EXAMPLE_KEYS", "PROVIDER_NAMES", "ToolPackageTests"]
 
-#: Each provider's rule for a tool name, as its documentation states it (independent of the export's own mapping).
+#: Each provider's rule for a tool name, as its documentation states it (Gemini's: the one the export keeps to).
 PROVIDER_NAMES: Mapping[str, re.Pattern[str]] = {
     "openai": re.compile(r"^[A-Za-z0-9_-]{1,64}\Z"),
     "openai-responses": re.compile(r"^[A-Za-z0-9_-]{1,64}\Z"),
     "anthropic": re.compile(r"^[A-Za-z0-9_-]{1,64}\Z"),
-    "gemini": re.compile(r"^[A-Za-z_][A-Za-z0-9_.:-]{0,63}\Z"),
+    "gemini": GEMINI_NAME,
     "mcp": re.compile(r"^[A-Za-z0-9_.-]{1,128}\Z"),
 }
 
