@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import pickle
+import signal
 import stat
 import subprocess
 import sys
@@ -18,7 +19,16 @@ import pytest
 import tools_for_processes as tfp
 from tools_for_processes import a_call
 
-from harness_one import ProcessRunner, ToolBusy, ToolExecutionError, ToolRegistry, ToolTimeout
+from harness_one import (
+    ArgumentLimits,
+    ProcessRunner,
+    ToolBusy,
+    ToolCancelled,
+    ToolExecutionError,
+    ToolRegistry,
+    ToolTimeout,
+    _worker,
+)
 from harness_one._worker import send
 from harness_one_plugins.timeout import TimeoutPlugin
 
@@ -218,6 +228,34 @@ def test_process_kill_reaches_a_grandchild_in_another_group_of_the_session(
             os.kill(grandchild, 9)
 
 
+@linux
+def test_process_session_scan_leaves_out_zombies() -> None:
+    """A zombie is dead already: a scan that counted it would kill it again and scan again, 16 times."""
+    exited = subprocess.Popen(["true"], start_new_session=True)  # leads a session of its own
+    try:
+        wait_until(lambda: tfp.state(exited.pid) == "Z")  # exited, not yet reaped
+        assert _worker._session_members(exited.pid) == []
+    finally:
+        exited.wait()
+
+
+def test_process_retiring_a_worker_scans_its_session_once(
+    processes: Callable[..., ProcessRunner], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The worker, killed with its group, is not looked for again (one /proc scan, not 16, per retirement)."""
+    scans: list[int] = []
+    members = _worker._session_members
+
+    def counted(sid: int) -> list[int]:
+        scans.append(sid)
+        return members(sid)
+
+    monkeypatch.setattr(_worker, "_session_members", counted)
+    runner = processes(max_calls=1)
+    worker = runner.run(a_call(), tfp.pid, {}, 30)  # then retired: killed, its session scanned
+    assert scans == [worker] and tfp.state(worker) is None
+
+
 # --- 5. a worker's start counts against the call's time --------------------------------------
 
 
@@ -245,3 +283,56 @@ def test_process_worker_exit_is_seen_while_a_forked_child_holds_the_socket(proce
     assert isinstance(outcome, ToolExecutionError)
     assert "the tool's worker process exited with code 1 before answering" in str(outcome)
     assert runner.stats()["died"] == 1
+
+
+# --- 7. a job bigger than the socket's buffer, for a worker that reads nothing -----------------
+
+BIG = "x" * (8 << 20)  # far more than a socket's buffer holds
+
+
+def stop(pid: int) -> None:
+    """Stop ``pid`` (SIGSTOP): it reads nothing until SIGCONT."""
+    os.kill(pid, signal.SIGSTOP)
+    wait_until(lambda: tfp.state(pid) == "T")
+
+
+async def test_process_acall_lets_the_loop_run_while_a_big_job_waits_for_room() -> None:
+    plugin = TimeoutPlugin(mode="process", max_processes=1)
+    reg = ToolRegistry(autoload=False, plugins={"timeout": plugin}, limits=ArgumentLimits(max_bytes=2 * len(BIG)))
+    reg.add(tfp.size, timeout=20)  # reached only without the fix: the loop blocked until the deadline
+    runner = plugin.processes
+    try:
+        assert await reg.acall("size", {"text": "x"}) == 1
+        worker = runner.last_pid
+        assert worker is not None
+        await asyncio.to_thread(stop, worker)
+        call = asyncio.ensure_future(reg.acall("size", {"text": BIG}))
+        while runner.stats()["busy"] == 0:  # the call has not taken the worker yet (submitting is in the same step)
+            assert not call.done(), call.exception()
+            await asyncio.sleep(0)
+        for _ in range(100):  # this coroutine runs on, 100 turns, while the call waits for room in the worker's socket
+            await asyncio.sleep(0)
+            assert not call.done()
+        os.kill(worker, signal.SIGCONT)
+        assert await call == len(BIG)
+        assert runner.last_pid == worker and runner.stats()["killed"] == 0
+    finally:
+        runner.shutdown()
+
+
+def test_process_cancel_is_seen_while_a_big_job_waits_for_room(processes: Callable[..., ProcessRunner]) -> None:
+    runner = processes()
+    call = a_call()
+    worker = runner.run(call, loaded, {}, 30)
+    stop(worker)
+
+    def cancel_once_taken() -> None:
+        wait_until(lambda: runner.stats()["busy"] == 1)  # the job is sent as far as the socket takes it
+        call.cancel()
+
+    canceller = threading.Thread(target=cancel_once_taken)
+    canceller.start()
+    outcome = finishes(lambda: runner.run(call, tfp.size, {"text": BIG}, 300))
+    canceller.join(10)
+    assert isinstance(outcome, ToolCancelled)  # seen while the job waits for room, not at the deadline
+    assert tfp.state(worker) is None and runner.stats()["killed"] == 1

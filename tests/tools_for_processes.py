@@ -150,6 +150,11 @@ def raise_retryable() -> None:
     raise RetryableError("try again soon", retry_after=1.5)
 
 
+def size(text: str) -> int:
+    """The length of ``text`` (given more than a socket's buffer holds, the job waits for room)."""
+    return len(text)
+
+
 # --- helpers for the tests (not tools) ------------------------------------------------------
 
 

@@ -364,6 +364,7 @@ class _Worker:
         "ready",
         "sock",
         "tag",
+        "unsent",
     )
 
     def __init__(self) -> None:
@@ -402,28 +403,46 @@ class _Worker:
         self.parts: list[bytes] = []  # what came of a frame not yet whole
         self.body = False  # reading a frame's body (after its header)
         self.need = _HEADER  # bytes missing from the frame's header or body
+        self.unsent: bytes | memoryview | None = None  # what the socket has not yet taken of the job
         with contextlib.suppress(OSError):  # it died at once: waiting for its ready message reports how
             _worker.send(self.fd, pickle.dumps(_preparation(), pickle.HIGHEST_PROTOCOL))
-        os.set_blocking(self.fd, False)  # reads and writes wait in poll(), bounded by the call's deadline
+        os.set_blocking(self.fd, False)  # reads and writes wait in poll() or the event loop, bounded by the deadline
 
     @property
     def pid(self) -> int:
         return self.process.pid
 
     def wait(self, timeout: float) -> bool:
-        """True when an answer (or EOF) is ready within ``timeout`` seconds."""
-        return bool(self.poll.poll(_milliseconds(timeout)))
+        """True when the socket is ready within ``timeout`` seconds: for writing while part of the
+        job is :attr:`unsent`, else for reading (an answer, or EOF)."""
+        if self.unsent is None:
+            return bool(self.poll.poll(_milliseconds(timeout)))
+        writable = select.poll()
+        writable.register(self.fd, select.POLLOUT)
+        return bool(writable.poll(_milliseconds(timeout)))
 
-    async def await_readable(self, timeout: float) -> bool:
+    async def await_ready(self, timeout: float) -> bool:
+        """:meth:`wait` on the event loop, which runs on meanwhile."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[bool] = loop.create_future()
-        loop.add_reader(self.fd, _resolve, future, True)
+        if self.unsent is None:
+            add, remove = loop.add_reader, loop.remove_reader
+        else:
+            add, remove = loop.add_writer, loop.remove_writer
+        add(self.fd, _resolve, future, True)
         timer = loop.call_later(max(timeout, 0.0), _resolve, future, False)
         try:
             return await future
         finally:
             timer.cancel()
-            loop.remove_reader(self.fd)
+            remove(self.fd)
+
+    def advance(self) -> bytes | None:
+        """Send more of an :attr:`unsent` job, else read; the next frame if whole (never blocks)."""
+        if self.unsent is not None:
+            self.push(self.unsent)
+            return None
+        return _take(self)
 
     def take(self) -> bytes | None:
         """The next frame if all of it has come, else None (what came is kept for the next try); never blocks.
@@ -432,21 +451,6 @@ class _Worker:
         the worker out of step: the caller discards it.
         """
         return _take(self)
-
-    def frame(self, end: float) -> bytes | None:
-        """The next frame, waiting for its bytes until ``end`` (``time.monotonic()``); None past it.
-
-        ``_WorkerGone`` when the worker's end closed, or the worker exited while a process it
-        forked holds the socket open.
-        """
-        while True:
-            frame = _take(self)
-            if frame is not None:
-                return frame
-            if self.exited():
-                raise _WorkerGone
-            if not self.wait(end - time.monotonic()):
-                return None
 
     def exited(self) -> bool:
         """Whether the worker process has exited; it is left unreaped, so its pid (its group's and
@@ -458,29 +462,22 @@ class _Worker:
         except AttributeError:  # no waitid (macOS): reap it
             return self.process.poll() is not None
 
-    def submit(self, job: bytes, end: float) -> None:
-        """Send ``job`` with a new id, waiting for room in the socket until ``end`` at most."""
+    def submit(self, job: bytes) -> None:
+        """Send ``job`` with a new id, as much of it as the socket takes now; the rest is left
+        :attr:`unsent`, for the wait for the answer to send as room comes (never blocks)."""
         self.job += 1
         self.tag = tag = self.job.to_bytes(_HEADER, "little")
-        data = b"".join(((len(job) + _HEADER).to_bytes(_HEADER, "little"), tag, job))
+        self.push(_worker.frame(job, tag))
+
+    def push(self, data: bytes | memoryview) -> None:
+        """Write what the socket takes now of ``data``; the rest is :attr:`unsent` (None: all of it went)."""
         try:
-            try:
-                sent = os.write(self.fd, data)
-            except BlockingIOError:
-                sent = 0
-            if sent == len(data):  # the common case: all of it at once
-                return
-            view = memoryview(data)[sent:]
-            writable = select.poll()
-            writable.register(self.fd, select.POLLOUT)
-            while writable.poll(_milliseconds(end - time.monotonic())):
-                with contextlib.suppress(BlockingIOError):
-                    view = view[os.write(self.fd, view) :]
-                if not view:
-                    return
-            # past the deadline with the job half sent: no answer comes, and the call times out
+            sent = os.write(self.fd, data)
+        except BlockingIOError:
+            sent = 0
         except OSError as exc:
             raise _WorkerGone from exc
+        self.unsent = None if sent == len(data) else memoryview(data)[sent:]
 
     def kill(self) -> int:
         """SIGKILL the whole process group and (on Linux) the rest of the worker's session, reap
@@ -489,7 +486,7 @@ class _Worker:
             if self.code is None:
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.killpg(self.process.pid, signal.SIGKILL)  # pgid == sid == pid (setsid); unreaped, so not reused
-                _worker.kill_session(self.process.pid)  # what left the group but not the session
+                _worker.kill_session(self.process.pid, spare=self.process.pid)  # what left the group, not the session
                 self.code = self.process.wait()
                 self.sock.close()
             return self.code
@@ -858,30 +855,25 @@ class ProcessRunner:
     def _start_end(self, worker: _Worker, end: float) -> float:
         return min(end, worker.born + self.start_timeout)
 
+    def _died_starting(self, call: Call, worker: _Worker) -> ToolError:
+        """The error for a new worker that exited before its ready message (it is discarded)."""
+        code = self._pool.discard(worker)
+        return _refused(call, self._failed(call, f"the process-mode worker {_exit_reason(code)} while starting"))
+
     def _start(self, call: Call, worker: _Worker, end: float, timeout: float) -> None:
         """Wait for a new worker's ready message, within the call's deadline and ``start_timeout``."""
         try:
-            frame = worker.frame(self._start_end(worker, end))
+            frame = self._read(None, worker, self._start_end(worker, end))
         except _WorkerGone:
-            code = self._pool.discard(worker)
-            raise _refused(call, self._failed(call, f"the process-mode worker {_exit_reason(code)} while starting")) from None
+            raise self._died_starting(call, worker) from None
         self._started(call, worker, frame, timeout)
 
     async def _astart(self, call: Call, worker: _Worker, end: float, timeout: float) -> None:
         """:meth:`_start` on the event loop."""
         try:
-            while True:
-                frame = worker.take()
-                if frame is not None or worker.exited():
-                    break
-                if not await worker.await_readable(self._start_end(worker, end) - time.monotonic()):
-                    frame = worker.take()
-                    break
-            if frame is None and worker.exited():
-                raise _WorkerGone
+            frame = await self._aread(None, worker, self._start_end(worker, end))
         except _WorkerGone:
-            code = self._pool.discard(worker)
-            raise _refused(call, self._failed(call, f"the process-mode worker {_exit_reason(code)} while starting")) from None
+            raise self._died_starting(call, worker) from None
         self._started(call, worker, frame, timeout)
 
     def _unreadable(self, call: Call, worker: _Worker, exc: BaseException) -> BaseException:
@@ -925,65 +917,80 @@ class ProcessRunner:
         self._pool.discard(worker, "killed")
         return ToolCancelled(f"The call of '{call.tool.name}' was cancelled.", tool=call.tool.name, call_id=call.call_id)
 
-    def _wait(self, call: Call, worker: _Worker, end: float) -> None:
-        """Wait until the answer comes or ``end``; a ``call.cancel()`` meanwhile kills the worker (ToolCancelled).
+    def _read(self, watch: Call | None, worker: _Worker, end: float) -> bytes | None:
+        """Send what is :attr:`~_Worker.unsent` of the job, then read the next frame; None at ``end``.
 
-        Every ``_CANCEL_POLL`` also checks that the worker lives: a process the tool forked may
-        hold its socket open after it exited.
+        It tries before it waits: the worker often answers while the job is written. Each wait
+        is at most ``_CANCEL_POLL``; after one in which the socket was not ready, :meth:`_quiet`
+        checks ``watch`` (a call to kill the worker for if it is cancelled) and that the worker
+        lives. Past ``end`` nothing more is read, however much keeps coming.
         """
-        watch = not call.cancelled  # cancelled before this attempt (an earlier attempt timed out): nothing to watch
         while True:
-            left = end - time.monotonic()
-            if worker.wait(min(left, _CANCEL_POLL)):
-                return
-            if watch and call.cancelled:
-                raise self._cancelled(call, worker)
-            if left <= _CANCEL_POLL or worker.exited():
-                return
-
-    async def _await(self, call: Call, worker: _Worker, end: float) -> bytes | None:
-        """The answer, or None at ``end``: :meth:`_wait` and :meth:`_Worker.frame` on the event loop."""
-        watch = not call.cancelled
-        while True:
-            frame = worker.take()
+            frame = worker.advance()
             if frame is not None:
                 return frame
             left = end - time.monotonic()
-            if await worker.await_readable(min(left, _CANCEL_POLL)):
-                continue
-            if watch and call.cancelled:
-                raise self._cancelled(call, worker)
-            if worker.exited():
-                frame = worker.take()  # the answer may have come just before it exited
-                if frame is None:
-                    raise _WorkerGone
+            if left <= 0.0:
+                return None
+            if not worker.wait(min(left, _CANCEL_POLL)):
+                frame = self._quiet(watch, worker)
+                if frame is not None or left <= _CANCEL_POLL:
+                    return frame
+
+    async def _aread(self, watch: Call | None, worker: _Worker, end: float) -> bytes | None:
+        """:meth:`_read` on the event loop."""
+        while True:
+            frame = worker.advance()
+            if frame is not None:
                 return frame
-            if left <= _CANCEL_POLL:
-                return worker.take()  # (an answer that came at the deadline is taken)
+            left = end - time.monotonic()
+            if left <= 0.0:
+                return None
+            if not await worker.await_ready(min(left, _CANCEL_POLL)):
+                frame = self._quiet(watch, worker)
+                if frame is not None or left <= _CANCEL_POLL:
+                    return frame
+
+    def _quiet(self, watch: Call | None, worker: _Worker) -> bytes | None:
+        """After a wait in which the socket was not ready: ToolCancelled (the worker killed) when
+        ``watch`` was cancelled; a frame that came just now; else ``_WorkerGone`` if the worker
+        exited (a process the tool forked may hold its socket open)."""
+        if watch is not None and watch.cancelled:
+            raise self._cancelled(watch, worker)
+        frame = worker.take() if worker.unsent is None else None
+        if frame is None and worker.exited():
+            raise _WorkerGone
+        return frame
+
+    @staticmethod
+    def _watch(call: Call) -> Call | None:
+        """The call to watch for cancellation: none if it was cancelled before this attempt (an earlier one timed out)."""
+        return None if call.cancelled else call
 
     def run(self, call: Call, fn: Callable[..., Any], kwargs: dict[str, Any], timeout: float) -> Any:
+        watch = self._watch(call)
         job = self._job(call, fn, kwargs)
         worker = self._take(call)
         end = time.monotonic() + timeout  # a worker's start counts: the call's time is the caller's
         try:
             if not worker.ready:
                 self._start(call, worker, end, timeout)
-            worker.submit(job, end)
-            self._wait(call, worker, end)
-        except _WorkerGone:
-            pass  # reading the answer reports the death
-        except ToolError:  # a failed start or a cancelled call (the worker is discarded already)
+        except ToolError:  # a failed start (the worker is discarded, or parked to go on starting)
             raise
-        except BaseException:  # e.g. KeyboardInterrupt while waiting: kill the tool now
+        except BaseException:  # e.g. KeyboardInterrupt while it starts
             self._pool.discard(worker, "killed")
             raise
         try:
-            frame = worker.frame(end)
-        except BaseException as exc:
+            worker.submit(job)
+            frame = self._read(watch, worker, end)
+        except ToolError:  # a cancelled call (the worker is discarded already)
+            raise
+        except BaseException as exc:  # gone, or e.g. KeyboardInterrupt while waiting: kill the tool now
             raise self._unreadable(call, worker, exc)  # noqa: B904 - its cause is set
         return self._answer(call, worker, frame, timeout)
 
     async def arun(self, call: Call, fn: Callable[..., Any], kwargs: dict[str, Any], timeout: float) -> Any:
+        watch = self._watch(call)
         job = self._job(call, fn, kwargs)
         worker = self._take(call)
         end = time.monotonic() + timeout
@@ -996,8 +1003,8 @@ class ProcessRunner:
             self._pool.discard(worker)
             raise
         try:
-            worker.submit(job, end)
-            frame = await self._await(call, worker, end)
+            worker.submit(job)
+            frame = await self._aread(watch, worker, end)
         except ToolError:
             raise
         except BaseException as exc:
