@@ -212,7 +212,7 @@ def test_retries_reuse_the_key(make_store: Any, clock: ManualClock) -> None:
             raise RetryableError("blip")
         return "ok"
 
-    reg.add(flaky, retry={"attempts": 3, "initial": 0})  # not idempotent: the key makes the retry safe
+    reg.add(flaky, retry={"attempts": 3, "initial": 0, "rerun_non_idempotent": True})  # re-run allowed: one key for all
     result = reg.try_call("flaky", idempotency_key="k")
     assert result.ok and result.attempts == 2
     assert reg.call("flaky", idempotency_key="k") == "ok" and len(runs) == 2
@@ -236,7 +236,11 @@ def test_a_refused_retry_after_the_tool_ran_is_the_outcome(make_store: Any, cloc
         runs.append(1)
         raise RetryableError("blip")
 
-    reg.add(flaky, rate_limit={"rate": 0.001, "burst": 1}, retry={"attempts": 3, "initial": 0, "total": 5})
+    reg.add(
+        flaky,
+        rate_limit={"rate": 0.001, "burst": 1},
+        retry={"attempts": 3, "initial": 0, "total": 5, "rerun_non_idempotent": True},
+    )
     first = reg.try_call("flaky", idempotency_key="k")
     assert type(first.error).__name__ == "RateLimitExceeded" and len(runs) == 1
     again = reg.try_call("flaky", idempotency_key="k")

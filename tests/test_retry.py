@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import random
 import threading
@@ -18,10 +19,13 @@ from harness_one import (
     RetryableError,
     RetryPolicy,
     ToolArgumentError,
+    ToolBusy,
     ToolDefinitionError,
+    ToolError,
     ToolExecutionError,
     ToolRegistry,
     ToolTimeout,
+    hookimpl,
 )
 from harness_one_plugins import RetryPlugin
 from harness_one_plugins.retry import set_testing
@@ -71,16 +75,19 @@ def test_non_idempotent_tool_is_not_rerun_once_started(reg: ToolRegistry) -> Non
     reg.add(tool, name="charge", retry=3)  # not idempotent
     result = reg.try_call("charge")
     assert not result.ok and tool.runs == 1
-    keyed = reg.try_call("charge", idempotency_key="order-7")  # a key makes re-running safe
-    assert keyed.ok and tool.runs == 2
+    again = Flaky(1, RetryableError("503"))
+    reg.add(again, name="charge_keyed", retry=3)
+    keyed = reg.try_call("charge_keyed", idempotency_key="order-7")  # a key stores one outcome: the backend never sees it
+    assert isinstance(keyed.error, RetryableError) and keyed.attempts == 1 and again.runs == 1
     opted = Flaky(1, RetryableError("503"))
     reg.add(opted, name="opted", retry={"attempts": 3, "rerun_non_idempotent": True})
     assert reg.call("opted") == "ok" and opted.runs == 2
 
 
-def test_a_keyed_call_is_not_rerun_while_its_timed_out_attempt_still_runs(clock: ManualClock) -> None:
-    """A thread-mode timeout abandons the tool, which runs on: a retry under the same key ran the
-    (non-idempotent) tool again beside it, three charges for one key."""
+def test_a_keyed_call_of_a_non_idempotent_tool_is_not_rerun(clock: ManualClock) -> None:
+    """An idempotency key does not make re-running safe: a thread-mode timeout abandons the tool, which
+    runs on, and a retry under the same key ran it again beside it (three charges for one key); a
+    tool that failed and returned was charged again by the retry (its backend never sees the key)."""
     reg = ToolRegistry(plugins={"retry": RetryPlugin(rng=random.Random(7))}, clock=clock, autoload=False)
     release = threading.Event()
     runs: list[int] = []
@@ -104,10 +111,12 @@ def test_a_keyed_call_is_not_rerun_while_its_timed_out_attempt_still_runs(clock:
         assert reg.try_call("idem", {"amount": 1}).attempts == 3 and runs == [100, -1, -1, -1]
     finally:
         release.set()
-    # a keyed call whose tool failed and returned (nothing runs on) is retried as before
+    # a keyed call whose tool failed and returned (nothing runs on) is not re-run either
     flaky = Flaky(1, RetryableError("503"))
     reg.add(flaky, name="flaky", retry=3)
-    assert reg.call("flaky", idempotency_key="k") == "ok" and flaky.runs == 2
+    with pytest.raises(RetryableError):
+        reg.call("flaky", idempotency_key="k")
+    assert flaky.runs == 1
 
 
 def test_backoff_past_a_float_s_range_is_the_cap(clock: ManualClock) -> None:
@@ -302,3 +311,48 @@ def _testing_off() -> Iterator[None]:
     set_testing(False)
     yield
     set_testing(False)
+
+
+class _Busy:
+    """Refuses every attempt before it runs with a ToolBusy, with or without a retry_after."""
+
+    name = "busy"
+
+    def __init__(self, retry_after: float | None) -> None:
+        self.retry_after = retry_after
+        self.refusals = 0
+
+    @hookimpl
+    def harness_pre_call(self, call: Any) -> None:
+        self.refusals += 1
+        raise ToolBusy("the pool is full", tool=call.tool.name, retry_after=self.retry_after)
+
+
+@pytest.mark.parametrize(("retry_after", "refusals"), [(None, 1), (0.5, 3)])
+def test_a_refusal_is_waited_out_only_when_it_says_when_it_ends(
+    clock: ManualClock, retry_after: float | None, refusals: int
+) -> None:
+    """A refusal without retry_after (a full pool) stands at once; polled at `initial=0`, it was a hot loop for `total`."""
+    busy = _Busy(retry_after)
+    reg = ToolRegistry(plugins={"busy": busy}, clock=clock, autoload=False)
+    reg.add(lambda: "ran", name="quick", idempotent=True, retry={"attempts": 3, "initial": 0, "total": 1.2})
+    result = reg.try_call("quick")
+    assert isinstance(result.error, ToolBusy) and busy.refusals == refusals
+    assert clock.sleeps == ([] if retry_after is None else [0.5, 0.5])
+
+
+@pytest.mark.parametrize("total", [math.inf, math.nan])
+def test_a_retry_total_must_be_finite(total: float) -> None:
+    """An infinite total let a server's retry_after of a year (or 1e300 s: OverflowError in sleep) be waited."""
+    with pytest.raises(ToolDefinitionError, match="retry total must be a finite non-negative number"):
+        ToolRegistry(autoload=False).add(lambda: 1, name="t", retry={"total": total})
+
+
+def test_a_tool_error_in_retry_on_is_refused_at_definition() -> None:
+    """A tool's own ToolError is never wrapped, so ``on`` never matched it: a setting that silently did nothing."""
+
+    class UpstreamDown(ToolError):
+        pass
+
+    with pytest.raises(ToolDefinitionError, match="raise RetryableError"):
+        ToolRegistry(autoload=False).add(lambda: 1, name="t", retry={"on": [OSError, UpstreamDown]})

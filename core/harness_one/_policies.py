@@ -7,7 +7,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
-from ._errors import ToolDefinitionError
+from ._errors import ToolDefinitionError, ToolError
 
 __all__ = ["CircuitBreakerPolicy", "RateLimit", "RetryPolicy"]
 
@@ -128,13 +128,20 @@ class RetryPolicy:
             raise ToolDefinitionError(
                 f"Tool '{tool}': retry attempts must be an integer >= 1, got {policy.attempts!r}.", tool=tool
             )
-        for name in ("initial", "max_delay", "total"):
-            _positive(getattr(policy, name), f"retry {name}", tool, zero=True)
+        for name in ("initial", "max_delay", "total"):  # finite: a wait must end (a server's retry_after is bounded by total)
+            _positive(getattr(policy, name), f"retry {name}", tool, zero=True, finite=True)
         if not policy.multiplier >= 1:
             raise ToolDefinitionError(f"Tool '{tool}': retry multiplier must be >= 1.", tool=tool)
         for exc in policy.on:
             if not (isinstance(exc, type) and issubclass(exc, BaseException)):
                 raise ToolDefinitionError(f"Tool '{tool}': retry 'on' must list exception types, got {exc!r}.", tool=tool)
+            if issubclass(exc, ToolError):  # never wrapped, so never matched: say what works
+                raise ToolDefinitionError(
+                    f"Tool '{tool}': retry 'on' lists {exc.__name__}, a ToolError, which the tool's own exceptions "
+                    "are matched against only when they are not ToolErrors: raise RetryableError (with retry_after) "
+                    "for a transient failure.",
+                    tool=tool,
+                )
         return policy
 
 

@@ -50,13 +50,14 @@ class RetryPlugin:
 
     - never a :class:`ToolArgumentError` (or any error not listed below);
     - a refusal before the tool ran (:class:`RateLimitExceeded`, :class:`ToolBusy`,
-      :class:`CircuitOpen`, :class:`IdempotencyConflict`): waited out when its ``retry_after``
-      fits in the remaining budget;
-    - once the tool started, only if re-running is safe: the tool is ``idempotent``, the call
-      has an idempotency key and the failed attempt is not still running (abandoned at its
-      timeout), or the policy has ``rerun_non_idempotent``; then a
-      :class:`RetryableError`, an exception of a type in ``on`` (the tool's own exception),
-      or :class:`ToolTimeout` when ``timeouts`` is set.
+      :class:`CircuitOpen`, :class:`IdempotencyConflict`) that says when it ends: waited out
+      when its ``retry_after`` fits in the remaining budget (one without, such as a full
+      pool of timeout workers, stands at once);
+    - once the tool started, only if re-running is safe: the tool is ``idempotent``, or the
+      policy has ``rerun_non_idempotent`` (an idempotency key is not enough: it stores one
+      outcome, but the tool's backend never sees it, and a re-run repeats what the started
+      attempt may have done); then a :class:`RetryableError`, an exception of a type in ``on``
+      (the tool's own exception), or :class:`ToolTimeout` when ``timeouts`` is set.
 
     Each wait is ``uniform(0, min(max_delay, initial * multiplier ** (attempt - 1)))``, or the
     error's ``retry_after`` when larger; no attempt starts after ``total`` seconds, nor after
@@ -91,10 +92,8 @@ class RetryPlugin:
     def transient(self, call: Call, error: BaseException, policy: RetryPolicy) -> bool:
         """Whether ``error`` may be retried under ``policy`` (see the class docstring)."""
         if isinstance(error, (RateLimitExceeded, ToolBusy, CircuitOpen, IdempotencyConflict)):
-            return not call.ran
-        # A key stores one outcome, but an attempt abandoned at its timeout still runs: another would run beside it.
-        keyed = call.idempotency_key is not None and call.lingering is None
-        if call.ran and not (call.tool.idempotent or keyed or policy.rerun_non_idempotent):
+            return not call.ran and error.retry_after is not None  # one that says when it ends
+        if call.ran and not (call.tool.idempotent or policy.rerun_non_idempotent):
             return False
         if isinstance(error, RetryableError):
             return True
