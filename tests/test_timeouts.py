@@ -306,3 +306,43 @@ def test_a_tool_taking_a_call_cannot_run_in_process_mode() -> None:
     reg.add(watch, timeout=5, timeout_mode="thread")  # there it runs, and sees its deadline
     remaining = reg.call("watch")
     assert remaining is not None and 0 < remaining <= 5
+
+
+def test_a_retried_attempt_starts_uncancelled_while_the_abandoned_one_reads_cancelled() -> None:
+    """``call.cancelled`` is per attempt: the retry after a thread-mode timeout gave up at once
+    (a cooperative tool returned its partial answer as a success), sticky from the first attempt."""
+    reg = ToolRegistry(autoload=False)
+    stalled, release, recorded = threading.Event(), threading.Event(), threading.Event()
+    seen: dict[str, bool] = {}
+
+    def crawl(call: Call) -> str:
+        if not stalled.is_set():
+            stalled.set()
+            release.wait(10)  # past its timeout: abandoned, runs on
+            seen["abandoned"] = call.cancelled
+            recorded.set()
+            return "late"
+        seen["retry"] = call.cancelled
+        return "complete"
+
+    reg.add(crawl, idempotent=True, timeout=0.05, timeout_mode="thread", retry={"attempts": 2, "timeouts": True, "initial": 0})
+    try:
+        assert reg.call("crawl") == "complete"
+    finally:
+        release.set()
+    assert recorded.wait(10)
+    assert seen == {"retry": False, "abandoned": True}
+
+
+def test_an_async_retry_after_a_timeout_starts_uncancelled() -> None:
+    reg = ToolRegistry(autoload=False)
+    seen: list[bool] = []
+
+    async def crawl(call: Call) -> str:
+        seen.append(call.cancelled)
+        if len(seen) == 1:
+            await asyncio.sleep(3600)  # cancelled at its timeout
+        return "complete"
+
+    reg.add(crawl, idempotent=True, timeout=0.05, retry={"attempts": 2, "timeouts": True, "initial": 0})
+    assert asyncio.run(reg.acall("crawl")) == "complete" and seen == [False, False]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import itertools
 import os
 import threading
@@ -25,6 +26,9 @@ _PREFIX = os.urandom(4).hex()
 _ids = itertools.count(1)
 _TOKEN_PREFIX = os.urandom(8).hex()
 _tokens = itertools.count(1)
+#: The call and attempt a tool running in a timeout worker thread belongs to (set in that
+#: thread's context): ``Call.cancelled`` there answers for that attempt, not the current one.
+_ATTEMPT: contextvars.ContextVar[tuple[Call, int] | None] = contextvars.ContextVar("harness_one_attempt", default=None)
 
 
 def _forked() -> None:
@@ -157,7 +161,7 @@ class Call:
     lingering: Lingering | None = None
     decision: Retry | Outcome | None = None
     _state: dict[str, Any] | None = None
-    _cancelled: bool = False
+    _cancelled_through: int = 0  # the last attempt cancelled (0: none)
     _progress: ProgressCallback | None = None
 
     def __init__(
@@ -210,12 +214,24 @@ class Call:
 
     @property
     def cancelled(self) -> bool:
-        """True once the caller stopped waiting (a timeout, a cancelled task): stop early."""
-        return self._cancelled
+        """True once the caller stopped waiting for this attempt (its timeout, a cancelled task): stop early.
+
+        Per attempt: a tool abandoned at its timeout still reads True, while the retry
+        that follows it starts with False.
+        """
+        through = self._cancelled_through
+        if not through:
+            return False
+        running = _ATTEMPT.get()
+        return (running[1] if running is not None and running[0] is self else self.attempt) <= through
 
     def cancel(self) -> None:
-        """Mark the call as abandoned; cooperative tools check :attr:`cancelled`."""
-        self._cancelled = True
+        """Mark the call's current attempt as abandoned; cooperative tools check :attr:`cancelled`."""
+        self._cancelled_through = self.attempt
+
+    def _bind_attempt(self, context: contextvars.Context) -> None:
+        """Make ``context`` (a worker thread's, for this attempt's tool) read :attr:`cancelled` for this attempt."""
+        context.run(_ATTEMPT.set, (self, self.attempt))
 
     def remaining(self) -> float | None:
         """Seconds until ``deadline`` on the registry's clock (None: no deadline)."""

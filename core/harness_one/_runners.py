@@ -241,6 +241,7 @@ class ThreadRunner:
         slot.fn = fn
         slot.kwargs = kwargs
         slot.context = contextvars.copy_context()
+        call._bind_attempt(slot.context)  # the tool reads `cancelled` for its own attempt, after retries too
         slot.state = _RUNNING
         return slot
 
