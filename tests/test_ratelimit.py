@@ -304,3 +304,72 @@ def test_keyed_buckets_compare_values_as_text(registry: ToolRegistry) -> None:
     for user in (float("nan"), 1, "1"):
         with pytest.raises(RateLimitExceeded):
             registry.call("f", context={"user": user})
+
+
+def test_an_attempt_refused_after_its_token_keeps_it_for_the_next() -> None:
+    """Waiting for a concurrency slot took a token at every poll: the bucket drained while the tool ran once."""
+    import threading
+
+    from harness_one_plugins import ConcurrencyPlugin
+
+    clock = ManualClock()
+    reg = ToolRegistry(plugins={"concurrency": ConcurrencyPlugin(max_wait=1.0, poll=0.01)}, clock=clock, autoload=False)
+    entered, release = threading.Event(), threading.Event()
+
+    def work(n: int) -> int:
+        if n == 0:
+            entered.set()
+            release.wait(10)
+        return n
+
+    reg.add(work, timeout_mode="none", max_concurrency=1, rate_limit={"rate": 5, "burst": 5})
+    holder = threading.Thread(target=reg.call, args=("work", {"n": 0}))
+    holder.start()
+    assert entered.wait(10)
+    try:
+        waited = reg.try_call("work", {"n": 1})  # polls the slot for 1 s on one token
+    finally:
+        release.set()
+        holder.join(10)
+    # it waited out max_wait for the slot (~100 polls of 0.01 s), never refused by its own rate limit
+    assert waited.error is not None and waited.error.kind == "busy" and len(clock.sleeps) >= 90
+    assert reg.stats()["rate_limit"]["refused"] == 0
+
+
+def test_a_flood_of_keys_through_one_tool_resets_no_other_tools_keyed_limit() -> None:
+    """At max_keys the oldest keyed buckets went whichever tool's: lookups reset a per-caller hourly SMS limit."""
+    buckets = InMemoryBuckets(max_keys=100, sweep_every=10_000)
+    assert buckets.acquire(("send_sms", "mallory"), 1 / 3600, 1.0, 1.0, 0.0) == 0.0
+    for i in range(1000):
+        buckets.acquire(("lookup", i), 0.001, 5.0, 1.0, 0.0)
+        assert len(buckets) <= 100
+    assert buckets.acquire(("send_sms", "mallory"), 1 / 3600, 1.0, 1.0, 0.0) == pytest.approx(3600.0)  # still refused
+
+
+def test_a_long_key_is_kept_as_a_digest() -> None:
+    """A 200 KB argument as the key was kept whole for each of up to max_keys buckets (400 MB for 2,000 calls)."""
+    backend = InMemoryBuckets()
+    reg = ToolRegistry(plugins={"rate_limit": RateLimitPlugin(backend=backend)}, clock=ManualClock(), autoload=False)
+    reg.add(lambda q: q[:3], name="search", rate_limit={"rate": 1, "burst": 1, "key": lambda call: call.arguments["q"]})
+    big = "x" * 200_000
+    assert reg.call("search", {"q": big}) == "xxx"
+    assert reg.try_call("search", {"q": big}).error.kind == "rate_limited"  # type: ignore[union-attr]  # the same bucket
+    assert reg.call("search", {"q": big + "y"}) == "xxx"  # another
+    keys = list(backend._buckets)
+    assert len(keys) == 2 and all(len(k[1]) == 65 and k[1].startswith("#") for k in keys)
+
+
+def test_calls_at_exactly_the_rate_are_all_admitted() -> None:
+    """Float rounding refused a third of the calls made 1/3 s apart at 3 a second (a wait of 4.8e-12 s)."""
+    buckets = InMemoryBuckets()
+    refused = [i for i in range(30_000) if buckets.acquire("t", 3.0, 1.0, 1.0, i / 3.0) > 0.0]
+    assert refused == []
+
+
+def test_a_tiny_rate_gives_a_bounded_retry_after() -> None:
+    """A rate RateLimit.parse accepts (1e-306 a second) made ceil(inf): an internal error on the refusal."""
+    reg = ToolRegistry(clock=ManualClock(), autoload=False)
+    reg.add(lambda: 1, name="t", rate_limit={"rate": 1e-306, "burst": 1})
+    reg.call("t")
+    refused = reg.try_call("t")
+    assert isinstance(refused.error, RateLimitExceeded) and refused.error.retry_after == 1e12

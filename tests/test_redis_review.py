@@ -211,7 +211,7 @@ def test_the_state_url_password_is_never_shown() -> None:
 
 def test_key_names_are_digested_only_when_they_must_be() -> None:
     """Short printable names keep their text (``#42`` too: its key did not move); a digest look-alike is digested."""
-    from harness_one.state._redis import _name
+    from harness_one.state import key_text as _name
 
     digest = _name("\ud800")
     assert digest.startswith("#") and len(digest) == 65

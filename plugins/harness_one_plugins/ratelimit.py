@@ -10,18 +10,20 @@ from typing import Any
 from harness_one import (
     Await,
     Call,
+    CircuitOpen,
     Clock,
     RateLimit,
     RateLimitExceeded,
     Retry,
     SystemClock,
     Tool,
+    ToolBusy,
     ToolRegistry,
-    applies_to,
+    ToolTimeout,
     hookimpl,
     per_tool,
 )
-from harness_one.state import FailMode, MemoryBuckets, RateLimitBackend, StateUnavailable, round_trip
+from harness_one.state import FailMode, MemoryBuckets, RateLimitBackend, StateUnavailable, key_text, round_trip
 
 from ._options import seconds
 
@@ -29,6 +31,11 @@ __all__ = ["InMemoryBuckets", "RateLimitBackend", "RateLimitPlugin"]
 
 #: The in-memory backend (kept under its earlier name).
 InMemoryBuckets = MemoryBuckets
+
+_UNUSED = "rate_limit.unused"  # the attempt whose token a later policy's refusal left unused
+#: The refusals of the standard policies that come after the rate limit (total timeout, circuit
+#: breaker, concurrency slot, timeout pool): an attempt they refuse took its token and did not run.
+_AFTER_THE_TOKEN = frozenset({ToolTimeout, CircuitOpen, ToolBusy})
 
 
 class RateLimitPlugin:
@@ -96,6 +103,9 @@ class RateLimitPlugin:
         acquire = backend.acquire if key is None and type(backend) is MemoryBuckets else None
 
         def pre_call(call: Call) -> Await | None:
+            held = call._state
+            if held is not None and held.get(_UNUSED) == call.attempt:  # taken by this attempt, refused later: still its
+                return None
             clock = self._now
             now = clock() if clock is not None else (self.clock or call.registry.clock).now()
             if acquire is not None and self.backend is backend:
@@ -105,7 +115,7 @@ class RateLimitPlugin:
                     bucket: Hashable = name
                 else:  # by text, as budgets count runs: 1, 1.0 and True are three buckets here as in Redis, NaN one
                     value = key(call) if callable(key) else call.context.get(key)
-                    bucket = (name, value if isinstance(value, str) else repr(value))
+                    bucket = (name, key_text(value))  # bounded: a 200 KB key is kept as a digest
                 current = self.backend
                 if type(current) is not MemoryBuckets:
                     return self._acquire(call, current, bucket, limit, now)
@@ -133,7 +143,8 @@ class RateLimitPlugin:
     def _refusal(self, call: Call, wait: float) -> RateLimitExceeded:
         self.refused += 1
         # Up to the next millisecond: a caller who waits retry_after finds the token there (not 1e-12 s short).
-        return RateLimitExceeded.of(math.ceil(wait * 1000.0) / 1000.0, call.tool.name, call.call_id)
+        # (At most ~31,700 years: a rate of 1e-306 tokens a second made ceil() of infinity.)
+        return RateLimitExceeded.of(math.ceil(min(wait, 1e12) * 1000.0) / 1000.0, call.tool.name, call.call_id)
 
     def _shared(
         self,
@@ -166,18 +177,36 @@ class RateLimitPlugin:
         return limit.max_wait if limit.max_wait is not None else self.max_wait
 
     @hookimpl(tryfirst=True)
-    @applies_to(lambda plugin, tool: plugin._wait_budget(tool) > 0)
+    @per_tool(lambda plugin, tool: plugin._on_error_for(tool))
     def harness_on_error(self, call: Call, error: BaseException) -> Retry | None:
-        """Wait out a refusal when the tool or plugin allows waiting and the budget lasts."""
-        if type(error) is not RateLimitExceeded or call.ran:  # a tool's own (an upstream 429) is not waited out
+        prepared = self._on_error_for(call.tool)
+        return None if prepared is None else prepared(call, error)
+
+    def _on_error_for(self, tool: Tool) -> Callable[[Call, BaseException], Retry | None] | None:
+        """For a rate-limited ``tool``: keep the token of an attempt a later policy refused before it
+        ran, for the call's next attempt; wait out this plugin's refusal when the tool or plugin
+        allows waiting and the budget lasts."""
+        if (tool.rate_limit or self.default) is None:
             return None
-        budget = self._wait_budget(call.tool)
-        wait = error.retry_after or 0.0
-        waited = call.peek("rate_limit.waited", 0.0)
-        if waited + wait > budget:
-            return None
-        call.state["rate_limit.waited"] = waited + wait
-        return Retry(delay=wait)
+        budget = self._wait_budget(tool)
+
+        def on_error(call: Call, error: BaseException) -> Retry | None:
+            if call.ran:  # a tool's own RateLimitExceeded (an upstream 429) is not waited out
+                return None
+            if type(error) is not RateLimitExceeded:
+                if type(error) in _AFTER_THE_TOKEN:  # refused after this attempt took its token: the next one reuses it
+                    call.state[_UNUSED] = call.attempt
+                return None
+            if budget <= 0.0:
+                return None
+            wait = error.retry_after or 0.0
+            waited = call.peek("rate_limit.waited", 0.0)
+            if waited + wait > budget:
+                return None
+            call.state["rate_limit.waited"] = waited + wait
+            return Retry(delay=wait)
+
+        return on_error
 
     @hookimpl
     def harness_stats(self, registry: ToolRegistry) -> dict[str, Any]:

@@ -40,6 +40,7 @@ from ._protocols import (
     RateLimitBackend,
     Record,
     StateUnavailable,
+    key_text,
 )
 from ._select import REDIS_SCHEMES, State, open_state
 
@@ -81,6 +82,7 @@ __all__ = [
     "State",
     "StateUnavailable",
     "WallClock",
+    "key_text",
     "new_token",
     "open_state",
     "round_trip",

@@ -41,9 +41,10 @@ class MemoryBuckets:
     A bucket untouched for ``burst / rate`` seconds is full, which is what a missing bucket
     means, so dropping it changes nothing; a sweep every ``sweep_every`` new buckets does
     that, and ``max_keys`` caps memory even under a flood of distinct keys. When the buckets
-    still busy fill ``max_keys``, the oldest tenth of the keyed ones (a tool's per-caller
-    buckets) go at once, so the next sweeps are far apart; a tool's own bucket (no ``key``) is
-    never dropped, so a flood of keys cannot reset another tool's limit.
+    still busy fill ``max_keys``, the tool with the most keyed buckets (per-caller ones)
+    drops the oldest tenth of its own at once, so the next sweeps are far apart: a flood of
+    keys through one tool resets none of another tool's limits, and a tool's own bucket (no
+    ``key``) is never dropped.
     """
 
     def __init__(self, *, max_keys: int = 100_000, sweep_every: int = 4096) -> None:
@@ -69,7 +70,7 @@ class MemoryBuckets:
                 bucket[1] = now
             elif now < last:  # the clock stepped back: nothing refilled, and refills run from here
                 bucket[1] = now
-            if tokens >= cost:
+            if tokens >= cost - cost * 1e-9:  # a call at exactly the rate finds its token (1/3 s at 3/s sums to 0.99999...)
                 bucket[0] = tokens - cost
                 return 0.0
             bucket[0] = tokens
@@ -90,10 +91,16 @@ class MemoryBuckets:
         idle = [k for k, (_, last, full_after) in self._buckets.items() if now - last >= full_after]
         for key in idle:
             del self._buckets[key]
-        if len(self._buckets) >= self._max_keys:  # still full of busy keys: drop the oldest keyed tenth
-            keyed = [k for k in self._buckets if type(k) is not str]
-            for key in keyed[: max(len(keyed) // 10, len(self._buckets) - self._max_keys + 1)]:
-                del self._buckets[key]
+        if len(self._buckets) >= self._max_keys:  # still full of busy keys: the tool with the most drops its oldest tenth
+            keyed: dict[Hashable, list[Hashable]] = {}
+            for k in self._buckets:
+                if type(k) is not str:
+                    keyed.setdefault(k[0] if type(k) is tuple and k else k, []).append(k)
+            for mine in sorted(keyed.values(), key=len, reverse=True):
+                for key in mine[: max(len(mine) // 10, len(self._buckets) - self._max_keys + 1)]:
+                    del self._buckets[key]
+                if len(self._buckets) < self._max_keys:
+                    break
 
     def __len__(self) -> int:
         return len(self._buckets)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections.abc import Hashable
 from dataclasses import dataclass
@@ -10,6 +11,7 @@ from typing import Any, Protocol, runtime_checkable
 from .._errors import ToolError
 
 __all__ = [
+    "key_text",
     "positive_seconds",
     "AsyncBudgetStore",
     "AsyncCircuitStore",
@@ -28,6 +30,17 @@ __all__ = [
 
 #: How many of a run's latest give-backs a standard budget store remembers the tickets of.
 KEPT_TICKETS = 64
+
+
+def key_text(value: Hashable) -> str:
+    """A caller's key (a bucket, a run, a circuit) as bounded text: its text, or ``#`` and a digest
+    of it when the text is over 200 characters or not printable (a lone surrogate cannot be sent to
+    Redis; a huge one would be kept for every bucket, or time out the link), or is itself ``#`` and
+    64 characters (so no key is taken for another's digest; ``#42`` stays ``#42``)."""
+    text = value if isinstance(value, str) else repr(value)
+    if len(text) <= 200 and text.isprintable() and not (len(text) == 65 and text[0] == "#"):
+        return text
+    return "#" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def positive_seconds(value: float | str, what: str) -> float:

@@ -32,7 +32,7 @@ from redis.exceptions import ClusterError, NoScriptError, OutOfMemoryError, Read
 from redis.retry import Retry
 
 from .._log import log_event
-from ._protocols import KEPT_TICKETS, Record, StateUnavailable
+from ._protocols import KEPT_TICKETS, Record, StateUnavailable, key_text
 from ._select import split_redis_url
 
 __all__ = ["RedisBudgets", "RedisBuckets", "RedisCircuits", "RedisLink", "RedisSlots", "RedisStore"]
@@ -99,7 +99,7 @@ elseif now < last then
   last = now -- the clock stepped back: refills run from here (they stopped until it caught up)
 end
 local wait = 0
-if tokens >= cost then tokens = tokens - cost else wait = (cost - tokens) / rate end
+if tokens >= cost - cost * 1e-9 then tokens = tokens - cost else wait = (cost - tokens) / rate end
 redis.call('HSET', KEYS[1], 't', num(tokens), 'at', num(last))
 redis.call('PEXPIRE', KEYS[1], math.ceil(burst / rate * 1000) + 1000)
 return num(wait)
@@ -828,17 +828,6 @@ def _now_arg(server_time: bool, now: float) -> str:
     return "" if server_time else repr(float(now))
 
 
-def _name(value: Hashable) -> str:
-    """A name in a Redis key (a bucket, a run, a circuit): its text, or ``#`` and a digest of it
-    when the text is over 200 characters or not printable (a lone surrogate cannot be sent; a huge
-    one would time out the link for every caller), or is itself ``#`` and 64 characters (so no
-    name is taken for another's digest; ``#42`` stays ``#42``)."""
-    text = value if isinstance(value, str) else repr(value)
-    if len(text) <= 200 and text.isprintable() and not (len(text) == 65 and text[0] == "#"):
-        return text
-    return "#" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
-
-
 class RedisBuckets:
     """Token buckets in Redis: one hash per bucket (tokens, last refill) that expires once full again.
 
@@ -851,7 +840,12 @@ class RedisBuckets:
         self.server_time = server_time
 
     def _args(self, key: Hashable, rate: float, burst: float, cost: float, now: float) -> tuple[list[str], list[Any]]:
-        return [f"{self.link.prefix}rl:{{{_name(key)}}}"], [_now_arg(self.server_time, now), repr(rate), repr(burst), repr(cost)]
+        return [f"{self.link.prefix}rl:{{{key_text(key)}}}"], [
+            _now_arg(self.server_time, now),
+            repr(rate),
+            repr(burst),
+            repr(cost),
+        ]
 
     def acquire(self, key: Hashable, *, rate: float, burst: float, cost: float, now: float) -> float:
         return float(self.link.run(_BUCKET, *self._args(key, rate, burst, cost, now)))
@@ -1027,7 +1021,7 @@ class RedisCircuits:
         self.server_time = server_time
 
     def _call(self, tool: str, policy: Any, now: float, *extra: Any) -> tuple[list[str], list[Any]]:
-        name = _name(tool)
+        name = key_text(tool)
         return [f"{self.link.prefix}cb:{{{len(name)}:{name}}}"], [
             _now_arg(self.server_time, now),
             repr(float(policy.failure_ratio)),
@@ -1173,7 +1167,7 @@ class RedisBudgets:
         self._keep = math.ceil(max(KEEP_GIVE_BACKS, 4 * link.timeout) * 1000)  # ms
 
     def _key(self, run: str) -> str:
-        name = _name(run)  # a run id is caller data: a huge or unprintable one is hashed
+        name = key_text(run)  # a run id is caller data: a huge or unprintable one is hashed
         return f"{self.link.prefix}budget:{{{len(name)}:{name}}}"
 
     def _take(
