@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from harness_one import PluginError, ToolDefinitionError, ToolRegistry
+from harness_one import PluginError, ToolDefinitionError, ToolError, ToolRegistry
+from harness_one._errors import ERROR_TEXT_LIMIT
 from harness_one.dispatch import dispatch
 from harness_one_plugins import OutputLimitPlugin
 from harness_one_plugins.output import DEFAULT_MAX_OUTPUT, OutputTooLarge
@@ -202,3 +203,27 @@ def test_a_result_twice_inside_itself_renders_at_once() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     assert done.stdout == '["<cycle>", "<cycle>"]\n'
+
+
+def test_a_huge_int_result_is_measured() -> None:
+    """An int was never measured: 7**200000 reached the model as 169,020 digits under a limit of 1,000."""
+    reg = ToolRegistry(plugins={"output_limit": OutputLimitPlugin(max_output=1000)}, autoload=False)
+    reg.add(lambda: 7**200000, name="power")
+    reg.add(lambda: -(10**17), name="small")
+    assert len(reg.try_call("power").for_model()) == 1000
+    assert reg.call("small") == -(10**17)  # an int that cannot be long is not measured: unchanged
+
+
+def test_an_error_message_written_after_init_is_cut_for_the_model() -> None:
+    """``err.message = ...`` after __init__ skipped the cut: 5,000,000 characters reached the model."""
+    reg = ToolRegistry(autoload=False)
+
+    def loud() -> None:
+        err = ToolError("short")
+        err.message = "A" * 5_000_000
+        raise err
+
+    reg.add(loud)
+    result = reg.try_call("loud")
+    assert len(result.for_model()) == len("Error: ") + ERROR_TEXT_LIMIT
+    assert len(result.to_dict()["error"]["message"]) == ERROR_TEXT_LIMIT

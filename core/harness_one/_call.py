@@ -325,9 +325,10 @@ class CallResult(NamedTuple):
 
     def for_model(self) -> str:
         """Text for the model: the result as JSON, or ``Error: <message>``."""
+        from ._errors import capped
         from ._render import render_value, safe_text
 
         if not self.ok:
             assert self.error is not None
-            return f"Error: {safe_text(self.error.message)}"
+            return f"Error: {safe_text(capped(self.error.message))}"  # (a subclass may write its message late)
         return render_value(self.value)

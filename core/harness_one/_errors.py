@@ -202,7 +202,8 @@ class ToolError(Exception):
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready description: ``type``, ``message`` and the error's own fields."""
-        data: dict[str, Any] = {"type": type(self).__name__, "kind": self.kind, "message": self.message}
+        # Cut here too: a subclass may write (or compute) its message after __init__, which cuts it.
+        data: dict[str, Any] = {"type": type(self).__name__, "kind": self.kind, "message": capped(self.message)}
         if self.tool is not None:
             data["tool"] = self.tool
         if self.call_id is not None:

@@ -24,6 +24,7 @@ UNITS = ("chars", "bytes")
 MODES = ("truncate", "refuse")
 #: The smallest limit that leaves room for the truncation marker.
 _MIN_TRUNCATE = 100
+_SHORT_INT = 10**18  # ints within it (and floats) render in at most 24 characters: never measured
 _WORDS = {"chars": "characters", "bytes": "bytes"}
 
 
@@ -173,8 +174,8 @@ class OutputLimitPlugin:
     def harness_post_call(self, call: Call) -> None:
         value = call.result
         kind = type(value)
-        if value is None or kind is bool or kind is int or kind is float:
-            return
+        if value is None or kind is bool or kind is float or (kind is int and -_SHORT_INT < value < _SHORT_INT):
+            return  # at most 24 characters as the model reads them; a larger int is measured (7**200000: 169,020 digits)
         limit = self._limits.get(call.tool) or self.limit_for(call.tool)  # a tool removed while its call runs
         assert limit is not None  # applies_to
         if kind is not str and isinstance(value, str):  # a str subclass is text, truncated like str
