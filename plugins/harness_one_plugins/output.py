@@ -174,7 +174,12 @@ class OutputLimitPlugin:
     def harness_post_call(self, call: Call) -> None:
         value = call.result
         kind = type(value)
-        if value is None or kind is bool or kind is float or (kind is int and -_SHORT_INT < value < _SHORT_INT):
+        if (
+            value is None
+            or kind is bool
+            or kind is float
+            or (kind is int and ((value >= -0x3FFFFFFF and value <= 0x3FFFFFFF) or -_SHORT_INT < value < _SHORT_INT))
+        ):
             return  # at most 24 characters as the model reads them; a larger int is measured (7**200000: 169,020 digits)
         limit = self._limits.get(call.tool) or self.limit_for(call.tool)  # a tool removed while its call runs
         assert limit is not None  # applies_to
