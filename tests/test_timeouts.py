@@ -16,6 +16,7 @@ from gate_support import Gated
 from harness_one import (
     Call,
     ManualClock,
+    RateLimitExceeded,
     RetryableError,
     ToolBusy,
     ToolDefinitionError,
@@ -346,3 +347,19 @@ def test_an_async_retry_after_a_timeout_starts_uncancelled() -> None:
 
     reg.add(crawl, idempotent=True, timeout=0.05, retry={"attempts": 2, "timeouts": True, "initial": 0})
     assert asyncio.run(reg.acall("crawl")) == "complete" and seen == [False, False]
+
+
+def test_no_plugins_wait_ends_after_the_total_timeout() -> None:
+    """The rate limit's max_wait slept 10 s of a 1 s total, then ran out of budget with a ToolTimeout
+    saying 1 s: any Retry whose wait would end past the call's total deadline leaves the error standing."""
+    from harness_one_plugins import RateLimitPlugin
+
+    clock = ManualClock()
+    reg = ToolRegistry(plugins={"rate_limit": RateLimitPlugin(max_wait=20.0)}, clock=clock, autoload=False)
+    reg.add(lambda: "ok", name="t", rate_limit={"rate": 0.1, "burst": 1}, total_timeout=1.0, timeout_mode="none")
+    assert reg.call("t") == "ok"
+    refused = reg.try_call("t")
+    assert isinstance(refused.error, RateLimitExceeded) and refused.error.retry_after == 10.0
+    assert clock.sleeps == []  # at once, not after 10 s
+    reg.add(lambda: "ok", name="u", rate_limit={"rate": 2.0, "burst": 1}, total_timeout=1.0, timeout_mode="none")
+    assert reg.call("u") == "ok" and reg.call("u") == "ok" and clock.sleeps == [0.5]  # a wait that fits is waited

@@ -1104,7 +1104,13 @@ class ToolRegistry(metaclass=_SharedType):
                 return decision.error
             return decision
         if type(decision) is Retry:
-            return decision
+            deadline = call.total_deadline
+            if deadline is None or decision.delay <= 0.0 or call.registry.clock.now() + decision.delay <= deadline:
+                return decision
+            # No wait ends after the call's total timeout, whichever plugin asked for it: the error stands, at once.
+            if err is not exc:
+                err.__cause__ = exc
+            return err
         raise PluginError(f"on_error returned {decision!r}; expected a Retry, an Outcome or None", tool=call.tool.name) from err
 
     def _as_tool_error(self, call: Call, plan: ToolPlan, exc: BaseException) -> ToolError:
