@@ -2,25 +2,18 @@
 
 from __future__ import annotations
 
-import copy
 import threading
 from collections import OrderedDict
 from typing import Any
 
 from harness_one import Call, Clock, Outcome, Tool, ToolRegistry, applies_to, fingerprint, hookimpl
+from harness_one.state import copied
 
 from ._options import count, seconds
 
 __all__ = ["CachePlugin"]
 
 _KEY = "cache.key"
-#: Results shared as they are: nothing a caller does to one changes it.
-_IMMUTABLE = frozenset({str, int, float, bool, type(None), bytes})
-
-
-def _private(value: Any) -> Any:
-    """A copy of ``value`` no caller holds (the value itself when immutable); raises if it cannot be copied."""
-    return value if type(value) in _IMMUTABLE else copy.deepcopy(value)
 
 
 class CachePlugin:
@@ -84,7 +77,7 @@ class CachePlugin:
                 self.misses += 1
                 found = None
         if found is not None:
-            return Outcome.success(_private(cached))  # copied outside the lock
+            return Outcome.success(copied(cached))  # copied outside the lock
         call.state[_KEY] = key
         return None
 
@@ -96,8 +89,8 @@ class CachePlugin:
         if key is None or ttl is None:  # a hit answered before the tool ran
             return
         try:
-            kept = _private(call.result)
-        except (TypeError, copy.Error, RecursionError):  # one that cannot be copied (a lock, a socket) is not cached
+            kept = copied(call.result)
+        except TypeError:  # one that cannot be copied (a lock, a socket) is not cached
             return
         expires = (self.clock or call.registry.clock).now() + ttl
         with self._lock:

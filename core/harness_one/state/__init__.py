@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._clock import WallClock
 from ._leases import FAIL_MODES, Accepts, AsyncTwins, FailMode, LeaseKeeper, new_token, round_trip
-from ._memory import Breaker, MemoryBuckets, MemoryBudgets, MemoryCircuits, MemorySlots, MemoryStore
+from ._memory import Breaker, MemoryBuckets, MemoryBudgets, MemoryCircuits, MemorySlots, MemoryStore, copied
 from ._protocols import (
     AsyncBudgetStore,
     AsyncCircuitStore,
@@ -82,6 +82,7 @@ __all__ = [
     "State",
     "StateUnavailable",
     "WallClock",
+    "copied",
     "key_text",
     "new_token",
     "open_state",

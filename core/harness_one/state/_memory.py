@@ -14,7 +14,7 @@ from typing import Any
 
 from ._protocols import KEPT_TICKETS, Record
 
-__all__ = ["Breaker", "MemoryBudgets", "MemoryBuckets", "MemoryCircuits", "MemorySlots", "MemoryStore"]
+__all__ = ["Breaker", "MemoryBudgets", "MemoryBuckets", "MemoryCircuits", "MemorySlots", "MemoryStore", "copied"]
 
 #: Every in-process backend, made fit for a forked child (see :func:`_forked`).
 _BACKENDS: weakref.WeakSet[Any] = weakref.WeakSet()
@@ -106,8 +106,12 @@ class MemoryBuckets:
         return len(self._buckets)
 
 
-def _copied(value: Any) -> Any:
-    """A copy of ``value`` no caller holds (immutable scalars as they are); ``TypeError`` if it cannot be copied."""
+def copied(value: Any) -> Any:
+    """A copy of ``value`` no caller holds (immutable scalars as they are); ``TypeError`` if it cannot be copied.
+
+    What an in-process store keeps and hands out (an idempotency record's value, a cached
+    result), so that no caller changes what the next one gets.
+    """
     if value is None or type(value) in (str, int, float, bool, bytes):
         return value
     try:
@@ -145,7 +149,7 @@ class MemoryStore:
                 return None
             found = held[0]
         if found.state == "done" and found.ok:
-            return dataclasses.replace(found, value=_copied(found.value))
+            return dataclasses.replace(found, value=copied(found.value))
         return found
 
     def renew(self, scope: str, key: str, now: float, lease: float, *, owner: str | None = None) -> bool:
@@ -160,7 +164,7 @@ class MemoryStore:
             return True
 
     def finish(self, scope: str, key: str, record: Record, *, owner: str | None = None, now: float | None = None) -> bool:
-        kept = dataclasses.replace(record, value=_copied(record.value)) if record.ok else record
+        kept = dataclasses.replace(record, value=copied(record.value)) if record.ok else record
         with self._lock:
             held = self._records.get((scope, key))
             if owner is not None and held is not None and held[1] != owner and (now is None or held[0].expires > now):
