@@ -356,3 +356,19 @@ def test_a_tool_error_in_retry_on_is_refused_at_definition() -> None:
 
     with pytest.raises(ToolDefinitionError, match="raise RetryableError"):
         ToolRegistry(autoload=False).add(lambda: 1, name="t", retry={"on": [OSError, UpstreamDown]})
+
+
+def test_attempts_count_the_runs_of_the_tool(clock: ManualClock) -> None:
+    """A retry refused before the tool ran again (the rate limit) reported attempts=2 for one run."""
+    reg = ToolRegistry(plugins={"retry": RetryPlugin(rng=random.Random(1))}, clock=clock, autoload=False)
+    runs: list[int] = []
+
+    def f() -> None:
+        runs.append(1)
+        raise RetryableError("503")
+
+    reg.add(f, idempotent=True, retry={"attempts": 3}, rate_limit={"rate": 0.01, "burst": 1})
+    result = reg.try_call("f")
+    assert isinstance(result.error, RateLimitExceeded) and runs == [1] and result.attempts == 1
+    refused = reg.try_call("f")  # refused before its first run: one attempt, as ever
+    assert isinstance(refused.error, RateLimitExceeded) and refused.attempts == 1 and runs == [1]

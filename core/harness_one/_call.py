@@ -198,6 +198,13 @@ class Call:
         return self._id
 
     @property
+    def attempts(self) -> int:
+        """The attempts this call made, as :attr:`CallResult.attempts` reports them: the runs of
+        its tool, at least 1 (a retry refused before the tool ran again, by the rate limit or the
+        total timeout, is not one); :attr:`attempt` is the number of the current one."""
+        return self.attempt - 1 if not self.ran and self.attempt > 1 else self.attempt
+
+    @property
     def state(self) -> dict[str, Any]:
         """Per-call data of the plugins, keyed ``"<plugin>.<what>"``; created on first use."""
         if self._state is None:

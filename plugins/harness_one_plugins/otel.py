@@ -226,7 +226,7 @@ class OTelPlugin:
 
     def _finish(self, call: Call, span: Any, error: ToolError | None) -> None:
         attrs = self._metric_attrs(call.tool.name)
-        span.set_attribute("harness_one.attempts", call.attempt)
+        span.set_attribute("harness_one.attempts", call.attempts)
         if error is not None:
             attrs = self._failed(span, attrs, error)
         elif self.capture_content and span.is_recording():
