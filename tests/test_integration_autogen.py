@@ -12,6 +12,7 @@ import json
 import logging
 from typing import TYPE_CHECKING, Any
 
+import approval_support
 import pytest
 from autogen_agentchat.agents import AssistantAgent
 from autogen_agentchat.messages import ToolCallExecutionEvent
@@ -130,3 +131,18 @@ def test_calls_are_traced_and_logged_as_autogens_own_tools(
     }
     [span] = [s for s in spans.get_finished_spans() if s.name == "execute_tool add"]
     assert span.attributes is not None and span.attributes["gen_ai.tool.call.id"] == "e0"
+
+
+def test_a_call_needing_approval_is_refused_not_promised() -> None:
+    # AutoGen has no approval step: the model read "Do not call it again: its result comes once it is
+    # approved", a result nothing would ever bring to this run.
+    bank = approval_support.Bank()
+    usage = RequestUsage(prompt_tokens=0, completion_tokens=0)
+    call = FunctionCall(id="t-1", name="transfer", arguments=json.dumps({"to": "bob", "amount": 500}))
+    client = ReplayChatCompletionClient(
+        [CreateResult(finish_reason="function_calls", content=[call], usage=usage, cached=False)], model_info=MODEL_INFO
+    )
+    agent = AssistantAgent("assistant", model_client=client, tools=as_autogen_tools(["transfer"], bank.registry))
+    text, is_error = results(asyncio.run(agent.run(task="pay bob 500")).messages)["t-1"]
+    assert is_error and bank.sent == []
+    assert "was not run: it needs a person's approval, and no one was asked" in text and "result comes" not in text

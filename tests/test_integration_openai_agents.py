@@ -17,6 +17,7 @@ from agents import Agent, RunConfig, Runner
 from agents.items import ModelResponse
 from agents.models.interface import Model
 from agents.tool_context import ToolContext
+from agents.tracing import Span, Trace, TracingProcessor, set_trace_processors
 from agents.usage import Usage
 from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessage, ResponseOutputText
 
@@ -120,3 +121,38 @@ def test_a_failing_context_function_is_the_harness_error_text(per_user_add: PerU
     output = outputs(model)["c-0"]
     assert output.startswith("Error: Tool 'add' was not called: the application's context= function")
     assert "alice" not in output and "user" not in output and seen == []
+
+
+class KeepSpans(TracingProcessor):
+    """Keeps the finished spans of the SDK's traces."""
+
+    def __init__(self) -> None:
+        self.spans: list[Span[Any]] = []
+
+    def on_trace_start(self, trace: Trace) -> None: ...
+    def on_trace_end(self, trace: Trace) -> None: ...
+    def on_span_start(self, span: Span[Any]) -> None: ...
+    def on_span_end(self, span: Span[Any]) -> None:
+        self.spans.append(span)
+
+    def shutdown(self) -> None: ...
+    def force_flush(self) -> None: ...
+
+
+@pytest.mark.parametrize("sensitive", [True, False])
+def test_a_harness_error_marks_the_function_span_failed(per_user_add: PerUserAdd, sensitive: bool) -> None:
+    # The model read the error text while the SDK's trace showed a successful call.
+    registry, add, _ = per_user_add
+    kept = KeepSpans()
+    set_trace_processors([kept])
+    try:
+        model = ScriptedModel([("c-0", {"a": "two", "b": 3}), ("c-1", {"a": 1, "b": 2})])
+        agent = Agent(name="adder", model=model, tools=[to_openai_agents(add, registry)])
+        asyncio.run(Runner.run(agent, "add", run_config=RunConfig(trace_include_sensitive_data=sensitive)))
+    finally:
+        set_trace_processors([])
+    assert outputs(model)["c-1"] == "3"
+    failed, passed = [s for s in kept.spans if s.span_data.type == "function"]
+    assert passed.error is None and failed.error is not None
+    assert failed.error["data"]["kind"] == "invalid_arguments"
+    assert ("expected number" in failed.error["data"].get("error", "")) is sensitive

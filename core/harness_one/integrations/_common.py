@@ -16,7 +16,7 @@ from typing import Any, NoReturn, TypeAlias, TypeVar
 
 from .._arguments import decode_arguments
 from .._call import CallResult, new_call_id
-from .._errors import ToolError
+from .._errors import APPROVAL_REQUIRED, ToolError
 from .._log import log_event
 from .._redact import redact
 from .._registry import ToolRegistry
@@ -32,6 +32,7 @@ __all__ = [
     "grant_approval",
     "is_json",
     "not_an_object",
+    "not_asked",
     "refusal",
     "resolve",
     "select",
@@ -172,6 +173,26 @@ def not_an_object(value: Any) -> Any:
 def refusal(error: ToolError) -> CallResult:
     """The :class:`CallResult` of a call refused before it reached the registry (``call_context`` failed)."""
     return CallResult(False, None, error, error.tool or "", error.call_id or new_call_id(), 0.0, 0)
+
+
+def not_asked(result: CallResult) -> CallResult:
+    """``result``, where the harness held the call for approval, as a refusal the model can act on.
+
+    For a framework with no step that asks a person about this call: the harness's "waiting for a
+    decision, its result comes once approved" would be a promise nothing keeps (the framework
+    never brings a later result back to the model). Any other result is returned as it is.
+    """
+    error = result.error
+    if error is None or error.kind != APPROVAL_REQUIRED:
+        return result
+    refused = ToolError(
+        f"The call of '{result.tool}' was not run: it needs a person's approval, and no one was asked "
+        "(this agent has no approval step for it). Do not call it again; continue without it, "
+        "or tell the user it needs their approval.",
+        tool=result.tool,
+        call_id=result.call_id,
+    )
+    return result._replace(error=refused)
 
 
 def _approval(reg: ToolRegistry) -> Any:

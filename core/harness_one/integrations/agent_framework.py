@@ -91,8 +91,9 @@ class HarnessFunctionTool(FunctionTool):
             and isinstance(arguments, Mapping)
             and approval_needed(self.registry, self.harness_tool, arguments, context=context, call_id=call_id)
         ):
-            # The framework's loop invokes an always_require tool only once the person approved the call.
-            grant_approval(self.registry, call_id, self.harness_tool, arguments)
+            # The framework's loop invokes an always_require tool only once the person approved the call:
+            # granted with the arguments they approved (a call with other ones is held by the harness).
+            grant_approval(self.registry, call_id, self.harness_tool, _approved_arguments(ctx, arguments))
         return await self.registry.atry_call(self.name, arguments, context=context, call_id=call_id)
 
     def _model_text(self, arguments: dict[str, Any]) -> Any:
@@ -128,6 +129,11 @@ class HarnessFunctionTool(FunctionTool):
         if arguments is None:
             arguments = context.arguments if context is not None else kwargs
         raw = arguments.model_dump(exclude_unset=True) if isinstance(arguments, BaseModel) else dict(arguments)
+        if context is not None:
+            # As the framework's own FunctionTool.invoke: arguments changed after its security middleware
+            # saw them fail the run, and arguments changed after the person approved them are asked about again.
+            self._ensure_security_arguments_unchanged(context, raw)
+            self._ensure_approved_arguments_unchanged(context, self._approval_visible_arguments(arguments, context))
         result = await self._call(self._model_text(raw), context, tool_call_id or None)
         if skip_parsing:
             return _value(result)
@@ -136,6 +142,16 @@ class HarnessFunctionTool(FunctionTool):
 
 #: How the text of a JSON object starts, whole or cut short: ``{"``, ``{'`` (a Python dict), ``{}``, ``{``.
 _OBJECT_START = re.compile(r"\s*\{\s*(?:[\"'}]|$)")
+
+
+def _approved_arguments(ctx: FunctionInvocationContext, arguments: Mapping[str, Any]) -> Any:
+    """The arguments the person approved: the approved call's, when the framework hands its approval to
+    function middleware (``metadata["approval_response"]``); otherwise the call's own (nothing came between)."""
+    response = ctx.metadata.get("approval_response")
+    approved = getattr(response, "function_call", None)
+    if not isinstance(approved, Content):
+        return arguments
+    return approved.parse_arguments() or {}
 
 
 def _value(result: CallResult) -> Any:

@@ -6,6 +6,10 @@ harness schema, and ``run_json`` hands the raw arguments and AutoGen's call id t
 so arguments are validated once, by the harness. ``context=`` is a mapping or a function of the
 call (an ``autogen_core.FunctionCall``: ``id``, ``name``, ``arguments``). A harness error is
 raised with the harness's message, which AutoGen returns to the model as an error result.
+
+AutoGen has no step that asks a person about a tool call: a call the registry's ``approval``
+plugin holds is refused, and the model reads that it was not run for want of approval (not
+that its result will come).
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from .._errors import ToolError
 from .._registry import ToolRegistry
 from .._render import dumps, render_value, safe_text
 from .._tool import Tool
-from ._common import Context, ToolLike, call_context, check_context, not_an_object, resolve, select
+from ._common import Context, ToolLike, call_context, check_context, not_an_object, not_asked, resolve, select
 
 __all__ = ["HarnessAutoGenTool", "as_autogen_tools", "to_autogen"]
 
@@ -63,6 +67,7 @@ class HarnessAutoGenTool(BaseTool[_AnyArgs, BaseModel]):
         context = call_context(self._context, run_context, tool=name, call_id=call_id or None)  # a ToolError: an error result
         result = await self._registry.atry_call(name, arguments, context=context, call_id=call_id or None)
         if not result.ok:
+            result = not_asked(result)  # AutoGen has no approval step: a call the harness holds is refused
             assert result.error is not None
             raise ToolError(safe_text(result.error.message), tool=name, call_id=result.call_id)
         return result.value

@@ -11,24 +11,34 @@ Tools that need approval under the registry's ``approval`` plugin are reviewed b
 human-in-the-loop step: :func:`approval_middleware` is a ``HumanInTheLoopMiddleware`` for
 ``create_agent`` whose ``interrupt_on`` asks about exactly the calls the harness rule holds
 (its ``when`` is the rule, predicates included). The run stops with an interrupt; when the
-person approves (or edits) a call, the middleware grants that call id to the plugin and the
-call runs through every policy. A rejected call never runs; the model reads LangChain's
-refusal.
+person approves (or edits) a call, the middleware grants that call id, with the arguments the
+person saw (or wrote), to the plugin and the call runs through every policy. Only calls
+LangChain put to a person are granted: a call the harness holds when it runs but that was not
+reviewed (the rule read other state, or another ``context=``, when LangChain asked) is refused
+by the harness. A rejected call never runs; the model reads LangChain's refusal.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from typing import Any
+from contextvars import ContextVar
+from typing import Annotated, Any
 
 from langchain.agents.middleware import HumanInTheLoopMiddleware, InterruptOnConfig
-from langchain.agents.middleware.human_in_the_loop import DecisionType, InterruptMode
-from langchain.agents.middleware.types import ToolCallRequest
-from langchain_core.messages import ToolMessage
+from langchain.agents.middleware.human_in_the_loop import (
+    _EDITED_TOOL_CALLS_KEY,
+    Action,
+    DecisionType,
+    InterruptMode,
+    _HumanInTheLoopState,
+)
+from langchain.agents.middleware.types import PrivateStateAttr, ToolCallRequest
+from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool, StructuredTool, ToolException
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from langgraph.prebuilt import ToolRuntime
+from langgraph.runtime import Runtime
 from langgraph.types import Command
 from pydantic import ConfigDict
 
@@ -37,7 +47,7 @@ from .._errors import ToolError
 from .._registry import ToolRegistry
 from .._render import safe_text
 from .._tool import Tool
-from ._common import Context, ToolLike, approval_needed, call_context, check_context, grant_approval, resolve, select
+from ._common import Context, ToolLike, approval_needed, call_context, check_context, grant_approval, not_asked, resolve, select
 
 __all__ = [
     "HarnessApprovalMiddleware",
@@ -82,8 +92,13 @@ def _no_writer(chunk: Any) -> None:
 
 
 def _answer(result: CallResult) -> str:
-    """The harness's text for the model; an error as a ``ToolException`` (an error ``ToolMessage``)."""
+    """The harness's text for the model; an error as a ``ToolException`` (an error ``ToolMessage``).
+
+    A call the harness holds for approval reached the tool without LangChain asking a person
+    about it (no :func:`approval_middleware`, or one that did not review it): it is refused.
+    """
     if not result.ok:
+        result = not_asked(result)
         assert result.error is not None
         raise ToolException(safe_text(result.error.message))
     return result.for_model()
@@ -160,8 +175,29 @@ def as_langchain_tools(
     return [to_langchain(t, reg, context=context) for t in picked]
 
 
+#: State key of the harness calls a person approved (or edited) in LangChain's batched review of this model turn.
+_APPROVED_KEY = "harness_approved_calls"
+
+#: Call ids the harness rule held while LangChain decided whom to ask, in the review running now.
+_asked: ContextVar[set[str] | None] = ContextVar("harness_langchain_asked", default=None)
+
+
+class _ApprovalState(_HumanInTheLoopState[Any], total=False):
+    """LangChain's human-in-the-loop state, plus the calls approved in the batched review."""
+
+    harness_approved_calls: Annotated[dict[str, Action], PrivateStateAttr]
+
+
 class HarnessApprovalMiddleware(HumanInTheLoopMiddleware[Any, Any, Any]):
-    """``HumanInTheLoopMiddleware`` over the harness approval rules; build it with :func:`approval_middleware`."""
+    """``HumanInTheLoopMiddleware`` over the harness approval rules; build it with :func:`approval_middleware`.
+
+    A harness call is granted only when LangChain put it to a person (its ``when``, the harness
+    rule, said yes) and the person approved or edited it: with the arguments they saw (or
+    wrote). A call the harness holds when it runs that no person reviewed is not granted, so
+    the harness refuses it.
+    """
+
+    state_schema = _ApprovalState
 
     def __init__(
         self,
@@ -183,7 +219,8 @@ class HarnessApprovalMiddleware(HumanInTheLoopMiddleware[Any, Any, Any]):
 
         Matched by the harness tool, not the LangChain object: tools built by another
         ``as_langchain_tools`` call for the same harness tools are reviewed (and granted) alike.
-        Without the agent's tool (LangChain's batched review asks before looking it up), the known one.
+        Without the agent's tool (LangChain's batched review asks before looking it up), the known
+        one, with its own ``context=``: a rule that reads ``Call.context`` needs the agent's tools here.
         """
         known = self.harness_tools.get(request.tool_call["name"])
         tool = request.tool
@@ -192,32 +229,68 @@ class HarnessApprovalMiddleware(HumanInTheLoopMiddleware[Any, Any, Any]):
         return tool if isinstance(tool, HarnessTool) and tool.harness_tool is known.harness_tool else None
 
     def _needed(self, request: ToolCallRequest) -> bool:
+        """LangChain's ``when``: the harness rule; a call it holds is noted as put to the person."""
         call = request.tool_call
         tool = self._tool(request)
         if tool is None:
             return False  # not a harness tool this middleware knows: LangChain does not review it
         try:
-            return tool.needs_approval(call["args"], request.runtime, call["id"])
+            needed = tool.needs_approval(call["args"], request.runtime, call["id"])
         except Exception:  # a rule failing on bad arguments, a failing context=: the harness answers the call instead
             return False
+        asked = _asked.get()
+        if needed and asked is not None and call["id"]:
+            asked.add(call["id"])
+        return needed
 
-    def _grant(self, request: ToolCallRequest) -> None:
-        """The call reached the tool: if the harness holds it, the person approved it here."""
+    def after_model(self, state: Any, runtime: Runtime[Any]) -> dict[str, Any] | None:
+        """LangChain's batched review; the harness calls the person approved or edited are kept in the state."""
+        if self.interrupt_mode == "per_call":
+            return super().after_model(state, runtime)
+        asked: set[str] = set()
+        token = _asked.set(asked)
+        try:
+            update = super().after_model(state, runtime)
+        finally:
+            _asked.reset(token)
+        approved = _reviewed(update, asked) if asked and update is not None else {}
+        if not approved and not state.get(_APPROVED_KEY):
+            return update
+        return {**(update or {}), _APPROVED_KEY: approved}  # always replaced: an earlier turn's approvals lapse
+
+    def _approved(self, request: ToolCallRequest, asked: set[str]) -> Action | None:
+        """The call as the person approved it, if they reviewed this one; None if nobody did."""
         call = request.tool_call
+        if self.interrupt_mode == "per_call":
+            return Action(name=call["name"], args=call["args"]) if call["id"] in asked else None
+        recorded = request.state.get(_APPROVED_KEY) if isinstance(request.state, Mapping) else None
+        return recorded.get(call["id"]) if isinstance(recorded, Mapping) else None
+
+    def _grant(self, request: ToolCallRequest, asked: set[str]) -> None:
+        """Grant the call about to run to the harness when a person approved it, with the arguments they approved."""
+        call_id = request.tool_call["id"]
         tool = self._tool(request)
-        if call["id"] and tool is not None and self._needed(request):
-            grant_approval(tool.registry, call["id"], tool.harness_tool, call["args"])
+        if not call_id or tool is None:
+            return
+        action = self._approved(request, asked)
+        if action is not None and action["name"] == tool.name:
+            grant_approval(tool.registry, call_id, tool.harness_tool, action["args"])
 
     def wrap_tool_call(
         self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], ToolMessage | Command[Any]]
     ) -> ToolMessage | Command[Any]:
         """Review the call as ``HumanInTheLoopMiddleware`` does; an approved harness call is granted before it runs."""
+        asked: set[str] = set()
 
         def run(approved: ToolCallRequest) -> ToolMessage | Command[Any]:
-            self._grant(approved)
+            self._grant(approved, asked)
             return handler(approved)
 
-        return super().wrap_tool_call(request, run)
+        token = _asked.set(asked)
+        try:
+            return super().wrap_tool_call(request, run)
+        finally:
+            _asked.reset(token)
 
     async def awrap_tool_call(
         self,
@@ -225,12 +298,34 @@ class HarnessApprovalMiddleware(HumanInTheLoopMiddleware[Any, Any, Any]):
         handler: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]],
     ) -> ToolMessage | Command[Any]:
         """The awaitable :meth:`wrap_tool_call`."""
+        asked: set[str] = set()
 
         async def run(approved: ToolCallRequest) -> ToolMessage | Command[Any]:
-            self._grant(approved)
+            self._grant(approved, asked)
             return await handler(approved)
 
-        return await super().awrap_tool_call(request, run)
+        token = _asked.set(asked)
+        try:
+            return await super().awrap_tool_call(request, run)
+        finally:
+            _asked.reset(token)
+
+
+def _reviewed(update: Mapping[str, Any], asked: set[str]) -> dict[str, Action]:
+    """The calls of the batched review's ``update`` that were put to the person and approved or edited.
+
+    A rejected call, or one the person answered for (``respond``), has a ``ToolMessage`` in the
+    update; an edited one runs as the person wrote it.
+    """
+    messages = update.get("messages") or []
+    answered = {m.tool_call_id for m in messages if isinstance(m, ToolMessage)}
+    edited = update.get(_EDITED_TOOL_CALLS_KEY) or {}
+    calls = next((m.tool_calls for m in messages if isinstance(m, AIMessage)), [])
+    return {
+        c["id"]: edited.get(c["id"]) or Action(name=c["name"], args=c["args"])
+        for c in calls
+        if c["id"] in asked and c["id"] not in answered
+    }
 
 
 def approval_middleware(

@@ -3,7 +3,8 @@
 The SDK hands the tool the model's raw JSON arguments; the harness decodes and validates
 them once. The tool-call id becomes the harness call id, and ``context=`` is a mapping or a
 function of the call's ``ToolContext`` (``ctx.context`` is what ``Runner.run(context=...)``
-was given). Errors come back to the model as the harness's ``Error: ...`` text. With
+was given). Errors come back to the model as the harness's ``Error: ...`` text, and mark the
+SDK's function span as failed (as a tool that raised does). With
 ``strict=True`` the schema is converted to OpenAI's strict form and the nulls the model sends
 for optional arguments are dropped, so the harness's defaults apply.
 
@@ -22,9 +23,12 @@ from typing import Any
 
 from agents import FunctionTool, RunContextWrapper
 from agents.tool_context import ToolContext
+from agents.tracing import SpanError, get_current_span
 
+from .._call import CallResult
 from .._errors import ToolError
 from .._registry import ToolRegistry
+from .._render import safe_text
 from .._requests import drop_nulls
 from ..export import strict_schema
 from ._common import (
@@ -63,10 +67,13 @@ def to_openai_agents(
         try:
             extra = call_context(context, lambda: ctx, tool=name, call_id=call_id)
         except ToolError as err:
-            return refusal(err).for_model()
-        if gated and call_id and ctx.is_tool_approved(name, call_id):
-            grant_approval(reg, call_id, found, args)  # the person approved it in the SDK: the harness does not ask again
-        result = await reg.atry_call(name, args, context=extra, call_id=call_id)
+            result = refusal(err)
+        else:
+            if gated and call_id and ctx.is_tool_approved(name, call_id):
+                grant_approval(reg, call_id, found, args)  # the person approved it in the SDK: the harness does not ask again
+            result = await reg.atry_call(name, args, context=extra, call_id=call_id)
+        if not result.ok:
+            _mark_failed(ctx, result)
         return result.for_model()
 
     async def needs_approval(run: RunContextWrapper[Any], params: dict[str, Any], call_id: str) -> bool:
@@ -89,6 +96,21 @@ def to_openai_agents(
         strict_json_schema=strict,
         needs_approval=needs_approval if gated else False,
     )
+
+
+def _mark_failed(ctx: ToolContext[Any], result: CallResult) -> None:
+    """Record the harness's refusal on the SDK's function span, as the SDK does for a tool that raised.
+
+    The model reads the harness's text all the same. The message goes into the trace only when
+    the run allows sensitive data in traces (``RunConfig.trace_include_sensitive_data``).
+    """
+    span = get_current_span()
+    if span is None or result.error is None:
+        return
+    data: dict[str, Any] = {"tool_name": result.tool, "kind": result.error.kind}
+    if ctx.run_config is None or ctx.run_config.trace_include_sensitive_data:
+        data["error"] = safe_text(result.error.message)
+    span.set_error(SpanError(message="Error running tool (non-fatal)", data=data))
 
 
 def as_openai_agents_tools(
