@@ -9,6 +9,8 @@ from typing import Annotated, Any, Literal, Optional, TypedDict
 import pytest
 
 from harness_one import Call, Tool, ToolDefinitionError, ToolRegistry, define_tool, defineTool
+from harness_one_plugins import ValidationPlugin
+from harness_one_plugins.validation import rust_available
 
 
 class Color(enum.Enum):
@@ -190,6 +192,45 @@ def test_kwargs_function_accepts_any_required_property() -> None:
 
     tool = Tool.create(f, parameters={"type": "object", "properties": {"z": {}}, "required": ["z"]})
     assert tool.accepts_any
+
+
+def _bare(**kw):  # type: ignore[no-untyped-def]
+    return kw
+
+
+def _loose(**kw: Any) -> dict[str, Any]:
+    return kw
+
+
+def _named(a: int, **kw: Any) -> dict[str, Any]:
+    return {"a": a, **kw}
+
+
+def _typed(**kw: str) -> dict[str, str]:
+    return kw
+
+
+@pytest.mark.parametrize(
+    "backend",
+    [None, "python", pytest.param("rust", marks=pytest.mark.skipif(not rust_available(), reason="jsonschema-rs missing"))],
+)
+def test_a_kwargs_tool_states_the_keys_it_takes_and_takes_the_same_calls(backend: Any) -> None:
+    """``{"properties": {}}`` alone reads as "no arguments" to an export (Gemini sends none): **kwargs says otherwise."""
+    plugins = {} if backend is None else {"validation": ValidationPlugin(backend=backend)}
+    reg = ToolRegistry(plugins=plugins, autoload=False)
+    for fn in (_bare, _loose, _named, _typed):
+        reg.add(fn, name=fn.__name__.strip("_"))
+    extra = {"x": 1, "y": [None], "z": {"k": "v"}}
+    for name in ("bare", "loose"):
+        assert reg.get(name).parameters == {"type": "object", "properties": {}, "additionalProperties": True}
+        assert reg.call(name, extra) == extra and reg.call(name, {}) == {}
+    assert reg.get("named").parameters["additionalProperties"] is True
+    assert reg.call("named", {"a": 1, **extra}) == {"a": 1, **extra}
+    assert not reg.try_call("named", extra).ok  # a is still required
+    assert reg.get("typed").parameters["additionalProperties"] == {"type": "string"}  # as before
+    assert reg.call("typed", {"x": "1"}) == {"x": "1"}
+    if backend is not None:
+        assert not reg.try_call("typed", {"x": 1}).ok
 
 
 def test_remote_ref_is_refused_at_definition() -> None:

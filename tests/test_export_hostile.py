@@ -14,7 +14,7 @@ import pytest
 
 from harness_one import Tool, ToolRegistry, define_tool
 from harness_one.dispatch import dispatch_gemini, dispatch_openai
-from harness_one.export import StrictSchemaError, export_tools, gemini_name, gemini_schema, strict_schema
+from harness_one.export import StrictSchemaError, export_tools, gemini_name, gemini_schema, inline_refs, strict_schema
 
 
 def _tool(name: str, parameters: dict[str, Any], description: str = "d") -> Tool:
@@ -387,8 +387,6 @@ def test_a_recursive_schema_with_a_ref_in_an_embedded_resource_gets_no_gemini_re
 
 def test_an_anchor_declared_twice_is_ambiguous_to_export() -> None:
     """Past the definition check (which refuses it) with a schema made by hand: neither schema is picked."""
-    from harness_one.export import inline_refs
-
     schema = {
         "type": "object",
         "$defs": {"a": {"$anchor": "x", "type": "string"}, "b": {"$anchor": "x", "type": "integer"}},
@@ -398,11 +396,17 @@ def test_an_anchor_declared_twice_is_ambiguous_to_export() -> None:
         inline_refs(schema)
     recursive = {**schema, "$defs": {**schema["$defs"], "b": {"$anchor": "x", "items": {"$ref": "#x"}}}}
     assert gemini_schema(recursive)[0] == {"type": "object"}  # not a Gemini ref to either definition
+    draft_04 = {
+        "$schema": "http://json-schema.org/draft-04/schema#",
+        "type": "object",
+        "definitions": {"a": {"id": "#x", "type": "string"}, "b": {"id": "#x", "type": "integer"}},
+        "properties": {"p": {"$ref": "#x"}},
+    }
+    with pytest.raises(StrictSchemaError, match=re.escape("$ref '#x' is ambiguous: 2 schemas declare the anchor 'x'")):
+        inline_refs(draft_04)
 
 
 def test_a_ref_in_a_draft_07_dependency_schema_is_inlined() -> None:
-    from harness_one.export import inline_refs
-
     schema = {
         "$schema": "http://json-schema.org/draft-07/schema#",
         "type": "object",
@@ -416,3 +420,66 @@ def test_a_ref_in_a_draft_07_dependency_schema_is_inlined() -> None:
     assert inlined["properties"]["address"] == {"type": "string"}
     validator = jsonschema.Draft7Validator(inlined)
     assert not validator.is_valid({"card": "4111"}) and validator.is_valid({"card": "4111", "address": "Main St"})
+
+
+# --------------------------------------------------------------------------- 12. numeric bounds
+
+DRAFT_04 = "http://json-schema.org/draft-04/schema#"
+
+
+def test_draft_04_exclusive_flags_keep_their_bound_and_never_become_one() -> None:
+    """Draft-04's ``exclusiveMinimum: true`` is a flag on ``minimum``: it became ``minimum: True`` for Gemini (a bool
+    is an int in Python), overwriting the bound, and reached strict mode as a boolean where OpenAI wants a number."""
+    from google.genai import types as genai
+
+    schema = {
+        "$schema": DRAFT_04,
+        "type": "object",
+        "properties": {
+            "n": {"type": "number", "minimum": 0, "exclusiveMinimum": True, "maximum": 10, "exclusiveMaximum": False},
+            "m": {"type": "integer", "maximum": 5, "exclusiveMaximum": True},
+        },
+        "required": ["n", "m"],
+    }
+    tool = _tool("d4", schema)  # the definition checks accept it
+    export = export_tools([tool], "gemini")
+    genai.FunctionDeclaration.model_validate(export.tools[0])
+    assert export.tools[0]["parameters"]["properties"] == {
+        "n": {"type": "number", "minimum": 0, "maximum": 10},
+        "m": {"type": "integer", "maximum": 5},
+    }
+    assert export.notes["d4"] == [
+        "$.n: exclusiveMinimum rewritten as an inclusive bound",
+        "$.m: exclusiveMaximum rewritten as an inclusive bound",
+    ]
+    strict = export_tools([tool], "openai", strict=True).tools[0]["function"]["parameters"]
+    assert strict["properties"] == {
+        "n": {"type": "number", "exclusiveMinimum": 0, "maximum": 10},
+        "m": {"type": "integer", "exclusiveMaximum": 5},
+    }
+    validator = jsonschema.Draft202012Validator(strict)  # strict mode drops $schema: the later drafts' reading
+    assert validator.is_valid({"n": 0.5, "m": 4}) and validator.is_valid({"n": 10, "m": -1})
+    assert not validator.is_valid({"n": 0, "m": 4}) and not validator.is_valid({"n": 1, "m": 5})
+    alone = {"$schema": DRAFT_04, "type": "object", "properties": {"k": {"type": "integer", "exclusiveMinimum": True}}}
+    assert gemini_schema(alone) == ({"type": "object", "properties": {"k": {"type": "integer"}}}, [])  # says nothing
+    assert strict_schema(alone)[0]["properties"]["k"] == {"type": ["integer", "null"]}
+
+
+@pytest.mark.parametrize(
+    ("bounds", "gemini", "noted"),
+    [
+        ({"minimum": 5, "exclusiveMinimum": 0}, {"minimum": 5}, False),  # the inclusive bound is the tighter
+        ({"exclusiveMinimum": 0, "minimum": 5}, {"minimum": 5}, False),
+        ({"exclusiveMinimum": 3, "minimum": 1}, {"minimum": 3}, True),
+        ({"exclusiveMinimum": 3, "minimum": 3}, {"minimum": 3}, True),
+        ({"maximum": 1, "exclusiveMaximum": 9}, {"maximum": 1}, False),
+        ({"exclusiveMaximum": 2.5, "maximum": 7}, {"maximum": 2.5}, True),
+    ],
+)
+def test_gemini_takes_the_tighter_of_an_inclusive_and_an_exclusive_bound(
+    bounds: dict[str, Any], gemini: dict[str, Any], noted: bool
+) -> None:
+    """Both given: whichever came last in the schema was kept, even the looser one."""
+    converted, notes = gemini_schema({"type": "object", "properties": {"n": {"type": "number", **bounds}}})
+    assert converted["properties"]["n"] == {"type": "number", **gemini}
+    assert bool(notes) is noted and all("rewritten as an inclusive bound" in note for note in notes)

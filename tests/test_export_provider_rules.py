@@ -198,17 +198,28 @@ def test_a_ref_to_an_anchor_is_inlined_for_gemini() -> None:
     assert export.notes == {}
 
 
-def test_a_draft_07_id_anchor_is_inlined() -> None:
+@pytest.mark.parametrize(("draft", "key"), [("draft-07", "$id"), ("draft-06", "$id"), ("draft-04", "id")])
+def test_a_draft_04_to_07_id_anchor_is_inlined(draft: str, key: str) -> None:
     schema = {
-        "$schema": "http://json-schema.org/draft-07/schema#",
+        "$schema": f"http://json-schema.org/{draft}/schema#",
         "type": "object",
-        "definitions": {"name": {"$id": "#name", "type": "string"}},
+        "definitions": {"name": {key: "#name", "type": "string"}},
         "properties": {"n": {"$ref": "#name"}},
         "required": ["n"],
     }
-    tool = _tool("d7", schema)
+    tool = _tool("old", schema)  # the definition checks resolve it
     assert export_tools([tool], "openai", strict=True).tools[0]["function"]["parameters"]["properties"]["n"] == {"type": "string"}
     assert export_tools([tool], "gemini").tools[0]["parameters"]["properties"]["n"] == {"type": "string"}
+    assert inline_refs(schema)["properties"]["n"] == {"type": "string"}  # the anchor's id went with the $ref
+
+
+def test_an_id_anchor_of_another_draft_is_no_anchor() -> None:
+    """``id`` is draft-04's keyword: in a 2020-12 schema it names nothing (and ``$id: "#x"`` is refused there)."""
+    schema = {"type": "object", "$defs": {"name": {"id": "#name", "type": "string"}}, "properties": {"n": {"$ref": "#name"}}}
+    with pytest.raises(ToolDefinitionError, match="points to nothing"):
+        _tool("new", schema)
+    with pytest.raises(StrictSchemaError, match=re.escape("$ref '#name' points to nothing in the schema")):
+        inline_refs(schema)
 
 
 def test_a_recursive_anchor_becomes_gemini_ref_to_its_definition() -> None:
@@ -306,6 +317,36 @@ def test_an_object_that_takes_keys_keeps_gemini_parameters_without_empty_propert
     genai.FunctionDeclaration.model_validate(export.tools[0])
     parameters = export.tools[0]["parameters"]
     assert parameters["type"] == "object" and "properties" not in parameters
+
+
+def test_a_tool_taking_any_keyword_is_not_exported_as_taking_nothing() -> None:
+    """``def f(**kw)`` states ``additionalProperties: true``: Gemini gets parameters (it got none, so the model was
+    told the tool takes nothing), the other formats say so, strict mode refuses it as before."""
+    from google.genai import types as genai
+
+    def bare(**kw):  # type: ignore[no-untyped-def]
+        return sorted(kw)
+
+    def loose(**kw: Any) -> list[str]:
+        return sorted(kw)
+
+    reg = ToolRegistry(autoload=False)
+    reg.add(bare)
+    reg.add(loose)
+    gemini = reg.export("gemini")
+    for declaration in gemini.tools:
+        genai.FunctionDeclaration.model_validate(declaration)
+        assert declaration["parameters"] == {"type": "object"}
+    assert gemini.notes == {"bare": ["$: additionalProperties dropped"], "loose": ["$: additionalProperties dropped"]}
+    assert dispatch_gemini(reg, [{"name": "bare", "args": {"a": 1, "b": "2"}}])[0]["response"] == {"output": ["a", "b"]}
+    takes_any = {"type": "object", "properties": {}, "additionalProperties": True}
+    assert [t["function"]["parameters"] for t in reg.export("openai").tools] == [takes_any] * 2
+    assert [t["parameters"] for t in reg.export("openai-responses").tools] == [takes_any] * 2
+    assert [t["input_schema"] for t in reg.export("anthropic").tools] == [takes_any] * 2
+    assert [t["inputSchema"] for t in reg.export("mcp").tools] == [takes_any] * 2
+    with pytest.raises(StrictSchemaError, match=re.escape("$: an object without declared properties cannot be strict")):
+        reg.export("openai", strict=True)
+    assert dispatch_anthropic(reg, [{"type": "tool_use", "id": "t", "name": "loose", "input": {"x": 1}}])[0]["content"] == '["x"]'
 
 
 def test_a_kwargs_only_tool_is_called_with_its_keys_from_gemini() -> None:

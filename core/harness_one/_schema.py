@@ -168,10 +168,8 @@ def analyse(fn: Callable[..., Any], *, tool: str, infer: bool = True, infer_outp
         schema = {"type": "object", "properties": properties}
         if required:
             schema["required"] = required
-        if not accepts_any:
-            schema["additionalProperties"] = False
-        elif extra:
-            schema["additionalProperties"] = extra
+        # **kwargs: the keys it takes are said (true: any value), so no export reads it as a tool taking nothing
+        schema["additionalProperties"] = (extra or True) if accepts_any else False
         if inference.defs:
             schema["$defs"] = inference.defs
     output: JSONSchema | None = None

@@ -241,12 +241,13 @@ def _id_key(root: Mapping[str, Any]) -> str:
     return "id" if _dialect(root.get("$schema")) == 4 else "$id"
 
 
-def _own_anchors(node: dict[str, Any]) -> Iterator[str]:
-    """The plain names ``node`` answers to as ``#name``: ``$anchor``, ``$dynamicAnchor``, a draft-07 ``$id: "#name"``."""
-    for key in ("$anchor", "$dynamicAnchor"):
-        if isinstance(node.get(key), str):
-            yield node[key]
-    ident = node.get("$id")
+def _own_anchors(node: dict[str, Any], key: str) -> Iterator[str]:
+    """The plain names ``node`` answers to as ``#name``: ``$anchor``, ``$dynamicAnchor``, an id ``"#name"`` (``key``:
+    draft-06/07 ``$id``, draft-04 ``id``)."""
+    for anchor in ("$anchor", "$dynamicAnchor"):
+        if isinstance(node.get(anchor), str):
+            yield node[anchor]
+    ident = node.get(key)
     if isinstance(ident, str) and ident.startswith("#") and len(ident) > 1 and "$ref" not in node:  # beside $ref, ignored
         yield ident[1:]
 
@@ -261,7 +262,7 @@ def _anchors(root: dict[str, Any]) -> dict[str, list[Any]]:
         node = pending.pop()
         if not isinstance(node, dict) or (node is not root and _resource(node, key)):
             continue
-        for name in dict.fromkeys(_own_anchors(node)):  # "$anchor": "x" beside "$dynamicAnchor": "x" names one schema
+        for name in dict.fromkeys(_own_anchors(node, key)):  # "$anchor": "x" beside "$dynamicAnchor": "x" names one schema
             found.setdefault(name, []).append(node)
         pending += _subschemas(node)
     return found
@@ -303,21 +304,23 @@ def _ref_in_resource(root: dict[str, Any]) -> str | None:
     return None
 
 
-def _kept(key: str, value: Any) -> bool:
-    """Whether inlining keeps the keyword: not ``$ref`` or ``$defs``, nor a name for a ``$ref`` (``$anchor``, ``$id: "#x"``)."""
+def _kept(key: str, value: Any, id_key: str) -> bool:
+    """Whether inlining keeps the keyword: not ``$ref`` or ``$defs``, nor a name for a ``$ref`` (``$anchor``, an id
+    ``"#x"``; ``id_key``: ``$id``, or draft-04's ``id``)."""
     if key in ("$defs", "definitions", "$ref", "$anchor"):
         return False
-    return not (key == "$id" and isinstance(value, str) and value.startswith("#"))
+    return not (key == id_key and isinstance(value, str) and value.startswith("#"))
 
 
 def _inline(schema: Mapping[str, Any], budget: int) -> dict[str, Any]:
     """``schema`` with every local ``$ref`` replaced by its target and ``$defs`` removed, or :class:`_NotInlinable`.
 
     A ``$ref`` is a JSON pointer (``#/$defs/x``) or a plain name (``#x``: a ``$anchor``, or a
-    draft-07 ``$id: "#x"``). Only schema positions are read: a property named ``definitions``
+    draft-06/07 ``$id: "#x"``, draft-04 ``id: "#x"``). Only schema positions are read: a property named ``definitions``
     stays, and a ``$ref`` (or ``$anchor``) inside ``const``, ``enum`` or ``default`` is data.
     """
     root = copy.deepcopy(dict(schema))
+    id_key = _id_key(root)
     left = budget
     anchors: dict[str, list[Any]] | None = None  # found at the first "#name"
     checked = False  # for a $ref in an embedded resource, at the first $ref (a schema without one needs no look)
@@ -370,7 +373,7 @@ def _inline(schema: Mapping[str, Any], budget: int) -> dict[str, Any]:
         if not isinstance(node, dict):
             return data(node, seen)
         count(seen)
-        rest = {k: keyword(k, v, seen) for k, v in node.items() if _kept(k, v)}
+        rest = {k: keyword(k, v, seen) for k, v in node.items() if _kept(k, v, id_key)}
         if "$ref" not in node:
             return rest
         ref = node["$ref"]
@@ -391,6 +394,30 @@ def inline_refs(schema: Mapping[str, Any], *, tool: str = "?", budget: int = INL
         return _inline(schema, budget)
     except _NotInlinable as exc:
         raise StrictSchemaError(tool, [str(exc)]) from None
+
+
+# --------------------------------------------------------------------------- numeric bounds
+
+#: Each exclusive bound and its inclusive keyword.
+_EXCLUSIVE = {"exclusiveMinimum": "minimum", "exclusiveMaximum": "maximum"}
+
+
+def _is_number(value: Any) -> bool:
+    """A JSON number: an int or a float, not a bool (an int in Python)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _numeric_exclusive(node: dict[str, Any]) -> dict[str, Any]:
+    """``node`` with draft-04's boolean ``exclusiveMinimum``/``exclusiveMaximum`` in the numeric form of later drafts:
+    ``true`` makes the ``minimum``/``maximum`` beside it exclusive (``{"minimum": 0, "exclusiveMinimum": true}`` is
+    ``{"exclusiveMinimum": 0}``); ``false``, or ``true`` without a bound, says nothing and goes."""
+    if not any(isinstance(node.get(flag), bool) for flag in _EXCLUSIVE):
+        return node
+    out = dict(node)
+    for flag, bound in _EXCLUSIVE.items():
+        if isinstance(out.get(flag), bool) and out.pop(flag) and _is_number(out.get(bound)):
+            out[flag] = out.pop(bound)
+    return out
 
 
 # --------------------------------------------------------------------------- OpenAI strict
@@ -448,7 +475,8 @@ def strict_schema(schema: Mapping[str, Any], *, tool: str = "?") -> tuple[dict[s
     Every object gets ``additionalProperties: false`` and lists every property in
     ``required``; a property that was optional becomes nullable (its ``null`` means
     "absent", and :mod:`harness_one.dispatch` drops it so defaults apply, in objects inside
-    arrays and ``anyOf`` branches too); ``$ref`` is inlined; ``default`` is removed. Raises
+    arrays and ``anyOf`` branches too); ``$ref`` is inlined; ``default`` and ``$schema`` are
+    removed (draft-04's boolean ``exclusiveMinimum``/``exclusiveMaximum`` made numeric). Raises
     :class:`StrictSchemaError` for what strict mode cannot express: free-form maps,
     ``additionalProperties`` as a schema, an object or value without a type,
     ``patternProperties``, ``allOf``/``oneOf``/``not``, a top-level ``anyOf``/``enum``,
@@ -466,6 +494,7 @@ def strict_schema(schema: Mapping[str, Any], *, tool: str = "?") -> tuple[dict[s
             if node is True or node is False:
                 reasons.append(f"{path}: boolean schemas are not supported")
             return node, {}
+        node = _numeric_exclusive(node)
         unsupported = sorted(set(node) - _STRICT_KEYWORDS)
         if unsupported:
             reasons.append(f"{path}: {', '.join(unsupported)} not supported")
@@ -539,6 +568,9 @@ _GEMINI_KEYWORDS = {
     "minProperties", "maxProperties", "propertyOrdering", "example",
 }  # fmt: skip
 
+#: The keywords :func:`gemini_schema` converts before reading the rest (items and bounds), or leaves out (``$schema``).
+_CONVERTED_APART = frozenset({"type", "items", "prefixItems", "additionalItems", "$schema", *_EXCLUSIVE, *_EXCLUSIVE.values()})
+
 #: The formats Gemini accepts, per type; it refuses the whole request for any other.
 GEMINI_FORMATS: Mapping[str, tuple[str, ...]] = {
     "string": ("enum", "date-time"),
@@ -579,9 +611,23 @@ def gemini_schema(schema: Mapping[str, Any], *, tool: str = "?") -> tuple[dict[s
         elif items is not None:
             out["items"] = convert(items, f"{path}[]")
 
+    def bounds(node: dict[str, Any], path: str, out: dict[str, Any]) -> None:
+        """Gemini's ``minimum``/``maximum``: the tighter of the inclusive and the exclusive bound (Gemini has no
+        exclusive one, so an exclusive bound that counts is told as inclusive, with a note)."""
+        for flag, bound, tighter in (("exclusiveMinimum", "minimum", max), ("exclusiveMaximum", "maximum", min)):
+            numbers = [node[k] for k in (bound, flag) if _is_number(node.get(k))]
+            notes.extend(
+                f"{path}: {k} {node[k]!r} dropped (not a number)" for k in (bound, flag) if k in node and not _is_number(node[k])
+            )
+            if numbers:
+                out[bound] = tighter(numbers)
+                if flag in node and out[bound] == node[flag]:  # a tie: the exclusive bound is the tighter
+                    notes.append(f"{path}: {flag} rewritten as an inclusive bound")
+
     def convert(node: Any, path: str) -> Any:
         if not isinstance(node, dict):
             return {}  # true (false is left out where it stands)
+        node = _numeric_exclusive(node)
         out: dict[str, Any] = {}
         kind = node.get("type")
         if isinstance(kind, list):
@@ -596,8 +642,9 @@ def gemini_schema(schema: Mapping[str, Any], *, tool: str = "?") -> tuple[dict[s
         elif kind is not None:
             out["type"] = kind
         items_of(node, path, out)
+        bounds(node, path, out)
         for key, value in node.items():
-            if key in ("type", "items", "prefixItems", "additionalItems", "$schema"):
+            if key in _CONVERTED_APART:
                 continue
             if key == "const":
                 if isinstance(value, str):
@@ -611,10 +658,6 @@ def gemini_schema(schema: Mapping[str, Any], *, tool: str = "?") -> tuple[dict[s
                     out["enum"] = list(value)
                 else:
                     notes.append(f"{path}: enum of non-strings dropped (Gemini enums are strings)")
-                continue
-            if key in ("exclusiveMinimum", "exclusiveMaximum") and isinstance(value, (int, float)):
-                out["minimum" if key == "exclusiveMinimum" else "maximum"] = value
-                notes.append(f"{path}: {key} rewritten as an inclusive bound")
                 continue
             if key == "properties":
                 out["properties"] = {k: convert(v, f"{path}.{k}") for k, v in value.items() if v is not False}
