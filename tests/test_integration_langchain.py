@@ -10,15 +10,16 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import pytest
 from langchain.agents import create_agent
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, ToolMessage
+from langchain_core.tools import InjectedToolCallId, tool
 from langgraph.prebuilt import ToolRuntime
 
-from harness_one import ManualClock, RateLimitExceeded, ToolArgumentError, ToolRegistry, define_tool
+from harness_one import ManualClock, RateLimitExceeded, ToolArgumentError, ToolDefinitionError, ToolRegistry, define_tool
 from harness_one.integrations.langchain import HarnessTool, as_langchain_tools, from_langchain, to_langchain
 
 if TYPE_CHECKING:
@@ -218,3 +219,28 @@ def test_async_only_langchain_tools_become_async_harness_tools() -> None:
     assert asyncio.run(reg.acall("weather", {"city": "Oslo"})) == "sunny in Oslo"
     refused = asyncio.run(reg.atry_call("weather", {"city": "Oslo"}))
     assert refused.error is not None and refused.error.kind == "rate_limited"
+
+
+def test_from_langchain_refuses_a_tool_with_injected_arguments() -> None:
+    """Its schema hides what only a LangChain agent fills (a ToolRuntime, the tool call id): every call failed."""
+    @tool
+    def whoami(greeting: str, runtime: ToolRuntime) -> str:
+        """Greet the current user."""
+        return f"{greeting}, {runtime.context}"
+
+    @tool
+    def ack(note: str, tool_call_id: Annotated[str, InjectedToolCallId]) -> str:
+        """Acknowledge."""
+        return f"ack {note} ({tool_call_id})"
+
+    @tool
+    def echo(note: str) -> str:
+        """Echo."""
+        return note
+
+    reg = ToolRegistry(autoload=False)
+    for injected, names in ((whoami, "runtime"), (ack, "tool_call_id")):
+        with pytest.raises(ToolDefinitionError, match=rf"takes injected arguments \({names}\)"):
+            from_langchain(injected, registry=reg)
+    from_langchain(echo, registry=reg)
+    assert reg.names() == ["echo"] and reg.call("echo", {"note": "n"}) == "n"

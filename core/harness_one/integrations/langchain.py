@@ -43,7 +43,7 @@ from langgraph.types import Command
 from pydantic import ConfigDict
 
 from .._call import CallResult
-from .._errors import ToolError
+from .._errors import ToolDefinitionError, ToolError
 from .._registry import ToolRegistry
 from .._render import safe_text
 from .._tool import Tool
@@ -353,12 +353,27 @@ def approval_middleware(
     )
 
 
+def _fields(schema: Any) -> set[str]:
+    """The field names of a LangChain tool's argument schema (a pydantic model, or a JSON Schema dict)."""
+    fields = getattr(schema, "model_fields", None)
+    if isinstance(fields, Mapping):
+        return set(fields)
+    return set((schema or {}).get("properties", {})) if isinstance(schema, Mapping) else set()
+
+
 def from_langchain(tool: BaseTool, *, registry: ToolRegistry | None = None, **definition: Any) -> Tool:
     """A LangChain tool as a harness tool, so it gains harness policies (``rate_limit=``, ``timeout=``, ...).
 
     A tool with only a coroutine (``@tool async def``, langchain-mcp-adapters) becomes an async
     harness tool. Registers it in ``registry`` when one is given.
     """
+    injected = sorted(_fields(tool.get_input_schema()) - _fields(tool.tool_call_schema))
+    if injected:  # a ToolRuntime, an InjectedToolCallId, injected state: only a LangChain agent fills them
+        raise ToolDefinitionError(
+            f"LangChain tool '{tool.name}' takes injected arguments ({', '.join(injected)}) that only a LangChain "
+            "agent provides: from_langchain cannot call it. Use it in a LangChain agent, or adapt the function it wraps.",
+            tool=tool.name,
+        )
     schema = convert_to_openai_tool(tool)["function"]
     parameters = dict(schema.get("parameters") or {"type": "object", "properties": {}})
     parameters.setdefault("type", "object")
