@@ -223,6 +223,7 @@ def test_async_only_langchain_tools_become_async_harness_tools() -> None:
 
 def test_from_langchain_refuses_a_tool_with_injected_arguments() -> None:
     """Its schema hides what only a LangChain agent fills (a ToolRuntime, the tool call id): every call failed."""
+
     @tool
     def whoami(greeting: str, runtime: ToolRuntime) -> str:
         """Greet the current user."""
