@@ -188,7 +188,7 @@ def broken_plugin_fails_exactly_its_checks(inner: pytest.RunResult) -> None:
     assert got["TestBrokenPlugin::test_entry_point"] == "skipped"
     assert "BrokenAudit has no usable name (None)" in message(inner, "TestBrokenPlugin::test_has_a_name")
     assert "harness_on_error is not marked with @hookimpl" in message(inner, "TestBrokenPlugin::test_hooks_match_specs")
-    assert "harness_pre_call (inside its try): the fault was swallowed" in message(
+    assert "harness_pre_call (inside its try at line 28): the fault was swallowed" in message(
         inner, "TestBrokenPlugin::test_raising_hook_is_a_plugin_error"
     )
     threads = message(inner, "TestBrokenPlugin::test_sixteen_threads")

@@ -4,16 +4,28 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import os
 import re
 import sys
 import types
+from pathlib import Path
 from typing import Any, ClassVar
 
+import conformance_review as review
 import pytest
 from test_conformance import _fresh_entry_points, install, message, outcomes  # noqa: F401 - an autouse fixture
 
-from harness_one import Call, ToolError, hookimpl, per_tool
-from harness_one.testing import CircuitStoreContract, PluginTests, ToolPackageTests, footprint
+from harness_one import Call, ToolError, ToolRegistry, hookimpl, per_tool
+from harness_one.testing import (
+    BudgetStoreContract,
+    CircuitStoreContract,
+    IdempotencyStoreContract,
+    PluginTests,
+    RateLimitBackendContract,
+    ToolPackageTests,
+    footprint,
+)
+from harness_one.testing._suite import tuning_changes
 
 pytest_plugins = ["pytester"]
 
@@ -216,7 +228,7 @@ class ObjectPerTool:
 def test_a_fault_reaches_what_per_tool_prepared() -> None:
     kit = suite(PluginTests, plugin_factory=PartialPerTool)
     assert PartialPerTool.check.__code__ in kit.hook_codes(kit.make_plugin())
-    trace, _, _ = kit.inject("harness_pre_call", False)
+    trace, _, _ = kit.inject("harness_pre_call")
     assert trace.entered and trace.fired  # raised inside the partial's function
     with pytest.raises(AssertionError, match=r"harness_pre_call: per_tool prepared .* which has no Python code to inject"):
         suite(PluginTests, plugin_factory=ObjectPerTool).test_raising_hook_is_a_plugin_error()
@@ -235,7 +247,7 @@ class Suppressing:
 
 
 def test_a_hook_that_swallows_with_suppress_fails() -> None:
-    with pytest.raises(AssertionError, match=r"harness_post_call \(inside its with\): the fault was swallowed"):
+    with pytest.raises(AssertionError, match=r"harness_post_call \(inside its with at line \d+\): the fault was swallowed"):
         suite(PluginTests, plugin_factory=Suppressing).test_raising_hook_is_a_plugin_error()
 
 
@@ -328,3 +340,217 @@ def test_printing_to_stderr_a_file_descriptor_or_a_log_at_import_is_printing(pyt
         suite(ToolPackageTests, distribution="conformance-noisy-tools").test_import_has_no_side_effects()
     assert "printed at import (to stdout): 'to fd 1\\n'" in str(failed.value)
     assert "printed at import (to stderr): 'to sys.stderr\\na warning at import\\n'" in str(failed.value)
+
+
+# ---------------------------------------------------------------------- beside the standard plugins (a guard's place)
+
+DOCS = Path(__file__).parent.parent / "docs"
+UNMARKED = "@hookimpl\n    def harness_pre_call"
+
+
+def docs_audit(pre_call_mark: str = "@hookimpl(tryfirst=True)\n    def harness_pre_call") -> type:
+    """The ``Audit`` plugin of ``writing-plugins.md`` (its ``pre_call`` marked ``pre_call_mark``)."""
+    text = (DOCS / "writing-plugins.md").read_text().split("## An audit plugin", 1)[1]
+    block = text.split("```python\n", 1)[1].split("\nregistry = ", 1)[0]
+    assert "@hookimpl(tryfirst=True)\n    def harness_pre_call" in block, "the docs' guard is not tryfirst"
+    space: dict[str, Any] = {}
+    exec(block.replace("@hookimpl(tryfirst=True)\n    def harness_pre_call", pre_call_mark), space)  # the docs' own code
+    return space["Audit"]  # type: ignore[no-any-return]
+
+
+def salary_registry(audit: type) -> ToolRegistry:
+    registry = ToolRegistry(plugins={"audit": audit}, autoload=False)
+    registry.add(lambda name: f"salary of {name}: 9000", name="salary", tags=["admin"], read_only=True, cache_ttl=60)
+    return registry
+
+
+def test_the_docs_guard_refuses_a_call_the_cache_could_answer() -> None:
+    registry = salary_registry(docs_audit())
+    assert not registry.try_call("salary", {"name": "bob"}).ok
+    assert registry.call("salary", {"name": "bob"}, context={"role": "admin"}) == "salary of bob: 9000"
+    assert not registry.try_call("salary", {"name": "bob"}).ok  # not the cached answer
+    bypassed = salary_registry(docs_audit(UNMARKED))  # the docs' guard as it was: unmarked
+    bypassed.call("salary", {"name": "bob"}, context={"role": "admin"})
+    assert bypassed.try_call("salary", {"name": "bob"}).ok  # what the check below catches
+
+
+def test_a_guard_that_runs_after_the_standard_pre_calls_fails_beside_them() -> None:
+    recorded: list[tuple[str, object]] = []
+    suite(PluginTests, plugin_factory=docs_audit(), plugin_name="audit", guards_calls=True).test_beside_the_standard_plugins(
+        lambda key, value: recorded.append((key, value))
+    )
+    assert recorded[0][0] == "harness_one_plan"
+    assert str(recorded[0][1]).startswith("pre_call: [audit] idempotency budget approval cache rate_limit")
+    late = suite(PluginTests, plugin_factory=docs_audit(UNMARKED), plugin_name="audit", guards_calls=True)
+    with pytest.raises(AssertionError, match=r"the pre_call of idempotency, budget, approval, cache runs before the plugin's"):
+        late.test_beside_the_standard_plugins(lambda key, value: None)
+    suite(PluginTests, plugin_factory=docs_audit(UNMARKED)).test_beside_the_standard_plugins(lambda key, value: None)
+
+
+BESIDE = '''
+from conformance_review import TranslateErrors
+from harness_one import hookimpl
+from harness_one.testing import PluginTests
+
+
+class OnlyAlone:
+    """In the place of the standard budget plugin: fine alone, it fails every call beside the others."""
+
+    name = "budget"
+
+    @hookimpl
+    def harness_pre_call(self, call):
+        if call.registry.plugins.get("rate_limit") is not None:
+            raise RuntimeError("not alone")
+
+
+class TestTranslate(PluginTests):
+    plugin_factory = TranslateErrors
+
+
+class TestOnlyAlone(PluginTests):
+    plugin_factory = OnlyAlone
+'''
+
+
+def test_the_summary_shows_where_the_plugin_runs_beside_the_standard_plugins(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_beside=BESIDE)
+    pytester.syspathinsert(Path(__file__).parent)
+    inner = pytester.runpytest("-p", "no:cacheprovider", "-k", "test_beside_the_standard_plugins")
+    got = outcomes(inner)
+    assert got == {
+        "TestTranslate::test_beside_the_standard_plugins": "passed",
+        "TestOnlyAlone::test_beside_the_standard_plugins": "failed",
+    }
+    assert "call with {'x': 1}: alone it gave {'x': 1, 'double': 2}, beside them PluginError" in message(
+        inner, "TestOnlyAlone::test_beside_the_standard_plugins"
+    )
+    summary = inner.stdout.str().split("where each plugin runs beside the standard plugins", 1)[1]
+    assert "TestTranslate: on_error: rate_limit [translate_errors] timeout retry" in summary
+    assert "TestOnlyAlone: pre_call: idempotency approval cache [budget] rate_limit" in summary
+
+
+# ---------------------------------------------------------------------- calls in flight together; failures through acall
+
+
+def test_state_shared_between_calls_in_flight_fails_the_thread_check() -> None:
+    with pytest.raises(AssertionError, match=r"got another call's answer"):
+        suite(PluginTests, plugin_factory=review.SharedSlot, supports_async=False).test_sixteen_threads()
+
+
+def test_a_failure_ends_through_acall_as_through_call() -> None:
+    for documented in (review.TranslateErrors, review.Fallback):  # translate the error; recover with a value
+        suite(PluginTests, plugin_factory=documented).test_async_calls()
+    with pytest.raises(AssertionError, match=r"conformance_probe: call gave \{'x': 0, 'double': 0\}, acall ToolExecutionError"):
+        suite(PluginTests, plugin_factory=review.RecoversOnlySync).test_async_calls()
+
+
+# ---------------------------------------------------------------------- faults in helpers, later tries, specname hooks
+
+
+@pytest.mark.parametrize(
+    ("plugin", "where"),
+    [
+        (review.HelperSwallows, r"harness_post_call \(inside the try of HelperSwallows._record, which it calls, at line \d+\)"),
+        (review.SecondTrySwallows, r"harness_post_call \(inside its try at line \d+\)"),
+        (review.HidesASwallower, r"audit_early \(inside its try at line \d+\)"),
+    ],
+)
+def test_a_fault_swallowed_in_a_helper_a_later_try_or_a_specname_hook_fails(plugin: type, where: str) -> None:
+    with pytest.raises(AssertionError, match=where + ": the fault was swallowed"):
+        suite(PluginTests, plugin_factory=plugin).test_raising_hook_is_a_plugin_error()
+
+
+def test_two_implementations_of_a_hook_through_specname_pass() -> None:
+    kit = suite(PluginTests, plugin_factory=review.TwoPreCalls)
+    kit.test_hooks_match_specs()
+    kit.test_hooks_are_plain_functions()
+    kit.test_raising_hook_is_a_plugin_error()
+
+
+# ---------------------------------------------------------------------- atomicity of the state stores
+
+
+def test_stores_that_read_then_write_fail_the_races() -> None:
+    with pytest.raises(AssertionError, match="not atomic"):
+        suite(RateLimitBackendContract).test_exact_under_threads(review.RacyBuckets())
+    shared: dict[Any, Any] = {}
+    with pytest.raises(AssertionError, match="not atomic"):
+        suite(IdempotencyStoreContract).test_exactly_one_owner_under_threads(
+            review.HandleLockedStore(shared), review.HandleLockedStore(shared)
+        )
+    with pytest.raises(AssertionError, match="not atomic"):
+        suite(CircuitStoreContract).test_probes_under_threads(review.RacyCircuits())
+    racy = review.RacyGiveBacks()
+    with pytest.raises(AssertionError, match="not atomic"):
+        suite(BudgetStoreContract).test_give_backs_under_threads(racy, racy)
+
+
+# ---------------------------------------------------------------------- other installed tool packages
+
+
+NEIGHBOURS = """
+import os
+
+from harness_one.testing import ToolPackageTests
+
+
+class TestFine(ToolPackageTests):
+    distribution = "conformance-fine-tools"
+    load_budget = 0.05
+
+
+class TestHangs(ToolPackageTests):
+    distribution = "conformance-hangs-tools"
+    load_budget = 0.05
+
+
+def test_the_environment_is_untouched():
+    assert "HARNESS_ONE_BLOCK_PLUGINS" not in os.environ
+"""
+
+
+def test_a_package_that_hangs_or_meddles_at_import_breaks_no_other_suite(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("HARNESS_ONE_BLOCK_PLUGINS", raising=False)
+    for dist, source, tool in (
+        ("hangs", review.HANGS, "never"),
+        ("sneaky", review.SNEAKY, "upper"),
+        ("fine", review.FINE, "square"),
+    ):
+        install(pytester, f"conformance-{dist}-tools", {f"conformance_{dist}_tools": source}, {tool: f"conformance_{dist}_tools"})
+    pytester.makepyfile(test_neighbours=NEIGHBOURS)
+    inner = pytester.runpytest("-p", "no:cacheprovider", "-k", "Fine or entry_points_load or environment")
+    got = outcomes(inner)
+    assert {k for k, v in got.items() if v != "passed"} == {"TestHangs::test_entry_points_load"}, got
+    assert "importing the entry points of 'conformance-hangs-tools' did not end within 4 s" in message(
+        inner, "TestHangs::test_entry_points_load"
+    )
+    assert "HARNESS_ONE_BLOCK_PLUGINS" not in os.environ and "conformance_hangs_tools" not in sys.modules
+
+
+# ---------------------------------------------------------------------- arguments the plugin did not expect
+
+
+def test_a_plugin_that_crashes_on_bad_arguments_or_changes_the_callers_fails() -> None:
+    suite(PluginTests, plugin_factory=review.GoodNormaliser).test_arguments_stay_the_callers()
+    with pytest.raises(AssertionError) as failed:
+        suite(PluginTests, plugin_factory=review.BadNormaliser).test_arguments_stay_the_callers()
+    text = str(failed.value)
+    assert "{}: Internal error in plugin 'bad_normaliser'" in text and "KeyError" in text
+    assert "{'x': 'seven'}: Internal error in plugin 'bad_normaliser'" in text and "ValueError" in text
+    assert "{'x': '7'}: the call changed the caller's arguments to {'x': 7}" in text
+
+
+# ---------------------------------------------------------------------- tuning attributes
+
+
+def test_tuning_may_only_strengthen_the_plugin_checks_and_is_reported() -> None:
+    for weaker in ({"threads": 1}, {"calls_per_thread": 10}, {"growth_calls": 60}):
+        with pytest.raises(AssertionError, match=rf"{next(iter(weaker))} = \d+ is below the kit's \d+, which it may only raise"):
+            suite(PluginTests, plugin_factory=review.Fallback, **weaker).test_no_overrides_DO_NOT_OVERRIDE()
+    stronger = suite(PluginTests, plugin_factory=review.Fallback, threads=32)
+    stronger.test_no_overrides_DO_NOT_OVERRIDE()
+    assert tuning_changes(type(stronger)) == ["threads = 32 (the kit's: 16)"]
+    assert tuning_changes(type(suite(ToolPackageTests, load_budget=0.5, tools=[]))) == ["load_budget = 0.5 (the kit's: 2.0)"]

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import sys
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -79,6 +80,37 @@ def _needs_twins(store: Any, twins: tuple[str, ...]) -> None:
     assert not missing, f"{kind} has {twins[0]} but not {', '.join(missing)}: the plugins await all of {', '.join(twins)}"
 
 
+def _race(threads: int, fn: Callable[[int], Any], *, rounds: int = 1) -> list[list[Any]]:
+    """Run ``fn(i)`` in ``threads`` threads, ``rounds`` times, each round started at once (a barrier) and with
+    the interpreter switching threads as often as it can: what a round answers, per round, in thread order.
+    A read, a round trip and a write that are not one atomic step then interleave."""
+    barrier = threading.Barrier(threads)
+    answers: list[list[Any]] = [[None] * threads for _ in range(rounds)]
+    errors: list[BaseException] = []
+
+    def run(i: int) -> None:
+        for r in range(rounds):
+            barrier.wait()
+            try:
+                answers[r][i] = fn(r * threads + i)
+            except BaseException as exc:  # reported in the checking thread
+                errors.append(exc)
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        pool = [threading.Thread(target=run, args=(i,)) for i in range(threads)]
+        for t in pool:
+            t.start()
+        for t in pool:
+            t.join()
+    finally:
+        sys.setswitchinterval(interval)
+    if errors:
+        raise errors[0]
+    return answers
+
+
 def _done(value: Any) -> Record:
     """A successful outcome, kept until 1000."""
     return Record("fp", "done", 1000.0, True, value)
@@ -117,6 +149,12 @@ class RateLimitBackendContract(Suite, standard=True, provided=("backend",)):
         assert backend.acquire("a", rate=1, burst=1, cost=1, now=0.0) == 0.0
         assert backend.acquire("a", rate=1, burst=1, cost=1, now=0.0) > 0
         assert backend.acquire("b", rate=1, burst=1, cost=1, now=0.0) == 0.0
+
+    def test_exact_under_threads(self, backend: Any) -> None:
+        """16 threads take from a new bucket of 5 at once, in 10 rounds (one bucket each): 5 pass per round."""
+        rounds = _race(16, lambda n: backend.acquire(f"race-{n // 16}", rate=1, burst=5, cost=1, now=0.0), rounds=10)
+        admitted = [sum(wait == 0.0 for wait in answers) for answers in rounds]
+        assert admitted == [5] * 10, f"16 calls at once on a bucket of 5 took {admitted} tokens per round: not atomic"
 
 
 class RateLimitPluginContract(Suite, standard=True, provided=("make_plugin",)):
@@ -356,21 +394,12 @@ class IdempotencyStoreContract(Suite, standard=True, provided=("store", "peer"))
         store.release("a", "k")
         assert store.begin("a", "k", "fp", 0.0, 30.0) is None
 
-    def test_exactly_one_owner_under_threads(self, store: Any) -> None:
-        owners = []
-        barrier = threading.Barrier(16)
-
-        def race() -> None:
-            barrier.wait()
-            if store.begin("tool", "race", "fp", 0.0, 30.0) is None:
-                owners.append(1)
-
-        threads = [threading.Thread(target=race) for _ in range(16)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        assert owners == [1]
+    def test_exactly_one_owner_under_threads(self, store: Any, peer: Any) -> None:
+        """16 callers claim one key at once, half through ``store`` and half through ``peer``, in 10 rounds
+        (one key each): exactly one owns it per round."""
+        rounds = _race(16, lambda n: (store, peer)[n % 2].begin("tool", f"race-{n // 16}", "fp", 0.0, 30.0), rounds=10)
+        owners = [sum(answer is None for answer in answers) for answers in rounds]
+        assert owners == [1] * 10, f"16 claims at once of one key made {owners} owners per round: not atomic"
 
     def test_a_lapsed_owners_release_frees_nothing_another_claimed(self, store: Any, peer: Any) -> None:
         self.needs_owners(store)
@@ -545,20 +574,8 @@ class ConcurrencySlotsContract(Suite, standard=True, provided=("slots",)):
         assert slots.acquire("a", "h3", cap=1, total=None, now=6.0, lease=5.0)[0] is True
 
     def test_exact_cap_under_threads(self, slots: Any) -> None:
-        admitted = []
-        barrier = threading.Barrier(16)
-
-        def race(i: int) -> None:
-            barrier.wait()
-            if slots.acquire("hot", f"h{i}", cap=5, total=None, now=0.0, lease=30.0)[0]:
-                admitted.append(i)
-
-        threads = [threading.Thread(target=race, args=(i,)) for i in range(16)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        assert len(admitted) == 5 and slots.running("hot", now=0.0) == 5
+        answers = _race(16, lambda i: slots.acquire("hot", f"h{i}", cap=5, total=None, now=0.0, lease=30.0)[0])[0]
+        assert sum(answers) == 5 and slots.running("hot", now=0.0) == 5
 
 
 class CircuitStoreContract(Suite, standard=True, provided=("circuits",)):
@@ -641,6 +658,16 @@ class CircuitStoreContract(Suite, standard=True, provided=("circuits",)):
         circuits.record("t", self.policy, now=21.5, failed=False, probe=second)
         assert circuits.snapshot("t", self.policy, now=21.5)["state"] == "closed"
 
+    def test_probes_under_threads(self, circuits: Any) -> None:
+        """16 calls reach a half-open circuit at once, in 10 rounds (one tool each): ``probes`` (2) are admitted."""
+        for r in range(10):
+            self.trip(circuits, f"race-{r}")
+        rounds = _race(16, lambda n: circuits.admit(f"race-{n // 16}", self.policy, now=10.0), rounds=10)
+        admitted = [sum(wait == 0.0 for wait, _ in answers) for answers in rounds]
+        assert admitted == [self.policy.probes] * 10, (
+            f"16 calls at once on a half-open circuit of {self.policy.probes} probes admitted {admitted} per round: not atomic"
+        )
+
     def test_unprobe_gives_the_place_back(self, circuits: Any) -> None:
         self.trip(circuits)
         _, probe = circuits.admit("t", self.policy, now=10.0)
@@ -649,7 +676,7 @@ class CircuitStoreContract(Suite, standard=True, provided=("circuits",)):
         assert circuits.admit("t", self.policy, now=10.0) == (0.0, probe)
 
 
-class BudgetStoreContract(Suite, standard=True, provided=("store",)):
+class BudgetStoreContract(Suite, standard=True, provided=("store", "peer")):
     """What a per-run budget store (``take``/``give_back``/``used``/``forget``) must do.
 
     Capabilities: ``has_tickets`` (default True): ``give_back`` (and ``agive_back``) take
@@ -668,6 +695,10 @@ class BudgetStoreContract(Suite, standard=True, provided=("store",)):
     @pytest.fixture
     def store(self) -> Any:  # pragma: no cover - provided by the implementer
         raise NotImplementedError
+
+    @pytest.fixture
+    def peer(self, store: Any) -> Any:
+        return store
 
     def take(self, store: Any, scope: str = "t", run: str = "r", **limits: Any) -> int:
         limits.setdefault("limit", None)
@@ -725,21 +756,33 @@ class BudgetStoreContract(Suite, standard=True, provided=("store",)):
         store.forget(None)
         assert [store.used(run, "*", now=0.0) for run in ("a", "b", "c")] == [0, 0, 0]
 
-    def test_exact_under_threads(self, store: Any) -> None:
-        admitted = []
-        barrier = threading.Barrier(16)
+    def test_exact_under_threads(self, store: Any, peer: Any) -> None:
+        """16 calls take at once, half through ``store`` and half through ``peer``, in 10 rounds (one scope
+        each): 5 pass per round, and 5 are counted."""
+        rounds = _race(16, lambda n: self.take((store, peer)[n % 2], f"hot-{n // 16}", limit=5), rounds=10)
+        admitted = [sum(answer == 0 for answer in answers) for answers in rounds]
+        counted = [store.used("r", f"hot-{r}", now=0.0) for r in range(10)]
+        assert admitted == counted == [5] * 10, f"16 takes at once of a limit of 5: {admitted} passed, {counted} counted"
 
-        def race(i: int) -> None:
-            barrier.wait()
-            if self.take(store, "hot", limit=5) == 0:
-                admitted.append(i)
+    def test_give_backs_under_threads(self, store: Any, peer: Any) -> None:
+        """16 calls give back at once (half through ``peer``), each its own unit: all 16 come back; with tickets,
+        16 sends of one give-back at once return one unit."""
+        tickets = self.has_tickets and all(Accepts("ticket", m)(store) for m in _TICKET_METHODS if hasattr(store, m))
 
-        threads = [threading.Thread(target=race, args=(i,)) for i in range(16)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        assert len(admitted) == 5 and store.used("r", "hot", now=0.0) == 5
+        def give_back(n: int, ticket: str) -> None:
+            handle = (store, peer)[n % 2]
+            if tickets:
+                handle.give_back("r", "t", ticket=ticket)
+            else:
+                handle.give_back("r", "t")
+
+        assert [self.take(store) for _ in range(17)] == [0] * 17
+        _race(16, lambda n: give_back(n, f"g{n}"))
+        assert store.used("r", "t", now=0.0) == 1, "16 give-backs at once did not all come back: not atomic"
+        if tickets:
+            assert [self.take(store) for _ in range(2)] == [0, 0]
+            _race(16, lambda n: give_back(n, "same"))
+            assert store.used("r", "t", now=0.0) == 2, "one give-back sent 16 times at once returned more than one unit"
 
     def test_a_give_back_sent_twice_returns_the_unit_once(self, store: Any) -> None:
         self.needs_tickets(store)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import asyncio
 import contextvars
+import dataclasses
 import functools
 import gc
 import inspect
@@ -14,7 +15,7 @@ import textwrap
 import threading
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from types import BuiltinFunctionType, CodeType, FrameType, FunctionType, MethodType, ModuleType
 from typing import Any, ClassVar
@@ -25,7 +26,7 @@ import pytest
 from .. import hookspecs
 from .._call import Call
 from .._entrypoints import PLUGIN_GROUP, entry_points
-from .._errors import PluginError, ToolError, ToolExecutionError
+from .._errors import PluginError, ToolError
 from .._plugins import KEY_GUARD, missing_guards
 from .._registry import ToolRegistry
 from .._tool import Tool
@@ -37,6 +38,10 @@ __all__ = ["PluginTests", "footprint"]
 PROBE = "conformance_probe"
 _NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}\Z")
 _MARK = PROJECT + "_impl"
+#: Seconds a call of the thread check waits for the others to reach the probe.
+_MEET_TIMEOUT = 2.0
+#: The user property under which the check beside the standard plugins reports where the plugin runs.
+PLAN_PROPERTY = "harness_one_plan"
 _SETUP_HOOKS = ("harness_configure", "harness_tool_added", "harness_tool_removed", "harness_stats")
 _OPAQUE = (
     type,
@@ -64,6 +69,20 @@ def _probe(x: int = 0, fail: bool = False) -> dict[str, int]:
     if fail:
         raise ValueError("the probe failed on purpose")
     return {"x": x, "double": 2 * x}
+
+
+def _meeting_probe(barrier: threading.Barrier) -> Callable[..., dict[str, int]]:
+    """The probe, waiting at ``barrier`` first: the calls of the thread check are all in flight at once, between
+    their ``pre_call`` and ``post_call``. A plugin that lets fewer through at once breaks the barrier (after
+    ``_MEET_TIMEOUT`` seconds, once): the calls then go on without it."""
+
+    def conformance_probe(x: int = 0, fail: bool = False) -> dict[str, int]:
+        """Return x and its double; fail=True raises."""
+        with suppress(threading.BrokenBarrierError):
+            barrier.wait(_MEET_TIMEOUT)
+        return _probe(x, fail)
+
+    return conformance_probe
 
 
 async def _aprobe(x: int = 0, fail: bool = False) -> dict[str, int]:
@@ -128,14 +147,24 @@ def _cells(fn: FunctionType) -> list[Any]:
     return found
 
 
-def _impls(plugin: Any) -> dict[str, Callable[..., Any]]:
-    """The plugin's hook implementations by hook name (what pluggy would register)."""
-    found: dict[str, Callable[..., Any]] = {}
+@dataclass(frozen=True)
+class _Impl:
+    """One hook implementation: the attribute that holds it, the hook it implements (``specname`` or the
+    attribute's name) and the function."""
+
+    attr: str
+    hook: str
+    fn: Callable[..., Any]
+
+
+def _impls(plugin: Any) -> dict[str, _Impl]:
+    """The plugin's hook implementations by attribute (what pluggy would register: two may implement one hook)."""
+    found: dict[str, _Impl] = {}
     for attr in dir(plugin):
         value = getattr(plugin, attr, None)
         options = getattr(value, _MARK, None)
         if isinstance(options, dict) and callable(value):
-            found[options.get("specname") or attr] = value
+            found[attr] = _Impl(attr, options.get("specname") or attr, value)
     return found
 
 
@@ -175,20 +204,47 @@ def _prepared(registry: ToolRegistry, plugin: str, hook: str) -> Callable[..., A
     return None
 
 
-def _fault_line(fn: Any) -> tuple[int, str] | None:
-    """The first line inside the hook's first ``try`` body or, with no ``try``, its first ``with`` body (a
-    ``contextlib.suppress`` swallows too), and which of the two; None: neither, or no source."""
+def _fault_lines(fn: Any) -> list[tuple[int, str]]:
+    """The first line inside each ``try`` body and each ``with`` body of ``fn`` (a ``contextlib.suppress``
+    swallows too), and which of the two it is; none without source."""
     raw = _unwrap(fn)
+    code = _code(raw)
     try:
         tree = ast.parse(textwrap.dedent(inspect.getsource(raw)))
     except (OSError, TypeError, SyntaxError):
-        return None
+        return []
+    if code is None:
+        return []
     tries = tuple(getattr(ast, n) for n in ("Try", "TryStar") if hasattr(ast, n))  # TryStar: Python 3.11+
-    for kinds, what in ((tries, "try"), ((ast.With, ast.AsyncWith), "with")):
-        for node in ast.walk(tree):
-            if isinstance(node, kinds) and node.body:
-                return int(raw.__code__.co_firstlineno + node.body[0].lineno - 1), what
-    return None
+    found: dict[int, str] = {}
+    for node in ast.walk(tree):
+        what = "try" if isinstance(node, tries) else "with" if isinstance(node, (ast.With, ast.AsyncWith)) else None
+        if what is not None and node.body:  # type: ignore[attr-defined]
+            found.setdefault(code.co_firstlineno + node.body[0].lineno - 1, what)  # type: ignore[attr-defined]
+    return sorted(found.items())
+
+
+def _callees(plugin: Any, hooks: set[CodeType]) -> list[tuple[CodeType, int, str]]:
+    """The lines inside a ``try`` or ``with`` body of the functions a hook may call: the other functions of the
+    plugin's classes and of the modules that define them (``(code, line, where)``)."""
+    if isinstance(plugin, ModuleType):
+        spaces: list[Mapping[str, Any]] = [vars(plugin)]
+        own = {plugin.__name__}
+    else:
+        kinds = [k for k in type(plugin).__mro__ if k is not object and k.__module__.split(".")[0] != "harness_one"]
+        own = {k.__module__ for k in kinds}
+        spaces = [vars(k) for k in kinds] + [vars(sys.modules[m]) for m in sorted(own) if m in sys.modules]
+    found: dict[CodeType, FunctionType] = {}
+    for space in spaces:
+        for value in list(space.values()):
+            raw = _unwrap(value.__func__ if isinstance(value, (staticmethod, classmethod)) else value)
+            if isinstance(raw, FunctionType) and raw.__module__ in own and raw.__code__ not in hooks:
+                found.setdefault(raw.__code__, raw)
+    return [
+        (code, line, f"inside the {what} of {fn.__qualname__}, which it calls")
+        for code, fn in found.items()
+        for line, what in _fault_lines(fn)
+    ]
 
 
 @dataclass
@@ -241,7 +297,7 @@ class _Standin:
         self.calls += 1
 
 
-class PluginTests(Suite, standard=True, provided=("make_plugin", "call_options", "make_registry")):
+class PluginTests(Suite, standard=True, provided=("make_plugin", "call_options", "make_registry", "make_standard_registry")):
     """The checks every plugin passes. Subclass it and say how to build the plugin::
 
         from harness_one.testing import PluginTests
@@ -255,7 +311,9 @@ class PluginTests(Suite, standard=True, provided=("make_plugin", "call_options",
     idempotency key, a context). ``entry_point`` is the plugin's name in the
     ``harness_one.plugins`` group, if it ships there.
 
-    Capability flag: ``supports_async`` (True): the plugin works for ``acall`` too.
+    Capability flags: ``supports_async`` (True): the plugin works for ``acall`` too. ``guards_calls``
+    (False): the plugin refuses calls (access control), so its ``pre_call`` must run before every standard
+    plugin's.
     """
 
     plugin_factory: ClassVar[Any] = None
@@ -263,9 +321,11 @@ class PluginTests(Suite, standard=True, provided=("make_plugin", "call_options",
     entry_point: ClassVar[str | None] = None
     tool_options: ClassVar[Mapping[str, Any]] = {}
     supports_async: ClassVar[bool] = True
+    guards_calls: ClassVar[bool] = False
     threads: ClassVar[int] = 16
     calls_per_thread: ClassVar[int] = 100
     growth_calls: ClassVar[int] = 10_000
+    _harness_tuning: ClassVar[Mapping[str, bool]] = {"threads": True, "calls_per_thread": True, "growth_calls": True}
 
     # ------------------------------------------------------------------ building
 
@@ -309,10 +369,25 @@ class PluginTests(Suite, standard=True, provided=("make_plugin", "call_options",
         arguments = {"x": x, "fail": fail} if fail else {"x": x}
         return registry.call(PROBE, arguments, **self.call_options(arguments))
 
+    def ended(
+        self, registry: ToolRegistry, arguments: Mapping[str, Any], *, tool: str = PROBE, asynchronous: bool = False
+    ) -> tuple[str, str]:
+        """How a call of ``tool`` ends, through ``call`` or ``acall``: ``("value", repr)`` or ``("error", "Class: message")``."""
+        options = self.call_options(arguments)
+        try:
+            if asynchronous:
+                value = asyncio.run(registry.acall(tool, dict(arguments), **options))
+            else:
+                value = registry.call(tool, dict(arguments), **options)
+        except ToolError as exc:
+            return "error", f"{type(exc).__name__}: {exc}"
+        return "value", repr(value)
+
     def hook_codes(self, plugin: Any) -> dict[CodeType, int | None]:
         """The code of every hook implementation, and of what ``per_tool`` prepares from them."""
-        codes: dict[CodeType, int | None] = {c: None for c in map(_code, _impls(plugin).values()) if c is not None}
-        if any(hasattr(fn, "harness_per_tool") for fn in _impls(plugin).values()):
+        impls = [i.fn for i in _impls(plugin).values()]
+        codes: dict[CodeType, int | None] = {c: None for c in map(_code, impls) if c is not None}
+        if any(hasattr(fn, "harness_per_tool") for fn in impls):
             fresh = self.make_plugin()  # a twin's prepared functions share their code with this plugin's
             registry = self.make_registry(fresh)
             for hook in PER_CALL_HOOKS:
@@ -379,13 +454,13 @@ class PluginTests(Suite, standard=True, provided=("make_plugin", "call_options",
     def test_hooks_are_plain_functions(self) -> None:
         """No hook is a coroutine or generator (pluggy never awaits); per-call hooks are not wrappers."""
         problems = []
-        for hook, fn in _impls(self.make_plugin()).items():
-            raw = getattr(fn, "__func__", fn)
+        for impl in _impls(self.make_plugin()).values():
+            raw = getattr(impl.fn, "__func__", impl.fn)
             if inspect.iscoroutinefunction(raw) or inspect.isasyncgenfunction(raw) or inspect.isgeneratorfunction(raw):
-                problems.append(f"{hook} is a coroutine or generator: hooks are synchronous and return decisions")
-            options = getattr(fn, _MARK)
-            if hook in PER_CALL_HOOKS and (options.get("wrapper") or options.get("hookwrapper")):
-                problems.append(f"{hook} is a wrapper: per-call hooks cannot be")
+                problems.append(f"{impl.attr} is a coroutine or generator: hooks are synchronous and return decisions")
+            options = getattr(impl.fn, _MARK)
+            if impl.hook in PER_CALL_HOOKS and (options.get("wrapper") or options.get("hookwrapper")):
+                problems.append(f"{impl.attr} is a wrapper: per-call hooks cannot be")
         assert not problems, "hooks the pipeline cannot run:\n  - " + "\n  - ".join(problems)
 
     def test_registers_and_unregisters(self) -> None:
@@ -434,18 +509,20 @@ class PluginTests(Suite, standard=True, provided=("make_plugin", "call_options",
         monkeypatch.setenv("HARNESS_ONE_BLOCK_PLUGINS", name)
         assert name not in ToolRegistry(allow=[name], autoload=True).plugins
 
-    def inject(self, hook: str, line_in_try: bool) -> tuple[_Trace, BaseException | None, str]:
-        """Trigger ``hook`` of a new plugin with a fault injected (at its first line, or inside its ``try`` or ``with``)."""
+    def inject(self, attr: str, target: tuple[CodeType, int] | None = None) -> tuple[_Trace, BaseException | None, str]:
+        """Trigger hook implementation ``attr`` of a new plugin with a fault injected: at its first line, or at
+        ``target``, a line of its code (or of a function it calls) inside a ``try`` or ``with`` body."""
         plugin = self.make_plugin()
-        fn = _impls(plugin)[hook]
+        impl = _impls(plugin)[attr]
+        hook, fn = impl.hook, impl.fn
         registry = None if hook == "harness_configure" else self.make_registry(plugin)
-        if registry is not None and hook in PER_CALL_HOOKS:
+        if registry is not None and hook in PER_CALL_HOOKS and hasattr(fn, "harness_per_tool"):
             fn = _prepared(registry, self.name_of(plugin), hook) or fn  # what calls run (``per_tool``)
         code = _code(fn)
         assert code is not None
         outcome: BaseException | None = None
-        inside = _fault_line(fn) if line_in_try else None
-        with _traced({code: inside[0] if inside is not None else None}, inject=True) as trace:
+        codes: dict[CodeType, int | None] = {code: None} if target is None else {target[0]: target[1]}
+        with _traced(codes, inject=True) as trace:
             try:
                 if registry is None:
                     self.make_registry(plugin)
@@ -464,32 +541,44 @@ class PluginTests(Suite, standard=True, provided=("make_plugin", "call_options",
     def test_raising_hook_is_a_plugin_error(self) -> None:
         """A fault inside each hook implementation reaches the caller as a ``PluginError`` naming the plugin.
 
-        The fault is raised inside the hook's first ``try`` body (or, with no ``try``, its first ``with``
-        body), which must not swallow it, and at its first line.
+        The fault is raised at the hook's first line, inside each of its ``try`` and ``with`` bodies, and inside
+        those of the functions it calls (the plugin's methods and its module's functions): none may swallow it.
         """
         plugin = self.make_plugin()
         impls = _impls(plugin)
         registry = self.make_registry(self.make_plugin())
+        name = self.name_of(plugin)
+        ordered = sorted(
+            (i for i in impls.values() if i.hook in (*_SETUP_HOOKS, *PER_CALL_HOOKS) and _code(i.fn) is not None),
+            key=lambda i: ((*_SETUP_HOOKS, *PER_CALL_HOOKS).index(i.hook), i.attr),
+        )
+        callees = _callees(plugin, set(self.hook_codes(plugin)))
         problems = []
-        for hook in (h for h in (*_SETUP_HOOKS, *PER_CALL_HOOKS) if h in impls and _code(impls[h]) is not None):
-            run = _prepared(registry, self.name_of(plugin), hook) if hook in PER_CALL_HOOKS else None
-            if run is not None and _code(run) is None:
+        for impl in ordered:
+            per_tool = impl.hook in PER_CALL_HOOKS and hasattr(impl.fn, "harness_per_tool")
+            run = _prepared(registry, name, impl.hook) if per_tool else None
+            code = _code(run or impl.fn)
+            if code is None:
                 problems.append(
-                    f"{hook}: per_tool prepared {run!r} for the probe tool, which has no Python code to inject a fault "
-                    "into: prepare a function, a bound method, or a functools.partial of one"
+                    f"{impl.attr}: per_tool prepared {run!r} for the probe tool, which has no Python code to inject a "
+                    "fault into: prepare a function, a bound method, or a functools.partial of one"
                 )
                 continue
-            inside = _fault_line(run or impls[hook])
-            for line_in_try in dict.fromkeys((inside is not None, False)):
-                trace, outcome, name = self.inject(hook, line_in_try)
-                where = f"{hook} ({f'inside its {inside[1]}' if line_in_try and inside else 'at its first line'})"
-                if not trace.entered:
-                    problems.append(f"{hook} never ran for the probe tool: set tool_options (or call_options) so the plugin acts")
+            targets: list[tuple[tuple[CodeType, int] | None, str]] = [(None, "at its first line")]
+            targets += [((code, line), f"inside its {what} at line {line}") for line, what in _fault_lines(run or impl.fn)]
+            targets += [((callee, line), f"{where}, at line {line}") for callee, line, where in callees]
+            for target, place in targets:
+                trace, outcome, _ = self.inject(impl.attr, target)
+                if target is None and not trace.entered:
+                    problems.append(
+                        f"{impl.attr} never ran for the probe tool: set tool_options (or call_options) so the plugin acts"
+                    )
                     break
                 if not trace.fired:
-                    continue  # the try body is not on this path: the first-line fault covers the hook
+                    continue  # not on this call's path: the first-line fault covers the hook
                 if isinstance(outcome, PluginError) and outcome.plugin == name and name in str(outcome):
                     continue
+                where = f"{impl.attr} ({place})"
                 if outcome is None:
                     problems.append(f"{where}: the fault was swallowed and the call succeeded")
                 else:
@@ -498,13 +587,39 @@ class PluginTests(Suite, standard=True, provided=("make_plugin", "call_options",
                     )
         assert not problems, "faults in hooks that are not reported as the plugin's:\n  - " + "\n  - ".join(problems)
 
+    def test_arguments_stay_the_callers(self) -> None:
+        """Beside the standard plugins, a call with a field missing or of the wrong type ends as any call may (a
+        value, or a ``ToolError`` such as validation's ``ToolArgumentError``), never in the plugin's ``PluginError``;
+        and no call changes the arguments the caller holds."""
+        plugin = self.make_plugin()
+        name = self.name_of(plugin)
+        registry = self.make_standard_registry(plugin)
+        problems = []
+        for arguments in ({"x": 1}, {}, {"x": "seven"}, {"x": "7"}, {"x": None}, {"x": 1, "extra": [1]}):
+            held = {k: list(v) if isinstance(v, list) else v for k, v in arguments.items()}
+            try:
+                registry.call(PROBE, arguments, **self.call_options(held))
+            except PluginError as exc:
+                if exc.plugin == name:
+                    problems.append(f"{held!r}: {exc}")
+            except ToolError:
+                pass
+            if arguments != held:
+                problems.append(
+                    f"{held!r}: the call changed the caller's arguments to {arguments!r} (assign call.arguments a new dict)"
+                )
+        assert not problems, "calls with arguments the plugin did not expect:\n  - " + "\n  - ".join(problems)
+
     # ------------------------------------------------------------------ under load
 
     def test_sixteen_threads(self) -> None:
-        """Sixteen threads calling at once each get their own right answers."""
+        """Sixteen threads calling at once each get their own right answers. The probe waits until all sixteen
+        calls reach it, so each call's hooks run while the others are between their ``pre_call`` and ``post_call``."""
         plugin = self.make_plugin()
         registry = self.make_registry(plugin)
         barrier = threading.Barrier(self.threads)
+        probe = registry.get(PROBE)
+        registry.add(dataclasses.replace(probe, fn=_meeting_probe(threading.Barrier(self.threads))), replace=True)
         wrong: list[str] = []
         errors: list[BaseException] = []
 
@@ -554,7 +669,8 @@ class PluginTests(Suite, standard=True, provided=("make_plugin", "call_options",
         assert alive <= 2, f"{alive} Call objects of finished calls are still alive: the plugin keeps references to them"
 
     def test_async_calls(self) -> None:
-        """Through ``acall``, for async and sync tools alike, concurrently, with failures reported as usual."""
+        """Through ``acall``, for async and sync tools alike, concurrently; a failing call ends through ``acall``
+        as it ends through ``call`` (the same error, or the same value a plugin recovered it with)."""
         if not self.supports_async:
             self.switched_off("supports_async", "the plugin serves synchronous calls only")
         plugin = self.make_plugin()
@@ -572,6 +688,52 @@ class PluginTests(Suite, standard=True, provided=("make_plugin", "call_options",
         got = asyncio.run(main())
         assert got == [{"x": x, "double": 2 * x} for x in range(20) for _ in (0, 1)]
         arguments = {"x": 1, "fail": True}
-        with pytest.raises(ToolError) as failed:
-            asyncio.run(registry.acall(PROBE + "_async", arguments, **self.call_options(arguments)))
-        assert type(failed.value) is ToolExecutionError, f"a failing tool gave {type(failed.value).__name__}: {failed.value}"
+        problems = []
+        for tool in (PROBE, PROBE + "_async"):
+            through_call = self.ended(registry, arguments, tool=tool)
+            through_acall = self.ended(registry, arguments, tool=tool, asynchronous=True)
+            if through_call != through_acall:
+                problems.append(f"{tool}: call gave {through_call[1]}, acall {through_acall[1]}")
+        assert not problems, "a failing call ends differently through acall:\n  - " + "\n  - ".join(problems)
+
+    # ------------------------------------------------------------------ beside the standard plugins
+
+    def make_standard_registry(self, plugin: Any) -> ToolRegistry:
+        """A registry with the standard plugins and ``plugin`` (in the place of the standard plugin of its name),
+        a manual clock and the probe tool (override it as you override :meth:`make_registry`)."""
+        registry = ToolRegistry(autoload=False, clock=BoundedClock(), plugins={self.name_of(plugin): plugin})
+        registry.add(self.probe_tool())
+        return registry
+
+    def test_beside_the_standard_plugins(self, record_property: Callable[[str, object], None]) -> None:
+        """Beside the standard plugins, calls end as they do with the plugin alone (a failing one too, through
+        ``call`` and ``acall``); the summary shows where its hooks run. With ``guards_calls``, its ``pre_call``
+        runs before every standard plugin's: a cache hit or an idempotency replay cannot answer a call it refuses."""
+        plugin = self.make_plugin()
+        name = self.name_of(plugin)
+        registry = self.make_standard_registry(plugin)
+        order = registry.plugins.plan.order
+        shown = [
+            f"{hook}: " + " ".join(f"[{n}]" if n == name else n for n in names) for hook, names in order.items() if name in names
+        ]
+        record_property(PLAN_PROPERTY, "; ".join(shown) or "in no per-call hook")
+        alone = self.make_registry(self.make_plugin())
+        problems = []
+        for arguments in ({"x": 1}, {"x": 2, "fail": True}):
+            for asynchronous in (False, True) if self.supports_async else (False,):
+                expected = self.ended(alone, arguments, asynchronous=asynchronous)
+                got = self.ended(registry, arguments, asynchronous=asynchronous)
+                if expected != got:
+                    way = "acall" if asynchronous else "call"
+                    problems.append(f"{way} with {arguments}: alone it gave {expected[1]}, beside them {got[1]}")
+        if self.guards_calls:
+            names = order["pre_call"]
+            if name not in names:
+                problems.append("guards_calls = True, but the plugin has no harness_pre_call")
+            elif names.index(name) > 0:
+                problems.append(
+                    f"guards_calls = True, but the pre_call of {', '.join(names[: names.index(name)])} runs before the "
+                    "plugin's (an idempotency replay or a cache hit answers a call before it is refused): mark the "
+                    "plugin's pre_call @hookimpl(tryfirst=True) and give the plugin an order below the standard ones"
+                )
+        assert not problems, "beside the standard plugins:\n  - " + "\n  - ".join(problems)

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, NoReturn
 
 import pytest
 
 from .._clock import ManualClock
 
-__all__ = ["GUARD", "BoundedClock", "Suite", "xfail_reason"]
+__all__ = ["GUARD", "BoundedClock", "Suite", "tuning_changes", "xfail_reason"]
 
 #: The guard's name: like langchain-tests', it says what it is in every report.
 GUARD = "test_no_overrides_DO_NOT_OVERRIDE"
@@ -24,6 +24,16 @@ def xfail_reason(fn: Any) -> str | None:
         if isinstance(reason, str) and reason.strip():
             return reason
     return None
+
+
+def tuning_changes(cls: type) -> list[str]:
+    """The tuning attributes of kit class ``cls`` (a subclass of a kit class) that differ from the kit's values."""
+    found = []
+    for kit in cls.__mro__:
+        for name in kit.__dict__.get("_harness_tuning", {}) if kit.__dict__.get("_harness_is_standard") else ():
+            if getattr(cls, name) != kit.__dict__[name]:
+                found.append(f"{name} = {getattr(cls, name)!r} (the kit's: {kit.__dict__[name]!r})")
+    return found
 
 
 class BoundedClock(ManualClock):
@@ -69,6 +79,8 @@ class Suite:
     #: The helpers the checks rely on, and what implementers provide or override (set per kit class).
     _harness_helpers: ClassVar[dict[str, Any]] = {}
     _harness_provided: ClassVar[tuple[str, ...]] = ()
+    #: The kit class's tuning attributes, and whether its value is a floor (a lower one weakens a check).
+    _harness_tuning: ClassVar[Mapping[str, bool]] = {}
 
     def __init_subclass__(cls, *, standard: bool = False, provided: tuple[str, ...] = (), **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -105,6 +117,11 @@ class Suite:
                     problems.append(f"{name} is deleted (now {current!r})")
                 elif xfail_reason(current) is None:
                     problems.append(f"{name} is overridden without @pytest.mark.xfail(reason=...)")
+            for name, floor in kit.__dict__.get("_harness_tuning", {}).items():
+                if floor and getattr(cls, name) < kit.__dict__[name]:
+                    problems.append(
+                        f"{name} = {getattr(cls, name)!r} is below the kit's {kit.__dict__[name]!r}, which it may only raise"
+                    )
             provided = ", ".join(kit.__dict__["_harness_provided"]) or "nothing"
             for name, original in kit.__dict__["_harness_helpers"].items():
                 if inspect.getattr_static(cls, name, None) is not original:

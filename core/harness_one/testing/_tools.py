@@ -9,6 +9,7 @@ import re
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -21,7 +22,7 @@ import pytest
 from .._clock import ManualClock
 from .._discovery import DiscoveryReport, as_tool
 from .._discovery import _load as _load_entry_point
-from .._entrypoints import TOOL_GROUP, _canonical, entry_points
+from .._entrypoints import TOOL_GROUP, EntryPoint, _canonical, entry_points
 from .._errors import ToolArgumentError, ToolError
 from .._formats import FORMATS
 from .._registry import ToolRegistry
@@ -59,6 +60,9 @@ _NETWORK: tuple[tuple[Any, tuple[str, ...]], ...] = (
 # Run in a fresh interpreter: import the distribution's entry points with the network refused,
 # and report what the import did. What it writes (to sys.stdout or sys.stderr, to fd 1 or 2, or
 # through logging's last-resort handler) lands between the two _MARK lines of each stream.
+# Then load every installed entry point into a fresh registry, as discovery would, for the name
+# conflicts; each import is given `per_import` seconds, so a package that hangs is passed over.
+# The interpreter ends itself (os._exit): an import still blocked in a thread cannot keep it.
 _MARK = "\n--- harness-one conformance: import ---\n"
 _PROBE = r"""
 import json, logging, os, socket, sys, threading, time
@@ -76,30 +80,45 @@ from harness_one._entrypoints import TOOL_GROUP, _canonical, entry_points
 quiet = logging.getLogger("harness_one")  # a failure to load is reported on its own, not as printing
 quiet.addHandler(logging.NullHandler())
 quiet.propagate = False
-dist, mark = sys.argv[1], sys.argv[2].encode()
+dist, mark, own_bound, per_import = sys.argv[1], sys.argv[2].encode(), float(sys.argv[3]), float(sys.argv[4])
 def marks():
     sys.stdout.flush()
     sys.stderr.flush()
     os.write(1, mark)
     os.write(2, mark)
+def bounded(seconds, work):
+    worker = threading.Thread(target=work, daemon=True, name="harness-one-conformance-import")
+    worker.start()
+    worker.join(seconds)
+    return not worker.is_alive()
+def answer(found):
+    sys.stdout.flush()
+    os.write(1, ("\n" + json.dumps(found) + "\n").encode())
+    os._exit(0)
 before = set(threading.enumerate())
 registry = ToolRegistry(standard_plugins=False, autoload=False)
 report = DiscoveryReport()
+own = [ep for ep in entry_points(TOOL_GROUP) if _canonical(ep.distribution) == _canonical(dist)]
 started = time.perf_counter()
 marks()
-for ep in entry_points(TOOL_GROUP):
-    if _canonical(ep.distribution) == _canonical(dist):
-        _load(registry, report, ep)
+finished = bounded(own_bound, lambda: [_load(registry, report, ep) for ep in own])
 marks()
 seconds = time.perf_counter() - started
+if not finished:
+    answer({"hung": own_bound})
 default = ToolRegistry._current if isinstance(ToolRegistry._current, ToolRegistry) else None
-print(json.dumps({
+found = {
     "seconds": seconds,
     "network": attempts,
     "threads": sorted(t.name for t in threading.enumerate() if t not in before and t.is_alive()),
     "default_registry": sorted(default._tools) if default is not None else [],
     "failures": [str(f) for f in report.failures],
-}))
+}
+everything, scan = ToolRegistry(standard_plugins=False, autoload=False), DiscoveryReport()
+for ep in entry_points(TOOL_GROUP):
+    bounded(per_import, lambda: _load(everything, scan, ep))
+found["conflicts"] = [[str(c), c.kept, c.skipped] for c in scan.conflicts]
+answer(found)
 """
 
 
@@ -243,14 +262,50 @@ def _stand_in(registry: ToolRegistry, tool: Tool, *, active: bool) -> Iterator[l
         registry.add(original, replace=True)
 
 
-def _everything_installed() -> DiscoveryReport:
-    """Load every installed ``harness_one.tools`` entry point (offline) into a fresh registry, as discovery would."""
-    registry = ToolRegistry(standard_plugins=False, autoload=False)
-    report = DiscoveryReport()
-    with _offline():
-        for ep in entry_points(TOOL_GROUP):
+#: What the import probe found, per distribution, budget, entry points and sys.path (once per process).
+_PROBED: dict[tuple[Any, ...], dict[str, Any]] = {}
+
+
+def _bound(load_budget: float) -> float:
+    """Seconds an import of the distribution's entry points may take before the kit calls it hung."""
+    return 3.0 + 10.0 * load_budget
+
+
+def _import_probe(dist: str, load_budget: float) -> dict[str, Any]:
+    """Run the import probe for ``dist`` in a fresh interpreter (once per process for the same entry points):
+    what importing its entry points did, and the name conflicts of all installed entry points."""
+    group = tuple((ep.name, ep.value, ep.distribution) for ep in entry_points(TOOL_GROUP))
+    key = (_canonical(dist), load_budget, group, tuple(sys.path))
+    if key not in _PROBED:
+        bound, per_import = _bound(load_budget), 1.0 + 2.0 * load_budget
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+        done = subprocess.run(
+            [sys.executable, "-c", _PROBE, dist, _MARK, str(bound), str(per_import)],
+            capture_output=True,
+            text=True,
+            timeout=bound + per_import * len(group) + 60,  # the probe ends itself sooner: this is a last resort
+            env=env,
+            check=False,
+        )
+        if done.returncode != 0 or not done.stdout.strip():
+            pytest.fail(f"importing the entry points crashed the interpreter:\n{done.stderr[-2000:]}", pytrace=False)
+        found = json.loads(done.stdout.strip().splitlines()[-1])
+        found["printed"] = {stream: _printed(output) for stream, output in (("stdout", done.stdout), ("stderr", done.stderr))}
+        _PROBED[key] = found
+    return _PROBED[key]
+
+
+def _load_own(registry: ToolRegistry, report: DiscoveryReport, found: Sequence[EntryPoint], bound: float) -> bool:
+    """Load ``found`` into ``registry`` in this process, given ``bound`` seconds; False: the import did not end."""
+
+    def load() -> None:
+        for ep in found:
             _load_entry_point(registry, report, ep)
-    return report
+
+    worker = threading.Thread(target=load, daemon=True, name="harness-one-conformance-load")
+    worker.start()
+    worker.join(bound)
+    return not worker.is_alive()
 
 
 def _fail(what: str, problems: Sequence[str]) -> None:
@@ -286,6 +341,7 @@ class ToolPackageTests(Suite, standard=True, provided=("make_registry",)):
     supports_strict: ClassVar[bool] = True
     load_budget: ClassVar[float] = 2.0
     example_budget: ClassVar[float] = 2.0
+    _harness_tuning: ClassVar[Mapping[str, bool]] = {"load_budget": False, "example_budget": False}
 
     def make_registry(self) -> ToolRegistry:
         """The registry the checks call tools in: the standard plugins, a manual clock, no third-party plugins."""
@@ -309,12 +365,17 @@ class ToolPackageTests(Suite, standard=True, provided=("make_registry",)):
             return out
         dist = self.distribution
         assert dist is not None
+        probed = _import_probe(dist, self.load_budget)  # in a fresh interpreter first: an import that hangs fails here
+        if "hung" in probed:
+            pytest.fail(f"importing the entry points of {dist!r} did not end within {probed['hung']:.0f} s", pytrace=False)
         report = DiscoveryReport()
         found = [ep for ep in entry_points(TOOL_GROUP) if _canonical(ep.distribution) == _canonical(dist)]
         if not found:
             out.problems.append(f"no entry points of {dist!r} in the {TOOL_GROUP!r} group: is it installed (pip install -e .)?")
-        for ep in found:
-            _load_entry_point(out.registry, report, ep)
+        if not _load_own(out.registry, report, found, _bound(self.load_budget)):
+            pytest.fail(
+                f"loading the entry points of {dist!r} did not end within {_bound(self.load_budget):.0f} s", pytrace=False
+            )
         out.problems += [str(f) for f in report.failures] + [f"name conflict: {c}" for c in report.conflicts]
         for name in report.loaded.get(found[0].distribution if found else dist, []):
             tool = out.registry.get(name)
@@ -322,10 +383,10 @@ class ToolPackageTests(Suite, standard=True, provided=("make_registry",)):
             if tool.source != (found[0].distribution if found else dist):
                 out.problems.append(f"tool '{name}' is attributed to {tool.source!r}")
         out.problems += [
-            f"name conflict with another installed package: {c} (wherever harness-one discovers tools, this "
-            f"distribution's {c.name!r} is the one skipped: rename it)"
-            for c in _everything_installed().conflicts
-            if _canonical(c.skipped) == _canonical(dist) and _canonical(c.kept) != _canonical(dist)
+            f"name conflict with another installed package: {text} (wherever harness-one discovers tools, this "
+            f"distribution's tool is the one skipped: rename it)"
+            for text, kept, skipped in probed["conflicts"]
+            if _canonical(skipped) == _canonical(dist) and _canonical(kept) != _canonical(dist)
         ]
         return out
 
@@ -346,18 +407,9 @@ class ToolPackageTests(Suite, standard=True, provided=("make_registry",)):
         logging included), starts no thread, registers nothing."""
         if self.distribution is None:
             pytest.skip("tools = [...] given: there are no entry points to import")
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
-        done = subprocess.run(
-            [sys.executable, "-c", _PROBE, self.distribution, _MARK],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            env=env,
-            check=False,
-        )
-        if done.returncode != 0 or not done.stdout.strip():
-            pytest.fail(f"importing the entry points crashed the interpreter:\n{done.stderr[-2000:]}", pytrace=False)
-        seen = json.loads(done.stdout.strip().splitlines()[-1])
+        seen = _import_probe(self.distribution, self.load_budget)
+        if "hung" in seen:
+            pytest.fail(f"importing the entry points did not end within {seen['hung']:.0f} s", pytrace=False)
         problems = [f"failed to load: {f}" for f in seen["failures"]]
         if seen["network"]:
             problems.append(f"tried the network at import: {', '.join(seen['network'][:3])}")
@@ -367,9 +419,9 @@ class ToolPackageTests(Suite, standard=True, provided=("make_registry",)):
             problems.append(
                 f"registered tools in the default registry at import (define them with registry=None): {', '.join(seen['default_registry'])}"
             )
-        for stream, output in (("stdout", done.stdout), ("stderr", done.stderr)):
-            if _printed(output):
-                problems.append(f"printed at import (to {stream}): {_printed(output)[:200]!r}")
+        for stream, printed in seen["printed"].items():
+            if printed:
+                problems.append(f"printed at import (to {stream}): {printed[:200]!r}")
         if seen["seconds"] > self.load_budget:
             problems.append(f"took {seen['seconds']:.2f} s to import (load_budget = {self.load_budget} s)")
         _fail("importing the package has side effects", problems)

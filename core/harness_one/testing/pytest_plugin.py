@@ -14,18 +14,31 @@ import pytest
 __all__ = ["pytest_collection_modifyitems", "pytest_configure", "pytest_runtest_makereport", "pytest_terminal_summary"]
 
 _KEY = pytest.StashKey[dict[str, list[str]]]()
+_PLANS = pytest.StashKey[dict[str, str]]()
+#: The user property a check records the plugin's place in the call plan under (``_plugins.PLAN_PROPERTY``).
+_PLAN = "harness_one_plan"
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "conformance: a check of the harness-one conformance kit")
     config.stash[_KEY] = {}
+    config.stash[_PLANS] = {}
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    tuned: dict[type, None] = {}
     for item in items:
         cls = getattr(item, "cls", None)
         if cls is not None and getattr(cls, "__harness_one_suite__", False):
             item.add_marker(pytest.mark.conformance)
+            tuned[cls] = None
+    if tuned:
+        from ._suite import tuning_changes  # the kit, which the test modules that use it import
+
+        notes = config.stash.get(_KEY, {})
+        for cls in tuned:
+            for change in tuning_changes(cls):
+                notes.setdefault(cls.__qualname__, []).append(f"tuned: {change}")
 
 
 @pytest.hookimpl(wrapper=True)
@@ -36,6 +49,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     notes = item.config.stash.get(_KEY, {})
     cls = getattr(item, "cls", None)
     suite = cls.__qualname__ if cls is not None else item.nodeid
+    for key, value in report.user_properties:
+        if key == _PLAN:
+            item.config.stash.get(_PLANS, {})[suite] = str(value)
     if report.skipped and "switched off:" in str(report.longrepr):
         reason = str(report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr)
         notes.setdefault(suite, []).append(f"{item.name}: {reason.split('switched off: ', 1)[1]}")
@@ -46,9 +62,13 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
     notes = config.stash.get(_KEY, {})
-    if not notes:
-        return
-    terminalreporter.section("harness-one conformance: checks switched off or known to fail")
-    for suite, lines in sorted(notes.items()):
-        for line in lines:
-            terminalreporter.write_line(f"{suite}: {line}")
+    if notes:
+        terminalreporter.section("harness-one conformance: checks switched off or known to fail")
+        for suite, lines in sorted(notes.items()):
+            for line in lines:
+                terminalreporter.write_line(f"{suite}: {line}")
+    plans = config.stash.get(_PLANS, {})
+    if plans:
+        terminalreporter.section("harness-one conformance: where each plugin runs beside the standard plugins")
+        for suite, plan in sorted(plans.items()):
+            terminalreporter.write_line(f"{suite}: {plan}")
