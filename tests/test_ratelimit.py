@@ -306,7 +306,7 @@ def test_keyed_buckets_compare_values_as_text(registry: ToolRegistry) -> None:
             registry.call("f", context={"user": user})
 
 
-def test_an_attempt_refused_after_its_token_keeps_it_for_the_next() -> None:
+def test_an_attempt_refused_after_its_token_gives_it_back() -> None:
     """Waiting for a concurrency slot took a token at every poll: the bucket drained while the tool ran once."""
     import threading
 

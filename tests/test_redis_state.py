@@ -457,3 +457,28 @@ def test_a_shared_slot_of_a_tool_abandoned_at_its_timeout_is_renewed_until_it_re
     while other.plugins.get("concurrency").running("work") and time.monotonic() < deadline:
         time.sleep(0.01)
     assert other.call("work") == "other"
+
+
+@pytest.mark.parametrize("how", ["call", "acall"])
+def test_a_token_taken_by_an_attempt_refused_later_goes_back_in_redis(redis_url: str, how: str) -> None:
+    """An attempt refused by the circuit after it took its token gives it back, blocking under call and
+    awaited under acall; a bucket that expired (full again) is not recreated."""
+    from harness_one.state import RedisBuckets
+
+    buckets = RedisBuckets(link(redis_url), server_time=False)
+    clock = ManualClock()
+    reg = ToolRegistry(plugins={"rate_limit": RateLimitPlugin(backend=buckets)}, clock=clock, autoload=False)
+    reg.add(lambda: 1 / 0, name="down", rate_limit={"rate": 0.001, "burst": 2}, circuit_breaker={"min_calls": 1, "open_for": 60})
+    first = reg.try_call("down")  # a token, and the failure opens the circuit
+    assert first.error is not None and first.error.kind == "tool_failed"
+
+    def run() -> Any:
+        return reg.try_call("down") if how == "call" else asyncio.run(reg.atry_call("down"))
+
+    for _ in range(3):  # refused by the open circuit after each took the last token: each gives it back
+        refused = run()
+        assert isinstance(refused.error, CircuitOpen)
+    assert buckets.acquire("down", rate=0.001, burst=2.0, cost=1.0, now=0.0) == 0.0  # the last token is there
+    assert buckets.acquire("down", rate=0.001, burst=2.0, cost=1.0, now=0.0) > 0.0
+    buckets.give_back("never-made", burst=1.0, cost=1.0)
+    assert buckets.link.client.exists(f"{buckets.link.prefix}rl:{{never-made}}") == 0

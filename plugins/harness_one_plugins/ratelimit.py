@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 from collections.abc import Awaitable, Callable, Hashable
@@ -32,10 +33,19 @@ __all__ = ["InMemoryBuckets", "RateLimitBackend", "RateLimitPlugin"]
 #: The in-memory backend (kept under its earlier name).
 InMemoryBuckets = MemoryBuckets
 
-_UNUSED = "rate_limit.unused"  # the attempt whose token a later policy's refusal left unused
 #: The refusals of the standard policies that come after the rate limit (total timeout, circuit
 #: breaker, concurrency slot, timeout pool): an attempt they refuse took its token and did not run.
 _AFTER_THE_TOKEN = frozenset({ToolTimeout, CircuitOpen, ToolBusy})
+
+
+def _bucket(call: Call, name: str, key: Any) -> Hashable:
+    """The bucket of ``call``: its tool's, or the tool's for its ``key``'s value, by text (as budgets
+    count runs: 1, 1.0 and True are three buckets, here as in Redis; NaN one), bounded (a 200 KB key
+    is kept as a digest)."""
+    if key is None:
+        return name
+    value = key(call) if callable(key) else call.context.get(key)
+    return (name, key_text(value))
 
 
 class RateLimitPlugin:
@@ -103,19 +113,12 @@ class RateLimitPlugin:
         acquire = backend.acquire if key is None and type(backend) is MemoryBuckets else None
 
         def pre_call(call: Call) -> Await | None:
-            held = call._state
-            if held is not None and held.get(_UNUSED) == call.attempt:  # taken by this attempt, refused later: still its
-                return None
             clock = self._now
             now = clock() if clock is not None else (self.clock or call.registry.clock).now()
             if acquire is not None and self.backend is backend:
                 wait = acquire(name, rate, burst, cost, now)  # in this process: cannot fail
             else:
-                if key is None:
-                    bucket: Hashable = name
-                else:  # by text, as budgets count runs: 1, 1.0 and True are three buckets here as in Redis, NaN one
-                    value = key(call) if callable(key) else call.context.get(key)
-                    bucket = (name, key_text(value))  # bounded: a 200 KB key is kept as a digest
+                bucket = _bucket(call, name, key)
                 current = self.backend
                 if type(current) is not MemoryBuckets:
                     return self._acquire(call, current, bucket, limit, now)
@@ -169,6 +172,26 @@ class RateLimitPlugin:
             lambda exc: self.fail.handle(exc, call.tool.name, call.call_id, "rate limit not checked"),
         )
 
+    def _give_back(self, call: Call, limit: RateLimit) -> Await | None:
+        """Return the token of an attempt refused before it ran, when the backend can (``give_back``);
+        a backend that cannot, or does not answer, keeps it spent."""
+        backend = self.backend
+        give = getattr(backend, "give_back", None)
+        if give is None:
+            return None
+        bucket, burst, cost = _bucket(call, call.tool.name, limit.key), limit.burst, limit.cost
+        agive = getattr(backend, "agive_back", None)
+        if agive is None:
+            with contextlib.suppress(StateUnavailable):
+                give(bucket, burst=burst, cost=cost)
+            return None
+        return round_trip(
+            lambda: give(bucket, burst=burst, cost=cost),
+            lambda: agive(bucket, burst=burst, cost=cost),
+            lambda _: None,
+            lambda _: None,
+        )
+
     def _wait_budget(self, tool: Tool) -> float:
         """Seconds a call of ``tool`` may wait for tokens (0: a refusal stands)."""
         limit = tool.rate_limit or self.default
@@ -178,24 +201,25 @@ class RateLimitPlugin:
 
     @hookimpl(tryfirst=True)
     @per_tool(lambda plugin, tool: plugin._on_error_for(tool))
-    def harness_on_error(self, call: Call, error: BaseException) -> Retry | None:
+    def harness_on_error(self, call: Call, error: BaseException) -> Retry | Await | None:
         prepared = self._on_error_for(call.tool)
         return None if prepared is None else prepared(call, error)
 
-    def _on_error_for(self, tool: Tool) -> Callable[[Call, BaseException], Retry | None] | None:
-        """For a rate-limited ``tool``: keep the token of an attempt a later policy refused before it
-        ran, for the call's next attempt; wait out this plugin's refusal when the tool or plugin
-        allows waiting and the budget lasts."""
-        if (tool.rate_limit or self.default) is None:
+    def _on_error_for(self, tool: Tool) -> Callable[[Call, BaseException], Retry | Await | None] | None:
+        """For a rate-limited ``tool``: give back the token of an attempt a later policy refused
+        before it ran; wait out this plugin's refusal when the tool or plugin allows waiting and
+        the budget lasts."""
+        limit = tool.rate_limit or self.default
+        if limit is None:
             return None
         budget = self._wait_budget(tool)
 
-        def on_error(call: Call, error: BaseException) -> Retry | None:
+        def on_error(call: Call, error: BaseException) -> Retry | Await | None:
             if call.ran:  # a tool's own RateLimitExceeded (an upstream 429) is not waited out
                 return None
             if type(error) is not RateLimitExceeded:
-                if type(error) in _AFTER_THE_TOKEN:  # refused after this attempt took its token: the next one reuses it
-                    call.state[_UNUSED] = call.attempt
+                if type(error) in _AFTER_THE_TOKEN:  # refused after this attempt took its token: it goes back
+                    return self._give_back(call, limit)
                 return None
             if budget <= 0.0:
                 return None

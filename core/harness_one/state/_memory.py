@@ -70,13 +70,20 @@ class MemoryBuckets:
                 bucket[1] = now
             elif now < last:  # the clock stepped back: nothing refilled, and refills run from here
                 bucket[1] = now
-            if tokens >= cost - cost * 1e-9:  # a call at exactly the rate finds its token (1/3 s at 3/s sums to 0.99999...)
+            if tokens >= cost or cost - tokens <= cost * 1e-9:  # (at exactly the rate: 1/3 s at 3/s sums to 0.99999...)
                 bucket[0] = tokens - cost
                 return 0.0
             bucket[0] = tokens
             return (cost - tokens) / rate
         finally:
             lock.release()
+
+    def give_back(self, key: Hashable, *, burst: float, cost: float) -> None:
+        """Return the ``cost`` tokens a call took and did not use (refused afterwards, before it ran)."""
+        with self._lock:
+            bucket = self._buckets.get(key)
+            if bucket is not None:
+                bucket[0] = min(burst, bucket[0] + cost)
 
     def _new(self, key: Hashable, rate: float, burst: float, now: float) -> list[float]:
         """A full bucket for ``key`` (under the lock), after a sweep when one is due."""

@@ -106,6 +106,17 @@ return num(wait)
 """
 )
 
+# ARGV: burst, cost. The tokens a call took and did not use, back (nothing once the bucket expired: it is full).
+_BUCKET_GIVE_BACK = _Script(
+    """
+local t = tonumber(redis.call('HGET', KEYS[1], 't'))
+if t ~= nil then
+  redis.call('HSET', KEYS[1], 't', string.format('%.17g', math.min(tonumber(ARGV[1]), t + tonumber(ARGV[2]))))
+end
+return 0
+"""
+)
+
 # ARGV: now, fingerprint, lease, owner. Returns nil (the caller owns the key) or the live record.
 # A claim sent again after its reply was lost finds its own owner and is the caller's.
 _BEGIN = _Script(
@@ -839,8 +850,11 @@ class RedisBuckets:
         self.link = link
         self.server_time = server_time
 
+    def _key(self, key: Hashable) -> str:
+        return f"{self.link.prefix}rl:{{{key_text(key)}}}"
+
     def _args(self, key: Hashable, rate: float, burst: float, cost: float, now: float) -> tuple[list[str], list[Any]]:
-        return [f"{self.link.prefix}rl:{{{key_text(key)}}}"], [
+        return [self._key(key)], [
             _now_arg(self.server_time, now),
             repr(rate),
             repr(burst),
@@ -853,6 +867,14 @@ class RedisBuckets:
     async def aacquire(self, key: Hashable, *, rate: float, burst: float, cost: float, now: float) -> float:
         """:meth:`acquire` on the asyncio client."""
         return float(await self.link.arun(_BUCKET, *self._args(key, rate, burst, cost, now)))
+
+    def give_back(self, key: Hashable, *, burst: float, cost: float) -> None:
+        """Return the ``cost`` tokens a call took and did not use (refused afterwards, before it ran)."""
+        self.link.run(_BUCKET_GIVE_BACK, [self._key(key)], [repr(burst), repr(cost)])
+
+    async def agive_back(self, key: Hashable, *, burst: float, cost: float) -> None:
+        """:meth:`give_back` on the asyncio client."""
+        await self.link.arun(_BUCKET_GIVE_BACK, [self._key(key)], [repr(burst), repr(cost)])
 
 
 def _text(value: Any) -> str:
