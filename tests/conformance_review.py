@@ -6,10 +6,14 @@ the check named beside it); each correct one failed the kit before its fix and n
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import functools
+import threading
 import time
 from typing import Any
 
-from harness_one import Await, Call, Outcome, ToolError, ToolExecutionError, hookimpl
+from harness_one import Await, Call, Outcome, ToolError, ToolExecutionError, defineTool, hookimpl
 from harness_one.state import MemoryBudgets, MemoryStore, Record
 from harness_one.state._memory import Breaker, MemoryCircuits
 
@@ -279,3 +283,202 @@ class GoodNormaliser:
         x = call.arguments.get("x")
         if isinstance(x, str) and x.isdigit():
             call.arguments = {**call.arguments, "x": int(x)}
+
+
+# ---------------------------------------------------------------------- tools that lie about themselves
+
+
+def _increment(n: int) -> int:
+    """Add one to n."""
+    return n + 1
+
+
+#: The schema says ``n`` is a string; the function does integer arithmetic on it.
+increment = defineTool(
+    registry=None,
+    name="increment",
+    parameters={"type": "object", "properties": {"n": {"type": "string"}}, "required": ["n"], "additionalProperties": False},
+)(_increment)
+
+
+def _greet(name: str) -> str:
+    """Greet someone."""
+    return "hi " + name
+
+
+#: The schema offers an optional ``shout`` the function does not take.
+greet = defineTool(
+    registry=None,
+    name="greet",
+    parameters={
+        "type": "object",
+        "properties": {"name": {"type": "string"}, "shout": {"type": "boolean"}},
+        "required": ["name"],
+        "additionalProperties": False,
+    },
+)(_greet)
+
+
+@defineTool(
+    registry=None,
+    read_only=True,
+    output_schema={"type": "object", "properties": {"count": {"type": "integer"}}, "required": ["count"]},
+)
+def count_items(items: list[str]) -> dict[str, Any]:
+    """Count the items (as a string, though the output schema says integer)."""
+    return {"count": str(len(items))}
+
+
+@defineTool(
+    registry=None,
+    read_only=True,
+    examples=[{"arguments": {"a": 1, "b": 0}, "error": "Exception"}, {"arguments": {"a": 1, "b": 2}, "result": 0.5}],
+)
+def divide(a: int, b: int) -> float:
+    """Divide a by b: b=0 crashes (a ToolExecutionError), which 'Exception' matches."""
+    return a / b
+
+
+def _tagged(name: str, **extra: Any) -> str:
+    """Tag a name with whatever else is given."""
+    return name + "".join(f" {k}={v}" for k, v in sorted(extra.items()))
+
+
+#: Truthful: ``**extra`` takes ``loud``.
+tagged = defineTool(
+    registry=None,
+    name="tagged",
+    parameters={"type": "object", "properties": {"name": {"type": "string"}, "loud": {"type": "boolean"}}, "required": ["name"]},
+)(_tagged)
+
+
+@defineTool(registry=None, read_only=True, blocking=False, examples=[{"arguments": {}, "result": 1}])
+def fetch_sync() -> int:
+    """Fetch a number: declared blocking=False, yet it sleeps (as on I/O)."""
+    time.sleep(0.001)
+    return 1
+
+
+@defineTool(registry=None, read_only=True, examples=[{"arguments": {}, "result": 1}])
+async def fetch_async() -> int:
+    """Fetch a number asynchronously, but sleep in the event loop's thread."""
+    time.sleep(0.001)
+    return 1
+
+
+# ---------------------------------------------------------------------- the error path, cancellation, the event loop
+
+
+class LeakySlots:
+    """Gives a slot back only in ``post_call``: failed and cancelled calls keep theirs
+    (``test_releases_after_failures_and_cancellations``)."""
+
+    name = "leaky_slots"
+    cap = 8
+
+    def __init__(self) -> None:
+        self.held = 0
+        self.lock = threading.Lock()
+
+    @hookimpl
+    def harness_pre_call(self, call: Call) -> None:
+        with self.lock:
+            if self.held >= self.cap:
+                raise ToolError("too many calls in flight")
+            self.held += 1
+
+    @hookimpl
+    def harness_post_call(self, call: Call) -> None:
+        with self.lock:
+            self.held -= 1
+
+
+class ReleasingSlots(LeakySlots):
+    """Gives a slot back in ``post_call`` and in ``on_error`` (a cancelled call arrives there as ``ToolCancelled``)."""
+
+    name = "releasing_slots"
+
+    @hookimpl
+    def harness_pre_call(self, call: Call) -> None:
+        super().harness_pre_call(call)
+        call.state["releasing_slots.held"] = True
+
+    @hookimpl
+    def harness_post_call(self, call: Call) -> None:
+        self._release(call)
+
+    @hookimpl
+    def harness_on_error(self, call: Call, error: ToolError) -> None:
+        self._release(call)
+
+    def _release(self, call: Call) -> None:
+        if call.state.pop("releasing_slots.held", False):
+            with self.lock:
+                self.held -= 1
+
+
+class IgnoresCancel:
+    """Swallows the caller's cancellation in its ``Await``: the cancelled call runs on."""
+
+    name = "ignores_cancel"
+
+    @hookimpl
+    def harness_pre_call(self, call: Call) -> Await:
+        async def wait() -> None:
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.sleep(0)
+
+        return Await(lambda: None, wait)
+
+
+class Blocks:
+    """Waits in a ``pre_call`` without an ``Await``: under ``acall`` it blocks the event loop."""
+
+    name = "blocks"
+
+    @hookimpl
+    def harness_pre_call(self, call: Call) -> None:
+        time.sleep(0.0005)  # a blocking round trip
+
+
+# ---------------------------------------------------------------------- state kept per call, out of footprint's old reach
+
+_SEEN: dict[str, float] = {}
+
+
+class GlobalLeak:
+    """Keeps every call's id in a module-level table."""
+
+    name = "global_leak"
+
+    @hookimpl
+    def harness_post_call(self, call: Call) -> None:
+        _SEEN[call.call_id] = 1.0
+
+
+class StringLeak:
+    """Appends every call's id to one string: one object, growing."""
+
+    name = "string_leak"
+
+    def __init__(self) -> None:
+        self.log = ""
+
+    @hookimpl
+    def harness_post_call(self, call: Call) -> None:
+        self.log += call.call_id + "\n"
+
+
+class LruLeak:
+    """Caches a value per call id in an unbounded ``lru_cache``."""
+
+    name = "lru_leak"
+
+    @staticmethod
+    @functools.cache
+    def _fingerprint(call_id: str) -> str:
+        return call_id[::-1]
+
+    @hookimpl
+    def harness_post_call(self, call: Call) -> None:
+        self._fingerprint(call.call_id)

@@ -40,22 +40,26 @@ def suite(kit: type, **attributes: Any) -> Any:
 SIDE_EFFECTS = '''
 import os
 
-from harness_one import ToolRegistry, defineTool
+from harness_one import ToolError, ToolRegistry, defineTool
 from harness_one.testing import ToolPackageTests
+
+
+class Protected(ToolError):
+    """The file was deleted, then found protected."""
 
 
 @defineTool(
     registry=None,
     destructive=True,
     examples=[
-        {"arguments": {"path": VICTIM}, "error": "ToolExecutionError"},  # only running the tool raises it
+        {"arguments": {"path": VICTIM}, "error": "Protected"},  # only running the tool raises it
         {"arguments": {"path": 5}, "error": "ToolArgumentError"},  # refused before the tool runs
     ],
 )
 def delete_file(path: str) -> str:
-    """Delete a file, then fail."""
+    """Delete a file, then refuse."""
     os.remove(path)
-    raise RuntimeError("deleted, then failed")
+    raise Protected("deleted, then refused")
 
 
 class TestDestructive(ToolPackageTests):
@@ -76,10 +80,11 @@ def test_a_tool_with_side_effects_never_runs(pytester: pytest.Pytester) -> None:
     victim = pytester.path / "VICTIM"
     victim.write_text("precious")
     pytester.makepyfile(test_destructive=SIDE_EFFECTS.replace("VICTIM", repr(str(victim)), 1))
-    inner = pytester.runpytest("-p", "no:cacheprovider", "-rs", "-k", "examples or argument_errors")
+    inner = pytester.runpytest("-p", "no:cacheprovider", "-rs", "-k", "examples or argument_errors or built")
     assert victim.read_text() == "precious"
     got = outcomes(inner)
     assert got["TestDestructive::test_examples"] == "skipped"
+    assert got["TestDestructive::test_a_call_built_from_the_schema_runs"] == "passed"  # it reached the stand-in
     assert "of the 2 that expect an error, 1 ran with the tool replaced by a stand-in, 1 not run" in inner.stdout.str()
     assert got["TestDestructive::test_argument_errors_name_the_field"] == "passed"  # validation refuses first
     text = message(inner, "TestDestructiveUnvalidated::test_argument_errors_name_the_field")
@@ -554,3 +559,79 @@ def test_tuning_may_only_strengthen_the_plugin_checks_and_is_reported() -> None:
     stronger.test_no_overrides_DO_NOT_OVERRIDE()
     assert tuning_changes(type(stronger)) == ["threads = 32 (the kit's: 16)"]
     assert tuning_changes(type(suite(ToolPackageTests, load_budget=0.5, tools=[]))) == ["load_budget = 0.5 (the kit's: 2.0)"]
+
+
+# ---------------------------------------------------------------------- tools that lie about themselves
+
+LIARS = """
+from conformance_review import count_items, divide, fetch_async, fetch_sync, greet, increment, tagged
+from harness_one.testing import ToolPackageTests
+
+
+class TestLiars(ToolPackageTests):
+    tools = [increment, greet, count_items, divide]
+
+
+class TestTruthful(ToolPackageTests):
+    tools = [tagged]
+
+
+class TestBlocking(ToolPackageTests):
+    tools = [fetch_sync, fetch_async]
+"""
+
+
+def test_a_tool_whose_schema_lies_about_its_function_fails(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_liars=LIARS)
+    inner = pytester.runpytest("-p", "no:cacheprovider", "-k", "examples or the_function or built")
+    assert outcomes(inner) == {
+        "TestLiars::test_examples": "failed",
+        "TestLiars::test_schema_matches_the_function": "failed",
+        "TestLiars::test_a_call_built_from_the_schema_runs": "failed",
+        "TestTruthful::test_examples": "skipped",
+        "TestTruthful::test_schema_matches_the_function": "passed",
+        "TestTruthful::test_a_call_built_from_the_schema_runs": "passed",
+        "TestBlocking::test_examples": "failed",
+        "TestBlocking::test_schema_matches_the_function": "passed",
+        "TestBlocking::test_a_call_built_from_the_schema_runs": "passed",
+    }
+    text = message(inner, "TestLiars::test_schema_matches_the_function")
+    assert "tool 'increment': the schema says 'n' is string, the function's annotation integer" in text
+    assert "tool 'greet': the schema offers 'shout', which the function does not take" in text
+    text = message(inner, "TestLiars::test_a_call_built_from_the_schema_runs")
+    assert "tool 'increment' called with {'n': 'a'}: the tool crashed" in text
+    assert "tool 'count_items' called with {'items': []}: the result {'count': '0'} does not match the output schema" in text
+    assert "tool 'divide', example 0: 'error' is 'Exception', which a crash of the tool matches too" in message(
+        inner, "TestLiars::test_examples"
+    )
+    summary = inner.stdout.str().split("checks switched off, with nothing to check, or known to fail", 1)[1]
+    assert "TestTruthful: test_examples: nothing to check: no tool declares examples" in summary
+    text = message(inner, "TestBlocking::test_examples")
+    for tool in ("fetch_sync", "fetch_async"):  # run through acall, in the event loop's thread
+        assert f"tool {tool!r}, example 0: through acall: blocked the event loop under acall (time.sleep(0.001))" in text
+
+
+def test_a_plugin_that_keeps_what_failed_or_cancelled_calls_took_ignores_a_cancel_or_blocks_the_loop_fails() -> None:
+    suite(PluginTests, plugin_factory=review.ReleasingSlots).test_releases_after_failures_and_cancellations()
+    with pytest.raises(AssertionError, match=r"after 100 failed and 100 cancelled calls, a call ended ToolError: too many calls"):
+        suite(PluginTests, plugin_factory=review.LeakySlots).test_releases_after_failures_and_cancellations()
+    with pytest.raises(AssertionError, match=r"cancelled acalls did not end in CancelledError: an acall cancelled after 1 steps"):
+        suite(PluginTests, plugin_factory=review.IgnoresCancel).test_releases_after_failures_and_cancellations()
+    with pytest.raises(AssertionError, match=r"a hook blocked the event loop under acall: time.sleep\(0.0005\)"):
+        suite(PluginTests, plugin_factory=review.Blocks).test_async_calls()
+
+
+# ---------------------------------------------------------------------- per-call state in module globals, bytes, lru_cache
+
+
+@pytest.mark.parametrize(
+    ("plugin", "found"),
+    [
+        (review.GlobalLeak, r"the state reachable from the plugin grew by 5000 objects"),
+        (review.LruLeak, r"the state reachable from the plugin grew by 5000 objects"),
+        (review.StringLeak, r"the plugin's own code allocated [\d,]+ bytes over calls 8751-10000 that are still alive"),
+    ],
+)
+def test_state_kept_in_module_globals_a_growing_string_or_an_lru_cache_fails(plugin: type, found: str) -> None:
+    with pytest.raises(AssertionError, match=found):
+        suite(PluginTests, plugin_factory=plugin).test_no_per_call_state()

@@ -13,6 +13,7 @@ import re
 import sys
 import textwrap
 import threading
+import tracemalloc
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, suppress
@@ -25,12 +26,14 @@ import pytest
 
 from .. import hookspecs
 from .._call import Call
+from .._clock import ManualClock
 from .._entrypoints import PLUGIN_GROUP, entry_points
 from .._errors import PluginError, ToolError
 from .._plugins import KEY_GUARD, missing_guards
 from .._registry import ToolRegistry
 from .._tool import Tool
 from ..hookspecs import PER_CALL_HOOKS, PROJECT, hookimpl
+from ._audit import blocking_calls
 from ._suite import BoundedClock, Suite
 
 __all__ = ["PluginTests", "footprint"]
@@ -40,6 +43,12 @@ _NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}\Z")
 _MARK = PROJECT + "_impl"
 #: Seconds a call of the thread check waits for the others to reach the probe.
 _MEET_TIMEOUT = 2.0
+#: Failed calls, and cancelled ones, after which a call must still get through.
+_RELEASE_CALLS = 100
+#: The event loop steps after which the release check cancels an acall: 0, 1, ... up to this many less one.
+_CUT_POINTS = 8
+#: Event loop steps a cancelled acall is given to end before the probe it waits in returns.
+_DRAIN_STEPS = 100
 #: The user property under which the check beside the standard plugins reports where the plugin runs.
 PLAN_PROPERTY = "harness_one_plan"
 _SETUP_HOOKS = ("harness_configure", "harness_tool_added", "harness_tool_removed", "harness_stats")
@@ -90,10 +99,27 @@ async def _aprobe(x: int = 0, fail: bool = False) -> dict[str, int]:
     return _probe(x, fail)
 
 
+def _waiting_probe(reached: list[int], release: asyncio.Event) -> Callable[..., Any]:
+    """The async probe, waiting for ``release`` once it has noted its ``x`` in ``reached``: calls the release
+    check cancels are cut off inside the tool, or earlier, in a plugin's ``Await``."""
+
+    async def conformance_probe_async(x: int = 0, fail: bool = False) -> dict[str, int]:
+        """Return x and its double, once released; fail=True raises."""
+        reached.append(x)
+        await release.wait()
+        return _probe(x, fail)
+
+    return conformance_probe_async
+
+
+_LRU_CACHE = type(functools.lru_cache(maxsize=None)(len))
+
+
 def footprint(root: Any, *, limit: int = 1_000_000) -> int:
     """How many objects are reachable from ``root`` through attributes, containers, function closures and
-    defaults, bound methods (built-in ones too) and partials; and from the root's own classes (their
-    attributes, but for ``object``'s and harness-one's), or from a module root's globals.
+    defaults, bound methods (built-in ones too), partials and ``functools.lru_cache`` (each entry one); and
+    from the root's own classes (their attributes, but for ``object``'s and harness-one's) and the globals of
+    the modules that define them, or from a module root's globals.
 
     Registries, tools, modules, classes, threads and locks are not entered: they are not the
     object's own state. Bounded by ``limit``.
@@ -101,7 +127,9 @@ def footprint(root: Any, *, limit: int = 1_000_000) -> int:
     if isinstance(root, ModuleType):
         own: list[Any] = [vars(root)]
     else:
-        own = [vars(k) for k in type(root).__mro__ if k is not object and k.__module__.split(".")[0] != "harness_one"]
+        kinds = [k for k in type(root).__mro__ if k is not object and k.__module__.split(".")[0] != "harness_one"]
+        modules = sorted({k.__module__ for k in kinds})
+        own = [vars(k) for k in kinds] + [vars(sys.modules[m]) for m in modules if m in sys.modules]
     seen: set[int] = set()
     stack = [root, *own]
     count = 0
@@ -127,6 +155,11 @@ def footprint(root: Any, *, limit: int = 1_000_000) -> int:
             stack.append(obj.__self__)
         elif isinstance(obj, functools.partial):
             stack += (obj.func, obj.args, obj.keywords)
+        elif isinstance(obj, (staticmethod, classmethod)):
+            stack.append(obj.__func__)
+        elif isinstance(obj, _LRU_CACHE):  # what it caches is out of reach: count its entries
+            count += obj.cache_info().currsize
+            stack.append(obj.__wrapped__)
         else:
             stack.extend(list(getattr(obj, "__dict__", {}).values()))
             for klass in type(obj).__mro__:
@@ -284,6 +317,48 @@ def _traced(codes: Mapping[CodeType, int | None], *, inject: bool) -> Iterator[_
         yield trace
     finally:
         sys.settrace(previous)
+
+
+#: Bytes per call the plugin's own code may allocate and keep (over the last quarter of the growth calls).
+_KEPT_BYTES_PER_CALL = 4
+
+
+def _own_files(plugin: Any, codes: Mapping[CodeType, int | None]) -> list[str]:
+    """The plugin's source files: of its hooks (and what ``per_tool`` prepared), its module or its class, and its
+    other classes but harness-one's."""
+    files = {code.co_filename for code in codes}
+    if isinstance(plugin, ModuleType):
+        modules = [plugin]
+    else:
+        kinds = [
+            k for k in type(plugin).__mro__ if k is type(plugin) or k.__module__.split(".")[0] not in ("builtins", "harness_one")
+        ]
+        modules = [sys.modules[k.__module__] for k in kinds if k.__module__ in sys.modules]
+    files |= {name for name in (getattr(m, "__file__", None) for m in modules) if isinstance(name, str)}
+    return sorted(files)
+
+
+def _kept_bytes(files: list[str], before: int, window: int, call: Callable[[], Any]) -> int:
+    """Bytes allocated by code in ``files`` during the last ``window`` of ``before + window`` calls of ``call``
+    and still alive after them (allocations are traced from the first call, so what a bounded cache replaces
+    within the window is not counted)."""
+    if not files:
+        return 0
+    filters = [tracemalloc.Filter(True, f) for f in files]
+    started = not tracemalloc.is_tracing()
+    if started:
+        tracemalloc.start()
+    try:
+        for _ in range(before):
+            call()
+        first = tracemalloc.take_snapshot().filter_traces(filters)
+        for _ in range(window):
+            call()
+        last = tracemalloc.take_snapshot().filter_traces(filters)
+    finally:
+        if started:
+            tracemalloc.stop()
+    return max(0, sum(stat.size_diff for stat in last.compare_to(first, "filename")))
 
 
 class _Standin:
@@ -648,7 +723,8 @@ class PluginTests(Suite, standard=True, provided=("make_plugin", "call_options",
         )
 
     def test_no_per_call_state(self) -> None:
-        """After 10,000 calls the plugin holds no more than after 5,000, and keeps no ``Call`` alive."""
+        """After 10,000 calls the plugin holds no more than after 5,000 (objects reachable from it, and memory its
+        own files allocated over calls 8,751-10,000 and kept), and keeps no ``Call`` alive."""
         plugin = self.make_plugin()
         registry = self.make_registry(plugin)
         half = self.growth_calls // 2
@@ -657,12 +733,19 @@ class PluginTests(Suite, standard=True, provided=("make_plugin", "call_options",
         for _ in range(half):
             call(PROBE, {"x": 1}, **options)
         middle = footprint(plugin)
-        for _ in range(half):
+        window = half // 4
+        for _ in range(half - 2 * window):
             call(PROBE, {"x": 1}, **options)
+        kept = _kept_bytes(_own_files(plugin, self.hook_codes(plugin)), window, window, lambda: call(PROBE, {"x": 1}, **options))
         grown = footprint(plugin) - middle
         assert grown <= 32, (
             f"the state reachable from the plugin grew by {grown} objects over calls {half + 1}-{self.growth_calls} "
             f"(about {grown / half:.2f} per call): it keeps something per call"
+        )
+        assert kept <= _KEPT_BYTES_PER_CALL * window, (
+            f"the plugin's own code allocated {kept:,} bytes over calls {self.growth_calls - window + 1}-{self.growth_calls} "
+            f"that are still alive (about {kept / window:.0f} per call: a growing string, a module-level table, an "
+            "unbounded lru_cache?): it keeps something per call"
         )
         gc.collect()
         alive = sum(1 for o in gc.get_objects() if type(o) is Call and o.registry is registry)
@@ -685,7 +768,12 @@ class PluginTests(Suite, standard=True, provided=("make_plugin", "call_options",
                     calls.append(registry.acall(tool, arguments, **self.call_options(arguments)))
             return await asyncio.gather(*calls)
 
-        got = asyncio.run(main())
+        with blocking_calls() as blocked:
+            got = asyncio.run(main())
+        assert not blocked, (
+            f"a hook blocked the event loop under acall: {'; '.join(sorted(set(blocked))[:3])} (a hook that waits "
+            "returns an Await with an async twin, as writing-plugins.md shows)"
+        )
         assert got == [{"x": x, "double": 2 * x} for x in range(20) for _ in (0, 1)]
         arguments = {"x": 1, "fail": True}
         problems = []
@@ -695,6 +783,63 @@ class PluginTests(Suite, standard=True, provided=("make_plugin", "call_options",
             if through_call != through_acall:
                 problems.append(f"{tool}: call gave {through_call[1]}, acall {through_acall[1]}")
         assert not problems, "a failing call ends differently through acall:\n  - " + "\n  - ".join(problems)
+
+    def test_releases_after_failures_and_cancellations(self) -> None:
+        """After 100 failed calls, and (``supports_async``) 100 ``acall``s cancelled at each step of their way (in a
+        plugin's ``Await`` or in the tool), calls still get through: what a call takes is given back on the error path
+        too. A cancelled ``acall`` ends in ``CancelledError``, however far it got."""
+        plugin = self.make_plugin()
+        registry = self.make_registry(plugin)
+        for i in range(_RELEASE_CALLS):
+            self.ended(registry, {"x": 10_000 + i, "fail": True})
+        problems, reached = asyncio.run(self._cancel_calls(registry)) if self.supports_async else ([], True)
+        what = f"{_RELEASE_CALLS} failed" + (f" and {_RELEASE_CALLS} cancelled" if self.supports_async else "")
+        if isinstance(registry.clock, ManualClock):
+            registry.clock.advance(86_400.0)  # a circuit opened by the failures half-opens, limits refill
+        for asynchronous in (False, True) if self.supports_async else (False,):
+            got = self.ended(registry, {"x": 1}, asynchronous=asynchronous)
+            if got != ("value", repr({"x": 1, "double": 2})):
+                problems.append(
+                    f"after {what} calls, {'an acall' if asynchronous else 'a call'} ended {got[1]}: give back what "
+                    "pre_call took in on_error too (a cancelled call reaches it as ToolCancelled)"
+                )
+        if not reached and not problems:
+            problems.append("no cancelled acall reached the tool: set tool_options (or call_options) so calls get through")
+        assert not problems, "calls on the error path:\n  - " + "\n  - ".join(problems)
+
+    async def _cancel_calls(self, registry: ToolRegistry) -> tuple[list[str], bool]:
+        """Cancel ``_RELEASE_CALLS`` acalls of the async probe, each after a few steps of the loop (0 to
+        ``_CUT_POINTS - 1``): those that did not end in ``CancelledError``, and whether any reached the tool."""
+        reached: list[int] = []
+        release = asyncio.Event()
+        registry.add(dataclasses.replace(self.probe_tool(asynchronous=True), fn=_waiting_probe(reached, release)), replace=True)
+        swallowed: list[str] = []
+        for i in range(_RELEASE_CALLS):
+            arguments = {"x": 20_000 + i}
+            task = asyncio.ensure_future(registry.acall(PROBE + "_async", dict(arguments), **self.call_options(arguments)))
+            for _ in range(i % _CUT_POINTS):
+                await asyncio.sleep(0)
+            if task.done():  # ended before the cut: how is the other checks' business
+                if not task.cancelled():
+                    task.exception()
+                continue
+            task.cancel()
+            for _ in range(_DRAIN_STEPS):
+                if task.done():
+                    break
+                await asyncio.sleep(0)
+            if not task.done():  # the cancellation was lost on the way: let the probe return
+                release.set()
+                await asyncio.wait({task})
+                release.clear()
+            if task.cancelled():
+                continue
+            error = task.exception()
+            ended = f"{type(error).__name__}: {error}" if error is not None else f"returned {task.result()!r}"
+            swallowed.append(f"an acall cancelled after {i % _CUT_POINTS} steps of the event loop {ended}")
+        shown = "; ".join(swallowed[:3])
+        problems = [f"{len(swallowed)} of {_RELEASE_CALLS} cancelled acalls did not end in CancelledError: {shown}"]
+        return (problems if swallowed else []), bool(reached)
 
     # ------------------------------------------------------------------ beside the standard plugins
 

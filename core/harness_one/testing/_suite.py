@@ -138,3 +138,7 @@ class Suite:
     def switched_off(self, flag: str, meaning: str) -> NoReturn:
         """Skip the running check: capability ``flag`` says it does not apply."""
         pytest.skip(f"switched off: {type(self).__name__}.{flag} = {getattr(self, flag)!r} ({meaning})")
+
+    def nothing_to_check(self, why: str) -> NoReturn:
+        """Skip the running check: what it checks is not there (listed in the summary as switched off are)."""
+        pytest.skip(f"nothing to check: {why}")

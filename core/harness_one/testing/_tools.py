@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import builtins
 import dataclasses
 import json
 import os
@@ -23,11 +25,13 @@ from .._clock import ManualClock
 from .._discovery import DiscoveryReport, as_tool
 from .._discovery import _load as _load_entry_point
 from .._entrypoints import TOOL_GROUP, EntryPoint, _canonical, entry_points
-from .._errors import ToolArgumentError, ToolError
+from .._errors import ToolArgumentError, ToolDefinitionError, ToolError, ToolExecutionError
 from .._formats import FORMATS
 from .._registry import ToolRegistry
+from .._schema import analyse
 from .._tool import Tool
 from ..export import GEMINI_NAME, StrictSchemaError, export_tools
+from ._audit import blocking_calls
 from ._suite import BoundedClock, Suite
 
 __all__ = ["EXAMPLE_KEYS", "PROVIDER_NAMES", "ToolPackageTests"]
@@ -187,11 +191,97 @@ def _exported_name(format: str, definition: Mapping[str, Any]) -> str:
     return str(definition["function"]["name"] if format == "openai" else definition["name"])
 
 
+#: Error names an example may not expect: a crash of the tool (a ``ToolExecutionError``) is one of them too.
+_VAGUE_ERRORS = frozenset({"ToolError", "ToolExecutionError"})
+
+
+def _raised_is(raised: ToolError, name: str) -> bool:
+    """``raised`` is an instance of a ``ToolError`` subclass called ``name`` (but for the vague ones)."""
+    return any(
+        k.__name__ == name and issubclass(k, ToolError) and k not in (ToolError, ToolExecutionError) for k in type(raised).__mro__
+    )
+
+
+def _widened(types: frozenset[str]) -> frozenset[str]:
+    """JSON types, with ``number`` standing for ``integer`` too."""
+    return types | {"integer"} if "number" in types else types
+
+
+def _signature_problems(tool: Tool) -> list[str]:
+    """Where ``tool``'s parameters schema and its function disagree: a property the function does not take, or
+    a property whose JSON type the parameter's annotation cannot hold."""
+    try:
+        sig = analyse(tool.fn, tool=tool.name, infer_output=False)
+    except ToolDefinitionError:  # an annotation with no schema: the names can still be compared
+        sig = analyse(tool.fn, tool=tool.name, infer=False, infer_output=False)
+    inferred = sig.schema.get("properties") or {}
+    problems = []
+    for name, declared in (tool.parameters.get("properties") or {}).items():
+        if name not in sig.accepted and not sig.accepts_any:
+            problems.append(
+                f"tool {tool.name!r}: the schema offers {name!r}, which the function does not take "
+                f"(its parameters: {', '.join(sorted(sig.accepted)) or 'none'}): a call that gives it fails"
+            )
+            continue
+        said, annotated = _types(declared), _types(inferred.get(name))
+        if said is not None and annotated is not None and not _widened(said) & _widened(annotated):
+            problems.append(
+                f"tool {tool.name!r}: the schema says {name!r} is {' or '.join(sorted(said))}, the function's annotation "
+                f"{' or '.join(sorted(annotated))}"
+            )
+    return problems
+
+
+def _minimal(schema: Any) -> tuple[bool, Any]:
+    """A simple value ``schema`` allows: its ``const``, ``default``, first example or first ``enum`` value, else
+    the least value of its type (an object of its required properties); ``(False, None)`` when there is none."""
+    if not isinstance(schema, Mapping):
+        return schema is True, None
+    if "const" in schema:
+        return True, schema["const"]
+    if "default" in schema:
+        return True, schema["default"]
+    for key in ("examples", "enum"):
+        values = schema.get(key)
+        if isinstance(values, list) and values:
+            return True, values[0]
+    for option in schema.get("anyOf") or schema.get("oneOf") or ():
+        found, value = _minimal(option)
+        if found:
+            return found, value
+    kinds = _types(schema) or frozenset()
+    kind = next((k for k in ("object", "string", "integer", "number", "boolean", "array", "null") if k in kinds), None)
+    if kind == "object":
+        built = {}
+        properties = schema.get("properties") or {}
+        for name in schema.get("required") or ():
+            found, built[name] = _minimal(properties.get(name, True))
+            if not found:
+                return False, None
+        return True, built
+    if kind == "array":
+        found, item = _minimal(schema.get("items", True))
+        return found, [item] * int(schema.get("minItems", 0))
+    if kind in ("integer", "number"):
+        low = schema["minimum"] if "minimum" in schema else schema["exclusiveMinimum"] + 1 if "exclusiveMinimum" in schema else 1
+        return True, min(low, schema.get("maximum", low))
+    simple = {"string": "a" * max(1, int(schema.get("minLength", 1))), "boolean": False, "null": None}
+    return (True, simple[kind]) if kind in simple else (False, None)
+
+
+def _built_call(tool: Tool) -> dict[str, Any] | None:
+    """Arguments built from ``tool``'s schema that it validates, or None."""
+    found, arguments = _minimal(tool.parameters)
+    if found and isinstance(arguments, dict) and not _schema_errors(tool.parameters, arguments):
+        return arguments
+    return None
+
+
 #: The keys of a tool example, and what each holds.
 EXAMPLE_KEYS: Mapping[str, str] = {
     "arguments": "the call's arguments (an object)",
     "result": "the value the call returns (optional)",
-    "error": "the name of the ToolError class the call raises instead (optional)",
+    "error": "the name of the ToolError subclass the call raises instead, such as ToolArgumentError (optional)",
     "description": "what the example shows (optional)",
 }
 
@@ -204,6 +294,11 @@ def _example_problems(tool: Tool, example: Mapping[str, Any]) -> list[str]:
         problems.append("gives both a 'result' and an 'error'")
     if error is not None and not (isinstance(error, str) and error.isidentifier()):
         problems.append(f"'error' is {error!r}, not the name of a ToolError class such as 'ToolArgumentError'")
+    elif error in _VAGUE_ERRORS or isinstance(getattr(builtins, str(error), None), type):
+        problems.append(
+            f"'error' is {error!r}, which a crash of the tool matches too: name the ToolError subclass the refusal "
+            "raises (such as 'ToolArgumentError', or one of your own)"
+        )
     if not isinstance(example.get("description", ""), str):
         problems.append("'description' is not a string")
     if error is None:  # an example of a refusal may break the schema on purpose
@@ -306,6 +401,31 @@ def _load_own(registry: ToolRegistry, report: DiscoveryReport, found: Sequence[E
     worker.start()
     worker.join(bound)
     return not worker.is_alive()
+
+
+def _example_outcome(tool: Tool, example: Mapping[str, Any], value: Any, raised: ToolError | None) -> list[str]:
+    """How a call that returned ``value`` or raised ``raised`` differs from ``example``."""
+    expected = example.get("error")
+    if expected is not None:
+        if raised is None:
+            return [f"returned {value!r}, the example expects {expected}"]
+        if not _raised_is(raised, expected):
+            return [f"raised {type(raised).__name__} ({raised}), the example expects {expected}"]
+        return []
+    if raised is not None:
+        return [f"the call failed: {type(raised).__name__}: {raised}"]
+    problems = _output_problems(tool, value)
+    if "result" in example and value != example["result"]:
+        problems.append(f"returned {value!r}, the example says {example['result']!r}")
+    return problems
+
+
+def _output_problems(tool: Tool, value: Any) -> list[str]:
+    """How ``value``, returned by ``tool``, breaks its output schema."""
+    if tool.output_schema is None:
+        return []
+    errors = _schema_errors(tool.output_schema, {"result": value} if tool.output_wrapped else value)
+    return [f"the result {value!r} does not match the output schema: {'; '.join(errors)}"] if errors else []
 
 
 def _fail(what: str, problems: Sequence[str]) -> None:
@@ -485,7 +605,7 @@ class ToolPackageTests(Suite, standard=True, provided=("make_registry",)):
         """
         tools = self.checked_tools(loaded)
         if not any(t.examples for t in tools):
-            pytest.skip("no tool declares examples (defineTool(examples=[{'arguments': {...}}]))")
+            self.nothing_to_check("no tool declares examples (defineTool(examples=[{'arguments': {...}}]))")
         problems: list[str] = []
         ran = not_run = 0
         for tool in tools:
@@ -514,14 +634,30 @@ class ToolPackageTests(Suite, standard=True, provided=("make_registry",)):
         _fail("examples that do not match their tool", problems)
 
     def run_example(self, registry: ToolRegistry, tool: Tool, example: Mapping[str, Any]) -> list[str]:
-        """Call ``tool`` with the example's arguments, offline, and say how the outcome differs from the example."""
+        """Call ``tool`` with the example's arguments, offline, through ``call`` and through ``acall``, and say how
+        each outcome differs from the example."""
+        problems: list[str] = []
+        for asynchronous in (False, True):
+            value, raised, found = self.run_offline(registry, tool, example["arguments"], asynchronous=asynchronous)
+            found += _example_outcome(tool, example, value, raised)
+            problems += [p if not asynchronous else f"through acall: {p}" for p in found if p not in problems]
+        return problems
+
+    def run_offline(
+        self, registry: ToolRegistry, tool: Tool, arguments: Mapping[str, Any], *, asynchronous: bool = False
+    ) -> tuple[Any, ToolError | None, list[str]]:
+        """Call ``tool`` with ``arguments``, offline, within ``example_budget``, through ``call`` or ``acall``: what
+        it returned or raised, and what went wrong on the way (the network tried, the budget overrun, the event
+        loop blocked)."""
         if isinstance(registry.clock, ManualClock):
-            registry.clock.advance(3600.0)  # rate limits refill between examples
-        expected_error = example.get("error")
+            registry.clock.advance(3600.0)  # rate limits refill between calls
         started = time.perf_counter()
-        with _offline() as attempts:
+        with _offline() as attempts, blocking_calls() as blocked:
             try:
-                value = registry.call(tool.name, dict(example["arguments"]))
+                if asynchronous:
+                    value = asyncio.run(registry.acall(tool.name, dict(arguments)))
+                else:
+                    value = registry.call(tool.name, dict(arguments))
                 raised: ToolError | None = None
             except ToolError as exc:
                 value, raised = None, exc
@@ -531,21 +667,44 @@ class ToolPackageTests(Suite, standard=True, provided=("make_registry",)):
             problems.append(f"tried the network ({', '.join(attempts[:3])}): examples run offline")
         if seconds > self.example_budget:
             problems.append(f"took {seconds:.2f} s (example_budget = {self.example_budget} s)")
-        if expected_error is not None:
-            if raised is None:
-                problems.append(f"returned {value!r}, the example expects {expected_error}")
-            elif expected_error not in {k.__name__ for k in type(raised).__mro__}:
-                problems.append(f"raised {type(raised).__name__} ({raised}), the example expects {expected_error}")
-            return problems
-        if raised is not None:
-            return [*problems, f"the call failed: {type(raised).__name__}: {raised}"]
-        if tool.output_schema is not None:
-            errors = _schema_errors(tool.output_schema, {"result": value} if tool.output_wrapped else value)
-            if errors:
-                problems.append(f"the result {value!r} does not match the output schema: {'; '.join(errors)}")
-        if "result" in example and value != example["result"]:
-            problems.append(f"returned {value!r}, the example says {example['result']!r}")
-        return problems
+        if asynchronous and blocked:
+            problems.append(
+                f"blocked the event loop under acall ({'; '.join(sorted(set(blocked))[:3])}): an async tool awaits, a tool "
+                "that blocks keeps blocking=True (it then runs in a worker thread)"
+            )
+        return value, raised, problems
+
+    def test_schema_matches_the_function(self, loaded: _Loaded) -> None:
+        """Every property of a tool's parameters is a parameter of its function (a ``**kwargs`` function takes
+        any), of a JSON type its annotation allows."""
+        _fail("schemas that do not match their function", [p for t in self.checked_tools(loaded) for p in _signature_problems(t)])
+
+    def test_a_call_built_from_the_schema_runs(self, loaded: _Loaded) -> None:
+        """A tool no example shows returning runs once with arguments built from its schema (defaults, examples,
+        the least value of each required property), offline: it returns a value matching its output schema, or
+        refuses with a ``ToolError``; it does not crash. With ``has_side_effects`` the call reaches the stand-in."""
+        problems, ran, unbuilt = [], 0, []
+        for tool in self.checked_tools(loaded):
+            if not self.has_side_effects and any("error" not in e for e in tool.examples):
+                continue  # test_examples runs it
+            arguments = _built_call(tool)
+            if arguments is None:
+                unbuilt.append(tool.name)
+                continue
+            ran += 1
+            where = f"tool {tool.name!r} called with {arguments!r}"
+            with _stand_in(loaded.registry, tool, active=self.has_side_effects) as reached:
+                value, raised, found = self.run_offline(loaded.registry, tool, arguments)
+            problems += [f"{where}: {p}" for p in found]
+            if reached:
+                continue
+            if isinstance(raised, ToolExecutionError):
+                problems.append(f"{where}: the tool crashed: {raised}")
+            elif raised is None:
+                problems += [f"{where}: {p}" for p in _output_problems(tool, value)]
+        _fail("calls the schema allows that the tool does not serve", problems)
+        if unbuilt and not ran:
+            self.nothing_to_check(f"no simple valid arguments for {', '.join(map(repr, unbuilt))}: give them an example")
 
     # ------------------------------------------------------------------ providers
 

@@ -2,7 +2,7 @@
 
 It only marks and reports (the kit itself is imported by the test modules that use it). Kit tests get the
 ``conformance`` marker (``pytest -m conformance`` runs only them), and the terminal summary
-lists, per suite, the checks switched off by a capability flag and the known failures.
+lists, per suite, the checks switched off by a capability flag or with nothing to check, and the known failures.
 """
 
 from __future__ import annotations
@@ -52,9 +52,11 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     for key, value in report.user_properties:
         if key == _PLAN:
             item.config.stash.get(_PLANS, {})[suite] = str(value)
-    if report.skipped and "switched off:" in str(report.longrepr):
-        reason = str(report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr)
+    reason = str(report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr) if report.skipped else ""
+    if "switched off: " in reason:
         notes.setdefault(suite, []).append(f"{item.name}: {reason.split('switched off: ', 1)[1]}")
+    elif "nothing to check: " in reason:
+        notes.setdefault(suite, []).append(f"{item.name}: nothing to check: {reason.split('nothing to check: ', 1)[1]}")
     elif hasattr(report, "wasxfail") and report.when == "call":
         notes.setdefault(suite, []).append(f"{item.name}: known failure: {report.wasxfail}")
     return report
@@ -63,7 +65,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
     notes = config.stash.get(_KEY, {})
     if notes:
-        terminalreporter.section("harness-one conformance: checks switched off or known to fail")
+        terminalreporter.section("harness-one conformance: checks switched off, with nothing to check, or known to fail")
         for suite, lines in sorted(notes.items()):
             for line in lines:
                 terminalreporter.write_line(f"{suite}: {line}")
