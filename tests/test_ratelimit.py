@@ -373,3 +373,24 @@ def test_a_tiny_rate_gives_a_bounded_retry_after() -> None:
     reg.call("t")
     refused = reg.try_call("t")
     assert isinstance(refused.error, RateLimitExceeded) and refused.error.retry_after == 1e12
+
+
+def test_the_give_back_hook_is_prepared_only_where_a_later_policy_applies() -> None:
+    """An on_error hook is a round of the pipeline on every refusal: a rate-limited tool no later policy
+    applies to (the common refusal) gets none; one with a circuit, a cap, a timeout (its own or the
+    plugins' defaults) does."""
+    from harness_one_plugins import TimeoutPlugin
+
+    def on_error_of(reg: ToolRegistry, name: str) -> list[str]:
+        return list(reg.plugins.plan.for_tool(reg.get(name)).on_error_names)
+
+    reg = ToolRegistry(autoload=False)
+    reg.add(lambda: 1, name="plain", rate_limit={"rate": 1, "burst": 1})
+    reg.add(lambda: 1, name="guarded", rate_limit={"rate": 1, "burst": 1}, circuit_breaker=True)
+    reg.add(lambda: 1, name="capped", rate_limit={"rate": 1, "burst": 1}, max_concurrency=2)
+    reg.add(lambda: 1, name="waits", rate_limit={"rate": 1, "burst": 1, "max_wait": 1.0})
+    assert "rate_limit" not in on_error_of(reg, "plain")
+    assert all("rate_limit" in on_error_of(reg, name) for name in ("guarded", "capped", "waits"))
+    bounded = ToolRegistry(plugins={"timeout": TimeoutPlugin(total=30.0)}, autoload=False)
+    bounded.add(lambda: 1, name="plain", rate_limit={"rate": 1, "burst": 1})
+    assert "rate_limit" in on_error_of(bounded, "plain")  # the plugin-wide total may refuse it after its token

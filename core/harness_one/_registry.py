@@ -1408,7 +1408,8 @@ def _broken_on_error(call: Call, owner: str, exc: Exception) -> PluginError:
 
 def _result(call: Call | None, value: Any, err: ToolError | None, name: Any, call_id: Any, started: float) -> CallResult:
     if call is not None:  # tuple.__new__ is what CallResult(...) calls, without its Python frame
-        return _new_result(CallResult, (err is None, value, err, call.tool.name, call.call_id, _perf() - started, call.attempts))
+        attempts = call.attempt - 1 if not call.ran and call.attempt > 1 else call.attempt  # Call.attempts, without its frame
+        return _new_result(CallResult, (err is None, value, err, call.tool.name, call.call_id, _perf() - started, attempts))
     assert err is not None
     cid = None if call_id is None else _text(call_id, str)
     cid = err.call_id = err.call_id or cid or new_call_id()

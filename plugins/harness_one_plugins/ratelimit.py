@@ -83,6 +83,7 @@ class RateLimitPlugin:
         self.clock = clock
         self.refused = 0
         self._now: Callable[[], float] | None = None
+        self._registry: ToolRegistry | None = None
         self._configured = False
 
     @hookimpl
@@ -93,6 +94,8 @@ class RateLimitPlugin:
         # another clock asks the call's registry each time instead.
         now = time.monotonic if isinstance(self.clock or registry.clock, SystemClock) else None
         self._now = now if not self._configured or self._now is now else None
+        # The registry, to know which later policies apply to a tool (two registries: unknown).
+        self._registry = registry if not self._configured or self._registry is registry else None
         self._configured = True
 
     @hookimpl
@@ -172,6 +175,28 @@ class RateLimitPlugin:
             lambda exc: self.fail.handle(exc, call.tool.name, call.call_id, "rate limit not checked"),
         )
 
+    def _refused_later(self, tool: Tool) -> bool:
+        """Whether a standard policy that comes after the rate limit (a timeout's total or pool, a circuit
+        breaker, a concurrency cap) applies to ``tool``: it could refuse an attempt that took its token.
+        Another plugin under one of their names, or plugins not known, may: yes."""
+        plugins = getattr(self._registry, "plugins", None)  # (set once the registry's plugins are built)
+        if plugins is None:
+            return True
+        from .circuit import CircuitBreakerPlugin, _guarded
+        from .concurrency import ConcurrencyPlugin, _capped
+        from .timeout import TimeoutPlugin, _bounded
+
+        later: tuple[tuple[str, type, Callable[[Any, Tool], bool]], ...] = (
+            ("timeout", TimeoutPlugin, _bounded),
+            ("circuit_breaker", CircuitBreakerPlugin, _guarded),
+            ("concurrency", ConcurrencyPlugin, _capped),
+        )
+        for name, kind, applies in later:
+            plugin = plugins.get(name)
+            if plugin is not None and (not isinstance(plugin, kind) or applies(plugin, tool)):
+                return True
+        return False
+
     def _give_back(self, call: Call, limit: RateLimit) -> Await | None:
         """Return the token of an attempt refused before it ran, when the backend can (``give_back``);
         a backend that cannot, or does not answer, keeps it spent."""
@@ -213,6 +238,8 @@ class RateLimitPlugin:
         if limit is None:
             return None
         budget = self._wait_budget(tool)
+        if budget <= 0.0 and not self._refused_later(tool):
+            return None  # (an on_error hook is a round of the pipeline on every refusal: none where nothing is to do)
 
         def on_error(call: Call, error: BaseException) -> Retry | Await | None:
             if call.ran:  # a tool's own RateLimitExceeded (an upstream 429) is not waited out
