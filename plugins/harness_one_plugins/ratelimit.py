@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import math
 import time
+import weakref
 from collections.abc import Awaitable, Callable, Hashable
 from typing import Any
 
@@ -83,7 +84,7 @@ class RateLimitPlugin:
         self.clock = clock
         self.refused = 0
         self._now: Callable[[], float] | None = None
-        self._registry: ToolRegistry | None = None
+        self._registry: weakref.ReferenceType[ToolRegistry] | None = None
         self._configured = False
 
     @hookimpl
@@ -94,8 +95,9 @@ class RateLimitPlugin:
         # another clock asks the call's registry each time instead.
         now = time.monotonic if isinstance(self.clock or registry.clock, SystemClock) else None
         self._now = now if not self._configured or self._now is now else None
-        # The registry, to know which later policies apply to a tool (two registries: unknown).
-        self._registry = registry if not self._configured or self._registry is registry else None
+        # The registry (weakly: no cycle), to know which later policies apply to a tool (two registries: unknown).
+        known = self._registry() if self._registry is not None else None
+        self._registry = weakref.ref(registry) if not self._configured or known is registry else None
         self._configured = True
 
     @hookimpl
@@ -179,7 +181,8 @@ class RateLimitPlugin:
         """Whether a standard policy that comes after the rate limit (a timeout's total or pool, a circuit
         breaker, a concurrency cap) applies to ``tool``: it could refuse an attempt that took its token.
         Another plugin under one of their names, or plugins not known, may: yes."""
-        plugins = getattr(self._registry, "plugins", None)  # (set once the registry's plugins are built)
+        registry = self._registry() if self._registry is not None else None
+        plugins = getattr(registry, "plugins", None)  # (set once the registry's plugins are built)
         if plugins is None:
             return True
         from .circuit import CircuitBreakerPlugin, _guarded
