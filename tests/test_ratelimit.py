@@ -394,3 +394,23 @@ def test_the_give_back_hook_is_prepared_only_where_a_later_policy_applies() -> N
     bounded = ToolRegistry(plugins={"timeout": TimeoutPlugin(total=30.0)}, autoload=False)
     bounded.add(lambda: 1, name="plain", rate_limit={"rate": 1, "burst": 1})
     assert "rate_limit" in on_error_of(bounded, "plain")  # the plugin-wide total may refuse it after its token
+
+
+def test_a_guard_before_the_rate_limit_refusing_gives_back_no_token_it_never_took() -> None:
+    """A ToolBusy from a guard that runs before the rate limit made it give back a token no attempt had
+    taken: each such refusal minted one (5 runs at a limit of 1)."""
+    from harness_one import ToolBusy
+
+    class Gate:
+        order = 5
+
+        @hookimpl
+        def harness_pre_call(self, call: Call) -> None:
+            if not call.peek("gate.seen"):
+                call.state["gate.seen"] = True
+                raise ToolBusy("busy, try again", tool=call.tool.name, retry_after=0.01)
+
+    reg = ToolRegistry(plugins={"gate": Gate()}, clock=ManualClock(), autoload=False)
+    runs: list[int] = []
+    reg.add(lambda: runs.append(1) or "ran", name="send", circuit_breaker=True, rate_limit={"rate": 1e-6, "burst": 1}, retry=3)
+    assert [reg.try_call("send").ok for _ in range(5)] == [True, False, False, False, False] and runs == [1]

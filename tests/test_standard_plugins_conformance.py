@@ -56,7 +56,7 @@ class TestTimeout(PluginTests):
     plugin_factory = TimeoutPlugin
     entry_point = "timeout"
     # "none": the deadline is set and checked without a worker thread per call.
-    tool_options: ClassVar[Mapping[str, Any]] = {"timeout": 30, "timeout_mode": "none"}
+    tool_options: ClassVar[Mapping[str, Any]] = {"timeout": 30, "total_timeout": 60, "timeout_mode": "none"}
 
 
 class TestRetry(PluginTests):

@@ -363,3 +363,53 @@ def test_no_plugins_wait_ends_after_the_total_timeout() -> None:
     assert clock.sleeps == []  # at once, not after 10 s
     reg.add(lambda: "ok", name="u", rate_limit={"rate": 2.0, "burst": 1}, total_timeout=1.0, timeout_mode="none")
     assert reg.call("u") == "ok" and reg.call("u") == "ok" and clock.sleeps == [0.5]  # a wait that fits is waited
+
+
+def test_a_wait_refused_for_the_total_timeout_is_settled_by_every_plugin() -> None:
+    """The core dropped a Retry past the total deadline after the recorders had read it as "another
+    attempt follows": the idempotency key stayed in flight, the budget kept its unit, metrics and
+    logging recorded a retry and no finished call. The Retry is now no decision at all."""
+    clock = ManualClock()
+    reg = ToolRegistry(
+        clock=clock,
+        autoload=False,
+        plugin_options={"rate_limit": {"max_wait": 10}, "timeout": {"total": 1}, "budget": {"total": 2}},
+    )
+    runs: list[int] = []
+    reg.add(lambda x: runs.append(x) or x, name="charge", rate_limit={"rate": 0.2, "burst": 1})
+    assert reg.call("charge", {"x": 1}, context={"run_id": "r1"}) == 1
+    refused = reg.try_call("charge", {"x": 2}, idempotency_key="k2", context={"run_id": "r1"})
+    assert isinstance(refused.error, RateLimitExceeded) and runs == [1] and clock.sleeps == []
+    assert reg.plugins.get("budget").used("r1") == 1  # the refused call's unit given back
+    stats = reg.stats()["tools"]["charge"]
+    assert stats["finished"] == 2 and stats["retries"] == 0
+    clock.advance(60)  # a token again: the key was released, not left in flight
+    assert reg.call("charge", {"x": 2}, idempotency_key="k2", context={"run_id": "r1"}) == 2 and runs == [1, 2]
+
+
+def test_deadlines_are_on_the_registrys_clock_when_the_plugins_have_their_own() -> None:
+    """With the timeout and retry plugins on a clock of their own, the deadline was on theirs and the
+    core compared it with the registry's: every retry with a wait was dropped."""
+    import random
+
+    from harness_one_plugins import RetryPlugin
+
+    registry_clock, plugin_clock = ManualClock(start=1_000_000.0), ManualClock()
+    reg = ToolRegistry(
+        plugins={
+            "timeout": TimeoutPlugin(total=30, clock=plugin_clock, mode="none"),
+            "retry": RetryPlugin(clock=plugin_clock, rng=random.Random(1)),
+        },
+        clock=registry_clock,
+        autoload=False,
+    )
+    runs: list[int] = []
+
+    def flaky() -> str:
+        runs.append(1)
+        if len(runs) < 3:
+            raise RetryableError("503", retry_after=0.5)
+        return "ok"
+
+    reg.add(flaky, idempotent=True, retry={"attempts": 3})
+    assert reg.call("flaky") == "ok" and len(runs) == 3 and registry_clock.sleeps == [0.5, 0.5]

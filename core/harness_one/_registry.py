@@ -1104,13 +1104,7 @@ class ToolRegistry(metaclass=_SharedType):
                 return decision.error
             return decision
         if type(decision) is Retry:
-            deadline = call.total_deadline
-            if deadline is None or decision.delay <= 0.0 or call.registry.clock.now() + decision.delay <= deadline:
-                return decision
-            # No wait ends after the call's total timeout, whichever plugin asked for it: the error stands, at once.
-            if err is not exc:
-                err.__cause__ = exc
-            return err
+            return decision
         raise PluginError(f"on_error returned {decision!r}; expected a Retry, an Outcome or None", tool=call.tool.name) from err
 
     def _as_tool_error(self, call: Call, plan: ToolPlan, exc: BaseException) -> ToolError:
@@ -1149,7 +1143,7 @@ class ToolRegistry(metaclass=_SharedType):
             if answer is not None:
                 if type(answer) is Await:
                     return _Paused(index, answer, decision, broken)
-                if decision is None:
+                if decision is None and not _too_late(call, answer):
                     decision = call.decision = answer
         if broken is not None:
             return Outcome.failure(broken)
@@ -1170,7 +1164,7 @@ class ToolRegistry(metaclass=_SharedType):
                 answer = None
             else:
                 answer = paused.pending.value
-            if answer is not None and paused.decision is None:
+            if answer is not None and paused.decision is None and not _too_late(call, answer):
                 paused.decision = call.decision = answer
             decision = self._on_error(call, plan, err, paused)
         assert not isinstance(decision, _Paused)
@@ -1299,6 +1293,16 @@ def _next_attempt(call: Call) -> None:
     call.decision = None
     call.deadline = call.timeout = None
     call.runner = call.lingering = None  # the last attempt's tool may run on: its plugins took what they need
+
+
+def _too_late(call: Call, answer: Any) -> bool:
+    """Whether ``answer`` is a :class:`Retry` whose wait would end after the call's total timeout
+    (``call.total_deadline``, on the registry's clock): not a decision, whichever plugin gave it, so
+    the hooks after it see the error stand (and settle what the call held) as the caller will."""
+    if type(answer) is not Retry or answer.delay <= 0.0:
+        return False
+    deadline = call.total_deadline
+    return deadline is not None and call.registry.clock.now() + answer.delay > deadline
 
 
 def _own_cancel(call: Call, exc: asyncio.CancelledError) -> ToolExecutionError:

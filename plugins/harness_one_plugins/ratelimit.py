@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import time
 import weakref
@@ -37,6 +38,25 @@ InMemoryBuckets = MemoryBuckets
 #: The refusals of the standard policies that come after the rate limit (total timeout, circuit
 #: breaker, concurrency slot, timeout pool): an attempt they refuse took its token and did not run.
 _AFTER_THE_TOKEN = frozenset({ToolTimeout, CircuitOpen, ToolBusy})
+
+
+@functools.cache
+def _later_policies() -> frozenset[str]:
+    """The files of the policies that run after the rate limit: a refusal raised in one of them came
+    after this attempt's token (one of those types raised by a guard that runs first did not)."""
+    from harness_one import _runners
+
+    from . import circuit, concurrency, timeout
+
+    return frozenset(module.__file__ or "" for module in (circuit, concurrency, timeout, _runners))
+
+
+def _raised_in(error: BaseException) -> str:
+    """The file of the code that raised ``error`` (the last frame of its traceback)."""
+    tb = error.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    return tb.tb_frame.f_code.co_filename if tb is not None else ""
 
 
 def _bucket(call: Call, name: str, key: Any) -> Hashable:
@@ -152,7 +172,7 @@ class RateLimitPlugin:
         self.refused += 1
         # Up to the next millisecond: a caller who waits retry_after finds the token there (not 1e-12 s short).
         # (At most ~31,700 years: a rate of 1e-306 tokens a second made ceil() of infinity.)
-        return RateLimitExceeded.of(math.ceil(min(wait, 1e12) * 1000.0) / 1000.0, call.tool.name, call.call_id)
+        return RateLimitExceeded.of(math.ceil((wait if wait < 1e12 else 1e12) * 1000.0) / 1000.0, call.tool.name, call.call_id)
 
     def _shared(
         self,
@@ -207,7 +227,11 @@ class RateLimitPlugin:
         give = getattr(backend, "give_back", None)
         if give is None:
             return None
-        bucket, burst, cost = _bucket(call, call.tool.name, limit.key), limit.burst, limit.cost
+        try:
+            bucket = _bucket(call, call.tool.name, limit.key)
+        except Exception:  # the caller's key function failed: the token stays spent (the refusal stands as it is)
+            return None
+        burst, cost = limit.burst, limit.cost
         agive = getattr(backend, "agive_back", None)
         if agive is None:
             with contextlib.suppress(StateUnavailable):
@@ -248,8 +272,8 @@ class RateLimitPlugin:
             if call.ran:  # a tool's own RateLimitExceeded (an upstream 429) is not waited out
                 return None
             if type(error) is not RateLimitExceeded:
-                if type(error) in _AFTER_THE_TOKEN:  # refused after this attempt took its token: it goes back
-                    return self._give_back(call, limit)
+                if type(error) in _AFTER_THE_TOKEN and _raised_in(error) in _later_policies():
+                    return self._give_back(call, limit)  # refused after this attempt took its token: it goes back
                 return None
             if budget <= 0.0:
                 return None

@@ -93,33 +93,49 @@ class TimeoutPlugin:
                 tool=tool.name,
             )
 
+    def _now(self, call: Call) -> tuple[float, float]:
+        """Now on this plugin's clock, and what to add to it for the registry's, on which the call's
+        deadlines are (the core compares them with the registry's clock)."""
+        registry = call.registry.clock
+        clock = self.clock or registry
+        now = clock.now()
+        return now, (0.0 if clock is registry else registry.now() - now)
+
+    def _total(self, tool: Tool) -> float | None:
+        return tool.total_timeout if tool.total_timeout is not None else self.total
+
+    @hookimpl
+    @applies_to(lambda plugin, tool: plugin._total(tool) is not None)
+    def harness_pre_validate(self, call: Call) -> None:
+        """The total runs from the call's start: its deadline is known before any policy may ask to wait."""
+        total = self._total(call.tool)
+        assert total is not None  # applies_to
+        now, shift = self._now(call)
+        call.state["timeout.start"] = now
+        call.total_deadline = now + total + shift
+
     @hookimpl
     @applies_to(_bounded)
     def harness_pre_call(self, call: Call) -> None:
         tool = call.tool
         attempt = tool.timeout if tool.timeout is not None else self.default
-        total = tool.total_timeout if tool.total_timeout is not None else self.total
-        now = (self.clock or call.registry.clock).now()
+        total = self._total(tool)
+        now, shift = self._now(call)
         if total is not None:
-            started = call.state.setdefault("timeout.start", now)
-            call.total_deadline = started + total
+            started = call.state.setdefault("timeout.start", now)  # (set by pre_validate; this plugin added since: now)
+            call.total_deadline = started + total + shift
             left = started + total - now
             if left <= 0:
                 raise ToolTimeout(total, tool=tool.name, call_id=call.call_id)
             attempt = left if attempt is None else min(attempt, left)
         assert attempt is not None  # _bounded: a timeout or a total
-        call.deadline = now + attempt
+        call.deadline = now + attempt + shift
         call.timeout = attempt  # async tools are cancelled at it; sync tools need a runner for that
         call.runner = self.runner_for(tool.timeout_mode or self.mode)
 
     @hookimpl
     @applies_to(_bounded)
     def harness_on_error(self, call: Call, error: BaseException) -> None:
-        total = call.tool.total_timeout if call.tool.total_timeout is not None else self.total
-        if total is not None and call.total_deadline is None:
-            # refused before this plugin's pre_call ran (by the rate limit): the total runs from here
-            started = call.state.setdefault("timeout.start", (self.clock or call.registry.clock).now())
-            call.total_deadline = started + total
         if isinstance(error, ToolTimeout):
             self.timeouts += 1
 
