@@ -374,3 +374,18 @@ def test_a_tools_failure_names_its_exception_as_every_error_does(raised: Excepti
     result = reg.try_call("fails")
     assert isinstance(result.error, ToolExecutionError) and result.error.message == message
     assert result.error.__cause__ is raised
+
+
+def test_a_long_exception_text_is_cut_once_where_the_model_reads_it() -> None:
+    """for_model()/to_dict() cut the message again (its prefix made it 10,032 characters): the
+    model was told "10,032 characters in all" for a 50,000-character exception."""
+
+    def boom() -> None:
+        raise ValueError("x" * 50_000)
+
+    reg = ToolRegistry(autoload=False)
+    reg.add(boom)
+    result = reg.try_call("boom")
+    marker = "[error text truncated: 50,000 characters in all, the first"
+    assert marker in result.for_model() and marker in result.to_dict()["error"]["message"]
+    assert result.for_model() == f"Error: {result.error.message}"  # type: ignore[union-attr]

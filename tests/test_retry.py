@@ -372,3 +372,24 @@ def test_attempts_count_the_runs_of_the_tool(clock: ManualClock) -> None:
     assert isinstance(result.error, RateLimitExceeded) and runs == [1] and result.attempts == 1
     refused = reg.try_call("f")  # refused before its first run: one attempt, as ever
     assert isinstance(refused.error, RateLimitExceeded) and refused.attempts == 1 and runs == [1]
+
+
+def test_try_call_and_atry_call_count_attempts_alike() -> None:
+    """try_call's success path reported the attempt's number (2) where atry_call reported the runs (1)."""
+    import asyncio
+
+    from harness_one import Outcome
+
+    class Fallback:
+        @hookimpl
+        def harness_pre_call(self, call: Any) -> Outcome | None:
+            return Outcome.success("from the plugin") if call.attempt > 1 else None
+
+    reg = ToolRegistry(plugins={"fallback": Fallback()}, autoload=False)
+
+    def flaky() -> None:
+        raise RetryableError("transient")
+
+    reg.add(flaky, idempotent=True, retry={"attempts": 3, "initial": 0})
+    sync, aio = reg.try_call("flaky"), asyncio.run(reg.atry_call("flaky"))
+    assert sync.value == aio.value == "from the plugin" and sync.attempts == aio.attempts == 1

@@ -202,7 +202,7 @@ class Call:
         """The attempts this call made, as :attr:`CallResult.attempts` reports them: the runs of
         its tool, at least 1 (a retry refused before the tool ran again, by the rate limit or the
         total timeout, is not one); :attr:`attempt` is the number of the current one."""
-        return self.attempt - 1 if not self.ran and self.attempt > 1 else self.attempt
+        return self.attempt if self.ran or self.attempt == 1 else self.attempt - 1
 
     @property
     def state(self) -> dict[str, Any]:
@@ -332,10 +332,10 @@ class CallResult(NamedTuple):
 
     def for_model(self) -> str:
         """Text for the model: the result as JSON, or ``Error: <message>``."""
-        from ._errors import capped
+        from ._errors import late_capped
         from ._render import render_value, safe_text
 
         if not self.ok:
             assert self.error is not None
-            return f"Error: {safe_text(capped(self.error.message))}"  # (a subclass may write its message late)
+            return f"Error: {safe_text(late_capped(self.error.message))}"  # (a subclass may write its message late)
         return render_value(self.value)

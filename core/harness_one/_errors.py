@@ -29,6 +29,7 @@ __all__ = [
     "ToolTimeout",
     "capped",
     "exception_text",
+    "late_capped",
     "outside_text",
 ]
 
@@ -91,6 +92,17 @@ def exception_text(exc: BaseException) -> str:
     except Exception:  # a broken __str__: its type says what it was
         text = ""
     return f"{type(exc).__name__}: {outside_text(text)}" if text else type(exc).__name__
+
+
+#: Room for what a harness error writes before a cut text (``Tool 'x' failed on MCP server 'y': ...``).
+_PREFIX_ROOM = 1_000
+
+
+def late_capped(message: str) -> str:
+    """``message`` where the model reads it: as it is when an error built it (its cut text after a
+    prefix), cut to ``ERROR_TEXT_LIMIT`` when longer still (a subclass wrote or computed it after
+    ``__init__``, which cuts it): never cut twice, so its marker states the true size."""
+    return message if len(message) <= ERROR_TEXT_LIMIT + _PREFIX_ROOM else capped(message)
 
 
 def _text(message: Any) -> str:
@@ -202,8 +214,7 @@ class ToolError(Exception):
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready description: ``type``, ``message`` and the error's own fields."""
-        # Cut here too: a subclass may write (or compute) its message after __init__, which cuts it.
-        data: dict[str, Any] = {"type": type(self).__name__, "kind": self.kind, "message": capped(self.message)}
+        data: dict[str, Any] = {"type": type(self).__name__, "kind": self.kind, "message": late_capped(self.message)}
         if self.tool is not None:
             data["tool"] = self.tool
         if self.call_id is not None:
