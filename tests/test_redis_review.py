@@ -160,7 +160,7 @@ def test_a_probe_ending_after_its_circuit_expired_leaves_no_key(redis_server: Re
     policy = CircuitBreakerPolicy.parse({"failure_ratio": 0.5, "min_calls": 1, "window": 1, "open_for": 1, "probes": 1}, tool="t")
     circuits.record("t", policy, now=100.0, failed=True, probe=0)  # opens
     wait, probe = circuits.admit("t", policy, now=102.0)
-    assert wait == 0.0 and probe == 1  # half-open: this call probes
+    assert wait == 0.0 and probe > 0  # half-open: this call probes (the id of its period)
     client = redis_server.client()
     try:
         client.delete("harness-one:cb:{1:t}")  # the hash expired while the probe ran

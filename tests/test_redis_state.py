@@ -482,3 +482,27 @@ def test_a_token_taken_by_an_attempt_refused_later_goes_back_in_redis(redis_url:
     assert buckets.acquire("down", rate=0.001, burst=2.0, cost=1.0, now=0.0) > 0.0
     buckets.give_back("never-made", burst=1.0, cost=1.0)
     assert buckets.link.client.exists(f"{buckets.link.prefix}rl:{{never-made}}") == 0
+
+
+@pytest.mark.parametrize("where", ["memory", "redis"])
+def test_a_reclaimed_probes_late_end_frees_no_new_probes_place(redis_url: str, where: str) -> None:
+    """A probe hung past open_for gave its place to a new one; its late end then freed the new probe's
+    place too, letting a third call probe beside it (probes=1)."""
+    import dataclasses
+
+    from harness_one import CircuitBreakerPolicy
+    from harness_one.state import RedisCircuits
+
+    policy = dataclasses.replace(CircuitBreakerPolicy(), probes=1, open_for=10.0, min_calls=1, failure_ratio=0.5)
+    circuits: Any = MemoryCircuits() if where == "memory" else RedisCircuits(link(redis_url), server_time=False)
+    circuits.record("t", policy, now=0.0, failed=True, probe=0)  # opens
+    wait, hung = circuits.admit("t", policy, now=11.0)
+    assert wait == 0.0 and hung
+    assert circuits.admit("t", policy, now=12.0)[1] == 0  # its place is taken
+    wait, fresh = circuits.admit("t", policy, now=22.0)  # hung past open_for: its place goes to a new probe
+    assert wait == 0.0 and fresh and fresh != hung
+    circuits.unprobe("t", policy, probe=hung)  # the hung one ends (neither way) at last
+    circuits.record("t", policy, now=23.0, failed=True, probe=hung)  # (or fails): counts for nothing
+    assert circuits.admit("t", policy, now=23.0)[1] == 0  # the new probe still holds the one place
+    circuits.record("t", policy, now=24.0, failed=False, probe=fresh)
+    assert circuits.snapshot("t", policy, now=24.0)["state"] == "closed"

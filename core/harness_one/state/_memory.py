@@ -70,11 +70,15 @@ class MemoryBuckets:
                 bucket[1] = now
             elif now < last:  # the clock stepped back: nothing refilled, and refills run from here
                 bucket[1] = now
-            if tokens >= cost or cost - tokens <= cost * 1e-9:  # (at exactly the rate: 1/3 s at 3/s sums to 0.99999...)
+            if tokens >= cost:
+                bucket[0] = tokens - cost
+                return 0.0
+            short = cost - tokens
+            if short <= cost * 1e-9:  # float rounding: at exactly the rate (1/3 s at 3/s sums to 0.99999...) it is due
                 bucket[0] = tokens - cost
                 return 0.0
             bucket[0] = tokens
-            return (cost - tokens) / rate
+            return short / rate
         finally:
             lock.release()
 
@@ -244,6 +248,7 @@ class Breaker:
         self.opened_at = 0.0
         self.buckets: dict[int, list[int]] = {}  # second -> [calls, failures]
         self.probing = 0
+        self.period = 0  # the half-open period a probe belongs to: new at each opening and each reclaim
         self.probe_started = 0.0  # when the last probe was let through
         self.probe_successes = 0
         self.lock = threading.Lock()
@@ -266,9 +271,10 @@ class Breaker:
         self.probing = self.probe_successes = 0
         self.buckets.clear()
         self.opened += 1
+        self.period += 1
 
     def admit(self, now: float, policy: Any = None) -> tuple[float, int]:
-        """(0, probe) to let the call through (probe: the half-open period, ``opened``; 0: none),
+        """(0, probe) to let the call through (probe: the half-open period, ``period``; 0: none),
         or (seconds to wait, 0) to refuse."""
         policy = policy or self.policy
         with self.lock:
@@ -280,19 +286,22 @@ class Breaker:
                 self.state = "half_open"
             if self.state == "half_open":
                 if self.probing and now - self.probe_started > policy.open_for:
-                    self.probing = 0  # hung (or lost with a forked process): their places go to new probes, as in Redis
+                    # Hung (or lost with a forked process): their places go to new probes, as in Redis,
+                    # and their late ends count for nothing (a new period: they would free a new probe's place).
+                    self.probing = 0
+                    self.period += 1
                 if self.probing + self.probe_successes >= policy.probes:
                     return min(1.0, policy.open_for), 0
                 self.probing += 1
                 self.probe_started = now
-                return 0.0, self.opened
+                return 0.0, self.period
             return 0.0, 0
 
     def record(self, now: float, failed: bool, probe: int, policy: Any = None) -> None:
         policy = policy or self.policy
         with self.lock:
             if probe:
-                if probe != self.opened:  # it probed an earlier period, already decided: nothing now
+                if probe != self.period:  # it probed an earlier period, already decided or reclaimed: nothing now
                     return
                 self.probing = max(self.probing - 1, 0)
                 if self.state != "half_open":
@@ -316,7 +325,7 @@ class Breaker:
 
     def unprobe(self, probe: int) -> None:
         with self.lock:
-            if probe == self.opened:
+            if probe == self.period:
                 self.probing = max(self.probing - 1, 0)
 
     def snapshot(self, now: float, policy: Any = None) -> dict[str, Any]:

@@ -247,6 +247,8 @@ local function open()
   redis.call('HSET', k, 'st', 'open', 'op', num(now), 'n', opened)
   redis.call('PEXPIRE', k, ttl)
 end
+-- The half-open period a probe belongs to: the opening ('n') and the reclaims of hung probes in it ('g').
+local function period() return math.max(field('n', 0), 1) * 1048576 + field('g', 0) end
 local function totals(trim)
   local oldest = math.floor(now - window)
   local calls, failures = 0, 0
@@ -267,7 +269,7 @@ local st = redis.call('HGET', k, 'st') or 'closed'
 """
 )
 
-# Returns {wait as text, probe}: the half-open period probed (the count of openings 'n'), 0 for none.
+# Returns {wait as text, probe}: the half-open period probed (the openings 'n' and reclaims 'g'), 0 for none.
 _CIRCUIT_ADMIT = _Script(
     _CIRCUIT_COMMON
     + """
@@ -285,11 +287,14 @@ if st == 'open' then
 end
 if st == 'half_open' then
   local probing, passed = field('pr', 0), field('ps', 0)
-  if probing > 0 and now - field('pt', now) > open_for then probing = 0 end -- lost with their process
+  if probing > 0 and now - field('pt', now) > open_for then -- hung, or lost with their process
+    probing = 0
+    redis.call('HINCRBY', k, 'g', 1) -- a new period: their late ends would free a new probe's place
+  end
   if probing + passed >= probes then return {num(math.min(1, open_for)), 0} end
   redis.call('HSET', k, 'pr', probing + 1, 'pt', num(now))
   redis.call('PEXPIRE', k, ttl)
-  return {'0', math.max(field('n', 0), 1)}
+  return {'0', period()}
 end
 return {'0', 0}
 """
@@ -301,7 +306,7 @@ _CIRCUIT_RECORD = _Script(
     + """
 local failed, probe = ARGV[7] == '1', tonumber(ARGV[8]) or 0
 if probe > 0 then -- only a half-open circuit has probes ('pr'); a missing one is not recreated
-  if st ~= 'half_open' or probe ~= math.max(field('n', 0), 1) then return 0 end
+  if st ~= 'half_open' or probe ~= period() then return 0 end
   redis.call('HSET', k, 'pr', math.max(field('pr', 0) - 1, 0))
   if failed then open() return 1 end
   if redis.call('HINCRBY', k, 'ps', 1) >= probes then
@@ -327,7 +332,7 @@ return 0
 _CIRCUIT_UNPROBE = _Script(
     _CIRCUIT_COMMON
     + """
-if tonumber(ARGV[7]) == math.max(field('n', 0), 1) and field('pr', 0) > 0 then redis.call('HINCRBY', k, 'pr', -1) end
+if tonumber(ARGV[7]) == period() and field('pr', 0) > 0 then redis.call('HINCRBY', k, 'pr', -1) end
 return 0
 """
 )
