@@ -170,3 +170,18 @@ def test_a_rate_limit_keyed_by_a_context_field_has_one_bucket_per_value() -> Non
     assert refused.error.kind == "rate_limited" and refused.error.retry_after == pytest.approx(0.2)  # type: ignore[union-attr]
     reg.clock.advance(0.2)  # type: ignore[attr-defined]
     assert reg.try_call("search", context={"user": "ann"}).ok
+
+
+def test_a_long_run_id_is_kept_as_a_digest() -> None:
+    """A 200 KB run id was kept whole for each run in memory (40 MB for 200 runs); compared by its digest now."""
+    from harness_one.state import key_text
+
+    reg = ToolRegistry(plugin_options={"budget": {"total": 1}}, autoload=False)
+    reg.add(lambda: 1, name="t")
+    long = "r-" + "x" * 200_000
+    assert reg.call("t", context={"run_id": long}) == 1
+    assert reg.try_call("t", context={"run_id": long}).error.kind == "budget_exhausted"  # type: ignore[union-attr]
+    assert reg.call("t", context={"run_id": long + "y"}) == 1  # another run
+    budget = reg.plugins.get("budget")
+    assert budget.used(long) == 1 and all(len(run) == 65 for run in budget.store._runs)
+    assert key_text(long).startswith("#") and len(key_text(long)) == 65

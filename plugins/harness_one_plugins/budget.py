@@ -27,7 +27,17 @@ from harness_one import (
     applies_to,
     hookimpl,
 )
-from harness_one.state import Accepts, AsyncTwins, BudgetStore, FailMode, MemoryBudgets, StateUnavailable, new_token, round_trip
+from harness_one.state import (
+    Accepts,
+    AsyncTwins,
+    BudgetStore,
+    FailMode,
+    MemoryBudgets,
+    StateUnavailable,
+    key_text,
+    new_token,
+    round_trip,
+)
 
 from ._options import seconds
 
@@ -73,8 +83,9 @@ def _budgeted(plugin: BudgetPlugin, tool: Tool) -> bool:
     return plugin.total is not None or plugin.limit_for(tool) is not None
 
 
-def _run_id(run: Hashable) -> str:
-    return run if isinstance(run, str) else repr(run)
+#: A run's id as text, bounded: ``repr`` of a value that is not a string, a digest of one over 200
+#: characters (a 200 KB id was kept whole for each run in memory), as rate-limit buckets are named.
+_run_id = key_text
 
 
 class BudgetPlugin:
@@ -82,7 +93,8 @@ class BudgetPlugin:
 
     Per tool, ``options={"max_calls": 3}`` allows three calls of the tool per run. Calls whose
     context has no value under ``key`` are not counted: give every run an id. Run ids are
-    compared as text (``repr`` of a value that is not a string).
+    compared as text (``repr`` of a value that is not a string; a digest of one over 200
+    characters or not printable, :func:`harness_one.state.key_text`).
 
     Args:
         key: the ``Call.context`` field naming the run (default ``"run_id"``).
