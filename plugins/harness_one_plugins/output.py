@@ -177,8 +177,8 @@ class OutputLimitPlugin:
         if (
             value is None
             or kind is bool
-            or kind is float
             or (kind is int and ((value >= -0x3FFFFFFF and value <= 0x3FFFFFFF) or -_SHORT_INT < value < _SHORT_INT))
+            or kind is float
         ):
             return  # at most 24 characters as the model reads them; a larger int is measured (7**200000: 169,020 digits)
         limit = self._limits.get(call.tool) or self.limit_for(call.tool)  # a tool removed while its call runs
