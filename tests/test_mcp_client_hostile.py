@@ -263,6 +263,9 @@ def test_a_tools_list_error_is_a_connection_error(script: str) -> None:
         import_tools(registry, spec(script, "ok", list_error="E" * 50_000))
     whole = len("MCP server 'h' answered tools/list with an error: ") + 50_000
     assert len(huge.value.message) == ERROR_TEXT_LIMIT and f"{whole:,} characters in all" in huge.value.message
+    with pytest.raises(McpConnectionError) as secret:  # the server's words are masked, as any remote text
+        import_tools(registry, spec(script, "ok", list_error="backend postgres://app:hunter2@db:5432 refused"))
+    assert "hunter2" not in secret.value.message and "db:5432" in secret.value.message
 
 
 def test_url_credentials_are_masked_in_the_repr() -> None:

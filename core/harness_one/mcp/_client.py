@@ -331,10 +331,12 @@ class RemoteServer:
         except MCPError as exc:
             if _closed(client, exc, http=self.spec.url is not None):
                 self._lost(client)
-                raise McpConnectionError(f"Lost the connection to MCP server '{self.spec.name}': {exc.message}") from exc
-            raise McpConnectionError(
-                f"MCP server '{self.spec.name}' answered tools/list with an error: {exc.message}"
-            ) from exc  # (a ToolError's message is cut to ERROR_TEXT_LIMIT characters)
+                raise McpConnectionError(
+                    outside_text(f"Lost the connection to MCP server '{self.spec.name}': {exc.message}")
+                ) from exc
+            raise McpConnectionError(  # the server's words: masked and cut once, as any remote text
+                outside_text(f"MCP server '{self.spec.name}' answered tools/list with an error: {exc.message}")
+            ) from exc
         return tools
 
     async def _call(
