@@ -12,7 +12,7 @@ from typing import Any, Literal
 import jsonschema
 import pytest
 
-from harness_one import Tool, ToolRegistry, define_tool
+from harness_one import Tool, ToolDefinitionError, ToolRegistry, define_tool
 from harness_one.dispatch import dispatch_gemini, dispatch_openai
 from harness_one.export import StrictSchemaError, export_tools, gemini_name, gemini_schema, inline_refs, strict_schema
 
@@ -404,6 +404,98 @@ def test_an_anchor_declared_twice_is_ambiguous_to_export() -> None:
     }
     with pytest.raises(StrictSchemaError, match=re.escape("$ref '#x' is ambiguous: 2 schemas declare the anchor 'x'")):
         inline_refs(draft_04)
+
+
+@pytest.mark.parametrize(("draft", "key"), [("draft-07", "$id"), ("draft-06", "$id"), ("draft-04", "id")])
+def test_an_id_beside_a_ref_names_no_embedded_resource_in_drafts_4_to_7(draft: str, key: str) -> None:
+    """Drafts 4-7 ignore what stands beside ``$ref``: the definition resolves the ``$ref`` against the root, and so
+    does the export (it refused the ``$ref`` as one in the embedded resource the ``$id`` would name)."""
+    schema = {
+        "$schema": f"http://json-schema.org/{draft}/schema#",
+        "type": "object",
+        "definitions": {"bar": {"type": "string"}},
+        "properties": {"a": {key: "https://example.com/a.json", "$ref": "#/definitions/bar"}},
+        "required": ["a"],
+    }
+    reg = ToolRegistry(autoload=False)
+    reg.add(lambda a: a, name="t", parameters=schema)
+    assert reg.try_call("t", {"a": "x"}).ok and not reg.try_call("t", {"a": 1}).ok  # the root's bar
+    assert inline_refs(schema)["properties"]["a"] == {"type": "string", key: "https://example.com/a.json"}
+    gemini = reg.export("gemini")
+    assert gemini.tools[0]["parameters"]["properties"] == {"a": {"type": "string"}}
+    assert gemini.notes == {"t": [f"$.a: {key} dropped"]}
+
+
+@pytest.mark.parametrize("ident", ["https://example.com/s.json", "s.json"])
+def test_an_id_naming_the_root_again_is_no_embedded_resource(ident: str) -> None:
+    """An ``$id`` that resolves to the root's own URI stays in the root resource, as the definition reads it."""
+    schema = {
+        "$id": "https://example.com/s.json",
+        "type": "object",
+        "$defs": {"x": {"type": "string"}},
+        "properties": {"a": {"$id": ident, "type": "object", "properties": {"b": {"$ref": "#/$defs/x"}}}},
+    }
+    reg = ToolRegistry(autoload=False)
+    reg.add(lambda **kw: json.dumps(kw), name="t", parameters=schema)
+    assert not reg.try_call("t", {"a": {"b": 1}}).ok
+    assert inline_refs(schema)["properties"]["a"]["properties"] == {"b": {"type": "string"}}
+    assert gemini_schema(schema)[0]["properties"]["a"]["properties"] == {"b": {"type": "string"}}
+
+
+@pytest.mark.parametrize("ref", ["#/$defs/x/", "#/allOf/-1", "#%2F$defs%2Fx"])
+def test_export_reads_a_json_pointer_as_the_definition_does(ref: str) -> None:
+    """A pointer the definition finds nothing at (a trailing ``/``, a negative index, ``%2F`` read as an anchor's name)
+    points to nothing for inlining either (it was read leniently: stripped, indexed from the end, decoded first)."""
+    schema = {"type": "object", "allOf": [{}], "$defs": {"x": {"type": "string"}}, "properties": {"a": {"$ref": ref}}}
+    with pytest.raises(ToolDefinitionError, match=re.escape(f"$ref {ref!r} points to nothing in the schema")):
+        _tool("t", schema)
+    with pytest.raises(StrictSchemaError, match=re.escape(f"$ref {ref!r} points to nothing in the schema")):
+        inline_refs(schema)
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"type": "object", "": {"type": "string"}, "properties": {"a": {"$ref": "#/"}}},
+        {
+            "$schema": "http://json-schema.org/draft-04/schema#",
+            "type": "object",
+            "definitions": {"s": {"id": "#a%20b", "type": "string"}},
+            "properties": {"a": {"$ref": "#a%20b"}},
+        },
+    ],
+    ids=["empty-key", "escaped-anchor"],
+)
+def test_a_ref_reads_as_the_definition_reads_it(schema: dict[str, Any]) -> None:
+    """``#/`` names the root's key ``""`` (RFC 6901), not the root; an anchor's name is matched as written, not
+    decoded first: inlining read both otherwise (the root, recursively; a name no schema declares)."""
+    reg = ToolRegistry(autoload=False)
+    reg.add(lambda **kw: json.dumps(kw), name="t", parameters=schema)
+    assert not reg.try_call("t", {"a": 1}).ok
+    assert inline_refs(schema)["properties"]["a"] == {"type": "string"}
+
+
+def test_inlining_builds_its_result_anew_and_leaves_the_schema_alone() -> None:
+    schema = {
+        "type": "object",
+        "$defs": {"p": {"type": "object", "properties": {"tags": {"type": "array", "items": {"enum": [["a"]]}}}}},
+        "properties": {"p": {"$ref": "#/$defs/p"}, "q": {"default": {"k": [1]}}},
+    }
+    before = json.dumps(schema)
+    inlined = inline_refs(schema)
+    containers = {id(node) for node in _containers(schema)}
+    assert not any(id(node) in containers for node in _containers(inlined))
+    inlined["properties"]["p"]["properties"]["tags"]["items"]["enum"][0].append("b")
+    assert json.dumps(schema) == before
+
+
+def _containers(node: Any) -> list[Any]:
+    """``node`` and every object and array inside it."""
+    if isinstance(node, dict):
+        return [node, *(found for value in node.values() for found in _containers(value))]
+    if isinstance(node, list):
+        return [node, *(found for value in node for found in _containers(value))]
+    return []
 
 
 def test_a_ref_in_a_draft_07_dependency_schema_is_inlined() -> None:

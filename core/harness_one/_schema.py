@@ -13,6 +13,7 @@ import functools
 import inspect
 import json
 import math
+import operator
 import re
 import sys
 import types
@@ -1248,10 +1249,16 @@ class _Found:
         uri, fragment = urldefrag(target)
         if uri not in self.resources:
             return True  # a bundled metaschema (anything else was refused as remote)
-        if not fragment:
-            return True
-        if not fragment.startswith("/"):
-            return (uri, fragment) in self.anchors
+        try:
+            self.node(uri, fragment)
+        except KeyError:
+            return False
+        return True
+
+    def node(self, uri: str, fragment: str) -> Any:
+        """The schema ``fragment`` (a JSON pointer or an anchor) names in the resource ``uri``, else ``KeyError``."""
+        if fragment and not fragment.startswith("/"):
+            return functools.reduce(operator.getitem, self.anchors[(uri, fragment)], self.resources[""])
         node = self.resources[uri]
         for escaped in unquote(fragment).split("/")[1:]:
             token = escaped.replace("~1", "/").replace("~0", "~")
@@ -1260,20 +1267,30 @@ class _Found:
             elif isinstance(node, list) and token.isdigit() and int(token) < len(node):
                 node = node[int(token)]
             else:
-                return False
-        return True
+                raise KeyError(fragment)
+        return node
 
 
 def _join(base: str, ref: str) -> str:
+    """``ref`` resolved against ``base`` (a URI without a fragment)."""
     if ref.startswith("#"):
-        return urldefrag(base)[0] + ref
+        return base + ref
     return urljoin(base, ref)
+
+
+#: The keywords :func:`_walk` reads in a schema besides its subschemas.
+_MARKS = frozenset({"id", "$id", "$anchor", "$dynamicAnchor", "$schema", "$ref", "$dynamicRef", "$recursiveRef", "pattern"})
+
+
+def _id_key(dialect: int) -> str:
+    """The keyword that gives a schema its URI (or, as ``"#name"``, an anchor): draft-04's ``id``, later ``$id``."""
+    return "id" if dialect == 4 else "$id"
 
 
 def _walk(schema: Any, dialect: int) -> _Found:
     """Walk ``schema`` by keyword: property names are names (a property may be called ``enum``), data is data."""
     found = _Found(resources={"": schema}, anchors={}, refs=[], remote=[], patterns=[])
-    id_key = "id" if dialect == 4 else "$id"
+    id_key = _id_key(dialect)
     bundled = _BUNDLED[dialect]
 
     def known(uri: str) -> bool:
@@ -1282,25 +1299,26 @@ def _walk(schema: Any, dialect: int) -> _Found:
     def visit(node: Any, path: tuple[Any, ...], base: str) -> None:
         if not isinstance(node, dict):
             return
-        ident = node.get(id_key)
-        if isinstance(ident, str) and not (dialect <= 7 and "$ref" in node):  # drafts 4-7 ignore $ref's siblings
-            uri, fragment = urldefrag(_join(base, ident))
-            if uri != urldefrag(base)[0]:  # an embedded resource
-                base = uri
-                found.resources.setdefault(uri, node)
-            if fragment:  # "#name" as an id: a plain-name anchor (drafts 4-7)
-                found.anchor(uri, fragment, path)
-        for key in ("$anchor", "$dynamicAnchor"):
-            if isinstance(node.get(key), str):
-                found.anchor(urldefrag(base)[0], node[key], path)
-        if path and isinstance(node.get("$schema"), str) and _dialect(node["$schema"]) is None:
-            found.remote.append(((*path, "$schema"), node["$schema"]))
-        for key in ("$ref", "$dynamicRef", "$recursiveRef"):
-            ref = node.get(key)
-            if isinstance(ref, str):
-                pending.append(((*path, key), ref, _join(base, ref)))
-        if isinstance(node.get("pattern"), str):
-            found.patterns.append(((*path, "pattern"), node["pattern"]))
+        if not _MARKS.isdisjoint(node):  # most schemas have no id, anchor, reference or pattern: no look-ups
+            ident = node.get(id_key)
+            if isinstance(ident, str) and not (dialect <= 7 and "$ref" in node):  # drafts 4-7 ignore $ref's siblings
+                uri, fragment = urldefrag(_join(base, ident))
+                if uri != base:  # an embedded resource (base: a URI without a fragment)
+                    base = uri
+                    found.resources.setdefault(uri, node)
+                if fragment:  # "#name" as an id: a plain-name anchor (drafts 4-7)
+                    found.anchor(uri, fragment, path)
+            for key in ("$anchor", "$dynamicAnchor"):
+                if isinstance(node.get(key), str):
+                    found.anchor(base, node[key], path)
+            if path and isinstance(node.get("$schema"), str) and _dialect(node["$schema"]) is None:
+                found.remote.append(((*path, "$schema"), node["$schema"]))
+            for key in ("$ref", "$dynamicRef", "$recursiveRef"):
+                ref = node.get(key)
+                if isinstance(ref, str):
+                    pending.append(((*path, key), ref, _join(base, ref)))
+            if isinstance(node.get("pattern"), str):
+                found.patterns.append(((*path, "pattern"), node["pattern"]))
         for key, value in node.items():
             if key in _SUBSCHEMA:
                 if isinstance(value, list):  # items as an array (drafts before 2020-12)

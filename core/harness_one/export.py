@@ -12,17 +12,15 @@ reverses them when calls come back).
 from __future__ import annotations
 
 import base64
-import copy
 import hashlib
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
-from urllib.parse import unquote
 
 from ._errors import ToolDefinitionError
 from ._formats import FORMATS, check_format
-from ._schema import _SUBSCHEMA, _SUBSCHEMA_ARRAYS, _SUBSCHEMA_MAPS, _dialect, _pointer
+from ._schema import _SUBSCHEMA, _SUBSCHEMA_ARRAYS, _SUBSCHEMA_MAPS, _dialect, _Found, _id_key, _pointer, _walk
 from ._tool import NAME_PATTERN, Tool
 
 __all__ = [
@@ -209,99 +207,60 @@ def _position(key: str, value: Any) -> _Position:
     return kind
 
 
-def _children(node: Any) -> Iterator[tuple[tuple[str | int, ...], Any]]:
-    """The schemas directly inside the schema ``node``, each with its place under ``node`` (``("properties", "a")``):
-    under schema keywords, never inside data (``const``, ...)."""
+def _subschemas(node: Any) -> Iterator[Any]:
+    """The schemas directly inside the schema ``node``: under schema keywords, never inside data (``const``, ...)."""
     if not isinstance(node, dict):
         return
     for key, value in node.items():
         kind = _position(key, value)
         if kind == "one":
-            yield (key,), value
+            yield value
         elif kind == "list":
-            yield from (((key, i), sub) for i, sub in enumerate(value))
+            yield from value
         elif kind == "map":
-            yield from (((key, name), sub) for name, sub in value.items())
+            yield from value.values()
 
 
-def _subschemas(node: Any) -> Iterator[Any]:
-    """The schemas directly inside the schema ``node`` (see :func:`_children`)."""
-    return (sub for _, sub in _children(node))
-
-
-def _resource(node: dict[str, Any], key: str) -> str | None:
-    """The URI ``node``'s id names if it is one (``"$id": "https://..."``; ``key``: ``$id``, draft-04's ``id``), else
-    ``None``: a subschema with one is an embedded resource, whose references resolve against that URI."""
-    ident = node.get(key)
-    return ident if isinstance(ident, str) and ident and not ident.startswith("#") else None
-
-
-def _id_key(root: Mapping[str, Any]) -> str:
-    """The keyword that names a resource in ``root``'s draft: ``id`` in draft-04, ``$id`` after it."""
-    return "id" if _dialect(root.get("$schema")) == 4 else "$id"
-
-
-def _own_anchors(node: dict[str, Any], key: str) -> Iterator[str]:
-    """The plain names ``node`` answers to as ``#name``: ``$anchor``, ``$dynamicAnchor``, an id ``"#name"`` (``key``:
-    draft-06/07 ``$id``, draft-04 ``id``)."""
-    for anchor in ("$anchor", "$dynamicAnchor"):
-        if isinstance(node.get(anchor), str):
-            yield node[anchor]
-    ident = node.get(key)
-    if isinstance(ident, str) and ident.startswith("#") and len(ident) > 1 and "$ref" not in node:  # beside $ref, ignored
-        yield ident[1:]
-
-
-def _anchors(root: dict[str, Any]) -> dict[str, list[Any]]:
-    """The root resource's anchors, name -> the schemas declaring it (two or more: the name is ambiguous); an
-    embedded resource (a ``$id`` naming a URI) keeps its own."""
-    key = _id_key(root)
-    found: dict[str, list[Any]] = {}
-    pending: list[Any] = [root]
-    while pending:
-        node = pending.pop()
-        if not isinstance(node, dict) or (node is not root and _resource(node, key)):
-            continue
-        for name in dict.fromkeys(_own_anchors(node, key)):  # "$anchor": "x" beside "$dynamicAnchor": "x" names one schema
-            found.setdefault(name, []).append(node)
-        pending += _subschemas(node)
-    return found
-
-
-def _plain_name(ref: Any) -> str | None:
-    """The name in a ``$ref`` to an anchor (``#name``, not a JSON pointer like ``#/$defs/x``), else ``None``."""
-    name = unquote(ref[1:]) if isinstance(ref, str) and ref.startswith("#") else ""
-    return name if name[:1] not in ("", "/") else None
-
-
-def _anchored(anchors: Mapping[str, list[Any]], ref: str, name: str) -> Any:
-    """The schema ``$ref`` (``#name``) points to, or :class:`_NotInlinable` if none or several declare ``name``."""
-    targets = anchors.get(name, [])
-    if not targets:
-        raise _NotInlinable(f"$ref {ref!r} points to nothing in the schema")
-    if len(targets) > 1:
-        raise _NotInlinable(f"$ref {ref!r} is ambiguous: {len(targets)} schemas declare the anchor {name!r}")
-    return targets[0]
-
-
-def _ref_in_resource(root: dict[str, Any]) -> str | None:
-    """Why the schema's ``$ref`` cannot be inlined when one lies in an embedded resource (it resolves against that
-    resource's URI, and inlining resolves against the root only), else ``None``."""
-    key = _id_key(root)
-    pending: list[tuple[Any, tuple[str | int, ...], str | None]] = [(root, (), None)]
-    while pending:
-        node, path, uri = pending.pop()
-        if not isinstance(node, dict):
-            continue
-        if node is not root:
-            uri = _resource(node, key) or uri
-        if uri is not None and "$ref" in node:
-            return (
-                f"at {_pointer(path)}, $ref {node['$ref']!r} is in the embedded resource {uri!r} (its own {key}), "
-                "which inlining does not resolve against"
+def _walked(root: dict[str, Any]) -> tuple[_Found, str]:
+    """The definition checks' walk over ``root`` (:func:`._schema._walk`: resources, anchors, references) and the
+    root resource's URI (``""``, or the root's own ``$id``); :class:`_NotInlinable` if a ``$ref`` lies in an embedded
+    resource (a subschema with its own ``$id``), whose references resolve against it, not the root as inlining does."""
+    dialect = _dialect(root.get("$schema")) or 2020
+    found = _walk(root, dialect)
+    uri = next(uri for uri, node in reversed(found.resources.items()) if node is root)
+    for path, ref, target in found.refs:
+        if path[-1] == "$ref" and ref.startswith("#") and (resource := target[: -len(ref)]) != uri:  # target: URI + ref
+            raise _NotInlinable(
+                f"at {_pointer(path[:-1])}, $ref {ref!r} is in the embedded resource {resource!r} "
+                f"(its own {_id_key(dialect)}), which inlining does not resolve against"
             )
-        pending += ((sub, (*path, *place), uri) for place, sub in _children(node))
-    return None
+    return found, uri
+
+
+def _anchor(found: _Found, uri: str, ref: str) -> tuple[Any, ...] | None:
+    """The path of the schema that ``ref``, a ``$ref`` to an anchor (``#name``) in the root resource, names; ``None``
+    for a ``$ref`` of another kind; :class:`_NotInlinable` if no schema, or several, declare the anchor."""
+    name = ref[1:] if ref.startswith("#") else ""
+    if name[:1] in ("", "/"):
+        return None
+    first = found.anchors.get((uri, name))
+    if first is None:
+        raise _NotInlinable(f"$ref {ref!r} points to nothing in the schema")
+    declared = 1 + sum(again == name and at == first for _, again, at in found.doubled)
+    if declared > 1:
+        raise _NotInlinable(f"$ref {ref!r} is ambiguous: {declared} schemas declare the anchor {name!r}")
+    return first
+
+
+def _target(found: _Found, uri: str, ref: Any) -> Any:
+    """The schema the root resource's ``$ref`` points to (a JSON pointer or an anchor), else :class:`_NotInlinable`."""
+    if not isinstance(ref, str) or not ref.startswith("#"):
+        raise _NotInlinable(f"$ref {ref!r} is not local")
+    _anchor(found, uri, ref)
+    try:
+        return found.node(uri, ref[1:])
+    except KeyError:
+        raise _NotInlinable(f"$ref {ref!r} points to nothing in the schema") from None
 
 
 def _kept(key: str, value: Any, id_key: str) -> bool:
@@ -317,32 +276,18 @@ def _inline(schema: Mapping[str, Any], budget: int) -> dict[str, Any]:
 
     A ``$ref`` is a JSON pointer (``#/$defs/x``) or a plain name (``#x``: a ``$anchor``, or a
     draft-06/07 ``$id: "#x"``, draft-04 ``id: "#x"``). Only schema positions are read: a property named ``definitions``
-    stays, and a ``$ref`` (or ``$anchor``) inside ``const``, ``enum`` or ``default`` is data.
+    stays, and a ``$ref`` (or ``$anchor``) inside ``const``, ``enum`` or ``default`` is data. The result is built anew
+    (each object and array a copy), so ``schema`` is read, never copied first nor changed.
     """
-    root = copy.deepcopy(dict(schema))
-    id_key = _id_key(root)
+    root = dict(schema)
+    id_key = _id_key(_dialect(root.get("$schema")) or 2020)
     left = budget
-    anchors: dict[str, list[Any]] | None = None  # found at the first "#name"
-    checked = False  # for a $ref in an embedded resource, at the first $ref (a schema without one needs no look)
+    walked: tuple[_Found, str] | None = None  # at the first $ref (a schema without one needs no walk)
 
     def resolve(ref: Any) -> Any:
-        nonlocal anchors, checked
-        if not checked and (why := _ref_in_resource(root)) is not None:
-            raise _NotInlinable(why)
-        checked = True
-        if not isinstance(ref, str) or not ref.startswith("#"):
-            raise _NotInlinable(f"$ref {ref!r} is not local")
-        if (name := _plain_name(ref)) is not None:
-            anchors = _anchors(root) if anchors is None else anchors
-            return _anchored(anchors, ref, name)
-        node: Any = root
-        try:
-            for raw in unquote(ref).lstrip("#").strip("/").split("/") if ref.strip("#/") else []:  # a URI fragment
-                part = raw.replace("~1", "/").replace("~0", "~")
-                node = node[int(part)] if isinstance(node, list) else node[part]
-        except (LookupError, TypeError, ValueError):
-            raise _NotInlinable(f"$ref {ref!r} points to nothing in the schema") from None
-        return node
+        nonlocal walked
+        walked = _walked(root) if walked is None else walked
+        return _target(*walked, ref)
 
     def count(seen: tuple[Any, ...]) -> None:
         nonlocal left
@@ -716,24 +661,26 @@ def _root_defs(schema: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, str
     pointer, or by an anchor of the definition), if every ``$ref`` is to one of them (else ``None``)."""
     root = dict(schema)
     groups = [root.get("$defs") or {}, root.get("definitions") or {}]
-    if set(groups[0]) & set(groups[1]) or _ref_in_resource(root) is not None:
+    if set(groups[0]) & set(groups[1]):
+        return None
+    try:
+        found, uri = _walked(root)
+    except _NotInlinable:
         return None
     defs = {**groups[0], **groups[1]}
-    anchors: dict[str, list[Any]] | None = None  # found at the first "#name"
     refs: dict[str, str] = {}
     pending: list[Any] = [root]
     while pending:
         node = pending.pop()
         if isinstance(node, dict) and "$ref" in node:
             ref = node["$ref"]
-            name, anchor = _def_name(ref), _plain_name(ref)
-            if name is None and anchor is not None:
-                anchors = _anchors(root) if anchors is None else anchors
+            name = _def_name(ref)
+            if name is None and isinstance(ref, str):
                 try:
-                    target = _anchored(anchors, ref, anchor)
+                    at = _anchor(found, uri, ref)
                 except _NotInlinable:
                     return None
-                name = next((n for n, sub in defs.items() if sub is target), None)
+                name = at[1] if at is not None and len(at) == 2 and at[0] in _DEFS else None
             if name is None or name not in defs:
                 return None
             refs[ref] = name
