@@ -408,7 +408,7 @@ def test_standard_order_is_documented_order(registry: ToolRegistry) -> None:
     assert order["pre_call"] == (
         "idempotency", "budget", "approval", "cache", "rate_limit", "timeout", "retry", "circuit_breaker", "concurrency", "otel"
     )  # fmt: skip
-    assert order["pre_validate"] == ("otel", "validation")
+    assert order["pre_validate"] == ("otel", "timeout", "validation")
     assert order["on_error"][0] == "rate_limit" and order["on_error"][-2:] == ("metrics", "logging")
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import functools
 import math
 import time
 import weakref
@@ -40,23 +39,20 @@ InMemoryBuckets = MemoryBuckets
 _AFTER_THE_TOKEN = frozenset({ToolTimeout, CircuitOpen, ToolBusy})
 
 
-@functools.cache
-def _later_policies() -> frozenset[str]:
-    """The files of the policies that run after the rate limit: a refusal raised in one of them came
-    after this attempt's token (one of those types raised by a guard that runs first did not)."""
-    from harness_one import _runners
-
-    from . import circuit, concurrency, timeout
-
-    return frozenset(module.__file__ or "" for module in (circuit, concurrency, timeout, _runners))
+#: The modules of the policies that run after the rate limit (by name: a standard plugin imports no
+#: other): a refusal raised in one of them came after this attempt's token; one of those types raised
+#: by a guard that runs first did not.
+_LATER_MODULES = frozenset(
+    {"harness_one_plugins.circuit", "harness_one_plugins.concurrency", "harness_one_plugins.timeout", "harness_one._runners"}
+)
 
 
-def _raised_in(error: BaseException) -> str:
-    """The file of the code that raised ``error`` (the last frame of its traceback)."""
+def _raised_in(error: BaseException) -> str | None:
+    """The module of the code that raised ``error`` (the last frame of its traceback)."""
     tb = error.__traceback__
     while tb is not None and tb.tb_next is not None:
         tb = tb.tb_next
-    return tb.tb_frame.f_code.co_filename if tb is not None else ""
+    return tb.tb_frame.f_globals.get("__name__") if tb is not None else None
 
 
 def _bucket(call: Call, name: str, key: Any) -> Hashable:
@@ -198,25 +194,18 @@ class RateLimitPlugin:
         )
 
     def _refused_later(self, tool: Tool) -> bool:
-        """Whether a standard policy that comes after the rate limit (a timeout's total or pool, a circuit
-        breaker, a concurrency cap) applies to ``tool``: it could refuse an attempt that took its token.
-        Another plugin under one of their names, or plugins not known, may: yes."""
+        """Whether a standard policy that comes after the rate limit could refuse an attempt of ``tool``
+        that took its token: a timeout (its pool, its total), a circuit breaker or a concurrency cap,
+        the tool's own or a plugin's default (``default``/``total``). Plugins not known: yes."""
+        if (tool.timeout, tool.total_timeout, tool.circuit_breaker, tool.max_concurrency) != (None, None, None, None):
+            return True
         registry = self._registry() if self._registry is not None else None
         plugins = getattr(registry, "plugins", None)  # (set once the registry's plugins are built)
         if plugins is None:
             return True
-        from .circuit import CircuitBreakerPlugin, _guarded
-        from .concurrency import ConcurrencyPlugin, _capped
-        from .timeout import TimeoutPlugin, _bounded
-
-        later: tuple[tuple[str, type, Callable[[Any, Tool], bool]], ...] = (
-            ("timeout", TimeoutPlugin, _bounded),
-            ("circuit_breaker", CircuitBreakerPlugin, _guarded),
-            ("concurrency", ConcurrencyPlugin, _capped),
-        )
-        for name, kind, applies in later:
+        for name in ("timeout", "circuit_breaker", "concurrency"):
             plugin = plugins.get(name)
-            if plugin is not None and (not isinstance(plugin, kind) or applies(plugin, tool)):
+            if plugin is not None and (getattr(plugin, "default", None), getattr(plugin, "total", None)) != (None, None):
                 return True
         return False
 
@@ -272,7 +261,7 @@ class RateLimitPlugin:
             if call.ran:  # a tool's own RateLimitExceeded (an upstream 429) is not waited out
                 return None
             if type(error) is not RateLimitExceeded:
-                if type(error) in _AFTER_THE_TOKEN and _raised_in(error) in _later_policies():
+                if type(error) in _AFTER_THE_TOKEN and _raised_in(error) in _LATER_MODULES:
                     return self._give_back(call, limit)  # refused after this attempt took its token: it goes back
                 return None
             if budget <= 0.0:
