@@ -642,23 +642,30 @@ def test_cache_options_are_checked_when_the_plugin_is_built(options: dict[str, A
     assert str(caught.value) == message
 
 
-def test_a_probe_in_flight_longer_than_open_for_gives_its_place_to_the_next_call(clock: ManualClock) -> None:
-    """A hung probe (no timeout set, a black-holed connection) does not keep a recovered backend's circuit half-open for ever."""
+def recovered_with_a_gated_tool(clock: ManualClock, **definition: Any) -> tuple[ToolRegistry, threading.Event, threading.Event]:
+    """The "backend" circuit opened, open_for passed and the backend well again; ``gated`` shares that circuit
+    (one probe) and blocks until ``release`` is set, telling ``entered`` when it starts."""
     reg, health = failing_registry(clock, min_calls=2, open_for=5, probes=1)
     reg.try_call("backend")
     reg.try_call("backend")
-    breaker = reg.plugins.get("circuit_breaker")
     clock.advance(5)
     health["ok"] = True
     entered, release = threading.Event(), threading.Event()
 
-    def black_hole() -> str:
+    def gated() -> str:
         entered.set()
         release.wait(30)
-        return "late"
+        return "done"
 
-    reg.add(black_hole, circuit_breaker={"key": "backend", "min_calls": 2, "open_for": 5, "probes": 1})
-    hung = threading.Thread(target=reg.try_call, args=("black_hole",))
+    reg.add(gated, circuit_breaker={"key": "backend", "min_calls": 2, "open_for": 5, "probes": 1}, **definition)
+    return reg, entered, release
+
+
+def test_a_probe_in_flight_longer_than_open_for_gives_its_place_to_the_next_call(clock: ManualClock) -> None:
+    """A hung probe (no timeout set, a black-holed connection) does not keep a recovered backend's circuit half-open for ever."""
+    reg, entered, release = recovered_with_a_gated_tool(clock)
+    breaker = reg.plugins.get("circuit_breaker")
+    hung = threading.Thread(target=reg.try_call, args=("gated",))
     hung.start()
     assert entered.wait(10) and breaker.state("backend") == "half_open"
     assert reg.try_call("backend").error.kind == "circuit_open"  # type: ignore[union-attr]  # the probe holds its place ...
@@ -678,28 +685,16 @@ def test_a_process_forked_while_calls_run_holds_none_of_their_slots_probes_or_lo
 
     from harness_one.state import MemoryBuckets
 
-    reg, health = failing_registry(clock, min_calls=2, open_for=5, probes=1)
-    reg.try_call("backend")
-    reg.try_call("backend")
-    clock.advance(5)
-    health["ok"] = True
-    entered, release = threading.Event(), threading.Event()
-
-    def slow() -> str:
-        entered.set()
-        release.wait(30)
-        return "done"
-
-    reg.add(slow, max_concurrency=1, circuit_breaker={"key": "backend", "min_calls": 2, "open_for": 5, "probes": 1})
+    reg, entered, release = recovered_with_a_gated_tool(clock, max_concurrency=1)
     buckets = MemoryBuckets()
-    running = threading.Thread(target=reg.call, args=("slow",))
+    running = threading.Thread(target=reg.call, args=("gated",))
     running.start()
     assert entered.wait(10)  # holds the slot and the circuit's one probe
     buckets._lock.acquire()  # another thread in the middle of a rate-limit decision
     try:
 
         def child() -> bytes:
-            slots = reg.plugins.get("concurrency").running("slow")
+            slots = reg.plugins.get("concurrency").running("gated")
             fine = reg.call("backend")  # probes (the parent's probe is not in flight here) and closes
             waited = buckets.acquire("t", 1.0, 1.0, 1.0, 0.0)  # would block for ever on the inherited lock
             return repr((slots, fine, reg.plugins.get("circuit_breaker").state("backend"), waited)).encode()
@@ -709,4 +704,4 @@ def test_a_process_forked_while_calls_run_holds_none_of_their_slots_probes_or_lo
         buckets._lock.release()
         release.set()
         running.join(10)
-    assert reg.plugins.get("concurrency").running("slow") == 0 and reg.call("slow") == "done"
+    assert reg.plugins.get("concurrency").running("gated") == 0 and reg.call("gated") == "done"
