@@ -266,3 +266,23 @@ def test_cli_mcp_option_for_call_and_export(script: str, tmp_path: Path) -> None
     listed = cli("list")
     assert listed.returncode == 0, listed.stderr
     assert "remote_files_read" in listed.stdout and "remote_hit" in listed.stdout
+
+
+def test_a_remote_tool_error_crosses_a_pickle_whole() -> None:
+    """Its constructor takes keyword arguments only: loading a pickled ToolExecutionError carrying one failed."""
+    import pickle
+
+    cause = RemoteToolError(
+        "x" * 20_000 + " password=hunter2", server="s", tool="t", data={"kind": "rate_limited", "retry_after": 3}
+    )
+    err = ToolExecutionError(cause, tool="t")
+    back = pickle.loads(pickle.dumps(err))
+    assert isinstance(back.cause, RemoteToolError) and back.message == err.message
+    assert (back.cause.text, back.cause.server, back.cause.tool, back.cause.kind, back.cause.retry_after) == (
+        cause.text,
+        "s",
+        "t",
+        "rate_limited",
+        3.0,
+    )
+    assert "hunter2" not in back.cause.text

@@ -108,6 +108,15 @@ class RemoteToolError(Exception):
         wait = error.get("retry_after") if isinstance(error, dict) else None
         self.retry_after: float | None = float(wait) if isinstance(wait, (int, float)) and not isinstance(wait, bool) else None
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # By its fields (the constructor's are keyword-only): a ToolExecutionError carrying it crosses processes.
+        # (Its text is masked and cut already: doing it again changes nothing.)
+        return (_remote_error, (self.text, self.server, self.tool, self.data))
+
+
+def _remote_error(text: str, server: str, tool: str, data: Any) -> RemoteToolError:
+    return RemoteToolError(text, server=server, tool=tool, data=data)
+
 
 # --------------------------------------------------------------------------- the background loop
 
