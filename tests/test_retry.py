@@ -393,3 +393,12 @@ def test_try_call_and_atry_call_count_attempts_alike() -> None:
     reg.add(flaky, idempotent=True, retry={"attempts": 3, "initial": 0})
     sync, aio = reg.try_call("flaky"), asyncio.run(reg.atry_call("flaky"))
     assert sync.value == aio.value == "from the plugin" and sync.attempts == aio.attempts == 1
+
+
+def test_a_wait_another_plugin_decided_is_not_counted_as_a_retry(clock: ManualClock) -> None:
+    """The rate limit waited out its own refusal and the call went well, yet the retry plugin counted
+    a retry (its answer was not the decision) and, on the next refusal, gave up on a call that had not ended."""
+    reg = ToolRegistry(plugins={"retry": RetryPlugin(rng=random.Random(1))}, clock=clock, autoload=False)
+    reg.add(lambda: "ok", name="f", idempotent=True, retry={"attempts": 3}, rate_limit={"rate": 1, "burst": 1, "max_wait": 5})
+    assert reg.call("f") == "ok" and reg.call("f") == "ok"  # the second waited 1 s for its token
+    assert clock.sleeps == [1.0] and reg.stats()["retry"] == {"retries": 0, "gave_up": 0}

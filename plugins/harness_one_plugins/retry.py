@@ -106,6 +106,8 @@ class RetryPlugin:
     @hookimpl
     @applies_to(_retries)
     def harness_on_error(self, call: Call, error: BaseException) -> Retry | None:
+        if call.decision is not None:  # another plugin decided (the rate limit waits out its own refusal): nothing to count
+            return None
         policy: RetryPolicy = call.tool.retry or self.default  # type: ignore[assignment]  # _retries: not None
         if not isinstance(error, ToolError) or error.replayed or not self.transient(call, error, policy):
             return None
