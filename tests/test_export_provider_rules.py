@@ -385,3 +385,32 @@ def test_a_described_schema_without_arguments_notes_the_description_it_drops() -
     export = export_tools([_tool("now", {"type": "object", "properties": {}, "description": "No input."})], "gemini")
     assert "parameters" not in export.tools[0]
     assert export.notes["now"] == ["$: description dropped with the parameters (the tool takes no arguments)"]
+
+
+def test_a_dynamic_anchor_is_a_name_inlining_consumes() -> None:
+    """Inlining dropped $anchor but kept $dynamicAnchor: strict export then refused the tool for it."""
+    schema = {
+        "type": "object",
+        "properties": {"p": {"$ref": "#pt"}},
+        "required": ["p"],
+        "additionalProperties": False,
+        "$defs": {
+            "pt": {
+                "$dynamicAnchor": "pt",
+                "type": "object",
+                "properties": {"x": {"type": "number"}},
+                "required": ["x"],
+                "additionalProperties": False,
+            }
+        },
+    }
+    reg = ToolRegistry(autoload=False)
+    reg.add(lambda p: p, name="f", parameters=schema)
+    tool = reg.export("openai", strict=True).tools[0]["function"]
+    assert tool["parameters"]["properties"]["p"] == {
+        "type": "object",
+        "properties": {"x": {"type": "number"}},
+        "required": ["x"],
+        "additionalProperties": False,
+    }
+    assert "$.p: $dynamicAnchor dropped" not in reg.export("gemini").notes.get("f", [])

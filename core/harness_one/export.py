@@ -264,9 +264,9 @@ def _target(found: _Found, uri: str, ref: Any) -> Any:
 
 
 def _kept(key: str, value: Any, id_key: str) -> bool:
-    """Whether inlining keeps the keyword: not ``$ref`` or ``$defs``, nor a name for a ``$ref`` (``$anchor``, an id
-    ``"#x"``; ``id_key``: ``$id``, or draft-04's ``id``)."""
-    if key in ("$defs", "definitions", "$ref", "$anchor"):
+    """Whether inlining keeps the keyword: not ``$ref`` or ``$defs``, nor a name for a ``$ref`` (``$anchor``,
+    ``$dynamicAnchor``, an id ``"#x"``; ``id_key``: ``$id``, or draft-04's ``id``)."""
+    if key in ("$defs", "definitions", "$ref", "$anchor", "$dynamicAnchor"):
         return False
     return not (key == id_key and isinstance(value, str) and value.startswith("#"))
 
