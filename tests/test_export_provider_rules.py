@@ -283,9 +283,11 @@ def test_a_tool_without_arguments_has_no_gemini_parameters() -> None:
         ("absent", {"type": "object", "properties": {"x": False}, "additionalProperties": False, "title": "A"}),
     ]:
         reg.add(lambda: "pong", name=name, parameters=schema)
-    for declaration in reg.export("gemini").tools:
+    export = reg.export("gemini")
+    for declaration in export.tools:
         genai.FunctionDeclaration.model_validate(declaration)
         assert set(declaration) == {"name", "description"}, declaration
+    assert export.notes == {}  # no schema was sent: nothing of one is noted as dropped ("$: additionalProperties dropped")
     calls = [
         {"functionCall": {"id": "a", "name": "ping"}},  # args absent, as the REST API may send it
         {"function_call": {"id": "b", "name": "ping", "args": {}}},

@@ -749,12 +749,15 @@ def to_gemini(tool: Tool, name: str | None = None) -> tuple[dict[str, Any], list
     A tool that takes no arguments gets no ``parameters``: Gemini refuses an object whose
     ``properties`` are empty ("properties: should be non-empty for OBJECT type").
     """
-    parameters, notes = gemini_schema(tool.parameters, tool=tool.name)
     declaration: dict[str, Any] = {"name": name or tool.name, "description": tool.description}
-    if not _takes_nothing(tool.parameters):
-        declaration["parameters"] = parameters
-    elif "description" in tool.parameters:
-        notes.append("$: description dropped with the parameters (the tool takes no arguments)")
+    if _takes_nothing(tool.parameters):  # no schema is sent: nothing of one is noted as dropped
+        notes = (
+            ["$: description dropped with the parameters (the tool takes no arguments)"]
+            if "description" in tool.parameters
+            else []
+        )
+        return declaration, notes
+    declaration["parameters"], notes = gemini_schema(tool.parameters, tool=tool.name)
     return declaration, notes
 
 
