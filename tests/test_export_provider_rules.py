@@ -416,3 +416,21 @@ def test_a_dynamic_anchor_is_a_name_inlining_consumes() -> None:
         "additionalProperties": False,
     }
     assert "$.p: $dynamicAnchor dropped" not in reg.export("gemini").notes.get("f", [])
+
+
+def test_a_tool_taking_extra_keywords_beside_its_parameters_is_not_strict() -> None:
+    """Strict export narrowed ``def f(a, **kw)`` to ``additionalProperties: false``: the model could no longer
+    send the keys the tool takes. Said outright, extra keys are refused for strict, as ``**kw: str`` was; a
+    schema that only leaves additionalProperties out is narrowed, as before."""
+    reg = ToolRegistry(autoload=False)
+
+    def tagged(name: str, **labels: Any) -> str:
+        return name
+
+    reg.add(tagged)
+    reg.add(lambda a: a, name="plain", parameters={"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]})
+    export = reg.export("openai", strict="auto")
+    assert export.not_strict == {"tagged": ["$: additionalProperties true (keys beyond the properties) cannot be strict"]}
+    strict = {t["function"]["name"]: t["function"] for t in export.tools}
+    assert "strict" not in strict["tagged"] and strict["plain"]["strict"] is True
+    assert strict["plain"]["parameters"]["additionalProperties"] is False

@@ -472,6 +472,8 @@ def strict_schema(schema: Mapping[str, Any], *, tool: str = "?") -> tuple[dict[s
                 reasons.append(f"{path}: an object without declared properties cannot be strict")
             elif props and isinstance(extra, dict) and extra:
                 reasons.append(f"{path}: additionalProperties as a schema (keys beyond the properties) cannot be strict")
+            elif props and node.get("additionalProperties") is True:  # said outright (a **kwargs tool): not narrowed away
+                reasons.append(f"{path}: additionalProperties true (keys beyond the properties) cannot be strict")
             required = node.get("required") or []
             reasons.extend(f"{path}: required {name!r} has no property" for name in required if name not in props)
             new_props, absent, children = {}, [], {}
