@@ -809,7 +809,15 @@ class ToolRegistry(metaclass=_SharedType):
             return _result(call, None, _failure(call), name, call_id, started)
         return _new_result(
             CallResult,
-            (True, value, None, tool.name, call.call_id, _perf() - started, call.attempt if call.ran else call.attempts),
+            (
+                True,
+                value,
+                None,
+                tool.name,
+                call.call_id,
+                _perf() - started,
+                call.attempt if call.ran else call.attempts,
+            ),  # as _result
         )  # as _result
 
     @_shared
@@ -1413,7 +1421,8 @@ def _broken_on_error(call: Call, owner: str, exc: Exception) -> PluginError:
 
 def _result(call: Call | None, value: Any, err: ToolError | None, name: Any, call_id: Any, started: float) -> CallResult:
     if call is not None:  # tuple.__new__ is what CallResult(...) calls, without its Python frame
-        attempts = call.attempt if call.ran or call.attempt == 1 else call.attempt - 1  # Call.attempts, without its frame
+        # Call.attempts; read as an attribute where it is the attempt's number (a refusal of a first attempt: no frame)
+        attempts = call.attempt if call.ran or call.attempt == 1 else call.attempts
         return _new_result(CallResult, (err is None, value, err, call.tool.name, call.call_id, _perf() - started, attempts))
     assert err is not None
     cid = None if call_id is None else _text(call_id, str)
