@@ -100,6 +100,58 @@ def test_pre_call_outcome_short_circuits(bare: ToolRegistry) -> None:
     assert ran == [3]
 
 
+@pytest.mark.parametrize("how", ["raise", "return", "outcome"])
+def test_a_pre_call_refusal_returned_is_the_same_as_raised(bare: ToolRegistry, clock: Any, how: str) -> None:
+    """A pre_call hook may return its ToolError (what the rate limit does) instead of raising it:
+    on_error sees it, a Retry runs the call again, post_call does not run, and both callers get it."""
+    bare.clock = clock
+    seen: list[str] = []
+
+    class Gate:
+        @hookimpl
+        def harness_pre_call(self, call: Call) -> Outcome | ToolError | None:
+            if call.peek("gate.refused") or call.arguments["x"] == 0:
+                return None
+            call.state["gate.refused"] = True
+            refusal = RateLimitExceeded(retry_after=0.25, tool=call.tool.name)
+            if how == "raise":
+                raise refusal
+            return refusal if how == "return" else Outcome.failure(refusal)
+
+        @hookimpl
+        def harness_post_call(self, call: Call) -> None:
+            seen.append(f"post:{call.result}")
+
+        @hookimpl
+        def harness_on_error(self, call: Call, error: BaseException) -> Retry | None:
+            seen.append(f"error:{type(error).__name__}:{call.attempt}:{call.ran}")
+            return Retry(0.5) if call.arguments["x"] == 2 else None
+
+    bare.plugins.register(Gate(), name="gate")
+    bare.add(lambda x: x * 10, name="f")
+    with pytest.raises(RateLimitExceeded) as refused:
+        bare.call("f", {"x": 1})
+    assert refused.value.retry_after == 0.25 and refused.value.call_id is not None and refused.value.tool == "f"
+    result = bare.try_call("f", {"x": 1})
+    assert not result.ok and type(result.error) is RateLimitExceeded and result.error.call_id == result.call_id
+    assert result.attempts == 1
+    assert bare.call("f", {"x": 2}) == 20  # retried after the refusal, as a raised one is
+    assert clock.sleeps == [0.5]
+    assert seen == ["error:RateLimitExceeded:1:False"] * 2 + ["error:RateLimitExceeded:1:False", "post:20"]
+
+
+def test_a_pre_call_answer_of_another_type_is_the_plugins_error(bare: ToolRegistry) -> None:
+    class Odd:
+        @hookimpl
+        def harness_pre_call(self, call: Call) -> Any:
+            return ValueError("not a ToolError")
+
+    bare.plugins.register(Odd(), name="odd")
+    bare.add(lambda: 1, name="f")
+    with pytest.raises(PluginError, match="expected an Outcome, a ToolError or None"):
+        bare.call("f")
+
+
 def test_on_error_retry_and_recover(bare: ToolRegistry, clock: Any) -> None:
     bare.clock = clock
     attempts: list[int] = []

@@ -887,51 +887,56 @@ class ToolRegistry(metaclass=_SharedType):
             call.result = _FAILED
             return
         pre_call, post_call = plan.pre_call, plan.post_call
+        failure: Exception
         while True:
-            try:
-                outcome = None
-                for hook in pre_call:  # the first Outcome wins
-                    outcome = hook(call)
-                    if outcome is not None:
-                        if type(outcome) is Await:
-                            outcome = yield from _resolve(plan, hook, outcome)
-                            if outcome is None:
-                                continue
+            while True:  # one attempt: a call that goes well returns; a failure leaves (`break`) for on_error
+                try:
+                    outcome = None
+                    for hook in pre_call:  # the first answer wins
+                        outcome = hook(call)
+                        if outcome is not None:
+                            if type(outcome) is Await:
+                                outcome = yield from _resolve(plan, hook, outcome)
+                                if outcome is None:
+                                    continue
+                            break
+                    if outcome is None:
+                        try:
+                            if run is not None and call.timeout is None:
+                                call.ran = True
+                                call.result = run(**kwargs)
+                            else:
+                                yield kwargs
+                        except ToolError:
+                            raise
+                        except (Exception, SystemExit) as exc:  # a tool's sys.exit() (argparse) is its failure
+                            raise ToolExecutionError(exc, tool=call.tool.name, call_id=call.call_id) from exc
+                        except BaseException as stop:  # raised where the driver would have run it; a cancel is thrown in here
+                            yield stop
+                    elif type(outcome) is Outcome and outcome.error is None:
+                        call.result = outcome.value
+                    else:  # refused: a ToolError returned (alone or in an Outcome) is taken as if raised here, for less
+                        refused = outcome.error if type(outcome) is Outcome else outcome
+                        if not isinstance(refused, ToolError):
+                            raise PluginError(f"pre_call returned {outcome!r}; expected an Outcome, a ToolError or None")
+                        failure = refused
                         break
-                if outcome is None:
-                    try:
-                        if run is not None and call.timeout is None:
-                            call.ran = True
-                            call.result = run(**kwargs)
-                        else:
-                            yield kwargs
-                    except ToolError:
-                        raise
-                    except (Exception, SystemExit) as exc:  # a tool's sys.exit() (argparse) is its failure
-                        raise ToolExecutionError(exc, tool=call.tool.name, call_id=call.call_id) from exc
-                    except BaseException as stop:  # raised where the driver would have run it; a cancel is thrown in here
-                        yield stop
-                elif type(outcome) is Outcome:
-                    if outcome.error is not None:
-                        raise outcome.error
-                    call.result = outcome.value
-                else:
-                    raise PluginError(f"pre_call returned {outcome!r}; expected an Outcome or None")
-                for hook in post_call:
-                    outcome = hook(call)
-                    if outcome is not None and type(outcome) is Await:  # most answer None: one test
-                        yield from _resolve(plan, hook, outcome)
-                return
-            except Exception as exc:
-                decision = self._failed(call, plan, exc)
-                if type(decision) is _Paused:
-                    decision = self._settle(
-                        call, plan, decision.err, decision.exc, (yield from self._resume(call, plan, decision))
-                    )
-                if isinstance(decision, ToolError):
-                    call._failure, call.result = decision, _FAILED  # its cause is set: the caller raises or returns it
-                    del outcome, decision  # no frame of its traceback keeps it: no reference cycle
+                    for hook in post_call:
+                        outcome = hook(call)
+                        if outcome is not None and type(outcome) is Await:  # most answer None: one test
+                            yield from _resolve(plan, hook, outcome)
                     return
+                except Exception as exc:
+                    failure = exc
+                    break
+            decision = self._failed(call, plan, failure)
+            if type(decision) is _Paused:
+                decision = self._settle(call, plan, decision.err, decision.exc, (yield from self._resume(call, plan, decision)))
+            if isinstance(decision, ToolError):
+                call._failure, call.result = decision, _FAILED  # its cause is set: the caller raises or returns it
+                del outcome, decision, failure  # no frame of its traceback keeps it: no reference cycle
+                return
+            del failure
             if type(decision) is Outcome:
                 call.result = decision.value
                 return
@@ -1423,7 +1428,8 @@ def _result(call: Call | None, value: Any, err: ToolError | None, name: Any, cal
     if call is not None:  # tuple.__new__ is what CallResult(...) calls, without its Python frame
         # Call.attempts; read as an attribute where it is the attempt's number (a refusal of a first attempt: no frame)
         attempts = call.attempt if call.ran or call.attempt == 1 else call.attempts
-        return _new_result(CallResult, (err is None, value, err, call.tool.name, call.call_id, _perf() - started, attempts))
+        ident = call._id or call.call_id  # (the property's Python frame only when the id is made now)
+        return _new_result(CallResult, (err is None, value, err, call.tool.name, ident, _perf() - started, attempts))
     assert err is not None
     cid = None if call_id is None else _text(call_id, str)
     cid = err.call_id = err.call_id or cid or new_call_id()

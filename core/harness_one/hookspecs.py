@@ -189,13 +189,14 @@ def harness_pre_validate(call: Call) -> None:
 
 
 @hookspec(firstresult=True)
-def harness_pre_call(call: Call) -> Outcome | None:
+def harness_pre_call(call: Call) -> Outcome | ToolError | None:
     """Admit, refuse or answer the call. Runs before every attempt, retries included.
 
     Return ``None`` to admit; raise a :class:`~harness_one.ToolError` (such as
-    :class:`~harness_one.RateLimitExceeded`) to refuse; return an
-    :class:`~harness_one.Outcome` to answer without running the tool (a replayed
-    idempotent result). The first ``Outcome`` wins and later implementations are skipped.
+    :class:`~harness_one.RateLimitExceeded`) to refuse, or return it: the same refusal
+    without the cost of raising it (what the rate limit does on every refused call); return
+    an :class:`~harness_one.Outcome` to answer without running the tool (a replayed
+    idempotent result). The first answer wins and later implementations are skipped.
     May set ``call.deadline``, ``call.timeout`` and ``call.runner`` for this attempt (the
     core clears them before each attempt and enforces ``timeout``).
     """

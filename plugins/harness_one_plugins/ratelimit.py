@@ -118,11 +118,11 @@ class RateLimitPlugin:
 
     @hookimpl
     @per_tool(lambda plugin, tool: plugin._pre_call_for(tool))
-    def harness_pre_call(self, call: Call) -> Await | None:
+    def harness_pre_call(self, call: Call) -> Await | RateLimitExceeded | None:
         prepared = self._pre_call_for(call.tool)
         return None if prepared is None else prepared(call)
 
-    def _pre_call_for(self, tool: Tool) -> Callable[[Call], Await | None] | None:
+    def _pre_call_for(self, tool: Tool) -> Callable[[Call], Await | RateLimitExceeded | None] | None:
         """The admission check of ``tool``'s calls, prepared once per tool (None: no limit)."""
         limit = tool.rate_limit or self.default
         if limit is None:
@@ -133,7 +133,7 @@ class RateLimitPlugin:
         backend = self.backend
         acquire = backend.acquire if key is None and type(backend) is MemoryBuckets else None
 
-        def pre_call(call: Call) -> Await | None:
+        def pre_call(call: Call) -> Await | RateLimitExceeded | None:
             clock = self._now
             now = clock() if clock is not None else (self.clock or call.registry.clock).now()
             if acquire is not None and self.backend is backend:
@@ -145,12 +145,14 @@ class RateLimitPlugin:
                     return self._acquire(call, current, bucket, limit, now)
                 wait = current.acquire(bucket, rate, burst, cost, now)  # in this process: cannot fail
             if wait > 0.0:
-                raise self._refusal(call, wait)
+                return self._refusal(call, wait)  # returned, not raised: the core takes it as raised, for less
             return None
 
         return pre_call
 
-    def _acquire(self, call: Call, backend: RateLimitBackend, bucket: Hashable, limit: RateLimit, now: float) -> Await | None:
+    def _acquire(
+        self, call: Call, backend: RateLimitBackend, bucket: Hashable, limit: RateLimit, now: float
+    ) -> Await | RateLimitExceeded | None:
         """A backend other than the in-process one (which the per-call path calls positionally)."""
         aacquire = getattr(backend, "aacquire", None)
         if aacquire is not None:
@@ -161,7 +163,7 @@ class RateLimitPlugin:
             self.fail.handle(exc, call.tool.name, call.call_id, "rate limit not checked")
             return None
         if wait > 0.0:
-            raise self._refusal(call, wait)
+            return self._refusal(call, wait)
         return None
 
     def _refusal(self, call: Call, wait: float) -> RateLimitExceeded:
