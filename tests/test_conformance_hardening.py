@@ -450,6 +450,72 @@ def test_a_failure_ends_through_acall_as_through_call() -> None:
         suite(PluginTests, plugin_factory=review.RecoversOnlySync).test_async_calls()
 
 
+SWALLOW = """
+from conformance_review import Fallback, RecoversOnlySync
+from harness_one import Outcome, hookimpl
+from harness_one.testing import PluginTests
+
+
+class SwallowSync:
+    \"\"\"Answers every error with a value: a crash of the tool, and a refusal too (the review's, sync calls only).\"\"\"
+
+    name = "swallow_sync"
+
+    @hookimpl
+    def harness_on_error(self, call, error):
+        return Outcome.success({"x": 0, "double": 0})
+
+
+class TestSwallowSync(PluginTests):
+    plugin_factory = SwallowSync
+    supports_async = False
+
+
+class TestFallback(PluginTests):
+    plugin_factory = Fallback
+    supports_async = False
+
+
+class TestRecoversOnlySync(PluginTests):
+    plugin_factory = RecoversOnlySync
+    supports_async = False
+"""
+
+
+def test_a_plugin_that_answers_a_refusal_with_a_value_is_told_from_one_that_recovers_a_crash(
+    pytester: pytest.Pytester,
+) -> None:
+    """Sync calls only, a plugin that answers every error with a value passed every check the documented
+    ``Fallback`` (which recovers only the tool's crash) passes; now it fails the one about another plugin's refusal."""
+    pytester.makepyfile(test_swallow=SWALLOW)
+    pytester.syspathinsert(Path(__file__).parent)
+    inner = pytester.runpytest("-p", "no:cacheprovider")
+    failures = {k for k, v in outcomes(inner).items() if v == "failed"}
+    assert failures == {"TestSwallowSync::test_a_refusal_stands", "TestRecoversOnlySync::test_a_refusal_stands"}
+    for each in ("TestSwallowSync", "TestRecoversOnlySync"):
+        assert (
+            "call: the guard's refusal became the value {'x': 0, 'double': 0} (recover with a value only what the tool "
+            "raised" in message(inner, f"{each}::test_a_refusal_stands")
+        )
+
+
+def test_a_plugin_whose_on_error_fails_on_a_call_its_pre_call_never_saw_fails() -> None:
+    class Unready:
+        name = "unready"
+
+        @hookimpl
+        def harness_pre_call(self, call: Call) -> None:
+            call.state["unready.took"] = True
+
+        @hookimpl
+        def harness_on_error(self, call: Call, error: ToolError) -> None:
+            del call.state["unready.took"]  # a KeyError when an earlier pre_call refused the call
+
+    with pytest.raises(AssertionError, match=r"call: the guard's refusal became the plugin's own PluginError: .*KeyError"):
+        suite(PluginTests, plugin_factory=Unready).test_a_refusal_stands()
+    suite(PluginTests, plugin_factory=review.ReleasingSlots).test_a_refusal_stands()  # pop(key, False): fine
+
+
 # ---------------------------------------------------------------------- faults in helpers, later tries, specname hooks
 
 

@@ -361,6 +361,37 @@ def _kept_bytes(files: list[str], before: int, window: int, call: Callable[[], A
     return max(0, sum(stat.size_diff for stat in last.compare_to(first, "filename")))
 
 
+def _outcome(
+    registry: ToolRegistry, tool: str, arguments: Mapping[str, Any], options: Mapping[str, Any], *, asynchronous: bool
+) -> tuple[Any, ToolError | None]:
+    """What a call of ``tool`` returned, or the ``ToolError`` it raised instead, through ``call`` or ``acall``."""
+    try:
+        if asynchronous:
+            return asyncio.run(registry.acall(tool, dict(arguments), **options)), None
+        return registry.call(tool, dict(arguments), **options), None
+    except ToolError as exc:
+        return None, exc
+
+
+class _Refused(ToolError):
+    """The refusal of the kit's guard."""
+
+
+class _Guard:
+    """Refuses every call in a ``pre_call`` that runs before every other plugin's, as access control does."""
+
+    name = "harness_one_conformance_guard"
+    order = -(10**9)
+
+    def __init__(self) -> None:
+        self.refused = 0
+
+    @hookimpl(tryfirst=True)
+    def harness_pre_call(self, call: Call) -> None:
+        self.refused += 1
+        raise _Refused(f"the conformance kit's guard refuses every call of {call.tool.name!r}")
+
+
 class _Standin:
     """A plugin put in the place of the one under test."""
 
@@ -448,15 +479,8 @@ class PluginTests(Suite, standard=True, provided=("make_plugin", "call_options",
         self, registry: ToolRegistry, arguments: Mapping[str, Any], *, tool: str = PROBE, asynchronous: bool = False
     ) -> tuple[str, str]:
         """How a call of ``tool`` ends, through ``call`` or ``acall``: ``("value", repr)`` or ``("error", "Class: message")``."""
-        options = self.call_options(arguments)
-        try:
-            if asynchronous:
-                value = asyncio.run(registry.acall(tool, dict(arguments), **options))
-            else:
-                value = registry.call(tool, dict(arguments), **options)
-        except ToolError as exc:
-            return "error", f"{type(exc).__name__}: {exc}"
-        return "value", repr(value)
+        value, error = _outcome(registry, tool, arguments, self.call_options(arguments), asynchronous=asynchronous)
+        return ("error", f"{type(error).__name__}: {error}") if error is not None else ("value", repr(value))
 
     def hook_codes(self, plugin: Any) -> dict[CodeType, int | None]:
         """The code of every hook implementation, and of what ``per_tool`` prepares from them."""
@@ -783,6 +807,36 @@ class PluginTests(Suite, standard=True, provided=("make_plugin", "call_options",
             if through_call != through_acall:
                 problems.append(f"{tool}: call gave {through_call[1]}, acall {through_acall[1]}")
         assert not problems, "a failing call ends differently through acall:\n  - " + "\n  - ".join(problems)
+
+    def test_a_refusal_stands(self) -> None:
+        """A call another plugin refuses before the tool runs (the kit's guard: a ``pre_call`` that raises a
+        ``ToolError`` before the plugin's, as access control does) ends in an error, through ``call`` and (with
+        ``supports_async``) ``acall``: the plugin may translate the refusal or retry it, but not answer it with a
+        value (``Outcome.success`` recovers what the tool raised), nor fail on it with its own ``PluginError``."""
+        plugin = self.make_plugin()
+        name = self.name_of(plugin)
+        registry = self.make_registry(plugin)
+        guard = _Guard()
+        registry.plugins.register(guard, _Guard.name)
+        problems = []
+        for asynchronous in (False, True) if self.supports_async else (False,):
+            way, refused = "acall" if asynchronous else "call", guard.refused
+            value, error = _outcome(registry, PROBE, {"x": 1}, self.call_options({"x": 1}), asynchronous=asynchronous)
+            if guard.refused == refused:
+                continue  # the plugin answered before the guard ran: no refusal to judge
+            if error is None:
+                problems.append(
+                    f"{way}: the guard's refusal became the value {value!r} (recover with a value only what the tool "
+                    "raised, a ToolExecutionError; translate a refusal with Outcome.failure, or let it stand)"
+                )
+            elif isinstance(error, PluginError) and error.plugin == name:
+                problems.append(
+                    f"{way}: the guard's refusal became the plugin's own {type(error).__name__}: {error} (its on_error "
+                    "also sees calls an earlier pre_call refused, which its own pre_call never saw)"
+                )
+        if not guard.refused:
+            self.nothing_to_check("the plugin's pre_call answered every call before the kit's guard ran")
+        assert not problems, "a call refused before the tool ran did not end in an error:\n  - " + "\n  - ".join(problems)
 
     def test_releases_after_failures_and_cancellations(self) -> None:
         """After 100 failed calls, and (``supports_async``) 100 ``acall``s cancelled at each step of their way (in a

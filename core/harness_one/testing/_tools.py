@@ -8,7 +8,6 @@ import dataclasses
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
 import threading
@@ -31,7 +30,7 @@ from .._registry import ToolRegistry
 from .._schema import analyse
 from .._tool import Tool
 from ..export import GEMINI_NAME, StrictSchemaError, export_tools
-from ._audit import blocking_calls
+from . import _audit
 from ._suite import BoundedClock, Suite
 
 __all__ = ["EXAMPLE_KEYS", "PROVIDER_NAMES", "ToolPackageTests"]
@@ -55,29 +54,22 @@ _WRONG_VALUES: tuple[tuple[frozenset[str], Any], ...] = (
     (frozenset({"null"}), None),
 )
 
-# What _offline refuses (the same calls the import probe below refuses).
-_NETWORK: tuple[tuple[Any, tuple[str, ...]], ...] = (
-    (socket.socket, ("connect", "connect_ex", "sendto")),
-    (socket, ("getaddrinfo", "create_connection", "gethostbyname")),
-)
-
-# Run in a fresh interpreter: import the distribution's entry points with the network refused,
-# and report what the import did. What it writes (to sys.stdout or sys.stderr, to fd 1 or 2, or
-# through logging's last-resort handler) lands between the two _MARK lines of each stream.
+# Run in a fresh interpreter: import the distribution's entry points with the network refused
+# (``_audit.offline``'s audit hook, the module loaded from its file so that neither the kit nor
+# pytest is imported before the package), and report what the import did. What it writes (to
+# sys.stdout or sys.stderr, to fd 1 or 2, or through logging's last-resort handler) lands between
+# the two _MARK lines of each stream.
 # Then load every installed entry point into a fresh registry, as discovery would, for the name
 # conflicts; each import is given `per_import` seconds, so a package that hangs is passed over.
 # The interpreter ends itself (os._exit): an import still blocked in a thread cannot keep it.
 _MARK = "\n--- harness-one conformance: import ---\n"
 _PROBE = r"""
-import json, logging, os, socket, sys, threading, time
-attempts = []
-def refuse(*args, **kwargs):
-    target = args[1] if args and isinstance(args[0], socket.socket) and len(args) > 1 else (args[0] if args else None)
-    attempts.append(repr(target) if target is not None else "a connection")
-    raise OSError("network access refused by the harness-one conformance kit")
-for owner, names in ((socket.socket, ("connect", "connect_ex", "sendto")), (socket, ("getaddrinfo", "create_connection", "gethostbyname"))):
-    for name in names:
-        setattr(owner, name, refuse)
+import importlib.util, json, logging, os, sys, threading, time
+spec = importlib.util.spec_from_file_location("harness_one_conformance_audit", sys.argv[5])
+audit = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(audit)
+network = audit.offline()  # kept until the interpreter ends: the network stays refused to every thread
+attempts = network.__enter__()
 from harness_one import ToolRegistry
 from harness_one._discovery import DiscoveryReport, _load
 from harness_one._entrypoints import TOOL_GROUP, _canonical, entry_points
@@ -113,7 +105,7 @@ if not finished:
 default = ToolRegistry._current if isinstance(ToolRegistry._current, ToolRegistry) else None
 found = {
     "seconds": seconds,
-    "network": attempts,
+    "network": list(attempts),  # what this package tried, not the other packages imported below
     "threads": sorted(t.name for t in threading.enumerate() if t not in before and t.is_alive()),
     "default_registry": sorted(default._tools) if default is not None else [],
     "failures": [str(f) for f in report.failures],
@@ -308,26 +300,6 @@ def _example_problems(tool: Tool, example: Mapping[str, Any]) -> list[str]:
     return problems
 
 
-@contextmanager
-def _offline() -> Iterator[list[str]]:
-    """Refuse every connection and name lookup in this process while the block runs; yield what was tried."""
-    attempts: list[str] = []
-
-    def refuse(*args: Any, **kwargs: Any) -> Any:
-        target = args[1] if args and isinstance(args[0], socket.socket) and len(args) > 1 else (args[0] if args else None)
-        attempts.append(repr(target) if target is not None else "a connection")
-        raise OSError("network access refused by the harness-one conformance kit: examples run offline")
-
-    saved = [(owner, name, getattr(owner, name)) for owner, names in _NETWORK for name in names]
-    for owner, name, _ in saved:
-        setattr(owner, name, refuse)
-    try:
-        yield attempts
-    finally:
-        for owner, name, original in saved:
-            setattr(owner, name, original)
-
-
 class _WouldRun(Exception):
     """Raised by the stand-in of a tool with side effects: the call got as far as running the tool."""
 
@@ -375,7 +347,7 @@ def _import_probe(dist: str, load_budget: float) -> dict[str, Any]:
         bound, per_import = _bound(load_budget), 1.0 + 2.0 * load_budget
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
         done = subprocess.run(
-            [sys.executable, "-c", _PROBE, dist, _MARK, str(bound), str(per_import)],
+            [sys.executable, "-c", _PROBE, dist, _MARK, str(bound), str(per_import), _audit.__file__],
             capture_output=True,
             text=True,
             timeout=bound + per_import * len(group) + 60,  # the probe ends itself sooner: this is a last resort
@@ -652,7 +624,7 @@ class ToolPackageTests(Suite, standard=True, provided=("make_registry",)):
         if isinstance(registry.clock, ManualClock):
             registry.clock.advance(3600.0)  # rate limits refill between calls
         started = time.perf_counter()
-        with _offline() as attempts, blocking_calls() as blocked:
+        with _audit.offline() as attempts, _audit.blocking_calls() as blocked:
             try:
                 if asynchronous:
                     value = asyncio.run(registry.acall(tool.name, dict(arguments)))
