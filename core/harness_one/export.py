@@ -12,15 +12,28 @@ reverses them when calls come back).
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
+from urllib.parse import urldefrag, urlsplit
 
 from ._errors import ToolDefinitionError
 from ._formats import FORMATS, check_format
-from ._schema import _SUBSCHEMA, _SUBSCHEMA_ARRAYS, _SUBSCHEMA_MAPS, _dialect, _Found, _id_key, _pointer, _walk
+from ._schema import (
+    _SUBSCHEMA,
+    _SUBSCHEMA_ARRAYS,
+    _SUBSCHEMA_MAPS,
+    _dialect,
+    _Found,
+    _id_key,
+    _join,
+    _pointer,
+    _walk,
+    path_step,
+)
 from ._tool import NAME_PATTERN, Tool
 
 __all__ = [
@@ -207,34 +220,52 @@ def _position(key: str, value: Any) -> _Position:
     return kind
 
 
-def _subschemas(node: Any) -> Iterator[Any]:
-    """The schemas directly inside the schema ``node``: under schema keywords, never inside data (``const``, ...)."""
-    if not isinstance(node, dict):
-        return
-    for key, value in node.items():
-        kind = _position(key, value)
-        if kind == "one":
-            yield value
-        elif kind == "list":
-            yield from value
-        elif kind == "map":
-            yield from value.values()
+class _Document:
+    """A schema to inline: its root, its draft, and the definition checks' walk over it (:func:`._schema._walk`:
+    resources, anchors, references), made on first need (a schema without ``$ref`` needs none) and once (the Gemini
+    fallback reads the walk inlining made)."""
+
+    def __init__(self, schema: Mapping[str, Any]) -> None:
+        self.root = dict(schema)
+        self.dialect = _dialect(self.root.get("$schema")) or 2020
+
+    def walked(self) -> tuple[_Found, str]:
+        """The walk and the root resource's URI (``""``, or the root's own ``$id``); :class:`_NotInlinable` if a
+        ``$ref`` lies in an embedded resource (a subschema with its own ``$id``), whose references resolve against
+        it, not the root as inlining does."""
+        found, uri, embedded = self._walked
+        if embedded is not None:
+            raise _NotInlinable(embedded)
+        return found, uri
+
+    @functools.cached_property
+    def _walked(self) -> tuple[_Found, str, str | None]:
+        found = _walk(self.root, self.dialect)
+        uri = next(uri for uri, node in reversed(found.resources.items()) if node is self.root)
+        return found, uri, self._embedded(found, uri)
+
+    def _embedded(self, found: _Found, uri: str) -> str | None:
+        """Where a ``$ref`` lies in an embedded resource (``uri``: the root's), else ``None``."""
+        for path, ref, target in found.refs:
+            if path[-1] == "$ref" and ref.startswith("#") and (resource := target[: -len(ref)]) != uri:  # URI + ref
+                return (
+                    f"at {_pointer(path[:-1])}, $ref {ref!r} is in the embedded resource {resource!r} "
+                    f"(its own {_id_key(self.dialect)}), which inlining does not resolve against"
+                )
+        return None
 
 
-def _walked(root: dict[str, Any]) -> tuple[_Found, str]:
-    """The definition checks' walk over ``root`` (:func:`._schema._walk`: resources, anchors, references) and the
-    root resource's URI (``""``, or the root's own ``$id``); :class:`_NotInlinable` if a ``$ref`` lies in an embedded
-    resource (a subschema with its own ``$id``), whose references resolve against it, not the root as inlining does."""
-    dialect = _dialect(root.get("$schema")) or 2020
-    found = _walk(root, dialect)
-    uri = next(uri for uri, node in reversed(found.resources.items()) if node is root)
-    for path, ref, target in found.refs:
-        if path[-1] == "$ref" and ref.startswith("#") and (resource := target[: -len(ref)]) != uri:  # target: URI + ref
-            raise _NotInlinable(
-                f"at {_pointer(path[:-1])}, $ref {ref!r} is in the embedded resource {resource!r} "
-                f"(its own {_id_key(dialect)}), which inlining does not resolve against"
-            )
-    return found, uri
+def _local(uri: str, ref: Any) -> str:
+    """``ref`` as a reference inside the root resource (``#`` and a pointer or an anchor): as written, or, for an
+    absolute URI naming the root's own ``$id`` (``uri``), ``#`` and its fragment; else :class:`_NotInlinable` (a
+    reference elsewhere is never fetched)."""
+    if isinstance(ref, str):
+        if ref.startswith("#"):
+            return ref
+        at, fragment = urldefrag(_join(uri, ref))
+        if at == uri and urlsplit(ref).scheme:
+            return f"#{fragment}"
+    raise _NotInlinable(f"$ref {ref!r} is not local")
 
 
 def _anchor(found: _Found, uri: str, ref: str) -> tuple[Any, ...] | None:
@@ -252,10 +283,9 @@ def _anchor(found: _Found, uri: str, ref: str) -> tuple[Any, ...] | None:
     return first
 
 
-def _target(found: _Found, uri: str, ref: Any) -> Any:
-    """The schema the root resource's ``$ref`` points to (a JSON pointer or an anchor), else :class:`_NotInlinable`."""
-    if not isinstance(ref, str) or not ref.startswith("#"):
-        raise _NotInlinable(f"$ref {ref!r} is not local")
+def _target(found: _Found, uri: str, ref: str) -> Any:
+    """The schema ``ref``, a reference inside the root resource (see :func:`_local`), points to (a JSON pointer or an
+    anchor), else :class:`_NotInlinable`."""
     _anchor(found, uri, ref)
     try:
         return found.node(uri, ref[1:])
@@ -271,23 +301,20 @@ def _kept(key: str, value: Any, id_key: str) -> bool:
     return not (key == id_key and isinstance(value, str) and value.startswith("#"))
 
 
-def _inline(schema: Mapping[str, Any], budget: int) -> dict[str, Any]:
-    """``schema`` with every local ``$ref`` replaced by its target and ``$defs`` removed, or :class:`_NotInlinable`.
+def _inline(doc: _Document, budget: int) -> dict[str, Any]:
+    """The document's schema with every local ``$ref`` replaced by its target and ``$defs`` removed, or
+    :class:`_NotInlinable`.
 
     A ``$ref`` is a JSON pointer (``#/$defs/x``) or a plain name (``#x``: a ``$anchor``, or a
-    draft-06/07 ``$id: "#x"``, draft-04 ``id: "#x"``). Only schema positions are read: a property named ``definitions``
-    stays, and a ``$ref`` (or ``$anchor``) inside ``const``, ``enum`` or ``default`` is data. The result is built anew
-    (each object and array a copy), so ``schema`` is read, never copied first nor changed.
+    draft-06/07 ``$id: "#x"``, draft-04 ``id: "#x"``), or either after the root's own ``$id``. In drafts 4-7, which
+    ignore what stands beside ``$ref``, the target alone replaces it; later drafts keep the siblings too. Only schema
+    positions are read: a property named ``definitions`` stays, and a ``$ref`` (or ``$anchor``) inside ``const``,
+    ``enum`` or ``default`` is data. The result is built anew (each object and array a copy), so the schema is read,
+    never copied first nor changed.
     """
-    root = dict(schema)
-    id_key = _id_key(_dialect(root.get("$schema")) or 2020)
+    id_key = _id_key(doc.dialect)
+    siblings = doc.dialect > 7  # whether what stands beside $ref applies
     left = budget
-    walked: tuple[_Found, str] | None = None  # at the first $ref (a schema without one needs no walk)
-
-    def resolve(ref: Any) -> Any:
-        nonlocal walked
-        walked = _walked(root) if walked is None else walked
-        return _target(*walked, ref)
 
     def count(seen: tuple[Any, ...]) -> None:
         nonlocal left
@@ -314,19 +341,25 @@ def _inline(schema: Mapping[str, Any], budget: int) -> dict[str, Any]:
         count(seen)
         return [walk(v, seen) for v in value] if kind == "list" else {k: walk(v, seen) for k, v in value.items()}
 
+    def follow(ref: Any, seen: tuple[Any, ...]) -> Any:
+        found, uri = doc.walked()
+        local = _local(uri, ref)
+        if local in seen:
+            raise _NotInlinable(f"$ref {ref!r} is recursive and cannot be inlined")
+        return walk(_target(found, uri, local), (*seen, local))
+
     def walk(node: Any, seen: tuple[Any, ...]) -> Any:
         if not isinstance(node, dict):
             return data(node, seen)
         count(seen)
+        if "$ref" in node and not siblings:
+            return follow(node["$ref"], seen)
         rest = {k: keyword(k, v, seen) for k, v in node.items() if _kept(k, v, id_key)}
         if "$ref" not in node:
             return rest
-        ref = node["$ref"]
-        if ref in seen:
-            raise _NotInlinable(f"$ref {ref!r} is recursive and cannot be inlined")
-        return {**walk(resolve(ref), (*seen, ref)), **rest}
+        return {**follow(node["$ref"], seen), **rest}
 
-    return walk(root, ())  # type: ignore[no-any-return]
+    return walk(doc.root, ())  # type: ignore[no-any-return]
 
 
 def inline_refs(schema: Mapping[str, Any], *, tool: str = "?", budget: int = INLINE_BUDGET) -> dict[str, Any]:
@@ -336,7 +369,7 @@ def inline_refs(schema: Mapping[str, Any], *, tool: str = "?", budget: int = INL
     and arrays, cannot be inlined and raises :class:`StrictSchemaError`.
     """
     try:
-        return _inline(schema, budget)
+        return _inline(_Document(schema), budget)
     except _NotInlinable as exc:
         raise StrictSchemaError(tool, [str(exc)]) from None
 
@@ -478,11 +511,12 @@ def strict_schema(schema: Mapping[str, Any], *, tool: str = "?") -> tuple[dict[s
             reasons.extend(f"{path}: required {name!r} has no property" for name in required if name not in props)
             new_props, absent, children = {}, [], {}
             for name, sub in props.items():
-                converted, child = convert(sub, f"{path}.{name}")
+                converted, child = convert(sub, path + path_step(name))
                 if name not in required:
                     if isinstance(sub, dict) and sub.get("default") is not None and _admits_null(sub):
                         reasons.append(
-                            f"{path}.{name}: null is a value and the default is {sub['default']!r}, so an absent value cannot be sent"
+                            f"{path}{path_step(name)}: null is a value and the default is {sub['default']!r}, "
+                            "so an absent value cannot be sent"
                         )
                     converted = _nullable(converted)
                     absent.append(name)
@@ -539,6 +573,7 @@ def gemini_schema(schema: Mapping[str, Any], *, tool: str = "?") -> tuple[dict[s
     """
     notes: list[str] = []
     refs: dict[str, str] = {}  # each $ref kept -> its root definition (where inlining cannot be done)
+    doc = _Document(schema)
 
     def items_of(node: dict[str, Any], path: str, out: dict[str, Any]) -> None:
         items, prefix = node.get("items"), node.get("prefixItems")
@@ -574,6 +609,8 @@ def gemini_schema(schema: Mapping[str, Any], *, tool: str = "?") -> tuple[dict[s
     def convert(node: Any, path: str) -> Any:
         if not isinstance(node, dict):
             return {}  # true (false is left out where it stands)
+        if "$ref" in node and doc.dialect <= 7:  # (kept where inlining cannot be done) drafts 4-7 ignore its siblings
+            node = {"$ref": node["$ref"]}
         node = _numeric_exclusive(node)
         out: dict[str, Any] = {}
         kind = node.get("type")
@@ -607,9 +644,11 @@ def gemini_schema(schema: Mapping[str, Any], *, tool: str = "?") -> tuple[dict[s
                     notes.append(f"{path}: enum of non-strings dropped (Gemini enums are strings)")
                 continue
             if key == "properties":
-                out["properties"] = {k: convert(v, f"{path}.{k}") for k, v in value.items() if v is not False}
+                out["properties"] = {k: convert(v, path + path_step(k)) for k, v in value.items() if v is not False}
                 notes.extend(
-                    f"{path}.{k}: a property that must be absent (false) dropped" for k, v in value.items() if v is False
+                    f"{path}{path_step(k)}: a property that must be absent (false) dropped"
+                    for k, v in value.items()
+                    if v is False
                 )
                 continue
             if key == "anyOf":
@@ -637,15 +676,15 @@ def gemini_schema(schema: Mapping[str, Any], *, tool: str = "?") -> tuple[dict[s
         return out
 
     try:
-        return convert(_inline(schema, INLINE_BUDGET), "$"), notes
+        return convert(_inline(doc, INLINE_BUDGET), "$"), notes
     except _NotInlinable as exc:
         why = str(exc)
-    found = _root_defs(schema)
+    found = _root_defs(doc)
     if found is None:
         return {"type": "object"}, [f"$: parameters exported as any object ({why}, and not every $ref is to root $defs)"]
     defs, refs = found
-    out = convert({k: v for k, v in schema.items() if k not in _DEFS}, "$")
-    out["defs"] = {name: convert(sub, f"$defs.{name}") for name, sub in defs.items()}
+    out = convert({k: v for k, v in doc.root.items() if k not in _DEFS}, "$")
+    out["defs"] = {name: convert(sub, "$defs" + path_step(name)) for name, sub in defs.items()}
     return out, [f"$: $ref kept as Gemini's ref to root defs ({why})", *notes]
 
 
@@ -658,36 +697,36 @@ def _def_name(ref: Any) -> str | None:
     return found[1] if found else None
 
 
-def _root_defs(schema: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, str]] | None:
+def _root_defs(doc: _Document) -> tuple[dict[str, Any], dict[str, str]] | None:
     """The root ``$defs`` and ``definitions`` as one map, and each ``$ref`` -> the definition it names (by
-    pointer, or by an anchor of the definition), if every ``$ref`` is to one of them (else ``None``)."""
-    root = dict(schema)
-    groups = [root.get("$defs") or {}, root.get("definitions") or {}]
+    pointer, or by an anchor of the definition), if every ``$ref`` is to one of them (else ``None``).
+
+    The ``$ref``s are those the definition checks' walk finds: the local ones, and the remote ones (``None``)."""
+    groups = [doc.root.get("$defs") or {}, doc.root.get("definitions") or {}]
     if set(groups[0]) & set(groups[1]):
         return None
+    defs = {**groups[0], **groups[1]}
     try:
-        found, uri = _walked(root)
+        found, uri = doc.walked()
+        refs = {ref: _def_of(found, uri, ref) for path, ref, _ in found.refs if path[-1] == "$ref"}
     except _NotInlinable:
         return None
-    defs = {**groups[0], **groups[1]}
-    refs: dict[str, str] = {}
-    pending: list[Any] = [root]
-    while pending:
-        node = pending.pop()
-        if isinstance(node, dict) and "$ref" in node:
-            ref = node["$ref"]
-            name = _def_name(ref)
-            if name is None and isinstance(ref, str):
-                try:
-                    at = _anchor(found, uri, ref)
-                except _NotInlinable:
-                    return None
-                name = at[1] if at is not None and len(at) == 2 and at[0] in _DEFS else None
-            if name is None or name not in defs:
-                return None
-            refs[ref] = name
-        pending += _subschemas(node)
+    if any(path[-1] == "$ref" for path, _ in found.remote) or not all(name in defs for name in refs.values()):
+        return None
     return defs, refs
+
+
+def _def_of(found: _Found, uri: str, ref: str) -> str:
+    """The name of the root definition ``ref`` names, by pointer or by an anchor on it; else :class:`_NotInlinable`
+    (``ref`` is not local, names no root definition, or an anchor no schema or several declare)."""
+    local = _local(uri, ref)
+    name = _def_name(local)
+    if name is not None:
+        return name
+    at = _anchor(found, uri, local)
+    if at is None or len(at) != 2 or at[0] not in _DEFS:
+        raise _NotInlinable(f"$ref {ref!r} is to no root definition")
+    return str(at[1])
 
 
 # --------------------------------------------------------------------------- per format

@@ -1,0 +1,185 @@
+"""Exports read ``$ref`` as the tool's validator does: an absolute URI naming the root's own ``$id`` is local, drafts
+4-7 ignore what stands beside ``$ref``, and notes name every property readably (``$[""]``)."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import jsonschema
+import pytest
+
+from harness_one import ToolRegistry
+from harness_one.export import StrictSchemaError, gemini_schema, inline_refs, strict_schema
+
+ROOT = "https://example.com/s"
+DRAFTS = {
+    "draft-04": "http://json-schema.org/draft-04/schema#",
+    "draft-06": "http://json-schema.org/draft-06/schema#",
+    "draft-07": "http://json-schema.org/draft-07/schema#",
+    "2019-09": "https://json-schema.org/draft/2019-09/schema",
+    "2020-12": "https://json-schema.org/draft/2020-12/schema",
+}
+
+
+def _registry(schema: dict[str, Any]) -> ToolRegistry:
+    """A registry with the tool ``t`` taking ``schema`` (so the definition checks and validation accept it)."""
+    reg = ToolRegistry(autoload=False)
+    reg.add(lambda **kw: json.dumps(kw), name="t", parameters=schema)
+    return reg
+
+
+def _strict(reg: ToolRegistry) -> dict[str, Any]:
+    parameters: dict[str, Any] = reg.export("openai", strict=True).tools[0]["function"]["parameters"]
+    return parameters
+
+
+# --------------------------------------------------------------------------- an absolute $ref to the root's own $id
+
+
+@pytest.mark.parametrize("ref", [f"{ROOT}#/$defs/n", f"{ROOT}#n"])
+def test_an_absolute_ref_to_the_roots_own_id_is_inlined(ref: str) -> None:
+    """The definition resolves it inside the document; inlining refused it as "not local"."""
+    schema = {
+        "$id": ROOT,
+        "type": "object",
+        "$defs": {"n": {"$anchor": "n", "type": "string"}},
+        "properties": {"x": {"$ref": ref}},
+        "required": ["x"],
+    }
+    reg = _registry(schema)
+    assert reg.try_call("t", {"x": "a"}).ok and not reg.try_call("t", {"x": 1}).ok
+    assert inline_refs(schema)["properties"]["x"] == {"type": "string"}
+    with pytest.raises(StrictSchemaError) as refused:  # for the root's $id alone, as any schema with one
+        reg.export("openai", strict=True)
+    assert refused.value.reasons == ["$: $id not supported"]
+    gemini = reg.export("gemini")
+    assert gemini.tools[0]["parameters"]["properties"]["x"] == {"type": "string"}
+    assert gemini.notes == {"t": ["$: $id dropped"]}
+
+
+def test_an_absolute_ref_to_a_root_definition_becomes_gemini_ref_where_inlining_cannot_be_done() -> None:
+    tree = {
+        "$id": ROOT,
+        "type": "object",
+        "$defs": {"N": {"type": "object", "properties": {"kids": {"type": "array", "items": {"$ref": f"{ROOT}#/$defs/N"}}}}},
+        "properties": {"node": {"$ref": f"{ROOT}#/$defs/N"}},
+    }
+    converted, notes = gemini_schema(tree)
+    assert converted["properties"]["node"] == {"ref": "#/defs/N"}
+    assert converted["defs"]["N"]["properties"]["kids"]["items"] == {"ref": "#/defs/N"}
+    assert "recursive" in notes[0]
+
+
+def test_a_ref_to_the_roots_own_id_is_the_root_as_hash_is() -> None:
+    """``$ref: "<root $id>"`` is ``$ref: "#"``: recursion to the root (strict refuses it, Gemini gets any object)."""
+
+    def schema(ref: str) -> dict[str, Any]:
+        return {"$id": ROOT, "type": "object", "properties": {"v": {"type": "string"}, "next": {"$ref": ref}}}
+
+    reg = _registry(schema(ROOT))
+    assert not reg.try_call("t", {"next": {"v": 1}}).ok  # the definition resolves it to the root
+    for ref in (ROOT, "#"):
+        with pytest.raises(StrictSchemaError, match=re.escape(f"$ref {ref!r} is recursive and cannot be inlined")):
+            strict_schema(schema(ref))
+        converted, notes = gemini_schema(schema(ref))
+        assert converted == {"type": "object"}
+        assert notes == [
+            f"$: parameters exported as any object ($ref {ref!r} is recursive and cannot be inlined, "
+            "and not every $ref is to root $defs)"
+        ]
+
+
+@pytest.mark.parametrize("root_id", [None, ROOT])
+def test_an_absolute_ref_to_another_uri_is_still_not_local(root_id: str | None) -> None:
+    """Nothing is fetched: an absolute URI other than the root's ``$id`` (the definition refuses it as remote)."""
+    schema: dict[str, Any] = {"type": "object", "properties": {"x": {"$ref": "https://example.com/other#/$defs/n"}}}
+    if root_id is not None:
+        schema["$id"] = root_id
+    with pytest.raises(StrictSchemaError, match=re.escape("$ref 'https://example.com/other#/$defs/n' is not local")):
+        inline_refs(schema)
+    assert gemini_schema(schema)[0] == {"type": "object"}
+
+
+# --------------------------------------------------------------------------- $ref's siblings, per draft
+
+
+def _beside_ref(draft: str, recursive: bool = False) -> dict[str, Any]:
+    """``a``: a ``$ref`` to a string with an ``enum`` beside it (applied in 2019-09 and later, ignored in 4-7)."""
+    defs = "$defs" if draft in ("2019-09", "2020-12") else "definitions"
+    s: dict[str, Any] = {"type": "string"}
+    if recursive:  # a definition inlining cannot end (Gemini then keeps $ref as its ref)
+        s = {"type": "object", "properties": {"more": {"$ref": f"#/{defs}/s", "description": "beside"}}}
+    return {
+        "$schema": DRAFTS[draft],
+        "type": "object",
+        defs: {"s": s},
+        "properties": {"a": {"$ref": f"#/{defs}/s", "enum": ["x"], "description": "beside"}},
+        "required": ["a"],
+    }
+
+
+@pytest.mark.parametrize("draft", list(DRAFTS))
+def test_ref_siblings_count_in_exports_as_the_tools_draft_counts_them(draft: str) -> None:
+    """Drafts 4-7 ignore what stands beside ``$ref``: strict mode sent ``enum: ["x"]`` (the model could send only "x"
+    where the tool takes any string); later drafts apply it, and the export keeps it."""
+    schema = _beside_ref(draft)
+    reg = _registry(schema)
+    applied = draft in ("2019-09", "2020-12")
+    assert reg.try_call("t", {"a": "y"}).ok is not applied
+    expected = {"type": "string", "enum": ["x"], "description": "beside"} if applied else {"type": "string"}
+    assert inline_refs(schema)["properties"]["a"] == expected
+    strict = _strict(reg)
+    assert strict["properties"]["a"] == expected
+    assert jsonschema.Draft202012Validator(strict).is_valid({"a": "y"}) is not applied  # the export means what the tool does
+    gemini = reg.export("gemini")
+    assert gemini.tools[0]["parameters"]["properties"]["a"] == expected and gemini.notes == {}
+
+
+@pytest.mark.parametrize("draft", list(DRAFTS))
+def test_ref_siblings_count_in_gemini_refs_as_the_tools_draft_counts_them(draft: str) -> None:
+    converted, _ = gemini_schema(_beside_ref(draft, recursive=True))
+    applied = draft in ("2019-09", "2020-12")
+    beside = {"enum": ["x"], "type": "string", "description": "beside"} if applied else {}
+    assert converted["properties"]["a"] == {"ref": "#/defs/s", **beside}
+    more = {"description": "beside"} if applied else {}
+    assert converted["defs"]["s"]["properties"]["more"] == {"ref": "#/defs/s", **more}
+
+
+# --------------------------------------------------------------------------- notes name every property
+
+
+def test_notes_name_an_empty_or_odd_property_name_readably() -> None:
+    """A property named ``""`` was noted as ``$.``; names notes give are JSON paths, as argument problems give."""
+    schema = {
+        "type": "object",
+        "properties": {
+            "": {"type": "string", "format": "uri"},
+            "a b": {"type": "object", "properties": {"": {"type": "string", "format": "uri"}}, "required": [""]},
+        },
+        "required": ["", "a b"],
+    }
+    assert gemini_schema(schema)[1] == [
+        "$[\"\"]: format 'uri' dropped (Gemini refuses it)",
+        '$["a b"][""]: format \'uri\' dropped (Gemini refuses it)',
+    ]
+    with pytest.raises(StrictSchemaError) as refused:
+        strict_schema(schema)
+    assert [reason.split(":")[0] for reason in refused.value.reasons] == ['$[""]', '$["a b"][""]']
+
+
+def test_gemini_definitions_are_named_readably_in_notes() -> None:
+    tree = {
+        "type": "object",
+        "$defs": {"a node": {"type": "object", "properties": {"kids": {"type": "array", "items": {"$ref": "#/$defs/a node"}}}}},
+        "properties": {"node": {"$ref": "#/$defs/a node", "format": "uri"}},
+    }
+    converted, notes = gemini_schema(tree)
+    assert converted["defs"]["a node"]["properties"]["kids"]["items"] == {"ref": "#/defs/a node"}
+    assert notes[1:] == ["$.node: format 'uri' dropped (Gemini refuses it)"]
+    tree["$defs"]["a node"]["format"] = "uri"
+    assert gemini_schema(tree)[1][1:] == [
+        "$.node: format 'uri' dropped (Gemini refuses it)",
+        "$defs[\"a node\"]: format 'uri' dropped (Gemini refuses it)",
+    ]
