@@ -497,3 +497,170 @@ def test_strict_mode_for_a_format_without_one_is_refused(fmt: str) -> None:
     assert reg.export(fmt).tools  # without strict mode as before
     result = CliRunner().invoke(main, ["export", "--format", fmt, "--strict"])
     assert result.exit_code == 2 and "strict mode is OpenAI's" in result.output
+
+
+# --------------------------------------------------------------------------- what dispatch is given
+
+
+def _counted() -> tuple[ToolRegistry, list[int]]:
+    """A registry whose ``add`` counts its runs."""
+    runs: list[int] = []
+    registry = ToolRegistry(autoload=False)
+
+    @registry.add
+    def add(a: int, b: int = 1) -> int:
+        """Add two numbers."""
+        runs.append(a)
+        return a + b
+
+    return registry, runs
+
+
+OPENAI_CALL = {"id": "call_1", "type": "function", "function": {"name": "add", "arguments": '{"a": 2}'}}
+OPENAI_MESSAGE = {"role": "assistant", "content": None, "tool_calls": [OPENAI_CALL]}
+TOOL_USE = {"type": "tool_use", "id": "toolu_1", "name": "add", "input": {"a": 2}}
+ANTHROPIC_MESSAGE = {
+    "id": "m", "type": "message", "role": "assistant", "model": "x", "stop_reason": "tool_use", "stop_sequence": None,
+    "usage": {"input_tokens": 1, "output_tokens": 1}, "content": [{"type": "text", "text": "adding"}, TOOL_USE],
+}  # fmt: skip
+FUNCTION_CALL = {
+    "type": "function_call",
+    "call_id": "fc_1",
+    "name": "add",
+    "arguments": '{"a": 2}',
+    "id": "i1",
+    "status": "completed",
+}
+RESPONSE = {
+    "id": "resp", "object": "response", "created_at": 0, "model": "m", "parallel_tool_calls": True, "tool_choice": "auto",
+    "tools": [], "output": [{"type": "reasoning", "id": "rs_1", "summary": []}, FUNCTION_CALL],
+}  # fmt: skip
+GEMINI_PART = {"function_call": {"id": "g1", "name": "add", "args": {"a": 2}}}
+GEMINI_CONTENT = {"role": "model", "parts": [{"text": "adding"}, GEMINI_PART]}
+
+
+def _sdk_forms() -> list[tuple[str, Any, str]]:
+    """(provider, what the application holds, the answered id): a message or response, or one call, as SDK objects."""
+    from anthropic.types import Message, ToolUseBlock
+    from google.genai import types as genai
+    from openai.types.chat import ChatCompletion, ChatCompletionMessage, ChatCompletionMessageFunctionToolCall
+    from openai.types.responses import Response, ResponseFunctionToolCall
+
+    message = ChatCompletionMessage.model_validate(OPENAI_MESSAGE)
+    completion = ChatCompletion.model_validate(
+        {"id": "r", "object": "chat.completion", "created": 0, "model": "m",
+         "choices": [{"index": 0, "finish_reason": "tool_calls", "message": OPENAI_MESSAGE}]}
+    )  # fmt: skip
+    content = genai.Content.model_validate(GEMINI_CONTENT)
+    return [
+        ("openai", message, "call_1"),
+        ("openai", completion, "call_1"),
+        ("openai", ChatCompletionMessageFunctionToolCall.model_validate(OPENAI_CALL), "call_1"),
+        ("openai", OPENAI_MESSAGE, "call_1"),
+        ("openai", OPENAI_CALL, "call_1"),
+        ("openai-responses", Response.model_validate(RESPONSE), "fc_1"),
+        ("openai-responses", ResponseFunctionToolCall.model_validate(FUNCTION_CALL), "fc_1"),
+        ("openai-responses", FUNCTION_CALL, "fc_1"),
+        ("anthropic", Message.model_validate(ANTHROPIC_MESSAGE), "toolu_1"),
+        ("anthropic", ToolUseBlock.model_validate(TOOL_USE), "toolu_1"),
+        ("anthropic", ANTHROPIC_MESSAGE, "toolu_1"),
+        ("anthropic", TOOL_USE, "toolu_1"),
+        ("gemini", content, "g1"),
+        ("gemini", genai.GenerateContentResponse(candidates=[genai.Candidate(content=content)]), "g1"),
+        ("gemini", genai.FunctionCall(id="g1", name="add", args={"a": 2}), "g1"),
+        ("gemini", GEMINI_CONTENT, "g1"),
+        ("gemini", GEMINI_PART, "g1"),
+    ]
+
+
+_ID_KEY = {"openai": "tool_call_id", "openai-responses": "call_id", "anthropic": "tool_use_id", "gemini": "id"}
+#: Where each provider's answer holds the result, and add(2)'s there.
+_THREE = {
+    "openai": ("content", "3"),
+    "openai-responses": ("output", "3"),
+    "anthropic": ("content", "3"),
+    "gemini": ("response", {"output": 3}),
+}
+
+
+@pytest.mark.parametrize(
+    ("provider", "given", "rid"), _sdk_forms(), ids=lambda v: type(v).__name__ if not isinstance(v, str) else v
+)
+def test_a_whole_message_or_one_call_is_answered(provider: str, given: Any, rid: str) -> None:
+    """Given a message, a response or one call instead of the list of calls, dispatch answered nothing."""
+    from harness_one.dispatch import adispatch, dispatch
+
+    registry, runs = _counted()
+    [answer] = dispatch(registry, given, provider=provider)
+    key, three = _THREE[provider]
+    assert answer[_ID_KEY[provider]] == rid and answer[key] == three
+    [again] = asyncio.run(adispatch(registry, given, provider=provider))
+    assert again == answer and runs == [2, 2]
+
+
+@pytest.mark.parametrize(
+    ("provider", "message"),
+    [
+        ("openai", None),
+        ("openai", {"role": "assistant", "content": "hi", "tool_calls": None}),
+        ("openai", {"role": "assistant", "content": "hi"}),  # model_dump(exclude_none=True) of a text reply
+        ("anthropic", {"role": "assistant", "content": [{"type": "text", "text": "hi"}]}),
+        ("openai-responses", {"output": []}),
+        ("gemini", {"role": "model", "parts": None}),
+    ],
+)
+def test_a_message_without_calls_is_no_calls(provider: str, message: Any) -> None:
+    """``dispatch_openai(registry, reply.tool_calls)`` raised TypeError for a text reply (``tool_calls`` is None)."""
+    from harness_one.dispatch import adispatch, dispatch
+
+    registry, runs = _counted()
+    assert dispatch(registry, message, provider=provider) == []
+    assert asyncio.run(adispatch(registry, message, provider=provider)) == [] and runs == []
+
+
+def test_openai_text_reply_tool_calls_none_is_no_calls() -> None:
+    from openai.types.chat import ChatCompletionMessage
+
+    text_only = ChatCompletionMessage.model_validate({"role": "assistant", "content": "hi"})
+    assert dispatch_openai(_adder(), text_only.tool_calls) == [] and dispatch_openai(_adder(), text_only) == []
+
+
+class _OddCall:
+    """A call object the dispatcher cannot read (neither a dict nor a ``model_dump`` object)."""
+
+    def __init__(self, id: Any) -> None:
+        self.id = id
+        self.call_id = id
+
+
+@pytest.mark.parametrize("provider", ["openai", "openai-responses", "anthropic", "gemini"])
+def test_an_unreadable_call_with_an_id_is_answered_as_invalid(provider: str) -> None:
+    from harness_one.dispatch import dispatch
+
+    registry, runs = _counted()
+    good = {"openai": OPENAI_CALL, "openai-responses": FUNCTION_CALL, "anthropic": TOOL_USE, "gemini": GEMINI_PART}[provider]
+    odd, answer = dispatch(registry, [_OddCall("odd_1"), good], provider=provider)
+    assert odd[_ID_KEY[provider]] == "odd_1" and "Invalid tool call: cannot read a call from a _OddCall" in json.dumps(odd)
+    key, three = _THREE[provider]
+    assert answer[key] == three and runs == [2]
+
+
+@pytest.mark.parametrize(
+    ("calls", "message"),
+    [
+        ("call_1", "calls must be the model's tool calls"),
+        (b"{}", "calls must be the model's tool calls"),
+        (42, "calls must be the model's tool calls"),
+        ([OPENAI_CALL, "call_1"], "a tool call must be a dict or a provider SDK object, not str"),
+        ([OPENAI_CALL, None], "a tool call must be a dict or a provider SDK object, not NoneType"),
+        ([OPENAI_CALL, ("id", "x")], "a tool call must be a dict or a provider SDK object, not tuple"),
+        ([_OddCall(None)], "a tool call must be a dict or a provider SDK object, not _OddCall"),
+    ],
+)
+def test_what_is_no_call_at_all_is_a_type_error_before_any_call_runs(calls: Any, message: str) -> None:
+    registry, runs = _counted()
+    with pytest.raises(TypeError, match=message):
+        dispatch_openai(registry, calls)
+    with pytest.raises(TypeError, match=message):
+        asyncio.run(adispatch_anthropic(registry, calls))
+    assert runs == []

@@ -9,11 +9,16 @@ Anthropic Messages        ``tool_use`` content blocks           ``{"type": "tool
 Gemini                    ``function_call`` parts               ``{"id", "name", "response": {"output"} | {"error"}}``
 ========================  ====================================  ==========================================
 
-Calls and results may be dicts or the providers' SDK objects (anything with ``model_dump``);
-Gemini parts may also be spelled as the REST API returns them (``functionCall``).
-Nothing raises out of a dispatcher: invalid ``arguments`` JSON, unknown tools and every
-:class:`ToolError` become error results the model can read. Several calls run concurrently
-(up to ``concurrency``), and results come back in the order of the calls.
+Calls may be dicts or the providers' SDK objects (anything with ``model_dump``); Gemini parts
+may also be spelled as the REST API returns them (``functionCall``). ``calls`` is the list of
+them, ``None`` (no calls), one call, or the message or response that holds them (OpenAI's
+message or ``ChatCompletion``, a Responses ``Response``, Anthropic's ``Message``, Gemini's
+``Content``, ``Candidate`` or response: the first choice's or candidate's calls).
+Nothing the model sent raises out of a dispatcher: invalid ``arguments`` JSON, unknown tools,
+an unreadable call with an id and every :class:`ToolError` become error results the model can
+read. Only ``calls`` that are no calls at all (a string, a number, a list holding one) raise a
+``TypeError``, before any call runs. Several calls run concurrently (up to ``concurrency``),
+and results come back in the order of the calls.
 
 A call that waits for a person's approval (the ``approval`` plugin) is not answered: it is
 listed in the result's :attr:`Dispatched.pending`. Once the application has approved or
@@ -24,10 +29,10 @@ its provider-shaped result: the tool's result, or the refusal.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from ._call import CallResult, new_call_id
 from ._errors import APPROVAL_REQUIRED, ToolError, exception_text
@@ -92,14 +97,74 @@ def _collect(items: Iterable[dict[str, Any] | HeldCall]) -> Dispatched:
     return out
 
 
-def _requests(provider: str, calls: Iterable[Any], registry: ToolRegistry, strict: bool | str) -> list[Request | BadRequest]:
+#: Where a message or a response holds the provider's calls (keys and indexes), tried in order.
+_HOLDERS: dict[str, tuple[tuple[str | int, ...], ...]] = {
+    "openai": (("tool_calls",), ("choices", 0, "message", "tool_calls")),
+    "openai-responses": (("output",),),
+    "anthropic": (("content",),),
+    "gemini": (("parts",), ("content", "parts"), ("candidates", 0, "content", "parts")),
+}
+_ABSENT = object()
+
+
+def _step(value: Any, key: str | int) -> Any:
+    if isinstance(key, int):
+        return value[key] if isinstance(value, (list, tuple)) and len(value) > key else _ABSENT
+    return value.get(key, _ABSENT) if isinstance(value, Mapping) else getattr(value, key, _ABSENT)
+
+
+def _held(provider: str, message: Any) -> Any:
+    """The calls a message or response holds (None: it has none), or ``_ABSENT`` when it is not one."""
+    for path in _HOLDERS[provider]:
+        value = message
+        for key in path:
+            value = _step(value, key)
+            if value is _ABSENT or value is None:
+                break
+        if value is None or isinstance(value, (list, tuple)):
+            return value
+    return None if _step(message, "role") is not _ABSENT else _ABSENT  # a message without calls
+
+
+def _listed(provider: str, calls: Any) -> Iterable[Any]:
+    """The calls in ``calls``: a list of them, None (no calls), a message or response holding them, or one call."""
+    if isinstance(calls, (list, tuple)):
+        return calls
+    if calls is None:
+        return ()
+    if _readable(calls):
+        held = _held(provider, calls)
+        return (calls,) if held is _ABSENT else held or ()
+    if isinstance(calls, (str, bytes, bytearray)) or not isinstance(calls, Iterable):
+        raise TypeError(
+            "calls must be the model's tool calls (a list of dicts or SDK objects), a message or response "
+            f"holding them, or one call; not {type(calls).__name__}"
+        )
+    return calls
+
+
+def _readable(item: Any) -> bool:
+    """Whether a call can be read from ``item``: a mapping or an SDK object (``model_dump``)."""
+    return isinstance(item, Mapping) or callable(getattr(item, "model_dump", None))
+
+
+def _unreadable(provider: str, item: Any) -> NoReturn:
+    """Refuse an item that is neither a dict nor an SDK object: a :class:`BadRequest` on its id, else a TypeError."""
+    rid = getattr(item, "call_id", None) if provider == "openai-responses" else None
+    rid = getattr(item, "id", None) if rid is None else rid
+    if isinstance(rid, (str, int)) and not isinstance(rid, bool):
+        raise BadRequest(f"cannot read a call from a {type(item).__name__} (give a dict or the provider SDK's object)", rid)
+    raise TypeError(f"a tool call must be a dict or a provider SDK object, not {type(item).__name__}")
+
+
+def _requests(provider: str, calls: Any, registry: ToolRegistry, strict: bool | str) -> list[Request | BadRequest]:
     check_format(provider, calls=True)
     if strict not in (True, False, "auto"):
         raise ValueError(f"strict must be True, False or 'auto', not {strict!r}")
     out: list[Request | BadRequest] = []
-    for raw in calls:
+    for raw in _listed(provider, calls):
         try:
-            request = parse_call(raw, provider=provider)
+            request = parse_call(raw, provider=provider) if _readable(raw) else _unreadable(provider, raw)
         except BadRequest as exc:
             out.append(exc)
             continue
@@ -151,14 +216,15 @@ def _answer(provider: str, request: Request, result: CallResult) -> dict[str, An
 
 def dispatch(
     registry: ToolRegistry,
-    calls: Iterable[Any],
+    calls: Any,
     *,
     provider: str = "openai",
     strict: bool | str = False,
     concurrency: int = 8,
     context: Mapping[str, Any] | None = None,
 ) -> Dispatched:
-    """Run ``calls`` (``provider``-shaped) and return the provider-shaped results, in order.
+    """Run ``calls`` (``provider``-shaped: a list, ``None``, one call, or a message holding them)
+    and return the provider-shaped results, in order.
 
     Several calls run in a thread pool of up to ``concurrency`` workers. ``strict`` (``True`` or
     ``"auto"``) must match the export the model saw (OpenAI strict mode): for each tool that can be
@@ -183,7 +249,7 @@ def dispatch(
 
 async def adispatch(
     registry: ToolRegistry,
-    calls: Iterable[Any],
+    calls: Any,
     *,
     provider: str = "openai",
     strict: bool | str = False,
@@ -233,10 +299,10 @@ def _id(request: Request) -> str | None:
 
 
 def _bind(provider: str) -> tuple[Callable[..., Dispatched], Callable[..., Any]]:
-    def sync(registry: ToolRegistry, calls: Sequence[Any], **options: Any) -> Dispatched:
+    def sync(registry: ToolRegistry, calls: Any, **options: Any) -> Dispatched:
         return dispatch(registry, calls, provider=provider, **options)
 
-    async def run_async(registry: ToolRegistry, calls: Sequence[Any], **options: Any) -> Dispatched:
+    async def run_async(registry: ToolRegistry, calls: Any, **options: Any) -> Dispatched:
         return await adispatch(registry, calls, provider=provider, **options)
 
     sync.__doc__ = f"``dispatch(..., provider={provider!r})``."

@@ -8,7 +8,7 @@ import logging
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import IO, TYPE_CHECKING, Any, NoReturn, TextIO
 
 import click
 
@@ -19,7 +19,20 @@ from .._errors import PluginError, exception_text
 if TYPE_CHECKING:
     from .._registry import ToolRegistry
 
-__all__ = ["EXIT_CODES", "CliState", "LazyGroup", "configure_logging", "dumps", "exit_code", "main", "state_of"]
+__all__ = [
+    "EXIT_CODES",
+    "EX_SOFTWARE",
+    "CliState",
+    "LazyGroup",
+    "answers_out",
+    "configure_logging",
+    "dumps",
+    "exit_code",
+    "lost",
+    "main",
+    "state_of",
+    "write_line",
+]
 
 #: Exit codes of ``harness-one call`` (by ``ToolError.kind``), and of every command on bad usage.
 EXIT_CODES = {
@@ -34,6 +47,10 @@ EXIT_CODES = {
 }
 
 
+#: The exit code of ``run`` and ``call`` when an answer could not be written (or the loop failed).
+EX_SOFTWARE = 70
+
+
 def exit_code(error: Any) -> int:
     """The exit code for a :class:`~harness_one.ToolError`, from its ``kind``."""
     return EXIT_CODES.get(getattr(error, "kind", ""), EXIT_CODES["other"])
@@ -43,6 +60,30 @@ def dumps(value: Any, indent: int | None = None) -> str:
     from .._render import dumps as render
 
     return render(value, indent=indent)
+
+
+def answers_out(ctx: click.Context, command: str) -> IO[bytes]:
+    """Stdout for ``command``'s answers alone, until the command ends: meanwhile fd 1 and
+    ``sys.stdout`` go to stderr, so what a tool prints cannot corrupt the answers. A closed
+    stdout ends the command at once: one line on stderr, exit 70."""
+    from .._stdout import stdout_for_answers
+
+    out = ctx.with_resource(stdout_for_answers())
+    if out is None:
+        lost(ctx, command, "stdout is closed")
+    return out
+
+
+def write_line(out: IO[bytes], text: str) -> None:
+    """Write one answer (``text`` and a newline, in UTF-8) and flush it."""
+    out.write(text.encode("utf-8", "replace") + b"\n")
+    out.flush()
+
+
+def lost(ctx: click.Context, command: str, why: str) -> NoReturn:
+    """End ``command`` because its answer cannot be written: one line on stderr, exit 70."""
+    click.echo(f"harness-one {command}: cannot write {'answers' if command == 'run' else 'the answer'}: {why}", err=True)
+    ctx.exit(EX_SOFTWARE)
 
 
 @dataclass
@@ -263,8 +304,9 @@ def main(
 
     Tools come from installed tool packages (the harness_one.tools entry points), from
     --tools and from --mcp servers. Exit codes of `call`: 0 ok, 3 unknown tool, 4 invalid
-    arguments, 5 rate limited, 6 timeout, 7 the tool failed, 8 any other tool error; every
-    command: 2 for bad usage or configuration.
+    arguments, 5 rate limited, 6 timeout, 7 the tool failed, 8 any other tool error, 70 the
+    answer could not be written; every command: 2 for bad usage or configuration. What a tool
+    prints goes to stderr.
     """
     try:
         settings = load_settings(config_path)

@@ -7,7 +7,7 @@ import shlex
 
 import click
 
-from ._main import dumps, exit_code, main, state_of
+from ._main import answers_out, dumps, exit_code, lost, main, state_of, write_line
 
 __all__ = ["call"]
 
@@ -54,19 +54,25 @@ def call(
     """Call tool NAME once and print its answer as JSON; the exit code tells the outcome.
 
     A malformed --args or --context is a usage error (exit 2): what the tool refuses is the
-    tool's answer (exit 4). On an error, the text the model would read also goes to stderr.
+    tool's answer (exit 4). On an error, the text the model would read also goes to stderr, as
+    does what the tool prints. Exit 70 when the answer cannot be written (stdout closed).
     """
     if ctx.args:
         raise _extra(ctx, name, ctx.args)
     args = _json_object(arguments, "--args")
     context = None if context_json is None else _json_object(context_json, "--context")
+    out = answers_out(ctx, "call")  # before the tools load: what they print goes to stderr
     registry = state_of(ctx).registry()
     if strict:
         from .._requests import Request, resolve
 
         args = resolve(Request(None, name, args, "plain"), registry, strict=True).arguments
     result = registry.try_call(name, args, context=context, idempotency_key=idempotency_key)
-    click.echo(dumps(result.to_dict(), indent=2))
     if not result.ok:
         click.echo(result.for_model(), err=True)
+    try:
+        write_line(out, dumps(result.to_dict(), indent=2))
+    except Exception as exc:  # a closed or broken stdout
+        lost(ctx, "call", f"{type(exc).__name__}: {exc}")
+    if not result.ok:
         ctx.exit(exit_code(result.error))

@@ -33,7 +33,7 @@ def doctor(ctx: click.Context, as_json: bool) -> None:
             {
                 "name": n,
                 "source": registry.plugins.sources.get(n, "registered in code"),
-                "options": registry.plugins.options.get(n, {}),
+                "options": redact(registry.plugins.options.get(n, {})),  # secret_values, a token: masked
             }
             for n in registry.plugins.names()
         ],

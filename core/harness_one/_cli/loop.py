@@ -31,14 +31,12 @@ from typing import IO, TYPE_CHECKING, Any
 import click
 
 from .._errors import APPROVAL_REQUIRED, exception_text
-from ._main import main, state_of
+from ._main import EX_SOFTWARE, answers_out, main, state_of, write_line
 
 if TYPE_CHECKING:
     from .._requests import Decision, Request
 
-__all__ = ["Loop", "run"]
-
-EX_SOFTWARE = 70
+__all__ = ["EX_SOFTWARE", "Loop", "run"]
 
 
 @dataclass
@@ -67,9 +65,7 @@ class Loop:
         kind = "ok" if answer.get("ok") else "held" if error.get("kind") == APPROVAL_REQUIRED else str(error.get("type", "Error"))
         self.counts[kind] += 1
         try:
-            line = _printable(_readable(answer, safe_text(name))) if self.text else dumps(answer)
-            self.out.write(line.encode("utf-8", "replace") + b"\n")
-            self.out.flush()
+            write_line(self.out, _printable(_readable(answer, safe_text(name))) if self.text else dumps(answer))
         except Exception as exc:  # a closed or broken output
             self.answered -= 1
             self.broken = self.broken or f"cannot write answers: {type(exc).__name__}: {exc}"
@@ -324,13 +320,11 @@ def run(ctx: click.Context, concurrency: int, output: str, source: IO[bytes], fa
     "reason": "..."}, which is answered with the call's result or refusal on the call's id.
     Every line gets exactly one answer, whatever it holds.
     Exit status: 0 every request answered; 1 an error answer with --fail-on-error; 70 the loop
-    failed or an answer was lost; 2 bad usage. Progress (on a terminal) and a summary go to stderr.
+    failed or an answer was lost; 2 bad usage. Progress (on a terminal), a summary and what a
+    tool prints go to stderr.
     """
+    out = answers_out(ctx, "run")  # before the tools load: what they print goes to stderr
     registry = state_of(ctx).registry()
-    if sys.stdout is None:  # started with stdout closed: nothing can be answered
-        click.echo("harness-one run: the loop failed: cannot write answers: stdout is closed", err=True)
-        ctx.exit(EX_SOFTWARE)
-    out = sys.stdout.buffer
     progress = sys.stderr if sys.stderr.isatty() else None
     loop = Loop(registry, out, text=output == "text", progress=progress, strict=strict)
     limit = max(2 * registry.limits.max_bytes, 1 << 16)

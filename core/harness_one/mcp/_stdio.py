@@ -18,7 +18,6 @@ and no ``method``) is never answered.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import os
 import stat
@@ -34,6 +33,7 @@ from mcp.shared.message import SessionMessage
 from mcp_types import INVALID_REQUEST, PARSE_ERROR, ErrorData, JSONRPCError, JSONRPCNotification
 
 from harness_one._render import safe_text
+from harness_one._stdout import claim, flush_stdout
 
 __all__ = ["Answering", "pipe_streams"]
 
@@ -207,29 +207,6 @@ class Answering:
         await self.aclose()
 
 
-def _claim(fd: int, divert: Callable[[], int]) -> tuple[int, Callable[[], None]]:
-    """A private copy of ``fd`` for the wire; ``fd`` itself points at ``divert()`` until restored."""
-    wire = os.dup(fd)
-    keep = os.dup(fd)
-    try:
-        diversion = divert()
-        try:
-            os.dup2(diversion, fd)
-        finally:
-            os.close(diversion)
-    except OSError:
-        os.close(keep)
-        keep = -1
-
-    def restore() -> None:
-        if keep >= 0:
-            with contextlib.suppress(OSError):
-                os.dup2(keep, fd)
-            os.close(keep)
-
-    return wire, restore
-
-
 @asynccontextmanager
 async def pipe_streams(max_line: int) -> AsyncIterator[tuple[Any, Any] | None]:
     """``(stdin, stdout)`` for ``stdio_server(stdin, stdout)``, or None where the SDK's own streams must do."""
@@ -247,9 +224,9 @@ async def pipe_streams(max_line: int) -> AsyncIterator[tuple[Any, Any] | None]:
     restores: list[Callable[[], None]] = []
     transports: list[asyncio.BaseTransport] = []
     try:
-        wire_in, restore = _claim(0, lambda: os.open(os.devnull, os.O_RDONLY))
+        wire_in, restore = claim(0, lambda: os.open(os.devnull, os.O_RDONLY))
         restores.append(restore)
-        wire_out, restore = _claim(1, lambda: os.dup(2))
+        wire_out, restore = claim(1, lambda: os.dup(2))
         restores.append(restore)
         limit = max(max_line, _MIN_LINE)
         reader = asyncio.StreamReader(limit=limit, loop=loop)
@@ -264,9 +241,7 @@ async def pipe_streams(max_line: int) -> AsyncIterator[tuple[Any, Any] | None]:
         writer = asyncio.StreamWriter(write_transport, protocol, None, loop)
         yield _Lines(reader, limit), _Out(writer)
     finally:
-        for stream in {id(s): s for s in (sys.stdout, sys.__stdout__) if s is not None}.values():
-            with contextlib.suppress(Exception):  # what tools printed goes to stderr, not onto the wire at exit
-                stream.flush()
+        flush_stdout()  # what tools printed goes to stderr, not onto the wire at exit
         for restore in reversed(restores):
             restore()
         for transport in transports:
