@@ -1,9 +1,18 @@
-"""``current_time``: the current time in an IANA time zone."""
+"""``current_time``: the current time in an IANA time zone.
+
+An unknown name is refused with suggestions: the zone of that name in other letter case
+(``utc``: ``UTC``), the zones a common abbreviation stands for (``PST``: ``America/Los_Angeles``;
+every usual meaning of an ambiguous one, ``IST``: Kolkata, Dublin, Jerusalem), else close names,
+compared ignoring case. An abbreviation is never guessed for an abbreviation (``PST`` is not
+``MST``), and an offset is matched by its sign: ``UTC+3`` is ``Etc/GMT-3`` (POSIX signs), never
+``Etc/GMT+3``; an offset no zone has exactly (``UTC+5:30``) gets no guess.
+"""
 
 from __future__ import annotations
 
 import difflib
 import functools
+import re
 from datetime import datetime, timezone
 from email.utils import format_datetime
 from typing import Any, Literal, TypedDict
@@ -15,6 +24,46 @@ __all__ = ["CurrentTime", "current_time"]
 
 Format = Literal["iso", "rfc2822", "unix", "human"]
 _MAX_NAME = 64  # characters of an unknown zone name echoed in the error
+_OFFSET = re.compile(r"(?:UTC|GMT)\s*([+-])\s*(\d{1,2})(?::?(\d\d))?", re.IGNORECASE)
+_POSIX_SIGNS = " (an Etc/GMT name has the POSIX sign: Etc/GMT-3 is 3 hours ahead of UTC)"
+_ABBREVIATION = 5  # letters at most of a name read as an abbreviation (AKST, NZDT)
+#: Abbreviations that are not zone names (EST, MST, HST, CET, EET, WET, GMT and UTC are) and the zones they stand for.
+_ABBREVIATIONS: dict[str, tuple[str, ...]] = {
+    "PST": ("America/Los_Angeles",),
+    "PDT": ("America/Los_Angeles",),
+    "PT": ("America/Los_Angeles",),
+    "MDT": ("America/Denver",),
+    "MT": ("America/Denver",),
+    "CST": ("America/Chicago", "Asia/Shanghai", "America/Havana"),
+    "CDT": ("America/Chicago", "America/Havana"),
+    "CT": ("America/Chicago",),
+    "EDT": ("America/New_York",),
+    "ET": ("America/New_York",),
+    "AKST": ("America/Anchorage",),
+    "AKDT": ("America/Anchorage",),
+    "AST": ("America/Halifax", "Asia/Riyadh"),
+    "ADT": ("America/Halifax",),
+    "NST": ("America/St_Johns",),
+    "NDT": ("America/St_Johns",),
+    "BST": ("Europe/London", "Asia/Dhaka"),
+    "IST": ("Asia/Kolkata", "Europe/Dublin", "Asia/Jerusalem"),
+    "CEST": ("CET",),
+    "EEST": ("EET",),
+    "WEST": ("WET",),
+    "MSK": ("Europe/Moscow",),
+    "JST": ("Asia/Tokyo",),
+    "KST": ("Asia/Seoul", "Asia/Pyongyang"),
+    "HKT": ("Asia/Hong_Kong",),
+    "SGT": ("Asia/Singapore",),
+    "AEST": ("Australia/Sydney", "Australia/Brisbane"),
+    "AEDT": ("Australia/Sydney",),
+    "ACST": ("Australia/Adelaide", "Australia/Darwin"),
+    "ACDT": ("Australia/Adelaide",),
+    "AWST": ("Australia/Perth",),
+    "NZST": ("Pacific/Auckland",),
+    "NZDT": ("Pacific/Auckland",),
+    "SAST": ("Africa/Johannesburg",),
+}
 
 
 def _utcnow() -> datetime:
@@ -25,6 +74,39 @@ def _utcnow() -> datetime:
 def _zones() -> frozenset[str]:
     # Not zones: "localtime" is this machine's setting (which it would tell), "Factory" a placeholder.
     return (frozenset(available_timezones()) - {"localtime", "Factory", "posixrules"}) | {"UTC"}
+
+
+@functools.lru_cache(maxsize=1)
+def _by_folded_name() -> dict[str, str]:
+    """Every zone under its name in lower case (IANA names differ in more than case)."""
+    return {zone.casefold(): zone for zone in sorted(_zones())}
+
+
+def _abbreviated(name: str) -> bool:
+    return name.isalpha() and len(name) <= _ABBREVIATION
+
+
+@functools.lru_cache(maxsize=1)
+def _spelled_out() -> list[str]:
+    """The folded names that are not abbreviations: the close names offered for an abbreviation."""
+    return [name for name in _by_folded_name() if not _abbreviated(name)]
+
+
+def _suggestions(name: str) -> list[str]:
+    """Zones ``name`` may have meant (none for a name longer than any zone's: difflib is quadratic)."""
+    folded = name.casefold()
+    if folded in _by_folded_name():
+        return [_by_folded_name()[folded]]
+    if name.upper() in _ABBREVIATIONS:
+        return list(_ABBREVIATIONS[name.upper()])
+    if (offset := _OFFSET.fullmatch(name.strip())) is not None:
+        sign, hours, minutes = offset.groups()
+        zone = "UTC" if int(hours) == 0 else f"Etc/GMT{'-' if sign == '+' else '+'}{int(hours)}"
+        return [zone] if zone in _zones() and int(minutes or 0) == 0 else []
+    if len(name) > _MAX_NAME:
+        return []
+    candidates = _spelled_out() if _abbreviated(name) else list(_by_folded_name())
+    return [_by_folded_name()[match] for match in difflib.get_close_matches(folded, candidates, n=3)]
 
 
 class CurrentTime(TypedDict):
@@ -63,9 +145,10 @@ def current_time(timezone: str = "UTC", format: Format = "iso") -> CurrentTime:
         format: "iso" (ISO 8601), "rfc2822", "unix" (seconds since the epoch) or "human".
     """
     if timezone not in _zones():
-        # no IANA name is longer than about 30 characters: a longer one gets no suggestion (difflib is quadratic)
-        close = difflib.get_close_matches(timezone, sorted(_zones()), n=3) if len(timezone) <= _MAX_NAME else []
+        close = _suggestions(timezone)
         hint = f"; did you mean {', '.join(close)}?" if close else "; use an IANA name such as 'Europe/Berlin'"
+        if close and close[0].startswith("Etc/GMT"):
+            hint += _POSIX_SIGNS
         shown = repr(timezone) if len(timezone) <= _MAX_NAME else f"{timezone[:_MAX_NAME]!r}... ({len(timezone)} characters)"
         raise ToolArgumentError(
             [ArgumentProblem("$.timezone", f"unknown time zone {shown}{hint}", "enum", "an IANA time zone name", shown)]

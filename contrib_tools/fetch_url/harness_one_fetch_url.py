@@ -12,6 +12,10 @@
   time left, so a server that trickles a byte at a time cannot stretch it.
 - The body is read raw and decompressed here (gzip, deflate), never past ``max_bytes``, so a
   small compressed body cannot inflate in memory; the result says when it was truncated.
+- The result, as the model reads it (harness-one's JSON), is at most ``max_chars`` characters
+  (default 1,000,000, the ``output_limit`` plugin's default): past it the text is cut, and
+  JSON past it is shown as cut text; ``truncated`` and ``note`` say so. The tool sets no
+  ``max_output`` of its own, so an operator's lower output limit applies to it as to any tool.
 - HTML becomes readable text; JSON stays JSON.
 
 ``HARNESS_ONE_FETCH_ALLOW`` (comma-separated hosts, addresses or CIDR networks) opens chosen
@@ -21,6 +25,7 @@ private destinations on purpose; :func:`make_fetch_url` builds a tool with its o
 from __future__ import annotations
 
 import codecs
+import dataclasses
 import functools
 import ipaddress
 import json
@@ -40,11 +45,22 @@ from urllib.parse import urljoin
 import httpcore
 import httpx
 
-from harness_one import ArgumentProblem, Tool, ToolArgumentError, ToolError, ToolTimeout, defineTool, redact
+from harness_one import (
+    ArgumentProblem,
+    CallResult,
+    Tool,
+    ToolArgumentError,
+    ToolError,
+    ToolTimeout,
+    defineTool,
+    redact,
+)
 
-__all__ = ["ALLOW_ENV", "FetchPolicy", "FetchResult", "fetch", "fetch_url", "html_to_text", "make_fetch_url"]
+__all__ = ["ALLOW_ENV", "MAX_CHARS", "FetchPolicy", "FetchResult", "fetch", "fetch_url", "html_to_text", "make_fetch_url"]
 
 ALLOW_ENV = "HARNESS_ONE_FETCH_ALLOW"
+#: Characters of a result as the model reads it: the ``output_limit`` plugin's default, so the tool's own cut decides there.
+MAX_CHARS = 1_000_000
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 Resolver = Callable[[str, int], list[str]]
 
@@ -94,8 +110,9 @@ class FetchPolicy:
     """What ``fetch`` may do. ``allow`` opens hosts, addresses or networks that would be refused.
 
     ``timeout`` is the total for one fetch, redirects included; ``max_bytes`` bounds the
-    decompressed body. A ``transport`` (for tests) replaces the network, and with it the
-    per-operation deadline: then the deadline is checked between body chunks only.
+    decompressed body, ``max_chars`` the result as the model reads it. A ``transport`` (for
+    tests) replaces the network, and with it the per-operation deadline: then the deadline is
+    checked between body chunks only.
     """
 
     allow: tuple[str, ...] = ()
@@ -104,6 +121,7 @@ class FetchPolicy:
     timeout: float = 10.0
     resolver: Resolver = system_resolver
     transport: httpx.BaseTransport | None = field(default=None, compare=False)
+    max_chars: int = MAX_CHARS
 
     @classmethod
     def from_env(cls, **overrides: Any) -> FetchPolicy:
@@ -150,17 +168,25 @@ def why_refused(ip: IPAddress) -> str | None:
     return None
 
 
-def _refuse(message: str, url: str) -> ToolArgumentError:
-    return ToolArgumentError([ArgumentProblem("$.url", message, "url", "a public http(s) URL", repr(redact(url[:200])))])
+def _refuse(message: str, url: str, *, redirect: bool = False) -> ToolError:
+    """The model's URL refused (an argument error on ``$.url``), or a redirect's target (the server's doing, not the model's)."""
+    shown = repr(redact(url[:200]))
+    if redirect:
+        return ToolError(f"The server redirected to {shown}, which cannot be fetched: {message}. Try another URL.")
+    return ToolArgumentError([ArgumentProblem("$.url", message, "url", "a public http(s) URL", shown)])
 
 
-def _pin(url: httpx.URL, policy: FetchPolicy, deadline: _Deadline) -> tuple[httpx.URL, dict[str, str], dict[str, Any]]:
-    """Resolve ``url``'s host once, check every address, and aim the request at the first."""
+def _pin(
+    url: httpx.URL, policy: FetchPolicy, deadline: _Deadline, *, redirect: bool
+) -> tuple[httpx.URL, dict[str, str], dict[str, Any]]:
+    """Resolve ``url``'s host once, check every address, and aim the request at the first (``redirect``: a hop's target)."""
     if url.scheme not in ("http", "https"):
-        raise _refuse(f"only http and https URLs can be fetched, not {url.scheme or 'a relative URL'!r}", str(url))
+        raise _refuse(
+            f"only http and https URLs can be fetched, not {url.scheme or 'a relative URL'!r}", str(url), redirect=redirect
+        )
     host = url.host
     if not host:
-        raise _refuse("the URL has no host", str(url))
+        raise _refuse("the URL has no host", str(url), redirect=redirect)
     port = url.port or (443 if url.scheme == "https" else 80)
     try:
         literal: IPAddress | None = ipaddress.ip_address(host)
@@ -179,7 +205,7 @@ def _pin(url: httpx.URL, policy: FetchPolicy, deadline: _Deadline) -> tuple[http
         reason = why_refused(ip)
         if reason and not policy.allows(host, ip):
             via = "" if literal is not None else f" ({host} resolves to {ip})"
-            raise _refuse(f"refused: {ip}{via} {reason}; only public addresses can be fetched", str(url))
+            raise _refuse(f"refused: {ip}{via} {reason}; only public addresses can be fetched", str(url), redirect=redirect)
     pinned = url.copy_with(host=str(addresses[0]))  # httpx adds the brackets of an IPv6 address
     default_port = port == (443 if url.scheme == "https" else 80)
     name = f"[{host}]" if literal is not None and literal.version == 6 else host
@@ -410,7 +436,7 @@ def fetch(url: str, policy: FetchPolicy) -> FetchResult:
     transport = policy.transport if policy.transport is not None else _DeadlineTransport(deadline)
     with httpx.Client(transport=transport, follow_redirects=False, trust_env=False) as client:
         for hop in range(policy.max_redirects + 1):
-            pinned, headers, extensions = _pin(current, policy, deadline)
+            pinned, headers, extensions = _pin(current, policy, deadline, redirect=hop > 0)
             left = deadline.left()
             if left <= 0:
                 raise ToolTimeout(policy.timeout)
@@ -422,7 +448,7 @@ def fetch(url: str, policy: FetchPolicy) -> FetchResult:
                         current = httpx.URL(urljoin(str(current), response.headers["location"]))
                         continue
                     body, truncated = _read(response, policy.max_bytes, deadline)
-                    return _result(url, current, response, body, truncated, hop)
+                    return _result(url, current, response, body, truncated, hop, policy.max_chars)
             except (httpx.TimeoutException, httpcore.TimeoutException):
                 raise ToolTimeout(policy.timeout) from None
             except (httpx.HTTPError, httpcore.NetworkError, httpcore.ProtocolError, httpcore.UnsupportedProtocol) as exc:
@@ -504,7 +530,9 @@ def _text(body: bytes, encoding: str | None) -> str:
 _SLOW_CODECS = frozenset({"punycode", "idna"})
 
 
-def _result(url: str, final: httpx.URL, response: httpx.Response, body: bytes, truncated: bool, redirects: int) -> FetchResult:
+def _result(
+    url: str, final: httpx.URL, response: httpx.Response, body: bytes, truncated: bool, redirects: int, max_chars: int
+) -> FetchResult:
     ctype = response.headers.get("content-type", "").split(";")[0].strip().lower()
     out: FetchResult = {
         "url": url,
@@ -530,7 +558,51 @@ def _result(url: str, final: httpx.URL, response: httpx.Response, body: bytes, t
     else:
         out["text"] = None
         out["note"] = f"binary content ({ctype}) is not shown"
+    # Surely within: JSON writes a character of the text (whence title and content come) or of
+    # the metadata in at most 6 (a control character as \u0001; a number such as 1e15 in at most 4.5).
+    if 6 * (len(text) + len(url) + len(out["final_url"]) + 2 * len(ctype)) + 1_000 > max_chars:
+        _fit(out, text, max_chars)
     return out
+
+
+def _rendered_length(value: Any) -> int:
+    """Characters the model reads for ``value``: harness-one's rendering of a result."""
+    return len(CallResult(True, value, None, "", "", 0.0, 1).for_model())
+
+
+def _fit(out: FetchResult, text: str, limit: int) -> None:
+    """Cut the content of ``out`` (the text, then the title) so that it reads as at most ``limit`` characters.
+
+    JSON cannot be cut into JSON: past the limit it is shown as text (``text``, the body), cut.
+    """
+    if _rendered_length(out) <= limit:
+        return
+    cut = f"cut at the {limit:,} characters this tool may return"
+    if "json" in out:
+        del out["json"]
+        out["text"] = text
+        out["note"] = f"the JSON is longer than the {limit:,} characters this tool may return; shown as text, cut"
+    else:
+        out["note"] = f"{out['note']}; {cut}" if "note" in out else cut
+    out["truncated"] = True
+    if (content := out.get("text")) is not None:
+        out["text"] = _shorten(content, _rendered_length(out) - limit)
+    if (title := out.get("title")) is not None:
+        out["title"] = _shorten(title, _rendered_length(out) - limit)
+
+
+def _shorten(text: str, over: int) -> str:
+    """The longest start of ``text`` that JSON writes in ``over`` characters fewer or less (``text`` when ``over <= 0``)."""
+    if over <= 0:
+        return text
+    escaped = json.dumps(text, ensure_ascii=False)
+    escaped = escaped[1 : max(len(escaped) - over - 1, 1)]
+    for end in range(len(escaped), max(len(escaped) - 6, -1), -1):  # an escape cut in two (``\u00``, ``\``) is dropped
+        try:
+            return str(json.loads(f'"{escaped[:end]}"'))
+        except ValueError:
+            continue
+    return ""
 
 
 def make_fetch_url(policy: FetchPolicy | None = None, *, name: str = "fetch_url", allow: Iterable[str] | None = None) -> Tool:
@@ -544,9 +616,7 @@ def make_fetch_url(policy: FetchPolicy | None = None, *, name: str = "fetch_url"
         """
         chosen = policy if policy is not None else FetchPolicy.from_env()
         if allow is not None:
-            chosen = FetchPolicy(
-                tuple(allow), chosen.max_bytes, chosen.max_redirects, chosen.timeout, chosen.resolver, chosen.transport
-            )
+            chosen = dataclasses.replace(chosen, allow=tuple(allow))
         return fetch(url, chosen)
 
     return defineTool(
@@ -560,8 +630,6 @@ def make_fetch_url(policy: FetchPolicy | None = None, *, name: str = "fetch_url"
         timeout_mode="none",
         tags=["web"],
         examples=_EXAMPLES,
-        # The body's own cap decides (``truncated``): its JSON can be 6 characters a byte (``\u0000``).
-        options={"max_output": 6 * (policy or FetchPolicy.from_env()).max_bytes + 100_000},
     )(fetch_url).tool
 
 

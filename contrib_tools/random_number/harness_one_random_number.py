@@ -1,4 +1,9 @@
-"""``random_number``: a random integer or float in a range."""
+"""``random_number``: a random integer or float in a range.
+
+A float draw stays within ``[min, max]``: an integer bound no float equals (past 2**53) is
+rounded inward to the nearest float inside the range, the draw is clamped to those floats
+(``uniform`` may round past its end), and a range that holds no float is refused.
+"""
 
 from __future__ import annotations
 
@@ -34,6 +39,28 @@ _EXAMPLES: list[dict[str, Any]] = [
     {"arguments": {"min": 0, "max": 1, "kind": "float"}},
     {"description": "an empty range is refused", "arguments": {"min": 10, "max": 1}, "error": "ToolArgumentError"},
 ]
+
+
+def _inward(low: float, high: float) -> tuple[float, float]:
+    """The floats nearest ``low`` and ``high`` inside ``[low, high]`` (an integer past 2**53 may fall between floats)."""
+    first, last = float(low), float(high)
+    if first < low:
+        first = math.nextafter(first, math.inf)
+    if last > high:
+        last = math.nextafter(last, -math.inf)
+    if first > last:
+        raise ToolArgumentError(
+            [
+                ArgumentProblem(
+                    "$",
+                    f"no float lies between {low} and {high}",
+                    "range",
+                    "a range containing a float (or kind 'integer')",
+                    f"[{low}, {high}]",
+                )
+            ]
+        )
+    return first, last
 
 
 @defineTool(registry=None, open_world=False, rate_limit={"rate": 5, "burst": 5}, tags=["math"], examples=_EXAMPLES)
@@ -93,8 +120,10 @@ def random_number(
             )
         value: float = rng.randint(low, high)
     else:
-        value = rng.uniform(min, max)
+        first, last = _inward(min, max)
+        value = rng.uniform(first, last)
         if math.isinf(value):  # max - min overflowed (min=-1e308, max=1e308): weigh the ends instead
             share = rng.random()
-            value = min * (1 - share) + max * share
+            value = first * (1 - share) + last * share
+        value = first if value < first else last if value > last else value  # uniform() may round past an end
     return {"value": value, "min": min, "max": max, "kind": kind}

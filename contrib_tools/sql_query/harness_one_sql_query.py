@@ -4,18 +4,25 @@ Three locks keep it read-only: the file is opened with ``mode=ro``; an authorize
 only reading (no writes, no schema changes, no ``ATTACH``, no pragma that sets a value); and
 only one statement runs per call.
 
-Five limits bound the work: at most ``max_rows`` rows and ``max_bytes`` bytes of values are
-returned (``truncated`` and ``note`` say when the result was cut); a progress handler
-interrupts a query still running after ``time_limit`` seconds, fetching included, and what
-it cannot interrupt (one long step, a costly preparation) is killed with the tool's worker
-process a second later (``process`` timeout mode), where a query may add at most
-``max_memory`` bytes of address space (Linux); and on
-Python 3.11+ SQLite itself refuses any single string or blob longer than ``max_bytes``
+Five limits bound the work: at most ``max_rows`` rows are returned, in a result the model
+reads (harness-one's JSON) as at most ``max_chars`` characters, by default the
+``output_limit`` plugin's default (the tool sets no ``max_output`` of its own, so an
+operator's lower output limit applies to it as to any tool); ``truncated`` and ``note`` say
+when the result was cut. A progress handler interrupts a query still running after
+``time_limit`` seconds, fetching included, and what it cannot interrupt (one long step, a
+costly preparation) is killed with the tool's worker process a second later (``process``
+timeout mode), where a query may add at most ``max_memory`` bytes of address space (Linux);
+and on Python 3.11+ SQLite itself refuses any single string or blob longer than ``max_bytes``
 (``SQLITE_LIMIT_LENGTH``) and any result wider than ``max_columns`` columns
 (``SQLITE_LIMIT_COLUMN``), so ``zeroblob(999999999)`` fails before it is allocated and one
-row in memory holds at most ``max_columns * max_bytes`` bytes before the byte cap drops it.
+row in memory holds at most ``max_columns * max_bytes`` bytes before the character cap drops it.
 Python 3.10 has no ``Connection.setlimit``: there one value can reach SQLite's compiled-in
-maximum (normally 10**9 bytes) in memory before the byte cap drops it.
+maximum (normally 10**9 bytes) in memory before the character cap drops it.
+
+A failure of the database itself is no fault of the query: busy or locked by another
+connection is a :class:`~harness_one.RetryableError`; a file that is not a database, is
+corrupt or cannot be opened or read is a :class:`~harness_one.ToolError` saying the database
+is unavailable.
 
 The database is named by ``HARNESS_ONE_SQL_DB`` (read at call time), or build your own
 tool with :func:`make_sql_query`.
@@ -24,18 +31,32 @@ tool with :func:`make_sql_query`.
 from __future__ import annotations
 
 import base64
+import json
+import math
 import os
 import sqlite3
 from collections.abc import Callable
+from json.encoder import encode_basestring
 from pathlib import Path
 from typing import Any, TypedDict
 from urllib.parse import quote
 
-from harness_one import ArgumentProblem, Clock, SystemClock, Tool, ToolArgumentError, ToolError, ToolTimeout, defineTool
+from harness_one import (
+    ArgumentProblem,
+    Clock,
+    RetryableError,
+    SystemClock,
+    Tool,
+    ToolArgumentError,
+    ToolError,
+    ToolTimeout,
+    defineTool,
+)
 
 __all__ = [
     "DB_ENV",
     "MAX_BYTES",
+    "MAX_CHARS",
     "MAX_COLUMNS",
     "MAX_MEMORY",
     "MAX_ROWS",
@@ -49,6 +70,8 @@ __all__ = [
 DB_ENV = "HARNESS_ONE_SQL_DB"
 MAX_ROWS = 200
 MAX_BYTES = 1_000_000
+#: Characters of a result as the model reads it: the ``output_limit`` plugin's default, so the tool's own cut decides there.
+MAX_CHARS = 1_000_000
 MAX_COLUMNS = 64
 MAX_MEMORY = 256 * 2**20
 TIME_LIMIT = 5.0
@@ -62,6 +85,11 @@ _READ_ACTIONS = {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_FUNC
 #: Functions that reach past the query: ``fts3_tokenizer`` tells a pointer into the library and
 #: takes one to call (when SQLite is built with it), ``load_extension`` loads code.
 _UNSAFE_FUNCTIONS = {"fts3_tokenizer", "load_extension"}
+#: Setting up a table-valued function (``json_each``, ``pragma_table_info``) on a new connection,
+#: SQLite asks to update its schema table. No statement of the caller's gets that far: SQLite
+#: refuses to change the schema table unless ``writable_schema`` is set, a pragma denied here,
+#: and the file is opened read-only.
+_SCHEMA_TABLES = {"sqlite_master", "sqlite_schema"}
 _READ_ONLY_PRAGMAS = {"table_info", "table_xinfo", "table_list", "index_list", "index_info", "foreign_key_list", "database_list"}
 _ACTIONS = (
     "CREATE_INDEX", "CREATE_TABLE", "CREATE_TEMP_INDEX", "CREATE_TEMP_TABLE", "CREATE_TEMP_TRIGGER", "CREATE_TEMP_VIEW",
@@ -107,6 +135,8 @@ def _authorizer(denied: list[str]) -> Callable[[int, str | None, str | None, str
             return sqlite3.SQLITE_OK
         if action == sqlite3.SQLITE_PRAGMA and (arg1 or "").lower() in _READ_ONLY_PRAGMAS:
             return sqlite3.SQLITE_OK
+        if action == sqlite3.SQLITE_UPDATE and arg1 in _SCHEMA_TABLES:
+            return sqlite3.SQLITE_OK
         what = _ACTION_NAMES.get(action, f"action {action}")
         if arg1 == "sqlite_master" and action != sqlite3.SQLITE_READ:
             denied.append("change the database schema")
@@ -145,13 +175,69 @@ def _blob(value: bytes) -> dict[str, Any]:
     return {"base64": base64.b64encode(value).decode("ascii"), "bytes": len(value)}
 
 
-def _size(value: Any) -> int:
-    """Estimated bytes of one value in the answer: text and blobs by length, numbers by digits, null as 4."""
-    if isinstance(value, str):
-        return len(value.encode("utf-8", "replace"))
-    if isinstance(value, bytes):
-        return len(value)
+_BLOB_CHARS = len('{"base64": "", "bytes": }')
+
+
+def _chars(value: Any, limit: int) -> int:
+    """Characters the model reads for one value (JSON), at most; a string longer than ``limit`` is not escaped to tell."""
+    kind = type(value)
+    if kind is str:
+        return len(value) + 2 if len(value) > limit else len(encode_basestring(value))  # as json.dumps(ensure_ascii=False)
+    if kind is bytes:
+        return _BLOB_CHARS + 4 * ((len(value) + 2) // 3) + len(str(len(value)))
+    if kind is float and not math.isfinite(value):
+        return len('"-Infinity"')
     return 4 if value is None else len(repr(value))
+
+
+def _notes(max_rows: int, max_chars: int) -> tuple[str, str, str]:
+    """The notes of a cut result: at the row limit, at the character limit, and there before the first row."""
+    chars = f"stopped at the character limit ({max_chars} characters of result)"
+    return (
+        f"stopped at the row limit ({max_rows} rows)",
+        chars,
+        f"{chars}: the first row alone is longer; select fewer or shorter values",
+    )
+
+
+#: SQLite's result codes (sqlite3.h; the low byte of an extended code) of a failure of the database, not of the query.
+_BUSY = {5, 6}  # SQLITE_BUSY, SQLITE_LOCKED: another connection holds a lock
+_BROKEN = {3, 10, 11, 14, 15, 26}  # PERM, IOERR, CORRUPT, CANTOPEN, PROTOCOL, NOTADB
+#: SQLite's text for each, for Python 3.10 (no ``sqlite_errorcode``).
+_CODE_TEXTS = {
+    "database is locked": 5,
+    "database table is locked": 6,
+    "access permission denied": 3,
+    "disk I/O error": 10,
+    "database disk image is malformed": 11,
+    "unable to open database file": 14,
+    "locking protocol": 15,
+    "file is not a database": 26,
+}
+_RETRY_AFTER = 1.0
+
+
+def _unavailable(path: str | Path, exc: sqlite3.Error) -> ToolError:
+    return ToolError(
+        f"The database {str(path)!r} is unavailable: {exc}. The query is not at fault; the database needs repair or "
+        "configuration by its operator."
+    )
+
+
+def _database_failure(path: str | Path, exc: sqlite3.Error) -> ToolError | None:
+    """The error for a failure of the database itself (busy, locked, unreadable), or None when the query may be at fault."""
+    code: int | None = getattr(exc, "sqlite_errorcode", None)
+    if code is None:
+        code = next((c for text, c in _CODE_TEXTS.items() if str(exc).startswith(text)), None)
+    if code is not None and code & 0xFF in _BUSY:
+        return RetryableError(
+            f"The database is busy: {exc} (another connection holds a lock on it). The query is not at fault; "
+            f"try again in {_RETRY_AFTER:g} s or later.",
+            retry_after=_RETRY_AFTER,
+        )
+    if code is not None and code & 0xFF in _BROKEN:
+        return _unavailable(path, exc)
+    return None
 
 
 def run_query(
@@ -161,21 +247,25 @@ def run_query(
     *,
     max_rows: int = MAX_ROWS,
     max_bytes: int = MAX_BYTES,
+    max_chars: int = MAX_CHARS,
     max_columns: int = MAX_COLUMNS,
     time_limit: float = TIME_LIMIT,
     clock: Clock | None = None,
 ) -> QueryResult:
-    """Run one read-only query on the SQLite file at ``path``, within the row, byte, column and time limits."""
+    """Run one read-only query on the SQLite file at ``path``, within the row, size, column and time limits."""
     if not Path(path).is_file():
         raise ToolError(f"The database {str(path)!r} does not exist; set {DB_ENV} to a SQLite file.")
     now = (clock or SystemClock()).now
     got = repr(sql[:80])
-    # Quoted: a "#", "?" or "%" in the path would end it or be read as URI syntax, dropping mode=ro.
-    conn = sqlite3.connect(f"file:{quote(str(Path(path).resolve()))}?mode=ro", uri=True, timeout=time_limit)
+    try:
+        # Quoted: a "#", "?" or "%" in the path would end it or be read as URI syntax, dropping mode=ro.
+        conn = sqlite3.connect(f"file:{quote(str(Path(path).resolve()))}?mode=ro", uri=True, timeout=time_limit)
+    except sqlite3.Error as exc:
+        raise _database_failure(path, exc) or _unavailable(path, exc) from None
     denied: list[str] = []
     deadline = now() + time_limit
     rows: list[list[Any]] = []
-    size, note = 0, None
+    note = None
     try:
         if hasattr(conn, "setlimit"):  # Python 3.11+: no value past max_bytes, no row past max_columns is built
             conn.setlimit(_LIMIT_LENGTH, min(max(1, max_bytes), 2**31 - 1))  # SQLite caps both at its own maximum
@@ -186,18 +276,27 @@ def run_query(
             cursor = conn.execute(sql, params or [])
             if cursor.description is None:
                 raise _refuse("the statement returned no rows; only SELECT queries run here", got)
+            columns = [d[0] for d in cursor.description]
+            at_rows, at_chars, at_first = _notes(max_rows, max_chars)
+            envelope = {"columns": columns, "rows": [], "row_count": max_rows, "truncated": False, "note": at_first}
+            room = max_chars - len(json.dumps(envelope, ensure_ascii=False))
             for row in cursor:  # each step runs under the progress handler, so the deadline holds here too
-                row_size = sum(_size(value) for value in row)
+                # "[a, b]" and ", " before every row but the first
+                cost = sum(_chars(value, room) for value in row) + 2 * len(row) + (2 if rows else 0)
                 if len(rows) == max_rows:
-                    note = f"stopped at the row limit ({max_rows} rows)"
-                elif size + row_size > max_bytes:
-                    note = f"stopped at the byte limit ({max_bytes} bytes of values)"
+                    note = at_rows
+                elif cost > room:
+                    note = at_chars if rows else at_first
                 else:
                     rows.append([_blob(v) if type(v) is bytes else v for v in row])
-                    size += row_size
+                    room -= cost
                     continue
                 break
         except (sqlite3.ProgrammingError, sqlite3.Warning) as exc:  # Python 3.10 raises Warning for two statements
+            if "binding" in str(exc).lower():  # "Incorrect number of bindings supplied"
+                raise ToolArgumentError(
+                    [ArgumentProblem("$.params", str(exc), "params", "one value for each ? placeholder", str(len(params or [])))]
+                ) from None
             raise _refuse(str(exc), got) from None
         except OverflowError as exc:  # a parameter past SQLite's 64-bit integers
             raise ToolArgumentError(
@@ -221,6 +320,8 @@ def run_query(
         except MemoryError:  # past the tool's memory_limit (process mode) or the machine's memory
             raise _out_of_memory(got) from None
         except sqlite3.DatabaseError as exc:
+            if (failure := _database_failure(path, exc)) is not None:
+                raise failure from None
             if "out of memory" in str(exc):
                 raise _out_of_memory(got) from None
             if "too many columns" in str(exc) and hasattr(conn, "setlimit"):
@@ -240,7 +341,6 @@ def run_query(
             if "interrupted" in str(exc):
                 raise ToolTimeout(time_limit) from None
             raise _refuse(f"SQLite refused the query: {exc}", got) from None
-        columns = [d[0] for d in cursor.description]
     finally:
         conn.close()
     result: QueryResult = {"columns": columns, "rows": rows, "row_count": len(rows), "truncated": note is not None}
@@ -283,6 +383,7 @@ def make_sql_query(
     name: str = "sql_query",
     max_rows: int = MAX_ROWS,
     max_bytes: int = MAX_BYTES,
+    max_chars: int = MAX_CHARS,
     max_columns: int = MAX_COLUMNS,
     max_memory: int = MAX_MEMORY,
     time_limit: float = TIME_LIMIT,
@@ -297,7 +398,13 @@ def make_sql_query(
     ``clock`` of the caller's (tests), it runs in the caller's process instead: ``thread``
     mode (abandoned a second past ``time_limit``), or ``none`` with a clock.
     """
-    limits = {"max_rows": max_rows, "max_bytes": max_bytes, "max_columns": max_columns, "time_limit": time_limit}
+    limits = {
+        "max_rows": max_rows,
+        "max_bytes": max_bytes,
+        "max_chars": max_chars,
+        "max_columns": max_columns,
+        "time_limit": time_limit,
+    }
     return defineTool(
         registry=None,
         name=name,
@@ -309,8 +416,7 @@ def make_sql_query(
         rate_limit={"rate": 10, "burst": 20},
         tags=["database"],
         examples=_EXAMPLES,
-        # The tool's own byte limit decides (``truncated``): its JSON can be 6 characters a byte (``\u0000``).
-        options={"max_output": 6 * max_bytes + 100_000, "memory_limit": max_memory},
+        options={"memory_limit": max_memory},
     )(_Query(path, limits, clock)).tool
 
 

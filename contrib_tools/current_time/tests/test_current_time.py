@@ -54,3 +54,30 @@ def test_a_huge_unknown_zone_is_not_echoed_whole(reg: ToolRegistry) -> None:
 def test_names_that_are_not_zones_are_refused(reg: ToolRegistry, name: str) -> None:
     with pytest.raises(ToolArgumentError, match="unknown time zone"):  # "localtime" told this machine's zone
         reg.call("current_time", {"timezone": name})
+
+
+@pytest.mark.parametrize(
+    ("name", "suggested"),
+    [
+        ("utc", "did you mean UTC?"),  # was no suggestion
+        ("europe/berlin", "did you mean Europe/Berlin?"),  # was three, Berlin among them
+        ("PST", "did you mean America/Los_Angeles?"),  # was "did you mean MST, HST, EST?"
+        ("pdt", "did you mean America/Los_Angeles?"),
+        ("CEST", "did you mean CET?"),
+        ("IST", "did you mean Asia/Kolkata, Europe/Dublin, Asia/Jerusalem?"),  # ambiguous: every usual meaning
+        ("UTC+3", "did you mean Etc/GMT-3? (an Etc/GMT name has the POSIX sign: Etc/GMT-3 is 3 hours ahead of UTC)"),
+        ("gmt-05:00", "did you mean Etc/GMT+5? (an Etc/GMT name has the POSIX sign: Etc/GMT-3 is 3 hours ahead of UTC)"),
+        ("UTC+5:30", "use an IANA name such as 'Europe/Berlin'"),  # no zone is that offset alone
+        ("XYZT", "use an IANA name such as 'Europe/Berlin'"),  # another abbreviation is no guess
+        ("Tokyo", "did you mean Asia/Tokyo?"),
+    ],
+)
+def test_suggestions_ignore_case_and_read_abbreviations(reg: ToolRegistry, name: str, suggested: str) -> None:
+    with pytest.raises(ToolArgumentError) as err:
+        reg.call("current_time", {"timezone": name})
+    assert err.value.problems[0].message == f"unknown time zone {name!r}; {suggested}"
+
+
+def test_every_abbreviation_names_zones_and_is_not_one() -> None:
+    for abbreviation, zones in mod._ABBREVIATIONS.items():
+        assert abbreviation not in mod._zones() and set(zones) <= mod._zones(), abbreviation

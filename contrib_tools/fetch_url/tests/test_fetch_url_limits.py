@@ -13,7 +13,7 @@ from typing import Any
 import harness_one_fetch_url as mod
 import pytest
 
-from harness_one import ToolArgumentError, ToolError, ToolRegistry, ToolTimeout
+from harness_one import CallResult, ToolArgumentError, ToolError, ToolRegistry, ToolTimeout
 
 Reply = Callable[[socket.socket, threading.Event], None]
 LOOPBACK = ("127.0.0.1",)  # the test server's address, opened on purpose (refused by default)
@@ -162,8 +162,22 @@ def test_a_redirect_to_a_name_with_a_private_address_is_refused(serve: Callable[
     )
     names = {"inside.test": ["10.1.2.3"]}
     policy = mod.FetchPolicy(allow=LOOPBACK, resolver=lambda host, port: names[host])
-    with pytest.raises(ToolArgumentError, match=r"refused: 10\.1\.2\.3 \(inside\.test resolves to 10\.1\.2\.3\) is a private"):
+    with pytest.raises(ToolError, match=r"refused: 10\.1\.2\.3 \(inside\.test resolves to 10\.1\.2\.3\) is a private") as err:
         mod.fetch(url, policy)
+    assert type(err.value) is ToolError  # the server's redirect, not the model's URL
+    assert err.value.message.startswith("The server redirected to 'http://inside.test/', which cannot be fetched")
+
+
+def test_a_redirect_to_a_scheme_not_fetched_is_the_servers_doing(serve: Callable[[Reply], str]) -> None:
+    url = serve(
+        lambda conn, stop: conn.sendall(b"HTTP/1.1 302 Found\r\nLocation: ftp://example.org/x\r\nContent-Length: 0\r\n\r\n")
+    )
+    with pytest.raises(ToolError) as err:
+        mod.fetch(url, mod.FetchPolicy(allow=LOOPBACK))
+    assert type(err.value) is ToolError and err.value.message == (
+        "The server redirected to 'ftp://example.org/x', which cannot be fetched: "
+        "only http and https URLs can be fetched, not 'ftp'. Try another URL."
+    )
 
 
 def test_loopback_is_refused_without_the_opt_in(serve: Callable[[Reply], str]) -> None:
@@ -247,8 +261,51 @@ def test_odd_charsets_and_markup_still_give_the_text(serve: Callable[[Reply], st
     assert reg.call("fetch_url", {"url": serve(_page(ctype, body))})["text"] == text
 
 
-def test_the_byte_cap_decides_before_the_output_limit_plugin(serve: Callable[[Reply], str]) -> None:
+def read(value: Any) -> str:
+    """``value`` as the model reads it."""
+    return CallResult(True, value, None, "", "", 0.0, 1).for_model()
+
+
+def test_the_result_fits_the_registrys_default_output_limit(serve: Callable[[Reply], str]) -> None:
     reg = ToolRegistry(autoload=False)  # the standard plugins: output_limit's default is 1,000,000 characters
     reg.add(mod.make_fetch_url(mod.FetchPolicy(allow=LOOPBACK)))
-    got = reg.call("fetch_url", {"url": serve(_page(b"text/plain", b"\x00" * 2_000_000))})  # 6 characters a byte in JSON
-    assert got["truncated"] is True and got["bytes"] == 1_000_000
+    assert "max_output" not in reg.get("fetch_url").options  # it would override the operator's limit
+    got = reg.try_call("fetch_url", {"url": serve(_page(b"text/plain", b"\x00" * 2_000_000))})  # 6 characters a byte in JSON
+    assert got.ok and isinstance(got.value, dict)  # whole JSON, not the output limit's cut text (was 6 million characters)
+    assert mod.MAX_CHARS - 6 < len(got.for_model()) <= mod.MAX_CHARS
+    assert got.value["truncated"] is True and got.value["bytes"] == 1_000_000
+    assert got.value["note"] == "cut at the 1,000,000 characters this tool may return" and set(got.value["text"]) == {"\x00"}
+
+
+def test_an_operators_lower_output_limit_applies(serve: Callable[[Reply], str]) -> None:
+    url = serve(_page(b"text/plain", b"x" * 200_000))
+    reg = ToolRegistry(autoload=False, plugin_options={"output_limit": {"max_output": 50_000}})
+    reg.add(mod.make_fetch_url(mod.FetchPolicy(allow=LOOPBACK)))
+    refused = reg.try_call("fetch_url", {"url": url})  # a structured result cannot be cut: refused
+    assert refused.error is not None and refused.error.kind == "output_too_large"
+    reg.add(mod.make_fetch_url(mod.FetchPolicy(allow=LOOPBACK, max_chars=50_000), name="small_fetch"))
+    small = reg.call("small_fetch", {"url": url})
+    assert small["truncated"] is True and len(small["text"]) > 49_000 and len(read(small)) <= 50_000
+
+
+@pytest.mark.parametrize("room", range(1_000, 1_012))
+def test_text_is_cut_whole_escapes_and_all(serve: Callable[[Reply], str], room: int) -> None:
+    body = 'a\x01\u00e9"\n\\\U0001f600' * 400  # escapes of 2 and 6 characters, and characters of 2 and 4 bytes
+    url = serve(_page(b"text/plain; charset=utf-8", body.encode()))
+    out = mod.fetch(url, mod.FetchPolicy(allow=LOOPBACK, max_chars=room))
+    text = out["text"]
+    assert (
+        text is not None and body.startswith(text) and len(read(out)) <= room < len(read({**out, "text": body[: len(text) + 1]}))
+    )
+
+
+def test_json_past_the_limit_is_cut_text_and_a_long_title_is_cut(serve: Callable[[Reply], str]) -> None:
+    doc = mod.fetch(
+        serve(_page(b"application/json", b'{"items": [' + b'"x", ' * 2_000 + b'"y"]}')),
+        mod.FetchPolicy(allow=LOOPBACK, max_chars=3_000),
+    )
+    assert "json" not in doc and doc["truncated"] is True and len(read(doc)) <= 3_000
+    assert doc["text"] is not None and doc["text"].startswith('{"items": ["x", ') and "shown as text, cut" in doc["note"]
+    page = b"<title>" + b"T" * 5_000 + b"</title><p>" + b"body " * 1_000 + b"</p>"
+    html = mod.fetch(serve(_page(b"text/html", page)), mod.FetchPolicy(allow=LOOPBACK, max_chars=3_000))
+    assert html["text"] == "" and html["title"] is not None and len(html["title"]) > 2_000 and len(read(html)) <= 3_000

@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+import math
+import random
+
 import harness_one_random_number as mod
 import pytest
 
@@ -63,3 +66,25 @@ def test_an_integer_bound_past_the_float_range_is_refused_for_a_float_draw(reg: 
         reg.call("random_number", {"min": 0, "max": 10**400, "kind": "float"})  # was OverflowError in the tool
     assert [p.path for p in err.value.problems] == ["$.max"]
     assert 0 <= reg.call("random_number", {"min": 0, "max": 10**400, "kind": "integer"})["value"] <= 10**400
+
+
+def test_a_float_draw_stays_within_integer_bounds_no_float_equals(reg: ToolRegistry) -> None:
+    low = 2**53 + 1  # between the floats 2**53 and 2**53 + 2
+    with pytest.raises(ToolArgumentError, match="no float lies between 9007199254740993 and 9007199254740993"):
+        reg.call("random_number", {"min": low, "max": low, "kind": "float"})  # was 9007199254740992.0, below min
+    values = [reg.call("random_number", {"min": low, "max": low + 2, "kind": "float", "seed": s})["value"] for s in range(20)]
+    assert values == [float(low + 1)] * 20  # the one float inside
+    wide = [reg.call("random_number", {"min": -low, "max": low, "kind": "float", "seed": s})["value"] for s in range(20)]
+    assert all(-low <= v <= low for v in wide)
+
+
+class RoundingPast(random.Random):
+    """Draws the float just past ``b``, as ``uniform`` may by rounding."""
+
+    def uniform(self, a: float, b: float) -> float:
+        return math.nextafter(b, math.inf)
+
+
+def test_a_float_draw_that_rounds_past_an_end_is_clamped(reg: ToolRegistry, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(random, "Random", RoundingPast)  # the one the tool draws with
+    assert reg.call("random_number", {"min": 0.5, "max": 0.75, "kind": "float"})["value"] == 0.75

@@ -1,13 +1,24 @@
 from __future__ import annotations
 
+import math
 import sqlite3
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import harness_one_sql_query as mod
 import pytest
 
-from harness_one import ManualClock, ToolArgumentError, ToolError, ToolRegistry, ToolTimeout
+from harness_one import (
+    CallResult,
+    ManualClock,
+    RetryableError,
+    ToolArgumentError,
+    ToolError,
+    ToolRegistry,
+    ToolTimeout,
+)
 
 
 @pytest.fixture
@@ -57,6 +68,10 @@ def test_select(reg: ToolRegistry) -> None:
         ("SELECT fts3_tokenizer('simple') AS p", "call fts3_tokenizer()"),  # a pointer into the library
         ("SELECT FTS3_TOKENIZER('simple', x'4141414141414141') AS p", "call fts3_tokenizer()"),  # one to call
         ("SELECT load_extension('/tmp/x.so')", "call load_extension()"),
+        ("PRAGMA writable_schema = 1", "pragma writable_schema"),
+        ("UPDATE sqlite_master SET sql = ''", "may not be modified"),  # the schema table's bookkeeping is allowed, not this
+        ("VACUUM INTO 'copy.sqlite3'", "attach"),
+        ("INSERT INTO items (name) SELECT value FROM json_each('[1]')", "insert items"),
     ],
 )
 def test_cannot_write_attach_or_change_pragmas(reg: ToolRegistry, db: Path, sql: str, fragment: str) -> None:
@@ -90,15 +105,37 @@ def test_time_limit_holds_while_rows_are_fetched(db: Path) -> None:
         mod.run_query(db, ENDLESS + "SELECT i FROM n", max_rows=10**9, max_bytes=10**12, clock=SteppingClock())
 
 
-def test_byte_limit_while_fetching(db: Path) -> None:
-    out = mod.run_query(db, ENDLESS + "SELECT i, printf('%300s', 'x') FROM n LIMIT 50", max_bytes=1000)
-    assert [row[0] for row in out["rows"]] == [1, 2, 3]  # 3 * 301 bytes; a fourth row would pass 1000
-    assert out["truncated"] is True and out["note"] == "stopped at the byte limit (1000 bytes of values)"
+def read(value: Any) -> str:
+    """``value`` as the model reads it."""
+    return CallResult(True, value, None, "", "", 0.0, 1).for_model()
 
 
-def test_default_byte_limit(db: Path) -> None:
-    out = mod.run_query(db, ENDLESS + "SELECT zeroblob(10000) FROM n LIMIT 150")  # 1.5 MB of values
-    assert out["row_count"] == mod.MAX_BYTES // 10000 == 100 and out["truncated"] is True
+def test_character_limit_while_fetching(db: Path) -> None:
+    out = mod.run_query(db, ENDLESS + "SELECT i, printf('%300s', 'x') FROM n LIMIT 50", max_chars=1300)
+    assert [row[0] for row in out["rows"]] == [1, 2, 3]  # about 310 characters a row, and 240 for the rest
+    assert out["truncated"] is True and out["note"] == "stopped at the character limit (1300 characters of result)"
+    assert len(read(out)) <= 1300 < len(read({**out, "rows": out["rows"] + [[4, "x" * 300]]}))
+
+
+def test_default_character_limit(db: Path) -> None:
+    out = mod.run_query(
+        db, ENDLESS + "SELECT zeroblob(10000) FROM n LIMIT 150"
+    )  # blobs in base64: 1.5 MB of values, 2 MB of JSON
+    assert out["row_count"] == 74 and out["truncated"] is True
+    assert mod.MAX_CHARS - 13_400 < len(read(out)) <= mod.MAX_CHARS
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["", "plain", 'quote " and \\ slash', "\x00\x01\x1f\x7f", "\n\t", "caf\u00e9 \U0001f600", "a\ud800b", 0, -7, 2**63 - 1, 1.5,
+     1e300, -0.0, math.inf, -math.inf, None, b"", b"\x00", b"ab", b"abc", b"\xff" * 10],
+)  # fmt: skip
+def test_a_value_is_counted_as_the_model_reads_it(value: object) -> None:
+    in_a_row = len(read([mod._blob(value) if isinstance(value, bytes) else value])) - 2
+    if isinstance(value, float) and math.isinf(value):  # at most: the longest such value
+        assert mod._chars(value, 10**6) >= in_a_row
+    else:
+        assert mod._chars(value, 10**6) == in_a_row
 
 
 @pytest.mark.skipif(sys.version_info < (3, 11), reason="Connection.setlimit is new in Python 3.11")
@@ -165,13 +202,84 @@ def test_values_sqlite_cannot_take_are_argument_errors_naming_the_field(
     assert [p.path for p in err.value.problems] == [path]
 
 
-def test_the_byte_limit_decides_before_the_output_limit_plugin(db: Path) -> None:
+CONTROL_ROWS = ENDLESS + "SELECT printf('%.*c', 4900, char(1)) FROM n LIMIT 200"  # 1 MB of values, 6 characters each in JSON
+
+
+def test_the_result_fits_the_registrys_default_output_limit(db: Path) -> None:
     reg = ToolRegistry(autoload=False)  # the standard plugins: output_limit's default is 1,000,000 characters
     reg.add(mod.make_sql_query(db))
-    one = reg.call("sql_query", {"sql": "SELECT printf('%.*c', 999990, 'x')"})  # was OutputTooLarge
-    assert len(one["rows"][0][0]) == 999_990 and one["truncated"] is False
+    assert "max_output" not in reg.get("sql_query").options  # it would override the operator's limit
+    got = reg.try_call("sql_query", {"sql": CONTROL_ROWS})
+    assert got.ok and isinstance(got.value, dict)  # whole JSON, not the output limit's cut text (was 5.9 million characters)
+    assert len(got.for_model()) <= 1_000_000 and got.value["row_count"] == 33 and got.value["truncated"] is True
     two = reg.call("sql_query", {"sql": "SELECT printf('%.*c', 600000, 'x') UNION ALL SELECT printf('%.*c', 600000, 'y')"})
     assert two["row_count"] == 1 and two["truncated"] is True
+    one = reg.call("sql_query", {"sql": "SELECT printf('%.*c', 999990, 'x')"})
+    assert one["rows"] == [] and one["note"].endswith("the first row alone is longer; select fewer or shorter values")
+
+
+def test_an_operators_lower_output_limit_applies(db: Path) -> None:
+    reg = ToolRegistry(autoload=False, plugin_options={"output_limit": {"max_output": 50_000}})
+    reg.add(mod.make_sql_query(db))
+    refused = reg.try_call("sql_query", {"sql": CONTROL_ROWS})  # a structured result cannot be cut: refused
+    assert refused.error is not None and refused.error.kind == "output_too_large"
+    reg.add(mod.make_sql_query(db, name="small_query", max_chars=50_000))  # the tool's own limit within the operator's
+    small = reg.call("small_query", {"sql": CONTROL_ROWS})
+    assert small["truncated"] is True and small["row_count"] > 0 and len(read(small)) <= 50_000
+
+
+@pytest.mark.parametrize(
+    ("sql", "params", "rows"),
+    [
+        ("SELECT value FROM json_each(?)", ["[1, 2, 3]"], [[1], [2], [3]]),
+        ("SELECT fullkey FROM json_tree('{\"a\": [1]}') WHERE atom IS NOT NULL", None, [["$.a[0]"]]),
+        ("SELECT name FROM pragma_table_info('items')", None, [["id"], ["name"], ["price"]]),
+        ('SELECT name FROM items, json_each(\'["tea", "cake"]\') AS j WHERE items.name = j.value', None, [["tea"], ["cake"]]),
+    ],
+)
+def test_read_only_table_valued_functions_run(reg: ToolRegistry, sql: str, params: list[Any] | None, rows: list[Any]) -> None:
+    # On a new connection SQLite sets these up with an update of its schema table, which was refused
+    out = reg.call("sql_query", {"sql": sql, "params": params} if params else {"sql": sql})
+    assert out["rows"] == rows[:2] and out["truncated"] is (len(rows) > 2)  # reg returns at most 2 rows
+
+
+@pytest.fixture
+def locked(db: Path) -> Iterator[Path]:
+    """``db`` with another connection holding an exclusive lock on it."""
+    writer = sqlite3.connect(db, isolation_level=None)
+    writer.execute("BEGIN EXCLUSIVE")
+    yield db
+    writer.execute("ROLLBACK")
+    writer.close()
+
+
+def test_a_locked_database_is_a_retryable_error_not_the_querys(locked: Path) -> None:
+    with pytest.raises(RetryableError) as err:  # was a ToolArgumentError on $.sql
+        mod.run_query(locked, "SELECT name FROM items", time_limit=0.1)
+    assert err.value.retry_after == 1.0 and "database is locked" in err.value.message and "not at fault" in err.value.message
+
+
+@pytest.mark.parametrize(
+    ("content", "reason"),
+    [
+        (b"not a database, some text " * 100, "file is not a database"),
+        (b"SQLite format 3\x00\x10\x00\x01\x01\x00\x40\x20\x20" + b"\xff" * 5000, "database disk image is malformed"),
+    ],
+)
+def test_a_broken_database_is_unavailable_not_a_bad_query(tmp_path: Path, content: bytes, reason: str) -> None:
+    path = tmp_path / "broken.sqlite3"
+    path.write_bytes(content)
+    with pytest.raises(ToolError) as err:
+        mod.run_query(path, "SELECT name FROM sqlite_master")
+    assert type(err.value) is ToolError  # was a ToolArgumentError on $.sql
+    assert f"is unavailable: {reason}" in err.value.message and "not at fault" in err.value.message
+
+
+def test_a_wrong_number_of_parameters_is_an_error_in_params(db: Path) -> None:
+    with pytest.raises(ToolArgumentError) as err:
+        mod.run_query(db, "SELECT ?, ?", [1])
+    problem = err.value.problems[0]
+    assert problem.path == "$.params" and "bindings" in problem.message and problem.got == "1"
 
 
 @pytest.mark.parametrize("name", ["db#x.sqlite3", "db?x.sqlite3", "db%41.sqlite3"])
