@@ -1,6 +1,6 @@
 """The command line's answers against a hostile review: what a tool prints stays off the answers
-of ``run`` and ``call``, ``call`` says so when its answer cannot be written, and ``doctor``
-masks secret plugin options."""
+of ``run`` and ``call``, a tool that reads stdin under ``run`` reads nothing (not the requests),
+``call`` says so when its answer cannot be written, and ``doctor`` masks secret plugin options."""
 
 from __future__ import annotations
 
@@ -106,6 +106,92 @@ def test_stdout_is_given_back_once_the_command_ends(chatty: str) -> None:
     ran = runner.invoke(main, ["--tools", chatty, "run"], input='{"id": 1, "name": "chatty", "arguments": {"x": 5}}\n')
     assert ran.exit_code == 0 and json.loads(ran.stdout) == {"id": 1, "ok": True, "result": 10}
     assert "print: working on 5" in ran.stderr
+
+
+# --------------------------------------------------------------------------- what a tool reads
+
+#: A tools file whose tool reads stdin one way or another and returns what it got.
+NOSY_TOOLS = """
+import os, subprocess, sys
+from harness_one import defineTool
+
+@defineTool(registry=None)
+def nosy(how: str, pad: str = "") -> str:
+    \"\"\"Reads stdin.\"\"\"
+    if how == "input":
+        try:
+            return "line: " + input()
+        except EOFError:
+            return "EOF"
+    if how == "read":
+        return sys.stdin.read() or "EOF"
+    if how == "fd":
+        return os.read(0, 1 << 20).decode() or "EOF"
+    child = [sys.executable, "-c", "import sys; sys.stdout.write(sys.stdin.read() or 'EOF')"]
+    return subprocess.run(child, capture_output=True, text=True, check=True).stdout
+"""
+
+
+@pytest.fixture
+def nosy(tmp_path: Path) -> str:
+    tools = tmp_path / "nosy_tools.py"
+    tools.write_text(NOSY_TOOLS)
+    return str(tools)
+
+
+def nosy_requests(how: str, count: int = 6) -> bytes:
+    """``count`` requests of ``nosy``, 4 KiB each: more than one read of stdin's buffer holds."""
+    pad = "p" * 4096
+    return b"".join(
+        json.dumps({"id": n, "name": "nosy", "arguments": {"how": how, "pad": pad}}).encode() + b"\n" for n in range(1, count + 1)
+    )
+
+
+@pytest.mark.parametrize("how", ["input", "read", "fd", "child"])
+def test_a_tool_that_reads_stdin_under_run_reads_nothing_and_every_request_is_answered(nosy: str, how: str) -> None:
+    done = harness("--tools", nosy, "run", input=nosy_requests(how))
+    assert done.returncode == 0, done.stderr
+    answers = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [(a["id"], a["ok"], a.get("result")) for a in answers] == [(n, True, "EOF") for n in range(1, 7)], done.stderr
+    assert "6 requests, 6 ok, 0 errors" in done.stderr.decode()
+
+
+def test_a_tool_under_run_with_input_reads_nothing_from_stdin_either(nosy: str, tmp_path: Path) -> None:
+    requests = tmp_path / "requests.jsonl"
+    requests.write_bytes(nosy_requests("read", 2))
+    done = harness("--tools", nosy, "run", "--input", str(requests), input=b"not for the tool\n")
+    assert done.returncode == 0, done.stderr
+    assert [json.loads(line)["result"] for line in done.stdout.splitlines()] == ["EOF", "EOF"]
+
+
+def test_run_with_stdin_closed_answers_nothing_and_exits_0() -> None:
+    done = subprocess.run(
+        ["sh", "-c", 'exec "$@" <&-', "sh", sys.executable, "-m", "harness_one", "run"],
+        capture_output=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0 and done.stdout == b"", done.stderr
+    assert done.stderr.decode().splitlines() == ["harness-one run: 0 requests, 0 ok, 0 errors"]
+
+
+def test_stdin_is_given_back_once_run_ends(nosy: str) -> None:
+    """In process (a test runner's input, not fd 0): the tool reads nothing, and ``sys.stdin`` is
+    the runner's again afterwards."""
+    runner = CliRunner()
+    with runner.isolation(input=nosy_requests("input", 3)) as (out, _, _):
+        before = sys.stdin
+        with pytest.raises(SystemExit) as code:
+            main(["--tools", nosy, "run"], prog_name="harness-one")
+        assert code.value.code == 0 and sys.stdin is before
+    assert [json.loads(line)["result"] for line in out.getvalue().splitlines()] == ["EOF", "EOF", "EOF"]
+
+
+def test_call_leaves_stdin_to_the_tool(nosy: str) -> None:
+    """``call`` reads no request from stdin (its arguments come from --args), so stdin is the tool's."""
+    done = harness("--tools", nosy, "call", "nosy", "--args", '{"how": "read"}', input=b"for the tool\n")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["result"] == "for the tool\n"
 
 
 # --------------------------------------------------------------------------- an answer that cannot be written

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import io
 import logging
 import os
 import re
@@ -289,6 +290,30 @@ async def serve_lines(loop: Loop, source: IO[bytes], concurrency: int, limit: in
         await asyncio.gather(*pending)
 
 
+class _InputFile(click.File):
+    """``click.File("rb")``, but ``-`` is None: stdin is taken by :func:`_requests_in`."""
+
+    def __init__(self) -> None:
+        super().__init__("rb")
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, (str, os.PathLike)) and os.fsdecode(value) == "-":
+            return None
+        return super().convert(value, param, ctx)
+
+
+def _requests_in(ctx: click.Context, source: IO[bytes] | None) -> IO[bytes]:
+    """Where the requests come from: ``source``, or stdin (None). Either way, until the command
+    ends, fd 0 and ``sys.stdin`` read the null device, so a tool that reads stdin reads nothing
+    (not the requests); a closed stdin holds no requests."""
+    from .._stdout import stdin_for_requests
+
+    stdin = ctx.with_resource(stdin_for_requests())
+    if source is not None:
+        return source
+    return stdin if stdin is not None else io.BytesIO()
+
+
 @main.command()
 @click.option(
     "--concurrency",
@@ -300,7 +325,7 @@ async def serve_lines(loop: Loop, source: IO[bytes], concurrency: int, limit: in
 @click.option(
     "--output", type=click.Choice(["jsonl", "text"]), default="jsonl", show_default=True, help="JSON Lines, or readable text."
 )
-@click.option("--input", "source", type=click.File("rb"), default="-", help="Read requests from this file instead of stdin.")
+@click.option("--input", "source", type=_InputFile(), default="-", help="Read requests from this file instead of stdin.")
 @click.option("--fail-on-error", is_flag=True, help="Exit 1 if any answer was an error.")
 @click.option(
     "--strict",
@@ -321,9 +346,10 @@ def run(ctx: click.Context, concurrency: int, output: str, source: IO[bytes], fa
     Every line gets exactly one answer, whatever it holds.
     Exit status: 0 every request answered; 1 an error answer with --fail-on-error; 70 the loop
     failed or an answer was lost; 2 bad usage. Progress (on a terminal), a summary and what a
-    tool prints go to stderr.
+    tool prints go to stderr; a tool that reads stdin reads nothing.
     """
     out = answers_out(ctx, "run")  # before the tools load: what they print goes to stderr
+    requests = _requests_in(ctx, source)  # before the tools load too: what they read is the null device
     registry = state_of(ctx).registry()
     progress = sys.stderr if sys.stderr.isatty() else None
     loop = Loop(registry, out, text=output == "text", progress=progress, strict=strict)
@@ -334,7 +360,7 @@ def run(ctx: click.Context, concurrency: int, output: str, source: IO[bytes], fa
         # Also wakes the loop when the signal lands on a worker thread (the stdin reader, a tool).
         events.add_signal_handler(signal.SIGINT, _interrupt)
     try:
-        events.run_until_complete(serve_lines(loop, source, concurrency, limit))
+        events.run_until_complete(serve_lines(loop, requests, concurrency, limit))
     except KeyboardInterrupt:
         click.echo(("\n" if progress else "") + loop.summary() + " (interrupted)", err=True)
         _exit_now(130)

@@ -3,8 +3,9 @@
 The SDK reads and writes the standard streams through ``anyio.wrap_file``: each line read,
 written and flushed is a hop to a worker thread, about a third of a ``tools/call`` round
 trip. Here the event loop polls the pipes itself. As in the SDK, fd 0 and fd 1 are diverted
-(to the null device and to stderr) while serving, so a stray ``print`` in a tool cannot
-corrupt the wire, and are restored afterwards. A stream that cannot be polled (a regular
+(to the null device and to stderr; ``sys.stdin`` too, :func:`harness_one._stdout.claim_stdin`)
+while serving, so a stray ``print`` or ``input()`` in a tool cannot touch the wire, and are
+restored afterwards. A stream that cannot be polled (a regular
 file) leaves the SDK's own streams in place.
 
 A line the SDK cannot read (not JSON, invalid UTF-8 outside a string, a lone surrogate, not a
@@ -33,7 +34,7 @@ from mcp.shared.message import SessionMessage
 from mcp_types import INVALID_REQUEST, PARSE_ERROR, ErrorData, JSONRPCError, JSONRPCNotification
 
 from harness_one._render import safe_text
-from harness_one._stdout import claim, flush_stdout
+from harness_one._stdout import claim, claim_stdin, flush_stdout
 
 __all__ = ["Answering", "pipe_streams"]
 
@@ -224,7 +225,7 @@ async def pipe_streams(max_line: int) -> AsyncIterator[tuple[Any, Any] | None]:
     restores: list[Callable[[], None]] = []
     transports: list[asyncio.BaseTransport] = []
     try:
-        wire_in, restore = claim(0, lambda: os.open(os.devnull, os.O_RDONLY))
+        wire_in, restore = claim_stdin()
         restores.append(restore)
         wire_out, restore = claim(1, lambda: os.dup(2))
         restores.append(restore)
