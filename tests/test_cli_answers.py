@@ -264,3 +264,27 @@ def test_doctor_masks_secret_plugin_options(
     assert "HUNTER2" not in data.output
     [logging] = [p for p in json.loads(data.output)["plugins"] if p["name"] == "logging"]
     assert logging["options"] == {"secret_values": "[REDACTED]", "log_arguments": True}
+
+
+def test_a_claim_that_runs_out_of_descriptors_keeps_none(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Out of descriptors at the second copy, the first is closed, not leaked, and fd 1 is left as it was."""
+    from harness_one import _stdout
+
+    real_dup, made, closed = os.dup, [], []
+
+    def dup(fd: int) -> int:
+        if made:
+            raise OSError(24, "Too many open files")
+        made.append(real_dup(fd))
+        return made[-1]
+
+    def close(fd: int) -> None:
+        closed.append(fd)
+        os_close(fd)
+
+    os_close = os.close
+    monkeypatch.setattr(_stdout.os, "dup", dup)
+    monkeypatch.setattr(_stdout.os, "close", close)
+    with pytest.raises(OSError, match="Too many open files"):
+        _stdout.claim_stdout()
+    assert closed == made and len(made) == 1

@@ -17,13 +17,17 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import IO, Any
 
-__all__ = ["claim", "claim_stdin", "flush_stdout", "stdin_for_requests", "stdout_for_answers"]
+__all__ = ["claim", "claim_stdin", "claim_stdout", "flush_stdout", "stdin_for_requests", "stdout_for_answers"]
 
 
 def claim(fd: int, divert: Callable[[], int]) -> tuple[int, Callable[[], None]]:
     """A private copy of ``fd`` for the wire; ``fd`` itself points at ``divert()`` until restored."""
     wire = os.dup(fd)
-    keep = os.dup(fd)
+    try:
+        keep = os.dup(fd)
+    except OSError:  # (out of descriptors) the first copy is not kept either
+        os.close(wire)
+        raise
     try:
         diversion = divert()
         try:
@@ -41,6 +45,11 @@ def claim(fd: int, divert: Callable[[], int]) -> tuple[int, Callable[[], None]]:
             os.close(keep)
 
     return wire, restore
+
+
+def claim_stdout() -> tuple[int, Callable[[], None]]:
+    """A private copy of fd 1 for answers; fd 1 points at stderr (the null device if stderr is closed) until restored."""
+    return claim(1, _stderr_fd)
 
 
 def claim_stdin() -> tuple[int, Callable[[], None]]:
@@ -113,7 +122,7 @@ def stdout_for_answers() -> Iterator[IO[bytes] | None]:
     if fd == 1:
         flush_stdout()
         try:
-            wire, restore = claim(1, _stderr_fd)
+            wire, restore = claim_stdout()
         except OSError:  # fd 1 is closed
             yield None
             return

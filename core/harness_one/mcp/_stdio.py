@@ -34,7 +34,7 @@ from mcp.shared.message import SessionMessage
 from mcp_types import INVALID_REQUEST, PARSE_ERROR, ErrorData, JSONRPCError, JSONRPCNotification
 
 from harness_one._render import safe_text
-from harness_one._stdout import claim, claim_stdin, flush_stdout
+from harness_one._stdout import claim_stdin, claim_stdout, flush_stdout
 
 __all__ = ["Answering", "pipe_streams"]
 
@@ -227,7 +227,7 @@ async def pipe_streams(max_line: int) -> AsyncIterator[tuple[Any, Any] | None]:
     try:
         wire_in, restore = claim_stdin()
         restores.append(restore)
-        wire_out, restore = claim(1, lambda: os.dup(2))
+        wire_out, restore = claim_stdout()
         restores.append(restore)
         limit = max(max_line, _MIN_LINE)
         reader = asyncio.StreamReader(limit=limit, loop=loop)
