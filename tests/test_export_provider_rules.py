@@ -186,7 +186,8 @@ def test_a_ref_to_an_anchor_is_inlined_for_strict_openai(fmt: str) -> None:
     }
     assert "$defs" not in parameters and export.nullable == {"at": {"properties": {"p": {"absent": ["y"]}}}}
     call = {"id": "c1", "type": "function", "function": {"name": "at", "arguments": '{"p": {"x": 1, "y": null}}'}}
-    assert dispatch_openai(reg, [call], strict=True)[0]["content"] == '{"x": 1}'  # the null meant "absent": dropped
+    # The null meant "absent": dropped, then y's default (found through the anchor) filled in.
+    assert dispatch_openai(reg, [call], strict=True)[0]["content"] == '{"x": 1, "y": 0}'
 
 
 def test_a_ref_to_an_anchor_is_inlined_for_gemini() -> None:

@@ -2,10 +2,10 @@
 
 Reads ``../shared/jsonschema-test-suite`` (draft 2020-12 and draft 7: every required test, the
 ``optional/format`` tests for the formats harness-one asserts, and the optional tests for the
-pattern dialect and big numbers). Every schema goes through the definition-time check first:
-the only ones it may refuse are those referring to remote documents, which are never fetched
-(the network is cut off for the whole run); every other one must pass the check and then every
-test on both backends.
+pattern dialect, big numbers and ``dependencies``). Every schema goes through the definition-time
+check first: the only ones it may refuse are those referring to remote documents, which are never
+fetched (the network is cut off for the whole run); every other one must pass the check and then
+every test on both backends.
 """
 
 from __future__ import annotations
@@ -26,8 +26,15 @@ ROOT = Path(__file__).resolve().parents[1]
 SUITE = Path(os.environ.get("JSON_SCHEMA_TEST_SUITE", ROOT.parent / "shared" / "jsonschema-test-suite"))
 DRAFTS = {"draft2020-12": "https://json-schema.org/draft/2020-12/schema", "draft7": "http://json-schema.org/draft-07/schema#"}
 BACKENDS = ["python", pytest.param("rust", marks=pytest.mark.skipif(not rust_available(), reason="jsonschema-rs missing"))]
-# Optional files both backends must pass: ECMA-262 patterns (what the docs promise) and big numbers.
-OPTIONAL = ("ecmascript-regex.json", "non-bmp-regex.json", "bignum.json", "float-overflow.json")
+# Optional files both backends must pass: ECMA-262 patterns (what the docs promise), big numbers, and
+# `dependencies` in 2019-09 and later (jsonschema-rs reads it there, so both backends do).
+OPTIONAL = (
+    "ecmascript-regex.json",
+    "non-bmp-regex.json",
+    "bignum.json",
+    "float-overflow.json",
+    "dependencies-compatibility.json",
+)
 
 pytestmark = pytest.mark.skipif(not SUITE.is_dir(), reason=f"JSON-Schema-Test-Suite not found at {SUITE}")
 
@@ -120,6 +127,12 @@ def test_optional_formats(draft: str, backend: str, no_network: None, capsys: py
 @pytest.mark.parametrize("draft", list(DRAFTS))
 def test_optional_patterns_and_numbers(draft: str, backend: str, no_network: None, capsys: pytest.CaptureFixture[str]) -> None:
     passed, _, failures = run(draft, "optional", backend)
-    report(capsys, f"{draft} optional/{{ecmascript-regex,non-bmp-regex,bignum,float-overflow}} [{backend}]", passed, 0, failures)
+    report(
+        capsys,
+        f"{draft} optional/{{ecmascript-regex,non-bmp-regex,bignum,float-overflow,dependencies-compatibility}} [{backend}]",
+        passed,
+        0,
+        failures,
+    )
     assert passed > 50
     assert failures == []

@@ -265,8 +265,12 @@ def test_the_error_listing_stops_when_its_time_is_up(backend: str) -> None:
     found = compiled.problems({"xs": [1] * 10_000 + [-1]}, clock)  # the bad item comes after the budget is spent
     budget_ms = validation.LISTING_BUDGET * 1000
     assert clock.readings < budget_ms * 10 + 20  # it stopped, it did not walk 10,000 items
-    assert [(p.path, p.keyword) for p in found] == [("$", "limits")]
-    assert f"took longer than {budget_ms:g} ms" in found[0].message
+    if backend == "rust":  # jsonschema-rs's own first error names the place the listing had no time to reach
+        assert [(p.path, p.keyword) for p in found] == [("$.xs[10000]", "minimum"), ("$", "limits")]
+        assert found[0].message == "expected a number >= 0, got -1" and found[1].is_listing_cut
+    else:
+        assert [(p.path, p.keyword) for p in found] == [("$", "limits")]
+        assert f"took longer than {budget_ms:g} ms" in found[0].message
     found = compiled.problems({"xs": [-1] * 10_000}, _TickingClock())
     assert found[0].path == "$.xs[0]" and found[-1].message == "more problems may follow; fix these first"
 

@@ -11,7 +11,7 @@ import pytest
 from harness_one import ArgumentLimits, ToolArgumentError, ToolRegistry
 from harness_one._arguments import check_signature, decode_arguments
 from harness_one_plugins import ValidationPlugin
-from harness_one_plugins.validation import rust_available
+from harness_one_plugins.validation import compile_schema, rust_available
 
 BACKENDS = ["python", pytest.param("rust", marks=pytest.mark.skipif(not rust_available(), reason="jsonschema-rs missing"))]
 DRAFT7 = "http://json-schema.org/draft-07/schema#"
@@ -253,3 +253,224 @@ def test_items_past_a_closed_tuple_say_how_many_are_allowed(backend: str) -> Non
     reg.add(lambda **kw: kw, name="t", parameters={"type": "object", "properties": {"t": tuple_}})
     (problem,) = refused(reg, "t", '{"t": [1, 2, 3]}')
     assert (problem.path, problem.message, problem.expected) == ("$.t", "expected at most 1 items, got 3", "at most 1 items")
+
+
+# -- jsonschema-rs judges what it reads exactly; what is left to Python has a time budget --------------------------
+
+RUST_ONLY = pytest.mark.skipif(not rust_available(), reason="jsonschema-rs missing")
+
+
+class _Jumping:
+    """A clock that moves ``step`` seconds at every reading (a budget runs out after a few readings)."""
+
+    def __init__(self, step: float) -> None:
+        self.step, self.time = step, 0.0
+
+    def now(self) -> float:
+        self.time += self.step
+        return self.time
+
+
+@RUST_ONLY
+def test_integers_past_64_bits_and_lone_surrogates_are_judged_by_jsonschema_rs() -> None:
+    """A 250-digit integer or one lone surrogate sent the whole call to pure Python (~1 s for 160 KB)."""
+    fields = {
+        "n": {"type": "integer", "maximum": 10**30},
+        "ids": {"type": "array", "uniqueItems": True},
+        "s": {"type": "string", "maxLength": 2},
+        "k": {"enum": ["a", "b"]},
+    }
+    compiled = compile_schema({"type": "object", "properties": fields}, "rust")
+    good = {"n": 10**30 - 1, "ids": [10**20, 10**20 + 1, int("9" * 250)], "s": "\ud800a", "k": "b", "\udfff": 1}
+    assert compiled.check(good, ArgumentLimits()) == good
+    assert compiled._py is None and compiled._lister is None  # no Python verdict was needed
+    for args, path, message in [
+        ({"n": 10**30 + 1}, "$.n", f"expected a number <= {10**30}, got {10**30 + 1}"),
+        ({"ids": [10**20, 10**20]}, "$.ids", "expected all items to be unique"),
+        ({"s": "\ud800ab"}, "$.s", "expected at most 2 characters, got 3"),
+        ({"k": "\udfff"}, "$.k", 'expected one of ["a", "b"], got "\\udfff"'),
+    ]:
+        with pytest.raises(ToolArgumentError) as err:
+            compiled.check(args, ArgumentLimits())
+        assert [(p.path, p.message) for p in err.value.problems] == [(path, message)]
+
+
+@RUST_ONLY
+def test_a_pattern_that_tells_a_surrogate_from_its_stand_in_is_left_to_python() -> None:
+    for pattern, valid in [("^\\p{Cs}$", True), ("^\\p{Co}$", False), ("^[\\u0000-\\uffff]$", True)]:
+        compiled = compile_schema({"type": "string", "pattern": pattern}, "rust")
+        assert compiled.is_valid("\ud800") is valid, pattern
+        assert compile_schema({"type": "string", "pattern": pattern}, "python").is_valid("\ud800") is valid
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_what_python_must_judge_has_a_time_budget_unless_python_is_the_backend(backend: str) -> None:
+    """A value jsonschema-rs cannot read (a str subclass) went to an unbounded pure-Python verdict."""
+    from harness_one_plugins.validation import VERDICT_BUDGET
+
+    schema = {"type": "object", "properties": {"xs": {"type": "array", "items": {"type": "string"}}}}
+    compiled = compile_schema(schema, backend)
+    args = {"xs": [LoudStr("x")] * 200}
+    clock = _Jumping(0.001)  # 1 ms per reading: each keyword the verdict checks costs one
+    if backend == "python":  # the chosen backend: its verdict takes what it takes
+        assert compiled.check(args, ArgumentLimits(), clock) == args
+        return
+    with pytest.raises(ToolArgumentError) as err:
+        compiled.check(args, ArgumentLimits(), clock)
+    (problem,) = err.value.problems
+    assert (problem.path, problem.keyword) == ("$", "limits")
+    assert (
+        problem.message
+        == f"arguments could not be checked within {VERDICT_BUDGET * 1000:g} ms, so send smaller or simpler arguments"
+    )
+    assert compiled.check(args, ArgumentLimits(), _Jumping(0.0)) == args  # in time: valid
+
+
+@pytest.mark.parametrize(
+    ("fmt", "value"),
+    [
+        ("duration", "banana"),
+        ("uri-template", "{a,,b}"),
+        ("iri", "not an iri"),
+        ("iri-reference", "\\\\x"),
+        ("hostname", "XN--BCHER-KVA.CH"),
+        ("hostname", "xn--bcher-8va.ch"),
+        ("email", "a@xn--bcher-8va.ch"),
+        ("idn-hostname", "a.b."),
+        ("idn-email", "@ü.ch"),
+        ("relative-json-pointer", "801"),
+        ("regex", "a{"),
+        ("regex", "(?i)a"),
+    ],
+)
+def test_both_backends_decide_every_format_alike(fmt: str, value: str) -> None:
+    """jsonschema-rs asserted formats the Python backend does not, and read IDNA labels its own way."""
+    if not rust_available():
+        pytest.skip("jsonschema-rs missing")
+    schema = {"type": "string", "format": fmt}
+    assert compile_schema(schema, "rust").is_valid(value) == compile_schema(schema, "python").is_valid(value)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_dependencies_holds_in_every_draft_as_jsonschema_rs_reads_it(backend: str) -> None:
+    reg = registry(backend)
+    schema = {"type": "object", "properties": {"value": {}, "times": {}}, "dependencies": {"times": ["other"]}}
+    reg.add(lambda **kw: kw, name="t", parameters=schema)
+    assert [(p.path, p.message) for p in refused(reg, "t", {"value": "x", "times": 2})] == [
+        ("$.other", "required when 'times' is present")
+    ]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_tuple_is_an_array(backend: str) -> None:
+    """A tuple from a Python caller was refused as "expected array, got array [1, 2]"."""
+    schema = {"type": "object", "properties": {"items": {"type": "array", "items": {"type": "integer"}}}}
+    compiled = compile_schema(schema, backend)
+    got = compiled.check({"items": (1.0, 2)}, ArgumentLimits())
+    assert got == {"items": (1, 2)} and type(got["items"]) is tuple and type(got["items"][0]) is int
+    assert [(p.path, p.message) for p in compiled.problems({"items": (1, "x")})] == [
+        ("$.items[1]", 'expected integer, got string "x"')
+    ]
+
+
+@RUST_ONLY
+def test_a_pattern_jsonschema_rs_gave_up_on_is_not_called_a_mismatch() -> None:
+    """Past its backtracking limit jsonschema-rs says "invalid": the value may well match."""
+    reg = registry("rust")
+    reg.add(lambda body: body, name="t", parameters={"type": "object", "properties": {"body": {"pattern": "(\\w)\\1"}}})
+    problems = refused(reg, "t", {"body": "lorem ipsum " * 3000 + "all"})  # matches, near its end
+    assert problems[0].path == "$.body"
+    assert problems[0].message.startswith("could not be matched against the pattern '(\\\\w)\\\\1' within the time limit")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_refusal_names_the_field_when_the_listing_has_no_time(backend: str) -> None:
+    """Out of listing time before the first problem: "$: arguments do not match the schema" named nothing."""
+    schema = {"type": "object", "properties": {"rows": {"type": "array", "items": {"properties": {"qty": {"type": "integer"}}}}}}
+    compiled = compile_schema(schema, backend)
+    with pytest.raises(ToolArgumentError) as err:
+        compiled.check({"rows": [{"qty": 1}, {"qty": "two"}]}, ArgumentLimits(), _Jumping(1.0))
+    assert [(p.path, p.message) for p in err.value.problems] == [
+        ("$.rows[1].qty", 'expected integer, got string "two"'),
+        ("$", "more problems may follow; fix these first"),
+    ]
+
+
+D7 = {"$schema": DRAFT7}
+NAMED = [
+    ({"a": {"type": "integer"}}, {"a": "x"}),
+    ({"a": {"type": "string", "enum": ["r", "g"]}}, {"a": 5}),
+    ({"a": {"const": "r"}}, {"a": 5}),
+    ({"a": {"type": "object", "required": ["b", "c"]}}, {"a": {}}),
+    ({"a": {"dependentRequired": {"card": ["cvv", "zip"]}}}, {"a": {"card": 1}}),
+    ({"a": {"if": {"properties": {"m": {"const": "bank"}}}, "then": {"required": ["iban"]}}}, {"a": {"m": "bank"}}),
+    ({"a": {"properties": {"b": {}}, "additionalProperties": False}}, {"a": {"b": 1, "zz": 2, "\ud800": 3}}),
+    ({"a": {"allOf": [{"properties": {"b": {}}}], "unevaluatedProperties": False}}, {"a": {"b": 1, "zz": 2}}),
+    ({"a": {"anyOf": [{"$ref": "#/$defs/A"}, {"type": "null"}]}}, {"a": {"zip": "1"}}),
+    ({"a": {"anyOf": [{"$ref": "#/$defs/A"}, {"type": "null"}]}}, {"a": 3}),
+    ({"a": {"oneOf": [{"type": "integer"}, {"minimum": 0}]}}, {"a": 5}),
+    ({"a": {"oneOf": [{"type": "integer"}, {"type": "string", "pattern": "^[0-9]+$"}]}}, {"a": 1.5}),
+    ({"a": {"type": "string", "format": "email"}}, {"a": "nope"}),
+    ({"a": {"type": "string", "minLength": 3}}, {"a": "\ud800b"}),
+    ({"a": {"exclusiveMinimum": 0}}, {"a": 0}),
+    ({"a": {"multipleOf": 0.01}}, {"a": 0.30000000000000004}),
+    ({"a": {"type": "object", "propertyNames": {"maxLength": 3}}}, {"a": {"toolong": 1}}),
+    ({"a": {"propertyNames": {"pattern": "^[a-z]+$"}}}, {"a": {"BAD": 1}}),
+    ({"a": {"type": "array", "prefixItems": [{"type": "integer"}], "items": False}}, {"a": [1, 2, 3]}),
+    ({"a": {"contains": {"type": "integer"}, "minContains": 2}}, {"a": [1, "a"]}),
+    ({"a": False}, {"a": 1}),
+    ({"a": {"not": {"type": "array"}}}, {"a": [1]}),
+    ({"a": {"uniqueItems": True}}, {"a": [1, 1]}),
+    ({"a": {"$ref": "#I"}}, {"a": 7}),
+    ({"a": {"pattern": "(\\w)\\1"}}, {"a": "lorem ipsum " * 3000}),
+]
+
+
+@RUST_ONLY
+@pytest.mark.parametrize(("field", "args"), NAMED, ids=[str(i) for i in range(len(NAMED))])
+def test_jsonschema_rs_names_a_problem_as_the_listing_does(field: dict[str, Any], args: dict[str, Any]) -> None:
+    defs = {"A": {"type": "object", "properties": {"zip": {"type": "string", "pattern": "^[0-9]{5}$"}}}}
+    defs["I"] = {"$anchor": "I", "type": "integer", "maximum": 3}
+    compiled = compile_schema({"$id": "https://example.com/t", "type": "object", "properties": field, "$defs": defs}, "rust")
+    listed = [p for p in compiled.problems(args) if not p.is_listing_cut]
+    named = [p for p in compiled.problems(args, _Jumping(1.0)) if not p.is_listing_cut]  # the listing has no time
+    assert named and set(named) <= set(listed), (named, listed)
+
+
+@RUST_ONLY
+@pytest.mark.parametrize("args", [{"t": ["a", "b"]}, {"c": ["a"]}, {"d": {"times": 1}}])
+def test_jsonschema_rs_names_draft7_problems_as_the_listing_does(args: dict[str, Any]) -> None:
+    fields = {
+        "t": {"items": [{"type": "string"}], "additionalItems": False},
+        "c": {"contains": {"type": "integer"}},
+        "d": {"dependencies": {"times": ["other"]}},
+    }
+    compiled = compile_schema({**D7, "type": "object", "properties": fields}, "rust")
+    listed = [p for p in compiled.problems(args) if not p.is_listing_cut]
+    named = [p for p in compiled.problems(args, _Jumping(1.0)) if not p.is_listing_cut]
+    assert named and set(named) <= set(listed), (named, listed)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_integers_are_found_through_anchors_patterns_conditions_and_dependent_schemas(backend: str) -> None:
+    integer = {"type": "integer"}
+    schema = {
+        "$id": "https://example.com/t",
+        "type": "object",
+        "$defs": {"I": {"$anchor": "I", **integer}, "O": {"$anchor": "O", "properties": {"mode": {"default": "fast"}}}},
+        "properties": {"a": {"$ref": "#I"}, "p": {"type": "object", "patternProperties": {"^n": integer}}, "c": {}, "d": {}},
+        "if": {"required": ["c"]},
+        "then": {"properties": {"c": integer}},
+        "dependentSchemas": {"d": {"properties": {"d": integer}}},
+        "patternProperties": {"^o": {"$ref": "#O"}},
+    }
+    compiled = compile_schema({**schema, "properties": {**schema["properties"], "opts": {"$ref": "#O"}}}, backend)
+    got = compiled.check({"a": 2.0, "p": {"n1": 3.0, "x": 4.0}, "c": 5.0, "d": 6.0, "opts": {}}, ArgumentLimits())
+    assert got == {"a": 2, "p": {"n1": 3, "x": 4.0}, "c": 5, "d": 6, "opts": {"mode": "fast"}}
+    assert [type(got["a"]), type(got["p"]["n1"]), type(got["p"]["x"]), type(got["c"]), type(got["d"])] == [
+        int,
+        int,
+        float,
+        int,
+        int,
+    ]

@@ -2,8 +2,9 @@
 
 Formats: jsonschema's own checkers are lenient in places (leap seconds, e-mail local parts,
 IDNA A-labels); these follow RFC 3339, RFC 5321, RFC 1123/5890 and RFC 4122 as the JSON
-Schema Test Suite reads them, so both backends give the same verdicts. Formats not listed
-keep jsonschema's checkers.
+Schema Test Suite reads them. Formats not listed keep jsonschema's checkers. jsonschema-rs
+checks date, date-time, time, uri, uuid, ipv4 and ipv6 natively, as these do; it is given
+the Python checker for every other format, so both backends give the same verdicts.
 
 Patterns: JSON Schema patterns are ECMA-262 regular expressions. jsonschema-rs implements
 them; :func:`python_pattern` rewrites one for the ``regex`` module so that the pure-Python
@@ -30,6 +31,12 @@ _LABEL = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?", re.ASCII)
 _ATOM = r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+"
 _DOT_STRING = re.compile(rf"{_ATOM}(?:\.{_ATOM})*", re.ASCII)
 _QUOTED = re.compile(r'"(?:[\x20\x21\x23-\x5b\x5d-\x7e]|\\[\x20-\x7e])*"', re.ASCII)
+# The common case at C speed (jsonschema-rs calls these for every address and host name): LDH
+# labels with no "--" after their first two characters (so no A-label to decode).
+_PLAIN_LABEL = r"(?![A-Za-z0-9-]{2}--)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+_PLAIN_HOSTNAME = rf"{_PLAIN_LABEL}(?:\.{_PLAIN_LABEL})*"
+_PLAIN_HOST = re.compile(_PLAIN_HOSTNAME, re.ASCII)
+_PLAIN_EMAIL = re.compile(rf"({_ATOM}(?:\.{_ATOM})*)@({_PLAIN_HOSTNAME})", re.ASCII)
 
 
 def is_date(value: object) -> bool:
@@ -76,6 +83,8 @@ def is_uuid(value: object) -> bool:
 def is_hostname(value: object) -> bool:
     if not isinstance(value, str):
         return True
+    if len(value) <= 253 and _PLAIN_HOST.fullmatch(value):
+        return True
     if not value or len(value) > 253 or not value.isascii():
         return False
     for label in value.split("."):
@@ -115,6 +124,9 @@ def is_ipv6(value: object) -> bool:
 
 def is_email(value: object) -> bool:
     if not isinstance(value, str):
+        return True
+    plain = _PLAIN_EMAIL.fullmatch(value)
+    if plain and len(plain[1]) <= 64 and len(plain[2]) <= 253:
         return True
     local, at, domain = value.rpartition("@")
     if not at or not local or not domain or len(local) > 64:  # RFC 5321: a local part of 64 octets at most

@@ -1,8 +1,11 @@
 """The ``validation`` plugin: JSON Schema checks compiled once per tool, errors a model can act on.
 
-jsonschema-rs decides valid or invalid; jsonschema (pure Python, imported on the first refusal)
-lists what is wrong. With ``backend="python"`` jsonschema does both. Either way a refusal is a
-:class:`~harness_one.ToolArgumentError` whose problems name the field and what was expected.
+jsonschema-rs decides valid or invalid; jsonschema (pure Python, imported on the first refusal,
+or for a schema naming a format such as json-pointer or regex, whose checker jsonschema-rs is
+given) lists what is wrong, and decides within a time budget what jsonschema-rs cannot read.
+With ``backend="python"`` jsonschema does both. Either way a refusal is a
+:class:`~harness_one.ToolArgumentError` whose problems name the field and what was expected
+(the verdict's first error, when the listing finds none in its time).
 """
 
 from __future__ import annotations
@@ -14,11 +17,12 @@ import functools
 import itertools
 import json
 import math
+import re
 import sys
 import time
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from typing import Any, Literal
-from urllib.parse import unquote
+from urllib.parse import unquote, urldefrag
 
 from harness_one import (
     ArgumentLimits,
@@ -47,12 +51,14 @@ MAX_PROBLEMS = 20
 LISTING_BUDGET = 0.005
 #: Seconds the pure-Python backend may spend matching patterns for one call; past it the call is refused.
 PATTERN_BUDGET = 0.005
+#: Seconds the pure-Python verdict may take where jsonschema-rs cannot judge the arguments; past it they are refused.
+VERDICT_BUDGET = 0.02
 #: Backtracking steps jsonschema-rs may take for one pattern with backreferences or lookaround (about 0.6 ms).
 BACKTRACK_LIMIT = 20_000
 
 _FLOAT = 1  # a float somewhere (an integer-valued one may need to become an int)
-_ODD = 2  # a value jsonschema-rs cannot be trusted with: huge int, NaN, non-str key, subclass, non-JSON type
-_I_MIN, _I_MAX = -(1 << 63), (1 << 64) - 1  # jsonschema-rs reads integers in this range exactly
+_ODD = 2  # a value jsonschema-rs cannot be trusted with: int past the text limit, NaN, non-str key, subclass, non-JSON type
+_I_MIN, _I_MAX = -(1 << 63), (1 << 64) - 1  # integers in this range are never too long (checked first, at no cost)
 _BOUNDS: dict[int, int] = {4300: 10**4300}  # digits -> the first integer past them
 
 
@@ -63,6 +69,11 @@ def _int_bound() -> tuple[int, int]:
     if bound is None:
         bound = _BOUNDS[digits] = 10**digits
     return digits, bound
+
+
+def _too_long(value: int) -> bool:
+    """Whether ``value`` has more digits than the int-to-text limit (no JSON text holds it; jsonschema-rs reads any other exactly)."""
+    return not _I_MIN <= value <= _I_MAX and abs(value) >= _int_bound()[1]
 
 
 _CHUNK = 4096  # items of a long list measured between two checks of the size so far
@@ -128,6 +139,172 @@ def _refuse_remote_rs(uri: str) -> Any:
     raise ValueError(f"remote reference {uri} is never fetched")
 
 
+# ---------------------------------------------------------------------------- what jsonschema-rs is given
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_STAND_IN = re.compile("[\U0010f800-\U0010ffff]")
+_SHIFT = 0x10F800 - 0xD800  # a lone surrogate's stand-in: as far into the last 2,048 code points (private use)
+# What could tell a lone surrogate from its stand-in: in a pattern, a code point escape or a class
+# of surrogates or private use; in a pattern or a value, a character from U+D800 on.
+_TELLS_PATTERN = re.compile(r"\\u|\\[pP]\{[^}]*(?:Co|Cs|Private|Surrogate)|[\ud800-\U0010ffff]")
+_TELLS_VALUE = re.compile("[\ud800-\U0010ffff]")
+
+
+def _stood_in(instance: Any) -> Any:
+    """``instance`` with each lone surrogate replaced by its stand-in, or None when it holds none.
+
+    jsonschema-rs reads only what UTF-8 can hold; a lone surrogate is valid in a Python string
+    (and in the JSON escape ``"\\ud800"``), and passes as a string like any other.
+    """
+    try:
+        text = json.dumps(instance, ensure_ascii=False)
+    except (TypeError, ValueError):
+        return None
+    if _SURROGATE.search(text) is None:
+        return None
+    return json.loads(_SURROGATE.sub(lambda m: chr(ord(m.group()) + _SHIFT), text))
+
+
+def _back(text: str) -> str:
+    """``text`` as it was before :func:`_stood_in`."""
+    return _STAND_IN.sub(lambda m: chr(ord(m.group()) - _SHIFT), text)
+
+
+def _tells_surrogates_apart(schema: Any) -> bool:
+    """Whether a pattern or an ``enum``/``const`` value of ``schema`` could tell a lone surrogate from its stand-in."""
+    stack = [(schema, False)]
+    while stack:
+        node, data = stack.pop()
+        if isinstance(node, str):
+            if _TELLS_VALUE.search(node) if data else _TELLS_PATTERN.search(node):
+                return True
+        elif isinstance(node, dict):
+            for key, value in node.items():
+                if data or key in ("enum", "const"):
+                    stack.extend(((key, True), (value, True)))
+                elif key == "pattern":
+                    stack.append((value, False))
+                elif key == "patternProperties" and isinstance(value, dict):
+                    stack.extend((name, False) for name in value)
+                    stack.extend((sub, False) for sub in value.values())
+                elif isinstance(value, (dict, list)):
+                    stack.append((value, False))
+        elif isinstance(node, list):
+            stack.extend((item, data) for item in node)
+    return False
+
+
+#: Formats jsonschema-rs checks natively as the strict checkers of ``_formats`` do (the JSON Schema
+#: Test Suite and fuzzing say so); for any other, it is given the Python backend's checker.
+_NATIVE_FORMATS = frozenset({"date", "date-time", "time", "uuid", "ipv4", "ipv6", "uri"})
+
+
+def _rust_formats(schema: Any) -> dict[str, Callable[[str], bool]] | None:
+    """The checkers jsonschema-rs is given for the formats ``schema`` names, so both backends decide alike.
+
+    The strict ones for hostname and email (jsonschema-rs reads IDNA labels its own way),
+    jsonschema's for the others it has (imported here only for those), and one that accepts
+    anything where it has none (jsonschema-rs would otherwise assert duration, iri,
+    uri-template, ..., which the Python backend does not).
+    """
+    names = _format_names(schema) - _NATIVE_FORMATS
+    if not names:
+        return None
+    found: dict[str, Callable[[str], bool]] = {n: _formats.STRICT_FORMATS[n] for n in names if n in _formats.STRICT_FORMATS}
+    if names - found.keys():
+        from jsonschema import validators
+
+        base = validators.validator_for(
+            dict(schema) if isinstance(schema, Mapping) else {}, default=validators.Draft202012Validator
+        )
+        checker = _format_checker(base)
+        found.update({name: _checker_of(checker, name) for name in names - found.keys()})
+    return found
+
+
+def _checker_of(checker: Any, name: str) -> Callable[[str], bool]:
+    """``checker``'s check of the format ``name`` as a function of a string (the function itself where it raises nothing)."""
+    if name not in checker.checkers:
+        return _any_text
+    func, raises = checker.checkers[name]
+    return func if not raises else functools.partial(checker.conforms, format=name)
+
+
+def _format_names(schema: Any) -> set[str]:
+    """Every ``format`` a schema names (anything keyed ``format``: a safe over-estimate)."""
+    names: set[str] = set()
+    stack = [schema]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            if isinstance(node.get("format"), str):
+                names.add(node["format"])
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return names
+
+
+def _any_text(value: str) -> bool:
+    """The check of a format the Python backend does not assert."""
+    return True
+
+
+_BASE_URI = "urn:harness-one:parameters"  # the base URI of a schema without an $id
+
+
+def _pointed(root: Any, fragment: str, fallback: Any) -> Any:
+    """The node the JSON pointer ``fragment`` names in ``root``, else ``fallback``."""
+    if fragment and not fragment.startswith("/"):
+        return fallback  # an anchor
+    node = root
+    for escaped in unquote(fragment).split("/")[1:]:
+        token = escaped.replace("~1", "/").replace("~0", "~")
+        if isinstance(node, Mapping) and token in node:
+            node = node[token]
+        elif isinstance(node, list) and token.isdigit() and int(token) < len(node):
+            node = node[int(token)]
+        else:
+            return fallback
+    return node
+
+
+class _Refs:
+    """The references of one schema, resolved as jsonschema-rs's validator resolves them
+    (JSON pointers, anchors, embedded ``$id`` resources), and its draft (4, 6, 7, 19 or 20).
+
+    ``resolver`` is None without jsonschema-rs, or for a schema it cannot register (one with a
+    remote reference, which the definition check refuses): then no reference is followed.
+    """
+
+    __slots__ = ("draft", "resolver", "root")
+
+    def __init__(self, root: Any) -> None:
+        self.root = root
+        self.resolver: Any = None
+        self.draft = 20
+        rs = _rust()
+        if rs is not None and isinstance(root, Mapping):
+            with contextlib.suppress(Exception):
+                resolved = rs.Registry([(_BASE_URI, root)], retriever=_refuse_remote_rs).resolver(_BASE_URI).lookup("")
+                self.resolver, self.draft = resolved.resolver, resolved.draft
+
+    def lookup(self, scope: Any, ref: str) -> tuple[Any, Any] | None:
+        """The schema ``ref`` names from the base URI of ``scope`` (a resolver) and the resolver of its own
+        references, or None. In the root resource it is the schema itself (jsonschema-rs gives a copy)."""
+        if scope is None:
+            return None
+        try:
+            resolved = scope.lookup(ref)
+        except Exception:  # nothing there
+            return None
+        uri, fragment = urldefrag(ref)
+        node = resolved.contents
+        if uri in ("", self.resolver.base_uri) and scope.base_uri == self.resolver.base_uri:
+            node = _pointed(self.root, fragment, node)
+        return node, resolved.resolver
+
+
 # ---------------------------------------------------------------------------- limits and odd values
 
 
@@ -173,6 +350,12 @@ def _too_big(size: int, max_bytes: int) -> ToolArgumentError:
     )
 
 
+def _too_slow() -> ArgumentProblem:
+    budget = f"{VERDICT_BUDGET * 1000:g} ms"
+    text = f"arguments could not be checked within {budget}, so send smaller or simpler arguments"
+    return ArgumentProblem("$", text, "limits", f"arguments checked within {budget}")
+
+
 def _scan(args: dict[Any, Any], limits: ArgumentLimits) -> int:
     """Refuse arguments deeper than ``max_depth`` or larger than about ``max_bytes``; return flags.
 
@@ -186,7 +369,7 @@ def _scan(args: dict[Any, Any], limits: ArgumentLimits) -> int:
             if kind is str:
                 size += len(value) + 2  # and its quotes: an empty string is not free
             elif kind is int:
-                if not _I_MIN <= value <= _I_MAX:
+                if _too_long(value):
                     flags |= _ODD
             elif kind is float:
                 flags |= _FLOAT
@@ -216,7 +399,7 @@ def _uniform(values: Collection[Any]) -> tuple[int, int] | None:
     if kind is str:
         return sum(map(len, values)) + 2 * count, 0
     if kind is int:
-        return 8 * count, 0 if min(values) >= _I_MIN and max(values) <= _I_MAX else _ODD
+        return 8 * count, _ODD if _too_long(min(values)) or _too_long(max(values)) else 0
     if kind is float:
         return 8 * count, _FLOAT if all(map(math.isfinite, values)) else _FLOAT | _ODD
     if kind is bool or kind is type(None):
@@ -245,7 +428,7 @@ def _scan_nested(root: Any, limits: ArgumentLimits) -> int:
         for node in level:
             if size > max_bytes:
                 raise _too_big(size, max_bytes)
-            if type(node) is not dict and type(node) is not list:
+            if type(node) is not dict and type(node) is not list and type(node) is not tuple:
                 flags |= _ODD
             if isinstance(node, dict):
                 if len(node) > 64 and set(map(type, node)) == {str}:
@@ -278,13 +461,13 @@ def _scan_nested(root: Any, limits: ArgumentLimits) -> int:
                     kind = type(value)
                     if kind is str:
                         size += len(value) + 2  # and its quotes: an empty string is not free
-                    elif kind is dict or kind is list:
+                    elif kind is dict or kind is list or kind is tuple:  # jsonschema-rs reads a tuple as an array
                         if value or deep:
                             push(value)
                         size += 2
                         containers += 1
                     elif kind is int:
-                        if not _I_MIN <= value <= _I_MAX:
+                        if _too_long(value):
                             flags |= _ODD
                         size += 8
                     elif kind is float:
@@ -296,7 +479,7 @@ def _scan_nested(root: Any, limits: ArgumentLimits) -> int:
                         size += 4
                     else:
                         flags |= _ODD
-                        if isinstance(value, (dict, list, tuple)):  # a tuple is walked like the list it is sent as
+                        if isinstance(value, (dict, list, tuple)):  # a subclass: walked like the list or dict it is sent as
                             push(value)
                             containers += 1
                         elif isinstance(value, str):
@@ -401,18 +584,26 @@ def _search_python(pattern: str, text: str) -> bool | None:
 
 
 @functools.lru_cache(maxsize=4096)
-def _rust_pattern(pattern: str) -> Callable[[Any], bool]:
+def _rust_pattern(pattern: str) -> Any:
     rs = _rust()
-    options = rs.FancyRegexOptions(backtrack_limit=BACKTRACK_LIMIT)
-    return rs.validator_for({"pattern": pattern}, pattern_options=options).is_valid  # type: ignore[no-any-return]
+    return rs.validator_for({"pattern": pattern}, pattern_options=rs.FancyRegexOptions(backtrack_limit=BACKTRACK_LIMIT))
 
 
 def _search_rust(pattern: str, text: str) -> bool | None:
-    """The same verdict jsonschema-rs gave (used when listing its refusals); Python for what it cannot take."""
+    """The same verdict jsonschema-rs gave (used when listing its refusals); Python for what it cannot take.
+
+    None when jsonschema-rs gave up at its backtracking limit: not matched in time, which is not a mismatch.
+    """
     try:
-        return _rust_pattern(pattern)("" + text)
+        error = next(iter(_rust_pattern(pattern).iter_errors("" + text)), None)
     except Exception:
         return _search_python(pattern, text)
+    return True if error is None else None if _gave_up(error) else False
+
+
+def _gave_up(error: Any) -> bool:
+    """Whether a jsonschema-rs error is its pattern matcher giving up at the backtracking limit."""
+    return isinstance(error.kind, _rust().ValidationErrorKind.BacktrackLimitExceeded)
 
 
 def _timed_out() -> Any:
@@ -724,14 +915,17 @@ def _extended(base: Any, engine: str, listing: bool = False, false_schemas: bool
     ``False schema does not allow <repr>`` at the path of the object holding it (``$`` for
     ``properties: {x: false}``), 120 ms for 60 integers of 4,000 digits.
     """
+    from jsonschema import _legacy_keywords as legacy
     from jsonschema import validators
     from jsonschema.exceptions import ValidationError
 
     search = _search_rust if engine == "rust" else _search_python
     keywords = {**base.VALIDATORS, **_quiet(base), **_keywords(search, base is validators.Draft202012Validator)}
+    # 2019-09 split `dependencies` in two; jsonschema-rs still reads it there, so both backends do.
+    keywords.setdefault("dependencies", legacy.dependencies_draft4_draft6_draft7)
     if listing:
         keywords = {name: _guarded(fn) for name, fn in keywords.items()}
-    extended = validators.extend(base, keywords)
+    extended = validators.extend(base, keywords, type_checker=base.TYPE_CHECKER.redefine("array", _is_array))
     if not false_schemas:
         return extended
     descend = extended.descend
@@ -750,6 +944,11 @@ def _extended(base: Any, engine: str, listing: bool = False, false_schemas: bool
 
     extended.descend = descend_quietly  # this class only: extend() made it
     return extended
+
+
+def _is_array(checker: Any, instance: Any) -> bool:
+    """A list, or a tuple from a caller in the process (sent as the list it is, read so by jsonschema-rs)."""
+    return isinstance(instance, (list, tuple))
 
 
 def _holds_false(schema: Any) -> bool:
@@ -798,7 +997,19 @@ def _python_validator(schema: Mapping[str, Any] | bool, formats: bool, engine: s
 class CompiledSchema:
     """A schema compiled once: a fast verdict, the full error list, integer and default plans."""
 
-    __slots__ = ("_defaults", "_fast", "_formats", "_integers", "_lister", "_py", "backend", "schema")
+    __slots__ = (
+        "_defaults",
+        "_fast",
+        "_formats",
+        "_integers",
+        "_lister",
+        "_py",
+        "_refs",
+        "_rs",
+        "_surrogates_matter",
+        "backend",
+        "schema",
+    )
 
     def __init__(self, schema: Mapping[str, Any] | bool, backend: Backend = "auto", *, formats: bool = True) -> None:
         self.schema = schema
@@ -808,19 +1019,25 @@ class CompiledSchema:
         self.backend = "rust" if rs is not None else "python"
         self._formats = formats
         self._fast: Callable[[Any], bool] | None = None
+        self._rs: Any = None
         self._py: Any = None
         self._lister: Any = None
+        self._refs = _Refs(schema)
+        self._surrogates_matter = False
         if rs is not None:
-            self._fast = rs.validator_for(
+            self._rs = rs.validator_for(
                 schema,
+                formats=_rust_formats(schema) if formats else None,
                 validate_formats=formats,
                 retriever=_refuse_remote_rs,
                 pattern_options=rs.FancyRegexOptions(backtrack_limit=BACKTRACK_LIMIT),
-            ).is_valid
+            )
+            self._fast = self._rs.is_valid
+            self._surrogates_matter = _tells_surrogates_apart(schema)
         else:
-            self._py = _python_validator(schema, formats, "python")
-        self._defaults = _default_plan(schema)
-        self._integers = _integer_plan(schema)
+            self._python()
+        self._defaults = _default_plan(schema, self._refs)
+        self._integers = _integer_plan(schema, self._refs)
 
     def _python(self) -> Any:
         if self._py is None:
@@ -830,22 +1047,57 @@ class CompiledSchema:
 
     def _listing(self) -> Any:
         if self._lister is None:
+            _warm_patterns(self.schema)
             self._lister = _python_validator(self.schema, self._formats, self.backend, listing=True)
         return self._lister
 
-    @staticmethod
-    def _python_valid(validator: Any, instance: Any) -> bool:
+    def _rust_verdict(self, instance: Any, flags: int) -> bool | None:
+        """jsonschema-rs's verdict, or None where it cannot judge ``instance`` exactly (jsonschema decides then).
+
+        A lone surrogate, which no UTF-8 text holds, is judged as a private-use stand-in
+        (:func:`_stood_in`) unless the schema could tell the two apart.
+        """
+        fast = self._fast
+        if fast is None or flags & _ODD:
+            return None
         try:
-            return bool(validator.is_valid(instance))
+            return bool(fast(instance))
+        except UnicodeEncodeError:
+            stood = None if self._surrogates_matter else _stood_in(instance)
         except Exception:
-            return False
+            return None
+        if stood is None:
+            return None
+        try:
+            return bool(fast(stood))
+        except Exception:
+            return None
+
+    def _python_first(self, instance: Any, now: Callable[[], float]) -> tuple[bool, Any]:
+        """jsonschema's verdict and first error (None when valid, or when it raised: then invalid).
+
+        Where jsonschema-rs could not judge (backend ``"rust"``), the verdict has
+        :data:`VERDICT_BUDGET` seconds; past it the arguments are refused.
+        """
+        python = self.backend == "python"
+        validator = self._python() if python else self._listing()  # built before the clock starts
+        token = _LISTING.set(None if python else _Budget(VERDICT_BUDGET, now))
+        try:
+            first = next(validator.iter_errors(instance), None)
+        except _OutOfTime:
+            raise ToolArgumentError([_too_slow()]) from None
+        except Exception:
+            return False, None
+        finally:
+            _LISTING.reset(token)
+        return first is None, first
 
     def check(
         self, args: dict[str, Any], limits: ArgumentLimits, clock: Clock | None = None, plain: bool = False
     ) -> dict[str, Any]:
         """``args`` validated: limits, verdict, then integers and defaults filled in (in a copy).
 
-        ``clock`` times the pattern and listing budgets (the system clock by default).
+        ``clock`` times the pattern, verdict and listing budgets (the system clock by default).
         ``plain=True`` vouches that ``args`` holds only JSON values within ``limits`` (decoded
         from JSON text, see :attr:`Call.decoded`), so they are not walked again.
         """
@@ -854,20 +1106,17 @@ class CompiledSchema:
             odd = _odd_problems(args)
             if odd:
                 raise ToolArgumentError(odd)
-        verdict = None
-        fast = self._fast
-        if fast is not None and not flags & _ODD:
-            with contextlib.suppress(Exception):
-                verdict = fast(args)
+        verdict = self._rust_verdict(args, flags)
         if verdict is not True:
-            validator = self._python()  # built (jsonschema imported) before the clock starts
+            self._listing()  # built (jsonschema imported) before the clock starts
             now = clock.now if clock is not None else time.monotonic
             token = _BUDGET.set(_Budget(PATTERN_BUDGET, now))  # one pattern budget for the verdict and the listing
             try:
+                first = None
                 if verdict is None:
-                    verdict = self._python_valid(validator, args)
+                    verdict, first = self._python_first(args, now)
                 if not verdict:
-                    raise ToolArgumentError(self.problems(args, clock))
+                    raise ToolArgumentError(self._problems(args, clock, first))
             finally:
                 _BUDGET.reset(token)
         if flags & _FLOAT and self._integers is not None:
@@ -884,11 +1133,9 @@ class CompiledSchema:
         flags = _scan_nested([instance], ArgumentLimits())
         if flags & _ODD and _odd_problems([instance]):
             return False
-        if self._fast is not None and not flags & _ODD:
-            try:
-                return bool(self._fast(instance))
-            except Exception:
-                pass
+        verdict = self._rust_verdict(instance, flags)
+        if verdict is not None:
+            return verdict
         validator = self._python()
         token = _BUDGET.set(_Budget(PATTERN_BUDGET, time.monotonic))
         try:
@@ -899,8 +1146,13 @@ class CompiledSchema:
     def problems(self, instance: Any, clock: Clock | None = None) -> list[ArgumentProblem]:
         """What is wrong, each with its JSON path, keyword, what was expected and what came.
 
-        At most :data:`MAX_PROBLEMS`; listing stops after :data:`LISTING_BUDGET` seconds on ``clock``.
+        At most :data:`MAX_PROBLEMS`; listing stops after :data:`LISTING_BUDGET` seconds on
+        ``clock``. When it found nothing by then, jsonschema-rs's first error is named.
         """
+        return self._problems(instance, clock, None)
+
+    def _problems(self, instance: Any, clock: Clock | None, first: Any) -> list[ArgumentProblem]:
+        """:meth:`problems`; ``first`` is the Python verdict's first error, named if the listing finds nothing."""
         found: list[ArgumentProblem] = []
         validator = self._listing()  # built (jsonschema imported) before the clock starts
         now = clock.now if clock is not None else time.monotonic
@@ -924,6 +1176,8 @@ class CompiledSchema:
         finally:
             _LISTING.reset(listing_token)
             _BUDGET.reset(token)
+        if not found:  # out of time, or the backends disagree: the verdict's own first error names the place
+            found = _describe(first) if first is not None else self._rust_problems(instance)
         unique = sorted(dict.fromkeys(found), key=lambda p: (p.path, p.keyword))[:MAX_PROBLEMS]
         if not unique and stopped:
             stopped = ""
@@ -931,7 +1185,7 @@ class CompiledSchema:
             unique.append(
                 ArgumentProblem("$", text + ", so send smaller or simpler arguments", "limits", "arguments that match the schema")
             )
-        elif not unique:  # the backends disagree: what no JSON holds (1e400 read as infinity), or the fast verdict
+        elif not unique:  # what no JSON holds (1e400 read as infinity), or what neither backend could place
             odd = _odd_problems(instance) if isinstance(instance, (dict, list)) else []
             unique = odd[:MAX_PROBLEMS] or [
                 ArgumentProblem("$", "arguments do not match the schema", "schema", "arguments that match the schema")
@@ -939,6 +1193,26 @@ class CompiledSchema:
         if stopped:  # every problem says what was expected, the note on a listing cut short too
             unique.append(ArgumentProblem.listing_cut(stopped))
         return unique
+
+    def _rust_problems(self, instance: Any) -> list[ArgumentProblem]:
+        """jsonschema-rs's first error for ``instance``, worded as the listing words it (none where it cannot judge)."""
+        validator = self._rs
+        if validator is None:
+            return []
+        view = instance
+        try:
+            try:
+                validator.validate(view)
+            except UnicodeEncodeError:
+                view = _stood_in(instance)
+                if view is None:
+                    return []
+                validator.validate(view)
+        except _rust().ValidationError as error:
+            return _describe(_read_rust(error, self._refs, instance, stood=view is not instance))
+        except Exception:
+            return []
+        return []
 
     def fill_defaults(self, instance: dict[str, Any]) -> dict[str, Any]:
         """A copy of ``instance`` with schema defaults for missing properties (the original is untouched)."""
@@ -958,29 +1232,38 @@ def compile_schema(schema: Mapping[str, Any] | bool, backend: Backend = "auto", 
 
 # ---------------------------------------------------------------------------- integers and defaults
 
-# (this value is an integer, properties, items, prefix items, additional properties)
-_IntPlan = tuple[bool, "dict[str, _IntPlan] | None", "_IntPlan | None", "list[_IntPlan | None] | None", "_IntPlan | None"]
+# (this value is an integer, properties, items, prefix items, additional properties, pattern properties)
+_IntPlan = tuple[
+    bool,
+    "dict[str, _IntPlan] | None",
+    "_IntPlan | None",
+    "list[_IntPlan | None] | None",
+    "_IntPlan | None",
+    "tuple[tuple[str, _IntPlan], ...] | None",
+]
 
 
-def _integer_plan(schema: Any) -> _IntPlan | None:
+def _integer_plan(schema: Any, refs: _Refs) -> _IntPlan | None:
     """Where the schema says ``integer``, so a validated ``2.0`` there becomes ``2`` (JSON Schema's integer rule).
 
-    Followed: properties, items, prefix items, additional properties, ``allOf``, ``anyOf``/``oneOf``
-    (integer when an alternative says so and none takes other numbers) and local ``$ref``s (not
-    back into a schema already being followed).
+    Followed: properties, pattern properties, items, prefix items, additional properties,
+    ``allOf``, ``dependentSchemas``, ``anyOf``/``oneOf`` and ``then``/``else`` (integer when an
+    alternative says so and none takes other numbers; a missing ``then`` or ``else`` takes any)
+    and ``$ref``s within the schema, to a pointer or an anchor (not back into one being followed).
     """
-    return _IntegerPlanner(schema).plan(schema, 0, frozenset())
+    return _IntegerPlanner(refs).plan(schema, 0, frozenset(), refs.resolver)
 
 
 class _Planner:
-    """A walk of one root schema with bounded work (depth and nodes), following local ``$ref``s
-    (never back into one being followed)."""
+    """A walk of one root schema with bounded work (depth and nodes), following its ``$ref``s as
+    jsonschema-rs resolves them (JSON pointers, anchors, embedded ``$id`` resources; never back
+    into one being followed). ``scope`` is the resolver of the references met on the way."""
 
     MAX_DEPTH = 32
     MAX_NODES = 5000
 
-    def __init__(self, root: Any) -> None:
-        self.root = root
+    def __init__(self, refs: _Refs) -> None:
+        self.refs = refs
         self.nodes = 0
 
     def _enter(self, schema: Any, depth: int) -> bool:
@@ -988,47 +1271,69 @@ class _Planner:
         self.nodes += 1
         return isinstance(schema, Mapping) and depth <= self.MAX_DEPTH and self.nodes <= self.MAX_NODES
 
-    def _ref(self, schema: Mapping[str, Any], seen: frozenset[str]) -> tuple[Any, frozenset[str]] | None:
-        """The local ``$ref`` target of ``schema`` and the refs followed with it, or None."""
+    def _scope(self, schema: Mapping[str, Any], scope: Any) -> Any:
+        """The resolver of ``schema``'s own references: that of its ``$id``, if it has one."""
+        ident = schema.get("id" if self.refs.draft == 4 else "$id")
+        if isinstance(ident, str) and not (self.refs.draft <= 7 and "$ref" in schema):  # drafts 4-7 ignore $ref's siblings
+            found = self.refs.lookup(scope, ident)
+            if found is not None:
+                return found[1]
+        return scope
+
+    def _ref(self, schema: Mapping[str, Any], seen: frozenset[str], scope: Any) -> tuple[Any, frozenset[str], Any] | None:
+        """The target of ``schema``'s ``$ref``, the refs followed with it and the resolver of its own, or None."""
         ref = schema.get("$ref")
-        if isinstance(ref, str) and ref.startswith("#") and ref not in seen:
-            return _resolve_local(self.root, ref), seen | {ref}
-        return None
+        if not isinstance(ref, str) or scope is None:
+            return None
+        key = f"{scope.base_uri} {ref}"
+        found = None if key in seen else self.refs.lookup(scope, ref)
+        return None if found is None else (found[0], seen | {key}, found[1])
 
 
 class _IntegerPlanner(_Planner):
     """Builds an :data:`_IntPlan` for one root schema."""
 
-    def plan(self, schema: Any, depth: int, seen: frozenset[str]) -> _IntPlan | None:
+    def plan(self, schema: Any, depth: int, seen: frozenset[str], scope: Any) -> _IntPlan | None:
         if not self._enter(schema, depth):
             return None
+        scope = self._scope(schema, scope)
         kinds = _kinds(schema)
         is_int = (kinds is not None and "integer" in kinds and "number" not in kinds) or _integer_choices(schema)
+        below = depth + 1
         props = schema.get("properties")
         properties = None
         if isinstance(props, Mapping):
-            properties = {k: p for k, sub in props.items() if (p := self.plan(sub, depth + 1, seen)) is not None} or None
+            properties = {k: p for k, sub in props.items() if (p := self.plan(sub, below, seen, scope)) is not None} or None
+        found = schema.get("patternProperties")
+        patterns = None
+        if isinstance(found, Mapping):
+            patterns = tuple((k, p) for k, sub in found.items() if (p := self.plan(sub, below, seen, scope)) is not None) or None
         raw_items, prefix = schema.get("items"), schema.get("prefixItems")
         if isinstance(raw_items, list):  # tuple validation before 2020-12
             prefix, raw_items = raw_items, schema.get("additionalItems")
-        items = self.plan(raw_items, depth + 1, seen)
-        prefix_plans = [self.plan(s, depth + 1, seen) for s in prefix] if isinstance(prefix, list) else None
+        items = self.plan(raw_items, below, seen, scope)
+        prefix_plans = [self.plan(s, below, seen, scope) for s in prefix] if isinstance(prefix, list) else None
         if prefix_plans is not None and all(p is None for p in prefix_plans):
             prefix_plans = None
-        extra = self.plan(schema.get("additionalProperties"), depth + 1, seen)
-        plans: list[_IntPlan | None] = [(is_int, properties, items, prefix_plans, extra)]
-        followed = self._ref(schema, seen)
+        extra = self.plan(schema.get("additionalProperties"), below, seen, scope)
+        plans: list[_IntPlan | None] = [(is_int, properties, items, prefix_plans, extra, patterns)]
+        followed = self._ref(schema, seen, scope)
         if followed is not None:
-            plans.append(self.plan(followed[0], depth + 1, followed[1]))
-        for sub in _listed(schema.get("allOf")):
-            plans.append(self.plan(sub, depth + 1, seen))
-        alternatives = [s for key in ("anyOf", "oneOf") for s in _listed(schema.get(key))]
-        if alternatives:
-            found = [self.plan(sub, depth + 1, seen) for sub in alternatives]
-            if any(_takes_fractions(sub) for sub in alternatives):  # `int | float`: 2.0 stays a float
-                found = [None if p is None else (False, *p[1:]) for p in found]
-            plans.extend(found)
+            plans.append(self.plan(followed[0], below, followed[1], followed[2]))
+        dependent = schema.get("dependentSchemas")
+        for sub in _listed(schema.get("allOf")) + (list(dependent.values()) if isinstance(dependent, Mapping) else []):
+            plans.append(self.plan(sub, below, seen, scope))
+        plans += self._alternatives([s for key in ("anyOf", "oneOf") for s in _listed(schema.get(key))], below, seen, scope)
+        if "if" in schema:  # then or else applies, as if an alternative (a missing one takes any value)
+            plans += self._alternatives([schema.get("then", True), schema.get("else", True)], below, seen, scope)
         return _merge([p for p in plans if p is not None])
+
+    def _alternatives(self, subs: list[Any], depth: int, seen: frozenset[str], scope: Any) -> list[_IntPlan | None]:
+        """The plans of schemas one of which applies: ``int | float`` leaves 2.0 a float."""
+        found = [self.plan(sub, depth, seen, scope) for sub in subs]
+        if any(_takes_fractions(sub) for sub in subs):
+            found = [None if p is None else (False, *p[1:]) for p in found]
+        return found
 
 
 def _integer_choices(schema: Mapping[str, Any]) -> bool:
@@ -1057,22 +1362,6 @@ def _takes_fractions(schema: Any) -> bool:
     return not any(k in schema for k in ("$ref", "allOf", "anyOf", "oneOf", "enum", "const", "not"))
 
 
-def _resolve_local(root: Any, ref: str) -> Any:
-    """The node a ``#/...`` pointer names in ``root``, or None."""
-    node = root
-    if ref != "#" and not ref.startswith("#/"):
-        return None  # an anchor or another resource: not followed
-    for escaped in ref.split("/")[1:]:
-        token = unquote(escaped).replace("~1", "/").replace("~0", "~")
-        if isinstance(node, Mapping) and token in node:
-            node = node[token]
-        elif isinstance(node, list) and token.isdigit() and int(token) < len(node):
-            node = node[int(token)]
-        else:
-            return None
-    return node
-
-
 def _merge(plans: list[_IntPlan]) -> _IntPlan | None:
     """One plan from several that apply to the same value (the first one wins where they differ)."""
     if not plans:
@@ -1096,6 +1385,7 @@ def _merge(plans: list[_IntPlan]) -> _IntPlan | None:
             next((p[2] for p in plans if p[2] is not None), None),
             prefix if any(p is not None for p in prefix) else None,
             next((p[4] for p in plans if p[4] is not None), None),
+            tuple(pair for p in plans for pair in p[5] or ()) or None,
         )
     return merged if any(merged) else None
 
@@ -1124,7 +1414,7 @@ def _to_integers(value: Any, plan: _IntPlan) -> Any:
 
     Raises :class:`_Inexact` for one at or past 2**53 (``1e308`` would become 309 digits of float noise).
     """
-    is_int, properties, items, prefix, extra = plan
+    is_int, properties, items, prefix, extra, patterns = plan
     kind = type(value)
     if kind is float:
         if is_int and value.is_integer():
@@ -1134,7 +1424,7 @@ def _to_integers(value: Any, plan: _IntPlan) -> Any:
         return value
     if kind is dict:
         out = value
-        pairs = properties.items() if properties and not extra else [(k, _sub(properties, extra, k)) for k in value]
+        pairs = properties.items() if properties and not extra and not patterns else [(k, _sub(plan, k)) for k in value]
         for key, sub in pairs:
             item = value.get(key, _MISSING)
             if item is _MISSING or sub is None or type(item) in (int, str, bool):
@@ -1149,7 +1439,7 @@ def _to_integers(value: Any, plan: _IntPlan) -> Any:
                     out = dict(value)
                 out[key] = new
         return out
-    if kind is list and (items or prefix):
+    if (kind is list or kind is tuple) and (items or prefix):
         if len(value) > 64 and set(map(type, value)) <= _NO_FLOATS:  # a long list with no float in it, seen at C speed
             return value
         plans = [(prefix[i] if prefix and i < len(prefix) else items) for i in range(len(value))]
@@ -1158,7 +1448,9 @@ def _to_integers(value: Any, plan: _IntPlan) -> Any:
         except _Inexact as exc:
             exc.parts.append(next(i for i, (v, p) in enumerate(zip(value, plans)) if p is not None and _inexact(v, p)))
             raise
-        return new_list if any(a is not b for a, b in zip(new_list, value)) else value
+        if all(a is b for a, b in zip(new_list, value)):
+            return value
+        return new_list if kind is list else tuple(new_list)
     return value
 
 
@@ -1171,63 +1463,77 @@ def _inexact(value: Any, plan: _IntPlan) -> bool:
     return False
 
 
-def _sub(properties: dict[str, _IntPlan] | None, extra: _IntPlan | None, key: str) -> _IntPlan | None:
-    if properties and key in properties:
-        return properties[key]
-    return extra
+def _sub(plan: _IntPlan, key: str) -> _IntPlan | None:
+    """The plan of the property ``key``: its own and those of the patterns it matches, else the additional one."""
+    properties, extra, patterns = plan[1], plan[4], plan[5]
+    found = [properties[key]] if properties and key in properties else []
+    if patterns:
+        found += [sub for pattern, sub in patterns if _matches(pattern, key)]
+    return _merge(found) if found else extra
+
+
+def _matches(pattern: str, key: str) -> bool:
+    """Whether ``key`` matches ``pattern`` (as validation matched it; not matched in time counts as no)."""
+    return (_search_rust if _rust() is not None else _search_python)(pattern, key) is True
 
 
 _Plan = dict[str, tuple[Any, "dict[str, Any] | None"]]
 _MISSING = object()
+_Applying = list[tuple[Mapping[str, Any], frozenset[str], Any]]  # schemas, the refs followed to each, its scope
 
 
-def _default_plan(schema: Any) -> _Plan | None:
-    """The defaults to fill in, property by property: under ``properties``, through local
-    ``$ref``s and ``allOf``, and through an ``anyOf``/``oneOf`` only one alternative of which can
-    be an object (``Address | None``: which alternative a value matched is not known here)."""
-    planner = _DefaultPlanner(schema)
-    return planner.plan(planner.applying(schema, 0, frozenset()), 0)
+def _default_plan(schema: Any, refs: _Refs) -> _Plan | None:
+    """The defaults to fill in, property by property: under ``properties``, through ``$ref``s within
+    the schema (to a pointer or an anchor) and ``allOf``, and through an ``anyOf``/``oneOf`` only one
+    alternative of which can be an object (``Address | None``: which alternative a value matched
+    is not known here). Not from ``if``/``then``/``else`` or ``dependentSchemas`` (whether they
+    apply depends on the values) nor ``patternProperties`` (no name to fill)."""
+    planner = _DefaultPlanner(refs)
+    return planner.plan(planner.applying(schema, 0, frozenset(), refs.resolver), 0)
 
 
 class _DefaultPlanner(_Planner):
     """Builds a :data:`_Plan` for one root schema."""
 
-    def plan(self, nodes: list[tuple[Mapping[str, Any], frozenset[str]]], depth: int) -> _Plan | None:
-        """The plan of a value that all of ``nodes`` (schemas, and the refs followed to them) describe."""
-        props: dict[str, list[tuple[Mapping[str, Any], frozenset[str]]]] = {}
-        for node, seen in nodes:
+    def plan(self, nodes: _Applying, depth: int) -> _Plan | None:
+        """The plan of a value that all of ``nodes`` describe."""
+        props: dict[str, _Applying] = {}
+        for node, seen, scope in nodes:
             found = node.get("properties")
             if isinstance(found, Mapping):
                 for name, sub in found.items():
-                    props.setdefault(name, []).extend(self.applying(sub, depth + 1, seen))
+                    props.setdefault(name, []).extend(self.applying(sub, depth + 1, seen, scope))
         plan: _Plan = {}
         for name, applying in props.items():
-            default = next((node["default"] for node, _ in applying if "default" in node), _MISSING)
+            default = next((node["default"] for node, _, _ in applying if "default" in node), _MISSING)
             nested = self.plan(applying, depth + 1)
             if default is not _MISSING or nested:
                 plan[name] = (default, nested)
         return plan or None
 
-    def applying(self, schema: Any, depth: int, seen: frozenset[str]) -> list[tuple[Mapping[str, Any], frozenset[str]]]:
+    def applying(self, schema: Any, depth: int, seen: frozenset[str], scope: Any) -> _Applying:
         """``schema`` and the schemas that apply to the same value with it (not back into a ``$ref`` being followed)."""
         if not self._enter(schema, depth):
             return []
-        found = [(schema, seen)]
-        followed = self._ref(schema, seen)
+        scope = self._scope(schema, scope)
+        found: _Applying = [(schema, seen, scope)]
+        followed = self._ref(schema, seen, scope)
         if followed is not None:
-            found += self.applying(followed[0], depth + 1, followed[1])
+            found += self.applying(followed[0], depth + 1, followed[1], followed[2])
         for sub in _listed(schema.get("allOf")):
-            found += self.applying(sub, depth + 1, seen)
+            found += self.applying(sub, depth + 1, seen, scope)
         alternatives = [sub for key in ("anyOf", "oneOf") for sub in _listed(schema.get(key))]
-        objects = [sub for sub in alternatives if self._may_be_object(sub, depth + 1, seen)]
+        objects = [sub for sub in alternatives if self._may_be_object(sub, depth + 1, seen, scope)]
         if len(objects) == 1:
-            found += self.applying(objects[0], depth + 1, seen)
+            found += self.applying(objects[0], depth + 1, seen, scope)
         return found
 
-    def _may_be_object(self, schema: Any, depth: int, seen: frozenset[str]) -> bool:
+    def _may_be_object(self, schema: Any, depth: int, seen: frozenset[str], scope: Any) -> bool:
         if not isinstance(schema, Mapping):
             return schema is not False
-        return all((kinds := _kinds(node)) is None or "object" in kinds for node, _ in self.applying(schema, depth, seen))
+        return all(
+            (kinds := _kinds(node)) is None or "object" in kinds for node, _, _ in self.applying(schema, depth, seen, scope)
+        )
 
 
 def _listed(value: Any) -> list[Any]:
@@ -1368,6 +1674,122 @@ def _describe(error: Any) -> list[ArgumentProblem]:
     return [ArgumentProblem(path, _message(kw, expect, got, error) + why, kw, _expected(kw, expect), _show(got))]
 
 
+class _RustError:
+    """A jsonschema-rs error read as the jsonschema error :func:`_describe` words: the same keyword, paths and values.
+
+    ``refs`` finds the schema holding the keyword (for the allowed properties, the triggers of
+    ``dependentRequired``, ``enum`` beside ``type``); ``root`` is the instance as given, from
+    which the value at fault is taken (so a lone surrogate shows as itself, not its stand-in).
+    """
+
+    def __init__(self, error: Any, refs: _Refs, root: Any, *, stood: bool, within: _RustError | None = None) -> None:
+        kind = error.kind
+        name = type(kind).__name__
+        self.evaluation = list(error.evaluation_path)
+        path = [_back(p) if stood and isinstance(p, str) else p for p in error.instance_path]
+        self.absolute_path = path
+        self.relative_path = path[len(within.absolute_path) :] if within else path
+        self.relative_schema_path = self.evaluation[len(within.evaluation) :] if within else self.evaluation
+        self.schema = _schema_holding(refs, error.absolute_keyword_location, error.schema_path)
+        self.instance = _value_at(root, path, error.instance, stood)
+        self.message: str = error.message
+        self.context: list[_RustError] = []
+        self.harness_name: Any = None
+        self.harness_extras: list[str] | None = None
+        keyword = error.schema_path[-1] if error.schema_path else None
+        self.validator = str(keyword)
+        found = self.schema.get(keyword, _MISSING) if isinstance(self.schema, Mapping) else _MISSING
+        self.validator_value = _kind_value(kind) if found is _MISSING else found
+        if name in ("AnyOf", "OneOfNotValid"):
+            self.context = [_read_rust(sub, refs, root, stood=stood, within=self) for branch in kind.context for sub in branch]
+        elif name == "Required" and keyword != "required" and not isinstance(self.validator_value, Mapping):
+            self.validator, self.validator_value = "required", [kind.property]  # dependentRequired, not found
+        elif name in ("AdditionalProperties", "UnevaluatedProperties"):
+            self.validator_value = False
+            self.harness_extras = [_back(k) if stood else k for k in kind.unexpected]
+        elif name == "AdditionalItems":
+            self.validator_value = kind.limit  # how many items are allowed, as the listing says it
+        elif name == "FalseSchema":
+            self._false(refs, keyword, root)
+        elif name == "BacktrackLimitExceeded":
+            self._gave_up(error.schema_path, keyword)
+        if self.validator == "type" and _said_by_choices(self):  # named as its enum or const (the listing drops the type)
+            self.validator = "const" if "const" in self.schema else "enum"
+            self.validator_value = self.schema[self.validator]
+
+    def _false(self, refs: _Refs, keyword: Any, root: Any) -> None:
+        """A ``false`` subschema: in 2020-12, ``items: false`` after ``prefixItems`` says how many items are allowed."""
+        self.validator, self.validator_value = "None", None
+        if keyword == "items" and refs.draft == 20 and self.absolute_path and type(self.absolute_path[-1]) is int:
+            self.validator, self.validator_value = "items", self.absolute_path[-1]  # the first item past the allowed ones
+            self.absolute_path = self.absolute_path[:-1]
+            self.relative_path = self.relative_path[:-1]
+            self.instance = _value_at(root, self.absolute_path, None, False)
+
+    def _gave_up(self, schema_path: list[Any], keyword: Any) -> None:
+        """jsonschema-rs's pattern matcher stopped at its backtracking limit: not matched in time, as the listing says."""
+        self.message = _TIMED_OUT
+        if len(schema_path) > 1 and schema_path[-2] == "patternProperties":
+            self.validator, self.validator_value = "patternProperties", keyword
+        else:
+            self.validator = "pattern"
+            self.validator_value = self.schema.get("pattern", "") if isinstance(self.schema, Mapping) else ""
+
+
+def _read_rust(error: Any, refs: _Refs, root: Any, *, stood: bool, within: _RustError | None = None) -> _RustError:
+    """A jsonschema-rs error as :class:`_RustError`; a ``propertyNames`` one as its inner error, about the name
+    (at the object's path, as jsonschema gives it)."""
+    kind = error.kind
+    if not isinstance(kind, _rust().ValidationErrorKind.PropertyNames):
+        return _RustError(error, refs, root, stood=stood, within=within)
+    inner = _RustError(kind.error, refs, root, stood=stood, within=within)
+    inner.instance = inner.harness_name = _back(kind.error.instance) if stood else kind.error.instance
+    return inner
+
+
+def _kind_value(kind: Any) -> Any:
+    """The keyword's value as a jsonschema-rs error kind holds it (when the schema holding it is not found)."""
+    if hasattr(kind, "property"):  # required
+        return [kind.property]
+    for attribute in ("limit", "options", "expected_value", "pattern", "format", "multiple_of", "schema", "context"):
+        if hasattr(kind, attribute):
+            return getattr(kind, attribute)
+    types = getattr(kind, "types", None)
+    if types is not None:
+        return types[0] if len(types) == 1 else list(types)
+    return None
+
+
+def _schema_holding(refs: _Refs, location: str | None, schema_path: list[Any]) -> Any:
+    """The schema object holding the keyword at ``schema_path`` in the resource ``location`` names (None if not found)."""
+    node = refs.root
+    if location:  # a resource with an $id: jsonschema-rs's path is within it
+        found = refs.lookup(refs.resolver, urldefrag(location)[0])
+        if found is None:
+            return None
+        node = found[0]  # the root itself when it is the root's $id
+    for token in schema_path[:-1]:
+        if isinstance(node, Mapping):
+            present = token in node
+        else:
+            present = isinstance(node, list) and type(token) is int and 0 <= token < len(node)
+        if not present:
+            return None
+        node = node[token]
+    return node
+
+
+def _value_at(root: Any, path: list[Any], fallback: Any, stood: bool) -> Any:
+    """The value at ``path`` in ``root``, else ``fallback`` (jsonschema-rs's copy, read back from stand-ins)."""
+    node = root
+    for part in path:
+        try:
+            node = node[part]
+        except (KeyError, IndexError, TypeError):
+            return _back(fallback) if stood and isinstance(fallback, str) else fallback
+    return node
+
+
 def _said_by_choices(error: Any) -> bool:
     """A ``type`` problem the same schema's ``enum``/``const`` problem already says (naming the exact values).
 
@@ -1480,6 +1902,9 @@ def _message(kw: str, expect: Any, got: Any, error: Any) -> str:
         return "no value is allowed here"
     if kw == "contains":
         return f"expected at least one item matching {_show(expect)}"
+    if kw in ("minContains", "maxContains") and isinstance(error.schema, Mapping):
+        most = "at most" if kw == "maxContains" else "at least"
+        return f"expected {most} {expect} items matching {_show(error.schema.get('contains'))}"
     text = str(error.message)
     return text if len(text) <= 200 else text[:197] + "..."
 
@@ -1492,7 +1917,7 @@ class ValidationPlugin:
 
     Args:
         backend: ``"auto"`` (jsonschema-rs, the default install), ``"python"`` (jsonschema only) or ``"rust"``.
-            The error list always comes from jsonschema.
+            The error list comes from jsonschema (the verdict's first error when it finds none in time).
         formats: assert ``format`` (date-time, email, uri, uuid, ipv4/6, hostname, ...).
     """
 
