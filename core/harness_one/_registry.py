@@ -887,7 +887,7 @@ class ToolRegistry(metaclass=_SharedType):
             call.result = _FAILED
             return
         pre_call, post_call = plan.pre_call, plan.post_call
-        failure: Exception
+        failure: Any  # the attempt's error (a ToolError a pre_call hook returned, or what was raised)
         while True:
             while True:  # one attempt: a call that goes well returns; a failure leaves (`break`) for on_error
                 try:
@@ -916,10 +916,9 @@ class ToolRegistry(metaclass=_SharedType):
                     elif type(outcome) is Outcome and outcome.error is None:
                         call.result = outcome.value
                     else:  # refused: a ToolError returned (alone or in an Outcome) is taken as if raised here, for less
-                        refused = outcome.error if type(outcome) is Outcome else outcome
-                        if not isinstance(refused, ToolError):
+                        failure = outcome.error if type(outcome) is Outcome else outcome
+                        if not isinstance(failure, ToolError):
                             raise PluginError(f"pre_call returned {outcome!r}; expected an Outcome, a ToolError or None")
-                        failure = refused
                         break
                     for hook in post_call:
                         outcome = hook(call)
