@@ -140,6 +140,42 @@ def test_a_pre_call_refusal_returned_is_the_same_as_raised(bare: ToolRegistry, c
     assert seen == ["error:RateLimitExceeded:1:False"] * 2 + ["error:RateLimitExceeded:1:False", "post:20"]
 
 
+def test_on_error_hooks_of_a_raised_failure_run_while_it_is_handled(bare: ToolRegistry) -> None:
+    """``sys.exc_info()`` in on_error is the failure (``logging.exception`` reports it), for what the
+    tool raised, what a pre_call or post_call hook raised, and refused arguments alike."""
+    import sys
+
+    seen: list[str] = []
+
+    class Reporter:
+        @hookimpl
+        def harness_pre_call(self, call: Call) -> None:
+            if call.arguments.get("x") == 2:
+                raise ToolError("refused by a guard")
+
+        @hookimpl
+        def harness_post_call(self, call: Call) -> None:
+            if call.arguments.get("x") == 3:
+                raise ToolError("refused after the run")
+
+        @hookimpl
+        def harness_on_error(self, error: BaseException) -> None:
+            handled = sys.exc_info()[1]
+            seen.append(type(handled).__name__ if handled is error or handled is error.__cause__ else repr(handled))
+
+    bare.plugins.register(Reporter(), name="reporter")
+
+    def boom(x: int) -> int:
+        if x == 1:
+            raise ValueError("disk full")
+        return x
+
+    bare.add(boom)
+    for args in ({"x": 1}, {"x": 2}, {"x": 3}, {"y": 1}):
+        assert not bare.try_call("boom", args).ok
+    assert seen == ["ToolExecutionError", "ToolError", "ToolError", "ToolArgumentError"]
+
+
 def test_a_pre_call_answer_of_another_type_is_the_plugins_error(bare: ToolRegistry) -> None:
     class Odd:
         @hookimpl

@@ -414,3 +414,37 @@ def test_a_guard_before_the_rate_limit_refusing_gives_back_no_token_it_never_too
     runs: list[int] = []
     reg.add(lambda: runs.append(1) or "ran", name="send", circuit_breaker=True, rate_limit={"rate": 1e-6, "burst": 1}, retry=3)
     assert [reg.try_call("send").ok for _ in range(5)] == [True, False, False, False, False] and runs == [1]
+
+
+def test_a_plugin_delegating_to_the_hook_method_still_refuses(clock: ManualClock) -> None:
+    """The core takes a refusal the prepared per-tool function returns; the hook method itself still
+    raises it, so a subclass calling ``super()`` or a wrapper calling it ignoring its value refuses."""
+
+    class ExpensiveOnly:
+        def __init__(self) -> None:
+            self.limit = RateLimitPlugin(default={"rate": 0.001, "burst": 1})
+
+        @hookimpl
+        def harness_configure(self, registry: ToolRegistry) -> None:
+            self.limit.harness_configure(registry)
+
+        @hookimpl
+        def harness_pre_call(self, call: Call) -> None:
+            if call.tool.name == "expensive":
+                self.limit.harness_pre_call(call)
+
+    class Counting(RateLimitPlugin):
+        admitted = 0
+
+        @hookimpl
+        def harness_pre_call(self, call: Call) -> None:
+            super().harness_pre_call(call)
+            Counting.admitted += 1
+
+    for name, plugin in (("expensive_only", ExpensiveOnly()), ("rate_limit", Counting(default={"rate": 0.001, "burst": 1}))):
+        reg = ToolRegistry(autoload=False, standard_plugins=False, clock=clock)
+        reg.plugins.register(plugin, name=name)
+        reg.add(lambda: "ran", name="expensive")
+        answers = [reg.try_call("expensive") for _ in range(3)]
+        assert [a.value if a.ok else type(a.error).__name__ for a in answers] == ["ran"] + ["RateLimitExceeded"] * 2
+    assert Counting.admitted == 1

@@ -887,9 +887,9 @@ class ToolRegistry(metaclass=_SharedType):
             call.result = _FAILED
             return
         pre_call, post_call = plan.pre_call, plan.post_call
-        failure: Any  # the attempt's error (a ToolError a pre_call hook returned, or what was raised)
+        failure: Any  # a ToolError a pre_call hook returned
         while True:
-            while True:  # one attempt: a call that goes well returns; a failure leaves (`break`) for on_error
+            while True:  # one attempt: a call that goes well returns; a failure leaves (`break`) with on_error's decision
                 try:
                     outcome = None
                     for hook in pre_call:  # the first answer wins
@@ -919,23 +919,26 @@ class ToolRegistry(metaclass=_SharedType):
                         failure = outcome.error if type(outcome) is Outcome else outcome
                         if not isinstance(failure, ToolError):
                             raise PluginError(f"pre_call returned {outcome!r}; expected an Outcome, a ToolError or None")
+                        decision = None  # on_error runs below: no exception is being handled
                         break
                     for hook in post_call:
                         outcome = hook(call)
                         if outcome is not None and type(outcome) is Await:  # most answer None: one test
                             yield from _resolve(plan, hook, outcome)
                     return
-                except Exception as exc:
-                    failure = exc
+                except Exception as exc:  # on_error runs in this block: its hooks see the error in sys.exc_info()
+                    decision = self._failed(call, plan, exc)
+                    if type(decision) is _Paused:
+                        decision = yield from self._settled(call, plan, decision)
                     break
-            decision = self._failed(call, plan, failure)
-            if type(decision) is _Paused:
-                decision = self._settle(call, plan, decision.err, decision.exc, (yield from self._resume(call, plan, decision)))
+            if decision is None:
+                decision = self._failed(call, plan, failure)
+                if type(decision) is _Paused:
+                    decision = yield from self._settled(call, plan, decision)
             if isinstance(decision, ToolError):
                 call._failure, call.result = decision, _FAILED  # its cause is set: the caller raises or returns it
-                del outcome, decision, failure  # no frame of its traceback keeps it: no reference cycle
+                del outcome, decision  # no frame of its traceback keeps it: no reference cycle
                 return
-            del failure
             if type(decision) is Outcome:
                 call.result = decision.value
                 return
@@ -950,6 +953,10 @@ class ToolRegistry(metaclass=_SharedType):
                     yield from self._resume(call, plan, decision)
                 raise
             _next_attempt(call)
+
+    def _settled(self, call: Call, plan: ToolPlan, paused: _Paused) -> Generator[Step, None, Retry | Outcome | ToolError]:
+        """``paused``'s on-error round carried to its end: the decision to act on, or the error to raise."""
+        return self._settle(call, plan, paused.err, paused.exc, (yield from self._resume(call, plan, paused)))
 
     def _refuse(self, call: Call, plan: ToolPlan, exc: Exception) -> Generator[Step, None, ToolError]:
         """Arguments refused before admission: the error, as on_error hooks translate it (never a retry)."""

@@ -194,7 +194,8 @@ def harness_pre_call(call: Call) -> Outcome | ToolError | None:
 
     Return ``None`` to admit; raise a :class:`~harness_one.ToolError` (such as
     :class:`~harness_one.RateLimitExceeded`) to refuse, or return it: the same refusal
-    without the cost of raising it (what the rate limit does on every refused call); return
+    without the cost of raising it (what the rate limit does on every refused call: a new
+    error each time, as the core writes the call's id and tool on it); return
     an :class:`~harness_one.Outcome` to answer without running the tool (a replayed
     idempotent result). The first answer wins and later implementations are skipped.
     May set ``call.deadline``, ``call.timeout`` and ``call.runner`` for this attempt (the
@@ -225,5 +226,7 @@ def harness_on_error(call: Call, error: BaseException) -> Retry | Outcome | None
     decision is taken and set as ``call.decision``, so implementations that run after it
     (observers such as logging and metrics, which are ``trylast``) see whether a retry
     follows. An implementation that raises is reported as a
-    :class:`~harness_one.PluginError` naming its plugin, after the others have run.
+    :class:`~harness_one.PluginError` naming its plugin, after the others have run. For an
+    error that was raised, the hooks run while it is handled (``sys.exc_info()``, so
+    ``logging.exception`` reports it); a refusal a pre_call hook returned was never raised.
     """

@@ -118,9 +118,15 @@ class RateLimitPlugin:
 
     @hookimpl
     @per_tool(lambda plugin, tool: plugin._pre_call_for(tool))
-    def harness_pre_call(self, call: Call) -> Await | RateLimitExceeded | None:
+    def harness_pre_call(self, call: Call) -> Await | None:
+        """Refuse (raise :class:`RateLimitExceeded`) when the tool's bucket is short: what a subclass
+        or a plugin delegating to this one sees. The core calls the function ``per_tool`` prepared,
+        which returns the refusal instead (the same refusal, without a traceback)."""
         prepared = self._pre_call_for(call.tool)
-        return None if prepared is None else prepared(call)
+        answer = None if prepared is None else prepared(call)
+        if isinstance(answer, RateLimitExceeded):
+            raise answer
+        return answer
 
     def _pre_call_for(self, tool: Tool) -> Callable[[Call], Await | RateLimitExceeded | None] | None:
         """The admission check of ``tool``'s calls, prepared once per tool (None: no limit)."""
