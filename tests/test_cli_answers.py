@@ -4,6 +4,8 @@ of ``run`` and ``call``, a tool that reads stdin under ``run`` reads nothing (no
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import subprocess
@@ -192,6 +194,95 @@ def test_call_leaves_stdin_to_the_tool(nosy: str) -> None:
     done = harness("--tools", nosy, "call", "nosy", "--args", '{"how": "read"}', input=b"for the tool\n")
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["result"] == "for the tool\n"
+
+
+# --------------------------------------------------------------------------- embedded: text-only streams
+
+#: A tools file whose tool says its text back (and prints it), and one that reads stdin.
+ECHO_TOOLS = """
+import sys
+from harness_one import defineTool
+
+@defineTool(registry=None)
+def echo(text: str) -> str:
+    \"\"\"Says it back.\"\"\"
+    print("print:", text)
+    return text
+
+@defineTool(registry=None)
+def peek() -> str:
+    \"\"\"Reads stdin.\"\"\"
+    return sys.stdin.read() or "EOF"
+"""
+
+#: Requests as text: non-ASCII, a tool reading stdin, a lone surrogate (not UTF-8), a line of
+#: 300,000 characters but 600,000 bytes (over run's 512 KiB line limit), then one more.
+TEXT_REQUESTS = "".join(
+    line + "\n"
+    for line in [
+        json.dumps({"id": 1, "name": "echo", "arguments": {"text": "h\u00e9llo \u2713 \U0001f600"}}, ensure_ascii=False),
+        json.dumps({"id": 2, "name": "peek", "arguments": {}}),
+        '{"id": 3, "name": "echo", "arguments": {"text": "\ud800"}}',
+        json.dumps({"id": 4, "name": "echo", "arguments": {"text": "\u00e9" * 300_000}}, ensure_ascii=False),
+        json.dumps({"id": 5, "name": "echo", "arguments": {"text": "done"}}),
+    ]
+)
+
+
+@pytest.fixture
+def echo_tools(tmp_path: Path) -> str:
+    tools = tmp_path / "echo_tools.py"
+    tools.write_text(ECHO_TOOLS)
+    return str(tools)
+
+
+def test_call_embedded_with_a_text_only_stdout_answers_into_it(echo_tools: str) -> None:
+    """``contextlib.redirect_stdout(io.StringIO())``: the answer is written to it as text."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        args = json.dumps({"text": "h\u00e9llo \u2713"}, ensure_ascii=False)
+        main(["--tools", echo_tools, "call", "echo", "--args", args], standalone_mode=False)
+        assert sys.stdout is out
+    assert json.loads(out.getvalue())["result"] == "h\u00e9llo \u2713"  # the whole of it is the answer
+    assert "print: h\u00e9llo \u2713" in err.getvalue()
+
+
+def test_run_embedded_with_text_only_stdin_and_stdout_answers_every_request_as_clirunner_does(
+    echo_tools: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``sys.stdin = io.StringIO(requests)`` and a ``io.StringIO`` stdout: every request is read and
+    answered, with the text of exactly the bytes ``CliRunner`` (binary streams) gets; the tool
+    reading stdin reads nothing, and both streams are given back."""
+    stdin, out, err = io.StringIO(TEXT_REQUESTS), io.StringIO(), io.StringIO()
+    monkeypatch.setattr(sys, "stdin", stdin)
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        main(["--tools", echo_tools, "run"], standalone_mode=False)
+        assert sys.stdout is out and sys.stdin is stdin
+    answers = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert [(a["id"], a["ok"], a.get("result", a.get("error", {}).get("message"))) for a in answers] == [
+        (1, True, "h\u00e9llo \u2713 \U0001f600"),
+        (2, True, "EOF"),
+        (None, False, "line 3: the line is not valid UTF-8 (byte 0xed at position 49)"),
+        (None, False, "line 4: the line is longer than 524288 bytes"),
+        (5, True, "done"),
+    ]
+    assert "5 requests, 3 ok, 2 errors" in err.getvalue()
+    binary = CliRunner().invoke(main, ["--tools", echo_tools, "run"], input=TEXT_REQUESTS.encode("utf-8", "surrogatepass"))
+    assert binary.exit_code == 0, binary.stderr
+    assert binary.stdout_bytes.decode("utf-8") == out.getvalue()
+
+
+def test_in_process_a_missing_stream_is_closed_not_text_only(echo_tools: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``sys.stdin`` None holds no requests (exit 0); ``sys.stdout`` None is a closed stdout (exit 70)."""
+    err = io.StringIO()
+    monkeypatch.setattr(sys, "stdin", None)
+    with contextlib.redirect_stdout(io.StringIO()) as out, contextlib.redirect_stderr(err):
+        assert not main(["--tools", echo_tools, "run"], standalone_mode=False)
+    assert out.getvalue() == "" and err.getvalue().splitlines() == ["harness-one run: 0 requests, 0 ok, 0 errors"]
+    monkeypatch.setattr(sys, "stdout", None)
+    with contextlib.redirect_stderr(io.StringIO()) as err:
+        assert main(["--tools", echo_tools, "run"], standalone_mode=False) == 70
+    assert err.getvalue().splitlines() == ["harness-one run: cannot write answers: stdout is closed"]
 
 
 # --------------------------------------------------------------------------- an answer that cannot be written

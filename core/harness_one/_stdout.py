@@ -6,18 +6,79 @@ a C library's or a child process's writes to fd 1) cannot land between the answe
 and ``run`` read their requests from a private copy of fd 0 and point fd 0 and ``sys.stdin`` at
 the null device meanwhile, so a tool that reads stdin (``input()``, ``sys.stdin.read()``, a
 child process) reads nothing instead of taking requests.
+
+Embedded in a Python process whose ``sys.stdout`` or ``sys.stdin`` is not fd 1 or fd 0 (a test
+runner's capture, ``contextlib.redirect_stdout``), the answers go to that stream and the requests
+come from it: through its binary ``buffer``, or as UTF-8 text when it has none (an ``io.StringIO``).
 """
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import io
 import os
 import sys
 from collections.abc import Callable, Iterator
-from typing import IO, Any
+from typing import IO, Any, Protocol
 
-__all__ = ["claim", "claim_stdin", "claim_stdout", "flush_stdout", "stdin_for_requests", "stdout_for_answers"]
+__all__ = [
+    "LineReader",
+    "Writer",
+    "claim",
+    "claim_stdin",
+    "claim_stdout",
+    "flush_stdout",
+    "stdin_for_requests",
+    "stdout_for_answers",
+]
+
+
+class Writer(Protocol):
+    """Where answers go: bytes written, then flushed."""
+
+    def write(self, data: bytes, /) -> int: ...
+
+    def flush(self) -> None: ...
+
+
+class LineReader(Protocol):
+    """Where requests come from: ``readline(size)`` gives at most ``size`` bytes, through the next newline."""
+
+    def readline(self, size: int = -1, /) -> bytes: ...
+
+
+class _TextWriter:
+    """A :class:`Writer` on a text-only stream (an ``io.StringIO`` as ``sys.stdout``): the bytes' UTF-8 text."""
+
+    def __init__(self, text: IO[str]) -> None:
+        self._text = text
+        self._decode = codecs.getincrementaldecoder("utf-8")("replace").decode
+
+    def write(self, data: bytes, /) -> int:
+        self._text.write(self._decode(data))
+        return len(data)
+
+    def flush(self) -> None:
+        self._text.flush()
+
+
+class _TextLines:
+    """A :class:`LineReader` on a text-only stream (an ``io.StringIO`` as ``sys.stdin``): its lines in UTF-8.
+
+    A lone surrogate is kept as bytes that are not UTF-8, so its line is refused, not lost.
+    """
+
+    def __init__(self, text: IO[str]) -> None:
+        self._text = text
+        self._rest = b""  # what the last text line left over a byte limit
+
+    def readline(self, size: int = -1, /) -> bytes:
+        if not self._rest:  # ``size`` characters are at least ``size`` bytes
+            self._rest = self._text.readline(size).encode("utf-8", "surrogatepass")
+        cut = len(self._rest) if size < 0 else size
+        line, self._rest = self._rest[:cut], self._rest[cut:]
+        return line
 
 
 def claim(fd: int, divert: Callable[[], int]) -> tuple[int, Callable[[], None]]:
@@ -107,28 +168,31 @@ def _stderr_fd() -> int:
 
 
 @contextlib.contextmanager
-def stdout_for_answers() -> Iterator[IO[bytes] | None]:
-    """A binary stream on stdout for answers alone; meanwhile fd 1 and ``sys.stdout`` go to stderr.
+def stdout_for_answers() -> Iterator[Writer | None]:
+    """Stdout for answers alone; meanwhile fd 1 and ``sys.stdout`` go to stderr.
 
     None when stdout is closed. When ``sys.stdout`` is not fd 1 (a test runner's capture), the
-    answers go to its buffer and only ``sys.stdout`` is pointed at ``sys.stderr``.
+    answers go to its buffer (its text when it has none) and only ``sys.stdout`` is pointed at
+    ``sys.stderr``.
     """
     stdout = sys.stdout
     if stdout is None:
         yield None
         return
-    fd = _fileno(stdout)
+    out: Writer
+    wire: IO[bytes] | None = None
     restore: Callable[[], None] | None = None
-    if fd == 1:
+    if _fileno(stdout) == 1:
         flush_stdout()
         try:
-            wire, restore = claim_stdout()
+            fd, restore = claim_stdout()
         except OSError:  # fd 1 is closed
             yield None
             return
-        out: IO[bytes] = os.fdopen(wire, "wb")
+        out = wire = os.fdopen(fd, "wb")
     else:
-        out = stdout.buffer
+        buffer = getattr(stdout, "buffer", None)
+        out = _TextWriter(stdout) if buffer is None else buffer
     sys.stdout = sys.stderr
     try:
         yield out
@@ -137,29 +201,33 @@ def stdout_for_answers() -> Iterator[IO[bytes] | None]:
         if restore is not None:
             flush_stdout()  # to stderr, where fd 1 points until restored
             restore()
+        if wire is not None:
             with contextlib.suppress(OSError):  # a broken pipe: the caller saw its write fail
-                out.close()
+                wire.close()
 
 
 @contextlib.contextmanager
-def stdin_for_requests() -> Iterator[IO[bytes] | None]:
-    """A binary stream on stdin for requests alone; meanwhile fd 0 and ``sys.stdin`` read the null device.
+def stdin_for_requests() -> Iterator[LineReader | None]:
+    """Stdin for requests alone; meanwhile fd 0 and ``sys.stdin`` read the null device.
 
     None when stdin is closed. When ``sys.stdin`` is not fd 0 (a test runner's input), the
-    requests come from its buffer and only ``sys.stdin`` is pointed at the null device.
+    requests come from its buffer (its text when it has none) and only ``sys.stdin`` is pointed
+    at the null device.
     """
     stdin = sys.stdin
     wire: IO[bytes] | None = None
+    source: LineReader | None = None
     if _fileno(stdin) == 0:
         try:
             fd, restore = claim_stdin()
         except OSError:  # fd 0 is closed
             restore = _null_stdin()
         else:
-            wire = os.fdopen(fd, "rb")
-        source = wire
+            source = wire = os.fdopen(fd, "rb")
     else:
-        source = getattr(stdin, "buffer", None)
+        if stdin is not None:  # None: stdin is closed
+            buffer = getattr(stdin, "buffer", None)
+            source = _TextLines(stdin) if buffer is None else buffer
         restore = _null_stdin()
     try:
         yield source

@@ -8,7 +8,7 @@ import logging
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, NoReturn, TextIO
+from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
 import click
 
@@ -18,6 +18,7 @@ from .._errors import PluginError, exception_text
 
 if TYPE_CHECKING:
     from .._registry import ToolRegistry
+    from .._stdout import Writer
 
 __all__ = [
     "EXIT_CODES",
@@ -62,7 +63,7 @@ def dumps(value: Any, indent: int | None = None) -> str:
     return render(value, indent=indent)
 
 
-def answers_out(ctx: click.Context, command: str) -> IO[bytes]:
+def answers_out(ctx: click.Context, command: str) -> Writer:
     """Stdout for ``command``'s answers alone, until the command ends: meanwhile fd 1 and
     ``sys.stdout`` go to stderr, so what a tool prints cannot corrupt the answers. A closed
     stdout ends the command at once: one line on stderr, exit 70."""
@@ -74,7 +75,7 @@ def answers_out(ctx: click.Context, command: str) -> IO[bytes]:
     return out
 
 
-def write_line(out: IO[bytes], text: str) -> None:
+def write_line(out: Writer, text: str) -> None:
     """Write one answer (``text`` and a newline, in UTF-8) and flush it."""
     out.write(text.encode("utf-8", "replace") + b"\n")
     out.flush()

@@ -36,6 +36,7 @@ from ._main import EX_SOFTWARE, answers_out, main, state_of, write_line
 
 if TYPE_CHECKING:
     from .._requests import Decision, Request
+    from .._stdout import LineReader, Writer
 
 __all__ = ["EX_SOFTWARE", "Loop", "run"]
 
@@ -45,7 +46,7 @@ class Loop:
     """The state of one run: the registry, where answers go, and what was answered."""
 
     registry: Any
-    out: IO[bytes]
+    out: Writer
     text: bool = False
     progress: IO[str] | None = None
     counts: Counter[str] = field(default_factory=Counter)
@@ -212,7 +213,7 @@ def _printable(text: str) -> str:
 class _Lines:
     """Reads a binary stream line by line, never holding more than ``limit`` bytes of one line."""
 
-    def __init__(self, source: IO[bytes], limit: int) -> None:
+    def __init__(self, source: LineReader, limit: int) -> None:
         self.source = source
         self.limit = limit
 
@@ -234,7 +235,7 @@ def _forget(by_id: dict[str, asyncio.Task[None]], key: str, task: asyncio.Task[N
         del by_id[key]
 
 
-async def serve_lines(loop: Loop, source: IO[bytes], concurrency: int, limit: int) -> None:
+async def serve_lines(loop: Loop, source: LineReader, concurrency: int, limit: int) -> None:
     """Answer every line of ``source``, at most ``concurrency`` at once.
 
     Lines with the same call id (requests by their ``id``, decisions by the id they decide)
@@ -302,7 +303,7 @@ class _InputFile(click.File):
         return super().convert(value, param, ctx)
 
 
-def _requests_in(ctx: click.Context, source: IO[bytes] | None) -> IO[bytes]:
+def _requests_in(ctx: click.Context, source: IO[bytes] | None) -> LineReader:
     """Where the requests come from: ``source``, or stdin (None). Either way, until the command
     ends, fd 0 and ``sys.stdin`` read the null device, so a tool that reads stdin reads nothing
     (not the requests); a closed stdin holds no requests."""
