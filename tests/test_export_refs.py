@@ -183,3 +183,94 @@ def test_gemini_definitions_are_named_readably_in_notes() -> None:
         "$.node: format 'uri' dropped (Gemini refuses it)",
         "$defs[\"a node\"]: format 'uri' dropped (Gemini refuses it)",
     ]
+
+
+# --------------------------------------------------------------------------- which $refs count: those the export reads
+
+#: Inlining ``N`` cannot end, so Gemini gets root ``defs`` and ``ref``s where every ``$ref`` it reads names one.
+TREE_DEFS = {"N": {"type": "object", "properties": {"kids": {"type": "array", "items": {"$ref": "#/$defs/N"}}}}}
+REMOTE = "https://api.example.com/openapi.json#/components/schemas/Tree"
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("x-source", {"$ref": REMOTE}),  # an unknown keyword's value is data, not a schema
+        ("x-source", [{"$ref": "#/$defs/Missing"}]),
+        ("not", [{"$ref": REMOTE}]),  # a list under a one-schema keyword: data, as inlining copies it
+        ("not", [{"$ref": "#/$defs/Missing"}]),
+        ("allOf", [{"$ref": 5}]),  # no string: never a Gemini ref, dropped with allOf as Gemini drops allOf
+    ],
+)
+def test_a_ref_in_a_keyword_gemini_drops_keeps_the_other_refs(key: str, value: Any) -> None:
+    """Only the ``$ref``s in schema positions count; one in data goes with the keyword that holds it, with a note
+    (they made the whole schema "any object", since the fallback read the references the definition checks record
+    wherever they stand)."""
+    tree = {"type": "object", "properties": {"root": {"$ref": "#/$defs/N"}}, key: value, "$defs": TREE_DEFS}
+    converted, notes = gemini_schema(tree)
+    assert converted["properties"] == {"root": {"ref": "#/defs/N"}}
+    assert converted["defs"]["N"]["properties"]["kids"]["items"] == {"ref": "#/defs/N"}
+    assert notes == [
+        "$: $ref kept as Gemini's ref to root defs ($ref '#/$defs/N' is recursive and cannot be inlined)",
+        f"$: {key} dropped",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("extra", "why"),
+    [
+        ({"allOf": [{"$ref": REMOTE}]}, "$ref '#/$defs/N' is recursive and cannot be inlined"),  # a schema keyword
+        (
+            {"properties": {"root": {"$ref": "#/$defs/N"}, "n": {"$ref": 5}}},
+            "$ref '#/$defs/N' is recursive and cannot be inlined",
+        ),
+        ({"properties": {"n": {"$ref": 5}}}, "$ref 5 is not local"),
+    ],
+)
+def test_a_ref_in_a_schema_position_to_no_root_definition_makes_gemini_any_object(extra: dict[str, Any], why: str) -> None:
+    """A ``$ref`` that is no string is no Gemini ref either (the fallback kept root ``defs`` and noted the ``$ref``
+    dropped, as the walk records no such reference)."""
+    tree = {"type": "object", "properties": {"root": {"$ref": "#/$defs/N"}}, "$defs": TREE_DEFS, **extra}
+    assert gemini_schema(tree) == (
+        {"type": "object"},
+        [f"$: parameters exported as any object ({why}, and not every $ref is to root $defs)"],
+    )
+
+
+def test_an_embedded_resource_beside_a_ref_is_ignored_in_drafts_4_to_7() -> None:
+    """Drafts 4-7 ignore what stands beside ``$ref``, ``$id``s and ``$ref``s in its subschemas too: inlining replaces
+    the ``$ref`` and its siblings by the target (it refused the tool for a ``$ref`` in a resource it never reads)."""
+    schema = {
+        "$schema": DRAFTS["draft-07"],
+        "type": "object",
+        "definitions": {"a": {"type": "string"}},
+        "properties": {
+            "x": {
+                "$ref": "#/definitions/a",
+                "properties": {"p": {"$id": "https://example.com/p", "properties": {"q": {"$ref": "#"}}}},
+            }
+        },
+        "required": ["x"],
+    }
+    reg = _registry(schema)
+    assert reg.try_call("t", {"x": "s"}).ok and not reg.try_call("t", {"x": 1}).ok
+    assert inline_refs(schema)["properties"]["x"] == {"type": "string"}
+    assert _strict(reg)["properties"]["x"] == {"type": "string"}
+    gemini = reg.export("gemini")
+    assert gemini.tools[0]["parameters"]["properties"] == {"x": {"type": "string"}} and gemini.notes == {}
+
+
+def test_a_ref_beside_a_ref_is_ignored_in_drafts_4_to_7_where_gemini_keeps_refs() -> None:
+    """The remote ``$ref`` is in a sibling of ``$ref``, which draft-07 ignores and the export drops."""
+    tree = {
+        "$schema": DRAFTS["draft-07"],
+        "type": "object",
+        "definitions": {"N": {"type": "object", "properties": {"kids": {"type": "array", "items": {"$ref": "#/definitions/N"}}}}},
+        "properties": {"root": {"$ref": "#/definitions/N", "properties": {"z": {"$ref": REMOTE}}}},
+    }
+    converted, notes = gemini_schema(tree)
+    assert (
+        converted["properties"] == {"root": {"ref": "#/defs/N"}}
+        and "ref" in converted["defs"]["N"]["properties"]["kids"]["items"]
+    )
+    assert notes == ["$: $ref kept as Gemini's ref to root defs ($ref '#/definitions/N' is recursive and cannot be inlined)"]

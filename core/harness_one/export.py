@@ -244,10 +244,28 @@ class _Document:
         uri = next(uri for uri, node in reversed(found.resources.items()) if node is self.root)
         return found, uri, self._embedded(found, uri)
 
+    def reads(self, path: tuple[Any, ...]) -> bool:
+        """Whether the reference the walk found at ``path`` is a ``$ref`` that inlining and the Gemini converter read:
+        one reached through schema keywords only (see :func:`_position`), and in drafts 4-7 not through a sibling of
+        a ``$ref``. The walk also records those under unknown keywords, in a list under a one-schema keyword
+        (``not: [...]``) and under the siblings drafts 4-7 ignore: here they are data, copied or dropped with it."""
+        if path[-1] != "$ref":
+            return False
+        node, at = self.root, 0
+        while at < len(path) - 1:
+            key = path[at]
+            if self.dialect <= 7 and "$ref" in node:
+                return False
+            kind = _position(key, node[key])
+            if kind == "data":
+                return False
+            node, at = (node[key], at + 1) if kind == "one" else (node[key][path[at + 1]], at + 2)
+        return True
+
     def _embedded(self, found: _Found, uri: str) -> str | None:
-        """Where a ``$ref`` lies in an embedded resource (``uri``: the root's), else ``None``."""
+        """Where a ``$ref`` read (see :meth:`reads`) lies in an embedded resource (``uri``: the root's), else ``None``."""
         for path, ref, target in found.refs:
-            if path[-1] == "$ref" and ref.startswith("#") and (resource := target[: -len(ref)]) != uri:  # URI + ref
+            if ref.startswith("#") and (resource := target[: -len(ref)]) != uri and self.reads(path):  # URI + ref
                 return (
                     f"at {_pointer(path[:-1])}, $ref {ref!r} is in the embedded resource {resource!r} "
                     f"(its own {_id_key(self.dialect)}), which inlining does not resolve against"
@@ -654,7 +672,9 @@ def gemini_schema(schema: Mapping[str, Any], *, tool: str = "?") -> tuple[dict[s
             if key == "anyOf":
                 out["anyOf"] = [convert(v, f"{path}.anyOf[{i}]") for i, v in enumerate(value) if v is not False]
                 continue
-            if key == "$ref" and isinstance(value, str) and value in refs:
+            if key == "$ref":  # only where inlining cannot be done: refs holds every string $ref read
+                if not (isinstance(value, str) and value in refs):  # no string (the walk records none)
+                    raise _NotInlinable(f"$ref {value!r} is to no root definition")
                 out["ref"] = f"#/defs/{refs[value]}"
                 continue
             if key in _GEMINI_KEYWORDS:
@@ -680,12 +700,15 @@ def gemini_schema(schema: Mapping[str, Any], *, tool: str = "?") -> tuple[dict[s
     except _NotInlinable as exc:
         why = str(exc)
     found = _root_defs(doc)
-    if found is None:
-        return {"type": "object"}, [f"$: parameters exported as any object ({why}, and not every $ref is to root $defs)"]
-    defs, refs = found
-    out = convert({k: v for k, v in doc.root.items() if k not in _DEFS}, "$")
-    out["defs"] = {name: convert(sub, "$defs" + path_step(name)) for name, sub in defs.items()}
-    return out, [f"$: $ref kept as Gemini's ref to root defs ({why})", *notes]
+    if found is not None:
+        defs, refs = found
+        try:
+            out = convert({k: v for k, v in doc.root.items() if k not in _DEFS}, "$")
+            out["defs"] = {name: convert(sub, "$defs" + path_step(name)) for name, sub in defs.items()}
+            return out, [f"$: $ref kept as Gemini's ref to root defs ({why})", *notes]
+        except _NotInlinable:  # a $ref that is no string
+            pass
+    return {"type": "object"}, [f"$: parameters exported as any object ({why}, and not every $ref is to root $defs)"]
 
 
 _DEF_REF = re.compile(r"^#/(?:\$defs|definitions)/([^/~%]+)\Z")
@@ -701,17 +724,18 @@ def _root_defs(doc: _Document) -> tuple[dict[str, Any], dict[str, str]] | None:
     """The root ``$defs`` and ``definitions`` as one map, and each ``$ref`` -> the definition it names (by
     pointer, or by an anchor of the definition), if every ``$ref`` is to one of them (else ``None``).
 
-    The ``$ref``s are those the definition checks' walk finds: the local ones, and the remote ones (``None``)."""
+    The ``$ref``s are those the definition checks' walk finds, local or remote, where the converter reads them (see
+    :meth:`_Document.reads`); any other is dropped with the keyword it is in."""
     groups = [doc.root.get("$defs") or {}, doc.root.get("definitions") or {}]
     if set(groups[0]) & set(groups[1]):
         return None
     defs = {**groups[0], **groups[1]}
     try:
         found, uri = doc.walked()
-        refs = {ref: _def_of(found, uri, ref) for path, ref, _ in found.refs if path[-1] == "$ref"}
+        refs = {ref: _def_of(found, uri, ref) for path, ref, _ in found.refs if doc.reads(path)}
     except _NotInlinable:
         return None
-    if any(path[-1] == "$ref" for path, _ in found.remote) or not all(name in defs for name in refs.values()):
+    if any(doc.reads(path) for path, _ in found.remote) or not all(name in defs for name in refs.values()):
         return None
     return defs, refs
 
