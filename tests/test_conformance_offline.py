@@ -1,17 +1,24 @@
 """The network the conformance kit refuses, seen through the interpreter's audit events: at import, in the probe's
-fresh interpreter, and while an example runs, in this process (ways past the six socket functions it patched)."""
+fresh interpreter, and while an example runs, in this process (ways past the six socket functions it patched), to the
+example's own code only."""
 
 from __future__ import annotations
 
 import _socket
+import asyncio
 import contextlib
 import re
+import socket
 import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, HTTPServer
+from pathlib import Path
 from typing import Any
 
 import pytest
 from test_conformance import _fresh_entry_points, message  # noqa: F401 - an autouse fixture
 
+from harness_one import ToolRegistry, defineTool
 from harness_one.testing import ToolPackageTests
 from harness_one.testing._audit import blocking_calls, offline
 
@@ -103,22 +110,195 @@ def test_examples_run_offline_past_the_socket_functions(pytester: pytest.Pyteste
         assert f"tool {name!r}, example 0: tried the network ({shown}): examples run offline" in text
 
 
-def test_offline_refuses_every_thread_until_the_block_ends() -> None:
-    def lookup() -> str:
-        try:
-            _socket.getaddrinfo("localhost", 9)
-        except OSError as exc:
-            return str(exc)
-        return "looked up"
+def _lookup() -> str:
+    try:
+        _socket.getaddrinfo("localhost", 9)
+    except OSError as exc:
+        return str(exc)
+    return "looked up"
 
+
+REFUSED = "network access refused by the harness-one conformance kit: socket.getaddrinfo('localhost', 9)"
+
+
+def test_offline_refuses_the_threads_its_code_starts_until_the_block_ends() -> None:
+    """A plain ``threading.Thread`` copies no context: the thread is the block's because the block's code started it
+    (and so is one that thread starts)."""
     got: list[str] = []
+
+    def nested() -> None:
+        inner = threading.Thread(target=lambda: got.append(_lookup()))
+        inner.start()
+        inner.join()
+
     with offline() as attempts:
-        worker = threading.Thread(target=lambda: got.append(lookup()))
+        worker = threading.Thread(target=lambda: [got.append(_lookup()), nested()])
         worker.start()
         worker.join()
-    assert got == ["network access refused by the harness-one conformance kit: socket.getaddrinfo('localhost', 9)"]
-    assert attempts == ["socket.getaddrinfo('localhost', 9)"]
-    assert lookup() == "looked up"
+    assert got == [REFUSED, REFUSED]
+    assert attempts == ["socket.getaddrinfo('localhost', 9)"] * 2
+    assert _lookup() == "looked up"
+
+
+def test_offline_every_thread_refuses_a_thread_started_before_it() -> None:
+    """What the import probe's interpreter uses: there, every thread is the package's."""
+    go, done, got = threading.Event(), threading.Event(), []
+    before = threading.Thread(target=lambda: [go.wait(), got.append(_lookup()), done.set()])
+    before.start()
+    try:
+        with offline(every_thread=True) as attempts:
+            go.set()
+            done.wait()
+    finally:
+        go.set()
+        before.join()
+    assert (got, attempts) == ([REFUSED], ["socket.getaddrinfo('localhost', 9)"])
+
+
+def _run(fn: Any, arguments: dict[str, Any] | None = None, *, asynchronous: bool = False) -> tuple[Any, list[str]]:
+    """Run the tool ``fn`` as the kit runs an example (in a registry of its own): its value and what went wrong."""
+    registry = ToolRegistry(plugins=[])
+    registry.add(fn)
+    tool = registry.get(fn.tool.name)
+    value, _, problems = suite(example_budget=60.0).run_offline(registry, tool, arguments or {}, asynchronous=asynchronous)
+    return value, problems
+
+
+def test_a_thread_the_test_session_started_is_not_refused() -> None:
+    """A fixture's thread, started before the example, serves, looks up and connects while a pure tool's example runs:
+    neither refused nor blamed on the tool."""
+    go, done, got = threading.Event(), threading.Event(), []
+
+    def fixture() -> None:
+        go.wait()
+        try:
+            with HTTPServer(("127.0.0.1", 0), BaseHTTPRequestHandler) as server:
+                _socket.getaddrinfo("127.0.0.1", 9)
+                socket.create_connection(server.server_address[:2]).close()
+            got.append("served")
+        except OSError as exc:
+            got.append(str(exc))
+        finally:
+            done.set()
+
+    @defineTool(registry=None)
+    def add(a: int, b: int) -> int:
+        """Add two numbers while the fixture serves."""
+        go.set()
+        done.wait()
+        return a + b
+
+    session_thread = threading.Thread(target=fixture)
+    session_thread.start()
+    try:
+        value, problems = _run(add, {"a": 1, "b": 2})
+    finally:
+        go.set()
+        session_thread.join()
+    assert (value, problems, got) == (3, [], ["served"])
+
+
+def _made_of_sockets() -> tuple[socket.socket, socket.socket]:
+    """``socket.socketpair`` where ``_socket`` has none (Windows), as CPython's ``Lib/socket.py`` makes it: a
+    listener bound on loopback, a connection to it."""
+    listener = socket.socket()
+    try:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        client = socket.socket()
+        client.setblocking(False)
+        with contextlib.suppress(BlockingIOError, InterruptedError):
+            client.connect(listener.getsockname())
+        client.setblocking(True)
+        server, _ = listener.accept()
+    finally:
+        listener.close()
+    return server, client
+
+
+def test_a_socket_pair_made_of_sockets_is_not_the_network(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Binding reaches nothing, nor does connecting to what the example's code bound: an event loop (whose self-pipe
+    is such a pair on Windows) runs within an example."""
+    monkeypatch.setattr(socket, "socketpair", _made_of_sockets)
+    with offline() as attempts:
+        left, right = socket.socketpair()
+        left.sendall(b"x")
+        assert right.recv(1) == b"x"
+        left.close()
+        right.close()
+        assert asyncio.run(asyncio.sleep(0, "ran")) == "ran"
+    assert attempts == []
+
+
+@pytest.fixture(params=["loopback", "unix"])
+def local_server(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[socket.socket, Any]]:
+    """A server of this machine the test session listens with: a TCP one on loopback, a Unix-domain one."""
+    if request.param == "unix":
+        sock = socket.socket(socket.AF_UNIX)
+        sock.bind(str(tmp_path / "server"))
+    else:
+        sock = socket.socket()
+        sock.bind(("127.0.0.1", 0))
+    with sock:
+        sock.listen()
+        yield sock, sock.getsockname()
+
+
+def test_a_server_on_this_machine_is_the_network_to_an_example(local_server: tuple[socket.socket, Any]) -> None:
+    """A server on this machine (a database, a daemon's socket, a fixture's) is not the example's own."""
+    _, address = local_server
+    connected: list[bool] = []
+
+    @defineTool(registry=None)
+    def reach() -> str:
+        """Connect to the local server."""
+        with contextlib.suppress(OSError), socket.socket(local_server[0].family) as sock:
+            sock.connect(address)
+            connected.append(True)
+        return "done"
+
+    value, problems = _run(reach)
+    assert (value, connected) == ("done", [])
+    assert problems == [f"tried the network (socket.connect({address!r})): examples run offline"]
+
+
+def _connects() -> int:
+    """Connect to the discard port (nothing leaves this machine); the thread that tried."""
+    with contextlib.suppress(OSError), socket.socket() as sock:
+        sock.settimeout(5.0)
+        sock.connect(("127.0.0.1", 9))
+    return threading.get_ident()
+
+
+TRIED = "tried the network (socket.connect(('127.0.0.1', 9))): examples run offline"
+
+
+def test_a_blocking_tool_under_acall_is_refused_in_its_worker_thread() -> None:
+    @defineTool(registry=None, blocking=True)
+    def connects() -> int:
+        """Connect, from the worker thread acall runs a blocking tool in."""
+        return _connects()
+
+    ident, problems = _run(connects, asynchronous=True)
+    assert ident != threading.get_ident()
+    assert problems == [TRIED]
+
+
+def test_a_tool_under_a_thread_mode_timeout_is_refused_in_the_runner_thread() -> None:
+    """The runner's thread is started before the block (by a first call): it runs the tool in a copy of the caller's
+    context."""
+
+    @defineTool(registry=None, timeout=60.0)
+    def connects() -> int:
+        """Connect, from the timeout runner's thread."""
+        return _connects()
+
+    registry = ToolRegistry(plugins=[])
+    registry.add(connects)
+    worker = registry.call("connects", {})
+    value, _, problems = suite(example_budget=60.0).run_offline(registry, registry.get("connects"), {})
+    assert value == worker != threading.get_ident()
+    assert problems == [TRIED]
 
 
 def test_a_non_blocking_connect_of_a_raw_socket_is_not_a_blocking_call() -> None:

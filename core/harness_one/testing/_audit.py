@@ -1,7 +1,8 @@
 """What code does, seen through the interpreter's audit events (``sys.addaudithook``): the blocking calls a watched
 thread makes (before Python 3.13, whose ``time.sleep`` raises one, a sleep is seen through ``time.sleep`` replaced
-while a thread is watched), and the network, refused to every thread of the process while an :func:`offline` block
-runs. The import probe of ``_tools`` loads this file by its path in its own interpreter, for :func:`offline`.
+while a thread is watched), and the network, refused to the code an :func:`offline` block runs (its context, the
+copies of that context, and the threads that code starts), not to the rest of the process. The import probe of
+``_tools`` loads this file by its path in its own interpreter, for :func:`offline`.
 
 Only what raises an audit event is seen: a C extension that calls the C library itself (a database driver's or an
 HTTP client's own C code opening its connections) is not.
@@ -10,10 +11,12 @@ HTTP client's own C code opening its connections) is not.
 from __future__ import annotations
 
 import _socket
+import _thread
+import contextvars
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, NoReturn, SupportsIndex
 
@@ -33,34 +36,66 @@ _BLOCKING = frozenset(
     }
 )
 #: Audit events of the network (Python 3.8+): a connection (``connect`` and ``connect_ex``, of any socket: the
-#: ``socket`` module's, ``_socket``'s, ``ssl``'s, an event loop's), a datagram or message sent to an address, a socket
-#: bound to one, a name or address looked up (``gethostbyname_ex`` and ``getfqdn`` too).
+#: ``socket`` module's, ``_socket``'s, ``ssl``'s, an event loop's), a datagram or message sent to an address, a name or
+#: address looked up (``gethostbyname_ex`` and ``getfqdn`` too). Binding a socket is not among them: it reaches nothing.
 NETWORK = frozenset(
     {
         "socket.connect",
         "socket.sendto",
         "socket.sendmsg",
-        "socket.bind",
         "socket.getaddrinfo",
         "socket.gethostbyname",
         "socket.gethostbyaddr",
         "socket.getnameinfo",
     }
 )
+#: The network events that name the address reached (``args[1]``): allowed to a socket the block's own code bound.
+_ADDRESSED = frozenset({"socket.connect", "socket.sendto", "socket.sendmsg"})
+#: Audit events of a thread started: ``threading`` raises the first from Python 3.13 on, the second in 3.12 (and before
+#: through :func:`_offline_start`).
+_THREAD_STARTS = frozenset({"_thread.start_joinable_thread", "_thread.start_new_thread"})
+#: Every event an :func:`offline` block looks at.
+_OFFLINE_EVENTS = NETWORK | _THREAD_STARTS | {"socket.bind"}
+
+
+class _Offline:
+    """An :func:`offline` block: what its code tried, the sockets it bound, the threads it started."""
+
+    __slots__ = ("attempts", "bound", "every_thread", "threads")
+
+    def __init__(self, every_thread: bool) -> None:
+        self.every_thread = every_thread
+        self.attempts: list[str] = []
+        self.bound: list[Any] = []  # held until the block ends: a raw ``_socket.socket`` takes no weak reference
+        self.threads: list[threading.Thread] = []
+
+
+#: The block whose code runs in this context, and in its copies (what ``asyncio.to_thread`` and harness-one's timeout
+#: runner run a tool in).
+_CURRENT: contextvars.ContextVar[_Offline | None] = contextvars.ContextVar("harness_one_offline", default=None)
+#: The :func:`offline` blocks in force (empty: the network is not refused).
+_BLOCKS: list[_Offline] = []
 #: The threads watched, and what each was seen doing (empty: the hook returns at once).
 _WATCHED: dict[int, list[str]] = {}
-#: What each :func:`offline` block in force saw tried, by the list's id (empty: the network is not refused).
-_OFFLINE: dict[int, list[str]] = {}
 _LOCK = threading.Lock()
 _INSTALLED: list[bool] = []
 _SLEEP = time.sleep
 #: ``time.sleep`` raises no audit event before Python 3.13: it is replaced while a thread is watched.
 _PATCH_SLEEP = sys.version_info < (3, 13)
+_START_NEW_THREAD: Callable[..., int] = getattr(threading, "_start_new_thread", _thread.start_new_thread)
+#: ``threading`` starts a thread with no audit event before Python 3.12: what it starts threads with is replaced
+#: while an :func:`offline` block is in force.
+_PATCH_START = sys.version_info < (3, 12)
 
 
 def _watched_sleep(seconds: float | SupportsIndex) -> None:
     _hook("time.sleep", (seconds,))
     _SLEEP(seconds)
+
+
+def _offline_start(function: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any] | None = None) -> int:
+    _hook("_thread.start_new_thread", (function, args, kwargs))
+    return _START_NEW_THREAD(function, args) if kwargs is None else _START_NEW_THREAD(function, args, kwargs)
 
 
 def _shown(event: str, args: tuple[Any, ...]) -> str:
@@ -72,17 +107,59 @@ def _shown(event: str, args: tuple[Any, ...]) -> str:
     return f"{event}({', '.join(map(repr, args))})"[:120]
 
 
-def _refuse(event: str, args: tuple[Any, ...]) -> NoReturn:
-    """Note the attempt in every offline block in force, and refuse it where it is made."""
+def _block_here() -> _Offline | None:
+    """The block in force whose code is running: this context's, else the one whose code started this thread (or that
+    refuses every thread)."""
+    block = _CURRENT.get()
+    if block is not None:
+        return block if block in _BLOCKS else None  # a tool still running after its block ended is let be
+    me = threading.get_ident()
+    for block in tuple(_BLOCKS):
+        if block.every_thread or any(t.ident == me and t.is_alive() for t in tuple(block.threads)):
+            return block
+    return None
+
+
+def _own(block: _Offline, address: Any) -> bool:
+    """Whether ``address`` is none (data on a connection already made) or that of a socket ``block``'s code bound (a
+    connection to itself, as CPython's ``socketpair`` made of sockets, on Windows, does)."""
+    if address is None:
+        return True
+    for sock in tuple(block.bound):
+        try:
+            name = sock.getsockname()
+        except OSError:  # closed
+            continue
+        if name == address or (isinstance(name, tuple) and isinstance(address, tuple) and name[:2] == address[:2]):
+            return True
+    return False
+
+
+def _refuse(block: _Offline, event: str, args: tuple[Any, ...]) -> NoReturn:
+    """Note the attempt in ``block``, and refuse it where it is made."""
     shown = _shown(event, args)
-    for attempts in list(_OFFLINE.values()):
-        attempts.append(shown)
+    block.attempts.append(shown)
     raise OSError(f"network access refused by the harness-one conformance kit: {shown}")
 
 
+def _offline_event(event: str, args: tuple[Any, ...]) -> None:
+    """Refuse the network to the code of a block in force; note the sockets it binds and the threads it starts."""
+    block = _block_here()
+    if block is None:
+        return
+    if event == "socket.bind":
+        block.bound.append(args[0])
+    elif event in _THREAD_STARTS:
+        thread = getattr(args[0], "__self__", None)  # ``threading`` starts ``Thread._bootstrap``
+        if isinstance(thread, threading.Thread):
+            block.threads.append(thread)
+    elif not (event in _ADDRESSED and _own(block, args[1])):
+        _refuse(block, event, args)
+
+
 def _hook(event: str, args: tuple[Any, ...]) -> None:
-    if _OFFLINE and event in NETWORK:
-        _refuse(event, args)
+    if _BLOCKS and event in _OFFLINE_EVENTS:
+        _offline_event(event, args)
     if not _WATCHED or event not in _BLOCKING:
         return
     seen = _WATCHED.get(threading.get_ident())
@@ -121,15 +198,26 @@ def blocking_calls() -> Iterator[list[str]]:
 
 
 @contextmanager
-def offline() -> Iterator[list[str]]:
-    """Within the block, refuse the network (the :data:`NETWORK` events) to every thread of this process, with an
-    ``OSError`` raised where the call is made, and list what was tried."""
-    attempts: list[str] = []
+def offline(*, every_thread: bool = False) -> Iterator[list[str]]:
+    """Within the block, refuse the network (the :data:`NETWORK` events) to the code it runs, with an ``OSError``
+    raised where the call is made, and list what was tried. That code is this context and its copies (a thread of
+    ``asyncio.to_thread`` or of harness-one's timeout runner), and the threads it starts with ``threading``, theirs
+    too; with ``every_thread``, every thread of the process. A connection or datagram to a socket that code bound
+    itself is let through (it reaches nothing beyond the code)."""
+    block = _Offline(every_thread)
     with _LOCK:
         _install()
-        _OFFLINE[id(attempts)] = attempts
+        _BLOCKS.append(block)
+        if _PATCH_START:
+            threading._start_new_thread = _offline_start  # type: ignore[attr-defined]
+    token = _CURRENT.set(block)
     try:
-        yield attempts
+        yield block.attempts
     finally:
+        _CURRENT.reset(token)
         with _LOCK:
-            del _OFFLINE[id(attempts)]
+            _BLOCKS.remove(block)
+            if _PATCH_START and not _BLOCKS:
+                threading._start_new_thread = _START_NEW_THREAD  # type: ignore[attr-defined]
+        block.bound.clear()
+        block.threads.clear()

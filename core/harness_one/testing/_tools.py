@@ -68,7 +68,7 @@ import importlib.util, json, logging, os, sys, threading, time
 spec = importlib.util.spec_from_file_location("harness_one_conformance_audit", sys.argv[5])
 audit = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(audit)
-network = audit.offline()  # kept until the interpreter ends: the network stays refused to every thread
+network = audit.offline(every_thread=True)  # kept until the interpreter ends: refused to every thread
 attempts = network.__enter__()
 from harness_one import ToolRegistry
 from harness_one._discovery import DiscoveryReport, _load
