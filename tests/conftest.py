@@ -21,6 +21,13 @@ pytest_plugins = ["redis_support"]  # the redis_server / redis_url fixtures
 
 
 @pytest.fixture
+def pytester(pytester: pytest.Pytester) -> pytest.Pytester:
+    """The pytester of the kit's tests, with this project's asyncio setting (the inner runs warned without it)."""
+    pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\n")
+    return pytester
+
+
+@pytest.fixture
 def clock() -> ManualClock:
     return ManualClock(start=1000.0)
 
