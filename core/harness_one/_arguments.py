@@ -88,6 +88,9 @@ def _collector_paused() -> Iterator[None]:
             gc.enable()
 
 
+#: The whitespace JSON allows around a value (RFC 8259); ``str.strip()`` removes more.
+_JSON_SPACE = " \t\r\n"
+
 #: ``json.loads`` of a ``str`` without its per-call look at its keyword arguments (about 2,900
 #: instructions of a short text's 13,000). A leading BOM is refused as any other stray character.
 _decode = json.JSONDecoder().decode
@@ -229,7 +232,7 @@ def _parse(raw: str | bytes | bytearray | memoryview, limits: ArgumentLimits) ->
                 "UTF-8 text",
                 "invalid UTF-8",
             ) from None
-    if not text.strip():
+    if not text.strip(_JSON_SPACE):  # only JSON's whitespace: "\u3000" or "\x0b" is text that is not JSON
         return {}
     # (the arguments' own object is not one of them)
     if len(text) > limits.max_containers and _more_containers(text, limits.max_containers + 1):
@@ -308,6 +311,22 @@ def check_signature(args: dict[Any, Any], accepted: frozenset[str], required: fr
         problems.append(ArgumentProblem(json_path((key,)), "required argument is missing", "required", "present", "missing"))
     if problems:
         raise ToolArgumentError(problems)
+
+
+def call_param_sent(name: str, tool: str) -> ToolArgumentError:
+    """The refusal of an argument named like the tool's ``Call`` parameter (a ``**kwargs`` tool takes any other name)."""
+    return ToolArgumentError(
+        [
+            ArgumentProblem(
+                json_path((name,)),
+                f"unexpected argument; '{name}' is the tool's Call parameter, which harness-one passes itself",
+                "additionalProperties",
+                "no such property",
+                _shown(name),
+            )
+        ],
+        tool=tool,
+    )
 
 
 def _short(value: Any) -> str:

@@ -1076,6 +1076,10 @@ class ToolRegistry(metaclass=_SharedType):
     @staticmethod
     def _convert(call: Call, args: dict[str, Any]) -> dict[str, Any]:
         tool = call.tool
+        if tool.call_param is not None and tool.call_param in args:  # a **kwargs tool: the call is not the model's to set
+            from ._arguments import call_param_sent
+
+            raise call_param_sent(tool.call_param, tool.name)
         kwargs = dict(args)
         for key, convert in tool.converters.items():
             if key in kwargs:

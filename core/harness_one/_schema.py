@@ -21,7 +21,7 @@ import typing
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
-from urllib.parse import unquote, urldefrag, urljoin
+from urllib.parse import quote, unquote, urldefrag, urljoin
 
 from ._docstrings import parse_docstring
 from ._errors import ArgumentProblem, ToolArgumentError, ToolDefinitionError
@@ -37,6 +37,7 @@ __all__ = [
     "json_type",
     "path_step",
     "schema_for_type",
+    "without_bad_defaults",
     "wrap_output",
 ]
 
@@ -390,9 +391,12 @@ class _Inference:
             return self._union(args)
         if origin in (list, Sequence, set, frozenset, typing.AbstractSet) or tp in (list, set, frozenset):
             array: JSONSchema = {"type": "array"}
-            if args:
+            is_set = origin in (set, frozenset, typing.AbstractSet) or tp in (set, frozenset)
+            if is_set and not self.output and (not args or args[0] in (Any, object)):
+                array["items"] = dict(_SET_ITEM)  # what a set can hold (a JSON value may be an object or array)
+            elif args:
                 array["items"] = self._nested(args[0])
-            if origin in (set, frozenset, typing.AbstractSet) or tp in (set, frozenset):
+            if is_set:
                 array["uniqueItems"] = True
             return array
         if origin is tuple or tp is tuple:
@@ -571,7 +575,10 @@ class _Inference:
         if origin in (list, Sequence) and args:
             return _each(self._conv(args[0]), list)
         if origin in (set, frozenset, typing.AbstractSet):
-            return _each(self._conv(args[0]) if args else None, frozenset if origin is frozenset else set, always=True)
+            problem = _set_item_problem(args[0]) if args and args[0] not in (Any, object) else None
+            if problem is not None:
+                raise TypeError(problem)
+            return _set_of(self._conv(args[0]) if args else None, frozenset if origin is frozenset else set)
         if origin is tuple:
             if len(args) == 2 and args[1] is Ellipsis:
                 return _each(self._conv(args[0]), tuple, always=True)
@@ -606,8 +613,10 @@ class _Inference:
             hints = _field_hints(tp)
             names = [f.name for f in dataclasses.fields(tp) if f.init]
             return self._guarded(tp, lambda: _fields({k: self._conv(hints.get(k, Any)) for k in names}, tp))
-        if tp in (list, set, frozenset, tuple):
-            return None if tp is list else _each(None, tp, always=True)
+        if tp in (set, frozenset):
+            return _set_of(None, tp)
+        if tp is tuple:
+            return _each(None, tp, always=True)
         return None
 
     def _guarded(self, tp: type, build: Callable[[], _Conv | None]) -> _Conv | None:
@@ -657,6 +666,77 @@ def _strip_required(tp: Any) -> Any:
     if getattr(origin, "_name", None) in ("Required", "NotRequired", "ReadOnly"):
         return get_args(tp)[0]
     return tp
+
+
+#: The items of a bare ``set`` (or ``set[Any]``): JSON values a Python set can hold, booleans
+#: aside (``True == 1`` in a set, though JSON tells them apart).
+_SET_ITEM: JSONSchema = {"type": ["string", "number", "null"]}
+
+
+def _set_item_problem(tp: Any) -> str | None:
+    """Why the converted values of ``tp`` cannot be the items of a Python set, or None."""
+    unhashable = _unhashable(tp)
+    if unhashable is not None:
+        return (
+            f"a set cannot hold {unhashable} values, which are unhashable (every call would fail); "
+            f"take a list (list[{_shown_type(tp)}]) instead"
+        )
+    kinds = _value_classes(tp)
+    if bool in kinds and any(
+        (k is not bool and issubclass(k, (int, float))) or _is_class(k, "decimal", "Decimal") for k in kinds
+    ):
+        return (
+            f"set[{_shown_type(tp)}] mixes booleans and numbers, which a Python set merges (True == 1, False == 0) "
+            "though JSON tells them apart; take a list, or a set of one of them"
+        )
+    return None
+
+
+def _shown_type(tp: Any) -> str:
+    return tp.__qualname__ if isinstance(tp, type) else repr(tp).replace("typing.", "")
+
+
+def _members(tp: Any) -> list[Any]:
+    """``tp`` as the types its values may have: unions split, ``Annotated``, ``NewType`` and aliases unwrapped."""
+    origin = get_origin(tp)
+    if origin is typing.Annotated:
+        return _members(get_args(tp)[0])
+    if hasattr(tp, "__supertype__"):
+        return _members(tp.__supertype__)
+    if type(tp).__name__ == "TypeAliasType":
+        return _members(tp.__value__)
+    if origin is Union or origin is types.UnionType:
+        return [m for arg in get_args(tp) for m in _members(arg)]
+    return [tp]
+
+
+def _value_classes(tp: Any) -> set[type]:
+    """The classes of the Python values ``tp`` converts to, as far as sets care (a ``Literal``'s values' classes)."""
+    classes: set[type] = set()
+    for member in _members(tp):
+        if get_origin(member) is Literal:
+            classes.update(type(v.value if isinstance(v, enum.Enum) else v) for v in get_args(member))
+        elif isinstance(member, type):
+            classes.add(member)
+    return classes
+
+
+def _unhashable(tp: Any) -> str | None:
+    """The name of a type within ``tp`` whose converted values are unhashable (``dict``, ``list``, ...), or None."""
+    for member in _members(tp):
+        origin = get_origin(member) or member
+        args = get_args(member)
+        if member in (Any, object):
+            return "Any (JSON object or array)"
+        if origin is tuple or origin is frozenset:
+            found = next((u for a in args if a is not Ellipsis and (u := _unhashable(a)) is not None), None)
+            if found is not None:
+                return found
+        elif origin in (list, dict, set, Sequence, Mapping, typing.AbstractSet) or typing.is_typeddict(origin):
+            return _shown_type(origin if origin in (list, dict, set) else member)
+        elif isinstance(origin, type) and getattr(origin, "__hash__", None) is None:  # a dataclass or model not frozen
+            return origin.__qualname__
+    return None
 
 
 def _literal_value(value: Any) -> Any:
@@ -980,7 +1060,7 @@ def _to_pydantic(tp: type) -> _Conv:
         except ValidationError as exc:
             problems = []
             for err in exc.errors()[:20]:
-                where = path + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err.get("loc", ()))
+                where = path + "".join(map(path_step, err.get("loc", ())))
                 problems.append(ArgumentProblem(where, str(err.get("msg", "invalid")), str(err.get("type", "pydantic"))))
             raise ToolArgumentError(problems or [ArgumentProblem(path, "invalid value", "pydantic")]) from None
 
@@ -1000,6 +1080,33 @@ def _each(item: _Conv | None, kind: type, *, always: bool = False) -> _Conv | No
         return kind(item(v, f"{path}[{i}]") for i, v in enumerate(value))
 
     return convert
+
+
+def _set_of(item: _Conv | None, kind: type) -> _Conv:
+    """Convert each item of a JSON array and make them a ``kind`` (set or frozenset); an item a set cannot hold
+    (under a schema that lets objects or arrays through) is refused where it stands."""
+    each = _each(item, list, always=True)
+    assert each is not None
+
+    def convert(value: Any, path: str) -> Any:
+        items = each(value, path)
+        if type(items) is not list:
+            return items
+        try:
+            return kind(items)
+        except TypeError:
+            index = next(i for i, v in enumerate(items) if not _hashable(v))
+            raise _refuse(f"{path}[{index}]", "a string, number or null (what a set holds)", items[index], "type") from None
+
+    return convert
+
+
+def _hashable(value: Any) -> bool:
+    try:
+        hash(value)
+    except TypeError:
+        return False
+    return True
 
 
 def _fixed_tuple(items: list[_Conv | None]) -> _Conv:
@@ -1113,13 +1220,16 @@ _SUBSCHEMA_MAPS = frozenset({"$defs", "definitions", "dependentSchemas", "patter
 _DATA = frozenset({"const", "default", "enum", "examples"})
 
 
-def check_schema(schema: Any, *, tool: str, what: str = "parameters", object_root: bool = True) -> JSONSchema:
+def check_schema(
+    schema: Any, *, tool: str, what: str = "parameters", object_root: bool = True, defaults: bool = False
+) -> JSONSchema:
     """A plain-JSON copy of ``schema`` once it passes every check, else a ``ToolDefinitionError`` naming the place.
 
     Checked: a JSON object made of JSON values; a known ``$schema``; no reference outside the
     schema (never fetched; the bundled metaschemas are fine); valid under its metaschema;
     ``"type": "object"`` at the root (``object_root``); every local ``$ref`` resolves; every
-    ``pattern`` and ``patternProperties`` key is a regular expression both backends accept.
+    ``pattern`` and ``patternProperties`` key is a regular expression both backends accept;
+    with ``defaults``, every ``default`` is valid under the schema that gives it.
     """
     prefix = f"Tool '{tool}': {what}"
     if not isinstance(schema, Mapping):
@@ -1163,7 +1273,156 @@ def check_schema(schema: Any, *, tool: str, what: str = "parameters", object_roo
                 "Patterns are ECMA-262 as jsonschema-rs reads them; both validation backends accept exactly those.",
                 tool=tool,
             )
+    bad = _bad_default(copy, found) if defaults and found.defaults else None
+    if bad is not None:
+        path, why = bad
+        raise ToolDefinitionError(
+            f"{prefix}: at {_pointer((*path, 'default'))}, the default does not match the schema that gives it ({why}). "
+            "A default must be a value its schema accepts: the validation plugin fills defaults in for properties a "
+            "model leaves out, and the tool receives them. Fix the default or the schema.",
+            tool=tool,
+        )
     return copy
+
+
+def without_bad_defaults(schema: Any) -> tuple[Any, list[str]]:
+    """A copy of ``schema`` without the ``default``s the schemas that give them refuse, and where each was.
+
+    For a schema written elsewhere (an MCP server's tool): the tool is kept, and no default its
+    own schema refuses is filled in (the remote applies its own when the argument is absent).
+    What the definition checks refuse anyway (not JSON, an unknown or remote reference) comes
+    back unchanged, for them to say so.
+    """
+    if not isinstance(schema, Mapping):
+        return schema, []
+    try:
+        copy = _copy_json(schema, "parameters", "")
+    except ToolDefinitionError:
+        return schema, []
+    dialect = _dialect(copy.get("$schema"))
+    if dialect is None:
+        return schema, []
+    dropped: list[str] = []
+    while True:
+        found = _walk(copy, dialect)
+        if found.remote or not found.defaults:
+            return (copy if dropped else schema), dropped
+        bad = _bad_default(copy, found)
+        if bad is None:
+            return (copy if dropped else schema), dropped
+        del functools.reduce(operator.getitem, bad[0], copy)["default"]
+        dropped.append(_pointer((*bad[0], "default")))
+
+
+#: The URI the checks of defaults give a schema that has references (relative ``$id``s resolve against it).
+_DEFAULTS_BASE = "json-schema:///harness-one/parameters"
+#: References that resolve alike in the root and in a schema holding only the root's ``$defs`` (and ``definitions``).
+_DEFS_REFS = ("#/$defs/", "#/definitions/")
+#: What a JSON pointer keeps as it is in a URI fragment (the rest is percent-encoded: ``#``, ``%``, spaces, ...).
+_POINTER_SAFE = "/~!$&'()*+,;=:@"
+_PLAIN_POINTER = re.compile(r"[A-Za-z0-9/~!$&'()*+,;=:@._-]*")
+
+
+def _fragment(path: tuple[Any, ...]) -> str:
+    """The URI fragment naming the schema at ``path`` (``#/properties/a%20b``)."""
+    pointer = _pointer(path)[1:]
+    return "#" + (pointer if _PLAIN_POINTER.fullmatch(pointer) else quote(pointer, safe=_POINTER_SAFE))
+
+
+def _bad_default(schema: JSONSchema, found: _Found) -> tuple[tuple[Any, ...], str] | None:
+    """The first ``default`` the schema that gives it refuses (``format`` aside), and why; else None.
+
+    Past those :func:`_plainly_valid` vouches for, one validator checks them all, each schema
+    under its index in ``properties``: the schema itself, with the root's ``$defs`` when its
+    references all point there, else a ``$ref`` to where it is in the registered root (anchors,
+    ids and other references resolve as they do there).
+    """
+    located = [(path, functools.reduce(operator.getitem, path, schema)) for path in found.defaults]
+    unsure = [(path, node) for path, node in located if not _plainly_valid(node, node["default"], found)]
+    if not unsure:
+        return None
+    paths = [path for path, _ in unsure]
+    nodes = [node for _, node in unsure]
+    instance = {str(i): node["default"] for i, node in enumerate(nodes)}
+    rs = _rust()
+    if rs is None:  # the fallback without jsonschema-rs
+        from jsonschema import exceptions, validators
+
+        root = validators.validator_for(schema, default=validators.Draft202012Validator)(schema)
+        for path, node in zip(paths, nodes):
+            error = exceptions.best_match(root.evolve(schema=node).iter_errors(node["default"]))
+            if error is not None:
+                return path, error.message[:200]
+        return None
+    registry = None
+    members: list[Any] = nodes
+    wrapper: JSONSchema = {key: schema[key] for key in ("$schema", "$defs", "definitions") if key in schema}
+    if found.anchors or len(found.resources) > 1 or not all(ref.startswith(_DEFS_REFS) for _, ref, _ in found.refs):
+        registry = rs.Registry([(_DEFAULTS_BASE, schema)])
+        members = [{"$ref": _DEFAULTS_BASE + _fragment(path)} for path in paths]
+        wrapper = {}
+    wrapper["properties"] = {str(i): member for i, member in enumerate(members)}
+    try:
+        validator = rs.validator_for(wrapper, registry=registry, validate_formats=False)
+    except Exception:  # pragma: no cover - what jsonschema-rs cannot compile, validation reports
+        return None
+    if validator.is_valid(instance):
+        return None
+    error = min(validator.iter_errors(instance), key=lambda e: int(e.instance_path[0]))
+    return paths[int(error.instance_path[0])], error.message[:200]
+
+
+#: Keywords that never refuse a value.
+_ANNOTATIONS = frozenset(
+    {"default", "description", "title", "examples", "deprecated", "readOnly", "writeOnly", "$comment", "$anchor"}
+)
+#: The Python classes of the JSON values of each type, as every draft reads them (2.0 aside).
+_TYPE_CLASSES: dict[str, tuple[type, ...]] = {
+    "string": (str,),
+    "integer": (int,),
+    "number": (int, float),
+    "boolean": (bool,),
+    "null": (_NoneType,),
+    "object": (dict,),
+    "array": (list,),
+}
+_SCALAR_CLASSES = (str, int, float, bool, _NoneType)
+
+
+def _plainly_valid(node: Any, value: Any, found: _Found, depth: int = 0) -> bool:
+    """Whether ``node`` surely accepts ``value`` without a validator: it says no more than one ``type``,
+    an ``enum`` of scalars, a ``minimum``, a ``maximum`` and a ``$ref`` within the schema to one that
+    does, and ``value`` fits them all. False is "not sure" (a validator decides)."""
+    if not isinstance(node, dict):
+        return node is True
+    kind = type(value)
+    for key, expected in node.items():
+        if key == "type":
+            classes = _TYPE_CLASSES.get(expected) if isinstance(expected, str) else None
+            if classes is None or kind not in classes:  # (bool is no int here: type() is exact)
+                return False
+        elif key == "enum":
+            if kind not in _SCALAR_CLASSES or not isinstance(expected, list):
+                return False
+            if not any(type(e) is kind and e == value for e in expected):
+                return False
+        elif key in ("minimum", "maximum"):  # (>= and <= in every draft)
+            if kind not in (int, float) or type(expected) not in (int, float):
+                return False
+            if value < expected if key == "minimum" else value > expected:
+                return False
+        elif key == "$ref":  # a pointer or an anchor in a schema with no ids: what the walk resolves
+            if not isinstance(expected, str) or not expected.startswith("#") or len(found.resources) > 1 or depth > 8:
+                return False
+            try:
+                target = found.node("", expected[1:])
+            except KeyError:
+                return False
+            if not _plainly_valid(target, value, found, depth + 1):
+                return False
+        elif key not in _ANNOTATIONS:
+            return False
+    return True
 
 
 def find_remote_refs(schema: Any) -> list[str]:
@@ -1239,6 +1498,8 @@ class _Found:
     patterns: list[tuple[tuple[Any, ...], str]]
     #: An anchor declared again in its resource: (where, name, where it was first declared).
     doubled: list[tuple[tuple[Any, ...], str, tuple[Any, ...]]] = dataclasses.field(default_factory=list)
+    #: Where the schemas that give a ``default`` are.
+    defaults: list[tuple[Any, ...]] = dataclasses.field(default_factory=list)
 
     def anchor(self, uri: str, name: str, path: tuple[Any, ...]) -> None:
         first = self.anchors.setdefault((uri, name), path)
@@ -1279,7 +1540,9 @@ def _join(base: str, ref: str) -> str:
 
 
 #: The keywords :func:`_walk` reads in a schema besides its subschemas.
-_MARKS = frozenset({"id", "$id", "$anchor", "$dynamicAnchor", "$schema", "$ref", "$dynamicRef", "$recursiveRef", "pattern"})
+_MARKS = frozenset(
+    {"id", "$id", "$anchor", "$dynamicAnchor", "$schema", "$ref", "$dynamicRef", "$recursiveRef", "pattern", "default"}
+)
 
 
 def _id_key(dialect: int) -> str:
@@ -1299,7 +1562,7 @@ def _walk(schema: Any, dialect: int) -> _Found:
     def visit(node: Any, path: tuple[Any, ...], base: str) -> None:
         if not isinstance(node, dict):
             return
-        if not _MARKS.isdisjoint(node):  # most schemas have no id, anchor, reference or pattern: no look-ups
+        if not _MARKS.isdisjoint(node):  # most schemas have no id, anchor, reference, pattern or default: no look-ups
             ident = node.get(id_key)
             if isinstance(ident, str) and not (dialect <= 7 and "$ref" in node):  # drafts 4-7 ignore $ref's siblings
                 uri, fragment = urldefrag(_join(base, ident))
@@ -1319,6 +1582,8 @@ def _walk(schema: Any, dialect: int) -> _Found:
                     pending.append(((*path, key), ref, _join(base, ref)))
             if isinstance(node.get("pattern"), str):
                 found.patterns.append(((*path, "pattern"), node["pattern"]))
+            if "default" in node:
+                found.defaults.append(path)
         for key, value in node.items():
             if key in _SUBSCHEMA:
                 if isinstance(value, list):  # items as an array (drafts before 2020-12)
@@ -1506,8 +1771,14 @@ _ECMA_LETTERS = frozenset("dDwWsSbBfnrtvcxupPk")
 _QUANTIFIER = re.compile(r"[*+?]|\{[0-9]+(?:,[0-9]*)?\}")
 _GROUP_NAME = re.compile(r"P?<[A-Za-z_$][A-Za-z0-9_$]*>")
 _DIGITS = re.compile(r"[1-9][0-9]*")
-_FLAGS_ONLY = re.compile(r"[A-Za-z-]*\)")
-_GROUP_PREFIX = re.compile(r"<[=!]|[=!:]|[A-Za-z-]*:")
+_FLAGS_ONLY = re.compile(r"([A-Za-z-]*)\)")
+_GROUP_PREFIX = re.compile(r"<[=!]|[=!]|([A-Za-z-]*):")
+#: The inline flags both backends read alike: ``i`` and ``m`` for the whole pattern, ``i`` in a group.
+#: (jsonschema-rs reads ``(?s)`` as nothing, ``(?U)``, ``(?R)``, ``(?x)`` and ``(?u)`` its own way; the
+#: ``regex`` module refuses ``(?U)`` and reads ``(?R)`` as recursion; a group's ``m`` changes how
+#: the Python backend reads every ``$``.)
+_WHOLE_FLAGS = re.compile(r"[im]+")
+_GROUP_FLAGS = frozenset({"", "i", "-i"})
 
 
 def _ecma_problem(pattern: str) -> str | None:
@@ -1515,8 +1786,9 @@ def _ecma_problem(pattern: str) -> str | None:
 
     Refused: a quantifier right after another (``a{2}{3}``, ``a*?+``) or with nothing to repeat
     (``^*``, ``\\b+``, ``(?<!{2})``), the empty classes ``[]`` and ``[^]``, letter escapes
-    ECMA-262 does not define (``\\A``, ``\\e``, ``\\N``, ...), and a backreference inside the
-    group it refers to, and inline flags anywhere but at the start.
+    ECMA-262 does not define (``\\A``, ``\\e``, ``\\N``, ...), a backreference inside the
+    group it refers to, inline flags anywhere but at the start, and inline flags other than
+    ``(?i)``, ``(?m)``, ``(?im)`` at the start and ``(?i:...)``, ``(?-i:...)`` groups.
     """
     i, n = 0, len(pattern)
     last = "none"  # the previous token: "atom", "quantifier" or "none" (start, group start, |, assertion)
@@ -1564,6 +1836,8 @@ def _ecma_problem(pattern: str) -> str | None:
             elif (flags := _FLAGS_ONLY.match(pattern, i + 2)) is not None:  # (?i)
                 if i > 0:  # jsonschema-rs applies it from here on, the regex module to the whole pattern
                     return "inline flags such as (?i) anywhere but at the start"
+                if not _WHOLE_FLAGS.fullmatch(flags.group(1)):
+                    return _flags_problem(f"(?{flags.group()}")
                 i = flags.end()
             elif (name := _GROUP_NAME.match(pattern, i + 2)) is not None:
                 groups += 1
@@ -1571,6 +1845,8 @@ def _ecma_problem(pattern: str) -> str | None:
                 i = name.end()
             else:
                 prefix = _GROUP_PREFIX.match(pattern, i + 2)
+                if prefix is not None and prefix.group(1) is not None and prefix.group(1) not in _GROUP_FLAGS:
+                    return _flags_problem(f"(?{prefix.group()}...)")
                 open_groups.append(0)
                 i = prefix.end() if prefix else i + 2
         else:
@@ -1580,6 +1856,14 @@ def _ecma_problem(pattern: str) -> str | None:
                 last = "none"
             i += 1
     return None
+
+
+def _flags_problem(written: str) -> str:
+    hint = "; '.' never matches a line break: write [\\s\\S] for any character" if "s" in written else ""
+    return (
+        f"the inline flags {written}: both backends read alike only (?i), (?m) or (?im) at the start "
+        f"and (?i:...) or (?-i:...) groups{hint}"
+    )
 
 
 def _class_end(pattern: str, start: int) -> int:
@@ -1610,5 +1894,10 @@ def check_against_signature(schema: Mapping[str, Any], sig: Signature, *, tool: 
             )
     for name in sorted(sig.required - set(props)):
         problems.append(f"function parameter '{name}' has no default but is not a property of the schema")
+    if sig.call_param is not None and sig.call_param in props:
+        problems.append(
+            f"the schema has property '{sig.call_param}', but that function parameter receives the call itself "
+            "(a Call), never an argument; rename one of them"
+        )
     if problems:
         raise ToolDefinitionError(f"Tool '{tool}': schema and function disagree: " + "; ".join(problems) + ".", tool=tool)

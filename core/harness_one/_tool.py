@@ -138,7 +138,7 @@ class Tool:
         if parameters is None:
             schema = check_schema(sig.schema, tool=tool_name) if sig.needs_check else sig.schema
         else:
-            schema = check_schema(parameters, tool=tool_name)
+            schema = check_schema(parameters, tool=tool_name, defaults=True)
             check_against_signature(schema, sig, tool=tool_name)
         if output_schema is None:
             output, output_wrapped = sig.output_schema, sig.output_wrapped
