@@ -286,3 +286,34 @@ def test_a_remote_tool_error_crosses_a_pickle_whole() -> None:
         3.0,
     )
     assert "hunter2" not in back.cause.text
+
+
+def test_a_remote_default_its_own_schema_refuses_is_dropped_not_the_tool(tmp_path: Path) -> None:
+    """A server's ``factor: int = None`` says ``{"type": "integer", "default": null}``: the tool is
+    imported, the default is not filled in (the remote applies its own when the argument is absent)."""
+    path = tmp_path / "defaults_server.py"
+    path.write_text(
+        textwrap.dedent(
+            """
+            from mcp.server.mcpserver import MCPServer
+
+            server = MCPServer("defaults")
+
+            @server.tool()
+            def scaled(x: int, factor: int = None) -> int:
+                return x * (factor or 1)
+
+            server.run("stdio")
+            """
+        )
+    )
+    registry = ToolRegistry(autoload=False)
+    remote = import_tools(registry, spec(str(path), name="defaults"))
+    try:
+        assert remote.failures == []
+        factor = registry.get("scaled").parameters["properties"]["factor"]
+        assert factor.get("type") == "integer" and "default" not in factor
+        assert registry.call("scaled", {"x": 4}) == {"result": 4}
+        assert registry.call("scaled", {"x": 4, "factor": 3}) == {"result": 12}
+    finally:
+        remote.close()

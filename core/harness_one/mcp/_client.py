@@ -55,6 +55,7 @@ from harness_one._errors import ERROR_TEXT_LIMIT, _restore, exception_text, outs
 from harness_one._log import log_event
 from harness_one._redact import without_userinfo
 from harness_one._render import safe_text
+from harness_one._schema import without_bad_defaults
 
 from ._spec import CALL_TIMEOUT, ERROR_META_KEY, McpSpec, McpSpecError
 
@@ -460,11 +461,14 @@ class RemoteServer:
         if remote.title:
             options["title"] = remote.title
         bounded = keywords.get("timeout") is not None or keywords.get("total_timeout") is not None
+        parameters, dropped = without_bad_defaults(remote.input_schema)
+        if dropped:  # (FastMCP's `x: int = None` says {"type": "integer", "default": null})
+            log_event(logging.INFO, "mcp defaults dropped", server=self.spec.name, tool=local, at=dropped)
         return Tool.create(
             self._function(remote.name, local, unwrap, None if bounded else self.call_timeout),
             name=local,
             description=remote.description or remote.title or f"Tool '{remote.name}' of MCP server '{self.spec.name}'.",
-            parameters=remote.input_schema,
+            parameters=parameters,
             output_schema=output if isinstance(output, dict) else None,
             options=options,
             source=f"mcp:{self.spec.name}",
