@@ -341,3 +341,20 @@ def test_text_that_is_only_non_json_whitespace_is_invalid_json(text: str) -> Non
         assert err.value.problems[0].message.startswith("arguments are not valid JSON")
     assert ran == []
     assert reg.call("purge", " \t\r\n") == "purged"  # JSON's own whitespace: no arguments
+
+
+def test_bad_defaults_of_a_schema_written_elsewhere_are_dropped_up_to_a_bound() -> None:
+    """What the MCP client does with a remote schema: a few bad defaults go; past 32 (one walk and one
+    check each) the schema comes back as it was, for the definition check to refuse."""
+    from harness_one._schema import without_bad_defaults
+
+    def schema(n: int) -> dict[str, Any]:
+        return {"type": "object", "properties": {f"p{i}": {"type": "integer", "default": None} for i in range(n)}}
+
+    few, dropped = without_bad_defaults(schema(3))
+    assert dropped == ["#/properties/p0/default", "#/properties/p1/default", "#/properties/p2/default"]
+    assert all("default" not in node for node in few["properties"].values())
+    many = schema(40)
+    assert without_bad_defaults(many) == (many, [])
+    fine = schema(0)
+    assert without_bad_defaults(fine) == (fine, [])

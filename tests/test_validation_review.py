@@ -304,6 +304,23 @@ def test_a_pattern_that_tells_a_surrogate_from_its_stand_in_is_left_to_python() 
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize(
+    ("schema", "instance", "valid"),
+    [
+        # a lone surrogate beside the very character that would stand in for it: two keys, not one
+        ({"type": "object", "additionalProperties": {"type": "integer"}}, {"\ud800": "not an int", "\U0010f800": 1}, False),
+        ({"type": "array", "uniqueItems": True}, ["\ud800", "\U0010f800"], True),
+        # a schema naming the stand-in's character tells the two apart
+        ({"type": "object", "properties": {"\U0010f800": {"type": "integer"}}}, {"\ud800": "x"}, True),
+        ({"type": "object", "required": ["\U0010f800"]}, {"\ud800": 1}, False),
+        ({"type": "object", "dependentRequired": {"a": ["\U0010f800"]}}, {"a": 1, "\ud800": 2}, False),
+    ],
+)
+def test_a_surrogate_and_its_would_be_stand_in_are_never_one(backend: str, schema: Any, instance: Any, valid: bool) -> None:
+    assert compile_schema(schema, backend).is_valid(instance) is valid
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_what_python_must_judge_has_a_time_budget_unless_python_is_the_backend(backend: str) -> None:
     """A value jsonschema-rs cannot read (a str subclass) went to an unbounded pure-Python verdict."""
     from harness_one_plugins.validation import VERDICT_BUDGET

@@ -1290,8 +1290,8 @@ def without_bad_defaults(schema: Any) -> tuple[Any, list[str]]:
 
     For a schema written elsewhere (an MCP server's tool): the tool is kept, and no default its
     own schema refuses is filled in (the remote applies its own when the argument is absent).
-    What the definition checks refuse anyway (not JSON, an unknown or remote reference) comes
-    back unchanged, for them to say so.
+    What the definition checks refuse anyway (not JSON, an unknown or remote reference), and a
+    schema with more than 32 such defaults, come back unchanged, for them to say so.
     """
     if not isinstance(schema, Mapping):
         return schema, []
@@ -1303,7 +1303,7 @@ def without_bad_defaults(schema: Any) -> tuple[Any, list[str]]:
     if dialect is None:
         return schema, []
     dropped: list[str] = []
-    while True:
+    for _ in range(_MAX_DROPPED + 1):  # one walk and one check a default: bounded, as the schema is someone else's
         found = _walk(copy, dialect)
         if found.remote or not found.defaults:
             return (copy if dropped else schema), dropped
@@ -1312,6 +1312,11 @@ def without_bad_defaults(schema: Any) -> tuple[Any, list[str]]:
             return (copy if dropped else schema), dropped
         del functools.reduce(operator.getitem, bad[0], copy)["default"]
         dropped.append(_pointer((*bad[0], "default")))
+    return schema, []  # more than _MAX_DROPPED: the definition check refuses it, naming the first
+
+
+#: The most defaults :func:`without_bad_defaults` drops from one schema.
+_MAX_DROPPED = 32
 
 
 #: The URI the checks of defaults give a schema that has references (relative ``$id``s resolve against it).

@@ -160,8 +160,8 @@ def _stood_in(instance: Any) -> Any:
         text = json.dumps(instance, ensure_ascii=False)
     except (TypeError, ValueError):
         return None
-    if _SURROGATE.search(text) is None:
-        return None
+    if _SURROGATE.search(text) is None or _STAND_IN.search(text) is not None:
+        return None  # (a real character where a stand-in would go: they would be one; jsonschema judges)
     return json.loads(_SURROGATE.sub(lambda m: chr(ord(m.group()) + _SHIFT), text))
 
 
@@ -171,7 +171,13 @@ def _back(text: str) -> str:
 
 
 def _tells_surrogates_apart(schema: Any) -> bool:
-    """Whether a pattern or an ``enum``/``const`` value of ``schema`` could tell a lone surrogate from its stand-in."""
+    """Whether ``schema`` could tell a lone surrogate from its stand-in: a pattern's escape or class,
+    or any name or value in it (a property name, an ``enum`` member) holding a character from U+D800 on."""
+    try:
+        if _TELLS_VALUE.search(json.dumps(schema, ensure_ascii=False)):
+            return True
+    except (TypeError, ValueError):
+        return True
     stack = [(schema, False)]
     while stack:
         node, data = stack.pop()
