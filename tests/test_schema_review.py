@@ -358,3 +358,16 @@ def test_bad_defaults_of_a_schema_written_elsewhere_are_dropped_up_to_a_bound() 
     assert without_bad_defaults(many) == (many, [])
     fine = schema(0)
     assert without_bad_defaults(fine) == (fine, [])
+
+
+def test_json_pointer_follows_a_local_ref_as_the_definition_checks_do() -> None:
+    from harness_one import json_pointer
+
+    root = {"$defs": {"a/b": {"type": "integer"}, "m~n": [{"x": 1}], "sp ace": True}}
+    assert json_pointer(root, "/$defs/a~1b") == {"type": "integer"}
+    assert json_pointer(root, "/$defs/m~0n/0/x") == 1
+    assert json_pointer(root, "/$defs/sp%20ace") is True
+    assert json_pointer(root, "") is root
+    for missing in ("/$defs/nope", "/$defs/m~0n/1", "/$defs/m~0n/-1"):
+        with pytest.raises(KeyError):
+            json_pointer(root, missing)

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from ._registry import ToolRegistry
     from ._render import fingerprint
     from ._runners import ProcessRunner, Runner, ThreadRunner
-    from ._schema import json_path, json_type
+    from ._schema import json_path, json_pointer, json_type
     from ._tool import Tool, ToolFunction, define_tool, defineTool
     from .hookspecs import applies_to, hookimpl, per_tool
 
@@ -90,6 +90,7 @@ _LAZY: dict[str, str] = {  # name -> module: imported on first use, so start-up 
     "Runner": "._runners",
     "ThreadRunner": "._runners",
     "json_path": "._schema",
+    "json_pointer": "._schema",
     "json_type": "._schema",
     "Tool": "._tool",
     "ToolFunction": "._tool",
@@ -154,6 +155,7 @@ __all__ = [
     "fingerprint",
     "hookimpl",
     "json_path",
+    "json_pointer",
     "json_type",
     "log_enabled",
     "log_enabled_for",

@@ -34,6 +34,7 @@ __all__ = [
     "check_schema",
     "find_remote_refs",
     "json_path",
+    "json_pointer",
     "json_type",
     "path_step",
     "schema_for_type",
@@ -796,6 +797,22 @@ def json_path(parts: Iterable[Any]) -> str:
     return "$" + "".join(map(path_step, parts))
 
 
+def json_pointer(root: Any, pointer: str) -> Any:
+    """The node the JSON pointer ``pointer`` names in ``root`` (``"/$defs/point"``, as in a
+    ``$ref``'s fragment, percent-encoded or not), else ``KeyError``: how a plugin follows a local
+    ``$ref`` as the definition checks do."""
+    node = root
+    for escaped in unquote(pointer).split("/")[1:]:
+        token = escaped.replace("~1", "/").replace("~0", "~")
+        if isinstance(node, Mapping) and token in node:
+            node = node[token]
+        elif isinstance(node, list) and token.isdigit() and int(token) < len(node):
+            node = node[int(token)]
+        else:
+            raise KeyError(pointer)
+    return node
+
+
 # ---------------------------------------------------------------------------- constraints
 
 
@@ -1525,16 +1542,7 @@ class _Found:
         """The schema ``fragment`` (a JSON pointer or an anchor) names in the resource ``uri``, else ``KeyError``."""
         if fragment and not fragment.startswith("/"):
             return functools.reduce(operator.getitem, self.anchors[(uri, fragment)], self.resources[""])
-        node = self.resources[uri]
-        for escaped in unquote(fragment).split("/")[1:]:
-            token = escaped.replace("~1", "/").replace("~0", "~")
-            if isinstance(node, dict) and token in node:
-                node = node[token]
-            elif isinstance(node, list) and token.isdigit() and int(token) < len(node):
-                node = node[int(token)]
-            else:
-                raise KeyError(fragment)
-        return node
+        return json_pointer(self.resources[uri], fragment)
 
 
 def _join(base: str, ref: str) -> str:

@@ -22,7 +22,7 @@ import sys
 import time
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from typing import Any, Literal
-from urllib.parse import unquote, urldefrag
+from urllib.parse import urldefrag
 
 from harness_one import (
     ArgumentLimits,
@@ -34,6 +34,7 @@ from harness_one import (
     ToolRegistry,
     hookimpl,
     json_path,
+    json_pointer,
     json_type,
     per_tool,
 )
@@ -263,16 +264,10 @@ def _pointed(root: Any, fragment: str, fallback: Any) -> Any:
     """The node the JSON pointer ``fragment`` names in ``root``, else ``fallback``."""
     if fragment and not fragment.startswith("/"):
         return fallback  # an anchor
-    node = root
-    for escaped in unquote(fragment).split("/")[1:]:
-        token = escaped.replace("~1", "/").replace("~0", "~")
-        if isinstance(node, Mapping) and token in node:
-            node = node[token]
-        elif isinstance(node, list) and token.isdigit() and int(token) < len(node):
-            node = node[int(token)]
-        else:
-            return fallback
-    return node
+    try:
+        return json_pointer(root, fragment)
+    except KeyError:
+        return fallback
 
 
 class _Refs:
