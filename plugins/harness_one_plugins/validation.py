@@ -147,7 +147,7 @@ _STAND_IN = re.compile("[\U0010f800-\U0010ffff]")
 _SHIFT = 0x10F800 - 0xD800  # a lone surrogate's stand-in: as far into the last 2,048 code points (private use)
 # What could tell a lone surrogate from its stand-in: in a pattern, a code point escape or a class
 # of surrogates or private use; in a pattern or a value, a character from U+D800 on.
-_TELLS_PATTERN = re.compile(r"\\u|\\[pP]\{[^}]*(?:Co|Cs|Private|Surrogate)|[\ud800-\U0010ffff]")
+_TELLS_PATTERN = re.compile(r"\\u|\\[pP]\{[^}]*(?:Co|Cs|Private|Surrogate)")
 _TELLS_VALUE = re.compile("[\ud800-\U0010ffff]")
 
 
@@ -172,32 +172,30 @@ def _back(text: str) -> str:
 
 
 def _tells_surrogates_apart(schema: Any) -> bool:
-    """Whether ``schema`` could tell a lone surrogate from its stand-in: a pattern's escape or class,
-    or any name or value in it (a property name, an ``enum`` member) holding a character from U+D800 on."""
+    """Whether ``schema`` could tell a lone surrogate from its stand-in: any name or value in it (a
+    property name, an ``enum`` member, a pattern) holding a character from U+D800 on, or a pattern's
+    code point escape or class of surrogates or private use."""
     try:
         if _TELLS_VALUE.search(json.dumps(schema, ensure_ascii=False)):
             return True
     except (TypeError, ValueError):
         return True
-    stack = [(schema, False)]
+    stack = [schema]
     while stack:
-        node, data = stack.pop()
-        if isinstance(node, str):
-            if _TELLS_VALUE.search(node) if data else _TELLS_PATTERN.search(node):
-                return True
-        elif isinstance(node, dict):
+        node = stack.pop()
+        if isinstance(node, dict):
             for key, value in node.items():
-                if data or key in ("enum", "const"):
-                    stack.extend(((key, True), (value, True)))
-                elif key == "pattern":
-                    stack.append((value, False))
+                if key == "pattern" and isinstance(value, str):
+                    if _TELLS_PATTERN.search(value):
+                        return True
                 elif key == "patternProperties" and isinstance(value, dict):
-                    stack.extend((name, False) for name in value)
-                    stack.extend((sub, False) for sub in value.values())
-                elif isinstance(value, (dict, list)):
-                    stack.append((value, False))
+                    if any(_TELLS_PATTERN.search(name) for name in value):
+                        return True
+                    stack.extend(value.values())
+                elif key not in ("enum", "const") and isinstance(value, (dict, list)):
+                    stack.append(value)
         elif isinstance(node, list):
-            stack.extend((item, data) for item in node)
+            stack.extend(node)
     return False
 
 
@@ -986,6 +984,8 @@ def _python_validator(schema: Mapping[str, Any] | bool, formats: bool, engine: s
     import regex  # noqa: F401 - imported here, not inside the first pattern match's time budget
     from jsonschema import validators
 
+    _warm_patterns(schema)  # compiled now, so no pattern budget is spent compiling
+
     base = validators.validator_for(schema if isinstance(schema, bool) else dict(schema), default=validators.Draft202012Validator)
     checker = _format_checker(base) if formats else None
     extended = _extended(base, engine, listing, _holds_false(schema))
@@ -1042,13 +1042,11 @@ class CompiledSchema:
 
     def _python(self) -> Any:
         if self._py is None:
-            _warm_patterns(self.schema)  # compiled now, so no pattern budget is spent compiling
             self._py = _python_validator(self.schema, self._formats, self.backend)
         return self._py
 
     def _listing(self) -> Any:
         if self._lister is None:
-            _warm_patterns(self.schema)
             self._lister = _python_validator(self.schema, self._formats, self.backend, listing=True)
         return self._lister
 
@@ -1064,7 +1062,7 @@ class CompiledSchema:
         try:
             return bool(fast(instance))
         except UnicodeEncodeError:
-            stood = None if self._surrogates_matter else _stood_in(instance)
+            stood = self._rust_view(instance)
         except Exception:
             return None
         if stood is None:
@@ -1195,6 +1193,11 @@ class CompiledSchema:
             unique.append(ArgumentProblem.listing_cut(stopped))
         return unique
 
+    def _rust_view(self, instance: Any) -> Any:
+        """What jsonschema-rs judges for ``instance`` that holds a lone surrogate: its stand-in
+        (:func:`_stood_in`), or None where the schema or the input could tell the two apart."""
+        return None if self._surrogates_matter else _stood_in(instance)
+
     def _rust_problems(self, instance: Any) -> list[ArgumentProblem]:
         """jsonschema-rs's first error for ``instance``, worded as the listing words it (none where it cannot judge)."""
         validator = self._rs
@@ -1205,7 +1208,7 @@ class CompiledSchema:
             try:
                 validator.validate(view)
             except UnicodeEncodeError:
-                view = _stood_in(instance)
+                view = self._rust_view(instance)
                 if view is None:
                     return []
                 validator.validate(view)
