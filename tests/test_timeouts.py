@@ -413,3 +413,29 @@ def test_deadlines_are_on_the_registrys_clock_when_the_plugins_have_their_own() 
 
     reg.add(flaky, idempotent=True, retry={"attempts": 3})
     assert reg.call("flaky") == "ok" and len(runs) == 3 and registry_clock.sleeps == [0.5, 0.5]
+
+
+def test_the_total_deadline_is_fixed_when_the_call_starts() -> None:
+    """The timeout plugin's pre_call wrote ``total_deadline`` again on every attempt, from its own
+    clock's offset to the registry's at that moment: with the two clocks apart by then, the whole
+    call's deadline moved between attempts."""
+    from harness_one_plugins import RetryPlugin
+
+    registry_clock, plugin_clock = ManualClock(start=1_000.0), ManualClock()
+    reg = ToolRegistry(
+        plugins={"timeout": TimeoutPlugin(total=30, clock=plugin_clock, mode="none"), "retry": RetryPlugin(clock=plugin_clock)},
+        clock=registry_clock,
+        autoload=False,
+    )
+    deadlines: list[float | None] = []
+
+    def flaky(call: Call) -> str:
+        deadlines.append(call.total_deadline)
+        if len(deadlines) == 1:
+            plugin_clock.advance(5.0)  # the plugin's clock runs on, the registry's does not
+            raise RetryableError("503", retry_after=0.0)
+        return "ok"
+
+    reg.add(flaky, idempotent=True, retry={"attempts": 2, "initial": 0})
+    assert reg.call("flaky") == "ok"
+    assert deadlines == [1_030.0, 1_030.0]

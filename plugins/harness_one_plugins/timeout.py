@@ -122,8 +122,10 @@ class TimeoutPlugin:
         total = self._total(tool)
         now, shift = self._now(call)
         if total is not None:
-            started = call.state.setdefault("timeout.start", now)  # (set by pre_validate; this plugin added since: now)
-            call.total_deadline = started + total + shift
+            started = call.state.get("timeout.start")
+            if started is None:  # this plugin was added after the call's pre-validate: its total runs from now
+                started = call.state["timeout.start"] = now
+                call.total_deadline = now + total + shift
             left = started + total - now
             if left <= 0:
                 raise ToolTimeout(total, tool=tool.name, call_id=call.call_id)
