@@ -344,8 +344,8 @@ def test_text_that_is_only_non_json_whitespace_is_invalid_json(text: str) -> Non
 
 
 def test_bad_defaults_of_a_schema_written_elsewhere_are_dropped_up_to_a_bound() -> None:
-    """What the MCP client does with a remote schema: a few bad defaults go; past 32 (one walk and one
-    check each) the schema comes back as it was, for the definition check to refuse."""
+    """What the MCP client does with a remote schema: a few bad defaults go; past 32 (a bound: the
+    schema is someone else's) the schema comes back as it was, for the definition check to refuse."""
     from harness_one._schema import without_bad_defaults
 
     def schema(n: int) -> dict[str, Any]:

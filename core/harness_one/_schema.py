@@ -1290,9 +1290,9 @@ def check_schema(
                 "Patterns are ECMA-262 as jsonschema-rs reads them; both validation backends accept exactly those.",
                 tool=tool,
             )
-    bad = _bad_default(copy, found) if defaults and found.defaults else None
-    if bad is not None:
-        path, why = bad
+    bad = _bad_defaults(copy, found, 1) if defaults and found.defaults else []
+    if bad:
+        path, why = bad[0]
         raise ToolDefinitionError(
             f"{prefix}: at {_pointer((*path, 'default'))}, the default does not match the schema that gives it ({why}). "
             "A default must be a value its schema accepts: the validation plugin fills defaults in for properties a "
@@ -1309,6 +1309,10 @@ def without_bad_defaults(schema: Any) -> tuple[Any, list[str]]:
     own schema refuses is filled in (the remote applies its own when the argument is absent).
     What the definition checks refuse anyway (not JSON, an unknown or remote reference), and a
     schema with more than 32 such defaults, come back unchanged, for them to say so.
+
+    One walk and one check find them all: a ``default`` is an annotation, so dropping one
+    changes no other's verdict (a ``$ref`` into a default's value, which dropping it would
+    break, is refused by the definition check either way).
     """
     if not isinstance(schema, Mapping):
         return schema, []
@@ -1319,17 +1323,15 @@ def without_bad_defaults(schema: Any) -> tuple[Any, list[str]]:
     dialect = _dialect(copy.get("$schema"))
     if dialect is None:
         return schema, []
-    dropped: list[str] = []
-    for _ in range(_MAX_DROPPED + 1):  # one walk and one check a default: bounded, as the schema is someone else's
-        found = _walk(copy, dialect)
-        if found.remote or not found.defaults:
-            return (copy if dropped else schema), dropped
-        bad = _bad_default(copy, found)
-        if bad is None:
-            return (copy if dropped else schema), dropped
-        del functools.reduce(operator.getitem, bad[0], copy)["default"]
-        dropped.append(_pointer((*bad[0], "default")))
-    return schema, []  # more than _MAX_DROPPED: the definition check refuses it, naming the first
+    found = _walk(copy, dialect)
+    if found.remote or not found.defaults:
+        return schema, []
+    bad = _bad_defaults(copy, found, _MAX_DROPPED + 1)
+    if not bad or len(bad) > _MAX_DROPPED:  # past the bound the definition check refuses it, naming the first
+        return schema, []
+    for path, _ in bad:
+        del functools.reduce(operator.getitem, path, copy)["default"]
+    return copy, [_pointer((*path, "default")) for path, _ in bad]
 
 
 #: The most defaults :func:`without_bad_defaults` drops from one schema.
@@ -1351,31 +1353,35 @@ def _fragment(path: tuple[Any, ...]) -> str:
     return "#" + (pointer if _PLAIN_POINTER.fullmatch(pointer) else quote(pointer, safe=_POINTER_SAFE))
 
 
-def _bad_default(schema: JSONSchema, found: _Found) -> tuple[tuple[Any, ...], str] | None:
-    """The first ``default`` the schema that gives it refuses (``format`` aside), and why; else None.
+def _bad_defaults(schema: JSONSchema, found: _Found, most: int) -> list[tuple[tuple[Any, ...], str]]:
+    """The first ``most`` ``default``s (in walk order) the schemas that give them refuse (``format`` aside), and why.
 
-    Past those :func:`_plainly_valid` vouches for, one validator checks them all, each schema
-    under its index in ``properties``: the schema itself, with the root's ``$defs`` when its
-    references all point there, else a ``$ref`` to where it is in the registered root (anchors,
-    ids and other references resolve as they do there).
+    The one way both the definition check (which names the first) and :func:`without_bad_defaults`
+    (which drops them) find bad defaults. Past those :func:`_plainly_valid` vouches for, one
+    validator checks them all, each schema under its index in ``properties``: the schema itself,
+    with the root's ``$defs`` when its references all point there, else a ``$ref`` to where it is
+    in the registered root (anchors, ids and other references resolve as they do there).
     """
     located = [(path, functools.reduce(operator.getitem, path, schema)) for path in found.defaults]
     unsure = [(path, node) for path, node in located if not _plainly_valid(node, node["default"], found)]
     if not unsure:
-        return None
+        return []
     paths = [path for path, _ in unsure]
     nodes = [node for _, node in unsure]
-    instance = {str(i): node["default"] for i, node in enumerate(nodes)}
     rs = _rust()
     if rs is None:  # the fallback without jsonschema-rs
         from jsonschema import exceptions, validators
 
         root = validators.validator_for(schema, default=validators.Draft202012Validator)(schema)
+        bad: list[tuple[tuple[Any, ...], str]] = []
         for path, node in zip(paths, nodes):
             error = exceptions.best_match(root.evolve(schema=node).iter_errors(node["default"]))
             if error is not None:
-                return path, error.message[:200]
-        return None
+                bad.append((path, error.message[:200]))
+                if len(bad) == most:
+                    break
+        return bad
+    instance = {str(i): node["default"] for i, node in enumerate(nodes)}
     registry = None
     members: list[Any] = nodes
     wrapper: JSONSchema = {key: schema[key] for key in ("$schema", "$defs", "definitions") if key in schema}
@@ -1387,11 +1393,13 @@ def _bad_default(schema: JSONSchema, found: _Found) -> tuple[tuple[Any, ...], st
     try:
         validator = rs.validator_for(wrapper, registry=registry, validate_formats=False)
     except Exception:  # pragma: no cover - what jsonschema-rs cannot compile, validation reports
-        return None
+        return []
     if validator.is_valid(instance):
-        return None
-    error = min(validator.iter_errors(instance), key=lambda e: int(e.instance_path[0]))
-    return paths[int(error.instance_path[0])], error.message[:200]
+        return []
+    why: dict[int, str] = {}  # the index of each refused default: its first error's message
+    for error in validator.iter_errors(instance):
+        why.setdefault(int(error.instance_path[0]), error.message[:200])
+    return [(paths[i], why[i]) for i in sorted(why)[:most]]
 
 
 #: Keywords that never refuse a value.
