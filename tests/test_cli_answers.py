@@ -285,6 +285,64 @@ def test_in_process_a_missing_stream_is_closed_not_text_only(echo_tools: str, mo
     assert err.getvalue().splitlines() == ["harness-one run: cannot write answers: stdout is closed"]
 
 
+def _closed_text() -> io.TextIOWrapper:
+    stream = io.TextIOWrapper(io.BytesIO(), encoding="utf-8")
+    stream.close()
+    return stream
+
+
+def _detached_text() -> io.TextIOWrapper:
+    stream = io.TextIOWrapper(io.BytesIO(), encoding="utf-8")
+    stream.detach()
+    return stream
+
+
+def _closed_string() -> io.StringIO:
+    stream = io.StringIO()
+    stream.close()
+    return stream
+
+
+@pytest.mark.parametrize("closed", [_closed_text, _detached_text, _closed_string])
+def test_in_process_a_closed_stream_object_is_a_closed_stream(
+    closed: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An embedding host closed ``sys.stdout``: "stdout is closed" and the tool not called (was a
+    ValueError after the call); a closed ``sys.stdin`` holds no requests (was "the loop failed", exit 70)."""
+    tools, marks = tmp_path / "mark_tools.py", tmp_path / "marks"
+    tools.write_text(MARK_TOOLS)
+    request = json.dumps({"id": 1, "name": "mark", "arguments": {"path": str(marks)}}) + "\n"
+    monkeypatch.setattr(sys, "stdin", io.StringIO(request))
+    for command, said in [
+        (["call", "mark", "--args", json.dumps({"path": str(marks)})], "harness-one call: cannot write the answer"),
+        (["run"], "harness-one run: cannot write answers"),
+    ]:
+        monkeypatch.setattr(sys, "stdout", closed())
+        with contextlib.redirect_stderr(io.StringIO()) as err:
+            assert main(["--tools", str(tools), *command], standalone_mode=False) == 70
+        assert err.getvalue().splitlines() == [f"{said}: stdout is closed"]
+    assert not marks.exists()
+    monkeypatch.setattr(sys, "stdin", closed())
+    with contextlib.redirect_stdout(io.StringIO()) as out, contextlib.redirect_stderr(io.StringIO()) as err:
+        assert not main(["--tools", str(tools), "run"], standalone_mode=False)
+    assert out.getvalue() == "" and err.getvalue().splitlines() == ["harness-one run: 0 requests, 0 ok, 0 errors"]
+
+
+def test_embedded_after_the_host_closed_sys_stdout_call_says_stdout_is_closed(tmp_path: Path) -> None:
+    """A fresh interpreter (fd 1 still open: closing ``sys.stdout`` leaves it): structlog's first
+    import asked the closed stream ``isatty()`` and the command died with a traceback."""
+    tools, marks = tmp_path / "mark_tools.py", tmp_path / "marks"
+    tools.write_text(MARK_TOOLS)
+    args = ["--tools", str(tools), "call", "mark", "--args", json.dumps({"path": str(marks)})]
+    code = f"import sys\nsys.stdout.close()\nfrom harness_one._cli import main\nsys.exit(main({args!r}, standalone_mode=False))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=120, check=False)
+    assert done.returncode == 70, done.stderr
+    assert done.stdout == b"" and done.stderr.decode().splitlines() == [
+        "harness-one call: cannot write the answer: stdout is closed"
+    ]
+    assert not marks.exists()
+
+
 # --------------------------------------------------------------------------- an answer that cannot be written
 
 
@@ -355,6 +413,35 @@ def test_doctor_masks_secret_plugin_options(
     assert "HUNTER2" not in data.output
     [logging] = [p for p in json.loads(data.output)["plugins"] if p["name"] == "logging"]
     assert logging["options"] == {"secret_values": "[REDACTED]", "log_arguments": True}
+
+
+def test_doctor_shows_the_key_names_of_secret_keys_options(runner: CliRunner, tmp_path: Path) -> None:
+    """``secret_keys`` and ``extra_secret_keys`` list key names, not secrets: shown (they were
+    masked for the "secret" in their names); ``secret_values`` and a masked text stay masked."""
+    (tmp_path / "harness-one.toml").write_text(
+        "[plugins.logging]\n"
+        'secret_keys = ["api_key", "password"]\n'
+        'extra_secret_keys = ["x_sig", "token=sk-HUNTER2"]\n'
+        f'secret_values = ["{SECRET}"]\n'
+        "[plugins.otel]\n"
+        'extra_secret_keys = "session_ref"\n'
+    )
+    data = runner.invoke(main, ["doctor", "--json"])
+    assert data.exit_code == 0, data.output
+    assert "HUNTER2" not in data.output
+    options = {p["name"]: p["options"] for p in json.loads(data.output)["plugins"]}
+    assert options["logging"] == {
+        "secret_keys": ["api_key", "password"],
+        "extra_secret_keys": ["x_sig", "token=[REDACTED]"],
+        "secret_values": "[REDACTED]",
+    }
+    assert options["otel"] == {"extra_secret_keys": "session_ref"}
+    text = runner.invoke(main, ["doctor"])
+    assert "HUNTER2" not in text.output
+    [line] = [line for line in text.output.splitlines() if line.strip().startswith("logging ")]
+    assert line.endswith(
+        '{"secret_keys": ["api_key", "password"], "extra_secret_keys": ["x_sig", "token=[REDACTED]"], "secret_values": "[REDACTED]"}'
+    ), line
 
 
 def test_a_claim_that_runs_out_of_descriptors_keeps_none(monkeypatch: pytest.MonkeyPatch) -> None:

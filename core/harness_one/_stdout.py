@@ -29,6 +29,7 @@ __all__ = [
     "claim_stdin",
     "claim_stdout",
     "flush_stdout",
+    "is_closed",
     "stdin_for_requests",
     "stdout_for_answers",
 ]
@@ -145,6 +146,16 @@ def _null_stdin() -> Callable[[], None]:
     return restore
 
 
+def is_closed(stream: Any) -> bool:
+    """Whether ``stream`` is None or closed (its host closed it, or detached its buffer)."""
+    if stream is None:
+        return True
+    try:
+        return getattr(stream, "closed", False) is True
+    except ValueError:  # a detached text stream
+        return True
+
+
 def _fileno(stream: Any) -> int:
     """The stream's descriptor; -1 for none (not a file, or closed)."""
     try:
@@ -171,12 +182,12 @@ def _stderr_fd() -> int:
 def stdout_for_answers() -> Iterator[Writer | None]:
     """Stdout for answers alone; meanwhile fd 1 and ``sys.stdout`` go to stderr.
 
-    None when stdout is closed. When ``sys.stdout`` is not fd 1 (a test runner's capture), the
-    answers go to its buffer (its text when it has none) and only ``sys.stdout`` is pointed at
-    ``sys.stderr``.
+    None when stdout is closed (fd 1, or the ``sys.stdout`` object). When ``sys.stdout`` is not
+    fd 1 (a test runner's capture), the answers go to its buffer (its text when it has none) and
+    only ``sys.stdout`` is pointed at ``sys.stderr``.
     """
     stdout = sys.stdout
-    if stdout is None:
+    if is_closed(stdout):
         yield None
         return
     out: Writer
@@ -210,9 +221,9 @@ def stdout_for_answers() -> Iterator[Writer | None]:
 def stdin_for_requests() -> Iterator[LineReader | None]:
     """Stdin for requests alone; meanwhile fd 0 and ``sys.stdin`` read the null device.
 
-    None when stdin is closed. When ``sys.stdin`` is not fd 0 (a test runner's input), the
-    requests come from its buffer (its text when it has none) and only ``sys.stdin`` is pointed
-    at the null device.
+    None when stdin is closed (fd 0, or the ``sys.stdin`` object). When ``sys.stdin`` is not fd 0
+    (a test runner's input), the requests come from its buffer (its text when it has none) and
+    only ``sys.stdin`` is pointed at the null device.
     """
     stdin = sys.stdin
     wire: IO[bytes] | None = None
@@ -225,7 +236,7 @@ def stdin_for_requests() -> Iterator[LineReader | None]:
         else:
             source = wire = os.fdopen(fd, "rb")
     else:
-        if stdin is not None:  # None: stdin is closed
+        if not is_closed(stdin):
             buffer = getattr(stdin, "buffer", None)
             source = _TextLines(stdin) if buffer is None else buffer
         restore = _null_stdin()

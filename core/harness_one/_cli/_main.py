@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.util
 import logging
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TextIO
@@ -190,7 +192,8 @@ def _import(spec: str) -> Any:
 
 def configure_logging(fmt: str | None, level: str, stream: TextIO) -> None:
     """Structured logs on ``stream`` (stderr): ``console`` on a terminal, ``json`` otherwise."""
-    import structlog
+    with _closed_stdout_hidden():  # structlog's first import asks sys.stdout.isatty()
+        import structlog
 
     if fmt is None:
         fmt = "console" if stream.isatty() else "json"
@@ -203,6 +206,21 @@ def configure_logging(fmt: str | None, level: str, stream: TextIO) -> None:
         logger_factory=structlog.PrintLoggerFactory(file=stream),
         cache_logger_on_first_use=False,
     )
+
+
+@contextlib.contextmanager
+def _closed_stdout_hidden() -> Iterator[None]:
+    """``sys.stdout`` is None meanwhile if it is closed (an embedding host closed it): a closed
+    stream answers ``isatty()`` with ValueError, None reads as no terminal."""
+    from .._stdout import is_closed
+
+    stdout = sys.stdout
+    if is_closed(stdout):
+        sys.stdout = None
+    try:
+        yield
+    finally:
+        sys.stdout = stdout
 
 
 class LazyGroup(click.Group):

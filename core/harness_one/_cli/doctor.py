@@ -11,6 +11,24 @@ from ._main import dumps, main, state_of
 
 __all__ = ["doctor"]
 
+#: Options whose values are key names, not secrets (the ``logging`` and ``otel`` plugins'
+#: redaction settings): shown, though their names hold "secret".
+KEY_NAME_OPTIONS = frozenset({"secret_keys", "extra_secret_keys"})
+
+
+def _shown_options(options: dict[str, Any]) -> dict[str, Any]:
+    """A plugin's options as the report shows them: masked as the redactor masks a mapping (the
+    value under a secret-sounding name such as ``secret_values`` or ``api_token``; a password in a
+    URL or ``token=...`` in text), but the key names of :data:`KEY_NAME_OPTIONS` shown, each
+    masked as text on its own (as a list, ``["api_key", "x"]`` would read as a secret pair)."""
+    from .._redact import redact
+
+    shown: dict[str, Any] = redact(options)
+    for name in KEY_NAME_OPTIONS & shown.keys():
+        value = options[name]
+        shown[name] = [redact(item) for item in value] if isinstance(value, (list, tuple)) else redact(value)
+    return shown
+
 
 @main.command()
 @click.option("--json", "as_json", is_flag=True, help="The report as JSON.")
@@ -33,7 +51,7 @@ def doctor(ctx: click.Context, as_json: bool) -> None:
             {
                 "name": n,
                 "source": registry.plugins.sources.get(n, "registered in code"),
-                "options": redact(registry.plugins.options.get(n, {})),  # secret_values, a token: masked
+                "options": _shown_options(registry.plugins.options.get(n, {})),
             }
             for n in registry.plugins.names()
         ],
