@@ -10,7 +10,7 @@ from typing import Any
 import jsonschema
 import pytest
 
-from harness_one import ToolRegistry
+from harness_one import ToolDefinitionError, ToolRegistry
 from harness_one.export import StrictSchemaError, gemini_schema, inline_refs, strict_schema
 
 ROOT = "https://example.com/s"
@@ -51,20 +51,26 @@ def test_an_absolute_ref_to_the_roots_own_id_is_inlined(ref: str) -> None:
     reg = _registry(schema)
     assert reg.try_call("t", {"x": "a"}).ok and not reg.try_call("t", {"x": 1}).ok
     assert inline_refs(schema)["properties"]["x"] == {"type": "string"}
-    with pytest.raises(StrictSchemaError) as refused:  # for the root's $id alone, as any schema with one
-        reg.export("openai", strict=True)
-    assert refused.value.reasons == ["$: $id not supported"]
+    assert _strict(reg) == {  # the root's $id dropped: inlined, no reference reads it (strict refused it)
+        "type": "object",
+        "properties": {"x": {"type": "string"}},
+        "required": ["x"],
+        "additionalProperties": False,
+    }
     gemini = reg.export("gemini")
     assert gemini.tools[0]["parameters"]["properties"]["x"] == {"type": "string"}
     assert gemini.notes == {"t": ["$: $id dropped"]}
 
 
-def test_an_absolute_ref_to_a_root_definition_becomes_gemini_ref_where_inlining_cannot_be_done() -> None:
+@pytest.mark.parametrize("ref", [f"{ROOT}#/$defs/N", "s#/$defs/N"])
+def test_an_absolute_or_relative_ref_to_a_root_definition_becomes_gemini_ref_where_inlining_cannot_be_done(
+    ref: str,
+) -> None:
     tree = {
         "$id": ROOT,
         "type": "object",
-        "$defs": {"N": {"type": "object", "properties": {"kids": {"type": "array", "items": {"$ref": f"{ROOT}#/$defs/N"}}}}},
-        "properties": {"node": {"$ref": f"{ROOT}#/$defs/N"}},
+        "$defs": {"N": {"type": "object", "properties": {"kids": {"type": "array", "items": {"$ref": ref}}}}},
+        "properties": {"node": {"$ref": ref}},
     }
     converted, notes = gemini_schema(tree)
     assert converted["properties"]["node"] == {"ref": "#/defs/N"}
@@ -73,14 +79,17 @@ def test_an_absolute_ref_to_a_root_definition_becomes_gemini_ref_where_inlining_
 
 
 def test_a_ref_to_the_roots_own_id_is_the_root_as_hash_is() -> None:
-    """``$ref: "<root $id>"`` is ``$ref: "#"``: recursion to the root (strict refuses it, Gemini gets any object)."""
+    """``$ref: "<root $id>"`` is ``$ref: "#"``, as are ``""`` and the last segment of the root's ``$id`` (RFC 3986
+    resolves both to it; inlining refused them as "not local"): recursion to the root (strict refuses it, Gemini gets
+    any object)."""
 
     def schema(ref: str) -> dict[str, Any]:
         return {"$id": ROOT, "type": "object", "properties": {"v": {"type": "string"}, "next": {"$ref": ref}}}
 
-    reg = _registry(schema(ROOT))
-    assert not reg.try_call("t", {"next": {"v": 1}}).ok  # the definition resolves it to the root
-    for ref in (ROOT, "#"):
+    for ref in (ROOT, "s"):
+        reg = _registry(schema(ref))
+        assert not reg.try_call("t", {"next": {"v": 1}}).ok  # the definition resolves it to the root
+    for ref in (ROOT, "#", "", "s", "./s"):
         with pytest.raises(StrictSchemaError, match=re.escape(f"$ref {ref!r} is recursive and cannot be inlined")):
             strict_schema(schema(ref))
         converted, notes = gemini_schema(schema(ref))
@@ -91,15 +100,168 @@ def test_a_ref_to_the_roots_own_id_is_the_root_as_hash_is() -> None:
         ]
 
 
-@pytest.mark.parametrize("root_id", [None, ROOT])
-def test_an_absolute_ref_to_another_uri_is_still_not_local(root_id: str | None) -> None:
-    """Nothing is fetched: an absolute URI other than the root's ``$id`` (the definition refuses it as remote)."""
-    schema: dict[str, Any] = {"type": "object", "properties": {"x": {"$ref": "https://example.com/other#/$defs/n"}}}
+@pytest.mark.parametrize(
+    ("root_id", "ref"),
+    [
+        (None, "https://example.com/other#/$defs/n"),
+        (ROOT, "https://example.com/other#/$defs/n"),
+        (ROOT, "other#/$defs/n"),  # https://example.com/other
+        (ROOT, "s/#/$defs/n"),  # https://example.com/s/
+        (None, "s#/$defs/n"),  # no base to resolve it against
+    ],
+)
+def test_a_ref_to_another_uri_is_still_not_local(root_id: str | None, ref: str) -> None:
+    """Nothing is fetched: a reference that resolves to a URI other than the root's ``$id`` or an embedded resource's
+    (the definition refuses it as remote)."""
+    schema: dict[str, Any] = {"type": "object", "$defs": {"n": {"type": "string"}}, "properties": {"x": {"$ref": ref}}}
     if root_id is not None:
         schema["$id"] = root_id
-    with pytest.raises(StrictSchemaError, match=re.escape("$ref 'https://example.com/other#/$defs/n' is not local")):
+    with pytest.raises(ToolDefinitionError, match="remote schemas"):
+        _registry(schema)
+    with pytest.raises(StrictSchemaError, match=re.escape(f"$ref {ref!r} is not local")):
         inline_refs(schema)
     assert gemini_schema(schema)[0] == {"type": "object"}
+
+
+# --------------------------------------------------------------------------- relative refs, embedded resources' $ids
+
+
+@pytest.mark.parametrize("ref", ["s#/$defs/n", "./s#/$defs/n", "/s#/$defs/n", "//example.com/s#/$defs/n", "s#n"])
+def test_a_relative_ref_resolves_against_the_roots_id(ref: str) -> None:
+    """RFC 3986 resolves it against the root's ``$id`` to a place in the schema, as the definition does; inlining
+    refused it as "not local" (it read only ``#...`` and absolute URIs)."""
+    schema = {
+        "$id": ROOT,
+        "type": "object",
+        "$defs": {"n": {"$anchor": "n", "type": "string"}},
+        "properties": {"x": {"$ref": ref}},
+        "required": ["x"],
+    }
+    reg = _registry(schema)
+    assert reg.try_call("t", {"x": "a"}).ok and not reg.try_call("t", {"x": 1}).ok
+    assert inline_refs(schema)["properties"]["x"] == {"type": "string"}
+    assert _strict(reg)["properties"]["x"] == {"type": "string"}
+    assert reg.export("gemini").tools[0]["parameters"]["properties"]["x"] == {"type": "string"}
+
+
+#: ``q``: an embedded resource (a definition with its own ``$id``), named by its ``$id``, absolute or relative, by an
+#: anchor in it and by a pointer into it.
+Q = "https://example.com/q"
+EMBEDDED = {
+    "$id": ROOT,
+    "type": "object",
+    "$defs": {"q": {"$id": Q, "type": "object", "properties": {"a": {"$anchor": "a", "type": "string"}}, "required": ["a"]}},
+    "properties": {"x": {"$ref": Q}, "y": {"$ref": "q"}, "z": {"$ref": f"{Q}#a"}, "w": {"$ref": "q#/properties/a"}},
+    "required": ["x", "y", "z", "w"],
+}
+
+
+def test_a_ref_to_an_embedded_resource_is_inlined() -> None:
+    """The definition resolves each to ``q`` or into it; inlining refused them as "not local"."""
+    reg = _registry(EMBEDDED)
+    assert reg.try_call("t", {"x": {"a": "s"}, "y": {"a": "s"}, "z": "s", "w": "s"}).ok
+    assert not reg.try_call("t", {"x": {"a": "s"}, "y": {"a": 1}, "z": "s", "w": "s"}).ok
+    assert not reg.try_call("t", {"x": {"a": "s"}, "y": {"a": "s"}, "z": "s", "w": 1}).ok
+    q = {"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]}
+    inlined = inline_refs(EMBEDDED)["properties"]
+    assert inlined == {"x": {"$id": Q, **q}, "y": {"$id": Q, **q}, "z": {"type": "string"}, "w": {"type": "string"}}
+    assert _strict(reg)["properties"] == {  # no $id: strict refused them (see test_strict_drops_every_id)
+        "x": {**q, "additionalProperties": False},
+        "y": {**q, "additionalProperties": False},
+        "z": {"type": "string"},
+        "w": {"type": "string"},
+    }
+    gemini = reg.export("gemini")
+    assert gemini.tools[0]["parameters"]["properties"] == {"x": q, "y": q, "z": {"type": "string"}, "w": {"type": "string"}}
+
+
+def test_a_ref_to_an_embedded_root_definition_becomes_gemini_ref_where_inlining_cannot_be_done() -> None:
+    n = "https://example.com/N"
+    tree = {
+        "$id": ROOT,
+        "type": "object",
+        "$defs": {"N": {"$id": n, "type": "object", "properties": {"kids": {"type": "array", "items": {"$ref": n}}}}},
+        "properties": {"node": {"$ref": "N"}},
+    }
+    converted, notes = gemini_schema(tree)
+    assert converted["properties"]["node"] == {"ref": "#/defs/N"}
+    assert converted["defs"]["N"]["properties"]["kids"]["items"] == {"ref": "#/defs/N"}
+    assert notes[0] == f"$: $ref kept as Gemini's ref to root defs ($ref {n!r} is recursive and cannot be inlined)"
+
+
+#: Inside ``https://example.com/b/q``, ``q#/$defs/n`` is its own integer; against the root (``.../a/s``) it would be
+#: ``.../a/q``'s boolean, and ``s#/$defs/n`` the root's string where the definition finds a remote schema.
+TWO_QS = {
+    "$id": "https://example.com/a/s",
+    "type": "object",
+    "$defs": {"n": {"type": "string"}, "aq": {"$id": "q", "$defs": {"n": {"type": "boolean"}}}},
+    "properties": {
+        "q": {"$id": "../b/q", "$defs": {"n": {"type": "integer"}}, "type": "object", "properties": {"m": {"$ref": "q#/$defs/n"}}}
+    },
+}
+
+
+@pytest.mark.parametrize("ref", ["q#/$defs/n", "s#/$defs/n"])
+def test_a_relative_ref_in_an_embedded_resource_is_refused_not_resolved_against_the_root(ref: str) -> None:
+    schema = json.loads(json.dumps(TWO_QS).replace("q#/$defs/n", ref))
+    if ref == "q#/$defs/n":
+        reg = _registry(schema)  # the definition resolves it against its resource
+        assert reg.try_call("t", {"q": {"m": 1}}).ok and not reg.try_call("t", {"q": {"m": True}}).ok
+    else:
+        with pytest.raises(ToolDefinitionError, match=re.escape("remote schemas, which are never fetched: s#/$defs/n")):
+            _registry(schema)
+    why = f"at #/properties/q/properties/m, $ref {ref!r} is in the embedded resource 'https://example.com/b/q' (its own $id)"
+    with pytest.raises(StrictSchemaError, match=re.escape(why)):
+        inline_refs(schema)
+    converted, notes = gemini_schema(schema)
+    assert converted == {"type": "object"} and why in notes[0]
+
+
+@pytest.mark.parametrize(
+    ("name", "ref", "expected"),
+    [
+        ("a/b", "#x", None),  # an anchor on a definition Gemini's ref cannot name as it is (it sent "#/defs/a/b")
+        ("a b", "#/$defs/a%20b", "#/defs/a b"),  # a pointer, percent-encoded (it made the parameters any object)
+    ],
+)
+def test_a_gemini_ref_names_a_definition_only_as_it_can(name: str, ref: str, expected: str | None) -> None:
+    tree = {
+        "type": "object",
+        "$defs": {name: {"$anchor": "x", "type": "object", "properties": {"k": {"$ref": ref}}}},
+        "properties": {"p": {"$ref": ref}},
+    }
+    converted, _ = gemini_schema(tree)
+    assert converted == {"type": "object"} if expected is None else converted["properties"]["p"] == {"ref": expected}
+
+
+# --------------------------------------------------------------------------- strict mode drops the ids nothing reads
+
+
+@pytest.mark.parametrize("draft", list(DRAFTS))
+def test_strict_drops_every_id(draft: str) -> None:
+    """Strict mode refused any schema with an ``$id`` (draft-04: ``id``), the root's or a subschema's, though inlined
+    no reference is left to read one. The draft's other spelling is an unknown keyword, and still refused."""
+    key = "id" if draft == "draft-04" else "$id"
+    defs = "$defs" if draft in ("2019-09", "2020-12") else "definitions"
+    schema = {
+        "$schema": DRAFTS[draft],
+        key: ROOT,
+        "type": "object",
+        defs: {"n": {"type": "string"}},
+        "properties": {"x": {"$ref": f"{ROOT}#/{defs}/n"}, "q": {key: Q, "type": "integer"}},
+        "required": ["x", "q"],
+    }
+    reg = _registry(schema)
+    assert reg.try_call("t", {"x": "a", "q": 1}).ok and not reg.try_call("t", {"x": 1, "q": 1}).ok
+    assert _strict(reg) == {
+        "type": "object",
+        "properties": {"x": {"type": "string"}, "q": {"type": "integer"}},
+        "required": ["x", "q"],
+        "additionalProperties": False,
+    }
+    other = "$id" if key == "id" else "id"
+    with pytest.raises(StrictSchemaError, match=re.escape(f"$.q: {other} not supported")):
+        strict_schema({**schema, "properties": {**schema["properties"], "q": {other: Q, "type": "integer"}}})
 
 
 # --------------------------------------------------------------------------- $ref's siblings, per draft

@@ -18,7 +18,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
-from urllib.parse import urldefrag, urlsplit
+from urllib.parse import urldefrag
 
 from ._errors import ToolDefinitionError
 from ._formats import FORMATS, check_format
@@ -231,8 +231,8 @@ class _Document:
 
     def walked(self) -> tuple[_Found, str]:
         """The walk and the root resource's URI (``""``, or the root's own ``$id``); :class:`_NotInlinable` if a
-        ``$ref`` lies in an embedded resource (a subschema with its own ``$id``), whose references resolve against
-        it, not the root as inlining does."""
+        ``$ref`` lies in an embedded resource (a subschema with its own ``$id``) that resolves it otherwise than the
+        root does: inlining resolves every reference against the root."""
         found, uri, embedded = self._walked
         if embedded is not None:
             raise _NotInlinable(embedded)
@@ -263,50 +263,66 @@ class _Document:
         return True
 
     def _embedded(self, found: _Found, uri: str) -> str | None:
-        """Where a ``$ref`` read (see :meth:`reads`) lies in an embedded resource (``uri``: the root's), else ``None``."""
+        """Where a ``$ref`` read (see :meth:`reads`) lies in an embedded resource that resolves it otherwise than the
+        root (``uri``) does: to another target, or, for one remote there, to one in the schema; else ``None``."""
         for path, ref, target in found.refs:
-            if ref.startswith("#") and (resource := target[: -len(ref)]) != uri and self.reads(path):  # URI + ref
-                return (
-                    f"at {_pointer(path[:-1])}, $ref {ref!r} is in the embedded resource {resource!r} "
-                    f"(its own {_id_key(self.dialect)}), which inlining does not resolve against"
-                )
+            if _join(uri, ref) != target and self.reads(path):
+                return self._in_embedded(found, path, ref)
+        for path, ref in found.remote:
+            if path[-1] == "$ref" and urldefrag(_join(uri, ref))[0] in found.resources and self.reads(path):
+                return self._in_embedded(found, path, ref)
         return None
 
+    def _in_embedded(self, found: _Found, path: tuple[Any, ...], ref: str) -> str:
+        """Why inlining refuses the ``$ref`` at ``path``: it lies in the embedded resource the message names (the
+        innermost resource the walk found on the way to it)."""
+        uris = {id(node): uri for uri, node in found.resources.items()}
+        node, resource = self.root, uris[id(self.root)]
+        for step in path[:-1]:
+            node = node[step]
+            resource = uris.get(id(node), resource)
+        return (
+            f"at {_pointer(path[:-1])}, $ref {ref!r} is in the embedded resource {resource!r} "
+            f"(its own {_id_key(self.dialect)}), which inlining does not resolve against"
+        )
 
-def _local(uri: str, ref: Any) -> str:
-    """``ref`` as a reference inside the root resource (``#`` and a pointer or an anchor): as written, or, for an
-    absolute URI naming the root's own ``$id`` (``uri``), ``#`` and its fragment; else :class:`_NotInlinable` (a
-    reference elsewhere is never fetched)."""
+
+def _local(found: _Found, uri: str, ref: Any) -> tuple[str, str]:
+    """The resource and the fragment (a JSON pointer or an anchor's name) ``ref`` names, resolved against the root
+    resource's URI ``uri`` as RFC 3986 resolves a reference (``#...``; ``""``, the root; a path relative to the root's
+    ``$id``; an absolute URI), if that resource is in the schema (the root, or a subschema with its own ``$id``); else
+    :class:`_NotInlinable` (a reference elsewhere is never fetched)."""
     if isinstance(ref, str):
         if ref.startswith("#"):
-            return ref
-        at, fragment = urldefrag(_join(uri, ref))
-        if at == uri and urlsplit(ref).scheme:
-            return f"#{fragment}"
+            return uri, ref[1:]
+        resource, fragment = urldefrag(_join(uri, ref))
+        if resource in found.resources:
+            return resource, fragment
     raise _NotInlinable(f"$ref {ref!r} is not local")
 
 
-def _anchor(found: _Found, uri: str, ref: str) -> tuple[Any, ...] | None:
-    """The path of the schema that ``ref``, a ``$ref`` to an anchor (``#name``) in the root resource, names; ``None``
-    for a ``$ref`` of another kind; :class:`_NotInlinable` if no schema, or several, declare the anchor."""
-    name = ref[1:] if ref.startswith("#") else ""
+def _anchor(found: _Found, at: tuple[str, str], ref: str) -> tuple[Any, ...] | None:
+    """The path of the schema that ``at``, the resource and fragment ``ref`` names (see :func:`_local`), names when
+    the fragment is an anchor's name; ``None`` for a JSON pointer; :class:`_NotInlinable` if no schema, or several,
+    declare the anchor in that resource."""
+    resource, name = at
     if name[:1] in ("", "/"):
         return None
-    first = found.anchors.get((uri, name))
+    first = found.anchors.get((resource, name))
     if first is None:
         raise _NotInlinable(f"$ref {ref!r} points to nothing in the schema")
-    declared = 1 + sum(again == name and at == first for _, again, at in found.doubled)
+    declared = 1 + sum(again == name and where == first for _, again, where in found.doubled)
     if declared > 1:
         raise _NotInlinable(f"$ref {ref!r} is ambiguous: {declared} schemas declare the anchor {name!r}")
     return first
 
 
-def _target(found: _Found, uri: str, ref: str) -> Any:
-    """The schema ``ref``, a reference inside the root resource (see :func:`_local`), points to (a JSON pointer or an
+def _target(found: _Found, at: tuple[str, str], ref: str) -> Any:
+    """The schema ``at``, the resource and fragment ``ref`` names (see :func:`_local`), points to (a JSON pointer or an
     anchor), else :class:`_NotInlinable`."""
-    _anchor(found, uri, ref)
+    _anchor(found, at, ref)
     try:
-        return found.node(uri, ref[1:])
+        return found.node(*at)
     except KeyError:
         raise _NotInlinable(f"$ref {ref!r} points to nothing in the schema") from None
 
@@ -361,10 +377,10 @@ def _inline(doc: _Document, budget: int) -> dict[str, Any]:
 
     def follow(ref: Any, seen: tuple[Any, ...]) -> Any:
         found, uri = doc.walked()
-        local = _local(uri, ref)
-        if local in seen:
+        at = _local(found, uri, ref)
+        if at in seen:
             raise _NotInlinable(f"$ref {ref!r} is recursive and cannot be inlined")
-        return walk(_target(found, uri, local), (*seen, local))
+        return walk(_target(found, at, ref), (*seen, at))
 
     def walk(node: Any, seen: tuple[Any, ...]) -> Any:
         if not isinstance(node, dict):
@@ -386,8 +402,13 @@ def inline_refs(schema: Mapping[str, Any], *, tool: str = "?", budget: int = INL
     A recursive reference, or one whose inlining would copy more than ``budget`` objects
     and arrays, cannot be inlined and raises :class:`StrictSchemaError`.
     """
+    return _inlined(_Document(schema), tool, budget)
+
+
+def _inlined(doc: _Document, tool: str, budget: int = INLINE_BUDGET) -> dict[str, Any]:
+    """:func:`inline_refs` of a document."""
     try:
-        return _inline(_Document(schema), budget)
+        return _inline(doc, budget)
     except _NotInlinable as exc:
         raise StrictSchemaError(tool, [str(exc)]) from None
 
@@ -471,8 +492,9 @@ def strict_schema(schema: Mapping[str, Any], *, tool: str = "?") -> tuple[dict[s
     Every object gets ``additionalProperties: false`` and lists every property in
     ``required``; a property that was optional becomes nullable (its ``null`` means
     "absent", and :mod:`harness_one.dispatch` drops it so defaults apply, in objects inside
-    arrays and ``anyOf`` branches too); ``$ref`` is inlined; ``default`` and ``$schema`` are
-    removed (draft-04's boolean ``exclusiveMinimum``/``exclusiveMaximum`` made numeric). Raises
+    arrays and ``anyOf`` branches too); ``$ref`` is inlined; ``default``, ``$schema`` and ``$id``
+    (draft-04's ``id``: once inlined, no reference reads it) are removed (draft-04's boolean
+    ``exclusiveMinimum``/``exclusiveMaximum`` made numeric). Raises
     :class:`StrictSchemaError` for what strict mode cannot express: free-form maps,
     ``additionalProperties`` as a schema, an object or value without a type,
     ``patternProperties``, ``allOf``/``oneOf``/``not``, a top-level ``anyOf``/``enum``,
@@ -491,6 +513,8 @@ def strict_schema(schema: Mapping[str, Any], *, tool: str = "?") -> tuple[dict[s
                 reasons.append(f"{path}: boolean schemas are not supported")
             return node, {}
         node = _numeric_exclusive(node)
+        if isinstance(node.get(id_key), str):  # a URI no reference reads: inlining resolved every $ref
+            node = {k: v for k, v in node.items() if k != id_key}
         unsupported = sorted(set(node) - _STRICT_KEYWORDS)
         if unsupported:
             reasons.append(f"{path}: {', '.join(unsupported)} not supported")
@@ -551,7 +575,9 @@ def strict_schema(schema: Mapping[str, Any], *, tool: str = "?") -> tuple[dict[s
                 tree["properties"] = children
         return out, tree
 
-    inlined = inline_refs(schema, tool=tool)
+    doc = _Document(schema)
+    id_key = _id_key(doc.dialect)
+    inlined = _inlined(doc, tool)
     reasons += [f"$: {key} at the top level is refused by OpenAI" for key in ("anyOf", "enum") if key in inlined]
     result, nullable = convert(inlined, "$")
     if reasons:
@@ -711,18 +737,13 @@ def gemini_schema(schema: Mapping[str, Any], *, tool: str = "?") -> tuple[dict[s
     return {"type": "object"}, [f"$: parameters exported as any object ({why}, and not every $ref is to root $defs)"]
 
 
-_DEF_REF = re.compile(r"^#/(?:\$defs|definitions)/([^/~%]+)\Z")
-
-
-def _def_name(ref: Any) -> str | None:
-    """The name in a ``$ref`` to a root definition (``#/$defs/NAME``, ``#/definitions/NAME``), else ``None``."""
-    found = _DEF_REF.match(ref) if isinstance(ref, str) else None
-    return found[1] if found else None
+#: A definition name Gemini's ``ref`` (``#/defs/NAME``) can give as it is: no ``/``, ``~`` or ``%`` to escape.
+_GEMINI_DEF_NAME = re.compile(r"[^/~%]+")
 
 
 def _root_defs(doc: _Document) -> tuple[dict[str, Any], dict[str, str]] | None:
     """The root ``$defs`` and ``definitions`` as one map, and each ``$ref`` -> the definition it names (by
-    pointer, or by an anchor of the definition), if every ``$ref`` is to one of them (else ``None``).
+    pointer, by an anchor on it, or by its own ``$id``), if every ``$ref`` is to one of them (else ``None``).
 
     The ``$ref``s are those the definition checks' walk finds, local or remote, where the converter reads them (see
     :meth:`_Document.reads`); any other is dropped with the keyword it is in."""
@@ -730,27 +751,28 @@ def _root_defs(doc: _Document) -> tuple[dict[str, Any], dict[str, str]] | None:
     if set(groups[0]) & set(groups[1]):
         return None
     defs = {**groups[0], **groups[1]}
+    names = {id(sub): name for name, sub in defs.items() if _GEMINI_DEF_NAME.fullmatch(name)}
+    refs: dict[str, str] = {}
     try:
         found, uri = doc.walked()
-        refs = {ref: _def_of(found, uri, ref) for path, ref, _ in found.refs if doc.reads(path)}
+        for path, ref, _ in found.refs:
+            if ref not in refs and doc.reads(path):
+                refs[ref] = _def_of(found, uri, ref, names)
     except _NotInlinable:
         return None
-    if any(doc.reads(path) for path, _ in found.remote) or not all(name in defs for name in refs.values()):
+    if any(doc.reads(path) for path, _ in found.remote):
         return None
     return defs, refs
 
 
-def _def_of(found: _Found, uri: str, ref: str) -> str:
-    """The name of the root definition ``ref`` names, by pointer or by an anchor on it; else :class:`_NotInlinable`
-    (``ref`` is not local, names no root definition, or an anchor no schema or several declare)."""
-    local = _local(uri, ref)
-    name = _def_name(local)
-    if name is not None:
-        return name
-    at = _anchor(found, uri, local)
-    if at is None or len(at) != 2 or at[0] not in _DEFS:
+def _def_of(found: _Found, uri: str, ref: str, names: Mapping[int, str]) -> str:
+    """The name of the root definition ``ref`` points to (``names``: each one's ``id()`` -> its name, for those Gemini
+    can name); else :class:`_NotInlinable` (``ref`` is not local, points elsewhere, or to an anchor no schema or
+    several declare)."""
+    name = names.get(id(_target(found, _local(found, uri, ref), ref)))
+    if name is None:
         raise _NotInlinable(f"$ref {ref!r} is to no root definition")
-    return str(at[1])
+    return name
 
 
 # --------------------------------------------------------------------------- per format
