@@ -371,3 +371,49 @@ def test_json_pointer_follows_a_local_ref_as_the_definition_checks_do() -> None:
     for missing in ("/$defs/nope", "/$defs/m~0n/1", "/$defs/m~0n/-1"):
         with pytest.raises(KeyError):
             json_pointer(root, missing)
+
+
+@pytest.mark.parametrize(
+    ("schema", "where", "text"),
+    [
+        ({"type": "object", "properties": {"x": {"$ref": "http://[x/"}}}, "#/properties/x/$ref", "http://[x/"),
+        (
+            {"$id": "https://example.com/s", "type": "object", "properties": {"x": {"$ref": "http://[x/"}}},
+            "#/properties/x/$ref",
+            "http://[x/",
+        ),
+        ({"$id": "http://[x/", "type": "object", "properties": {"x": {"type": "integer"}}}, "#/$id", "http://[x/"),
+        (
+            {"$defs": {"a b": {"type": "integer"}}, "type": "object", "properties": {"x": {"$ref": "#/$defs/a b"}}},
+            "#/properties/x/$ref",
+            "#/$defs/a b",
+        ),
+        ({"type": "object", "properties": {"x": {"$id": "é", "type": "integer"}}}, "#/properties/x/$id", "é"),
+    ],
+)
+def test_an_id_or_ref_that_is_no_uri_reference_is_a_definition_error(schema: dict[str, Any], where: str, text: str) -> None:
+    """urljoin's ValueError ("Invalid IPv6 URL") escaped registry.add, and jsonschema-rs's refusal of
+    '#/$defs/a b' came back as the validation plugin's PluginError: the definition check names them."""
+    reg = ToolRegistry(autoload=False)
+
+    def f(x: int) -> int:
+        return x
+
+    with pytest.raises(ToolDefinitionError) as err:
+        reg.add(f, parameters=schema)
+    assert f"at {where}, {text!r} is not a URI reference (RFC 3986)" in str(err.value)
+    encoded = {"$defs": {"a b": {"type": "integer"}}, "type": "object", "properties": {"x": {"$ref": "#/$defs/a%20b"}}}
+    reg.add(f, parameters=encoded)
+    assert reg.call("f", {"x": 2}) == 2
+    assert isinstance(reg.try_call("f", {"x": "2"}).error, ToolArgumentError)
+
+
+def test_a_malformed_reference_under_an_unknown_keyword_is_data() -> None:
+    """Not a reference (it is no URI), so neither refused as remote nor a crash of the walk."""
+    reg = ToolRegistry(autoload=False)
+
+    def f(x: int) -> int:
+        return x
+
+    reg.add(f, parameters={"type": "object", "properties": {"x": {"type": "integer", "x-note": {"$ref": "http://[x/"}}}})
+    assert reg.call("f", {"x": 3}) == 3

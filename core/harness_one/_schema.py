@@ -1260,6 +1260,13 @@ def check_schema(
             tool=tool,
         )
     found = _walk(copy, dialect)
+    if found.malformed:
+        path, text = found.malformed[0]
+        raise ToolDefinitionError(
+            f"{prefix}: at {_pointer(path)}, {text[:200]!r} is not a URI reference (RFC 3986); "
+            "percent-encode spaces, non-ASCII letters and other characters a URI cannot hold ('#/$defs/a%20b').",
+            tool=tool,
+        )
     if found.remote:
         raise ToolDefinitionError(
             f"{prefix} refer to remote schemas, which are never fetched: "
@@ -1324,7 +1331,7 @@ def without_bad_defaults(schema: Any) -> tuple[Any, list[str]]:
     if dialect is None:
         return schema, []
     found = _walk(copy, dialect)
-    if found.remote or not found.defaults:
+    if found.remote or found.malformed or not found.defaults:
         return schema, []
     bad = _bad_defaults(copy, found, _MAX_DROPPED + 1)
     if not bad or len(bad) > _MAX_DROPPED:  # past the bound the definition check refuses it, naming the first
@@ -1530,6 +1537,8 @@ class _Found:
     doubled: list[tuple[tuple[Any, ...], str, tuple[Any, ...]]] = dataclasses.field(default_factory=list)
     #: Where the schemas that give a ``default`` are.
     defaults: list[tuple[Any, ...]] = dataclasses.field(default_factory=list)
+    #: A ``$id`` or reference that is no URI reference (RFC 3986): (where, the text).
+    malformed: list[tuple[tuple[Any, ...], str]] = dataclasses.field(default_factory=list)
 
     def anchor(self, uri: str, name: str, path: tuple[Any, ...]) -> None:
         first = self.anchors.setdefault((uri, name), path)
@@ -1566,6 +1575,14 @@ _MARKS = frozenset(
 )
 
 
+def _uri_reference(text: str) -> bool:
+    """Whether ``text`` is a URI reference (RFC 3986): what jsonschema-rs reads in ``$id`` and ``$ref``
+    (a space, a non-ASCII letter, ``%zz`` or ``http://[x/`` is not; percent-encode them)."""
+    from rfc3986_validator import validate_rfc3986
+
+    return bool(validate_rfc3986(text, rule="URI_reference"))
+
+
 def _id_key(dialect: int) -> str:
     """The keyword that gives a schema its URI (or, as ``"#name"``, an anchor): draft-04's ``id``, later ``$id``."""
     return "id" if dialect == 4 else "$id"
@@ -1585,7 +1602,9 @@ def _walk(schema: Any, dialect: int) -> _Found:
             return
         if not _MARKS.isdisjoint(node):  # most schemas have no id, anchor, reference, pattern or default: no look-ups
             ident = node.get(id_key)
-            if isinstance(ident, str) and not (dialect <= 7 and "$ref" in node):  # drafts 4-7 ignore $ref's siblings
+            if isinstance(ident, str) and not _uri_reference(ident):
+                found.malformed.append(((*path, id_key), ident))
+            elif isinstance(ident, str) and not (dialect <= 7 and "$ref" in node):  # drafts 4-7 ignore $ref's siblings
                 uri, fragment = urldefrag(_join(base, ident))
                 if uri != base:  # an embedded resource (base: a URI without a fragment)
                     base = uri
@@ -1600,7 +1619,11 @@ def _walk(schema: Any, dialect: int) -> _Found:
             for key in ("$ref", "$dynamicRef", "$recursiveRef"):
                 ref = node.get(key)
                 if isinstance(ref, str):
-                    pending.append(((*path, key), ref, _join(base, ref)))
+                    uri_reference = _uri_reference(ref)
+                    if not uri_reference:
+                        found.malformed.append(((*path, key), ref))
+                    if uri_reference or ref.startswith("#"):  # ('#/$defs/a b' still names a place, for export)
+                        pending.append(((*path, key), ref, _join(base, ref)))
             if isinstance(node.get("pattern"), str):
                 found.patterns.append(((*path, "pattern"), node["pattern"]))
             if "default" in node:
@@ -1633,7 +1656,7 @@ def _walk(schema: Any, dialect: int) -> _Found:
                 unknown(item, (*path, i), base)
         elif isinstance(node, dict):
             ref = node.get("$ref")
-            if isinstance(ref, str):
+            if isinstance(ref, str) and _uri_reference(ref):  # (one that is no URI is no reference: data)
                 outside.append(((*path, "$ref"), ref, _join(base, ref)))
             for key, value in node.items():
                 unknown(value, (*path, key), base)
