@@ -1578,7 +1578,7 @@ _MARKS = frozenset(
 def _uri_reference(text: str) -> bool:
     """Whether ``text`` is a URI reference (RFC 3986): what jsonschema-rs reads in ``$id`` and ``$ref``
     (a space, a non-ASCII letter, ``%zz`` or ``http://[x/`` is not; percent-encode them)."""
-    from rfc3986_validator import validate_rfc3986
+    from rfc3986_validator import validate_rfc3986  # type: ignore[import-untyped]
 
     return bool(validate_rfc3986(text, rule="URI_reference"))
 
