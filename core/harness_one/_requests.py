@@ -31,7 +31,7 @@ from ._render import dumps
 if TYPE_CHECKING:
     from ._registry import ToolRegistry
 
-__all__ = ["BadRequest", "Decision", "Request", "drop_nulls", "parse_call", "parse_line", "resolve"]
+__all__ = ["BadRequest", "Decision", "Request", "drop_nulls", "parse_call", "parse_line", "readable", "resolve"]
 
 
 @dataclass(slots=True)
@@ -67,19 +67,28 @@ class BadRequest(Exception):
         self.request_id = request_id
 
 
-def _plain(obj: Any) -> Any:
-    dump = getattr(obj, "model_dump", None)
-    if callable(dump) and not isinstance(obj, Mapping):
-        return dump(exclude_none=False)
-    return obj
+def readable(obj: Any) -> bool:
+    """Whether calls can be read from ``obj``: a mapping or an SDK object (``model_dump``)."""
+    return isinstance(obj, Mapping) or callable(getattr(obj, "model_dump", None))
+
+
+def _fields(obj: Any) -> Mapping[str, Any] | None:
+    """The fields a call is read from (an SDK object's ``model_dump()``); None when it has none to read."""
+    if isinstance(obj, Mapping):
+        return obj
+    fields = obj.model_dump(exclude_none=False) if readable(obj) else None
+    return fields if isinstance(fields, Mapping) else None
+
+
+#: The shape an item's ``type`` marks as a call, in the formats whose items are typed.
+_CALL_TYPES = {"tool_use": "anthropic", "function_call": "openai-responses"}
 
 
 def _shape(call: Mapping[str, Any]) -> str:
     kind = call.get("type")
-    if kind == "tool_use":
-        return "anthropic"
-    if kind == "function_call":
-        return "openai-responses"
+    typed = _CALL_TYPES.get(kind) if isinstance(kind, str) else None
+    if typed is not None:
+        return typed
     if isinstance(call.get("function"), Mapping):
         return "openai"
     if isinstance(_gemini_part(call), Mapping) or ("args" in call and "arguments" not in call):
@@ -88,21 +97,21 @@ def _shape(call: Mapping[str, Any]) -> str:
 
 
 def parse_call(obj: Any, *, provider: str | None = None) -> Request | None:
-    """A :class:`Request` from one call (a dict or a provider SDK object).
+    """A :class:`Request` from one call: a mapping or a provider SDK object (``model_dump``).
 
     With ``provider`` given, items of another shape (text blocks, reasoning items) are not
-    calls: ``None``; every item of OpenAI's ``tool_calls`` is a call. Raises
-    :class:`BadRequest` for a call without a usable name.
+    calls: ``None``; every item of OpenAI's ``tool_calls`` is a call. Raises :class:`BadRequest`
+    for a call without a usable name, and for an item that cannot be read but has an id (both
+    are answered as invalid calls); ``TypeError`` for an item that is not a call at all.
     """
-    call = _plain(obj)
-    if not isinstance(call, Mapping):
-        if provider is not None:
-            return None
-        raise BadRequest(f"a request must be a JSON object, not {_kind(call)}")
+    call = _fields(obj)
+    if call is None:
+        _unreadable(obj, provider)  # raises unless the item's type marks it as no call
+        return None
     if provider == "gemini" and _gemini_part(call) is None and "name" not in call and "args" not in call:
         return None  # a text or thought part of the model's content, not a call
     shape = _shape(call)
-    if provider in ("openai", "gemini") or (provider == "openai-responses" and call.get("type") in (None, "function_call")):
+    if provider in ("openai", "gemini") or (provider == "openai-responses" and call.get("type") is None):
         shape = provider
     elif provider is not None and shape != provider:
         return None  # not a call: a text block, a reasoning item, ...
@@ -138,6 +147,21 @@ def parse_call(obj: Any, *, provider: str | None = None) -> Request | None:
         call.get("context"),
         name,
     )
+
+
+def _unreadable(item: Any, provider: str | None) -> None:
+    """An item without fields to read: a ``TypeError`` unless it has an id (``call_id`` for OpenAI
+    Responses), None when its ``type`` marks it as another item than the provider's calls, else a
+    :class:`BadRequest` on its id.
+    """
+    rid = getattr(item, "call_id", None) if provider == "openai-responses" else None
+    rid = getattr(item, "id", None) if rid is None else rid
+    if not isinstance(rid, (str, int)) or isinstance(rid, bool):
+        raise TypeError(f"a tool call must be a dict or a provider SDK object, not {type(item).__name__}")
+    kind = getattr(item, "type", None)
+    if provider in _CALL_TYPES.values() and isinstance(kind, str) and _CALL_TYPES.get(kind) != provider:
+        return None  # a reasoning item, a server tool's call, ...: not a call, as when readable
+    raise BadRequest(f"cannot read a call from a {type(item).__name__} (give a dict or the provider SDK's object)", rid)
 
 
 def _gemini_part(call: Mapping[str, Any]) -> Any:

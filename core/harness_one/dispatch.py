@@ -32,13 +32,13 @@ import asyncio
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any
 
 from ._call import CallResult, new_call_id
 from ._errors import APPROVAL_REQUIRED, ToolError, exception_text
 from ._formats import CALL_FORMATS, check_format
 from ._render import dumps, json_data, safe_text
-from ._requests import BadRequest, Request, parse_call, resolve
+from ._requests import BadRequest, Request, parse_call, readable, resolve
 
 if TYPE_CHECKING:
     from ._registry import ToolRegistry
@@ -132,7 +132,7 @@ def _listed(provider: str, calls: Any) -> Iterable[Any]:
         return calls
     if calls is None:
         return ()
-    if _readable(calls):
+    if readable(calls):
         held = _held(provider, calls)
         return (calls,) if held is _ABSENT else held or ()
     if isinstance(calls, (str, bytes, bytearray)) or not isinstance(calls, Iterable):
@@ -143,20 +143,6 @@ def _listed(provider: str, calls: Any) -> Iterable[Any]:
     return calls
 
 
-def _readable(item: Any) -> bool:
-    """Whether a call can be read from ``item``: a mapping or an SDK object (``model_dump``)."""
-    return isinstance(item, Mapping) or callable(getattr(item, "model_dump", None))
-
-
-def _unreadable(provider: str, item: Any) -> NoReturn:
-    """Refuse an item that is neither a dict nor an SDK object: a :class:`BadRequest` on its id, else a TypeError."""
-    rid = getattr(item, "call_id", None) if provider == "openai-responses" else None
-    rid = getattr(item, "id", None) if rid is None else rid
-    if isinstance(rid, (str, int)) and not isinstance(rid, bool):
-        raise BadRequest(f"cannot read a call from a {type(item).__name__} (give a dict or the provider SDK's object)", rid)
-    raise TypeError(f"a tool call must be a dict or a provider SDK object, not {type(item).__name__}")
-
-
 def _requests(provider: str, calls: Any, registry: ToolRegistry, strict: bool | str) -> list[Request | BadRequest]:
     check_format(provider, calls=True)
     if strict not in (True, False, "auto"):
@@ -164,7 +150,7 @@ def _requests(provider: str, calls: Any, registry: ToolRegistry, strict: bool | 
     out: list[Request | BadRequest] = []
     for raw in _listed(provider, calls):
         try:
-            request = parse_call(raw, provider=provider) if _readable(raw) else _unreadable(provider, raw)
+            request = parse_call(raw, provider=provider)
         except BadRequest as exc:
             out.append(exc)
             continue
