@@ -2,10 +2,11 @@
 
 An unknown name is refused with suggestions: the zone of that name in other letter case
 (``utc``: ``UTC``), the zones a common abbreviation stands for (``PST``: ``America/Los_Angeles``;
-every usual meaning of an ambiguous one, ``IST``: Kolkata, Dublin, Jerusalem), else close names,
-compared ignoring case. An abbreviation is never guessed for an abbreviation (``PST`` is not
-``MST``), and an offset is matched by its sign: ``UTC+3`` is ``Etc/GMT-3`` (POSIX signs), never
-``Etc/GMT+3``; an offset no zone has exactly (``UTC+5:30``) gets no guess.
+every usual meaning of an ambiguous one, ``IST``: Kolkata, Dublin, Jerusalem), the zones whose
+last part is the name's (a city: ``Paris`` or ``new york``, ``Asia/Paris``: ``Europe/Paris``),
+else close names, compared ignoring case. An abbreviation is never guessed for an abbreviation
+(``PST`` is not ``MST``), and an offset is matched by its sign: ``UTC+3`` is ``Etc/GMT-3`` (POSIX
+signs), never ``Etc/GMT+3``; an offset no zone has exactly (``UTC+5:30``) gets no guess.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ _MAX_NAME = 64  # characters of an unknown zone name echoed in the error
 _OFFSET = re.compile(r"(?:UTC|GMT)\s*([+-])\s*(\d{1,2})(?::?(\d\d))?", re.IGNORECASE)
 _POSIX_SIGNS = " (an Etc/GMT name has the POSIX sign: Etc/GMT-3 is 3 hours ahead of UTC)"
 _ABBREVIATION = 5  # letters at most of a name read as an abbreviation (AKST, NZDT)
+_SUGGESTIONS = 3  # zones at most suggested for a name that is no abbreviation
 #: Abbreviations that are not zone names (EST, MST, HST, CET, EET, WET, GMT and UTC are) and the zones they stand for.
 _ABBREVIATIONS: dict[str, tuple[str, ...]] = {
     "PST": ("America/Los_Angeles",),
@@ -82,6 +84,20 @@ def _by_folded_name() -> dict[str, str]:
     return {zone.casefold(): zone for zone in sorted(_zones())}
 
 
+def _place(name: str) -> str:
+    """The last part of a zone name, the city (``Europe/Paris``: ``paris``), folded, a space read as ``_``."""
+    return name.rsplit("/", 1)[-1].casefold().replace(" ", "_")
+
+
+@functools.lru_cache(maxsize=1)
+def _by_place() -> dict[str, list[str]]:
+    """Every zone under the last part of its name (:func:`_place`): ``paris``: ``Europe/Paris``."""
+    places: dict[str, list[str]] = {}
+    for zone in sorted(_zones()):
+        places.setdefault(_place(zone), []).append(zone)
+    return places
+
+
 def _abbreviated(name: str) -> bool:
     return name.isalpha() and len(name) <= _ABBREVIATION
 
@@ -105,8 +121,10 @@ def _suggestions(name: str) -> list[str]:
         return [zone] if zone in _zones() and int(minutes or 0) == 0 else []
     if len(name) > _MAX_NAME:
         return []
+    if (zones := _by_place().get(_place(name))) is not None:
+        return zones[:_SUGGESTIONS]
     candidates = _spelled_out() if _abbreviated(name) else list(_by_folded_name())
-    return [_by_folded_name()[match] for match in difflib.get_close_matches(folded, candidates, n=3)]
+    return [_by_folded_name()[match] for match in difflib.get_close_matches(folded, candidates, n=_SUGGESTIONS)]
 
 
 class CurrentTime(TypedDict):

@@ -17,6 +17,7 @@
   JSON past it is shown as cut text; ``truncated`` and ``note`` say so. The tool sets no
   ``max_output`` of its own, so an operator's lower output limit applies to it as to any tool.
 - HTML becomes readable text; JSON stays JSON.
+- A URL or header echoed in the result or an error is cut, saying how long it was.
 
 ``HARNESS_ONE_FETCH_ALLOW`` (comma-separated hosts, addresses or CIDR networks) opens chosen
 private destinations on purpose; :func:`make_fetch_url` builds a tool with its own policy.
@@ -47,13 +48,13 @@ import httpx
 
 from harness_one import (
     ArgumentProblem,
-    CallResult,
     Tool,
     ToolArgumentError,
     ToolError,
     ToolTimeout,
     defineTool,
     redact,
+    rendered_length,
 )
 
 __all__ = ["ALLOW_ENV", "MAX_CHARS", "FetchPolicy", "FetchResult", "fetch", "fetch_url", "html_to_text", "make_fetch_url"]
@@ -61,6 +62,10 @@ __all__ = ["ALLOW_ENV", "MAX_CHARS", "FetchPolicy", "FetchResult", "fetch", "fet
 ALLOW_ENV = "HARNESS_ONE_FETCH_ALLOW"
 #: Characters of a result as the model reads it: the ``output_limit`` plugin's default, so the tool's own cut decides there.
 MAX_CHARS = 1_000_000
+#: Characters of a URL echoed in a result or an error (``redact``'s own cut): httpx takes 64 KB.
+_URL_SHOWN = 2_000
+#: Characters of anything else echoed: a refused URL, a host, a scheme, a header's value (up to 100 KB).
+_SHOWN = 200
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 Resolver = Callable[[str, int], list[str]]
 
@@ -168,9 +173,15 @@ def why_refused(ip: IPAddress) -> str | None:
     return None
 
 
+def _cut(text: str, limit: int = _SHOWN, *, masked: bool = False) -> str:
+    """``text`` (``masked``: with secrets masked, by ``redact``), past ``limit`` characters cut, saying how long it was."""
+    shown = redact(text) if masked else text
+    return shown if len(shown) <= limit else f"{shown[:limit]}... ({len(text)} characters)"
+
+
 def _refuse(message: str, url: str, *, redirect: bool = False) -> ToolError:
     """The model's URL refused (an argument error on ``$.url``), or a redirect's target (the server's doing, not the model's)."""
-    shown = repr(redact(url[:200]))
+    shown = repr(_cut(url, masked=True))
     if redirect:
         return ToolError(f"The server redirected to {shown}, which cannot be fetched: {message}. Try another URL.")
     return ToolArgumentError([ArgumentProblem("$.url", message, "url", "a public http(s) URL", shown)])
@@ -182,7 +193,7 @@ def _pin(
     """Resolve ``url``'s host once, check every address, and aim the request at the first (``redirect``: a hop's target)."""
     if url.scheme not in ("http", "https"):
         raise _refuse(
-            f"only http and https URLs can be fetched, not {url.scheme or 'a relative URL'!r}", str(url), redirect=redirect
+            f"only http and https URLs can be fetched, not {_cut(url.scheme) or 'a relative URL'!r}", str(url), redirect=redirect
         )
     host = url.host
     if not host:
@@ -198,13 +209,13 @@ def _pin(
         try:
             addresses = [ipaddress.ip_address(a.split("%")[0]) for a in _resolve(policy, host, port, deadline)]
         except (OSError, ValueError) as exc:
-            raise ToolError(f"Could not resolve {host!r}: {exc}") from None
+            raise ToolError(f"Could not resolve {_cut(host)!r}: {exc}") from None
         if not addresses:
-            raise ToolError(f"{host!r} has no addresses.")
+            raise ToolError(f"{_cut(host)!r} has no addresses.")
     for ip in addresses:
         reason = why_refused(ip)
         if reason and not policy.allows(host, ip):
-            via = "" if literal is not None else f" ({host} resolves to {ip})"
+            via = "" if literal is not None else f" ({_cut(host)} resolves to {ip})"
             raise _refuse(f"refused: {ip}{via} {reason}; only public addresses can be fetched", str(url), redirect=redirect)
     pinned = url.copy_with(host=str(addresses[0]))  # httpx adds the brackets of an IPv6 address
     default_port = port == (443 if url.scheme == "https" else 80)
@@ -452,8 +463,10 @@ def fetch(url: str, policy: FetchPolicy) -> FetchResult:
             except (httpx.TimeoutException, httpcore.TimeoutException):
                 raise ToolTimeout(policy.timeout) from None
             except (httpx.HTTPError, httpcore.NetworkError, httpcore.ProtocolError, httpcore.UnsupportedProtocol) as exc:
-                raise ToolError(f"Fetching {redact(str(current))!r} failed: {type(exc).__name__}: {exc}") from None
-    raise ToolError(f"Too many redirects (more than {policy.max_redirects}) starting at {redact(url)!r}.")  # no password
+                shown = _cut(str(current), _URL_SHOWN, masked=True)
+                raise ToolError(f"Fetching {shown!r} failed: {type(exc).__name__}: {exc}") from None
+    shown = _cut(url, _URL_SHOWN, masked=True)  # no password
+    raise ToolError(f"Too many redirects (more than {policy.max_redirects}) starting at {shown!r}.")
 
 
 _Decoder = Callable[[bytes, int], tuple[bytes, bytes]]  # (input, room) -> (output of at most room bytes, input left)
@@ -465,7 +478,7 @@ def _decoder(content_encoding: str) -> _Decoder:
     if not codings:
         return lambda data, room: (data[:room], data[room:])
     if len(codings) > 1 or codings[0] not in ("gzip", "x-gzip", "deflate"):
-        raise ToolError(f"The server sent content-encoding {content_encoding!r}; only gzip and deflate are supported.")
+        raise ToolError(f"The server sent content-encoding {_cut(content_encoding)!r}; only gzip and deflate are supported.")
     return _Inflate(codings[0])
 
 
@@ -535,10 +548,10 @@ def _result(
 ) -> FetchResult:
     ctype = response.headers.get("content-type", "").split(";")[0].strip().lower()
     out: FetchResult = {
-        "url": url,
-        "final_url": str(final),
+        "url": _cut(url, _URL_SHOWN),
+        "final_url": _cut(str(final), _URL_SHOWN),
         "status": response.status_code,
-        "content_type": ctype,
+        "content_type": _cut(ctype),
         "bytes": len(body),
         "truncated": truncated,
         "redirects": redirects,
@@ -557,25 +570,21 @@ def _result(
         out["text"] = text
     else:
         out["text"] = None
-        out["note"] = f"binary content ({ctype}) is not shown"
+        out["note"] = f"binary content ({out['content_type']}) is not shown"
     # Surely within: JSON writes a character of the text (whence title and content come) or of
     # the metadata in at most 6 (a control character as \u0001; a number such as 1e15 in at most 4.5).
-    if 6 * (len(text) + len(url) + len(out["final_url"]) + 2 * len(ctype)) + 1_000 > max_chars:
+    if 6 * (len(text) + len(out["url"]) + len(out["final_url"]) + 2 * len(out["content_type"])) + 1_000 > max_chars:
         _fit(out, text, max_chars)
     return out
-
-
-def _rendered_length(value: Any) -> int:
-    """Characters the model reads for ``value``: harness-one's rendering of a result."""
-    return len(CallResult(True, value, None, "", "", 0.0, 1).for_model())
 
 
 def _fit(out: FetchResult, text: str, limit: int) -> None:
     """Cut the content of ``out`` (the text, then the title) so that it reads as at most ``limit`` characters.
 
     JSON cannot be cut into JSON: past the limit it is shown as text (``text``, the body), cut.
+    The result is written once to measure it; past the limit, its metadata once more.
     """
-    if _rendered_length(out) <= limit:
+    if rendered_length(out) <= limit:
         return
     cut = f"cut at the {limit:,} characters this tool may return"
     if "json" in out:
@@ -585,18 +594,22 @@ def _fit(out: FetchResult, text: str, limit: int) -> None:
     else:
         out["note"] = f"{out['note']}; {cut}" if "note" in out else cut
     out["truncated"] = True
-    if (content := out.get("text")) is not None:
-        out["text"] = _shorten(content, _rendered_length(out) - limit)
-    if (title := out.get("title")) is not None:
-        out["title"] = _shorten(title, _rendered_length(out) - limit)
+    content, title = out.get("text"), out.get("title")
+    # The characters left for the content: the result with the text and the title empty takes the rest.
+    room = limit - rendered_length({**out, **{key: "" for key in ("text", "title") if out.get(key) is not None}})
+    title_chars = 0 if title is None else rendered_length([title]) - 4  # escaped; its quotes are in the rest
+    if content is not None:
+        out["text"] = _shorten(content, room - title_chars)
+    if title is not None and title_chars > room:
+        out["title"] = _shorten(title, room)
 
 
-def _shorten(text: str, over: int) -> str:
-    """The longest start of ``text`` that JSON writes in ``over`` characters fewer or less (``text`` when ``over <= 0``)."""
-    if over <= 0:
+def _shorten(text: str, room: int) -> str:
+    """The longest start of ``text`` that JSON writes in at most ``room`` characters (its quotes aside)."""
+    escaped = json.dumps(text, ensure_ascii=False)[1:-1]
+    if len(escaped) <= room:
         return text
-    escaped = json.dumps(text, ensure_ascii=False)
-    escaped = escaped[1 : max(len(escaped) - over - 1, 1)]
+    escaped = escaped[: max(room, 0)]
     for end in range(len(escaped), max(len(escaped) - 6, -1), -1):  # an escape cut in two (``\u00``, ``\``) is dropped
         try:
             return str(json.loads(f'"{escaped[:end]}"'))

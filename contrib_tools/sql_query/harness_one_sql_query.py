@@ -20,9 +20,10 @@ Python 3.10 has no ``Connection.setlimit``: there one value can reach SQLite's c
 maximum (normally 10**9 bytes) in memory before the character cap drops it.
 
 A failure of the database itself is no fault of the query: busy or locked by another
-connection is a :class:`~harness_one.RetryableError`; a file that is not a database, is
-corrupt or cannot be opened or read is a :class:`~harness_one.ToolError` saying the database
-is unavailable.
+connection is a :class:`~harness_one.RetryableError` once SQLite has waited at most a second for
+the lock (within ``time_limit``), so retries wait between attempts, not in them; a file that is
+not a database, is corrupt or cannot be opened or read is a :class:`~harness_one.ToolError`
+saying the database is unavailable.
 
 The database is named by ``HARNESS_ONE_SQL_DB`` (read at call time), or build your own
 tool with :func:`make_sql_query`.
@@ -31,12 +32,9 @@ tool with :func:`make_sql_query`.
 from __future__ import annotations
 
 import base64
-import json
-import math
 import os
 import sqlite3
 from collections.abc import Callable
-from json.encoder import encode_basestring
 from pathlib import Path
 from typing import Any, TypedDict
 from urllib.parse import quote
@@ -51,6 +49,7 @@ from harness_one import (
     ToolError,
     ToolTimeout,
     defineTool,
+    rendered_length,
 )
 
 __all__ = [
@@ -175,19 +174,9 @@ def _blob(value: bytes) -> dict[str, Any]:
     return {"base64": base64.b64encode(value).decode("ascii"), "bytes": len(value)}
 
 
-_BLOB_CHARS = len('{"base64": "", "bytes": }')
-
-
-def _chars(value: Any, limit: int) -> int:
-    """Characters the model reads for one value (JSON), at most; a string longer than ``limit`` is not escaped to tell."""
-    kind = type(value)
-    if kind is str:
-        return len(value) + 2 if len(value) > limit else len(encode_basestring(value))  # as json.dumps(ensure_ascii=False)
-    if kind is bytes:
-        return _BLOB_CHARS + 4 * ((len(value) + 2) // 3) + len(str(len(value)))
-    if kind is float and not math.isfinite(value):
-        return len('"-Infinity"')
-    return 4 if value is None else len(repr(value))
+def _least_chars(row: tuple[Any, ...]) -> int:
+    """Characters of ``row``'s text and blobs: fewer than its JSON has (quotes, escapes, base64), told without writing it."""
+    return sum(len(value) for value in row if type(value) is str or type(value) is bytes)
 
 
 def _notes(max_rows: int, max_chars: int) -> tuple[str, str, str]:
@@ -215,6 +204,9 @@ _CODE_TEXTS = {
     "file is not a database": 26,
 }
 _RETRY_AFTER = 1.0
+#: Seconds SQLite waits for another connection's lock (at most ``time_limit``, and within it): then the
+#: attempt ends busy, and a retry policy's waits between attempts are the retry plugin's, within its ``total``.
+_BUSY_WAIT = 1.0
 
 
 def _unavailable(path: str | Path, exc: sqlite3.Error) -> ToolError:
@@ -257,13 +249,14 @@ def run_query(
         raise ToolError(f"The database {str(path)!r} does not exist; set {DB_ENV} to a SQLite file.")
     now = (clock or SystemClock()).now
     got = repr(sql[:80])
+    deadline = now() + time_limit  # the wait for a lock included
     try:
         # Quoted: a "#", "?" or "%" in the path would end it or be read as URI syntax, dropping mode=ro.
-        conn = sqlite3.connect(f"file:{quote(str(Path(path).resolve()))}?mode=ro", uri=True, timeout=time_limit)
+        uri = f"file:{quote(str(Path(path).resolve()))}?mode=ro"
+        conn = sqlite3.connect(uri, uri=True, timeout=min(_BUSY_WAIT, time_limit))
     except sqlite3.Error as exc:
         raise _database_failure(path, exc) or _unavailable(path, exc) from None
     denied: list[str] = []
-    deadline = now() + time_limit
     rows: list[list[Any]] = []
     note = None
     try:
@@ -279,19 +272,21 @@ def run_query(
             columns = [d[0] for d in cursor.description]
             at_rows, at_chars, at_first = _notes(max_rows, max_chars)
             envelope = {"columns": columns, "rows": [], "row_count": max_rows, "truncated": False, "note": at_first}
-            room = max_chars - len(json.dumps(envelope, ensure_ascii=False))
+            room = max_chars - rendered_length(envelope)
             for row in cursor:  # each step runs under the progress handler, so the deadline holds here too
-                # "[a, b]" and ", " before every row but the first
-                cost = sum(_chars(value, room) for value in row) + 2 * len(row) + (2 if rows else 0)
                 if len(rows) == max_rows:
                     note = at_rows
-                elif cost > room:
+                    break
+                values: list[Any] = []
+                cost = room + 1  # a row surely too long (up to max_columns values of max_bytes each) is not written
+                if _least_chars(row) <= room:  # written once, as the model reads it; ", " before all rows but the first
+                    values = [_blob(v) if type(v) is bytes else v for v in row]
+                    cost = rendered_length(values) + (2 if rows else 0)
+                if cost > room:
                     note = at_chars if rows else at_first
-                else:
-                    rows.append([_blob(v) if type(v) is bytes else v for v in row])
-                    room -= cost
-                    continue
-                break
+                    break
+                rows.append(values)
+                room -= cost
         except (sqlite3.ProgrammingError, sqlite3.Warning) as exc:  # Python 3.10 raises Warning for two statements
             if "binding" in str(exc).lower():  # "Incorrect number of bindings supplied"
                 raise ToolArgumentError(

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from ._policies import CircuitBreakerPolicy, RateLimit, RetryPolicy
     from ._redact import REDACTED, SECRET_KEYS, Redactor, redact
     from ._registry import ToolRegistry
-    from ._render import fingerprint
+    from ._render import fingerprint, rendered_length
     from ._runners import ProcessRunner, Runner, ThreadRunner
     from ._schema import json_path, json_pointer, json_type
     from ._tool import Tool, ToolFunction, define_tool, defineTool
@@ -86,6 +86,7 @@ _LAZY: dict[str, str] = {  # name -> module: imported on first use, so start-up 
     "redact": "._redact",
     "ToolRegistry": "._registry",
     "fingerprint": "._render",
+    "rendered_length": "._render",
     "ProcessRunner": "._runners",
     "Runner": "._runners",
     "ThreadRunner": "._runners",
@@ -163,6 +164,7 @@ __all__ = [
     "per_tool",
     "redact",
     "refresh_entry_points",
+    "rendered_length",
 ]
 
 

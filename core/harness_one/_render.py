@@ -25,7 +25,7 @@ import re
 from collections.abc import Callable
 from typing import Any, Literal, overload
 
-__all__ = ["dumps", "fingerprint", "json_data", "json_default", "render_value", "safe_text", "text_of"]
+__all__ = ["dumps", "fingerprint", "json_data", "json_default", "render_value", "rendered_length", "safe_text", "text_of"]
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _NON_FINITE: dict[float, str] = {math.inf: "Infinity", -math.inf: "-Infinity"}
@@ -160,21 +160,30 @@ class _Data(_Cleaner):
         return value
 
 
+_ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, default=json_default)
 _TOKEN = "\x00harness-one-long-int:"
 _TOKEN_JSON = re.compile(r'"\\u0000harness-one-long-int:(\d+)"')
 
 
 def dumps(value: Any, *, indent: int | None = None) -> str:
     """``value`` as JSON text (non-ASCII kept), valid whatever it holds; see the module docstring."""
+    text = _json(value, indent)
+    # Outside strings JSON text is ASCII, so a surrogate here is inside a string: replace it in place.
+    return _SURROGATE.sub("\ufffd", text) if _SURROGATE.search(text) else text
+
+
+def _json(value: Any, indent: int | None = None) -> str:
+    """:func:`dumps` but for its lone surrogates, each of which it replaces with one character."""
     try:
-        text = json.dumps(value, ensure_ascii=False, allow_nan=False, default=json_default, indent=indent)
+        if indent is None:  # json.dumps with these options, without building an encoder each time
+            return _ENCODER.encode(value)
+        return json.dumps(value, ensure_ascii=False, allow_nan=False, default=json_default, indent=indent)
     except (ValueError, TypeError, RecursionError):
         cleaner = _Cleaner()
         text = json.dumps(cleaner.value(value), ensure_ascii=False, allow_nan=False, default=str, indent=indent)
         if cleaner.texts:
             text = _TOKEN_JSON.sub(lambda m: cleaner.texts[int(m.group(1))], text)
-    # Outside strings JSON text is ASCII, so a surrogate here is inside a string: replace it in place.
-    return _SURROGATE.sub("\ufffd", text) if _SURROGATE.search(text) else text
+        return text
 
 
 def json_data(value: Any) -> Any:
@@ -195,6 +204,22 @@ def render_value(value: Any) -> str:
     if isinstance(value, str):
         return safe_text(value)
     return dumps(value)
+
+
+def rendered_length(value: Any) -> int:
+    """Characters the model reads for a result ``value``: the length of
+    :meth:`CallResult.for_model() <harness_one.CallResult.for_model>` for a call that returned it.
+
+    For a tool that keeps its result within a number of characters (``max_chars``): a string is
+    measured as it is (made UTF-8 safe it keeps its length), anything else is written once as
+    harness-one's JSON (not searched for lone surrogates: replacing them keeps the length).
+    Inside a list or an object a value takes the characters it takes alone (nesting past 200
+    levels aside), so the parts of a result can be measured one by one; a string there is
+    quoted and escaped: ``rendered_length([text]) - 2``.
+    """
+    if isinstance(value, str):
+        return len(value)
+    return len(_json(value))  # its lone surrogates, replaced one for one, change no length
 
 
 def _typed(value: Any) -> dict[str, str]:

@@ -70,6 +70,12 @@ def test_names_that_are_not_zones_are_refused(reg: ToolRegistry, name: str) -> N
         ("UTC+5:30", "use an IANA name such as 'Europe/Berlin'"),  # no zone is that offset alone
         ("XYZT", "use an IANA name such as 'Europe/Berlin'"),  # another abbreviation is no guess
         ("Tokyo", "did you mean Asia/Tokyo?"),
+        ("Paris", "did you mean Europe/Paris?"),  # a city is the last part of its zone's name (was no suggestion)
+        ("PARIS", "did you mean Europe/Paris?"),
+        ("new york", "did you mean America/New_York?"),  # was no suggestion
+        ("Asia/Paris", "did you mean Europe/Paris?"),  # the city, in another region
+        ("istanbul", "did you mean Asia/Istanbul, Europe/Istanbul?"),  # every zone of that city
+        ("Lima", "did you mean America/Lima?"),  # a short name: a city, not another abbreviation
     ],
 )
 def test_suggestions_ignore_case_and_read_abbreviations(reg: ToolRegistry, name: str, suggested: str) -> None:

@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import harness_one_fetch_url as mod
+import httpx
 import pytest
 
 from harness_one import CallResult, ToolArgumentError, ToolError, ToolRegistry, ToolTimeout
@@ -309,3 +310,70 @@ def test_json_past_the_limit_is_cut_text_and_a_long_title_is_cut(serve: Callable
     page = b"<title>" + b"T" * 5_000 + b"</title><p>" + b"body " * 1_000 + b"</p>"
     html = mod.fetch(serve(_page(b"text/html", page)), mod.FetchPolicy(allow=LOOPBACK, max_chars=3_000))
     assert html["text"] == "" and html["title"] is not None and len(html["title"]) > 2_000 and len(read(html)) <= 3_000
+
+
+def test_a_long_title_is_kept_whole_when_the_text_makes_room(serve: Callable[[Reply], str]) -> None:
+    page = b"<title>" + b'T\x01"' * 100 + b"</title><p>" + b"body " * 1_000 + b"</p>"  # a title of escapes
+    html = mod.fetch(serve(_page(b"text/html", page)), mod.FetchPolicy(allow=LOOPBACK, max_chars=3_000))
+    assert html["title"] == 'T\x01"' * 100 and html["text"] is not None and len(read(html)) == 3_000
+
+
+def public(host: str, port: int) -> list[str]:
+    return ["93.184.215.14"]
+
+
+def mocked(handler: Callable[[httpx.Request], httpx.Response], **policy: Any) -> mod.FetchPolicy:
+    """A policy whose requests ``handler`` answers (no network)."""
+    return mod.FetchPolicy(resolver=public, transport=httpx.MockTransport(handler), **policy)
+
+
+def answer(
+    status: int = 200, body: bytes = b"", headers: dict[str, str] | None = None
+) -> Callable[[httpx.Request], httpx.Response]:
+    return lambda request: httpx.Response(status, headers=headers, stream=httpx.ByteStream(body))
+
+
+LONG_URL = "https://example.com/" + "a" * 60_000  # httpx takes URLs up to 64 KB
+
+
+def test_long_urls_and_headers_echoed_in_a_result_are_cut() -> None:
+    out = mod.fetch(LONG_URL, mocked(answer(body=b"x", headers={"content-type": "x/" + "b" * 100_000})))
+    assert out["url"] == LONG_URL[:2_000] + "... (60020 characters)" and out["final_url"] == out["url"]
+    assert out["content_type"] == "x/" + "b" * 198 + "... (100002 characters)"
+    assert out["note"] == f"binary content ({out['content_type']}) is not shown" and len(read(out)) < 5_000  # was 2.1 MB
+
+    def moving(request: httpx.Request) -> httpx.Response:  # to a 60 KB path, and the page there
+        if request.url.path == "/":
+            return answer(302, headers={"location": "/" + "c" * 60_000})(request)
+        return answer(body=b"ok", headers={"content-type": "text/plain"})(request)
+
+    moved = mod.fetch("https://example.com/", mocked(moving))
+    assert moved["final_url"] == ("https://example.com/" + "c" * 60_000)[:2_000] + "... (60020 characters)"
+    assert moved["text"] == "ok"
+
+
+def failing(request: httpx.Request) -> httpx.Response:
+    raise httpx.ConnectError("refused by the test")
+
+
+def unresolved(host: str, port: int) -> list[str]:
+    raise OSError("no such name")
+
+
+@pytest.mark.parametrize(
+    ("url", "policy", "shown"),
+    [
+        (LONG_URL, mocked(failing), "... (60020 characters)' failed: ConnectError"),
+        (LONG_URL, mocked(answer(302, headers={"location": "/again"}), max_redirects=0), "... (60020 characters)'."),
+        ("https://example.com/", mocked(answer(headers={"content-encoding": "z" * 100_000})), "... (100000 characters)'"),
+        ("ftp" + "p" * 60_000 + "://example.com/", mocked(failing), "... (60003 characters)'"),  # the scheme
+        ("https://" + "d" * 60_000 + "/", mod.FetchPolicy(resolver=unresolved), "... (60000 characters)'"),  # the host
+        ("https://example.com/", mocked(answer(302, headers={"location": "ftp://x/" + "c" * 60_000})), "... (60008 characters)'"),
+    ],
+    ids=["connect", "redirects", "encoding", "scheme", "host", "redirect-target"],
+)
+def test_long_urls_and_headers_echoed_in_an_error_are_cut(url: str, policy: mod.FetchPolicy, shown: str) -> None:
+    with pytest.raises(ToolError) as err:
+        mod.fetch(url, policy)
+    text = str(err.value)
+    assert shown in text and len(text) < 3_000, text[:300]  # was up to the error text limit, 10,000 characters

@@ -3,6 +3,7 @@ from __future__ import annotations
 import math
 import sqlite3
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from harness_one import (
     ToolError,
     ToolRegistry,
     ToolTimeout,
+    rendered_length,
 )
 
 
@@ -127,15 +129,14 @@ def test_default_character_limit(db: Path) -> None:
 
 @pytest.mark.parametrize(
     "value",
-    ["", "plain", 'quote " and \\ slash', "\x00\x01\x1f\x7f", "\n\t", "caf\u00e9 \U0001f600", "a\ud800b", 0, -7, 2**63 - 1, 1.5,
+    ["", "plain", 'quote " and \\ slash', "\x00\x01\x1f\x7f", "\n\t", "caf\u00e9 \U0001f600", 0, -7, 2**63 - 1, 1.5,
      1e300, -0.0, math.inf, -math.inf, None, b"", b"\x00", b"ab", b"abc", b"\xff" * 10],
 )  # fmt: skip
-def test_a_value_is_counted_as_the_model_reads_it(value: object) -> None:
-    in_a_row = len(read([mod._blob(value) if isinstance(value, bytes) else value])) - 2
-    if isinstance(value, float) and math.isinf(value):  # at most: the longest such value
-        assert mod._chars(value, 10**6) >= in_a_row
-    else:
-        assert mod._chars(value, 10**6) == in_a_row
+def test_a_row_is_counted_as_the_model_reads_it(db: Path, value: object) -> None:
+    row = mod.run_query(db, "SELECT ?, ?", [value, value])["rows"][0]  # as the tool returns it: a blob in base64
+    one, two = ({"columns": ["a", "b"], "rows": [row] * n} for n in (1, 2))
+    assert len(read(two)) - len(read(one)) == rendered_length(row) + 2  # the row, and ", " before it
+    assert rendered_length(value) == len(read(value)) and rendered_length("a\ud800b") == len(read("a\ud800b")) == 3
 
 
 @pytest.mark.skipif(sys.version_info < (3, 11), reason="Connection.setlimit is new in Python 3.11")
@@ -257,6 +258,26 @@ def test_a_locked_database_is_a_retryable_error_not_the_querys(locked: Path) -> 
     with pytest.raises(RetryableError) as err:  # was a ToolArgumentError on $.sql
         mod.run_query(locked, "SELECT name FROM items", time_limit=0.1)
     assert err.value.retry_after == 1.0 and "database is locked" in err.value.message and "not at fault" in err.value.message
+
+
+def test_the_wait_for_a_lock_is_short_whatever_the_time_limit(locked: Path) -> None:
+    start = time.monotonic()
+    with pytest.raises(RetryableError) as err:
+        mod.run_query(locked, "SELECT name FROM items", time_limit=60)  # SQLite waited all 60 s for the lock
+    assert err.value.retry_after == 1.0
+    assert time.monotonic() - start < 30  # a liveness bound, not a speed figure: the wait is 1 s
+
+
+def test_retries_of_a_locked_database_wait_between_attempts_not_in_them(locked: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(mod, "_BUSY_WAIT", 0.05)  # in the caller's process (a clock of its own): seen by the tool
+    clock = ManualClock()
+    reg = ToolRegistry(autoload=False, clock=clock, plugin_options={"retry": {"default": {"attempts": 3}}})
+    reg.add(mod.make_sql_query(locked, time_limit=60, clock=ManualClock()))
+    start = time.monotonic()
+    got = reg.try_call("sql_query", {"sql": "SELECT name FROM items"})
+    assert isinstance(got.error, RetryableError) and got.error.retry_after == 1.0 and got.attempts == 3
+    assert clock.now() >= 2.0  # two waits of retry_after, on the registry's clock: the retry plugin's, within its total
+    assert time.monotonic() - start < 30  # a liveness bound: each attempt waited 60 s for the lock (3 minutes)
 
 
 @pytest.mark.parametrize(
