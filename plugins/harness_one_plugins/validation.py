@@ -151,23 +151,42 @@ _TELLS_PATTERN = re.compile(r"\\u|\\[pP]\{[^}]*(?:Co|Cs|Private|Surrogate)")
 _TELLS_VALUE = re.compile("[\ud800-\U0010ffff]")
 
 
-def _stood_in(instance: Any) -> Any:
-    """``instance`` with each lone surrogate replaced by its stand-in, or None when it holds none.
+def _plain(instance: Any, stand_in: bool) -> tuple[Any, bool] | None:
+    """``instance`` as the plain JSON values it is sent as, read back from its JSON text, and whether
+    lone surrogates in it stand in; None where jsonschema-rs cannot be given it.
 
-    jsonschema-rs reads only what UTF-8 can hold; a lone surrogate is valid in a Python string
-    (and in the JSON escape ``"\\ud800"``), and passes as a string like any other.
+    A ``str``, ``int`` or ``float`` subclass (a ``StrEnum`` member, numpy's ``float64``) becomes
+    the value it holds, a ``dict`` or ``list`` subclass or a tuple a dict or list. jsonschema-rs
+    reads only what UTF-8 can hold: a lone surrogate, valid in a Python string (and in the JSON
+    escape ``"\\ud800"``), becomes its stand-in with ``stand_in`` (None without). None too where
+    no JSON text holds ``instance`` (``bytes``, other objects), or where two keys would become one.
     """
     try:
         text = json.dumps(instance, ensure_ascii=False)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, RecursionError):
         return None
-    if _SURROGATE.search(text) is None or _STAND_IN.search(text) is not None:
-        return None  # (a real character where a stand-in would go: they would be one; jsonschema judges)
-    return json.loads(_SURROGATE.sub(lambda m: chr(ord(m.group()) + _SHIFT), text))
+    stood = _SURROGATE.search(text) is not None
+    if stood:
+        if not stand_in or _STAND_IN.search(text) is not None:
+            return None  # (a real character where a stand-in would go: they would be one; jsonschema judges)
+        text = _SURROGATE.sub(lambda m: chr(ord(m.group()) + _SHIFT), text)
+    try:
+        return json.loads(text, object_pairs_hook=_distinct), stood
+    except ValueError:
+        return None
+
+
+def _distinct(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """An object read back by :func:`_plain`; ValueError where two of its keys are one (two ``str``
+    subclass keys of one text, kept apart by their own ``__eq__``)."""
+    found = dict(pairs)
+    if len(found) != len(pairs):
+        raise ValueError("two keys are one")
+    return found
 
 
 def _back(text: str) -> str:
-    """``text`` as it was before :func:`_stood_in`."""
+    """``text`` as it was before :func:`_plain` gave its lone surrogates stand-ins."""
     return _STAND_IN.sub(lambda m: chr(ord(m.group()) - _SHIFT), text)
 
 
@@ -1037,8 +1056,8 @@ class CompiledSchema:
             self._surrogates_matter = _tells_surrogates_apart(schema)
         else:
             self._python()
-        self._defaults = _default_plan(schema, self._refs)
         self._integers = _integer_plan(schema, self._refs)
+        self._defaults = _integral_defaults(_default_plan(schema, self._refs), self._integers)
 
     def _python(self) -> Any:
         if self._py is None:
@@ -1053,22 +1072,23 @@ class CompiledSchema:
     def _rust_verdict(self, instance: Any, flags: int) -> bool | None:
         """jsonschema-rs's verdict, or None where it cannot judge ``instance`` exactly (jsonschema decides then).
 
-        A lone surrogate, which no UTF-8 text holds, is judged as a private-use stand-in
-        (:func:`_stood_in`) unless the schema could tell the two apart.
+        What it cannot read as it is (a subclass or a lone surrogate) it judges as :meth:`_rust_view` gives it.
         """
         fast = self._fast
-        if fast is None or flags & _ODD:
+        if fast is None:
+            return None
+        if not flags & _ODD:
+            try:
+                return bool(fast(instance))
+            except UnicodeEncodeError:  # a lone surrogate
+                pass
+            except Exception:
+                return None
+        view = self._rust_view(instance)
+        if view is None:
             return None
         try:
-            return bool(fast(instance))
-        except UnicodeEncodeError:
-            stood = self._rust_view(instance)
-        except Exception:
-            return None
-        if stood is None:
-            return None
-        try:
-            return bool(fast(stood))
+            return bool(fast(view[0]))
         except Exception:
             return None
 
@@ -1193,27 +1213,30 @@ class CompiledSchema:
             unique.append(ArgumentProblem.listing_cut(stopped))
         return unique
 
-    def _rust_view(self, instance: Any) -> Any:
-        """What jsonschema-rs judges for ``instance`` that holds a lone surrogate: its stand-in
-        (:func:`_stood_in`), or None where the schema or the input could tell the two apart."""
-        return None if self._surrogates_matter else _stood_in(instance)
+    def _rust_view(self, instance: Any) -> tuple[Any, bool] | None:
+        """What jsonschema-rs judges for ``instance`` it cannot read as it is, and whether lone surrogates in it
+        stand in (:func:`_plain`); None where it cannot judge it, or the schema could tell a surrogate from its stand-in."""
+        return _plain(instance, not self._surrogates_matter)
 
     def _rust_problems(self, instance: Any) -> list[ArgumentProblem]:
         """jsonschema-rs's first error for ``instance``, worded as the listing words it (none where it cannot judge)."""
         validator = self._rs
         if validator is None:
             return []
-        view = instance
+        stood = False
         try:
             try:
-                validator.validate(view)
-            except UnicodeEncodeError:
+                validator.validate(instance)
+            except _rust().ValidationError:
+                raise
+            except Exception:  # what it cannot read as it is: a subclass, a lone surrogate
                 view = self._rust_view(instance)
                 if view is None:
                     return []
-                validator.validate(view)
+                stood = view[1]
+                validator.validate(view[0])
         except _rust().ValidationError as error:
-            return _describe(_read_rust(error, self._refs, instance, stood=view is not instance))
+            return _describe(_read_rust(error, self._refs, instance, stood=stood))
         except Exception:
             return []
         return []
@@ -1236,26 +1259,31 @@ def compile_schema(schema: Mapping[str, Any] | bool, backend: Backend = "auto", 
 
 # ---------------------------------------------------------------------------- integers and defaults
 
-# (this value is an integer, properties, items, prefix items, additional properties, pattern properties)
+# (this value is an integer, properties, items, prefix items, additional properties, pattern properties);
+# a property or pattern whose plan is None keeps ``additionalProperties``' plan off the names it covers
 _IntPlan = tuple[
     bool,
-    "dict[str, _IntPlan] | None",
+    "dict[str, _IntPlan | None] | None",
     "_IntPlan | None",
     "list[_IntPlan | None] | None",
     "_IntPlan | None",
-    "tuple[tuple[str, _IntPlan], ...] | None",
+    "tuple[tuple[str, _IntPlan | None], ...] | None",
 ]
 
 
 def _integer_plan(schema: Any, refs: _Refs) -> _IntPlan | None:
-    """Where the schema says ``integer``, so a validated ``2.0`` there becomes ``2`` (JSON Schema's integer rule).
+    """Where a validated ``2.0`` becomes ``2``: where the schema takes integers and no other numbers
+    (JSON Schema's integer rule: ``2.0`` passed as an integer there).
 
-    Followed: properties, pattern properties, items, prefix items, additional properties,
-    ``allOf``, ``dependentSchemas``, ``anyOf``/``oneOf`` and ``then``/``else`` (integer when an
-    alternative says so and none takes other numbers; a missing ``then`` or ``else`` takes any)
-    and ``$ref``s within the schema, to a pointer or an anchor (not back into one being followed).
+    Followed: properties, pattern properties, additional properties, items, prefix items,
+    ``allOf`` and ``$ref``s within the schema, to a pointer or an anchor (not back into one
+    being followed); ``anyOf``/``oneOf`` and ``if``/``then``/``else`` (a missing ``then`` or
+    ``else`` takes anything), each place an integer only where every alternative takes no
+    other numbers there; ``dependentSchemas`` for the property that makes it apply (as ``then``
+    after an ``if`` requiring only one property, it applies whenever that property is there).
     """
-    return _IntegerPlanner(refs).plan(schema, 0, frozenset(), refs.resolver)
+    planner = _IntegerPlanner(refs)
+    return _lowered(planner.plan(schema, 0, frozenset(), refs.resolver), {})
 
 
 class _Planner:
@@ -1294,59 +1322,219 @@ class _Planner:
         return None if found is None else (found[0], seen | {key}, found[1])
 
 
-class _IntegerPlanner(_Planner):
-    """Builds an :data:`_IntPlan` for one root schema."""
+_NO_NUMBER, _WHOLE, _ANY_NUMBER = 0, 1, 2  # the numbers a schema takes at one place: none, integers only, any
 
-    def plan(self, schema: Any, depth: int, seen: frozenset[str], scope: Any) -> _IntPlan | None:
+
+class _Numbers:
+    """What a schema says of the numbers a value may be (``kind``) and those within it: a property's
+    schema and those of the patterns it matches apply to it (else ``extra``), an item's prefix
+    schema (else ``items``). A part that is None takes anything."""
+
+    __slots__ = ("extra", "items", "kind", "patterns", "prefix", "props")
+
+    def __init__(
+        self,
+        kind: int = _ANY_NUMBER,
+        props: dict[str, _Numbers | None] | None = None,
+        patterns: tuple[tuple[str, _Numbers | None], ...] = (),
+        extra: _Numbers | None = None,
+        items: _Numbers | None = None,
+        prefix: tuple[_Numbers | None, ...] = (),
+    ) -> None:
+        self.kind = kind
+        self.props = props or {}
+        self.patterns = patterns
+        self.extra = extra
+        self.items = items
+        self.prefix = prefix
+
+    def prop(self, name: str, planner: _IntegerPlanner) -> _Numbers | None:
+        """What applies to the property ``name``."""
+        found = [sub for pattern, sub in self.patterns if _matches(pattern, name)]
+        if name in self.props:
+            found.append(self.props[name])
+        return planner.meet(found) if found else self.extra
+
+    def item(self, index: int) -> _Numbers | None:
+        """What applies to the item at ``index``."""
+        return self.prefix[index] if index < len(self.prefix) else self.items
+
+    def takes_anything(self) -> bool:
+        """Whether this says nothing: any number here, anything in every part."""
+        parts = (*self.props.values(), *(sub for _, sub in self.patterns), self.extra, self.items, *self.prefix)
+        return self.kind == _ANY_NUMBER and all(part is None for part in parts)
+
+
+_NOTHING = _Numbers(_NO_NUMBER)  # what a `false` schema takes, and what is within a value that has no parts
+_NOTHING.extra = _NOTHING.items = _NOTHING
+_LEAVES = {kind: _Numbers(kind, extra=_NOTHING, items=_NOTHING) for kind in (_NO_NUMBER, _WHOLE, _ANY_NUMBER)}  # no parts
+_APPLYING = frozenset({"$ref", "allOf", "anyOf", "oneOf", "if", "dependentSchemas"})  # keywords other schemas apply through
+
+
+class _IntegerPlanner(_Planner):
+    """Finds what one root schema says of numbers, as :class:`_Numbers`."""
+
+    def __init__(self, refs: _Refs) -> None:
+        super().__init__(refs)
+        self.made = 0  # nodes made by meet and join, bounded as the walk is
+
+    def plan(self, schema: Any, depth: int, seen: frozenset[str], scope: Any) -> _Numbers | None:
+        if schema is False:
+            return _NOTHING
         if not self._enter(schema, depth):
             return None
         scope = self._scope(schema, scope)
-        kinds = _kinds(schema)
-        is_int = (kinds is not None and "integer" in kinds and "number" not in kinds) or _integer_choices(schema)
         below = depth + 1
-        props = schema.get("properties")
-        properties = None
-        if isinstance(props, Mapping):
-            properties = {k: p for k, sub in props.items() if (p := self.plan(sub, below, seen, scope)) is not None} or None
-        found = schema.get("patternProperties")
-        patterns = None
-        if isinstance(found, Mapping):
-            patterns = tuple((k, p) for k, sub in found.items() if (p := self.plan(sub, below, seen, scope)) is not None) or None
-        raw_items, prefix = schema.get("items"), schema.get("prefixItems")
-        if isinstance(raw_items, list):  # tuple validation before 2020-12
-            prefix, raw_items = raw_items, schema.get("additionalItems")
-        items = self.plan(raw_items, below, seen, scope)
-        prefix_plans = [self.plan(s, below, seen, scope) for s in prefix] if isinstance(prefix, list) else None
-        if prefix_plans is not None and all(p is None for p in prefix_plans):
-            prefix_plans = None
-        extra = self.plan(schema.get("additionalProperties"), below, seen, scope)
-        plans: list[_IntPlan | None] = [(is_int, properties, items, prefix_plans, extra, patterns)]
+        if schema.keys().isdisjoint(_APPLYING):  # the common case: its own keywords alone
+            return self._own(schema, below, seen, scope)
         followed = self._ref(schema, seen, scope)
-        if followed is not None:
-            plans.append(self.plan(followed[0], below, followed[1], followed[2]))
-        dependent = schema.get("dependentSchemas")
-        for sub in _listed(schema.get("allOf")) + (list(dependent.values()) if isinstance(dependent, Mapping) else []):
-            plans.append(self.plan(sub, below, seen, scope))
-        plans += self._alternatives([s for key in ("anyOf", "oneOf") for s in _listed(schema.get(key))], below, seen, scope)
-        if "if" in schema:  # then or else applies, as if an alternative (a missing one takes any value)
-            plans += self._alternatives([schema.get("then", True), schema.get("else", True)], below, seen, scope)
-        return _merge([p for p in plans if p is not None])
+        target = None if followed is None else self.plan(followed[0], below, followed[1], followed[2])
+        draft = self.refs.draft
+        if draft <= 7 and "$ref" in schema:  # drafts 4-7 ignore $ref's siblings
+            return target
+        found = [self._own(schema, below, seen, scope), target]
+        found += [self.plan(sub, below, seen, scope) for sub in _listed(schema.get("allOf"))]
+        for key in ("anyOf", "oneOf"):
+            if _listed(schema.get(key)):
+                found.append(self.join([self.plan(sub, below, seen, scope) for sub in schema[key]]))
+        if draft >= 7 and "if" in schema:
+            found.append(self._condition(schema, below, seen, scope))
+        dependent = schema.get("dependentSchemas") if draft >= 19 else None
+        if isinstance(dependent, Mapping):
+            found += [self._present(name, self.plan(sub, below, seen, scope)) for name, sub in dependent.items()]
+        return self.meet(found)
 
-    def _alternatives(self, subs: list[Any], depth: int, seen: frozenset[str], scope: Any) -> list[_IntPlan | None]:
-        """The plans of schemas one of which applies: ``int | float`` leaves 2.0 a float."""
-        found = [self.plan(sub, depth, seen, scope) for sub in subs]
-        if any(_takes_fractions(sub) for sub in subs):
-            found = [None if p is None else (False, *p[1:]) for p in found]
+    def _own(self, schema: Mapping[str, Any], depth: int, seen: frozenset[str], scope: Any) -> _Numbers | None:
+        """What ``schema``'s own keywords say (``type``, ``enum``/``const``, its properties and items)."""
+        kinds = _kinds(schema)
+        kind = _ANY_NUMBER if kinds is None or "number" in kinds else _WHOLE if "integer" in kinds else _NO_NUMBER
+        choices = _choices(schema)
+        if choices is not None:
+            numbers = {type(c) for c in choices if type(c) in (int, float)}
+            kind = min(kind, _NO_NUMBER if not numbers else _ANY_NUMBER if float in numbers else _WHOLE)
+        objects = (kinds is None or "object" in kinds) and (choices is None or any(type(c) is dict for c in choices))
+        arrays = (kinds is None or "array" in kinds) and (choices is None or any(type(c) is list for c in choices))
+        if not objects and not arrays:
+            return _LEAVES[kind]
+        node = _Numbers(kind, extra=_NOTHING, items=_NOTHING)  # no parts, unless it may be an object or an array
+        if objects:
+            found = schema.get("properties")
+            if isinstance(found, Mapping):
+                node.props = {name: self.plan(sub, depth, seen, scope) for name, sub in found.items()}
+            found = schema.get("patternProperties")
+            if isinstance(found, Mapping):
+                node.patterns = tuple((pattern, self.plan(sub, depth, seen, scope)) for pattern, sub in found.items())
+            node.extra = self.plan(schema.get("additionalProperties"), depth, seen, scope)
+        if arrays:
+            items, prefix = schema.get("items"), schema.get("prefixItems") if self.refs.draft == 20 else None
+            if isinstance(items, list):  # tuple validation before 2020-12
+                prefix, items = items, schema.get("additionalItems")
+            node.items = self.plan(items, depth, seen, scope)
+            node.prefix = tuple(self.plan(sub, depth, seen, scope) for sub in _listed(prefix))
+        return None if node.takes_anything() else node
+
+    def _condition(self, schema: Mapping[str, Any], depth: int, seen: frozenset[str], scope: Any) -> _Numbers | None:
+        """``if``/``then``/``else``: either branch may apply, but where ``if`` only requires one property,
+        ``then`` applies to that property whenever it is there."""
+        then = self.meet([self.plan(schema["if"], depth, seen, scope), self.plan(schema.get("then", True), depth, seen, scope)])
+        either = self.join([then, self.plan(schema.get("else", True), depth, seen, scope)])
+        name = _sole_requirement(schema["if"])
+        return either if name is None else self.meet([either, self._present(name, then)])
+
+    def _present(self, name: str, node: _Numbers | None) -> _Numbers | None:
+        """What ``node`` says of the property ``name`` alone: a schema that applies whenever it is there."""
+        return None if node is None else _Numbers(props={name: node.prop(name, self)})
+
+    def meet(self, nodes: list[_Numbers | None]) -> _Numbers | None:
+        """What several schemas that all apply to a value say of it (bounded: past it, one of them)."""
+        found: _Numbers | None = None
+        for node in nodes:
+            if node is None or found is _NOTHING or node is found:
+                continue
+            if found is None or node is _NOTHING:
+                found = node
+                continue
+            if not self._make():
+                continue
+            a, b = found, node
+            found = _Numbers(
+                min(a.kind, b.kind),
+                {name: self.meet([a.prop(name, self), b.prop(name, self)]) for name in {**a.props, **b.props}},
+                a.patterns + b.patterns,  # a name a pattern of one matches is then held to that pattern, not the other's extra
+                self.meet([a.extra, b.extra]),
+                self.meet([a.items, b.items]),
+                tuple(self.meet([a.item(i), b.item(i)]) for i in range(max(len(a.prefix), len(b.prefix)))),
+            )
         return found
 
+    def join(self, nodes: list[_Numbers | None]) -> _Numbers | None:
+        """What one of several schemas, not known which, says of a value (bounded: past it, nothing)."""
+        found: _Numbers = _NOTHING
+        for node in nodes:
+            if node is None:
+                return None
+            if node is _NOTHING or node is found:
+                continue
+            if found is _NOTHING:
+                found = node
+                continue
+            if not self._make():
+                return None
+            a, b = found, node
+            loose = bool(a.patterns or b.patterns)  # which names they match is not known here: the others take anything
+            found = _Numbers(
+                max(a.kind, b.kind),
+                {name: self.join([a.prop(name, self), b.prop(name, self)]) for name in {**a.props, **b.props}},
+                (),
+                None if loose else self.join([a.extra, b.extra]),
+                self.join([a.items, b.items]),
+                tuple(self.join([a.item(i), b.item(i)]) for i in range(max(len(a.prefix), len(b.prefix)))),
+            )
+        return found
 
-def _integer_choices(schema: Mapping[str, Any]) -> bool:
-    """Whether ``schema``'s ``enum``/``const`` holds integers and no other numbers (``Literal["a", 1]``: ``1.0`` is ``1``)."""
+    def _make(self) -> bool:
+        """Count a node made by meet or join: whether it is within the bounds."""
+        self.made += 1
+        return self.made <= self.MAX_NODES
+
+
+def _lowered(node: _Numbers | None, done: dict[int, _IntPlan | None]) -> _IntPlan | None:
+    """``node`` as the plan :func:`_to_integers` follows (None where nothing becomes an integer);
+    ``done`` holds the plans of the nodes already lowered, by id (meet and join share nodes)."""
+    if node is None or node is _NOTHING:
+        return None
+    if id(node) in done:
+        return done[id(node)]
+    extra = _lowered(node.extra, done)
+    props = {name: _lowered(sub, done) for name, sub in node.props.items()}
+    patterns = tuple((pattern, _lowered(sub, done)) for pattern, sub in node.patterns)
+    if extra is None:  # a property or pattern in which nothing becomes an integer need not be known
+        props = {name: sub for name, sub in props.items() if sub is not None}
+        patterns = tuple(pair for pair in patterns if pair[1] is not None)
+    items = _lowered(node.items, done)
+    prefix = [_lowered(sub, done) for sub in node.prefix]
+    while prefix and items is None and prefix[-1] is None:
+        prefix.pop()
+    plan: _IntPlan = (node.kind == _WHOLE, props or None, items, prefix or None, extra, patterns or None)
+    done[id(node)] = found = plan if any(plan) else None
+    return found
+
+
+_ANNOTATIONS = frozenset({"$comment", "title", "description", "examples", "default", "deprecated", "readOnly", "writeOnly"})
+
+
+def _sole_requirement(schema: Any) -> str | None:
+    """The one property whose presence alone makes ``schema`` hold (``{"required": ["c"]}``), else None."""
+    if not isinstance(schema, Mapping) or schema.keys() - _ANNOTATIONS != {"required"}:
+        return None
+    required = schema["required"]
+    return required[0] if isinstance(required, list) and len(required) == 1 and isinstance(required[0], str) else None
+
+
+def _choices(schema: Mapping[str, Any]) -> list[Any] | None:
+    """The values ``schema``'s ``enum`` or ``const`` allows (None without either)."""
     choices = schema.get("enum") if "enum" in schema else [schema["const"]] if "const" in schema else None
-    if not isinstance(choices, list):
-        return False
-    numbers = [type(c) for c in choices if type(c) in (int, float)]
-    return bool(numbers) and float not in numbers
+    return choices if isinstance(choices, list) else None
 
 
 def _kinds(schema: Mapping[str, Any]) -> list[Any] | None:
@@ -1354,30 +1542,22 @@ def _kinds(schema: Mapping[str, Any]) -> list[Any] | None:
     return [kind] if isinstance(kind, str) else kind if isinstance(kind, list) else None
 
 
-def _takes_fractions(schema: Any) -> bool:
-    """Whether ``schema`` plainly accepts numbers that are not integers (``number``, or no constraint at all)."""
-    if schema is True or (isinstance(schema, Mapping) and not schema):
-        return True
-    if not isinstance(schema, Mapping):
-        return False
-    kinds = _kinds(schema)
-    if kinds is not None:
-        return "number" in kinds
-    return not any(k in schema for k in ("$ref", "allOf", "anyOf", "oneOf", "enum", "const", "not"))
-
-
-def _merge(plans: list[_IntPlan]) -> _IntPlan | None:
+def _merge(found: list[_IntPlan | None]) -> _IntPlan | None:
     """One plan from several that apply to the same value (the first one wins where they differ)."""
-    if not plans:
-        return None
-    if len(plans) == 1:
-        merged = plans[0]
+    if len(found) == 1:
+        merged = found[0]
+        if merged is None:
+            return None
     else:
-        properties: dict[str, _IntPlan] = {}
+        plans = [plan for plan in found if plan is not None]
+        if not plans:
+            return None
+        properties: dict[str, _IntPlan | None] = {}
         prefix: list[_IntPlan | None] = []
         for plan in plans:
             for key, field in (plan[1] or {}).items():
-                properties.setdefault(key, field)
+                if properties.get(key) is None:
+                    properties[key] = field
             for i, item in enumerate(plan[3] or ()):
                 if i >= len(prefix):
                     prefix.append(item)
@@ -1542,6 +1722,22 @@ class _DefaultPlanner(_Planner):
 
 def _listed(value: Any) -> list[Any]:
     return value if isinstance(value, list) else []
+
+
+def _integral_defaults(plan: _Plan | None, integers: _IntPlan | None) -> _Plan | None:
+    """``plan`` with each default as a value sent in its place becomes (``default: 2.0`` of an integer is ``2``;
+    a whole float past 2**53, refused when sent, stays as the schema has it)."""
+    if plan is None or integers is None:
+        return plan
+    out: _Plan = {}
+    for name, (default, nested) in plan.items():
+        sub = _sub(integers, name)
+        value = default
+        if sub is not None and default is not _MISSING:
+            with contextlib.suppress(_Inexact):
+                value = _to_integers(default, sub)
+        out[name] = (value, _integral_defaults(nested, sub))
+    return out
 
 
 def _fill(instance: dict[str, Any], plan: _Plan) -> dict[str, Any]:
