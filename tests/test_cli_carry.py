@@ -8,6 +8,7 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
+from typing import Any
 
 from mcp_support import server_env
 from test_cli_answers import NOSY_TOOLS
@@ -60,3 +61,84 @@ def test_a_tool_that_reads_stdin_under_serve_on_a_pipe_reads_nothing(tmp_path: P
         proc.kill()
     assert sorted(answers) == [1, 10, 11, 12, 13, 99], proc.stderr.read()
     assert [answers[10 + n]["result"]["content"][0]["text"] for n in range(len(WAYS))] == ["EOF"] * len(WAYS)
+
+
+def _many(count: int) -> bytes:
+    """``count`` more requests: pings, a line that is not JSON (answered -32700), then a last ping."""
+    pings = [{"jsonrpc": "2.0", "id": 1000 + n, "method": "ping"} for n in range(count)]
+    return b"".join(json.dumps(ping).encode() + b"\n" for ping in pings) + b"{not json\n" + PING_LAST
+
+
+PING_LAST = b'{"jsonrpc": "2.0", "id": "last", "method": "ping"}\n'
+MANY = 400
+EXPECTED = [*sorted([1, 10, 11, 12, 13, 99, *range(1000, 1000 + MANY)]), None, "last"]
+
+
+def _by_id(stdout: bytes) -> dict[Any, dict[str, Any]]:
+    """Every answer line by its id (each line must be JSON: nothing else reaches the wire)."""
+    answers = [json.loads(line) for line in stdout.splitlines()]
+    by_id = {answer["id"]: answer for answer in answers}
+    assert len(by_id) == len(answers), "an id answered twice"
+    return by_id
+
+
+def _ids(answers: dict[Any, dict[str, Any]]) -> list[Any]:
+    return sorted(i for i in answers if type(i) is int) + [i for i in (None, "last") if i in answers]
+
+
+def test_serve_from_a_file_answers_every_request_and_a_tool_that_reads_stdin_reads_nothing(tmp_path: Path) -> None:
+    """``serve < requests.txt``: the SDK ended the session at the end of the file, cancelling the requests
+    still running (of 3,003, about 1,500 answered), and the line it could not read went unanswered."""
+    tools = tmp_path / "nosy_tools.py"
+    tools.write_text(NOSY_TOOLS)
+    requests = tmp_path / "requests.jsonl"
+    requests.write_bytes(_requests() + _many(MANY))
+    with requests.open("rb") as stdin:
+        done = subprocess.run(
+            [sys.executable, "-m", "harness_one", "--tools", str(tools), "serve"],
+            stdin=stdin,
+            capture_output=True,
+            env={**os.environ, **server_env(tmp_path)},
+            timeout=60,
+            check=False,
+        )
+    assert done.returncode == 0, done.stderr[-2000:]
+    answers = _by_id(done.stdout)
+    assert _ids(answers) == EXPECTED, done.stderr[-2000:]
+    assert [answers[10 + n]["result"]["content"][0]["text"] for n in range(len(WAYS))] == ["EOF"] * len(WAYS)
+    assert answers[None]["error"]["code"] == -32700 and answers["last"]["result"] == {}
+
+
+CHATTY = (
+    NOSY_TOOLS
+    + """
+@defineTool(registry=None)
+def chatty() -> str:
+    \"\"\"Prints.\"\"\"
+    print("chatter from a tool")
+    return "said"
+"""
+)
+
+
+def test_serve_in_process_reads_requests_from_sys_stdin_and_a_tool_reads_nothing(tmp_path: Path) -> None:
+    """``main(["serve"])`` in a process whose ``sys.stdin`` is not fd 0 (click's CliRunner): the SDK read
+    ``sys.stdin.buffer`` itself, a tool's ``sys.stdin.read()`` took request lines (69 of 3,003 answered),
+    and what a tool printed landed between the answers."""
+    from click.testing import CliRunner
+
+    from harness_one._cli import main
+
+    tools = tmp_path / "chatty_tools.py"
+    tools.write_text(CHATTY)
+    call = {"jsonrpc": "2.0", "id": 13, "method": "tools/call", "params": {"name": "chatty", "arguments": {}}}
+    lines = _requests().splitlines(keepends=True)
+    # the two ways that read sys.stdin (fd 0 is the test runner's, not the requests'), then chatty
+    requests = b"".join(lines[:4]) + json.dumps(call).encode() + b"\n" + lines[-1] + _many(MANY)
+    result = CliRunner(env=server_env(tmp_path)).invoke(main, ["--tools", str(tools), "serve"], input=requests)
+    assert result.exit_code == 0, result.output
+    answers = _by_id(result.stdout_bytes)
+    assert _ids(answers) == [i for i in EXPECTED if i not in (12,)], result.stderr[-2000:]
+    assert [answers[10 + n]["result"]["content"][0]["text"] for n in range(2)] == ["EOF", "EOF"]
+    assert answers[13]["result"]["content"][0]["text"] == "said"
+    assert "chatter from a tool" in result.stderr

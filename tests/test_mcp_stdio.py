@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import io
 import json
 import os
 import subprocess
@@ -10,6 +12,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import pytest
 from mcp_support import serve_command, server_env
 
 HELLO = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}
@@ -117,12 +120,18 @@ def test_what_a_tool_printed_unflushed_never_reaches_the_wire(tmp_path: Path) ->
 
 
 async def test_line_reader_drops_a_line_over_its_limit() -> None:
-    from harness_one.mcp._stdio import _Lines
+    """On a pipe (the event loop's reader) and on any other stream (a line at a time on a worker thread)."""
+    from harness_one.mcp._stdio import _Lines, _ThreadLines
 
+    data = b'{"a": 1}\n' + b"y" * 500 + b"\n" + b'{"b": 2}\n' + b"tail without newline"
     reader = asyncio.StreamReader(limit=64)
-    reader.feed_data(b'{"a": 1}\n' + b"y" * 500 + b"\n" + b'{"b": 2}\n' + b"tail without newline")
+    reader.feed_data(data)
     reader.feed_eof()
-    assert [line async for line in _Lines(reader)] == ['{"a": 1}\n', "", '{"b": 2}\n', "tail without newline"]
+    expected = ['{"a": 1}\n', "", '{"b": 2}\n', "tail without newline"]
+    assert [line async for line in _Lines(reader)] == expected
+    lines = _ThreadLines(io.BytesIO(data), 64)
+    assert [line async for line in lines] == expected
+    assert list(lines.handed) == ['{"a": 1}\n', None, '{"b": 2}\n', "tail without newline"]
 
 
 def test_stdio_sends_no_progress_a_client_cannot_read(tmp_path: Path) -> None:
@@ -144,3 +153,139 @@ def test_stdio_runs_sync_tools_on_a_pool_of_its_own(tmp_path: Path) -> None:
     call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "thread_name", "arguments": {}}}
     read, _ = exchange(tmp_path, [*OPENING, json.dumps(call).encode() + b"\n"], 2)
     assert read[1]["result"]["content"][0]["text"].startswith("harness-one-tool")
+
+
+def test_stdio_answers_every_request_sent_before_the_client_closed_its_stdin(tmp_path: Path) -> None:
+    """At the end of stdin the SDK ended the session: a call still running got "Connection closed" or
+    nothing. Now the server ends once every request has its answer; a request the client cancelled
+    (never answered) does not hold it."""
+
+    def line(message: dict[str, Any]) -> bytes:
+        return json.dumps(message).encode() + b"\n"
+
+    def wait(request_id: int, seconds: float) -> bytes:
+        arguments = {"seconds": seconds, "tag": f"w{request_id}"}
+        return line(
+            {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": {"name": "wait", "arguments": arguments}}
+        )
+
+    cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 5, "reason": "changed my mind"}}
+    pings = [line({"jsonrpc": "2.0", "id": 100 + n, "method": "ping"}) for n in range(200)]
+    requests = [*OPENING, wait(2, 0.5), wait(5, 60), line(cancel), *pings, wait(3, 0.3), b"{not json\n"]
+    proc = subprocess.Popen(
+        serve_command(),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, **server_env(tmp_path)},
+    )
+    watchdog = threading.Timer(30, proc.kill)
+    watchdog.start()
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    try:
+        proc.stdin.write(b"".join(requests))
+        proc.stdin.close()  # before reading a single answer
+        read = [json.loads(answer) for answer in proc.stdout]
+        assert proc.wait(10) == 0
+    finally:
+        watchdog.cancel()
+        proc.kill()
+    answers = {answer["id"]: answer for answer in read}
+    assert len(answers) == len(read) == 204, proc.stderr.read()[-2000:]
+    assert sorted(i for i in answers if i is not None) == [1, 2, 3, *range(100, 300)]  # 5 was cancelled
+    assert [answers[i]["result"]["content"][0]["text"] for i in (2, 3)] == ["done", "done"]
+    assert answers[None]["error"]["code"] == -32700
+
+
+async def test_a_flush_on_a_pipe_returns_once_every_byte_is_written() -> None:
+    """A flush returned with up to 64 KiB still in the loop's buffer (its high-water mark), lost when the
+    server ended before the client had read them: a slow client lost the last answers."""
+    import fcntl
+
+    from harness_one.mcp._stdio import _Out
+
+    loop = asyncio.get_running_loop()
+    read_fd, write_fd = os.pipe()
+    fcntl.fcntl(write_fd, fcntl.F_SETPIPE_SZ, 4096)  # a pipe that holds 4 KiB (Linux)
+    transport, protocol = await loop.connect_write_pipe(
+        lambda: asyncio.streams.FlowControlMixin(loop=loop), os.fdopen(write_fd, "wb", buffering=0)
+    )
+    try:
+        out = _Out(asyncio.StreamWriter(transport, protocol, None, loop))
+        await out.write("x" * 40_000)
+        flushing = asyncio.ensure_future(out.flush())
+        for _ in range(20):
+            await asyncio.sleep(0)
+        assert not flushing.done()  # 36 KB wait in the loop's buffer for the client to read
+        got = b""
+        while len(got) < 40_000:
+            got += await asyncio.to_thread(os.read, read_fd, 65536)
+        await flushing
+        assert transport.get_write_buffer_size() == 0
+    finally:
+        transport.close()
+        os.close(read_fd)
+
+
+@pytest.mark.parametrize("closed", [0, 1])
+def test_stdio_with_stdin_or_stdout_closed_ends_quietly(tmp_path: Path, closed: int) -> None:
+    """``serve <&-`` (or ``>&-``): a descriptor of uvloop's own landed on the closed fd, and libuv aborted the
+    process when it closed it (``Assertion `fd > STDERR_FILENO' failed``, exit -6)."""
+    requests = tmp_path / "requests.jsonl"
+    requests.write_bytes(b"".join([*OPENING, PING]))
+    with requests.open("rb") as stdin:
+        done = subprocess.run(
+            ["sh", "-c", f'exec "$@" {closed}>&-', "sh", *serve_command()],
+            stdin=stdin,
+            capture_output=True,
+            env={**os.environ, **server_env(tmp_path)},
+            timeout=60,
+            check=False,
+        )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout == b""  # no requests, or nowhere to answer them
+
+
+@pytest.mark.parametrize("null", ["stdin", "stdout"])
+def test_stdio_on_the_null_device(tmp_path: Path, null: str) -> None:
+    """``serve < /dev/null`` or ``> /dev/null`` with a pipe on the other side: uvloop aborted the process
+    polling the null device as a pipe (a character device, as a terminal is)."""
+    streams: dict[str, Any] = {"stdin": subprocess.DEVNULL} if null == "stdin" else {"input": b"".join([*OPENING, PING])}
+    done = subprocess.run(
+        serve_command(),
+        stdout=subprocess.DEVNULL if null == "stdout" else subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, **server_env(tmp_path)},
+        timeout=60,
+        check=False,
+        **streams,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_stdio_leaves_its_pipes_blocking_as_it_found_them(tmp_path: Path) -> None:
+    """The event loop made stdin and stdout non-blocking, and left them so: a terminal shared with the
+    shell that started ``serve`` then failed the shell's reads (EAGAIN) after the server had ended."""
+    stdin_r, stdin_w = os.pipe()
+    stdout_r, stdout_w = os.pipe()
+    try:
+        os.write(stdin_w, b"".join([*OPENING, PING]))
+        os.close(stdin_w)
+        done = subprocess.run(
+            serve_command(),
+            check=False,
+            stdin=stdin_r,
+            stdout=stdout_w,
+            stderr=subprocess.PIPE,
+            env={**os.environ, **server_env(tmp_path)},
+            timeout=60,
+        )
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert os.get_blocking(stdin_r) and os.get_blocking(stdout_w)  # the same open files as the server's
+        os.close(stdout_w)
+        answers = [json.loads(line) for line in os.read(stdout_r, 65536).splitlines()]
+        assert [answer["id"] for answer in answers] == [1, 3]
+    finally:
+        for fd in (stdin_r, stdout_r, stdout_w):
+            with contextlib.suppress(OSError):
+                os.close(fd)

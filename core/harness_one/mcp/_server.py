@@ -15,6 +15,7 @@ import importlib.util
 import ipaddress
 import json
 import math
+import os
 import re
 import socket
 import sys
@@ -714,16 +715,19 @@ def http_app(
 
 
 async def serve_stdio(registry: ToolRegistry, *, server: Server[Any] | None = None) -> None:
-    """Serve ``registry`` on this process's stdin and stdout until the client closes them."""
+    """Serve ``registry`` on this process's stdin and stdout until stdin ends and every request is answered."""
     from mcp.server.stdio import stdio_server
 
-    from ._stdio import Answering, pipe_streams
+    from ._stdio import Answering, stdio_streams
 
     server = server or create_server(registry)
-    async with pipe_streams(registry.limits.max_bytes + 65536) as streams, stdio_server(*(streams or ())) as (sdk_read, write):
-        # Lines the SDK cannot read get an answer (see harness_one.mcp._stdio).
-        read = sdk_read if streams is None else Answering(sdk_read, write, streams[0])
-        await server.run(read, write, server.create_initialization_options())
+    async with (
+        stdio_streams(registry.limits.max_bytes + 65536) as (stdin, stdout),
+        stdio_server(stdin, stdout) as (sdk_read, write),
+    ):
+        # Lines the SDK cannot read get an answer, and the end of stdin waits for every request's (see harness_one.mcp._stdio).
+        read = Answering(sdk_read, write, stdin)
+        await server.run(read, read.answers, server.create_initialization_options())
 
 
 #: :func:`serve_http`'s bounds on connections: no bound on connections at once by default (uvicorn counts idle
@@ -966,4 +970,20 @@ def serve(registry: ToolRegistry, transport: str = "stdio", **options: Any) -> N
         asyncio.get_running_loop().set_default_executor(executor)
         await run(registry, **options)
 
+    if uvloop:
+        _fill_closed_std_fds()
     anyio.run(main, backend_options={"use_uvloop": uvloop})
+
+
+def _fill_closed_std_fds() -> None:
+    """Put the null device on a closed fd 0, 1 or 2 (``serve <&-``): a descriptor of uvloop's own would land
+    there, and libuv aborts the process when it closes one (``Assertion `fd > STDERR_FILENO' failed``).
+    ``sys.stdin`` or ``sys.stdout`` stays None: no requests, or nowhere to answer."""
+    for fd in (0, 1, 2):
+        try:
+            os.fstat(fd)
+        except OSError:
+            null = os.open(os.devnull, os.O_RDWR)
+            if null != fd:
+                os.dup2(null, fd)
+                os.close(null)

@@ -1,12 +1,14 @@
-"""Stdin and stdout for the SDK's ``stdio_server`` on asyncio pipes, without a thread per line.
+"""Stdin and stdout of ``harness-one serve`` for the SDK's ``stdio_server``: the requests' and the answers' own.
 
-The SDK reads and writes the standard streams through ``anyio.wrap_file``: each line read,
-written and flushed is a hop to a worker thread, about a third of a ``tools/call`` round
-trip. Here the event loop polls the pipes itself. As in the SDK, fd 0 and fd 1 are diverted
-(to the null device and to stderr; ``sys.stdin`` too, :func:`harness_one._stdout.claim_stdin`)
-while serving, so a stray ``print`` or ``input()`` in a tool cannot touch the wire, and are
-restored afterwards. A stream that cannot be polled (a regular
-file) leaves the SDK's own streams in place.
+The requests come from :func:`harness_one._stdout.stdin_for_requests` and the answers go to
+:func:`harness_one._stdout.stdout_for_answers`, as for ``run``: from and to private copies of
+fd 0 and fd 1, while fd 0 and ``sys.stdin`` read the null device and fd 1 and ``sys.stdout`` go
+to stderr, so a stray ``print`` or ``input()`` in a tool cannot touch the wire; embedded in a
+process whose ``sys.stdin`` or ``sys.stdout`` is not fd 0 or fd 1, from and to those streams.
+A copy that is a pipe, a socket or a terminal is polled by the event loop itself (the SDK reads
+and writes through ``anyio.wrap_file``: a hop to a worker thread for each line read, written and
+flushed, about a third of a ``tools/call`` round trip); any other stream (a regular file, a
+host's stream) is read a line at a time, and written an answer at a time, on a worker thread.
 
 A line the SDK cannot read (not JSON, invalid UTF-8 outside a string, a lone surrogate, not a
 JSON-RPC message) it passes on as an exception and answers nothing, so the client would wait
@@ -14,11 +16,21 @@ for its request for ever. :class:`Answering` answers it, as JSON-RPC asks: ``-32
 line that is not JSON (``id`` null), ``-32600`` for one that is not a valid message, with the
 request's ``id`` when the line has one. A response the client sent (``result``/``error``
 and no ``method``) is never answered.
+
+At the end of stdin the SDK ends the session and cancels every request still running, so a
+client that sent its requests and closed its stdin (``serve < requests.txt``) lost the last
+answers. :class:`Answering` holds the end of stdin back until every request it passed on has
+settled: answered (a response or an error written), or cancelled by the client
+(``notifications/cancelled``, never answered). Each call is bounded by its tool's timeout
+policy, and so is the wait; it ends early once the client has stopped reading (an answer could
+not be written).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import io
 import json
 import os
 import stat
@@ -30,24 +42,36 @@ from types import TracebackType
 from typing import Any
 
 import anyio
-from mcp.shared.message import SessionMessage
-from mcp_types import INVALID_REQUEST, PARSE_ERROR, ErrorData, JSONRPCError, JSONRPCNotification
+import anyio.to_thread
+from mcp.shared.message import ServerMessageMetadata, SessionMessage
+from mcp_types import (
+    INVALID_REQUEST,
+    PARSE_ERROR,
+    ErrorData,
+    JSONRPCError,
+    JSONRPCNotification,
+    JSONRPCRequest,
+    JSONRPCResponse,
+)
 
 from harness_one._render import safe_text
-from harness_one._stdout import claim_stdin, claim_stdout, flush_stdout
+from harness_one._stdout import LineReader, Writer, _fileno, stdin_for_requests, stdout_for_answers
 
-__all__ = ["Answering", "pipe_streams"]
+__all__ = ["Answering", "stdio_streams"]
 
 #: A line longer than this is dropped whole (as the SDK drops a line that is not JSON-RPC).
 _MIN_LINE = 1 << 20
+#: How much of a dropped line a worker thread reads at a time.
+_CHUNK = 1 << 16
 
 
 def _pollable(fd: int) -> bool:
+    """Whether the event loop can poll ``fd``: a pipe, a socket or a terminal (not the null device: uvloop aborts on it)."""
     try:
         mode = os.fstat(fd).st_mode
     except OSError:
         return False
-    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or stat.S_ISCHR(mode)
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or (stat.S_ISCHR(mode) and os.isatty(fd))
 
 
 class _Lines:
@@ -58,31 +82,38 @@ class _Lines:
     line, in order.
     """
 
-    def __init__(self, reader: asyncio.StreamReader, limit: int = 0) -> None:
+    def __init__(self, reader: asyncio.StreamReader | None, limit: int = 0) -> None:
         self.reader = reader
-        self.limit = limit  # the reader's line limit, for the answer to a line dropped for its length
+        self.limit = limit  # the line limit, for the answer to a line dropped for its length
         self.handed: deque[str | None] = deque()
 
     def __aiter__(self) -> _Lines:
         return self
 
     async def __anext__(self) -> str:
-        while True:
-            try:
-                line = await self.reader.readuntil(b"\n")
-            except asyncio.IncompleteReadError as exc:
-                if not exc.partial:
-                    raise StopAsyncIteration from None
-                line = exc.partial
-            except asyncio.LimitOverrunError:
-                await self._skip_line()
-                self.handed.append(None)
-                return ""  # not JSON-RPC: the SDK passes an exception on and reads on
-            text = line.decode("utf-8", errors="replace")
-            self.handed.append(text)
-            return text
+        line = await self._read()
+        if line is None:
+            self.handed.append(None)
+            return ""  # not JSON-RPC: the SDK passes an exception on and reads on
+        text = line.decode("utf-8", errors="replace")
+        self.handed.append(text)
+        return text
+
+    async def _read(self) -> bytes | None:
+        """The next line (None: one longer than the limit, read and dropped); StopAsyncIteration at the end."""
+        assert self.reader is not None
+        try:
+            return await self.reader.readuntil(b"\n")
+        except asyncio.IncompleteReadError as exc:
+            if not exc.partial:
+                raise StopAsyncIteration from None
+            return exc.partial
+        except asyncio.LimitOverrunError:
+            await self._skip_line()
+            return None
 
     async def _skip_line(self) -> None:
+        assert self.reader is not None
         while True:
             try:
                 await self.reader.readuntil(b"\n")
@@ -93,11 +124,43 @@ class _Lines:
                 return
 
 
+class _ThreadLines(_Lines):
+    """:class:`_Lines` from a blocking :class:`~harness_one._stdout.LineReader`, a line at a time on a worker thread."""
+
+    def __init__(self, source: LineReader, limit: int) -> None:
+        super().__init__(None, limit)
+        self.source = source
+
+    async def _read(self) -> bytes | None:
+        try:
+            line = await anyio.to_thread.run_sync(_read_line, self.source, self.limit)
+        except (OSError, ValueError):  # the stream failed or was closed under us: no more requests
+            line = b""
+        if line == b"":
+            raise StopAsyncIteration
+        return line
+
+
+def _read_line(source: LineReader, limit: int) -> bytes | None:
+    """The next line of ``source`` (b"" at its end; None for one longer than ``limit`` bytes, read and dropped)."""
+    line = source.readline(limit + 1)
+    if len(line) <= limit or line.endswith(b"\n"):
+        return line
+    while line and not line.endswith(b"\n"):
+        line = source.readline(_CHUNK)
+    return None
+
+
 class _Out:
-    """``await stdout.write(text)`` and ``await stdout.flush()`` on an asyncio pipe transport."""
+    """``await stdout.write(text)`` and ``await stdout.flush()`` on an asyncio pipe transport.
+
+    The transport's high-water mark is 0, so a flush returns once every byte is written: what
+    is still buffered when the server ends would be lost.
+    """
 
     def __init__(self, writer: asyncio.StreamWriter) -> None:
         self.writer = writer
+        writer.transport.set_write_buffer_limits(0)
 
     async def write(self, text: str) -> None:
         if self.writer.transport.is_closing():
@@ -109,6 +172,32 @@ class _Out:
             await self.writer.drain()
         except ConnectionError:
             raise anyio.ClosedResourceError from None
+
+
+class _ThreadOut:
+    """``await stdout.write(text)`` and ``await stdout.flush()`` on a blocking :class:`~harness_one._stdout.Writer`
+    (None: stdout is closed), flushed on a worker thread."""
+
+    def __init__(self, out: Writer | None) -> None:
+        self.out = out
+        self.pending: list[bytes] = []
+
+    async def write(self, text: str) -> None:
+        if self.out is None:
+            raise anyio.ClosedResourceError  # nowhere to answer: the SDK's writer stops quietly
+        self.pending.append(text.encode("utf-8"))
+
+    async def flush(self) -> None:
+        data, self.pending = b"".join(self.pending), []
+        try:
+            await anyio.to_thread.run_sync(self._put, data)
+        except (OSError, ValueError):  # a broken pipe, a stream closed under us
+            raise anyio.ClosedResourceError from None
+
+    def _put(self, data: bytes) -> None:
+        assert self.out is not None
+        self.out.write(data)
+        self.out.flush()
 
 
 def reply_to(line: str | None, limit: int, exc: Exception) -> JSONRPCError | None:
@@ -162,10 +251,18 @@ class Answering:
 
     Each item received belongs to the oldest line in ``lines.handed`` (see :class:`_Lines`);
     an exception's answer goes out on ``write``, and the server never sees the exception.
+    The server writes on :attr:`answers`, which counts its answers: at the end of ``inner``,
+    :meth:`receive` waits until every request passed on has settled (see the module's text).
     """
 
     def __init__(self, inner: Any, write: Any, lines: _Lines) -> None:
         self.inner, self.write, self.lines = inner, write, lines
+        self.answers = _Answers(write, self)
+        self.open = 0  # requests passed on and not settled yet
+        self.gone = False  # an answer could not be written: the client stopped reading
+        self._idle: anyio.Event | None = None
+        # The SDK runs ``on_request_unanswered`` for a request that settles with no answer (cancelled).
+        self._settling = ServerMessageMetadata(on_request_unanswered=self._unanswered)
 
     @property
     def last_context(self) -> Any:
@@ -173,11 +270,19 @@ class Answering:
 
     async def receive(self) -> Any:
         while True:
-            item = await self.inner.receive()
+            try:
+                item = await self.inner.receive()
+            except anyio.EndOfStream:
+                await self._settled()
+                raise
             handed = self.lines.handed
             line = handed.popleft() if handed else ""
             if not isinstance(item, Exception):
-                if type(getattr(item, "message", None)) is JSONRPCNotification and _has_id(line):
+                kind = type(item.message)
+                if kind is JSONRPCRequest:
+                    self.open += 1
+                    item.metadata = self._settling
+                elif kind is JSONRPCNotification and _has_id(line):
                     # {"id": 1.5, "method": ...}: the SDK reads a request with an id that is neither a
                     # string nor an integer as a notification, and its caller would wait for ever
                     await self.write.send(
@@ -188,6 +293,22 @@ class Answering:
             reply = reply_to(line, self.lines.limit, item)
             if reply is not None:
                 await self.write.send(SessionMessage(reply))
+
+    def settle(self, *, gone: bool = False) -> None:
+        """One request settled (``gone``: its answer could not be written)."""
+        self.open -= 1
+        self.gone = self.gone or gone
+        if self._idle is not None and (self.open <= 0 or self.gone):
+            self._idle.set()
+
+    async def _unanswered(self) -> None:
+        self.settle()
+
+    async def _settled(self) -> None:
+        """Wait until every request passed on has settled, or the client stopped reading."""
+        while self.open > 0 and not self.gone:
+            self._idle = anyio.Event()
+            await self._idle.wait()
 
     def __aiter__(self) -> Answering:
         return self
@@ -208,42 +329,91 @@ class Answering:
         await self.aclose()
 
 
+class _Answers:
+    """The write stream the server answers on: a response or an error written settles a request of :class:`Answering`."""
+
+    def __init__(self, inner: Any, owner: Answering) -> None:
+        self.inner, self.owner = inner, owner
+
+    async def send(self, item: SessionMessage) -> None:
+        if type(item.message) not in (JSONRPCResponse, JSONRPCError):
+            await self.inner.send(item)
+            return
+        gone = True
+        try:
+            await self.inner.send(item)
+            gone = False
+        finally:
+            self.owner.settle(gone=gone)
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+    async def __aenter__(self) -> _Answers:
+        return self
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        await self.aclose()
+
+
 @asynccontextmanager
-async def pipe_streams(max_line: int) -> AsyncIterator[tuple[Any, Any] | None]:
-    """``(stdin, stdout)`` for ``stdio_server(stdin, stdout)``, or None where the SDK's own streams must do."""
+async def stdio_streams(max_line: int) -> AsyncIterator[tuple[Any, Any]]:
+    """``(stdin, stdout)`` for ``stdio_server(stdin, stdout)``: the requests' own stdin and the answers' own stdout."""
+    loop = _polling_loop()
+    # Only copies of fd 0 and fd 1 are the server's own to poll (not a host's sys.stdin or sys.stdout).
+    own_in, own_out = _fileno(sys.stdin) == 0, _fileno(sys.stdout) == 1
+    limit = max(max_line, _MIN_LINE)
+    with stdin_for_requests() as source, stdout_for_answers() as out, contextlib.ExitStack() as undo:
+        lines: _Lines
+        if loop is not None and own_in and _pollable(_fileno(source)):
+            reader = asyncio.StreamReader(limit=limit, loop=loop)
+            await _connect(loop, undo, _fileno(source), lambda: asyncio.StreamReaderProtocol(reader, loop=loop), reading=True)
+            lines = _Lines(reader, limit)
+        else:
+            lines = _ThreadLines(source if source is not None else io.BytesIO(), limit)
+        stdout: _Out | _ThreadOut
+        if loop is not None and own_out and _pollable(_fileno(out)):
+            transport, protocol = await _connect(
+                loop, undo, _fileno(out), lambda: asyncio.streams.FlowControlMixin(loop=loop), reading=False
+            )
+            stdout = _Out(asyncio.StreamWriter(transport, protocol, None, loop))
+        else:
+            stdout = _ThreadOut(out)
+        yield lines, stdout
+
+
+def _polling_loop() -> asyncio.AbstractEventLoop | None:
+    """The running asyncio loop, to poll pipes on (None: another async library, or Windows)."""
     try:
         import sniffio
 
-        on_asyncio = sniffio.current_async_library() == "asyncio"
+        if sniffio.current_async_library() == "asyncio" and sys.platform != "win32":
+            return asyncio.get_running_loop()
     except Exception:  # pragma: no cover - sniffio comes with anyio
-        on_asyncio = False
-    if not on_asyncio or sys.platform == "win32" or not (_pollable(0) and _pollable(1)):
-        yield None
-        return
-    sys.stdout.flush()
-    loop = asyncio.get_running_loop()
-    restores: list[Callable[[], None]] = []
-    transports: list[asyncio.BaseTransport] = []
+        pass
+    return None
+
+
+async def _connect(
+    loop: asyncio.AbstractEventLoop, undo: contextlib.ExitStack, fd: int, protocol: Callable[[], Any], *, reading: bool
+) -> Any:
+    """The loop's transport and protocol on a copy of ``fd``, for ``reading`` or for writing.
+
+    ``undo`` closes the transport, then gives ``fd`` its blocking mode back: the loop made the open
+    file non-blocking, and it is shared (with the shell, for a terminal).
+    """
+    undo.callback(_set_blocking, fd, os.get_blocking(fd))
+    pipe = os.fdopen(os.dup(fd), "rb" if reading else "wb", buffering=0)
     try:
-        wire_in, restore = claim_stdin()
-        restores.append(restore)
-        wire_out, restore = claim_stdout()
-        restores.append(restore)
-        limit = max(max_line, _MIN_LINE)
-        reader = asyncio.StreamReader(limit=limit, loop=loop)
-        read_transport, _ = await loop.connect_read_pipe(
-            lambda: asyncio.StreamReaderProtocol(reader, loop=loop), os.fdopen(wire_in, "rb", buffering=0)
-        )
-        transports.append(read_transport)
-        write_transport, protocol = await loop.connect_write_pipe(
-            lambda: asyncio.streams.FlowControlMixin(loop=loop), os.fdopen(wire_out, "wb", buffering=0)
-        )
-        transports.append(write_transport)
-        writer = asyncio.StreamWriter(write_transport, protocol, None, loop)
-        yield _Lines(reader, limit), _Out(writer)
-    finally:
-        flush_stdout()  # what tools printed goes to stderr, not onto the wire at exit
-        for restore in reversed(restores):
-            restore()
-        for transport in transports:
-            transport.close()
+        pair = await (loop.connect_read_pipe if reading else loop.connect_write_pipe)(protocol, pipe)
+    except BaseException:
+        pipe.close()
+        raise
+    undo.callback(pair[0].close)
+    return pair
+
+
+def _set_blocking(fd: int, blocking: bool) -> None:
+    """``os.set_blocking``, where ``fd`` is still open."""
+    with contextlib.suppress(OSError):
+        os.set_blocking(fd, blocking)
