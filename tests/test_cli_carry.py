@@ -142,3 +142,32 @@ def test_serve_in_process_reads_requests_from_sys_stdin_and_a_tool_reads_nothing
     assert [answers[10 + n]["result"]["content"][0]["text"] for n in range(2)] == ["EOF", "EOF"]
     assert answers[13]["result"]["content"][0]["text"] == "said"
     assert "chatter from a tool" in result.stderr
+
+
+def test_every_command_works_with_stderr_closed(tmp_path: Path) -> None:
+    """``harness-one ... 2>&-`` exited 1 before doing anything: the logs' set-up asked the closed
+    stderr (``sys.stderr`` None) whether it is a terminal. The logs now go nowhere."""
+    tools = tmp_path / "add_tools.py"
+    tools.write_text(
+        "from harness_one import defineTool\n\n"
+        "@defineTool(registry=None)\n"
+        "def add(a: int, b: int) -> int:\n"
+        '    """Adds."""\n'
+        "    return a + b\n"
+    )
+
+    def run(*args: str) -> subprocess.CompletedProcess[bytes]:
+        return subprocess.run(
+            [sys.executable, "-m", "harness_one", "--tools", str(tools), *args],
+            stdout=subprocess.PIPE,
+            env={**os.environ, **server_env(tmp_path)},
+            preexec_fn=lambda: os.close(2),  # the child's stderr closed, as by `2>&-`
+            timeout=60,
+            check=False,
+        )
+
+    listed = run("list", "--json")
+    assert listed.returncode == 0
+    assert "add" in {tool["name"] for tool in json.loads(listed.stdout)}
+    called = run("call", "add", "--args", '{"a": 5, "b": 3}')
+    assert (called.returncode, json.loads(called.stdout)["result"]) == (0, 8)

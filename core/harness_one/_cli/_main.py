@@ -6,6 +6,7 @@ import contextlib
 import importlib
 import importlib.util
 import logging
+import os
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -191,7 +192,12 @@ def _import(spec: str) -> Any:
 
 
 def configure_logging(fmt: str | None, level: str, stream: TextIO) -> None:
-    """Structured logs on ``stream`` (stderr): ``console`` on a terminal, ``json`` otherwise."""
+    """Structured logs on ``stream`` (stderr): ``console`` on a terminal, ``json`` otherwise; nowhere
+    when it is closed (``2>&-``)."""
+    from .._stdout import is_closed
+
+    if is_closed(stream):
+        stream = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115 - the logs' sink for the process's life
     with _closed_stdout_hidden():  # structlog's first import asks sys.stdout.isatty()
         import structlog
 
