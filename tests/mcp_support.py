@@ -9,6 +9,7 @@ import re
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -36,6 +37,26 @@ def server_env(tmp: Path) -> dict[str, str]:
 
 def serve_command(*extra: str) -> list[str]:
     return [sys.executable, "-m", "harness_one", "--tools", TOOLS, "serve", *extra]
+
+
+@contextmanager
+def serving(tmp: Path, command: list[str] | None = None, *, watchdog: float = 30) -> Iterator[subprocess.Popen[bytes]]:
+    """``harness-one serve`` (``command``; default :func:`serve_command`) on raw pipes, killed on
+    leaving, or after ``watchdog`` seconds if a test waits for it longer."""
+    proc = subprocess.Popen(
+        command or serve_command(),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, **server_env(tmp)},
+    )
+    timer = threading.Timer(watchdog, proc.kill)
+    timer.start()
+    try:
+        yield proc
+    finally:
+        timer.cancel()
+        proc.kill()
 
 
 @contextmanager

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from pydantic import RootModel
+from test_export_dispatch import _counted
 
 from harness_one import ToolRegistry
 from harness_one.dispatch import adispatch, dispatch
@@ -17,20 +18,6 @@ OPENAI_CALL = {"id": "call_1", "type": "function", "function": {"name": "add", "
 FUNCTION_CALL = {"type": "function_call", "call_id": "fc_1", "name": "add", "arguments": '{"a": 2}', "id": "i1"}
 TOOL_USE = {"type": "tool_use", "id": "toolu_1", "name": "add", "input": {"a": 2}}
 _ID_KEY = {"openai": "tool_call_id", "openai-responses": "call_id", "anthropic": "tool_use_id"}
-
-
-def _counted() -> tuple[ToolRegistry, list[int]]:
-    """A registry whose ``add`` counts its runs."""
-    runs: list[int] = []
-    registry = ToolRegistry(autoload=False)
-
-    @registry.add
-    def add(a: int, b: int = 1) -> int:
-        """Add two numbers."""
-        runs.append(a)
-        return a + b
-
-    return registry, runs
 
 
 def _both(registry: ToolRegistry, calls: Any, provider: str) -> list[dict[str, Any]]:

@@ -8,12 +8,11 @@ import io
 import json
 import os
 import subprocess
-import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
-from mcp_support import serve_command, server_env
+from mcp_support import serve_command, server_env, serving
 
 HELLO = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}
 OPENING = [
@@ -25,25 +24,13 @@ PING = json.dumps({"jsonrpc": "2.0", "id": 3, "method": "ping"}).encode() + b"\n
 
 def exchange(tmp_path: Path, lines: list[bytes], answers: int) -> tuple[list[dict[str, Any]], bytes]:
     """``harness-one serve`` on raw pipes: ``lines`` written, ``answers`` lines read back, then its stderr."""
-    proc = subprocess.Popen(
-        serve_command(),
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env={**os.environ, **server_env(tmp_path)},
-    )
-    watchdog = threading.Timer(30, proc.kill)
-    watchdog.start()
-    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
-    try:
+    with serving(tmp_path) as proc:
+        assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
         proc.stdin.write(b"".join(lines))
         proc.stdin.flush()
         read = [json.loads(proc.stdout.readline()) for _ in range(answers)]
         proc.stdin.close()
         assert proc.wait(10) == 0
-    finally:
-        watchdog.cancel()
-        proc.kill()
     return read, proc.stderr.read()
 
 
@@ -172,24 +159,12 @@ def test_stdio_answers_every_request_sent_before_the_client_closed_its_stdin(tmp
     cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 5, "reason": "changed my mind"}}
     pings = [line({"jsonrpc": "2.0", "id": 100 + n, "method": "ping"}) for n in range(200)]
     requests = [*OPENING, wait(2, 0.5), wait(5, 60), line(cancel), *pings, wait(3, 0.3), b"{not json\n"]
-    proc = subprocess.Popen(
-        serve_command(),
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env={**os.environ, **server_env(tmp_path)},
-    )
-    watchdog = threading.Timer(30, proc.kill)
-    watchdog.start()
-    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
-    try:
+    with serving(tmp_path) as proc:
+        assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
         proc.stdin.write(b"".join(requests))
         proc.stdin.close()  # before reading a single answer
         read = [json.loads(answer) for answer in proc.stdout]
         assert proc.wait(10) == 0
-    finally:
-        watchdog.cancel()
-        proc.kill()
     answers = {answer["id"]: answer for answer in read}
     assert len(answers) == len(read) == 204, proc.stderr.read()[-2000:]
     assert sorted(i for i in answers if i is not None) == [1, 2, 3, *range(100, 300)]  # 5 was cancelled
