@@ -705,3 +705,19 @@ def test_a_process_forked_while_calls_run_holds_none_of_their_slots_probes_or_lo
         release.set()
         running.join(10)
     assert reg.plugins.get("concurrency").running("gated") == 0 and reg.call("gated") == "done"
+
+
+def test_a_probe_in_flight_when_the_clock_steps_back_gives_its_place_within_open_for(clock: ManualClock) -> None:
+    """A clock stepping back while a probe hangs does not keep the circuit half-open for the step on top."""
+    reg, entered, release = recovered_with_a_gated_tool(clock)
+    hung = threading.Thread(target=reg.try_call, args=("gated",))
+    hung.start()
+    try:
+        assert entered.wait(10)
+        clock.advance(-600)
+        assert reg.try_call("backend").error.kind == "circuit_open"  # type: ignore[union-attr]  # the probe holds its place ...
+        clock.advance(5.5)
+        assert reg.call("backend") == "fine"  # ... for open_for at most (was 600 s more)
+    finally:
+        release.set()
+        hung.join(10)

@@ -302,6 +302,19 @@ def test_unusable_state_store_is_a_clear_error(runner: CliRunner, monkeypatch: p
     assert result.exit_code == 1 and "cannot open the state store" in result.output
 
 
+def test_a_state_file_that_is_not_a_database_is_a_clear_error(
+    runner: CliRunner, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The SQLite store opens its file at its first operation: the CLI's start-up check opens it, so a
+    command says so at once rather than at its first keyed call."""
+    spoiled = tmp_path / "state.sqlite3"
+    spoiled.write_bytes(b"not a database " * 100)
+    monkeypatch.setenv("HARNESS_ONE_STATE", str(spoiled))
+    result = runner.invoke(main, ["list"])
+    assert result.exit_code == 1 and "cannot open the state store" in result.output
+    assert "file is not a database" in result.output
+
+
 def test_doctor_reports_name_conflicts(runner: CliRunner, dists: Any) -> None:
     clash = "from harness_one import defineTool\n@defineTool(registry=None)\ndef calculate(expression: str) -> str:\n    return expression\n"
     dists.make("aa-shadow-calc", {"aa_shadow": clash}, {"harness_one.tools": {"calculate": "aa_shadow:calculate"}})

@@ -355,9 +355,10 @@ def test_a_locked_sqlite_file_takes_the_fail_modes(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("spoil", ["directory", "garbage"])
-def test_a_state_file_that_cannot_be_opened_refuses_keyed_calls(tmp_path: Path, spoil: str) -> None:
-    """The idempotency plugin could not open its state: it is a load failure and keyed calls are refused
-    (it stayed registered on a store of its own process, so every process ran each key once)."""
+def test_a_state_file_that_cannot_be_opened_refuses_keyed_calls_until_it_can(tmp_path: Path, spoil: str) -> None:
+    """A state file SQLite could not open made the idempotency plugin a load failure for good (whatever
+    ``on_state_error`` said); it is opened at the first operation, under the fail mode, and again
+    by the next one, so keyed calls are refused while it is unusable and protected once it is fit."""
     path = tmp_path / "state.sqlite3"
     if spoil == "directory":
         path.mkdir()
@@ -366,10 +367,13 @@ def test_a_state_file_that_cannot_be_opened_refuses_keyed_calls(tmp_path: Path, 
     reg = ToolRegistry(state=f"sqlite:///{path}", autoload=False)
     runs: list[int] = []
     reg.add(lambda: runs.append(1) or len(runs), name="charge")
-    assert "idempotency" not in reg.plugins and [f.name for f in reg.plugins.failures] == ["idempotency"]
+    assert "idempotency" in reg.plugins and reg.plugins.failures == []
     refused = reg.try_call("charge", idempotency_key="k")
-    assert refused.error is not None and refused.error.kind == "plugin_error" and runs == []
+    assert refused.error is not None and refused.error.kind == "state_unavailable" and runs == []
     assert reg.call("charge") == 1  # calls without a key go on
+    path.rmdir() if spoil == "directory" else path.unlink()
+    assert reg.call("charge", idempotency_key="k") == 2
+    assert reg.call("charge", idempotency_key="k") == 2 and runs == [1, 1]  # replayed
 
 
 def test_new_registry_on_same_sqlite_file_replays(tmp_path: Path) -> None:

@@ -285,6 +285,7 @@ class Breaker:
                     return wait, 0
                 self.state = "half_open"
             if self.state == "half_open":
+                self.probe_started = min(self.probe_started, now)  # a clock stepped back: a probe's time runs from now
                 if self.probing and now - self.probe_started > policy.open_for:
                     # Hung (or lost with a forked process): their places go to new probes, as in Redis,
                     # and their late ends count for nothing (a new period: they would free a new probe's place).

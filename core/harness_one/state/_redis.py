@@ -21,14 +21,24 @@ import threading
 import time
 import weakref
 from collections.abc import Hashable, Sequence
-from typing import Any, TypeGuard
+from typing import Any, NoReturn, TypeGuard
 from urllib.parse import urlparse
 
 import redis
 import redis.asyncio as aredis
 from redis.asyncio.retry import Retry as AsyncRetry
 from redis.backoff import NoBackoff
-from redis.exceptions import ClusterError, NoScriptError, OutOfMemoryError, ReadOnlyError, RedisClusterException, TryAgainError
+from redis.exceptions import (
+    AuthenticationError,
+    AuthorizationError,
+    ClusterError,
+    NoPermissionError,
+    NoScriptError,
+    OutOfMemoryError,
+    ReadOnlyError,
+    RedisClusterException,
+    TryAgainError,
+)
 from redis.retry import Retry
 
 from .._log import log_event
@@ -41,7 +51,8 @@ DEFAULT_PREFIX = "harness-one:"
 #: What "Redis cannot decide now" looks like: no answer, a cluster that is down or has no map
 #: yet, a primary demoted to a read-only replica by a failover, a server out of memory under
 #: ``maxmemory`` with ``noeviction``, a cluster slot being moved (``TRYAGAIN``). Each takes the
-#: plugin's fail mode; any other error reply is a fault of the script's caller and is raised.
+#: plugin's fail mode; any other error reply is a fault of the script's caller and is raised,
+#: as are :data:`_MISCONFIGURED` (redis-py makes a refused password a ``ConnectionError``).
 _LINK_ERRORS = (
     redis.ConnectionError,
     redis.TimeoutError,
@@ -56,11 +67,17 @@ _LINK_ERRORS = (
 #: off from its primary (``MASTERDOWN``).
 _UNABLE = ("MISCONF ", "BUSY ", "MASTERDOWN ")
 _CAUGHT = (*_LINK_ERRORS, redis.ResponseError)
+#: What a misconfigured link looks like: a wrong or missing password (``WRONGPASS``, ``NOAUTH``),
+#: an ACL user without a command or key the scripts need (``NOPERM``). No fail mode applies: a
+#: fail-open plugin would admit every call for as long as the configuration stays wrong.
+_MISCONFIGURED = (AuthenticationError, AuthorizationError, NoPermissionError)
 
 
 def _cannot_decide(exc: BaseException) -> TypeGuard[Exception]:
     """Whether ``exc`` means "Redis cannot decide now" (the plugin's fail mode), not a fault to raise."""
-    return isinstance(exc, _LINK_ERRORS) or (isinstance(exc, redis.ResponseError) and str(exc).startswith(_UNABLE))
+    if isinstance(exc, _LINK_ERRORS):
+        return not isinstance(exc, _MISCONFIGURED)
+    return isinstance(exc, redis.ResponseError) and str(exc).startswith(_UNABLE)
 
 
 _NOW = """
@@ -287,9 +304,16 @@ if st == 'open' then
 end
 if st == 'half_open' then
   local probing, passed = field('pr', 0), field('ps', 0)
-  if probing > 0 and now - field('pt', now) > open_for then -- hung, or lost with their process
-    probing = 0
-    redis.call('HINCRBY', k, 'g', 1) -- a new period: their late ends would free a new probe's place
+  if probing > 0 then
+    local pt = field('pt', now)
+    if pt > now then -- the clock stepped back: the probes' time runs from now, never longer than open_for
+      pt = now
+      redis.call('HSET', k, 'pt', num(now))
+    end
+    if now - pt > open_for then -- hung, or lost with their process
+      probing = 0
+      redis.call('HINCRBY', k, 'g', 1) -- a new period: their late ends would free a new probe's place
+    end
   end
   if probing + passed >= probes then return {num(math.min(1, open_for)), 0} end
   redis.call('HSET', k, 'pr', probing + 1, 'pt', num(now))
@@ -450,9 +474,9 @@ def _exchange(connection: Any, batch: Sequence[_Pending], *, reload: bool = Fals
                 except redis.ResponseError as exc:
                     replies.append(exc)
             return _settle(calls, replies)
-        except redis.ConnectionError:
+        except redis.ConnectionError as exc:
             connection.disconnect()
-            if attempt:
+            if attempt or isinstance(exc, _MISCONFIGURED):
                 raise
             packed = connection.pack_commands(commands[len(replies) :])
         except BaseException:
@@ -474,15 +498,29 @@ async def _aexchange(connection: Any, batch: Sequence[_Pending], *, reload: bool
                 except redis.ResponseError as exc:
                     replies.append(exc)
             return _settle(calls, replies)
-        except redis.ConnectionError:
+        except redis.ConnectionError as exc:
             await connection.disconnect()
-            if attempt:
+            if attempt or isinstance(exc, _MISCONFIGURED):
                 raise
             packed = connection.pack_commands(commands[len(replies) :])
         except BaseException:
             await connection.disconnect(nowait=True)
             raise
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _misconfigured(exc: Exception, where: str) -> Exception:
+    """``exc`` (a refused password or command), its message naming the problem and what to check."""
+    if isinstance(exc, NoPermissionError):
+        problem = (
+            "denied the state's user a command or key it needs (its ACL must allow EVALSHA, EVAL and the"
+            " commands the scripts run, on the keys under the prefix)"
+        )
+    else:
+        problem = "refused the user or password of the state URL"
+    return type(exc)(
+        f"Redis at {where} {problem}: {str(exc).rstrip('.')}. This is a configuration error, not an outage: no fail mode applies."
+    )
 
 
 _LINKS: weakref.WeakSet[RedisLink] = weakref.WeakSet()
@@ -622,6 +660,15 @@ class RedisLink:
         err.__cause__ = exc
         return err
 
+    def _raise(self, exc: Exception) -> NoReturn:
+        """Raise what ``exc`` means: :class:`StateUnavailable` when Redis cannot decide now, an error
+        naming the problem for a misconfigured link, else ``exc`` itself (a fault of the caller)."""
+        if _cannot_decide(exc):
+            raise self._failed(exc) from exc
+        if isinstance(exc, _MISCONFIGURED):
+            raise _misconfigured(exc, self._where()) from exc
+        raise exc
+
     def _where(self) -> str:
         parsed = urlparse(self.url)
         kind = "+cluster" if self.cluster else ""
@@ -638,10 +685,8 @@ class RedisLink:
 
     def _reply(self, outcome: Any) -> Any:
         """A call's reply, or its failure raised (a link error as :class:`StateUnavailable`)."""
-        if isinstance(outcome, BaseException):
-            if _cannot_decide(outcome):
-                raise self._failed(outcome) from outcome
-            raise outcome
+        if isinstance(outcome, Exception):  # every failure a call is given is an Exception
+            self._raise(outcome)
         if outcome is _DOWN:
             raise self._unavailable()
         return outcome
@@ -698,7 +743,8 @@ class RedisLink:
                     connection.disconnect()
         except _LINK_ERRORS as exc:
             _fail(batch, exc)
-            self._down_until = time.monotonic() + self.down_for  # the calls queued meanwhile fail fast
+            if _cannot_decide(exc):  # the calls queued meanwhile fail fast
+                self._down_until = time.monotonic() + self.down_for
         except BaseException:
             _fail(batch, _interrupted())
             raise
@@ -720,9 +766,7 @@ class RedisLink:
             except NoScriptError:
                 return self.client.eval(script.source, len(keys), *keys, *args)
         except _CAUGHT as exc:
-            if not _cannot_decide(exc):
-                raise
-            raise self._failed(exc) from exc
+            self._raise(exc)
 
     async def arun(self, script: _Script, keys: Sequence[str], args: Sequence[Any]) -> Any:
         """:meth:`run` on the asyncio client: the event loop is never blocked. The loop's tasks
@@ -761,7 +805,8 @@ class RedisLink:
                             await _aexchange(batcher.connection, unloaded, reload=True)
                     except _LINK_ERRORS as exc:
                         _fail(batch, exc)
-                        self._down_until = time.monotonic() + self.down_for  # the calls queued meanwhile fail fast
+                        if _cannot_decide(exc):  # the calls queued meanwhile fail fast
+                            self._down_until = time.monotonic() + self.down_for
                 for pending in batch:
                     if not pending.done.done():
                         pending.done.set_result(None)
@@ -791,9 +836,7 @@ class RedisLink:
             except NoScriptError:
                 return await client.eval(script.source, len(keys), *keys, *args)
         except _CAUGHT as exc:
-            if not _cannot_decide(exc):
-                raise
-            raise self._failed(exc) from exc
+            self._raise(exc)
 
     def command(self, *args: Any) -> Any:
         """A plain command (``DEL``, ``PING``), with the same failure handling."""
@@ -801,9 +844,7 @@ class RedisLink:
         try:
             return self.client.execute_command(*args)
         except _CAUGHT as exc:
-            if not _cannot_decide(exc):
-                raise
-            raise self._failed(exc) from exc
+            self._raise(exc)
 
     async def acommand(self, *args: Any) -> Any:
         """:meth:`command` on the asyncio client."""
@@ -811,9 +852,7 @@ class RedisLink:
         try:
             return await self.aclient().execute_command(*args)
         except _CAUGHT as exc:
-            if not _cannot_decide(exc):
-                raise
-            raise self._failed(exc) from exc
+            self._raise(exc)
 
     def close(self) -> None:
         """Close the sync pool and the kept connection (asyncio clients close with :meth:`aclose`)."""
@@ -1234,8 +1273,6 @@ class RedisBudgets:
         try:
             keys = list(self.link.client.scan_iter(match=f"{prefix}budget:*", count=1000))
         except _CAUGHT as exc:
-            if not _cannot_decide(exc):
-                raise
-            raise self.link._failed(exc) from exc
+            self.link._raise(exc)
         for key in keys:  # one by one: on a cluster the keys live in different slots
             self.link.command("DEL", key)

@@ -121,7 +121,8 @@ class State:
         return self._once("rate_limits", MemoryBuckets)  # type: ignore[no-any-return]
 
     def idempotency(self) -> IdempotencyStore:
-        """The idempotency-record store (SQLite for ``sqlite:`` URLs; opened now, so errors show here)."""
+        """The idempotency-record store (SQLite for ``sqlite:`` URLs: its directory made now, its file opened
+        by its first operation or :meth:`check`)."""
         if self.redis:
             return self._redis("idempotency", "RedisStore")  # type: ignore[no-any-return]
         if self.path is None:
@@ -161,7 +162,7 @@ class State:
         plugin's fail mode handles.
         """
         if self.path is not None:
-            self.idempotency()
+            self.idempotency().open()  # type: ignore[attr-defined]  # a SQLiteStore
         elif self.redis:
             self.link()
 

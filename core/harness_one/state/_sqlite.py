@@ -26,6 +26,23 @@ _MAX_TIMEOUT = (2**31 - 1) / 1000
 _AT_ONCE = -1.0
 
 
+def _write_ahead(conn: sqlite3.Connection, until: float) -> None:
+    """Put the file in WAL mode (kept in the file: a file already in it needs no lock). SQLite fails the
+    switch at once, without its busy timeout, while another connection holds a lock on the file (several
+    processes opening a new file together), so it is tried again, backing off, until ``until``."""
+    pause = 0.001
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            left = until - time.monotonic()
+            if "locked" not in str(exc) or left <= 0:
+                raise
+            time.sleep(min(pause, left))
+            pause = min(pause * 2, 0.05)
+
+
 class SQLiteStore:
     """Records in a SQLite file: survives restarts, safe for several processes on one machine.
 
@@ -36,8 +53,10 @@ class SQLiteStore:
     ``TypeError``/``ValueError`` for a result that is not JSON. A file SQLite cannot use now
     (locked by another connection past ``timeout``, read-only, full, gone) raises
     :class:`StateUnavailable`, so the plugin's ``on_state_error`` decides, as for Redis.
-    A claim's ``owner`` is a column of its row, added to a file made before owners by the first
-    operation (not the constructor: a locked or read-only file fails that operation as above).
+    The constructor touches no file: the first operation opens it (WAL, the table; then a file
+    SQLite cannot open, such as one that is not a database, fails that operation as above and the
+    next one tries again). A claim's ``owner`` is a column of its row, added to a file made
+    before owners the same way.
 
     ``timeout`` (seconds above 0, at most SQLite's 24.8 days; default 10) bounds each
     operation's wait for the file: the threads of a process share one connection, and a thread
@@ -53,19 +72,11 @@ class SQLiteStore:
         self.timeout = min(positive_seconds(timeout, "the SQLite store's timeout"), _MAX_TIMEOUT)
         self._whole = self._waits = int(self.timeout * 1000)  # SQLite's busy timeout: whole, and as set now (ms)
         self._lock = threading.Lock()
-        self._conn = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None, check_same_thread=False)
-        self._conn.execute("PRAGMA journal_mode=WAL")
-        self._conn.execute("PRAGMA synchronous=NORMAL")
-        self._conn.execute(
-            "CREATE TABLE IF NOT EXISTS harness_one_idempotency ("
-            " scope TEXT NOT NULL, key TEXT NOT NULL, fingerprint TEXT NOT NULL, state TEXT NOT NULL,"
-            " expires REAL NOT NULL, ok INTEGER NOT NULL DEFAULT 0, value TEXT, error TEXT, owner TEXT,"
-            " PRIMARY KEY (scope, key))"
-        )
-        # A file made before owners gets the column from its first operation, not here: a write now
-        # would fail the constructor (locked, read-only) outside the error mapping and the deadline.
-        columns = {row[1] for row in self._conn.execute("PRAGMA table_info(harness_one_idempotency)")}
-        self._owner_missing = "owner" not in columns
+        # Opened by the first operation, not here: a file SQLite cannot use now would fail the
+        # constructor (and the plugin's setup, for good) outside the error mapping and the deadline.
+        self._conn: sqlite3.Connection | None = None
+        self._closed = False
+        self._owner_missing = False
         self._ops = 0
 
     @contextmanager
@@ -80,12 +91,15 @@ class SQLiteStore:
             if not self._lock.acquire(timeout=max(until - time.monotonic(), 0.0)):
                 raise StateUnavailable(f"The SQLite state at {self.path} cannot be used now: busy past {self.timeout:g} s.")
         try:
-            if self._owner_missing:  # within this operation's deadline, not a second one after it
+            conn = self._conn
+            if conn is None or self._owner_missing:  # within this operation's deadline, not a second one after it
                 until = time.monotonic() + self.timeout if until is None else until
-                self._wait_until(until)
-                self._add_owner()
-            self._wait_until(until)
-            yield self._conn
+                conn = self._open(until) if conn is None else conn
+                if self._owner_missing:
+                    self._wait_until(conn, until)
+                    self._add_owner(conn)
+            self._wait_until(conn, until)
+            yield conn
         except sqlite3.DataError as exc:  # a value SQLite cannot hold (past its string limit): not stored
             raise ValueError(f"The SQLite state cannot hold this value: {exc}.") from exc
         except sqlite3.Error as exc:
@@ -93,18 +107,49 @@ class SQLiteStore:
         finally:
             self._lock.release()
 
-    def _wait_until(self, until: float | None) -> None:
+    def open(self) -> None:
+        """Open the file now if it is not open yet (:class:`StateUnavailable` if SQLite cannot use it),
+        so that a command fails as it starts rather than at its first keyed call."""
+        with self._connection():
+            pass
+
+    def _open(self, until: float) -> sqlite3.Connection:
+        """The connection, opened and the file made ready (WAL, the table) by ``until``; the caller maps
+        SQLite's errors, and a file that cannot be used now is opened again by the next operation."""
+        if self._closed:
+            raise sqlite3.ProgrammingError("Cannot operate on a closed database.")
+        conn = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None, check_same_thread=False)
+        self._waits = self._whole
+        try:
+            self._wait_until(conn, until)
+            _write_ahead(conn, until)
+            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.execute(
+                "CREATE TABLE IF NOT EXISTS harness_one_idempotency ("
+                " scope TEXT NOT NULL, key TEXT NOT NULL, fingerprint TEXT NOT NULL, state TEXT NOT NULL,"
+                " expires REAL NOT NULL, ok INTEGER NOT NULL DEFAULT 0, value TEXT, error TEXT, owner TEXT,"
+                " PRIMARY KEY (scope, key))"
+            )
+            columns = {row[1] for row in conn.execute("PRAGMA table_info(harness_one_idempotency)")}
+        except BaseException:
+            conn.close()
+            raise
+        self._owner_missing = "owner" not in columns
+        self._conn = conn
+        return conn
+
+    def _wait_until(self, conn: sqlite3.Connection, until: float | None) -> None:
         """SQLite's busy timeout: what is left until ``until`` (None: the whole ``timeout``)."""
         waits = self._whole if until is None else max(int((until - time.monotonic()) * 1000), 0)
         if waits != self._waits:  # set only when it changes
-            self._conn.execute(f"PRAGMA busy_timeout = {waits}")
+            conn.execute(f"PRAGMA busy_timeout = {waits}")
             self._waits = waits
 
-    def _add_owner(self) -> None:
+    def _add_owner(self, conn: sqlite3.Connection) -> None:
         """The ``owner`` column, added to a file made before owners (its older users write NULL: a claim
         no owner matches); the caller maps SQLite's errors."""
         try:
-            self._conn.execute("ALTER TABLE harness_one_idempotency ADD COLUMN owner TEXT")
+            conn.execute("ALTER TABLE harness_one_idempotency ADD COLUMN owner TEXT")
         except sqlite3.OperationalError as exc:
             if "duplicate column" not in str(exc):  # another process added it meanwhile: done
                 raise
@@ -235,4 +280,6 @@ class SQLiteStore:
 
     def close(self) -> None:
         with self._lock:
-            self._conn.close()
+            self._closed = True
+            if self._conn is not None:
+                self._conn.close()
