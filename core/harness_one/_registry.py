@@ -924,7 +924,7 @@ class ToolRegistry(metaclass=_SharedType):
                     for hook in post_call:
                         outcome = hook(call)
                         if outcome is not None and type(outcome) is Await:  # most answer None: one test
-                            yield from _resolve(plan, hook, outcome)
+                            yield from _resolve(plan, hook, outcome, True)
                     return
                 except Exception as exc:  # on_error runs in this block: its hooks see the error in sys.exc_info()
                     decision = self._failed(call, plan, exc)
@@ -1358,45 +1358,59 @@ def _advance(move: Callable[..., Step], *args: Any) -> Step | None:
 
 
 async def _acancel(steps: Generator[Step, None, None], call: Call) -> None:
-    """A cancelled ``acall``: tell the plugins (``ToolCancelled`` to on_error) and await what they release.
+    """A cancelled ``acall``: tell the plugins and await what they release.
 
-    The task's cancellation propagates once this returns. Cancelled again meanwhile (a loop
+    Before the tool returned, on_error hooks get ``ToolCancelled``; after (a post-call hook's
+    ``Await`` was in flight), the later post-call hooks run, so what the tool did is kept. The
+    task's cancellation propagates once this returns. Cancelled again meanwhile (a loop
     shutting down), the answer in flight is unknown: the hook gets ``ToolCancelled`` for it
-    (never a repeat of it), and the rest is fetched with ``sync()``.
+    (the core never repeats it; a plugin's ``round_trip`` may, for a request safe to repeat),
+    and the rest is fetched with ``sync()``.
     """
-    step = _advance(_cancelled, steps, call)
+    step = _unwaited(steps, call, _advance(_cancelled, steps, call))
     try:
-        while type(step) is Await:
+        while step is not None:
             try:
                 step.value = await step.aio()
             except asyncio.CancelledError:
-                _finish_sync(steps, _advance(steps.throw, _cancel_error(call)))
+                _finish_sync(steps, call, _advance(steps.throw, _cancel_error(call)))
                 return
             except Exception as exc:
-                step = _advance(steps.throw, exc)
+                step = _unwaited(steps, call, _advance(steps.throw, exc))
             else:
-                step = _advance(next, steps)
+                step = _unwaited(steps, call, _advance(next, steps))
     finally:
         steps.close()
 
 
 def _cancel(steps: Generator[Step, None, None], call: Call) -> None:
     """The caller stopped waiting (Ctrl-C): tell the plugins, end the steps; ``Await`` answers via ``sync()``."""
-    _finish_sync(steps, _advance(_cancelled, steps, call))
+    _finish_sync(steps, call, _advance(_cancelled, steps, call))
 
 
-def _finish_sync(steps: Generator[Step, None, None], step: Step | None) -> None:
+def _finish_sync(steps: Generator[Step, None, None], call: Call, step: Step | None) -> None:
     """Carry the remaining steps of a cancelled call with ``sync()``."""
     try:
-        while type(step) is Await:
+        step = _unwaited(steps, call, step)
+        while step is not None:
             try:
                 step.value = step.sync()
             except Exception as exc:
-                step = _advance(steps.throw, exc)
+                step = _unwaited(steps, call, _advance(steps.throw, exc))
             else:
-                step = _advance(next, steps)
+                step = _unwaited(steps, call, _advance(next, steps))
     finally:
         steps.close()
+
+
+def _unwaited(steps: Generator[Step, None, None], call: Call, step: Step | None) -> Await | None:
+    """A cancelled call's next ``Await`` to fetch, or None once its steps end. The wait before a
+    retry (a hook decided one after the cancellation landed in its on_error round) is not waited:
+    the call is cancelled there, so on_error hooks get ``ToolCancelled`` and free what they kept
+    for the retry."""
+    while step is not None and type(step) is not Await:
+        step = _advance(steps.throw, _cancel_error(call))
+    return step
 
 
 class _Paused:
@@ -1410,10 +1424,19 @@ class _Paused:
         self.exc: BaseException
 
 
-def _resolve(plan: ToolPlan, hook: Callable[..., Any], pending: Await) -> Generator[Step, None, Any]:
-    """Have the driver fetch a pre/post-call hook's :class:`Await`; its exception is the hook's."""
+def _resolve(plan: ToolPlan, hook: Callable[..., Any], pending: Await, returned: bool = False) -> Generator[Step, None, Any]:
+    """Have the driver fetch a pre/post-call hook's :class:`Await`; its exception is the hook's.
+
+    ``returned``: a post-call hook's, the call's value settled. A cancellation arriving then
+    (``ToolCancelled``) ends only this fetch: the later post-call hooks run (storing, releasing),
+    then the caller is cancelled.
+    """
     try:
         yield pending
+    except ToolCancelled:
+        if not returned:
+            raise
+        return None
     except ToolError:
         raise
     except Exception as exc:

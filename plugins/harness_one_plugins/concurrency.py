@@ -131,6 +131,7 @@ class ConcurrencyPlugin:
                     lambda: shared.aacquire(name, holder, cap=cap, total=total, now=now, lease=lease),
                     lambda taken: self._taken(call, holder, cap, taken),
                     lambda exc: self.fail.handle(exc, name, call.call_id, "concurrency cap not checked"),
+                    lambda: self._freeing(shared, name, holder),  # cancelled meanwhile: a slot taken is given back
                 )
         try:
             taken = slots.acquire(name, holder, cap=cap, total=total, now=now, lease=lease)
@@ -183,6 +184,7 @@ class ConcurrencyPlugin:
                     lambda: shared.arelease(name, holder),
                     lambda _: answer,
                     lambda exc: self._not_released(name, exc, answer),
+                    lambda: self._freeing(shared, name, holder),  # cancelled meanwhile: sent again
                 )
         try:
             slots.release(name, holder)
@@ -190,8 +192,21 @@ class ConcurrencyPlugin:
             self._not_released(name, exc, answer)
         return answer
 
+    def _freeing(self, shared: Any, name: str, holder: str) -> Await:
+        """The release of ``holder``'s slot, after its caller was cancelled during the round trip that
+        took it or gave it back: whether that was sent is not known (one cancelled before its write is
+        not), and a release is safe to repeat."""
+        return Await(lambda: self._release_later(name, holder), lambda: self._afree(shared, name, holder))
+
+    async def _afree(self, shared: Any, name: str, holder: str) -> None:
+        try:
+            await shared.arelease(name, holder)
+        except StateUnavailable as exc:
+            self._not_released(name, exc, None)
+
     def _release_later(self, name: str, holder: str) -> None:
-        """The slot of a tool that ran on past its caller, given back from its thread as it returns."""
+        """A slot given back through the blocking client: from the thread of a tool that ran on past its
+        caller, as it returns, or after a cancelled round trip when the task is cancelled again."""
         self._leases.drop(holder)
         try:
             self.slots.release(name, holder)

@@ -12,6 +12,7 @@ took since: its outcome is stored only if no one else holds a live claim.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -59,8 +60,12 @@ __all__ = ["IdempotencyPlugin", "IdempotencyStore", "MemoryStore", "Record", "SQ
 
 _OWNED = "idempotency.owned"  # (fingerprint, owner token: None for a store without owners)
 _WAITED = "idempotency.waited"
-#: Errors a key keeps no outcome for: wrong arguments (the tool's own too) and a cancelled call.
+#: Errors a key keeps no outcome for: wrong arguments (the tool's own too) and a call cancelled before its tool returned.
 _NOT_KEPT = (ToolArgumentError, ToolCancelled)
+
+
+def _nothing(_: Any) -> None:
+    return None
 
 
 class IdempotencyPlugin:
@@ -162,6 +167,8 @@ class IdempotencyPlugin:
                     lambda: shared.abegin(name, key, digest, now, self.lease, **mine),
                     lambda found: self._claimed(call, key, digest, owner, found),
                     lambda exc: self._unclaimed(call, exc),
+                    # cancelled meanwhile: a claim made is released (only its owner's; none without owners)
+                    None if owner is None else lambda: self._freeing(shared, name, key, owner),
                 )
         try:
             found = store.begin(name, key, digest, now, self.lease, **mine)
@@ -214,25 +221,32 @@ class IdempotencyPlugin:
             self._store(store, name, key, record, owner, now)
             return None
 
-        def blocking() -> None:
+        def storing() -> None:
             self._store(store, name, key, record, owner, now)
 
-        async def awaiting() -> None:
-            try:
-                self._stored(name, await shared.afinish(name, key, record, **self._owners.keywords(shared, owner, now=now)))
-            except (TypeError, ValueError, RecursionError) as exc:  # not storable (not JSON, nested too deep)
-                await self._arelease_key(shared, name, key, owner)
-                log_event(30, "idempotent result not stored", tool=name, error=str(exc))
-            except StateUnavailable as exc:  # the caller still gets the outcome; the key is held until its lease ends
-                log_event(40, "idempotent result not stored", tool=name, error=str(exc))
+        def astoring() -> Awaitable[None]:
+            return self._astore(shared, name, key, record, owner, now)
 
-        return Await(blocking, awaiting)
+        # cancelled meanwhile (after its tool returned): sent again, an owner's finish is safe to repeat
+        return round_trip(storing, astoring, _nothing, _nothing, lambda: Await(storing, astoring))
 
     def _store(self, store: IdempotencyStore, name: str, key: str, record: Record, owner: str | None, now: float) -> None:
         try:  # given an owner, the store keeps another caller's live claim or outcome (this claim's lease lapsed)
             self._stored(name, store.finish(name, key, record, **self._owners.keywords(store, owner, now=now)))
         except (TypeError, ValueError, RecursionError) as exc:  # not storable (not JSON, nested too deep)
             self._release_key(name, key, owner)
+            log_event(30, "idempotent result not stored", tool=name, error=str(exc))
+        except StateUnavailable as exc:  # the caller still gets the outcome; the key is held until its lease ends
+            log_event(40, "idempotent result not stored", tool=name, error=str(exc))
+
+    async def _astore(
+        self, store: AsyncIdempotencyStore, name: str, key: str, record: Record, owner: str | None, now: float
+    ) -> None:
+        """:meth:`_store` through the store's awaitable twin."""
+        try:
+            self._stored(name, await store.afinish(name, key, record, **self._owners.keywords(store, owner, now=now)))
+        except (TypeError, ValueError, RecursionError) as exc:  # not storable (not JSON, nested too deep)
+            await self._arelease_key(store, name, key, owner)
             log_event(30, "idempotent result not stored", tool=name, error=str(exc))
         except StateUnavailable as exc:  # the caller still gets the outcome; the key is held until its lease ends
             log_event(40, "idempotent result not stored", tool=name, error=str(exc))
@@ -257,6 +271,10 @@ class IdempotencyPlugin:
         except StateUnavailable as exc:
             self._not_released(tool, exc)
 
+    def _freeing(self, shared: AsyncIdempotencyStore, tool: str, key: str, owner: str | None) -> Await:
+        """The release of a claim, as an ``Await`` (an owner's is safe to repeat)."""
+        return Await(lambda: self._release_key(tool, key, owner), lambda: self._arelease_key(shared, tool, key, owner))
+
     def _not_released(self, tool: str, exc: StateUnavailable) -> None:
         self.fail.note(exc, tool, "idempotency key not released; it frees when its lease ends")
 
@@ -269,7 +287,9 @@ class IdempotencyPlugin:
         if shared is None:
             self._release_key(name, key, owner)
             return None
-        return Await(lambda: self._release_key(name, key, owner), lambda: self._arelease_key(shared, name, key, owner))
+        freeing = self._freeing(shared, name, key, owner)
+        # cancelled meanwhile: sent again, an owner's (one without could free another caller's claim made since)
+        return round_trip(freeing.sync, freeing.aio, _nothing, _nothing, None if owner is None else lambda: freeing)
 
     @hookimpl
     @applies_to(keyed=True)

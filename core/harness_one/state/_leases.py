@@ -8,11 +8,17 @@ import inspect
 import threading
 import time
 from collections.abc import Awaitable, Callable, Hashable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .._call import Await, new_token
+from .._lazy import lazy_module
 from .._log import log_event
 from ._protocols import StateUnavailable
+
+if TYPE_CHECKING:
+    import asyncio
+else:  # read only under a running loop: a sync call never imports asyncio
+    asyncio = lazy_module("asyncio", __name__)
 
 __all__ = ["FAIL_MODES", "Accepts", "AsyncTwins", "FailMode", "LeaseKeeper", "new_token", "round_trip"]
 
@@ -173,10 +179,17 @@ def round_trip(
     aio: Callable[[], Awaitable[_T]],
     then: Callable[[_T], Any],
     failed: Callable[[StateUnavailable], Any],
+    cancelled: Callable[[], Await] | None = None,
 ) -> Await:
     """A hook's :class:`~harness_one.Await` answer: the backend's blocking ``sync()`` under ``call``,
     its awaitable ``aio()`` under ``acall``; then ``then(reply)`` is the hook's answer, or
-    ``failed(exc)`` when the backend raised :class:`StateUnavailable` (the same on both paths)."""
+    ``failed(exc)`` when the backend raised :class:`StateUnavailable` (the same on both paths).
+
+    ``cancelled()`` gives the cleanup of an ``aio()`` its caller's cancellation cut short (whether
+    the request was sent is not known: one cancelled before its write is not): a release of what
+    it may have taken, or the same request again when it is safe to repeat. It is carried out
+    (:func:`_clean_up`) before the cancellation goes on.
+    """
 
     def blocking() -> Any:
         try:
@@ -190,6 +203,23 @@ def round_trip(
             reply = await aio()
         except StateUnavailable as exc:
             return failed(exc)
+        except asyncio.CancelledError:
+            if cancelled is not None:
+                await _clean_up(cancelled())
+            raise
         return then(reply)
 
     return Await(blocking, awaiting)
+
+
+async def _clean_up(pending: Await) -> None:
+    """Carry out a cancelled round trip's cleanup: ``aio()`` awaited (the task's cancellation was
+    delivered: it runs), or ``sync()`` if the task is cancelled again meanwhile (a closing loop), as
+    the core finishes a cancelled call. Its failure is logged: the cancellation goes on."""
+    try:
+        try:
+            await pending.aio()
+        except asyncio.CancelledError:
+            pending.sync()
+    except Exception as exc:
+        log_event(30, "cleanup of a cancelled call failed", error=f"{type(exc).__name__}: {exc}")
