@@ -333,3 +333,28 @@ def test_a_request_refused_before_it_became_a_call_is_a_span_and_counted_without
     calls = otel.points("harness_one.tool.calls")
     assert sorted(p.attributes["error.type"] for p in calls) == sorted([attributes["error.type"], "invalid_arguments"])
     assert all("gen_ai.tool.name" not in p.attributes for p in calls)  # made-up names make no metric series
+
+
+def test_a_tool_run_in_a_timeout_worker_thread_makes_its_spans_children_of_the_tool_span(otel: Telemetry) -> None:
+    """The docs said a sync tool in the timeout plugin's worker threads does not inherit the context;
+    the thread runner copies the caller's context, so it does: pinned here, and the docs say so."""
+    import threading
+
+    from harness_one_plugins import TimeoutPlugin
+
+    plugin = OTelPlugin(tracer_provider=otel.tracer_provider, meter_provider=otel.meter_provider)
+    reg = ToolRegistry(autoload=False, plugins={"otel": plugin, "timeout": TimeoutPlugin()})
+    app = otel.tracer_provider.get_tracer("app")
+    ran_in: list[str] = []
+
+    def fetch() -> str:
+        ran_in.append(threading.current_thread().name)
+        with app.start_as_current_span("http GET"):
+            return "page"
+
+    reg.add(fetch, timeout=30, timeout_mode="thread")
+    assert reg.call("fetch") == "page"
+    assert ran_in != [threading.current_thread().name]  # a worker thread ran it
+    spans = {s.name: s for s in otel.finished()}
+    inner, tool = spans["http GET"], spans["execute_tool fetch"]
+    assert inner.parent is not None and inner.parent.span_id == tool.context.span_id  # type: ignore[union-attr]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import numbers
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -129,6 +130,19 @@ def _seconds_from(value: Any) -> float | None:
     if isinstance(value, (int, float)) or value in ("NaN", "Infinity", "-Infinity"):
         return float(value)
     return None
+
+
+def _wait_hint(value: Any) -> float | None:
+    """A ``retry_after`` a tool gave, as seconds: a float; None for what is no number (``"5"``, ``True``);
+    the infinity for an integer past a float's range. (NaN and negatives are kept: a wait reads them as none.)"""
+    if value is None or type(value) is float:
+        return value
+    if type(value) is bool or not isinstance(value, numbers.Real):
+        return None
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf if value > 0 else -math.inf  # type: ignore[operator]  # (a Real compares)
 
 
 def _seconds(value: float) -> str:
@@ -547,7 +561,7 @@ class _MayWait(ToolError):
         self, message: str, *, retry_after: float | None = None, tool: str | None = None, call_id: str | None = None
     ) -> None:
         super().__init__(message, tool=tool, call_id=call_id)
-        self.retry_after = retry_after
+        self.retry_after = _wait_hint(retry_after)
 
 
 class RetryableError(_MayWait):

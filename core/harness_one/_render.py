@@ -123,6 +123,8 @@ class _Cleaner:
             if isinstance(value, (list, tuple)):
                 return [self.value(v, depth + 1) for v in value]
             return self.value(json_default(value), depth + 1)
+        except Exception:  # a mapping or a sequence whose reading raises: named, as a value whose str() raises
+            return f"<{kind.__name__}>"
         finally:
             self.open.discard(id(value))
 
@@ -178,7 +180,7 @@ def _json(value: Any, indent: int | None = None) -> str:
         if indent is None:  # json.dumps with these options, without building an encoder each time
             return _ENCODER.encode(value)
         return json.dumps(value, ensure_ascii=False, allow_nan=False, default=json_default, indent=indent)
-    except (ValueError, TypeError, RecursionError):
+    except Exception:  # NaN, a long int, a cycle, a value whose reading raises: the cleaner's copy
         cleaner = _Cleaner()
         text = json.dumps(cleaner.value(value), ensure_ascii=False, allow_nan=False, default=str, indent=indent)
         if cleaner.texts:

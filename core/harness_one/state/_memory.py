@@ -127,8 +127,8 @@ def copied(value: Any) -> Any:
         return value
     try:
         return copy.deepcopy(value)
-    except (copy.Error, RecursionError) as exc:
-        raise TypeError(f"the value cannot be copied: {exc}") from exc
+    except Exception as exc:  # copy.Error, RecursionError, and whatever a value's __deepcopy__ or __getattr__ raises
+        raise TypeError(f"the value cannot be copied: {type(exc).__name__}: {exc}") from exc
 
 
 class MemoryStore:
