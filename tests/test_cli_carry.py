@@ -158,3 +158,38 @@ def test_every_command_works_with_stderr_closed(tmp_path: Path) -> None:
     assert "add" in {tool["name"] for tool in json.loads(listed.stdout)}
     called = run("call", "add", "--args", '{"a": 5, "b": 3}')
     assert (called.returncode, json.loads(called.stdout)["result"]) == (0, 8)
+
+
+def test_what_a_tools_file_prints_as_it_loads_stays_off_the_serve_wire(tmp_path: Path) -> None:
+    """``serve`` built its registry before taking stdout over: a banner printed by a ``--tools`` file
+    at import went out on the JSON-RPC wire, ahead of the first answer."""
+    tools = tmp_path / "banner_tools.py"
+    tools.write_text(
+        'print("BANNER at import")\n'
+        "from harness_one import defineTool\n\n"
+        "@defineTool(registry=None)\n"
+        "def hello() -> str:\n"
+        '    """Says hello."""\n'
+        '    return "hi"\n'
+    )
+    requests = tmp_path / "requests.jsonl"
+    lines = [
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": HELLO},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "hello", "arguments": {}}},
+    ]
+    requests.write_bytes(b"".join(json.dumps(line).encode() + b"\n" for line in lines))
+    with requests.open("rb") as stdin:
+        done = subprocess.run(
+            [sys.executable, "-m", "harness_one", "--tools", str(tools), "serve"],
+            stdin=stdin,
+            capture_output=True,
+            env={**os.environ, **server_env(tmp_path)},
+            timeout=60,
+            check=False,
+        )
+    assert done.returncode == 0, done.stderr[-2000:]
+    answers = [json.loads(line) for line in done.stdout.splitlines()]  # every line is JSON-RPC
+    assert [answer["id"] for answer in answers] == [1, 2]
+    assert answers[1]["result"]["content"][0]["text"] == "hi"
+    assert b"BANNER at import" in done.stderr

@@ -5,11 +5,14 @@ Importing this module imports click only; the SDK loads when the command runs.
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
+
+from harness_one._stdout import stdout_for_answers
 
 from ._spec import McpSpecError, attach_servers, parse_mcp_spec
 
@@ -150,11 +153,13 @@ def serve(
         specs = [parse_mcp_spec(text) for text in mcp_specs]
     except McpSpecError as exc:
         raise click.BadParameter(str(exc), param_hint="--mcp") from None
-    registry = _registry(ctx)
-    try:
-        attach_servers(registry, specs)
-    except Exception as exc:
-        raise click.ClickException(str(exc)) from None
+    # Over stdio, stdout is the wire: what the tools print as they load goes to stderr meanwhile.
+    with stdout_for_answers() if transport == "stdio" else contextlib.nullcontext():
+        registry = _registry(ctx)
+        try:
+            attach_servers(registry, specs)
+        except Exception as exc:
+            raise click.ClickException(str(exc)) from None
     from ._server import serve as run
 
     options: dict[str, Any] = {}
