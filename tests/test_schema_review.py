@@ -417,3 +417,21 @@ def test_a_malformed_reference_under_an_unknown_keyword_is_data() -> None:
 
     reg.add(f, parameters={"type": "object", "properties": {"x": {"type": "integer", "x-note": {"$ref": "http://[x/"}}}})
     assert reg.call("f", {"x": 3}) == 3
+
+
+def test_a_ref_to_the_empty_reference_is_refused_for_the_backends_read_it_otherwise() -> None:
+    """``{"$ref": ""}`` is the schema itself; jsonschema-rs took it as any value, so the two backends
+    gave different verdicts (``{"x": 5}`` valid on one, invalid on the other). ``#`` says the same."""
+    reg = ToolRegistry(autoload=False)
+
+    def f(x: Any) -> Any:
+        return x
+
+    def schema(ref: str) -> dict[str, Any]:
+        return {"type": "object", "properties": {"x": {"$ref": ref}}}
+
+    with pytest.raises(ToolDefinitionError, match=r"at #/properties/x/\$ref, \$ref '' \(the schema itself\)"):
+        reg.add(f, parameters=schema(""))
+    reg.add(f, parameters=schema("#"))
+    assert reg.call("f", {"x": {"x": {}}}) == {"x": {}}
+    assert isinstance(reg.try_call("f", {"x": 5}).error, ToolArgumentError)

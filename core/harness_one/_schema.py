@@ -1287,6 +1287,12 @@ def check_schema(
             tool=tool,
         )
     for path, ref, target in found.refs:
+        if ref == "" and path[-1] == "$ref":
+            raise ToolDefinitionError(
+                f"{prefix}: at {_pointer(path)}, $ref '' (the schema itself) is read otherwise by the validation "
+                "backends (jsonschema-rs takes it as any value); write '#'.",
+                tool=tool,
+            )
         if not found.resolves(target):
             raise ToolDefinitionError(f"{prefix}: at {_pointer(path)}, $ref {ref!r} points to nothing in the schema.", tool=tool)
     for path, pattern in found.patterns:
