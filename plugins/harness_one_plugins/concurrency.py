@@ -6,6 +6,7 @@ import itertools
 import os
 import threading
 import weakref
+from collections.abc import Sequence
 from typing import Any
 
 from harness_one import Await, Call, Clock, Retry, Tool, ToolBusy, ToolRegistry, applies_to, hookimpl
@@ -95,7 +96,7 @@ class ConcurrencyPlugin:
         self._ids = itertools.count(1)
         self._seen: set[str] = set()
         self._lock = threading.Lock()
-        self._leases = LeaseKeeper("concurrency", lambda: self.lease / 3, self._renew)
+        self._leases = LeaseKeeper("concurrency", lambda: self.lease / 3, self._renew, retake=self._retake)
         self._registry_clock: Clock | None = None
         self._twins = AsyncTwins("aacquire")  # whether the store has awaitable twins
         self.refused = 0
@@ -110,8 +111,18 @@ class ConcurrencyPlugin:
         clock = self.clock or self._registry_clock
         return 0.0 if clock is None else clock.now()
 
-    def _renew(self, held: tuple[str, str]) -> None:
-        self.slots.renew(held[0], held[1], now=self._now(), lease=self.lease)
+    def _renew(self, held: list[tuple[str, str, int | None]]) -> Sequence[bool]:
+        """Renew the slots of one pass of the lease keeper: in one round trip where the store can (Redis)."""
+        slots, now, lease = self.slots, self._now(), self.lease
+        many = getattr(slots, "renew_many", None)
+        if many is not None:
+            return many([(tool, holder) for tool, holder, _ in held], now=now, lease=lease)  # type: ignore[no-any-return]
+        return [slots.renew(tool, holder, now=now, lease=lease) for tool, holder, _ in held]
+
+    def _retake(self, held: tuple[str, str, int | None]) -> bool:
+        """Take again a slot whose lease lapsed while its call runs, if the caps allow (else it runs uncounted)."""
+        tool, holder, cap = held
+        return self.slots.acquire(tool, holder, cap=cap, total=self.total, now=self._now(), lease=self.lease)[0]
 
     @hookimpl
     @applies_to(_capped)
@@ -160,7 +171,7 @@ class ConcurrencyPlugin:
                 call_id=call.call_id,
             )
         call.state[_HELD] = holder
-        self._leases.hold(holder, (name, holder))
+        self._leases.hold(holder, (name, holder, cap))
 
     def _release(self, call: Call, answer: Retry | None = None) -> Retry | Await | None:
         """Give the call's slot back; then ``answer`` is the hook's (through an Await for Redis).
@@ -249,4 +260,4 @@ class ConcurrencyPlugin:
             running = {name: self.slots.running(name, now=self._now()) for name in seen}
         except StateUnavailable:
             running = {}
-        return {"running": running, "refused": self.refused, **self.fail.stats()}
+        return {"running": running, "refused": self.refused, **self._leases.stats(), **self.fail.stats()}

@@ -12,7 +12,7 @@ took since: its outcome is stored only if no one else holds a live claim.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -136,13 +136,24 @@ class IdempotencyPlugin:
         self.replays = 0
         self.stored = 0
         self.lapsed = 0
-        self._leases = LeaseKeeper("idempotency", lambda: self.lease / 3, self._renew)
+        self._leases = LeaseKeeper("idempotency", lambda: self.lease / 3, self._renew, retake=self._retake)
         self._twins = AsyncTwins("abegin")  # whether the store has awaitable twins
         methods = ("begin", "renew", "finish", "release", "abegin", "arenew", "afinish", "arelease")
         self._owners = Accepts("owner", *methods)  # whether the store keeps claims' owners
 
-    def _renew(self, held: tuple[str, str, str | None]) -> None:
-        self.store.renew(held[0], held[1], self.clock.now(), self.lease, **self._owners.keywords(self.store, held[2]))
+    def _renew(self, held: list[tuple[str, str, str | None, str]]) -> Sequence[bool]:
+        """Renew the claims of one pass of the lease keeper: in one round trip where the store can (Redis)."""
+        store, now, lease = self.store, self.clock.now(), self.lease
+        many = getattr(store, "renew_many", None)
+        if many is not None:
+            return many([(name, key, owner) for name, key, owner, _ in held], now, lease)  # type: ignore[no-any-return]
+        return [store.renew(name, key, now, lease, **self._owners.keywords(store, owner)) for name, key, owner, _ in held]
+
+    def _retake(self, held: tuple[str, str, str | None, str]) -> bool:
+        """Claim again a key whose lease lapsed while its call runs, if no one else holds it."""
+        name, key, owner, digest = held
+        store = self.store
+        return store.begin(name, key, digest, self.clock.now(), self.lease, **self._owners.keywords(store, owner)) is None
 
     @hookimpl
     def harness_configure(self, registry: ToolRegistry) -> None:
@@ -184,7 +195,7 @@ class IdempotencyPlugin:
         """The answer to ``begin``: the key is ours (run the call), or replay, or refuse."""
         if found is None:
             call.state[_OWNED] = (digest, owner)
-            self._leases.hold(id(call), (call.tool.name, key, owner))
+            self._leases.hold(id(call), (call.tool.name, key, owner, digest))
             return None
         if found.fingerprint != digest:
             raise IdempotencyKeyMismatch(
@@ -350,7 +361,7 @@ class IdempotencyPlugin:
     @hookimpl
     def harness_stats(self, registry: ToolRegistry) -> dict[str, Any]:
         lapsed = {"lapsed": self.lapsed} if self.lapsed else {}
-        return {"replays": self.replays, "stored": self.stored, **lapsed, **self.fail.stats()}
+        return {"replays": self.replays, "stored": self.stored, **lapsed, **self._leases.stats(), **self.fail.stats()}
 
 
 def __getattr__(name: str) -> Any:

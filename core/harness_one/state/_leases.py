@@ -7,7 +7,7 @@ from __future__ import annotations
 import inspect
 import threading
 import time
-from collections.abc import Awaitable, Callable, Hashable
+from collections.abc import Awaitable, Callable, Hashable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .._call import Await, new_token
@@ -70,19 +70,37 @@ class FailMode:
 
 
 class LeaseKeeper:
-    """One daemon thread that calls ``renew(item)`` for every held item every ``period()`` seconds.
+    """One daemon thread that renews every held item each ``period()`` seconds, measured from the
+    start of the last pass (on ``clock``), so a slow pass shortens the next wait.
 
-    Started on the first :meth:`hold`, ended when nothing is held. A failing renewal is
-    logged and the others go on (the lease may lapse while the state is unreachable).
+    ``renew(items)`` renews a pass's items (one round trip where the store can batch them) and
+    answers, for each, whether it was still held. An item is a tuple whose first element names
+    its tool. A lapsed one (False: its lease ended while its call ran) is counted, logged with
+    its tool, and given to ``retake(item)``, which takes it again if no one else holds it
+    (True) or else it is dropped. Started on the first :meth:`hold`, ended when nothing is
+    held. A failing pass is logged, and the next one tries again (the leases may lapse while
+    the state is unreachable).
     """
 
-    def __init__(self, name: str, period: Callable[[], float], renew: Callable[[Any], Any]) -> None:
+    def __init__(
+        self,
+        name: str,
+        period: Callable[[], float],
+        renew: Callable[[list[Any]], Sequence[bool]],
+        *,
+        retake: Callable[[Any], bool] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._name = name
         self._period = period
         self._renew = renew
+        self._retake = retake
+        self._clock = clock
         self._held: dict[Hashable, Any] = {}
         self._wake = threading.Condition()
         self._thread: threading.Thread | None = None
+        self.lapsed = 0
+        self.retaken = 0
 
     def hold(self, handle: Hashable, item: Any) -> None:
         with self._wake:
@@ -95,19 +113,65 @@ class LeaseKeeper:
         with self._wake:
             self._held.pop(handle, None)
 
+    def stats(self) -> dict[str, Any]:
+        """The counters that are not zero: ``leases_lapsed``, ``leases_retaken``."""
+        counts = {"leases_lapsed": self.lapsed, "leases_retaken": self.retaken}
+        return {name: n for name, n in counts.items() if n}
+
     def _run(self) -> None:
+        started = self._clock()
         while True:
             with self._wake:
-                self._wake.wait(self._period())
-                held = list(self._held.values())
+                self._wake.wait(max(0.0, started + self._period() - self._clock()))
+                held = list(self._held.items())
                 if not held:
                     self._thread = None
                     return
-            for item in held:
-                try:
-                    self._renew(item)
-                except Exception as exc:  # the store is unreachable for now: the lease may lapse
-                    log_event(30, f"{self._name} lease not renewed", item=str(item), error=f"{type(exc).__name__}: {exc}")
+            started = self._clock()
+            self._pass(held)
+
+    def _pass(self, held: list[tuple[Hashable, Any]]) -> None:
+        """Renew ``held`` (handles and items); a lapsed item is retaken or dropped."""
+        try:
+            renewed = self._renew([item for _, item in held])
+        except Exception as exc:  # the store is unreachable for now: the leases may lapse
+            tools = sorted({str(item[0]) for _, item in held})
+            log_event(30, f"{self._name}: leases not renewed", tools=tools, held=len(held), error=f"{type(exc).__name__}: {exc}")
+            return
+        lapsed = [(handle, item) for (handle, item), kept in zip(held, renewed) if not kept]
+        if lapsed:
+            self._lapse(lapsed)
+
+    def _lapse(self, lapsed: list[tuple[Hashable, Any]]) -> None:
+        """Items whose leases ended while their calls ran: each taken again, or dropped. Under the
+        lock, so a call that ends meanwhile (it drops its item, then gives it back) is not retaken."""
+        tools: set[str] = set()
+        ended = retaken = 0
+        with self._wake:
+            for handle, item in lapsed:
+                if handle not in self._held or self._held[handle] is not item:  # its call ended during the pass
+                    continue
+                tools.add(str(item[0]))
+                if self._retaken(item):
+                    retaken += 1
+                else:
+                    del self._held[handle]
+                ended += 1
+            self.lapsed += ended
+            self.retaken += retaken
+        if tools:
+            log_event(
+                30, f"{self._name}: leases lapsed while their calls ran", tools=sorted(tools), lapsed=ended, retaken=retaken
+            )
+
+    def _retaken(self, item: Any) -> bool:
+        if self._retake is None:
+            return False
+        try:
+            return self._retake(item)
+        except Exception as exc:  # the store failed again: the item is dropped
+            log_event(30, f"{self._name}: lapsed lease not retaken", tool=str(item[0]), error=f"{type(exc).__name__}: {exc}")
+            return False
 
 
 class AsyncTwins:

@@ -716,18 +716,45 @@ class RedisLink:
             self._lead(pending.batch)
         return self._reply(pending.outcome)
 
-    def _wait(self, pending: _Pending) -> None:
+    def _wait(self, pending: _Pending, also: Sequence[_Pending] = ()) -> None:
         """Wait for a queued call's reply or for the batch it is to send. Interrupted
-        (``KeyboardInterrupt``), the call leaves the queue, or sends the batch it was handed."""
+        (``KeyboardInterrupt``), the call (with the calls queued ``also`` behind it) leaves the
+        queue, or sends the batch it was handed."""
         try:
             pending.done.acquire()
         except BaseException:
             with self._queue_lock:
                 if pending.batch is None and pending in self._queue:
-                    self._queue.remove(pending)
+                    for left in (pending, *also):
+                        self._queue.remove(left)
             if pending.batch is not None:
                 self._lead(pending.batch)
             raise
+
+    def run_many(self, script: _Script, calls: Sequence[tuple[Sequence[str], Sequence[Any]]]) -> list[Any]:
+        """Run ``script`` once per ``(keys, args)`` of ``calls``, all in one write (with the calls
+        queued meanwhile): one round trip for them all. Returns the replies in order, or raises the
+        first failure (``StateUnavailable`` if Redis does not answer). On a Redis Cluster, whose
+        keys may live on several nodes, the calls go one after the other."""
+        if self._down_until:
+            self._check()
+        if self.cluster or not calls:
+            return [self._run_pooled(script, keys, args) for keys, args in calls]
+        batch = [_Pending(script, ("EVALSHA", script.sha, len(keys), *keys, *args), threading.Lock()) for keys, args in calls]
+        for pending in batch:
+            pending.done.acquire()
+        head = batch[0]
+        with self._queue_lock:
+            if self._sending:
+                self._queue.extend(batch)  # one queue: a write takes them all
+            else:
+                self._sending = True
+                head.batch = batch
+        if head.batch is None:
+            self._wait(head, batch[1:])  # released with the replies, or with a batch to send
+        if head.batch is not None:
+            self._lead(head.batch)
+        return [self._reply(pending.outcome) for pending in batch]
 
     def _lead(self, batch: list[_Pending]) -> None:
         """Send ``batch`` in one write, give every call its reply, and hand the queue to the next sender."""
@@ -980,6 +1007,11 @@ class RedisStore:
     def renew(self, scope: str, key: str, now: float, lease: float, *, owner: str | None = None) -> bool:
         return bool(self.link.run(_RENEW, *self._renew(scope, key, now, lease, owner)))
 
+    def renew_many(self, claims: Sequence[tuple[str, str, str | None]], now: float, lease: float) -> list[bool]:
+        """:meth:`renew` of each ``(scope, key, owner)`` of ``claims``, in one round trip."""
+        calls = [self._renew(scope, key, now, lease, owner) for scope, key, owner in claims]
+        return [bool(renewed) for renewed in self.link.run_many(_RENEW, calls)]
+
     async def arenew(self, scope: str, key: str, now: float, lease: float, *, owner: str | None = None) -> bool:
         return bool(await self.link.arun(_RENEW, *self._renew(scope, key, now, lease, owner)))
 
@@ -1060,9 +1092,16 @@ class RedisSlots:
         ok, running, overall = await self.link.arun(_SLOT_ACQUIRE, *self._acquire(tool, holder, cap, total, now, lease))
         return bool(ok), int(running), int(overall)
 
+    def _renew(self, tool: str, holder: str, now: float, lease: float) -> tuple[list[str], list[Any]]:
+        return self._keys(tool), [_now_arg(self.server_time, now), holder, repr(float(lease))]
+
     def renew(self, tool: str, holder: str, *, now: float, lease: float) -> bool:
-        args = [_now_arg(self.server_time, now), holder, repr(float(lease))]
-        return bool(self.link.run(_SLOT_RENEW, self._keys(tool), args))
+        return bool(self.link.run(_SLOT_RENEW, *self._renew(tool, holder, now, lease)))
+
+    def renew_many(self, held: Sequence[tuple[str, str]], *, now: float, lease: float) -> list[bool]:
+        """:meth:`renew` of each ``(tool, holder)`` of ``held``, in one round trip."""
+        calls = [self._renew(tool, holder, now, lease) for tool, holder in held]
+        return [bool(renewed) for renewed in self.link.run_many(_SLOT_RENEW, calls)]
 
     def release(self, tool: str, holder: str) -> None:
         self.link.run(_SLOT_RELEASE, self._keys(tool), ["", holder])
