@@ -39,6 +39,22 @@ def serve_command(*extra: str) -> list[str]:
     return [sys.executable, "-m", "harness_one", "--tools", TOOLS, "serve", *extra]
 
 
+def serve_file(tmp: Path, requests: bytes, command: list[str] | None = None) -> subprocess.CompletedProcess[bytes]:
+    """``harness-one serve`` (``command``; default :func:`serve_command`) run to its end with a regular
+    file of ``requests`` as its stdin (``serve < requests.jsonl``), its output captured."""
+    path = tmp / f"requests-{time.monotonic_ns()}.jsonl"
+    path.write_bytes(requests)
+    with path.open("rb") as stdin:
+        return subprocess.run(
+            command or serve_command(),
+            stdin=stdin,
+            capture_output=True,
+            env={**os.environ, **server_env(tmp)},
+            timeout=60,
+            check=False,
+        )
+
+
 @contextmanager
 def serving(tmp: Path, command: list[str] | None = None, *, watchdog: float = 30) -> Iterator[subprocess.Popen[bytes]]:
     """``harness-one serve`` (``command``; default :func:`serve_command`) on raw pipes, killed on

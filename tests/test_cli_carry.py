@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from mcp_support import server_env, serving
+from mcp_support import serve_file, server_env, serving
 from test_cli_answers import NOSY_TOOLS
 
 HELLO = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}
@@ -78,17 +78,7 @@ def test_serve_from_a_file_answers_every_request_and_a_tool_that_reads_stdin_rea
     still running (of 3,003, about 1,500 answered), and the line it could not read went unanswered."""
     tools = tmp_path / "nosy_tools.py"
     tools.write_text(NOSY_TOOLS)
-    requests = tmp_path / "requests.jsonl"
-    requests.write_bytes(_requests() + _many(MANY))
-    with requests.open("rb") as stdin:
-        done = subprocess.run(
-            [sys.executable, "-m", "harness_one", "--tools", str(tools), "serve"],
-            stdin=stdin,
-            capture_output=True,
-            env={**os.environ, **server_env(tmp_path)},
-            timeout=60,
-            check=False,
-        )
+    done = serve_file(tmp_path, _requests() + _many(MANY), [sys.executable, "-m", "harness_one", "--tools", str(tools), "serve"])
     assert done.returncode == 0, done.stderr[-2000:]
     answers = _by_id(done.stdout)
     assert _ids(answers) == EXPECTED, done.stderr[-2000:]
@@ -172,22 +162,13 @@ def test_what_a_tools_file_prints_as_it_loads_stays_off_the_serve_wire(tmp_path:
         '    """Says hello."""\n'
         '    return "hi"\n'
     )
-    requests = tmp_path / "requests.jsonl"
     lines = [
         {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": HELLO},
         {"jsonrpc": "2.0", "method": "notifications/initialized"},
         {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "hello", "arguments": {}}},
     ]
-    requests.write_bytes(b"".join(json.dumps(line).encode() + b"\n" for line in lines))
-    with requests.open("rb") as stdin:
-        done = subprocess.run(
-            [sys.executable, "-m", "harness_one", "--tools", str(tools), "serve"],
-            stdin=stdin,
-            capture_output=True,
-            env={**os.environ, **server_env(tmp_path)},
-            timeout=60,
-            check=False,
-        )
+    requests = b"".join(json.dumps(line).encode() + b"\n" for line in lines)
+    done = serve_file(tmp_path, requests, [sys.executable, "-m", "harness_one", "--tools", str(tools), "serve"])
     assert done.returncode == 0, done.stderr[-2000:]
     answers = [json.loads(line) for line in done.stdout.splitlines()]  # every line is JSON-RPC
     assert [answer["id"] for answer in answers] == [1, 2]

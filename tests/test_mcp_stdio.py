@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from mcp_support import serve_command, server_env, serving
+from mcp_support import serve_command, serve_file, server_env, serving
 
 HELLO = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}
 OPENING = [
@@ -206,17 +206,7 @@ async def test_a_flush_on_a_pipe_returns_once_every_byte_is_written() -> None:
 def test_stdio_with_stdin_or_stdout_closed_ends_quietly(tmp_path: Path, closed: int) -> None:
     """``serve <&-`` (or ``>&-``): a descriptor of uvloop's own landed on the closed fd, and libuv aborted the
     process when it closed it (``Assertion `fd > STDERR_FILENO' failed``, exit -6)."""
-    requests = tmp_path / "requests.jsonl"
-    requests.write_bytes(b"".join([*OPENING, PING]))
-    with requests.open("rb") as stdin:
-        done = subprocess.run(
-            ["sh", "-c", f'exec "$@" {closed}>&-', "sh", *serve_command()],
-            stdin=stdin,
-            capture_output=True,
-            env={**os.environ, **server_env(tmp_path)},
-            timeout=60,
-            check=False,
-        )
+    done = serve_file(tmp_path, b"".join([*OPENING, PING]), ["sh", "-c", f'exec "$@" {closed}>&-', "sh", *serve_command()])
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout == b""  # no requests, or nowhere to answer them
 
