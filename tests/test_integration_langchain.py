@@ -245,3 +245,36 @@ def test_from_langchain_refuses_a_tool_with_injected_arguments() -> None:
             from_langchain(injected, registry=reg)
     from_langchain(echo, registry=reg)
     assert reg.names() == ["echo"] and reg.call("echo", {"note": "n"}) == "n"
+
+
+def test_a_model_cannot_stand_in_for_the_runtime_outside_a_graph() -> None:
+    """Outside a graph (``tool.invoke(tool_call)``) a model-sent ``_harness_runtime`` became the runtime:
+    the ``context=`` function read no run id from it, so the run's budget no longer counted (and a
+    string there crashed the caller). Only what ToolNode injects is the runtime; the model's key is
+    an argument like any other, refused as unexpected."""
+    registry = ToolRegistry(autoload=False)
+
+    def search(q: str) -> str:
+        return f"results for {q}"
+
+    registry.add(search, options={"max_calls": 2})
+    seen: list[str] = []
+
+    def context(runtime: Any) -> dict[str, Any]:
+        seen.append(type(runtime).__name__)
+        config = getattr(runtime, "config", None) or {}
+        return {"run_id": config.get("configurable", {}).get("thread_id")}
+
+    tool = to_langchain("search", registry, context=context)
+    config: Any = {"configurable": {"thread_id": "run-1"}}
+    answers = []
+    for n, extra in enumerate([{}, {}, {"_harness_runtime": 0}, {"_harness_runtime": "boom"}, {}]):
+        call = {"type": "tool_call", "name": "search", "args": {"q": f"q{n}", **extra}, "id": f"c{n}"}
+        message = tool.invoke(call, config=config)
+        answers.append((message.status, message.content.splitlines()[0]))
+    assert answers[:2] == [("success", "results for q0"), ("success", "results for q1")]
+    assert [status for status, _ in answers[2:4]] == ["error", "error"]
+    assert all("Invalid arguments for tool 'search'" in text for _, text in answers[2:4])
+    assert answers[4][0] == "error" and "already been called 2 times" in answers[4][1]  # the budget still counts
+    assert set(seen) == {"ToolRuntime"}
+    assert registry.plugins.get("budget").used("run-1", "search") == 2

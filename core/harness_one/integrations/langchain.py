@@ -83,7 +83,11 @@ class HarnessTool(StructuredTool):
         # Hand the function the model's arguments as one value, so no argument name can clash
         # with what LangChain injects (config, run_manager, the runtime), plus the tool-call id.
         _, arguments = super()._to_args_and_kwargs(tool_input, tool_call_id)
-        runtime = arguments.pop("_harness_runtime", None)
+        runtime = arguments.get("_harness_runtime")
+        if isinstance(runtime, ToolRuntime):  # what ToolNode injects
+            del arguments["_harness_runtime"]
+        else:  # none, or a model's key of that name: an argument like any other (refused as unexpected)
+            runtime = None
         return (), {"_harness_runtime": runtime, "_harness_call": (arguments, tool_call_id)}
 
 
