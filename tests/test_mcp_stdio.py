@@ -254,3 +254,29 @@ def test_stdio_leaves_its_pipes_blocking_as_it_found_them(tmp_path: Path) -> Non
         for fd in (stdin_r, stdout_r, stdout_w):
             with contextlib.suppress(OSError):
                 os.close(fd)
+
+
+def test_a_listen_stream_open_at_the_end_of_stdin_does_not_hold_the_server(tmp_path: Path) -> None:
+    """``subscriptions/listen`` is answered only when the session ends: waiting for every request to be
+    answered before ending waited for it for ever (serve never exited after the client closed stdin)."""
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "0"},
+        "io.modelcontextprotocol/clientCapabilities": {},
+    }
+    listen = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "subscriptions/listen",
+        "params": {"notifications": {"toolsListChanged": True}, "_meta": meta},
+    }
+    with serving(tmp_path) as proc:
+        assert proc.stdin is not None and proc.stdout is not None
+        proc.stdin.write(json.dumps(listen).encode() + b"\n")
+        proc.stdin.flush()
+        acknowledged = json.loads(proc.stdout.readline())
+        proc.stdin.close()
+        assert proc.wait(10) == 0
+        ended = [json.loads(line) for line in proc.stdout]
+    assert acknowledged["method"] == "notifications/subscriptions/acknowledged"
+    assert [answer.get("id") for answer in ended] == [1]  # the stream ends with the session

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import io
 import json
 import os
@@ -61,6 +62,8 @@ __all__ = ["Answering", "stdio_streams"]
 
 #: A line longer than this is dropped whole (as the SDK drops a line that is not JSON-RPC).
 _MIN_LINE = 1 << 20
+#: A request answered only when the session ends (its answer is a stream of notifications).
+_STREAM = "subscriptions/listen"
 #: How much of a dropped line a worker thread reads at a time.
 _CHUNK = 1 << 16
 
@@ -258,11 +261,12 @@ class Answering:
     def __init__(self, inner: Any, write: Any, lines: _Lines) -> None:
         self.inner, self.write, self.lines = inner, write, lines
         self.answers = _Answers(write, self)
-        self.open = 0  # requests passed on and not settled yet
+        #: The ids of the requests passed on and not settled yet, each with how many are (a client
+        #: may reuse an id). A stream (``subscriptions/listen``), answered only when the session
+        #: ends, is not waited for.
+        self.waiting: dict[Any, int] = {}
         self.gone = False  # an answer could not be written: the client stopped reading
         self._idle: anyio.Event | None = None
-        # The SDK runs ``on_request_unanswered`` for a request that settles with no answer (cancelled).
-        self._settling = ServerMessageMetadata(on_request_unanswered=self._unanswered)
 
     @property
     def last_context(self) -> Any:
@@ -279,9 +283,11 @@ class Answering:
             line = handed.popleft() if handed else ""
             if not isinstance(item, Exception):
                 kind = type(item.message)
-                if kind is JSONRPCRequest:
-                    self.open += 1
-                    item.metadata = self._settling
+                if kind is JSONRPCRequest and item.message.method != _STREAM:
+                    request_id = item.message.id
+                    self.waiting[request_id] = self.waiting.get(request_id, 0) + 1
+                    # The SDK runs ``on_request_unanswered`` for a request that settles with no answer (cancelled).
+                    item.metadata = ServerMessageMetadata(on_request_unanswered=functools.partial(self._unanswered, request_id))
                 elif kind is JSONRPCNotification and _has_id(line):
                     # {"id": 1.5, "method": ...}: the SDK reads a request with an id that is neither a
                     # string nor an integer as a notification, and its caller would wait for ever
@@ -294,19 +300,24 @@ class Answering:
             if reply is not None:
                 await self.write.send(SessionMessage(reply))
 
-    def settle(self, *, gone: bool = False) -> None:
-        """One request settled (``gone``: its answer could not be written)."""
-        self.open -= 1
+    def settle(self, request_id: Any, *, gone: bool = False) -> None:
+        """The request ``request_id`` settled, if it is waited for (``gone``: its answer could not be written)."""
+        left = self.waiting.get(request_id)
+        if left is not None:
+            if left > 1:
+                self.waiting[request_id] = left - 1
+            else:
+                del self.waiting[request_id]
         self.gone = self.gone or gone
-        if self._idle is not None and (self.open <= 0 or self.gone):
+        if self._idle is not None and (not self.waiting or self.gone):
             self._idle.set()
 
-    async def _unanswered(self) -> None:
-        self.settle()
+    async def _unanswered(self, request_id: Any) -> None:
+        self.settle(request_id)
 
     async def _settled(self) -> None:
         """Wait until every request passed on has settled, or the client stopped reading."""
-        while self.open > 0 and not self.gone:
+        while self.waiting and not self.gone:
             self._idle = anyio.Event()
             await self._idle.wait()
 
@@ -336,7 +347,8 @@ class _Answers:
         self.inner, self.owner = inner, owner
 
     async def send(self, item: SessionMessage) -> None:
-        if type(item.message) not in (JSONRPCResponse, JSONRPCError):
+        message = item.message
+        if not isinstance(message, (JSONRPCResponse, JSONRPCError)):
             await self.inner.send(item)
             return
         gone = True
@@ -344,7 +356,7 @@ class _Answers:
             await self.inner.send(item)
             gone = False
         finally:
-            self.owner.settle(gone=gone)
+            self.owner.settle(message.id, gone=gone)
 
     async def aclose(self) -> None:
         await self.inner.aclose()
