@@ -178,6 +178,40 @@ def test_a_call_that_ends_during_the_pass_is_not_retaken() -> None:
     assert retaken == [] and keeper.stats() == {}
 
 
+def test_retakes_run_outside_the_lock_and_a_call_ending_meanwhile_waits_only_for_its_own() -> None:
+    """The retakes ran one round trip each under the keeper's lock, so every capped call's start and
+    end (hold, drop: on the event loop under acall) waited for all of them (100 lapsed at 25 ms: 2.5 s).
+    Now a hold or a drop of another item goes on at once; a call whose item is being retaken waits
+    for that one round trip (then it gives the item back); one whose turn has not come is skipped."""
+    in_flight, release = threading.Event(), threading.Event()
+    retaken: list[str] = []
+
+    def retake(item: Any) -> bool:
+        if item[1] == "a":
+            in_flight.set()
+            release.wait(10)
+        retaken.append(item[1])
+        return True
+
+    keeper = LeaseKeeper("test", lambda: 1.0, lambda items: [False] * len(items), retake=retake)
+    keeper._held.update({"a": ("tool", "a"), "b": ("tool", "b"), "c": ("tool", "c")})
+    keeper._thread = threading.current_thread()  # alive: a hold starts no keeper thread of its own here
+    passing = threading.Thread(target=keeper._pass, args=(list(keeper._held.items()),))  # one pass
+    passing.start()
+    assert in_flight.wait(10)  # a's round trip is on its way
+    keeper.hold("d", ("tool", "d"))  # neither waits for it
+    keeper.drop("c")  # its turn had not come: not retaken
+    dropping = threading.Thread(target=keeper.drop, args=("a",))
+    dropping.start()
+    dropping.join(0.05)
+    assert dropping.is_alive()  # a's call waits for a's retake, so it gives back what was retaken
+    release.set()
+    dropping.join(10)
+    passing.join(10)
+    assert not dropping.is_alive() and not passing.is_alive()
+    assert retaken == ["a", "b"] and keeper.stats() == {"leases_lapsed": 2, "leases_retaken": 2}
+
+
 def test_a_lapsed_redis_slot_is_retaken_and_shown_in_stats(redis_url: str, caplog: pytest.LogCaptureFixture) -> None:
     reg = ToolRegistry(state=redis_url, plugin_options={"concurrency": {"lease": 3600.0}})
     started, done = blocking_tool(reg, max_concurrency=N)

@@ -97,6 +97,8 @@ class LeaseKeeper:
         self._retake = retake
         self._clock = clock
         self._held: dict[Hashable, Any] = {}
+        self._retaking: set[Hashable] = set()  # handles whose lapsed items wait to be taken again
+        self._in_flight: Hashable | None = None  # the handle whose item is being taken again now
         self._wake = threading.Condition()
         self._thread: threading.Thread | None = None
         self.lapsed = 0
@@ -110,7 +112,12 @@ class LeaseKeeper:
                 self._thread.start()
 
     def drop(self, handle: Hashable) -> None:
+        """Stop renewing ``handle``'s item. If its lapsed lease is being taken again right now, once
+        that round trip ends: the caller then gives the item back, so a retake never comes after."""
         with self._wake:
+            while handle is not None and handle == self._in_flight:
+                self._wake.wait()
+            self._retaking.discard(handle)  # (not retaken now: its call ended)
             self._held.pop(handle, None)
 
     def stats(self) -> dict[str, Any]:
@@ -143,20 +150,33 @@ class LeaseKeeper:
             self._lapse(lapsed)
 
     def _lapse(self, lapsed: list[tuple[Hashable, Any]]) -> None:
-        """Items whose leases ended while their calls ran: each taken again, or dropped. Under the
-        lock, so a call that ends meanwhile (it drops its item, then gives it back) is not retaken."""
+        """Items whose leases ended while their calls ran: each taken again, or dropped. Each round
+        trip runs outside the lock (calls hold and drop meanwhile); a call that ends before its
+        item's turn is skipped, and one that ends during it waits in :meth:`drop` for it."""
+        with self._wake:
+            chosen: list[tuple[Hashable, Any]] = [(h, item) for h, item in lapsed if self._held.get(h) is item]  # (not ended)
+            self._retaking.update(handle for handle, _ in chosen)
         tools: set[str] = set()
         ended = retaken = 0
-        with self._wake:
-            for handle, item in lapsed:
-                if handle not in self._held or self._held[handle] is not item:  # its call ended during the pass
+        for handle, item in chosen:
+            with self._wake:
+                if handle not in self._retaking:  # its call ended meanwhile
                     continue
-                tools.add(str(item[0]))
-                if self._retaken(item):
-                    retaken += 1
-                else:
-                    del self._held[handle]
-                ended += 1
+                self._retaking.discard(handle)
+                self._in_flight = handle
+            tools.add(str(item[0]))
+            kept = False
+            try:
+                kept = self._retaken(item)
+            finally:
+                with self._wake:
+                    self._in_flight = None
+                    if not kept and self._held.get(handle) is item:
+                        del self._held[handle]
+                    self._wake.notify_all()  # a drop that waited for this retake
+            ended += 1
+            retaken += kept
+        with self._wake:
             self.lapsed += ended
             self.retaken += retaken
         if tools:
