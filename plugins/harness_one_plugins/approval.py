@@ -46,14 +46,22 @@ class ApprovalRequired(ToolError):
 
     kind = "approval_required"  # harness_one's APPROVAL_REQUIRED: dispatch and the loop recognise it
 
-    def __init__(self, *, tool: str, call_id: str, arguments: Mapping[str, Any]) -> None:
+    def __init__(self, *, tool: str, call_id: str, arguments: Mapping[str, Any], holder: ApprovalPlugin | None = None) -> None:
         self.arguments = dict(arguments)
+        self._holder = holder
         super().__init__(
             f"The call of '{tool}' needs a person's approval before it runs; it is waiting for a decision "
             f"(call id {call_id}). Do not call it again: its result comes once it is approved.",
             tool=tool,
             call_id=call_id,
         )
+
+    def withdraw(self) -> bool:
+        """Nobody will be asked about this call: :meth:`ApprovalPlugin.withdraw` it from the plugin that holds it.
+
+        For an adapter that tells the model the call was not run. False if it waited no more.
+        """
+        return self._holder is not None and self.call_id is not None and self._holder.withdraw(self.call_id) is not None
 
     def to_dict(self) -> dict[str, Any]:
         return {**super().to_dict(), "arguments": self.arguments}
@@ -284,7 +292,7 @@ class ApprovalPlugin:
             )
             self._pending.move_to_end(call_id)
             self._sweep(now)
-        raise ApprovalRequired(tool=call.tool.name, call_id=call_id, arguments=call.arguments)
+        raise ApprovalRequired(tool=call.tool.name, call_id=call_id, arguments=call.arguments, holder=self)
 
     @hookimpl
     @applies_to(lambda plugin, tool: plugin.rule_for(tool) is not False)
@@ -365,6 +373,21 @@ class ApprovalPlugin:
     def deny(self, call_id: str, reason: str | None = None) -> PendingCall:
         """Deny the pending call ``call_id``: the next call with that id is refused with :class:`ApprovalDenied`."""
         return self._decide(call_id, False, reason)
+
+    def withdraw(self, call_id: str) -> PendingCall | None:
+        """Drop the call ``call_id`` from the queue: nobody will be asked about it, and it never runs.
+
+        For a call the model was told was not run (an adapter of a framework that asks no
+        person about it). Approving or resuming it afterwards is refused with :class:`ApprovalNotFound`
+        (a decision made on it before it was withdrawn is dropped); the same call made again waits
+        for a new decision. Returns the withdrawn call, or None if none waited.
+        """
+        with self._lock:
+            found = self._pending.pop(call_id, None)
+            if found is not None:
+                return found
+            decided = self._decisions.pop(call_id, None)  # decided between the hold and the withdrawal: it decides nothing now
+        return decided.call if decided is not None else None
 
     def _decided(self, call_id: str) -> tuple[PendingCall, ToolRegistry]:
         with self._lock:

@@ -180,11 +180,16 @@ def not_asked(result: CallResult) -> CallResult:
 
     For a framework with no step that asks a person about this call: the harness's "waiting for a
     decision, its result comes once approved" would be a promise nothing keeps (the framework
-    never brings a later result back to the model). Any other result is returned as it is.
+    never brings a later result back to the model). So the call is withdrawn from the
+    ``approval`` plugin's queue (``ApprovalRequired.withdraw``): no one approves and runs it
+    later. Any other result is returned as it is.
     """
     error = result.error
     if error is None or error.kind != APPROVAL_REQUIRED:
         return result
+    withdraw = getattr(error, "withdraw", None)
+    if callable(withdraw):
+        withdraw()
     refused = ToolError(
         f"The call of '{result.tool}' was not run: it needs a person's approval, and no one was asked "
         "(this agent has no approval step for it). Do not call it again; continue without it, "

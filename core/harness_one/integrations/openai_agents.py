@@ -12,7 +12,9 @@ A tool the harness's ``approval`` plugin may hold for a decision (``requires_app
 gets the SDK's ``needs_approval``: the plugin's rule decides per call, and when it says
 yes the run stops with the call in ``result.interruptions``. Once approved
 (``state.approve(item)``), the call is granted by its call id and runs through every harness
-policy; a rejected one never reaches the tool.
+policy; a rejected one never reaches the tool. A call the harness holds that the SDK did not
+put to a person (its rule said no when the SDK asked, yes when the call was made) is refused
+and withdrawn: the model reads that it was not run for want of approval.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from ._common import (
     call_context,
     check_context,
     grant_approval,
+    not_asked,
     refusal,
     resolve,
     select,
@@ -73,6 +76,7 @@ def to_openai_agents(
                 grant_approval(reg, call_id, found, args)  # the person approved it in the SDK: the harness does not ask again
             result = await reg.atry_call(name, args, context=extra, call_id=call_id)
         if not result.ok:
+            result = not_asked(result)  # held by the harness, yet the SDK asked no one about it (its rule said no then)
             _mark_failed(ctx, result)
         return result.for_model()
 

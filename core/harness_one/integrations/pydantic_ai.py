@@ -14,7 +14,10 @@ A call the harness's ``approval`` plugin would hold for a decision raises Pydant
 ``ApprovalRequired``: the run ends with the call in ``DeferredToolRequests.approvals`` (give
 the agent ``output_type=[str, DeferredToolRequests]``). Run again with
 ``deferred_tool_results=``: an approved call (``ctx.tool_call_approved``) is granted by its
-call id and runs through every harness policy; a denied one never reaches the tool.
+call id and runs through every harness policy; a denied one never reaches the tool. A call the
+harness holds that Pydantic AI did not put to a person (the rule said no when the adapter
+asked, yes when the call was made) is refused and withdrawn: the model reads that it was not
+run for want of approval.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from ._common import (
     check_context,
     grant_approval,
     not_an_object,
+    not_asked,
     resolve,
     select,
 )
@@ -51,9 +55,26 @@ PydanticAIContext = Context[RunContext[Any]]
 _NOT_AN_OBJECT = "\x00harness-one:arguments"
 
 
+class _Unread:
+    """Arguments that are not a JSON object, as the validator hands them under :data:`_NOT_AN_OBJECT`.
+
+    An instance no JSON decodes to: a model that sends an object with that key sends arguments
+    like any other (which the registry refuses as an unexpected argument), never this.
+    """
+
+    __slots__ = ("arguments",)
+
+    def __init__(self, arguments: Any) -> None:
+        self.arguments = arguments
+
+
+def _unread(arguments: Any) -> dict[str, _Unread]:
+    return {_NOT_AN_OBJECT: _Unread(arguments)}
+
+
 def _as_object(arguments: Any) -> Any:
     """Arguments that are not a JSON object (``[1, 2]``, ``"hi"``) under :data:`_NOT_AN_OBJECT`, for the registry to refuse."""
-    return arguments if isinstance(arguments, dict) else {_NOT_AN_OBJECT: not_an_object(arguments)}
+    return arguments if isinstance(arguments, dict) else _unread(not_an_object(arguments))
 
 
 #: Pydantic AI unpacks the validated arguments into the function (``**arguments``): anything but
@@ -84,7 +105,7 @@ class _Arguments:
         try:
             return decode_arguments(input, self._registry.limits)
         except ToolError:
-            return {_NOT_AN_OBJECT: input}  # the registry refuses it again, naming the problem
+            return _unread(input)  # the registry refuses it again, naming the problem
 
     def validate_python(self, input: Any, *, allow_partial: Any = False, **kwargs: Any) -> Any:
         return _VALIDATOR.validate_python(input, allow_partial=allow_partial, **kwargs)
@@ -99,7 +120,8 @@ def to_pydantic_ai(tool: ToolLike, registry: ToolRegistry | None = None, *, cont
 
     async def invoke(ctx: RunContext[Any], /, **arguments: Any) -> Any:
         call_id = ctx.tool_call_id
-        text = arguments.get(_NOT_AN_OBJECT) if len(arguments) == 1 else None
+        unread = arguments.get(_NOT_AN_OBJECT) if len(arguments) == 1 else None
+        text = unread.arguments if isinstance(unread, _Unread) else None
         try:
             extra = call_context(context, lambda: ctx, tool=name, call_id=call_id)
         except ToolError as err:
@@ -116,6 +138,7 @@ def to_pydantic_ai(tool: ToolLike, registry: ToolRegistry | None = None, *, cont
         result = await reg.atry_call(name, arguments if text is None else text, context=extra, call_id=call_id)
         if result.ok:
             return json_data(result.value)  # what the harness's text holds: NaN as "NaN", bytes and objects as text
+        result = not_asked(result)  # held by the harness, yet Pydantic AI asked no one about it: refused
         assert result.error is not None
         message = safe_text(result.error.message)
         if result.error.kind == "invalid_arguments":
