@@ -28,6 +28,7 @@ __all__ = [
     "claim",
     "claim_stdin",
     "claim_stdout",
+    "fileno",
     "flush_stdout",
     "is_closed",
     "stdin_for_requests",
@@ -156,7 +157,7 @@ def is_closed(stream: Any) -> bool:
         return True
 
 
-def _fileno(stream: Any) -> int:
+def fileno(stream: Any) -> int:
     """The stream's descriptor; -1 for none (not a file, or closed)."""
     try:
         return int(stream.fileno())
@@ -193,7 +194,7 @@ def stdout_for_answers() -> Iterator[Writer | None]:
     out: Writer
     wire: IO[bytes] | None = None
     restore: Callable[[], None] | None = None
-    if _fileno(stdout) == 1:
+    if fileno(stdout) == 1:
         flush_stdout()
         try:
             fd, restore = claim_stdout()
@@ -228,7 +229,7 @@ def stdin_for_requests() -> Iterator[LineReader | None]:
     stdin = sys.stdin
     wire: IO[bytes] | None = None
     source: LineReader | None = None
-    if _fileno(stdin) == 0:
+    if fileno(stdin) == 0:
         try:
             fd, restore = claim_stdin()
         except OSError:  # fd 0 is closed

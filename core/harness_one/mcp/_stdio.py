@@ -40,7 +40,7 @@ from collections import deque
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 import anyio.to_thread
@@ -56,7 +56,7 @@ from mcp_types import (
 )
 
 from harness_one._render import safe_text
-from harness_one._stdout import LineReader, Writer, _fileno, stdin_for_requests, stdout_for_answers
+from harness_one._stdout import LineReader, Writer, fileno, stdin_for_requests, stdout_for_answers
 
 __all__ = ["Answering", "stdio_streams"]
 
@@ -249,7 +249,25 @@ def _detail(exc: Exception) -> str:
     return f"{where}: {first.get('msg')}" if where else str(first.get("msg"))
 
 
-class Answering:
+_W = TypeVar("_W", bound="_Wrapping")
+
+
+class _Wrapping:
+    """A stream of the SDK's (``inner``) wrapped: closed with it, and an async context manager as it is."""
+
+    inner: Any
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+    async def __aenter__(self: _W) -> _W:
+        return self
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        await self.aclose()
+
+
+class Answering(_Wrapping):
     """The read stream of the SDK's ``stdio_server``, answering the lines it could not read.
 
     Each item received belongs to the oldest line in ``lines.handed`` (see :class:`_Lines`);
@@ -330,17 +348,8 @@ class Answering:
         except anyio.EndOfStream:
             raise StopAsyncIteration from None
 
-    async def aclose(self) -> None:
-        await self.inner.aclose()
 
-    async def __aenter__(self) -> Answering:
-        return self
-
-    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
-        await self.aclose()
-
-
-class _Answers:
+class _Answers(_Wrapping):
     """The write stream the server answers on: a response or an error written settles a request of :class:`Answering`."""
 
     def __init__(self, inner: Any, owner: Answering) -> None:
@@ -358,35 +367,26 @@ class _Answers:
         finally:
             self.owner.settle(message.id, gone=gone)
 
-    async def aclose(self) -> None:
-        await self.inner.aclose()
-
-    async def __aenter__(self) -> _Answers:
-        return self
-
-    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
-        await self.aclose()
-
 
 @asynccontextmanager
 async def stdio_streams(max_line: int) -> AsyncIterator[tuple[Any, Any]]:
     """``(stdin, stdout)`` for ``stdio_server(stdin, stdout)``: the requests' own stdin and the answers' own stdout."""
     loop = _polling_loop()
     # Only copies of fd 0 and fd 1 are the server's own to poll (not a host's sys.stdin or sys.stdout).
-    own_in, own_out = _fileno(sys.stdin) == 0, _fileno(sys.stdout) == 1
+    own_in, own_out = fileno(sys.stdin) == 0, fileno(sys.stdout) == 1
     limit = max(max_line, _MIN_LINE)
     with stdin_for_requests() as source, stdout_for_answers() as out, contextlib.ExitStack() as undo:
         lines: _Lines
-        if loop is not None and own_in and _pollable(_fileno(source)):
+        if loop is not None and own_in and _pollable(fileno(source)):
             reader = asyncio.StreamReader(limit=limit, loop=loop)
-            await _connect(loop, undo, _fileno(source), lambda: asyncio.StreamReaderProtocol(reader, loop=loop), reading=True)
+            await _connect(loop, undo, fileno(source), lambda: asyncio.StreamReaderProtocol(reader, loop=loop), reading=True)
             lines = _Lines(reader, limit)
         else:
             lines = _ThreadLines(source if source is not None else io.BytesIO(), limit)
         stdout: _Out | _ThreadOut
-        if loop is not None and own_out and _pollable(_fileno(out)):
+        if loop is not None and own_out and _pollable(fileno(out)):
             transport, protocol = await _connect(
-                loop, undo, _fileno(out), lambda: asyncio.streams.FlowControlMixin(loop=loop), reading=False
+                loop, undo, fileno(out), lambda: asyncio.streams.FlowControlMixin(loop=loop), reading=False
             )
             stdout = _Out(asyncio.StreamWriter(transport, protocol, None, loop))
         else:

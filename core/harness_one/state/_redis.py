@@ -702,19 +702,26 @@ class RedisLink:
         if self.cluster:
             return self._run_pooled(script, keys, args)
         pending = _Pending(script, ("EVALSHA", script.sha, len(keys), *keys, *args), None)
+        self._send([pending])
+        return self._reply(pending.outcome)
+
+    def _send(self, batch: list[_Pending]) -> None:
+        """Have ``batch`` (this thread's calls) sent in one write: queued behind the write on the
+        wire, then answered or handed a batch to send; or, with none on the wire, sent now."""
+        head = batch[0]
         with self._queue_lock:
             if self._sending:
-                pending.done = threading.Lock()
-                pending.done.acquire()
-                self._queue.append(pending)
+                for pending in batch:
+                    pending.done = threading.Lock()
+                    pending.done.acquire()
+                self._queue.extend(batch)  # one queue: the next write takes them all
             else:
                 self._sending = True
-                pending.batch = [pending]
-        if pending.batch is None:
-            self._wait(pending)  # released with the reply, or with a batch to send
-        if pending.batch is not None:
-            self._lead(pending.batch)
-        return self._reply(pending.outcome)
+                head.batch = batch
+        if head.batch is None:
+            self._wait(head, batch[1:])  # released with the replies, or with a batch to send
+        if head.batch is not None:
+            self._lead(head.batch)
 
     def _wait(self, pending: _Pending, also: Sequence[_Pending] = ()) -> None:
         """Wait for a queued call's reply or for the batch it is to send. Interrupted
@@ -740,20 +747,8 @@ class RedisLink:
             self._check()
         if self.cluster or not calls:
             return [self._run_pooled(script, keys, args) for keys, args in calls]
-        batch = [_Pending(script, ("EVALSHA", script.sha, len(keys), *keys, *args), threading.Lock()) for keys, args in calls]
-        for pending in batch:
-            pending.done.acquire()
-        head = batch[0]
-        with self._queue_lock:
-            if self._sending:
-                self._queue.extend(batch)  # one queue: a write takes them all
-            else:
-                self._sending = True
-                head.batch = batch
-        if head.batch is None:
-            self._wait(head, batch[1:])  # released with the replies, or with a batch to send
-        if head.batch is not None:
-            self._lead(head.batch)
+        batch = [_Pending(script, ("EVALSHA", script.sha, len(keys), *keys, *args), None) for keys, args in calls]
+        self._send(batch)
         return [self._reply(pending.outcome) for pending in batch]
 
     def _lead(self, batch: list[_Pending]) -> None:
@@ -781,8 +776,9 @@ class RedisLink:
                 self._sending = bool(queued)
                 if queued:
                     queued[0].batch = queued
-            for pending in batch[1:]:  # batch[0] is this thread's own call
-                pending.done.release()
+            for pending in batch[1:]:  # batch[0] is this thread's own call (so are the rest, unqueued: no lock)
+                if pending.done is not None:
+                    pending.done.release()
             if queued:
                 queued[0].done.release()
 
