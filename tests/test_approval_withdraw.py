@@ -3,7 +3,7 @@
 ``ApprovalPlugin.withdraw`` directly, and through the adapters of frameworks that asked no person
 about a call the harness held (AutoGen, LangChain without the middleware, the OpenAI Agents SDK
 and Pydantic AI where the rule changed its answer), each driven by the framework's own offline
-fake model. Also: Pydantic AI's private "not an object" key, sent by the model, is an argument
+fake model; the model reads why no approval covers the call, as it is for that framework. Also: Pydantic AI's private "not an object" key, sent by the model, is an argument
 like any other, never the adapter's.
 """
 
@@ -29,7 +29,7 @@ from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, ToolMessage
 from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessage, ResponseOutputText
 from pydantic_ai import Agent as PydanticAgent
-from pydantic_ai import DeferredToolRequests
+from pydantic_ai import DeferredToolRequests, DeferredToolResults
 from pydantic_ai.messages import ModelMessage, ModelResponse, RetryPromptPart, TextPart, ToolCallPart, ToolReturnPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
@@ -40,7 +40,14 @@ from harness_one.integrations.openai_agents import to_openai_agents
 from harness_one.integrations.pydantic_ai import to_pydantic_ai
 from harness_one_plugins.approval import ApprovalNotFound, ApprovalPlugin, ApprovalRequired
 
-NOT_ASKED = "was not run: it needs a person's approval, and no one was asked"
+#: Why no approval covers the call, as each adapter says it.
+NO_STEP = "no one was asked (this agent has no approval step for it)"
+NOT_REVIEWED = "no one was asked (no approval step of this agent put it to a person)"
+RULE_SAID_NO = (
+    "no one was asked (this agent's approval step checked the approval rule before the call ran, "
+    "and it asked for no approval then)"
+)
+APPROVAL_MISSED = "the approval this agent got from a person did not cover the call as it ran"
 TRANSFER = {"to": "mallory", "amount": 500}
 
 
@@ -48,6 +55,14 @@ TRANSFER = {"to": "mallory", "amount": 500}
 def bank() -> Bank:
     """``transfer`` needs approval above 100."""
     return Bank(per=1000)
+
+
+def refused(why: str) -> str:
+    """What the model reads of a ``transfer`` call the harness held, refused for the reason ``why``."""
+    return (
+        f"The call of 'transfer' was not run: it needs a person's approval, and {why}. "
+        "Do not call it again; continue without it, or tell the user it needs their approval."
+    )
 
 
 def assert_gone(bank: Bank, call_id: str) -> None:
@@ -103,7 +118,7 @@ def test_autogen_a_call_the_model_was_told_was_not_run_is_not_left_waiting(bank:
     tools = as_autogen_tools(["transfer"], bank.registry, context={"user": "alice"})
     messages = asyncio.run(AssistantAgent("assistant", model_client=client, tools=tools).run(task="pay")).messages
     [answer] = [r for m in messages if isinstance(m, ToolCallExecutionEvent) for r in m.content]
-    assert answer.is_error and NOT_ASKED in answer.content
+    assert answer.is_error and refused(NO_STEP) in answer.content  # AutoGen has no approval step
     assert_gone(bank, "t-1")
 
 
@@ -117,7 +132,7 @@ def test_langchain_without_the_middleware_a_refused_call_is_not_left_waiting(ban
     agent = create_agent(LangChainModel(messages=iter(turns)), as_langchain_tools(registry=bank.registry))
     done = agent.invoke({"messages": [("user", "pay")]})
     [answer] = [m for m in done["messages"] if isinstance(m, ToolMessage)]
-    assert answer.status == "error" and NOT_ASKED in str(answer.content)
+    assert answer.status == "error" and refused(NOT_REVIEWED) in str(answer.content)  # nor did a middleware review it
     assert_gone(bank, "c-1")
 
 
@@ -170,7 +185,7 @@ def test_openai_agents_a_call_the_sdk_did_not_put_to_a_person_is_refused_not_pro
     result = asyncio.run(Runner.run(agent, "pay", run_config=RunConfig(tracing_disabled=True)))
     assert result.interruptions == [] and spent == [600]
     answer = model.outputs()["c1"]
-    assert NOT_ASKED in answer and "result comes" not in answer
+    assert refused(RULE_SAID_NO) in answer and "result comes" not in answer  # the SDK has a step: it asked the rule
     approval = registry.plugins.get("approval")
     assert isinstance(approval, ApprovalPlugin) and approval.pending() == []
     with pytest.raises(ApprovalNotFound):
@@ -205,11 +220,73 @@ def test_pydantic_ai_a_call_held_after_the_rule_said_no_is_refused_not_promised(
     result = pydantic_agent(registry, [ToolCallPart("transfer", TRANSFER, tool_call_id="c1")]).run_sync("pay")
     assert result.output == "done" and sent == []
     read = str(answer(result).content)
-    assert NOT_ASKED in read and "result comes" not in read
+    assert refused(RULE_SAID_NO) in read and "result comes" not in read  # Pydantic AI's step asked the rule
     approval = registry.plugins.get("approval")
     assert isinstance(approval, ApprovalPlugin) and approval.pending() == []
     with pytest.raises(ApprovalNotFound):
         approval.approve("c1")
+
+
+def test_pydantic_ai_an_approved_call_held_as_it_runs_is_refused_as_approved_for_less() -> None:
+    registry = ToolRegistry(autoload=False)
+    answers = [True, False, True]  # the first run (yes: deferred), the rerun's check (no: no grant), the harness (yes)
+    sent: list[int] = []
+
+    @define_tool(registry=registry, options={"requires_approval": lambda call: answers.pop(0)})
+    def transfer(to: str, amount: int) -> str:
+        """Send money."""
+        sent.append(amount)
+        return f"sent {amount} to {to}"
+
+    agent = pydantic_agent(registry, [ToolCallPart("transfer", TRANSFER, tool_call_id="c1")])
+    first = agent.run_sync("pay")
+    assert isinstance(first.output, DeferredToolRequests) and [c.tool_call_id for c in first.output.approvals] == ["c1"]
+    approvals = DeferredToolResults(approvals={"c1": True})
+    result = agent.run_sync(message_history=first.all_messages(), deferred_tool_results=approvals)
+    assert result.output == "done" and sent == [] and answers == []
+    assert refused(APPROVAL_MISSED) in str(answer(result).content)  # a person approved it: "no one was asked" is untrue
+    approval = registry.plugins.get("approval")
+    assert isinstance(approval, ApprovalPlugin) and approval.pending() == []
+
+
+def adapted_before_its_rule() -> tuple[ToolRegistry, list[int]]:
+    """A registry whose ``transfer`` needs approval for every call, adapted (by the caller) before it had a rule."""
+    registry = ToolRegistry(autoload=False)
+    sent: list[int] = []
+
+    def transfer(to: str, amount: int) -> str:
+        """Send money."""
+        sent.append(amount)
+        return f"sent {amount} to {to}"
+
+    registry.add(transfer)
+    return registry, sent
+
+
+def give_it_a_rule(registry: ToolRegistry) -> None:
+    """``transfer`` needs approval for every call from now on (the adapted tool does not know)."""
+    registry.add(registry.get("transfer").fn, options={"requires_approval": True}, replace=True)
+
+
+def test_openai_agents_a_tool_adapted_before_its_rule_has_no_approval_step() -> None:
+    registry, sent = adapted_before_its_rule()
+    model = OneTurnOfCalls({"c1": TRANSFER})
+    agent = Agent(name="bank", model=model, tools=[to_openai_agents("transfer", registry)])
+    give_it_a_rule(registry)
+    result = asyncio.run(Runner.run(agent, "pay", run_config=RunConfig(tracing_disabled=True)))
+    assert result.interruptions == [] and sent == []
+    assert refused(NO_STEP) in model.outputs()["c1"]  # the SDK's needs_approval is off for this tool
+    assert registry.stats()["approval"]["pending"] == 0
+
+
+def test_pydantic_ai_a_tool_adapted_before_its_rule_has_no_approval_step() -> None:
+    registry, sent = adapted_before_its_rule()
+    agent = pydantic_agent(registry, [ToolCallPart("transfer", TRANSFER, tool_call_id="c1")])
+    give_it_a_rule(registry)
+    result = agent.run_sync("pay")
+    assert result.output == "done" and sent == []
+    assert refused(NO_STEP) in str(answer(result).content)  # the adapter never asks the rule for this tool
+    assert registry.stats()["approval"]["pending"] == 0
 
 
 def test_pydantic_ai_the_models_object_under_the_private_key_is_its_arguments(bank: Bank) -> None:

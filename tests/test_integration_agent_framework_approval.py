@@ -3,7 +3,8 @@
 A real ``Agent`` over the framework's chat-client stack answering from a script: the run
 stops with a ``function_approval_request``, the application answers it on the same session,
 and the run resumes. An approved call runs once, through the harness policies; a rejected one
-never reaches the tool and the model reads the framework's refusal.
+never reaches the tool and the model reads the framework's refusal. A call the harness holds in
+the framework's loop is refused and withdrawn: no later result would reach the model.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import approval_support
+import pytest
 from agent_framework import (
     Agent,
     BaseChatClient,
@@ -24,9 +26,14 @@ from agent_framework import (
     Message,
 )
 
-from harness_one import ToolRegistry
+from harness_one import ToolRegistry, define_tool
 from harness_one.integrations.agent_framework import as_agent_framework_tools, to_agent_framework
-from harness_one_plugins.approval import ApprovalPlugin
+from harness_one_plugins.approval import ApprovalNotFound, ApprovalPlugin
+
+#: How what the model reads of a call the harness held starts; ``why``: why no approval covers it.
+REFUSED = "The call of 'transfer' was not run: it needs a person's approval, and {why}. Do not call it again; "
+APPROVAL_MISSED = "the approval this agent got from a person did not cover the call as it ran"
+NO_STEP = "no one was asked (this agent has no approval step for it)"
 
 
 class ScriptedClient(FunctionInvocationLayer[Any], BaseChatClient[Any]):
@@ -154,12 +161,68 @@ def test_arguments_changed_after_approval_are_asked_about_again() -> None:
     assert bank.sent == [] and approval(bank.registry).approved == 0
 
 
+def assert_withdrawn(registry: ToolRegistry, call_id: str) -> None:
+    """Nothing waits under ``call_id``: an operator working the harness queue cannot run it."""
+    assert approval(registry).pending() == []
+    with pytest.raises(ApprovalNotFound):
+        approval(registry).approve(call_id)
+
+
 def test_the_grant_is_for_the_arguments_the_person_approved() -> None:
-    # Behind the framework's check, the harness itself: the grant holds for the approved call's arguments only.
+    # Behind the framework's check, the harness itself: the grant holds for the approved call's arguments only;
+    # a call with others is refused, not left waiting (in the framework's loop no later result reaches the model).
     bank = Bank()
     tool = to_agent_framework("transfer", bank.registry, context={"user": "carol"})
     approved = Content.from_function_call(call_id="a-1", name="transfer", arguments={"to": "bob", "amount": 500})
     context = FunctionInvocationContext(function=tool, arguments={"to": "bob", "amount": 5000})
     context.metadata["approval_response"] = Content.from_function_approval_response(True, "r-1", approved)
     (content,) = asyncio.run(tool.invoke(arguments=context.arguments, context=context, tool_call_id="a-1"))
-    assert "needs a person's approval" in content.text and bank.sent == []
+    assert content.text.startswith("Error: " + REFUSED.format(why=APPROVAL_MISSED)) and bank.sent == []
+    assert_withdrawn(bank.registry, "a-1")
+
+
+def test_a_call_the_rule_holds_only_as_it_runs_is_refused_not_promised() -> None:
+    # The framework asks the person about every call of a tool with a rule; the person approves. The
+    # rule needs no approval when the adapter checks (so nothing is granted), then holds the call as it
+    # runs: the harness's "its result comes once it is approved" would be a promise nothing keeps.
+    registry = ToolRegistry(autoload=False)
+    answers = [False, True]  # the adapter's check, then the harness as the call runs
+    sent: list[int] = []
+
+    @define_tool(registry=registry, options={"requires_approval": lambda call: answers.pop(0)})
+    def transfer(to: str, amount: int) -> str:
+        """Send money."""
+        sent.append(amount)
+        return f"sent {amount} to {to}"
+
+    client = ScriptedClient([("c-1", "transfer", {"to": "bob", "amount": 500})])
+    agent = Agent(client, tools=as_agent_framework_tools(registry=registry))
+    session = agent.create_session()
+    [request] = run(agent, "pay bob 500", session).user_input_requests
+    done = run(agent, Message(role="user", contents=[request.to_function_approval_response(approved=True)]), session)
+    assert done.text == "done" and sent == [] and answers == []
+    answer = client.results()["c-1"]
+    assert answer.startswith("Error: " + REFUSED.format(why=APPROVAL_MISSED)) and "result comes" not in answer
+    assert_withdrawn(registry, "c-1")
+
+
+def test_a_tool_adapted_before_its_rule_is_refused_not_promised() -> None:
+    # The framework tool is a snapshot: adapted with no rule (never_require), its calls are never put to
+    # a person; the registry's tool now needs approval for every call.
+    registry = ToolRegistry(autoload=False)
+    sent: list[int] = []
+
+    def transfer(to: str, amount: int) -> str:
+        """Send money."""
+        sent.append(amount)
+        return f"sent {amount} to {to}"
+
+    tools = as_agent_framework_tools([registry.add(transfer)], registry)
+    registry.add(transfer, options={"requires_approval": True}, replace=True)
+    assert [t.approval_mode for t in tools] == ["never_require"]
+    client = ScriptedClient([("c-1", "transfer", {"to": "bob", "amount": 5})])
+    done = run(Agent(client, tools=tools), "pay bob 5", None)
+    assert done.user_input_requests == [] and done.text == "done" and sent == []
+    answer = client.results()["c-1"]
+    assert answer.startswith("Error: " + REFUSED.format(why=NO_STEP)) and "result comes" not in answer
+    assert_withdrawn(registry, "c-1")

@@ -17,7 +17,10 @@ a ``function_approval_request`` (``response.user_input_requests``) and, once the
 approves it, invokes the tool; the adapter then grants that call id to the plugin and the call
 runs through every policy. A rejected call never reaches the tool. ``approval_mode`` is per
 tool, so the framework asks about every call of a tool with a predicate; the predicate then
-decides whether the grant is needed (a call it waves through just runs).
+decides whether the grant is needed (a call it waves through just runs). A call the harness
+holds anyway in the framework's loop (the predicate's answer changed, other arguments than the
+approved ones, a tool adapted before it had a rule) is refused and withdrawn: no later result
+would reach the model. A direct call (no invocation context) waits in the harness instead.
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ from ._common import (
     grant_approval,
     is_json,
     not_an_object,
+    not_asked,
     refusal,
     resolve,
     select,
@@ -94,7 +98,12 @@ class HarnessFunctionTool(FunctionTool):
             # The framework's loop invokes an always_require tool only once the person approved the call:
             # granted with the arguments they approved (a call with other ones is held by the harness).
             grant_approval(self.registry, call_id, self.harness_tool, _approved_arguments(ctx, arguments))
-        return await self.registry.atry_call(self.name, arguments, context=context, call_id=call_id)
+        result = await self.registry.atry_call(self.name, arguments, context=context, call_id=call_id)
+        if not result.ok and ctx is not None and call_id is not None:
+            # In the framework's loop a call the harness holds would never bring its result back to the model:
+            # refused. An always_require call was approved, but not as it ran (the rule needed no grant when checked).
+            result = not_asked(result, "approval_missed" if self.approval_mode == "always_require" else "no_step")
+        return result
 
     def _model_text(self, arguments: dict[str, Any]) -> Any:
         """The model's arguments: the framework hands arguments it could not read as a JSON object

@@ -67,7 +67,7 @@ class HarnessAutoGenTool(BaseTool[_AnyArgs, BaseModel]):
         context = call_context(self._context, run_context, tool=name, call_id=call_id or None)  # a ToolError: an error result
         result = await self._registry.atry_call(name, arguments, context=context, call_id=call_id or None)
         if not result.ok:
-            result = not_asked(result)  # AutoGen has no approval step: a call the harness holds is refused
+            result = not_asked(result, "no_step")  # AutoGen has no approval step: a call the harness holds is refused
             assert result.error is not None
             raise ToolError(safe_text(result.error.message), tool=name, call_id=result.call_id)
         return result.value

@@ -102,7 +102,7 @@ def _answer(result: CallResult) -> str:
     about it (no :func:`approval_middleware`, or one that did not review it): it is refused.
     """
     if not result.ok:
-        result = not_asked(result)
+        result = not_asked(result, "not_reviewed")
         assert result.error is not None
         raise ToolException(safe_text(result.error.message))
     return result.for_model()

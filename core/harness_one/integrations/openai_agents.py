@@ -76,7 +76,8 @@ def to_openai_agents(
                 grant_approval(reg, call_id, found, args)  # the person approved it in the SDK: the harness does not ask again
             result = await reg.atry_call(name, args, context=extra, call_id=call_id)
         if not result.ok:
-            result = not_asked(result)  # held by the harness, yet the SDK asked no one about it (its rule said no then)
+            # held by the harness, yet the SDK asked no one about it (its rule said no then, or the tool has none)
+            result = not_asked(result, "rule_said_no" if gated else "no_step")
             _mark_failed(ctx, result)
         return result.for_model()
 

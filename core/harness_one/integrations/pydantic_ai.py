@@ -138,7 +138,9 @@ def to_pydantic_ai(tool: ToolLike, registry: ToolRegistry | None = None, *, cont
         result = await reg.atry_call(name, arguments if text is None else text, context=extra, call_id=call_id)
         if result.ok:
             return json_data(result.value)  # what the harness's text holds: NaN as "NaN", bytes and objects as text
-        result = not_asked(result)  # held by the harness, yet Pydantic AI asked no one about it: refused
+        # held by the harness, yet Pydantic AI put it to no one (the rule said no then, or the tool has none), or
+        # the approval it got was not for the call as it ran: refused
+        result = not_asked(result, "approval_missed" if ctx.tool_call_approved else "rule_said_no" if gated else "no_step")
         assert result.error is not None
         message = safe_text(result.error.message)
         if result.error.kind == "invalid_arguments":
