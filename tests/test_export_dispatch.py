@@ -168,8 +168,8 @@ def test_gemini_names_are_mapped_and_reversed() -> None:
 def test_exports_are_cached_until_tools_change() -> None:
     reg = ToolRegistry(autoload=False)
     reg.add(lambda: 1, name="a")
-    first = reg.export("anthropic")
-    assert reg.export("anthropic") is first
+    first = reg.export("anthropic", copy=False)
+    assert reg.export("anthropic", copy=False) is first
     reg.add(lambda: 2, name="b")
     assert [t["name"] for t in reg.export("anthropic").tools] == ["a", "b"]
     reg.remove("a")
@@ -181,10 +181,10 @@ def test_after_a_removal_or_replacement_each_unchanged_tool_is_not_exported_agai
     reg = ToolRegistry(autoload=False)
     for name in ("a", "b", "c"):
         reg.add(lambda x: x, name=name, parameters={"type": "object", "properties": {"x": {"type": "integer"}}})
-    first = reg.export(format, strict="auto" if format.startswith("openai") else False)
+    first = reg.export(format, strict="auto" if format.startswith("openai") else False, copy=False)
     reg.remove("a")
     reg.add(lambda x: x, name="c", parameters={"type": "object", "properties": {"x": {"type": "string"}}}, replace=True)
-    second = reg.export(format, strict="auto" if format.startswith("openai") else False)
+    second = reg.export(format, strict="auto" if format.startswith("openai") else False, copy=False)
     assert second.tools[0] is first.tools[1]  # b: reused as it was
     assert second.tools[1] is not first.tools[2] and "string" in json.dumps(second.tools[1])  # c: the new definition
     assert len(second.tools) == 2 and second == export_tools(reg.tools(), format, strict=second.strict)
@@ -194,10 +194,10 @@ def test_a_gemini_name_does_not_depend_on_the_other_tools() -> None:
     reg = ToolRegistry(autoload=False)
     reg.add(lambda: 1, name="_2fa")
     reg.add(lambda: 2, name="2fa")
-    first = reg.export("gemini")
+    first = reg.export("gemini", copy=False)
     assert first.names.exported == {"_.2fa": "2fa"} and [t["name"] for t in first.tools] == ["_2fa", "_.2fa"]
     reg.remove("_2fa")
-    again = reg.export("gemini")
+    again = reg.export("gemini", copy=False)
     assert again.names.exported == {"_.2fa": "2fa"} and again.tools[0] is first.tools[1]  # reused as it was
     assert again == export_tools(reg.tools(), "gemini")
 

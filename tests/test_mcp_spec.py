@@ -91,7 +91,7 @@ def test_mcp_export_annotations() -> None:
     assert drawn["title"] == "Draw"
     assert drawn["annotations"] == {
         "readOnlyHint": False,
-        "destructiveHint": False,
+        "destructiveHint": True,  # MCP's default for a tool not declared read-only or non-destructive
         "idempotentHint": False,
         "openWorldHint": False,
     }
@@ -99,6 +99,7 @@ def test_mcp_export_annotations() -> None:
     reader = to_mcp(Tool.create(draw, read_only=True))["annotations"]
     assert (reader["readOnlyHint"], reader["destructiveHint"], reader["idempotentHint"]) == (True, False, True)
     assert to_mcp(Tool.create(delete, destructive=True))["annotations"]["destructiveHint"] is True
+    assert to_mcp(Tool.create(draw, destructive=False))["annotations"]["destructiveHint"] is False
     for descriptor in (drawn, to_mcp(Tool.create(delete))):
         mcp.types.Tool.model_validate(descriptor)
 

@@ -78,6 +78,12 @@ def _collect(obj: Any) -> list[Any] | None:
     return [obj]
 
 
+def tools_of(obj: Any) -> list[Tool]:
+    """The tools an entry point or a ``--tools`` module names: see :func:`_collect`, or its hook's registrations."""
+    items = _collect(obj)
+    return _from_hook(obj) if items is None else [as_tool(item) for item in items]
+
+
 def _from_hook(module: Any) -> list[Tool]:
     found: list[Tool] = []
 
@@ -290,9 +296,7 @@ def _load(registry: ToolRegistry, report: DiscoveryReport, ep: EntryPoint, index
         return
     report.seen.add(ep)
     try:
-        obj = ep.load()
-        items = _collect(obj)
-        pending = _from_hook(obj) if items is None else [as_tool(item) for item in items]
+        pending = tools_of(ep.load())
     except KeyboardInterrupt:
         report.seen.discard(ep)  # not loaded: the next discovery tries it again
         raise

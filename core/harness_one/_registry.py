@@ -469,30 +469,39 @@ class ToolRegistry(metaclass=_SharedType):
         return out
 
     @_shared
-    def export(self, format: str = "openai", *, strict: bool | str = False, names: Iterable[str] | None = None) -> Any:
+    def export(
+        self, format: str = "openai", *, strict: bool | str = False, names: Iterable[str] | None = None, copy: bool = True
+    ) -> Any:
         """The tools in a provider's format, as an :class:`~harness_one.export.Export`.
 
         Formats: :data:`harness_one.export.FORMATS`. ``strict`` (OpenAI): ``True`` for every
         tool or an error, ``"auto"`` per tool with the exceptions reported. ``names``: only
-        these tools, in this order. Whole exports are cached; adding a tool extends the cached
-        exports by that one tool, and after a removal or replacement each unchanged tool's
-        definition is reused.
+        these tools, in this order (a name given twice is exported once). Whole exports are
+        cached; adding a tool extends the cached exports by that one tool, and after a removal
+        or replacement each unchanged tool's definition is reused.
+
+        Each export is the caller's to change (add a provider's own tools, mark one for
+        caching): it is a deep copy. ``copy=False`` skips the copy, for a caller that only reads
+        or serialises it (at 100,000 tools the copy costs more than the cached export): the
+        registry's cached export and the tools' own schemas, never to be changed.
         """
         from .export import export_tools
 
         if names is not None:
-            return export_tools([self.get(n) for n in names], format, strict=strict)
+            if isinstance(names, (str, bytes)):
+                raise TypeError(f"names must be an iterable of tool names, not a {type(names).__name__}: names=[{names!r}]")
+            return export_tools([self.get(n) for n in dict.fromkeys(names)], format, strict=strict, copy=copy)
         key = (format, strict)
         found = self._exports.get(key)
         if found is None:
             version = self._version
             complete = self._ensure_discovered()
-            found = export_tools(self.tools(), format, strict=strict, reuse=self._stale_exports.get(key))
+            found = export_tools(self.tools(), format, strict=strict, reuse=self._stale_exports.get(key), copy=False)
             with self._lock:
                 if self._version == version and complete:  # no tool changed while it was built, none still loading
                     self._exports[key] = found
                     self._stale_exports.pop(key, None)
-        return found
+        return found.copy() if copy else found
 
     # ------------------------------------------------------------------ discovery
 

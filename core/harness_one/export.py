@@ -14,10 +14,12 @@ from __future__ import annotations
 import base64
 import functools
 import hashlib
+import marshal
 import re
 from collections.abc import Iterable, Mapping
+from copy import deepcopy
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 from urllib.parse import urldefrag
 
 from ._errors import ToolDefinitionError
@@ -104,6 +106,19 @@ class Export:
     #: Each tool's share of this export, so a later export of mostly the same tools reuses it.
     _pieces: dict[Tool, _Piece] = field(default_factory=dict, repr=False, compare=False)
 
+    def copy(self) -> Export:
+        """A deep copy: definitions the caller may change without changing any other export or tool."""
+        return Export(
+            self.format,
+            self.strict,
+            _copied(self.tools),
+            NameMap(dict(self.names.exported)),
+            {name: list(notes) for name, notes in self.notes.items()},
+            _copied(self.nullable),
+            {name: list(reasons) for name, reasons in self.not_strict.items()},
+            self._pieces,  # the cached shares, never handed out
+        )
+
     def extended(self, tool: Tool) -> Export:
         """This export plus ``tool`` (what a registry does when one tool is added): one tool's work.
 
@@ -147,7 +162,7 @@ class Export:
 
     def _piece(self, tool: Tool, name: str) -> _Piece:
         if self.format == "gemini":
-            definition, said = to_gemini(tool, name)
+            definition, said = _gemini(tool, name)
             if name != tool.name:
                 said.insert(0, f"name {tool.name!r} exported as {name!r} (Gemini names start with a letter or '_')")
             return _Piece(name, definition, tuple(said))
@@ -171,7 +186,7 @@ class Export:
         if self.format == "anthropic":
             definition, notes = _anthropic(tool)
             return _Piece(name, definition, tuple(notes))
-        return _Piece(name, to_mcp(tool))
+        return _Piece(name, _mcp(tool))
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,6 +198,17 @@ class _Piece:
     notes: tuple[str, ...] = ()
     nullable: Any = None
     not_strict: list[str] | None = None
+
+
+_Data = TypeVar("_Data")
+
+
+def _copied(value: _Data) -> _Data:
+    """A deep copy of JSON data: by ``marshal`` (C speed) for the plain types, else by ``copy.deepcopy``."""
+    try:
+        return marshal.loads(marshal.dumps(value))  # type: ignore[arg-type, no-any-return]
+    except ValueError:  # a str/dict subclass, an object no JSON holds (in a schema written by hand)
+        return deepcopy(value)
 
 
 # --------------------------------------------------------------------------- $ref inlining
@@ -812,12 +838,12 @@ def _responses(tool: Tool, parameters: dict[str, Any], strict: bool) -> dict[str
 
 def to_openai(tool: Tool, *, strict: bool = False) -> dict[str, Any]:
     """Chat Completions: ``{"type": "function", "function": {...}}``."""
-    return _chat(tool, _parameters(tool, strict)[0], strict)
+    return _copied(_chat(tool, _parameters(tool, strict)[0], strict))
 
 
 def to_openai_responses(tool: Tool, *, strict: bool = False) -> dict[str, Any]:
     """Responses API: the flat ``{"type": "function", "name", "description", "parameters", "strict"}``."""
-    return _responses(tool, _parameters(tool, strict)[0], strict)
+    return _copied(_responses(tool, _parameters(tool, strict)[0], strict))
 
 
 def _anthropic(tool: Tool) -> tuple[dict[str, Any], list[str]]:
@@ -827,7 +853,7 @@ def _anthropic(tool: Tool) -> tuple[dict[str, Any], list[str]]:
 
 def to_anthropic(tool: Tool) -> dict[str, Any]:
     """Messages API: ``{"name", "description", "input_schema"}`` (a top-level ``anyOf``/``oneOf``/``allOf`` dropped)."""
-    return _anthropic(tool)[0]
+    return _copied(_anthropic(tool)[0])
 
 
 def to_gemini(tool: Tool, name: str | None = None) -> tuple[dict[str, Any], list[str]]:
@@ -836,6 +862,11 @@ def to_gemini(tool: Tool, name: str | None = None) -> tuple[dict[str, Any], list
     A tool that takes no arguments gets no ``parameters``: Gemini refuses an object whose
     ``properties`` are empty ("properties: should be non-empty for OBJECT type").
     """
+    declaration, notes = _gemini(tool, name)
+    return _copied(declaration), notes
+
+
+def _gemini(tool: Tool, name: str | None) -> tuple[dict[str, Any], list[str]]:
     declaration: dict[str, Any] = {"name": name or tool.name, "description": tool.description}
     if _takes_nothing(tool.parameters):  # no schema is sent: nothing of one is noted as dropped
         notes = (
@@ -874,10 +905,15 @@ def to_mcp(tool: Tool) -> dict[str, Any]:
     ``title`` comes from ``options["title"]``; ``outputSchema`` is the tool's (object)
     ``output_schema``, marked ``x-fastmcp-wrap-result`` when results travel wrapped as
     ``{"result": ...}`` (``output_wrapped``), the convention MCP clients unwrap. Annotations:
-    ``readOnlyHint`` = ``read_only``; ``destructiveHint`` = ``destructive``, false unless
-    declared and never for a read-only tool; ``idempotentHint`` = ``idempotent`` or read-only;
-    ``openWorldHint`` = ``open_world`` (MCP's default, true, when undeclared).
+    ``readOnlyHint`` = ``read_only``; ``destructiveHint`` = ``destructive``, never for a
+    read-only tool and, when undeclared, MCP's default (true) for any other;
+    ``idempotentHint`` = ``idempotent`` or read-only; ``openWorldHint`` = ``open_world``
+    (MCP's default, true, when undeclared).
     """
+    return _copied(_mcp(tool))
+
+
+def _mcp(tool: Tool) -> dict[str, Any]:
     out: dict[str, Any] = {"name": tool.name}
     title = tool.options.get("title")
     if isinstance(title, str) and title:
@@ -888,7 +924,7 @@ def to_mcp(tool: Tool) -> dict[str, Any]:
         out["outputSchema"] = {**tool.output_schema, "x-fastmcp-wrap-result": True} if tool.output_wrapped else tool.output_schema
     out["annotations"] = {
         "readOnlyHint": tool.read_only,
-        "destructiveHint": bool(tool.destructive) and not tool.read_only,
+        "destructiveHint": not tool.read_only and (tool.destructive is None or bool(tool.destructive)),
         "idempotentHint": tool.idempotent or tool.read_only,
         "openWorldHint": True if tool.open_world is None else tool.open_world,
     }
@@ -913,7 +949,9 @@ def gemini_name(name: str) -> str:
     return f"_.{name[: GEMINI_NAME_MAX - 13]}.{digest[:10]}"  # "_." + 51 + "." + 10 = 64
 
 
-def export_tools(tools: Iterable[Tool], format: str, *, strict: bool | str = False, reuse: Export | None = None) -> Export:
+def export_tools(
+    tools: Iterable[Tool], format: str, *, strict: bool | str = False, reuse: Export | None = None, copy: bool = True
+) -> Export:
     """Every tool in ``format`` (one of :data:`FORMATS`); see the module docstring.
 
     ``reuse``: an earlier export in the same format, whose per-tool definitions are taken
@@ -922,6 +960,10 @@ def export_tools(tools: Iterable[Tool], format: str, *, strict: bool | str = Fal
     ``strict`` (OpenAI formats): ``True`` makes every tool strict or raises
     :class:`StrictSchemaError`; ``"auto"`` makes each tool strict where its schema allows and
     exports the others non-strict, listing why in ``Export.not_strict`` (and ``notes``).
+
+    ``copy``: the definitions are the caller's, changing them changes no tool and no later
+    export; with ``copy=False`` they share the tools' own schemas (and ``reuse``'s
+    definitions): read them, never change them (what a registry caches).
     """
     check_format(format)
     if strict not in (True, False, "auto"):
@@ -933,4 +975,4 @@ def export_tools(tools: Iterable[Tool], format: str, *, strict: bool | str = Fal
     result = Export(format=format, strict=strict, tools=[], names=NameMap())
     for tool in tools:
         result._add(tool, pieces)
-    return result
+    return result.copy() if copy else result

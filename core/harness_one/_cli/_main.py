@@ -7,6 +7,7 @@ import importlib
 import importlib.util
 import logging
 import os
+import re
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -34,6 +35,7 @@ __all__ = [
     "exit_code",
     "lost",
     "main",
+    "printable",
     "state_of",
     "write_line",
 ]
@@ -64,6 +66,14 @@ def dumps(value: Any, indent: int | None = None) -> str:
     from .._render import dumps as render
 
     return render(value, indent=indent)
+
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def printable(text: str) -> str:
+    """``text`` for a terminal: control characters (an escape sequence a model or a package wrote) shown as ``\\x1b``."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
 def answers_out(ctx: click.Context, command: str) -> Writer:
@@ -119,7 +129,7 @@ def state_of(ctx: click.Context) -> CliState:
 def build_registry(state: CliState) -> ToolRegistry:
     """Installed tool packages and plugins (with their configured options), local tools, MCP servers."""
     from .. import ToolRegistry
-    from .._discovery import _collect, as_tool
+    from .._discovery import tools_of
     from .._redact import redact
 
     settings = state.settings
@@ -142,9 +152,10 @@ def build_registry(state: CliState) -> ToolRegistry:
         raise click.ClickException(f"cannot open the state store {shown} (set HARNESS_ONE_STATE)") from None
     for spec in [*settings.tools, *state.tool_specs]:
         try:
-            items = _collect(_import(spec)) or []
-            for item in items:
-                tool = as_tool(item)
+            found = tools_of(_import(spec))
+            if not found:
+                raise ValueError("no tools found (define them with @define_tool, or in a harness_register_tools hook)")
+            for tool in found:
                 tool.source = tool.source or f"local:{spec}"
                 registry.add(tool, replace=True)
         except (Exception, SystemExit) as exc:

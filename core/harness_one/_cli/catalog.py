@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from .._formats import FORMATS
-from ._main import EXIT_CODES, dumps, main, state_of
+from ._main import EXIT_CODES, dumps, main, printable, state_of
 
 __all__ = ["describe", "export", "list_tools"]
 
@@ -32,7 +32,7 @@ def _cells(row: dict[str, Any]) -> list[str]:
     limit = row["rate_limit"]
     return [
         row["name"],
-        row["source"] or "-",
+        printable(row["source"] or "-"),
         f"{limit['rate']:g}/s burst {limit['burst']:g}" if limit else "-",
         f"{row['timeout']:g}s" if row["timeout"] else "-",
         "yes" if row["idempotent"] else "no",
@@ -55,7 +55,7 @@ def list_tools(ctx: click.Context, as_json: bool) -> None:
     room = max(20, shutil.get_terminal_size((120, 24)).columns - left)
     click.echo("  ".join(h.ljust(w) for h, w in zip(headers, widths)) + "  DESCRIPTION")
     for row, cell in zip(rows, cells):
-        lines = textwrap.wrap(row["description"], room) or [""]
+        lines = textwrap.wrap(printable(row["description"]), room) or [""]
         click.echo(("  ".join(c.ljust(w) for c, w in zip(cell, widths)) + "  " + lines[0]).rstrip())
         for more in lines[1:]:
             click.echo(" " * left + more)
@@ -124,7 +124,7 @@ def export(ctx: click.Context, fmt: str, strict: bool, strict_auto: bool, names:
     if strict and strict_auto:
         raise click.UsageError("--strict and --strict-auto exclude each other")
     try:
-        result = state_of(ctx).registry().export(fmt, strict="auto" if strict_auto else strict, names=names or None)
+        result = state_of(ctx).registry().export(fmt, strict="auto" if strict_auto else strict, names=names or None, copy=False)
     except ToolNotFound as exc:
         raise click.UsageError(str(exc)) from None
     except ToolDefinitionError as exc:

@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from ._main import dumps, main, state_of
+from ._main import dumps, main, printable, state_of
 
 __all__ = ["doctor"]
 
@@ -65,22 +65,26 @@ def doctor(ctx: click.Context, as_json: bool) -> None:
     if as_json:
         click.echo(dumps(report, indent=2))
     else:
-        click.echo(f"harness-one {report['harness_one']} on Python {report['python']}; config: {report['config'] or 'none'}")
-        click.echo(f"State: {report['state']}")
-        click.echo(f"\nPlugins ({len(report['plugins'])}):")
+
+        def say(line: str) -> None:  # names, sources and errors come from packages and servers: no escape reaches the terminal
+            click.echo(printable(line))
+
+        say(f"harness-one {report['harness_one']} on Python {report['python']}; config: {report['config'] or 'none'}")
+        say(f"State: {report['state']}")
+        say(f"\nPlugins ({len(report['plugins'])}):")
         for p in report["plugins"]:
             options = f"  {dumps(p['options'])}" if p["options"] else ""
-            click.echo(f"  {p['name']:<16} {p['source']}{options}")
+            say(f"  {p['name']:<16} {p['source']}{options}")
         for hook, names in report["hook_order"].items():
-            click.echo(f"  {hook:<13} {' -> '.join(names) or '-'}")
-        click.echo(f"\nTool packages ({len(report['tool_packages'])}), {report['tools']} tools:")
+            say(f"  {hook:<13} {' -> '.join(names) or '-'}")
+        say(f"\nTool packages ({len(report['tool_packages'])}), {report['tools']} tools:")
         for dist, names in sorted(report["tool_packages"].items()):
-            click.echo(f"  {dist:<28} {', '.join(names)}")
-        click.echo(f"\nLoad failures: {len(report['failures']) or 'none'}")
+            say(f"  {dist:<28} {', '.join(names)}")
+        say(f"\nLoad failures: {len(report['failures']) or 'none'}")
         for line in report["failures"]:
-            click.echo(f"  {line}")
-        click.echo(f"Name conflicts: {len(report['conflicts']) or 'none'}")
+            say(f"  {line}")
+        say(f"Name conflicts: {len(report['conflicts']) or 'none'}")
         for line in report["conflicts"]:
-            click.echo(f"  {line}")
+            say(f"  {line}")
     if report["failures"] or report["conflicts"]:
         ctx.exit(1)
