@@ -14,8 +14,13 @@
   small compressed body cannot inflate in memory; the result says when it was truncated.
 - The result, as the model reads it (harness-one's JSON), is at most ``max_chars`` characters
   (default 1,000,000, the ``output_limit`` plugin's default): past it the text is cut, and
-  JSON past it is shown as cut text; ``truncated`` and ``note`` say so. The tool sets no
-  ``max_output`` of its own, so an operator's lower output limit applies to it as to any tool.
+  JSON past it is shown as cut text; ``truncated`` and ``note`` say so. Where the metadata
+  alone are longer (long URLs and content type echoed), the echoes are cut further: the
+  model's URL first, then the final URL, then the content type, down to ``...``. A
+  ``max_chars`` below what the metadata take with every echo ``...`` (``FetchPolicy.min_chars``:
+  268 with the default ``max_bytes`` and ``max_redirects``) is refused when the policy is
+  built (``ValueError`` naming it). The tool sets no ``max_output`` of its own, so an
+  operator's lower output limit applies to it as to any tool.
 - HTML becomes readable text; JSON stays JSON.
 - A URL or header echoed in the result or an error is cut, saying how long it was.
 
@@ -40,7 +45,7 @@ import zlib
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
-from typing import Any, TypedDict
+from typing import Any, TypedDict, cast
 from urllib.parse import urljoin
 
 import httpcore
@@ -115,9 +120,10 @@ class FetchPolicy:
     """What ``fetch`` may do. ``allow`` opens hosts, addresses or networks that would be refused.
 
     ``timeout`` is the total for one fetch, redirects included; ``max_bytes`` bounds the
-    decompressed body, ``max_chars`` the result as the model reads it. A ``transport`` (for
-    tests) replaces the network, and with it the per-operation deadline: then the deadline is
-    checked between body chunks only.
+    decompressed body, ``max_chars`` the result as the model reads it, at least :attr:`min_chars`
+    (a lower one is a ``ValueError`` naming it). A ``transport`` (for tests) replaces the
+    network, and with it the per-operation deadline: then the deadline is checked between body
+    chunks only.
     """
 
     allow: tuple[str, ...] = ()
@@ -127,6 +133,19 @@ class FetchPolicy:
     resolver: Resolver = system_resolver
     transport: httpx.BaseTransport | None = field(default=None, compare=False)
     max_chars: int = MAX_CHARS
+
+    def __post_init__(self) -> None:
+        if self.max_chars < (least := self.min_chars):
+            raise ValueError(
+                f"max_chars must be at least {least:,} (the least a result's metadata take, every URL and content "
+                f"type echoed cut to {_GONE!r}, with no content), not {self.max_chars:,}"
+            )
+
+    @property
+    def min_chars(self) -> int:
+        """The fewest characters a result can be cut to: its metadata at their longest (the longest note, the status,
+        ``bytes`` and ``redirects`` with all their digits), every URL and content type echoed cut to ``...``, no content."""
+        return _least_chars(self.max_bytes, self.max_redirects, self.max_chars)
 
     @classmethod
     def from_env(cls, **overrides: Any) -> FetchPolicy:
@@ -143,6 +162,25 @@ class FetchPolicy:
             except ValueError:
                 continue
         return False
+
+
+@functools.lru_cache(maxsize=64)  # a policy is built for each call of the default tool
+def _least_chars(max_bytes: int, max_redirects: int, max_chars: int) -> int:
+    """:attr:`FetchPolicy.min_chars` of a policy with these limits."""
+    notes = [_json_cut(max_chars), *(_with_cut(note, max_chars) for note in (_NOT_JSON, _TOO_DEEP, _binary(_GONE)))]
+    least: FetchResult = {
+        "url": _GONE,
+        "final_url": _GONE,
+        "status": 599,  # three digits, as HTTP has them
+        "content_type": _GONE,
+        "bytes": max_bytes,
+        "truncated": True,
+        "redirects": max_redirects,
+        "title": "",
+        "text": None,  # "null": longer than ""
+        "note": max(notes, key=len),
+    }
+    return rendered_length(least)
 
 
 def why_refused(ip: IPAddress) -> str | None:
@@ -561,47 +599,97 @@ def _result(
         try:
             out["json"] = json.loads(text)
         except ValueError:
-            out["text"], out["note"] = text, "not valid JSON (or cut at the byte limit); shown as text"
+            out["text"], out["note"] = text, _NOT_JSON
         except RecursionError:
-            out["text"], out["note"] = text, "the JSON is nested too deeply to parse; shown as text"
+            out["text"], out["note"] = text, _TOO_DEEP
     elif ctype in ("text/html", "application/xhtml+xml"):
         out["title"], out["text"] = html_to_text(text)
     elif ctype.startswith("text/") or ctype in ("application/xml", "application/javascript", ""):
         out["text"] = text
     else:
         out["text"] = None
-        out["note"] = f"binary content ({out['content_type']}) is not shown"
+        out["note"] = _binary(out["content_type"])
     # Surely within: JSON writes a character of the text (whence title and content come) or of
     # the metadata in at most 6 (a control character as \u0001; a number such as 1e15 in at most 4.5).
     if 6 * (len(text) + len(out["url"]) + len(out["final_url"]) + 2 * len(out["content_type"])) + 1_000 > max_chars:
-        _fit(out, text, max_chars)
+        _fit(out, text, {"url": url, "final_url": str(final), "content_type": ctype}, max_chars)
     return out
 
 
-def _fit(out: FetchResult, text: str, limit: int) -> None:
-    """Cut the content of ``out`` (the text, then the title) so that it reads as at most ``limit`` characters.
+_NOT_JSON = "not valid JSON (or cut at the byte limit); shown as text"
+_TOO_DEEP = "the JSON is nested too deeply to parse; shown as text"
+#: An echo cut to nothing (``max_chars`` near :attr:`FetchPolicy.min_chars`).
+_GONE = "..."
+#: The echoes cut past their own cut when the metadata alone are longer than ``max_chars``: the model's URL first (it
+#: knows it), then the URL redirected to, then the content type.
+_ECHOES = ("url", "final_url", "content_type")
+
+
+def _binary(content_type: str) -> str:
+    return f"binary content ({content_type}) is not shown"
+
+
+def _with_cut(note: str | None, limit: int) -> str:
+    """``note``, and that the result was cut at ``limit`` characters."""
+    cut = f"cut at the {limit:,} characters this tool may return"
+    return f"{note}; {cut}" if note else cut
+
+
+def _json_cut(limit: int) -> str:
+    return f"the JSON is longer than the {limit:,} characters this tool may return; shown as text, cut"
+
+
+def _fit(out: FetchResult, text: str, echoed: dict[str, str], limit: int) -> None:
+    """Cut ``out`` so that it reads as at most ``limit`` characters (at least :attr:`FetchPolicy.min_chars`): its content
+    (the text, then the title), and when its metadata alone are longer, the URLs and content type it echoes
+    (``echoed``: whole).
 
     JSON cannot be cut into JSON: past the limit it is shown as text (``text``, the body), cut.
-    The result is written once to measure it; past the limit, its metadata once more.
+    The result is written once to measure it; past the limit, its metadata once more (and once per echo cut).
     """
     if rendered_length(out) <= limit:
         return
-    cut = f"cut at the {limit:,} characters this tool may return"
     if "json" in out:
         del out["json"]
         out["text"] = text
-        out["note"] = f"the JSON is longer than the {limit:,} characters this tool may return; shown as text, cut"
+        out["note"] = _json_cut(limit)
     else:
-        out["note"] = f"{out['note']}; {cut}" if "note" in out else cut
+        out["note"] = _with_cut(out.get("note"), limit)
     out["truncated"] = True
     content, title = out.get("text"), out.get("title")
-    # The characters left for the content: the result with the text and the title empty takes the rest.
-    room = limit - rendered_length({**out, **{key: "" for key in ("text", "title") if out.get(key) is not None}})
+    room = _squeeze(out, echoed, limit)
     title_chars = 0 if title is None else rendered_length([title]) - 4  # escaped; its quotes are in the rest
     if content is not None:
         out["text"] = _shorten(content, room - title_chars)
     if title is not None and title_chars > room:
         out["title"] = _shorten(title, room)
+
+
+def _squeeze(out: FetchResult, echoed: dict[str, str], limit: int) -> int:
+    """The characters left for the content of ``out`` (the text and title, written empty) within ``limit``; when none
+    are, its echoes (:data:`_ECHOES`, in order) cut further until the rest fits."""
+    empty = {key: "" for key in ("text", "title") if out.get(key) is not None}
+    room = limit - rendered_length({**out, **empty})
+    shown = cast("dict[str, Any]", out)  # the echoes by name
+    binary = out.get("text") is None  # the note names the content type too
+    for key in _ECHOES:
+        if room >= 0:
+            break
+        copies = 2 if binary and key == "content_type" else 1
+        shown[key] = _echo(echoed[key], rendered_length([shown[key]]) - 4 + room // copies)  # its JSON, less the excess
+        if binary:
+            out["note"] = _with_cut(_binary(out["content_type"]), limit)
+        room = limit - rendered_length({**out, **empty})
+    return room
+
+
+def _echo(text: str, room: int) -> str:
+    """The start of ``text`` that JSON writes in at most ``room`` characters (its quotes aside), saying how long
+    ``text`` was, or where that does not fit, with ``...``; ``...`` alone at the least."""
+    told = f"... ({len(text)} characters)"
+    if room < len(told):
+        told = _GONE
+    return _shorten(text, room - len(told)) + told
 
 
 def _shorten(text: str, room: int) -> str:

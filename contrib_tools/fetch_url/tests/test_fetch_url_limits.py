@@ -318,6 +318,73 @@ def test_a_long_title_is_kept_whole_when_the_text_makes_room(serve: Callable[[Re
     assert html["title"] == 'T\x01"' * 100 and html["text"] is not None and len(read(html)) == 3_000
 
 
+LONG_PATH = "/" + "p" * 3_000  # echoed cut at 2,000 characters, saying how long it was
+LONG_TYPE = b"text/" + b"t" * 500  # echoed cut at 200
+
+
+def _moved(location: str) -> Reply:
+    head = b"HTTP/1.1 302 Found\r\nLocation: " + location.encode() + b"\r\nContent-Length: 0\r\n\r\n"
+    return lambda conn, stop: conn.sendall(head)
+
+
+def shown_type(ctype: bytes) -> str:
+    """A content type as a result echoes it."""
+    return ctype.decode() if len(ctype) <= 200 else ctype.decode()[:200] + f"... ({len(ctype)} characters)"
+
+
+@pytest.mark.parametrize("over", [1, 0, -1])
+def test_metadata_longer_than_max_chars_are_cut_to_fit(serve: Callable[[Reply], str], over: int) -> None:
+    url = serve(_page(LONG_TYPE, b"text " * 100)) + LONG_PATH
+    whole = mod.fetch(url, mod.FetchPolicy(allow=LOOPBACK))
+    metadata = len(read({**whole, "text": "", "truncated": True, "note": "cut at the 1,000 characters this tool may return"}))
+    assert 4_000 < metadata < 10_000  # the limits below have as many digits as 1,000
+    out = mod.fetch(url, mod.FetchPolicy(allow=LOOPBACK, max_chars=metadata + over))
+    assert len(read(out)) == metadata + over  # it was 4,446 at least, whatever max_chars
+    assert out["truncated"] is True and out["text"] == "text "[: max(over, 0)]
+    assert (out["final_url"], out["content_type"]) == (whole["final_url"], whole["content_type"])
+    if over < 0:  # the model's URL, which it knows, is cut first
+        assert out["url"] == url[:1_999] + f"... ({len(url)} characters)"
+    else:
+        assert out["url"] == whole["url"] == url[:2_000] + f"... ({len(url)} characters)"
+
+
+@pytest.mark.parametrize(
+    ("ctype", "body"),
+    [
+        (LONG_TYPE, b"x" * 5_000),
+        (b"text/html", b"<title>" + b"T" * 1_000 + b"</title><p>" + b"x" * 5_000),
+        (b"application/" + b"j" * 500 + b"+json", b"[" + b"1, " * 2_000 + b"1]"),  # JSON past the limit: cut text
+        (b"application/" + b"j" * 500 + b"+json", b"{not json"),
+        (b"x/" + b"b" * 500, b"\x00" * 5_000),  # binary: the note names the content type too
+    ],
+    ids=["text", "html", "json", "not-json", "binary"],
+)
+def test_the_result_keeps_to_the_least_max_chars_a_policy_takes(serve: Callable[[Reply], str], ctype: bytes, body: bytes) -> None:
+    target = serve(_page(ctype, body)) + "/" + "\\p" * 1_500  # escaped in JSON, as the model's URL's quotes
+    url = serve(_moved(target)) + "/" + '"\\p' * 1_000  # the model's URL and the one redirected to, both long
+    least = mod.FetchPolicy().min_chars
+    out = mod.fetch(url, mod.FetchPolicy(allow=LOOPBACK, max_chars=least))
+    assert len(read(out)) <= least < 300 and out["truncated"] is True and out["redirects"] == 1
+    assert least - 25 < len(read(out)) and out["status"] == 200 and out["bytes"] == len(body)
+    cut = f"... ({len(target)} characters)"  # the model's URL goes first, then the one redirected to
+    final = out["final_url"]
+    assert out["url"] == "..." and (final == "..." or (final.startswith(target[:23]) and final.endswith(cut)))
+    above = mod.fetch(url, mod.FetchPolicy(allow=LOOPBACK, max_chars=1_000))
+    assert 975 < len(read(above)) <= 1_000 and above["url"] == "..." and above["content_type"] == shown_type(ctype)
+    assert above["final_url"].startswith(target[:100]) and above["final_url"].endswith(cut)
+
+
+def test_a_max_chars_no_result_can_keep_to_is_refused_naming_the_least() -> None:
+    least = mod.FetchPolicy(max_chars=300).min_chars  # the least for a limit of three digits (it says the limit)
+    assert 250 < least < 300
+    with pytest.raises(ValueError, match=rf"max_chars must be at least {least} \(.*\), not {least - 1}$"):
+        mod.FetchPolicy(max_chars=least - 1)
+    assert mod.FetchPolicy(max_chars=least).max_chars == least
+    assert mod.FetchPolicy(max_bytes=10**12, max_redirects=100, max_chars=10**7).min_chars == least + 6 + 2 + 7  # digits
+    with pytest.raises(ValueError, match="at least"):
+        mod.make_fetch_url(mod.FetchPolicy.from_env(max_chars=100))
+
+
 def public(host: str, port: int) -> list[str]:
     return ["93.184.215.14"]
 

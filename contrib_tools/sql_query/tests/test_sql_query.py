@@ -119,6 +119,63 @@ def test_character_limit_while_fetching(db: Path) -> None:
     assert len(read(out)) <= 1300 < len(read({**out, "rows": out["rows"] + [[4, "x" * 300]]}))
 
 
+MIXED_ROWS = ENDLESS + (  # escapes, non-ASCII, blobs in base64, NULL and the infinity JSON writes as text
+    "SELECT i, printf('%.*c', i % 9, char(1)) || 'caf\u00e9 \"', CASE WHEN i % 7 = 0 THEN CAST(printf('%.*c', i % 5, 'a') AS BLOB) "
+    "WHEN i % 5 = 0 THEN NULL ELSE i * 0.5 END, CASE WHEN i % 11 = 0 THEN 1e999 ELSE -i END FROM n "
+)
+
+
+def room_for(out: mod.QueryResult, rows: int, max_rows: int) -> int:
+    """The least ``max_chars`` that holds the first ``rows`` of ``out``: with room for the longest row count and note."""
+    limit = 0
+    while limit < (
+        need := rendered_length(
+            {
+                "columns": out["columns"],
+                "rows": out["rows"][:rows],
+                "row_count": max_rows,
+                "truncated": False,
+                "note": mod._notes(max_rows, limit)[2],
+            }
+        )
+    ):
+        limit = need
+    return limit
+
+
+@pytest.mark.parametrize("fit", [1, 2, 255, 256, 257, 511, 512, 513, 700])
+@pytest.mark.parametrize("less", [0, 1])
+def test_the_character_cut_is_exact_across_chunks(db: Path, fit: int, less: int) -> None:
+    every = mod.run_query(db, MIXED_ROWS + "LIMIT 800", max_rows=1_000)
+    limit = room_for(every, fit, 1_000) - less  # where the first `fit` rows fill the room exactly, and one character less
+    out = mod.run_query(db, MIXED_ROWS, max_rows=1_000, max_chars=limit)
+    assert out["rows"] == every["rows"][: fit - less] and len(read(out)) <= limit
+    assert out["note"] == mod._notes(1_000, limit)[1 if fit > less else 2]
+
+
+def test_rows_are_measured_in_chunks_not_one_by_one(db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    writes: list[object] = []
+
+    def counted(value: object) -> int:
+        writes.append(value)
+        return rendered_length(value)
+
+    monkeypatch.setattr(mod, "rendered_length", counted)
+    out = mod.run_query(db, MIXED_ROWS + "LIMIT 700", max_rows=1_000)
+    assert out["row_count"] == 700 and out["truncated"] is False
+    assert len(writes) == 4  # the envelope and three chunks (not one write per row)
+
+
+@pytest.mark.parametrize(
+    "value", ["", "plain", '"\\', "\x00\x1f", "\U0001f600", 0, -7, 2**63 - 1, 1.5, -0.0, math.inf, None, b"", b"\x00", b"abcd"]
+)
+def test_a_row_that_fills_the_room_exactly_is_kept(db: Path, value: object) -> None:
+    whole = mod.run_query(db, "SELECT ?, ?", [value, value])
+    limit = room_for(whole, 1, mod.MAX_ROWS)
+    assert mod.run_query(db, "SELECT ?, ?", [value, value], max_chars=limit)["rows"] == whole["rows"]
+    assert mod.run_query(db, "SELECT ?, ?", [value, value], max_chars=limit - 1)["rows"] == []
+
+
 def test_default_character_limit(db: Path) -> None:
     out = mod.run_query(
         db, ENDLESS + "SELECT zeroblob(10000) FROM n LIMIT 150"
