@@ -317,3 +317,40 @@ def test_a_remote_default_its_own_schema_refuses_is_dropped_not_the_tool(tmp_pat
         assert registry.call("scaled", {"x": 4, "factor": 3}) == {"result": 12}
     finally:
         remote.close()
+
+
+def _listed(bad: int, size: int = 30) -> Any:
+    """A remote tool of ``size`` optional properties (pydantic's ``str | None = None``), the first ``bad`` of
+    them FastMCP's ``x: int = None`` (``{"type": "integer", "default": null}``, a default its schema refuses)."""
+    import mcp_types
+
+    optional = {"anyOf": [{"type": "string"}, {"type": "null"}], "default": None}
+    properties = {f"p{i}": {"type": "integer", "default": None} if i < bad else optional for i in range(size)}
+    return mcp_types.Tool(
+        name="wide", description="Many optional arguments.", input_schema={"type": "object", "properties": properties}
+    )
+
+
+@pytest.mark.parametrize(("bad", "checks"), [(0, 1), (3, 3)])
+def test_a_remote_schemas_defaults_are_checked_once(monkeypatch: pytest.MonkeyPatch, bad: int, checks: int) -> None:
+    """Building a remote tool checked the defaults of its schema twice: once to drop those it refuses, then
+    again in Tool.create. Now once for a schema whose defaults are good (the common case); a schema with
+    defaults to drop is checked, dropped from and checked again (three)."""
+    from harness_one import _schema
+
+    seen = []
+    check = _schema._bad_defaults
+    monkeypatch.setattr(_schema, "_bad_defaults", lambda *a: seen.append(1) or check(*a))
+    server = RemoteServer(McpSpec(name="s", command=("true",)))
+    (tool,) = server._tools([_listed(bad)], {})
+    assert server.failures == [] and len(seen) == checks
+    properties = tool.parameters["properties"]
+    assert ["default" in properties[f"p{i}"] for i in range(4)] == [i >= bad for i in range(4)]
+
+
+def test_a_remote_schema_with_more_bad_defaults_than_are_dropped_is_still_refused() -> None:
+    """Past 32 bad defaults the schema comes back unchanged from the drop, and the definition check refuses it."""
+    server = RemoteServer(McpSpec(name="s", command=("true",)))
+    assert server._tools([_listed(33, size=40)], {}) == []
+    (failure,) = server.failures
+    assert failure.startswith("wide: Tool 'wide': parameters: at #/properties/p0/default, the default does not match")

@@ -83,7 +83,11 @@ async def test_list_tools(client: Any) -> None:
     assert add.input_schema["required"] == ["a", "b"]
     assert add.output_schema["properties"] == {"result": {"type": "integer"}}
     hints = add.annotations
-    assert (hints.read_only_hint, hints.destructive_hint, hints.idempotent_hint) == (False, False, True)
+    assert (hints.read_only_hint, hints.destructive_hint, hints.idempotent_hint) == (
+        False,
+        True,
+        True,
+    )  # undeclared: MCP's default
     reader = next(t for t in tools if t.name == "events").annotations
     assert reader.read_only_hint is True and reader.destructive_hint is False
 

@@ -170,7 +170,7 @@ async def test_an_odd_id_in_a_body_sent_in_pieces_is_answered_too() -> None:
 # ---------------------------------------------------------------- 3. connection bounds of harness-one serve
 
 
-def test_serve_options_default_to_serve_https_bounds() -> None:
+def test_serve_options_default_to_the_servers_bounds() -> None:
     from harness_one.mcp import _server
     from harness_one.mcp._command import serve
 
@@ -178,6 +178,7 @@ def test_serve_options_default_to_serve_https_bounds() -> None:
     assert (defaults["limit_concurrency"] or None) is _server.LIMIT_CONCURRENCY is None  # opt-in: idle sockets count
     assert defaults["timeout_keep_alive"] == _server.TIMEOUT_KEEP_ALIVE == 5
     assert defaults["header_timeout"] == _server.HEADER_TIMEOUT == 10.0
+    assert defaults["drain_timeout"] == _server.DRAIN_TIMEOUT == 300.0  # stdio's bound on the wait at the end of stdin
 
 
 @contextmanager

@@ -6,13 +6,18 @@ import asyncio
 import contextlib
 import io
 import json
+import math
 import os
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from mcp_support import serve_command, serve_file, server_env, serving
+
+from harness_one import ManualClock, ToolRegistry
 
 HELLO = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}
 OPENING = [
@@ -280,3 +285,109 @@ def test_a_listen_stream_open_at_the_end_of_stdin_does_not_hold_the_server(tmp_p
         ended = [json.loads(line) for line in proc.stdout]
     assert acknowledged["method"] == "notifications/subscriptions/acknowledged"
     assert [answer.get("id") for answer in ended] == [1]  # the stream ends with the session
+
+
+# ---------------------------------------------------------------- the bound on the wait at the end of stdin
+
+
+class _GatedClock(ManualClock):
+    """A manual clock whose waits pass only once ``opened`` is set (then at once, by exactly what was asked)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.opened = asyncio.Event()
+
+    async def asleep(self, seconds: float) -> None:
+        await self.opened.wait()
+        await super().asleep(seconds)
+
+
+async def _serve_lines(
+    monkeypatch: pytest.MonkeyPatch, registry: ToolRegistry, lines: list[bytes], **options: Any
+) -> list[dict[str, Any]]:
+    """``serve_stdio`` in this process on ``lines`` (then the end of stdin), to its end; the lines it wrote."""
+    from harness_one.mcp import serve_stdio
+
+    stdout = io.TextIOWrapper(io.BytesIO(), encoding="utf-8")
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"".join(lines)), encoding="utf-8"))
+    monkeypatch.setattr(sys, "stdout", stdout)
+    with anyio.fail_after(60):  # a watchdog: the wait used to have no bound
+        await serve_stdio(registry, **options)
+    return [json.loads(line) for line in stdout.buffer.getvalue().splitlines()]  # type: ignore[attr-defined]
+
+
+async def test_the_end_of_stdin_waits_at_most_the_drain_timeout(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A running call of a tool without a timeout held ``serve`` for ever once stdin had ended. Now, after
+    ``drain_timeout`` seconds of the registry's clock, it is cancelled (its plugins release what it held),
+    answered ``Connection closed``, and stderr says how many requests went unanswered."""
+    clock = _GatedClock()
+    registry = ToolRegistry(autoload=False, clock=clock)
+    release, cancelled = asyncio.Event(), []
+
+    async def hang() -> str:
+        """Wait until released."""
+        clock.opened.set()  # the drain's wait passes once the call runs
+        try:
+            await release.wait()
+        except asyncio.CancelledError:
+            cancelled.append(True)
+            raise
+        return "released"
+
+    registry.add(hang, max_concurrency=1)
+    call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "hang", "arguments": {}}}
+    answers = await _serve_lines(monkeypatch, registry, [*OPENING, json.dumps(call).encode() + b"\n"], drain_timeout=5)
+    assert [(a["id"], a.get("error")) for a in answers] == [(1, None), (2, {"code": -32000, "message": "Connection closed"})]
+    assert cancelled == [True] and clock.sleeps == [5] and clock.now() == 5
+    assert "1 request still unanswered 5 s after the end of stdin (the drain timeout): cancelled" in capsys.readouterr().err
+    release.set()
+    assert (await registry.atry_call("hang", {})).value == "released"  # its max_concurrency slot was released
+
+
+async def test_a_request_to_the_client_gets_connection_closed_at_the_end_of_stdin(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A server that asked the client something around the end of stdin waited for the answer for ever (only
+    stdin could carry it), and so did ``serve``. Now the request gets ``Connection closed`` at once, as the SDK
+    gives every one at the end of its input, and the call is answered."""
+    from mcp.server.lowlevel import Server
+    from mcp.shared.exceptions import MCPError
+
+    async def call_tool(ctx: Any, params: Any) -> dict[str, Any]:
+        try:
+            await ctx.session.send_ping()
+            text = "pong"
+        except MCPError as exc:
+            text = f"{exc.error.code}: {exc.error.message}"
+        return {"content": [{"type": "text", "text": text}]}
+
+    server: Server[Any] = Server("asks", on_call_tool=call_tool)
+    call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "any", "arguments": {}}}
+    lines = [*OPENING, json.dumps(call).encode() + b"\n"]
+    answers = await _serve_lines(monkeypatch, ToolRegistry(autoload=False), lines, server=server, drain_timeout=None)
+    assert [a.get("method") for a in answers if "method" in a] == ["ping"]  # the server's request went out
+    result = next(a for a in answers if a.get("id") == 2)["result"]
+    assert result["content"][0]["text"] == "-32000: Connection closed"
+
+
+def test_serve_ends_after_its_drain_timeout(tmp_path: Path) -> None:
+    """``--drain-timeout`` reaches the server: a call still running that long after the end of stdin is cancelled."""
+    call = {
+        "jsonrpc": "2.0",
+        "id": 2,
+        "method": "tools/call",
+        "params": {"name": "wait", "arguments": {"seconds": 600, "tag": "w"}},
+    }
+    done = serve_file(tmp_path, b"".join([*OPENING, json.dumps(call).encode() + b"\n"]), serve_command("--drain-timeout", "0.05"))
+    assert done.returncode == 0, done.stderr[-2000:]
+    answers = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [(a["id"], a.get("error", {}).get("code")) for a in answers] == [(1, None), (2, -32000)]
+    assert b"1 request still unanswered 0.05 s after the end of stdin" in done.stderr
+
+
+@pytest.mark.parametrize("value", [0.0, -1.0, math.nan, math.inf])
+async def test_serve_stdio_refuses_a_drain_timeout_that_is_not_positive_seconds(value: float) -> None:
+    from harness_one.mcp import serve_stdio
+
+    with pytest.raises(ValueError, match="drain_timeout must be a positive number of seconds or None"):
+        await serve_stdio(ToolRegistry(autoload=False), drain_timeout=value)

@@ -30,6 +30,7 @@ __all__ = [
     "ToolTimeout",
     "capped",
     "exception_text",
+    "from_state",
     "late_capped",
     "outside_text",
 ]
@@ -224,7 +225,7 @@ class ToolError(Exception):
         # Pickle by state, whatever the subclass's __init__ takes (errors cross process boundaries).
         state = {name: getattr(self, name) for name in _slots(type(self)) if hasattr(self, name)}
         state.update(self.__dict__)
-        return (_restore, (type(self), state))
+        return (from_state, (type(self), state))
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready description: ``type``, ``message`` and the error's own fields."""
@@ -268,7 +269,7 @@ class ToolError(Exception):
             state.update({k: data[k] for k in own})
         if kind is ToolError and isinstance(data.get("kind"), str):
             state["kind"] = data["kind"]
-        return _restore(kind, state)
+        return from_state(kind, state)
 
 
 class ToolNotFound(ToolError):
@@ -614,7 +615,9 @@ def _slots(cls: type[ToolError]) -> tuple[str, ...]:
     return tuple(name for klass in cls.__mro__ for name in klass.__dict__.get("__slots__", ()) if name != "__dict__")
 
 
-def _restore(cls: type[ToolError], state: dict[str, Any]) -> ToolError:
+def from_state(cls: type[ToolError], state: dict[str, Any]) -> ToolError:
+    """An error of class ``cls`` with the attributes in ``state`` (its slots unset otherwise), its ``__init__``
+    not run: how errors are unpickled, rebuilt from a record, or built from fields already checked (the MCP client's)."""
     err = cls.__new__(cls)
     Exception.__init__(err, state.get("message", ""))
     for name, value in {**dict.fromkeys(_slots(cls)), **state}.items():

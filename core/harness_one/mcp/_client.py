@@ -18,6 +18,7 @@ import atexit
 import concurrent.futures
 import contextlib
 import dataclasses
+import functools
 import hashlib
 import json
 import logging
@@ -51,7 +52,7 @@ from harness_one import (
     ToolTimeout,
     __version__,
 )
-from harness_one._errors import ERROR_TEXT_LIMIT, _restore, exception_text, outside_text
+from harness_one._errors import ERROR_TEXT_LIMIT, exception_text, from_state, outside_text
 from harness_one._log import log_event
 from harness_one._redact import without_userinfo
 from harness_one._render import safe_text
@@ -404,7 +405,7 @@ class RemoteServer:
         (``ToolExecutionError(cause)`` would mask it again, and its message is not this one)."""
         message = f"Tool '{local}' failed on MCP server '{self.spec.name}': {cause.text}"
         state = {"message": message, "tool": local, "cause": cause, "__cause__": cause, "retry_after": cause.retry_after}
-        err = _restore(ToolExecutionError, state)
+        err = from_state(ToolExecutionError, state)
         assert isinstance(err, ToolExecutionError)
         return err
 
@@ -461,19 +462,25 @@ class RemoteServer:
         if remote.title:
             options["title"] = remote.title
         bounded = keywords.get("timeout") is not None or keywords.get("total_timeout") is not None
-        parameters, dropped = without_bad_defaults(remote.input_schema)
-        if dropped:  # (FastMCP's `x: int = None` says {"type": "integer", "default": null})
-            log_event(logging.INFO, "mcp defaults dropped", server=self.spec.name, tool=local, at=dropped)
-        return Tool.create(
+        build = functools.partial(
+            Tool.create,
             self._function(remote.name, local, unwrap, None if bounded else self.call_timeout),
             name=local,
             description=remote.description or remote.title or f"Tool '{remote.name}' of MCP server '{self.spec.name}'.",
-            parameters=parameters,
             output_schema=output if isinstance(output, dict) else None,
             options=options,
             source=f"mcp:{self.spec.name}",
             **keywords,
         )
+        try:
+            return build(parameters=remote.input_schema)  # the schema walked, and its defaults checked, once
+        except ToolDefinitionError:
+            parameters, dropped = without_bad_defaults(remote.input_schema)
+            if not dropped:  # refused for what dropping defaults does not fix
+                raise
+        # (FastMCP's `x: int = None` says {"type": "integer", "default": null})
+        log_event(logging.INFO, "mcp defaults dropped", server=self.spec.name, tool=local, at=dropped)
+        return build(parameters=parameters)
 
     def _function(self, remote: str, local: str, unwrap: bool, deadline: float | None) -> Any:
         server = self

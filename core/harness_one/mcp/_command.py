@@ -61,6 +61,12 @@ def _timeout_option(name: str, default: float, help: str) -> Callable[[_F], _F]:
     show_default=True,
     help="stdio for desktop clients (they start the process); http for streamable HTTP.",
 )
+# The default is serve_stdio's DRAIN_TIMEOUT, not imported (as serve_http's below): this module loads no SDK.
+@_timeout_option(
+    "--drain-timeout",
+    300.0,
+    "stdio: at the end of stdin, wait this long for the answers still to come, then cancel those calls (0: no bound).",
+)
 @click.option("--host", default="127.0.0.1", show_default=True, help="HTTP: the address to bind.")
 @click.option(
     "--port",
@@ -125,6 +131,7 @@ def _timeout_option(name: str, default: float, help: str) -> Callable[[_F], _F]:
 def serve(
     ctx: click.Context,
     transport: str,
+    drain_timeout: float,
     host: str,
     port: int,
     path: str,
@@ -162,7 +169,7 @@ def serve(
             raise click.ClickException(str(exc)) from None
     from ._server import serve as run
 
-    options: dict[str, Any] = {}
+    options: dict[str, Any] = {"drain_timeout": drain_timeout or None}
     if transport == "http":
         options = {
             "host": host,

@@ -176,7 +176,7 @@ class _Bridge:
 
     def _refresh(self) -> None:
         # The registry's cached export (a dict lookup, twice a call), replaced when its tools change.
-        export = self.registry._exports.get(_EXPORT_KEY) or self.registry.export("mcp")
+        export = self.registry._exports.get(_EXPORT_KEY) or self.registry.export("mcp", copy=False)
         if export is self._export:
             return
         tools = sorted(export.tools, key=lambda t: str(t["name"]))
@@ -714,20 +714,39 @@ def http_app(
     return app
 
 
-async def serve_stdio(registry: ToolRegistry, *, server: Server[Any] | None = None) -> None:
-    """Serve ``registry`` on this process's stdin and stdout until stdin ends and every request is answered."""
+#: Seconds :func:`serve_stdio` waits at the end of stdin for the requests still unanswered (as long as the
+#: default bound on a call of an imported MCP server's tool), then cancels them.
+DRAIN_TIMEOUT = 300.0
+
+
+async def serve_stdio(
+    registry: ToolRegistry, *, server: Server[Any] | None = None, drain_timeout: float | None = DRAIN_TIMEOUT
+) -> None:
+    """Serve ``registry`` on this process's stdin and stdout until stdin ends and every request is answered.
+
+    At most ``drain_timeout`` seconds (by ``registry.clock``; None: no bound) after the end of stdin,
+    the requests still unanswered are cancelled (each answered ``Connection closed``), how many goes
+    to stderr, and it returns.
+    """
     from mcp.server.stdio import stdio_server
 
     from ._stdio import Answering, stdio_streams
 
+    _check_seconds("drain_timeout", drain_timeout)
     server = server or create_server(registry)
     async with (
         stdio_streams(registry.limits.max_bytes + 65536) as (stdin, stdout),
         stdio_server(stdin, stdout) as (sdk_read, write),
     ):
         # Lines the SDK cannot read get an answer, and the end of stdin waits for every request's (see harness_one.mcp._stdio).
-        read = Answering(sdk_read, write, stdin)
+        read = Answering(sdk_read, write, stdin, clock=registry.clock, drain_timeout=drain_timeout)
         await server.run(read, read.answers, server.create_initialization_options())
+
+
+def _check_seconds(what: str, seconds: float | None) -> None:
+    """A ValueError unless ``seconds`` is None or a positive, finite number."""
+    if seconds is not None and not (math.isfinite(seconds) and seconds > 0):
+        raise ValueError(f"{what} must be a positive number of seconds or None, not {seconds!r}")
 
 
 #: :func:`serve_http`'s bounds on connections: no bound on connections at once by default (uvicorn counts idle
@@ -856,9 +875,8 @@ class _BodyDeadline(asyncio.Protocol):
 def _http_protocol(header_timeout: float | None, keep_alive: float, body_timeout: float | None = BODY_TIMEOUT) -> Any:
     """uvicorn's ``http`` setting: its own choice (httptools when installed, else h11), with the header and
     body deadlines (each None: none)."""
-    for what, seconds in (("header_timeout", header_timeout), ("body_timeout", body_timeout)):
-        if seconds is not None and not (math.isfinite(seconds) and seconds > 0):
-            raise ValueError(f"{what} must be a positive number of seconds or None, not {seconds!r}")
+    _check_seconds("header_timeout", header_timeout)
+    _check_seconds("body_timeout", body_timeout)
     if header_timeout is None and body_timeout is None:
         return "auto"
     from uvicorn.protocols.http.auto import AutoHTTPProtocol
@@ -947,7 +965,8 @@ SYNC_TOOL_THREADS = 64
 
 
 def serve(registry: ToolRegistry, transport: str = "stdio", **options: Any) -> None:
-    """Serve until stopped: ``transport`` is ``"stdio"`` or ``"http"`` (options as for :func:`serve_http`).
+    """Serve until stopped: ``transport`` is ``"stdio"`` or ``"http"`` (options as for :func:`serve_stdio` or
+    :func:`serve_http`).
 
     The event loop is uvloop's when it is installed (the ``mcp`` extra installs it, except on
     Windows), a faster loop than asyncio's.

@@ -21,9 +21,13 @@ At the end of stdin the SDK ends the session and cancels every request still run
 client that sent its requests and closed its stdin (``serve < requests.txt``) lost the last
 answers. :class:`Answering` holds the end of stdin back until every request it passed on has
 settled: answered (a response or an error written), or cancelled by the client
-(``notifications/cancelled``, never answered). Each call is bounded by its tool's timeout
-policy, and so is the wait; it ends early once the client has stopped reading (an answer could
-not be written).
+(``notifications/cancelled``, never answered). It ends early once the client has stopped reading
+(an answer could not be written), and at the latest ``drain_timeout`` seconds (by the registry's
+clock) after the end of stdin: the SDK then cancels the requests still running (each answered
+``Connection closed``), and how many there were goes to stderr. A request the server sent the
+client and has no answer to at the end of stdin (or sends it after) gets ``Connection closed``
+at once, as the SDK gives every one at the end of its input: the client's answer can only
+come on stdin.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ import contextlib
 import functools
 import io
 import json
+import math
 import os
 import stat
 import sys
@@ -46,6 +51,7 @@ import anyio
 import anyio.to_thread
 from mcp.shared.message import ServerMessageMetadata, SessionMessage
 from mcp_types import (
+    CONNECTION_CLOSED,
     INVALID_REQUEST,
     PARSE_ERROR,
     ErrorData,
@@ -55,6 +61,7 @@ from mcp_types import (
     JSONRPCResponse,
 )
 
+from harness_one._clock import SYSTEM_CLOCK, Clock
 from harness_one._render import safe_text
 from harness_one._stdout import LineReader, Writer, fileno, stdin_for_requests, stdout_for_answers
 
@@ -273,17 +280,24 @@ class Answering(_Wrapping):
     Each item received belongs to the oldest line in ``lines.handed`` (see :class:`_Lines`);
     an exception's answer goes out on ``write``, and the server never sees the exception.
     The server writes on :attr:`answers`, which counts its answers: at the end of ``inner``,
-    :meth:`receive` waits until every request passed on has settled (see the module's text).
+    :meth:`receive` waits until every request passed on has settled, or ``drain_timeout``
+    seconds of ``clock`` (None: no bound; see the module's text).
     """
 
-    def __init__(self, inner: Any, write: Any, lines: _Lines) -> None:
+    def __init__(
+        self, inner: Any, write: Any, lines: _Lines, *, clock: Clock = SYSTEM_CLOCK, drain_timeout: float | None = None
+    ) -> None:
         self.inner, self.write, self.lines = inner, write, lines
+        self.clock, self.drain_timeout = clock, drain_timeout
         self.answers = _Answers(write, self)
         #: The ids of the requests passed on and not settled yet, each with how many are (a client
         #: may reuse an id). A stream (``subscriptions/listen``), answered only when the session
         #: ends, is not waited for.
         self.waiting: dict[Any, int] = {}
+        #: The ids of the requests the server sent the client and has no answer to.
+        self.asked: set[Any] = set()
         self.gone = False  # an answer could not be written: the client stopped reading
+        self.deadline: float | None = None  # the end of the drain, once stdin has ended (inf: no bound)
         self._idle: anyio.Event | None = None
 
     @property
@@ -292,11 +306,13 @@ class Answering(_Wrapping):
 
     async def receive(self) -> Any:
         while True:
+            if self.deadline is not None:
+                return await self._draining()
             try:
                 item = await self.inner.receive()
             except anyio.EndOfStream:
-                await self._settled()
-                raise
+                self.deadline = self.clock.now() + (math.inf if self.drain_timeout is None else self.drain_timeout)
+                continue
             handed = self.lines.handed
             line = handed.popleft() if handed else ""
             if not isinstance(item, Exception):
@@ -313,6 +329,8 @@ class Answering(_Wrapping):
                         SessionMessage(_error(None, INVALID_REQUEST, "Invalid request: id must be a string or an integer"))
                     )
                     continue
+                elif kind is JSONRPCResponse or kind is JSONRPCError:
+                    self.asked.discard(item.message.id)
                 return item
             reply = reply_to(line, self.lines.limit, item)
             if reply is not None:
@@ -330,14 +348,55 @@ class Answering(_Wrapping):
         if self._idle is not None and (not self.waiting or self.gone):
             self._idle.set()
 
+    def ask(self, request_id: Any) -> None:
+        """The server sent the client the request ``request_id``: after the end of stdin it gets ``Connection closed``."""
+        self.asked.add(request_id)
+        if self._idle is not None:
+            self._idle.set()
+
     async def _unanswered(self, request_id: Any) -> None:
         self.settle(request_id)
 
-    async def _settled(self) -> None:
-        """Wait until every request passed on has settled, or the client stopped reading."""
-        while self.waiting and not self.gone:
+    async def _draining(self) -> SessionMessage:
+        """After the end of stdin: ``Connection closed`` for each request asked of the client, then the end once
+        every request passed on has settled, the client has stopped reading, or the drain timeout has passed."""
+        assert self.deadline is not None
+        while not self.asked:
+            if not self.waiting or self.gone:
+                raise anyio.EndOfStream
+            left = self.deadline - self.clock.now()
+            if left <= 0:
+                self._give_up()
+                raise anyio.EndOfStream
             self._idle = anyio.Event()
-            await self._idle.wait()
+            await self._wait(self._idle, left)
+        closed = ErrorData(code=CONNECTION_CLOSED, message="Connection closed")
+        return SessionMessage(JSONRPCError(jsonrpc="2.0", id=self.asked.pop(), error=closed))
+
+    async def _wait(self, event: anyio.Event, seconds: float) -> None:
+        """Until ``event`` is set, or ``seconds`` of the clock have passed."""
+        if seconds == math.inf:
+            await event.wait()
+            return
+        async with anyio.create_task_group() as group:
+
+            async def expire() -> None:
+                await self.clock.asleep(seconds)
+                group.cancel_scope.cancel()
+
+            group.start_soon(expire)
+            await event.wait()
+            group.cancel_scope.cancel()
+
+    def _give_up(self) -> None:
+        """Say on stderr how many requests the drain timeout leaves unanswered (the SDK cancels them)."""
+        count = sum(self.waiting.values())
+        print(
+            f"harness-one: {count} request{'s' if count != 1 else ''} still unanswered {self.drain_timeout:g} s after "
+            "the end of stdin (the drain timeout): cancelled",
+            file=sys.stderr,
+            flush=True,
+        )
 
     def __aiter__(self) -> Answering:
         return self
@@ -358,6 +417,8 @@ class _Answers(_Wrapping):
     async def send(self, item: SessionMessage) -> None:
         message = item.message
         if not isinstance(message, (JSONRPCResponse, JSONRPCError)):
+            if type(message) is JSONRPCRequest:
+                self.owner.ask(message.id)
             await self.inner.send(item)
             return
         gone = True
