@@ -146,6 +146,21 @@ class Tool:
             output, output_wrapped = wrap_output(
                 check_schema(output_schema, tool=tool_name, what="output_schema", object_root=False)
             )
+        for what, flag, undeclared in (
+            ("idempotent", idempotent, False),
+            ("read_only", read_only, False),
+            ("blocking", blocking, False),
+            ("destructive", destructive, True),
+            ("open_world", open_world, True),
+        ):
+            if not (isinstance(flag, bool) or (undeclared and flag is None)):  # "false" would be true
+                either = "True or False, or None (undeclared)" if undeclared else "True or False"
+                raise ToolDefinitionError(f"Tool '{tool_name}': {what} must be {either}, got {flag!r}.", tool=tool_name)
+        for what, text in (("description", description), ("source", source)):
+            if text is not None and not isinstance(text, str):
+                raise ToolDefinitionError(f"Tool '{tool_name}': {what} must be a string, got {text!r}.", tool=tool_name)
+        if options is not None and not isinstance(options, Mapping):
+            raise ToolDefinitionError(f"Tool '{tool_name}': options must be a mapping, got {options!r}.", tool=tool_name)
         for what, seconds in (("timeout", timeout), ("total_timeout", total_timeout), ("cache_ttl", cache_ttl)):
             if seconds is not None and (
                 isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not seconds > 0
@@ -167,8 +182,6 @@ class Tool:
             raise ToolDefinitionError(f"Tool '{tool_name}': cache_ttl needs an idempotent or read-only tool.", tool=tool_name)
         if read_only and destructive:
             raise ToolDefinitionError(f"Tool '{tool_name}': a read-only tool cannot be destructive.", tool=tool_name)
-        if not isinstance(blocking, bool):
-            raise ToolDefinitionError(f"Tool '{tool_name}': blocking must be True or False, got {blocking!r}.", tool=tool_name)
         examples = tuple(examples)
         for example in examples:
             if not isinstance(example, Mapping) or not isinstance(example.get("arguments"), Mapping):
