@@ -7,6 +7,7 @@ import shlex
 
 import click
 
+from ..integrations._common import not_asked
 from ._main import answers_out, dumps, exit_code, lost, main, state_of, write_line
 
 __all__ = ["call"]
@@ -33,6 +34,22 @@ def _extra(ctx: click.Context, name: str, extra: list[str]) -> click.UsageError:
     )
 
 
+def _to_approve(name: str, args: dict[str, object], context: dict[str, object] | None, idempotency_key: str | None) -> str:
+    """How a person approves the call ``call`` could not: the same call in ``run``, then a decision line."""
+    request: dict[str, object] = {"id": 1, "name": name, "arguments": args}
+    if context is not None:
+        request["context"] = context
+    if idempotency_key is not None:
+        request["idempotency_key"] = idempotency_key
+    return (
+        "harness-one call: a call that needs approval cannot be approved here. To approve it, give `harness-one run` "
+        "(with the same options before `run`) the call and then the decision, one line each:\n"
+        f"  {json.dumps(request)}\n"
+        '  {"approve": 1}\n'
+        'or, in Python, the approval plugin\'s approve(call_id) and resume(call_id) (docs: "Approval-required tools").'
+    )
+
+
 # allow_extra_args: words after NAME reach the command, which says how to pass arguments
 # instead of click's bare "Got unexpected extra argument".
 @main.command(context_settings={"allow_extra_args": True})
@@ -56,6 +73,8 @@ def call(
     A malformed --args or --context is a usage error (exit 2): what the tool refuses is the
     tool's answer (exit 4). On an error, the text the model would read also goes to stderr, as
     does what the tool prints. Exit 70 when the answer cannot be written (stdout closed).
+    A call that needs a person's approval is not run (exit 8): nothing here can approve it, so
+    stderr says how to, with ``run``.
     """
     if ctx.args:
         raise _extra(ctx, name, ctx.args)
@@ -67,9 +86,12 @@ def call(
         from .._requests import Request, resolve
 
         args = resolve(Request(None, name, args, "plain"), registry, strict=True).arguments
-    result = registry.try_call(name, args, context=context, idempotency_key=idempotency_key)
+    outcome = registry.try_call(name, args, context=context, idempotency_key=idempotency_key)
+    result = not_asked(outcome, "one_shot")  # no decision can reach this process: withdrawn, and said so
     if not result.ok:
         click.echo(result.for_model(), err=True)
+    if result is not outcome:  # it was held for approval
+        click.echo(_to_approve(name, args, context, idempotency_key), err=True)
     try:
         write_line(out, dumps(result.to_dict(), indent=2))
     except Exception as exc:  # a closed or broken stdout

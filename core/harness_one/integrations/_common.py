@@ -5,6 +5,8 @@ and a ``context=`` that is a mapping (the same for every call) or a function of 
 framework's run context, called once per tool call, whose result becomes ``Call.context``.
 Whatever arguments a framework hands over, the adapter passes them to the registry in a form
 whose refusal names the model's mistake (:func:`not_an_object`, :func:`is_json`), never raising.
+A call the harness holds for approval where nothing can approve it is refused with
+:func:`not_asked`, which ``harness-one call`` and the MCP server use too.
 """
 
 from __future__ import annotations
@@ -176,8 +178,9 @@ def refusal(error: ToolError) -> CallResult:
     return CallResult(False, None, error, error.tool or "", error.call_id or new_call_id(), 0.0, 0)
 
 
-#: Why the adapter refuses a call the harness held (:func:`not_asked`), as the model reads it.
-NotAsked: TypeAlias = Literal["no_step", "not_reviewed", "rule_said_no", "approval_missed"]
+#: Why the adapter (or ``harness-one call``, or the MCP server) refuses a call the harness held
+#: (:func:`not_asked`), as the model reads it.
+NotAsked: TypeAlias = Literal["no_step", "not_reviewed", "rule_said_no", "approval_missed", "one_shot", "mcp_server"]
 
 _NOT_ASKED: dict[NotAsked, str] = {
     # the framework asks no one about this tool (AutoGen; a tool adapted before its approval rule existed)
@@ -189,14 +192,19 @@ _NOT_ASKED: dict[NotAsked, str] = {
     "and it asked for no approval then)",
     # a person approved the call in the framework, but not as it ran (the rule said no when the grant was checked)
     "approval_missed": "the approval this agent got from a person did not cover the call as it ran",
+    # `harness-one call`: the process makes this one call and ends, so no decision can reach it
+    "one_shot": "no one was asked (this command makes one call and ends: it has no approval step)",
+    # the MCP server: the protocol has no approval step, and a later result has no way back to the client
+    "mcp_server": "no one was asked (this MCP server has no approval step)",
 }
 
 
 def not_asked(result: CallResult, why: NotAsked) -> CallResult:
     """``result``, where the harness held the call for approval, as a refusal the model can act on.
 
-    For a framework that will not bring a later result back to the model: the harness's
-    "waiting for a decision, its result comes once approved" would be a promise nothing keeps.
+    For a framework (or ``harness-one call``, or the MCP server) that will not bring a later
+    result back to the model: the harness's "waiting for a decision, its result comes once
+    approved" would be a promise nothing keeps.
     So the call is withdrawn from the ``approval`` plugin's queue (``ApprovalRequired.withdraw``):
     no one approves and runs it later. ``why`` says, truly for the adapter, why the approval is
     missing (:data:`NotAsked`). Any other result is returned as it is.

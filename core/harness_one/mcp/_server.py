@@ -3,7 +3,8 @@
 Every ``tools/call`` goes through ``registry.atry_call``, so validation, rate limits,
 timeouts, retries and the other policies apply; a :class:`~harness_one.ToolError` becomes a
 result with ``isError`` and the model-readable text (an unknown tool name is the spec's
-protocol error, ``-32602``). The SDK speaks every protocol revision it supports: the
+protocol error, ``-32602``); a call the harness holds for approval is refused as not run,
+since nothing here can approve it. The SDK speaks every protocol revision it supports: the
 2025 handshake era and the stateless 2026-07-28 revision.
 """
 
@@ -50,6 +51,7 @@ from harness_one import CallResult, ToolError, ToolNotFound, ToolRegistry, __ver
 from harness_one._clock import Clock
 from harness_one._render import json_data, safe_text
 from harness_one._schema import _rust
+from harness_one.integrations._common import not_asked
 
 from ._spec import ERROR_META_KEY
 
@@ -215,7 +217,8 @@ class _Bridge:
             result = await self._call_with_progress(ctx, params.name, arguments, context)
         else:
             result = await self.registry.atry_call(params.name, arguments, context=context)
-        return self._answer(result)
+        # MCP has no approval step, and a later result has no way back: a held call is withdrawn, and said so
+        return self._answer(not_asked(result, "mcp_server"))
 
     async def _call_with_progress(
         self, ctx: ServerRequestContext[Any, Any], name: str, arguments: dict[str, Any], context: dict[str, Any]
