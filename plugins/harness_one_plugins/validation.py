@@ -255,23 +255,49 @@ def _checker_of(checker: Any, name: str) -> Callable[[str], bool]:
 
 
 def _format_names(schema: Any) -> set[str]:
-    """Every ``format`` a schema names (anything keyed ``format``: a safe over-estimate)."""
-    names: set[str] = set()
+    """Every ``format`` a schema names."""
+    return {name for name in _keyed(schema, "format") if isinstance(name, str)}
+
+
+def _keyed(schema: Any, key: str) -> Iterator[Any]:
+    """The value of every ``key`` in ``schema`` (anything so keyed, a property name too: a safe over-estimate)."""
     stack = [schema]
     while stack:
         node = stack.pop()
         if isinstance(node, dict):
-            if isinstance(node.get("format"), str):
-                names.add(node["format"])
+            if key in node:
+                yield node[key]
             stack.extend(node.values())
         elif isinstance(node, list):
             stack.extend(node)
-    return names
 
 
 def _any_text(value: str) -> bool:
     """The check of a format the Python backend does not assert."""
     return True
+
+
+def _rust_keywords(schema: Any) -> dict[str, Any] | None:
+    """The keywords jsonschema-rs is given for ``schema``: ``multipleOf`` (:class:`_MultipleOf`), where it has one
+    (only there: a call under any other schema does no more work)."""
+    for _ in _keyed(schema, "multipleOf"):
+        return {"multipleOf": _MultipleOf}
+    return None
+
+
+class _MultipleOf:
+    """``multipleOf`` as jsonschema-rs is given it: :func:`_is_multiple` decides, as on the Python backend
+    (jsonschema-rs's own reads some floats past 2**53 by their binary value: ``9e22`` was no multiple of 3)."""
+
+    __slots__ = ("divisor",)
+
+    def __init__(self, parent_schema: Any, value: Any, schema_path: Any) -> None:
+        self.divisor = _ratio(value)  # a number > 0: jsonschema-rs checked the schema first
+
+    def validate(self, instance: Any) -> None:
+        kind = type(instance)  # jsonschema-rs gives plain JSON values (a bool is no number)
+        if (kind is float or kind is int) and not _is_multiple(instance, self.divisor):
+            raise ValueError(_NOT_MULTIPLE)
 
 
 _BASE_URI = "urn:harness-one:parameters"  # the base URI of a schema without an $id
@@ -639,12 +665,30 @@ def _extras(instance: Mapping[str, Any], schema: Mapping[str, Any], search: _Sea
     return (k for k in instance if k not in properties and not any(search(p, k) for p in patterns))
 
 
-def _exact(number: float) -> Any:
-    """The decimal number ``number`` spells (a float by its shortest repr), exactly: a ``Fraction``."""
-    from decimal import Decimal  # imported on the first refusal that needs it, as jsonschema is
-    from fractions import Fraction
+_NOT_MULTIPLE = "is not a multiple of the divisor"
 
-    return Fraction(number) if isinstance(number, int) else Fraction(Decimal(repr(number)))
+
+@functools.cache
+def _decimal() -> Any:
+    """``decimal.Decimal``, imported when a ``multipleOf`` first needs it (once: an import statement costs 1-2 us)."""
+    from decimal import Decimal
+
+    return Decimal
+
+
+def _ratio(number: Any) -> tuple[int, int]:
+    """The number ``number`` spells, exactly, as numerator and denominator: a float the decimal number of its
+    shortest repr, as JSON text spells it (``float.__repr__``: a subclass's own repr, ``np.float64(2.5)``, is not read)."""
+    if isinstance(number, float):
+        number = _decimal()(float.__repr__(number))
+    return number.as_integer_ratio()  # type: ignore[no-any-return]
+
+
+def _is_multiple(number: Any, divisor: tuple[int, int]) -> bool:
+    """Whether ``number`` is a whole multiple of ``divisor`` (a :func:`_ratio`), exactly, on the decimal numbers
+    the JSON spells: ``19.99`` is a multiple of ``0.01`` and ``9e22`` of ``3``; ``0.30000000000000004`` is not of ``0.01``."""
+    top, bottom = _ratio(number)
+    return top * divisor[1] % (bottom * divisor[0]) == 0
 
 
 def _keywords(search: _SearchFn, draft2020: bool) -> dict[str, Callable[..., Iterator[Any]]]:
@@ -753,10 +797,9 @@ def _keywords(search: _SearchFn, draft2020: bool) -> dict[str, Callable[..., Ite
             yield ValidationError("unevaluated items are not allowed")
 
     def multiple_of(validator: Any, divisor: Any, instance: Any, schema: Any) -> Iterator[Any]:
-        # Exact, on the decimal numbers the JSON spells (as jsonschema-rs decides): 19.99 is a multiple of 0.01.
         number = validator.is_type(instance, "number") and validator.is_type(divisor, "number") and divisor > 0
-        if number and _exact(instance) % _exact(divisor):
-            yield ValidationError(f"{instance!r} is not a multiple of {divisor!r}")
+        if number and not _is_multiple(instance, _ratio(divisor)):  # as jsonschema-rs is told to decide (_MultipleOf)
+            yield ValidationError(_NOT_MULTIPLE)
 
     _unique = _all_unique if search is _search_python else _unique_rust
     found: dict[str, Callable[..., Iterator[Any]]] = {
@@ -1049,6 +1092,7 @@ class CompiledSchema:
                 schema,
                 formats=_rust_formats(schema) if formats else None,
                 validate_formats=formats,
+                keywords=_rust_keywords(schema),
                 retriever=_refuse_remote_rs,
                 pattern_options=rs.FancyRegexOptions(backtrack_limit=BACKTRACK_LIMIT),
             )
@@ -1279,8 +1323,9 @@ def _integer_plan(schema: Any, refs: _Refs) -> _IntPlan | None:
     ``allOf`` and ``$ref``s within the schema, to a pointer or an anchor (not back into one
     being followed); ``anyOf``/``oneOf`` and ``if``/``then``/``else`` (a missing ``then`` or
     ``else`` takes anything), each place an integer only where every alternative takes no
-    other numbers there; ``dependentSchemas`` for the property that makes it apply (as ``then``
-    after an ``if`` requiring only one property, it applies whenever that property is there).
+    other numbers there; ``dependentSchemas`` and the schemas of ``dependencies`` (draft 7's form) for
+    the property that makes one apply (as ``then`` after an ``if`` requiring only one property, it
+    applies whenever that property is there).
     """
     planner = _IntegerPlanner(refs)
     return _lowered(planner.plan(schema, 0, frozenset(), refs.resolver), {})
@@ -1368,7 +1413,8 @@ class _Numbers:
 _NOTHING = _Numbers(_NO_NUMBER)  # what a `false` schema takes, and what is within a value that has no parts
 _NOTHING.extra = _NOTHING.items = _NOTHING
 _LEAVES = {kind: _Numbers(kind, extra=_NOTHING, items=_NOTHING) for kind in (_NO_NUMBER, _WHOLE, _ANY_NUMBER)}  # no parts
-_APPLYING = frozenset({"$ref", "allOf", "anyOf", "oneOf", "if", "dependentSchemas"})  # keywords other schemas apply through
+# keywords other schemas apply through
+_APPLYING = frozenset({"$ref", "allOf", "anyOf", "oneOf", "if", "dependentSchemas", "dependencies"})
 
 
 class _IntegerPlanner(_Planner):
@@ -1399,9 +1445,10 @@ class _IntegerPlanner(_Planner):
                 found.append(self.join([self.plan(sub, below, seen, scope) for sub in schema[key]]))
         if draft >= 7 and "if" in schema:
             found.append(self._condition(schema, below, seen, scope))
-        dependent = schema.get("dependentSchemas") if draft >= 19 else None
-        if isinstance(dependent, Mapping):
-            found += [self._present(name, self.plan(sub, below, seen, scope)) for name, sub in dependent.items()]
+        for key in ("dependentSchemas", "dependencies") if draft >= 19 else ("dependencies",):  # (read in every draft)
+            dependent = schema.get(key)
+            if isinstance(dependent, Mapping):  # a list under `dependencies` names properties, no schema: nothing
+                found += [self._present(name, self.plan(sub, below, seen, scope)) for name, sub in dependent.items()]
         return self.meet(found)
 
     def _own(self, schema: Mapping[str, Any], depth: int, seen: frozenset[str], scope: Any) -> _Numbers | None:
@@ -1635,7 +1682,27 @@ def _to_integers(value: Any, plan: _IntPlan) -> Any:
         if all(a is b for a, b in zip(new_list, value)):
             return value
         return new_list if kind is list else tuple(new_list)
-    return value
+    if kind in _NO_FLOATS or kind is list or kind is tuple:
+        return value
+    return _subclass_to_integers(value, plan)
+
+
+def _subclass_to_integers(value: Any, plan: _IntPlan) -> Any:
+    """:func:`_to_integers` of a ``float``, ``dict``, ``list`` or ``tuple`` subclass (numpy's ``float64``, an
+    ``OrderedDict``): as of the plain value it is sent as, that value where anything in it changed, else ``value``."""
+    plain: Any
+    if isinstance(value, float):
+        plain = float.__float__(value)  # the number it holds, as JSON text and the verdict read it
+    elif isinstance(value, dict):
+        plain = dict(value)
+    elif isinstance(value, list):
+        plain = list(value)
+    elif isinstance(value, tuple):
+        plain = tuple(value)
+    else:
+        return value
+    new = _to_integers(plain, plan)
+    return value if new is plain else new
 
 
 def _inexact(value: Any, plan: _IntPlan) -> bool:
@@ -1670,8 +1737,8 @@ def _default_plan(schema: Any, refs: _Refs) -> _Plan | None:
     """The defaults to fill in, property by property: under ``properties``, through ``$ref``s within
     the schema (to a pointer or an anchor) and ``allOf``, and through an ``anyOf``/``oneOf`` only one
     alternative of which can be an object (``Address | None``: which alternative a value matched
-    is not known here). Not from ``if``/``then``/``else`` or ``dependentSchemas`` (whether they
-    apply depends on the values) nor ``patternProperties`` (no name to fill)."""
+    is not known here). Not from ``if``/``then``/``else``, ``dependentSchemas`` or ``dependencies``
+    (whether they apply depends on the values) nor ``patternProperties`` (no name to fill)."""
     planner = _DefaultPlanner(refs)
     return planner.plan(planner.applying(schema, 0, frozenset(), refs.resolver), 0)
 
@@ -1748,7 +1815,7 @@ def _fill(instance: dict[str, Any], plan: _Plan) -> dict[str, Any]:
                 if out is instance:
                     out = dict(instance)
                 out[name] = copy.deepcopy(default)
-        elif nested and type(instance[name]) is dict:
+        elif nested and isinstance(instance[name], dict):  # a subclass too: filled in a plain copy
             filled = _fill(instance[name], nested)
             if filled is not instance[name]:
                 if out is instance:
