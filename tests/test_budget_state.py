@@ -9,12 +9,15 @@ import logging
 import multiprocessing
 import threading
 import time
+from collections.abc import Iterator
 from typing import Any
+from urllib.parse import urlparse
 
 import pytest
 from redis_support import RedisServer
+from test_cancel_state import HoldingProxy, reading, until
 
-from harness_one import ToolRegistry
+from harness_one import Await, Call, ToolError, ToolRegistry, hookimpl
 from harness_one.state import AsyncBudgetStore, BudgetStore, MemoryBudgets, StateUnavailable
 from harness_one.testing import BudgetStoreContract
 from harness_one_plugins import BudgetPlugin
@@ -207,3 +210,77 @@ def test_four_processes_share_one_runs_budget_exactly(redis_server: RedisServer,
         assert p.exitcode == 0
     assert sum(admitted) == 50, admitted
     assert int(redis_server.client().get("test:budget-runs")) == 50  # the tool ran exactly 50 times
+
+
+@pytest.fixture
+def proxy(redis_url: str) -> Iterator[HoldingProxy]:
+    found = HoldingProxy(urlparse(redis_url).port or 6379)
+    try:
+        yield found
+    finally:
+        found.close()
+
+
+class RefusesThenWaits:
+    """Refuses a call whose context says ``refuse`` after the budget took its unit; its ``on_error``
+    then waits for ``gate``, before the budget's (``trylast``) gives the unit back."""
+
+    def __init__(self) -> None:
+        self.entered = asyncio.Event()
+        self.gate = asyncio.Event()
+
+    @hookimpl
+    def harness_pre_call(self, call: Call) -> None:
+        if call.context.get("refuse"):
+            raise ToolError("refused")
+
+    @hookimpl
+    def harness_on_error(self, call: Call, error: BaseException) -> Await | None:
+        async def wait() -> None:
+            self.entered.set()
+            await self.gate.wait()
+
+        return Await(lambda: None, wait) if call.context.get("refuse") and not call.cancelled else None
+
+
+@pytest.mark.parametrize("where", ["queued behind another write", "on the wire"])
+def test_a_give_back_a_cancel_cut_short_is_sent_again(proxy: HoldingProxy, where: str) -> None:
+    """A call refused after the budget took its unit is cancelled while its give-back is on its way
+    to Redis: the give-back is sent again before the cancellation goes on (its ticket makes that safe),
+    as an idempotency release or a slot's is. Queued behind another write, it had never been sent
+    (before, the run kept the unit as used); on the wire, Redis ran it, and the one sent again
+    finds its ticket and does nothing (the unit comes back once)."""
+    from harness_one.state._redis import _BUDGET_GIVE_BACK, _BUDGET_USED
+
+    reg = ToolRegistry(state=proxy.url + "?timeout=5&prefix=bc:", autoload=False)
+    refuses = RefusesThenWaits()
+    reg.plugins.register(refuses, name="refuses")
+    reg.add(lambda: "ran", name="f", options={"max_calls": 5})
+    budget, link = reg.plugins.get("budget"), reg.state.link()
+
+    async def scenario() -> None:
+        assert await reg.acall("f", context={"run_id": "r"}) == "ran"  # one unit used
+        budget.store.give_back("other", "f")  # the give-back's script is loaded (nothing to give back)
+        task = asyncio.create_task(reg.acall("f", context={"run_id": "r", "refuse": True}))
+        await refuses.entered.wait()  # its unit taken (2 used), the call refused
+        if where == "on the wire":
+            hold = proxy.hold(_BUDGET_GIVE_BACK)
+            refuses.gate.set()
+            await hold.wait()  # Redis gave the unit back; the reply is held
+            await reading(task)
+        else:
+            hold = proxy.hold(_BUDGET_USED)
+            first = asyncio.create_task(link.arun(_BUDGET_USED, ["bc:budget:{1:r}"], ["", "f"]))
+            await hold.wait()
+            refuses.gate.set()
+            batcher = link._batchers[asyncio.get_running_loop()]
+            await until(lambda: any(pending.script is _BUDGET_GIVE_BACK for pending in batcher.queue))
+        task.cancel()
+        hold.release()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        if where != "on the wire":
+            assert int(await first) == 2
+        assert budget.used("r") == 1
+
+    asyncio.run(scenario())

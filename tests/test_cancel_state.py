@@ -423,6 +423,73 @@ def test_sqlite_a_claim_cancelled_while_it_waits_for_the_file_is_released(tmp_pa
         locker.close()
 
 
+def test_sqlite_a_release_that_overtakes_its_claim_still_frees_the_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The claim waits in a thread, queued for the store's connection behind other threads, when its
+    caller is cancelled; the release, sent at once, gets the connection first (a lock is not first
+    come, first served) and finds no claim. It marks the claim's owner, so the claim, when its turn
+    comes, is not made: the same key runs at once. Before, the claim was made then and held the key
+    until its lease ended (``IdempotencyConflict`` meanwhile)."""
+    from harness_one.state._sqlite import _AT_ONCE
+
+    store = SQLiteStore(tmp_path / "idem.sqlite3")
+    reg = ToolRegistry(plugins={"idempotency": IdempotencyPlugin(store=store)}, autoload=False)
+    charge = Charges()
+    reg.add(charge.charge, name="charge")
+    reg.call("charge", {"order": 0}, idempotency_key="warm")  # the file is made
+    queued, turn, claimed, releasing = (threading.Event() for _ in range(4))
+    begin, release = store._begin, store._release
+
+    def late_begin(*args: Any) -> Any:
+        if args[-1] == _AT_ONCE:
+            return begin(*args)
+        queued.set()
+        turn.wait(10)  # the threads ahead of it use the connection
+        try:
+            return begin(*args)
+        finally:
+            claimed.set()
+
+    def watched_release(*args: Any) -> Any:
+        if args[-1] != _AT_ONCE:
+            releasing.set()
+        return release(*args)
+
+    monkeypatch.setattr(store, "_begin", late_begin)
+    monkeypatch.setattr(store, "_release", watched_release)
+
+    async def scenario() -> None:
+        store._lock.acquire()  # another thread uses the connection: the claim, then the release, wait in threads
+        task = asyncio.create_task(reg.acall("charge", {"order": 1}, idempotency_key="k"))
+        await until(queued.is_set, 0.001)
+        task.cancel()
+        await until(releasing.is_set, 0.001)
+        store._lock.release()  # the release's thread gets the connection: no claim of its owner yet
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        turn.set()  # now the claim's turn
+        assert await asyncio.to_thread(claimed.wait, 10)
+        assert await reg.acall("charge", {"order": 1}, idempotency_key="k") == {"charged": 1, "run": 2}
+
+    asyncio.run(scenario())
+
+
+def test_sqlite_a_release_that_finds_no_claim_stops_only_one_waiting_in_a_thread(tmp_path: Path) -> None:
+    """Only a claim followed while it waits in a thread is not made after a release of its owner
+    (an owner released with no claim on its way may claim later); the store follows the last 1,024."""
+    store = SQLiteStore(tmp_path / "idem.sqlite3")
+    for i in range(1025):
+        store._on_its_way(f"o{i}")  # 1,025 claims wait in threads: o0 is followed no longer
+    for owner in ("o0", "o1", "later"):
+        store.release("t", owner, owner=owner)  # none finds its claim
+    assert store.begin("t", "o1", "fp", 0.0, 60.0, owner="o1") is None  # released while it waited: not made
+    assert store.begin("t", "o1", "fp", 0.0, 60.0, owner="x") is None  # so the key is free
+    for owner in ("o0", "later"):
+        assert store.begin("t", owner, "fp", 0.0, 60.0, owner=owner) is None  # made
+        assert store.begin("t", owner, "fp", 0.0, 60.0, owner="x").state == "running"  # type: ignore[union-attr]
+    assert len(store._waiting) == 1023
+    store.close()
+
+
 # --------------------------------------------------------------------------- round_trip's cleanup
 
 

@@ -6,6 +6,7 @@ no caller waiting."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import threading
 import time
 from collections.abc import Callable
@@ -244,3 +245,106 @@ async def test_an_argument_that_cannot_be_sent_fails_only_its_own_call(redis_url
     link._lead(batch)
     assert [type(p.outcome) for p in batch] == [bytes, redis.DataError, bytes] and not link._down_until
     await link.aclose()
+
+
+class Interrupt(BaseException):
+    """What Ctrl-C raises in the thread it interrupts (a ``BaseException``, not an ``Exception``)."""
+
+
+def until_queued(link: Any, calls: int) -> None:
+    """Until ``calls`` calls wait for the next write (bounded: a broken test fails, never hangs)."""
+    for _ in range(10_000):
+        if len(link._queue) >= calls:
+            return
+        time.sleep(0.001)
+    pytest.fail("the calls never queued")
+
+
+@pytest.mark.parametrize("read", [0, 2], ids=["before any reply", "after two replies"])
+def test_a_thread_interrupted_while_it_sends_other_threads_calls_fails_none_of_them(redis_url: str, read: int) -> None:
+    """Thread M sends the write that carries its call and three calls thread B queued together
+    (``run_many``), and is interrupted while it reads the replies: M alone gets the interrupt; B's
+    calls left unanswered are sent again, by B, on a fresh connection, and B gets every reply; the
+    link is not marked down. Before, B's calls failed with ``StateUnavailable`` and every call failed
+    for ``down_for``. A reply read before the interrupt is kept (its call is not sent again); one
+    Redis ran whose reply was not read counts twice, as after a dead connection."""
+    from harness_one.state._redis import _BUCKET, _Pending
+
+    shared = buckets(redis_url, timeout=5, down_for=60)
+    link = shared.link
+    call = {"rate": 1e-9, "burst": 2, "cost": 1, "now": 0}  # a bucket of 2 tokens that never refills
+    shared.acquire("warm", **call)
+    with link._queue_lock:
+        link._sending = True  # a write is on the wire: the calls made now queue
+    got: dict[str, Any] = {}
+
+    def m() -> None:
+        try:
+            got["m"] = shared.acquire("m", **call)
+        except Interrupt:
+            got["m"] = "interrupted"
+
+    def b() -> None:
+        calls = [shared._args(f"b{i}", call["rate"], call["burst"], call["cost"], 0) for i in range(3)]
+        got["b"] = [float(reply) for reply in link.run_many(_BUCKET, calls)]
+
+    sender = threading.Thread(target=m)
+    sender.start()
+    until_queued(link, 1)
+    behind = threading.Thread(target=b)
+    behind.start()
+    until_queued(link, 4)
+    connection = link._hot_connection()
+    read_response, reads = connection.read_response, itertools.count()
+
+    def interrupted_read(*args: Any, **kwargs: Any) -> Any:
+        if threading.current_thread() is sender and next(reads) == read:  # M's reads: the interrupt at read
+            raise Interrupt
+        return read_response(*args, **kwargs)
+
+    connection.read_response = interrupted_read
+    # The write on the wire ends: its sender hands the queue (M's call, then B's three) to M.
+    link._lead([_Pending(_BUCKET, ("EVALSHA", _BUCKET.sha, 1, "{w}", "0", "1", "5", "1"), None)])
+    sender.join(10)
+    behind.join(10)
+    assert got == {"m": "interrupted", "b": [0.0, 0.0, 0.0]}
+    assert not link._is_down() and link.failures == 0 and not link._sending and not link._queue
+    left = [shared.acquire(f"b{i}", **call) == 0.0 for i in range(3)]  # a token left: its call ran once
+    assert left == ([True, False, False] if read == 2 else [False, False, False])
+    assert shared.acquire("m", **call) == 0.0  # M's own call ran once, and was not sent again
+
+
+def test_a_waiting_thread_interrupted_as_it_is_handed_a_write_passes_it_on_unsent(redis_url: str) -> None:
+    """Ctrl-C reaches the main thread just as it is handed the queue to send (its call and another
+    thread's): it sends nothing, the other thread sends its own call, and the interrupt goes on at once.
+    Before, the interrupted thread sent the write first, its own call included."""
+    import signal
+
+    shared = buckets(redis_url, timeout=5)
+    link = shared.link
+    call = {"rate": 1e-9, "burst": 1, "cost": 1, "now": 0}
+    shared.acquire("warm", **call)
+    with link._queue_lock:
+        link._sending = True
+    answered: dict[str, float] = {}
+    main = threading.main_thread().ident
+    assert main is not None
+
+    def hand_over() -> None:  # the write on the wire ends, and Ctrl-C comes before the main thread wakes
+        until_queued(link, 1)
+        other = threading.Thread(target=lambda: answered.update(other=shared.acquire("other", **call)))
+        other.start()
+        until_queued(link, 2)
+        with link._queue_lock:
+            queued, link._queue = link._queue, []
+            queued[0].batch = queued  # handed, not yet woken
+        signal.pthread_kill(main, signal.SIGINT)
+        other.join(10)
+
+    helper = threading.Thread(target=hand_over)
+    helper.start()
+    with pytest.raises(KeyboardInterrupt):
+        shared.acquire("mine", **call)
+    helper.join(10)
+    assert answered == {"other": 0.0} and not link._sending and not link._is_down()
+    assert shared.acquire("mine", **call) == 0.0  # its token is still there: the call was never sent

@@ -29,6 +29,7 @@ from harness_one import (
 )
 from harness_one.state import (
     Accepts,
+    AsyncBudgetStore,
     AsyncTwins,
     BudgetStore,
     FailMode,
@@ -206,18 +207,29 @@ class BudgetPlugin:
         store, name = self.store, call.tool.name
         mine = self._tickets.keywords(store, new_token())  # one ticket, however often the give-back is sent
         shared = self._twins(store)
-        if shared is not None:
-            return round_trip(
-                lambda: store.give_back(run, name, **mine),
-                lambda: shared.agive_back(run, name, **mine),
-                lambda _: None,
-                lambda exc: self.fail.note(exc, name, "unit not given back; the run keeps it as used"),
-            )
+        if shared is None:
+            self._return(store, run, name, mine)
+            return None
+        giving = Await(lambda: self._return(store, run, name, mine), lambda: self._areturn(shared, run, name, mine))
+        # cancelled meanwhile: sent again, one with a ticket (one without could return its unit twice)
+        return round_trip(giving.sync, giving.aio, lambda _: None, lambda _: None, (lambda: giving) if mine else None)
+
+    def _return(self, store: BudgetStore, run: str, name: str, mine: dict[str, Any]) -> None:
+        """Give ``run``'s unit of ``name`` back (``mine``: the give-back's ticket, if the store takes one)."""
         try:
             store.give_back(run, name, **mine)
         except StateUnavailable as exc:
-            self.fail.note(exc, name, "unit not given back; the run keeps it as used")
-        return None
+            self._kept(name, exc)
+
+    async def _areturn(self, store: AsyncBudgetStore, run: str, name: str, mine: dict[str, Any]) -> None:
+        """:meth:`_return` through the store's awaitable twin."""
+        try:
+            await store.agive_back(run, name, **mine)
+        except StateUnavailable as exc:
+            self._kept(name, exc)
+
+    def _kept(self, name: str, exc: StateUnavailable) -> None:
+        self.fail.note(exc, name, "unit not given back; the run keeps it as used")
 
     @hookimpl
     @applies_to(_budgeted)

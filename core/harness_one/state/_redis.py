@@ -372,8 +372,9 @@ return {st, calls, failures, field('n', 0)}
 
 
 class _Pending:
-    """One script call waiting for its reply, and what its caller waits on (a held lock, a
-    future, or nothing when the caller sends it itself)."""
+    """One script call waiting for its reply, and what its caller waits on: a held lock (one for
+    all the calls a thread queued together; None once that thread stopped waiting), a future, or
+    nothing when the caller sends it itself. ``batch``: the calls its thread is handed to send."""
 
     __slots__ = ("batch", "command", "done", "outcome", "script")
 
@@ -449,11 +450,24 @@ def _settle(batch: Sequence[_Pending], replies: Sequence[Any]) -> list[_Pending]
     return unloaded
 
 
+def _unanswered(pending: _Pending) -> bool:
+    """Whether ``pending`` has no reply (or only ``NOSCRIPT``)."""
+    return pending.outcome is _UNANSWERED or type(pending.outcome) is NoScriptError
+
+
 def _fail(batch: Sequence[_Pending], outcome: Any) -> None:
     """Give ``outcome`` to each call of ``batch`` that has no reply (or only ``NOSCRIPT``)."""
     for pending in batch:
-        if pending.outcome is _UNANSWERED or type(pending.outcome) is NoScriptError:
+        if _unanswered(pending):
             pending.outcome = outcome
+
+
+def _handed(batch: Sequence[_Pending]) -> list[_Pending] | None:
+    """The calls a thread whose calls are ``batch`` was handed to send, if it was."""
+    for pending in batch:
+        if pending.batch is not None:
+            return pending.batch
+    return None
 
 
 def _exchange(connection: Any, batch: Sequence[_Pending], *, reload: bool = False) -> list[_Pending]:
@@ -461,7 +475,8 @@ def _exchange(connection: Any, batch: Sequence[_Pending], *, reload: bool = Fals
     reply's place), and return those answered ``NOSCRIPT``.
 
     A dead connection is reconnected and the calls not yet answered are sent once more; a
-    timeout or an interrupt drops the connection (replies would be left in flight) and raises.
+    timeout or an interrupt drops the connection (replies would be left in flight) and raises,
+    an interrupt after giving the calls whose replies were read their replies.
     """
     calls, commands, packed = _write(connection, batch, reload)
     replies: list[Any] = []
@@ -481,6 +496,7 @@ def _exchange(connection: Any, batch: Sequence[_Pending], *, reload: bool = Fals
             packed = connection.pack_commands(commands[len(replies) :])
         except BaseException:
             connection.disconnect()
+            _settle(calls, replies)  # only the calls left unanswered are sent again (RedisLink._pass_on)
             raise
     raise AssertionError("unreachable")  # pragma: no cover
 
@@ -708,35 +724,41 @@ class RedisLink:
     def _send(self, batch: list[_Pending]) -> None:
         """Have ``batch`` (this thread's calls) sent in one write: queued behind the write on the
         wire, then answered or handed a batch to send; or, with none on the wire, sent now."""
-        head = batch[0]
         with self._queue_lock:
-            if self._sending:
+            waits = self._sending
+            if waits:
+                done = threading.Lock()  # one for the thread's calls: it waits for them all
+                done.acquire()
                 for pending in batch:
-                    pending.done = threading.Lock()
-                    pending.done.acquire()
+                    pending.done = done
                 self._queue.extend(batch)  # one queue: the next write takes them all
             else:
                 self._sending = True
-                head.batch = batch
-        if head.batch is None:
-            self._wait(head, batch[1:])  # released with the replies, or with a batch to send
-        if head.batch is not None:
-            self._lead(head.batch)
+        if waits:
+            handed = self._wait(batch)  # released with the replies, or with a batch to send
+            if handed is None:
+                return
+            batch = handed
+        self._lead(batch)
 
-    def _wait(self, pending: _Pending, also: Sequence[_Pending] = ()) -> None:
-        """Wait for a queued call's reply or for the batch it is to send. Interrupted
-        (``KeyboardInterrupt``), the call (with the calls queued ``also`` behind it) leaves the
-        queue, or sends the batch it was handed."""
+    def _wait(self, batch: Sequence[_Pending]) -> list[_Pending] | None:
+        """Wait for the replies to this thread's queued calls ``batch``, or for a batch to send
+        (returned). Interrupted (``KeyboardInterrupt``), its calls leave the queue and are sent
+        for no one again, or the batch it was handed goes on, unsent, to another thread."""
+        done = batch[0].done
         try:
-            pending.done.acquire()
+            done.acquire()
         except BaseException:
             with self._queue_lock:
-                if pending.batch is None and pending in self._queue:
-                    for left in (pending, *also):
-                        self._queue.remove(left)
-            if pending.batch is not None:
-                self._lead(pending.batch)
+                handed = _handed(batch)
+                if handed is None:
+                    self._queue = [p for p in self._queue if p.done is not done]
+                    for pending in batch:
+                        pending.done = None  # no one waits: in flight, they are not sent again
+            if handed is not None:
+                self._pass_on(handed, interrupted=True)
             raise
+        return _handed(batch)
 
     def run_many(self, script: _Script, calls: Sequence[tuple[Sequence[str], Sequence[Any]]]) -> list[Any]:
         """Run ``script`` once per ``(keys, args)`` of ``calls``, all in one write (with the calls
@@ -753,34 +775,51 @@ class RedisLink:
 
     def _lead(self, batch: list[_Pending]) -> None:
         """Send ``batch`` in one write, give every call its reply, and hand the queue to the next sender."""
+        interrupted = True
         try:
-            if self._down_until and time.monotonic() < self._down_until:
-                _fail(batch, _DOWN)
-            else:
-                connection = self._hot_connection()
-                unloaded = _exchange(connection, batch)
-                if unloaded:
-                    _exchange(connection, unloaded, reload=True)
-                if connection is not self._hot:  # closed meanwhile: the resend reconnected it
-                    connection.disconnect()
-        except _LINK_ERRORS as exc:
-            _fail(batch, exc)
-            if _cannot_decide(exc):  # the calls queued meanwhile fail fast
-                self._down_until = time.monotonic() + self.down_for
-        except BaseException:
-            _fail(batch, _interrupted())
-            raise
+            try:
+                if self._down_until and time.monotonic() < self._down_until:
+                    _fail(batch, _DOWN)
+                else:
+                    connection = self._hot_connection()
+                    unloaded = _exchange(connection, batch)
+                    if unloaded:
+                        _exchange(connection, unloaded, reload=True)
+                    if connection is not self._hot:  # closed meanwhile: the resend reconnected it
+                        connection.disconnect()
+            except _LINK_ERRORS as exc:
+                _fail(batch, exc)
+                if _cannot_decide(exc):  # the calls queued meanwhile fail fast
+                    self._down_until = time.monotonic() + self.down_for
+            interrupted = False
         finally:
-            with self._queue_lock:
-                queued, self._queue = self._queue, []
-                self._sending = bool(queued)
-                if queued:
-                    queued[0].batch = queued
-            for pending in batch[1:]:  # batch[0] is this thread's own call (so are the rest, unqueued: no lock)
-                if pending.done is not None:
-                    pending.done.release()
+            self._pass_on(batch, interrupted)
+
+    def _pass_on(self, batch: list[_Pending], interrupted: bool) -> None:
+        """Wake the threads whose calls ``batch`` (sent by this thread) answered, and hand the queue
+        to the next sender. When this thread was ``interrupted`` (``KeyboardInterrupt``: its own),
+        the calls of waiting threads it left unanswered go first in the queue, so one of those
+        threads sends them again: no other call fails, and the link is not marked down."""
+        mine = batch[0].done  # this thread's calls (None: sent by the thread that made them)
+        again: list[_Pending] = []
+        following = None
+        with self._queue_lock:
+            if interrupted:
+                again = [p for p in batch if p.done is not mine and p.done is not None and _unanswered(p)]
+            queued, self._queue = (again + self._queue if again else self._queue), []
+            self._sending = bool(queued)
             if queued:
-                queued[0].done.release()
+                queued[0].batch = queued
+                following = queued[0].done
+        waiting = {p.done for p in again} if again else ()  # their threads wait on
+        last = mine
+        for pending in batch:  # one release per thread (its calls are side by side)
+            done = pending.done
+            if done is not last and done is not None and done not in waiting:
+                done.release()
+                last = done
+        if following is not None:
+            following.release()
 
     def _run_pooled(self, script: _Script, keys: Sequence[str], args: Sequence[Any]) -> Any:
         try:

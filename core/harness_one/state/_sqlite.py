@@ -25,6 +25,9 @@ _MAX_TIMEOUT = (2**31 - 1) / 1000
 #: The deadline of an attempt that waits for nothing (``time.monotonic`` is past it).
 _AT_ONCE = -1.0
 
+#: How many claims waiting in threads a store follows (:meth:`SQLiteStore._on_its_way`).
+_FOLLOWED = 1024
+
 
 def _write_ahead(conn: sqlite3.Connection, until: float) -> None:
     """Put the file in WAL mode (kept in the file: a file already in it needs no lock). SQLite fails the
@@ -64,7 +67,8 @@ class SQLiteStore:
     up about ``timeout`` after it asked, however many wait. The ``a...`` twins do the work at
     once when the connection and the file are free, and otherwise wait in a thread
     (``asyncio.to_thread``), their ``timeout`` counted from when they are awaited: ``acall``
-    never waits for the file on the event loop.
+    never waits for the file on the event loop. A release (``arelease``, ``release``) of a claim
+    still waiting in its thread (its caller cancelled) takes effect too: the claim is not made.
     """
 
     def __init__(self, path: str | Path, *, timeout: float = 10.0) -> None:
@@ -78,6 +82,9 @@ class SQLiteStore:
         self._closed = False
         self._owner_missing = False
         self._ops = 0
+        # The owners of claims waiting in threads (oldest first): True once released before the claim came.
+        self._waiting: dict[str | None, bool] = {}
+        self._waiting_lock = threading.Lock()  # not the connection's: the loop never waits for it
 
     @contextmanager
     def _connection(self, deadline: float | None = None) -> Iterator[sqlite3.Connection]:
@@ -155,14 +162,33 @@ class SQLiteStore:
                 raise
         self._owner_missing = False
 
-    async def _off_loop(self, work: Callable[..., _T], *args: Any) -> _T:
+    async def _off_loop(self, work: Callable[..., _T], *args: Any, claim: str | None = None) -> _T:
         """``work(*args, deadline)``: at once if the connection and the file are free, else in a thread,
-        its deadline ``timeout`` from now (not from when a thread is free)."""
+        its deadline ``timeout`` from now (not from when a thread is free). ``claim``: the owner of the
+        claim ``work`` makes, followed while it waits (:meth:`_on_its_way`)."""
         deadline = time.monotonic() + self.timeout
         try:  # a thread costs more than the work (100 us and more a call): only to wait
             return work(*args, _AT_ONCE)
         except StateUnavailable:  # busy (or failing): nothing was written, so the thread does it all
+            if claim is not None:
+                self._on_its_way(claim)
             return await asyncio.to_thread(work, *args, deadline)
+
+    def _on_its_way(self, owner: str) -> None:
+        """Follow ``owner``'s claim, about to wait in a thread: a release of ``owner`` that comes first
+        (threads do not get the connection in the order they asked; the claim's caller was cancelled)
+        marks it, and the claim is then not made. The oldest of over :data:`_FOLLOWED` claims followed
+        is let go (a claim cancelled before its thread started never comes)."""
+        with self._waiting_lock:
+            self._waiting[owner] = False
+            if len(self._waiting) > _FOLLOWED:
+                del self._waiting[next(iter(self._waiting))]
+
+    def _released(self, owner: str | None) -> bool:
+        """Whether ``owner``'s claim, followed while it waited, was released meanwhile (it is not made);
+        it is followed no longer. Called with the connection, as releases mark claims."""
+        with self._waiting_lock:
+            return self._waiting.pop(owner, False)
 
     def begin(
         self, scope: str, key: str, fingerprint: str, now: float, lease: float, *, owner: str | None = None
@@ -172,12 +198,14 @@ class SQLiteStore:
     async def abegin(
         self, scope: str, key: str, fingerprint: str, now: float, lease: float, *, owner: str | None = None
     ) -> Record | None:
-        return await self._off_loop(self._begin, scope, key, fingerprint, now, lease, owner)
+        return await self._off_loop(self._begin, scope, key, fingerprint, now, lease, owner, claim=owner)
 
     def _begin(
         self, scope: str, key: str, fingerprint: str, now: float, lease: float, owner: str | None, deadline: float | None
     ) -> Record | None:
         with self._connection(deadline) as conn:
+            if self._waiting and self._released(owner):  # only while claims wait in threads
+                return None  # released while it waited (its caller was cancelled): not made
             conn.execute("BEGIN IMMEDIATE")
             try:
                 self._ops += 1
@@ -276,7 +304,13 @@ class SQLiteStore:
             if owner is None:
                 conn.execute("DELETE FROM harness_one_idempotency WHERE scope = ? AND key = ?", (scope, key))
             else:
-                conn.execute("DELETE FROM harness_one_idempotency WHERE scope = ? AND key = ? AND owner = ?", (scope, key, owner))
+                cursor = conn.execute(
+                    "DELETE FROM harness_one_idempotency WHERE scope = ? AND key = ? AND owner = ?", (scope, key, owner)
+                )
+                if not cursor.rowcount and self._waiting:
+                    with self._waiting_lock:
+                        if owner in self._waiting:  # the claim, still waiting in its thread, is not made
+                            self._waiting[owner] = True
 
     def close(self) -> None:
         with self._lock:
