@@ -20,7 +20,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-__all__ = ["ConfigError", "Settings", "environment_state", "load_settings", "parse_option", "with_prefix"]
+__all__ = ["ConfigError", "Settings", "environment_state", "is_file_spec", "load_settings", "parse_option", "with_prefix"]
 
 ENV_CONFIG = "HARNESS_ONE_CONFIG"
 ENV_LOG_FORMAT = "HARNESS_ONE_LOG_FORMAT"
@@ -51,6 +51,19 @@ def with_prefix(url: str, prefix: str | None) -> str:
         return url
     query = [(name, value) for name, value in parse_qsl(parsed.query, keep_blank_values=True) if name != "prefix"]
     return urlunparse(parsed._replace(query=urlencode([*query, ("prefix", prefix)], safe=":")))
+
+
+def is_file_spec(spec: str) -> bool:
+    """Whether a tools spec (``--tools``, ``tools = [...]``) names a file (``x.py``, ``dir/x``), not a module."""
+    return spec.endswith(".py") or "/" in spec or "\\" in spec
+
+
+def _from_file(spec: str, directory: Path) -> str:
+    """A tools spec of the configuration file: a relative file path is taken from the file's ``directory``."""
+    if not is_file_spec(spec):
+        return spec
+    path = Path(spec).expanduser()
+    return spec if path.is_absolute() else str(directory / path)
 
 
 def environment_state() -> str | None:
@@ -192,6 +205,7 @@ def load_settings(path: str | None = None) -> Settings:
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"{chosen}: invalid TOML: {exc}") from None
         _apply_file(settings, data, chosen)
+        settings.tools = [_from_file(spec, file.absolute().parent) for spec in settings.tools]
         settings.source = str(file)
     _environment_over_file(settings)
     settings.log_format = os.environ.get(ENV_LOG_FORMAT) or settings.log_format

@@ -101,21 +101,21 @@ def _refusal(message: str, plugin: str) -> Hook:
     return refuse
 
 
-def _unkeyed(tool: Tool) -> Hook:
+def _unkeyed(tool: Tool, why: str) -> Hook:
     """Refuses ``tool``'s calls that carry an idempotency key while no plugin named :data:`KEY_GUARD`
-    is active nor any hook for keyed calls applies (``applies_to(keyed=True)``)."""
+    is active (``why``: :meth:`Plan.inactive`) nor any hook for keyed calls applies (``applies_to(keyed=True)``)."""
     return _refusal(
         f"Tool '{tool.name}' cannot be called with an idempotency key: no plugin in this registry honours one "
-        f"(the '{KEY_GUARD}' plugin is blocked, removed or failed to load), so the key could run twice.",
+        f"(the '{KEY_GUARD}' plugin is {why}), so the key could run twice.",
         KEY_GUARD,
     )
 
 
-def _unguarded(tool: Tool, option: str, plugin: str) -> Hook:
-    """Refuses every call of ``tool``: its ``option`` has no ``plugin`` to enforce it."""
+def _unguarded(tool: Tool, option: str, plugin: str, why: str) -> Hook:
+    """Refuses every call of ``tool``: its ``option`` has no ``plugin`` to enforce it (``why``: :meth:`Plan.inactive`)."""
     return _refusal(
         f"Tool '{tool.name}' cannot be called: its '{option}' option needs the '{plugin}' plugin, "
-        "which is not active in this registry (blocked, removed or failed to load).",
+        f"which is not active in this registry ({why}).",
         plugin,
     )
 
@@ -184,6 +184,8 @@ class Plan:
     order: Mapping[str, tuple[str, ...]]
     #: The names of the plugins registered (not blocked) when the plan was compiled.
     active: frozenset[str] = frozenset()
+    #: The allow-list the entry-point plugins were loaded with (None: none).
+    allowed: frozenset[str] | None = None
     _per_tool: dict[Any, ToolPlan] = field(default_factory=dict, compare=False, repr=False)
 
     def for_tool(self, tool: Tool) -> ToolPlan:
@@ -191,7 +193,7 @@ class Plan:
         if found is None:
             steps = {h: self._applying(self.steps[h], tool) for h in self.steps}
             guards = tuple(
-                _Step(_unguarded(tool, option, plugin), plugin, None)
+                _Step(_unguarded(tool, option, plugin, self.inactive(plugin)), plugin, None)
                 for option, plugin in missing_guards(tool.options, self.active)
             )
             if guards:
@@ -200,10 +202,16 @@ class Plan:
             if any(s.keyed for hook in steps.values() for s in hook):  # a plugin's hooks for keyed calls only
                 found = self._tool_plan({h: tuple(s for s in hook if not s.keyed) for h, hook in steps.items()}, keyed)
             elif KEY_GUARD not in self.active:  # a key nothing honours is refused, not ignored (as guards fail closed)
-                refuse = (_Step(_unkeyed(tool), KEY_GUARD, None),)
+                refuse = (_Step(_unkeyed(tool, self.inactive(KEY_GUARD)), KEY_GUARD, None),)
                 found = self._tool_plan(steps, self._tool_plan({**steps, "pre_validate": refuse + steps["pre_validate"]}))
             self._per_tool[tool] = found
         return found
+
+    def inactive(self, plugin: str) -> str:
+        """Why ``plugin``, not among :attr:`active`, is not: the allow-list when it leaves the name out."""
+        if self.allowed is not None and plugin not in self.allowed:
+            return f"not in the allow-list, allow or {ENV_ALLOW}"
+        return "blocked, removed or failed to load"
 
     def _applying(self, given: tuple[_Step, ...], tool: Tool) -> tuple[_Step, ...]:
         """The steps that apply to ``tool``, prepared for it where a hook is ``per_tool``."""
@@ -340,6 +348,7 @@ class PluginSet:
         self.strict = _env_flag(ENV_STRICT) if strict is None else strict
         self._seq = itertools.count()
         self._registered_at: dict[int, int] = {}
+        self._allowed: frozenset[str] | None = None
         self.plan = self._compile()
         items: list[tuple[str | None, Any]] = (
             list(plugins.items()) if isinstance(plugins, Mapping) else [(None, p) for p in plugins]
@@ -351,6 +360,7 @@ class PluginSet:
             self.manager.set_blocked(name)
         env_allow = _env_names(ENV_ALLOW)
         allowed = set(allow) if allow is not None else (env_allow or None)
+        self._allowed = None if allowed is None else frozenset(allowed)
         self._unknown_names(installed, blocked, allowed, "the allow-list" if allow is not None else ENV_ALLOW)
         autoload = (not _env_flag(ENV_NO_AUTOLOAD)) if autoload is None else autoload
         chosen, standard_of = self._choose(standard=standard, third_party=autoload, allowed=allowed)
@@ -696,7 +706,7 @@ class PluginSet:
                 code = getattr(impl.function, "__code__", None)
                 if code is not None:
                     owners[code] = impl.plugin_name
-        return Plan(steps=steps, owners=owners, order=order, active=frozenset(self.names()))
+        return Plan(steps=steps, owners=owners, order=order, active=frozenset(self.names()), allowed=self._allowed)
 
 
 def _own_name(plugin: Any) -> Any:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
 import click
 
-from .._config import ConfigError, Settings, load_settings, parse_option
+from .._config import ConfigError, Settings, is_file_spec, load_settings, parse_option
 from .._entrypoints import set_import_timeout
 from .._errors import PluginError, exception_text
 
@@ -187,7 +187,11 @@ def _attach_mcp(state: CliState, registry: ToolRegistry) -> None:
 
 
 def _import(spec: str) -> Any:
-    if spec.endswith(".py") or "/" in spec or "\\" in spec:
+    """The module a tools spec names: a file (``x.py``, ``dir/x``) or a module, loaded with the
+    current directory on ``sys.path`` (see :func:`_cwd_on_path`)."""
+    with _cwd_on_path():
+        if not is_file_spec(spec):
+            return importlib.import_module(spec)
         path = Path(spec).resolve()
         if not path.is_file():
             raise FileNotFoundError(f"no such file: {path}")
@@ -199,7 +203,27 @@ def _import(spec: str) -> Any:
         sys.modules[name] = module
         loader.loader.exec_module(module)
         return module
-    return importlib.import_module(spec)
+
+
+@contextlib.contextmanager
+def _cwd_on_path() -> Iterator[None]:
+    """The current directory first on ``sys.path`` meanwhile, as ``python -m harness_one`` has it,
+    so ``--tools pkg.tools`` (and a module of that directory a tools file imports) loads the same
+    from the ``harness-one`` script; not with ``-P``/``PYTHONSAFEPATH``, which keeps it off. Taken
+    off again after: a local file does not shadow a module the process imports later."""
+    try:
+        cwd = os.getcwd()
+    except OSError:  # the directory was removed: nothing to add
+        cwd = ""
+    added = bool(cwd) and not getattr(sys.flags, "safe_path", False) and cwd not in sys.path and "" not in sys.path
+    if added:
+        sys.path.insert(0, cwd)
+    try:
+        yield
+    finally:
+        if added:
+            with contextlib.suppress(ValueError):  # the import took it off itself
+                sys.path.remove(cwd)
 
 
 def configure_logging(fmt: str | None, level: str, stream: TextIO) -> None:

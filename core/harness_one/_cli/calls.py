@@ -7,7 +7,6 @@ import shlex
 
 import click
 
-from ..integrations._common import not_asked
 from ._main import answers_out, dumps, exit_code, lost, main, state_of, write_line
 
 __all__ = ["call"]
@@ -87,6 +86,8 @@ def call(
 
         args = resolve(Request(None, name, args, "plain"), registry, strict=True).arguments
     outcome = registry.try_call(name, args, context=context, idempotency_key=idempotency_key)
+    from ..integrations._common import not_asked
+
     result = not_asked(outcome, "one_shot")  # no decision can reach this process: withdrawn, and said so
     if not result.ok:
         click.echo(result.for_model(), err=True)

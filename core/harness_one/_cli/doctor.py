@@ -3,13 +3,29 @@
 from __future__ import annotations
 
 import platform
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from ._main import dumps, main, printable, state_of
 
+if TYPE_CHECKING:
+    from .._registry import ToolRegistry
+
 __all__ = ["doctor"]
+
+#: The policies of a tool's definition (its attributes) that a standard plugin enforces, and
+#: that plugin; the plugins' own per-tool options (``requires_approval``, ``max_calls``,
+#: ``max_output``) are in ``_tool._PLUGIN_OPTIONS``.
+POLICY_PLUGINS = {
+    "rate_limit": "rate_limit",
+    "timeout": "timeout",
+    "total_timeout": "timeout",
+    "retry": "retry",
+    "max_concurrency": "concurrency",
+    "circuit_breaker": "circuit_breaker",
+    "cache_ttl": "cache",
+}
 
 #: Options whose values are key names, not secrets (the ``logging`` and ``otel`` plugins'
 #: redaction settings): shown, though their names hold "secret".
@@ -30,11 +46,36 @@ def _shown_options(options: dict[str, Any]) -> dict[str, Any]:
     return shown
 
 
+def _unenforced(registry: ToolRegistry) -> list[str]:
+    """Each policy a tool declares whose plugin is not active in ``registry``, and why (the reason
+    a guarded option's refusal gives): a policy the registry silently leaves out, or a tool it refuses."""
+    from .._tool import _PLUGIN_OPTIONS
+
+    plan = registry.plugins.plan
+    found = []
+    for tool in registry.tools():
+        declared = [(policy, plugin) for policy, plugin in POLICY_PLUGINS.items() if getattr(tool, policy) is not None]
+        declared += [(key, plugin) for key, plugin in _PLUGIN_OPTIONS.items() if _set(tool.options.get(key))]
+        found += [
+            f"{tool.name}: {policy} needs the '{plugin}' plugin, which is not active ({plan.inactive(plugin)})"
+            for policy, plugin in declared
+            if plugin not in plan.active
+        ]
+    return found
+
+
+def _set(value: Any) -> bool:
+    """Whether a plugin's per-tool option is set: anything but None and False (``max_calls=0`` is),
+    as for the guarded options (``_plugins.missing_guards``)."""
+    return value is not None and value is not False
+
+
 @main.command()
 @click.option("--json", "as_json", is_flag=True, help="The report as JSON.")
 @click.pass_context
 def doctor(ctx: click.Context, as_json: bool) -> None:
-    """Report installed tool packages and plugins, load failures and name conflicts (exit 1 if any)."""
+    """Report installed tool packages and plugins, load failures, name conflicts and tool policies
+    no active plugin enforces (exit 1 if any)."""
     from .. import __version__
     from .._redact import redact
 
@@ -61,6 +102,7 @@ def doctor(ctx: click.Context, as_json: bool) -> None:
         "tools": len(tools),
         "failures": [str(f) for f in [*registry.plugins.failures, *registry.discovery.failures]] + state.failures,
         "conflicts": [str(c) for c in registry.discovery.conflicts],
+        "unenforced": _unenforced(registry),
     }
     if as_json:
         click.echo(dumps(report, indent=2))
@@ -86,5 +128,8 @@ def doctor(ctx: click.Context, as_json: bool) -> None:
         say(f"Name conflicts: {len(report['conflicts']) or 'none'}")
         for line in report["conflicts"]:
             say(f"  {line}")
-    if report["failures"] or report["conflicts"]:
+        say(f"Unenforced policies: {len(report['unenforced']) or 'none'}")
+        for line in report["unenforced"]:
+            say(f"  {line}")
+    if report["failures"] or report["conflicts"] or report["unenforced"]:
         ctx.exit(1)
