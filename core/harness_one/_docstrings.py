@@ -25,6 +25,32 @@ _GOOGLE_OTHER = {
     "todo",
     "references",
 }
+_GOOGLE_SECTIONS = _GOOGLE_HEADERS | _GOOGLE_OTHER
+_NUMPY_PARAMS = {"parameters", "other parameters", "args", "arguments", "keyword args", "keyword arguments"}
+#: The section names (numpydoc's, and napoleon's singular forms) a dash-underlined NumPy header may
+#: have; any other line above dashes is text (a markdown rule).
+_NUMPY_HEADERS = _NUMPY_PARAMS | {
+    "returns",
+    "return",
+    "yields",
+    "yield",
+    "receives",
+    "receive",
+    "raises",
+    "raise",
+    "warns",
+    "warn",
+    "warnings",
+    "warning",
+    "see also",
+    "notes",
+    "note",
+    "references",
+    "examples",
+    "example",
+    "attributes",
+    "methods",
+}
 _NUMPY_RULE = re.compile(r"^\s*-{3,}\s*$")
 _REST_PARAM = re.compile(r"^:param\s+(?:[^:]*\s)?(\*{0,2}\w+)\s*:\s*(.*)$")
 _REST_FIELD = re.compile(r"^:\w+")
@@ -52,12 +78,12 @@ def parse_docstring(doc: str | None) -> Docstring:
         line = lines[i]
         stripped = line.strip()
         header = stripped.rstrip(":").lower()
-        # NumPy: a header line underlined with dashes.
-        if i + 1 < len(lines) and _NUMPY_RULE.match(lines[i + 1]) and stripped:
+        # NumPy: a known section name underlined with dashes.
+        if _numpy_header(lines, i):
             i = _numpy_section(lines, i + 2, header, result)
             continue
         # Google: "Args:" followed by indented items.
-        if stripped.endswith(":") and (header in _GOOGLE_HEADERS or header in _GOOGLE_OTHER):
+        if stripped.endswith(":") and header in _GOOGLE_SECTIONS:
             i = _google_section(lines, i + 1, header in _GOOGLE_HEADERS, result)
             continue
         # reST: ":param x: text" fields (other fields end the description too).
@@ -71,20 +97,40 @@ def parse_docstring(doc: str | None) -> Docstring:
     return result
 
 
+def _numpy_header(lines: list[str], i: int) -> bool:
+    """Whether ``lines[i]`` is a NumPy section header: a known section name, then a line of dashes."""
+    return (
+        i + 1 < len(lines)
+        and lines[i].strip().rstrip(":").lower() in _NUMPY_HEADERS
+        and _NUMPY_RULE.match(lines[i + 1]) is not None
+    )
+
+
 def _indent(line: str) -> int:
     return len(line) - len(line.lstrip())
 
 
+def _flush_item(line: str) -> bool:
+    """Whether an unindented ``line`` is a Google item (``name: text``) rather than a section header."""
+    match = _GOOGLE_ITEM.match(line)
+    return match is not None and match.group(1).lower() not in _GOOGLE_SECTIONS
+
+
 def _google_section(lines: list[str], i: int, is_params: bool, out: Docstring) -> int:
+    """Items indented under the header; or, when the line right after it is an unindented item,
+    unindented items (each continued by indented lines) up to a blank line or other text."""
+    flush = i < len(lines) and _indent(lines[i]) == 0 and _flush_item(lines[i])
     base: int | None = None
     current: str | None = None
     while i < len(lines):
         line = lines[i]
         if not line.strip():
+            if flush:
+                break
             i += 1
             continue
         indent = _indent(line)
-        if indent == 0:
+        if indent == 0 and not (flush and _flush_item(line)):
             break
         if base is None:
             base = indent
@@ -99,11 +145,11 @@ def _google_section(lines: list[str], i: int, is_params: bool, out: Docstring) -
 
 
 def _numpy_section(lines: list[str], i: int, header: str, out: Docstring) -> int:
-    is_params = header in {"parameters", "other parameters", "keyword arguments"}
+    is_params = header in _NUMPY_PARAMS
     current: list[str] = []
     while i < len(lines):
         line = lines[i]
-        if i + 1 < len(lines) and _NUMPY_RULE.match(lines[i + 1]) and line.strip():
+        if _numpy_header(lines, i):
             break
         if not line.strip():
             i += 1

@@ -302,7 +302,7 @@ def _json_default(value: Any) -> Any:
     """``value`` as JSON for a schema's ``default``, or ``_NO_DEFAULT`` when it has no JSON form."""
     if isinstance(value, enum.Enum):
         value = value.value
-    if value is None or type(value) in (str, int, bool) or (type(value) is float and math.isfinite(value)):
+    if _json_scalar(value):
         return value
     if isinstance(value, (dt.datetime, dt.date, dt.time)):
         return value.isoformat()
@@ -312,6 +312,19 @@ def _json_default(value: Any) -> Any:
         items = [_json_default(v) for v in value]
         return _NO_DEFAULT if any(v is _NO_DEFAULT for v in items) else items
     return _NO_DEFAULT
+
+
+def _json_scalar(value: Any) -> bool:
+    """Whether ``value`` is a JSON scalar JSON text can hold: no NaN or infinity, and no integer
+    past Python's int-to-text limit (4,300 digits by default), which no JSON encoder can write."""
+    kind = type(value)
+    if kind is int:
+        try:
+            str(value)
+        except ValueError:
+            return False
+        return True
+    return value is None or kind is str or kind is bool or (kind is float and math.isfinite(value))
 
 
 def _is_class(tp: Any, module: str, name: str) -> bool:
@@ -743,9 +756,17 @@ def _unhashable(tp: Any) -> str | None:
 def _literal_value(value: Any) -> Any:
     if isinstance(value, enum.Enum):
         value = value.value
-    if value is None or type(value) in (str, int, bool) or (type(value) is float and math.isfinite(value)):
+    if _json_scalar(value):
         return value
-    raise TypeError(f"cannot express the value {value!r} in JSON Schema")
+    raise TypeError(f"cannot express the value {_shown_value(value)} in JSON Schema")
+
+
+def _shown_value(value: Any) -> str:
+    """``repr(value)``; for an integer too long to write as text (or a value holding one), its type and a note."""
+    try:
+        return repr(value)
+    except ValueError:
+        return f"{type(value).__name__}(<an integer of over {sys.get_int_max_str_digits()} digits>)"
 
 
 def _enum_schema(values: list[Any]) -> JSONSchema:
@@ -839,8 +860,8 @@ def _constrain(schema: JSONSchema, meta: Any) -> None:
     if at is not None and isinstance(meta, (at.Gt, at.Ge, at.Lt, at.Le, at.MultipleOf)):
         attr = next(a for a in _NUMERIC if hasattr(meta, a))
         value = getattr(meta, attr)
-        if type(value) not in (int, float) or (type(value) is float and not math.isfinite(value)):
-            raise TypeError(f"cannot express the bound {meta!r} in JSON Schema")
+        if type(value) not in (int, float) or not _json_scalar(value):
+            raise TypeError(f"cannot express the bound {_shown_value(meta)} in JSON Schema")
         _numeric(schema, _NUMERIC[attr], value)
         return
     if at is not None and isinstance(meta, (at.MinLen, at.MaxLen)):
@@ -1489,11 +1510,12 @@ def _pointer(path: tuple[Any, ...]) -> str:
 def _copy_json(schema: Mapping[str, Any], prefix: str, tool: str) -> JSONSchema:
     def copy(value: Any, path: tuple[Any, ...]) -> Any:
         kind = type(value)
-        if kind is str or kind is bool or kind is int or value is None:
+        if kind is str or kind is bool or value is None:
             return value
-        if kind is float:
-            if not math.isfinite(value):
-                raise ToolDefinitionError(f"{prefix}: at {_pointer(path)}, {value} is not a JSON number.", tool=tool)
+        if kind is int or kind is float:
+            if not _json_scalar(value):
+                shown = _shown_value(value)
+                raise ToolDefinitionError(f"{prefix}: at {_pointer(path)}, {shown} is not a JSON number.", tool=tool)
             return value
         if len(path) >= _MAX_SCHEMA_DEPTH:
             raise ToolDefinitionError(
