@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from pydantic import RootModel
+from anthropic.types import ToolUseBlock
+from openai.types.responses import ResponseFunctionToolCall
+from pydantic import BaseModel, RootModel
 from test_export_dispatch import _counted
 
-from harness_one import ToolRegistry
+from harness_one import Call, ToolRegistry, hookimpl
+from harness_one._cli.loop import Loop
+from harness_one._requests import parse_call
 from harness_one.dispatch import adispatch, dispatch
 
 OPENAI_CALL = {"id": "call_1", "type": "function", "function": {"name": "add", "arguments": '{"a": 2}'}}
@@ -96,3 +101,112 @@ def test_an_unreadable_item_without_an_id_is_a_type_error_whatever_its_type() ->
     with pytest.raises(TypeError, match="a tool call must be a dict or a provider SDK object, not SimpleNamespace"):
         dispatch(registry, [TOOL_USE, SimpleNamespace(type="text", text="hi")], provider="anthropic")
     assert runs == []
+
+
+class _UntypedToolUse(BaseModel):
+    """An SDK-like object of Anthropic's call fields, without ``type``."""
+
+    id: str
+    name: str
+    input: dict[str, Any]
+
+
+@pytest.mark.parametrize(
+    ("provider", "untyped", "rid"),
+    [
+        ("anthropic", {"id": "toolu_5", "name": "add", "input": {"a": 5}}, "toolu_5"),
+        ("anthropic", _UntypedToolUse(id="toolu_5", name="add", input={"a": 5}), "toolu_5"),
+        ("openai-responses", {"call_id": "fc_5", "name": "add", "arguments": '{"a": 5}'}, "fc_5"),
+        ("gemini", {"id": "g_5", "name": "add", "args": {"a": 5}}, "g_5"),
+    ],
+    ids=["anthropic-dict", "anthropic-object", "responses-dict", "gemini-dict"],
+)
+def test_an_item_without_a_type_that_holds_a_calls_fields_is_a_call(provider: str, untyped: Any, rid: str) -> None:
+    """An Anthropic tool use without ``type`` was skipped as a dict (no answer) but answered as an unreadable object."""
+    registry, runs = _counted()
+    [answer] = _both(registry, [untyped], provider)
+    assert answer.get(_ID_KEY.get(provider, "id")) == rid and runs == [5, 5]
+
+
+@pytest.mark.parametrize(
+    ("provider", "untyped"),
+    [
+        ("anthropic", SimpleNamespace(id="toolu_5", name="add", input={"a": 5})),
+        ("openai-responses", SimpleNamespace(call_id="fc_5", name="add", arguments="{}")),
+    ],
+)
+def test_an_unreadable_item_without_a_type_is_a_call_as_a_dict_is(provider: str, untyped: Any) -> None:
+    """The same rule as for dicts: answered (as invalid: it cannot be read) on its id."""
+    registry, runs = _counted()
+    [answer] = _both(registry, [untyped], provider)
+    assert answer[_ID_KEY[provider]] == (getattr(untyped, "call_id", None) or untyped.id) and runs == []
+    assert "Invalid tool call: cannot read a call from a SimpleNamespace" in json.dumps(answer)
+
+
+@pytest.mark.parametrize(
+    ("provider", "other"),
+    [
+        ("anthropic", {"text": "let me add"}),
+        ("anthropic", {"type": "text", "text": "let me add", "id": "x"}),
+        ("openai-responses", {"role": "assistant", "content": "adding"}),
+        ("openai-responses", {}),
+        ("gemini", {"text": "adding", "function_call": None}),
+    ],
+)
+def test_an_item_with_no_calls_fields_or_another_type_is_no_call(provider: str, other: Any) -> None:
+    """An untyped Responses item was read as a call whatever it held: answered under ``call_id`` None."""
+    registry, runs = _counted()
+    good = {
+        "anthropic": TOOL_USE,
+        "openai-responses": FUNCTION_CALL,
+        "gemini": {"function_call": {"name": "add", "args": {"a": 2}}},
+    }
+    assert _both(registry, [other, good[provider]], provider) == _both(registry, [good[provider]], provider)
+    assert runs == [2, 2, 2, 2]
+
+
+@pytest.mark.parametrize(
+    ("provider", "calls", "name"),
+    [
+        ("anthropic", [ToolUseBlock], "ToolUseBlock"),
+        ("anthropic", ToolUseBlock, "ToolUseBlock"),
+        ("openai-responses", [FUNCTION_CALL, ResponseFunctionToolCall], "ResponseFunctionToolCall"),
+        ("openai", [dict], "dict"),
+        ("gemini", SimpleNamespace, "SimpleNamespace"),
+    ],
+)
+def test_a_class_given_for_a_call_is_a_clear_type_error(provider: str, calls: Any, name: str) -> None:
+    """It was ``BaseModel.model_dump() missing 1 required positional argument: 'self'``, or "not type"."""
+    registry, runs = _counted()
+    message = f"the class {name} was given where an instance \\(a call object or a dict\\) was expected"
+    with pytest.raises(TypeError, match=message):
+        dispatch(registry, calls, provider=provider)
+    with pytest.raises(TypeError, match=message):
+        asyncio.run(adispatch(registry, calls, provider=provider))
+    assert runs == []
+
+
+class _CallIds:
+    """Records the call id of every call the registry runs."""
+
+    def __init__(self) -> None:
+        self.seen: list[str | None] = []
+
+    @hookimpl
+    def harness_pre_call(self, call: Call) -> None:
+        self.seen.append(call.call_id)
+
+
+def test_run_and_dispatch_give_the_registry_one_call_id() -> None:
+    """``harness-one run`` made its own with ``str(id)``: an int past the int-to-text limit was an internal error there."""
+    registry, runs = _counted()
+    ids = _CallIds()
+    registry.plugins.register(ids, name="ids")
+    long = 10**5000  # past the default int-to-text limit (4300 digits)
+    dispatch(registry, [{"type": "tool_use", "id": long, "name": "add", "input": {"a": 1}}], provider="anthropic")
+    request = parse_call({"id": long, "name": "add", "arguments": {"a": 1}})
+    assert request is not None
+    out = io.BytesIO()
+    asyncio.run(Loop(registry, out).handle(1, request))
+    assert json.loads(out.getvalue(), parse_int=str)["ok"] is True and runs == [1, 1]
+    assert ids.seen == ["1" + "0" * 5000] * 2

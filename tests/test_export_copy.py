@@ -128,3 +128,19 @@ def test_no_contrib_tool_is_shown_to_mcp_clients_as_destructive() -> None:
     shown = {t["name"]: t["annotations"] for t in reg.export("mcp", names=sorted(contrib)).tools}
     assert set(shown) == contrib
     assert {name for name, hints in shown.items() if hints["destructiveHint"] or not hints["readOnlyHint"]} == set()
+
+
+def test_dispatch_reads_the_shared_export_and_copies_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Dispatch looks names and nulls up in the registry's export: a deep copy there would cost every call."""
+    from harness_one.dispatch import dispatch
+    from harness_one.export import Export
+
+    reg = _registry()
+    copies = []
+    original = Export.copy
+    monkeypatch.setattr(Export, "copy", lambda self: copies.append(self.format) or original(self))
+    gemini = [{"function_call": {"name": "add", "args": {"a": 2}}}]
+    openai = [{"id": "c1", "type": "function", "function": {"name": "add", "arguments": '{"a": 2, "b": null}'}}]
+    assert dispatch(reg, gemini, provider="gemini") == [{"name": "add", "response": {"output": 3}}]
+    assert dispatch(reg, openai, provider="openai", strict=True)[0]["content"] == "3"
+    assert copies == []

@@ -13,6 +13,15 @@ shape               a call looks like                                           
                     (REST's ``functionCall`` too)
 ==================  ===========================================================  ==============
 
+What a dispatcher reads as a call (``parse_call`` with ``provider``): every item of OpenAI's
+``tool_calls``; in the formats whose items are typed (Anthropic, OpenAI Responses), an item whose
+``type`` is the call's (``tool_use``, ``function_call``), and no item of another ``type`` (text,
+thinking, reasoning, a server tool's call); an item without a ``type`` (and every Gemini part) when
+it holds a value in a field a call is read from: ``id``, ``name``, ``input`` (Anthropic),
+``call_id``, ``id``, ``name``, ``arguments`` (Responses), ``function_call``, ``functionCall``,
+``id``, ``name``, ``args`` (Gemini). Dicts and SDK objects (their ``model_dump()``) alike; an
+object that cannot be read shows only its ``type`` and id.
+
 A line of ``harness-one run`` may instead be a decision on a held call (``Decision``):
 ``{"approve": "<call id>"}`` or ``{"deny": "<call id>", "reason": "..."}``.
 """
@@ -31,7 +40,17 @@ from ._render import dumps
 if TYPE_CHECKING:
     from ._registry import ToolRegistry
 
-__all__ = ["BadRequest", "Decision", "Request", "drop_nulls", "parse_call", "parse_line", "readable", "resolve"]
+__all__ = [
+    "BadRequest",
+    "Decision",
+    "Request",
+    "drop_nulls",
+    "parse_call",
+    "parse_line",
+    "readable",
+    "resolve",
+    "text_id",
+]
 
 
 @dataclass(slots=True)
@@ -59,6 +78,15 @@ class Decision:
     id: Any = None
 
 
+def text_id(rid: Any) -> str | None:
+    """A request's id as the call id the registry gets: text (an int past the int-to-text limit in full).
+
+    The one way a provider's or a line's id becomes a call id (dispatch, ``harness-one run`` and
+    its decision lines), so that a call and a decision on it always name it alike.
+    """
+    return None if rid is None else dumps(rid) if type(rid) is int else str(rid)
+
+
 class BadRequest(Exception):
     """A line or call that is not a tool call; ``request_id`` when one could be read."""
 
@@ -68,8 +96,15 @@ class BadRequest(Exception):
 
 
 def readable(obj: Any) -> bool:
-    """Whether calls can be read from ``obj``: a mapping or an SDK object (``model_dump``)."""
-    return isinstance(obj, Mapping) or callable(getattr(obj, "model_dump", None))
+    """Whether calls can be read from ``obj``: a mapping or an SDK object (``model_dump``).
+
+    Raises ``TypeError`` for a class (``ToolUseBlock`` given for ``ToolUseBlock(...)``).
+    """
+    if isinstance(obj, Mapping):
+        return True
+    if isinstance(obj, type):
+        raise TypeError(f"the class {obj.__name__} was given where an instance (a call object or a dict) was expected")
+    return callable(getattr(obj, "model_dump", None))
 
 
 def _fields(obj: Any) -> Mapping[str, Any] | None:
@@ -82,6 +117,23 @@ def _fields(obj: Any) -> Mapping[str, Any] | None:
 
 #: The shape an item's ``type`` marks as a call, in the formats whose items are typed.
 _CALL_TYPES = {"tool_use": "anthropic", "function_call": "openai-responses"}
+_TYPED = frozenset(_CALL_TYPES.values())
+#: The fields a call is read from, by format: an item without a ``type`` that holds one is a call.
+#: (Every item of OpenAI's ``tool_calls`` is a call.)
+_CALL_FIELDS = {
+    "anthropic": ("id", "name", "input"),
+    "openai-responses": ("call_id", "id", "name", "arguments"),
+    "gemini": ("function_call", "functionCall", "id", "name", "args"),
+}
+
+
+def _is_call(call: Mapping[str, Any], provider: str) -> bool:
+    """Whether an item ``provider`` sent is one of its calls (the rule in the module docstring)."""
+    kind = call.get("type")
+    if provider in _TYPED and isinstance(kind, str):
+        return _CALL_TYPES.get(kind) == provider
+    fields = _CALL_FIELDS.get(provider)
+    return fields is None or any(call.get(key) is not None for key in fields)
 
 
 def _shape(call: Mapping[str, Any]) -> str:
@@ -99,22 +151,22 @@ def _shape(call: Mapping[str, Any]) -> str:
 def parse_call(obj: Any, *, provider: str | None = None) -> Request | None:
     """A :class:`Request` from one call: a mapping or a provider SDK object (``model_dump``).
 
-    With ``provider`` given, items of another shape (text blocks, reasoning items) are not
-    calls: ``None``; every item of OpenAI's ``tool_calls`` is a call. Raises :class:`BadRequest`
-    for a call without a usable name, and for an item that cannot be read but has an id (both
-    are answered as invalid calls); ``TypeError`` for an item that is not a call at all.
+    With ``provider`` given, an item that is not one of its calls (a text block, a reasoning
+    item; the rule is in the module docstring) gives ``None``. Raises :class:`BadRequest` for a
+    call without a usable name, and for a call that cannot be read but has an id (both are
+    answered as invalid calls); ``TypeError`` for an item that is not a call at all (no dict, no
+    SDK object, and no id), and for a class given for an instance.
     """
     call = _fields(obj)
-    if call is None:
-        _unreadable(obj, provider)  # raises unless the item's type marks it as no call
-        return None
-    if provider == "gemini" and _gemini_part(call) is None and "name" not in call and "args" not in call:
-        return None  # a text or thought part of the model's content, not a call
-    shape = _shape(call)
-    if provider in ("openai", "gemini") or (provider == "openai-responses" and call.get("type") is None):
-        shape = provider
-    elif provider is not None and shape != provider:
+    seen = _unreadable(obj, provider) if call is None else call
+    if provider is None:
+        shape = _shape(seen)
+    elif not _is_call(seen, provider):
         return None  # not a call: a text block, a reasoning item, ...
+    else:
+        shape = provider
+    if call is None:
+        raise BadRequest(f"cannot read a call from a {type(obj).__name__} (give a dict or the provider SDK's object)", seen["id"])
     rid: Any = call.get("id")
     problem = "the request has no tool 'name'"
     if shape == "anthropic":
@@ -149,19 +201,15 @@ def parse_call(obj: Any, *, provider: str | None = None) -> Request | None:
     )
 
 
-def _unreadable(item: Any, provider: str | None) -> None:
-    """An item without fields to read: a ``TypeError`` unless it has an id (``call_id`` for OpenAI
-    Responses), None when its ``type`` marks it as another item than the provider's calls, else a
-    :class:`BadRequest` on its id.
+def _unreadable(item: Any, provider: str | None) -> dict[str, Any]:
+    """What an item without fields to read shows: its ``type`` and id (``call_id`` for OpenAI
+    Responses), read as a call's are; a ``TypeError`` when it has no id.
     """
     rid = getattr(item, "call_id", None) if provider == "openai-responses" else None
     rid = getattr(item, "id", None) if rid is None else rid
     if not isinstance(rid, (str, int)) or isinstance(rid, bool):
         raise TypeError(f"a tool call must be a dict or a provider SDK object, not {type(item).__name__}")
-    kind = getattr(item, "type", None)
-    if provider in _CALL_TYPES.values() and isinstance(kind, str) and _CALL_TYPES.get(kind) != provider:
-        return None  # a reasoning item, a server tool's call, ...: not a call, as when readable
-    raise BadRequest(f"cannot read a call from a {type(item).__name__} (give a dict or the provider SDK's object)", rid)
+    return {"type": getattr(item, "type", None), "id": rid}
 
 
 def _gemini_part(call: Mapping[str, Any]) -> Any:
@@ -198,12 +246,13 @@ def _decision(data: Mapping[str, Any]) -> Decision:
     rid = target if isinstance(target, (str, int, float)) and not isinstance(target, bool) else None
     if len(verbs) > 1 or "name" in data:
         raise BadRequest("a decision line has either 'approve' or 'deny' (a call id), and no tool 'name'", rid)
-    if rid is None or rid == "":
+    call_id = text_id(rid)
+    if not call_id:  # no id, or ""
         raise BadRequest(f"'{verbs[0]}' must be the call id of a held call (a string or a number), not {_kind(target)}")
     reason = data.get("reason")
     if reason is not None and not isinstance(reason, str):
         raise BadRequest(f"'reason' must be a string, not {_kind(reason)}", rid)
-    return Decision(str(rid), verbs[0] == "approve", reason, rid)
+    return Decision(call_id, verbs[0] == "approve", reason, rid)
 
 
 def parse_line(line: bytes | str) -> Request | Decision:
@@ -255,7 +304,7 @@ def resolve(request: Request, registry: ToolRegistry, *, strict: bool | str = Fa
         request.name = _gemini_tool(request.name, registry)
     if strict and (request.shape.startswith("openai") or request.shape == "plain"):  # a plain one is read as an OpenAI call
         shape = "openai" if request.shape == "plain" else request.shape
-        nullable = registry.export(shape, strict="auto").nullable.get(request.name)
+        nullable = registry.export(shape, strict="auto", copy=False).nullable.get(request.name)
         if nullable:
             request.arguments = drop_nulls(request.arguments, nullable, registry.limits)
     return request
@@ -272,7 +321,7 @@ def _gemini_tool(name: str, registry: ToolRegistry) -> str:
     if "." in name:
         if name.startswith("_.") and gemini_name(name[2:]) == name:
             return name[2:]
-        original: str = registry.export("gemini").names.original(name)  # a long name, cut and hashed
+        original: str = registry.export("gemini", copy=False).names.original(name)  # a long name, cut and hashed
         return original
     if name[:1] == "_" and gemini_name(name[1:]) != name[1:] and name not in registry and name[1:] in registry:
         return name[1:]

@@ -14,11 +14,16 @@ may also be spelled as the REST API returns them (``functionCall``). ``calls`` i
 them, ``None`` (no calls), one call, or the message or response that holds them (OpenAI's
 message or ``ChatCompletion``, a Responses ``Response``, Anthropic's ``Message``, Gemini's
 ``Content``, ``Candidate`` or response: the first choice's or candidate's calls).
+A call is every item of OpenAI's ``tool_calls``; an Anthropic block or Responses item whose
+``type`` is ``tool_use`` or ``function_call`` (one of another ``type`` is skipped); and an item
+without a ``type``, or a Gemini part, that holds a value in a field a call of its format is read
+from (``id``, ``name``, ``input``; ``call_id``, ``arguments``; ``function_call``, ``args``):
+dicts and SDK objects alike.
 Nothing the model sent raises out of a dispatcher: invalid ``arguments`` JSON, unknown tools,
 an unreadable call with an id and every :class:`ToolError` become error results the model can
-read. Only ``calls`` that are no calls at all (a string, a number, a list holding one) raise a
-``TypeError``, before any call runs. Several calls run concurrently (up to ``concurrency``),
-and results come back in the order of the calls.
+read. Only ``calls`` that are no calls at all (a string, a number, a list holding one) or a
+class given for an instance raise a ``TypeError``, before any call runs. Several calls run
+concurrently (up to ``concurrency``), and results come back in the order of the calls.
 
 A call that waits for a person's approval (the ``approval`` plugin) is not answered: it is
 listed in the result's :attr:`Dispatched.pending`. Once the application has approved or
@@ -37,8 +42,8 @@ from typing import TYPE_CHECKING, Any
 from ._call import CallResult, new_call_id
 from ._errors import APPROVAL_REQUIRED, ToolError, exception_text
 from ._formats import CALL_FORMATS, check_format
-from ._render import dumps, json_data, safe_text
-from ._requests import BadRequest, Request, parse_call, readable, resolve
+from ._render import json_data, safe_text
+from ._requests import BadRequest, Request, parse_call, readable, resolve, text_id
 
 if TYPE_CHECKING:
     from ._registry import ToolRegistry
@@ -224,7 +229,7 @@ def dispatch(
         if isinstance(request, BadRequest):
             return _refused(registry, provider, request)
         return _settle(
-            provider, request, registry.try_call(request.name, request.arguments, context=context, call_id=_id(request))
+            provider, request, registry.try_call(request.name, request.arguments, context=context, call_id=text_id(request.id))
         )
 
     if len(requests) <= 1 or concurrency <= 1:
@@ -250,7 +255,7 @@ async def adispatch(
         if isinstance(request, BadRequest):
             return _refused(registry, provider, request)
         async with slots:
-            result = await registry.atry_call(request.name, request.arguments, context=context, call_id=_id(request))
+            result = await registry.atry_call(request.name, request.arguments, context=context, call_id=text_id(request.id))
         return _settle(provider, request, result)
 
     return _collect(await asyncio.gather(*(one(r) for r in requests)))
@@ -276,12 +281,6 @@ def resume(registry: ToolRegistry, held: HeldCall) -> dict[str, Any]:
 async def aresume(registry: ToolRegistry, held: HeldCall) -> dict[str, Any]:
     """The awaitable :func:`resume`."""
     return _answer(held.provider, held._request, await _approval(registry, held).aresume(held.call_id))
-
-
-def _id(request: Request) -> str | None:
-    """The call id the registry gets: the provider's id as text (an int past the int-to-text limit in full)."""
-    rid = request.id
-    return None if rid is None else dumps(rid) if type(rid) is int else str(rid)
 
 
 def _bind(provider: str) -> tuple[Callable[..., Dispatched], Callable[..., Any]]:

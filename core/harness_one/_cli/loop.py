@@ -21,7 +21,6 @@ import contextlib
 import io
 import logging
 import os
-import re
 import signal
 import sys
 from collections import Counter
@@ -32,7 +31,7 @@ from typing import IO, TYPE_CHECKING, Any
 import click
 
 from .._errors import APPROVAL_REQUIRED, exception_text
-from ._main import EX_SOFTWARE, answers_out, main, state_of, write_line
+from ._main import EX_SOFTWARE, answers_out, main, printable, state_of, write_line
 
 if TYPE_CHECKING:
     from .._requests import Decision, Request
@@ -67,7 +66,7 @@ class Loop:
         kind = "ok" if answer.get("ok") else "held" if error.get("kind") == APPROVAL_REQUIRED else str(error.get("type", "Error"))
         self.counts[kind] += 1
         try:
-            write_line(self.out, _printable(_readable(answer, safe_text(name))) if self.text else dumps(answer))
+            write_line(self.out, printable(_readable(answer, safe_text(name))) if self.text else dumps(answer))
         except Exception as exc:  # a closed or broken output
             self.answered -= 1
             self.broken = self.broken or f"cannot write answers: {type(exc).__name__}: {exc}"
@@ -107,7 +106,7 @@ class Loop:
         It waits for ``after``: the task of the last earlier line with its call id (a request,
         or a decision), so the lines of one call id are answered in their order.
         """
-        from .._requests import Decision
+        from .._requests import Decision, text_id
 
         rid: Any = item.id
         try:
@@ -120,7 +119,7 @@ class Loop:
             result = await self.registry.atry_call(
                 item.name,
                 item.arguments,
-                call_id=None if item.id is None else str(item.id),
+                call_id=text_id(item.id),
                 idempotency_key=item.idempotency_key,
                 context=item.context,
             )
@@ -202,14 +201,6 @@ def _readable(answer: dict[str, Any], name: str) -> str:
     return f"{head} -> {error['type']}{extra}:\n      {message}"
 
 
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-
-
-def _printable(text: str) -> str:
-    """``text`` for a terminal: control characters (an escape sequence a model wrote) shown as ``\\x1b``."""
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
-
-
 class _Lines:
     """Reads a binary stream line by line, never holding more than ``limit`` bytes of one line."""
 
@@ -243,7 +234,7 @@ async def serve_lines(loop: Loop, source: LineReader, concurrency: int, limit: i
     the last line before it with that id and never a later one, so a scripted session decides
     the same calls in every mode. Lines with different ids run concurrently.
     """
-    from .._requests import Request
+    from .._requests import Request, text_id
 
     lines = _Lines(source, limit)
     slots = asyncio.Semaphore(concurrency)
@@ -276,10 +267,7 @@ async def serve_lines(loop: Loop, source: LineReader, concurrency: int, limit: i
                 loop.invalid(lineno, f"the line is longer than {limit} bytes")
             slots.release()
             continue
-        if isinstance(parsed, Request):
-            key = None if parsed.id is None else str(parsed.id)
-        else:
-            key = parsed.call_id
+        key = text_id(parsed.id) if isinstance(parsed, Request) else parsed.call_id
         after = None if key is None else by_id.get(key)
         task = asyncio.create_task(one(lineno, parsed, after))
         pending.add(task)
