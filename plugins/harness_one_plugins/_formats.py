@@ -22,7 +22,7 @@ from typing import Any
 
 import idna
 
-__all__ = ["STRICT_FORMATS", "compile_python_pattern", "python_pattern", "strict_format_checker"]
+__all__ = ["STRICT_FORMATS", "compile_python_pattern", "explained", "python_pattern", "strict_format_checker"]
 
 _DATE = re.compile(r"(\d{4})-(\d{2})-(\d{2})", re.ASCII)
 _TIME = re.compile(r"(\d{2}):(\d{2}):(\d{2})(?:\.\d+)?(?:([Zz])|([+-])(\d{2}):(\d{2}))", re.ASCII)
@@ -182,6 +182,75 @@ def strict_format_checker(base: Any) -> Any:
     for name, func in {**STRICT_FORMATS, "uri": _uri_checker(base)}.items():
         checker.checkers[name] = (func, ())
     return checker
+
+
+# ---------------------------------------------------------------------------- what a refusal says
+
+#: What a format asks for, where its name alone does not say it (RFC 3339 requires seconds and a UTC offset).
+_SHAPES = {
+    "date-time": "RFC 3339, with seconds and a UTC offset: 2024-01-31T09:30:00Z or 2024-01-31T09:30:00+02:00",
+    "date": "YYYY-MM-DD, such as 2024-01-31",
+    "time": "RFC 3339, with seconds and a UTC offset: 09:30:00Z or 09:30:00+02:00",
+}
+_TIME_PARTS = re.compile(r"\d{2}:\d{2}(:\d{2}(?:\.\d+)?)?([Zz]|[+-]\d{2}:\d{2})?", re.ASCII)
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:", re.ASCII)
+_NO_DATE = "there is no such date"
+# what RFC 3339 requires of a time: a name for it, and its form
+_SECONDS, _OFFSET, _TIME_OF_DAY = ("the seconds", "hh:mm:ss"), ("the UTC offset", "Z or +hh:mm"), ("the time", "T09:30:00")
+
+
+def _time_faults(value: str) -> list[str]:
+    """What an RFC 3339 time lacks (its seconds, its UTC offset), or that a part of it is out of range."""
+    parts = _TIME_PARTS.fullmatch(value)
+    if parts is None:
+        return []
+    missing = [part for part, found in ((_SECONDS, parts[1]), (_OFFSET, parts[2])) if found is None]
+    if missing:
+        return [_missing(*missing)]
+    return [] if is_time(value) else ["an hour, minute, second or offset is out of range"]
+
+
+def _missing(*parts: tuple[str, str]) -> str:
+    """That ``parts`` (name, form) RFC 3339 requires are missing: ``the UTC offset RFC 3339 requires is missing (Z or +hh:mm)``."""
+    names, forms = " and ".join(name for name, _ in parts), ", then ".join(form for _, form in parts)
+    return f"{names} RFC 3339 requires {'is' if parts == (_OFFSET,) else 'are'} missing ({forms})"
+
+
+def _date_faults(value: str) -> list[str]:
+    return [_NO_DATE] if _DATE.fullmatch(value) and not is_date(value) else []
+
+
+def _date_time_faults(value: str) -> list[str]:
+    date, joint, time = value[:10], value[10:11], value[11:]
+    if not _DATE.fullmatch(date):
+        return []
+    if not is_date(date):
+        return [_NO_DATE]
+    if not joint:
+        return [_missing(_TIME_OF_DAY, _OFFSET)]
+    if joint not in "Tt":
+        return ["the date and the time are joined by T, not a space", *_time_faults(time)] if joint == " " else []
+    return _time_faults(time)
+
+
+def _uri_faults(value: str) -> list[str]:
+    faults = [] if _SCHEME.match(value) else ["the scheme (such as https:) is missing"]
+    if _SPACE_OR_CONTROL.search(value):
+        faults.append("spaces and control characters are percent-encoded (a space as %20)")
+    return faults
+
+
+_FAULTS = {"date-time": _date_time_faults, "date": _date_faults, "time": _time_faults, "uri": _uri_faults}
+
+
+def explained(name: Any, value: Any, shown: str) -> str:
+    """The refusal of ``value`` (shown as ``shown``) by the format ``name``: what ``value`` lacks, where that can
+    be told (``the UTC offset ... is missing``), else what the format asks for, where its name does not say it."""
+    known = isinstance(name, str)
+    faults = _FAULTS[name](value) if known and name in _FAULTS and isinstance(value, str) else []
+    shape = None if faults or not known else _SHAPES.get(name)
+    text = f"expected a valid {name}, got {shown}"
+    return text + (": " + "; ".join(faults) if faults else f" ({shape})" if shape else "")
 
 
 # ---------------------------------------------------------------------------- patterns

@@ -551,9 +551,18 @@ def check_limits(args: Any, limits: ArgumentLimits) -> None:
         _scan_nested(args, limits)
 
 
-def _odd_problems(root: dict[Any, Any] | list[Any]) -> list[ArgumentProblem]:
+_FINITE = "a finite number"  # what a NaN or an infinity is refused as, where the schema takes a number
+
+
+def _odd_problems(
+    root: dict[Any, Any] | list[Any], numberless: Callable[[tuple[Any, ...]], bool] | None = None
+) -> list[ArgumentProblem]:
     """What no JSON document holds: non-string keys, NaN and infinities, integers past the
-    int-to-text limit (4300 digits unless the application set another)."""
+    int-to-text limit (4300 digits unless the application set another).
+
+    A NaN or an infinity at a path where ``numberless`` says the schema takes no number is left
+    out (:meth:`CompiledSchema._odd_refusal` has the schema say what it takes there).
+    """
     problems: list[ArgumentProblem] = []
     max_digits, int_bound = _int_bound()
     stack: list[tuple[Any, tuple[Any, ...]]] = [(root, ())]
@@ -571,11 +580,10 @@ def _odd_problems(root: dict[Any, Any] | list[Any]) -> list[ArgumentProblem]:
                 continue
             where = (*path, key)
             if isinstance(value, float) and not math.isfinite(value):
-                problems.append(
-                    ArgumentProblem(
-                        json_path(where), f"expected a finite number, got {value}", "type", "a finite number", str(value)
+                if numberless is None or not numberless(where):
+                    problems.append(
+                        ArgumentProblem(json_path(where), f"expected {_FINITE}, got {value}", "type", _FINITE, str(value))
                     )
-                )
             elif isinstance(value, int) and not isinstance(value, bool) and abs(value) >= int_bound:
                 digits = int(value.bit_length() * 0.30103) + 1
                 problems.append(
@@ -687,7 +695,10 @@ def _ratio(number: Any) -> tuple[int, int]:
 def _is_multiple(number: Any, divisor: tuple[int, int]) -> bool:
     """Whether ``number`` is a whole multiple of ``divisor`` (a :func:`_ratio`), exactly, on the decimal numbers
     the JSON spells: ``19.99`` is a multiple of ``0.01`` and ``9e22`` of ``3``; ``0.30000000000000004`` is not of ``0.01``."""
-    top, bottom = _ratio(number)
+    try:
+        top, bottom = _ratio(number)
+    except (ValueError, OverflowError):  # NaN or an infinity (the listing of a refusal for one elsewhere)
+        return False
     return top * divisor[1] % (bottom * divisor[0]) == 0
 
 
@@ -1168,7 +1179,7 @@ class CompiledSchema:
         if flags & _ODD:
             odd = _odd_problems(args)
             if odd:
-                raise ToolArgumentError(odd)
+                raise ToolArgumentError(self._odd_refusal(args, odd, clock))
         verdict = self._rust_verdict(args, flags)
         if verdict is not True:
             self._listing()  # built (jsonschema imported) before the clock starts
@@ -1214,9 +1225,13 @@ class CompiledSchema:
         """
         return self._problems(instance, clock, None)
 
-    def _problems(self, instance: Any, clock: Clock | None, first: Any) -> list[ArgumentProblem]:
-        """:meth:`problems`; ``first`` is the Python verdict's first error, named if the listing finds nothing."""
-        found: list[ArgumentProblem] = []
+    def _problems(
+        self, instance: Any, clock: Clock | None, first: Any, known: Iterable[ArgumentProblem] = ()
+    ) -> list[ArgumentProblem]:
+        """:meth:`problems`; ``first`` is the Python verdict's first error, named if the listing finds nothing;
+        ``known`` are problems found before, listed with the listing's."""
+        found: list[ArgumentProblem] = list(known)
+        before = len(found)
         validator = self._listing()  # built (jsonschema imported) before the clock starts
         now = clock.now if clock is not None else time.monotonic
         listing = _Budget(LISTING_BUDGET, now)
@@ -1239,9 +1254,9 @@ class CompiledSchema:
         finally:
             _LISTING.reset(listing_token)
             _BUDGET.reset(token)
-        if not found:  # out of time, or the backends disagree: the verdict's own first error names the place
-            found = _describe(first) if first is not None else self._rust_problems(instance)
-        unique = sorted(dict.fromkeys(found), key=lambda p: (p.path, p.keyword))[:MAX_PROBLEMS]
+        if len(found) == before:  # out of time, or the backends disagree: the verdict's own first error names the place
+            found += _describe(first) if first is not None else self._rust_problems(instance)
+        unique = sorted(_distinct_problems(found), key=lambda p: (p.path, p.keyword))[:MAX_PROBLEMS]
         if not unique and stopped:
             stopped = ""
             text = f"arguments do not match the schema; finding where took longer than {LISTING_BUDGET * 1000:g} ms"
@@ -1256,6 +1271,24 @@ class CompiledSchema:
         if stopped:  # every problem says what was expected, the note on a listing cut short too
             unique.append(ArgumentProblem.listing_cut(stopped))
         return unique
+
+    def _odd_refusal(self, args: dict[Any, Any], odd: list[ArgumentProblem], clock: Clock | None) -> list[ArgumentProblem]:
+        """The problems of ``args`` holding what no JSON document holds (``odd``, from :func:`_odd_problems`).
+
+        A NaN or an infinity where the schema takes no number is told what the schema takes there
+        (``expected string, got NaN``, by the listing, which reads it as a number): "expected a
+        finite number" would have the model send a number, refused again. Where one is refused as
+        not finite, that alone is said of it (not the listing's ``expected a number <= 10``).
+        """
+        if all(problem.expected != _FINITE for problem in odd):
+            return odd
+        planner = _IntegerPlanner(self._refs)
+        numbers = planner.plan(self.schema, 0, frozenset(), self._refs.resolver)
+        kept = _odd_problems(args, lambda where: _numberless(numbers, where, planner))
+        if kept == odd:
+            return odd
+        finite = {problem.path for problem in kept if problem.expected == _FINITE}
+        return [p for p in self._problems(args, clock, None, kept) if p.path not in finite or p in kept]
 
     def _rust_view(self, instance: Any) -> tuple[Any, bool] | None:
         """What jsonschema-rs judges for ``instance`` it cannot read as it is, and whether lone surrogates in it
@@ -1545,6 +1578,15 @@ class _IntegerPlanner(_Planner):
         return self.made <= self.MAX_NODES
 
 
+def _numberless(node: _Numbers | None, path: tuple[Any, ...], planner: _IntegerPlanner) -> bool:
+    """Whether the schema ``node`` plans surely takes no number at ``path`` (None takes anything)."""
+    for part in path:
+        if node is None:
+            return False
+        node = node.prop(part, planner) if isinstance(part, str) else node.item(part)
+    return node is not None and node.kind == _NO_NUMBER
+
+
 def _lowered(node: _Numbers | None, done: dict[int, _IntPlan | None]) -> _IntPlan | None:
     """``node`` as the plan :func:`_to_integers` follows (None where nothing becomes an integer);
     ``done`` holds the plans of the nodes already lowered, by id (meet and join share nodes)."""
@@ -1825,6 +1867,15 @@ def _fill(instance: dict[str, Any], plan: _Plan) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------------------- messages
+
+
+def _distinct_problems(found: list[ArgumentProblem]) -> list[ArgumentProblem]:
+    """``found`` with each problem once: the first of those saying the same at the same path (``maxItems`` and
+    ``items: false`` both refuse a third item of a pair as "expected at most 2 items")."""
+    distinct: dict[tuple[str, str], ArgumentProblem] = {}
+    for problem in found:
+        distinct.setdefault((problem.path, problem.message), problem)
+    return list(distinct.values())
 
 
 def _shrink(value: Any, depth: int = 0) -> tuple[Any, bool]:
@@ -2121,8 +2172,9 @@ def _expected(kw: str, expect: Any) -> str:
 def _message(kw: str, expect: Any, got: Any, error: Any) -> str:
     shown = _show(got)
     if kw == "type":
-        kind = json_type(got)  # "got integer 5", and "got null", not "got null null"
-        return f"expected {_expected(kw, expect)}, got {kind}" + ("" if shown == kind else f" {shown}")
+        kind = json_type(got)  # "got integer 5", and "got null", not "got null null"; "got NaN", no JSON number
+        plain = shown == kind or (isinstance(got, float) and not math.isfinite(got))
+        return f"expected {_expected(kw, expect)}, got " + (shown if plain else f"{kind} {shown}")
     if kw in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
         return f"expected a number {_expected(kw, expect)}, got {shown}"
     if kw == "enum":
@@ -2144,7 +2196,7 @@ def _message(kw: str, expect: Any, got: Any, error: Any) -> str:
     if kw == "pattern":
         return f"expected a string matching the pattern {_show(expect, 120)}, got {shown}"
     if kw == "format":
-        return f"expected a valid {expect}, got {shown}"
+        return _formats.explained(expect, got, shown)
     if kw == "multipleOf":
         return f"expected a multiple of {_show(expect)}, got {shown}"
     if kw == "uniqueItems":

@@ -1,0 +1,134 @@
+"""What the model reads when the validation plugin refuses its arguments: the field, and what it takes.
+
+A NaN where the schema takes no number is told what the schema takes there (not "a finite number",
+which would have the model send a number, refused again); one problem said twice at one place is
+listed once; a format refusal says what the value lacks (an RFC 3339 date-time's UTC offset).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import pytest
+
+from harness_one import ManualClock, ToolRegistry
+from harness_one_plugins import ValidationPlugin
+from harness_one_plugins.validation import rust_available
+
+BACKENDS = ["python", pytest.param("rust", marks=pytest.mark.skipif(not rust_available(), reason="jsonschema-rs missing"))]
+NAN, INF = float("nan"), float("inf")
+
+
+@pytest.fixture(params=BACKENDS)
+def reg(request: pytest.FixtureRequest, patient_patterns: None) -> ToolRegistry:
+    """A registry on a manual clock (its refusals list every problem, however busy the machine)."""
+    return ToolRegistry(plugins={"validation": ValidationPlugin(backend=request.param)}, autoload=False, clock=ManualClock())
+
+
+def read(reg: ToolRegistry, name: str, args: Any) -> list[str]:
+    """The problem lines of the refusal the model reads (its head says how many there are)."""
+    result = reg.try_call(name, args)
+    assert not result.ok, result.value
+    lines = result.for_model().splitlines()
+    count = len(lines) - 2
+    assert lines[0].endswith(f"({count} problem{'s' if count != 1 else ''}):"), lines
+    return lines[1:-1]
+
+
+def add_schema(reg: ToolRegistry, properties: dict[str, Any], **extra: Any) -> None:
+    reg.add(lambda **kw: kw, name="t", parameters={"type": "object", "properties": properties, **extra})
+
+
+# -- a NaN or an infinity where the schema takes no number -----------------------------------------------------
+
+
+@pytest.mark.parametrize("args", ['{"text": NaN}', {"text": NAN}])
+def test_a_nan_for_a_string_is_told_a_string_is_expected(reg: ToolRegistry, args: Any) -> None:
+    add_schema(reg, {"text": {"type": "string"}}, required=["text"])
+    assert read(reg, "t", args) == ["- $.text: expected string, got NaN"]
+
+
+def test_a_non_finite_number_is_told_what_the_schema_takes_at_its_place(reg: ToolRegistry) -> None:
+    def f(s: str | None, color: Literal["red", "blue"], pair: tuple[int, str], tags: list[str]) -> str:
+        return "ran"
+
+    reg.add(f)
+    good = {"s": "x", "color": "red", "pair": [1, "a"], "tags": ["a"]}
+    assert reg.call("f", good) == "ran"
+    assert read(reg, "f", {**good, "s": NAN}) == ["- $.s: expected string or null, got NaN"]
+    assert read(reg, "f", {**good, "color": INF}) == ['- $.color: expected one of ["red", "blue"], got Infinity']
+    assert read(reg, "f", {**good, "pair": [1, -INF]}) == ["- $.pair[1]: expected string, got -Infinity"]
+    assert read(reg, "f", {**good, "tags": ["a", NAN]}) == ["- $.tags[1]: expected string, got NaN"]
+    assert read(reg, "f", {**good, "extra": NAN}) == ["- $.extra: unexpected property; allowed properties: color, pair, s, tags"]
+
+
+def test_where_the_schema_takes_a_number_a_finite_one_is_expected_and_that_alone_is_said(reg: ToolRegistry) -> None:
+    add_schema(
+        reg,
+        {
+            "n": {"type": "integer"},
+            "most": {"type": "number", "maximum": 10},
+            "third": {"type": "number", "multipleOf": 3},
+            "s": {"type": "string"},
+        },
+    )
+    assert read(reg, "t", {"n": NAN}) == ["- $.n: expected a finite number, got nan"]
+    assert read(reg, "t", {"most": INF, "third": NAN, "s": NAN, "n": "1"}) == [
+        "- $.most: expected a finite number, got inf",
+        '- $.n: expected integer, got string "1"',  # the listing runs: other problems are named too
+        "- $.s: expected string, got NaN",
+        "- $.third: expected a finite number, got nan",
+    ]
+
+
+# -- one problem said twice at one place ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("args", [{"pair": [1, "a", 3]}, '{"pair": [1, "a", 3]}'])
+def test_a_pair_given_three_items_is_told_so_once(reg: ToolRegistry, args: Any) -> None:
+    def f(pair: tuple[int, str]) -> str:
+        return "ran"
+
+    reg.add(f)
+    assert read(reg, "f", args) == ["- $.pair: expected at most 2 items, got 3"]
+
+
+# -- formats ----------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("fmt", "value", "said"),
+    [
+        ("date-time", "2024-01-01T10:00:00", "the UTC offset RFC 3339 requires is missing (Z or +hh:mm)"),
+        ("date-time", "2024-01-01T10:00Z", "the seconds RFC 3339 requires are missing (hh:mm:ss)"),
+        ("date-time", "2024-01-01", "the time and the UTC offset RFC 3339 requires are missing (T09:30:00, then Z or +hh:mm)"),
+        (
+            "date-time",
+            "2024-01-01 10:00:00",
+            "the date and the time are joined by T, not a space; the UTC offset RFC 3339 requires is missing (Z or +hh:mm)",
+        ),
+        ("date-time", "2024-02-30T10:00:00Z", "there is no such date"),
+        ("date-time", "2024-01-01T24:00:00Z", "an hour, minute, second or offset is out of range"),
+        ("time", "10:00:00", "the UTC offset RFC 3339 requires is missing (Z or +hh:mm)"),
+        ("time", "10:00", "the seconds and the UTC offset RFC 3339 requires are missing (hh:mm:ss, then Z or +hh:mm)"),
+        ("date", "2023-02-29", "there is no such date"),
+        ("uri", "example.com/page", "the scheme (such as https:) is missing"),
+        ("uri", "https://example.com/a b", "spaces and control characters are percent-encoded (a space as %20)"),
+    ],
+)
+def test_a_format_refusal_says_what_the_value_lacks(reg: ToolRegistry, fmt: str, value: str, said: str) -> None:
+    add_schema(reg, {"v": {"type": "string", "format": fmt}})
+    assert read(reg, "t", {"v": value}) == [f'- $.v: expected a valid {fmt}, got "{value}": {said}']
+
+
+@pytest.mark.parametrize(
+    ("fmt", "value", "shape"),
+    [
+        ("date-time", "tomorrow", "RFC 3339, with seconds and a UTC offset: 2024-01-31T09:30:00Z or 2024-01-31T09:30:00+02:00"),
+        ("time", "8:15", "RFC 3339, with seconds and a UTC offset: 09:30:00Z or 09:30:00+02:00"),
+        ("date", "01/31/2024", "YYYY-MM-DD, such as 2024-01-31"),
+    ],
+)
+def test_a_date_or_time_refused_for_no_one_fault_is_shown_the_form(reg: ToolRegistry, fmt: str, value: str, shape: str) -> None:
+    add_schema(reg, {"v": {"type": "string", "format": fmt}})
+    assert read(reg, "t", {"v": value}) == [f'- $.v: expected a valid {fmt}, got "{value}" ({shape})']
