@@ -348,3 +348,108 @@ def test_a_waiting_thread_interrupted_as_it_is_handed_a_write_passes_it_on_unsen
     helper.join(10)
     assert answered == {"other": 0.0} and not link._sending and not link._is_down()
     assert shared.acquire("mine", **call) == 0.0  # its token is still there: the call was never sent
+
+
+def test_a_failure_that_is_no_interrupt_in_the_sending_thread_fails_the_write_and_marks_the_link_down(redis_url: str) -> None:
+    """Thread M sends the write that carries its call and three calls of thread B, and its read
+    raises a plain ``Exception`` (redis-py's ``InvalidResponse``: a garbled reply), not an
+    interrupt: M gets it, B's calls fail with ``StateUnavailable`` and are not sent again, and the
+    link is marked down. Before, it counted as M's interrupt: B sent its calls again (Redis ran
+    each twice), with no limit on repeats, and the link was not marked down."""
+    import redis
+
+    from harness_one.state._redis import _BUCKET, _Pending
+
+    shared = buckets(redis_url, timeout=5, down_for=60)
+    link = shared.link
+    call = {"rate": 1e-9, "burst": 2, "cost": 1, "now": 0}  # a bucket of 2 tokens that never refills
+    shared.acquire("warm", **call)
+    with link._queue_lock:
+        link._sending = True  # a write is on the wire: the calls made now queue
+    got: dict[str, Any] = {}
+
+    def m() -> None:
+        try:
+            got["m"] = shared.acquire("m", **call)
+        except redis.InvalidResponse:
+            got["m"] = "InvalidResponse"
+
+    def b() -> None:
+        calls = [shared._args(f"b{i}", call["rate"], call["burst"], call["cost"], 0) for i in range(3)]
+        try:
+            got["b"] = link.run_many(_BUCKET, calls)
+        except StateUnavailable:
+            got["b"] = "StateUnavailable"
+
+    sender = threading.Thread(target=m)
+    sender.start()
+    until_queued(link, 1)
+    behind = threading.Thread(target=b)
+    behind.start()
+    until_queued(link, 4)
+    connection = link._hot_connection()
+    read_response = connection.read_response
+
+    def garbled_read(*args: Any, **kwargs: Any) -> Any:
+        if threading.current_thread() is sender:
+            raise redis.InvalidResponse("Protocol Error: garbled")
+        return read_response(*args, **kwargs)
+
+    connection.read_response = garbled_read
+    link._lead([_Pending(_BUCKET, ("EVALSHA", _BUCKET.sha, 1, "{w}", "0", "1", "5", "1"), None)])
+    sender.join(10)
+    behind.join(10)
+    assert got == {"m": "InvalidResponse", "b": "StateUnavailable"}
+    assert link._is_down() and not link._sending and not link._queue
+    link._down_until = 0.0
+    # Redis ran each call once (the write went out, its replies were not read): one token left each.
+    assert [shared.acquire(name, **call) for name in ("m", "b0", "b1", "b2")] == [0.0] * 4
+
+
+def _dying(connection: Any, method: str, dies: int) -> None:
+    """Make call number ``dies`` (from 1) of the connection's ``method`` raise ``ConnectionError`` after it ran."""
+    import redis
+
+    original, calls = getattr(connection, method), itertools.count(1)
+
+    def dying(*args: Any, **kwargs: Any) -> Any:
+        got = original(*args, **kwargs)
+        if next(calls) == dies:
+            raise redis.ConnectionError("connection lost (injected)")
+        return got
+
+    setattr(connection, method, dying)
+
+
+@pytest.mark.parametrize("second", ["dead again", "interrupt in its handler"])
+def test_replies_read_before_a_failed_resend_are_kept(redis_url: str, second: str) -> None:
+    """The connection dies as the third of four replies is read; the resend of the other two then
+    dies too, or an interrupt lands while the first death is handled: the two calls whose replies
+    were read keep them, the others fail. Before, every call of the write failed (a call Redis ran
+    and answered was told it was not answered)."""
+    import redis
+
+    from harness_one.state._redis import _BUCKET, _exchange, _Pending
+
+    shared = buckets(redis_url, timeout=5)
+    shared.acquire("warm", rate=1, burst=1, cost=1, now=0)
+    connection = shared.link._hot_connection()
+    batch = [_Pending(_BUCKET, ("EVALSHA", _BUCKET.sha, 1, f"{{r{i}}}", "0", "1", "5", "1"), None) for i in range(4)]
+    _dying(connection, "read_response", 3)
+    raised: type[BaseException] = redis.ConnectionError
+    if second == "dead again":
+        _dying(connection, "send_packed_command", 2)  # the resend goes out, and its connection dies
+    else:
+        disconnect, first = connection.disconnect, itertools.count()
+
+        def interrupted_disconnect(*args: Any, **kwargs: Any) -> None:
+            disconnect(*args, **kwargs)
+            if not next(first):  # the first death's handler drops the connection: Ctrl-C lands
+                raise Interrupt
+
+        connection.disconnect = interrupted_disconnect
+        raised = Interrupt
+    with pytest.raises(raised):
+        _exchange(connection, batch)
+    assert [p.outcome for p in batch[:2]] == [b"0", b"0"]
+    assert not any(isinstance(p.outcome, bytes) for p in batch[2:])

@@ -474,9 +474,10 @@ def _exchange(connection: Any, batch: Sequence[_Pending], *, reload: bool = Fals
     """Send the calls of ``batch`` in one write, give each its reply (a Redis error in its
     reply's place), and return those answered ``NOSCRIPT``.
 
-    A dead connection is reconnected and the calls not yet answered are sent once more; a
-    timeout or an interrupt drops the connection (replies would be left in flight) and raises,
-    an interrupt after giving the calls whose replies were read their replies.
+    A dead connection is reconnected and the calls not yet answered are sent once more; any
+    other failure (a timeout, an interrupt, a second dead connection) drops the connection
+    (replies would be left in flight) and raises, after giving the calls whose replies were
+    read their replies.
     """
     calls, commands, packed = _write(connection, batch, reload)
     replies: list[Any] = []
@@ -489,15 +490,14 @@ def _exchange(connection: Any, batch: Sequence[_Pending], *, reload: bool = Fals
                 except redis.ResponseError as exc:
                     replies.append(exc)
             return _settle(calls, replies)
-        except redis.ConnectionError as exc:
-            connection.disconnect()
-            if attempt or isinstance(exc, _MISCONFIGURED):
-                raise
-            packed = connection.pack_commands(commands[len(replies) :])
-        except BaseException:
-            connection.disconnect()
-            _settle(calls, replies)  # only the calls left unanswered are sent again (RedisLink._pass_on)
-            raise
+        except BaseException as exc:
+            try:
+                connection.disconnect()
+                if attempt or not isinstance(exc, redis.ConnectionError) or isinstance(exc, _MISCONFIGURED):
+                    raise
+                packed = connection.pack_commands(commands[len(replies) :])
+            finally:  # also when an interrupt lands here: a call Redis answered keeps its reply
+                _settle(calls, replies)  # (RedisLink._pass_on sends only the calls left unanswered again)
     raise AssertionError("unreachable")  # pragma: no cover
 
 
@@ -774,7 +774,10 @@ class RedisLink:
         return [self._reply(pending.outcome) for pending in batch]
 
     def _lead(self, batch: list[_Pending]) -> None:
-        """Send ``batch`` in one write, give every call its reply, and hand the queue to the next sender."""
+        """Send ``batch`` in one write, give every call its reply, and hand the queue to the next
+        sender. Only an interrupt (a ``BaseException`` that is no ``Exception``: Ctrl-C) is this
+        thread's own; any other failure fails the calls left unanswered and marks the link down,
+        and an unexpected one (say redis-py's ``InvalidResponse``) is raised here too."""
         interrupted = True
         try:
             try:
@@ -787,13 +790,26 @@ class RedisLink:
                         _exchange(connection, unloaded, reload=True)
                     if connection is not self._hot:  # closed meanwhile: the resend reconnected it
                         connection.disconnect()
-            except _LINK_ERRORS as exc:
-                _fail(batch, exc)
-                if _cannot_decide(exc):  # the calls queued meanwhile fail fast
-                    self._down_until = time.monotonic() + self.down_for
+            except Exception as exc:
+                interrupted = False  # a failure, not an interrupt (_broke may raise)
+                self._broke(batch, exc)
             interrupted = False
         finally:
             self._pass_on(batch, interrupted)
+
+    def _broke(self, batch: Sequence[_Pending], exc: Exception) -> None:
+        """Fail the calls of ``batch`` left unanswered by ``exc``; mark the link down when Redis
+        cannot decide now (the calls queued meanwhile fail fast). ``exc`` unexpected (not a link
+        error) is raised, the calls failing as on a dead connection."""
+        failure: Exception = exc
+        if not isinstance(exc, _LINK_ERRORS):
+            failure = redis.ConnectionError(f"the write failed: {type(exc).__name__}: {exc}")
+            failure.__cause__ = exc
+        _fail(batch, failure)
+        if _cannot_decide(failure):
+            self._down_until = time.monotonic() + self.down_for
+        if failure is not exc:
+            raise exc
 
     def _pass_on(self, batch: list[_Pending], interrupted: bool) -> None:
         """Wake the threads whose calls ``batch`` (sent by this thread) answered, and hand the queue
