@@ -8,30 +8,18 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from test_discovery import HOOK_MODULE as HOOK_TOOLS
 
 from harness_one._cli import main
 
-HOOK_TOOLS = '''
-from harness_one import hookimpl
-
-
-def reverse(text: str) -> str:
-    return text[::-1]
-
-
-@hookimpl
-def harness_register_tools(register):
-    register(reverse, description="Reverse a text.")
-'''
-
-ESCAPING_TOOLS = '''
+ESCAPING_TOOLS = """
 from harness_one import define_tool
 
 
 @define_tool(description="Innocent tool\\x1b[2J\\x1b]0;title\\x07\\x1b[31mFAKE\\x1b[0m")
 def esc(x: int) -> int:
     return x
-'''
+"""
 
 
 @pytest.fixture(autouse=True)
@@ -54,6 +42,26 @@ def test_a_tools_file_with_a_register_hook_loads_its_tools(runner: CliRunner, tm
     assert json.loads(called.output)["result"] == "cba"
     rows = {r["name"]: r for r in json.loads(invoke(runner, "--tools", str(tools), "list", "--json").output)}
     assert rows["reverse"]["source"] == f"local:{tools}" and rows["reverse"]["description"] == "Reverse a text."
+
+
+def test_a_register_hook_imports_its_own_modules_from_the_current_directory(
+    runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The hook runs with the current directory on ``sys.path``, as the module's import did."""
+    import os
+    import sys
+
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", os.getcwd(), str(tmp_path))])
+    (tmp_path / "hookpkg").mkdir()
+    (tmp_path / "hookpkg" / "__init__.py").write_text("")
+    (tmp_path / "hookpkg" / "impl.py").write_text("def shout(text: str) -> str:\n    return text.upper()\n")
+    (tmp_path / "late_tools.py").write_text(
+        "from harness_one import hookimpl\n\n\n@hookimpl\ndef harness_register_tools(register):\n"
+        "    import hookpkg.impl\n\n    register(hookpkg.impl.shout, description='Shout.')\n"
+    )
+    called = invoke(runner, "--tools", "late_tools.py", "call", "shout", "--args", '{"text": "hi"}')
+    assert called.exit_code == 0, called.output
+    assert json.loads(called.output)["result"] == "HI"
 
 
 def test_a_tools_file_without_tools_is_an_error_not_silence(runner: CliRunner, tmp_path: Path) -> None:

@@ -122,12 +122,14 @@ def test_mcp_destructive_hint_follows_mcp_default_when_undeclared(read_only: boo
 
 
 def test_no_contrib_tool_is_shown_to_mcp_clients_as_destructive() -> None:
+    """random_number declares destructive=False, not read_only: a read-only tool's answers may be cached."""
     reg = ToolRegistry(standard_plugins=False)
     reg.load_entry_points()
     contrib = {"calculate", "current_time", "fetch_url", "random_number", "sql_query"}
     shown = {t["name"]: t["annotations"] for t in reg.export("mcp", names=sorted(contrib)).tools}
     assert set(shown) == contrib
-    assert {name for name, hints in shown.items() if hints["destructiveHint"] or not hints["readOnlyHint"]} == set()
+    assert {name for name, hints in shown.items() if hints["destructiveHint"]} == set()
+    assert {name for name, hints in shown.items() if not hints["readOnlyHint"]} == {"random_number"}  # never cached
 
 
 def test_dispatch_reads_the_shared_export_and_copies_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -144,3 +146,15 @@ def test_dispatch_reads_the_shared_export_and_copies_nothing(monkeypatch: pytest
     assert dispatch(reg, gemini, provider="gemini") == [{"name": "add", "response": {"output": 3}}]
     assert dispatch(reg, openai, provider="openai", strict=True)[0]["content"] == "3"
     assert copies == []
+
+
+def test_a_copy_extended_by_its_caller_shares_nothing_with_the_tool() -> None:
+    reg = _registry()
+    mine = reg.export("mcp")
+    reg.add(
+        lambda n: n, name="echo", description="Echo.", parameters={"type": "object", "properties": {"n": {"type": "integer"}}}
+    )
+    grown = mine.extended(reg.get("echo"))
+    grown.tools[-1]["inputSchema"]["properties"]["n"]["description"] = "CHANGED"
+    assert reg.get("echo").parameters["properties"]["n"] == {"type": "integer"}
+    assert [t["name"] for t in reg.export("mcp").tools] == ["add", "echo"]

@@ -379,7 +379,7 @@ class ToolRegistry(metaclass=_SharedType):
         exports = {}
         for key, found in self._exports.items():
             try:
-                exports[key] = found.extended(tool)
+                exports[key] = found.extended(tool, copy=False)
             except Exception:  # e.g. the tool cannot be exported strictly: the next export rebuilds, and says why
                 continue
         self._exports = exports

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import functools
+import gc
 import hashlib
 import marshal
 import re
@@ -119,10 +120,11 @@ class Export:
             self._pieces,  # the cached shares, never handed out
         )
 
-    def extended(self, tool: Tool) -> Export:
+    def extended(self, tool: Tool, *, copy: bool = True) -> Export:
         """This export plus ``tool`` (what a registry does when one tool is added): one tool's work.
 
-        An exported name depends on the tool's own name only, so no earlier name changes.
+        An exported name depends on the tool's own name only, so no earlier name changes. The
+        added definition is a copy, as :func:`export_tools` makes (``copy=False``: shared).
         """
         out = Export(
             self.format,
@@ -135,6 +137,10 @@ class Export:
             dict(self._pieces),
         )
         out._add(tool)
+        if copy:
+            out.tools[-1] = _copied(out.tools[-1])
+            if tool.name in out.nullable:
+                out.nullable[tool.name] = _copied(out.nullable[tool.name])
         return out
 
     def _add(self, tool: Tool, reuse: Mapping[Tool, _Piece] | None = None) -> None:
@@ -205,10 +211,15 @@ _Data = TypeVar("_Data")
 
 def _copied(value: _Data) -> _Data:
     """A deep copy of JSON data: by ``marshal`` (C speed) for the plain types, else by ``copy.deepcopy``."""
+    collecting = gc.isenabled()
+    gc.disable()  # the copy makes many containers and no garbage: collections meanwhile only cost
     try:
         return marshal.loads(marshal.dumps(value))  # type: ignore[arg-type, no-any-return]
     except ValueError:  # a str/dict subclass, an object no JSON holds (in a schema written by hand)
         return deepcopy(value)
+    finally:
+        if collecting:
+            gc.enable()
 
 
 # --------------------------------------------------------------------------- $ref inlining

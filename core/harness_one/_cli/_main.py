@@ -129,7 +129,6 @@ def state_of(ctx: click.Context) -> CliState:
 def build_registry(state: CliState) -> ToolRegistry:
     """Installed tool packages and plugins (with their configured options), local tools, MCP servers."""
     from .. import ToolRegistry
-    from .._discovery import tools_of
     from .._redact import redact
 
     settings = state.settings
@@ -152,7 +151,7 @@ def build_registry(state: CliState) -> ToolRegistry:
         raise click.ClickException(f"cannot open the state store {shown} (set HARNESS_ONE_STATE)") from None
     for spec in [*settings.tools, *state.tool_specs]:
         try:
-            found = tools_of(_import(spec))
+            found = _tools_of(spec)
             if not found:
                 raise ValueError("no tools found (define them with @define_tool, or in a harness_register_tools hook)")
             for tool in found:
@@ -186,23 +185,30 @@ def _attach_mcp(state: CliState, registry: ToolRegistry) -> None:
         raise click.ClickException(f"cannot import MCP tools: {exc}") from None
 
 
-def _import(spec: str) -> Any:
-    """The module a tools spec names: a file (``x.py``, ``dir/x``) or a module, loaded with the
-    current directory on ``sys.path`` (see :func:`_cwd_on_path`)."""
+def _tools_of(spec: str) -> list[Any]:
+    """The tools a ``--tools`` spec offers, imported and registered by its hook with the current
+    directory on ``sys.path`` (see :func:`_cwd_on_path`): a hook may import its own modules."""
+    from .._discovery import tools_of
+
     with _cwd_on_path():
-        if not is_file_spec(spec):
-            return importlib.import_module(spec)
-        path = Path(spec).resolve()
-        if not path.is_file():
-            raise FileNotFoundError(f"no such file: {path}")
-        name = f"harness_one_local_{abs(hash(str(path)))}"
-        loader = importlib.util.spec_from_file_location(name, path)
-        if loader is None or loader.loader is None:
-            raise ImportError(f"cannot import {spec}")
-        module = importlib.util.module_from_spec(loader)
-        sys.modules[name] = module
-        loader.loader.exec_module(module)
-        return module
+        return tools_of(_import(spec))
+
+
+def _import(spec: str) -> Any:
+    """The module a tools spec names: a file (``x.py``, ``dir/x``) or a module."""
+    if not is_file_spec(spec):
+        return importlib.import_module(spec)
+    path = Path(spec).resolve()
+    if not path.is_file():
+        raise FileNotFoundError(f"no such file: {path}")
+    name = f"harness_one_local_{abs(hash(str(path)))}"
+    loader = importlib.util.spec_from_file_location(name, path)
+    if loader is None or loader.loader is None:
+        raise ImportError(f"cannot import {spec}")
+    module = importlib.util.module_from_spec(loader)
+    sys.modules[name] = module
+    loader.loader.exec_module(module)
+    return module
 
 
 @contextlib.contextmanager
