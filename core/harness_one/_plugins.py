@@ -20,6 +20,7 @@ from ._entrypoints import PLUGIN_GROUP, EntryPoint, LoadFailure, entry_points, f
 from ._errors import PluginError, ToolDefinitionError, ToolError, capped, exception_text
 from ._log import log_event
 from ._suggest import closest
+from ._tool import PLUGIN_OPTIONS, POLICY_PLUGINS
 from .hookspecs import PER_CALL_HOOKS
 
 if TYPE_CHECKING:
@@ -27,7 +28,7 @@ if TYPE_CHECKING:
     from ._registry import ToolRegistry
     from ._tool import Tool
 
-__all__ = ["Plan", "PluginSet", "ToolPlan", "env_options"]
+__all__ = ["Plan", "PluginSet", "ToolPlan", "env_options", "missing_guards", "unenforced"]
 
 ENV_BLOCK = "HARNESS_ONE_BLOCK_PLUGINS"
 ENV_ALLOW = "HARNESS_ONE_PLUGINS"
@@ -73,7 +74,7 @@ Hook = Callable[..., Any]
 #: Tool options that only a plugin enforces, and that plugin. A tool that sets one (``True`` or a
 #: predicate for ``requires_approval``; any value for ``max_calls``) is refused while the plugin
 #: is not active in the registry (blocked, removed, failed to load): these guards fail closed.
-GUARDED_OPTIONS: Mapping[str, str] = {"requires_approval": "approval", "max_calls": "budget"}
+GUARDED_OPTIONS: Mapping[str, str] = {option: PLUGIN_OPTIONS[option] for option in ("requires_approval", "max_calls")}
 #: The plugin that honours idempotency keys: while none of that name is active, a call with a key is refused.
 KEY_GUARD = "idempotency"
 
@@ -81,11 +82,20 @@ KEY_GUARD = "idempotency"
 def missing_guards(options: Mapping[str, Any], active: Collection[str]) -> list[tuple[str, str]]:
     """``(option, plugin)`` for each guarded option that ``options`` asks for (anything but None
     and False: ``max_calls=0`` does) whose plugin is not among ``active``."""
-    return [
-        (option, plugin)
-        for option, plugin in GUARDED_OPTIONS.items()
-        if plugin not in active and options.get(option) is not None and options.get(option) is not False
-    ]
+    return [(option, plugin) for option, plugin in GUARDED_OPTIONS.items() if plugin not in active and _set(options.get(option))]
+
+
+def unenforced(tool: Tool, active: Collection[str]) -> list[tuple[str, str]]:
+    """``(policy, plugin)`` for each policy ``tool`` declares (:data:`~harness_one._tool.POLICY_PLUGINS`,
+    :data:`~harness_one._tool.PLUGIN_OPTIONS`) whose plugin is not among ``active``: ``doctor`` lists them."""
+    declared = [(policy, plugin) for policy, plugin in POLICY_PLUGINS.items() if getattr(tool, policy) is not None]
+    declared += [(option, plugin) for option, plugin in PLUGIN_OPTIONS.items() if _set(tool.options.get(option))]
+    return [(policy, plugin) for policy, plugin in declared if plugin not in active]
+
+
+def _set(value: Any) -> bool:
+    """Whether a plugin's per-tool option is set: anything but None and False (``max_calls=0`` is)."""
+    return value is not None and value is not False
 
 
 def _refusal(message: str, plugin: str) -> Hook:

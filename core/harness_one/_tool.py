@@ -18,7 +18,7 @@ from ._schema import Converter, analyse, check_against_signature, check_schema, 
 if TYPE_CHECKING:
     from ._registry import ToolRegistry
 
-__all__ = ["Tool", "ToolFunction", "defineTool", "define_tool"]
+__all__ = ["PLUGIN_OPTIONS", "POLICY_PLUGINS", "Tool", "ToolFunction", "defineTool", "define_tool"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -334,7 +334,18 @@ _KEYWORDS = frozenset(
     name for name, p in inspect.signature(Tool.create).parameters.items() if p.kind is inspect.Parameter.KEYWORD_ONLY
 )
 #: Options a standard plugin reads from ``options={...}``, and that plugin.
-_PLUGIN_OPTIONS = {"requires_approval": "approval", "max_calls": "budget", "max_output": "output_limit"}
+PLUGIN_OPTIONS: Mapping[str, str] = {"requires_approval": "approval", "max_calls": "budget", "max_output": "output_limit"}
+#: The policies of a definition (attributes of a :class:`Tool`, None when not set) that a standard
+#: plugin enforces, and that plugin.
+POLICY_PLUGINS: Mapping[str, str] = {
+    "rate_limit": "rate_limit",
+    "timeout": "timeout",
+    "total_timeout": "timeout",
+    "retry": "retry",
+    "max_concurrency": "concurrency",
+    "circuit_breaker": "circuit_breaker",
+    "cache_ttl": "cache",
+}
 
 
 def _unknown_keywords(unknown: Mapping[str, Any], valid: Iterable[str]) -> ToolDefinitionError:
@@ -343,7 +354,7 @@ def _unknown_keywords(unknown: Mapping[str, Any], valid: Iterable[str]) -> ToolD
 
     parts = []
     for keyword, value in unknown.items():
-        plugin = _PLUGIN_OPTIONS.get(keyword)
+        plugin = PLUGIN_OPTIONS.get(keyword)
         if plugin is not None:
             parts.append(
                 f"'{keyword}' is an option of the {plugin} plugin, not a keyword: pass options={{{keyword!r}: {repr(value)[:60]}}}."

@@ -14,19 +14,6 @@ if TYPE_CHECKING:
 
 __all__ = ["doctor"]
 
-#: The policies of a tool's definition (its attributes) that a standard plugin enforces, and
-#: that plugin; the plugins' own per-tool options (``requires_approval``, ``max_calls``,
-#: ``max_output``) are in ``_tool._PLUGIN_OPTIONS``.
-POLICY_PLUGINS = {
-    "rate_limit": "rate_limit",
-    "timeout": "timeout",
-    "total_timeout": "timeout",
-    "retry": "retry",
-    "max_concurrency": "concurrency",
-    "circuit_breaker": "circuit_breaker",
-    "cache_ttl": "cache",
-}
-
 #: Options whose values are key names, not secrets (the ``logging`` and ``otel`` plugins'
 #: redaction settings): shown, though their names hold "secret".
 KEY_NAME_OPTIONS = frozenset({"secret_keys", "extra_secret_keys"})
@@ -49,25 +36,14 @@ def _shown_options(options: dict[str, Any]) -> dict[str, Any]:
 def _unenforced(registry: ToolRegistry) -> list[str]:
     """Each policy a tool declares whose plugin is not active in ``registry``, and why (the reason
     a guarded option's refusal gives): a policy the registry silently leaves out, or a tool it refuses."""
-    from .._tool import _PLUGIN_OPTIONS
+    from .._plugins import unenforced
 
     plan = registry.plugins.plan
-    found = []
-    for tool in registry.tools():
-        declared = [(policy, plugin) for policy, plugin in POLICY_PLUGINS.items() if getattr(tool, policy) is not None]
-        declared += [(key, plugin) for key, plugin in _PLUGIN_OPTIONS.items() if _set(tool.options.get(key))]
-        found += [
-            f"{tool.name}: {policy} needs the '{plugin}' plugin, which is not active ({plan.inactive(plugin)})"
-            for policy, plugin in declared
-            if plugin not in plan.active
-        ]
-    return found
-
-
-def _set(value: Any) -> bool:
-    """Whether a plugin's per-tool option is set: anything but None and False (``max_calls=0`` is),
-    as for the guarded options (``_plugins.missing_guards``)."""
-    return value is not None and value is not False
+    return [
+        f"{tool.name}: {policy} needs the '{plugin}' plugin, which is not active ({plan.inactive(plugin)})"
+        for tool in registry.tools()
+        for policy, plugin in unenforced(tool, plan.active)
+    ]
 
 
 @main.command()
