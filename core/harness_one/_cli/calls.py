@@ -86,7 +86,7 @@ def call(
 
         args = resolve(Request(None, name, args, "plain"), registry, strict=True).arguments
     outcome = registry.try_call(name, args, context=context, idempotency_key=idempotency_key)
-    from ..integrations._common import not_asked
+    from .._approval import not_asked
 
     result = not_asked(outcome, "one_shot")  # no decision can reach this process: withdrawn, and said so
     if not result.ok:

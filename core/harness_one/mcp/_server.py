@@ -48,10 +48,10 @@ from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from harness_one import CallResult, ToolError, ToolNotFound, ToolRegistry, __version__, hookimpl
+from harness_one._approval import not_asked
 from harness_one._clock import Clock
 from harness_one._render import json_data, safe_text
 from harness_one._schema import _rust
-from harness_one.integrations._common import not_asked
 
 from ._spec import ERROR_META_KEY
 
