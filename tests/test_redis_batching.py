@@ -453,3 +453,51 @@ def test_replies_read_before_a_failed_resend_are_kept(redis_url: str, second: st
         _exchange(connection, batch)
     assert [p.outcome for p in batch[:2]] == [b"0", b"0"]
     assert not any(isinstance(p.outcome, bytes) for p in batch[2:])
+
+
+async def test_replies_read_before_a_failed_async_resend_are_kept(redis_url: str) -> None:
+    """The asyncio write as the sync one: the connection dies as the third of four replies is
+    read, and the resend dies too: the two calls whose replies were read keep them."""
+    import asyncio
+
+    import redis
+    import redis.asyncio
+
+    from harness_one.state._redis import _BUCKET, _aexchange, _Pending
+
+    client = redis.asyncio.Redis.from_url(redis_url)
+    connection = await client.connection_pool.get_connection()
+    try:
+        await connection.send_command("SCRIPT", "LOAD", _BUCKET.source)
+        await connection.read_response()
+        loop = asyncio.get_running_loop()
+        batch = [
+            _Pending(_BUCKET, ("EVALSHA", _BUCKET.sha, 1, f"{{a{i}}}", "0", "1", "5", "1"), loop.create_future())
+            for i in range(4)
+        ]
+        read, send, reads, sends = (
+            connection.read_response,
+            connection.send_packed_command,
+            itertools.count(1),
+            itertools.count(1),
+        )
+
+        async def dying_read(*args: Any, **kwargs: Any) -> Any:
+            got = await read(*args, **kwargs)
+            if next(reads) == 3:
+                raise redis.ConnectionError("connection lost (injected)")
+            return got
+
+        async def dying_send(*args: Any, **kwargs: Any) -> Any:
+            await send(*args, **kwargs)
+            if next(sends) == 2:
+                raise redis.ConnectionError("connection lost again (injected)")
+
+        connection.read_response, connection.send_packed_command = dying_read, dying_send
+        with pytest.raises(redis.ConnectionError):
+            await _aexchange(connection, batch)
+        assert [p.outcome for p in batch[:2]] == [b"0", b"0"]
+        assert not any(isinstance(p.outcome, bytes) for p in batch[2:])
+    finally:
+        await client.connection_pool.release(connection)
+        await client.aclose()

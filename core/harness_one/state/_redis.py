@@ -514,14 +514,17 @@ async def _aexchange(connection: Any, batch: Sequence[_Pending], *, reload: bool
                 except redis.ResponseError as exc:
                     replies.append(exc)
             return _settle(calls, replies)
-        except redis.ConnectionError as exc:
-            await connection.disconnect()
-            if attempt or isinstance(exc, _MISCONFIGURED):
-                raise
-            packed = connection.pack_commands(commands[len(replies) :])
-        except BaseException:
-            await connection.disconnect(nowait=True)
-            raise
+        except BaseException as exc:
+            try:
+                if not isinstance(exc, redis.ConnectionError):
+                    await connection.disconnect(nowait=True)
+                    raise
+                await connection.disconnect()
+                if attempt or isinstance(exc, _MISCONFIGURED):
+                    raise
+                packed = connection.pack_commands(commands[len(replies) :])
+            finally:  # as in _exchange: a call Redis answered keeps its reply
+                _settle(calls, replies)
     raise AssertionError("unreachable")  # pragma: no cover
 
 
