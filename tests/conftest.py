@@ -38,6 +38,19 @@ def registry(clock: ManualClock) -> ToolRegistry:
     return ToolRegistry(clock=clock, autoload=False)
 
 
+@pytest.fixture
+def patient_patterns(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The pure-Python pattern matcher gets a minute per validation, not ``PATTERN_BUDGET`` (5 ms).
+
+    On a ``ManualClock`` the listing and verdict budgets never run out, but this one is the
+    ``regex`` module's timeout, in real time: a loaded machine that paused a match for longer
+    refused a plain mismatch as "could not be matched against the pattern ... within the time limit".
+    """
+    from harness_one_plugins import validation
+
+    monkeypatch.setattr(validation, "PATTERN_BUDGET", 60.0)
+
+
 class PerUserAdd(NamedTuple):
     """What the framework tests share: one tool limited per user, and what each of its calls saw."""
 

@@ -155,33 +155,36 @@ def redis_url(redis_server: RedisServer) -> str:
 # --------------------------------------------------------------------------- child processes
 
 
-def rate_worker(url: str, rate: float, burst: int, threads: int, start: float, seconds: float, out: Any) -> None:
-    """Call one rate-limited tool from ``threads`` threads until ``start + seconds``.
+def rate_worker(url: str, rate: float, burst: int, threads: int, calls: int, ready: Any, out: Any) -> None:
+    """Call one rate-limited tool once, then, when every process has (``ready``: a barrier), ``calls``
+    times from each of ``threads`` threads.
 
-    Reports the admissions and when this process made its first call (a loaded machine may
-    start it after ``start``: the bucket only begins to fill at the first call of any process).
+    Reports whether the first call was admitted, how many of the others were, and the kinds of
+    error that refused the rest.
     """
     from harness_one import ToolRegistry
 
     reg = ToolRegistry(state=url, autoload=False)
     reg.add(lambda: 1, name="shared", rate_limit={"rate": rate, "burst": burst})
+    first = reg.try_call("shared").ok
+    ready.wait(120)
     admitted = [0] * threads
-    first: list[float] = []
+    refused: set[str] = set()
 
     def run(i: int) -> None:
-        while time.time() < start:
-            time.sleep(0.001)
-        first.append(time.time())
-        while time.time() < start + seconds:
-            if reg.try_call("shared").ok:
+        for _ in range(calls):
+            result = reg.try_call("shared")
+            if result.ok:
                 admitted[i] += 1
+            else:
+                refused.add(type(result.error).__name__)
 
     pool = [threading.Thread(target=run, args=(i,)) for i in range(threads)]
     for t in pool:
         t.start()
     for t in pool:
         t.join()
-    out.put((sum(admitted), min(first)))
+    out.put((first, sum(admitted), sorted(refused)))
 
 
 def idempotent_worker(url: str, key: str, start: float, out: Any) -> None:

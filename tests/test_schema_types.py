@@ -14,15 +14,16 @@ import annotated_types as at
 import pytest
 from pydantic import BaseModel, Field
 
-from harness_one import Tool, ToolArgumentError, ToolDefinitionError, ToolRegistry
+from harness_one import ManualClock, Tool, ToolArgumentError, ToolDefinitionError, ToolRegistry
 from harness_one_plugins import ValidationPlugin
 
 UTC = dt.timezone.utc
 
 
 @pytest.fixture(params=["python", "rust"])
-def reg(request: pytest.FixtureRequest) -> ToolRegistry:
-    return ToolRegistry(plugins={"validation": ValidationPlugin(backend=request.param)}, autoload=False)
+def reg(request: pytest.FixtureRequest, patient_patterns: None) -> ToolRegistry:
+    """A registry on a manual clock: its refusals list every problem, however busy the machine."""
+    return ToolRegistry(plugins={"validation": ValidationPlugin(backend=request.param)}, autoload=False, clock=ManualClock())
 
 
 def refusal(reg: ToolRegistry, name: str, args: Any) -> dict[str, str]:
@@ -221,7 +222,7 @@ def test_dataclass_round_trip(reg: ToolRegistry) -> None:
     assert type(got.room) is int
     assert refusal(reg, "book", {"meeting": {"title": "x", "starts": "tomorrow"}}) == {
         "$.meeting.starts": 'expected a valid date-time, got "tomorrow" (RFC 3339, with seconds and a UTC offset: '
-        '2024-01-31T09:30:00Z or 2024-01-31T09:30:00+02:00)'
+        "2024-01-31T09:30:00Z or 2024-01-31T09:30:00+02:00)"
     }
 
 
