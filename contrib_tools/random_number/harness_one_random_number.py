@@ -63,7 +63,9 @@ def _inward(low: float, high: float) -> tuple[float, float]:
     return first, last
 
 
-@defineTool(registry=None, destructive=False, open_world=False, rate_limit={"rate": 5, "burst": 5}, tags=["math"], examples=_EXAMPLES)
+@defineTool(
+    registry=None, destructive=False, open_world=False, rate_limit={"rate": 5, "burst": 5}, tags=["math"], examples=_EXAMPLES
+)
 def random_number(
     min: float = 0,
     max: float = 100,
