@@ -11,6 +11,7 @@ The worker functions run in child processes started with ``spawn``.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import signal
@@ -20,9 +21,12 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import pytest
+
+if TYPE_CHECKING:
+    from harness_one.state._redis import _Script
 
 REQUIRE = os.environ.get("HARNESS_ONE_REQUIRE_REDIS") == "1"
 
@@ -362,3 +366,93 @@ def cluster_url(redis_cluster: RedisClusterNodes) -> str:
     """The cluster's ``redis+cluster://`` URL, with every node emptied."""
     redis_cluster.flush()
     return redis_cluster.url
+
+
+# --------------------------------------------------------------------------- a proxy that holds a reply
+
+
+class Hold:
+    """One held reply: ``reached`` once Redis answered, passed on at :meth:`release`."""
+
+    def __init__(self) -> None:
+        self.reached = threading.Event()
+        self.gate = threading.Event()
+
+    async def wait(self) -> None:
+        assert await asyncio.to_thread(self.reached.wait, 10), "the held call never reached Redis"
+
+    def release(self) -> None:
+        self.gate.set()
+
+
+class HoldingProxy:
+    """A TCP proxy to a redis-server; :meth:`hold` holds the reply to the next write calling a script."""
+
+    def __init__(self, port: int) -> None:
+        self.port = port
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.url = f"redis://127.0.0.1:{self.listener.getsockname()[1]}/0"
+        self.armed: tuple[bytes, Hold] | None = None
+        self.holds: list[Hold] = []
+        self.sockets: list[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def hold(self, script: _Script) -> Hold:
+        found = Hold()
+        self.holds.append(found)
+        self.armed = (script.sha.encode(), found)
+        return found
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            upstream = socket.create_connection(("127.0.0.1", self.port))
+            self.sockets += [client, upstream]
+            waiting: list[Hold] = []  # the holds of this connection's next replies
+            threading.Thread(target=self._requests, args=(client, upstream, waiting), daemon=True).start()
+            threading.Thread(target=self._replies, args=(upstream, client, waiting), daemon=True).start()
+
+    def _requests(self, client: socket.socket, upstream: socket.socket, waiting: list[Hold]) -> None:
+        try:
+            while data := client.recv(65536):
+                armed = self.armed
+                if armed is not None and armed[0] in data:
+                    self.armed = None
+                    waiting.append(armed[1])  # before Redis can answer
+                upstream.sendall(data)
+            upstream.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass
+
+    def _replies(self, upstream: socket.socket, client: socket.socket, waiting: list[Hold]) -> None:
+        try:
+            while data := upstream.recv(65536):
+                if waiting:
+                    found = waiting.pop(0)
+                    found.reached.set()
+                    found.gate.wait(30)
+                client.sendall(data)
+        except OSError:
+            pass
+
+    def close(self) -> None:
+        for found in self.holds:
+            found.release()
+        self.listener.close()
+        for sock in self.sockets:
+            sock.close()
+
+
+@pytest.fixture
+def proxy(redis_url: str) -> Iterator[HoldingProxy]:
+    """A :class:`HoldingProxy` in front of the test's redis-server."""
+    from urllib.parse import urlparse
+
+    found = HoldingProxy(urlparse(redis_url).port or 6379)
+    try:
+        yield found
+    finally:
+        found.close()

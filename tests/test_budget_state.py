@@ -9,13 +9,11 @@ import logging
 import multiprocessing
 import threading
 import time
-from collections.abc import Iterator
 from typing import Any
-from urllib.parse import urlparse
 
 import pytest
-from redis_support import RedisServer
-from test_cancel_state import HoldingProxy, reading, until
+from redis_support import HoldingProxy, RedisServer
+from test_cancel_state import reading, until
 
 from harness_one import Await, Call, ToolError, ToolRegistry, hookimpl
 from harness_one.state import AsyncBudgetStore, BudgetStore, MemoryBudgets, StateUnavailable
@@ -210,15 +208,6 @@ def test_four_processes_share_one_runs_budget_exactly(redis_server: RedisServer,
         assert p.exitcode == 0
     assert sum(admitted) == 50, admitted
     assert int(redis_server.client().get("test:budget-runs")) == 50  # the tool ran exactly 50 times
-
-
-@pytest.fixture
-def proxy(redis_url: str) -> Iterator[HoldingProxy]:
-    found = HoldingProxy(urlparse(redis_url).port or 6379)
-    try:
-        yield found
-    finally:
-        found.close()
 
 
 class RefusesThenWaits:

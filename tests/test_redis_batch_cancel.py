@@ -9,22 +9,12 @@ behind it get their replies and the link is not marked down.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
-from urllib.parse import urlparse
 
 import pytest
-from test_cancel_state import HoldingProxy, awaited, reading
+from redis_support import HoldingProxy
+from test_cancel_state import awaited, reading
 
 from harness_one.state._redis import _BUCKET, RedisLink
-
-
-@pytest.fixture
-def proxy(redis_url: str) -> Iterator[HoldingProxy]:
-    found = HoldingProxy(urlparse(redis_url).port or 6379)
-    try:
-        yield found
-    finally:
-        found.close()
 
 
 def bucket(burst: int) -> list[object]:
