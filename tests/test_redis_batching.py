@@ -260,6 +260,20 @@ def until_queued(link: Any, calls: int) -> None:
     pytest.fail("the calls never queued")
 
 
+#: A bucket of 2 tokens that never refills.
+_TWO_TOKENS = {"rate": 1e-9, "burst": 2, "cost": 1, "now": 0}
+
+
+def _wire_busy(redis_url: str) -> tuple[Any, dict[str, Any]]:
+    """A connected link (marked down for a minute on a failure) whose write is on the wire, so the
+    calls made now queue; and the arguments of a two-token bucket's call."""
+    shared = buckets(redis_url, timeout=5, down_for=60)
+    shared.acquire("warm", **_TWO_TOKENS)
+    with shared.link._queue_lock:
+        shared.link._sending = True
+    return shared, dict(_TWO_TOKENS)
+
+
 @pytest.mark.parametrize("read", [0, 2], ids=["before any reply", "after two replies"])
 def test_a_thread_interrupted_while_it_sends_other_threads_calls_fails_none_of_them(redis_url: str, read: int) -> None:
     """Thread M sends the write that carries its call and three calls thread B queued together
@@ -270,12 +284,8 @@ def test_a_thread_interrupted_while_it_sends_other_threads_calls_fails_none_of_t
     Redis ran whose reply was not read counts twice, as after a dead connection."""
     from harness_one.state._redis import _BUCKET, _Pending
 
-    shared = buckets(redis_url, timeout=5, down_for=60)
+    shared, call = _wire_busy(redis_url)
     link = shared.link
-    call = {"rate": 1e-9, "burst": 2, "cost": 1, "now": 0}  # a bucket of 2 tokens that never refills
-    shared.acquire("warm", **call)
-    with link._queue_lock:
-        link._sending = True  # a write is on the wire: the calls made now queue
     got: dict[str, Any] = {}
 
     def m() -> None:
@@ -360,12 +370,8 @@ def test_a_failure_that_is_no_interrupt_in_the_sending_thread_fails_the_write_an
 
     from harness_one.state._redis import _BUCKET, _Pending
 
-    shared = buckets(redis_url, timeout=5, down_for=60)
+    shared, call = _wire_busy(redis_url)
     link = shared.link
-    call = {"rate": 1e-9, "burst": 2, "cost": 1, "now": 0}  # a bucket of 2 tokens that never refills
-    shared.acquire("warm", **call)
-    with link._queue_lock:
-        link._sending = True  # a write is on the wire: the calls made now queue
     got: dict[str, Any] = {}
 
     def m() -> None:
