@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -201,8 +201,16 @@ def test_a_flood_of_arguments_makes_no_flood_of_log(clock: Any) -> None:
     }
 
 
-def test_the_logging_check_follows_level_changes_at_once(registry: ToolRegistry) -> None:
-    """The per-call check reads the stdlib's own cached answers, which every level change clears."""
+def _fails() -> None:
+    raise ValueError("no")
+
+
+@pytest.mark.parametrize("fn", [lambda: 1, _fails], ids=["post_call", "on_error"])
+def test_the_logging_check_follows_level_changes_at_once(registry: ToolRegistry, fn: Callable[[], Any]) -> None:
+    """The per-call check reads the stdlib's own cached answers, which every level change clears.
+
+    Both of the plugin's per-call hooks (a success's event and a failure's) take the same gate.
+    """
     events: list[logging.LogRecord] = []
 
     class Keep(logging.Handler):
@@ -213,27 +221,31 @@ def test_the_logging_check_follows_level_changes_at_once(registry: ToolRegistry)
     handler, level, propagate = Keep(), logger.level, logger.propagate
     logger.addHandler(handler)
     logger.propagate = False
-    registry.add(lambda: 1, name="one")
+    registry.add(fn, name="one")
     try:
         logger.setLevel(logging.WARNING)
-        registry.call("one")
+        registry.try_call("one")
         assert events == []  # INFO events, a WARNING logger: nothing built
         logger.setLevel(logging.INFO)
-        registry.call("one")
+        registry.try_call("one")
         assert len(events) == 1
         logging.disable(logging.INFO)
-        registry.call("one")
+        registry.try_call("one")
         logging.disable(logging.NOTSET)
         logger.disabled = True
-        registry.call("one")
+        registry.try_call("one")
         logger.disabled = False
         assert len(events) == 1
-        registry.call("one")
+        registry.try_call("one")
         assert len(events) == 2
         with capture_logs() as seen:  # structlog configured by the application: events go there
             logger.setLevel(logging.WARNING)
-            registry.call("one")
-        assert [e["event"] for e in seen] == ["tool_call"] and len(events) == 2
+            registry.try_call("one")
+            registry.try_call("one")  # the stdlib's "no" is cached now: structlog still hears it
+        assert [e["event"] for e in seen] == ["tool_call", "tool_call"] and len(events) == 2
+        outcome = "ok" if fn is not _fails else "error"
+        assert [e["outcome"] for e in seen] == [outcome, outcome]
+        assert [r.harness_one["outcome"] for r in events] == [outcome, outcome]  # type: ignore[attr-defined]
     finally:
         logging.disable(logging.NOTSET)
         logger.disabled = False

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
         ToolNotFound,
         ToolTimeout,
     )
-    from ._log import log_enabled, log_enabled_for, log_event
+    from ._log import log_enabled, log_enabled_for, log_event, log_gated
     from ._plugins import PluginSet
     from ._policies import CircuitBreakerPolicy, RateLimit, RetryPolicy
     from ._redact import REDACTED, SECRET_KEYS, Redactor, redact
@@ -76,6 +76,7 @@ _LAZY: dict[str, str] = {  # name -> module: imported on first use, so start-up 
     "log_enabled": "._log",
     "log_enabled_for": "._log",
     "log_event": "._log",
+    "log_gated": "._log",
     "PluginSet": "._plugins",
     "CircuitBreakerPolicy": "._policies",
     "RateLimit": "._policies",
@@ -161,6 +162,7 @@ __all__ = [
     "log_enabled",
     "log_enabled_for",
     "log_event",
+    "log_gated",
     "per_tool",
     "redact",
     "refresh_entry_points",

@@ -9,9 +9,13 @@ from __future__ import annotations
 import logging
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar, overload
 
-__all__ = ["log_enabled", "log_enabled_for", "log_event"]
+__all__ = ["log_enabled", "log_enabled_for", "log_event", "log_gated"]
+
+A = TypeVar("A")
+B = TypeVar("B")
+_ONE: Any = object()  # log_gated's hook was called with one argument
 
 _loggers: dict[str, logging.Logger] = {}
 _checks: dict[str, Callable[[int], bool]] = {}
@@ -54,6 +58,36 @@ def log_enabled_for(logger: str) -> Callable[[int], bool]:
         return module is not None and bool(module.is_configured())
 
     return _checks.setdefault(logger, enabled)
+
+
+@overload
+def log_gated(logger: str, level: int, emit: Callable[[A], object]) -> Callable[[A], None]: ...
+
+
+@overload
+def log_gated(logger: str, level: int, emit: Callable[[A, B], object]) -> Callable[[A, B], None]: ...
+
+
+def log_gated(logger: str, level: int, emit: Callable[..., object]) -> Callable[..., None]:
+    """``emit`` (of a hook's one or two arguments), called only when an event at ``level`` on ``logger`` would go anywhere.
+
+    The answer a hook most often gets, no one listens, costs two dict reads in the hook's own
+    frame (the stdlib's cached "no" for ``level``, and structlog not imported), not a call of
+    :func:`log_enabled_for`'s check; any other case asks that check.
+    """
+    enabled = log_enabled_for(logger)
+    cache: dict[int, bool] = getattr(_stdlib(logger), "_cache", {})  # as in log_enabled_for
+
+    def gated(first: Any, second: Any = _ONE) -> None:  # fixed arguments: no tuple nor dict made per call
+        if cache.get(level) is False and _modules.get("structlog") is None:
+            return
+        if enabled(level):
+            if second is _ONE:
+                emit(first)
+            else:
+                emit(first, second)
+
+    return gated
 
 
 def log_event(level: int, event: str, *, logger: str = "harness_one", **fields: Any) -> None:

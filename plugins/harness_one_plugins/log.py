@@ -8,7 +8,19 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-from harness_one import SECRET_KEYS, Call, Redactor, Retry, ToolError, hookimpl, log_enabled_for, log_event, per_tool, redact
+from harness_one import (
+    SECRET_KEYS,
+    Call,
+    Redactor,
+    Retry,
+    ToolError,
+    hookimpl,
+    log_enabled_for,
+    log_event,
+    log_gated,
+    per_tool,
+    redact,
+)
 
 __all__ = ["SECRET_KEYS", "LoggingPlugin", "redact"]
 
@@ -61,14 +73,11 @@ class LoggingPlugin:
         if not isinstance(self.level, int):
             raise ValueError(f"unknown log level {level!r}")
         self.log_arguments = log_arguments
-        self._enabled = enabled = log_enabled_for(_LOGGER)
-        level = self.level
-
-        def post_call(call: Call) -> None:  # what every tool's plan calls: the check with its level bound
-            if enabled(level):
-                self._emit("tool_call", call, "ok", result_size=_size(call.result))
-
-        self._post_call = post_call
+        self._enabled = log_enabled_for(_LOGGER)
+        # What every tool's plan calls: the events behind the check, with the level bound (the
+        # common answer, no one listens, taken in the hook's own frame).
+        self._post_call = log_gated(_LOGGER, self.level, self._succeeded)
+        self._on_error = log_gated(_LOGGER, self.level, self._failed)
         self.redactor = Redactor(secret_keys, extra_keys=extra_secret_keys, values=secret_values)
 
     def _emit(self, event: str, call: Call, outcome: str, **extra: Any) -> None:
@@ -88,20 +97,25 @@ class LoggingPlugin:
             fields["arguments"] = self.redactor(args)
         log_event(self.level, event, logger=_LOGGER, **fields)
 
+    def _succeeded(self, call: Call) -> None:
+        self._emit("tool_call", call, "ok", result_size=_size(call.result))
+
+    def _failed(self, call: Call, error: BaseException) -> None:
+        retrying = type(call.decision) is Retry
+        extra: dict[str, Any] = {"error_type": type(error).__name__}
+        if isinstance(error, ToolError):
+            extra["error"] = self._first_line(error)
+        self._emit("tool_call_retry" if retrying else "tool_call", call, "retry" if retrying else "error", **extra)
+
     @hookimpl(trylast=True)
     @per_tool(lambda plugin, tool: plugin._post_call)
     def harness_post_call(self, call: Call) -> None:
         self._post_call(call)
 
     @hookimpl(trylast=True)
+    @per_tool(lambda plugin, tool: plugin._on_error)
     def harness_on_error(self, call: Call, error: BaseException) -> None:
-        if not self._enabled(self.level):
-            return
-        retrying = type(call.decision) is Retry
-        extra: dict[str, Any] = {"error_type": type(error).__name__}
-        if isinstance(error, ToolError):
-            extra["error"] = self._first_line(error)
-        self._emit("tool_call_retry" if retrying else "tool_call", call, "retry" if retrying else "error", **extra)
+        self._on_error(call, error)
 
     @hookimpl(trylast=True)
     def harness_call_refused(self, name: str, error: ToolError) -> None:
