@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 from collections.abc import AsyncIterator
@@ -32,6 +33,16 @@ ROOT = Path(__file__).resolve().parents[1]
 TOOLS = str(ROOT / "tests" / "approval_tools.py")  # transfer: more than 100 needs approval
 BIG = {"to": "bo", "amount": 500}
 ASK_AGAIN = "Do not call it again; continue without it, or tell the user it needs their approval."
+#: A tools file whose ``wire`` always needs approval.
+WIRE = """
+from harness_one import defineTool
+
+
+@defineTool(registry=None, options={"requires_approval": True})
+def wire(to: str, amount: float) -> str:
+    \"\"\"Wire money.\"\"\"
+    return f"wired {amount:g} to {to}"
+"""
 ONE_SHOT = (
     "The call of 'transfer' was not run: it needs a person's approval, and no one was asked "
     f"(this command makes one call and ends: it has no approval step). {ASK_AGAIN}"
@@ -64,25 +75,38 @@ def test_call_refuses_a_held_call_withdraws_it_and_says_how_to_approve(runner: C
     assert done.exit_code == 8, done.output
     answer = json.loads(done.stdout)
     assert answer["ok"] is False and answer["error"]["message"] == ONE_SHOT
-    assert answer["error"]["kind"] == "tool_error" and "arguments" not in answer["error"]
+    assert answer["error"]["kind"] == "approval_unavailable" and answer["error"]["type"] == "ApprovalUnavailable"
+    assert "arguments" not in answer["error"]
     assert [p.tool for p in withdrawn] == ["transfer"]  # nothing left waiting for a decision that cannot come
     lines = done.stderr.splitlines()
     assert lines[0] == f"Error: {ONE_SHOT}"
-    assert "cannot be approved here" in lines[1] and "harness-one run" in lines[1]
+    assert "cannot be approved here" in lines[1] and f"`harness-one --tools {TOOLS} run`" in lines[1]
     request, decision = json.loads(lines[2]), json.loads(lines[3])
     assert request == {"id": 1, "name": "transfer", "arguments": BIG, "context": {"user": "ann"}}
     assert decision == {"approve": 1}
     assert "approve(call_id)" in lines[4] and "resume(call_id)" in lines[4]
 
 
-def test_the_lines_call_prints_approve_the_call_in_run(runner: CliRunner) -> None:
-    """The hint is true: the two lines, given to ``run``, hold the call and then run it approved."""
-    args = ["--tools", TOOLS, "call", "transfer", "--args", json.dumps(BIG), "--idempotency-key", "k1"]
-    hint = runner.invoke(main, args).stderr.splitlines()[2:4]
+def test_the_lines_call_prints_approve_the_call_in_run(runner: CliRunner, tmp_path: Path) -> None:
+    """The hint is true: the command it names, given the two lines, holds the call and then runs it approved.
+
+    The command repeats the global options that choose the tools, plugins, configuration and
+    state (it said ``harness-one run``: copied, it ran another catalogue, without the tools).
+    """
+    (tmp_path / "wire.py").write_text(WIRE)
+    config = tmp_path / "my config.toml"  # a space: the command quotes it
+    config.write_text('tools = ["wire.py"]\n')  # ``wire`` is in the configuration's tools only
+    state = f"sqlite:///{tmp_path / 'state.sqlite3'}"
+    options = ["--config", str(config), "--tools", TOOLS, "-O", "logging.log_arguments=false", "--state", state]
+    args = [*options, "--log-level", "error", "call", "wire", "--args", json.dumps(BIG), "--idempotency-key", "k1"]
+    said = runner.invoke(main, args).stderr.splitlines()
+    command = shlex.split(said[1].split("`")[1])
+    assert command == ["harness-one", *options, "run"]  # the options as given, but for the log level
+    hint = said[2:4]
     assert json.loads(hint[0])["idempotency_key"] == "k1"
-    env = {**os.environ, "HARNESS_ONE_STATE": "memory:", "HARNESS_ONE_LOG_LEVEL": "error"}
+    env = {**os.environ, "HARNESS_ONE_LOG_LEVEL": "error"}
     done = subprocess.run(
-        [sys.executable, "-m", "harness_one", "--tools", TOOLS, "run"],
+        [sys.executable, "-m", "harness_one", *command[1:]],
         input="\n".join(line.strip() for line in hint).encode() + b"\n",
         capture_output=True,
         env=env,
@@ -91,7 +115,16 @@ def test_the_lines_call_prints_approve_the_call_in_run(runner: CliRunner) -> Non
     )
     answers = [json.loads(line) for line in done.stdout.splitlines()]
     assert [a["ok"] for a in answers] == [False, True], done.stderr
-    assert answers[0]["error"]["kind"] == "approval_required" and answers[1]["result"] == "sent 500 to bo"
+    assert answers[0]["error"]["kind"] == "approval_required" and answers[1]["result"] == "wired 500 to bo"
+
+
+def test_the_run_command_call_prints_masks_secrets_in_the_options(runner: CliRunner) -> None:
+    """Stderr may be kept (CI logs): a secret in an option is masked, and the reader told to put it back."""
+    args = ["-O", "budget.key=api_key=sk-live-123", "--tools", TOOLS, "call", "transfer", "--args", json.dumps(BIG)]
+    said = runner.invoke(main, args).stderr.splitlines()[1]
+    assert "sk-live-123" not in said and "(put back the secrets masked in its options)" in said
+    command = ["harness-one", "--tools", TOOLS, "-O", "budget.key=api_key=[REDACTED]", "run"]
+    assert shlex.split(said.split("`")[1]) == command
 
 
 def test_call_of_a_call_needing_no_approval_is_as_before(runner: CliRunner, withdrawn: list[Any]) -> None:
@@ -112,7 +145,8 @@ async def test_serve_over_stdio_refuses_a_held_call_as_not_run(tmp_path: Path) -
         small = await session.call_tool("transfer", {"to": "bo", "amount": 20})
     assert answer.is_error and answer.content[0].text == MCP_SERVER
     error = (answer.meta or {})[ERROR_META_KEY]
-    assert error["kind"] == "tool_error" and error["message"] == MCP_SERVER and "arguments" not in error
+    assert error["kind"] == "approval_unavailable" and error["type"] == "ApprovalUnavailable"
+    assert error["message"] == MCP_SERVER and "arguments" not in error
     assert not small.is_error and small.content[0].text == "sent 20 to bo"
 
 

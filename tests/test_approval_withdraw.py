@@ -33,7 +33,8 @@ from pydantic_ai import DeferredToolRequests, DeferredToolResults
 from pydantic_ai.messages import ModelMessage, ModelResponse, RetryPromptPart, TextPart, ToolCallPart, ToolReturnPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from harness_one import ToolRegistry, define_tool
+from harness_one import ApprovalUnavailable, ToolError, ToolRegistry, define_tool
+from harness_one._approval import not_asked
 from harness_one.integrations.autogen import as_autogen_tools
 from harness_one.integrations.langchain import as_langchain_tools
 from harness_one.integrations.openai_agents import to_openai_agents
@@ -89,6 +90,22 @@ def test_withdraw_drops_the_held_call_and_the_same_call_waits_anew(bank: Bank) -
     again = bank.registry.try_call("transfer", TRANSFER, call_id="c1")
     assert again.error is not None and again.error.kind == "approval_required"  # a new question, not a run
     assert [p.call_id for p in bank.approval.pending()] == ["c1"] and bank.sent == []
+
+
+def test_the_refusal_of_a_held_call_has_its_own_kind_and_class(bank: Bank) -> None:
+    """It was a plain ``ToolError`` (``tool_error``): a program told it from other errors only by its text."""
+    held = bank.registry.try_call("transfer", TRANSFER, call_id="c1")
+    refused_call = not_asked(held, "no_step")
+    error = refused_call.error
+    assert isinstance(error, ApprovalUnavailable) and isinstance(error, ToolError)
+    assert error.kind == "approval_unavailable" and (error.tool, error.call_id) == ("transfer", "c1")
+    data = error.to_dict()
+    assert (data["type"], data["kind"], data["message"]) == ("ApprovalUnavailable", "approval_unavailable", refused(NO_STEP))
+    again = ToolError.from_dict(data)  # a stored outcome, or one read back from another process
+    assert type(again) is ApprovalUnavailable and again.to_dict() == data
+    assert refused_call.to_dict()["error"] == data and refused_call.for_model() == f"Error: {refused(NO_STEP)}"
+    assert not_asked(refused_call, "no_step") is refused_call  # only a held call is refused
+    assert_gone(bank, "c1")
 
 
 def test_a_decision_made_before_the_withdrawal_decides_nothing(bank: Bank) -> None:

@@ -210,3 +210,44 @@ def test_run_and_dispatch_give_the_registry_one_call_id() -> None:
     asyncio.run(Loop(registry, out).handle(1, request))
     assert json.loads(out.getvalue(), parse_int=str)["ok"] is True and runs == [1, 1]
     assert ids.seen == ["1" + "0" * 5000] * 2
+
+
+@pytest.mark.parametrize(
+    ("provider", "call", "key"),
+    [
+        ("anthropic", {"type": "tool_use", "id": 10**5000, "name": "add", "input": {"a": 1}}, "tool_use_id"),
+        ("openai", {"id": 10**5000, "type": "function", "function": {"name": "add", "arguments": '{"a": 1}'}}, "tool_call_id"),
+        ("gemini", {"function_call": {"id": 10**5000, "name": "add", "args": {"a": 1}}}, "id"),
+        ("anthropic", SimpleNamespace(type="tool_use", id=10**5000), "tool_use_id"),  # unreadable: answered on its id
+    ],
+)
+def test_an_int_id_too_long_for_text_is_answered_as_its_digits_in_text(provider: str, call: Any, key: str) -> None:
+    """It was written as the int: the application's ``json.dumps`` of the answer raised (past 4300 digits)."""
+    registry, _ = _counted()
+    ids = _CallIds()
+    registry.plugins.register(ids, name="ids")
+    [answer] = _both(registry, [call], provider)
+    assert answer[key] == "1" + "0" * 5000
+    json.dumps(answer)  # the answer can be sent
+    ran = not isinstance(call, SimpleNamespace)  # the unreadable object is refused before it is a call
+    assert ids.seen == [answer[key]] * 2 * ran  # the call id the registry got (dispatch, adispatch)
+
+
+def test_an_int_id_within_the_limit_is_answered_as_it_came() -> None:
+    registry, _ = _counted()
+    [answer] = _both(registry, [{"type": "tool_use", "id": 10**4000, "name": "add", "input": {"a": 1}}], "anthropic")
+    assert answer["tool_use_id"] == 10**4000
+
+
+def test_an_unreadable_object_with_a_calls_attributes_is_told_what_could_not_be_read() -> None:
+    """It said only "cannot read a call from a SimpleNamespace", not that it has no model_dump()."""
+    registry, runs = _counted()
+    call = SimpleNamespace(type="tool_use", id="toolu_9", name="add", input={"a": 1})
+    [answer] = _both(registry, [call], "anthropic")
+    assert answer["tool_use_id"] == "toolu_9" and answer["is_error"] and runs == []
+    assert (
+        "cannot read a call from a SimpleNamespace: it is not a dict and has no model_dump() method "
+        "(a call's fields are not read from attributes)" in answer["content"]
+    )
+    [odd] = _both(registry, [_DumpsAList("odd_1")], "openai")
+    assert "cannot read a call from a _DumpsAList: its model_dump() did not give an object of the call's fields" in odd["content"]

@@ -405,13 +405,14 @@ def floats() -> ToolRegistry:
     return reg
 
 
-HUGE = [
-    ("store", '{"data": {"k": 1e400}}', "$.data.k", "inf"),
-    ("store", '{"data": {"k": [1, -1E+400]}}', "$.data.k[1]", "-inf"),
-    ("store", '{"data": {"k": ' + "1" * 310 + ".0}}", "$.data.k", "inf"),  # no exponent, 310 digits
-    ("store", '{"data": {"k": ' + "1" * 250 + "e90}}", "$.data.k", "inf"),  # a small exponent on 250 digits
-    ("anything", '{"a": 1e400}', "$.a", "inf"),
-    ("anything", '{"a": -1e400, "b": "x"}', "$.a", "-inf"),
+HUGE = [  # named as the listing names a NaN or an infinity where a string goes (JSON-ish, not Python's "inf")
+    ("store", '{"data": {"k": 1e400}}', "$.data.k", "Infinity"),
+    ("store", '{"data": {"k": [1, -1E+400]}}', "$.data.k[1]", "-Infinity"),
+    ("store", '{"data": {"k": ' + "1" * 310 + ".0}}", "$.data.k", "Infinity"),  # no exponent, 310 digits
+    ("store", '{"data": {"k": ' + "1" * 250 + "e90}}", "$.data.k", "Infinity"),  # a small exponent on 250 digits
+    ("anything", '{"a": 1e400}', "$.a", "Infinity"),
+    ("anything", '{"a": -1e400, "b": "x"}', "$.a", "-Infinity"),
+    ("anything", '{"a": NaN}', "$.a", "NaN"),
 ]
 
 
@@ -423,8 +424,22 @@ def test_a_number_too_large_for_a_float_is_refused_as_not_finite(
     result = floats.try_call(tool, text.encode() if as_bytes else text)
     assert isinstance(result.error, ToolArgumentError), result.value
     (problem,) = result.error.problems
-    assert (problem.path, problem.message) == (path, f"expected a finite number, got {got}")
+    assert (problem.path, problem.message, problem.got) == (path, f"expected a finite number, got {got}", got)
     assert not plain_json(text, ArgumentLimits())
+
+
+def test_one_refusal_spells_nan_and_the_infinities_one_way() -> None:
+    """The finite-number check said ``got nan`` (Python's text) beside the listing's ``got NaN``."""
+    reg = ToolRegistry(autoload=False)
+    reg.add(lambda **kw: "ran", name="t", parameters={"type": "object", "properties": {"s": {"type": "string"}}})
+    result = reg.try_call("t", {"s": math.nan, "n": math.nan, "i": math.inf, "j": -math.inf})
+    assert isinstance(result.error, ToolArgumentError)
+    assert [(p.path, p.message, p.got) for p in result.error.problems] == [
+        ("$.i", "expected a finite number, got Infinity", "Infinity"),
+        ("$.j", "expected a finite number, got -Infinity", "-Infinity"),
+        ("$.n", "expected a finite number, got NaN", "NaN"),
+        ("$.s", "expected string, got NaN", "NaN"),
+    ]
 
 
 @pytest.mark.parametrize("as_bytes", [False, True])

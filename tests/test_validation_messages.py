@@ -72,12 +72,12 @@ def test_where_the_schema_takes_a_number_a_finite_one_is_expected_and_that_alone
             "s": {"type": "string"},
         },
     )
-    assert read(reg, "t", {"n": NAN}) == ["- $.n: expected a finite number, got nan"]
+    assert read(reg, "t", {"n": NAN}) == ["- $.n: expected a finite number, got NaN"]
     assert read(reg, "t", {"most": INF, "third": NAN, "s": NAN, "n": "1"}) == [
-        "- $.most: expected a finite number, got inf",
+        "- $.most: expected a finite number, got Infinity",
         '- $.n: expected integer, got string "1"',  # the listing runs: other problems are named too
         "- $.s: expected string, got NaN",
-        "- $.third: expected a finite number, got nan",
+        "- $.third: expected a finite number, got NaN",
     ]
 
 

@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from ._discovery import Conflict, DiscoveryReport
     from ._entrypoints import PLUGIN_GROUP, TOOL_GROUP, LoadFailure, refresh_entry_points
     from ._errors import (
+        ApprovalUnavailable,
         ArgumentProblem,
         CircuitOpen,
         IdempotencyConflict,
@@ -58,6 +59,7 @@ _LAZY: dict[str, str] = {  # name -> module: imported on first use, so start-up 
     "TOOL_GROUP": "._entrypoints",
     "LoadFailure": "._entrypoints",
     "refresh_entry_points": "._entrypoints",
+    "ApprovalUnavailable": "._errors",
     "ArgumentProblem": "._errors",
     "CircuitOpen": "._errors",
     "IdempotencyConflict": "._errors",
@@ -108,6 +110,7 @@ __version__ = "0.1.0"
 __all__ = [
     "PLUGIN_GROUP",
     "TOOL_GROUP",
+    "ApprovalUnavailable",
     "ArgumentLimits",
     "ArgumentProblem",
     "Await",

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Literal, TypeAlias
 
 from ._call import CallResult
-from ._errors import APPROVAL_REQUIRED, ToolError
+from ._errors import APPROVAL_REQUIRED, ApprovalUnavailable
 
 __all__ = ["NotAsked", "not_asked"]
 
@@ -41,7 +41,8 @@ def not_asked(result: CallResult, why: NotAsked) -> CallResult:
     approved" would be a promise nothing keeps.
     So the call is withdrawn from the ``approval`` plugin's queue (``ApprovalRequired.withdraw``):
     no one approves and runs it later. ``why`` says, truly for the adapter, why the approval is
-    missing (:data:`NotAsked`). Any other result is returned as it is.
+    missing (:data:`NotAsked`). The refusal is an :class:`~harness_one.ApprovalUnavailable`
+    (``kind`` ``approval_unavailable``). Any other result is returned as it is.
     """
     error = result.error
     if error is None or error.kind != APPROVAL_REQUIRED:
@@ -49,7 +50,7 @@ def not_asked(result: CallResult, why: NotAsked) -> CallResult:
     withdraw = getattr(error, "withdraw", None)
     if callable(withdraw):
         withdraw()
-    refused = ToolError(
+    refused = ApprovalUnavailable(
         f"The call of '{result.tool}' was not run: it needs a person's approval, and {_NOT_ASKED[why]}. "
         "Do not call it again; continue without it, or tell the user it needs their approval.",
         tool=result.tool,

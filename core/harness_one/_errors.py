@@ -11,8 +11,10 @@ from typing import Any
 
 __all__ = [
     "APPROVAL_REQUIRED",
+    "APPROVAL_UNAVAILABLE",
     "ERROR_TEXT_LIMIT",
     "PROBLEMS_LIMIT",
+    "ApprovalUnavailable",
     "ArgumentProblem",
     "CircuitOpen",
     "IdempotencyConflict",
@@ -38,6 +40,8 @@ __all__ = [
 #: The ``kind`` of the approval plugin's error: core code (dispatch, the agent loop) recognises a
 #: held call by it without importing the plugins.
 APPROVAL_REQUIRED = "approval_required"
+#: The ``kind`` of :class:`ApprovalUnavailable`: a held call refused where nothing can approve it.
+APPROVAL_UNAVAILABLE = "approval_unavailable"
 
 
 #: The most characters of an exception's own text an error keeps (a tool's exception, a remote
@@ -605,6 +609,17 @@ class IdempotencyConflict(_MayWait):
     """A call with this idempotency key is still running (HTTP 409 in the IETF draft)."""
 
     kind = "idempotency_conflict"
+
+
+class ApprovalUnavailable(ToolError):
+    """A call that needs a person's approval, not run: where it was made, nothing can approve it.
+
+    What the agent-framework adapters without an approval step, ``harness-one call`` and the MCP
+    server answer for a call the ``approval`` plugin held (``approval_required``): the call is
+    withdrawn from the approval queue, and the message tells the model not to call it again.
+    """
+
+    kind = APPROVAL_UNAVAILABLE
 
 
 _new = BaseException.__new__

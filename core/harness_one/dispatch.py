@@ -164,6 +164,18 @@ def _requests(provider: str, calls: Any, registry: ToolRegistry, strict: bool | 
     return out
 
 
+def _sent_id(rid: Any) -> Any:
+    """The call's id as its answer carries it: as the call gave it, but for an int too long for text
+    (past Python's int-to-text limit, which ``json.dumps`` cannot write): its digits as text, the call
+    id the registry got (:func:`~harness_one._requests.text_id`)."""
+    if isinstance(rid, int) and not isinstance(rid, bool):
+        try:
+            int.__repr__(rid)
+        except ValueError:
+            return text_id(int(rid))
+    return rid
+
+
 def _settle(provider: str, request: Request, outcome: CallResult | Exception) -> dict[str, Any] | HeldCall:
     """The provider-shaped answer for a finished call, or an exception it raised (never re-raised).
 
@@ -190,18 +202,19 @@ def _refused(registry: ToolRegistry, provider: str, request: BadRequest) -> dict
 
 def _answer(provider: str, request: Request, result: CallResult) -> dict[str, Any]:
     text = result.for_model()
+    rid = _sent_id(request.id)
     if provider == "openai":
-        return {"role": "tool", "tool_call_id": request.id, "content": text}
+        return {"role": "tool", "tool_call_id": rid, "content": text}
     if provider == "openai-responses":
-        return {"type": "function_call_output", "call_id": request.id, "output": text}
+        return {"type": "function_call_output", "call_id": rid, "output": text}
     if provider == "anthropic":
-        return {"type": "tool_result", "tool_use_id": request.id, "content": text, "is_error": not result.ok}
+        return {"type": "tool_result", "tool_use_id": rid, "content": text, "is_error": not result.ok}
     # Gemini takes data, not text: made valid UTF-8 here, as for_model() makes the others' text.
     error = safe_text(result.error.message if result.error else "error")
     response = {"output": json_data(result.value)} if result.ok else {"error": error}
     answer: dict[str, Any] = {"name": safe_text(request.exported), "response": response}
-    if request.id is not None:
-        answer["id"] = request.id
+    if rid is not None:
+        answer["id"] = rid
     return answer
 
 

@@ -552,6 +552,8 @@ def check_limits(args: Any, limits: ArgumentLimits) -> None:
 
 
 _FINITE = "a finite number"  # what a NaN or an infinity is refused as, where the schema takes a number
+#: An infinity as a refusal names it (a NaN is ``NaN``): the spelling of the listing's ``got NaN``.
+_NON_FINITE = {math.inf: "Infinity", -math.inf: "-Infinity"}
 
 
 def _odd_problems(
@@ -581,9 +583,8 @@ def _odd_problems(
             where = (*path, key)
             if isinstance(value, float) and not math.isfinite(value):
                 if numberless is None or not numberless(where):
-                    problems.append(
-                        ArgumentProblem(json_path(where), f"expected {_FINITE}, got {value}", "type", _FINITE, str(value))
-                    )
+                    got = _NON_FINITE.get(value, "NaN")  # as the listing (and JSON-ish text) spells it, not Python's "nan"
+                    problems.append(ArgumentProblem(json_path(where), f"expected {_FINITE}, got {got}", "type", _FINITE, got))
             elif isinstance(value, int) and not isinstance(value, bool) and abs(value) >= int_bound:
                 digits = int(value.bit_length() * 0.30103) + 1
                 problems.append(
@@ -2069,7 +2070,7 @@ def _kind_value(kind: Any) -> Any:
     """The keyword's value as a jsonschema-rs error kind holds it (when the schema holding it is not found)."""
     if hasattr(kind, "property"):  # required
         return [kind.property]
-    for attribute in ("limit", "options", "expected_value", "pattern", "format", "multiple_of", "schema", "context"):
+    for attribute in ("limit", "options", "expected_value", "pattern", "format", "schema", "context"):
         if hasattr(kind, attribute):
             return getattr(kind, attribute)
     types = getattr(kind, "types", None)

@@ -33,16 +33,53 @@ def _extra(ctx: click.Context, name: str, extra: list[str]) -> click.UsageError:
     )
 
 
-def _to_approve(name: str, args: dict[str, object], context: dict[str, object] | None, idempotency_key: str | None) -> str:
-    """How a person approves the call ``call`` could not: the same call in ``run``, then a decision line."""
+#: The global options (the group's parameter, the option) that decide which tools, plugins, settings and
+#: state store a command works with: the ``run`` that approves a held call needs them all, as given.
+_SELECTING = (
+    ("config_path", "--config"),
+    ("tool_specs", "--tools"),
+    ("plugin_options", "-O"),
+    ("mcp_specs", "--mcp"),
+    ("mcp_call_timeout", "--mcp-call-timeout"),
+    ("state_url", "--state"),
+)
+
+
+def _run_command(ctx: click.Context) -> tuple[str, bool]:
+    """``harness-one OPTIONS run``, with the global options given that select the tools, plugins,
+    configuration and state (shell-quoted, secrets masked), and whether a secret was masked."""
+    from .._redact import mask_secrets
+
+    given = ctx.find_root().params
+    words = ["harness-one"]
+    masked = False
+    for param, option in _SELECTING:
+        value = given.get(param)
+        for text in value if isinstance(value, tuple) else () if value is None else (value,):
+            shown = mask_secrets(str(text))
+            masked = masked or shown != text
+            words += [option, shlex.quote(shown)]
+    return " ".join([*words, "run"]), masked
+
+
+def _to_approve(
+    ctx: click.Context, name: str, args: dict[str, object], context: dict[str, object] | None, idempotency_key: str | None
+) -> str:
+    """How a person approves the call ``call`` could not: the same call in ``run``, then a decision line.
+
+    ``run`` is given the global options this command was given that select the tools, plugins,
+    configuration and state store (:data:`_SELECTING`), so it makes the call with the same catalogue.
+    """
     request: dict[str, object] = {"id": 1, "name": name, "arguments": args}
     if context is not None:
         request["context"] = context
     if idempotency_key is not None:
         request["idempotency_key"] = idempotency_key
+    command, masked = _run_command(ctx)
+    secrets = " (put back the secrets masked in its options)" if masked else ""
     return (
-        "harness-one call: a call that needs approval cannot be approved here. To approve it, give `harness-one run` "
-        "(with the same options before `run`) the call and then the decision, one line each:\n"
+        f"harness-one call: a call that needs approval cannot be approved here. To approve it, give `{command}`{secrets} "
+        "the call and then the decision, one line each:\n"
         f"  {json.dumps(request)}\n"
         '  {"approve": 1}\n'
         'or, in Python, the approval plugin\'s approve(call_id) and resume(call_id) (docs: "Approval-required tools").'
@@ -92,7 +129,7 @@ def call(
     if not result.ok:
         click.echo(result.for_model(), err=True)
     if result is not outcome:  # it was held for approval
-        click.echo(_to_approve(name, args, context, idempotency_key), err=True)
+        click.echo(_to_approve(ctx, name, args, context, idempotency_key), err=True)
     try:
         write_line(out, dumps(result.to_dict(), indent=2))
     except Exception as exc:  # a closed or broken stdout
