@@ -154,6 +154,7 @@ _EXAMPLES: list[dict[str, Any]] = [
     rate_limit={"rate": 20, "burst": 40},
     tags=["time"],
     examples=_EXAMPLES,
+    options={"cache": False},  # the answer changes every second: never from the cache plugin
 )
 def current_time(timezone: str = "UTC", format: Format = "iso") -> CurrentTime:
     """Get the current date and time in a time zone.

@@ -19,7 +19,9 @@
   model's URL first, then the final URL, then the content type, down to ``...``. A
   ``max_chars`` below what the metadata take with every echo ``...`` (``FetchPolicy.min_chars``:
   268 with the default ``max_bytes`` and ``max_redirects``) is refused when the policy is
-  built (``ValueError`` naming it). The tool sets no ``max_output`` of its own, so an
+  built (``ValueError`` naming it). A status outside 100-999 (which a test ``transport`` may
+  return; HTTP/1.1 over the network has three digits) is a ``ToolError``, so it cannot
+  overrun ``max_chars``. The tool sets no ``max_output`` of its own, so an
   operator's lower output limit applies to it as to any tool.
 - HTML becomes readable text; JSON stays JSON.
 - A URL or header echoed in the result or an error is cut, saying how long it was.
@@ -171,7 +173,7 @@ def _least_chars(max_bytes: int, max_redirects: int, max_chars: int) -> int:
     least: FetchResult = {
         "url": _GONE,
         "final_url": _GONE,
-        "status": 599,  # three digits, as HTTP has them
+        "status": 999,  # the widest status a result holds (fetch refuses any outside 100-999)
         "content_type": _GONE,
         "bytes": max_bytes,
         "truncated": True,
@@ -493,6 +495,7 @@ def fetch(url: str, policy: FetchPolicy) -> FetchResult:
                 with client.stream(
                     "GET", pinned, headers=headers, extensions=extensions, timeout=httpx.Timeout(left)
                 ) as response:
+                    _check_status(response.status_code, current)
                     if response.is_redirect and "location" in response.headers:
                         current = httpx.URL(urljoin(str(current), response.headers["location"]))
                         continue
@@ -505,6 +508,14 @@ def fetch(url: str, policy: FetchPolicy) -> FetchResult:
                 raise ToolError(f"Fetching {shown!r} failed: {type(exc).__name__}: {exc}") from None
     shown = _cut(url, _URL_SHOWN, masked=True)  # no password
     raise ToolError(f"Too many redirects (more than {policy.max_redirects}) starting at {shown!r}.")
+
+
+def _check_status(status: object, url: httpx.URL) -> None:
+    """Refuse a status that is not an integer in 100-999: HTTP's have three digits (h11 reads no other over the
+    network), and :attr:`FetchPolicy.min_chars` leaves room for three; a ``transport`` may return any."""
+    if type(status) is not int or not 100 <= status <= 999:
+        shown = _cut(str(url), _URL_SHOWN, masked=True)
+        raise ToolError(f"Fetching {shown!r} failed: the server answered with a status outside 100-999.")
 
 
 _Decoder = Callable[[bytes, int], tuple[bytes, bytes]]  # (input, room) -> (output of at most room bytes, input left)

@@ -64,7 +64,13 @@ def _inward(low: float, high: float) -> tuple[float, float]:
 
 
 @defineTool(
-    registry=None, destructive=False, open_world=False, rate_limit={"rate": 5, "burst": 5}, tags=["math"], examples=_EXAMPLES
+    registry=None,
+    destructive=False,
+    open_world=False,
+    rate_limit={"rate": 5, "burst": 5},
+    tags=["math"],
+    examples=_EXAMPLES,
+    options={"cache": False},  # a new draw each call: never from the cache plugin
 )
 def random_number(
     min: float = 0,

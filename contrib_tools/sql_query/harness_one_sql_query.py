@@ -8,7 +8,8 @@ Five limits bound the work: at most ``max_rows`` rows are returned, in a result 
 reads (harness-one's JSON) as at most ``max_chars`` characters, by default the
 ``output_limit`` plugin's default (the tool sets no ``max_output`` of its own, so an
 operator's lower output limit applies to it as to any tool); ``truncated`` and ``note`` say
-when the result was cut. A progress handler interrupts a query still running after
+when the result was cut, and the rows stop where the next would not fit beside the note written
+(none for a result that fits whole). A progress handler interrupts a query still running after
 ``time_limit`` seconds, fetching included, and what it cannot interrupt (one long step, a
 costly preparation) is killed with the tool's worker process a second later (``process``
 timeout mode), where a query may add at most ``max_memory`` bytes of address space (Linux);
@@ -32,6 +33,7 @@ tool with :func:`make_sql_query`.
 from __future__ import annotations
 
 import base64
+import json
 import os
 import sqlite3
 from collections.abc import Callable
@@ -211,6 +213,32 @@ def _notes(max_rows: int, max_chars: int) -> tuple[str, str, str]:
     )
 
 
+def _envelope(bare: int, note: str | None, row_count: int) -> int:
+    """The characters of a result's envelope (all but its rows' own) measured ``bare`` (no note, ``truncated`` false,
+    ``row_count`` 0), with ``note`` (and ``truncated`` true) and ``row_count``."""
+    digits = len(str(row_count)) - 1
+    if note is None:
+        return bare + digits
+    return bare + digits - 1 + len(', "note": ') + len(json.dumps(note))  # "true" is one shorter than "false"
+
+
+def _cut_to_note(
+    rows: list[list[Any]], used: int, bare: int, max_chars: int, max_rows: int, *, cut: bool, more: bool
+) -> str | None:
+    """The note of a result of ``rows`` (taking ``used`` characters as written in it) within ``max_chars``, after
+    ``rows`` is cut (from its end) to what fits beside that very note: none when they are all the query's and fit,
+    the row limit's when ``max_rows`` of them fit with it and the query has ``more``, else the character limit's, and
+    with no row left, the longer one saying the first row alone is longer, where that fits."""
+    at_rows, at_chars, at_first = _notes(max_rows, max_chars)
+    if not cut and not more and used <= max_chars - _envelope(bare, None, len(rows)):
+        return None
+    if not cut and more and used <= max_chars - _envelope(bare, at_rows, len(rows)):
+        return at_rows
+    while rows and used > max_chars - _envelope(bare, at_chars, len(rows)):
+        used -= rendered_length(rows.pop()) + (2 if rows else 0)
+    return at_chars if rows or _envelope(bare, at_first, 0) > max_chars else at_first
+
+
 #: SQLite's result codes (sqlite3.h; the low byte of an extended code) of a failure of the database, not of the query.
 _BUSY = {5, 6}  # SQLITE_BUSY, SQLITE_LOCKED: another connection holds a lock
 _BROKEN = {3, 10, 11, 14, 15, 26}  # PERM, IOERR, CORRUPT, CANTOPEN, PROTOCOL, NOTADB
@@ -292,28 +320,29 @@ def run_query(
             if cursor.description is None:
                 raise _refuse("the statement returned no rows; only SELECT queries run here", got)
             columns = [d[0] for d in cursor.description]
-            at_rows, at_chars, at_first = _notes(max_rows, max_chars)
-            envelope = {"columns": columns, "rows": [], "row_count": max_rows, "truncated": False, "note": at_first}
-            room = max_chars - rendered_length(envelope)
+            # The least envelope a result has (no note, no row count's further digits): the rows are taken within what
+            # it leaves, then cut to the room the envelope actually written leaves (its note, its row count).
+            bare = rendered_length({"columns": columns, "rows": [], "row_count": 0, "truncated": False})
+            room = max_chars - bare
             pending: list[list[Any]] = []  # rows taken, measured _CHUNK at a time
             least = 0  # fewer characters than the pending rows take
+            cut = more = False
             for row in cursor:  # each step runs under the progress handler, so the deadline holds here too
                 if len(rows) + len(pending) == max_rows:
-                    note = at_rows
+                    more = True
                     break
                 least += _least_chars(row) + (2 if rows or pending else 0)
                 if least > room:  # surely past the room: not converted or written (up to max_columns * max_bytes)
-                    note = at_chars
+                    cut = True
                     break
                 pending.append([_blob(v) if type(v) is bytes else v for v in row])
                 if len(pending) == _CHUNK:
                     room, cut = _take(rows, pending, room)
                     least = 0
                     if cut:
-                        note = at_chars
                         break
-            if _take(rows, pending, room)[1] or note == at_chars:
-                note = at_chars if rows else at_first
+            room, over = _take(rows, pending, room)
+            note = _cut_to_note(rows, max_chars - bare - room, bare, max_chars, max_rows, cut=cut or over, more=more)
         except (sqlite3.ProgrammingError, sqlite3.Warning) as exc:  # Python 3.10 raises Warning for two statements
             if "binding" in str(exc).lower():  # "Incorrect number of bindings supplied"
                 raise ToolArgumentError(

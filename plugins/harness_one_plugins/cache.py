@@ -1,4 +1,4 @@
-"""The ``cache`` plugin: reuse recent results of idempotent or read-only tools (off by default)."""
+"""The ``cache`` plugin: reuse recent results of tools whose answers repeat (off by default)."""
 
 from __future__ import annotations
 
@@ -19,8 +19,12 @@ _KEY = "cache.key"
 class CachePlugin:
     """Answers a repeated call from memory for ``cache_ttl`` seconds.
 
-    Only tools marked ``idempotent`` or ``read_only`` are cached: those with their own
-    ``cache_ttl``, and all of them when ``ttl`` is given here. The key is the tool and its
+    A tool with its own ``cache_ttl`` (which needs ``idempotent`` or ``read_only``) is cached
+    for that long: its author's choice. ``ttl`` given here caches, besides, every tool marked
+    ``idempotent`` (taken to say the same arguments give the same answer) and no other: a tool that is only
+    ``read_only`` changes nothing, yet its answer may change from one call to the next (the
+    current time). A tool with ``options={"cache": False}`` (any value but ``True``) is never
+    cached, whatever its flags, ``cache_ttl`` or the plugin's ``ttl``. The key is the tool and its
     validated arguments, and the call's context for a tool that reads it (a ``Call``
     parameter), compared as JSON: a call whose arguments or context hold anything else (an
     object, whose ``repr`` may not tell two callers apart) is neither answered from the cache
@@ -30,8 +34,8 @@ class CachePlugin:
     cache hit is an optimisation, an idempotency replay is a guarantee.
 
     Args:
-        ttl: seconds to keep results of every idempotent/read-only tool (None: only tools
-            with ``cache_ttl``).
+        ttl: seconds to keep results of every idempotent tool without ``cache_ttl`` (None:
+            only tools with ``cache_ttl``).
         max_entries: bound on cached results (least recently used go first).
         clock: time source (default: the registry's clock).
     """
@@ -50,9 +54,13 @@ class CachePlugin:
         self.uncached = 0
 
     def ttl_for(self, tool: Tool) -> float | None:
-        if not (tool.idempotent or tool.read_only):
+        """How long ``tool``'s results are kept, or None: not cached."""
+        if tool.options.get("cache", True) is not True:  # opted out (a value other than True fails closed)
             return None
-        return tool.cache_ttl if tool.cache_ttl is not None else self.ttl
+        if tool.cache_ttl is not None:  # the author's choice, for an idempotent or read-only tool
+            return tool.cache_ttl if tool.idempotent or tool.read_only else None
+        # Read-only alone says the tool changes nothing, not that its answer repeats (the time).
+        return self.ttl if tool.idempotent else None
 
     @hookimpl(tryfirst=True)
     @applies_to(lambda self, tool: self.ttl_for(tool) is not None)

@@ -403,6 +403,43 @@ def answer(
 LONG_URL = "https://example.com/" + "a" * 60_000  # httpx takes URLs up to 64 KB
 
 
+def _status(line: bytes, ctype: bytes, body: bytes) -> Reply:
+    head = b"HTTP/1.1 " + line + b"\r\nContent-Type: " + ctype + b"\r\nContent-Length: %d\r\n\r\n" % len(body)
+    return lambda conn, stop: conn.sendall(head + body)
+
+
+@pytest.mark.parametrize(
+    ("ctype", "body"),
+    [(b"x/" + b"b" * 500, b"\x00" * 5_000), (b"application/json", b"[" + b"1, " * 2_000 + b"1]")],
+    ids=["binary", "json"],  # the longest notes
+)
+def test_any_status_a_real_server_sends_keeps_to_the_least_max_chars(
+    serve: Callable[[Reply], str], ctype: bytes, body: bytes
+) -> None:
+    """Over the network a status has three digits (h11 reads no other): the widest keeps to ``min_chars``, the rest
+    are refused."""
+    least = mod.FetchPolicy().min_chars
+    policy = mod.FetchPolicy(allow=LOOPBACK, max_chars=least)
+    for line in (b"999 Wide", b"200 OK", b"599 X"):
+        out = mod.fetch(serve(_status(line, ctype, body)) + "/" + "p" * 3_000, policy)
+        assert out["status"] == int(line[:3]) and out["truncated"] is True and least - 25 < len(read(out)) <= least
+    for line in (b"1000 X", b"99999999999 X", b"99 X", b"042 X", b"2 X", b"-1 X", b"+20 X"):
+        with pytest.raises(ToolError, match="failed: RemoteProtocolError"):
+            mod.fetch(serve(_status(line, ctype, body)), policy)
+
+
+@pytest.mark.parametrize("status", [1000, 10**60, 99, 0, -1, True, 200.0])
+def test_a_status_outside_100_to_999_from_a_transport_is_refused(status: Any) -> None:
+    """A transport's ``httpx.Response(10**60)`` made a result longer than ``max_chars`` at ``min_chars`` (which leaves
+    room for three digits)."""
+    least = mod.FetchPolicy().min_chars
+    url, headers = "https://example.com/" + "p" * 3_000, {"content-type": "x/" + "b" * 500}
+    fine = mod.fetch(url, mocked(answer(999, b"\x00" * 5_000, headers), max_chars=least))
+    assert fine["status"] == 999 and fine["url"] == fine["final_url"] == "..." and len(read(fine)) <= least
+    with pytest.raises(ToolError, match=r"failed: the server answered with a status outside 100-999\.$"):
+        mod.fetch(url, mocked(answer(status, b"\x00" * 5_000, headers), max_chars=least))
+
+
 def test_long_urls_and_headers_echoed_in_a_result_are_cut() -> None:
     out = mod.fetch(LONG_URL, mocked(answer(body=b"x", headers={"content-type": "x/" + "b" * 100_000})))
     assert out["url"] == LONG_URL[:2_000] + "... (60020 characters)" and out["final_url"] == out["url"]

@@ -119,6 +119,25 @@ def test_character_limit_while_fetching(db: Path) -> None:
     assert len(read(out)) <= 1300 < len(read({**out, "rows": out["rows"] + [[4, "x" * 300]]}))
 
 
+def test_the_room_kept_for_a_note_is_the_note_written(db: Path) -> None:
+    """Room was kept for the longest note whatever the note: a result that fitted whole, with no note, was cut (to no
+    row, with a note past the limit), and so was one that fitted with the row limit's shorter note."""
+    whole = mod.run_query(db, "SELECT id, name FROM items ORDER BY id")
+    assert mod.run_query(db, "SELECT id, name FROM items ORDER BY id", max_chars=len(read(whole))) == whole
+    sql = ENDLESS + "SELECT i FROM n LIMIT 50"
+    rows = [[i] for i in range(1, 11)]
+    at_rows = {"columns": ["i"], "rows": rows, "row_count": 10, "truncated": True, "note": "stopped at the row limit (10 rows)"}
+    limit = len(read(at_rows))
+    assert mod.run_query(db, sql, max_rows=10, max_chars=limit) == at_rows
+    less = limit - 1  # the row limit's note no longer fits: cut at the character limit, with its (longer) note
+
+    def at_chars(n: int) -> dict[str, Any]:
+        return {**at_rows, "rows": rows[:n], "row_count": n, "note": mod._notes(10, less)[1]}
+
+    most = max(n for n in range(1, 11) if len(read(at_chars(n))) <= less)
+    assert most < 10 and mod.run_query(db, sql, max_rows=10, max_chars=less) == at_chars(most)
+
+
 MIXED_ROWS = ENDLESS + (  # escapes, non-ASCII, blobs in base64, NULL and the infinity JSON writes as text
     "SELECT i, printf('%.*c', i % 9, char(1)) || 'caf\u00e9 \"', CASE WHEN i % 7 = 0 THEN CAST(printf('%.*c', i % 5, 'a') AS BLOB) "
     "WHEN i % 5 = 0 THEN NULL ELSE i * 0.5 END, CASE WHEN i % 11 = 0 THEN 1e999 ELSE -i END FROM n "
@@ -126,16 +145,17 @@ MIXED_ROWS = ENDLESS + (  # escapes, non-ASCII, blobs in base64, NULL and the in
 
 
 def room_for(out: mod.QueryResult, rows: int, max_rows: int) -> int:
-    """The least ``max_chars`` that holds the first ``rows`` of ``out``: with room for the longest row count and note."""
+    """The least ``max_chars`` that holds the first ``rows`` of ``out`` cut at the character limit: their row count and
+    the character limit's note (which names the limit, so the least is where the note's length and the limit agree)."""
     limit = 0
     while limit < (
         need := rendered_length(
             {
                 "columns": out["columns"],
                 "rows": out["rows"][:rows],
-                "row_count": max_rows,
-                "truncated": False,
-                "note": mod._notes(max_rows, limit)[2],
+                "row_count": rows,
+                "truncated": True,
+                "note": mod._notes(max_rows, limit)[1],
             }
         )
     ):
@@ -150,7 +170,10 @@ def test_the_character_cut_is_exact_across_chunks(db: Path, fit: int, less: int)
     limit = room_for(every, fit, 1_000) - less  # where the first `fit` rows fill the room exactly, and one character less
     out = mod.run_query(db, MIXED_ROWS, max_rows=1_000, max_chars=limit)
     assert out["rows"] == every["rows"][: fit - less] and len(read(out)) <= limit
-    assert out["note"] == mod._notes(1_000, limit)[1 if fit > less else 2]
+    assert less or len(read(out)) == limit  # the room the note written leaves, filled exactly
+    at_chars, at_first = mod._notes(1_000, limit)[1:]
+    first_fits = len(read({**out, "note": at_first})) <= limit  # with no row: the longer note where it fits
+    assert out["note"] == (at_first if fit == less and first_fits else at_chars)
 
 
 def test_rows_are_measured_in_chunks_not_one_by_one(db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -171,8 +194,8 @@ def test_rows_are_measured_in_chunks_not_one_by_one(db: Path, monkeypatch: pytes
 )
 def test_a_row_that_fills_the_room_exactly_is_kept(db: Path, value: object) -> None:
     whole = mod.run_query(db, "SELECT ?, ?", [value, value])
-    limit = room_for(whole, 1, mod.MAX_ROWS)
-    assert mod.run_query(db, "SELECT ?, ?", [value, value], max_chars=limit)["rows"] == whole["rows"]
+    limit = len(read(whole))  # the whole result, with no note
+    assert mod.run_query(db, "SELECT ?, ?", [value, value], max_chars=limit) == whole
     assert mod.run_query(db, "SELECT ?, ?", [value, value], max_chars=limit - 1)["rows"] == []
 
 
@@ -269,7 +292,7 @@ def test_the_result_fits_the_registrys_default_output_limit(db: Path) -> None:
     assert "max_output" not in reg.get("sql_query").options  # it would override the operator's limit
     got = reg.try_call("sql_query", {"sql": CONTROL_ROWS})
     assert got.ok and isinstance(got.value, dict)  # whole JSON, not the output limit's cut text (was 5.9 million characters)
-    assert len(got.for_model()) <= 1_000_000 and got.value["row_count"] == 33 and got.value["truncated"] is True
+    assert len(got.for_model()) <= 1_000_000 and got.value["row_count"] == 34 and got.value["truncated"] is True
     two = reg.call("sql_query", {"sql": "SELECT printf('%.*c', 600000, 'x') UNION ALL SELECT printf('%.*c', 600000, 'y')"})
     assert two["row_count"] == 1 and two["truncated"] is True
     one = reg.call("sql_query", {"sql": "SELECT printf('%.*c', 999990, 'x')"})
