@@ -553,6 +553,35 @@ def test_cache_off_by_default_and_only_for_safe_tools(clock: ManualClock) -> Non
     assert runs[2:] == [1, 2, 3, 1, 9, 9]  # 1 was evicted (max 2 entries); writer never cached
 
 
+def test_a_tool_whose_answer_varies_opts_out_of_the_cache(clock: ManualClock) -> None:
+    """``CachePlugin(ttl=...)`` cached every read-only tool: ``current_time`` answered the same time for a minute.
+    Read-only says the tool changes nothing, not that its answer repeats: such a tool opts out."""
+    import harness_one_current_time
+    import harness_one_random_number
+
+    reg = ToolRegistry(plugins={"cache": CachePlugin(ttl=60)}, clock=clock, autoload=False)
+    ticks = iter(range(100))
+    reg.add(lambda: next(ticks), name="lookup", read_only=True)  # cached by the plugin's ttl
+    reg.add(lambda: next(ticks), name="pinned", read_only=True, cache_ttl=5)  # the author's own ttl
+    reg.add(lambda: next(ticks), name="now", read_only=True, options={"cache": False})  # opts out
+    reg.add(lambda: next(ticks), name="price", idempotent=True, cache_ttl=5, options={"cache": False})  # opting out wins
+    with pytest.raises(ToolDefinitionError, match="'cache' option must be true or false, got 'no'"):
+        reg.add(lambda: next(ticks), name="sticky", read_only=True, options={"cache": "no"})  # "no" is truthy
+    assert "sticky" not in reg
+    assert [reg.call(name) for name in ("lookup", "lookup", "pinned", "pinned")] == [0, 0, 1, 1]
+    assert [reg.call(name) for name in ("now", "now", "price", "price")] == [2, 3, 4, 5]
+    clock.advance(5)
+    assert [reg.call("pinned"), reg.call("lookup")] == [6, 0]  # pinned expired after its own 5 s, lookup keeps 60 s
+    assert reg.stats()["cache"]["hits"] == 3
+    # The contrib tools whose answers vary are never cached, not even by a plugin-wide ttl.
+    reg.add(harness_one_current_time.current_time)
+    reg.add(harness_one_random_number.random_number)
+    for tool in ("current_time", "random_number"):
+        assert reg.plugins.get("cache").ttl_for(reg.get(tool)) is None
+    draws = {reg.call("random_number", {"min": 0, "max": 10**9})["value"] for _ in range(5)}
+    assert len(draws) > 1 and reg.stats()["cache"]["entries"] == 2  # lookup and pinned only
+
+
 # --------------------------------------------------------------------------- order
 
 

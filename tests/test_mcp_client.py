@@ -14,8 +14,9 @@ from typing import Any
 
 import pytest
 
-from harness_one import CircuitOpen, ToolExecutionError, ToolRegistry, ToolTimeout
+from harness_one import CircuitOpen, ToolDefinitionError, ToolExecutionError, ToolRegistry, ToolTimeout
 from harness_one.mcp import McpConnectionError, McpSpec, RemoteServer, RemoteToolError, aimport_tools, import_tools
+from harness_one_plugins import CachePlugin
 
 SERVER = textwrap.dedent(
     '''
@@ -232,6 +233,21 @@ def test_policies_on_remote_tools(script: str) -> None:
         assert remote.circuit_state() == "open"
     finally:
         remote.close()
+
+
+def test_options_given_to_import_tools_reach_every_tool(script: str) -> None:
+    """``options`` for every imported tool (``{"cache": False}`` for a server whose answers vary)
+    used to clash with the client's own (``TypeError``: options given twice)."""
+    registry = ToolRegistry(plugins={"cache": CachePlugin(ttl=60)}, autoload=False)
+    remote = import_tools(registry, spec(script), options={"cache": False, "team": "search"})
+    try:
+        tool = registry.get("hit")
+        assert tool.options == {"cache": False, "team": "search", "mcp_server": "sdk", "mcp_tool": "hit"}
+        assert [registry.call("hit"), registry.call("hit")] == [{"count": 1}, {"count": 2}]  # not from the cache
+    finally:
+        remote.close()
+    with pytest.raises(ToolDefinitionError, match="options must be a mapping, got list"):
+        import_tools(ToolRegistry(autoload=False), spec(script), options=["cache"])
 
 
 def test_name_clash_needs_a_prefix(script: str) -> None:

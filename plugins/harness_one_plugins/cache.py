@@ -1,4 +1,4 @@
-"""The ``cache`` plugin: reuse recent results of tools whose answers repeat (off by default)."""
+"""The ``cache`` plugin: reuse recent results of idempotent or read-only tools (off by default)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import threading
 from collections import OrderedDict
 from typing import Any
 
-from harness_one import Call, Clock, Outcome, Tool, ToolRegistry, applies_to, fingerprint, hookimpl
+from harness_one import Call, Clock, Outcome, Tool, ToolDefinitionError, ToolRegistry, applies_to, fingerprint, hookimpl
 from harness_one.state import copied
 
 from ._options import count, seconds
@@ -19,12 +19,10 @@ _KEY = "cache.key"
 class CachePlugin:
     """Answers a repeated call from memory for ``cache_ttl`` seconds.
 
-    A tool with its own ``cache_ttl`` (which needs ``idempotent`` or ``read_only``) is cached
-    for that long: its author's choice. ``ttl`` given here caches, besides, every tool marked
-    ``idempotent`` (taken to say the same arguments give the same answer) and no other: a tool that is only
-    ``read_only`` changes nothing, yet its answer may change from one call to the next (the
-    current time). A tool with ``options={"cache": False}`` (any value but ``True``) is never
-    cached, whatever its flags, ``cache_ttl`` or the plugin's ``ttl``. The key is the tool and its
+    Only tools marked ``idempotent`` or ``read_only`` are cached: those with their own
+    ``cache_ttl``, and all of them when ``ttl`` is given here, except a tool whose answer
+    changes from one call to the next with the same arguments (the time, a random draw), which
+    opts out with ``options={"cache": False}``. The key is the tool and its
     validated arguments, and the call's context for a tool that reads it (a ``Call``
     parameter), compared as JSON: a call whose arguments or context hold anything else (an
     object, whose ``repr`` may not tell two callers apart) is neither answered from the cache
@@ -34,8 +32,8 @@ class CachePlugin:
     cache hit is an optimisation, an idempotency replay is a guarantee.
 
     Args:
-        ttl: seconds to keep results of every idempotent tool without ``cache_ttl`` (None:
-            only tools with ``cache_ttl``).
+        ttl: seconds to keep results of every idempotent/read-only tool that does not opt out
+            (None: only tools with ``cache_ttl``).
         max_entries: bound on cached results (least recently used go first).
         clock: time source (default: the registry's clock).
     """
@@ -55,12 +53,17 @@ class CachePlugin:
 
     def ttl_for(self, tool: Tool) -> float | None:
         """How long ``tool``'s results are kept, or None: not cached."""
-        if tool.options.get("cache", True) is not True:  # opted out (a value other than True fails closed)
-            return None
-        if tool.cache_ttl is not None:  # the author's choice, for an idempotent or read-only tool
-            return tool.cache_ttl if tool.idempotent or tool.read_only else None
-        # Read-only alone says the tool changes nothing, not that its answer repeats (the time).
-        return self.ttl if tool.idempotent else None
+        if tool.options.get("cache", True) is not True or not (tool.idempotent or tool.read_only):
+            return None  # opted out (its answer changes from call to call), or repeating it is not safe
+        return tool.cache_ttl if tool.cache_ttl is not None else self.ttl
+
+    @hookimpl
+    def harness_tool_added(self, tool: Tool) -> None:
+        opted = tool.options.get("cache", True)
+        if type(opted) is not bool:  # "false" would be truthy: refused when the tool is added, not guessed
+            raise ToolDefinitionError(
+                f"Tool '{tool.name}': the 'cache' option must be true or false, got {opted!r}.", tool=tool.name
+            )
 
     @hookimpl(tryfirst=True)
     @applies_to(lambda self, tool: self.ttl_for(tool) is not None)

@@ -458,7 +458,8 @@ class RemoteServer:
         if keywords.get("cache_ttl") is not None and not (keywords["read_only"] or keywords["idempotent"]):
             del keywords["cache_ttl"]  # the cache holds only tools that say repeating them is safe
         keywords["tags"] = {"mcp", f"mcp:{self.spec.name}", *keywords.get("tags", ())}
-        options = {"mcp_server": self.spec.name, "mcp_tool": remote.name}
+        # The caller's options for every tool (a mapping: _policies), with the remote's names on top.
+        options = {**(keywords.pop("options", None) or {}), "mcp_server": self.spec.name, "mcp_tool": remote.name}
         if remote.title:
             options["title"] = remote.title
         bounded = keywords.get("timeout") is not None or keywords.get("total_timeout") is not None
@@ -514,6 +515,9 @@ class RemoteServer:
         """The ``defineTool`` keywords of every tool: the spec's and ``definition``'s, with one circuit for the
         server (the circuit breaker's ``key`` ``mcp:NAME``, unless the caller named another key)."""
         policies = {**self.spec.policies, **definition}
+        given = policies.get("options")
+        if given is not None and not isinstance(given, Mapping):
+            raise ToolDefinitionError(f"MCP server '{self.spec.name}': options must be a mapping, got {type(given).__name__}.")
         breaker = policies.get("circuit_breaker")
         if breaker is not None and breaker is not False:
             circuit = CircuitBreakerPolicy.parse(breaker, tool=f"mcp:{self.spec.name}")
