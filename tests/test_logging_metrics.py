@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 from collections.abc import Callable, Iterator
@@ -280,3 +281,121 @@ def test_a_request_refused_before_it_became_a_call_is_logged() -> None:
         ("one", "refused", "ToolArgumentError"),
     ]
     assert events[0]["call_id"] == "c-1" and "delete_all_users" in events[0]["error"]
+
+
+class RaisingHandler(logging.Handler):
+    def emit(self, record: logging.LogRecord) -> None:
+        raise RuntimeError("log shipper down")
+
+
+class RaisingFilter(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        raise RuntimeError("filter down")
+
+
+@pytest.fixture
+def lost_events(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[], int]]:
+    """The count of log events lost to the application's logging, from zero for this test."""
+    import harness_one._log as log_module
+
+    monkeypatch.setattr(log_module, "_failures", 0, raising=False)
+    yield lambda: log_module._failures
+
+
+@pytest.mark.parametrize("broken", ["handler", "filter"])
+def test_a_raising_log_handler_or_filter_never_fails_a_call_whose_tool_ran(
+    broken: str, lost_events: Callable[[], int], capsys: pytest.CaptureFixture[str]
+) -> None:
+    logger = logging.getLogger("harness_one.calls")
+    handler = RaisingHandler() if broken == "handler" else logging.StreamHandler(io.StringIO())
+    if broken == "filter":
+        handler.addFilter(RaisingFilter())
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    charges: list[int] = []
+
+    def charge(amount: int) -> int:
+        charges.append(amount)
+        return amount
+
+    def fails() -> None:
+        raise ValueError("card declined")
+
+    try:
+        reg = ToolRegistry(autoload=False)
+        reg.add(charge)
+        reg.add(fails)
+        assert reg.call("charge", {"amount": 5}) == 5 and charges == [5]  # was PluginError: a retry would charge twice
+        failed = reg.try_call("fails")
+        assert failed.error is not None and failed.error.kind == "tool_failed"  # the tool's error, not the log's
+        assert not reg.try_call("missing").ok and lost_events() == 3
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(logging.NOTSET)
+    shown = capsys.readouterr().err
+    assert shown.count("--- harness_one: the log event 'tool_call'") == 1 and "RuntimeError" in shown  # the first one only
+
+
+def test_a_raising_structlog_processor_never_fails_a_call(
+    lost_events: Callable[[], int], capsys: pytest.CaptureFixture[str]
+) -> None:
+    def broken(logger: Any, method: str, event: Any) -> Any:
+        raise RuntimeError("processor down")
+
+    structlog.configure(processors=[broken])
+    reg = ToolRegistry(autoload=False)
+    reg.add(lambda: 1, name="one")
+    before = lost_events()  # building the registry may log too
+    assert reg.call("one") == 1 and lost_events() == before + 1
+    assert "processor down" in capsys.readouterr().err
+
+
+def test_a_lost_log_event_is_not_shown_when_the_application_turned_logging_errors_off(
+    lost_events: Callable[[], int], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from harness_one import log_event
+
+    monkeypatch.setattr(logging, "raiseExceptions", False)
+    logger = logging.getLogger("harness_one.quiet")
+    handler = RaisingHandler()
+    logger.addHandler(handler)
+    try:
+        log_event(logging.WARNING, "x", logger="harness_one.quiet", n=1)
+    finally:
+        logger.removeHandler(handler)
+    assert lost_events() == 1 and capsys.readouterr().err == ""
+
+
+@pytest.mark.parametrize("window", [-1, 0, "10", True, 2.5, None])
+def test_the_metrics_window_is_checked_when_the_plugin_is_built(window: Any) -> None:
+    from harness_one import PluginError
+    from harness_one_plugins import MetricsPlugin
+
+    with pytest.raises(ValueError, match=r"metrics window must be a positive integer, not "):
+        MetricsPlugin(window=window)
+    with pytest.raises(PluginError, match="metrics window"):  # not every call failing later
+        ToolRegistry(autoload=False, plugin_options={"metrics": {"window": window}})
+    assert MetricsPlugin(window=1).window == 1
+
+
+class _Rows(list[int]):
+    def __len__(self) -> int:
+        raise RuntimeError("len is broken")
+
+
+def test_a_result_whose_len_raises_is_logged_with_its_size(caplog: pytest.LogCaptureFixture) -> None:
+    """The event's ``result_size`` read ``len(result)``: a list subclass whose ``__len__`` raises made
+    the call a ``PluginError`` after its tool ran (a retry would run it again)."""
+    reg = ToolRegistry(autoload=False)
+    runs: list[int] = []
+
+    def rows() -> list[int]:
+        runs.append(1)
+        return _Rows([1, 2, 3])
+
+    reg.add(rows)
+    with caplog.at_level(logging.INFO, logger="harness_one.calls"):
+        value = reg.call("rows")
+    assert type(value) is _Rows and value[:] == [1, 2, 3] and runs == [1]
+    (event,) = [r.harness_one for r in caplog.records if r.name == "harness_one.calls"]  # type: ignore[attr-defined]
+    assert event["outcome"] == "ok" and event["result_size"] == 3

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -174,3 +175,27 @@ def test_a_large_refused_argument_makes_a_bounded_log_field_and_span_attribute(
     assert len(json.dumps(first["arguments"])) < 16_600 and "more items" in json.dumps(first["arguments"])
     assert len(json.dumps(second["arg_keys"])) < 64 * 240  # was 64 keys of 2,000 characters
     assert len(exporter.get_finished_spans()[0].attributes["gen_ai.tool.call.arguments"]) < 16_600  # type: ignore[index, arg-type]
+
+
+def test_a_lone_surrogate_from_the_model_or_a_tool_leaves_valid_utf8_in_the_log_and_the_span(
+    spans: tuple[InMemorySpanExporter, TracerProvider], records: Records
+) -> None:
+    """A half emoji the model sent (``json.loads`` reads ``"\\ud83d"``), a non-UTF-8 file name in a tool's
+    error: a JSON log renderer or an OTLP exporter encoding them as UTF-8 failed (the whole batch, for OTLP)."""
+    exporter, provider = spans
+    registry = traced(provider)
+    name = os.fsdecode(b"report-\xff.txt")
+
+    def read(path: str) -> str:
+        raise FileNotFoundError(f"no file {name}")
+
+    registry.add(read, description="Read a file.")
+    model = json.loads('{"name": "get_weather\\ud83d", "call_id": "call_\\udc00x", "path": "a\\ud83d"}')
+    assert registry.try_call(model["name"], {}, call_id=model["call_id"]).error.kind == "not_found"  # type: ignore[union-attr]
+    assert registry.try_call("read", {"path": model["path"]}, call_id=model["call_id"]).error.kind == "tool_failed"  # type: ignore[union-attr]
+    logged = [r.harness_one for r in records.records if r.getMessage().startswith("tool_call")]  # type: ignore[attr-defined]
+    assert [(e["tool"], e["call_id"]) for e in logged] == [("get_weather\\ud83d", "call_\\udc00x"), ("read", "call_\\udc00x")]
+    assert logged[1]["error"].endswith("no file report-\\udcff.txt") and logged[1]["arguments"] == {"path": "a\\ud83d"}
+    json.dumps(logged, ensure_ascii=False).encode("utf-8")  # what a JSON renderer writes
+    for span in exporter.get_finished_spans():
+        json.dumps([span.name, dict(span.attributes or {}), span.status.description], ensure_ascii=False).encode("utf-8")

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import json
+import logging
+import os
 import subprocess
 import sys
 import textwrap
@@ -18,8 +21,9 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
-from harness_one import ManualClock, RetryableError, ToolRegistry
+from harness_one import ManualClock, RetryableError, ToolExecutionError, ToolRegistry
 from harness_one_plugins import OTelPlugin
+from harness_one_plugins.otel import METRICS, error_type
 
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
 PARENT_ID = "00f067aa0ba902b7"
@@ -358,3 +362,127 @@ def test_a_tool_run_in_a_timeout_worker_thread_makes_its_spans_children_of_the_t
     spans = {s.name: s for s in otel.finished()}
     inner, tool = spans["http GET"], spans["execute_tool fetch"]
     assert inner.parent is not None and inner.parent.span_id == tool.context.span_id  # type: ignore[union-attr]
+
+
+class BrokenProcessor:
+    """A span processor of the application that raises where it is told to."""
+
+    def __init__(self, where: str) -> None:
+        self.where = where
+
+    def on_start(self, span: Any, parent_context: Any = None) -> None:
+        if self.where == "on_start":
+            raise RuntimeError("processor down")
+
+    def _on_ending(self, span: Any) -> None:
+        pass
+
+    def on_end(self, span: Any) -> None:
+        if self.where == "on_end":
+            raise RuntimeError("processor down")
+
+    def shutdown(self) -> None:
+        pass
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return True
+
+
+class BrokenMeterProvider:
+    """A meter provider whose instruments raise on every record."""
+
+    def get_meter(self, *args: Any, **kwargs: Any) -> BrokenMeterProvider:
+        return self
+
+    def create_counter(self, *args: Any, **kwargs: Any) -> BrokenMeterProvider:
+        return self
+
+    create_histogram = create_counter
+
+    def add(self, *args: Any) -> None:
+        raise RuntimeError("meter down")
+
+    record = add
+
+
+@pytest.mark.parametrize("where", ["on_start", "on_end", "meter"])
+def test_a_failing_span_processor_or_meter_never_fails_a_call_whose_tool_ran(
+    otel: Telemetry, where: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    if where == "meter":
+        plugin = OTelPlugin(tracer_provider=otel.tracer_provider, meter_provider=BrokenMeterProvider())
+    else:
+        otel.tracer_provider.add_span_processor(BrokenProcessor(where))  # type: ignore[arg-type]
+        plugin = OTelPlugin(tracer_provider=otel.tracer_provider, meter_provider=otel.meter_provider, capture_content=True)
+    reg = ToolRegistry(autoload=False, clock=ManualClock(), plugins={"otel": plugin})
+    charges: list[int] = []
+
+    def charge(amount: int) -> int:
+        charges.append(amount)
+        return amount
+
+    reg.add(charge, rate_limit={"rate": 1, "burst": 1})
+    reg.add(lambda: 1 / 0, name="broken")
+    with caplog.at_level(logging.WARNING, logger="harness_one"):
+        assert reg.call("charge", {"amount": 5}) == 5 and charges == [5]  # was PluginError: a retry would charge twice
+        assert reg.try_call("broken").error.kind == "tool_failed"  # type: ignore[union-attr]
+        assert reg.try_call("charge", {"amount": 5}).error.kind == "rate_limited"  # type: ignore[union-attr]
+        assert reg.try_call("missing").error.kind == "not_found"  # type: ignore[union-attr]
+    assert charges == [5] and reg.stats()["otel"]["sdk_errors"] >= 4
+    assert [r.getMessage().split(";")[0] for r in caplog.records] == ["otel: an OpenTelemetry call failed"]  # once
+    if where == "on_end":  # what else the SDK does still happens: the other processors' spans, the metrics
+        assert len(otel.finished()) == 4 and len(otel.points("harness_one.tool.calls")) == 4
+    if where == "meter":
+        assert len(otel.finished()) == 4
+
+
+def _texts(value: Any) -> Iterator[str]:
+    """Every string in a span or metric point's name, attributes, status and events."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            yield from _texts(item)
+    elif value is not None and hasattr(value, "items"):
+        for key, item in value.items():
+            yield from _texts(key)
+            yield from _texts(item)
+
+
+def test_lone_surrogates_from_the_model_or_a_tool_leave_valid_utf8_spans_and_metrics(otel: Telemetry) -> None:
+    """An OTLP exporter encodes a batch as UTF-8: one lone surrogate lost every span of the batch."""
+    reg = otel.registry(capture_content=True)
+    name = os.fsdecode(b"/srv/report-\xff.txt")  # a file name that is not UTF-8, as os.listdir gives it
+
+    def report(path: str) -> str:
+        raise FileNotFoundError(f"no report named {name}")
+
+    reg.add(report, description=f"Reads a report ({name}).")
+    reg.add(lambda **kw: f"read {name}", name="listing", parameters={"type": "object"})
+    model = json.loads('{"name": "get_weather\\ud83d", "call_id": "call_\\udc00x", "arg": "\\udfff"}')  # a broken emoji
+    assert reg.try_call(model["name"], {}).error.kind == "not_found"  # type: ignore[union-attr]
+    assert reg.call("listing", {model["arg"]: model["arg"]}, call_id=model["call_id"]) == f"read {name}"
+    assert reg.try_call("report", {"path": "x"}).error.kind == "tool_failed"  # type: ignore[union-attr]
+    spans = otel.finished()
+    texts = [
+        text
+        for span in spans
+        for text in _texts(
+            [span.name, dict(span.attributes or {}), span.status.description, [dict(e.attributes or {}) for e in span.events]]
+        )
+    ]
+    texts += [t for metric in METRICS for point in otel.points(metric) for t in _texts(dict(point.attributes))]
+    assert len(texts) > 30
+    for text in texts:
+        text.encode("utf-8")  # raised UnicodeEncodeError: surrogates not allowed
+    by_name = {s.name: s for s in spans}
+    assert "execute_tool get_weather\\ud83d" in by_name
+    listing = by_name["execute_tool listing"].attributes or {}
+    assert listing["gen_ai.tool.call.id"] == "call_\\udc00x" and "\\udfff" in str(listing["gen_ai.tool.call.arguments"])
+    assert "report-\\udcff.txt" in str(listing["gen_ai.tool.call.result"])
+    failed = by_name["execute_tool report"]
+    assert (failed.status.description or "").endswith("no report named /srv/report-\\udcff.txt")
+    assert (failed.attributes or {})["gen_ai.tool.description"] == "Reads a report (/srv/report-\\udcff.txt)."
+    replayed = ToolExecutionError(ValueError("over"), tool="report")
+    replayed.cause = "Quota\udcffError"  # a type name replayed from a shared store
+    assert error_type(replayed) == "Quota\\udcffError"

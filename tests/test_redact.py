@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import collections
 import json
+import os
 import time
 from urllib.parse import urlsplit
 
@@ -403,3 +404,17 @@ def test_a_flag_naming_a_secret_has_its_value_masked(text: str, shown: str) -> N
     assert "hunter2" not in Redactor().text(text) and "abc" not in Redactor().text(text)
     failed = str(subprocess.CalledProcessError(1, ["mysql", "--password", "hunter2"]))
     assert "hunter2" not in mask_secrets(failed)
+
+
+def test_lone_surrogates_are_shown_as_escapes_so_the_text_is_valid_utf8() -> None:
+    """A model's half emoji (json.loads reads ``"\\ud83d"``), a non-UTF-8 file name from ``os.fsdecode``:
+    a log renderer or an OTLP exporter encoding them as UTF-8 would fail."""
+    redactor = Redactor()
+    name = os.fsdecode(b"report-\xff.txt")
+    assert redactor.text(f"no file {name}") == "no file report-\\udcff.txt"
+    assert redactor.key(json.loads('"call_\\ud83d"')) == "call_\\ud83d"
+    shown = redactor({"k\udc80": ["v\ud83d", ("password", "x\udcff")], "ok": "caf\u00e9 \U0001f600"})
+    assert shown == {"k\\udc80": ["v\\ud83d", ["password", REDACTED]], "ok": "caf\u00e9 \U0001f600"}  # valid text as it was
+    json.dumps(shown, ensure_ascii=False).encode("utf-8")
+    long = redactor.text("x\udcff" * 3000)  # cut at 2,000 characters, then escaped: bounded
+    assert long.endswith("... (6000 characters)") and len(long) < 7100 and long.encode("utf-8")

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import logging
 import sys
+import threading
+import traceback
 from collections.abc import Callable
 from typing import Any, TypeVar, overload
 
@@ -91,20 +93,49 @@ def log_gated(logger: str, level: int, emit: Callable[..., object]) -> Callable[
 
 
 def log_event(level: int, event: str, *, logger: str = "harness_one", **fields: Any) -> None:
-    """Emit ``event`` with ``fields`` at ``level``.
+    """Emit ``event`` with ``fields`` at ``level``; never raises.
 
     With structlog configured by the application, a structlog event with the fields as
     key-value pairs; otherwise a stdlib record on ``logger`` whose message is
-    ``event key=value ...`` and whose ``harness_one`` attribute holds the fields.
+    ``event key=value ...`` and whose ``harness_one`` attribute holds the fields. An exception
+    raised by the application's handlers, filters or structlog processors is counted and the
+    first one shown on stderr (unless ``logging.raiseExceptions`` is false), as the stdlib shows
+    a handler's error: a failing log sink never fails a call whose tool has already run.
     """
-    structlog = _structlog()
-    if structlog is not None:
-        structlog.get_logger(logger).log(level, event, **fields)
-        return
-    target = _stdlib(logger)
-    if target.isEnabledFor(level):
-        detail = " ".join(f"{k}={_short_repr(v)}" for k, v in fields.items())
-        target.log(level, "%s %s", event, detail, extra={"harness_one": fields})
+    try:
+        structlog = _structlog()
+        if structlog is not None:
+            structlog.get_logger(logger).log(level, event, **fields)
+            return
+        target = _stdlib(logger)
+        if target.isEnabledFor(level):
+            detail = " ".join(f"{k}={_short_repr(v)}" for k, v in fields.items())
+            target.log(level, "%s %s", event, detail, extra={"harness_one": fields})
+    except Exception:
+        _dropped(event, logger)
+
+
+_failures = 0  # events lost to an exception of the application's handlers, filters or processors
+_failures_lock = threading.Lock()
+
+
+def _dropped(event: str, logger: str) -> None:
+    """Count an event lost to the application's logging; show the first one (with ``logging.raiseExceptions``, as the stdlib does)."""
+    global _failures
+    with _failures_lock:
+        _failures += 1
+        first = _failures == 1
+    stream = sys.stderr
+    if first and logging.raiseExceptions and stream is not None:
+        try:
+            stream.write(
+                f"--- harness_one: the log event {event!r} on {logger!r} failed in the application's logging"
+                " (a handler, filter or structlog processor raised); the call goes on, and later failures"
+                " are only counted ---\n"
+            )
+            traceback.print_exc(file=stream)
+        except Exception:  # a closed or broken stderr
+            pass
 
 
 def _short_repr(value: Any) -> str:

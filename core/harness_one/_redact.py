@@ -224,6 +224,16 @@ def _closing(text: str, start: int) -> int | None:
     return None
 
 
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
+
+
+def _utf8(text: str) -> str:
+    """``text`` with each lone surrogate (which UTF-8 cannot encode) as its backslash escape."""
+    if text.isascii() or _SURROGATE.search(text) is None:
+        return text
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def _normal(key: str) -> str:
     return re.sub(r"[^a-z0-9]", "", key.lower())
 
@@ -283,13 +293,16 @@ class Redactor:
         return found
 
     def text(self, value: str, limit: int = _MAX_TEXT) -> str:
-        """``value`` masked as :meth:`mask` masks it, cut to ``limit`` characters (and a marker)."""
+        """``value`` masked as :meth:`mask` masks it, cut to ``limit`` characters (and a marker), and
+        valid UTF-8: a lone surrogate (``os.fsdecode`` of a non-UTF-8 name, a model's half emoji
+        ``"\\ud83d"`` read by ``json.loads``) is shown as its escape, ``\\ud83d``, so that a log
+        renderer or a trace exporter encoding the text does not fail."""
         value = self._without_values(value)  # whole: a cut could leave part of a secret value to show
         size, scan = len(value), _SCAN * limit
         value = self._mask_structure(value[:scan] if size > scan else value)
         if size > limit:
             value = f"{value[:limit]}... ({size} characters)"
-        return value
+        return _utf8(value)
 
     def mask(self, value: str) -> str:
         """``value`` with secret values, URL user-info and values after secret key names masked

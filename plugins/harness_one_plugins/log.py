@@ -28,11 +28,15 @@ _LOGGER = "harness_one.calls"
 _MAX_KEYS = 64  # argument names logged per event; the rest are counted
 
 
+_SIZED = (str, bytes, list, dict, tuple)
+
+
 def _size(value: Any) -> int:
     if value is None:
         return 0
-    if isinstance(value, (str, bytes, list, dict, tuple)):
-        return len(value)
+    for kind in _SIZED:
+        if isinstance(value, kind):
+            return kind.__len__(value)  # the type's own length: a subclass's __len__ may raise after the tool ran
     return 1
 
 

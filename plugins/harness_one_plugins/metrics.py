@@ -11,6 +11,8 @@ from typing import Any
 
 from harness_one import Call, RateLimitExceeded, Retry, Tool, ToolError, ToolRegistry, hookimpl, per_tool
 
+from ._options import count as positive_int
+
 __all__ = ["MetricsPlugin", "ToolMetrics"]
 
 _perf = time.perf_counter
@@ -104,14 +106,15 @@ class MetricsPlugin:
     """Counts every finished call per tool. ``registry.stats()`` shows the numbers.
 
     Args:
-        window: how many recent latencies each tool keeps for its percentiles (bounded memory).
+        window: how many recent latencies each tool keeps for its percentiles (bounded memory): a
+            positive integer, else a ``ValueError`` naming the option when the plugin is built.
     """
 
     name = "metrics"
     order = 90
 
     def __init__(self, *, window: int = 2048) -> None:
-        self.window = window
+        self.window = positive_int(window, "metrics window")
         self._tools: dict[str, ToolMetrics] = {}
         self._lock = threading.Lock()
         self._refused: dict[str, int] = {}  # by error type: unknown names are the model's, unbounded

@@ -13,11 +13,15 @@ is imported and no call pays anything.
 from __future__ import annotations
 
 import importlib.util
+import os
+import re
 import sys
+import threading
 import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+import harness_one
 from harness_one import (
     SECRET_KEYS,
     Call,
@@ -33,6 +37,7 @@ from harness_one import (
     __version__,
     applies_to,
     hookimpl,
+    log_event,
 )
 
 from ._text import rendered
@@ -55,6 +60,33 @@ DURATION_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28
 
 _SPAN = "otel.span"
 _TOKEN = "otel.token"
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
+
+
+def _utf8(text: str) -> str:
+    """``text`` as valid UTF-8, as an OTLP exporter encodes it: a lone surrogate as its escape (``\\udcff``).
+
+    For the texts that do not go through the redactor (whose ``text`` does the same): a tool's
+    description (an MCP server's, say) and an error type replayed from a store.
+    """
+    if text.isascii() or _SURROGATE.search(text) is None:
+        return text
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+#: Where harness-one's own code is: an exception raised there is a fault of the plugin's, reported as one.
+_OWN_CODE = tuple(os.path.dirname(os.path.abspath(path)) + os.sep for path in (harness_one.__file__ or "", __file__))
+
+
+def _foreign(exc: BaseException) -> bool:
+    """Whether ``exc`` was raised outside harness-one's own code: in the OpenTelemetry SDK, or in a span
+    processor, view, meter or propagator of the application (where it was raised: its traceback's last frame)."""
+    tb = exc.__traceback__
+    if tb is None:
+        return False
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    return not os.path.abspath(tb.tb_frame.f_code.co_filename).startswith(_OWN_CODE)
 
 
 def available() -> bool:
@@ -81,9 +113,9 @@ def error_type(error: ToolError) -> str:
     if isinstance(error, ToolExecutionError):
         cause = error.cause
         if isinstance(cause, str):  # replayed from a store: the type name
-            return cause
+            return _utf8(cause)
         cls = type(cause)
-        return cls.__qualname__ if cls.__module__ == "builtins" else f"{cls.__module__}.{cls.__qualname__}"
+        return _utf8(cls.__qualname__ if cls.__module__ == "builtins" else f"{cls.__module__}.{cls.__qualname__}")
     return error.kind
 
 
@@ -129,6 +161,8 @@ class OTelPlugin:
     ) -> None:
         self.enabled = False
         self._attrs: dict[str, dict[str, str]] = {}  # the metric attributes of each tool, made once
+        self._sdk_errors = 0  # exceptions of the SDK's span and metric calls (a span processor's, say), caught
+        self._sdk_lock = threading.Lock()
         self.capture_content = capture_content
         self.redactor = Redactor(secret_keys, extra_keys=extra_secret_keys, values=secret_values)
         if enabled is False or (enabled is None and not available()):
@@ -148,6 +182,7 @@ class OTelPlugin:
         self._internal = trace.SpanKind.INTERNAL
         self._error = trace.StatusCode.ERROR
         self._status = trace.Status
+        self._no_span = trace.INVALID_SPAN  # when the SDK fails to start one: the call goes on without it
         self.tracer = trace.get_tracer(INSTRUMENTATION_SCOPE, __version__, tracer_provider=tracer_provider)
         meter = metrics.get_meter(INSTRUMENTATION_SCOPE, __version__, meter_provider=meter_provider)
 
@@ -199,17 +234,25 @@ class OTelPlugin:
             "gen_ai.tool.type": "function",
         }
         if tool.description:
-            attributes["gen_ai.tool.description"] = tool.description
+            attributes["gen_ai.tool.description"] = _utf8(tool.description)
         started = time.time_ns() - int((time.perf_counter() - call.started) * 1e9)  # the call began before this hook
-        span = self.tracer.start_span(
-            f"execute_tool {tool.name}",
-            context=self._parent(call),
-            kind=self._internal,
-            attributes=attributes,
-            start_time=started,
-        )
-        if self.capture_content and span.is_recording():
-            span.set_attribute("gen_ai.tool.call.arguments", rendered(self.redactor(call.arguments)))
+        try:
+            span = self.tracer.start_span(
+                f"execute_tool {tool.name}",
+                context=self._parent(call),
+                kind=self._internal,
+                attributes=attributes,
+                start_time=started,
+            )
+        except Exception as exc:  # the SDK's (a span processor's on_start, say): the call goes on without a span
+            self._sdk_failed(exc)
+            span = self._no_span
+        if self.capture_content:
+            try:
+                if span.is_recording():
+                    span.set_attribute("gen_ai.tool.call.arguments", rendered(self.redactor(call.arguments)))
+            except Exception as exc:
+                self._sdk_failed(exc)
         call.state[_SPAN] = span
         return span
 
@@ -224,26 +267,66 @@ class OTelPlugin:
             found = self._attrs[name] = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": name}
         return found
 
-    def _finish(self, call: Call, span: Any, error: ToolError | None) -> None:
+    def _finish(self, call: Call, span: Any, error: ToolError | None, *, replayed: bool = False) -> None:
+        """End ``span`` and record the call's metrics. What the SDK raises is counted, never the call's failure:
+        the tool has run, and its outcome stands (a failing span processor or view must not make a retry run it again)."""
         attrs = self._metric_attrs(call.tool.name)
-        span.set_attribute("harness_one.attempts", call.attempts)
-        if error is not None:
-            attrs = self._failed(span, attrs, error)
-        elif self.capture_content and span.is_recording():
-            span.set_attribute("gen_ai.tool.call.result", rendered(self.redactor(call.result)))
-        span.end()
-        self._calls.add(1, attrs)
-        self._duration.record(time.perf_counter() - call.started, attrs)
+        kind = "" if error is None else error_type(error)
+        try:
+            try:
+                if replayed:
+                    span.add_event("harness_one.replay", {"harness_one.attempt": call.attempt})
+                span.set_attribute("harness_one.attempts", call.attempts)
+                if error is not None:
+                    self._mark_failed(span, error, kind)
+                elif self.capture_content and span.is_recording():
+                    span.set_attribute("gen_ai.tool.call.result", rendered(self.redactor(call.result)))
+            finally:
+                span.end()
+        except Exception as exc:
+            self._sdk_failed(exc)
+        try:
+            if error is not None:
+                attrs = self._count_error(attrs, error, kind)
+            self._calls.add(1, attrs)
+            self._duration.record(time.perf_counter() - call.started, attrs)
+        except Exception as exc:
+            self._sdk_failed(exc)
 
-    def _failed(self, span: Any, attrs: dict[str, Any], error: ToolError) -> dict[str, Any]:
-        """Mark ``span`` failed with ``error`` and count the error; the metric attributes with its type."""
-        kind = error_type(error)
-        attrs = {**attrs, "error.type": kind}
+    def _mark_failed(self, span: Any, error: ToolError, kind: str) -> None:
+        """Mark ``span`` failed with ``error`` (of type ``kind``)."""
         span.set_attribute("error.type", kind)
         text = error.message.splitlines()[0] if error.message else kind
         span.set_status(self._status(self._error, self.redactor.text(text)))
+
+    def _count_error(self, attrs: dict[str, Any], error: ToolError, kind: str) -> dict[str, Any]:
+        """Count the error; the metric attributes with its type."""
+        attrs = {**attrs, "error.type": kind}
         self._errors.add(1, {**attrs, "harness_one.error.kind": error.kind})
         return attrs
+
+    def _sdk_failed(self, exc: Exception) -> None:
+        """Count an exception of the SDK (shown in ``registry.stats()["otel"]["sdk_errors"]``) and log the first
+        one; raise ``exc`` again when harness-one's own code raised it (a fault that is the plugin's, reported)."""
+        if not _foreign(exc):
+            raise exc
+        with self._sdk_lock:
+            self._sdk_errors += 1
+            first = self._sdk_errors == 1
+        if first:
+            try:
+                text = self.redactor.text(f"{type(exc).__name__}: {exc}")
+            except Exception:
+                text = type(exc).__name__
+            log_event(
+                30, "otel: an OpenTelemetry call failed; the tool call goes on, later failures are only counted", error=text
+            )
+
+    def _rate_limited_add(self, call: Call, waited: bool) -> None:
+        try:
+            self._rate_limited.add(1, {**self._metric_attrs(call.tool.name), "harness_one.waited": waited})
+        except Exception as exc:
+            self._sdk_failed(exc)
 
     # ------------------------------------------------------------------ hooks
 
@@ -260,7 +343,8 @@ class OTelPlugin:
     @applies_to(lambda plugin, tool: plugin.enabled)
     def harness_pre_call(self, call: Call) -> None:
         span = call.peek(_SPAN) or self._start(call)
-        call.state[_TOKEN] = self._context.attach(self._trace.set_span_in_context(span))
+        if span is not self._no_span:  # else the caller's span stays current: the tool's spans keep their trace
+            call.state[_TOKEN] = self._context.attach(self._trace.set_span_in_context(span))
 
     @hookimpl(trylast=True)
     @applies_to(lambda plugin, tool: plugin.enabled)
@@ -268,9 +352,7 @@ class OTelPlugin:
         self._detach(call)
         span = call.peek(_SPAN) or self._start(call)
         call.take(_SPAN)
-        if not call.ran:
-            span.add_event("harness_one.replay", {"harness_one.attempt": call.attempt})
-        self._finish(call, span, None)
+        self._finish(call, span, None, replayed=not call.ran)
 
     @hookimpl(trylast=True)
     @applies_to(lambda plugin, tool: plugin.enabled)
@@ -282,22 +364,23 @@ class OTelPlugin:
         cancelled = isinstance(error, ToolCancelled)
         limited = isinstance(error, RateLimitExceeded)
         if type(decision) is Retry and not cancelled:
-            span.add_event(
-                "harness_one.retry" if call.ran else "harness_one.wait",
-                {"harness_one.attempt": call.attempt, "error.type": error_type(error), "harness_one.delay": decision.delay},
-            )
+            try:
+                span.add_event(
+                    "harness_one.retry" if call.ran else "harness_one.wait",
+                    {"harness_one.attempt": call.attempt, "error.type": error_type(error), "harness_one.delay": decision.delay},
+                )
+            except Exception as exc:
+                self._sdk_failed(exc)
             if limited:
-                self._rate_limited.add(1, {**self._metric_attrs(call.tool.name), "harness_one.waited": True})
+                self._rate_limited_add(call, True)
             return
         call.take(_SPAN)
         if limited:
-            self._rate_limited.add(1, {**self._metric_attrs(call.tool.name), "harness_one.waited": False})
-        if error.replayed:
-            span.add_event("harness_one.replay", {"harness_one.attempt": call.attempt})
+            self._rate_limited_add(call, False)
         final: ToolError | None = error
         if type(decision) is Outcome and not cancelled:
             final = decision.error  # translated, or recovered (None)
-        self._finish(call, span, final)
+        self._finish(call, span, final, replayed=error.replayed)
 
     @hookimpl(trylast=True)
     def harness_call_refused(self, name: str, error: ToolError) -> None:
@@ -306,21 +389,30 @@ class OTelPlugin:
         if not self.enabled:
             return
         shown = self.redactor.key(name)
-        span = self.tracer.start_span(
-            f"execute_tool {shown}" if shown else "execute_tool",
-            kind=self._internal,
-            attributes={
-                "gen_ai.operation.name": "execute_tool",
-                "gen_ai.tool.name": shown,
-                "gen_ai.tool.call.id": self.redactor.key(error.call_id or ""),
-                "gen_ai.tool.type": "function",
-                "harness_one.attempts": 0,
-            },
-        )
-        attrs = self._failed(span, {"gen_ai.operation.name": "execute_tool"}, error)
-        span.end()
-        self._calls.add(1, attrs)
+        kind = error_type(error)
+        try:
+            span = self.tracer.start_span(
+                f"execute_tool {shown}" if shown else "execute_tool",
+                kind=self._internal,
+                attributes={
+                    "gen_ai.operation.name": "execute_tool",
+                    "gen_ai.tool.name": shown,
+                    "gen_ai.tool.call.id": self.redactor.key(error.call_id or ""),
+                    "gen_ai.tool.type": "function",
+                    "harness_one.attempts": 0,
+                },
+            )
+            try:
+                self._mark_failed(span, error, kind)
+            finally:
+                span.end()
+        except Exception as exc:
+            self._sdk_failed(exc)
+        try:
+            self._calls.add(1, self._count_error({"gen_ai.operation.name": "execute_tool"}, error, kind))
+        except Exception as exc:
+            self._sdk_failed(exc)
 
     @hookimpl
     def harness_stats(self, registry: ToolRegistry) -> dict[str, Any]:
-        return {"enabled": self.enabled}
+        return {"enabled": self.enabled, **({"sdk_errors": self._sdk_errors} if self._sdk_errors else {})}
