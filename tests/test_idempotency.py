@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import threading
 import time
@@ -317,10 +318,10 @@ def test_memory_replays_are_copies(clock: ManualClock) -> None:
     second["item"] = "tampered"
     assert reg.call("order", idempotency_key="k") == {"item": "book", "lines": [1]}
     runs = []
-    reg.add(lambda: runs.append(1) or threading.Lock(), name="locked")  # cannot be copied: not kept
-    reg.call("locked", idempotency_key="k")
-    reg.call("locked", idempotency_key="k")
-    assert len(runs) == 2
+    reg.add(lambda: runs.append(1) or threading.Lock(), name="locked")  # cannot be copied: kept as the model read it
+    first_text = reg.try_call("locked", idempotency_key="k").for_model()
+    replayed = reg.try_call("locked", idempotency_key="k")
+    assert len(runs) == 1 and replayed.value == json.loads(first_text)  # its JSON form: the text the model read
 
 
 def test_a_locked_sqlite_file_takes_the_fail_modes(tmp_path: Path) -> None:
@@ -388,13 +389,13 @@ def test_new_registry_on_same_sqlite_file_replays(tmp_path: Path) -> None:
     assert fresh.runs == 0
 
 
-def test_non_json_results_are_not_kept_in_sqlite(tmp_path: Path) -> None:
+def test_non_json_results_are_kept_in_sqlite_as_the_model_read_them(tmp_path: Path) -> None:
     reg = registry_with(SQLiteStore(tmp_path / "s.sqlite3"))
     runs = []
     reg.add(lambda: runs.append(1) or {1, 2}, name="setty")
     assert reg.call("setty", idempotency_key="k") == {1, 2}
-    reg.call("setty", idempotency_key="k")
-    assert len(runs) == 2  # released, so the key did not lock
+    assert reg.call("setty", idempotency_key="k") == [1, 2]  # its JSON form, replayed: the tool ran once
+    assert len(runs) == 1
 
 
 def _race(path: str, barrier: Any, out: Any) -> None:

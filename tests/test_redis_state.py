@@ -165,17 +165,20 @@ def test_redis_buckets_refill_from_a_clock_that_stepped_back(redis_url: str) -> 
 
 
 def test_an_outcome_too_large_for_a_record_is_not_stored(redis_url: str) -> None:
-    """Over ``max_value`` the outcome is returned and the key freed (a 150 MB record was stored, then timed out on every replay)."""
+    """Over ``max_value`` the outcome is returned and not stored (a 150 MB record was stored, then timed out on
+    every replay); the key keeps OutcomeNotReplayable, so the tool does not run again for it."""
     from harness_one.state import RedisStore
+    from harness_one_plugins.idempotency import OutcomeNotReplayable
 
     store = RedisStore(link(redis_url), max_value=1000)
     reg = ToolRegistry(plugins={"idempotency": IdempotencyPlugin(store=store)}, autoload=False)
     runs: list[int] = []
     reg.add(lambda n: runs.append(1) or "x" * n, name="big")
     assert reg.call("big", {"n": 5000}, idempotency_key="k") == "x" * 5000
-    assert reg.call("big", {"n": 5000}, idempotency_key="k") == "x" * 5000 and len(runs) == 2  # not kept: ran again
+    again = reg.try_call("big", {"n": 5000}, idempotency_key="k").error
+    assert isinstance(again, OutcomeNotReplayable) and again.replayed and len(runs) == 1  # not kept, not run again
     assert reg.call("big", {"n": 10}, idempotency_key="small") == reg.call("big", {"n": 10}, idempotency_key="small")
-    assert len(runs) == 3  # within the bound: stored and replayed
+    assert len(runs) == 2  # within the bound: stored and replayed
     assert RedisStore(link(redis_url)).max_value == 8 << 20
 
 

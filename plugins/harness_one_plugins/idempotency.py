@@ -8,22 +8,29 @@ twice for one key while its first caller is alive, and a crashed caller frees th
 its lease runs out. Each claim has an owner token, so a caller whose lease lapsed (its call
 ran past it while the renewals failed) neither frees nor overwrites a claim another caller
 took since: its outcome is stored only if no one else holds a live claim.
+
+A tool that ran keeps its key: an outcome the store cannot hold as it is is stored as the
+JSON the model read for it, and one it cannot hold even so as :class:`OutcomeNotReplayable`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Sequence
+import hashlib
+import json
+from collections.abc import Awaitable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness_one import (
     Await,
     Call,
+    CallResult,
     Clock,
     IdempotencyConflict,
     IdempotencyKeyMismatch,
     Lingering,
     Outcome,
+    PluginError,
     Retry,
     ToolArgumentError,
     ToolCancelled,
@@ -56,7 +63,16 @@ from ._options import seconds
 if TYPE_CHECKING:
     from harness_one.state import SQLiteStore
 
-__all__ = ["IdempotencyPlugin", "IdempotencyStore", "MemoryStore", "Record", "SQLiteStore", "WallClock", "fingerprint"]
+__all__ = [
+    "IdempotencyPlugin",
+    "IdempotencyStore",
+    "MemoryStore",
+    "OutcomeNotReplayable",
+    "Record",
+    "SQLiteStore",
+    "WallClock",
+    "fingerprint",
+]
 
 _OWNED = "idempotency.owned"  # (fingerprint, owner token: None for a store without owners)
 _WAITED = "idempotency.waited"
@@ -64,8 +80,45 @@ _WAITED = "idempotency.waited"
 _NOT_KEPT = (ToolArgumentError, ToolCancelled)
 
 
+#: Errors a store raises for an outcome it cannot hold (not JSON, not copyable, too large, nested too deeply).
+_NOT_STORABLE = (TypeError, ValueError, RecursionError)
+
+
 def _nothing(_: Any) -> None:
     return None
+
+
+class OutcomeNotReplayable(ToolError):
+    """The outcome a key keeps when its tool ran but what it returned cannot be stored to replay.
+
+    Neither the result nor the JSON the model read for it could be kept (a store's size bound,
+    an integer past Python's digit limit): later calls with the key get this error (marked
+    ``replayed``) instead of running the tool again.
+    """
+
+    kind = "idempotency_not_replayable"
+
+
+def _as_json(data: Any) -> Any:
+    """``data`` as plain JSON data: the text the model reads for a result ``data``
+    (:meth:`CallResult.for_model <harness_one.CallResult.for_model>`), read back; a string as it is.
+    ``ValueError`` when that text cannot be read back."""
+    if isinstance(data, str):
+        return data
+    return json.loads(CallResult(True, data, None, "", "", 0.0, 1).for_model())
+
+
+def _digest(call: Call) -> str:
+    """The fingerprint a key is matched by: the arguments, and the context for a tool that reads it
+    (a ``Call`` parameter), as JSON values. A context that is not JSON cannot be compared: a digest
+    of its own, which no later call matches."""
+    asked = fingerprint(call.arguments)
+    if call.tool.call_param is None or not call.context:
+        return asked
+    seen = fingerprint(dict(call.context), json_only=True)
+    if seen is None:
+        return f"unmatched-context:{new_token()}"
+    return hashlib.sha256(f"{asked}:{seen}".encode()).hexdigest()
 
 
 class IdempotencyPlugin:
@@ -89,6 +142,14 @@ class IdempotencyPlugin:
             :class:`~harness_one.state.StateUnavailable`, so a key never runs twice) or
             ``"open"`` (the call runs without the key's protection, with a warning). An
             outcome that cannot be stored is logged; the key stays held until its lease ends.
+
+    A key's outcome is what the tool did: an outcome the store cannot hold as it is (not JSON
+    for SQLite and Redis, not copyable in memory) is stored as the JSON the model read for it,
+    and one it cannot hold even so (too large) as :class:`OutcomeNotReplayable`, counted in
+    ``stats()["idempotency"]["not_replayable"]``: the key is never freed for the tool to run
+    again. A plugin's hook failing after the tool returned (a :class:`~harness_one.PluginError`)
+    fails this call only: the key keeps the tool's value. For a tool that reads the context (a
+    ``Call`` parameter) the key is matched by its arguments and its context, as JSON values.
 
     A store whose methods take ``owner`` (the standard ones do) gets a token per claim; an
     outcome its lapsed owner could not store (another call holds the key) is logged and
@@ -136,6 +197,7 @@ class IdempotencyPlugin:
         self.replays = 0
         self.stored = 0
         self.lapsed = 0
+        self.not_replayable = 0
         self._leases = LeaseKeeper("idempotency", lambda: self.lease / 3, self._renew, retake=self._retake)
         self._twins = AsyncTwins("abegin")  # whether the store has awaitable twins
         methods = ("begin", "renew", "finish", "release", "abegin", "arenew", "afinish", "arelease")
@@ -166,7 +228,7 @@ class IdempotencyPlugin:
         key = call.idempotency_key
         if key is None or call.peek(_OWNED) is not None:
             return None
-        digest = fingerprint(call.arguments)
+        digest = _digest(call)
         store, name, now = self.store, call.tool.name, self.clock.now()
         owner = new_token() if self._owners(store) else None
         mine = self._owners.keywords(store, owner)
@@ -198,8 +260,11 @@ class IdempotencyPlugin:
             self._leases.hold(id(call), (call.tool.name, key, owner, digest))
             return None
         if found.fingerprint != digest:
+            what = (
+                "arguments" if call.tool.call_param is None else "arguments or context (a context that is not JSON never matches)"
+            )
             raise IdempotencyKeyMismatch(
-                f"Idempotency key '{key}' was already used for tool '{call.tool.name}' with different arguments. "
+                f"Idempotency key '{key}' was already used for tool '{call.tool.name}' with different {what}. "
                 "Use a new key for a new request, or repeat the original arguments.",
                 tool=call.tool.name,
                 call_id=call.call_id,
@@ -241,26 +306,56 @@ class IdempotencyPlugin:
         # cancelled meanwhile (after its tool returned): sent again, an owner's finish is safe to repeat
         return round_trip(storing, astoring, _nothing, _nothing, lambda: Await(storing, astoring))
 
+    def _storable(self, name: str, key: str, record: Record, refused: list[Exception]) -> Iterator[Record]:
+        """The records to try in turn for one outcome, each once the store refused the one before as not
+        storable (``refused``): the outcome as it is, the JSON the model read for it, then
+        :class:`OutcomeNotReplayable`. The tool ran: its key is never freed for it to run again."""
+        yield record
+        try:
+            value = None if record.value is None else _as_json(record.value)
+            error = None if record.error is None else _as_json(record.error)
+        except _NOT_STORABLE:  # its JSON cannot be read back (an integer past Python's digit limit)
+            pass
+        else:
+            yield Record(record.fingerprint, record.state, record.expires, record.ok, value, error)
+        self.not_replayable += 1
+        log_event(30, "idempotent outcome not replayable: kept as OutcomeNotReplayable", tool=name, error=str(refused[-1]))
+        lost = OutcomeNotReplayable(
+            f"Tool '{name}' already ran for idempotency key '{key}', but its outcome could not be stored to replay; "
+            "it is not run again with this key.",
+            tool=name,
+        )
+        yield Record(record.fingerprint, record.state, record.expires, False, None, {**lost.to_dict(), "call_id": None})
+
     def _store(self, store: IdempotencyStore, name: str, key: str, record: Record, owner: str | None, now: float) -> None:
-        try:  # given an owner, the store keeps another caller's live claim or outcome (this claim's lease lapsed)
-            self._stored(name, store.finish(name, key, record, **self._owners.keywords(store, owner, now=now)))
-        except (TypeError, ValueError, RecursionError) as exc:  # not storable (not JSON, nested too deep)
-            self._release_key(name, key, owner)
-            log_event(30, "idempotent result not stored", tool=name, error=str(exc))
-        except StateUnavailable as exc:  # the caller still gets the outcome; the key is held until its lease ends
-            log_event(40, "idempotent result not stored", tool=name, error=str(exc))
+        refused: list[Exception] = []
+        for kept in self._storable(name, key, record, refused):
+            try:  # given an owner, the store keeps another caller's live claim or outcome (this claim's lease lapsed)
+                self._stored(name, store.finish(name, key, kept, **self._owners.keywords(store, owner, now=now)))
+                return
+            except _NOT_STORABLE as exc:  # not storable as it is (not JSON, not copyable, too large, nested too deep)
+                refused.append(exc)
+            except StateUnavailable as exc:  # the caller still gets the outcome; the key is held until its lease ends
+                log_event(40, "idempotent result not stored", tool=name, error=str(exc))
+                return
+        # Not even the error was stored (a store refusing it): the key is held until its lease ends, not freed.
+        log_event(40, "idempotent result not stored", tool=name, error=str(refused[-1]))
 
     async def _astore(
         self, store: AsyncIdempotencyStore, name: str, key: str, record: Record, owner: str | None, now: float
     ) -> None:
         """:meth:`_store` through the store's awaitable twin."""
-        try:
-            self._stored(name, await store.afinish(name, key, record, **self._owners.keywords(store, owner, now=now)))
-        except (TypeError, ValueError, RecursionError) as exc:  # not storable (not JSON, nested too deep)
-            await self._arelease_key(store, name, key, owner)
-            log_event(30, "idempotent result not stored", tool=name, error=str(exc))
-        except StateUnavailable as exc:  # the caller still gets the outcome; the key is held until its lease ends
-            log_event(40, "idempotent result not stored", tool=name, error=str(exc))
+        refused: list[Exception] = []
+        for kept in self._storable(name, key, record, refused):
+            try:
+                self._stored(name, await store.afinish(name, key, kept, **self._owners.keywords(store, owner, now=now)))
+                return
+            except _NOT_STORABLE as exc:
+                refused.append(exc)
+            except StateUnavailable as exc:
+                log_event(40, "idempotent result not stored", tool=name, error=str(exc))
+                return
+        log_event(40, "idempotent result not stored", tool=name, error=str(refused[-1]))
 
     def _stored(self, name: str, answer: bool | None) -> None:
         """Count ``finish``'s answer: False when the claim had lapsed and another call holds the key."""
@@ -327,6 +422,10 @@ class IdempotencyPlugin:
             held = call.take(_OWNED)
             lingering.then(lambda: self._finish_later(call, held, lingering))
             return None
+        if call.ran and isinstance(error, PluginError) and error.plugin is not None and error.call_id == call.call_id:
+            # A plugin's hook failed after the tool returned (the tool's own exceptions arrive as
+            # ToolExecutionError): the key keeps what the tool did, not the plugin's passing failure.
+            return self._finish(call, True, value=call.result)
         ran = call.ran or call.attempt > 1  # an earlier attempt ran the tool, if this one was refused
         if ran and isinstance(error, ToolError) and not isinstance(error, _NOT_KEPT):
             return self._finish(call, False, error=error)
@@ -361,7 +460,8 @@ class IdempotencyPlugin:
     @hookimpl
     def harness_stats(self, registry: ToolRegistry) -> dict[str, Any]:
         lapsed = {"lapsed": self.lapsed} if self.lapsed else {}
-        return {"replays": self.replays, "stored": self.stored, **lapsed, **self._leases.stats(), **self.fail.stats()}
+        lost = {"not_replayable": self.not_replayable} if self.not_replayable else {}
+        return {"replays": self.replays, "stored": self.stored, **lapsed, **lost, **self._leases.stats(), **self.fail.stats()}
 
 
 def __getattr__(name: str) -> Any:

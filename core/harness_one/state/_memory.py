@@ -131,12 +131,18 @@ def copied(value: Any) -> Any:
         raise TypeError(f"the value cannot be copied: {type(exc).__name__}: {exc}") from exc
 
 
+def _copy_of(record: Record) -> Record:
+    """``record`` with a copy of its value and of its error's description (``TypeError`` if one cannot be copied)."""
+    return dataclasses.replace(record, value=copied(record.value), error=copied(record.error))
+
+
 class MemoryStore:
     """Idempotency records in a dict, for one process.
 
-    A value is kept as a copy, and each replay gets its own copy, so no caller changes what
-    the next one is replayed; ``finish`` raises ``TypeError`` for a value that cannot be
-    copied (a lock, a socket), as the SQLite and Redis stores do for a value that is not JSON.
+    A value, or an error's description, is kept as a copy, and each replay gets its own copy,
+    so no caller changes what the next one is replayed; ``finish`` raises ``TypeError`` for an
+    outcome that cannot be copied (a lock, a socket), as the SQLite and Redis stores do for one
+    that is not JSON.
     A claim's ``owner`` is kept with its record (None: a claim made without one).
     """
 
@@ -159,8 +165,8 @@ class MemoryStore:
                 self._records[(scope, key)] = (Record(fingerprint, "running", now + lease), owner)
                 return None
             found = held[0]
-        if found.state == "done" and found.ok:
-            return dataclasses.replace(found, value=copied(found.value))
+        if found.state == "done":
+            return _copy_of(found)
         return found
 
     def renew(self, scope: str, key: str, now: float, lease: float, *, owner: str | None = None) -> bool:
@@ -175,7 +181,7 @@ class MemoryStore:
             return True
 
     def finish(self, scope: str, key: str, record: Record, *, owner: str | None = None, now: float | None = None) -> bool:
-        kept = dataclasses.replace(record, value=copied(record.value)) if record.ok else record
+        kept = _copy_of(record)
         with self._lock:
             held = self._records.get((scope, key))
             if owner is not None and held is not None and held[1] != owner and (now is None or held[0].expires > now):

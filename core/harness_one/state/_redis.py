@@ -1070,7 +1070,7 @@ class RedisStore:
         return bool(await self.link.arun(_RENEW, *self._renew(scope, key, now, lease, owner)))
 
     def _finish(self, scope: str, key: str, record: Record, owner: str | None, now: float | None) -> tuple[list[str], list[Any]]:
-        value = json.dumps(record.value)  # TypeError/ValueError for non-JSON values: the caller releases the key
+        value = json.dumps(record.value)  # TypeError/ValueError for non-JSON values: the plugin stores their JSON form
         error = "" if record.error is None else json.dumps(record.error)
         if len(value) + len(error) > self.max_value:
             raise ValueError(

@@ -53,7 +53,8 @@ class SQLiteStore:
     processes); the file is in WAL mode with ``synchronous=NORMAL`` (durable across process
     crashes; an OS crash may lose the last records). Values are stored as JSON, so a replay
     returns the JSON form of the first result (tuples come back as lists); ``finish`` raises
-    ``TypeError``/``ValueError`` for a result that is not JSON. A file SQLite cannot use now
+    ``TypeError``/``ValueError`` for a result that is not JSON (the idempotency plugin then
+    stores the JSON the model read for it). A file SQLite cannot use now
     (locked by another connection past ``timeout``, read-only, full, gone) raises
     :class:`StateUnavailable`, so the plugin's ``on_state_error`` decides, as for Redis.
     The constructor touches no file: the first operation opens it (WAL, the table; then a file
@@ -260,7 +261,7 @@ class SQLiteStore:
         return await self._off_loop(self._finish, scope, key, record, owner, now)
 
     def _finish(self, scope: str, key: str, record: Record, owner: str | None, now: float | None, deadline: float | None) -> bool:
-        try:  # TypeError/ValueError for non-JSON values: the caller releases the key
+        try:  # TypeError/ValueError for non-JSON values: the plugin then stores their JSON form for the model
             value = json.dumps(record.value)
             error = None if record.error is None else json.dumps(record.error)
         except RecursionError as exc:  # nested past what json.dumps follows: not storable either
