@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from harness_one import (
@@ -28,15 +28,18 @@ _LOGGER = "harness_one.calls"
 _MAX_KEYS = 64  # argument names logged per event; the rest are counted
 
 
-_SIZED = (str, bytes, list, dict, tuple)
+#: The sized types, each with its own length (a subclass's ``__len__`` may raise after the tool ran).
+_LENGTHS: tuple[tuple[type[Any], Callable[[Any], int]], ...] = tuple(
+    (kind, kind.__len__) for kind in (str, bytes, list, dict, tuple)
+)
 
 
 def _size(value: Any) -> int:
     if value is None:
         return 0
-    for kind in _SIZED:
+    for kind, length in _LENGTHS:
         if isinstance(value, kind):
-            return kind.__len__(value)  # the type's own length: a subclass's __len__ may raise after the tool ran
+            return length(value)
     return 1
 
 
