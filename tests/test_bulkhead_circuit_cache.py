@@ -592,7 +592,8 @@ def test_documented_order() -> None:
         "idempotency", "budget", "approval", "cache", "rate_limit", "timeout", "retry", "circuit_breaker", "concurrency", "otel"
     )  # fmt: skip
     deciders, observers = order["on_error"][:6], order["on_error"][6:]
-    assert deciders == ("rate_limit", "timeout", "retry", "circuit_breaker", "concurrency", "idempotency")
+    # the cap's on_error is tryfirst: it decides its own refusal (a wait for a slot up to max_wait) before a retry policy
+    assert deciders == ("rate_limit", "concurrency", "timeout", "retry", "circuit_breaker", "idempotency")
     assert set(observers) == {"approval", "budget", "otel", "metrics", "logging"}  # trylast: they see the final decision
 
 

@@ -431,7 +431,7 @@ def test_the_summary_shows_where_the_plugin_runs_beside_the_standard_plugins(pyt
         inner, "TestOnlyAlone::test_beside_the_standard_plugins"
     )
     summary = inner.stdout.str().split("where each plugin runs beside the standard plugins", 1)[1]
-    assert "TestTranslate: on_error: rate_limit [translate_errors] timeout retry" in summary
+    assert "TestTranslate: on_error: rate_limit concurrency [translate_errors] timeout retry" in summary
     assert "TestOnlyAlone: pre_call: idempotency approval cache [budget] rate_limit" in summary
 
 

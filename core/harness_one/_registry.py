@@ -1207,16 +1207,16 @@ class ToolRegistry(metaclass=_SharedType):
         tool = call.tool
         if tool.is_async:
             return asyncio.run(self._await_tool(call, kwargs))
-        if call.timeout is None or call.runner is None:
+        if call.timeout is None or call.runner is None:  # no runner: mode none, the deadline advisory
             return tool.fn(**kwargs)
-        return call.runner.run(call, tool.fn, kwargs, call.timeout)
+        return call.runner.run(call, tool.fn, kwargs, _time_left(call))  # the hooks after the timeout plugin's took some
 
     async def _ainvoke(self, call: Call, kwargs: dict[str, Any]) -> Any:
         tool = call.tool
         if tool.is_async:
             return await self._await_tool(call, kwargs)
         if call.timeout is not None and call.runner is not None:
-            return await call.runner.arun(call, tool.fn, kwargs, call.timeout)
+            return await call.runner.arun(call, tool.fn, kwargs, _time_left(call))
         if not tool.blocking:  # declared quick: no thread hop
             return tool.fn(**kwargs)
         lingering = Lingering()
@@ -1228,18 +1228,32 @@ class ToolRegistry(metaclass=_SharedType):
 
     @staticmethod
     async def _await_tool(call: Call, kwargs: dict[str, Any]) -> Any:
-        """Await an async tool; with a timeout, cancel it at the deadline."""
-        timeout = call.timeout
-        if timeout is None:
+        """Await an async tool; with a timeout, cancel it at the deadline.
+
+        A tool that swallows the cancellation and returns (or fails) after the deadline has timed
+        out all the same: its late outcome is dropped. One that never ends is awaited for ever
+        (cancelling a coroutine needs its cooperation).
+        """
+        limit = call.timeout
+        if limit is None:
             return await call.tool.fn(**kwargs)
+        timeout = _time_left(call)
         if _timeout_cm is not None:
             scope = _timeout_cm(timeout)
             try:
                 async with scope:
-                    return await call.tool.fn(**kwargs)
+                    value = await call.tool.fn(**kwargs)
             except TimeoutError:
                 if not scope.expired():
                     raise  # the tool's own timeout, not ours
+            except Exception:
+                if not scope.expired():
+                    raise
+                # the tool swallowed its cancellation and failed after the deadline: a timeout all the same
+            else:
+                if not scope.expired():
+                    return value
+                del value  # the tool swallowed its cancellation and returned after the deadline: too late
         else:  # pragma: no cover - Python 3.10
             loop = asyncio.get_running_loop()
             start = loop.time()
@@ -1249,7 +1263,7 @@ class ToolRegistry(metaclass=_SharedType):
                 if loop.time() - start < timeout * 0.999:
                     raise
         call.cancel()
-        raise ToolTimeout(timeout, tool=call.tool.name, call_id=call.call_id) from None
+        raise ToolTimeout(limit, tool=call.tool.name, call_id=call.call_id) from None
 
     def __repr__(self) -> str:
         default = " default" if self is ToolRegistry._current else ""
@@ -1317,6 +1331,22 @@ def _in_thread(fn: Callable[..., Any], kwargs: dict[str, Any], lingering: Linger
     finally:
         lingering.finished(ok, value)
         del value, lingering  # an exception's traceback holds this frame: no cycle through it
+
+
+def _time_left(call: Call) -> float:
+    """The attempt's timeout, bounded by what is left of the call's total timeout (``call.total_deadline``,
+    on the registry's clock): the hooks after the timeout plugin's may have taken some of it. None left:
+    :class:`ToolTimeout`, the tool not started (``call.ran`` False)."""
+    timeout = call.timeout
+    assert timeout is not None
+    deadline = call.total_deadline
+    if deadline is None:
+        return timeout
+    left = deadline - call.registry.clock.now()
+    if left <= 0.0:
+        call.ran = False
+        raise ToolTimeout(timeout, tool=call.tool.name, call_id=call.call_id)
+    return left if left < timeout else timeout
 
 
 def _next_attempt(call: Call) -> None:

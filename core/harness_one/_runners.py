@@ -71,7 +71,14 @@ def _seconds(timeout: float) -> float:
 
 def _timed_out(call: Call, timeout: float) -> ToolTimeout:
     call.cancel()
-    return ToolTimeout(timeout, tool=call.tool.name, call_id=call.call_id)
+    return _timeout_error(call, timeout)
+
+
+def _timeout_error(call: Call, timeout: float) -> ToolTimeout:
+    """The :class:`ToolTimeout` of ``call``: it names the attempt's timeout (``call.timeout``) when the
+    core waited less (what was left of the call's total timeout), else ``timeout``."""
+    limit = call.timeout
+    return ToolTimeout(timeout if limit is None else limit, tool=call.tool.name, call_id=call.call_id)
 
 
 def _resolve(future: asyncio.Future[bool], value: bool) -> None:
@@ -582,6 +589,15 @@ def _remote_error(call: Call, pickled: bytes | None, described: dict[str, Any], 
     return ToolExecutionError(exc, tool=call.tool.name, call_id=call.call_id)
 
 
+def _warmest(idle: list[_Worker]) -> int:
+    """The index of the idle worker to take: the most recently used of those started, else the last one
+    still starting (a worker parked, or a replacement, is taken only when no started one is idle)."""
+    for index in range(len(idle) - 1, -1, -1):
+        if idle[index].ready:
+            return index
+    return len(idle) - 1
+
+
 def _exit_reason(code: int) -> str:
     if code < 0:
         try:
@@ -626,6 +642,7 @@ class _ProcessPool:
         self.workers: set[_Worker] = set()  # every live worker, idle or busy
         self.idle: list[_Worker] = []  # the most recently used last
         self.starting = 0  # places taken by workers being started
+        self.start_seconds: float | None = None  # the quickest start seen (a ready message read late says more)
         self.counts = {"killed": 0, "died": 0, "replaced": 0}
         self.closed = False
         self.reaper: threading.Thread | None = None
@@ -637,8 +654,9 @@ class _ProcessPool:
         with self.lock:
             if self.closed:
                 raise RuntimeError("the ProcessRunner is shut down")
-            while self.idle:
-                worker = self.idle.pop()
+            idle = self.idle
+            while idle:
+                worker = idle.pop(_warmest(idle))
                 if worker.process.poll() is None:
                     return worker
                 self.workers.discard(worker)  # died while idle (killed from outside)
@@ -753,7 +771,8 @@ class ProcessRunner:
             a new call fails at once with :class:`ToolBusy`.
         idle_timeout: seconds a worker may sit idle before it is stopped (None: never).
         start_timeout: seconds a new worker may take to start. The start also counts against the
-            timeout of the call waiting for it: at that deadline the call gets ToolTimeout and the
+            timeout of the call waiting for it: at that deadline the call gets ToolTimeout (the tool
+            not started, with a ``retry_after`` for when the worker should be ready) and the
             worker goes on starting for the next call.
         max_calls: retire a worker after this many calls (1: a fresh process per call; None: never).
         start_method: kept for compatibility; workers are always fresh interpreters (``"spawn"``).
@@ -842,9 +861,10 @@ class ProcessRunner:
         The tool has not started: whatever fails here leaves ``call.ran`` False.
         """
         if frame is None:
-            if time.monotonic() < worker.born + self.start_timeout:  # the call's deadline came first
+            now = time.monotonic()
+            if now < worker.born + self.start_timeout:  # the call's deadline came first
                 self._pool.park(worker)  # it goes on starting, for the next call
-                raise _refused(call, _timed_out(call, timeout))
+                raise _refused(call, self._not_started(call, worker, timeout, now))
             self._pool.discard(worker)
             raise _refused(call, self._failed(call, f"the process-mode worker did not start within {self.start_timeout:g} s"))
         ok, info = pickle.loads(frame)
@@ -852,6 +872,19 @@ class ProcessRunner:
             self._pool.discard(worker)
             raise _refused(call, self._failed(call, f"the process-mode worker failed to start: {info}"))
         worker.ready = True
+        took, quickest = time.monotonic() - worker.born, self._pool.start_seconds
+        if quickest is None or took < quickest:  # (a parked worker's ready message may be read long after it came)
+            self._pool.start_seconds = took
+
+    def _not_started(self, call: Call, worker: _Worker, timeout: float, now: float) -> ToolTimeout:
+        """The timeout of a call whose deadline came while its worker was starting: the tool did not
+        start (the call is not cancelled: nothing of it runs), and ``retry_after`` is about when the
+        worker will be ready (the quickest start seen, less what this one took so far; at least 50 ms),
+        so a retry policy that retries timeouts waits for it and runs the tool once."""
+        err = _timeout_error(call, timeout)
+        took = self._pool.start_seconds
+        err.retry_after = round(max(_CANCEL_POLL, 0.0 if took is None else took - (now - worker.born)), 3)
+        return err
 
     def _start_end(self, worker: _Worker, end: float) -> float:
         return min(end, worker.born + self.start_timeout)

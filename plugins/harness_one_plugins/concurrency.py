@@ -9,7 +9,7 @@ import weakref
 from collections.abc import Sequence
 from typing import Any
 
-from harness_one import Await, Call, Clock, Retry, Tool, ToolBusy, ToolRegistry, applies_to, hookimpl
+from harness_one import Await, Call, Clock, Outcome, Retry, Tool, ToolBusy, ToolRegistry, applies_to, hookimpl
 from harness_one.state import (
     AsyncTwins,
     ConcurrencySlots,
@@ -26,6 +26,8 @@ __all__ = ["ConcurrencyPlugin"]
 
 _HELD = "concurrency.held"
 _WAITED = "concurrency.waited"
+#: Set while this plugin's own refusal goes through ``on_error`` (which decides, first, how long it waits).
+_REFUSED = "concurrency.refused"
 
 
 _PLUGINS: weakref.WeakSet[ConcurrencyPlugin] = weakref.WeakSet()
@@ -50,8 +52,10 @@ class ConcurrencyPlugin:
 
     A call beyond the cap waits up to ``max_wait`` seconds for a slot, polling every
     ``poll`` seconds (sleeping in async callers, blocking in sync ones), then fails with
-    :class:`ToolBusy`. A slot is held from admission until the attempt ends. Waiters are not
-    served in arrival order. With shared state (Redis) the caps hold across every process,
+    :class:`ToolBusy`. ``max_wait`` bounds the wait also under a retry policy: this plugin's
+    ``on_error`` runs first (``tryfirst``) and decides its own refusal, a wait for a slot or
+    the final ``ToolBusy``, so no later plugin waits it out again. A slot is held from admission
+    until the attempt ends. Waiters are not served in arrival order. With shared state (Redis) the caps hold across every process,
     and a slot is a lease of ``lease`` seconds, renewed while the call runs, so the slots of
     a killed process free themselves.
 
@@ -164,6 +168,7 @@ class ConcurrencyPlugin:
             )
             with self._lock:
                 self.refused += 1
+            call.state[_REFUSED] = True  # this plugin's on_error decides how long it waits (max_wait)
             raise ToolBusy(
                 f"Tool '{name}' is busy ({full} calls running). Try again shortly.",
                 retry_after=self.poll,
@@ -173,7 +178,7 @@ class ConcurrencyPlugin:
         call.state[_HELD] = holder
         self._leases.hold(holder, (name, holder, cap))
 
-    def _release(self, call: Call, answer: Retry | None = None) -> Retry | Await | None:
+    def _release(self, call: Call, answer: Retry | Outcome | None = None) -> Retry | Outcome | Await | None:
         """Give the call's slot back; then ``answer`` is the hook's (through an Await for Redis).
 
         A tool that runs on after its caller stopped waiting (``call.lingering``) keeps its
@@ -224,7 +229,7 @@ class ConcurrencyPlugin:
         except StateUnavailable as exc:
             self._not_released(name, exc, None)
 
-    def _not_released(self, tool: str, exc: StateUnavailable, answer: Retry | None) -> Retry | None:
+    def _not_released(self, tool: str, exc: StateUnavailable, answer: Retry | Outcome | None) -> Retry | Outcome | None:
         self.fail.note(exc, tool, "slot not released; it frees when its lease ends")
         return answer
 
@@ -233,18 +238,19 @@ class ConcurrencyPlugin:
     def harness_post_call(self, call: Call) -> Await | None:
         return self._release(call)  # type: ignore[return-value]  # no answer given: never a Retry
 
-    @hookimpl
+    @hookimpl(tryfirst=True)
     @applies_to(_capped)
-    def harness_on_error(self, call: Call, error: BaseException) -> Retry | Await | None:
+    def harness_on_error(self, call: Call, error: BaseException) -> Retry | Outcome | Await | None:
         return self._release(call, self._wait(call, error))
 
-    def _wait(self, call: Call, error: BaseException) -> Retry | None:
-        """Wait for a slot (``Retry``) when the call was refused as busy and the wait budget lasts."""
-        if not isinstance(error, ToolBusy) or error.retry_after is None or call.ran:
+    def _wait(self, call: Call, error: BaseException) -> Retry | Outcome | None:
+        """This plugin's own refusal decided: a wait for a slot (``Retry``) while ``max_wait`` lasts, then
+        the ``ToolBusy`` as the call's final error (an ``Outcome``: a retry policy does not wait it out again)."""
+        if not call.take(_REFUSED, False) or not isinstance(error, ToolBusy):
             return None
         waited = call.peek(_WAITED, 0.0)
         if waited + self.poll > self.max_wait:
-            return None
+            return Outcome.failure(error)
         call.state[_WAITED] = waited + self.poll
         return Retry(self.poll)
 

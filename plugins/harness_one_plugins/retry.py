@@ -52,12 +52,16 @@ class RetryPlugin:
     - a refusal before the tool ran (:class:`RateLimitExceeded`, :class:`ToolBusy`,
       :class:`CircuitOpen`, :class:`IdempotencyConflict`) that says when it ends: waited out
       when its ``retry_after`` fits in the remaining budget (one without, such as a full
-      pool of timeout workers, stands at once);
+      pool of timeout workers, stands at once); a concurrency cap's is decided by the cap
+      itself, before this plugin (its ``max_wait``);
     - once the tool started, only if re-running is safe: the tool is ``idempotent``, or the
       policy has ``rerun_non_idempotent`` (an idempotency key is not enough: it stores one
       outcome, but the tool's backend never sees it, and a re-run repeats what the started
       attempt may have done); then a :class:`RetryableError`, an exception of a type in ``on``
-      (the tool's own exception), or :class:`ToolTimeout` when ``timeouts`` is set.
+      (the tool's own exception), or :class:`ToolTimeout` when ``timeouts`` is set;
+    - with ``timeouts`` set, also a :class:`ToolTimeout` before the tool started that says when
+      to try again (``retry_after``: a ``process``-mode worker still starting at the attempt's
+      deadline), waited out as a refusal (the tool ran no more than once).
 
     Each wait is ``uniform(0, min(max_delay, initial * multiplier ** (attempt - 1)))``, or the
     error's ``retry_after`` when larger; no attempt starts after ``total`` seconds, nor after
@@ -97,8 +101,9 @@ class RetryPlugin:
             return False
         if isinstance(error, RetryableError):
             return True
-        if isinstance(error, ToolTimeout):  # not the total budget spent before the tool ran
-            return policy.timeouts and call.ran
+        if isinstance(error, ToolTimeout):  # not the total budget spent before the tool ran, which says no retry_after
+            # (one before the tool started that says when to try again: a process-mode worker still starting)
+            return policy.timeouts and (call.ran or error.retry_after is not None)
         if isinstance(error, ToolExecutionError):
             return bool(policy.on) and isinstance(error.cause, policy.on)
         return False

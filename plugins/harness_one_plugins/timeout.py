@@ -33,8 +33,11 @@ class TimeoutPlugin:
 
     A tool's ``timeout`` bounds each attempt; ``total_timeout`` bounds the whole call, retries
     and waits included (no attempt starts once it is spent, and each attempt gets at most
-    what is left). Async tools are cancelled at the deadline. Sync tools run according to
-    their ``timeout_mode`` (default: the plugin's ``mode``):
+    what is left; the core gives the tool at most what is left of the total when it starts it,
+    after the later ``pre_call`` hooks took their time). Async tools are cancelled at the
+    deadline, whatever their ``timeout_mode`` (one that swallows the cancellation is waited for,
+    and its late outcome dropped for :class:`ToolTimeout`). Sync tools run according to their
+    ``timeout_mode`` (default: the plugin's ``mode``):
 
     - ``"thread"``: in a bounded worker pool; the caller gets :class:`ToolTimeout` at the
       deadline and the thread is *abandoned* (it cannot be killed and runs on); it shows as
