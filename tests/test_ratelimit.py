@@ -448,3 +448,9 @@ def test_a_plugin_delegating_to_the_hook_method_still_refuses(clock: ManualClock
         answers = [reg.try_call("expensive") for _ in range(3)]
         assert [a.value if a.ok else type(a.error).__name__ for a in answers] == ["ran"] + ["RateLimitExceeded"] * 2
     assert Counting.admitted == 1
+
+
+@pytest.mark.parametrize(("wait", "text"), [(999.6, "1,000"), (999.4, "999"), (0.1234, "0.123"), (3600.0, "3,600"), (12.0, "12")])
+def test_retry_after_reads_as_a_person_reads_it(wait: float, text: str) -> None:
+    """Three significant digits, whole seconds from 1,000 on: 999.6 s read ``1e+03 s``."""
+    assert f"Retry after {text} s or use another tool." in str(RateLimitExceeded.of(wait, "t", "c1"))

@@ -319,6 +319,17 @@ def test_small_catalogues_compare_every_name() -> None:
     assert index.compared == 3
 
 
+@pytest.mark.parametrize("size", [3, 5000], ids=["every name", "the index"])
+def test_suggestions_ignore_letter_case(size: int) -> None:
+    """``ECHO`` and ``GET_WEATHER`` found no suggestion (difflib compares case-sensitively); ``Echo`` did."""
+    index = NameIndex()
+    for name in ["echo", "get_weather", "Get_Weather", *(f"search_item_{i}" for i in range(size - 3))][:size]:
+        index.add(name)
+    assert index.suggest("ECHO") == ["echo"]
+    assert index.suggest("GET_WEATHER") == ["get_weather", "Get_Weather"]  # both, in catalogue order
+    assert index.suggest("get_wether", n=1) == ["get_weather"]
+
+
 def test_registry_suggests_from_the_index(bare: ToolRegistry) -> None:
     for i in range(2500):
         bare.add(Tool.create(_plain, name=f"lookup_{i}", parameters=SCHEMA))

@@ -152,7 +152,8 @@ def _wait_hint(value: Any) -> float | None:
 
 def _seconds(value: float) -> str:
     """Seconds as a person reads them: three significant digits, whole seconds from 1,000 on (not ``3.6e+03``)."""
-    return f"{value:.3g}" if value < 1000 else f"{value:,.0f}"
+    short = f"{value:.3g}"
+    return short if float(short) < 1000 else f"{value:,.0f}"  # (999.6 rounds to 1e+03: whole seconds too)
 
 
 class _LazyMessage:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 __all__ = ["NameIndex", "closest"]
 
@@ -22,7 +22,7 @@ class NameIndex:
     """Names with a trigram index, so suggestions look at a few candidates, not every name.
 
     With fewer than 2,000 names, :func:`difflib.get_close_matches` runs over all of them.
-    Above, the index is kept current on every add and remove (a few dictionary operations
+    Letter case is ignored (``ECHO`` finds ``echo``). Above, the index is kept current on every add and remove (a few dictionary operations
     per name), and the candidates difflib ranks are the 64 names sharing the most trigrams
     with the query, counted over the query's rarest trigrams (at most 20,000 postings read,
     trigrams found in over a tenth of the names skipped). ``compared`` is how many names
@@ -64,8 +64,9 @@ class NameIndex:
         from difflib import get_close_matches  # imported for the first unknown name only
 
         if self._postings is None or len(self._names) < _SMALL:
-            self.compared = len(self._names)
-            return get_close_matches(query, list(self._names), n=n, cutoff=cutoff)
+            names = list(self._names)
+            self.compared = len(names)
+            return _close(get_close_matches, query, names, n, cutoff)
         common = len(self._names) // 10
         lists = sorted((found for gram in _grams(query) if (found := self._postings.get(gram)) and len(found) <= common), key=len)
         hits: dict[str, int] = {}
@@ -78,7 +79,7 @@ class NameIndex:
                 hits[name] = hits.get(name, 0) + 1
         candidates = heapq.nlargest(_CANDIDATES, hits, key=hits.__getitem__)
         self.compared = len(candidates)
-        return get_close_matches(query, candidates, n=n, cutoff=cutoff)
+        return _close(get_close_matches, query, candidates, n, cutoff)
 
     def first(self, n: int) -> list[str]:
         """The first ``n`` names in insertion order (for "available tools" listings)."""
@@ -97,6 +98,16 @@ class NameIndex:
             for gram in _grams(name):
                 postings.setdefault(gram, {})[name] = None
         return postings
+
+
+def _close(match: Callable[..., list[str]], query: str, names: list[str], n: int, cutoff: float) -> list[str]:
+    """``difflib.get_close_matches`` (``match``) with letter case ignored, as the trigrams ignore it:
+    ``ECHO`` finds ``echo``. Names that differ only in case are all given, in catalogue order."""
+    folded: dict[str, list[str]] = {}
+    for name in names:
+        folded.setdefault(name.lower(), []).append(name)
+    found = [name for close in match(query.lower(), folded, n=n, cutoff=cutoff) for name in folded[close]]
+    return found[:n]
 
 
 def closest(name: str, known: Iterable[str]) -> str | None:
