@@ -49,7 +49,9 @@ def test_cap_fails_fast_then_frees() -> None:
     for t in threads:
         t.start()
     inside.wait(5)  # both slots are taken
-    with pytest.raises(ToolBusy, match="2 of 2 for this tool") as err:
+    with pytest.raises(
+        ToolBusy, match=r"Tool 'work' is busy \(2 of its 2 calls at once are running\)\. Try again shortly\."
+    ) as err:
         reg.call("work")
     assert err.value.retry_after is not None
     release.set()
@@ -107,7 +109,7 @@ def test_registry_wide_cap() -> None:
     t = threading.Thread(target=reg.call, args=("a",))
     t.start()
     entered.wait(5)
-    with pytest.raises(ToolBusy, match="1 of 1 overall"):
+    with pytest.raises(ToolBusy, match=r"is busy \(1 of the 1 calls of all tools at once are running\)"):
         reg.call("b")
     release.set()
     t.join()

@@ -162,15 +162,15 @@ class ConcurrencyPlugin:
         name = call.tool.name
         if not admitted:
             full = (
-                f"{running} of {cap} for this tool"
+                f"{running} of its {cap} calls at once are running"
                 if cap is not None and running >= cap
-                else f"{overall} of {self.total} overall"
+                else f"{overall} of the {self.total} calls of all tools at once are running"
             )
             with self._lock:
                 self.refused += 1
             call.state[_REFUSED] = True  # this plugin's on_error decides how long it waits (max_wait)
             raise ToolBusy(
-                f"Tool '{name}' is busy ({full} calls running). Try again shortly.",
+                f"Tool '{name}' is busy ({full}). Try again shortly.",
                 retry_after=self.poll,
                 tool=name,
                 call_id=call.call_id,
