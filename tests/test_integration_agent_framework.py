@@ -124,13 +124,50 @@ MALFORMED = [
 def test_arguments_that_are_not_an_object_reach_the_harness_as_the_models_text(
     per_user_add: PerUserAdd, arguments: str, problem: str
 ) -> None:
-    # The framework hands them over as {"raw": ...}, which the harness refused as an unexpected property.
+    # The framework hands them over as {"raw": ...}, which the harness refused as an unexpected property
+    # (only); the model reads the problem with its text, and the other reading (a "raw" it sent itself).
     registry, add, seen = per_user_add
     client = ScriptedClient([("x-0", arguments)])
     asyncio.run(Agent(client, tools=[to_agent_framework(add, registry)]).run("add"))
     result = client.results()["x-0"]
-    assert result.startswith("Error: Invalid arguments") and problem in result and "raw" not in result
+    assert result.startswith(f"Error: Invalid arguments for tool 'add' (1 problem):\n- $: {problem}")
+    assert result.endswith(f"{OR_RAW}a, b\nFix the arguments and call 'add' again.") and seen == []
+
+
+#: The other reading of ``{"raw": ...}``, as the refusal words it for a tool without a ``raw`` parameter.
+OR_RAW = (
+    '; or, if the arguments were the object {"raw": ...} (the framework passes on both the same way), '
+    "'raw' is an unexpected property; allowed properties: "
+)
+
+
+@pytest.mark.parametrize(
+    ("arguments", "problem"),
+    [
+        ({"raw": "hello"}, "arguments are not valid JSON: Expecting value at line 1 column 1 (near 'hello')"),
+        ({"raw": "[1, 2]"}, "arguments must be a JSON object, got string"),
+        ({"raw": 5}, "arguments must be a JSON object, got integer"),
+    ],
+)
+def test_a_models_own_raw_is_told_as_either_reading(per_user_add: PerUserAdd, arguments: dict[str, Any], problem: str) -> None:
+    # {"raw": "hello"} is the model's own object, or the framework's for the text hello: the model read only the latter.
+    registry, add, seen = per_user_add
+    client = ScriptedClient([("x-0", arguments)])
+    asyncio.run(Agent(client, tools=[to_agent_framework(add, registry)]).run("add"))
+    assert client.results()["x-0"] == (
+        f"Error: Invalid arguments for tool 'add' (1 problem):\n- $: {problem}{OR_RAW}a, b\n"
+        "Fix the arguments and call 'add' again."
+    )
     assert seen == []
+
+
+def test_a_tool_that_takes_any_property_is_not_told_raw_is_unexpected() -> None:
+    registry = ToolRegistry(autoload=False)
+    registry.add(lambda **kw: kw, name="anything", parameters={"type": "object", "additionalProperties": True})
+    client = ScriptedClient([("x-0", {"raw": "hello"})], tool="anything")
+    asyncio.run(Agent(client, tools=[to_agent_framework("anything", registry)]).run("go"))
+    result = client.results()["x-0"]
+    assert "unexpected property" not in result
 
 
 def test_a_tool_with_a_raw_parameter_never_runs_on_malformed_text() -> None:

@@ -24,23 +24,26 @@ import pytest
 from agent_framework import Agent as FrameworkAgent
 from agents import Agent as AgentsAgent
 from agents import RunConfig, Runner
+from agents.exceptions import ModelBehaviorError
 from agents.items import ModelResponse as AgentsResponse
 from agents.tool_context import ToolContext
 from agents.usage import Usage
 from autogen_agentchat.agents import AssistantAgent
 from autogen_core import CancellationToken, FunctionCall
 from autogen_core.models import CreateResult, RequestUsage
-from autogen_core.tools import StaticWorkbench
+from autogen_core.tools import FunctionTool, StaticWorkbench
 from autogen_ext.models.replay import ReplayChatCompletionClient
 from langchain.agents import create_agent
 from langchain_core.exceptions import OutputParserException
 from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.output_parsers.openai_tools import parse_tool_call
+from langchain_core.tools import tool as lc_tool
 from langchain_openai import ChatOpenAI
 from openai.types.responses import ResponseFunctionToolCall
 from pydantic import ValidationError
 from pydantic_ai import Agent as PydanticAgent
 from pydantic_ai import DeferredToolRequests, DeferredToolResults
+from pydantic_ai.exceptions import UnexpectedModelBehavior
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.usage import RequestUsage as PydanticUsage
@@ -54,7 +57,7 @@ from test_integration_openai_agents import ScriptedModel as AgentsModel
 from test_integration_openai_agents import outputs as agents_outputs
 from test_integration_pydantic_ai import retried, tool_parts
 
-from harness_one import ToolRegistry, define_tool
+from harness_one import ToolNotFound, ToolRegistry, define_tool
 from harness_one.integrations.agent_framework import to_agent_framework
 from harness_one.integrations.autogen import to_autogen
 from harness_one.integrations.langchain import to_langchain
@@ -455,3 +458,178 @@ def test_autogen_boundary(tools: Tools, arguments: str, error: type[Exception]) 
     with pytest.raises(error):
         asyncio.run(step)
     assert tools.received == []
+
+
+# A tool removed from the registry after the agent was built -------------------------------------
+
+
+def removed_echo(tools: Tools) -> None:
+    """Another tool in the registry, which the agent was never given, then ``echo`` (adapted already) removed."""
+
+    @define_tool(registry=tools.registry)
+    def admin_delete_all_users(confirm: bool) -> str:
+        """Not for this agent."""
+        return "deleted"
+
+    tools.registry.remove("echo")
+
+
+def refused_as_gone(text: str) -> bool:
+    """The model reads that ``echo`` is gone, and no other tool's name (the registry's "Available tools: ...")."""
+    return "Tool 'echo' is no longer available; continue without it." in text and not any(
+        name in text for name in ("admin_delete_all_users", "reply", "Available", "Did you mean")
+    )
+
+
+def test_langchain_removed_tool(tools: Tools) -> None:
+    adapted = to_langchain("echo", tools.registry)
+    removed_echo(tools)
+    call = AIMessage(content="", tool_calls=[{"name": "echo", "args": {"text": "a"}, "id": "c1"}])
+    state = create_agent(FakeChatModel(messages=iter([call, AIMessage("done")])), [adapted]).invoke(
+        {"messages": [("user", "go")]}
+    )
+    [message] = tool_messages(state)
+    assert message.status == "error" and refused_as_gone(message.content) and tools.received == []
+
+
+def test_openai_agents_removed_tool(tools: Tools) -> None:
+    model = RawAgentsModel("echo", '{"text": "a"}')
+    agent = AgentsAgent(name="x", model=model, tools=[to_openai_agents("echo", tools.registry)])
+    removed_echo(tools)
+    assert asyncio.run(Runner.run(agent, "go", run_config=CONFIG)).final_output == "done"
+    assert refused_as_gone(agents_outputs(model)["c1"]) and tools.received == []
+
+
+def test_pydantic_ai_removed_tool(tools: Tools) -> None:
+    queue = [ToolCallPart("echo", '{"text": "a"}', tool_call_id="c1")]
+
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        return ModelResponse(parts=[queue.pop(0)] if queue else [TextPart("done")], usage=PydanticUsage(input_tokens=1))
+
+    agent = PydanticAgent(FunctionModel(respond), tools=[to_pydantic_ai("echo", tools.registry)])
+    removed_echo(tools)
+    result = agent.run_sync("go")
+    part = tool_parts(result)["c1"]
+    assert result.output == "done" and not retried(part) and refused_as_gone(str(part.content)) and tools.received == []
+
+
+def test_agent_framework_removed_tool(tools: Tools) -> None:
+    client = ScriptedClient([("c1", '{"text": "a"}')], tool="echo")
+    agent = FrameworkAgent(client, tools=[to_agent_framework("echo", tools.registry)])
+    removed_echo(tools)
+    assert asyncio.run(agent.run("go")).text == "done"
+    assert refused_as_gone(client.results()["c1"]) and tools.received == []
+
+
+def test_autogen_removed_tool(tools: Tools) -> None:
+    agent = AssistantAgent("a", model_client=autogen_client("echo", '{"text": "a"}'), tools=[to_autogen("echo", tools.registry)])
+    removed_echo(tools)
+    content, is_error = autogen_results(asyncio.run(agent.run(task="go")).messages)["c1"]
+    assert is_error and refused_as_gone(content) and tools.received == []
+
+
+def test_a_removed_tool_is_still_not_found_for_programs(tools: Tools) -> None:
+    adapted = to_agent_framework("echo", tools.registry)
+    removed_echo(tools)
+    with pytest.raises(ToolNotFound) as raised:  # the direct call raises the refusal
+        asyncio.run(adapted.invoke(arguments={"text": "a"}, tool_call_id="c9", skip_parsing=True))
+    assert raised.value.kind == "not_found" and raised.value.call_id == "c9" and refused_as_gone(str(raised.value))
+    assert raised.value.to_dict()["type"] == "ToolNotFound" and raised.value.suggestions == []
+    # The registry's own answer is unchanged: it lists its tools.
+    assert "Available tools: reply, admin_delete_all_users." in str(tools.registry.try_call("echo", {"text": "a"}).error)
+
+
+# Calls the framework itself fails on, whatever the tool (docs/integrations/index.md, "Calls a framework fails on") ---
+
+
+class CallsAgentsModel(AgentsModel):
+    """The scripted Agents SDK model, making these calls (call id, tool, arguments) in one response."""
+
+    def __init__(self, calls: list[tuple[str, str, str]]) -> None:
+        super().__init__([])
+        self.turn: list[tuple[str, str, str]] | None = calls
+
+    async def get_response(self, system_instructions: Any, input: Any, *args: Any, **kwargs: Any) -> AgentsResponse:
+        if self.turn is None:
+            return await super().get_response(system_instructions, input, *args, **kwargs)
+        self.inputs.append(input)
+        turn, self.turn = self.turn, None
+        output = [ResponseFunctionToolCall(type="function_call", call_id=c, name=n, arguments=a) for c, n, a in turn]
+        return AgentsResponse(output=output, usage=Usage(), response_id=None)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("calls", "message"),
+    [
+        ([("c1", "nope", "{}")], "Tool nope not found in agent x"),
+        ([("c1", "ECHO", '{"text": "a"}')], "Tool ECHO not found in agent x"),  # a name differing in case only
+        ([("c1", "echo", '{"text": "a"}'), ("c1", "echo", '{"text": "b"}')], "Model reused a tool call ID"),
+        ([("", "echo", '{"text": "a"}')], "require a non-empty string call ID"),
+    ],
+    ids=["unknown-tool", "case-only", "one-id-two-calls", "empty-id"],
+)
+def test_openai_agents_boundary_calls(tools: Tools, calls: list[tuple[str, str, str]], message: str) -> None:
+    agent = AgentsAgent(name="x", model=CallsAgentsModel(calls), tools=[to_openai_agents("echo", tools.registry)])
+    with pytest.raises(ModelBehaviorError, match=message):
+        asyncio.run(Runner.run(agent, "go", run_config=CONFIG))
+    assert tools.received == []
+
+
+def test_openai_agents_boundary_the_same_call_twice_runs_once(tools: Tools) -> None:
+    model = CallsAgentsModel([("c1", "echo", '{"text": "a"}'), ("c1", "echo", '{"text": "a"}')])
+    agent = AgentsAgent(name="x", model=model, tools=[to_openai_agents("echo", tools.registry)])
+    assert asyncio.run(Runner.run(agent, "go", run_config=CONFIG)).final_output == "done"
+    assert tools.received == ["a"] and agents_outputs(model) == {"c1": "a"}
+
+
+def test_pydantic_ai_boundary_a_repeated_call_id(tools: Tools) -> None:
+    # Even for the same call sent twice.
+    queue = [[ToolCallPart("echo", '{"text": "a"}', tool_call_id="c1"), ToolCallPart("echo", '{"text": "a"}', tool_call_id="c1")]]
+
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        return ModelResponse(parts=queue.pop(0) if queue else [TextPart("done")], usage=PydanticUsage(input_tokens=1))
+
+    agent = PydanticAgent(FunctionModel(respond), tools=[to_pydantic_ai("echo", tools.registry)])
+    with pytest.raises(UnexpectedModelBehavior, match="Function tool calls must have unique `tool_call_id` values"):
+        agent.run_sync("go")
+    assert tools.received == []
+
+
+@pytest.mark.parametrize("native", [False, True], ids=["harness", "native"])
+def test_langchain_boundary_no_call_id(tools: Tools, native: bool) -> None:
+    @lc_tool
+    def echo(text: str) -> str:
+        """Echo a text."""
+        tools.received.append(text)
+        return text
+
+    call = AIMessage(content="", tool_calls=[{"name": "echo", "args": {"text": "a"}, "id": None}])
+    adapted = echo if native else to_langchain("echo", tools.registry)
+    agent = create_agent(FakeChatModel(messages=iter([call, AIMessage("done")])), [adapted])
+    with pytest.raises(TypeError, match="Tool echo returned unexpected type"):  # ToolNode wants a ToolMessage for it
+        agent.invoke({"messages": [("user", "go")]})
+    assert tools.received == ["a"]  # the tool ran
+
+
+@pytest.mark.parametrize("call_id", [7, None])
+@pytest.mark.parametrize("native", [False, True], ids=["harness", "native"])
+def test_autogen_boundary_a_call_id_that_is_not_a_string(tools: Tools, call_id: Any, native: bool) -> None:
+    def echo(text: str) -> str:
+        """Echo a text."""
+        tools.received.append(text)
+        return text
+
+    # As test_autogen_boundary: the error kills AssistantAgent's tool step, and agent.run() never returns.
+    tool = FunctionTool(echo, description="Echo a text.") if native else to_autogen("echo", tools.registry)
+    execute: Callable[..., Any] = AssistantAgent._execute_tool_call
+    step = execute(
+        FunctionCall(id=call_id, name="echo", arguments='{"text": "a"}'),
+        workbench=[StaticWorkbench([tool])],
+        handoff_tools=[],
+        agent_name="a",
+        cancellation_token=CancellationToken(),
+        stream=asyncio.Queue(),
+    )
+    with pytest.raises(ValidationError, match="FunctionExecutionResult"):
+        asyncio.run(step)
+    assert tools.received == ["a"]  # the tool ran

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from ._log import log_enabled, log_enabled_for, log_event, log_gated
     from ._plugins import PluginSet
     from ._policies import CircuitBreakerPolicy, RateLimit, RetryPolicy
-    from ._redact import REDACTED, SECRET_KEYS, Redactor, redact
+    from ._redact import MODEL_QUERY_SECRET_KEYS, MODEL_SECRET_KEYS, REDACTED, SECRET_KEYS, Redactor, redact
     from ._registry import ToolRegistry
     from ._render import fingerprint, rendered_length
     from ._runners import ProcessRunner, Runner, ThreadRunner
@@ -85,6 +85,8 @@ _LAZY: dict[str, str] = {  # name -> module: imported on first use, so start-up 
     "RetryPolicy": "._policies",
     "REDACTED": "._redact",
     "SECRET_KEYS": "._redact",
+    "MODEL_SECRET_KEYS": "._redact",
+    "MODEL_QUERY_SECRET_KEYS": "._redact",
     "Redactor": "._redact",
     "redact": "._redact",
     "ToolRegistry": "._registry",
@@ -130,6 +132,8 @@ __all__ = [
     "PluginError",
     "REDACTED",
     "SECRET_KEYS",
+    "MODEL_SECRET_KEYS",
+    "MODEL_QUERY_SECRET_KEYS",
     "PluginSet",
     "ProgressCallback",
     "ProcessRunner",

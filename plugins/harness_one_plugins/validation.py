@@ -21,7 +21,7 @@ import re
 import sys
 import time
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urldefrag
 
 from harness_one import (
@@ -40,6 +40,9 @@ from harness_one import (
 )
 
 from . import _formats
+
+if TYPE_CHECKING:
+    from harness_one import Redactor
 
 __all__ = ["Backend", "CompiledSchema", "ValidationPlugin", "check_limits", "compile_schema", "rust_available"]
 
@@ -1912,9 +1915,12 @@ def _shrink(value: Any, depth: int = 0) -> tuple[Any, bool]:
     return f"<{type(value).__name__}>", False
 
 
-def _preview(value: Any, limit: int = 60) -> str:
-    """``value`` as short JSON-like text (bounded work for any size; surrogates escaped)."""
+def _preview(value: Any, limit: int = 60, mask: Callable[[Any], Any] | None = None) -> str:
+    """``value`` as short JSON-like text (bounded work for any size; surrogates escaped); ``mask``
+    rewrites the small copy shown (:func:`_got`)."""
     small, cut = _shrink(value)
+    if mask is not None:
+        small = mask(small)
     text = json.dumps(small, ensure_ascii=False)
     text = text.encode("utf-8", "backslashreplace").decode("utf-8")
     if len(text) > limit:
@@ -1923,6 +1929,52 @@ def _preview(value: Any, limit: int = 60) -> str:
 
 
 _show = _preview
+
+#: What an argument error shows in place of a value under a secret key.
+_HIDDEN = "(redacted)"
+_redactor: Redactor | None = None
+
+
+def _secrets() -> Redactor:
+    """The redactor of the errors the model reads (:data:`harness_one.MODEL_SECRET_KEYS`, as exception
+    texts are masked), made on the first refusal."""
+    global _redactor
+    if _redactor is None:
+        from harness_one import MODEL_QUERY_SECRET_KEYS, MODEL_SECRET_KEYS, Redactor  # only a refusal needs it
+
+        _redactor = Redactor(MODEL_SECRET_KEYS, last_words=True, query_keys=MODEL_QUERY_SECRET_KEYS)
+    return _redactor
+
+
+def _got(value: Any, path: Iterable[Any]) -> str:
+    """``value``, found at ``path``, as an argument error shows it: :func:`_preview` with secrets masked as in exception texts.
+
+    A value under a secret key (any key of ``path``: ``$.api_key``, ``$.auth.user``) is not
+    shown (:data:`_HIDDEN`; null and booleans are, holding nothing). In a value shown, what is
+    under a secret key is ``[REDACTED]``, and text is masked as the redactor masks it
+    (``password=...``, URL user-info). Only refusals come here, never a call that passes.
+    """
+    redactor = _secrets()
+    shown = value is None or isinstance(value, bool) or (isinstance(value, float) and not math.isfinite(value))
+    if not shown and any(isinstance(k, str) and redactor.is_secret(k) for k in path):
+        return _HIDDEN
+    return _preview(value, mask=lambda small: _masked(small, redactor))
+
+
+def _masked(value: Any, redactor: Redactor) -> Any:
+    """A value :func:`_shrink` made, with what the redactor masks masked: values under secret keys, a
+    ``[secret name, value]`` pair's value, and secrets in text."""
+    from harness_one import REDACTED
+
+    if isinstance(value, str):
+        return redactor.mask(value)
+    if isinstance(value, dict):
+        return {k: REDACTED if redactor.is_secret(k) else _masked(v, redactor) for k, v in value.items()}
+    if isinstance(value, list):
+        if len(value) == 2 and isinstance(value[0], str) and redactor.is_secret(value[0]):
+            return [value[0], REDACTED]
+        return [_masked(v, redactor) for v in value]
+    return value
 
 
 def _describe(error: Any) -> list[ArgumentProblem]:
@@ -1945,7 +1997,7 @@ def _describe(error: Any) -> list[ArgumentProblem]:
                 f"could not be matched against the pattern {expect!r} within the time limit; send a shorter or simpler value",
                 kw,
                 _show(expect, 120),
-                _show(got),
+                _got(got, error.absolute_path),
             )
         ]
     if kw == "required":
@@ -1990,7 +2042,9 @@ def _describe(error: Any) -> list[ArgumentProblem]:
                         )
         if problems:
             return problems
-    return [ArgumentProblem(path, _message(kw, expect, got, error) + why, kw, _expected(kw, expect), _show(got))]
+    return [
+        ArgumentProblem(path, _message(kw, expect, got, error) + why, kw, _expected(kw, expect), _got(got, error.absolute_path))
+    ]
 
 
 class _RustError:
@@ -2171,7 +2225,7 @@ def _expected(kw: str, expect: Any) -> str:
 
 
 def _message(kw: str, expect: Any, got: Any, error: Any) -> str:
-    shown = _show(got)
+    shown = _got(got, error.absolute_path)
     if kw == "type":
         kind = json_type(got)  # "got integer 5", and "got null", not "got null null"; "got NaN", no JSON number
         plain = shown == kind or (isinstance(got, float) and not math.isfinite(got))

@@ -6,7 +6,9 @@ framework's run context, called once per tool call, whose result becomes ``Call.
 Whatever arguments a framework hands over, the adapter passes them to the registry in a form
 whose refusal names the model's mistake (:func:`not_an_object`, :func:`is_json`), never raising.
 A call the harness holds for approval where nothing can approve it is refused with
-:func:`not_asked`, which ``harness-one call`` and the MCP server use too.
+:func:`not_asked`, which ``harness-one call`` and the MCP server use too. A call of an adapted
+tool that was removed from the registry since is refused with :func:`no_longer_available`,
+which names no other tool.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from typing import Any, NoReturn, TypeAlias, TypeVar
 from .._approval import NotAsked, not_asked
 from .._arguments import decode_arguments
 from .._call import CallResult, new_call_id
-from .._errors import ToolError
+from .._errors import ToolError, ToolNotFound
 from .._log import log_event
 from .._redact import redact
 from .._registry import ToolRegistry
@@ -35,6 +37,7 @@ __all__ = [
     "check_context",
     "grant_approval",
     "is_json",
+    "no_longer_available",
     "not_an_object",
     "not_asked",
     "refusal",
@@ -177,6 +180,23 @@ def not_an_object(value: Any) -> Any:
 def refusal(error: ToolError) -> CallResult:
     """The :class:`CallResult` of a call refused before it reached the registry (``call_context`` failed)."""
     return CallResult(False, None, error, error.tool or "", error.call_id or new_call_id(), 0.0, 0)
+
+
+def no_longer_available(result: CallResult, registry: ToolRegistry, name: str) -> CallResult:
+    """``result``, where the registry no longer holds the adapted tool ``name``, as a refusal naming no other tool.
+
+    The registry's own "Unknown tool" lists its tools (or suggests close names): tools this
+    agent was never given, which the model must not learn of. The refusal is still a
+    :class:`ToolNotFound` (``kind`` ``not_found``). Any other result is returned as it is.
+    """
+    error = result.error
+    if not isinstance(error, ToolNotFound) or error.tool != name or name in registry:
+        return result
+    refused = ToolNotFound(name)
+    refused.message = f"Tool '{name}' is no longer available; continue without it."
+    refused.args = (refused.message,)
+    refused.call_id = error.call_id if error.call_id is not None else result.call_id
+    return result._replace(error=refused)
 
 
 def _approval(reg: ToolRegistry) -> Any:

@@ -4,7 +4,8 @@ The tool advertises the harness schema and hands the model's raw arguments to th
 so they are validated once, by the harness (the framework's own checks of a schema-built tool
 are skipped, as are its ``max_invocations`` counters: the harness policies apply instead).
 Arguments the framework could not read as a JSON object (its ``{"raw": ...}``) reach the
-registry as the model's text again, for the harness to refuse.
+registry as the model's text again, for the harness to refuse; for a tool that takes no ``raw``,
+the refusal also names the other reading (the model's own ``{"raw": ...}``, an unexpected property).
 Function middleware wraps it like any other tool. The tool-call id becomes the harness call
 id, and ``context=`` is a mapping or a function of the ``FunctionInvocationContext``
 (``ctx.kwargs`` is what ``agent.run(..., function_invocation_kwargs=...)`` was given,
@@ -25,6 +26,7 @@ would reach the model. A direct call (no invocation context) waits in the harnes
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -33,7 +35,7 @@ from agent_framework import Content, FunctionInvocationContext, FunctionTool
 from pydantic import BaseModel
 
 from .._call import CallResult
-from .._errors import ToolError
+from .._errors import ToolArgumentError, ToolError
 from .._registry import ToolRegistry
 from .._tool import Tool
 from ._common import (
@@ -45,6 +47,7 @@ from ._common import (
     check_context,
     grant_approval,
     is_json,
+    no_longer_available,
     not_an_object,
     not_asked,
     refusal,
@@ -99,6 +102,7 @@ class HarnessFunctionTool(FunctionTool):
             # granted with the arguments they approved (a call with other ones is held by the harness).
             grant_approval(self.registry, call_id, self.harness_tool, _approved_arguments(ctx, arguments))
         result = await self.registry.atry_call(self.name, arguments, context=context, call_id=call_id)
+        result = no_longer_available(result, self.registry, self.name)  # removed from the registry since
         if not result.ok and ctx is not None and call_id is not None:
             # In the framework's loop a call the harness holds would never bring its result back to the model:
             # refused. An always_require call was approved, but not as it ran (the rule needed no grant when checked).
@@ -113,7 +117,8 @@ class HarnessFunctionTool(FunctionTool):
         For a tool with a ``raw`` parameter, only a value that is no JSON but starts like a JSON
         object (``{"``) is taken for the model's malformed text: anything else is a ``raw`` argument.
         An object under ``raw`` is never the framework's (it hands a JSON object over as it is):
-        those are the model's arguments.
+        those are the model's arguments. For a tool without one, the model may as well have sent
+        ``{"raw": ...}`` itself: its refusal says both (:meth:`_both_readings`).
         """
         if len(arguments) != 1 or "raw" not in arguments:
             return arguments
@@ -124,6 +129,37 @@ class HarnessFunctionTool(FunctionTool):
         if "raw" in self.harness_tool.parameters.get("properties", {}):
             return value if not readable and _OBJECT_START.match(value) else arguments
         return not_an_object(value) if readable else value
+
+    def _both_readings(self, arguments: Mapping[str, Any], result: CallResult) -> CallResult:
+        """The refusal of ``{"raw": value}`` read as the model's text, naming the other reading too.
+
+        The framework hands text it cannot read as an object as ``{"raw": text}``, the same as a
+        model's own ``{"raw": "..."}``: for a tool that refuses a ``raw`` property the model reads
+        that its arguments were either the text refused, or an object with that unexpected
+        property (and which properties the tool takes).
+        """
+        error = result.error
+        parameters = self.harness_tool.parameters
+        properties = parameters.get("properties") or {}
+        if (
+            not isinstance(error, ToolArgumentError)
+            or len(arguments) != 1
+            or "raw" not in arguments
+            or isinstance(arguments["raw"], Mapping)
+            or "raw" in properties
+            or parameters.get("additionalProperties") is not False
+            or not error.problems
+            or any(p.path != "$" for p in error.problems)
+        ):
+            return result
+        allowed = ", ".join(sorted(properties)) or "none"
+        also = (
+            f'; or, if the arguments were the object {{"raw": ...}} (the framework passes on both the same way), '
+            f"'raw' is an unexpected property; allowed properties: {allowed}"
+        )
+        first, *rest = error.problems
+        problems = [dataclasses.replace(first, message=first.message + also), *rest]
+        return result._replace(error=ToolArgumentError(problems, tool=error.tool, call_id=error.call_id))
 
     async def invoke(
         self,
@@ -143,7 +179,7 @@ class HarnessFunctionTool(FunctionTool):
             # saw them fail the run, and arguments changed after the person approved them are asked about again.
             self._ensure_security_arguments_unchanged(context, raw)
             self._ensure_approved_arguments_unchanged(context, self._approval_visible_arguments(arguments, context))
-        result = await self._call(self._model_text(raw), context, tool_call_id or None)
+        result = self._both_readings(raw, await self._call(self._model_text(raw), context, tool_call_id or None))
         if skip_parsing:
             return _value(result)
         return [Content.from_text(result.for_model())]

@@ -27,7 +27,17 @@ from .._errors import ToolError
 from .._registry import ToolRegistry
 from .._render import dumps, render_value, safe_text
 from .._tool import Tool
-from ._common import Context, ToolLike, call_context, check_context, not_an_object, not_asked, resolve, select
+from ._common import (
+    Context,
+    ToolLike,
+    call_context,
+    check_context,
+    no_longer_available,
+    not_an_object,
+    not_asked,
+    resolve,
+    select,
+)
 
 __all__ = ["HarnessAutoGenTool", "as_autogen_tools", "to_autogen"]
 
@@ -67,6 +77,7 @@ class HarnessAutoGenTool(BaseTool[_AnyArgs, BaseModel]):
         context = call_context(self._context, run_context, tool=name, call_id=call_id or None)  # a ToolError: an error result
         result = await self._registry.atry_call(name, arguments, context=context, call_id=call_id or None)
         if not result.ok:
+            result = no_longer_available(result, self._registry, name)  # removed from the registry since
             result = not_asked(result, "no_step")  # AutoGen has no approval step: a call the harness holds is refused
             assert result.error is not None
             raise ToolError(safe_text(result.error.message), tool=name, call_id=result.call_id)

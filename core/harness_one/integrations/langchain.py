@@ -47,7 +47,18 @@ from .._errors import ToolDefinitionError, ToolError
 from .._registry import ToolRegistry
 from .._render import safe_text
 from .._tool import Tool
-from ._common import Context, ToolLike, approval_needed, call_context, check_context, grant_approval, not_asked, resolve, select
+from ._common import (
+    Context,
+    ToolLike,
+    approval_needed,
+    call_context,
+    check_context,
+    grant_approval,
+    no_longer_available,
+    not_asked,
+    resolve,
+    select,
+)
 
 __all__ = [
     "HarnessApprovalMiddleware",
@@ -95,14 +106,15 @@ def _no_writer(chunk: Any) -> None:
     """The stream writer of a runtime built outside a graph: drops what it is given."""
 
 
-def _answer(result: CallResult) -> str:
+def _answer(result: CallResult, registry: ToolRegistry, name: str) -> str:
     """The harness's text for the model; an error as a ``ToolException`` (an error ``ToolMessage``).
 
     A call the harness holds for approval reached the tool without LangChain asking a person
     about it (no :func:`approval_middleware`, or one that did not review it): it is refused.
+    A call of the tool removed from the registry since is refused naming no other tool.
     """
     if not result.ok:
-        result = not_asked(result, "not_reviewed")
+        result = not_asked(no_longer_available(result, registry, name), "not_reviewed")
         assert result.error is not None
         raise ToolException(safe_text(result.error.message))
     return result.for_model()
@@ -139,7 +151,7 @@ def _functions(
         _harness_call: tuple[dict[str, Any], str | None],
     ) -> Any:
         arguments, ctx, call_id = request(_harness_runtime, _harness_config, _harness_call)
-        return _answer(registry.try_call(name, arguments, context=ctx, call_id=call_id))
+        return _answer(registry.try_call(name, arguments, context=ctx, call_id=call_id), registry, name)
 
     async def arun(
         *,
@@ -148,7 +160,7 @@ def _functions(
         _harness_call: tuple[dict[str, Any], str | None],
     ) -> Any:
         arguments, ctx, call_id = request(_harness_runtime, _harness_config, _harness_call)
-        return _answer(await registry.atry_call(name, arguments, context=ctx, call_id=call_id))
+        return _answer(await registry.atry_call(name, arguments, context=ctx, call_id=call_id), registry, name)
 
     return run, arun
 

@@ -41,6 +41,7 @@ from ._common import (
     call_context,
     check_context,
     grant_approval,
+    no_longer_available,
     not_asked,
     refusal,
     resolve,
@@ -74,7 +75,7 @@ def to_openai_agents(
         else:
             if gated and call_id and ctx.is_tool_approved(name, call_id):
                 grant_approval(reg, call_id, found, args)  # the person approved it in the SDK: the harness does not ask again
-            result = await reg.atry_call(name, args, context=extra, call_id=call_id)
+            result = no_longer_available(await reg.atry_call(name, args, context=extra, call_id=call_id), reg, name)
         if not result.ok:
             # held by the harness, yet the SDK asked no one about it (its rule said no then, or the tool has none)
             result = not_asked(result, "rule_said_no" if gated else "no_step")

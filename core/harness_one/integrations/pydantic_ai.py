@@ -40,6 +40,7 @@ from ._common import (
     call_context,
     check_context,
     grant_approval,
+    no_longer_available,
     not_an_object,
     not_asked,
     resolve,
@@ -140,7 +141,10 @@ def to_pydantic_ai(tool: ToolLike, registry: ToolRegistry | None = None, *, cont
             return json_data(result.value)  # what the harness's text holds: NaN as "NaN", bytes and objects as text
         # held by the harness, yet Pydantic AI put it to no one (the rule said no then, or the tool has none), or
         # the approval it got was not for the call as it ran: refused
-        result = not_asked(result, "approval_missed" if ctx.tool_call_approved else "rule_said_no" if gated else "no_step")
+        result = not_asked(
+            no_longer_available(result, reg, name),
+            "approval_missed" if ctx.tool_call_approved else "rule_said_no" if gated else "no_step",
+        )
         assert result.error is not None
         message = safe_text(result.error.message)
         if result.error.kind == "invalid_arguments":
