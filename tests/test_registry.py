@@ -109,6 +109,17 @@ def test_bad_input_shapes(registry: ToolRegistry) -> None:
             registry.call("echo", raw)
 
 
+def test_a_json_mistake_after_a_secret_does_not_show_it(registry: ToolRegistry) -> None:
+    """The refusal quotes the text around the mistake: it quoted the value of the secret key before it."""
+    registry.add(lambda api_key="", n=0: n, name="login")
+    for raw in ('{"api_key": "sk-SECRET-abc123" "n": 1}', '{"n": 1, "password": "sk-SECRET-abc123",}'):
+        result = registry.try_call("login", raw)
+        assert result.error is not None and "not valid JSON" in result.error.message
+        assert "sk-SECRET" not in result.for_model() and "[REDACTED]" in result.error.message
+    near = registry.try_call("login", '{"n": 1 "x": 2}').error
+    assert near is not None and '(near \'{"n": 1 "x": 2}\')' in near.message  # the rest is quoted as before
+
+
 def test_bare_registry_still_checks_names(bare: ToolRegistry) -> None:
     @define_tool(registry=bare)
     def f(a: int) -> int:

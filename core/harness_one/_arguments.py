@@ -255,7 +255,11 @@ def _parse(raw: str | bytes | bytearray | memoryview, limits: ArgumentLimits) ->
             ]
         ) from None
     except json.JSONDecodeError as exc:
-        snippet = text[max(0, exc.pos - 20) : exc.pos + 20]
+        from ._redact import mask_secrets  # (a refusal only)
+
+        # The 40 characters around the mistake, masked with the text before them in view, so the
+        # value of a secret key the mistake follows is not shown ({"api_key": "sk-..." "n": 1}).
+        snippet = mask_secrets(text[max(0, exc.pos - 1000) : exc.pos + 20])[-40:]
         raise _problem(
             f"arguments are not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno} (near {snippet!r})",
             "json",
