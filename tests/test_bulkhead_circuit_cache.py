@@ -19,6 +19,7 @@ from harness_one import (
     CircuitBreakerPolicy,
     CircuitOpen,
     ManualClock,
+    Outcome,
     RetryableError,
     ToolArgumentError,
     ToolBusy,
@@ -49,11 +50,9 @@ def test_cap_fails_fast_then_frees() -> None:
     for t in threads:
         t.start()
     inside.wait(5)  # both slots are taken
-    with pytest.raises(
-        ToolBusy, match=r"Tool 'work' is busy \(2 of its 2 calls at once are running\)\. Try again shortly\."
-    ) as err:
+    with pytest.raises(ToolBusy, match=r"Tool 'work' is busy \(2 running, its limit at once\)\. Try again shortly\.") as err:
         reg.call("work")
-    assert err.value.retry_after is not None
+    assert err.value.retry_after is None  # max_wait 0: the cap waited what it would (a retry policy lets it stand)
     release.set()
     for t in threads:
         t.join()
@@ -109,7 +108,7 @@ def test_registry_wide_cap() -> None:
     t = threading.Thread(target=reg.call, args=("a",))
     t.start()
     entered.wait(5)
-    with pytest.raises(ToolBusy, match=r"is busy \(1 of the 1 calls of all tools at once are running\)"):
+    with pytest.raises(ToolBusy, match=r"is busy \(1 running of all tools, their limit at once\)"):
         reg.call("b")
     release.set()
     t.join()
@@ -753,3 +752,34 @@ def test_a_probe_in_flight_when_the_clock_steps_back_gives_its_place_within_open
     finally:
         release.set()
         hung.join(10)
+
+
+def test_a_plugin_may_still_answer_the_caps_final_refusal() -> None:
+    """The cap's on_error runs first; once max_wait is spent it decides nothing (it took the decision,
+    an Outcome, for a while, and an application's fallback for a busy tool was ignored)."""
+
+    class Fallback:
+        name = "fallback"
+
+        @hookimpl
+        def harness_on_error(self, call: Call, error: BaseException) -> Outcome | None:
+            return Outcome.success("from the fallback") if isinstance(error, ToolBusy) else None
+
+    reg = ToolRegistry(autoload=False)
+    reg.plugins.register(Fallback())
+    inside, release = threading.Event(), threading.Event()
+
+    def work() -> str:
+        inside.set()
+        release.wait(5)
+        return "ran"
+
+    reg.add(work, max_concurrency=1, retry=3)
+    holder = threading.Thread(target=reg.call, args=("work",))
+    holder.start()
+    try:
+        assert inside.wait(5)
+        assert reg.call("work") == "from the fallback"
+    finally:
+        release.set()
+        holder.join(5)

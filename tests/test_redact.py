@@ -418,3 +418,10 @@ def test_lone_surrogates_are_shown_as_escapes_so_the_text_is_valid_utf8() -> Non
     json.dumps(shown, ensure_ascii=False).encode("utf-8")
     long = redactor.text("x\udcff" * 3000)  # cut at 2,000 characters, then escaped: bounded
     assert long.endswith("... (6000 characters)") and len(long) < 7100 and long.encode("utf-8")
+
+
+def test_text_with_surrogates_keeps_to_its_limit() -> None:
+    """Escaped after the cut, 100 lone surrogates cut at 50 came back as 320 characters."""
+    shown = Redactor().text("\udcff" * 100, limit=50)
+    assert shown.startswith("\\udcff" * 8) and len(shown) <= 50 + len("... (100 characters)")
+    shown.encode("utf-8")  # valid UTF-8

@@ -299,10 +299,10 @@ class Redactor:
         renderer or a trace exporter encoding the text does not fail."""
         value = self._without_values(value)  # whole: a cut could leave part of a secret value to show
         size, scan = len(value), _SCAN * limit
-        value = self._mask_structure(value[:scan] if size > scan else value)
-        if size > limit:
+        value = _utf8(self._mask_structure(value[:scan] if size > scan else value))  # escaped, then cut: within limit
+        if size > limit or len(value) > limit:
             value = f"{value[:limit]}... ({size} characters)"
-        return _utf8(value)
+        return value
 
     def mask(self, value: str) -> str:
         """``value`` with secret values, URL user-info and values after secret key names masked

@@ -170,7 +170,9 @@ def parse_call(obj: Any, *, provider: str | None = None) -> Request | None:
             why = "its model_dump() did not give an object of the call's fields"
         else:
             why = "it is not a dict and has no model_dump() method (a call's fields are not read from attributes)"
-        raise BadRequest(f"cannot read a call from a {type(obj).__name__}: {why}; give a dict or the provider SDK's object", seen["id"])
+        raise BadRequest(
+            f"cannot read a call from a {type(obj).__name__}: {why}; give a dict or the provider SDK's object", seen["id"]
+        )
     rid: Any = call.get("id")
     problem = "the request has no tool 'name'"
     if shape == "anthropic":

@@ -9,7 +9,7 @@ import weakref
 from collections.abc import Sequence
 from typing import Any
 
-from harness_one import Await, Call, Clock, Outcome, Retry, Tool, ToolBusy, ToolRegistry, applies_to, hookimpl
+from harness_one import Await, Call, Clock, Retry, Tool, ToolBusy, ToolRegistry, applies_to, hookimpl
 from harness_one.state import (
     AsyncTwins,
     ConcurrencySlots,
@@ -53,8 +53,9 @@ class ConcurrencyPlugin:
     A call beyond the cap waits up to ``max_wait`` seconds for a slot, polling every
     ``poll`` seconds (sleeping in async callers, blocking in sync ones), then fails with
     :class:`ToolBusy`. ``max_wait`` bounds the wait also under a retry policy: this plugin's
-    ``on_error`` runs first (``tryfirst``) and decides its own refusal, a wait for a slot or
-    the final ``ToolBusy``, so no later plugin waits it out again. A slot is held from admission
+    ``on_error`` runs first (``tryfirst``) and decides its own refusal: a wait for a slot, or,
+    once ``max_wait`` is spent, the ``ToolBusy`` stands without a ``retry_after``, which a retry
+    policy does not wait out. A slot is held from admission
     until the attempt ends. Waiters are not served in arrival order. With shared state (Redis) the caps hold across every process,
     and a slot is a lease of ``lease`` seconds, renewed while the call runs, so the slots of
     a killed process free themselves.
@@ -162,9 +163,9 @@ class ConcurrencyPlugin:
         name = call.tool.name
         if not admitted:
             full = (
-                f"{running} of its {cap} calls at once are running"
+                f"{running} running, its limit at once"
                 if cap is not None and running >= cap
-                else f"{overall} of the {self.total} calls of all tools at once are running"
+                else f"{overall} running of all tools, their limit at once"
             )
             with self._lock:
                 self.refused += 1
@@ -178,7 +179,7 @@ class ConcurrencyPlugin:
         call.state[_HELD] = holder
         self._leases.hold(holder, (name, holder, cap))
 
-    def _release(self, call: Call, answer: Retry | Outcome | None = None) -> Retry | Outcome | Await | None:
+    def _release(self, call: Call, answer: Retry | None = None) -> Retry | Await | None:
         """Give the call's slot back; then ``answer`` is the hook's (through an Await for Redis).
 
         A tool that runs on after its caller stopped waiting (``call.lingering``) keeps its
@@ -229,7 +230,7 @@ class ConcurrencyPlugin:
         except StateUnavailable as exc:
             self._not_released(name, exc, None)
 
-    def _not_released(self, tool: str, exc: StateUnavailable, answer: Retry | Outcome | None) -> Retry | Outcome | None:
+    def _not_released(self, tool: str, exc: StateUnavailable, answer: Retry | None) -> Retry | None:
         self.fail.note(exc, tool, "slot not released; it frees when its lease ends")
         return answer
 
@@ -240,17 +241,19 @@ class ConcurrencyPlugin:
 
     @hookimpl(tryfirst=True)
     @applies_to(_capped)
-    def harness_on_error(self, call: Call, error: BaseException) -> Retry | Outcome | Await | None:
+    def harness_on_error(self, call: Call, error: BaseException) -> Retry | Await | None:
         return self._release(call, self._wait(call, error))
 
-    def _wait(self, call: Call, error: BaseException) -> Retry | Outcome | None:
-        """This plugin's own refusal decided: a wait for a slot (``Retry``) while ``max_wait`` lasts, then
-        the ``ToolBusy`` as the call's final error (an ``Outcome``: a retry policy does not wait it out again)."""
+    def _wait(self, call: Call, error: BaseException) -> Retry | None:
+        """This plugin's own refusal: a wait for a slot (``Retry``) while ``max_wait`` lasts; then the
+        ``ToolBusy`` stands, without a ``retry_after`` (the cap waited what it would: a retry policy,
+        which runs after this hook, lets it stand; an application's plugin may still answer it)."""
         if not call.take(_REFUSED, False) or not isinstance(error, ToolBusy):
             return None
         waited = call.peek(_WAITED, 0.0)
         if waited + self.poll > self.max_wait:
-            return Outcome.failure(error)
+            error.retry_after = None
+            return None
         call.state[_WAITED] = waited + self.poll
         return Retry(self.poll)
 

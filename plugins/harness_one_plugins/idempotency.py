@@ -15,7 +15,6 @@ JSON the model read for it, and one it cannot hold even so as :class:`OutcomeNot
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Awaitable, Iterator, Sequence
 from pathlib import Path
@@ -108,19 +107,6 @@ def _as_json(data: Any) -> Any:
     return json.loads(CallResult(True, data, None, "", "", 0.0, 1).for_model())
 
 
-def _digest(call: Call) -> str:
-    """The fingerprint a key is matched by: the arguments, and the context for a tool that reads it
-    (a ``Call`` parameter), as JSON values. A context that is not JSON cannot be compared: a digest
-    of its own, which no later call matches."""
-    asked = fingerprint(call.arguments)
-    if call.tool.call_param is None or not call.context:
-        return asked
-    seen = fingerprint(dict(call.context), json_only=True)
-    if seen is None:
-        return f"unmatched-context:{new_token()}"
-    return hashlib.sha256(f"{asked}:{seen}".encode()).hexdigest()
-
-
 class IdempotencyPlugin:
     """Replays the first outcome of a call made with ``idempotency_key=``.
 
@@ -148,8 +134,8 @@ class IdempotencyPlugin:
     and one it cannot hold even so (too large) as :class:`OutcomeNotReplayable`, counted in
     ``stats()["idempotency"]["not_replayable"]``: the key is never freed for the tool to run
     again. A plugin's hook failing after the tool returned (a :class:`~harness_one.PluginError`)
-    fails this call only: the key keeps the tool's value. For a tool that reads the context (a
-    ``Call`` parameter) the key is matched by its arguments and its context, as JSON values.
+    fails this call only: the key keeps the tool's value. A key is matched by the arguments
+    alone: keys are the caller's, and one caller's key is not another's to reuse.
 
     A store whose methods take ``owner`` (the standard ones do) gets a token per claim; an
     outcome its lapsed owner could not store (another call holds the key) is logged and
@@ -228,7 +214,7 @@ class IdempotencyPlugin:
         key = call.idempotency_key
         if key is None or call.peek(_OWNED) is not None:
             return None
-        digest = _digest(call)
+        digest = fingerprint(call.arguments)
         store, name, now = self.store, call.tool.name, self.clock.now()
         owner = new_token() if self._owners(store) else None
         mine = self._owners.keywords(store, owner)
@@ -260,11 +246,8 @@ class IdempotencyPlugin:
             self._leases.hold(id(call), (call.tool.name, key, owner, digest))
             return None
         if found.fingerprint != digest:
-            what = (
-                "arguments" if call.tool.call_param is None else "arguments or context (a context that is not JSON never matches)"
-            )
             raise IdempotencyKeyMismatch(
-                f"Idempotency key '{key}' was already used for tool '{call.tool.name}' with different {what}. "
+                f"Idempotency key '{key}' was already used for tool '{call.tool.name}' with different arguments. "
                 "Use a new key for a new request, or repeat the original arguments.",
                 tool=call.tool.name,
                 call_id=call.call_id,
