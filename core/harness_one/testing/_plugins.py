@@ -9,13 +9,14 @@ import dataclasses
 import functools
 import gc
 import inspect
+import itertools
 import re
 import sys
 import textwrap
 import threading
 import tracemalloc
-from collections import deque
-from collections.abc import Callable, Iterator, Mapping
+from collections import Counter, deque
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from types import BuiltinFunctionType, CodeType, FrameType, FunctionType, MethodType, ModuleType
@@ -28,13 +29,13 @@ from .. import hookspecs
 from .._call import Call
 from .._clock import ManualClock
 from .._entrypoints import PLUGIN_GROUP, entry_points
-from .._errors import PluginError, ToolError
+from .._errors import PluginError, ToolCancelled, ToolError, ToolExecutionError
 from .._plugins import KEY_GUARD, missing_guards
 from .._registry import ToolRegistry
 from .._tool import Tool
 from ..hookspecs import PER_CALL_HOOKS, PROJECT, hookimpl
 from ._audit import blocking_calls
-from ._suite import BoundedClock, Suite
+from ._suite import BoundedClock, Overran, Suite, _own_code, _where, bounded
 
 __all__ = ["PluginTests", "footprint"]
 
@@ -49,6 +50,11 @@ _RELEASE_CALLS = 100
 _CUT_POINTS = 8
 #: Event loop steps a cancelled acall is given to end before the probe it waits in returns.
 _DRAIN_STEPS = 100
+#: What each call of the growth check is, in turn: most succeed, one fails in the tool (``fail=True``), one is
+#: refused by the kit's gate before the plugin's ``pre_call`` (what a call takes must be given back on every path).
+_GROWTH_CYCLE = ("ok", "ok", "ok", "fail", "ok", "ok", "ok", "refused")
+#: The ``x`` of the calls the kit's gate refuses.
+_REFUSED_X = -1
 #: The user property under which the check beside the standard plugins reports where the plugin runs.
 PLAN_PROPERTY = "harness_one_plan"
 _SETUP_HOOKS = ("harness_configure", "harness_tool_added", "harness_tool_removed", "harness_stats")
@@ -113,6 +119,34 @@ def _waiting_probe(reached: list[int], release: asyncio.Event) -> Callable[..., 
 
 
 _LRU_CACHE = type(functools.lru_cache(maxsize=None)(len))
+#: The names of the hooks: a stuck frame of the code under test by one of these names is the plugin's hook.
+_HOOK_NAMES = frozenset(n for n in dir(hookspecs) if n.startswith("harness_"))
+
+
+def _hook_frame(frame: FrameType) -> str | None:
+    """``frame``, described, when it runs a hook implementation of the code under test."""
+    return f"the plugin's {_where(frame)}" if frame.f_code.co_name in _HOOK_NAMES and _own_code(frame, library=False) else None
+
+
+def _bounded_check(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Check ``fn``, run in a daemon thread given ``check_deadline`` seconds: past them it fails, naming the hook
+    that did not return (a lock only another call releases, an event no one sets) and showing its thread's stack."""
+
+    @functools.wraps(fn)
+    def check(self: PluginTests, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return bounded(self.check_deadline, lambda: fn(self, *args, **kwargs), locate=_hook_frame)
+        except Overran as overran:
+            stuck = overran  # failed below, outside the handler: the report is the whole story
+        pytest.fail(
+            f"{fn.__name__} did not end within check_deadline = {self.check_deadline:g} s: stuck in {stuck.where}, "
+            "which never returned (a hook that waits for what only another call gives, or no one: a lock taken in "
+            "pre_call and released only in post_call, an Event no one sets; raise check_deadline if the check only "
+            f"needs longer)\n{stuck.stack}",
+            pytrace=False,
+        )
+
+    return check
 
 
 def footprint(root: Any, *, limit: int = 1_000_000) -> int:
@@ -392,6 +426,43 @@ class _Guard:
         raise _Refused(f"the conformance kit's guard refuses every call of {call.tool.name!r}")
 
 
+class _Gate:
+    """Refuses the calls of ``x = _REFUSED_X`` in a ``pre_call`` that runs before every other plugin's, as access
+    control does, and lets the others through."""
+
+    name = "harness_one_conformance_gate"
+    order = -(10**9)
+
+    @hookimpl(tryfirst=True)
+    def harness_pre_call(self, call: Call) -> None:
+        if call.arguments.get("x") == _REFUSED_X:
+            raise _Refused(f"the conformance kit's gate refuses the calls of {call.tool.name!r} with x = {_REFUSED_X}")
+
+
+def _own_refusals(errors: Sequence[BaseException], total: int) -> str:
+    """When most of ``total`` calls ended in ``errors`` that are the plugin's own refusals (a ``ToolError`` the
+    tool, a crashing hook, a cancellation or the kit did not raise), what to do about it; else nothing."""
+    own = Counter(
+        type(e).__name__
+        for e in errors
+        if isinstance(e, ToolError) and not isinstance(e, (ToolExecutionError, PluginError, ToolCancelled, _Refused))
+    )
+    if not own or 2 * sum(own.values()) <= total:
+        return ""
+    kinds = ", ".join(sorted(own))
+    return (
+        f"\n{sum(own.values())} of the {total} calls were refused by the plugin itself ({kinds}): a plugin with limits (a "
+        "quota, a rate, a budget) is checked with generous ones, passed through plugin_factory "
+        "(plugin_factory = lambda: MyPlugin(per_minute=1e9))"
+    )
+
+
+def _shown_errors(errors: Sequence[BaseException], limit: int = 3) -> str:
+    """The most frequent of ``errors``, as ``Class: message (n x)``."""
+    counts = Counter(f"{type(e).__name__}: {str(e)[:160]}" for e in errors)
+    return "; ".join(f"{text} ({n} x)" if n > 1 else text for text, n in counts.most_common(limit))
+
+
 class _Standin:
     """A plugin put in the place of the one under test."""
 
@@ -420,6 +491,9 @@ class PluginTests(Suite, standard=True, provided=("make_plugin", "call_options",
     Capability flags: ``supports_async`` (True): the plugin works for ``acall`` too. ``guards_calls``
     (False): the plugin refuses calls (access control), so its ``pre_call`` must run before every standard
     plugin's.
+
+    Each check runs in a daemon thread given ``check_deadline`` seconds (30): a hook that never returns fails the
+    check, naming the hook and showing its thread's stack, instead of hanging the run.
     """
 
     plugin_factory: ClassVar[Any] = None
@@ -431,7 +505,15 @@ class PluginTests(Suite, standard=True, provided=("make_plugin", "call_options",
     threads: ClassVar[int] = 16
     calls_per_thread: ClassVar[int] = 100
     growth_calls: ClassVar[int] = 10_000
-    _harness_tuning: ClassVar[Mapping[str, bool]] = {"threads": True, "calls_per_thread": True, "growth_calls": True}
+    #: Seconds each check may run before it fails as stuck (a hook that never returns).
+    check_deadline: ClassVar[float] = 30.0
+    _harness_tuning: ClassVar[Mapping[str, bool]] = {
+        "threads": True,
+        "calls_per_thread": True,
+        "growth_calls": True,
+        "check_deadline": False,
+    }
+    _harness_check = staticmethod(_bounded_check)
 
     # ------------------------------------------------------------------ building
 
@@ -602,7 +684,14 @@ class PluginTests(Suite, standard=True, provided=("make_plugin", "call_options",
         assert any(ep.name == name for ep in entry_points(PLUGIN_GROUP)), f"no entry point {name!r} in {PLUGIN_GROUP!r}"
         expected = type(self.make_plugin())
         loaded = ToolRegistry(allow=[name], autoload=True)
-        assert not loaded.plugins.failures, f"the entry point failed to load: {loaded.plugins.failures}"
+        if loaded.plugins.failures:
+            pytest.fail(
+                "the entry point failed to load:\n"
+                + "\n".join(
+                    f"  - {f.name} ({f.distribution}): {f.error}\n{f.traceback.rstrip()}" for f in loaded.plugins.failures
+                ),
+                pytrace=False,
+            )
         assert isinstance(loaded.plugins.get(name), expected), f"entry point {name!r} gave {loaded.plugins.get(name)!r}"
         assert name not in ToolRegistry(allow=[name], block=[name], autoload=True).plugins
         monkeypatch.setenv("HARNESS_ONE_BLOCK_PLUGINS", name)
@@ -734,7 +823,7 @@ class PluginTests(Suite, standard=True, provided=("make_plugin", "call_options",
                 if got != {"x": x, "double": 2 * x}:
                     wrong.append(f"thread {i} sent x={x}, got {got!r}")
 
-        pool = [threading.Thread(target=worker, args=(i,)) for i in range(self.threads)]
+        pool = [threading.Thread(target=worker, args=(i,), daemon=True) for i in range(self.threads)]
         for t in pool:
             t.start()
         for t in pool:
@@ -744,27 +833,54 @@ class PluginTests(Suite, standard=True, provided=("make_plugin", "call_options",
         assert not errors and not wrong, (
             f"under {self.threads} threads, {len(errors)} of {total} calls failed and {len(wrong)} got another call's answer: "
             + "; ".join(shown + wrong[:3])
+            + _own_refusals(errors, total)
         )
 
     def test_no_per_call_state(self) -> None:
         """After 10,000 calls the plugin holds no more than after 5,000 (objects reachable from it, and memory its
-        own files allocated over calls 8,751-10,000 and kept), and keeps no ``Call`` alive."""
+        own files allocated over calls 8,751-10,000 and kept), and keeps no ``Call`` alive. Of every 8 calls, one
+        fails in the tool and one is refused before the plugin's ``pre_call`` (by the kit's gate): what a call keeps
+        must go on the error path too."""
         plugin = self.make_plugin()
         registry = self.make_registry(plugin)
-        half = self.growth_calls // 2
-        options = self.call_options({"x": 1})
+        registry.plugins.register(_Gate(), _Gate.name)
+        kinds = {"ok": {"x": 1}, "fail": {"x": 1, "fail": True}, "refused": {"x": _REFUSED_X}}
+        options = {kind: self.call_options(arguments) for kind, arguments in kinds.items()}
+        turns = itertools.count()
+        failed: list[ToolError] = []
         call = registry.call
+
+        def step() -> None:
+            kind = _GROWTH_CYCLE[next(turns) % len(_GROWTH_CYCLE)]
+            try:
+                call(PROBE, dict(kinds[kind]), **options[kind])
+            except ToolError as exc:
+                if kind == "ok":
+                    failed.append(exc.with_traceback(None))  # not its frames: they hold the call
+
+        def all_succeeded(calls: int) -> None:
+            meant = sum(1 for i in range(calls) if _GROWTH_CYCLE[i % len(_GROWTH_CYCLE)] == "ok")
+            assert not failed, (
+                f"{len(failed)} of the first {meant} calls meant to succeed ended in an error: {_shown_errors(failed)}"
+                + _own_refusals(failed, meant)
+            )
+
+        half = self.growth_calls // 2
         for _ in range(half):
-            call(PROBE, {"x": 1}, **options)
+            step()
+        all_succeeded(half)  # before the rest of the calls: they would fail the same way
         middle = footprint(plugin)
         window = half // 4
         for _ in range(half - 2 * window):
-            call(PROBE, {"x": 1}, **options)
-        kept = _kept_bytes(_own_files(plugin, self.hook_codes(plugin)), window, window, lambda: call(PROBE, {"x": 1}, **options))
+            step()
+        kept = _kept_bytes(_own_files(plugin, self.hook_codes(plugin)), window, window, step)
         grown = footprint(plugin) - middle
+        all_succeeded(self.growth_calls)
         assert grown <= 32, (
             f"the state reachable from the plugin grew by {grown} objects over calls {half + 1}-{self.growth_calls} "
-            f"(about {grown / half:.2f} per call): it keeps something per call"
+            f"(about {grown / half:.2f} per call; of every {len(_GROWTH_CYCLE)} calls, one failed in the tool and one "
+            "was refused before the plugin's pre_call): it keeps something per call (on the error path too: on_error "
+            "sees every call that does not reach post_call)"
         )
         assert kept <= _KEPT_BYTES_PER_CALL * window, (
             f"the plugin's own code allocated {kept:,} bytes over calls {self.growth_calls - window + 1}-{self.growth_calls} "
@@ -846,7 +962,7 @@ class PluginTests(Suite, standard=True, provided=("make_plugin", "call_options",
         registry = self.make_registry(plugin)
         for i in range(_RELEASE_CALLS):
             self.ended(registry, {"x": 10_000 + i, "fail": True})
-        problems, reached = asyncio.run(self._cancel_calls(registry)) if self.supports_async else ([], True)
+        problems, reached, early = asyncio.run(self._cancel_calls(registry)) if self.supports_async else ([], True, [])
         what = f"{_RELEASE_CALLS} failed" + (f" and {_RELEASE_CALLS} cancelled" if self.supports_async else "")
         if isinstance(registry.clock, ManualClock):
             registry.clock.advance(86_400.0)  # a circuit opened by the failures half-opens, limits refill
@@ -858,24 +974,30 @@ class PluginTests(Suite, standard=True, provided=("make_plugin", "call_options",
                     "pre_call took in on_error too (a cancelled call reaches it as ToolCancelled)"
                 )
         if not reached and not problems:
-            problems.append("no cancelled acall reached the tool: set tool_options (or call_options) so calls get through")
+            problems.append(
+                "no cancelled acall reached the tool: set tool_options (or call_options) so calls get through"
+                + _own_refusals(early, _RELEASE_CALLS)
+            )
         assert not problems, "calls on the error path:\n  - " + "\n  - ".join(problems)
 
-    async def _cancel_calls(self, registry: ToolRegistry) -> tuple[list[str], bool]:
+    async def _cancel_calls(self, registry: ToolRegistry) -> tuple[list[str], bool, list[BaseException]]:
         """Cancel ``_RELEASE_CALLS`` acalls of the async probe, each after a few steps of the loop (0 to
-        ``_CUT_POINTS - 1``): those that did not end in ``CancelledError``, and whether any reached the tool."""
+        ``_CUT_POINTS - 1``): those that did not end in ``CancelledError``, whether any reached the tool, and the
+        errors of those that ended before they were cut off."""
         reached: list[int] = []
         release = asyncio.Event()
         registry.add(dataclasses.replace(self.probe_tool(asynchronous=True), fn=_waiting_probe(reached, release)), replace=True)
         swallowed: list[str] = []
+        early: list[BaseException] = []
         for i in range(_RELEASE_CALLS):
             arguments = {"x": 20_000 + i}
             task = asyncio.ensure_future(registry.acall(PROBE + "_async", dict(arguments), **self.call_options(arguments)))
             for _ in range(i % _CUT_POINTS):
                 await asyncio.sleep(0)
             if task.done():  # ended before the cut: how is the other checks' business
-                if not task.cancelled():
-                    task.exception()
+                error = None if task.cancelled() else task.exception()
+                if error is not None:
+                    early.append(error)
                 continue
             task.cancel()
             for _ in range(_DRAIN_STEPS):
@@ -893,7 +1015,7 @@ class PluginTests(Suite, standard=True, provided=("make_plugin", "call_options",
             swallowed.append(f"an acall cancelled after {i % _CUT_POINTS} steps of the event loop {ended}")
         shown = "; ".join(swallowed[:3])
         problems = [f"{len(swallowed)} of {_RELEASE_CALLS} cancelled acalls did not end in CancelledError: {shown}"]
-        return (problems if swallowed else []), bool(reached)
+        return (problems if swallowed else []), bool(reached), early
 
     # ------------------------------------------------------------------ beside the standard plugins
 

@@ -2,15 +2,22 @@
 
 from __future__ import annotations
 
+import contextvars
 import inspect
+import os
+import sys
+import sysconfig
+import threading
+import traceback
 from collections.abc import Callable, Mapping
+from types import FrameType
 from typing import Any, ClassVar, NoReturn
 
 import pytest
 
 from .._clock import ManualClock
 
-__all__ = ["GUARD", "BoundedClock", "Suite", "tuning_changes", "xfail_reason"]
+__all__ = ["GUARD", "BoundedClock", "Overran", "Suite", "bounded", "tuning_changes", "xfail_reason"]
 
 #: The guard's name: like langchain-tests', it says what it is in every report.
 GUARD = "test_no_overrides_DO_NOT_OVERRIDE"
@@ -34,6 +41,100 @@ def tuning_changes(cls: type) -> list[str]:
             if getattr(cls, name) != kit.__dict__[name]:
                 found.append(f"{name} = {getattr(cls, name)!r} (the kit's: {kit.__dict__[name]!r})")
     return found
+
+
+def _dir(path: str) -> str:
+    return os.path.normcase(os.path.abspath(path)) + os.sep
+
+
+#: Where the frames of harness-one itself and of the standard library are (but for the packages installed in it: a
+#: plugin or tool package under test may be one): not the code under test.
+_HARNESS_ONE = _dir(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+_LIBRARY = (_HARNESS_ONE, _dir(sysconfig.get_path("stdlib")))
+_INSTALLED = tuple({_dir(sysconfig.get_path(k)) for k in ("purelib", "platlib")})
+#: The files of a worker thread's own first frames: not shown.
+_PLUMBING = frozenset(os.path.abspath(f) for f in (threading.__file__, __file__))
+#: Frames of a stuck thread's stack a report shows (the innermost ones).
+_SHOWN_FRAMES = 12
+
+
+def _own_code(frame: FrameType, *, library: bool = True) -> bool:
+    """Whether ``frame`` runs code under test: not harness-one's, nor (``library``) the standard library's."""
+    path = os.path.normcase(os.path.abspath(frame.f_code.co_filename))
+    if path.startswith(_HARNESS_ONE):
+        return False
+    return not library or path.startswith(_INSTALLED) or not path.startswith(_LIBRARY)
+
+
+def _where(frame: FrameType) -> str:
+    return f"{frame.f_code.co_name} ({os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno})"
+
+
+class Overran(Exception):
+    """Work :func:`bounded` ran did not end in time: ``where`` it is stuck, and the stuck thread's ``stack``."""
+
+    def __init__(self, seconds: float, where: str, stack: str) -> None:
+        super().__init__(f"did not return within {seconds:g} s: stuck in {where}")
+        self.seconds, self.where, self.stack = seconds, where, stack
+
+
+def _stuck(threads: list[threading.Thread], locate: Callable[[FrameType], str | None]) -> tuple[str, str]:
+    """Where ``threads`` (the worker first) are stuck, and the stack of the most telling one: the first frame
+    ``locate`` names, from the innermost out, else the innermost frame of the code under test."""
+    frames = sys._current_frames()
+    found: list[tuple[int, str, threading.Thread, FrameType]] = []
+    for thread in threads:
+        top = frames.get(thread.ident) if thread.ident is not None else None
+        if top is None:
+            continue
+        frame: FrameType | None = top
+        rank, where = 2, _where(top)
+        while frame is not None:
+            named = locate(frame)
+            if named is not None:
+                rank, where = 0, named
+                break
+            if rank == 2 and _own_code(frame):
+                rank, where = 1, _where(frame)
+            frame = frame.f_back
+        found.append((rank, where, thread, top))
+    if not found:
+        return "a thread that has ended", ""
+    rank, where, thread, top = min(found, key=lambda f: f[0])
+    others = sum(1 for f in found if f[1] == where and f[2] is not thread)
+    summary = traceback.extract_stack(top)
+    while summary and os.path.abspath(summary[0].filename) in _PLUMBING:  # the thread's start and this runner
+        summary.pop(0)
+    lines = summary.format()[-_SHOWN_FRAMES:]
+    head = f"thread {thread.name!r}" + (f" (and {others} other thread(s) stuck there too)" if others else "")
+    return where, f"{head}, most recent call last:\n" + "".join(lines).rstrip()
+
+
+def bounded(seconds: float, work: Callable[[], Any], *, locate: Callable[[FrameType], str | None] = lambda f: None) -> Any:
+    """What ``work`` returns, run in a daemon thread (in a copy of this context) given ``seconds``; what it raises is
+    raised here. Past ``seconds``, :class:`Overran` is raised, naming where the worker, or a thread it started, is
+    stuck (the frame ``locate`` names, or else the innermost frame of the code under test) with that thread's stack;
+    the stuck thread is left behind (a daemon: it cannot keep the process alive), and Ctrl-C still stops the run."""
+    before = {t.ident for t in threading.enumerate()}
+    outcome: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            outcome["value"] = work()
+        except BaseException as exc:  # raised again in the caller's thread (a skip, a failure too)
+            outcome["error"] = exc
+
+    context = contextvars.copy_context()
+    worker = threading.Thread(target=context.run, args=(run,), daemon=True, name="harness-one-conformance-check")
+    worker.start()
+    worker.join(seconds)
+    if worker.is_alive():
+        started = [t for t in threading.enumerate() if t.ident not in before and t is not worker]
+        raise Overran(seconds, *_stuck([worker, *started], locate))
+    if "error" in outcome:
+        error = outcome.pop("error")
+        raise error
+    return outcome.get("value")
 
 
 class BoundedClock(ManualClock):
@@ -91,6 +192,9 @@ class Suite:
                     f"(modules under {_KIT}) may: subclass the suite without it."
                 )
             names = [n for n in dir(cls) if not n.startswith("_")]
+            for n, value in list(cls.__dict__.items()):  # the kit class's own checks, as it runs them
+                if n.startswith("test_") and callable(value):
+                    setattr(cls, n, cls._harness_check(value))
             cls._harness_standard = {n: inspect.getattr_static(cls, n) for n in names if n.startswith("test_")}
             found = {n: inspect.getattr_static(cls, n) for n in names if not n.startswith("test_") and n not in provided}
             cls._harness_helpers = {n: v for n, v in found.items() if callable(v) or isinstance(v, (classmethod, property))}
@@ -100,6 +204,11 @@ class Suite:
             raise TypeError(f"{cls.__qualname__} overrides {GUARD}; the guard of the conformance kit cannot be overridden.")
         else:
             cls._harness_is_standard = False  # type: ignore[attr-defined]
+
+    @staticmethod
+    def _harness_check(fn: Callable[..., Any]) -> Callable[..., Any]:
+        """How a kit class runs each of its own checks (a kit class may bound them: ``PluginTests``)."""
+        return fn
 
     def test_no_overrides_DO_NOT_OVERRIDE(self) -> None:  # noqa: N802 - the name is the message
         """No standard test is overridden or deleted without ``@pytest.mark.xfail(reason=...)``, and no helper the

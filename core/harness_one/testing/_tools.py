@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import builtins
 import dataclasses
+import inspect
 import json
 import os
 import re
@@ -31,9 +32,15 @@ from .._schema import analyse
 from .._tool import Tool
 from ..export import GEMINI_NAME, StrictSchemaError, export_tools
 from . import _audit
-from ._suite import BoundedClock, Suite
+from ._suite import BoundedClock, Overran, Suite, _where, bounded
 
 __all__ = ["EXAMPLE_KEYS", "PROVIDER_NAMES", "ToolPackageTests"]
+
+#: A call of an example (or one built from the schema) that has not returned after this many times
+#: ``example_budget`` is given up on: it fails as stuck, and the check goes on without it.
+STUCK_AFTER = 3
+#: What :meth:`ToolPackageTests.run_offline` returns in the place of a value when the call did not return.
+_STUCK = object()
 
 #: Each provider's rule for a tool name, as its documentation states it (Gemini's: the one the export keeps to).
 PROVIDER_NAMES: Mapping[str, re.Pattern[str]] = {
@@ -400,6 +407,16 @@ def _output_problems(tool: Tool, value: Any) -> list[str]:
     return [f"the result {value!r} does not match the output schema: {'; '.join(errors)}"] if errors else []
 
 
+def _tool_frame(tool: Tool) -> Any:
+    """What names a stuck frame of ``tool``'s own function, for :func:`bounded`."""
+    code = getattr(inspect.unwrap(tool.fn), "__code__", None) if callable(tool.fn) else None
+
+    def locate(frame: Any) -> str | None:
+        return f"the tool {tool.name!r}, {_where(frame)}" if code is not None and frame.f_code is code else None
+
+    return locate
+
+
 def _fail(what: str, problems: Sequence[str]) -> None:
     if problems:
         pytest.fail(f"{what}:\n" + "\n".join(f"  - {p}" for p in problems), pytrace=False)
@@ -502,7 +519,8 @@ class ToolPackageTests(Suite, standard=True, provided=("make_registry",)):
         seen = _import_probe(self.distribution, self.load_budget)
         if "hung" in seen:
             pytest.fail(f"importing the entry points did not end within {seen['hung']:.0f} s", pytrace=False)
-        problems = [f"failed to load: {f}" for f in seen["failures"]]
+        failed = [f"failed to load: {f}" for f in seen["failures"]]
+        problems: list[str] = []
         if seen["network"]:
             problems.append(f"tried the network at import: {', '.join(seen['network'][:3])}")
         if seen["threads"]:
@@ -516,6 +534,8 @@ class ToolPackageTests(Suite, standard=True, provided=("make_registry",)):
                 problems.append(f"printed at import (to {stream}): {printed[:200]!r}")
         if seen["seconds"] > self.load_budget:
             problems.append(f"took {seen['seconds']:.2f} s to import (load_budget = {self.load_budget} s)")
+        if failed:  # not a side effect: say so first
+            _fail("import failed" + (", and importing had side effects" if problems else ""), failed + problems)
         _fail("importing the package has side effects", problems)
 
     # ------------------------------------------------------------------ what the model sees
@@ -611,6 +631,9 @@ class ToolPackageTests(Suite, standard=True, provided=("make_registry",)):
         problems: list[str] = []
         for asynchronous in (False, True):
             value, raised, found = self.run_offline(registry, tool, example["arguments"], asynchronous=asynchronous)
+            if value is _STUCK:  # once is enough: the stuck call may hold what the next one needs
+                problems += [p if not asynchronous else f"through acall: {p}" for p in found]
+                break
             found += _example_outcome(tool, example, value, raised)
             problems += [p if not asynchronous else f"through acall: {p}" for p in found if p not in problems]
         return problems
@@ -620,20 +643,37 @@ class ToolPackageTests(Suite, standard=True, provided=("make_registry",)):
     ) -> tuple[Any, ToolError | None, list[str]]:
         """Call ``tool`` with ``arguments``, offline, within ``example_budget``, through ``call`` or ``acall``: what
         it returned or raised, and what went wrong on the way (the network tried, the budget overrun, the event
-        loop blocked)."""
+        loop blocked). The call runs in a daemon thread: one that has not returned after ``STUCK_AFTER`` times
+        ``example_budget`` is left there, reported with its stack, and returns a stand-in for no value."""
         if isinstance(registry.clock, ManualClock):
             registry.clock.advance(3600.0)  # rate limits refill between calls
-        started = time.perf_counter()
-        with _audit.offline() as attempts, _audit.blocking_calls() as blocked:
-            try:
-                if asynchronous:
-                    value = asyncio.run(registry.acall(tool.name, dict(arguments)))
-                else:
-                    value = registry.call(tool.name, dict(arguments))
-                raised: ToolError | None = None
-            except ToolError as exc:
-                value, raised = None, exc
-        seconds = time.perf_counter() - started
+
+        def run() -> tuple[Any, ToolError | None, list[str], list[str], float]:
+            started = time.perf_counter()
+            with _audit.offline() as attempts, _audit.blocking_calls() as blocked:
+                try:
+                    if asynchronous:
+                        value = asyncio.run(registry.acall(tool.name, dict(arguments)))
+                    else:
+                        value = registry.call(tool.name, dict(arguments))
+                    raised: ToolError | None = None
+                except ToolError as exc:
+                    value, raised = None, exc
+            return value, raised, attempts, blocked, time.perf_counter() - started
+
+        deadline = STUCK_AFTER * self.example_budget
+        try:
+            value, raised, attempts, blocked, seconds = bounded(deadline, run, locate=_tool_frame(tool))
+        except Overran as stuck:
+            shown = stuck.stack.replace("\n", "\n    ")
+            return (
+                _STUCK,
+                None,
+                [
+                    f"did not return within {deadline:g} s ({STUCK_AFTER} x example_budget = {self.example_budget} s): "
+                    f"stuck in {stuck.where}\n    {shown}"
+                ],
+            )
         problems = []
         if attempts:
             problems.append(f"tried the network ({', '.join(attempts[:3])}): examples run offline")
@@ -668,7 +708,7 @@ class ToolPackageTests(Suite, standard=True, provided=("make_registry",)):
             with _stand_in(loaded.registry, tool, active=self.has_side_effects) as reached:
                 value, raised, found = self.run_offline(loaded.registry, tool, arguments)
             problems += [f"{where}: {p}" for p in found]
-            if reached:
+            if reached or value is _STUCK:
                 continue
             if isinstance(raised, ToolExecutionError):
                 problems.append(f"{where}: the tool crashed: {raised}")
