@@ -1,7 +1,7 @@
 """Concurrent callers of one RedisLink share writes: calls made while a write is on the wire go
 together in the next one. Each call is still one EVALSHA with its own reply, a cancelled async
-call that was not sent yet is never sent, and a forked child or a server that went away leaves
-no caller waiting."""
+call that was not sent yet is never sent, and a forked child, a server that went away or a Ctrl-C
+wherever it lands in the sending thread leaves no caller waiting."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from fork_support import Child
-from redis_support import RedisServer
+from redis_support import HoldingProxy, RedisServer
 
 from harness_one.state import StateUnavailable
 
@@ -130,7 +130,7 @@ def test_a_forked_child_does_not_wait_for_the_parents_threads(redis_url: str) ->
     def in_the_child(say: Callable[[bytes], None]) -> None:
         assert shared.acquire("k", rate=1, burst=5, cost=1, now=0) == 0.0
 
-    with link._queue_lock:  # as if a thread of the parent were queueing when the fork happened
+    with link._send_lock, link._queue_lock:  # as if threads of the parent were writing and queueing at the fork
         link._sending = True
         child = Child(in_the_child)
     link._sending = False
@@ -265,13 +265,26 @@ _TWO_TOKENS = {"rate": 1e-9, "burst": 2, "cost": 1, "now": 0}
 
 
 def _wire_busy(redis_url: str) -> tuple[Any, dict[str, Any]]:
-    """A connected link (marked down for a minute on a failure) whose write is on the wire, so the
-    calls made now queue; and the arguments of a two-token bucket's call."""
+    """A connected link (marked down for a minute on a failure) whose write is on the wire (this
+    thread holds the send lock), so the calls made now queue; and the arguments of a two-token
+    bucket's call. :func:`_write_ends` ends that write."""
     shared = buckets(redis_url, timeout=5, down_for=60)
     shared.acquire("warm", **_TWO_TOKENS)
+    shared.link._send_lock.acquire()
     with shared.link._queue_lock:
         shared.link._sending = True
     return shared, dict(_TWO_TOKENS)
+
+
+def _write_ends(link: Any) -> None:
+    """The write on the wire of :func:`_wire_busy` ends: its call is answered, and the first queued
+    thread is woken for its turn to send the queue."""
+    from harness_one.state._redis import _BUCKET, _Pending
+
+    try:
+        link._lead([_Pending(_BUCKET, ("EVALSHA", _BUCKET.sha, 1, "{w}", "0", "1", "5", "1"), None)])
+    finally:
+        link._send_lock.release()
 
 
 @pytest.mark.parametrize("read", [0, 2], ids=["before any reply", "after two replies"])
@@ -282,7 +295,7 @@ def test_a_thread_interrupted_while_it_sends_other_threads_calls_fails_none_of_t
     link is not marked down. Before, B's calls failed with ``StateUnavailable`` and every call failed
     for ``down_for``. A reply read before the interrupt is kept (its call is not sent again); one
     Redis ran whose reply was not read counts twice, as after a dead connection."""
-    from harness_one.state._redis import _BUCKET, _Pending
+    from harness_one.state._redis import _BUCKET
 
     shared, call = _wire_busy(redis_url)
     link = shared.link
@@ -313,8 +326,7 @@ def test_a_thread_interrupted_while_it_sends_other_threads_calls_fails_none_of_t
         return read_response(*args, **kwargs)
 
     connection.read_response = interrupted_read
-    # The write on the wire ends: its sender hands the queue (M's call, then B's three) to M.
-    link._lead([_Pending(_BUCKET, ("EVALSHA", _BUCKET.sha, 1, "{w}", "0", "1", "5", "1"), None)])
+    _write_ends(link)  # M's turn: it sends the queue (its call, then B's three)
     sender.join(10)
     behind.join(10)
     assert got == {"m": "interrupted", "b": [0.0, 0.0, 0.0]}
@@ -324,34 +336,33 @@ def test_a_thread_interrupted_while_it_sends_other_threads_calls_fails_none_of_t
     assert shared.acquire("m", **call) == 0.0  # M's own call ran once, and was not sent again
 
 
-def test_a_waiting_thread_interrupted_as_it_is_handed_a_write_passes_it_on_unsent(redis_url: str) -> None:
-    """Ctrl-C reaches the main thread just as it is handed the queue to send (its call and another
-    thread's): it sends nothing, the other thread sends its own call, and the interrupt goes on at once.
-    Before, the interrupted thread sent the write first, its own call included."""
+def test_a_waiting_thread_interrupted_as_it_is_woken_for_its_turn_passes_it_on_unsent(redis_url: str) -> None:
+    """Ctrl-C reaches the main thread just as its turn to send the queue (its call and another
+    thread's) comes: it sends nothing, the other thread gets the turn and sends its own call, and the
+    interrupt goes on at once. Before, the interrupted thread sent the write first, its own call included."""
     import signal
 
-    shared = buckets(redis_url, timeout=5)
+    shared, call = _wire_busy(redis_url)
+    call["burst"] = 1
     link = shared.link
-    call = {"rate": 1e-9, "burst": 1, "cost": 1, "now": 0}
-    shared.acquire("warm", **call)
-    with link._queue_lock:
-        link._sending = True
     answered: dict[str, float] = {}
     main = threading.main_thread().ident
     assert main is not None
 
     def hand_over() -> None:  # the write on the wire ends, and Ctrl-C comes before the main thread wakes
         until_queued(link, 1)
-        other = threading.Thread(target=lambda: answered.update(other=shared.acquire("other", **call)))
+        other = threading.Thread(target=lambda: answered.update(other=shared.acquire("other", **call)), daemon=True)
         other.start()
         until_queued(link, 2)
+        in_its_wait(main)
         with link._queue_lock:
-            queued, link._queue = link._queue, []
-            queued[0].batch = queued  # handed, not yet woken
+            link._nominate()  # the main thread's turn, not yet woken
         signal.pthread_kill(main, signal.SIGINT)
+        until(lambda: len(link._queue) == 1, "the interrupted thread's call never left the queue")
+        link._send_lock.release()
         other.join(10)
 
-    helper = threading.Thread(target=hand_over)
+    helper = threading.Thread(target=hand_over, daemon=True)
     helper.start()
     with pytest.raises(KeyboardInterrupt):
         shared.acquire("mine", **call)
@@ -368,7 +379,7 @@ def test_a_failure_that_is_no_interrupt_in_the_sending_thread_fails_the_write_an
     each twice), with no limit on repeats, and the link was not marked down."""
     import redis
 
-    from harness_one.state._redis import _BUCKET, _Pending
+    from harness_one.state._redis import _BUCKET
 
     shared, call = _wire_busy(redis_url)
     link = shared.link
@@ -402,7 +413,7 @@ def test_a_failure_that_is_no_interrupt_in_the_sending_thread_fails_the_write_an
         return read_response(*args, **kwargs)
 
     connection.read_response = garbled_read
-    link._lead([_Pending(_BUCKET, ("EVALSHA", _BUCKET.sha, 1, "{w}", "0", "1", "5", "1"), None)])
+    _write_ends(link)
     sender.join(10)
     behind.join(10)
     assert got == {"m": "InvalidResponse", "b": "StateUnavailable"}
@@ -507,3 +518,233 @@ async def test_replies_read_before_a_failed_async_resend_are_kept(redis_url: str
     finally:
         await client.connection_pool.release(connection)
         await client.aclose()
+
+
+def until(condition: Callable[[], bool], what: str) -> None:
+    """Until ``condition`` holds (bounded: a broken test fails with ``what``, never hangs)."""
+    for _ in range(10_000):
+        if condition():
+            return
+        time.sleep(0.001)
+    pytest.fail(what)
+
+
+def bounded(call: Callable[[], Any]) -> Any:
+    """``call()``, in a thread of its own: a call that waits for ever fails the test, never hangs it
+    (the wait for it is a guard, not a measure)."""
+    got: list[Any] = []
+    worker = threading.Thread(target=lambda: got.append(call()), daemon=True)
+    worker.start()
+    worker.join(30)
+    if not got:
+        pytest.fail("the call never completed")
+    return got[0]
+
+
+def in_its_wait(thread: int) -> None:
+    """Until the thread ``thread`` (an ident) waits for its queued calls (in ``RedisLink._wait``)."""
+    import sys
+
+    until(lambda: sys._current_frames()[thread].f_code.co_name == "_wait", "the thread never waited")
+
+
+def _interrupt_at(link: Any, name: str, victim: list[threading.Thread]) -> None:
+    """Make the link's method ``name`` raise ``KeyboardInterrupt`` at its entry, once, in the thread
+    ``victim[0]``: Ctrl-C landing there (the method is patched on this link alone)."""
+    original, fired = getattr(link, name), []
+
+    def interrupted(*args: Any, **kwargs: Any) -> Any:
+        if threading.current_thread() is victim[0] and not fired:
+            fired.append(name)
+            raise KeyboardInterrupt
+        return original(*args, **kwargs)
+
+    setattr(link, name, interrupted)
+
+
+def _interrupt_after(link: Any, name: str, victim: list[threading.Thread]) -> None:
+    """Make the link's method ``name`` raise ``KeyboardInterrupt`` as it returns, once, in ``victim[0]``."""
+    original, fired = getattr(link, name), []
+
+    def interrupted(*args: Any, **kwargs: Any) -> Any:
+        got = original(*args, **kwargs)
+        if threading.current_thread() is victim[0] and not fired:
+            fired.append(name)
+            raise KeyboardInterrupt
+        return got
+
+    setattr(link, name, interrupted)
+
+
+#: Where Ctrl-C lands in the thread V, and whether V's call is queued behind a write on the wire (so
+#: V sends it on its turn, with the other thread's call) or V finds none and sends its own call.
+_INTERRUPTS = {
+    "writing, on its turn": ("queued", [("at", "_lead")]),
+    "handing on, on its turn": ("queued", [("at", "_pass_on")]),
+    "as its wait returns": ("queued", [("after", "_wait")]),
+    "woken for its turn, and again in the clean-up": ("queued", [("at", "_claim"), ("at", "_leave")]),
+    "writing alone": ("alone", [("at", "_lead")]),
+    "handing on alone": ("alone", [("at", "_pass_on")]),
+}
+
+
+@pytest.mark.parametrize("where", list(_INTERRUPTS))
+def test_ctrl_c_in_the_sending_thread_leaves_no_other_thread_waiting_for_ever(redis_url: str, where: str) -> None:
+    """Ctrl-C lands in thread V where it sends the calls, or is handed the queue, at a point no
+    clean-up of V's covers: V gets the interrupt, and the other thread's call still completes (its
+    wait has a bound: it finds no thread writing and sends the queue itself). No reply goes to the
+    wrong call, Redis runs the other call once, and the link is left idle and working. Before, the
+    link stayed "sending" with no thread sending, and every later call of every thread waited for ever."""
+    place, interrupts = _INTERRUPTS[where]
+    if place == "queued":
+        shared, call = _wire_busy(redis_url)
+    else:
+        shared, call = buckets(redis_url, timeout=5, down_for=60), dict(_TWO_TOKENS)
+    link = shared.link
+    got: dict[str, Any] = {}
+    finished = threading.Event()
+
+    def v() -> None:
+        try:
+            got["v"] = shared.acquire("v", **call)
+        except KeyboardInterrupt:
+            got["v"] = "interrupted"
+
+    def other() -> None:
+        got["other"] = shared.acquire("other", **call)
+        finished.set()
+
+    victim = [threading.Thread(target=v, daemon=True)]
+    for how, name in interrupts:
+        (_interrupt_at if how == "at" else _interrupt_after)(link, name, victim)
+    helper = threading.Thread(target=other, daemon=True)
+    if place == "queued":
+        victim[0].start()
+        until_queued(link, 1)
+        helper.start()
+        until_queued(link, 2)
+        _write_ends(link)  # V's turn to send the queue: its call and the other thread's
+    else:
+        victim[0].start()
+        victim[0].join(10)
+        helper.start()
+    assert finished.wait(30), "the other thread's call never completed"  # a guard, not a measure
+    victim[0].join(10)
+    assert got == {"v": "interrupted", "other": 0.0}
+    assert bounded(lambda: shared.acquire("other", **call)) == 0.0  # a token left: Redis ran its call once
+    assert bounded(lambda: shared.acquire("after", **call)) == 0.0
+    assert not link._sending and not link._queue and not link._is_down() and link.failures == 0
+
+
+def test_ctrl_c_twice_in_a_waiting_thread_leaves_no_other_thread_waiting_for_ever(redis_url: str) -> None:
+    """Ctrl-C reaches the main thread while its call waits behind a write on the wire, and again as
+    it starts to take its call out of the queue: its call stays queued, for a thread gone. The write
+    on the wire ends and wakes it for its turn; the thread queued behind it finds no thread writing
+    and sends the queue itself. Before, the queue went to the gone thread, and every call waited for ever."""
+    import signal
+
+    shared, call = _wire_busy(redis_url)
+    link = shared.link
+    victim = [threading.main_thread()]
+    _interrupt_at(link, "_leave", victim)
+    main = threading.main_thread().ident
+    assert main is not None
+    got: dict[str, Any] = {}
+    finished = threading.Event()
+
+    def other() -> None:
+        got["other"] = shared.acquire("other", **call)
+        finished.set()
+
+    def interrupt() -> None:
+        until_queued(link, 1)
+        threading.Thread(target=other, daemon=True).start()
+        until_queued(link, 2)
+        in_its_wait(main)
+        signal.pthread_kill(main, signal.SIGINT)
+
+    helper = threading.Thread(target=interrupt, daemon=True)
+    helper.start()
+    with pytest.raises(KeyboardInterrupt):
+        shared.acquire("mine", **call)
+    helper.join(10)
+    _write_ends(link)
+    assert finished.wait(30), "the other thread's call never completed"  # a guard, not a measure
+    assert got == {"other": 0.0}
+    assert bounded(lambda: shared.acquire("other", **call)) == 0.0  # a token left: Redis ran its call once
+    assert not link._sending and not link._queue and not link._is_down()
+
+
+class _CheckedLock:
+    """A lock that counts the calls of ``locked()``: how often a waiting thread checked on the sender."""
+
+    def __init__(self, lock: Any) -> None:
+        self.lock, self.checks = lock, 0
+
+    def locked(self) -> bool:
+        self.checks += 1
+        return bool(self.lock.locked())
+
+    def acquire(self, *args: Any, **kwargs: Any) -> bool:
+        return bool(self.lock.acquire(*args, **kwargs))
+
+    def release(self) -> None:
+        self.lock.release()
+
+    def __enter__(self) -> bool:
+        return bool(self.lock.__enter__())
+
+    def __exit__(self, *exc: object) -> None:
+        self.lock.__exit__(*exc)
+
+
+def test_a_thread_waiting_past_its_patience_behind_a_write_on_the_wire_does_not_write(proxy: HoldingProxy) -> None:
+    """While Redis holds the reply to a write, a call queued behind it waits past its patience again
+    and again: each time it finds the sender writing (it holds the send lock), so it waits on and
+    never writes on the connection the sender reads from. Its call goes in the next write, and each
+    call gets its own reply."""
+    from harness_one.state._redis import _BUCKET
+
+    shared = buckets(proxy.url + "?timeout=5")
+    link = shared.link
+    call = {"rate": 1, "cost": 1, "now": 0}
+    shared.acquire("warm", burst=1, **call)
+    writes = count_writes(link._hot_connection())
+    link._send_lock, link._patience = _CheckedLock(link._send_lock), 0.001
+    got: dict[str, float] = {}
+    hold = proxy.hold(_BUCKET)
+    sender = threading.Thread(target=lambda: got.update(sender=shared.acquire("s", burst=0, **call)), daemon=True)
+    sender.start()
+    assert hold.reached.wait(10), "the held call never reached Redis"
+    behind = threading.Thread(target=lambda: got.update(behind=shared.acquire("b", burst=1, **call)), daemon=True)
+    behind.start()
+    until_queued(link, 1)
+    until(lambda: link._send_lock.checks >= 3, "the waiting thread never checked on the sender")
+    assert writes == [1]  # the queued call was not written meanwhile
+    hold.release()
+    sender.join(10)
+    behind.join(10)
+    assert writes == [1, 1] and got == {"sender": 1.0, "behind": 0.0}  # an empty bucket waits; a full one admits
+
+
+def test_a_write_cut_short_where_it_could_not_drop_the_connection_leaves_no_reply_for_the_next(redis_url: str) -> None:
+    """Ctrl-C lands as a thread reads its reply, and again as it drops the connection: the reply is
+    left in flight on the kept connection. The next write drops the connection first, so that reply
+    is never read as another call's. Before, the next call got the interrupted call's reply."""
+    from harness_one.state._redis import _BUCKET
+
+    shared = buckets(redis_url, timeout=5)
+    link = shared.link
+    shared.acquire("warm", rate=1, burst=1, cost=1, now=0)
+    connection = link._hot_connection()
+    read, disconnect = connection.read_response, connection.disconnect
+
+    def ctrl_c(*args: Any, **kwargs: Any) -> None:
+        raise KeyboardInterrupt
+
+    connection.read_response = connection.disconnect = ctrl_c
+    with pytest.raises(KeyboardInterrupt):
+        link.run(_BUCKET, ["{empty}"], ["0", "1", "0", "1"])  # an empty bucket: its reply is 1 (s to wait)
+    connection.read_response, connection.disconnect = read, disconnect
+    assert link.run(_BUCKET, ["{full}"], ["0", "1", "5", "1"]) == b"0"  # a full bucket admits: its own reply
+    assert link.run(_BUCKET, ["{full}"], ["0", "1", "5", "1"]) == b"0"

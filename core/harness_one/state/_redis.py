@@ -374,16 +374,32 @@ return {st, calls, failures, field('n', 0)}
 class _Pending:
     """One script call waiting for its reply, and what its caller waits on: a held lock (one for
     all the calls a thread queued together; None once that thread stopped waiting), a future, or
-    nothing when the caller sends it itself. ``batch``: the calls its thread is handed to send."""
+    nothing when the caller sends it itself. ``waiter``: the state of the thread that queued it
+    (sync calls only)."""
 
-    __slots__ = ("batch", "command", "done", "outcome", "script")
+    __slots__ = ("command", "done", "outcome", "script", "waiter")
 
     def __init__(self, script: _Script, command: tuple[Any, ...], done: Any) -> None:
         self.script = script
         self.command = command  # EVALSHA sha numkeys keys... argv...
         self.done = done
         self.outcome: Any = _UNANSWERED
-        self.batch: list[_Pending] | None = None
+        self.waiter: _Waiter | None = None
+
+
+#: The states of a thread whose sync calls are queued (changed under ``RedisLink._queue_lock``).
+_WAITING, _WOKEN, _WRITING, _LEFT = range(4)
+
+
+class _Waiter:
+    """A thread waiting for the calls it queued: ``_WAITING``; ``_WOKEN`` once its lock was
+    released (its calls answered, or its turn to send the queue), which happens once;
+    ``_WRITING`` once it took the queue to send; ``_LEFT`` when interrupted."""
+
+    __slots__ = ("state",)
+
+    def __init__(self) -> None:
+        self.state = _WAITING
 
 
 class _Batcher:
@@ -399,6 +415,9 @@ class _Batcher:
 
 
 _UNANSWERED: Any = object()  # the outcome of a call before its reply (a reply may be None)
+#: Seconds a thread whose calls are queued waits before it checks that a thread sends: when none
+#: does (the sender was interrupted where it could not hand the queue on), it sends the queue itself.
+_PATIENCE = 0.1
 _DOWN: Any = object()  # the outcome of a call not sent because Redis failed moments ago
 
 
@@ -460,14 +479,6 @@ def _fail(batch: Sequence[_Pending], outcome: Any) -> None:
     for pending in batch:
         if _unanswered(pending):
             pending.outcome = outcome
-
-
-def _handed(batch: Sequence[_Pending]) -> list[_Pending] | None:
-    """The calls a thread whose calls are ``batch`` was handed to send, if it was."""
-    for pending in batch:
-        if pending.batch is not None:
-            return pending.batch
-    return None
 
 
 def _exchange(connection: Any, batch: Sequence[_Pending], *, reload: bool = False) -> list[_Pending]:
@@ -548,6 +559,7 @@ _LINKS: weakref.WeakSet[RedisLink] = weakref.WeakSet()
 def _after_fork() -> None:
     """A forked child starts with no sync call queued or on the wire (the parent's threads are not there)."""
     for link in list(_LINKS):
+        link._send_lock = threading.Lock()
         link._queue_lock = threading.Lock()
         link._queue = []
         link._sending = False
@@ -611,9 +623,12 @@ class RedisLink:
         self.failures = 0
         self._hot: Any = None  # one connection kept out of the pool for the sending thread
         self._hot_pid = 0
-        self._queue_lock = threading.Lock()  # guards _queue and _sending
+        self._send_lock = threading.Lock()  # held by the thread writing on the kept connection
+        self._queue_lock = threading.Lock()  # guards _queue, _sending and the waiters' states
         self._queue: list[_Pending] = []  # sync calls waiting for the next write
-        self._sending = False  # a thread is sending on the kept connection
+        self._sending = False  # a thread sends on the kept connection, or is woken to
+        self._owed = False  # a write's replies may still be in flight on the kept connection
+        self._patience = _PATIENCE  # how long a waiting thread waits before it checks on the sender
         self._batchers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Batcher] = weakref.WeakKeyDictionary()
         _LINKS.add(self)
 
@@ -726,42 +741,99 @@ class RedisLink:
 
     def _send(self, batch: list[_Pending]) -> None:
         """Have ``batch`` (this thread's calls) sent in one write: queued behind the write on the
-        wire, then answered or handed a batch to send; or, with none on the wire, sent now."""
-        with self._queue_lock:
-            waits = self._sending
-            if waits:
-                done = threading.Lock()  # one for the thread's calls: it waits for them all
-                done.acquire()
-                for pending in batch:
-                    pending.done = done
-                self._queue.extend(batch)  # one queue: the next write takes them all
-            else:
-                self._sending = True
-        if waits:
-            handed = self._wait(batch)  # released with the replies, or with a batch to send
-            if handed is None:
-                return
-            batch = handed
-        self._lead(batch)
-
-    def _wait(self, batch: Sequence[_Pending]) -> list[_Pending] | None:
-        """Wait for the replies to this thread's queued calls ``batch``, or for a batch to send
-        (returned). Interrupted (``KeyboardInterrupt``), its calls leave the queue and are sent
-        for no one again, or the batch it was handed goes on, unsent, to another thread."""
-        done = batch[0].done
-        try:
-            done.acquire()
-        except BaseException:
+        wire, then answered or sent by this thread with the queue; or, with none on the wire, sent now."""
+        if self._sending:
             with self._queue_lock:
-                handed = _handed(batch)
-                if handed is None:
-                    self._queue = [p for p in self._queue if p.done is not done]
+                waits = self._sending
+                if waits:
+                    done = threading.Lock()  # one for the thread's calls: it waits for them all
+                    done.acquire()
+                    waiter = _Waiter()
                     for pending in batch:
-                        pending.done = None  # no one waits: in flight, they are not sent again
-            if handed is not None:
-                self._pass_on(handed, interrupted=True)
+                        pending.done = done
+                        pending.waiter = waiter
+                    self._queue.extend(batch)  # one queue: the next write takes them all
+            if waits:
+                self._wait(batch, done, waiter)
+                return
+        with self._send_lock:
+            self._sending = True
+            self._lead(batch)
+
+    def _wait(self, batch: list[_Pending], done: Any, waiter: _Waiter) -> None:
+        """Wait for the replies to this thread's queued calls ``batch`` (``done`` is released when
+        they come, or when it is this thread's turn to send the queue: it then sends it).
+
+        A wait has a bound: every ``_patience`` seconds without a wake, the thread checks that a
+        thread holds the send lock (is writing) and that its calls are queued (that writer's
+        hand-on wakes a queued thread to send them). When either is not so, the sender may have
+        been interrupted where it could not hand the queue on: the thread waits for the send lock
+        (for the write on the wire, if one is) and, its calls still unanswered, sends the queue
+        itself (its own calls again if a sender took them and left them unanswered). Only the
+        thread holding the send lock writes on the kept connection. Interrupted
+        (``KeyboardInterrupt``), its calls leave the queue and are sent for no one again, and its
+        turn to send goes on to the next queued thread."""
+        try:
+            while True:
+                woken = done.acquire(timeout=self._patience)
+                if not any(map(_unanswered, batch)):
+                    return
+                if woken or not self._send_lock.locked() or not self._queued(done):
+                    with self._send_lock:
+                        queued = self._claim(batch, done, waiter)
+                        if queued is not None:
+                            self._lead(queued, done)
+                    return
+        except BaseException:
+            self._leave(batch, done, waiter)
             raise
-        return _handed(batch)
+
+    def _queued(self, done: Any) -> bool:
+        """Whether the calls of the thread waiting on ``done`` are in the queue."""
+        with self._queue_lock:
+            return any(pending.done is done for pending in self._queue)
+
+    def _claim(self, batch: list[_Pending], done: Any, waiter: _Waiter) -> list[_Pending] | None:
+        """The queue, taken to send by this thread (it holds the send lock), with its own calls
+        ``batch`` first if a sender took them and could not queue them again; None when they were
+        answered meanwhile."""
+        with self._queue_lock:
+            if not any(map(_unanswered, batch)):
+                return None
+            queued = self._queue
+            if not any(pending.done is done for pending in queued):  # no thread sends them now: nor will one
+                queued = [pending for pending in batch if _unanswered(pending)] + queued
+            self._queue = []
+            self._sending = True
+            waiter.state = _WRITING
+            return queued
+
+    def _leave(self, batch: list[_Pending], done: Any, waiter: _Waiter) -> None:
+        """This thread, interrupted, stops waiting for its calls ``batch``: they leave the queue (in
+        flight, they are not sent again), and the next queued thread gets its turn to send."""
+        following = None
+        with self._queue_lock:
+            if waiter.state != _WRITING:  # a writer hands the queue on itself (_pass_on)
+                self._queue = [pending for pending in self._queue if pending.done is not done]
+                if waiter.state == _WOKEN and any(map(_unanswered, batch)):  # woken for its turn
+                    following = self._nominate()
+            for pending in batch:
+                pending.done = None  # no one waits for them
+            waiter.state = _LEFT
+        if following is not None:
+            following.release()
+
+    def _nominate(self) -> Any:
+        """(Under ``_queue_lock``.) The lock to release to wake the first queued thread for its turn
+        to send the queue; None when none is queued or it was woken already."""
+        queue = self._queue
+        self._sending = bool(queue)
+        if queue:
+            waiter = queue[0].waiter
+            if waiter is not None and waiter.state == _WAITING:
+                waiter.state = _WOKEN
+                return queue[0].done
+        return None
 
     def run_many(self, script: _Script, calls: Sequence[tuple[Sequence[str], Sequence[Any]]]) -> list[Any]:
         """Run ``script`` once per ``(keys, args)`` of ``calls``, all in one write (with the calls
@@ -776,21 +848,26 @@ class RedisLink:
         self._send(batch)
         return [self._reply(pending.outcome) for pending in batch]
 
-    def _lead(self, batch: list[_Pending]) -> None:
-        """Send ``batch`` in one write, give every call its reply, and hand the queue to the next
-        sender. Only an interrupt (a ``BaseException`` that is no ``Exception``: Ctrl-C) is this
-        thread's own; any other failure fails the calls left unanswered and marks the link down,
-        and an unexpected one (say redis-py's ``InvalidResponse``) is raised here too."""
+    def _lead(self, batch: list[_Pending], mine: Any = None) -> None:
+        """(The send lock held.) Send ``batch`` in one write, give every call its reply, and hand the
+        queue to the next sender. ``mine``: the lock of this thread's calls in ``batch`` (None when
+        they were not queued). Only an interrupt (a ``BaseException`` that is no ``Exception``:
+        Ctrl-C) is this thread's own; any other failure fails the calls left unanswered and marks
+        the link down, and an unexpected one (say redis-py's ``InvalidResponse``) is raised here too."""
         interrupted = True
         try:
             try:
                 if self._down_until and time.monotonic() < self._down_until:
                     _fail(batch, _DOWN)
-                else:
+                elif batch:
                     connection = self._hot_connection()
+                    if self._owed:  # a write cut short where it could not drop the connection
+                        connection.disconnect()  # its replies must not be read as this write's
+                    self._owed = True
                     unloaded = _exchange(connection, batch)
                     if unloaded:
                         _exchange(connection, unloaded, reload=True)
+                    self._owed = False
                     if connection is not self._hot:  # closed meanwhile: the resend reconnected it
                         connection.disconnect()
             except Exception as exc:
@@ -798,7 +875,7 @@ class RedisLink:
                 self._broke(batch, exc)
             interrupted = False
         finally:
-            self._pass_on(batch, interrupted)
+            self._pass_on(batch, interrupted, mine)
 
     def _broke(self, batch: Sequence[_Pending], exc: Exception) -> None:
         """Fail the calls of ``batch`` left unanswered by ``exc``; mark the link down when Redis
@@ -814,29 +891,39 @@ class RedisLink:
         if failure is not exc:
             raise exc
 
-    def _pass_on(self, batch: list[_Pending], interrupted: bool) -> None:
-        """Wake the threads whose calls ``batch`` (sent by this thread) answered, and hand the queue
-        to the next sender. When this thread was ``interrupted`` (``KeyboardInterrupt``: its own),
-        the calls of waiting threads it left unanswered go first in the queue, so one of those
-        threads sends them again: no other call fails, and the link is not marked down."""
-        mine = batch[0].done  # this thread's calls (None: sent by the thread that made them)
+    def _pass_on(self, batch: list[_Pending], interrupted: bool, mine: Any = None) -> None:
+        """Wake the threads whose calls ``batch`` (sent by this thread, whose own calls wait on
+        ``mine``) answered, and the first queued thread for its turn to send the queue. When this
+        thread was ``interrupted`` (``KeyboardInterrupt``: its own), the calls of waiting threads
+        it left unanswered go first in the queue, so one of those threads sends them again: no
+        other call fails, and the link is not marked down."""
         again: list[_Pending] = []
-        following = None
+        woken = []
         with self._queue_lock:
             if interrupted:
                 again = [p for p in batch if p.done is not mine and p.done is not None and _unanswered(p)]
-            queued, self._queue = (again + self._queue if again else self._queue), []
-            self._sending = bool(queued)
-            if queued:
-                queued[0].batch = queued
-                following = queued[0].done
-        waiting = {p.done for p in again} if again else ()  # their threads wait on
-        last = mine
-        for pending in batch:  # one release per thread (its calls are side by side)
-            done = pending.done
-            if done is not last and done is not None and done not in waiting:
-                done.release()
-                last = done
+                if again:
+                    self._queue = again + self._queue
+            waiting = {p.done for p in again} if again else ()  # their threads wait on
+            last = mine
+            for pending in batch:  # one wake per thread (its calls are side by side)
+                done = pending.done
+                if done is not last and done is not None:
+                    last = done
+                    waiter = pending.waiter
+                    if done in waiting:
+                        continue
+                    if waiter is None:
+                        woken.append(done)
+                    elif waiter.state == _WAITING:  # a thread woken already is not woken twice
+                        waiter.state = _WOKEN
+                        woken.append(done)
+            if self._queue:
+                following = self._nominate()
+            else:  # (the lone caller's path: no call to make)
+                following, self._sending = None, False
+        for done in woken:
+            done.release()
         if following is not None:
             following.release()
 
