@@ -21,7 +21,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
-from harness_one import ManualClock, RetryableError, ToolExecutionError, ToolRegistry
+from harness_one import ManualClock, PluginError, RetryableError, ToolExecutionError, ToolRegistry
 from harness_one_plugins import OTelPlugin
 from harness_one_plugins.otel import METRICS, error_type
 
@@ -434,6 +434,23 @@ def test_a_failing_span_processor_or_meter_never_fails_a_call_whose_tool_ran(
         assert len(otel.finished()) == 4 and len(otel.points("harness_one.tool.calls")) == 4
     if where == "meter":
         assert len(otel.finished()) == 4
+
+
+def test_a_fault_of_the_plugins_own_code_is_not_taken_for_the_sdks(otel: Telemetry, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rendering the result ran inside the ``try`` around the SDK's calls: a fault of it that ended in the
+    stdlib (``json``) was counted as an SDK error and swallowed. The plugin's values are worked out first."""
+    import harness_one_plugins.otel as module
+
+    def broken(value: Any) -> str:
+        return str(json.loads("{not json"))  # the plugin's own helper failing inside the stdlib
+
+    monkeypatch.setattr(module, "rendered", broken)
+    plugin = OTelPlugin(tracer_provider=otel.tracer_provider, meter_provider=otel.meter_provider, capture_content=True)
+    reg = ToolRegistry(autoload=False, clock=ManualClock(), plugins={"otel": plugin})
+    reg.add(lambda: {"a": 1}, name="t")
+    error = reg.try_call("t").error
+    assert isinstance(error, PluginError) and error.plugin == "otel" and "JSONDecodeError" in error.message
+    assert "sdk_errors" not in reg.stats()["otel"]
 
 
 def _texts(value: Any) -> Iterator[str]:

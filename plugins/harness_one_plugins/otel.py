@@ -80,7 +80,12 @@ _OWN_CODE = tuple(os.path.dirname(os.path.abspath(path)) + os.sep for path in (h
 
 def _foreign(exc: BaseException) -> bool:
     """Whether ``exc`` was raised outside harness-one's own code: in the OpenTelemetry SDK, or in a span
-    processor, view, meter or propagator of the application (where it was raised: its traceback's last frame)."""
+    processor, view, meter or propagator of the application (where it was raised: its traceback's last frame).
+
+    Every ``try`` here holds only calls of the SDK, their arguments worked out before it, so what the
+    plugin's own code raises is never caught as the SDK's; a fault raised on the plugin's own line (a
+    conformance kit's injected one) is reported as the plugin's.
+    """
     tb = exc.__traceback__
     if tb is None:
         return False
@@ -236,25 +241,27 @@ class OTelPlugin:
         if tool.description:
             attributes["gen_ai.tool.description"] = _utf8(tool.description)
         started = time.time_ns() - int((time.perf_counter() - call.started) * 1e9)  # the call began before this hook
+        name, parent = f"execute_tool {tool.name}", self._parent(call)
         try:
-            span = self.tracer.start_span(
-                f"execute_tool {tool.name}",
-                context=self._parent(call),
-                kind=self._internal,
-                attributes=attributes,
-                start_time=started,
-            )
+            span = self.tracer.start_span(name, context=parent, kind=self._internal, attributes=attributes, start_time=started)
         except Exception as exc:  # the SDK's (a span processor's on_start, say): the call goes on without a span
             self._sdk_failed(exc)
             span = self._no_span
-        if self.capture_content:
+        if self.capture_content and self._recording(span):
+            text = rendered(self.redactor(call.arguments))
             try:
-                if span.is_recording():
-                    span.set_attribute("gen_ai.tool.call.arguments", rendered(self.redactor(call.arguments)))
+                span.set_attribute("gen_ai.tool.call.arguments", text)
             except Exception as exc:
                 self._sdk_failed(exc)
         call.state[_SPAN] = span
         return span
+
+    def _recording(self, span: Any) -> bool:
+        try:
+            return bool(span.is_recording())
+        except Exception as exc:
+            self._sdk_failed(exc)
+            return False
 
     def _detach(self, call: Call) -> None:
         token = call.take(_TOKEN)
@@ -269,41 +276,48 @@ class OTelPlugin:
 
     def _finish(self, call: Call, span: Any, error: ToolError | None, *, replayed: bool = False) -> None:
         """End ``span`` and record the call's metrics. What the SDK raises is counted, never the call's failure:
-        the tool has run, and its outcome stands (a failing span processor or view must not make a retry run it again)."""
+        the tool has run, and its outcome stands (a failing span processor or view must not make a retry run it again).
+        (Each ``try`` holds only the SDK's calls, their arguments worked out before it: see :func:`_foreign`.)"""
         attrs = self._metric_attrs(call.tool.name)
-        kind = "" if error is None else error_type(error)
+        kind = status = ""
+        result: str | None = None
+        if error is not None:
+            kind, status = error_type(error), self._status_text(error)
+            attrs = {**attrs, "error.type": kind}
+        elif self.capture_content and self._recording(span):
+            result = rendered(self.redactor(call.result))
+        attempts, duration = call.attempts, time.perf_counter() - call.started
         try:
             try:
                 if replayed:
                     span.add_event("harness_one.replay", {"harness_one.attempt": call.attempt})
-                span.set_attribute("harness_one.attempts", call.attempts)
+                span.set_attribute("harness_one.attempts", attempts)
                 if error is not None:
-                    self._mark_failed(span, error, kind)
-                elif self.capture_content and span.is_recording():
-                    span.set_attribute("gen_ai.tool.call.result", rendered(self.redactor(call.result)))
+                    span.set_attribute("error.type", kind)
+                    span.set_status(self._status(self._error, status))
+                elif result is not None:
+                    span.set_attribute("gen_ai.tool.call.result", result)
             finally:
                 span.end()
         except Exception as exc:
             self._sdk_failed(exc)
+        self._record(attrs, duration, None if error is None else error.kind)
+
+    def _status_text(self, error: ToolError) -> str:
+        """The span status of ``error``: its first line, masked (or its type)."""
+        return self.redactor.text(error.message.splitlines()[0] if error.message else error_type(error))
+
+    def _record(self, attrs: dict[str, Any], duration: float | None, error_kind: str | None) -> None:
+        """Count a call (its ``duration``, if it has one) and, with ``error_kind``, its error (``attrs``: with its type)."""
+        errors = None if error_kind is None else {**attrs, "harness_one.error.kind": error_kind}
         try:
-            if error is not None:
-                attrs = self._count_error(attrs, error, kind)
+            if errors is not None:
+                self._errors.add(1, errors)
             self._calls.add(1, attrs)
-            self._duration.record(time.perf_counter() - call.started, attrs)
+            if duration is not None:
+                self._duration.record(duration, attrs)
         except Exception as exc:
             self._sdk_failed(exc)
-
-    def _mark_failed(self, span: Any, error: ToolError, kind: str) -> None:
-        """Mark ``span`` failed with ``error`` (of type ``kind``)."""
-        span.set_attribute("error.type", kind)
-        text = error.message.splitlines()[0] if error.message else kind
-        span.set_status(self._status(self._error, self.redactor.text(text)))
-
-    def _count_error(self, attrs: dict[str, Any], error: ToolError, kind: str) -> dict[str, Any]:
-        """Count the error; the metric attributes with its type."""
-        attrs = {**attrs, "error.type": kind}
-        self._errors.add(1, {**attrs, "harness_one.error.kind": error.kind})
-        return attrs
 
     def _sdk_failed(self, exc: Exception) -> None:
         """Count an exception of the SDK (shown in ``registry.stats()["otel"]["sdk_errors"]``) and log the first
@@ -323,8 +337,9 @@ class OTelPlugin:
             )
 
     def _rate_limited_add(self, call: Call, waited: bool) -> None:
+        attrs = {**self._metric_attrs(call.tool.name), "harness_one.waited": waited}
         try:
-            self._rate_limited.add(1, {**self._metric_attrs(call.tool.name), "harness_one.waited": waited})
+            self._rate_limited.add(1, attrs)
         except Exception as exc:
             self._sdk_failed(exc)
 
@@ -364,11 +379,9 @@ class OTelPlugin:
         cancelled = isinstance(error, ToolCancelled)
         limited = isinstance(error, RateLimitExceeded)
         if type(decision) is Retry and not cancelled:
+            event = {"harness_one.attempt": call.attempt, "error.type": error_type(error), "harness_one.delay": decision.delay}
             try:
-                span.add_event(
-                    "harness_one.retry" if call.ran else "harness_one.wait",
-                    {"harness_one.attempt": call.attempt, "error.type": error_type(error), "harness_one.delay": decision.delay},
-                )
+                span.add_event("harness_one.retry" if call.ran else "harness_one.wait", event)
             except Exception as exc:
                 self._sdk_failed(exc)
             if limited:
@@ -389,29 +402,25 @@ class OTelPlugin:
         if not self.enabled:
             return
         shown = self.redactor.key(name)
-        kind = error_type(error)
+        kind, status = error_type(error), self._status_text(error)
+        attributes: dict[str, Any] = {
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": shown,
+            "gen_ai.tool.call.id": self.redactor.key(error.call_id or ""),
+            "gen_ai.tool.type": "function",
+            "harness_one.attempts": 0,
+        }
+        title = f"execute_tool {shown}" if shown else "execute_tool"
         try:
-            span = self.tracer.start_span(
-                f"execute_tool {shown}" if shown else "execute_tool",
-                kind=self._internal,
-                attributes={
-                    "gen_ai.operation.name": "execute_tool",
-                    "gen_ai.tool.name": shown,
-                    "gen_ai.tool.call.id": self.redactor.key(error.call_id or ""),
-                    "gen_ai.tool.type": "function",
-                    "harness_one.attempts": 0,
-                },
-            )
+            span = self.tracer.start_span(title, kind=self._internal, attributes=attributes)
             try:
-                self._mark_failed(span, error, kind)
+                span.set_attribute("error.type", kind)
+                span.set_status(self._status(self._error, status))
             finally:
                 span.end()
         except Exception as exc:
             self._sdk_failed(exc)
-        try:
-            self._calls.add(1, self._count_error({"gen_ai.operation.name": "execute_tool"}, error, kind))
-        except Exception as exc:
-            self._sdk_failed(exc)
+        self._record({"gen_ai.operation.name": "execute_tool", "error.type": kind}, None, error.kind)
 
     @hookimpl
     def harness_stats(self, registry: ToolRegistry) -> dict[str, Any]:
