@@ -16,7 +16,7 @@ JSON the model read for it, and one it cannot hold even so as :class:`OutcomeNot
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Iterator, Sequence
+from collections.abc import Awaitable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -289,30 +289,33 @@ class IdempotencyPlugin:
         # cancelled meanwhile (after its tool returned): sent again, an owner's finish is safe to repeat
         return round_trip(storing, astoring, _nothing, _nothing, lambda: Await(storing, astoring))
 
-    def _storable(self, name: str, key: str, record: Record, refused: list[Exception]) -> Iterator[Record]:
-        """The records to try in turn for one outcome, each once the store refused the one before as not
-        storable (``refused``): the outcome as it is, the JSON the model read for it, then
-        :class:`OutcomeNotReplayable`. The tool ran: its key is never freed for it to run again."""
-        yield record
-        try:
-            value = None if record.value is None else _as_json(record.value)
-            error = None if record.error is None else _as_json(record.error)
-        except _NOT_STORABLE:  # its JSON cannot be read back (an integer past Python's digit limit)
-            pass
-        else:
-            yield Record(record.fingerprint, record.state, record.expires, record.ok, value, error)
-        self.not_replayable += 1
-        log_event(30, "idempotent outcome not replayable: kept as OutcomeNotReplayable", tool=name, error=str(refused[-1]))
-        lost = OutcomeNotReplayable(
-            f"Tool '{name}' already ran for idempotency key '{key}', but its outcome could not be stored to replay; "
-            "it is not run again with this key.",
-            tool=name,
-        )
-        yield Record(record.fingerprint, record.state, record.expires, False, None, {**lost.to_dict(), "call_id": None})
+    def _fallback(self, name: str, key: str, record: Record, refused: list[Exception]) -> Record | None:
+        """What to store once the store refused the last try as not storable (``refused``, one each): the
+        JSON the model read for the outcome, then :class:`OutcomeNotReplayable`, then nothing more. The
+        tool ran: its key is never freed for it to run again."""
+        if len(refused) == 1:
+            try:
+                value = None if record.value is None else _as_json(record.value)
+                error = None if record.error is None else _as_json(record.error)
+            except _NOT_STORABLE:  # its JSON cannot be read back (an integer past Python's digit limit)
+                refused.append(refused[0])  # on to the next
+            else:
+                return Record(record.fingerprint, record.state, record.expires, record.ok, value, error)
+        if len(refused) == 2:
+            self.not_replayable += 1
+            log_event(30, "idempotent outcome not replayable: kept as OutcomeNotReplayable", tool=name, error=str(refused[-1]))
+            lost = OutcomeNotReplayable(
+                f"Tool '{name}' already ran for idempotency key '{key}', but its outcome could not be stored to replay; "
+                "it is not run again with this key.",
+                tool=name,
+            )
+            return Record(record.fingerprint, record.state, record.expires, False, None, {**lost.to_dict(), "call_id": None})
+        return None
 
     def _store(self, store: IdempotencyStore, name: str, key: str, record: Record, owner: str | None, now: float) -> None:
         refused: list[Exception] = []
-        for kept in self._storable(name, key, record, refused):
+        kept: Record | None = record
+        while kept is not None:
             try:  # given an owner, the store keeps another caller's live claim or outcome (this claim's lease lapsed)
                 self._stored(name, store.finish(name, key, kept, **self._owners.keywords(store, owner, now=now)))
                 return
@@ -321,6 +324,7 @@ class IdempotencyPlugin:
             except StateUnavailable as exc:  # the caller still gets the outcome; the key is held until its lease ends
                 log_event(40, "idempotent result not stored", tool=name, error=str(exc))
                 return
+            kept = self._fallback(name, key, record, refused)
         # Not even the error was stored (a store refusing it): the key is held until its lease ends, not freed.
         log_event(40, "idempotent result not stored", tool=name, error=str(refused[-1]))
 
@@ -329,7 +333,8 @@ class IdempotencyPlugin:
     ) -> None:
         """:meth:`_store` through the store's awaitable twin."""
         refused: list[Exception] = []
-        for kept in self._storable(name, key, record, refused):
+        kept: Record | None = record
+        while kept is not None:  # as in _store
             try:
                 self._stored(name, await store.afinish(name, key, kept, **self._owners.keywords(store, owner, now=now)))
                 return
@@ -338,6 +343,7 @@ class IdempotencyPlugin:
             except StateUnavailable as exc:
                 log_event(40, "idempotent result not stored", tool=name, error=str(exc))
                 return
+            kept = self._fallback(name, key, record, refused)
         log_event(40, "idempotent result not stored", tool=name, error=str(refused[-1]))
 
     def _stored(self, name: str, answer: bool | None) -> None:

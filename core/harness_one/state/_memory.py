@@ -133,6 +133,8 @@ def copied(value: Any) -> Any:
 
 def _copy_of(record: Record) -> Record:
     """``record`` with a copy of its value and of its error's description (``TypeError`` if one cannot be copied)."""
+    if record.error is None:
+        return dataclasses.replace(record, value=copied(record.value))
     return dataclasses.replace(record, value=copied(record.value), error=copied(record.error))
 
 
