@@ -451,6 +451,7 @@ def test_a_fault_of_the_plugins_own_code_is_not_taken_for_the_sdks(otel: Telemet
     error = reg.try_call("t").error
     assert isinstance(error, PluginError) and error.plugin == "otel" and "JSONDecodeError" in error.message
     assert "sdk_errors" not in reg.stats()["otel"]
+    assert all(span.end_time is not None for span in otel.finished()) and len(otel.finished()) == 2  # the call's span ended
 
 
 def _texts(value: Any) -> Iterator[str]:

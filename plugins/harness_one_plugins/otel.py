@@ -248,7 +248,11 @@ class OTelPlugin:
             self._sdk_failed(exc)
             span = self._no_span
         if self.capture_content and self._recording(span):
-            text = rendered(self.redactor(call.arguments))
+            try:
+                text = rendered(self.redactor(call.arguments))
+            except BaseException:  # the plugin's own fault, reported as one: the span is ended all the same
+                self._end(span)
+                raise
             try:
                 span.set_attribute("gen_ai.tool.call.arguments", text)
             except Exception as exc:
@@ -281,11 +285,15 @@ class OTelPlugin:
         attrs = self._metric_attrs(call.tool.name)
         kind = status = ""
         result: str | None = None
-        if error is not None:
-            kind, status = error_type(error), self._status_text(error)
-            attrs = {**attrs, "error.type": kind}
-        elif self.capture_content and self._recording(span):
-            result = rendered(self.redactor(call.result))
+        try:
+            if error is not None:
+                kind, status = error_type(error), self._status_text(error)
+                attrs = {**attrs, "error.type": kind}
+            elif self.capture_content and self._recording(span):
+                result = rendered(self.redactor(call.result))
+        except BaseException:  # the plugin's own fault, reported as one: the span is ended all the same
+            self._end(span)
+            raise
         attempts, duration = call.attempts, time.perf_counter() - call.started
         try:
             try:
@@ -302,6 +310,12 @@ class OTelPlugin:
         except Exception as exc:
             self._sdk_failed(exc)
         self._record(attrs, duration, None if error is None else error.kind)
+
+    def _end(self, span: Any) -> None:
+        try:
+            span.end()
+        except Exception as exc:
+            self._sdk_failed(exc)
 
     def _status_text(self, error: ToolError) -> str:
         """The span status of ``error``: its first line, masked (or its type)."""

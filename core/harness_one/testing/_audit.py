@@ -193,7 +193,7 @@ def blocking_calls() -> Iterator[list[str]]:
     finally:
         with _LOCK:
             _WATCHED.pop(me, None)
-            if _PATCH_SLEEP and not _WATCHED:
+            if _PATCH_SLEEP and not _WATCHED and time.sleep is _watched_sleep:  # not a sleep a test patched meanwhile
                 time.sleep = _SLEEP
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextvars
 import inspect
+import math
 import os
 import sys
 import sysconfig
@@ -127,7 +128,7 @@ def bounded(seconds: float, work: Callable[[], Any], *, locate: Callable[[FrameT
     context = contextvars.copy_context()
     worker = threading.Thread(target=context.run, args=(run,), daemon=True, name="harness-one-conformance-check")
     worker.start()
-    worker.join(seconds)
+    worker.join(None if seconds == math.inf else seconds)  # (join refuses an infinite timeout: no deadline then)
     if worker.is_alive():
         started = [t for t in threading.enumerate() if t.ident not in before and t is not worker]
         raise Overran(seconds, *_stuck([worker, *started], locate))
