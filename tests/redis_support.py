@@ -385,23 +385,22 @@ class Hold:
         self.gate.set()
 
 
-class HoldingProxy:
-    """A TCP proxy to a redis-server; :meth:`hold` holds the reply to the next write calling a script."""
+class RelayProxy:
+    """A TCP proxy to a redis-server on ``port``: each client connection is relayed to one of its own,
+    the client's commands by :meth:`_requests` and Redis's replies by :meth:`_replies`, which a
+    subclass overrides to hold or drop what passes (``state``: what :meth:`_connection` made for the
+    connection). ``url`` is the proxy's address."""
 
     def __init__(self, port: int) -> None:
         self.port = port
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.url = f"redis://127.0.0.1:{self.listener.getsockname()[1]}/0"
-        self.armed: tuple[bytes, Hold] | None = None
-        self.holds: list[Hold] = []
         self.sockets: list[socket.socket] = []
         threading.Thread(target=self._accept, daemon=True).start()
 
-    def hold(self, script: _Script) -> Hold:
-        found = Hold()
-        self.holds.append(found)
-        self.armed = (script.sha.encode(), found)
-        return found
+    def _connection(self) -> Any:
+        """What the two relays of one connection share (None here)."""
+        return None
 
     def _accept(self) -> None:
         while True:
@@ -411,27 +410,65 @@ class HoldingProxy:
                 return
             upstream = socket.create_connection(("127.0.0.1", self.port))
             self.sockets += [client, upstream]
-            waiting: list[Hold] = []  # the holds of this connection's next replies
-            threading.Thread(target=self._requests, args=(client, upstream, waiting), daemon=True).start()
-            threading.Thread(target=self._replies, args=(upstream, client, waiting), daemon=True).start()
+            state = self._connection()
+            threading.Thread(target=self._requests, args=(client, upstream, state), daemon=True).start()
+            threading.Thread(target=self._replies, args=(upstream, client, state), daemon=True).start()
 
-    def _requests(self, client: socket.socket, upstream: socket.socket, waiting: list[Hold]) -> None:
+    def _requests(self, client: socket.socket, upstream: socket.socket, state: Any) -> None:
         try:
             while data := client.recv(65536):
-                armed = self.armed
-                if armed is not None and armed[0] in data:
-                    self.armed = None
-                    waiting.append(armed[1])  # before Redis can answer
                 upstream.sendall(data)
             upstream.shutdown(socket.SHUT_WR)
         except OSError:
             pass
 
-    def _replies(self, upstream: socket.socket, client: socket.socket, waiting: list[Hold]) -> None:
+    def _replies(self, upstream: socket.socket, client: socket.socket, state: Any) -> None:
         try:
             while data := upstream.recv(65536):
-                if waiting:
-                    found = waiting.pop(0)
+                client.sendall(data)
+        except OSError:
+            pass
+
+    def close(self) -> None:
+        self.listener.close()
+        for sock in self.sockets:
+            sock.close()
+
+
+class HoldingProxy(RelayProxy):
+    """A :class:`RelayProxy`; :meth:`hold` holds the reply to the next write calling a script."""
+
+    def __init__(self, port: int) -> None:
+        self.armed: tuple[bytes, Hold] | None = None
+        self.holds: list[Hold] = []
+        super().__init__(port)
+
+    def hold(self, script: _Script) -> Hold:
+        found = Hold()
+        self.holds.append(found)
+        self.armed = (script.sha.encode(), found)
+        return found
+
+    def _connection(self) -> list[Hold]:
+        return []  # the holds of this connection's next replies
+
+    def _requests(self, client: socket.socket, upstream: socket.socket, state: list[Hold]) -> None:
+        try:
+            while data := client.recv(65536):
+                armed = self.armed
+                if armed is not None and armed[0] in data:
+                    self.armed = None
+                    state.append(armed[1])  # before Redis can answer
+                upstream.sendall(data)
+            upstream.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass
+
+    def _replies(self, upstream: socket.socket, client: socket.socket, state: list[Hold]) -> None:
+        try:
+            while data := upstream.recv(65536):
+                if state:
+                    found = state.pop(0)
                     found.reached.set()
                     found.gate.wait(30)
                 client.sendall(data)
@@ -441,9 +478,7 @@ class HoldingProxy:
     def close(self) -> None:
         for found in self.holds:
             found.release()
-        self.listener.close()
-        for sock in self.sockets:
-            sock.close()
+        super().close()
 
 
 @pytest.fixture

@@ -251,13 +251,18 @@ class Interrupt(BaseException):
     """What Ctrl-C raises in the thread it interrupts (a ``BaseException``, not an ``Exception``)."""
 
 
-def until_queued(link: Any, calls: int) -> None:
-    """Until ``calls`` calls wait for the next write (bounded: a broken test fails, never hangs)."""
+def until(condition: Callable[[], bool], what: str) -> None:
+    """Until ``condition`` holds (bounded: a broken test fails with ``what``, never hangs)."""
     for _ in range(10_000):
-        if len(link._queue) >= calls:
+        if condition():
             return
         time.sleep(0.001)
-    pytest.fail("the calls never queued")
+    pytest.fail(what)
+
+
+def until_queued(link: Any, calls: int) -> None:
+    """Until ``calls`` calls wait for the next write."""
+    until(lambda: len(link._queue) >= calls, "the calls never queued")
 
 
 #: A bucket of 2 tokens that never refills.
@@ -287,6 +292,48 @@ def _write_ends(link: Any) -> None:
         link._send_lock.release()
 
 
+def _m_sends_b_behind(shared: Any, call: dict[str, Any], fault: Callable[[int], BaseException | None]) -> dict[str, Any]:
+    """Thread M's call, then thread B's three (``run_many``), queued behind :func:`_wire_busy`'s write;
+    then M's turn to send them all, M's ``n``-th read of a reply raising ``fault(n)`` (None: it reads).
+    What each thread got: its replies, or the name of what it raised."""
+    from harness_one.state._redis import _BUCKET
+
+    link = shared.link
+    got: dict[str, Any] = {}
+    calls = [shared._args(f"b{i}", call["rate"], call["burst"], call["cost"], 0) for i in range(3)]
+
+    def catching(who: str, run: Callable[[], Any]) -> threading.Thread:
+        def body() -> None:
+            try:
+                got[who] = run()
+            except BaseException as exc:  # the interrupt too: the thread reports it
+                got[who] = type(exc).__name__
+
+        return threading.Thread(target=body)
+
+    sender = catching("m", lambda: shared.acquire("m", **call))
+    sender.start()
+    until_queued(link, 1)
+    behind = catching("b", lambda: [float(reply) for reply in link.run_many(_BUCKET, calls)])
+    behind.start()
+    until_queued(link, 4)
+    connection = link._hot_connection()
+    read_response, reads = connection.read_response, itertools.count()
+
+    def faulty_read(*args: Any, **kwargs: Any) -> Any:
+        if threading.current_thread() is sender:
+            raised = fault(next(reads))
+            if raised is not None:
+                raise raised
+        return read_response(*args, **kwargs)
+
+    connection.read_response = faulty_read
+    _write_ends(link)  # M's turn: it sends the queue (its call, then B's three)
+    sender.join(10)
+    behind.join(10)
+    return got
+
+
 @pytest.mark.parametrize("read", [0, 2], ids=["before any reply", "after two replies"])
 def test_a_thread_interrupted_while_it_sends_other_threads_calls_fails_none_of_them(redis_url: str, read: int) -> None:
     """Thread M sends the write that carries its call and three calls thread B queued together
@@ -295,41 +342,10 @@ def test_a_thread_interrupted_while_it_sends_other_threads_calls_fails_none_of_t
     link is not marked down. Before, B's calls failed with ``StateUnavailable`` and every call failed
     for ``down_for``. A reply read before the interrupt is kept (its call is not sent again); one
     Redis ran whose reply was not read counts twice, as after a dead connection."""
-    from harness_one.state._redis import _BUCKET
-
     shared, call = _wire_busy(redis_url)
     link = shared.link
-    got: dict[str, Any] = {}
-
-    def m() -> None:
-        try:
-            got["m"] = shared.acquire("m", **call)
-        except Interrupt:
-            got["m"] = "interrupted"
-
-    def b() -> None:
-        calls = [shared._args(f"b{i}", call["rate"], call["burst"], call["cost"], 0) for i in range(3)]
-        got["b"] = [float(reply) for reply in link.run_many(_BUCKET, calls)]
-
-    sender = threading.Thread(target=m)
-    sender.start()
-    until_queued(link, 1)
-    behind = threading.Thread(target=b)
-    behind.start()
-    until_queued(link, 4)
-    connection = link._hot_connection()
-    read_response, reads = connection.read_response, itertools.count()
-
-    def interrupted_read(*args: Any, **kwargs: Any) -> Any:
-        if threading.current_thread() is sender and next(reads) == read:  # M's reads: the interrupt at read
-            raise Interrupt
-        return read_response(*args, **kwargs)
-
-    connection.read_response = interrupted_read
-    _write_ends(link)  # M's turn: it sends the queue (its call, then B's three)
-    sender.join(10)
-    behind.join(10)
-    assert got == {"m": "interrupted", "b": [0.0, 0.0, 0.0]}
+    got = _m_sends_b_behind(shared, call, lambda n: Interrupt() if n == read else None)  # the interrupt at M's read
+    assert got == {"m": "Interrupt", "b": [0.0, 0.0, 0.0]}
     assert not link._is_down() and link.failures == 0 and not link._sending and not link._queue
     left = [shared.acquire(f"b{i}", **call) == 0.0 for i in range(3)]  # a token left: its call ran once
     assert left == ([True, False, False] if read == 2 else [False, False, False])
@@ -379,43 +395,9 @@ def test_a_failure_that_is_no_interrupt_in_the_sending_thread_fails_the_write_an
     each twice), with no limit on repeats, and the link was not marked down."""
     import redis
 
-    from harness_one.state._redis import _BUCKET
-
     shared, call = _wire_busy(redis_url)
     link = shared.link
-    got: dict[str, Any] = {}
-
-    def m() -> None:
-        try:
-            got["m"] = shared.acquire("m", **call)
-        except redis.InvalidResponse:
-            got["m"] = "InvalidResponse"
-
-    def b() -> None:
-        calls = [shared._args(f"b{i}", call["rate"], call["burst"], call["cost"], 0) for i in range(3)]
-        try:
-            got["b"] = link.run_many(_BUCKET, calls)
-        except StateUnavailable:
-            got["b"] = "StateUnavailable"
-
-    sender = threading.Thread(target=m)
-    sender.start()
-    until_queued(link, 1)
-    behind = threading.Thread(target=b)
-    behind.start()
-    until_queued(link, 4)
-    connection = link._hot_connection()
-    read_response = connection.read_response
-
-    def garbled_read(*args: Any, **kwargs: Any) -> Any:
-        if threading.current_thread() is sender:
-            raise redis.InvalidResponse("Protocol Error: garbled")
-        return read_response(*args, **kwargs)
-
-    connection.read_response = garbled_read
-    _write_ends(link)
-    sender.join(10)
-    behind.join(10)
+    got = _m_sends_b_behind(shared, call, lambda n: redis.InvalidResponse("Protocol Error: garbled"))
     assert got == {"m": "InvalidResponse", "b": "StateUnavailable"}
     assert link._is_down() and not link._sending and not link._queue
     link._down_until = 0.0
@@ -520,15 +502,6 @@ async def test_replies_read_before_a_failed_async_resend_are_kept(redis_url: str
         await client.aclose()
 
 
-def until(condition: Callable[[], bool], what: str) -> None:
-    """Until ``condition`` holds (bounded: a broken test fails with ``what``, never hangs)."""
-    for _ in range(10_000):
-        if condition():
-            return
-        time.sleep(0.001)
-    pytest.fail(what)
-
-
 def bounded(call: Callable[[], Any]) -> Any:
     """``call()``, in a thread of its own: a call that waits for ever fails the test, never hangs it
     (the wait for it is a guard, not a measure)."""
@@ -548,30 +521,17 @@ def in_its_wait(thread: int) -> None:
     until(lambda: sys._current_frames()[thread].f_code.co_name == "_wait", "the thread never waited")
 
 
-def _interrupt_at(link: Any, name: str, victim: list[threading.Thread]) -> None:
-    """Make the link's method ``name`` raise ``KeyboardInterrupt`` at its entry, once, in the thread
-    ``victim[0]``: Ctrl-C landing there (the method is patched on this link alone)."""
+def _interrupt(link: Any, name: str, victim: list[threading.Thread], *, after: bool = False) -> None:
+    """Make the link's method ``name`` raise ``KeyboardInterrupt`` at its entry (``after``: as it
+    returns), once, in the thread ``victim[0]``: Ctrl-C landing there (patched on this link alone)."""
     original, fired = getattr(link, name), []
 
     def interrupted(*args: Any, **kwargs: Any) -> Any:
+        got = original(*args, **kwargs) if after else None
         if threading.current_thread() is victim[0] and not fired:
             fired.append(name)
             raise KeyboardInterrupt
-        return original(*args, **kwargs)
-
-    setattr(link, name, interrupted)
-
-
-def _interrupt_after(link: Any, name: str, victim: list[threading.Thread]) -> None:
-    """Make the link's method ``name`` raise ``KeyboardInterrupt`` as it returns, once, in ``victim[0]``."""
-    original, fired = getattr(link, name), []
-
-    def interrupted(*args: Any, **kwargs: Any) -> Any:
-        got = original(*args, **kwargs)
-        if threading.current_thread() is victim[0] and not fired:
-            fired.append(name)
-            raise KeyboardInterrupt
-        return got
+        return got if after else original(*args, **kwargs)
 
     setattr(link, name, interrupted)
 
@@ -616,7 +576,7 @@ def test_ctrl_c_in_the_sending_thread_leaves_no_other_thread_waiting_for_ever(re
 
     victim = [threading.Thread(target=v, daemon=True)]
     for how, name in interrupts:
-        (_interrupt_at if how == "at" else _interrupt_after)(link, name, victim)
+        _interrupt(link, name, victim, after=how == "after")
     helper = threading.Thread(target=other, daemon=True)
     if place == "queued":
         victim[0].start()
@@ -646,7 +606,7 @@ def test_ctrl_c_twice_in_a_waiting_thread_leaves_no_other_thread_waiting_for_eve
     shared, call = _wire_busy(redis_url)
     link = shared.link
     victim = [threading.main_thread()]
-    _interrupt_at(link, "_leave", victim)
+    _interrupt(link, "_leave", victim)
     main = threading.main_thread().ident
     assert main is not None
     got: dict[str, Any] = {}

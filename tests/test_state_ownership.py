@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from redis_support import RedisServer
+from redis_support import RedisServer, RelayProxy
 
 from harness_one import IdempotencyConflict, ManualClock, ToolArgumentError, ToolRegistry
 from harness_one.state import Accepts, MemoryBudgets, MemoryStore, Record, SQLiteStore, new_token
@@ -362,48 +362,35 @@ def test_redis_keeps_a_runs_give_back_tickets_in_17_bytes_each(redis_url: str) -
     assert len(store.link.command("HGET", store._key("r"), "g")) == 17 * 64
 
 
-class DroppingProxy:
-    """A TCP proxy to a redis-server that, armed with a script's SHA, forwards the next command
-    calling it and then, when Redis's reply comes back, closes the client's connection instead of
-    passing the reply on: Redis applied the command and the client never hears so."""
+class DroppingProxy(RelayProxy):
+    """A :class:`RelayProxy` that, armed with a script's SHA, forwards the next command calling it
+    and then, when Redis's reply comes back, closes the client's connection instead of passing the
+    reply on: Redis applied the command and the client never hears so."""
 
     def __init__(self, port: int) -> None:
-        self.port = port
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.url = f"redis://127.0.0.1:{self.listener.getsockname()[1]}/0"
         self.watched: bytes | None = None
         self.armed = False
         self.seen = 0  # commands calling the watched script, since it was armed
         self.dropped = 0
         self.resend: threading.Event | None = None  # set: the command sent again is held until this is set
         self.holding = threading.Event()  # the command sent again has come and is held
-        self.sockets: list[socket.socket] = []
-        threading.Thread(target=self._accept, daemon=True).start()
+        super().__init__(port)
 
     def arm(self, sha: str, *, hold: bool = False) -> None:
         self.watched, self.armed = sha.encode(), True
         self.resend = threading.Event() if hold else None
 
-    def _accept(self) -> None:
-        while True:
-            try:
-                client, _ = self.listener.accept()
-            except OSError:
-                return
-            upstream = socket.create_connection(("127.0.0.1", self.port))
-            self.sockets += [client, upstream]
-            drop = threading.Event()
-            threading.Thread(target=self._requests, args=(client, upstream, drop), daemon=True).start()
-            threading.Thread(target=self._replies, args=(upstream, client, drop), daemon=True).start()
+    def _connection(self) -> threading.Event:
+        return threading.Event()  # set: drop this connection at Redis's next reply
 
-    def _requests(self, client: socket.socket, upstream: socket.socket, drop: threading.Event) -> None:
+    def _requests(self, client: socket.socket, upstream: socket.socket, state: threading.Event) -> None:
         try:
             while data := client.recv(65536):
                 if self.watched is not None and self.watched in data:
                     self.seen += 1
                     if self.armed:
                         self.armed = False
-                        drop.set()
+                        state.set()
                     elif self.resend is not None and self.seen == 2:  # the command sent again: held
                         self.holding.set()
                         self.resend.wait(30)
@@ -411,10 +398,10 @@ class DroppingProxy:
         except OSError:
             pass
 
-    def _replies(self, upstream: socket.socket, client: socket.socket, drop: threading.Event) -> None:
+    def _replies(self, upstream: socket.socket, client: socket.socket, state: threading.Event) -> None:
         try:
             while data := upstream.recv(65536):
-                if drop.is_set():  # Redis answered: it ran the command
+                if state.is_set():  # Redis answered: it ran the command
                     self.dropped += 1
                     for sock in (client, upstream):
                         sock.shutdown(socket.SHUT_RDWR)
@@ -423,11 +410,6 @@ class DroppingProxy:
                 client.sendall(data)
         except OSError:
             pass
-
-    def close(self) -> None:
-        self.listener.close()
-        for sock in self.sockets:
-            sock.close()
 
 
 @pytest.fixture
