@@ -43,6 +43,16 @@ def wire(to: str, amount: float) -> str:
     \"\"\"Wire money.\"\"\"
     return f"wired {amount:g} to {to}"
 """
+#: A tools file whose ``login`` always needs approval, and takes a password.
+LOGIN = """
+from harness_one import defineTool
+
+
+@defineTool(registry=None, options={"requires_approval": True})
+def login(user: str, password: str) -> str:
+    \"\"\"Log in.\"\"\"
+    return f"{user} logged in"
+"""
 ONE_SHOT = (
     "The call of 'transfer' was not run: it needs a person's approval, and no one was asked "
     f"(this command makes one call and ends: it has no approval step). {ASK_AGAIN}"
@@ -125,6 +135,25 @@ def test_the_run_command_call_prints_masks_secrets_in_the_options(runner: CliRun
     assert "sk-live-123" not in said and "(put back the secrets masked in its options)" in said
     command = ["harness-one", "--tools", TOOLS, "-O", "budget.key=api_key=[REDACTED]", "run"]
     assert shlex.split(said.split("`")[1]) == command
+
+
+def test_the_call_line_call_prints_masks_secrets_in_the_arguments_and_context(runner: CliRunner, tmp_path: Path) -> None:
+    """The request line is masked as the errors the model reads are (``mask_secrets``), and the reader told to put it back."""
+    (tmp_path / "login.py").write_text(LOGIN)
+    arguments = {"user": "ann", "password": "hunter2-pw"}
+    context = {"tenant": "acme", "api_token": "tok-live-9"}
+    options = ["-O", "budget.key=api_key=sk-live-123", "--tools", "login.py"]
+    args = [*options, "call", "login", "--args", json.dumps(arguments), "--context", json.dumps(context)]
+    done = runner.invoke(main, args)
+    assert done.exit_code == 8, done.output
+    said = done.stderr.splitlines()
+    assert not any(secret in done.stderr for secret in ("hunter2-pw", "tok-live-9", "sk-live-123"))
+    assert "(put back the secrets masked in its options and in the call)" in said[1]
+    request = json.loads(said[2])
+    assert request["arguments"] == {"user": "ann", "password": "[REDACTED]"}
+    assert request["context"] == {"tenant": "acme", "api_token": "[REDACTED]"}
+    said = runner.invoke(main, args[2:]).stderr.splitlines()  # a secret in the call only
+    assert "(put back the secrets masked in the call)" in said[1] and "hunter2-pw" not in said[2]
 
 
 def test_call_of_a_call_needing_no_approval_is_as_before(runner: CliRunner, withdrawn: list[Any]) -> None:

@@ -161,13 +161,49 @@ def test_a_models_own_raw_is_told_as_either_reading(per_user_add: PerUserAdd, ar
     assert seen == []
 
 
-def test_a_tool_that_takes_any_property_is_not_told_raw_is_unexpected() -> None:
+def open_tools() -> tuple[ToolRegistry, list[dict[str, Any]]]:
+    """``fields``, a ``**kwargs`` tool (any property, of text), and ``anything``, whose schema takes
+    any property (``additionalProperties`` true); what each ran with."""
     registry = ToolRegistry(autoload=False)
-    registry.add(lambda **kw: kw, name="anything", parameters={"type": "object", "additionalProperties": True})
-    client = ScriptedClient([("x-0", {"raw": "hello"})], tool="anything")
-    asyncio.run(Agent(client, tools=[to_agent_framework("anything", registry)]).run("go"))
-    result = client.results()["x-0"]
-    assert "unexpected property" not in result
+    ran: list[dict[str, Any]] = []
+
+    @define_tool(registry=registry)
+    def fields(**given: str) -> str:
+        """Store the fields."""
+        ran.append(given)
+        return "stored"
+
+    def anything(**given: Any) -> str:
+        ran.append(given)
+        return "stored"
+
+    registry.add(anything, name="anything", parameters={"type": "object", "additionalProperties": True})
+    return registry, ran
+
+
+@pytest.mark.parametrize("tool", ["fields", "anything"])
+def test_a_tool_that_takes_any_property_takes_the_models_own_raw(tool: str) -> None:
+    # The model's valid {"raw": "hello"} was refused as "arguments are not valid JSON (near 'hello')", and
+    # {"raw": "5"} as "arguments must be a JSON object": it sent an object, which the tool takes.
+    registry, ran = open_tools()
+    client = ScriptedClient([("x-0", {"raw": "hello"}), ("x-1", {"raw": "5"}), ("x-2", '{"raw": "ls", ')], tool=tool)
+    asyncio.run(Agent(client, tools=[to_agent_framework(tool, registry)]).run("go"))
+    results = client.results()
+    assert (results["x-0"], results["x-1"]) == ("stored", "stored")
+    assert ran == [{"raw": "hello"}, {"raw": "5"}]  # malformed object text is never run
+    assert results["x-2"].startswith(
+        f"Error: Invalid arguments for tool '{tool}' (1 problem):\n- $: arguments are not valid JSON"
+    )
+    assert "unexpected property" not in results["x-2"]
+
+
+def test_a_value_a_tool_that_takes_any_property_refuses_is_refused_under_raw() -> None:
+    # {"raw": 5} was "arguments must be a JSON object, got integer": the object's raw is refused as such.
+    registry, ran = open_tools()
+    client = ScriptedClient([("x-0", {"raw": 5})], tool="fields")
+    asyncio.run(Agent(client, tools=[to_agent_framework("fields", registry)]).run("go"))
+    assert client.results()["x-0"].startswith("Error: Invalid arguments for tool 'fields' (1 problem):\n- $.raw: expected string")
+    assert ran == []
 
 
 def test_a_tool_with_a_raw_parameter_never_runs_on_malformed_text() -> None:

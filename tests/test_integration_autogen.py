@@ -26,6 +26,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from harness_one import ApprovalUnavailable, ToolExecutionError, ToolRegistry, define_tool
 from harness_one.integrations.autogen import HarnessAutoGenTool, as_autogen_tools, to_autogen
 
 MODEL_INFO: Any = {
@@ -131,6 +132,68 @@ def test_calls_are_traced_and_logged_as_autogens_own_tools(
     }
     [span] = [s for s in spans.get_finished_spans() if s.name == "execute_tool add"]
     assert span.attributes is not None and span.attributes["gen_ai.tool.call.id"] == "e0"
+
+
+@pytest.fixture
+def spans(monkeypatch: pytest.MonkeyPatch) -> InMemorySpanExporter:
+    """The spans AutoGen's runtime ends (it traces to the global tracer)."""
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    monkeypatch.setattr(trace, "get_tracer", provider.get_tracer)
+    return exporter
+
+
+def tool_span(spans: InMemorySpanExporter, name: str) -> Any:
+    [span] = [s for s in spans.get_finished_spans() if s.name == f"execute_tool {name}"]
+    return span
+
+
+def test_a_call_needing_approval_keeps_its_class(spans: InMemorySpanExporter) -> None:
+    """A held call is ``ApprovalUnavailable`` (kind ``approval_unavailable``) as in the other adapters.
+
+    It was a bare ``ToolError`` (``tool_error``): the tool span's ``error.type`` and a direct
+    ``run_json`` showed the application a tool error, not a call refused for want of approval.
+    """
+    bank = approval_support.Bank()
+    usage = RequestUsage(prompt_tokens=0, completion_tokens=0)
+    call = FunctionCall(id="t-1", name="transfer", arguments=json.dumps({"to": "bob", "amount": 500}))
+    client = ReplayChatCompletionClient(
+        [CreateResult(finish_reason="function_calls", content=[call], usage=usage, cached=False)], model_info=MODEL_INFO
+    )
+    [tool] = as_autogen_tools(["transfer"], bank.registry)
+    text, is_error = results(
+        asyncio.run(AssistantAgent("assistant", model_client=client, tools=[tool]).run(task="pay")).messages
+    )["t-1"]
+    assert is_error and text.startswith("The call of 'transfer' was not run: it needs a person's approval")
+    span = tool_span(spans, "transfer")
+    assert span.attributes["error.type"] == "ApprovalUnavailable" and span.status.description.endswith(text)
+    with pytest.raises(ApprovalUnavailable) as raised:
+        asyncio.run(tool.run_json({"to": "bob", "amount": 500}, CancellationToken(), call_id="t-2"))
+    assert (raised.value.kind, raised.value.tool, raised.value.call_id) == ("approval_unavailable", "transfer", "t-2")
+    assert bank.sent == []
+
+
+def test_a_failing_tool_keeps_its_class_and_its_unmasked_exception_stays_out_of_the_span(
+    spans: InMemorySpanExporter,
+) -> None:
+    registry = ToolRegistry(autoload=False)
+
+    @define_tool(registry=registry)
+    def connect() -> str:
+        """Connect."""
+        raise ConnectionError("cannot reach postgres://app:hunter2-pw@db.internal/app")
+
+    tool = to_autogen(connect, registry)
+    with pytest.raises(ToolExecutionError) as raised:
+        asyncio.run(tool.run_json({}, CancellationToken(), call_id="f-1"))
+    assert raised.value.kind == "tool_failed" and raised.value.__cause__ is None
+    assert isinstance(raised.value.cause, ConnectionError)  # the application still has the tool's exception
+    span = tool_span(spans, "connect")
+    assert span.attributes["error.type"] == "ToolExecutionError"
+    recorded = json.dumps([dict(event.attributes or {}) for event in span.events])
+    assert "ConnectionError" in recorded or "ToolExecutionError" in recorded
+    assert "hunter2-pw" not in recorded and "hunter2-pw" not in str(raised.value)
 
 
 def test_a_call_needing_approval_is_refused_not_promised() -> None:

@@ -69,18 +69,25 @@ def _to_approve(
 
     ``run`` is given the global options this command was given that select the tools, plugins,
     configuration and state store (:data:`_SELECTING`), so it makes the call with the same catalogue.
+    Stderr may be kept (CI logs): secrets in the options and in the call line (its arguments and
+    context) are masked as in the errors the model reads (``mask_secrets``), and the reader told to put them back.
     """
+    from .._redact import mask_secrets
+
     request: dict[str, object] = {"id": 1, "name": name, "arguments": args}
     if context is not None:
         request["context"] = context
     if idempotency_key is not None:
         request["idempotency_key"] = idempotency_key
-    command, masked = _run_command(ctx)
-    secrets = " (put back the secrets masked in its options)" if masked else ""
+    command, in_options = _run_command(ctx)
+    line = json.dumps(request)
+    shown = mask_secrets(line)
+    where = [place for place, masked in (("in its options", in_options), ("in the call", shown != line)) if masked]
+    secrets = f" (put back the secrets masked {' and '.join(where)})" if where else ""
     return (
         f"harness-one call: a call that needs approval cannot be approved here. To approve it, give `{command}`{secrets} "
         "the call and then the decision, one line each:\n"
-        f"  {json.dumps(request)}\n"
+        f"  {shown}\n"
         '  {"approve": 1}\n'
         'or, in Python, the approval plugin\'s approve(call_id) and resume(call_id) (docs: "Approval-required tools").'
     )

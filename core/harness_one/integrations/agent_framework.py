@@ -6,6 +6,8 @@ are skipped, as are its ``max_invocations`` counters: the harness policies apply
 Arguments the framework could not read as a JSON object (its ``{"raw": ...}``) reach the
 registry as the model's text again, for the harness to refuse; for a tool that takes no ``raw``,
 the refusal also names the other reading (the model's own ``{"raw": ...}``, an unexpected property).
+For a tool that takes a ``raw`` property (a parameter of that name, or any property: ``**kwargs``,
+``additionalProperties``), ``{"raw": ...}`` is the model's own object unless it holds malformed object text.
 Function middleware wraps it like any other tool. The tool-call id becomes the harness call
 id, and ``context=`` is a mapping or a function of the ``FunctionInvocationContext``
 (``ctx.kwargs`` is what ``agent.run(..., function_invocation_kwargs=...)`` was given,
@@ -114,11 +116,12 @@ class HarnessFunctionTool(FunctionTool):
         as ``{"raw": value}``: its text (malformed), or the JSON value that is not an object, which
         go to the registry to refuse (:func:`not_an_object`).
 
-        For a tool with a ``raw`` parameter, only a value that is no JSON but starts like a JSON
-        object (``{"``) is taken for the model's malformed text: anything else is a ``raw`` argument.
-        An object under ``raw`` is never the framework's (it hands a JSON object over as it is):
-        those are the model's arguments. For a tool without one, the model may as well have sent
-        ``{"raw": ...}`` itself: its refusal says both (:meth:`_both_readings`).
+        For a tool that takes a ``raw`` property (:func:`_takes_raw`: a ``raw`` parameter, or any
+        property), ``{"raw": ...}`` is a valid call: only a value that is no JSON but starts like a
+        JSON object (``{"``) is taken for the model's malformed text, anything else is a ``raw``
+        argument. An object under ``raw`` is never the framework's (it hands a JSON object over as
+        it is): those are the model's arguments. For a tool that refuses a ``raw`` property, the
+        model may as well have sent ``{"raw": ...}`` itself: its refusal says both (:meth:`_both_readings`).
         """
         if len(arguments) != 1 or "raw" not in arguments:
             return arguments
@@ -126,7 +129,7 @@ class HarnessFunctionTool(FunctionTool):
         if isinstance(value, Mapping):
             return arguments
         readable = is_json(value) if isinstance(value, str) else True
-        if "raw" in self.harness_tool.parameters.get("properties", {}):
+        if _takes_raw(self.harness_tool.parameters):
             return value if not readable and _OBJECT_START.match(value) else arguments
         return not_an_object(value) if readable else value
 
@@ -146,8 +149,7 @@ class HarnessFunctionTool(FunctionTool):
             or len(arguments) != 1
             or "raw" not in arguments
             or isinstance(arguments["raw"], Mapping)
-            or "raw" in properties
-            or parameters.get("additionalProperties") is not False
+            or _takes_raw(parameters)
             or not error.problems
             or any(p.path != "$" for p in error.problems)
         ):
@@ -187,6 +189,12 @@ class HarnessFunctionTool(FunctionTool):
 
 #: How the text of a JSON object starts, whole or cut short: ``{"``, ``{'`` (a Python dict), ``{}``, ``{``.
 _OBJECT_START = re.compile(r"\s*\{\s*(?:[\"'}]|$)")
+
+
+def _takes_raw(parameters: Mapping[str, Any]) -> bool:
+    """Whether a tool's schema takes a ``raw`` property: a parameter of that name, or any property
+    (``additionalProperties`` absent, true or a schema: a ``**kwargs`` tool)."""
+    return "raw" in (parameters.get("properties") or {}) or parameters.get("additionalProperties") is not False
 
 
 def _approved_arguments(ctx: FunctionInvocationContext, arguments: Mapping[str, Any]) -> Any:

@@ -5,7 +5,9 @@ A harness tool as an AutoGen ``BaseTool``, usable by ``AssistantAgent``. The sch
 harness schema, and ``run_json`` hands the raw arguments and AutoGen's call id to the registry,
 so arguments are validated once, by the harness. ``context=`` is a mapping or a function of the
 call (an ``autogen_core.FunctionCall``: ``id``, ``name``, ``arguments``). A harness error is
-raised with the harness's message, which AutoGen returns to the model as an error result.
+raised as its own class (``RateLimitExceeded``, ``ApprovalUnavailable``, ..., its ``kind`` kept) with the
+harness's message, which AutoGen returns to the model as an error result; its tool span's
+``error.type`` is that class's name.
 
 AutoGen has no step that asks a person about a tool call: a call the registry's ``approval``
 plugin holds is refused, and the model reads that it was not run for want of approval (not
@@ -14,6 +16,7 @@ that its result will come).
 
 from __future__ import annotations
 
+import copy
 import logging
 from collections.abc import Iterable, Mapping
 from typing import Any, cast
@@ -80,7 +83,7 @@ class HarnessAutoGenTool(BaseTool[_AnyArgs, BaseModel]):
             result = no_longer_available(result, self._registry, name)  # removed from the registry since
             result = not_asked(result, "no_step")  # AutoGen has no approval step: a call the harness holds is refused
             assert result.error is not None
-            raise ToolError(safe_text(result.error.message), tool=name, call_id=result.call_id)
+            raise _raised(result.error)
         return result.value
 
     async def run(self, args: _AnyArgs, cancellation_token: CancellationToken) -> Any:
@@ -98,6 +101,16 @@ class HarnessAutoGenTool(BaseTool[_AnyArgs, BaseModel]):
 
     def return_value_as_string(self, value: Any) -> str:
         return render_value(value)
+
+
+def _raised(error: ToolError) -> ToolError:
+    """``error`` as raised to AutoGen, which hands ``str(error)`` to the model and records the exception
+    (its type and traceback) in the tool's span: the same class and fields (``kind``, ``retry_after``,
+    ``cause``, ...), its text safe to encode, and no exception chained (a tool's own, whose text is not masked)."""
+    raised = copy.copy(error)  # rebuilt from its state (ToolError.__reduce__): no __cause__, no traceback
+    raised.message = safe_text(error.message)
+    raised.args = (raised.message,)
+    return raised
 
 
 def to_autogen(tool: ToolLike, registry: ToolRegistry | None = None, *, context: AutoGenContext = None) -> HarnessAutoGenTool:
