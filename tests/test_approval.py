@@ -207,7 +207,10 @@ def test_aresume_and_the_idempotency_key_is_kept() -> None:
 def test_unknown_ids_and_undecided_calls_are_typed_errors() -> None:
     reg = registry()
     Bank(reg, options={"requires_approval": True})
-    with pytest.raises(ApprovalNotFound, match="No call waits for approval under call id 'nope'"):
+    with pytest.raises(
+        ApprovalNotFound,
+        match=r"No call waits for approval under call id 'nope'\. It was decided already, withdrawn, or held longer",
+    ):
         approval(reg).approve("nope")
     reg.try_call("transfer", {"to": "ann", "amount": 1}, call_id="c4")
     with pytest.raises(ApprovalNotFound, match="approve or deny a pending call first"):

@@ -137,7 +137,9 @@ def test_a_scripted_session_answers_every_line_once_and_decides_the_same_calls(c
     assert final["nope"]["error"] == {
         "type": "ApprovalNotFound",
         "kind": "approval_not_found",
-        "message": "No call waits for approval under call id 'nope'.",
+        "message": "No call waits for approval under call id 'nope'. It was decided already, withdrawn, or held "
+        "longer than the approval ttl, or the id is wrong: check the id, or make the call again to hold it for a new "
+        "decision.",
         "call_id": "nope",
     }
     assert final[7]["error"]["kind"] == "approval_not_found"

@@ -202,7 +202,15 @@ def test_errors_keep_their_slot_fields_through_pickle_and_from_dict() -> None:
     from harness_one import ToolError, ToolTimeout
 
     timeout = pickle.loads(pickle.dumps(ToolTimeout(2.0, tool="t", call_id="c")))
-    assert (timeout.tool, timeout.call_id, timeout.timeout, str(timeout)) == ("t", "c", 2.0, "Tool 't' timed out after 2 s.")
+    assert (timeout.tool, timeout.call_id, timeout.timeout, str(timeout)) == (
+        "t",
+        "c",
+        2.0,
+        (
+            "Tool 't' timed out after 2 s. Try a smaller request or another tool; "
+            "if the call changes something, check whether it took effect before repeating it."
+        ),
+    )
     bare = ToolError.from_dict({"type": "RateLimitExceeded", "message": "slow down"})
     assert isinstance(bare, RateLimitExceeded) and (bare.retry_after, bare.tool, bare.call_id, str(bare)) == (
         None,

@@ -494,7 +494,12 @@ class ToolTimeout(ToolError):
     def __init__(self, timeout: float, *, tool: str | None = None, call_id: str | None = None) -> None:
         self.timeout = timeout
         subject = f"Tool '{tool}'" if tool else "The tool"
-        super().__init__(f"{subject} timed out after {_seconds(timeout)} s.", tool=tool, call_id=call_id)
+        super().__init__(
+            f"{subject} timed out after {_seconds(timeout)} s. Try a smaller request or another tool; "
+            "if the call changes something, check whether it took effect before repeating it.",
+            tool=tool,
+            call_id=call_id,
+        )
 
     def to_dict(self) -> dict[str, Any]:
         data = super().to_dict()

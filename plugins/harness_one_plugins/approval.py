@@ -336,7 +336,12 @@ class ApprovalPlugin:
             self._sweep(now)  # a call held longer than ttl waits no more
             found = self._pending.pop(call_id, None)
             if found is None:
-                raise ApprovalNotFound(f"No call waits for approval under call id '{call_id}'.", call_id=call_id)
+                raise ApprovalNotFound(
+                    f"No call waits for approval under call id '{call_id}'. It was decided already, withdrawn, or "
+                    "held longer than the approval ttl, or the id is wrong: check the id, or make the call again "
+                    "to hold it for a new decision.",
+                    call_id=call_id,
+                )
             self._decisions[call_id] = _Decision(approved, found, reason, now)
             self._decisions.move_to_end(call_id)
             self._sweep(now)

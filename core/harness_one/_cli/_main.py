@@ -57,6 +57,13 @@ EXIT_CODES = {
 EX_SOFTWARE = 70
 
 
+class ConfigProblem(click.ClickException):
+    """A configuration problem (the file, the environment, a tools entry): ``Error: message``, exit 2,
+    without the usage text of a mistyped command."""
+
+    exit_code = EXIT_CODES["usage"]
+
+
 def exit_code(error: Any) -> int:
     """The exit code for a :class:`~harness_one.ToolError`, from its ``kind``."""
     return EXIT_CODES.get(getattr(error, "kind", ""), EXIT_CODES["other"])
@@ -112,6 +119,8 @@ class CliState:
     #: Problems loading --tools or MCP servers that ``doctor`` reports instead of failing on.
     lenient: bool = False
     failures: list[str] = field(default_factory=list)
+    #: The names of the MCP servers connected, in order.
+    mcp_servers: list[str] = field(default_factory=list)
     _registry: Any = None
 
     def registry(self) -> ToolRegistry:
@@ -143,13 +152,13 @@ def build_registry(state: CliState) -> ToolRegistry:
             state=settings.state,
         )
     except (ValueError, PluginError) as exc:  # the configuration: plugin options, strict loading
-        raise click.UsageError(str(exc)) from None
+        raise ConfigProblem(str(exc)) from None
     try:
         registry.state.check()
     except Exception as exc:
         shown = redact(f"{settings.state!r}: {exc}")  # the URL's password is not printed
         raise click.ClickException(f"cannot open the state store {shown} (set HARNESS_ONE_STATE)") from None
-    for spec in [*settings.tools, *state.tool_specs]:
+    for spec, origin in [*_tools_origins(settings), *((spec, "") for spec in state.tool_specs)]:
         try:
             found = _tools_of(spec)
             if not found:
@@ -158,12 +167,27 @@ def build_registry(state: CliState) -> ToolRegistry:
                 tool.source = tool.source or f"local:{spec}"
                 registry.add(tool, replace=True)
         except (Exception, SystemExit) as exc:
-            message = f"{spec}: {exception_text(exc)}"  # masked: an import may fail on its DSN
-            if not state.lenient:
-                raise click.UsageError(f"cannot load tools from {message}") from None
+            where = f"{spec} (an entry of {origin})" if origin else spec
+            message = f"{where}: {exception_text(exc)}"  # masked: an import may fail on its DSN
+            if not state.lenient:  # an entry of the configuration is no mistyped command: no usage text
+                error = ConfigProblem if origin else click.UsageError
+                raise error(f"cannot load tools from {message}") from None
             state.failures.append(message)
     _attach_mcp(state, registry)
     return registry
+
+
+def _tools_origins(settings: Settings) -> list[tuple[str, str]]:
+    """Each tools entry of the settings and where it was set: the configuration file's ``tools`` key
+    (the file's entries come first), or the ``HARNESS_ONE_TOOLS`` variable."""
+    from .._config import ENV_TOOLS
+
+    in_env = len([t for t in os.environ.get(ENV_TOOLS, "").split(os.pathsep) if t])
+    in_file = len(settings.tools) - in_env
+    return [
+        (spec, f"the 'tools' key of {Path(settings.source or '').absolute()}" if n < in_file else f"${ENV_TOOLS}")
+        for n, spec in enumerate(settings.tools)
+    ]
 
 
 def _attach_mcp(state: CliState, registry: ToolRegistry) -> None:
@@ -180,9 +204,10 @@ def _attach_mcp(state: CliState, registry: ToolRegistry) -> None:
     except McpSpecError as exc:
         raise click.UsageError(str(exc)) from None
     try:
-        attach_servers(registry, specs, failures=state.failures if state.lenient else None)
+        servers = attach_servers(registry, specs, failures=state.failures if state.lenient else None)
     except Exception as exc:
         raise click.ClickException(f"cannot import MCP tools: {exc}") from None
+    state.mcp_servers = [server.spec.name for server in servers]
 
 
 def _tools_of(spec: str) -> list[Any]:
@@ -371,11 +396,14 @@ def main(
     Tools come from installed tool packages (the harness_one.tools entry points), from
     --tools and from --mcp servers. Exit codes of `call`: 0 ok, 3 unknown tool, 4 invalid
     arguments, 5 rate limited, 6 timeout, 7 the tool failed, 8 any other tool error, 70 the
-    answer could not be written; every command: 2 for bad usage or configuration. What a tool
-    prints goes to stderr.
+    answer could not be written; every command: 2 for bad usage or configuration, 1 when the
+    state store or an MCP server cannot be reached at start-up. What a tool prints goes to stderr.
     """
     try:
         settings = load_settings(config_path)
+    except ConfigError as exc:
+        raise ConfigProblem(str(exc)) from None
+    try:
         if mcp_call_timeout is not None:  # checked even when no --mcp server is named
             from ..mcp._spec import McpSpecError, parse_call_timeout
 

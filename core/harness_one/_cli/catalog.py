@@ -14,14 +14,22 @@ from ._main import EXIT_CODES, dumps, main, printable, state_of
 __all__ = ["describe", "export", "list_tools"]
 
 
-def _row(tool: Any) -> dict[str, Any]:
-    """A tool's listing as data: ``rate_limit`` is ``{"rate", "burst"}`` or null, ``timeout`` seconds or null."""
-    limit = tool.rate_limit
+def _limit(limit: Any) -> dict[str, Any] | None:
+    return None if limit is None else {"rate": limit.rate, "burst": limit.burst}
+
+
+def _row(tool: Any, registry: Any) -> dict[str, Any]:
+    """A tool's listing as data: ``rate_limit`` (``{"rate", "burst"}``) and ``timeout`` (seconds) as
+    the tool declares them, else null; ``default_rate_limit`` and ``default_timeout``: the active
+    plugin's ``default`` that applies instead to a tool declaring none, else null."""
+    limits, timeouts = registry.plugins.get("rate_limit"), registry.plugins.get("timeout")
     return {
         "name": tool.name,
         "source": tool.source,
-        "rate_limit": None if limit is None else {"rate": limit.rate, "burst": limit.burst},
+        "rate_limit": _limit(tool.rate_limit),
+        "default_rate_limit": _limit(getattr(limits, "default", None)) if tool.rate_limit is None else None,
         "timeout": tool.timeout,
+        "default_timeout": getattr(timeouts, "default", None) if tool.timeout is None else None,
         "idempotent": tool.idempotent,
         "read_only": tool.read_only,
         "description": tool.description.split("\n")[0],
@@ -29,12 +37,12 @@ def _row(tool: Any) -> dict[str, Any]:
 
 
 def _cells(row: dict[str, Any]) -> list[str]:
-    limit = row["rate_limit"]
+    limit, timeout = row["rate_limit"] or row["default_rate_limit"], row["timeout"] or row["default_timeout"]
     return [
         row["name"],
         printable(row["source"] or "-"),
-        f"{limit['rate']:g}/s burst {limit['burst']:g}" if limit else "-",
-        f"{row['timeout']:g}s" if row["timeout"] else "-",
+        f"{limit['rate']:g}/s burst {limit['burst']:g}{' (default)' if row['default_rate_limit'] else ''}" if limit else "-",
+        f"{timeout:g}s{' (default)' if row['default_timeout'] else ''}" if timeout else "-",
         "yes" if row["idempotent"] else "no",
     ]
 
@@ -44,7 +52,8 @@ def _cells(row: dict[str, Any]) -> list[str]:
 @click.pass_context
 def list_tools(ctx: click.Context, as_json: bool) -> None:
     """List the tools: name, source package, rate limit, timeout, idempotent, description."""
-    rows = [_row(t) for t in state_of(ctx).registry().tools()]
+    registry = state_of(ctx).registry()
+    rows = [_row(t, registry) for t in registry.tools()]
     if as_json:
         click.echo(dumps(rows, indent=2))
         return

@@ -75,6 +75,7 @@ def doctor(ctx: click.Context, as_json: bool) -> None:
         "blocked_plugins": sorted(state.settings.block),
         "hook_order": dict(registry.plugins.plan.order),
         "tool_packages": registry.discovery.loaded,
+        "mcp_servers": {name: [t.name for t in tools if t.source == f"mcp:{name}"] for name in state.mcp_servers},
         "tools": len(tools),
         "failures": [str(f) for f in [*registry.plugins.failures, *registry.discovery.failures]] + state.failures,
         "conflicts": [str(c) for c in registry.discovery.conflicts],
@@ -89,15 +90,21 @@ def doctor(ctx: click.Context, as_json: bool) -> None:
 
         say(f"harness-one {report['harness_one']} on Python {report['python']}; config: {report['config'] or 'none'}")
         say(f"State: {report['state']}")
-        say(f"\nPlugins ({len(report['plugins'])}):")
+        blocked = f"; blocked: {', '.join(report['blocked_plugins'])}" if report["blocked_plugins"] else ""
+        say(f"\nPlugins ({len(report['plugins'])}{blocked}):")
         for p in report["plugins"]:
             options = f"  {dumps(p['options'])}" if p["options"] else ""
             say(f"  {p['name']:<16} {p['source']}{options}")
         for hook, names in report["hook_order"].items():
             say(f"  {hook:<13} {' -> '.join(names) or '-'}")
-        say(f"\nTool packages ({len(report['tool_packages'])}), {report['tools']} tools:")
+        say(f"\nTools: {report['tools']}")
+        say(f"Tool packages ({len(report['tool_packages'])}):")
         for dist, names in sorted(report["tool_packages"].items()):
             say(f"  {dist:<28} {', '.join(names)}")
+        if report["mcp_servers"]:
+            say(f"MCP servers ({len(report['mcp_servers'])}):")
+        for server, names in report["mcp_servers"].items():
+            say(f"  {server:<28} {len(names)} tools: {', '.join(names) or '-'}")
         say(f"\nLoad failures: {len(report['failures']) or 'none'}")
         for line in report["failures"]:
             say(f"  {line}")

@@ -332,9 +332,10 @@ def run(ctx: click.Context, concurrency: int, output: str, source: IO[bytes], fa
     {"type", "kind", "message", ...}}; a call needing approval gets the error kind
     "approval_required" and waits for a line {"approve": "<call id>"} or {"deny": "<call id>",
     "reason": "..."}, which is answered with the call's result or refusal on the call's id.
-    Every line gets exactly one answer, whatever it holds.
-    Exit status: 0 every request answered; 1 an error answer with --fail-on-error; 70 the loop
-    failed or an answer was lost; 2 bad usage. Progress (on a terminal), a summary and what a
+    Once the loop starts, every line gets exactly one answer, whatever it holds.
+    Exit status: 0 every request answered; 1 an error answer with --fail-on-error, or (no line
+    read) the state store or an MCP server cannot be reached; 70 the loop failed or an answer
+    was lost; 2 bad usage or configuration. Progress (on a terminal), a summary and what a
     tool prints go to stderr; a tool that reads stdin reads nothing.
     """
     out = answers_out(ctx, "run")  # before the tools load: what they print goes to stderr
