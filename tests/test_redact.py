@@ -420,6 +420,22 @@ def test_lone_surrogates_are_shown_as_escapes_so_the_text_is_valid_utf8() -> Non
     assert long.endswith("... (6000 characters)") and len(long) < 7100 and long.encode("utf-8")
 
 
+def test_one_function_escapes_lone_surrogates_for_logs_spans_and_argument_errors() -> None:
+    """``Redactor.escape_surrogates`` (harness_one._render's, beside ``safe_text``'s U+FFFD for what the model
+    reads) is the one rule: no other module of the core or the standard plugins writes the escape itself."""
+    from pathlib import Path
+
+    from harness_one._render import safe_text
+
+    half = "get_weather\ud83d"
+    assert Redactor.escape_surrogates(half) == Redactor().text(half) == "get_weather\\ud83d"
+    assert Redactor.escape_surrogates("caf\u00e9") == "caf\u00e9" and safe_text(half) == "get_weather\ufffd"
+    root = Path(__file__).resolve().parents[1]
+    sources = [*(root / "core" / "harness_one").rglob("*.py"), *(root / "plugins" / "harness_one_plugins").rglob("*.py")]
+    writers = sorted(str(path.relative_to(root)) for path in sources if "backslashreplace" in path.read_text())
+    assert writers == ["core/harness_one/_render.py"]
+
+
 def test_text_with_surrogates_keeps_to_its_limit() -> None:
     """Escaped after the cut, 100 lone surrogates cut at 50 came back as 320 characters."""
     shown = Redactor().text("\udcff" * 100, limit=50)

@@ -477,6 +477,38 @@ def test_leap_seconds_are_valid_json_but_a_readable_refusal(reg: ToolRegistry) -
     }
 
 
+def test_a_conversion_refusal_hides_a_value_under_a_secret_key(reg: ToolRegistry) -> None:
+    """As the validation plugin's refusals do (MODEL_SECRET_KEYS, on a key's last words, at any level of the path)."""
+
+    @dataclasses.dataclass
+    class Auth:
+        session_id: uuid.UUID
+
+    def f(api_token: dt.datetime | None = None, auth: Auth | None = None, when: dt.datetime | None = None) -> None: ...
+
+    def g(tokens: dict[str, uuid.UUID]) -> None: ...
+
+    reg.add(f)
+    reg.add(g, parameters={"type": "object", "properties": {"tokens": {"type": "object"}}})  # no format: the conversion refuses
+    leap = "2016-12-31T23:59:60Z"
+    assert refusal(reg, "f", {"api_token": leap}) == {
+        "$.api_token": "expected a date-time Python can represent, got (redacted) (a leap second)"
+    }
+    assert refusal(reg, "f", {"when": leap}) == {
+        "$.when": f'expected a date-time Python can represent, got "{leap}" (a leap second)'
+    }
+    assert refusal(reg, "g", {"tokens": {"x-api-key": "sk-SECRET"}}) == {
+        '$.tokens["x-api-key"]': "expected a UUID, got (redacted)"
+    }
+    assert refusal(reg, "g", {"tokens": {"first": "nope"}}) == {"$.tokens.first": 'expected a UUID, got "nope"'}
+    bare = ToolRegistry(block=["validation"], autoload=False)  # no plugin: the conversion says every refusal
+    bare.add(f)
+    assert refusal(bare, "f", {"auth": {"session_id": "sk-SECRET"}}) == {"$.auth.session_id": "expected a UUID, got (redacted)"}
+    assert refusal(bare, "f", {"api_token": None, "auth": {"session_id": 7}}) == {
+        "$.auth.session_id": "expected a UUID, got (redacted)"
+    }
+
+
 def test_defaults_of_converted_types_become_json_defaults(reg: ToolRegistry) -> None:
     def f(when: dt.date = dt.date(2024, 1, 1), color: Color = Color.RED, amount: Decimal = Decimal("1.5")) -> list[Any]:
         return [when, color, amount]

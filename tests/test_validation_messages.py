@@ -11,9 +11,9 @@ from typing import Any, Literal
 
 import pytest
 
-from harness_one import ManualClock, ToolRegistry
+from harness_one import ManualClock, PluginError, ToolRegistry
 from harness_one_plugins import ValidationPlugin
-from harness_one_plugins.validation import rust_available
+from harness_one_plugins.validation import Backend, rust_available
 
 BACKENDS = ["python", pytest.param("rust", marks=pytest.mark.skipif(not rust_available(), reason="jsonschema-rs missing"))]
 NAN, INF = float("nan"), float("inf")
@@ -199,3 +199,49 @@ def test_a_secret_refused_by_another_keyword_is_not_shown(reg: ToolRegistry) -> 
     assert refusal(reg, "t", {"note": f"password={SECRET}"})[0] == [
         "- $.note: " + alternatives.format(25, '"password=[REDACTED]"')
     ]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_extra_secret_keys_are_hidden_too(backend: Backend, patient_patterns: None) -> None:
+    """Key names the application adds (``extra_secret_keys``) hide their values as MODEL_SECRET_KEYS do."""
+    plugin = ValidationPlugin(backend=backend, extra_secret_keys=["ssn", "accountNumber"])
+    reg = ToolRegistry(plugins={"validation": plugin}, autoload=False, clock=ManualClock())
+    add_schema(
+        reg,
+        {
+            "ssn": {"type": "integer"},
+            "customer_ssn": {"type": "string", "pattern": "^[0-9]+$"},
+            "ssn_format": {"type": "integer"},
+            "account_number": {"type": "integer"},
+            "user": {"type": "string"},
+        },
+    )
+    assert refusal(reg, "t", {"ssn": SECRET})[0] == ["- $.ssn: expected integer, got string (redacted)"]
+    assert refusal(reg, "t", {"customer_ssn": SECRET})[0] == [
+        '- $.customer_ssn: expected a string matching the pattern "^[0-9]+$", got (redacted)'
+    ]
+    assert refusal(reg, "t", {"account_number": SECRET})[0] == ["- $.account_number: expected integer, got string (redacted)"]
+    assert refusal(reg, "t", {"user": {"ssn": SECRET}})[0] == ['- $.user: expected string, got object {"ssn": "[REDACTED]"}']
+    assert refusal(reg, "t", {"ssn_format": f"ssn={SECRET}"})[0] == [
+        '- $.ssn_format: expected integer, got string "ssn=[REDACTED]"'  # a name on its last words only
+    ]
+    assert refusal(reg, "t", {"ssn": None})[0] == ["- $.ssn: expected integer, got null"]
+    # Without them, as before; set as an option (harness-one.toml's [plugins.validation]) they apply alike.
+    plain = ToolRegistry(plugins={"validation": ValidationPlugin(backend=backend)}, autoload=False, clock=ManualClock())
+    add_schema(plain, {"ssn": {"type": "integer"}})
+    assert read(plain, "t", {"ssn": "x"}) == ['- $.ssn: expected integer, got string "x"']
+    options = {"validation": {"backend": backend, "extra_secret_keys": "ssn"}}  # one string is one name
+    configured = ToolRegistry(
+        plugins={"validation": ValidationPlugin}, plugin_options=options, autoload=False, clock=ManualClock()
+    )
+    add_schema(configured, {"ssn": {"type": "integer"}})
+    assert refusal(configured, "t", {"ssn": SECRET})[0] == ["- $.ssn: expected integer, got string (redacted)"]
+
+
+def test_extra_secret_keys_must_be_names() -> None:
+    with pytest.raises(PluginError, match=r"extra_secret_keys takes key names \(strings\), got int 1"):
+        ToolRegistry(
+            plugins={"validation": ValidationPlugin},
+            plugin_options={"validation": {"extra_secret_keys": ["ssn", 1]}},
+            autoload=False,
+        )

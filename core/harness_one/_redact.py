@@ -10,12 +10,15 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 from urllib.parse import unquote
 
+from ._render import escape_surrogates
+
 __all__ = [
     "MODEL_SECRET_KEYS",
     "QUERY_SECRET_KEYS",
     "REDACTED",
     "SECRET_KEYS",
     "Redactor",
+    "hidden_from_model",
     "mask_secrets",
     "redact",
     "without_userinfo",
@@ -224,16 +227,6 @@ def _closing(text: str, start: int) -> int | None:
     return None
 
 
-_SURROGATE = re.compile(r"[\ud800-\udfff]")
-
-
-def _utf8(text: str) -> str:
-    """``text`` with each lone surrogate (which UTF-8 cannot encode) as its backslash escape."""
-    if text.isascii() or _SURROGATE.search(text) is None:
-        return text
-    return text.encode("utf-8", "backslashreplace").decode("utf-8")
-
-
 def _normal(key: str) -> str:
     return re.sub(r"[^a-z0-9]", "", key.lower())
 
@@ -296,13 +289,18 @@ class Redactor:
         """``value`` masked as :meth:`mask` masks it, cut to ``limit`` characters (and a marker), and
         valid UTF-8: a lone surrogate (``os.fsdecode`` of a non-UTF-8 name, a model's half emoji
         ``"\\ud83d"`` read by ``json.loads``) is shown as its escape, ``\\ud83d``, so that a log
-        renderer or a trace exporter encoding the text does not fail."""
+        renderer or a trace exporter encoding the text does not fail (:meth:`escape_surrogates`)."""
         value = self._without_values(value)  # whole: a cut could leave part of a secret value to show
         size, scan = len(value), _SCAN * limit
-        value = _utf8(self._mask_structure(value[:scan] if size > scan else value))  # escaped, then cut: within limit
+        value = escape_surrogates(self._mask_structure(value[:scan] if size > scan else value))  # escaped, then cut: within limit
         if size > limit or len(value) > limit:
             value = f"{value[:limit]}... ({size} characters)"
         return value
+
+    #: ``Redactor.escape_surrogates(text)``: ``text`` with each lone surrogate as its backslash escape
+    #: (``\\ud83d``), valid UTF-8, masked in no other way: for a text shown without redaction (a tool's
+    #: description on a span) by the one rule of logs and traces.
+    escape_surrogates = staticmethod(escape_surrogates)
 
     def mask(self, value: str) -> str:
         """``value`` with secret values, URL user-info and values after secret key names masked
@@ -475,6 +473,12 @@ MODEL_SECRET_KEYS = (
 #: of an HTTP client's error) and an Azure SAS signature (``&sig=``).
 MODEL_QUERY_SECRET_KEYS = ("key", "sig")
 _MODEL = Redactor(MODEL_SECRET_KEYS, last_words=True, query_keys=MODEL_QUERY_SECRET_KEYS)
+
+
+def hidden_from_model(key: str) -> bool:
+    """Whether an argument error the model reads hides the value under ``key`` (a name of
+    :data:`MODEL_SECRET_KEYS`, matched on its last words)."""
+    return _MODEL.is_secret(key)
 
 
 def mask_secrets(text: str) -> str:

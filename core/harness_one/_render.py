@@ -2,7 +2,7 @@
 
 One encoder for everything harness-one writes, with one rule for what JSON cannot hold:
 
-- a lone surrogate (``"\\ud800"``, which no UTF-8 stream can carry) becomes U+FFFD;
+- a lone surrogate (``"\\ud800"``, which no UTF-8 stream can carry) becomes U+FFFD (:func:`safe_text`);
 - ``NaN`` and the infinities become the strings ``"NaN"``, ``"Infinity"``, ``"-Infinity"``;
 - an integer longer than Python's int-to-text limit (4,300 digits) is written in full;
 - other values go through :func:`json_default` (dataclasses, enums, sets, bytes, pydantic models,
@@ -11,6 +11,14 @@ One encoder for everything harness-one writes, with one rule for what JSON canno
 - a container (or dataclass) inside itself becomes the string ``"<cycle>"`` where it recurs.
 
 So the output is always valid JSON in valid UTF-8, whatever a tool returned.
+
+A text that shows a value rather than carrying it (a log field, a span attribute, the value an
+argument error quotes) keeps each lone surrogate as its backslash escape instead
+(:func:`escape_surrogates`), so the value can be told and recovered. What the model reads as a
+result or an error keeps U+FFFD: it is what a UTF-8 decoder or a JSON encoder with
+``errors="replace"`` makes of such text; it replaces one character with one, so
+:func:`rendered_length` measures a result without searching it and a tool's ``max_chars`` holds;
+and an escape would read as the six characters ``\\ud83d`` a tool may have returned itself.
 """
 
 from __future__ import annotations
@@ -25,7 +33,17 @@ import re
 from collections.abc import Callable
 from typing import Any, Literal, overload
 
-__all__ = ["dumps", "fingerprint", "json_data", "json_default", "render_value", "rendered_length", "safe_text", "text_of"]
+__all__ = [
+    "dumps",
+    "escape_surrogates",
+    "fingerprint",
+    "json_data",
+    "json_default",
+    "render_value",
+    "rendered_length",
+    "safe_text",
+    "text_of",
+]
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _NON_FINITE: dict[float, str] = {math.inf: "Infinity", -math.inf: "-Infinity"}
@@ -70,8 +88,17 @@ def json_default(value: Any) -> Any:
 
 
 def safe_text(text: str) -> str:
-    """``text`` with lone surrogates replaced by U+FFFD (so it encodes as UTF-8)."""
+    """``text`` with lone surrogates replaced by U+FFFD (so it encodes as UTF-8): text the model reads
+    (see the module docstring for why not :func:`escape_surrogates`)."""
     return _SURROGATE.sub("\ufffd", text)
+
+
+def escape_surrogates(text: str) -> str:
+    """``text`` with each lone surrogate (which UTF-8 cannot encode) as its backslash escape, ``\\ud83d``:
+    text that shows a value (logs, spans, the values argument errors quote), which stays recoverable."""
+    if text.isascii() or _SURROGATE.search(text) is None:
+        return text
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def _long_int(value: int) -> str:
@@ -171,7 +198,7 @@ def dumps(value: Any, *, indent: int | None = None) -> str:
     """``value`` as JSON text (non-ASCII kept), valid whatever it holds; see the module docstring."""
     text = _json(value, indent)
     # Outside strings JSON text is ASCII, so a surrogate here is inside a string: replace it in place.
-    return _SURROGATE.sub("\ufffd", text) if _SURROGATE.search(text) else text
+    return safe_text(text) if _SURROGATE.search(text) else text
 
 
 def _json(value: Any, indent: int | None = None) -> str:

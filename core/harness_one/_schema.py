@@ -921,14 +921,29 @@ def _numeric_bounds(metadata: tuple[Any, ...]) -> list[tuple[str, Any]]:
 
 
 def _refuse(path: str, expected: str, value: Any, keyword: str = "format", why: str = "") -> ToolArgumentError:
-    got = _short(value)
+    got = _short(value, path)
     return ToolArgumentError([ArgumentProblem(path, f"expected {expected}, got {got}{why}", keyword, expected, got)])
 
 
-def _short(value: Any) -> str:
+# A name in a JSON path path_step wrote: ``.name`` or ``["odd name"]`` (JSON-quoted).
+_PATH_NAME = re.compile(r'\.([^\W\d]\w*)|\[("(?:[^"\\]|\\.)*")\]')
+
+
+def _short(value: Any, path: str = "") -> str:
+    """``value``, found at ``path``, as a converter's refusal shows it (and an argument's name, without a
+    ``path``): a string quoted (its first 57 characters, lone surrogates escaped), a number or null as
+    written, anything else by its JSON type; ``(redacted)`` but for null and booleans when a name in
+    ``path`` is one whose value the errors the model reads hide (:data:`~harness_one.MODEL_SECRET_KEYS`,
+    as the validation plugin hides it)."""
+    from ._redact import hidden_from_model
+    from ._render import escape_surrogates
+
+    if not (value is None or isinstance(value, bool)):
+        names = (found.group(1) or json.loads(found.group(2)) for found in _PATH_NAME.finditer(path))
+        if any(map(hidden_from_model, names)):
+            return "(redacted)"
     if isinstance(value, str):
-        text = '"' + value[:57].encode("utf-8", "backslashreplace").decode("utf-8") + ('..."' if len(value) > 57 else '"')
-        return text
+        return '"' + escape_surrogates(value[:57]) + ('..."' if len(value) > 57 else '"')
     if isinstance(value, (bool, int, float)) or value is None:
         return json_type(value) if isinstance(value, int) and abs(value) > 10**50 else repr(value)
     return json_type(value)
@@ -1058,13 +1073,9 @@ def _bounded(inner: _Conv, bounds: list[tuple[str, Any]]) -> _Conv:
         number = inner(value, path)
         for keyword, bound in bounds:
             if not _COMPARE[keyword](number, decimal.Decimal(repr(bound) if type(bound) is float else bound)):
-                expected = f"{_SYMBOL[keyword]} {bound}"
+                expected, got = f"{_SYMBOL[keyword]} {bound}", _short(value, path)
                 raise ToolArgumentError(
-                    [
-                        ArgumentProblem(
-                            path, f"expected a number {expected}, got {_short(value)}", keyword, expected, _short(value)
-                        )
-                    ]
+                    [ArgumentProblem(path, f"expected a number {expected}, got {got}", keyword, expected, got)]
                 )
         return number
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import re
 import sys
 import threading
 import time
@@ -60,18 +59,6 @@ DURATION_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28
 
 _SPAN = "otel.span"
 _TOKEN = "otel.token"
-_SURROGATE = re.compile(r"[\ud800-\udfff]")
-
-
-def _utf8(text: str) -> str:
-    """``text`` as valid UTF-8, as an OTLP exporter encodes it: a lone surrogate as its escape (``\\udcff``).
-
-    For the texts that do not go through the redactor (whose ``text`` does the same): a tool's
-    description (an MCP server's, say) and an error type replayed from a store.
-    """
-    if text.isascii() or _SURROGATE.search(text) is None:
-        return text
-    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 #: Where harness-one's own code is: an exception raised there is a fault of the plugin's, reported as one.
@@ -114,13 +101,16 @@ def configured() -> bool:
 
 
 def error_type(error: ToolError) -> str:
-    """The ``error.type`` of a failed call: the tool's exception class, else the error's ``kind``."""
+    """The ``error.type`` of a failed call: the tool's exception class, else the error's ``kind``; valid
+    UTF-8, as an OTLP exporter encodes it (a lone surrogate in a name replayed from a store as its escape)."""
     if isinstance(error, ToolExecutionError):
         cause = error.cause
         if isinstance(cause, str):  # replayed from a store: the type name
-            return _utf8(cause)
+            return Redactor.escape_surrogates(cause)
         cls = type(cause)
-        return _utf8(cls.__qualname__ if cls.__module__ == "builtins" else f"{cls.__module__}.{cls.__qualname__}")
+        return Redactor.escape_surrogates(
+            cls.__qualname__ if cls.__module__ == "builtins" else f"{cls.__module__}.{cls.__qualname__}"
+        )
     return error.kind
 
 
@@ -239,7 +229,8 @@ class OTelPlugin:
             "gen_ai.tool.type": "function",
         }
         if tool.description:
-            attributes["gen_ai.tool.description"] = _utf8(tool.description)
+            # (an MCP server's, say: valid UTF-8 as the redacted texts are, a lone surrogate as its escape)
+            attributes["gen_ai.tool.description"] = Redactor.escape_surrogates(tool.description)
         started = time.time_ns() - int((time.perf_counter() - call.started) * 1e9)  # the call began before this hook
         name, parent = f"execute_tool {tool.name}", self._parent(call)
         try:

@@ -1084,13 +1084,22 @@ class CompiledSchema:
         "_py",
         "_refs",
         "_rs",
+        "_secret_keys",
         "_surrogates_matter",
         "backend",
         "schema",
     )
 
-    def __init__(self, schema: Mapping[str, Any] | bool, backend: Backend = "auto", *, formats: bool = True) -> None:
+    def __init__(
+        self,
+        schema: Mapping[str, Any] | bool,
+        backend: Backend = "auto",
+        *,
+        formats: bool = True,
+        extra_secret_keys: Iterable[str] = (),
+    ) -> None:
         self.schema = schema
+        self._secret_keys = _key_names(extra_secret_keys)
         rs = _rust() if backend != "python" else None
         if backend == "rust" and rs is None:
             raise RuntimeError("backend='rust' needs the jsonschema-rs package (pip install jsonschema-rs)")
@@ -1236,6 +1245,7 @@ class CompiledSchema:
         ``known`` are problems found before, listed with the listing's."""
         found: list[ArgumentProblem] = list(known)
         before = len(found)
+        secrets = self._secrets()
         validator = self._listing()  # built (jsonschema imported) before the clock starts
         now = clock.now if clock is not None else time.monotonic
         listing = _Budget(LISTING_BUDGET, now)
@@ -1244,7 +1254,7 @@ class CompiledSchema:
         stopped = ""
         try:
             for error in validator.iter_errors(instance):
-                found.extend(_describe(error))
+                found.extend(_describe(error, secrets))
                 if len(found) >= MAX_PROBLEMS:
                     stopped = f"only the first {MAX_PROBLEMS} problems are listed"
                     break
@@ -1259,7 +1269,7 @@ class CompiledSchema:
             _LISTING.reset(listing_token)
             _BUDGET.reset(token)
         if len(found) == before:  # out of time, or the backends disagree: the verdict's own first error names the place
-            found += _describe(first) if first is not None else self._rust_problems(instance)
+            found += _describe(first, secrets) if first is not None else self._rust_problems(instance)
         unique = sorted(_distinct_problems(found), key=lambda p: (p.path, p.keyword))[:MAX_PROBLEMS]
         if not unique and stopped:
             stopped = ""
@@ -1317,10 +1327,14 @@ class CompiledSchema:
                 stood = view[1]
                 validator.validate(view[0])
         except _rust().ValidationError as error:
-            return _describe(_read_rust(error, self._refs, instance, stood=stood))
+            return _describe(_read_rust(error, self._refs, instance, stood=stood), self._secrets())
         except Exception:
             return []
         return []
+
+    def _secrets(self) -> Redactor:
+        """The redactor of this schema's refusals: :data:`harness_one.MODEL_SECRET_KEYS` and the extra key names."""
+        return _secrets(self._secret_keys)
 
     def fill_defaults(self, instance: dict[str, Any]) -> dict[str, Any]:
         """A copy of ``instance`` with schema defaults for missing properties (the original is untouched)."""
@@ -1329,13 +1343,16 @@ class CompiledSchema:
         return _fill(instance, self._defaults)
 
 
-def compile_schema(schema: Mapping[str, Any] | bool, backend: Backend = "auto", *, formats: bool = True) -> CompiledSchema:
+def compile_schema(
+    schema: Mapping[str, Any] | bool, backend: Backend = "auto", *, formats: bool = True, extra_secret_keys: Iterable[str] = ()
+) -> CompiledSchema:
     """Compile ``schema`` for repeated validation (remote references are never fetched).
 
     ``formats`` asserts the ``format`` keyword (harness-one's default; the JSON Schema
-    specification's default is annotation only).
+    specification's default is annotation only). ``extra_secret_keys``: key names whose values
+    its refusals do not show, besides :data:`harness_one.MODEL_SECRET_KEYS` (see :class:`ValidationPlugin`).
     """
-    return CompiledSchema(schema, backend, formats=formats)
+    return CompiledSchema(schema, backend, formats=formats, extra_secret_keys=extra_secret_keys)
 
 
 # ---------------------------------------------------------------------------- integers and defaults
@@ -1921,8 +1938,9 @@ def _preview(value: Any, limit: int = 60, mask: Callable[[Any], Any] | None = No
     small, cut = _shrink(value)
     if mask is not None:
         small = mask(small)
-    text = json.dumps(small, ensure_ascii=False)
-    text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    from harness_one import Redactor  # only a refusal needs it
+
+    text = Redactor.escape_surrogates(json.dumps(small, ensure_ascii=False))
     if len(text) > limit:
         return text[: limit - 3] + "..."
     return text + ("..." if cut and not isinstance(value, str) else "")
@@ -1932,21 +1950,28 @@ _show = _preview
 
 #: What an argument error shows in place of a value under a secret key.
 _HIDDEN = "(redacted)"
-_redactor: Redactor | None = None
 
 
-def _secrets() -> Redactor:
-    """The redactor of the errors the model reads (:data:`harness_one.MODEL_SECRET_KEYS`, as exception
-    texts are masked), made on the first refusal."""
-    global _redactor
-    if _redactor is None:
-        from harness_one import MODEL_QUERY_SECRET_KEYS, MODEL_SECRET_KEYS, Redactor  # only a refusal needs it
+def _key_names(names: Iterable[str]) -> tuple[str, ...]:
+    """``names`` as a tuple, one string being one name (``extra_secret_keys="ssn"``), as the redactor reads it;
+    ``TypeError`` for one that is not a string (refused when the plugin is made, not at its first refusal)."""
+    found = (names,) if isinstance(names, str) else tuple(names)
+    odd = next((name for name in found if not isinstance(name, str)), None)
+    if odd is not None:
+        raise TypeError(f"extra_secret_keys takes key names (strings), got {type(odd).__name__} {odd!r}")
+    return found
 
-        _redactor = Redactor(MODEL_SECRET_KEYS, last_words=True, query_keys=MODEL_QUERY_SECRET_KEYS)
-    return _redactor
+
+@functools.lru_cache(maxsize=32)
+def _secrets(extra: tuple[str, ...] = ()) -> Redactor:
+    """The redactor of the errors the model reads: :data:`harness_one.MODEL_SECRET_KEYS` (as exception texts
+    are masked) and ``extra`` key names, matched on a key's last words; made on the first refusal."""
+    from harness_one import MODEL_QUERY_SECRET_KEYS, MODEL_SECRET_KEYS, Redactor  # only a refusal needs it
+
+    return Redactor(MODEL_SECRET_KEYS, extra_keys=extra, last_words=True, query_keys=MODEL_QUERY_SECRET_KEYS)
 
 
-def _got(value: Any, path: Iterable[Any]) -> str:
+def _got(value: Any, path: Iterable[Any], redactor: Redactor) -> str:
     """``value``, found at ``path``, as an argument error shows it: :func:`_preview` with secrets masked as in exception texts.
 
     A value under a secret key (any key of ``path``: ``$.api_key``, ``$.auth.user``) is not
@@ -1954,7 +1979,6 @@ def _got(value: Any, path: Iterable[Any]) -> str:
     under a secret key is ``[REDACTED]``, and text is masked as the redactor masks it
     (``password=...``, URL user-info). Only refusals come here, never a call that passes.
     """
-    redactor = _secrets()
     shown = value is None or isinstance(value, bool) or (isinstance(value, float) and not math.isfinite(value))
     if not shown and any(isinstance(k, str) and redactor.is_secret(k) for k in path):
         return _HIDDEN
@@ -1977,7 +2001,8 @@ def _masked(value: Any, redactor: Redactor) -> Any:
     return value
 
 
-def _describe(error: Any) -> list[ArgumentProblem]:
+def _describe(error: Any, secrets: Redactor) -> list[ArgumentProblem]:
+    """The problems ``error`` (jsonschema's, or jsonschema-rs's read as one) names; ``secrets`` says which values are not shown."""
     kw = str(error.validator)
     expect: Any = error.validator_value
     got = error.instance
@@ -1997,7 +2022,7 @@ def _describe(error: Any) -> list[ArgumentProblem]:
                 f"could not be matched against the pattern {expect!r} within the time limit; send a shorter or simpler value",
                 kw,
                 _show(expect, 120),
-                _got(got, error.absolute_path),
+                _got(got, error.absolute_path, secrets),
             )
         ]
     if kw == "required":
@@ -2011,7 +2036,7 @@ def _describe(error: Any) -> list[ArgumentProblem]:
     if kw in ("anyOf", "oneOf"):
         branch = _only_fitting_branch(error)
         if branch:
-            return [problem for sub in branch for problem in _describe(sub)]
+            return [problem for sub in branch for problem in _describe(sub, secrets)]
     if kw == "type" and _said_by_choices(error):
         return []
     extras = getattr(error, "harness_extras", None)
@@ -2043,7 +2068,13 @@ def _describe(error: Any) -> list[ArgumentProblem]:
         if problems:
             return problems
     return [
-        ArgumentProblem(path, _message(kw, expect, got, error) + why, kw, _expected(kw, expect), _got(got, error.absolute_path))
+        ArgumentProblem(
+            path,
+            _message(kw, expect, got, error, secrets) + why,
+            kw,
+            _expected(kw, expect),
+            _got(got, error.absolute_path, secrets),
+        )
     ]
 
 
@@ -2224,8 +2255,8 @@ def _expected(kw: str, expect: Any) -> str:
     return _show(expect, 120)
 
 
-def _message(kw: str, expect: Any, got: Any, error: Any) -> str:
-    shown = _got(got, error.absolute_path)
+def _message(kw: str, expect: Any, got: Any, error: Any, secrets: Redactor) -> str:
+    shown = _got(got, error.absolute_path, secrets)
     if kw == "type":
         kind = json_type(got)  # "got integer 5", and "got null", not "got null null"; "got NaN", no JSON number
         plain = shown == kind or (isinstance(got, float) and not math.isfinite(got))
@@ -2263,7 +2294,7 @@ def _message(kw: str, expect: Any, got: Any, error: Any) -> str:
         subs = [sub for sub in error.context or () if not (str(sub.validator) == "type" and _said_by_choices(sub))]
         for sub in sorted(subs, key=lambda e: e.relative_schema_path[0] if e.relative_schema_path else 0)[:6]:
             number = sub.relative_schema_path[0] + 1 if sub.relative_schema_path else "?"
-            options.append(f"option {number}: {_message(str(sub.validator), sub.validator_value, sub.instance, sub)}")
+            options.append(f"option {number}: {_message(str(sub.validator), sub.validator_value, sub.instance, sub, secrets)}")
         if kw == "oneOf" and not error.context:
             return f"matches more than one of the {len(expect)} alternatives; it must match exactly one"
         head = "must match exactly one of the alternatives" if kw == "oneOf" else "must match at least one of the alternatives"
@@ -2293,26 +2324,34 @@ class ValidationPlugin:
         backend: ``"auto"`` (jsonschema-rs, the default install), ``"python"`` (jsonschema only) or ``"rust"``.
             The error list comes from jsonschema (the verdict's first error when it finds none in time).
         formats: assert ``format`` (date-time, email, uri, uuid, ipv4/6, hostname, ...).
+        extra_secret_keys: key names whose values its argument errors do not show either, added to
+            :data:`harness_one.MODEL_SECRET_KEYS` and matched as they are (on a key's last words:
+            ``ssn`` hides ``$.ssn`` and ``$.customer_ssn``, not ``$.ssn_format``). The ``logging``
+            plugin's ``extra_secret_keys`` apply to logs only: name a key here too to keep its value
+            out of the errors the model reads.
     """
 
     name = "validation"
     order = 80
 
-    def __init__(self, backend: Backend = "auto", *, formats: bool = True) -> None:
+    def __init__(self, backend: Backend = "auto", *, formats: bool = True, extra_secret_keys: Iterable[str] = ()) -> None:
         self.backend: Backend = backend
         self.formats = formats
+        self.extra_secret_keys = _key_names(extra_secret_keys)
         self._compiled: dict[Tool, CompiledSchema] = {}
 
     def compiled(self, tool: Tool) -> CompiledSchema:
         """The tool's compiled schema (compiled now, and not kept, for a tool no registry of this plugin has)."""
         found = self._compiled.get(tool)
         if found is None:  # not kept: harness_tool_added keeps every registered tool's (this one was removed)
-            found = compile_schema(tool.parameters, self.backend, formats=self.formats)
+            found = compile_schema(tool.parameters, self.backend, formats=self.formats, extra_secret_keys=self.extra_secret_keys)
         return found
 
     @hookimpl
     def harness_tool_added(self, tool: Tool) -> None:
-        self._compiled[tool] = compile_schema(tool.parameters, self.backend, formats=self.formats)
+        self._compiled[tool] = compile_schema(
+            tool.parameters, self.backend, formats=self.formats, extra_secret_keys=self.extra_secret_keys
+        )
 
     @hookimpl
     def harness_tool_removed(self, tool: Tool) -> None:
