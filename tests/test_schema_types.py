@@ -634,3 +634,23 @@ print("ok")
 """
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
+
+
+def test_a_converters_own_failure_is_masked_and_hidden_under_a_secret_key(reg: ToolRegistry) -> None:
+    """A class's own check failing in its conversion (a dataclass's ``__post_init__``): its text masked as
+    exception texts the model reads are, and only its type under a secret key name."""
+
+    @dataclasses.dataclass
+    class Login:
+        user: str
+
+        def __post_init__(self) -> None:
+            raise ValueError(f"password=hunter2 refused for {self.user}")
+
+    def f(login: Login | None = None, api_token: Login | None = None) -> None: ...
+
+    reg.add(f)
+    assert refusal(reg, "f", {"login": {"user": "bob"}}) == {
+        "$.login": "cannot be converted: ValueError: password=[REDACTED] refused for bob"
+    }
+    assert refusal(reg, "f", {"api_token": {"user": "bob"}}) == {"$.api_token": "cannot be converted: ValueError"}

@@ -238,6 +238,23 @@ def test_extra_secret_keys_are_hidden_too(backend: Backend, patient_patterns: No
     assert refusal(configured, "t", {"ssn": SECRET})[0] == ["- $.ssn: expected integer, got string (redacted)"]
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_float_past_2_53_under_a_secret_key_is_not_shown(backend: Backend, patient_patterns: None) -> None:
+    """An integer given as a whole float too large to be exact is refused; under a secret key (the
+    defaults or ``extra_secret_keys``) without its value, on the quick path and the whole way alike."""
+    plugin = ValidationPlugin(backend=backend, extra_secret_keys=["ssn"])
+    reg = ToolRegistry(plugins={"validation": plugin}, autoload=False, clock=ManualClock())
+    add_schema(
+        reg, {"api_key": {"type": "integer"}, "ssn": {"type": "integer"}, "n": {"type": "integer"}, "s": {"type": "string"}}
+    )
+    why = "expected an integer without a fraction or exponent, got {} (past 2**53 such a number is rounded)"
+    assert refusal(reg, "t", {"api_key": 1e300})[0] == ["- $.api_key: " + why.format("(redacted)")]
+    assert refusal(reg, "t", {"ssn": 2.0**60})[0] == ["- $.ssn: " + why.format("(redacted)")]
+    assert refusal(reg, "t", {"n": 2.0**60})[0] == ["- $.n: " + why.format("1.152921504606847e+18")]
+    long_text = "x" * 5000  # past the quick path's bounds: the whole way converts
+    assert refusal(reg, "t", {"ssn": 2.0**60, "s": long_text})[0] == ["- $.ssn: " + why.format("(redacted)")]
+
+
 def test_extra_secret_keys_must_be_names() -> None:
     with pytest.raises(PluginError, match=r"extra_secret_keys takes key names \(strings\), got int 1"):
         ToolRegistry(

@@ -1096,9 +1096,12 @@ class ToolRegistry(metaclass=_SharedType):
                     kwargs[key] = convert(kwargs[key])
                 except ToolError:
                     raise
-                except Exception as exc:
+                except Exception as exc:  # its text masked, or only its type under a secret key (as argument errors show values)
+                    from ._redact import hidden_from_model
+
+                    shown = type(exc).__name__ if hidden_from_model(key) else exception_text(exc)
                     raise ToolArgumentError(
-                        [ArgumentProblem(f"$.{key}", f"cannot be converted: {type(exc).__name__}: {exc}", "type")],
+                        [ArgumentProblem(f"$.{key}", f"cannot be converted: {shown}", "type")],
                         tool=tool.name,
                     ) from exc
         if tool.call_param is not None:

@@ -1210,7 +1210,7 @@ class CompiledSchema:
             try:
                 args = _to_integers(args, self._integers)
             except _Inexact as exc:
-                raise exc.refusal() from None
+                raise exc.refusal(self._secrets()) from None
         if self._defaults is not None:
             args = _fill(args, self._defaults)
         return args
@@ -1696,11 +1696,13 @@ class _Inexact(Exception):
         self.value = value
         self.parts: list[Any] = []
 
-    def refusal(self) -> ToolArgumentError:
-        shown = _show(self.value)
+    def refusal(self, secrets: Redactor) -> ToolArgumentError:
+        """The argument error, the value not shown under a key ``secrets`` hides (as :func:`_got` shows values)."""
+        parts = self.parts[::-1]
+        shown = _got(self.value, parts, secrets)
         expected = "an integer without a fraction or exponent"
         text = f"expected {expected}, got {shown} (past 2**53 such a number is rounded)"
-        return ToolArgumentError([ArgumentProblem(json_path(reversed(self.parts)), text, "type", expected, shown)])
+        return ToolArgumentError([ArgumentProblem(json_path(parts), text, "type", expected, shown)])
 
 
 def _to_integers(value: Any, plan: _IntPlan) -> Any:
@@ -2407,7 +2409,7 @@ class ValidationPlugin:
                                 try:
                                     call.arguments = args = _to_integers(args, integers)
                                 except _Inexact as exc:
-                                    raise exc.refusal() from None
+                                    raise exc.refusal(compiled._secrets()) from None
                             if defaults is not None:
                                 call.arguments = _fill(args, defaults)
                             return
