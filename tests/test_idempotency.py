@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import multiprocessing
+import re
 import threading
 import time
 from pathlib import Path
@@ -16,6 +18,7 @@ from harness_one import (
     IdempotencyConflict,
     IdempotencyKeyMismatch,
     ManualClock,
+    PluginError,
     RetryableError,
     ToolArgumentError,
     ToolError,
@@ -25,7 +28,7 @@ from harness_one import (
 )
 from harness_one.testing import IdempotencyStoreContract
 from harness_one_plugins import IdempotencyPlugin, MemoryStore, SQLiteStore
-from harness_one_plugins.idempotency import fingerprint
+from harness_one_plugins.idempotency import IdempotencyScopeMissing, fingerprint
 from harness_one_plugins.output import OutputTooLarge
 
 
@@ -476,3 +479,80 @@ def test_sqlite_errors_take_the_fail_modes(tmp_path: Path) -> None:
     broken._conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
     with pytest.raises(StateUnavailable):
         broken.begin("t", "k2", "f", 0.0, 60.0)
+
+
+def test_scope_makes_each_users_keys_their_own(make_store: Any) -> None:
+    """scope="user_id": two users' same key is two keys (one registry each, on one store); each replays only its own."""
+    regs = [registry_with(make_store(), scope="user_id") for _ in range(2)]
+    charge = Counter()
+    for reg in regs:
+        reg.add(charge, name="charge")
+    alice, bob = {"user_id": "alice"}, {"user_id": "bob"}
+    first = regs[0].call("charge", {"amount": 5}, idempotency_key="order-7", context=alice)
+    other = regs[1].call("charge", {"amount": 5}, idempotency_key="order-7", context=bob)
+    assert (first["run"], other["run"]) == (1, 2)  # bob's order-7 is not alice's: not replayed to him
+    assert regs[1].call("charge", {"amount": 5}, idempotency_key="order-7", context={**alice, "request_id": "r2"}) == first
+    assert asyncio.run(regs[0].acall("charge", {"amount": 5}, idempotency_key="order-7", context=bob)) == other
+    assert regs[0].call("charge", {"amount": 6}, idempotency_key="order-8", context=bob)["run"] == 3
+    with pytest.raises(IdempotencyKeyMismatch, match="Idempotency key 'order-7' was already used"):  # the caller's key
+        regs[1].call("charge", {"amount": 6}, idempotency_key="order-7", context=alice)
+    # Ids a plain f"{user_id}:{key}" would make one key: "a:b" + "c" and "a" + "b:c"; an int id is its text.
+    assert regs[0].call("charge", {"amount": 1}, idempotency_key="c", context={"user_id": "a:b"})["run"] == 4
+    assert regs[0].call("charge", {"amount": 1}, idempotency_key="b:c", context={"user_id": "a"})["run"] == 5
+    assert regs[0].call("charge", {"amount": 1}, idempotency_key="b:c", context={"user_id": 42})["run"] == 6
+    assert charge.runs == 6
+
+
+@pytest.mark.parametrize("context", [None, {"user_id": "alice"}, {"tenant": None, "user_id": "alice"}])
+def test_a_scoped_key_without_its_context_field_is_refused(make_store: Any, context: dict[str, Any] | None) -> None:
+    """Fail-closed: a keyed call that does not say whose key it is neither runs, nor claims or replays a key."""
+    store = make_store()
+    reg = registry_with(store, scope=["tenant", "user_id"])
+    runs: list[int] = []
+    reg.add(lambda: runs.append(1) or len(runs), name="once")
+    error = reg.try_call("once", idempotency_key="k", context=context).error
+    assert isinstance(error, IdempotencyScopeMissing) and error.field == "tenant" and error.to_dict()["field"] == "tenant"
+    assert "idempotency key 'k' but without the context field 'tenant'" in error.message
+    assert runs == [] and reg.stats()["idempotency"] == {"replays": 0, "stored": 0}
+    assert store.begin("once", "k", fingerprint({}), time.time(), 60.0) is None  # the bare key was not claimed either
+    full = {"tenant": "t1", "user_id": "alice"}
+    assert reg.call("once", idempotency_key="k2", context=full) == reg.call("once", idempotency_key="k2", context=full) == 1
+    assert reg.call("once", context=context) == 2  # a call without a key is not the scope's business
+
+
+@pytest.mark.parametrize(
+    ("scope", "problem"),
+    [
+        (5, "idempotency scope must be a context field name or a list of them, not 5"),
+        ("", "idempotency scope must be a context field name or a list of them, not ''"),
+        (["user_id", 1], "idempotency scope must be a context field name or a list of them, not ['user_id', 1]"),
+        (["user_id", "user_id"], "idempotency scope names a context field twice: ['user_id', 'user_id']"),
+    ],
+)
+def test_scope_is_checked_when_the_plugin_is_built(scope: Any, problem: str) -> None:
+    with pytest.raises(PluginError, match=re.escape(problem)):
+        ToolRegistry(autoload=False, plugin_options={"idempotency": {"scope": scope}})
+
+
+def test_scope_is_configured_like_any_option(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert ToolRegistry(autoload=False).plugins.get("idempotency").scope == ()  # default: keys are not scoped
+    reg = ToolRegistry(autoload=False, plugin_options={"idempotency": {"scope": "user_id"}})
+    assert reg.plugins.get("idempotency").scope == ("user_id",)
+    monkeypatch.setenv("HARNESS_ONE_PLUGIN_IDEMPOTENCY", '{"scope": ["tenant", "user_id"]}')
+    assert ToolRegistry(autoload=False).plugins.get("idempotency").scope == ("tenant", "user_id")
+
+
+def test_scope_on_one_redis(redis_url: str) -> None:
+    """Two registries on one Redis: the same key of two users runs twice, each user's replays across registries."""
+    regs = [ToolRegistry(state=redis_url, autoload=False, plugin_options={"idempotency": {"scope": "user_id"}}) for _ in range(2)]
+    runs: list[int] = []
+    for reg in regs:
+        reg.add(lambda n: runs.append(n) or len(runs), name="once")
+    alice, bob = {"user_id": "alice"}, {"user_id": "bob"}
+    assert regs[0].call("once", {"n": 1}, idempotency_key="k", context=alice) == 1
+    assert regs[1].call("once", {"n": 1}, idempotency_key="k", context=bob) == 2
+    assert regs[1].call("once", {"n": 1}, idempotency_key="k", context=alice) == 1
+    assert regs[0].call("once", {"n": 1}, idempotency_key="k", context=bob) == 2
+    assert runs == [1, 1]
+    with pytest.raises(IdempotencyScopeMissing, match="'user_id'"):
+        regs[0].call("once", {"n": 1}, idempotency_key="k")

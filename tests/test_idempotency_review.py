@@ -120,6 +120,19 @@ def test_an_outcome_no_store_holds_keeps_the_key_as_not_replayable() -> None:
     assert reg.stats()["idempotency"]["not_replayable"] == 1
 
 
+def test_a_scoped_keys_not_replayable_outcome_names_the_callers_key() -> None:
+    """With ``scope``, the key stored is the user's and the caller's key together; the message names the caller's."""
+    reg = ToolRegistry(plugins={"idempotency": IdempotencyPlugin(store=_Refusing(), scope="user_id")}, autoload=False)
+    runs: list[int] = []
+    reg.add(lambda: runs.append(1) or {"receipt": "r-1"}, name="charge")
+    alice = {"user_id": "alice"}
+    assert reg.call("charge", idempotency_key="k", context=alice) == {"receipt": "r-1"}
+    again = reg.try_call("charge", idempotency_key="k", context=alice).error
+    assert isinstance(again, OutcomeNotReplayable) and "already ran for idempotency key 'k'," in again.message
+    assert reg.call("charge", idempotency_key="k", context={"user_id": "bob"}) == {"receipt": "r-1"}  # bob's own k
+    assert runs == [1, 1]
+
+
 @pytest.mark.parametrize("mode", ["call", "acall"])
 def test_sqlite_not_replayable_through_either_path(tmp_path: Path, mode: str) -> None:
     """A value SQLite cannot hold (past its length limit, here 64) through ``finish`` and ``afinish``."""

@@ -53,6 +53,7 @@ from harness_one.state import (
     Record,
     StateUnavailable,
     WallClock,
+    key_text,
     new_token,
     round_trip,
 )
@@ -64,6 +65,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "IdempotencyPlugin",
+    "IdempotencyScopeMissing",
     "IdempotencyStore",
     "MemoryStore",
     "OutcomeNotReplayable",
@@ -73,7 +75,7 @@ __all__ = [
     "fingerprint",
 ]
 
-_OWNED = "idempotency.owned"  # (fingerprint, owner token: None for a store without owners)
+_OWNED = "idempotency.owned"  # (the key stored, fingerprint, owner token: None for a store without owners)
 _WAITED = "idempotency.waited"
 #: Errors a key keeps no outcome for: wrong arguments (the tool's own too) and a call cancelled before its tool returned.
 _NOT_KEPT = (ToolArgumentError, ToolCancelled)
@@ -81,6 +83,8 @@ _NOT_KEPT = (ToolArgumentError, ToolCancelled)
 
 #: Errors a store raises for an outcome it cannot hold (not JSON, not copyable, too large, nested too deeply).
 _NOT_STORABLE = (TypeError, ValueError, RecursionError)
+#: Errors ``finish`` raises for an outcome not stored: not storable, or the store did not answer.
+_NOT_STORED = (*_NOT_STORABLE, StateUnavailable)
 
 
 def _nothing(_: Any) -> None:
@@ -96,6 +100,38 @@ class OutcomeNotReplayable(ToolError):
     """
 
     kind = "idempotency_not_replayable"
+
+
+class IdempotencyScopeMissing(ToolError):
+    """A keyed call without a context field of the plugin's ``scope``: refused, not run, nothing stored.
+
+    ``field`` names the missing field. A key scoped by a field is only ever the key of one value of it,
+    so a call that does not say whose key it is neither claims nor replays one.
+    """
+
+    kind = "idempotency_scope_missing"
+
+    def __init__(self, field: str, key: str, *, tool: str | None = None, call_id: str | None = None) -> None:
+        self.field = field
+        super().__init__(
+            f"Tool '{tool}' was called with idempotency key '{key}' but without the context field '{field}' "
+            "that idempotency keys are scoped by, so it was not run. Make the call with that field in its context.",
+            tool=tool,
+            call_id=call_id,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**super().to_dict(), "field": self.field}
+
+
+def _scope_fields(scope: Any) -> tuple[str, ...]:
+    """The ``scope`` option as a tuple of context field names (empty: keys are not scoped)."""
+    fields = (scope,) if isinstance(scope, str) else () if scope is None else scope
+    if not isinstance(fields, (tuple, list)) or not all(isinstance(f, str) and f for f in fields):
+        raise ValueError(f"idempotency scope must be a context field name or a list of them, not {scope!r}")
+    if len(set(fields)) != len(fields):
+        raise ValueError(f"idempotency scope names a context field twice: {scope!r}")
+    return tuple(fields)
 
 
 def _as_json(data: Any) -> Any:
@@ -123,6 +159,10 @@ class IdempotencyPlugin:
             (0: fail at once with :class:`IdempotencyConflict`).
         poll: seconds between checks while waiting.
         clock: time for expiry (default: wall-clock time, comparable across processes).
+        scope: a ``Call.context`` field name, or a list of them, whose values are part of every
+            key: the same key from two users (``scope="user_id"``) is two keys. A keyed call whose
+            context has no value (or None) under one of them fails with
+            :class:`IdempotencyScopeMissing` (not run). Default: keys are not scoped.
         on_state_error: when a shared store (Redis) does not answer at admission:
             ``"closed"`` (default: the call fails with
             :class:`~harness_one.state.StateUnavailable`, so a key never runs twice) or
@@ -135,7 +175,8 @@ class IdempotencyPlugin:
     ``stats()["idempotency"]["not_replayable"]``: the key is never freed for the tool to run
     again. A plugin's hook failing after the tool returned (a :class:`~harness_one.PluginError`)
     fails this call only: the key keeps the tool's value. A key is matched by the arguments
-    alone: keys are the caller's, and one caller's key is not another's to reuse.
+    alone: keys are the caller's, and one caller's key is not another's to reuse (``scope``
+    makes each user's keys their own).
 
     A store whose methods take ``owner`` (the standard ones do) gets a token per claim; an
     outcome its lapsed owner could not store (another call holds the key) is logged and
@@ -156,9 +197,11 @@ class IdempotencyPlugin:
         wait: float = 0.0,
         poll: float = 0.02,
         clock: Clock | None = None,
+        scope: str | Sequence[str] | None = None,
         on_state_error: str = "closed",
     ) -> None:
         self.fail = FailMode("idempotency", on_state_error)
+        self.scope = _scope_fields(scope)
         if store is not None and path is not None:
             raise ValueError("give a store or a path, not both")
         if timeout is not None and path is None:
@@ -214,6 +257,8 @@ class IdempotencyPlugin:
         key = call.idempotency_key
         if key is None or call.peek(_OWNED) is not None:
             return None
+        if self.scope:
+            key = self._scoped(call, key)
         digest = fingerprint(call.arguments)
         store, name, now = self.store, call.tool.name, self.clock.now()
         owner = new_token() if self._owners(store) else None
@@ -236,25 +281,38 @@ class IdempotencyPlugin:
             return None
         return self._claimed(call, key, digest, owner, found)
 
+    def _scoped(self, call: Call, key: str) -> str:
+        """The key stored for ``call``: ``key`` after the text of each ``scope`` field's value, each
+        length-prefixed (``5:alice:order-7``), so no two users' keys are one."""
+        scoped = []
+        for field in self.scope:
+            value = call.context.get(field)
+            if value is None:
+                raise IdempotencyScopeMissing(field, key, tool=call.tool.name, call_id=call.call_id)
+            text = key_text(value)
+            scoped.append(f"{len(text)}:{text}:")
+        return "".join(scoped) + key
+
     def _unclaimed(self, call: Call, exc: StateUnavailable) -> None:
         self.fail.handle(exc, call.tool.name, call.call_id, "idempotency key not claimed")
 
     def _claimed(self, call: Call, key: str, digest: str, owner: str | None, found: Record | None) -> Outcome | None:
         """The answer to ``begin``: the key is ours (run the call), or replay, or refuse."""
         if found is None:
-            call.state[_OWNED] = (digest, owner)
+            call.state[_OWNED] = (key, digest, owner)
             self._leases.hold(id(call), (call.tool.name, key, owner, digest))
             return None
         if found.fingerprint != digest:
             raise IdempotencyKeyMismatch(
-                f"Idempotency key '{key}' was already used for tool '{call.tool.name}' with different arguments. "
-                "Use a new key for a new request, or repeat the original arguments.",
+                f"Idempotency key '{call.idempotency_key}' was already used for tool '{call.tool.name}' "
+                "with different arguments. Use a new key for a new request, or repeat the original arguments.",
                 tool=call.tool.name,
                 call_id=call.call_id,
             )
         if found.state != "done":
             raise IdempotencyConflict(
-                f"A call of tool '{call.tool.name}' with idempotency key '{key}' is still running. Retry shortly.",
+                f"A call of tool '{call.tool.name}' with idempotency key '{call.idempotency_key}' is still running. "
+                "Retry shortly.",
                 retry_after=self.poll,
                 tool=call.tool.name,
                 call_id=call.call_id,
@@ -269,82 +327,83 @@ class IdempotencyPlugin:
 
     def _finish(self, call: Call, ok: bool, value: Any = None, error: ToolError | None = None) -> Await | None:
         self._leases.drop(id(call))
-        key = call.idempotency_key
-        assert key is not None
-        digest, owner = call.take(_OWNED)
+        key, digest, owner = call.take(_OWNED)
         now = self.clock.now()
         record = self._record(digest, now, ok, value, error)
-        store, name = self.store, call.tool.name
+        store = self.store
         shared = self._twins(store)
         if shared is None:
-            self._store(store, name, key, record, owner, now)
+            self._store(store, call, key, record, owner, now)
             return None
 
         def storing() -> None:
-            self._store(store, name, key, record, owner, now)
+            self._store(store, call, key, record, owner, now)
 
         def astoring() -> Awaitable[None]:
-            return self._astore(shared, name, key, record, owner, now)
+            return self._astore(shared, call, key, record, owner, now)
 
         # cancelled meanwhile (after its tool returned): sent again, an owner's finish is safe to repeat
         return round_trip(storing, astoring, _nothing, _nothing, lambda: Await(storing, astoring))
 
-    def _fallback(self, name: str, key: str, record: Record, refused: list[Exception]) -> Record | None:
-        """What to store once the store refused the last try as not storable (``refused``, one each): the
-        JSON the model read for the outcome, then :class:`OutcomeNotReplayable`, then nothing more. The
-        tool ran: its key is never freed for it to run again."""
+    def _refused(self, call: Call, record: Record, refused: list[Exception], exc: Exception) -> Record | None:
+        """What to store after ``finish`` raised ``exc`` for ``record`` or a fallback of it (``refused``:
+        one error per earlier refusal): nothing once the store did not answer, else the JSON the model
+        read for the outcome, then :class:`OutcomeNotReplayable`, then nothing more (logged). The tool
+        ran: its key is never freed for it to run again; one whose outcome is not stored is held until
+        its lease ends. The one decision of :meth:`_store` and :meth:`_astore`, which do only the I/O."""
+        name = call.tool.name
+        if isinstance(exc, StateUnavailable):  # the caller still gets the outcome
+            log_event(40, "idempotent result not stored", tool=name, error=str(exc))
+            return None
+        refused.append(exc)  # not storable as it is (not JSON, not copyable, too large, nested too deep)
         if len(refused) == 1:
             try:
                 value = None if record.value is None else _as_json(record.value)
                 error = None if record.error is None else _as_json(record.error)
             except _NOT_STORABLE:  # its JSON cannot be read back (an integer past Python's digit limit)
-                refused.append(refused[0])  # on to the next
+                refused.append(exc)  # on to the next
             else:
                 return Record(record.fingerprint, record.state, record.expires, record.ok, value, error)
         if len(refused) == 2:
             self.not_replayable += 1
-            log_event(30, "idempotent outcome not replayable: kept as OutcomeNotReplayable", tool=name, error=str(refused[-1]))
+            log_event(30, "idempotent outcome not replayable: kept as OutcomeNotReplayable", tool=name, error=str(exc))
             lost = OutcomeNotReplayable(
-                f"Tool '{name}' already ran for idempotency key '{key}', but its outcome could not be stored to replay; "
-                "it is not run again with this key.",
+                f"Tool '{name}' already ran for idempotency key '{call.idempotency_key}', "
+                "but its outcome could not be stored to replay; it is not run again with this key.",
                 tool=name,
             )
             return Record(record.fingerprint, record.state, record.expires, False, None, {**lost.to_dict(), "call_id": None})
+        # Not even the error was stored (a store refusing it)
+        log_event(40, "idempotent result not stored", tool=name, error=str(exc))
         return None
 
-    def _store(self, store: IdempotencyStore, name: str, key: str, record: Record, owner: str | None, now: float) -> None:
+    def _store(self, store: IdempotencyStore, call: Call, key: str, record: Record, owner: str | None, now: float) -> None:
+        """Store ``record`` as ``key``'s outcome, or what :meth:`_refused` gives in its place."""
+        name = call.tool.name
+        mine = self._owners.keywords(store, owner, now=now)
         refused: list[Exception] = []
         kept: Record | None = record
         while kept is not None:
             try:  # given an owner, the store keeps another caller's live claim or outcome (this claim's lease lapsed)
-                self._stored(name, store.finish(name, key, kept, **self._owners.keywords(store, owner, now=now)))
+                self._stored(name, store.finish(name, key, kept, **mine))
                 return
-            except _NOT_STORABLE as exc:  # not storable as it is (not JSON, not copyable, too large, nested too deep)
-                refused.append(exc)
-            except StateUnavailable as exc:  # the caller still gets the outcome; the key is held until its lease ends
-                log_event(40, "idempotent result not stored", tool=name, error=str(exc))
-                return
-            kept = self._fallback(name, key, record, refused)
-        # Not even the error was stored (a store refusing it): the key is held until its lease ends, not freed.
-        log_event(40, "idempotent result not stored", tool=name, error=str(refused[-1]))
+            except _NOT_STORED as exc:
+                kept = self._refused(call, record, refused, exc)
 
     async def _astore(
-        self, store: AsyncIdempotencyStore, name: str, key: str, record: Record, owner: str | None, now: float
+        self, store: AsyncIdempotencyStore, call: Call, key: str, record: Record, owner: str | None, now: float
     ) -> None:
         """:meth:`_store` through the store's awaitable twin."""
+        name = call.tool.name
+        mine = self._owners.keywords(store, owner, now=now)
         refused: list[Exception] = []
         kept: Record | None = record
-        while kept is not None:  # as in _store
+        while kept is not None:
             try:
-                self._stored(name, await store.afinish(name, key, kept, **self._owners.keywords(store, owner, now=now)))
+                self._stored(name, await store.afinish(name, key, kept, **mine))
                 return
-            except _NOT_STORABLE as exc:
-                refused.append(exc)
-            except StateUnavailable as exc:
-                log_event(40, "idempotent result not stored", tool=name, error=str(exc))
-                return
-            kept = self._fallback(name, key, record, refused)
-        log_event(40, "idempotent result not stored", tool=name, error=str(refused[-1]))
+            except _NOT_STORED as exc:
+                kept = self._refused(call, record, refused, exc)
 
     def _stored(self, name: str, answer: bool | None) -> None:
         """Count ``finish``'s answer: False when the claim had lapsed and another call holds the key."""
@@ -375,9 +434,7 @@ class IdempotencyPlugin:
 
     def _release(self, call: Call) -> Await | None:
         self._leases.drop(id(call))
-        _, owner = call.take(_OWNED)
-        key = call.idempotency_key
-        assert key is not None
+        key, _, owner = call.take(_OWNED)
         name, shared = call.tool.name, self._twins(self.store)
         if shared is None:
             self._release_key(name, key, owner)
@@ -420,13 +477,11 @@ class IdempotencyPlugin:
             return self._finish(call, False, error=error)
         return self._release(call)  # refused before running, wrong arguments, or cancelled: nothing to keep
 
-    def _finish_later(self, call: Call, held: tuple[str, str | None], lingering: Lingering) -> None:
+    def _finish_later(self, call: Call, held: tuple[str, str, str | None], lingering: Lingering) -> None:
         """The key of a call whose tool ran on after its caller stopped waiting, finished from the
         tool's thread as it returns: its value or its error is stored (freed if neither is known)."""
         self._leases.drop(id(call))
-        key = call.idempotency_key
-        assert key is not None
-        name, (digest, owner) = call.tool.name, held
+        name, (key, digest, owner) = call.tool.name, held
         outcome = lingering.outcome
         if outcome is None or not (outcome[0] or isinstance(outcome[1], Exception)):
             self._release_key(name, key, owner)  # not known, or stopped by KeyboardInterrupt and the like
@@ -439,7 +494,7 @@ class IdempotencyPlugin:
                 self._release_key(name, key, owner)
                 return
         now = self.clock.now()
-        self._store(self.store, name, key, self._record(digest, now, ok, value, error), owner, now)
+        self._store(self.store, call, key, self._record(digest, now, ok, value, error), owner, now)
 
     def _record(self, digest: str, now: float, ok: bool, value: Any, error: ToolError | None) -> Record:
         """The finished record of a key: its outcome, kept ``ttl`` from ``now`` (an error without its call's id)."""
