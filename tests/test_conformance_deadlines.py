@@ -5,7 +5,6 @@ from __future__ import annotations
 import re
 from typing import Any
 
-import importlib_metadata  # noqa: F401 - imported here, not first inside an inner run (see below)
 import pytest
 from test_conformance import DOCS, _block, _fresh_entry_points, message, outcomes  # noqa: F401 - an autouse fixture
 
@@ -14,10 +13,6 @@ from harness_one import Call, hookimpl
 from harness_one.testing import PluginTests
 
 pytest_plugins = ["pytester"]
-
-# importlib_metadata, once imported, takes the place of the standard library's metadata finder in sys.meta_path;
-# imported first inside an in-process inner run, its finder would leave with the inner run's sys.meta_path, and the
-# standard library's would stay switched off for the runs after it.
 
 # ---------------------------------------------------------------------- a hook that never returns
 
@@ -284,3 +279,228 @@ def test_a_sleep_patched_while_a_check_watched_it_stays_patched(monkeypatch: pyt
     with blocking_calls():
         monkeypatch.setattr(time, "sleep", mine)
     assert time.sleep is mine
+
+
+# ---------------------------------------------------------------------- a call stuck in acall's worker thread
+
+STUCK_IN_A_WORKER = """
+import asyncio
+import threading
+
+from harness_one import Await, defineTool, hookimpl
+from harness_one.testing import PluginTests, ToolPackageTests
+
+TOOL_LOCK = threading.Lock()
+
+
+@defineTool(registry=None, read_only=True, examples=[{"arguments": {"job": "j1"}, "result": "done"}])
+def take_job(job: str) -> str:
+    \"\"\"Take a job.\"\"\"
+    TOOL_LOCK.acquire()  # never released: the second call, through acall in a worker thread, waits for ever
+    return "done"
+
+
+class TestTakeJob(ToolPackageTests):
+    tools = [take_job]
+    example_budget = 0.5
+
+
+class WaitsInAWorker:
+    name = "waits_in_a_worker"
+
+    def __init__(self):
+        self.never = threading.Event()
+
+    @hookimpl
+    def harness_pre_call(self, call):
+        return Await(lambda: None, lambda: asyncio.to_thread(self.never.wait))  # acall's twin waits for ever
+
+
+class TestWaitsInAWorker(PluginTests):
+    plugin_factory = WaitsInAWorker
+    check_deadline = 2.0
+"""
+
+
+def test_a_call_stuck_in_an_acall_worker_thread_does_not_keep_the_run_alive(pytester: pytest.Pytester) -> None:
+    """Stuck in the event loop's default executor (``asyncio.to_thread``), a call kept the process alive after the
+    report: interpreter exit joins a ``ThreadPoolExecutor``'s workers (the run ran into the 60 s timeout)."""
+    pytester.makepyfile(test_stuck_worker=STUCK_IN_A_WORKER)
+    inner = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-k", "test_examples or test_async_calls", timeout=60)
+    inner.assert_outcomes(failed=2)
+    inner.stdout.fnmatch_lines(
+        [
+            "*tool 'take_job', example 0: through acall: did not return within 1.5 s*stuck in the tool 'take_job'*",
+            "*test_async_calls did not end within check_deadline = 2 s*",
+        ]
+    )
+
+
+# ---------------------------------------------------------------------- one stuck check, not one per check
+
+SHARED_LOCK = """
+import threading
+
+from harness_one import hookimpl
+from harness_one.testing import PluginTests
+
+LOCK = threading.Lock()  # one for every instance of the plugin
+RELEASE = threading.Event()  # set as the module's tests end: the stuck hook gives up then
+
+
+def teardown_module():
+    RELEASE.set()
+
+
+class Serial:
+    name = "serial"
+
+    @hookimpl
+    def harness_pre_call(self, call):
+        with LOCK:
+            RELEASE.wait(30)  # the first call holds the lock and waits for no one
+
+
+class TestSerial(PluginTests):
+    plugin_factory = Serial
+    check_deadline = 2.0
+"""
+
+
+def test_the_checks_after_a_stuck_one_fail_at_once_naming_it(pytester: pytest.Pytester) -> None:
+    """A check stuck holding what every instance shares (a module's lock) made each later check wait out its own
+    deadline, failing as stuck too: one stuck hook made a failure per check, each ``check_deadline`` long."""
+    pytester.makepyfile(test_shared=SHARED_LOCK)
+    chosen = "test_registers_and_unregisters or test_arguments_stay_the_callers or test_sixteen_threads"
+    inner = pytester.runpytest("-p", "no:cacheprovider", "-k", chosen)
+    later = ("test_arguments_stay_the_callers", "test_sixteen_threads")
+    assert outcomes(inner) == {f"TestSerial::{c}": "failed" for c in ("test_registers_and_unregisters", *later)}
+    first = message(inner, "TestSerial::test_registers_and_unregisters")
+    assert "test_registers_and_unregisters did not end within check_deadline = 2 s: stuck in the plugin's" in first
+    for check in later:
+        text = message(inner, f"TestSerial::{check}")
+        assert re.fullmatch(
+            r"not run: test_registers_and_unregisters, before it, is still stuck in the plugin's harness_pre_call "
+            r"\(test_shared.py:\d+\), and this check would wait on what that hook holds \(a lock, a slot, a connection\) "
+            r"until its own deadline: make that hook return \(see the failure of test_registers_and_unregisters\), "
+            r"and every check runs again",
+            text,
+        ), text
+
+
+# ---------------------------------------------------------------------- a cap on calls in flight
+
+CAPPED = """
+import threading
+
+from harness_one import ToolError, hookimpl
+from harness_one.testing import PluginTests
+
+
+class TooBusy(ToolError):
+    \"\"\"More calls in flight than the cap.\"\"\"
+
+
+class Capped:
+    name = "capped"
+
+    def __init__(self, max_in_flight=12):
+        self.max_in_flight = max_in_flight
+        self.in_flight = 0
+        self.lock = threading.Lock()
+
+    @hookimpl
+    def harness_pre_call(self, call):
+        with self.lock:
+            if self.in_flight >= self.max_in_flight:
+                raise TooBusy(f"{self.in_flight} calls in flight, the cap is {self.max_in_flight}")
+            self.in_flight += 1
+
+    @hookimpl
+    def harness_post_call(self, call):
+        with self.lock:
+            self.in_flight -= 1
+
+    @hookimpl
+    def harness_on_error(self, call, error):
+        if not isinstance(error, TooBusy):
+            with self.lock:
+                self.in_flight -= 1
+
+
+class TestCapped(PluginTests):
+    plugin_factory = Capped  # 12 calls in flight: fewer than the checks make at once
+
+
+class TestGenerous(PluginTests):
+    plugin_factory = lambda: Capped(max_in_flight=64)  # noqa: E731
+"""
+
+
+def test_a_cap_on_calls_in_flight_is_told_to_let_the_concurrent_checks_through(pytester: pytest.Pytester) -> None:
+    """A plugin that refused some (not most) of the thread check's calls got no advice, and under ``acall`` its
+    refusal escaped as a bare traceback."""
+    pytester.makepyfile(test_capped=CAPPED)
+    inner = pytester.runpytest("-p", "no:cacheprovider", "-k", "test_sixteen_threads or test_async_calls")
+    assert outcomes(inner) == {
+        "TestCapped::test_sixteen_threads": "failed",
+        "TestCapped::test_async_calls": "failed",
+        "TestGenerous::test_sixteen_threads": "passed",
+        "TestGenerous::test_async_calls": "passed",
+    }
+    threads = message(inner, "TestCapped::test_sixteen_threads")
+    assert re.search(r"under 16 threads, \d+ of 1600 calls failed and 0 got another call's answer: TooBusy: 12 calls", threads)
+    assert re.search(
+        r"\d+ of the 1600 calls were refused by the plugin itself \(TooBusy\): a plugin with limits .*; this check makes 16 "
+        r"calls at once, so a cap on calls in flight must let 16 through \(plugin_factory = lambda: MyPlugin\(max_in_flight=64\)\)",
+        threads,
+    )
+    acalls = message(inner, "TestCapped::test_async_calls")
+    assert re.search(r"\d+ of 40 acalls made at once failed: TooBusy: 12 calls in flight, the cap is 12", acalls)
+    assert "this check makes 40 calls at once, so a cap on calls in flight must let 40 through" in acalls
+
+
+# ---------------------------------------------------------------------- an author's own pytester tests of a suite
+
+AUTHORS_TESTS = r"""
+import pytest
+
+pytest_plugins = ["pytester"]
+
+TOOL = '''
+from harness_one import defineTool
+
+
+@defineTool(registry=None, read_only=True, examples=[{"arguments": {"text": "a b"}, "result": 2}])
+def NAME(text: str) -> int:
+    "Count the words."
+    return len(text.split())
+'''
+
+
+@pytest.mark.parametrize("dist, tool", [("wc-one", "count_one"), ("wc-two", "count_two")])
+def test_my_suite(pytester, dist, tool):
+    site = pytester.mkdir("site")
+    (site / f"{tool}_tools.py").write_text(TOOL.replace("NAME", tool))
+    info = site / f"{dist.replace('-', '_')}-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text(f"[harness_one.tools]\n{tool} = {tool}_tools\n")
+    pytester.syspathinsert(site)
+    pytester.makepyfile(
+        test_inner=f"from harness_one.testing import ToolPackageTests\n\n\n"
+        f"class TestWords(ToolPackageTests):\n    distribution = {dist!r}\n"
+    )
+    result = pytester.runpytest("-p", "no:cacheprovider", "-k", "entry_points_load or examples")
+    result.assert_outcomes(passed=2)
+"""
+
+
+def test_an_authors_pytester_tests_of_a_tool_package_see_each_installed_distribution(pytester: pytest.Pytester) -> None:
+    """In a fresh interpreter, an author's two in-process inner runs, each with a distribution of its own on sys.path:
+    the second failed. ``importlib_metadata``, first imported inside the first inner run, switched the standard
+    library's metadata finder off and left with that run's ``sys.meta_path`` (the second run: ``PackageNotFoundError``
+    for pluggy); and the entry points cached in the first run hid the second run's distribution."""
+    pytester.makepyfile(test_authors=AUTHORS_TESTS)
+    outer = pytester.runpytest_subprocess("-p", "no:cacheprovider", timeout=120)
+    outer.assert_outcomes(passed=2)

@@ -15,6 +15,7 @@ import sys
 import textwrap
 import threading
 import tracemalloc
+import weakref
 from collections import Counter, deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
@@ -35,7 +36,7 @@ from .._registry import ToolRegistry
 from .._tool import Tool
 from ..hookspecs import PER_CALL_HOOKS, PROJECT, hookimpl
 from ._audit import blocking_calls
-from ._suite import BoundedClock, Overran, Suite, _own_code, _where, bounded
+from ._suite import BoundedClock, Overran, Suite, _own_code, _where, bounded, run_async
 
 __all__ = ["PluginTests", "footprint"]
 
@@ -128,16 +129,31 @@ def _hook_frame(frame: FrameType) -> str | None:
     return f"the plugin's {_where(frame)}" if frame.f_code.co_name in _HOOK_NAMES and _own_code(frame, library=False) else None
 
 
+#: Per suite class, the check left stuck past its deadline, and how: while its thread runs, the suite's later checks
+#: fail at once (what the stuck hook holds, a lock shared by every instance, would stall each of them in turn).
+_STUCK: weakref.WeakKeyDictionary[type, tuple[str, Overran]] = weakref.WeakKeyDictionary()
+
+
 def _bounded_check(fn: Callable[..., Any]) -> Callable[..., Any]:
     """Check ``fn``, run in a daemon thread given ``check_deadline`` seconds: past them it fails, naming the hook
-    that did not return (a lock only another call releases, an event no one sets) and showing its thread's stack."""
+    that did not return (a lock only another call releases, an event no one sets) and showing its thread's stack;
+    the suite's later checks then fail at once, naming it, for as long as it stays stuck."""
 
     @functools.wraps(fn)
     def check(self: PluginTests, *args: Any, **kwargs: Any) -> Any:
+        first = _STUCK.get(type(self))
+        if first is not None and first[1].worker is not None and first[1].worker.is_alive():
+            pytest.fail(
+                f"not run: {first[0]}, before it, is still stuck in {first[1].where}, and this check would wait on what "
+                f"that hook holds (a lock, a slot, a connection) until its own deadline: make that hook return (see the "
+                f"failure of {first[0]}), and every check runs again",
+                pytrace=False,
+            )
         try:
             return bounded(self.check_deadline, lambda: fn(self, *args, **kwargs), locate=_hook_frame)
         except Overran as overran:
             stuck = overran  # failed below, outside the handler: the report is the whole story
+        _STUCK[type(self)] = (fn.__name__, stuck)
         pytest.fail(
             f"{fn.__name__} did not end within check_deadline = {self.check_deadline:g} s: stuck in {stuck.where}, "
             "which never returned (a hook that waits for what only another call gives, or no one: a lock taken in "
@@ -401,7 +417,7 @@ def _outcome(
     """What a call of ``tool`` returned, or the ``ToolError`` it raised instead, through ``call`` or ``acall``."""
     try:
         if asynchronous:
-            return asyncio.run(registry.acall(tool, dict(arguments), **options)), None
+            return run_async(registry.acall(tool, dict(arguments), **options)), None
         return registry.call(tool, dict(arguments), **options), None
     except ToolError as exc:
         return None, exc
@@ -439,21 +455,28 @@ class _Gate:
             raise _Refused(f"the conformance kit's gate refuses the calls of {call.tool.name!r} with x = {_REFUSED_X}")
 
 
-def _own_refusals(errors: Sequence[BaseException], total: int) -> str:
-    """When most of ``total`` calls ended in ``errors`` that are the plugin's own refusals (a ``ToolError`` the
-    tool, a crashing hook, a cancellation or the kit did not raise), what to do about it; else nothing."""
+def _own_refusals(errors: Sequence[BaseException], total: int, *, at_once: int | None = None) -> str:
+    """When most of ``total`` calls (any of them, for calls made ``at_once``) ended in ``errors`` that are the
+    plugin's own refusals (a ``ToolError`` the tool, a crashing hook, a cancellation or the kit did not raise),
+    what to do about it; else nothing."""
     own = Counter(
         type(e).__name__
         for e in errors
         if isinstance(e, ToolError) and not isinstance(e, (ToolExecutionError, PluginError, ToolCancelled, _Refused))
     )
-    if not own or 2 * sum(own.values()) <= total:
+    if not own or (at_once is None and 2 * sum(own.values()) <= total):
         return ""
     kinds = ", ".join(sorted(own))
+    concurrent = (
+        f"; this check makes {at_once} calls at once, so a cap on calls in flight must let {at_once} through "
+        "(plugin_factory = lambda: MyPlugin(max_in_flight=64))"
+        if at_once is not None
+        else ""
+    )
     return (
         f"\n{sum(own.values())} of the {total} calls were refused by the plugin itself ({kinds}): a plugin with limits (a "
         "quota, a rate, a budget) is checked with generous ones, passed through plugin_factory "
-        "(plugin_factory = lambda: MyPlugin(per_minute=1e9))"
+        f"(plugin_factory = lambda: MyPlugin(per_minute=1e9)){concurrent}"
     )
 
 
@@ -493,7 +516,8 @@ class PluginTests(Suite, standard=True, provided=("make_plugin", "call_options",
     plugin's.
 
     Each check runs in a daemon thread given ``check_deadline`` seconds (30): a hook that never returns fails the
-    check, naming the hook and showing its thread's stack, instead of hanging the run.
+    check, naming the hook and showing its thread's stack, instead of hanging the run; while it stays stuck, the
+    suite's later checks fail at once, naming it.
     """
 
     plugin_factory: ClassVar[Any] = None
@@ -833,7 +857,7 @@ class PluginTests(Suite, standard=True, provided=("make_plugin", "call_options",
         assert not errors and not wrong, (
             f"under {self.threads} threads, {len(errors)} of {total} calls failed and {len(wrong)} got another call's answer: "
             + "; ".join(shown + wrong[:3])
-            + _own_refusals(errors, total)
+            + _own_refusals(errors, total, at_once=self.threads)
         )
 
     def test_no_per_call_state(self) -> None:
@@ -906,14 +930,17 @@ class PluginTests(Suite, standard=True, provided=("make_plugin", "call_options",
                 for tool in (PROBE, PROBE + "_async"):
                     arguments = {"x": x}
                     calls.append(registry.acall(tool, arguments, **self.call_options(arguments)))
-            return await asyncio.gather(*calls)
+            return await asyncio.gather(*calls, return_exceptions=True)
 
         with blocking_calls() as blocked:
-            got = asyncio.run(main())
+            got = run_async(main())
         assert not blocked, (
             f"a hook blocked the event loop under acall: {'; '.join(sorted(set(blocked))[:3])} (a hook that waits "
             "returns an Await with an async twin, as writing-plugins.md shows)"
         )
+        errors = [g for g in got if isinstance(g, BaseException)]
+        failed = f"{len(errors)} of {len(got)} acalls made at once failed: {_shown_errors(errors)}"
+        assert not errors, failed + _own_refusals(errors, len(got), at_once=len(got))
         assert got == [{"x": x, "double": 2 * x} for x in range(20) for _ in (0, 1)]
         arguments = {"x": 1, "fail": True}
         problems = []
@@ -962,7 +989,7 @@ class PluginTests(Suite, standard=True, provided=("make_plugin", "call_options",
         registry = self.make_registry(plugin)
         for i in range(_RELEASE_CALLS):
             self.ended(registry, {"x": 10_000 + i, "fail": True})
-        problems, reached, early = asyncio.run(self._cancel_calls(registry)) if self.supports_async else ([], True, [])
+        problems, reached, early = run_async(self._cancel_calls(registry)) if self.supports_async else ([], True, [])
         what = f"{_RELEASE_CALLS} failed" + (f" and {_RELEASE_CALLS} cancelled" if self.supports_async else "")
         if isinstance(registry.clock, ManualClock):
             registry.clock.advance(86_400.0)  # a circuit opened by the failures half-opens, limits refill

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import contextvars
 import inspect
 import math
@@ -10,15 +12,17 @@ import sys
 import sysconfig
 import threading
 import traceback
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from types import FrameType
-from typing import Any, ClassVar, NoReturn
+from typing import Any, ClassVar, NoReturn, TypeVar
 
 import pytest
 
 from .._clock import ManualClock
 
-__all__ = ["GUARD", "BoundedClock", "Overran", "Suite", "bounded", "tuning_changes", "xfail_reason"]
+__all__ = ["GUARD", "BoundedClock", "Overran", "Suite", "bounded", "run_async", "tuning_changes", "xfail_reason"]
+
+_T = TypeVar("_T")
 
 #: The guard's name: like langchain-tests', it says what it is in every report.
 GUARD = "test_no_overrides_DO_NOT_OVERRIDE"
@@ -72,11 +76,12 @@ def _where(frame: FrameType) -> str:
 
 
 class Overran(Exception):
-    """Work :func:`bounded` ran did not end in time: ``where`` it is stuck, and the stuck thread's ``stack``."""
+    """Work :func:`bounded` ran did not end in time: ``where`` it is stuck, the stuck thread's ``stack``, and the
+    ``worker`` thread left running it."""
 
-    def __init__(self, seconds: float, where: str, stack: str) -> None:
+    def __init__(self, seconds: float, where: str, stack: str, worker: threading.Thread | None = None) -> None:
         super().__init__(f"did not return within {seconds:g} s: stuck in {where}")
-        self.seconds, self.where, self.stack = seconds, where, stack
+        self.seconds, self.where, self.stack, self.worker = seconds, where, stack, worker
 
 
 def _stuck(threads: list[threading.Thread], locate: Callable[[FrameType], str | None]) -> tuple[str, str]:
@@ -131,11 +136,46 @@ def bounded(seconds: float, work: Callable[[], Any], *, locate: Callable[[FrameT
     worker.join(None if seconds == math.inf else seconds)  # (join refuses an infinite timeout: no deadline then)
     if worker.is_alive():
         started = [t for t in threading.enumerate() if t.ident not in before and t is not worker]
-        raise Overran(seconds, *_stuck([worker, *started], locate))
+        raise Overran(seconds, *_stuck([worker, *started], locate), worker=worker)
     if "error" in outcome:
         error = outcome.pop("error")
         raise error
     return outcome.get("value")
+
+
+class _DaemonThreads(concurrent.futures.ThreadPoolExecutor):
+    """An event loop's default executor that runs each job in a new daemon thread, which nothing joins: a
+    ``ThreadPoolExecutor``'s workers are joined at interpreter exit, so one job stuck in a check left behind by
+    :func:`bounded` would keep the run from ending after its report. Shutting it down waits for nothing."""
+
+    def submit(self, fn: Callable[..., _T], /, *args: Any, **kwargs: Any) -> concurrent.futures.Future[_T]:
+        future: concurrent.futures.Future[_T] = concurrent.futures.Future()
+
+        def run() -> None:
+            if not future.set_running_or_notify_cancel():
+                return
+            try:
+                future.set_result(fn(*args, **kwargs))
+            except BaseException as exc:  # the awaiting coroutine raises it
+                future.set_exception(exc)
+
+        threading.Thread(target=run, daemon=True, name="harness-one-conformance-worker").start()
+        return future
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        return None
+
+
+def run_async(coro: Coroutine[Any, Any, _T]) -> _T:
+    """``asyncio.run(coro)``, with the loop's worker threads (``asyncio.to_thread``, ``run_in_executor(None, ...)``,
+    where ``acall`` runs a blocking tool) daemons that nothing joins: a call stuck in one cannot keep the process
+    alive once its check has failed, and the run ends without waiting for it."""
+
+    async def main() -> _T:
+        asyncio.get_running_loop().set_default_executor(_DaemonThreads())
+        return await coro
+
+    return asyncio.run(main())
 
 
 class BoundedClock(ManualClock):

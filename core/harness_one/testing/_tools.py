@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import builtins
 import dataclasses
 import inspect
@@ -32,7 +31,7 @@ from .._schema import analyse
 from .._tool import Tool
 from ..export import GEMINI_NAME, StrictSchemaError, export_tools
 from . import _audit
-from ._suite import BoundedClock, Overran, Suite, _where, bounded
+from ._suite import BoundedClock, Overran, Suite, _where, bounded, run_async
 
 __all__ = ["EXAMPLE_KEYS", "PROVIDER_NAMES", "ToolPackageTests"]
 
@@ -653,7 +652,7 @@ class ToolPackageTests(Suite, standard=True, provided=("make_registry",)):
             with _audit.offline() as attempts, _audit.blocking_calls() as blocked:
                 try:
                     if asynchronous:
-                        value = asyncio.run(registry.acall(tool.name, dict(arguments)))
+                        value = run_async(registry.acall(tool.name, dict(arguments)))
                     else:
                         value = registry.call(tool.name, dict(arguments))
                     raised: ToolError | None = None

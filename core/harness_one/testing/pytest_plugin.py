@@ -1,8 +1,9 @@
 """The kit's pytest plugin (``pytest11`` entry point ``harness_one``), loaded by every pytest run.
 
-It only marks and reports (the kit itself is imported by the test modules that use it). Kit tests get the
-``conformance`` marker (``pytest -m conformance`` runs only them), and the terminal summary
+Kit tests get the ``conformance`` marker (``pytest -m conformance`` runs only them), and the terminal summary
 lists, per suite, the checks switched off by a capability flag or with nothing to check, and the known failures.
+Each run reads the entry points afresh, and with ``pytester`` the metadata finder is set up before any inner run:
+a suite run in-process by ``pytester`` finds the distributions on its own ``sys.path``.
 """
 
 from __future__ import annotations
@@ -11,7 +12,17 @@ from typing import Any
 
 import pytest
 
-__all__ = ["pytest_collection_modifyitems", "pytest_configure", "pytest_runtest_makereport", "pytest_terminal_summary"]
+from .._entrypoints import refresh_entry_points
+
+__all__ = [
+    "pytest_collection_modifyitems",
+    "pytest_configure",
+    "pytest_plugin_registered",
+    "pytest_runtest_makereport",
+    "pytest_sessionfinish",
+    "pytest_sessionstart",
+    "pytest_terminal_summary",
+]
 
 _KEY = pytest.StashKey[dict[str, list[str]]]()
 _PLANS = pytest.StashKey[dict[str, str]]()
@@ -23,6 +34,26 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "conformance: a check of the harness-one conformance kit")
     config.stash[_KEY] = {}
     config.stash[_PLANS] = {}
+
+
+def pytest_plugin_registered(plugin: object) -> None:
+    """With ``pytester``, import ``importlib_metadata`` in this run, before any inner one: imported first inside an
+    in-process inner run (the kit reads entry points through it), it switches the standard library's metadata finder
+    off and installs its own in ``sys.meta_path``, which the inner run's end takes away again, so that every later
+    inner run fails to find any distribution (``PackageNotFoundError`` for pluggy)."""
+    if getattr(plugin, "__name__", None) == "_pytest.pytester":
+        import importlib_metadata  # noqa: F401 - imported for its finder
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Read the entry points afresh: an in-process inner run (``pytester.runpytest``) sees the distributions on its
+    own ``sys.path``, not those harness-one cached before it."""
+    refresh_entry_points()
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Forget the entry points read in this run: after an inner run, the outer one reads its own again."""
+    refresh_entry_points()
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
