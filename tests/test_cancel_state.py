@@ -440,3 +440,40 @@ def test_round_trip_carries_out_its_cleanup_before_the_cancellation_goes_on(then
     asyncio.run(scenario())
     assert done == {"awaited": ["awaited"], "cancelled again": ["sync"], "failing": []}[then]
     assert ("cleanup of a cancelled call failed" in caplog.text) == (then == "failing")
+
+
+def test_a_sync_tool_cancelled_while_queued_for_a_thread_never_runs_and_holds_nothing() -> None:
+    """``acall`` of a blocking sync tool cancelled while its job waits for a worker thread (each one
+    busy): the tool never starts, and its concurrency slot and idempotency key are given back at
+    once (no thread will ever run it to give them back later)."""
+    reg = ToolRegistry(plugin_options={"concurrency": {"max_wait": 0}}, autoload=False)
+    started: list[int] = []
+
+    def slow(x: int) -> int:
+        started.append(x)
+        return x
+
+    reg.add(slow, max_concurrency=1)
+    block = threading.Event()
+
+    async def main() -> tuple[Any, Any]:
+        from concurrent.futures import ThreadPoolExecutor
+
+        loop = asyncio.get_running_loop()
+        loop.set_default_executor(ThreadPoolExecutor(max_workers=1))
+        hog = loop.run_in_executor(None, block.wait)  # the only worker thread, busy
+        task = asyncio.create_task(reg.acall("slow", {"x": 1}, idempotency_key="k1"))
+        for _ in range(50):  # until the call waits for the thread
+            await asyncio.sleep(0)
+        assert reg.plugins.get("concurrency").running("slow") == 1
+        await cancelled(task)
+        slots = reg.plugins.get("concurrency").running("slow")
+        block.set()
+        await hog
+        again = await reg.atry_call("slow", {"x": 2}, idempotency_key="k1")
+        return slots, again
+
+    slots, again = asyncio.run(main())
+    assert slots == 0  # released when cancelled, not left to a thread that never comes
+    assert again.ok and again.value == 2, again.error  # the key was freed (not held: idempotency_conflict)
+    assert started == [2]  # the cancelled call's tool never ran

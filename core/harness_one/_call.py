@@ -65,13 +65,30 @@ class Lingering:
     is then what the tool did: ``(True, value)``, ``(False, exception)``, or None if unknown.
     """
 
-    __slots__ = ("_done", "_lock", "_waiting", "outcome")
+    __slots__ = ("_done", "_lock", "_started", "_waiting", "outcome")
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._done = False
+        self._started: bool | None = False  # None: abandoned before it started, so it never runs
         self._waiting: list[Callable[[], object]] = []
         self.outcome: tuple[bool, Any] | None = None
+
+    def start(self) -> bool:
+        """Whether the tool may start (called by the thread about to run it): not if its caller gave it up first."""
+        with self._lock:
+            if self._started is None:
+                return False
+            self._started = True
+            return True
+
+    def abandon(self) -> bool:
+        """Give up a tool not yet started (its caller stopped waiting): True if it never will, so nothing lingers."""
+        with self._lock:
+            if self._started:
+                return False
+            self._started = None
+            return True
 
     def then(self, fn: Callable[[], object]) -> None:
         """Call ``fn()`` once the tool has returned (now, if it has); its errors are ignored."""

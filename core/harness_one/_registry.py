@@ -1225,8 +1225,11 @@ class ToolRegistry(metaclass=_SharedType):
         lingering = Lingering()
         try:
             return await asyncio.to_thread(_in_thread, tool.fn, kwargs, lingering)
-        except asyncio.CancelledError:  # the thread runs on: plugins may hold what the call took until it returns
-            call.lingering = lingering
+        except asyncio.CancelledError:
+            if lingering.abandon():  # still queued for a worker thread: it never runs, nothing lingers
+                call.ran = False
+            else:  # the thread runs on: plugins may hold what the call took until it returns
+                call.lingering = lingering
             raise
 
     @staticmethod
@@ -1318,8 +1321,11 @@ def _in_thread(fn: Callable[..., Any], kwargs: dict[str, Any], lingering: Linger
     """``fn(**kwargs)`` in a worker thread of ``acall``; a ``StopIteration`` comes back as a ``RuntimeError``.
 
     An asyncio future cannot carry a ``StopIteration`` (setting it fails in the loop's
-    callback), so the ``await`` would never end. ``lingering`` is told when ``fn`` returns, and what it did.
+    callback), so the ``await`` would never end. ``lingering`` is told when ``fn`` returns, and what it did;
+    ``fn`` does not start once ``lingering`` was abandoned (its caller cancelled while it was queued).
     """
+    if not lingering.start():  # its caller gave it up while it waited for this thread
+        return None
     ok, value = False, None
     try:
         value = fn(**kwargs)
