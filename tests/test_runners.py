@@ -232,7 +232,7 @@ def test_process_runner_kills_the_whole_group_at_the_deadline(processes: Callabl
     assert state(worker) is None  # killed and reaped
     assert gone(grandchild)  # killed with its group (a zombie until init reaps it, where init is slow to)
     assert runner.stats() == {"workers": 4, "alive": 1, "busy": 0, "killed": 1, "died": 0, "replaced": 1}
-    replacement = runner.run(call, tfp.pid, {}, 30)
+    replacement = runner.run(a_call(), tfp.pid, {}, 30)  # a new call: this one's attempt was cancelled
     assert replacement not in (worker, os.getpid())
     assert runner.killed == 1
 
@@ -260,8 +260,9 @@ def test_process_runner_a_grandchild_in_its_own_session_escapes(processes: Calla
         os.kill(escaped, 9)
 
 
-def test_process_runner_cancel_kills_the_group(processes: Callable[..., ProcessRunner], tmp_path: Path) -> None:
-    """``call.cancel()`` from another thread while the worker runs: ToolCancelled, the group killed."""
+@pytest.mark.parametrize("aio", [False, True], ids=["run", "arun"])
+def test_process_runner_cancel_kills_the_group(processes: Callable[..., ProcessRunner], tmp_path: Path, aio: bool) -> None:
+    """``call.cancel()`` from another thread while the worker runs: ToolCancelled, the group killed, as at a timeout."""
     runner = processes()
     call = a_call()
     worker = runner.run(call, tfp.pid, {}, 30)
@@ -273,9 +274,14 @@ def test_process_runner_cancel_kills_the_group(processes: Callable[..., ProcessR
 
     canceller = threading.Thread(target=cancel_once_running)
     canceller.start()
+    call.ran = True  # as the core sets it before it calls the runner
     with pytest.raises(ToolCancelled, match="The call of 'tool' was cancelled"):
-        runner.run(call, tfp.hang_with_grandchild, {"pidfile": pidfile}, 300)
+        if aio:
+            asyncio.run(runner.arun(call, tfp.hang_with_grandchild, {"pidfile": pidfile}, 300))
+        else:
+            runner.run(call, tfp.hang_with_grandchild, {"pidfile": pidfile}, 300)
     canceller.join(5)
+    assert call.ran  # the tool had started
     assert state(worker) is None and gone(tfp.read_pid(pidfile))
     assert runner.stats() == {"workers": 4, "alive": 1, "busy": 0, "killed": 1, "died": 0, "replaced": 1}
 

@@ -21,13 +21,16 @@ from tools_for_processes import a_call
 
 from harness_one import (
     ArgumentLimits,
+    Call,
     ProcessRunner,
     ToolBusy,
     ToolCancelled,
     ToolExecutionError,
     ToolRegistry,
     ToolTimeout,
+    _runners,
     _worker,
+    hookimpl,
 )
 from harness_one._worker import send
 from harness_one_plugins.timeout import TimeoutPlugin
@@ -179,7 +182,7 @@ def test_process_partial_answer_frame_times_out_at_the_deadline(processes: Calla
     outcome = finishes(lambda: runner.run(call, partial_frame, {}, SHORT))
     assert isinstance(outcome, ToolTimeout) and outcome.timeout == SHORT
     assert tfp.state(worker) is None and runner.stats()["killed"] == 1
-    assert runner.run(call, tfp.count, {}, 30) == 1  # a fresh worker
+    assert runner.run(a_call(), tfp.count, {}, 30) == 1  # a fresh worker (a new call: this one's attempt was cancelled)
 
 
 def test_process_partial_answer_frame_times_out_at_the_deadline_async(processes: Callable[..., ProcessRunner]) -> None:
@@ -336,3 +339,110 @@ def test_process_cancel_is_seen_while_a_big_job_waits_for_room(processes: Callab
     canceller.join(10)
     assert isinstance(outcome, ToolCancelled)  # seen while the job waits for room, not at the deadline
     assert tfp.state(worker) is None and runner.stats()["killed"] == 1
+
+
+# --- 8. a call cancelled before its tool starts -------------------------------------------------
+
+
+def run_in(runner: ProcessRunner, aio: bool, call: Call, fn: Callable[..., Any]) -> Any:
+    """``runner.run``, or ``runner.arun`` on an event loop of its own."""
+    if aio:
+        return asyncio.run(runner.arun(call, fn, {}, 300))
+    return runner.run(call, fn, {}, 300)
+
+
+def slow_start(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    """New workers do not start until the returned path exists (the main module they import waits for it)."""
+    release, main = tmp_path / "release", tmp_path / "slow_main.py"
+    main.write_text(f"import os, time\n\nwhile not os.path.exists({str(release)!r}):\n    time.sleep(0.005)\n")
+    prepared = _runners._preparation
+
+    def preparation() -> dict[str, Any]:
+        data = prepared()
+        data.pop("init_main_from_name", None)
+        data["init_main_from_path"] = str(main)
+        return data
+
+    monkeypatch.setattr(_runners, "_preparation", preparation)
+    return release
+
+
+@pytest.mark.parametrize("aio", [False, True], ids=["call", "acall"])
+def test_process_call_cancelled_before_the_runner_never_starts_its_tool(aio: bool) -> None:
+    """``call.cancel()`` in a pre-call hook: ToolCancelled, no worker taken or started, ``call.ran`` False for the plugins."""
+    seen: list[tuple[str, bool]] = []
+
+    class Canceller:
+        @hookimpl
+        def harness_pre_call(self, call: Call) -> None:
+            call.cancel()
+
+        @hookimpl
+        def harness_on_error(self, call: Call, error: BaseException) -> None:
+            seen.append((type(error).__name__, call.ran))
+
+    plugin = TimeoutPlugin(mode="process")
+    reg = ToolRegistry(autoload=False, plugins={"timeout": plugin, "canceller": Canceller()})
+    reg.add(tfp.count, timeout=30)
+    try:
+        with pytest.raises(ToolCancelled, match="The call of 'count' was cancelled"):
+            asyncio.run(reg.acall("count")) if aio else reg.call("count")
+        assert seen == [("ToolCancelled", False)]
+        assert plugin.processes.stats()["alive"] == 0  # (before the fix: a worker started and ran the tool)
+    finally:
+        plugin.processes.shutdown()
+
+
+@pytest.mark.parametrize("aio", [False, True], ids=["run", "arun"])
+def test_process_call_cancelled_while_its_worker_starts_never_starts_its_tool(
+    processes: Callable[..., ProcessRunner], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, aio: bool
+) -> None:
+    """``call.cancel()`` from another thread while the call waits for its worker's start: ToolCancelled within
+    50 ms (not at the start's end), the tool not started, the worker goes on starting for the next call."""
+    release = slow_start(monkeypatch, tmp_path)
+    runner = processes(start_timeout=10)
+    call = a_call()
+    call.ran = True  # as the core sets it before it calls the runner
+
+    def cancel_once_starting() -> None:
+        wait_until(lambda: runner.stats()["busy"] == 1)  # taken and starting (its main module waits for `release`)
+        call.cancel()
+
+    canceller = threading.Thread(target=cancel_once_starting)
+    canceller.start()
+    outcome = finishes(lambda: run_in(runner, aio, call, tfp.count))
+    canceller.join(10)
+    assert isinstance(outcome, ToolCancelled), outcome  # (before the fix: "did not start within 10 s")
+    assert not call.ran
+    assert runner.stats() == {"workers": 4, "alive": 1, "busy": 0, "killed": 0, "died": 0, "replaced": 0}
+    starting = runner.last_pid
+    release.touch()
+    assert runner.run(a_call(), tfp.count, {}, 30) == 1  # its first call: the cancelled one never ran in it
+    assert runner.last_pid == starting
+
+
+@pytest.mark.parametrize("aio", [False, True], ids=["run", "arun"])
+def test_process_call_cancelled_as_its_worker_becomes_ready_never_starts_its_tool(
+    processes: Callable[..., ProcessRunner], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, aio: bool
+) -> None:
+    """The cancel comes in the wait that the worker's ready message ends (no quiet wait sees it): the job is not sent."""
+    monkeypatch.setattr(_runners, "_CANCEL_POLL", 600.0)  # every wait ends with the ready message, none quiet
+    release = slow_start(monkeypatch, tmp_path)
+    runner = processes()
+    call = a_call()
+    call.ran = True
+
+    def cancel_then_release() -> None:
+        wait_until(lambda: runner.stats()["busy"] == 1)
+        call.cancel()
+        release.touch()
+
+    canceller = threading.Thread(target=cancel_then_release)
+    canceller.start()
+    outcome = finishes(lambda: run_in(runner, aio, call, tfp.count))
+    canceller.join(10)
+    assert isinstance(outcome, ToolCancelled), outcome  # (before the fix: 1, the tool ran)
+    assert not call.ran
+    assert runner.stats() == {"workers": 4, "alive": 1, "busy": 0, "killed": 0, "died": 0, "replaced": 0}
+    starting = runner.last_pid
+    assert runner.run(a_call(), tfp.count, {}, 30) == 1 and runner.last_pid == starting

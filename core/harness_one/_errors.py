@@ -564,6 +564,11 @@ class ToolCancelled(ToolError):
 
     kind = "cancelled"
 
+    @classmethod
+    def of(cls, tool: str, call_id: str | None) -> ToolCancelled:
+        """The error of a call of ``tool`` its caller cancelled (what plugins' ``on_error`` sees)."""
+        return cls(f"The call of '{tool}' was cancelled.", tool=tool, call_id=call_id)
+
 
 class _MayWait(ToolError):
     """A ToolError that may say when to try again."""

@@ -1389,7 +1389,7 @@ def _own_cancel(call: Call, exc: asyncio.CancelledError) -> ToolExecutionError:
 
 
 def _cancel_error(call: Call) -> ToolCancelled:
-    return ToolCancelled(f"The call of '{call.tool.name}' was cancelled.", tool=call.tool.name, call_id=call.call_id)
+    return ToolCancelled.of(call.tool.name, call.call_id)
 
 
 def _cancelled(steps: Generator[Step, None, None], call: Call) -> Step:

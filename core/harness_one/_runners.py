@@ -9,7 +9,8 @@ The guarantees differ, and the docs say so (``docs/plugins.md``, timeouts):
 - :class:`ProcessRunner` *kills*: the tool runs in a warm worker process that leads its own
   session and process group; at the deadline, or when the call is cancelled, the whole group
   and (Linux) the rest of the session are killed (SIGKILL) and reaped, and the worker is
-  replaced. Answers are read within the call's deadline and must echo their job's id. Arguments, results and exceptions cross
+  replaced; a call cancelled before its tool started gets :class:`ToolCancelled`, its job not
+  sent. Answers are read within the call's deadline and must echo their job's id. Arguments, results and exceptions cross
   a socket, so they must pickle, and the tool function must be importable by name; an
   exception that does not cross comes back as a :class:`ToolError` rebuilt from its
   description. POSIX only. A tool's ``options["memory_limit"]`` (bytes) bounds the address
@@ -72,6 +73,10 @@ def _seconds(timeout: float) -> float:
 def _timed_out(call: Call, timeout: float) -> ToolTimeout:
     call.cancel()
     return _timeout_error(call, timeout)
+
+
+def _cancel_error(call: Call) -> ToolCancelled:
+    return ToolCancelled.of(call.tool.name, call.call_id)
 
 
 def _timeout_error(call: Call, timeout: float) -> ToolTimeout:
@@ -445,13 +450,6 @@ class _Worker:
             timer.cancel()
             remove(self.fd)
 
-    def advance(self) -> bytes | None:
-        """Send more of an :attr:`unsent` job, else read; the next frame if whole (never blocks)."""
-        if self.unsent is not None:
-            self.push(self.unsent)
-            return None
-        return _take(self)
-
     def take(self) -> bytes | None:
         """The next frame if all of it has come, else None (what came is kept for the next try); never blocks.
 
@@ -699,7 +697,8 @@ class _ProcessPool:
             self.remove(worker)
 
     def park(self, worker: _Worker) -> None:
-        """Give back a worker still starting (its call's deadline came first): the next call takes it."""
+        """Give back a worker its call did not use (its deadline came, or it was cancelled, while the
+        worker started): the next call takes it."""
         worker.idle_since = self.clock()
         with self.lock:
             keep = not self.closed and worker.code is None
@@ -858,7 +857,8 @@ class ProcessRunner:
     def _started(self, call: Call, worker: _Worker, frame: bytes | None, timeout: float) -> None:
         """Check a new worker's ready message (None: it did not come by the call's deadline or ``start_timeout``).
 
-        The tool has not started: whatever fails here leaves ``call.ran`` False.
+        The tool has not started: whatever fails here leaves ``call.ran`` False, and a call
+        cancelled meanwhile gets ToolCancelled, its job not sent (the worker kept for the next call).
         """
         if frame is None:
             now = time.monotonic()
@@ -875,6 +875,8 @@ class ProcessRunner:
         took, quickest = time.monotonic() - worker.born, self._pool.start_seconds
         if quickest is None or took < quickest:  # (a parked worker's ready message may be read long after it came)
             self._pool.start_seconds = took
+        if call.cancelled:  # in the wait its ready message ended: no quiet wait saw it
+            raise self._cancelled(call, worker, sent=False)
 
     def _not_started(self, call: Call, worker: _Worker, timeout: float, now: float) -> ToolTimeout:
         """The timeout of a call whose deadline came while its worker was starting: the tool did not
@@ -897,7 +899,7 @@ class ProcessRunner:
     def _start(self, call: Call, worker: _Worker, end: float, timeout: float) -> None:
         """Wait for a new worker's ready message, within the call's deadline and ``start_timeout``."""
         try:
-            frame = self._read(None, worker, self._start_end(worker, end))
+            frame = self._read(call, worker, self._start_end(worker, end))
         except _WorkerGone:
             raise self._died_starting(call, worker) from None
         self._started(call, worker, frame, timeout)
@@ -905,7 +907,7 @@ class ProcessRunner:
     async def _astart(self, call: Call, worker: _Worker, end: float, timeout: float) -> None:
         """:meth:`_start` on the event loop."""
         try:
-            frame = await self._aread(None, worker, self._start_end(worker, end))
+            frame = await self._aread(call, worker, self._start_end(worker, end))
         except _WorkerGone:
             raise self._died_starting(call, worker) from None
         self._started(call, worker, frame, timeout)
@@ -947,76 +949,86 @@ class ProcessRunner:
             return answer[1]
         raise _remote_error(call, *answer[1:])
 
-    def _cancelled(self, call: Call, worker: _Worker) -> ToolCancelled:
-        self._pool.discard(worker, "killed")
-        return ToolCancelled(f"The call of '{call.tool.name}' was cancelled.", tool=call.tool.name, call_id=call.call_id)
+    def _cancelled(self, call: Call, worker: _Worker, sent: bool) -> ToolError:
+        """The error of ``call``, cancelled while it holds ``worker``: once its job was ``sent``, the
+        worker is killed with its group, as at a timeout; before, the tool did not start
+        (``call.ran`` False) and the worker is kept (going on starting) for the next call."""
+        if sent:
+            self._pool.discard(worker, "killed")
+            return _cancel_error(call)
+        self._pool.park(worker)
+        return _refused(call, _cancel_error(call))
 
-    def _read(self, watch: Call | None, worker: _Worker, end: float) -> bytes | None:
-        """Send what is :attr:`~_Worker.unsent` of the job, then read the next frame; None at ``end``.
+    def _turn(self, call: Call, worker: _Worker, end: float, quiet: float) -> bytes | float | None:
+        """One turn of :meth:`_read` and :meth:`_aread`, which wait on the socket between turns.
 
-        It tries before it waits: the worker often answers while the job is written. Each wait
-        is at most ``_CANCEL_POLL``; after one in which the socket was not ready, :meth:`_quiet`
-        checks ``watch`` (a call to kill the worker for if it is cancelled) and that the worker
-        lives. Past ``end`` nothing more is read, however much keeps coming.
+        It sends more of what is :attr:`~_Worker.unsent` of the job, else reads, and returns the
+        next frame once whole, None at ``end``, or else the seconds left, for the caller to wait
+        at most ``_CANCEL_POLL`` of them. It tries before it waits: the worker often answers while
+        the job is written. ``quiet`` is the seconds that were left before a wait in which the
+        socket was not ready (0.0: none): :meth:`_quiet` then checks ``call`` and the worker, and
+        a wait that reached ``end`` ends the read (past ``end`` nothing more is read, however much
+        keeps coming).
         """
-        while True:
-            frame = worker.advance()
+        if quiet:
+            frame = self._quiet(call, worker)
+            if frame is not None or quiet <= _CANCEL_POLL:
+                return frame
+        unsent = worker.unsent
+        if unsent is not None:
+            worker.push(unsent)
+        else:
+            frame = _take(worker)
             if frame is not None:
                 return frame
-            left = end - time.monotonic()
-            if left <= 0.0:
-                return None
-            if not worker.wait(min(left, _CANCEL_POLL)):
-                frame = self._quiet(watch, worker)
-                if frame is not None or left <= _CANCEL_POLL:
-                    return frame
+        left = end - time.monotonic()
+        return left if left > 0.0 else None
 
-    async def _aread(self, watch: Call | None, worker: _Worker, end: float) -> bytes | None:
+    def _read(self, call: Call, worker: _Worker, end: float) -> bytes | None:
+        """The worker's next frame, the job's :attr:`~_Worker.unsent` part sent first; None at ``end``.
+
+        A cancel of ``call`` is seen within ``_CANCEL_POLL``: ToolCancelled (see :meth:`_cancelled`).
+        """
+        step = self._turn(call, worker, end, 0.0)
+        while isinstance(step, float):
+            step = self._turn(call, worker, end, 0.0 if worker.wait(min(step, _CANCEL_POLL)) else step)
+        return step
+
+    async def _aread(self, call: Call, worker: _Worker, end: float) -> bytes | None:
         """:meth:`_read` on the event loop."""
-        while True:
-            frame = worker.advance()
-            if frame is not None:
-                return frame
-            left = end - time.monotonic()
-            if left <= 0.0:
-                return None
-            if not await worker.await_ready(min(left, _CANCEL_POLL)):
-                frame = self._quiet(watch, worker)
-                if frame is not None or left <= _CANCEL_POLL:
-                    return frame
+        step = self._turn(call, worker, end, 0.0)
+        while isinstance(step, float):
+            step = self._turn(call, worker, end, 0.0 if await worker.await_ready(min(step, _CANCEL_POLL)) else step)
+        return step
 
-    def _quiet(self, watch: Call | None, worker: _Worker) -> bytes | None:
-        """After a wait in which the socket was not ready: ToolCancelled (the worker killed) when
-        ``watch`` was cancelled; a frame that came just now; else ``_WorkerGone`` if the worker
-        exited (a process the tool forked may hold its socket open)."""
-        if watch is not None and watch.cancelled:
-            raise self._cancelled(watch, worker)
+    def _quiet(self, call: Call, worker: _Worker) -> bytes | None:
+        """After a wait in which the socket was not ready: ToolCancelled when ``call`` was cancelled;
+        a frame that came just now; else ``_WorkerGone`` if the worker exited (a process the tool
+        forked may hold its socket open)."""
+        if call.cancelled:
+            raise self._cancelled(call, worker, sent=worker.ready)  # not ready: waiting for its start
         frame = worker.take() if worker.unsent is None else None
         if frame is None and worker.exited():
             raise _WorkerGone
         return frame
 
-    @staticmethod
-    def _watch(call: Call) -> Call | None:
-        """The call to watch for cancellation: none if it was cancelled before this attempt (an earlier one timed out)."""
-        return None if call.cancelled else call
-
     def run(self, call: Call, fn: Callable[..., Any], kwargs: dict[str, Any], timeout: float) -> Any:
-        watch = self._watch(call)
+        if call.cancelled:  # before the runner (a pre-call hook, another thread): the tool never starts
+            raise _refused(call, _cancel_error(call))
         job = self._job(call, fn, kwargs)
         worker = self._take(call)
         end = time.monotonic() + timeout  # a worker's start counts: the call's time is the caller's
         try:
             if not worker.ready:
                 self._start(call, worker, end, timeout)
-        except ToolError:  # a failed start (the worker is discarded, or parked to go on starting)
+        except ToolError:  # a failed or cancelled start (the worker is discarded, or parked to go on starting)
             raise
         except BaseException:  # e.g. KeyboardInterrupt while it starts
             self._pool.discard(worker, "killed")
             raise
         try:
             worker.submit(job)
-            frame = self._read(watch, worker, end)
+            frame = self._read(call, worker, end)
         except ToolError:  # a cancelled call (the worker is discarded already)
             raise
         except BaseException as exc:  # gone, or e.g. KeyboardInterrupt while waiting: kill the tool now
@@ -1024,7 +1036,8 @@ class ProcessRunner:
         return self._answer(call, worker, frame, timeout)
 
     async def arun(self, call: Call, fn: Callable[..., Any], kwargs: dict[str, Any], timeout: float) -> Any:
-        watch = self._watch(call)
+        if call.cancelled:
+            raise _refused(call, _cancel_error(call))
         job = self._job(call, fn, kwargs)
         worker = self._take(call)
         end = time.monotonic() + timeout
@@ -1038,7 +1051,7 @@ class ProcessRunner:
             raise
         try:
             worker.submit(job)
-            frame = await self._aread(watch, worker, end)
+            frame = await self._aread(call, worker, end)
         except ToolError:
             raise
         except BaseException as exc:
