@@ -522,6 +522,34 @@ def test_run_answers_a_line_with_an_unreadable_number_on_its_own_id(runner: CliR
     assert all(a["error"]["type"] == "InvalidRequest" and "5000 digits" in a["error"]["message"] for a in answers)
 
 
+def test_run_refuses_an_id_that_is_an_array_or_an_object(runner: CliRunner) -> None:
+    """Such an id was answered as its JSON text ("[1, 2]"), which no agent can match: JSON-RPC's ids are a string or a number."""
+    lines = [
+        '{"id": [1, 2], "name": "calculate", "arguments": {"expression": "1 + 1"}}',
+        '{"id": {"n": 1}, "type": "function", "function": {"name": "calculate", "arguments": "{}"}}',
+        '{"id": 3, "name": "calculate", "arguments": {"expression": "1 + 2"}}',
+    ]
+    result = invoke(runner, "run", input="\n".join(lines) + "\n")
+    answers = [json.loads(x) for x in result.stdout.splitlines()]
+    assert [a["id"] for a in answers] == [None, None, 3] and answers[2]["ok"]
+    assert [a["error"]["type"] for a in answers[:2]] == ["InvalidRequest"] * 2
+    assert "id must be a string or a number, not an array" in answers[0]["error"]["message"]
+    assert "id must be a string or a number, not an object" in answers[1]["error"]["message"]
+
+
+def test_run_answers_a_line_nested_too_deeply_on_its_own_id(runner: CliRunner) -> None:
+    deep = "[" * 100_000 + "]" * 100_000
+    lines = [
+        f'{{"id": 5, "name": "calculate", "arguments": {{"x": {deep}}}}}',
+        f'{{"type": "function_call", "call_id": "fc6", "name": "calculate", "arguments": {deep}}}',
+        f'{{"name": "calculate", "arguments": {deep}, "id": 7}}',  # after the deep member: not read
+    ]
+    result = invoke(runner, "run", input="\n".join(lines) + "\n")
+    answers = [json.loads(x) for x in result.stdout.splitlines()]
+    assert [a["id"] for a in answers] == [5, "fc6", None]
+    assert all(a["error"]["type"] == "InvalidRequest" and "nested too deeply" in a["error"]["message"] for a in answers)
+
+
 def test_the_environment_overrides_the_files_plugin_settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """File, then environment, then flags (docs/configuration.md): the file's tables reach the
     library as code, which otherwise wins over the environment."""

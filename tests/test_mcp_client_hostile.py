@@ -44,6 +44,7 @@ SERVER = textwrap.dedent(
     TOOLS = [{"name": name, "inputSchema": {"type": "object"}} for name in CONFIG["tools"]]
     BUS = InMemorySubscriptionBus()
     STARTED, RELEASED = asyncio.Event(), asyncio.Event()
+    LISTINGS = [0]
 
     def text(value, error=False):
         return {"content": [{"type": "text", "text": value}], "isError": error, "resultType": "complete"}
@@ -51,15 +52,28 @@ SERVER = textwrap.dedent(
     async def list_tools(ctx, params):
         if CONFIG.get("list_error"):
             raise MCPError(code=-32603, message=CONFIG["list_error"])
+        LISTINGS[0] += 1
         return {"tools": TOOLS, "ttlMs": 0, "cacheScope": "private", "resultType": "complete"}
 
     async def call_tool(ctx, params):
         name, args = params.name, params.arguments or {}
         if name == "add_tool":  # a new tool, announced both ways (handshake-era and 2026-07-28 clients)
-            TOOLS.append({"name": args["name"], "inputSchema": {"type": "object"}})
+            for added in args["name"] if isinstance(args["name"], list) else [args["name"]]:  # several at once
+                TOOLS.append({"name": added, "inputSchema": {"type": "object"}})
             await BUS.publish(ToolsListChanged())
             await ctx.session.send_tool_list_changed()
             return text("added")
+        if name == "announce":  # the tools changed (they did not), n times both ways
+            for _ in range(args["n"]):
+                await BUS.publish(ToolsListChanged())
+                await ctx.session.send_tool_list_changed()
+            return text("announced")
+        if name == "listings":
+            return text(str(LISTINGS[0]))
+        if name == "huge":
+            return text("x" * args["n"])
+        if name in ("null_result", "not_a_list"):  # the writer below turns the marker into such a reply
+            return text(name.upper())
         if name == "server_error":  # the generic JSON-RPC "server error" code
             if args.get("after_held"):
                 await asyncio.wait_for(STARTED.wait(), 30)
@@ -86,6 +100,9 @@ SERVER = textwrap.dedent(
             self.out = anyio.wrap_file(io.TextIOWrapper(sys.stdout.buffer, encoding="utf-8"))
 
         async def write(self, data):
+            for marker, result in (("NULL_RESULT", None), ("NOT_A_LIST", {"content": "notalist", "password": "hunter2"})):
+                if marker in data:
+                    data = json.dumps({"jsonrpc": "2.0", "id": json.loads(data)["id"], "result": result}) + "\n"
             return await self.out.write(data.replace("LONESURROGATE", "\\ud800"))
 
         async def flush(self):
@@ -236,6 +253,126 @@ def test_an_unreadable_reply_fails_its_call_at_once(script: str) -> None:
         assert registry.call("ok") == "ran ok"
     finally:
         remote.close()
+
+
+def test_a_reply_that_is_json_but_no_json_rpc_fails_its_call_at_once(script: str) -> None:
+    registry = ToolRegistry(autoload=False)
+    remote = import_tools(registry, spec(script, "null_result", "not_a_list", "ok"), timeout=20)  # without the fix: 20 s
+    try:
+        result = registry.try_call("null_result")  # {"jsonrpc": "2.0", "id": N, "result": null}
+        assert isinstance(result.error, ToolExecutionError) and not isinstance(result.error, ToolTimeout)
+        assert "the reply could not be read" in result.error.message
+        bad = registry.try_call("not_a_list").error  # a JSON-RPC response, but no CallToolResult
+        assert isinstance(bad, ToolExecutionError) and isinstance(bad.cause, RemoteToolError) and bad.cause.server == "h"
+        assert bad.message.startswith("Tool 'not_a_list' failed on MCP server 'h': the reply is not a valid tools/call result (")
+        assert bad.message.endswith("content: Input should be a valid list)")  # where, not the remote's input
+        assert "notalist" not in bad.message and "hunter2" not in bad.message and "pydantic" not in bad.message
+        assert registry.call("ok") == "ran ok"
+    finally:
+        remote.close()
+
+
+def test_a_reply_longer_than_max_reply_bytes_fails_its_call_and_keeps_the_connection(script: str) -> None:
+    """The SDK's reader split all it held again at each 64 KiB chunk (quadratic: 100 MB took over a minute),
+    with no bound."""
+    registry = ToolRegistry(autoload=False)
+    remote = import_tools(registry, spec(script, "huge", "ok"), max_reply_bytes=1_000_000, timeout=20)
+    try:
+        assert registry.call("huge", {"n": 900_000}) == "x" * 900_000  # within the bound: read whole
+        error = registry.try_call("huge", {"n": 3_000_000}).error
+        assert isinstance(error, ToolExecutionError) and not isinstance(error, ToolTimeout)
+        assert isinstance(error.cause, RemoteToolError) and error.cause.kind == "reply_too_large"
+        assert "failed on MCP server 'h': the reply was 3,000," in error.message
+        assert "more than the limit of 1,000,000 (max_reply_bytes)" in error.message
+        assert registry.call("ok") == "ran ok"  # the same connection
+        assert registry.call("huge", {"n": 10}) == "x" * 10
+    finally:
+        remote.close()
+    with pytest.raises(ValueError, match="max_reply_bytes must be a positive number of bytes"):
+        RemoteServer(spec(script, "ok"), max_reply_bytes=0)
+
+
+def test_announcements_are_coalesced_and_re_add_only_changed_tools(script: str) -> None:
+    """200 announcements re-listed the tools 200 times and re-added every tool each time (an event each)."""
+    from harness_one import hookimpl
+
+    registry = ToolRegistry(autoload=False)
+    tools = ("announce", "listings", "add_tool", "ok")
+    remote = import_tools(registry, spec(script, *tools), rate_limit={"rate": 0.001, "burst": 1})
+    added: list[str] = []
+
+    class Watch:
+        @hookimpl
+        def harness_tool_added(self, tool: Any, registry: ToolRegistry) -> None:
+            added.append(tool.name)
+
+    try:
+        assert registry.call("ok") == "ran ok"  # its one call in 1,000 s
+        before = registry.get("ok")
+        registry.plugins.register(Watch(), name="watch")
+        added.clear()  # (registering replays the tools there are)
+        assert registry.call("announce", {"n": 200}) == "announced"
+        time.sleep(0.5)
+        assert until(lambda: remote._refreshing is None or remote._refreshing.done())
+        assert int(registry.call("listings")) < 50  # one re-listing at a time, one more waiting (not 201)
+        assert added == [] and registry.get("ok") is before  # nothing changed: nothing added again
+        assert registry.try_call("ok").error.kind == "rate_limited"  # its bucket survived the refreshes
+        registry.call("add_tool", {"name": "audit"})
+        assert until(lambda: "audit" in registry)
+        assert until(lambda: remote._refreshing is None or remote._refreshing.done())
+        assert added == ["audit"]  # only the new tool
+        assert registry.try_call("ok").error.kind == "rate_limited"
+    finally:
+        remote.close()
+
+
+def test_a_gateway_sends_one_list_changed_per_change_not_per_tool(script: str, tmp_path: Path) -> None:
+    """``serve`` with an ``--mcp`` server: 200 remote announcements of no change became 3,600 list_changed downstream."""
+    from mcp_support import server_env
+
+    remote = shlex.join(
+        ["env", f"TEST_SERVER={json.dumps({'tools': ['announce', 'add_tool', 'a', 'b', 'c']})}", sys.executable, script]
+    )
+    command = [sys.executable, "-m", "harness_one", "--mcp", f"h={remote}", "serve"]
+    hello = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}
+    proc = subprocess.Popen(
+        command,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, **server_env(tmp_path)},
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+
+    def send(message: dict[str, Any]) -> None:
+        proc.stdin.write(json.dumps({"jsonrpc": "2.0", **message}).encode() + b"\n")  # type: ignore[union-attr]
+        proc.stdin.flush()  # type: ignore[union-attr]
+
+    def until_answer(request_id: int) -> list[str]:
+        """The methods of what came before the answer to ``request_id``."""
+        seen = []
+        while (message := json.loads(proc.stdout.readline()))["id" if "id" in message else "method"] != request_id:  # type: ignore[union-attr]
+            seen.append(message.get("method"))
+        return seen
+
+    try:
+        send({"id": 1, "method": "initialize", "params": hello})
+        until_answer(1)
+        send({"method": "notifications/initialized"})
+        send({"id": 2, "method": "tools/list"})  # a handshake-era client that listed the tools is told of changes
+        until_answer(2)
+        send({"id": 3, "method": "tools/call", "params": {"name": "announce", "arguments": {"n": 200}}})
+        until_answer(3)
+        time.sleep(1)  # the refreshes, and what they would send
+        send({"id": 4, "method": "tools/call", "params": {"name": "add_tool", "arguments": {"name": ["d", "e", "f"]}}})
+        seen = until_answer(4)
+        time.sleep(1)
+        send({"id": 5, "method": "ping"})
+        seen += until_answer(5)
+        assert seen == ["notifications/tools/list_changed"]  # one for the 3 new tools; none for announcements of no change
+    finally:
+        proc.kill()
+        proc.wait()
 
 
 def test_remote_error_text_is_capped(script: str) -> None:

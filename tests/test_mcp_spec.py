@@ -136,6 +136,23 @@ def cli_logging() -> Iterator[None]:
         structlog.configure(**saved)
 
 
+def test_spec_errors_mask_the_credentials_they_quote(cli_logging: None) -> None:
+    secret = "Sup3rSecretPw"
+    for make in (
+        lambda: parse_mcp_spec(f"a b=https://u:{secret}@host/mcp"),  # the --mcp value quoted
+        lambda: McpSpec(name="a", url=f"ftp://u:{secret}@host/mcp"),
+        lambda: McpSpec(name="a", command=("x", f"--db=postgres://u:{secret}@db/app", "")),
+        lambda: McpSpec.from_table("a", {"command": ["x"], "prefix": f"https://u:{secret}@host"}),
+    ):
+        with pytest.raises(McpSpecError) as refused:
+            make()
+        assert secret not in str(refused.value) and "[REDACTED]@" in str(refused.value), str(refused.value)
+    from harness_one._cli import main
+
+    result = CliRunner().invoke(main, ["--mcp", f"a b=https://u:{secret}@host/mcp", "list"])
+    assert result.exit_code == 2 and "[REDACTED]@host" in result.output and secret not in result.output
+
+
 def test_serve_command_refuses_bad_options(cli_logging: None) -> None:
     from harness_one._cli import main
 

@@ -80,11 +80,21 @@ def test_stdio_answers_a_request_whose_id_is_neither_text_nor_an_integer(tmp_pat
 
 
 def test_stdio_answers_a_line_nested_deeper_than_json_reads(tmp_path: Path) -> None:
-    """One line nested 100,000 deep ended the server (a RecursionError), and every call in flight with it."""
+    """One line nested 100,000 deep ended the server (a RecursionError), and every call in flight with it;
+    then it was answered on a null id (the client waited for ever): now on its own id."""
     deep = b'{"jsonrpc": "2.0", "id": 7, "method": "ping", "params": {"x": ' + b"[" * 100_000 + b"]" * 100_000 + b"}}\n"
     answers, _ = exchange(tmp_path, [*OPENING, deep, PING], 3)
-    assert [(a["id"], a.get("error", {}).get("code")) for a in answers[1:]] == [(None, -32700), (3, None)]
+    assert [(a["id"], a.get("error", {}).get("code")) for a in answers[1:]] == [(7, -32600), (3, None)]
     assert "recursion" in answers[1]["error"]["message"]
+
+
+def test_stdio_answers_a_request_with_an_integer_past_the_int_to_text_limit_on_its_id(tmp_path: Path) -> None:
+    """A 5,000-digit integer in a call's arguments was answered on a null id: the client waited for ever."""
+    call = '{"jsonrpc": "2.0", "id": %s, "method": "tools/call", "params": {"name": "noisy", "arguments": {"x": %s}}}'
+    big = [(call % (rid, "9" * 5000)).encode() + b"\n" for rid in ("10", '"ten"')]
+    answers, _ = exchange(tmp_path, [*OPENING, *big, PING], 4)
+    assert [(a["id"], a.get("error", {}).get("code")) for a in answers[1:]] == [(10, -32600), ("ten", -32600), (3, None)]
+    assert "number out of range" in answers[1]["error"]["message"]
 
 
 def test_what_a_tool_printed_unflushed_never_reaches_the_wire(tmp_path: Path) -> None:

@@ -29,6 +29,7 @@ A line of ``harness-one run`` may instead be a decision on a held call (``Decisi
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -45,8 +46,10 @@ __all__ = [
     "Decision",
     "Request",
     "drop_nulls",
+    "leading_members",
     "parse_call",
     "parse_line",
+    "read_object",
     "readable",
     "resolve",
     "text_id",
@@ -148,14 +151,16 @@ def _shape(call: Mapping[str, Any]) -> str:
     return "plain"
 
 
-def parse_call(obj: Any, *, provider: str | None = None) -> Request | None:
+def parse_call(obj: Any, *, provider: str | None = None, scalar_ids: bool = False) -> Request | None:
     """A :class:`Request` from one call: a mapping or a provider SDK object (``model_dump``).
 
     With ``provider`` given, an item that is not one of its calls (a text block, a reasoning
     item; the rule is in the module docstring) gives ``None``. Raises :class:`BadRequest` for a
     call without a usable name, and for a call that cannot be read but has an id (both are
     answered as invalid calls); ``TypeError`` for an item that is not a call at all (no dict, no
-    SDK object, and no id), and for a class given for an instance.
+    SDK object, and no id), and for a class given for an instance. An id that is an array or an
+    object becomes its JSON text, or with ``scalar_ids`` (the lines of ``harness-one run``, as
+    JSON-RPC asks) is a :class:`BadRequest` without an id: an answer on its text could not be matched.
     """
     call = _fields(obj)
     seen = _unreadable(obj, provider) if call is None else call
@@ -193,6 +198,8 @@ def parse_call(obj: Any, *, provider: str | None = None) -> Request | None:
     else:
         name, arguments = call.get("name"), call.get("arguments")
     if rid is not None and not isinstance(rid, (str, int, float, bool)):
+        if scalar_ids:  # JSON-RPC's ids: a string, a number or null
+            raise BadRequest(f"the request's id must be a string or a number, not {_kind(rid)}")
         rid = dumps(rid)[:200]
     if not isinstance(name, str) or not name:
         raise BadRequest(problem, rid)
@@ -225,12 +232,9 @@ def _gemini_part(call: Mapping[str, Any]) -> Any:
 
 
 def _id_in(line: str) -> Any:
-    """The request's id from a line holding a number too long to read: parsed again, without such numbers."""
-    try:
-        data = json.loads(line, parse_int=_readable_int)
-    except (ValueError, RecursionError):  # pragma: no cover  (the line was parsed once already)
-        return None
-    if not isinstance(data, dict):
+    """The request's id from a line holding a number too long to read, or nested too deeply (see :func:`read_object`)."""
+    data = read_object(line)
+    if data is None:
         return None
     try:
         return _item(data).id
@@ -238,11 +242,61 @@ def _id_in(line: str) -> Any:
         return exc.request_id
 
 
+def read_object(line: str) -> dict[str, Any] | None:
+    """The JSON object on a line a JSON decoder refused for its numbers or its depth, as far as it can be read.
+
+    Parsed again with each integer past the int-to-text limit as None; nested too deeply, its
+    members before the first one too deep (:func:`leading_members`). None for a line that is not
+    JSON, or not an object.
+    """
+    try:
+        data = json.loads(line, parse_int=_readable_int)
+    except RecursionError:
+        data = leading_members(line)
+    except ValueError:
+        return None
+    return data if isinstance(data, dict) else None
+
+
+_SPACE = re.compile(r"[ \t\n\r]*")
+
+
+def leading_members(text: str) -> dict[str, Any]:
+    """The members of the JSON object ``text`` starts with, up to the first that cannot be read
+    (nested too deeply, not JSON, or cut short): ``{"id": 7, "method": "x"}`` of
+    ``{"id": 7, "method": "x", "params": [[[...``. Integers past the int-to-text limit are None."""
+    found: dict[str, Any] = {}
+    at = _skip(text, 0)
+    if not text.startswith("{", at):
+        return found
+    try:
+        while True:
+            key, at = _DECODER.raw_decode(text, _skip(text, at + 1))
+            at = _skip(text, at)
+            if not isinstance(key, str) or not text.startswith(":", at):
+                return found
+            found[key], at = _DECODER.raw_decode(text, _skip(text, at + 1))
+            at = _skip(text, at)
+            if not text.startswith(",", at):
+                return found
+    except (ValueError, RecursionError):
+        return found
+
+
+def _skip(text: str, at: int) -> int:
+    """Where the JSON whitespace at ``at`` ends."""
+    space = _SPACE.match(text, at)
+    return space.end() if space else at
+
+
 def _readable_int(digits: str) -> int | None:
     try:
         return int(digits)
     except ValueError:  # past the int-to-text limit in force
         return None
+
+
+_DECODER = json.JSONDecoder(parse_int=_readable_int)
 
 
 def _decision(data: Mapping[str, Any]) -> Decision:
@@ -282,7 +336,7 @@ def parse_line(line: bytes | str) -> Request | Decision:
             _id_in(line),
         ) from None
     except RecursionError:
-        raise BadRequest("the line is nested too deeply to read") from None
+        raise BadRequest("the line is nested too deeply to read", _id_in(line)) from None
     except ValueError as exc:
         raise BadRequest(f"the line is not valid JSON: {str(exc).split(';')[0]}") from None
     if not isinstance(data, dict):
@@ -294,7 +348,7 @@ def _item(data: dict[str, Any]) -> Request | Decision:
     """The request or decision a line's object holds."""
     if "approve" in data or "deny" in data:
         return _decision(data)
-    request = parse_call(data)
+    request = parse_call(data, scalar_ids=True)
     assert request is not None
     return request
 

@@ -17,6 +17,7 @@ import asyncio
 import atexit
 import concurrent.futures
 import contextlib
+import contextvars
 import dataclasses
 import functools
 import hashlib
@@ -32,11 +33,15 @@ from typing import Any, TypeVar
 
 import anyio
 import httpx2
+import mcp.client.stdio as sdk_stdio
 import mcp_types as types
+import pydantic
+from anyio.abc import ByteReceiveStream
+from anyio.streams.text import TextReceiveStream
 from mcp import Client, MCPError, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
-from mcp_types import CONNECTION_CLOSED, PARSE_ERROR
+from mcp_types import CONNECTION_CLOSED, INTERNAL_ERROR, PARSE_ERROR
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from opentelemetry import context as otel_context
 from opentelemetry import propagate, trace
@@ -56,12 +61,15 @@ from harness_one._errors import ERROR_TEXT_LIMIT, exception_text, from_state, ou
 from harness_one._log import log_event
 from harness_one._redact import without_userinfo
 from harness_one._render import safe_text
+from harness_one._requests import leading_members
 from harness_one._schema import without_bad_defaults
 
 from ._spec import CALL_TIMEOUT, ERROR_META_KEY, McpSpec, McpSpecError
+from ._stdio import _detail
 
 __all__ = [
     "ERROR_TEXT_LIMIT",
+    "MAX_REPLY_BYTES",
     "McpConnectionError",
     "RemoteServer",
     "RemoteToolError",
@@ -78,6 +86,10 @@ _WRAP = "x-fastmcp-wrap-result"
 _LOST = (OSError, EOFError, anyio.BrokenResourceError, anyio.ClosedResourceError, anyio.EndOfStream, httpx2.TransportError)
 #: The synthesized errors of the SDK's HTTP transport for a request whose response stream broke.
 _HTTP_ABANDONED = ("SSE stream failed", "SSE stream ended")
+#: The default bound on one line a stdio server writes (one reply): 16 MiB.
+MAX_REPLY_BYTES = 16 << 20
+#: How much of a line over the bound is kept, to read its id from.
+_HEAD = 1 << 12
 
 
 class McpConnectionError(RetryableError):
@@ -175,6 +187,87 @@ async def _await(coro: Coroutine[Any, Any, T]) -> T:
     return await asyncio.wrap_future(_submit(coro))
 
 
+# --------------------------------------------------------------------------- the stdio reader
+
+#: ``(server name, bound)`` in the task that owns a stdio connection (see :func:`_text_stream`).
+_reply_bound: contextvars.ContextVar[tuple[str, int] | None] = contextvars.ContextVar("harness_one_mcp_reply", default=None)
+
+
+def _text_stream(stream: ByteReceiveStream, encoding: str = "utf-8", errors: str = "strict") -> Any:
+    """What the SDK's ``stdio_client`` reads a server's stdout through: :class:`_ReplyLines` in a connection of
+    :class:`RemoteServer` (its reader task runs in the context of the task that owns the connection), else the
+    SDK's own ``TextReceiveStream``."""
+    bound = _reply_bound.get()
+    if bound is None:
+        return TextReceiveStream(stream, encoding=encoding, errors=errors)
+    return _ReplyLines(stream, encoding, errors, *bound)
+
+
+# The SDK's reader splits all it holds again at each 64 KiB chunk (a 20 MB reply took 7 s, 100 MB over a
+# minute), with no bound: it reads our whole lines instead.
+setattr(sdk_stdio, "TextReceiveStream", _text_stream)  # noqa: B010
+
+
+class _ReplyLines:
+    """A stdio server's stdout as the SDK's reader gets it: one whole line at a time, read in linear time.
+
+    A line longer than ``limit`` bytes is read to its end and dropped; the request it answers (its
+    ``id`` read from the start of the line, as the SDKs write it: before the ``result``) gets an error
+    saying so, with ``kind`` ``reply_too_large``. A line over the bound whose id cannot be read, or
+    that is a request or a notification, is dropped and logged.
+    """
+
+    def __init__(self, stream: ByteReceiveStream, encoding: str, errors: str, server: str, limit: int) -> None:
+        self.stream, self.encoding, self.errors = stream, encoding, errors
+        self.server, self.limit = server, limit
+        self.rest = b""
+
+    def __aiter__(self) -> _ReplyLines:
+        return self
+
+    async def __anext__(self) -> str:
+        while True:
+            line, size = await self._line()
+            if size <= self.limit:
+                return line.decode(self.encoding, self.errors)
+            answer = self._too_large(line, size)
+            if answer is not None:
+                return answer
+
+    async def _line(self) -> tuple[bytes, int]:
+        """The next line with its newline and its size; of a line over the bound, only its first bytes."""
+        parts: list[bytes] = []
+        size = 0
+        chunk, self.rest = self.rest, b""
+        while True:
+            end = chunk.find(b"\n")
+            piece = chunk if end < 0 else chunk[: end + 1]
+            size += len(piece)
+            if size <= self.limit:
+                parts.append(piece)
+            elif len(parts) != 1 or len(parts[0]) != _HEAD:
+                parts = [b"".join([*parts, piece])[:_HEAD]]  # once: the start of the line, to read its id from
+            if end >= 0:
+                self.rest = chunk[end + 1 :]
+                return b"".join(parts), size
+            try:
+                chunk = await self.stream.receive()
+            except anyio.EndOfStream:
+                raise StopAsyncIteration from None  # a last line without a newline is dropped, as the SDK does
+
+    def _too_large(self, head: bytes, size: int) -> str | None:
+        """The error line that answers the request a line over the bound answers (None: none can be named)."""
+        start = leading_members(head.decode(self.encoding, "replace"))
+        request_id = start.get("id")
+        message = f"the reply was {size:,} bytes, more than the limit of {self.limit:,} (max_reply_bytes)"
+        log_event(logging.WARNING, "mcp reply too large", server=self.server, size=size, limit=self.limit)
+        if type(request_id) not in (str, int) or "method" in start:
+            return None
+        data = {"kind": "reply_too_large", "max_reply_bytes": self.limit}
+        error = {"code": INTERNAL_ERROR, "message": message, "data": data}
+        return json.dumps({"jsonrpc": "2.0", "id": request_id, "error": error}) + "\n"
+
+
 # --------------------------------------------------------------------------- names
 
 
@@ -209,14 +302,25 @@ class RemoteServer:
 
     ``names`` maps each local tool name to the remote one; ``failures`` lists remote tools
     that could not become harness tools (an unusable schema, a name another tool holds) and why.
-    ``call_timeout`` bounds a remote call no ``timeout``/``total_timeout`` policy bounds (``None``: never). Use
+    ``call_timeout`` bounds a remote call no ``timeout``/``total_timeout`` policy bounds (``None``: never);
+    ``max_reply_bytes`` one line a stdio server writes (one reply; see :class:`_ReplyLines`). Use
     :func:`import_tools` / :func:`aimport_tools` to connect and add the tools to a registry.
     """
 
-    def __init__(self, spec: McpSpec, *, connect_timeout: float = 30.0, call_timeout: float | None = CALL_TIMEOUT) -> None:
+    def __init__(
+        self,
+        spec: McpSpec,
+        *,
+        connect_timeout: float = 30.0,
+        call_timeout: float | None = CALL_TIMEOUT,
+        max_reply_bytes: int = MAX_REPLY_BYTES,
+    ) -> None:
+        if isinstance(max_reply_bytes, bool) or not isinstance(max_reply_bytes, int) or max_reply_bytes < 1:
+            raise ValueError(f"max_reply_bytes must be a positive number of bytes, got {max_reply_bytes!r}")
         self.spec = spec
         self.connect_timeout = connect_timeout
         self.call_timeout = call_timeout
+        self.max_reply_bytes = max_reply_bytes
         self.names: dict[str, str] = {}
         self.failures: list[str] = []
         self.registry: ToolRegistry | None = None
@@ -226,6 +330,10 @@ class RemoteServer:
         self._owner: asyncio.Task[None] | None = None
         self._connecting: asyncio.Future[Client] | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
+        #: Each remote tool as last listed, by its local name: a refresh re-adds only the tools that changed.
+        self._listed: dict[str, types.Tool] = {}
+        self._refreshing: asyncio.Task[None] | None = None
+        self._again = False  # the tools changed again while a refresh ran: one more follows it
 
     def __repr__(self) -> str:
         target = without_userinfo(self.spec.url, "***") if self.spec.url else (self.spec.command[0] if self.spec.command else "?")
@@ -267,6 +375,7 @@ class RemoteServer:
         """The task that owns one connection: open it, hand it out, keep it until stopped or broken."""
         stop = self._stop = asyncio.Event()
         client: Client | None = None
+        _reply_bound.set((self.spec.name, self.max_reply_bytes))  # this task's own context: its stdio reader's
         try:
             async with AsyncExitStack() as stack:
                 client = Client(
@@ -304,7 +413,7 @@ class RemoteServer:
 
     async def _on_message(self, message: Any) -> None:
         if isinstance(message, types.ToolListChangedNotification):
-            self._spawn(self._refresh())
+            self._changed()
         elif isinstance(message, ValueError) and self._client is not None:
             _fail_unreadable(self._client, message)
 
@@ -312,14 +421,24 @@ class RemoteServer:
         try:
             async with client.listen(tools_list_changed=True) as subscription:
                 async for _event in subscription:
-                    self._spawn(self._refresh())
+                    self._changed()
         except Exception:  # a lost subscription only stops the updates; calls report the connection
             return
 
-    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
-        task = asyncio.ensure_future(coro)
+    def _changed(self) -> None:
+        """The server said its tools changed: one refresh at a time, and one more after it for what it said meanwhile."""
+        if self._refreshing is not None and not self._refreshing.done():
+            self._again = True
+            return
+        self._refreshing = task = asyncio.ensure_future(self._refreshes())
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+
+    async def _refreshes(self) -> None:
+        self._again = True
+        while self._again:
+            self._again = False
+            await self._refresh()
 
     async def _list(self) -> list[types.Tool]:
         client = await self._connected()
@@ -397,6 +516,9 @@ class RemoteServer:
             raise McpConnectionError(
                 f"Lost the connection to MCP server '{self.spec.name}' during '{local}': {_describe(exc)}", tool=local
             ) from exc
+        except pydantic.ValidationError as exc:  # a result that is not a CallToolResult: where, not what
+            text = f"the reply is not a valid tools/call result ({_detail(exc)})"
+            raise self._failed(RemoteToolError(text, server=self.spec.name, tool=remote), local) from None
         except RuntimeError as exc:  # the SDK's check of structured content against the output schema
             raise self._failed(RemoteToolError(str(exc), server=self.spec.name, tool=remote), local) from exc
 
@@ -527,7 +649,8 @@ class RemoteServer:
         return policies
 
     async def _attach(self, registry: ToolRegistry, definition: Mapping[str, Any], replace: bool) -> None:
-        tools = self._tools(await self._list(), self._policies(definition))
+        listing = await self._list()
+        tools = self._tools(listing, self._policies(definition))
         if not replace:
             clash = [t.name for t in tools if t.name in registry]
             if clash:
@@ -539,6 +662,7 @@ class RemoteServer:
             registry.add(tool, replace=True)
         self.registry = registry
         self._definition = dict(definition)
+        self._listed = self._by_local(listing)
 
     async def _refresh(self) -> None:
         """Re-list after the server said its tools changed, and bring the registry in line.
@@ -554,17 +678,24 @@ class RemoteServer:
             return
         old = set(self.names)
         own = f"mcp:{self.spec.name}"
-        tools = self._tools(listing, self._policies(self._definition))
+        before, tools = self._listed, self._tools(listing, self._policies(self._definition))
+        self._listed = self._by_local(listing)
         for tool in tools:
             if tool.name in registry and registry.get(tool.name).source != own:
                 remote = self.names.pop(tool.name)
                 self.failures.append(f"{remote}: the name '{tool.name}' belongs to another tool; give the server a prefix.")
                 log_event(logging.WARNING, "mcp tool name taken", server=self.spec.name, tool=tool.name, remote=remote)
                 continue
-            registry.add(tool, replace=True)
+            if tool.name not in registry or before.get(tool.name) != self._listed.get(tool.name):
+                registry.add(tool, replace=True)  # new or changed (an unchanged tool keeps its object, and no event)
         for name in old - set(self.names):
             if name in registry and registry.get(name).source == f"mcp:{self.spec.name}":
                 registry.remove(name)
+
+    def _by_local(self, listing: Sequence[types.Tool]) -> dict[str, types.Tool]:
+        """The remote tools of ``listing`` by their local names (:attr:`names`)."""
+        remote = {tool.name: tool for tool in listing}
+        return {local: remote[name] for local, name in self.names.items() if name in remote}
 
     def circuit_state(self) -> str:
         """The server's circuit: ``closed``, ``open`` or ``half_open`` (``closed`` without a ``circuit_breaker``,
@@ -616,19 +747,20 @@ def _closed(client: Client, exc: MCPError, *, http: bool) -> bool:
     return exc.message == "Connection closed" and exc.data is None  # an SDK without that flag
 
 
-_ID = re.compile(r'"id"\s*:\s*(-?\d+|"(?:[^"\\]|\\.)*")')
-
-
 def _fail_unreadable(client: Client, error: ValueError) -> None:
     """Answer the pending request whose response the SDK could not parse (it only logs the line).
 
-    The request id is read from the unparsed line; the waiter gets a ``-32700`` error. Best
-    effort on the SDK's dispatcher: without it the call ends at its deadline.
+    The request id is read from what the SDK could not read (the line's text, or the JSON object that is
+    not a JSON-RPC message); the waiter gets a ``-32700`` error. Best effort on the SDK's dispatcher:
+    without it the call ends at its deadline.
     """
     with contextlib.suppress(Exception):  # anything unexpected: leave the call to its deadline
         first = error.errors()[0]  # type: ignore[attr-defined]
-        found = _ID.search(first["input"])
-        waiter = client.session._dispatcher._pending.get(json.loads(found.group(1))) if found else None  # type: ignore[attr-defined]
+        given = first["input"]
+        found = given if isinstance(given, dict) else leading_members(given) if isinstance(given, str) else {}
+        request_id = found.get("id")
+        pending = client.session._dispatcher._pending  # type: ignore[attr-defined]
+        waiter = pending.get(request_id) if type(request_id) in (str, int) else None
         if waiter is not None:
             reason = safe_text(str(first.get("msg", "unreadable")))
             waiter.send.send_nowait(types.ErrorData(code=PARSE_ERROR, message=f"the reply could not be read ({reason})"))
@@ -654,8 +786,9 @@ async def _import(
     replace: bool,
     timeouts: tuple[float, float | None],
     definition: Mapping[str, Any],
+    max_reply_bytes: int = MAX_REPLY_BYTES,
 ) -> RemoteServer:
-    server = RemoteServer(spec, connect_timeout=timeouts[0], call_timeout=timeouts[1])
+    server = RemoteServer(spec, connect_timeout=timeouts[0], call_timeout=timeouts[1], max_reply_bytes=max_reply_bytes)
     try:
         await server._attach(registry, definition, replace)
     except BaseException:
@@ -673,6 +806,7 @@ def import_tools(
     replace: bool = False,
     connect_timeout: float = 30.0,
     call_timeout: float | None = CALL_TIMEOUT,
+    max_reply_bytes: int = MAX_REPLY_BYTES,
     **definition: Any,
 ) -> RemoteServer:
     """Connect to an MCP server and add its tools to ``registry``; returns the :class:`RemoteServer`.
@@ -686,9 +820,11 @@ def import_tools(
     ``destructive`` and ``open_world``. Existing names raise :class:`ToolDefinitionError`
     unless ``replace``. ``call_timeout`` (default 300 s, ``None``: none) bounds each remote
     call that no ``timeout``/``total_timeout`` bounds; past it the call is a :class:`~harness_one.ToolTimeout`.
+    ``max_reply_bytes`` (default 16 MiB) bounds one reply of a stdio server: a longer one fails its call
+    (its ``cause`` a :class:`RemoteToolError` of ``kind`` ``reply_too_large``) and the connection stays.
     """
     spec = _spec(target, name, prefix)
-    return _wait(_import(registry, spec, replace, (connect_timeout, call_timeout), definition))
+    return _wait(_import(registry, spec, replace, (connect_timeout, call_timeout), definition, max_reply_bytes))
 
 
 async def aimport_tools(
@@ -700,8 +836,9 @@ async def aimport_tools(
     replace: bool = False,
     connect_timeout: float = 30.0,
     call_timeout: float | None = CALL_TIMEOUT,
+    max_reply_bytes: int = MAX_REPLY_BYTES,
     **definition: Any,
 ) -> RemoteServer:
     """The awaitable :func:`import_tools`."""
     spec = _spec(target, name, prefix)
-    return await _await(_import(registry, spec, replace, (connect_timeout, call_timeout), definition))
+    return await _await(_import(registry, spec, replace, (connect_timeout, call_timeout), definition, max_reply_bytes))

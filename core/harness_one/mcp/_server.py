@@ -164,6 +164,8 @@ class _Bridge:
         self.bus = InMemorySubscriptionBus()
         self._lock = threading.RLock()
         self._loops: Counter[asyncio.AbstractEventLoop] = Counter()
+        #: The serving loops with a notification scheduled and not started yet: changes until it starts share it.
+        self._due: set[asyncio.AbstractEventLoop] = set()
         self._legacy: weakref.WeakSet[Any] = weakref.WeakSet()
         self._tasks: set[asyncio.Task[None]] = set()
         self._export: Any = None
@@ -333,14 +335,21 @@ class _Bridge:
             self._legacy.add(ctx.session._connection)
 
     def changed(self) -> None:
-        """Called from any thread when the registry's tools change: notify on each serving loop."""
+        """Called from any thread when the registry's tools change: notify on each serving loop, once for
+        every change made before that notification starts (a refresh of an imported server's tools adds many)."""
         with self._lock:
-            loops = list(self._loops)
+            loops = [loop for loop in self._loops if loop not in self._due]
+            self._due.update(loops)
         for loop in loops:
-            with contextlib.suppress(RuntimeError):  # a closed loop
-                loop.call_soon_threadsafe(self._spawn_notify)
+            try:
+                loop.call_soon_threadsafe(self._spawn_notify, loop)
+            except RuntimeError:  # a closed loop
+                with self._lock:
+                    self._due.discard(loop)
 
-    def _spawn_notify(self) -> None:
+    def _spawn_notify(self, loop: asyncio.AbstractEventLoop) -> None:
+        with self._lock:
+            self._due.discard(loop)  # a change from now on gets a notification of its own
         task = asyncio.ensure_future(self._notify())
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)

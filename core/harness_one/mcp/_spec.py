@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .._redact import without_userinfo
+from .._redact import mask_secrets, without_userinfo
 
 if TYPE_CHECKING:
     from harness_one import ToolRegistry
@@ -77,15 +77,15 @@ class McpSpec:
     def __post_init__(self) -> None:
         where = f"MCP server '{self.name}'"
         if not isinstance(self.name, str) or not _NAME.match(self.name):
-            raise McpSpecError(f"MCP server name {self.name!r}: expected 1-64 letters, digits, '_' or '-'.")
+            raise McpSpecError(f"MCP server name {_shown(self.name)}: expected 1-64 letters, digits, '_' or '-'.")
         if bool(self.command) == (self.url is not None):
             raise McpSpecError(f"{where}: expected exactly one of 'command' (a list of strings) or 'url'.")
         if self.command and not all(isinstance(part, str) and part for part in self.command):
-            raise McpSpecError(f"{where}: 'command' must be a list of non-empty strings, got {list(self.command)!r}.")
+            raise McpSpecError(f"{where}: 'command' must be a list of non-empty strings, got {_shown(list(self.command))}.")
         if self.url is not None and not re.match(r"^https?://[^\s/]+", self.url):
-            raise McpSpecError(f"{where}: 'url' must be an http:// or https:// URL, got {self.url!r}.")
+            raise McpSpecError(f"{where}: 'url' must be an http:// or https:// URL, got {_shown(self.url)}.")
         if not isinstance(self.prefix, str) or not _PREFIX.match(self.prefix):
-            raise McpSpecError(f"{where}: 'prefix' must be up to 32 letters, digits, '_' or '-', got {self.prefix!r}.")
+            raise McpSpecError(f"{where}: 'prefix' must be up to 32 letters, digits, '_' or '-', got {_shown(self.prefix)}.")
         for key in ("env", "headers"):
             value = getattr(self, key)
             if value is not None and not (
@@ -93,12 +93,12 @@ class McpSpec:
             ):
                 raise McpSpecError(f"{where}: '{key}' must be a table of strings.")
         if self.cwd is not None and not isinstance(self.cwd, str):
-            raise McpSpecError(f"{where}: 'cwd' must be a string path, got {self.cwd!r}.")
+            raise McpSpecError(f"{where}: 'cwd' must be a string path, got {_shown(self.cwd)}.")
         if not isinstance(self.policies, Mapping):
             raise McpSpecError(f"{where}: 'policies' must be a table of defineTool keywords.")
         wait = self.call_timeout
         if wait is not None and (isinstance(wait, bool) or not isinstance(wait, (int, float)) or not 0 < wait < float("inf")):
-            raise McpSpecError(f"{where}: 'call_timeout' must be a positive number of seconds or false, got {wait!r}.")
+            raise McpSpecError(f"{where}: 'call_timeout' must be a positive number of seconds or false, got {_shown(wait)}.")
         unknown = sorted(set(self.policies) - POLICY_KEYS)
         if unknown:
             raise McpSpecError(f"{where}: unknown policies {unknown}; expected some of {sorted(POLICY_KEYS)}.")
@@ -146,7 +146,7 @@ def parse_mcp_spec(text: str, *, call_timeout: float | None = CALL_TIMEOUT) -> M
     name, prefix = name.strip(), prefix.strip()
     if not sep or not name or not target:
         raise McpSpecError(
-            f"--mcp {text!r}: expected NAME[:PREFIX]=COMMAND_OR_URL, for example 'files=npx -y @scope/server', "
+            f"--mcp {_shown(text)}: expected NAME[:PREFIX]=COMMAND_OR_URL, for example 'files=npx -y @scope/server', "
             "'files:fs=npx -y @scope/server' or 'api=http://127.0.0.1:8000/mcp'."
         )
     if colon and not prefix:
@@ -160,7 +160,7 @@ def parse_mcp_spec(text: str, *, call_timeout: float | None = CALL_TIMEOUT) -> M
             raise McpSpecError(f"cannot split the command: {exc}.") from None
         return McpSpec(name=name, command=command, prefix=prefix, call_timeout=call_timeout)
     except McpSpecError as exc:
-        raise McpSpecError(f"--mcp {text!r}: {exc}") from None
+        raise McpSpecError(f"--mcp {_shown(text)}: {exc}") from None
 
 
 def parse_call_timeout(text: str) -> float | None:
@@ -199,3 +199,8 @@ def attach_servers(
                 raise
             failures.append(f"mcp:{spec.name}: {type(exc).__name__}: {exc}")
     return servers
+
+
+def _shown(value: object) -> str:
+    """``repr(value)`` as an error shows it: URL user-info and secret values masked (:func:`~harness_one._redact.mask_secrets`)."""
+    return mask_secrets(repr(value))

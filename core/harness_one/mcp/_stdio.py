@@ -63,6 +63,7 @@ from mcp_types import (
 
 from harness_one._clock import SYSTEM_CLOCK, Clock
 from harness_one._render import safe_text
+from harness_one._requests import read_object
 from harness_one._stdout import LineReader, Writer, fileno, stdin_for_requests, stdout_for_answers
 
 __all__ = ["Answering", "stdio_streams"]
@@ -217,7 +218,10 @@ def reply_to(line: str | None, limit: int, exc: Exception) -> JSONRPCError | Non
     try:
         message = json.loads(line)
     except (ValueError, RecursionError) as err:  # RecursionError: nested deeper than the decoder reads
-        return _error(None, PARSE_ERROR, f"Parse error: {err}")
+        # An integer past the int-to-text limit, or nesting too deep: the request's id may still be read.
+        message = read_object(line)
+        if message is None:
+            return _error(None, PARSE_ERROR, f"Parse error: {err}")
     if type(message) is not dict:
         return _error(None, INVALID_REQUEST, f"Invalid request: expected a JSON object, got {type(message).__name__}")
     if "method" not in message and ("result" in message or "error" in message):
