@@ -10,7 +10,7 @@ import pytest
 from harness_one import Call, CallResult, ManualClock, PluginError, RetryableError, ToolDefinitionError, ToolRegistry
 from harness_one.dispatch import dispatch, resume
 from harness_one_plugins import BudgetPlugin
-from harness_one_plugins.approval import ApprovalDenied, ApprovalNotFound, ApprovalPlugin, ApprovalRequired
+from harness_one_plugins.approval import ApprovalConflict, ApprovalDenied, ApprovalNotFound, ApprovalPlugin, ApprovalRequired
 
 TRANSFER = {
     "type": "object",
@@ -92,15 +92,39 @@ def test_deny_refuses_with_a_readable_message() -> None:
 
 
 def test_an_approval_holds_only_for_the_arguments_it_was_given_for() -> None:
+    """The swapped call was held as a new pending call under the approved id: a second approve of that id
+    (a double click, a retried request) approved the call nobody was shown. It is refused instead."""
     reg = registry()
     bank = Bank(reg, options={"requires_approval": True})
     reg.try_call("transfer", {"to": "ann", "amount": 5}, call_id="c3")
     approval(reg).approve("c3")
     swapped = reg.try_call("transfer", {"to": "ann", "amount": 5000}, call_id="c3")
-    assert swapped.error.kind == "approval_required" and bank.sent == []  # type: ignore[union-attr]
-    assert [p.arguments["amount"] for p in approval(reg).pending()] == [5000]
-    assert reg.call("transfer", {"to": "ann", "amount": 5}, call_id="c3") == "sent 5 EUR to ann"  # the swap left it be
+    assert swapped.error is not None and swapped.error.kind == "approval_conflict" and bank.sent == []
+    assert "was already decided under call id c3" in swapped.error.message and approval(reg).pending() == []
+    assert approval(reg).approve("c3").arguments["amount"] == 5  # the approval again: still the call shown
+    assert approval(reg).resume("c3").value == "sent 5 EUR to ann"  # the swap left it be
     assert bank.sent == [("ann", 5, "EUR")]
+    again = reg.try_call("transfer", {"to": "ann", "amount": 5000}, call_id="c3")  # used: the id is free again
+    assert again.error is not None and again.error.kind == "approval_required"
+
+
+@pytest.mark.parametrize("first", ["approve", "deny"])
+def test_a_decision_made_again_changes_nothing_and_another_one_is_refused(first: str) -> None:
+    """approve() (or deny()) sent twice is one decision, counted once; the opposite decision is refused,
+    ``withdraw`` drops the decision, and the call made again waits for a new one."""
+    reg = registry()
+    bank = Bank(reg, options={"requires_approval": True})
+    reg.try_call("transfer", {"to": "bo", "amount": 500}, call_id="c1")
+    decide = {"approve": lambda: approval(reg).approve("c1"), "deny": lambda: approval(reg).deny("c1", "no")}
+    assert decide[first]().arguments["to"] == decide[first]().arguments["to"] == "bo"
+    assert reg.stats()["approval"] == {"pending": 0, "approved": int(first == "approve"), "denied": int(first == "deny")}
+    with pytest.raises(
+        ApprovalConflict, match=f"Call id 'c1' was {first.replace('y', 'ie')}d already; a decision is not changed"
+    ):
+        decide["deny" if first == "approve" else "approve"]()
+    approval(reg).withdraw("c1")
+    assert reg.try_call("transfer", {"to": "bo", "amount": 500}, call_id="c1").error.kind == "approval_required"  # type: ignore[union-attr]
+    assert approval(reg).approve("c1") and approval(reg).resume("c1").ok and bank.sent == [("bo", 500, "EUR")]
 
 
 def test_an_approval_kept_after_a_refusal_still_expires_after_ttl() -> None:
@@ -460,7 +484,7 @@ def test_an_approval_is_for_the_context_and_key_it_was_asked_with() -> None:
     assert [p.context for p in approval(reg).pending()] == [{"user": "alice"}]  # what the person is shown
     approval(reg).approve("c0")
     mallory = reg.try_call("delete_account", args, call_id="c0", context={"user": "mallory"})
-    assert mallory.error is not None and mallory.error.kind == "approval_required" and runs == []  # not alice's approval
+    assert mallory.error is not None and mallory.error.kind == "approval_conflict" and runs == []  # not alice's approval
     assert approval(reg).resume("c0").value == "deleted acme-prod as alice"
     assert runs == [("acme-prod", "alice")]
 

@@ -460,6 +460,66 @@ def test_a_probe_that_ends_neither_way_gives_its_place_back(clock: ManualClock) 
     assert breaker.state("backend") == "closed"
 
 
+@pytest.mark.parametrize("backend", ["memory", "redis"])
+@pytest.mark.parametrize("ends", ["returns", "fails", "answers"])
+def test_a_cancelled_probe_whose_tool_runs_on_holds_its_place_until_the_tool_returns(
+    clock: ManualClock, request: pytest.FixtureRequest, backend: str, ends: str
+) -> None:
+    """Half-open, one probe: ``acall`` of a blocking sync tool cancelled while its thread runs. The probe gave
+    its place back at the cancel, so each cancelled call let one more tool run against the half-open backend
+    (10 cancels: 6 at once). Its place is held until the tool returns: a success closes the circuit, a failure
+    opens it again, a ToolError of its own gives the place back."""
+    reg = ToolRegistry(clock=clock, autoload=False)
+    if backend == "redis":
+        from harness_one.state import RedisCircuits, RedisLink
+
+        store = RedisCircuits(RedisLink(request.getfixturevalue("redis_url")), server_time=False)
+        reg.plugins.replace("circuit_breaker", CircuitBreakerPlugin(store=store))
+    health = {"ok": False}
+    policy = {"key": "backend", "min_calls": 2, "open_for": 5, "probes": 1}
+
+    def backend_call() -> str:
+        if not health["ok"]:
+            raise OSError("backend down")
+        return "fine"
+
+    gated = Gated()
+
+    def probe() -> str:
+        gated()
+        if ends == "fails":
+            raise OSError("still down")
+        if ends == "answers":
+            raise ToolError("no such user")
+        return "done"
+
+    reg.add(backend_call, name="backend", circuit_breaker=policy)
+    reg.add(probe, circuit_breaker=policy)
+    breaker = reg.plugins.get("circuit_breaker")
+    reg.try_call("backend")
+    reg.try_call("backend")
+    clock.advance(5)
+    health["ok"] = ends != "fails"
+
+    async def cancelled_probe() -> None:
+        await cancel_once_entered(reg, "probe", gated.entered)
+        held = (await reg.atry_call("backend")).error  # the cancelled call's tool still runs: its probe holds
+        assert isinstance(held, CircuitOpen) and held.retry_after == 1.0
+        assert breaker.state("backend") == "half_open"
+        gated.gate.set()  # asyncio.run returns once the tool's thread has (it waits for the loop's threads)
+
+    asyncio.run(cancelled_probe())
+    if ends == "returns":
+        assert breaker.state("backend") == "closed"
+    elif ends == "fails":
+        reopened = reg.try_call("backend").error
+        assert isinstance(reopened, CircuitOpen) and reopened.retry_after == pytest.approx(5)
+    else:  # neither way: the place is back, the next call probes and closes it
+        assert breaker.state("backend") == "half_open"
+        assert reg.call("backend") == "fine" and breaker.state("backend") == "closed"
+    assert gated.runs == [1]
+
+
 def test_registry_default_and_policy_checks(clock: ManualClock) -> None:
     reg = ToolRegistry(plugins={"circuit_breaker": CircuitBreakerPlugin(default={"min_calls": 1})}, clock=clock, autoload=False)
     reg.add(lambda: (_ for _ in ()).throw(RetryableError("x")), name="f")
@@ -533,6 +593,53 @@ def test_fingerprint_of_a_whole_number_does_not_depend_on_its_spelling() -> None
     assert fingerprint({"n": 1.5}) != fingerprint({"n": 1})
     assert fingerprint({"v": "1.0"}) != fingerprint({"v": "1"})  # strings are not numbers
     assert fingerprint({"n": float("inf")}) != fingerprint({"n": float("-inf")})
+
+
+def test_cache_keys_tell_apart_the_numbers_the_tool_gets(clock: ManualClock) -> None:
+    """The key compared JSON values (as idempotency does): ``2**60`` answered for ``float(2**60)``, ``0.0`` for ``-0.0``."""
+    reg = ToolRegistry(clock=clock, autoload=False, plugin_options={"cache": {"ttl": 60}})
+
+    def echo(x: Any) -> str:
+        return f"{x!r} {math.copysign(1.0, x)}"
+
+    reg.add(echo, parameters={"type": "object", "properties": {"x": {"type": "number"}}}, read_only=True)
+    values: list[Any] = [2**60, float(2**60), 5, 5.0, 0.0, -0.0, 1e16, 10**16]
+    answers = [reg.call("echo", {"x": x}) for x in values]
+    assert answers == [echo(x) for x in values] and reg.stats()["cache"]["hits"] == 0
+    assert [reg.call("echo", {"x": x}) for x in values] == answers and reg.stats()["cache"]["hits"] == len(values)
+
+
+def test_cache_holds_at_most_max_chars_of_results(clock: ManualClock) -> None:
+    """Bounded by entries only, 1024 results of up to 1,000,000 characters each (the output limit) held ~1 GB."""
+    reg = ToolRegistry(plugins={"cache": CachePlugin(ttl=60, max_chars=25)}, clock=clock, autoload=False)
+    runs: list[int] = []
+
+    def blob(n: int) -> Any:
+        runs.append(n)
+        return {"n": "y" * (n - 9)} if n == 12 else "x" * n  # {"n": "yyy"}: 12 characters as the model reads it
+
+    reg.add(blob, read_only=True)
+    for n in (10, 12, 10, 9):  # 10 + 12 = 22 <= 25; 9 more: 31, the least recently used (12) goes
+        reg.call("blob", {"n": n})
+    assert reg.call("blob", {"n": 10}) == "x" * 10 and reg.call("blob", {"n": 9}) == "x" * 9  # hits
+    assert reg.call("blob", {"n": 12}) == {"n": "yyy"} and runs == [10, 12, 9, 12]  # 10 goes for it (10 + 9 + 12 = 31)
+    assert reg.call("blob", {"n": 26}) == reg.call("blob", {"n": 26}) and runs[-2:] == [26, 26]  # over max_chars alone
+    assert reg.call("blob", {"n": 9}) == "x" * 9 and reg.call("blob", {"n": 12}) == {"n": "yyy"} and len(runs) == 6
+    assert reg.stats()["cache"]["entries"] == 2
+
+
+def test_a_clock_stepped_back_expires_cached_results(clock: ManualClock) -> None:
+    """A result stored at t=1000 with a 10 s ttl was served for 1000 s more after a step back of 1000 s."""
+    reg = ToolRegistry(clock=clock, autoload=False, plugin_options={"cache": {"ttl": 10}})
+    ticks = iter(range(100))
+    reg.add(lambda sku: next(ticks), name="price", read_only=True)
+    assert reg.call("price", {"sku": "a"}) == reg.call("price", {"sku": "a"}) == 0
+    clock.advance(-1000)
+    assert reg.call("price", {"sku": "a"}) == 1  # stored "later" than now: expired, not kept 1000 s more
+    clock.advance(5)
+    assert reg.call("price", {"sku": "a"}) == 1  # the result stored after the step back holds its ttl
+    clock.advance(10)
+    assert reg.call("price", {"sku": "a"}) == 2
 
 
 def test_cache_off_by_default_and_only_for_safe_tools(clock: ManualClock) -> None:
@@ -665,6 +772,7 @@ def test_a_result_is_served_only_to_the_tool_that_made_it(clock: ManualClock) ->
         ({"ttl": math.nan}, "cache ttl must be a positive number of seconds or None, not nan"),
         ({"max_entries": -1}, "cache max_entries must be a positive integer, not -1"),
         ({"max_entries": 0}, "cache max_entries must be a positive integer, not 0"),
+        ({"max_chars": 0}, "cache max_chars must be a positive integer, not 0"),
     ],
 )
 def test_cache_options_are_checked_when_the_plugin_is_built(options: dict[str, Any], message: str) -> None:

@@ -256,15 +256,16 @@ def _typed(value: Any) -> dict[str, str]:
 
 
 @overload
-def fingerprint(arguments: Any, *, json_only: Literal[False] = ...) -> str: ...
+def fingerprint(arguments: Any, *, json_only: Literal[False] = ..., whole_numbers: bool = ...) -> str: ...
 @overload
-def fingerprint(arguments: Any, *, json_only: Literal[True]) -> str | None: ...
-def fingerprint(arguments: Any, *, json_only: bool = False) -> str | None:
+def fingerprint(arguments: Any, *, json_only: Literal[True], whole_numbers: bool = ...) -> str | None: ...
+def fingerprint(arguments: Any, *, json_only: bool = False, whole_numbers: bool = True) -> str | None:
     """A stable SHA-256 digest of (validated) arguments: equal JSON values give equal digests.
 
     Keys are sorted, so ``{"a": 1, "b": 2}`` and ``{"b": 2, "a": 1}`` match, and a whole
-    number is one number however it is spelled (``1``, ``1.0``, ``1e0``); used for
-    idempotency-key mismatch checks and cache keys. A value that is not JSON (a set, a date,
+    number is one number however it is spelled (``1``, ``1.0``, ``1e0``): idempotency keys'
+    check. With ``whole_numbers=False`` each number is kept as the tool gets it (``5`` and
+    ``5.0``, ``0.0`` and ``-0.0`` differ): cache keys. A value that is not JSON (a set, a date,
     from a caller in this process) is written with its type, so it never matches the string
     of its ``repr``; with ``json_only``, such a value gives None instead: its ``repr`` may not
     tell two values apart (``<User object at 0x...>`` at a reused address, ``SecretStr('**********')``).
@@ -272,7 +273,7 @@ def fingerprint(arguments: Any, *, json_only: bool = False) -> str | None:
     default = _not_json if json_only else _typed
     try:
         text = _canonical(arguments, default)
-        if ".0" in text or "e+" in text:  # how a whole float is written (1.0, 1e+16): write it as an int
+        if whole_numbers and (".0" in text or "e+" in text):  # how a whole float is written (1.0, 1e+16): write it as an int
             text = _canonical(_whole(arguments), default)
     except Exception:  # also a repr() that raises
         if json_only:

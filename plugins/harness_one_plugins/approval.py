@@ -6,8 +6,8 @@ arguments, and waits. The application decides by call id (:meth:`ApprovalPlugin.
 :meth:`ApprovalPlugin.deny`) and resumes it (:meth:`ApprovalPlugin.resume`, or by making the
 same call again with the same call id): an approved call then runs through every policy; a
 denied one is refused with :class:`ApprovalDenied`, whose text the model can read. An approval
-holds for the arguments it was given for; a call with the same id and other arguments waits
-for a new decision.
+holds for the call it was given for: while it is unused, a call with the same id and other
+arguments is refused with :class:`ApprovalConflict`.
 """
 
 from __future__ import annotations
@@ -90,7 +90,8 @@ class ApprovalDenied(ToolError):
 
 
 class ApprovalConflict(ToolError):
-    """Another call already waits for a decision under this call id: a call id names one call."""
+    """Another call waits for a decision, or was decided, under this call id (a call id names one call);
+    or :meth:`ApprovalPlugin.approve` / :meth:`ApprovalPlugin.deny` would change a decision made."""
 
     kind = "approval_conflict"
 
@@ -272,6 +273,13 @@ class ApprovalPlugin:
                     call.state[_GRANTED] = decision  # given back if a later policy refuses the call
                     return
                 raise ApprovalDenied(decision.reason, tool=call.tool.name, call_id=call_id)
+            if decision is not None and decision.call.registry is not None:  # a person decided another call
+                raise ApprovalConflict(
+                    f"Another call of '{decision.call.tool}' was already decided under call id {call_id}; "
+                    "a call id names one call (its arguments, context and idempotency key). Make this call with a new call id.",
+                    tool=call.tool.name,
+                    call_id=call_id,
+                )
             waiting = self._pending.get(call_id)
             if waiting is not None and not _same_call(waiting, call, digest):
                 raise ApprovalConflict(
@@ -336,6 +344,16 @@ class ApprovalPlugin:
             self._sweep(now)  # a call held longer than ttl waits no more
             found = self._pending.pop(call_id, None)
             if found is None:
+                decided = self._decisions.get(call_id)
+                if decided is not None and decided.call.registry is not None and now - decided.decided <= self.ttl:
+                    if decided.approved is approved:  # the same decision again (a double click, a retried request)
+                        return decided.call
+                    raise ApprovalConflict(
+                        f"Call id '{call_id}' was {'approved' if decided.approved else 'denied'} already; a decision "
+                        "is not changed. withdraw(call_id) drops it, and the call made again waits for a new decision.",
+                        tool=decided.call.tool,
+                        call_id=call_id,
+                    )
                 raise ApprovalNotFound(
                     f"No call waits for approval under call id '{call_id}'. It was decided already, withdrawn, or "
                     "held longer than the approval ttl, or the id is wrong: check the id, or make the call again "
@@ -352,7 +370,10 @@ class ApprovalPlugin:
         return found
 
     def approve(self, call_id: str) -> PendingCall:
-        """Approve the pending call ``call_id``: the next call with that id and those arguments runs."""
+        """Approve the pending call ``call_id``: the next call with that id and those arguments runs.
+
+        Approving a call approved already (not yet used) changes nothing; one denied is :class:`ApprovalConflict`.
+        """
         return self._decide(call_id, True, None)
 
     def grant(self, registry: ToolRegistry, tool: Tool, arguments: Mapping[str, Any], *, call_id: str) -> bool:
@@ -376,7 +397,11 @@ class ApprovalPlugin:
         return True
 
     def deny(self, call_id: str, reason: str | None = None) -> PendingCall:
-        """Deny the pending call ``call_id``: the next call with that id is refused with :class:`ApprovalDenied`."""
+        """Deny the pending call ``call_id``: the next call with that id is refused with :class:`ApprovalDenied`.
+
+        Denying a call denied already (not yet used) changes nothing (its first reason stands); one approved
+        is :class:`ApprovalConflict`.
+        """
         return self._decide(call_id, False, reason)
 
     def withdraw(self, call_id: str) -> PendingCall | None:

@@ -6,7 +6,18 @@ import threading
 from collections import OrderedDict
 from typing import Any
 
-from harness_one import Call, Clock, Outcome, Tool, ToolDefinitionError, ToolRegistry, applies_to, fingerprint, hookimpl
+from harness_one import (
+    Call,
+    Clock,
+    Outcome,
+    Tool,
+    ToolDefinitionError,
+    ToolRegistry,
+    applies_to,
+    fingerprint,
+    hookimpl,
+    rendered_length,
+)
 from harness_one.state import copied
 
 from ._options import count, seconds
@@ -14,6 +25,13 @@ from ._options import count, seconds
 __all__ = ["CachePlugin"]
 
 _KEY = "cache.key"
+
+
+def _key(value: Any) -> str | None:
+    """``value`` (arguments, a context) as a cache key: its JSON with each number as the tool gets it
+    (``5`` and ``5.0``, ``2**60`` and ``float(2**60)``, ``0.0`` and ``-0.0`` are different keys, unlike
+    idempotency's check); None for a value that is not JSON, whose ``repr`` may not tell two apart."""
+    return fingerprint(value, json_only=True, whole_numbers=False)
 
 
 class CachePlugin:
@@ -24,9 +42,11 @@ class CachePlugin:
     changes from one call to the next with the same arguments (the time, a random draw), which
     opts out with ``options={"cache": False}``. The key is the tool and its
     validated arguments, and the call's context for a tool that reads it (a ``Call``
-    parameter), compared as JSON: a call whose arguments or context hold anything else (an
+    parameter), compared as JSON with each number as the tool gets it (``5`` and ``5.0`` are
+    two keys): a call whose arguments or context hold anything else (an
     object, whose ``repr`` may not tell two callers apart) is neither answered from the cache
-    nor cached (``uncached`` in the stats). Each caller gets its own copy of a cached result
+    nor cached (``uncached`` in the stats). A result is kept from the time it is stored: a
+    clock that steps back before that time expires it. Each caller gets its own copy of a cached result
     (a result that cannot be copied is not cached); a result is served only for the tool
     that made it (not after ``add(..., replace=True)``). Separate from idempotency keys: a
     cache hit is an optimisation, an idempotency replay is a guarantee.
@@ -35,17 +55,30 @@ class CachePlugin:
         ttl: seconds to keep results of every idempotent/read-only tool that does not opt out
             (None: only tools with ``cache_ttl``).
         max_entries: bound on cached results (least recently used go first).
+        max_chars: bound on the characters of all cached results together, each measured as the
+            model reads it (:func:`~harness_one.rendered_length`; least recently used go first;
+            a larger result alone is not cached).
         clock: time source (default: the registry's clock).
     """
 
     name = "cache"
     order = 70
 
-    def __init__(self, *, ttl: float | None = None, max_entries: int = 1024, clock: Clock | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        ttl: float | None = None,
+        max_entries: int = 1024,
+        max_chars: int = 50_000_000,
+        clock: Clock | None = None,
+    ) -> None:
         self.ttl = seconds(ttl, "cache ttl", optional=True)
         self.max_entries = count(max_entries, "cache max_entries")
+        self.max_chars = count(max_chars, "cache max_chars")
         self.clock = clock
-        self._entries: OrderedDict[tuple[str, str, str], tuple[float, Any, Tool]] = OrderedDict()
+        # key -> (stored, expires, result, the tool that made it, its characters)
+        self._entries: OrderedDict[tuple[str, str, str], tuple[float, float, Any, Tool, int]] = OrderedDict()
+        self._chars = 0  # of all entries
         self._lock = threading.Lock()
         self.hits = 0
         self.misses = 0
@@ -70,8 +103,8 @@ class CachePlugin:
     def harness_pre_call(self, call: Call) -> Outcome | None:
         tool = call.tool
         # A tool that reads the context (who asks) may answer each caller differently.
-        seen = fingerprint(dict(call.context), json_only=True) if tool.call_param is not None else ""
-        asked = fingerprint(call.arguments, json_only=True)
+        seen = _key(dict(call.context)) if tool.call_param is not None else ""
+        asked = _key(call.arguments)
         if seen is None or asked is None:
             with self._lock:
                 self.uncached += 1
@@ -80,10 +113,10 @@ class CachePlugin:
         now = (self.clock or call.registry.clock).now()
         with self._lock:
             found = self._entries.get(key)
-            if found is not None and found[0] > now and found[2] is tool:
+            if found is not None and found[0] <= now < found[1] and found[3] is tool:  # (a clock stepped back: expired)
                 self._entries.move_to_end(key)
                 self.hits += 1
-                cached = found[1]
+                cached = found[2]
             else:
                 self.misses += 1
                 found = None
@@ -99,22 +132,32 @@ class CachePlugin:
         ttl = self.ttl_for(call.tool)
         if key is None or ttl is None:  # a hit answered before the tool ran
             return
+        size = rendered_length(call.result)
+        if size > self.max_chars:  # alone it would push out every other entry
+            return
         try:
             kept = copied(call.result)
         except TypeError:  # one that cannot be copied (a lock, a socket) is not cached
             return
-        expires = (self.clock or call.registry.clock).now() + ttl
+        now = (self.clock or call.registry.clock).now()
         with self._lock:
-            self._entries[key] = (expires, kept, call.tool)  # served to this tool only, not to one replacing it
-            self._entries.move_to_end(key)
-            while len(self._entries) > self.max_entries:
-                self._entries.popitem(last=False)
+            self._drop(key)
+            self._entries[key] = (now, now + ttl, kept, call.tool, size)  # served to this tool only, not to one replacing it
+            self._chars += size
+            while len(self._entries) > self.max_entries or self._chars > self.max_chars:
+                self._drop(next(iter(self._entries)))
+
+    def _drop(self, key: tuple[str, str, str]) -> None:
+        """Forget the entry ``key`` (if any), and its characters (under the lock)."""
+        found = self._entries.pop(key, None)
+        if found is not None:
+            self._chars -= found[4]
 
     @hookimpl
     def harness_tool_removed(self, tool: Tool) -> None:
         with self._lock:
             for key in [k for k in self._entries if k[0] == tool.name]:
-                del self._entries[key]
+                self._drop(key)
 
     @hookimpl
     def harness_stats(self, registry: ToolRegistry) -> dict[str, Any]:

@@ -11,8 +11,10 @@ from harness_one import (
     CircuitBreakerPolicy,
     CircuitOpen,
     Clock,
+    Lingering,
     RetryableError,
     Tool,
+    ToolError,
     ToolExecutionError,
     ToolRegistry,
     ToolTimeout,
@@ -35,8 +37,26 @@ _PROBE = "circuit.probe"
 _COUNTED = "circuit.counted"
 
 
+#: What a tool's failure is to the circuit (any other ToolError counts neither way).
+_FAILURES = (ToolExecutionError, ToolTimeout, RetryableError)
+
+
 def _nothing(_: Any) -> None:
     return None
+
+
+def _failed(outcome: tuple[bool, Any] | None) -> bool | None:
+    """Whether a tool that ran on past its caller failed (a :class:`~harness_one.Lingering` outcome):
+    None when it counts neither way (a ToolError of its own, or not known: stopped by KeyboardInterrupt
+    and the like)."""
+    if outcome is None:
+        return None
+    ok, value = outcome
+    if ok:
+        return False
+    if isinstance(value, ToolError):
+        return True if isinstance(value, _FAILURES) else None
+    return True if isinstance(value, Exception) else None
 
 
 def _guarded(plugin: CircuitBreakerPlugin, tool: Tool) -> bool:
@@ -165,16 +185,22 @@ class CircuitBreakerPlugin:
     @hookimpl
     @applies_to(_guarded)
     def harness_on_error(self, call: Call, error: BaseException) -> Await | None:
-        if call.ran and isinstance(error, (ToolExecutionError, ToolTimeout, RetryableError)):
+        if call.ran and isinstance(error, _FAILURES):
             return self._record(call, failed=True)
         probe: int = call.take(_PROBE, 0)
         if not (call.take(_COUNTED, False) and probe):
             return None
-        # a probe refused after admission (e.g. by the rate limit), cancelled, whose arguments
-        # the tool refused, or whose tool answered with another ToolError of its own (a domain
-        # answer such as "no such user": neither the backend failing nor proof that it works)
-        # counts neither way: it gives its place back
         (name, policy), store = self._policy(call), self.store
+        lingering = call.lingering
+        if lingering is not None:
+            # Its tool runs on in a thread (a cancelled acall): the probe keeps its place until
+            # the tool returns, so a half-open circuit never lets more tools run than ``probes``.
+            lingering.then(lambda: self._probed_late(call, name, policy, probe, lingering))
+            return None
+        # a probe refused after admission (e.g. by the rate limit), cancelled before its tool
+        # started, whose arguments the tool refused, or whose tool answered with another
+        # ToolError of its own (a domain answer such as "no such user": neither the backend
+        # failing nor proof that it works) counts neither way: it gives its place back
         if store is not self._twins.plain:  # not the store known to answer without I/O
             shared = self._twins(store)
             if shared is not None:
@@ -189,6 +215,19 @@ class CircuitBreakerPlugin:
         except StateUnavailable as exc:
             self.fail.note(exc, name, "probe not given back")
         return None
+
+    def _probed_late(self, call: Call, name: str, policy: CircuitBreakerPolicy, probe: int, lingering: Lingering) -> None:
+        """A probe whose tool ran on after its caller stopped waiting, settled from the tool's thread as
+        it returns: what the tool did closes or reopens the circuit; an outcome that counts neither way
+        (a ToolError of its own, not known) gives the probe's place back."""
+        failed = _failed(lingering.outcome)
+        try:
+            if failed is None:
+                self.store.unprobe(name, policy, probe=probe)
+            else:
+                self.store.record(name, policy, now=self._now(call), failed=failed, probe=probe)
+        except StateUnavailable as exc:
+            self.fail.note(exc, name, "probe not counted")
 
     def state(self, tool: str) -> str:
         """The circuit of ``tool`` (its own, or its ``key``'s): ``closed``, ``open`` or ``half_open``
