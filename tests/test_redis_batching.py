@@ -536,31 +536,39 @@ def _interrupt(link: Any, name: str, victim: list[threading.Thread], *, after: b
     setattr(link, name, interrupted)
 
 
-#: Where Ctrl-C lands in the thread V, and whether V's call is queued behind a write on the wire (so
-#: V sends it on its turn, with the other thread's call) or V finds none and sends its own call.
+#: Where Ctrl-C lands in the thread V, whether V's call is queued behind a write on the wire (so
+#: V sends it on its turn, with the other thread's call) or V finds none and sends its own call, and
+#: whether V's clean-up hands the queue on at once ("prompt") or only the other thread's bounded
+#: wait can (a second Ctrl-C in that clean-up).
 _INTERRUPTS = {
-    "writing, on its turn": ("queued", [("at", "_lead")]),
-    "handing on, on its turn": ("queued", [("at", "_pass_on")]),
-    "as its wait returns": ("queued", [("after", "_wait")]),
-    "woken for its turn, and again in the clean-up": ("queued", [("at", "_claim"), ("at", "_leave")]),
-    "writing alone": ("alone", [("at", "_lead")]),
-    "handing on alone": ("alone", [("at", "_pass_on")]),
+    "writing, on its turn": ("queued", [("at", "_lead")], "prompt"),
+    "after taking the queue": ("queued", [("after", "_claim")], "prompt"),
+    "handing on, on its turn": ("queued", [("at", "_pass_on")], "prompt"),
+    "as its wait returns": ("queued", [("after", "_wait")], "prompt"),
+    "woken for its turn, and again in the clean-up": ("queued", [("at", "_claim"), ("at", "_leave")], "bounded"),
+    "writing alone": ("alone", [("at", "_lead")], "prompt"),
+    "handing on alone": ("alone", [("at", "_pass_on")], "prompt"),
 }
 
 
 @pytest.mark.parametrize("where", list(_INTERRUPTS))
 def test_ctrl_c_in_the_sending_thread_leaves_no_other_thread_waiting_for_ever(redis_url: str, where: str) -> None:
-    """Ctrl-C lands in thread V where it sends the calls, or is handed the queue, at a point no
-    clean-up of V's covers: V gets the interrupt, and the other thread's call still completes (its
-    wait has a bound: it finds no thread writing and sends the queue itself). No reply goes to the
-    wrong call, Redis runs the other call once, and the link is left idle and working. Before, the
-    link stayed "sending" with no thread sending, and every later call of every thread waited for ever."""
-    place, interrupts = _INTERRUPTS[where]
+    """Ctrl-C lands in thread V where it sends the calls, or is handed the queue, at a point
+    :meth:`RedisLink._lead`'s clean-up does not cover (as it starts, or starts to hand on): V gets the
+    interrupt, and hands the queue on before it lets go of the send lock, so the other thread's call
+    completes at once (its bounded wait is set to an hour here). Only a second Ctrl-C in V's clean-up
+    leaves the other thread to its bounded wait (it finds no thread writing and sends the queue
+    itself). No reply goes to the wrong call, Redis runs the other call once, and the link is left
+    idle and working. Before, the other thread waited its full bounded wait (0.1 s) each time; and
+    before that, for ever."""
+    place, interrupts, handed_on = _INTERRUPTS[where]
     if place == "queued":
         shared, call = _wire_busy(redis_url)
     else:
         shared, call = buckets(redis_url, timeout=5, down_for=60), dict(_TWO_TOKENS)
     link = shared.link
+    if handed_on == "prompt":
+        link._patience = 3600.0
     got: dict[str, Any] = {}
     finished = threading.Event()
 
@@ -708,3 +716,69 @@ def test_a_write_cut_short_where_it_could_not_drop_the_connection_leaves_no_repl
     connection.read_response, connection.disconnect = read, disconnect
     assert link.run(_BUCKET, ["{full}"], ["0", "1", "5", "1"]) == b"0"  # a full bucket admits: its own reply
     assert link.run(_BUCKET, ["{full}"], ["0", "1", "5", "1"]) == b"0"
+
+
+def in_frame(thread: threading.Thread, name: str) -> bool:
+    """Whether ``thread`` runs the function ``name`` (a blocked lock acquire shows as its caller), or has ended."""
+    import sys
+
+    frame = sys._current_frames().get(thread.ident or 0)
+    return frame is None or frame.f_code.co_name == name
+
+
+def test_close_waits_for_the_write_on_the_wire(redis_server: RedisServer, proxy: HoldingProxy) -> None:
+    """``close()`` comes while a thread's write of three calls is on the kept connection (Redis holds
+    the replies): it waits for that write, so the writer reads its own replies and Redis runs each
+    call once; then it closes the connection. Before, it closed the socket under the writer, whose
+    read failed; the writer sent its calls again on a new connection, and Redis ran each twice."""
+    from harness_one.state._redis import _BUCKET
+
+    shared = buckets(proxy.url + "?timeout=5")
+    link = shared.link
+    shared.acquire("warm", rate=1, burst=1, cost=1, now=0)
+    connection = link._hot_connection()
+    before = redis_server.commandstats()["evalsha"]
+    got: dict[str, Any] = {}
+    calls = [shared._args(f"c{i}", 1, 5, 1, 0) for i in range(3)]
+    hold = proxy.hold(_BUCKET)
+    writer = threading.Thread(target=lambda: got.update(w=[float(r) for r in link.run_many(_BUCKET, calls)]), daemon=True)
+    writer.start()
+    assert hold.reached.wait(10), "the held write never reached Redis"
+    closer = threading.Thread(target=link.close, daemon=True)
+    closer.start()
+    until(lambda: in_frame(closer, "close"), "close never started")
+    hold.release()
+    writer.join(10)
+    closer.join(10)
+    assert got == {"w": [0.0, 0.0, 0.0]} and link.failures == 0 and not link._is_down()
+    assert redis_server.commandstats()["evalsha"] - before == 3  # one run each: no resend
+    assert link._hot is None and not connection._sock  # closed after the write
+    assert shared.acquire("c0", rate=1, burst=5, cost=1, now=0) == 0.0  # a later call opens a new one (4 of 5 tokens left)
+
+
+def test_a_call_that_finds_no_write_flagged_while_the_send_lock_is_held_waits_for_the_lock(redis_url: str) -> None:
+    """A caller reads ``_sending`` without the queue lock, and can find it False while a thread holds
+    the send lock (it took the lock and has not set the flag yet, or it handed the queue on and has
+    not let go of the lock yet). Such a caller does not queue: it waits for the send lock and sends
+    its call alone. That is a write it does not share, never a lost wake-up: with the bounded wait set
+    to an hour, both such callers complete as soon as the lock is let go, each with its own reply."""
+    shared = buckets(redis_url, timeout=5)
+    link = shared.link
+    call = {"rate": 1, "cost": 1, "now": 0}
+    shared.acquire("warm", burst=1, **call)
+    link._patience = 3600.0
+    writes = count_writes(link._hot_connection())
+    got: dict[str, float] = {}
+    link._send_lock.acquire()  # the window: the send lock held, _sending False
+    pool = [threading.Thread(target=lambda b=b: got.update({f"b{b}": shared.acquire(f"b{b}", burst=b, **call)})) for b in (0, 1)]
+    try:
+        for t in pool:
+            t.start()
+            until(lambda t=t: in_frame(t, "_send"), "the caller never waited for the send lock")
+        assert not link._queue and not link._sending  # neither queued
+    finally:
+        link._send_lock.release()
+    for t in pool:
+        t.join(30)
+    assert got == {"b0": 1.0, "b1": 0.0}  # an empty bucket waits 1 s, a full one admits: each its own reply
+    assert writes == [1, 1] and not link._sending and not link._queue

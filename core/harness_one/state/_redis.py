@@ -392,14 +392,17 @@ _WAITING, _WOKEN, _WRITING, _LEFT = range(4)
 
 
 class _Waiter:
-    """A thread waiting for the calls it queued: ``_WAITING``; ``_WOKEN`` once its lock was
-    released (its calls answered, or its turn to send the queue), which happens once;
-    ``_WRITING`` once it took the queue to send; ``_LEFT`` when interrupted."""
+    """A thread waiting for the calls it queued, on its held lock ``done``: ``_WAITING``;
+    ``_WOKEN`` once ``done`` was released (its calls answered, or its turn to send the queue),
+    which happens once; ``_WRITING`` once it took the queue (``claimed``) to send; ``_LEFT`` once
+    it handed the queue on, or was interrupted."""
 
-    __slots__ = ("state",)
+    __slots__ = ("claimed", "done", "state")
 
-    def __init__(self) -> None:
+    def __init__(self, done: Any) -> None:
+        self.done = done
         self.state = _WAITING
+        self.claimed: list[_Pending] = []
 
 
 class _Batcher:
@@ -748,21 +751,29 @@ class RedisLink:
                 if waits:
                     done = threading.Lock()  # one for the thread's calls: it waits for them all
                     done.acquire()
-                    waiter = _Waiter()
+                    waiter = _Waiter(done)
                     for pending in batch:
                         pending.done = done
                         pending.waiter = waiter
                     self._queue.extend(batch)  # one queue: the next write takes them all
             if waits:
-                self._wait(batch, done, waiter)
+                try:
+                    self._wait(batch, waiter)
+                except BaseException:
+                    self._leave(batch, waiter)
+                    raise
                 return
         with self._send_lock:
             self._sending = True
-            self._lead(batch)
+            try:
+                self._lead(batch)
+            except BaseException:  # Ctrl-C before _lead's own hand-on ran: hand on (again, harmless: no
+                self._pass_on(batch, True)  # call of this batch is queued, and a thread woken is not woken twice)
+                raise
 
-    def _wait(self, batch: list[_Pending], done: Any, waiter: _Waiter) -> None:
-        """Wait for the replies to this thread's queued calls ``batch`` (``done`` is released when
-        they come, or when it is this thread's turn to send the queue: it then sends it).
+    def _wait(self, batch: list[_Pending], waiter: _Waiter) -> None:
+        """Wait for the replies to this thread's queued calls ``batch`` (``waiter.done`` is released
+        when they come, or when it is this thread's turn to send the queue: it then sends it).
 
         A wait has a bound: every ``_patience`` seconds without a wake, the thread checks that a
         thread holds the send lock (is writing) and that its calls are queued (that writer's
@@ -771,29 +782,31 @@ class RedisLink:
         (for the write on the wire, if one is) and, its calls still unanswered, sends the queue
         itself (its own calls again if a sender took them and left them unanswered). Only the
         thread holding the send lock writes on the kept connection. Interrupted
-        (``KeyboardInterrupt``), its calls leave the queue and are sent for no one again, and its
-        turn to send goes on to the next queued thread."""
-        try:
-            while True:
-                woken = done.acquire(timeout=self._patience)
-                if not any(map(_unanswered, batch)):
-                    return
-                if woken or not self._send_lock.locked() or not self._queued(done):
-                    with self._send_lock:
-                        queued = self._claim(batch, done, waiter)
+        (``KeyboardInterrupt``) once it took the queue, it hands it on before it lets go of the
+        send lock, even where :meth:`_lead` could not (as that starts or hands on); interrupted
+        before, :meth:`_send` takes its calls out of the queue (:meth:`_leave`)."""
+        done = waiter.done
+        while True:
+            woken = done.acquire(timeout=self._patience)
+            if not any(map(_unanswered, batch)):
+                return
+            if woken or not self._send_lock.locked() or not self._queued(done):
+                with self._send_lock:
+                    try:
+                        queued = self._claim(batch, waiter)
                         if queued is not None:
-                            self._lead(queued, done)
-                    return
-        except BaseException:
-            self._leave(batch, done, waiter)
-            raise
+                            self._lead(queued, waiter)
+                    except BaseException:
+                        self._pass_on(waiter.claimed, True, waiter)  # a no-op once handed on
+                        raise
+                return
 
     def _queued(self, done: Any) -> bool:
         """Whether the calls of the thread waiting on ``done`` are in the queue."""
         with self._queue_lock:
             return any(pending.done is done for pending in self._queue)
 
-    def _claim(self, batch: list[_Pending], done: Any, waiter: _Waiter) -> list[_Pending] | None:
+    def _claim(self, batch: list[_Pending], waiter: _Waiter) -> list[_Pending] | None:
         """The queue, taken to send by this thread (it holds the send lock), with its own calls
         ``batch`` first if a sender took them and could not queue them again; None when they were
         answered meanwhile."""
@@ -801,20 +814,21 @@ class RedisLink:
             if not any(map(_unanswered, batch)):
                 return None
             queued = self._queue
-            if not any(pending.done is done for pending in queued):  # no thread sends them now: nor will one
+            if not any(pending.done is waiter.done for pending in queued):  # no thread sends them now: nor will one
                 queued = [pending for pending in batch if _unanswered(pending)] + queued
+            waiter.claimed = queued  # (no call between these stores: an interrupt lands before or after them all)
             self._queue = []
             self._sending = True
             waiter.state = _WRITING
             return queued
 
-    def _leave(self, batch: list[_Pending], done: Any, waiter: _Waiter) -> None:
+    def _leave(self, batch: list[_Pending], waiter: _Waiter) -> None:
         """This thread, interrupted, stops waiting for its calls ``batch``: they leave the queue (in
         flight, they are not sent again), and the next queued thread gets its turn to send."""
         following = None
         with self._queue_lock:
-            if waiter.state != _WRITING:  # a writer hands the queue on itself (_pass_on)
-                self._queue = [pending for pending in self._queue if pending.done is not done]
+            if waiter.state < _WRITING:  # queued still (a writer hands the queue on itself: _pass_on)
+                self._queue = [pending for pending in self._queue if pending.done is not waiter.done]
                 if waiter.state == _WOKEN and any(map(_unanswered, batch)):  # woken for its turn
                     following = self._nominate()
             for pending in batch:
@@ -848,10 +862,10 @@ class RedisLink:
         self._send(batch)
         return [self._reply(pending.outcome) for pending in batch]
 
-    def _lead(self, batch: list[_Pending], mine: Any = None) -> None:
+    def _lead(self, batch: list[_Pending], mine: _Waiter | None = None) -> None:
         """(The send lock held.) Send ``batch`` in one write, give every call its reply, and hand the
-        queue to the next sender. ``mine``: the lock of this thread's calls in ``batch`` (None when
-        they were not queued). Only an interrupt (a ``BaseException`` that is no ``Exception``:
+        queue to the next sender. ``mine``: this thread's state when it took ``batch`` from the queue
+        (None when it sends its own calls alone). Only an interrupt (a ``BaseException`` that is no ``Exception``:
         Ctrl-C) is this thread's own; any other failure fails the calls left unanswered and marks
         the link down, and an unexpected one (say redis-py's ``InvalidResponse``) is raised here too."""
         interrupted = True
@@ -868,8 +882,6 @@ class RedisLink:
                     if unloaded:
                         _exchange(connection, unloaded, reload=True)
                     self._owed = False
-                    if connection is not self._hot:  # closed meanwhile: the resend reconnected it
-                        connection.disconnect()
             except Exception as exc:
                 interrupted = False  # a failure, not an interrupt (_broke may raise)
                 self._broke(batch, exc)
@@ -891,21 +903,27 @@ class RedisLink:
         if failure is not exc:
             raise exc
 
-    def _pass_on(self, batch: list[_Pending], interrupted: bool, mine: Any = None) -> None:
-        """Wake the threads whose calls ``batch`` (sent by this thread, whose own calls wait on
-        ``mine``) answered, and the first queued thread for its turn to send the queue. When this
+    def _pass_on(self, batch: list[_Pending], interrupted: bool, mine: _Waiter | None = None) -> None:
+        """Wake the threads whose calls ``batch`` (sent by this thread, in state ``mine`` if it took
+        them from the queue) answered, and the first queued thread for its turn to send the queue;
+        once per batch taken (``mine``'s state then goes from ``_WRITING`` to ``_LEFT``). When this
         thread was ``interrupted`` (``KeyboardInterrupt``: its own), the calls of waiting threads
         it left unanswered go first in the queue, so one of those threads sends them again: no
         other call fails, and the link is not marked down."""
         again: list[_Pending] = []
         woken = []
+        own = None if mine is None else mine.done
         with self._queue_lock:
+            if mine is not None:
+                if mine.state != _WRITING:  # handed on already
+                    return
+                mine.state, mine.claimed = _LEFT, []
             if interrupted:
-                again = [p for p in batch if p.done is not mine and p.done is not None and _unanswered(p)]
+                again = [p for p in batch if p.done is not own and p.done is not None and _unanswered(p)]
                 if again:
                     self._queue = again + self._queue
             waiting = {p.done for p in again} if again else ()  # their threads wait on
-            last = mine
+            last = own
             for pending in batch:  # one wake per thread (its calls are side by side)
                 done = pending.done
                 if done is not last and done is not None:
@@ -1023,11 +1041,12 @@ class RedisLink:
             self._raise(exc)
 
     def close(self) -> None:
-        """Close the sync pool and the kept connection (asyncio clients close with :meth:`aclose`)."""
-        with self._queue_lock:
+        """Close the sync pool and the kept connection, after the write on it, if one is on the
+        wire, has its replies (or failed): never under a writer (asyncio clients close with :meth:`aclose`)."""
+        with self._send_lock:
             hot, self._hot = self._hot, None
-        if hot is not None and self._hot_pid == os.getpid():
-            hot.disconnect()
+            if hot is not None and self._hot_pid == os.getpid():
+                hot.disconnect()
         if self._client is not None:
             self._client.close()
 
