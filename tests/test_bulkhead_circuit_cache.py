@@ -642,6 +642,30 @@ def test_a_clock_stepped_back_expires_cached_results(clock: ManualClock) -> None
     assert reg.call("price", {"sku": "a"}) == 2
 
 
+def test_a_clock_stepped_back_ages_the_circuits_window_out() -> None:
+    """Failures counted at t=1000 (window 60 s) no longer count after the clock stepped back to 900:
+    they are not younger than the window, and one success does not open the circuit."""
+    clock = ManualClock(1000.0)
+    reg = ToolRegistry(clock=clock, autoload=False)
+    failing = [True]
+
+    def api(x: int) -> int:
+        if failing[0]:
+            raise RuntimeError("down")
+        return x
+
+    reg.add(api, circuit_breaker={"min_calls": 10, "failure_ratio": 0.5, "window": 60})
+    for i in range(9):  # below min_calls
+        assert reg.try_call("api", {"x": i}).error is not None
+    clock.advance(-100)
+    failing[0] = False
+    assert reg.call("api", {"x": 1}) == 1
+    assert reg.plugins.get("circuit_breaker").state("api") == "closed"
+    for i in range(9):  # the window counts from here: nine successes and the one before, no failure
+        assert reg.call("api", {"x": i}) == i
+    assert reg.plugins.get("circuit_breaker").state("api") == "closed"
+
+
 def test_cache_off_by_default_and_only_for_safe_tools(clock: ManualClock) -> None:
     runs: list[int] = []
     reg = ToolRegistry(clock=clock, autoload=False)

@@ -520,6 +520,26 @@ def test_a_scoped_key_without_its_context_field_is_refused(make_store: Any, cont
     assert reg.call("once", context=context) == 2  # a call without a key is not the scope's business
 
 
+class _User:
+    """A context value whose text is its address (the default repr): another user's once the address is reused."""
+
+
+@pytest.mark.parametrize("value", [_User(), 1.5, True, ["alice"], {"id": "alice"}])
+def test_a_scope_field_that_is_no_string_nor_integer_is_refused(make_store: Any, value: Any) -> None:
+    """Fail-closed as for a missing field: an object's text may be its address, another user's later."""
+    reg = registry_with(make_store(), scope="user_id")
+    runs: list[int] = []
+    reg.add(lambda: runs.append(1) or len(runs), name="once")
+    error = reg.try_call("once", idempotency_key="k", context={"user_id": value}).error
+    assert isinstance(error, IdempotencyScopeMissing) and error.field == "user_id"
+    assert (
+        f"the context field 'user_id' that idempotency keys are scoped by holds a {type(value).__name__}, not a string or an integer"
+        in error.message
+    )
+    assert runs == []
+    assert reg.call("once", idempotency_key="k", context={"user_id": 7}) == 1
+
+
 @pytest.mark.parametrize(
     ("scope", "problem"),
     [

@@ -94,6 +94,8 @@ class Settings:
     log_format: str | None = None
     log_level: str = "warning"
     tools: list[str] = field(default_factory=list)
+    #: How many of ``tools`` (the first ones) the configuration file's ``tools`` key gave; the rest are ``HARNESS_ONE_TOOLS``'s.
+    tools_in_file: int = 0
     mcp_servers: dict[str, dict[str, Any]] = field(default_factory=dict)
     source: str | None = None
     #: ``HARNESS_ONE_IMPORT_TIMEOUT``: seconds an entry point's import may take (None: no bound).
@@ -213,6 +215,7 @@ def load_settings(path: str | None = None) -> Settings:
     settings.state = os.environ.get(ENV_REDIS) or os.environ.get(ENV_STATE) or settings.state
     settings.state_prefix = os.environ.get(ENV_REDIS_PREFIX) or settings.state_prefix
     settings.state = with_prefix(settings.state, settings.state_prefix)
+    settings.tools_in_file = len(settings.tools)
     settings.tools += [t for t in os.environ.get(ENV_TOOLS, "").split(os.pathsep) if t]
     settings.import_timeout = _import_timeout(os.environ.get(ENV_IMPORT_TIMEOUT, ""))
     if settings.log_format not in (None, "console", "json"):

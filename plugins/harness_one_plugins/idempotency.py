@@ -105,17 +105,25 @@ class OutcomeNotReplayable(ToolError):
 class IdempotencyScopeMissing(ToolError):
     """A keyed call without a context field of the plugin's ``scope``: refused, not run, nothing stored.
 
-    ``field`` names the missing field. A key scoped by a field is only ever the key of one value of it,
-    so a call that does not say whose key it is neither claims nor replays one.
+    ``field`` names the missing field (or one holding neither a string nor an integer: an object's
+    text may be its address, another user's later). A key scoped by a field is only ever the key of
+    one value of it, so a call that does not say whose key it is neither claims nor replays one.
     """
 
     kind = "idempotency_scope_missing"
 
-    def __init__(self, field: str, key: str, *, tool: str | None = None, call_id: str | None = None) -> None:
+    def __init__(
+        self, field: str, key: str, *, got: str | None = None, tool: str | None = None, call_id: str | None = None
+    ) -> None:
         self.field = field
+        if got is None:
+            why = f"without the context field '{field}' that idempotency keys are scoped by"
+            fix = "Make the call with that field in its context."
+        else:
+            why = f"the context field '{field}' that idempotency keys are scoped by holds {got}, not a string or an integer"
+            fix = "Give that field a string or an integer."
         super().__init__(
-            f"Tool '{tool}' was called with idempotency key '{key}' but without the context field '{field}' "
-            "that idempotency keys are scoped by, so it was not run. Make the call with that field in its context.",
+            f"Tool '{tool}' was called with idempotency key '{key}' but {why}, so it was not run. {fix}",
             tool=tool,
             call_id=call_id,
         )
@@ -287,8 +295,9 @@ class IdempotencyPlugin:
         scoped = []
         for field in self.scope:
             value = call.context.get(field)
-            if value is None:
-                raise IdempotencyScopeMissing(field, key, tool=call.tool.name, call_id=call.call_id)
+            if value is None or type(value) not in (str, int):  # an object's text may be its address: not whose it is
+                got = None if value is None else f"a {type(value).__name__}"
+                raise IdempotencyScopeMissing(field, key, got=got, tool=call.tool.name, call_id=call.call_id)
             text = key_text(value)
             scoped.append(f"{len(text)}:{text}:")
         return "".join(scoped) + key

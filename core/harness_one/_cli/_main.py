@@ -182,12 +182,8 @@ def _tools_origins(settings: Settings) -> list[tuple[str, str]]:
     (the file's entries come first), or the ``HARNESS_ONE_TOOLS`` variable."""
     from .._config import ENV_TOOLS
 
-    in_env = len([t for t in os.environ.get(ENV_TOOLS, "").split(os.pathsep) if t])
-    in_file = len(settings.tools) - in_env
-    return [
-        (spec, f"the 'tools' key of {Path(settings.source or '').absolute()}" if n < in_file else f"${ENV_TOOLS}")
-        for n, spec in enumerate(settings.tools)
-    ]
+    in_file = f"the 'tools' key of {Path(settings.source or '').absolute()}"
+    return [(spec, in_file if n < settings.tools_in_file else f"${ENV_TOOLS}") for n, spec in enumerate(settings.tools)]
 
 
 def _attach_mcp(state: CliState, registry: ToolRegistry) -> None:

@@ -263,8 +263,9 @@ class Breaker:
         self.opened = 0
 
     def _trim(self, now: float, policy: Any) -> None:
+        """Drop the seconds out of the window: before it, and after ``now`` (the clock stepped back: they are not younger)."""
         oldest = math.floor(now - policy.window)
-        for second in [s for s in self.buckets if s <= oldest]:
+        for second in [s for s in self.buckets if s <= oldest or s > now]:
             del self.buckets[second]
 
     def totals(self, now: float, policy: Any = None) -> tuple[int, int]:
