@@ -97,7 +97,7 @@ def _power(base: Any, exponent: Any) -> Any:
         and exponent > 0
         and (exponent.bit_length() > 64 or exponent * math.log10(abs(base)) > MAX_RESULT_DIGITS)
     ):
-        shown = f"{base} ** {exponent}"
+        shown = f"{f'({base})' if base < 0 else base} ** {exponent}"  # -2 ** n would read as -(2 ** n)
         raise _too_many_digits(f"{shown if len(shown) <= 40 else 'the power'} would have")
     return operator.pow(base, exponent)
 
@@ -113,13 +113,27 @@ def _factorial(n: Any) -> int:
     return math.factorial(n)
 
 
+def _whole(fn: Callable[[Any], int]) -> Callable[[Any], int]:
+    """``fn`` (``floor``, ``ceil``, ``round``) refusing an infinite value, which has no integer (Python says it overflows)."""
+
+    def whole(x: Any) -> int:
+        if isinstance(x, float) and math.isinf(x):
+            raise ValueError(f"{fn.__name__}() of {x}: the value is infinite, not a finite number, so it has no integer value")
+        return fn(x)
+
+    return whole
+
+
+_round_whole = _whole(round)
+
+
 def _round(number: Any, ndigits: Any = None) -> Any:
     if ndigits is not None and _is_int(ndigits) and abs(ndigits) > MAX_RESULT_DIGITS:
         raise _TooBig(
             f"round() takes ndigits between -{MAX_RESULT_DIGITS} and {MAX_RESULT_DIGITS}, not {ndigits}",
             f"|ndigits| <= {MAX_RESULT_DIGITS}",
         )
-    return round(number) if ndigits is None else round(number, ndigits)
+    return _round_whole(number) if ndigits is None else round(number, ndigits)
 
 
 _BINARY[ast.Mult] = _multiply
@@ -130,7 +144,7 @@ _FUNCTIONS: dict[str, Callable[..., Any]] = {
     "sqrt": math.sqrt, "exp": math.exp, "log": math.log, "log10": math.log10, "log2": math.log2,
     "sin": math.sin, "cos": math.cos, "tan": math.tan, "asin": math.asin, "acos": math.acos, "atan": math.atan,
     "atan2": math.atan2, "sinh": math.sinh, "cosh": math.cosh, "tanh": math.tanh,
-    "floor": math.floor, "ceil": math.ceil, "hypot": math.hypot, "degrees": math.degrees, "radians": math.radians,
+    "floor": _whole(math.floor), "ceil": _whole(math.ceil), "hypot": math.hypot, "degrees": math.degrees, "radians": math.radians,
     "factorial": _factorial, "gcd": math.gcd,
 }  # fmt: skip
 

@@ -6,7 +6,8 @@ every usual meaning of an ambiguous one, ``IST``: Kolkata, Dublin, Jerusalem), t
 last part is the name's (a city: ``Paris`` or ``new york``, ``Asia/Paris``: ``Europe/Paris``),
 else close names, compared ignoring case. An abbreviation is never guessed for an abbreviation
 (``PST`` is not ``MST``), and an offset is matched by its sign: ``UTC+3`` is ``Etc/GMT-3`` (POSIX
-signs), never ``Etc/GMT+3``; an offset no zone has exactly (``UTC+5:30``) gets no guess.
+signs), never ``Etc/GMT+3``, and an Etc/GMT name keeps its sign (``Etc/GMT+03``: ``Etc/GMT+3``); an offset
+no zone has exactly (``UTC+5:30``, ``Etc/GMT+14``) gets no guess.
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ __all__ = ["CurrentTime", "current_time"]
 
 Format = Literal["iso", "rfc2822", "unix", "human"]
 _MAX_NAME = 64  # characters of an unknown zone name echoed in the error
-_OFFSET = re.compile(r"(?:UTC|GMT)\s*([+-])\s*(\d{1,2})(?::?(\d\d))?", re.IGNORECASE)
+#: An offset from UTC: ``UTC+3``, ``GMT-05:00``, or with the POSIX sign of the Etc/GMT names, ``Etc/GMT+14``.
+_OFFSET = re.compile(r"(Etc/GMT|UTC|GMT)\s*([+-])\s*(\d{1,2})(?::?(\d\d))?", re.IGNORECASE)
 _POSIX_SIGNS = " (an Etc/GMT name has the POSIX sign: Etc/GMT-3 is 3 hours ahead of UTC)"
 _ABBREVIATION = 5  # letters at most of a name read as an abbreviation (AKST, NZDT)
 _SUGGESTIONS = 3  # zones at most suggested for a name that is no abbreviation
@@ -116,8 +118,9 @@ def _suggestions(name: str) -> list[str]:
     if name.upper() in _ABBREVIATIONS:
         return list(_ABBREVIATIONS[name.upper()])
     if (offset := _OFFSET.fullmatch(name.strip())) is not None:
-        sign, hours, minutes = offset.groups()
-        zone = "UTC" if int(hours) == 0 else f"Etc/GMT{'-' if sign == '+' else '+'}{int(hours)}"
+        prefix, sign, hours, minutes = offset.groups()
+        posix = sign if prefix.casefold() == "etc/gmt" else "-" if sign == "+" else "+"
+        zone = "UTC" if int(hours) == 0 else f"Etc/GMT{posix}{int(hours)}"
         return [zone] if zone in _zones() and int(minutes or 0) == 0 else []
     if len(name) > _MAX_NAME:
         return []

@@ -5,7 +5,9 @@
   private, link-local such as 169.254.169.254, multicast, reserved, unspecified, shared or
   documentation space), for IPv4, IPv6 and IPv4 embedded in IPv6 (mapped, 6to4, Teredo,
   NAT64). The request then goes to that address (the ``Host`` header and TLS SNI carry the
-  name), so a second DNS answer cannot switch it to another host (DNS rebinding).
+  name), so a second DNS answer cannot switch it to another host (DNS rebinding). An
+  internationalised name (``bücher.example``) is resolved and sent in its ASCII form
+  (``xn--bcher-kva.example``); ``allow`` takes either spelling.
 - Redirects are followed by hand, each hop checked the same way, at most ``max_redirects``.
 - One deadline, ``timeout`` seconds, covers the whole fetch: DNS, connect, TLS, every read
   and write of headers and body, over every redirect. Each socket operation gets only the
@@ -23,7 +25,7 @@
   return; HTTP/1.1 over the network has three digits) is a ``ToolError``, so it cannot
   overrun ``max_chars``. The tool sets no ``max_output`` of its own, so an
   operator's lower output limit applies to it as to any tool.
-- HTML becomes readable text; JSON stays JSON.
+- HTML becomes readable text (:func:`html_to_text`); JSON stays JSON.
 - A URL or header echoed in the result or an error is cut, saying how long it was.
 
 ``HARNESS_ONE_FETCH_ALLOW`` (comma-separated hosts, addresses or CIDR networks) opens chosen
@@ -235,7 +237,7 @@ def _pin(
         raise _refuse(
             f"only http and https URLs can be fetched, not {_cut(url.scheme) or 'a relative URL'!r}", str(url), redirect=redirect
         )
-    host = url.host
+    host = url.raw_host.decode("ascii")  # what goes on the wire: an IDN host in its ASCII (IDNA) form, as httpx wrote it
     if not host:
         raise _refuse("the URL has no host", str(url), redirect=redirect)
     port = url.port or (443 if url.scheme == "https" else 80)
@@ -254,7 +256,7 @@ def _pin(
             raise ToolError(f"{_cut(host)!r} has no addresses.")
     for ip in addresses:
         reason = why_refused(ip)
-        if reason and not policy.allows(host, ip):
+        if reason and not (policy.allows(host, ip) or policy.allows(url.host, ip)):  # an allowed IDN in either spelling
             via = "" if literal is not None else f" ({_cut(host)} resolves to {ip})"
             raise _refuse(f"refused: {ip}{via} {reason}; only public addresses can be fetched", str(url), redirect=redirect)
     pinned = url.copy_with(host=str(addresses[0]))  # httpx adds the brackets of an IPv6 address
@@ -462,13 +464,14 @@ def html_to_text(html: str) -> tuple[str, str]:
     them was scanned again with each piece: a 1 MB page of ``<a b b b ...`` took 13 s), and
     markup left open at the end (a comment or tag that never closes, which a browser does not
     show either) is dropped rather than given to ``close()``, which would read it one character
-    at a time (a 1 MB page of ``<!--`` took minutes). Markup the parser cannot read ends the
-    text there.
+    at a time (a 1 MB page of ``<!--`` took minutes). Text the parser holds back at the end (an
+    ``&`` in its last 34 characters may start a character reference cut in two) has no markup,
+    and is given to ``close()`` however long. Markup the parser cannot read ends the text there.
     """
     parser = _TextExtractor()
     try:
         parser.feed(html)
-        if len(parser.rawdata) <= _PENDING:
+        if len(parser.rawdata) <= _PENDING or "<" not in parser.rawdata:  # no markup left: close() reads it in one go
             parser.close()
     except AssertionError:  # html.parser's own refusal of some markup ("<![" + junk): keep what was read
         pass

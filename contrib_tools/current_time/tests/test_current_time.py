@@ -68,6 +68,9 @@ def test_names_that_are_not_zones_are_refused(reg: ToolRegistry, name: str) -> N
         ("UTC+3", "did you mean Etc/GMT-3? (an Etc/GMT name has the POSIX sign: Etc/GMT-3 is 3 hours ahead of UTC)"),
         ("gmt-05:00", "did you mean Etc/GMT+5? (an Etc/GMT name has the POSIX sign: Etc/GMT-3 is 3 hours ahead of UTC)"),
         ("UTC+5:30", "use an IANA name such as 'Europe/Berlin'"),  # no zone is that offset alone
+        ("Etc/GMT+14", "use an IANA name such as 'Europe/Berlin'"),  # was Etc/GMT+4, Etc/GMT+1, Etc/GMT-14 (14 h ahead)
+        ("etc/gmt+03", "did you mean Etc/GMT+3? (an Etc/GMT name has the POSIX sign: Etc/GMT-3 is 3 hours ahead of UTC)"),
+        ("Etc/GMT-10:00", "did you mean Etc/GMT-10? (an Etc/GMT name has the POSIX sign: Etc/GMT-3 is 3 hours ahead of UTC)"),
         ("XYZT", "use an IANA name such as 'Europe/Berlin'"),  # another abbreviation is no guess
         ("Tokyo", "did you mean Asia/Tokyo?"),
         ("Paris", "did you mean Europe/Paris?"),  # a city is the last part of its zone's name (was no suggestion)

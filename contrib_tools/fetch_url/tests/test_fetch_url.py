@@ -8,6 +8,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import harness_one_fetch_url as mod
+import httpx
 import pytest
 
 from harness_one import ToolArgumentError, ToolError, ToolRegistry
@@ -164,6 +165,47 @@ def test_resolved_once_and_pinned(server: str) -> None:
     out = reg.call("fetch_url", {"url": f"http://rebind.test:{port}/json"})
     assert calls == ["rebind.test"]  # one lookup per hop, and the connection used its answer
     assert out["json"]["host"] == f"rebind.test:{port}"  # the Host header carries the name
+
+
+IDN = "xn--bcher-kva.example"  # bücher.example in its ASCII (IDNA) form
+
+
+def plain(body: bytes) -> httpx.Response:
+    return httpx.Response(200, headers={"content-type": "text/plain"}, stream=httpx.ByteStream(body))
+
+
+@pytest.mark.parametrize(
+    ("url", "host"),
+    [("https://bücher.example/", IDN), (f"https://{IDN}/", IDN), ("https://BÜCHER.example:8443/", f"{IDN}:8443")],
+)
+def test_an_idn_host_goes_to_the_resolver_and_on_the_wire_in_ascii(url: str, host: str) -> None:
+    """The Unicode name (httpx's ``url.host``, for either spelling) went into the Host header: UnicodeEncodeError."""
+    asked: list[str] = []
+    sent: list[httpx.Request] = []
+
+    def resolver(name: str, port: int) -> list[str]:
+        asked.append(name)
+        return ["93.184.215.14"]
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        sent.append(request)
+        return plain(b"ok")
+
+    out = mod.fetch(url, mod.FetchPolicy(resolver=resolver, transport=httpx.MockTransport(handler)))
+    assert out["text"] == "ok" and asked == [IDN]
+    assert sent[0].url.host == "93.184.215.14" and sent[0].headers["Host"] == host
+    assert sent[0].extensions["sni_hostname"] == IDN
+
+
+@pytest.mark.parametrize("allow", [(), ("bücher.example",), (IDN,)])
+def test_an_idn_host_is_checked_by_its_addresses_and_allowed_in_either_spelling(allow: tuple[str, ...]) -> None:
+    inside = httpx.MockTransport(lambda request: plain(b"inside"))
+    policy = mod.FetchPolicy(allow=allow, resolver=lambda name, port: ["10.0.0.1"], transport=inside)
+    if not allow:
+        with pytest.raises(ToolArgumentError, match=r"refused: 10\.0\.0\.1 \(xn--bcher-kva\.example resolves to 10\.0\.0\.1\)"):
+            mod.fetch("http://bücher.example/", policy)
+    else:
+        assert mod.fetch("http://bücher.example/", policy)["text"] == "inside"
 
 
 def test_allow_list_by_network_and_env(server: str, monkeypatch: pytest.MonkeyPatch) -> None:

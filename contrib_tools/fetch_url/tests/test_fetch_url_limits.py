@@ -218,8 +218,9 @@ def test_html_left_open_is_parsed_in_linear_work(serve: Callable[[Reply], str], 
         "<p>shown</p>" + "<p/" * 30_000,
         "<p>shown</p>" + "<a\n" * 30_000,
         "<p>shown</p>" * 5_000,
+        "<p>shown</p>" + "words & " * 5_000 + "AT&T",  # text held back at the end, given to close()
     ],
-    ids=["attributes", "self-closing", "newlines", "closed"],
+    ids=["attributes", "self-closing", "newlines", "closed", "held-back"],
 )
 def test_html_is_scanned_once(monkeypatch: pytest.MonkeyPatch, html: str) -> None:
     """Fed in 8 KB pieces, a tag left open was scanned again with each piece: 13 s for 1 MB of '<a b b b ...'."""
@@ -233,6 +234,16 @@ def test_html_is_scanned_once(monkeypatch: pytest.MonkeyPatch, html: str) -> Non
     monkeypatch.setattr(mod._TextExtractor, "goahead", counted)
     assert mod.html_to_text(html)[1].startswith("shown")
     assert sum(scanned) <= 2 * len(html)  # each character read at most twice (feed, then close)
+
+
+@pytest.mark.parametrize(("tail", "shown"), [("Contact AT&T", "Contact AT&T"), ("AT&T.", "AT&T."), ("fish &amp", "fish &")])
+def test_text_held_back_at_the_end_past_16_kb_is_kept(tail: str, shown: str) -> None:
+    """html.parser holds back a last text run with an ``&`` in its last 34 characters (a character reference may be cut
+    there); past 16 KB, close() was skipped and the page's whole text lost."""
+    body = "Quarterly report. " * 1_000
+    assert mod.html_to_text("<html><body><p>" + body + tail) == ("", (body + shown).strip())
+    out = mod.fetch("https://example.com/", mocked(answer(body=("<p>" + body + tail).encode(), headers=HTML)))
+    assert out["text"] == (body + shown).strip() and out["truncated"] is False
 
 
 def test_a_charset_whose_decoder_is_slow_is_not_used(serve: Callable[[Reply], str]) -> None:
@@ -400,6 +411,7 @@ def answer(
     return lambda request: httpx.Response(status, headers=headers, stream=httpx.ByteStream(body))
 
 
+HTML = {"content-type": "text/html"}
 LONG_URL = "https://example.com/" + "a" * 60_000  # httpx takes URLs up to 64 KB
 
 

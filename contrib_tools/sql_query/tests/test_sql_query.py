@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import math
+import os
 import sqlite3
 import sys
 import time
@@ -71,6 +72,8 @@ def test_select(reg: ToolRegistry) -> None:
         ("SELECT FTS3_TOKENIZER('simple', x'4141414141414141') AS p", "call fts3_tokenizer()"),  # one to call
         ("SELECT load_extension('/tmp/x.so')", "call load_extension()"),
         ("PRAGMA writable_schema = 1", "pragma writable_schema"),
+        ("PRAGMA temp_store = FILE", "pragma temp_store"),  # the tool's own setting: sorts in memory, within max_memory
+        ("SELECT * FROM pragma_temp_store", "pragma temp_store"),
         ("UPDATE sqlite_master SET sql = ''", "may not be modified"),  # the schema table's bookkeeping is allowed, not this
         ("VACUUM INTO 'copy.sqlite3'", "attach"),
         ("INSERT INTO items (name) SELECT value FROM json_each('[1]')", "insert items"),
@@ -414,6 +417,26 @@ def test_a_query_that_needs_too_much_memory_is_refused(db: Path) -> None:
     assert (problem.path, problem.keyword) == ("$.sql", "limits") and "more memory than this tool may use" in problem.message
     # the worker lives on, its limit lifted after the call: a small query in it runs
     assert reg.call("sql_query", {"sql": _doubling_ctes(4)})["rows"] == [[8]]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the memory limit is RLIMIT_AS, enforced on Linux")
+def test_a_sort_past_the_memory_limit_is_refused_not_spilled_to_temporary_files(
+    db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SQLite wrote sorts past its 2 MB cache to temporary files, outside max_memory: one query wrote 1.3 GB of them."""
+    spill = tmp_path / "sqlite-tmp"
+    spill.mkdir()
+    os.utime(spill, (1, 1))  # a file created there, even one unlinked at once as SQLite's are, changes its mtime
+    monkeypatch.setenv("SQLITE_TMPDIR", str(spill))  # read by SQLite in the tool's worker, started at the first call
+    reg = ToolRegistry(autoload=False)
+    reg.add(mod.make_sql_query(db, max_memory=16 * 2**20))
+    sort = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c LIMIT {}) SELECT x FROM c ORDER BY randomblob(1000)"
+    with pytest.raises(ToolArgumentError) as err:
+        reg.call("sql_query", {"sql": sort.format(40_000)})  # 40 MB of sort keys: was written to disk, and returned rows
+    problem = err.value.problems[0]
+    assert (problem.path, problem.keyword) == ("$.sql", "limits") and "more memory than this tool may use" in problem.message
+    assert reg.call("sql_query", {"sql": sort.format(2_000)})["row_count"] == 200  # a sort within the limit runs
+    assert spill.stat().st_mtime == 1 and not any(spill.iterdir())
 
 
 def test_one_long_sqlite_step_is_killed_at_the_tool_timeout(db: Path) -> None:
