@@ -43,7 +43,8 @@ SERVER = textwrap.dedent(
     CONFIG = json.loads(os.environ["TEST_SERVER"])
     TOOLS = [{"name": name, "inputSchema": {"type": "object"}} for name in CONFIG["tools"]]
     BUS = InMemorySubscriptionBus()
-    STARTED, RELEASED = asyncio.Event(), asyncio.Event()
+    STARTED, RELEASED, QUIET = asyncio.Event(), asyncio.Event(), asyncio.Event()
+    QUIET.set()
     LISTINGS = [0]
 
     def text(value, error=False):
@@ -52,6 +53,7 @@ SERVER = textwrap.dedent(
     async def list_tools(ctx, params):
         if CONFIG.get("list_error"):
             raise MCPError(code=-32603, message=CONFIG["list_error"])
+        await QUIET.wait()  # answered after the announcements under way: a refresh sees them all first
         LISTINGS[0] += 1
         return {"tools": TOOLS, "ttlMs": 0, "cacheScope": "private", "resultType": "complete"}
 
@@ -64,10 +66,21 @@ SERVER = textwrap.dedent(
             await ctx.session.send_tool_list_changed()
             return text("added")
         if name == "announce":  # the tools changed (they did not), n times both ways
+            QUIET.clear()
             for _ in range(args["n"]):
                 await BUS.publish(ToolsListChanged())
                 await ctx.session.send_tool_list_changed()
+            while any(stream.statistics().current_buffer_used for stream in LISTEN._streams):
+                await anyio.sleep(0)  # the listen streams wrote every announcement (before the listings wait on)
+            QUIET.set()
             return text("announced")
+        if name == "describe":  # the listing of tools `names` changes (their description), announced
+            for tool in TOOLS:
+                if tool["name"] in args["names"]:
+                    tool["description"] = args["text"]
+            await BUS.publish(ToolsListChanged())
+            await ctx.session.send_tool_list_changed()
+            return text("described")
         if name == "listings":
             return text(str(LISTINGS[0]))
         if name == "huge":
@@ -108,8 +121,9 @@ SERVER = textwrap.dedent(
         async def flush(self):
             await self.out.flush()
 
+    LISTEN = ListenHandler(BUS)
     server = Server(
-        "hostile", on_list_tools=list_tools, on_call_tool=call_tool, on_subscriptions_listen=ListenHandler(BUS)
+        "hostile", on_list_tools=list_tools, on_call_tool=call_tool, on_subscriptions_listen=LISTEN
     )
 
     async def main():
@@ -312,9 +326,11 @@ def test_announcements_are_coalesced_and_re_add_only_changed_tools(script: str) 
         registry.plugins.register(Watch(), name="watch")
         added.clear()  # (registering replays the tools there are)
         assert registry.call("announce", {"n": 200}) == "announced"
-        time.sleep(0.5)
-        assert until(lambda: remote._refreshing is None or remote._refreshing.done())
-        assert int(registry.call("listings")) < 50  # one re-listing at a time, one more waiting (not 201)
+        time.sleep(0.5)  # (the client reads the last announcements)
+        assert until(lambda: remote._refreshing is not None and remote._refreshing.done())
+        # The server answers a listing once all 200 are written: the listing at import, the one the first
+        # announcement started, and one more for the 199 that came while it ran (not 201).
+        assert int(registry.call("listings")) == 3
         assert added == [] and registry.get("ok") is before  # nothing changed: nothing added again
         assert registry.try_call("ok").error.kind == "rate_limited"  # its bucket survived the refreshes
         registry.call("add_tool", {"name": "audit"})
@@ -412,3 +428,193 @@ def test_url_credentials_are_masked_in_the_repr() -> None:
     spec = McpSpec(name="api", url="https://alice:TOKEN123@tools.example.com/mcp", headers={"Authorization": "Bearer T"})
     assert repr(spec) == "McpSpec(name='api', url='https://***@tools.example.com/mcp', prefix='')"
     assert "TOKEN123" not in str([spec]) and spec.url == "https://alice:TOKEN123@tools.example.com/mcp"
+
+
+ID_LAST_SERVER = textwrap.dedent(
+    r"""
+    # Replies in the TypeScript SDK's member order, the id last: {"result": ..., "jsonrpc": "2.0", "id": N}
+    import json, sys
+
+    def write(result, request_id, crlf=False, spaced=False):
+        tail = ' ,\t"jsonrpc" : "2.0" ,  "id" :\t%s \t}' if spaced else ',"jsonrpc":"2.0","id":%s}'
+        line = '{"result":' + json.dumps(result) + tail % json.dumps(request_id)
+        sys.stdout.buffer.write(line.encode() + (b"\r\n" if crlf else b"\n"))
+        sys.stdout.flush()
+
+    for line in sys.stdin:
+        message = json.loads(line)
+        if "id" not in message:
+            continue
+        method, params = message["method"], message.get("params") or {}
+        result = {}
+        if method == "initialize":
+            info = {"name": "id-last", "version": "1"}
+            result = {"protocolVersion": params["protocolVersion"], "capabilities": {"tools": {}}, "serverInfo": info}
+        elif method == "tools/list":
+            result = {"tools": [{"name": "sized", "inputSchema": {"type": "object"}}]}
+        elif method == "tools/call":
+            args = params["arguments"]
+            def reply(text):
+                return {"content": [{"type": "text", "text": text}]}
+            base = len('{"result":' + json.dumps(reply("")) + ',"jsonrpc":"2.0","id":%s}' % json.dumps(message["id"]))
+            result = reply("x" * (args["bytes"] - base))  # a line of exactly that many bytes (without spacing)
+            write(result, message["id"], args.get("crlf", False), args.get("spaced", False))
+            continue
+        write(result, message["id"])
+    """
+)
+
+
+def test_a_reply_over_the_bound_with_its_id_last_fails_its_call_at_once(tmp_path: Path) -> None:
+    """The TypeScript SDK (most npx servers) writes the id after the result: the id was read only from the start
+    of the line, so the reply was dropped and its call waited out its deadline (300 s by default)."""
+    path = tmp_path / "id_last_server.py"
+    path.write_text(ID_LAST_SERVER)
+    registry = ToolRegistry(autoload=False)
+    remote = import_tools(registry, [sys.executable, str(path)], name="ts", max_reply_bytes=10_000, call_timeout=20)
+    try:
+        assert set(registry.call("sized", {"bytes": 200})) == {"x"}  # within the bound: read whole
+        for options in ({}, {"spaced": True}, {"crlf": True}):
+            error = registry.try_call("sized", {"bytes": 100_000, **options}).error
+            assert isinstance(error, ToolExecutionError) and not isinstance(error, ToolTimeout), options
+            assert isinstance(error.cause, RemoteToolError) and error.cause.kind == "reply_too_large"
+            assert "the reply was 100,0" in error.message and "more than the limit of 10,000" in error.message
+        assert set(registry.call("sized", {"bytes": 300})) == {"x"}  # the same connection
+    finally:
+        remote.close()
+
+
+def test_a_reply_of_exactly_max_reply_bytes_is_read_whatever_its_line_ending(tmp_path: Path) -> None:
+    """The bound counted the newline: a reply of max_reply_bytes bytes was refused as one byte longer (two with CRLF)."""
+    path = tmp_path / "id_last_server.py"
+    path.write_text(ID_LAST_SERVER)
+    registry = ToolRegistry(autoload=False)
+    remote = import_tools(registry, [sys.executable, str(path)], name="ts", max_reply_bytes=5_000, call_timeout=20)
+    try:
+        for crlf in (False, True):
+            assert set(registry.call("sized", {"bytes": 5_000, "crlf": crlf})) == {"x"}
+            error = registry.try_call("sized", {"bytes": 5_001, "crlf": crlf}).error
+            assert isinstance(error, ToolExecutionError) and isinstance(error.cause, RemoteToolError)
+            assert error.cause.kind == "reply_too_large"
+            assert "the reply was 5,001 bytes, more than the limit of 5,000 (max_reply_bytes)" in error.message
+    finally:
+        remote.close()
+
+
+def test_a_refresh_that_failed_part_way_is_made_up_by_the_next(script: str, caplog: pytest.LogCaptureFixture) -> None:
+    """A plugin refusing a changed tool once (harness_tool_added raising) left it stale for good: what the server
+    listed was kept as the registry's before the tools were added, and a change announced meanwhile was dropped."""
+    from harness_one import hookimpl
+
+    registry = ToolRegistry(autoload=False)
+    remote = import_tools(registry, spec(script, "describe", "announce", "a", "b"))
+    refuse: list[bool] = []
+
+    class Flaky:
+        @hookimpl
+        def harness_tool_added(self, tool: Any, registry: ToolRegistry) -> None:
+            if tool.name == "b" and refuse:
+                if refuse.pop():
+                    remote._changed()  # the server announces a change while this refresh runs
+                raise RuntimeError("transient failure while adding")
+
+    def described(text: str) -> bool:
+        registry.call("describe", {"names": ["a", "b"], "text": text})
+        return bool(until(lambda: registry.get("a").description == text and remote._refreshing.done()))
+
+    try:
+        registry.plugins.register(Flaky(), name="flaky")
+        refuse.append(False)
+        assert described("v2")
+        assert registry.get("b").description != "v2"  # refused: the old b stays
+        assert "mcp refresh failed" in caplog.text and "transient failure while adding" in caplog.text
+        assert registry.call("announce", {"n": 1}) == "announced"  # the next refresh adds b again
+        assert until(lambda: registry.get("b").description == "v2")
+        refuse.append(True)  # refused, and a change announced meanwhile: its refresh still runs, and adds b
+        assert described("v3")
+        assert until(lambda: registry.get("b").description == "v3")
+    finally:
+        remote.close()
+
+
+async def test_the_reply_reader_copies_each_byte_once_however_many_lines_a_chunk_holds() -> None:
+    """Each line cut the rest of its chunk off anew (``rest = chunk[end + 1:]``): quadratic in the lines of a chunk
+    (4 MiB of 16-byte lines took 0.38 s, the SDK's own reader 0.01 s)."""
+    import anyio
+
+    from harness_one.mcp._client import _ReplyLines
+
+    copied = [0]
+
+    class Counted(bytes):
+        """A chunk that counts the bytes its slices copy."""
+
+        def __getitem__(self, key: Any) -> Any:
+            part = super().__getitem__(key)
+            if isinstance(key, slice):
+                copied[0] += len(part)
+                return Counted(part)
+            return part
+
+    line = b'{"jsonrpc":"2.0","method":"notifications/progress"}\n'
+    chunk = Counted(line * 2048)
+
+    class Stream:
+        chunks = [chunk, chunk]
+
+        async def receive(self) -> bytes:
+            if not self.chunks:
+                raise anyio.EndOfStream
+            return self.chunks.pop()
+
+    lines = [text async for text in _ReplyLines(Stream(), "utf-8", "strict", "s", 1 << 20)]  # type: ignore[arg-type]
+    assert lines == [line.decode()] * 4096
+    assert copied[0] <= 2 * len(chunk) * 2  # linear (it was over 200 MiB)
+
+
+UNPATCHED = textwrap.dedent(
+    r"""
+    import contextlib, logging, sys
+    import mcp.client.stdio as sdk
+
+    original = sdk.stdio_client
+
+    @contextlib.asynccontextmanager
+    async def stdio_client(params, errlog=sys.stderr):  # an SDK whose reader no longer names TextReceiveStream
+        async with original(params, errlog) as streams:
+            yield streams
+
+    sdk.stdio_client = stdio_client
+    before = sdk.TextReceiveStream
+    logging.basicConfig(level=logging.WARNING, stream=sys.stdout, format="LOG %(message)s")
+    from harness_one import ToolRegistry
+    from harness_one.mcp import import_tools
+
+    print("patched:", sdk.TextReceiveStream is not before)
+    for name in ("one", "two"):
+        registry = ToolRegistry(autoload=False)
+        remote = import_tools(registry, [sys.executable, sys.argv[1]], name=name, max_reply_bytes=10_000)
+        print("reply:", len(registry.call("sized", {"bytes": 100_000})))
+        remote.close()
+    """
+)
+
+
+def test_an_sdk_that_reads_stdout_otherwise_is_not_patched_and_a_warning_says_so(tmp_path: Path) -> None:
+    """The SDK's ``TextReceiveStream`` was replaced whether or not its ``stdio_client`` still read through it."""
+    import mcp.client.stdio as sdk_stdio
+
+    from harness_one.mcp._client import _reads_text_stream, _text_stream
+
+    assert _reads_text_stream(sdk_stdio) and sdk_stdio.TextReceiveStream is _text_stream  # this SDK: patched
+    server, script = tmp_path / "id_last_server.py", tmp_path / "unpatched.py"
+    server.write_text(ID_LAST_SERVER)
+    script.write_text(UNPATCHED)
+    ran = subprocess.run([sys.executable, str(script), str(server)], capture_output=True, text=True, timeout=60, check=False)
+    assert ran.returncode == 0, ran.stderr
+    lines = ran.stdout.splitlines()
+    assert lines[0] == "patched: False"
+    replies = [int(line.split()[1]) for line in lines if line.startswith("reply:")]
+    assert len(replies) == 2 and min(replies) > 99_900  # no bound: read whole
+    warnings = [line for line in lines if "max_reply_bytes not applied" in line]
+    assert len(warnings) == 1 and "no longer reads through mcp.client.stdio.TextReceiveStream" in warnings[0], lines

@@ -21,6 +21,7 @@ import contextvars
 import dataclasses
 import functools
 import hashlib
+import inspect
 import json
 import logging
 import re
@@ -29,6 +30,7 @@ import threading
 import weakref
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from contextlib import AsyncExitStack
+from types import CodeType
 from typing import Any, TypeVar
 
 import anyio
@@ -203,62 +205,117 @@ def _text_stream(stream: ByteReceiveStream, encoding: str = "utf-8", errors: str
     return _ReplyLines(stream, encoding, errors, *bound)
 
 
+def _reads_text_stream(module: Any) -> bool:
+    """Whether the SDK's ``stdio_client`` still reads stdout through its module's ``TextReceiveStream`` (the name
+    the patch below replaces): the module has it, and the code of ``stdio_client`` or a function in it names it."""
+    function = getattr(module, "stdio_client", None)
+    code = getattr(inspect.unwrap(function), "__code__", None) if callable(function) else None
+    if not hasattr(module, "TextReceiveStream") or not isinstance(code, CodeType):
+        return False
+    codes = [code]
+    while codes:
+        code = codes.pop()
+        if "TextReceiveStream" in code.co_names:
+            return True
+        codes.extend(c for c in code.co_consts if isinstance(c, CodeType))
+    return False
+
+
 # The SDK's reader splits all it holds again at each 64 KiB chunk (a 20 MB reply took 7 s, 100 MB over a
-# minute), with no bound: it reads our whole lines instead.
-setattr(sdk_stdio, "TextReceiveStream", _text_stream)  # noqa: B010
+# minute), with no bound: it reads our whole lines instead. An SDK that reads stdout otherwise is left as it
+# is, and max_reply_bytes does not apply (a warning says so at the first stdio connection).
+_BOUNDED = _reads_text_stream(sdk_stdio)
+if _BOUNDED:
+    setattr(sdk_stdio, "TextReceiveStream", _text_stream)  # noqa: B010
+_unbounded_warned = False
+
+
+def _warn_unbounded() -> None:
+    """Say once that this SDK's stdio replies are read without the ``max_reply_bytes`` bound."""
+    global _unbounded_warned
+    if not _BOUNDED and not _unbounded_warned:
+        _unbounded_warned = True
+        log_event(
+            logging.WARNING,
+            "mcp max_reply_bytes not applied",
+            reason="the MCP SDK's stdio_client no longer reads through mcp.client.stdio.TextReceiveStream",
+        )
+
+
+#: A JSON-RPC id written last, as the TypeScript SDK writes it (``{"result": ..., "jsonrpc": "2.0", "id": 7}``):
+#: a string or an integer, the last member of the object the line holds.
+_LAST_ID = re.compile(r'[{,][ \t\r\n]*"id"[ \t\r\n]*:[ \t\r\n]*("(?:[^"\\]|\\.)*"|-?[0-9]{1,50})[ \t\r\n]*\}[ \t\r\n]*\Z')
 
 
 class _ReplyLines:
     """A stdio server's stdout as the SDK's reader gets it: one whole line at a time, read in linear time.
 
-    A line longer than ``limit`` bytes is read to its end and dropped; the request it answers (its
-    ``id`` read from the start of the line, as the SDKs write it: before the ``result``) gets an error
-    saying so, with ``kind`` ``reply_too_large``. A line over the bound whose id cannot be read, or
-    that is a request or a notification, is dropped and logged.
+    A line longer than ``limit`` bytes (not counting its line ending) is read to its end and dropped; the
+    request it answers gets an error saying so, with ``kind`` ``reply_too_large``. Its ``id`` is read from
+    the start of the line (Python's SDK writes it before the ``result``) or else from its end (the
+    TypeScript SDK writes it last). A line over the bound whose id cannot be read, or that is a request or
+    a notification, is dropped and logged.
     """
 
     def __init__(self, stream: ByteReceiveStream, encoding: str, errors: str, server: str, limit: int) -> None:
         self.stream, self.encoding, self.errors = stream, encoding, errors
         self.server, self.limit = server, limit
-        self.rest = b""
+        self.chunk, self.at = b"", 0  # the chunk read last, and where its unread part starts
 
     def __aiter__(self) -> _ReplyLines:
         return self
 
     async def __anext__(self) -> str:
+        chunk, at = self.chunk, self.at
+        end = chunk.find(b"\n", at)
+        if 0 <= end - at <= self.limit:  # the common case: a whole line, within the bound, in the chunk at hand
+            self.at = end + 1
+            return chunk[at : end + 1].decode(self.encoding, self.errors)
         while True:
-            line, size = await self._line()
+            line, tail, size = await self._line()
             if size <= self.limit:
                 return line.decode(self.encoding, self.errors)
-            answer = self._too_large(line, size)
+            answer = self._too_large(line[:_HEAD], tail, size)
             if answer is not None:
                 return answer
 
-    async def _line(self) -> tuple[bytes, int]:
-        """The next line with its newline and its size; of a line over the bound, only its first bytes."""
+    async def _line(self) -> tuple[bytes, bytes, int]:
+        """The next line with its newline, its last bytes and its size without its line ending; of a line over the
+        bound, only its first :data:`_HEAD` and last :data:`_HEAD` bytes."""
         parts: list[bytes] = []
+        head = tail = b""
         size = 0
-        chunk, self.rest = self.rest, b""
         while True:
-            end = chunk.find(b"\n")
-            piece = chunk if end < 0 else chunk[: end + 1]
+            chunk, at = self.chunk, self.at
+            end = chunk.find(b"\n", at)
+            self.at = stop = len(chunk) if end < 0 else end + 1
+            piece = chunk if at == 0 and stop == len(chunk) else chunk[at:stop]  # one copy of each byte: linear
             size += len(piece)
-            if size <= self.limit:
+            if not head and size <= self.limit + 2:  # (+ the line ending)
                 parts.append(piece)
-            elif len(parts) != 1 or len(parts[0]) != _HEAD:
-                parts = [b"".join([*parts, piece])[:_HEAD]]  # once: the start of the line, to read its id from
+            else:
+                if not head:  # once: the line is over the bound
+                    piece, parts = b"".join([*parts, piece]), []
+                if len(head) < _HEAD:
+                    head = (head + piece[:_HEAD])[:_HEAD]
+                tail = (tail + piece[-_HEAD:])[-_HEAD:]
             if end >= 0:
-                self.rest = chunk[end + 1 :]
-                return b"".join(parts), size
+                line = head or (parts[0] if len(parts) == 1 else b"".join(parts))
+                last = tail or line[-_HEAD:]
+                return line, last, size - (2 if last.endswith(b"\r\n") else 1)
             try:
-                chunk = await self.stream.receive()
+                self.chunk, self.at = await self.stream.receive(), 0
             except anyio.EndOfStream:
                 raise StopAsyncIteration from None  # a last line without a newline is dropped, as the SDK does
 
-    def _too_large(self, head: bytes, size: int) -> str | None:
+    def _too_large(self, head: bytes, tail: bytes, size: int) -> str | None:
         """The error line that answers the request a line over the bound answers (None: none can be named)."""
         start = leading_members(head.decode(self.encoding, "replace"))
         request_id = start.get("id")
+        if request_id is None and "method" not in start:
+            last = _LAST_ID.search(tail.decode(self.encoding, "replace"))
+            with contextlib.suppress(ValueError):  # a string with an escape JSON has not
+                request_id = json.loads(last[1]) if last else None
         message = f"the reply was {size:,} bytes, more than the limit of {self.limit:,} (max_reply_bytes)"
         log_event(logging.WARNING, "mcp reply too large", server=self.server, size=size, limit=self.limit)
         if type(request_id) not in (str, int) or "method" in start:
@@ -369,6 +426,7 @@ class RemoteServer:
         params = StdioServerParameters(
             command=spec.command[0], args=list(spec.command[1:]), env=dict(spec.env) if spec.env else None, cwd=spec.cwd
         )
+        _warn_unbounded()
         return stdio_client(params, errlog=sys.stderr)
 
     async def _own(self, ready: asyncio.Future[Client]) -> None:
@@ -438,7 +496,10 @@ class RemoteServer:
         self._again = True
         while self._again:
             self._again = False
-            await self._refresh()
+            try:
+                await self._refresh()
+            except Exception as exc:  # (a plugin's hook refused a tool): logged; the refresh asked for meanwhile runs
+                log_event(logging.WARNING, "mcp refresh failed", server=self.spec.name, error=_describe(exc))
 
     async def _list(self) -> list[types.Tool]:
         client = await self._connected()
@@ -668,7 +729,8 @@ class RemoteServer:
         """Re-list after the server said its tools changed, and bring the registry in line.
 
         A new remote tool whose name another tool holds (not this server's) is skipped, never
-        replaces it, and is listed in ``failures``."""
+        replaces it, and is listed in ``failures``. :attr:`_listed` follows the registry tool by tool:
+        after a refresh that failed part-way, the next one adds again what it did not add."""
         registry = self.registry
         if registry is None:
             return
@@ -676,21 +738,22 @@ class RemoteServer:
             listing = await self._list()
         except Exception:  # the next call reports the connection
             return
-        old = set(self.names)
         own = f"mcp:{self.spec.name}"
         before, tools = self._listed, self._tools(listing, self._policies(self._definition))
-        self._listed = self._by_local(listing)
+        now = self._by_local(listing)
         for tool in tools:
             if tool.name in registry and registry.get(tool.name).source != own:
                 remote = self.names.pop(tool.name)
                 self.failures.append(f"{remote}: the name '{tool.name}' belongs to another tool; give the server a prefix.")
                 log_event(logging.WARNING, "mcp tool name taken", server=self.spec.name, tool=tool.name, remote=remote)
                 continue
-            if tool.name not in registry or before.get(tool.name) != self._listed.get(tool.name):
+            if tool.name not in registry or before.get(tool.name) != now[tool.name]:
                 registry.add(tool, replace=True)  # new or changed (an unchanged tool keeps its object, and no event)
-        for name in old - set(self.names):
-            if name in registry and registry.get(name).source == f"mcp:{self.spec.name}":
+                before[tool.name] = now[tool.name]
+        for name in set(before) - set(self.names):  # gone from the listing (or its name taken)
+            if name in registry and registry.get(name).source == own:
                 registry.remove(name)
+            del before[name]
 
     def _by_local(self, listing: Sequence[types.Tool]) -> dict[str, types.Tool]:
         """The remote tools of ``listing`` by their local names (:attr:`names`)."""
