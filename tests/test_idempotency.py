@@ -8,6 +8,7 @@ import multiprocessing
 import re
 import threading
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -533,11 +534,16 @@ def test_a_scope_field_that_is_no_string_nor_integer_is_refused(make_store: Any,
     error = reg.try_call("once", idempotency_key="k", context={"user_id": value}).error
     assert isinstance(error, IdempotencyScopeMissing) and error.field == "user_id"
     assert (
-        f"the context field 'user_id' that idempotency keys are scoped by holds a {type(value).__name__}, not a string or an integer"
+        f"the context field 'user_id' that idempotency keys are scoped by holds a {type(value).__name__}, not a string, an integer or a UUID"
         in error.message
     )
     assert runs == []
     assert reg.call("once", idempotency_key="k", context={"user_id": 7}) == 1
+    user = uuid.UUID(int=7)  # text that says whose it is: a UUID, an enum of ints or strings
+    assert reg.call("once", idempotency_key="k", context={"user_id": user}) == reg.call(
+        "once", idempotency_key="k", context={"user_id": uuid.UUID(int=7)}
+    )
+    assert runs == [1, 1]  # one run for 7, one for the UUID: another user
 
 
 @pytest.mark.parametrize(

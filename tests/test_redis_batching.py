@@ -756,6 +756,29 @@ def test_close_waits_for_the_write_on_the_wire(redis_server: RedisServer, proxy:
     assert shared.acquire("c0", rate=1, burst=5, cost=1, now=0) == 0.0  # a later call opens a new one (4 of 5 tokens left)
 
 
+def test_close_in_the_thread_that_holds_the_send_lock_does_not_wait_for_ever(redis_url: str) -> None:
+    """A signal handler closing the link in the very thread writing on it (it holds the send lock):
+    ``close()`` waits a bounded time for the write (twice the timeout and a second), then closes the
+    kept connection under it, instead of waiting on its own thread for ever."""
+    shared = buckets(redis_url, timeout=0.05)
+    link = shared.link
+    shared.acquire("warm", rate=1, burst=1, cost=1, now=0)
+    connection = link._hot_connection()
+    closed = threading.Event()
+
+    def inside_a_write() -> None:
+        with link._send_lock:  # as _lead holds it while the handler runs
+            link.close()
+        closed.set()
+
+    worker = threading.Thread(target=inside_a_write, daemon=True)
+    worker.start()
+    assert closed.wait(30), "close() waited for the lock its own thread holds"
+    assert link._hot is None and not connection._sock
+    assert not link._send_lock.locked()  # not released by close(): it did not take it
+    assert shared.acquire("c0", rate=1, burst=5, cost=1, now=0) == 0.0  # a later call opens a new connection
+
+
 def test_a_call_that_finds_no_write_flagged_while_the_send_lock_is_held_waits_for_the_lock(redis_url: str) -> None:
     """A caller reads ``_sending`` without the queue lock, and can find it False while a thread holds
     the send lock (it took the lock and has not set the flag yet, or it handed the queue on and has

@@ -229,6 +229,14 @@ def _refuse(message: str, url: str, *, redirect: bool = False) -> ToolError:
     return ToolArgumentError([ArgumentProblem("$.url", message, "url", "a public http(s) URL", shown)])
 
 
+def _unicode_host(url: httpx.URL) -> str:
+    """``url``'s host as written in Unicode (``bücher.example``), or its ASCII form when IDNA cannot decode it."""
+    try:
+        return url.host
+    except Exception:  # (idna's InvalidCodepoint and the like: ``xn--n3h.net``)
+        return url.raw_host.decode("ascii")
+
+
 def _pin(
     url: httpx.URL, policy: FetchPolicy, deadline: _Deadline, *, redirect: bool
 ) -> tuple[httpx.URL, dict[str, str], dict[str, Any]]:
@@ -256,7 +264,7 @@ def _pin(
             raise ToolError(f"{_cut(host)!r} has no addresses.")
     for ip in addresses:
         reason = why_refused(ip)
-        if reason and not (policy.allows(host, ip) or policy.allows(url.host, ip)):  # an allowed IDN in either spelling
+        if reason and not (policy.allows(host, ip) or policy.allows(_unicode_host(url), ip)):  # an allowed IDN in either spelling
             via = "" if literal is not None else f" ({_cut(host)} resolves to {ip})"
             raise _refuse(f"refused: {ip}{via} {reason}; only public addresses can be fetched", str(url), redirect=redirect)
     pinned = url.copy_with(host=str(addresses[0]))  # httpx adds the brackets of an IPv6 address

@@ -13,7 +13,7 @@ when the result was cut, and the rows stop where the next would not fit beside t
 ``time_limit`` seconds, fetching included, and what it cannot interrupt (one long step, a
 costly preparation) is killed with the tool's worker process a second later (``process``
 timeout mode), where a query may add at most ``max_memory`` bytes of address space (Linux),
-its sorts and temporary tables included (``temp_store = MEMORY``: none spills to a file);
+its sorts and temporary tables included (``temp_store = MEMORY`` where memory is bounded: none spills to a file);
 and on Python 3.11+ SQLite itself refuses any single string or blob longer than ``max_bytes``
 (``SQLITE_LIMIT_LENGTH``) and any result wider than ``max_columns`` columns
 (``SQLITE_LIMIT_COLUMN``), so ``zeroblob(999999999)`` fails before it is allocated and one
@@ -283,6 +283,16 @@ def _database_failure(path: str | Path, exc: sqlite3.Error) -> ToolError | None:
     return None
 
 
+def _memory_bounded() -> bool:
+    """Whether this process's address space is limited (the timeout plugin's process-mode worker, Linux)."""
+    try:
+        import resource
+    except ImportError:  # Windows
+        return False
+    soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    return soft != resource.RLIM_INFINITY
+
+
 def run_query(
     path: str | Path,
     sql: str,
@@ -314,9 +324,11 @@ def run_query(
         if hasattr(conn, "setlimit"):  # Python 3.11+: no value past max_bytes, no row past max_columns is built
             conn.setlimit(_LIMIT_LENGTH, min(max(1, max_bytes), 2**31 - 1))  # SQLite caps both at its own maximum
             conn.setlimit(_LIMIT_COLUMN, min(max(1, max_columns), 2**31 - 1))
-        # Sorts, DISTINCT and temporary tables in memory, not in temporary files: within max_memory, which bounds
-        # memory, not disk (a query wrote 1.3 GB of them in its 5 s). Set before the authorizer, which refuses it to the query.
-        conn.execute("PRAGMA temp_store = MEMORY")
+        if _memory_bounded():
+            # Sorts, DISTINCT and temporary tables in memory, not in temporary files: within max_memory, which bounds
+            # memory, not disk (a query wrote 1.3 GB of them in its 5 s). Set before the authorizer, which refuses it to
+            # the query. Where nothing bounds memory (the caller's process), SQLite's default stands: they spill to files.
+            conn.execute("PRAGMA temp_store = MEMORY")
         conn.set_authorizer(_authorizer(denied))
         conn.set_progress_handler(lambda: int(now() > deadline), _PROGRESS_STEPS)
         try:

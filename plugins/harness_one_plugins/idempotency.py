@@ -16,6 +16,7 @@ JSON the model read for it, and one it cannot hold even so as :class:`OutcomeNot
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Awaitable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -105,7 +106,7 @@ class OutcomeNotReplayable(ToolError):
 class IdempotencyScopeMissing(ToolError):
     """A keyed call without a context field of the plugin's ``scope``: refused, not run, nothing stored.
 
-    ``field`` names the missing field (or one holding neither a string nor an integer: an object's
+    ``field`` names the missing field (or one holding no string, integer or UUID: an object's
     text may be its address, another user's later). A key scoped by a field is only ever the key of
     one value of it, so a call that does not say whose key it is neither claims nor replays one.
     """
@@ -120,8 +121,10 @@ class IdempotencyScopeMissing(ToolError):
             why = f"without the context field '{field}' that idempotency keys are scoped by"
             fix = "Make the call with that field in its context."
         else:
-            why = f"the context field '{field}' that idempotency keys are scoped by holds {got}, not a string or an integer"
-            fix = "Give that field a string or an integer."
+            why = (
+                f"the context field '{field}' that idempotency keys are scoped by holds {got}, not a string, an integer or a UUID"
+            )
+            fix = "Give that field a string, an integer or a UUID."
         super().__init__(
             f"Tool '{tool}' was called with idempotency key '{key}' but {why}, so it was not run. {fix}",
             tool=tool,
@@ -130,6 +133,10 @@ class IdempotencyScopeMissing(ToolError):
 
     def to_dict(self) -> dict[str, Any]:
         return {**super().to_dict(), "field": self.field}
+
+
+#: What a scope field may hold: values whose text says whose they are (a str or int subclass, an enum of them, a UUID).
+_SCOPE_TYPES = (str, int, uuid.UUID)
 
 
 def _scope_fields(scope: Any) -> tuple[str, ...]:
@@ -295,7 +302,7 @@ class IdempotencyPlugin:
         scoped = []
         for field in self.scope:
             value = call.context.get(field)
-            if value is None or type(value) not in (str, int):  # an object's text may be its address: not whose it is
+            if not isinstance(value, _SCOPE_TYPES) or isinstance(value, bool):  # an object's text may be its address
                 got = None if value is None else f"a {type(value).__name__}"
                 raise IdempotencyScopeMissing(field, key, got=got, tool=call.tool.name, call_id=call.call_id)
             text = key_text(value)

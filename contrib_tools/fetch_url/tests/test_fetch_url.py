@@ -208,6 +208,17 @@ def test_an_idn_host_is_checked_by_its_addresses_and_allowed_in_either_spelling(
         assert mod.fetch("http://bücher.example/", policy)["text"] == "inside"
 
 
+def test_a_punycode_host_idna_cannot_decode_is_refused_by_its_address_not_failed() -> None:
+    """``xn--n3h.net`` (a symbol IDNA 2008 does not allow): checked by its addresses like any host, a
+    private one refused as such (it failed as an internal InvalidCodepoint), a public one fetched."""
+    inside = httpx.MockTransport(lambda request: plain(b"inside"))
+    private = mod.FetchPolicy(resolver=lambda name, port: ["10.0.0.1"], transport=inside)
+    with pytest.raises(ToolArgumentError, match=r"refused: 10\.0\.0\.1 \(xn--n3h\.net resolves to 10\.0\.0\.1\)"):
+        mod.fetch("http://xn--n3h.net/", private)
+    public = mod.FetchPolicy(resolver=lambda name, port: ["93.184.215.14"], transport=inside)
+    assert mod.fetch("http://xn--n3h.net/", public)["text"] == "inside"
+
+
 def test_allow_list_by_network_and_env(server: str, monkeypatch: pytest.MonkeyPatch) -> None:
     assert registry_with(allow=("127.0.0.0/8",)).call("fetch_url", {"url": f"{server}/json"})["status"] == 200
     reg = ToolRegistry(autoload=False)

@@ -3,6 +3,7 @@ from __future__ import annotations
 import math
 import os
 import sqlite3
+import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -437,6 +438,27 @@ def test_a_sort_past_the_memory_limit_is_refused_not_spilled_to_temporary_files(
     assert (problem.path, problem.keyword) == ("$.sql", "limits") and "more memory than this tool may use" in problem.message
     assert reg.call("sql_query", {"sql": sort.format(2_000)})["row_count"] == 200  # a sort within the limit runs
     assert spill.stat().st_mtime == 1 and not any(spill.iterdir())
+
+
+def test_in_the_callers_process_a_large_sort_spills_to_files_as_sqlite_does(db: Path, tmp_path: Path) -> None:
+    """Without the process-mode worker nothing bounds memory: the tool leaves SQLite's default (sorts past its
+    cache go to temporary files) rather than hold them in the caller's memory. (A process of its own: SQLite
+    reads SQLITE_TMPDIR once.)"""
+    spill = tmp_path / "sqlite-tmp"
+    spill.mkdir()
+    os.utime(spill, (1, 1))
+    script = f"""
+import harness_one_sql_query as mod
+from harness_one import ToolRegistry
+reg = ToolRegistry(autoload=False, block=["timeout"])  # the tool runs in this process
+reg.add(mod.make_sql_query({str(db)!r}, max_memory=16 * 2**20))
+sort = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c LIMIT 40000) SELECT x FROM c ORDER BY randomblob(1000)"
+print(reg.call("sql_query", {{"sql": sort}})["row_count"])
+"""
+    env = {**os.environ, "SQLITE_TMPDIR": str(spill)}
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120, check=True)
+    assert done.stdout.strip() == "200"
+    assert spill.stat().st_mtime != 1  # it wrote (and at once unlinked) its temporary files there
 
 
 def test_one_long_sqlite_step_is_killed_at_the_tool_timeout(db: Path) -> None:

@@ -1042,11 +1042,20 @@ class RedisLink:
 
     def close(self) -> None:
         """Close the sync pool and the kept connection, after the write on it, if one is on the
-        wire, has its replies (or failed): never under a writer (asyncio clients close with :meth:`aclose`)."""
-        with self._send_lock:
+        wire, has its replies (or failed): not under a writer (asyncio clients close with :meth:`aclose`).
+
+        The wait is bounded (twice the timeout and a second: a write and its resend): a signal
+        handler that closes the link in the very thread writing on it would wait for ever; it
+        then closes it under that write, whose calls fail with :class:`StateUnavailable` or are sent again.
+        """
+        held = self._send_lock.acquire(timeout=2 * self.timeout + 1.0)
+        try:
             hot, self._hot = self._hot, None
             if hot is not None and self._hot_pid == os.getpid():
                 hot.disconnect()
+        finally:
+            if held:
+                self._send_lock.release()
         if self._client is not None:
             self._client.close()
 
