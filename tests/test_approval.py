@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from harness_one import Call, CallResult, ManualClock, PluginError, RetryableError, ToolDefinitionError, ToolRegistry
+from harness_one import Call, CallResult, ManualClock, PluginError, RetryableError, ToolDefinitionError, ToolRegistry, hookimpl
 from harness_one.dispatch import dispatch, resume
 from harness_one_plugins import BudgetPlugin
 from harness_one_plugins.approval import ApprovalConflict, ApprovalDenied, ApprovalNotFound, ApprovalPlugin, ApprovalRequired
@@ -296,6 +296,36 @@ def test_an_approval_refused_by_a_later_policy_still_holds_and_a_call_id_names_o
     reg.clock.advance(1000)  # type: ignore[attr-defined]  # a token again
     assert approval(reg).resume("c2").value == "sent 1 EUR to bo"  # the refusal did not use the approval up
     assert reg.try_call("transfer", {"to": "bo", "amount": 1}, call_id="c2").error.kind == "approval_required"  # type: ignore[union-attr]
+
+
+def test_a_call_id_whose_approved_call_is_under_way_refuses_another_call() -> None:
+    """While an approved call is under way (its approval taken, a later policy not yet passed), another call
+    under its id is refused, not held as a new request: a repeated approve() of the id (a double click)
+    finds nothing to approve, and the approved call, refused and made again, still runs."""
+    reg = registry()
+    bank = Bank(reg, options={"requires_approval": True})
+    seen: dict[str, object] = {}
+
+    class Meanwhile:  # a policy after approval that, once, lets another call under the id come first
+        name, order = "meanwhile", 66
+
+        @hookimpl
+        def harness_pre_call(self, call: Call) -> None:
+            if not seen:
+                other = reg.try_call("transfer", {"to": "mallory", "amount": 5000}, call_id="X")
+                seen["other"] = other.error.kind if other.error else other.value
+                with pytest.raises(ApprovalNotFound):
+                    approval(reg).approve("X")  # nothing waits under X
+                seen["pending"] = [p.arguments["to"] for p in approval(reg).pending()]
+                raise RetryableError("not now", tool=call.tool.name, call_id=call.call_id)
+
+    reg.plugins.register(Meanwhile(), name="meanwhile")
+    assert reg.try_call("transfer", {"to": "ann", "amount": 5}, call_id="X").error.kind == "approval_required"  # type: ignore[union-attr]
+    approval(reg).approve("X")
+    assert approval(reg).resume("X").error.kind == "retryable"  # type: ignore[union-attr]
+    assert seen == {"other": "approval_conflict", "pending": []}
+    assert reg.call("transfer", {"to": "ann", "amount": 5}, call_id="X") == "sent 5 EUR to ann"  # the approval held
+    assert bank.sent == [("ann", 5, "EUR")]
 
 
 def test_needs_approval_answers_the_rule_without_calling() -> None:

@@ -168,6 +168,8 @@ class ApprovalPlugin:
         self._rules: dict[Tool, Callable[[Call], bool] | bool] = {}
         self._pending: OrderedDict[str, PendingCall] = OrderedDict()
         self._decisions: OrderedDict[str, _Decision] = OrderedDict()
+        #: Approvals a call took and has not settled (it runs, or waits for its next attempt), by call id.
+        self._in_use: dict[str, _Decision] = {}
         self._lock = threading.Lock()
         self.approved = 0
         self.denied = 0
@@ -271,9 +273,13 @@ class ApprovalPlugin:
                 del self._decisions[call_id]  # used: only this call, with these arguments, had it
                 if decision.approved:
                     call.state[_GRANTED] = decision  # given back if a later policy refuses the call
+                    self._in_use[call_id] = decision
                     return
                 raise ApprovalDenied(decision.reason, tool=call.tool.name, call_id=call_id)
-            if decision is not None and decision.call.registry is not None:  # a person decided another call
+            if decision is None:  # or the approval another call under this id took and has not settled
+                decision = self._in_use.get(call_id)
+            if decision is not None and decision.call.registry is not None and not _same_call(decision.call, call, digest):
+                # a person decided another call under this id (it may be running): not a new request to decide
                 raise ApprovalConflict(
                     f"Another call of '{decision.call.tool}' was already decided under call id {call_id}; "
                     "a call id names one call (its arguments, context and idempotency key). Make this call with a new call id.",
@@ -325,6 +331,8 @@ class ApprovalPlugin:
     def _settle(self, call: Call, decision: _Decision, *, keep: bool) -> None:
         call_id = call.call_id
         with self._lock:
+            if self._in_use.get(call_id) is decision:
+                del self._in_use[call_id]
             if keep:
                 self._decisions.setdefault(call_id, decision)
             elif self._decisions.get(call_id) is decision:  # kept after an earlier attempt, used now
