@@ -666,6 +666,20 @@ def test_a_clock_stepped_back_ages_the_circuits_window_out() -> None:
     assert reg.plugins.get("circuit_breaker").state("api") == "closed"
 
 
+def test_a_result_of_a_tool_removed_while_its_call_ran_is_not_kept(clock: ManualClock) -> None:
+    """Its entries were dropped when it was removed: one stored after would never be served, yet hold characters."""
+    reg = ToolRegistry(clock=clock, autoload=False, plugin_options={"cache": {"ttl": 10}})
+
+    def price(sku: str) -> str:
+        reg.remove("price")  # as another thread would, while the call runs
+        return sku * 30
+
+    reg.add(price, read_only=True)
+    assert reg.call("price", {"sku": "a"}) == "a" * 30
+    cache = reg.plugins.get("cache")
+    assert reg.stats()["cache"]["entries"] == 0 and cache._chars == 0
+
+
 def test_cache_off_by_default_and_only_for_safe_tools(clock: ManualClock) -> None:
     runs: list[int] = []
     reg = ToolRegistry(clock=clock, autoload=False)
@@ -784,8 +798,8 @@ def test_a_result_is_served_only_to_the_tool_that_made_it(clock: ManualClock) ->
     reg.add(lambda item: "v2 price 80", name="price", read_only=True, cache_ttl=60, replace=True)
     release.set()
     late.join(10)
-    assert reg.stats()["cache"]["entries"] == 1  # the old tool's late result was stored ...
-    assert reg.call("price", {"item": "x"}) == "v2 price 80"  # ... and is not served to the new one
+    assert reg.stats()["cache"]["entries"] == 0  # the old tool's late result is not kept ...
+    assert reg.call("price", {"item": "x"}) == "v2 price 80"  # ... nor served to the new one
     assert reg.call("price", {"item": "x"}) == "v2 price 80" and reg.stats()["cache"]["hits"] == 1
 
 

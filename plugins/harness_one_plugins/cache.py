@@ -141,6 +141,9 @@ class CachePlugin:
             return
         now = (self.clock or call.registry.clock).now()
         with self._lock:
+            name, registry = call.tool.name, call.registry
+            if name not in registry or registry.get(name) is not call.tool:  # removed or replaced while it ran
+                return  # (its entries were dropped; one kept now would never be served, yet count towards the bounds)
             self._drop(key)
             self._entries[key] = (now, now + ttl, kept, call.tool, size)  # served to this tool only, not to one replacing it
             self._chars += size
