@@ -250,7 +250,7 @@ def read_object(line: str) -> dict[str, Any] | None:
     JSON, or not an object.
     """
     try:
-        data = json.loads(line, parse_int=_readable_int)
+        data = _DECODER.decode(line)
     except RecursionError:
         data = leading_members(line)
     except ValueError:

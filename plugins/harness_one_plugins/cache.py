@@ -79,6 +79,7 @@ class CachePlugin:
         # key -> (stored, expires, result, the tool that made it, its characters)
         self._entries: OrderedDict[tuple[str, str, str], tuple[float, float, Any, Tool, int]] = OrderedDict()
         self._chars = 0  # of all entries
+        self._live: set[Tool] = set()  # the tools added and not removed: a result of another is not kept
         self._lock = threading.Lock()
         self.hits = 0
         self.misses = 0
@@ -97,6 +98,8 @@ class CachePlugin:
             raise ToolDefinitionError(
                 f"Tool '{tool.name}': the 'cache' option must be true or false, got {opted!r}.", tool=tool.name
             )
+        with self._lock:
+            self._live.add(tool)
 
     @hookimpl(tryfirst=True)
     @applies_to(lambda self, tool: self.ttl_for(tool) is not None)
@@ -141,9 +144,8 @@ class CachePlugin:
             return
         now = (self.clock or call.registry.clock).now()
         with self._lock:
-            name, registry = call.tool.name, call.registry
-            if name not in registry or registry.get(name) is not call.tool:  # removed or replaced while it ran
-                return  # (its entries were dropped; one kept now would never be served, yet count towards the bounds)
+            if call.tool not in self._live:  # removed or replaced while it ran: its entries were dropped, and one
+                return  # kept now would never be served, yet count towards the bounds
             self._drop(key)
             self._entries[key] = (now, now + ttl, kept, call.tool, size)  # served to this tool only, not to one replacing it
             self._chars += size
@@ -159,6 +161,7 @@ class CachePlugin:
     @hookimpl
     def harness_tool_removed(self, tool: Tool) -> None:
         with self._lock:
+            self._live.discard(tool)
             for key in [k for k in self._entries if k[0] == tool.name]:
                 self._drop(key)
 

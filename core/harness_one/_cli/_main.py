@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
 import click
 
-from .._config import ConfigError, Settings, is_file_spec, load_settings, parse_option
+from .._config import ENV_TOOLS, ConfigError, Settings, is_file_spec, load_settings, parse_option
 from .._entrypoints import set_import_timeout
 from .._errors import PluginError, exception_text
 
@@ -180,8 +180,6 @@ def build_registry(state: CliState) -> ToolRegistry:
 def _tools_origins(settings: Settings) -> list[tuple[str, str]]:
     """Each tools entry of the settings and where it was set: the configuration file's ``tools`` key
     (the file's entries come first), or the ``HARNESS_ONE_TOOLS`` variable."""
-    from .._config import ENV_TOOLS
-
     in_file = f"the 'tools' key of {Path(settings.source or '').absolute()}"
     return [(spec, in_file if n < settings.tools_in_file else f"${ENV_TOOLS}") for n, spec in enumerate(settings.tools)]
 
