@@ -7,7 +7,11 @@
   NAT64). The request then goes to that address (the ``Host`` header and TLS SNI carry the
   name), so a second DNS answer cannot switch it to another host (DNS rebinding). An
   internationalised name (``bücher.example``) is resolved and sent in its ASCII form
-  (``xn--bcher-kva.example``); ``allow`` takes either spelling.
+  (``xn--bcher-kva.example``); ``allow`` takes either spelling (:meth:`FetchPolicy.allows`, given either,
+  matches both).
+- A URL with a user name or password (``https://user:secret@host/``) is refused, the model's
+  or a redirect's: httpx would send it as Basic auth and the result would echo it. The refusal
+  shows it masked (``https://[REDACTED]@host/``).
 - Redirects are followed by hand, each hop checked the same way, at most ``max_redirects``.
 - One deadline, ``timeout`` seconds, covers the whole fetch: DNS, connect, TLS, every read
   and write of headers and body, over every redirect. Each socket operation gets only the
@@ -157,8 +161,11 @@ class FetchPolicy:
         return cls(allow=allow, **overrides)
 
     def allows(self, host: str, ip: IPAddress) -> bool:
+        """Whether ``allow`` opens ``host`` or its address ``ip``: a host in either spelling of an internationalised
+        name, as written in Unicode (``bücher.example``) or in ASCII (``xn--bcher-kva.example``), whichever is given."""
+        names = _spellings(host)
         for entry in self.allow:
-            if entry.lower() == host.lower():
+            if entry.lower() in names:
                 return True
             try:
                 if ip in ipaddress.ip_network(entry, strict=False):
@@ -229,12 +236,22 @@ def _refuse(message: str, url: str, *, redirect: bool = False) -> ToolError:
     return ToolArgumentError([ArgumentProblem("$.url", message, "url", "a public http(s) URL", shown)])
 
 
-def _unicode_host(url: httpx.URL) -> str:
-    """``url``'s host as written in Unicode (``bücher.example``), or its ASCII form when IDNA cannot decode it."""
+def _spellings(host: str) -> set[str]:
+    """``host`` lowercased, in its ASCII (IDNA) form and as written in Unicode, as httpx writes them (the ASCII form
+    where IDNA cannot decode it: ``xn--n3h.net``); only as given where httpx takes no such host."""
     try:
-        return url.host
-    except Exception:  # (idna's InvalidCodepoint and the like: ``xn--n3h.net``)
-        return url.raw_host.decode("ascii")
+        url = httpx.URL(scheme="http", host=host)
+    except httpx.InvalidURL:
+        return {host.lower()}
+    ascii_form = url.raw_host.decode("ascii")
+    try:
+        unicode_form = url.host
+    except Exception:  # (idna's InvalidCodepoint and the like)
+        unicode_form = ascii_form
+    return {host.lower(), ascii_form.lower(), unicode_form.lower()}
+
+
+_CREDENTIALS = "the URL has a user name or password before '@', and this tool neither sends nor echoes credentials"
 
 
 def _pin(
@@ -245,6 +262,8 @@ def _pin(
         raise _refuse(
             f"only http and https URLs can be fetched, not {_cut(url.scheme) or 'a relative URL'!r}", str(url), redirect=redirect
         )
+    if url.userinfo:  # httpx would send it as Basic auth, and the result echo it
+        raise _refuse(_CREDENTIALS, str(url), redirect=redirect)
     host = url.raw_host.decode("ascii")  # what goes on the wire: an IDN host in its ASCII (IDNA) form, as httpx wrote it
     if not host:
         raise _refuse("the URL has no host", str(url), redirect=redirect)
@@ -264,7 +283,7 @@ def _pin(
             raise ToolError(f"{_cut(host)!r} has no addresses.")
     for ip in addresses:
         reason = why_refused(ip)
-        if reason and not (policy.allows(host, ip) or policy.allows(_unicode_host(url), ip)):  # an allowed IDN in either spelling
+        if reason and not policy.allows(host, ip):
             via = "" if literal is not None else f" ({_cut(host)} resolves to {ip})"
             raise _refuse(f"refused: {ip}{via} {reason}; only public addresses can be fetched", str(url), redirect=redirect)
     pinned = url.copy_with(host=str(addresses[0]))  # httpx adds the brackets of an IPv6 address

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import ipaddress
 import json
 import socket
 import threading
@@ -12,6 +13,9 @@ import httpx
 import pytest
 
 from harness_one import ToolArgumentError, ToolError, ToolRegistry
+
+#: Every request the test server got: its path and its ``Authorization`` header.
+SEEN: list[tuple[str, str | None]] = []
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -28,6 +32,7 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.write(body)
 
     def do_GET(self) -> None:
+        SEEN.append((self.path, self.headers.get("Authorization")))
         if self.path == "/html":
             page = "<html><head><title>Hello</title><style>p{}</style></head><body><h1>Title</h1><p>First  para.</p><script>evil()</script><p>Second &amp; last</p></body></html>"
             self._send(200, "text/html; charset=utf-8", page.encode())
@@ -41,6 +46,8 @@ class Handler(BaseHTTPRequestHandler):
             self._send(302, "text/plain", b"", {"Location": "http://10.0.0.1/admin"})
         elif self.path == "/to-metadata":
             self._send(301, "text/plain", b"", {"Location": "http://169.254.169.254/latest/meta-data/"})
+        elif self.path == "/to-credentials":
+            self._send(302, "text/plain", b"", {"Location": f"http://bob:hunter2@{self.headers['Host']}/credentials-target"})
         elif self.path == "/loop":
             self._send(302, "text/plain", b"", {"Location": "/loop"})
         elif self.path == "/image":
@@ -108,10 +115,41 @@ def test_redirects_followed_and_checked(server: str) -> None:
         assert f"The server redirected to 'http://{address}/" in str(err.value) and f"refused: {address}" in str(err.value)
     with pytest.raises(ToolError, match="Too many redirects"):
         reg.call("fetch_url", {"url": f"{server}/loop"})
-    with_password = server.replace("://", "://alice:correct horse@") + "/loop"  # httpx sends a password with a space
-    with pytest.raises(ToolError) as looped:
-        reg.call("fetch_url", {"url": with_password})
-    assert "correct horse" not in looped.value.message and "[REDACTED]@" in looped.value.message
+
+
+CREDENTIALS = "the URL has a user name or password before '@', and this tool neither sends nor echoes credentials"
+
+
+@pytest.mark.parametrize(
+    ("userinfo", "secret"),
+    [
+        ("alice:s3cret@", "s3cret"),
+        ("ghp_t0ken@", "ghp_t0ken"),  # a token as the user name
+        (":s3cret@", "s3cret"),
+        ("alice:correct horse@", "correct horse"),  # httpx takes a password with a space
+    ],
+)
+def test_a_url_with_credentials_is_refused_before_anything_is_sent(server: str, userinfo: str, secret: str) -> None:
+    """httpx sent them as Basic auth, and the result echoed them back (``url``, ``final_url``)."""
+    requests = len(SEEN)
+    with pytest.raises(ToolArgumentError) as err:
+        registry_with(**OPEN).call("fetch_url", {"url": server.replace("://", f"://{userinfo}") + "/json"})
+    problem = err.value.problems[0]
+    assert problem.path == "$.url" and problem.message == CREDENTIALS and "[REDACTED]@127.0.0.1" in (problem.got or "")
+    assert secret not in json.dumps(err.value.to_dict())
+    assert SEEN[requests:] == []  # no request at all
+
+
+def test_a_redirect_to_a_url_with_credentials_is_refused(server: str) -> None:
+    """The server's doing (a ``ToolError``, not the model's argument error); they were sent on, and echoed in ``final_url``."""
+    with pytest.raises(ToolError) as err:
+        registry_with(**OPEN).call("fetch_url", {"url": f"{server}/to-credentials"})
+    assert type(err.value) is ToolError and "hunter2" not in json.dumps(err.value.to_dict())
+    assert err.value.message == (
+        f"The server redirected to 'http://[REDACTED]@{server.removeprefix('http://')}/credentials-target', which cannot "
+        f"be fetched: {CREDENTIALS}. Try another URL."
+    )
+    assert ("/to-credentials", None) in SEEN and all(path != "/credentials-target" for path, _ in SEEN)
 
 
 def test_truncation(server: str) -> None:
@@ -206,6 +244,24 @@ def test_an_idn_host_is_checked_by_its_addresses_and_allowed_in_either_spelling(
             mod.fetch("http://bücher.example/", policy)
     else:
         assert mod.fetch("http://bücher.example/", policy)["text"] == "inside"
+
+
+@pytest.mark.parametrize(
+    ("allow", "host"),
+    [
+        (("bücher.example",), IDN),
+        ((IDN,), "bücher.example"),
+        (("BÜCHER.example",), IDN.upper()),
+        ((IDN.upper(),), "Bücher.Example"),
+        (("bücher.example",), "bücher.example"),
+        (("xn--n3h.net",), "xn--n3h.net"),  # a name IDNA cannot decode: compared as given
+    ],
+)
+def test_allows_takes_either_spelling_of_an_idn_host(allow: tuple[str, ...], host: str) -> None:
+    """The tool asked ``allows`` with each spelling; ``allows`` itself took only the one given."""
+    inside = ipaddress.ip_address("10.0.0.1")
+    assert mod.FetchPolicy(allow=allow).allows(host, inside)
+    assert not mod.FetchPolicy(allow=("other.example",)).allows(host, inside)
 
 
 def test_a_punycode_host_idna_cannot_decode_is_refused_by_its_address_not_failed() -> None:
