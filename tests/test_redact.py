@@ -21,6 +21,7 @@ from harness_one._redact import MODEL_SECRET_KEYS, mask_secrets
         ("https://a@b:S3CRET@host/x@y?z=a@b#f@g", f"https://{REDACTED}@host/x@y?z=a@b#f@g"),
         ("git+ssh://u:S3@CRET@git.host/repo", f"git+ssh://{REDACTED}@git.host/repo"),
         ("http://alice:correct horse S3CRET@127.0.0.1:8080/loop", f"http://{REDACTED}@127.0.0.1:8080/loop"),
+        ("http://al ice:pw S3CRET@example.com:x/", f"http://{REDACTED}@example.com:x/"),  # a user with a space too
     ],
 )
 def test_url_userinfo_is_masked_up_to_the_last_at_sign_of_the_authority(url: str, shown: str) -> None:

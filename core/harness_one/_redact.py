@@ -70,10 +70,11 @@ _WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
 # URL user-info: as urlsplit reads it, everything up to the last "@" before the path, query or
 # fragment; else "user:" then a password with an unescaped "/", "?" or "#" in it, up to the last
 # "@" of the next 256 characters (not "host:port/"; a later "@" in a path shows less, never more);
-# else "user:" then a password with spaces in it (httpx sends "alice:correct horse@"), on one line.
+# else "user:" then a password with spaces in it (httpx sends "alice:correct horse@"), on one line;
+# the user may have spaces too (up to 64 characters), the password not start with one (prose: "x: y@z").
 _USERINFO = re.compile(
     r"(?i)(?<![a-z0-9+.-])([a-z][a-z0-9+.-]{0,31}://)"
-    r"(?:[^/?#\s]*|[^/?#\s@:]*:(?![0-9]*(?:[/?#\s]|$))(?:\S{0,256}|[^/?#@\r\n]{1,256}))@"
+    r"(?:[^/?#\s]*|[^/?#@:\r\n]{0,64}:(?![0-9]*(?:[/?#\s]|$))(?:\S{0,256}|[^/?#@\r\n]{1,256}))@"
 )
 
 
