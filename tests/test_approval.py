@@ -70,10 +70,11 @@ def test_approve_then_resume_runs_the_call_through_its_policies_once() -> None:
     resumed = approval(reg).resume("c1")
     assert resumed.ok and resumed.value == "sent 5 EUR to ann" and resumed.call_id == "c1"
     assert bank.sent == [("ann", 5, "EUR")] and approval(reg).pending() == []
-    again = reg.try_call("transfer", {"to": "ann", "amount": 5}, call_id="c1")
+    again = reg.try_call("transfer", {"to": "ann", "amount": 5}, call_id="c1", context={"run_id": "r"})
     assert again.error.kind == "approval_required"  # type: ignore[union-attr]  # an approval is used once
     reg.plugins.get("approval").approve("c1")
-    assert reg.try_call("transfer", {"to": "ann", "amount": 5}, call_id="c1").error.kind == "rate_limited"  # type: ignore[union-attr]
+    refused = reg.try_call("transfer", {"to": "ann", "amount": 5}, call_id="c1", context={"run_id": "r"})
+    assert refused.error.kind == "rate_limited"  # type: ignore[union-attr]
     assert reg.stats()["approval"] == {"pending": 0, "approved": 2, "denied": 0}
 
 
@@ -104,8 +105,85 @@ def test_an_approval_holds_only_for_the_arguments_it_was_given_for() -> None:
     assert approval(reg).approve("c3").arguments["amount"] == 5  # the approval again: still the call shown
     assert approval(reg).resume("c3").value == "sent 5 EUR to ann"  # the swap left it be
     assert bank.sent == [("ann", 5, "EUR")]
-    again = reg.try_call("transfer", {"to": "ann", "amount": 5000}, call_id="c3")  # used: the id is free again
-    assert again.error is not None and again.error.kind == "approval_required"
+    again = reg.try_call("transfer", {"to": "ann", "amount": 5000}, call_id="c3")  # used: still not for another call
+    assert again.error is not None and again.error.kind == "approval_conflict" and approval(reg).pending() == []
+
+
+SWAPPED = {"to": "mallory", "amount": 5000}
+
+
+def spend(reg: ToolRegistry, how: str) -> None:
+    """Decide the call c1 (to ann, 5) and spend the decision: used by the call, expired, or withdrawn."""
+    reg.try_call("transfer", {"to": "ann", "amount": 5}, call_id="c1")
+    if how == "denied and used":
+        approval(reg).deny("c1")
+        assert approval(reg).resume("c1").error.kind == "approval_denied"  # type: ignore[union-attr]
+        return
+    approval(reg).approve("c1")
+    if how == "approved and used":
+        assert approval(reg).resume("c1").ok
+    elif how == "expired":
+        reg.clock.advance(101)  # type: ignore[attr-defined]
+    else:
+        assert approval(reg).withdraw("c1") is not None
+
+
+@pytest.mark.parametrize("how", ["approved and used", "denied and used", "expired", "withdrawn"])
+def test_a_spent_decisions_id_refuses_another_call_for_ttl(how: str) -> None:
+    """Once its decision was used, expired or withdrawn, a call id became free: another call under it was
+    held as a new pending call, and a repeated approve() of the id (a double click, a replayed webhook)
+    approved a call the person never saw. Now it is ``ApprovalConflict`` for ``ttl``; the same call
+    again waits for a new decision as before."""
+    reg = registry(ttl=100)
+    bank = Bank(reg, options={"requires_approval": True})
+    spend(reg, how)
+    swapped = reg.try_call("transfer", SWAPPED, call_id="c1")
+    assert swapped.error is not None and swapped.error.kind == "approval_conflict", swapped
+    assert "was already decided under call id c1" in swapped.error.message and approval(reg).pending() == []
+    with pytest.raises(ApprovalNotFound):
+        approval(reg).approve("c1")  # the repeated approve finds nothing to approve
+    same = reg.try_call("transfer", {"to": "ann", "amount": 5}, call_id="c1")
+    assert same.error is not None and same.error.kind == "approval_required"  # the same call: asked again
+    assert [p.arguments["to"] for p in approval(reg).pending()] == ["ann"]
+    assert reg.try_call("transfer", SWAPPED, call_id="c1").error.kind == "approval_conflict"  # type: ignore[union-attr]
+    assert all(to != "mallory" for to, _, _ in bank.sent)
+    reg.clock.advance(201)  # type: ignore[attr-defined]  # the pending call and the spent decision are forgotten
+    assert reg.try_call("transfer", SWAPPED, call_id="c1").error.kind == "approval_required"  # type: ignore[union-attr]
+
+
+def test_spent_decisions_are_bounded_by_max_pending() -> None:
+    reg = registry(max_pending=2)
+    Bank(reg, options={"requires_approval": True})
+    for n in range(3):
+        reg.try_call("transfer", {"to": "ann", "amount": n}, call_id=f"c{n}")
+        approval(reg).approve(f"c{n}")
+        assert approval(reg).resume(f"c{n}").ok
+    assert len(approval(reg)._spent) == 2
+    assert reg.try_call("transfer", SWAPPED, call_id="c0").error.kind == "approval_required"  # type: ignore[union-attr]  # dropped first
+    assert reg.try_call("transfer", SWAPPED, call_id="c2").error.kind == "approval_conflict"  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    ("approved", "made", "runs"), [(500, 500.0, True), (500.0, 500, True), (1, True, False), (0, False, False)]
+)
+def test_an_approval_holds_for_the_same_number_however_written_never_for_a_boolean(
+    approved: object, made: object, runs: bool
+) -> None:
+    """JSON Schema: 500 and 500.0 are one number, so one approval; ``true`` is not ``1``."""
+    reg = registry()
+    ran: list[object] = []
+
+    def pay(amount: object) -> str:
+        ran.append(amount)
+        return "paid"
+
+    reg.add(pay, parameters={"type": "object", "properties": {"amount": {}}}, options={"requires_approval": True})
+    reg.try_call("pay", {"amount": approved}, call_id="p1")
+    approval(reg).approve("p1")
+    made_call = reg.try_call("pay", {"amount": made}, call_id="p1")
+    assert made_call.ok is runs and ran == ([made] if runs else [])
+    if not runs:
+        assert made_call.error is not None and made_call.error.kind == "approval_conflict"
 
 
 @pytest.mark.parametrize("first", ["approve", "deny"])

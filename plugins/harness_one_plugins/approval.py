@@ -6,8 +6,9 @@ arguments, and waits. The application decides by call id (:meth:`ApprovalPlugin.
 :meth:`ApprovalPlugin.deny`) and resumes it (:meth:`ApprovalPlugin.resume`, or by making the
 same call again with the same call id): an approved call then runs through every policy; a
 denied one is refused with :class:`ApprovalDenied`, whose text the model can read. An approval
-holds for the call it was given for: while it is unused, a call with the same id and other
-arguments is refused with :class:`ApprovalConflict`.
+holds for the call it was given for: while it is unused, and for ``ttl`` after it was used,
+expired or withdrawn, a call with the same id and other arguments is refused with
+:class:`ApprovalConflict`.
 """
 
 from __future__ import annotations
@@ -141,8 +142,9 @@ class ApprovalPlugin:
     Args:
         require: the rule for tools that declare none (``True`` or a predicate; default none).
         destructive: whether tools marked ``destructive=True`` need approval (when they declare no rule).
-        ttl: seconds a pending call or an unused decision is kept (default one hour).
-        max_pending: at most this many pending calls and decisions are kept (oldest dropped first).
+        ttl: seconds a pending call or an unused decision is kept, and a used, expired or withdrawn
+            decision's call id refuses other calls (default one hour).
+        max_pending: at most this many pending calls, decisions and spent decisions are kept (oldest dropped first).
         clock: time source (default: the registry's clock).
     """
 
@@ -170,6 +172,9 @@ class ApprovalPlugin:
         self._decisions: OrderedDict[str, _Decision] = OrderedDict()
         #: Approvals a call took and has not settled (it runs, or waits for its next attempt), by call id.
         self._in_use: dict[str, _Decision] = {}
+        #: The calls whose decisions were used, expired or withdrawn, and when, by call id: for ``ttl``
+        #: another call under the id is refused, so a repeated approve() never approves it.
+        self._spent: OrderedDict[str, tuple[PendingCall, float]] = OrderedDict()
         self._lock = threading.Lock()
         self.approved = 0
         self.denied = 0
@@ -238,7 +243,7 @@ class ApprovalPlugin:
         return clock.now() if clock is not None else 0.0
 
     def _sweep(self, now: float) -> None:
-        """Drop pending calls and decisions older than ``ttl``, and the oldest beyond ``max_pending``."""
+        """Drop pending calls, decisions and spent ones older than ``ttl``, and the oldest beyond ``max_pending``."""
         while self._pending:
             first = next(iter(self._pending.values()))
             if now - first.requested <= self.ttl and len(self._pending) <= self.max_pending:
@@ -248,7 +253,21 @@ class ApprovalPlugin:
             decided = next(iter(self._decisions.values()))
             if now - decided.decided <= self.ttl and len(self._decisions) <= self.max_pending:
                 break
-            self._decisions.popitem(last=False)
+            self._spend(*self._decisions.popitem(last=False), now)
+        while self._spent:
+            _, spent = next(iter(self._spent.values()))
+            if now - spent <= self.ttl:
+                break
+            self._spent.popitem(last=False)
+
+    def _spend(self, call_id: str, decision: _Decision, now: float) -> None:
+        """Keep the call of a decision used, expired or withdrawn for ``ttl``, at most ``max_pending``
+        (the oldest dropped first); not a grant's, which is not a person's decision."""
+        if decision.call.registry is not None:
+            self._spent[call_id] = (decision.call, now)
+            self._spent.move_to_end(call_id)
+            if len(self._spent) > self.max_pending:
+                self._spent.popitem(last=False)
 
     @hookimpl(tryfirst=True)
     @applies_to(lambda plugin, tool: plugin.rule_for(tool) is not False)
@@ -268,6 +287,7 @@ class ApprovalPlugin:
             decision = self._decisions.get(call_id)
             if decision is not None and now - decision.decided > self.ttl:  # an expired decision decides nothing
                 del self._decisions[call_id]  # (one kept after a refusal is not first in line for the sweep)
+                self._spend(call_id, decision, now)
                 decision = None
             if decision is not None and _same_call(decision.call, call, digest):
                 del self._decisions[call_id]  # used: only this call, with these arguments, had it
@@ -275,25 +295,20 @@ class ApprovalPlugin:
                     call.state[_GRANTED] = decision  # given back if a later policy refuses the call
                     self._in_use[call_id] = decision
                     return
+                self._spend(call_id, decision, now)
                 raise ApprovalDenied(decision.reason, tool=call.tool.name, call_id=call_id)
-            if decision is None:  # or the approval another call under this id took and has not settled
-                decision = self._in_use.get(call_id)
-            if decision is not None and decision.call.registry is not None and not _same_call(decision.call, call, digest):
-                # a person decided another call under this id (it may be running): not a new request to decide
-                raise ApprovalConflict(
-                    f"Another call of '{decision.call.tool}' was already decided under call id {call_id}; "
-                    "a call id names one call (its arguments, context and idempotency key). Make this call with a new call id.",
-                    tool=call.tool.name,
-                    call_id=call_id,
-                )
-            waiting = self._pending.get(call_id)
-            if waiting is not None and not _same_call(waiting, call, digest):
-                raise ApprovalConflict(
-                    f"Another call of '{waiting.tool}' already waits for a decision under call id {call_id}; "
-                    "a call id names one call (its arguments, context and idempotency key). Make this call with a new call id.",
-                    tool=call.tool.name,
-                    call_id=call_id,
-                )
+            # A person decided another call under this id (unused, under way, or spent within ttl), or
+            # another call waits under it: not a new request to decide. (A grant is not a person's decision.)
+            decided, spent, waiting = decision or self._in_use.get(call_id), self._spent.get(call_id), self._pending.get(call_id)
+            for other in (decided.call if decided else None, spent[0] if spent else None, waiting):
+                if other is not None and other.registry is not None and not _same_call(other, call, digest):
+                    what = "already waits for a decision" if other is waiting else "was already decided"
+                    raise ApprovalConflict(
+                        f"Another call of '{other.tool}' {what} under call id {call_id}; a call id names one call "
+                        "(its arguments, context and idempotency key). Make this call with a new call id.",
+                        tool=call.tool.name,
+                        call_id=call_id,
+                    )
             self._pending[call_id] = PendingCall(
                 call_id,
                 call.tool.name,
@@ -329,14 +344,16 @@ class ApprovalPlugin:
         self._settle(call, decision, keep=not call.peek(_USED))
 
     def _settle(self, call: Call, decision: _Decision, *, keep: bool) -> None:
-        call_id = call.call_id
+        call_id, now = call.call_id, self._now(call)
         with self._lock:
             if self._in_use.get(call_id) is decision:
                 del self._in_use[call_id]
             if keep:
                 self._decisions.setdefault(call_id, decision)
-            elif self._decisions.get(call_id) is decision:  # kept after an earlier attempt, used now
+                return
+            if self._decisions.get(call_id) is decision:  # kept after an earlier attempt, used now
                 del self._decisions[call_id]
+            self._spend(call_id, decision, now)
 
     # ------------------------------------------------------------------ the application's side
 
@@ -425,6 +442,8 @@ class ApprovalPlugin:
             if found is not None:
                 return found
             decided = self._decisions.pop(call_id, None)  # decided between the hold and the withdrawal: it decides nothing now
+            if decided is not None:
+                self._spend(call_id, decided, self._now())
         return decided.call if decided is not None else None
 
     def _decided(self, call_id: str) -> tuple[PendingCall, ToolRegistry]:
