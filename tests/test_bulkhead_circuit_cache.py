@@ -520,6 +520,76 @@ def test_a_cancelled_probe_whose_tool_runs_on_holds_its_place_until_the_tool_ret
     assert gated.runs == [1]
 
 
+@pytest.mark.parametrize("ends", ["returns", "answers"])
+def test_a_cancelled_probe_whose_tool_returned_before_its_settling_is_settled_without_blocking_the_loop(
+    clock: ManualClock, redis_url: str, ends: str
+) -> None:
+    """``acall`` of a probe cancelled while its sync tool runs, the tool returning before the circuit's
+    ``on_error`` (an earlier plugin's hook took that long): the probe was settled at once, in the event
+    loop's thread, by the Redis store's blocking ``record``/``unprobe`` (a round trip, up to the link's
+    timeout, with every other task of the loop stopped), not by its awaitable twin."""
+    from harness_one.state import RedisCircuits, RedisLink
+
+    blocking: list[str] = []  # the store's blocking methods called in the loop's thread
+    loop_thread: list[int] = []
+
+    class Watched(RedisCircuits):
+        def record(self, tool: str, policy: Any, *, now: float, failed: bool, probe: int) -> None:
+            if threading.get_ident() in loop_thread:
+                blocking.append("record")
+            super().record(tool, policy, now=now, failed=failed, probe=probe)
+
+        def unprobe(self, tool: str, policy: Any, *, probe: int) -> None:
+            if threading.get_ident() in loop_thread:
+                blocking.append("unprobe")
+            super().unprobe(tool, policy, probe=probe)
+
+    class Slow:
+        """An on_error before the circuit's that lasts until the cancelled call's tool has returned."""
+
+        name = "slow"
+
+        @hookimpl
+        def harness_on_error(self, call: Call, error: BaseException) -> None:
+            if call.lingering is not None:
+                returned = threading.Event()
+                call.lingering.then(returned.set)
+                gated.gate.set()
+                assert returned.wait(10)
+
+    reg = ToolRegistry(clock=clock, autoload=False)
+    reg.plugins.replace("circuit_breaker", CircuitBreakerPlugin(store=Watched(RedisLink(redis_url), server_time=False)))
+    reg.plugins.register(Slow())
+    gated = Gated()
+
+    def probe() -> str:
+        gated()
+        if ends == "answers":
+            raise ToolError("no such user")
+        return "done"
+
+    policy = {"key": "backend", "min_calls": 1, "open_for": 5, "probes": 1}
+    reg.add(lambda: 1 / 0, name="backend", circuit_breaker=policy)
+    reg.add(probe, circuit_breaker=policy)
+    breaker = reg.plugins.get("circuit_breaker")
+    reg.try_call("backend")
+    clock.advance(5)
+
+    async def cancelled_probe() -> None:
+        loop_thread.append(threading.get_ident())
+        await cancel_once_entered(reg, "probe", gated.entered)
+
+    asyncio.run(cancelled_probe())
+    assert blocking == []
+    if ends == "returns":  # settled all the same: its success closed the circuit
+        assert breaker.state("backend") == "closed"
+    else:  # its place is back: the next call probes (and fails: the circuit opens again)
+        assert breaker.state("backend") == "half_open"
+        assert isinstance(reg.try_call("backend").error, ToolExecutionError)
+        assert breaker.state("backend") == "open"
+    assert gated.runs == [1]
+
+
 def test_registry_default_and_policy_checks(clock: ManualClock) -> None:
     reg = ToolRegistry(plugins={"circuit_breaker": CircuitBreakerPlugin(default={"min_calls": 1})}, clock=clock, autoload=False)
     reg.add(lambda: (_ for _ in ()).throw(RetryableError("x")), name="f")

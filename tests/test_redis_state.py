@@ -509,3 +509,31 @@ def test_a_reclaimed_probes_late_end_frees_no_new_probes_place(redis_url: str, w
     assert circuits.admit("t", policy, now=23.0)[1] == 0  # the new probe still holds the one place
     circuits.record("t", policy, now=24.0, failed=False, probe=fresh)
     assert circuits.snapshot("t", policy, now=24.0)["state"] == "closed"
+
+
+def test_a_probe_that_outlives_its_circuits_hash_decides_nothing_after_it_expired(redis_url: str) -> None:
+    """An idle circuit's hash expires (twice max(window, open_for) untouched: a probe whose tool runs on in a
+    thread). The circuit made again numbered its half-open periods from the start, so the old probe's late end
+    counted in the new period: its give-back freed the new probe's place, its success closed the circuit."""
+    import dataclasses
+
+    from harness_one import CircuitBreakerPolicy
+    from harness_one.state import RedisCircuits
+
+    policy = dataclasses.replace(CircuitBreakerPolicy(), probes=1, open_for=10.0, min_calls=1, failure_ratio=0.5)
+    shared = link(redis_url)
+    circuits = RedisCircuits(shared, server_time=False)
+    circuits.record("t", policy, now=0.0, failed=True, probe=0)  # opens
+    wait, old = circuits.admit("t", policy, now=10.0)
+    assert wait == 0.0 and old
+    (key,) = shared.client.keys(f"{shared.prefix}cb:*")
+    shared.client.delete(key)  # what its expiry does
+    circuits.record("t", policy, now=100.0, failed=True, probe=0)  # the circuit made again opens
+    wait, new = circuits.admit("t", policy, now=110.0)
+    assert wait == 0.0 and new and new != old
+    circuits.unprobe("t", policy, probe=old)  # the old probe ends neither way: no place of this period is freed
+    assert circuits.admit("t", policy, now=110.0)[1] == 0
+    circuits.record("t", policy, now=111.0, failed=False, probe=old)  # nor does its success close the circuit
+    assert circuits.snapshot("t", policy, now=111.0)["state"] == "half_open"
+    circuits.record("t", policy, now=111.0, failed=False, probe=new)
+    assert circuits.snapshot("t", policy, now=111.0)["state"] == "closed"

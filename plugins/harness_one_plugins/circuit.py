@@ -160,7 +160,10 @@ class CircuitBreakerPlugin:
     def _record(self, call: Call, failed: bool) -> Await | None:
         if not call.take(_COUNTED, False):
             return None
-        probe: int = call.take(_PROBE, 0)
+        return self._count(call, failed, call.take(_PROBE, 0))
+
+    def _count(self, call: Call, failed: bool, probe: int) -> Await | None:
+        """Count the call's outcome in its circuit (``probe``: the half-open period it probes, 0: none)."""
         (name, policy), store, now = self._policy(call), self.store, self._now(call)
         if store is not self._twins.plain:  # not the store known to answer without I/O
             shared = self._twins(store)
@@ -195,12 +198,27 @@ class CircuitBreakerPlugin:
         if lingering is not None:
             # Its tool runs on in a thread (a cancelled acall): the probe keeps its place until
             # the tool returns, so a half-open circuit never lets more tools run than ``probes``.
-            lingering.then(lambda: self._probed_late(call, name, policy, probe, lingering))
-            return None
+            here, returned = threading.get_ident(), list[bool]()
+
+            def settle() -> None:
+                if threading.get_ident() == here:  # called at once: the tool has returned already
+                    returned.append(True)
+                else:
+                    self._probed_late(call, name, policy, probe, lingering)
+
+            lingering.then(settle)
+            if not returned:
+                return None
+            # settled here, so under acall by the store's awaitable twin (the blocking one in
+            # this thread would hold up the event loop for a round trip)
+            failed = _failed(lingering.outcome)
+            if failed is not None:
+                return self._count(call, failed, probe)
         # a probe refused after admission (e.g. by the rate limit), cancelled before its tool
         # started, whose arguments the tool refused, or whose tool answered with another
         # ToolError of its own (a domain answer such as "no such user": neither the backend
-        # failing nor proof that it works) counts neither way: it gives its place back
+        # failing nor proof that it works), also after its caller stopped waiting, counts
+        # neither way: it gives its place back
         if store is not self._twins.plain:  # not the store known to answer without I/O
             shared = self._twins(store)
             if shared is not None:

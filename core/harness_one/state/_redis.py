@@ -264,8 +264,8 @@ local function open()
   redis.call('HSET', k, 'st', 'open', 'op', num(now), 'n', opened)
   redis.call('PEXPIRE', k, ttl)
 end
--- The half-open period a probe belongs to: the opening ('n') and the reclaims of hung probes in it ('g').
-local function period() return math.max(field('n', 0), 1) * 1048576 + field('g', 0) end
+-- The half-open period a probe belongs to ('p', 0: none): see begin() in the admit script.
+local function period() return field('p', 0) end
 local function totals(trim)
   local oldest = math.floor(now - window)
   local calls, failures = 0, 0
@@ -286,10 +286,18 @@ local st = redis.call('HGET', k, 'st') or 'closed'
 """
 )
 
-# Returns {wait as text, probe}: the half-open period probed (the openings 'n' and reclaims 'g'), 0 for none.
+# Returns {wait as text, probe}: the half-open period probed, 0 for none.
 _CIRCUIT_ADMIT = _Script(
     _CIRCUIT_COMMON
     + """
+-- A new half-open period (the circuit's first probe, or a reclaim of hung probes), named by Redis's clock in
+-- microseconds and after the last: a probe that outlived its circuit's expired hash names none of the new ones.
+local function begin(last)
+  local t = redis.call('TIME')
+  local p = math.max(last + 1, tonumber(t[1]) * 1000000 + tonumber(t[2]))
+  redis.call('HSET', k, 'p', num(p))
+  return p
+end
 if st == 'open' then
   local op = field('op', 0)
   if op > now then -- the clock stepped back: the open period runs from now, never longer than open_for
@@ -303,7 +311,7 @@ if st == 'open' then
   redis.call('PEXPIRE', k, ttl)
 end
 if st == 'half_open' then
-  local probing, passed = field('pr', 0), field('ps', 0)
+  local probing, passed, p = field('pr', 0), field('ps', 0), period()
   if probing > 0 then
     local pt = field('pt', now)
     if pt > now then -- the clock stepped back: the probes' time runs from now, never longer than open_for
@@ -312,13 +320,14 @@ if st == 'half_open' then
     end
     if now - pt > open_for then -- hung, or lost with their process
       probing = 0
-      redis.call('HINCRBY', k, 'g', 1) -- a new period: their late ends would free a new probe's place
+      p = begin(p) -- a new period: their late ends would free a new probe's place
     end
   end
   if probing + passed >= probes then return {num(math.min(1, open_for)), 0} end
+  if p == 0 then p = begin(0) end
   redis.call('HSET', k, 'pr', probing + 1, 'pt', num(now))
   redis.call('PEXPIRE', k, ttl)
-  return {'0', period()}
+  return {'0', p}
 end
 return {'0', 0}
 """
@@ -1287,7 +1296,9 @@ class RedisCircuits:
     """Circuit breakers in Redis: one hash per circuit, a tool's name or a ``key`` tools share
     (state, probes, per-second counts), so one process's failures open the circuit for all. An
     idle circuit's hash expires after twice ``max(window, open_for)``; a probe lost with its
-    process is forgotten after ``open_for``.
+    process is forgotten after ``open_for``. A half-open period is named by Redis's clock (in
+    microseconds) when it began, so a probe's late end counts in no later period, also after
+    the hash expired.
     """
 
     def __init__(self, link: RedisLink, *, server_time: bool = True) -> None:
