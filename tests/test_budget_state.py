@@ -273,3 +273,119 @@ def test_a_give_back_a_cancel_cut_short_is_sent_again(proxy: HoldingProxy, where
         assert budget.used("r") == 1
 
     asyncio.run(scenario())
+
+
+class TakesOnTheLoop:
+    """A Redis budget store's ``take`` / ``untake`` with tickets, blocking or through the awaitable twins."""
+
+    def __init__(self, store: Any, mode: str) -> None:
+        self.store, self.mode = store, mode
+
+    def take(self, ticket: str | None = None, run: str = "r", limit: int | None = None) -> int:
+        keywords = {"limit": limit, "total": None, "now": 0.0, "ttl": 60.0, "ticket": ticket}
+        if self.mode == "sync":
+            return int(self.store.take(run, "t", **keywords))
+        return int(asyncio.run(self.store.atake(run, "t", **keywords)))
+
+    def untake(self, ticket: str, run: str = "r") -> None:
+        if self.mode == "sync":
+            self.store.untake(run, "t", ticket=ticket)
+        else:
+            asyncio.run(self.store.auntake(run, "t", ticket=ticket))
+
+    def used(self, run: str = "r") -> tuple[int, int]:
+        return self.store.used(run, "t", now=0.0), self.store.used(run, "*", now=0.0)
+
+
+def ticketed_takes(store: Any, mode: str) -> None:
+    """A take sent twice counts once; ``untake`` returns a counted take's unit once, nothing else."""
+    takes = TakesOnTheLoop(store, mode)
+    assert [takes.take("a"), takes.take("a")] == [0, 0]  # the same take sent again
+    assert takes.used() == (1, 1)
+    assert takes.take() == 0 and takes.used() == (2, 2)  # another call's unit
+    takes.untake("a")
+    takes.untake("a")  # sent again: nothing more
+    assert takes.used() == (1, 1)
+    assert takes.take("a") == 0 and takes.used() == (1, 1)  # the take, sent again after its untake
+    takes.untake("never-came")  # a take Redis never got: the other call keeps its unit
+    assert takes.used() == (1, 1)
+    assert takes.take("never-came") == 0 and takes.used() == (1, 1)  # it comes late: counts nothing
+    assert takes.take("refused", limit=1) == 1  # refused: nothing counted, nothing to give back
+    takes.untake("refused")
+    assert takes.used() == (1, 1)
+    takes.untake("lost", run="empty")  # a run with nothing counted
+    assert takes.take("lost", run="empty") == 0 and takes.used("empty") == (0, 0)
+    assert takes.take(run="empty") == 0 and takes.used("empty") == (1, 1)
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_take_with_a_ticket_counts_once_and_untake_gives_back_only_what_it_counted(
+    redis_server: RedisServer, redis_url: str, mode: str
+) -> None:
+    """A take sent twice (its reply lost, the link sends it again) counted twice; with a ticket it
+    counts once. ``untake`` of a take whose reply was cut short returns its unit if Redis counted it,
+    once, and never a unit another call holds: of a take Redis never got (cancelled before its
+    write) it returns nothing, and that take, should it come after all, counts nothing. The
+    ticket of an ``untake`` of a run with nothing counted is kept a minute, no more."""
+    from harness_one.state._redis import KEEP_GIVE_BACKS
+
+    store = budgets(redis_url + "?prefix=tt:", server_time=False)
+    ticketed_takes(store, mode)
+    store.untake("other", "t", ticket="lost")
+    client = redis_server.client()
+    try:
+        assert set(client.hgetall("tt:budget:{5:other}")) == {b"c"}
+        assert 0 < client.pttl("tt:budget:{5:other}") <= KEEP_GIVE_BACKS * 1000
+        assert len(client.hget("tt:budget:{1:r}", "c")) == 17 * 3  # a, never-came, refused
+    finally:
+        client.close()
+
+
+def test_take_tickets_on_a_cluster(cluster_url: str) -> None:
+    ticketed_takes(budgets(cluster_url + "?timeout=2", server_time=False), "async")
+
+
+@pytest.mark.parametrize("where", ["on the wire", "queued behind another write"])
+def test_a_take_a_cancel_cut_short_is_given_back_once(proxy: HoldingProxy, where: str) -> None:
+    """An ``acall`` cancelled while its take is on its way to Redis. On the wire, Redis counted the
+    unit, but the call never ran and the run kept it as used (the plugin holds a unit only once the
+    reply is read): of a budget of 3, two calls ran and the next was refused. The take now has a
+    ticket, and the plugin sends ``untake`` before the cancellation goes on: the unit Redis counted
+    comes back once. Queued behind another write, the take was never sent; its ``untake`` returns
+    nothing (a plain give-back would return the unit of the call that ran), and the take counts
+    nothing should it come late."""
+    from harness_one.state._redis import _BUDGET_TAKE, _BUDGET_USED
+
+    reg = ToolRegistry(state=proxy.url + "?timeout=5&prefix=bt:", autoload=False)
+    ran: list[str] = []
+    reg.add(lambda: ran.append("f") or "ran", name="f", options={"max_calls": 3})
+    budget, link = reg.plugins.get("budget"), reg.state.link()
+
+    async def scenario() -> None:
+        assert await reg.acall("f", context={"run_id": "r"}) == "ran"  # one unit used; the take's script is loaded
+        first = None
+        if where == "on the wire":
+            hold = proxy.hold(_BUDGET_TAKE)
+            task = asyncio.create_task(reg.acall("f", context={"run_id": "r"}))
+            await hold.wait()  # Redis counted the unit; the reply is held
+            await reading(task)
+        else:
+            hold = proxy.hold(_BUDGET_USED)
+            first = asyncio.create_task(link.arun(_BUDGET_USED, ["bt:budget:{1:r}"], ["", "f"]))
+            await hold.wait()
+            task = asyncio.create_task(reg.acall("f", context={"run_id": "r"}))
+            batcher = link._batchers[asyncio.get_running_loop()]
+            await until(lambda: any(pending.script is _BUDGET_TAKE for pending in batcher.queue))
+        task.cancel()
+        hold.release()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        if first is not None:
+            assert int(await first) == 1
+        assert budget.used("r") == 1 and ran == ["f"]  # the cancelled call never ran, and holds nothing
+        assert [await reg.acall("f", context={"run_id": "r"}) for _ in range(2)] == ["ran", "ran"]
+        refused = await reg.atry_call("f", context={"run_id": "r"})
+        assert refused.error is not None and refused.error.kind == "budget_exhausted"
+        assert budget.used("r") == 3 and ran == ["f"] * 3
+
+    asyncio.run(scenario())

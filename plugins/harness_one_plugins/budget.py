@@ -7,13 +7,14 @@ ran (refused by a later policy, waiting for approval, answered by a cache hit); 
 one call take nothing more. The counters live in the registry's state: in this process, or in
 Redis shared by every worker (``docs/budgets.md``). Each give-back has a ticket, so one that
 reaches the store twice, as a Redis command sent again after its reply was lost does, returns
-its unit once.
+its unit once. So does each take of a shared store (Redis): sent twice it counts once, and one a
+cancelled ``acall`` cut short (the store may have counted it) is given back once, if it was counted.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Hashable, Sized
+from collections.abc import Awaitable, Callable, Hashable, Sized
 from typing import Any, cast
 
 from harness_one import (
@@ -138,6 +139,7 @@ class BudgetPlugin:
         self._lock = threading.Lock()
         self._twins = AsyncTwins("atake")  # whether the store has awaitable twins
         self._tickets = Accepts("ticket", "give_back", "agive_back")  # whether give-backs have tickets
+        self._untakes = AsyncTwins("auntake")  # whether takes have tickets, and a cut-short one can be given back
         self.refused = 0
 
     @hookimpl
@@ -176,11 +178,14 @@ class BudgetPlugin:
         store, total, ttl, now = self.store, self.total, self.ttl, call.registry.clock.now()
         shared = self._twins(store)
         if shared is not None:
+            mine = {} if self._untakes(shared) is None else {"ticket": new_token()}  # one, however often it is sent
             return round_trip(
-                lambda: store.take(run, name, limit=limit, total=total, now=now, ttl=ttl),
-                lambda: shared.atake(run, name, limit=limit, total=total, now=now, ttl=ttl),
+                lambda: store.take(run, name, limit=limit, total=total, now=now, ttl=ttl, **mine),
+                lambda: shared.atake(run, name, limit=limit, total=total, now=now, ttl=ttl, **mine),
                 lambda spent: self._decide(call, run, limit, spent),
                 lambda exc: self.fail.handle(exc, name, call.call_id, "budget not counted"),
+                # cancelled meanwhile (Redis may have counted it): given back if it was, once
+                (lambda: self._returning(shared.untake, shared.auntake, run, name, mine)) if mine else None,
             )
         try:
             spent = store.take(run, name, limit=limit, total=total, now=now, ttl=ttl)
@@ -206,25 +211,32 @@ class BudgetPlugin:
             return None
         store, name = self.store, call.tool.name
         mine = self._tickets.keywords(store, new_token())  # one ticket, however often the give-back is sent
-        shared = self._twins(store)
+        shared: AsyncBudgetStore | None = self._twins(store)
         if shared is None:
-            self._return(store, run, name, mine)
+            self._return(store.give_back, run, name, mine)
             return None
-        giving = Await(lambda: self._return(store, run, name, mine), lambda: self._areturn(shared, run, name, mine))
+        giving = self._returning(shared.give_back, shared.agive_back, run, name, mine)
         # cancelled meanwhile: sent again, one with a ticket (one without could return its unit twice)
         return round_trip(giving.sync, giving.aio, lambda _: None, lambda _: None, (lambda: giving) if mine else None)
 
-    def _return(self, store: BudgetStore, run: str, name: str, mine: dict[str, Any]) -> None:
-        """Give ``run``'s unit of ``name`` back (``mine``: the give-back's ticket, if the store takes one)."""
+    def _returning(
+        self, sync: Callable[..., None], aio: Callable[..., Awaitable[None]], run: str, name: str, mine: dict[str, Any]
+    ) -> Await:
+        """Giving ``run``'s unit of ``name`` back through the store's ``sync`` method or its awaitable twin ``aio``."""
+        return Await(lambda: self._return(sync, run, name, mine), lambda: self._areturn(aio, run, name, mine))
+
+    def _return(self, give: Callable[..., None], run: str, name: str, mine: dict[str, Any]) -> None:
+        """Give ``run``'s unit of ``name`` back with the store's ``give`` (``give_back``; ``untake`` for a take
+        cut short), ``mine`` its ticket if the store takes one."""
         try:
-            store.give_back(run, name, **mine)
+            give(run, name, **mine)
         except StateUnavailable as exc:
             self._kept(name, exc)
 
-    async def _areturn(self, store: AsyncBudgetStore, run: str, name: str, mine: dict[str, Any]) -> None:
+    async def _areturn(self, give: Callable[..., Awaitable[None]], run: str, name: str, mine: dict[str, Any]) -> None:
         """:meth:`_return` through the store's awaitable twin."""
         try:
-            await store.agive_back(run, name, **mine)
+            await give(run, name, **mine)
         except StateUnavailable as exc:
             self._kept(name, exc)
 

@@ -215,7 +215,19 @@ class BudgetStore(Protocol):
         a refusal counts nothing.
 
         A take sent again (after its reply was lost) may count twice: the run has one call
-        fewer, never one more.
+        fewer, never one more. A store whose round trips can be cut short (with awaitable twins)
+        may instead take ``ticket=`` (a token unique to this take) and have ``untake``:
+
+        - ``take(..., ticket=t)``: the store remembers the tickets of the run's recent takes (the
+          standard stores: the last 64); a take of a ticket it holds counts nothing and answers 0
+          (sent again: the first counted it; or ``untake`` came first).
+        - ``untake(run, scope, *, ticket)`` (and ``auntake``): give back the take of ``ticket``,
+          whose reply was cut short (a cancelled ``acall``), if the store counted it and did not
+          give it back yet; else nothing, and the take counts nothing should it come later. So it
+          returns a unit once, and never one another call holds.
+
+        The plugin passes take tickets, and sends ``untake`` for a take cut short, only to a
+        store that has ``auntake``.
         """
         ...
 

@@ -598,8 +598,8 @@ class RedisLink:
 
     A command that fails to reach the server is sent once more on a fresh connection (a
     restarted server leaves dead connections in the pool). If the first reply was lost after
-    Redis ran the script, that decision counts twice (a token, a circuit outcome, a budget
-    unit taken); a budget's give-back with a ticket, and the idempotency scripts, are safe to repeat.
+    Redis ran the script, that decision counts twice (a token, a circuit outcome); a budget's
+    take and give-back with a ticket, and the idempotency scripts, are safe to repeat.
     Failures raise :class:`StateUnavailable`. Scripts go over one kept connection per process
     (sync) and per event loop (asyncio): calls made while a write is on the wire are sent
     together in the next write, so concurrent callers share round trips, each call is still
@@ -1343,32 +1343,41 @@ class RedisCircuits:
 
 
 # Budgets: one hash per run, fields 'n:<scope>' (counts; 'n:*' over all scopes), 'ex' (the
-# time the counters expire: the last take plus its ttl; the key's own TTL also cleans it up) and
+# time the counters expire: the last take plus its ttl; the key's own TTL also cleans it up),
 # 'g': the tickets of the run's last 64 give-backs, each as 16 hex digits and a comma (a comma
-# follows 16 hex digits only at the end of a whole ticket: a find is exact). ('t', the take
-# tickets an earlier version kept, is no longer read.)
+# follows 16 hex digits only at the end of a whole ticket: a find is exact), and 'c': the
+# tickets of the run's last 64 takes with one, each followed by ',' (counted) or ';' (given back
+# by an untake, or untaken before it came). ('t', the take tickets an earlier version kept, is
+# no longer read.)
 _TICKETS = f"local kept = {17 * KEPT_TICKETS}\n"
 #: Seconds a run whose calls were all given back keeps its give-backs' tickets (then its hash
 #: expires): a give-back re-sent after a lost reply comes within the link's timeout.
 KEEP_GIVE_BACKS = 60.0
 
-# KEYS: the run's hash. ARGV: now ('' = Redis TIME), scope, limit ('' none), total ('' none), ttl.
-# Returns 0 (counted), 1 (the scope's budget is spent) or 2 (the run's total is spent).
+# KEYS: the run's hash. ARGV: now ('' = Redis TIME), scope, limit ('' none), total ('' none), ttl,
+# ticket ('' none). Returns 0 (counted; or, for a ticket the run holds, counted already or
+# untaken: nothing is counted), 1 (the scope's budget is spent) or 2 (the run's total is spent).
 _BUDGET_TAKE = _Script(
     _NOW
+    + _TICKETS
     + """
-local k, f, ttl = KEYS[1], 'n:' .. ARGV[2], tonumber(ARGV[5])
-local c = redis.call('HMGET', k, f, 'n:*', 'ex')
-local n, all, ex = tonumber(c[1]) or 0, tonumber(c[2]) or 0, tonumber(c[3])
+local k, f, ttl, t = KEYS[1], 'n:' .. ARGV[2], tonumber(ARGV[5]), ARGV[6]
+local c = redis.call('HMGET', k, f, 'n:*', 'ex', 'c')
+local n, all, ex, held = tonumber(c[1]) or 0, tonumber(c[2]) or 0, tonumber(c[3]), c[4] or ''
 if ex ~= nil and now >= ex then
-  n, all = 0, 0
+  n, all, held = 0, 0, ''
   redis.call('DEL', k)
 end
+if t ~= '' and (string.find(held, t .. ',', 1, true) or string.find(held, t .. ';', 1, true)) then return 0 end
 local limit, total = tonumber(ARGV[3]), tonumber(ARGV[4])
 local spent = 0
 if limit ~= nil and n >= limit then spent = 1
 elseif total ~= nil and all >= total then spent = 2
-else redis.call('HSET', k, f, n + 1, 'n:*', all + 1)
+elseif t == '' then redis.call('HSET', k, f, n + 1, 'n:*', all + 1)
+else
+  held = held .. t .. ','
+  if #held > kept then held = string.sub(held, -kept) end
+  redis.call('HSET', k, f, n + 1, 'n:*', all + 1, 'c', held)
 end
 if spent ~= 0 and all == 0 then return spent end -- nothing counted: leave no key
 redis.call('HSET', k, 'ex', num(now + ttl))
@@ -1377,28 +1386,15 @@ return spent
 """
 )
 
-# ARGV: '', scope, ticket ('' none), how long (ms) a run left with no count keeps its tickets.
-# Uncounts one call of the scope and of '*', never below zero; with a ticket, unless the run's
-# recent give-backs hold it (the same give-back, sent again after its reply was lost), and then
-# records it. A run left with no count is deleted if it holds no ticket (a missing run counts
-# zero); else it keeps its tickets, expiring within ARGV[4] (a re-send comes long before), so a
+# The end of both scripts that uncount a call (k, f, c: the scope's and the run's counts before,
+# keeps: whether the run holds tickets): one call of the scope and of '*' uncounted, never below
+# zero. A run left with no count is deleted if it holds no ticket (a missing run counts zero);
+# else it keeps its tickets, expiring within ARGV[4] (a re-send comes long before), so a
 # give-back sent again after a new take of the run still finds its ticket, and refused calls of
-# new runs leave no key for a day. A missing run (never counted, expired, forgotten) is not made.
-_BUDGET_GIVE_BACK = _Script(
-    _TICKETS
-    + """
-local k, f, t = KEYS[1], 'n:' .. ARGV[2], ARGV[3]
-local c = redis.call('HMGET', k, f, 'n:*', 'g')
-if not c[2] then return 0 end
-local done = c[3] or ''
-if t ~= '' and string.find(done, t .. ',', 1, true) then return 0 end
+# new runs leave no key for a day.
+_UNCOUNT = """
 if (tonumber(c[1]) or 0) > 0 then redis.call('HINCRBY', k, f, -1) end
 if (tonumber(c[2]) or 0) > 0 then redis.call('HINCRBY', k, 'n:*', -1) end
-if t ~= '' then
-  done = done .. t .. ','
-  if #done > kept then done = string.sub(done, -kept) end
-  redis.call('HSET', k, 'g', done)
-end
 local left = (tonumber(c[2]) or 0) > 1
 if not left then
   local all = redis.call('HGETALL', k)
@@ -1408,7 +1404,7 @@ if not left then
 end
 if not left then
   local keep = tonumber(ARGV[4])
-  if done == '' then redis.call('DEL', k)
+  if not keeps then redis.call('DEL', k)
   else
     local ms = redis.call('PTTL', k)
     if ms < 0 or ms > keep then redis.call('PEXPIRE', k, keep) end
@@ -1416,6 +1412,55 @@ if not left then
 end
 return 1
 """
+
+# ARGV: '', scope, ticket ('' none), how long (ms) a run left with no count keeps its tickets.
+# Uncounts one call (_UNCOUNT); with a ticket, unless the run's recent give-backs hold it (the
+# same give-back, sent again after its reply was lost), and then records it. A missing run
+# (never counted, expired, forgotten) is not made.
+_BUDGET_GIVE_BACK = _Script(
+    _TICKETS
+    + """
+local k, f, t = KEYS[1], 'n:' .. ARGV[2], ARGV[3]
+local c = redis.call('HMGET', k, f, 'n:*', 'g', 'c')
+if not c[2] then return 0 end
+local done = c[3] or ''
+if t ~= '' and string.find(done, t .. ',', 1, true) then return 0 end
+if t ~= '' then
+  done = done .. t .. ','
+  if #done > kept then done = string.sub(done, -kept) end
+  redis.call('HSET', k, 'g', done)
+end
+local keeps = done ~= '' or c[4]
+"""
+    + _UNCOUNT
+)
+
+# ARGV: '', scope, the take's ticket, how long (ms) a run left with no count keeps its tickets.
+# Gives back the take of the ticket if the run counted it and it was not given back (_UNCOUNT),
+# marking it ';': the same untake sent again, or the take sent again, changes nothing. A ticket
+# the run does not hold (the take never came, or comes later) is recorded as given back, so the
+# take counts nothing should it come; a run that holds nothing else then keeps it for ARGV[4].
+_BUDGET_UNTAKE = _Script(
+    _TICKETS
+    + """
+local k, f, t = KEYS[1], 'n:' .. ARGV[2], ARGV[3]
+local c = redis.call('HMGET', k, f, 'n:*', 'c')
+local held = c[3] or ''
+if string.find(held, t .. ';', 1, true) then return 0 end
+local at = string.find(held, t .. ',', 1, true)
+if at then held = string.sub(held, 1, at + 15) .. ';' .. string.sub(held, at + 17)
+else
+  held = held .. t .. ';'
+  if #held > kept then held = string.sub(held, -kept) end
+end
+redis.call('HSET', k, 'c', held)
+if not at then
+  if not c[2] then redis.call('PEXPIRE', k, tonumber(ARGV[4])) end
+  return 0
+end
+local keeps = true
+"""
+    + _UNCOUNT
 )
 
 # ARGV: now, scope. Returns the scope's count (0 once the run's counters expired).
@@ -1431,16 +1476,16 @@ return tonumber(c[1]) or 0
 
 
 def _ticket(ticket: str | None) -> str:
-    """A give-back's ticket as the budget script keeps it: 16 hex digits (64 bits of its BLAKE2b digest), '' for none."""
+    """A take's or give-back's ticket as the budget scripts keep it: 16 hex digits (64 bits of its BLAKE2b digest), '' for none."""
     return "" if ticket is None else hashlib.blake2b(ticket.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
 
 
 class RedisBudgets:
     """Per-run call counters in Redis: one hash per run, expiring ``ttl`` seconds after the run's
     last ``take`` (at most 7 days), so every process and host on the Redis shares each run's budget.
-    The hash also holds the tickets of the run's last 64 give-backs (17 bytes each); a run left
-    with no count keeps them for 60 seconds (``KEEP_GIVE_BACKS``; four times the link's
-    ``timeout`` if that is longer), then expires.
+    The hash also holds the tickets of the run's last 64 give-backs and of its last 64 takes with
+    one (17 bytes each); a run left with no count keeps them for 60 seconds (``KEEP_GIVE_BACKS``;
+    four times the link's ``timeout`` if that is longer), then expires.
 
     ``server_time`` (default): expiry runs on Redis ``TIME`` and ``now`` is ignored; ``False``
     uses the caller's ``now`` (deterministic tests, one host).
@@ -1456,7 +1501,7 @@ class RedisBudgets:
         return f"{self.link.prefix}budget:{{{len(name)}:{name}}}"
 
     def _take(
-        self, run: str, scope: str, limit: int | None, total: int | None, now: float, ttl: float
+        self, run: str, scope: str, limit: int | None, total: int | None, now: float, ttl: float, ticket: str | None
     ) -> tuple[list[str], list[Any]]:
         return [self._key(run)], [
             _now_arg(self.server_time, now),
@@ -1464,14 +1509,19 @@ class RedisBudgets:
             "" if limit is None else limit,
             "" if total is None else total,
             repr(float(ttl)),
+            _ticket(ticket),
         ]
 
-    def take(self, run: str, scope: str, *, limit: int | None, total: int | None, now: float, ttl: float) -> int:
-        return int(self.link.run(_BUDGET_TAKE, *self._take(run, scope, limit, total, now, ttl)))
+    def take(
+        self, run: str, scope: str, *, limit: int | None, total: int | None, now: float, ttl: float, ticket: str | None = None
+    ) -> int:
+        return int(self.link.run(_BUDGET_TAKE, *self._take(run, scope, limit, total, now, ttl, ticket)))
 
-    async def atake(self, run: str, scope: str, *, limit: int | None, total: int | None, now: float, ttl: float) -> int:
+    async def atake(
+        self, run: str, scope: str, *, limit: int | None, total: int | None, now: float, ttl: float, ticket: str | None = None
+    ) -> int:
         """:meth:`take` on the asyncio client."""
-        return int(await self.link.arun(_BUDGET_TAKE, *self._take(run, scope, limit, total, now, ttl)))
+        return int(await self.link.arun(_BUDGET_TAKE, *self._take(run, scope, limit, total, now, ttl, ticket)))
 
     def give_back(self, run: str, scope: str, *, ticket: str | None = None) -> None:
         self.link.run(_BUDGET_GIVE_BACK, [self._key(run)], ["", scope, _ticket(ticket), self._keep])
@@ -1479,6 +1529,15 @@ class RedisBudgets:
     async def agive_back(self, run: str, scope: str, *, ticket: str | None = None) -> None:
         """:meth:`give_back` on the asyncio client."""
         await self.link.arun(_BUDGET_GIVE_BACK, [self._key(run)], ["", scope, _ticket(ticket), self._keep])
+
+    def untake(self, run: str, scope: str, *, ticket: str) -> None:
+        """Give back the take of ``ticket`` whose reply was cut short, once, if the run counted it;
+        a take of ``ticket`` that comes later counts nothing (:class:`~harness_one.state.BudgetStore`)."""
+        self.link.run(_BUDGET_UNTAKE, [self._key(run)], ["", scope, _ticket(ticket), self._keep])
+
+    async def auntake(self, run: str, scope: str, *, ticket: str) -> None:
+        """:meth:`untake` on the asyncio client."""
+        await self.link.arun(_BUDGET_UNTAKE, [self._key(run)], ["", scope, _ticket(ticket), self._keep])
 
     def used(self, run: str, scope: str, *, now: float) -> int:
         return int(self.link.run(_BUDGET_USED, [self._key(run)], [_now_arg(self.server_time, now), scope]))
