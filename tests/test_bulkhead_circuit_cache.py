@@ -614,6 +614,8 @@ def test_cache_for_read_only_tools(clock: ManualClock) -> None:
     reg.call("lookup", {"q": "a"})
     assert len(runs) == 3
     assert reg.stats()["cache"]["hits"] == 1
+    hit = reg.try_call("lookup", {"q": "a"})  # answered from the cache: the tool did not run for it
+    assert (hit.ok, hit.value, hit.ran, len(runs)) == (True, "r:a", False, 3)
 
 
 def test_cached_results_are_private_and_keyed_by_what_the_tool_reads(clock: ManualClock) -> None:

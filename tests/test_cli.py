@@ -235,6 +235,17 @@ def test_run_loop_answers_every_line(runner: CliRunner) -> None:
     assert "5 requests, 2 ok, 3 errors (InvalidRequest: 2, ToolArgumentError: 1)" in result.stderr
 
 
+def test_run_marks_an_answer_its_tool_did_not_run_for(runner: CliRunner) -> None:
+    """The second call under an idempotency key replays the first outcome: its answer says ``"ran": false``."""
+    line = '{"id": %d, "name": "calculate", "arguments": {"expression": "6 * 7"}, "idempotency_key": "k-%s"}'
+    result = invoke(
+        runner, "--state", "memory:", "run", input="\n".join([line % (1, "a"), line % (2, "a"), line % (3, "b")]) + "\n"
+    )
+    answers = [json.loads(x) for x in result.stdout.splitlines()]
+    assert [a.get("ran") for a in answers] == [None, False, None]
+    assert all(a["ok"] and a["result"]["result"] == 42 for a in answers)
+
+
 def test_run_concurrently_keeps_ids(runner: CliRunner) -> None:
     lines = [json.dumps({"id": i, "name": "calculate", "arguments": {"expression": f"{i} * 2"}}) for i in range(40)]
     result = invoke(runner, "run", "--concurrency", "8", input="\n".join(lines) + "\n")
@@ -257,6 +268,7 @@ def test_scripted_session_shows_every_outcome() -> None:
     assert "[13] random_number -> RateLimitExceeded (retry after" in out
     assert "[15] slow_report -> ToolTimeout" in out
     assert "[16] flaky_lookup -> ok (after 2 attempts)" in out
+    assert "[19] calculate -> ok: " in out and "[20] calculate -> ok (not run: an earlier outcome): " in out  # demo-19's replay
     assert "InvalidRequest" in out and "Did you mean: 'calculate'?" in out
     assert "20 requests" in done.stderr
 

@@ -112,6 +112,25 @@ def test_replay_mismatch_and_validation(make_store: Any) -> None:
     assert reg.stats()["idempotency"] == {"replays": 2, "stored": 2}
 
 
+def test_a_replay_says_its_tool_did_not_run(make_store: Any) -> None:
+    """``CallResult.ran``: True for the call that ran the tool, False for each replay of its outcome (a success or a failure)."""
+    reg = registry_with(make_store())
+    charge = Counter()
+    reg.add(charge, name="charge")
+
+    def decline(amount: int) -> None:
+        raise ValueError("card declined")
+
+    reg.add(decline)
+    first, again = (reg.try_call("charge", {"amount": 5}, idempotency_key="k") for _ in range(2))
+    assert (first.ok, first.ran, again.ok, again.ran) == (True, True, True, False)
+    assert again.value == first.value and charge.runs == 1
+    failed, replayed = (reg.try_call("decline", {"amount": 5}, idempotency_key="d") for _ in range(2))
+    assert (failed.ok, failed.ran, replayed.ok, replayed.ran) == (False, True, False, False)
+    assert getattr(replayed.error, "replayed", False)
+    assert not reg.try_call("charge", {"amunt": 5}, idempotency_key="x").ran  # refused before it started
+
+
 def test_a_whole_number_replays_however_it_is_spelled(make_store: Any) -> None:
     # A model that retries {"amount": 5} as {"amount": 5.0} sends the same JSON number.
     reg = registry_with(make_store())

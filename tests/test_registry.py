@@ -77,11 +77,11 @@ def test_try_call_result(registry: ToolRegistry) -> None:
         return a / b
 
     good = registry.try_call("div", {"a": 1, "b": 4}, call_id="c-1")
-    assert good == CallResult(True, 0.25, None, "div", "c-1", good.duration, 1)
+    assert good == CallResult(True, 0.25, None, "div", "c-1", good.duration, 1, True)
     assert good.to_dict() == {"ok": True, "result": 0.25, "call_id": "c-1"}
     assert good.for_model() == "0.25"
     bad = registry.try_call("div", {"a": 1, "b": 0})
-    assert not bad.ok and isinstance(bad.error, ToolExecutionError)
+    assert not bad.ok and isinstance(bad.error, ToolExecutionError) and bad.ran
     assert isinstance(bad.error.__cause__, ZeroDivisionError)
     assert bad.for_model() == "Error: Tool 'div' failed: ZeroDivisionError: division by zero"
     assert bad.to_dict()["error"]["type"] == "ToolExecutionError" and bad.to_dict()["error"]["cause"] == "ZeroDivisionError"

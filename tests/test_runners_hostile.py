@@ -367,10 +367,13 @@ def slow_start(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     return release
 
 
+@pytest.mark.parametrize("mode", ["process", "thread", "none"])
 @pytest.mark.parametrize("aio", [False, True], ids=["call", "acall"])
-def test_process_call_cancelled_before_the_runner_never_starts_its_tool(aio: bool) -> None:
-    """``call.cancel()`` in a pre-call hook: ToolCancelled, no worker taken or started, ``call.ran`` False for the plugins."""
+def test_call_cancelled_before_its_tool_starts_never_starts_it(aio: bool, mode: str) -> None:
+    """``call.cancel()`` in a pre-call hook: ToolCancelled, the tool never started (in process mode no
+    worker taken or started), ``call.ran`` False for the plugins, in every timeout mode."""
     seen: list[tuple[str, bool]] = []
+    before = tfp.calls  # calls run in this process (thread and none modes)
 
     class Canceller:
         @hookimpl
@@ -381,14 +384,15 @@ def test_process_call_cancelled_before_the_runner_never_starts_its_tool(aio: boo
         def harness_on_error(self, call: Call, error: BaseException) -> None:
             seen.append((type(error).__name__, call.ran))
 
-    plugin = TimeoutPlugin(mode="process")
+    plugin = TimeoutPlugin(mode=mode)
     reg = ToolRegistry(autoload=False, plugins={"timeout": plugin, "canceller": Canceller()})
     reg.add(tfp.count, timeout=30)
     try:
         with pytest.raises(ToolCancelled, match="The call of 'count' was cancelled"):
             asyncio.run(reg.acall("count")) if aio else reg.call("count")
         assert seen == [("ToolCancelled", False)]
-        assert plugin.processes.stats()["alive"] == 0  # (before the fix: a worker started and ran the tool)
+        assert tfp.calls == before  # (before the fix, in thread and none modes: the tool ran)
+        assert plugin.processes.stats()["alive"] == 0  # (before its fix: a worker started and ran the tool)
     finally:
         plugin.processes.shutdown()
 

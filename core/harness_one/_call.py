@@ -149,6 +149,7 @@ class Call:
 
     __slots__ = (
         "__dict__",
+        "_cancelled_through",
         "_failure",
         "_id",
         "arguments",
@@ -178,7 +179,7 @@ class Call:
     lingering: Lingering | None = None
     decision: Retry | Outcome | None = None
     _state: dict[str, Any] | None = None
-    _cancelled_through: int = 0  # the last attempt cancelled (0: none)
+    _cancelled_through: int  # the last attempt cancelled (0: none); read before every tool starts
     _progress: ProgressCallback | None = None
 
     def __init__(
@@ -200,6 +201,7 @@ class Call:
         self.started = started
         self.attempt = 1
         self.ran = False
+        self._cancelled_through = 0
         self.result: Any = None
         self.decoded = self.timeout = self._failure = None
         if idempotency_key is not None:
@@ -330,6 +332,9 @@ class CallResult(NamedTuple):
     """What :meth:`ToolRegistry.try_call` returns: never raises for a :class:`ToolError`.
 
     An immutable record (a named tuple: built at C speed, as every ``try_call`` builds one).
+    ``ran`` says whether the tool ran for this call: False when a plugin answered without
+    running it (an idempotent replay, a cache hit) or the call was refused before its tool
+    started, so nothing the tool does happened for it.
     """
 
     ok: bool
@@ -339,6 +344,7 @@ class CallResult(NamedTuple):
     call_id: str
     duration: float
     attempts: int
+    ran: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON answer agent loops send back: ``{"ok", "result"}`` or ``{"ok", "error"}``."""

@@ -7,7 +7,10 @@ import numbers
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ._call import Call
 
 __all__ = [
     "APPROVAL_REQUIRED",
@@ -565,9 +568,10 @@ class ToolCancelled(ToolError):
     kind = "cancelled"
 
     @classmethod
-    def of(cls, tool: str, call_id: str | None) -> ToolCancelled:
-        """The error of a call of ``tool`` its caller cancelled (what plugins' ``on_error`` sees)."""
-        return cls(f"The call of '{tool}' was cancelled.", tool=tool, call_id=call_id)
+    def of(cls, call: Call) -> ToolCancelled:
+        """The error of ``call``, cancelled by its caller (what plugins' ``on_error`` sees)."""
+        tool = call.tool.name
+        return cls(f"The call of '{tool}' was cancelled.", tool=tool, call_id=call.call_id)
 
 
 class _MayWait(ToolError):

@@ -826,6 +826,7 @@ class ToolRegistry(metaclass=_SharedType):
                 call.call_id,
                 _perf() - started,
                 call.attempt if call.ran else call.attempts,
+                call.ran or call.attempt > 1,
             ),  # as _result
         )  # as _result
 
@@ -910,6 +911,8 @@ class ToolRegistry(metaclass=_SharedType):
                                     continue
                             break
                     if outcome is None:
+                        if call._cancelled_through and call.cancelled:  # before its tool started: it never starts
+                            raise ToolCancelled.of(call)
                         try:
                             if run is not None and call.timeout is None:
                                 call.ran = True
@@ -1388,13 +1391,9 @@ def _own_cancel(call: Call, exc: asyncio.CancelledError) -> ToolExecutionError:
     return ToolExecutionError(exc, tool=call.tool.name, call_id=call.call_id)
 
 
-def _cancel_error(call: Call) -> ToolCancelled:
-    return ToolCancelled.of(call.tool.name, call.call_id)
-
-
 def _cancelled(steps: Generator[Step, None, None], call: Call) -> Step:
     call.cancel()
-    return steps.throw(_cancel_error(call))
+    return steps.throw(ToolCancelled.of(call))
 
 
 def _advance(move: Callable[..., Step], *args: Any) -> Step | None:
@@ -1421,7 +1420,7 @@ async def _acancel(steps: Generator[Step, None, None], call: Call) -> None:
             try:
                 step.value = await step.aio()
             except asyncio.CancelledError:
-                _finish_sync(steps, call, _advance(steps.throw, _cancel_error(call)))
+                _finish_sync(steps, call, _advance(steps.throw, ToolCancelled.of(call)))
                 return
             except Exception as exc:
                 step = _unwaited(steps, call, _advance(steps.throw, exc))
@@ -1457,7 +1456,7 @@ def _unwaited(steps: Generator[Step, None, None], call: Call, step: Step | None)
     the call is cancelled there, so on_error hooks get ``ToolCancelled`` and free what they kept
     for the retry."""
     while step is not None and type(step) is not Await:
-        step = _advance(steps.throw, _cancel_error(call))
+        step = _advance(steps.throw, ToolCancelled.of(call))
     return step
 
 
@@ -1510,7 +1509,8 @@ def _result(call: Call | None, value: Any, err: ToolError | None, name: Any, cal
         # Call.attempts; read as an attribute where it is the attempt's number (a refusal of a first attempt: no frame)
         attempts = call.attempt if call.ran or call.attempt == 1 else call.attempts
         ident = call._id or call.call_id  # (the property's Python frame only when the id is made now)
-        return _new_result(CallResult, (err is None, value, err, call.tool.name, ident, _perf() - started, attempts))
+        ran = call.ran or call.attempt > 1  # (an attempt that ran is counted when the next begins)
+        return _new_result(CallResult, (err is None, value, err, call.tool.name, ident, _perf() - started, attempts, ran))
     assert err is not None
     cid = None if call_id is None else _text(call_id, str)
     cid = err.call_id = err.call_id or cid or new_call_id()

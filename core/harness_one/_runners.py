@@ -75,10 +75,6 @@ def _timed_out(call: Call, timeout: float) -> ToolTimeout:
     return _timeout_error(call, timeout)
 
 
-def _cancel_error(call: Call) -> ToolCancelled:
-    return ToolCancelled.of(call.tool.name, call.call_id)
-
-
 def _timeout_error(call: Call, timeout: float) -> ToolTimeout:
     """The :class:`ToolTimeout` of ``call``: it names the attempt's timeout (``call.timeout``) when the
     core waited less (what was left of the call's total timeout), else ``timeout``."""
@@ -955,9 +951,9 @@ class ProcessRunner:
         (``call.ran`` False) and the worker is kept (going on starting) for the next call."""
         if sent:
             self._pool.discard(worker, "killed")
-            return _cancel_error(call)
+            return ToolCancelled.of(call)
         self._pool.park(worker)
-        return _refused(call, _cancel_error(call))
+        return _refused(call, ToolCancelled.of(call))
 
     def _turn(self, call: Call, worker: _Worker, end: float, quiet: float) -> bytes | float | None:
         """One turn of :meth:`_read` and :meth:`_aread`, which wait on the socket between turns.
@@ -1014,7 +1010,7 @@ class ProcessRunner:
 
     def run(self, call: Call, fn: Callable[..., Any], kwargs: dict[str, Any], timeout: float) -> Any:
         if call.cancelled:  # before the runner (a pre-call hook, another thread): the tool never starts
-            raise _refused(call, _cancel_error(call))
+            raise _refused(call, ToolCancelled.of(call))
         job = self._job(call, fn, kwargs)
         worker = self._take(call)
         end = time.monotonic() + timeout  # a worker's start counts: the call's time is the caller's
@@ -1037,7 +1033,7 @@ class ProcessRunner:
 
     async def arun(self, call: Call, fn: Callable[..., Any], kwargs: dict[str, Any], timeout: float) -> Any:
         if call.cancelled:
-            raise _refused(call, _cancel_error(call))
+            raise _refused(call, ToolCancelled.of(call))
         job = self._job(call, fn, kwargs)
         worker = self._take(call)
         end = time.monotonic() + timeout

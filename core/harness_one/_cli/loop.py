@@ -181,6 +181,8 @@ def _answer_for(rid: Any, result: Any) -> dict[str, Any]:
         answer: dict[str, Any] = {"id": rid, "ok": True, "result": result.value}
         if result.attempts > 1:
             answer["attempts"] = result.attempts
+        if not result.ran:  # an earlier outcome answered (an idempotent replay, a cache hit)
+            answer["ran"] = False
         return answer
     return {"id": rid, "ok": False, "error": result.error.to_dict()}
 
@@ -192,6 +194,8 @@ def _readable(answer: dict[str, Any], name: str) -> str:
     head = f"[{'?' if rid is None else safe_text(str(rid))}] {name}"
     if answer["ok"]:
         tries = f" (after {answer['attempts']} attempts)" if "attempts" in answer else ""
+        if answer.get("ran") is False:
+            tries += " (not run: an earlier outcome)"
         return f"{head} -> ok{tries}: {dumps(answer['result'])}"
     error = answer["error"]
     extra = f" (retry after {error['retry_after']:.3g} s)" if isinstance(error.get("retry_after"), (int, float)) else ""
