@@ -116,6 +116,8 @@ class CliState:
     mcp_specs: list[str] = field(default_factory=list)
     #: ``--mcp-call-timeout`` as given (None: not given, the default bound).
     mcp_call_timeout: str | None = None
+    #: ``--mcp-max-reply-bytes`` as given (None: not given, the default bound).
+    mcp_max_reply_bytes: str | None = None
     #: Problems loading --tools or MCP servers that ``doctor`` reports instead of failing on.
     lenient: bool = False
     failures: list[str] = field(default_factory=list)
@@ -188,13 +190,23 @@ def _attach_mcp(state: CliState, registry: ToolRegistry) -> None:
     tables = state.settings.mcp_servers
     if not (tables or state.mcp_specs):
         return
-    from ..mcp._spec import CALL_TIMEOUT, McpSpec, McpSpecError, attach_servers, parse_call_timeout, parse_mcp_spec
+    from ..mcp._spec import (
+        CALL_TIMEOUT,
+        MAX_REPLY_BYTES,
+        McpSpec,
+        McpSpecError,
+        attach_servers,
+        parse_call_timeout,
+        parse_max_reply_bytes,
+        parse_mcp_spec,
+    )
 
     try:
         specs = [McpSpec.from_table(name, table) for name, table in tables.items()]
-        given = state.mcp_call_timeout
+        given, size = state.mcp_call_timeout, state.mcp_max_reply_bytes
         wait = CALL_TIMEOUT if given is None else parse_call_timeout(given)
-        specs += [parse_mcp_spec(text, call_timeout=wait) for text in state.mcp_specs]
+        limit = MAX_REPLY_BYTES if size is None else parse_max_reply_bytes(size)
+        specs += [parse_mcp_spec(text, call_timeout=wait, max_reply_bytes=limit) for text in state.mcp_specs]
     except McpSpecError as exc:
         raise click.UsageError(str(exc)) from None
     try:
@@ -360,6 +372,12 @@ class LazyGroup(click.Group):
     help="Bound on a call of an --mcp server's tool that has no timeout policy (default 300; false: none).",
 )
 @click.option(
+    "--mcp-max-reply-bytes",
+    "mcp_max_reply_bytes",
+    metavar="BYTES",
+    help="Bound on one reply of an --mcp server; a longer one fails its call (default 16777216).",
+)
+@click.option(
     "--state", "state_url", metavar="URL", help="Where shared state lives (default: $HARNESS_ONE_STATE or a SQLite file)."
 )
 @click.option(
@@ -381,6 +399,7 @@ def main(
     plugin_options: tuple[str, ...],
     mcp_specs: tuple[str, ...],
     mcp_call_timeout: str | None,
+    mcp_max_reply_bytes: str | None,
     state_url: str | None,
     log_format: str | None,
     log_level: str | None,
@@ -398,11 +417,14 @@ def main(
     except ConfigError as exc:
         raise ConfigProblem(str(exc)) from None
     try:
-        if mcp_call_timeout is not None:  # checked even when no --mcp server is named
-            from ..mcp._spec import McpSpecError, parse_call_timeout
+        if mcp_call_timeout is not None or mcp_max_reply_bytes is not None:  # checked even when no --mcp server is named
+            from ..mcp._spec import McpSpecError, parse_call_timeout, parse_max_reply_bytes
 
             try:
-                parse_call_timeout(mcp_call_timeout)
+                if mcp_call_timeout is not None:
+                    parse_call_timeout(mcp_call_timeout)
+                if mcp_max_reply_bytes is not None:
+                    parse_max_reply_bytes(mcp_max_reply_bytes)
             except McpSpecError as exc:
                 raise ConfigError(str(exc)) from None
         for text in plugin_options:
@@ -415,4 +437,10 @@ def main(
     settings.state = state_url or settings.state
     configure_logging(settings.log_format, settings.log_level, sys.stderr)
     set_import_timeout(settings.import_timeout)
-    ctx.obj = CliState(settings, list(tool_specs), list(mcp_specs), mcp_call_timeout=mcp_call_timeout)
+    ctx.obj = CliState(
+        settings,
+        list(tool_specs),
+        list(mcp_specs),
+        mcp_call_timeout=mcp_call_timeout,
+        mcp_max_reply_bytes=mcp_max_reply_bytes,
+    )

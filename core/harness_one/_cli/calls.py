@@ -41,6 +41,7 @@ _SELECTING = (
     ("plugin_options", "-O"),
     ("mcp_specs", "--mcp"),
     ("mcp_call_timeout", "--mcp-call-timeout"),
+    ("mcp_max_reply_bytes", "--mcp-max-reply-bytes"),
     ("state_url", "--state"),
 )
 

@@ -28,7 +28,7 @@ import re
 import sys
 import threading
 import weakref
-from collections.abc import Callable, Coroutine, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
 from contextlib import AsyncExitStack
 from types import CodeType
 from typing import Any, TypeVar
@@ -66,7 +66,7 @@ from harness_one._render import safe_text
 from harness_one._requests import leading_members
 from harness_one._schema import without_bad_defaults
 
-from ._spec import CALL_TIMEOUT, ERROR_META_KEY, McpSpec, McpSpecError
+from ._spec import CALL_TIMEOUT, ERROR_META_KEY, MAX_REPLY_BYTES, McpSpec, McpSpecError, is_byte_count
 from ._stdio import _detail
 
 __all__ = [
@@ -83,13 +83,12 @@ __all__ = [
 T = TypeVar("T")
 _VALID = re.compile(r"^[A-Za-z0-9_-]{1,64}\Z")
 _INVALID_CHARS = re.compile(r"[^A-Za-z0-9_-]")
+_JSON = json.JSONDecoder()
 _WRAP = "x-fastmcp-wrap-result"
 #: Errors of the transport itself (the server process died, the socket closed, HTTP failed).
 _LOST = (OSError, EOFError, anyio.BrokenResourceError, anyio.ClosedResourceError, anyio.EndOfStream, httpx2.TransportError)
 #: The synthesized errors of the SDK's HTTP transport for a request whose response stream broke.
 _HTTP_ABANDONED = ("SSE stream failed", "SSE stream ended")
-#: The default bound on one line a stdio server writes (one reply): 16 MiB.
-MAX_REPLY_BYTES = 16 << 20
 #: How much of a line over the bound is kept, to read its id from.
 _HEAD = 1 << 12
 
@@ -247,14 +246,44 @@ def _warn_unbounded() -> None:
 _LAST_ID = re.compile(r'[{,][ \t\r\n]*"id"[ \t\r\n]*:[ \t\r\n]*("(?:[^"\\]|\\.)*"|-?[0-9]{1,50})[ \t\r\n]*\}[ \t\r\n]*\Z')
 
 
+def _reply_ids(text: str) -> list[str | int]:
+    """The ids of the replies a line may answer: the leading ``id`` of each JSON object it holds one after another,
+    from its first ``{`` (a server that leaves out a newline joins what it wrote to its next line). A request or a
+    notification (a ``method``) answers none; the objects are read up to the first that cannot be read whole (8 at most).
+    """
+    ids: list[str | int] = []
+    at = text.find("{")
+    for _ in range(8):
+        if at < 0:
+            break
+        start = leading_members(text[at:])
+        if type(start.get("id")) in (str, int) and "method" not in start:
+            ids.append(start["id"])
+        try:
+            at = text.find("{", _JSON.raw_decode(text, at)[1])
+        except ValueError:
+            break
+    return ids
+
+
+def _too_large_error(request_id: str | int, limit: int, size: int | None = None) -> str:
+    """The JSON-RPC error (JSON text) that answers ``request_id`` in place of a reply over ``limit`` bytes
+    (``size``: the reply's size, None when not read to its end)."""
+    was = f"{size:,} bytes, more than the limit of {limit:,}" if size is not None else f"more than the limit of {limit:,} bytes"
+    data = {"kind": "reply_too_large", "max_reply_bytes": limit}
+    error = {"code": INTERNAL_ERROR, "message": f"the reply was {was} (max_reply_bytes)", "data": data}
+    return json.dumps({"jsonrpc": "2.0", "id": request_id, "error": error})
+
+
 class _ReplyLines:
     """A stdio server's stdout as the SDK's reader gets it: one whole line at a time, read in linear time.
 
     A line longer than ``limit`` bytes (not counting its line ending) is read to its end and dropped; the
     request it answers gets an error saying so, with ``kind`` ``reply_too_large``. Its ``id`` is read from
-    the start of the line (Python's SDK writes it before the ``result``) or else from its end (the
-    TypeScript SDK writes it last). A line over the bound whose id cannot be read, or that is a request or
-    a notification, is dropped and logged.
+    the start of the line (Python's SDK writes it before the ``result``; see :func:`_reply_ids`) or else from
+    its end (the TypeScript SDK writes it last). A line over the bound whose id cannot be read, or that is a
+    request or a notification, is dropped and logged. A reply is whole only at its newline: what a server
+    writes without one is the start of its next line.
     """
 
     def __init__(self, stream: ByteReceiveStream, encoding: str, errors: str, server: str, limit: int) -> None:
@@ -309,20 +338,87 @@ class _ReplyLines:
                 raise StopAsyncIteration from None  # a last line without a newline is dropped, as the SDK does
 
     def _too_large(self, head: bytes, tail: bytes, size: int) -> str | None:
-        """The error line that answers the request a line over the bound answers (None: none can be named)."""
-        start = leading_members(head.decode(self.encoding, "replace"))
-        request_id = start.get("id")
-        if request_id is None and "method" not in start:
+        """The error lines that answer the requests a line over the bound answers (None: none can be named)."""
+        text = head.decode(self.encoding, "replace")
+        ids = _reply_ids(text)
+        if not ids and "method" not in leading_members(text):
             last = _LAST_ID.search(tail.decode(self.encoding, "replace"))
             with contextlib.suppress(ValueError):  # a string with an escape JSON has not
-                request_id = json.loads(last[1]) if last else None
-        message = f"the reply was {size:,} bytes, more than the limit of {self.limit:,} (max_reply_bytes)"
+                found = json.loads(last[1]) if last else None
+                ids = [found] if isinstance(found, (str, int)) else []
         log_event(logging.WARNING, "mcp reply too large", server=self.server, size=size, limit=self.limit)
-        if type(request_id) not in (str, int) or "method" in start:
-            return None
-        data = {"kind": "reply_too_large", "max_reply_bytes": self.limit}
-        error = {"code": INTERNAL_ERROR, "message": message, "data": data}
-        return json.dumps({"jsonrpc": "2.0", "id": request_id, "error": error}) + "\n"
+        return "".join(_too_large_error(request_id, self.limit, size) + "\n" for request_id in ids) or None
+
+
+# --------------------------------------------------------------------------- the HTTP reply bound
+
+#: A line ending in an event stream.
+_EOL = re.compile(rb"\r\n|\r|\n")
+
+
+class _BoundedBody(httpx2.AsyncByteStream):
+    """The body of an HTTP reply as the SDK reads it, within ``limit`` bytes: whole (a JSON reply), or one event
+    at a time (an event stream, ``events``; without the empty line that ends it), each handed on once complete.
+    At a body or an event over the bound
+    nothing more is read: the request the response answers gets the error ``reply_too_large`` in its place (as
+    the body, or as an event) and the response is closed (the HTTP connection, not the MCP session)."""
+
+    def __init__(self, body: httpx2.AsyncByteStream, request: httpx2.Request, server: str, limit: int, events: bool) -> None:
+        self.body, self.request, self.server, self.limit, self.events = body, request, server, limit, events
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        parts: list[bytes] = []  # the body, or the event, read so far
+        size = 0  # their length
+        fresh, cr = True, False  # (events) a line starts at the next byte; the last chunk ended with \r
+        async for chunk in self.body:
+            done = 0  # (events) where the complete events in ``chunk`` end
+            if self.events:
+                at = 1 if cr and chunk.startswith(b"\n") else 0  # the \n of a \r\n cut in two
+                done = 0 if parts else at  # (it ends the event handed on last)
+                cr, begin = chunk.endswith(b"\r"), at if fresh else -1
+                for end in _EOL.finditer(chunk, at):
+                    if end.start() == begin:  # an empty line: the event ends (counted without it)
+                        if size + end.start() - done > self.limit:
+                            break
+                        size, done = 0, end.end()
+                    begin = end.end()
+                fresh = begin == len(chunk)
+            size += len(chunk) - done
+            if size > self.limit:
+                answer = self._too_large()
+                if answer:
+                    yield answer
+                return
+            if done:
+                yield b"".join([*parts, chunk[:done]])
+                parts = []
+            if done < len(chunk):
+                parts.append(chunk[done:] if done else chunk)
+        if parts:
+            yield b"".join(parts)
+
+    def _too_large(self) -> bytes:
+        """What answers the request in place of the reply over the bound (nothing when it is not a request)."""
+        log_event(logging.WARNING, "mcp reply too large", server=self.server, limit=self.limit)
+        with contextlib.suppress(Exception):  # not a JSON-RPC request: nothing to answer
+            request = leading_members(self.request.content.decode())
+            if "method" in request and type(request.get("id")) in (str, int):
+                error = _too_large_error(request["id"], self.limit).encode()
+                return b"event: message\r\ndata: " + error + b"\r\n\r\n" if self.events else error
+        return b""
+
+    async def aclose(self) -> None:
+        await self.body.aclose()
+
+
+async def _bound_reply(server: str, limit: int, response: httpx2.Response) -> None:
+    """An httpx response hook: the reply's body read through :class:`_BoundedBody`, never decoded (an encoded
+    body could hold far more than the bound; the client asks for none, ``Accept-Encoding: identity``)."""
+    body = response.stream
+    if isinstance(body, httpx2.AsyncByteStream):
+        kind = response.headers.get("content-type", "").partition(";")[0].strip().lower()
+        response.headers.pop("content-encoding", None)
+        response.stream = _BoundedBody(body, response.request, server, limit, events=kind == "text/event-stream")
 
 
 # --------------------------------------------------------------------------- names
@@ -360,8 +456,9 @@ class RemoteServer:
     ``names`` maps each local tool name to the remote one; ``failures`` lists remote tools
     that could not become harness tools (an unusable schema, a name another tool holds) and why.
     ``call_timeout`` bounds a remote call no ``timeout``/``total_timeout`` policy bounds (``None``: never);
-    ``max_reply_bytes`` one line a stdio server writes (one reply; see :class:`_ReplyLines`). Use
-    :func:`import_tools` / :func:`aimport_tools` to connect and add the tools to a registry.
+    ``max_reply_bytes`` (None: the spec's) one reply: a line a stdio server writes (see :class:`_ReplyLines`),
+    an HTTP body or event (see :class:`_BoundedBody`). Use :func:`import_tools` / :func:`aimport_tools` to
+    connect and add the tools to a registry.
     """
 
     def __init__(
@@ -370,14 +467,15 @@ class RemoteServer:
         *,
         connect_timeout: float = 30.0,
         call_timeout: float | None = CALL_TIMEOUT,
-        max_reply_bytes: int = MAX_REPLY_BYTES,
+        max_reply_bytes: int | None = None,
     ) -> None:
-        if isinstance(max_reply_bytes, bool) or not isinstance(max_reply_bytes, int) or max_reply_bytes < 1:
-            raise ValueError(f"max_reply_bytes must be a positive number of bytes, got {max_reply_bytes!r}")
+        limit = spec.max_reply_bytes if max_reply_bytes is None else max_reply_bytes
+        if not is_byte_count(limit):
+            raise ValueError(f"max_reply_bytes must be a positive number of bytes, got {limit!r}")
         self.spec = spec
         self.connect_timeout = connect_timeout
         self.call_timeout = call_timeout
-        self.max_reply_bytes = max_reply_bytes
+        self.max_reply_bytes: int = limit
         self.names: dict[str, str] = {}
         self.failures: list[str] = []
         self.registry: ToolRegistry | None = None
@@ -418,11 +516,16 @@ class RemoteServer:
     def _transport(self, stack: AsyncExitStack) -> Any:
         spec = self.spec
         if spec.url is not None:
-            if not spec.headers:
-                return spec.url
-            http = httpx2.AsyncClient(headers=dict(spec.headers), timeout=httpx2.Timeout(30.0, read=CALL_TIMEOUT))
+            headers = httpx2.Headers(spec.headers)
+            headers["accept-encoding"] = "identity"  # a body as sent: the bound counts what is read (_bound_reply)
+            http = httpx2.AsyncClient(
+                headers=headers,
+                timeout=httpx2.Timeout(30.0, read=CALL_TIMEOUT),  # the SDK's own client's
+                event_hooks={"response": [functools.partial(_bound_reply, spec.name, self.max_reply_bytes)]},
+            )
             stack.push_async_callback(http.aclose)
-            return streamable_http_client(spec.url, http_client=http)
+            # The SDK's own bound on an event (1 MiB by default) is never reached: events over ours are not handed on.
+            return streamable_http_client(spec.url, http_client=http, max_sse_event_size=self.max_reply_bytes)
         params = StdioServerParameters(
             command=spec.command[0], args=list(spec.command[1:]), env=dict(spec.env) if spec.env else None, cwd=spec.cwd
         )
@@ -811,22 +914,26 @@ def _closed(client: Client, exc: MCPError, *, http: bool) -> bool:
 
 
 def _fail_unreadable(client: Client, error: ValueError) -> None:
-    """Answer the pending request whose response the SDK could not parse (it only logs the line).
+    """Answer the pending requests whose response the SDK could not parse (it only logs the line).
 
-    The request id is read from what the SDK could not read (the line's text, or the JSON object that is
-    not a JSON-RPC message); the waiter gets a ``-32700`` error. Best effort on the SDK's dispatcher:
-    without it the call ends at its deadline.
+    The request ids are read from what the SDK could not read: the line's text (:func:`_reply_ids`: each
+    reply a line holds when a server left out a newline), or the JSON object that is not a JSON-RPC message.
+    Their waiters get a ``-32700`` error. Best effort on the SDK's dispatcher: without it the calls end at
+    their deadline.
     """
-    with contextlib.suppress(Exception):  # anything unexpected: leave the call to its deadline
+    with contextlib.suppress(Exception):  # anything unexpected: leave the calls to their deadline
         first = error.errors()[0]  # type: ignore[attr-defined]
         given = first["input"]
-        found = given if isinstance(given, dict) else leading_members(given) if isinstance(given, str) else {}
-        request_id = found.get("id")
+        if isinstance(given, dict):
+            ids: list[Any] = [] if "method" in given else [given.get("id")]
+        else:
+            ids = _reply_ids(given) if isinstance(given, str) else []
         pending = client.session._dispatcher._pending  # type: ignore[attr-defined]
-        waiter = pending.get(request_id) if type(request_id) in (str, int) else None
-        if waiter is not None:
-            reason = safe_text(str(first.get("msg", "unreadable")))
-            waiter.send.send_nowait(types.ErrorData(code=PARSE_ERROR, message=f"the reply could not be read ({reason})"))
+        reason = safe_text(str(first.get("msg", "unreadable")))
+        for request_id in ids:
+            waiter = pending.get(request_id) if type(request_id) in (str, int) else None
+            if waiter is not None:
+                waiter.send.send_nowait(types.ErrorData(code=PARSE_ERROR, message=f"the reply could not be read ({reason})"))
 
 
 def _spec(target: McpSpec | str | Sequence[str], name: str | None, prefix: str | None) -> McpSpec:
@@ -849,7 +956,7 @@ async def _import(
     replace: bool,
     timeouts: tuple[float, float | None],
     definition: Mapping[str, Any],
-    max_reply_bytes: int = MAX_REPLY_BYTES,
+    max_reply_bytes: int | None = None,
 ) -> RemoteServer:
     server = RemoteServer(spec, connect_timeout=timeouts[0], call_timeout=timeouts[1], max_reply_bytes=max_reply_bytes)
     try:
@@ -869,7 +976,7 @@ def import_tools(
     replace: bool = False,
     connect_timeout: float = 30.0,
     call_timeout: float | None = CALL_TIMEOUT,
-    max_reply_bytes: int = MAX_REPLY_BYTES,
+    max_reply_bytes: int | None = None,
     **definition: Any,
 ) -> RemoteServer:
     """Connect to an MCP server and add its tools to ``registry``; returns the :class:`RemoteServer`.
@@ -883,8 +990,9 @@ def import_tools(
     ``destructive`` and ``open_world``. Existing names raise :class:`ToolDefinitionError`
     unless ``replace``. ``call_timeout`` (default 300 s, ``None``: none) bounds each remote
     call that no ``timeout``/``total_timeout`` bounds; past it the call is a :class:`~harness_one.ToolTimeout`.
-    ``max_reply_bytes`` (default 16 MiB) bounds one reply of a stdio server: a longer one fails its call
-    (its ``cause`` a :class:`RemoteToolError` of ``kind`` ``reply_too_large``) and the connection stays.
+    ``max_reply_bytes`` (None: the spec's, 16 MiB by default) bounds one reply (a stdio line, an HTTP body or
+    event): a longer one fails its call (its ``cause`` a :class:`RemoteToolError` of ``kind`` ``reply_too_large``)
+    and the connection stays.
     """
     spec = _spec(target, name, prefix)
     return _wait(_import(registry, spec, replace, (connect_timeout, call_timeout), definition, max_reply_bytes))
@@ -899,7 +1007,7 @@ async def aimport_tools(
     replace: bool = False,
     connect_timeout: float = 30.0,
     call_timeout: float | None = CALL_TIMEOUT,
-    max_reply_bytes: int = MAX_REPLY_BYTES,
+    max_reply_bytes: int | None = None,
     **definition: Any,
 ) -> RemoteServer:
     """The awaitable :func:`import_tools`."""

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 __all__ = [
     "CALL_TIMEOUT",
     "ERROR_META_KEY",
+    "MAX_REPLY_BYTES",
     "POLICY_KEYS",
     "McpSpec",
     "McpSpecError",
@@ -41,9 +42,11 @@ _PREFIX = re.compile(r"^[A-Za-z0-9_-]{0,32}\Z")
 POLICY_KEYS = frozenset(
     {"rate_limit", "timeout", "timeout_mode", "total_timeout", "retry", "max_concurrency", "circuit_breaker", "cache_ttl", "tags"}
 )
-_TABLE_KEYS = ("command", "url", "prefix", "env", "cwd", "headers", "policies", "call_timeout")
+_TABLE_KEYS = ("command", "url", "prefix", "env", "cwd", "headers", "policies", "call_timeout", "max_reply_bytes")
 #: Seconds a remote call may take when no ``timeout``/``total_timeout`` policy bounds it (the HTTP read timeout).
 CALL_TIMEOUT = 300.0
+#: The default bound on one reply of a server (a line over stdio, a body or an event over HTTP): 16 MiB.
+MAX_REPLY_BYTES = 16 << 20
 
 
 class McpSpecError(ValueError):
@@ -69,6 +72,8 @@ class McpSpec:
     policies: Mapping[str, Any] = field(default_factory=dict)
     #: Seconds a call of a tool without a timeout policy may take (None or ``false``: no bound).
     call_timeout: float | None = CALL_TIMEOUT
+    #: Bytes one reply may take; a longer one fails its call (``reply_too_large``).
+    max_reply_bytes: int = MAX_REPLY_BYTES
 
     def __repr__(self) -> str:
         shown = f"url={without_userinfo(self.url, '***')!r}" if self.url is not None else f"command={self.command!r}"
@@ -99,6 +104,10 @@ class McpSpec:
         wait = self.call_timeout
         if wait is not None and (isinstance(wait, bool) or not isinstance(wait, (int, float)) or not 0 < wait < float("inf")):
             raise McpSpecError(f"{where}: 'call_timeout' must be a positive number of seconds or false, got {_shown(wait)}.")
+        if not is_byte_count(self.max_reply_bytes):
+            raise McpSpecError(
+                f"{where}: 'max_reply_bytes' must be a positive number of bytes, got {_shown(self.max_reply_bytes)}."
+            )
         unknown = sorted(set(self.policies) - POLICY_KEYS)
         if unknown:
             raise McpSpecError(f"{where}: unknown policies {unknown}; expected some of {sorted(POLICY_KEYS)}.")
@@ -106,7 +115,7 @@ class McpSpec:
     @classmethod
     def from_table(cls, name: str, table: Mapping[str, Any]) -> McpSpec:
         """The spec for ``[mcp.servers.NAME]``: ``command = [...]`` or ``url = "..."``, optional ``prefix``,
-        ``env``, ``cwd``, ``headers`` and a ``policies`` table."""
+        ``env``, ``cwd``, ``headers``, a ``policies`` table, ``call_timeout`` and ``max_reply_bytes``."""
         if not isinstance(table, Mapping):
             raise McpSpecError(f"mcp.servers.{name}: expected a table, got {type(table).__name__}.")
         unknown = sorted(set(table) - set(_TABLE_KEYS))
@@ -128,17 +137,18 @@ class McpSpec:
                 call_timeout=None
                 if table.get("call_timeout", CALL_TIMEOUT) is False
                 else table.get("call_timeout", CALL_TIMEOUT),
+                max_reply_bytes=table.get("max_reply_bytes", MAX_REPLY_BYTES),
             )
         except McpSpecError as exc:
             raise McpSpecError(f"mcp.servers.{name}: {exc}") from None
 
 
-def parse_mcp_spec(text: str, *, call_timeout: float | None = CALL_TIMEOUT) -> McpSpec:
+def parse_mcp_spec(text: str, *, call_timeout: float | None = CALL_TIMEOUT, max_reply_bytes: int = MAX_REPLY_BYTES) -> McpSpec:
     """``NAME[:PREFIX]=COMMAND_OR_URL`` (the ``--mcp`` option): an ``http(s)://`` URL, or a command split like a shell would.
 
     ``files:fs=npx ...`` names the server ``files`` and its tools ``fs_...``; ``files:=npx ...``
     (an empty prefix after the colon) uses the server name as prefix: ``files_...``.
-    ``call_timeout`` bounds its tools' calls as in :class:`McpSpec`.
+    ``call_timeout`` bounds its tools' calls and ``max_reply_bytes`` its replies, as in :class:`McpSpec`.
     """
     name, sep, target = text.partition("=")
     name, target = name.strip(), target.strip()
@@ -153,12 +163,12 @@ def parse_mcp_spec(text: str, *, call_timeout: float | None = CALL_TIMEOUT) -> M
         prefix = name
     try:
         if re.match(r"^https?://", target):
-            return McpSpec(name=name, url=target, prefix=prefix, call_timeout=call_timeout)
+            return McpSpec(name=name, url=target, prefix=prefix, call_timeout=call_timeout, max_reply_bytes=max_reply_bytes)
         try:
             command = tuple(shlex.split(target))
         except ValueError as exc:
             raise McpSpecError(f"cannot split the command: {exc}.") from None
-        return McpSpec(name=name, command=command, prefix=prefix, call_timeout=call_timeout)
+        return McpSpec(name=name, command=command, prefix=prefix, call_timeout=call_timeout, max_reply_bytes=max_reply_bytes)
     except McpSpecError as exc:
         raise McpSpecError(f"--mcp {_shown(text)}: {exc}") from None
 
@@ -174,6 +184,22 @@ def parse_call_timeout(text: str) -> float | None:
     if not 0 < wait < math.inf:
         raise McpSpecError(f"--mcp-call-timeout {text!r}: expected a positive number of seconds or 'false'.")
     return wait
+
+
+def is_byte_count(value: object) -> bool:
+    """Whether ``value`` is a positive number of bytes (an ``int``, not a ``bool``)."""
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
+
+
+def parse_max_reply_bytes(text: str) -> int:
+    """``--mcp-max-reply-bytes``'s value: a positive whole number of bytes."""
+    try:
+        size = int(text)
+    except ValueError:
+        size = 0
+    if not is_byte_count(size):
+        raise McpSpecError(f"--mcp-max-reply-bytes {text!r}: expected a positive whole number of bytes.")
+    return size
 
 
 def attach_servers(
