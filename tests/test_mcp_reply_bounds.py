@@ -184,6 +184,25 @@ def test_the_cli_and_a_config_table_set_max_reply_bytes(lines_server: tuple[list
     assert refused.returncode == 2 and "--mcp-max-reply-bytes 'lots': expected a positive whole number" in refused.stderr
 
 
+async def test_serve_takes_the_groups_mcp_bounds_for_its_own_mcp_servers(
+    lines_server: tuple[list[str], Path], tmp_path: Path
+) -> None:
+    """``harness-one --mcp-max-reply-bytes 1000 serve --mcp ...``: serve's servers were parsed with the defaults."""
+    from mcp import StdioServerParameters
+    from mcp_support import Session, server_env
+
+    command, _ = lines_server
+    target = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "harness_one", "--mcp-max-reply-bytes", "1000", "serve", "--mcp", f"t={' '.join(command)}"],
+        env={**os.environ, **server_env(tmp_path)},
+    )
+    async with Session(target) as client:
+        assert (await client.call_tool("ok", {})).content[0].text == "ran ok"
+        refused = await client.call_tool("huge", {"n": 5000})
+        assert refused.is_error and "more than the limit of 1,000 (max_reply_bytes)" in refused.content[0].text
+
+
 # ---------------------------------------------------------------- over HTTP
 
 

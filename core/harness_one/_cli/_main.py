@@ -130,6 +130,15 @@ class CliState:
             self._registry = build_registry(self)
         return self._registry  # type: ignore[no-any-return]
 
+    def mcp_bounds(self) -> tuple[float | None, int]:
+        """``--mcp-call-timeout`` and ``--mcp-max-reply-bytes`` (checked as the command starts), else their defaults:
+        for every ``--mcp`` server, the group's and ``serve``'s."""
+        from ..mcp._spec import CALL_TIMEOUT, MAX_REPLY_BYTES, parse_call_timeout, parse_max_reply_bytes
+
+        given, size = self.mcp_call_timeout, self.mcp_max_reply_bytes
+        wait = CALL_TIMEOUT if given is None else parse_call_timeout(given)
+        return wait, MAX_REPLY_BYTES if size is None else parse_max_reply_bytes(size)
+
 
 def state_of(ctx: click.Context) -> CliState:
     found = ctx.find_object(CliState)
@@ -190,22 +199,11 @@ def _attach_mcp(state: CliState, registry: ToolRegistry) -> None:
     tables = state.settings.mcp_servers
     if not (tables or state.mcp_specs):
         return
-    from ..mcp._spec import (
-        CALL_TIMEOUT,
-        MAX_REPLY_BYTES,
-        McpSpec,
-        McpSpecError,
-        attach_servers,
-        parse_call_timeout,
-        parse_max_reply_bytes,
-        parse_mcp_spec,
-    )
+    from ..mcp._spec import McpSpec, McpSpecError, attach_servers, parse_mcp_spec
 
     try:
         specs = [McpSpec.from_table(name, table) for name, table in tables.items()]
-        given, size = state.mcp_call_timeout, state.mcp_max_reply_bytes
-        wait = CALL_TIMEOUT if given is None else parse_call_timeout(given)
-        limit = MAX_REPLY_BYTES if size is None else parse_max_reply_bytes(size)
+        wait, limit = state.mcp_bounds()
         specs += [parse_mcp_spec(text, call_timeout=wait, max_reply_bytes=limit) for text in state.mcp_specs]
     except McpSpecError as exc:
         raise click.UsageError(str(exc)) from None

@@ -14,7 +14,7 @@ import click
 
 from harness_one._stdout import stdout_for_answers
 
-from ._spec import McpSpecError, attach_servers, parse_mcp_spec
+from ._spec import CALL_TIMEOUT, MAX_REPLY_BYTES, McpSpecError, attach_servers, parse_mcp_spec
 
 if TYPE_CHECKING:
     from harness_one import ToolRegistry
@@ -156,8 +156,10 @@ def serve(
         raise click.ClickException("'serve' needs the MCP SDK: pip install 'harness-one[mcp]'") from None
     if not path.startswith("/"):
         raise click.BadParameter(f"must start with '/', got {path!r}", param_hint="--path")
+    bounds = getattr(ctx.obj, "mcp_bounds", None)  # the group's --mcp-call-timeout and --mcp-max-reply-bytes
+    wait, limit = bounds() if callable(bounds) else (CALL_TIMEOUT, MAX_REPLY_BYTES)
     try:
-        specs = [parse_mcp_spec(text) for text in mcp_specs]
+        specs = [parse_mcp_spec(text, call_timeout=wait, max_reply_bytes=limit) for text in mcp_specs]
     except McpSpecError as exc:
         raise click.BadParameter(str(exc), param_hint="--mcp") from None
     # Over stdio, stdout is the wire: what the tools print as they load goes to stderr meanwhile.
