@@ -255,13 +255,10 @@ def _parse(raw: str | bytes | bytearray | memoryview, limits: ArgumentLimits) ->
             ]
         ) from None
     except json.JSONDecodeError as exc:
-        from ._redact import mask_secrets  # (a refusal only)
-
-        # The 40 characters around the mistake, masked with the text before them in view, so the
-        # value of a secret key the mistake follows is not shown ({"api_key": "sk-..." "n": 1}).
-        snippet = mask_secrets(text[max(0, exc.pos - 1000) : exc.pos + 20])[-40:]
+        # (the decoder's "Invalid control character at", "Unterminated string starting at")
+        where = f"{exc.msg.removesuffix(' at')} at line {exc.lineno} column {exc.colno}"
         raise _problem(
-            f"arguments are not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno} (near {snippet!r})",
+            f"arguments are not valid JSON: {where} (near {_near(text, exc.pos)!r})",
             "json",
             "valid JSON",
             "invalid JSON",
@@ -279,6 +276,55 @@ def _parse(raw: str | bytes | bytearray | memoryview, limits: ArgumentLimits) ->
     return value
 
 
+#: Characters before a mistake in JSON text read to mask what the 40 around it show.
+_LOOK_BACK = 1000
+#: A name cut at the start of that window is read whole up to this many characters (the longest
+#: name the masking rules read, and its quotes).
+_NAME_BACK = 104
+
+
+def _near(text: str, pos: int) -> str:
+    """The 40 characters of JSON ``text`` around a mistake at ``pos``, as an error shows them.
+
+    Masked (``mask_secrets``) with the 1,000 characters before them in view, so the value of a
+    secret key the mistake follows is not shown (``{"api_key": "sk-..." "n": 1}``); a string those
+    characters start inside is masked whole when it is the value of a secret key, however long, and
+    read from its opening quote when it is short (a name cut off). Linear, at C speed: ``text`` is
+    valid JSON up to ``pos``, so with the escaped backslashes and quotes blanked out (positions
+    kept), every quote before ``pos`` opens or closes a string.
+    """
+    from ._redact import REDACTED, mask_secrets  # (a refusal only)
+
+    start, end = max(0, pos - _LOOK_BACK), pos + 20
+    plain = text[:end]
+    if "\\" in plain:
+        plain = plain.replace("\\\\", "__").replace('\\"', "__")
+    window = text[start:end]
+    if plain.count('"', 0, start) % 2:  # the window starts inside a string
+        opened = plain.rfind('"', 0, start)
+        if _secret_value(text, plain, opened):
+            closed = plain.find('"', start)
+            window = REDACTED + ("" if closed == -1 else text[closed:end])
+        elif start - opened <= _NAME_BACK:
+            window = text[opened:end]
+    return mask_secrets(window)[-40:]
+
+
+def _secret_value(text: str, plain: str, opened: int) -> bool:
+    """Whether the string opening at ``opened`` is the value of a secret key (``hidden_from_model``;
+    ``plain``: ``text`` with escapes blanked out, as :func:`_near` makes it)."""
+    from ._redact import hidden_from_model
+
+    before = plain[:opened].rstrip(_JSON_SPACE)
+    if not before.endswith(":"):
+        return False
+    before = before[:-1].rstrip(_JSON_SPACE)
+    if not before.endswith('"'):
+        return False
+    name_end = len(before)
+    return hidden_from_model(_decode(text[plain.rfind('"', 0, name_end - 1) : name_end]))
+
+
 def check_signature(args: dict[Any, Any], accepted: frozenset[str], required: frozenset[str], accepts_any: bool) -> None:
     """The backstop when no validator ran: non-string, unknown or missing parameters, named.
 
@@ -287,19 +333,20 @@ def check_signature(args: dict[Any, Any], accepted: frozenset[str], required: fr
     problems = []
     odd = [] if set(map(type, args)) <= {str} else [k for k in args if type(k) is not str]
     for key in odd[:10]:
-        problems.append(
-            ArgumentProblem(
-                "$", f"property names must be strings, got {json_type(key)} {_short(key)}", "type", "string", json_type(key)
-            )
-        )
+        got = json_type(key)
+        shown = "" if key is None else f" {str(key).lower() if isinstance(key, bool) else _short(key)}"
+        problems.append(ArgumentProblem("$", f"property names must be strings, got {got}{shown}", "type", "string", got))
     if not accepts_any:
         unknown = len(args) - len(args.keys() & accepted) - len(odd)
-        firsts = itertools.islice((k for k in args if type(k) is str and k not in accepted), _LISTED)
-        for key in sorted(firsts):  # past the first few, in the order they came
+        firsts = sorted(itertools.islice((k for k in args if type(k) is str and k not in accepted), _LISTED))
+        names = sorted(accepted)[:_LISTED] if firsts else []  # the first few; the rest are counted
+        if len(accepted) > _LISTED:
+            names.append(f"... ({len(accepted) - _LISTED:,} more)")
+        for key in firsts:  # past the first few, in the order they came
             problems.append(
                 ArgumentProblem(
                     json_path((key,)),
-                    f"unexpected argument; expected one of: {', '.join(sorted(accepted)) or 'none'}",
+                    f"unexpected argument; expected one of: {', '.join(names) or 'none'}",
                     "additionalProperties",
                     "no such property",
                     _shown(key),

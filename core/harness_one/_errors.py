@@ -55,6 +55,9 @@ ERROR_TEXT_LIMIT = 10_000
 #: The most problems a :class:`ToolArgumentError` keeps: past it, the first ones and a note saying how
 #: many there were, as the validation plugin cuts its listing (harness-one's own checks list fewer).
 PROBLEMS_LIMIT = 100
+#: The most characters of each text of a problem (its path, message, ``expected``, ``got``) an
+#: error's :meth:`~ToolArgumentError.to_dict` lists: a problem naming every accepted property is cut.
+_PROBLEM_TEXT = 1_000
 #: The ``expected`` of the note ending a cut listing (:meth:`ArgumentProblem.listing_cut`).
 _CUT = "the problems above fixed first"
 
@@ -446,8 +449,23 @@ class ToolArgumentError(ToolError):
         return self
 
     def to_dict(self) -> dict[str, Any]:
+        """As :meth:`ToolError.to_dict`, with ``problems``: bounded as the message is (each text cut
+        to :data:`_PROBLEM_TEXT` characters; those that fit in twice :data:`ERROR_TEXT_LIMIT`
+        characters, at least one, then a note saying how many there were)."""
         data = super().to_dict()
-        data["problems"] = [p.to_dict() for p in self.problems]
+        room = 2 * ERROR_TEXT_LIMIT
+        listed: list[dict[str, Any]] = []
+        for problem in self.problems:
+            entry = {key: capped(text, _PROBLEM_TEXT) for key, text in problem.to_dict().items()}
+            room -= sum(map(len, entry.values()))
+            if room < 0 and listed and not problem.is_listing_cut:
+                number = len(self.problems) - self.problems[-1].is_listing_cut
+                at_least = "at least " if self._total is None and number < len(self.problems) else ""
+                note = f"only the first {len(listed):,} of {at_least}{self._total or number:,} problems are listed"
+                listed.append(ArgumentProblem.listing_cut(note).to_dict())
+                break
+            listed.append(entry)
+        data["problems"] = listed
         return data
 
 

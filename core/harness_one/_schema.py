@@ -550,7 +550,9 @@ class _Inference:
         nested = self._nesting > 0  # as an item or a field: a reference to the model under $defs
         try:
             schema: JSONSchema = TypeAdapter(list[tp] if nested else tp).json_schema(  # type: ignore[valid-type]
-                ref_template="#/$defs/{model}", mode="serialization" if self.output else "validation"
+                ref_template="#/$defs/{model}",
+                mode="serialization" if self.output else "validation",
+                **({} if self.output else {"schema_generator": _real_defaults()}),
             )
         except Exception as exc:
             raise TypeError(f"pydantic cannot express {tp!r} in JSON Schema: {exc}") from None
@@ -935,18 +937,22 @@ def _short(value: Any, path: str = "") -> str:
     written, anything else by its JSON type; ``(redacted)`` but for null and booleans when a name in
     ``path`` is one whose value the errors the model reads hide (:data:`~harness_one.MODEL_SECRET_KEYS`,
     as the validation plugin hides it)."""
-    from ._redact import hidden_from_model
     from ._render import escape_surrogates
 
-    if not (value is None or isinstance(value, bool)):
-        names = (found.group(1) or json.loads(found.group(2)) for found in _PATH_NAME.finditer(path))
-        if any(map(hidden_from_model, names)):
-            return "(redacted)"
+    if not (value is None or isinstance(value, bool)) and _hidden(path):
+        return "(redacted)"
     if isinstance(value, str):
         return '"' + escape_surrogates(value[:57]) + ('..."' if len(value) > 57 else '"')
     if isinstance(value, (bool, int, float)) or value is None:
         return json_type(value) if isinstance(value, int) and abs(value) > 10**50 else repr(value)
     return json_type(value)
+
+
+def _hidden(path: str) -> bool:
+    """Whether a name in ``path`` is one whose value the errors the model reads hide (:data:`~harness_one.MODEL_SECRET_KEYS`)."""
+    from ._redact import hidden_from_model
+
+    return any(hidden_from_model(found.group(1) or json.loads(found.group(2))) for found in _PATH_NAME.finditer(path))
 
 
 _DATETIME = re.compile(
@@ -1107,13 +1113,47 @@ def _to_pydantic(tp: type) -> _Conv:
         try:
             return adapter.validate_python(value)
         except ValidationError as exc:
+            from ._errors import outside_text
+
             problems = []
             for err in exc.errors()[:20]:
                 where = path + "".join(map(path_step, err.get("loc", ())))
-                problems.append(ArgumentProblem(where, str(err.get("msg", "invalid")), str(err.get("type", "pydantic"))))
+                kind = str(err.get("type", "pydantic"))
+                # A validator's text may quote the value: masked, or only its kind under a secret key (as _convert shows).
+                text = f"invalid ({kind})" if _hidden(where) else outside_text(str(err.get("msg", "invalid")))
+                problems.append(ArgumentProblem(where, text, kind))
             raise ToolArgumentError(problems or [ArgumentProblem(path, "invalid value", "pydantic")]) from None
 
     return to_model
+
+
+@functools.cache
+def _real_defaults() -> Any:
+    """pydantic's JSON Schema generator, leaving out each ``default`` that does not read back as the field's own.
+
+    The validation plugin fills a schema's defaults in: one pydantic writes masked (``SecretStr("key")``
+    as ``"**********"``, also within a list or a model) would reach the tool in place of the real
+    one; left out, pydantic gives the field its own default.
+    """
+    from pydantic import TypeAdapter
+    from pydantic.json_schema import GenerateJsonSchema
+
+    def reads_back(value: Any, written: Any) -> bool:
+        if type(value) in (str, int, float, bool, type(None)):
+            return True
+        try:
+            return bool(TypeAdapter(type(value)).validate_python(written) == value)
+        except Exception:
+            return False
+
+    class RealDefaults(GenerateJsonSchema):
+        def default_schema(self, schema: Any) -> Any:
+            found = super().default_schema(schema)
+            if "default" in found and not reads_back(schema.get("default"), found["default"]):
+                found = {key: value for key, value in found.items() if key != "default"}
+            return found
+
+    return RealDefaults
 
 
 def _each(item: _Conv | None, kind: type, *, always: bool = False) -> _Conv | None:

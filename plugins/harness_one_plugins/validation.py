@@ -19,7 +19,9 @@ import json
 import math
 import re
 import sys
+import threading
 import time
+import warnings
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urldefrag
@@ -41,6 +43,15 @@ from harness_one import (
 
 from . import _formats
 
+if sys.version_info >= (3, 11):
+    from re import _compiler as sre_compile
+    from re import _constants as sre_constants
+    from re import _parser as sre_parse
+else:  # pragma: no cover - the same modules under their 3.10 names
+    import sre_compile
+    import sre_constants
+    import sre_parse
+
 if TYPE_CHECKING:
     from harness_one import Redactor
 
@@ -51,6 +62,8 @@ FORMATS = ("date-time", "date", "time", "email", "uri", "uuid", "ipv4", "ipv6", 
 
 #: At most this many problems are listed in one refusal.
 MAX_PROBLEMS = 20
+#: At most this many allowed property names are listed in a refusal of an unexpected one.
+MAX_NAMES = 20
 #: Seconds the error listing may take; then it stops with the problems found so far (a refusal stays under 10 ms).
 LISTING_BUDGET = 0.005
 #: Seconds the pure-Python backend may spend matching patterns for one call; past it the call is refused.
@@ -1043,7 +1056,68 @@ def _holds_false(schema: Any) -> bool:
 
 @functools.cache
 def _format_checker(base: Any) -> Any:
-    return _formats.strict_format_checker(base.FORMAT_CHECKER)
+    checker = _formats.strict_format_checker(base.FORMAT_CHECKER)
+    if "regex" in checker.checkers:
+        checker.checkers["regex"] = (_is_regex, ())
+    return checker
+
+
+#: Characters a ``format: "regex"`` value may have (reading one takes up to ~3 us a character).
+MAX_REGEX_LENGTH = 1000
+#: Levels a ``format: "regex"`` value's parentheses may be nested (counted outside escapes and character classes).
+MAX_REGEX_DEPTH = 100
+_OUTSIDE_PARENS = re.compile(r"\\.|\[\^?\]?(?:\\.|[^\]\\])*\]", re.DOTALL)  # escapes and classes: their parentheses nest nothing
+_PAREN_STEP = {"(": 1, ")": -1}
+_QUIET = threading.Lock()  # catch_warnings swaps the process's filters: one reading at a time, so none is left behind
+
+
+def _is_regex(value: object) -> bool:
+    """The check of ``format: "regex"`` on both backends: :func:`_regex_fault` finds nothing (anything but a string passes)."""
+    return not isinstance(value, str) or _regex_fault(value) is None
+
+
+@functools.lru_cache(maxsize=64)
+def _regex_fault(value: str) -> str | None:
+    """Why ``value`` is not a regular expression in Python's ``re`` syntax (what jsonschema's own check takes), or None.
+
+    Read by ``re``'s parser with its warnings silenced, and checked for what only its compiler
+    refuses (:func:`_lookbehind_fault`), never compiled: compiling ``(?i)`` and a thousand wide
+    ranges took 6 s. Within :data:`MAX_REGEX_LENGTH` and :data:`MAX_REGEX_DEPTH`, so reading it
+    takes at most a few ms and no input exhausts the stack. Cached: a refusal reads it up to three times.
+    """
+    if len(value) > MAX_REGEX_LENGTH:
+        return f"{len(value)} characters; a regex here may have at most {MAX_REGEX_LENGTH}"
+    nested = f"parentheses nested more than {MAX_REGEX_DEPTH} levels deep"
+    if value.count("(") > MAX_REGEX_DEPTH:
+        steps = map(_PAREN_STEP.get, _OUTSIDE_PARENS.sub("", value), itertools.repeat(0))
+        if max(itertools.accumulate(steps), default=0) > MAX_REGEX_DEPTH:
+            return nested
+    try:
+        with _QUIET, warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # FutureWarning "Possible nested set" and the like, to stderr
+            parsed = sre_parse.parse(value)
+        return _lookbehind_fault(parsed)
+    except (re.error, OverflowError, ValueError) as exc:  # a repetition count past 2**32; (?L), (?au): flags no str takes
+        return str(exc)
+    except RecursionError:  # within the depth limit, but called with little of the stack left
+        return nested
+
+
+def _lookbehind_fault(parsed: Any) -> str | None:
+    """What ``re``'s compiler refuses in a parsed pattern, as it words it: a look-behind of no fixed width (nothing else)."""
+    stack = [parsed]
+    while stack:
+        for op, av in stack.pop().data:
+            if op in (sre_constants.ASSERT, sre_constants.ASSERT_NOT) and av[0] < 0:
+                low, high = av[1].getwidth()
+                if low > sre_compile.MAXCODE:
+                    return "looks too much behind"
+                if low != high:
+                    return "look-behind requires fixed-width pattern"
+            for part in av if isinstance(av, (tuple, list)) else (av,):
+                subs = part if isinstance(part, list) else (part,)  # a branch holds a list of subpatterns
+                stack.extend(sub for sub in subs if isinstance(sub, sre_parse.SubPattern))
+    return None
 
 
 @functools.cache
@@ -1973,16 +2047,17 @@ def _secrets(extra: tuple[str, ...] = ()) -> Redactor:
     return Redactor(MODEL_SECRET_KEYS, extra_keys=extra, last_words=True, query_keys=MODEL_QUERY_SECRET_KEYS)
 
 
-def _got(value: Any, path: Iterable[Any], redactor: Redactor) -> str:
+def _got(value: Any, path: Iterable[Any], redactor: Redactor, hidden: bool = False) -> str:
     """``value``, found at ``path``, as an argument error shows it: :func:`_preview` with secrets masked as in exception texts.
 
-    A value under a secret key (any key of ``path``: ``$.api_key``, ``$.auth.user``) is not
-    shown (:data:`_HIDDEN`; null and booleans are, holding nothing). In a value shown, what is
+    A value under a secret key (any key of ``path``: ``$.api_key``, ``$.auth.user``), or ``hidden``
+    (its schema marks it secret: :func:`_secret_schema`), is not shown (:data:`_HIDDEN`; null and
+    booleans are, holding nothing). In a value shown, what is
     under a secret key is ``[REDACTED]``, and text is masked as the redactor masks it
     (``password=...``, URL user-info). Only refusals come here, never a call that passes.
     """
     shown = value is None or isinstance(value, bool) or (isinstance(value, float) and not math.isfinite(value))
-    if not shown and any(isinstance(k, str) and redactor.is_secret(k) for k in path):
+    if not shown and (hidden or any(isinstance(k, str) and redactor.is_secret(k) for k in path)):
         return _HIDDEN
     return _preview(value, mask=lambda small: _masked(small, redactor))
 
@@ -2003,8 +2078,19 @@ def _masked(value: Any, redactor: Redactor) -> Any:
     return value
 
 
-def _describe(error: Any, secrets: Redactor) -> list[ArgumentProblem]:
-    """The problems ``error`` (jsonschema's, or jsonschema-rs's read as one) names; ``secrets`` says which values are not shown."""
+def _secret_schema(schema: Any) -> bool:
+    """Whether ``schema`` marks its value secret: ``writeOnly`` or ``format: password`` (as pydantic writes a ``SecretStr``),
+    on itself or on one of its ``anyOf``/``oneOf`` alternatives (``SecretStr | None``)."""
+    if not isinstance(schema, Mapping):
+        return False
+    nodes = [schema, *(sub for key in ("anyOf", "oneOf") for sub in _listed(schema.get(key)) if isinstance(sub, Mapping))]
+    return any(node.get("writeOnly") is True or node.get("format") == "password" for node in nodes)
+
+
+def _describe(error: Any, secrets: Redactor, hidden: bool = False) -> list[ArgumentProblem]:
+    """The problems ``error`` (jsonschema's, or jsonschema-rs's read as one) names; ``secrets`` says which values are not
+    shown, and ``hidden`` that this one is not (nor one whose schema marks it secret)."""
+    hidden = hidden or _secret_schema(error.schema)
     kw = str(error.validator)
     expect: Any = error.validator_value
     got = error.instance
@@ -2024,7 +2110,7 @@ def _describe(error: Any, secrets: Redactor) -> list[ArgumentProblem]:
                 f"could not be matched against the pattern {expect!r} within the time limit; send a shorter or simpler value",
                 kw,
                 _show(expect, 120),
-                _got(got, error.absolute_path, secrets),
+                _got(got, error.absolute_path, secrets, hidden),
             )
         ]
     if kw == "required":
@@ -2038,13 +2124,16 @@ def _describe(error: Any, secrets: Redactor) -> list[ArgumentProblem]:
     if kw in ("anyOf", "oneOf"):
         branch = _only_fitting_branch(error)
         if branch:
-            return [problem for sub in branch for problem in _describe(sub, secrets)]
+            return [problem for sub in branch for problem in _describe(sub, secrets, hidden)]
     if kw == "type" and _said_by_choices(error):
         return []
     extras = getattr(error, "harness_extras", None)
     if extras is not None:
         known = set((error.schema.get("properties") or {}) if isinstance(error.schema, Mapping) else ())
-        allowed = ", ".join(sorted(known)) or "none"
+        names = sorted(known)
+        allowed = ", ".join(names[:MAX_NAMES]) or "none"
+        if len(names) > MAX_NAMES:
+            allowed += f", ... ({len(names) - MAX_NAMES:,} more)"
         text = "unexpected property; allowed properties: " + allowed
         if kw == "unevaluatedProperties":
             text = "unexpected property (no part of the schema allows it)"
@@ -2072,10 +2161,10 @@ def _describe(error: Any, secrets: Redactor) -> list[ArgumentProblem]:
     return [
         ArgumentProblem(
             path,
-            _message(kw, expect, got, error, secrets) + why,
+            _message(kw, expect, got, error, secrets, hidden) + why,
             kw,
             _expected(kw, expect),
-            _got(got, error.absolute_path, secrets),
+            _got(got, error.absolute_path, secrets, hidden),
         )
     ]
 
@@ -2257,8 +2346,9 @@ def _expected(kw: str, expect: Any) -> str:
     return _show(expect, 120)
 
 
-def _message(kw: str, expect: Any, got: Any, error: Any, secrets: Redactor) -> str:
-    shown = _got(got, error.absolute_path, secrets)
+def _message(kw: str, expect: Any, got: Any, error: Any, secrets: Redactor, hidden: bool = False) -> str:
+    hidden = hidden or _secret_schema(error.schema)
+    shown = _got(got, error.absolute_path, secrets, hidden)
     if kw == "type":
         kind = json_type(got)  # "got integer 5", and "got null", not "got null null"; "got NaN", no JSON number
         plain = shown == kind or (isinstance(got, float) and not math.isfinite(got))
@@ -2284,7 +2374,14 @@ def _message(kw: str, expect: Any, got: Any, error: Any, secrets: Redactor) -> s
     if kw == "pattern":
         return f"expected a string matching the pattern {_show(expect, 120)}, got {shown}"
     if kw == "format":
-        return _formats.explained(expect, got, shown)
+        text = _formats.explained(expect, got, shown)
+        fault = _regex_fault(got) if expect == "regex" and isinstance(got, str) and shown != _HIDDEN else None
+        if fault is None:
+            return text
+        from harness_one import Redactor  # only a refusal needs it
+
+        fault = Redactor.escape_surrogates(secrets.mask(fault))  # re's words quote the value: masked as it is
+        return f"{text}: " + (fault if len(fault) <= 120 else fault[:117] + "...")
     if kw == "multipleOf":
         return f"expected a multiple of {_show(expect)}, got {shown}"
     if kw == "uniqueItems":
@@ -2296,7 +2393,8 @@ def _message(kw: str, expect: Any, got: Any, error: Any, secrets: Redactor) -> s
         subs = [sub for sub in error.context or () if not (str(sub.validator) == "type" and _said_by_choices(sub))]
         for sub in sorted(subs, key=lambda e: e.relative_schema_path[0] if e.relative_schema_path else 0)[:6]:
             number = sub.relative_schema_path[0] + 1 if sub.relative_schema_path else "?"
-            options.append(f"option {number}: {_message(str(sub.validator), sub.validator_value, sub.instance, sub, secrets)}")
+            option = _message(str(sub.validator), sub.validator_value, sub.instance, sub, secrets, hidden)
+            options.append(f"option {number}: {option}")
         if kw == "oneOf" and not error.context:
             return f"matches more than one of the {len(expect)} alternatives; it must match exactly one"
         head = "must match exactly one of the alternatives" if kw == "oneOf" else "must match at least one of the alternatives"
