@@ -263,3 +263,18 @@ def test_an_unexpected_property_s_refusal_names_a_few_allowed_ones(reg: ToolRegi
     unexpected = [p.message for p in err.value.problems if p.keyword == "additionalProperties"]
     assert unexpected and all(m == f"unexpected property; allowed properties: {names}, ... (2,980 more)" for m in unexpected)
     assert len(json.dumps(err.value.to_dict())) < 20_000
+
+
+def test_a_property_name_that_is_not_a_string_is_named_once(reg: ToolRegistry) -> None:
+    """An in-process caller's dict with a key that is not a string: "got null", not "got null null"."""
+
+    def nested(a: dict[str, int]) -> str:
+        return "ran"
+
+    reg.add(nested, parameters={"type": "object", "properties": {"a": {"type": "object"}}})
+    error = reg.try_call("nested", {"a": {None: 1, 3: 2}}).error
+    assert isinstance(error, ToolArgumentError)
+    assert [p.message for p in error.problems] == [
+        "property names must be strings, got null",
+        "property names must be strings, got integer 3",
+    ]

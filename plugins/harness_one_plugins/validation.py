@@ -589,11 +589,10 @@ def _odd_problems(
         items: Iterable[tuple[Any, Any]] = node.items() if isinstance(node, dict) else enumerate(node)
         for key, value in items:
             if isinstance(node, dict) and not isinstance(key, str):
-                got = json_type(key)
+                got, shown = json_type(key), _preview(key)
+                said = got if shown == got else f"{got} {shown}"  # "got null", not "got null null"
                 problems.append(
-                    ArgumentProblem(
-                        json_path(path), f"property names must be strings, got {got} {_preview(key)}", "type", "string", got
-                    )
+                    ArgumentProblem(json_path(path), f"property names must be strings, got {said}", "type", "string", got)
                 )
                 continue
             where = (*path, key)
