@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from harness_one import Call, ManualClock, RateLimitExceeded, ToolRegistry, hookimpl
+from harness_one import Call, CircuitOpen, ManualClock, RateLimitExceeded, ToolRegistry, hookimpl
 from harness_one.testing import RateLimitBackendContract, RateLimitPluginContract
 from harness_one_plugins import InMemoryBuckets, RateLimitPlugin
 
@@ -458,7 +458,19 @@ def test_a_plugin_delegating_to_the_hook_method_still_refuses(clock: ManualClock
     assert Counting.admitted == 1
 
 
-@pytest.mark.parametrize(("wait", "text"), [(999.6, "1,000"), (999.4, "999"), (0.1234, "0.123"), (3600.0, "3,600"), (12.0, "12")])
+@pytest.mark.parametrize(
+    ("wait", "text"),
+    [(999.6, "1,000"), (999.4, "1,000"), (0.1234, "0.124"), (3600.0, "3,600"), (12.0, "12"), (12.346, "12.4"), (1234.2, "1,235")],
+)
 def test_retry_after_reads_as_a_person_reads_it(wait: float, text: str) -> None:
-    """Three significant digits, whole seconds from 1,000 on: 999.6 s read ``1e+03 s``."""
+    """Three significant digits, whole seconds from 1,000 on (999.6 s read ``1e+03 s``), rounded up: a model that
+    waits what the text says is not refused again (12.346 s read 12.3 s)."""
     assert f"Retry after {text} s or use another tool." in str(RateLimitExceeded.of(wait, "t", "c1"))
+    assert f"Retry after {text} s or use another tool." in str(CircuitOpen(retry_after=wait, tool="t"))
+
+
+def test_the_wait_a_refusal_states_is_never_shorter_than_retry_after() -> None:
+    waits = [10.0**k * m for k in range(-6, 10) for m in (1.0, 1.0001, 1.2345, 3.0 / 7, 9.9951, 9.99949)]
+    for wait in waits:
+        said = str(RateLimitExceeded.of(wait, "t", None)).split("Retry after ")[1].split(" s ")[0]
+        assert float(said.replace(",", "")) >= wait, (wait, said)

@@ -156,10 +156,16 @@ def _wait_hint(value: Any) -> float | None:
         return math.inf if value > 0 else -math.inf  # type: ignore[operator]  # (a Real compares)
 
 
-def _seconds(value: float) -> str:
-    """Seconds as a person reads them: three significant digits, whole seconds from 1,000 on (not ``3.6e+03``)."""
+def _seconds(value: float, *, up: bool = False) -> str:
+    """Seconds as a person reads them: three significant digits, whole seconds from 1,000 on (not ``3.6e+03``);
+    ``up``: never less than ``value`` (a wait: one who waits what it says is not refused again)."""
     short = f"{value:.3g}"
-    return short if float(short) < 1000 else f"{value:,.0f}"  # (999.6 rounds to 1e+03: whole seconds too)
+    if up and 0.0 < value < math.inf and float(short) < value:
+        step = 10.0 ** (math.floor(math.log10(value)) - 2)  # the third significant digit's
+        short = f"{math.ceil(value / step) * step:.3g}"
+    if float(short) < 1000:
+        return short
+    return f"{math.ceil(value) if up and value < math.inf else value:,.0f}"  # (999.6 rounds to 1e+03: whole seconds too)
 
 
 class _LazyMessage:
@@ -504,7 +510,7 @@ class RateLimitExceeded(ToolError):
 
     def _default_message(self) -> str:
         subject = f"Tool '{self.tool}'" if self.tool else "The tool"
-        return f"{subject} is rate limited. Retry after {_seconds(self.retry_after or 0.0)} s or use another tool."
+        return f"{subject} is rate limited. Retry after {_seconds(self.retry_after or 0.0, up=True)} s or use another tool."
 
 
 class ToolTimeout(ToolError):
@@ -622,13 +628,18 @@ class CircuitOpen(ToolError):
 
     kind = "circuit_open"
 
-    def __init__(self, *, retry_after: float, tool: str | None = None, call_id: str | None = None) -> None:
-        subject = f"Tool '{tool}'" if tool else "The tool"
-        super().__init__(
-            f"{subject} is failing repeatedly and is paused. Retry after {_seconds(retry_after)} s or use another tool.",
-            tool=tool,
-            call_id=call_id,
-        )
+    def __init__(
+        self, *, retry_after: float, tool: str | None = None, call_id: str | None = None, circuit: str | None = None
+    ) -> None:
+        subject, wait = f"Tool '{tool}'" if tool else "The tool", _seconds(retry_after, up=True)
+        if circuit is None or circuit == tool:
+            message = f"{subject} is failing repeatedly and is paused. Retry after {wait} s or use another tool."
+        else:  # a circuit tools share: the model's other tools may be in it
+            message = (
+                f"{subject} is paused: the tools sharing its circuit '{circuit}' are failing repeatedly. "
+                f"Retry after {wait} s or use a tool outside that circuit."
+            )
+        super().__init__(message, tool=tool, call_id=call_id)
         self.retry_after = retry_after
 
 

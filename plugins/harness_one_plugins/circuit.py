@@ -146,14 +146,7 @@ class CircuitBreakerPlugin:
     def _admitted(call: Call, admitted: tuple[float, int], name: str) -> None:
         wait, probe = admitted
         if wait > 0:
-            error = CircuitOpen(retry_after=wait, tool=call.tool.name, call_id=call.call_id)
-            if name != call.tool.name:  # a shared circuit: say so, the model's other tools may be in it
-                error.message = (
-                    f"Tool '{call.tool.name}' is paused: the tools sharing its circuit '{name}' are failing "
-                    f"repeatedly. Retry after {wait:.3g} s or use a tool outside that circuit."
-                )
-                error.args = (error.message,)
-            raise error
+            raise CircuitOpen(retry_after=wait, tool=call.tool.name, call_id=call.call_id, circuit=name)
         call.state[_PROBE] = int(probe)  # the half-open period it probes (0: none)
         call.state[_COUNTED] = True
 

@@ -30,7 +30,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 import click
 
-from .._errors import APPROVAL_REQUIRED, exception_text
+from .._errors import APPROVAL_REQUIRED, _seconds, exception_text
 from ._main import EX_SOFTWARE, answers_out, main, printable, state_of, write_line
 
 if TYPE_CHECKING:
@@ -198,7 +198,8 @@ def _readable(answer: dict[str, Any], name: str) -> str:
             tries += " (not run: an earlier outcome)"
         return f"{head} -> ok{tries}: {dumps(answer['result'])}"
     error = answer["error"]
-    extra = f" (retry after {error['retry_after']:.3g} s)" if isinstance(error.get("retry_after"), (int, float)) else ""
+    wait = error.get("retry_after")
+    extra = f" (retry after {_seconds(wait, up=True)} s)" if isinstance(wait, (int, float)) else ""
     message = safe_text(str(error.get("message", ""))).replace("\n", "\n      ")
     if error.get("kind") == APPROVAL_REQUIRED:
         message += f"\n      arguments: {dumps(error.get('arguments'))}"
