@@ -276,6 +276,13 @@ ASYNC_IDEMPOTENCY_CHECKS = {
     "test_async_renewal_only_by_the_owner",
 }
 ASYNC_BUDGET_CHECKS = {"test_async_twins_count_and_give_back", "test_async_give_back_sent_twice_returns_the_unit_once"}
+UNTAKE_CHECKS = {
+    "test_a_take_sent_twice_counts_once",
+    "test_untake_gives_back_a_counted_take_once",
+    "test_an_untake_of_a_take_not_counted_returns_nothing",
+    "test_take_tickets_under_threads",
+    "test_async_untake",
+}
 
 
 def test_owner_and_ticket_checks_fail_a_store_that_ignores_them_and_switch_off_for_one_written_before(
@@ -311,7 +318,7 @@ def test_owner_and_ticket_checks_fail_a_store_that_ignores_them_and_switch_off_f
     }
     assert outcomes("TestTicketless")["FAILED"] == TICKET_CHECKS
     assert "Ticketless has give_back without ticket=" in text
-    assert outcomes("TestTicketlessOff")["SKIPPED"] == TICKET_CHECKS | ASYNC_BUDGET_CHECKS
+    assert outcomes("TestTicketlessOff")["SKIPPED"] == TICKET_CHECKS | ASYNC_BUDGET_CHECKS | UNTAKE_CHECKS
     assert "FAILED" not in outcomes("TestTicketlessOff")
     # Taking ticket= and ignoring it: a give-back sent again returns a second unit; one of a take long past is no harm alone.
     # (and one give-back sent 16 times at once returns 16 units)
@@ -321,7 +328,10 @@ def test_owner_and_ticket_checks_fail_a_store_that_ignores_them_and_switch_off_f
     assert outcomes("TestTicketBlindOff")["FAILED"] == TICKET_CHECKS
     # kept_tickets: the number of give-backs the store declares it remembers is checked (the memory store: 64, not 100).
     assert outcomes("TestKeepsMore")["FAILED"] == {"test_a_run_keeps_the_tickets_of_its_latest_give_backs"}
-    assert outcomes("TestKeepsAll")["SKIPPED"] == {"test_a_run_keeps_the_tickets_of_its_latest_give_backs"} | ASYNC_BUDGET_CHECKS
+    assert (
+        outcomes("TestKeepsAll")["SKIPPED"]
+        == {"test_a_run_keeps_the_tickets_of_its_latest_give_backs"} | ASYNC_BUDGET_CHECKS | UNTAKE_CHECKS
+    )
     assert "FAILED" not in outcomes("TestKeepsAll")
     summary = text.split("checks switched off, with nothing to check, or known to fail", 1)[1]
     for check in sorted(OWNER_CHECKS):
@@ -332,6 +342,8 @@ def test_owner_and_ticket_checks_fail_a_store_that_ignores_them_and_switch_off_f
 
 
 ASYNC_STORES = '''
+import threading
+
 import pytest
 from harness_one.state import MemoryBudgets, MemoryStore
 from harness_one.testing import BudgetStoreContract, IdempotencyStoreContract
@@ -389,6 +401,68 @@ class BudgetTwinsTicketBlind(BudgetTwins):
         self.give_back(run, scope)
 
 
+class Untakes(BudgetTwins):
+    """Take tickets and untake, in memory, as the Redis store keeps them."""
+
+    def __init__(self):
+        super().__init__()
+        self.held = {}  # (run, ticket): True while counted, False once untaken (or untaken before it came)
+        self.guard = threading.Lock()
+
+    def take(self, run, scope, *, limit, total, now, ttl, ticket=None):
+        with self.guard:
+            if (run, ticket) in self.held:
+                return 0
+            spent = super().take(run, scope, limit=limit, total=total, now=now, ttl=ttl)
+            if ticket is not None and spent == 0:
+                self.held[run, ticket] = True
+            return spent
+
+    async def atake(self, run, scope, *, limit, total, now, ttl, ticket=None):
+        return self.take(run, scope, limit=limit, total=total, now=now, ttl=ttl, ticket=ticket)
+
+    def untake(self, run, scope, *, ticket):
+        with self.guard:
+            if self.held.get((run, ticket)):
+                self.give_back(run, scope)
+            self.held[run, ticket] = False
+
+    async def auntake(self, run, scope, *, ticket):
+        self.untake(run, scope, ticket=ticket)
+
+
+class UntakeBlind(BudgetTwins):
+    """Takes ticket= and ignores it; untake gives a unit back whatever it was."""
+
+    def take(self, run, scope, *, limit, total, now, ttl, ticket=None):
+        return super().take(run, scope, limit=limit, total=total, now=now, ttl=ttl)
+
+    async def atake(self, run, scope, *, limit, total, now, ttl, ticket=None):
+        return self.take(run, scope, limit=limit, total=total, now=now, ttl=ttl)
+
+    def untake(self, run, scope, *, ticket):
+        self.give_back(run, scope)
+
+    async def auntake(self, run, scope, *, ticket):
+        self.untake(run, scope, ticket=ticket)
+
+
+class HalfUntake(Untakes):
+    """auntake, so the plugin sends untake too, which it lacks."""
+
+    untake = None
+
+
+class UntakeTicketless(BudgetTwins):
+    """untake, but takes without ticket=, which the plugin then passes."""
+
+    def untake(self, run, scope, *, ticket):
+        pass
+
+    async def auntake(self, run, scope, *, ticket):
+        pass
+
+
 def suite(kind, contract):
     return type(f"Test{kind.__name__}", (contract,), {"store": pytest.fixture(lambda self: kind())})
 
@@ -400,6 +474,10 @@ TestHalfTwins = suite(HalfTwins, IdempotencyStoreContract)
 TestMemoryBudgets = suite(MemoryBudgets, BudgetStoreContract)
 TestBudgetTwins = suite(BudgetTwins, BudgetStoreContract)
 TestBudgetTwinsTicketBlind = suite(BudgetTwinsTicketBlind, BudgetStoreContract)
+TestUntakes = suite(Untakes, BudgetStoreContract)
+TestUntakeBlind = suite(UntakeBlind, BudgetStoreContract)
+TestHalfUntake = suite(HalfUntake, BudgetStoreContract)
+TestUntakeTicketless = suite(UntakeTicketless, BudgetStoreContract)
 '''
 
 
@@ -414,7 +492,9 @@ def test_async_checks_run_through_the_twins_and_skip_a_store_without_them(pytest
         return {name.split("::")[1] for name, found in got.items() if name.startswith(suite + "::") and found == outcome}
 
     assert named("TestMemoryStore", "SKIPPED") == ASYNC_IDEMPOTENCY_CHECKS and not named("TestMemoryStore", "FAILED")
-    assert named("TestMemoryBudgets", "SKIPPED") == ASYNC_BUDGET_CHECKS and not named("TestMemoryBudgets", "FAILED")
+    assert named("TestMemoryBudgets", "SKIPPED") == ASYNC_BUDGET_CHECKS | UNTAKE_CHECKS and not named(
+        "TestMemoryBudgets", "FAILED"
+    )
     summary = text.split("checks switched off, with nothing to check, or known to fail", 1)[1]
     assert "TestMemoryStore: test_async_twins_act_only_for_the_owner: MemoryStore has no abegin (no async twins" in summary
     assert "TestMemoryBudgets: test_async_twins_count_and_give_back: MemoryBudgets has no atake (no async twins" in summary
@@ -426,3 +506,28 @@ def test_async_checks_run_through_the_twins_and_skip_a_store_without_them(pytest
     assert "HalfTwins has abegin but not afinish, arelease: the plugins await all of abegin, afinish, arelease" in text
     assert named("TestBudgetTwinsTicketBlind", "FAILED") == {"test_async_give_back_sent_twice_returns_the_unit_once"}
     assert named("TestBudgetTwinsTicketBlind", "PASSED") >= TICKET_CHECKS
+
+
+def test_untake_checks_fail_a_store_that_ignores_take_tickets_and_skip_a_store_without_auntake(
+    pytester: pytest.Pytester,
+) -> None:
+    """A store with ``auntake`` is checked for take tickets and ``untake`` (the plugin passes them to it): one
+    that keeps them passes; one that ignores them fails every such check; one that lacks ``untake``, or whose
+    takes refuse ``ticket=``, fails them saying what it lacks; a store without ``auntake`` skips them."""
+    pytester.makepyfile(test_untake_stores_inner=ASYNC_STORES)
+    text = pytester.runpytest("-p", "no:cacheprovider", "-v", "-k", "Untake or TestBudgetTwins").stdout.str()
+    got = dict(re.findall(r"::(\w+::\w+) (PASSED|FAILED|SKIPPED)", text))
+
+    def named(suite: str, outcome: str) -> set[str]:
+        return {name.split("::")[1] for name, found in got.items() if name.startswith(suite + "::") and found == outcome}
+
+    assert named("TestUntakes", "PASSED") >= UNTAKE_CHECKS | ASYNC_BUDGET_CHECKS and not named("TestUntakes", "FAILED")
+    assert named("TestUntakes", "SKIPPED") == set()
+    assert named("TestUntakeBlind", "FAILED") == UNTAKE_CHECKS
+    assert named("TestHalfUntake", "FAILED") == UNTAKE_CHECKS
+    assert "HalfUntake has auntake but not untake: the plugin calls all of auntake, untake, atake" in text
+    assert named("TestUntakeTicketless", "FAILED") == UNTAKE_CHECKS
+    assert "UntakeTicketless has auntake, so the plugin passes ticket= to take, atake, which does not take it" in text
+    assert named("TestBudgetTwins", "SKIPPED") == UNTAKE_CHECKS
+    summary = text.split("checks switched off, with nothing to check, or known to fail", 1)[1]
+    assert "TestBudgetTwins: test_async_untake: BudgetTwins has no auntake (takes without tickets" in summary

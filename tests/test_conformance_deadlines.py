@@ -504,3 +504,143 @@ def test_an_authors_pytester_tests_of_a_tool_package_see_each_installed_distribu
     pytester.makepyfile(test_authors=AUTHORS_TESTS)
     outer = pytester.runpytest_subprocess("-p", "no:cacheprovider", timeout=120)
     outer.assert_outcomes(passed=2)
+
+
+# ---------------------------------------------------------------------- a store or a tool package that never returns
+
+STUCK_STORE = """
+import threading
+
+import pytest
+
+from harness_one.state import MemoryBudgets
+from harness_one.testing import BudgetStoreContract
+
+RELEASE = threading.Event()  # set as the module's tests end: the stuck method gives up then
+
+
+def teardown_module():
+    RELEASE.set()
+
+
+class WaitsForALock(MemoryBudgets):
+    \"\"\"Its give_back waits for a lock no one releases (a Redis lock another worker holds).\"\"\"
+
+    def give_back(self, run, scope, *, ticket=None):
+        RELEASE.wait(30)
+        super().give_back(run, scope, ticket=ticket)
+
+
+class TestWaitsForALock(BudgetStoreContract):
+    check_deadline = 2.0
+
+    @pytest.fixture
+    def store(self):
+        return WaitsForALock()
+"""
+
+
+def test_a_store_method_that_never_returns_fails_its_contract_check_naming_it(pytester: pytest.Pytester) -> None:
+    """A store contract's check had no deadline: a store method that never returned hung the whole run. It fails
+    after ``check_deadline``, naming the store's method, and the suite's later checks fail at once."""
+    pytester.makepyfile(test_stuck_store=STUCK_STORE)
+    chosen = "test_counts_up_to_the_limit_per_scope_and_run or test_give_back_returns_one_unit or test_forget_one_run"
+    inner = pytester.runpytest("-p", "no:cacheprovider", "-k", chosen)
+    stuck, later = "test_give_back_returns_one_unit_never_below_zero", "test_forget_one_run_or_all"
+    assert outcomes(inner) == {
+        "TestWaitsForALock::test_counts_up_to_the_limit_per_scope_and_run": "passed",
+        f"TestWaitsForALock::{stuck}": "failed",
+        f"TestWaitsForALock::{later}": "failed",
+    }
+    first = message(inner, f"TestWaitsForALock::{stuck}")
+    assert re.search(
+        rf"{stuck} did not end within check_deadline = 2 s: stuck in the store's WaitsForALock.give_back "
+        r"\(test_stuck_store.py:\d+\), which never returned \(a method that waits for what only another call gives",
+        first,
+    ), first
+    assert "RELEASE.wait(30)" in first  # the stuck thread's stack
+    assert re.fullmatch(
+        rf"not run: {stuck}, before it, is still stuck in the store's WaitsForALock.give_back \(test_stuck_store.py:\d+\), "
+        r"and this check would wait on what that method holds \(a lock, a slot, a connection\) until its own deadline: "
+        rf"make that method return \(see the failure of {stuck}\), and every check runs again",
+        message(inner, f"TestWaitsForALock::{later}"),
+    )
+    assert "TestWaitsForALock: tuned: check_deadline = 2.0 (the kit's: 30.0)" in inner.stdout.str()
+
+
+def test_a_redis_store_whose_reply_never_comes_fails_naming_its_method(proxy: Any) -> None:
+    """The standard Redis store, its reply held (a server that does not answer, a link with a long timeout): the
+    check fails after ``check_deadline``, naming the store's method (harness-one's own code), called positionally."""
+    from harness_one.state import RedisBudgets, RedisLink
+    from harness_one.state._redis import _BUDGET_TAKE
+    from harness_one.testing import BudgetStoreContract
+
+    class TestHeld(BudgetStoreContract):
+        check_deadline = 1.0
+
+    store = RedisBudgets(RedisLink(proxy.url + "?timeout=30&prefix=held:"), server_time=False)
+    proxy.hold(_BUDGET_TAKE)
+    with pytest.raises(pytest.fail.Exception) as failed:
+        TestHeld().test_zero_limit_refuses_at_once(store)
+    assert re.match(
+        r"test_zero_limit_refuses_at_once did not end within check_deadline = 1 s: stuck in the store's "
+        r"RedisBudgets.take \(_redis.py:\d+\), which never returned",
+        str(failed.value),
+    ), str(failed.value)
+
+
+STUCK_TOOL_PACKAGE = """
+import threading
+
+from harness_one import ToolRegistry, defineTool, hookimpl
+from harness_one.testing import ToolPackageTests
+
+RELEASE = threading.Event()
+
+
+def teardown_module():
+    RELEASE.set()
+
+
+@defineTool(registry=None, read_only=True)
+def count(n: int) -> int:
+    \"\"\"Return n.\"\"\"
+    return n
+
+
+class AsksAServer:
+    \"\"\"Checks each call with a server that never answers, without a timeout.\"\"\"
+
+    name = "asks_a_server"
+
+    @hookimpl
+    def harness_pre_validate(self, call):
+        RELEASE.wait(30)
+
+
+class TestCount(ToolPackageTests):
+    tools = [count]
+    check_deadline = 2.0
+
+    def make_registry(self):
+        return ToolRegistry(plugins={"asks_a_server": AsksAServer()}, autoload=False)
+"""
+
+
+def test_a_tool_package_check_that_never_returns_fails_naming_where(pytester: pytest.Pytester) -> None:
+    """A tool package's check that calls the registry without a bound (its argument errors) hung the run when a
+    call never returned; it fails after ``check_deadline``, and the suite's later checks fail at once."""
+    pytester.makepyfile(test_stuck_tools=STUCK_TOOL_PACKAGE)
+    stuck, later = "test_argument_errors_name_the_field", "test_export_every_format"
+    inner = pytester.runpytest("-p", "no:cacheprovider", *(f"test_stuck_tools.py::TestCount::{c}" for c in (stuck, later)))
+    assert outcomes(inner) == {f"TestCount::{stuck}": "failed", f"TestCount::{later}": "failed"}
+    first = message(inner, f"TestCount::{stuck}")
+    assert re.search(
+        rf"{stuck} did not end within check_deadline = 2 s: stuck in harness_pre_validate \(test_stuck_tools.py:\d+\), "
+        r"which never returned \(a tool or plugin that waits",
+        first,
+    ), first
+    assert "RELEASE.wait(30)" in first
+    assert message(inner, f"TestCount::{later}").startswith(
+        f"not run: {stuck}, before it, is still stuck in harness_pre_validate"
+    )

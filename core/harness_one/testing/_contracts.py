@@ -51,6 +51,8 @@ _TICKET_METHODS = ("give_back", "agive_back")
 #: The awaitable twins the standard plugins await of a store that has the first (``acall``'s path).
 _IDEMPOTENCY_TWINS = ("abegin", "afinish", "arelease")
 _BUDGET_TWINS = ("atake", "agive_back")
+#: What the budget plugin calls of a store that has the first: take tickets, and untakes of takes cut short.
+_UNTAKES = ("auntake", "untake", "atake")
 
 
 def _keyword_flag(suite: Suite, flag: str, keyword: str, methods: tuple[str, ...], store: Any, meaning: str) -> None:
@@ -686,7 +688,10 @@ class BudgetStoreContract(Suite, standard=True, provided=("store", "peer")):
     64, the standard stores'): how many of a run's latest give-backs the store remembers; a
     give-back sent again after that many others applies again. None switches that check off.
     A store with awaitable twins (``atake``, ``agive_back``) is checked through them too; for a
-    store without ``atake`` those checks are skipped.
+    store without ``atake`` those checks are skipped. A store with ``auntake`` (and ``untake``)
+    is checked for take tickets: a take sent again counts once, ``untake`` returns a counted
+    take's unit once and makes a take that comes after it count nothing; for a store without
+    ``auntake`` those checks are skipped.
     """
 
     has_tickets: bool = True
@@ -714,6 +719,25 @@ class BudgetStoreContract(Suite, standard=True, provided=("store", "peer")):
     def needs_twins(self, store: Any) -> None:
         """Go on only if the store has awaitable twins (``atake``, ``agive_back``)."""
         _needs_twins(store, _BUDGET_TWINS)
+
+    def needs_untake(self, store: Any) -> None:
+        """Go on only if the store has ``auntake``: the plugin then passes ``ticket=`` to its ``take`` and ``atake``,
+        and sends ``untake`` (or ``auntake``) for a take a cancelled ``acall`` cut short."""
+        kind = type(store).__name__
+        if not hasattr(store, _UNTAKES[0]):
+            pytest.skip(f"switched off: {kind} has no auntake (takes without tickets: the plugin never untakes)")
+        missing = [name for name in _UNTAKES[1:] if not callable(getattr(store, name, None))]
+        assert not missing, f"{kind} has auntake but not {', '.join(missing)}: the plugin calls all of {', '.join(_UNTAKES)}"
+        lacking = [name for name in ("take", *_UNTAKES[1:]) if not Accepts("ticket", name)(store)]
+        assert not lacking, f"{kind} has auntake, so the plugin passes ticket= to {', '.join(lacking)}, which does not take it"
+
+    def take_ticket(self, store: Any, ticket: str, run: str = "r", limit: int | None = None) -> int:
+        """A take of scope ``t`` with ``ticket``."""
+        return int(store.take(run, "t", limit=limit, total=None, now=0.0, ttl=60.0, ticket=ticket))
+
+    def used_both(self, store: Any, run: str = "r") -> tuple[int, int]:
+        """What ``run`` counts of scope ``t`` and of all scopes."""
+        return store.used(run, "t", now=0.0), store.used(run, "*", now=0.0)
 
     def test_counts_up_to_the_limit_per_scope_and_run(self, store: Any) -> None:
         assert [self.take(store, limit=2) for _ in range(3)] == [0, 0, 1]
@@ -873,5 +897,74 @@ class BudgetStoreContract(Suite, standard=True, provided=("store", "peer")):
             assert await take("e") == 0
             await store.agive_back("e", "t", ticket="e1")
             assert store.used("e", "t", now=0.0) == 1
+
+        asyncio.run(scenario())
+
+    def test_a_take_sent_twice_counts_once(self, store: Any) -> None:
+        """A take with a ticket, sent again (its reply was lost), counts nothing more and answers 0, also once the
+        limit is reached; a take of another ticket counts, or is refused."""
+        self.needs_untake(store)
+        assert [self.take_ticket(store, "a", limit=2), self.take_ticket(store, "a", limit=2)] == [0, 0]
+        assert self.used_both(store) == (1, 1)
+        assert self.take_ticket(store, "b", limit=2) == 0 and self.used_both(store) == (2, 2)
+        assert self.take_ticket(store, "b", limit=2) == 0  # counted already: not refused, nothing more counted
+        assert self.take_ticket(store, "c", limit=2) == 1 and self.used_both(store) == (2, 2)
+
+    def test_untake_gives_back_a_counted_take_once(self, store: Any) -> None:
+        """``untake`` of a counted take returns its unit; sent again, nothing more; the take sent again after it
+        counts nothing; a take without a ticket and another call's take keep their units."""
+        self.needs_untake(store)
+        assert [self.take_ticket(store, "a"), self.take_ticket(store, "b"), self.take(store)] == [0, 0, 0]
+        store.untake("r", "t", ticket="a")
+        assert self.used_both(store) == (2, 2)
+        store.untake("r", "t", ticket="a")  # sent again after its reply was lost
+        assert self.used_both(store) == (2, 2)
+        assert self.take_ticket(store, "a") == 0 and self.used_both(store) == (2, 2)  # the take, sent again: nothing
+        store.untake("r", "t", ticket="b")
+        assert self.used_both(store) == (1, 1)
+
+    def test_an_untake_of_a_take_not_counted_returns_nothing(self, store: Any) -> None:
+        """``untake`` of a take the store never counted (cut short before it was sent, or refused) returns no unit
+        another call holds, and the take, should it come after all, counts nothing."""
+        self.needs_untake(store)
+        assert self.take_ticket(store, "a") == 0
+        store.untake("r", "t", ticket="late")  # its take never came
+        assert self.used_both(store) == (1, 1)
+        assert self.take_ticket(store, "late") == 0 and self.used_both(store) == (1, 1)  # it comes late: nothing
+        assert self.take_ticket(store, "refused", limit=1) == 1
+        store.untake("r", "t", ticket="refused")  # refused: nothing counted, nothing to give back
+        assert self.used_both(store) == (1, 1)
+        store.untake("empty", "t", ticket="lost")  # a run with nothing counted
+        assert self.take_ticket(store, "lost", run="empty") == 0 and self.used_both(store, "empty") == (0, 0)
+        assert self.take_ticket(store, "next", run="empty") == 0 and self.used_both(store, "empty") == (1, 1)
+
+    def test_take_tickets_under_threads(self, store: Any, peer: Any) -> None:
+        """16 sends of one take at once (half through ``peer``) count one unit; 16 sends of its untake at once
+        return it once, never another call's unit."""
+        self.needs_untake(store)
+        _race(16, lambda n: self.take_ticket((store, peer)[n % 2], "same"))
+        assert self.used_both(store) == (1, 1), "one take sent 16 times at once counted more than one unit"
+        assert self.take(store) == 0
+        _race(16, lambda n: (store, peer)[n % 2].untake("r", "t", ticket="same"))
+        assert self.used_both(store) == (1, 1), "one untake sent 16 times at once returned more than one unit"
+
+    def test_async_untake(self, store: Any) -> None:
+        """``atake`` with a ticket and ``auntake`` do what ``take`` and ``untake`` do, on the same counters."""
+        self.needs_untake(store)
+
+        async def take(ticket: str, limit: int | None = None) -> int:
+            return int(await store.atake("r", "t", limit=limit, total=None, now=0.0, ttl=60.0, ticket=ticket))
+
+        async def scenario() -> None:
+            assert [await take("a"), await take("a"), await take("b")] == [0, 0, 0]
+            assert self.used_both(store) == (2, 2)
+            await store.auntake("r", "t", ticket="a")
+            await store.auntake("r", "t", ticket="a")
+            assert self.used_both(store) == (1, 1)
+            assert self.take_ticket(store, "a") == 0 and self.used_both(store) == (1, 1)  # blocking, same counters
+            store.untake("r", "t", ticket="late")
+            assert await take("late") == 0 and self.used_both(store) == (1, 1)
+            await store.auntake("r", "t", ticket="gone")
+            assert self.take_ticket(store, "gone") == 0 and self.used_both(store) == (1, 1)
 
         asyncio.run(scenario())

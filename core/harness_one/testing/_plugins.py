@@ -15,7 +15,6 @@ import sys
 import textwrap
 import threading
 import tracemalloc
-import weakref
 from collections import Counter, deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
@@ -36,7 +35,7 @@ from .._registry import ToolRegistry
 from .._tool import Tool
 from ..hookspecs import PER_CALL_HOOKS, PROJECT, hookimpl
 from ._audit import blocking_calls
-from ._suite import BoundedClock, Overran, Suite, _own_code, _where, bounded, run_async
+from ._suite import BoundedClock, Suite, _own_code, _where, run_async
 
 __all__ = ["PluginTests", "footprint"]
 
@@ -127,42 +126,6 @@ _HOOK_NAMES = frozenset(n for n in dir(hookspecs) if n.startswith("harness_"))
 def _hook_frame(frame: FrameType) -> str | None:
     """``frame``, described, when it runs a hook implementation of the code under test."""
     return f"the plugin's {_where(frame)}" if frame.f_code.co_name in _HOOK_NAMES and _own_code(frame, library=False) else None
-
-
-#: Per suite class, the check left stuck past its deadline, and how: while its thread runs, the suite's later checks
-#: fail at once (what the stuck hook holds, a lock shared by every instance, would stall each of them in turn).
-_STUCK: weakref.WeakKeyDictionary[type, tuple[str, Overran]] = weakref.WeakKeyDictionary()
-
-
-def _bounded_check(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Check ``fn``, run in a daemon thread given ``check_deadline`` seconds: past them it fails, naming the hook
-    that did not return (a lock only another call releases, an event no one sets) and showing its thread's stack;
-    the suite's later checks then fail at once, naming it, for as long as it stays stuck."""
-
-    @functools.wraps(fn)
-    def check(self: PluginTests, *args: Any, **kwargs: Any) -> Any:
-        first = _STUCK.get(type(self))
-        if first is not None and first[1].worker is not None and first[1].worker.is_alive():
-            pytest.fail(
-                f"not run: {first[0]}, before it, is still stuck in {first[1].where}, and this check would wait on what "
-                f"that hook holds (a lock, a slot, a connection) until its own deadline: make that hook return (see the "
-                f"failure of {first[0]}), and every check runs again",
-                pytrace=False,
-            )
-        try:
-            return bounded(self.check_deadline, lambda: fn(self, *args, **kwargs), locate=_hook_frame)
-        except Overran as overran:
-            stuck = overran  # failed below, outside the handler: the report is the whole story
-        _STUCK[type(self)] = (fn.__name__, stuck)
-        pytest.fail(
-            f"{fn.__name__} did not end within check_deadline = {self.check_deadline:g} s: stuck in {stuck.where}, "
-            "which never returned (a hook that waits for what only another call gives, or no one: a lock taken in "
-            "pre_call and released only in post_call, an Event no one sets; raise check_deadline if the check only "
-            f"needs longer)\n{stuck.stack}",
-            pytrace=False,
-        )
-
-    return check
 
 
 def footprint(root: Any, *, limit: int = 1_000_000) -> int:
@@ -529,15 +492,16 @@ class PluginTests(Suite, standard=True, provided=("make_plugin", "call_options",
     threads: ClassVar[int] = 16
     calls_per_thread: ClassVar[int] = 100
     growth_calls: ClassVar[int] = 10_000
-    #: Seconds each check may run before it fails as stuck (a hook that never returns).
-    check_deadline: ClassVar[float] = 30.0
-    _harness_tuning: ClassVar[Mapping[str, bool]] = {
-        "threads": True,
-        "calls_per_thread": True,
-        "growth_calls": True,
-        "check_deadline": False,
-    }
-    _harness_check = staticmethod(_bounded_check)
+    _harness_tuning: ClassVar[Mapping[str, bool]] = {"threads": True, "calls_per_thread": True, "growth_calls": True}
+    _harness_stuck: ClassVar[tuple[str, str]] = (
+        "hook",
+        "a hook that waits for what only another call gives, or no one: a lock taken in pre_call and released only "
+        "in post_call, an Event no one sets",
+    )
+
+    def _harness_locate(self, given: Mapping[str, Any]) -> Callable[[FrameType], str | None]:
+        """A stuck check names the plugin's hook it waits in."""
+        return _hook_frame
 
     # ------------------------------------------------------------------ building
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextvars
+import functools
 import inspect
 import math
 import os
@@ -12,6 +13,7 @@ import sys
 import sysconfig
 import threading
 import traceback
+import weakref
 from collections.abc import Callable, Coroutine, Mapping
 from types import FrameType
 from typing import Any, ClassVar, NoReturn, TypeVar
@@ -43,8 +45,8 @@ def tuning_changes(cls: type) -> list[str]:
     found = []
     for kit in cls.__mro__:
         for name in kit.__dict__.get("_harness_tuning", {}) if kit.__dict__.get("_harness_is_standard") else ():
-            if getattr(cls, name) != kit.__dict__[name]:
-                found.append(f"{name} = {getattr(cls, name)!r} (the kit's: {kit.__dict__[name]!r})")
+            if getattr(cls, name) != getattr(kit, name):
+                found.append(f"{name} = {getattr(cls, name)!r} (the kit's: {getattr(kit, name)!r})")
     return found
 
 
@@ -203,6 +205,59 @@ class BoundedClock(ManualClock):
             )
 
 
+#: Per suite class, the check left stuck past its deadline, and how: while its thread runs, the suite's later checks
+#: fail at once (what the stuck code holds, a lock shared by every instance, would stall each of them in turn).
+_STUCK: weakref.WeakKeyDictionary[type, tuple[str, Overran]] = weakref.WeakKeyDictionary()
+
+
+def _bounded_check(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Check ``fn``, run in a daemon thread given ``check_deadline`` seconds: past them it fails, naming where it is
+    stuck (what the suite's ``_harness_locate`` names: a plugin's hook, a store's method) and showing its thread's
+    stack; the suite's later checks then fail at once, naming it, for as long as it stays stuck. ``functools.wraps``
+    keeps ``fn``'s signature, so pytest passes the check its fixtures (by name)."""
+    signature = inspect.signature(fn)
+
+    @functools.wraps(fn)
+    def check(self: Suite, *args: Any, **kwargs: Any) -> Any:
+        what, how = self._harness_stuck
+        first = _STUCK.get(type(self))
+        if first is not None and first[1].worker is not None and first[1].worker.is_alive():
+            pytest.fail(
+                f"not run: {first[0]}, before it, is still stuck in {first[1].where}, and this check would wait on what "
+                f"that {what} holds (a lock, a slot, a connection) until its own deadline: make that {what} return (see the "
+                f"failure of {first[0]}), and every check runs again",
+                pytrace=False,
+            )
+        given = signature.bind_partial(self, *args, **kwargs).arguments
+        try:
+            return bounded(self.check_deadline, lambda: fn(self, *args, **kwargs), locate=self._harness_locate(given))
+        except Overran as overran:
+            stuck = overran  # failed below, outside the handler: the report is the whole story
+        _STUCK[type(self)] = (fn.__name__, stuck)
+        pytest.fail(
+            f"{fn.__name__} did not end within check_deadline = {self.check_deadline:g} s: stuck in {stuck.where}, "
+            f"which never returned ({how}; raise check_deadline if the check only needs longer)\n{stuck.stack}",
+            pytrace=False,
+        )
+
+    return check
+
+
+def _methods(kind: type) -> dict[Any, type]:
+    """The code of each function defined in ``kind`` and its bases (but for the built-in ones), and the class that
+    defines it."""
+    found: dict[Any, type] = {}
+    for klass in kind.__mro__:
+        if klass.__module__ == "builtins":
+            continue
+        for value in vars(klass).values():
+            fn = value.fget if isinstance(value, property) else getattr(value, "__func__", value)
+            code = getattr(inspect.unwrap(fn), "__code__", None) if callable(fn) else None
+            if code is not None:
+                found.setdefault(code, klass)
+    return found
+
+
 class Suite:
     """What every kit class shares. Subclass a kit class (never this one) in your tests.
 
@@ -213,7 +268,20 @@ class Suite:
     known failure, said out loud); a helper overridden is never allowed. Checks that do not apply
     are switched off with the suite's capability flags, which skip them with the flag's name as
     the reason. ``standard=True`` is for the kit's own classes only.
+
+    Each check runs in a daemon thread given ``check_deadline`` seconds (30; ``math.inf``: no deadline): one that
+    does not end fails, naming where it is stuck and showing the stuck thread's stack, instead of hanging the run;
+    while it stays stuck, the suite's later checks fail at once, naming it.
     """
+
+    #: Seconds each check may run before it fails as stuck (``math.inf``: no deadline).
+    check_deadline: ClassVar[float] = 30.0
+    #: What a stuck check's failure calls the code it waits in, and how such code gets stuck (per kit class).
+    _harness_stuck: ClassVar[tuple[str, str]] = (
+        "method",
+        "a method that waits for what only another call gives, or no one: a lock never released, a connection or "
+        "a reply waited for without a timeout",
+    )
 
     #: Lets the pytest plugin tell kit tests apart without importing the kit.
     __harness_one_suite__: ClassVar[bool] = True
@@ -222,7 +290,7 @@ class Suite:
     _harness_helpers: ClassVar[dict[str, Any]] = {}
     _harness_provided: ClassVar[tuple[str, ...]] = ()
     #: The kit class's tuning attributes, and whether its value is a floor (a lower one weakens a check).
-    _harness_tuning: ClassVar[Mapping[str, bool]] = {}
+    _harness_tuning: ClassVar[Mapping[str, bool]] = {"check_deadline": False}
 
     def __init_subclass__(cls, *, standard: bool = False, provided: tuple[str, ...] = (), **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -236,6 +304,7 @@ class Suite:
             for n, value in list(cls.__dict__.items()):  # the kit class's own checks, as it runs them
                 if n.startswith("test_") and callable(value):
                     setattr(cls, n, cls._harness_check(value))
+            cls._harness_tuning = {**Suite._harness_tuning, **cls.__dict__.get("_harness_tuning", {})}
             cls._harness_standard = {n: inspect.getattr_static(cls, n) for n in names if n.startswith("test_")}
             found = {n: inspect.getattr_static(cls, n) for n in names if not n.startswith("test_") and n not in provided}
             cls._harness_helpers = {n: v for n, v in found.items() if callable(v) or isinstance(v, (classmethod, property))}
@@ -246,10 +315,24 @@ class Suite:
         else:
             cls._harness_is_standard = False  # type: ignore[attr-defined]
 
-    @staticmethod
-    def _harness_check(fn: Callable[..., Any]) -> Callable[..., Any]:
-        """How a kit class runs each of its own checks (a kit class may bound them: ``PluginTests``)."""
-        return fn
+    #: How a kit class runs each of its own checks: bounded by ``check_deadline``.
+    _harness_check = staticmethod(_bounded_check)
+
+    def _harness_locate(self, given: Mapping[str, Any]) -> Callable[[FrameType], str | None]:
+        """What names the frame a stuck check waits in, given the check's arguments: a method of what the suite's
+        subclass provides (a contract's ``store``, ``peer``, ``backend``...), as ``the store's Class.method``."""
+        provided = {n for kit in type(self).__mro__ for n in kit.__dict__.get("_harness_provided", ())}
+        named: dict[Any, str] = {}
+        for name, value in given.items():
+            if name in provided:
+                for code, klass in _methods(type(value)).items():
+                    named.setdefault(code, f"the {name}'s {klass.__name__}.")
+
+        def locate(frame: FrameType) -> str | None:
+            owner = named.get(frame.f_code)
+            return owner + _where(frame) if owner is not None else None
+
+        return locate
 
     def test_no_overrides_DO_NOT_OVERRIDE(self) -> None:  # noqa: N802 - the name is the message
         """No standard test is overridden or deleted without ``@pytest.mark.xfail(reason=...)``, and no helper the
@@ -268,9 +351,9 @@ class Suite:
                 elif xfail_reason(current) is None:
                     problems.append(f"{name} is overridden without @pytest.mark.xfail(reason=...)")
             for name, floor in kit.__dict__.get("_harness_tuning", {}).items():
-                if floor and getattr(cls, name) < kit.__dict__[name]:
+                if floor and getattr(cls, name) < getattr(kit, name):
                     problems.append(
-                        f"{name} = {getattr(cls, name)!r} is below the kit's {kit.__dict__[name]!r}, which it may only raise"
+                        f"{name} = {getattr(cls, name)!r} is below the kit's {getattr(kit, name)!r}, which it may only raise"
                     )
             provided = ", ".join(kit.__dict__["_harness_provided"]) or "nothing"
             for name, original in kit.__dict__["_harness_helpers"].items():

@@ -12,9 +12,10 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from types import FrameType
 from typing import Any, ClassVar, NoReturn
 
 import jsonschema
@@ -406,12 +407,14 @@ def _output_problems(tool: Tool, value: Any) -> list[str]:
     return [f"the result {value!r} does not match the output schema: {'; '.join(errors)}"] if errors else []
 
 
-def _tool_frame(tool: Tool) -> Any:
-    """What names a stuck frame of ``tool``'s own function, for :func:`bounded`."""
-    code = getattr(inspect.unwrap(tool.fn), "__code__", None) if callable(tool.fn) else None
+def _tool_frame(*tools: Tool) -> Callable[[FrameType], str | None]:
+    """What names a stuck frame of one of ``tools``' own functions, for :func:`bounded`."""
+    codes = {getattr(inspect.unwrap(t.fn), "__code__", None): t for t in tools if callable(t.fn)}
+    codes.pop(None, None)
 
-    def locate(frame: Any) -> str | None:
-        return f"the tool {tool.name!r}, {_where(frame)}" if code is not None and frame.f_code is code else None
+    def locate(frame: FrameType) -> str | None:
+        tool = codes.get(frame.f_code)
+        return f"the tool {tool.name!r}, {_where(frame)}" if tool is not None else None
 
     return locate
 
@@ -450,6 +453,16 @@ class ToolPackageTests(Suite, standard=True, provided=("make_registry",)):
     load_budget: ClassVar[float] = 2.0
     example_budget: ClassVar[float] = 2.0
     _harness_tuning: ClassVar[Mapping[str, bool]] = {"load_budget": False, "example_budget": False}
+    _harness_stuck: ClassVar[tuple[str, str]] = (
+        "call",
+        "a tool or plugin that waits for what only another call gives, or no one: a lock never released, a "
+        "connection or a reply waited for without a timeout",
+    )
+
+    def _harness_locate(self, given: Mapping[str, Any]) -> Callable[[FrameType], str | None]:
+        """A stuck check names the package's tool it waits in (else the innermost frame of the code under test)."""
+        loaded = given.get("loaded")
+        return _tool_frame(*loaded.tools) if isinstance(loaded, _Loaded) else _tool_frame()
 
     def make_registry(self) -> ToolRegistry:
         """The registry the checks call tools in: the standard plugins, a manual clock, no third-party plugins."""
