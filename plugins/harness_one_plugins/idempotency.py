@@ -16,6 +16,7 @@ JSON the model read for it, and one it cannot hold even so as :class:`OutcomeNot
 from __future__ import annotations
 
 import json
+import threading
 import uuid
 from collections.abc import Awaitable, Sequence
 from pathlib import Path
@@ -90,6 +91,19 @@ _NOT_STORED = (*_NOT_STORABLE, StateUnavailable)
 
 def _nothing(_: Any) -> None:
     return None
+
+
+def _kept(tool: str, outcome: tuple[bool, Any] | None) -> tuple[bool, Any, ToolError | None] | None:
+    """What the key of a tool that ran on past its caller keeps (a :class:`~harness_one.Lingering`
+    outcome): ``(ok, value, error)``, or None to free it (not known, stopped by KeyboardInterrupt and
+    the like, or an error that keeps nothing, as when the caller waits)."""
+    if outcome is None or not (outcome[0] or isinstance(outcome[1], Exception)):
+        return None
+    ok, value = outcome
+    if ok:
+        return True, value, None
+    error = value if isinstance(value, ToolError) else ToolExecutionError(value, tool=tool)
+    return None if isinstance(error, _NOT_KEPT) else (False, None, error)
 
 
 class OutcomeNotReplayable(ToolError):
@@ -481,9 +495,22 @@ class IdempotencyPlugin:
         if lingering is not None and isinstance(error, (ToolTimeout, ToolCancelled)):
             # Its tool runs on in a thread (a thread-mode timeout, a cancelled acall): the key stays
             # held until it returns, then keeps what the tool did, not the caller's giving up.
-            held = call.take(_OWNED)
-            lingering.then(lambda: self._finish_later(call, held, lingering))
-            return None
+            here, returned, held = threading.get_ident(), list[bool](), call.peek(_OWNED)
+
+            def settle() -> None:
+                if threading.get_ident() == here:  # called at once: the tool has returned already
+                    returned.append(True)
+                else:
+                    self._finish_later(call, held, lingering)
+
+            lingering.then(settle)
+            if not returned:
+                call.take(_OWNED)  # finished by the tool's thread
+                return None
+            # finished here, so under acall by the store's awaitable twin (the blocking one in
+            # this thread would hold up the event loop for a round trip)
+            kept = _kept(call.tool.name, lingering.outcome)
+            return self._release(call) if kept is None else self._finish(call, *kept)
         if call.ran and isinstance(error, PluginError) and error.plugin is not None and error.call_id == call.call_id:
             # A plugin's hook failed after the tool returned (the tool's own exceptions arrive as
             # ToolExecutionError): the key keeps what the tool did, not the plugin's passing failure.
@@ -498,19 +525,12 @@ class IdempotencyPlugin:
         tool's thread as it returns: its value or its error is stored (freed if neither is known)."""
         self._leases.drop(id(call))
         name, (key, digest, owner) = call.tool.name, held
-        outcome = lingering.outcome
-        if outcome is None or not (outcome[0] or isinstance(outcome[1], Exception)):
-            self._release_key(name, key, owner)  # not known, or stopped by KeyboardInterrupt and the like
+        kept = _kept(name, lingering.outcome)
+        if kept is None:
+            self._release_key(name, key, owner)
             return
-        ok, value = outcome
-        error = None
-        if not ok:
-            error, value = value if isinstance(value, ToolError) else ToolExecutionError(value, tool=name), None
-            if isinstance(error, _NOT_KEPT):  # stores nothing, as when the caller waits
-                self._release_key(name, key, owner)
-                return
         now = self.clock.now()
-        self._store(self.store, call, key, self._record(digest, now, ok, value, error), owner, now)
+        self._store(self.store, call, key, self._record(digest, now, *kept), owner, now)
 
     def _record(self, digest: str, now: float, ok: bool, value: Any, error: ToolError | None) -> Record:
         """The finished record of a key: its outcome, kept ``ttl`` from ``now`` (an error without its call's id)."""
