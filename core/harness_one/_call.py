@@ -92,12 +92,19 @@ class Lingering:
 
     def then(self, fn: Callable[[], object]) -> None:
         """Call ``fn()`` once the tool has returned (now, if it has); its errors are ignored."""
+        if not self.later(fn):
+            with contextlib.suppress(Exception):
+                fn()
+
+    def later(self, fn: Callable[[], object]) -> bool:
+        """Have the tool's thread call ``fn()`` once it returns: True; False if it has returned already
+        (``fn`` not called: the hook settles it itself, through an ``Await`` under ``acall``, where a
+        blocking round trip in this thread would hold up the event loop)."""
         with self._lock:
-            if not self._done:
-                self._waiting.append(fn)
-                return
-        with contextlib.suppress(Exception):
-            fn()
+            if self._done:
+                return False
+            self._waiting.append(fn)
+            return True
 
     def finished(self, ok: bool | None = None, value: Any = None) -> None:
         """The tool returned ``value`` (``ok``) or raised it (not ``ok``; None: not known): run what

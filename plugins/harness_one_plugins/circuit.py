@@ -191,19 +191,9 @@ class CircuitBreakerPlugin:
         if lingering is not None:
             # Its tool runs on in a thread (a cancelled acall): the probe keeps its place until
             # the tool returns, so a half-open circuit never lets more tools run than ``probes``.
-            here, returned = threading.get_ident(), list[bool]()
-
-            def settle() -> None:
-                if threading.get_ident() == here:  # called at once: the tool has returned already
-                    returned.append(True)
-                else:
-                    self._probed_late(call, name, policy, probe, lingering)
-
-            lingering.then(settle)
-            if not returned:
+            if lingering.later(lambda: self._probed_late(call, name, policy, probe, lingering)):
                 return None
-            # settled here, so under acall by the store's awaitable twin (the blocking one in
-            # this thread would hold up the event loop for a round trip)
+            # its tool returned already: settled here (through the store's awaitable twin under acall)
             failed = _failed(lingering.outcome)
             if failed is not None:
                 return self._count(call, failed, probe)

@@ -190,20 +190,8 @@ class ConcurrencyPlugin:
             return answer
         slots, name = self.slots, call.tool.name
         lingering = call.lingering
-        if lingering is not None:
-            here, returned = threading.get_ident(), list[bool]()
-
-            def settle() -> None:
-                if threading.get_ident() == here:  # called at once: the tool has returned already
-                    returned.append(True)
-                else:
-                    self._release_later(name, holder)
-
-            lingering.then(settle)
-            if not returned:
-                return answer
-            # released here, so under acall by the store's awaitable twin (the blocking one in
-            # this thread would hold up the event loop for a round trip)
+        if lingering is not None and lingering.later(lambda: self._release_later(name, holder)):
+            return answer  # released by the tool's thread; else here (its tool returned already)
         self._leases.drop(holder)
         if slots is not self._twins.plain:  # not the store known to answer without I/O
             shared = self._twins(slots)

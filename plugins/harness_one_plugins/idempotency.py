@@ -16,7 +16,6 @@ JSON the model read for it, and one it cannot hold even so as :class:`OutcomeNot
 from __future__ import annotations
 
 import json
-import threading
 import uuid
 from collections.abc import Awaitable, Sequence
 from pathlib import Path
@@ -495,20 +494,11 @@ class IdempotencyPlugin:
         if lingering is not None and isinstance(error, (ToolTimeout, ToolCancelled)):
             # Its tool runs on in a thread (a thread-mode timeout, a cancelled acall): the key stays
             # held until it returns, then keeps what the tool did, not the caller's giving up.
-            here, returned, held = threading.get_ident(), list[bool](), call.peek(_OWNED)
-
-            def settle() -> None:
-                if threading.get_ident() == here:  # called at once: the tool has returned already
-                    returned.append(True)
-                else:
-                    self._finish_later(call, held, lingering)
-
-            lingering.then(settle)
-            if not returned:
+            held = call.peek(_OWNED)
+            if lingering.later(lambda: self._finish_later(call, held, lingering)):
                 call.take(_OWNED)  # finished by the tool's thread
                 return None
-            # finished here, so under acall by the store's awaitable twin (the blocking one in
-            # this thread would hold up the event loop for a round trip)
+            # its tool returned already: finished here (through the store's awaitable twin under acall)
             kept = _kept(call.tool.name, lingering.outcome)
             return self._release(call) if kept is None else self._finish(call, *kept)
         if call.ran and isinstance(error, PluginError) and error.plugin is not None and error.call_id == call.call_id:
