@@ -147,8 +147,28 @@ def test_a_spent_decisions_id_refuses_another_call_for_ttl(how: str) -> None:
     assert [p.arguments["to"] for p in approval(reg).pending()] == ["ann"]
     assert reg.try_call("transfer", SWAPPED, call_id="c1").error.kind == "approval_conflict"  # type: ignore[union-attr]
     assert all(to != "mallory" for to, _, _ in bank.sent)
-    reg.clock.advance(201)  # type: ignore[attr-defined]  # the pending call and the spent decision are forgotten
+    reg.clock.advance(201)  # type: ignore[attr-defined]  # the pending call expired: it refuses another for ttl too
+    assert reg.try_call("transfer", SWAPPED, call_id="c1").error.kind == "approval_conflict"  # type: ignore[union-attr]
+    reg.clock.advance(101)  # type: ignore[attr-defined]  # and then it is forgotten
     assert reg.try_call("transfer", SWAPPED, call_id="c1").error.kind == "approval_required"  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("how", ["withdrawn", "expired"])
+def test_a_waiting_call_withdrawn_or_expired_leaves_its_id_refusing_another_call(how: str) -> None:
+    """A call that waited for a decision and was withdrawn (or expired) left its id free: another call under it
+    waited in its place, and a stale approve() of the id approved it (a transfer to mallory nobody saw)."""
+    reg = registry(ttl=100)
+    bank = Bank(reg, options={"requires_approval": True})
+    assert reg.try_call("transfer", {"to": "ann", "amount": 5}, call_id="c1").error.kind == "approval_required"  # type: ignore[union-attr]
+    if how == "withdrawn":
+        assert approval(reg).withdraw("c1") is not None
+    else:
+        reg.clock.advance(101)  # type: ignore[attr-defined]
+    swapped = reg.try_call("transfer", SWAPPED, call_id="c1")
+    assert swapped.error is not None and swapped.error.kind == "approval_conflict", swapped
+    with pytest.raises(ApprovalNotFound):
+        approval(reg).approve("c1")
+    assert bank.sent == []
 
 
 def test_spent_decisions_are_bounded_by_max_pending() -> None:

@@ -248,23 +248,25 @@ class ApprovalPlugin:
             first = next(iter(self._pending.values()))
             if now - first.requested <= self.ttl and len(self._pending) <= self.max_pending:
                 break
-            self._pending.popitem(last=False)
+            self._spend(*self._pending.popitem(last=False), now)  # a stale approve() must not approve another
         while self._decisions:
             decided = next(iter(self._decisions.values()))
             if now - decided.decided <= self.ttl and len(self._decisions) <= self.max_pending:
                 break
-            self._spend(*self._decisions.popitem(last=False), now)
+            gone, decision = self._decisions.popitem(last=False)
+            self._spend(gone, decision.call, now)
         while self._spent:
             _, spent = next(iter(self._spent.values()))
             if now - spent <= self.ttl:
                 break
             self._spent.popitem(last=False)
 
-    def _spend(self, call_id: str, decision: _Decision, now: float) -> None:
-        """Keep the call of a decision used, expired or withdrawn for ``ttl``, at most ``max_pending``
-        (the oldest dropped first); not a grant's, which is not a person's decision."""
-        if decision.call.registry is not None:
-            self._spent[call_id] = (decision.call, now)
+    def _spend(self, call_id: str, asked: PendingCall, now: float) -> None:
+        """Keep a call whose decision was used, expired or withdrawn, or that was withdrawn or expired while it
+        waited, for ``ttl``, at most ``max_pending`` (the oldest dropped first); not a grant's, which is not a
+        person's decision."""
+        if asked.registry is not None:
+            self._spent[call_id] = (asked, now)
             self._spent.move_to_end(call_id)
             if len(self._spent) > self.max_pending:
                 self._spent.popitem(last=False)
@@ -287,7 +289,7 @@ class ApprovalPlugin:
             decision = self._decisions.get(call_id)
             if decision is not None and now - decision.decided > self.ttl:  # an expired decision decides nothing
                 del self._decisions[call_id]  # (one kept after a refusal is not first in line for the sweep)
-                self._spend(call_id, decision, now)
+                self._spend(call_id, decision.call, now)
                 decision = None
             if decision is not None and _same_call(decision.call, call, digest):
                 del self._decisions[call_id]  # used: only this call, with these arguments, had it
@@ -295,7 +297,7 @@ class ApprovalPlugin:
                     call.state[_GRANTED] = decision  # given back if a later policy refuses the call
                     self._in_use[call_id] = decision
                     return
-                self._spend(call_id, decision, now)
+                self._spend(call_id, decision.call, now)
                 raise ApprovalDenied(decision.reason, tool=call.tool.name, call_id=call_id)
             # A person decided another call under this id (unused, under way, or spent within ttl), or
             # another call waits under it: not a new request to decide. (A grant is not a person's decision.)
@@ -353,7 +355,7 @@ class ApprovalPlugin:
                 return
             if self._decisions.get(call_id) is decision:  # kept after an earlier attempt, used now
                 del self._decisions[call_id]
-            self._spend(call_id, decision, now)
+            self._spend(call_id, decision.call, now)
 
     # ------------------------------------------------------------------ the application's side
 
@@ -440,10 +442,11 @@ class ApprovalPlugin:
         with self._lock:
             found = self._pending.pop(call_id, None)
             if found is not None:
+                self._spend(call_id, found, self._now())  # as a decision withdrawn: the id refuses another call
                 return found
             decided = self._decisions.pop(call_id, None)  # decided between the hold and the withdrawal: it decides nothing now
             if decided is not None:
-                self._spend(call_id, decided, self._now())
+                self._spend(call_id, decided.call, self._now())
         return decided.call if decided is not None else None
 
     def _decided(self, call_id: str) -> tuple[PendingCall, ToolRegistry]:
