@@ -162,3 +162,21 @@ def test_a_registry_refusal_carries_a_bounded_dict() -> None:
     with pytest.raises(ToolArgumentError) as err:
         reg.call("s", {f"z{i}": 1 for i in range(50)})
     assert len(json.dumps(err.value.to_dict())) < 3 * ERROR_TEXT_LIMIT + 2_000
+
+
+def test_a_tools_own_problem_with_values_that_are_not_text_reads_in_to_dict() -> None:
+    """A tool's ``ArgumentProblem('$.n', 'must be even', 'multipleOf', 2, n)``: ``to_dict`` raised TypeError once
+    problems were bounded; numbers stay numbers, anything else is its bounded text."""
+    registry = ToolRegistry(autoload=False)
+
+    def even(n: int) -> int:
+        problems = [
+            ArgumentProblem("$.n", "must be even", "multipleOf", 2, n),
+            ArgumentProblem("$.m", "x", "k", [1] * 10**6, 10**5000),
+        ]
+        raise ToolArgumentError(problems)
+
+    registry.add(even)
+    problems = registry.try_call("even", {"n": 3}).to_dict()["error"]["problems"]
+    assert problems[0] == {"path": "$.n", "keyword": "multipleOf", "message": "must be even", "expected": 2, "got": 3}
+    assert problems[1]["expected"] == "[1, 1, 1, 1, 1, 1, ...]" and problems[1]["got"] == "<int>"  # (past the int-to-text limit)

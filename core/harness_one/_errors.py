@@ -462,8 +462,8 @@ class ToolArgumentError(ToolError):
         room = 2 * ERROR_TEXT_LIMIT
         listed: list[dict[str, Any]] = []
         for problem in self.problems:
-            entry = {key: capped(text, _PROBLEM_TEXT) for key, text in problem.to_dict().items()}
-            room -= sum(map(len, entry.values()))
+            entry = {key: _problem_field(value) for key, value in problem.to_dict().items()}
+            room -= sum(len(value) if type(value) is str else 20 for value in entry.values())
             if room < 0 and listed and not problem.is_listing_cut:
                 number = len(self.problems) - self.problems[-1].is_listing_cut
                 at_least = "at least " if self._total is None and number < len(self.problems) else ""
@@ -473,6 +473,22 @@ class ToolArgumentError(ToolError):
             listed.append(entry)
         data["problems"] = listed
         return data
+
+
+def _problem_field(value: Any) -> Any:
+    """A field of a problem in :meth:`ToolArgumentError.to_dict`: text cut to :data:`_PROBLEM_TEXT` characters; a JSON
+    number, boolean or None as it is (a tool's own problem may give ``expected=2``); anything else as its text, cut."""
+    kind = type(value)
+    if value is None or kind is bool or (kind is int and abs(value) <= 2**53) or (kind is float and math.isfinite(value)):
+        return value
+    if type(value) is not str:
+        import reprlib  # (a tool's own problem of another type: rare)
+
+        try:
+            value = outside_text(reprlib.repr(value))  # bounded, however large the value
+        except Exception:  # a broken __repr__
+            value = f"<{type(value).__name__}>"
+    return capped(value, _PROBLEM_TEXT)
 
 
 class RateLimitExceeded(ToolError):
