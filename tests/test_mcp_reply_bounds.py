@@ -272,6 +272,12 @@ async def test_an_event_stream_is_bounded_one_event_at_a_time_however_it_is_cut(
         assert len(events) == 1, cut
         answer = json.loads(events[0])
         assert answer["id"] == 7 and answer["error"]["data"] == {"kind": "reply_too_large", "max_reply_bytes": len(event) - 3}
+    # An event within the bound, then one over it, in one chunk: the first is handed on (it was dropped with the second).
+    reply = b'event: message\ndata: {"jsonrpc":"2.0","id":7,"result":{}}\n\n'
+    parts = [
+        part async for part in _BoundedBody(_Chunks([reply + b"data: " + b"y" * 200 + b"\n\n"]), request, "s", 100, events=True)
+    ]
+    assert parts[0] == reply and b"reply_too_large" in parts[1]
 
 
 def test_a_compressed_http_reply_is_not_decoded_past_the_bound(tmp_path: Path) -> None:

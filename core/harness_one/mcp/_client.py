@@ -385,6 +385,8 @@ class _BoundedBody(httpx2.AsyncByteStream):
                 fresh = begin == len(chunk)
             size += len(chunk) - done
             if size > self.limit:
+                if done:  # the events this chunk completed before the one over the bound are handed on
+                    yield b"".join([*parts, chunk[:done]])
                 answer = self._too_large()
                 if answer:
                     yield answer
@@ -524,8 +526,9 @@ class RemoteServer:
                 event_hooks={"response": [functools.partial(_bound_reply, spec.name, self.max_reply_bytes)]},
             )
             stack.push_async_callback(http.aclose)
-            # The SDK's own bound on an event (1 MiB by default) is never reached: events over ours are not handed on.
-            return streamable_http_client(spec.url, http_client=http, max_sse_event_size=self.max_reply_bytes)
+            # The SDK's own bound on an event (1 MiB by default) is never reached: events over ours are not handed on,
+            # and it counts an event's text encoded again as UTF-8 (an invalid byte read as U+FFFD counts 3).
+            return streamable_http_client(spec.url, http_client=http, max_sse_event_size=3 * self.max_reply_bytes)
         params = StdioServerParameters(
             command=spec.command[0], args=list(spec.command[1:]), env=dict(spec.env) if spec.env else None, cwd=spec.cwd
         )
