@@ -1075,7 +1075,6 @@ def _is_regex(value: object) -> bool:
     return not isinstance(value, str) or _regex_fault(value) is None
 
 
-@functools.lru_cache(maxsize=64)
 def _regex_fault(value: str) -> str | None:
     """Why ``value`` is not a regular expression in Python's ``re`` syntax (what jsonschema's own check takes), or None.
 
@@ -1084,8 +1083,14 @@ def _regex_fault(value: str) -> str | None:
     ranges took 6 s. Within :data:`MAX_REGEX_LENGTH` and :data:`MAX_REGEX_DEPTH`, so reading it
     takes at most a few ms and no input exhausts the stack. Cached: a refusal reads it up to three times.
     """
-    if len(value) > MAX_REGEX_LENGTH:
+    if len(value) > MAX_REGEX_LENGTH:  # (checked before the cache, which keeps no longer value)
         return f"{len(value)} characters; a regex here may have at most {MAX_REGEX_LENGTH}"
+    return _read_regex(value)
+
+
+@functools.lru_cache(maxsize=64)
+def _read_regex(value: str) -> str | None:
+    """:func:`_regex_fault` of a value within :data:`MAX_REGEX_LENGTH`."""
     nested = f"parentheses nested more than {MAX_REGEX_DEPTH} levels deep"
     if value.count("(") > MAX_REGEX_DEPTH:
         steps = map(_PAREN_STEP.get, _OUTSIDE_PARENS.sub("", value), itertools.repeat(0))
