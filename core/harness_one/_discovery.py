@@ -51,6 +51,16 @@ class DiscoveryReport:
     conflicts: list[Conflict] = field(default_factory=list)
     #: Entry points already loaded (a listing after a lazy load does not load them twice).
     seen: set[EntryPoint] = field(default_factory=set, repr=False)
+    #: Those that failed to load, and their failures: tried again only by :meth:`retry`.
+    failed: dict[EntryPoint, LoadFailure] = field(default_factory=dict, repr=False)
+
+    def retry(self) -> None:
+        """Forget the entry points that failed to load, and their failures: the next loading tries them again."""
+        for ep, item in self.failed.items():
+            self.seen.discard(ep)
+            if item in self.failures:
+                self.failures.remove(item)
+        self.failed.clear()
 
 
 def as_tool(obj: Any, definition: Mapping[str, Any] | None = None) -> Tool:
@@ -301,7 +311,8 @@ def _load(registry: ToolRegistry, report: DiscoveryReport, ep: EntryPoint, index
         report.seen.discard(ep)  # not loaded: the next discovery tries it again
         raise
     except BaseException as exc:  # SystemExit at import included: a broken package is reported, not fatal
-        report.failures.append(failure(ep, exc))
+        report.failed[ep] = failure(ep, exc)  # not tried again on each lookup: load_entry_points(refresh=True) does
+        report.failures.append(report.failed[ep])
         return
     names = [tool.name for tool in pending]
     if index is not None:

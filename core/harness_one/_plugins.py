@@ -70,6 +70,8 @@ def env_options(names: Iterable[str]) -> dict[str, dict[str, Any]]:
 
 
 Hook = Callable[..., Any]
+#: One plugin's answer to a hook: its name, its result, and the error it raised (else None).
+Answer = tuple[str, Any, "ToolError | None"]
 
 #: Tool options that only a plugin enforces, and that plugin. A tool that sets one (``True`` or a
 #: predicate for ``requires_approval``; any value for ``max_calls``) is refused while the plugin
@@ -526,32 +528,52 @@ class PluginSet:
                 "with harness_* hooks (options go in plugin_options={name: {...}}, not in plugins=).",
                 plugin=name,
             )
-        if replace and name is not None and self.manager.has_plugin(name):
-            self._unregister(name)
-        if replace and name is not None and self.manager.is_blocked(name):
+        # All or nothing: the plugin it replaces leaves pluggy only (its hooks not called, its state
+        # kept) until this one is registered, checked and set up; on any failure it is put back as it was.
+        old = self.manager.get_plugin(name) if replace and name is not None else None
+        blocked = replace and name is not None and self.manager.is_blocked(name)
+        seq = self._registered_at.get(id(old))
+        removed = self._impls(old, "harness_tool_removed")  # while old is in pluggy: what tells it it left
+        if old is not None:
+            self.manager.unregister(old, name=name)
+        if blocked:
             self.manager.unblock(name)
+        registered = None
         try:
             registered = self.manager.register(plugin, name=name)
             if registered is not None:
                 self._check(plugin, registered)
-        except (ValueError, pluggy.PluginValidationError, PluginError) as exc:
+                self._registered_at[id(plugin)] = next(self._seq)
+                self._call_plugin(plugin, "harness_configure", registry=self._registry)
+                for tool in self._registry._tool_list():
+                    self._call_plugin(plugin, "harness_tool_added", tool=tool, registry=self._registry)
+        except BaseException as exc:  # not set up (its state cannot be opened): not left registered half-configured
             if name is not None and self.manager.get_plugin(name) is plugin:
                 self.manager.unregister(plugin, name=name)
-            if isinstance(exc, PluginError):
-                raise
-            raise PluginError(f"Cannot register plugin {name or plugin!r}: {exc}", plugin=name) from exc
-        if registered is None:
-            return None
-        self._registered_at[id(plugin)] = next(self._seq)
-        try:
-            self._call_plugin(plugin, "harness_configure", registry=self._registry)
-            for tool in self._registry._tool_list():
-                self._call_plugin(plugin, "harness_tool_added", tool=tool, registry=self._registry)
-        except BaseException:  # not set up (its state cannot be opened): not left registered half-configured
-            self.manager.unregister(plugin, name=registered)
             self._registered_at.pop(id(plugin), None)
+            if old is not None:
+                self.manager.register(old, name=name)
+                if seq is not None:
+                    self._registered_at[id(old)] = seq
+            if blocked:
+                self.manager.set_blocked(name)
+            if isinstance(exc, (ValueError, pluggy.PluginValidationError)):
+                raise PluginError(f"Cannot register plugin {name or plugin!r}: {exc}", plugin=name) from exc
             raise
+        if old is not None and registered is not None:
+            self.sources.pop(registered, None)
+            if old is not plugin:
+                self._changed()  # the plan without it first: no call runs its hooks after it was told it left
+                self._left(removed)
         return registered
+
+    def _left(self, removed: list[pluggy.HookImpl]) -> None:
+        """Tell a plugin that left (``removed``: its ``harness_tool_removed`` implementations) that
+        each tool left: a failure is logged, never raised, so a plugin can always be removed or blocked."""
+        for tool in self._registry._tool_list():
+            self._logged(
+                "harness_tool_removed", self._outcomes(removed, "harness_tool_removed", tool=tool, registry=self._registry)
+            )
 
     def _check(self, plugin: Any, name: str) -> None:
         """Refuse what the pipeline cannot honour: unknown hooks, per-call wrappers and coroutines."""
@@ -574,11 +596,18 @@ class PluginSet:
                     )
 
     def _call_plugin(self, plugin: Any, hook: str, **kwargs: Any) -> None:
-        caller = getattr(self.manager.hook, hook)
-        spec_args = tuple(caller.spec.argnames)
-        for impl in caller.get_hookimpls():
-            if impl.plugin is plugin:
-                self._guarded(impl, hook, spec_args, kwargs)
+        spec_args = self._spec_args(hook, kwargs)
+        for impl in self._impls(plugin, hook):
+            self._guarded(impl, hook, spec_args, kwargs)
+
+    def _spec_args(self, hook: str, kwargs: Mapping[str, Any]) -> tuple[str, ...]:
+        """The argument names ``hook``'s spec takes, in order."""
+        spec = getattr(self.manager.hook, hook).spec
+        return tuple(spec.argnames) if spec else tuple(kwargs)
+
+    def _impls(self, plugin: Any, hook: str) -> list[pluggy.HookImpl]:
+        """``plugin``'s implementations of ``hook`` (none for None)."""
+        return [impl for impl in getattr(self.manager.hook, hook).get_hookimpls() if plugin is not None and impl.plugin is plugin]
 
     def _guarded(self, impl: pluggy.HookImpl, hook: str, spec_args: tuple[str, ...], kwargs: Mapping[str, Any]) -> Any:
         try:
@@ -591,14 +620,16 @@ class PluginSet:
             ) from exc
 
     def _unregister(self, name: str) -> Any:
+        """Take the plugin called ``name`` out, re-compile the plan, then tell it each tool left (see :meth:`_left`)."""
         plugin = self.manager.get_plugin(name)
         if plugin is None:
             return None
-        for tool in self._registry._tool_list():
-            self._call_plugin(plugin, "harness_tool_removed", tool=tool, registry=self._registry)
+        removed = self._impls(plugin, "harness_tool_removed")
         self.manager.unregister(plugin, name=name)
         self._registered_at.pop(id(plugin), None)
         self.sources.pop(name, None)
+        self._changed()
+        self._left(removed)
         return plugin
 
     # ------------------------------------------------------------------ public API
@@ -623,16 +654,13 @@ class PluginSet:
     def unregister(self, name: str) -> Any:
         """Remove the plugin called ``name``; returns it (or None if there was none)."""
         with self._registry._lock:
-            plugin = self._unregister(name)
-            self._changed()
-            return plugin
+            return self._unregister(name)
 
     def block(self, name: str) -> None:
         """Remove the plugin called ``name`` and keep it out until :meth:`unblock`."""
         with self._registry._lock:
             self._unregister(name)
             self.manager.set_blocked(name)
-            self._changed()
 
     def unblock(self, name: str) -> None:
         """Allow ``name`` again (a blocked standard plugin is not reloaded: register it)."""
@@ -656,25 +684,72 @@ class PluginSet:
     def call_each(self, hook: str, **kwargs: Any) -> list[tuple[str, Any]]:
         """Call ``hook`` on every plugin that implements it, in plan order: ``[(plugin name, result)]``.
 
-        A non-:class:`ToolError` exception is raised as a :class:`PluginError` naming the plugin.
+        One that raises does not stop the others: once all were called, the first error is raised
+        (a non-:class:`ToolError` exception as a :class:`PluginError` naming the plugin), the others logged.
         """
-        impls, spec_args = self._implementations(hook, kwargs)
-        return [(impl.plugin_name, self._guarded(impl, hook, spec_args, kwargs)) for impl in impls]
+        outcomes = self._results(hook, **kwargs)
+        error = self._first_error(hook, outcomes)
+        if error is not None:
+            raise error
+        return [(name, result) for name, result, _ in outcomes]
 
     def observe(self, hook: str, **kwargs: Any) -> None:
         """Call ``hook`` on every plugin that implements it, in plan order, for what it observes:
         a plugin's failure is logged (naming it) and the next one is called."""
-        impls, spec_args = self._implementations(hook, kwargs)
+        self._logged(hook, self._results(hook, **kwargs))
+
+    def _results(self, hook: str, **kwargs: Any) -> list[Answer]:
+        """``(plugin name, result, error)`` for each plugin that implements ``hook``, in plan order."""
+        return self._outcomes(self._sorted(getattr(self.manager.hook, hook)), hook, **kwargs)
+
+    def _outcomes(self, impls: Iterable[pluggy.HookImpl], hook: str, **kwargs: Any) -> list[Answer]:
+        """Call each of ``impls`` of ``hook``; one that raises does not stop the others."""
+        spec_args = self._spec_args(hook, kwargs)
+        outcomes: list[Answer] = []
         for impl in impls:
             try:
-                self._guarded(impl, hook, spec_args, kwargs)
+                outcomes.append((impl.plugin_name, self._guarded(impl, hook, spec_args, kwargs), None))
             except ToolError as exc:
-                log_event(40, "plugin failed", plugin=impl.plugin_name, hook=hook, error=exc.message)
+                outcomes.append((impl.plugin_name, None, exc))
+        return outcomes
 
-    def _implementations(self, hook: str, kwargs: Mapping[str, Any]) -> tuple[list[pluggy.HookImpl], tuple[str, ...]]:
-        """``hook``'s implementations in plan order, and the argument names its spec takes."""
-        caller = getattr(self.manager.hook, hook)
-        return self._sorted(caller), tuple(caller.spec.argnames) if caller.spec else tuple(kwargs)
+    @staticmethod
+    def _logged(hook: str, outcomes: Iterable[Answer]) -> None:
+        for name, _, error in outcomes:
+            if error is not None:
+                log_event(40, "plugin failed", plugin=name, hook=hook, error=error.message)
+
+    def _first_error(self, hook: str, outcomes: list[Answer]) -> ToolError | None:
+        """The first error among ``outcomes``, the others logged."""
+        failed = [outcome for outcome in outcomes if outcome[2] is not None]
+        self._logged(hook, failed[1:])
+        return failed[0][2] if failed else None
+
+    def tool_changed(self, old: Tool | None, new: Tool) -> ToolError | None:
+        """Tell the plugins, in plan order, that ``old`` (if any) left, then that ``new`` joined.
+
+        All or nothing: a plugin whose ``harness_tool_added`` raises refuses ``new``, and before
+        its error is raised every plugin told of ``new`` (that one too) is told it left, and every
+        plugin is told ``old`` is back. A ``harness_tool_removed`` that raises refuses nothing: the
+        others are told, and the first such error is returned, for the caller to raise once the change is made.
+        """
+        registry = self._registry
+        removed = self._sorted(self.manager.hook.harness_tool_removed)
+        added = self._sorted(self.manager.hook.harness_tool_added)
+        joined = {"tool": new, "registry": registry}
+        spec_args = self._spec_args("harness_tool_added", joined)
+        gone = [] if old is None else self._outcomes(removed, "harness_tool_removed", tool=old, registry=registry)
+        for i, impl in enumerate(added):
+            try:
+                self._guarded(impl, "harness_tool_added", spec_args, joined)
+            except BaseException:
+                plugins = {id(a.plugin) for a in added[: i + 1]}
+                undo = [r for r in removed if id(r.plugin) in plugins]
+                self._logged("harness_tool_removed", self._outcomes(undo, "harness_tool_removed", tool=new, registry=registry))
+                if old is not None:
+                    self._logged("harness_tool_added", self._outcomes(added, "harness_tool_added", tool=old, registry=registry))
+                raise
+        return self._first_error("harness_tool_removed", gone)
 
     # ------------------------------------------------------------------ compiling
 

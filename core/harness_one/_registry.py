@@ -356,17 +356,18 @@ class ToolRegistry(metaclass=_SharedType):
 
                 self.discovery.conflicts.append(Conflict(tool.name, kept="code in this process", skipped=old.tool.source))
                 log_event(30, "tool name conflict", tool=tool.name, kept="code in this process", skipped=old.tool.source)
-            call_each = self.plugins.call_each
             if old is not None:
                 self.plugins.plan.forget(old.tool)
-                call_each("harness_tool_removed", tool=old.tool, registry=self)
-            call_each("harness_tool_added", tool=tool, registry=self)
+            # Before the catalogue changes: a plugin refusing the tool leaves every plugin and the old tool as they were.
+            failed = self.plugins.tool_changed(None if old is None else old.tool, tool)
             entry = self._tools[tool.name] = _Entry(tool)
             if old is not None:  # one counter: calls still counting on the old entry are not lost
                 entry.counter, entry.reads = old.counter, old.reads
             if old is None:
                 self._index.add(tool.name)
             self._exported(tool, grew=old is None)
+            if failed is not None:  # a plugin's harness_tool_removed of the old tool: raised once the change is made
+                raise failed
 
     def _exported(self, tool: Tool, *, grew: bool) -> None:
         """Keep cached exports current: extend them by one tool, or drop them when a tool changed."""
@@ -396,7 +397,7 @@ class ToolRegistry(metaclass=_SharedType):
         if isinstance(name, str) and name not in self._tools:
             complete = self._ensure_discovered(name)  # a package's tool is removed, not loaded later
         with self._lock:
-            entry = self._tools.get(name)
+            entry = self._tools.get(name) if isinstance(name, str) else None
             if entry is None:
                 raise self._not_found(name, loading=not complete)
             del self._tools[name]
@@ -404,7 +405,7 @@ class ToolRegistry(metaclass=_SharedType):
             self._version += 1
             self._forget_exports()
             self.plugins.plan.forget(entry.tool)
-            self.plugins.call_each("harness_tool_removed", tool=entry.tool, registry=self)
+            self.plugins.call_each("harness_tool_removed", tool=entry.tool, registry=self)  # all told, then one error raised
             return entry.tool
 
     unregister = remove
@@ -454,11 +455,18 @@ class ToolRegistry(metaclass=_SharedType):
 
     @_shared
     def stats(self) -> dict[str, Any]:
-        """``{"tools": {name: {"calls": n, ...}}, <plugin name>: {...}}``: counters plus each plugin's statistics."""
+        """``{"tools": {name: {"calls": n, ...}}, <plugin name>: {...}}``: counters plus each plugin's statistics.
+
+        A plugin whose ``harness_stats`` raises, or returns anything but a dict (its ``"tools"`` a
+        dict per tool name), makes it raise a :class:`PluginError` naming the plugin.
+        """
         with self._lock:
             tools: dict[str, dict[str, Any]] = {n: {"calls": e.calls()} for n, e in self._tools.items()}
         out: dict[str, Any] = {"tools": tools}
         for plugin, data in self.plugins.call_each("harness_stats", registry=self):
+            problem = _stats_problem(plugin, data)
+            if problem is not None:
+                raise PluginError(problem, plugin=plugin)
             if not data:
                 continue
             rest = {k: v for k, v in data.items() if k != "tools"}
@@ -508,6 +516,9 @@ class ToolRegistry(metaclass=_SharedType):
     def load_entry_points(self, *, refresh: bool = False) -> Any:
         """Load every tool package of the ``harness_one.tools`` group now; returns the discovery report.
 
+        ``refresh=True`` reads the installed entry points again and tries again the packages that
+        failed to load (their failures are dropped from the report, and recorded anew if they fail again).
+
         While another thread loads them, waits for it at most ``_DISCOVERY_WAIT`` seconds, then
         raises :class:`TimeoutError` (a thread that a package's import waits for would wait for ever).
         """
@@ -520,6 +531,8 @@ class ToolRegistry(metaclass=_SharedType):
         if not self._discovery_lock.acquire(timeout=_DISCOVERY_WAIT):
             raise TimeoutError(f"another thread is loading the tool packages and did not finish within {_DISCOVERY_WAIT:g} s")
         try:
+            if refresh:  # a package that failed to load (a dependency missing, since installed) is tried again
+                self.discovery.retry()
             outer = self._discovering is None  # (the lock is re-entrant: only this thread can be inside)
             if outer:  # before _discovered: a lookup that sees it also sees the loading under way
                 self._discovering = threading.get_ident()
@@ -1561,3 +1574,15 @@ def _check_key(tool: Tool, key: Any) -> None:
             [ArgumentProblem("idempotency_key", "expected 1-255 printable characters", "format", "1-255 printable characters")],
             tool=tool.name,
         )
+
+
+def _stats_problem(plugin: str, data: Any) -> str | None:
+    """What is wrong with a plugin's ``harness_stats`` answer (a dict, its ``"tools"`` one of dicts per tool), or None."""
+    if not data:
+        return None
+    if not isinstance(data, dict):
+        return f"Plugin '{plugin}' returned a value of type {type(data).__name__} from harness_stats; it must return a dict (or None)."
+    tools = data.get("tools")
+    if tools and not (isinstance(tools, dict) and all(isinstance(v, dict) for v in tools.values())):
+        return f"Plugin '{plugin}' returned a \"tools\" entry from harness_stats that is not a dict of a dict per tool name."
+    return None
