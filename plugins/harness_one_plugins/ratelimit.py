@@ -20,6 +20,7 @@ from harness_one import (
     SystemClock,
     Tool,
     ToolBusy,
+    ToolError,
     ToolRegistry,
     ToolTimeout,
     hookimpl,
@@ -29,7 +30,7 @@ from harness_one.state import FailMode, MemoryBuckets, RateLimitBackend, StateUn
 
 from ._options import seconds
 
-__all__ = ["InMemoryBuckets", "RateLimitBackend", "RateLimitPlugin"]
+__all__ = ["InMemoryBuckets", "RateLimitBackend", "RateLimitKeyInvalid", "RateLimitPlugin"]
 
 #: The in-memory backend (kept under its earlier name).
 InMemoryBuckets = MemoryBuckets
@@ -55,14 +56,48 @@ def _raised_in(error: BaseException) -> str | None:
     return tb.tb_frame.f_globals.get("__name__") if tb is not None else None
 
 
+class RateLimitKeyInvalid(ToolError):
+    """A call of a tool limited per caller (``rate_limit`` ``key``) whose key value is not a string,
+    an integer (an enum of them) or a UUID: refused, not run, no token taken.
+
+    Buckets are named by the value's text, and an object's text may be its address: a new object
+    per request would be a new, full bucket each time, and a later caller's object at the same
+    address would get an earlier one's bucket. ``field`` names the context field (None: the
+    ``key`` is a function).
+    """
+
+    kind = "rate_limit_key_invalid"
+
+    def __init__(self, field: str | None, got: str, *, tool: str | None = None, call_id: str | None = None) -> None:
+        self.field = field
+        where = (
+            f"the context field '{field}', which holds" if field is not None else "its rate_limit key function, which returned"
+        )
+        super().__init__(
+            f"Tool '{tool}' is rate-limited per caller by {where} a {got}, not a string, an integer or a UUID, "
+            "so it was not run. Give it a string, an integer or a UUID that names the caller.",
+            tool=tool,
+            call_id=call_id,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**super().to_dict(), "field": self.field}
+
+
 def _bucket(call: Call, name: str, key: Any) -> Hashable:
-    """The bucket of ``call``: its tool's, or the tool's for its ``key``'s value, by text (as budgets
-    count runs: 1, 1.0 and True are three buckets, here as in Redis; NaN one), bounded (a 200 KB key
-    is kept as a digest)."""
+    """The bucket of ``call``: its tool's, or the tool's for its ``key``'s value, by text (1 and "1"
+    are one bucket, here as in Redis), bounded (a 200 KB key is kept as a digest); one bucket for
+    calls without a value (None). :class:`RateLimitKeyInvalid` for a value of another type."""
     if key is None:
         return name
     value = key(call) if callable(key) else call.context.get(key)
-    return (name, key_text(value))
+    if value is None:
+        return (name, None)
+    try:
+        return (name, key_text(value, strict=True))
+    except TypeError:
+        field = None if callable(key) else key
+        raise RateLimitKeyInvalid(field, type(value).__name__, tool=name, call_id=call.call_id) from None
 
 
 class RateLimitPlugin:
@@ -135,21 +170,24 @@ class RateLimitPlugin:
             return None
         name, key, rate, burst, cost = tool.name, limit.key, limit.rate, limit.burst, limit.cost
         # One bucket per tool in this process (the common case): its settings bound now, and
-        # `acquire` called positionally, Python to Python (not through a C `functools.partial`).
+        # `acquire_on` called positionally, Python to Python (not through a C `functools.partial`).
+        # In this process the clock is read under the bucket's lock: a thread that read it, then
+        # waited for the lock, would come with a time before another's (MemoryBuckets).
         backend = self.backend
-        acquire = backend.acquire if key is None and type(backend) is MemoryBuckets else None
+        acquire = backend.acquire_on if key is None and type(backend) is MemoryBuckets else None
 
         def pre_call(call: Call) -> Await | RateLimitExceeded | None:
             clock = self._now
-            now = clock() if clock is not None else (self.clock or call.registry.clock).now()
+            if clock is None:
+                clock = (self.clock or call.registry.clock).now
             if acquire is not None and self.backend is backend:
-                wait = acquire(name, rate, burst, cost, now)  # in this process: cannot fail
+                wait = acquire(name, rate, burst, cost, clock)  # in this process: cannot fail
             else:
                 bucket = _bucket(call, name, key)
                 current = self.backend
                 if type(current) is not MemoryBuckets:
-                    return self._acquire(call, current, bucket, limit, now)
-                wait = current.acquire(bucket, rate, burst, cost, now)  # in this process: cannot fail
+                    return self._acquire(call, current, bucket, limit, clock())
+                wait = current.acquire_on(bucket, rate, burst, cost, clock)  # in this process: cannot fail
             if wait > 0.0:
                 return self._refusal(call, wait)  # returned, not raised: the core takes it as raised, for less
             return None

@@ -9,7 +9,7 @@ import os
 import threading
 import weakref
 from collections import OrderedDict
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from typing import Any
 
 from ._protocols import KEPT_TICKETS, Record
@@ -45,7 +45,17 @@ class MemoryBuckets:
     drops the oldest tenth of its own at once, so the next sweeps are far apart: a flood of
     keys through one tool resets none of another tool's limits, and a tool's own bucket (no
     ``key``) is never dropped.
+
+    A ``now`` earlier than the bucket's last reading by up to :attr:`step_back` seconds is a late
+    reading (a thread that read the clock, then waited for the lock): it refills nothing and
+    moves nothing, so no interval is paid out twice, and the tokens taken from ``t0`` to ``t``
+    never exceed ``burst + rate * (t - t0)``. One earlier by more is the clock stepping back:
+    refills run from there (they do not stop until the clock catches up). :meth:`acquire_on`
+    reads the clock under the lock, so no reading is late at all.
     """
+
+    #: Seconds a reading may lag behind the bucket's last one as a late reading, not a step back.
+    step_back = 1.0
 
     def __init__(self, *, max_keys: int = 100_000, sweep_every: int = 4096) -> None:
         self._buckets: dict[Hashable, list[float]] = {}
@@ -56,10 +66,17 @@ class MemoryBuckets:
         self._ops = 0
 
     def acquire(self, key: Hashable, rate: float, burst: float, cost: float, now: float) -> float:
-        # Positional too (the protocol's are keyword-only): the rate-limit plugin's per-call path.
+        """The protocol's ``acquire`` (positional too): :meth:`acquire_on` at ``now``."""
+        return self.acquire_on(key, rate, burst, cost, lambda: now)
+
+    def acquire_on(self, key: Hashable, rate: float, burst: float, cost: float, clock: Callable[[], float]) -> float:
+        """``acquire`` at ``clock()``, read under the lock: calls are decided in the order of their
+        readings, so threads that read one clock before the lock cannot pay out an interval twice.
+        The rate-limit plugin's per-call path."""
         lock = self._lock
         lock.acquire()  # not `with`: half the cost on the per-call path
         try:
+            now = clock()
             bucket = self._buckets.get(key)
             if bucket is None:
                 bucket = self._new(key, rate, burst, now)
@@ -68,8 +85,9 @@ class MemoryBuckets:
                 tokens += (now - last) * rate
                 tokens = burst if tokens > burst else tokens  # not min(): no call on the per-call path
                 bucket[1] = now
-            elif now < last:  # the clock stepped back: nothing refilled, and refills run from here
+            elif last - now > self.step_back:  # the clock stepped back: nothing refilled, and refills run from here
                 bucket[1] = now
+            # (earlier by less: a late reading, after another thread's; it refills nothing)
             if tokens >= cost:
                 bucket[0] = tokens - cost
                 return 0.0

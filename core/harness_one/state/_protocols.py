@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import uuid
 from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
@@ -32,11 +33,17 @@ __all__ = [
 KEPT_TICKETS = 64
 
 
-def key_text(value: Hashable) -> str:
+def key_text(value: Hashable, *, strict: bool = False) -> str:
     """A caller's key (a bucket, a run, a circuit) as bounded text: its text, or ``#`` and a digest
     of it when the text is over 200 characters or not printable (a lone surrogate cannot be sent to
     Redis; a huge one would be kept for every bucket, or time out the link), or is itself ``#`` and
-    64 characters (so no key is taken for another's digest; ``#42`` stays ``#42``)."""
+    64 characters (so no key is taken for another's digest; ``#42`` stays ``#42``).
+
+    ``strict``: only a value whose text says whose it is, a string, an integer (not a bool), an
+    enum of them or a UUID; ``TypeError`` for any other (an object's text may be its address,
+    another object's later), as a per-user key needs."""
+    if strict and (not isinstance(value, (str, int, uuid.UUID)) or isinstance(value, bool)):
+        raise TypeError(f"a {type(value).__name__} is not a string, an integer or a UUID")
     text = value if isinstance(value, str) else repr(value)
     if len(text) <= 200 and text.isprintable() and not (len(text) == 65 and text[0] == "#"):
         return text

@@ -101,6 +101,10 @@ class _Script:
 
 
 # ARGV: now ('' = Redis TIME), rate, burst, cost. Returns the wait in seconds (0: allowed).
+# As MemoryBuckets: a time up to 1 s (MemoryBuckets.step_back) before the last is a late reading
+# (server_time=False: read before the round trip) and refills nothing; earlier by more, the clock
+# stepped back and refills run from there. The key expires once full again, after at most 10^15 ms
+# (~31,700 years), sent as digits: Lua wrote 1e17 as "1e+17", which PEXPIRE refused.
 _BUCKET = _Script(
     _NOW
     + """
@@ -112,13 +116,13 @@ if tokens == nil or last == nil then
 elseif now > last then
   tokens = math.min(burst, tokens + (now - last) * rate)
   last = now
-elseif now < last then
-  last = now -- the clock stepped back: refills run from here (they stopped until it caught up)
+elseif last - now > 1 then
+  last = now
 end
 local wait = 0
 if tokens >= cost - cost * 1e-9 then tokens = tokens - cost else wait = (cost - tokens) / rate end
 redis.call('HSET', KEYS[1], 't', num(tokens), 'at', num(last))
-redis.call('PEXPIRE', KEYS[1], math.ceil(burst / rate * 1000) + 1000)
+redis.call('PEXPIRE', KEYS[1], string.format('%.0f', math.min(math.ceil(burst / rate * 1000) + 1000, 1e15)))
 return num(wait)
 """
 )

@@ -158,6 +158,24 @@ class RateLimitBackendContract(Suite, standard=True, provided=("backend",)):
         admitted = [sum(wait == 0.0 for wait in answers) for answers in rounds]
         assert admitted == [5] * 10, f"16 calls at once on a bucket of 5 took {admitted} tokens per round: not atomic"
 
+    def test_late_readings_pay_no_interval_twice(self, backend: Any) -> None:
+        """A thread reads the clock, then waits its turn while another takes a token at a later time:
+        its ``now``, up to a second before the bucket's last, refills nothing (taken as the clock
+        stepping back, it let the next call refill the same interval again). 64 steps of 1/64 s at
+        8 a second, each followed by a reading 1/128 s late: 2 + 8 * 63/64 tokens, 9 calls."""
+        admitted = 0
+        for step in range(64):
+            for now in (step / 64, step / 64 - 1 / 128):
+                admitted += backend.acquire("k", rate=8, burst=2, cost=1, now=now) == 0.0
+        assert admitted == 9, f"readings 1/128 s late among on-time ones admitted {admitted} calls, not 9 (2 + 8 * 63/64 tokens)"
+
+    def test_a_clock_stepped_back_far_refills_from_there(self, backend: Any) -> None:
+        """A clock stepped back a minute (a wall clock, as Redis ``TIME``) refills from the new time
+        on: refills do not stop until it catches up."""
+        assert backend.acquire("k", rate=2, burst=1, cost=1, now=100.0) == 0.0
+        assert backend.acquire("k", rate=2, burst=1, cost=1, now=40.0) == pytest.approx(0.5)
+        assert backend.acquire("k", rate=2, burst=1, cost=1, now=40.5) == 0.0
+
 
 class RateLimitPluginContract(Suite, standard=True, provided=("make_plugin",)):
     """What a plugin registered as ``rate_limit`` must do, driven through a real registry.
