@@ -135,8 +135,9 @@ async def test_an_unreachable_cluster_fails_calls_not_the_setup() -> None:
     from harness_one.state import RedisBuckets, RedisLink, StateUnavailable
 
     down = RedisLink("redis+cluster://127.0.0.1:1?timeout=0.2")  # nothing listens: no error yet
-    with pytest.raises(StateUnavailable, match=r"redis\+cluster://127\.0\.0\.1:1"):
+    with pytest.raises(StateUnavailable, match=r"The shared state \(Redis\) is unavailable") as refused:
         RedisBuckets(down).acquire("k", rate=1, burst=1, cost=1, now=0)
+    assert refused.value.where == "redis+cluster://127.0.0.1:1" and "127.0.0.1" not in refused.value.message
     again = RedisLink("redis+cluster://127.0.0.1:1?timeout=0.2")
     with pytest.raises(StateUnavailable):
         await RedisBuckets(again).aacquire("k", rate=1, burst=1, cost=1, now=0)

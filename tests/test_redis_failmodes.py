@@ -6,6 +6,7 @@ PAUSE``), threads and asyncio tasks calling through a restart, the default regis
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import subprocess
 import sys
@@ -173,6 +174,8 @@ def test_a_server_slower_than_the_timeout_takes_the_fail_mode_in_time(
     assert admitted == 1 and opened == 1  # rate limits fail open...
     assert lax.stats()["rate_limit"]["state_failed_open"] == aio.stats()["rate_limit"]["state_failed_open"] == 1
     assert isinstance(refused, StateUnavailable) and "Timeout" in str(refused)  # ...idempotency fails closed
+    port = str(redis_server.port)  # what the model reads names no address; the application finds it in `where`
+    assert port not in refused.message and port not in json.dumps(refused.to_dict()) and port in str(refused.where)
     assert strict.stats()["idempotency"]["state_failed_closed"] == 1 and runs["keyed"] == 1
     for took in (took_async, took_keyed, took_sync):
         assert 0.15 < took < bound  # it waited for the server, about the timeout, not the pause

@@ -16,7 +16,6 @@ JSON the model read for it, and one it cannot hold even so as :class:`OutcomeNot
 from __future__ import annotations
 
 import json
-import uuid
 from collections.abc import Awaitable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -146,10 +145,6 @@ class IdempotencyScopeMissing(ToolError):
 
     def to_dict(self) -> dict[str, Any]:
         return {**super().to_dict(), "field": self.field}
-
-
-#: What a scope field may hold: values whose text says whose they are (a str or int subclass, an enum of them, a UUID).
-_SCOPE_TYPES = (str, int, uuid.UUID)
 
 
 def _scope_fields(scope: Any) -> tuple[str, ...]:
@@ -315,10 +310,11 @@ class IdempotencyPlugin:
         scoped = []
         for field in self.scope:
             value = call.context.get(field)
-            if not isinstance(value, _SCOPE_TYPES) or isinstance(value, bool):  # an object's text may be its address
+            try:
+                text = key_text(value, strict=True)  # a string, an integer or a UUID: an object's text may be its address
+            except TypeError:
                 got = None if value is None else f"a {type(value).__name__}"
-                raise IdempotencyScopeMissing(field, key, got=got, tool=call.tool.name, call_id=call.call_id)
-            text = key_text(value)
+                raise IdempotencyScopeMissing(field, key, got=got, tool=call.tool.name, call_id=call.call_id) from None
             scoped.append(f"{len(text)}:{text}:")
         return "".join(scoped) + key
 

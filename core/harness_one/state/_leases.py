@@ -61,7 +61,8 @@ class FailMode:
             if now - self._warned < self.warn_every:
                 return
             self._warned = now
-        log_event(30, f"{self.plugin}: shared state unavailable", tool=tool, action=what, error=str(exc))
+        where = getattr(exc, "where", None)  # (a StateUnavailable names its backend there, not in its message)
+        log_event(30, f"{self.plugin}: shared state unavailable", tool=tool, action=what, error=str(exc), where=where)
 
     def stats(self) -> dict[str, Any]:
         """The counters that are not zero: ``state_failed_open``, ``state_failed_closed``."""

@@ -66,16 +66,25 @@ class StateUnavailable(ToolError):
 
     Backends raise it instead of their client's exceptions; each plugin's ``on_state_error``
     setting decides what a call does then (``docs/scaling.md``). ``retry_after`` is how long
-    the backend will fail fast before it tries to reconnect.
+    the backend will fail fast before it tries to reconnect. ``where`` names the backend (a
+    Redis address, a SQLite file) for the application and its logs; the message, which a model
+    may read when a plugin fails closed, does not.
     """
 
     kind = "state_unavailable"
 
     def __init__(
-        self, message: str, *, retry_after: float | None = None, tool: str | None = None, call_id: str | None = None
+        self,
+        message: str,
+        *,
+        retry_after: float | None = None,
+        tool: str | None = None,
+        call_id: str | None = None,
+        where: str | None = None,
     ) -> None:
         super().__init__(message, tool=tool, call_id=call_id)
         self.retry_after = retry_after
+        self.where = where
 
 
 @runtime_checkable

@@ -686,8 +686,9 @@ class RedisLink:
 
     def _unavailable(self) -> StateUnavailable:
         return StateUnavailable(
-            f"Shared state at {self._where()} is unavailable (it failed moments ago). Retry shortly.",
+            "The shared state (Redis) is unavailable (it failed moments ago). Retry shortly.",
             retry_after=self.down_for,
+            where=self._where(),
         )
 
     def _is_down(self) -> bool:
@@ -703,9 +704,10 @@ class RedisLink:
             self._logged_until = time.monotonic() + self.down_for
             log_event(30, "redis unavailable", where=self._where(), error=f"{type(exc).__name__}: {exc}")
         self._down_until = time.monotonic() + self.down_for
-        err = StateUnavailable(
-            f"Shared state at {self._where()} is unavailable ({type(exc).__name__}: {exc}). Retry shortly.",
+        err = StateUnavailable(  # its address and error text (which names it) in the log and ``where``, not in the message
+            f"The shared state (Redis) is unavailable ({type(exc).__name__}). Retry shortly.",
             retry_after=self.down_for,
+            where=self._where(),
         )
         err.__cause__ = exc
         return err

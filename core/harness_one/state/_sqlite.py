@@ -97,7 +97,9 @@ class SQLiteStore:
         else:  # wait for the connection, then for the file, both within one deadline
             until = time.monotonic() + self.timeout if deadline is None else deadline
             if not self._lock.acquire(timeout=max(until - time.monotonic(), 0.0)):
-                raise StateUnavailable(f"The SQLite state at {self.path} cannot be used now: busy past {self.timeout:g} s.")
+                raise StateUnavailable(
+                    f"The SQLite state cannot be used now: busy past {self.timeout:g} s.", where=str(self.path)
+                )
         try:
             conn = self._conn
             if conn is None or self._owner_missing:  # within this operation's deadline, not a second one after it
@@ -111,7 +113,7 @@ class SQLiteStore:
         except sqlite3.DataError as exc:  # a value SQLite cannot hold (past its string limit): not stored
             raise ValueError(f"The SQLite state cannot hold this value: {exc}.") from exc
         except sqlite3.Error as exc:
-            raise StateUnavailable(f"The SQLite state at {self.path} cannot be used now: {exc}.") from exc
+            raise StateUnavailable(f"The SQLite state cannot be used now: {exc}.", where=str(self.path)) from exc
         finally:
             self._lock.release()
 
