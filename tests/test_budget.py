@@ -9,7 +9,7 @@ import pytest
 from harness_one import ManualClock, RetryableError, ToolDefinitionError, ToolRegistry
 from harness_one.state import MemoryBudgets
 from harness_one_plugins import BudgetPlugin
-from harness_one_plugins.budget import ALL_TOOLS, BudgetExhausted
+from harness_one_plugins.budget import ALL_TOOLS, BudgetExhausted, BudgetRunInvalid
 
 
 def registry(**options: object) -> ToolRegistry:
@@ -154,7 +154,23 @@ def test_run_ids_are_compared_as_text_and_the_store_is_the_registrys() -> None:
     assert reg.try_call("f", context={"run_id": 7}).ok
     assert budget.used(7) == 1 and budget.used("7") == 1  # the same text: the same run
     assert reg.try_call("f", context={"run_id": "7"}).error.kind == "budget_exhausted"  # type: ignore[union-attr]
-    assert reg.try_call("f", context={"run_id": ("7",)}).ok  # repr(("7",)) is another text
+    refused = reg.try_call("f", context={"run_id": ("7",)}).error  # a tuple's text is no run id
+    assert isinstance(refused, BudgetRunInvalid) and refused.field == "run_id" and budget.used(7) == 1
+
+
+def test_a_run_id_that_is_an_object_is_refused_not_counted_as_a_new_run() -> None:
+    """An object's text may be its address: a new ``Run`` object per call was a new, unspent run each time
+    (a budget of one call let every call through)."""
+
+    class Run:
+        pass
+
+    reg = registry(max_calls=1)
+    runs: list[int] = []
+    reg.add(lambda: runs.append(1), name="f")
+    answers = [reg.try_call("f", context={"run_id": Run()}) for _ in range(3)]
+    assert [a.error.kind for a in answers if a.error] == ["budget_run_invalid"] * 3 and runs == []
+    assert "context field 'run_id', which holds a Run" in answers[0].error.message  # type: ignore[union-attr]
 
 
 # ---------------------------------------------------------------------------- keyed rate limits

@@ -43,7 +43,7 @@ from harness_one.state import (
 
 from ._options import seconds
 
-__all__ = ["ALL_TOOLS", "BudgetExhausted", "BudgetPlugin"]
+__all__ = ["ALL_TOOLS", "BudgetExhausted", "BudgetPlugin", "BudgetRunInvalid"]
 
 #: The counter of a run's calls of every tool.
 ALL_TOOLS = "*"
@@ -73,6 +73,30 @@ class BudgetExhausted(ToolError):
         return {**super().to_dict(), "scope": self.scope, "limit": self.limit}
 
 
+class BudgetRunInvalid(ToolError):
+    """A budgeted call whose run id (the context field ``field``) is not a string, an integer (an enum
+    of them) or a UUID: refused, not run, nothing counted.
+
+    Runs are named by their id's text, and an object's text may be its address: a new object per
+    call would be a new, unspent run each time (the budget never ends), and a later run's object at
+    the same address would get an earlier one's counts.
+    """
+
+    kind = "budget_run_invalid"
+
+    def __init__(self, field: str, got: str, *, tool: str | None = None, call_id: str | None = None) -> None:
+        self.field = field
+        super().__init__(
+            f"Tool '{tool}' is budgeted per run by the context field '{field}', which holds a {got}, not a string, "
+            "an integer or a UUID, so it was not run. Give it a string, an integer or a UUID that names the run.",
+            tool=tool,
+            call_id=call_id,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**super().to_dict(), "field": self.field}
+
+
 def _count(value: Any, what: str, tool: str) -> int | None:
     if value is None:
         return None
@@ -85,9 +109,11 @@ def _budgeted(plugin: BudgetPlugin, tool: Tool) -> bool:
     return plugin.total is not None or plugin.limit_for(tool) is not None
 
 
-#: A run's id as text, bounded: ``repr`` of a value that is not a string, a digest of one over 200
-#: characters (a 200 KB id was kept whole for each run in memory), as rate-limit buckets are named.
-_run_id = key_text
+def _run_id(run: Any) -> str:
+    """A run's id as text, bounded, as rate-limit buckets are named: a string, an integer (an enum of
+    them) or a UUID, a digest of one over 200 characters (a 200 KB id was kept whole for each run in
+    memory); ``TypeError`` for a value of another type (an object's text may be its address)."""
+    return key_text(run, strict=True)
 
 
 class BudgetPlugin:
@@ -172,7 +198,10 @@ class BudgetPlugin:
         found = call.context.get(self.key)
         if found is None:
             return None
-        run = _run_id(found)
+        try:
+            run = _run_id(found)
+        except TypeError:
+            raise BudgetRunInvalid(self.key, type(found).__name__, tool=call.tool.name, call_id=call.call_id) from None
         name = call.tool.name
         limit = self._limits[call.tool] if call.tool in self._limits else self.limit_for(call.tool)
         store, total, ttl, now = self.store, self.total, self.ttl, call.registry.clock.now()
