@@ -226,3 +226,14 @@ def test_removing_an_unhashable_name_is_not_found() -> None:
     registry = ToolRegistry()
     with pytest.raises(ToolNotFound):
         registry.remove([])  # type: ignore[arg-type]
+
+
+def test_slots_keep_nothing_for_tools_made_and_removed_per_session() -> None:
+    """The in-memory slots kept an empty set for every tool name that ever held one: 2,000 per-session tools, 2,000 entries."""
+    registry = ToolRegistry(autoload=False)
+    slots = registry.plugins.get("concurrency").slots
+    for n in range(200):
+        registry.add(lambda: "ran", name=f"session_{n}", max_concurrency=2)
+        assert registry.call(f"session_{n}") == "ran"
+        registry.remove(f"session_{n}")
+    assert slots._held == {} and slots.running(None, now=0.0) == 0

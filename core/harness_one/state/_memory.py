@@ -251,6 +251,8 @@ class MemorySlots:
             if held is not None and holder in held:
                 held.discard(holder)
                 self._all -= 1
+                if not held:  # none running: nothing kept for the tool (tools made and removed per session)
+                    del self._held[tool]
 
     def running(self, tool: str | None, *, now: float) -> int:
         with self._lock:
