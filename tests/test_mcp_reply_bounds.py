@@ -349,3 +349,17 @@ def test_a_line_over_the_bound_fails_each_call_it_answers(lines_server: tuple[li
         assert registry.call("huge", {"n": 100}) == "x" * 100
     finally:
         remote.close()
+
+
+def test_import_tools_takes_a_specs_call_timeout_unless_told_otherwise(lines_server: tuple[list[str], Path]) -> None:
+    """``import_tools(registry, McpSpec(..., call_timeout=7))`` bounded calls by 300 s: the argument's default won."""
+    command, _ = lines_server
+    spec = McpSpec(name="t", command=tuple(command), call_timeout=7.0)
+    assert RemoteServer(spec).call_timeout == 7.0 and RemoteServer(spec, call_timeout=None).call_timeout is None
+    assert RemoteServer(McpSpec(name="u", command=tuple(command))).call_timeout == 300.0
+    registry = _registry()
+    remote = import_tools(registry, spec)
+    try:
+        assert remote.call_timeout == 7.0 and registry.call("ok") == "ran ok"
+    finally:
+        remote.close()

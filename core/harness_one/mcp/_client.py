@@ -31,7 +31,7 @@ import weakref
 from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
 from contextlib import AsyncExitStack
 from types import CodeType
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import anyio
 import httpx2
@@ -457,7 +457,8 @@ class RemoteServer:
 
     ``names`` maps each local tool name to the remote one; ``failures`` lists remote tools
     that could not become harness tools (an unusable schema, a name another tool holds) and why.
-    ``call_timeout`` bounds a remote call no ``timeout``/``total_timeout`` policy bounds (``None``: never);
+    ``call_timeout`` bounds a remote call no ``timeout``/``total_timeout`` policy bounds (``None``: never;
+    ``"spec"``, the default: the spec's, 300 s unless it says otherwise);
     ``max_reply_bytes`` (None: the spec's) one reply: a line a stdio server writes (see :class:`_ReplyLines`),
     an HTTP body or event (see :class:`_BoundedBody`). Use :func:`import_tools` / :func:`aimport_tools` to
     connect and add the tools to a registry.
@@ -468,7 +469,7 @@ class RemoteServer:
         spec: McpSpec,
         *,
         connect_timeout: float = 30.0,
-        call_timeout: float | None = CALL_TIMEOUT,
+        call_timeout: float | Literal["spec"] | None = "spec",
         max_reply_bytes: int | None = None,
     ) -> None:
         limit = spec.max_reply_bytes if max_reply_bytes is None else max_reply_bytes
@@ -476,7 +477,7 @@ class RemoteServer:
             raise ValueError(f"max_reply_bytes must be a positive number of bytes, got {limit!r}")
         self.spec = spec
         self.connect_timeout = connect_timeout
-        self.call_timeout = call_timeout
+        self.call_timeout: float | None = spec.call_timeout if call_timeout == "spec" else call_timeout
         self.max_reply_bytes: int = limit
         self.names: dict[str, str] = {}
         self.failures: list[str] = []
@@ -957,7 +958,7 @@ async def _import(
     registry: ToolRegistry,
     spec: McpSpec,
     replace: bool,
-    timeouts: tuple[float, float | None],
+    timeouts: tuple[float, float | Literal["spec"] | None],
     definition: Mapping[str, Any],
     max_reply_bytes: int | None = None,
 ) -> RemoteServer:
@@ -978,7 +979,7 @@ def import_tools(
     prefix: str | None = None,
     replace: bool = False,
     connect_timeout: float = 30.0,
-    call_timeout: float | None = CALL_TIMEOUT,
+    call_timeout: float | Literal["spec"] | None = "spec",
     max_reply_bytes: int | None = None,
     **definition: Any,
 ) -> RemoteServer:
@@ -991,8 +992,9 @@ def import_tools(
     ``retry=3``, ``rate_limit={...}``, ``circuit_breaker=True``, ``cache_ttl=60`` for the
     read-only and idempotent ones); annotations give ``read_only``, ``idempotent``,
     ``destructive`` and ``open_world``. Existing names raise :class:`ToolDefinitionError`
-    unless ``replace``. ``call_timeout`` (default 300 s, ``None``: none) bounds each remote
-    call that no ``timeout``/``total_timeout`` bounds; past it the call is a :class:`~harness_one.ToolTimeout`.
+    unless ``replace``. ``call_timeout`` (default ``"spec"``: an :class:`McpSpec`'s own, else 300 s;
+    ``None``: none) bounds each remote call that no ``timeout``/``total_timeout`` bounds; past it the
+    call is a :class:`~harness_one.ToolTimeout`.
     ``max_reply_bytes`` (None: the spec's, 16 MiB by default) bounds one reply (a stdio line, an HTTP body or
     event): a longer one fails its call (its ``cause`` a :class:`RemoteToolError` of ``kind`` ``reply_too_large``)
     and the connection stays.
@@ -1009,7 +1011,7 @@ async def aimport_tools(
     prefix: str | None = None,
     replace: bool = False,
     connect_timeout: float = 30.0,
-    call_timeout: float | None = CALL_TIMEOUT,
+    call_timeout: float | Literal["spec"] | None = "spec",
     max_reply_bytes: int | None = None,
     **definition: Any,
 ) -> RemoteServer:
