@@ -278,3 +278,11 @@ def test_a_property_name_that_is_not_a_string_is_named_once(reg: ToolRegistry) -
         "property names must be strings, got null",
         "property names must be strings, got integer 3",
     ]
+
+
+def test_parentheses_in_a_regex_comment_nest_nothing() -> None:
+    """``(?#`` and 101 "(" then ")x" compiles (a comment ends at its first ")"): it was refused as nested too deeply."""
+    commented = "(?#" + "(" * 101 + ")x"
+    re.compile(commented)
+    assert _regex_fault(commented) is None
+    assert _regex_fault("(" * 101 + "x" + ")" * 101) == "parentheses nested more than 100 levels deep"

@@ -1065,7 +1065,8 @@ def _format_checker(base: Any) -> Any:
 MAX_REGEX_LENGTH = 1000
 #: Levels a ``format: "regex"`` value's parentheses may be nested (counted outside escapes and character classes).
 MAX_REGEX_DEPTH = 100
-_OUTSIDE_PARENS = re.compile(r"\\.|\[\^?\]?(?:\\.|[^\]\\])*\]", re.DOTALL)  # escapes and classes: their parentheses nest nothing
+# escapes, classes and comments (``(?#...)``, to its first ")"): their parentheses nest nothing
+_OUTSIDE_PARENS = re.compile(r"\(\?#[^)]*\)|\\.|\[\^?\]?(?:\\.|[^\]\\])*\]", re.DOTALL)
 _PAREN_STEP = {"(": 1, ")": -1}
 _QUIET = threading.Lock()  # catch_warnings swaps the process's filters: one reading at a time, so none is left behind
 
