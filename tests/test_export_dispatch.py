@@ -15,6 +15,7 @@ from pydantic import TypeAdapter
 from harness_one import ArgumentLimits, ToolRegistry, define_tool, defineTool
 from harness_one.dispatch import (
     adispatch_anthropic,
+    dispatch,
     dispatch_anthropic,
     dispatch_gemini,
     dispatch_openai,
@@ -665,3 +666,29 @@ def test_what_is_no_call_at_all_is_a_type_error_before_any_call_runs(calls: Any,
     with pytest.raises(TypeError, match=message):
         asyncio.run(adispatch_anthropic(registry, calls))
     assert runs == []
+
+
+def test_a_provider_call_without_an_id_or_with_a_repeated_one_is_not_run() -> None:
+    """A call without its id ran, and its answer carried ``tool_call_id: null`` (the provider refuses the next
+    request, after the side effect); a Responses item without ``call_id`` was answered under its item id; two
+    calls under one id both ran, their answers impossible to tell apart."""
+    registry = ToolRegistry(autoload=False)
+    ran: list[int] = []
+
+    def add(a: int) -> int:
+        ran.append(a)
+        return a
+
+    registry.add(add)
+    openai = dispatch(registry, [{"type": "function", "function": {"name": "add", "arguments": '{"a": 1}'}}])
+    anthropic = dispatch(registry, [{"type": "tool_use", "name": "add", "input": {"a": 2}}], provider="anthropic")
+    item = {"type": "function_call", "id": "fc_2", "name": "add", "arguments": '{"a": 3}'}
+    responses = dispatch(registry, [item], provider="openai-responses")
+    assert ran == []
+    assert "has no 'id'" in openai[0]["content"] and anthropic[0]["is_error"] and "has no 'id'" in anthropic[0]["content"]
+    assert responses[0]["call_id"] is None and "has no 'call_id'" in responses[0]["output"]
+    call = {"id": "c1", "type": "function", "function": {"name": "add", "arguments": '{"a": 4}'}}
+    answers = dispatch(registry, [call, call, {**call, "id": "c2"}])
+    assert ran == [4, 4] and [a["tool_call_id"] for a in answers] == ["c1", "c1", "c2"]
+    assert answers[0]["content"] == "4" and "another call in this turn has the id 'c1'" in answers[1]["content"]
+    assert dispatch(registry, [{"name": "add", "args": {"a": 5}}], provider="gemini")[0]["response"] == {"output": 5}  # no ids

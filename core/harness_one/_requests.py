@@ -188,7 +188,7 @@ def parse_call(obj: Any, *, provider: str | None = None, scalar_ids: bool = Fals
             function, problem = {}, f"'function' must be an object with the tool's 'name', not {_kind(function)}"
         name, arguments = function.get("name"), function.get("arguments")
     elif shape == "openai-responses":
-        rid = call.get("call_id", rid)
+        rid = call.get("call_id", None if provider else rid)  # its answer pairs with call_id, never the item's id
         name, arguments = call.get("name"), call.get("arguments")
     elif shape == "gemini":
         inner = _gemini_part(call) or call
@@ -203,6 +203,8 @@ def parse_call(obj: Any, *, provider: str | None = None, scalar_ids: bool = Fals
         rid = dumps(rid)[:200]
     if not isinstance(name, str) or not name:
         raise BadRequest(problem, rid)
+    if rid is None and provider in _PAIRED:  # its answer could not be paired with it: it is not run
+        raise BadRequest(f"the call has no '{_PAIRED[provider]}', so no answer can be paired with it; it was not run")
     return Request(
         rid,
         name,
@@ -212,6 +214,10 @@ def parse_call(obj: Any, *, provider: str | None = None, scalar_ids: bool = Fals
         call.get("context"),
         name,
     )
+
+
+#: The providers whose answers name their call's id, and the field that holds it.
+_PAIRED = {"openai": "id", "anthropic": "id", "openai-responses": "call_id"}
 
 
 def _unreadable(item: Any, provider: str | None) -> dict[str, Any]:

@@ -153,14 +153,22 @@ def _requests(provider: str, calls: Any, registry: ToolRegistry, strict: bool | 
     if strict not in (True, False, "auto"):
         raise ValueError(f"strict must be True, False or 'auto', not {strict!r}")
     out: list[Request | BadRequest] = []
+    seen: set[Any] = set()
     for raw in _listed(provider, calls):
         try:
             request = parse_call(raw, provider=provider)
         except BadRequest as exc:
             out.append(exc)
             continue
-        if request is not None:
-            out.append(resolve(request, registry, strict=strict))
+        if request is None:
+            continue
+        rid = request.id
+        if rid is not None and (type(rid), rid) in seen:  # two answers under one id could not be told apart
+            out.append(BadRequest(f"another call in this turn has the id {_sent_id(rid)!r}; it was not run", rid))
+            continue
+        if rid is not None:
+            seen.add((type(rid), rid))
+        out.append(resolve(request, registry, strict=strict))
     return out
 
 
