@@ -23,7 +23,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 
 from harness_one import ManualClock, PluginError, RetryableError, ToolExecutionError, ToolRegistry
 from harness_one_plugins import OTelPlugin
-from harness_one_plugins.otel import METRICS, error_type
+from harness_one_plugins.otel import DESCRIPTION_LIMIT, METRICS, error_type
 
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
 PARENT_ID = "00f067aa0ba902b7"
@@ -81,6 +81,19 @@ def test_a_call_is_one_execute_tool_span_with_the_genai_attributes(otel: Telemet
     }  # no arguments, no result: they are opt-in
     assert span.status.status_code is StatusCode.UNSET and span.parent is None
     assert span.instrumentation_scope is not None and span.instrumentation_scope.name == "harness_one"
+
+
+def test_a_tools_description_on_a_span_is_masked_and_bounded(otel: Telemetry) -> None:
+    """A description (an MCP server's, say) went onto every span whole: 5,000,070 characters, credentials and all."""
+    reg = otel.registry()
+    text = "Use api_key=sk-live-SECRETDESC at https://admin:S_PW@internal/ . " + "D" * 5_000_000
+    reg.add(lambda: "ok", name="f", description=text)
+    for _ in range(2):
+        reg.call("f")
+    shown = [str((span.attributes or {})["gen_ai.tool.description"]) for span in otel.finished()]
+    assert shown[0] == shown[1] and shown[0].startswith("Use api_key=[REDACTED] at https://[REDACTED]@internal/")
+    assert "SECRETDESC" not in shown[0] and "S_PW" not in shown[0] and shown[0].endswith("... (5000065 characters)")
+    assert len(shown[0]) <= DESCRIPTION_LIMIT + len("... (5000065 characters)")
 
 
 def test_a_failure_sets_error_type_and_an_error_status(otel: Telemetry) -> None:

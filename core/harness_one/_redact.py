@@ -299,8 +299,8 @@ class Redactor:
         return value
 
     #: ``Redactor.escape_surrogates(text)``: ``text`` with each lone surrogate as its backslash escape
-    #: (``\\ud83d``), valid UTF-8, masked in no other way: for a text shown without redaction (a tool's
-    #: description on a span) by the one rule of logs and traces.
+    #: (``\\ud83d``), valid UTF-8, masked in no other way: for a text shown without redaction (an
+    #: error's type name) by the one rule of logs and traces.
     escape_surrogates = staticmethod(escape_surrogates)
 
     def mask(self, value: str) -> str:

@@ -41,10 +41,21 @@ from harness_one import (
 
 from ._text import rendered
 
-__all__ = ["DURATION_BUCKETS", "INSTRUMENTATION_SCOPE", "METRICS", "TRACE_CONTEXT_KEY", "OTelPlugin", "available", "error_type"]
+__all__ = [
+    "DESCRIPTION_LIMIT",
+    "DURATION_BUCKETS",
+    "INSTRUMENTATION_SCOPE",
+    "METRICS",
+    "TRACE_CONTEXT_KEY",
+    "OTelPlugin",
+    "available",
+    "error_type",
+]
 
 #: The tracer and meter name.
 INSTRUMENTATION_SCOPE = "harness_one"
+#: The characters of a tool's description a span shows (``gen_ai.tool.description``), as OpenAI's limit.
+DESCRIPTION_LIMIT = 1024
 #: ``Call.context[TRACE_CONTEXT_KEY]`` may hold W3C ``traceparent``/``tracestate`` strings (an MCP request's ``_meta``).
 TRACE_CONTEXT_KEY = "_meta"
 #: The instruments: name -> (kind, unit, description).
@@ -160,6 +171,8 @@ class OTelPlugin:
         self._sdk_lock = threading.Lock()
         self.capture_content = capture_content
         self.redactor = Redactor(secret_keys, extra_keys=extra_secret_keys, values=secret_values)
+        #: A description as spans show it (masked, cut at DESCRIPTION_LIMIT characters), by its text: made once.
+        self._descriptions: dict[str, str] = {}
         if enabled is False or (enabled is None and not available()):
             return
         if enabled is None and tracer_provider is None and meter_provider is None and not configured():
@@ -195,6 +208,16 @@ class OTelPlugin:
 
     # ------------------------------------------------------------------ spans
 
+    def _description(self, text: str) -> str:
+        """A tool's description on its spans (an MCP server's, say: it may be megabytes, and hold
+        credentials): masked as texts are, cut at :data:`DESCRIPTION_LIMIT` characters, valid UTF-8."""
+        shown = self._descriptions.get(text)
+        if shown is None:
+            if len(self._descriptions) >= 1024:  # tools come and go: kept for the latest ones only
+                self._descriptions.clear()
+            shown = self._descriptions[text] = self.redactor.text(text, DESCRIPTION_LIMIT)
+        return shown
+
     def _parent(self, call: Call) -> Any:
         """The context to start the span in: None (the current one), or the caller's trace from ``_meta``.
 
@@ -229,8 +252,7 @@ class OTelPlugin:
             "gen_ai.tool.type": "function",
         }
         if tool.description:
-            # (an MCP server's, say: valid UTF-8 as the redacted texts are, a lone surrogate as its escape)
-            attributes["gen_ai.tool.description"] = Redactor.escape_surrogates(tool.description)
+            attributes["gen_ai.tool.description"] = self._description(tool.description)
         started = time.time_ns() - int((time.perf_counter() - call.started) * 1e9)  # the call began before this hook
         name, parent = f"execute_tool {tool.name}", self._parent(call)
         try:
