@@ -423,11 +423,23 @@ def test_a_tools_list_error_is_a_connection_error(script: str) -> None:
 
 def test_url_credentials_are_masked_in_the_repr() -> None:
     server = RemoteServer(McpSpec(name="api", url="https://alice:TOKEN123@tools.example.com/mcp?q=a@b"))
-    assert repr(server) == "<RemoteServer api https://***@tools.example.com/mcp?q=a@b tools=0>"
+    assert repr(server) == "<RemoteServer api https://[REDACTED]@tools.example.com/mcp?q=a@b tools=0>"
     assert "TOKEN123" not in repr(RemoteServer(McpSpec(name="api", url="http://TOKEN123@127.0.0.1:9/mcp")))
     spec = McpSpec(name="api", url="https://alice:TOKEN123@tools.example.com/mcp", headers={"Authorization": "Bearer T"})
-    assert repr(spec) == "McpSpec(name='api', url='https://***@tools.example.com/mcp', prefix='')"
+    assert repr(spec) == "McpSpec(name='api', url='https://[REDACTED]@tools.example.com/mcp', prefix='')"
     assert "TOKEN123" not in str([spec]) and spec.url == "https://alice:TOKEN123@tools.example.com/mcp"
+
+
+def test_query_and_command_line_secrets_are_masked_in_the_repr() -> None:
+    """``?api_key=`` in a URL and ``--api-key KEY`` on a command line showed in ``repr`` (an application's log of it)."""
+    spec = McpSpec(name="z", url="https://mcp.example.com/mcp?api_key=S_MCPQ&token=S_T2&page=2")
+    assert (
+        repr(spec) == "McpSpec(name='z', url='https://mcp.example.com/mcp?api_key=[REDACTED]&token=[REDACTED]&page=2', prefix='')"
+    )
+    assert "S_MCPQ" not in repr(RemoteServer(spec))
+    command = ("npx", "server", "--api-key", "S_CMD", "--token=S_CMD2", "GITHUB_TOKEN=S_ENV", "--port", "80")
+    shown = repr(McpSpec(name="y", command=command))
+    assert not any(secret in shown for secret in ("S_CMD", "S_ENV")) and "'--port', '80'" in shown
 
 
 ID_LAST_SERVER = textwrap.dedent(

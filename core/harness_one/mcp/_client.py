@@ -61,7 +61,6 @@ from harness_one import (
 )
 from harness_one._errors import ERROR_TEXT_LIMIT, exception_text, from_state, outside_text
 from harness_one._log import log_event
-from harness_one._redact import without_userinfo
 from harness_one._render import safe_text
 from harness_one._requests import leading_members
 from harness_one._schema import without_bad_defaults
@@ -494,7 +493,7 @@ class RemoteServer:
         self._again = False  # the tools changed again while a refresh ran: one more follows it
 
     def __repr__(self) -> str:
-        target = without_userinfo(self.spec.url, "***") if self.spec.url else (self.spec.command[0] if self.spec.command else "?")
+        target = self.spec.shown_url() or (self.spec.command[0] if self.spec.command else "?")
         return f"<RemoteServer {self.spec.name} {target} tools={len(self.names)}>"
 
     # ------------------------------------------------------------------ connection (background loop)
