@@ -692,3 +692,19 @@ def test_a_provider_call_without_an_id_or_with_a_repeated_one_is_not_run() -> No
     assert ran == [4, 4] and [a["tool_call_id"] for a in answers] == ["c1", "c1", "c2"]
     assert answers[0]["content"] == "4" and "another call in this turn has the id 'c1'" in answers[1]["content"]
     assert dispatch(registry, [{"name": "add", "args": {"a": 5}}], provider="gemini")[0]["response"] == {"output": 5}  # no ids
+
+
+def test_gemini_drops_an_anyof_of_required_alternatives_with_a_true_note() -> None:
+    """``anyOf: [{required: [a]}, {required: [b]}]`` on an object became ``anyOf: [{required: []}, {required: []}]`` with
+    a note that 'a' was no such property; now it is dropped, as for the other providers, and the note says why."""
+    registry = ToolRegistry(autoload=False)
+    schema = {
+        "type": "object",
+        "properties": {"a": {"type": "string"}, "b": {"type": "string"}},
+        "anyOf": [{"required": ["a"]}, {"required": ["b"]}],
+    }
+    registry.add(lambda **kw: kw, name="f", parameters=schema)
+    exported = registry.export("gemini")
+    assert exported.tools[0]["parameters"] == {"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "string"}}}
+    assert exported.notes == {"f": ["$: anyOf dropped (its alternatives only constrain this object's properties)"]}
+    assert registry.try_call("f", {}).error is not None  # the harness still checks it

@@ -733,6 +733,9 @@ def gemini_schema(schema: Mapping[str, Any], *, tool: str = "?") -> tuple[dict[s
                 )
                 continue
             if key == "anyOf":
+                if "properties" in node and _constraints_only(value):  # ({"required": ["a"]} names the object's a)
+                    notes.append(f"{path}: anyOf dropped (its alternatives only constrain this object's properties)")
+                    continue
                 out["anyOf"] = [convert(v, f"{path}.anyOf[{i}]") for i, v in enumerate(value) if v is not False]
                 continue
             if key == "$ref":  # only where inlining cannot be done: refs holds every string $ref read
@@ -772,6 +775,20 @@ def gemini_schema(schema: Mapping[str, Any], *, tool: str = "?") -> tuple[dict[s
         except _NotInlinable:  # a $ref that is no string
             pass
     return {"type": "object"}, [f"$: parameters exported as any object ({why}, and not every $ref is to root $defs)"]
+
+
+def _constraints_only(branches: Any) -> bool:
+    """Whether every alternative of an object's ``anyOf`` only constrains the object's own properties
+    (``{"required": ["a"]}``): Gemini reads each alternative as a schema of its own, whose required
+    names would name no property of it."""
+    return isinstance(branches, list) and all(
+        isinstance(b, dict)
+        and b
+        and "properties" not in b
+        and "type" not in b
+        and set(b) <= {"required", "minProperties", "maxProperties", "not"}
+        for b in branches
+    )
 
 
 #: A definition name Gemini's ``ref`` (``#/defs/NAME``) can give as it is: no ``/``, ``~`` or ``%`` to escape.
