@@ -15,6 +15,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from harness_one import REDACTED, PluginError, ToolRegistry, hookimpl
 from harness_one._entrypoints import PLUGIN_GROUP, TOOL_GROUP
+from harness_one._errors import ERROR_TEXT_LIMIT
 from harness_one_plugins import LoggingPlugin, OTelPlugin
 
 SECRET = "hunter2S3CRET"
@@ -108,6 +109,17 @@ def test_a_tool_package_failing_at_import_is_reported_without_its_password(dists
     [failed] = registry.discovery.failures
     assert failed.error == f'ConnectionError: could not connect to "postgresql://{REDACTED}@db.internal:5432/app": timeout'
     assert SECRET not in f"{failed.traceback} {records.text()}" and "hx_dbtools" in failed.traceback
+
+
+def test_a_huge_load_failure_keeps_a_bounded_traceback(dists: Any, records: Records) -> None:
+    """A package whose import error echoes 5 MB kept (and logged) a 5 MB traceback, masked character by character."""
+    huge = "import os\nraise RuntimeError('token=S_HUGE ' + 'x' * 5_000_000)\n"
+    dists.make("hx-huge", {"hx_huge": huge}, {TOOL_GROUP: {"huge_tool": "hx_huge"}})
+    registry = ToolRegistry(discover=True, autoload=False)
+    assert "huge_tool" not in registry.names()
+    [failed] = registry.discovery.failures
+    assert len(failed.traceback) <= ERROR_TEXT_LIMIT and "hx_huge" in failed.traceback and "S_HUGE" not in failed.traceback
+    assert len(records.text()) < 5 * ERROR_TEXT_LIMIT
 
 
 def test_doctor_shows_a_load_failure_without_its_password(runner: Any, dists: Any) -> None:

@@ -7,7 +7,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-from ._errors import capped, exception_text
+from ._errors import capped, exception_text, outside_text
 from ._log import log_event
 
 __all__ = [
@@ -160,11 +160,9 @@ def failure(ep: EntryPoint, exc: BaseException) -> LoadFailure:
     """Record and log a failed load (message at WARNING, traceback at DEBUG), secrets masked."""
     import traceback
 
-    from ._redact import mask_secrets
-
-    # Masked as an error the model reads is (a set-up's DSN or password), and cut: an option's
-    # value may be echoed whole in the error (a 100 KB -O value).
-    tb = mask_secrets("".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))
+    # Masked as an error the model reads is (a set-up's DSN or password), and cut, only what is kept
+    # read: an option's value may be echoed whole in the error (a 100 KB -O value, or 100 MB).
+    tb = outside_text("".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))
     item = LoadFailure(ep.group, ep.name, ep.distribution, capped(exception_text(exc), 2000), tb)
     log_event(30, "entry point failed to load", group=ep.group, name=ep.name, distribution=ep.distribution, error=item.error)
     log_event(10, "entry point traceback", group=ep.group, name=ep.name, traceback=tb)
