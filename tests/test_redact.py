@@ -442,3 +442,31 @@ def test_text_with_surrogates_keeps_to_its_limit() -> None:
     shown = Redactor().text("\udcff" * 100, limit=50)
     assert shown.startswith("\\udcff" * 8) and len(shown) <= 50 + len("... (100 characters)")
     shown.encode("utf-8")  # valid UTF-8
+
+
+@pytest.mark.parametrize(
+    "token",
+    [
+        "AKIAIOSFODNN7EXAMPLE",
+        "ghp_" + "a1" * 18,
+        "github_pat_" + "B2" * 20,
+        "sk-proj-" + "Q9" * 16,
+        "xoxb-1234567890-abcdefghij",
+        "sk_live_" + "c3" * 12,
+        "AIza" + "D4_" * 11 + "xy",
+        "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0In0.c2lnbmF0dXJlX2hlcmU",
+        "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA\n-----END RSA PRIVATE KEY-----",
+    ],
+)
+def test_a_credential_of_a_known_form_is_masked_in_free_text(token: str) -> None:
+    """A tool's exception text with a bare AWS key id, GitHub, OpenAI, Slack, Stripe or Google key, a JWT or a PEM
+    private key reached the model, the logs and the spans: no key name stood before it."""
+    text = f"upload failed with {token} (retrying)"
+    assert mask_secrets(text) == f"upload failed with {REDACTED} (retrying)"
+    assert Redactor().text(text) == f"upload failed with {REDACTED} (retrying)"
+    assert Redactor()({"note": text}) == {"note": f"upload failed with {REDACTED} (retrying)"}
+
+
+def test_words_that_only_look_like_a_credential_stay() -> None:
+    text = "task-force sk-1 desk-lampshade-and-more-words eyJ AKIA123 ghp_short"
+    assert mask_secrets(text) == text

@@ -164,6 +164,18 @@ _TEXT_VALUE = re.compile(
 _TRAILING = frozenset(",;)]}>'\"")
 _OPENER = {")": "(", "]": "[", "}": "{", ">": "<"}
 _BLANK = re.compile(r"\s*")
+#: Credentials recognised by their own form wherever they stand (free text, a plain key, a
+#: traceback): an AWS access key id, GitHub, OpenAI/Anthropic (``sk-...``), Slack, Stripe and Google
+#: API keys, a JWT, and a private key's PEM block (to its end, or the text's).
+_KNOWN_TOKENS = re.compile(
+    r"\b(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}\b"
+    r"|\bgh[pousr]_[A-Za-z0-9]{36,255}\b|\bgithub_pat_[A-Za-z0-9_]{22,255}\b"
+    r"|\bsk-[A-Za-z0-9_-]{20,}|\bxox[abposr]-[A-Za-z0-9-]{10,}|\b[rs]k_(?:live|test)_[A-Za-z0-9]{16,}"
+    r"|\bAIza[0-9A-Za-z_-]{35}\b"
+    r"|\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"
+    r"|-----BEGIN (?:[A-Z]+ )*PRIVATE KEY-----(?:(?!-----END).)*(?:-----END (?:[A-Z]+ )*PRIVATE KEY-----)?",
+    re.DOTALL,
+)
 _MAX_TEXT = 2000
 _SCAN = 4  # text searched for user-info and keys: what is shown (times this) as a margin, whatever came
 _MAX_ITEMS = 100  # entries shown per container: what is logged stays small whatever came
@@ -318,7 +330,8 @@ class Redactor:
         return value
 
     def _mask_structure(self, value: str) -> str:
-        """URL user-info and the values after secret key names masked."""
+        """Credentials of a known form, URL user-info and the values after secret key names masked."""
+        value = _KNOWN_TOKENS.sub(REDACTED, value)
         if (
             ":" in value or "=" in value or "," in value or "-" in value
         ):  # every user-info and key separator holds one (a flag's "-")
