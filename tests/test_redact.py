@@ -470,3 +470,19 @@ def test_a_credential_of_a_known_form_is_masked_in_free_text(token: str) -> None
 def test_words_that_only_look_like_a_credential_stay() -> None:
     text = "task-force sk-1 desk-lampshade-and-more-words eyJ AKIA123 ghp_short"
     assert mask_secrets(text) == text
+
+
+def test_a_name_value_pair_of_a_secret_is_masked() -> None:
+    """HTTP headers as HAR lists them and a Kubernetes env entry: ``{"name": "Authorization", "value": ...}`` showed its value."""
+    shown = Redactor()(
+        {
+            "headers": [{"name": "Authorization", "value": "Bearer S_HAR"}, {"name": "Accept", "value": "application/json"}],
+            "env": [{"name": "DB_PASSWORD", "value": "S_K8S"}],
+            "params": {"key": "api_key", "value": "S_KV"},
+        }
+    )
+    assert shown == {
+        "headers": [{"name": "Authorization", "value": REDACTED}, {"name": "Accept", "value": "application/json"}],
+        "env": [{"name": "DB_PASSWORD", "value": REDACTED}],
+        "params": {"key": "api_key", "value": REDACTED},
+    }

@@ -395,6 +395,14 @@ class Redactor:
         values shown briefly, and the whole cut at about 16,384 characters (the rest counted)."""
         return self._shown(value, 0, [_MAX_SHOWN])
 
+    def _named_secret(self, value: Mapping[Any, Any]) -> bool:
+        """Whether ``value`` is a name/value pair of a secret: ``{"name": "Authorization", "value": ...}``
+        (HTTP headers as HAR and many APIs list them, a Kubernetes ``env`` entry), ``key`` for ``name`` too."""
+        if "value" not in value or len(value) > 4:
+            return False
+        name = value.get("name", value.get("key"))
+        return isinstance(name, str) and self.is_secret(name)
+
     def _shown(self, value: Any, depth: int, budget: list[int]) -> Any:
         """``value`` as :meth:`__call__` shows it; ``budget[0]``: the characters left to show."""
         if depth > 32:
@@ -410,13 +418,14 @@ class Redactor:
             value = dict(zip(fields, value, strict=False))  # a named tuple: its names say what is secret
         if isinstance(value, Mapping):
             shown: dict[str, Any] = {}
+            named = self._named_secret(value)  # {"name": "Authorization", "value": "..."}: its value is the secret
             for count, (k, v) in enumerate(itertools.islice(value.items(), _MAX_ITEMS)):
                 if budget[0] <= 0:
                     shown["..."] = f"{len(value) - count} more entries"
                     return shown
                 name = self.key(k)
                 budget[0] -= len(name) + 4
-                shown[name] = REDACTED if self.is_secret(k) else self._shown(v, depth + 1, budget)
+                shown[name] = REDACTED if self.is_secret(k) or (named and k == "value") else self._shown(v, depth + 1, budget)
             if len(value) > _MAX_ITEMS:
                 shown["..."] = f"{len(value) - _MAX_ITEMS} more entries"
             return shown
