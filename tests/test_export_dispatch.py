@@ -687,6 +687,8 @@ def test_a_provider_call_without_an_id_or_with_a_repeated_one_is_not_run() -> No
     assert ran == []
     assert "has no 'id'" in openai[0]["content"] and anthropic[0]["is_error"] and "has no 'id'" in anthropic[0]["content"]
     assert responses[0]["call_id"] is None and "has no 'call_id'" in responses[0]["output"]
+    empty = {"id": "", "type": "function", "function": {"name": "add", "arguments": '{"a": 9}'}}
+    assert "has no 'id'" in dispatch(registry, [empty])[0]["content"] and ran == []  # an empty id pairs nothing either
     call = {"id": "c1", "type": "function", "function": {"name": "add", "arguments": '{"a": 4}'}}
     answers = dispatch(registry, [call, call, {**call, "id": "c2"}])
     assert ran == [4, 4] and [a["tool_call_id"] for a in answers] == ["c1", "c1", "c2"]

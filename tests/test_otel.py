@@ -93,6 +93,10 @@ def test_a_tools_description_on_a_span_is_masked_and_bounded(otel: Telemetry) ->
     shown = [str((span.attributes or {})["gen_ai.tool.description"]) for span in otel.finished()]
     assert shown[0] == shown[1] and shown[0].startswith("Use api_key=[REDACTED] at https://[REDACTED]@internal/")
     assert "SECRETDESC" not in shown[0] and "S_PW" not in shown[0] and shown[0].endswith("... (5000065 characters)")
+    plugin = reg.plugins.get("otel")
+    assert list(plugin._descriptions) == ["f"]  # made once, kept by the tool's name...
+    reg.remove("f")
+    assert plugin._descriptions == {}  # ...and dropped with the tool (a cache by text kept 1,024 of them)
     assert len(shown[0]) <= DESCRIPTION_LIMIT + len("... (5000065 characters)")
 
 

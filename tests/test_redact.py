@@ -470,6 +470,21 @@ def test_a_credential_of_a_known_form_is_masked_in_free_text(token: str) -> None
 def test_words_that_only_look_like_a_credential_stay() -> None:
     text = "task-force sk-1 desk-lampshade-and-more-words eyJ AKIA123 ghp_short"
     assert mask_secrets(text) == text
+    for plain in (  # slugs, branches and package names (no upper case and digit), a PEM header quoted in an error
+        "pod sk-prod-cluster-eu-west-1-node",
+        "feature/sk-1234567890-abcdefghij",
+        "python -m sk-research-assistant-tools",
+        "xoxb-is-the-prefix-for-bots",
+        "expected '-----BEGIN PRIVATE KEY-----' but found '-----BEGIN CERTIFICATE-----' in /etc/ssl/app.pem (line 3)",
+    ):
+        assert mask_secrets(plain) == plain
+
+
+def test_a_google_key_ending_in_a_dash_is_masked_and_a_pem_block_ends_at_its_end_line() -> None:
+    key = "AIza" + "B" * 34 + "-"
+    assert mask_secrets(f"key {key} used") == f"key {REDACTED} used"
+    pem = "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEAabc\nQQQ=\n-----END RSA PRIVATE KEY-----"
+    assert mask_secrets(f"x {pem} then the file and line") == f"x {REDACTED} then the file and line"
 
 
 def test_a_name_value_pair_of_a_secret_is_masked() -> None:

@@ -165,16 +165,19 @@ _TRAILING = frozenset(",;)]}>'\"")
 _OPENER = {")": "(", "]": "[", "}": "{", ">": "<"}
 _BLANK = re.compile(r"\s*")
 #: Credentials recognised by their own form wherever they stand (free text, a plain key, a
-#: traceback): an AWS access key id, GitHub, OpenAI/Anthropic (``sk-...``), Slack, Stripe and Google
-#: API keys, a JWT, and a private key's PEM block (to its end, or the text's).
+#: traceback): an AWS access key id, GitHub, OpenAI/Anthropic (``sk-...``, mixed case and digits:
+#: not a slug such as ``sk-prod-cluster``), Slack, Stripe and Google API keys, a JWT, and a
+#: private key's PEM block (its base64 body, to its END line). Each starts only where a run of
+#: token characters starts, so a long run is scanned once: linear in the text's length.
+_T = "(?<![A-Za-z0-9_-])"
 _KNOWN_TOKENS = re.compile(
-    r"\b(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}\b"
-    r"|\bgh[pousr]_[A-Za-z0-9]{36,255}\b|\bgithub_pat_[A-Za-z0-9_]{22,255}\b"
-    r"|\bsk-[A-Za-z0-9_-]{20,}|\bxox[abposr]-[A-Za-z0-9-]{10,}|\b[rs]k_(?:live|test)_[A-Za-z0-9]{16,}"
-    r"|\bAIza[0-9A-Za-z_-]{35}\b"
-    r"|\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"
-    r"|-----BEGIN (?:[A-Z]+ )*PRIVATE KEY-----(?:(?!-----END).)*(?:-----END (?:[A-Z]+ )*PRIVATE KEY-----)?",
-    re.DOTALL,
+    _T + r"(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}(?![A-Za-z0-9_-])"
+    r"|" + _T + r"gh[pousr]_[A-Za-z0-9]{36,255}(?![A-Za-z0-9_])|" + _T + r"github_pat_[A-Za-z0-9_]{22,255}"
+    r"|" + _T + r"sk-(?=[A-Za-z0-9_-]*[A-Z])(?=[A-Za-z0-9_-]*[0-9])[A-Za-z0-9_-]{32,}"
+    r"|" + _T + r"xox[abposr]-[0-9]+-[A-Za-z0-9-]{10,}|" + _T + r"[rs]k_(?:live|test)_[A-Za-z0-9]{16,}"
+    r"|" + _T + r"AIza[0-9A-Za-z_-]{35}(?![A-Za-z0-9_-])"
+    r"|" + _T + r"eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"
+    r"|-----BEGIN (?:[A-Z]+ )*PRIVATE KEY-----[A-Za-z0-9+/=\s\\]{16,}(?:-----END (?:[A-Z]+ )*PRIVATE KEY-----)?"
 )
 _MAX_TEXT = 2000
 _SCAN = 4  # text searched for user-info and keys: what is shown (times this) as a margin, whatever came

@@ -203,7 +203,7 @@ def parse_call(obj: Any, *, provider: str | None = None, scalar_ids: bool = Fals
         rid = dumps(rid)[:200]
     if not isinstance(name, str) or not name:
         raise BadRequest(problem, rid)
-    if rid is None and provider in _PAIRED:  # its answer could not be paired with it: it is not run
+    if (rid is None or rid == "") and provider in _PAIRED:  # its answer could not be paired with it: it is not run
         raise BadRequest(f"the call has no '{_PAIRED[provider]}', so no answer can be paired with it; it was not run")
     return Request(
         rid,

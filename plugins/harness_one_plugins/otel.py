@@ -171,8 +171,8 @@ class OTelPlugin:
         self._sdk_lock = threading.Lock()
         self.capture_content = capture_content
         self.redactor = Redactor(secret_keys, extra_keys=extra_secret_keys, values=secret_values)
-        #: A description as spans show it (masked, cut at DESCRIPTION_LIMIT characters), by its text: made once.
-        self._descriptions: dict[str, str] = {}
+        #: Each tool's description and how spans show it (masked, cut at DESCRIPTION_LIMIT characters): made once.
+        self._descriptions: dict[str, tuple[str, str]] = {}
         if enabled is False or (enabled is None and not available()):
             return
         if enabled is None and tracer_provider is None and meter_provider is None and not configured():
@@ -208,14 +208,14 @@ class OTelPlugin:
 
     # ------------------------------------------------------------------ spans
 
-    def _description(self, text: str) -> str:
+    def _description(self, name: str, text: str) -> str:
         """A tool's description on its spans (an MCP server's, say: it may be megabytes, and hold
         credentials): masked as texts are, cut at :data:`DESCRIPTION_LIMIT` characters, valid UTF-8."""
-        shown = self._descriptions.get(text)
-        if shown is None:
-            if len(self._descriptions) >= 1024:  # tools come and go: kept for the latest ones only
-                self._descriptions.clear()
-            shown = self._descriptions[text] = self.redactor.text(text, DESCRIPTION_LIMIT)
+        found = self._descriptions.get(name)
+        if found is not None and found[0] is text:
+            return found[1]
+        shown = self.redactor.text(text, DESCRIPTION_LIMIT)
+        self._descriptions[name] = (text, shown)  # by tool name: dropped as the tool is removed
         return shown
 
     def _parent(self, call: Call) -> Any:
@@ -252,7 +252,7 @@ class OTelPlugin:
             "gen_ai.tool.type": "function",
         }
         if tool.description:
-            attributes["gen_ai.tool.description"] = self._description(tool.description)
+            attributes["gen_ai.tool.description"] = self._description(tool.name, tool.description)
         started = time.time_ns() - int((time.perf_counter() - call.started) * 1e9)  # the call began before this hook
         name, parent = f"execute_tool {tool.name}", self._parent(call)
         try:
@@ -375,6 +375,7 @@ class OTelPlugin:
     @hookimpl
     def harness_tool_removed(self, tool: Tool) -> None:
         self._attrs.pop(tool.name, None)
+        self._descriptions.pop(tool.name, None)
 
     @hookimpl(tryfirst=True)
     @applies_to(lambda plugin, tool: plugin.enabled)
