@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from ._registry import ToolRegistry
     from ._render import fingerprint, rendered_length
     from ._runners import ProcessRunner, Runner, ThreadRunner
-    from ._schema import json_path, json_pointer, json_type
+    from ._schema import json_path, json_pointer, json_type, listed_names
     from ._tool import Tool, ToolFunction, define_tool, defineTool
     from .hookspecs import applies_to, hookimpl, per_tool
 
@@ -98,6 +98,7 @@ _LAZY: dict[str, str] = {  # name -> module: imported on first use, so start-up 
     "json_path": "._schema",
     "json_pointer": "._schema",
     "json_type": "._schema",
+    "listed_names": "._schema",
     "Tool": "._tool",
     "ToolFunction": "._tool",
     "define_tool": "._tool",
@@ -166,6 +167,7 @@ __all__ = [
     "json_path",
     "json_pointer",
     "json_type",
+    "listed_names",
     "log_enabled",
     "log_enabled_for",
     "log_event",

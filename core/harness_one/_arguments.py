@@ -13,7 +13,7 @@ from typing import Any
 
 from ._errors import ArgumentProblem, ToolArgumentError
 from ._schema import _short as _shown
-from ._schema import json_path, json_type
+from ._schema import json_path, json_type, listed_names
 
 __all__ = [
     "MAX_DIGITS",
@@ -339,14 +339,12 @@ def check_signature(args: dict[Any, Any], accepted: frozenset[str], required: fr
     if not accepts_any:
         unknown = len(args) - len(args.keys() & accepted) - len(odd)
         firsts = sorted(itertools.islice((k for k in args if type(k) is str and k not in accepted), _LISTED))
-        names = sorted(accepted)[:_LISTED] if firsts else []  # the first few; the rest are counted
-        if len(accepted) > _LISTED:
-            names.append(f"... ({len(accepted) - _LISTED:,} more)")
+        names = listed_names(accepted, _LISTED) if firsts else ""  # the first few; the rest are counted
         for key in firsts:  # past the first few, in the order they came
             problems.append(
                 ArgumentProblem(
                     json_path((key,)),
-                    f"unexpected argument; expected one of: {', '.join(names) or 'none'}",
+                    f"unexpected argument; expected one of: {names}",
                     "additionalProperties",
                     "no such property",
                     _shown(key),

@@ -820,6 +820,14 @@ def json_path(parts: Iterable[Any]) -> str:
     return "$" + "".join(map(path_step, parts))
 
 
+def listed_names(names: Iterable[str], limit: int = 20) -> str:
+    """``names`` sorted, the first ``limit`` of them and how many more (``"a, b, ... (2,980 more)"``), or
+    ``"none"``: how an argument error lists the names a tool takes, bounded however many there are."""
+    ordered = sorted(names)
+    shown = ordered[:limit] + ([f"... ({len(ordered) - limit:,} more)"] if len(ordered) > limit else [])
+    return ", ".join(shown) or "none"
+
+
 def json_pointer(root: Any, pointer: str) -> Any:
     """The node the JSON pointer ``pointer`` names in ``root`` (``"/$defs/point"``, as in a
     ``$ref``'s fragment, percent-encoded or not), else ``KeyError``: how a plugin follows a local

@@ -38,6 +38,7 @@ from harness_one import (
     json_path,
     json_pointer,
     json_type,
+    listed_names,
     per_tool,
 )
 
@@ -2135,11 +2136,7 @@ def _describe(error: Any, secrets: Redactor, hidden: bool = False) -> list[Argum
     extras = getattr(error, "harness_extras", None)
     if extras is not None:
         known = set((error.schema.get("properties") or {}) if isinstance(error.schema, Mapping) else ())
-        names = sorted(known)
-        allowed = ", ".join(names[:MAX_NAMES]) or "none"
-        if len(names) > MAX_NAMES:
-            allowed += f", ... ({len(names) - MAX_NAMES:,} more)"
-        text = "unexpected property; allowed properties: " + allowed
+        text = "unexpected property; allowed properties: " + listed_names(known, MAX_NAMES)
         if kw == "unevaluatedProperties":
             text = "unexpected property (no part of the schema allows it)"
         return [
