@@ -64,8 +64,9 @@ _LINK_ERRORS = (
 )
 #: Error replies that say the same but come as a plain ``ResponseError``: writes refused after a
 #: failed snapshot (``MISCONF``), a script running past its time limit (``BUSY``), a replica cut
-#: off from its primary (``MASTERDOWN``).
-_UNABLE = ("MISCONF ", "BUSY ", "MASTERDOWN ")
+#: off from its primary (``MASTERDOWN``), a primary with fewer replicas than ``min-replicas-to-write``
+#: (``NOREPLICAS``).
+_UNABLE = ("MISCONF ", "BUSY ", "MASTERDOWN ", "NOREPLICAS ")
 _CAUGHT = (*_LINK_ERRORS, redis.ResponseError)
 #: What a misconfigured link looks like: a wrong or missing password (``WRONGPASS``, ``NOAUTH``),
 #: an ACL user without a command or key the scripts need (``NOPERM``). No fail mode applies: a
@@ -93,11 +94,17 @@ local function num(x) return string.format('%.17g', x) end
 
 
 class _Script:
-    """A Lua script and its SHA1, computed here so the first call can already be ``EVALSHA``."""
+    """A Lua script and its SHA1, computed here so the first call can already be ``EVALSHA``.
 
-    def __init__(self, source: str) -> None:
+    ``settles``: the script settles what a call held (a release, an outcome, a give-back): it is
+    sent, with the normal timeout, also while the link fails fast after a failure (``down_for``),
+    so a short stall of Redis leaves no slot, claim or probe held until its lease ends.
+    """
+
+    def __init__(self, source: str, *, settles: bool = False) -> None:
         self.source = source
         self.sha = hashlib.sha1(source.encode()).hexdigest()
+        self.settles = settles
 
 
 # ARGV: now ('' = Redis TIME), rate, burst, cost. Returns the wait in seconds (0: allowed).
@@ -135,7 +142,8 @@ if t ~= nil then
   redis.call('HSET', KEYS[1], 't', string.format('%.17g', math.min(tonumber(ARGV[1]), t + tonumber(ARGV[2]))))
 end
 return 0
-"""
+""",
+    settles=True,
 )
 
 # ARGV: now, fingerprint, lease, owner. Returns nil (the caller owns the key) or the live record.
@@ -188,7 +196,8 @@ local at = tonumber(r[1])
 if mine and at ~= nil then ttl = math.ceil((tonumber(ARGV[4]) - at) * 1000) end
 redis.call('PEXPIRE', KEYS[1], math.min(math.max(ttl, 1), 2^53)) -- the full ttl (2^53 ms: 285,000 years; Redis refuses '1e+17')
 return 1
-"""
+""",
+    settles=True,
 )
 
 # ARGV: owner. Deletes the record only if it is that owner's claim (a lapsed owner frees nothing).
@@ -197,7 +206,8 @@ _RELEASE = _Script(
 if redis.call('HGET', KEYS[1], 'ow') ~= ARGV[1] then return 0 end
 redis.call('DEL', KEYS[1])
 return 1
-"""
+""",
+    settles=True,
 )
 
 # KEYS: the tool's slots, all slots. ARGV: now, holder, cap ('' none), total ('' none), lease.
@@ -212,10 +222,10 @@ if redis.call('ZSCORE', KEYS[1], ARGV[2]) then return {1, n - 1, all - 1} end
 local cap, total = tonumber(ARGV[3]), tonumber(ARGV[4])
 if (cap ~= nil and n >= cap) or (total ~= nil and all >= total) then return {0, n, all} end
 local lease = tonumber(ARGV[5])
-local ms = math.max(1, math.ceil(lease * 1000))
+local ms = math.min(math.max(1, math.ceil(lease * 1000)), 1e15)
 for _, key in ipairs(KEYS) do
   redis.call('ZADD', key, num(now + lease), ARGV[2])
-  if redis.call('PTTL', key) < ms then redis.call('PEXPIRE', key, ms) end
+  if redis.call('PTTL', key) < ms then redis.call('PEXPIRE', key, string.format('%.0f', ms)) end
 end
 return {1, n, all}
 """
@@ -228,10 +238,10 @@ _SLOT_RENEW = _Script(
 local score = tonumber(redis.call('ZSCORE', KEYS[1], ARGV[2]))
 if score == nil or score <= now then return 0 end
 local lease = tonumber(ARGV[3])
-local ms = math.max(1, math.ceil(lease * 1000))
+local ms = math.min(math.max(1, math.ceil(lease * 1000)), 1e15)
 for _, key in ipairs(KEYS) do
   redis.call('ZADD', key, 'XX', num(now + lease), ARGV[2])
-  if redis.call('PTTL', key) < ms then redis.call('PEXPIRE', key, ms) end
+  if redis.call('PTTL', key) < ms then redis.call('PEXPIRE', key, string.format('%.0f', ms)) end
 end
 return 1
 """
@@ -242,7 +252,8 @@ _SLOT_RELEASE = _Script(
 redis.call('ZREM', KEYS[1], ARGV[2])
 redis.call('ZREM', KEYS[2], ARGV[2])
 return 1
-"""
+""",
+    settles=True,
 )
 
 _SLOT_COUNT = _Script(
@@ -260,7 +271,7 @@ _CIRCUIT_COMMON = (
 local k = KEYS[1]
 local ratio, min_calls, window = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local open_for, probes = tonumber(ARGV[5]), tonumber(ARGV[6])
-local ttl = math.ceil(math.max(window, open_for) * 2000) + 1000
+local ttl = string.format('%.0f', math.min(math.ceil(math.max(window, open_for) * 2000) + 1000, 1e15))
 local function field(name, default) return tonumber(redis.call('HGET', k, name)) or default end
 local function open()
   local opened = field('n', 0) + 1
@@ -270,9 +281,26 @@ local function open()
 end
 -- The half-open period a probe belongs to ('p', 0: none): see begin() in the admit script.
 local function period() return field('p', 0) end
+-- The window's calls and failures, and its oldest second (those up to it are out). The hash keeps running
+-- totals ('tc', 'tf') of its per-second counts ('c<second>', 'f<second>') after second 'lo'. The seconds
+-- that left the window since are subtracted one by one (their counts deleted when `trim`); when they are
+-- more than the fields (a long idle), or the clock stepped back, or there are no totals yet (a new hash,
+-- or one an earlier version kept), the counts are summed from the fields instead.
 local function totals(trim)
   local oldest = math.floor(now - window)
-  local calls, failures = 0, 0
+  local t = redis.call('HMGET', k, 'tc', 'tf', 'lo')
+  local calls, failures, lo = tonumber(t[1]), tonumber(t[2]), tonumber(t[3])
+  if calls and failures and lo and oldest >= lo and (oldest - lo) * 2 <= redis.call('HLEN', k) then
+    for second = lo + 1, oldest do
+      local c = redis.call('HMGET', k, 'c' .. second, 'f' .. second)
+      if c[1] or c[2] then
+        calls, failures = calls - (tonumber(c[1]) or 0), failures - (tonumber(c[2]) or 0)
+        if trim then redis.call('HDEL', k, 'c' .. second, 'f' .. second) end
+      end
+    end
+    return calls, failures, oldest
+  end
+  calls, failures = 0, 0
   local all = redis.call('HGETALL', k)
   for i = 1, #all, 2 do
     local name = all[i]
@@ -284,7 +312,7 @@ local function totals(trim)
       else failures = failures + tonumber(all[i + 1]) end
     end
   end
-  return calls, failures
+  return calls, failures, oldest
 end
 local st = redis.call('HGET', k, 'st') or 'closed'
 """
@@ -338,6 +366,7 @@ return {'0', 0}
 )
 
 # ARGV[7]: failed (0/1), ARGV[8]: the period probed (0: not a probe; one of an earlier period decides nothing).
+# A probe's outcome settles its place (_CIRCUIT_PROBED, the same script); another call's only counts.
 _CIRCUIT_RECORD = _Script(
     _CIRCUIT_COMMON
     + """
@@ -355,15 +384,23 @@ if probe > 0 then -- only a half-open circuit has probes ('pr'); a missing one i
   return 0
 end
 if st ~= 'closed' then return 0 end
+local calls, failures, oldest = totals(true)
 local second = math.floor(now)
-redis.call('HINCRBY', k, 'c' .. second, 1)
-if failed then redis.call('HINCRBY', k, 'f' .. second, 1) end
+if second > oldest then -- (a window under a second may have left it already)
+  calls = calls + 1
+  redis.call('HINCRBY', k, 'c' .. second, 1)
+  if failed then
+    failures = failures + 1
+    redis.call('HINCRBY', k, 'f' .. second, 1)
+  end
+end
+redis.call('HSET', k, 'tc', calls, 'tf', failures, 'lo', num(oldest))
 redis.call('PEXPIRE', k, ttl)
-local calls, failures = totals(true)
 if calls >= min_calls and failures / calls >= ratio then open() return 1 end
 return 0
 """
 )
+_CIRCUIT_PROBED = _Script(_CIRCUIT_RECORD.source, settles=True)
 
 # ARGV[7]: the period probed.
 _CIRCUIT_UNPROBE = _Script(
@@ -371,7 +408,8 @@ _CIRCUIT_UNPROBE = _Script(
     + """
 if tonumber(ARGV[7]) == period() and field('pr', 0) > 0 then redis.call('HINCRBY', k, 'pr', -1) end
 return 0
-"""
+""",
+    settles=True,
 )
 
 # Returns {state, calls, failures, opened}.
@@ -431,10 +469,28 @@ class _Batcher:
 
 
 _UNANSWERED: Any = object()  # the outcome of a call before its reply (a reply may be None)
+#: A write waits for its replies the link's timeout times the calls it carries, up to this many (Redis
+#: answers a write only after it ran all of it, so its first reply waits for its last call).
+_MOST_CALLS = 16
 #: Seconds a thread whose calls are queued waits before it checks that a thread sends: when none
 #: does (the sender was interrupted where it could not hand the queue on), it sends the queue itself.
 _PATIENCE = 0.1
 _DOWN: Any = object()  # the outcome of a call not sent because Redis failed moments ago
+
+
+class BatchTimeout(redis.TimeoutError):
+    """A write of several calls that Redis did not answer in the time they had together: Redis is
+    slow on them (a long script), or stalled. Its calls take the fail mode; the link is not marked
+    down (a single call not answered marks it down)."""
+
+
+def _timed_out(exc: BaseException, calls: int, timeout: float) -> BaseException:
+    """``exc``, or for a timeout of a write of several ``calls`` (``timeout`` each) a :class:`BatchTimeout`."""
+    if calls > 1 and isinstance(exc, redis.TimeoutError):
+        slow = BatchTimeout(f"no reply to a write of {calls} calls within {timeout * min(calls, _MOST_CALLS):g} s")
+        slow.__cause__ = exc
+        return slow
+    return exc
 
 
 def _interrupted() -> redis.ConnectionError:
@@ -509,11 +565,13 @@ def _exchange(connection: Any, batch: Sequence[_Pending], *, reload: bool = Fals
     calls, commands, packed = _write(connection, batch, reload)
     replies: list[Any] = []
     for attempt in (0, 1):
+        sent = len(commands) - len(replies)  # a lone call keeps the socket's timeout (no settimeout per read)
+        more = {"timeout": connection.socket_timeout * min(sent, _MOST_CALLS)} if sent > 1 else {}
         try:
             connection.send_packed_command(packed)
             while len(replies) < len(commands):
                 try:
-                    replies.append(connection.read_response())
+                    replies.append(connection.read_response(**more))
                 except redis.ResponseError as exc:
                     replies.append(exc)
             return _settle(calls, replies)
@@ -521,7 +579,7 @@ def _exchange(connection: Any, batch: Sequence[_Pending], *, reload: bool = Fals
             try:
                 connection.disconnect()
                 if attempt or not isinstance(exc, redis.ConnectionError) or isinstance(exc, _MISCONFIGURED):
-                    raise
+                    raise _timed_out(exc, sent, connection.socket_timeout)  # exc itself, or a BatchTimeout caused by it
                 packed = connection.pack_commands(commands[len(replies) :])
             finally:  # also when an interrupt lands here: a call Redis answered keeps its reply
                 _settle(calls, replies)  # (RedisLink._pass_on sends only the calls left unanswered again)
@@ -532,7 +590,10 @@ async def _aexchange(connection: Any, batch: Sequence[_Pending], *, reload: bool
     """:func:`_exchange` on an asyncio connection."""
     calls, commands, packed = _write(connection, batch, reload)
     replies: list[Any] = []
+    timeout = connection.socket_timeout
     for attempt in (0, 1):
+        sent = len(commands) - len(replies)
+        connection.socket_timeout = timeout * min(sent, _MOST_CALLS)  # (read_response(timeout=...) answers None on a timeout)
         try:
             await connection.send_packed_command(packed)
             while len(replies) < len(commands):
@@ -545,18 +606,21 @@ async def _aexchange(connection: Any, batch: Sequence[_Pending], *, reload: bool
             try:
                 if not isinstance(exc, redis.ConnectionError):
                     await connection.disconnect(nowait=True)
-                    raise
+                    raise _timed_out(exc, sent, timeout)  # exc itself, or a BatchTimeout caused by it
                 await connection.disconnect()
                 if attempt or isinstance(exc, _MISCONFIGURED):
                     raise
                 packed = connection.pack_commands(commands[len(replies) :])
             finally:  # as in _exchange: a call Redis answered keeps its reply
                 _settle(calls, replies)
+        finally:
+            connection.socket_timeout = timeout
     raise AssertionError("unreachable")  # pragma: no cover
 
 
-def _misconfigured(exc: Exception, where: str) -> Exception:
-    """``exc`` (a refused password or command), its message naming the problem and what to check."""
+def _misconfigured(exc: Exception) -> Exception:
+    """``exc`` (a refused password or command), its message naming the problem and what to check
+    (not the address: the message reaches the model; :meth:`RedisLink._raise` logs it)."""
     if isinstance(exc, NoPermissionError):
         problem = (
             "denied the state's user a command or key it needs (its ACL must allow EVALSHA, EVAL and the"
@@ -565,7 +629,7 @@ def _misconfigured(exc: Exception, where: str) -> Exception:
     else:
         problem = "refused the user or password of the state URL"
     return type(exc)(
-        f"Redis at {where} {problem}: {str(exc).rstrip('.')}. This is a configuration error, not an outage: no fail mode applies."
+        f"Redis {problem}: {str(exc).rstrip('.')}. This is a configuration error, not an outage: no fail mode applies."
     )
 
 
@@ -595,9 +659,11 @@ class RedisLink:
             the arguments).
         prefix: the namespace of every key (default ``harness-one:``), so several
             applications can share one Redis.
-        timeout: seconds to connect and to wait for each answer.
+        timeout: seconds to connect and to wait for each answer (a write of several calls waits
+            that times their number, at most 16 times: Redis answers it once it ran it all).
         down_for: after a failure, seconds during which calls fail at once instead of waiting
-            for the timeout again; then the next call reconnects.
+            for the timeout again (not those that settle what a call held: a release, an
+            outcome, a give-back); then the next call reconnects.
         cluster: use the Redis Cluster clients (``RedisCluster``) even for a ``redis://`` URL.
 
     A command that fails to reach the server is sent once more on a fresh connection (a
@@ -703,7 +769,8 @@ class RedisLink:
         if time.monotonic() >= self._logged_until:
             self._logged_until = time.monotonic() + self.down_for
             log_event(30, "redis unavailable", where=self._where(), error=f"{type(exc).__name__}: {exc}")
-        self._down_until = time.monotonic() + self.down_for
+        if not isinstance(exc, BatchTimeout):  # a single call not answered: Redis failed, calls fail fast a while
+            self._down_until = time.monotonic() + self.down_for
         err = StateUnavailable(  # its address and error text (which names it) in the log and ``where``, not in the message
             f"The shared state (Redis) is unavailable ({type(exc).__name__}). Retry shortly.",
             retry_after=self.down_for,
@@ -718,7 +785,12 @@ class RedisLink:
         if _cannot_decide(exc):
             raise self._failed(exc) from exc
         if isinstance(exc, _MISCONFIGURED):
-            raise _misconfigured(exc, self._where()) from exc
+            err = _misconfigured(exc)
+            if time.monotonic() >= self._logged_until:
+                self._logged_until = time.monotonic() + self.down_for
+                log_event(40, "redis misconfigured", where=self._where(), error=str(err))
+            err.where = self._where()  # type: ignore[attr-defined]  # as StateUnavailable's: for the application
+            raise err from exc
         raise exc
 
     def _where(self) -> str:
@@ -748,8 +820,9 @@ class RedisLink:
 
         Calls from several threads share the kept connection: while one write is on the wire,
         the calls that arrive queue, and the first of them sends them all in the next write.
+        A script that ``settles`` is sent also while the link fails fast.
         """
-        if self._down_until:
+        if self._down_until and not script.settles:
             self._check()
         if self.cluster:
             return self._run_pooled(script, keys, args)
@@ -869,7 +942,7 @@ class RedisLink:
         queued meanwhile): one round trip for them all. Returns the replies in order, or raises the
         first failure (``StateUnavailable`` if Redis does not answer). On a Redis Cluster, whose
         keys may live on several nodes, the calls go one after the other."""
-        if self._down_until:
+        if self._down_until and not script.settles:
             self._check()
         if self.cluster or not calls:
             return [self._run_pooled(script, keys, args) for keys, args in calls]
@@ -881,42 +954,49 @@ class RedisLink:
         """(The send lock held.) Send ``batch`` in one write, give every call its reply, and hand the
         queue to the next sender. ``mine``: this thread's state when it took ``batch`` from the queue
         (None when it sends its own calls alone). Only an interrupt (a ``BaseException`` that is no ``Exception``:
-        Ctrl-C) is this thread's own; any other failure fails the calls left unanswered and marks
-        the link down, and an unexpected one (say redis-py's ``InvalidResponse``) is raised here too."""
+        Ctrl-C) is this thread's own; any other failure is given to the calls left unanswered
+        (:meth:`_broke`)."""
         interrupted = True
         try:
             try:
-                if self._down_until and time.monotonic() < self._down_until:
-                    _fail(batch, _DOWN)
-                elif batch:
+                sending = self._to_send(batch)
+                if sending:
                     connection = self._hot_connection()
                     if self._owed:  # a write cut short where it could not drop the connection
                         connection.disconnect()  # its replies must not be read as this write's
                     self._owed = True
-                    unloaded = _exchange(connection, batch)
+                    unloaded = _exchange(connection, sending)
                     if unloaded:
                         _exchange(connection, unloaded, reload=True)
                     self._owed = False
             except Exception as exc:
-                interrupted = False  # a failure, not an interrupt (_broke may raise)
                 self._broke(batch, exc)
             interrupted = False
         finally:
             self._pass_on(batch, interrupted, mine)
 
+    def _to_send(self, batch: list[_Pending]) -> list[_Pending]:
+        """The calls of ``batch`` to send: all, or while the link fails fast (``down_for`` after a
+        failure) those whose script ``settles`` (the others fail at once)."""
+        if not self._is_down():
+            return batch
+        sending = []
+        for pending in batch:
+            if pending.script.settles:
+                sending.append(pending)
+            else:
+                pending.outcome = _DOWN
+        return sending
+
     def _broke(self, batch: Sequence[_Pending], exc: Exception) -> None:
-        """Fail the calls of ``batch`` left unanswered by ``exc``; mark the link down when Redis
-        cannot decide now (the calls queued meanwhile fail fast). ``exc`` unexpected (not a link
-        error) is raised, the calls failing as on a dead connection."""
-        failure: Exception = exc
-        if not isinstance(exc, _LINK_ERRORS):
-            failure = redis.ConnectionError(f"the write failed: {type(exc).__name__}: {exc}")
-            failure.__cause__ = exc
-        _fail(batch, failure)
-        if _cannot_decide(failure):
+        """Give ``exc`` to the calls of ``batch`` left unanswered, and mark the link down when Redis
+        cannot decide now (the calls queued meanwhile fail fast), unless only a write of several
+        calls was slow (:class:`BatchTimeout`). Any other error is each call's to raise: a
+        configuration error met while connecting (a refused ``SELECT`` or password, a service that
+        is not Redis) fails every call, never the fail mode."""
+        _fail(batch, exc)
+        if _cannot_decide(exc) and not isinstance(exc, BatchTimeout):
             self._down_until = time.monotonic() + self.down_for
-        if failure is not exc:
-            raise exc
 
     def _pass_on(self, batch: list[_Pending], interrupted: bool, mine: _Waiter | None = None) -> None:
         """Wake the threads whose calls ``batch`` (sent by this thread, in state ``mine`` if it took
@@ -973,7 +1053,8 @@ class RedisLink:
         """:meth:`run` on the asyncio client: the event loop is never blocked. The loop's tasks
         share one kept connection the same way: calls made while a write is on the wire go
         together in the next one."""
-        self._check()
+        if self._down_until and not script.settles:
+            self._check()
         if self.cluster:
             return await self._arun_pooled(script, keys, args)
         loop = asyncio.get_running_loop()
@@ -997,17 +1078,14 @@ class RedisLink:
             while batcher.queue:
                 batch = [p for p in batcher.queue if not p.done.done()]
                 batcher.queue = []
-                if self._is_down():
-                    _fail(batch, _DOWN)
-                elif batch:
+                sending = self._to_send(batch)
+                if sending:
                     try:
-                        unloaded = await _aexchange(batcher.connection, batch)
+                        unloaded = await _aexchange(batcher.connection, sending)
                         if unloaded:
                             await _aexchange(batcher.connection, unloaded, reload=True)
-                    except _LINK_ERRORS as exc:
-                        _fail(batch, exc)
-                        if _cannot_decide(exc):  # the calls queued meanwhile fail fast
-                            self._down_until = time.monotonic() + self.down_for
+                    except Exception as exc:
+                        self._broke(sending, exc)
                 for pending in batch:
                     if not pending.done.done():
                         pending.done.set_result(None)
@@ -1332,10 +1410,11 @@ class RedisCircuits:
         return float(wait), int(probe)
 
     def record(self, tool: str, policy: Any, *, now: float, failed: bool, probe: int) -> None:
-        self.link.run(_CIRCUIT_RECORD, *self._call(tool, policy, now, int(failed), int(probe)))
+        self.link.run(_CIRCUIT_PROBED if probe else _CIRCUIT_RECORD, *self._call(tool, policy, now, int(failed), int(probe)))
 
     async def arecord(self, tool: str, policy: Any, *, now: float, failed: bool, probe: int) -> None:
-        await self.link.arun(_CIRCUIT_RECORD, *self._call(tool, policy, now, int(failed), int(probe)))
+        script = _CIRCUIT_PROBED if probe else _CIRCUIT_RECORD
+        await self.link.arun(script, *self._call(tool, policy, now, int(failed), int(probe)))
 
     def unprobe(self, tool: str, policy: Any, *, probe: int) -> None:
         self.link.run(_CIRCUIT_UNPROBE, *self._call(tool, policy, 0.0, int(probe)))
@@ -1438,7 +1517,8 @@ if t ~= '' then
 end
 local keeps = done ~= '' or c[4]
 """
-    + _UNCOUNT
+    + _UNCOUNT,
+    settles=True,
 )
 
 # ARGV: '', scope, the take's ticket, how long (ms) a run left with no count keeps its tickets.
@@ -1466,7 +1546,8 @@ if not at then
 end
 local keeps = true
 """
-    + _UNCOUNT
+    + _UNCOUNT,
+    settles=True,
 )
 
 # ARGV: now, scope. Returns the scope's count (0 once the run's counters expired).
