@@ -476,3 +476,22 @@ def test_the_wait_a_refusal_states_is_never_shorter_than_retry_after() -> None:
     for wait in waits:
         said = str(RateLimitExceeded.of(wait, "t", None)).split("Retry after ")[1].split(" s ")[0]
         assert float(said.replace(",", "")) >= wait, (wait, said)
+
+
+@pytest.mark.parametrize("keyed", [False, True], ids=["tool", "per-caller"])
+def test_a_bucket_made_under_a_faster_limit_is_not_swept_before_the_slower_one_refills_it(keyed: bool) -> None:
+    """A tool replaced with a slower limit keeps its buckets' tokens; a sweep must not take one for full after
+    the old limit's refill time (0.1 s) while the new one (100 s) has not refilled it: that admitted a burst."""
+    buckets = InMemoryBuckets(max_keys=1000, sweep_every=1)
+    clock = ManualClock()
+    reg = ToolRegistry(plugins={"rate_limit": RateLimitPlugin(backend=buckets)}, clock=clock, autoload=False)
+    key = {"key": "user"} if keyed else {}
+    context = {"user": "u1"} if keyed else None
+    reg.add(lambda: 1, name="t", rate_limit={"rate": 10.0, "burst": 1.0, **key})
+    assert reg.try_call("t", context=context).ok  # its bucket is empty now
+    reg.add(lambda: 1, name="t", rate_limit={"rate": 0.01, "burst": 1.0, **key}, replace=True)
+    clock.advance(1.0)  # 0.01 of a token back under the new limit; under the old one it would be full
+    buckets.acquire("other", rate=10.0, burst=1.0, cost=1.0, now=clock.now())  # a sweep
+    refused = reg.try_call("t", context=context)
+    assert isinstance(refused.error, RateLimitExceeded), refused  # (before the fix: swept, a full bucket, admitted)
+    assert refused.error.retry_after == pytest.approx(99.0)

@@ -152,6 +152,18 @@ class RateLimitPlugin:
         self._configured = True
 
     @hookimpl
+    def harness_tool_added(self, tool: Tool, registry: ToolRegistry) -> None:
+        self._retune(tool)
+
+    def _retune(self, tool: Tool) -> None:
+        """Tell the in-process buckets ``tool``'s limit, which may differ from the one its buckets were made
+        under (a tool replaced): none is then swept as full before this limit refills it."""
+        limit = tool.rate_limit or self.default
+        backend = self.backend
+        if limit is not None and type(backend) is MemoryBuckets:
+            backend.retune(tool.name, rate=limit.rate, burst=limit.burst, keyed=limit.key is not None)
+
+    @hookimpl
     @per_tool(lambda plugin, tool: plugin._pre_call_for(tool))
     def harness_pre_call(self, call: Call) -> Await | None:
         """Refuse (raise :class:`RateLimitExceeded`) when the tool's bucket is short: what a subclass
@@ -175,6 +187,7 @@ class RateLimitPlugin:
         # waited for the lock, would come with a time before another's (MemoryBuckets).
         backend = self.backend
         acquire = backend.acquire_on if key is None and type(backend) is MemoryBuckets else None
+        self._retune(tool)  # (a plugin joining later sees no harness_tool_added)
 
         def pre_call(call: Call) -> Await | RateLimitExceeded | None:
             clock = self._now

@@ -64,6 +64,7 @@ class MemoryBuckets:
         self._max_keys = max_keys
         self._sweep_every = sweep_every
         self._ops = 0
+        self._refills: dict[Hashable, float] = {}  # per tool with per-caller buckets: the longest refill it was given
 
     def acquire(self, key: Hashable, rate: float, burst: float, cost: float, now: float) -> float:
         """The protocol's ``acquire`` (positional too): :meth:`acquire_on` at ``now``."""
@@ -107,6 +108,19 @@ class MemoryBuckets:
             if bucket is not None:
                 bucket[0] = min(burst, bucket[0] + cost)
 
+    def retune(self, tool: Hashable, *, rate: float, burst: float, keyed: bool = False) -> None:
+        """``tool``'s limit is (again) ``rate`` and ``burst``: a bucket's ``burst / rate`` is fixed when it is
+        made, and a sweep takes a bucket idle that long for full. From now on ``tool``'s bucket, and with
+        ``keyed`` its per-caller buckets ``(tool, ...)``, count as full only after the longest refill it was
+        given, so no sweep drops one that a slower limit has not refilled yet (which would admit a burst)."""
+        refill = burst / rate
+        with self._lock:
+            bucket = self._buckets.get(tool)
+            if bucket is not None and bucket[2] < refill:
+                bucket[2] = refill
+            if keyed or tool in self._refills:
+                self._refills[tool] = max(self._refills.get(tool, 0.0), refill)
+
     def _new(self, key: Hashable, rate: float, burst: float, now: float) -> list[float]:
         """A full bucket for ``key`` (under the lock), after a sweep when one is due."""
         self._ops += 1
@@ -117,7 +131,12 @@ class MemoryBuckets:
 
     def _sweep(self, now: float) -> None:
         self._ops = 0
-        idle = [k for k, (_, last, full_after) in self._buckets.items() if now - last >= full_after]
+        refills = self._refills
+        idle = [
+            k
+            for k, (_, last, full_after) in self._buckets.items()
+            if now - last >= full_after and (not refills or now - last >= refills.get(k[0] if type(k) is tuple and k else k, 0.0))
+        ]
         for key in idle:
             del self._buckets[key]
         if len(self._buckets) >= self._max_keys:  # still full of busy keys: the tool with the most drops its oldest tenth
