@@ -150,6 +150,14 @@ def test_a_pass_longer_than_the_period_is_followed_at_once() -> None:
     assert run_passes(keeper, 1) == [10.0, 0.0]
 
 
+def test_a_period_longer_than_the_platform_can_wait_is_waited_at_most_timeout_max() -> None:
+    """A lease of 1e15 s: its renewal wait is cut to ``threading.TIMEOUT_MAX`` (the platform refused the wait
+    with OverflowError, ending the renewal thread)."""
+    keeper = LeaseKeeper("test", lambda: 1e15, lambda items: [True] * len(items), clock=lambda: 0.0)
+    keeper._held["h"] = ("tool", "h")
+    assert run_passes(keeper, 1) == [threading.TIMEOUT_MAX] * 2
+
+
 # --------------------------------------------------------------------------- a lapsed lease
 
 

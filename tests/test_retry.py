@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import math
 import os
 import random
@@ -14,12 +15,14 @@ from fork_support import in_child
 from structlog.testing import capture_logs
 
 from harness_one import (
+    Call,
     ManualClock,
     RateLimitExceeded,
     RetryableError,
     RetryPolicy,
     ToolArgumentError,
     ToolBusy,
+    ToolCancelled,
     ToolDefinitionError,
     ToolError,
     ToolExecutionError,
@@ -402,3 +405,34 @@ def test_a_wait_another_plugin_decided_is_not_counted_as_a_retry(clock: ManualCl
     reg.add(lambda: "ok", name="f", idempotent=True, retry={"attempts": 3}, rate_limit={"rate": 1, "burst": 1, "max_wait": 5})
     assert reg.call("f") == "ok" and reg.call("f") == "ok"  # the second waited 1 s for its token
     assert clock.sleeps == [1.0] and reg.stats()["retry"] == {"retries": 0, "gave_up": 0}
+
+
+class CancellingClock(ManualClock):
+    """A manual clock whose first wait cancels ``call`` meanwhile (the caller gave up during a retry's wait)."""
+
+    call: Call | None = None
+
+    def sleep(self, seconds: float) -> None:
+        super().sleep(seconds)
+        if self.call is not None:
+            self.call.cancel()
+            self.call = None
+
+
+@pytest.mark.parametrize("aio", [False, True], ids=["call", "acall"])
+def test_a_call_cancelled_during_a_retry_wait_starts_no_further_attempt(aio: bool) -> None:
+    """``call.cancel()`` while the retry plugin waits: ToolCancelled when the wait ends, the tool not run again
+    (before: the cancel marked only the failed attempt, and the next two attempts ran)."""
+    clock = CancellingClock()
+    reg = ToolRegistry(plugins={"retry": RetryPlugin(rng=random.Random(0))}, clock=clock, autoload=False)
+    runs: list[int] = []
+
+    def flaky(call: Call) -> str:
+        runs.append(call.attempt)
+        clock.call = call
+        raise RetryableError("busy", retry_after=5.0)
+
+    reg.add(flaky, name="flaky", idempotent=True, retry={"attempts": 3, "total": 100})
+    result = asyncio.run(reg.atry_call("flaky")) if aio else reg.try_call("flaky")
+    assert isinstance(result.error, ToolCancelled), result.error
+    assert runs == [1] and clock.sleeps == [5.0]

@@ -968,8 +968,11 @@ class ToolRegistry(metaclass=_SharedType):
                 call.result = decision.value
                 return
             assert type(decision) is Retry
+            through = call._cancelled_through
             try:
                 yield max(decision.delay, 0.0)
+                if call._cancelled_through != through:  # cancelled while it waited: no attempt starts
+                    raise ToolCancelled.of(call)
             except ToolCancelled as exc:
                 decision = self._failed(call, plan, exc)  # the error to raise, unless an on_error hook awaits
                 if isinstance(decision, ToolError):

@@ -130,7 +130,8 @@ class LeaseKeeper:
         started = self._clock()
         while True:
             with self._wake:
-                self._wake.wait(max(0.0, started + self._period() - self._clock()))
+                # (at most TIMEOUT_MAX: a lease of 1e15 s made a wait the platform refused, ending the thread)
+                self._wake.wait(min(max(0.0, started + self._period() - self._clock()), threading.TIMEOUT_MAX))
                 held = list(self._held.items())
                 if not held:
                     self._thread = None
