@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import subprocess
@@ -11,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from harness_one import PluginError, ToolDefinitionError, ToolError, ToolRegistry
+from harness_one import Call, Outcome, PluginError, ToolDefinitionError, ToolError, ToolRegistry, applies_to, hookimpl
 from harness_one._errors import ERROR_TEXT_LIMIT
 from harness_one.dispatch import dispatch
 from harness_one_plugins import OutputLimitPlugin
@@ -227,3 +228,73 @@ def test_an_error_message_written_after_init_is_cut_for_the_model() -> None:
     result = reg.try_call("loud")
     assert len(result.for_model()) == len("Error: ") + ERROR_TEXT_LIMIT
     assert len(result.to_dict()["error"]["message"]) == ERROR_TEXT_LIMIT
+
+
+class Fallback:
+    """An on-error hook that recovers every failure with ``answer`` (a "serve stale data" plugin)."""
+
+    def __init__(self, answer: Any) -> None:
+        self.answer = answer
+
+    @hookimpl
+    def harness_on_error(self, call: Call, error: BaseException) -> Outcome:
+        return Outcome.success(self.answer)
+
+
+def failing() -> str:
+    raise ConnectionError("down")
+
+
+@pytest.mark.parametrize("aio", [False, True], ids=["call", "acall"])
+def test_an_answer_an_on_error_hook_recovers_with_is_bounded_as_a_result_is(aio: bool) -> None:
+    """A recovered ``Outcome.success`` reaches no post-call hook: the output limit bounds it from on_error (before,
+    5,000,011 characters reached the model past a 10,000 limit)."""
+    reg = ToolRegistry(
+        autoload=False,
+        plugins={"fallback": Fallback("stale " + "x" * 50_000)},
+        plugin_options={"output_limit": {"max_output": 10_000}},
+    )
+    reg.add(failing, name="fetch")
+    result = asyncio.run(reg.atry_call("fetch")) if aio else reg.try_call("fetch")
+    assert result.ok and len(result.value) <= 10_000 and MARKER.search(result.value), len(result.value)
+    assert result.value.startswith("stale xxx") and reg.stats()["output_limit"]["truncated"] == 1
+
+    small = ToolRegistry(autoload=False, plugins={"fallback": Fallback({"rows": [1, 2]})})
+    small.add(failing, name="fetch")
+    assert small.call("fetch") == {"rows": [1, 2]}  # within the limit: the same answer
+
+
+def test_a_recovered_answer_over_a_refusing_limit_is_refused() -> None:
+    reg = ToolRegistry(
+        autoload=False,
+        plugins={"fallback": Fallback(["y" * 100] * 100)},
+        plugin_options={"output_limit": {"max_output": 1_000, "mode": "refuse"}},
+    )
+    reg.add(failing, name="fetch")
+    result = reg.try_call("fetch")
+    assert isinstance(result.error, OutputTooLarge) and reg.stats()["output_limit"]["refused"] == 1
+
+
+def test_an_after_decision_on_error_hook_runs_last_and_only_when_another_decided() -> None:
+    seen: list[str] = []
+
+    class Observer:
+        @hookimpl(tryfirst=True)
+        @applies_to(after_decision=True)
+        def harness_on_error(self, call: Call, error: BaseException) -> None:
+            seen.append(f"observer saw {call.decision!r}")
+
+    class Decider:
+        @hookimpl
+        def harness_on_error(self, call: Call, error: BaseException) -> Outcome | None:
+            seen.append("decider")
+            return Outcome.success("recovered") if call.tool.name == "recovered" else None
+
+    reg = ToolRegistry(autoload=False, standard_plugins=False, plugins={"observer": Observer(), "decider": Decider()})
+    reg.add(failing, name="recovered")
+    reg.add(failing, name="failed")
+    assert reg.call("recovered") == "recovered"  # (tryfirst, yet after the decider)
+    assert seen == ["decider", "observer saw Outcome(value='recovered', error=None)"]
+    seen.clear()
+    assert not reg.try_call("failed").ok
+    assert seen == ["decider"]  # nothing decided: not called

@@ -140,6 +140,8 @@ class _Step:
     keyed: bool = False  # only for calls that carry an idempotency key
     #: ``per_tool``: the function to call for a tool (in the spec's argument order), or None.
     prepare: Callable[[Tool], Hook | None] | None = None
+    #: (on_error) acts only on another implementation's decision: ``applies_to(after_decision=True)``.
+    after_decision: bool = False
 
     def for_tool(self, tool: Tool) -> _Step | None:
         """This step as it applies to ``tool``: itself, its prepared form, or None."""
@@ -148,7 +150,7 @@ class _Step:
         if self.prepare is None:
             return self
         fn = self.prepare(tool)
-        return None if fn is None else _Step(fn, self.plugin, None, self.keyed)
+        return None if fn is None else _Step(fn, self.plugin, None, self.keyed, None, self.after_decision)
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,6 +165,9 @@ class ToolPlan:
     plan: Plan
     #: The plan for calls that carry an idempotency key, when it has more hooks than this one.
     keyed: ToolPlan | None = None
+    #: The on_error implementations that act only on a decision (``applies_to(after_decision=True)``),
+    #: with their plugins' names: run after the others, and only when one of those decided.
+    on_decision: tuple[tuple[Hook, str], ...] = ()
 
     @property
     def empty(self) -> bool:
@@ -247,7 +252,7 @@ class Plan:
         return tuple(steps)
 
     def _tool_plan(self, steps: Mapping[str, tuple[_Step, ...]], keyed: ToolPlan | None = None) -> ToolPlan:
-        on_error = steps["on_error"]
+        on_error = tuple(s for s in steps["on_error"] if not s.after_decision)
         return ToolPlan(
             tuple(s.fn for s in steps["pre_validate"]),
             tuple(s.fn for s in steps["pre_call"]),
@@ -256,6 +261,7 @@ class Plan:
             tuple(s.plugin for s in on_error),
             self,
             keyed,
+            tuple((s.fn, s.plugin) for s in steps["on_error"] if s.after_decision),
         )
 
     def forget(self, tool: Tool) -> None:
@@ -783,6 +789,7 @@ class PluginSet:
                     _applies(i),
                     bool(getattr(i.function, "harness_keyed", False)),
                     _prepare(i, spec_args),
+                    bool(getattr(i.function, "harness_after_decision", False)),
                 )
                 for i in impls
             )

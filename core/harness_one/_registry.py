@@ -1200,6 +1200,14 @@ class ToolRegistry(metaclass=_SharedType):
                     return _Paused(index, answer, decision, broken)
                 if decision is None and not _too_late(call, answer):
                     decision = call.decision = answer
+        if decision is not None and plan.on_decision:  # the hooks that act only on a decision, last
+            for hook, name in plan.on_decision:
+                try:
+                    hook(call, err)
+                except Exception as exc:
+                    broken = broken or _broken_on_error(call, name, exc)
+            if type(decision) is Outcome and type(call.decision) is Outcome:
+                decision = call.decision  # (replaced by another Outcome: the output limit bounded a recovered answer)
         if broken is not None:
             return Outcome.failure(broken)
         return decision

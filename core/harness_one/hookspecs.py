@@ -63,7 +63,9 @@ PER_CALL_HOOKS = ("harness_pre_validate", "harness_pre_call", "harness_post_call
 _F = TypeVar("_F", bound=Callable[..., Any])
 
 
-def applies_to(predicate: Callable[[Any, Tool], bool] | None = None, *, keyed: bool = False) -> Callable[[_F], _F]:
+def applies_to(
+    predicate: Callable[[Any, Tool], bool] | None = None, *, keyed: bool = False, after_decision: bool = False
+) -> Callable[[_F], _F]:
     """Mark a per-call hook implementation as relevant only to some tools, or some calls.
 
     ``predicate(plugin, tool)`` is evaluated once per tool when the call plan is prepared
@@ -77,6 +79,10 @@ def applies_to(predicate: Callable[[Any, Tool], bool] | None = None, *, keyed: b
 
     ``keyed=True``: the implementation is called only for calls that carry an idempotency
     key (the registry prepares a plan with it and one without, and picks one per call).
+
+    ``after_decision=True`` (on_error): the implementation acts only on another one's decision
+    (``call.decision``), so a tool none of whose other on_error implementations applies runs it
+    not at all (a failed call of such a tool pays for no on_error call).
     """
 
     def mark(fn: _F) -> _F:
@@ -84,6 +90,8 @@ def applies_to(predicate: Callable[[Any, Tool], bool] | None = None, *, keyed: b
             fn.harness_applies_to = predicate  # type: ignore[attr-defined]
         if keyed:
             fn.harness_keyed = True  # type: ignore[attr-defined]
+        if after_decision:
+            fn.harness_after_decision = True  # type: ignore[attr-defined]
         return fn
 
     return mark

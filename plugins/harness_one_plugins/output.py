@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from harness_one import Call, Tool, ToolDefinitionError, ToolError, ToolRegistry, applies_to, hookimpl
+from harness_one import Call, Outcome, Tool, ToolDefinitionError, ToolError, ToolRegistry, applies_to, hookimpl
 
 from ._text import rendered
 
@@ -168,6 +168,26 @@ class OutputLimitPlugin:
     @hookimpl
     def harness_tool_removed(self, tool: Tool) -> None:
         self._limits.pop(tool, None)
+
+    @hookimpl(trylast=True)
+    @applies_to(lambda plugin, tool: plugin.limit_for(tool) is not None, after_decision=True)
+    def harness_on_error(self, call: Call, error: BaseException) -> None:
+        """An answer an on-error hook recovered with (``Outcome.success``, which no post-call hook sees) is
+        bounded as a result is: ``call.decision`` is replaced by the bounded answer, or by the refusal."""
+        decision = call.decision
+        if type(decision) is not Outcome or decision.error is not None:
+            return
+        kept = call.result
+        call.result = decision.value
+        try:
+            self.harness_post_call(call)
+        except OutputTooLarge as exc:
+            call.decision = Outcome.failure(exc)
+        else:
+            if call.result is not decision.value:
+                call.decision = Outcome.success(call.result)
+        finally:
+            call.result = kept
 
     @hookimpl
     @applies_to(lambda plugin, tool: plugin.limit_for(tool) is not None)

@@ -26,7 +26,7 @@ import pluggy
 import pytest
 
 from .. import hookspecs
-from .._call import Call
+from .._call import Call, Outcome
 from .._clock import ManualClock
 from .._entrypoints import PLUGIN_GROUP, entry_points
 from .._errors import PluginError, ToolCancelled, ToolError, ToolExecutionError
@@ -77,6 +77,14 @@ _OPAQUE = (
 
 class InjectedFault(RuntimeError):
     """The exception the kit raises inside a hook implementation."""
+
+
+class _Recovers:
+    """A plugin whose on_error recovers every failure: what an ``after_decision`` implementation acts on."""
+
+    @hookimpl
+    def harness_on_error(self, call: Call, error: BaseException) -> Outcome:
+        return Outcome.success({"x": 0})
 
 
 def _probe(x: int = 0, fail: bool = False) -> dict[str, int]:
@@ -692,6 +700,8 @@ class PluginTests(Suite, standard=True, provided=("make_plugin", "call_options",
         impl = _impls(plugin)[attr]
         hook, fn = impl.hook, impl.fn
         registry = None if hook == "harness_configure" else self.make_registry(plugin)
+        if registry is not None and hook == "harness_on_error" and getattr(fn, "harness_after_decision", False):
+            registry.plugins.register(_Recovers(), "kit_recovers")  # it runs only on another plugin's decision
         if registry is not None and hook in PER_CALL_HOOKS and hasattr(fn, "harness_per_tool"):
             fn = _prepared(registry, self.name_of(plugin), hook) or fn  # what calls run (``per_tool``)
         code = _code(fn)
