@@ -32,7 +32,7 @@ def test_a_tool_is_called_at_most_max_calls_times_per_run() -> None:
     assert all(reg.try_call("search", {"q": "x"}).ok for _ in range(5))  # no run id: not counted
     budget = reg.plugins.get("budget")
     assert budget.used("r1", "search") == 2 and budget.used("r1") == 2 and budget.used("r2") == 1
-    assert reg.stats()["budget"] == {"runs": 2, "refused": 2}
+    assert reg.stats()["budget"] == {"runs": 2, "refused": 2, "unscoped": 5}  # the 5 calls without a run id
 
 
 def test_a_total_for_all_tools_and_a_default_per_tool_from_plugin_options() -> None:

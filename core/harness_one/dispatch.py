@@ -238,7 +238,10 @@ def dispatch(
     """Run ``calls`` (``provider``-shaped: a list, ``None``, one call, or a message holding them)
     and return the provider-shaped results, in order.
 
-    Several calls run in a thread pool of up to ``concurrency`` workers. ``strict`` (``True`` or
+    Several calls run in a thread pool of up to ``concurrency`` workers; so does a single one when an
+    event loop runs in this thread (a Jupyter cell, an async handler), where an async tool could not
+    run its own loop: every call is answered, though it blocks that loop meanwhile (``await``
+    :func:`adispatch` there instead). ``strict`` (``True`` or
     ``"auto"``) must match the export the model saw (OpenAI strict mode): for each tool that can be
     strict, nulls it sends for optional arguments are dropped so defaults apply (a ``ValueError``
     for another value, as for an unknown ``provider``). Calls held for approval get no result here:
@@ -253,10 +256,21 @@ def dispatch(
             provider, request, registry.try_call(request.name, request.arguments, context=context, call_id=text_id(request.id))
         )
 
-    if len(requests) <= 1 or concurrency <= 1:
+    if not requests or ((len(requests) == 1 or concurrency <= 1) and not _loop_running()):
         return _collect(one(r) for r in requests)
-    with ThreadPoolExecutor(max_workers=min(concurrency, len(requests)), thread_name_prefix="harness-one-dispatch") as pool:
+    # several calls, or an event loop running in this thread (an async tool cannot start its own loop here): threads
+    workers = max(1, min(concurrency, len(requests)))
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="harness-one-dispatch") as pool:
         return _collect(pool.map(one, requests))
+
+
+def _loop_running() -> bool:
+    """Whether an event loop runs in this thread (a Jupyter cell, an async handler calling sync code)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
 
 
 async def adispatch(

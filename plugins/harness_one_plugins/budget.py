@@ -27,6 +27,7 @@ from harness_one import (
     ToolRegistry,
     applies_to,
     hookimpl,
+    log_event,
 )
 from harness_one.state import (
     Accepts,
@@ -120,7 +121,8 @@ class BudgetPlugin:
     """Refuses a call once its run has used its budget, with :class:`BudgetExhausted`.
 
     Per tool, ``options={"max_calls": 3}`` allows three calls of the tool per run. Calls whose
-    context has no value under ``key`` are not counted: give every run an id. Run ids are
+    context has no value under ``key`` are not counted: give every run an id. Such calls are
+    counted in ``stats()["budget"]["unscoped"]``, and the first of each tool logs a warning. Run ids are
     compared as text (``repr`` of a value that is not a string; a digest of one over 200
     characters or not printable, :func:`harness_one.state.key_text`).
 
@@ -167,6 +169,8 @@ class BudgetPlugin:
         self._tickets = Accepts("ticket", "give_back", "agive_back")  # whether give-backs have tickets
         self._untakes = AsyncTwins("auntake")  # whether takes have tickets, and a cut-short one can be given back
         self.refused = 0
+        self.unscoped = 0  # budgeted calls without a run id, not counted
+        self._warned: set[str] = set()  # tools warned about a call without a run id
 
     @hookimpl
     def harness_configure(self, registry: ToolRegistry) -> None:
@@ -197,6 +201,7 @@ class BudgetPlugin:
             return None  # a later attempt of a counted call
         found = call.context.get(self.key)
         if found is None:
+            self._unscoped(call.tool.name)
             return None
         try:
             run = _run_id(found)
@@ -223,6 +228,21 @@ class BudgetPlugin:
             return None
         self._decide(call, run, limit, spent)
         return None
+
+    def _unscoped(self, name: str) -> None:
+        """Count a budgeted call of ``name`` that has no run id (not counted against any budget); warn once per tool."""
+        with self._lock:
+            self.unscoped += 1
+            first = name not in self._warned
+            self._warned.add(name)
+        if first:
+            log_event(
+                30,
+                "budget: call not counted, its context has no run id",
+                tool=name,
+                key=self.key,
+                fix=f"pass context={{{self.key!r}: ...}} naming the run (a framework adapter: its context=)",
+            )
 
     def _decide(self, call: Call, run: str, limit: int | None, spent: int) -> None:
         """Hold the unit ``take`` counted, or refuse the call with :class:`BudgetExhausted`."""
@@ -300,4 +320,5 @@ class BudgetPlugin:
     @hookimpl
     def harness_stats(self, registry: ToolRegistry) -> dict[str, Any]:
         runs = {"runs": len(self.store)} if isinstance(self.store, Sized) else {}  # not counted in Redis
-        return {**runs, "refused": self.refused, **self.fail.stats()}
+        unscoped = {"unscoped": self.unscoped} if self.unscoped else {}
+        return {**runs, "refused": self.refused, **unscoped, **self.fail.stats()}

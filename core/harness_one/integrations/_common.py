@@ -8,7 +8,9 @@ whose refusal names the model's mistake (:func:`not_an_object`, :func:`is_json`)
 A call the harness holds for approval where nothing can approve it is refused with
 :func:`not_asked`, which ``harness-one call`` and the MCP server use too. A call of an adapted
 tool that was removed from the registry since is refused with :func:`no_longer_available`,
-which names no other tool.
+which names no other tool. Without ``context=``, an adapter whose framework names its runs
+passes that id as ``Call.context["run_id"]`` (:func:`call_context`), so per-run budgets count
+its calls.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import json
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, NoReturn, TypeAlias, TypeVar
+from uuid import UUID
 
 from .._approval import NotAsked, not_asked
 from .._arguments import decode_arguments
@@ -28,6 +31,7 @@ from .._registry import ToolRegistry
 from .._tool import Tool
 
 __all__ = [
+    "RUN_ID",
     "Context",
     "NotAsked",
     "ToolLike",
@@ -51,6 +55,8 @@ T = TypeVar("T")
 ToolLike: TypeAlias = str | Tool | Callable[..., Any]
 #: ``context=`` of an adapter: one mapping for every call, or a function of the framework's run context.
 Context: TypeAlias = Mapping[str, Any] | Callable[[T], Mapping[str, Any] | None] | None
+#: The ``Call.context`` field an adapter fills with the framework's run id when no ``context=`` is given.
+RUN_ID = "run_id"
 
 
 def _registry(registry: ToolRegistry | None) -> ToolRegistry:
@@ -116,16 +122,27 @@ def check_context(context: Context[Any]) -> None:
 
 
 def call_context(
-    context: Context[T], run_context: Callable[[], T], *, tool: str, call_id: str | None = None
+    context: Context[T],
+    run_context: Callable[[], T],
+    *,
+    tool: str,
+    call_id: str | None = None,
+    run_id: Callable[[T], object] | None = None,
 ) -> Mapping[str, Any] | None:
     """The ``Call.context`` for one call; ``run_context`` builds the framework object only when a function needs it.
+
+    Without ``context=``, ``run_id`` reads the framework's own id of the run from its run
+    context: a string, an integer or a UUID becomes ``{"run_id": ...}`` (what per-run budgets
+    count by), anything else (None) no context. A ``context=`` given replaces it.
 
     A ``context=`` function that raises, or returns neither a mapping nor None, is the
     application's fault: logged at ERROR on ``harness_one.integrations`` and raised as a
     :class:`ToolError` for the adapter to answer the model with. Its message names only the
     exception's type, never its text (which may hold what the context was meant to carry).
     """
-    if context is None or isinstance(context, Mapping):
+    if context is None:
+        return None if run_id is None else _run_scope(run_id(run_context()))
+    if isinstance(context, Mapping):
         return context
     try:
         value = context(run_context())
@@ -134,6 +151,13 @@ def call_context(
     if value is None or isinstance(value, Mapping):
         return value
     _context_failed(tool, call_id, f"returned {type(value).__name__}, not a mapping", None)
+
+
+def _run_scope(run: object) -> Mapping[str, Any] | None:
+    """``{"run_id": run}`` for a framework's run id that names a run (a non-empty string, an integer, a UUID)."""
+    if isinstance(run, (str, int, UUID)) and not isinstance(run, bool) and run != "":
+        return {RUN_ID: run}
+    return None
 
 
 def _context_failed(tool: str, call_id: str | None, problem: str, exc: Exception | None) -> NoReturn:

@@ -11,7 +11,9 @@ For a tool that takes a ``raw`` property (a parameter of that name, or any prope
 Function middleware wraps it like any other tool. The tool-call id becomes the harness call
 id, and ``context=`` is a mapping or a function of the ``FunctionInvocationContext``
 (``ctx.kwargs`` is what ``agent.run(..., function_invocation_kwargs=...)`` was given,
-``ctx.session`` the session). Results and errors reach the model as the harness's text
+``ctx.session`` the session). Without ``context=``, a call in a session has the context
+``{"run_id": session.session_id}``, so per-run budgets count the session's calls; a run
+without a session has none. Results and errors reach the model as the harness's text
 (``Error: ...`` for errors), not the framework's "Error: Function failed.".
 
 A tool that needs approval under the registry's ``approval`` plugin (``requires_approval``
@@ -90,7 +92,7 @@ class HarnessFunctionTool(FunctionTool):
             return ctx if ctx is not None else FunctionInvocationContext(function=self, arguments=given)
 
         try:
-            context = call_context(self._context_source, run_context, tool=self.name, call_id=call_id)
+            context = call_context(self._context_source, run_context, tool=self.name, call_id=call_id, run_id=_run_id)
         except ToolError as err:
             return refusal(err)
         if (
@@ -205,6 +207,11 @@ def _approved_arguments(ctx: FunctionInvocationContext, arguments: Mapping[str, 
     if not isinstance(approved, Content):
         return arguments
     return approved.parse_arguments() or {}
+
+
+def _run_id(ctx: FunctionInvocationContext) -> str | None:
+    """The id of the run's session (``agent.run(..., session=...)``); None without one."""
+    return ctx.session.session_id if ctx.session is not None else None
 
 
 def _value(result: CallResult) -> Any:

@@ -2,7 +2,7 @@
 Microsoft Agent Framework, see :mod:`harness_one.integrations.agent_framework`).
 
 A harness tool as an AutoGen ``BaseTool``, usable by ``AssistantAgent``. The schema is the
-harness schema, and ``run_json`` hands the raw arguments and AutoGen's call id to the registry,
+harness schema with its ``$ref`` inlined (AutoGen's Anthropic client drops ``$defs``), and ``run_json`` hands the raw arguments and AutoGen's call id to the registry,
 so arguments are validated once, by the harness. ``context=`` is a mapping or a function of the
 call (an ``autogen_core.FunctionCall``: ``id``, ``name``, ``arguments``). A harness error is
 raised as its own class (``RateLimitExceeded``, ``ApprovalUnavailable``, ..., its ``kind`` kept) with the
@@ -27,9 +27,11 @@ from autogen_core.tools import BaseTool, ParametersSchema, ToolSchema
 from pydantic import BaseModel, ConfigDict
 
 from .._errors import ToolError
+from .._redact import redact
 from .._registry import ToolRegistry
 from .._render import dumps, render_value, safe_text
 from .._tool import Tool
+from ..export import StrictSchemaError, inline_refs
 from ._common import (
     Context,
     ToolLike,
@@ -64,8 +66,13 @@ class HarnessAutoGenTool(BaseTool[_AnyArgs, BaseModel]):
 
     @property
     def schema(self) -> ToolSchema:
-        # The whole harness schema ($defs included), not only the four keys ParametersSchema names.
-        parameters = cast(ParametersSchema, {"type": "object", "properties": {}, **self._tool.parameters})
+        """The harness schema with its ``$ref`` inlined (AutoGen's Anthropic client keeps only ``properties``,
+        ``required`` and ``type``, never ``$defs``); a recursive one, which cannot be inlined, as it is. A copy."""
+        try:
+            inlined = inline_refs(self._tool.parameters, tool=self._tool.name)
+        except StrictSchemaError:
+            inlined = copy.deepcopy(dict(self._tool.parameters))
+        parameters = cast(ParametersSchema, {"type": "object", "properties": {}, **inlined})
         return ToolSchema(name=self._tool.name, description=self._tool.description, parameters=parameters)
 
     async def _call(self, args: object, call_id: str | None) -> Any:
@@ -92,11 +99,13 @@ class HarnessAutoGenTool(BaseTool[_AnyArgs, BaseModel]):
     async def run_json(self, args: Mapping[str, Any], cancellation_token: CancellationToken, call_id: str | None = None) -> Any:
         """``BaseTool.run_json`` without AutoGen's argument model: the raw arguments go to the registry.
 
-        As AutoGen's own tools, in a ``trace_tool_span`` with the call id, logging a ``ToolCallEvent``.
+        As AutoGen's own tools, in a ``trace_tool_span`` with the call id, logging a ``ToolCallEvent``:
+        with the arguments and the result masked (:func:`~harness_one.redact`), as the harness logs them.
         """
         with trace_tool_span(tool_name=self.name, tool_description=self.description, tool_call_id=call_id):
             value = await self._call(args, call_id)
-        _events.info(ToolCallEvent(tool_name=self.name, arguments=dict(args), result=self.return_value_as_string(value)))
+        masked = redact(self.return_value_as_string(value))
+        _events.info(ToolCallEvent(tool_name=self.name, arguments=redact(dict(args)), result=masked))
         return value
 
     def return_value_as_string(self, value: Any) -> str:

@@ -4,7 +4,10 @@
 The provider's tool-call id becomes the harness call id. ``context=`` is a mapping or a
 function of the call's ``ToolRuntime`` (``runtime.context``, ``runtime.config``,
 ``runtime.state``, ``runtime.tool_call_id``); outside a graph the function gets a runtime
-holding only the config and the call id. A harness error becomes a ``ToolException`` carrying
+holding only the config and the call id. Without ``context=``, a call in a graph has the
+context ``{"run_id": ...}``: the graph run's ``run_id`` (``invoke(..., config={"run_id": ...})``),
+else its ``thread_id`` (``config={"configurable": {"thread_id": ...}}``), so per-run budgets
+count its calls; a run with neither has none. A harness error becomes a ``ToolException`` carrying
 the harness's message, which LangChain turns into an error ``ToolMessage`` (``status="error"``).
 
 Tools that need approval under the registry's ``approval`` plugin are reviewed by LangChain's
@@ -20,6 +23,7 @@ by the harness. A rejected call never runs; the model reads LangChain's refusal.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from contextvars import ContextVar
 from typing import Annotated, Any
@@ -36,6 +40,7 @@ from langchain.agents.middleware.types import PrivateStateAttr, ToolCallRequest
 from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool, StructuredTool, ToolException
+from langchain_core.tools import Tool as LangChainTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from langgraph.prebuilt import ToolRuntime
 from langgraph.runtime import Runtime
@@ -85,7 +90,7 @@ class HarnessTool(StructuredTool):
 
     def needs_approval(self, arguments: Mapping[str, Any], runtime: ToolRuntime[Any, Any], call_id: str | None) -> bool:
         """Whether the registry's ``approval`` plugin would hold this call for a decision."""
-        context = call_context(self.harness_context, lambda: runtime, tool=self.name, call_id=call_id)
+        context = call_context(self.harness_context, lambda: runtime, tool=self.name, call_id=call_id, run_id=_run_id)
         return approval_needed(self.registry, self.harness_tool, arguments, context=context, call_id=call_id)
 
     def _to_args_and_kwargs(
@@ -100,6 +105,14 @@ class HarnessTool(StructuredTool):
         else:  # none, or a model's key of that name: an argument like any other (refused as unexpected)
             runtime = None
         return (), {"_harness_runtime": runtime, "_harness_call": (arguments, tool_call_id)}
+
+
+def _run_id(runtime: ToolRuntime[Any, Any]) -> str | None:
+    """The graph run's id: its ``run_id`` (``config={"run_id": ...}``), else its ``thread_id``; None outside a graph."""
+    info = runtime.execution_info
+    if info is None:
+        return None
+    return info.run_id if info.run_id is not None else info.thread_id
 
 
 def _no_writer(chunk: Any) -> None:
@@ -138,7 +151,7 @@ def _functions(
             )
 
         try:
-            return arguments, call_context(context, run_context, tool=name, call_id=call_id), call_id
+            return arguments, call_context(context, run_context, tool=name, call_id=call_id, run_id=_run_id), call_id
         except ToolError as err:
             raise ToolException(safe_text(err.message)) from None
 
@@ -173,7 +186,7 @@ def to_langchain(tool: ToolLike, registry: ToolRegistry | None = None, *, contex
     return HarnessTool(
         name=found.name,
         description=found.description or found.name,
-        args_schema=found.parameters,
+        args_schema=copy.deepcopy(found.parameters),  # a copy: a change to it never reaches the harness tool
         func=run,
         coroutine=arun,
         registry=reg,
@@ -377,11 +390,22 @@ def _fields(schema: Any) -> set[str]:
     return set((schema or {}).get("properties", {})) if isinstance(schema, Mapping) else set()
 
 
+def _async_only(tool: BaseTool) -> bool:
+    """Whether a LangChain tool runs as a coroutine: a ``StructuredTool`` or ``Tool`` with a coroutine and no
+    function, or a tool class that implements ``_arun`` itself (its ``_run`` may only raise ``NotImplementedError``)."""
+    if isinstance(tool, (StructuredTool, LangChainTool)):
+        return tool.func is None and tool.coroutine is not None
+    return type(tool)._arun is not BaseTool._arun
+
+
 def from_langchain(tool: BaseTool, *, registry: ToolRegistry | None = None, **definition: Any) -> Tool:
     """A LangChain tool as a harness tool, so it gains harness policies (``rate_limit=``, ``timeout=``, ...).
 
-    A tool with only a coroutine (``@tool async def``, langchain-mcp-adapters) becomes an async
-    harness tool. Registers it in ``registry`` when one is given.
+    A tool with only a coroutine (``@tool async def``, langchain-mcp-adapters), or a tool class
+    that implements ``_arun``, becomes an async harness tool. A tool that handles its own errors
+    (``handle_tool_error``, ``handle_validation_error``) is called as a copy that does not, so a
+    failure is the harness's failure (retried, counted by the circuit breaker). Registers it in
+    ``registry`` when one is given.
     """
     injected = sorted(_fields(tool.get_input_schema()) - _fields(tool.tool_call_schema))
     if injected:  # a ToolRuntime, an InjectedToolCallId, injected state: only a LangChain agent fills them
@@ -390,6 +414,8 @@ def from_langchain(tool: BaseTool, *, registry: ToolRegistry | None = None, **de
             "agent provides: from_langchain cannot call it. Use it in a LangChain agent, or adapt the function it wraps.",
             tool=tool.name,
         )
+    if tool.handle_tool_error or tool.handle_validation_error:  # LangChain would answer a failure as a result
+        tool = tool.model_copy(update={"handle_tool_error": False, "handle_validation_error": False})
     schema = convert_to_openai_tool(tool)["function"]
     parameters = dict(schema.get("parameters") or {"type": "object", "properties": {}})
     parameters.setdefault("type", "object")
@@ -400,9 +426,8 @@ def from_langchain(tool: BaseTool, *, registry: ToolRegistry | None = None, **de
     async def arun(**kwargs: Any) -> Any:
         return await tool.ainvoke(kwargs)
 
-    async_only = isinstance(tool, StructuredTool) and tool.func is None and tool.coroutine is not None
     built = Tool.create(
-        arun if async_only else run,
+        arun if _async_only(tool) else run,
         name=definition.pop("name", tool.name),
         description=definition.pop("description", tool.description),
         parameters=parameters,

@@ -6,7 +6,8 @@ function of the call's ``ToolContext`` (``ctx.context`` is what ``Runner.run(con
 was given). Errors come back to the model as the harness's ``Error: ...`` text, and mark the
 SDK's function span as failed (as a tool that raised does). With
 ``strict=True`` the schema is converted to OpenAI's strict form and the nulls the model sends
-for optional arguments are dropped, so the harness's defaults apply.
+for optional arguments are dropped, so the harness's defaults apply; ``strict="auto"`` does so
+for each tool whose schema strict mode can express, and leaves the others non-strict.
 
 A tool the harness's ``approval`` plugin may hold for a decision (``requires_approval``)
 gets the SDK's ``needs_approval``: the plugin's rule decides per call, and when it says
@@ -19,9 +20,11 @@ and withdrawn: the model reads that it was not run for want of approval.
 
 from __future__ import annotations
 
+import copy
 import json
+import logging
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Literal
 
 from agents import FunctionTool, RunContextWrapper
 from agents.tool_context import ToolContext
@@ -29,10 +32,12 @@ from agents.tracing import SpanError, get_current_span
 
 from .._call import CallResult
 from .._errors import ToolError
+from .._log import log_event
 from .._registry import ToolRegistry
 from .._render import safe_text
 from .._requests import drop_nulls
-from ..export import strict_schema
+from .._tool import Tool
+from ..export import StrictSchemaError, strict_schema
 from ._common import (
     Context,
     ToolLike,
@@ -51,16 +56,23 @@ from ._common import (
 __all__ = ["as_openai_agents_tools", "to_openai_agents"]
 
 AgentsContext = Context[ToolContext[Any]]
+#: ``strict=`` of the adapter: every tool strict, each where its schema allows (``"auto"``), or none.
+Strict = bool | Literal["auto"]
 
 
 def to_openai_agents(
-    tool: ToolLike, registry: ToolRegistry | None = None, *, strict: bool = False, context: AgentsContext = None
+    tool: ToolLike, registry: ToolRegistry | None = None, *, strict: Strict = False, context: AgentsContext = None
 ) -> FunctionTool:
-    """The harness tool (a name, a ``Tool`` or a ``@defineTool`` function) as an OpenAI Agents SDK tool."""
+    """The harness tool (a name, a ``Tool`` or a ``@defineTool`` function) as an OpenAI Agents SDK tool.
+
+    ``strict``: ``True`` (the strict schema, or :class:`~harness_one.export.StrictSchemaError`),
+    ``"auto"`` (strict where the schema allows, as ``export(strict="auto")``) or ``False``.
+    """
+    _check_strict(strict)
     check_context(context)
     reg, found = resolve(tool, registry)
     name = found.name
-    schema, nullable = strict_schema(found.parameters, tool=name) if strict else (found.parameters, {})
+    schema, nullable, strict = _schema(found, strict)
 
     gated = approval_possible(reg, found)
 
@@ -104,6 +116,30 @@ def to_openai_agents(
     )
 
 
+def _check_strict(strict: object) -> None:
+    if not isinstance(strict, bool) and strict != "auto":
+        raise ValueError(f"strict must be True, False or 'auto', not {strict!r}")
+
+
+def _schema(tool: Tool, strict: Strict) -> tuple[dict[str, Any], dict[str, Any], bool]:
+    """The schema the SDK gets (a copy: a change to it never reaches the harness tool and its exports), the
+    properties made nullable, and whether it is strict: with ``"auto"``, a tool strict mode cannot express is not."""
+    if strict:
+        try:
+            return (*strict_schema(tool.parameters, tool=tool.name), True)
+        except StrictSchemaError as exc:
+            if strict is True:
+                raise
+            log_event(
+                logging.INFO,
+                "integration tool not strict",
+                logger="harness_one.integrations",
+                tool=tool.name,
+                reasons=exc.reasons,
+            )
+    return copy.deepcopy(dict(tool.parameters)), {}, False
+
+
 def _mark_failed(ctx: ToolContext[Any], result: CallResult) -> None:
     """Record the harness's refusal on the SDK's function span, as the SDK does for a tool that raised.
 
@@ -123,10 +159,14 @@ def as_openai_agents_tools(
     tools: Iterable[ToolLike] | None = None,
     registry: ToolRegistry | None = None,
     *,
-    strict: bool = False,
+    strict: Strict = False,
     context: AgentsContext = None,
 ) -> list[FunctionTool]:
-    """The given tools as OpenAI Agents SDK tools; by default the registry's tools defined in code."""
+    """The given tools as OpenAI Agents SDK tools; by default the registry's tools defined in code.
+
+    ``strict="auto"`` makes each tool strict where its schema allows (see :func:`to_openai_agents`).
+    """
+    _check_strict(strict)
     check_context(context)
     reg, picked = select(tools, registry, adapter="as_openai_agents_tools")
     return [to_openai_agents(t, reg, strict=strict, context=context) for t in picked]

@@ -3,7 +3,9 @@
 Pydantic AI does not validate arguments of a schema-built tool; the harness validates them
 once, and reads the text pydantic-core cannot parse. The tool-call id becomes the harness call
 id, and ``context=`` is a mapping or a function of the call's ``RunContext`` (``ctx.deps`` is
-what ``agent.run(deps=...)`` was given).
+what ``agent.run(deps=...)`` was given). Without ``context=``, the context is
+``{"run_id": ctx.run_id}``: Pydantic AI's id of the run (``agent.run(run_id=...)``, or a
+fresh one per run), so per-run budgets count each run's calls.
 
 An argument error raises ``ModelRetry`` with the harness's message: the model's fault, so it
 counts against the tool's ``retries``. Every other refusal (rate limited, busy, circuit open,
@@ -22,6 +24,7 @@ run for want of approval.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterable
 from typing import Any, cast
 
@@ -112,6 +115,11 @@ class _Arguments:
         return _VALIDATOR.validate_python(input, allow_partial=allow_partial, **kwargs)
 
 
+def _run_id(ctx: RunContext[Any]) -> str | None:
+    """The run's id: ``agent.run(run_id=...)``, or the fresh one Pydantic AI gives each run."""
+    return ctx.run_id
+
+
 def to_pydantic_ai(tool: ToolLike, registry: ToolRegistry | None = None, *, context: PydanticAIContext = None) -> Tool[Any]:
     """The harness tool (a name, a ``Tool`` or a ``@defineTool`` function) as a Pydantic AI tool."""
     check_context(context)
@@ -124,7 +132,7 @@ def to_pydantic_ai(tool: ToolLike, registry: ToolRegistry | None = None, *, cont
         unread = arguments.get(_NOT_AN_OBJECT) if len(arguments) == 1 else None
         text = unread.arguments if isinstance(unread, _Unread) else None
         try:
-            extra = call_context(context, lambda: ctx, tool=name, call_id=call_id)
+            extra = call_context(context, lambda: ctx, tool=name, call_id=call_id, run_id=_run_id)
         except ToolError as err:
             raise ToolFailed(safe_text(err.message)) from None
         if (
@@ -151,9 +159,8 @@ def to_pydantic_ai(tool: ToolLike, registry: ToolRegistry | None = None, *, cont
             raise ModelRetry(message)
         raise ToolFailed(message)
 
-    built: Tool[Any] = Tool.from_schema(
-        invoke, name=name, description=found.description, json_schema=found.parameters, takes_ctx=True
-    )
+    schema = copy.deepcopy(found.parameters)  # a copy: a change made to it never reaches the harness tool
+    built: Tool[Any] = Tool.from_schema(invoke, name=name, description=found.description, json_schema=schema, takes_ctx=True)
     built.function_schema.validator = cast(SchemaValidator, _Arguments(reg))  # any SchemaValidatorProt will do
     return built
 
