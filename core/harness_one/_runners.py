@@ -1,4 +1,4 @@
-"""How a sync tool runs when its attempt has a timeout: in a worker thread, or in a worker process.
+"""How a sync tool runs when its attempt has a timeout (or is in process mode): in a worker thread, or in a worker process.
 
 The guarantees differ, and the docs say so (``docs/plugins.md``, timeouts):
 
@@ -8,13 +8,16 @@ The guarantees differ, and the docs say so (``docs/plugins.md``, timeouts):
   a new call fails at once with :class:`ToolBusy` instead of queueing.
 - :class:`ProcessRunner` *kills*: the tool runs in a warm worker process that leads its own
   session and process group; at the deadline, or when the call is cancelled, the whole group
-  and (Linux) the rest of the session are killed (SIGKILL) and reaped, and the worker is
-  replaced; a call cancelled before its tool started gets :class:`ToolCancelled`, its job not
-  sent. Answers are read within the call's deadline and must echo their job's id. Arguments, results and exceptions cross
-  a socket, so they must pickle, and the tool function must be importable by name; an
-  exception that does not cross comes back as a :class:`ToolError` rebuilt from its
-  description. POSIX only. A tool's ``options["memory_limit"]`` (bytes) bounds the address
-  space its call may add in the worker (``RLIMIT_AS``, Linux only).
+  and (Linux) the rest of the session are killed (SIGKILL) and reaped (under ``arun``, reaped
+  in a thread), and the worker is replaced; a call cancelled before its tool started gets
+  :class:`ToolCancelled`, its job not sent. Answers are read within the call's deadline and
+  must echo their job's id. Arguments, results and exceptions cross a socket, so they must
+  pickle, and the tool function must be importable by name (a ``defineTool`` function is sent
+  as the wrapper left under its name); an exception that does not unpickle is rebuilt without
+  its ``__init__``, else comes back as a :class:`ToolError` rebuilt from its description.
+  POSIX only. A tool's ``options["memory_limit"]`` (bytes) bounds the address space its call
+  may add in the worker (``RLIMIT_AS``, Linux only). The timeout plugin runs a ``process``-mode
+  tool here with no timeout too (``math.inf``: no deadline).
 """
 
 from __future__ import annotations
@@ -178,16 +181,32 @@ class _ThreadPool:
                 with self.lock:
                     self.stuck -= 1
             elif future is not None and loop is not None:
-                with contextlib.suppress(RuntimeError):  # a closed loop: its caller is gone and gave the slot back
+                try:
                     loop.call_soon_threadsafe(_resolve, future, True)
+                except RuntimeError:  # a closed loop: its caller never collects the result
+                    self.orphaned(slot, future)
 
-    def finished_late(self, slot: _Slot, call: Call) -> bool:
-        """After the caller's wait ended: True if the call finished after all, else mark it
-        abandoned (stuck), with ``call.lingering`` saying when its tool returns."""
+    def orphaned(self, slot: _Slot, future: asyncio.Future[bool]) -> None:
+        """Give back the slot of a finished call whose caller's event loop closed before it collected
+        it (its task left pending), unless the caller claimed it meanwhile (:meth:`finished_late`)."""
         with slot.lock:
+            if slot.future is not future:
+                return
+            slot.future = None
+        slot.value = None
+        self.give_back(slot)
+
+    def finished_late(self, slot: _Slot, call: Call, future: asyncio.Future[bool] | None = None) -> bool:
+        """After the caller's wait ended: True if the call finished after all, else mark it
+        abandoned (stuck), with ``call.lingering`` saying when its tool returns. False too for an
+        async caller (``future``) whose slot its worker gave back (:meth:`orphaned`)."""
+        with slot.lock:
+            if slot.future is not future:
+                return False
             if slot.state == _FINISHED:
-                if slot.future is None:
+                if future is None:
                     slot.done.acquire(False)  # the worker released it
+                slot.future = None  # claimed: the worker's closed-loop branch leaves it alone
                 return True
             slot.state = _ABANDONED
             call.lingering = slot.lingering = Lingering()
@@ -289,13 +308,13 @@ class ThreadRunner:
             finished = await future
         except BaseException:  # the caller's task was cancelled: give up on the call like at a timeout
             timer.cancel()
-            if self._pool.finished_late(slot, call):
+            if self._pool.finished_late(slot, call, future):
                 self._pool.give_back(slot)
             else:
                 call.cancel()
             raise
         timer.cancel()
-        if finished or self._pool.finished_late(slot, call):
+        if finished or self._pool.finished_late(slot, call, future):
             return self._collect(slot)
         raise _timed_out(call, timeout)
 
@@ -481,13 +500,23 @@ class _Worker:
             raise _WorkerGone from exc
         self.unsent = None if sent == len(data) else memoryview(data)[sent:]
 
+    def signal(self) -> None:
+        """SIGKILL the whole process group now, leaving the rest to :meth:`kill` (it may take a while to
+        reap a big worker: an event loop hands that to a thread)."""
+        with self.lock:
+            if self.code is None:
+                self._signal()
+
+    def _signal(self) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.process.pid, signal.SIGKILL)  # pgid == sid == pid (setsid); unreaped, so not reused
+
     def kill(self) -> int:
         """SIGKILL the whole process group and (on Linux) the rest of the worker's session, reap
         the worker, close the socket; returns the exit code."""
         with self.lock:
             if self.code is None:
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.killpg(self.process.pid, signal.SIGKILL)  # pgid == sid == pid (setsid); unreaped, so not reused
+                self._signal()
                 _worker.kill_session(self.process.pid, spare=self.process.pid)  # what left the group, not the session
                 self.code = self.process.wait()
                 self.sock.close()
@@ -542,6 +571,21 @@ def _take(worker: _Worker) -> bytes | None:
 _CANCEL_POLL = 0.05  # seconds between checks of ``call.cancelled`` while a worker runs a call
 
 
+def _by_name(fn: Callable[..., Any]) -> tuple[Any, str | None]:
+    """How a job names ``fn``: ``(fn, None)``, pickled by its module and qualified name; or, when that
+    name holds a wrapper of ``fn`` at its ``.fn`` (``defineTool`` leaves one), ``(wrapper, "fn")``:
+    the wrapper pickles by that name, and the worker unwraps it."""
+    holder: Any = sys.modules.get(getattr(fn, "__module__", None) or "")
+    qualname = getattr(fn, "__qualname__", None)
+    if holder is None or not isinstance(qualname, str):
+        return fn, None
+    for part in qualname.split("."):
+        holder = getattr(holder, part, None)
+    if holder is not fn and getattr(holder, "__qualname__", None) == qualname and getattr(holder, "fn", None) is fn:
+        return holder, "fn"
+    return fn, None
+
+
 def _loads(data: bytes | memoryview) -> Any:
     """``pickle.loads`` whose ``SystemExit`` (a ``__reduce__`` calling ``sys.exit``) is an error like any other."""
     try:
@@ -550,8 +594,27 @@ def _loads(data: bytes | memoryview) -> Any:
         raise RuntimeError(f"unpickling raised {type(exc).__name__}: {exc}") from None
 
 
-def _remote_error(call: Call, pickled: bytes | None, described: dict[str, Any], trace: str | None) -> BaseException:
-    """The exception a worker sent, to raise here: itself when it unpickles, else a ToolError rebuilt from its description.
+def _rebuilt(parts: bytes) -> BaseException | None:
+    """An exception rebuilt from its pickled ``(class, args, __dict__)`` without calling its ``__init__``
+    (which may take required keyword-only arguments, as ``httpx.HTTPStatusError`` does); None if
+    that fails (a class not importable here)."""
+    try:
+        kind, args, state = _loads(parts)
+        if not (isinstance(kind, type) and issubclass(kind, BaseException)):
+            return None
+        exc: BaseException = kind.__new__(kind, *args)
+        exc.args = args
+        exc.__dict__.update(state)
+    except Exception:
+        return None
+    return exc
+
+
+def _remote_error(
+    call: Call, pickled: bytes | None, described: dict[str, Any], trace: str | None, parts: bytes | None = None
+) -> BaseException:
+    """The exception a worker sent, to raise here: itself when it unpickles, or when it is rebuilt from its
+    class, args and ``__dict__`` (:func:`_rebuilt`), else a ToolError rebuilt from its description.
 
     A :class:`ToolError` comes back through ``ToolError.from_dict``; any other exception as a
     :class:`ToolExecutionError` naming its type and message (``cause`` is the type's name, as
@@ -562,6 +625,8 @@ def _remote_error(call: Call, pickled: bytes | None, described: dict[str, Any], 
     if pickled is not None:
         with contextlib.suppress(Exception):
             exc = _loads(pickled)
+    if not isinstance(exc, BaseException) and parts is not None:
+        exc = _rebuilt(parts)
     if not isinstance(exc, BaseException):
         if "kind" in described:  # ToolError.to_dict()
             exc = ToolError.from_dict(described)
@@ -822,7 +887,7 @@ class ProcessRunner:
 
     def _job(self, call: Call, fn: Callable[..., Any], kwargs: dict[str, Any]) -> bytes:
         try:
-            return pickle.dumps((fn, kwargs, self.memory_limit(call.tool)), pickle.HIGHEST_PROTOCOL)
+            return pickle.dumps((*_by_name(fn), kwargs, self.memory_limit(call.tool)), pickle.HIGHEST_PROTOCOL)
         except Exception as exc:
             raise _refused(
                 call,
@@ -881,7 +946,12 @@ class ProcessRunner:
         so a retry policy that retries timeouts waits for it and runs the tool once."""
         err = _timeout_error(call, timeout)
         took = self._pool.start_seconds
-        err.retry_after = round(max(_CANCEL_POLL, 0.0 if took is None else took - (now - worker.born)), 3)
+        err.retry_after = after = round(max(_CANCEL_POLL, 0.0 if took is None else took - (now - worker.born)), 3)
+        err.message = (
+            f"Tool '{call.tool.name}' did not start within {err.timeout:g} s: its worker process is still starting, "
+            f"and the tool did not run. Try the same call again in about {after:g} s."
+        )
+        err.args = (err.message,)
         return err
 
     def _start_end(self, worker: _Worker, end: float) -> float:
@@ -991,11 +1061,23 @@ class ProcessRunner:
         return step
 
     async def _aread(self, call: Call, worker: _Worker, end: float) -> bytes | None:
-        """:meth:`_read` on the event loop."""
+        """:meth:`_read` on the event loop; a worker killed for a cancel is reaped off it (:meth:`_akill`)."""
         step = self._turn(call, worker, end, 0.0)
         while isinstance(step, float):
-            step = self._turn(call, worker, end, 0.0 if await worker.await_ready(min(step, _CANCEL_POLL)) else step)
+            quiet = 0.0 if await worker.await_ready(min(step, _CANCEL_POLL)) else step
+            if quiet and call.cancelled and worker.ready:
+                await self._akill(worker)  # then _quiet raises ToolCancelled
+            step = self._turn(call, worker, end, quiet)
         return step
+
+    async def _akill(self, worker: _Worker) -> None:
+        """Discard a busy worker (killed) from the event loop: its group is killed here, and the reaping
+        (up to 0.1 s a GiB the worker held) and the replacement's start are left to a thread."""
+        worker.signal()
+        try:
+            await asyncio.to_thread(self._pool.discard, worker, "killed")
+        except RuntimeError:  # the loop's executor is shut down: here, then
+            self._pool.discard(worker, "killed")
 
     def _quiet(self, call: Call, worker: _Worker) -> bytes | None:
         """After a wait in which the socket was not ready: ToolCancelled when ``call`` was cancelled;
@@ -1042,8 +1124,12 @@ class ProcessRunner:
                 await self._astart(call, worker, end, timeout)
         except ToolError:
             raise
-        except BaseException:
-            self._pool.discard(worker)
+        except BaseException as exc:
+            if not isinstance(exc, asyncio.CancelledError):
+                self._pool.discard(worker)
+                raise
+            call.ran = False  # the caller's task was cancelled: the tool did not start, and its worker goes on starting
+            self._pool.park(worker)
             raise
         try:
             worker.submit(job)
@@ -1053,9 +1139,14 @@ class ProcessRunner:
         except BaseException as exc:
             if isinstance(exc, Exception):  # gone, or an answer half read (MemoryError)
                 raise self._unreadable(call, worker, exc)  # noqa: B904 - its cause is set
-            self._pool.discard(worker, "killed")  # the caller's task was cancelled: kill the tool now
             call.cancel()
+            if isinstance(exc, asyncio.CancelledError):  # the caller's task was cancelled: kill the tool now
+                await self._akill(worker)
+            else:  # the coroutine closed (it cannot await any more), KeyboardInterrupt
+                self._pool.discard(worker, "killed")
             raise
+        if frame is None or frame[:_HEADER] != worker.tag:  # to be killed: see _answer
+            await self._akill(worker)
         return self._answer(call, worker, frame, timeout)
 
     def stats(self) -> dict[str, int]:

@@ -7,12 +7,15 @@ socket ``FD`` in frames (an 8-byte little-endian length, then a pickle):
 1. parent -> worker: ``multiprocessing.spawn`` preparation data (``sys.path``, cwd, the main
    module), applied as a ``spawn`` child would, so tools defined in ``__main__`` resolve;
    worker -> parent: ``(True, pid)`` when ready, or ``(False, reason)``.
-2. then, per call: parent -> worker an 8-byte job id, then ``(fn, kwargs, memory)``
-   (``memory``: bytes of address space the call may add, or None); worker -> parent the same
+2. then, per call: parent -> worker an 8-byte job id, then ``(fn, attribute, kwargs, memory)``
+   (``attribute``: None, or the attribute of ``fn`` that holds the tool function, when ``fn`` is
+   the wrapper ``defineTool`` left under the function's name; ``memory``: bytes of address
+   space the call may add, or None); worker -> parent the same
    id, then ``(True, result)``, or ``(False, pickled exception or None, description,
-   traceback text)`` where the description is ``ToolError.to_dict()`` for harness-one's
-   errors and ``{"type", "message"}`` otherwise, so the parent can rebuild a typed error
-   when the exception itself does not unpickle. An answer with another id (a frame the tool
+   traceback text, pickled (class, args, __dict__) or None)`` where the description is
+   ``ToolError.to_dict()`` for harness-one's errors and ``{"type", "message"}`` otherwise: when
+   the exception itself does not unpickle, the parent rebuilds it from its class, args and
+   ``__dict__`` (``__init__`` not called), else a typed error from its description. An answer with another id (a frame the tool
    wrote to the socket itself) tells the parent the worker is out of step: it is killed.
 
 The worker exits when its socket closes; a watchdog thread kills the worker's whole session
@@ -139,12 +142,20 @@ def _describe(exc: BaseException) -> dict[str, Any]:
     return {"type": type(exc).__name__, "message": message}
 
 
-def _failure(exc: BaseException, trace: str | None) -> bytes:
+def _pickled(value: object) -> bytes | None:
     try:
-        pickled: bytes | None = pickle.dumps(exc, pickle.HIGHEST_PROTOCOL)
+        return pickle.dumps(value, pickle.HIGHEST_PROTOCOL)
     except Exception:
-        pickled = None
-    return pickle.dumps((False, pickled, _describe(exc), trace), pickle.HIGHEST_PROTOCOL)
+        return None
+
+
+def _failure(exc: BaseException, trace: str | None) -> bytes:
+    """The answer for a call that raised ``exc``: the exception pickled; its class, ``args`` and
+    ``__dict__`` pickled apart, for the parent to rebuild it without calling ``__init__`` when the
+    exception does not unpickle (one whose ``__init__`` takes required keyword-only arguments:
+    ``httpx.HTTPStatusError``); and its description, for when neither does."""
+    parts = _pickled((type(exc), exc.args, getattr(exc, "__dict__", None) or {}))
+    return pickle.dumps((False, _pickled(exc), _describe(exc), trace, parts), pickle.HIGHEST_PROTOCOL)
 
 
 def _limit_memory(extra: int) -> tuple[int, int] | None:
@@ -179,9 +190,11 @@ def _restore(limits: tuple[int, int] | None) -> None:
 
 
 def _answer(job: memoryview) -> bytes:
-    """Run one pickled ``(fn, kwargs, memory)`` and pickle its outcome (a result that does not pickle becomes a TypeError)."""
+    """Run one pickled ``(fn, attribute, kwargs, memory)`` and pickle its outcome (a result that does not pickle becomes a TypeError)."""
     try:
-        fn, kwargs, memory = pickle.loads(job)
+        fn, attribute, kwargs, memory = pickle.loads(job)
+        if attribute is not None:  # a wrapper named in fn's place (defineTool's): the function it holds
+            fn = getattr(fn, attribute)
     except BaseException as exc:
         reason = f"process mode: the worker cannot load the tool function or its arguments: {type(exc).__name__}: {exc}"
         return _failure(TypeError(reason), None)

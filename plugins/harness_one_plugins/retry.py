@@ -61,7 +61,11 @@ class RetryPlugin:
       (the tool's own exception), or :class:`ToolTimeout` when ``timeouts`` is set;
     - with ``timeouts`` set, also a :class:`ToolTimeout` before the tool started that says when
       to try again (``retry_after``: a ``process``-mode worker still starting at the attempt's
-      deadline), waited out as a refusal (the tool ran no more than once).
+      deadline), waited out as a refusal (the tool ran no more than once);
+    - any other failure before the tool started (``call.ran`` False: a ``pre_call`` hook's
+      :class:`RetryableError`, a ``process``-mode worker that failed to start, arguments that
+      do not pickle) is retried only when it says when to try again (``retry_after``), waited
+      out as a refusal; one without stands at once (it is not matched against ``on``).
 
     Each wait is ``uniform(0, min(max_delay, initial * multiplier ** (attempt - 1)))``, or the
     error's ``retry_after`` when larger; no attempt starts after ``total`` seconds, nor after
@@ -97,6 +101,8 @@ class RetryPlugin:
         """Whether ``error`` may be retried under ``policy`` (see the class docstring)."""
         if isinstance(error, (RateLimitExceeded, ToolBusy, CircuitOpen, IdempotencyConflict)):
             return not call.ran and error.retry_after is not None  # one that says when it ends
+        if not call.ran and getattr(error, "retry_after", None) is None:  # before the tool started, no end said: stands
+            return False
         if call.ran and not (call.tool.idempotent or policy.rerun_non_idempotent):
             return False
         if isinstance(error, RetryableError):

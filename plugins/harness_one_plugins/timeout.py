@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from harness_one import (
@@ -27,6 +28,15 @@ def _bounded(plugin: TimeoutPlugin, tool: Tool) -> bool:
     return (tool.timeout, tool.total_timeout, plugin.default, plugin.total) != (None, None, None, None)
 
 
+def _in_process(plugin: TimeoutPlugin, tool: Tool) -> bool:
+    """A sync tool in ``process`` mode: it runs in a worker process, with a timeout or without."""
+    return not tool.is_async and (tool.timeout_mode or plugin.mode) == "process"
+
+
+def _runs(plugin: TimeoutPlugin, tool: Tool) -> bool:
+    return _bounded(plugin, tool) or _in_process(plugin, tool)
+
+
 class TimeoutPlugin:
     """Bounds how long a call may run, by setting each attempt's ``call.deadline``,
     ``call.timeout`` and ``call.runner``, which the core enforces.
@@ -45,7 +55,8 @@ class TimeoutPlugin:
     - ``"process"``: in a warm worker process (a pool of ``max_processes``, each the leader
       of its own process group); at the deadline, or when the call is cancelled, the whole
       group is *killed* (the tool and every process it started but those that left the group)
-      and the worker replaced.
+      and the worker replaced. A tool with no timeout runs in a worker too (isolated, its
+      ``memory_limit`` kept), with no deadline (``call.timeout`` is ``math.inf``).
     - ``"none"``: in the caller's thread, never interrupted; the deadline is only advisory
       (``call.deadline``, ``call.remaining()``) for tools that check it.
 
@@ -89,7 +100,7 @@ class TimeoutPlugin:
     @hookimpl
     def harness_tool_added(self, tool: Tool) -> None:
         ProcessRunner.memory_limit(tool)  # a bad option is a ToolDefinitionError when the tool is added
-        if tool.call_param and not tool.is_async and _bounded(self, tool) and (tool.timeout_mode or self.mode) == "process":
+        if tool.call_param and _in_process(self, tool):
             raise ToolDefinitionError(
                 f"Tool '{tool.name}': its '{tool.call_param}' parameter (a Call) cannot cross to a process-mode worker; "
                 "use timeout_mode 'thread' or 'none', or drop the parameter.",
@@ -118,7 +129,7 @@ class TimeoutPlugin:
         call.total_deadline = now + total + shift
 
     @hookimpl
-    @applies_to(_bounded)
+    @applies_to(_runs)
     def harness_pre_call(self, call: Call) -> None:
         tool = call.tool
         attempt = tool.timeout if tool.timeout is not None else self.default
@@ -133,7 +144,10 @@ class TimeoutPlugin:
             if left <= 0:
                 raise ToolTimeout(total, tool=tool.name, call_id=call.call_id)
             attempt = left if attempt is None else min(attempt, left)
-        assert attempt is not None  # _bounded: a timeout or a total
+        if attempt is None:  # neither: process mode (_runs), in a worker all the same, with no deadline
+            call.timeout = math.inf
+            call.runner = self.processes
+            return
         call.deadline = now + attempt + shift
         call.timeout = attempt  # async tools are cancelled at it; sync tools need a runner for that
         call.runner = self.runner_for(tool.timeout_mode or self.mode)
