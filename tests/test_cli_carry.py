@@ -123,7 +123,8 @@ def test_serve_in_process_reads_requests_from_sys_stdin_and_a_tool_reads_nothing
 
 def test_every_command_works_with_stderr_closed(tmp_path: Path) -> None:
     """``harness-one ... 2>&-`` exited 1 before doing anything: the logs' set-up asked the closed
-    stderr (``sys.stderr`` None) whether it is a terminal. The logs now go nowhere."""
+    stderr (``sys.stderr`` None) whether it is a terminal, and so did ``run`` for its progress. The
+    logs now go nowhere, and ``run`` shows no progress."""
     tools = tmp_path / "add_tools.py"
     tools.write_text(
         "from harness_one import defineTool\n\n"
@@ -133,9 +134,10 @@ def test_every_command_works_with_stderr_closed(tmp_path: Path) -> None:
         "    return a + b\n"
     )
 
-    def run(*args: str) -> subprocess.CompletedProcess[bytes]:
+    def run(*args: str, requests: bytes = b"") -> subprocess.CompletedProcess[bytes]:
         return subprocess.run(
             [sys.executable, "-m", "harness_one", "--tools", str(tools), *args],
+            input=requests,
             stdout=subprocess.PIPE,
             env={**os.environ, **server_env(tmp_path)},
             preexec_fn=lambda: os.close(2),  # the child's stderr closed, as by `2>&-`
@@ -148,6 +150,8 @@ def test_every_command_works_with_stderr_closed(tmp_path: Path) -> None:
     assert "add" in {tool["name"] for tool in json.loads(listed.stdout)}
     called = run("call", "add", "--args", '{"a": 5, "b": 3}')
     assert (called.returncode, json.loads(called.stdout)["result"]) == (0, 8)
+    looped = run("run", requests=b'{"id": 1, "name": "add", "arguments": {"a": 2, "b": 3}}\n')  # it asked stderr for a terminal
+    assert (looped.returncode, json.loads(looped.stdout)["result"]) == (0, 5)
 
 
 def test_what_a_tools_file_prints_as_it_loads_stays_off_the_serve_wire(tmp_path: Path) -> None:

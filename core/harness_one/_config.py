@@ -2,7 +2,8 @@
 
 Plugin options are never interpreted here: ``[plugins.<name>]`` tables (and ``-O
 name.option=value`` flags) go to the plugin's entry-point factory as keyword arguments, for a
-standard plugin exactly as for a third-party one.
+standard plugin exactly as for a third-party one; but the file's relative paths start at its
+directory, ``[plugins.idempotency] path`` among them (:func:`_paths_from`).
 """
 
 from __future__ import annotations
@@ -60,10 +61,25 @@ def is_file_spec(spec: str) -> bool:
 
 def _from_file(spec: str, directory: Path) -> str:
     """A tools spec of the configuration file: a relative file path is taken from the file's ``directory``."""
-    if not is_file_spec(spec):
-        return spec
-    path = Path(spec).expanduser()
-    return spec if path.is_absolute() else str(directory / path)
+    return _path_from_file(spec, directory) if is_file_spec(spec) else spec
+
+
+def _path_from_file(path: str, directory: Path) -> str:
+    """A file path of the configuration file: a relative one is taken from the file's ``directory``
+    (``~`` is the home directory)."""
+    expanded = Path(path).expanduser()
+    return path if not path or expanded.is_absolute() else str(directory / expanded)
+
+
+def _state_from_file(url: str, directory: Path) -> str:
+    """The configuration file's state URL: a relative SQLite file (a plain path, or ``sqlite:PATH``
+    without the slashes) is taken from the file's ``directory``."""
+    parsed = urlparse(url)
+    if not parsed.scheme:  # a plain path, taken as written: '?' and '#' are part of it
+        return _path_from_file(url, directory)
+    if parsed.scheme != "sqlite" or parsed.netloc or parsed.path.startswith(("/", "~")) or not parsed.path:
+        return url
+    return urlunparse(parsed._replace(path=f"{quote(str(directory))}/{parsed.path}"))
 
 
 def environment_state() -> str | None:
@@ -172,6 +188,19 @@ def _apply_file(settings: Settings, data: dict[str, Any], where: str) -> None:
     settings.mcp_servers = {name: dict(spec) for name, spec in servers.items()}
 
 
+def _paths_from(settings: Settings, directory: Path) -> None:
+    """The relative paths the configuration file gives, taken from its ``directory`` wherever the
+    command runs: ``tools`` files, a SQLite state file, ``[plugins.idempotency] path`` and the ``cwd``
+    of an ``[mcp.servers.NAME]`` table (a value of the wrong type is left for its reader to refuse)."""
+    settings.tools = [_from_file(spec, directory) for spec in settings.tools]
+    settings.state = _state_from_file(settings.state, directory)
+    paths = [(settings.plugin_options.get("idempotency", {}), "path")]
+    paths += [(server, "cwd") for server in settings.mcp_servers.values()]
+    for table, key in paths:
+        if isinstance(table.get(key), str):
+            table[key] = _path_from_file(table[key], directory)
+
+
 def _environment_over_file(settings: Settings) -> None:
     """The plugin settings of the environment win over the file's (the library lets code win over
     the environment, and the file reaches the library as code)."""
@@ -207,7 +236,7 @@ def load_settings(path: str | None = None) -> Settings:
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"{chosen}: invalid TOML: {exc}") from None
         _apply_file(settings, data, chosen)
-        settings.tools = [_from_file(spec, file.absolute().parent) for spec in settings.tools]
+        _paths_from(settings, file.absolute().parent)
         settings.source = str(file)
     _environment_over_file(settings)
     settings.log_format = os.environ.get(ENV_LOG_FORMAT) or settings.log_format

@@ -39,6 +39,7 @@ __all__ = [
     "fingerprint",
     "json_data",
     "json_default",
+    "json_line",
     "render_value",
     "rendered_length",
     "safe_text",
@@ -199,6 +200,16 @@ def dumps(value: Any, *, indent: int | None = None) -> str:
     text = _json(value, indent)
     # Outside strings JSON text is ASCII, so a surrogate here is inside a string: replace it in place.
     return safe_text(text) if _SURROGATE.search(text) else text
+
+
+_LINE_BREAKS = re.compile("[\x85\u2028\u2029]")
+
+
+def json_line(value: Any) -> str:
+    """:func:`dumps` for a JSON Lines stream: the line breaks JSON leaves raw in a string (U+0085,
+    U+2028, U+2029: a reader that splits at every line break, ``str.splitlines``, would cut the line
+    there) written as ``\\u2028``. For ``run``'s answers, not the per-call path."""
+    return _LINE_BREAKS.sub(lambda m: f"\\u{ord(m.group()):04x}", dumps(value))
 
 
 def _json(value: Any, indent: int | None = None) -> str:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Literal, overload
 
-__all__ = ["count", "seconds"]
+__all__ = ["count", "flag", "seconds"]
 
 
 @overload
@@ -35,4 +35,17 @@ def count(value: Any, what: str, *, optional: bool = False) -> int | None:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ValueError(f"{what} must be a positive integer{' or None' if optional else ''}, not {value!r}")
+    return value
+
+
+@overload
+def flag(value: Any, what: str, *, optional: Literal[False] = ...) -> bool: ...
+@overload
+def flag(value: Any, what: str, *, optional: Literal[True]) -> bool | None: ...
+def flag(value: Any, what: str, *, optional: bool = False) -> bool | None:
+    """``value`` as true or false (not a string: ``"false"`` would read as true); None if ``optional``."""
+    if value is None and optional:
+        return None
+    if not isinstance(value, bool):
+        raise ValueError(f"{what} must be true or false{' or None' if optional else ''}, not {value!r}")
     return value

@@ -225,6 +225,11 @@ class IdempotencyPlugin:
     ) -> None:
         self.fail = FailMode("idempotency", on_state_error)
         self.scope = _scope_fields(scope)
+        # Checked before the first call: a ttl of 0 would keep no record, a "24h" fail after the tool ran.
+        self.ttl = seconds(ttl, "idempotency ttl")
+        self.lease = seconds(lease, "idempotency lease")
+        self.wait = seconds(wait, "idempotency wait", zero=True)
+        self.poll = seconds(poll, "idempotency poll")
         if store is not None and path is not None:
             raise ValueError("give a store or a path, not both")
         if timeout is not None and path is None:
@@ -241,10 +246,6 @@ class IdempotencyPlugin:
             store = SQLiteStore(file) if wait_for_file is None else SQLiteStore(file, timeout=wait_for_file)
         self.store: IdempotencyStore = store if store is not None else MemoryStore()
         self._own_store = store is not None
-        self.ttl = ttl
-        self.lease = lease
-        self.wait = wait
-        self.poll = poll
         self.clock: Clock = clock or WallClock()
         self.replays = 0
         self.stored = 0

@@ -22,6 +22,8 @@ from harness_one import (
     redact,
 )
 
+from ._options import flag
+
 __all__ = ["SECRET_KEYS", "LoggingPlugin", "redact"]
 
 _LOGGER = "harness_one.calls"
@@ -79,7 +81,7 @@ class LoggingPlugin:
         self.level = logging.getLevelName(level.upper()) if isinstance(level, str) else level
         if not isinstance(self.level, int):
             raise ValueError(f"unknown log level {level!r}")
-        self.log_arguments = log_arguments
+        self.log_arguments = flag(log_arguments, "logging log_arguments")
         self._enabled = log_enabled_for(_LOGGER)
         # What every tool's plan calls: the events behind the check, with the level bound (the
         # common answer, no one listens, taken in the hook's own frame).

@@ -39,6 +39,7 @@ from harness_one import (
     log_event,
 )
 
+from ._options import flag
 from ._text import rendered
 
 __all__ = [
@@ -165,11 +166,12 @@ class OTelPlugin:
         extra_secret_keys: Iterable[str] = (),
         secret_values: Iterable[str] = (),
     ) -> None:
+        enabled = flag(enabled, "otel enabled", optional=True)
         self.enabled = False
         self._attrs: dict[str, dict[str, str]] = {}  # the metric attributes of each tool, made once
         self._sdk_errors = 0  # exceptions of the SDK's span and metric calls (a span processor's, say), caught
         self._sdk_lock = threading.Lock()
-        self.capture_content = capture_content
+        self.capture_content = flag(capture_content, "otel capture_content")
         self.redactor = Redactor(secret_keys, extra_keys=extra_secret_keys, values=secret_values)
         #: Each tool's description and how spans show it (masked, cut at DESCRIPTION_LIMIT characters): made once.
         self._descriptions: dict[str, tuple[str, str]] = {}

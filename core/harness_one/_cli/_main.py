@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
 import click
 
-from .._config import ENV_TOOLS, ConfigError, Settings, is_file_spec, load_settings, parse_option
+from .._config import ENV_TOOLS, ConfigError, Settings, is_file_spec, load_settings, parse_option, with_prefix
 from .._entrypoints import set_import_timeout
 from .._errors import PluginError, exception_text
 
@@ -75,12 +75,20 @@ def dumps(value: Any, indent: int | None = None) -> str:
     return render(value, indent=indent)
 
 
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029]")
+_CONTROL_OR_BREAK = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
 
-def printable(text: str) -> str:
-    """``text`` for a terminal: control characters (an escape sequence a model or a package wrote) shown as ``\\x1b``."""
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+def _escaped(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def printable(text: str, *, one_line: bool = False) -> str:
+    """``text`` for a terminal: control characters (an escape sequence a model or a package wrote) and
+    the line separators U+2028 and U+2029 shown as ``\\x1b``, ``\\u2028``; with ``one_line``, tabs and
+    newlines too (an id or a name, which a line break would let forge a line of output)."""
+    return (_CONTROL_OR_BREAK if one_line else _CONTROL).sub(_escaped, text)
 
 
 def answers_out(ctx: click.Context, command: str) -> Writer:
@@ -203,6 +211,9 @@ def _attach_mcp(state: CliState, registry: ToolRegistry) -> None:
 
     try:
         specs = [McpSpec.from_table(name, table) for name, table in tables.items()]
+    except McpSpecError as exc:  # the configuration file's table: no usage text
+        raise ConfigProblem(f"{Path(state.settings.source or '').absolute()}: {exc}") from None
+    try:
         wait, limit = state.mcp_bounds()
         specs += [parse_mcp_spec(text, call_timeout=wait, max_reply_bytes=limit) for text in state.mcp_specs]
     except McpSpecError as exc:
@@ -319,6 +330,14 @@ class LazyGroup(click.Group):
                 self.add_command(command, cmd_name)
         return super().get_command(ctx, cmd_name)
 
+    def resolve_command(self, ctx: click.Context, args: list[str]) -> tuple[str | None, click.Command | None, list[str]]:
+        """The command and its arguments; when they ask for its help, the help, shown at once: before
+        the group loads the configuration, so ``run --help`` works whatever the configuration holds."""
+        name, command, rest = super().resolve_command(ctx, args)
+        if command is not None and _asks_for_help(ctx, command, rest):
+            command.make_context(name, list(rest), parent=ctx)  # shows the help and exits
+        return name, command, rest
+
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(set(self.commands) | set(self.lazy))
 
@@ -335,6 +354,18 @@ class LazyGroup(click.Group):
             rows.append((name, command.get_short_help_str(limit)))
         with formatter.section("Commands"):
             formatter.write_dl(rows)
+
+
+def _asks_for_help(ctx: click.Context, command: click.Command, args: list[str]) -> bool:
+    """Whether ``args`` give ``command`` its help option (not as another option's value), read by
+    its parser alone: no value is converted, no file opened."""
+    probe = click.Context(command, parent=ctx, resilient_parsing=True)
+    option = command.get_help_option(probe)
+    try:
+        options, _, _ = command.make_parser(probe).parse_args(list(args))
+    except click.ClickException:
+        return False
+    return option is not None and bool(options.get(option.name))
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -407,8 +438,9 @@ def main(
     Tools come from installed tool packages (the harness_one.tools entry points), from
     --tools and from --mcp servers. Exit codes of `call`: 0 ok, 3 unknown tool, 4 invalid
     arguments, 5 rate limited, 6 timeout, 7 the tool failed, 8 any other tool error, 70 the
-    answer could not be written; every command: 2 for bad usage or configuration, 1 when the
-    state store or an MCP server cannot be reached at start-up. What a tool prints goes to stderr.
+    answer could not be written; every command: 2 for bad usage or configuration, 1 when a
+    SQLite state file cannot be opened or an MCP server cannot be reached at start-up. What a
+    tool prints goes to stderr.
     """
     try:
         settings = load_settings(config_path)
@@ -432,7 +464,8 @@ def main(
         raise click.UsageError(str(exc)) from None
     settings.log_format = log_format or settings.log_format
     settings.log_level = log_level or settings.log_level
-    settings.state = state_url or settings.state
+    if state_url:  # the configured key namespace applies to it too, as to the environment's URL
+        settings.state = with_prefix(state_url, settings.state_prefix)
     configure_logging(settings.log_format, settings.log_level, sys.stderr)
     set_import_timeout(settings.import_timeout)
     ctx.obj = CliState(

@@ -46,6 +46,14 @@ def _unenforced(registry: ToolRegistry) -> list[str]:
     ]
 
 
+def _blocked(registry: ToolRegistry, block: list[str]) -> list[str]:
+    """The plugins ``registry`` keeps out: of those the configuration's ``block`` and
+    ``HARNESS_ONE_BLOCK_PLUGINS`` name, each it blocked."""
+    from .._plugins import ENV_BLOCK, _env_names
+
+    return sorted(name for name in {*block, *_env_names(ENV_BLOCK)} if registry.plugins.is_blocked(name))
+
+
 @main.command()
 @click.option("--json", "as_json", is_flag=True, help="The report as JSON.")
 @click.pass_context
@@ -72,7 +80,7 @@ def doctor(ctx: click.Context, as_json: bool) -> None:
             }
             for n in registry.plugins.names()
         ],
-        "blocked_plugins": sorted(state.settings.block),
+        "blocked_plugins": _blocked(registry, state.settings.block),
         "hook_order": dict(registry.plugins.plan.order),
         "tool_packages": registry.discovery.loaded,
         "mcp_servers": {name: [t.name for t in tools if t.source == f"mcp:{name}"] for name in state.mcp_servers},

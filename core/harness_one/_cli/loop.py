@@ -6,7 +6,8 @@ failure gets the error answer the registry gives. A call that needs approval is 
 ``approval_required``; a decision line (``{"approve": id}``, ``{"deny": id, "reason": ...}``)
 is answered with that call's result or refusal, on its id. Answers are JSON written by one
 encoder (``harness_one._render.dumps``), so they are valid JSON in valid UTF-8 whatever a
-tool returned: lone surrogates become U+FFFD, ``NaN``/``Infinity`` become strings.
+tool returned: lone surrogates become U+FFFD, ``NaN``/``Infinity`` become strings; and one line
+each for any line reader (``json_line``: U+2028, U+2029 and U+0085 escaped).
 
 Exit status: 0 when every request was answered (errors included); 1 with ``--fail-on-error``
 when at least one answer was an error (``approval_required`` is not one); 70 when the loop
@@ -23,6 +24,7 @@ import logging
 import os
 import signal
 import sys
+from codecs import BOM_UTF8
 from collections import Counter
 from dataclasses import dataclass, field
 from functools import partial
@@ -38,6 +40,9 @@ if TYPE_CHECKING:
     from .._stdout import LineReader, Writer
 
 __all__ = ["EX_SOFTWARE", "Loop", "run"]
+
+#: Said of a line that does not read because it starts with a byte-order mark (a file saved as "UTF-8 with BOM").
+_BOM = " (the line starts with a UTF-8 byte-order mark: save the file as UTF-8 without one)"
 
 
 @dataclass
@@ -59,17 +64,17 @@ class Loop:
 
     def answer(self, answer: dict[str, Any], name: str) -> None:
         """Write one answer line; a failure to write marks the loop broken (exit 70)."""
-        from .._render import dumps, safe_text
+        from .._render import json_line, safe_text
 
-        self.answered += 1
         error = answer.get("error", {})
         kind = "ok" if answer.get("ok") else "held" if error.get("kind") == APPROVAL_REQUIRED else str(error.get("type", "Error"))
-        self.counts[kind] += 1
         try:
-            write_line(self.out, printable(_readable(answer, safe_text(name))) if self.text else dumps(answer))
-        except Exception as exc:  # a closed or broken output
-            self.answered -= 1
+            write_line(self.out, printable(_readable(answer, safe_text(name))) if self.text else json_line(answer))
+        except Exception as exc:  # a closed or broken output: the answer is lost, not counted
             self.broken = self.broken or f"cannot write answers: {type(exc).__name__}: {exc}"
+        else:
+            self.answered += 1
+            self.counts[kind] += 1
         if self.progress is not None:
             self.progress.write(f"\r{self.answered} answered, {_count(self.errors, 'error')}")
             self.progress.flush()
@@ -95,7 +100,7 @@ class Loop:
             item = parse_line(raw)
             return resolve(item, self.registry, strict=self.strict) if isinstance(item, Request) else item
         except BadRequest as exc:
-            self.invalid(lineno, str(exc), exc.request_id)
+            self.invalid(lineno, f"{exc}{_BOM if raw.startswith(BOM_UTF8) else ''}", exc.request_id)
         except Exception as exc:  # never lose a line, whatever failed
             self.invalid(lineno, f"internal error: {exception_text(exc)}")
         return None
@@ -191,7 +196,7 @@ def _readable(answer: dict[str, Any], name: str) -> str:
     from .._render import dumps, safe_text
 
     rid = answer.get("id")
-    head = f"[{'?' if rid is None else safe_text(str(rid))}] {name}"
+    head = printable(f"[{'?' if rid is None else safe_text(str(rid))}] {name}", one_line=True)
     if answer["ok"]:
         tries = f" (after {answer['attempts']} attempts)" if "attempts" in answer else ""
         if answer.get("ran") is False:
@@ -339,14 +344,16 @@ def run(ctx: click.Context, concurrency: int, output: str, source: IO[bytes], fa
     "reason": "..."}, which is answered with the call's result or refusal on the call's id.
     Once the loop starts, every line gets exactly one answer, whatever it holds.
     Exit status: 0 every request answered; 1 an error answer with --fail-on-error, or (no line
-    read) the state store or an MCP server cannot be reached; 70 the loop failed or an answer
-    was lost; 2 bad usage or configuration. Progress (on a terminal), a summary and what a
-    tool prints go to stderr; a tool that reads stdin reads nothing.
+    read) a SQLite state file cannot be opened or an MCP server cannot be reached; 70 the loop
+    failed or an answer was lost; 2 bad usage or configuration. Progress (on a terminal), a
+    summary and what a tool prints go to stderr; a tool that reads stdin reads nothing.
     """
+    from .._stdout import is_closed
+
     out = answers_out(ctx, "run")  # before the tools load: what they print goes to stderr
     requests = _requests_in(ctx, source)  # before the tools load too: what they read is the null device
     registry = state_of(ctx).registry()
-    progress = sys.stderr if sys.stderr.isatty() else None
+    progress = None if is_closed(sys.stderr) or not sys.stderr.isatty() else sys.stderr  # 2>&-: no progress
     loop = Loop(registry, out, text=output == "text", progress=progress, strict=strict)
     limit = max(2 * registry.limits.max_bytes, 1 << 16)
     events = asyncio.new_event_loop()  # not asyncio.run: on Ctrl-C it would wait for every worker thread
