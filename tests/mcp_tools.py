@@ -134,11 +134,9 @@ def thread_name() -> str:
 
 @defineTool(registry=None, read_only=True)
 def odd_progress(call: Call) -> str:
-    """Report progress a client cannot read (NaN, infinity) between readable reports."""
-    call.report_progress(1, 3)
-    call.report_progress(float("nan"), 3)
+    """Report progress with an infinite total, then a NaN progress (one notification: the NaN is not sent)."""
     call.report_progress(2, float("inf"))
-    call.report_progress(3, 3)
+    call.report_progress(float("nan"), 3)
     return "done"
 
 

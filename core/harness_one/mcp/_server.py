@@ -47,11 +47,11 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from harness_one import CallResult, ToolError, ToolNotFound, ToolRegistry, __version__, hookimpl
+from harness_one import CallResult, ToolError, ToolExecutionError, ToolNotFound, ToolRegistry, __version__, hookimpl
 from harness_one._approval import not_asked
 from harness_one._clock import Clock
+from harness_one._errors import exception_text
 from harness_one._render import json_data, safe_text
-from harness_one._schema import _rust
 
 from ._spec import ERROR_META_KEY
 
@@ -103,43 +103,77 @@ class _Watcher:
             self.bridge.changed()
 
 
-def _never_fetched(uri: str) -> Any:
-    """jsonschema-rs's retriever of remote schemas: none is fetched."""
-    raise ValueError(f"{uri} is never fetched")
+#: Nesting levels (objects and arrays) a structured result may have. The SDK's client parses a message with a
+#: parser that refuses about 200 (the answer's own envelope takes 3 more), and the SDK's server fails to write
+#: one past 255: 128 leaves every client room.
+MAX_DEPTH = 128
+#: Digits an int in a structured result may have: Python's default int-to-text limit, past which the SDK's
+#: client (and any reader on Python's limit) refuses the whole message.
+MAX_INT_DIGITS = 4300
+_INT_LIMIT = 10**MAX_INT_DIGITS
+_INT_BITS = _INT_LIMIT.bit_length() - 1  # an int with fewer bits has fewer digits than the limit
+
+
+def _uncarried(data: Any) -> tuple[str | None, bool]:
+    """Why JSON data ``data`` cannot reach an MCP client (None: it can), and whether it holds a tuple or a
+    key that is not a string (which JSON carries as an array, a string: the client reads a list, a text key)."""
+    reshaped = False
+    stack: list[tuple[Any, int]] = [([data], 0)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, dict):
+            if not reshaped and any(type(k) is not str for k in value):
+                reshaped = True
+            items: Any = value.values()
+        else:
+            reshaped = reshaped or isinstance(value, tuple)
+            items = value
+        for item in items:
+            if isinstance(item, (dict, list, tuple)):
+                if depth >= MAX_DEPTH:
+                    return f"is nested more than {MAX_DEPTH} levels deep (objects and arrays)", reshaped
+                stack.append((item, depth + 1))
+            elif type(item) is not bool and isinstance(item, int) and item.bit_length() >= _INT_BITS and abs(item) >= _INT_LIMIT:
+                return f"holds an integer of more than {MAX_INT_DIGITS:,} digits, which JSON readers refuse", reshaped
+    return None, reshaped
 
 
 def _output_check(schema: Mapping[str, Any] | None) -> Callable[[Any], str | None]:
-    """A check of results against ``schema`` as the SDK's client checks them (the schema's draft, ``format``
-    not asserted, drafts 4 to 7 included): None when a result fits, else the first problem. A result
-    ``NaN`` where the schema says ``number`` is ``"NaN"`` in JSON, and does not fit. A remote ``$ref`` is
-    never fetched (Tool.create refuses one; a Tool built otherwise may hold one): a schema that cannot be
-    compiled is the problem of every result, as the client refuses every result it cannot check."""
+    """A check of results against ``schema`` exactly as the SDK's client checks them (Python ``jsonschema``:
+    the schema's draft, checked against its metaschema with the ``format`` checker, results without it;
+    only local ``$ref``; the best-matching error): None when a result fits, else the problem. A result
+    ``NaN`` where the schema says ``number`` is ``"NaN"`` in JSON, and does not fit. A schema the client
+    cannot use (invalid, a remote ``$ref``, a ``pattern`` Python's ``re`` cannot compile) is the problem
+    of every result, as the client refuses every result it cannot check."""
     if schema is None:
         return lambda data: None
-    rust = _rust()
-    try:
-        if rust is not None:
-            validator = rust.validator_for(dict(schema), validate_formats=False, retriever=_never_fetched)
-        else:  # pragma: no cover - jsonschema-rs is a dependency; the pure-Python fallback
-            from jsonschema.validators import validator_for
-            from referencing import Registry
+    from jsonschema import SchemaError
+    from jsonschema.exceptions import best_match
+    from jsonschema.validators import validator_for
+    from referencing import Registry
 
-            validator = validator_for(schema)(schema, registry=Registry())  # local refs only
+    def unusable(reason: str) -> Callable[[Any], str]:
+        text = safe_text(f"its output schema cannot be used: {reason[:300]}")
+        return lambda data: text
+
+    document = dict(schema)
+    try:
+        kind = validator_for(document)
+        kind.check_schema(document)
+        validator = kind(document, registry=Registry())
+    except SchemaError as exc:
+        return unusable(str(exc.message))
     except Exception as exc:
-        reason = str(exc).split("\n", 1)[0][:300]
-        unusable = safe_text(f"its output schema cannot be used: {reason}")
-        return lambda data: unusable
+        return unusable(exception_text(exc))
 
     def check(data: Any) -> str | None:
         try:
-            error = next(iter(validator.iter_errors(data)), None)
-        except Exception:  # a value the validator cannot read: the client decides
-            return None
+            error = best_match(validator.iter_errors(data))
+        except Exception as exc:  # a $ref that does not resolve, a pattern re cannot compile: the client fails too
+            return unusable(str(exc))(data)
         if error is None:
             return None
-        parts = getattr(error, "instance_path", None)  # jsonschema's error: absolute_path
-        parts = list(getattr(error, "absolute_path", ()) if parts is None else parts)
-        path = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in parts)
+        path = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path)
         return safe_text(f"at ${path}: {str(error.message)[:300]}")
 
     return check
@@ -220,65 +254,46 @@ class _Bridge:
         else:
             result = await self.registry.atry_call(params.name, arguments, context=context)
         # MCP has no approval step, and a later result has no way back: a held call is withdrawn, and said so
-        return self._answer(not_asked(result, "mcp_server"))
+        return self._answer(not_asked(result, "mcp_server"), params.name)
 
     async def _call_with_progress(
         self, ctx: ServerRequestContext[Any, Any], name: str, arguments: dict[str, Any], context: dict[str, Any]
     ) -> CallResult:
-        """Run the call while a pump sends what the tool reports (from any thread) as ``notifications/progress``."""
-        loop = asyncio.get_running_loop()
-        owner = threading.get_ident()
-        queue: asyncio.Queue[tuple[float, float | None, str | None] | None] = asyncio.Queue()
-
-        def report(progress: float, total: float | None = None, message: str | None = None) -> None:
-            done, whole = float(progress), None if total is None else float(total)
-            if not math.isfinite(done):  # JSON would carry it as null, which the client drops: say nothing
-                return
-            item = (
-                done,
-                whole if whole is None or math.isfinite(whole) else None,
-                None if message is None else safe_text(str(message)),
-            )
-            if threading.get_ident() == owner:
-                queue.put_nowait(item)
-                return
-            with contextlib.suppress(RuntimeError):  # a closed loop: nobody is listening any more
-                loop.call_soon_threadsafe(queue.put_nowait, item)
-
-        async def pump() -> None:
-            while (item := await queue.get()) is not None:
-                await ctx.session.report_progress(*item)
-
-        task = asyncio.create_task(pump())
+        """Run the call while a :class:`_Progress` sends what the tool reports as ``notifications/progress``."""
+        progress = _Progress(ctx.session.report_progress, self.registry.clock)
+        pump = asyncio.create_task(progress.pump())
         try:
-            result = await self.registry.atry_call(name, arguments, context=context, on_progress=report)
+            result = await self.registry.atry_call(name, arguments, context=context, on_progress=progress.report)
         except BaseException:
-            task.cancel()
+            pump.cancel()
             raise
-        queue.put_nowait(None)  # after everything the tool reported: the result goes out last
-        await task
+        await progress.finish(pump)  # the last report goes out before the result
         return result
 
-    def _answer(self, result: CallResult) -> dict[str, Any]:
+    def _answer(self, result: CallResult, name: str) -> dict[str, Any]:
         if result.ok:
             out: dict[str, Any] = {"content": [{"type": "text", "text": result.for_model()}], "resultType": "complete"}
             self._refresh()
             wrap = self._shapes.get(result.tool)
-            if wrap is not None:  # data made valid UTF-8, as for_model() makes the text; a dataclass as a dict
+            if wrap is None:
+                return out
+            try:  # data made valid UTF-8, as for_model() makes the text; a dataclass as a dict
                 data = {"result": json_data(result.value)} if wrap else json_data(result.value)
-                problem = self._output_problem(result.tool, data)
+                problem, reshaped = _uncarried(data)
                 if problem is None:
-                    out["structuredContent"] = data
-                    return out
-                message = (
-                    f"The tool '{result.tool}' returned a result that does not match its output schema: {problem}. "
-                    "This is a fault of the tool, not of the call."
-                )
-                return self._error(ToolError(message, tool=result.tool, call_id=result.call_id))
-            return out
+                    if reshaped:  # as the client will read it: a tuple as a list, a key as text
+                        data = json.loads(json.dumps(data, ensure_ascii=False, allow_nan=False))
+                    if (mismatch := self._output_problem(result.tool, data)) is None:
+                        out["structuredContent"] = data
+                        return out
+                    problem = f"does not match its output schema: {mismatch}"
+            except Exception as exc:  # a value the checks cannot read
+                problem = f"cannot be written as JSON: {exception_text(exc)}"
+            message = f"The tool '{result.tool}' returned a result that {problem}. This is a fault of the tool, not of the call."
+            return self._error(ToolError(message, tool=result.tool, call_id=result.call_id), name)
         err = result.error
         assert err is not None
-        return self._error(err)
+        return self._error(err, name)
 
     def _output_problem(self, name: str, data: Any) -> str | None:
         """Why ``data`` does not fit tool ``name``'s output schema (None: it fits), as the MCP client checks it."""
@@ -288,14 +303,22 @@ class _Bridge:
             check = self._checks[name] = _output_check(None if tool is None else tool.tool.output_schema)
         return check(data)
 
-    def _error(self, err: ToolError) -> dict[str, Any]:
-        # An exception's text in the message has its secrets masked already (ToolExecutionError, internal errors).
+    def _error(self, err: ToolError, name: str) -> dict[str, Any]:
+        """The answer for ``err`` from a call of tool ``name``: the spec's protocol error for a name the registry
+        does not have, else an ``isError`` result. A ``ToolNotFound`` a tool raised (a router calling another
+        registry) is the tool's failure, its message masked as any exception's."""
         if isinstance(err, ToolNotFound):
-            raise MCPError(code=INVALID_PARAMS, message=safe_text(err.message))
+            if name not in self.registry._tools:
+                raise MCPError(code=INVALID_PARAMS, message=safe_text(err.message))
+            err = ToolExecutionError(err, tool=name, call_id=err.call_id)
+        # An exception's text in the message has its secrets masked already (ToolExecutionError, internal errors).
+        meta = json_data(err.to_dict())
+        if _uncarried(meta)[0] is not None:  # a plugin's error whose own fields JSON cannot carry: the common ones
+            meta = {k: meta[k] for k in ("type", "kind", "message", "tool", "call_id", "retry_after") if k in meta}
         return {
             "content": [{"type": "text", "text": safe_text(err.message)}],
             "isError": True,
-            "_meta": {ERROR_META_KEY: json_data(err.to_dict())},
+            "_meta": {ERROR_META_KEY: meta},
             "resultType": "complete",
         }
 
@@ -386,6 +409,85 @@ class _Bridge:
                     self.registry.plugins.unregister(self._plugin)
 
 
+#: Seconds at least between two ``notifications/progress`` of one call (by the registry's clock); the reports
+#: made meanwhile are merged: only the latest is sent.
+PROGRESS_INTERVAL = 0.05
+#: Characters of a progress message sent; the rest is cut.
+PROGRESS_MESSAGE_CHARS = 1000
+
+_Report = tuple[float, float | None, str | None]
+
+
+class _Progress:
+    """A call's progress reports (from any thread) as ``notifications/progress``: one slot holds the latest
+    report not sent yet, sent at most every :data:`PROGRESS_INTERVAL` seconds, and the last one before the
+    result. A tool reporting in a tight loop costs a slot write per report, not a notification."""
+
+    def __init__(self, send: Callable[..., Awaitable[None]], clock: Clock) -> None:
+        self.send = send
+        self.clock = clock
+        self.loop = asyncio.get_running_loop()
+        self.owner = threading.get_ident()
+        self.lock = threading.Lock()
+        self.latest: _Report | None = None
+        self.ready = asyncio.Event()
+        self.over = self.pausing = False
+
+    def report(self, progress: float, total: float | None = None, message: str | None = None) -> None:
+        done, whole = float(progress), None if total is None else float(total)
+        if not math.isfinite(done):  # JSON would carry it as null, which the client drops: say nothing
+            return
+        text = None if message is None else safe_text(str(message)[:PROGRESS_MESSAGE_CHARS])
+        with self.lock:
+            waking = self.latest is None  # else a wake-up is on its way already
+            self.latest = (done, whole if whole is None or math.isfinite(whole) else None, text)
+        if not waking:
+            return
+        if threading.get_ident() == self.owner:
+            self.ready.set()
+            return
+        with contextlib.suppress(RuntimeError):  # a closed loop: nobody is listening any more
+            self.loop.call_soon_threadsafe(self.ready.set)
+
+    def take(self) -> _Report | None:
+        with self.lock:
+            item, self.latest = self.latest, None
+        return item
+
+    async def pump(self) -> None:
+        while True:
+            await self.ready.wait()
+            self.ready.clear()
+            item = self.take()
+            if item is not None:
+                await self.send(*item)
+            if self.over:
+                return
+            if item is not None:
+                self.pausing = True
+                try:
+                    await self.clock.asleep(PROGRESS_INTERVAL)
+                finally:
+                    self.pausing = False
+
+    async def finish(self, pump: asyncio.Task[None]) -> None:
+        """Stop ``pump`` (at once if it is pausing) once it has sent the report it holds, then send the last one."""
+        self.over = True
+        if self.pausing:
+            pump.cancel()
+        else:
+            self.ready.set()
+        try:
+            await asyncio.wait((pump,))
+        except BaseException:
+            pump.cancel()
+            raise
+        if not pump.cancelled() and pump.exception() is not None:  # the client is gone: so is the result
+            return
+        if (item := self.take()) is not None:
+            await self.send(*item)
+
+
 def _wire_meta(meta: Mapping[str, Any]) -> dict[str, Any]:
     """A request's ``_meta`` as sent (the SDK names the progress token ``progress_token``)."""
     out = dict(meta)
@@ -395,10 +497,12 @@ def _wire_meta(meta: Mapping[str, Any]) -> dict[str, Any]:
 
 
 class _Server(Server[dict[str, Any]]):
-    """The SDK's low-level server, advertising ``tools.listChanged`` to handshake-era clients by default."""
+    """The SDK's low-level server, advertising ``tools.listChanged`` to handshake-era clients by default
+    (not when ``list_changed`` is false: ``http_app(stateless=True)`` has no connection to send it on)."""
 
     #: How it finds a request's principal (``create_server(principal=)``): ``http_app`` binds sessions with it.
     harness_principal: Principal = default_principal
+    list_changed = True
 
     def create_initialization_options(
         self,
@@ -407,7 +511,7 @@ class _Server(Server[dict[str, Any]]):
         extensions: dict[str, dict[str, Any]] | None = None,
     ) -> InitializationOptions:
         return super().create_initialization_options(
-            notification_options or NotificationOptions(tools_changed=True), experimental_capabilities, extensions
+            notification_options or NotificationOptions(tools_changed=self.list_changed), experimental_capabilities, extensions
         )
 
 
@@ -700,6 +804,8 @@ def http_app(
         app = Starlette(routes=[Mount("/tools", mcp)], lifespan=lambda _: mcp.router.lifespan_context(mcp))
     """
     server = server or create_server(registry, principal=principal)
+    if stateless and isinstance(server, _Server):  # no handshake-era connection outlives its request
+        server.list_changed = False
     limit = max_body_size or registry.limits.max_bytes + 65536
     security = _security(host, allowed_hosts, allowed_origins)
     app = server.streamable_http_app(
