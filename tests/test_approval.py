@@ -71,9 +71,11 @@ def test_approve_then_resume_runs_the_call_through_its_policies_once() -> None:
     assert resumed.ok and resumed.value == "sent 5 EUR to ann" and resumed.call_id == "c1"
     assert bank.sent == [("ann", 5, "EUR")] and approval(reg).pending() == []
     again = reg.try_call("transfer", {"to": "ann", "amount": 5}, call_id="c1", context={"run_id": "r"})
-    assert again.error.kind == "approval_required"  # type: ignore[union-attr]  # an approval is used once
-    reg.plugins.get("approval").approve("c1")
-    refused = reg.try_call("transfer", {"to": "ann", "amount": 5}, call_id="c1", context={"run_id": "r"})
+    assert again.error.kind == "approval_conflict"  # type: ignore[union-attr]  # an approval is used once: it ran
+    assert "already ran under call id c1" in again.error.message and approval(reg).pending() == []  # type: ignore[union-attr]
+    reg.try_call("transfer", {"to": "ann", "amount": 5}, call_id="c2", context={"run_id": "r"})  # a new id: asked again
+    reg.plugins.get("approval").approve("c2")
+    refused = reg.try_call("transfer", {"to": "ann", "amount": 5}, call_id="c2", context={"run_id": "r"})
     assert refused.error.kind == "rate_limited"  # type: ignore[union-attr]
     assert reg.stats()["approval"] == {"pending": 0, "approved": 2, "denied": 0}
 
@@ -133,7 +135,8 @@ def test_a_spent_decisions_id_refuses_another_call_for_ttl(how: str) -> None:
     """Once its decision was used, expired or withdrawn, a call id became free: another call under it was
     held as a new pending call, and a repeated approve() of the id (a double click, a replayed webhook)
     approved a call the person never saw. Now it is ``ApprovalConflict`` for ``ttl``; the same call
-    again waits for a new decision as before."""
+    again waits for a new decision if its decision expired or was withdrawn, and is refused if it was used
+    (it ran, or was denied: a re-sent turn is not a new request)."""
     reg = registry(ttl=100)
     bank = Bank(reg, options={"requires_approval": True})
     spend(reg, how)
@@ -143,6 +146,12 @@ def test_a_spent_decisions_id_refuses_another_call_for_ttl(how: str) -> None:
     with pytest.raises(ApprovalNotFound):
         approval(reg).approve("c1")  # the repeated approve finds nothing to approve
     same = reg.try_call("transfer", {"to": "ann", "amount": 5}, call_id="c1")
+    if how.endswith("used"):  # the same call: its decision is not asked for, nor used, twice
+        assert same.error is not None and same.error.kind == (
+            "approval_conflict" if how == "approved and used" else "approval_denied"
+        )
+        assert approval(reg).pending() == [] and len(bank.sent) == (how == "approved and used")
+        return
     assert same.error is not None and same.error.kind == "approval_required"  # the same call: asked again
     assert [p.arguments["to"] for p in approval(reg).pending()] == ["ann"]
     assert reg.try_call("transfer", SWAPPED, call_id="c1").error.kind == "approval_conflict"  # type: ignore[union-attr]
@@ -305,10 +314,11 @@ def test_the_round_trip_through_dispatch_uses_the_providers_call_id() -> None:
     assert pending.call_id == "call_abc"
     approval(reg).approve("call_abc")
     assert resume(reg, first.pending[0]) == {"role": "tool", "tool_call_id": "call_abc", "content": "sent 1 EUR to bo"}
-    approval(reg).approve(dispatch(reg, [tool_call]).pending[0].call_id)
-    [again] = dispatch(reg, [tool_call])  # or: the same tool call, sent again after the decision
-    assert again == {"role": "tool", "tool_call_id": "call_abc", "content": "sent 1 EUR to bo"}
-    assert bank.sent == [("bo", 1, "EUR"), ("bo", 1, "EUR")]
+    [again] = dispatch(reg, [tool_call])  # the same tool call, sent again after it ran: not held, not run again
+    assert again["tool_call_id"] == "call_abc" and "already ran under call id call_abc" in again["content"]
+    with pytest.raises(ApprovalNotFound):  # a repeated approve finds nothing to approve
+        approval(reg).approve("call_abc")
+    assert bank.sent == [("bo", 1, "EUR")]
 
 
 def test_aresume_and_the_idempotency_key_is_kept() -> None:
@@ -393,7 +403,7 @@ def test_an_approval_refused_by_a_later_policy_still_holds_and_a_call_id_names_o
     assert bank.sent == [("ann", 5, "EUR")]
     reg.clock.advance(1000)  # type: ignore[attr-defined]  # a token again
     assert approval(reg).resume("c2").value == "sent 1 EUR to bo"  # the refusal did not use the approval up
-    assert reg.try_call("transfer", {"to": "bo", "amount": 1}, call_id="c2").error.kind == "approval_required"  # type: ignore[union-attr]
+    assert reg.try_call("transfer", {"to": "bo", "amount": 1}, call_id="c2").error.kind == "approval_conflict"  # type: ignore[union-attr]  # it ran
 
 
 def test_a_call_id_whose_approved_call_is_under_way_refuses_another_call() -> None:
@@ -557,7 +567,7 @@ def test_an_approval_used_by_an_attempt_that_ran_is_not_given_back_by_a_later_re
     with pytest.raises(ApprovalNotFound):  # used up by attempt 1, not put back by attempt 2
         approval(reg).resume("c1")
     again = reg.try_call("transfer", args, call_id="c1")
-    assert again.error is not None and again.error.kind == "approval_required" and sent == [900]
+    assert again.error is not None and again.error.kind == "approval_conflict" and sent == [900]  # it ran once
 
 
 class _CallsDuringSleep(ManualClock):

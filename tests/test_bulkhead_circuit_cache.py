@@ -762,7 +762,7 @@ def test_cache_off_by_default_and_only_for_safe_tools(clock: ManualClock) -> Non
     with pytest.raises(ToolDefinitionError, match="cache_ttl"):
         reg.add(lambda: 1, name="unsafe", cache_ttl=5)
     wide = ToolRegistry(plugins={"cache": CachePlugin(ttl=10, max_entries=2)}, clock=clock, autoload=False)
-    wide.add(lambda x: runs.append(x) or x, name="idem", idempotent=True)
+    wide.add(lambda x: runs.append(x) or x, name="idem", read_only=True)  # the plugin-wide ttl: read-only tools only
     wide.add(lambda x: runs.append(x) or x, name="writer")
     for x in (1, 1, 2, 3, 1):
         wide.call("idem", {"x": x})
@@ -812,7 +812,8 @@ def test_documented_order() -> None:
     deciders, observers = order["on_error"][:6], order["on_error"][6:]
     # the cap's on_error is tryfirst: it decides its own refusal (a wait for a slot up to max_wait) before a retry policy
     assert deciders == ("rate_limit", "concurrency", "timeout", "retry", "circuit_breaker", "idempotency")
-    assert set(observers) == {"approval", "budget", "otel", "metrics", "logging"}  # trylast: they see the final decision
+    # trylast: they see the final decision (output_limit's after it is made: applies_to(after_decision=True))
+    assert set(observers) == {"approval", "budget", "otel", "metrics", "logging", "output_limit"}
 
 
 def test_order_survives_replacement() -> None:

@@ -418,7 +418,7 @@ def render(item: tuple[Any, ...], session: int, last: str) -> tuple[bytes, Any]:
 def model(expected: list[Any]) -> list[Any]:
     """Per modelled line ``(id, kind)`` of its answer in a sequential run (``kind``: ok, refused, invalid, or an error kind)."""
     held: dict[str, tuple[Any, Any]] = {}  # call id -> the request's id and arguments
-    spent: dict[str, Any] = {}  # call id -> the arguments of the call its decision was used for (within ttl)
+    spent: dict[str, Any] = {}  # call id -> the arguments of the call its decision was used for (within ttl), and the verb
     out: list[Any] = []
     for spec in expected:
         if spec is None or spec == "invalid":
@@ -428,9 +428,12 @@ def model(expected: list[Any]) -> list[Any]:
             if outcome == "held" and str(rid) in held and held[str(rid)][1] != args:
                 STATS["held calls refused: their call id waits with other arguments"] += 1
                 outcome = "refused"  # ApprovalConflict: a call id names one waiting call
-            elif outcome == "held" and str(rid) in spent and spent[str(rid)] != args:
+            elif outcome == "held" and str(rid) in spent and spent[str(rid)][0] != args:
                 STATS["held calls refused: their call id was decided for other arguments"] += 1
                 outcome = "refused"  # ApprovalConflict: a repeated approve() must not approve another call
+            elif outcome == "held" and str(rid) in spent:  # the same call again: its decision was used, not asked twice
+                STATS["held calls refused: the same call's decision was used"] += 1
+                outcome = "refused" if spent[str(rid)][1] == "approve" else "approval_denied"  # it ran / denied again
             elif outcome == "held":
                 held[str(rid)] = (rid, args)
             out.append((shown(rid), "approval_required" if outcome == "held" else outcome))
@@ -438,7 +441,8 @@ def model(expected: list[Any]) -> list[Any]:
             verb, target, _ = spec
             if str(target) in held:
                 STATS["held calls approved" if verb == "approve" else "held calls denied"] += 1
-                rid, spent[str(target)] = held.pop(str(target))
+                rid, args = held.pop(str(target))
+                spent[str(target)] = (args, verb)
                 out.append((shown(rid), "ok" if verb == "approve" else "approval_denied"))
             else:
                 out.append((shown(target), "approval_not_found"))

@@ -22,6 +22,8 @@ _ONE: Any = object()  # log_gated's hook was called with one argument
 _loggers: dict[str, logging.Logger] = {}
 _checks: dict[str, Callable[[int], bool]] = {}
 _modules = sys.modules
+# structlog's level check per logger, with the configuration it was made for (its wrapper class and logger factory)
+_structlog_checks: dict[str, tuple[tuple[Any, Any], Callable[[int], Any] | None]] = {}
 
 
 def _stdlib(name: str) -> logging.Logger:
@@ -36,8 +38,33 @@ def _structlog() -> Any:
     return module if module is not None and module.is_configured() else None
 
 
+def _structlog_enabled(structlog: Any, logger: str, level: int) -> bool:
+    """Whether the application's structlog configuration keeps an event at ``level`` on ``logger``: its bound
+    logger's ``is_enabled_for`` (a ``make_filtering_bound_logger`` or ``structlog.stdlib.BoundLogger`` has one),
+    found once per configuration; True for a logger without one, or whose check raises."""
+    config = structlog.get_config()
+    made_for = (config["wrapper_class"], config["logger_factory"])
+    found = _structlog_checks.get(logger)
+    if found is None or found[0] != made_for:
+        try:
+            check = getattr(structlog.get_logger(logger).bind(), "is_enabled_for", None)
+        except Exception:  # a logger factory that fails: log_event reports it when an event is emitted
+            check = None
+        found = _structlog_checks[logger] = (made_for, check if callable(check) else None)
+    check = found[1]
+    if check is None:
+        return True
+    try:
+        return bool(check(level))
+    except Exception:
+        return True
+
+
 def log_enabled(level: int, logger: str = "harness_one") -> bool:
-    """Whether an event at ``level`` on ``logger`` would go anywhere (check before building fields)."""
+    """Whether an event at ``level`` on ``logger`` would go anywhere (check before building fields).
+
+    With structlog configured by the application, its bound logger's level check
+    (``is_enabled_for``, where it has one) answers; otherwise the stdlib logger's."""
     return (_checks.get(logger) or log_enabled_for(logger))(level)
 
 
@@ -52,12 +79,13 @@ def log_enabled_for(logger: str) -> Callable[[int], bool]:
     cache: dict[int, bool] = getattr(target, "_cache", {})
 
     def enabled(level: int) -> bool:
-        if not target.disabled:
-            answer = cache.get(level)
-            if answer or (answer is None and target.isEnabledFor(level)):
-                return True
         module = _modules.get("structlog")
-        return module is not None and bool(module.is_configured())
+        if module is not None and module.is_configured():  # the events go to structlog: its level check answers
+            return _structlog_enabled(module, logger, level)
+        if target.disabled:
+            return False
+        answer = cache.get(level)
+        return bool(answer or (answer is None and target.isEnabledFor(level)))
 
     return _checks.setdefault(logger, enabled)
 

@@ -184,6 +184,12 @@ _SCAN = 4  # text searched for user-info and keys: what is shown (times this) as
 _MAX_ITEMS = 100  # entries shown per container: what is logged stays small whatever came
 _MAX_SHOWN = 16_384  # characters shown of one value, containers and all (about its JSON size)
 _MAX_NAME = 200  # characters shown of a mapping key, an argument name or a call id
+_MAX_PAIR = 8  # keys of a mapping read as a name/value pair: {"name": "API_TOKEN", "value": ..., "masked": true, ...}
+# (the name's field, the value's field), lower case without separators: HAR headers and Kubernetes env
+# entries, AWS tags and SSM parameters ("Key"/"Name", "Value"), CloudFormation parameters
+_PAIR_FIELDS = (("name", "value"), ("key", "value"), ("parameterkey", "parametervalue"))
+# Terminal controls (C0, DEL, C1) and the Unicode line and paragraph separators: escaped in a shown name
+_CONTROLS = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
 
 def _word_end(text: str, start: int, end: int) -> int:
@@ -245,6 +251,16 @@ def _closing(text: str, start: int) -> int | None:
 
 def _normal(key: str) -> str:
     return re.sub(r"[^a-z0-9]", "", key.lower())
+
+
+def _field(key: str) -> str:
+    """A field name lower case, without the usual separators (``Parameter_Key`` is ``parameterkey``)."""
+    return key.lower().replace("_", "").replace("-", "")
+
+
+def _escaped(found: re.Match[str]) -> str:
+    """A control character as its escape: ``\\x1b``, ``\\u2028``."""
+    return ascii(found.group())[1:-1]
 
 
 class Redactor:
@@ -385,10 +401,14 @@ class Redactor:
         return "".join(parts) + text[done:] if parts else text
 
     def key(self, key: Any) -> str:
-        """A mapping key as shown: masked like text (cut at 200 characters) unless it is a plain name
-        of at most 200 characters and no secret value is set."""
+        """A mapping key (an argument name, a call id, a tool name) as shown: masked like text (cut at 200
+        characters), its terminal control characters and line separators as escapes (``\\x1b``,
+        ``\\u2028``: a console renderer shows them raw), unless it is a plain name of at most 200
+        characters and no secret value is set."""
         text = key if isinstance(key, str) else str(key)
-        return text if len(text) <= _MAX_NAME and text.isidentifier() and not self._values else self.text(text, _MAX_NAME)
+        if len(text) <= _MAX_NAME and text.isidentifier() and not self._values:
+            return text
+        return self.text(_CONTROLS.sub(_escaped, text), _MAX_NAME)
 
     def __call__(self, value: Any) -> Any:
         """A copy of ``value`` safe to log: secrets masked, containers walked (the first 100 entries
@@ -398,13 +418,21 @@ class Redactor:
         values shown briefly, and the whole cut at about 16,384 characters (the rest counted)."""
         return self._shown(value, 0, [_MAX_SHOWN])
 
-    def _named_secret(self, value: Mapping[Any, Any]) -> bool:
-        """Whether ``value`` is a name/value pair of a secret: ``{"name": "Authorization", "value": ...}``
-        (HTTP headers as HAR and many APIs list them, a Kubernetes ``env`` entry), ``key`` for ``name`` too."""
-        if "value" not in value or len(value) > 4:
-            return False
-        name = value.get("name", value.get("key"))
-        return isinstance(name, str) and self.is_secret(name)
+    def _named_secret(self, value: Mapping[Any, Any]) -> Any:
+        """The key of the secret value if ``value`` is a name/value pair of a secret, else None:
+        ``{"name": "Authorization", "value": ...}`` (HTTP headers as HAR and many APIs list them, a
+        Kubernetes ``env`` entry, a CI variable with more fields), ``Key``/``Value`` (AWS tags, SSM
+        parameters as ``Name``/``Value``), ``ParameterKey``/``ParameterValue`` (CloudFormation). Field
+        names match in any case and without separators; a mapping of more than 8 keys is not a pair."""
+        if len(value) > _MAX_PAIR:
+            return None
+        fields = {_field(k): k for k in value if isinstance(k, str)}
+        for name_field, value_field in _PAIR_FIELDS:
+            if value_field in fields and name_field in fields:
+                name = value[fields[name_field]]
+                if isinstance(name, str) and self.is_secret(name):
+                    return fields[value_field]
+        return None
 
     def _shown(self, value: Any, depth: int, budget: list[int]) -> Any:
         """``value`` as :meth:`__call__` shows it; ``budget[0]``: the characters left to show."""
@@ -421,6 +449,7 @@ class Redactor:
             value = dict(zip(fields, value, strict=False))  # a named tuple: its names say what is secret
         if isinstance(value, Mapping):
             shown: dict[str, Any] = {}
+            budget[0] -= 4  # its braces, and the separator before it
             named = self._named_secret(value)  # {"name": "Authorization", "value": "..."}: its value is the secret
             for count, (k, v) in enumerate(itertools.islice(value.items(), _MAX_ITEMS)):
                 if budget[0] <= 0:
@@ -428,7 +457,8 @@ class Redactor:
                     return shown
                 name = self.key(k)
                 budget[0] -= len(name) + 4
-                shown[name] = REDACTED if self.is_secret(k) or (named and k == "value") else self._shown(v, depth + 1, budget)
+                secret = self.is_secret(k) or (named is not None and isinstance(k, str) and k == named)
+                shown[name] = REDACTED if secret else self._shown(v, depth + 1, budget)
             if len(value) > _MAX_ITEMS:
                 shown["..."] = f"{len(value) - _MAX_ITEMS} more entries"
             return shown
@@ -436,6 +466,7 @@ class Redactor:
             budget[0] -= len(value[0]) + len(REDACTED)
             return [self.text(value[0]), REDACTED]  # a key/value pair, as in [("Authorization", "Bearer ...")]
         if isinstance(value, (list, tuple, set, frozenset)):
+            budget[0] -= 4  # its brackets, and the separator before it
             items: list[Any] = []
             flag = False  # the previous item is a flag naming a secret: ["mysql", "--password", "..."]
             for count, item in enumerate(itertools.islice(value, _MAX_ITEMS)):

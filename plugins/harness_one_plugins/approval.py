@@ -8,7 +8,8 @@ same call again with the same call id): an approved call then runs through every
 denied one is refused with :class:`ApprovalDenied`, whose text the model can read. An approval
 holds for the call it was given for: while it is unused, and for ``ttl`` after it was used,
 expired or withdrawn, a call with the same id and other arguments is refused with
-:class:`ApprovalConflict`.
+:class:`ApprovalConflict`; for ``ttl`` after it was used, the same call again under that id is
+refused too (it is not held for a second decision): it ran, or was denied, already.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from harness_one import (
     fingerprint,
     hookimpl,
 )
+from harness_one.state import copied
 
 from ._options import count, seconds
 
@@ -48,7 +50,7 @@ class ApprovalRequired(ToolError):
     kind = "approval_required"  # harness_one's APPROVAL_REQUIRED: dispatch and the loop recognise it
 
     def __init__(self, *, tool: str, call_id: str, arguments: Mapping[str, Any], holder: ApprovalPlugin | None = None) -> None:
-        self.arguments = dict(arguments)
+        self.arguments = _own(arguments)  # the application's to show or mask: not the held call's
         self._holder = holder
         super().__init__(
             f"The call of '{tool}' needs a person's approval before it runs; it is waiting for a decision "
@@ -143,7 +145,7 @@ class ApprovalPlugin:
         require: the rule for tools that declare none (``True`` or a predicate; default none).
         destructive: whether tools marked ``destructive=True`` need approval (when they declare no rule).
         ttl: seconds a pending call or an unused decision is kept, and a used, expired or withdrawn
-            decision's call id refuses other calls (default one hour).
+            decision's call id refuses other calls (and a used one the same call; default one hour).
         max_pending: at most this many pending calls, decisions and spent decisions are kept (oldest dropped first).
         clock: time source (default: the registry's clock).
     """
@@ -172,9 +174,10 @@ class ApprovalPlugin:
         self._decisions: OrderedDict[str, _Decision] = OrderedDict()
         #: Approvals a call took and has not settled (it runs, or waits for its next attempt), by call id.
         self._in_use: dict[str, _Decision] = {}
-        #: The calls whose decisions were used, expired or withdrawn, and when, by call id: for ``ttl``
-        #: another call under the id is refused, so a repeated approve() never approves it.
-        self._spent: OrderedDict[str, tuple[PendingCall, float]] = OrderedDict()
+        #: The calls whose decisions were used, expired or withdrawn, when, and the decision if one was used,
+        #: by call id: for ``ttl`` another call under the id is refused, and the same call too if its decision
+        #: was used, so a repeated approve() never approves it.
+        self._spent: OrderedDict[str, tuple[PendingCall, float, _Decision | None]] = OrderedDict()
         self._lock = threading.Lock()
         self.approved = 0
         self.denied = 0
@@ -256,17 +259,17 @@ class ApprovalPlugin:
             gone, decision = self._decisions.popitem(last=False)
             self._spend(gone, decision.call, now)
         while self._spent:
-            _, spent = next(iter(self._spent.values()))
+            _, spent, _ = next(iter(self._spent.values()))
             if now - spent <= self.ttl:
                 break
             self._spent.popitem(last=False)
 
-    def _spend(self, call_id: str, asked: PendingCall, now: float) -> None:
-        """Keep a call whose decision was used, expired or withdrawn, or that was withdrawn or expired while it
-        waited, for ``ttl``, at most ``max_pending`` (the oldest dropped first); not a grant's, which is not a
-        person's decision."""
+    def _spend(self, call_id: str, asked: PendingCall, now: float, used: _Decision | None = None) -> None:
+        """Keep a call whose decision was used (``used``), expired or withdrawn, or that was withdrawn or expired
+        while it waited, for ``ttl``, at most ``max_pending`` (the oldest dropped first); not a grant's, which is
+        not a person's decision."""
         if asked.registry is not None:
-            self._spent[call_id] = (asked, now)
+            self._spent[call_id] = (asked, now, used)
             self._spent.move_to_end(call_id)
             if len(self._spent) > self.max_pending:
                 self._spent.popitem(last=False)
@@ -297,11 +300,13 @@ class ApprovalPlugin:
                     call.state[_GRANTED] = decision  # given back if a later policy refuses the call
                     self._in_use[call_id] = decision
                     return
-                self._spend(call_id, decision.call, now)
+                self._spend(call_id, decision.call, now, decision)
                 raise ApprovalDenied(decision.reason, tool=call.tool.name, call_id=call_id)
             # A person decided another call under this id (unused, under way, or spent within ttl), or
             # another call waits under it: not a new request to decide. (A grant is not a person's decision.)
             decided, spent, waiting = decision or self._in_use.get(call_id), self._spent.get(call_id), self._pending.get(call_id)
+            if spent is not None and spent[2] is not None and _same_call(spent[0], call, digest):
+                _refuse_used(spent[2], call)  # made again (a re-sent turn): its decision was used, not a new request
             for other in (decided.call if decided else None, spent[0] if spent else None, waiting):
                 if other is not None and other.registry is not None and not _same_call(other, call, digest):
                     what = "already waits for a decision" if other is waiting else "was already decided"
@@ -314,8 +319,8 @@ class ApprovalPlugin:
             self._pending[call_id] = PendingCall(
                 call_id,
                 call.tool.name,
-                dict(call.arguments),
-                dict(call.context),
+                _own(call.arguments),  # its own copy: nothing the caller or a UI changes reaches the call that runs
+                _own(call.context),
                 call.idempotency_key,
                 now,
                 digest,
@@ -355,7 +360,7 @@ class ApprovalPlugin:
                 return
             if self._decisions.get(call_id) is decision:  # kept after an earlier attempt, used now
                 del self._decisions[call_id]
-            self._spend(call_id, decision.call, now)
+            self._spend(call_id, decision.call, now, decision)
 
     # ------------------------------------------------------------------ the application's side
 
@@ -483,6 +488,26 @@ class ApprovalPlugin:
         with self._lock:
             self._sweep(self._now())
             return {"pending": len(self._pending), "approved": self.approved, "denied": self.denied}
+
+
+def _own(values: Mapping[str, Any]) -> dict[str, Any]:
+    """A deep copy of ``values`` (a shallow one of values that cannot be copied: a lock, a client)."""
+    try:
+        return dict(copied(dict(values)))
+    except TypeError:
+        return dict(values)
+
+
+def _refuse_used(used: _Decision, call: Call) -> None:
+    """Refuse ``call``, the call a person decided under its id, whose decision was used: denied again, or (approved) it ran."""
+    if not used.approved:
+        raise ApprovalDenied(used.reason, tool=call.tool.name, call_id=call.call_id)
+    raise ApprovalConflict(
+        f"The call of '{call.tool.name}' already ran under call id {call.call_id}, as approved; it is not held or run "
+        "again under this id. Do not make it again unless it must run a second time: then make it with a new call id.",
+        tool=call.tool.name,
+        call_id=call.call_id,
+    )
 
 
 def _same_call(asked: PendingCall, call: Call, digest: str) -> bool:

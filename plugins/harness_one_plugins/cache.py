@@ -1,4 +1,4 @@
-"""The ``cache`` plugin: reuse recent results of idempotent or read-only tools (off by default)."""
+"""The ``cache`` plugin: reuse recent results of read-only tools, and of tools that opt in (off by default)."""
 
 from __future__ import annotations
 
@@ -34,25 +34,55 @@ def _key(value: Any) -> str | None:
     return fingerprint(value, json_only=True, whole_numbers=False)
 
 
+_SCALARS = (str, int, float, bool, type(None))
+
+
+def _plain(value: Any) -> bool:
+    """Whether ``value`` is plain JSON data: dicts with string keys, lists, and scalars of exactly those
+    types (no subclass, no object whose ``repr`` hides its size), no list or dict in it twice (a cycle).
+    Linear, not recursive."""
+    stack, seen = [value], set()
+    while stack:
+        item = stack.pop()
+        kind = type(item)
+        if kind is dict or kind is list:
+            if id(item) in seen:  # a cycle (or a shared part: rare, and not cached either)
+                return False
+            seen.add(id(item))
+            if kind is dict:
+                if any(type(key) is not str for key in item):
+                    return False
+                stack.extend(item.values())
+            else:
+                stack.extend(item)
+        elif kind not in _SCALARS:
+            return False
+    return True
+
+
 class CachePlugin:
     """Answers a repeated call from memory for ``cache_ttl`` seconds.
 
-    Only tools marked ``idempotent`` or ``read_only`` are cached: those with their own
-    ``cache_ttl``, and all of them when ``ttl`` is given here, except a tool whose answer
-    changes from one call to the next with the same arguments (the time, a random draw), which
-    opts out with ``options={"cache": False}``. The key is the tool and its
-    validated arguments, and the call's context for a tool that reads it (a ``Call``
-    parameter), compared as JSON with each number as the tool gets it (``5`` and ``5.0`` are
-    two keys): a call whose arguments or context hold anything else (an
-    object, whose ``repr`` may not tell two callers apart) is neither answered from the cache
-    nor cached (``uncached`` in the stats). A result is kept from the time it is stored: a
-    clock that steps back before that time expires it. Each caller gets its own copy of a cached result
-    (a result that cannot be copied is not cached); a result is served only for the tool
-    that made it (not after ``add(..., replace=True)``). Separate from idempotency keys: a
-    cache hit is an optimisation, an idempotency replay is a guarantee.
+    Cached: a tool with its own ``cache_ttl`` (its author's opt-in; it needs an idempotent or
+    read-only tool), and, when ``ttl`` is given here, every tool marked ``read_only``. Never
+    cached: a tool marked ``destructive`` (whatever its ``cache_ttl``: a delete after a re-create
+    must run), an idempotent tool without its own ``cache_ttl`` (setting 21, 25, then 21 again must
+    run the third), and a tool whose answer changes from one call to the next with the same
+    arguments (the time, a random draw), which opts out with ``options={"cache": False}``. The
+    key is the tool and its validated arguments, and the call's context for a tool that reads it
+    (a ``Call`` parameter), compared as JSON with each number as the tool gets it (``5`` and
+    ``5.0`` are two keys): a call whose arguments or context hold anything else (an object, whose
+    ``repr`` may not tell two callers apart) is neither answered from the cache nor cached
+    (``uncached`` in the stats). Only a result that is plain JSON data (dicts with string keys,
+    lists, strings, numbers, booleans, None) is kept, so that its characters bound its memory (a
+    large array renders as a short ``repr``); another result is not cached (``uncached`` too, not
+    a miss). A result is kept from the time it is stored: a clock that steps back before that time
+    expires it. Each caller gets its own copy of a cached result; a result is served only for
+    the tool that made it (not after ``add(..., replace=True)``). Separate from idempotency keys:
+    a cache hit is an optimisation, an idempotency replay is a guarantee.
 
     Args:
-        ttl: seconds to keep results of every idempotent/read-only tool that does not opt out
+        ttl: seconds to keep results of every read-only tool that does not opt out
             (None: only tools with ``cache_ttl``).
         max_entries: bound on cached results (least recently used go first).
         max_chars: bound on the characters of all cached results together, each measured as the
@@ -87,9 +117,11 @@ class CachePlugin:
 
     def ttl_for(self, tool: Tool) -> float | None:
         """How long ``tool``'s results are kept, or None: not cached."""
-        if tool.options.get("cache", True) is not True or not (tool.idempotent or tool.read_only):
-            return None  # opted out (its answer changes from call to call), or repeating it is not safe
-        return tool.cache_ttl if tool.cache_ttl is not None else self.ttl
+        if tool.options.get("cache", True) is not True or tool.destructive:
+            return None  # opted out (its answer changes from call to call), or skipping a call would lose a change
+        if tool.cache_ttl is not None:  # its author's opt-in (Tool.create allows it for idempotent or read-only tools)
+            return tool.cache_ttl
+        return self.ttl if tool.read_only else None  # an idempotent write changes state: run it each time
 
     @hookimpl
     def harness_tool_added(self, tool: Tool) -> None:
@@ -134,6 +166,11 @@ class CachePlugin:
         key = call.take(_KEY)
         ttl = self.ttl_for(call.tool)
         if key is None or ttl is None:  # a hit answered before the tool ran
+            return
+        if not _plain(call.result):  # its characters would not bound its memory (an array's short repr)
+            with self._lock:
+                self.misses -= 1
+                self.uncached += 1
             return
         size = rendered_length(call.result)
         if size > self.max_chars:  # alone it would push out every other entry
