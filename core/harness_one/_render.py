@@ -8,7 +8,12 @@ One encoder for everything harness-one writes, with one rule for what JSON canno
 - other values go through :func:`json_default` (dataclasses, enums, sets, bytes, pydantic models,
   ``isoformat()`` for dates and times, else ``str()``); one that none of these can read (its
   ``__str__`` raises) becomes ``"<TypeName>"``;
-- a container (or dataclass) inside itself becomes the string ``"<cycle>"`` where it recurs.
+- a container (or dataclass) inside itself becomes the string ``"<cycle>"`` where it recurs;
+- a value whose lists, tuples and dicts hold more than :data:`MAX_ITEMS` items in all, each counted
+  each time it is written (the same list in it many times over: ``yaml.safe_load`` of nested
+  aliases, a "billion laughs"), is written with each repeat of a list, tuple or dict already
+  written, once that many items have been, as the string ``"<repeat>"``: so it takes time and
+  memory in proportion to its distinct parts, not to its expansion.
 
 So the output is always valid JSON in valid UTF-8, whatever a tool returned.
 
@@ -26,10 +31,13 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import enum
+import gc
 import hashlib
+import itertools
 import json
 import math
 import re
+import sys
 from collections.abc import Callable
 from typing import Any, Literal, overload
 
@@ -52,6 +60,10 @@ _NON_FINITE: dict[float, str] = {math.inf: "Infinity", -math.inf: "-Infinity"}
 #: int-to-text limit Python allows (640), whatever limit the application sets, whenever.
 _INT_DIGITS = 600
 _CHUNKED_FROM = 1_990  # bits: 600 digits need 1,994
+#: Items of lists, tuples and dicts written, repeats counted, before a repeat is written as ``"<repeat>"``:
+#: at least two characters each (``1,``), as many as the output_limit plugin's default (one million characters).
+MAX_ITEMS = 500_000
+_CONTAINERS = frozenset({dict, list, tuple})
 
 
 def text_of(value: Any) -> str:
@@ -119,12 +131,15 @@ class _Cleaner:
 
     What JSON text cannot carry as a Python value (a long int, and any string that looks like the
     token standing for one) becomes a token, put back as its JSON text after encoding. A container
-    inside itself becomes ``"<cycle>"`` (followed, ``a = []; a += [a, a]`` has 2**200 paths).
+    inside itself becomes ``"<cycle>"`` (followed, ``a = []; a += [a, a]`` has 2**200 paths). With
+    ``bounded``, a container met again once :data:`MAX_ITEMS` items have been copied becomes ``"<repeat>"``.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, bounded: bool = False) -> None:
         self.texts: list[str] = []
         self.open: set[int] = set()  # the containers being copied, outermost to here
+        self.written: set[int] | None = set() if bounded else None  # the containers copied, when bounded
+        self.copied = 0  # items of the containers copied, repeats counted (when bounded)
 
     def value(self, value: Any, depth: int = 0) -> Any:
         if depth > 200:
@@ -144,6 +159,11 @@ class _Cleaner:
             return self.value(float(value), depth)
         if id(value) in self.open:
             return "<cycle>"
+        if self.written is not None and kind in _CONTAINERS:
+            if self.copied >= MAX_ITEMS and id(value) in self.written:
+                return "<repeat>"
+            self.written.add(id(value))
+            self.copied += len(value)
         self.open.add(id(value))
         try:
             if isinstance(value, dict):
@@ -212,18 +232,74 @@ def json_line(value: Any) -> str:
     return _LINE_BREAKS.sub(lambda m: f"\\u{ord(m.group()):04x}", dumps(value))
 
 
+def _expansion(value: Any, counts: dict[int, int], depth: int = 0) -> int:
+    """The items of the lists, tuples and dicts in ``value`` (itself one), each counted each time it is
+    written, up to ``MAX_ITEMS + 1`` (also past 200 levels, where the cleaner stops): linear in its
+    distinct containers, whose counts ``counts`` keeps."""
+    known = counts.get(id(value))
+    if known is not None:
+        return known
+    counts[id(value)] = 0  # in itself (a cycle): written as "<cycle>"
+    total = len(value)
+    for item in value.values() if type(value) is dict else value:
+        if type(item) in _CONTAINERS:
+            total = MAX_ITEMS + 1 if depth >= 200 else min(total + _expansion(item, counts, depth + 1), MAX_ITEMS + 1)
+    counts[id(value)] = total
+    return total
+
+
+def _repeats_beyond(value: Any) -> bool:
+    """Whether ``value``'s lists, tuples and dicts hold more than :data:`MAX_ITEMS` items, repeats counted.
+
+    Level by level in C: counted (:func:`_expansion`) only when a container in it is held twice
+    (in it, or also elsewhere), so a value without shared containers costs a look at each part."""
+    if type(value) not in _CONTAINERS:
+        return False
+    level = [value]
+    while True:
+        parts = gc.get_referents(*level)
+        if _CONTAINERS.isdisjoint(map(type, parts)):
+            return False
+        if _CONTAINERS.issuperset(map(type, parts)):
+            level = parts
+        else:
+            level = list(itertools.compress(parts, map(_CONTAINERS.__contains__, map(type, parts))))
+        del parts  # each container is now held by its parent and by ``level``
+        if _most_held(level) > _HELD_ONCE:
+            return _expansion(value, {}) > MAX_ITEMS
+
+
+def _most_held(level: list[Any]) -> int:
+    return max(map(sys.getrefcount, level))
+
+
+def _held_once() -> int:
+    parent: list[list[Any]] = [[]]
+    return _most_held(list(parent))
+
+
+#: What :func:`_most_held` reads for a container held by one parent (and the level).
+_HELD_ONCE = _held_once()
+
+
 def _json(value: Any, indent: int | None = None) -> str:
     """:func:`dumps` but for its lone surrogates, each of which it replaces with one character."""
+    if _repeats_beyond(value):
+        return _cleaned(value, indent, _Cleaner(bounded=True))
     try:
         if indent is None:  # json.dumps with these options, without building an encoder each time
             return _ENCODER.encode(value)
         return json.dumps(value, ensure_ascii=False, allow_nan=False, default=json_default, indent=indent)
     except Exception:  # NaN, a long int, a cycle, a value whose reading raises: the cleaner's copy
-        cleaner = _Cleaner()
-        text = json.dumps(cleaner.value(value), ensure_ascii=False, allow_nan=False, default=str, indent=indent)
-        if cleaner.texts:
-            text = _TOKEN_JSON.sub(lambda m: cleaner.texts[int(m.group(1))], text)
-        return text
+        return _cleaned(value, indent, _Cleaner())
+
+
+def _cleaned(value: Any, indent: int | None, cleaner: _Cleaner) -> str:
+    """``value`` written through ``cleaner``'s copy, its tokens put back."""
+    text = json.dumps(cleaner.value(value), ensure_ascii=False, allow_nan=False, default=str, indent=indent)
+    if cleaner.texts:
+        text = _TOKEN_JSON.sub(lambda m: cleaner.texts[int(m.group(1))], text)
+    return text
 
 
 def json_data(value: Any) -> Any:
@@ -232,6 +308,8 @@ def json_data(value: Any) -> Any:
     For a provider SDK that takes data rather than text (Gemini): strings made UTF-8 safe, NaN and
     the rest as :func:`dumps` writes them, ints kept. ``value`` itself when it is already so.
     """
+    if _repeats_beyond(value):
+        return _Data(bounded=True).value(value)
     try:
         text = json.dumps(value, ensure_ascii=False, allow_nan=False)
     except (ValueError, TypeError, RecursionError):
@@ -254,8 +332,8 @@ def rendered_length(value: Any) -> int:
     measured as it is (made UTF-8 safe it keeps its length), anything else is written once as
     harness-one's JSON (not searched for lone surrogates: replacing them keeps the length).
     Inside a list or an object a value takes the characters it takes alone (nesting past 200
-    levels aside), so the parts of a result can be measured one by one; a string there is
-    quoted and escaped: ``rendered_length([text]) - 2``.
+    levels and repeats past 500,000 items aside), so the parts of a result can be measured one by
+    one; a string there is quoted and escaped: ``rendered_length([text]) - 2``.
     """
     if isinstance(value, str):
         return len(value)
