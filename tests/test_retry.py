@@ -419,10 +419,12 @@ class CancellingClock(ManualClock):
             self.call = None
 
 
+@pytest.mark.parametrize("timed_out", [False, True], ids=["failed", "timed-out"])
 @pytest.mark.parametrize("aio", [False, True], ids=["call", "acall"])
-def test_a_call_cancelled_during_a_retry_wait_starts_no_further_attempt(aio: bool) -> None:
+def test_a_call_cancelled_during_a_retry_wait_starts_no_further_attempt(aio: bool, timed_out: bool) -> None:
     """``call.cancel()`` while the retry plugin waits: ToolCancelled when the wait ends, the tool not run again
-    (before: the cancel marked only the failed attempt, and the next two attempts ran)."""
+    (before: the cancel marked only the failed attempt, and the next two attempts ran; and when that attempt had
+    been cancelled already, at its timeout, a cancel during the wait changed nothing)."""
     clock = CancellingClock()
     reg = ToolRegistry(plugins={"retry": RetryPlugin(rng=random.Random(0))}, clock=clock, autoload=False)
     runs: list[int] = []
@@ -430,6 +432,8 @@ def test_a_call_cancelled_during_a_retry_wait_starts_no_further_attempt(aio: boo
     def flaky(call: Call) -> str:
         runs.append(call.attempt)
         clock.call = call
+        if timed_out:
+            call.cancel()  # as the core does at an attempt's timeout, before the retry's wait
         raise RetryableError("busy", retry_after=5.0)
 
     reg.add(flaky, name="flaky", idempotent=True, retry={"attempts": 3, "total": 100})

@@ -188,6 +188,7 @@ class Call:
     _state: dict[str, Any] | None = None
     _cancelled_through: int  # the last attempt cancelled (0: none); read before every tool starts
     _progress: ProgressCallback | None = None
+    _cancels: int = 0  # cancel() calls (a class default until one): a retry's wait compares them
 
     def __init__(
         self,
@@ -261,6 +262,7 @@ class Call:
     def cancel(self) -> None:
         """Mark the call's current attempt as abandoned; cooperative tools check :attr:`cancelled`."""
         self._cancelled_through = self.attempt
+        self._cancels += 1
 
     def _bind_attempt(self, context: contextvars.Context) -> None:
         """Make ``context`` (a worker thread's, for this attempt's tool) read :attr:`cancelled` for this attempt."""

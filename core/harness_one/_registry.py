@@ -968,10 +968,10 @@ class ToolRegistry(metaclass=_SharedType):
                 call.result = decision.value
                 return
             assert type(decision) is Retry
-            through = call._cancelled_through
+            cancels = call._cancels  # (an attempt cancelled at its timeout counts before the wait)
             try:
                 yield max(decision.delay, 0.0)
-                if call._cancelled_through != through:  # cancelled while it waited: no attempt starts
+                if call._cancels != cancels:  # cancelled while it waited: no attempt starts
                     raise ToolCancelled.of(call)
             except ToolCancelled as exc:
                 decision = self._failed(call, plan, exc)  # the error to raise, unless an on_error hook awaits
