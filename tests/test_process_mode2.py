@@ -273,3 +273,30 @@ async def test_an_acall_worker_is_reaped_off_the_event_loop(
     assert reaped_in and threading.get_ident() not in reaped_in
     assert tfp.state(worker) is None  # reaped before the call ended
     assert runner.stats() == {"workers": 4, "alive": 1, "busy": 0, "killed": 1, "died": 0, "replaced": 1}
+
+
+def test_the_plugins_process_mode_alone_leaves_an_untimed_tool_in_the_callers_process() -> None:
+    """``TimeoutPlugin(mode="process")`` with no default: an untimed lambda, a closure and a tool with a ``Call``
+    parameter run in the caller's process as before (they cannot be sent to a worker: every call failed)."""
+
+    def make() -> Any:
+        def greet(name: str) -> str:
+            return f"hello {name}"
+
+        return greet
+
+    def progress(n: int, call: Call) -> int:
+        return n + call.attempt
+
+    plugin = TimeoutPlugin(mode="process")
+    reg = ToolRegistry(autoload=False, plugins={"timeout": plugin})
+    try:
+        reg.add(make(), name="greet")
+        reg.add(lambda x: x * 2, name="double")
+        reg.add(progress)  # (was a ToolDefinitionError)
+        assert reg.call("greet", {"name": "bob"}) == "hello bob"
+        assert reg.call("double", {"x": 4}) == 8
+        assert reg.call("progress", {"n": 2}) == 3
+        assert plugin.processes.stats()["alive"] == 0  # no worker started
+    finally:
+        plugin.processes.shutdown()

@@ -29,8 +29,12 @@ def _bounded(plugin: TimeoutPlugin, tool: Tool) -> bool:
 
 
 def _in_process(plugin: TimeoutPlugin, tool: Tool) -> bool:
-    """A sync tool in ``process`` mode: it runs in a worker process, with a timeout or without."""
-    return not tool.is_async and (tool.timeout_mode or plugin.mode) == "process"
+    """A sync tool that runs in a worker process: in ``process`` mode with a timeout, or without one when
+    the tool asks for a worker itself (its own ``timeout_mode="process"``, or a ``memory_limit``); the
+    plugin's ``mode="process"`` alone leaves an untimed tool (a lambda, a closure) in the caller's process."""
+    if tool.is_async or (tool.timeout_mode or plugin.mode) != "process":
+        return False
+    return _bounded(plugin, tool) or tool.timeout_mode == "process" or "memory_limit" in tool.options
 
 
 def _runs(plugin: TimeoutPlugin, tool: Tool) -> bool:
@@ -56,7 +60,8 @@ class TimeoutPlugin:
       of its own process group); at the deadline, or when the call is cancelled, the whole
       group is *killed* (the tool and every process it started but those that left the group)
       and the worker replaced. A tool with no timeout runs in a worker too (isolated, its
-      ``memory_limit`` kept), with no deadline (``call.timeout`` is ``math.inf``).
+      ``memory_limit`` kept), with no deadline (``call.timeout`` is ``math.inf``), when it asks
+      for one itself: its own ``timeout_mode="process"``, or a ``memory_limit``.
     - ``"none"``: in the caller's thread, never interrupted; the deadline is only advisory
       (``call.deadline``, ``call.remaining()``) for tools that check it.
 
