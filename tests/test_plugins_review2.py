@@ -344,3 +344,12 @@ def test_logged_arguments_stay_within_the_bound_with_many_empty_containers(recor
     logged = json.dumps(records[-1].harness_one["arguments"])  # type: ignore[attr-defined]
     assert 10_000 < len(logged) <= 16_384 + 200  # about 16,384 characters, the rest counted
     assert len(json.dumps(Redactor()({"rows": [{} for _ in range(5000)]}))) <= 16_384 + 200
+
+
+def test_every_spelling_of_a_pairs_value_field_is_masked() -> None:
+    """A second value field in another case (``"Value": ""`` added by a model) unmasked the real one: each
+    key that reads as the value field is masked, and a secret name under any spelling of the name field counts."""
+    masked = Redactor()({"name": "API_TOKEN", "value": "s3cr3t-live-token", "Value": ""})
+    assert "s3cr3t" not in json.dumps(masked) and redacted_count(masked) == 2
+    masked = Redactor()({"Name": "API_TOKEN", "name": "region", "value": "s3cr3t-live-token"})
+    assert "s3cr3t" not in json.dumps(masked) and redacted_count(masked) == 1

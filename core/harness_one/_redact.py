@@ -418,20 +418,24 @@ class Redactor:
         values shown briefly, and the whole cut at about 16,384 characters (the rest counted)."""
         return self._shown(value, 0, [_MAX_SHOWN])
 
-    def _named_secret(self, value: Mapping[Any, Any]) -> Any:
-        """The key of the secret value if ``value`` is a name/value pair of a secret, else None:
+    def _named_secret(self, value: Mapping[Any, Any]) -> str | None:
+        """The field of the secret value (``"value"``, compared as :func:`_field` writes a key: every key
+        that reads so is masked) if ``value`` is a name/value pair of a secret, else None:
         ``{"name": "Authorization", "value": ...}`` (HTTP headers as HAR and many APIs list them, a
         Kubernetes ``env`` entry, a CI variable with more fields), ``Key``/``Value`` (AWS tags, SSM
         parameters as ``Name``/``Value``), ``ParameterKey``/``ParameterValue`` (CloudFormation). Field
         names match in any case and without separators; a mapping of more than 8 keys is not a pair."""
         if len(value) > _MAX_PAIR:
             return None
-        fields = {_field(k): k for k in value if isinstance(k, str)}
+        fields: dict[str, list[str]] = {}  # (a list: "value" and "Value" are both the value)
+        for k in value:
+            if isinstance(k, str):
+                fields.setdefault(_field(k), []).append(k)
         for name_field, value_field in _PAIR_FIELDS:
             if value_field in fields and name_field in fields:
-                name = value[fields[name_field]]
-                if isinstance(name, str) and self.is_secret(name):
-                    return fields[value_field]
+                for name in (value[k] for k in fields[name_field]):
+                    if isinstance(name, str) and self.is_secret(name):
+                        return value_field
         return None
 
     def _shown(self, value: Any, depth: int, budget: list[int]) -> Any:
@@ -457,7 +461,7 @@ class Redactor:
                     return shown
                 name = self.key(k)
                 budget[0] -= len(name) + 4
-                secret = self.is_secret(k) or (named is not None and isinstance(k, str) and k == named)
+                secret = self.is_secret(k) or (named is not None and isinstance(k, str) and _field(k) == named)
                 shown[name] = REDACTED if secret else self._shown(v, depth + 1, budget)
             if len(value) > _MAX_ITEMS:
                 shown["..."] = f"{len(value) - _MAX_ITEMS} more entries"
