@@ -155,6 +155,12 @@ class RateLimitPlugin:
     def harness_tool_added(self, tool: Tool, registry: ToolRegistry) -> None:
         self._retune(tool)
 
+    def _prepare(self, tool: Tool) -> Callable[[Call], Await | RateLimitExceeded | None] | None:
+        """What the plan calls for ``tool``, prepared once per tool and plan; the buckets told its limit (a
+        plugin joining after the tool was added saw no ``harness_tool_added``)."""
+        self._retune(tool)
+        return self._pre_call_for(tool)
+
     def _retune(self, tool: Tool) -> None:
         """Tell the in-process buckets ``tool``'s limit, which may differ from the one its buckets were made
         under (a tool replaced): none is then swept as full before this limit refills it."""
@@ -164,7 +170,7 @@ class RateLimitPlugin:
             backend.retune(tool.name, rate=limit.rate, burst=limit.burst, keyed=limit.key is not None)
 
     @hookimpl
-    @per_tool(lambda plugin, tool: plugin._pre_call_for(tool))
+    @per_tool(lambda plugin, tool: plugin._prepare(tool))
     def harness_pre_call(self, call: Call) -> Await | None:
         """Refuse (raise :class:`RateLimitExceeded`) when the tool's bucket is short: what a subclass
         or a plugin delegating to this one sees. The core calls the function ``per_tool`` prepared,
@@ -187,7 +193,6 @@ class RateLimitPlugin:
         # waited for the lock, would come with a time before another's (MemoryBuckets).
         backend = self.backend
         acquire = backend.acquire_on if key is None and type(backend) is MemoryBuckets else None
-        self._retune(tool)  # (a plugin joining later sees no harness_tool_added)
 
         def pre_call(call: Call) -> Await | RateLimitExceeded | None:
             clock = self._now

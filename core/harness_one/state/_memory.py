@@ -35,6 +35,11 @@ if hasattr(os, "register_at_fork"):  # not on Windows, which does not fork
     os.register_at_fork(after_in_child=_forked)
 
 
+def _tool_of(key: Hashable) -> Hashable:
+    """The tool a bucket's key belongs to: the key itself, or a per-caller key's first part."""
+    return key[0] if type(key) is tuple and key else key
+
+
 class MemoryBuckets:
     """Token buckets in a dict. Idle buckets (full again) are evicted.
 
@@ -135,7 +140,7 @@ class MemoryBuckets:
         idle = [
             k
             for k, (_, last, full_after) in self._buckets.items()
-            if now - last >= full_after and (not refills or now - last >= refills.get(k[0] if type(k) is tuple and k else k, 0.0))
+            if now - last >= full_after and (not refills or now - last >= refills.get(_tool_of(k), 0.0))
         ]
         for key in idle:
             del self._buckets[key]
@@ -143,7 +148,7 @@ class MemoryBuckets:
             keyed: dict[Hashable, list[Hashable]] = {}
             for k in self._buckets:
                 if type(k) is not str:
-                    keyed.setdefault(k[0] if type(k) is tuple and k else k, []).append(k)
+                    keyed.setdefault(_tool_of(k), []).append(k)
             for mine in sorted(keyed.values(), key=len, reverse=True):
                 for key in mine[: max(len(mine) // 10, len(self._buckets) - self._max_keys + 1)]:
                     del self._buckets[key]
