@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import collections
+import dataclasses
 import json
 import re
+from collections.abc import Callable
 from typing import Any
 
+import pytest
 import yaml
 
 from harness_one import CallResult, ToolRegistry
-from harness_one._render import MAX_ITEMS, dumps, json_data, rendered_length
+from harness_one._render import MAX_ITEMS, _repeats_beyond, dumps, json_data, rendered_length
 from harness_one_plugins.output import DEFAULT_MAX_OUTPUT
 
 
@@ -72,3 +76,45 @@ def test_a_cycle_among_shared_containers_is_still_a_cycle() -> None:
     inner: list[Any] = [1]
     inner.append(inner)
     assert json.loads(dumps([inner, inner])) == [[1, "<cycle>"], [1, "<cycle>"]]
+
+
+@dataclasses.dataclass
+class Pair:
+    left: Any
+    right: Any
+
+
+class Items(list[Any]):
+    pass
+
+
+def doubled(leaf: Any, wrap: Callable[[Any], Any], depth: int = 40) -> Any:
+    value = leaf
+    for _ in range(depth):
+        value = wrap(value)
+    return value
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        doubled(Pair(1, 2), lambda v: Pair(v, v)),
+        doubled(collections.OrderedDict(x=[1]), lambda v: collections.OrderedDict(a=v, b=v)),
+        doubled(Items([1]), lambda v: Items([v, v])),
+        doubled(frozenset({1}), lambda v: [v, v]),
+        doubled([1], lambda v: {"a": Pair(v, v)}),
+    ],
+    ids=["dataclass", "OrderedDict", "list subclass", "set", "dataclass in a dict"],
+)
+def test_repeats_of_subclasses_sets_and_dataclasses_are_bounded_too(value: Any) -> None:
+    text = dumps(value)  # 2**40 leaves unbounded
+    assert len(text) < 20 * MAX_ITEMS and '"<repeat>"' in text
+    assert json.dumps(json_data(value), ensure_ascii=False) == text
+
+
+def test_a_large_value_held_elsewhere_without_repeats_takes_the_encoders_path() -> None:
+    rows = [{"id": i, "tags": [i, i + 1]} for i in range(200_000)]  # 800,000 items
+    held = list(rows)  # each row also held elsewhere: the bound is counted, and changes nothing
+    assert not _repeats_beyond(rows)
+    assert _repeats_beyond(rows + rows[:1])  # one row written twice, past the bound
+    assert dumps(rows) == json.dumps(held, ensure_ascii=False)

@@ -9,11 +9,12 @@ One encoder for everything harness-one writes, with one rule for what JSON canno
   ``isoformat()`` for dates and times, else ``str()``); one that none of these can read (its
   ``__str__`` raises) becomes ``"<TypeName>"``;
 - a container (or dataclass) inside itself becomes the string ``"<cycle>"`` where it recurs;
-- a value whose lists, tuples and dicts hold more than :data:`MAX_ITEMS` items in all, each counted
-  each time it is written (the same list in it many times over: ``yaml.safe_load`` of nested
-  aliases, a "billion laughs"), is written with each repeat of a list, tuple or dict already
-  written, once that many items have been, as the string ``"<repeat>"``: so it takes time and
-  memory in proportion to its distinct parts, not to its expansion.
+- a value whose containers (lists, tuples, dicts, their subclasses, sets, dataclasses) hold more
+  than :data:`MAX_ITEMS` items in all, each counted each time it is written (the same list in it
+  many times over: ``yaml.safe_load`` of nested aliases, a "billion laughs"), is written with each
+  repeat of a container already written, once that many items have been, as the string
+  ``"<repeat>"``: so it takes time and memory in proportion to its distinct parts, not to its
+  expansion. (A ``model_dump()`` expands inside the model's library, before this sees it.)
 
 So the output is always valid JSON in valid UTF-8, whatever a tool returned.
 
@@ -64,6 +65,9 @@ _CHUNKED_FROM = 1_990  # bits: 600 digits need 1,994
 #: at least two characters each (``1,``), as many as the output_limit plugin's default (one million characters).
 MAX_ITEMS = 500_000
 _CONTAINERS = frozenset({dict, list, tuple})
+#: Types written as themselves, never holding a container.
+_LEAVES = frozenset({str, int, float, bool, type(None)})
+_PLAIN = _CONTAINERS | _LEAVES
 
 
 def text_of(value: Any) -> str:
@@ -159,11 +163,12 @@ class _Cleaner:
             return self.value(float(value), depth)
         if id(value) in self.open:
             return "<cycle>"
-        if self.written is not None and kind in _CONTAINERS:
+        if self.written is not None and (kind in _CONTAINERS or _composite(kind)):
             if self.copied >= MAX_ITEMS and id(value) in self.written:
                 return "<repeat>"
             self.written.add(id(value))
-            self.copied += len(value)
+            if isinstance(value, (dict, list, tuple)):  # a set or a dataclass: the list or dict it becomes counts
+                self.copied += len(value)
         self.open.add(id(value))
         try:
             if isinstance(value, dict):
@@ -232,41 +237,69 @@ def json_line(value: Any) -> str:
     return _LINE_BREAKS.sub(lambda m: f"\\u{ord(m.group()):04x}", dumps(value))
 
 
+def _composite(kind: type) -> bool:
+    """Whether a value of type ``kind`` is written as a list or an object other than a plain ``dict``,
+    ``list`` or ``tuple``: one of their subclasses (``OrderedDict``), a set, a dataclass."""
+    return issubclass(kind, (dict, list, tuple, set, frozenset)) or dataclasses.is_dataclass(kind)
+
+
+def _items(value: Any) -> tuple[int, Any]:
+    """The items ``value`` (a container, see :func:`_composite`) is written with, and what they are."""
+    if isinstance(value, dict):
+        return len(value), value.values()
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return len(value), value
+    fields = [getattr(value, f.name, None) for f in dataclasses.fields(value)]
+    return len(fields), fields
+
+
 def _expansion(value: Any, counts: dict[int, int], depth: int = 0) -> int:
-    """The items of the lists, tuples and dicts in ``value`` (itself one), each counted each time it is
-    written, up to ``MAX_ITEMS + 1`` (also past 200 levels, where the cleaner stops): linear in its
-    distinct containers, whose counts ``counts`` keeps."""
+    """The items of the containers in ``value`` (itself one), each counted each time it is written, up
+    to ``MAX_ITEMS + 1`` (also past 200 levels, where the cleaner stops), or ``-1`` when no container
+    in it is written twice (then the bound changes nothing): linear in its distinct containers,
+    whose counts ``counts`` keeps (its entry ``-1`` is set when one is met twice)."""
     known = counts.get(id(value))
     if known is not None:
+        counts[-1] = 1
         return known
     counts[id(value)] = 0  # in itself (a cycle): written as "<cycle>"
-    total = len(value)
-    for item in value.values() if type(value) is dict else value:
-        if type(item) in _CONTAINERS:
+    total, items = _items(value)
+    for item in items:
+        kind = type(item)
+        if kind in _CONTAINERS or (kind not in _LEAVES and _composite(kind)):
             total = MAX_ITEMS + 1 if depth >= 200 else min(total + _expansion(item, counts, depth + 1), MAX_ITEMS + 1)
     counts[id(value)] = total
     return total
 
 
 def _repeats_beyond(value: Any) -> bool:
-    """Whether ``value``'s lists, tuples and dicts hold more than :data:`MAX_ITEMS` items, repeats counted.
+    """Whether ``value``'s containers hold more than :data:`MAX_ITEMS` items, repeats counted, one of them
+    written twice.
 
     Level by level in C: counted (:func:`_expansion`) only when a container in it is held twice
     (in it, or also elsewhere), so a value without shared containers costs a look at each part."""
-    if type(value) not in _CONTAINERS:
+    kind = type(value)
+    if kind not in _CONTAINERS and (kind in _LEAVES or not _composite(kind)):
         return False
     level = [value]
     while True:
         parts = gc.get_referents(*level)
-        if _CONTAINERS.isdisjoint(map(type, parts)):
+        kinds = set(map(type, parts))
+        if kinds <= _LEAVES:
             return False
-        if _CONTAINERS.issuperset(map(type, parts)):
+        if kinds <= _CONTAINERS:
             level = parts
-        else:
+        elif kinds <= _PLAIN:  # most values: JSON's own types
             level = list(itertools.compress(parts, map(_CONTAINERS.__contains__, map(type, parts))))
+        else:  # also subclasses, sets, dataclasses (and leaves of other types: dates, enums)
+            wanted = {kind for kind in kinds if kind in _CONTAINERS or (kind not in _LEAVES and _composite(kind))}
+            if not wanted:
+                return False
+            level = list(itertools.compress(parts, map(wanted.__contains__, map(type, parts))))
         del parts  # each container is now held by its parent and by ``level``
         if _most_held(level) > _HELD_ONCE:
-            return _expansion(value, {}) > MAX_ITEMS
+            counts: dict[int, int] = {}
+            return _expansion(value, counts) > MAX_ITEMS and -1 in counts
 
 
 def _most_held(level: list[Any]) -> int:
