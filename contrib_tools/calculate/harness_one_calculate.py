@@ -13,6 +13,11 @@ from a thread), so a refusal is instant:
 - ``round(x, ndigits)``: ``|ndigits| <= MAX_RESULT_DIGITS``;
 - every result is a real number (``(-8) ** 0.5`` is refused, not returned as a complex).
 
+A power whose integer operand is past a float's range (Python fails converting it) is still
+computed where its result is exact: ``1.0 ** (10**999)`` is 1.0, ``2 ** -(10**999)`` and
+``(10**999) ** -1`` are 0.0, ``2.0 ** (10**999)`` is out of a float's range. Elsewhere such an
+operand is refused as too large to convert to a float.
+
 Evaluation walks the tree with an explicit stack, so no Python recursion limit is involved.
 Every refusal is a :class:`ToolArgumentError` for ``$.expression``.
 """
@@ -24,6 +29,7 @@ import itertools
 import math
 import operator
 import re
+import sys
 import warnings
 from collections.abc import Callable
 from typing import Any, TypedDict
@@ -99,7 +105,64 @@ def _power(base: Any, exponent: Any) -> Any:
     ):
         shown = f"{f'({base})' if base < 0 else base} ** {exponent}"  # -2 ** n would read as -(2 ** n)
         raise _too_many_digits(f"{shown if len(shown) <= 40 else 'the power'} would have")
-    return operator.pow(base, exponent)
+    try:
+        return operator.pow(base, exponent)
+    except OverflowError:  # "int too large to convert to float", or a float power out of range
+        if not (_past_floats(base) or _past_floats(exponent)):
+            raise
+        return _power_past_floats(base, exponent)
+
+
+#: Natural logarithms of the largest float and of half the least (a power below it rounds to 0.0), with a margin
+#: for the error of computing them.
+_LN_OVER = math.log(sys.float_info.max) + 1e-6
+_LN_UNDER = -1075 * math.log(2) - 1e-6
+_NOT_REAL = "the result is not a real number (a fractional power of a negative number?)"
+
+
+def _past_floats(value: Any) -> bool:
+    """Whether ``value`` is an integer too large for a float (about 1.8e308)."""
+    if not _is_int(value):
+        return False
+    try:
+        float(value)
+    except OverflowError:
+        return True
+    return False
+
+
+def _out_of_range() -> OverflowError:
+    return OverflowError(34, "Numerical result out of range")  # as Python words a float power past the range
+
+
+def _power_past_floats(base: Any, exponent: Any) -> Any:
+    """``base ** exponent`` where Python failed converting an integer operand past a float's range to a float: the
+    result where it is exact (a base of 0, 1 or -1, infinite or NaN; a power that underflows to 0.0; ``n ** -1``),
+    ``OverflowError`` where the result overflows, else ``OverflowError`` saying the operand is too large."""
+    if _past_floats(exponent):
+        odd = exponent % 2 == 1
+        if base in (0, 1, -1) or (isinstance(base, float) and not math.isfinite(base)):
+            return base ** ((3 if odd else 2) * (1 if exponent > 0 else -1))  # the same sign and parity: the same result
+        if (exponent > 0) == (abs(base) > 1):
+            raise _out_of_range()
+        return -0.0 if base < 0 and odd else 0.0
+    # The base is past floats; the exponent is a float or an integer of a float's range.
+    if isinstance(exponent, float) and not math.isfinite(exponent):
+        return (-2.0 if base < 0 else 2.0) ** exponent  # inf, 0.0 or nan, as for any base past 1 in size
+    whole = _is_int(exponent) or exponent.is_integer()
+    if base < 0 and not whole:
+        raise _Refused(_NOT_REAL)
+    if exponent == 0:
+        return 1.0
+    odd = whole and int(exponent) % 2 == 1
+    ln = exponent * math.log(abs(base))
+    if ln > _LN_OVER:
+        raise _out_of_range()
+    if ln < _LN_UNDER:
+        return -0.0 if base < 0 and odd else 0.0
+    if exponent == -1:
+        return 1 / base  # integer true division: correctly rounded
+    raise OverflowError("int too large to convert to float")
 
 
 def _factorial(n: Any) -> int:
@@ -158,7 +221,7 @@ def _checked(value: Any) -> Any:
     if isinstance(value, float):
         return value
     if isinstance(value, complex):
-        raise _Refused("the result is not a real number (a fractional power of a negative number?)")
+        raise _Refused(_NOT_REAL)
     raise _Refused(f"the result is not a number but {type(value).__name__}")
 
 
@@ -293,6 +356,8 @@ def evaluate(expression: str) -> int | float:
     except ZeroDivisionError:
         raise refuse("division by zero") from None
     except OverflowError as exc:
+        if "too large to convert" in str(exc):  # an integer past floats, which the operation converts: not the result
+            raise refuse(f"math error: an operand is too large to convert to a float (about 1.8e308): {exc}") from None
         raise refuse(f"math error: the result is out of the range of a float (about 1.8e308): {exc}") from None
     except (ValueError, TypeError) as exc:
         raise refuse(f"math error: {exc}") from None

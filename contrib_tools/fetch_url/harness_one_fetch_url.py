@@ -12,12 +12,15 @@
 - A URL with a user name or password (``https://user:secret@host/``) is refused, the model's
   or a redirect's: httpx would send it as Basic auth and the result would echo it. The refusal
   shows it masked (``https://[REDACTED]@host/``).
-- Redirects are followed by hand, each hop checked the same way, at most ``max_redirects``.
+- Redirects are followed by hand, each hop checked the same way, at most ``max_redirects``. A
+  ``Location`` that is no URL (``//[``) is a ``ToolError`` saying the server redirected to an
+  invalid URL. No cookie is kept or sent, within a fetch or across its redirects.
 - One deadline, ``timeout`` seconds, covers the whole fetch: DNS, connect, TLS, every read
   and write of headers and body, over every redirect. Each socket operation gets only the
   time left, so a server that trickles a byte at a time cannot stretch it.
 - The body is read raw and decompressed here (gzip, deflate), never past ``max_bytes``, so a
   small compressed body cannot inflate in memory; the result says when it was truncated.
+  Reading stops where the compressed stream ends.
 - The result, as the model reads it (harness-one's JSON), is at most ``max_chars`` characters
   (default 1,000,000, the ``output_limit`` plugin's default): past it the text is cut, and
   JSON past it is shown as cut text; ``truncated`` and ``note`` say so. Where the metadata
@@ -29,8 +32,9 @@
   return; HTTP/1.1 over the network has three digits) is a ``ToolError``, so it cannot
   overrun ``max_chars``. The tool sets no ``max_output`` of its own, so an
   operator's lower output limit applies to it as to any tool.
-- HTML becomes readable text (:func:`html_to_text`); JSON stays JSON.
-- A URL or header echoed in the result or an error is cut, saying how long it was.
+- HTML becomes readable text (:func:`html_to_text`); JSON stays JSON; ``text/*``, ``+xml``, YAML, NDJSON and
+  CSV are text; any other type is binary, not shown.
+- A URL or header echoed in the result or an error, and an HTTP error's text, is cut, saying how long it was.
 
 ``HARNESS_ONE_FETCH_ALLOW`` (comma-separated hosts, addresses or CIDR networks) opens chosen
 private destinations on purpose; :func:`make_fetch_url` builds a tool with its own policy.
@@ -41,6 +45,7 @@ from __future__ import annotations
 import codecs
 import dataclasses
 import functools
+import http.cookiejar
 import ipaddress
 import json
 import os
@@ -55,6 +60,7 @@ from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from typing import Any, TypedDict, cast
 from urllib.parse import urljoin
+from urllib.request import Request
 
 import httpcore
 import httpx
@@ -426,7 +432,16 @@ def _resolve(policy: FetchPolicy, host: str, port: int, deadline: _Deadline) -> 
 
 
 class _TextExtractor(HTMLParser):
-    _SKIP = frozenset({"script", "style", "noscript", "template", "svg", "head"})
+    """The text a browser shows, and the page's title.
+
+    The head is not skipped as such: what it may hold shows nothing (``meta``, ``link``, the skipped ``style``,
+    ``script``, ``noscript``), and text or any other tag leaves it in a browser, ``</head>`` being optional (a page
+    without it lost its whole body). The title is the first ``<title>`` outside ``<svg>`` and ``<math>`` (an SVG
+    icon's ``<title>`` is a tooltip); another shows nothing.
+    """
+
+    _SKIP = frozenset({"script", "style", "noscript", "noframes", "template", "svg"})
+    _FOREIGN = frozenset({"svg", "math"})
     _BLOCK = frozenset(
         {
             "p",
@@ -456,27 +471,34 @@ class _TextExtractor(HTMLParser):
         self.parts: list[str] = []
         self.title = ""
         self._skip = 0
+        self._foreign = 0  # <svg> and <math> open
         self._in_title = False
+        self._titled = False  # the title was read: another <title> shows nothing
 
     def handle_starttag(self, tag: str, attrs: Any) -> None:
-        if tag == "title":
+        if tag == "title" and not self._foreign:
             self._in_title = True
         elif tag in self._SKIP:
             self._skip += 1
+        if tag in self._FOREIGN:
+            self._foreign += 1
         if tag in self._BLOCK:
             self.parts.append("\n")
 
     def handle_endtag(self, tag: str) -> None:
-        if tag == "title":
-            self._in_title = False
+        if tag == "title" and self._in_title:
+            self._in_title, self._titled = False, True
         elif tag in self._SKIP and self._skip:
             self._skip -= 1
+        if tag in self._FOREIGN and self._foreign:
+            self._foreign -= 1
         if tag in self._BLOCK:
             self.parts.append("\n")
 
     def handle_data(self, data: str) -> None:
         if self._in_title:
-            self.title += data
+            if not self._titled:
+                self.title += data
         elif not self._skip:
             self.parts.append(data)
 
@@ -515,7 +537,11 @@ def fetch(url: str, policy: FetchPolicy) -> FetchResult:
         raise _refuse(f"not a valid URL: {exc}", url) from None
     deadline = _Deadline(policy.timeout)
     transport = policy.transport if policy.transport is not None else _DeadlineTransport(deadline)
-    with httpx.Client(transport=transport, follow_redirects=False, trust_env=False) as client:
+    # No cookie jar that keeps anything: stored under the pinned address, a cookie one host set went to every other
+    # host a redirect reached on that address (and a server could set one for another's name).
+    cookies = http.cookiejar.CookieJar(_NoCookies())
+    hooks = {"response": [_redirected]}
+    with httpx.Client(transport=transport, follow_redirects=False, trust_env=False, cookies=cookies, event_hooks=hooks) as client:
         for hop in range(policy.max_redirects + 1):
             pinned, headers, extensions = _pin(current, policy, deadline, redirect=hop > 0)
             left = deadline.left()
@@ -526,18 +552,48 @@ def fetch(url: str, policy: FetchPolicy) -> FetchResult:
                     "GET", pinned, headers=headers, extensions=extensions, timeout=httpx.Timeout(left)
                 ) as response:
                     _check_status(response.status_code, current)
-                    if response.is_redirect and "location" in response.headers:
-                        current = httpx.URL(urljoin(str(current), response.headers["location"]))
-                        continue
                     body, truncated = _read(response, policy.max_bytes, deadline)
                     return _result(url, current, response, body, truncated, hop, policy.max_chars)
+            except _Redirect as redirect:
+                current = _target(current, redirect.location)
             except (httpx.TimeoutException, httpcore.TimeoutException):
                 raise ToolTimeout(policy.timeout) from None
             except (httpx.HTTPError, httpcore.NetworkError, httpcore.ProtocolError, httpcore.UnsupportedProtocol) as exc:
-                shown = _cut(str(current), _URL_SHOWN, masked=True)
-                raise ToolError(f"Fetching {shown!r} failed: {type(exc).__name__}: {exc}") from None
+                shown = _cut(str(current), _URL_SHOWN, masked=True)  # the error's text may hold a header: 100 KB
+                raise ToolError(f"Fetching {shown!r} failed: {type(exc).__name__}: {_cut(str(exc), masked=True)}") from None
     shown = _cut(url, _URL_SHOWN, masked=True)  # no password
     raise ToolError(f"Too many redirects (more than {policy.max_redirects}) starting at {shown!r}.")
+
+
+class _NoCookies(http.cookiejar.DefaultCookiePolicy):
+    """A cookie policy that keeps no cookie, so none is sent: each fetch is a stranger to every server."""
+
+    def set_ok(self, cookie: http.cookiejar.Cookie, request: Request) -> bool:
+        return False
+
+
+class _Redirect(Exception):
+    """A redirect's ``Location``, raised by :func:`_redirected` (httpx, parsing it first, failed on a malformed one
+    with ``ValueError``, ``IDNAError`` or ``InvalidURL``)."""
+
+    def __init__(self, location: str) -> None:
+        super().__init__(location)
+        self.location = location
+
+
+def _redirected(response: httpx.Response) -> None:
+    """The response hook: a redirect's ``Location`` taken (as :class:`_Redirect`) before httpx parses it for a
+    ``next_request`` that is never sent (the redirect is followed by hand, its target checked)."""
+    if response.has_redirect_location:
+        raise _Redirect(response.headers["location"])
+
+
+def _target(current: httpx.URL, location: str) -> httpx.URL:
+    """The URL ``location`` names, relative to ``current``; a ``ToolError`` (the server's doing) when it is no URL."""
+    try:
+        return httpx.URL(urljoin(str(current), location))
+    except (ValueError, httpx.InvalidURL) as exc:  # urljoin's "Invalid IPv6 URL"; httpx's own
+        raise _refuse(f"it is not a valid URL: {_cut(str(exc), masked=True)}", location, redirect=True) from None
 
 
 def _check_status(status: object, url: httpx.URL) -> None:
@@ -548,30 +604,47 @@ def _check_status(status: object, url: httpx.URL) -> None:
         raise ToolError(f"Fetching {shown!r} failed: the server answered with a status outside 100-999.")
 
 
-_Decoder = Callable[[bytes, int], tuple[bytes, bytes]]  # (input, room) -> (output of at most room bytes, input left)
+class _Plain:
+    """The body as sent (no ``Content-Encoding``), within ``room`` bytes: ``(input, room) -> (output, input left)``."""
+
+    eof = False  # it ends where the body does
+
+    def __call__(self, data: bytes, room: int) -> tuple[bytes, bytes]:
+        return data[:room], data[room:]
 
 
-def _decoder(content_encoding: str) -> _Decoder:
+def _decoder(content_encoding: str) -> _Plain | _Inflate:
     """A decoder for the response's ``Content-Encoding`` that never outputs more than it has room for."""
     codings = [c.strip().lower() for c in content_encoding.split(",") if c.strip().lower() not in ("", "identity")]
     if not codings:
-        return lambda data, room: (data[:room], data[room:])
+        return _Plain()
     if len(codings) > 1 or codings[0] not in ("gzip", "x-gzip", "deflate"):
         raise ToolError(f"The server sent content-encoding {_cut(content_encoding)!r}; only gzip and deflate are supported.")
     return _Inflate(codings[0])
 
 
 class _Inflate:
-    """gzip or deflate decoding (a zlib or gzip header detected, raw deflate as a fallback) within ``room`` bytes."""
+    """gzip or deflate decoding (a zlib or gzip header detected, raw deflate as a fallback) within ``room`` bytes;
+    ``eof`` once the compressed stream has ended."""
 
     def __init__(self, coding: str) -> None:
         self._coding = coding
         self._z = zlib.decompressobj(zlib.MAX_WBITS | 32)
         self._started = False
+        self._head = b""  # deflate's first byte, held until a second tells its header (a network chunk may be one byte)
+
+    @property
+    def eof(self) -> bool:
+        return self._z.eof
 
     def __call__(self, data: bytes, room: int) -> tuple[bytes, bytes]:
         if self._z.eof:
             return b"", b""  # bytes after the end of the compressed stream are ignored
+        if self._coding == "deflate" and not self._started:  # zlib reads a header (or none) from the first two bytes
+            data, self._head = self._head + data, b""
+            if len(data) < 2:
+                self._head = data
+                return b"", b""
         try:
             out = self._z.decompress(data, room)
         except zlib.error as exc:
@@ -596,6 +669,8 @@ def _read(response: httpx.Response, limit: int, deadline: _Deadline) -> tuple[by
                 return bytes(body[:limit]), True
             if not out:
                 break
+        if decode.eof:  # the compressed stream ended: what follows is not read (a server may send it without end)
+            break
         if deadline.left() <= 0:  # only reachable with an injected transport: the backend's reads end at the deadline
             raise ToolTimeout(deadline.seconds)
     return bytes(body), False
@@ -645,7 +720,7 @@ def _result(
             out["text"], out["note"] = text, _TOO_DEEP
     elif ctype in ("text/html", "application/xhtml+xml"):
         out["title"], out["text"] = html_to_text(text)
-    elif ctype.startswith("text/") or ctype in ("application/xml", "application/javascript", ""):
+    elif ctype.startswith("text/") or ctype.endswith("+xml") or ctype in _TEXT_TYPES:
         out["text"] = text
     else:
         out["text"] = None
@@ -657,6 +732,20 @@ def _result(
     return out
 
 
+#: Types of text outside ``text/`` (besides ``+xml`` and ``+json`` ones: RSS, Atom, SVG, JSON-LD); ``""`` is none sent.
+_TEXT_TYPES = frozenset(
+    {
+        "",
+        "application/xml",
+        "application/javascript",
+        "application/ecmascript",
+        "application/yaml",
+        "application/x-yaml",
+        "application/x-ndjson",
+        "application/ndjson",
+        "application/csv",
+    }
+)
 _NOT_JSON = "not valid JSON (or cut at the byte limit); shown as text"
 _TOO_DEEP = "the JSON is nested too deeply to parse; shown as text"
 #: An echo cut to nothing (``max_chars`` near :attr:`FetchPolicy.min_chars`).

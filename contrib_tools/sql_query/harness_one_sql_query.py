@@ -9,7 +9,9 @@ reads (harness-one's JSON) as at most ``max_chars`` characters, by default the
 ``output_limit`` plugin's default (the tool sets no ``max_output`` of its own, so an
 operator's lower output limit applies to it as to any tool); ``truncated`` and ``note`` say
 when the result was cut, and the rows stop where the next would not fit beside the note written
-(none for a result that fits whole). A progress handler interrupts a query still running after
+(none for a result that fits whole). A ``max_chars`` below :data:`MIN_CHARS` (133: a result cut at it with one
+column named ``""`` and no row) is a ``ValueError`` naming it; a query whose column names leave no room for that
+note within ``max_chars`` is refused. A progress handler interrupts a query still running after
 ``time_limit`` seconds, fetching included, and what it cannot interrupt (one long step, a
 costly preparation) is killed with the tool's worker process a second later (``process``
 timeout mode), where a query may add at most ``max_memory`` bytes of address space (Linux),
@@ -25,7 +27,8 @@ A failure of the database itself is no fault of the query: busy or locked by ano
 connection is a :class:`~harness_one.RetryableError` once SQLite has waited at most a second for
 the lock (within ``time_limit``), so retries wait between attempts, not in them; a file that is
 not a database, is corrupt or cannot be opened or read is a :class:`~harness_one.ToolError`
-saying the database is unavailable.
+saying the database is unavailable. Stored text that is not valid UTF-8 is read with each invalid
+byte sequence as U+FFFD (``hex(column)`` gives its bytes), not refused as the query's fault.
 
 The database is named by ``HARNESS_ONE_SQL_DB`` (read at call time), or build your own
 tool with :func:`make_sql_query`.
@@ -34,6 +37,7 @@ tool with :func:`make_sql_query`.
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import os
 import sqlite3
@@ -63,6 +67,7 @@ __all__ = [
     "MAX_COLUMNS",
     "MAX_MEMORY",
     "MAX_ROWS",
+    "MIN_CHARS",
     "TIME_LIMIT",
     "QueryResult",
     "make_sql_query",
@@ -223,6 +228,33 @@ def _envelope(bare: int, note: str | None, row_count: int) -> int:
     return bare + digits - 1 + len(', "note": ') + len(json.dumps(note))  # "true" is one shorter than "false"
 
 
+def _min_chars() -> int:
+    """:data:`MIN_CHARS`: the least ``max_chars`` that holds a result cut at it (the note names it)."""
+    bare = rendered_length({"columns": [""], "rows": [], "row_count": 0, "truncated": False})
+    least = 0
+    while least < (need := _envelope(bare, _notes(0, least)[1], 0)):
+        least = need
+    return least
+
+
+#: The least ``max_chars``: what a result cut at it takes at its least (one column named "", no row, the note that
+#: the character limit cut it). A lower one is refused (``ValueError``).
+MIN_CHARS = _min_chars()
+
+
+def _check_max_chars(max_chars: int) -> None:
+    if max_chars < MIN_CHARS:
+        raise ValueError(
+            f"max_chars must be at least {MIN_CHARS:,} (what a result cut at it takes at its least: one column named "
+            f"'', no row, the note that the character limit cut it), not {max_chars:,}"
+        )
+
+
+#: Stored text as ``str``, each invalid UTF-8 byte sequence as U+FFFD: SQLite does not check that text is UTF-8, and
+#: Python's default (strict) failed the query, a failure of the data blamed on the query.
+_TEXT = functools.partial(str, encoding="utf-8", errors="replace")
+
+
 def _cut_to_note(
     rows: list[list[Any]], used: int, bare: int, max_chars: int, max_rows: int, *, cut: bool, more: bool
 ) -> str | None:
@@ -306,6 +338,7 @@ def run_query(
     clock: Clock | None = None,
 ) -> QueryResult:
     """Run one read-only query on the SQLite file at ``path``, within the row, size, column and time limits."""
+    _check_max_chars(max_chars)
     if not Path(path).is_file():
         raise ToolError(f"The database {str(path)!r} does not exist; set {DB_ENV} to a SQLite file.")
     now = (clock or SystemClock()).now
@@ -321,6 +354,7 @@ def run_query(
     rows: list[list[Any]] = []
     note = None
     try:
+        conn.text_factory = _TEXT
         if hasattr(conn, "setlimit"):  # Python 3.11+: no value past max_bytes, no row past max_columns is built
             conn.setlimit(_LIMIT_LENGTH, min(max(1, max_bytes), 2**31 - 1))  # SQLite caps both at its own maximum
             conn.setlimit(_LIMIT_COLUMN, min(max(1, max_columns), 2**31 - 1))
@@ -359,6 +393,14 @@ def run_query(
                         break
             room, over = _take(rows, pending, room)
             note = _cut_to_note(rows, max_chars - bare - room, bare, max_chars, max_rows, cut=cut or over, more=more)
+            if _envelope(bare, note, len(rows)) > max_chars:  # no row left, and the column names still too long
+                raise _refuse(
+                    f"even with no row, the column names and the note that the result was cut take more than the "
+                    f"{max_chars:,} characters this tool may return; select fewer columns or name them shorter (AS)",
+                    got,
+                    keyword="limits",
+                    expected=f"a result within {max_chars:,} characters",
+                )
         except (sqlite3.ProgrammingError, sqlite3.Warning) as exc:  # Python 3.10 raises Warning for two statements
             if "binding" in str(exc).lower():  # "Incorrect number of bindings supplied"
                 raise ToolArgumentError(
@@ -464,7 +506,10 @@ def make_sql_query(
     bytes of address space there (Linux). Where process mode cannot run (not POSIX), and with a
     ``clock`` of the caller's (tests), it runs in the caller's process instead: ``thread``
     mode (abandoned a second past ``time_limit``), or ``none`` with a clock.
+
+    A ``max_chars`` below :data:`MIN_CHARS` is a ``ValueError`` naming it.
     """
+    _check_max_chars(max_chars)
     limits = {
         "max_rows": max_rows,
         "max_bytes": max_bytes,

@@ -140,3 +140,45 @@ def test_hostile_text_is_a_readable_refusal(reg: ToolRegistry, expression: str, 
         reg.call("calculate", {"expression": expression})
     problem = err.value.problems[0]
     assert problem.path == "$.expression" and fragment in problem.message, problem.message
+
+
+@pytest.mark.parametrize(
+    ("expression", "value"),
+    [
+        ("1.0 ** (10**999)", 1.0),
+        ("(-1.0) ** (10**999 + 1)", -1.0),
+        ("(-1) ** -(10**999)", 1.0),
+        ("2 ** -(10**999)", 0.0),
+        ("0.5 ** (10**999)", 0.0),
+        ("(10**999) ** -1", 0.0),
+        ("(-(10**999)) ** -3", -0.0),
+        ("(10**999) ** -2.5", 0.0),
+        ("(10**999) ** 0.0", 1.0),
+        ("(2**1024) ** -1", 2.0**-1024),  # a subnormal float: 1 / 2**1024, correctly rounded
+        ("inf ** -(10**999)", 0.0),
+        ("(10**999) ** inf", math.inf),
+    ],
+)
+def test_a_power_of_an_integer_past_floats_is_exact_where_it_can_be(expression: str, value: float) -> None:
+    """Python fails converting the integer to a float: "out of the range of a float" for 1.0 or 0.0."""
+    result = mod.evaluate(expression)
+    assert type(result) is float and result == value and math.copysign(1, result) == math.copysign(1, value)
+
+
+@pytest.mark.parametrize(
+    ("expression", "fragment"),
+    [
+        ("2.0 ** (10**999)", "the result is out of the range of a float"),
+        ("0.5 ** -(10**999)", "the result is out of the range of a float"),
+        ("(10**999) ** 0.5", "the result is out of the range of a float"),
+        ("0.0 ** -(10**999)", "division by zero"),
+        ("(-(10**999)) ** 0.5", "the result is not a real number"),
+        ("(10**400) ** -0.5", "an operand is too large to convert to a float"),  # 1e-200: fits, but not computed
+        ("10**999 * 1e-900", "an operand is too large to convert to a float"),
+        ("sqrt(10**999)", "an operand is too large to convert to a float"),
+    ],
+)
+def test_an_integer_past_floats_elsewhere_is_refused_as_an_operand(expression: str, fragment: str) -> None:
+    with pytest.raises(ToolArgumentError) as err:
+        mod.evaluate(expression)
+    assert fragment in str(err.value), str(err.value)

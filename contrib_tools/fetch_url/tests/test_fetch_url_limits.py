@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import gzip
 import socket
 import threading
 import time
 import tracemalloc
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import harness_one_fetch_url as mod
@@ -493,3 +494,125 @@ def test_long_urls_and_headers_echoed_in_an_error_are_cut(url: str, policy: mod.
         mod.fetch(url, policy)
     text = str(err.value)
     assert shown in text and len(text) < 3_000, text[:300]  # was up to the error text limit, 10,000 characters
+
+
+def test_no_cookie_is_kept_or_sent_across_redirects() -> None:
+    """Kept under the pinned address, a cookie ``a.example`` set went to ``b.example`` on the same address (and a
+    server could set one for another name there)."""
+    cookies: list[str | None] = []
+
+    def hosts(request: httpx.Request) -> httpx.Response:
+        cookies.append(request.headers.get("cookie"))
+        to = {"/a": "http://b.example/b", "/b": "http://a.example/c"}.get(request.url.path)
+        if to is not None:
+            return answer(302, headers={"set-cookie": "session=SECRET; Path=/", "location": to})(request)
+        return answer(body=b"ok", headers={"content-type": "text/plain"})(request)
+
+    out = mod.fetch("http://a.example/a", mocked(hosts))
+    assert out["text"] == "ok" and out["redirects"] == 2
+    assert cookies == [None, None, None]  # to another host, and back to the one that set it
+
+
+@pytest.mark.parametrize("location", ["//[", "http://[::1", "//[" + "x" * 60_000])
+def test_a_redirect_to_no_url_is_the_servers_doing(location: str) -> None:
+    """httpx parsed the ``Location`` first: ValueError, IDNAError or InvalidURL failed the tool untyped."""
+    with pytest.raises(ToolError) as err:
+        mod.fetch("http://example.com/", mocked(answer(302, headers={"location": location})))
+    assert type(err.value) is ToolError
+    assert err.value.message.startswith(f"The server redirected to {location[:200]!r}"[:-1])
+    assert "which cannot be fetched: it is not a valid URL: Invalid IPv6 URL" in err.value.message
+    assert len(err.value.message) < 500
+
+
+def test_a_redirect_to_a_malformed_idn_host_is_followed_as_written() -> None:
+    """``xn--`` is no IDNA label: httpx, decoding it for a redirect it never sends, raised IDNAError."""
+
+    def moving(request: httpx.Request) -> httpx.Response:
+        if request.headers["host"] == "example.com":
+            return answer(302, headers={"location": "http://xn--/"})(request)
+        return answer(body=b"there", headers={"content-type": "text/plain"})(request)
+
+    out = mod.fetch("http://example.com/", mocked(moving))
+    assert out["final_url"] == "http://xn--/" and out["text"] == "there"
+
+
+def test_an_http_error_text_echoed_is_cut() -> None:
+    """h11 quotes a bad header line whole (90 KB): the error showed 10,000 characters of it."""
+
+    def bad_header(request: httpx.Request) -> httpx.Response:
+        raise httpx.RemoteProtocolError("illegal header line: bytearray(b'X-Big: " + "a" * 90_000 + "')")
+
+    with pytest.raises(ToolError) as err:
+        mod.fetch("http://example.com/", mocked(bad_header))
+    assert err.value.message.startswith("Fetching 'http://example.com/' failed: RemoteProtocolError: illegal header line")
+    assert err.value.message.endswith("... (90042 characters)") and len(err.value.message) < 400
+
+
+class Chunks(httpx.SyncByteStream):
+    """A body that arrives in these chunks."""
+
+    def __init__(self, chunks: Iterable[bytes]) -> None:
+        self.chunks = chunks
+
+    def __iter__(self) -> Iterator[bytes]:
+        yield from self.chunks
+
+
+def in_chunks(chunks: Iterable[bytes], encoding: str) -> Callable[[httpx.Request], httpx.Response]:
+    headers = {"content-type": "text/plain", "content-encoding": encoding}
+    return lambda request: httpx.Response(200, headers=headers, stream=Chunks(chunks))
+
+
+@pytest.mark.parametrize(("encoding", "wbits"), [("deflate", -15), ("deflate", 15), ("gzip", 31)], ids=["raw", "zlib", "gzip"])
+def test_a_compressed_body_arriving_a_byte_at_a_time_is_read(encoding: str, wbits: int) -> None:
+    """Raw deflate was told from zlib's by the first chunk failing: a one-byte first chunk did not, and then the rest did."""
+    packer = zlib.compressobj(6, zlib.DEFLATED, wbits)
+    data = packer.compress(b"hello world " * 1_000) + packer.flush()
+    for chunks in ([data[:1], data[1:]], [data[i : i + 1] for i in range(len(data))]):
+        out = mod.fetch("http://example.com/", mocked(in_chunks(chunks, encoding)))
+        assert out["text"] == "hello world " * 1_000 and out["truncated"] is False
+
+
+def test_reading_stops_where_the_compressed_body_ends() -> None:
+    """Bytes after a gzip stream were read (and ignored) until the connection closed or the deadline passed."""
+
+    def endless(first: bytes) -> Iterator[bytes]:
+        yield first
+        raise AssertionError("read past the end of the gzip stream")
+
+    packed = gzip.compress(b"hello")
+    for first in (packed, packed + b"junk" * 1_000):
+        out = mod.fetch("http://example.com/", mocked(in_chunks(endless(first), "gzip")))
+        assert out["text"] == "hello" and out["truncated"] is False
+
+
+@pytest.mark.parametrize(
+    "ctype",
+    [
+        "application/rss+xml",
+        "application/atom+xml",
+        "image/svg+xml",
+        "application/yaml",
+        "application/x-ndjson",
+        "application/csv",
+    ],
+)
+def test_text_types_outside_text_are_shown_as_text(ctype: str) -> None:
+    out = mod.fetch("http://example.com/", mocked(answer(body=b"<rss>News</rss>", headers={"content-type": ctype})))
+    assert out["text"] == "<rss>News</rss>" and "note" not in out
+
+
+@pytest.mark.parametrize(
+    ("html", "title", "text"),
+    [
+        ("<html><head><title>Shop</title><body><h1>Prices</h1><p>Apples 3 EUR", "Shop", "Prices\nApples 3 EUR"),
+        ("<head><meta charset=utf-8><title>Shop</title><p>Apples", "Shop", "Apples"),  # no <body> either
+        ("<head><title>Shop</title><style>p{}</style><script>x()</script><noscript>on</noscript></head>", "Shop", ""),
+        ("<head><title>Shop</title></head><body><svg><title>Close icon</title></svg><p>Apples</p>", "Shop", "Apples"),
+        ("<title>Shop</title><math><title>m</title></math><title>Second</title><p>Apples", "Shop", "m\nApples"),
+    ],
+    ids=["no-head-end", "no-body-tag", "head-content-hidden", "svg-title", "later-titles"],
+)
+def test_html_text_and_title_as_a_browser_shows_them(html: str, title: str, text: str) -> None:
+    """Without ``</head>`` (optional in HTML) the whole body was dropped; an SVG icon's title joined the page's."""
+    assert mod.html_to_text(html) == (title, text)

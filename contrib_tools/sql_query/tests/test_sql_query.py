@@ -126,8 +126,9 @@ def test_character_limit_while_fetching(db: Path) -> None:
 def test_the_room_kept_for_a_note_is_the_note_written(db: Path) -> None:
     """Room was kept for the longest note whatever the note: a result that fitted whole, with no note, was cut (to no
     row, with a note past the limit), and so was one that fitted with the row limit's shorter note."""
-    whole = mod.run_query(db, "SELECT id, name FROM items ORDER BY id")
-    assert mod.run_query(db, "SELECT id, name FROM items ORDER BY id", max_chars=len(read(whole))) == whole
+    wide = "SELECT id, name, price, name AS again FROM items ORDER BY id"
+    whole = mod.run_query(db, wide)
+    assert mod.run_query(db, wide, max_chars=len(read(whole))) == whole
     sql = ENDLESS + "SELECT i FROM n LIMIT 50"
     rows = [[i] for i in range(1, 11)]
     at_rows = {"columns": ["i"], "rows": rows, "row_count": 10, "truncated": True, "note": "stopped at the row limit (10 rows)"}
@@ -197,10 +198,11 @@ def test_rows_are_measured_in_chunks_not_one_by_one(db: Path, monkeypatch: pytes
     "value", ["", "plain", '"\\', "\x00\x1f", "\U0001f600", 0, -7, 2**63 - 1, 1.5, -0.0, math.inf, None, b"", b"\x00", b"abcd"]
 )
 def test_a_row_that_fills_the_room_exactly_is_kept(db: Path, value: object) -> None:
-    whole = mod.run_query(db, "SELECT ?, ?", [value, value])
+    params = [value, value, "x" * 100]  # with room for the note when the row is cut
+    whole = mod.run_query(db, "SELECT ?, ?, ?", params)
     limit = len(read(whole))  # the whole result, with no note
-    assert mod.run_query(db, "SELECT ?, ?", [value, value], max_chars=limit) == whole
-    assert mod.run_query(db, "SELECT ?, ?", [value, value], max_chars=limit - 1)["rows"] == []
+    assert mod.run_query(db, "SELECT ?, ?, ?", params, max_chars=limit) == whole
+    assert mod.run_query(db, "SELECT ?, ?, ?", params, max_chars=limit - 1)["rows"] == []
 
 
 def test_default_character_limit(db: Path) -> None:
@@ -513,3 +515,35 @@ def test_a_blob_comes_back_whole_in_base64(db: Path) -> None:
     reg.add(mod.make_sql_query(db))
     out = reg.call("sql_query", {"sql": "SELECT x'00ff80', 'text', zeroblob(0)"})  # were UTF-8 with replacement characters
     assert out["rows"] == [[{"base64": "AP+A", "bytes": 3}, "text", {"base64": "", "bytes": 0}]]
+
+
+def test_stored_text_that_is_not_utf8_is_read_not_blamed_on_the_query(db: Path) -> None:
+    """SQLite stores text unchecked: 'Cafe' + a Latin-1 e-acute was "SQLite refused the query: Could not decode to UTF-8"
+    on ``$.sql``."""
+    conn = sqlite3.connect(db)
+    conn.execute("INSERT INTO items (name, price) VALUES (CAST(x'43616665e9' AS TEXT), 2.0)")
+    conn.commit()
+    conn.close()
+    reg = ToolRegistry(autoload=False)
+    reg.add(mod.make_sql_query(db, clock=ManualClock()))
+    out = reg.call("sql_query", {"sql": "SELECT name, hex(name) FROM items WHERE price = 2.0"})
+    assert out["rows"] == [["Cafe\ufffd", "43616665E9"]]
+    assert reg.call("sql_query", {"sql": "SELECT 'caf\u00e9'"})["rows"] == [["caf\u00e9"]]  # valid UTF-8 as before
+
+
+def test_a_max_chars_no_result_can_keep_to_is_refused_naming_the_least(db: Path) -> None:
+    """A ``max_chars`` below the envelope was taken, and the result ran past it (60 allowed, 138 returned)."""
+    least = 133  # mod.MIN_CHARS
+    for below in (60, least - 1):
+        with pytest.raises(ValueError, match=f"max_chars must be at least {least}"):
+            mod.make_sql_query(db, max_chars=below)
+        with pytest.raises(ValueError, match=f"max_chars must be at least {least}"):
+            mod.run_query(db, "SELECT 1", max_chars=below)
+    for sql in ('SELECT 1 AS ""', "SELECT id AS i FROM items", 'SELECT name AS "", price AS "" FROM items'):
+        assert len(read(mod.run_query(db, sql, max_chars=least))) <= least
+    wide = "SELECT " + ", ".join(f"name AS column_{i}" for i in range(10)) + " FROM items"
+    with pytest.raises(ToolArgumentError, match=r"even with no row, the column names and the note .* more than the 133 ") as err:
+        mod.run_query(db, wide, max_chars=least)
+    assert err.value.problems[0].keyword == "limits"
+    note = mod._notes(0, least)[1]
+    assert mod.MIN_CHARS == least == len(read({"columns": [""], "rows": [], "row_count": 0, "truncated": True, "note": note}))
