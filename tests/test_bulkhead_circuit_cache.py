@@ -1002,3 +1002,38 @@ def test_a_plugin_may_still_answer_the_caps_final_refusal() -> None:
     finally:
         release.set()
         holder.join(5)
+
+
+@pytest.mark.parametrize("how", ["call", "try_call", "acall"])
+@pytest.mark.parametrize("where", ["pre_call", "post_call"])
+def test_slot_released_when_a_hook_is_interrupted(how: str, where: str) -> None:
+    """A ``KeyboardInterrupt`` raised in a pre-call hook after the slot was taken, or in a post-call
+    hook, ends the call as a cancel: on_error sees ``ToolCancelled`` and the slot is free again."""
+    interrupt = [False, True]  # popped from the end: the first call is interrupted
+    seen: list[str] = []
+
+    class Interrupts:
+        @hookimpl(trylast=True)
+        def harness_pre_call(self) -> None:
+            if where == "pre_call" and interrupt.pop():
+                raise KeyboardInterrupt
+
+        @hookimpl
+        def harness_post_call(self) -> None:
+            if where == "post_call" and interrupt.pop():
+                raise KeyboardInterrupt
+
+        @hookimpl
+        def harness_on_error(self, error: BaseException) -> None:
+            seen.append(type(error).__name__)
+
+    reg = ToolRegistry(plugins={"interrupts": Interrupts()}, autoload=False)
+    reg.add(lambda: "done", name="work", max_concurrency=1, blocking=False)
+    with pytest.raises(KeyboardInterrupt):
+        if how == "acall":
+            asyncio.run(reg.acall("work"))
+        else:
+            getattr(reg, how)("work")
+    assert seen == ["ToolCancelled"]
+    assert reg.plugins.get("concurrency").running("work") == 0
+    assert reg.call("work") == "done"

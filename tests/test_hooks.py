@@ -244,6 +244,33 @@ def test_errors_in_pre_validate_reach_on_error_but_are_not_retried(bare: ToolReg
     assert seen == ["ToolArgumentError"]
 
 
+@pytest.mark.parametrize("answer", [Retry(0), Outcome.success("recovered")], ids=["retry", "recovery"])
+def test_a_retry_or_a_recovery_before_admission_is_no_decision_for_the_hooks_after_it(bare: ToolRegistry, answer: Any) -> None:
+    """The caller gets the argument error, so the hooks after the answer see it stand: ``call.decision``
+    stays None (an observer that saw a Retry would wait for an attempt that never comes)."""
+    decisions: list[Any] = []
+
+    class Answers:
+        @hookimpl(tryfirst=True)
+        def harness_on_error(self) -> Any:
+            return answer
+
+    class Observes:
+        @hookimpl(trylast=True)
+        def harness_on_error(self, call: Call) -> None:
+            decisions.append(call.decision)
+
+    bare.plugins.register(Answers(), name="answers")
+    bare.plugins.register(Observes(), name="observes")
+    bare.add(lambda a: a, name="f")
+    result = bare.try_call("f", "{bad")
+    assert not result.ok and isinstance(result.error, ToolArgumentError)
+    assert decisions == [None]
+    bare.add(lambda: 1 / 0, name="boom")  # after admission the same answer is the decision
+    bare.try_call("boom")
+    assert decisions[1] is answer
+
+
 def test_per_call_wrappers_are_refused_at_registration(bare: ToolRegistry) -> None:
     log: list[str] = []
 

@@ -189,6 +189,7 @@ class Call:
     _cancelled_through: int  # the last attempt cancelled (0: none); read before every tool starts
     _progress: ProgressCallback | None = None
     _cancels: int = 0  # cancel() calls (a class default until one): a retry's wait compares them
+    _refusing: bool = False  # refused before admission: on_error may translate the error, not retry or recover
 
     def __init__(
         self,

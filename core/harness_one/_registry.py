@@ -956,6 +956,10 @@ class ToolRegistry(metaclass=_SharedType):
                     if type(decision) is _Paused:
                         decision = yield from self._settled(call, plan, decision)
                     break
+                except BaseException as stop:  # a hook's KeyboardInterrupt or SystemExit (the tool's came as a step)
+                    if type(stop) is not GeneratorExit:  # the call is cancelled: on_error releases what it held
+                        yield from self._interrupted(call, plan)
+                    raise
             if decision is None:
                 decision = self._failed(call, plan, failure)
                 if type(decision) is _Paused:
@@ -984,6 +988,13 @@ class ToolRegistry(metaclass=_SharedType):
                 raise
             _next_attempt(call)
 
+    def _interrupted(self, call: Call, plan: ToolPlan) -> Generator[Step, None, None]:
+        """on_error for a call a hook's ``BaseException`` ends, as a cancel: it sees :class:`ToolCancelled`."""
+        call.cancel()
+        decision = self._failed(call, plan, ToolCancelled.of(call))
+        if type(decision) is _Paused:
+            yield from self._resume(call, plan, decision)
+
     def _settled(self, call: Call, plan: ToolPlan, paused: _Paused) -> Generator[Step, None, Retry | Outcome | ToolError]:
         """``paused``'s on-error round carried to its end: the decision to act on, or the error to raise."""
         return self._settle(call, plan, paused.err, paused.exc, (yield from self._resume(call, plan, paused)))
@@ -991,6 +1002,7 @@ class ToolRegistry(metaclass=_SharedType):
     def _refuse(self, call: Call, plan: ToolPlan, exc: Exception) -> Generator[Step, None, ToolError]:
         """Arguments refused before admission: the error, as on_error hooks translate it (never a retry)."""
         err = self._as_tool_error(call, plan, exc)
+        call._refusing = True
         verdict = self._on_error(call, plan, err)
         if type(verdict) is _Paused:
             verdict = yield from self._resume(call, plan, verdict)
@@ -1200,7 +1212,7 @@ class ToolRegistry(metaclass=_SharedType):
             if answer is not None:
                 if type(answer) is Await:
                     return _Paused(index, answer, decision, broken)
-                if decision is None and not _too_late(call, answer):
+                if decision is None and not _no_decision(call, answer, err):
                     decision = call.decision = answer
         if decision is not None and plan.on_decision:  # the hooks that act only on a decision, last
             for hook, name in plan.on_decision:
@@ -1229,7 +1241,7 @@ class ToolRegistry(metaclass=_SharedType):
                 answer = None
             else:
                 answer = paused.pending.value
-            if answer is not None and paused.decision is None and not _too_late(call, answer):
+            if answer is not None and paused.decision is None and not _no_decision(call, answer, err):
                 paused.decision = call.decision = answer
             decision = self._on_error(call, plan, err, paused)
         assert not isinstance(decision, _Paused)
@@ -1396,11 +1408,18 @@ def _next_attempt(call: Call) -> None:
     call.runner = call.lingering = None  # the last attempt's tool may run on: its plugins took what they need
 
 
-def _too_late(call: Call, answer: Any) -> bool:
-    """Whether ``answer`` is a :class:`Retry` whose wait would end after the call's total timeout
-    (``call.total_deadline``, on the registry's clock): not a decision, whichever plugin gave it, so
-    the hooks after it see the error stand (and settle what the call held) as the caller will."""
-    if type(answer) is not Retry or answer.delay <= 0.0:
+def _no_decision(call: Call, answer: Any, err: ToolError) -> bool:
+    """Whether ``answer`` is not a decision, whichever plugin gave it, so the hooks after it see the
+    error stand (and settle what the call held) as the caller will: any answer to a cancellation; a
+    :class:`Retry` or a recovering :class:`Outcome` before admission (arguments refused); a
+    :class:`Retry` whose wait would end after the call's total timeout (``call.total_deadline``, on
+    the registry's clock)."""
+    if isinstance(err, ToolCancelled):
+        return True
+    kind = type(answer)
+    if call._refusing:
+        return kind is Retry or (kind is Outcome and answer.error is None)
+    if kind is not Retry or answer.delay <= 0.0:
         return False
     deadline = call.total_deadline
     return deadline is not None and call.registry.clock.now() + answer.delay > deadline

@@ -227,11 +227,12 @@ def harness_on_error(call: Call, error: BaseException) -> Retry | Outcome | None
     ``error`` is always a :class:`~harness_one.ToolError` (an exception from the tool
     arrives wrapped in :class:`~harness_one.ToolExecutionError`, the original as
     ``__cause__``; a stored outcome replayed by idempotency has ``error.replayed``; a
-    cancelled call arrives as :class:`~harness_one.ToolCancelled`, whose decisions are
-    ignored). Return :class:`~harness_one.Retry` to run the attempt again after its delay,
+    cancelled call arrives as :class:`~harness_one.ToolCancelled`, to which no answer is a
+    decision). Return :class:`~harness_one.Retry` to run the attempt again after its delay,
     an :class:`~harness_one.Outcome` to recover with a value or translate the error, or
-    ``None`` to let it stand. Every implementation is called; the first non-``None``
-    decision is taken and set as ``call.decision``, so implementations that run after it
+    ``None`` to let it stand (arguments refused before admission can only be translated: a
+    ``Retry`` or a recovering ``Outcome`` there is no decision). Every implementation is called;
+    the first non-``None`` decision is taken and set as ``call.decision``, so implementations that run after it
     (observers such as logging and metrics, which are ``trylast``) see whether a retry
     follows. An implementation that raises is reported as a
     :class:`~harness_one.PluginError` naming its plugin, after the others have run. For an
