@@ -331,6 +331,26 @@ def test_a_refused_tool_names_controls_reach_the_console_escaped() -> None:
     assert not any(char in text for char in "\x1b\x07\x85\u2028")
 
 
+def test_terminal_controls_in_logged_values_and_errors_reach_the_console_escaped() -> None:
+    """A model's argument or a tool's error text with ESC, CR or BEL is shown escaped: a console would
+    run them (recolour, clear, overwrite the line); line feeds and tabs keep their lines."""
+    assert Redactor().text("a\x1b[2Jb\rc\x07\x9b\nd\te") == "a\\x1b[2Jb\\rc\\x07\\x9b\nd\te"
+    out = io.StringIO()
+    structlog.configure(
+        processors=[structlog.dev.ConsoleRenderer(colors=False)], logger_factory=structlog.PrintLoggerFactory(out)
+    )
+    reg = ToolRegistry(autoload=False, plugin_options={"logging": {"log_arguments": True}})
+
+    def echo(text: str) -> str:
+        """Echo."""
+        raise ValueError(text)
+
+    reg.add(echo)
+    reg.try_call("echo", {"text": "x\x1b]0;pwned\x07\ry"})
+    text = out.getvalue()
+    assert "pwned" in text and not any(char in text for char in "\x1b\x07\r")
+
+
 def test_logged_arguments_stay_within_the_bound_with_many_empty_containers(records: list[logging.LogRecord]) -> None:
     reg = ToolRegistry(autoload=False, plugin_options={"logging": {"log_arguments": True}})
 

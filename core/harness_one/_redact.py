@@ -190,6 +190,8 @@ _MAX_PAIR = 8  # keys of a mapping read as a name/value pair: {"name": "API_TOKE
 _PAIR_FIELDS = (("name", "value"), ("key", "value"), ("parameterkey", "parametervalue"))
 # Terminal controls (C0, DEL, C1) and the Unicode line and paragraph separators: escaped in a shown name
 _CONTROLS = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+# Those but line feeds and tabs (a text keeps its lines): escaped in every text shown
+_TERMINAL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
 def _word_end(text: str, start: int, end: int) -> int:
@@ -318,13 +320,16 @@ class Redactor:
         return found
 
     def text(self, value: str, limit: int = _MAX_TEXT) -> str:
-        """``value`` masked as :meth:`mask` masks it, cut to ``limit`` characters (and a marker), and
+        """``value`` masked as :meth:`mask` masks it, cut to ``limit`` characters (and a marker), its
+        terminal control characters but line feeds and tabs as escapes (``\\x1b``, ``\\r``), and
         valid UTF-8: a lone surrogate (``os.fsdecode`` of a non-UTF-8 name, a model's half emoji
         ``"\\ud83d"`` read by ``json.loads``) is shown as its escape, ``\\ud83d``, so that a log
         renderer or a trace exporter encoding the text does not fail (:meth:`escape_surrogates`)."""
         value = self._without_values(value)  # whole: a cut could leave part of a secret value to show
         size, scan = len(value), _SCAN * limit
         value = escape_surrogates(self._mask_structure(value[:scan] if size > scan else value))  # escaped, then cut: within limit
+        if not value.isprintable():  # terminal controls: a console renderer would run them (ESC, CR, BS)
+            value = _TERMINAL.sub(_escaped, value)
         if size > limit or len(value) > limit:
             value = f"{value[:limit]}... ({size} characters)"
         return value
