@@ -634,3 +634,18 @@ def test_pending_and_stats_leave_out_calls_held_past_ttl() -> None:
     assert [p.call_id for p in approval(reg).pending()] == ["c1"] and reg.stats()["approval"]["pending"] == 1
     reg.clock.advance(61)  # type: ignore[attr-defined]
     assert approval(reg).pending() == [] and reg.stats()["approval"]["pending"] == 0
+
+
+def test_what_pending_approve_and_deny_hand_out_is_a_copy_the_caller_may_change() -> None:
+    """An approval screen that edits the arguments it shows changes neither what is held nor what resumes."""
+    reg = registry()
+    bank = Bank(reg, options={"requires_approval": True})
+    reg.try_call("transfer", {"to": "ann", "amount": 5}, call_id="call-1")
+    plugin = approval(reg)
+    [shown] = plugin.pending()
+    shown.arguments["to"] = "mallory"
+    [again] = plugin.pending()
+    assert again.arguments["to"] == "ann"
+    decided = plugin.approve("call-1")
+    decided.arguments["amount"] = 5_000
+    assert plugin.resume("call-1").value == "sent 5 EUR to ann" and bank.sent == [("ann", 5, "EUR")]

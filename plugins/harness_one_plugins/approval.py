@@ -18,7 +18,7 @@ import inspect
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from harness_one import (
@@ -119,6 +119,12 @@ class PendingCall:
     fingerprint: str = field(repr=False)
     #: The registry the call was made on (``None`` for a :meth:`ApprovalPlugin.grant`).
     registry: ToolRegistry | None = field(repr=False, compare=False)
+
+
+def _handed(held: PendingCall) -> PendingCall:
+    """A copy of a held call to hand out: its arguments and context the caller's to change (an
+    approval screen that edits what it shows changes nothing the plugin holds or resumes)."""
+    return replace(held, arguments=copied(held.arguments), context=dict(held.context))
 
 
 @dataclass(frozen=True, slots=True)
@@ -368,7 +374,7 @@ class ApprovalPlugin:
         """The calls waiting for a decision, oldest first (none held longer than ``ttl``)."""
         with self._lock:
             self._sweep(self._now())
-            return list(self._pending.values())
+            return [_handed(found) for found in self._pending.values()]
 
     def _decide(self, call_id: str, approved: bool, reason: str | None) -> PendingCall:
         with self._lock:
@@ -379,7 +385,7 @@ class ApprovalPlugin:
                 decided = self._decisions.get(call_id)
                 if decided is not None and decided.call.registry is not None and now - decided.decided <= self.ttl:
                     if decided.approved is approved:  # the same decision again (a double click, a retried request)
-                        return decided.call
+                        return _handed(decided.call)
                     raise ApprovalConflict(
                         f"Call id '{call_id}' was {'approved' if decided.approved else 'denied'} already; a decision "
                         "is not changed. withdraw(call_id) drops it, and the call made again waits for a new decision.",
@@ -399,7 +405,7 @@ class ApprovalPlugin:
                 self.approved += 1
             else:
                 self.denied += 1
-        return found
+        return _handed(found)
 
     def approve(self, call_id: str) -> PendingCall:
         """Approve the pending call ``call_id``: the next call with that id and those arguments runs.
@@ -448,11 +454,11 @@ class ApprovalPlugin:
             found = self._pending.pop(call_id, None)
             if found is not None:
                 self._spend(call_id, found, self._now())  # as a decision withdrawn: the id refuses another call
-                return found
+                return _handed(found)
             decided = self._decisions.pop(call_id, None)  # decided between the hold and the withdrawal: it decides nothing now
             if decided is not None:
                 self._spend(call_id, decided.call, self._now())
-        return decided.call if decided is not None else None
+        return _handed(decided.call) if decided is not None else None
 
     def _decided(self, call_id: str) -> tuple[PendingCall, ToolRegistry]:
         with self._lock:
