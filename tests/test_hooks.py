@@ -252,8 +252,8 @@ def test_a_retry_or_a_recovery_before_admission_is_no_decision_for_the_hooks_aft
 
     class Answers:
         @hookimpl(tryfirst=True)
-        def harness_on_error(self) -> Any:
-            return answer
+        def harness_on_error(self, call: Call) -> Any:
+            return answer if call.attempt == 1 else None  # one retry at most
 
     class Observes:
         @hookimpl(trylast=True)
