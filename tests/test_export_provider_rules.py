@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from typing import Any, Literal, Optional
 
 import pytest
 from pydantic import BaseModel, TypeAdapter
@@ -435,3 +435,246 @@ def test_a_tool_taking_extra_keywords_beside_its_parameters_is_not_strict() -> N
     strict = {t["function"]["name"]: t["function"] for t in export.tools}
     assert "strict" not in strict["tagged"] and strict["plain"]["strict"] is True
     assert strict["plain"]["parameters"]["additionalProperties"] is False
+
+
+def _arrays_without_items(node: Any, path: str = "$") -> list[str]:
+    """Where an array schema (by its ``type``) has no ``items``, in schema positions of an exported schema."""
+    if isinstance(node, list):
+        return [p for i, sub in enumerate(node) for p in _arrays_without_items(sub, f"{path}[{i}]")]
+    if not isinstance(node, dict):
+        return []
+    kind = node.get("type")
+    found = [path] if (kind == "array" or (isinstance(kind, list) and "array" in kind)) and "items" not in node else []
+    for key in ("items", "anyOf", "oneOf", "allOf", "properties", "$defs", "defs"):
+        value = node.get(key)
+        if key in ("properties", "$defs", "defs") and isinstance(value, dict):
+            found += [p for name, sub in value.items() for p in _arrays_without_items(sub, f"{path}.{name}")]
+        elif value is not None:
+            found += _arrays_without_items(value, f"{path}.{key}")
+    return found
+
+
+ITEMLESS = {
+    "type": "object",
+    "properties": {
+        "a": {"type": "array"},
+        "b": {"type": "array", "items": {"type": "array"}},
+        "c": {"anyOf": [{"type": "array"}, {"type": "string"}]},
+        "d": {"type": ["array", "string", "null"]},
+    },
+    "required": ["a"],
+}
+
+
+def test_an_array_without_items_is_exported_with_any_items_or_not_strict() -> None:
+    """OpenAI (strict or not) and Gemini refuse an array schema without ``items``, failing the whole request
+    ("array schema missing items", "items: missing field"); ``def tag(tags: list)`` infers one."""
+    reg = ToolRegistry(autoload=False)
+
+    @reg.add
+    def tag(tags: list, extra: list | str = "") -> int:  # type: ignore[type-arg]
+        """Tag things."""
+        return len(tags)
+
+    reg.add(_tool("raw", ITEMLESS))
+    for fmt in ("openai", "openai-responses"):
+        export = reg.export(fmt)
+        for tool in export.tools:
+            params = tool.get("function", tool)["parameters"]
+            assert _arrays_without_items(params) == []
+        assert "$.b[]: items {} (any items) added (OpenAI refuses an array without items)" in export.notes["raw"]
+        auto = reg.export(fmt, strict="auto")
+        assert auto.not_strict["tag"] == [
+            "$.tags: an array without items cannot be strict",
+            "$.extra: an array without items cannot be strict",
+        ]
+        assert "$.c.anyOf[0]: an array without items cannot be strict" in auto.not_strict["raw"]
+        assert all(_arrays_without_items(t.get("function", t)["parameters"]) == [] for t in auto.tools)
+        with pytest.raises(StrictSchemaError, match="an array without items cannot be strict"):
+            reg.export(fmt, strict=True, names=["tag"])
+    gemini = reg.export("gemini")
+    assert all(_arrays_without_items(t["parameters"]) == [] for t in gemini.tools)
+    raw = gemini.tools[1]["parameters"]["properties"]
+    assert raw["d"] == {"anyOf": [{"type": "array", "items": {}}, {"type": "string"}], "nullable": True}
+    assert "$.a: items {} (any items) added (Gemini refuses an array without items)" in gemini.notes["raw"]
+    assert ITEMLESS["properties"]["a"] == {"type": "array"}  # the tool's own schema unchanged
+
+
+def test_a_schema_whose_arrays_have_items_is_exported_as_it_is() -> None:
+    tool = _tool("f", {"type": "object", "properties": {"a": {"type": "array", "items": {"type": "integer"}}}})
+    assert export_tools([tool], "openai", copy=False).tools[0]["function"]["parameters"] is tool.parameters
+
+
+def test_items_false_alone_still_sends_gemini_items() -> None:
+    schema = {"type": "object", "properties": {"none": {"type": "array", "items": False}}}
+    converted, _ = gemini_schema(schema)
+    assert converted["properties"]["none"] == {"type": "array", "maxItems": 0, "items": {}}
+
+
+DRAFT_04 = {
+    "$schema": "http://json-schema.org/draft-04/schema#",
+    "type": "object",
+    "properties": {
+        "ttl": {"type": "integer", "minimum": 0, "exclusiveMinimum": True},
+        "top": {"type": "number", "maximum": 1, "exclusiveMaximum": False},
+        "point": {"$ref": "#pt", "description": "A point.", "minItems": 5},
+    },
+    "definitions": {"pt": {"id": "#pt", "type": "array", "items": [{"type": "number"}, {"type": "number"}]}},
+    "required": ["ttl"],
+}
+DRAFT_07 = {
+    "$schema": "http://json-schema.org/draft-07/schema#",
+    "type": "object",
+    "properties": {
+        "pt": {"type": "array", "items": [{"type": "number"}, {"type": "string"}], "additionalItems": False},
+        "any": {"type": "array", "items": {"type": "integer"}, "additionalItems": False},
+        "named": {"$ref": "#/definitions/name"},
+    },
+    "definitions": {"name": {"$id": "#name", "type": "string", "minLength": 1}},
+    "required": ["pt"],
+}
+
+
+@pytest.mark.parametrize("schema", [DRAFT_04, DRAFT_07], ids=["draft-04", "draft-07"])
+def test_an_earlier_draft_is_written_as_2020_12_for_anthropic(schema: dict[str, Any]) -> None:
+    """Anthropic refuses an ``input_schema`` that is not valid draft 2020-12; the rewrite validates alike."""
+    from jsonschema import Draft202012Validator, validators
+
+    reg = ToolRegistry(autoload=False)
+    reg.add(_tool("t", schema))
+    export = reg.export("anthropic")
+    sent = export.tools[0]["input_schema"]
+    assert "$schema" not in sent
+    assert list(Draft202012Validator(Draft202012Validator.META_SCHEMA).iter_errors(sent)) == []
+    assert export.notes["t"][0].startswith("$: $schema (draft-0")
+    before, after = validators.validator_for(schema)(schema), Draft202012Validator(sent)
+    samples: list[Any] = [
+        {"ttl": 0},
+        {"ttl": 1, "top": 1},
+        {"ttl": 1, "point": [1, 2]},
+        {"ttl": 1, "point": [1, "x"]},
+        {"ttl": 1, "point": [1]},
+        {"pt": [1, "a"]},
+        {"pt": [1, "a", 3]},
+        {"pt": ["a"]},
+        {"pt": [], "any": [1, 2]},
+        {"pt": [], "named": ""},
+        {"pt": [], "named": "x"},
+    ]
+    for instance in samples:
+        assert before.is_valid(instance) == after.is_valid(instance), instance
+
+
+def test_the_anthropic_rewrite_notes_each_change() -> None:
+    reg = ToolRegistry(autoload=False)
+    reg.add(_tool("t", DRAFT_04))
+    reg.add(_tool("u", DRAFT_07))
+    export = reg.export("anthropic")
+    assert export.notes["t"][1:] == [
+        "$.ttl: boolean exclusiveMinimum/exclusiveMaximum rewritten as numbers",
+        "$.top: boolean exclusiveMinimum/exclusiveMaximum rewritten as numbers",
+        "$.point: minItems beside $ref dropped (draft-04 ignores them)",
+        "$.definitions.pt: id '#pt' rewritten as $anchor 'pt'",
+        "$.definitions.pt: items as an array rewritten as prefixItems",
+    ]
+    assert export.notes["u"][1:] == [
+        "$.pt: items as an array rewritten as prefixItems",
+        "$.pt: additionalItems rewritten as items",
+        "$.any: additionalItems dropped (without items as an array it applies to nothing)",
+        "$.definitions.name: $id '#name' rewritten as $anchor 'name'",
+    ]
+    assert export.tools[0]["input_schema"]["properties"]["point"] == {"$ref": "#pt", "description": "A point."}
+
+
+def test_a_2020_12_schema_goes_to_anthropic_as_it_is() -> None:
+    tool = _tool("f", {"type": "object", "properties": {"a": {"type": "array", "prefixItems": [{"type": "string"}]}}})
+    export = export_tools([tool], "anthropic", copy=False)
+    assert export.tools[0]["input_schema"] is tool.parameters and export.notes == {}
+
+
+def test_gemini_gets_a_type_for_an_object_given_without_one() -> None:
+    schema = {"type": "object", "properties": {"o": {"properties": {"a": {"type": "string"}}, "required": ["a"]}}}
+    converted, _ = gemini_schema(schema)
+    assert converted["properties"]["o"]["type"] == "object"
+
+
+def test_gemini_never_gets_an_empty_enum_value() -> None:
+    reg = ToolRegistry(autoload=False)
+
+    @reg.add
+    def f(op: Literal["", "eq", "neq"] = "eq", only: Literal[""] = "") -> int:
+        """F."""
+        return 0
+
+    export = reg.export("gemini")
+    props = export.tools[0]["parameters"]["properties"]
+    assert props["op"]["enum"] == ["eq", "neq"]
+    assert "enum" not in props["only"]
+    assert "$.op: enum value '' dropped (Gemini refuses an empty enum value)" in export.notes["f"]
+    converted, notes = gemini_schema({"type": "object", "properties": {"c": {"const": ""}}})
+    assert converted["properties"]["c"] == {} and notes == ["$.c: const '' dropped (Gemini refuses an empty enum value)"]
+
+
+def test_gemini_gets_optional_as_nullable_as_google_genai_writes_it() -> None:
+    reg = ToolRegistry(autoload=False)
+
+    @reg.add
+    def f(ids: Optional[list[int]] = None, either: int | str | None = None) -> int:  # noqa: UP045
+        """F."""
+        return 0
+
+    props = reg.export("gemini").tools[0]["parameters"]["properties"]
+    assert props["ids"] == {"type": "array", "items": {"type": "integer"}, "default": None, "nullable": True}
+    assert props["either"]["nullable"] is True
+    assert {"nullable": True} not in props["either"].get("anyOf", [])
+
+
+def test_a_gemini_parameter_name_outside_google_genais_rule_is_noted() -> None:
+    reg = ToolRegistry(autoload=False)
+    props = {"ok_name": {"type": "string"}, "bad-name": {"type": "string"}, "x" * 65: {"type": "string"}}
+    reg.add(_tool("t", {"type": "object", "properties": props}))
+    export = reg.export("gemini")
+    assert set(export.tools[0]["parameters"]["properties"]) == set(props)  # not renamed
+    said = [n for n in export.notes["t"] if "parameter name" in n]
+    assert len(said) == 2 and said[0].startswith('$["bad-name"]: a parameter name outside')
+
+
+def _nested(levels: int) -> dict[str, Any]:
+    node: dict[str, Any] = {"type": "string"}
+    for _ in range(levels - 1):
+        node = {"type": "object", "properties": {"n": node}, "required": ["n"]}
+    return {"type": "object", "properties": {"n": node}, "required": ["n"]}
+
+
+def test_strict_mode_keeps_to_openais_documented_limits() -> None:
+    many = {f"p{i}": {"type": "integer"} for i in range(5_001)}
+    cases = {
+        "deep": _nested(11),
+        "wide": {"type": "object", "properties": many, "required": list(many)},
+        "enums": {
+            "type": "object",
+            "properties": {f"e{i}": {"type": "string", "enum": [str(j) for j in range(101)]} for i in range(10)},
+            "required": [f"e{i}" for i in range(10)],
+        },
+        "long_enum": {
+            "type": "object",
+            "properties": {"e": {"type": "string", "enum": [f"{j:060d}" for j in range(251)]}},
+            "required": ["e"],
+        },
+        "chars": {"type": "object", "properties": {"s": {"type": "string", "enum": ["x" * 60_001, "y" * 60_000]}}},
+    }
+    reg = ToolRegistry(autoload=False)
+    for name, schema in cases.items():
+        reg.add(_tool(name, schema))
+    reg.add(_tool("ten", _nested(10)))
+    export = reg.export("openai", strict="auto")
+    assert set(export.not_strict) == set(cases)
+    assert export.not_strict["deep"] == ["$.n.n.n.n.n.n.n.n.n.n: objects nested 11 levels deep (strict mode allows 10)"]
+    assert export.not_strict["wide"] == ["$: 5001 object properties in all (strict mode allows 5000)"]
+    assert "$: 1010 enum values in all (strict mode allows 1000)" in export.not_strict["enums"]
+    assert export.not_strict["long_enum"][0].startswith("$.e: an enum of 251 values whose text is 15060 characters")
+    assert export.not_strict["chars"] == [
+        "$: 120002 characters of property names and enum and const values in all (strict mode allows 120000)"
+    ]
+    with pytest.raises(StrictSchemaError, match="nested 11 levels"):
+        strict_schema(_nested(11))

@@ -21,7 +21,8 @@ from (``id``, ``name``, ``input``; ``call_id``, ``arguments``; ``function_call``
 dicts and SDK objects alike.
 Nothing the model sent raises out of a dispatcher: invalid ``arguments`` JSON, unknown tools,
 an unreadable call with an id and every :class:`ToolError` become error results the model can
-read. Only ``calls`` that are no calls at all (a string, a number, a list holding one) or a
+read (a call whose id no answer can carry, text with a lone surrogate or a ``NaN``, is answered
+so under a null id). Only ``calls`` that are no calls at all (a string, a number, a list holding one) or a
 class given for an instance raise a ``TypeError``, before any call runs. Several calls run
 concurrently (up to ``concurrency``), and results come back in the order of the calls.
 
@@ -34,6 +35,8 @@ its provider-shaped result: the tool's result, or the refusal.
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import math
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -163,6 +166,9 @@ def _requests(provider: str, calls: Any, registry: ToolRegistry, strict: bool | 
         if request is None:
             continue
         rid = request.id
+        if not _writable(rid):  # its answer could carry it neither as valid UTF-8 nor as JSON: answered unpaired
+            out.append(BadRequest(f"the call's id {_shown(rid)} cannot be written back (not valid UTF-8, or not a JSON number)"))
+            continue
         if rid is not None and (type(rid), rid) in seen:  # two answers under one id could not be told apart
             out.append(BadRequest(f"another call in this turn has the id {_sent_id(rid)!r}; it was not run", rid))
             continue
@@ -170,6 +176,25 @@ def _requests(provider: str, calls: Any, registry: ToolRegistry, strict: bool | 
             seen.add((type(rid), rid))
         out.append(resolve(request, registry, strict=strict))
     return out
+
+
+def _writable(rid: Any) -> bool:
+    """Whether an answer can carry the id ``rid`` as it came: text that is valid UTF-8 (no lone surrogate), or a
+    finite number (``NaN`` and infinities are no JSON)."""
+    if isinstance(rid, str):
+        if rid.isascii():
+            return True
+        try:
+            rid.encode("utf-8")
+        except UnicodeEncodeError:
+            return False
+        return True
+    return not isinstance(rid, float) or math.isfinite(rid)
+
+
+def _shown(rid: Any) -> str:
+    """``rid`` for an error message: as ``ascii()`` writes it (a lone surrogate escaped), cut to 200 characters."""
+    return ascii(rid)[:200]
 
 
 def _sent_id(rid: Any) -> Any:
@@ -238,7 +263,8 @@ def dispatch(
     """Run ``calls`` (``provider``-shaped: a list, ``None``, one call, or a message holding them)
     and return the provider-shaped results, in order.
 
-    Several calls run in a thread pool of up to ``concurrency`` workers; so does a single one when an
+    Several calls run in a thread pool of up to ``concurrency`` workers, each in a copy of the caller's context
+    (its current span stays their parent); so does a single one when an
     event loop runs in this thread (a Jupyter cell, an async handler), where an async tool could not
     run its own loop: every call is answered, though it blocks that loop meanwhile (``await``
     :func:`adispatch` there instead). ``strict`` (``True`` or
@@ -261,7 +287,10 @@ def dispatch(
     # several calls, or an event loop running in this thread (an async tool cannot start its own loop here): threads
     workers = max(1, min(concurrency, len(requests)))
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="harness-one-dispatch") as pool:
-        return _collect(pool.map(one, requests))
+        # each call in a copy of the caller's context (a pool's threads have their own): the caller's span stays the
+        # parent of each tool's span, as it is for a call run in the caller's thread; answers in the order of the calls
+        running = [pool.submit(contextvars.copy_context().run, one, r) for r in requests]
+        return _collect(future.result() for future in running)
 
 
 def _loop_running() -> bool:

@@ -44,12 +44,15 @@ __all__ = [
     "GEMINI_FORMATS",
     "GEMINI_NAME",
     "GEMINI_NAME_MAX",
+    "GEMINI_PARAMETER",
+    "GEMINI_PARAMETER_MAX",
     "INLINE_BUDGET",
     "Export",
     "NameMap",
     "OPENAI_FORMATS",
     "OPENAI_MAX_DESCRIPTION",
     "OPENAI_MAX_TOOLS",
+    "OPENAI_STRICT_LIMITS",
     "StrictSchemaError",
     "export_tools",
     "gemini_name",
@@ -68,6 +71,10 @@ __all__ = [
 #: docstring says 128: a name within 64 passes both. The conformance kit checks exports against this same rule.
 GEMINI_NAME_MAX = 64
 GEMINI_NAME = re.compile(rf"^[A-Za-z_][A-Za-z0-9_.:-]{{0,{GEMINI_NAME_MAX - 1}}}\Z")
+#: google-genai's documented rule for a parameter name (``FunctionDeclaration.parameters``): a letter or ``_``, then
+#: letters, digits and ``_``, at most 64 characters. A name outside it is exported as it is, with a note.
+GEMINI_PARAMETER_MAX = 64
+GEMINI_PARAMETER = re.compile(rf"^[A-Za-z_][A-Za-z0-9_]{{0,{GEMINI_PARAMETER_MAX - 1}}}\Z")
 #: OpenAI's limits on one request: more tools, or a longer description, fail the whole request.
 OPENAI_MAX_TOOLS, OPENAI_MAX_DESCRIPTION = 128, 1024
 
@@ -568,6 +575,8 @@ def strict_schema(schema: Mapping[str, Any], *, tool: str = "?") -> tuple[dict[s
             out["anyOf"] = [b for b, _ in branches]
             if any(t for _, t in branches):
                 tree["anyOf"] = [_branch(b, t) for b, t in branches]
+        if _is_array(node.get("type")) and "items" not in node:
+            reasons.append(f"{path}: an array without items cannot be strict")
         if isinstance(out.get("items"), list):
             reasons.append(f"{path}: items as an array (a draft-07 tuple) cannot be strict")
         elif "items" in out:
@@ -617,9 +626,111 @@ def strict_schema(schema: Mapping[str, Any], *, tool: str = "?") -> tuple[dict[s
     inlined = _inlined(doc, tool)
     reasons += [f"$: {key} at the top level is refused by OpenAI" for key in ("anyOf", "enum") if key in inlined]
     result, nullable = convert(inlined, "$")
+    if not reasons:  # (counted on a schema strict mode can take)
+        reasons += _past_strict_limits(result)
     if reasons:
         raise StrictSchemaError(tool, reasons)
     return result, nullable
+
+
+#: OpenAI's documented limits on a strict schema (Structured Outputs, "supported schemas"): objects nested at most
+#: ``depth`` levels, ``properties`` object properties in all, ``enum_values`` enum values in all, ``enum_chars``
+#: characters of string values in one enum of more than ``long_enum`` values, and ``chars`` characters of property
+#: names and enum and const values in all. A schema past one is refused, failing the whole request.
+OPENAI_STRICT_LIMITS: Mapping[str, int] = {
+    "depth": 10,
+    "properties": 5_000,
+    "enum_values": 1_000,
+    "long_enum": 250,
+    "enum_chars": 15_000,
+    "chars": 120_000,
+}
+
+
+def _past_strict_limits(schema: dict[str, Any]) -> list[str]:
+    """Why a strict schema (as :func:`strict_schema` makes it) is past :data:`OPENAI_STRICT_LIMITS`, if it is."""
+    limits = OPENAI_STRICT_LIMITS
+    reasons: list[str] = []
+    deepest: tuple[int, str] = (0, "$")
+    properties = enum_values = chars = 0
+
+    def walk(node: Any, path: str, depth: int) -> None:
+        nonlocal deepest, properties, enum_values, chars
+        if not isinstance(node, dict):
+            return
+        if isinstance(node.get("properties"), dict):
+            depth += 1
+            if depth > deepest[0]:
+                deepest = (depth, path)
+            properties += len(node["properties"])
+            chars += sum(len(name) for name in node["properties"])
+            for name, sub in node["properties"].items():
+                walk(sub, path + path_step(name), depth)
+        if isinstance(node.get("enum"), list):
+            values = node["enum"]
+            text = sum(len(v) for v in values if isinstance(v, str))
+            enum_values += len(values)
+            chars += text
+            if len(values) > limits["long_enum"] and text > limits["enum_chars"]:
+                reasons.append(
+                    f"{path}: an enum of {len(values)} values whose text is {text} characters (strict mode allows "
+                    f"{limits['enum_chars']} past {limits['long_enum']} values)"
+                )
+        if isinstance(node.get("const"), str):
+            chars += len(node["const"])
+        walk(node.get("items"), f"{path}[]", depth)
+        for i, branch in enumerate(node.get("anyOf") or ()):
+            walk(branch, f"{path}.anyOf[{i}]", depth)
+
+    walk(schema, "$", 0)
+    if deepest[0] > limits["depth"]:
+        reasons.append(f"{deepest[1]}: objects nested {deepest[0]} levels deep (strict mode allows {limits['depth']})")
+    for count, limit, what in (
+        (properties, "properties", "object properties"),
+        (enum_values, "enum_values", "enum values"),
+        (chars, "chars", "characters of property names and enum and const values"),
+    ):
+        if count > limits[limit]:
+            reasons.append(f"$: {count} {what} in all (strict mode allows {limits[limit]})")
+    return reasons
+
+
+def _is_array(kind: Any) -> bool:
+    """Whether a ``type`` lets arrays through: ``"array"``, or a list of types holding it."""
+    return kind == "array" or (isinstance(kind, list) and "array" in kind)
+
+
+def _with_items(schema: dict[str, Any], provider: str) -> tuple[dict[str, Any], list[str]]:
+    """``schema`` with ``items: {}`` (any items: what a missing ``items`` means) added to every array schema without
+    ``items``, which ``provider`` refuses, failing the whole request; a note for each. ``schema`` itself when none
+    lacks them (no copy)."""
+    notes: list[str] = []
+
+    def walk(node: Any, path: str) -> Any:
+        if not isinstance(node, dict):
+            return node
+        changed: dict[str, Any] = {}
+        for key, value in node.items():
+            kind = _position(key, value)
+            if kind == "one":
+                new = walk(value, f"{path}[]" if key == "items" else f"{path}.{key}")
+            elif kind == "list":
+                new = [walk(sub, f"{path}.{key}[{i}]") for i, sub in enumerate(value)]
+                new = value if all(a is b for a, b in zip(new, value, strict=True)) else new
+            elif kind == "map":
+                at = path if key == "properties" else f"{path}.{key}"
+                new = {name: walk(sub, at + path_step(name)) for name, sub in value.items()}
+                new = value if all(new[name] is sub for name, sub in value.items()) else new
+            else:
+                continue
+            if new is not value:
+                changed[key] = new
+        if _is_array(node.get("type")) and "items" not in node:
+            changed["items"] = {}
+            notes.append(f"{path}: items {{}} (any items) added ({provider} refuses an array without items)")
+        return {**node, **changed} if changed else node
+
+    return walk(schema, "$"), notes
 
 
 # --------------------------------------------------------------------------- Gemini
@@ -695,6 +806,7 @@ def gemini_schema(schema: Mapping[str, Any], *, tool: str = "?") -> tuple[dict[s
         node = _numeric_exclusive(node)
         out: dict[str, Any] = {}
         kind = node.get("type")
+        split: list[dict[str, Any]] = []  # the branches a list of types became
         if isinstance(kind, list):
             others = [k for k in kind if k != "null"]
             if "null" in kind:
@@ -702,7 +814,7 @@ def gemini_schema(schema: Mapping[str, Any], *, tool: str = "?") -> tuple[dict[s
             if len(others) == 1:
                 out["type"] = others[0]
             else:
-                out["anyOf"] = [{"type": k} for k in others]
+                out["anyOf"] = split = [{"type": k} for k in others]
                 notes.append(f"{path}: type {kind} rewritten as anyOf")
         elif kind is not None:
             out["type"] = kind
@@ -712,17 +824,24 @@ def gemini_schema(schema: Mapping[str, Any], *, tool: str = "?") -> tuple[dict[s
             if key in _CONVERTED_APART:
                 continue
             if key == "const":
-                if isinstance(value, str):
+                if value == "":
+                    notes.append(f"{path}: const '' dropped (Gemini refuses an empty enum value)")
+                elif isinstance(value, str):
                     out["enum"] = [value]
                     notes.append(f"{path}: const rewritten as enum")
                 else:
                     notes.append(f"{path}: const {value!r} dropped (Gemini enums are strings)")
                 continue
             if key == "enum":
-                if all(isinstance(v, str) for v in value):
-                    out["enum"] = list(value)
-                else:
+                if not all(isinstance(v, str) for v in value):
                     notes.append(f"{path}: enum of non-strings dropped (Gemini enums are strings)")
+                elif "" not in value:
+                    out["enum"] = list(value)
+                elif any(value):
+                    out["enum"] = [v for v in value if v]
+                    notes.append(f"{path}: enum value '' dropped (Gemini refuses an empty enum value)")
+                else:
+                    notes.append(f"{path}: enum [''] dropped (Gemini refuses an empty enum value)")
                 continue
             if key == "properties":
                 out["properties"] = {k: convert(v, path + path_step(k)) for k, v in value.items() if v is not False}
@@ -757,8 +876,20 @@ def gemini_schema(schema: Mapping[str, Any], *, tool: str = "?") -> tuple[dict[s
             notes.append(f"{path}: format {out.pop('format')!r} dropped (Gemini refuses it)")
         if "enum" in out and "type" not in out:
             out["type"] = "string"
+        if "type" not in out and not split and _OBJECT_ONLY & set(out):  # Gemini: "only allowed for OBJECT type"
+            out["type"] = "object"
+        for branch in split:  # a list of types: the items (or any) go with the array
+            if branch["type"] == "array":
+                branch["items"] = out.pop("items", {})
+        if out.get("type") == "array" and "items" not in out:  # Gemini: "items: missing field"
+            out["items"] = {}
+            notes.append(f"{path}: items {{}} (any items) added (Gemini refuses an array without items)")
+        elif any(branch.get("items") == {} and "items" not in node for branch in split):
+            notes.append(f"{path}: items {{}} (any items) added to its array (Gemini refuses an array without items)")
         if out.get("type") == "null":
             out = {"nullable": True, **{k: v for k, v in out.items() if k != "type"}}
+        if "anyOf" in out:
+            out = _null_branch_as_nullable(out)
         return out
 
     try:
@@ -775,6 +906,29 @@ def gemini_schema(schema: Mapping[str, Any], *, tool: str = "?") -> tuple[dict[s
         except _NotInlinable:  # a $ref that is no string
             pass
     return {"type": "object"}, [f"$: parameters exported as any object ({why}, and not every $ref is to root $defs)"]
+
+
+#: The keywords Gemini takes on an object schema only: an object given without ``type`` gets ``type: object``.
+_OBJECT_ONLY = frozenset({"properties", "required", "minProperties", "maxProperties", "propertyOrdering"})
+#: What a null ``anyOf`` branch becomes once converted; and the keywords a branch merged into its parent may share
+#: with the parent (the parent's kept).
+_NULL_BRANCH: Mapping[str, Any] = {"nullable": True}
+_ANNOTATIONS = frozenset({"description", "title", "default", "example"})
+
+
+def _null_branch_as_nullable(out: dict[str, Any]) -> dict[str, Any]:
+    """A converted schema whose ``anyOf`` has a null branch (``{"nullable": true}``, from ``{"type": "null"}``)
+    beside others, as google-genai's own converter writes it: ``nullable: true`` and the others, a lone other
+    merged into the schema (``Optional[X]``: ``X`` and ``nullable``) when they share no keyword but annotations."""
+    branches = out["anyOf"]
+    others = [b for b in branches if b != _NULL_BRANCH]
+    if not others or len(others) == len(branches):
+        return out
+    rest = {k: v for k, v in out.items() if k != "anyOf"}
+    rest["nullable"] = True
+    if len(others) == 1 and isinstance(others[0], dict) and not (set(others[0]) & set(rest)) - _ANNOTATIONS:
+        return {**others[0], **rest}
+    return {**rest, "anyOf": others}
 
 
 def _constraints_only(branches: Any) -> bool:
@@ -850,7 +1004,8 @@ def _parameters(tool: Tool, strict: bool) -> tuple[dict[str, Any], dict[str, Any
     if strict:
         return (*strict_schema(tool.parameters, tool=tool.name), [])
     parameters, notes = _top_allowed(tool.parameters, "openai")
-    return parameters, {}, notes
+    parameters, added = _with_items(parameters, "OpenAI")
+    return parameters, {}, notes + added
 
 
 def _chat(tool: Tool, parameters: dict[str, Any], strict: bool) -> dict[str, Any]:
@@ -875,8 +1030,86 @@ def to_openai_responses(tool: Tool, *, strict: bool = False) -> dict[str, Any]:
 
 
 def _anthropic(tool: Tool) -> tuple[dict[str, Any], list[str]]:
-    schema, notes = _top_allowed(tool.parameters, "anthropic")
-    return {"name": tool.name, "description": tool.description, "input_schema": schema}, notes
+    schema, rewritten = _draft_2020(tool.parameters)
+    schema, notes = _top_allowed(schema, "anthropic")
+    return {"name": tool.name, "description": tool.description, "input_schema": schema}, rewritten + notes
+
+
+#: What stands beside a ``$ref`` in drafts 4-7 and is kept when they are rewritten as 2020-12: annotations, which
+#: tell the model without changing what is valid (every other keyword there is ignored by those drafts).
+_REF_ANNOTATIONS = frozenset({"description", "title", "default", "examples", "$comment"})
+#: A 2020-12 ``$anchor`` name.
+_ANCHOR = re.compile(r"[A-Za-z_][-A-Za-z0-9._]*")
+_DRAFT_NAMES = {4: "draft-04", 6: "draft-06", 7: "draft-07", 2019: "2019-09"}
+
+
+def _draft_2020(schema: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """A schema of an earlier draft (its ``$schema`` says which) rewritten as draft 2020-12, which Anthropic reads
+    every schema as (it refuses one that is not valid 2020-12, failing the whole request), and a note for each change:
+    ``$schema`` dropped; draft-04's boolean ``exclusiveMinimum``/``exclusiveMaximum`` made numeric; ``items`` as an
+    array (a tuple) as ``prefixItems``, with ``additionalItems`` as ``items`` (dropped without a tuple, which it
+    does not apply to); an ``id``/``$id`` of ``"#name"`` as ``$anchor``, draft-04's ``id`` as ``$id``; in drafts 4-7,
+    the keywords beside ``$ref`` (which they ignore) dropped but annotations. ``schema`` itself for 2020-12.
+    (``definitions`` and ``dependencies`` are kept: 2020-12's meta-schema still defines them.)"""
+    dialect = _dialect(schema.get("$schema"))
+    if dialect is None or dialect >= 2020:
+        return schema, []
+    id_key = _id_key(dialect)
+    notes = [f"$: $schema ({_DRAFT_NAMES[dialect]}) dropped and the schema written as draft 2020-12, as Anthropic reads it"]
+
+    def name(key: str, value: Any, path: str, out: dict[str, Any]) -> None:
+        """``id``/``$id``: a fragment-only one (``#name``) as ``$anchor``, ``uri#name`` as both."""
+        uri, _, fragment = value.partition("#")
+        if fragment and _ANCHOR.fullmatch(fragment) and "$anchor" not in out:
+            out["$anchor"] = fragment
+            notes.append(f"{path}: {key} {value!r} rewritten as $anchor {fragment!r}" + (f" and $id {uri!r}" if uri else ""))
+        elif fragment or key != "$id":
+            notes.append(f"{path}: {key} {value!r} rewritten as $id {uri!r}" if uri else f"{path}: {key} {value!r} dropped")
+        if uri:
+            out["$id"] = uri
+
+    def walk(node: Any, path: str) -> Any:
+        if not isinstance(node, dict):
+            return node
+        if "$ref" in node and dialect <= 7 and set(node) - _REF_ANNOTATIONS - {"$ref"}:
+            dropped = sorted(set(node) - _REF_ANNOTATIONS - {"$ref"})
+            notes.append(f"{path}: {', '.join(dropped)} beside $ref dropped ({_DRAFT_NAMES[dialect]} ignores them)")
+            node = {k: v for k, v in node.items() if k == "$ref" or k in _REF_ANNOTATIONS}
+        exclusive = _numeric_exclusive(node)
+        if exclusive is not node:
+            notes.append(f"{path}: boolean exclusiveMinimum/exclusiveMaximum rewritten as numbers")
+        out: dict[str, Any] = {}
+        tuple_items = isinstance(exclusive.get("items"), list)
+        for key, value in exclusive.items():
+            if key == "$schema" and path == "$":
+                continue
+            if key == id_key and isinstance(value, str) and (key == "id" or "#" in value):
+                name(key, value, path, out)
+                continue
+            if key == "items" and tuple_items:
+                out["prefixItems"] = [walk(sub, f"{path}[{i}]") for i, sub in enumerate(value)]
+                notes.append(f"{path}: items as an array rewritten as prefixItems")
+                continue
+            if key == "additionalItems":
+                if tuple_items:
+                    out["items"] = walk(value, f"{path}[]")
+                    notes.append(f"{path}: additionalItems rewritten as items")
+                else:
+                    notes.append(f"{path}: additionalItems dropped (without items as an array it applies to nothing)")
+                continue
+            kind = _position(key, value)
+            if kind == "one":
+                out[key] = walk(value, f"{path}[]" if key == "items" else f"{path}.{key}")
+            elif kind == "list":
+                out[key] = [walk(sub, f"{path}.{key}[{i}]") for i, sub in enumerate(value)]
+            elif kind == "map":
+                at = path if key == "properties" else f"{path}.{key}"
+                out[key] = {k: walk(sub, at + path_step(k)) for k, sub in value.items()}
+            else:
+                out[key] = value
+        return out
+
+    return walk(schema, "$"), notes
 
 
 def to_anthropic(tool: Tool) -> dict[str, Any]:
@@ -904,6 +1137,12 @@ def _gemini(tool: Tool, name: str | None) -> tuple[dict[str, Any], list[str]]:
         )
         return declaration, notes
     declaration["parameters"], notes = gemini_schema(tool.parameters, tool=tool.name)
+    notes.extend(
+        f"${path_step(name)}: a parameter name outside google-genai's documented rule (a letter or '_', then letters, "
+        f"digits or '_', at most {GEMINI_PARAMETER_MAX} characters)"
+        for name in declaration["parameters"].get("properties") or ()
+        if not GEMINI_PARAMETER.match(name)
+    )
     return declaration, notes
 
 
