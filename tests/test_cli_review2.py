@@ -337,3 +337,10 @@ def test_run_names_a_byte_order_mark(runner: CliRunner, tools: str) -> None:
         "(the line starts with a UTF-8 byte-order mark: save the file as UTF-8 without one)"
     )
     assert second["ok"] is True
+
+
+def test_call_names_a_byte_order_mark_in_args(runner: CliRunner, tools: str) -> None:
+    """``--args "$(cat args.json)"`` of a file saved as "UTF-8 with BOM" is told why it does not read."""
+    result = invoke(runner, "--tools", tools, "call", "echo", "--args", '\ufeff{"value": 1}')
+    assert result.exit_code == 2
+    assert "not valid JSON: it starts with a UTF-8 byte-order mark: save the file as UTF-8 without one" in result.stderr

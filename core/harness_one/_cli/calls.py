@@ -16,7 +16,10 @@ def _json_object(text: str, option: str) -> dict[str, object]:
     try:
         value = json.loads(text)
     except (ValueError, RecursionError) as exc:
-        raise click.BadParameter(f"not valid JSON: {str(exc).split(';')[0]}", param_hint=option) from None
+        shown = str(exc).split(";")[0]
+        if text.startswith("\ufeff"):  # `--args "$(cat file.json)"` of a file saved as "UTF-8 with BOM"
+            shown = "it starts with a UTF-8 byte-order mark: save the file as UTF-8 without one"
+        raise click.BadParameter(f"not valid JSON: {shown}", param_hint=option) from None
     if not isinstance(value, dict):
         raise click.BadParameter(f"must be a JSON object, not {type(value).__name__}", param_hint=option)
     return value
