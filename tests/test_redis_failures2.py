@@ -71,6 +71,7 @@ async def test_what_settles_a_call_is_sent_while_the_link_fails_fast(no_replicas
     now = time.time()
     assert b.slots.acquire("t", "h", cap=1, total=None, now=0, lease=30)[0]
     assert b.store.begin("s", "k", "fp", now, 300, owner="o") is None
+    assert b.store.begin("s", "k2", "fp", now, 300) is None  # released without an owner below
     assert b.budgets.take("run", "t", limit=1, total=None, now=0, ttl=60, ticket="take") == 0
     assert b.buckets.acquire("b", rate=1e-9, burst=1, cost=1, now=0) == 0
     b.circuits.record("t", PROBED, now=100, failed=True, probe=0)  # opens
@@ -87,6 +88,7 @@ async def test_what_settles_a_call_is_sent_while_the_link_fails_fast(no_replicas
     if how == "call":
         b.slots.release("t", "h")
         assert b.store.finish("s", "k", done, owner="o", now=now)
+        b.store.release("s", "k2")
         b.budgets.give_back("run", "t", ticket="back")
         b.buckets.give_back("b", burst=1, cost=1)
         b.circuits.record("t", PROBED, now=107, failed=False, probe=probe)
@@ -95,6 +97,7 @@ async def test_what_settles_a_call_is_sent_while_the_link_fails_fast(no_replicas
     else:
         await b.slots.arelease("t", "h")
         assert await b.store.afinish("s", "k", done, owner="o", now=now)
+        await b.store.arelease("s", "k2")
         await b.budgets.agive_back("run", "t", ticket="back")
         await b.buckets.agive_back("b", burst=1, cost=1)
         await b.circuits.arecord("t", PROBED, now=107, failed=False, probe=probe)
@@ -107,6 +110,7 @@ async def test_what_settles_a_call_is_sent_while_the_link_fails_fast(no_replicas
     assert b.slots.running("t", now=0) == 0
     found = b.store.begin("s", "k", "fp", now, 300)
     assert found is not None and found.state == "done" and found.value == "paid"
+    assert b.store.begin("s", "k2", "fp", now, 300) is None  # free again: claimed anew
     assert b.budgets.used("run", "t", now=0) == 0
     assert b.buckets.acquire("b", rate=1e-9, burst=1, cost=1, now=0) == 0
     assert b.circuits.snapshot("t", PROBED, now=108)["state"] == "closed"

@@ -210,6 +210,9 @@ return 1
     settles=True,
 )
 
+# Deletes the record whoever claimed it (``release`` without an owner): a settling DEL.
+_DELETE = _Script("return redis.call('DEL', KEYS[1])", settles=True)
+
 # KEYS: the tool's slots, all slots. ARGV: now, holder, cap ('' none), total ('' none), lease.
 # Returns {admitted, held by the tool, held overall} (counts before this call).
 _SLOT_ACQUIRE = _Script(
@@ -1304,16 +1307,10 @@ class RedisStore:
         return bool(await self.link.arun(_FINISH, *self._finish(scope, key, record, owner, now)))
 
     def release(self, scope: str, key: str, *, owner: str | None = None) -> None:
-        if owner is None:
-            self.link.command("DEL", self._key(scope, key))
-        else:
-            self.link.run(_RELEASE, [self._key(scope, key)], [owner])
+        self.link.run(_DELETE if owner is None else _RELEASE, [self._key(scope, key)], [] if owner is None else [owner])
 
     async def arelease(self, scope: str, key: str, *, owner: str | None = None) -> None:
-        if owner is None:
-            await self.link.acommand("DEL", self._key(scope, key))
-        else:
-            await self.link.arun(_RELEASE, [self._key(scope, key)], [owner])
+        await self.link.arun(_DELETE if owner is None else _RELEASE, [self._key(scope, key)], [] if owner is None else [owner])
 
 
 class RedisSlots:
