@@ -9,7 +9,19 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from harness_one import Call, RateLimitExceeded, Retry, Tool, ToolError, ToolRegistry, hookimpl, per_tool
+from harness_one import (
+    Call,
+    Outcome,
+    RateLimitExceeded,
+    Retry,
+    Tool,
+    ToolCancelled,
+    ToolError,
+    ToolRegistry,
+    applies_to,
+    hookimpl,
+    per_tool,
+)
 
 from ._options import count as positive_int
 
@@ -152,14 +164,31 @@ class MetricsPlugin:
         counts, retried, latencies = m._counts, m.counter("retry"), m.latencies
 
         def on_error(call: Call, error: BaseException) -> None:
-            if type(call.decision) is Retry:
-                next(retried)
-                return
+            decision = call.decision
+            if decision is not None:
+                if type(decision) is Retry:
+                    next(retried)
+                    return
+                if type(decision) is Outcome and not isinstance(error, ToolCancelled):
+                    return  # recovered or translated: counted by _decided, once the decision is final
             found = counts.get(type(error))
             next(found if found is not None else m.counter(type(error)))
             latencies.append(_perf() - call.started)
 
         return on_error
+
+    @hookimpl(trylast=True, specname="harness_on_error")
+    @applies_to(after_decision=True)
+    def _decided(self, call: Call, error: BaseException) -> None:
+        """A call an on_error hook answered with an ``Outcome``: a success when it recovered, else a failure of
+        the translated error's type. Runs last, and only on a decision, so the output limit's word is final."""
+        decision = call.decision
+        if type(decision) is not Outcome or isinstance(error, ToolCancelled):
+            return
+        m = self._for(call.tool.name)
+        failure = decision.error
+        next(m.counter("ok") if failure is None else m.counter(type(failure)))
+        m.latencies.append(_perf() - call.started)
 
     @hookimpl
     def harness_tool_removed(self, tool: Tool) -> None:

@@ -71,6 +71,10 @@ DURATION_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28
 
 _SPAN = "otel.span"
 _TOKEN = "otel.token"
+#: In ``call.state[_SPAN]`` once the span has ended with the call's success (post_call): a later post_call
+#: hook's failure, or a retry it leads to, starts no second span and counts the call no second time.
+_ENDED = object()
+_NOT_INSTALLED = "opentelemetry-api is not installed"
 
 
 #: Where harness-one's own code is: an exception raised there is a fault of the plugin's, reported as one.
@@ -168,6 +172,7 @@ class OTelPlugin:
     ) -> None:
         enabled = flag(enabled, "otel enabled", optional=True)
         self.enabled = False
+        self._inert = ""  # why the plugin is inert (registry.stats()["otel"]["reason"])
         self._attrs: dict[str, dict[str, str]] = {}  # the metric attributes of each tool, made once
         self._sdk_errors = 0  # exceptions of the SDK's span and metric calls (a span processor's, say), caught
         self._sdk_lock = threading.Lock()
@@ -175,15 +180,21 @@ class OTelPlugin:
         self.redactor = Redactor(secret_keys, extra_keys=extra_secret_keys, values=secret_values)
         #: Each tool's description and how spans show it (masked, cut at DESCRIPTION_LIMIT characters): made once.
         self._descriptions: dict[str, tuple[str, str]] = {}
-        if enabled is False or (enabled is None and not available()):
+        if enabled is False:
+            self._inert = "enabled=False"
+            return
+        if enabled is None and not available():
+            self._inert = _NOT_INSTALLED
             return
         if enabled is None and tracer_provider is None and meter_provider is None and not configured():
+            self._inert = "no tracer or meter provider was set when the plugin was built"
             return  # nothing would record the spans: pay nothing per call
         try:
             from opentelemetry import context, metrics, propagate, trace
         except ImportError as exc:
             if enabled:
                 raise ImportError("The otel plugin needs opentelemetry-api: pip install 'harness-one[otel]'.") from exc
+            self._inert = _NOT_INSTALLED
             return
         self.enabled = True
         self._context = context
@@ -230,14 +241,22 @@ class OTelPlugin:
         meta = call.context.get(TRACE_CONTEXT_KEY)
         if not isinstance(meta, Mapping):
             return None
-        carrier = {key: value for key in self._propagate.get_global_textmap().fields if isinstance(value := meta.get(key), str)}
+        try:
+            fields = tuple(self._propagate.get_global_textmap().fields)
+        except Exception as exc:  # the application's propagator: the call goes on in the current context
+            self._sdk_failed(exc)
+            return None
+        carrier = {key: value for key in fields if isinstance(value := meta.get(key), str)}
         if not carrier:
             return None
         try:
             found = self._propagate.extract(carrier)
+            remote = self._trace.get_current_span(found).get_span_context()
         except (ValueError, TypeError):  # a propagator that does not tolerate a malformed carrier
             return None
-        remote = self._trace.get_current_span(found).get_span_context()
+        except Exception as exc:  # any other failure of the propagator: counted, never the call's
+            self._sdk_failed(exc)
+            return None
         if not remote.is_valid:
             return None  # a malformed traceparent: the current context
         current = self._trace.get_current_span().get_span_context()
@@ -293,8 +312,9 @@ class OTelPlugin:
             found = self._attrs[name] = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": name}
         return found
 
-    def _finish(self, call: Call, span: Any, error: ToolError | None, *, replayed: bool = False) -> None:
-        """End ``span`` and record the call's metrics. What the SDK raises is counted, never the call's failure:
+    def _finish(self, call: Call, span: Any, error: ToolError | None, value: Any, *, replayed: bool = False) -> None:
+        """End ``span`` and record the call's metrics (``value``: the result the caller gets, when ``error`` is None).
+        What the SDK raises is counted, never the call's failure:
         the tool has run, and its outcome stands (a failing span processor or view must not make a retry run it again).
         (Each ``try`` holds only the SDK's calls, their arguments worked out before it: see :func:`_foreign`.)"""
         attrs = self._metric_attrs(call.tool.name)
@@ -305,7 +325,7 @@ class OTelPlugin:
                 kind, status = error_type(error), self._status_text(error)
                 attrs = {**attrs, "error.type": kind}
             elif self.capture_content and self._recording(span):
-                result = rendered(self.redactor(call.result))
+                result = rendered(self.redactor(value))
         except BaseException:  # the plugin's own fault, reported as one: the span is ended all the same
             self._end(span)
             raise
@@ -388,27 +408,49 @@ class OTelPlugin:
     @applies_to(lambda plugin, tool: plugin.enabled)
     def harness_pre_call(self, call: Call) -> None:
         span = call.peek(_SPAN) or self._start(call)
-        if span is not self._no_span:  # else the caller's span stays current: the tool's spans keep their trace
+        if span is not self._no_span and span is not _ENDED:  # else the caller's span stays current
             call.state[_TOKEN] = self._context.attach(self._trace.set_span_in_context(span))
 
     @hookimpl(trylast=True)
     @applies_to(lambda plugin, tool: plugin.enabled)
     def harness_post_call(self, call: Call) -> None:
         self._detach(call)
-        span = call.peek(_SPAN) or self._start(call)
-        call.take(_SPAN)
-        self._finish(call, span, None, replayed=not call.ran)
+        state = call.state
+        span = state.get(_SPAN) or self._start(call)
+        if span is _ENDED:  # a retry after a later post_call hook failed: the span has ended
+            return
+        state[_SPAN] = _ENDED
+        self._finish(call, span, None, call.result, replayed=not call.ran)
 
     @hookimpl(trylast=True)
     @applies_to(lambda plugin, tool: plugin.enabled)
     def harness_on_error(self, call: Call, error: BaseException) -> None:
+        """The error stands (no decision): end the span with it. A decision is settled by :meth:`_decided`,
+        which runs after every on_error hook that may still replace it (the output limit's)."""
         self._detach(call)
         assert isinstance(error, ToolError)
         span = call.peek(_SPAN) or self._start(call)
+        if span is _ENDED:  # a post_call hook after this plugin's failed: the span ended as a success
+            return
+        if call.decision is not None and not isinstance(error, ToolCancelled):
+            return
+        call.take(_SPAN)
+        if isinstance(error, RateLimitExceeded):
+            self._rate_limited_add(call, False)
+        self._finish(call, span, error, None, replayed=error.replayed)
+
+    @hookimpl(trylast=True, specname="harness_on_error")
+    @applies_to(lambda plugin, tool: plugin.enabled, after_decision=True)
+    def _decided(self, call: Call, error: BaseException) -> None:
+        """A decision, final (run last, only when there is one): a retry or wait is an event on the span;
+        an ``Outcome`` ends it, with the recovered value or the translated error."""
+        assert isinstance(error, ToolError)
+        span = call.peek(_SPAN)
         decision = call.decision
-        cancelled = isinstance(error, ToolCancelled)
+        if span is None or span is _ENDED or decision is None:  # ended already (by harness_on_error)
+            return
         limited = isinstance(error, RateLimitExceeded)
-        if type(decision) is Retry and not cancelled:
+        if type(decision) is Retry:
             event = {"harness_one.attempt": call.attempt, "error.type": error_type(error), "harness_one.delay": decision.delay}
             try:
                 span.add_event("harness_one.retry" if call.ran else "harness_one.wait", event)
@@ -420,10 +462,10 @@ class OTelPlugin:
         call.take(_SPAN)
         if limited:
             self._rate_limited_add(call, False)
-        final: ToolError | None = error
-        if type(decision) is Outcome and not cancelled:
-            final = decision.error  # translated, or recovered (None)
-        self._finish(call, span, final, replayed=error.replayed)
+        if type(decision) is Outcome:  # translated, or recovered (its value is the call's result)
+            self._finish(call, span, decision.error, decision.value, replayed=error.replayed)
+        else:  # not a decision the core takes: the error stands
+            self._finish(call, span, error, None, replayed=error.replayed)
 
     @hookimpl(trylast=True)
     def harness_call_refused(self, name: str, error: ToolError) -> None:
@@ -440,9 +482,8 @@ class OTelPlugin:
             "gen_ai.tool.type": "function",
             "harness_one.attempts": 0,
         }
-        title = f"execute_tool {shown}" if shown else "execute_tool"
-        try:
-            span = self.tracer.start_span(title, kind=self._internal, attributes=attributes)
+        try:  # named without the tool: a model's made-up names would be unbounded span names
+            span = self.tracer.start_span("execute_tool", kind=self._internal, attributes=attributes)
             try:
                 span.set_attribute("error.type", kind)
                 span.set_status(self._status(self._error, status))
@@ -454,4 +495,6 @@ class OTelPlugin:
 
     @hookimpl
     def harness_stats(self, registry: ToolRegistry) -> dict[str, Any]:
-        return {"enabled": self.enabled, **({"sdk_errors": self._sdk_errors} if self._sdk_errors else {})}
+        if not self.enabled:
+            return {"enabled": False, "reason": self._inert}
+        return {"enabled": True, **({"sdk_errors": self._sdk_errors} if self._sdk_errors else {})}
