@@ -678,3 +678,35 @@ def test_the_metrics_plugin_counts_refused_requests_by_type() -> None:
     reg.try_call("one", context=[])
     assert reg.stats()["metrics"]["refused"] == {"ToolNotFound": 3, "ToolArgumentError": 1}
     assert set(reg.stats()["tools"]) == {"one"}  # no entry per made-up name
+
+
+def test_a_decision_beside_a_failing_on_error_hook_is_the_plugins_error_for_the_hooks_acting_on_it(bare: ToolRegistry) -> None:
+    """One hook answers Retry, another raises: the call fails with the PluginError, and the hooks that act on
+    the decision (``after_decision``: the span, the metrics) see that failure, not a retry that never comes."""
+    from harness_one import applies_to
+
+    seen: list[Any] = []
+
+    class Retries:
+        @hookimpl(tryfirst=True)
+        def harness_on_error(self) -> Retry:
+            return Retry(0)
+
+    class Breaks:
+        @hookimpl
+        def harness_on_error(self) -> None:
+            raise RuntimeError("broken")
+
+    class ActsOnDecision:
+        @hookimpl
+        @applies_to(after_decision=True)
+        def harness_on_error(self, call: Call) -> None:
+            seen.append(call.decision)
+
+    for name, plugin in (("retries", Retries()), ("breaks", Breaks()), ("acts", ActsOnDecision())):
+        bare.plugins.register(plugin, name=name)
+    bare.add(lambda: 1 / 0, name="boom")
+    result = bare.try_call("boom")
+    assert not result.ok and isinstance(result.error, PluginError) and result.attempts == 1
+    [decision] = seen
+    assert type(decision) is Outcome and isinstance(decision.error, PluginError)

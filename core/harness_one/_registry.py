@@ -1214,6 +1214,8 @@ class ToolRegistry(metaclass=_SharedType):
                     return _Paused(index, answer, decision, broken)
                 if decision is None and not _no_decision(call, answer, err):
                     decision = call.decision = answer
+        if broken is not None and decision is not None:  # a hook failed: so does the call, whatever was decided
+            decision = call.decision = Outcome.failure(broken)
         if decision is not None and plan.on_decision:  # the hooks that act only on a decision, last
             for hook, name in plan.on_decision:
                 try:
