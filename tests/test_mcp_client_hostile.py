@@ -55,7 +55,8 @@ SERVER = textwrap.dedent(
             raise MCPError(code=-32603, message=CONFIG["list_error"])
         await QUIET.wait()  # answered after the announcements under way: a refresh sees them all first
         LISTINGS[0] += 1
-        return {"tools": TOOLS, "ttlMs": 0, "cacheScope": "private", "resultType": "complete"}
+        page = {"tools": TOOLS, "ttlMs": 0, "cacheScope": "private", "resultType": "complete"}
+        return {**page, "nextCursor": "again"} if CONFIG.get("cursor_loop") else page
 
     async def call_tool(ctx, params):
         name, args = params.name, params.arguments or {}
@@ -85,8 +86,20 @@ SERVER = textwrap.dedent(
             return text(str(LISTINGS[0]))
         if name == "huge":
             return text("x" * args["n"])
-        if name in ("null_result", "not_a_list"):  # the writer below turns the marker into such a reply
+        if name in ("null_result", "not_a_list", "deep_reply"):  # the writer below turns the marker into such a reply
             return text(name.upper())
+        if name == "media":  # an image, an audio clip and an embedded blob, `n` bytes of base64 each
+            data = "A" * args["n"]
+            return {
+                "content": [
+                    {"type": "image", "data": data, "mimeType": "image/png"},
+                    {"type": "audio", "data": data, "mimeType": "audio/wav"},
+                    {"type": "resource", "resource": {"uri": "file:///r.pdf", "blob": data, "mimeType": "application/pdf"}},
+                    {"type": "text", "text": "three files"},
+                ],
+                "isError": False,
+                "resultType": "complete",
+            }
         if name == "server_error":  # the generic JSON-RPC "server error" code
             if args.get("after_held"):
                 await asyncio.wait_for(STARTED.wait(), 30)
@@ -116,6 +129,9 @@ SERVER = textwrap.dedent(
             for marker, result in (("NULL_RESULT", None), ("NOT_A_LIST", {"content": "notalist", "password": "hunter2"})):
                 if marker in data:
                     data = json.dumps({"jsonrpc": "2.0", "id": json.loads(data)["id"], "result": result}) + "\n"
+            if "DEEP_REPLY" in data:  # structured content nested 3,000 levels deep
+                head = json.dumps({"jsonrpc": "2.0", "id": json.loads(data)["id"]})[:-1]
+                data = head + ', "result": {"content": [], "structuredContent": ' + '{"a": ' * 3000 + "1" + "}" * 3002 + "\n"
             return await self.out.write(data.replace("LONESURROGATE", "\\ud800"))
 
         async def flush(self):
@@ -630,3 +646,204 @@ def test_an_sdk_that_reads_stdout_otherwise_is_not_patched_and_a_warning_says_so
     assert len(replies) == 2 and min(replies) > 99_900  # no bound: read whole
     warnings = [line for line in lines if "max_reply_bytes not applied" in line]
     assert len(warnings) == 1 and "no longer reads through mcp.client.stdio.TextReceiveStream" in warnings[0], lines
+
+
+# ---------------------------------------------------------------- deep replies, local names, listings, HTTP, processes
+
+
+def test_a_deeply_nested_reply_fails_its_call_at_once(script: str) -> None:
+    """Reading the ids of a reply nested deeper than the stack allows raised RecursionError, which went unseen: the
+    call waited out its deadline (300 s by default) instead of failing at once."""
+    registry = ToolRegistry(autoload=False)
+    remote = import_tools(registry, spec(script, "deep_reply", "ok"), timeout=20)  # without the fix: 20 s, then a timeout
+    try:
+        error = registry.try_call("deep_reply").error
+        assert isinstance(error, ToolExecutionError) and not isinstance(error, ToolTimeout)
+        assert "the reply could not be read" in error.message
+        assert registry.call("ok") == "ran ok"
+    finally:
+        remote.close()
+
+
+def test_the_ids_of_replies_nested_too_deep_to_decode_are_all_read() -> None:
+    from harness_one.mcp._client import _reply_ids
+
+    deep = '{"id": 1, "result": ' + '["}\\"{", ' * 3000 + "1" + "]" * 3000 + "}"
+    assert _reply_ids(deep + ' {"id": "two", "result": {}}') == [1, "two"]  # the objects after a deep one too
+    assert _reply_ids(deep[:-1] + '{"id": 3}') == [1]  # one that never ends: the ids read so far
+
+
+def test_a_local_name_never_moves_to_another_remote_tool(script: str) -> None:
+    """Local names were given anew at each listing in the order of the remote names: after a new remote tool `a.b`
+    (cleaned: `a_b`, sorting before `a_b`), the local `a_b` called the remote `a.b`."""
+    registry = ToolRegistry(autoload=False)
+    remote = import_tools(registry, spec(script, "a_b", "add_tool"))
+    try:
+        assert remote.names == {"a_b": "a_b", "add_tool": "add_tool"}
+        registry.call("add_tool", {"name": ["a.b", "a-b"]})
+        assert until(lambda: len(remote.names) == 4)
+        assert remote.names["a_b"] == "a_b" and remote.names["a-b"] == "a-b"
+        assert registry.call("a_b") == "ran a_b"
+        hashed = next(local for local, name in remote.names.items() if name == "a.b")
+        assert hashed.startswith("a_b_") and registry.call(hashed) == "ran a.b"
+    finally:
+        remote.close()
+    both = import_tools(ToolRegistry(autoload=False), spec(script, "a.b", "a_b"))  # at once: a valid name is its own
+    try:
+        assert both.names["a_b"] == "a_b" and len(both.names) == 2
+    finally:
+        both.close()
+
+
+def test_a_repeated_cursor_ends_the_listing_and_a_tool_listed_twice_is_imported_once(
+    script: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A server answering every page with the same cursor made 100 aliases of each tool."""
+    registry = ToolRegistry(autoload=False)
+    remote = import_tools(registry, spec(script, "ok", "two", cursor_loop=True))
+    try:
+        assert remote.names == {"ok": "ok", "two": "two"}
+        assert remote.failures[0] == "tools/list: the server sent the cursor 'again' twice; the listing ends there."
+        assert remote.failures[1:] == [
+            "ok: listed more than once; the first listing is used.",
+            "two: listed more than once; the first listing is used.",
+        ]
+    finally:
+        remote.close()
+    from harness_one.mcp import _client
+
+    monkeypatch.setattr(_client, "_MAX_TOOLS", 3)
+    capped = import_tools(ToolRegistry(autoload=False), spec(script, "t1", "t2", "t3", "t4", "t5"))
+    try:
+        assert sorted(capped.names) == ["t1", "t2", "t3"]
+        assert capped.failures[0].startswith("tools/list: the listing was cut after 3 tools: more than 3 tools")
+    finally:
+        capped.close()
+
+
+def test_binary_content_reaches_the_model_as_a_description_not_base64(script: str) -> None:
+    registry = ToolRegistry(autoload=False)
+    remote = import_tools(registry, spec(script, "media"))
+    try:
+        image, audio, blob, text = registry.call("media", {"n": 3 * 1024 * 1024 // 2})
+        assert image == {"type": "image", "data": "<image/png, 1.5 MB base64 omitted>", "mimeType": "image/png"}
+        assert audio["data"] == "<audio/wav, 1.5 MB base64 omitted>"
+        assert blob["resource"] == {
+            "uri": "file:///r.pdf",
+            "blob": "<application/pdf, 1.5 MB base64 omitted>",
+            "mimeType": "application/pdf",
+        }
+        assert text == {"type": "text", "text": "three files"}
+        assert registry.call("media", {"n": 12})[0]["data"] == "<image/png, 12 bytes base64 omitted>"
+    finally:
+        remote.close()
+
+
+SLOW_HTTP_SERVER = textwrap.dedent(
+    """
+    import asyncio, socket
+    import uvicorn
+    from mcp.server.mcpserver import MCPServer
+
+    server = MCPServer("slow")
+
+    @server.tool()
+    async def slow(seconds: float) -> str:
+        await asyncio.sleep(seconds)
+        return "done"
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen()
+    print(f"http://127.0.0.1:{sock.getsockname()[1]}/mcp", flush=True)
+    uvicorn.Server(uvicorn.Config(server.streamable_http_app(json_response=True), log_level="warning")).run(sockets=[sock])
+    """
+)
+
+
+def test_an_http_call_is_bounded_by_its_deadline_not_by_a_read_timeout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The httpx client had a fixed read timeout of 300 s (CALL_TIMEOUT): a call silent that long failed as a lost
+    connection (retryable, the session dropped) whatever call_timeout or a timeout policy said. Here 0.2 s stands
+    for the 300 s."""
+    from harness_one.mcp import _client
+
+    monkeypatch.setattr(_client, "CALL_TIMEOUT", 0.2, raising=False)
+    path = tmp_path / "slow_server.py"
+    path.write_text(SLOW_HTTP_SERVER)
+    proc = subprocess.Popen([sys.executable, str(path)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        assert proc.stdout is not None
+        url = proc.stdout.readline().strip()
+        registry = ToolRegistry(autoload=False)
+        remote = import_tools(registry, McpSpec(name="h", url=url), call_timeout=None)
+        try:
+            assert registry.call("slow", {"seconds": 0.6}) == {"result": "done"}
+        finally:
+            remote.close()
+        registry = ToolRegistry(autoload=False)
+        remote = import_tools(registry, McpSpec(name="h", url=url), call_timeout=0.3)
+        try:
+            error = registry.try_call("slow", {"seconds": 5}).error
+            assert isinstance(error, ToolTimeout) and "did not answer within 0.3 s" in error.message
+        finally:
+            remote.close()
+    finally:
+        proc.kill()
+        proc.wait(10)
+
+
+ORPHANING_SERVER = textwrap.dedent(
+    r"""
+    import json, subprocess, sys
+
+    CHILD = "import signal, sys, time; IGNORE and signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+    CHILD += "open(sys.argv[1], 'w').write(str(__import__('os').getpid())); time.sleep(60)"
+    subprocess.Popen([sys.executable, "-c", CHILD.replace("IGNORE", sys.argv[2]), sys.argv[1]], stderr=subprocess.DEVNULL)
+    for line in sys.stdin:  # ends at once when its stdin closes
+        message = json.loads(line)
+        if "id" not in message:
+            continue
+        result = {}
+        if message["method"] == "initialize":
+            info = {"name": "orphaning", "version": "1"}
+            result = {"protocolVersion": message["params"]["protocolVersion"], "capabilities": {"tools": {}}, "serverInfo": info}
+        elif message["method"] == "tools/list":
+            result = {"tools": [{"name": "ok", "inputSchema": {"type": "object"}}]}
+        sys.stdout.write(json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result}) + "\n")
+        sys.stdout.flush()
+    """
+)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rpartition(")")[2].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+@pytest.mark.parametrize("ignores_sigterm", [False, True])
+def test_close_stops_the_children_a_stdio_server_left(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ignores_sigterm: bool
+) -> None:
+    """The SDK stops a server's process group only when the server outlives its grace period: the child of a server
+    that exits at once when its stdin closes ran on (holding the caller's stderr)."""
+    from harness_one.mcp import _client
+
+    monkeypatch.setattr(_client, "_KILL_GRACE", 0.1, raising=False)  # SIGKILL 0.1 s after SIGTERM
+    path, pid_file = tmp_path / "orphaning.py", tmp_path / "child.pid"
+    path.write_text(ORPHANING_SERVER)
+    remote = import_tools(ToolRegistry(autoload=False), [sys.executable, str(path), str(pid_file), str(ignores_sigterm)])
+    pid = 0
+    try:
+        assert until(lambda: pid_file.exists() and pid_file.read_text())
+        pid = int(pid_file.read_text())
+        assert _alive(pid)
+        remote.close()
+        assert until(lambda: not _alive(pid), 5)
+    finally:
+        remote.close()
+        if pid and _alive(pid):
+            os.kill(pid, 9)

@@ -24,7 +24,9 @@ import hashlib
 import inspect
 import json
 import logging
+import os
 import re
+import signal
 import sys
 import threading
 import weakref
@@ -65,7 +67,7 @@ from harness_one._render import safe_text
 from harness_one._requests import leading_members
 from harness_one._schema import without_bad_defaults
 
-from ._spec import CALL_TIMEOUT, ERROR_META_KEY, MAX_REPLY_BYTES, McpSpec, McpSpecError, is_byte_count
+from ._spec import ERROR_META_KEY, MAX_REPLY_BYTES, McpSpec, McpSpecError, is_byte_count
 from ._stdio import _detail
 
 __all__ = [
@@ -90,6 +92,9 @@ _LOST = (OSError, EOFError, anyio.BrokenResourceError, anyio.ClosedResourceError
 _HTTP_ABANDONED = ("SSE stream failed", "SSE stream ended")
 #: How much of a line over the bound is kept, to read its id from.
 _HEAD = 1 << 12
+#: The pages of one tools/list read at most, and the tools kept of them all.
+_MAX_PAGES = 100
+_MAX_TOOLS = 10_000
 
 
 class McpConnectionError(RetryableError):
@@ -227,6 +232,56 @@ if _BOUNDED:
     setattr(sdk_stdio, "TextReceiveStream", _text_stream)  # noqa: B010
 _unbounded_warned = False
 
+#: The process groups of the stdio servers the task that owns a connection started (see :func:`_spawn_recorded`).
+_groups: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar("harness_one_mcp_groups", default=None)
+#: How long a stdio server's process group has after SIGTERM before SIGKILL, once its connection closed.
+_KILL_GRACE = 2.0
+_spawn = getattr(sdk_stdio, "_create_platform_compatible_process", None)
+
+
+async def _spawn_recorded(*args: Any, **kwargs: Any) -> Any:
+    """The SDK's spawn of a stdio server (in a session, a process group of its own), its group recorded for the
+    connection's task: the SDK stops the whole group only when the server outlives its grace period, and a server
+    that exits at once leaves its children running (holding the caller's stderr)."""
+    assert _spawn is not None
+    process = await _spawn(*args, **kwargs)
+    groups = _groups.get()
+    with contextlib.suppress(Exception):
+        if groups is not None and os.getpgid(process.pid) == process.pid:  # a group of its own: never the caller's
+            groups.append(process.pid)
+    return process
+
+
+if sys.platform != "win32" and inspect.iscoroutinefunction(_spawn):
+    setattr(sdk_stdio, "_create_platform_compatible_process", _spawn_recorded)  # noqa: B010
+
+
+def _group_alive(group: int) -> bool:
+    try:
+        os.killpg(group, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    return True
+
+
+async def _end_group(group: int) -> None:
+    """Stop what is left of a stdio server's process group: SIGTERM, then SIGKILL after :data:`_KILL_GRACE` s."""
+    try:
+        os.killpg(group, signal.SIGTERM)
+    except ProcessLookupError:
+        return  # the group is gone
+    except PermissionError:
+        pass
+    deadline = asyncio.get_running_loop().time() + _KILL_GRACE
+    while _group_alive(group):
+        if asyncio.get_running_loop().time() >= deadline:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(group, signal.SIGKILL)
+            return
+        await asyncio.sleep(0.01)
+
 
 def _warn_unbounded() -> None:
     """Say once that this SDK's stdio replies are read without the ``max_reply_bytes`` bound."""
@@ -259,10 +314,47 @@ def _reply_ids(text: str) -> list[str | int]:
         if type(start.get("id")) in (str, int) and "method" not in start:
             ids.append(start["id"])
         try:
-            at = text.find("{", _JSON.raw_decode(text, at)[1])
+            end: int | None = _JSON.raw_decode(text, at)[1]
+        except RecursionError:  # nested deeper than Python's stack allows (in a deep task, 300 levels may do)
+            end = _value_end(text, at)
         except ValueError:
             break
+        if end is None:
+            break
+        at = text.find("{", end)
     return ids
+
+
+#: What :func:`_value_end` looks for: a bracket or the start of a string; the rest of a string (to its closing quote).
+_BRACKET = re.compile(r'[\[\]{}"]')
+_STRING_REST = re.compile(r'(?:[^"\\]|\\.)*"', re.S)
+#: The brackets and strings :func:`_value_end` reads at most (it gives up past them).
+_SCAN_LIMIT = 1 << 20
+
+
+def _value_end(text: str, at: int) -> int | None:
+    """Where the JSON object or array that starts at ``at`` ends, found without recursion (strings skipped,
+    brackets counted, nothing else checked); None when it does not end in ``text`` or within
+    :data:`_SCAN_LIMIT` brackets and strings."""
+    depth = 0
+    for _ in range(_SCAN_LIMIT):
+        found = _BRACKET.search(text, at)
+        if found is None:
+            return None
+        at = found.end()
+        char = found.group()
+        if char == '"':
+            rest = _STRING_REST.match(text, at)
+            if rest is None:
+                return None
+            at = rest.end()
+        elif char in "{[":
+            depth += 1
+        else:
+            depth -= 1
+            if depth <= 0:
+                return at
+    return None
 
 
 def _too_large_error(request_id: str | int, limit: int, size: int | None = None) -> str:
@@ -432,7 +524,7 @@ def local_name(remote: str, prefix: str = "", taken: frozenset[str] | set[str] =
     not in ``taken``; otherwise other characters become ``_`` and, if that is too long or
     taken, a hash of the remote name makes it unique (salted again while the result is taken).
     """
-    name = f"{prefix}_{remote}" if prefix and not prefix.endswith(("_", "-")) else prefix + remote
+    name = _prefixed(remote, prefix)
     if _VALID.match(name) and name not in taken:
         return name
     clean = _INVALID_CHARS.sub("_", name) or "_"
@@ -446,6 +538,11 @@ def local_name(remote: str, prefix: str = "", taken: frozenset[str] | set[str] =
         if hashed not in taken:
             return hashed
         salt += 1
+
+
+def _prefixed(remote: str, prefix: str) -> str:
+    """``prefix_remote`` (no ``_`` added after a prefix ending in ``_`` or ``-``), valid or not."""
+    return f"{prefix}_{remote}" if prefix and not prefix.endswith(("_", "-")) else prefix + remote
 
 
 # --------------------------------------------------------------------------- the remote server
@@ -489,6 +586,7 @@ class RemoteServer:
         self._tasks: set[asyncio.Task[Any]] = set()
         #: Each remote tool as last listed, by its local name: a refresh re-adds only the tools that changed.
         self._listed: dict[str, types.Tool] = {}
+        self._list_failures: list[str] = []  # what the last listing left out and why (in ``failures``)
         self._refreshing: asyncio.Task[None] | None = None
         self._again = False  # the tools changed again while a refresh ran: one more follows it
 
@@ -522,7 +620,9 @@ class RemoteServer:
             headers["accept-encoding"] = "identity"  # a body as sent: the bound counts what is read (_bound_reply)
             http = httpx2.AsyncClient(
                 headers=headers,
-                timeout=httpx2.Timeout(30.0, read=CALL_TIMEOUT),  # the SDK's own client's
+                # No read timeout: the SDK's own client's (300 s) cut every call at 300 s of silence, whatever
+                # call_timeout or a timeout policy said, as a lost connection. The deadlines are the harness's own.
+                timeout=httpx2.Timeout(30.0, read=None),
                 event_hooks={"response": [functools.partial(_bound_reply, spec.name, self.max_reply_bytes)]},
             )
             stack.push_async_callback(http.aclose)
@@ -540,6 +640,8 @@ class RemoteServer:
         stop = self._stop = asyncio.Event()
         client: Client | None = None
         _reply_bound.set((self.spec.name, self.max_reply_bytes))  # this task's own context: its stdio reader's
+        groups: list[int] = []
+        _groups.set(groups)
         try:
             async with AsyncExitStack() as stack:
                 client = Client(
@@ -568,6 +670,9 @@ class RemoteServer:
                 self._client = None
             if not ready.done():
                 ready.cancel()
+            for pgid in groups:  # (the SDK's stdio_client has stopped the server, or given up on it)
+                with anyio.CancelScope(shield=True):
+                    await _end_group(pgid)
 
     def _lost(self, client: Client) -> None:
         if self._client is client:
@@ -611,13 +716,30 @@ class RemoteServer:
         client = await self._connected()
         tools: list[types.Tool] = []
         cursor: str | None = None
+        cursors: set[str] = set()
+        size = 0
+        cut: list[str] = []
         try:
-            for _ in range(100):
+            for _ in range(_MAX_PAGES):
                 page = await asyncio.wait_for(client.list_tools(cursor=cursor, cache_mode="refresh"), self.connect_timeout)
+                size += sum(len(tool.name) + len(tool.description or "") for tool in page.tools)
+                with contextlib.suppress(Exception):
+                    size += sum(len(json.dumps(tool.input_schema)) for tool in page.tools)
                 tools.extend(page.tools)
+                if len(tools) > _MAX_TOOLS or size > self.max_reply_bytes:
+                    del tools[_MAX_TOOLS:]
+                    cut.append(
+                        f"the listing was cut after {len(tools):,} tools: more than {_MAX_TOOLS:,} tools, or more than "
+                        f"max_reply_bytes ({self.max_reply_bytes:,}) of names, descriptions and schemas in all its pages."
+                    )
+                    break
                 cursor = page.next_cursor
                 if cursor is None:
                     break
+                if cursor in cursors:
+                    cut.append(f"the server sent the cursor {safe_text(cursor[:100])!r} twice; the listing ends there.")
+                    break
+                cursors.add(cursor)
         except (asyncio.TimeoutError, TimeoutError):
             raise McpConnectionError(
                 f"MCP server '{self.spec.name}' did not list its tools within {self.connect_timeout:g} s."
@@ -634,6 +756,9 @@ class RemoteServer:
             raise McpConnectionError(  # the server's words: masked and cut once, as any remote text
                 outside_text(f"MCP server '{self.spec.name}' answered tools/list with an error: {exc.message}")
             ) from exc
+        for note in cut:
+            log_event(logging.WARNING, "mcp tools/list cut", server=self.spec.name, reason=note)
+        self._list_failures = [f"tools/list: {note}" for note in cut]
         return tools
 
     async def _call(
@@ -712,18 +837,41 @@ class RemoteServer:
     def _tools(self, listing: Sequence[types.Tool], definition: Mapping[str, Any]) -> list[Tool]:
         """Harness tools for the remote listing: schema, annotations, names, the policies in ``definition``."""
         tools: list[Tool] = []
+        self.failures = list(self._list_failures)
+        unique: dict[str, types.Tool] = {}
+        for remote in listing:
+            if remote.name in unique:
+                self.failures.append(f"{remote.name}: listed more than once; the first listing is used.")
+            else:
+                unique[remote.name] = remote
+        locals_ = self._local_names(sorted(unique))
         names: dict[str, str] = {}
-        self.failures = []
-        for remote in sorted(listing, key=lambda t: t.name):
-            local = local_name(remote.name, self.spec.prefix, set(names))
+        for name, local in sorted(locals_.items()):
             try:
-                tools.append(self._tool(remote, local, definition))
+                tools.append(self._tool(unique[name], local, definition))
             except ToolDefinitionError as exc:
-                self.failures.append(f"{remote.name}: {exc}")
+                self.failures.append(f"{name}: {exc}")
                 continue
-            names[local] = remote.name
+            names[local] = name
         self.names = names
         return tools
+
+    def _local_names(self, remotes: Sequence[str]) -> dict[str, str]:
+        """The local name of each remote tool (by remote name), so that a local name never moves to another
+        remote tool: a tool already imported keeps its name, then a tool whose ``prefix_name`` is valid gets it,
+        then the others get a cleaned or hashed name (:func:`local_name`)."""
+        known = {remote: local for local, remote in self.names.items()}
+        chosen = {remote: known[remote] for remote in remotes if remote in known}
+        taken = set(chosen.values())
+        for plain in (True, False):
+            for remote in remotes:
+                if remote in chosen:
+                    continue
+                local = _prefixed(remote, self.spec.prefix) if plain else local_name(remote, self.spec.prefix, taken)
+                if not plain or (_VALID.match(local) and local not in taken):
+                    chosen[remote] = local
+                    taken.add(local)
+        return chosen
 
     def _tool(self, remote: types.Tool, local: str, definition: Mapping[str, Any]) -> Tool:
         hints = remote.annotations
@@ -796,7 +944,7 @@ class RemoteServer:
         blocks = result.content
         if all(isinstance(b, types.TextContent) for b in blocks):
             return "\n".join(b.text for b in blocks if isinstance(b, types.TextContent))
-        return [b.model_dump(by_alias=True, mode="json", exclude_none=True) for b in blocks]
+        return [_block(b) for b in blocks]
 
     # ------------------------------------------------------------------ public
 
@@ -882,6 +1030,28 @@ class RemoteServer:
 
     async def aclose(self) -> None:
         await _await(self._close())
+
+
+def _block(block: types.ContentBlock) -> dict[str, Any]:
+    """A content block as a dict, with the base64 ``data`` of an image or audio and the ``blob`` of an embedded
+    resource replaced by what they were (``<image/png, 7.5 MB base64 omitted>``): a model reads text, and a
+    megabyte of base64 is only tokens to it."""
+    value: dict[str, Any] = block.model_dump(by_alias=True, mode="json", exclude_none=True)
+    if isinstance(block, (types.ImageContent, types.AudioContent)):
+        value["data"] = _omitted(block.mime_type, block.data)
+    elif isinstance(block, types.EmbeddedResource) and isinstance(block.resource, types.BlobResourceContents):
+        value["resource"]["blob"] = _omitted(block.resource.mime_type, block.resource.blob)
+    return value
+
+
+def _omitted(kind: str | None, data: str) -> str:
+    """What stands for ``data`` (base64 text) in a result: its type and size."""
+    size = len(data)
+    amount = next(
+        (f"{size / scale:.1f} {unit}" for scale, unit in ((1 << 30, "GB"), (1 << 20, "MB"), (1 << 10, "KB")) if size >= scale),
+        f"{size} bytes",
+    )
+    return f"<{safe_text(kind or 'binary data')}, {amount} base64 omitted>"
 
 
 def _current_trace() -> otel_context.Context | None:
