@@ -332,7 +332,7 @@ def test_doctor_reports_name_conflicts(runner: CliRunner, dists: Any) -> None:
     dists.make("aa-shadow-calc", {"aa_shadow": clash}, {"harness_one.tools": {"calculate": "aa_shadow:calculate"}})
     result = runner.invoke(main, ["doctor"])
     assert result.exit_code == 1
-    assert "tool 'calculate': kept aa-shadow-calc, skipped harness-one-calculate" in result.output
+    assert "tool 'calculate': kept harness-one-calculate, skipped aa-shadow-calc" in result.output
 
 
 def test_log_format_follows_the_terminal_and_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:

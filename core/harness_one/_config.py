@@ -159,6 +159,11 @@ def _apply_file(settings: Settings, data: dict[str, Any], where: str) -> None:
     allow = plugins.get("allow")
     if allow is not None and (not isinstance(allow, list) or not all(isinstance(v, str) for v in allow)):
         raise ConfigError(f"{where}: [plugins] allow must be a list of plugin names, not {allow!r}")
+    if allow == []:  # would load no entry-point plugin, validation included: never what an empty list meant
+        raise ConfigError(
+            f"{where}: [plugins] allow is empty, which would load no plugin at all, validation included: "
+            "name the plugins to load, or leave 'allow' out to load every installed one"
+        )
     settings.allow = allow
     for flag in ("autoload", "strict"):
         if not isinstance(plugins.get(flag, False), bool):

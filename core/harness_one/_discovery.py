@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 from collections.abc import Callable, Mapping
@@ -10,7 +11,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from ._entrypoints import TOOL_GROUP, EntryPoint, LoadFailure, entry_points, failure
+from ._entrypoints import TOOL_GROUP, EntryPoint, LoadFailure, entry_points, failure, importing
 from ._errors import ToolDefinitionError, ToolError
 from ._log import log_event
 from ._tool import Tool
@@ -53,6 +54,9 @@ class DiscoveryReport:
     seen: set[EntryPoint] = field(default_factory=set, repr=False)
     #: Those that failed to load, and their failures: tried again only by :meth:`retry`.
     failed: dict[EntryPoint, LoadFailure] = field(default_factory=dict, repr=False)
+    #: Module entry points that a lookup of one tool passed over: the :class:`ToolIndex` says they
+    #: failed to load with their files as they are now. A listing imports them again.
+    known_failed: dict[EntryPoint, LoadFailure] = field(default_factory=dict, repr=False)
 
     def retry(self) -> None:
         """Forget the entry points that failed to load, and their failures: the next loading tries them again."""
@@ -61,6 +65,25 @@ class DiscoveryReport:
             if item in self.failures:
                 self.failures.remove(item)
         self.failed.clear()
+        self.known_failed.clear()
+
+    def failure_of(self, name: str) -> LoadFailure | None:
+        """The failure of the tool entry point called ``name``, if it failed to load (here, or as the index knows)."""
+        for failures in (self.failed, self.known_failed):
+            for ep, item in list(failures.items()):
+                if ep.name == name:
+                    return item
+        return None
+
+
+def not_loaded_note(report: DiscoveryReport, name: str) -> str:
+    """For a ``ToolNotFound`` of ``name``: that its package failed to load, and why (masked, cut), or nothing."""
+    item = report.failure_of(name)
+    if item is None:
+        return ""
+    from ._errors import capped
+
+    return f" Its tool package {item.distribution} failed to load: {capped(item.error, 300)}"
 
 
 def as_tool(obj: Any, definition: Mapping[str, Any] | None = None) -> Tool:
@@ -82,10 +105,28 @@ def _collect(obj: Any) -> list[Any] | None:
     if isinstance(obj, ModuleType):
         if callable(getattr(obj, "harness_register_tools", None)):
             return None
-        return [v for v in vars(obj).values() if isinstance(v, Tool) or isinstance(getattr(v, "tool", None), Tool)]
+        return [v for v in list(vars(obj).values()) if _is_tool(v)]
     if isinstance(obj, (list, tuple)):
         return list(obj)
     return [obj]
+
+
+def _is_tool(value: Any) -> bool:
+    """Whether a module global is a tool or a ``@defineTool`` function, read without running its code.
+
+    A global's ``.tool`` is read statically: a proxy (``flask.current_app``) whose attribute access
+    raises, or a lazy module whose attribute access imports it, is passed over, not run.
+    """
+    kind = type(value)  # not isinstance: it reads ``__class__``, which a proxy forwards
+    if issubclass(kind, Tool):
+        return True
+    if issubclass(kind, ModuleType):
+        return False
+    try:
+        inner = inspect.getattr_static(value, "tool", None)
+    except Exception:  # an object whose __dict__ lookup raises: not a tool
+        return False
+    return issubclass(type(inner), Tool)
 
 
 def tools_of(obj: Any) -> list[Tool]:
@@ -104,6 +145,25 @@ def _from_hook(module: Any) -> list[Tool]:
     return found
 
 
+def imported_tool(registry: ToolRegistry, tool: Tool, old: Tool | None) -> bool:
+    """For ``registry._insert`` of a tool without a source: while this thread imports a tool
+    package (a plain ``@defineTool`` registering into the default registry at import), the
+    tool is that package's, and it follows the packages' rule: a name already taken (by the
+    first package, or by code) is kept, the conflict recorded (True: not registered)."""
+    ep = importing()
+    if ep is None or ep.group != TOOL_GROUP:
+        return False
+    tool.source = ep.distribution
+    if old is None:
+        return False
+    kept = old.source or "code in this process"
+    conflict = Conflict(tool.name, kept=kept, skipped=ep.distribution)
+    if conflict not in registry.discovery.conflicts:
+        registry.discovery.conflicts.append(conflict)
+        log_event(30, "tool name conflict", tool=tool.name, kept=kept, skipped=ep.distribution)
+    return True
+
+
 def load_tool_entry_points(registry: ToolRegistry, report: DiscoveryReport) -> None:
     """Load every tool entry point not loaded yet into ``registry``; a broken one is reported and skipped.
 
@@ -119,11 +179,13 @@ def load_tool_entry_points(registry: ToolRegistry, report: DiscoveryReport) -> N
 
 
 class ToolIndex:
-    """Which tools each module entry point provides, kept in a JSON file between processes.
+    """Which tools each module entry point provides, or that it failed to load, kept in a JSON file between processes.
 
-    An entry is valid while the entry point's source files are unchanged: their count, sizes
-    and modification times (the top-level module, or every file of its package, data files too) are
-    its stamp, so an editable install whose code changed is loaded again. The file lives in
+    An entry is valid while its stamp is unchanged: an installed distribution's version and
+    ``RECORD`` (see :func:`_installed_stamp`); for an editable install or a distribution without
+    a ``RECORD``, the count, sizes and modification times of its source files (the top-level
+    module, or every file of its package, data files too), so an editable install whose code
+    changed is loaded again. The file lives in
     ``HARNESS_ONE_CACHE_DIR`` (default ``$XDG_CACHE_HOME/harness-one`` or
     ``~/.cache/harness-one``); an empty ``HARNESS_ONE_CACHE_DIR`` keeps it in memory only.
     """
@@ -133,7 +195,7 @@ class ToolIndex:
     def __init__(self, path: Path | None) -> None:
         self.path = path
         self._entries: dict[str, dict[str, Any]] = {}
-        self._stamps: dict[str, list[int] | None] = {}
+        self._stamps: dict[tuple[str | None, str], list[int] | None] = {}
         self._dirty = False
         if path is not None:
             try:
@@ -158,11 +220,24 @@ class ToolIndex:
             return None
         return set(entry.get("tools") or ())
 
-    def record(self, ep: EntryPoint, names: list[str]) -> None:
+    def failure(self, ep: EntryPoint) -> str | None:
+        """Why ``ep`` failed to load when its files were as they are now, or None (it loaded, or is not known)."""
+        entry = self._entries.get(self.key(ep))
+        if entry is None or "failed" not in entry:
+            return None
+        stamp = self._stamp(ep)
+        if stamp is None or entry.get("stamp") != stamp:
+            return None
+        return str(entry["failed"])
+
+    def record(self, ep: EntryPoint, names: list[str], failed: str | None = None) -> None:
+        """Note the tools ``ep`` provides, or (``failed``: why) that it failed to load, against its stamp."""
         stamp = self._stamp(ep)
         if stamp is None:
             return
-        entry = {"stamp": stamp, "tools": sorted(names)}
+        entry: dict[str, Any] = {"stamp": stamp, "tools": sorted(names)}
+        if failed is not None:
+            entry["failed"] = failed[:500]
         if self._entries.get(self.key(ep)) != entry:
             self._entries[self.key(ep)] = entry
             self._dirty = True
@@ -184,10 +259,11 @@ class ToolIndex:
         self._stamps.clear()
 
     def _stamp(self, ep: EntryPoint) -> list[int] | None:
-        top = _top(ep)
-        if top not in self._stamps:
-            self._stamps[top] = _source_stamp(top)
-        return self._stamps[top]
+        key = (ep.metadata_path, _top(ep))
+        if key not in self._stamps:
+            installed = _installed_stamp(ep.metadata_path) if ep.metadata_path else None
+            self._stamps[key] = installed or _source_stamp(key[1])
+        return self._stamps[key]
 
 
 def _defines(ep: EntryPoint, tool: Tool) -> bool:
@@ -208,20 +284,51 @@ def _well_formed(entry: Any) -> bool:
     stamp, tools = entry.get("stamp"), entry.get("tools")
     return (
         isinstance(stamp, list)
-        and len(stamp) == 3
+        and len(stamp) in (3, 4)
         and all(type(n) is int for n in stamp)
         and isinstance(tools, list)
         and all(isinstance(t, str) for t in tools)
+        and isinstance(entry.get("failed", ""), str)
     )
 
 
+def _installed_stamp(folder: str) -> list[int] | None:
+    """``[-1, version's CRC-32, RECORD's size, RECORD's mtime_ns]`` of an installed distribution's
+    ``.dist-info`` folder; None for an editable install (its source is walked) or a folder without RECORD.
+
+    Installing, upgrading or reinstalling a distribution rewrites its RECORD: its files need not be read.
+    """
+    import zlib
+
+    path = Path(folder)
+    if not path.name.endswith(".dist-info"):
+        return None
+    try:
+        direct = json.loads((path / "direct_url.json").read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        direct = None
+    except (OSError, ValueError, RecursionError):
+        return None
+    if isinstance(direct, dict) and isinstance(direct.get("dir_info"), dict) and direct["dir_info"].get("editable"):
+        return None
+    try:
+        st = os.stat(path / "RECORD")
+    except OSError:
+        return None
+    version = path.name.removesuffix(".dist-info").partition("-")[2]
+    return [-1, zlib.crc32(version.encode("utf-8", "replace")), st.st_size, st.st_mtime_ns]
+
+
 def _source_stamp(top: str) -> list[int] | None:
-    """``[files, total size, newest mtime_ns]`` of module ``top``'s source, found without importing it."""
-    from importlib.machinery import PathFinder
+    """``[files, total size, newest mtime_ns]`` of module ``top``'s source, found without importing it.
+
+    Found as an import would find it (``sys.meta_path``): an editable install's import-hook finder too.
+    """
+    from importlib.util import find_spec
 
     try:
-        spec = PathFinder.find_spec(top)
-    except (ImportError, ValueError):
+        spec = find_spec(top)  # a top-level name: its finders are asked, nothing is imported
+    except Exception:  # ImportError, ValueError (a module without __spec__), a finder's own failure
         return None
     if spec is None:
         return None
@@ -286,6 +393,12 @@ def load_named_entry_point(registry: ToolRegistry, report: DiscoveryReport, name
     index = tool_index()
     try:
         for ep in entry_points(TOOL_GROUP):
+            if ep not in report.seen:
+                failed = index.failure(ep)
+                if failed is not None:  # it failed with its files as they are: a listing tries it again
+                    if ep not in report.known_failed:
+                        report.known_failed[ep] = LoadFailure(ep.group, ep.name, ep.distribution, failed)
+                    continue
             if ep.name != name:
                 known = index.tools(ep)
                 if known is None:
@@ -305,6 +418,7 @@ def _load(registry: ToolRegistry, report: DiscoveryReport, ep: EntryPoint, index
     if ep in report.seen:
         return
     report.seen.add(ep)
+    report.known_failed.pop(ep, None)
     try:
         pending = tools_of(ep.load())
     except KeyboardInterrupt:
@@ -313,6 +427,8 @@ def _load(registry: ToolRegistry, report: DiscoveryReport, ep: EntryPoint, index
     except BaseException as exc:  # SystemExit at import included: a broken package is reported, not fatal
         report.failed[ep] = failure(ep, exc)  # not tried again on each lookup: load_entry_points(refresh=True) does
         report.failures.append(report.failed[ep])
+        if index is not None:  # nor by another process's lookups while its files are unchanged: a listing does
+            index.record(ep, [], failed=report.failed[ep].error)
         return
     names = [tool.name for tool in pending]
     if index is not None:
@@ -334,10 +450,14 @@ def _add(registry: ToolRegistry, report: DiscoveryReport, ep: EntryPoint, tool: 
                     listed.remove(tool.name)
                 tool.source = ep.distribution
                 report.loaded.setdefault(ep.distribution, []).append(tool.name)
+            elif tool.source == ep.distribution and tool.name not in report.loaded.get(ep.distribution, ()):
+                report.loaded.setdefault(ep.distribution, []).append(tool.name)  # its import registered it
             return
         kept = existing.tool.source or "code in this process"
-        report.conflicts.append(Conflict(tool.name, kept=kept, skipped=ep.distribution))
-        log_event(30, "tool name conflict", tool=tool.name, kept=kept, skipped=ep.distribution)
+        conflict = Conflict(tool.name, kept=kept, skipped=ep.distribution)
+        if conflict not in report.conflicts:  # (its import may have recorded it: see imported_tool)
+            report.conflicts.append(conflict)
+            log_event(30, "tool name conflict", tool=tool.name, kept=kept, skipped=ep.distribution)
         return
     tool.source = tool.source or ep.distribution  # the first package that provided it (one Tool, many registries)
     try:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ._errors import capped, exception_text, outside_text
@@ -17,6 +17,7 @@ __all__ = [
     "ImportTimeout",
     "LoadFailure",
     "entry_points",
+    "importing",
     "refresh_entry_points",
     "set_import_timeout",
 ]
@@ -24,6 +25,17 @@ __all__ = [
 PLUGIN_GROUP = "harness_one.plugins"
 TOOL_GROUP = "harness_one.tools"
 OWN_DISTRIBUTION = "harness-one"
+#: harness-one's own tool packages (``contrib_tools/``): loaded before every other tool package, so
+#: that a package whose name sorts first does not take over one of their tool names.
+OWN_TOOL_DISTRIBUTIONS = frozenset(
+    {
+        "harness-one-calculate",
+        "harness-one-current-time",
+        "harness-one-fetch-url",
+        "harness-one-random-number",
+        "harness-one-sql-query",
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -34,11 +46,13 @@ class EntryPoint:
     name: str
     value: str
     distribution: str
+    #: The distribution's metadata folder (``name-1.0.dist-info``), when it has one on disk.
+    metadata_path: str | None = field(default=None, compare=False, repr=False)
 
     def load(self) -> Any:
         limit = _import_timeout
         if limit is None or getattr(_worker, "active", False):
-            return _load(self.group, self.name, self.value)
+            return _load_as(self)
         return _bounded(self, limit)
 
     @property
@@ -70,6 +84,27 @@ _import_timeout: float | None = None
 #: Set in the threads that import under a bound: an entry point loaded by that import (a plugin
 #: that builds the default registry) is loaded there, under the same bound.
 _worker = threading.local()
+#: The entry point whose import runs in this thread (``ep``), if any.
+_current = threading.local()
+
+
+def importing() -> EntryPoint | None:
+    """The entry point this thread is importing, while its module's code runs (None: none).
+
+    A tool package whose module registers its tools itself (a plain ``@defineTool``, into the
+    default registry) is told from code in the process this way: the tool is that package's.
+    """
+    return getattr(_current, "ep", None)
+
+
+def _load_as(ep: EntryPoint) -> Any:
+    """``ep``'s object, with :func:`importing` naming ``ep`` in this thread meanwhile."""
+    outer = getattr(_current, "ep", None)
+    _current.ep = ep
+    try:
+        return _load(ep.group, ep.name, ep.value)
+    finally:
+        _current.ep = outer
 
 
 def set_import_timeout(seconds: float | None) -> None:
@@ -95,7 +130,7 @@ def _bounded(ep: EntryPoint, seconds: float) -> Any:
     def run() -> None:
         _worker.active = True
         try:
-            loaded.set_result(_load(ep.group, ep.name, ep.value))
+            loaded.set_result(_load_as(ep))
         except BaseException as exc:  # SystemExit at import too: the caller reports it
             loaded.set_exception(exc)
 
@@ -112,15 +147,23 @@ def _canonical(name: str) -> str:
 
 @functools.cache
 def entry_points(group: str) -> tuple[EntryPoint, ...]:
-    """The group's entry points, sorted by distribution then name (so conflicts resolve the same way every time)."""
+    """The group's entry points, sorted by distribution then name (so conflicts resolve the same way every time).
+
+    In the tools group, harness-one's own tool packages come first (:data:`OWN_TOOL_DISTRIBUTIONS`).
+    """
     import importlib_metadata  # imported when entry points are first read, not at start-up
 
     found = []
     for ep in importlib_metadata.entry_points(group=group):
-        found.append(EntryPoint(group=group, name=ep.name, value=ep.value, distribution=_distribution(ep)))
+        folder = getattr(ep.dist, "_path", None)
+        where = str(folder) if folder is not None else None
+        found.append(EntryPoint(group=group, name=ep.name, value=ep.value, distribution=_distribution(ep), metadata_path=where))
     # Unique by (distribution, name): a package visible twice on sys.path is listed once.
     unique = {(e.distribution, e.name): e for e in found}
-    return tuple(sorted(unique.values(), key=lambda e: (_canonical(e.distribution), e.name)))
+    first = OWN_TOOL_DISTRIBUTIONS if group == TOOL_GROUP else frozenset()
+    return tuple(
+        sorted(unique.values(), key=lambda e: (_canonical(e.distribution) not in first, _canonical(e.distribution), e.name))
+    )
 
 
 def _distribution(ep: Any) -> str:

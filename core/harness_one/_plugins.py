@@ -378,6 +378,12 @@ class PluginSet:
             self.manager.set_blocked(name)
         env_allow = _env_names(ENV_ALLOW)
         allowed = set(allow) if allow is not None else (env_allow or None)
+        if allowed is not None and not allowed:  # (an empty HARNESS_ONE_PLUGINS is no allow-list)
+            raise PluginError(
+                "The allow-list is empty: it would load no plugin from entry points, validation included. Name the "
+                "plugins to load, leave it out (allow=None) to load every installed one, or pass "
+                "standard_plugins=False, autoload=False to load none."
+            )
         self._allowed = None if allowed is None else frozenset(allowed)
         self._unknown_names(installed, blocked, allowed, "the allow-list" if allow is not None else ENV_ALLOW)
         autoload = (not _env_flag(ENV_NO_AUTOLOAD)) if autoload is None else autoload
@@ -398,6 +404,12 @@ class PluginSet:
                     "as an object, already built: give its class to build it with them",
                     plugin=given,
                 )
+            name = given if given is not None else _own_name(plugin)
+            if isinstance(name, str) and self.manager.is_blocked(name):  # the block-list keeps it out, given or not
+                self._misconfigured(
+                    name, f"plugin '{name}' was given in plugins=, but that name is blocked", "given plugin blocked"
+                )
+                continue
             self._register(plugin, given, replace=True)
         self._unclaimed_options(installed | set(self.names()))
         self.plan = self._compile()
@@ -521,6 +533,8 @@ class PluginSet:
             ) from exc
 
     def _register(self, plugin: Any, name: str | None, *, replace: bool) -> str | None:
+        if replace and name is not None:
+            self._refuse_blocked(name)
         if isinstance(plugin, type):
             try:
                 plugin = self._built(plugin, name or _own_name(plugin), plugin.__name__)
@@ -534,16 +548,15 @@ class PluginSet:
                 "with harness_* hooks (options go in plugin_options={name: {...}}, not in plugins=).",
                 plugin=name,
             )
+        if replace and name is not None:
+            self._refuse_blocked(name)
         # All or nothing: the plugin it replaces leaves pluggy only (its hooks not called, its state
         # kept) until this one is registered, checked and set up; on any failure it is put back as it was.
         old = self.manager.get_plugin(name) if replace and name is not None else None
-        blocked = replace and name is not None and self.manager.is_blocked(name)
         seq = self._registered_at.get(id(old))
         removed = self._impls(old, "harness_tool_removed")  # while old is in pluggy: what tells it it left
         if old is not None:
             self.manager.unregister(old, name=name)
-        if blocked:
-            self.manager.unblock(name)
         registered = None
         try:
             registered = self.manager.register(plugin, name=name)
@@ -561,8 +574,6 @@ class PluginSet:
                 self.manager.register(old, name=name)
                 if seq is not None:
                     self._registered_at[id(old)] = seq
-            if blocked:
-                self.manager.set_blocked(name)
             if isinstance(exc, (ValueError, pluggy.PluginValidationError)):
                 raise PluginError(f"Cannot register plugin {name or plugin!r}: {exc}", plugin=name) from exc
             raise
@@ -572,6 +583,14 @@ class PluginSet:
                 self._changed()  # the plan without it first: no call runs its hooks after it was told it left
                 self._left(removed)
         return registered
+
+    def _refuse_blocked(self, name: str) -> None:
+        """A blocked name stays out until :meth:`unblock`: registering a plugin under it is a :class:`PluginError`."""
+        if self.manager.is_blocked(name):
+            raise PluginError(
+                f"Plugin '{name}' is blocked: call registry.plugins.unblock({name!r}) before registering a plugin under it.",
+                plugin=name,
+            )
 
     def _left(self, removed: list[pluggy.HookImpl]) -> None:
         """Tell a plugin that left (``removed``: its ``harness_tool_removed`` implementations) that
@@ -648,7 +667,7 @@ class PluginSet:
         """
         with self._registry._lock:
             registered = self._register(plugin, name, replace=True)
-            if registered is None:  # pragma: no cover - replace=True unblocks
+            if registered is None:  # pragma: no cover - a blocked name is refused before
                 raise PluginError(f"Plugin '{name}' is blocked.", plugin=name)
             self._changed()
             return registered
@@ -669,7 +688,7 @@ class PluginSet:
             self.manager.set_blocked(name)
 
     def unblock(self, name: str) -> None:
-        """Allow ``name`` again (a blocked standard plugin is not reloaded: register it)."""
+        """Allow ``name`` again (a blocked standard plugin is not reloaded: register it, which a block refuses)."""
         with self._registry._lock:
             self.manager.unblock(name)
 

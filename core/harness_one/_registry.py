@@ -345,6 +345,11 @@ class ToolRegistry(metaclass=_SharedType):
             old = self._tools.get(tool.name)
             if old is not None and old.tool is tool:
                 return
+            if tool.source is None:  # registered by a tool package's own import (a plain @defineTool)?
+                from ._discovery import imported_tool
+
+                if imported_tool(self, tool, None if old is None else old.tool):
+                    return
             if old is not None and not replace:
                 if tool.source is not None or old.tool.source is None:
                     where = f" (from {old.tool.source})" if old.tool.source else ""
@@ -600,6 +605,13 @@ class ToolRegistry(metaclass=_SharedType):
                 entry = self._tools.get(name)
             if entry is None:
                 err = self._not_found(name, loading=not complete)
+                if isinstance(name, str) and (self.discovery.failed or self.discovery.known_failed):
+                    from ._discovery import not_loaded_note
+
+                    note = not_loaded_note(self.discovery, name)  # the package that would provide it failed to import
+                    if note:
+                        err.message += note
+                        err.args = (err.message,)
                 raise err if call_id is _NOT_A_CALL else self._refused(name, err, call_id)
         return entry
 
