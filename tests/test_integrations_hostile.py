@@ -338,13 +338,14 @@ def test_pydantic_ai_results(tools: Tools, kind: str) -> None:
 
 @pytest.mark.parametrize(
     ("arguments", "error"),
-    [('{"text": "\ud800"}', TypeError), ({"text": LONE}, PydanticSerializationError)],
+    [('{"text": "\ud800"}', (TypeError, PydanticSerializationError)), ({"text": LONE}, PydanticSerializationError)],
     ids=["surrogate-character-text", "surrogate-in-dict"],
 )
-def test_pydantic_ai_boundary(tools: Tools, arguments: Any, error: type[Exception]) -> None:
+def test_pydantic_ai_boundary(tools: Tools, arguments: Any, error: Any) -> None:
     # Pydantic AI writes a call's arguments back as JSON (ToolCallPart.args_as_json_str): for the
     # next request to a model, and in FunctionModel's usage estimate. Arguments holding a lone
-    # surrogate character (not its \ud800 escape) cannot be written.
+    # surrogate character (not its \ud800 escape) cannot be written (text arguments: a TypeError before
+    # pydantic-ai 2.78, its serialization error since).
     with pytest.raises(error):
         ToolCallPart("echo", arguments, tool_call_id="c1").args_as_json_str()
     queue = [ToolCallPart("echo", arguments, tool_call_id="c1")]
