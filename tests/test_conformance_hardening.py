@@ -439,7 +439,7 @@ def test_the_summary_shows_where_the_plugin_runs_beside_the_standard_plugins(pyt
 
 
 def test_state_shared_between_calls_in_flight_fails_the_thread_check() -> None:
-    with pytest.raises(AssertionError, match=r"got another call's answer"):
+    with pytest.raises(AssertionError, match=r"got another answer than the plugin alone gives one call at a time"):
         suite(PluginTests, plugin_factory=review.SharedSlot, supports_async=False).test_sixteen_threads()
 
 
@@ -494,8 +494,8 @@ def test_a_plugin_that_answers_a_refusal_with_a_value_is_told_from_one_that_reco
     assert failures == {"TestSwallowSync::test_a_refusal_stands", "TestRecoversOnlySync::test_a_refusal_stands"}
     for each in ("TestSwallowSync", "TestRecoversOnlySync"):
         assert (
-            "call: the guard's refusal became the value {'x': 0, 'double': 0} (recover with a value only what the tool "
-            "raised" in message(inner, f"{each}::test_a_refusal_stands")
+            "call: the guard's refusal (ToolError) became the value {'x': 0, 'double': 0} (recover with a value only what "
+            "the tool raised" in message(inner, f"{each}::test_a_refusal_stands")
         )
 
 
@@ -511,7 +511,9 @@ def test_a_plugin_whose_on_error_fails_on_a_call_its_pre_call_never_saw_fails() 
         def harness_on_error(self, call: Call, error: ToolError) -> None:
             del call.state["unready.took"]  # a KeyError when an earlier pre_call refused the call
 
-    with pytest.raises(AssertionError, match=r"call: the guard's refusal became the plugin's own PluginError: .*KeyError"):
+    with pytest.raises(
+        AssertionError, match=r"call: the guard's refusal \(ToolError\) became the plugin's own PluginError: .*KeyError"
+    ):
         suite(PluginTests, plugin_factory=Unready).test_a_refusal_stands()
     suite(PluginTests, plugin_factory=review.ReleasingSlots).test_a_refusal_stands()  # pop(key, False): fine
 

@@ -68,6 +68,7 @@ class TestRetry(PluginTests):
 class TestIdempotency(PluginTests):
     plugin_factory = IdempotencyPlugin
     entry_point = "idempotency"
+    distinct_arguments = False  # a record per key for its ttl (24 h, on the wall clock): bounded in time only
 
     def call_options(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
         return {"idempotency_key": "k-" + fingerprint(dict(arguments))}

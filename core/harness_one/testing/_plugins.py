@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import asyncio
 import contextvars
+import copy
 import dataclasses
 import functools
 import gc
@@ -29,7 +30,16 @@ from .. import hookspecs
 from .._call import Call, Outcome
 from .._clock import ManualClock
 from .._entrypoints import PLUGIN_GROUP, entry_points
-from .._errors import PluginError, ToolCancelled, ToolError, ToolExecutionError
+from .._errors import (
+    ApprovalUnavailable,
+    CircuitOpen,
+    PluginError,
+    RateLimitExceeded,
+    ToolBusy,
+    ToolCancelled,
+    ToolError,
+    ToolExecutionError,
+)
 from .._plugins import KEY_GUARD, missing_guards
 from .._registry import ToolRegistry
 from .._tool import Tool
@@ -53,8 +63,12 @@ _DRAIN_STEPS = 100
 #: What each call of the growth check is, in turn: most succeed, one fails in the tool (``fail=True``), one is
 #: refused by the kit's gate before the plugin's ``pre_call`` (what a call takes must be given back on every path).
 _GROWTH_CYCLE = ("ok", "ok", "ok", "fail", "ok", "ok", "ok", "refused")
-#: The ``x`` of the calls the kit's gate refuses.
+#: The ``x`` of the calls the kit's gate refuses (of any below 0).
 _REFUSED_X = -1
+#: Seconds the kit's clock advances before each call of the growth check: the 5,000 calls it compares span about 40
+#: minutes, so what a plugin keeps for a shorter time window (a sliding-window limiter) is given up again, while a
+#: quota of 60 calls a minute still refuses most calls (they come twice as fast).
+_GROWTH_TICK = 0.5
 #: The user property under which the check beside the standard plugins reports where the plugin runs.
 PLAN_PROPERTY = "harness_one_plan"
 _SETUP_HOOKS = ("harness_configure", "harness_tool_added", "harness_tool_removed", "harness_stats")
@@ -394,27 +408,50 @@ def _outcome(
         return None, exc
 
 
+async def _aoutcome(
+    registry: ToolRegistry, tool: str, arguments: Mapping[str, Any], options: Mapping[str, Any]
+) -> tuple[Any, ToolError | None]:
+    """What an ``acall`` of ``tool`` returned, or the ``ToolError`` it raised instead, in the running loop."""
+    try:
+        return await registry.acall(tool, dict(arguments), **options), None
+    except ToolError as exc:
+        return None, exc
+
+
 class _Refused(ToolError):
     """The refusal of the kit's guard."""
 
 
+#: The refusals the kit's guard raises in turn: its own ``ToolError``, and those the standard plugins raise
+#: before a tool runs (a rate limit, an open circuit, a full bulkhead, an approval nothing can give).
+_REFUSALS: tuple[Callable[[str], ToolError], ...] = (
+    lambda tool: _Refused(f"the conformance kit's guard refuses every call of {tool!r}"),
+    lambda tool: RateLimitExceeded(retry_after=60.0, tool=tool),
+    lambda tool: CircuitOpen(retry_after=60.0, tool=tool),
+    lambda tool: ToolBusy(f"the conformance kit's guard: {tool!r} is busy", tool=tool),
+    lambda tool: ApprovalUnavailable(f"the conformance kit's guard: nothing can approve a call of {tool!r}", tool=tool),
+)
+
+
 class _Guard:
-    """Refuses every call in a ``pre_call`` that runs before every other plugin's, as access control does."""
+    """Refuses every call in a ``pre_call`` that runs before every other plugin's, as access control does, with
+    ``refusal`` (one of ``_REFUSALS``)."""
 
     name = "harness_one_conformance_guard"
     order = -(10**9)
 
     def __init__(self) -> None:
         self.refused = 0
+        self.refusal: Callable[[str], ToolError] = _REFUSALS[0]
 
     @hookimpl(tryfirst=True)
     def harness_pre_call(self, call: Call) -> None:
         self.refused += 1
-        raise _Refused(f"the conformance kit's guard refuses every call of {call.tool.name!r}")
+        raise self.refusal(call.tool.name)
 
 
 class _Gate:
-    """Refuses the calls of ``x = _REFUSED_X`` in a ``pre_call`` that runs before every other plugin's, as access
+    """Refuses the calls of ``x <= _REFUSED_X`` in a ``pre_call`` that runs before every other plugin's, as access
     control does, and lets the others through."""
 
     name = "harness_one_conformance_gate"
@@ -422,20 +459,21 @@ class _Gate:
 
     @hookimpl(tryfirst=True)
     def harness_pre_call(self, call: Call) -> None:
-        if call.arguments.get("x") == _REFUSED_X:
-            raise _Refused(f"the conformance kit's gate refuses the calls of {call.tool.name!r} with x = {_REFUSED_X}")
+        x = call.arguments.get("x")
+        if isinstance(x, int) and x <= _REFUSED_X:
+            raise _Refused(f"the conformance kit's gate refuses the calls of {call.tool.name!r} with x below 0")
 
 
-def _own_refusals(errors: Sequence[BaseException], total: int, *, at_once: int | None = None) -> str:
-    """When most of ``total`` calls (any of them, for calls made ``at_once``) ended in ``errors`` that are the
-    plugin's own refusals (a ``ToolError`` the tool, a crashing hook, a cancellation or the kit did not raise),
-    what to do about it; else nothing."""
+def _own_refusals(errors: Sequence[BaseException], total: int, *, at_once: int | None = None, most: bool = True) -> str:
+    """When most of ``total`` calls (any of them, for calls made ``at_once`` or when not ``most``) ended in ``errors``
+    that are the plugin's own refusals (a ``ToolError`` the tool, a crashing hook, a cancellation or the kit did not
+    raise), what to do about it; else nothing."""
     own = Counter(
         type(e).__name__
         for e in errors
         if isinstance(e, ToolError) and not isinstance(e, (ToolExecutionError, PluginError, ToolCancelled, _Refused))
     )
-    if not own or (at_once is None and 2 * sum(own.values()) <= total):
+    if not own or (most and at_once is None and 2 * sum(own.values()) <= total):
         return ""
     kinds = ", ".join(sorted(own))
     concurrent = (
@@ -500,7 +538,16 @@ class PluginTests(Suite, standard=True, provided=("make_plugin", "call_options",
     threads: ClassVar[int] = 16
     calls_per_thread: ClassVar[int] = 100
     growth_calls: ClassVar[int] = 10_000
-    _harness_tuning: ClassVar[Mapping[str, bool]] = {"threads": True, "calls_per_thread": True, "growth_calls": True}
+    #: Whether each call of the growth check has its own ``x`` (False: all have ``x = 1``, for a plugin that keeps
+    #: each key for a time measured on its own clock, such as idempotency records, which the check cannot tell from
+    #: keeping it forever; the summary lists it).
+    distinct_arguments: ClassVar[bool] = True
+    _harness_tuning: ClassVar[Mapping[str, bool]] = {
+        "threads": True,
+        "calls_per_thread": True,
+        "growth_calls": True,
+        "distinct_arguments": False,
+    }
     _harness_stuck: ClassVar[tuple[str, str]] = (
         "hook",
         "a hook that waits for what only another call gives, or no one: a lock taken in pre_call and released only "
@@ -549,6 +596,22 @@ class PluginTests(Suite, standard=True, provided=("make_plugin", "call_options",
         registry.add(self.probe_tool())
         return registry
 
+    def _registry(self, plugin: Any, *, standard: bool = False) -> ToolRegistry:
+        """What :meth:`make_registry` (or, ``standard``, :meth:`make_standard_registry`) gives for ``plugin``, which
+        must hold it under its name: a registry without it would pass every check without checking anything."""
+        made = "make_standard_registry" if standard else "make_registry"
+        registry = self.make_standard_registry(plugin) if standard else self.make_registry(plugin)
+        name = self.name_of(plugin)
+        got = registry.plugins.get(name) if name in registry.plugins else None
+        if got is not plugin:
+            pytest.fail(
+                f"{made} gave a registry without the plugin it was given (under {name!r}: {got!r}): register it "
+                f"(ToolRegistry(plugins={{{name!r}: plugin}}) or registry.plugins.register(plugin, {name!r})), or every "
+                "check runs without it",
+                pytrace=False,
+            )
+        return registry
+
     def call(self, registry: ToolRegistry, x: int = 1, *, fail: bool = False) -> Any:
         arguments = {"x": x, "fail": fail} if fail else {"x": x}
         return registry.call(PROBE, arguments, **self.call_options(arguments))
@@ -560,13 +623,34 @@ class PluginTests(Suite, standard=True, provided=("make_plugin", "call_options",
         value, error = _outcome(registry, tool, arguments, self.call_options(arguments), asynchronous=asynchronous)
         return ("error", f"{type(error).__name__}: {error}") if error is not None else ("value", repr(value))
 
+    def answers(self, xs: Sequence[int], *, tool: str = PROBE, asynchronous: bool = False) -> dict[int, Any]:
+        """What a new plugin, alone in a new registry, answers each call of ``tool`` with ``x`` in ``xs``, in turn:
+        the values the checks expect (a plugin may transform results: its ``post_call`` may assign ``call.result``).
+        A call it answers with an error expects the probe's own value (``{"x": x, "double": 2 * x}``)."""
+        plugin = self.make_plugin()
+        registry = self._registry(plugin)
+        if tool != PROBE:
+            registry.add(self.probe_tool(asynchronous=True), replace=True)
+
+        async def each() -> list[tuple[Any, ToolError | None]]:
+            return [
+                await _aoutcome(registry, tool, {"x": x}, self.call_options({"x": x}))
+                for x in xs  # one after another, as the sync calls
+            ]
+
+        if asynchronous:
+            got = run_async(each())
+        else:
+            got = [_outcome(registry, tool, {"x": x}, self.call_options({"x": x}), asynchronous=False) for x in xs]
+        return {x: _probe(x) if error is not None else value for x, (value, error) in zip(xs, got)}
+
     def hook_codes(self, plugin: Any) -> dict[CodeType, int | None]:
         """The code of every hook implementation, and of what ``per_tool`` prepares from them."""
         impls = [i.fn for i in _impls(plugin).values()]
         codes: dict[CodeType, int | None] = {c: None for c in map(_code, impls) if c is not None}
         if any(hasattr(fn, "harness_per_tool") for fn in impls):
             fresh = self.make_plugin()  # a twin's prepared functions share their code with this plugin's
-            registry = self.make_registry(fresh)
+            registry = self._registry(fresh)
             for hook in PER_CALL_HOOKS:
                 prepared = _prepared(registry, self.name_of(fresh), hook)
                 code = _code(prepared) if prepared is not None else None
@@ -612,7 +696,8 @@ class PluginTests(Suite, standard=True, provided=("make_plugin", "call_options",
             assert name == each, f"the plugin calls itself {name!r}, but is registered as {each!r}"
 
     def test_hooks_match_specs(self) -> None:
-        """Every ``harness_*`` function is a marked implementation of a hook spec, as pluggy validates it."""
+        """Every ``harness_*`` function is a marked implementation of a hook spec, as pluggy validates it, and every
+        marked implementation names a hook spec (``optionalhook=True`` too)."""
         plugin = self.make_plugin()
         problems = []
         manager = pluggy.PluginManager(PROJECT)
@@ -626,12 +711,21 @@ class PluginTests(Suite, standard=True, provided=("make_plugin", "call_options",
         for attr in dir(plugin):
             if attr.startswith("harness_") and callable(getattr(plugin, attr, None)) and attr not in marked:
                 problems.append(f"{attr} is not marked with @hookimpl, so it is never called")
+        for impl in marked.values():
+            caller = getattr(manager.hook, impl.hook, None)
+            if getattr(caller, "spec", None) is None:
+                problems.append(
+                    f"{impl.attr} implements {impl.hook}, which no hook spec names, so it is never called (a misspelling? "
+                    "optionalhook=True keeps pluggy from saying so)"
+                )
         assert not problems, "hook implementations that do not match the hook specs:\n  - " + "\n  - ".join(problems)
 
     def test_hooks_are_plain_functions(self) -> None:
-        """No hook is a coroutine or generator (pluggy never awaits); per-call hooks are not wrappers."""
+        """No hook is a coroutine or generator (pluggy never awaits), nor returns an awaitable (a coroutine of an
+        ``async def`` helper: never awaited, its work never done); per-call hooks are not wrappers."""
         problems = []
-        for impl in _impls(self.make_plugin()).values():
+        plugin = self.make_plugin()
+        for impl in _impls(plugin).values():
             raw = getattr(impl.fn, "__func__", impl.fn)
             if inspect.iscoroutinefunction(raw) or inspect.isasyncgenfunction(raw) or inspect.isgeneratorfunction(raw):
                 problems.append(f"{impl.attr} is a coroutine or generator: hooks are synchronous and return decisions")
@@ -639,24 +733,52 @@ class PluginTests(Suite, standard=True, provided=("make_plugin", "call_options",
             if impl.hook in PER_CALL_HOOKS and (options.get("wrapper") or options.get("hookwrapper")):
                 problems.append(f"{impl.attr} is a wrapper: per-call hooks cannot be")
         assert not problems, "hooks the pipeline cannot run:\n  - " + "\n  - ".join(problems)
+        registry = self._registry(plugin)
+        codes = self.hook_codes(plugin)
+        returned: dict[str, str] = {}
+
+        def watch(frame: FrameType, event: str, arg: Any) -> None:
+            if event == "return" and frame.f_code in codes and inspect.isawaitable(arg):
+                returned.setdefault(frame.f_code.co_name, type(arg).__name__)
+                if inspect.iscoroutine(arg):
+                    arg.close()  # never awaited: closed, so it is not reported again at exit
+
+        previous = sys.getprofile()
+        sys.setprofile(watch)
+        try:
+            for fail in (False, True):
+                with suppress(ToolError):
+                    self.call(registry, fail=fail)
+        finally:
+            sys.setprofile(previous)
+        problems = [
+            f"{hook} returned a {kind}, which nothing awaits: a hook that waits returns an Await with an async twin"
+            for hook, kind in sorted(returned.items())
+        ]
+        assert not problems, "hooks the pipeline cannot run:\n  - " + "\n  - ".join(problems)
 
     def test_registers_and_unregisters(self) -> None:
         """Registered, the plugin serves calls; unregistered, it is gone and never called; a new one registers again."""
         plugin = self.make_plugin()
         name = self.name_of(plugin)
-        registry = self.make_registry(plugin)
-        assert self.call(registry) == {"x": 1, "double": 2}
+        registry = self._registry(plugin)
+        expected = self.answers([1, 2])
+        got = self.call(registry)
+        assert got == expected[1], f"a call with x=1 gave {got!r}, where a new plugin alone gave {expected[1]!r}"
         assert registry.plugins.unregister(name) is plugin
         assert name not in registry.plugins and all(name not in names for names in registry.plugins.plan.order.values())
         self.assert_silent(registry, plugin, "unregistered")
         registry.plugins.register(self.make_plugin(), name)
-        assert self.call(registry, 2) == {"x": 2, "double": 4}
+        got = self.call(registry, 2)
+        assert got == expected[2], (
+            f"registered again, a call with x=2 gave {got!r}, where a new plugin alone gave {expected[2]!r}"
+        )
 
     def test_blocked_by_name(self) -> None:
         """Blocked by its name, the plugin leaves the registry and is never called."""
         plugin = self.make_plugin()
         name = self.name_of(plugin)
-        registry = self.make_registry(plugin)
+        registry = self._registry(plugin)
         registry.plugins.block(name)
         assert registry.plugins.is_blocked(name) and name not in registry.plugins
         self.assert_silent(registry, plugin, "blocked")
@@ -665,7 +787,7 @@ class PluginTests(Suite, standard=True, provided=("make_plugin", "call_options",
         """Another plugin registered under its name takes its place entirely."""
         plugin = self.make_plugin()
         name = self.name_of(plugin)
-        registry = self.make_registry(plugin)
+        registry = self._registry(plugin)
         standin = _Standin()
         registry.plugins.replace(name, standin)
         assert registry.plugins.get(name) is standin
@@ -699,7 +821,7 @@ class PluginTests(Suite, standard=True, provided=("make_plugin", "call_options",
         plugin = self.make_plugin()
         impl = _impls(plugin)[attr]
         hook, fn = impl.hook, impl.fn
-        registry = None if hook == "harness_configure" else self.make_registry(plugin)
+        registry = None if hook == "harness_configure" else self._registry(plugin)
         if registry is not None and hook == "harness_on_error" and getattr(fn, "harness_after_decision", False):
             registry.plugins.register(_Recovers(), "kit_recovers")  # it runs only on another plugin's decision
         if registry is not None and hook in PER_CALL_HOOKS and hasattr(fn, "harness_per_tool"):
@@ -732,7 +854,7 @@ class PluginTests(Suite, standard=True, provided=("make_plugin", "call_options",
         """
         plugin = self.make_plugin()
         impls = _impls(plugin)
-        registry = self.make_registry(self.make_plugin())
+        registry = self._registry(self.make_plugin())
         name = self.name_of(plugin)
         ordered = sorted(
             (i for i in impls.values() if i.hook in (*_SETUP_HOOKS, *PER_CALL_HOOKS) and _code(i.fn) is not None),
@@ -776,13 +898,14 @@ class PluginTests(Suite, standard=True, provided=("make_plugin", "call_options",
     def test_arguments_stay_the_callers(self) -> None:
         """Beside the standard plugins, a call with a field missing or of the wrong type ends as any call may (a
         value, or a ``ToolError`` such as validation's ``ToolArgumentError``), never in the plugin's ``PluginError``;
-        and no call changes the arguments the caller holds."""
+        and no call changes the arguments the caller holds, nested ones included."""
         plugin = self.make_plugin()
         name = self.name_of(plugin)
-        registry = self.make_standard_registry(plugin)
+        registry = self._registry(plugin, standard=True)
         problems = []
-        for arguments in ({"x": 1}, {}, {"x": "seven"}, {"x": "7"}, {"x": None}, {"x": 1, "extra": [1]}):
-            held = {k: list(v) if isinstance(v, list) else v for k, v in arguments.items()}
+        nested = {"x": 1, "extra": {"k": {"v": [1]}, "token": "conformance"}}
+        for arguments in ({"x": 1}, {}, {"x": "seven"}, {"x": "7"}, {"x": None}, {"x": 1, "extra": [1]}, nested):
+            held = copy.deepcopy(arguments)
             try:
                 registry.call(PROBE, arguments, **self.call_options(held))
             except PluginError as exc:
@@ -792,7 +915,7 @@ class PluginTests(Suite, standard=True, provided=("make_plugin", "call_options",
                 pass
             if arguments != held:
                 problems.append(
-                    f"{held!r}: the call changed the caller's arguments to {arguments!r} (assign call.arguments a new dict)"
+                    f"{held!r}: the call changed the caller's arguments to {arguments!r} (assign call.arguments a new dict, copying what it changes inside too)"
                 )
         assert not problems, "calls with arguments the plugin did not expect:\n  - " + "\n  - ".join(problems)
 
@@ -802,12 +925,13 @@ class PluginTests(Suite, standard=True, provided=("make_plugin", "call_options",
         """Sixteen threads calling at once each get their own right answers. The probe waits until all sixteen
         calls reach it, so each call's hooks run while the others are between their ``pre_call`` and ``post_call``."""
         plugin = self.make_plugin()
-        registry = self.make_registry(plugin)
+        registry = self._registry(plugin)
         barrier = threading.Barrier(self.threads)
         probe = registry.get(PROBE)
         registry.add(dataclasses.replace(probe, fn=_meeting_probe(threading.Barrier(self.threads))), replace=True)
         wrong: list[str] = []
         errors: list[BaseException] = []
+        expected = self.answers([x for i in range(self.threads) for x in (i, i + 100)])
 
         def worker(i: int) -> None:
             barrier.wait()
@@ -818,8 +942,8 @@ class PluginTests(Suite, standard=True, provided=("make_plugin", "call_options",
                 except Exception as exc:
                     errors.append(exc)
                     continue
-                if got != {"x": x, "double": 2 * x}:
-                    wrong.append(f"thread {i} sent x={x}, got {got!r}")
+                if got != expected[x]:
+                    wrong.append(f"thread {i} sent x={x}, got {got!r} (alone, one at a time, {expected[x]!r})")
 
         pool = [threading.Thread(target=worker, args=(i,), daemon=True) for i in range(self.threads)]
         for t in pool:
@@ -829,7 +953,8 @@ class PluginTests(Suite, standard=True, provided=("make_plugin", "call_options",
         total = self.threads * self.calls_per_thread
         shown = sorted({f"{type(e).__name__}: {str(e)[:160]}" for e in errors})[:3]
         assert not errors and not wrong, (
-            f"under {self.threads} threads, {len(errors)} of {total} calls failed and {len(wrong)} got another call's answer: "
+            f"under {self.threads} threads, {len(errors)} of {total} calls failed and {len(wrong)} got another answer "
+            "than the plugin alone gives one call at a time (another call's?): "
             + "; ".join(shown + wrong[:3])
             + _own_refusals(errors, total, at_once=self.threads)
         )
@@ -838,20 +963,29 @@ class PluginTests(Suite, standard=True, provided=("make_plugin", "call_options",
         """After 10,000 calls the plugin holds no more than after 5,000 (objects reachable from it, and memory its
         own files allocated over calls 8,751-10,000 and kept), and keeps no ``Call`` alive. Of every 8 calls, one
         fails in the tool and one is refused before the plugin's ``pre_call`` (by the kit's gate): what a call keeps
-        must go on the error path too."""
+        must go on the error path too. Each call has its own ``x`` (and its own ``call_options``), and a manual clock
+        advances half a second before each call: what a plugin keeps per key or per time window must be bounded."""
         plugin = self.make_plugin()
-        registry = self.make_registry(plugin)
+        registry = self._registry(plugin)
         registry.plugins.register(_Gate(), _Gate.name)
-        kinds = {"ok": {"x": 1}, "fail": {"x": 1, "fail": True}, "refused": {"x": _REFUSED_X}}
-        options = {kind: self.call_options(arguments) for kind, arguments in kinds.items()}
         turns = itertools.count()
         failed: list[ToolError] = []
-        call = registry.call
+        call, call_options = registry.call, self.call_options
+        tick = registry.clock.advance if isinstance(registry.clock, ManualClock) else None
+
+        distinct = self.distinct_arguments
 
         def step() -> None:
-            kind = _GROWTH_CYCLE[next(turns) % len(_GROWTH_CYCLE)]
+            turn = next(turns)
+            kind = _GROWTH_CYCLE[turn % len(_GROWTH_CYCLE)]
+            x = turn if distinct else 1
+            arguments: dict[str, Any] = (
+                {"x": x} if kind == "ok" else {"x": x, "fail": True} if kind == "fail" else {"x": _REFUSED_X - x + 1}
+            )
+            if tick is not None:
+                tick(_GROWTH_TICK)
             try:
-                call(PROBE, dict(kinds[kind]), **options[kind])
+                call(PROBE, arguments, **call_options(dict(arguments)))
             except ToolError as exc:
                 if kind == "ok":
                     failed.append(exc.with_traceback(None))  # not its frames: they hold the call
@@ -860,7 +994,7 @@ class PluginTests(Suite, standard=True, provided=("make_plugin", "call_options",
             meant = sum(1 for i in range(calls) if _GROWTH_CYCLE[i % len(_GROWTH_CYCLE)] == "ok")
             assert not failed, (
                 f"{len(failed)} of the first {meant} calls meant to succeed ended in an error: {_shown_errors(failed)}"
-                + _own_refusals(failed, meant)
+                + _own_refusals(failed, meant, most=False)  # its clock moves on: a limit refuses some calls only
             )
 
         half = self.growth_calls // 2
@@ -877,13 +1011,14 @@ class PluginTests(Suite, standard=True, provided=("make_plugin", "call_options",
         assert grown <= 32, (
             f"the state reachable from the plugin grew by {grown} objects over calls {half + 1}-{self.growth_calls} "
             f"(about {grown / half:.2f} per call; of every {len(_GROWTH_CYCLE)} calls, one failed in the tool and one "
-            "was refused before the plugin's pre_call): it keeps something per call (on the error path too: on_error "
+            "was refused before the plugin's pre_call; each call had its own x, and the kit's manual clock advanced "
+            f"{_GROWTH_TICK:g} s between calls): it keeps something per call or per key (on the error path too: on_error "
             "sees every call that does not reach post_call)"
         )
         assert kept <= _KEPT_BYTES_PER_CALL * window, (
             f"the plugin's own code allocated {kept:,} bytes over calls {self.growth_calls - window + 1}-{self.growth_calls} "
             f"that are still alive (about {kept / window:.0f} per call: a growing string, a module-level table, an "
-            "unbounded lru_cache?): it keeps something per call"
+            "unbounded lru_cache, a table keyed by the arguments?): it keeps something per call or per key"
         )
         gc.collect()
         alive = sum(1 for o in gc.get_objects() if type(o) is Call and o.registry is registry)
@@ -895,7 +1030,7 @@ class PluginTests(Suite, standard=True, provided=("make_plugin", "call_options",
         if not self.supports_async:
             self.switched_off("supports_async", "the plugin serves synchronous calls only")
         plugin = self.make_plugin()
-        registry = self.make_registry(plugin)
+        registry = self._registry(plugin)
         registry.add(self.probe_tool(asynchronous=True))
 
         async def main() -> list[Any]:
@@ -915,7 +1050,13 @@ class PluginTests(Suite, standard=True, provided=("make_plugin", "call_options",
         errors = [g for g in got if isinstance(g, BaseException)]
         failed = f"{len(errors)} of {len(got)} acalls made at once failed: {_shown_errors(errors)}"
         assert not errors, failed + _own_refusals(errors, len(got), at_once=len(got))
-        assert got == [{"x": x, "double": 2 * x} for x in range(20) for _ in (0, 1)]
+        expected = {tool: self.answers(range(20), tool=tool, asynchronous=True) for tool in (PROBE, PROBE + "_async")}
+        wrong = [
+            f"{tool} with x={x} gave {value!r}, where one acall at a time gave {expected[tool][x]!r}"
+            for (x, tool), value in zip(((x, t) for x in range(20) for t in (PROBE, PROBE + "_async")), got)
+            if value != expected[tool][x]
+        ]
+        assert not wrong, f"{len(wrong)} of {len(got)} acalls made at once got another answer: " + "; ".join(wrong[:3])
         arguments = {"x": 1, "fail": True}
         problems = []
         for tool in (PROBE, PROBE + "_async"):
@@ -926,30 +1067,34 @@ class PluginTests(Suite, standard=True, provided=("make_plugin", "call_options",
         assert not problems, "a failing call ends differently through acall:\n  - " + "\n  - ".join(problems)
 
     def test_a_refusal_stands(self) -> None:
-        """A call another plugin refuses before the tool runs (the kit's guard: a ``pre_call`` that raises a
-        ``ToolError`` before the plugin's, as access control does) ends in an error, through ``call`` and (with
+        """A call another plugin refuses before the tool runs (the kit's guard: a ``pre_call`` that raises, before the
+        plugin's, a ``ToolError`` as access control does, then in turn ``RateLimitExceeded``, ``CircuitOpen``,
+        ``ToolBusy`` and ``ApprovalUnavailable`` as the standard plugins do) ends in an error, through ``call`` and (with
         ``supports_async``) ``acall``: the plugin may translate the refusal or retry it, but not answer it with a
         value (``Outcome.success`` recovers what the tool raised), nor fail on it with its own ``PluginError``."""
         plugin = self.make_plugin()
         name = self.name_of(plugin)
-        registry = self.make_registry(plugin)
+        registry = self._registry(plugin)
         guard = _Guard()
         registry.plugins.register(guard, _Guard.name)
         problems = []
-        for asynchronous in (False, True) if self.supports_async else (False,):
+        for refusal, asynchronous in itertools.product(_REFUSALS, (False, True) if self.supports_async else (False,)):
+            guard.refusal = refusal
             way, refused = "acall" if asynchronous else "call", guard.refused
+            what = type(refusal(PROBE)).__name__
+            what = "ToolError" if what == _Refused.__name__ else what
             value, error = _outcome(registry, PROBE, {"x": 1}, self.call_options({"x": 1}), asynchronous=asynchronous)
             if guard.refused == refused:
                 continue  # the plugin answered before the guard ran: no refusal to judge
             if error is None:
                 problems.append(
-                    f"{way}: the guard's refusal became the value {value!r} (recover with a value only what the tool "
-                    "raised, a ToolExecutionError; translate a refusal with Outcome.failure, or let it stand)"
+                    f"{way}: the guard's refusal ({what}) became the value {value!r} (recover with a value only what the "
+                    "tool raised, a ToolExecutionError; translate a refusal with Outcome.failure, or let it stand)"
                 )
             elif isinstance(error, PluginError) and error.plugin == name:
                 problems.append(
-                    f"{way}: the guard's refusal became the plugin's own {type(error).__name__}: {error} (its on_error "
-                    "also sees calls an earlier pre_call refused, which its own pre_call never saw)"
+                    f"{way}: the guard's refusal ({what}) became the plugin's own {type(error).__name__}: {error} (its "
+                    "on_error also sees calls an earlier pre_call refused, which its own pre_call never saw)"
                 )
         if not guard.refused:
             self.nothing_to_check("the plugin's pre_call answered every call before the kit's guard ran")
@@ -960,7 +1105,7 @@ class PluginTests(Suite, standard=True, provided=("make_plugin", "call_options",
         plugin's ``Await`` or in the tool), calls still get through: what a call takes is given back on the error path
         too. A cancelled ``acall`` ends in ``CancelledError``, however far it got."""
         plugin = self.make_plugin()
-        registry = self.make_registry(plugin)
+        registry = self._registry(plugin)
         for i in range(_RELEASE_CALLS):
             self.ended(registry, {"x": 10_000 + i, "fail": True})
         problems, reached, early = run_async(self._cancel_calls(registry)) if self.supports_async else ([], True, [])
@@ -969,10 +1114,12 @@ class PluginTests(Suite, standard=True, provided=("make_plugin", "call_options",
             registry.clock.advance(86_400.0)  # a circuit opened by the failures half-opens, limits refill
         for asynchronous in (False, True) if self.supports_async else (False,):
             got = self.ended(registry, {"x": 1}, asynchronous=asynchronous)
-            if got != ("value", repr({"x": 1, "double": 2})):
+            expected = repr(self.answers([1], asynchronous=asynchronous)[1])
+            if got != ("value", expected):
                 problems.append(
-                    f"after {what} calls, {'an acall' if asynchronous else 'a call'} ended {got[1]}: give back what "
-                    "pre_call took in on_error too (a cancelled call reaches it as ToolCancelled)"
+                    f"after {what} calls, {'an acall' if asynchronous else 'a call'} ended {got[1]}, where a new plugin's "
+                    f"first call gives {expected}: give back what pre_call took in on_error too (a cancelled call reaches "
+                    "it as ToolCancelled)"
                 )
         if not reached and not problems:
             problems.append(
@@ -1033,13 +1180,13 @@ class PluginTests(Suite, standard=True, provided=("make_plugin", "call_options",
         runs before every standard plugin's: a cache hit or an idempotency replay cannot answer a call it refuses."""
         plugin = self.make_plugin()
         name = self.name_of(plugin)
-        registry = self.make_standard_registry(plugin)
+        registry = self._registry(plugin, standard=True)
         order = registry.plugins.plan.order
         shown = [
             f"{hook}: " + " ".join(f"[{n}]" if n == name else n for n in names) for hook, names in order.items() if name in names
         ]
         record_property(PLAN_PROPERTY, "; ".join(shown) or "in no per-call hook")
-        alone = self.make_registry(self.make_plugin())
+        alone = self._registry(self.make_plugin())
         problems = []
         for arguments in ({"x": 1}, {"x": 2, "fail": True}):
             for asynchronous in (False, True) if self.supports_async else (False,):

@@ -22,7 +22,18 @@ import pytest
 
 from .._clock import ManualClock
 
-__all__ = ["GUARD", "BoundedClock", "Overran", "Suite", "bounded", "run_async", "tuning_changes", "xfail_reason"]
+__all__ = [
+    "GUARD",
+    "BoundedClock",
+    "Overran",
+    "Suite",
+    "bounded",
+    "added_marks",
+    "kit_functions",
+    "run_async",
+    "tuning_changes",
+    "xfail_reason",
+]
 
 _T = TypeVar("_T")
 
@@ -38,6 +49,35 @@ def xfail_reason(fn: Any) -> str | None:
         if isinstance(reason, str) and reason.strip():
             return reason
     return None
+
+
+#: The attribute under which a kit function records how many marks the kit itself gave it (a ``parametrize``).
+_OWN_MARKS = "_harness_own_marks"
+
+
+def _marks(fn: Any) -> list[Any]:
+    """The marks ``fn`` itself carries (``pytest.mark.x(fn)`` stores them on ``fn``)."""
+    found = vars(fn).get("pytestmark", ()) if hasattr(fn, "__dict__") else ()
+    return list(found) if isinstance(found, (list, tuple)) else [found]
+
+
+def added_marks(fn: Any) -> list[Any]:
+    """The marks put on kit function ``fn`` after the kit defined it (``pytest.mark.x(fn)`` appends to its list)."""
+    return _marks(fn)[getattr(fn, _OWN_MARKS, 0) :]
+
+
+def _mark_names(fn: Any) -> list[str]:
+    return [getattr(m, "name", "?") for m in _marks(fn)]
+
+
+def kit_functions(cls: type) -> dict[int, tuple[str, Any]]:
+    """The standard tests of every kit class ``cls`` inherits from, by ``id``: their names and functions."""
+    found: dict[int, tuple[str, Any]] = {}
+    for kit in cls.__mro__:
+        if kit.__dict__.get("_harness_is_standard"):
+            for name, fn in kit.__dict__["_harness_standard"].items():
+                found[id(fn)] = (name, fn)
+    return found
 
 
 def tuning_changes(cls: type) -> list[str]:
@@ -306,6 +346,9 @@ class Suite:
                     setattr(cls, n, cls._harness_check(value))
             cls._harness_tuning = {**Suite._harness_tuning, **cls.__dict__.get("_harness_tuning", {})}
             cls._harness_standard = {n: inspect.getattr_static(cls, n) for n in names if n.startswith("test_")}
+            for fn in cls._harness_standard.values():
+                if not hasattr(fn, _OWN_MARKS):  # the marks the kit gives its own check (a parametrize), which it keeps
+                    setattr(fn, _OWN_MARKS, len(_marks(fn)))
             found = {n: inspect.getattr_static(cls, n) for n in names if not n.startswith("test_") and n not in provided}
             cls._harness_helpers = {n: v for n, v in found.items() if callable(v) or isinstance(v, (classmethod, property))}
             cls._harness_provided = provided
@@ -345,9 +388,27 @@ class Suite:
             for name, original in kit.__dict__["_harness_standard"].items():
                 current = inspect.getattr_static(cls, name, None)
                 if current is original:
+                    marks = [getattr(m, "name", "?") for m in added_marks(original)]
+                    own = any(
+                        name in k.__dict__
+                        for k in cls.__mro__
+                        if k not in (object, Suite) and not k.__dict__.get("_harness_is_standard")
+                    )
+                    if marks and own:
+                        problems.append(
+                            f"{name} is the kit's own function with {', '.join('@pytest.mark.' + m for m in marks)} put on "
+                            "it: the mark lands on the function every suite in the session shares (and would switch the "
+                            f"check in each of them), so the kit ignores it; write def {name}(self, ...): super().{name}(...) "
+                            "under the mark instead"
+                        )
                     continue
                 if not callable(current):
                     problems.append(f"{name} is deleted (now {current!r})")
+                elif skipped := [m for m in _mark_names(current) if m in ("skip", "skipif")]:
+                    problems.append(
+                        f"{name} is overridden with @pytest.mark.{skipped[0]}, which hides whether it passes: mark a known "
+                        "failure with @pytest.mark.xfail(reason=...), or switch the check off with its capability flag"
+                    )
                 elif xfail_reason(current) is None:
                     problems.append(f"{name} is overridden without @pytest.mark.xfail(reason=...)")
             for name, floor in kit.__dict__.get("_harness_tuning", {}).items():

@@ -8,13 +8,16 @@ import inspect
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import FrameType
 from typing import Any, ClassVar, NoReturn
 
@@ -28,6 +31,7 @@ from .._entrypoints import TOOL_GROUP, EntryPoint, _canonical, entry_points
 from .._errors import ToolArgumentError, ToolDefinitionError, ToolError, ToolExecutionError
 from .._formats import FORMATS
 from .._registry import ToolRegistry
+from .._render import render_value
 from .._schema import analyse
 from .._tool import Tool
 from ..export import GEMINI_NAME, StrictSchemaError, export_tools
@@ -68,7 +72,9 @@ _WRONG_VALUES: tuple[tuple[frozenset[str], Any], ...] = (
 # the two _MARK lines of each stream.
 # Then load every installed entry point into a fresh registry, as discovery would, for the name
 # conflicts; each import is given `per_import` seconds, so a package that hangs is passed over.
-# The interpreter ends itself (os._exit): an import still blocked in a thread cannot keep it.
+# The interpreter ends itself (os._exit): an import still blocked in a thread cannot keep it. It writes its
+# answer to a file (its last argument), and its output goes to files: a helper process the import leaves running
+# inherits them, and nothing waits for it to close them.
 _MARK = "\n--- harness-one conformance: import ---\n"
 _PROBE = r"""
 import importlib.util, json, logging, os, sys, threading, time
@@ -96,7 +102,9 @@ def bounded(seconds, work):
     return not worker.is_alive()
 def answer(found):
     sys.stdout.flush()
-    os.write(1, ("\n" + json.dumps(found) + "\n").encode())
+    sys.stderr.flush()
+    with open(sys.argv[6], "w", encoding="utf-8") as out:
+        out.write(json.dumps(found))
     os._exit(0)
 before = set(threading.enumerate())
 registry = ToolRegistry(standard_plugins=False, autoload=False)
@@ -208,7 +216,7 @@ def _widened(types: frozenset[str]) -> frozenset[str]:
 
 def _signature_problems(tool: Tool) -> list[str]:
     """Where ``tool``'s parameters schema and its function disagree: a property the function does not take, or
-    a property whose JSON type the parameter's annotation cannot hold."""
+    a property the schema lets be of a JSON type the parameter's annotation cannot hold (``number`` for an ``int``)."""
     try:
         sig = analyse(tool.fn, tool=tool.name, infer_output=False)
     except ToolDefinitionError:  # an annotation with no schema: the names can still be compared
@@ -223,10 +231,11 @@ def _signature_problems(tool: Tool) -> list[str]:
             )
             continue
         said, annotated = _types(declared), _types(inferred.get(name))
-        if said is not None and annotated is not None and not _widened(said) & _widened(annotated):
+        if said is not None and annotated is not None and said - _widened(annotated):
             problems.append(
                 f"tool {tool.name!r}: the schema says {name!r} is {' or '.join(sorted(said))}, the function's annotation "
-                f"{' or '.join(sorted(annotated))}"
+                f"{' or '.join(sorted(annotated))} (a call with a {' or '.join(sorted(said - _widened(annotated)))} "
+                "passes validation, and the function gets what it does not take)"
             )
     return problems
 
@@ -345,28 +354,80 @@ def _bound(load_budget: float) -> float:
     return 3.0 + 10.0 * load_budget
 
 
+def _group_left(group: int) -> list[str] | None:
+    """The processes still running in process group ``group`` (their command lines where ``/proc`` says; ended
+    ones not yet reaped are not running), or None when none is."""
+    try:
+        os.killpg(group, 0)
+    except (ProcessLookupError, PermissionError):
+        return None
+    if not os.path.isdir("/proc"):
+        return ["a process (its command line unknown)"]
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            with suppress(OSError, ValueError, IndexError):
+                with open(f"/proc/{entry}/stat", encoding="utf-8", errors="replace") as stat:
+                    fields = stat.read().rsplit(")", 1)[1].split()
+                if int(fields[2]) == group and fields[0] not in ("Z", "X"):
+                    with open(f"/proc/{entry}/cmdline", "rb") as cmd:
+                        line = cmd.read().replace(b"\0", b" ").decode(errors="replace").strip()
+                    found.append(f"pid {entry}: {line[:120]}")
+    return found or None
+
+
+def _run_probe(dist: str, load_budget: float, group: int) -> dict[str, Any]:
+    """What the import probe found for ``dist``, run in a new session (its own process group): its answer read from a
+    file, its output from files (a helper process the import started cannot hold them open for the kit to wait on),
+    and the processes it left running, which are then killed with the whole group."""
+    bound, per_import = _bound(load_budget), 1.0 + 2.0 * load_budget
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    with tempfile.TemporaryDirectory(prefix="harness-one-probe-") as scratch:
+        answer = os.path.join(scratch, "answer.json")
+        paths = {stream: os.path.join(scratch, stream) for stream in ("stdout", "stderr")}
+        with open(paths["stdout"], "wb") as out, open(paths["stderr"], "wb") as err:
+            process = subprocess.Popen(
+                [sys.executable, "-c", _PROBE, dist, _MARK, str(bound), str(per_import), _audit.__file__, answer],
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=err,
+                env=env,
+                start_new_session=hasattr(os, "killpg"),
+            )
+        left: list[str] | None = None
+        try:
+            process.wait(timeout=bound + per_import * group + 60)  # the probe ends itself sooner: a last resort
+        except subprocess.TimeoutExpired:
+            return {"crashed": f"the import probe did not end within {bound + per_import * group + 60:.0f} s"}
+        finally:
+            if hasattr(os, "killpg"):
+                left = _group_left(process.pid)
+                with suppress(ProcessLookupError, PermissionError):
+                    os.killpg(process.pid, signal.SIGKILL)
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+        output = {stream: Path(path).read_text(encoding="utf-8", errors="replace") for stream, path in paths.items()}
+        if process.returncode != 0 or not os.path.exists(answer):
+            return {"crashed": f"importing the entry points crashed the interpreter:\n{output['stderr'][-2000:]}"}
+        with open(answer, encoding="utf-8") as file:
+            found: dict[str, Any] = json.load(file)
+    found["printed"] = {stream: _printed(text) for stream, text in output.items()}
+    found["processes"] = left or []
+    return found
+
+
 def _import_probe(dist: str, load_budget: float) -> dict[str, Any]:
-    """Run the import probe for ``dist`` in a fresh interpreter (once per process for the same entry points):
-    what importing its entry points did, and the name conflicts of all installed entry points."""
+    """Run the import probe for ``dist`` in a fresh interpreter (once per process for the same entry points, a
+    failure too): what importing its entry points did, and the name conflicts of all installed entry points."""
     group = tuple((ep.name, ep.value, ep.distribution) for ep in entry_points(TOOL_GROUP))
     key = (_canonical(dist), load_budget, group, tuple(sys.path))
     if key not in _PROBED:
-        bound, per_import = _bound(load_budget), 1.0 + 2.0 * load_budget
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
-        done = subprocess.run(
-            [sys.executable, "-c", _PROBE, dist, _MARK, str(bound), str(per_import), _audit.__file__],
-            capture_output=True,
-            text=True,
-            timeout=bound + per_import * len(group) + 60,  # the probe ends itself sooner: this is a last resort
-            env=env,
-            check=False,
-        )
-        if done.returncode != 0 or not done.stdout.strip():
-            pytest.fail(f"importing the entry points crashed the interpreter:\n{done.stderr[-2000:]}", pytrace=False)
-        found = json.loads(done.stdout.strip().splitlines()[-1])
-        found["printed"] = {stream: _printed(output) for stream, output in (("stdout", done.stdout), ("stderr", done.stderr))}
-        _PROBED[key] = found
-    return _PROBED[key]
+        _PROBED[key] = _run_probe(dist, load_budget, len(group))
+    found = _PROBED[key]
+    if "crashed" in found:
+        pytest.fail(found["crashed"], pytrace=False)
+    return found
 
 
 def _load_own(registry: ToolRegistry, report: DiscoveryReport, found: Sequence[EntryPoint], bound: float) -> bool:
@@ -394,16 +455,40 @@ def _example_outcome(tool: Tool, example: Mapping[str, Any], value: Any, raised:
     if raised is not None:
         return [f"the call failed: {type(raised).__name__}: {raised}"]
     problems = _output_problems(tool, value)
-    if "result" in example and value != example["result"]:
-        problems.append(f"returned {value!r}, the example says {example['result']!r}")
+    if "result" in example and not _same_json(_as_json(value), _as_json(example["result"])):
+        shown = repr(value) if isinstance(value, str) else f"{value!r} (the model reads {render_value(value)})"
+        problems.append(f"returned {shown}, the example says {example['result']!r}")
     return problems
 
 
+def _as_json(value: Any) -> Any:
+    """``value`` as the model reads it: a string as is, anything else as the JSON harness-one renders it to (a
+    tuple is a list, a dataclass an object)."""
+    if isinstance(value, str):
+        return value
+    try:
+        return json.loads(render_value(value))
+    except (TypeError, ValueError):  # nothing JSON can say: compared as it is
+        return value
+
+
+def _same_json(a: Any, b: Any) -> bool:
+    """Whether JSON values ``a`` and ``b`` are equal, a boolean never equal to a number (``True`` is not ``1``)."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return type(a) is type(b) and a == b
+    if isinstance(a, Mapping) and isinstance(b, Mapping):
+        return a.keys() == b.keys() and all(_same_json(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_same_json(x, y) for x, y in zip(a, b))
+    return bool(a == b)
+
+
 def _output_problems(tool: Tool, value: Any) -> list[str]:
-    """How ``value``, returned by ``tool``, breaks its output schema."""
+    """How ``value``, returned by ``tool``, breaks its output schema (checked as the JSON the model reads)."""
     if tool.output_schema is None:
         return []
-    errors = _schema_errors(tool.output_schema, {"result": value} if tool.output_wrapped else value)
+    seen = _as_json(value)
+    errors = _schema_errors(tool.output_schema, {"result": seen} if tool.output_wrapped else seen)
     return [f"the result {value!r} does not match the output schema: {'; '.join(errors)}"] if errors else []
 
 
@@ -537,6 +622,8 @@ class ToolPackageTests(Suite, standard=True, provided=("make_registry",)):
             problems.append(f"tried the network at import: {', '.join(seen['network'][:3])}")
         if seen["threads"]:
             problems.append(f"left threads running after import: {', '.join(seen['threads'])}")
+        if seen.get("processes"):
+            problems.append(f"left processes running after import (the kit killed them): {'; '.join(seen['processes'][:3])}")
         if seen["default_registry"]:
             problems.append(
                 f"registered tools in the default registry at import (define them with registry=None): {', '.join(seen['default_registry'])}"

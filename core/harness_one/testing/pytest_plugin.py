@@ -56,20 +56,39 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     refresh_entry_points()
 
 
+def _suite_of(item: pytest.Item) -> str:
+    """The suite ``item`` belongs to, by node id (two classes of one name in two modules are two suites)."""
+    return item.nodeid.rsplit("::", 1)[0]
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    tuned: dict[type, None] = {}
+    suites: dict[type, list[pytest.Item]] = {}
     for item in items:
         cls = getattr(item, "cls", None)
         if cls is not None and getattr(cls, "__harness_one_suite__", False):
-            item.add_marker(pytest.mark.conformance)
-            tuned[cls] = None
-    if tuned:
-        from ._suite import tuning_changes  # the kit, which the test modules that use it import
+            suites.setdefault(cls, []).append(item)
+    if not suites:
+        return
+    from ._suite import added_marks, kit_functions, tuning_changes  # the kit, which the test modules that use it import
 
-        notes = config.stash.get(_KEY, {})
-        for cls in tuned:
-            for change in tuning_changes(cls):
-                notes.setdefault(cls.__qualname__, []).append(f"tuned: {change}")
+    notes = config.stash.get(_KEY, {})
+    for cls, members in suites.items():
+        kit = kit_functions(cls)
+        for item in members:
+            found = kit.get(id(getattr(item, "function", None)))
+            added = added_marks(found[1]) if found is not None else []
+            if added:
+                # The kit's own function carries marks: a suite put them on the function every suite shares
+                # (``test_x = pytest.mark.skip(...)(Kit.test_x)``). They are dropped, so no suite's check is switched
+                # by another's mark; the guard of the suite that did it fails, naming it.
+                dropped = ", ".join(sorted({m.name for m in added}))
+                item.own_markers[:] = [m for m in item.own_markers if m not in added]
+                notes.setdefault(_suite_of(item), []).append(
+                    f"{item.name}: ignored the marks ({dropped}) put on the kit's own function, which every suite shares"
+                )
+            item.add_marker(pytest.mark.conformance)
+        for change in tuning_changes(cls):
+            notes.setdefault(_suite_of(members[0]), []).append(f"tuned: {change}")
 
 
 @pytest.hookimpl(wrapper=True)
@@ -78,8 +97,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     if item.get_closest_marker("conformance") is None or report.when == "teardown":
         return report
     notes = item.config.stash.get(_KEY, {})
-    cls = getattr(item, "cls", None)
-    suite = cls.__qualname__ if cls is not None else item.nodeid
+    suite = _suite_of(item)
     for key, value in report.user_properties:
         if key == _PLAN:
             item.config.stash.get(_PLANS, {})[suite] = str(value)
