@@ -52,9 +52,13 @@ _NUMPY_HEADERS = _NUMPY_PARAMS | {
     "methods",
 }
 _NUMPY_RULE = re.compile(r"^\s*-{3,}\s*$")
-_REST_PARAM = re.compile(r"^:param\s+(?:[^:]*\s)?(\*{0,2}\w+)\s*:\s*(.*)$")
-_REST_FIELD = re.compile(r"^:\w+")
-_GOOGLE_ITEM = re.compile(r"^(\*{0,2}\w+)\s*(?:\(([^)]*)\))?\s*:\s*(.*)$")
+#: ``:param x: text``, and Sphinx's other names for it (``:parameter``, ``:arg``, ``:argument``, ``:key``, ``:keyword``).
+_REST_PARAM = re.compile(r"^:(?:param|parameter|arg|argument|key|keyword)\s+(?:[^:]*\s)?(\*{0,2}\w+)\s*:\s*(.*)$")
+#: A field list item (``:returns: text``, ``:type x: int``), not a role starting a line of text
+#: (``:class:`Path` objects are ...``): the name and its arguments end in a colon and a space.
+_REST_FIELD = re.compile(r"^:\w+(?:\s[^:`]*)?:(?:\s|$)")
+#: ``name (type): text``; the type may hold one level of brackets (``size (tuple(int, int)):``).
+_GOOGLE_ITEM = re.compile(r"^(\*{0,2}\w+)\s*(?:\(((?:[^()]|\([^()]*\))*)\))?\s*:\s*(.*)$")
 _NUMPY_ITEM = re.compile(r"^(\*{0,2}\w+(?:\s*,\s*\*{0,2}\w+)*)\s*(?::\s*(.*))?$")  # "a, b : int" is two
 
 
@@ -87,7 +91,7 @@ def parse_docstring(doc: str | None) -> Docstring:
             i = _google_section(lines, i + 1, header in _GOOGLE_HEADERS, result)
             continue
         # reST: ":param x: text" fields (other fields end the description too).
-        if _REST_FIELD.match(stripped):
+        if _is_field(stripped):
             i = _rest_field(lines, i, result)
             continue
         if not result.params:
@@ -167,13 +171,17 @@ def _numpy_section(lines: list[str], i: int, header: str, out: Docstring) -> int
     return i
 
 
+def _is_field(line: str) -> bool:
+    return _REST_FIELD.match(line) is not None or _REST_PARAM.match(line) is not None
+
+
 def _rest_field(lines: list[str], i: int, out: Docstring) -> int:
     match = _REST_PARAM.match(lines[i].strip())
     name = match.group(1).lstrip("*") if match else None
     if name and match:
         out.params[name] = match.group(2).strip()
     i += 1
-    while i < len(lines) and lines[i].strip() and not _REST_FIELD.match(lines[i].strip()):
+    while i < len(lines) and lines[i].strip() and not _is_field(lines[i].strip()):
         if name:
             out.params[name] = (out.params[name] + " " + lines[i].strip()).strip()
         i += 1

@@ -19,6 +19,7 @@ import sys
 import types
 import typing
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 from urllib.parse import quote, unquote, urldefrag, urljoin
@@ -166,6 +167,9 @@ def analyse(fn: Callable[..., Any], *, tool: str, infer: bool = True, infer_outp
         conv = inference.converter(hint, f"$.{name}", strict=infer)
         if conv is not None:
             converters[name] = _bind(conv, f"$.{name}")
+    if accepts_any:  # a name the function binds itself would reach it twice ("got multiple values"): refused
+        for name, why in _bound_names(fn, sig).items():
+            converters[name] = _refuse_bound(name, why)
     schema: JSONSchema = {}
     if infer:
         schema = {"type": "object", "properties": properties}
@@ -193,6 +197,53 @@ def analyse(fn: Callable[..., Any], *, tool: str, infer: bool = True, infer_outp
         output_wrapped=wrapped,
         needs_check=inference.needs_check,
     )
+
+
+def _bound_names(fn: Callable[..., Any], sig: inspect.Signature) -> dict[str, str]:
+    """The names the function behind ``fn`` takes by keyword but ``sig`` hides, since a value is bound to
+    them already (a bound method's ``self`` or ``cls``, a callable object's or a class's ``self``, a
+    partial's positional arguments), each with what binds it."""
+    target: Any = fn
+    while isinstance(target, functools.partial):
+        target = target.func
+    if inspect.ismethod(target):
+        raw, why = target.__func__, "the method's instance or class"
+    elif isinstance(target, type):
+        raw, why = target.__init__, "the instance being built"  # type: ignore[misc]
+    elif not inspect.isfunction(target):
+        raw, why = type(target).__call__, "the callable object"
+    else:
+        raw, why = target, ""
+    try:
+        full = inspect.signature(raw)
+    except (TypeError, ValueError):
+        return {}
+    found: dict[str, str] = {}
+    for position, (name, param) in enumerate(full.parameters.items()):
+        if name in sig.parameters or param.kind not in (param.POSITIONAL_OR_KEYWORD, param.KEYWORD_ONLY):
+            continue
+        found[name] = why if why and position == 0 else "a functools.partial's argument"
+    return found
+
+
+def _refuse_bound(name: str, why: str) -> Converter:
+    """The converter of a name the function binds itself: it refuses the argument, as an unknown one."""
+
+    def refuse(value: Any) -> Any:
+        got = _short(name)
+        raise ToolArgumentError(
+            [
+                ArgumentProblem(
+                    json_path((name,)),
+                    f"unexpected argument; '{name}' is bound already ({why}), not an argument to send",
+                    "additionalProperties",
+                    "no such property",
+                    got,
+                )
+            ]
+        )
+
+    return refuse
 
 
 def _in_class_body(fn: Callable[..., Any]) -> bool:
@@ -274,12 +325,21 @@ _NO_DEFAULT = object()
 def _hints(fn: Callable[..., Any], sig: inspect.Signature, tool: str) -> dict[str, Any]:
     """Resolved annotations of ``fn`` (a function, method or callable object), ``return`` included."""
     target: Any = fn if inspect.isfunction(fn) or inspect.ismethod(fn) or isinstance(fn, type) else type(fn).__call__
+    targets = [target]
+    if isinstance(fn, type) and inspect.isfunction(getattr(fn, "__init__", None)):
+        # A class: its parameters are __init__'s, whose annotations win over the class's own (a
+        # dataclass's or pydantic model's fields, which __init__ may not annotate itself).
+        target = fn.__init__  # type: ignore[misc]
+        targets.append(target)
     try:
-        return get_type_hints(target, include_extras=True)
+        hints: dict[str, Any] = {}
+        for each in targets:
+            hints.update(get_type_hints(each, include_extras=True))
+        return hints
     except Exception:
         pass
     namespace = getattr(inspect.unwrap(target), "__globals__", {})
-    hints: dict[str, Any] = {}
+    hints = {}
     annotations = [(name, param.annotation) for name, param in sig.parameters.items()]
     for name, written in [*annotations, ("return", sig.return_annotation)]:
         if written is inspect.Parameter.empty:
@@ -403,9 +463,9 @@ class _Inference:
             return _enum_schema([_literal_value(a) for a in args])
         if origin is Union or origin is types.UnionType:
             return self._union(args)
-        if origin in (list, Sequence, set, frozenset, typing.AbstractSet) or tp in (list, set, frozenset):
+        if origin in (list, Sequence, *_SET_ORIGINS) or tp in (list, set, frozenset):
             array: JSONSchema = {"type": "array"}
-            is_set = origin in (set, frozenset, typing.AbstractSet) or tp in (set, frozenset)
+            is_set = origin in _SET_ORIGINS or tp in (set, frozenset)
             if is_set and not self.output and (not args or args[0] in (Any, object)):
                 array["items"] = dict(_SET_ITEM)  # what a set can hold (a JSON value may be an object or array)
             elif args:
@@ -416,6 +476,8 @@ class _Inference:
         if origin is tuple or tp is tuple:
             if len(args) == 2 and args[1] is Ellipsis:
                 return {"type": "array", "items": self._nested(args[0])}
+            if _empty_tuple(tp):
+                return {"type": "array", "maxItems": 0}
             if not args:
                 return {"type": "array"}
             return {
@@ -514,7 +576,7 @@ class _Inference:
     def _typeddict(self, tp: Any) -> JSONSchema:
         hints = _field_hints(tp)
         props = {k: self._nested(_strip_required(v)) for k, v in hints.items()}
-        required = sorted(getattr(tp, "__required_keys__", set(hints)))
+        required = sorted(k for k, v in hints.items() if _required_key(tp, k, v))
         schema: JSONSchema = {"type": "object", "properties": props, "additionalProperties": False}
         if required:
             schema["required"] = required
@@ -525,10 +587,8 @@ class _Inference:
         props: dict[str, JSONSchema] = {}
         required: list[str] = []
         doc = parse_docstring(tp.__doc__)
-        for f in dataclasses.fields(tp):
-            if not f.init:
-                continue
-            prop = self._nested(hints.get(f.name, Any))
+        for f, hint in _init_fields(tp, hints):
+            prop = self._nested(hint)
             if doc.params.get(f.name) and "description" not in prop:
                 prop["description"] = doc.params[f.name]
             if f.default is not dataclasses.MISSING:
@@ -588,9 +648,11 @@ class _Inference:
             return self._conv(tp.__value__)
         if origin is Union or origin is types.UnionType:
             return self._union_conv(args)
+        if origin is Literal and any(isinstance(a, enum.Enum) for a in args):
+            return _to_literal(args)
         if origin in (list, Sequence) and args:
             return _each(self._conv(args[0]), list)
-        if origin in (set, frozenset, typing.AbstractSet):
+        if origin in _SET_ORIGINS:
             problem = _set_item_problem(args[0]) if args and args[0] not in (Any, object) else None
             if problem is not None:
                 raise TypeError(problem)
@@ -598,7 +660,9 @@ class _Inference:
         if origin is tuple:
             if len(args) == 2 and args[1] is Ellipsis:
                 return _each(self._conv(args[0]), tuple, always=True)
-            return _fixed_tuple([self._conv(a) for a in args]) if args else _each(None, tuple, always=True)
+            if args or _empty_tuple(tp):
+                return _fixed_tuple([self._conv(a) for a in args])
+            return _each(None, tuple, always=True)
         if origin in (dict, Mapping) and len(args) == 2:
             return _values(self._conv(args[1]))
         return None
@@ -627,8 +691,8 @@ class _Inference:
             return self._guarded(tp, lambda: _fields({k: self._conv(_strip_required(v)) for k, v in hints.items()}, None))
         if dataclasses.is_dataclass(tp):
             hints = _field_hints(tp)
-            names = [f.name for f in dataclasses.fields(tp) if f.init]
-            return self._guarded(tp, lambda: _fields({k: self._conv(hints.get(k, Any)) for k in names}, tp))
+            fields = _init_fields(tp, hints)
+            return self._guarded(tp, lambda: _fields({f.name: self._conv(hint) for f, hint in fields}, tp))
         if tp in (set, frozenset):
             return _set_of(None, tp)
         if tp is tuple:
@@ -646,7 +710,7 @@ class _Inference:
 
     def _annotated_conv(self, base: Any, metadata: tuple[Any, ...]) -> _Conv | None:
         inner = self._conv(base)
-        if inner is not None and _is_class(base, "decimal", "Decimal"):
+        if inner is not None and any(_is_class(m, "decimal", "Decimal") for m in _members(base)):  # Optional too
             bounds = _numeric_bounds(metadata)
             if bounds:
                 return _bounded(inner, bounds)
@@ -677,11 +741,57 @@ def _field_hints(tp: Any) -> dict[str, Any]:
         raise TypeError(f"cannot resolve the annotations of {tp.__name__}: {exc}") from None
 
 
+def _required_key(tp: Any, key: str, hint: Any) -> bool:
+    """Whether the TypedDict ``tp`` requires ``key`` (its resolved ``hint`` kept ``Required``/``NotRequired``).
+
+    ``Required``/``NotRequired`` decide, else ``__required_keys__`` (the ``total`` of the class that
+    declares the key). Under ``from __future__ import annotations`` Python 3.11 builds
+    ``__required_keys__`` from the annotations' text, missing ``Required`` and ``NotRequired`` there.
+    """
+    while True:
+        name = getattr(get_origin(hint), "_name", None)
+        if name in ("Required", "NotRequired"):
+            return bool(name == "Required")
+        if name != "ReadOnly" and get_origin(hint) is not typing.Annotated:
+            break
+        hint = get_args(hint)[0]
+    return bool(key in getattr(tp, "__required_keys__", (key,)))
+
+
+def _init_fields(tp: Any, hints: Mapping[str, Any]) -> list[tuple[dataclasses.Field[Any], Any]]:
+    """The fields a dataclass's ``__init__`` takes, in its order, each with its annotation: the fields with
+    ``init``, and the ``InitVar`` pseudo-fields (``dataclasses.fields`` leaves them out), as the type they hold."""
+    taken = {f.name for f in dataclasses.fields(tp) if f.init}
+    found = []
+    for name, f in getattr(tp, "__dataclass_fields__", {}).items():
+        hint = hints.get(name, Any)
+        if isinstance(hint, dataclasses.InitVar):
+            found.append((f, hint.type))
+        elif hint is dataclasses.InitVar:  # a bare InitVar: any value
+            found.append((f, Any))
+        elif name in taken:
+            found.append((f, hint))
+    return found
+
+
 def _strip_required(tp: Any) -> Any:
     origin = get_origin(tp)
     if getattr(origin, "_name", None) in ("Required", "NotRequired", "ReadOnly"):
         return get_args(tp)[0]
     return tp
+
+
+#: What ``get_origin`` gives for the set annotations: ``set[T]``, ``frozenset[T]``, ``typing.AbstractSet[T]``
+#: and ``collections.abc.Set[T]`` (these two alike).
+_SET_ORIGINS: tuple[Any, ...] = (set, frozenset, AbstractSet)
+
+
+def _empty_tuple(tp: Any) -> bool:
+    """``tuple[()]`` (or ``typing.Tuple[()]``): the empty tuple, which ``get_args`` tells from a bare ``Tuple`` by nothing."""
+    try:
+        return bool(tp == tuple[()] or tp == typing.Tuple[()])  # noqa: UP006
+    except Exception:
+        return False
 
 
 #: The items of a bare ``set`` (or ``set[Any]``): JSON values a Python set can hold, booleans
@@ -748,7 +858,7 @@ def _unhashable(tp: Any) -> str | None:
             found = next((u for a in args if a is not Ellipsis and (u := _unhashable(a)) is not None), None)
             if found is not None:
                 return found
-        elif origin in (list, dict, set, Sequence, Mapping, typing.AbstractSet) or typing.is_typeddict(origin):
+        elif origin in (list, dict, Sequence, Mapping, *_SET_ORIGINS) or typing.is_typeddict(origin):
             return _shown_type(origin if origin in (list, dict, set) else member)
         elif isinstance(origin, type) and getattr(origin, "__hash__", None) is None:  # a dataclass or model not frozen
             return origin.__qualname__
@@ -893,20 +1003,38 @@ def _constrain(schema: JSONSchema, meta: Any) -> None:
     # anything else in Annotated[...] belongs to someone else (FastAPI markers, user tags)
 
 
+def _alternatives(schema: JSONSchema) -> list[JSONSchema]:
+    """The schemas a value under ``schema`` meets: ``schema`` itself, or every member of its ``anyOf``
+    (nested ones too: ``Optional[Decimal]`` is an ``anyOf`` holding the ``anyOf`` of a ``Decimal``)."""
+    if isinstance(schema.get("anyOf"), list):
+        return [m for member in schema["anyOf"] if isinstance(member, dict) for m in _alternatives(member)]
+    return [schema]
+
+
+def _kinds(schema: JSONSchema) -> list[str]:
+    kinds = schema.get("type")
+    return [kinds] if isinstance(kinds, str) else list(kinds or [])
+
+
 def _numeric(schema: JSONSchema, keyword: str, value: float) -> None:
-    targets = [m for m in schema["anyOf"] if m.get("type") in ("number", "integer")] if "anyOf" in schema else [schema]
+    """Put a numeric bound on each alternative that may hold a number (one that says no type may too)."""
+    targets = [m for m in _alternatives(schema) if "type" not in m or {"number", "integer"} & set(_kinds(m))]
+    if not targets:
+        raise TypeError(f"a numeric bound needs a number, not {schema!r}")
     for target in targets:
         target[keyword] = value
 
 
 def _length(schema: JSONSchema, which: int, value: int) -> None:
-    kinds = schema.get("type")
-    kinds = [kinds] if isinstance(kinds, str) else list(kinds or [])
-    keywords = [_LENGTHS[k][which] for k in kinds if k in _LENGTHS]
-    if not keywords:
+    """Put a length bound on each alternative that is a string, array or object."""
+    applied = False
+    for target in _alternatives(schema):
+        for kind in _kinds(target):
+            if kind in _LENGTHS:
+                target[_LENGTHS[kind][which]] = value
+                applied = True
+    if not applied:
         raise TypeError(f"a length constraint needs a string, array or object, not {schema!r}")
-    for keyword in keywords:
-        schema[keyword] = value
 
 
 def _numeric_bounds(metadata: tuple[Any, ...]) -> list[tuple[str, Any]]:
@@ -1042,6 +1170,8 @@ def _to_path(cls: type) -> _Conv:
     def to_path(value: Any, path: str) -> Any:
         if isinstance(value, cls):
             return value
+        if value == "":  # Path("") is Path("."): the current directory, which no one sent
+            raise _refuse(path, "a path", value, "minLength", " (an empty path would be '.', the current directory)")
         if isinstance(value, str) and "\x00" not in value:
             return cls(value)
         raise _refuse(path, "a path", value, "type")
@@ -1070,12 +1200,20 @@ def _to_decimal(value: Any, path: str) -> Any:
     raise _refuse(path, "a decimal number", value, "type")
 
 
+def _multiple(value: Any, step: Any) -> bool:
+    """Whether the Decimal ``value`` is a whole multiple of ``step``, exactly: ``%`` in the decimal context
+    (28 digits) cannot divide ``123456789012345678901234567890.01`` by ``0.01`` (``DivisionImpossible``)."""
+    n1, d1 = value.as_integer_ratio()
+    n2, d2 = step.as_integer_ratio()
+    return bool((n1 * d2) % (d1 * n2) == 0)
+
+
 _COMPARE: dict[str, Callable[[Any, Any], bool]] = {
     "minimum": lambda v, b: v >= b,
     "maximum": lambda v, b: v <= b,
     "exclusiveMinimum": lambda v, b: v > b,
     "exclusiveMaximum": lambda v, b: v < b,
-    "multipleOf": lambda v, b: v % b == 0,
+    "multipleOf": _multiple,
 }
 _SYMBOL = {"minimum": ">=", "maximum": "<=", "exclusiveMinimum": ">", "exclusiveMaximum": "<", "multipleOf": "a multiple of"}
 
@@ -1085,19 +1223,31 @@ def _bounded(inner: _Conv, bounds: list[tuple[str, Any]]) -> _Conv:
 
     def check(value: Any, path: str) -> Any:
         number = inner(value, path)
+        if not isinstance(number, decimal.Decimal):  # None, or another member of a union (its schema bounds it)
+            return number
         for keyword, bound in bounds:
             if not _COMPARE[keyword](number, decimal.Decimal(repr(bound) if type(bound) is float else bound)):
                 expected, got = f"{_SYMBOL[keyword]} {bound}", _short(value, path)
-                raise ToolArgumentError(
-                    [ArgumentProblem(path, f"expected a number {expected}, got {got}", keyword, expected, got)]
-                )
+                said = expected if keyword == "multipleOf" else f"a number {expected}"
+                raise ToolArgumentError([ArgumentProblem(path, f"expected {said}, got {got}", keyword, expected, got)])
         return number
 
     return check
 
 
+def _choices(values: list[Any]) -> str:
+    """``one of`` the first 8 ``values`` as JSON text (at most 200 characters), ``...`` for the rest, as the
+    validation plugin lists an ``enum``: an Enum of 3,000 members is no 10,000-character refusal."""
+    from ._render import escape_surrogates
+
+    text = escape_surrogates(json.dumps(values[:8], ensure_ascii=False, default=repr))
+    if len(text) > 200:
+        return "one of " + text[:197] + "..."
+    return "one of " + text + ("..." if len(values) > 8 else "")
+
+
 def _to_enum(cls: type[enum.Enum]) -> _Conv:
-    values = [m.value for m in cls]
+    expected = _choices([m.value for m in cls])
 
     def to_member(value: Any, path: str) -> Any:
         if isinstance(value, cls):
@@ -1105,9 +1255,23 @@ def _to_enum(cls: type[enum.Enum]) -> _Conv:
         try:
             return cls(value)
         except (ValueError, TypeError):
-            raise _refuse(path, f"one of {values}", value, "enum") from None
+            raise _refuse(path, expected, value, "enum") from None
 
     return to_member
+
+
+def _to_literal(args: tuple[Any, ...]) -> _Conv:
+    """A ``Literal`` holding Enum members (``Literal[Color.RED, Color.BLUE]``): the member whose value was sent."""
+    choices = [(a.value if isinstance(a, enum.Enum) else a, a) for a in args]
+    expected = _choices([value for value, _ in choices])
+
+    def to_choice(value: Any, path: str) -> Any:
+        for written, choice in choices:
+            if written == value and (type(written) is bool) == (type(value) is bool):  # (True == 1, JSON tells them apart)
+                return choice
+        raise _refuse(path, expected, value, "enum")
+
+    return to_choice
 
 
 def _to_pydantic(tp: type) -> _Conv:
@@ -1170,8 +1334,8 @@ def _each(item: _Conv | None, kind: type, *, always: bool = False) -> _Conv | No
         return None
 
     def convert(value: Any, path: str) -> Any:
-        if not isinstance(value, (list, tuple)):
-            return value
+        if not isinstance(value, (list, tuple)):  # a hand-written schema let another JSON type through
+            raise _refuse(path, "an array", value, "type")
         if item is None:
             return kind(value)
         return kind(item(v, f"{path}[{i}]") for i, v in enumerate(value))
@@ -1187,8 +1351,6 @@ def _set_of(item: _Conv | None, kind: type) -> _Conv:
 
     def convert(value: Any, path: str) -> Any:
         items = each(value, path)
-        if type(items) is not list:
-            return items
         try:
             return kind(items)
         except TypeError:
@@ -1207,12 +1369,20 @@ def _hashable(value: Any) -> bool:
 
 
 def _fixed_tuple(items: list[_Conv | None]) -> _Conv:
+    expected = f"an array of {len(items)} item" + ("" if len(items) == 1 else "s")
+
     def convert(value: Any, path: str) -> Any:
-        if not isinstance(value, (list, tuple)):
-            return value
+        if not isinstance(value, (list, tuple)):  # a hand-written schema let another JSON type through
+            raise _refuse(path, expected, value, "type")
+        if len(value) != len(items):  # (zip would cut it short, or the tuple be short of an item)
+            raise _refuse(path, expected, value, "maxItems" if len(value) > len(items) else "minItems", _of(value))
         return tuple(c(v, f"{path}[{i}]") if c is not None else v for i, (c, v) in enumerate(zip(items, value)))
 
     return convert
+
+
+def _of(value: list[Any] | tuple[Any, ...]) -> str:
+    return f" of {len(value)} item" + ("" if len(value) == 1 else "s")
 
 
 def _values(item: _Conv | None) -> _Conv | None:
@@ -1220,8 +1390,8 @@ def _values(item: _Conv | None) -> _Conv | None:
         return None
 
     def convert(value: Any, path: str) -> Any:
-        if not isinstance(value, dict):
-            return value
+        if not isinstance(value, dict):  # a hand-written schema let another JSON type through
+            raise _refuse(path, "an object", value, "type")
         return {k: item(v, path + path_step(k)) for k, v in value.items()}
 
     return convert
@@ -1235,7 +1405,9 @@ def _fields(convs: dict[str, _Conv | None], cls: type | None) -> _Conv | None:
 
     def convert(value: Any, path: str) -> Any:
         if not isinstance(value, dict):
-            return value
+            if cls is not None and isinstance(value, cls):
+                return value
+            raise _refuse(path, "an object", value, "type")  # a hand-written schema let another JSON type through
         fields = {k: (inner[k](v, path + path_step(k)) if k in inner else v) for k, v in value.items()}
         if cls is None:
             return fields
@@ -1252,15 +1424,24 @@ def _fields(convs: dict[str, _Conv | None], cls: type | None) -> _Conv | None:
 _JSON_KINDS = {str: "string", int: "integer", float: "number", bool: "boolean", list: "array", tuple: "array", dict: "object"}
 
 
-def _fits(schema: JSONSchema, value: Any) -> bool:
-    """Whether ``value``'s JSON type is one ``schema`` declares (for picking a union member)."""
+def _fits(schema: JSONSchema, value: Any, names_too: bool = True) -> bool:
+    """Whether ``value``'s JSON type is one ``schema`` declares (for picking a union member); for an object
+    with ``names_too``, also its required names and, under ``additionalProperties: false``, no other names
+    (so of ``Union[A, B]``, two dataclasses or TypedDicts, the one the fields sent fit is picked)."""
     kind = "null" if value is None else _JSON_KINDS.get(type(value))
     declared = schema.get("type")
     if "anyOf" in schema:
-        return any(_fits(s, value) for s in schema["anyOf"])
+        return any(_fits(s, value, names_too) for s in schema["anyOf"])
     if declared is None:
         return True
     names = [declared] if isinstance(declared, str) else list(declared)
+    if names_too and kind == "object" and names == ["object"]:
+        properties = schema.get("properties")
+        if not set(schema.get("required") or ()) <= value.keys():
+            return False
+        if schema.get("additionalProperties") is False and isinstance(properties, dict):
+            return bool(value.keys() <= properties.keys())
+        return True
     return kind in names or (kind == "integer" and "number" in names)
 
 
@@ -1269,15 +1450,20 @@ def _first_fitting(members: list[tuple[JSONSchema, _Conv | None]]) -> _Conv:
 
     def convert(value: Any, path: str) -> Any:
         last: ToolArgumentError | None = None
-        for schema, conv in members:
-            if not _fits(schema, value):
-                continue
-            if conv is None:
-                return value
-            try:
-                return conv(value, path)
-            except ToolArgumentError as exc:
-                last = exc
+        for names_too in (True, False):  # by JSON type alone when no object's names fit (no validation ran)
+            fitted = False
+            for schema, conv in members:
+                if not _fits(schema, value, names_too):
+                    continue
+                fitted = True
+                if conv is None:
+                    return value
+                try:
+                    return conv(value, path)
+                except ToolArgumentError as exc:
+                    last = exc
+            if fitted:
+                break
         if last is not None:
             raise last
         return value
@@ -1375,6 +1561,13 @@ def check_schema(
             )
         if not found.resolves(target):
             raise ToolDefinitionError(f"{prefix}: at {_pointer(path)}, $ref {ref!r} points to nothing in the schema.", tool=tool)
+        node = found.target(target)
+        if not isinstance(node, (dict, bool)):  # ("#/properties/y/type": a string, no schema)
+            what = "an array" if isinstance(node, list) else f"{json_type(node)} {_short(node)}"
+            raise ToolDefinitionError(
+                f"{prefix}: at {_pointer(path)}, $ref {ref!r} points to {what}, not a schema (an object or a boolean).",
+                tool=tool,
+            )
     for path, pattern in found.patterns:
         problem = _pattern_problem(pattern)
         if problem is not None:
@@ -1641,6 +1834,11 @@ class _Found:
         except KeyError:
             return False
         return True
+
+    def target(self, target: str) -> Any:
+        """The node a reference that :meth:`resolves` names; ``True`` for a bundled metaschema."""
+        uri, fragment = urldefrag(target)
+        return self.node(uri, fragment) if uri in self.resources else True
 
     def node(self, uri: str, fragment: str) -> Any:
         """The schema ``fragment`` (a JSON pointer or an anchor) names in the resource ``uri``, else ``KeyError``."""

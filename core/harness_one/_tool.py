@@ -222,7 +222,7 @@ class Tool:
             options=dict(options or {}),
             examples=examples,
             source=source,
-            is_async=inspect.iscoroutinefunction(fn),
+            is_async=_is_async(fn),
             accepted=sig.accepted if parameters is None else frozenset(schema.get("properties") or ()) | sig.accepted,
             required=sig.required,
             accepts_any=sig.accepts_any,
@@ -368,8 +368,31 @@ def _unknown_keywords(unknown: Mapping[str, Any], valid: Iterable[str]) -> ToolD
     )
 
 
+def _is_async(fn: Callable[..., Any], depth: int = 0) -> bool:
+    """Whether calling ``fn`` gives a coroutine to await: an ``async def`` function or method, also
+    within a ``functools.partial``, under a decorator that keeps ``__wrapped__`` (``functools.wraps``),
+    or as the ``__call__`` of a callable object. A class is never async (calling it builds an instance)."""
+    while isinstance(fn, functools.partial):
+        fn = fn.func
+    if inspect.iscoroutinefunction(fn):
+        return True
+    if isinstance(fn, type) or depth > 8:
+        return False
+    if not (inspect.isfunction(fn) or inspect.ismethod(fn)):
+        fn = type(fn).__call__  # a callable object: its class's method
+        if not inspect.isfunction(fn):
+            return False
+        if inspect.iscoroutinefunction(fn):
+            return True
+    try:
+        target = inspect.unwrap(fn)
+    except ValueError:  # a cycle of __wrapped__
+        return False
+    return target is not fn and _is_async(target, depth + 1)
+
+
 def _wrap(func: Callable[..., Any]) -> Callable[..., Any]:
-    if inspect.iscoroutinefunction(func):
+    if _is_async(func):
 
         @functools.wraps(func)
         async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
