@@ -649,3 +649,18 @@ def test_what_pending_approve_and_deny_hand_out_is_a_copy_the_caller_may_change(
     decided = plugin.approve("call-1")
     decided.arguments["amount"] = 5_000
     assert plugin.resume("call-1").value == "sent 5 EUR to ann" and bank.sent == [("ann", 5, "EUR")]
+
+
+def test_a_held_call_whose_arguments_cannot_be_copied_is_still_handed_out() -> None:
+    """A lock among the arguments (a Python caller's): handed out with a shallow copy, as it is held."""
+    import threading
+
+    reg = registry()
+    reg.add(lambda **kw: "ran", name="locked", parameters={"type": "object"}, options={"requires_approval": True})
+    lock = threading.Lock()
+    reg.try_call("locked", {"lock": lock}, call_id="c1")
+    plugin = approval(reg)
+    [shown] = plugin.pending()
+    assert shown.arguments["lock"] is lock
+    assert plugin.approve("c1").arguments["lock"] is lock
+    assert plugin.resume("c1").value == "ran"

@@ -124,7 +124,7 @@ class PendingCall:
 def _handed(held: PendingCall) -> PendingCall:
     """A copy of a held call to hand out: its arguments and context the caller's to change (an
     approval screen that edits what it shows changes nothing the plugin holds or resumes)."""
-    return replace(held, arguments=copied(held.arguments), context=dict(held.context))
+    return replace(held, arguments=_own(held.arguments), context=dict(held.context))
 
 
 @dataclass(frozen=True, slots=True)
