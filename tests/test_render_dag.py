@@ -118,3 +118,14 @@ def test_a_large_value_held_elsewhere_without_repeats_takes_the_encoders_path() 
     assert not _repeats_beyond(rows)
     assert _repeats_beyond(rows + rows[:1])  # one row written twice, past the bound
     assert dumps(rows) == json.dumps(held, ensure_ascii=False)
+
+
+def test_distinct_dataclasses_and_sets_past_the_bound_are_written_not_taken_for_repeats() -> None:
+    """What a dataclass or a set becomes is a new dict or list each time: freed, its id could come again,
+    and a later distinct one was taken for a repeat."""
+    shared = list(range(1000))
+    value = {"bomb": [shared] * 600, "rows": [Pair(i, i) for i in range(2000)], "sets": [{i, i + 10_000} for i in range(2000)]}
+    out = json.loads(dumps(value))
+    assert out["bomb"][-1] == "<repeat>"
+    assert out["rows"] == [{"left": i, "right": i} for i in range(2000)]
+    assert all(isinstance(item, list) and len(item) == 2 for item in out["sets"])

@@ -144,6 +144,7 @@ class _Cleaner:
         self.open: set[int] = set()  # the containers being copied, outermost to here
         self.written: set[int] | None = set() if bounded else None  # the containers copied, when bounded
         self.copied = 0  # items of the containers copied, repeats counted (when bounded)
+        self.made: list[Any] = []  # what json_default made, kept while bounded: a freed one's id could come again
 
     def value(self, value: Any, depth: int = 0) -> Any:
         if depth > 200:
@@ -175,7 +176,10 @@ class _Cleaner:
                 return {self.key(k): self.value(v, depth + 1) for k, v in value.items()}
             if isinstance(value, (list, tuple)):
                 return [self.value(v, depth + 1) for v in value]
-            return self.value(json_default(value), depth + 1)
+            made = json_default(value)
+            if self.written is not None:
+                self.made.append(made)
+            return self.value(made, depth + 1)
         except Exception:  # a mapping or a sequence whose reading raises: named, as a value whose str() raises
             return f"<{kind.__name__}>"
         finally:
