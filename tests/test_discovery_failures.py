@@ -251,3 +251,34 @@ def test_an_installed_distribution_is_stamped_by_its_record_not_its_files(dists:
     walked = tool_index()._stamp(ep)
     (site / "hx_big.py").write_text("x = 3  # an editable install's code changed\n")
     assert walked is not None and walked[0] == 1 and tool_index()._stamp(ep) != walked
+
+
+PRIVATE_REPLACE = '''
+from harness_one import ToolRegistry, defineTool
+PRIVATE = ToolRegistry(autoload=False)
+@defineTool(registry=None)
+def helper(x: int) -> str:
+    """v1"""
+    return "v1"
+PRIVATE.register(helper)
+@defineTool(registry=None, name="helper")
+def helper2(x: int) -> str:
+    """v2"""
+    return "v2"
+PRIVATE.register(helper2, replace=True)
+@defineTool(registry=None)
+def pub(x: int) -> str:
+    """Public."""
+    return PRIVATE.call("helper", {"x": x})
+'''
+
+
+def test_a_package_s_own_registry_is_its_own_while_discovery_imports_it(dists: Any) -> None:
+    """The first-by-name rule is for what a package registers into the default registry: a registry of its
+    own, and ``replace=True``, behave as in a plain import."""
+    dists.make("hx-priv", {"hx_priv": PRIVATE_REPLACE}, {"harness_one.tools": {"pub": "hx_priv"}})
+    reg = ToolRegistry(discover=True, autoload=False)
+    assert reg.call("pub", {"x": 1}) == "v2"
+    import hx_priv  # type: ignore[import-not-found]
+
+    assert hx_priv.PRIVATE.discovery.conflicts == [] and hx_priv.PRIVATE.get("helper").source is None

@@ -345,7 +345,7 @@ class ToolRegistry(metaclass=_SharedType):
             old = self._tools.get(tool.name)
             if old is not None and old.tool is tool:
                 return
-            if tool.source is None:  # registered by a tool package's own import (a plain @defineTool)?
+            if tool.source is None and not replace and ToolRegistry._current is self:  # a package's plain @defineTool?
                 from ._discovery import imported_tool
 
                 if imported_tool(self, tool, None if old is None else old.tool):
