@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.abc
 import importlib.util
+import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -282,3 +283,43 @@ def test_a_package_s_own_registry_is_its_own_while_discovery_imports_it(dists: A
     import hx_priv  # type: ignore[import-not-found]
 
     assert hx_priv.PRIVATE.discovery.conflicts == [] and hx_priv.PRIVATE.get("helper").source is None
+
+
+NEEDS_DEPENDENCY = """
+import os
+with open(os.environ["HX_IMPORTS"], "a") as f:
+    f.write("x")
+import hx_missing_dependency
+from harness_one import defineTool
+
+@defineTool(registry=None)
+def search(q: str) -> str:
+    return "aa:" + q
+"""
+
+
+def test_a_failed_package_is_tried_again_once_its_missing_dependency_is_installed(
+    dists: Any, index_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Installing what a package lacked changes none of its files, but the folder it goes to: the failure
+    no longer holds, and the call goes to the first package again, as a listing would send it."""
+    imports = tmp_path / "imports"
+    imports.write_text("")
+    monkeypatch.setenv("HX_IMPORTS", str(imports))
+    site = dists.make("hx-aa-needs", {"hx_aa_needs": NEEDS_DEPENDENCY}, {"harness_one.tools": {"search": "hx_aa_needs"}})
+    dists.make(
+        "hx-bb-also",
+        {
+            "hx_bb_also": "from harness_one import defineTool\n\n@defineTool(registry=None)\ndef search(q: str) -> str:\n    return 'bb:' + q\n"
+        },
+        {"harness_one.tools": {"search": "hx_bb_also"}},
+    )
+    assert ToolRegistry(discover=True, autoload=False).call("search", {"q": "x"}) == "bb:x"
+    _new_process("hx_aa_needs", "hx_bb_also")
+    assert ToolRegistry(discover=True, autoload=False).call("search", {"q": "x"}) == "bb:x"
+    assert imports.read_text() == "x"  # passed over: nothing changed
+    before = os.stat(site).st_mtime_ns
+    (site / "hx_missing_dependency.py").write_text("")  # installed
+    os.utime(site, ns=(before, before + 1_000_000_000))  # a later time however coarse the file system's clock
+    _new_process("hx_aa_needs", "hx_bb_also")
+    assert ToolRegistry(discover=True, autoload=False).call("search", {"q": "x"}) == "aa:x"

@@ -5,6 +5,8 @@ from __future__ import annotations
 import inspect
 import json
 import os
+import sys
+import zlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -223,8 +225,8 @@ class ToolIndex:
     def failure(self, ep: EntryPoint) -> str | None:
         """Why ``ep`` failed to load when its files were as they are now, or None (it loaded, or is not known)."""
         entry = self._entries.get(self.key(ep))
-        if entry is None or "failed" not in entry:
-            return None
+        if entry is None or "failed" not in entry or entry.get("env") != self._environment():
+            return None  # a failure seen in another environment, or before something was installed, is tried again
         stamp = self._stamp(ep)
         if stamp is None or entry.get("stamp") != stamp:
             return None
@@ -237,7 +239,7 @@ class ToolIndex:
             return
         entry: dict[str, Any] = {"stamp": stamp, "tools": sorted(names)}
         if failed is not None:
-            entry["failed"] = failed[:500]
+            entry["failed"], entry["env"] = failed[:500], self._environment()
         if self._entries.get(self.key(ep)) != entry:
             self._entries[self.key(ep)] = entry
             self._dirty = True
@@ -257,6 +259,23 @@ class ToolIndex:
 
     def forget_stamps(self) -> None:
         self._stamps.clear()
+        self._env = None
+
+    _env: int | None = None
+
+    def _environment(self) -> int:
+        """A CRC-32 of this interpreter's prefix and version and the modification times of the folders
+        on ``sys.path``: what a failure to import holds for (installing the missing dependency changes
+        the folder it goes to; another virtual environment sharing the cache has another prefix)."""
+        if self._env is None:
+            times = []
+            for folder in sys.path:
+                try:
+                    times.append((folder, os.stat(folder or ".").st_mtime_ns))
+                except OSError:
+                    times.append((folder, -1))
+            self._env = zlib.crc32(repr((sys.prefix, sys.version, times)).encode("utf-8", "surrogatepass"))
+        return self._env
 
     def _stamp(self, ep: EntryPoint) -> list[int] | None:
         key = (ep.metadata_path, _top(ep))
@@ -289,6 +308,7 @@ def _well_formed(entry: Any) -> bool:
         and isinstance(tools, list)
         and all(isinstance(t, str) for t in tools)
         and isinstance(entry.get("failed", ""), str)
+        and type(entry.get("env", 0)) is int
     )
 
 
