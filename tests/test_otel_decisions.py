@@ -247,3 +247,28 @@ def test_a_retry_answered_to_an_error_before_admission_leaves_no_span_open(otel:
     assert reg.try_call("echo", {"x": 1}).error.kind == "retryable"  # type: ignore[union-attr]
     assert not otel.open.open and len(otel.spans()) == 1
     assert reg.stats()["tools"]["echo"]["retries"] == 0
+
+
+def test_metrics_count_no_retry_that_a_failing_on_error_hook_stopped() -> None:
+    """One hook answers Retry, another raises: the call fails with the PluginError, once, and no retry is counted."""
+    from harness_one import ManualClock, PluginError, Retry, hookimpl
+    from harness_one_plugins import MetricsPlugin
+
+    class Retrier:
+        @hookimpl
+        def harness_on_error(self) -> Retry:
+            return Retry(0.5)
+
+    class Broken:
+        @hookimpl
+        def harness_on_error(self) -> None:
+            raise RuntimeError("release failed")
+
+    reg = ToolRegistry(
+        autoload=False, clock=ManualClock(), plugins={"metrics": MetricsPlugin(), "retrier": Retrier(), "broken": Broken()}
+    )
+    reg.add(lambda: 1 / 0, name="flaky")
+    result = reg.try_call("flaky")
+    assert isinstance(result.error, PluginError) and result.attempts == 1
+    figures = reg.plugins.get("metrics").snapshot()["flaky"]
+    assert (figures["retries"], figures["finished"], figures["errors"]) == (0, 1, {"PluginError": 1})

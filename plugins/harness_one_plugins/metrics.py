@@ -15,7 +15,6 @@ from harness_one import (
     RateLimitExceeded,
     Retry,
     Tool,
-    ToolCancelled,
     ToolError,
     ToolRegistry,
     applies_to,
@@ -161,16 +160,11 @@ class MetricsPlugin:
     def _on_error_for(self, tool: Tool) -> Callable[[Call, BaseException], None]:
         """The failure count of ``tool``'s calls, bound once per tool to its counters."""
         m = self._for(tool.name)
-        counts, retried, latencies = m._counts, m.counter("retry"), m.latencies
+        counts, latencies = m._counts, m.latencies
 
         def on_error(call: Call, error: BaseException) -> None:
-            decision = call.decision
-            if decision is not None:
-                if type(decision) is Retry:
-                    next(retried)
-                    return
-                if type(decision) is Outcome and not isinstance(error, ToolCancelled):
-                    return  # recovered or translated: counted by _decided, once the decision is final
+            if call.decision is not None:
+                return  # a retry, a recovery or a translation: counted by _decided, once the decision is final
             found = counts.get(type(error))
             next(found if found is not None else m.counter(type(error)))
             latencies.append(_perf() - call.started)
@@ -180,12 +174,16 @@ class MetricsPlugin:
     @hookimpl(trylast=True, specname="harness_on_error")
     @applies_to(after_decision=True)
     def _decided(self, call: Call, error: BaseException) -> None:
-        """A call an on_error hook answered with an ``Outcome``: a success when it recovered, else a failure of
-        the translated error's type. Runs last, and only on a decision, so the output limit's word is final."""
+        """A call an on_error hook decided: a retry; with an ``Outcome``, a success when it recovered, else a
+        failure of the translated error's type. Runs last, and only on a decision, so the last word is final
+        (the output limit's; a failing on_error hook's, which turns a retry into that failure)."""
         decision = call.decision
-        if type(decision) is not Outcome or isinstance(error, ToolCancelled):
-            return
         m = self._for(call.tool.name)
+        if type(decision) is Retry:
+            next(m.counter("retry"))
+            return
+        if type(decision) is not Outcome:
+            return
         failure = decision.error
         next(m.counter("ok") if failure is None else m.counter(type(failure)))
         m.latencies.append(_perf() - call.started)
