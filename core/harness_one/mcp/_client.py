@@ -22,6 +22,7 @@ import dataclasses
 import functools
 import hashlib
 import inspect
+import itertools
 import json
 import logging
 import os
@@ -257,13 +258,24 @@ if sys.platform != "win32" and inspect.iscoroutinefunction(_spawn):
 
 
 def _group_alive(group: int) -> bool:
+    """Whether a process of ``group`` still runs: one that ended but is not yet reaped (a zombie, whose parent may
+    never reap it, as PID 1 without an init does not) is not running, though ``killpg(group, 0)`` still finds it."""
     try:
         os.killpg(group, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         pass
-    return True
+    if not os.path.exists("/proc/self/stat"):  # no Linux /proc: the signal is all there is to go by
+        return True
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                with open(f"/proc/{entry}/stat", encoding="utf-8", errors="replace") as stat:
+                    fields = stat.read().rsplit(")", 1)[1].split()  # (the command name may hold ")")
+                if int(fields[2]) == group and fields[0] not in ("Z", "X"):
+                    return True
+    return False
 
 
 async def _end_group(group: int) -> None:
@@ -275,12 +287,14 @@ async def _end_group(group: int) -> None:
     except PermissionError:
         pass
     deadline = asyncio.get_running_loop().time() + _KILL_GRACE
+    pause = 0.01  # growing to 0.1 s: a look through /proc runs on the loop every MCP connection shares
     while _group_alive(group):
         if asyncio.get_running_loop().time() >= deadline:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(group, signal.SIGKILL)
             return
-        await asyncio.sleep(0.01)
+        await asyncio.sleep(pause)
+        pause = min(2 * pause, 0.1)
 
 
 def _warn_unbounded() -> None:
@@ -587,6 +601,9 @@ class RemoteServer:
         #: Each remote tool as last listed, by its local name: a refresh re-adds only the tools that changed.
         self._listed: dict[str, types.Tool] = {}
         self._list_failures: list[str] = []  # what the last listing left out and why (in ``failures``)
+        #: Every local name given out, to its remote tool (the last :data:`_MAX_TOOLS`, least recently listed first):
+        #: a local name never goes to another remote tool, and a remote tool that comes back gets its own again.
+        self._given: dict[str, str] = {}
         self._refreshing: asyncio.Task[None] | None = None
         self._again = False  # the tools changed again while a refresh ran: one more follows it
 
@@ -858,11 +875,13 @@ class RemoteServer:
 
     def _local_names(self, remotes: Sequence[str]) -> dict[str, str]:
         """The local name of each remote tool (by remote name), so that a local name never moves to another
-        remote tool: a tool already imported keeps its name, then a tool whose ``prefix_name`` is valid gets it,
-        then the others get a cleaned or hashed name (:func:`local_name`)."""
-        known = {remote: local for local, remote in self.names.items()}
+        remote tool: a tool given a name before (imported now or once, :attr:`_given`) keeps it, then a tool whose
+        ``prefix_name`` is valid and was never given out gets it, then the others get a cleaned or hashed name
+        (:func:`local_name`) never given out either."""
+        given = self._given
+        known = {remote: local for local, remote in given.items()}
         chosen = {remote: known[remote] for remote in remotes if remote in known}
-        taken = set(chosen.values())
+        taken = set(given)
         for plain in (True, False):
             for remote in remotes:
                 if remote in chosen:
@@ -871,6 +890,11 @@ class RemoteServer:
                 if not plain or (_VALID.match(local) and local not in taken):
                     chosen[remote] = local
                     taken.add(local)
+        for remote, local in chosen.items():  # listed now: the most recent (the oldest are forgotten first)
+            given.pop(local, None)
+            given[local] = remote
+        for local in list(itertools.islice(given, max(0, len(given) - _MAX_TOOLS))):
+            del given[local]
         return chosen
 
     def _tool(self, remote: types.Tool, local: str, definition: Mapping[str, Any]) -> Tool:
