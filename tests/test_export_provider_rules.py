@@ -586,6 +586,64 @@ def test_the_anthropic_rewrite_notes_each_change() -> None:
     assert export.tools[0]["input_schema"]["properties"]["point"] == {"$ref": "#pt", "description": "A point."}
 
 
+TUPLE_REFS = {
+    "$schema": "http://json-schema.org/draft-07/schema#",
+    "type": "object",
+    "properties": {
+        "p": {"type": "array", "items": [{"type": "string", "minLength": 2}, {"type": "integer"}], "additionalItems": False},
+        "t": {"type": "array", "items": [{"type": "string"}], "additionalItems": {"type": "boolean"}},
+        "q": {"$ref": "#/properties/p/items/1"},
+        "r": {"$ref": "#/properties/t/additionalItems", "description": "R."},
+        "s": {"$ref": "#/definitions/a%20pair/items/0"},
+    },
+    "definitions": {"a pair": {"items": [{"const": 1}, {"const": 2}]}},
+    "required": ["p"],
+}
+
+
+def test_a_ref_into_a_rewritten_tuple_names_the_same_schema_for_anthropic() -> None:
+    """A JSON pointer through a tuple's ``items`` or ``additionalItems`` follows them to ``prefixItems`` and ``items``."""
+    from jsonschema import Draft7Validator, Draft202012Validator
+
+    export = export_tools([_tool("t", TUPLE_REFS)], "anthropic")
+    sent = export.tools[0]["input_schema"]
+    assert sent["properties"]["q"] == {"$ref": "#/properties/p/prefixItems/1"}
+    assert sent["properties"]["r"] == {"$ref": "#/properties/t/items", "description": "R."}
+    assert sent["properties"]["s"] == {"$ref": "#/definitions/a%20pair/prefixItems/0"}
+    assert (
+        "$.q: $ref '#/properties/p/items/1' rewritten as '#/properties/p/prefixItems/1', where the rewrite moved what it names"
+        in export.notes["t"]
+    )
+    before, after = Draft7Validator(TUPLE_REFS), Draft202012Validator(sent)
+    samples: list[Any] = [
+        {"p": ["ab", 1], "q": 5},
+        {"p": ["ab", 1], "q": "x"},
+        {"p": ["ab", 1], "t": ["a", True], "r": False},
+        {"p": ["ab", 1], "r": "x"},
+        {"p": ["ab", 1], "s": 1},
+        {"p": ["ab", 1], "s": 2},
+    ]
+    for instance in samples:
+        assert before.is_valid(instance) == after.is_valid(instance), instance
+
+
+def test_a_ref_to_a_place_the_anthropic_rewrite_drops_is_sent_as_any_value() -> None:
+    schema = {
+        "$schema": "http://json-schema.org/draft-07/schema#",
+        "type": "object",
+        "properties": {
+            "a": {"type": "array", "items": {"type": "integer"}, "additionalItems": {"type": "string"}},
+            "s": {"$ref": "#/properties/a/additionalItems", "title": "S"},
+        },
+    }
+    export = export_tools([_tool("t", schema)], "anthropic")
+    assert export.tools[0]["input_schema"]["properties"]["s"] == {"title": "S"}
+    assert (
+        "$.s: $ref '#/properties/a/additionalItems' names a place the rewrite drops, so it is sent as any value (calls "
+        "are still validated with it)" in export.notes["t"]
+    )
+
+
 def test_a_2020_12_schema_goes_to_anthropic_as_it_is() -> None:
     tool = _tool("f", {"type": "object", "properties": {"a": {"type": "array", "prefixItems": [{"type": "string"}]}}})
     export = export_tools([tool], "anthropic", copy=False)

@@ -378,11 +378,55 @@ class ReturnsCoroutine:
 
 
 def test_a_misspelled_optional_hook_and_a_hook_that_returns_a_coroutine_fail() -> None:
-    with pytest.raises(AssertionError, match=r"harness_post_cal implements harness_post_cal, which no hook spec names"):
+    with pytest.raises(
+        AssertionError,
+        match=r"harness_post_cal implements harness_post_cal, which no hook spec names, .*: a misspelling of harness_post_call",
+    ):
         suite(PluginTests, plugin_factory=TypoHook).test_hooks_match_specs()
     with pytest.raises(AssertionError, match=r"harness_post_call returned a coroutine, which nothing awaits"):
         suite(PluginTests, plugin_factory=ReturnsCoroutine).test_hooks_are_plain_functions()
     suite(PluginTests, plugin_factory=Envelope).test_hooks_are_plain_functions()
+
+
+# ---------------------------------------------------------------------- an optional hook of a newer harness-one
+
+
+class Forward:
+    """Implements a hook a newer harness-one defines, marked optional so that it loads on this one too."""
+
+    name = "forward"
+
+    @hookimpl
+    def harness_post_call(self, call: Call) -> None:
+        return None
+
+    @hookimpl(optionalhook=True)
+    def harness_tool_retired(self, tool: Any) -> None:
+        return None
+
+
+FORWARD = """
+from harness_one.testing import PluginTests
+from test_kit_more import Forward
+
+
+class TestForward(PluginTests):
+    plugin_factory = Forward
+"""
+
+
+def test_an_optional_hook_of_a_newer_harness_one_passes_and_is_listed(pytester: pytest.Pytester) -> None:
+    suite(PluginTests, plugin_factory=Forward).test_hooks_match_specs()  # run outside pytest: no summary, no failure
+    pytester.makepyfile(test_forward=FORWARD)
+    pytester.syspathinsert(Path(__file__).parent)
+    inner = pytester.runpytest("-p", "no:cacheprovider", "-k", "test_hooks_match_specs")
+    inner.assert_outcomes(passed=1)
+    inner.stdout.fnmatch_lines(
+        [
+            "test_forward.py::TestForward: test_hooks_match_specs: harness_tool_retired implements harness_tool_retired "
+            "(optionalhook=True), which no hook spec of this harness-one names: a newer harness-one's hook, never called here"
+        ]
+    )
 
 
 # ---------------------------------------------------------------------- a registry without the plugin

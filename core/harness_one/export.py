@@ -21,7 +21,7 @@ from collections.abc import Iterable, Mapping
 from copy import deepcopy
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
-from urllib.parse import urldefrag
+from urllib.parse import quote, unquote, urldefrag
 
 from ._errors import ToolDefinitionError
 from ._formats import FORMATS, check_format
@@ -1056,6 +1056,7 @@ def _draft_2020(schema: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
         return schema, []
     id_key = _id_key(dialect)
     notes = [f"$: $schema ({_DRAFT_NAMES[dialect]}) dropped and the schema written as draft 2020-12, as Anthropic reads it"]
+    moved = _moved_refs(schema, dialect)
 
     def name(key: str, value: Any, path: str, out: dict[str, Any]) -> None:
         """``id``/``$id``: a fragment-only one (``#name``) as ``$anchor``, ``uri#name`` as both."""
@@ -1071,6 +1072,17 @@ def _draft_2020(schema: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
     def walk(node: Any, path: str) -> Any:
         if not isinstance(node, dict):
             return node
+        if id(node) in moved:
+            ref, target = moved[id(node)]
+            if target is None:
+                notes.append(
+                    f"{path}: $ref {ref!r} names a place the rewrite drops, so it is sent as any value (calls are "
+                    "still validated with it)"
+                )
+                node = {k: v for k, v in node.items() if k != "$ref" and (dialect > 7 or k in _REF_ANNOTATIONS)}
+            else:
+                notes.append(f"{path}: $ref {ref!r} rewritten as {target!r}, where the rewrite moved what it names")
+                node = {**node, "$ref": target}
         if "$ref" in node and dialect <= 7 and set(node) - _REF_ANNOTATIONS - {"$ref"}:
             dropped = sorted(set(node) - _REF_ANNOTATIONS - {"$ref"})
             notes.append(f"{path}: {', '.join(dropped)} beside $ref dropped ({_DRAFT_NAMES[dialect]} ignores them)")
@@ -1110,6 +1122,56 @@ def _draft_2020(schema: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
         return out
 
     return walk(schema, "$"), notes
+
+
+def _moved_refs(schema: dict[str, Any], dialect: int) -> dict[int, tuple[str, str | None]]:
+    """The ``$ref``s of ``schema`` (a draft 4 to 2019-09 one) whose JSON pointer passes where :func:`_draft_2020`
+    moves or drops a subschema, by the ``id`` of the schema holding each: the reference, and what it becomes (its
+    pointer through ``prefixItems`` for a tuple's ``items``, through ``items`` for ``additionalItems``), or ``None``
+    where it names a place the rewrite drops (``additionalItems`` without a tuple, a sibling of ``$ref`` in drafts
+    4-7)."""
+    found = _walk(schema, dialect)
+    moved: dict[int, tuple[str, str | None]] = {}
+    for path, ref, target in found.refs:
+        uri, fragment = urldefrag(target)
+        if path[-1] != "$ref" or not fragment.startswith("/"):
+            continue  # an anchor, or the resource itself: nothing in between moves
+        rewritten = _pointer_in_2020(found.resources[uri], fragment, dialect)
+        if rewritten != fragment:
+            holder = functools.reduce(lambda node, step: node[step], path[:-1], schema)
+            moved[id(holder)] = (ref, None if rewritten is None else ref.partition("#")[0] + "#" + rewritten)
+    return moved
+
+
+def _pointer_in_2020(resource: Any, fragment: str, dialect: int) -> str | None:
+    """The JSON pointer ``fragment`` (of a ``$ref`` into ``resource``) as it reads once :func:`_draft_2020` rewrote
+    the resource: ``fragment`` itself if nothing on its way moved, ``None`` if it passes where the rewrite drops."""
+    tokens = unquote(fragment).split("/")
+    node, kind = resource, "one"
+    for at, escaped in enumerate(tokens[1:], 1):
+        token = escaped.replace("~1", "/").replace("~0", "~")
+        if kind == "one":
+            if not isinstance(node, dict) or token not in node:
+                return fragment  # no schema (a boolean), or a pointer the definition checks let through: as it is
+            if dialect <= 7 and "$ref" in node and token not in _REF_ANNOTATIONS and token != "$ref":
+                return None
+            tuple_items = isinstance(node.get("items"), list)
+            if token == "additionalItems" and not tuple_items:
+                return None
+            if token in ("items", "additionalItems") and tuple_items:
+                tokens[at] = "prefixItems" if token == "items" else "items"
+            node, kind = node[token], _position(token, node[token])
+        elif kind in ("list", "map"):
+            if isinstance(node, list) and token.isdigit() and int(token) < len(node):
+                node, kind = node[int(token)], "one"
+            elif isinstance(node, dict) and token in node:
+                node, kind = node[token], "one"
+            else:
+                return fragment
+        else:
+            break  # data (an enum, a default): the rewrite copies it as it is
+    changed = "/".join(tokens)
+    return fragment if changed == unquote(fragment) else quote(changed, safe="/~!$&'()*+,;=:@")
 
 
 def to_anthropic(tool: Tool) -> dict[str, Any]:

@@ -7,6 +7,7 @@ import asyncio
 import contextvars
 import copy
 import dataclasses
+import difflib
 import functools
 import gc
 import inspect
@@ -46,6 +47,8 @@ from .._tool import Tool
 from ..hookspecs import PER_CALL_HOOKS, PROJECT, hookimpl
 from ._audit import blocking_calls
 from ._suite import BoundedClock, Suite, _own_code, _where, run_async
+from .pytest_plugin import _KEY as _NOTES
+from .pytest_plugin import _suite_of
 
 __all__ = ["PluginTests", "footprint"]
 
@@ -143,6 +146,16 @@ def _waiting_probe(reached: list[int], release: asyncio.Event) -> Callable[..., 
 _LRU_CACHE = type(functools.lru_cache(maxsize=None)(len))
 #: The names of the hooks: a stuck frame of the code under test by one of these names is the plugin's hook.
 _HOOK_NAMES = frozenset(n for n in dir(hookspecs) if n.startswith("harness_"))
+#: How alike (``difflib``'s ratio, of the names after ``harness_``) an ``optionalhook`` no spec names is to a spec's
+#: name for it to be a misspelling of that spec rather than a hook of a newer harness-one.
+_MISSPELLED = 0.85
+
+
+def _misspelling_of(hook: str) -> str | None:
+    """The hook spec ``hook`` (a name no spec has) misspells, if its name is that close to one."""
+    specs = {name.removeprefix("harness_"): name for name in _HOOK_NAMES}
+    close = difflib.get_close_matches(hook.removeprefix("harness_"), list(specs), n=1, cutoff=_MISSPELLED)
+    return specs[close[0]] if close else None
 
 
 def _hook_frame(frame: FrameType) -> str | None:
@@ -558,6 +571,22 @@ class PluginTests(Suite, standard=True, provided=("make_plugin", "call_options",
         """A stuck check names the plugin's hook it waits in."""
         return _hook_frame
 
+    #: Where the running check's notes go: the summary's list for the suite, and the check's name (run by pytest).
+    _harness_notes: tuple[dict[str, list[str]], str, str] | None = None
+
+    @pytest.fixture(autouse=True)
+    def _harness_one_notes(self, request: pytest.FixtureRequest) -> None:
+        """Lets a check add a note to the summary (the pytest plugin's list of this suite's)."""
+        notes = request.config.stash.get(_NOTES, None)
+        if notes is not None:
+            self._harness_notes = (notes, _suite_of(request.node), request.node.name)
+
+    def _note(self, line: str) -> None:
+        """Note ``line`` in the summary, under the suite and the running check (nowhere, run outside pytest)."""
+        if self._harness_notes is not None:
+            notes, suite, check = self._harness_notes
+            notes.setdefault(suite, []).append(f"{check}: {line}")
+
     # ------------------------------------------------------------------ building
 
     def make_plugin(self) -> Any:
@@ -697,7 +726,9 @@ class PluginTests(Suite, standard=True, provided=("make_plugin", "call_options",
 
     def test_hooks_match_specs(self) -> None:
         """Every ``harness_*`` function is a marked implementation of a hook spec, as pluggy validates it, and every
-        marked implementation names a hook spec (``optionalhook=True`` too)."""
+        marked implementation names a hook spec. One marked ``optionalhook=True`` may name a hook no spec of this
+        harness-one has (a newer one's, which it implements and still loads here), listed in the summary, but not
+        a misspelling of a spec's name (one as alike as ``harness_post_cal`` to ``harness_post_call``)."""
         plugin = self.make_plugin()
         problems = []
         manager = pluggy.PluginManager(PROJECT)
@@ -708,17 +739,30 @@ class PluginTests(Suite, standard=True, provided=("make_plugin", "call_options",
         except pluggy.PluginValidationError as exc:
             problems.append(str(exc))
         marked = _impls(plugin)
+        newer: list[_Impl] = []
         for attr in dir(plugin):
             if attr.startswith("harness_") and callable(getattr(plugin, attr, None)) and attr not in marked:
                 problems.append(f"{attr} is not marked with @hookimpl, so it is never called")
         for impl in marked.values():
             caller = getattr(manager.hook, impl.hook, None)
-            if getattr(caller, "spec", None) is None:
+            if getattr(caller, "spec", None) is not None:
+                continue
+            meant = _misspelling_of(impl.hook)
+            if not getattr(impl.fn, _MARK).get("optionalhook"):
+                problems.append(f"{impl.attr} implements {impl.hook}, which no hook spec names, so it is never called")
+            elif meant is not None:
                 problems.append(
-                    f"{impl.attr} implements {impl.hook}, which no hook spec names, so it is never called (a misspelling? "
-                    "optionalhook=True keeps pluggy from saying so)"
+                    f"{impl.attr} implements {impl.hook}, which no hook spec names, so it is never called: a misspelling "
+                    f"of {meant}? (optionalhook=True keeps pluggy from saying so)"
                 )
+            else:
+                newer.append(impl)
         assert not problems, "hook implementations that do not match the hook specs:\n  - " + "\n  - ".join(problems)
+        for impl in newer:
+            self._note(
+                f"{impl.attr} implements {impl.hook} (optionalhook=True), which no hook spec of this harness-one "
+                "names: a newer harness-one's hook, never called here"
+            )
 
     def test_hooks_are_plain_functions(self) -> None:
         """No hook is a coroutine or generator (pluggy never awaits), nor returns an awaitable (a coroutine of an
