@@ -700,11 +700,37 @@ def _is_array(kind: Any) -> bool:
     return kind == "array" or (isinstance(kind, list) and "array" in kind)
 
 
+def _lacks_items(node: dict[str, Any]) -> bool:
+    """Whether an array schema in ``node`` has no ``items``: a look without paths (most schemas have none)."""
+    if "type" in node and _is_array(node["type"]) and "items" not in node:
+        return True
+    for key, value in node.items():
+        kind = _POSITIONS.get(key)
+        if kind is None:
+            continue
+        if kind == "map" and isinstance(value, dict):
+            subs: Iterable[Any] = value.values()
+        elif isinstance(value, dict):
+            if _lacks_items(value):
+                return True
+            continue
+        elif isinstance(value, list):
+            subs = value
+        else:
+            continue
+        for sub in subs:
+            if isinstance(sub, dict) and _lacks_items(sub):
+                return True
+    return False
+
+
 def _with_items(schema: dict[str, Any], provider: str) -> tuple[dict[str, Any], list[str]]:
     """``schema`` with ``items: {}`` (any items: what a missing ``items`` means) added to every array schema without
     ``items``, which ``provider`` refuses, failing the whole request; a note for each. ``schema`` itself when none
     lacks them (no copy)."""
     notes: list[str] = []
+    if not _lacks_items(schema):
+        return schema, notes
 
     def walk(node: Any, path: str) -> Any:
         if not isinstance(node, dict):
