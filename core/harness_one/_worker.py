@@ -76,7 +76,8 @@ def recv(fd: int) -> bytes:
 
 
 def _session_members(sid: int) -> list[int]:
-    """The pids of the live processes in session ``sid`` (Linux: from ``/proc``; elsewhere none).
+    """The pids of the live processes in session ``sid`` (Linux: from ``/proc``; elsewhere none): of a
+    process started in a session of its own (``start_new_session``), its whole process group and more.
 
     A zombie is left out: it cannot fork, and killing it again would not end it (its parent
     reaps it), so a scan that kept finding it would repeat to its limit.

@@ -67,6 +67,7 @@ from harness_one._log import log_event
 from harness_one._render import safe_text
 from harness_one._requests import leading_members
 from harness_one._schema import without_bad_defaults
+from harness_one._worker import _session_members
 
 from ._spec import ERROR_META_KEY, MAX_REPLY_BYTES, McpSpec, McpSpecError, is_byte_count
 from ._stdio import _detail
@@ -258,8 +259,9 @@ if sys.platform != "win32" and inspect.iscoroutinefunction(_spawn):
 
 
 def _group_alive(group: int) -> bool:
-    """Whether a process of ``group`` still runs: one that ended but is not yet reaped (a zombie, whose parent may
-    never reap it, as PID 1 without an init does not) is not running, though ``killpg(group, 0)`` still finds it."""
+    """Whether a process of ``group`` (a server started in a session of its own) still runs: one that ended but is not
+    yet reaped (a zombie, whose parent may never reap it, as PID 1 without an init does not) is not running, though
+    ``killpg(group, 0)`` still finds it."""
     try:
         os.killpg(group, 0)
     except ProcessLookupError:
@@ -268,14 +270,7 @@ def _group_alive(group: int) -> bool:
         pass
     if not os.path.exists("/proc/self/stat"):  # no Linux /proc: the signal is all there is to go by
         return True
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            with contextlib.suppress(OSError, ValueError, IndexError):
-                with open(f"/proc/{entry}/stat", encoding="utf-8", errors="replace") as stat:
-                    fields = stat.read().rsplit(")", 1)[1].split()  # (the command name may hold ")")
-                if int(fields[2]) == group and fields[0] not in ("Z", "X"):
-                    return True
-    return False
+    return bool(_session_members(group))
 
 
 async def _end_group(group: int) -> None:

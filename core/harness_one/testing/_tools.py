@@ -34,6 +34,7 @@ from .._registry import ToolRegistry
 from .._render import render_value
 from .._schema import analyse
 from .._tool import Tool
+from .._worker import _session_members
 from ..export import GEMINI_NAME, StrictSchemaError, export_tools
 from . import _audit
 from ._suite import BoundedClock, Overran, Suite, _where, bounded, run_async
@@ -355,8 +356,8 @@ def _bound(load_budget: float) -> float:
 
 
 def _group_left(group: int) -> list[str] | None:
-    """The processes still running in process group ``group`` (their command lines where ``/proc`` says; ended
-    ones not yet reaped are not running), or None when none is."""
+    """The processes still running in process group ``group`` (the probe's own session: their command lines where
+    ``/proc`` says; ended ones not yet reaped are not running), or None when none is."""
     try:
         os.killpg(group, 0)
     except (ProcessLookupError, PermissionError):
@@ -364,15 +365,11 @@ def _group_left(group: int) -> list[str] | None:
     if not os.path.isdir("/proc"):
         return ["a process (its command line unknown)"]
     found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            with suppress(OSError, ValueError, IndexError):
-                with open(f"/proc/{entry}/stat", encoding="utf-8", errors="replace") as stat:
-                    fields = stat.read().rsplit(")", 1)[1].split()
-                if int(fields[2]) == group and fields[0] not in ("Z", "X"):
-                    with open(f"/proc/{entry}/cmdline", "rb") as cmd:
-                        line = cmd.read().replace(b"\0", b" ").decode(errors="replace").strip()
-                    found.append(f"pid {entry}: {line[:120]}")
+    for pid in _session_members(group):
+        with suppress(OSError):
+            with open(f"/proc/{pid}/cmdline", "rb") as cmd:
+                line = cmd.read().replace(b"\0", b" ").decode(errors="replace").strip()
+            found.append(f"pid {pid}: {line[:120]}")
     return found or None
 
 
