@@ -174,6 +174,11 @@ def _apply_file(settings: Settings, data: dict[str, Any], where: str) -> None:
     for key in ("url", "redis_url"):
         if key in state and not isinstance(state[key], str):
             raise ConfigError(f"{where}: [state] {key} must be a string (e.g. 'redis://host:6379/0'), not {state[key]!r}")
+        if key in state and not state[key].strip():  # (an empty HARNESS_ONE_STATE is unset: this is no variable)
+            raise ConfigError(
+                f"{where}: [state] {key} is empty: give a state URL ('memory:', a SQLite file, 'redis://host:6379/0'), "
+                "or leave the key out for the default SQLite file"
+            )
     if "url" in state or "redis_url" in state:  # redis_url, when given, puts all shared state on Redis
         settings.state = state.get("redis_url") or state["url"]
     prefix = state.get("prefix")
@@ -253,9 +258,11 @@ def load_settings(path: str | None = None) -> Settings:
     settings.tools += [t for t in os.environ.get(ENV_TOOLS, "").split(os.pathsep) if t]
     settings.import_timeout = _import_timeout(os.environ.get(ENV_IMPORT_TIMEOUT, ""))
     if settings.log_format not in (None, "console", "json"):
-        raise ConfigError(f"log format must be 'console' or 'json', not {settings.log_format!r}")
+        where = ENV_LOG_FORMAT if os.environ.get(ENV_LOG_FORMAT) else f"{chosen}: [logging] format"
+        raise ConfigError(f"{where} must be 'console' or 'json', not {settings.log_format!r}")
     if settings.log_level.lower() not in ("debug", "info", "warning", "error"):
-        raise ConfigError(f"log level must be debug, info, warning or error, not {settings.log_level!r}")
+        where = ENV_LOG_LEVEL if os.environ.get(ENV_LOG_LEVEL) else f"{chosen}: [logging] level"
+        raise ConfigError(f"{where} must be debug, info, warning or error, not {settings.log_level!r}")
     return settings
 
 

@@ -47,6 +47,7 @@ __all__ = [
     "Request",
     "drop_nulls",
     "leading_members",
+    "long_number_text",
     "parse_call",
     "parse_line",
     "read_object",
@@ -337,10 +338,7 @@ def parse_line(line: bytes | str) -> Request | Decision:
     try:
         data = load_json(line)
     except LongNumber as exc:
-        raise BadRequest(
-            f"{exc.path}: expected a number of at most {exc.limit} digits, got {exc.digits} digits",
-            _id_in(line),
-        ) from None
+        raise BadRequest(long_number_text(exc), _id_in(line)) from None
     except RecursionError:
         raise BadRequest("the line is nested too deeply to read", _id_in(line)) from None
     except ValueError as exc:
@@ -348,6 +346,11 @@ def parse_line(line: bytes | str) -> Request | Decision:
     if not isinstance(data, dict):
         raise BadRequest(f"a request must be a JSON object, not {_kind(data)}")
     return _item(data)
+
+
+def long_number_text(exc: LongNumber) -> str:
+    """What an integer too long to read is called where JSON text is read (a ``run`` line, ``call --args``)."""
+    return f"{exc.path}: expected a number of at most {exc.limit} digits, got {exc.digits} digits"
 
 
 def _item(data: dict[str, Any]) -> Request | Decision:

@@ -3,25 +3,69 @@
 from __future__ import annotations
 
 import json
+import os
 import shlex
+from typing import Any
 
 import click
 
-from ._main import answers_out, dumps, exit_code, lost, main, state_of, write_line
+from ._main import answers_out, dumps, exit_code, lost, main, printable, state_of, write_line
 
-__all__ = ["call"]
+__all__ = ["call", "outcome_details"]
+
+
+def outcome_details(result: Any) -> dict[str, Any]:
+    """What a successful answer of ``call`` and ``run`` says beyond its result: ``attempts`` when a
+    retry ran the tool more than once, ``"ran": false`` when an earlier outcome answered (an
+    idempotent replay, a cache hit)."""
+    details: dict[str, Any] = {}
+    if result.ok:
+        if result.attempts > 1:
+            details["attempts"] = result.attempts
+        if not result.ran:
+            details["ran"] = False
+    return details
+
+
+def _utf8(ctx: click.Context, param: click.Parameter, text: str | None) -> str | None:
+    """``text`` as given on the command line, refused when its bytes were not UTF-8 (the
+    interpreter keeps each such byte as a lone surrogate, which no tool, key or JSON can hold)."""
+    if text is None or text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        pass
+    try:
+        os.fsencode(text).decode("utf-8")  # the bytes the command line held
+    except UnicodeDecodeError as exc:
+        raise click.BadParameter(f"not valid UTF-8 (byte 0x{exc.object[exc.start]:02x} at position {exc.start})") from None
+    except UnicodeEncodeError as exc:  # a lone surrogate no byte gave (an embedding process's argument)
+        raise click.BadParameter(
+            f"not valid UTF-8 (a lone surrogate U+{ord(text[exc.start]):04X} at position {exc.start})"
+        ) from None
+    raise click.BadParameter("not valid UTF-8")  # surrogates that stand for UTF-8 bytes: not what was typed
 
 
 def _json_object(text: str, option: str) -> dict[str, object]:
+    """``--args`` or ``--context``: a JSON object, read as ``run`` reads a request line."""
+    from .._arguments import LongNumber, load_json
+    from .._requests import _kind, long_number_text
+
     try:
-        value = json.loads(text)
-    except (ValueError, RecursionError) as exc:
+        value = load_json(text)
+    except LongNumber as exc:
+        raise click.BadParameter(long_number_text(exc), param_hint=option) from None
+    except RecursionError:
+        raise click.BadParameter("nested too deeply to read", param_hint=option) from None
+    except ValueError as exc:
         shown = str(exc).split(";")[0]
         if text.startswith("\ufeff"):  # `--args "$(cat file.json)"` of a file saved as "UTF-8 with BOM"
             shown = "it starts with a UTF-8 byte-order mark: save the file as UTF-8 without one"
         raise click.BadParameter(f"not valid JSON: {shown}", param_hint=option) from None
     if not isinstance(value, dict):
-        raise click.BadParameter(f"must be a JSON object, not {type(value).__name__}", param_hint=option)
+        raise click.BadParameter(f"must be a JSON object, not {_kind(value)}", param_hint=option)
     return value
 
 
@@ -100,12 +144,17 @@ def _to_approve(
 # allow_extra_args: words after NAME reach the command, which says how to pass arguments
 # instead of click's bare "Got unexpected extra argument".
 @main.command(context_settings={"allow_extra_args": True})
-@click.argument("name")
-@click.option("--args", "arguments", default="{}", metavar="JSON", help="The arguments, a JSON object.")
+@click.argument("name", callback=_utf8)
+@click.option("--args", "arguments", default="{}", metavar="JSON", callback=_utf8, help="The arguments, a JSON object.")
 @click.option(
-    "--context", "context_json", default=None, metavar="JSON", help="Caller context (e.g. a user id for keyed rate limits)."
+    "--context",
+    "context_json",
+    default=None,
+    metavar="JSON",
+    callback=_utf8,
+    help="Caller context (e.g. a user id for keyed rate limits).",
 )
-@click.option("--idempotency-key", default=None, help="Replay the first outcome of this key.")
+@click.option("--idempotency-key", default=None, callback=_utf8, help="Replay the first outcome of this key.")
 @click.option(
     "--strict",
     is_flag=True,
@@ -117,8 +166,8 @@ def call(
 ) -> None:
     """Call tool NAME once and print its answer as JSON; the exit code tells the outcome.
 
-    A malformed --args or --context is a usage error (exit 2): what the tool refuses is the
-    tool's answer (exit 4). On an error, the text the model would read also goes to stderr, as
+    A malformed --args or --context, or an argument that is not UTF-8, is a usage error (exit 2):
+    what the tool refuses is the tool's answer (exit 4). On an error, the text the model would read also goes to stderr, as
     does what the tool prints. Exit 70 when the answer cannot be written (stdout closed).
     A call that needs a person's approval is not run (exit 8): nothing here can approve it, so
     stderr says how to, with ``run``.
@@ -137,12 +186,12 @@ def call(
     from .._approval import not_asked
 
     result = not_asked(outcome, "one_shot")  # no decision can reach this process: withdrawn, and said so
-    if not result.ok:
-        click.echo(result.for_model(), err=True)
+    if not result.ok:  # the error quotes what the model sent: no escape sequence reaches the terminal
+        click.echo(printable(result.for_model()), err=True)
     if result is not outcome:  # it was held for approval
-        click.echo(_to_approve(ctx, name, args, context, idempotency_key), err=True)
+        click.echo(printable(_to_approve(ctx, name, args, context, idempotency_key)), err=True)
     try:
-        write_line(out, dumps(result.to_dict(), indent=2))
+        write_line(out, dumps({**result.to_dict(), **outcome_details(result)}, indent=2))
     except Exception as exc:  # a closed or broken stdout
         lost(ctx, "call", f"{type(exc).__name__}: {exc}")
     if not result.ok:

@@ -4,14 +4,36 @@ from __future__ import annotations
 
 import shutil
 import textwrap
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from .._formats import FORMATS
-from ._main import EXIT_CODES, dumps, main, printable, state_of
+from ._main import EXIT_CODES, answers_out, dumps, lost, main, printable, state_of, write_line
 
-__all__ = ["describe", "export", "list_tools"]
+if TYPE_CHECKING:
+    from .._stdout import Writer
+
+__all__ = ["UnknownTool", "describe", "emit", "export", "list_tools"]
+
+
+class UnknownTool(click.ClickException):
+    """A tool name no tool has: ``Error: Unknown tool 'x'. Available tools: ...``, exit 3, as ``call`` has it.
+    The name is shown escaped: a line break in it cannot forge a line of output."""
+
+    exit_code = EXIT_CODES["not_found"]
+
+    def __init__(self, message: str) -> None:
+        super().__init__(printable(message, one_line=True))
+
+
+def emit(ctx: click.Context, out: Writer, command: str, text: str) -> None:
+    """Write ``text`` (and a newline) to ``command``'s stdout (from :func:`answers_out`), in UTF-8:
+    stdout closed or its reader gone, one line on stderr and exit 70, as for ``call``."""
+    try:
+        write_line(out, text)
+    except Exception as exc:  # a broken pipe, a closed stream
+        lost(ctx, command, f"{type(exc).__name__}: {exc}")
 
 
 def _limit(limit: Any) -> dict[str, Any] | None:
@@ -52,36 +74,40 @@ def _cells(row: dict[str, Any]) -> list[str]:
 @click.pass_context
 def list_tools(ctx: click.Context, as_json: bool) -> None:
     """List the tools: name, source package, rate limit, timeout, idempotent, description."""
+    from .._render import safe_text
+
+    columns = shutil.get_terminal_size((120, 24)).columns  # stdout's, before fd 1 points at stderr
+    out = answers_out(ctx, "list")  # before the tools load: what they print goes to stderr
     registry = state_of(ctx).registry()
     rows = [_row(t, registry) for t in registry.tools()]
     if as_json:
-        click.echo(dumps(rows, indent=2))
+        emit(ctx, out, "list", dumps(rows, indent=2))
         return
     headers = ["NAME", "SOURCE", "RATE_LIMIT", "TIMEOUT", "IDEMPOTENT"]
     cells = [_cells(r) for r in rows]
     widths = [max([len(h)] + [len(c[i]) for c in cells]) for i, h in enumerate(headers)]
     left = sum(widths) + 2 * len(widths)
-    room = max(20, shutil.get_terminal_size((120, 24)).columns - left)
-    click.echo("  ".join(h.ljust(w) for h, w in zip(headers, widths)) + "  DESCRIPTION")
+    room = max(20, columns - left)
+    table = ["  ".join(h.ljust(w) for h, w in zip(headers, widths)) + "  DESCRIPTION"]
     for row, cell in zip(rows, cells):
-        lines = textwrap.wrap(printable(row["description"]), room) or [""]
-        click.echo(("  ".join(c.ljust(w) for c, w in zip(cell, widths)) + "  " + lines[0]).rstrip())
-        for more in lines[1:]:
-            click.echo(" " * left + more)
+        lines = textwrap.wrap(printable(safe_text(row["description"])), room) or [""]
+        table.append(("  ".join(c.ljust(w) for c, w in zip(cell, widths)) + "  " + lines[0]).rstrip())
+        table += [" " * left + more for more in lines[1:]]
+    emit(ctx, out, "list", "\n".join(table))
 
 
 @main.command()
 @click.argument("name")
 @click.pass_context
 def describe(ctx: click.Context, name: str) -> None:
-    """Show a tool's schema, policies and metadata as JSON."""
+    """Show a tool's schema, policies and metadata as JSON (exit 3 for an unknown tool)."""
     from .. import ToolNotFound
 
+    out = answers_out(ctx, "describe")  # before the tools load: what they print goes to stderr
     try:
         tool = state_of(ctx).registry().get(name)
     except ToolNotFound as err:
-        click.echo(str(err), err=True)
-        ctx.exit(EXIT_CODES["not_found"])
+        raise UnknownTool(str(err)) from None
     limit = tool.rate_limit
     info = {
         **tool.describe(),
@@ -111,7 +137,7 @@ def describe(ctx: click.Context, name: str) -> None:
         "tags": sorted(tool.tags),
         "output_schema": tool.output_schema,
     }
-    click.echo(dumps(info, indent=2))
+    emit(ctx, out, "describe", dumps(info, indent=2))
 
 
 @main.command()
@@ -127,20 +153,23 @@ def describe(ctx: click.Context, name: str) -> None:
 @click.option("--name", "names", multiple=True, metavar="TOOL", help="Only this tool (repeatable).")
 @click.pass_context
 def export(ctx: click.Context, fmt: str, strict: bool, strict_auto: bool, names: tuple[str, ...]) -> None:
-    """Print the tools' definitions in a provider's format (JSON); notes about conversions go to stderr."""
+    """Print the tools' definitions in a provider's format (JSON); notes about conversions go to stderr.
+
+    Exit 3 when a --name names no tool, 1 when --strict meets a tool that cannot be strict."""
     from .. import ToolDefinitionError, ToolNotFound
 
     if strict and strict_auto:
         raise click.UsageError("--strict and --strict-auto exclude each other")
+    out = answers_out(ctx, "export")  # before the tools load: what they print goes to stderr
     try:
         result = state_of(ctx).registry().export(fmt, strict="auto" if strict_auto else strict, names=names or None, copy=False)
     except ToolNotFound as exc:
-        raise click.UsageError(str(exc)) from None
-    except ToolDefinitionError as exc:
-        raise click.ClickException(str(exc)) from None
+        raise UnknownTool(str(exc)) from None
+    except ToolDefinitionError as exc:  # the schema parts a tool's package wrote: no escape reaches the terminal
+        raise click.ClickException(printable(str(exc))) from None
     except ValueError as exc:  # --strict for a format without strict mode
         raise click.UsageError(str(exc)) from None
-    click.echo(dumps(result.tools, indent=2))
+    emit(ctx, out, "export", dumps(result.tools, indent=2))
     for tool, notes in result.notes.items():
         for note in notes:
-            click.echo(f"{tool}: {note}", err=True)
+            click.echo(printable(f"{tool}: {note}", one_line=True), err=True)

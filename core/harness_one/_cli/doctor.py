@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from ._main import dumps, main, printable, state_of
+from ._main import answers_out, dumps, main, printable, state_of
+from .catalog import emit
 
 if TYPE_CHECKING:
     from .._registry import ToolRegistry
@@ -48,10 +49,14 @@ def _unenforced(registry: ToolRegistry) -> list[str]:
 
 def _blocked(registry: ToolRegistry, block: list[str]) -> list[str]:
     """The plugins ``registry`` keeps out: of those the configuration's ``block`` and
-    ``HARNESS_ONE_BLOCK_PLUGINS`` name, each it blocked."""
+    ``HARNESS_ONE_BLOCK_PLUGINS`` name, each installed one it blocked. A name no installed plugin
+    has blocks nothing (a typo, ``cahce``): the registry reports it as a load failure instead."""
+    from .._entrypoints import PLUGIN_GROUP, entry_points
     from .._plugins import ENV_BLOCK, _env_names
 
-    return sorted(name for name in {*block, *_env_names(ENV_BLOCK)} if registry.plugins.is_blocked(name))
+    installed = {ep.name for ep in entry_points(PLUGIN_GROUP)}
+    named = {*block, *_env_names(ENV_BLOCK)} & installed
+    return sorted(name for name in named if registry.plugins.is_blocked(name))
 
 
 @main.command()
@@ -62,7 +67,9 @@ def doctor(ctx: click.Context, as_json: bool) -> None:
     no active plugin enforces (exit 1 if any)."""
     from .. import __version__
     from .._redact import redact
+    from .._render import safe_text
 
+    out = answers_out(ctx, "doctor")  # before the tools load: what they print goes to stderr
     state = state_of(ctx)
     state.lenient = True  # report broken --tools and MCP servers instead of stopping at them
     registry = state.registry()
@@ -90,11 +97,12 @@ def doctor(ctx: click.Context, as_json: bool) -> None:
         "unenforced": _unenforced(registry),
     }
     if as_json:
-        click.echo(dumps(report, indent=2))
+        emit(ctx, out, "doctor", dumps(report, indent=2))
     else:
+        lines: list[str] = []
 
         def say(line: str) -> None:  # names, sources and errors come from packages and servers: no escape reaches the terminal
-            click.echo(printable(line))
+            lines.append(printable(safe_text(line)))
 
         say(f"harness-one {report['harness_one']} on Python {report['python']}; config: {report['config'] or 'none'}")
         say(f"State: {report['state']}")
@@ -122,5 +130,6 @@ def doctor(ctx: click.Context, as_json: bool) -> None:
         say(f"Unenforced policies: {len(report['unenforced']) or 'none'}")
         for line in report["unenforced"]:
             say(f"  {line}")
+        emit(ctx, out, "doctor", "\n".join(lines))
     if report["failures"] or report["conflicts"] or report["unenforced"]:
         ctx.exit(1)

@@ -34,6 +34,7 @@ import click
 
 from .._errors import APPROVAL_REQUIRED, _seconds, exception_text
 from ._main import EX_SOFTWARE, answers_out, main, printable, state_of, write_line
+from .calls import outcome_details
 
 if TYPE_CHECKING:
     from .._requests import Decision, Request
@@ -181,14 +182,9 @@ def _count(number: int, noun: str) -> str:
 
 
 def _answer_for(rid: Any, result: Any) -> dict[str, Any]:
-    """The answer line for a :class:`~harness_one.CallResult`."""
+    """The answer line for a :class:`~harness_one.CallResult` (``attempts`` and ``ran`` as ``call`` gives them)."""
     if result.ok:
-        answer: dict[str, Any] = {"id": rid, "ok": True, "result": result.value}
-        if result.attempts > 1:
-            answer["attempts"] = result.attempts
-        if not result.ran:  # an earlier outcome answered (an idempotent replay, a cache hit)
-            answer["ran"] = False
-        return answer
+        return {"id": rid, "ok": True, "result": result.value, **outcome_details(result)}
     return {"id": rid, "ok": False, "error": result.error.to_dict()}
 
 
