@@ -126,7 +126,8 @@ class Tool:
         if not isinstance(tool_name, str) or not NAME_PATTERN.match(tool_name):
             fix = "" if name is not None else f" Pass name=... to name this tool (its function's name is {tool_name!r})."
             raise ToolDefinitionError(
-                f"Invalid tool name {tool_name!r}: use 1-64 letters, digits, '_' or '-' (the set every provider accepts).{fix}",
+                f"Invalid tool name {tool_name!r}: use 1-64 letters, digits, '_' or '-' (the names OpenAI and Anthropic accept; "
+                f"Gemini also needs a letter or '_' first, so its export renames the others).{fix}",
                 tool=tool_name if isinstance(tool_name, str) else None,
             )
         tag_set = frozenset((tags,) if isinstance(tags, str) else tags)  # a string is one tag, not its letters

@@ -17,7 +17,8 @@ Every adapter has ``to_<framework>(tool, registry=None, *, context=None)`` and
 ``Tool`` or its ``@defineTool`` function; with no ``tools``, the registry's tools defined in
 code (installed ones must be named). The provider's tool-call id becomes the harness call id,
 and ``context=`` (a mapping, or a function of the framework's run context) becomes
-``Call.context``. Every call goes through the registry, so validation (once, in the harness
+``Call.context``. ``name=`` / ``names=`` set the name the framework shows the model (such as
+``harness_one.export.gemini_name`` for Gemini), while the registry is called by the tool's own. Every call goes through the registry, so validation (once, in the harness
 pipeline), rate limits, timeouts, retries and logging apply however the tool is reached.
 Idempotency needs an ``idempotency_key``, which no adapter passes: a call id is not one.
 Errors reach the agent as the harness's model-readable text.

@@ -10,14 +10,16 @@ A call the harness holds for approval where nothing can approve it is refused wi
 tool that was removed from the registry since is refused with :func:`no_longer_available`,
 which names no other tool. Without ``context=``, an adapter whose framework names its runs
 passes that id as ``Call.context["run_id"]`` (:func:`call_context`), so per-run budgets count
-its calls.
+its calls. ``name=`` / ``names=`` set the name the framework (and so the model) is shown for a
+tool, such as one a provider accepts (:func:`~harness_one.export.gemini_name`): the adapter
+still calls the registry by the tool's own name (:func:`shown_name`, :func:`shown_names`).
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, NoReturn, TypeAlias, TypeVar
 from uuid import UUID
 
@@ -33,12 +35,15 @@ from .._tool import Tool
 __all__ = [
     "RUN_ID",
     "Context",
+    "Name",
+    "Names",
     "NotAsked",
     "ToolLike",
     "approval_needed",
     "approval_possible",
     "call_context",
     "check_context",
+    "check_name",
     "grant_approval",
     "is_json",
     "no_longer_available",
@@ -47,6 +52,8 @@ __all__ = [
     "refusal",
     "resolve",
     "select",
+    "shown_name",
+    "shown_names",
 ]
 
 T = TypeVar("T")
@@ -55,6 +62,10 @@ T = TypeVar("T")
 ToolLike: TypeAlias = str | Tool | Callable[..., Any]
 #: ``context=`` of an adapter: one mapping for every call, or a function of the framework's run context.
 Context: TypeAlias = Mapping[str, Any] | Callable[[T], Mapping[str, Any] | None] | None
+#: ``name=`` of ``to_<framework>``: the name the framework is shown for the tool, or a function of the tool's name.
+Name: TypeAlias = str | Callable[[str], str] | None
+#: ``names=`` of ``as_<framework>_tools``: tool name -> name shown (others keep theirs), or a function of the tool's name.
+Names: TypeAlias = Mapping[str, str] | Callable[[str], str] | None
 #: The ``Call.context`` field an adapter fills with the framework's run id when no ``context=`` is given.
 RUN_ID = "run_id"
 
@@ -119,6 +130,49 @@ def check_context(context: Context[Any]) -> None:
     """Refuse a ``context=`` that is neither a mapping, a function, nor None."""
     if context is not None and not isinstance(context, Mapping) and not callable(context):
         raise TypeError(f"context= must be a mapping, a function of the run context, or None; got {type(context).__name__}.")
+
+
+def check_name(name: object, *, keyword: str = "name") -> None:
+    """Refuse a ``name=`` (a string or a function) or ``names=`` (a mapping or a function) of another type."""
+    if name is None or callable(name):
+        return
+    if keyword == "name" and isinstance(name, str):
+        return
+    if keyword == "names" and isinstance(name, Mapping):
+        return
+    expected = "a string" if keyword == "name" else "a mapping of tool names to the names shown"
+    raise TypeError(f"{keyword}= must be {expected}, a function of the tool's name, or None; got {type(name).__name__}.")
+
+
+def shown_name(tool: Tool, name: Name | Names) -> str:
+    """The name the framework is shown for ``tool``: ``name=`` itself, its entry for the tool, what its function
+    gives for the tool's name; the tool's own name without one. Anything but a non-empty string is a ValueError."""
+    if name is None:
+        return tool.name
+    if isinstance(name, str):
+        shown: object = name
+    elif isinstance(name, Mapping):
+        shown = name.get(tool.name, tool.name)
+    else:
+        shown = name(tool.name)
+    if not isinstance(shown, str) or not shown:
+        raise ValueError(f"The name shown for tool '{tool.name}' must be a non-empty string, got {shown!r}.")
+    return shown
+
+
+def shown_names(tools: Sequence[Tool], names: Names, *, adapter: str) -> list[str]:
+    """The name shown for each of ``tools`` (:func:`shown_name`); two tools shown under one name are a ValueError.
+
+    One tool listed twice is shown twice under its name, as without ``names=``.
+    """
+    shown = [shown_name(t, names) for t in tools]
+    if names is not None and len(set(shown)) < len({t.name for t in tools}):  # one tool may be listed twice
+        owners: dict[str, set[str]] = {}
+        for tool, label in zip(tools, shown, strict=True):
+            owners.setdefault(label, set()).add(tool.name)
+        label, found = next((label, found) for label, found in owners.items() if len(found) > 1)
+        raise ValueError(f"{adapter}(): names= shows tools {', '.join(map(repr, sorted(found)))} under one name, {label!r}.")
+    return shown
 
 
 def call_context(

@@ -6,8 +6,11 @@ are skipped, as are its ``max_invocations`` counters: the harness policies apply
 Arguments the framework could not read as a JSON object (its ``{"raw": ...}``) reach the
 registry as the model's text again, for the harness to refuse; for a tool that takes no ``raw``,
 the refusal also names the other reading (the model's own ``{"raw": ...}``, an unexpected property).
-For a tool that takes a ``raw`` property (a parameter of that name, or any property: ``**kwargs``,
-``additionalProperties``), ``{"raw": ...}`` is the model's own object unless it holds malformed object text.
+A blank string under ``raw`` (the JSON text ``""``, or a model's ``{"raw": "  "}``) is refused as a
+string, never read as no arguments. For a tool that takes a ``raw`` property (a parameter of that name,
+or any property: ``**kwargs``, ``additionalProperties``), ``{"raw": ...}`` is the model's own object
+unless it holds malformed object text. ``name=`` (``names=``) sets the name the framework shows
+the model; the registry is still called by the tool's own name.
 Function middleware wraps it like any other tool. The tool-call id becomes the harness call
 id, and ``context=`` is a mapping or a function of the ``FunctionInvocationContext``
 (``ctx.kwargs`` is what ``agent.run(..., function_invocation_kwargs=...)`` was given,
@@ -44,11 +47,14 @@ from .._registry import ToolRegistry
 from .._tool import Tool
 from ._common import (
     Context,
+    Name,
+    Names,
     ToolLike,
     approval_needed,
     approval_possible,
     call_context,
     check_context,
+    check_name,
     grant_approval,
     is_json,
     no_longer_available,
@@ -57,6 +63,8 @@ from ._common import (
     refusal,
     resolve,
     select,
+    shown_name,
+    shown_names,
 )
 
 __all__ = ["HarnessFunctionTool", "as_agent_framework_tools", "to_agent_framework"]
@@ -67,8 +75,10 @@ AgentFrameworkContext = Context[FunctionInvocationContext]
 class HarnessFunctionTool(FunctionTool):
     """A harness tool seen by the Agent Framework."""
 
-    def __init__(self, tool: Tool, registry: ToolRegistry, context: AgentFrameworkContext = None) -> None:
-        name = tool.name
+    def __init__(
+        self, tool: Tool, registry: ToolRegistry, context: AgentFrameworkContext = None, *, name: str | None = None
+    ) -> None:
+        name = tool.name if name is None else name  # the name the framework shows; the registry's is tool.name
 
         # What a direct call (``tool(a=1)``) runs; the framework's agent loop goes through invoke().
         # The FunctionInvocationContext annotation makes the loop build the invocation context.
@@ -77,7 +87,7 @@ class HarnessFunctionTool(FunctionTool):
 
         super().__init__(
             name=name,
-            description=tool.description or name,
+            description=tool.description or tool.name,
             func=call,
             input_model=dict(tool.parameters),
             approval_mode="always_require" if approval_possible(registry, tool) else "never_require",
@@ -91,8 +101,9 @@ class HarnessFunctionTool(FunctionTool):
             given = arguments if isinstance(arguments, Mapping) else {}
             return ctx if ctx is not None else FunctionInvocationContext(function=self, arguments=given)
 
+        name = self.harness_tool.name
         try:
-            context = call_context(self._context_source, run_context, tool=self.name, call_id=call_id, run_id=_run_id)
+            context = call_context(self._context_source, run_context, tool=name, call_id=call_id, run_id=_run_id)
         except ToolError as err:
             return refusal(err)
         if (
@@ -105,8 +116,8 @@ class HarnessFunctionTool(FunctionTool):
             # The framework's loop invokes an always_require tool only once the person approved the call:
             # granted with the arguments they approved (a call with other ones is held by the harness).
             grant_approval(self.registry, call_id, self.harness_tool, _approved_arguments(ctx, arguments))
-        result = await self.registry.atry_call(self.name, arguments, context=context, call_id=call_id)
-        result = no_longer_available(result, self.registry, self.name)  # removed from the registry since
+        result = await self.registry.atry_call(name, arguments, context=context, call_id=call_id)
+        result = no_longer_available(result, self.registry, name)  # removed from the registry since
         if not result.ok and ctx is not None and call_id is not None:
             # In the framework's loop a call the harness holds would never bring its result back to the model:
             # refused. An always_require call was approved, but not as it ran (the rule needed no grant when checked).
@@ -124,6 +135,8 @@ class HarnessFunctionTool(FunctionTool):
         argument. An object under ``raw`` is never the framework's (it hands a JSON object over as
         it is): those are the model's arguments. For a tool that refuses a ``raw`` property, the
         model may as well have sent ``{"raw": ...}`` itself: its refusal says both (:meth:`_both_readings`).
+        A blank string there (the framework's reading of the JSON text ``""``, or the model's own) is a
+        string, not an object: as text, the registry would read it as no arguments and run the tool.
         """
         if len(arguments) != 1 or "raw" not in arguments:
             return arguments
@@ -133,7 +146,7 @@ class HarnessFunctionTool(FunctionTool):
         readable = is_json(value) if isinstance(value, str) else True
         if _takes_raw(self.harness_tool.parameters):
             return value if not readable and _OBJECT_START.match(value) else arguments
-        return not_an_object(value) if readable else value
+        return not_an_object(value) if readable or not value.strip() else value
 
     def _both_readings(self, arguments: Mapping[str, Any], result: CallResult) -> CallResult:
         """The refusal of ``{"raw": value}`` read as the model's text, naming the other reading too.
@@ -222,18 +235,31 @@ def _value(result: CallResult) -> Any:
 
 
 def to_agent_framework(
-    tool: ToolLike, registry: ToolRegistry | None = None, *, context: AgentFrameworkContext = None
+    tool: ToolLike, registry: ToolRegistry | None = None, *, context: AgentFrameworkContext = None, name: Name = None
 ) -> HarnessFunctionTool:
-    """The harness tool (a name, a ``Tool`` or a ``@defineTool`` function) as an Agent Framework tool."""
+    """The harness tool (a name, a ``Tool`` or a ``@defineTool`` function) as an Agent Framework tool.
+
+    ``name``: the name the framework shows the model (a string, or a function of the tool's name); the tool's own by default.
+    """
     check_context(context)
+    check_name(name)
     reg, found = resolve(tool, registry)
-    return HarnessFunctionTool(found, reg, context)
+    return HarnessFunctionTool(found, reg, context, name=shown_name(found, name))
 
 
 def as_agent_framework_tools(
-    tools: Iterable[ToolLike] | None = None, registry: ToolRegistry | None = None, *, context: AgentFrameworkContext = None
+    tools: Iterable[ToolLike] | None = None,
+    registry: ToolRegistry | None = None,
+    *,
+    context: AgentFrameworkContext = None,
+    names: Names = None,
 ) -> list[HarnessFunctionTool]:
-    """The given tools as Agent Framework tools; by default the registry's tools defined in code."""
+    """The given tools as Agent Framework tools; by default the registry's tools defined in code.
+
+    ``names``: the names the framework shows (tool name -> name, or a function of the tool's name).
+    """
     check_context(context)
+    check_name(names, keyword="names")
     reg, picked = select(tools, registry, adapter="as_agent_framework_tools")
-    return [HarnessFunctionTool(t, reg, context) for t in picked]
+    shown = shown_names(picked, names, adapter="as_agent_framework_tools")
+    return [HarnessFunctionTool(t, reg, context, name=n) for t, n in zip(picked, shown, strict=True)]

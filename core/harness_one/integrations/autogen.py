@@ -9,6 +9,13 @@ raised as its own class (``RateLimitExceeded``, ``ApprovalUnavailable``, ..., it
 harness's message, which AutoGen returns to the model as an error result; its tool span's
 ``error.type`` is that class's name.
 
+AutoGen's own workbench (``StaticWorkbench``, what ``AssistantAgent(tools=...)`` builds) hands
+a tool ``{}`` for arguments that are JSON but falsy (``[]``, ``0``, ``false``, ``""``, ``null``),
+so the tool runs with its defaults. :class:`HarnessWorkbench` (``AssistantAgent(workbench=
+HarnessWorkbench(tools))``) hands harness tools the value itself, which the registry refuses as
+not an object. ``name=`` (``names=``) sets the name AutoGen shows the model; the registry is
+still called by the tool's own name.
+
 AutoGen has no step that asks a person about a tool call: a call the registry's ``approval``
 plugin holds is refused, and the model reads that it was not run for want of approval (not
 that its result will come).
@@ -18,12 +25,13 @@ from __future__ import annotations
 
 import copy
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import AsyncGenerator, Iterable, Mapping
+from types import MappingProxyType
 from typing import Any, cast
 
 from autogen_core import EVENT_LOGGER_NAME, CancellationToken, FunctionCall, trace_tool_span
 from autogen_core.logging import ToolCallEvent
-from autogen_core.tools import BaseTool, ParametersSchema, ToolSchema
+from autogen_core.tools import BaseTool, ParametersSchema, StaticStreamWorkbench, ToolResult, ToolSchema
 from pydantic import BaseModel, ConfigDict
 
 from .._errors import ToolError
@@ -34,17 +42,22 @@ from .._tool import Tool
 from ..export import StrictSchemaError, inline_refs
 from ._common import (
     Context,
+    Name,
+    Names,
     ToolLike,
     call_context,
     check_context,
+    check_name,
     no_longer_available,
     not_an_object,
     not_asked,
     resolve,
     select,
+    shown_name,
+    shown_names,
 )
 
-__all__ = ["HarnessAutoGenTool", "as_autogen_tools", "to_autogen"]
+__all__ = ["HarnessAutoGenTool", "HarnessWorkbench", "as_autogen_tools", "to_autogen"]
 
 AutoGenContext = Context[FunctionCall]
 
@@ -58,11 +71,12 @@ class _AnyArgs(BaseModel):
 class HarnessAutoGenTool(BaseTool[_AnyArgs, BaseModel]):
     """A harness tool seen by AutoGen."""
 
-    def __init__(self, tool: Tool, registry: ToolRegistry, context: AutoGenContext = None) -> None:
+    def __init__(self, tool: Tool, registry: ToolRegistry, context: AutoGenContext = None, *, name: str | None = None) -> None:
         self._tool = tool
         self._registry = registry
         self._context = context
-        super().__init__(_AnyArgs, BaseModel, tool.name, tool.description or tool.name)
+        # the name AutoGen shows the model (name=); the registry is called by the tool's own name
+        super().__init__(_AnyArgs, BaseModel, tool.name if name is None else name, tool.description or tool.name)
 
     @property
     def schema(self) -> ToolSchema:
@@ -73,12 +87,14 @@ class HarnessAutoGenTool(BaseTool[_AnyArgs, BaseModel]):
         except StrictSchemaError:
             inlined = copy.deepcopy(dict(self._tool.parameters))
         parameters = cast(ParametersSchema, {"type": "object", "properties": {}, **inlined})
-        return ToolSchema(name=self._tool.name, description=self._tool.description, parameters=parameters)
+        return ToolSchema(name=self.name, description=self._tool.description, parameters=parameters)
 
     async def _call(self, args: object, call_id: str | None) -> Any:
         name = self._tool.name
         # AutoGen hands over whatever json.loads made of the model's text: JSON that is not an
-        # object ([1, 2], "hi") goes to the registry to be refused as such.
+        # object ([1, 2], "hi", and through HarnessWorkbench [], 0, null) goes to the registry to be refused as such.
+        if isinstance(args, _Unread):
+            args = args.value
         arguments = dict(args) if isinstance(args, Mapping) else not_an_object(args)
 
         def run_context() -> FunctionCall:
@@ -112,6 +128,66 @@ class HarnessAutoGenTool(BaseTool[_AnyArgs, BaseModel]):
         return render_value(value)
 
 
+class _Unread:
+    """Falsy arguments that are not an object (``[]``, ``0``, ``false``, ``""``, ``null``), as :class:`HarnessWorkbench`
+    hands them through ``StaticWorkbench.call_tool`` (which would make ``{}`` of them) to a harness tool's ``run_json``."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+
+#: ``HarnessWorkbench.call_tool`` called without arguments (not the same as ``arguments=None``, the model's ``null``).
+_NO_ARGUMENTS: Mapping[str, Any] = MappingProxyType({})
+
+
+class HarnessWorkbench(StaticStreamWorkbench):
+    """AutoGen's workbench for an agent's tools, handing harness tools the model's arguments as they are.
+
+    ``AssistantAgent(tools=...)`` puts its tools in a ``StaticStreamWorkbench``, which hands a
+    tool ``{}`` for arguments that are falsy JSON (``[]``, ``0``, ``false``, ``""``, ``null``): a
+    harness tool would run with its defaults. ``AssistantAgent(workbench=HarnessWorkbench(tools))``
+    hands those to the harness tools among ``tools`` as they are, which the registry refuses as
+    not a JSON object; other tools get ``{}`` as in AutoGen. ``AssistantAgent`` passes what
+    ``json.loads`` made of the model's text, so ``arguments=None`` is the model's ``null``; a
+    call without ``arguments`` has none.
+    """
+
+    def _arguments(self, tool_name: str, arguments: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+        """``arguments`` as the base class should pass them on: falsy non-objects wrapped for a harness tool."""
+        if arguments is _NO_ARGUMENTS:
+            return None
+        if arguments or isinstance(arguments, Mapping):
+            return arguments
+        tool = next((t for t in self._tools if t.name == tool_name), None)
+        if not isinstance(tool, HarnessAutoGenTool):
+            return arguments
+        return cast(Mapping[str, Any], _Unread(arguments))  # truthy: StaticWorkbench passes it on to run_json
+
+    async def call_tool(
+        self,
+        name: str,
+        arguments: Mapping[str, Any] | None = _NO_ARGUMENTS,
+        cancellation_token: CancellationToken | None = None,
+        call_id: str | None = None,
+    ) -> ToolResult:
+        """``StaticWorkbench.call_tool``, with a harness tool's falsy non-object arguments kept for the registry to refuse."""
+        original = self._override_name_to_original.get(name, name)
+        return await super().call_tool(name, self._arguments(original, arguments), cancellation_token, call_id)
+
+    async def call_tool_stream(
+        self,
+        name: str,
+        arguments: Mapping[str, Any] | None = _NO_ARGUMENTS,
+        cancellation_token: CancellationToken | None = None,
+        call_id: str | None = None,
+    ) -> AsyncGenerator[Any | ToolResult, None]:
+        """``StaticStreamWorkbench.call_tool_stream`` (what ``AssistantAgent`` calls), keeping them as :meth:`call_tool` does."""
+        async for event in super().call_tool_stream(name, self._arguments(name, arguments), cancellation_token, call_id):
+            yield event
+
+
 def _raised(error: ToolError) -> ToolError:
     """``error`` as raised to AutoGen, which hands ``str(error)`` to the model and records the exception
     (its type and traceback) in the tool's span: the same class and fields (``kind``, ``retry_after``,
@@ -122,17 +198,32 @@ def _raised(error: ToolError) -> ToolError:
     return raised
 
 
-def to_autogen(tool: ToolLike, registry: ToolRegistry | None = None, *, context: AutoGenContext = None) -> HarnessAutoGenTool:
-    """The harness tool (a name, a ``Tool`` or a ``@defineTool`` function) as an AutoGen tool."""
+def to_autogen(
+    tool: ToolLike, registry: ToolRegistry | None = None, *, context: AutoGenContext = None, name: Name = None
+) -> HarnessAutoGenTool:
+    """The harness tool (a name, a ``Tool`` or a ``@defineTool`` function) as an AutoGen tool.
+
+    ``name``: the name AutoGen shows the model (a string, or a function of the tool's name); the tool's own by default.
+    """
     check_context(context)
+    check_name(name)
     reg, found = resolve(tool, registry)
-    return HarnessAutoGenTool(found, reg, context)
+    return HarnessAutoGenTool(found, reg, context, name=shown_name(found, name))
 
 
 def as_autogen_tools(
-    tools: Iterable[ToolLike] | None = None, registry: ToolRegistry | None = None, *, context: AutoGenContext = None
+    tools: Iterable[ToolLike] | None = None,
+    registry: ToolRegistry | None = None,
+    *,
+    context: AutoGenContext = None,
+    names: Names = None,
 ) -> list[HarnessAutoGenTool]:
-    """The given tools as AutoGen tools; by default the registry's tools defined in code."""
+    """The given tools as AutoGen tools; by default the registry's tools defined in code.
+
+    ``names``: the names AutoGen shows (tool name -> name, or a function of the tool's name).
+    """
     check_context(context)
+    check_name(names, keyword="names")
     reg, picked = select(tools, registry, adapter="as_autogen_tools")
-    return [HarnessAutoGenTool(t, reg, context) for t in picked]
+    shown = shown_names(picked, names, adapter="as_autogen_tools")
+    return [HarnessAutoGenTool(t, reg, context, name=n) for t, n in zip(picked, shown, strict=True)]

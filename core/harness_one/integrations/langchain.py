@@ -9,6 +9,11 @@ context ``{"run_id": ...}``: the graph run's ``run_id`` (``invoke(..., config={"
 else its ``thread_id`` (``config={"configurable": {"thread_id": ...}}``), so per-run budgets
 count its calls; a run with neither has none. A harness error becomes a ``ToolException`` carrying
 the harness's message, which LangChain turns into an error ``ToolMessage`` (``status="error"``).
+A sync call (``invoke``) of an async harness tool where an event loop runs in this thread (a
+Jupyter cell, an async handler) runs on a worker thread in a copy of the caller's context, as
+``harness_one.dispatch`` does: it is answered, though it blocks that loop meanwhile (``ainvoke``
+there instead). ``name=`` (``names=``) sets the name LangChain shows the model; the registry is
+still called by the tool's own name.
 
 Tools that need approval under the registry's ``approval`` plugin are reviewed by LangChain's
 human-in-the-loop step: :func:`approval_middleware` is a ``HumanInTheLoopMiddleware`` for
@@ -23,8 +28,10 @@ by the harness. A rejected call never runs; the model reads LangChain's refusal.
 
 from __future__ import annotations
 
+import contextvars
 import copy
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextvars import ContextVar
 from typing import Annotated, Any
 
@@ -52,17 +59,23 @@ from .._errors import ToolDefinitionError, ToolError
 from .._registry import ToolRegistry
 from .._render import safe_text
 from .._tool import Tool
+from ..dispatch import _loop_running
 from ._common import (
     Context,
+    Name,
+    Names,
     ToolLike,
     approval_needed,
     call_context,
     check_context,
+    check_name,
     grant_approval,
     no_longer_available,
     not_asked,
     resolve,
     select,
+    shown_name,
+    shown_names,
 )
 
 __all__ = [
@@ -90,7 +103,8 @@ class HarnessTool(StructuredTool):
 
     def needs_approval(self, arguments: Mapping[str, Any], runtime: ToolRuntime[Any, Any], call_id: str | None) -> bool:
         """Whether the registry's ``approval`` plugin would hold this call for a decision."""
-        context = call_context(self.harness_context, lambda: runtime, tool=self.name, call_id=call_id, run_id=_run_id)
+        name = self.harness_tool.name
+        context = call_context(self.harness_context, lambda: runtime, tool=name, call_id=call_id, run_id=_run_id)
         return approval_needed(self.registry, self.harness_tool, arguments, context=context, call_id=call_id)
 
     def _to_args_and_kwargs(
@@ -164,6 +178,14 @@ def _functions(
         _harness_call: tuple[dict[str, Any], str | None],
     ) -> Any:
         arguments, ctx, call_id = request(_harness_runtime, _harness_config, _harness_call)
+        if _loop_running() and _is_async(registry, name):
+            # an async tool cannot start its own loop here (invoke() in a Jupyter cell, an async handler): a worker
+            # thread runs the call, in a copy of the caller's context (its span stays the parent), as dispatch() does
+            with ThreadPoolExecutor(max_workers=1, thread_name_prefix="harness-one-langchain") as pool:
+                done = pool.submit(
+                    contextvars.copy_context().run, registry.try_call, name, arguments, context=ctx, call_id=call_id
+                )
+                return _answer(done.result(), registry, name)
         return _answer(registry.try_call(name, arguments, context=ctx, call_id=call_id), registry, name)
 
     async def arun(
@@ -178,13 +200,24 @@ def _functions(
     return run, arun
 
 
-def to_langchain(tool: ToolLike, registry: ToolRegistry | None = None, *, context: LangChainContext = None) -> HarnessTool:
-    """The harness tool (a name, a ``Tool`` or a ``@defineTool`` function) as a LangChain tool."""
+def _is_async(registry: ToolRegistry, name: str) -> bool:
+    """Whether the registry's tool ``name`` is async (False once it was removed: the registry answers that)."""
+    return name in registry and registry.get(name).is_async
+
+
+def to_langchain(
+    tool: ToolLike, registry: ToolRegistry | None = None, *, context: LangChainContext = None, name: Name = None
+) -> HarnessTool:
+    """The harness tool (a name, a ``Tool`` or a ``@defineTool`` function) as a LangChain tool.
+
+    ``name``: the name LangChain shows the model (a string, or a function of the tool's name); the tool's own by default.
+    """
     check_context(context)
+    check_name(name)
     reg, found = resolve(tool, registry)
     run, arun = _functions(reg, found.name, context)
     return HarnessTool(
-        name=found.name,
+        name=shown_name(found, name),
         description=found.description or found.name,
         args_schema=copy.deepcopy(found.parameters),  # a copy: a change to it never reaches the harness tool
         func=run,
@@ -196,12 +229,21 @@ def to_langchain(tool: ToolLike, registry: ToolRegistry | None = None, *, contex
 
 
 def as_langchain_tools(
-    tools: Iterable[ToolLike] | None = None, registry: ToolRegistry | None = None, *, context: LangChainContext = None
+    tools: Iterable[ToolLike] | None = None,
+    registry: ToolRegistry | None = None,
+    *,
+    context: LangChainContext = None,
+    names: Names = None,
 ) -> list[HarnessTool]:
-    """The given tools as LangChain tools; by default the registry's tools defined in code (installed ones must be named)."""
+    """The given tools as LangChain tools; by default the registry's tools defined in code (installed ones must be named).
+
+    ``names``: the names LangChain shows (tool name -> name, or a function of the tool's name).
+    """
     check_context(context)
+    check_name(names, keyword="names")
     reg, picked = select(tools, registry, adapter="as_langchain_tools")
-    return [to_langchain(t, reg, context=context) for t in picked]
+    shown = shown_names(picked, names, adapter="as_langchain_tools")
+    return [to_langchain(t, reg, context=context, name=n) for t, n in zip(picked, shown, strict=True)]
 
 
 #: State key of the harness calls a person approved (or edited) in LangChain's batched review of this model turn.

@@ -8,6 +8,8 @@ SDK's function span as failed (as a tool that raised does). With
 ``strict=True`` the schema is converted to OpenAI's strict form and the nulls the model sends
 for optional arguments are dropped, so the harness's defaults apply; ``strict="auto"`` does so
 for each tool whose schema strict mode can express, and leaves the others non-strict.
+``name=`` (``names=``) sets the name the SDK shows the model; the registry is still called by
+the tool's own name.
 
 A tool the harness's ``approval`` plugin may hold for a decision (``requires_approval``)
 gets the SDK's ``needs_approval``: the plugin's rule decides per call, and when it says
@@ -40,17 +42,22 @@ from .._tool import Tool
 from ..export import StrictSchemaError, strict_schema
 from ._common import (
     Context,
+    Name,
+    Names,
     ToolLike,
     approval_needed,
     approval_possible,
     call_context,
     check_context,
+    check_name,
     grant_approval,
     no_longer_available,
     not_asked,
     refusal,
     resolve,
     select,
+    shown_name,
+    shown_names,
 )
 
 __all__ = ["as_openai_agents_tools", "to_openai_agents"]
@@ -61,17 +68,25 @@ Strict = bool | Literal["auto"]
 
 
 def to_openai_agents(
-    tool: ToolLike, registry: ToolRegistry | None = None, *, strict: Strict = False, context: AgentsContext = None
+    tool: ToolLike,
+    registry: ToolRegistry | None = None,
+    *,
+    strict: Strict = False,
+    context: AgentsContext = None,
+    name: Name = None,
 ) -> FunctionTool:
     """The harness tool (a name, a ``Tool`` or a ``@defineTool`` function) as an OpenAI Agents SDK tool.
 
     ``strict``: ``True`` (the strict schema, or :class:`~harness_one.export.StrictSchemaError`),
     ``"auto"`` (strict where the schema allows, as ``export(strict="auto")``) or ``False``.
+    ``name``: the name the SDK shows the model (a string, or a function of the tool's name); the tool's own by default.
     """
     _check_strict(strict)
     check_context(context)
+    check_name(name)
     reg, found = resolve(tool, registry)
-    name = found.name
+    shown = shown_name(found, name)  # what the SDK (its approvals included) knows the tool by
+    name = found.name  # what the registry does
     schema, nullable, strict = _schema(found, strict)
 
     gated = approval_possible(reg, found)
@@ -85,7 +100,7 @@ def to_openai_agents(
         except ToolError as err:
             result = refusal(err)
         else:
-            if gated and call_id and ctx.is_tool_approved(name, call_id):
+            if gated and call_id and ctx.is_tool_approved(shown, call_id):
                 grant_approval(reg, call_id, found, args)  # the person approved it in the SDK: the harness does not ask again
             result = no_longer_available(await reg.atry_call(name, args, context=extra, call_id=call_id), reg, name)
         if not result.ok:
@@ -98,7 +113,7 @@ def to_openai_agents(
         args = drop_nulls(params, nullable, reg.limits) if nullable else params
 
         def tool_context() -> ToolContext[Any]:
-            return ToolContext.from_agent_context(run, call_id, tool_name=name, tool_arguments=json.dumps(params))
+            return ToolContext.from_agent_context(run, call_id, tool_name=shown, tool_arguments=json.dumps(params))
 
         try:
             extra = call_context(context, tool_context, tool=name, call_id=call_id)
@@ -107,7 +122,7 @@ def to_openai_agents(
         return approval_needed(reg, found, args, context=extra, call_id=call_id)
 
     return FunctionTool(
-        name=name,
+        name=shown,
         description=found.description or name,
         params_json_schema=schema,
         on_invoke_tool=invoke,
@@ -161,12 +176,16 @@ def as_openai_agents_tools(
     *,
     strict: Strict = False,
     context: AgentsContext = None,
+    names: Names = None,
 ) -> list[FunctionTool]:
     """The given tools as OpenAI Agents SDK tools; by default the registry's tools defined in code.
 
     ``strict="auto"`` makes each tool strict where its schema allows (see :func:`to_openai_agents`).
+    ``names``: the names the SDK shows (tool name -> name, or a function of the tool's name).
     """
     _check_strict(strict)
     check_context(context)
+    check_name(names, keyword="names")
     reg, picked = select(tools, registry, adapter="as_openai_agents_tools")
-    return [to_openai_agents(t, reg, strict=strict, context=context) for t in picked]
+    shown = shown_names(picked, names, adapter="as_openai_agents_tools")
+    return [to_openai_agents(t, reg, strict=strict, context=context, name=n) for t, n in zip(picked, shown, strict=True)]

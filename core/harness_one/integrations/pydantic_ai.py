@@ -20,6 +20,9 @@ call id and runs through every harness policy; a denied one never reaches the to
 harness holds that Pydantic AI did not put to a person (the rule said no when the adapter
 asked, yes when the call was made) is refused and withdrawn: the model reads that it was not
 run for want of approval.
+
+``name=`` (``names=``) sets the name Pydantic AI shows the model, such as one Gemini accepts
+(``name=harness_one.export.gemini_name``); the registry is still called by the tool's own name.
 """
 
 from __future__ import annotations
@@ -37,17 +40,22 @@ from .._registry import ToolRegistry
 from .._render import json_data, safe_text
 from ._common import (
     Context,
+    Name,
+    Names,
     ToolLike,
     approval_needed,
     approval_possible,
     call_context,
     check_context,
+    check_name,
     grant_approval,
     no_longer_available,
     not_an_object,
     not_asked,
     resolve,
     select,
+    shown_name,
+    shown_names,
 )
 
 __all__ = ["as_pydantic_ai_tools", "to_pydantic_ai"]
@@ -120,11 +128,18 @@ def _run_id(ctx: RunContext[Any]) -> str | None:
     return ctx.run_id
 
 
-def to_pydantic_ai(tool: ToolLike, registry: ToolRegistry | None = None, *, context: PydanticAIContext = None) -> Tool[Any]:
-    """The harness tool (a name, a ``Tool`` or a ``@defineTool`` function) as a Pydantic AI tool."""
+def to_pydantic_ai(
+    tool: ToolLike, registry: ToolRegistry | None = None, *, context: PydanticAIContext = None, name: Name = None
+) -> Tool[Any]:
+    """The harness tool (a name, a ``Tool`` or a ``@defineTool`` function) as a Pydantic AI tool.
+
+    ``name``: the name Pydantic AI shows the model (a string, or a function of the tool's name); the tool's own by default.
+    """
     check_context(context)
+    check_name(name)
     reg, found = resolve(tool, registry)
-    name = found.name
+    shown = shown_name(found, name)
+    name = found.name  # the registry's name for it
     gated = approval_possible(reg, found)  # decided once: tools without an approval rule pay nothing per call
 
     async def invoke(ctx: RunContext[Any], /, **arguments: Any) -> Any:
@@ -160,15 +175,24 @@ def to_pydantic_ai(tool: ToolLike, registry: ToolRegistry | None = None, *, cont
         raise ToolFailed(message)
 
     schema = copy.deepcopy(found.parameters)  # a copy: a change made to it never reaches the harness tool
-    built: Tool[Any] = Tool.from_schema(invoke, name=name, description=found.description, json_schema=schema, takes_ctx=True)
+    built: Tool[Any] = Tool.from_schema(invoke, name=shown, description=found.description, json_schema=schema, takes_ctx=True)
     built.function_schema.validator = cast(SchemaValidator, _Arguments(reg))  # any SchemaValidatorProt will do
     return built
 
 
 def as_pydantic_ai_tools(
-    tools: Iterable[ToolLike] | None = None, registry: ToolRegistry | None = None, *, context: PydanticAIContext = None
+    tools: Iterable[ToolLike] | None = None,
+    registry: ToolRegistry | None = None,
+    *,
+    context: PydanticAIContext = None,
+    names: Names = None,
 ) -> list[Tool[Any]]:
-    """The given tools as Pydantic AI tools; by default the registry's tools defined in code."""
+    """The given tools as Pydantic AI tools; by default the registry's tools defined in code.
+
+    ``names``: the names Pydantic AI shows (tool name -> name, or a function of the tool's name).
+    """
     check_context(context)
+    check_name(names, keyword="names")
     reg, picked = select(tools, registry, adapter="as_pydantic_ai_tools")
-    return [to_pydantic_ai(t, reg, context=context) for t in picked]
+    shown = shown_names(picked, names, adapter="as_pydantic_ai_tools")
+    return [to_pydantic_ai(t, reg, context=context, name=n) for t, n in zip(picked, shown, strict=True)]
