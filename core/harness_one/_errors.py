@@ -101,7 +101,7 @@ def exception_text(exc: BaseException) -> str:
     """``Type: text`` of an exception harness-one did not raise, as an error shows it (:func:`outside_text`)."""
     try:
         text = str(exc)
-    except Exception:  # a broken __str__: its type says what it was
+    except BaseException:  # a broken __str__ (one raising SystemExit too): its type says what it was
         text = ""
     return f"{type(exc).__name__}: {outside_text(text)}" if text else type(exc).__name__
 

@@ -13,7 +13,9 @@ The guarantees differ, and the docs say so (``docs/plugins.md``, timeouts):
   :class:`ToolCancelled`, its job not sent. Answers are read within the call's deadline and
   must echo their job's id. Arguments, results and exceptions cross a socket, so they must
   pickle, and the tool function must be importable by name (a ``defineTool`` function is sent
-  as the wrapper left under its name); an exception that does not unpickle is rebuilt without
+  as the wrapper left under its name; a module loaded from a file under a name that does not
+  find it is imported in the worker from that file); a job the worker cannot load is refused
+  (``call.ran`` False), as is a call whose worker could not be started; an exception that does not unpickle is rebuilt without
   its ``__init__``, else comes back as a :class:`ToolError` rebuilt from its description.
   POSIX only. A tool's ``options["memory_limit"]`` (bytes) bounds the address space its call
   may add in the worker (``RLIMIT_AS``, Linux only). The timeout plugin runs a ``process``-mode
@@ -40,7 +42,16 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from . import _worker
 from ._call import Lingering
-from ._errors import ToolBusy, ToolCancelled, ToolDefinitionError, ToolError, ToolExecutionError, ToolTimeout, outside_text
+from ._errors import (
+    ToolBusy,
+    ToolCancelled,
+    ToolDefinitionError,
+    ToolError,
+    ToolExecutionError,
+    ToolTimeout,
+    exception_text,
+    outside_text,
+)
 from ._lazy import lazy_module
 from ._worker import _HEADER
 
@@ -85,12 +96,37 @@ def _timeout_error(call: Call, timeout: float) -> ToolTimeout:
     return ToolTimeout(timeout if limit is None else limit, tool=call.tool.name, call_id=call.call_id)
 
 
+def _could_not_start(call: Call, what: str, exc: Exception) -> ToolExecutionError:
+    """The error of a call whose worker could not be started (``exc``: no file descriptor, no memory for
+    a thread): a ``RuntimeError`` saying so, ``exc`` its cause, for the caller to refuse the call with."""
+    reason = RuntimeError(f"{what} could not be started: {exception_text(exc)}")
+    reason.__cause__ = exc
+    return ToolExecutionError(reason, tool=call.tool.name, call_id=call.call_id)
+
+
+def _stop_iteration() -> RuntimeError:
+    """What an awaited call raises for a tool's ``StopIteration`` (as ``acall`` without a runner does):
+    a coroutine that raised it would end in ``RuntimeError("coroutine raised StopIteration")``."""
+    return RuntimeError("the tool raised StopIteration, which an awaited call cannot carry")
+
+
 def _resolve(future: asyncio.Future[bool], value: bool) -> None:
     if not future.done():
         future.set_result(value)
 
 
 # --- thread mode ---------------------------------------------------------------------------
+
+_THREAD_POOLS: weakref.WeakSet[_ThreadPool] = weakref.WeakSet()
+
+
+def _thread_pools_forked() -> None:
+    for pool in list(_THREAD_POOLS):
+        pool.forked()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_thread_pools_forked)
 
 _RUNNING, _FINISHED, _ABANDONED = 0, 1, 2
 
@@ -127,6 +163,14 @@ class _ThreadPool:
         self.threads = 0
         self.stuck = 0
         self.closed = False
+        _THREAD_POOLS.add(self)
+
+    def forked(self) -> None:
+        """In a child forked from this process: only the forking thread survived, so the pool has no
+        threads; the child's calls start threads of their own (a slot's lock may be held forever)."""
+        self.lock = threading.Lock()  # another thread may have held it at the fork
+        self.idle = deque()
+        self.threads = self.stuck = 0
 
     def grow(self) -> _Slot | None:
         """A new worker thread, or an idle one that came back meanwhile; None when the pool is full."""
@@ -261,7 +305,13 @@ class ThreadRunner:
         try:
             slot = pool.idle.pop()
         except IndexError:
-            got = pool.grow()
+            try:
+                got = pool.grow()
+            except Exception as exc:  # "can't start new thread": the tool did not start
+                if pool.closed:
+                    raise
+                err = _could_not_start(call, "a timeout worker thread", exc)
+                raise _refused(call, err) from err.__cause__
             if got is None:
                 raise _refused(call, self._busy(call)) from None
             slot = got
@@ -315,7 +365,10 @@ class ThreadRunner:
             raise
         timer.cancel()
         if finished or self._pool.finished_late(slot, call, future):
-            return self._collect(slot)
+            try:
+                return self._collect(slot)
+            except StopIteration as exc:  # a coroutine cannot raise it: said as acall's thread hop says it
+                raise _stop_iteration() from exc
         raise _timed_out(call, timeout)
 
     def stats(self) -> dict[str, int]:
@@ -345,8 +398,46 @@ class _WorkerGone(Exception):
 _CHUNK = 1 << 20  # the most read at once: a forged frame header cannot make the parent allocate more
 
 
+#: Directories a worker puts first on its ``sys.path``: one the parent had there only while it
+#: imported tools (the ``harness-one`` command's current directory, for ``--tools module``).
+WORKER_PATH: list[str] = []
+
+
+def worker_path(directory: str) -> None:
+    """Put ``directory`` first on the ``sys.path`` of the process-mode workers started from now on
+    (the parent imported tools from it, then took it off its own ``sys.path``)."""
+    if directory not in WORKER_PATH:
+        WORKER_PATH.append(directory)
+
+
+def _files(sys_path: list[str]) -> dict[str, str]:
+    """The top-level modules loaded from a ``.py`` file that ``sys_path`` does not find under their
+    name (``harness_one_local_<hash>`` of ``harness-one --tools FILE.py``, a module the caller loaded
+    with ``spec_from_file_location``): a worker imports each from that file when a job names it."""
+    found: dict[str, str] = {}
+    where: set[str] | None = None
+    for name, module in list(sys.modules.items()):
+        if "." in name or name == "__main__":
+            continue
+        spec = getattr(module, "__spec__", None)
+        origin = getattr(spec, "origin", None)
+        if not (isinstance(origin, str) and origin.endswith(".py") and getattr(spec, "has_location", False)):
+            continue
+        if getattr(spec, "submodule_search_locations", None) is not None:  # a package: found through sys.path
+            continue
+        folder, base = os.path.split(origin)
+        if base == f"{name}.py":
+            if where is None:
+                where = {os.path.normcase(os.path.abspath(entry)) for entry in sys_path if isinstance(entry, str)}
+            if os.path.normcase(folder) in where:
+                continue
+        found[name] = origin
+    return found
+
+
 def _preparation() -> dict[str, Any]:
-    """What a ``spawn`` child gets from its parent: ``sys.path``, ``sys.argv``, the cwd and the main module.
+    """What a ``spawn`` child gets from its parent: ``sys.path``, ``sys.argv``, the cwd and the main module;
+    and the modules it must import from a file (:func:`_files`).
 
     Built here rather than with ``multiprocessing.spawn.get_preparation_data``, which would
     also fix the parent's default start method as a side effect.
@@ -355,7 +446,11 @@ def _preparation() -> dict[str, Any]:
 
     origin: str = getattr(process, "ORIGINAL_DIR", None) or os.getcwd()  # the cwd at start-up
     sys_path = [origin if entry == "" else entry for entry in sys.path]
+    sys_path[:0] = [entry for entry in WORKER_PATH if entry not in sys_path]
     data: dict[str, Any] = {"sys_path": sys_path, "sys_argv": sys.argv, "dir": os.getcwd(), "orig_dir": origin}
+    files = _files(sys_path)
+    if files:
+        data["harness_one_files"] = files
     main = sys.modules.get("__main__")
     name = getattr(getattr(main, "__spec__", None), "name", None)
     path = getattr(main, "__file__", None)
@@ -519,8 +614,32 @@ class _Worker:
                 self._signal()
                 _worker.kill_session(self.process.pid, spare=self.process.pid)  # what left the group, not the session
                 self.code = self.process.wait()
+                if _reaps_orphans():  # the killed tool's processes were reparented here: nothing else reaps them
+                    _worker.reap_orphans(self.process.pid)
                 self.sock.close()
             return self.code
+
+
+_libc: Any = None
+
+
+def _reaps_orphans() -> bool:
+    """Whether orphaned processes are reparented to this one: it is PID 1 (a container started
+    without an init) or a child subreaper (``PR_SET_CHILD_SUBREAPER``, Linux)."""
+    if os.getpid() == 1:
+        return True
+    if not sys.platform.startswith("linux"):
+        return False
+    global _libc
+    try:
+        import ctypes
+
+        if _libc is None:
+            _libc = ctypes.CDLL(None, use_errno=True)
+        flag = ctypes.c_int(0)
+        return bool(_libc.prctl(37, ctypes.byref(flag), 0, 0, 0) == 0 and flag.value)  # PR_GET_CHILD_SUBREAPER
+    except Exception:  # no prctl: not one
+        return False
 
 
 def _refused(call: Call, error: ToolError) -> ToolError:
@@ -899,7 +1018,13 @@ class ProcessRunner:
             ) from exc
 
     def _take(self, call: Call) -> _Worker:
-        worker = self._pool.take()
+        try:
+            worker = self._pool.take()
+        except Exception as exc:  # no socket or process for a worker (EMFILE, ENOMEM): the tool did not start
+            if self._pool.closed:
+                raise
+            err = _could_not_start(call, "the process-mode worker", exc)
+            raise _refused(call, err) from err.__cause__
         if worker is None:
             raise _refused(
                 call,
@@ -1013,6 +1138,8 @@ class ProcessRunner:
             ) from exc
         if answer[0]:
             return answer[1]
+        if answer[0] is None:  # the worker could not load the job: the tool did not start (the worker is kept)
+            raise _refused(call, self._failed(call, f"{answer[1]} (the tool did not run)"))
         raise _remote_error(call, *answer[1:])
 
     def _cancelled(self, call: Call, worker: _Worker, sent: bool) -> ToolError:
@@ -1147,7 +1274,10 @@ class ProcessRunner:
             raise
         if frame is None or frame[:_HEADER] != worker.tag:  # to be killed: see _answer
             await self._akill(worker)
-        return self._answer(call, worker, frame, timeout)
+        try:
+            return self._answer(call, worker, frame, timeout)
+        except StopIteration as exc:  # a coroutine cannot raise it (see ThreadRunner.arun)
+            raise _stop_iteration() from exc
 
     def stats(self) -> dict[str, int]:
         """``workers`` (the pool's size), ``alive``, ``busy``, and how many were ``killed`` (deadline or

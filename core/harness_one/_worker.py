@@ -5,13 +5,18 @@ a new session, so the worker leads its own process group. It talks to its parent
 socket ``FD`` in frames (an 8-byte little-endian length, then a pickle):
 
 1. parent -> worker: ``multiprocessing.spawn`` preparation data (``sys.path``, cwd, the main
-   module), applied as a ``spawn`` child would, so tools defined in ``__main__`` resolve;
-   worker -> parent: ``(True, pid)`` when ready, or ``(False, reason)``.
+   module), applied as a ``spawn`` child would, so tools defined in ``__main__`` resolve, and
+   under ``"harness_one_files"`` the modules the parent loaded from a file under a name that
+   does not find that file (``harness-one --tools FILE.py``): the worker imports each such
+   name from its file when a job names it; worker -> parent: ``(True, pid)`` when ready, or
+   ``(False, reason)``.
 2. then, per call: parent -> worker an 8-byte job id, then ``(fn, attribute, kwargs, memory)``
    (``attribute``: None, or the attribute of ``fn`` that holds the tool function, when ``fn`` is
    the wrapper ``defineTool`` left under the function's name; ``memory``: bytes of address
    space the call may add, or None); worker -> parent the same
-   id, then ``(True, result)``, or ``(False, pickled exception or None, description,
+   id, then ``(True, result)``, ``(None, reason)`` when the job itself could not be loaded (the
+   tool did not start: its module is not importable here, an argument does not unpickle), or
+   ``(False, pickled exception or None, description,
    traceback text, pickled (class, args, __dict__) or None)`` where the description is
    ``ToolError.to_dict()`` for harness-one's errors and ``{"type", "message"}`` otherwise: when
    the exception itself does not unpickle, the parent rebuilds it from its class, args and
@@ -75,6 +80,42 @@ def recv(fd: int) -> bytes:
     return _read(fd, int.from_bytes(_read(fd, _HEADER), "little"))
 
 
+def _stats() -> list[tuple[int, bytes, int, int, int]]:
+    """``(pid, state, ppid, pgrp, session)`` of every process (Linux: from ``/proc``; elsewhere none)."""
+    found: list[tuple[int, bytes, int, int, int]] = []
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return found
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:  # os.open and os.read: some 40% less time than open() over every process
+            fd = os.open(f"/proc/{name}/stat", os.O_RDONLY)
+            try:
+                stat = os.read(fd, 1024)
+            finally:
+                os.close(fd)
+        except OSError:  # exited meanwhile
+            continue
+        fields = stat.rsplit(b")", 1)[1].split(None, 4)  # the command name may hold spaces and ")"
+        found.append((int(name), fields[0], int(fields[1]), int(fields[2]), int(fields[3])))
+    return found
+
+
+def reap_orphans(sid: int) -> int:
+    """Reap the ended processes of session ``sid`` that are this process's children (Linux; elsewhere
+    none): those a killed worker left behind, reparented here when this process is PID 1 or a child
+    subreaper (a container without an init), which nothing else would reap. Returns how many."""
+    me, reaped = os.getpid(), 0
+    for pid, state, ppid, _, session in _stats():
+        if ppid == me and session == sid and state in (b"Z", b"X"):
+            with contextlib.suppress(ChildProcessError, OSError):
+                if os.waitpid(pid, os.WNOHANG)[0] == pid:
+                    reaped += 1
+    return reaped
+
+
 def _session_members(sid: int) -> list[int]:
     """The pids of the live processes in session ``sid`` (Linux: from ``/proc``; elsewhere none): of a
     process started in a session of its own (``start_new_session``), its whole process group and more.
@@ -125,6 +166,33 @@ async def _await(awaitable: Any) -> Any:
     return await awaitable
 
 
+class _Files:
+    """A ``sys.meta_path`` finder for the modules the parent loaded from a file under a name that does
+    not find it (``harness-one --tools FILE.py`` imports ``FILE.py`` as ``harness_one_local_<hash>``):
+    a job that names one imports it from the same file, under the same name."""
+
+    def __init__(self, files: dict[str, str]) -> None:
+        self.files = files
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
+        origin = self.files.get(name)
+        if origin is None:
+            return None
+        import importlib.util
+
+        return importlib.util.spec_from_file_location(name, origin)
+
+
+def _text(exc: BaseException) -> str:
+    """``Type: text`` of ``exc``, whatever its ``__str__`` raises (``SystemExit`` included)."""
+    try:
+        text = str(exc)
+    except BaseException:
+        text = ""
+    name = type(exc).__name__
+    return f"{name}: {text}" if text else name
+
+
 def _describe(exc: BaseException) -> dict[str, Any]:
     """What the parent needs to rebuild ``exc`` as a typed error if the exception itself does not cross."""
     errors = sys.modules.get("harness_one._errors")  # imported already if the tool raised one of its errors
@@ -134,11 +202,11 @@ def _describe(exc: BaseException) -> dict[str, Any]:
             # the nearest harness-one class, which from_dict knows (a tool's own subclass it does not)
             described["type"] = next(c.__name__ for c in type(exc).__mro__ if c.__module__ == errors.__name__)
             return described
-        except Exception:
+        except BaseException:  # a broken to_dict (SystemExit included): the worker answers all the same
             pass
     try:
         message = str(exc)
-    except Exception:
+    except BaseException:
         message = ""
     return {"type": type(exc).__name__, "message": message}
 
@@ -146,7 +214,7 @@ def _describe(exc: BaseException) -> dict[str, Any]:
 def _pickled(value: object) -> bytes | None:
     try:
         return pickle.dumps(value, pickle.HIGHEST_PROTOCOL)
-    except Exception:
+    except BaseException:  # a __reduce__ that calls sys.exit: not this worker's exit
         return None
 
 
@@ -155,7 +223,10 @@ def _failure(exc: BaseException, trace: str | None) -> bytes:
     ``__dict__`` pickled apart, for the parent to rebuild it without calling ``__init__`` when the
     exception does not unpickle (one whose ``__init__`` takes required keyword-only arguments:
     ``httpx.HTTPStatusError``); and its description, for when neither does."""
-    parts = _pickled((type(exc), exc.args, getattr(exc, "__dict__", None) or {}))
+    try:
+        parts = _pickled((type(exc), exc.args, getattr(exc, "__dict__", None) or {}))
+    except BaseException:  # an ``args`` or ``__dict__`` that raises
+        parts = None
     return pickle.dumps((False, _pickled(exc), _describe(exc), trace, parts), pickle.HIGHEST_PROTOCOL)
 
 
@@ -196,9 +267,9 @@ def _answer(job: memoryview) -> bytes:
         fn, attribute, kwargs, memory = pickle.loads(job)
         if attribute is not None:  # a wrapper named in fn's place (defineTool's): the function it holds
             fn = getattr(fn, attribute)
-    except BaseException as exc:
-        reason = f"process mode: the worker cannot load the tool function or its arguments: {type(exc).__name__}: {exc}"
-        return _failure(TypeError(reason), None)
+    except BaseException as exc:  # the tool did not start: the parent refuses the call (call.ran False)
+        reason = f"process mode: the worker cannot load the tool function or its arguments: {_text(exc)}"
+        return pickle.dumps((None, reason), pickle.HIGHEST_PROTOCOL)
     restore = _limit_memory(memory) if memory is not None else None
     pid = os.getpid()
     try:
@@ -222,10 +293,16 @@ def _answer(job: memoryview) -> bytes:
     else:
         try:
             data = pickle.dumps((True, result), pickle.HIGHEST_PROTOCOL)
-        except Exception as exc:
-            data = _failure(TypeError(f"process mode: the tool's result cannot be pickled: {type(exc).__name__}: {exc}"), None)
+        except BaseException as exc:  # a __reduce__ that calls sys.exit: the tool's failure, not the worker's exit
+            data = _failure(TypeError(f"process mode: the tool's result cannot be pickled: {_text(exc)}"), None)
     _flush()
     return data
+
+
+def _last_resort(exc: BaseException) -> bytes:
+    """The answer when building one failed (a hostile exception's ``__str__`` raised in :func:`_failure`)."""
+    message = f"process mode: the worker could not report the tool's outcome: {_text(exc)}"
+    return pickle.dumps((False, None, {"type": "RuntimeError", "message": message}, None, None), pickle.HIGHEST_PROTOCOL)
 
 
 def _flush() -> None:
@@ -259,7 +336,11 @@ def main(fd: int) -> None:
     try:
         import multiprocessing.spawn
 
-        multiprocessing.spawn.prepare(pickle.loads(recv(fd)))
+        data = pickle.loads(recv(fd))
+        files = data.pop("harness_one_files", None)
+        if files:
+            sys.meta_path.insert(0, _Files(files))
+        multiprocessing.spawn.prepare(data)
     except BaseException as exc:
         send(fd, pickle.dumps((False, f"{type(exc).__name__}: {exc}")))
         raise SystemExit(1) from None
@@ -270,7 +351,14 @@ def main(fd: int) -> None:
             job = recv(fd)
         except EOFError:  # the parent closes its end only after killing the group: it died
             _die()
-        send(fd, _answer(memoryview(job)[_HEADER:]), job[:_HEADER])  # the answer carries its job's id
+        try:
+            answer = _answer(memoryview(job)[_HEADER:])
+        except BaseException as exc:  # never the worker's end: a tool's outcome that would not be told
+            try:
+                answer = _last_resort(exc)
+            except BaseException:
+                answer = _last_resort(RuntimeError())
+        send(fd, answer, job[:_HEADER])  # the answer carries its job's id
 
 
 if __name__ == "__main__":

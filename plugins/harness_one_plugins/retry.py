@@ -24,6 +24,8 @@ from harness_one import (
     hookimpl,
 )
 
+from ._options import flag
+
 __all__ = ["RetryPlugin", "set_testing"]
 
 _TESTING = False
@@ -50,10 +52,11 @@ class RetryPlugin:
 
     - never a :class:`ToolArgumentError` (or any error not listed below);
     - a refusal before the tool ran (:class:`RateLimitExceeded`, :class:`ToolBusy`,
-      :class:`CircuitOpen`, :class:`IdempotencyConflict`) that says when it ends: waited out
-      when its ``retry_after`` fits in the remaining budget (one without, such as a full
-      pool of timeout workers, stands at once); a concurrency cap's is decided by the cap
-      itself, before this plugin (its ``max_wait``);
+      :class:`IdempotencyConflict`) that says when it ends: waited out when its
+      ``retry_after`` fits in the remaining budget (one without, such as a full pool of
+      timeout workers, stands at once); a concurrency cap's is decided by the cap itself,
+      before this plugin (its ``max_wait``); a :class:`CircuitOpen` stands at once (an open
+      circuit fails fast), unless ``wait_circuit`` is set: then it is waited out like the others;
     - once the tool started, only if re-running is safe: the tool is ``idempotent``, or the
       policy has ``rerun_non_idempotent`` (an idempotency key is not enough: it stores one
       outcome, but the tool's backend never sees it, and a re-run repeats what the started
@@ -77,15 +80,23 @@ class RetryPlugin:
         clock: time source for the budget (default: the registry's clock).
         rng: source of jitter (``random.Random``; default the system's, which forked worker
             processes do not share: a seeded generator would give them the same waits).
+        wait_circuit: wait out an open circuit's ``retry_after`` (when it fits in the budget)
+            and try again, instead of failing at once with :class:`CircuitOpen`.
     """
 
     name = "retry"
     order = 30
 
     def __init__(
-        self, *, default: RetryPolicy | dict[str, Any] | None = None, clock: Clock | None = None, rng: random.Random | None = None
+        self,
+        *,
+        default: RetryPolicy | dict[str, Any] | None = None,
+        clock: Clock | None = None,
+        rng: random.Random | None = None,
+        wait_circuit: bool = False,
     ) -> None:
         self.default = None if default is None else RetryPolicy.parse(default, tool="*")
+        self.wait_circuit = flag(wait_circuit, "retry wait_circuit")
         self.clock = clock
         self.rng = rng or random.SystemRandom()
         self.retries = 0
@@ -99,6 +110,8 @@ class RetryPlugin:
 
     def transient(self, call: Call, error: BaseException, policy: RetryPolicy) -> bool:
         """Whether ``error`` may be retried under ``policy`` (see the class docstring)."""
+        if isinstance(error, CircuitOpen) and not self.wait_circuit:  # an open circuit fails fast
+            return False
         if isinstance(error, (RateLimitExceeded, ToolBusy, CircuitOpen, IdempotencyConflict)):
             return not call.ran and error.retry_after is not None  # one that says when it ends
         if not call.ran and getattr(error, "retry_after", None) is None:  # before the tool started, no end said: stands

@@ -256,7 +256,8 @@ def _cwd_on_path() -> Iterator[None]:
     """The current directory first on ``sys.path`` meanwhile, as ``python -m harness_one`` has it,
     so ``--tools pkg.tools`` (and a module of that directory a tools file imports) loads the same
     from the ``harness-one`` script; not with ``-P``/``PYTHONSAFEPATH``, which keeps it off. Taken
-    off again after: a local file does not shadow a module the process imports later."""
+    off again after: a local file does not shadow a module the process imports later. Process-mode
+    workers keep it first on their ``sys.path``, to import the tools' modules by name."""
     try:
         cwd = os.getcwd()
     except OSError:  # the directory was removed: nothing to add
@@ -264,6 +265,9 @@ def _cwd_on_path() -> Iterator[None]:
     added = bool(cwd) and not getattr(sys.flags, "safe_path", False) and cwd not in sys.path and "" not in sys.path
     if added:
         sys.path.insert(0, cwd)
+        from .._runners import worker_path
+
+        worker_path(cwd)  # a process-mode worker imports the tools' modules from it too
     try:
         yield
     finally:
