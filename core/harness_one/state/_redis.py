@@ -29,6 +29,7 @@ import redis.asyncio as aredis
 from redis.asyncio.retry import Retry as AsyncRetry
 from redis.backoff import NoBackoff
 from redis.exceptions import (
+    AskError,
     AuthenticationError,
     AuthorizationError,
     ClusterError,
@@ -43,7 +44,7 @@ from redis.retry import Retry
 
 from .._log import log_event
 from ._protocols import KEPT_TICKETS, Record, StateUnavailable, key_text
-from ._select import split_redis_url
+from ._select import MOST_SECONDS, check_redis_url, split_redis_url
 
 __all__ = ["RedisBudgets", "RedisBuckets", "RedisCircuits", "RedisLink", "RedisSlots", "RedisStore"]
 
@@ -53,11 +54,18 @@ DEFAULT_PREFIX = "harness-one:"
 #: ``maxmemory`` with ``noeviction``, a cluster slot being moved (``TRYAGAIN``). Each takes the
 #: plugin's fail mode; any other error reply is a fault of the script's caller and is raised,
 #: as are :data:`_MISCONFIGURED` (redis-py makes a refused password a ``ConnectionError``).
+#: A Redis Cluster client's own errors are configuration errors (a database other than 0, a server
+#: not in cluster mode), except those of :data:`_CLUSTER_OUTAGES`: no node answers, a slot no node serves.
+_CLUSTER_OUTAGES = tuple(
+    getattr(redis.exceptions, name)
+    for name in ("RedisClusterUnreachableError", "SlotNotCoveredError")
+    if hasattr(redis.exceptions, name)  # (redis-py 5 has neither: see _cluster_outage)
+)
 _LINK_ERRORS = (
     redis.ConnectionError,
     redis.TimeoutError,
     ClusterError,
-    RedisClusterException,
+    *_CLUSTER_OUTAGES,
     ReadOnlyError,
     OutOfMemoryError,
     TryAgainError,
@@ -67,17 +75,34 @@ _LINK_ERRORS = (
 #: off from its primary (``MASTERDOWN``), a primary with fewer replicas than ``min-replicas-to-write``
 #: (``NOREPLICAS``).
 _UNABLE = ("MISCONF ", "BUSY ", "MASTERDOWN ", "NOREPLICAS ")
-_CAUGHT = (*_LINK_ERRORS, redis.ResponseError)
+_CAUGHT = (*_LINK_ERRORS, redis.ResponseError, RedisClusterException)
 #: What a misconfigured link looks like: a wrong or missing password (``WRONGPASS``, ``NOAUTH``),
 #: an ACL user without a command or key the scripts need (``NOPERM``). No fail mode applies: a
 #: fail-open plugin would admit every call for as long as the configuration stays wrong.
 _MISCONFIGURED = (AuthenticationError, AuthorizationError, NoPermissionError)
+#: Error replies to the ``SELECT`` of the URL's database: the server has no such database, or is a cluster node.
+_WRONG_DB = ("DB index is out of range", "SELECT is not allowed in cluster mode")
+
+
+def _cluster_outage(exc: BaseException) -> bool:
+    """Whether ``exc``, a Redis Cluster client's own error, says no node could be reached (an outage)."""
+    if isinstance(exc, _CLUSTER_OUTAGES):
+        return True
+    return (  # an older redis-py, without RedisClusterUnreachableError: a plain RedisClusterException
+        len(_CLUSTER_OUTAGES) < 2
+        and type(exc) is RedisClusterException
+        and str(exc).startswith("Redis Cluster cannot be connected")
+        and "Cluster mode is not enabled" not in str(exc)
+        and not isinstance(exc.__cause__, _MISCONFIGURED)
+    )
 
 
 def _cannot_decide(exc: BaseException) -> TypeGuard[Exception]:
     """Whether ``exc`` means "Redis cannot decide now" (the plugin's fail mode), not a fault to raise."""
     if isinstance(exc, _LINK_ERRORS):
         return not isinstance(exc, _MISCONFIGURED)
+    if isinstance(exc, RedisClusterException):
+        return _cluster_outage(exc)
     return isinstance(exc, redis.ResponseError) and str(exc).startswith(_UNABLE)
 
 
@@ -147,7 +172,10 @@ return 0
 )
 
 # ARGV: now, fingerprint, lease, owner. Returns nil (the caller owns the key) or the live record.
-# A claim sent again after its reply was lost finds its own owner and is the caller's.
+# A claim sent again after its reply was lost finds its own owner and is the caller's. Its first write
+# is the HSET, which Redis refuses under maxmemory with noeviction (a script is refused there only
+# until its first write: a DEL first would have let the claim through); the fields of the expired
+# record it replaces go after. The TTL is sent as digits, at most 10^15 ms, so PEXPIRE never refuses it.
 _BEGIN = _Script(
     _NOW
     + """
@@ -158,9 +186,10 @@ if ex ~= nil and ex > now then
   return {r[1], r[2], r[3], r[4], r[5], r[6]}
 end
 local lease = tonumber(ARGV[3])
-redis.call('DEL', KEYS[1])
+local ms = string.format('%.0f', math.min(math.max(1, math.ceil(lease * 1000)), 1e15))
 redis.call('HSET', KEYS[1], 'fp', ARGV[2], 'st', 'running', 'ex', num(now + lease), 'at', ARGV[1], 'ow', ARGV[4])
-redis.call('PEXPIRE', KEYS[1], math.max(1, math.ceil(lease * 1000)))
+redis.call('HDEL', KEYS[1], 'ok', 'v', 'e')
+redis.call('PEXPIRE', KEYS[1], ms)
 return false
 """
 )
@@ -175,7 +204,7 @@ if r[1] ~= 'running' or ex == nil or ex <= now then return 0 end
 if ARGV[3] ~= '' and r[3] ~= ARGV[3] then return 0 end
 local lease = tonumber(ARGV[2])
 redis.call('HSET', KEYS[1], 'ex', num(now + lease), 'at', ARGV[1])
-redis.call('PEXPIRE', KEYS[1], math.max(1, math.ceil(lease * 1000)))
+redis.call('PEXPIRE', KEYS[1], string.format('%.0f', math.min(math.max(1, math.ceil(lease * 1000)), 1e15)))
 return 1
 """
 )
@@ -194,7 +223,7 @@ if ARGV[9] ~= '' then redis.call('HSET', KEYS[1], 'ow', ARGV[9]) end
 local ttl = tonumber(ARGV[8])
 local at = tonumber(r[1])
 if mine and at ~= nil then ttl = math.ceil((tonumber(ARGV[4]) - at) * 1000) end
-redis.call('PEXPIRE', KEYS[1], math.min(math.max(ttl, 1), 2^53)) -- the full ttl (2^53 ms: 285,000 years; Redis refuses '1e+17')
+redis.call('PEXPIRE', KEYS[1], string.format('%.0f', math.min(math.max(ttl, 1), 1e15))) -- as digits: Redis refuses '1e+17'
 return 1
 """,
     settles=True,
@@ -214,20 +243,25 @@ return 1
 _DELETE = _Script("return redis.call('DEL', KEYS[1])", settles=True)
 
 # KEYS: the tool's slots, all slots. ARGV: now, holder, cap ('' none), total ('' none), lease.
-# Returns {admitted, held by the tool, held overall} (counts before this call).
+# Returns {admitted, held by the tool, held overall} (counts before this call). The live slots are
+# counted without a write; the first write is the ZADD of an admitted call, which Redis refuses under
+# maxmemory with noeviction (the lapsed slots are removed after it: removed first, they would have let it through).
 _SLOT_ACQUIRE = _Script(
     _NOW
     + """
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
-redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
-local n, all = redis.call('ZCARD', KEYS[1]), redis.call('ZCARD', KEYS[2])
-if redis.call('ZSCORE', KEYS[1], ARGV[2]) then return {1, n - 1, all - 1} end
+local live = '(' .. num(now)
+local n, all = redis.call('ZCOUNT', KEYS[1], live, '+inf'), redis.call('ZCOUNT', KEYS[2], live, '+inf')
+local mine = tonumber(redis.call('ZSCORE', KEYS[1], ARGV[2]))
+if mine ~= nil and mine > now then return {1, n - 1, all - 1} end
 local cap, total = tonumber(ARGV[3]), tonumber(ARGV[4])
 if (cap ~= nil and n >= cap) or (total ~= nil and all >= total) then return {0, n, all} end
 local lease = tonumber(ARGV[5])
 local ms = math.min(math.max(1, math.ceil(lease * 1000)), 1e15)
 for _, key in ipairs(KEYS) do
   redis.call('ZADD', key, num(now + lease), ARGV[2])
+end
+for _, key in ipairs(KEYS) do
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', now)
   if redis.call('PTTL', key) < ms then redis.call('PEXPIRE', key, string.format('%.0f', ms)) end
 end
 return {1, n, all}
@@ -621,9 +655,39 @@ async def _aexchange(connection: Any, batch: Sequence[_Pending], *, reload: bool
     raise AssertionError("unreachable")  # pragma: no cover
 
 
-def _misconfigured(exc: Exception) -> Exception:
-    """``exc`` (a refused password or command), its message naming the problem and what to check
-    (not the address: the message reaches the model; :meth:`RedisLink._raise` logs it)."""
+_CONFIGURATION = "This is a configuration error, not an outage: no fail mode applies."
+
+
+def _misconfigured(exc: Exception, cluster: bool) -> Exception | None:
+    """The error to raise for ``exc`` when it says the link is misconfigured (a refused password or
+    command, a database the server does not have, a cluster node named by a ``redis://`` URL or a
+    server not in cluster mode named by a ``redis+cluster://`` one), its message naming the problem
+    and what to check (not the address: the message reaches the model; :meth:`RedisLink._raise`
+    logs it); None for any other error."""
+    if isinstance(exc, redis.ResponseError) and str(exc).startswith(_WRONG_DB):
+        if str(exc).startswith(_WRONG_DB[1]):
+            return redis.ResponseError(
+                f"Redis refused the state URL's database: the server is a Redis Cluster node (use 'redis+cluster://'"
+                f" and database 0). {_CONFIGURATION}"
+            )
+        return redis.ResponseError(
+            f"Redis has no database the state URL names (DB index is out of range: the server's 'databases'"
+            f" setting bounds it). {_CONFIGURATION}"
+        )
+    if isinstance(exc, AskError) and not cluster:  # MOVED or ASK: its text names another node's address
+        return redis.ResponseError(
+            f"Redis answered that the key is served by another node: the state URL names a node of a Redis Cluster"
+            f" (use 'redis+cluster://HOST:PORT'). {_CONFIGURATION}"
+        )
+    if isinstance(exc, RedisClusterException) and not _cluster_outage(exc):
+        problem = (
+            "the server is not in cluster mode (use 'redis://' for a single server)"
+            if "Cluster mode is not enabled" in str(exc)
+            else "the Redis Cluster client refused the state URL (the log says why)"
+        )
+        return RedisClusterException(f"Redis Cluster state: {problem}. {_CONFIGURATION}")
+    if not isinstance(exc, _MISCONFIGURED):
+        return None
     if isinstance(exc, NoPermissionError):
         problem = (
             "denied the state's user a command or key it needs (its ACL must allow EVALSHA, EVAL and the"
@@ -631,9 +695,7 @@ def _misconfigured(exc: Exception) -> Exception:
         )
     else:
         problem = "refused the user or password of the state URL"
-    return type(exc)(
-        f"Redis {problem}: {str(exc).rstrip('.')}. This is a configuration error, not an outage: no fail mode applies."
-    )
+    return type(exc)(f"Redis {problem}: {str(exc).rstrip('.')}. {_CONFIGURATION}")
 
 
 _LINKS: weakref.WeakSet[RedisLink] = weakref.WeakSet()
@@ -666,7 +728,8 @@ class RedisLink:
             that times their number, at most 16 times: Redis answers it once it ran it all).
         down_for: after a failure, seconds during which calls fail at once instead of waiting
             for the timeout again (not those that settle what a call held: a release, an
-            outcome, a give-back); then the next call reconnects.
+            outcome, a give-back); then the next call reconnects. On a Redis Cluster a node
+            that did not answer fails at once only the calls of its keys.
         cluster: use the Redis Cluster clients (``RedisCluster``) even for a ``redis://`` URL.
 
     A command that fails to reach the server is sent once more on a fresh connection (a
@@ -689,10 +752,13 @@ class RedisLink:
         down_for: float = 0.5,
         cluster: bool = False,
     ) -> None:
+        check_redis_url(url)
         self.url, options, in_url = split_redis_url(url)
         self.cluster = cluster or in_url
         self.prefix = prefix if prefix is not None else options.get("prefix", DEFAULT_PREFIX)
         self.timeout = timeout if timeout is not None else float(options.get("timeout", 0.25))
+        if not 0 < self.timeout <= MOST_SECONDS:
+            raise ValueError(f"a Redis timeout is seconds above 0, at most {MOST_SECONDS:g}, not {self.timeout!r}")
         self.down_for = down_for
         self._options: dict[str, Any] = {
             "socket_timeout": self.timeout,
@@ -704,6 +770,7 @@ class RedisLink:
         self._client_lock = threading.Lock()
         self._aclients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any] = weakref.WeakKeyDictionary()
         self._down_until = 0.0
+        self._down_nodes: dict[str, float] = {}  # a cluster's nodes that failed: "host:port" -> until (monotonic)
         self._logged_until = 0.0
         self.failures = 0
         self._hot: Any = None  # one connection kept out of the pool for the sending thread
@@ -767,12 +834,14 @@ class RedisLink:
         if self._is_down():
             raise self._unavailable()
 
-    def _failed(self, exc: Exception) -> StateUnavailable:
+    def _failed(self, exc: Exception, node: str | None = None) -> StateUnavailable:
         self.failures += 1
         if time.monotonic() >= self._logged_until:
             self._logged_until = time.monotonic() + self.down_for
             log_event(30, "redis unavailable", where=self._where(), error=f"{type(exc).__name__}: {exc}")
-        if not isinstance(exc, BatchTimeout):  # a single call not answered: Redis failed, calls fail fast a while
+        if node is not None:  # one cluster node failed: the calls of its keys fail fast a while, not all
+            self._down_nodes[node] = time.monotonic() + self.down_for
+        elif not isinstance(exc, BatchTimeout):  # a single call not answered: Redis failed, calls fail fast a while
             self._down_until = time.monotonic() + self.down_for
         err = StateUnavailable(  # its address and error text (which names it) in the log and ``where``, not in the message
             f"The shared state (Redis) is unavailable ({type(exc).__name__}). Retry shortly.",
@@ -782,16 +851,17 @@ class RedisLink:
         err.__cause__ = exc
         return err
 
-    def _raise(self, exc: Exception) -> NoReturn:
-        """Raise what ``exc`` means: :class:`StateUnavailable` when Redis cannot decide now, an error
-        naming the problem for a misconfigured link, else ``exc`` itself (a fault of the caller)."""
+    def _raise(self, exc: Exception, node: str | None = None) -> NoReturn:
+        """Raise what ``exc`` means: :class:`StateUnavailable` when Redis cannot decide now (``node``:
+        the cluster node that failed, marked down alone), an error naming the problem for a
+        misconfigured link, else ``exc`` itself (a fault of the caller)."""
         if _cannot_decide(exc):
-            raise self._failed(exc) from exc
-        if isinstance(exc, _MISCONFIGURED):
-            err = _misconfigured(exc)
+            raise self._failed(exc, node) from exc
+        err = _misconfigured(exc, self.cluster)
+        if err is not None:
             if time.monotonic() >= self._logged_until:
                 self._logged_until = time.monotonic() + self.down_for
-                log_event(40, "redis misconfigured", where=self._where(), error=str(err))
+                log_event(40, "redis misconfigured", where=self._where(), error=f"{err} ({type(exc).__name__}: {exc})")
             err.where = self._where()  # type: ignore[attr-defined]  # as StateUnavailable's: for the application
             raise err from exc
         raise exc
@@ -1043,14 +1113,49 @@ class RedisLink:
         if following is not None:
             following.release()
 
+    def _node_down(self, client: Any, keys: Sequence[str]) -> None:
+        """(A cluster with failed nodes.) Fail at once a call whose key's node failed moments ago."""
+        now = time.monotonic()
+        for name, until in list(self._down_nodes.items()):
+            if until <= now:
+                self._down_nodes.pop(name, None)
+        if self._down_nodes and self._node_of(client, keys, None) in self._down_nodes:
+            raise self._unavailable()
+
+    @staticmethod
+    def _node_of(client: Any, keys: Sequence[str], exc: Exception | None) -> str | None:
+        """The cluster node (``host:port``) of a call: the one ``exc`` names (redis-py 6+ gives a
+        failed call's connection), else the node serving the call's first key in the client's slot
+        map; None when neither is known (the whole link is then marked down)."""
+        found = getattr(exc, "connection", None)
+        host, port = getattr(found, "host", None), getattr(found, "port", None)
+        if host is not None and port is not None:
+            return f"{host}:{port}"
+        try:
+            node = client.nodes_manager.get_node_from_slot(client.keyslot(keys[0]))
+            return f"{node.host}:{node.port}"
+        except Exception:
+            return None
+
+    def _cluster_failure(self, client: Any, keys: Sequence[str], exc: Exception) -> NoReturn:
+        """Raise what a cluster call's ``exc`` means; a node that did not answer is marked down alone."""
+        one = keys and isinstance(exc, (redis.ConnectionError, redis.TimeoutError)) and _cannot_decide(exc)
+        self._raise(exc, self._node_of(client, keys, exc) if one else None)
+
     def _run_pooled(self, script: _Script, keys: Sequence[str], args: Sequence[Any]) -> Any:
         try:
-            try:
-                return self.client.evalsha(script.sha, len(keys), *keys, *args)
-            except NoScriptError:
-                return self.client.eval(script.source, len(keys), *keys, *args)
+            client = self.client  # made on first use: it asks a node for the slot map
         except _CAUGHT as exc:
             self._raise(exc)
+        if self._down_nodes and not script.settles and keys:
+            self._node_down(client, keys)
+        try:
+            try:
+                return client.evalsha(script.sha, len(keys), *keys, *args)
+            except NoScriptError:
+                return client.eval(script.source, len(keys), *keys, *args)
+        except _CAUGHT as exc:
+            self._cluster_failure(client, keys, exc)
 
     async def arun(self, script: _Script, keys: Sequence[str], args: Sequence[Any]) -> Any:
         """:meth:`run` on the asyncio client: the event loop is never blocked. The loop's tasks
@@ -1112,13 +1217,15 @@ class RedisLink:
 
     async def _arun_pooled(self, script: _Script, keys: Sequence[str], args: Sequence[Any]) -> Any:
         client = self.aclient()
+        if self._down_nodes and not script.settles and keys:
+            self._node_down(client, keys)
         try:
             try:
                 return await client.evalsha(script.sha, len(keys), *keys, *args)
             except NoScriptError:
                 return await client.eval(script.source, len(keys), *keys, *args)
         except _CAUGHT as exc:
-            self._raise(exc)
+            self._cluster_failure(client, keys, exc)
 
     def command(self, *args: Any) -> Any:
         """A plain command (``DEL``, ``PING``), with the same failure handling."""
@@ -1173,6 +1280,19 @@ class RedisLink:
 
 def _now_arg(server_time: bool, now: float) -> str:
     return "" if server_time else repr(float(now))
+
+
+#: The longest key TTL the scripts set, in milliseconds (~31,700 years).
+_MOST_MS = 1e15
+
+
+def _lease(seconds: float) -> str:
+    """A lease as the scripts take it: at most 10^12 s (a TTL of 10^15 ms), so a huge or infinite
+    one cannot make ``PEXPIRE`` refuse the TTL and leave a claim with none."""
+    lease = float(seconds)
+    if math.isnan(lease):
+        raise ValueError("a lease is a number of seconds, not NaN")
+    return repr(min(lease, _MOST_MS / 1000))
 
 
 class RedisBuckets:
@@ -1254,7 +1374,7 @@ class RedisStore:
         self, scope: str, key: str, fingerprint: str, now: float, lease: float, owner: str | None
     ) -> tuple[list[str], list[Any]]:
         mine = owner if owner is not None else os.urandom(8).hex()  # a claim sent again finds its owner
-        return [self._key(scope, key)], [repr(float(now)), fingerprint, repr(float(lease)), mine]
+        return [self._key(scope, key)], [repr(float(now)), fingerprint, _lease(lease), mine]
 
     def begin(
         self, scope: str, key: str, fingerprint: str, now: float, lease: float, *, owner: str | None = None
@@ -1267,7 +1387,7 @@ class RedisStore:
         return _record(await self.link.arun(_BEGIN, *self._begin(scope, key, fingerprint, now, lease, owner)))
 
     def _renew(self, scope: str, key: str, now: float, lease: float, owner: str | None) -> tuple[list[str], list[Any]]:
-        return [self._key(scope, key)], [repr(float(now)), repr(float(lease)), owner or ""]
+        return [self._key(scope, key)], [repr(float(now)), _lease(lease), owner or ""]
 
     def renew(self, scope: str, key: str, now: float, lease: float, *, owner: str | None = None) -> bool:
         return bool(self.link.run(_RENEW, *self._renew(scope, key, now, lease, owner)))
@@ -1287,7 +1407,8 @@ class RedisStore:
             raise ValueError(
                 f"the outcome is {len(value) + len(error):,} characters of JSON, over the {self.max_value:,} a record holds"
             )
-        fallback = max(math.ceil((record.expires - time.time()) * 1000), 1)
+        left = (record.expires - time.time()) * 1000
+        fallback = math.ceil(min(left, _MOST_MS)) if left >= 1 else 1  # at most 10^15 ms (an infinite ttl too)
         return [self._key(scope, key)], [
             "" if now is None else repr(float(now)),
             record.fingerprint,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import inspect
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -40,11 +41,66 @@ def split_redis_url(url: str) -> tuple[str, dict[str, str], bool]:
         elif name != "decode_responses":
             rest.append((name, value))
     if "timeout" in ours:
-        positive_seconds(ours["timeout"], "the Redis state URL's timeout")
+        _bounded(positive_seconds(ours["timeout"], "the Redis state URL's timeout"), "timeout")
     cluster = parsed.scheme in CLUSTER_SCHEMES
     if cluster:
         parsed = parsed._replace(scheme=parsed.scheme.removesuffix("+cluster"))
     return urlunparse(parsed._replace(query=urlencode(rest))), ours, cluster
+
+
+#: The most seconds a Redis timeout may be (~11.6 days): a larger one overflows the socket's timeout.
+MOST_SECONDS = 1e6
+
+
+def _bounded(seconds: float, name: str) -> float:
+    if not seconds <= MOST_SECONDS:
+        raise ValueError(f"the Redis state URL's {name} is {seconds!r} seconds: at most {MOST_SECONDS:g}")
+    return seconds
+
+
+def check_redis_url(url: str) -> None:
+    """Refuse now what the Redis client would refuse only when a plugin makes its link (each plugin
+    then left on state of its own process): a port out of range, a database that is not a number
+    (or not 0 on a Redis Cluster), an option the client does not take or with a bad value, a socket
+    timeout over :data:`MOST_SECONDS`. Parses with redis-py and builds a connection object (no
+    connection is made). ``ValueError``, naming the URL without its password."""
+    from redis import RedisCluster
+    from redis.cluster import REDIS_ALLOWED_KEYS
+    from redis.connection import ConnectionPool, parse_url
+
+    plain, ours, cluster = split_redis_url(url)
+    parsed = urlparse(plain)
+    try:
+        port = parsed.port
+        options = parse_url(plain)  # type: ignore[no-untyped-call]
+    except ValueError as exc:
+        raise ValueError(f"state URL {_shown(url)} is malformed: {exc}") from None
+    if port == 0:
+        raise ValueError(f"state URL {_shown(url)} is malformed: port 0")
+    path = unquote(parsed.path).strip("/")
+    if path and not path.isdigit():
+        raise ValueError(f"state URL {_shown(url)} names the database {path!r}: use a number ('redis://HOST:PORT/0')")
+    db = options.get("db", 0)
+    if cluster and db != 0:
+        raise ValueError(f"state URL {_shown(url)} names database {db}: a Redis Cluster has only database 0")
+    for name in ("socket_timeout", "socket_connect_timeout"):
+        if name in options:
+            seconds = options[name]
+            if not seconds > 0:
+                raise ValueError(f"the Redis state URL's {name} is {seconds!r}: use a number of seconds above 0")
+            _bounded(seconds, name)
+    if cluster:
+        known = set(REDIS_ALLOWED_KEYS) | set(inspect.signature(RedisCluster.__init__).parameters)
+        unknown = sorted(set(options) - known)
+        if unknown:
+            raise ValueError(f"state URL {_shown(url)} has the option {unknown[0]!r}, which the Redis client does not take")
+        return
+    timeout = float(ours.get("timeout", 0.25))
+    try:  # builds the connection the link would (connection_class, ssl options): an unknown option is a TypeError
+        ConnectionPool.from_url(plain, socket_timeout=timeout, socket_connect_timeout=timeout).make_connection()
+    except (TypeError, ValueError) as exc:
+        detail = str(exc).replace(parsed.password or "\0", "***") if parsed.password else str(exc)
+        raise ValueError(f"state URL {_shown(url)} is refused by the Redis client: {detail}") from None
 
 
 class State:
@@ -76,7 +132,7 @@ class State:
         if self.redis:
             if importlib.util.find_spec("redis") is None:
                 raise ValueError(f"state URL {_shown(url)} needs the Redis client: pip install 'harness-one[redis]'")
-            split_redis_url(url or "")  # refuses a malformed option now
+            check_redis_url(url or "")  # refuses a malformed URL or option now
         self.prefix = prefix
         self._lock = threading.RLock()  # a Redis backend makes the link inside _once
         self._made: dict[str, Any] = {}
