@@ -19,6 +19,8 @@ from ._spec import CALL_TIMEOUT, MAX_REPLY_BYTES, McpSpecError, attach_servers, 
 if TYPE_CHECKING:
     from harness_one import ToolRegistry
 
+    from ._client import RemoteServer
+
 __all__ = ["serve"]
 
 _F = TypeVar("_F", bound=Callable[..., Any])
@@ -166,7 +168,7 @@ def serve(
     with stdout_for_answers() if transport == "stdio" else contextlib.nullcontext():
         registry = _registry(ctx)
         try:
-            attach_servers(registry, specs)
+            servers = attach_servers(registry, specs)
         except Exception as exc:
             raise click.ClickException(str(exc)) from None
     from ._server import serve as run
@@ -192,3 +194,14 @@ def serve(
         pass
     except OSError as exc:
         raise click.ClickException(f"cannot serve on {host}:{port}: {exc}") from None
+    finally:  # SIGTERM too (run raises SystemExit): the imported stdio servers' process groups are stopped
+        _close(servers)
+
+
+def _close(servers: list[RemoteServer]) -> None:
+    """Close the connections to ``servers`` at once (each stdio server's process group is stopped)."""
+    if servers:
+        from ._client import _close_each, _wait
+
+        with contextlib.suppress(Exception):
+            _wait(_close_each(servers), 10)

@@ -18,13 +18,14 @@ import json
 import math
 import os
 import re
+import signal
 import socket
 import sys
 import threading
 import uuid
 import weakref
 from collections import Counter, deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -269,6 +270,8 @@ class _Bridge:
         return self._schemas.get(name)
 
     async def list_tools(self, ctx: ServerRequestContext[Any, Any], params: PaginatedRequestParams | None) -> dict[str, Any]:
+        if params is not None and params.cursor is not None:  # never issued (no nextCursor): the spec's -32602
+            raise MCPError(code=INVALID_PARAMS, message="Invalid cursor: this server sends every tool on one page")
         self._track(ctx)
         self._refresh()
         return self._listing
@@ -558,7 +561,8 @@ def create_server(
 ) -> Server[dict[str, Any]]:
     """The low-level MCP server (``mcp.server.lowlevel.Server``) serving every tool of ``registry``.
 
-    ``tools/list`` is ``registry.export("mcp")`` sorted by name; tools added or removed
+    ``tools/list`` is ``registry.export("mcp")`` sorted by name, on one page (a ``cursor``, which it
+    never issues, is ``-32602``); tools added or removed
     while serving send ``listChanged`` (handshake era) or a ``subscriptions/listen`` event
     (2026-07-28). ``principal`` finds the authenticated user of an HTTP request (default:
     Starlette's ``request.user`` when an authentication middleware set one). ``tracing``
@@ -631,6 +635,53 @@ def _bad_id(body: bytes) -> bool:
     return not (type(given) is str or type(given) is int)
 
 
+def _answering_invalid(send: Send, body: bytes) -> Send:
+    """``send`` with the SDK's answer to a ``body`` that is JSON but no JSON-RPC message (a batch, a ``method``
+    that is not a string) replaced by stdio's: ``-32600`` on the request's ``id`` when it has one, what is wrong
+    without the input (the SDK answers ``-32602``, ``id`` null, a pydantic dump that echoes the input). The SDK
+    answers so only after its ``Host``, ``Origin``, ``Accept`` and ``Content-Type`` checks; its answer is read
+    only when it is a 400."""
+    held: Message | None = None
+
+    async def answering(message: Message) -> None:
+        nonlocal held
+        if held is not None:
+            start, held = held, None
+            reply = _invalid_reply(body, message.get("body", b"")) if message["type"] == "http.response.body" else None
+            if reply is not None:
+                headers = [(k, v) for k, v in start.get("headers", ()) if k.lower() != b"content-length"]
+                start = {**start, "headers": [*headers, (b"content-length", str(len(reply)).encode())]}
+                message = {"type": "http.response.body", "body": reply}
+            await send(start)
+        elif message["type"] == "http.response.start" and message["status"] == 400:
+            held = message
+            return
+        await send(message)
+
+    return answering
+
+
+def _invalid_reply(body: bytes, answer: bytes) -> bytes | None:
+    """stdio's answer to ``body`` when it is JSON but no JSON-RPC message and the SDK's ``answer`` (a 400) is the
+    ``-32602`` it gives such a body; else None."""
+    try:
+        if from_json(answer).get("error", {}).get("code") != INVALID_PARAMS:
+            return None
+        message = from_json(body)
+    except (ValueError, AttributeError):
+        return None
+    from mcp_types import jsonrpc_message_adapter
+    from pydantic import ValidationError
+
+    from ._stdio import invalid_message
+
+    try:
+        jsonrpc_message_adapter.validate_python(message, by_name=False)
+    except ValidationError as exc:
+        return invalid_message(message, exc).model_dump_json(by_alias=True, exclude_unset=True).encode()
+    return None
+
+
 def _error_body(message: str) -> bytes:
     """A JSON-RPC ``-32600`` error with ``"id": null``, as JSON."""
     error = JSONRPCError(jsonrpc="2.0", id=None, error=ErrorData(code=INVALID_REQUEST, message=message))
@@ -663,7 +714,9 @@ class _Guard:
     A session is used only by the principal that opened it: another's request (or one for a session this
     app did not see opened) gets the 404 of a session that does not exist, as the SDK answers a bearer
     token other than the opener's. A POST whose ``id`` is neither a string nor an integer gets ``-32600``
-    (HTTP 400) with ``"id": null``, as over stdio, after the SDK's ``Host``/``Origin`` checks.
+    (HTTP 400) with ``"id": null``, as over stdio, after the SDK's ``Host``/``Origin`` checks; one that is
+    JSON but no JSON-RPC message (a batch, a ``method`` that is not a string) gets stdio's ``-32600`` with the
+    request's ``id``, in place of the SDK's ``-32602`` dump (see :func:`_answering_invalid`).
     """
 
     def __init__(
@@ -714,7 +767,7 @@ class _Guard:
             checked = await self._checked(scope, receive, send)
             if checked is None:
                 return
-            receive = checked
+            receive, send = checked
             if sessions is not None and session is None:  # it may open a session
                 send = self._opening(send, self.principal(Request(scope)))
         if owner is None:
@@ -729,19 +782,24 @@ class _Guard:
             owner.busy -= 1
             owner.last = self.clock.now()
 
-    async def _checked(self, scope: Scope, receive: Receive, send: Send) -> Receive | None:
-        """``receive`` for the SDK once the body (up to the size limit: the SDK refuses a larger one) is read
-        and its ``id`` checked; None when a bad ``id`` was answered here."""
+    async def _checked(self, scope: Scope, receive: Receive, send: Send) -> tuple[Receive, Send] | None:
+        """``receive`` and ``send`` for the SDK once the body (up to the size limit: the SDK refuses a larger one)
+        is read and its ``id`` checked (``send`` answering a body that is no JSON-RPC message as stdio does, see
+        :func:`_answering_invalid`); None when a bad ``id`` was answered here."""
         messages = [await receive()]
         size = 0
         while (last := messages[-1])["type"] == "http.request":
             size += len(last.get("body", b""))
             if not last.get("more_body"):
                 whole = last.get("body", b"") if len(messages) == 1 else b"".join(m.get("body", b"") for m in messages)
-                if size <= self.max_body_size and _bad_id(whole):
-                    refused = await self.security.validate_request(Request(scope), is_post=True)
-                    await (refused or _refusal(400, "Invalid request: id must be a string or an integer"))(scope, receive, send)
-                    return None
+                if size <= self.max_body_size:
+                    if _bad_id(whole):
+                        refused = await self.security.validate_request(Request(scope), is_post=True)
+                        await (refused or _refusal(400, "Invalid request: id must be a string or an integer"))(
+                            scope, receive, send
+                        )
+                        return None
+                    send = _answering_invalid(send, whole)
                 break
             if size > self.max_body_size:
                 break
@@ -751,7 +809,7 @@ class _Guard:
         async def replay() -> Message:
             return pending.popleft() if pending else await receive()
 
-        return replay
+        return replay, send
 
     def _opening(self, send: Send, principal: str | None) -> Send:
         """``send`` noting the session a request without one opened, with its principal."""
@@ -1119,7 +1177,10 @@ def serve(registry: ToolRegistry, transport: str = "stdio", **options: Any) -> N
     :func:`serve_http`).
 
     The event loop is uvloop's when it is installed (the ``mcp`` extra installs it, except on
-    Windows), a faster loop than asyncio's.
+    Windows), a faster loop than asyncio's. Called in the main thread while SIGTERM has its default
+    handler, SIGTERM stops the server as Ctrl-C does (for HTTP after uvicorn's graceful shutdown) and
+    raises ``SystemExit(143)``, so ``finally`` blocks and exit hooks run (an imported stdio server's
+    process group is stopped); the default handler is back once it returns.
     """
     run: Callable[..., Awaitable[None]]
     if transport == "stdio":
@@ -1141,7 +1202,26 @@ def serve(registry: ToolRegistry, transport: str = "stdio", **options: Any) -> N
 
     if uvloop:
         _fill_closed_std_fds()
-    anyio.run(main, backend_options={"use_uvloop": uvloop})
+    with _sigterm_exits():
+        anyio.run(main, backend_options={"use_uvloop": uvloop})
+
+
+def _stop_on_sigterm(signum: int, frame: Any) -> None:
+    raise SystemExit(128 + signum)
+
+
+@contextlib.contextmanager
+def _sigterm_exits() -> Iterator[None]:
+    """SIGTERM raising ``SystemExit(143)`` in the main thread meanwhile, where it has its default handler (which
+    ends the process at once: no ``finally``, no exit hook, the children of imported stdio servers left running)."""
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        yield
+        return
+    signal.signal(signal.SIGTERM, _stop_on_sigterm)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def _fill_closed_std_fds() -> None:

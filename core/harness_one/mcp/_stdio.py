@@ -10,12 +10,14 @@ and writes through ``anyio.wrap_file``: a hop to a worker thread for each line r
 flushed, about a third of a ``tools/call`` round trip); any other stream (a regular file, a
 host's stream) is read a line at a time, and written an answer at a time, on a worker thread.
 
-A line the SDK cannot read (not JSON, invalid UTF-8 outside a string, a lone surrogate, not a
-JSON-RPC message) it passes on as an exception and answers nothing, so the client would wait
-for its request for ever. :class:`Answering` answers it, as JSON-RPC asks: ``-32700`` for a
-line that is not JSON (``id`` null), ``-32600`` for one that is not a valid message, with the
-request's ``id`` when the line has one. A response the client sent (``result``/``error``
-and no ``method``) is never answered.
+A line the SDK cannot read (not JSON, not UTF-8, a lone surrogate, not a JSON-RPC message) it
+passes on as an exception and answers nothing, so the client would wait for its request for
+ever. :class:`Answering` answers it, as JSON-RPC asks: ``-32700`` for a line that is not JSON
+(``id`` null) or not UTF-8 (a line is decoded strictly: with U+FFFD for a bad byte, a string
+in the request would change unseen), ``-32600`` for one that is not a valid message, with the
+request's ``id`` when the line has one the client can know (not a string holding a lone
+surrogate, which could only go back as U+FFFD, the ``id`` of another request). A response the
+client sent (``result``/``error`` and no ``method``) is never answered.
 
 At the end of stdin the SDK ends the session and cancels every request still running, so a
 client that sent its requests and closed its stdin (``serve < requests.txt``) lost the last
@@ -39,6 +41,7 @@ import io
 import json
 import math
 import os
+import re
 import stat
 import sys
 from collections import deque
@@ -74,6 +77,8 @@ _MIN_LINE = 1 << 20
 _STREAM = "subscriptions/listen"
 #: How much of a dropped line a worker thread reads at a time.
 _CHUNK = 1 << 16
+#: A UTF-16 surrogate: in a string ``id``, an ``id`` no answer can carry (UTF-8 has no lone surrogate).
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def _pollable(fd: int) -> bool:
@@ -85,18 +90,29 @@ def _pollable(fd: int) -> bool:
     return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or (stat.S_ISCHR(mode) and os.isatty(fd))
 
 
+class _NotUtf8:
+    """A line that is not valid UTF-8, handed to the SDK as an empty line: ``problem`` says where, and ``text``
+    is the line with each invalid byte as a lone surrogate (``surrogateescape``), to read its ``id`` from."""
+
+    __slots__ = ("problem", "text")
+
+    def __init__(self, line: bytes, exc: UnicodeDecodeError) -> None:
+        self.problem = f"the line is not valid UTF-8 (byte 0x{line[exc.start]:02x} at position {exc.start})"
+        self.text = line.decode("utf-8", errors="surrogateescape")
+
+
 class _Lines:
     """``async for line in stdin``: text lines from an asyncio ``StreamReader``.
 
-    ``handed`` keeps the lines handed out (``None``: one dropped for its length) until
-    :class:`Answering` receives what the SDK made of each: one message or one exception per
-    line, in order.
+    ``handed`` keeps the lines handed out (``None``: one dropped for its length; a :class:`_NotUtf8`: one
+    that is not UTF-8) until :class:`Answering` receives what the SDK made of each: one message or one
+    exception per line, in order.
     """
 
     def __init__(self, reader: asyncio.StreamReader | None, limit: int = 0) -> None:
         self.reader = reader
         self.limit = limit  # the line limit, for the answer to a line dropped for its length
-        self.handed: deque[str | None] = deque()
+        self.handed: deque[str | _NotUtf8 | None] = deque()
 
     def __aiter__(self) -> _Lines:
         return self
@@ -106,7 +122,11 @@ class _Lines:
         if line is None:
             self.handed.append(None)
             return ""  # not JSON-RPC: the SDK passes an exception on and reads on
-        text = line.decode("utf-8", errors="replace")
+        try:
+            text = line.decode("utf-8")
+        except UnicodeDecodeError as exc:  # decoded with U+FFFD, a string in the request would change unseen
+            self.handed.append(_NotUtf8(line, exc))
+            return ""  # not JSON-RPC: the SDK passes an exception on and reads on
         self.handed.append(text)
         return text
 
@@ -211,10 +231,12 @@ class _ThreadOut:
         self.out.flush()
 
 
-def reply_to(line: str | None, limit: int, exc: Exception) -> JSONRPCError | None:
+def reply_to(line: str | _NotUtf8 | None, limit: int, exc: Exception) -> JSONRPCError | None:
     """The error that answers ``line``, which the SDK could not read (``exc``); None for a response."""
     if line is None:
         return _error(None, PARSE_ERROR, f"Parse error: a line longer than {limit} bytes")
+    if isinstance(line, _NotUtf8):
+        return _not_utf8(line)
     try:
         message = json.loads(line)
     except (ValueError, RecursionError) as err:  # RecursionError: nested deeper than the decoder reads
@@ -222,18 +244,47 @@ def reply_to(line: str | None, limit: int, exc: Exception) -> JSONRPCError | Non
         message = read_object(line)
         if message is None:
             return _error(None, PARSE_ERROR, f"Parse error: {err}")
+    if type(message) is dict and "method" not in message and ("result" in message or "error" in message):
+        return None
+    return invalid_message(message, exc)
+
+
+def invalid_message(message: Any, exc: Exception) -> JSONRPCError:
+    """The ``-32600`` answering JSON ``message`` that is no JSON-RPC message (``exc``: what the SDK found wrong),
+    on the request's ``id`` when it has one the client can know as its own, without the input."""
     if type(message) is not dict:
         return _error(None, INVALID_REQUEST, f"Invalid request: expected a JSON object, got {type(message).__name__}")
-    if "method" not in message and ("result" in message or "error" in message):
-        return None
-    given = message.get("id")
-    known = given if type(given) is str or (type(given) is int and -(1 << 63) <= given < 1 << 63) else None
-    return _error(known, INVALID_REQUEST, f"Invalid request: {_detail(exc)}")
+    return _error(_request_id(message.get("id")), INVALID_REQUEST, f"Invalid request: {_detail(exc)}")
 
 
-def _has_id(line: str | None) -> bool:
+def _not_utf8(line: _NotUtf8) -> JSONRPCError | None:
+    """The ``-32700`` answering a line that is not UTF-8, with the request's ``id`` when it reads as one (a string
+    with an invalid byte in it does not); None for a response."""
+    try:
+        message = json.loads(line.text)
+    except (ValueError, RecursionError):
+        message = read_object(line.text)
+    known = None
+    if type(message) is dict:
+        if "method" not in message and ("result" in message or "error" in message):
+            return None
+        known = _request_id(message.get("id"))
+    return _error(known, PARSE_ERROR, f"Parse error: {line.problem}")
+
+
+def _request_id(given: Any) -> str | int | None:
+    """``given`` when it is an ``id`` the client can know as its own: a string of valid text (a lone surrogate in
+    it would be sent back as U+FFFD, the ``id`` of another request) or a 64-bit integer; else None."""
+    if type(given) is str:
+        return None if _SURROGATE.search(given) else given
+    if type(given) is int and -(1 << 63) <= given < 1 << 63:
+        return given
+    return None
+
+
+def _has_id(line: str | _NotUtf8 | None) -> bool:
     """Whether the JSON object on ``line`` has an ``id`` member (a notification has none)."""
-    if not line or '"id"' not in line:
+    if not isinstance(line, str) or '"id"' not in line:
         return False
     try:
         message = json.loads(line)
