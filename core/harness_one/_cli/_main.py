@@ -441,10 +441,10 @@ def main(
 
     Tools come from installed tool packages (the harness_one.tools entry points), from
     --tools and from --mcp servers. Exit codes of `call`: 0 ok, 3 unknown tool, 4 invalid
-    arguments, 5 rate limited, 6 timeout, 7 the tool failed, 8 any other tool error, 70 the
-    answer could not be written; every command: 2 for bad usage or configuration, 1 when a
-    SQLite state file cannot be opened or an MCP server cannot be reached at start-up. What a
-    tool prints goes to stderr.
+    arguments, 5 rate limited, 6 timeout, 7 the tool failed, 8 any other tool error; `describe`
+    and `export --name`: 3 unknown tool; every command: 2 for bad usage or configuration, 1 when
+    a SQLite state file cannot be opened or an MCP server cannot be reached at start-up, 70 when
+    the answer cannot be written (stdout closed; not `serve`). What a tool prints goes to stderr.
     """
     try:
         settings = load_settings(config_path)
