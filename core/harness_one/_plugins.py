@@ -6,6 +6,7 @@ import functools
 import inspect
 import itertools
 import json
+import math
 import os
 import re
 from collections.abc import Callable, Collection, Iterable, Mapping
@@ -17,7 +18,7 @@ import pluggy
 
 from . import hookspecs
 from ._entrypoints import PLUGIN_GROUP, EntryPoint, LoadFailure, entry_points, failure
-from ._errors import PluginError, ToolDefinitionError, ToolError, capped, exception_text
+from ._errors import PluginError, ToolError, capped, exception_text
 from ._log import log_event
 from ._suggest import closest
 from ._tool import PLUGIN_OPTIONS, POLICY_PLUGINS
@@ -277,10 +278,18 @@ class Plan:
         return name
 
 
-def plugin_order(plugin: Any) -> int:
-    """A plugin's ``order`` attribute, or 0 (see the ordering rule in ``hookspecs``)."""
+def plugin_order(plugin: Any) -> float:
+    """A plugin's ``order`` attribute, or 0 (see the ordering rule in ``hookspecs``); registration refuses
+    an order that is not an int or a finite float, so the 0 is only for one changed after it."""
     order = getattr(plugin, "order", 0)
-    return order if isinstance(order, int) and not isinstance(order, bool) else 0
+    return order if _order_ok(order) else 0
+
+
+def _order_ok(order: Any) -> bool:
+    """Whether ``order`` is an int or a finite float (not a bool, a string, None, NaN or an infinity)."""
+    if isinstance(order, bool) or not isinstance(order, (int, float)):
+        return False
+    return isinstance(order, int) or math.isfinite(order)
 
 
 def _adapt(impl: pluggy.HookImpl, spec_args: tuple[str, ...]) -> Hook:
@@ -392,6 +401,8 @@ class PluginSet:
         self.options: dict[str, dict[str, Any]] = {n: dict(v) for n, v in env_options(chosen.keys() | given_names).items()}
         for name, values in (options or {}).items():
             self.options[name] = {**self.options.get(name, {}), **values}
+        #: Names given options by the argument (the rest came from HARNESS_ONE_PLUGIN_<NAME> only).
+        self._given_options = {name for name, values in (options or {}).items() if values}
         for name, ep in chosen.items():
             if not self._load(name, ep) and name in standard_of:  # a broken replacement does not leave the name empty
                 log_event(30, "replacing plugin failed to load: the standard one is used", name=name, failed=ep.distribution)
@@ -471,6 +482,11 @@ class PluginSet:
 
         Options it refuses (an unknown or misspelt name, a value of the wrong type) raise
         :class:`_BadOptions`, naming the plugin, the options and, for a name, the closest one it takes.
+        So does any other ``Exception`` it raises while built with options (an ``AttributeError`` from
+        a value of the wrong type it did not check): the options are what the configuration changed,
+        and a plugin left out for them (logging, a rate limit) would be missed with only a warning.
+        An ``ImportError`` or ``OSError`` (a package, file or server missing) fails for its environment,
+        not its options: a load failure, as is any failure of a plugin built without options.
         """
         options = self.options.get(name, {}) if name is not None else {}
         factory = callable(obj) and not isinstance(obj, ModuleType) and (isinstance(obj, type) or not _is_plugin(obj))
@@ -482,8 +498,21 @@ class PluginSet:
             )
         try:
             return obj(**options)
-        except (TypeError, ValueError, ToolDefinitionError) as exc:  # an option it does not take, or a value it refuses
-            raise _BadOptions(_refused_options(name, obj, options, exc)) from exc
+        except (ImportError, OSError):
+            raise
+        except Exception as exc:  # an option it does not take, or a value it refuses (or fails on)
+            raise _BadOptions(_refused_options(name, obj, options, exc, self._origin(name))) from exc
+
+    def _origin(self, name: str | None) -> str:
+        """Where ``name``'s options came from, as far as the registry knows: the variable alone, or the
+        argument (which the command line fills from its configuration file and ``-O``) and the variable."""
+        env = env_key(name or "")
+        if name not in self._given_options:
+            return env
+        return (
+            f"plugin_options={{'{name}': ...}} or the configuration: [plugins.{name}] in harness-one.toml or "
+            f"a --config file, -O {name}.<option>, or {env}"
+        )
 
     def _unknown_names(self, known: set[str], blocked: set[str], allowed: set[str] | None, allow_from: str) -> None:
         """Plugin names in the configuration that no installed or given plugin has.
@@ -550,6 +579,13 @@ class PluginSet:
             )
         if replace and name is not None:
             self._refuse_blocked(name)
+        order = getattr(plugin, "order", 0)
+        if not _order_ok(order):  # read as 0, an `order = math.inf` meant as "last" ran first
+            raise PluginError(
+                f"Plugin {name or plugin!r}: order must be an int or a finite float (lower runs first; the standard "
+                f"plugins use 10 to 95), got {order!r}.",
+                plugin=name,
+            )
         # All or nothing: the plugin it replaces leaves pluggy only (its hooks not called, its state
         # kept) until this one is registered, checked and set up; on any failure it is put back as it was.
         old = self.manager.get_plugin(name) if replace and name is not None else None
@@ -781,7 +817,7 @@ class PluginSet:
     def _sorted(self, caller: pluggy.HookCaller) -> list[pluggy.HookImpl]:
         """The ordering rule of ``hookspecs``: tier, then ``order``, then newest first."""
 
-        def key(impl: pluggy.HookImpl) -> tuple[int, int, int]:
+        def key(impl: pluggy.HookImpl) -> tuple[int, float, int]:
             tier = 0 if impl.tryfirst else 2 if impl.trylast else 1
             return tier, plugin_order(impl.plugin), -self._registered_at.get(id(impl.plugin), 0)
 
@@ -835,20 +871,19 @@ class _BadOptions(Exception):
     """A plugin's options that it cannot be built with: raised as a :class:`PluginError`, never a load failure."""
 
 
-def _refused_options(name: str | None, factory: Any, options: Mapping[str, Any], exc: BaseException) -> str:
-    """Why ``factory`` refused ``options``: the error, and for a name it does not take, the closest one and the rest."""
+def _refused_options(name: str | None, factory: Any, options: Mapping[str, Any], exc: BaseException, where: str) -> str:
+    """Why ``factory`` refused ``options``: the error, for a name it does not take the closest one and the
+    rest, and where the options came from."""
     text = capped(f"Plugin '{name}' cannot be built with its options {sorted(options)}: {exception_text(exc)}", 1000)
     try:
-        parameters = inspect.signature(factory).parameters.values()
+        parameters: list[inspect.Parameter] | None = list(inspect.signature(factory).parameters.values())
     except (TypeError, ValueError):  # a builtin or odd callable: the error says it all
-        return text
-    if any(p.kind is p.VAR_KEYWORD for p in parameters):
-        return text
-    taken = sorted(p.name for p in parameters if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY))
-    unknown = [key for key in options if key not in taken]
-    if unknown:
-        text += f"{_hint(unknown[0], taken)} It takes: {', '.join(taken) or 'no options'}."
-    where = f"plugin_options={{'{name}': ...}}, [plugins.{name}] in harness-one.toml, or {env_key(name or '')}"
+        parameters = None
+    if parameters is not None and not any(p.kind is p.VAR_KEYWORD for p in parameters):
+        taken = sorted(p.name for p in parameters if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY))
+        unknown = [key for key in options if key not in taken]
+        if unknown:
+            text += f"{_hint(unknown[0], taken)} It takes: {', '.join(taken) or 'no options'}."
     return f"{text} (the options come from {where})"
 
 

@@ -19,6 +19,11 @@ def _positive(value: Any, what: str, tool: str, *, zero: bool = False, finite: b
         raise ToolDefinitionError(f"Tool '{tool}': {what} must be a {kind} number, got {value!r}.", tool=tool)
 
 
+def _real(value: Any) -> bool:
+    """Whether ``value`` is an int or float, not a bool (``True`` is no ratio; ``"0.5"`` is no number)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
 def _from_mapping(cls: Any, value: Mapping[str, Any], what: str, tool: str) -> Any:
     names = {f.name for f in fields(cls)}
     unknown = set(value) - names
@@ -93,7 +98,8 @@ class RetryPolicy:
     exceptions of the types in ``on`` raised by the tool, :class:`ToolTimeout` when
     ``timeouts`` is true, and refusals (rate limit, busy, open circuit) whose ``retry_after``
     fits in the budget. A tool that is not idempotent is never run again once it started,
-    unless the call has an idempotency key or ``rerun_non_idempotent`` is true.
+    unless ``rerun_non_idempotent`` is true (an idempotency key is not enough: it dedupes
+    repeated calls, it does not make a rerun of a started one safe).
     """
 
     attempts: int = 3
@@ -130,8 +136,15 @@ class RetryPolicy:
             )
         for name in ("initial", "max_delay", "total"):  # finite: a wait must end (a server's retry_after is bounded by total)
             _positive(getattr(policy, name), f"retry {name}", tool, zero=True, finite=True)
-        if not policy.multiplier >= 1:
-            raise ToolDefinitionError(f"Tool '{tool}': retry multiplier must be >= 1.", tool=tool)
+        if not (_real(policy.multiplier) and 1 <= policy.multiplier < math.inf):
+            raise ToolDefinitionError(
+                f"Tool '{tool}': retry multiplier must be a finite number >= 1, got {policy.multiplier!r}.", tool=tool
+            )
+        for name in ("timeouts", "rerun_non_idempotent"):  # "false" would read as true
+            if not isinstance(getattr(policy, name), bool):
+                raise ToolDefinitionError(
+                    f"Tool '{tool}': retry {name} must be True or False, got {getattr(policy, name)!r}.", tool=tool
+                )
         for exc in policy.on:
             if not (isinstance(exc, type) and issubclass(exc, BaseException)):
                 raise ToolDefinitionError(f"Tool '{tool}': retry 'on' must list exception types, got {exc!r}.", tool=tool)
@@ -177,13 +190,21 @@ class CircuitBreakerPolicy:
             policy = _from_mapping(cls, value, "circuit_breaker", tool)
         else:
             raise ToolDefinitionError(f"Tool '{tool}': circuit_breaker must be True or a mapping, got {value!r}.", tool=tool)
-        if not 0 < policy.failure_ratio <= 1:
-            raise ToolDefinitionError(f"Tool '{tool}': circuit_breaker failure_ratio must be in (0, 1].", tool=tool)
+        if not (_real(policy.failure_ratio) and 0 < policy.failure_ratio <= 1):
+            raise ToolDefinitionError(
+                f"Tool '{tool}': circuit_breaker failure_ratio must be a number in (0, 1], got {policy.failure_ratio!r}.",
+                tool=tool,
+            )
         for name in ("min_calls", "probes"):
-            if not isinstance(getattr(policy, name), int) or getattr(policy, name) < 1:
-                raise ToolDefinitionError(f"Tool '{tool}': circuit_breaker {name} must be an integer >= 1.", tool=tool)
-        _positive(policy.window, "circuit_breaker window", tool)
-        _positive(policy.open_for, "circuit_breaker open_for", tool)
+            given = getattr(policy, name)
+            if isinstance(given, bool) or not isinstance(given, int) or given < 1:
+                raise ToolDefinitionError(
+                    f"Tool '{tool}': circuit_breaker {name} must be an integer >= 1, got {given!r}.", tool=tool
+                )
+        # finite: an infinite window broke the breaker's trim (each failure became a PluginError), an
+        # infinite open_for told the model "Retry after inf s"
+        _positive(policy.window, "circuit_breaker window", tool, finite=True)
+        _positive(policy.open_for, "circuit_breaker open_for", tool, finite=True)
         if policy.key is not None and not (isinstance(policy.key, str) and policy.key):
             raise ToolDefinitionError(f"Tool '{tool}': circuit_breaker key must be a non-empty string.", tool=tool)
         return policy

@@ -214,9 +214,19 @@ def _word_end(text: str, start: int, end: int) -> int:
     return end
 
 
-def _items(given: Iterable[str]) -> tuple[str, ...]:
-    """A string is one item (``secret_values="hunter2"``), not its characters."""
-    return (given,) if isinstance(given, str) else tuple(given)
+def _items(given: Iterable[str], what: str) -> tuple[str, ...]:
+    """A string is one item (``secret_values="hunter2"``), not its characters; anything but strings is a
+    ``TypeError`` naming ``what`` (a number among the keys failed later, as an ``AttributeError``)."""
+    if isinstance(given, str):
+        return (given,)
+    try:
+        items = tuple(given)
+    except TypeError:
+        raise TypeError(f"{what} must be a string or an iterable of strings, not {type(given).__name__} {given!r}") from None
+    for item in items:
+        if not isinstance(item, str):
+            raise TypeError(f"{what} must be strings, not {type(item).__name__} {item!r}")
+    return items
 
 
 _CLOSER = {"{": "}", "[": "]"}
@@ -286,8 +296,9 @@ class Redactor:
         last_words: bool = False,
         query_keys: Iterable[str] = QUERY_SECRET_KEYS,
     ) -> None:
-        keys, extra_keys, values = (_items(given) for given in (keys, extra_keys, values))
-        self._query = frozenset(_normal(k) for k in _items(query_keys))
+        keys, extra_keys = _items(keys, "secret keys"), _items(extra_keys, "extra secret keys")
+        values = _items(values, "secret values")
+        self._query = frozenset(_normal(k) for k in _items(query_keys, "query secret keys"))
         words = {_normal(k) for k in (*keys, *extra_keys) if _normal(k)}
         self._long = tuple(sorted(w for w in words if len(w) >= 5))
         self._short = frozenset(w for w in words if len(w) < 5)

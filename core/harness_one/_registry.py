@@ -1055,8 +1055,8 @@ class ToolRegistry(metaclass=_SharedType):
                         step = next(steps, _DONE)
                 elif isinstance(step, BaseException):
                     raise step
-                else:
-                    self.clock.sleep(step)  # type: ignore[arg-type]
+                else:  # a Retry's wait (never on the success path), cut to 1e9 s (31 years): time.sleep fails past ~9.2e9
+                    self.clock.sleep(step if not step > 1e9 else 1e9)  # type: ignore[operator,arg-type]
                     step = next(steps, _DONE)
             except asyncio.CancelledError as exc:  # nothing cancels a blocking caller: the tool's own failure
                 failure = ToolExecutionError(exc, tool=call.tool.name, call_id=call.call_id)
@@ -1096,8 +1096,8 @@ class ToolRegistry(metaclass=_SharedType):
                     if not isinstance(step, asyncio.CancelledError):
                         raise step
                     step = _throw(steps, _own_cancel(call, step))  # from a tool run in the steps
-                else:
-                    await self.clock.asleep(step)  # type: ignore[arg-type]
+                else:  # a Retry's wait, cut as in _drive
+                    await self.clock.asleep(step if not step > 1e9 else 1e9)  # type: ignore[operator,arg-type]
                     step = next(steps, _DONE)
             except asyncio.CancelledError:
                 await _acancel(steps, call)

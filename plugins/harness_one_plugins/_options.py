@@ -6,23 +6,59 @@ A wrong option is a ``ValueError`` naming it, so the plugin fails to load (repor
 
 from __future__ import annotations
 
+import math
 from typing import Any, Literal, overload
 
 __all__ = ["count", "flag", "seconds"]
 
 
 @overload
-def seconds(value: Any, what: str, *, zero: bool = ..., optional: Literal[False] = ...) -> float: ...
+def seconds(
+    value: Any,
+    what: str,
+    *,
+    zero: bool = ...,
+    optional: Literal[False] = ...,
+    minimum: float | None = ...,
+    maximum: float | None = ...,
+) -> float: ...
 @overload
-def seconds(value: Any, what: str, *, zero: bool = ..., optional: Literal[True]) -> float | None: ...
-def seconds(value: Any, what: str, *, zero: bool = False, optional: bool = False) -> float | None:
-    """``value`` as a number of seconds: positive (or, with ``zero``, non-negative); None if ``optional``."""
+def seconds(
+    value: Any, what: str, *, zero: bool = ..., optional: Literal[True], minimum: float | None = ..., maximum: float | None = ...
+) -> float | None: ...
+def seconds(
+    value: Any,
+    what: str,
+    *,
+    zero: bool = False,
+    optional: bool = False,
+    minimum: float | None = None,
+    maximum: float | None = None,
+) -> float | None:
+    """``value`` as a finite number of seconds: positive (or, with ``zero``, non-negative), at least
+    ``minimum`` when given (a lease or polling interval of 1e-300 s would spin) and at most ``maximum``
+    when given (what a store can keep); None if ``optional``.
+
+    Infinity is refused: a wait or lifetime that never ends is ``None`` where an option allows it,
+    and an infinite one reached the model as ``retry_after: "Infinity"`` or broke a Redis expiry.
+    """
     if value is None and optional:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not (value >= 0 if zero else value > 0):
         kind = "non-negative" if zero else "positive"
         raise ValueError(f"{what} must be a {kind} number of seconds{' or None' if optional else ''}, not {value!r}")
-    return float(value)
+    try:
+        number = float(value)
+    except OverflowError:  # an int past a float's range
+        number = math.inf
+    if number == math.inf:
+        shown = value if isinstance(value, float) else "an integer past a float's range"
+        raise ValueError(f"{what} must be a finite number of seconds{' or None' if optional else ''}, not {shown}")
+    if minimum is not None and number < minimum and not (zero and number == 0):
+        raise ValueError(f"{what} must be at least {minimum:g} seconds{' (or 0)' if zero else ''}, not {value!r}")
+    if maximum is not None and number > maximum:
+        raise ValueError(f"{what} must be at most {maximum:g} seconds, not {value!r}")
+    return number
 
 
 @overload

@@ -90,9 +90,9 @@ class ConcurrencyPlugin:
         self.default = count(default, "concurrency default", optional=True)
         self.total = count(total, "concurrency total", optional=True)
         self.max_wait = seconds(max_wait, "concurrency max_wait", zero=True)
-        self.poll = seconds(poll, "concurrency poll")
+        self.poll = seconds(poll, "concurrency poll", minimum=0.001)
         self.clock = clock
-        self.lease = seconds(lease, "concurrency lease")
+        self.lease = seconds(lease, "concurrency lease", minimum=0.001)
         self.fail = FailMode("concurrency", on_state_error)
         self.slots: ConcurrencySlots = slots if slots is not None else MemorySlots()
         self._own_slots = slots is not None

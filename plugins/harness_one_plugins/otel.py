@@ -171,6 +171,14 @@ class OTelPlugin:
         secret_values: Iterable[str] = (),
     ) -> None:
         enabled = flag(enabled, "otel enabled", optional=True)
+        for provider, what, method in (
+            (tracer_provider, "tracer_provider", "get_tracer"),
+            (meter_provider, "meter_provider", "get_meter"),
+        ):
+            if provider is not None and not callable(getattr(provider, method, None)):  # an AttributeError per call, else
+                raise TypeError(
+                    f"otel {what} must be None or an object with {method}(), not {type(provider).__name__} {provider!r}"
+                )
         self.enabled = False
         self._inert = ""  # why the plugin is inert (registry.stats()["otel"]["reason"])
         self._attrs: dict[str, dict[str, str]] = {}  # the metric attributes of each tool, made once
