@@ -585,7 +585,7 @@ class _CallsDuringSleep(ManualClock):
 
 
 def test_an_approved_call_waiting_for_its_next_attempt_keeps_its_approval_from_another_call() -> None:
-    """While the approved call waits out a refusal, a second call with its id and arguments finds no approval."""
+    """While the approved call waits out a refusal, a second call with its id and arguments is refused, not held."""
     during: list[object] = []
     reg = ToolRegistry(autoload=False, clock=_CallsDuringSleep(during))
     bank = Bank(reg, options={"requires_approval": True}, rate_limit={"rate": 1.0, "burst": 1}, retry={"attempts": 3})
@@ -599,8 +599,9 @@ def test_an_approved_call_waiting_for_its_next_attempt_keeps_its_approval_from_a
     resumed = approval(reg).resume("c1")
     second = during[0]
     assert resumed.ok and reg.clock.sleeps == [1.0]  # type: ignore[attr-defined]  # retry waited out the refusal
-    assert isinstance(second, CallResult) and second.error is not None and second.error.kind == "approval_required"
+    assert isinstance(second, CallResult) and second.error is not None and second.error.kind == "approval_conflict"
     assert [amount for _, amount, _ in bank.sent] == [1, 900]
+    assert approval(reg).pending() == []  # nothing held for the re-sent call: it is not run a second time
 
 
 def test_an_approval_is_for_the_context_and_key_it_was_asked_with() -> None:

@@ -8,8 +8,9 @@ same call again with the same call id): an approved call then runs through every
 denied one is refused with :class:`ApprovalDenied`, whose text the model can read. An approval
 holds for the call it was given for: while it is unused, and for ``ttl`` after it was used,
 expired or withdrawn, a call with the same id and other arguments is refused with
-:class:`ApprovalConflict`; for ``ttl`` after it was used, the same call again under that id is
-refused too (it is not held for a second decision): it ran, or was denied, already.
+:class:`ApprovalConflict`; while the approved call runs, and for ``ttl`` after it was used, the
+same call again under that id is refused too (it is not held for a second decision): it runs,
+ran, or was denied, already.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from harness_one import (
 )
 from harness_one.state import copied
 
-from ._options import count, seconds
+from ._options import count, flag, seconds
 
 __all__ = ["ApprovalConflict", "ApprovalDenied", "ApprovalNotFound", "ApprovalPlugin", "ApprovalRequired", "PendingCall"]
 
@@ -171,7 +172,7 @@ class ApprovalPlugin:
         if not (isinstance(require, bool) or callable(require)) or _is_async(require):
             raise ValueError(f"approval require must be true, false or a (sync) predicate over the call, got {require!r}")
         self.require = require
-        self.destructive = destructive
+        self.destructive = flag(destructive, "approval destructive")
         self.ttl = seconds(ttl, "approval ttl")
         self.max_pending = count(max_pending, "approval max_pending")
         self.clock = clock
@@ -310,7 +311,10 @@ class ApprovalPlugin:
                 raise ApprovalDenied(decision.reason, tool=call.tool.name, call_id=call_id)
             # A person decided another call under this id (unused, under way, or spent within ttl), or
             # another call waits under it: not a new request to decide. (A grant is not a person's decision.)
-            decided, spent, waiting = decision or self._in_use.get(call_id), self._spent.get(call_id), self._pending.get(call_id)
+            running = self._in_use.get(call_id)
+            if decision is None and running is not None and _same_call(running.call, call, digest):
+                _refuse_running(call)  # made again while its approved attempt runs: not a new request, not a second run
+            decided, spent, waiting = decision or running, self._spent.get(call_id), self._pending.get(call_id)
             if spent is not None and spent[2] is not None and _same_call(spent[0], call, digest):
                 _refuse_used(spent[2], call)  # made again (a re-sent turn): its decision was used, not a new request
             for other in (decided.call if decided else None, spent[0] if spent else None, waiting):
@@ -366,6 +370,9 @@ class ApprovalPlugin:
                 return
             if self._decisions.get(call_id) is decision:  # kept after an earlier attempt, used now
                 del self._decisions[call_id]
+            waiting = self._pending.get(call_id)
+            if waiting is not None and _same_held(decision.call, waiting):  # the call that ran, held again: it is not
+                del self._pending[call_id]  # decided (and run) a second time
             self._spend(call_id, decision.call, now, decision)
 
     # ------------------------------------------------------------------ the application's side
@@ -514,6 +521,28 @@ def _refuse_used(used: _Decision, call: Call) -> None:
         tool=call.tool.name,
         call_id=call.call_id,
     )
+
+
+def _refuse_running(call: Call) -> None:
+    """Refuse ``call``, made again under its id while the approved call runs (or waits for its next attempt)."""
+    raise ApprovalConflict(
+        f"The call of '{call.tool.name}' is running now under call id {call.call_id}, as approved; it is not held or "
+        "run a second time under this id. Do not make it again: its result comes from the call under way.",
+        tool=call.tool.name,
+        call_id=call.call_id,
+    )
+
+
+def _same_held(asked: PendingCall, held: PendingCall) -> bool:
+    """Whether ``held`` is the call ``asked`` was for (as :func:`_same_call`, between two held calls)."""
+    if (asked.tool, asked.fingerprint) != (held.tool, held.fingerprint):
+        return False
+    if asked.registry is None:  # a grant
+        return True
+    try:
+        return asked.idempotency_key == held.idempotency_key and asked.context == held.context
+    except Exception:  # an __eq__ that raises: not shown to be the same
+        return False
 
 
 def _same_call(asked: PendingCall, call: Call, digest: str) -> bool:

@@ -58,7 +58,7 @@ from harness_one.state import (
     round_trip,
 )
 
-from ._options import seconds
+from ._options import count, seconds
 
 if TYPE_CHECKING:
     from harness_one.state import SQLiteStore
@@ -186,6 +186,12 @@ class IdempotencyPlugin:
             key: the same key from two users (``scope="user_id"``) is two keys. A keyed call whose
             context has no value (or None) under one of them fails with
             :class:`IdempotencyScopeMissing` (not run). Default: keys are not scoped.
+        max_records: at most this many finished records an in-memory store keeps (default: the
+            store's own, 100,000); past it the oldest are dropped first, and their keys run again.
+        max_chars: at most this many characters of outcomes an in-memory store keeps together,
+            each measured as the model reads it (default: the store's own, 100,000,000); past it
+            the oldest are dropped first; an outcome larger alone is kept as
+            :class:`OutcomeNotReplayable`.
         on_state_error: when a shared store (Redis) does not answer at admission:
             ``"closed"`` (default: the call fails with
             :class:`~harness_one.state.StateUnavailable`, so a key never runs twice) or
@@ -222,14 +228,19 @@ class IdempotencyPlugin:
         clock: Clock | None = None,
         scope: str | Sequence[str] | None = None,
         on_state_error: str = "closed",
+        max_records: int | None = None,
+        max_chars: int | None = None,
     ) -> None:
         self.fail = FailMode("idempotency", on_state_error)
+        #: Bounds of an in-memory store (None: the store's own, 100,000 records and 100,000,000 characters).
+        self.max_records = count(max_records, "idempotency max_records", optional=True)
+        self.max_chars = count(max_chars, "idempotency max_chars", optional=True)
         self.scope = _scope_fields(scope)
         # Checked before the first call: a ttl of 0 would keep no record, a "24h" fail after the tool ran.
         self.ttl = seconds(ttl, "idempotency ttl")
-        self.lease = seconds(lease, "idempotency lease")
+        self.lease = seconds(lease, "idempotency lease", minimum=0.001)  # a shorter one would renew without end
         self.wait = seconds(wait, "idempotency wait", zero=True)
-        self.poll = seconds(poll, "idempotency poll")
+        self.poll = seconds(poll, "idempotency poll", minimum=0.001)
         if store is not None and path is not None:
             raise ValueError("give a store or a path, not both")
         if timeout is not None and path is None:
@@ -246,6 +257,7 @@ class IdempotencyPlugin:
             store = SQLiteStore(file) if wait_for_file is None else SQLiteStore(file, timeout=wait_for_file)
         self.store: IdempotencyStore = store if store is not None else MemoryStore()
         self._own_store = store is not None
+        self._bound(self.store)
         self.clock: Clock = clock or WallClock()
         self.replays = 0
         self.stored = 0
@@ -270,10 +282,16 @@ class IdempotencyPlugin:
         store = self.store
         return store.begin(name, key, digest, self.clock.now(), self.lease, **self._owners.keywords(store, owner)) is None
 
+    def _bound(self, store: IdempotencyStore) -> None:
+        """Give an in-memory store the bounds set here (a SQLite or Redis store keeps records until ``ttl``)."""
+        if isinstance(store, MemoryStore) and (self.max_records is not None or self.max_chars is not None):
+            store.bound(max_records=self.max_records, max_chars=self.max_chars)
+
     @hookimpl
     def harness_configure(self, registry: ToolRegistry) -> None:
         if not self._own_store:
             self.store = registry.state.idempotency()
+            self._bound(self.store)
 
     @hookimpl(tryfirst=True)
     @applies_to(keyed=True)  # calls without an idempotency key never reach these hooks
@@ -528,7 +546,17 @@ class IdempotencyPlugin:
     def harness_stats(self, registry: ToolRegistry) -> dict[str, Any]:
         lapsed = {"lapsed": self.lapsed} if self.lapsed else {}
         lost = {"not_replayable": self.not_replayable} if self.not_replayable else {}
-        return {"replays": self.replays, "stored": self.stored, **lapsed, **lost, **self._leases.stats(), **self.fail.stats()}
+        evicted = self.store.evicted if isinstance(self.store, MemoryStore) else 0  # finished records dropped
+        dropped = {"evicted": evicted} if evicted else {}
+        return {
+            "replays": self.replays,
+            "stored": self.stored,
+            **lapsed,
+            **lost,
+            **dropped,
+            **self._leases.stats(),
+            **self.fail.stats(),
+        }
 
 
 def __getattr__(name: str) -> Any:

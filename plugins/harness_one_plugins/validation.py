@@ -2437,8 +2437,12 @@ class ValidationPlugin:
     order = 80
 
     def __init__(self, backend: Backend = "auto", *, formats: bool = True, extra_secret_keys: Iterable[str] = ()) -> None:
+        from ._options import flag  # here: the options are checked once, when the plugin is built
+
+        if not isinstance(backend, str) or backend not in ("auto", "rust", "python"):
+            raise ValueError(f"validation backend must be 'auto', 'rust' or 'python', not {backend!r}")
         self.backend: Backend = backend
-        self.formats = formats
+        self.formats = flag(formats, "validation formats")
         self.extra_secret_keys = _key_names(extra_secret_keys)
         self._compiled: dict[Tool, CompiledSchema] = {}
 

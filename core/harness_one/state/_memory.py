@@ -12,6 +12,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from typing import Any
 
+from .._render import rendered_length
 from ._protocols import KEPT_TICKETS, Record
 
 __all__ = ["Breaker", "MemoryBudgets", "MemoryBuckets", "MemoryCircuits", "MemorySlots", "MemoryStore", "copied"]
@@ -180,6 +181,19 @@ def _copy_of(record: Record) -> Record:
     return dataclasses.replace(record, value=copied(record.value), error=copied(record.error))
 
 
+def _bound(value: Any, what: str) -> int:
+    """``value`` as a positive integer, else a ``ValueError`` naming ``what``."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{what} must be a positive integer, not {value!r}")
+    return value
+
+
+def _chars_of(record: Record) -> int:
+    """The characters of a record's outcome, as the model reads it (as the cache plugin measures a result)."""
+    value = 0 if record.value is None else rendered_length(record.value)
+    return value + (0 if record.error is None else rendered_length(record.error))
+
+
 class MemoryStore:
     """Idempotency records in a dict, for one process.
 
@@ -188,13 +202,53 @@ class MemoryStore:
     outcome that cannot be copied (a lock, a socket), as the SQLite and Redis stores do for one
     that is not JSON.
     A claim's ``owner`` is kept with its record (None: a claim made without one).
+
+    Memory is bounded: at most ``max_records`` finished records are kept, holding at most
+    ``max_chars`` characters of outcomes together (each measured as the model reads it,
+    :func:`~harness_one.rendered_length`); past either, the oldest finished records are dropped
+    first (their keys run again), never the claim of a call that runs, nor the record just
+    finished. ``finish`` raises ``ValueError`` for a value larger than ``max_chars`` alone, as the
+    Redis store does for one over its ``max_value`` (the idempotency plugin then keeps its
+    ``OutcomeNotReplayable`` error instead); an error's description is always kept.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, max_records: int = 100_000, max_chars: int = 100_000_000) -> None:
         self._records: dict[tuple[str, str], tuple[Record, str | None]] = {}
+        #: The finished records, oldest first, with their characters: the order they are dropped in.
+        self._done: OrderedDict[tuple[str, str], int] = OrderedDict()
+        self._chars = 0  # of all finished records
+        self.max_records = _bound(max_records, "MemoryStore max_records")
+        self.max_chars = _bound(max_chars, "MemoryStore max_chars")
+        #: Finished records dropped to keep within the bounds (their keys run again).
+        self.evicted = 0
         self._lock = threading.Lock()
         _BACKENDS.add(self)
         self._ops = 0
+
+    def bound(self, *, max_records: int | None = None, max_chars: int | None = None) -> None:
+        """Change the bounds (None: keep that one); records past a lowered bound are dropped now, oldest first."""
+        records = self.max_records if max_records is None else _bound(max_records, "MemoryStore max_records")
+        chars = self.max_chars if max_chars is None else _bound(max_chars, "MemoryStore max_chars")
+        with self._lock:
+            self.max_records, self.max_chars = records, chars
+            self._trim()
+
+    def _forget(self, at: tuple[str, str]) -> None:
+        """Drop the record ``at`` (if any), and its characters (under the lock)."""
+        self._records.pop(at, None)
+        size = self._done.pop(at, None)
+        if size is not None:
+            self._chars -= size
+
+    def _trim(self, newest: tuple[str, str] | None = None) -> None:
+        """Drop the oldest finished records while the bounds are exceeded, never ``newest`` (under the lock)."""
+        while self._done and (len(self._done) > self.max_records or self._chars > self.max_chars):
+            if next(iter(self._done)) == newest:
+                return
+            at, size = self._done.popitem(last=False)
+            self._chars -= size
+            del self._records[at]
+            self.evicted += 1
 
     def begin(
         self, scope: str, key: str, fingerprint: str, now: float, lease: float, *, owner: str | None = None
@@ -203,9 +257,10 @@ class MemoryStore:
             self._ops += 1
             if self._ops % 1024 == 0:
                 for k in [k for k, (r, _) in self._records.items() if r.expires <= now]:
-                    del self._records[k]
+                    self._forget(k)
             held = self._records.get((scope, key))
             if held is None or held[0].expires <= now:
+                self._forget((scope, key))
                 self._records[(scope, key)] = (Record(fingerprint, "running", now + lease), owner)
                 return None
             found = held[0]
@@ -225,19 +280,29 @@ class MemoryStore:
             return True
 
     def finish(self, scope: str, key: str, record: Record, *, owner: str | None = None, now: float | None = None) -> bool:
+        size = _chars_of(record)
+        if size > self.max_chars and record.value is not None:  # alone it would push out every other record (an
+            # error's description is kept: OutcomeNotReplayable, what the plugin keeps instead, must fit)
+            raise ValueError(f"the outcome is {size:,} characters, over the {self.max_chars:,} the store holds")
         kept = _copy_of(record)
+        at = (scope, key)
         with self._lock:
-            held = self._records.get((scope, key))
+            held = self._records.get(at)
             if owner is not None and held is not None and held[1] != owner and (now is None or held[0].expires > now):
                 return False  # another caller's live claim or outcome: kept
-            self._records[(scope, key)] = (kept, owner)
+            self._forget(at)
+            self._records[at] = (kept, owner)
+            if kept.state == "done":
+                self._done[at] = size
+                self._chars += size
+                self._trim(at)
             return True
 
     def release(self, scope: str, key: str, *, owner: str | None = None) -> None:
         with self._lock:
             held = self._records.get((scope, key))
             if held is not None and (owner is None or held[1] == owner):
-                del self._records[(scope, key)]
+                self._forget((scope, key))
 
     def __len__(self) -> int:
         return len(self._records)
