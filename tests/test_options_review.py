@@ -220,6 +220,30 @@ def test_a_plugin_order_that_is_no_finite_number_is_refused_at_registration(orde
     assert registry.plugins.get("p") is None
 
 
+def test_a_function_called_order_is_no_order_and_a_numpy_like_integer_is_one() -> None:
+    """A module plugin's helper ``def order(item)`` or a method ``order`` registered before (as order 0): still is;
+    an integer of another type (numpy's, registered as a ``numbers.Integral``) sorts as its value."""
+    import numbers
+
+    class Int(int):  # stands for numpy.int64: an Integral that is no bool
+        pass
+
+    numbers.Integral.register(Int)
+
+    class Shop:
+        name = "shop"
+
+        def order(self, item: str) -> str:
+            return item
+
+        @hookimpl
+        def harness_pre_call(self, call: Call) -> None:
+            return None
+
+    plan = ToolRegistry(autoload=False, plugins={"shop": Shop(), "p": _ordered(Int(11))}).plugins.plan.order["pre_call"]
+    assert plan.index("shop") < plan.index("rate_limit") < plan.index("p")  # 0 < 10 < 11
+
+
 def test_a_float_order_sorts_as_a_number() -> None:
     early = ToolRegistry(autoload=False, plugins={"p": _ordered(9.5)}).plugins.plan.order["pre_call"]
     late = ToolRegistry(autoload=False, plugins={"p": _ordered(10**100)}).plugins.plan.order["pre_call"]

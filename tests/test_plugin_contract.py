@@ -575,3 +575,23 @@ def test_a_plugin_given_in_a_list_is_known_by_its_name(monkeypatch: pytest.Monke
     registry = ToolRegistry(plugins=[Audit], autoload=False, strict=True)
     assert registry.plugins.get("audit").level == 3 and registry.plugins.failures == []
     assert "audit" in ToolRegistry(plugins=[Audit()], allow=["validation", "audit"]).plugins.names()
+
+
+def test_a_plugin_whose_client_chains_the_os_error_it_met_is_a_load_failure(dists: Any) -> None:
+    """A client's ConnectionError that is no OSError (redis-py's, httpx's) raised from the OSError it met: a server
+    that does not answer is the plugin's environment, not its options."""
+    dists.make(
+        "hx-down",
+        {
+            "hx_down": (
+                "class ConnectionError(Exception):\n    pass\n\n"
+                "class Down:\n    def __init__(self, url=''):\n"
+                "        try:\n            raise ConnectionRefusedError(111, 'Connection refused')\n"
+                "        except OSError as exc:\n            raise ConnectionError(f'cannot reach {url}') from exc\n"
+            )
+        },
+        {PLUGIN_GROUP: {"down": "hx_down:Down"}},
+    )
+    registry = ToolRegistry(plugin_options={"down": {"url": "redis://127.0.0.1:1"}})
+    assert [(f.name, "cannot reach" in f.error) for f in registry.plugins.failures] == [("down", True)]
+    assert "validation" in registry.plugins.names()

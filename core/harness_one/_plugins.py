@@ -7,6 +7,7 @@ import inspect
 import itertools
 import json
 import math
+import numbers
 import os
 import re
 from collections.abc import Callable, Collection, Iterable, Mapping
@@ -280,16 +281,19 @@ class Plan:
 
 def plugin_order(plugin: Any) -> float:
     """A plugin's ``order`` attribute, or 0 (see the ordering rule in ``hookspecs``); registration refuses
-    an order that is not an int or a finite float, so the 0 is only for one changed after it."""
+    an order that is no finite number, so the 0 is only for one changed after it, or a function."""
     order = getattr(plugin, "order", 0)
-    return order if _order_ok(order) else 0
+    return order if _order_ok(order) and not callable(order) else 0
 
 
 def _order_ok(order: Any) -> bool:
-    """Whether ``order`` is an int or a finite float (not a bool, a string, None, NaN or an infinity)."""
-    if isinstance(order, bool) or not isinstance(order, (int, float)):
+    """Whether ``order`` is a finite real number (an int, a float, numpy's: not a bool, a string, None,
+    NaN or an infinity), or a function or method that happens to be called ``order`` (not an order: 0)."""
+    if callable(order):
+        return True
+    if isinstance(order, bool) or not isinstance(order, numbers.Real):
         return False
-    return isinstance(order, int) or math.isfinite(order)
+    return isinstance(order, numbers.Integral) or math.isfinite(order)
 
 
 def _adapt(impl: pluggy.HookImpl, spec_args: tuple[str, ...]) -> Hook:
@@ -498,9 +502,9 @@ class PluginSet:
             )
         try:
             return obj(**options)
-        except (ImportError, OSError):
-            raise
         except Exception as exc:  # an option it does not take, or a value it refuses (or fails on)
+            if _environmental(exc):
+                raise
             raise _BadOptions(_refused_options(name, obj, options, exc, self._origin(name))) from exc
 
     def _origin(self, name: str | None) -> str:
@@ -865,6 +869,19 @@ def _hint(name: str, known: Iterable[str]) -> str:
     """``; did you mean 'x'?`` for the name among ``known`` closest to ``name``, or nothing."""
     close = closest(name, known)
     return f"; did you mean '{close}'?" if close else ""
+
+
+def _environmental(exc: BaseException) -> bool:
+    """Whether ``exc`` is, or was raised from, an ``ImportError`` or ``OSError``: a package, file or server
+    missing (a client's ``ConnectionError`` that is no ``OSError`` chains the one it met)."""
+    seen: set[int] = set()
+    found: BaseException | None = exc
+    while found is not None and id(found) not in seen:
+        if isinstance(found, (ImportError, OSError)):
+            return True
+        seen.add(id(found))
+        found = found.__cause__ or found.__context__
+    return False
 
 
 class _BadOptions(Exception):

@@ -26,7 +26,7 @@ plugin that writes them) and on :class:`~harness_one.ToolError` (``kind``, ``ret
 **The ordering rule.** For each per-call hook, implementations run sorted by
 
 1. tier: ``@hookimpl(tryfirst=True)`` first, unmarked next, ``@hookimpl(trylast=True)`` last;
-2. then the plugin's ``order`` attribute, ascending (an int or a finite float; default 0; anything else is a PluginError at registration);
+2. then the plugin's ``order`` attribute, ascending (an int or a finite float; default 0; a function called ``order`` is no order; any other value is a PluginError at registration);
 3. then newest registration first.
 
 Standard plugins have orders 10-95 (``docs/plugins.md``), so a third-party plugin with no
