@@ -239,6 +239,22 @@ def test_call_refuses_a_byte_that_is_not_utf8_from_the_real_command_line(tools: 
     )
 
 
+@pytest.mark.parametrize(
+    ("command", "shown"), [([b"describe", b"ad\xffd"], "'NAME'"), ([b"export", b"--name", b"ad\xffd"], "'--name'")]
+)
+def test_describe_and_export_refuse_a_name_that_is_not_utf8_as_call_does(tools: str, command: list[bytes], shown: str) -> None:
+    """They answered 'Unknown tool' (exit 3) for a name no tool can have; `call` says what is wrong with it."""
+    done = subprocess.run(
+        [os.fsencode(sys.executable), b"-m", b"harness_one", b"--tools", os.fsencode(tools), *command],
+        capture_output=True,
+        env={**os.environ, "HARNESS_ONE_STATE": "memory:"},
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 2 and done.stdout == b""
+    assert done.stderr.decode().splitlines()[-1] == f"Error: Invalid value for {shown}: not valid UTF-8 (byte 0xff at position 2)"
+
+
 # --------------------------------------------------------------------------- 4, 7. the configuration names what it refuses
 
 

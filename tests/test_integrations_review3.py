@@ -189,6 +189,24 @@ def test_harness_workbench_leaves_other_tools_and_direct_calls_as_autogen_does()
     assert other == [3] and ran == [1, 4]
 
 
+def test_harness_workbench_takes_a_tool_overrides_name_on_the_agents_stream_path() -> None:
+    # AssistantAgent calls call_tool_stream, which (in AutoGen) finds no tool by its override name: "Tool ping2 not found."
+    registry, ran = ping_registry()
+    workbench = HarnessWorkbench([to_autogen("ping", registry)], tool_overrides={"ping": ToolOverride(name="ping2")})
+    agent = AssistantAgent("a", model_client=replay_calls(['{"n": 5}', "[]"], name="ping2"), workbench=workbench)
+    out = asyncio.run(agent.run(task="go"))
+    assert results(out.messages) == {
+        "c0": ("pong 5", False),
+        "c1": (
+            "Invalid arguments for tool 'ping' (1 problem):\n- $: arguments must be a JSON object, got array\n"
+            "Fix the arguments and call 'ping' again.",
+            True,
+        ),
+    }
+    names = [r.name for m in out.messages if type(m).__name__ == "ToolCallExecutionEvent" for r in m.content]
+    assert names == ["ping2", "ping2"] and ran == [5]  # answered under the name the model called
+
+
 # ---------------------------------------------------------------- the name a framework shows
 
 

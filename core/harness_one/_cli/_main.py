@@ -37,6 +37,7 @@ __all__ = [
     "main",
     "printable",
     "state_of",
+    "utf8_text",
     "write_line",
 ]
 
@@ -62,6 +63,30 @@ class ConfigProblem(click.ClickException):
     without the usage text of a mistyped command."""
 
     exit_code = EXIT_CODES["usage"]
+
+
+def utf8_text(ctx: click.Context, param: click.Parameter, text: Any) -> Any:
+    """A click callback: ``text`` (or each of a repeated option's) as given on the command line, refused when
+    its bytes were not UTF-8 (the interpreter keeps each such byte as a lone surrogate, which no tool, key or
+    JSON can hold)."""
+    if isinstance(text, tuple):
+        return tuple(utf8_text(ctx, param, one) for one in text)
+    if text is None or text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        pass
+    try:
+        os.fsencode(text).decode("utf-8")  # the bytes the command line held
+    except UnicodeDecodeError as exc:
+        raise click.BadParameter(f"not valid UTF-8 (byte 0x{exc.object[exc.start]:02x} at position {exc.start})") from None
+    except UnicodeEncodeError as exc:  # a lone surrogate no byte gave (an embedding process's argument)
+        raise click.BadParameter(
+            f"not valid UTF-8 (a lone surrogate U+{ord(text[exc.start]):04X} at position {exc.start})"
+        ) from None
+    raise click.BadParameter("not valid UTF-8")  # surrogates that stand for UTF-8 bytes: not what was typed
 
 
 def exit_code(error: Any) -> int:

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import json
-import os
 import shlex
 from typing import Any
 
 import click
 
-from ._main import answers_out, dumps, exit_code, lost, main, printable, state_of, write_line
+from ._main import answers_out, dumps, exit_code, lost, main, printable, state_of, utf8_text, write_line
 
 __all__ = ["call", "outcome_details"]
 
@@ -25,27 +24,6 @@ def outcome_details(result: Any) -> dict[str, Any]:
         if not result.ran:
             details["ran"] = False
     return details
-
-
-def _utf8(ctx: click.Context, param: click.Parameter, text: str | None) -> str | None:
-    """``text`` as given on the command line, refused when its bytes were not UTF-8 (the
-    interpreter keeps each such byte as a lone surrogate, which no tool, key or JSON can hold)."""
-    if text is None or text.isascii():
-        return text
-    try:
-        text.encode("utf-8")
-        return text
-    except UnicodeEncodeError:
-        pass
-    try:
-        os.fsencode(text).decode("utf-8")  # the bytes the command line held
-    except UnicodeDecodeError as exc:
-        raise click.BadParameter(f"not valid UTF-8 (byte 0x{exc.object[exc.start]:02x} at position {exc.start})") from None
-    except UnicodeEncodeError as exc:  # a lone surrogate no byte gave (an embedding process's argument)
-        raise click.BadParameter(
-            f"not valid UTF-8 (a lone surrogate U+{ord(text[exc.start]):04X} at position {exc.start})"
-        ) from None
-    raise click.BadParameter("not valid UTF-8")  # surrogates that stand for UTF-8 bytes: not what was typed
 
 
 def _json_object(text: str, option: str) -> dict[str, object]:
@@ -144,17 +122,17 @@ def _to_approve(
 # allow_extra_args: words after NAME reach the command, which says how to pass arguments
 # instead of click's bare "Got unexpected extra argument".
 @main.command(context_settings={"allow_extra_args": True})
-@click.argument("name", callback=_utf8)
-@click.option("--args", "arguments", default="{}", metavar="JSON", callback=_utf8, help="The arguments, a JSON object.")
+@click.argument("name", callback=utf8_text)
+@click.option("--args", "arguments", default="{}", metavar="JSON", callback=utf8_text, help="The arguments, a JSON object.")
 @click.option(
     "--context",
     "context_json",
     default=None,
     metavar="JSON",
-    callback=_utf8,
+    callback=utf8_text,
     help="Caller context (e.g. a user id for keyed rate limits).",
 )
-@click.option("--idempotency-key", default=None, callback=_utf8, help="Replay the first outcome of this key.")
+@click.option("--idempotency-key", default=None, callback=utf8_text, help="Replay the first outcome of this key.")
 @click.option(
     "--strict",
     is_flag=True,

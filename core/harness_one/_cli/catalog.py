@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from .._formats import FORMATS
-from ._main import EXIT_CODES, answers_out, dumps, lost, main, printable, state_of, write_line
+from ._main import EXIT_CODES, answers_out, dumps, lost, main, printable, state_of, utf8_text, write_line
 
 if TYPE_CHECKING:
     from .._stdout import Writer
@@ -97,7 +97,7 @@ def list_tools(ctx: click.Context, as_json: bool) -> None:
 
 
 @main.command()
-@click.argument("name")
+@click.argument("name", callback=utf8_text)
 @click.pass_context
 def describe(ctx: click.Context, name: str) -> None:
     """Show a tool's schema, policies and metadata as JSON (exit 3 for an unknown tool)."""
@@ -150,7 +150,7 @@ def describe(ctx: click.Context, name: str) -> None:
 @click.option(
     "--strict-auto", is_flag=True, help="OpenAI strict mode where each tool allows it; the others are listed on stderr."
 )
-@click.option("--name", "names", multiple=True, metavar="TOOL", help="Only this tool (repeatable).")
+@click.option("--name", "names", multiple=True, metavar="TOOL", callback=utf8_text, help="Only this tool (repeatable).")
 @click.pass_context
 def export(ctx: click.Context, fmt: str, strict: bool, strict_auto: bool, names: tuple[str, ...]) -> None:
     """Print the tools' definitions in a provider's format (JSON); notes about conversions go to stderr.

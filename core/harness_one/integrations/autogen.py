@@ -183,8 +183,12 @@ class HarnessWorkbench(StaticStreamWorkbench):
         cancellation_token: CancellationToken | None = None,
         call_id: str | None = None,
     ) -> AsyncGenerator[Any | ToolResult, None]:
-        """``StaticStreamWorkbench.call_tool_stream`` (what ``AssistantAgent`` calls), keeping them as :meth:`call_tool` does."""
-        async for event in super().call_tool_stream(name, self._arguments(name, arguments), cancellation_token, call_id):
+        """``StaticStreamWorkbench.call_tool_stream`` (what ``AssistantAgent`` calls), keeping them as :meth:`call_tool`
+        does, and, as it does, taking a ``tool_overrides`` name for its tool (AutoGen's stream finds none by it)."""
+        original = self._override_name_to_original.get(name, name)
+        async for event in super().call_tool_stream(original, self._arguments(original, arguments), cancellation_token, call_id):
+            if isinstance(event, ToolResult) and event.name != name:
+                event = event.model_copy(update={"name": name})  # the name the model called, as call_tool answers
             yield event
 
 
