@@ -615,11 +615,80 @@ class _Worker:
                 _worker.kill_session(self.process.pid, spare=self.process.pid)  # what left the group, not the session
                 self.code = self.process.wait()
                 if _reaps_orphans():  # the killed tool's processes were reparented here: nothing else reaps them
-                    _worker.reap_orphans(self.process.pid)
+                    if _LEFTOVERS.sessions:  # those of earlier kills not all reaped yet
+                        _LEFTOVERS.sweep()
+                    if _worker.reap_orphans(self.process.pid):  # some still ending: reaped later
+                        _LEFTOVERS.add(self.process.pid)
                 self.sock.close()
             return self.code
 
 
+class _Leftovers:
+    """The sessions of killed workers whose processes were not all reaped at the kill, where this
+    process reaps orphans (PID 1, a child subreaper): a killed tool's child that takes a while to
+    end (a big address space to free, a loaded machine) becomes a zombie after the kill's scan.
+
+    A daemon thread scans them again, the pause between scans growing from 10 ms to 1 s, for up
+    to :attr:`FOLLOW` seconds after the last kill that left any; what is left after that is
+    scanned at the next kill, at a worker's take (at most once a second) and at shutdown.
+    """
+
+    FOLLOW = 30.0
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.sessions: set[int] = set()
+        self.thread: threading.Thread | None = None
+        self.until = 0.0  # the thread stops scanning then
+        self.due = 0.0  # the next scan at a take, once the thread stopped
+
+    def add(self, sid: int) -> None:
+        with self.lock:
+            self.sessions.add(sid)
+            self.until = time.monotonic() + self.FOLLOW
+            if self.thread is not None:
+                return
+            self.thread = thread = threading.Thread(target=self.follow, name="harness-one-orphans", daemon=True)
+        try:
+            thread.start()
+        except RuntimeError:  # no thread to be had: the next kill, take or shutdown scans
+            with self.lock:
+                self.thread = None
+
+    def sweep(self) -> bool:
+        """Reap what ended of the sessions; whether any process of them is left."""
+        with self.lock:
+            sessions = list(self.sessions)
+        done = [sid for sid in sessions if not _worker.reap_orphans(sid)]
+        with self.lock:
+            self.sessions.difference_update(done)
+            return bool(self.sessions)
+
+    def follow(self) -> None:
+        pause = 0.01
+        while True:
+            time.sleep(pause)
+            self.sweep()
+            with self.lock:
+                if not self.sessions or time.monotonic() >= self.until:
+                    self.thread = None
+                    return
+            pause = min(pause * 2, 1.0)
+
+    def later(self) -> None:
+        """At a take: scan what the thread left, at most once a second."""
+        now = time.monotonic()
+        if self.thread is None and now >= self.due:
+            self.due = now + 1.0
+            self.sweep()
+
+    def forked(self) -> None:
+        """In a forked child: the sessions' processes are the parent's to reap."""
+        self.lock = threading.Lock()
+        self.sessions, self.thread = set(), None
+
+
+_LEFTOVERS = _Leftovers()
 _libc: Any = None
 
 
@@ -795,6 +864,7 @@ def _forked() -> None:
     and closes its copies of their sockets (a worker watches for its parent's end to close);
     a call in the child starts workers of its own.
     """
+    _LEFTOVERS.forked()
     for pool in list(_POOLS):
         pool.lock = threading.Lock()  # another thread may have held it at the fork
         pool.reaper, pool.wake, pool.starting = None, threading.Event(), 0  # threads do not survive a fork
@@ -829,6 +899,8 @@ class _ProcessPool:
 
     def take(self) -> _Worker | None:
         """An idle worker, or a new one; None when all ``max_workers`` are busy."""
+        if _LEFTOVERS.sessions:  # a killed tool's processes not all reaped yet
+            _LEFTOVERS.later()
         with self.lock:
             if self.closed:
                 raise RuntimeError("the ProcessRunner is shut down")
@@ -939,6 +1011,8 @@ class _ProcessPool:
         self.wake.set()
         for worker in workers:
             worker.kill()  # a busy worker's caller then sees it die
+        if _LEFTOVERS.sessions:
+            _LEFTOVERS.sweep()
 
 
 class ProcessRunner:

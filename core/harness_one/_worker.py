@@ -103,17 +103,30 @@ def _stats() -> list[tuple[int, bytes, int, int, int]]:
     return found
 
 
-def reap_orphans(sid: int) -> int:
+def reap_orphans(sid: int) -> bool:
     """Reap the ended processes of session ``sid`` that are this process's children (Linux; elsewhere
-    none): those a killed worker left behind, reparented here when this process is PID 1 or a child
-    subreaper (a container without an init), which nothing else would reap. Returns how many."""
-    me, reaped = os.getpid(), 0
-    for pid, state, ppid, _, session in _stats():
-        if ppid == me and session == sid and state in (b"Z", b"X"):
+    none): those a killed worker (the session's leader, reaped already) left behind, reparented here
+    when this process is PID 1 or a child subreaper (a container without an init), which nothing
+    else would reap. Returns whether any process of the session is left, for a later call to reap:
+    one still ending (a big address space to free), ended but not yet reparented here (its parent
+    still ending), or not yet waitable (its tracer has not collected it).
+
+    A process with pid ``sid`` means the session ended: a pid is not reused while a process holds
+    it as its session id, so that one is another's (a new worker's); nothing is reaped then.
+    """
+    stats = _stats()
+    if any(pid == sid for pid, _, _, _, _ in stats):
+        return False
+    me, left = os.getpid(), False
+    for pid, state, ppid, _, session in stats:
+        if session != sid:
+            continue
+        if ppid == me and state in (b"Z", b"X"):
             with contextlib.suppress(ChildProcessError, OSError):
                 if os.waitpid(pid, os.WNOHANG)[0] == pid:
-                    reaped += 1
-    return reaped
+                    continue
+        left = True
+    return left
 
 
 def _session_members(sid: int) -> list[int]:
