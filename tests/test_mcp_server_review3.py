@@ -21,7 +21,7 @@ from test_mcp_server_review import HEADERS, http, open_session
 
 from harness_one import ToolRegistry
 from harness_one.mcp import http_app
-from harness_one.mcp._server import _sigterm_exits
+from harness_one.mcp._command import _sigterm_noted
 
 HELLO = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}
 OPENING = [
@@ -122,12 +122,15 @@ def test_sigterm_to_a_gateway_stops_what_its_imported_stdio_server_started(trans
             os.kill(grandchild, signal.SIGKILL)
 
 
-def test_sigterm_raises_system_exit_only_while_serving_and_only_over_the_default_handler() -> None:
+def test_a_sigterm_during_the_close_is_noted_and_only_over_the_default_handler() -> None:
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
-    with pytest.raises(SystemExit) as stopped, _sigterm_exits():
+    with _sigterm_noted(True) as noted:
         signal.raise_signal(signal.SIGTERM)
-    assert stopped.value.code == 143
-    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # the default handler is back
+        assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # noted once: a second one kills
+    assert noted == [signal.SIGTERM] and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+    with _sigterm_noted(False) as noted:  # SIGTERM taken while serving already: the default action
+        assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+    assert noted == []
 
     seen: list[int] = []
 
@@ -136,12 +139,145 @@ def test_sigterm_raises_system_exit_only_while_serving_and_only_over_the_default
 
     signal.signal(signal.SIGTERM, own)
     try:
-        with _sigterm_exits():
+        with _sigterm_noted(True) as noted:
             assert signal.getsignal(signal.SIGTERM) is own  # a host's handler is left as it is
             signal.raise_signal(signal.SIGTERM)
-        assert seen == [signal.SIGTERM] and signal.getsignal(signal.SIGTERM) is own
+        assert seen == [signal.SIGTERM] and noted == [] and signal.getsignal(signal.SIGTERM) is own
     finally:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+SIGNAL_TOOLS = """
+import signal
+import time
+from pathlib import Path
+
+from harness_one import defineTool
+
+@defineTool(registry=None)
+async def busy(folder: str) -> str:
+    \"\"\"Run on the event loop (the main thread) until the file go is there.\"\"\"
+    Path(folder, "started").write_text("")
+    while not Path(folder, "go").exists():
+        time.sleep(0.01)
+    return "done"
+
+@defineTool(registry=None)
+def stuck(folder: str) -> str:
+    \"\"\"A sync tool without a timeout that never returns (on a thread of serve's pool).\"\"\"
+    Path(folder, "started").write_text("")
+    while signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        time.sleep(0.01)
+    Path(folder, "default").write_text("")
+    time.sleep(600)
+    return "never"
+"""
+
+
+#: An MCP server of a few lines (no SDK to import: it starts at once): every request answered, no tools.
+TINY_SERVER = """
+import json, sys
+for line in sys.stdin:
+    message = json.loads(line)
+    if "id" in message and "method" in message:
+        result = {"tools": []} if message["method"] == "tools/list" else {}
+        if message["method"] == "initialize":
+            result = {"protocolVersion": message["params"]["protocolVersion"], "capabilities": {"tools": {}},
+                      "serverInfo": {"name": "tiny", "version": "0"}}
+        print(json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result}), flush=True)
+"""
+
+
+def _call_and_wait(tmp_path: Path, tool: str) -> subprocess.Popen[bytes]:
+    """``harness-one serve`` with :data:`SIGNAL_TOOLS`, a call of ``tool`` under way (its ``started`` file written)."""
+    tools = tmp_path / "signal_tools.py"
+    tools.write_text(SIGNAL_TOOLS)
+    command = [sys.executable, "-m", "harness_one", "--tools", str(tools), "serve"]
+    proc = subprocess.Popen(
+        command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, **server_env(tmp_path)}
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": tool, "arguments": {"folder": str(tmp_path)}}}
+    proc.stdin.write(b"".join([*OPENING, json.dumps(call).encode() + b"\n"]))
+    proc.stdin.flush()
+    assert json.loads(proc.stdout.readline())["id"] == 0
+    assert _wait_for(tmp_path / "started", proc), "the call did not start"
+    return proc
+
+
+def _wait_for(path: Path, proc: subprocess.Popen[bytes], seconds: float = 30) -> bool:
+    deadline = time.monotonic() + seconds
+    while not path.exists():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
+def test_sigterm_while_an_async_tool_runs_on_the_loop_ends_serve_with_143_and_no_traceback(tmp_path: Path) -> None:
+    """SIGTERM raised SystemExit in the tool's code: the call failed ("SystemExit: 143") and serving went on, or the
+    raise landed in a transport callback (tracebacks, exit 1). Now the loop takes it once the tool yields."""
+    proc = _call_and_wait(tmp_path, "busy")
+    try:
+        proc.send_signal(signal.SIGTERM)  # while the tool's code runs on the main thread
+        (tmp_path / "go").write_text("")
+        code = proc.wait(10)  # stdin still open: only SIGTERM ends it
+        out, err = proc.communicate()
+        assert code == 128 + signal.SIGTERM, err.decode()
+        assert b"Traceback" not in err and b"Error" not in err, err.decode()
+        assert b"SystemExit" not in out  # no call failed of it
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_a_second_sigterm_ends_serve_while_a_sync_tool_without_timeout_runs(tmp_path: Path) -> None:
+    """The first SIGTERM cancels the call, and the exit waits for its thread; the default handler is back, so a second
+    one ends the process (it took a SIGKILL: every SIGTERM raised SystemExit again)."""
+    proc = _call_and_wait(tmp_path, "stuck")
+    try:
+        proc.send_signal(signal.SIGTERM)
+        assert _wait_for(tmp_path / "default", proc, 10), "the default SIGTERM handler is not back"
+        assert proc.poll() is None  # the thread still runs: the exit waits for it
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(10) == -signal.SIGTERM
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
+def test_sigterm_during_the_gateways_close_still_stops_the_imported_servers_child(tmp_path: Path) -> None:
+    """The spec's shutdown (close stdin, wait, SIGTERM): SIGTERM came while the gateway closed its imported server
+    (seconds: the SDK's exit wait, then the group's SIGTERM-to-SIGKILL grace) and ended it at once, the server's
+    child left running. Now it is noted: the close ends, then the gateway exits 143."""
+    pid_file, closed, server = tmp_path / "grandchild.pid", tmp_path / "closed", tmp_path / "tiny_server.py"
+    server.write_text(TINY_SERVER)
+    q = shlex.quote
+    inner = f"sleep 300 & echo $! > {q(str(pid_file))}; {q(sys.executable)} {q(str(server))}; : > {q(str(closed))}; sleep 30"
+    command = [sys.executable, "-m", "harness_one", "serve", "--mcp", f"inner:in=sh -c {q(inner)}"]
+    log = tmp_path / "gateway.log"  # a file: the child left running would hold a pipe open
+    with log.open("wb") as err:
+        proc = subprocess.Popen(
+            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, env={**os.environ, **server_env(tmp_path)}
+        )
+    grandchild = 0
+    try:
+        assert proc.stdin is not None and proc.stdout is not None
+        proc.stdin.write(OPENING[0])
+        proc.stdin.flush()
+        assert json.loads(proc.stdout.readline())["id"] == 0
+        grandchild = int(pid_file.read_text())
+        proc.stdin.close()  # serve returns and closes the imported server: its serve ends, its shell sleeps on
+        assert _wait_for(closed, proc), "the gateway did not close the imported server"
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == 128 + signal.SIGTERM, log.read_text()
+        assert _wait_gone(grandchild, 10), "the imported server's child still runs after the gateway ended"
+    finally:
+        proc.kill()
+        proc.wait()
+        if grandchild and _running(grandchild):
+            os.kill(grandchild, signal.SIGKILL)
 
 
 # ---------------------------------------------------------------- 2. a line that is not UTF-8
@@ -218,6 +354,12 @@ async def test_an_http_body_that_is_no_message_is_answered_as_over_stdio(statele
             ),
             ('{"jsonrpc": "2.0", "id": "\\ud800", "method": 5}', None, None),  # the SDK's parser refuses it: its -32700
             ("[1]", None, "Invalid request: expected a JSON object, got list"),
+            # a malformed response: its id is one of the server's requests, never answered on
+            (
+                '{"jsonrpc": "2.0", "id": 14, "result": 5, "error": {}}',
+                None,
+                "Invalid request: JSONRPCRequest.method: Field required",
+            ),
         ]
         for body, request_id, message in cases:
             response = await client.post("/mcp", content=body, headers=headers)

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Callable
+import signal
+import threading
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
@@ -188,20 +190,54 @@ def serve(
             "header_timeout": header_timeout or None,
             "body_timeout": body_timeout or None,
         }
+    terminated = False
     try:
         run(registry, transport, **options)
     except KeyboardInterrupt:  # pragma: no cover - interactive stop
         pass
+    except SystemExit:  # SIGTERM while serving (143): a second one during the close ends the process
+        terminated = True
+        raise
     except OSError as exc:
         raise click.ClickException(f"cannot serve on {host}:{port}: {exc}") from None
     finally:  # SIGTERM too (run raises SystemExit): the imported stdio servers' process groups are stopped
-        _close(servers)
+        _close(servers, hold_sigterm=not terminated)
 
 
-def _close(servers: list[RemoteServer]) -> None:
-    """Close the connections to ``servers`` at once (each stdio server's process group is stopped)."""
-    if servers:
-        from ._client import _close_each, _wait
+def _close(servers: list[RemoteServer], *, hold_sigterm: bool = True) -> None:
+    """Close the connections to ``servers`` at once (each stdio server's process group is stopped).
 
-        with contextlib.suppress(Exception):
-            _wait(_close_each(servers), 10)
+    With ``hold_sigterm`` (no SIGTERM taken yet), a SIGTERM during the close (it may take seconds: the SDK's
+    wait for a server to exit, then its group's SIGTERM-to-SIGKILL grace) is only noted, and once the close
+    is over raises ``SystemExit(143)``: its default action would end this process with the servers' children
+    left running. A second one meanwhile takes the default action.
+    """
+    if not servers:
+        return
+    from ._client import _close_each, _wait
+
+    with _sigterm_noted(hold_sigterm) as noted, contextlib.suppress(Exception):
+        _wait(_close_each(servers), 10)
+    if noted:
+        raise SystemExit(128 + noted[0])
+
+
+@contextlib.contextmanager
+def _sigterm_noted(hold: bool) -> Iterator[list[int]]:
+    """The SIGTERMs that came meanwhile (only the first: it puts the default handler back), when ``hold`` and this
+    is the main thread with SIGTERM at its default handler; else an empty list, the handler left as it is."""
+    noted: list[int] = []
+    main = threading.current_thread() is threading.main_thread()
+    if not (hold and main and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL):
+        yield noted
+        return
+
+    def note(signum: int, frame: Any) -> None:
+        noted.append(signum)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+    signal.signal(signal.SIGTERM, note)
+    try:
+        yield noted
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import importlib.util
 import ipaddress
 import json
@@ -25,11 +26,12 @@ import threading
 import uuid
 import weakref
 from collections import Counter, deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
+import anyio.abc
 from mcp.server._otel import OpenTelemetryMiddleware
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import NotificationOptions, Server
@@ -663,7 +665,8 @@ def _answering_invalid(send: Send, body: bytes) -> Send:
 
 def _invalid_reply(body: bytes, answer: bytes) -> bytes | None:
     """stdio's answer to ``body`` when it is JSON but no JSON-RPC message and the SDK's ``answer`` (a 400) is the
-    ``-32602`` it gives such a body; else None."""
+    ``-32602`` it gives such a body; else None. A malformed response (``result`` or ``error``, no ``method``),
+    which stdio leaves unanswered, is answered on a null ``id``: its ``id`` is one of the server's requests."""
     try:
         if from_json(answer).get("error", {}).get("code") != INVALID_PARAMS:
             return None
@@ -678,7 +681,10 @@ def _invalid_reply(body: bytes, answer: bytes) -> bytes | None:
     try:
         jsonrpc_message_adapter.validate_python(message, by_name=False)
     except ValidationError as exc:
-        return invalid_message(message, exc).model_dump_json(by_alias=True, exclude_unset=True).encode()
+        reply = invalid_message(message, exc)
+        if type(message) is dict and "method" not in message and ("result" in message or "error" in message):
+            reply = JSONRPCError(jsonrpc="2.0", id=None, error=reply.error)
+        return reply.model_dump_json(by_alias=True, exclude_unset=True).encode()
     return None
 
 
@@ -1155,7 +1161,7 @@ async def serve_http(
             file=sys.stderr,
             flush=True,
         )
-    await uvicorn.Server(config).serve(sockets=[sock])
+    await _uvicorn_server(config).serve(sockets=[sock])
 
 
 def _loopback(host: str) -> bool:
@@ -1178,9 +1184,11 @@ def serve(registry: ToolRegistry, transport: str = "stdio", **options: Any) -> N
 
     The event loop is uvloop's when it is installed (the ``mcp`` extra installs it, except on
     Windows), a faster loop than asyncio's. Called in the main thread while SIGTERM has its default
-    handler, SIGTERM stops the server as Ctrl-C does (for HTTP after uvicorn's graceful shutdown) and
-    raises ``SystemExit(143)``, so ``finally`` blocks and exit hooks run (an imported stdio server's
-    process group is stopped); the default handler is back once it returns.
+    handler, SIGTERM stops the server (stdio: the requests still running are cancelled; HTTP:
+    uvicorn's graceful shutdown) and, once the event loop has ended, raises ``SystemExit(143)``, so
+    ``finally`` blocks and exit hooks run (an imported stdio server's process group is stopped). The
+    default handler is back as soon as the first SIGTERM is taken: a second one ends the process at
+    once (a sync tool without a timeout still running holds up the exit until it returns).
     """
     run: Callable[..., Awaitable[None]]
     if transport == "stdio":
@@ -1190,6 +1198,7 @@ def serve(registry: ToolRegistry, transport: str = "stdio", **options: Any) -> N
     else:
         raise ValueError(f"transport must be 'stdio' or 'http', got {transport!r}")
     uvloop = sys.platform != "win32" and importlib.util.find_spec("uvloop") is not None
+    sigterm = _Sigterm() if _sigterm_default() else None
 
     async def main() -> None:
         # Sync tools without a timeout run in the loop's default executor (asyncio's is
@@ -1198,30 +1207,84 @@ def serve(registry: ToolRegistry, transport: str = "stdio", **options: Any) -> N
 
         executor = ThreadPoolExecutor(SYNC_TOOL_THREADS, thread_name_prefix="harness-one-tool")
         asyncio.get_running_loop().set_default_executor(executor)
-        await run(registry, **options)
+        if sigterm is None:
+            await run(registry, **options)
+            return
+        _sigterm.set(sigterm)
+        try:
+            async with anyio.create_task_group() as group:
+                await group.start(_watch_sigterm, sigterm, group.cancel_scope)
+                await run(registry, **options)
+                group.cancel_scope.cancel()  # the watcher
+        finally:
+            if sigterm.received:  # uvicorn put back the handler it found, the loop's own: the default again
+                signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
     if uvloop:
         _fill_closed_std_fds()
-    with _sigterm_exits():
-        anyio.run(main, backend_options={"use_uvloop": uvloop})
-
-
-def _stop_on_sigterm(signum: int, frame: Any) -> None:
-    raise SystemExit(128 + signum)
-
-
-@contextlib.contextmanager
-def _sigterm_exits() -> Iterator[None]:
-    """SIGTERM raising ``SystemExit(143)`` in the main thread meanwhile, where it has its default handler (which
-    ends the process at once: no ``finally``, no exit hook, the children of imported stdio servers left running)."""
-    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
-        yield
-        return
-    signal.signal(signal.SIGTERM, _stop_on_sigterm)
     try:
-        yield
+        anyio.run(main, backend_options={"use_uvloop": uvloop})
     finally:
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        if sigterm is not None:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    if sigterm is not None and sigterm.received:  # outside the loop and any tool: nothing turns it into a result
+        raise SystemExit(128 + signal.SIGTERM)
+
+
+class _Sigterm:
+    """SIGTERM while :func:`serve` runs: whether it came, and how to stop (None: cancel the serving; over HTTP,
+    uvicorn's graceful shutdown, set by :func:`_uvicorn_server`)."""
+
+    def __init__(self) -> None:
+        self.received = False
+        self.stop: Callable[[], None] | None = None
+
+
+#: The :class:`_Sigterm` of the :func:`serve` running in this context, if it watches SIGTERM.
+_sigterm: contextvars.ContextVar[_Sigterm | None] = contextvars.ContextVar("harness_one_mcp_sigterm", default=None)
+
+
+def _sigterm_default() -> bool:
+    """Whether this is the main thread and SIGTERM has its default handler (a host's own is left as it is)."""
+    return threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+
+
+async def _watch_sigterm(
+    sigterm: _Sigterm, scope: anyio.CancelScope, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+) -> None:
+    """Wait for SIGTERM on the event loop (never raised into the code it lands in: a tool would take it for its
+    own failure), then note it and stop the serving; leaving the receiver puts the default handler back, so a
+    second SIGTERM ends the process at once."""
+    with anyio.open_signal_receiver(signal.SIGTERM) as signals:
+        task_status.started()
+        async for _ in signals:
+            break
+    sigterm.received = True
+    (sigterm.stop or scope.cancel)()
+
+
+def _uvicorn_server(config: Any) -> Any:
+    """uvicorn's server for ``config``; under a :func:`serve` watching SIGTERM, one that leaves SIGTERM to it
+    (uvicorn's own handler would start a second shutdown, and raise the signal again once it has ended): SIGTERM
+    sets ``should_exit``, as uvicorn does (its graceful shutdown)."""
+    import uvicorn
+
+    sigterm = _sigterm.get()
+    if sigterm is None:
+        return uvicorn.Server(config)
+
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            if sig != signal.SIGTERM:
+                super().handle_exit(sig, frame)
+
+    server = Server(config)
+
+    def stop() -> None:
+        server.should_exit = True
+
+    sigterm.stop = stop
+    return server
 
 
 def _fill_closed_std_fds() -> None:
