@@ -136,26 +136,7 @@ def _session_members(sid: int) -> list[int]:
     A zombie is left out: it cannot fork, and killing it again would not end it (its parent
     reaps it), so a scan that kept finding it would repeat to its limit.
     """
-    members: list[int] = []
-    try:
-        names = os.listdir("/proc")
-    except OSError:
-        return members
-    for name in names:
-        if not name.isdigit():
-            continue
-        try:  # os.open and os.read: some 40% less time than open() over every process
-            fd = os.open(f"/proc/{name}/stat", os.O_RDONLY)
-            try:
-                stat = os.read(fd, 1024)
-            finally:
-                os.close(fd)
-        except OSError:  # exited meanwhile
-            continue
-        fields = stat.rsplit(b")", 1)[1].split(None, 4)  # the command name may hold spaces and ")"
-        if int(fields[3]) == sid and fields[0] not in (b"Z", b"X"):  # state, ppid, pgrp, session
-            members.append(int(name))
-    return members
+    return [pid for pid, state, _, _, session in _stats() if session == sid and state not in (b"Z", b"X")]
 
 
 def kill_session(sid: int, spare: int | None = None) -> None:
