@@ -188,8 +188,9 @@ class HarnessWorkbench(StaticStreamWorkbench):
         original = self._override_name_to_original.get(name, name)
         async for event in super().call_tool_stream(original, self._arguments(original, arguments), cancellation_token, call_id):
             if isinstance(event, ToolResult) and event.name != name:
-                event = event.model_copy(update={"name": name})  # the name the model called, as call_tool answers
-            yield event
+                yield event.model_copy(update={"name": name})  # the name the model called, as call_tool answers
+            else:
+                yield event
 
 
 def _raised(error: ToolError) -> ToolError:
