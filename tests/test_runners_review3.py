@@ -459,7 +459,27 @@ def test_wait_circuit_waits_out_an_open_circuit(clock: ManualClock) -> None:
     reg, runs = _failing(clock, wait_circuit=True)
     waited = len(clock.sleeps)
     result = reg.try_call("flaky")
-    assert clock.sleeps[waited] == pytest.approx(30)  # waited out, then probed
-    assert isinstance(result.error, (RetryableError, CircuitOpen)) and len(runs) == 4
+    assert clock.sleeps[waited] == pytest.approx(30)  # waited out, then probed; then again, to the budget's end
+    assert sum(clock.sleeps[waited:]) == pytest.approx(60)
+    assert isinstance(result.error, RetryableError) and len(runs) == 5
     with pytest.raises(ValueError, match="retry wait_circuit must be true or false, not 'yes'"):
         RetryPlugin(wait_circuit="yes")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("start", [1000.0, 1000.1, 12345.678])
+def test_a_wait_as_long_as_the_retry_budget_is_within_it(start: float) -> None:
+    """A circuit's 30 s at a 30 s budget came as 30.000000000000114 s (float rounding) and the call gave up at once."""
+    clock = ManualClock(start=start)
+    runs: list[int] = []
+
+    def flaky() -> str:
+        runs.append(1)
+        raise RetryableError("backend down")
+
+    reg = ToolRegistry(plugins={"retry": RetryPlugin(rng=random.Random(0), wait_circuit=True)}, clock=clock, autoload=False)
+    reg.add(flaky, retry={"attempts": 3, "total": 30}, idempotent=True, circuit_breaker={"min_calls": 3, "failure_ratio": 0.5})
+    reg.try_call("flaky")  # three failures: the circuit opens for its default 30 s
+    waited = len(clock.sleeps)
+    result = reg.try_call("flaky")
+    assert clock.sleeps[waited:] == [pytest.approx(30)] and len(runs) == 4  # waited out, then probed
+    assert isinstance(result.error, RetryableError)
