@@ -39,3 +39,17 @@ class Bank:
         plugin = self.registry.plugins.get("approval")
         assert isinstance(plugin, ApprovalPlugin)
         return plugin
+
+
+class CallsDuringSleep(ManualClock):
+    """A manual clock that makes one more call the first time the registry sleeps (a retry's wait)."""
+
+    def __init__(self, during: list[object]) -> None:
+        super().__init__()
+        self.during = during
+
+    def sleep(self, seconds: float) -> None:
+        if self.during and callable(self.during[0]):
+            make = self.during.pop()
+            self.during.append(make())  # type: ignore[operator]
+        super().sleep(seconds)

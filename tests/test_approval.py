@@ -6,6 +6,7 @@ import asyncio
 import json
 
 import pytest
+from approval_support import CallsDuringSleep
 
 from harness_one import Call, CallResult, ManualClock, PluginError, RetryableError, ToolDefinitionError, ToolRegistry, hookimpl
 from harness_one.dispatch import dispatch, resume
@@ -570,24 +571,10 @@ def test_an_approval_used_by_an_attempt_that_ran_is_not_given_back_by_a_later_re
     assert again.error is not None and again.error.kind == "approval_conflict" and sent == [900]  # it ran once
 
 
-class _CallsDuringSleep(ManualClock):
-    """A manual clock that makes one more call the first time the registry sleeps (a retry's wait)."""
-
-    def __init__(self, during: list[object]) -> None:
-        super().__init__()
-        self.during = during
-
-    def sleep(self, seconds: float) -> None:
-        if self.during and callable(self.during[0]):
-            make = self.during.pop()
-            self.during.append(make())  # type: ignore[operator]
-        super().sleep(seconds)
-
-
 def test_an_approved_call_waiting_for_its_next_attempt_keeps_its_approval_from_another_call() -> None:
     """While the approved call waits out a refusal, a second call with its id and arguments is refused, not held."""
     during: list[object] = []
-    reg = ToolRegistry(autoload=False, clock=_CallsDuringSleep(during))
+    reg = ToolRegistry(autoload=False, clock=CallsDuringSleep(during))
     bank = Bank(reg, options={"requires_approval": True}, rate_limit={"rate": 1.0, "burst": 1}, retry={"attempts": 3})
     args = {"to": "mallory", "amount": 900}
     reg.try_call("transfer", {"to": "x", "amount": 1}, call_id="c0")

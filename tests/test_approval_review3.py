@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import threading
 
+from approval_support import CallsDuringSleep
+
 from harness_one import CallResult, ManualClock, ToolRegistry
 from harness_one_plugins.approval import ApprovalConflict, ApprovalNotFound, ApprovalPlugin, ApprovalRequired
 
@@ -137,23 +139,9 @@ def test_another_call_under_the_id_while_it_runs_is_still_a_conflict_of_calls() 
     assert "Another call of 'transfer' was already decided under call id c7" in other.error.message
 
 
-class _CallsDuringSleep(ManualClock):
-    """A manual clock that makes one more call the first time the registry sleeps (a retry's wait)."""
-
-    def __init__(self, during: list[object]) -> None:
-        super().__init__()
-        self.during = during
-
-    def sleep(self, seconds: float) -> None:
-        if self.during and callable(self.during[0]):
-            make = self.during.pop()
-            self.during.append(make())  # type: ignore[operator]
-        super().sleep(seconds)
-
-
 def test_the_same_call_made_again_while_it_waits_for_its_next_attempt_is_refused_not_held() -> None:
     during: list[object] = []
-    reg = ToolRegistry(autoload=False, clock=_CallsDuringSleep(during))
+    reg = ToolRegistry(autoload=False, clock=CallsDuringSleep(during))
     runs: list[object] = []
 
     def transfer(to: str, amount: int) -> str:
