@@ -8,7 +8,8 @@
   name), so a second DNS answer cannot switch it to another host (DNS rebinding). An
   internationalised name (``bücher.example``) is resolved and sent in its ASCII form
   (``xn--bcher-kva.example``); ``allow`` takes either spelling (:meth:`FetchPolicy.allows`, given either,
-  matches both).
+  matches both). A host name DNS cannot carry (an empty label, a label past 63 characters, a name
+  past 253) is refused before it is resolved.
 - A URL with a user name or password (``https://user:secret@host/``) is refused, the model's
   or a redirect's: httpx would send it as Basic auth and the result would echo it. The refusal
   shows it masked (``https://[REDACTED]@host/``).
@@ -19,8 +20,9 @@
   and write of headers and body, over every redirect. Each socket operation gets only the
   time left, so a server that trickles a byte at a time cannot stretch it.
 - The body is read raw and decompressed here (gzip, deflate), never past ``max_bytes``, so a
-  small compressed body cannot inflate in memory; the result says when it was truncated.
-  Reading stops where the compressed stream ends.
+  small compressed body cannot inflate in memory; the result says when it was truncated. gzip's
+  members are read one after another; bytes after the compressed data that are no member end the
+  reading there, and the result says it was truncated, as when the body ends within a stream.
 - The result, as the model reads it (harness-one's JSON), is at most ``max_chars`` characters
   (default 1,000,000, the ``output_limit`` plugin's default): past it the text is cut, and
   JSON past it is shown as cut text; ``truncated`` and ``note`` say so. Where the metadata
@@ -281,6 +283,8 @@ def _pin(
     if literal is not None:
         addresses = [literal]
     else:
+        if (problem := _unresolvable(host)) is not None:  # the resolver's IDNA codec failed on it, blamed on DNS
+            raise _refuse(problem, str(url), redirect=redirect)
         try:
             addresses = [ipaddress.ip_address(a.split("%")[0]) for a in _resolve(policy, host, port, deadline)]
         except (OSError, ValueError) as exc:
@@ -302,6 +306,20 @@ def _pin(
     }
     extensions = {"sni_hostname": host} if url.scheme == "https" and literal is None else {}
     return pinned, headers, extensions
+
+
+def _unresolvable(host: str) -> str | None:
+    """Why DNS cannot carry the name ``host`` (in its ASCII form), or None: an empty label, a label past 63 characters,
+    a name past 253 (RFC 1035 2.3.4; one trailing dot, the root's, aside)."""
+    name = host[:-1] if host.endswith(".") else host
+    labels = name.split(".")
+    if not all(labels):
+        return "the host name has an empty label"
+    if (longest := max(map(len, labels))) > 63:
+        return f"the host name has a label of {longest} characters; a DNS label is 1-63"
+    if len(name) > 253:
+        return f"the host name is {len(name)} characters long; a DNS name is at most 253"
+    return None
 
 
 class _Deadline:
@@ -504,6 +522,18 @@ class _TextExtractor(HTMLParser):
 
 
 _PENDING = 16384  # unparsed characters at the end past which close() is not called
+#: A decimal character reference of 8 digits or more (``&#0065;`` padded, or past U+10FFFF), which ``html.unescape``
+#: reads with ``int()``: past 4,300 digits that raised ValueError (Python's limit on decimal text), losing the page.
+#: Hex references are read in linear time, without the limit.
+_LONG_DECIMAL_REF = re.compile(r"&#([0-9]{8,})")
+_PAST_UNICODE = "1114112"  # 0x10FFFF + 1: unescape gives U+FFFD for any reference past U+10FFFF
+
+
+def _short_decimal_ref(match: re.Match[str]) -> str:
+    """The reference in at most 7 digits, of the same meaning to ``unescape``: leading zeros dropped, a number past
+    U+10FFFF (any of 8 digits or more) as the least such; its ``;`` (or none) left as it was."""
+    digits = match[1].lstrip("0") or "0"
+    return f"&#{digits if len(digits) <= 7 else _PAST_UNICODE}"
 
 
 def html_to_text(html: str) -> tuple[str, str]:
@@ -515,14 +545,15 @@ def html_to_text(html: str) -> tuple[str, str]:
     show either) is dropped rather than given to ``close()``, which would read it one character
     at a time (a 1 MB page of ``<!--`` took minutes). Text the parser holds back at the end (an
     ``&`` in its last 34 characters may start a character reference cut in two) has no markup,
-    and is given to ``close()`` however long. Markup the parser cannot read ends the text there.
+    and is given to ``close()`` however long. Markup the parser cannot read ends the text there. A decimal character
+    reference of any length (``&#`` and 5,000 digits) reads as the character it names, U+FFFD past U+10FFFF.
     """
     parser = _TextExtractor()
     try:
-        parser.feed(html)
+        parser.feed(_LONG_DECIMAL_REF.sub(_short_decimal_ref, html))
         if len(parser.rawdata) <= _PENDING or "<" not in parser.rawdata:  # no markup left: close() reads it in one go
             parser.close()
-    except AssertionError:  # html.parser's own refusal of some markup ("<![" + junk): keep what was read
+    except (AssertionError, ValueError):  # html.parser's refusal of some markup ("<![" + junk), or of a value: keep what was read
         pass
     lines = (re.sub(r"[ \t\r\f\v]+", " ", line).strip() for line in "".join(parser.parts).split("\n"))
     text = "\n".join(line for line in lines if line)
@@ -608,6 +639,7 @@ class _Plain:
     """The body as sent (no ``Content-Encoding``), within ``room`` bytes: ``(input, room) -> (output, input left)``."""
 
     eof = False  # it ends where the body does
+    cut = False  # all of it is decoded
 
     def __call__(self, data: bytes, room: int) -> tuple[bytes, bytes]:
         return data[:room], data[room:]
@@ -623,41 +655,74 @@ def _decoder(content_encoding: str) -> _Plain | _Inflate:
     return _Inflate(codings[0])
 
 
+_GZIP_MAGIC = b"\x1f\x8b"
+
+
 class _Inflate:
-    """gzip or deflate decoding (a zlib or gzip header detected, raw deflate as a fallback) within ``room`` bytes;
-    ``eof`` once the compressed stream has ended."""
+    """gzip or deflate decoding (a zlib or gzip header detected, raw deflate as a fallback) within ``room`` bytes.
+
+    gzip's members are decoded one after another (RFC 1952 2.2: ``cat a.gz b.gz`` is one gzip body), zero bytes
+    between them skipped, as the ``gzip`` module does. Other bytes after the compressed data end it: ``eof``, so that
+    they are not read on, and ``cut``, as is a body that ends within a stream (the content is not all there).
+    """
 
     def __init__(self, coding: str) -> None:
         self._coding = coding
+        self._members = coding in ("gzip", "x-gzip")
         self._z = zlib.decompressobj(zlib.MAX_WBITS | 32)
-        self._started = False
-        self._head = b""  # deflate's first byte, held until a second tells its header (a network chunk may be one byte)
+        self._started = False  # the first stream's kind is told (deflate: zlib header or raw)
+        self._held = b""  # input held until more tells what it is: deflate's first byte, a next member's first
+        self._later = False  # a member after the first is being decoded
+        self.eof = False
+        self._cut = False
 
     @property
-    def eof(self) -> bool:
-        return self._z.eof
+    def cut(self) -> bool:
+        """Once the body has ended: whether bytes it sent were not decoded, or its last stream did not end."""
+        return self._cut or bool(self._held) or (self._started and not self._z.eof)
 
     def __call__(self, data: bytes, room: int) -> tuple[bytes, bytes]:
-        if self._z.eof:
-            return b"", b""  # bytes after the end of the compressed stream are ignored
-        if self._coding == "deflate" and not self._started:  # zlib reads a header (or none) from the first two bytes
-            data, self._head = self._head + data, b""
-            if len(data) < 2:
-                self._head = data
-                return b"", b""
-        try:
-            out = self._z.decompress(data, room)
-        except zlib.error as exc:
-            if self._coding == "deflate" and not self._started:  # some servers send deflate without its zlib header
-                self._z, self._started = zlib.decompressobj(-zlib.MAX_WBITS), True
-                return self(data, room)
-            raise ToolError(f"The response body is not valid {self._coding} data: {exc}") from None
-        self._started = True
-        return out, self._z.unconsumed_tail
+        data, self._held = self._held + data, b""
+        out = bytearray()  # one chunk may hold many members
+        while data and not self.eof and len(out) < room:
+            if self._z.eof:  # a stream ended: what follows is another gzip member, or not read
+                data = self._follow(data)
+                continue
+            if self._coding == "deflate" and not self._started and len(data) < 2:  # zlib reads a header (or none) from two
+                self._held, data = data, b""
+                break
+            try:
+                out += self._z.decompress(data, room - len(out))
+            except zlib.error as exc:
+                if self._coding == "deflate" and not self._started:  # some servers send deflate without its zlib header
+                    self._z, self._started = zlib.decompressobj(-zlib.MAX_WBITS), True
+                    continue
+                if self._later:  # a later gzip member: what the earlier ones gave is kept, cut
+                    self.eof = self._cut = True
+                    break
+                raise ToolError(f"The response body is not valid {self._coding} data: {exc}") from None
+            self._started = True
+            data = self._z.unused_data if self._z.eof else self._z.unconsumed_tail
+        return bytes(out), data
+
+    def _follow(self, data: bytes) -> bytes:
+        """After a stream's end, ``data`` with a next gzip member begun, or nothing: held until more tells, skipped
+        padding, or bytes that are no member (``eof`` and ``cut``)."""
+        if self._members:
+            data = data.lstrip(b"\0")
+            if data.startswith(_GZIP_MAGIC):
+                self._z, self._later = zlib.decompressobj(zlib.MAX_WBITS | 16), True
+                return data
+            if not data or data == _GZIP_MAGIC[:1]:
+                self._held = data
+                return b""
+        self.eof = self._cut = True
+        return b""
 
 
 def _read(response: httpx.Response, limit: int, deadline: _Deadline) -> tuple[bytes, bool]:
-    """The body, decompressed, at most ``limit`` bytes; memory stays near ``limit`` plus one network chunk."""
+    """The body, decompressed, at most ``limit`` bytes, and whether it was cut (past ``limit``, or not all decoded);
+    memory stays near ``limit`` plus one network chunk."""
     decode = _decoder(response.headers.get("content-encoding", ""))
     body = bytearray()
     for chunk in response.iter_raw():
@@ -669,11 +734,11 @@ def _read(response: httpx.Response, limit: int, deadline: _Deadline) -> tuple[by
                 return bytes(body[:limit]), True
             if not out:
                 break
-        if decode.eof:  # the compressed stream ended: what follows is not read (a server may send it without end)
+        if decode.eof:  # bytes after the compressed data: what follows is not read (a server may send it without end)
             break
         if deadline.left() <= 0:  # only reachable with an injected transport: the backend's reads end at the deadline
             raise ToolTimeout(deadline.seconds)
-    return bytes(body), False
+    return bytes(body), decode.cut
 
 
 def _text(body: bytes, encoding: str | None) -> str:

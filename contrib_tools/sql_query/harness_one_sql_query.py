@@ -28,7 +28,9 @@ connection is a :class:`~harness_one.RetryableError` once SQLite has waited at m
 the lock (within ``time_limit``), so retries wait between attempts, not in them; a file that is
 not a database, is corrupt or cannot be opened or read is a :class:`~harness_one.ToolError`
 saying the database is unavailable. Stored text that is not valid UTF-8 is read with each invalid
-byte sequence as U+FFFD (``hex(column)`` gives its bytes), not refused as the query's fault.
+byte sequence as U+FFFD (``hex(column)`` gives its bytes), not refused as the query's fault. A name in the
+schema that is not valid UTF-8, which Python's sqlite3 cannot read, is a :class:`~harness_one.ToolError` saying
+so (its operator must rename it); an error message the query's own text made invalid is the query's refusal.
 
 The database is named by ``HARNESS_ONE_SQL_DB`` (read at call time), or build your own
 tool with :func:`make_sql_query`.
@@ -40,6 +42,7 @@ import base64
 import functools
 import json
 import os
+import re
 import sqlite3
 from collections.abc import Callable
 from operator import length_hint
@@ -315,6 +318,47 @@ def _database_failure(path: str | Path, exc: sqlite3.Error) -> ToolError | None:
     return None
 
 
+#: SQLite's message when the authorizer's callback failed: Python could not decode the names it was given.
+_AUTH_FAILED = re.compile(r"access to .* is prohibited", re.DOTALL)
+
+
+def _undecodable(conn: sqlite3.Connection, path: str | Path, exc: UnicodeDecodeError, got: str) -> ToolError:
+    """The error for text SQLite passed to Python that is not valid UTF-8 (SQLite checks none), which Python's sqlite3
+    cannot decode: a name in the schema (a table, a column, a view's) is the database's fault, and no query can read
+    past it; an error message the query's own values made (``JSON path error near '\xff'``) is the query's.
+
+    A name is told by SQLite's message when the authorizer, given names it could not decode, denied the read (it
+    denies no read otherwise), or by the invalid bytes occurring in a schema entry that is not valid UTF-8.
+    """
+    raw = bytes(exc.object)
+    text = raw.decode("utf-8", errors="replace")
+    if _AUTH_FAILED.fullmatch(text) or _in_schema(conn, raw[exc.start : exc.end]):
+        return ToolError(
+            f"The database {str(path)!r} cannot be read by this query: its schema holds a name that is not valid UTF-8, "
+            f"which Python's sqlite3 cannot read (SQLite's text: {text[:200]!r}, each invalid byte sequence shown as "
+            "U+FFFD). The query is not at fault; the database's operator must rename it to valid UTF-8."
+        )
+    return _refuse(f"SQLite refused the query: {text}", got)
+
+
+def _in_schema(conn: sqlite3.Connection, invalid: bytes) -> bool:
+    """Whether the byte sequence ``invalid`` occurs in a schema entry (a name or statement) that is not valid UTF-8."""
+    try:
+        entries = conn.execute(
+            "SELECT name, sql FROM (SELECT CAST(name AS BLOB) AS name, CAST(sql AS BLOB) AS sql FROM sqlite_master) "
+            "WHERE instr(name, ?1) OR instr(sql, ?1)",
+            [invalid],
+        ).fetchall()
+    except (sqlite3.Error, UnicodeDecodeError):  # the deadline passed, the file went away: not told
+        return False
+    for entry in (e for row in entries for e in row if isinstance(e, bytes) and invalid in e):
+        try:
+            entry.decode("utf-8")
+        except UnicodeDecodeError:
+            return True
+    return False
+
+
 def _memory_bounded() -> bool:
     """Whether this process's address space is limited (the timeout plugin's process-mode worker, Linux)."""
     try:
@@ -416,6 +460,8 @@ def run_query(
             raise ToolArgumentError(
                 [ArgumentProblem(field, "text must be valid Unicode (a lone surrogate cannot be stored)", "type", "valid text")]
             ) from None
+        except UnicodeDecodeError as exc:  # SQLite's text (a name, an error message) that is not UTF-8
+            raise _undecodable(conn, path, exc, got) from None
         except sqlite3.DataError as exc:
             if "too big" not in str(exc):
                 raise _refuse(f"SQLite refused the query: {exc}", got) from None

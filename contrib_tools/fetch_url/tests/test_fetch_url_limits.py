@@ -477,6 +477,9 @@ def unresolved(host: str, port: int) -> list[str]:
     raise OSError("no such name")
 
 
+LONG_HOST = ".".join(["d" * 63] * 3 + ["d" * 61])  # the longest name DNS carries, 253 characters (a longer one is refused)
+
+
 @pytest.mark.parametrize(
     ("url", "policy", "shown"),
     [
@@ -484,7 +487,7 @@ def unresolved(host: str, port: int) -> list[str]:
         (LONG_URL, mocked(answer(302, headers={"location": "/again"}), max_redirects=0), "... (60020 characters)'."),
         ("https://example.com/", mocked(answer(headers={"content-encoding": "z" * 100_000})), "... (100000 characters)'"),
         ("ftp" + "p" * 60_000 + "://example.com/", mocked(failing), "... (60003 characters)'"),  # the scheme
-        ("https://" + "d" * 60_000 + "/", mod.FetchPolicy(resolver=unresolved), "... (60000 characters)'"),  # the host
+        (f"https://{LONG_HOST}/", mod.FetchPolicy(resolver=unresolved), "... (253 characters)'"),  # the host
         ("https://example.com/", mocked(answer(302, headers={"location": "ftp://x/" + "c" * 60_000})), "... (60008 characters)'"),
     ],
     ids=["connect", "redirects", "encoding", "scheme", "host", "redirect-target"],
@@ -573,17 +576,22 @@ def test_a_compressed_body_arriving_a_byte_at_a_time_is_read(encoding: str, wbit
         assert out["text"] == "hello world " * 1_000 and out["truncated"] is False
 
 
-def test_reading_stops_where_the_compressed_body_ends() -> None:
-    """Bytes after a gzip stream were read (and ignored) until the connection closed or the deadline passed."""
+@pytest.mark.parametrize(
+    "chunks",
+    [[b"junk" * 1_000], [b"", b"junk"], [b"\0\0\x1f", b"junk"], [b"\x1f", b"\x8c"]],
+    ids=["same-chunk", "next-chunk", "after-padding", "magic-split"],
+)
+def test_reading_stops_at_bytes_after_the_compressed_body(chunks: list[bytes]) -> None:
+    """Bytes after a gzip stream were read (and ignored) until the connection closed or the deadline passed: reading
+    stops at the first bytes that are no gzip member, and the result says it was cut (they were not shown)."""
 
     def endless(first: bytes) -> Iterator[bytes]:
-        yield first
-        raise AssertionError("read past the end of the gzip stream")
+        yield first + chunks[0]
+        yield from chunks[1:]
+        raise AssertionError("read past the bytes after the gzip stream")
 
-    packed = gzip.compress(b"hello")
-    for first in (packed, packed + b"junk" * 1_000):
-        out = mod.fetch("http://example.com/", mocked(in_chunks(endless(first), "gzip")))
-        assert out["text"] == "hello" and out["truncated"] is False
+    out = mod.fetch("http://example.com/", mocked(in_chunks(endless(gzip.compress(b"hello")), "gzip")))
+    assert out["text"] == "hello" and out["truncated"] is True
 
 
 @pytest.mark.parametrize(
@@ -616,3 +624,119 @@ def test_text_types_outside_text_are_shown_as_text(ctype: str) -> None:
 def test_html_text_and_title_as_a_browser_shows_them(html: str, title: str, text: str) -> None:
     """Without ``</head>`` (optional in HTML) the whole body was dropped; an SVG icon's title joined the page's."""
     assert mod.html_to_text(html) == (title, text)
+
+
+def test_a_multi_member_gzip_body_is_read_whole(serve: Callable[[Reply], str]) -> None:
+    """gzip('hello ') + gzip('world') (RFC 1952: one gzip file of two members, as ``cat a.gz b.gz`` makes) was cut to
+    'hello ', with truncated false."""
+    body = gzip.compress(b"hello ") + gzip.compress(b"world")
+    head = b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Encoding: gzip\r\nContent-Length: %d\r\n\r\n" % len(body)
+    out = mod.fetch(serve(lambda conn, stop: conn.sendall(head + body)), mod.FetchPolicy(allow=LOOPBACK))
+    assert out["text"] == "hello world" and out["bytes"] == 11 and out["truncated"] is False
+
+
+@pytest.mark.parametrize("split", ["whole", "at-member-end", "byte-at-a-time"])
+@pytest.mark.parametrize("padding", [b"", b"\0" * 3], ids=["no-padding", "zero-padding"])
+def test_gzip_members_are_read_however_they_arrive(split: str, padding: bytes) -> None:
+    """Each member decoded in turn, zero bytes between and after them skipped (as the gzip module does)."""
+    first, second, third = gzip.compress(b"hello "), gzip.compress(b""), gzip.compress(b"world " * 1_000)
+    data = first + padding + second + third + padding
+    chunks = {
+        "whole": [data],
+        "at-member-end": [first, padding + second, third + padding],
+        "byte-at-a-time": [data[i : i + 1] for i in range(len(data))],
+    }[split]
+    out = mod.fetch("http://example.com/", mocked(in_chunks(chunks, "gzip")))
+    assert out["text"] == "hello " + "world " * 1_000 and out["truncated"] is False
+
+
+def test_the_byte_cap_counts_every_gzip_member() -> None:
+    data = gzip.compress(b"a" * 600) + gzip.compress(b"b" * 600)
+    out = mod.fetch("http://example.com/", mocked(in_chunks([data], "gzip"), max_bytes=1_000))
+    assert out["text"] == "a" * 600 + "b" * 400 and out["bytes"] == 1_000 and out["truncated"] is True
+
+
+@pytest.mark.parametrize(
+    ("encoding", "data", "text"),
+    [
+        ("gzip", gzip.compress(b"hello ") + gzip.compress(b"world")[:14], "hello "),  # ends within a member's data
+        ("gzip", gzip.compress(b"hello ") + b"\x1f\x8bnot a member", "hello "),  # a later member that is no gzip
+        ("gzip", gzip.compress(b"hello")[:-4], "hello"),  # the one member's trailer missing
+        ("deflate", zlib.compress(b"hello") + b"more", "hello"),  # deflate has no members: bytes after it
+        ("deflate", zlib.compress(b"hello") + gzip.compress(b"world"), "hello"),
+    ],
+    ids=["ends-within-a-member", "bad-later-member", "no-trailer", "deflate-trailing", "deflate-then-gzip"],
+)
+def test_compressed_data_not_all_decoded_is_truncated(encoding: str, data: bytes, text: str) -> None:
+    """What was decoded is kept, and ``truncated`` says the body held more than is shown."""
+    out = mod.fetch("http://example.com/", mocked(in_chunks([data], encoding)))
+    shown = out["text"]
+    assert shown is not None and shown.startswith(text) and out["truncated"] is True
+
+
+def test_an_empty_compressed_body_is_not_truncated() -> None:
+    for encoding in ("gzip", "deflate"):
+        out = mod.fetch("http://example.com/", mocked(in_chunks([], encoding)))
+        assert out["text"] == "" and out["bytes"] == 0 and out["truncated"] is False
+
+
+LONG_REF = "&#" + "0" * 4_301 + "65;"  # past Python's 4,300 digits of decimal text: int() raised ValueError
+
+
+@pytest.mark.parametrize(
+    ("html", "title", "text"),
+    [
+        (f"<title>Hi</title><p>Real content.</p><p>{LONG_REF}</p><p>More</p>", "Hi", "Real content.\nA\nMore"),
+        ("<title>&#" + "9" * 5_000 + ";</title><p>x</p>", "\ufffd", "x"),  # past U+10FFFF: U+FFFD, as unescape gives
+        ('<p>Intro</p><a href="/x?id=&#' + "1" * 4_400 + ';">link</a><p>More</p>', "", "Intro\nlink\nMore"),
+        (
+            "<p>&#" + "0" * 5_000 + "66 &#00000000067;&#000000001114109&#00000001114112;&#x" + "0" * 5_000 + "44;",
+            "",
+            "B C\U0010fffd\ufffdD",
+        ),
+    ],
+    ids=["text", "title", "attribute", "forms"],
+)
+def test_a_long_decimal_character_reference_reads_as_its_character(
+    serve: Callable[[Reply], str], html: str, title: str, text: str
+) -> None:
+    """One ``&#`` and 5,000 digits failed the fetch (ToolExecutionError ValueError) with none of the page."""
+    assert mod.html_to_text(html) == (title, text)
+    out = mod.fetch(serve(_page(b"text/html; charset=utf-8", html.encode())), mod.FetchPolicy(allow=LOOPBACK))
+    assert (out["title"], out["text"]) == (title, text)
+
+
+@pytest.mark.parametrize(
+    ("host", "reason"),
+    [
+        ("a" * 64 + ".com", "the host name has a label of 64 characters; a DNS label is 1-63"),
+        ("a..com", "the host name has an empty label"),
+        (".com", "the host name has an empty label"),
+        ("a." * 127 + "com", "the host name is 257 characters long; a DNS name is at most 253"),
+    ],
+    ids=["long-label", "empty-label", "leading-dot", "long-name"],
+)
+def test_a_host_name_dns_cannot_carry_is_the_models_argument_error(host: str, reason: str) -> None:
+    """Blamed on DNS: "Could not resolve ...: encoding with 'idna' codec failed (UnicodeError: label empty or too long)"
+    (and with a resolver that took the name, it was fetched)."""
+    for resolver in (mod.system_resolver, public):
+        with pytest.raises(ToolArgumentError) as err:
+            mod.fetch(f"http://{host}/", mod.FetchPolicy(resolver=resolver))
+        problem = err.value.problems[0]
+        assert problem.path == "$.url" and problem.message == reason
+    redirect = answer(302, headers={"location": f"http://{host}/"})
+    with pytest.raises(ToolError, match=f"The server redirected to .*, which cannot be fetched: {reason}") as redirected:
+        mod.fetch("http://example.com/", mocked(redirect))
+    assert type(redirected.value) is ToolError
+
+
+@pytest.mark.parametrize("host", ["a" * 63 + ".com", "example.com.", "a." * 125 + "com", "b\u00fccher.example"])
+def test_host_names_dns_can_carry_are_resolved(host: str) -> None:
+    asked: list[str] = []
+
+    def resolver(name: str, port: int) -> list[str]:
+        asked.append(name)
+        return ["93.184.215.14"]
+
+    out = mod.fetch(f"http://{host}/", mod.FetchPolicy(resolver=resolver, transport=httpx.MockTransport(answer(body=b"ok"))))
+    assert out["status"] == 200 and len(asked) == 1

@@ -547,3 +547,54 @@ def test_a_max_chars_no_result_can_keep_to_is_refused_naming_the_least(db: Path)
     assert err.value.problems[0].keyword == "limits"
     note = mod._notes(0, least)[1]
     assert mod.MIN_CHARS == least == len(read({"columns": [""], "rows": [], "row_count": 0, "truncated": True, "note": note}))
+
+
+def _with_schema_entry(db: Path, kind: str, name: str, sql: bytes) -> None:
+    """Add ``sql`` (bytes: a legacy application's Latin-1, say) to the schema as ``kind`` ``name``, unchecked as SQLite
+    stores it."""
+    conn = sqlite3.connect(db)
+    conn.execute("PRAGMA writable_schema = ON")
+    if kind == "table":
+        conn.execute("UPDATE sqlite_master SET sql = CAST(? AS TEXT) WHERE name = ?", [sql, name])
+    else:
+        conn.execute("INSERT INTO sqlite_master VALUES (?, ?, ?, 0, CAST(? AS TEXT))", [kind, name, name, sql])
+    conn.commit()
+    conn.close()
+
+
+def test_a_schema_name_that_is_not_utf8_is_the_databases_fault_not_an_untyped_error(db: Path) -> None:
+    """A column named 'caf' + a Latin-1 e-acute: the authorizer could not be given the name, denied the read, and
+    SQLite's message could not be decoded either: a raw UnicodeDecodeError (ToolExecutionError through the registry)."""
+    _with_schema_entry(db, "table", "items", b"CREATE TABLE items (id INTEGER PRIMARY KEY, name TEXT, caf\xe9 REAL)")
+    reg = ToolRegistry(autoload=False)
+    reg.add(mod.make_sql_query(db, clock=ManualClock()))
+    with pytest.raises(ToolError) as err:
+        reg.call("sql_query", {"sql": "SELECT * FROM items"})
+    assert type(err.value) is ToolError
+    assert err.value.message == (
+        f"The database {str(db)!r} cannot be read by this query: its schema holds a name that is not valid UTF-8, which "
+        "Python's sqlite3 cannot read (SQLite's text: 'access to items.caf\ufffd is prohibited', each invalid byte "
+        "sequence shown as U+FFFD). The query is not at fault; the database's operator must rename it to valid UTF-8."
+    )
+    assert reg.call("sql_query", {"sql": "SELECT name FROM pragma_table_info('items')"})["rows"][2] == ["caf\ufffd"]
+
+
+def test_an_error_message_quoting_a_schema_name_that_is_not_utf8_is_the_databases_fault(db: Path) -> None:
+    """A view on a table whose name is not UTF-8: SQLite's "no such table" quotes it, undecodable (no authorizer
+    denial): told by the bytes occurring in the schema."""
+    _with_schema_entry(db, "view", "v", b"CREATE VIEW v AS SELECT * FROM gone\xe9")
+    with pytest.raises(ToolError) as err:
+        mod.run_query(db, "SELECT * FROM v")
+    assert type(err.value) is ToolError
+    assert "not valid UTF-8, which Python's sqlite3 cannot read (SQLite's text: 'no such table: main.gone\ufffd'" in (
+        err.value.message
+    )
+    assert "The query is not at fault" in err.value.message
+
+
+def test_an_error_message_the_querys_own_text_made_undecodable_is_the_querys(db: Path) -> None:
+    """A JSON path of invalid UTF-8 that the query built: SQLite quotes it in its message; the query's fault."""
+    with pytest.raises(ToolArgumentError) as err:
+        mod.run_query(db, "SELECT json_extract('{}', CAST(x'24ff5b' AS TEXT))")
+    problem = err.value.problems[0]
+    assert problem.path == "$.sql" and problem.message == "SQLite refused the query: JSON path error near '\ufffd['"
