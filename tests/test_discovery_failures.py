@@ -22,6 +22,9 @@ from harness_one._entrypoints import entry_points
 def index_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     where = tmp_path / "cache"
     monkeypatch.setenv("HARNESS_ONE_CACHE_DIR", str(where))
+    # Index entries hold for the modification times of the folders on sys.path: pytest's ``tests`` folder
+    # (a test file written meanwhile changes it) is left out, so that only what a test does changes them.
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).parent.resolve()])
     reset_tool_index()
     yield where
     reset_tool_index()

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from harness_one import Tool, ToolNotFound, ToolRegistry, define_tool, refresh_entry_points
-from harness_one._discovery import reset_tool_index, tool_index
+from harness_one._discovery import ToolIndex, reset_tool_index, tool_index
 from harness_one._entrypoints import entry_points
 from harness_one._suggest import NameIndex
 
@@ -102,6 +102,9 @@ PACKAGES = 50
 def index_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     where = tmp_path / "cache"
     monkeypatch.setenv("HARNESS_ONE_CACHE_DIR", str(where))
+    # Index entries hold for the modification times of the folders on sys.path: pytest's ``tests`` folder
+    # (a test file written meanwhile changes it) is left out, so that only what a test does changes them.
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).parent.resolve()])
     reset_tool_index()
     yield where
     reset_tool_index()
@@ -242,8 +245,8 @@ def test_an_unwritable_cache_is_skipped(dists: Any, tmp_path: Path, monkeypatch:
     "content",
     [
         '{"version": 1, "entries": [1]}',
-        '{"version": 1, "entries": {"hx-badidx|tools|hx_badidx": "x"}}',
-        '{"version": 1, "entries": {"hx-badidx|tools|hx_badidx": {"stamp": null, "tools": 5}}}',
+        json.dumps({"version": 1, "entries": {f"{sys.prefix}|hx-badidx|tools|hx_badidx": "x"}}),
+        json.dumps({"version": 1, "entries": {f"{sys.prefix}|hx-badidx|tools|hx_badidx": {"stamp": None, "tools": 5}}}),
         "[" * 100_000 + "]" * 100_000,
         "",
     ],
@@ -259,7 +262,7 @@ def test_a_malformed_index_is_ignored(dists: Any, index_dir: Path, monkeypatch: 
     _new_process("hx_badidx")
     ours = next(ep for ep in entry_points("harness_one.tools") if ep.distribution == "hx-badidx")
     stamp = tool_index()._stamp(ours)  # the right stamp with tools of the wrong type: dropped too
-    forged = {"hx-badidx|tools|hx_badidx": {"stamp": stamp, "tools": 5}}
+    forged = {ToolIndex.key(ours): {"stamp": stamp, "tools": 5, "env": tool_index()._environment()}}
     (index_dir / "tool-index.json").write_text(json.dumps({"version": 1, "entries": forged}))
     reset_tool_index()
     assert ToolRegistry(discover=True, autoload=False).call("tool_9", {"n": 2}) == 11

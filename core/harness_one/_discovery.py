@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import inspect
 import json
 import os
 import sys
 import zlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -187,12 +189,19 @@ class ToolIndex:
     ``RECORD`` (see :func:`_installed_stamp`); for an editable install or a distribution without
     a ``RECORD``, the count, sizes and modification times of its source files (the top-level
     module, or every file of its package, data files too), so an editable install whose code
-    changed is loaded again. The file lives in
+    changed is loaded again. The tools an entry point provided hold, besides, while the
+    environment is unchanged (:meth:`_environment`: an install, an upgrade or a removal in any
+    folder on ``sys.path``) and so are the files of the modules they came from and of the entry
+    point's own module (sizes and modification times: a module of another top-level package or
+    distribution, e.g. a dependency's module named by the entry point, or a sibling module of an
+    editable project). Entries are kept per interpreter prefix (several virtual environments can
+    share the file). The file lives in
     ``HARNESS_ONE_CACHE_DIR`` (default ``$XDG_CACHE_HOME/harness-one`` or
     ``~/.cache/harness-one``); an empty ``HARNESS_ONE_CACHE_DIR`` keeps it in memory only.
     """
 
     VERSION = 1
+    _env: int | None = None
 
     def __init__(self, path: Path | None) -> None:
         self.path = path
@@ -210,16 +219,27 @@ class ToolIndex:
 
     @staticmethod
     def key(ep: EntryPoint) -> str:
-        return f"{ep.distribution}|{ep.name}|{ep.value}"
+        """The entry of ``ep`` in this interpreter's environment (another virtual environment has its own)."""
+        return f"{sys.prefix}|{ep.distribution}|{ep.name}|{ep.value}"
 
     def tools(self, ep: EntryPoint) -> set[str] | None:
-        """The tool names ``ep`` provided when its files were as they are now, or None if not known."""
+        """The tool names ``ep`` provided when its files and the environment were as they are now, or None if not known.
+
+        None for an entry point recorded as failed: a failure does not say which tools it provides.
+        """
         entry = self._entries.get(self.key(ep))
-        if entry is None:
+        if entry is None or "failed" in entry or entry.get("env") != self._environment():
             return None
         stamp = self._stamp(ep)
         if stamp is None or entry.get("stamp") != stamp:
             return None
+        for path, size, mtime in entry.get("files") or ():
+            try:
+                st = os.stat(path)
+            except OSError:
+                return None
+            if st.st_size != size or st.st_mtime_ns != mtime:
+                return None
         return set(entry.get("tools") or ())
 
     def failure(self, ep: EntryPoint) -> str | None:
@@ -232,14 +252,17 @@ class ToolIndex:
             return None
         return str(entry["failed"])
 
-    def record(self, ep: EntryPoint, names: list[str], failed: str | None = None) -> None:
-        """Note the tools ``ep`` provides, or (``failed``: why) that it failed to load, against its stamp."""
+    def record(self, ep: EntryPoint, names: list[str], failed: str | None = None, files: Sequence[str] = ()) -> None:
+        """Note the tools ``ep`` provides (and the ``files`` they came from), or (``failed``: why) that it
+        failed to load, against its stamp and the environment."""
         stamp = self._stamp(ep)
         if stamp is None:
             return
-        entry: dict[str, Any] = {"stamp": stamp, "tools": sorted(names)}
+        entry: dict[str, Any] = {"stamp": stamp, "tools": sorted(names), "env": self._environment()}
         if failed is not None:
-            entry["failed"], entry["env"] = failed[:500], self._environment()
+            entry["failed"] = failed[:500]
+        else:
+            entry["files"] = _file_stamps(files)
         if self._entries.get(self.key(ep)) != entry:
             self._entries[self.key(ep)] = entry
             self._dirty = True
@@ -261,15 +284,22 @@ class ToolIndex:
         self._stamps.clear()
         self._env = None
 
-    _env: int | None = None
-
     def _environment(self) -> int:
         """A CRC-32 of this interpreter's prefix and version and the modification times of the folders
-        on ``sys.path``: what a failure to import holds for (installing the missing dependency changes
-        the folder it goes to; another virtual environment sharing the cache has another prefix)."""
+        on ``sys.path``: what a failure to import, and the tools a package defines, hold for (installing,
+        upgrading or removing a distribution, or the missing dependency, changes the folder it goes to;
+        another virtual environment sharing the cache has another prefix).
+
+        The folder of the running script (``sys.path[0]`` as Python put it there: the current directory
+        for ``-c`` and ``-m``, a console script's ``bin`` folder) is left out: a program that writes files
+        next to itself changes it at every run, and a console script and a program would see different
+        environments. Packages are installed into the other folders."""
         if self._env is None:
+            script = _script_folders()
             times = []
             for folder in sys.path:
+                if folder in script:
+                    continue
                 try:
                     times.append((folder, os.stat(folder or ".").st_mtime_ns))
                 except OSError:
@@ -285,6 +315,60 @@ class ToolIndex:
         return self._stamps[key]
 
 
+def _script_folders() -> set[str]:
+    """The values that ``sys.path[0]`` takes for the running script: ``""``, the current directory
+    (``-c``, ``-m``, the interactive prompt), the folder of ``sys.argv[0]`` (a script, a console script)."""
+    if getattr(sys.flags, "safe_path", False):  # ``-P``: Python put no such folder on sys.path
+        return set()
+    found = {""}
+    with contextlib.suppress(OSError):  # the current directory was removed
+        found.add(os.getcwd())
+    main = sys.argv[0] if sys.argv else ""
+    if main and main not in ("-c", "-m") and os.path.isfile(main):
+        found.add(os.path.dirname(os.path.abspath(main)))
+        found.add(os.path.dirname(os.path.realpath(main)))
+    return found
+
+
+def _module_files(ep: EntryPoint, tools: list[Tool]) -> list[str]:
+    """The files of ``ep``'s own module and of the modules its tools' functions were defined in.
+
+    Read as plain attributes: an object whose attribute access raises (a proxy in ``sys.modules``,
+    an odd callable) adds no file, and does not fail the package's loading."""
+    names = [ep.value.split(":")[0].strip()]
+    for tool in tools:
+        fn: Any = tool.fn
+        while isinstance(fn, functools.partial):
+            fn = fn.func
+        try:
+            module = getattr(fn, "__module__", None)
+        except Exception:
+            continue
+        if isinstance(module, str) and module not in names:
+            names.append(module)
+    files = []
+    for name in names:
+        try:
+            path = getattr(sys.modules.get(name), "__file__", None)
+        except Exception:
+            continue
+        if isinstance(path, str) and path not in files:
+            files.append(path)
+    return files
+
+
+def _file_stamps(files: Sequence[str]) -> list[list[Any]]:
+    """``[path, size, mtime_ns]`` of each file that exists (one in a zip archive has no stamp of its own)."""
+    stamps: list[list[Any]] = []
+    for path in files:
+        try:
+            st = os.stat(path)
+        except OSError:
+            continue
+        stamps.append([path, st.st_size, st.st_mtime_ns])
+    return stamps
+
+
 def _defines(ep: EntryPoint, tool: Tool) -> bool:
     """Whether ``tool``'s function comes from ``ep``'s own top-level package (not imported from another)."""
     module = getattr(tool.fn, "__module__", None)
@@ -297,10 +381,11 @@ def _top(ep: EntryPoint) -> str:
 
 
 def _well_formed(entry: Any) -> bool:
-    """An index entry as :meth:`ToolIndex.record` writes it: a stamp of three ints and a list of names."""
+    """An index entry as :meth:`ToolIndex.record` writes it: a stamp of three or four ints, a list of
+    names, and ``[path, size, mtime_ns]`` file stamps."""
     if not isinstance(entry, dict):
         return False
-    stamp, tools = entry.get("stamp"), entry.get("tools")
+    stamp, tools, files = entry.get("stamp"), entry.get("tools"), entry.get("files", [])
     return (
         isinstance(stamp, list)
         and len(stamp) in (3, 4)
@@ -309,6 +394,11 @@ def _well_formed(entry: Any) -> bool:
         and all(isinstance(t, str) for t in tools)
         and isinstance(entry.get("failed", ""), str)
         and type(entry.get("env", 0)) is int
+        and isinstance(files, list)
+        and all(
+            isinstance(f, list) and len(f) == 3 and isinstance(f[0], str) and type(f[1]) is int and type(f[2]) is int
+            for f in files
+        )
     )
 
 
@@ -452,7 +542,7 @@ def _load(registry: ToolRegistry, report: DiscoveryReport, ep: EntryPoint, index
         return
     names = [tool.name for tool in pending]
     if index is not None:
-        index.record(ep, names)
+        index.record(ep, names, files=_module_files(ep, pending))
     if ":" in ep.value and names != [ep.name]:  # a call of its tool before a listing may not find it first
         log_event(30, "tool entry point not named after its tool", entry_point=ep.name, tools=names, distribution=ep.distribution)
     with registry._lock:  # the import ran without it; the package's tools appear in one step
