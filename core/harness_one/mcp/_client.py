@@ -47,6 +47,7 @@ from mcp import Client, MCPError, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types import CONNECTION_CLOSED, INTERNAL_ERROR, PARSE_ERROR
+from mcp_types import methods as _methods
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from opentelemetry import context as otel_context
 from opentelemetry import propagate, trace
@@ -156,6 +157,8 @@ def _close_all() -> None:
     if servers:
         with contextlib.suppress(Exception):
             _wait(_close_each(servers), 10)
+    if _closing:  # the servers of failed imports still stopping
+        concurrent.futures.wait(list(_closing), timeout=10)
 
 
 async def _close_each(servers: list[RemoteServer]) -> None:
@@ -236,6 +239,8 @@ _unbounded_warned = False
 
 #: The process groups of the stdio servers the task that owns a connection started (see :func:`_spawn_recorded`).
 _groups: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar("harness_one_mcp_groups", default=None)
+#: What the task that owns a connection does with the process of a stdio server it started (watch it end).
+_spawned: contextvars.ContextVar[Callable[[Any], None] | None] = contextvars.ContextVar("harness_one_mcp_spawned", default=None)
 #: How long a stdio server's process group has after SIGTERM before SIGKILL, once its connection closed.
 _KILL_GRACE = 2.0
 _spawn = getattr(sdk_stdio, "_create_platform_compatible_process", None)
@@ -251,6 +256,9 @@ async def _spawn_recorded(*args: Any, **kwargs: Any) -> Any:
     with contextlib.suppress(Exception):
         if groups is not None and os.getpgid(process.pid) == process.pid:  # a group of its own: never the caller's
             groups.append(process.pid)
+    watch = _spawned.get()
+    if watch is not None:
+        watch(process)
     return process
 
 
@@ -600,7 +608,10 @@ class RemoteServer:
         #: a local name never goes to another remote tool, and a remote tool that comes back gets its own again.
         self._given: dict[str, str] = {}
         self._refreshing: asyncio.Task[None] | None = None
+        #: The client of the connection under way and the process of its stdio server (once started).
+        self._process: tuple[Client, list[Any]] | None = None
         self._again = False  # the tools changed again while a refresh ran: one more follows it
+        self._missed = False  # the tools changed before the import added them: a refresh follows it
 
     def __repr__(self) -> str:
         target = self.spec.shown_url() or (self.spec.command[0] if self.spec.command else "?")
@@ -648,34 +659,50 @@ class RemoteServer:
         return stdio_client(params, errlog=sys.stderr)
 
     async def _own(self, ready: asyncio.Future[Client]) -> None:
-        """The task that owns one connection: open it, hand it out, keep it until stopped or broken."""
+        """The task that owns one connection: open it, hand it out, keep it until stopped or broken.
+
+        A stdio server's process is watched (:meth:`_watch`): its end is noticed even while a process it started
+        holds its pipes open (no end of its output comes then)."""
         stop = self._stop = asyncio.Event()
         client: Client | None = None
         _reply_bound.set((self.spec.name, self.max_reply_bytes))  # this task's own context: its stdio reader's
         groups: list[int] = []
         _groups.set(groups)
+        processes: list[Any] = []
         try:
-            async with AsyncExitStack() as stack:
-                client = Client(
-                    self._transport(stack),
-                    client_info=types.Implementation(name="harness-one", version=__version__),
-                    message_handler=self._on_message,
-                )
-                await stack.enter_async_context(client)
-                self._client = client
-                _open.add(self)
-                ready.set_result(client)
-                async with anyio.create_task_group() as group:
-                    capabilities = client.server_capabilities.tools
-                    if client.protocol_version in MODERN_PROTOCOL_VERSIONS and capabilities and capabilities.list_changed:
-                        group.start_soon(self._listen, client)
-                    await stop.wait()
-                    group.cancel_scope.cancel()
+            async with anyio.create_task_group() as watching:
+
+                def watch(process: Any) -> None:
+                    processes.append(process)
+                    watching.start_soon(self._watch, process, ready, watching.cancel_scope, stop)
+
+                _spawned.set(watch)
+                async with AsyncExitStack() as stack:
+                    client = Client(
+                        self._transport(stack),
+                        client_info=types.Implementation(name="harness-one", version=__version__),
+                        message_handler=self._on_message,
+                    )
+                    self._process = (client, processes)
+                    await stack.enter_async_context(client)
+                    self._client = client
+                    _open.add(self)
+                    ready.set_result(client)
+                    async with anyio.create_task_group() as group:
+                        capabilities = client.server_capabilities.tools
+                        if client.protocol_version in MODERN_PROTOCOL_VERSIONS and capabilities and capabilities.list_changed:
+                            group.start_soon(self._listen, client)
+                        await stop.wait()
+                        group.cancel_scope.cancel()
+                watching.cancel_scope.cancel()
         except Exception as exc:
             if not ready.done():
-                ready.set_exception(
-                    McpConnectionError(f"Cannot connect to MCP server '{self.spec.name}': {_describe(exc)}", tool=None)
-                )
+                first = _first(exc)
+                closed = isinstance(first, _LOST) or (isinstance(first, MCPError) and first.code == CONNECTION_CLOSED)
+                # The end of its output came first: how the server ended, when it has (or does within 0.2 s).
+                ended = await _ended(processes[0], 0.2) if processes and closed else None
+                reason = f"the server {ended}." if ended else _describe(exc)
+                ready.set_exception(McpConnectionError(f"Cannot connect to MCP server '{self.spec.name}': {reason}", tool=None))
         finally:
             _open.discard(self)
             if self._client is client:
@@ -685,6 +712,31 @@ class RemoteServer:
             for pgid in groups:  # (the SDK's stdio_client has stopped the server, or given up on it)
                 with anyio.CancelScope(shield=True):
                     await _end_group(pgid)
+
+    async def _watch(self, process: Any, ready: asyncio.Future[Client], scope: anyio.CancelScope, stop: asyncio.Event) -> None:
+        """Wait for a stdio server's process to end (polled, as the SDK does: ``wait()`` waits for the end of its
+        pipes too). Before the handshake the connection fails with its exit status; after it the connection is lost:
+        the calls under way fail with :class:`McpConnectionError` and the next call reconnects."""
+        ended = await _ended(process)
+        if not ready.done():
+            ready.set_exception(
+                McpConnectionError(f"Cannot connect to MCP server '{self.spec.name}': the server {ended}.", tool=None)
+            )
+            scope.cancel()  # the handshake stops; the transport closes
+            return
+        held = self._process
+        if not stop.is_set() and held is not None and held[0] is self._client:  # (not an end the client asked for)
+            log_event(logging.WARNING, "mcp server exited", server=self.spec.name, status=ended)
+            self._lost(held[0])  # the connection closes: the SDK fails the requests under way
+
+    async def _why_lost(self, client: Client, reason: str) -> str:
+        """``the server exited with status N.`` when ``client``'s stdio server has ended (or does within 0.2 s: the
+        end of its output may come first), else ``reason``."""
+        held = self._process
+        if held is None or held[0] is not client or not held[1]:
+            return reason
+        ended = await _ended(held[1][0], 0.2)
+        return f"the server {ended}." if ended else reason
 
     def _lost(self, client: Client) -> None:
         if self._client is client:
@@ -731,9 +783,10 @@ class RemoteServer:
         cursors: set[str] = set()
         size = 0
         cut: list[str] = []
+        refused: list[str] = []  # the tools no valid tool listing holds, and why
         try:
             for _ in range(_MAX_PAGES):
-                page = await asyncio.wait_for(client.list_tools(cursor=cursor, cache_mode="refresh"), self.connect_timeout)
+                page = await asyncio.wait_for(self._page(client, cursor, refused), self.connect_timeout)
                 size += sum(len(tool.name) + len(tool.description or "") for tool in page.tools)
                 with contextlib.suppress(Exception):
                     size += sum(len(json.dumps(tool.input_schema)) for tool in page.tools)
@@ -758,20 +811,71 @@ class RemoteServer:
             ) from None
         except _LOST as exc:
             self._lost(client)
-            raise McpConnectionError(f"Lost the connection to MCP server '{self.spec.name}': {_describe(exc)}") from exc
+            reason = await self._why_lost(client, _describe(exc))
+            raise McpConnectionError(f"Lost the connection to MCP server '{self.spec.name}': {reason}") from exc
         except MCPError as exc:
             if _closed(client, exc, http=self.spec.url is not None):
                 self._lost(client)
-                raise McpConnectionError(
-                    outside_text(f"Lost the connection to MCP server '{self.spec.name}': {exc.message}")
-                ) from exc
+                reason = await self._why_lost(client, exc.message)
+                raise McpConnectionError(outside_text(f"Lost the connection to MCP server '{self.spec.name}': {reason}")) from exc
             raise McpConnectionError(  # the server's words: masked and cut once, as any remote text
                 outside_text(f"MCP server '{self.spec.name}' answered tools/list with an error: {exc.message}")
             ) from exc
+        except pydantic.ValidationError as exc:  # not a listing at all (its tools are read one by one: _page)
+            raise McpConnectionError(
+                f"MCP server '{self.spec.name}' answered tools/list with no valid listing ({_detail(exc)})."
+            ) from None
         for note in cut:
             log_event(logging.WARNING, "mcp tools/list cut", server=self.spec.name, reason=note)
-        self._list_failures = [f"tools/list: {note}" for note in cut]
+        if refused:
+            log_event(logging.WARNING, "mcp tools refused", server=self.spec.name, tools=len(refused), first=refused[0])
+        self._list_failures = [*refused, *(f"tools/list: {note}" for note in cut)]
         return tools
+
+    async def _page(self, client: Client, cursor: str | None, refused: list[str]) -> types.ListToolsResult:
+        """One page of ``tools/list``. The SDK checks a page whole: one tool it refuses (an ``inputSchema`` whose
+        ``type`` is not ``object``) fails the page. The page is then asked for again as it is and its tools checked
+        one by one (the same checks, for the protocol version of the connection): each refused goes to ``refused``
+        as ``name: why``, the others are kept (an SDK without the internals this reads: the page fails whole)."""
+        try:
+            return await client.list_tools(cursor=cursor, cache_mode="refresh")
+        except pydantic.ValidationError as exc:
+            session = client.session
+            if not all(hasattr(session, name) for name in ("_stamp", "_dispatcher", "_absorb_tool_listing")):
+                raise exc from None
+        version = client.protocol_version or "2025-11-25"
+        params = types.PaginatedRequestParams(cursor=cursor) if cursor is not None else None
+        data = types.ListToolsRequest(params=params).model_dump(by_alias=True, mode="json", exclude_none=True)
+        options: Any = {}
+        session._stamp(data, options)  # the protocol version's request metadata and headers, as the SDK's request has
+        raw = await session._dispatcher.send_raw_request(data["method"], data.get("params"), options)
+        listed = raw.get("tools")
+        head = {key: value for key, value in raw.items() if key != "tools"}
+        ttl = head.get("ttlMs")
+        if isinstance(ttl, (int, float)) and not isinstance(ttl, bool) and ttl < 0:
+            head["ttlMs"] = 0  # (floored, as the SDK does)
+
+        def check(tools: Any) -> None:
+            try:
+                _methods.validate_server_result("tools/list", version, {**head, "tools": tools})
+            except pydantic.ValidationError:
+                raise
+            except (KeyError, ValueError):  # a version the SDK has no table for: its own parse decides
+                pass
+
+        check(listed if not isinstance(listed, list) else [])  # the page apart from its tools (raises without a list)
+        kept = {key: head[key] for key in ("nextCursor", "_meta") if key in head}
+        page = types.ListToolsResult.model_validate({**kept, "tools": []}, by_name=False)
+        for index, item in enumerate(listed if isinstance(listed, list) else []):
+            try:
+                check([item])
+                page.tools.append(types.Tool.model_validate(item, by_name=False))
+            except pydantic.ValidationError as exc:
+                name = item.get("name") if isinstance(item, dict) else None
+                shown = safe_text(name[:100]) if isinstance(name, str) else f"tools[{index}]"
+                refused.append(f"{shown}: not a valid MCP tool ({_detail(exc).removeprefix('tools.0.')})")
+        # The SDK's own bookkeeping of a listing (output schemas to check results against, 2026-07-28 headers).
+        return session._absorb_tool_listing(page, complete=cursor is None and page.next_cursor is None)
 
     async def _call(
         self,
@@ -810,15 +914,17 @@ class RemoteServer:
         except MCPError as exc:
             if _closed(client, exc, http=self.spec.url is not None):
                 self._lost(client)
+                reason = await self._why_lost(client, exc.message)
                 raise McpConnectionError(
-                    f"Lost the connection to MCP server '{self.spec.name}' during '{local}': {exc.message}", tool=local
+                    f"Lost the connection to MCP server '{self.spec.name}' during '{local}': {reason}", tool=local
                 ) from exc
             cause = RemoteToolError(exc.message, server=self.spec.name, tool=remote, data=exc.data)
             raise self._failed(cause, local) from exc
         except _LOST as exc:
             self._lost(client)
+            reason = await self._why_lost(client, _describe(exc))
             raise McpConnectionError(
-                f"Lost the connection to MCP server '{self.spec.name}' during '{local}': {_describe(exc)}", tool=local
+                f"Lost the connection to MCP server '{self.spec.name}' during '{local}': {reason}", tool=local
             ) from exc
         except pydantic.ValidationError as exc:  # a result that is not a CallToolResult: where, not what
             text = f"the reply is not a valid tools/call result ({_detail(exc)})"
@@ -944,7 +1050,8 @@ class RemoteServer:
 
         async def call_mcp_tool(_harness_call: Call, **arguments: Any) -> Any:
             # Ask the remote for progress only when someone listens (``Call.wants_progress``, when the core has it).
-            report = _harness_call.report_progress if getattr(_harness_call, "wants_progress", True) else None
+            wanted = getattr(_harness_call, "wants_progress", True)
+            report = _on_loop(asyncio.get_running_loop(), _harness_call.report_progress) if wanted else None
             result = await _await(server._call(remote, local, arguments, report, _current_trace(), deadline))
             return server._value(result, remote, local, unwrap)
 
@@ -982,8 +1089,11 @@ class RemoteServer:
             )
         return policies
 
-    async def _attach(self, registry: ToolRegistry, definition: Mapping[str, Any], replace: bool) -> None:
-        listing = await self._list()
+    def _attach(
+        self, registry: ToolRegistry, listing: Sequence[types.Tool], definition: Mapping[str, Any], replace: bool
+    ) -> None:
+        """Add the tools of ``listing`` to ``registry``: in the importer's thread (or a worker thread), never on the
+        loop every MCP connection shares (a registry may load its tool packages when first asked)."""
         tools = self._tools(listing, self._policies(definition))
         if not replace:
             clash = [t.name for t in tools if t.name in registry]
@@ -994,23 +1104,32 @@ class RemoteServer:
                 )
         for tool in tools:
             registry.add(tool, replace=True)
-        self.registry = registry
         self._definition = dict(definition)
         self._listed = self._by_local(listing)
+        self.registry = registry  # (last: a refresh starts from all the above)
 
     async def _refresh(self) -> None:
-        """Re-list after the server said its tools changed, and bring the registry in line.
+        """Re-list after the server said its tools changed, and bring the registry in line (in a worker thread:
+        a registry may load its tool packages when first asked, and hooks run as tools are added).
 
         A new remote tool whose name another tool holds (not this server's) is skipped, never
         replaces it, and is listed in ``failures``. :attr:`_listed` follows the registry tool by tool:
-        after a refresh that failed part-way, the next one adds again what it did not add."""
+        after a refresh that failed part-way, the next one adds again what it did not add. A failure (the
+        listing, a hook) is logged by :meth:`_refreshes`."""
         registry = self.registry
-        if registry is None:
+        if registry is None:  # announced before the import added the tools: it refreshes once they are in
+            self._missed = True
             return
-        try:
-            listing = await self._list()
-        except Exception:  # the next call reports the connection
-            return
+        listing = await self._list()
+        await asyncio.to_thread(self._update, registry, listing)
+
+    async def _imported(self) -> None:
+        """(On the loop, once :attr:`registry` is set) the refresh an announcement during the import asked for."""
+        if self._missed:
+            self._missed = False
+            self._changed()
+
+    def _update(self, registry: ToolRegistry, listing: Sequence[types.Tool]) -> None:
         own = f"mcp:{self.spec.name}"
         before, tools = self._listed, self._tools(listing, self._policies(self._definition))
         now = self._by_local(listing)
@@ -1051,6 +1170,19 @@ class RemoteServer:
         await _await(self._close())
 
 
+def _on_loop(
+    loop: asyncio.AbstractEventLoop, report: Callable[[float, float | None, str | None], None]
+) -> Callable[[float, float | None, str | None], None]:
+    """``report`` called on ``loop`` (the caller's), in order: the caller's ``on_progress`` never runs on the loop
+    every MCP connection shares, where a slow one would hold up every other server's calls and deadlines."""
+
+    def hand_on(progress: float, total: float | None, message: str | None) -> None:
+        with contextlib.suppress(RuntimeError):  # the caller's loop has closed: its call is over
+            loop.call_soon_threadsafe(report, progress, total, message)
+
+    return hand_on
+
+
 def _block(block: types.ContentBlock) -> dict[str, Any]:
     """A content block as a dict, with the base64 ``data`` of an image or audio and the ``blob`` of an embedded
     resource replaced by what they were (``<image/png, 7.5 MB base64 omitted>``): a model reads text, and a
@@ -1079,11 +1211,39 @@ def _current_trace() -> otel_context.Context | None:
     return found if trace.get_current_span(found).get_span_context().is_valid else None
 
 
-def _describe(exc: BaseException) -> str:
-    """``Type: message`` of the first real error (anyio wraps errors in exception groups)."""
+def _exit_text(code: int) -> str:
+    """How a process ended, from its return code: ``exited with status 1``, ``was killed by SIGKILL``."""
+    if code < 0:
+        with contextlib.suppress(ValueError):
+            return f"was killed by {signal.Signals(-code).name}"
+    return f"exited with status {code}"
+
+
+async def _ended(process: Any, within: float | None = None) -> str | None:
+    """How ``process`` ended (:func:`_exit_text`) once it has; ``None`` when it still runs after ``within`` s.
+
+    Its return code is polled (0.01 s, growing to 0.1 s): ``wait()`` waits for the end of its pipes too, which a
+    process it started may hold open."""
+    deadline = None if within is None else asyncio.get_running_loop().time() + within
+    pause = 0.01
+    while process.returncode is None:
+        if deadline is not None and asyncio.get_running_loop().time() >= deadline:
+            return None
+        await asyncio.sleep(pause)
+        pause = min(2 * pause, 0.1)
+    return _exit_text(process.returncode)
+
+
+def _first(exc: BaseException) -> BaseException:
+    """The first real error of ``exc`` (anyio wraps errors in exception groups)."""
     while getattr(exc, "exceptions", None):
         exc = exc.exceptions[0]  # type: ignore[attr-defined]
-    return exception_text(exc)  # its text may hold the server's URL, password and all
+    return exc
+
+
+def _describe(exc: BaseException) -> str:
+    """``Type: message`` of the first real error (anyio wraps errors in exception groups)."""
+    return exception_text(_first(exc))  # its text may hold the server's URL, password and all
 
 
 def _closed(client: Client, exc: MCPError, *, http: bool) -> bool:
@@ -1142,21 +1302,16 @@ def _spec(target: McpSpec | str | Sequence[str], name: str | None, prefix: str |
     return spec
 
 
-async def _import(
-    registry: ToolRegistry,
-    spec: McpSpec,
-    replace: bool,
-    timeouts: tuple[float, float | Literal["spec"] | None],
-    definition: Mapping[str, Any],
-    max_reply_bytes: int | None = None,
-) -> RemoteServer:
-    server = RemoteServer(spec, connect_timeout=timeouts[0], call_timeout=timeouts[1], max_reply_bytes=max_reply_bytes)
-    try:
-        await server._attach(registry, definition, replace)
-    except BaseException:
-        await server._close()
-        raise
-    return server
+#: The closing of servers whose import failed, under way in the background (awaited at exit: :func:`_close_all`).
+_closing: set[concurrent.futures.Future[None]] = set()
+
+
+def _close_soon(server: RemoteServer) -> None:
+    """Close ``server`` in the background: an import fails at once, not after its server's stop (up to the SDK's
+    grace periods and :data:`_KILL_GRACE`)."""
+    future = _submit(server._close())
+    _closing.add(future)
+    future.add_done_callback(_closing.discard)
 
 
 def import_tools(
@@ -1188,7 +1343,15 @@ def import_tools(
     and the connection stays.
     """
     spec = _spec(target, name, prefix)
-    return _wait(_import(registry, spec, replace, (connect_timeout, call_timeout), definition, max_reply_bytes))
+    server = RemoteServer(spec, connect_timeout=connect_timeout, call_timeout=call_timeout, max_reply_bytes=max_reply_bytes)
+    try:
+        listing = _wait(server._list())
+        server._attach(registry, listing, definition, replace)  # in this thread: see _attach
+    except BaseException:
+        _close_soon(server)
+        raise
+    _submit(server._imported())
+    return server
 
 
 async def aimport_tools(
@@ -1205,4 +1368,12 @@ async def aimport_tools(
 ) -> RemoteServer:
     """The awaitable :func:`import_tools`."""
     spec = _spec(target, name, prefix)
-    return await _await(_import(registry, spec, replace, (connect_timeout, call_timeout), definition, max_reply_bytes))
+    server = RemoteServer(spec, connect_timeout=connect_timeout, call_timeout=call_timeout, max_reply_bytes=max_reply_bytes)
+    try:
+        listing = await _await(server._list())
+        await asyncio.to_thread(server._attach, registry, listing, definition, replace)  # not on the caller's loop
+    except BaseException:
+        _close_soon(server)
+        raise
+    _submit(server._imported())
+    return server
