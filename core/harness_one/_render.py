@@ -52,6 +52,7 @@ __all__ = [
     "render_value",
     "rendered_length",
     "safe_text",
+    "struct_data",
     "text_of",
 ]
 
@@ -219,6 +220,27 @@ class _Data(_Cleaner):
         return value
 
 
+#: The largest integer a double holds exactly (2**53; 2**53 + 1 is the first one it rounds).
+_EXACT_INT = 2**53
+
+
+class _StructData(_Data):
+    """The cleaner for :func:`struct_data`: also an int a double would round written as its digits."""
+
+    def integer(self, value: int) -> Any:
+        return value if -_EXACT_INT <= value <= _EXACT_INT else _long_int(value)
+
+
+def _exact_int(digits: str) -> int | str:
+    """A JSON integer as :func:`struct_data` keeps it: an int when a double holds it exactly, else its digits."""
+    if len(digits) < 16:  # within 10**15 - 1
+        return int(digits)
+    if len(digits) > 17:  # past 2**53 (16 digits, 17 with a sign): never converted (no int-to-text limit to meet)
+        return digits
+    number = int(digits)
+    return number if -_EXACT_INT <= number <= _EXACT_INT else digits
+
+
 _ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, default=json_default)
 _TOKEN = "\x00harness-one-long-int:"
 _TOKEN_JSON = re.compile(r'"\\u0000harness-one-long-int:(\d+)"')
@@ -352,6 +374,26 @@ def json_data(value: Any) -> Any:
     except (ValueError, TypeError, RecursionError):
         return _Data().value(value)
     return _Data().value(value) if _SURROGATE.search(text) else value
+
+
+def struct_data(value: Any) -> Any:
+    """:func:`json_data` for an API whose data is a protobuf ``Struct`` (Gemini's function responses),
+    whose numbers are doubles and whose keys are strings.
+
+    An int past 2**53 in size (which a double rounds, or cannot hold) becomes its decimal digits
+    as a string; a key that is not a string becomes the text :func:`dumps` writes for it (``1`` ->
+    ``"1"``, ``True`` -> ``"true"``), and of keys that then coincide the last one's value is kept,
+    as a JSON reader of that text keeps it. Always a copy: plain dicts, lists, strings, numbers.
+    """
+    if _repeats_beyond(value):
+        return _StructData(bounded=True).value(value)
+    try:
+        text = json.dumps(value, ensure_ascii=False, allow_nan=False)
+        if not _SURROGATE.search(text):
+            return json.loads(text, parse_int=_exact_int)
+    except (ValueError, TypeError, RecursionError):
+        pass
+    return _StructData().value(value)
 
 
 def render_value(value: Any) -> str:

@@ -25,6 +25,8 @@ read (a call whose id no answer can carry, text with a lone surrogate or a ``NaN
 so under a null id). Only ``calls`` that are no calls at all (a string, a number, a list holding one) or a
 class given for an instance raise a ``TypeError``, before any call runs. Several calls run
 concurrently (up to ``concurrency``), and results come back in the order of the calls.
+With ``names=`` (the tools the model was shown, or their :class:`~harness_one.export.Export`)
+only those run: a call of another is answered as an unknown tool naming only those.
 
 A call that waits for a person's approval (the ``approval`` plugin) is not answered: it is
 listed in the result's :attr:`Dispatched.pending`. Once the application has approved or
@@ -43,13 +45,15 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ._call import CallResult, new_call_id
-from ._errors import APPROVAL_REQUIRED, ToolError, exception_text
+from ._errors import APPROVAL_REQUIRED, ToolError, ToolNotFound, exception_text, late_capped
 from ._formats import CALL_FORMATS, check_format
-from ._render import json_data, safe_text
+from ._render import safe_text, struct_data
 from ._requests import BadRequest, Request, parse_call, readable, resolve, text_id
+from ._suggest import NameIndex
 
 if TYPE_CHECKING:
     from ._registry import ToolRegistry
+    from .export import Export
 
 __all__ = [
     "PROVIDERS",
@@ -84,6 +88,8 @@ class HeldCall:
     arguments: dict[str, Any]
     provider: str
     _request: Request = field(repr=False, compare=False)
+    #: The tools the model was shown (``names=``), for a tool removed before :func:`resume` runs it.
+    _shown: _Shown | None = field(default=None, repr=False, compare=False)
 
 
 class Dispatched(list[dict[str, Any]]):
@@ -125,9 +131,11 @@ def _held(provider: str, message: Any) -> Any:
     """The calls a message or response holds (None: it has none), or ``_ABSENT`` when it is not one."""
     for path in _HOLDERS[provider]:
         value = message
-        for key in path:
+        for depth, key in enumerate(path):
             value = _step(value, key)
             if value is _ABSENT or value is None:
+                if depth:  # its holder, without the calls' place: no calls (a completion with no choices)
+                    return None
                 break
         if value is None or isinstance(value, (list, tuple)):
             return value
@@ -151,31 +159,111 @@ def _listed(provider: str, calls: Any) -> Iterable[Any]:
     return calls
 
 
-def _requests(provider: str, calls: Any, registry: ToolRegistry, strict: bool | str) -> list[Request | BadRequest]:
+def _requests(
+    provider: str, calls: Any, registry: ToolRegistry, strict: bool | str, shown: _Shown | None
+) -> list[Request | BadRequest | _NotShown]:
     check_format(provider, calls=True)
     if strict not in (True, False, "auto"):
         raise ValueError(f"strict must be True, False or 'auto', not {strict!r}")
-    out: list[Request | BadRequest] = []
+    out: list[Request | BadRequest | _NotShown] = []
     seen: set[Any] = set()
     for raw in _listed(provider, calls):
         try:
             request = parse_call(raw, provider=provider)
         except BadRequest as exc:
             out.append(exc)
+            if exc.request_id is not None:  # answered under its id: a later call under that id is not run
+                seen.add((type(exc.request_id), exc.request_id))
             continue
         if request is None:
             continue
         rid = request.id
         if not _writable(rid):  # its answer could carry it neither as valid UTF-8 nor as JSON: answered unpaired
-            out.append(BadRequest(f"the call's id {_shown(rid)} cannot be written back (not valid UTF-8, or not a JSON number)"))
+            why = f"the call's id {_shown(rid)} cannot be written back (not valid UTF-8, or not a JSON number)"
+            out.append(_Unrun(why, None, request.exported))
             continue
         if rid is not None and (type(rid), rid) in seen:  # two answers under one id could not be told apart
-            out.append(BadRequest(f"another call in this turn has the id {_sent_id(rid)!r}; it was not run", rid))
+            out.append(_Unrun(f"another call in this turn has the id {_sent_id(rid)!r}; it was not run", rid, request.exported))
             continue
         if rid is not None:
             seen.add((type(rid), rid))
-        out.append(resolve(request, registry, strict=strict))
+        request = resolve(request, registry, strict=strict)
+        out.append(request if shown is None or request.name in shown.names else _NotShown(request))
     return out
+
+
+class _Shown:
+    """The tools the model was shown (``names=``): the only ones a dispatcher runs."""
+
+    def __init__(self, names: Any) -> None:
+        from .export import Export
+
+        if isinstance(names, Export):
+            names = names.tool_names
+        elif isinstance(names, (str, bytes)) or not isinstance(names, Iterable):
+            raise TypeError(f"names must be an iterable of tool names or an Export, not {type(names).__name__}")
+        listed = list(dict.fromkeys(names))
+        wrong = next((name for name in listed if not isinstance(name, str)), None)
+        if wrong is not None:
+            raise TypeError(f"names must be tool names (strings), not {type(wrong).__name__}: {wrong!r}")
+        self.order: list[str] = listed
+        self.names = frozenset(listed)
+
+    def not_found(self, sent: str, provider: str) -> ToolNotFound:
+        """The registry's "Unknown tool" for the name the model sent, naming (and suggesting) only the tools shown,
+        under the names it was shown (Gemini's, see :func:`~harness_one.export.gemini_name`)."""
+        from .export import gemini_name
+
+        shown = [gemini_name(name) for name in self.order] if provider == "gemini" else self.order
+        index = NameIndex()
+        for each in shown:
+            index.add(each)
+        close = index.suggest(sent) if len(sent) <= 256 else []
+        error = ToolNotFound(safe_text(sent[:200]), available=shown[:20], suggestions=close, total=len(shown))
+        if not shown:  # no tool was shown: nothing to name (nor any note on registries, which this is not about)
+            error.message = f"Unknown tool '{error.tool}'."
+            error.args = (error.message,)
+        return error
+
+
+def _scope(names: Any) -> _Shown | None:
+    return None if names is None else _Shown(names)
+
+
+@dataclass(frozen=True, slots=True)
+class _NotShown:
+    """A call of a tool the model was not shown (see ``names=``): not run, answered as an unknown tool."""
+
+    request: Request
+
+
+def _unrun(registry: ToolRegistry, provider: str, item: BadRequest | _NotShown, shown: _Shown | None) -> dict[str, Any]:
+    """The answer to a call that is not run: unreadable, a repeated id, or of a tool not shown."""
+    if isinstance(item, BadRequest):
+        return _refused(registry, provider, item)
+    assert shown is not None
+    request = item.request
+    error = registry._refused(request.name, shown.not_found(request.exported, provider), text_id(request.id))
+    assert error.call_id is not None
+    return _answer(provider, request, CallResult(False, None, error, request.name, error.call_id, 0.0, 0))
+
+
+def _scoped(result: CallResult, registry: ToolRegistry, name: str, shown: _Shown | None) -> CallResult:
+    """``result``; with ``names=``, a shown tool the registry no longer has is refused as the framework adapters
+    refuse it, naming no other tool (the registry's own "Unknown tool" lists all of its tools)."""
+    if shown is None or result.ok:
+        return result
+    from .integrations._common import no_longer_available
+
+    return no_longer_available(result, registry, name)
+
+
+class _Unrun(BadRequest):
+    """A call read in full but not run (its id): refused under the tool name it sent, which Gemini's answer names."""
+
+    def __init__(self, message: str, request_id: Any, name: str) -> None:
+        super().__init__(message, request_id)
+        self.name = name
 
 
 def _writable(rid: Any) -> bool:
@@ -209,14 +297,16 @@ def _sent_id(rid: Any) -> Any:
     return rid
 
 
-def _settle(provider: str, request: Request, outcome: CallResult | Exception) -> dict[str, Any] | HeldCall:
+def _settle(
+    provider: str, request: Request, outcome: CallResult | Exception, shown: _Shown | None = None
+) -> dict[str, Any] | HeldCall:
     """The provider-shaped answer for a finished call, or an exception it raised (never re-raised).
 
     A call held for approval is not answered: its :class:`HeldCall`.
     """
     if isinstance(outcome, CallResult) and outcome.error is not None and outcome.error.kind == APPROVAL_REQUIRED:
         arguments = getattr(outcome.error, "arguments", request.arguments)
-        return HeldCall(outcome.call_id, outcome.tool, dict(arguments), provider, request)
+        return HeldCall(outcome.call_id, outcome.tool, dict(arguments), provider, request, shown)
     if not isinstance(outcome, CallResult):
         message = f"Internal error while calling '{request.name}': {exception_text(outcome)}"
         error = outcome if isinstance(outcome, ToolError) else ToolError(message)
@@ -226,10 +316,13 @@ def _settle(provider: str, request: Request, outcome: CallResult | Exception) ->
 
 def _refused(registry: ToolRegistry, provider: str, request: BadRequest) -> dict[str, Any]:
     """The answer to a call the provider's format cannot be read from, once the plugins observed it."""
-    error = registry._refused("", ToolError(f"Invalid tool call: {request}. Send a tool name and its arguments."), None)
+    name = request.name if isinstance(request, _Unrun) else ""  # (a call whose name could not be read has none)
+    error = registry._refused(name, ToolError(f"Invalid tool call: {request}. Send a tool name and its arguments."), None)
     assert error.call_id is not None
     return _answer(
-        provider, Request(request.request_id, "", {}, provider), CallResult(False, None, error, "", error.call_id, 0.0, 0)
+        provider,
+        Request(request.request_id, name, {}, provider, exported=name),
+        CallResult(False, None, error, name, error.call_id, 0.0, 0),
     )
 
 
@@ -242,9 +335,10 @@ def _answer(provider: str, request: Request, result: CallResult) -> dict[str, An
         return {"type": "function_call_output", "call_id": rid, "output": text}
     if provider == "anthropic":
         return {"type": "tool_result", "tool_use_id": rid, "content": text, "is_error": not result.ok}
-    # Gemini takes data, not text: made valid UTF-8 here, as for_model() makes the others' text.
-    error = safe_text(result.error.message if result.error else "error")
-    response = {"output": json_data(result.value)} if result.ok else {"error": error}
+    # Gemini takes data, not text (a protobuf Struct: doubles, string keys): made valid UTF-8 here, as for_model()
+    # makes the others' text, with the ints a double would round as their digits (see struct_data).
+    error = safe_text(late_capped(result.error.message)) if result.error else "error"  # capped, as for_model()
+    response = {"output": struct_data(result.value)} if result.ok else {"error": error}
     answer: dict[str, Any] = {"name": safe_text(request.exported), "response": response}
     if rid is not None:
         answer["id"] = rid
@@ -259,6 +353,7 @@ def dispatch(
     strict: bool | str = False,
     concurrency: int = 8,
     context: Mapping[str, Any] | None = None,
+    names: Iterable[str] | Export | None = None,
 ) -> Dispatched:
     """Run ``calls`` (``provider``-shaped: a list, ``None``, one call, or a message holding them)
     and return the provider-shaped results, in order.
@@ -272,15 +367,19 @@ def dispatch(
     strict, nulls it sends for optional arguments are dropped so defaults apply (a ``ValueError``
     for another value, as for an unknown ``provider``). Calls held for approval get no result here:
     they are in the returned list's ``pending`` (see :func:`resume`).
-    """
-    requests = _requests(provider, calls, registry, strict)
 
-    def one(request: Request | BadRequest) -> dict[str, Any] | HeldCall:
-        if isinstance(request, BadRequest):
-            return _refused(registry, provider, request)
-        return _settle(
-            provider, request, registry.try_call(request.name, request.arguments, context=context, call_id=text_id(request.id))
-        )
+    ``names`` (tool names, or the :class:`~harness_one.export.Export` the model was shown): only
+    these tools run; a call of any other is answered as an unknown tool, naming and suggesting
+    only these. ``None`` (the default): every tool in the registry.
+    """
+    shown = _scope(names)
+    requests = _requests(provider, calls, registry, strict, shown)
+
+    def one(request: Request | BadRequest | _NotShown) -> dict[str, Any] | HeldCall:
+        if not isinstance(request, Request):
+            return _unrun(registry, provider, request, shown)
+        result = registry.try_call(request.name, request.arguments, context=context, call_id=text_id(request.id))
+        return _settle(provider, request, _scoped(result, registry, request.name, shown), shown)
 
     if not requests or ((len(requests) == 1 or concurrency <= 1) and not _loop_running()):
         return _collect(one(r) for r in requests)
@@ -310,17 +409,19 @@ async def adispatch(
     strict: bool | str = False,
     concurrency: int = 8,
     context: Mapping[str, Any] | None = None,
+    names: Iterable[str] | Export | None = None,
 ) -> Dispatched:
     """The awaitable :func:`dispatch`: calls run as tasks, at most ``concurrency`` at once."""
-    requests = _requests(provider, calls, registry, strict)
+    shown = _scope(names)
+    requests = _requests(provider, calls, registry, strict, shown)
     slots = asyncio.Semaphore(max(concurrency, 1))
 
-    async def one(request: Request | BadRequest) -> dict[str, Any] | HeldCall:
-        if isinstance(request, BadRequest):
-            return _refused(registry, provider, request)
+    async def one(request: Request | BadRequest | _NotShown) -> dict[str, Any] | HeldCall:
+        if not isinstance(request, Request):
+            return _unrun(registry, provider, request, shown)
         async with slots:
             result = await registry.atry_call(request.name, request.arguments, context=context, call_id=text_id(request.id))
-        return _settle(provider, request, result)
+        return _settle(provider, request, _scoped(result, registry, request.name, shown), shown)
 
     return _collect(await asyncio.gather(*(one(r) for r in requests)))
 
@@ -339,12 +440,14 @@ def resume(registry: ToolRegistry, held: HeldCall) -> dict[str, Any]:
     which the model can read. Raises ``ApprovalNotFound`` when no decision was made for
     ``held.call_id`` (approve or deny it first, with ``registry.plugins.get("approval")``).
     """
-    return _answer(held.provider, held._request, _approval(registry, held).resume(held.call_id))
+    result = _approval(registry, held).resume(held.call_id)
+    return _answer(held.provider, held._request, _scoped(result, registry, held._request.name, held._shown))
 
 
 async def aresume(registry: ToolRegistry, held: HeldCall) -> dict[str, Any]:
     """The awaitable :func:`resume`."""
-    return _answer(held.provider, held._request, await _approval(registry, held).aresume(held.call_id))
+    result = await _approval(registry, held).aresume(held.call_id)
+    return _answer(held.provider, held._request, _scoped(result, registry, held._request.name, held._shown))
 
 
 def _bind(provider: str) -> tuple[Callable[..., Dispatched], Callable[..., Any]]:

@@ -114,6 +114,12 @@ class Export:
     #: Each tool's share of this export, so a later export of mostly the same tools reuses it.
     _pieces: dict[Tool, _Piece] = field(default_factory=dict, repr=False, compare=False)
 
+    @property
+    def tool_names(self) -> list[str]:
+        """The names of the tools this export holds, in its order: the registry's names, whatever
+        name a provider was shown (what ``dispatch(..., names=export)`` runs)."""
+        return [tool.name for tool in self._pieces]
+
     def copy(self) -> Export:
         """A deep copy: definitions the caller may change without changing any other export or tool."""
         return Export(
@@ -785,7 +791,10 @@ def gemini_schema(schema: Mapping[str, Any], *, tool: str = "?") -> tuple[dict[s
     definitions go to Gemini's root ``defs`` and each ``$ref`` becomes its ``ref``, or, if a
     reference points elsewhere, the parameters become any object. No boolean schema is
     emitted (a tuple's ``prefixItems`` become ``items`` of any of their schemas), formats
-    outside :data:`GEMINI_FORMATS` are dropped, and an enum gets ``type: string``. Validation
+    outside :data:`GEMINI_FORMATS` are dropped, and an enum gets ``type: string``. A ``null``
+    allowed (in a type list, an enum, an ``anyOf`` branch) becomes ``nullable``; ``oneOf`` is
+    sent as ``anyOf``, and an ``allOf`` of one schema merged into the schema holding it where
+    the two set no keyword but annotations apart (else dropped). Validation
     still uses the full schema in the harness pipeline, so what Gemini cannot express is
     enforced anyway; the notes say where the model was told less.
     """
@@ -824,6 +833,28 @@ def gemini_schema(schema: Mapping[str, Any], *, tool: str = "?") -> tuple[dict[s
                 if flag in node and out[bound] == node[flag]:  # a tie: the exclusive bound is the tighter
                     notes.append(f"{path}: {flag} rewritten as an inclusive bound")
 
+    def merged_all_of(out: dict[str, Any], whole: dict[str, Any], path: str) -> dict[str, Any]:
+        """``out`` with the one schema of its ``allOf`` merged in, where the two set no keyword but annotations
+        apart (``out``'s kept); else ``out``, the ``allOf`` dropped (and what converting it noted)."""
+        said = len(notes)
+        try:
+            merged = convert(whole, f"{path}.allOf[0]")
+        except _NotInlinable:  # a $ref that is no string: never a Gemini ref
+            merged = None
+        clash = (
+            []
+            if merged is None
+            else sorted(k for k in merged.keys() & out.keys() if k not in _ANNOTATIONS and merged[k] != out[k])
+        )
+        if merged is None or clash:
+            del notes[said:]
+            notes.append(
+                f"{path}: allOf dropped" + (f" (it and the schema holding it both set {', '.join(clash)})" if clash else "")
+            )
+            return out
+        notes.append(f"{path}: allOf of one schema merged into the schema holding it")
+        return {**merged, **out}
+
     def convert(node: Any, path: str) -> Any:
         if not isinstance(node, dict):
             return {}  # true (false is left out where it stands)
@@ -833,13 +864,14 @@ def gemini_schema(schema: Mapping[str, Any], *, tool: str = "?") -> tuple[dict[s
         out: dict[str, Any] = {}
         kind = node.get("type")
         split: list[dict[str, Any]] = []  # the branches a list of types became
+        whole: dict[str, Any] | None = None  # the one schema of an allOf
         if isinstance(kind, list):
             others = [k for k in kind if k != "null"]
             if "null" in kind:
                 out["nullable"] = True
             if len(others) == 1:
                 out["type"] = others[0]
-            else:
+            elif others or "null" not in kind:  # (["null"] alone is nullable, and nothing more)
                 out["anyOf"] = split = [{"type": k} for k in others]
                 notes.append(f"{path}: type {kind} rewritten as anyOf")
         elif kind is not None:
@@ -859,12 +891,18 @@ def gemini_schema(schema: Mapping[str, Any], *, tool: str = "?") -> tuple[dict[s
                     notes.append(f"{path}: const {value!r} dropped (Gemini enums are strings)")
                 continue
             if key == "enum":
-                if not all(isinstance(v, str) for v in value):
+                values = value
+                if isinstance(value, list) and None in value:  # null allowed: Gemini's nullable, beside the strings
+                    out["nullable"] = True
+                    values = [v for v in value if v is not None]
+                    if not values:
+                        continue
+                if not all(isinstance(v, str) for v in values):
                     notes.append(f"{path}: enum of non-strings dropped (Gemini enums are strings)")
-                elif "" not in value:
-                    out["enum"] = list(value)
-                elif any(value):
-                    out["enum"] = [v for v in value if v]
+                elif "" not in values:
+                    out["enum"] = list(values)
+                elif any(values):
+                    out["enum"] = [v for v in values if v]
                     notes.append(f"{path}: enum value '' dropped (Gemini refuses an empty enum value)")
                 else:
                     notes.append(f"{path}: enum [''] dropped (Gemini refuses an empty enum value)")
@@ -877,11 +915,16 @@ def gemini_schema(schema: Mapping[str, Any], *, tool: str = "?") -> tuple[dict[s
                     if v is False
                 )
                 continue
-            if key == "anyOf":
+            if key == "anyOf" or (key == "oneOf" and "anyOf" not in node and isinstance(value, list)):
                 if "properties" in node and _constraints_only(value):  # ({"required": ["a"]} names the object's a)
-                    notes.append(f"{path}: anyOf dropped (its alternatives only constrain this object's properties)")
+                    notes.append(f"{path}: {key} dropped (its alternatives only constrain this object's properties)")
                     continue
-                out["anyOf"] = [convert(v, f"{path}.anyOf[{i}]") for i, v in enumerate(value) if v is not False]
+                out["anyOf"] = [convert(v, f"{path}.{key}[{i}]") for i, v in enumerate(value) if v is not False]
+                if key == "oneOf":  # Gemini has no oneOf: the model is told any of them, the harness checks exactly one
+                    notes.append(f"{path}: oneOf rewritten as anyOf")
+                continue
+            if key == "allOf" and isinstance(value, list) and len(value) == 1 and isinstance(value[0], dict):
+                whole = value[0]  # one schema: merged into this one after the loop, where they do not disagree
                 continue
             if key == "$ref":  # only where inlining cannot be done: refs holds every string $ref read
                 if not (isinstance(value, str) and value in refs):  # no string (the walk records none)
@@ -892,6 +935,8 @@ def gemini_schema(schema: Mapping[str, Any], *, tool: str = "?") -> tuple[dict[s
                 out[key] = value
             else:
                 notes.append(f"{path}: {key} dropped")
+        if whole is not None:
+            out = merged_all_of(out, whole, path)
         if "required" in out:
             known = out.get("properties", {})
             notes.extend(f"{path}: required {name!r} dropped (no such property)" for name in out["required"] if name not in known)
