@@ -182,7 +182,7 @@ def test_a_failed_on_error_fetch_is_a_plugin_error_after_the_others_ran() -> Non
     reg = registry(rec, obs, fn=boom)
     result = reg.try_call("add", {"a": 1, "b": 1})
     assert isinstance(result.error, PluginError) and result.error.plugin == "recorder"
-    assert obs.seen == [("ToolExecutionError", None)]
+    assert obs.seen == [("ToolExecutionError", Outcome(error=result.error))]  # the failure the caller gets
     assert "OSError: connection reset" in str(result.error)
 
 

@@ -205,7 +205,11 @@ def argument_check_fails_without_validation(inner: pytest.RunResult) -> None:
 
 
 def override_guard(inner: pytest.RunResult) -> None:
-    assert failed(inner, "TestOverridden") == {GUARD}
+    # Its xfail override of test_export_every_format checks nothing, so it passes: an XPASS fails the run.
+    assert failed(inner, "TestOverridden") == {GUARD, "test_export_every_format"}
+    assert message(inner, "TestOverridden::test_export_every_format").startswith(
+        "[XPASS] test_export_every_format is overridden under @pytest.mark.xfail(reason=''), and the override passed"
+    )
     text = message(inner, f"TestOverridden::{GUARD}")
     for problem in (
         "test_descriptions is overridden without @pytest.mark.xfail(reason=...)",

@@ -305,6 +305,12 @@ class Outcome:
 
     @classmethod
     def failure(cls, error: ToolError) -> Outcome:
+        """The call fails with ``error``, a :class:`ToolError` (anything else is refused here, naming it)."""
+        if not isinstance(error, ToolError):
+            raise TypeError(
+                f"Outcome.failure takes a ToolError, not {type(error).__name__}: wrap another exception in a ToolError "
+                "(ToolExecutionError(exc, tool=call.tool.name) says the tool failed)"
+            )
         return cls(error=error)
 
 

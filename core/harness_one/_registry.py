@@ -955,7 +955,7 @@ class ToolRegistry(metaclass=_SharedType):
                     else:  # refused: a ToolError returned (alone or in an Outcome) is taken as if raised here, for less
                         failure = outcome.error if type(outcome) is Outcome else outcome
                         if not isinstance(failure, ToolError):
-                            raise PluginError(f"pre_call returned {outcome!r}; expected an Outcome, a ToolError or None")
+                            raise _bad_answer(call, plan.plugin_of(hook), "pre_call", outcome, "an Outcome, a ToolError or None")
                         decision = None  # on_error runs below: no exception is being handled
                         break
                     for hook in post_call:
@@ -1017,6 +1017,7 @@ class ToolRegistry(metaclass=_SharedType):
         call._refusing = True
         verdict = self._on_error(call, plan, err)
         if type(verdict) is _Paused:
+            verdict.err, verdict.exc = err, exc  # (what ``_resume`` reads, as ``_failed`` sets it)
             verdict = yield from self._resume(call, plan, verdict)
         if type(verdict) is Outcome and verdict.error is not None:
             verdict.error.__cause__ = err
@@ -1184,9 +1185,7 @@ class ToolRegistry(metaclass=_SharedType):
                 decision.error.__cause__ = err
                 return decision.error
             return decision
-        if type(decision) is Retry:
-            return decision
-        raise PluginError(f"on_error returned {decision!r}; expected a Retry, an Outcome or None", tool=call.tool.name) from err
+        return decision  # a Retry: ``_on_error`` takes no other answer (``_not_an_answer``)
 
     def _as_tool_error(self, call: Call, plan: ToolPlan, exc: BaseException) -> ToolError:
         if isinstance(exc, ToolError):
@@ -1219,12 +1218,18 @@ class ToolRegistry(metaclass=_SharedType):
             try:
                 answer = hooks[index](call, err)
             except Exception as exc:
-                broken = broken or _broken_on_error(call, plan.on_error_names[index], exc)
+                if broken is None:
+                    broken = _broken_on_error(call, plan.on_error_names[index], exc)
+                    decision = _failed_decision(call, err, decision, broken)
                 continue
             if answer is not None:
                 if type(answer) is Await:
                     return _Paused(index, answer, decision, broken)
-                if decision is None and not _no_decision(call, answer, err):
+                if _not_an_answer(answer):
+                    if broken is None:
+                        broken = _bad_answer(call, plan.on_error_names[index], "on_error", answer, _ON_ERROR_ANSWERS)
+                        decision = _failed_decision(call, err, decision, broken)
+                elif decision is None and not _no_decision(call, answer, err):
                     decision = call.decision = answer
         if broken is not None and decision is not None:  # a hook failed: so does the call, whatever was decided
             decision = call.decision = Outcome.failure(broken)
@@ -1251,11 +1256,18 @@ class ToolRegistry(metaclass=_SharedType):
             except ToolCancelled:  # the caller stopped waiting: the later hooks still run
                 answer = None
             except Exception as exc:
-                paused.broken = paused.broken or _broken_on_error(call, plan.on_error_names[paused.index], exc)
+                if paused.broken is None:
+                    paused.broken = _broken_on_error(call, plan.on_error_names[paused.index], exc)
+                    paused.decision = _failed_decision(call, err, paused.decision, paused.broken)
                 answer = None
             else:
                 answer = paused.pending.value
-            if answer is not None and paused.decision is None and not _no_decision(call, answer, err):
+            if answer is not None and _not_an_answer(answer):
+                if paused.broken is None:
+                    owner = plan.on_error_names[paused.index]
+                    paused.broken = _bad_answer(call, owner, "on_error", answer, _ON_ERROR_ANSWERS)
+                    paused.decision = _failed_decision(call, err, paused.decision, paused.broken)
+            elif answer is not None and paused.decision is None and not _no_decision(call, answer, err):
                 paused.decision = call.decision = answer
             decision = self._on_error(call, plan, err, paused)
         assert not isinstance(decision, _Paused)
@@ -1550,6 +1562,40 @@ def _resolve(plan: ToolPlan, hook: Callable[..., Any], pending: Await, returned:
         who = f"plugin '{owner}'" if owner else "a plugin"
         raise PluginError(f"Internal error in {who}: {exception_text(exc)}", plugin=owner) from exc
     return pending.value
+
+
+#: What an on_error hook may answer, as its error names it.
+_ON_ERROR_ANSWERS = "a Retry, an Outcome (of a value, or of a ToolError) or None"
+
+
+def _not_an_answer(answer: Any) -> bool:
+    """Whether an on_error hook's ``answer`` (not None, not an ``Await``) is none the core takes: not a
+    ``Retry``, nor an ``Outcome`` of a value or of a ``ToolError`` (``Outcome(error=ValueError())`` slips
+    past ``Outcome.failure``'s check)."""
+    kind = type(answer)
+    return kind is not Retry and (kind is not Outcome or not (answer.error is None or isinstance(answer.error, ToolError)))
+
+
+def _bad_answer(call: Call, owner: str | None, hook: str, answer: Any, expected: str) -> PluginError:
+    """The error of a hook of plugin ``owner`` that answered what the core does not take."""
+    shown = _text(answer, repr)
+    shown = f"<{type(answer).__name__}>" if shown is None else shown[:200]
+    who = f"plugin '{owner}'" if owner else "a plugin"
+    return PluginError(
+        f"The {hook} hook of {who} returned {shown} while calling '{call.tool.name}'; expected {expected}",
+        plugin=owner,
+        tool=call.tool.name,
+        call_id=call.call_id,
+    )
+
+
+def _failed_decision(call: Call, err: ToolError, decision: Retry | Outcome | None, broken: PluginError) -> Retry | Outcome | None:
+    """The decision once an on_error hook failed (``broken``): with none yet, the failure the caller gets (so the
+    later hooks, recorders among them, see it as ``call.decision``), but for a cancelled call, which ends
+    cancelled whatever the hooks do."""
+    if decision is None and not isinstance(err, ToolCancelled):
+        decision = call.decision = Outcome.failure(broken)
+    return decision
 
 
 def _broken_on_error(call: Call, owner: str, exc: Exception) -> PluginError:

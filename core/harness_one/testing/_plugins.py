@@ -56,7 +56,7 @@ PROBE = "conformance_probe"
 _NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}\Z")
 _MARK = PROJECT + "_impl"
 #: Seconds a call of the thread check waits for the others to reach the probe.
-_MEET_TIMEOUT = 2.0
+_MEET_TIMEOUT = 5.0  # only a plugin that holds calls back waits it out; a loaded machine must not fail a sound one
 #: Failed calls, and cancelled ones, after which a call must still get through.
 _RELEASE_CALLS = 100
 #: The event loop steps after which the release check cancels an acall: 0, 1, ... up to this many less one.
@@ -111,18 +111,39 @@ def _probe(x: int = 0, fail: bool = False) -> dict[str, int]:
     return {"x": x, "double": 2 * x}
 
 
-def _meeting_probe(barrier: threading.Barrier) -> Callable[..., dict[str, int]]:
-    """The probe, waiting at ``barrier`` first: the calls of the thread check are all in flight at once, between
-    their ``pre_call`` and ``post_call``. A plugin that lets fewer through at once breaks the barrier (after
-    ``_MEET_TIMEOUT`` seconds, once): the calls then go on without it."""
+class _Meeting:
+    """Where the calls of the thread check meet: how many were in the probe at once, at most, and whether they
+    failed to meet."""
 
-    def conformance_probe(x: int = 0, fail: bool = False) -> dict[str, int]:
-        """Return x and its double; fail=True raises."""
-        with suppress(threading.BrokenBarrierError):
-            barrier.wait(_MEET_TIMEOUT)
-        return _probe(x, fail)
+    def __init__(self, parties: int) -> None:
+        self.barrier = threading.Barrier(parties)
+        self.lock = threading.Lock()
+        self.inside = self.most = self.met = 0
+        self.broken = False
 
-    return conformance_probe
+    def probe(self) -> Callable[..., dict[str, int]]:
+        """The probe, waiting at the barrier first: the calls of the thread check are all in flight at once, between
+        their ``pre_call`` and ``post_call``. A plugin that lets fewer through at once breaks the barrier (after
+        ``_MEET_TIMEOUT`` seconds, once), which is noted (with the most calls that were in the probe at once): the
+        calls then go on without it."""
+
+        def conformance_probe(x: int = 0, fail: bool = False) -> dict[str, int]:
+            """Return x and its double; fail=True raises."""
+            with self.lock:
+                self.inside += 1
+                self.most = max(self.most, self.inside)
+            try:
+                self.barrier.wait(_MEET_TIMEOUT)
+            except threading.BrokenBarrierError:
+                with self.lock:
+                    if not self.broken:  # the most in flight until then (after it, calls no longer wait for each other)
+                        self.broken, self.met = True, self.most
+            finally:
+                with self.lock:
+                    self.inside -= 1
+            return _probe(x, fail)
+
+        return conformance_probe
 
 
 async def _aprobe(x: int = 0, fail: bool = False) -> dict[str, int]:
@@ -163,21 +184,40 @@ def _hook_frame(frame: FrameType) -> str | None:
     return f"the plugin's {_where(frame)}" if frame.f_code.co_name in _HOOK_NAMES and _own_code(frame, library=False) else None
 
 
+def _own_modules(root: Any) -> list[ModuleType]:
+    """The modules whose state is ``root``'s own: a module root, or those defining its classes (but for harness-one's
+    and the built-in ones), and every module imported under their top-level package, whose tables a plugin's code
+    may keep state in too (``myplug.store`` beside ``myplug.plugin``)."""
+    if isinstance(root, ModuleType):
+        names = {root.__name__}
+    else:
+        names = {k.__module__ for k in type(root).__mro__ if k is not object}
+    tops = {name.split(".")[0] for name in names} - {"harness_one", "builtins"}
+    found = {
+        name: module
+        for name, module in list(sys.modules.items())
+        if name.split(".")[0] in tops and isinstance(module, ModuleType)
+    }
+    if isinstance(root, ModuleType):  # itself, imported or not
+        found[root.__name__] = root
+    return [found[name] for name in sorted(found)]
+
+
 def footprint(root: Any, *, limit: int = 1_000_000) -> int:
     """How many objects are reachable from ``root`` through attributes, containers, function closures and
     defaults, bound methods (built-in ones too), partials and ``functools.lru_cache`` (each entry one); and
     from the root's own classes (their attributes, but for ``object``'s and harness-one's) and the globals of
-    the modules that define them, or from a module root's globals.
+    the modules of their top-level packages, or from the globals of a module root's top-level package.
 
     Registries, tools, modules, classes, threads and locks are not entered: they are not the
     object's own state. Bounded by ``limit``.
     """
-    if isinstance(root, ModuleType):
-        own: list[Any] = [vars(root)]
-    else:
-        kinds = [k for k in type(root).__mro__ if k is not object and k.__module__.split(".")[0] != "harness_one"]
-        modules = sorted({k.__module__ for k in kinds})
-        own = [vars(k) for k in kinds] + [vars(sys.modules[m]) for m in modules if m in sys.modules]
+    kinds = (
+        []
+        if isinstance(root, ModuleType)
+        else [k for k in type(root).__mro__ if k is not object and k.__module__.split(".")[0] != "harness_one"]
+    )
+    own: list[Any] = [vars(k) for k in kinds] + [vars(m) for m in _own_modules(root)]
     seen: set[int] = set()
     stack = [root, *own]
     count = 0
@@ -307,14 +347,11 @@ def _fault_lines(fn: Any) -> list[tuple[int, str]]:
 
 def _callees(plugin: Any, hooks: set[CodeType]) -> list[tuple[CodeType, int, str]]:
     """The lines inside a ``try`` or ``with`` body of the functions a hook may call: the other functions of the
-    plugin's classes and of the modules that define them (``(code, line, where)``)."""
-    if isinstance(plugin, ModuleType):
-        spaces: list[Mapping[str, Any]] = [vars(plugin)]
-        own = {plugin.__name__}
-    else:
-        kinds = [k for k in type(plugin).__mro__ if k is not object and k.__module__.split(".")[0] != "harness_one"]
-        own = {k.__module__ for k in kinds}
-        spaces = [vars(k) for k in kinds] + [vars(sys.modules[m]) for m in sorted(own) if m in sys.modules]
+    plugin's classes and of the modules of their top-level package (``(code, line, where)``)."""
+    modules = _own_modules(plugin)
+    own = {m.__name__ for m in modules}
+    kinds = [] if isinstance(plugin, ModuleType) else [k for k in type(plugin).__mro__ if k.__module__ in own]
+    spaces: list[Mapping[str, Any]] = [vars(k) for k in kinds] + [vars(m) for m in modules]
     found: dict[CodeType, FunctionType] = {}
     for space in spaces:
         for value in list(space.values()):
@@ -372,16 +409,12 @@ _KEPT_BYTES_PER_CALL = 4
 
 
 def _own_files(plugin: Any, codes: Mapping[CodeType, int | None]) -> list[str]:
-    """The plugin's source files: of its hooks (and what ``per_tool`` prepared), its module or its class, and its
-    other classes but harness-one's."""
+    """The plugin's source files: of its hooks (and what ``per_tool`` prepared), its module or its class, and the
+    modules of their top-level package (but harness-one's)."""
     files = {code.co_filename for code in codes}
-    if isinstance(plugin, ModuleType):
-        modules = [plugin]
-    else:
-        kinds = [
-            k for k in type(plugin).__mro__ if k is type(plugin) or k.__module__.split(".")[0] not in ("builtins", "harness_one")
-        ]
-        modules = [sys.modules[k.__module__] for k in kinds if k.__module__ in sys.modules]
+    modules = _own_modules(plugin)
+    if not isinstance(plugin, ModuleType) and type(plugin).__module__ in sys.modules:  # its class, even harness-one's
+        modules.append(sys.modules[type(plugin).__module__])
     files |= {name for name in (getattr(m, "__file__", None) for m in modules) if isinstance(name, str)}
     return sorted(files)
 
@@ -412,13 +445,16 @@ def _kept_bytes(files: list[str], before: int, window: int, call: Callable[[], A
 def _outcome(
     registry: ToolRegistry, tool: str, arguments: Mapping[str, Any], options: Mapping[str, Any], *, asynchronous: bool
 ) -> tuple[Any, ToolError | None]:
-    """What a call of ``tool`` returned, or the ``ToolError`` it raised instead, through ``call`` or ``acall``."""
+    """What a call of ``tool`` returned, or the ``ToolError`` it raised instead, through ``call`` or ``acall``
+    (any other exception fails the check: see :func:`_escaped`)."""
     try:
         if asynchronous:
             return run_async(registry.acall(tool, dict(arguments), **options)), None
         return registry.call(tool, dict(arguments), **options), None
     except ToolError as exc:
         return None, exc
+    except Exception as exc:
+        raise _escaped(exc, "acall" if asynchronous else "call", arguments) from exc
 
 
 async def _aoutcome(
@@ -429,6 +465,18 @@ async def _aoutcome(
         return await registry.acall(tool, dict(arguments), **options), None
     except ToolError as exc:
         return None, exc
+    except Exception as exc:
+        raise _escaped(exc, "acall", arguments) from exc
+
+
+def _escaped(exc: Exception, way: str, arguments: Mapping[str, Any]) -> AssertionError:
+    """The failure of a check whose ``call`` (or ``acall``) raised ``exc``, which is not a ``ToolError``: every call
+    ends in a value or a ``ToolError``, so a plugin's answer the core let through (or a bug of the core) is named."""
+    return AssertionError(
+        f"a non-ToolError escaped {way} with {dict(arguments)!r}: {type(exc).__name__}: {str(exc)[:300]} (a call ends in "
+        "a value or a ToolError: does a hook answer with something the core does not take, such as "
+        "Outcome(error=...) of another exception?)"
+    )
 
 
 class _Refused(ToolError):
@@ -531,7 +579,8 @@ class PluginTests(Suite, standard=True, provided=("make_plugin", "call_options",
     The kit calls a probe tool, ``conformance_probe(x: int = 0, fail: bool = False)``, built
     with ``tool_options``; :meth:`call_options` gives the keywords of each call (an
     idempotency key, a context). ``entry_point`` is the plugin's name in the
-    ``harness_one.plugins`` group, if it ships there.
+    ``harness_one.plugins`` group, if it ships there; ``plugin_options`` are the options
+    it is loaded with from there, when it needs some.
 
     Capability flags: ``supports_async`` (True): the plugin works for ``acall`` too. ``guards_calls``
     (False): the plugin refuses calls (access control), so its ``pre_call`` must run before every standard
@@ -545,6 +594,9 @@ class PluginTests(Suite, standard=True, provided=("make_plugin", "call_options",
     plugin_factory: ClassVar[Any] = None
     plugin_name: ClassVar[str | None] = None
     entry_point: ClassVar[str | None] = None
+    #: The options the entry point's plugin is loaded with in ``test_entry_point`` (``ToolRegistry(plugin_options=
+    #: {entry_point: plugin_options})``), for a plugin that needs some; ``plugin_factory`` builds it for the others.
+    plugin_options: ClassVar[Mapping[str, Any]] = {}
     tool_options: ClassVar[Mapping[str, Any]] = {}
     supports_async: ClassVar[bool] = True
     guards_calls: ClassVar[bool] = False
@@ -845,19 +897,28 @@ class PluginTests(Suite, standard=True, provided=("make_plugin", "call_options",
         name = self.entry_point
         assert any(ep.name == name for ep in entry_points(PLUGIN_GROUP)), f"no entry point {name!r} in {PLUGIN_GROUP!r}"
         expected = type(self.make_plugin())
-        loaded = ToolRegistry(allow=[name], autoload=True)
+        options = {name: dict(self.plugin_options)} if self.plugin_options else None
+        loaded = ToolRegistry(allow=[name], autoload=True, plugin_options=options)
         if loaded.plugins.failures:
+            configured = (
+                f"loaded with plugin_options = {dict(self.plugin_options)!r}"
+                if self.plugin_options
+                else "loaded with no options: a plugin that needs some gets them from the suite's plugin_options = "
+                "{'option': value}, passed as ToolRegistry(plugin_options={entry_point: plugin_options}), as a deployment "
+                "configures it"
+            )
             pytest.fail(
                 "the entry point failed to load:\n"
                 + "\n".join(
                     f"  - {f.name} ({f.distribution}): {f.error}\n{f.traceback.rstrip()}" for f in loaded.plugins.failures
-                ),
+                )
+                + f"\n({configured})",
                 pytrace=False,
             )
         assert isinstance(loaded.plugins.get(name), expected), f"entry point {name!r} gave {loaded.plugins.get(name)!r}"
-        assert name not in ToolRegistry(allow=[name], block=[name], autoload=True).plugins
+        assert name not in ToolRegistry(allow=[name], block=[name], autoload=True, plugin_options=options).plugins
         monkeypatch.setenv("HARNESS_ONE_BLOCK_PLUGINS", name)
-        assert name not in ToolRegistry(allow=[name], autoload=True).plugins
+        assert name not in ToolRegistry(allow=[name], autoload=True, plugin_options=options).plugins
 
     def inject(self, attr: str, target: tuple[CodeType, int] | None = None) -> tuple[_Trace, BaseException | None, str]:
         """Trigger hook implementation ``attr`` of a new plugin with a fault injected: at its first line, or at
@@ -942,25 +1003,44 @@ class PluginTests(Suite, standard=True, provided=("make_plugin", "call_options",
     def test_arguments_stay_the_callers(self) -> None:
         """Beside the standard plugins, a call with a field missing or of the wrong type ends as any call may (a
         value, or a ``ToolError`` such as validation's ``ToolArgumentError``), never in the plugin's ``PluginError``;
-        and no call changes the arguments the caller holds, nested ones included."""
+        and no call changes the arguments the caller holds, nested ones included, beside them or alone (where the
+        plugin's hooks get the caller's own dict)."""
         plugin = self.make_plugin()
         name = self.name_of(plugin)
-        registry = self._registry(plugin, standard=True)
         problems = []
-        nested = {"x": 1, "extra": {"k": {"v": [1]}, "token": "conformance"}}
-        for arguments in ({"x": 1}, {}, {"x": "seven"}, {"x": "7"}, {"x": None}, {"x": 1, "extra": [1]}, nested):
-            held = copy.deepcopy(arguments)
-            try:
-                registry.call(PROBE, arguments, **self.call_options(held))
-            except PluginError as exc:
-                if exc.plugin == name:
-                    problems.append(f"{held!r}: {exc}")
-            except ToolError:
-                pass
-            if arguments != held:
-                problems.append(
-                    f"{held!r}: the call changed the caller's arguments to {arguments!r} (assign call.arguments a new dict, copying what it changes inside too)"
-                )
+        nested: dict[str, Any] = {"x": 1, "extra": {"k": {"v": [1]}, "token": "conformance"}}
+        every: tuple[dict[str, Any], ...] = (
+            {"x": 1},
+            {"x": 1, "fail": False},
+            {},
+            {"x": "seven"},
+            {"x": "7"},
+            {"x": None},
+            {"x": 1, "extra": [1]},
+            nested,
+        )
+        # Beside the standard plugins (validation among them), and alone: validation gives the hooks a new dict when it
+        # fills in a default, so only a call that sends every field, or a registry without it, hands the plugin the
+        # caller's own dict.
+        for standard in (True, False):
+            registry = self._registry(self.make_plugin() if not standard else plugin, standard=standard)
+            where = "" if standard else " (the plugin alone)"
+            for arguments in every if standard else ({"x": 1}, {"x": 1, "fail": False}, nested):
+                held = copy.deepcopy(arguments)
+                try:
+                    registry.call(PROBE, arguments, **self.call_options(held))
+                except PluginError as exc:
+                    if exc.plugin == name and standard:
+                        problems.append(f"{held!r}: {exc}")
+                except ToolError:
+                    pass
+                except Exception as exc:
+                    problems.append(f"{held!r}{where}: {_escaped(exc, 'call', held)}")
+                if arguments != held:
+                    problems.append(
+                        f"{held!r}{where}: the call changed the caller's arguments to {arguments!r} (assign "
+                        "call.arguments a new dict, copying what it changes inside too)"
+                    )
         assert not problems, "calls with arguments the plugin did not expect:\n  - " + "\n  - ".join(problems)
 
     # ------------------------------------------------------------------ under load
@@ -972,7 +1052,8 @@ class PluginTests(Suite, standard=True, provided=("make_plugin", "call_options",
         registry = self._registry(plugin)
         barrier = threading.Barrier(self.threads)
         probe = registry.get(PROBE)
-        registry.add(dataclasses.replace(probe, fn=_meeting_probe(threading.Barrier(self.threads))), replace=True)
+        meeting = _Meeting(self.threads)
+        registry.add(dataclasses.replace(probe, fn=meeting.probe()), replace=True)
         wrong: list[str] = []
         errors: list[BaseException] = []
         expected = self.answers([x for i in range(self.threads) for x in (i, i + 100)])
@@ -1001,6 +1082,12 @@ class PluginTests(Suite, standard=True, provided=("make_plugin", "call_options",
             "than the plugin alone gives one call at a time (another call's?): "
             + "; ".join(shown + wrong[:3])
             + _own_refusals(errors, total, at_once=self.threads)
+        )
+        assert not meeting.broken, (
+            f"only {meeting.met} of {self.threads} calls were in flight at once (the probe waited {_MEET_TIMEOUT:g} s "
+            f"for all {self.threads} to reach it): the plugin serializes calls (a lock held from pre_call to post_call "
+            "or on_error makes every call of the process wait for the one before it; a cap on calls in flight must let "
+            f"{self.threads} through: plugin_factory = lambda: MyPlugin(max_in_flight=64))"
         )
 
     def test_no_per_call_state(self) -> None:
@@ -1033,6 +1120,8 @@ class PluginTests(Suite, standard=True, provided=("make_plugin", "call_options",
             except ToolError as exc:
                 if kind == "ok":
                     failed.append(exc.with_traceback(None))  # not its frames: they hold the call
+            except Exception as exc:
+                raise _escaped(exc, "call", arguments) from None
 
         def all_succeeded(calls: int) -> None:
             meant = sum(1 for i in range(calls) if _GROWTH_CYCLE[i % len(_GROWTH_CYCLE)] == "ok")
@@ -1115,7 +1204,8 @@ class PluginTests(Suite, standard=True, provided=("make_plugin", "call_options",
         plugin's, a ``ToolError`` as access control does, then in turn ``RateLimitExceeded``, ``CircuitOpen``,
         ``ToolBusy`` and ``ApprovalUnavailable`` as the standard plugins do) ends in an error, through ``call`` and (with
         ``supports_async``) ``acall``: the plugin may translate the refusal or retry it, but not answer it with a
-        value (``Outcome.success`` recovers what the tool raised), nor fail on it with its own ``PluginError``."""
+        value (``Outcome.success`` recovers what the tool raised), nor fail on it with a ``PluginError``. Nor does a
+        call whose tool fails (``fail=True``, the plugin alone) end in a ``PluginError``."""
         plugin = self.make_plugin()
         name = self.name_of(plugin)
         registry = self._registry(plugin)
@@ -1135,14 +1225,25 @@ class PluginTests(Suite, standard=True, provided=("make_plugin", "call_options",
                     f"{way}: the guard's refusal ({what}) became the value {value!r} (recover with a value only what the "
                     "tool raised, a ToolExecutionError; translate a refusal with Outcome.failure, or let it stand)"
                 )
-            elif isinstance(error, PluginError) and error.plugin == name:
+            elif isinstance(error, PluginError):
+                whose = "the plugin's own" if error.plugin == name else f"a PluginError of {error.plugin or 'no plugin'}:"
                 problems.append(
-                    f"{way}: the guard's refusal ({what}) became the plugin's own {type(error).__name__}: {error} (its "
+                    f"{way}: the guard's refusal ({what}) became {whose} {type(error).__name__}: {error} (its "
                     "on_error also sees calls an earlier pre_call refused, which its own pre_call never saw)"
                 )
         if not guard.refused:
             self.nothing_to_check("the plugin's pre_call answered every call before the kit's guard ran")
         assert not problems, "a call refused before the tool ran did not end in an error:\n  - " + "\n  - ".join(problems)
+        alone = self._registry(self.make_plugin())
+        arguments = {"x": 1, "fail": True}
+        for asynchronous in (False, True) if self.supports_async else (False,):
+            _, error = _outcome(alone, PROBE, arguments, self.call_options(arguments), asynchronous=asynchronous)
+            if isinstance(error, PluginError):
+                problems.append(
+                    f"{'acall' if asynchronous else 'call'} with {arguments}, the plugin alone: the tool's failure became "
+                    f"{type(error).__name__}: {error} (on_error answers a Retry, an Outcome or None, and does not raise)"
+                )
+        assert not problems, "a call whose tool failed ended in a PluginError:\n  - " + "\n  - ".join(problems)
 
     def test_releases_after_failures_and_cancellations(self) -> None:
         """After 100 failed calls, and (``supports_async``) 100 ``acall``s cancelled at each step of their way (in a

@@ -220,11 +220,17 @@ def run_async(coro: Coroutine[Any, Any, _T]) -> _T:
     return asyncio.run(main())
 
 
+#: The kit's clocks made while the running check runs (a list the check sets): checked when it ends.
+_CLOCKS: contextvars.ContextVar[list[BoundedClock] | None] = contextvars.ContextVar("harness_one_kit_clocks", default=None)
+
+
 class BoundedClock(ManualClock):
     """The kit's manual clock: every wait is instant, so a check ends its waits by counting them.
 
-    Past ``max_waits`` waits (``sleep`` or ``asleep``), each wait raises an ``AssertionError``: a plugin
-    that retries or waits without end fails the check instead of hanging it.
+    Past ``max_waits`` waits (``sleep`` or ``asleep``), each wait raises an ``AssertionError``, which ends the
+    call (the core reports it as an internal error), and ``exceeded`` says so: a check that made the clock fails
+    with it when it ends, whatever the calls ended in, so a plugin that retries or waits without end fails the
+    check instead of hanging it or passing it.
     """
 
     max_waits: ClassVar[int] = 100_000
@@ -232,6 +238,11 @@ class BoundedClock(ManualClock):
     def __init__(self, start: float = 0.0) -> None:
         super().__init__(start)
         self.waits = 0
+        #: What went wrong once the waits passed ``max_waits`` (None before).
+        self.exceeded: str | None = None
+        made = _CLOCKS.get()
+        if made is not None:
+            made.append(self)
 
     def sleep(self, seconds: float) -> None:  # ``asleep`` waits through ``sleep``
         super().sleep(seconds)
@@ -239,10 +250,22 @@ class BoundedClock(ManualClock):
             self.waits += 1
             waits = self.waits
         if waits > self.max_waits:
-            raise AssertionError(
+            message = (
                 f"the calls waited {waits} times: a plugin that retries or waits without end? "
                 f"(the kit's clock makes each wait instant and stops after {self.max_waits:,} waits)"
             )
+            if self.exceeded is None:
+                self.exceeded = message
+            raise AssertionError(message)
+
+
+def _fail_if_overran(clocks: list[BoundedClock], ended: BaseException | None) -> None:
+    """Fail the check when one of the kit's ``clocks`` it made passed its waits, naming what the check ended in."""
+    exceeded = next((c.exceeded for c in clocks if c.exceeded is not None), None)
+    if exceeded is None or isinstance(ended, (KeyboardInterrupt, SystemExit)):
+        return
+    then = "" if ended is None else f"\n(the check then ended in {type(ended).__name__}: {str(ended)[:300]})"
+    pytest.fail(f"the kit's clock stopped the calls: {exceeded}{then}", pytrace=False)
 
 
 #: Per suite class, the check left stuck past its deadline, and how: while its thread runs, the suite's later checks
@@ -269,10 +292,22 @@ def _bounded_check(fn: Callable[..., Any]) -> Callable[..., Any]:
                 pytrace=False,
             )
         given = signature.bind_partial(self, *args, **kwargs).arguments
+        clocks: list[BoundedClock] = []
+
+        def work() -> Any:
+            _CLOCKS.set(clocks)  # (in the worker's own copy of the context)
+            return fn(self, *args, **kwargs)
+
         try:
-            return bounded(self.check_deadline, lambda: fn(self, *args, **kwargs), locate=self._harness_locate(given))
+            value = bounded(self.check_deadline, work, locate=self._harness_locate(given))
         except Overran as overran:
             stuck = overran  # failed below, outside the handler: the report is the whole story
+        except BaseException as ended:  # a failure, a skip: a clock that stopped the calls is the cause
+            _fail_if_overran(clocks, ended)
+            raise
+        else:
+            _fail_if_overran(clocks, None)
+            return value
         _STUCK[type(self)] = (fn.__name__, stuck)
         pytest.fail(
             f"{fn.__name__} did not end within check_deadline = {self.check_deadline:g} s: stuck in {stuck.where}, "

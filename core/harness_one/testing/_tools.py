@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import builtins
+import copy
 import dataclasses
 import inspect
 import json
@@ -25,7 +26,7 @@ import jsonschema
 import pytest
 
 from .._clock import ManualClock
-from .._discovery import DiscoveryReport, as_tool
+from .._discovery import DiscoveryReport, as_tool, tools_of
 from .._discovery import _load as _load_entry_point
 from .._entrypoints import TOOL_GROUP, EntryPoint, _canonical, entry_points
 from .._errors import ToolArgumentError, ToolDefinitionError, ToolError, ToolExecutionError
@@ -427,6 +428,29 @@ def _import_probe(dist: str, load_budget: float) -> dict[str, Any]:
     return found
 
 
+def _misnamed(found: Sequence[EntryPoint], report: DiscoveryReport) -> list[str]:
+    """The ``module:attribute`` entry points of ``found`` (loaded into ``report``) that provide another tool than the
+    one they are named after: a call of a tool in a fresh cache takes such an entry point to provide only the tool of
+    its name, so it may not find the tool, or find another package's first (writing-tools.md: name each entry point
+    after its tool). A module entry point (no ``:``) may provide any tools."""
+    problems = []
+    for ep in found:
+        if ":" not in ep.value or ep in report.failed:
+            continue
+        try:
+            names = [tool.name for tool in tools_of(ep.load())]  # imported already: the module's attribute
+        except Exception:  # pragma: no cover - it loaded a moment ago
+            continue
+        if names != [ep.name]:
+            problems.append(
+                f"entry point {ep.name!r} ({ep.value}) provides {', '.join(map(repr, names)) or 'no tool'}, not the one "
+                f"tool it is named after: a call of a tool in a fresh cache takes an entry point to provide the tool of its "
+                f"name, so name each entry point after its tool ({', '.join(f'{n} = ...' for n in names[:3])}), or point "
+                "it at the module (a module entry point may provide any tools)"
+            )
+    return problems
+
+
 def _load_own(registry: ToolRegistry, report: DiscoveryReport, found: Sequence[EntryPoint], bound: float) -> bool:
     """Load ``found`` into ``registry`` in this process, given ``bound`` seconds; False: the import did not end."""
 
@@ -580,6 +604,7 @@ class ToolPackageTests(Suite, standard=True, provided=("make_registry",)):
                 f"loading the entry points of {dist!r} did not end within {_bound(self.load_budget):.0f} s", pytrace=False
             )
         out.problems += [str(f) for f in report.failures] + [f"name conflict: {c}" for c in report.conflicts]
+        out.problems += _misnamed(found, report)
         for name in report.loaded.get(found[0].distribution if found else dist, []):
             tool = out.registry.get(name)
             out.tools.append(tool)
@@ -609,7 +634,7 @@ class ToolPackageTests(Suite, standard=True, provided=("make_registry",)):
         """Importing the entry points in a fresh interpreter is quick, offline, prints nothing (to stdout or stderr,
         logging included), starts no thread, registers nothing."""
         if self.distribution is None:
-            pytest.skip("tools = [...] given: there are no entry points to import")
+            self.nothing_to_check("tools = [...] given: there are no entry points to import")
         seen = _import_probe(self.distribution, self.load_budget)
         if "hung" in seen:
             pytest.fail(f"importing the entry points did not end within {seen['hung']:.0f} s", pytrace=False)
@@ -739,19 +764,20 @@ class ToolPackageTests(Suite, standard=True, provided=("make_registry",)):
     ) -> tuple[Any, ToolError | None, list[str]]:
         """Call ``tool`` with ``arguments``, offline, within ``example_budget``, through ``call`` or ``acall``: what
         it returned or raised, and what went wrong on the way (the network tried, the budget overrun, the event
-        loop blocked). The call runs in a daemon thread: one that has not returned after ``STUCK_AFTER`` times
+        loop blocked, the arguments changed in place: each call gets its own deep copy of them). The call runs in a daemon thread: one that has not returned after ``STUCK_AFTER`` times
         ``example_budget`` is left there, reported with its stack, and returns a stand-in for no value."""
         if isinstance(registry.clock, ManualClock):
             registry.clock.advance(3600.0)  # rate limits refill between calls
+        sent, held = copy.deepcopy(dict(arguments)), copy.deepcopy(dict(arguments))
 
         def run() -> tuple[Any, ToolError | None, list[str], list[str], float]:
             started = time.perf_counter()
             with _audit.offline() as attempts, _audit.blocking_calls() as blocked:
                 try:
                     if asynchronous:
-                        value = run_async(registry.acall(tool.name, dict(arguments)))
+                        value = run_async(registry.acall(tool.name, sent))
                     else:
-                        value = registry.call(tool.name, dict(arguments))
+                        value = registry.call(tool.name, sent)
                     raised: ToolError | None = None
                 except ToolError as exc:
                     value, raised = None, exc
@@ -771,6 +797,12 @@ class ToolPackageTests(Suite, standard=True, provided=("make_registry",)):
                 ],
             )
         problems = []
+        if sent != held:
+            problems.append(
+                f"the tool changed its arguments in place ({repr(held)[:200]} became {repr(sent)[:200]}): they are the "
+                "caller's (the model's request, kept in its conversation): copy what the tool changes (sorted(items), "
+                "not items.sort())"
+            )
         if attempts:
             problems.append(f"tried the network ({', '.join(attempts[:3])}): examples run offline")
         if seconds > self.example_budget:

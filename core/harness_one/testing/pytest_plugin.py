@@ -15,6 +15,7 @@ import pytest
 from .._entrypoints import refresh_entry_points
 
 __all__ = [
+    "pytest_collection_finish",
     "pytest_collection_modifyitems",
     "pytest_configure",
     "pytest_plugin_registered",
@@ -69,7 +70,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             suites.setdefault(cls, []).append(item)
     if not suites:
         return
-    from ._suite import added_marks, kit_functions, tuning_changes  # the kit, which the test modules that use it import
+    from ._suite import added_marks, kit_functions  # the kit, which the test modules that use it import
 
     notes = config.stash.get(_KEY, {})
     for cls, members in suites.items():
@@ -87,8 +88,35 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                     f"{item.name}: ignored the marks ({dropped}) put on the kit's own function, which every suite shares"
                 )
             item.add_marker(pytest.mark.conformance)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Note each suite's tuning, for the suites that run: those whose checks ``-k`` or ``-m`` deselected are not
+    listed (``session.items`` is what remains after deselection)."""
+    suites: dict[type, pytest.Item] = {}
+    for item in session.items:
+        cls = getattr(item, "cls", None)
+        if cls is not None and getattr(cls, "__harness_one_suite__", False):
+            suites.setdefault(cls, item)
+    if not suites:
+        return
+    from ._suite import tuning_changes
+
+    notes = session.config.stash.get(_KEY, {})
+    for cls, first in suites.items():
         for change in tuning_changes(cls):
-            notes.setdefault(_suite_of(members[0]), []).append(f"tuned: {change}")
+            notes.setdefault(_suite_of(first), []).append(f"tuned: {change}")
+
+
+def _overrides_a_check(item: pytest.Item) -> bool:
+    """Whether ``item`` runs a suite's own function in the place of one of the kit's checks."""
+    from ._suite import kit_functions
+
+    cls = getattr(item, "cls", None)
+    name = getattr(item, "originalname", item.name)
+    function = getattr(item, "function", None)
+    kit = kit_functions(cls) if cls is not None else {}
+    return id(function) not in kit and any(n == name for n, _ in kit.values())
 
 
 @pytest.hookimpl(wrapper=True)
@@ -96,6 +124,18 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     report = yield
     if item.get_closest_marker("conformance") is None or report.when == "teardown":
         return report
+    if report.when == "call" and _xpassed(report) and _overrides_a_check(item):
+        # An override under @pytest.mark.xfail that passes: the check no longer fails, or the override checks nothing
+        # (a body of ``pass``); either way the known failure is not one, so the run says so, failing.
+        marker = item.get_closest_marker("xfail")
+        reason = marker.kwargs.get("reason", "") if marker is not None else ""
+        report.outcome = "failed"
+        report.longrepr = (
+            f"[XPASS] {item.name} is overridden under @pytest.mark.xfail(reason={reason!r}), and the override passed: the "
+            "check no longer fails (or the override checks nothing): remove the override, and the kit's check runs"
+        )
+        if hasattr(report, "wasxfail"):
+            del report.wasxfail
     notes = item.config.stash.get(_KEY, {})
     suite = _suite_of(item)
     for key, value in report.user_properties:
@@ -109,6 +149,13 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     elif hasattr(report, "wasxfail") and report.when == "call":
         notes.setdefault(suite, []).append(f"{item.name}: known failure: {report.wasxfail}")
     return report
+
+
+def _xpassed(report: pytest.TestReport) -> bool:
+    """Whether ``report`` is an xfail-marked test that passed (``strict=True``: pytest fails it as ``[XPASS(strict)]``)."""
+    if report.passed and hasattr(report, "wasxfail"):
+        return True
+    return report.failed and isinstance(report.longrepr, str) and report.longrepr.startswith("[XPASS(strict)]")
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
