@@ -12,7 +12,7 @@ import pytest
 import structlog
 from structlog.testing import capture_logs
 
-from harness_one import Call, Retry, ToolArgumentError, ToolNotFound, ToolRegistry, hookimpl
+from harness_one import Call, Outcome, PluginError, Retry, ToolArgumentError, ToolError, ToolNotFound, ToolRegistry, hookimpl
 from harness_one_plugins import LoggingPlugin
 from harness_one_plugins.log import redact
 
@@ -399,3 +399,44 @@ def test_a_result_whose_len_raises_is_logged_with_its_size(caplog: pytest.LogCap
     assert type(value) is _Rows and value[:] == [1, 2, 3] and runs == [1]
     (event,) = [r.harness_one for r in caplog.records if r.name == "harness_one.calls"]  # type: ignore[attr-defined]
     assert event["outcome"] == "ok" and event["result_size"] == 3
+
+
+class Translates:
+    """Turns a tool's failure into another error the caller gets (an earlier ``on_error`` than logging's)."""
+
+    @hookimpl(tryfirst=True)
+    def harness_on_error(self, call: Call, error: BaseException) -> Outcome | None:
+        return Outcome.failure(ToolError("the backend is down; try later")) if call.tool.name == "down" else None
+
+
+class BreaksOnError:
+    @hookimpl(tryfirst=True)
+    def harness_on_error(self, call: Call, error: BaseException) -> None:
+        raise RuntimeError("on_error broke")
+
+
+def test_the_event_names_the_error_the_caller_gets(registry: ToolRegistry) -> None:
+    registry.plugins.register(Translates(), name="translates")
+
+    def down() -> str:
+        raise OSError("connection refused")
+
+    registry.add(down)
+    with capture_logs() as logs, pytest.raises(ToolError, match="the backend is down"):
+        registry.call("down")
+    [event] = logs
+    assert (event["outcome"], event["error_type"], event["error"]) == ("error", "ToolError", "the backend is down; try later")
+
+
+def test_a_broken_on_error_hook_is_logged_as_the_plugin_error_the_caller_gets(registry: ToolRegistry) -> None:
+    registry.plugins.register(BreaksOnError(), name="breaks")
+
+    def fails() -> str:
+        raise ValueError("tool failed")
+
+    registry.add(fails)
+    with capture_logs() as logs, pytest.raises(PluginError) as raised:
+        registry.call("fails")
+    [event] = logs
+    assert event["error_type"] == "PluginError" and raised.value.plugin == "breaks"
+    assert event["error"].startswith("Internal error in plugin 'breaks' while handling an error of 'fails'")

@@ -6,7 +6,8 @@ import bisect
 import itertools
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections import UserString
+from collections.abc import ItemsView, Iterable, KeysView, Mapping, Sequence, Set, ValuesView
 from typing import Any
 from urllib.parse import unquote
 
@@ -60,6 +61,14 @@ SECRET_KEYS = (
     "card_number",
     "signature",
     "sig",
+    "account_key",
+    "subscription_key",
+    "encryption_key",
+    "signing_key",
+    "master_key",
+    "hmac_key",
+    "client_key",
+    "creds",
 )
 
 #: Names that are secret as query parameters only (``?key=`` holds a Google API key; a mapping's
@@ -72,8 +81,9 @@ _WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
 # "@" of the next 256 characters (not "host:port/"; a later "@" in a path shows less, never more);
 # else "user:" then a password with spaces in it (httpx sends "alice:correct horse@"), on one line;
 # the user may have spaces too (up to 64 characters), the password not start with one (prose: "x: y@z").
+# The scheme's "://" may be JSON-escaped, ":\\/\\/" (PHP's and Java's encoders escape every "/").
 _USERINFO = re.compile(
-    r"(?i)(?<![a-z0-9+.-])([a-z][a-z0-9+.-]{0,31}://)"
+    r"(?i)(?<![a-z0-9+.-])([a-z][a-z0-9+.-]{0,31}:(?://|\\/\\/))"
     r"(?:[^/?#\s]*|[^/?#@:\r\n]{0,64}:(?![0-9]*(?:[/?#\s]|$))(?:\S{0,256}|[^/?#@\r\n]{1,256}))@"
 )
 
@@ -81,7 +91,7 @@ _USERINFO = re.compile(
 def without_userinfo(text: str, mask: str = REDACTED) -> str:
     """``text`` with the user-info of every URL in it (``user:password@``, up to the last ``@``
     before the host's path, as ``urlsplit`` reads it, or past a ``/`` in the password) replaced by ``mask``."""
-    return _USERINFO.sub(rf"\1{mask}@", text) if "://" in text else text
+    return _USERINFO.sub(rf"\1{mask}@", text) if "://" in text or ":\\/\\/" in text else text
 
 
 # User-info without a scheme (``admin:hunter2@db.internal:5432``), found from each "@" before a host
@@ -137,14 +147,14 @@ def _without_bare_userinfo(text: str) -> str:
     return text[:done] + "".join(reversed(parts)) if parts else text
 
 
-# A key name in text, then its separator: key=, key:, 'key':, "key":, \"key\": (JSON text inside a
+# A key name in text, then its separator: key=, key:, key => (Ruby, Perl, PHP), 'key':, "key":, \"key\": (JSON text inside a
 # JSON string) and ('key', / ["key", (a pair); a command-line flag's name too (-key=, --key=), and
 # a flag followed by its value, in a command line (--password VALUE) or a list's repr ('--password',
 # 'VALUE', as a failed subprocess shows its command). A name may hold brackets and "%" (a query's
 # or a form's user[password]=, api%5Fkey=).
 _TEXT_KEY = re.compile(
     r"""(?:(?<=[\[(])(['"])([A-Za-z_][\w.-]{0,99})\1[ \t]*,"""
-    r"""|(?:(?<![\w.-])|(?<=(?<![\w.-])-)|(?<=(?<![\w.-])--))((?:\\?['"])?)([A-Za-z_][\w.%\[\]-]{0,99})\3[ \t]*[:=]"""
+    r"""|(?:(?<![\w.-])|(?<=(?<![\w.-])-)|(?<=(?<![\w.-])--))((?:\\?['"])?)([A-Za-z_][\w.%\[\]-]{0,99})\3[ \t]*(?:=>|[:=])"""
     r"""|(?<![\w.-])(['"]?)--?([A-Za-z_][\w.-]{0,99})\5,?[ \t]+(?=[^\s-]))[ \t]*"""
 )
 # A query parameter's value: to the next "&", "#", whitespace, or a character a URL cannot hold
@@ -152,23 +162,28 @@ _TEXT_KEY = re.compile(
 _QUERY_VALUE = re.compile(r"""[^\s&#"<>\\^`{|}]+""")
 # The value after a key: quoted (escapes allowed, closing quote optional); quoted with escaped quotes
 # (\"...\", a JSON string inside a JSON string: \\\" and \\\\ are its escaped quote and
-# backslash, \\x its other escapes); or up to the next whitespace or "&name=" (a form's next
-# parameter), with an optional auth scheme.
+# backslash, \\x its other escapes); or up to the next whitespace, "&name=" (a form's next
+# parameter) or ";name=" (a connection string's next field), with an optional auth scheme.
 _TEXT_VALUE = re.compile(
     r"""b?(['"])(?:[^'"\\\n]|\\.|(?!\1)['"])*(\1)?"""
     r"""|(\\")(?:\\\\\\.|\\\\[^\\]|\\[^"\\]|[^\\"\n])*(\\")?"""
-    r"""|((?:bearer|basic|token|digest|negotiate)[ \t]+)?(?:[^\s&]|&(?![\w.%\[\]-]{1,100}=))+""",
+    r"""|((?:bearer|basic|token|digest|negotiate)[ \t]+)?(?:[^\s&;]|[&;](?![\w.%\[\]-]{1,100}=))+""",
     re.IGNORECASE,
 )
 # Characters that end an unquoted value's run but may be the text's around it: "a=x, b", "(key=x)", "'key=x'".
 _TRAILING = frozenset(",;)]}>'\"")
 _OPENER = {")": "(", "]": "[", "}": "{", ">": "<"}
 _BLANK = re.compile(r"\s*")
+# A Cookie or Set-Cookie header's value in text: to the end of its line, or of the JSON string or
+# quoted text it stands in (no cookie holds a '"' nor a backslash).
+_COOKIE_VALUE = re.compile(r"""[^\r\n"\\]*(?<![ \t])""")
 #: Credentials recognised by their own form wherever they stand (free text, a plain key, a
 #: traceback): an AWS access key id, GitHub, OpenAI/Anthropic (``sk-...``, mixed case and digits:
 #: not a slug such as ``sk-prod-cluster``), Slack, Stripe and Google API keys, a JWT, and a
-#: private key's PEM block (its base64 body, to its END line). Each starts only where a run of
-#: token characters starts, so a long run is scanned once: linear in the text's length.
+#: private key's PEM or OpenPGP armoured block (``-----BEGIN RSA PRIVATE KEY-----``, ``-----BEGIN
+#: PGP PRIVATE KEY BLOCK-----``: its armour headers, ``Version: ...``, and base64 body, to its END
+#: line). Each starts only where a run of token characters starts, so a long run is scanned once:
+#: linear in the text's length.
 _T = "(?<![A-Za-z0-9_-])"
 _KNOWN_TOKENS = re.compile(
     _T + r"(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}(?![A-Za-z0-9_-])"
@@ -177,13 +192,31 @@ _KNOWN_TOKENS = re.compile(
     r"|" + _T + r"xox[abposr]-[0-9]+-[A-Za-z0-9-]{10,}|" + _T + r"[rs]k_(?:live|test)_[A-Za-z0-9]{16,}"
     r"|" + _T + r"AIza[0-9A-Za-z_-]{35}(?![A-Za-z0-9_-])"
     r"|" + _T + r"eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"
-    r"|-----BEGIN (?:[A-Z]+ )*PRIVATE KEY-----[A-Za-z0-9+/=\s\\]{16,}(?:-----END (?:[A-Z]+ )*PRIVATE KEY-----)?"
+    r"|-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"
+    r"(?:[ \t]*(?:\r?\n|(?:\\r)?\\n)[A-Za-z][A-Za-z0-9-]{0,63}:[ \t][^\r\n\\]{0,256})*"  # armour headers, as lines or escaped
+    r"[A-Za-z0-9+/=\s\\]{16,}(?:-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----)?"
 )
+# The shortest credential _KNOWN_TOKENS finds that is a plain identifier (an AWS access key id, 20
+# characters): a shorter name is shown as it is without a search.
+_SHORTEST_NAME_TOKEN = 20
+# A bearer token standing alone (``Bearer eyJ...`` in a header's value, a curl command, prose), its
+# scheme kept: a token68 of 8 characters or more with a digit in it, or of 20 or more ("the bearer
+# of the note", "bearer authentication" are words).
+_BEARER = re.compile(r"(?i)(?<![A-Za-z0-9_-])(bearer[ \t]+)(?:(?=[\w.~+/-]*\d)[\w.~+/-]{8,}|[\w.~+/-]{20,})=*(?![\w.~+/=-])")
+# A name/value pair's name field, then a secret's name as its value, in text (a JSON or repr
+# object the model sent cut short, a logged structure): "name": "Authorization", 'Key': 'X-Api-Key';
+# its object's value field (_PAIR_VALUE), before or after it, is masked.
+_PAIR_NAME = re.compile(
+    r"""(?i)(\\?['"])(?:name|key|parameter[_-]?key)\1[ \t]*(?:=>|[:=])[ \t]*(\\?['"])([^'"\\\r\n]{1,100})\2"""
+)
+_PAIR_VALUE = re.compile(r"""(?i)(\\?['"])(?:value|parameter[_-]?value)\1[ \t]*(?:=>|[:=])[ \t]*""")
+_PAIR_REACH = 512  # characters searched either side of a pair's name for its object's braces
 _MAX_TEXT = 2000
 _SCAN = 4  # text searched for user-info and keys: what is shown (times this) as a margin, whatever came
 _MAX_ITEMS = 100  # entries shown per container: what is logged stays small whatever came
 _MAX_SHOWN = 16_384  # characters shown of one value, containers and all (about its JSON size)
 _MAX_NAME = 200  # characters shown of a mapping key, an argument name or a call id
+_LONGEST_NAME = 1024  # a longer key names no field: its value is masked (see Redactor.is_secret)
 _MAX_PAIR = 8  # keys of a mapping read as a name/value pair: {"name": "API_TOKEN", "value": ..., "masked": true, ...}
 # (the name's field, the value's field), lower case without separators: HAR headers and Kubernetes env
 # entries, AWS tags and SSM parameters ("Key"/"Name", "Value"), CloudFormation parameters
@@ -270,6 +303,28 @@ def _field(key: str) -> str:
     return key.lower().replace("_", "").replace("-", "")
 
 
+def _name_of(key: Any) -> str:
+    """A mapping key that is not a string as text: an integer of 3000 bits or more by its size (``str``
+    refuses past 4300 digits, and is slow well before), a key whose ``__str__`` fails by its type."""
+    if isinstance(key, int) and key.bit_length() >= 3000:
+        return f"<integer of {key.bit_length()} bits>"
+    try:
+        return str(key)
+    except Exception:
+        return f"<{type(key).__name__}>"
+
+
+def _placeholder(value: Any) -> str:
+    """What shows for a value that cannot be shown: its type's name, ``<BadMapping>``."""
+    return f"<{type(value).__name__}>"
+
+
+# Collections walked as lists (the first items shown): sequences and sets of any type, a deque, dict
+# views; not text, bytes, a range (its repr is short) nor a memoryview.
+_WALKED = (Sequence, Set, KeysView, ValuesView, ItemsView)
+_NOT_WALKED = (str, bytes, bytearray, memoryview, range, UserString)
+
+
 def _escaped(found: re.Match[str]) -> str:
     """A control character as its escape: ``\\x1b``, ``\\u2028``."""
     return ascii(found.group())[1:-1]
@@ -315,9 +370,11 @@ class Redactor:
     def is_secret(self, key: Any) -> bool:
         """Whether a mapping key names a secret (see :data:`SECRET_KEYS` for the matching rule; a
         percent-encoded name is read decoded: ``api%5Fkey`` is ``api_key``)."""
-        text = str(key) if not isinstance(key, str) else key
+        text = key if isinstance(key, str) else _name_of(key)
         found = self._cache.get(text)
         if found is None:
+            if len(text) > _LONGEST_NAME:  # no name: its value is masked, and the key not searched (a model's 4 MB key)
+                return True
             name = unquote(text) if "%" in text else text
             if self._last is not None:
                 words = tuple(t.lower() for t in _WORD.findall(name))
@@ -337,9 +394,19 @@ class Redactor:
         ``"\\ud83d"`` read by ``json.loads``) is shown as its escape, ``\\ud83d``, so that a log
         renderer or a trace exporter encoding the text does not fail (:meth:`escape_surrogates`)."""
         value = self._without_values(value)  # whole: a cut could leave part of a secret value to show
-        size, scan = len(value), _SCAN * limit
+        size, scan = len(value), _SCAN * limit  # (as _cut does, inlined: this runs on every text logged)
         value = escape_surrogates(self._mask_structure(value[:scan] if size > scan else value))  # escaped, then cut: within limit
         if not value.isprintable():  # terminal controls: a console renderer would run them (ESC, CR, BS)
+            value = _TERMINAL.sub(_escaped, value)
+        if size > limit or len(value) > limit:
+            value = f"{value[:limit]}... ({size} characters)"
+        return value
+
+    def _cut(self, value: str, limit: int, size: int) -> str:
+        """:meth:`text` of ``value`` (its secret values masked), ``size`` characters long as given."""
+        scan = _SCAN * limit
+        value = escape_surrogates(self._mask_structure(value[:scan] if len(value) > scan else value))
+        if not value.isprintable():
             value = _TERMINAL.sub(_escaped, value)
         if size > limit or len(value) > limit:
             value = f"{value[:limit]}... ({size} characters)"
@@ -367,11 +434,61 @@ class Redactor:
     def _mask_structure(self, value: str) -> str:
         """Credentials of a known form, URL user-info and the values after secret key names masked."""
         value = _KNOWN_TOKENS.sub(REDACTED, value)
+        if "earer" in value or "EARER" in value:
+            value = _BEARER.sub(rf"\1{REDACTED}", value)
         if (
             ":" in value or "=" in value or "," in value or "-" in value
         ):  # every user-info and key separator holds one (a flag's "-")
+            if "alue" in value or "ALUE" in value:  # (a pair's value field, any case)
+                value = self._mask_pairs(value)
             value = _without_bare_userinfo(self._mask_keyed(without_userinfo(value)))
         return value
+
+    def _mask_pairs(self, text: str) -> str:
+        """``text`` with the value field of each name/value pair of a secret masked: ``{"name":
+        "Authorization", "value": "..."}`` as text (JSON cut short, a repr), as :meth:`_named_secret`
+        masks it in a mapping. The pair's value field is the first after the name, else the last before
+        it, within the braces around the name (found within 512 characters of it, else that far). Each
+        field is found once, in one pass, and paired by a binary search: linear in the text's length."""
+        names = [found for found in _PAIR_NAME.finditer(text) if self.is_secret(found.group(3))]
+        if not names:
+            return text
+        fields = [found.end() for found in _PAIR_VALUE.finditer(text)]  # where each value field's value starts
+        starts: set[int] = set()
+        for name in names:
+            low = text.rfind("{", max(name.start() - _PAIR_REACH, 0), name.start()) + 1
+            high = text.find("}", name.end(), name.end() + _PAIR_REACH)
+            high = min(len(text), name.end() + _PAIR_REACH) if high == -1 else high
+            after = bisect.bisect_left(fields, name.end())
+            if after < len(fields) and fields[after] < high:
+                starts.add(fields[after])
+            elif after > 0 and fields[after - 1] > low:
+                starts.add(fields[after - 1])
+        parts: list[str] = []
+        done = 0
+        for start in sorted(starts):
+            found = self._value_at(text, start) if start >= done else None
+            if found is not None:
+                parts += (text[done:start], found[1])
+                done = found[0]
+        return "".join(parts) + text[done:]
+
+    @staticmethod
+    def _value_at(text: str, start: int) -> tuple[int, str] | None:
+        """The end of the value at ``text[start:]``, and what shows instead: quoted, an object or array
+        (all of it), or a word (see _TEXT_VALUE)."""
+        if text[start : start + 1] in ("{", "[") and not text.startswith(REDACTED, start):
+            end = _closing(text, start)
+            return (len(text), text[start] + REDACTED) if end is None else (end, text[start] + REDACTED + text[end - 1])
+        found = _TEXT_VALUE.match(text, start)
+        if found is None:
+            return None
+        quote, closing, escaped, escaped_closing, scheme = found.group(1, 2, 3, 4, 5)
+        if quote:
+            return found.end(), f"{quote}{REDACTED}{closing or ''}"
+        if escaped:
+            return found.end(), f"{escaped}{REDACTED}{escaped_closing or ''}"
+        return _word_end(text, found.end(5) if scheme else start, found.end()), f"{scheme or ''}{REDACTED}"
 
     def _mask_keyed(self, text: str) -> str:
         """``text`` with the value after each secret key name masked (linear: values never overlap)."""
@@ -389,50 +506,61 @@ class Redactor:
             if text[start : start + 1] in ("\n", "\r"):  # a quoted, bracketed value on the next line (JSON)
                 ahead = _BLANK.match(text, start).end()  # type: ignore[union-attr]  # (always matches; no copy of the rest)
                 start = ahead if text[ahead : ahead + 1] in ("'", '"', "{", "[") else start
-            if text[start : start + 1] in ("{", "[") and not text.startswith(REDACTED, start):  # an object or array: all of it
-                end = _closing(text, start)
-                parts += (text[done:start], text[start] + REDACTED + ("" if end is None else text[end - 1]))
-                done = len(text) if end is None else end
-                continue
             if query and text[start : start + 1] not in ("'", '"'):
                 found = _QUERY_VALUE.match(text, start)
                 if found is not None:
                     parts += (text[done:start], REDACTED)
                     done = found.end()
                 continue
-            found = _TEXT_VALUE.match(text, start)
-            if found is None:
+            if text[start : start + 1] not in ("'", '"', "\\", "{", "[") and _normal(name).endswith("cookie"):
+                # a Cookie header's value: every cookie in it, "a=1; sid=...", to the end of the line
+                found = _COOKIE_VALUE.match(text, start)
+                if found is not None and found.end() > start:
+                    parts += (text[done:start], REDACTED)
+                    done = _word_end(text, start, found.end())
                 continue
-            quote, closing, escaped, escaped_closing, scheme = found.group(1, 2, 3, 4, 5)
-            end = found.end()
-            if quote:
-                masked = f"{quote}{REDACTED}{closing or ''}"
-            elif escaped:
-                masked = f"{escaped}{REDACTED}{escaped_closing or ''}"
-            else:
-                masked = f"{scheme or ''}{REDACTED}"
-                end = _word_end(text, found.end(5) if scheme else start, end)
-            parts += (text[done:start], masked)
-            done = end
+            value = self._value_at(text, start)  # an object or array all of it, a quoted value, a word
+            if value is not None:
+                parts += (text[done:start], value[1])
+                done = value[0]
         return "".join(parts) + text[done:] if parts else text
 
     def key(self, key: Any) -> str:
         """A mapping key (an argument name, a call id, a tool name) as shown: masked like text (cut at 200
-        characters), its terminal control characters and line separators as escapes (``\\x1b``,
-        ``\\u2028``: a console renderer shows them raw), unless it is a plain name of at most 200
-        characters and no secret value is set."""
-        text = key if isinstance(key, str) else str(key)
-        if len(text) <= _MAX_NAME and text.isidentifier() and not self._values:
+        characters, the marker giving its whole length), its terminal control characters and line
+        separators as escapes (``\\x1b``, ``\\u2028``: a console renderer shows them raw), unless it is
+        a plain name of at most 200 characters, no secret value is set and it is no credential of a
+        known form (an ``AKIA...`` key id, a ``ghp_...`` token). A key that is not a string is shown
+        as ``str`` shows it, a huge integer by its size and one whose ``__str__`` fails by its type
+        (``<BadKey>``): this never raises."""
+        text = key if isinstance(key, str) else _name_of(key)
+        size = len(text)
+        if (
+            size <= _MAX_NAME
+            and text.isidentifier()
+            and not self._values
+            and (size < _SHORTEST_NAME_TOKEN or _KNOWN_TOKENS.search(text) is None)
+        ):
             return text
-        return self.text(_CONTROLS.sub(_escaped, text), _MAX_NAME)
+        if self._values:
+            text = self._without_values(text)
+        text = text[: _SCAN * _MAX_NAME]  # cut before it is escaped: the escapes of a 4 MB key are not worked out
+        return self._cut(text if text.isprintable() else _CONTROLS.sub(_escaped, text), _MAX_NAME, size)
 
     def __call__(self, value: Any) -> Any:
         """A copy of ``value`` safe to log: secrets masked, containers walked (the first 100 entries
         of each, the rest counted; a 2-item list or tuple whose first item is a secret key name is a
         pair, its second item masked; in a list, the item after a flag naming a secret key,
         ``["--password", "..."]``; a named tuple's items by their field names), long text cut, odd
-        values shown briefly, and the whole cut at about 16,384 characters (the rest counted)."""
-        return self._shown(value, 0, [_MAX_SHOWN])
+        values shown briefly, and the whole cut at about 16,384 characters (the rest counted).
+
+        Never raises an ``Exception``: a container whose ``len``, iteration or keys fail is shown by
+        its type (``<BadMapping>``); only an object's own ``__repr__`` is called, and one that hangs
+        holds the call up (nothing stops it in-thread)."""
+        try:
+            return self._shown(value, 0, [_MAX_SHOWN])
+        except Exception:  # (each container catches its own: this is the last word)
+            return _placeholder(value)
 
     def _named_secret(self, value: Mapping[Any, Any]) -> str | None:
         """The field of the secret value (``"value"``, compared as :func:`_field` writes a key: every key
@@ -441,7 +569,10 @@ class Redactor:
         Kubernetes ``env`` entry, a CI variable with more fields), ``Key``/``Value`` (AWS tags, SSM
         parameters as ``Name``/``Value``), ``ParameterKey``/``ParameterValue`` (CloudFormation). Field
         names match in any case and without separators; a mapping of more than 8 keys is not a pair."""
-        if len(value) > _MAX_PAIR:
+        try:
+            if len(value) > _MAX_PAIR:
+                return None
+        except Exception:  # (a hostile mapping's __len__)
             return None
         fields: dict[str, list[str]] = {}  # (a list: "value" and "Value" are both the value)
         for k in value:
@@ -464,55 +595,63 @@ class Redactor:
                 text = f"{text[: max(budget[0], 0)]}... ({len(value)} characters)"
             budget[0] -= len(text) + 4
             return text
-        fields = getattr(value, "_fields", None) if isinstance(value, tuple) else None
-        if isinstance(fields, tuple):
-            value = dict(zip(fields, value, strict=False))  # a named tuple: its names say what is secret
-        if isinstance(value, Mapping):
-            shown: dict[str, Any] = {}
-            budget[0] -= 4  # its braces, and the separator before it
-            named = self._named_secret(value)  # {"name": "Authorization", "value": "..."}: its value is the secret
-            for count, (k, v) in enumerate(itertools.islice(value.items(), _MAX_ITEMS)):
-                if budget[0] <= 0:
-                    shown["..."] = f"{len(value) - count} more entries"
-                    return shown
-                name = self.key(k)
-                budget[0] -= len(name) + 4
-                secret = self.is_secret(k) or (named is not None and isinstance(k, str) and _field(k) == named)
-                shown[name] = REDACTED if secret else self._shown(v, depth + 1, budget)
-            if len(value) > _MAX_ITEMS:
-                shown["..."] = f"{len(value) - _MAX_ITEMS} more entries"
-            return shown
-        if isinstance(value, (list, tuple)) and len(value) == 2 and isinstance(value[0], str) and self.is_secret(value[0]):
-            budget[0] -= len(value[0]) + len(REDACTED)
-            return [self.text(value[0]), REDACTED]  # a key/value pair, as in [("Authorization", "Bearer ...")]
-        if isinstance(value, (list, tuple, set, frozenset)):
-            budget[0] -= 4  # its brackets, and the separator before it
-            items: list[Any] = []
-            flag = False  # the previous item is a flag naming a secret: ["mysql", "--password", "..."]
-            for count, item in enumerate(itertools.islice(value, _MAX_ITEMS)):
-                if budget[0] <= 0:
-                    items.append(f"... {len(value) - count} more items")
-                    return items
-                items.append(REDACTED if flag and isinstance(item, str) else self._shown(item, depth + 1, budget))
-                flag = isinstance(item, str) and item[:1] == "-" and "=" not in item and self._flag(item)
-            if len(value) > _MAX_ITEMS:
-                items.append(f"... {len(value) - _MAX_ITEMS} more items")
-            return items
-        budget[0] -= 8
-        if isinstance(value, bool) or value is None or isinstance(value, float):
+        if value is None or isinstance(value, (int, float)):  # (bool too)
+            budget[0] -= 8
+            if isinstance(value, int):
+                bits = value.bit_length()
+                budget[0] -= bits // 3
+                return value if bits < 3000 else f"<integer of {bits} bits>"
             return value
-        if isinstance(value, int):
-            bits = value.bit_length()
-            budget[0] -= bits // 3
-            return value if bits < 3000 else f"<integer of {bits} bits>"
-        if isinstance(value, (bytes, bytearray)):
-            return f"<{len(value)} bytes>"
-        try:
-            text = self.text(repr(value))
+        try:  # containers walked, the rest shown briefly; a hostile container (its len, iteration or items fail) by its type
+            fields = getattr(value, "_fields", None) if isinstance(value, tuple) else None
+            if isinstance(fields, tuple):
+                value = dict(zip(fields, value, strict=False))  # a named tuple: its names say what is secret
+            if isinstance(value, Mapping):
+                shown: dict[str, Any] = {}
+                budget[0] -= 4  # its braces, and the separator before it
+                named = self._named_secret(value)  # {"name": "Authorization", "value": "..."}: its value is the secret
+                for count, (k, v) in enumerate(itertools.islice(value.items(), _MAX_ITEMS)):
+                    if budget[0] <= 0:
+                        shown["..."] = f"{len(value) - count} more entries"
+                        return shown
+                    name = self.key(k)
+                    if name in shown:  # two keys shown alike (both masked, cut or of one text): neither entry lost
+                        name = f"{name} ({count + 1})"
+                    budget[0] -= len(name) + 4
+                    secret = self.is_secret(k) or (named is not None and isinstance(k, str) and _field(k) == named)
+                    shown[name] = REDACTED if secret else self._shown(v, depth + 1, budget)
+                if len(value) > _MAX_ITEMS:
+                    shown["..."] = f"{len(value) - _MAX_ITEMS} more entries"
+                return shown
+            if isinstance(value, (list, tuple)) and len(value) == 2 and isinstance(value[0], str) and self.is_secret(value[0]):
+                budget[0] -= len(value[0]) + len(REDACTED)
+                return [self.text(value[0]), REDACTED]  # a key/value pair, as in [("Authorization", "Bearer ...")]
+            if isinstance(value, (list, tuple, set, frozenset)) or (
+                isinstance(value, _WALKED) and not isinstance(value, _NOT_WALKED)
+            ):  # and a deque, dict views, any sequence or set: their first items, never their whole repr
+                budget[0] -= 4  # its brackets, and the separator before it
+                items: list[Any] = []
+                flag = False  # the previous item is a flag naming a secret: ["mysql", "--password", "..."]
+                for count, item in enumerate(itertools.islice(value, _MAX_ITEMS)):
+                    if budget[0] <= 0:
+                        items.append(f"... {len(value) - count} more items")
+                        return items
+                    items.append(REDACTED if flag and isinstance(item, str) else self._shown(item, depth + 1, budget))
+                    flag = isinstance(item, str) and item[:1] == "-" and "=" not in item and self._flag(item)
+                if len(value) > _MAX_ITEMS:
+                    items.append(f"... {len(value) - _MAX_ITEMS} more items")
+                return items
+            budget[0] -= 8
+            if isinstance(value, (bytes, bytearray)):
+                return f"<{len(value)} bytes>"
+            try:
+                text = self.text(repr(value))  # (cut after it is made: an object's repr is its own to bound)
+            except Exception:
+                return _placeholder(value)
+            budget[0] -= len(text)
+            return text
         except Exception:
-            return f"<{type(value).__name__}>"
-        budget[0] -= len(text)
-        return text
+            return _placeholder(value)
 
     def _flag(self, item: str) -> bool:
         """Whether ``item`` is a command-line flag naming a secret key (``--password``, ``-token``)."""

@@ -11,6 +11,7 @@ from typing import Any
 from harness_one import (
     SECRET_KEYS,
     Call,
+    Outcome,
     Redactor,
     Retry,
     ToolError,
@@ -110,7 +111,10 @@ class LoggingPlugin:
         self._emit("tool_call", call, "ok", result_size=_size(call.result))
 
     def _failed(self, call: Call, error: BaseException) -> None:
-        retrying = type(call.decision) is Retry
+        decision = call.decision
+        retrying = type(decision) is Retry
+        if type(decision) is Outcome and decision.error is not None:
+            error = decision.error  # what the caller gets: an earlier plugin's translation, or its failure
         extra: dict[str, Any] = {"error_type": type(error).__name__}
         if isinstance(error, ToolError):
             extra["error"] = self._first_line(error)

@@ -40,13 +40,13 @@ class ToolMetrics:
     __slots__ = ("_counts", "_read", "latencies")
 
     def __init__(self, window: int) -> None:
-        #: ``"ok"``, ``"retry"`` and each error type: its counter.
-        self._counts: dict[Any, Iterator[int]] = {"ok": itertools.count(), "retry": itertools.count()}
+        #: ``"ok"``, ``"retry"``, ``"wait"`` and each error type: its counter.
+        self._counts: dict[Any, Iterator[int]] = {"ok": itertools.count(), "retry": itertools.count(), "wait": itertools.count()}
         self._read: dict[Any, int] = {}
         self.latencies: deque[float] = deque(maxlen=window)
 
     def counter(self, what: Any) -> Iterator[int]:
-        """The counter of ``what`` (an error type, ``"ok"`` or ``"retry"``), made on first use."""
+        """The counter of ``what`` (an error type, ``"ok"``, ``"retry"`` or ``"wait"``), made on first use."""
         found = self._counts.get(what)
         return found if found is not None else self._counts.setdefault(what, itertools.count())
 
@@ -61,7 +61,13 @@ class ToolMetrics:
 
     @property
     def retries(self) -> int:
+        """Attempts that ran the tool and were retried (it runs again)."""
         return self._value("retry")
+
+    @property
+    def waits(self) -> int:
+        """Refusals waited out before the tool ran (a rate limit's, a wait for a slot): the tool had not run."""
+        return self._value("wait")
 
     def _errors(self) -> dict[type, int]:
         return {kind: self._value(kind) for kind in list(self._counts) if isinstance(kind, type)}
@@ -92,6 +98,7 @@ class ToolMetrics:
             "errors": _named(by_type),
             "rate_limited": sum(n for kind, n in by_type.items() if issubclass(kind, RateLimitExceeded)),
             "retries": self.retries,
+            "waits": self.waits,
             "latency_ms": {f"p{q}": round(_quantile(ordered, q / 100) * 1000, 3) for q in (50, 95, 99)},
         }
 
@@ -174,13 +181,14 @@ class MetricsPlugin:
     @hookimpl(trylast=True, specname="harness_on_error")
     @applies_to(after_decision=True)
     def _decided(self, call: Call, error: BaseException) -> None:
-        """A call an on_error hook decided: a retry; with an ``Outcome``, a success when it recovered, else a
-        failure of the translated error's type. Runs last, and only on a decision, so the last word is final
+        """A call an on_error hook decided: a retry (a wait when the attempt did not run the tool: a rate
+        limit's refusal waited out); with an ``Outcome``, a success when it recovered, else a failure of the
+        translated error's type. Runs last, and only on a decision, so the last word is final
         (the output limit's; a failing on_error hook's, which turns a retry into that failure)."""
         decision = call.decision
         m = self._for(call.tool.name)
         if type(decision) is Retry:
-            next(m.counter("retry"))
+            next(m.counter("retry" if call.ran else "wait"))  # (as the otel plugin's span events: retry, or wait)
             return
         if type(decision) is not Outcome:
             return
