@@ -398,3 +398,19 @@ def test_a_held_call_resumed_after_its_tool_was_removed_names_no_other_tool() ->
         "tool_call_id": "big",
         "content": "Error: Tool 'transfer' is no longer available; continue without it.",
     }
+
+
+@pytest.mark.parametrize("fmt", ["openai", "openai-responses", "anthropic", "gemini", "mcp"])
+def test_a_description_or_title_holding_a_lone_surrogate_exports_as_utf8(fmt: str) -> None:
+    reg = ToolRegistry(standard_plugins=False, autoload=False)
+
+    def lookup(q: str) -> str:
+        return q
+
+    reg.add(lookup, description="Find \ud800 things.", options={"title": "Look \udcff up"})
+    [tool] = reg.export(fmt).tools
+    text = json.dumps(tool, ensure_ascii=False)
+    text.encode("utf-8")  # a lone surrogate left in would raise UnicodeEncodeError here
+    assert "Find \ufffd things." in text
+    if fmt == "mcp":
+        assert tool["title"] == "Look \ufffd up"

@@ -545,6 +545,7 @@ def test_recursive_pydantic_models_work(reg: ToolRegistry) -> None:
     )
     assert refusal(reg, "count", {"tree": {"name": "a", "children": [{"nam": "b"}]}}) == {
         "$.tree.children[0].name": "required property is missing",
+        "$.tree.children[0].nam": "unexpected property; allowed properties: children, name",  # closed, as a dataclass
     }
 
 

@@ -25,7 +25,7 @@ from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 from urllib.parse import quote, unquote, urldefrag, urljoin
 
 from ._docstrings import parse_docstring
-from ._errors import ArgumentProblem, ToolArgumentError, ToolDefinitionError
+from ._errors import ArgumentProblem, ToolArgumentError, ToolDefinitionError, ToolError, outside_text
 
 __all__ = [
     "Converter",
@@ -34,6 +34,7 @@ __all__ = [
     "check_against_signature",
     "check_schema",
     "find_remote_refs",
+    "find_surrogate",
     "json_path",
     "json_pointer",
     "json_type",
@@ -76,6 +77,9 @@ class Signature:
     output_wrapped: bool = False
     #: The inferred schema holds text from the user (patterns, pydantic schemas) and must be checked.
     needs_check: bool = False
+    #: Per parameter whose default is mutable (see :func:`_mutable`), what a call that leaves it out
+    #: gets a deep copy of: the default's JSON form when the parameter is converted, else the default.
+    fresh_defaults: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
 
 def _call_type() -> type:
@@ -127,6 +131,7 @@ def analyse(fn: Callable[..., Any], *, tool: str, infer: bool = True, infer_outp
     accepts_any = False
     extra: JSONSchema = {}  # the schema of the values of **kwargs ({}: any)
     call_param: str | None = None
+    fresh: dict[str, Any] = {}
     for name, param in sig.parameters.items():
         if name in bound:
             continue
@@ -155,18 +160,20 @@ def analyse(fn: Callable[..., Any], *, tool: str, infer: bool = True, infer_outp
         accepted.append(name)
         if param.default is inspect.Parameter.empty:
             required.append(name)
+        prop = inference.schema(hint, f"parameter '{name}'") if infer else {}
+        conv = inference.converter(hint, f"$.{name}", strict=infer)
         if infer:
-            prop = inference.schema(hint, f"parameter '{name}'")
             if doc.params.get(name) and "description" not in prop:
                 prop["description"] = doc.params[name]
             if param.default is not inspect.Parameter.empty:
-                default = _json_default(param.default)
+                default = inference.default_form(prop, conv, param.default, f"$.{name}")
                 if default is not _NO_DEFAULT:
                     prop["default"] = default
             properties[name] = prop
-        conv = inference.converter(hint, f"$.{name}", strict=infer)
         if conv is not None:
             converters[name] = _bind(conv, f"$.{name}")
+        if param.default is not inspect.Parameter.empty and _mutable(param.default):
+            fresh[name] = _fresh_form(inference, name, param.default, conv)
     if accepts_any:  # a name the function binds itself would reach it twice ("got multiple values"): refused
         for name, why in _bound_names(fn, sig).items():
             converters[name] = _refuse_bound(name, why)
@@ -196,6 +203,7 @@ def analyse(fn: Callable[..., Any], *, tool: str, infer: bool = True, infer_outp
         output_schema=output,
         output_wrapped=wrapped,
         needs_check=inference.needs_check,
+        fresh_defaults=fresh,
     )
 
 
@@ -358,8 +366,13 @@ def _hints(fn: Callable[..., Any], sig: inspect.Signature, tool: str) -> dict[st
     return hints
 
 
-def _json_default(value: Any) -> Any:
-    """``value`` as JSON for a schema's ``default``, or ``_NO_DEFAULT`` when it has no JSON form."""
+def _json_default(value: Any, depth: int = 0) -> Any:
+    """``value`` as JSON for a schema's ``default``, or ``_NO_DEFAULT`` when it has no JSON form.
+
+    A dict with string keys is an object; a list, tuple, set or frozenset an array (a set's
+    items in the order of their JSON text, so the schema is the same from run to run)."""
+    if depth > 32:
+        return _NO_DEFAULT
     if isinstance(value, enum.Enum):
         value = value.value
     if _json_scalar(value):
@@ -368,10 +381,79 @@ def _json_default(value: Any) -> Any:
         return value.isoformat()
     if _is_class(type(value), "uuid", "UUID") or _is_class(type(value), "decimal", "Decimal") or _is_path(type(value)):
         return str(value)
-    if isinstance(value, (list, tuple)):
-        items = [_json_default(v) for v in value]
-        return _NO_DEFAULT if any(v is _NO_DEFAULT for v in items) else items
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):  # as its converter takes it: by init field
+        hints = {f.name: f for f in dataclasses.fields(value)}
+        if any(not f.init for f in hints.values()):
+            return _NO_DEFAULT
+        return _json_default({name: getattr(value, name) for name in hints}, depth + 1)
+    if isinstance(value, dict):
+        if not all(type(key) is str for key in value):
+            return _NO_DEFAULT
+        members = {key: _json_default(v, depth + 1) for key, v in value.items()}
+        return _NO_DEFAULT if any(v is _NO_DEFAULT for v in members.values()) else members
+    if isinstance(value, (list, tuple, set, frozenset)):
+        items = [_json_default(v, depth + 1) for v in value]
+        if any(v is _NO_DEFAULT for v in items):
+            return _NO_DEFAULT
+        if isinstance(value, (set, frozenset)):
+            items.sort(key=lambda v: json.dumps(v, sort_keys=True))
+        return items
     return _NO_DEFAULT
+
+
+#: Keywords that say nothing of a value.
+_SAYS_NOTHING = frozenset({"description", "title", "examples", "deprecated", "$comment"})
+
+
+def _default_fits(schema: JSONSchema, value: Any, defs: Mapping[str, Any]) -> bool:
+    """Whether ``schema`` (formats asserted, as the validation plugin does) accepts the default ``value``."""
+    declared = schema.get("type")
+    names = [declared] if isinstance(declared, str) else declared if isinstance(declared, list) else []
+    kinds = tuple(cls for name in names if isinstance(name, str) for cls in _TYPE_CLASSES.get(name, ()))
+    if type(value) in kinds and _SAYS_NOTHING.issuperset(schema.keys() - {"type"}):
+        return True  # (type() is exact: a bool is no integer)
+    whole = {**schema, "$defs": dict(defs)} if defs else schema
+    try:
+        rs = _rust()
+        if rs is not None:
+            return bool(rs.validator_for(whole, validate_formats=True).is_valid(value))
+        from jsonschema import Draft202012Validator
+
+        return bool(Draft202012Validator(whole, format_checker=Draft202012Validator.FORMAT_CHECKER).is_valid(value))
+    except Exception:  # a schema the definition check refuses anyway: no default is said
+        return False
+
+
+def _mutable(value: Any, depth: int = 0) -> bool:
+    """Whether ``value`` is (or, as a tuple or frozenset, holds) a list, dict, set or bytearray: a default
+    one call could change for the next, so each call that leaves the argument out gets its own copy.
+    Other objects (a client, a sentinel) are the function's to share, and are passed as they are."""
+    if isinstance(value, (list, dict, set, bytearray)):
+        return True
+    if isinstance(value, (tuple, frozenset)) and depth < 32:
+        return any(_mutable(v, depth + 1) for v in value)
+    return False
+
+
+def _fresh_form(inference: _Inference, name: str, value: Any, conv: _Conv | None) -> Any:
+    """What a call leaving out parameter ``name`` (default ``value``, mutable) gets a deep copy of: ``value``
+    itself when nothing converts it, else its JSON form, which the converter turns back into a new one."""
+    if conv is None:
+        return value
+    form = _json_default(value)
+    if form is not _NO_DEFAULT:
+        try:
+            conv(form, f"$.{name}")
+        except Exception:
+            pass
+        else:
+            return form
+    raise ToolDefinitionError(
+        f"Tool '{inference.tool}': parameter '{name}': its default {_shown_value(value)[:80]} is mutable and has no JSON "
+        "form its conversion takes, so every call leaving it out would share that one object; default to None "
+        "(or an empty tuple) and build the value in the function.",
+        tool=inference.tool,
+    )
 
 
 def _json_scalar(value: Any) -> bool:
@@ -441,6 +523,20 @@ class _Inference:
             return self._schema(tp)
         except TypeError as exc:
             raise ToolDefinitionError(f"Tool '{self.tool}': {where}: {exc}", tool=self.tool) from None
+
+    def default_form(self, schema: JSONSchema, conv: _Conv | None, value: Any, path: str) -> Any:
+        """``value`` as the ``default`` of ``schema``, or ``_NO_DEFAULT`` when it has no JSON form, or one ``schema``
+        (its formats too) or the converter refuses: a default the model is told of and the validation plugin
+        fills in must be one a call could send. Left out, the function's own default applies."""
+        form = _json_default(value)
+        if form is _NO_DEFAULT or not _default_fits(schema, form, self.defs):
+            return _NO_DEFAULT
+        if conv is not None:
+            try:
+                conv(form, path)
+            except Exception:
+                return _NO_DEFAULT
+        return form
 
     def _schema(self, tp: Any) -> JSONSchema:
         if tp is Any or tp is inspect.Parameter.empty or tp is object:
@@ -547,10 +643,23 @@ class _Inference:
         return schema
 
     def _field_info(self, schema: JSONSchema, info: Any) -> None:
-        """Apply a pydantic ``Field(...)``: constraints, description, title, examples, extra schema."""
+        """Apply a pydantic ``Field(...)``: constraints, description, title, examples, extra schema; refuse the rest."""
         for attr in ("alias", "validation_alias", "discriminator"):
             if getattr(info, attr, None) is not None:
                 raise TypeError(f"Field({attr}=...) cannot be used on a tool parameter")
+        given = getattr(info, "_attributes_set", None) or {}
+        for attr in ("default", "default_factory"):
+            if attr in given:
+                raise TypeError(
+                    f"Field({attr}=...) cannot be used on a tool parameter; give the default in the signature "
+                    "(name: Annotated[type, Field(...)] = value)"
+                )
+        unkept = sorted(set(given) - _FIELD_KEPT)
+        if unkept:
+            raise TypeError(
+                f"Field({unkept[0]}=...) cannot be used on a tool parameter (only its constraints, "
+                "description, title, examples, deprecated and json_schema_extra apply)"
+            )
         for meta in info.metadata:
             _constrain(schema, meta)
         if info.description:
@@ -592,7 +701,11 @@ class _Inference:
             if doc.params.get(f.name) and "description" not in prop:
                 prop["description"] = doc.params[f.name]
             if f.default is not dataclasses.MISSING:
-                default = _json_default(f.default)
+                try:
+                    conv = self._conv(hint)
+                except TypeError:  # (the dataclass's own converter says so)
+                    conv = None
+                default = self.default_form(prop, conv, f.default, f"$.{f.name}")
                 if default is not _NO_DEFAULT:
                     prop["default"] = default
             elif f.default_factory is dataclasses.MISSING:
@@ -618,6 +731,9 @@ class _Inference:
             raise TypeError(f"pydantic cannot express {tp!r} in JSON Schema: {exc}") from None
         if nested:
             schema = {"$defs": schema.get("$defs", {}), **schema["items"]}
+        if not self.output:  # extra="ignore" (pydantic's default) would drop a misspelt field unsaid: refused, as a dataclass's
+            for model in (schema, *schema.get("$defs", {}).values()):
+                _closed(model)
         for name, definition in schema.pop("$defs", {}).items():
             if name in self.defs and self.defs[name] != definition:
                 raise TypeError(f"two different types are named '{name}'; rename one of them")
@@ -730,7 +846,7 @@ class _Inference:
 
             return optional
         kinds = [self._schema(a) for a in members]
-        return _first_fitting(list(zip(kinds, convs)))
+        return _first_fitting(list(zip(kinds, convs)), self.defs)
 
 
 def _field_hints(tp: Any) -> dict[str, Any]:
@@ -997,10 +1113,30 @@ def _constrain(schema: JSONSchema, meta: Any) -> None:
                 raise TypeError(f"cannot express the constraint {key}={value!r} in JSON Schema")
         return
     if module == "pydantic" and type(meta).__name__ == "Strict":
+        if meta.strict and any("integer" in _kinds(m) for m in _alternatives(schema)):
+            raise TypeError(
+                "strict=True cannot be kept for an integer: JSON does not tell 1.0 from 1, so 1.0 would be taken as 1"
+            )
         return
     if module in ("annotated_types", "pydantic", "pydantic_core"):
         raise TypeError(f"cannot express {meta!r} in JSON Schema")
     # anything else in Annotated[...] belongs to someone else (FastAPI markers, user tags)
+
+
+#: The ``Field(...)`` settings a tool parameter honours (constraints reach ``metadata``; ``repr`` does no harm).
+_FIELD_KEPT = frozenset({"description", "title", "examples", "deprecated", "json_schema_extra", "repr"})
+
+
+def _closed(schema: Any) -> None:
+    """Give a pydantic model's object schema ``additionalProperties: false`` when it says nothing of other
+    names (``extra`` unset or ``"ignore"``; ``"allow"`` and ``"forbid"`` say true or false)."""
+    if (
+        isinstance(schema, dict)
+        and schema.get("type") == "object"
+        and isinstance(schema.get("properties"), dict)
+        and not {"additionalProperties", "patternProperties", "unevaluatedProperties"} & schema.keys()
+    ):
+        schema["additionalProperties"] = False
 
 
 def _alternatives(schema: JSONSchema) -> list[JSONSchema]:
@@ -1413,10 +1549,17 @@ def _fields(convs: dict[str, _Conv | None], cls: type | None) -> _Conv | None:
             return fields
         try:
             return cls(**fields)
-        except TypeError as exc:
-            raise ToolArgumentError(
-                [ArgumentProblem(path, f"cannot build {cls.__name__}: {exc}", "type", cls.__name__)]
-            ) from None
+        except ToolError:
+            raise
+        except Exception as exc:  # __init__ or __post_init__: refused where the object stands, as _convert shows it
+            from ._errors import exception_text
+
+            shown = type(exc).__name__ if _hidden(path) else exception_text(exc)
+            if type(exc) is TypeError:  # the fields do not fit its __init__
+                said = f"cannot build {cls.__name__}: " + (shown if _hidden(path) else outside_text(str(exc)))
+            else:
+                said = f"cannot be converted: {shown}"
+            raise ToolArgumentError([ArgumentProblem(path, said, "type", cls.__name__)]) from None
 
     return convert
 
@@ -1445,15 +1588,82 @@ def _fits(schema: JSONSchema, value: Any, names_too: bool = True) -> bool:
     return kind in names or (kind == "integer" and "number" in names)
 
 
-def _first_fitting(members: list[tuple[JSONSchema, _Conv | None]]) -> _Conv:
-    """Left to right: the first member whose JSON type fits (and whose conversion succeeds)."""
+def _same(a: Any, b: Any) -> bool:
+    """JSON equality: ``True`` is not ``1`` (nor ``"1"``), ``1`` is ``1.0``; arrays and objects item by item."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return type(a) is type(b) and a == b
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return a == b
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    return type(a) is type(b) and bool(a == b)
+
+
+def _matches(schema: Any, value: Any, defs: Mapping[str, Any], depth: int = 0) -> bool:
+    """Whether ``value`` meets ``schema`` as far as its types, ``enum``, ``const``, properties, items and
+    ``$defs`` references tell (for picking a union member: formats, patterns and bounds are the converters'
+    to refuse). Each property sent is checked against its own schema, so of ``Union[Refund, Charge]`` told
+    apart by a ``Literal`` tag, or of ``Union[A, B]`` by a field's type, the member the value meets is picked."""
+    if not isinstance(schema, Mapping):
+        return schema is not False
+    if depth > 64:
+        return True
+    ref = schema.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#/$defs/") and not _matches(defs.get(ref[8:], True), value, defs, depth + 1):
+        return False
+    declared = schema.get("type")
+    if declared is not None:
+        kind = "null" if value is None else _JSON_KINDS.get(type(value))
+        names = [declared] if isinstance(declared, str) else list(declared)
+        if not (kind in names or (kind == "integer" and "number" in names)):  # (1.0 fits a number, as _fits says)
+            return False
+    if "enum" in schema and not any(_same(choice, value) for choice in schema["enum"] or ()):
+        return False
+    if "const" in schema and not _same(schema["const"], value):
+        return False
+    for keyword, every in (("anyOf", False), ("oneOf", False), ("allOf", True)):
+        members = schema.get(keyword)
+        if isinstance(members, list) and members:
+            found = (_matches(m, value, defs, depth + 1) for m in members)
+            if not (all(found) if every else any(found)):
+                return False
+    if isinstance(value, dict):
+        properties = schema.get("properties")
+        properties = properties if isinstance(properties, Mapping) else {}
+        if not set(schema.get("required") or ()) <= value.keys():
+            return False
+        extra = schema.get("additionalProperties", True)
+        for key, item in value.items():
+            if key in properties:
+                if not _matches(properties[key], item, defs, depth + 1):
+                    return False
+            elif "patternProperties" not in schema and not _matches(extra, item, defs, depth + 1):
+                return False
+    elif isinstance(value, (list, tuple)):
+        prefix = schema.get("prefixItems")
+        prefix = prefix if isinstance(prefix, list) else []
+        for index, item in enumerate(value):
+            rule = prefix[index] if index < len(prefix) else schema.get("items", True)
+            if not _matches(rule, item, defs, depth + 1):
+                return False
+        low, high = schema.get("minItems"), schema.get("maxItems")
+        if (type(low) is int and len(value) < low) or (type(high) is int and len(value) > high):
+            return False
+    return True
+
+
+def _first_fitting(members: list[tuple[JSONSchema, _Conv | None]], defs: Mapping[str, Any]) -> _Conv:
+    """Left to right: the first member the value meets (:func:`_matches`) whose conversion succeeds; when none
+    meets one (no validation ran), the first whose object names fit, then the first whose JSON type fits."""
 
     def convert(value: Any, path: str) -> Any:
         last: ToolArgumentError | None = None
-        for names_too in (True, False):  # by JSON type alone when no object's names fit (no validation ran)
+        for strict, names_too in ((True, True), (False, True), (False, False)):
             fitted = False
             for schema, conv in members:
-                if not _fits(schema, value, names_too):
+                if not (_matches(schema, value, defs) if strict else _fits(schema, value, names_too)):
                     continue
                 fitted = True
                 if conv is None:
@@ -1739,6 +1949,47 @@ def _plainly_valid(node: Any, value: Any, found: _Found, depth: int = 0) -> bool
         elif key not in _ANNOTATIONS:
             return False
     return True
+
+
+def find_surrogate(value: Any) -> str | None:
+    """Where a lone surrogate is in ``value`` (a string, or JSON data: its keys and strings): ``""`` for the
+    string itself, a JSON pointer (`` at /properties/a``) within data, or None when it holds none."""
+    if isinstance(value, str):
+        return None if value.isascii() or not _SURROGATE.search(value) else ""
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+        return None
+    except UnicodeEncodeError:
+        pass
+    except (TypeError, ValueError, RecursionError):
+        return None  # not JSON: the definition check says so
+
+    def walk(node: Any, path: tuple[Any, ...], depth: int) -> tuple[Any, ...] | None:
+        if depth > 256:
+            return None
+        if isinstance(node, str):
+            return path if _SURROGATE.search(node) else None
+        if isinstance(node, Mapping):
+            for key, item in node.items():
+                if isinstance(key, str) and _SURROGATE.search(key):
+                    return (*path, key)
+                found = walk(item, (*path, key), depth + 1)
+                if found is not None:
+                    return found
+        elif isinstance(node, (list, tuple)):
+            for index, item in enumerate(node):
+                found = walk(item, (*path, index), depth + 1)
+                if found is not None:
+                    return found
+        return None
+
+    found = walk(value, (), 0)
+    from ._render import escape_surrogates
+
+    return None if found is None else f" at {escape_surrogates(_pointer(found))}"
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def find_remote_refs(schema: Any) -> list[str]:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, ParamSpec, Protocol, TypeVar, o
 from ._errors import ToolDefinitionError
 from ._log import log_event
 from ._policies import CircuitBreakerPolicy, RateLimit, RetryPolicy
-from ._schema import Converter, analyse, check_against_signature, check_schema, unpartial, wrap_output
+from ._schema import Converter, analyse, check_against_signature, check_schema, find_surrogate, unpartial, wrap_output
 
 if TYPE_CHECKING:
     from ._registry import ToolRegistry
@@ -73,6 +73,10 @@ class Tool:
     #: The result is not an object, so ``output_schema`` is ``{"result": <schema>}`` and a structured
     #: result ``v`` is sent as ``{"result": v}`` (as FastMCP does).
     output_wrapped: bool = False
+    #: Per parameter whose default is a list, dict, set or bytearray (or a tuple holding one), what a call
+    #: leaving it out gets a deep copy of (the default, or its JSON form when the parameter is converted),
+    #: so no call changes the default another call gets. The validation plugin fills these in.
+    fresh_defaults: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def parameters_schema(self) -> dict[str, Any]:
@@ -130,6 +134,10 @@ class Tool:
                 f"Gemini also needs a letter or '_' first, so its export renames the others).{fix}",
                 tool=tool_name if isinstance(tool_name, str) else None,
             )
+        if not isinstance(tags, Iterable):
+            raise ToolDefinitionError(
+                f"Tool '{tool_name}': tags must be a string or an iterable of strings, got {tags!r}.", tool=tool_name
+            )
         tag_set = frozenset((tags,) if isinstance(tags, str) else tags)  # a string is one tag, not its letters
         if not all(isinstance(tag, str) for tag in tag_set):
             raise ToolDefinitionError(
@@ -183,6 +191,11 @@ class Tool:
             raise ToolDefinitionError(f"Tool '{tool_name}': cache_ttl needs an idempotent or read-only tool.", tool=tool_name)
         if read_only and destructive:
             raise ToolDefinitionError(f"Tool '{tool_name}': a read-only tool cannot be destructive.", tool=tool_name)
+        if not isinstance(examples, Iterable) or isinstance(examples, (str, Mapping)):
+            raise ToolDefinitionError(
+                f"Tool '{tool_name}': examples must be a list of mappings with an 'arguments' object, got {examples!r}.",
+                tool=tool_name,
+            )
         examples = tuple(examples)
         for example in examples:
             if not isinstance(example, Mapping) or not isinstance(example.get("arguments"), Mapping):
@@ -190,6 +203,7 @@ class Tool:
                     f"Tool '{tool_name}': each example must be a mapping with an 'arguments' object, got {example!r}.",
                     tool=tool_name,
                 )
+        _refuse_surrogates(tool_name, schema, output)
         if description is None and not sig.description:
             log_event(
                 logging.INFO,
@@ -229,6 +243,7 @@ class Tool:
             accepts_any=sig.accepts_any,
             call_param=sig.call_param,
             converters=sig.converters,
+            fresh_defaults=sig.fresh_defaults,
         )
 
     def describe(self) -> dict[str, Any]:
@@ -367,6 +382,20 @@ def _unknown_keywords(unknown: Mapping[str, Any], valid: Iterable[str]) -> ToolD
     return ToolDefinitionError(
         " ".join(parts) + f" A tool definition takes: {names}; plugins read their own settings from options={{...}}."
     )
+
+
+def _refuse_surrogates(tool: str, parameters: Any, output: Any) -> None:
+    """Refuse a lone surrogate (``"\\ud800"``) in a schema, key or string: no UTF-8 text can hold one, so no
+    validation backend compiles it and no request listing the tool encodes. (A description may hold
+    one: each output renders it, as ``safe_text`` or an escape.)"""
+    for what, value in (("parameters", parameters), ("output_schema", output)):
+        where = find_surrogate(value)
+        if where is not None:
+            raise ToolDefinitionError(
+                f"Tool '{tool}': {what}{where} holds a lone surrogate (a '\\ud800'-like character no UTF-8 text "
+                "can carry); decode the text it came from with errors='replace'.",
+                tool=tool,
+            )
 
 
 def _is_async(fn: Callable[..., Any], depth: int = 0) -> bool:

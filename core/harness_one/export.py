@@ -25,6 +25,7 @@ from urllib.parse import quote, unquote, urldefrag
 
 from ._errors import ToolDefinitionError
 from ._formats import FORMATS, check_format
+from ._render import safe_text
 from ._schema import (
     _SUBSCHEMA,
     _SUBSCHEMA_ARRAYS,
@@ -1080,14 +1081,20 @@ def _parameters(tool: Tool, strict: bool) -> tuple[dict[str, Any], dict[str, Any
 
 
 def _chat(tool: Tool, parameters: dict[str, Any], strict: bool) -> dict[str, Any]:
-    function: dict[str, Any] = {"name": tool.name, "description": tool.description, "parameters": parameters}
+    function: dict[str, Any] = {"name": tool.name, "description": safe_text(tool.description), "parameters": parameters}
     if strict:
         function["strict"] = True
     return {"type": "function", "function": function}
 
 
 def _responses(tool: Tool, parameters: dict[str, Any], strict: bool) -> dict[str, Any]:
-    return {"type": "function", "name": tool.name, "description": tool.description, "parameters": parameters, "strict": strict}
+    return {
+        "type": "function",
+        "name": tool.name,
+        "description": safe_text(tool.description),
+        "parameters": parameters,
+        "strict": strict,
+    }
 
 
 def to_openai(tool: Tool, *, strict: bool = False) -> dict[str, Any]:
@@ -1103,7 +1110,7 @@ def to_openai_responses(tool: Tool, *, strict: bool = False) -> dict[str, Any]:
 def _anthropic(tool: Tool) -> tuple[dict[str, Any], list[str]]:
     schema, rewritten = _draft_2020(tool.parameters)
     schema, notes = _top_allowed(schema, "anthropic")
-    return {"name": tool.name, "description": tool.description, "input_schema": schema}, rewritten + notes
+    return {"name": tool.name, "description": safe_text(tool.description), "input_schema": schema}, rewritten + notes
 
 
 #: What stands beside a ``$ref`` in drafts 4-7 and is kept when they are rewritten as 2020-12: annotations, which
@@ -1261,7 +1268,7 @@ def to_gemini(tool: Tool, name: str | None = None) -> tuple[dict[str, Any], list
 
 
 def _gemini(tool: Tool, name: str | None) -> tuple[dict[str, Any], list[str]]:
-    declaration: dict[str, Any] = {"name": name or tool.name, "description": tool.description}
+    declaration: dict[str, Any] = {"name": name or tool.name, "description": safe_text(tool.description)}
     if _takes_nothing(tool.parameters):  # no schema is sent: nothing of one is noted as dropped
         notes = (
             ["$: description dropped with the parameters (the tool takes no arguments)"]
@@ -1317,8 +1324,8 @@ def _mcp(tool: Tool) -> dict[str, Any]:
     out: dict[str, Any] = {"name": tool.name}
     title = tool.options.get("title")
     if isinstance(title, str) and title:
-        out["title"] = title
-    out["description"] = tool.description
+        out["title"] = safe_text(title)
+    out["description"] = safe_text(tool.description)  # a lone surrogate: U+FFFD, as every output renders it
     out["inputSchema"] = tool.parameters
     if tool.output_schema is not None:
         out["outputSchema"] = {**tool.output_schema, "x-fastmcp-wrap-result": True} if tool.output_wrapped else tool.output_schema
