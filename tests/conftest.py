@@ -182,3 +182,18 @@ def processes() -> Iterator[Any]:
     for runner in made:
         runner.shutdown()
     assert group_members(workers) == []  # shutdown kills each worker's whole group
+
+
+@pytest.fixture
+def index_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """An empty tool index of the test's own (``HARNESS_ONE_CACHE_DIR``)."""
+    from harness_one._discovery import reset_tool_index
+
+    where = tmp_path / "cache"
+    monkeypatch.setenv("HARNESS_ONE_CACHE_DIR", str(where))
+    # Index entries hold for the modification times of the folders on sys.path: pytest's ``tests`` folder
+    # (a test file written meanwhile changes it) is left out, so that only what a test does changes them.
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).parent.resolve()])
+    reset_tool_index()
+    yield where
+    reset_tool_index()

@@ -6,7 +6,6 @@ import importlib.abc
 import importlib.util
 import os
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,18 +15,6 @@ import harness_one
 from harness_one import ToolNotFound, ToolRegistry
 from harness_one._discovery import Conflict, _source_stamp, reset_tool_index, tool_index
 from harness_one._entrypoints import entry_points
-
-
-@pytest.fixture
-def index_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    where = tmp_path / "cache"
-    monkeypatch.setenv("HARNESS_ONE_CACHE_DIR", str(where))
-    # Index entries hold for the modification times of the folders on sys.path: pytest's ``tests`` folder
-    # (a test file written meanwhile changes it) is left out, so that only what a test does changes them.
-    monkeypatch.setattr(sys, "path", [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).parent.resolve()])
-    reset_tool_index()
-    yield where
-    reset_tool_index()
 
 
 def _new_process(*modules: str) -> None:

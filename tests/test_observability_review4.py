@@ -11,12 +11,8 @@ from typing import Any
 
 import pytest
 import structlog
-from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import InMemoryMetricReader
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from structlog.testing import capture_logs
+from test_otel import Telemetry as OtelTelemetry
 
 import harness_one._redact as redact_module
 from harness_one import ManualClock, Redactor, ToolArgumentError, ToolRegistry
@@ -34,29 +30,13 @@ def unconfigured_structlog() -> Iterator[None]:
     structlog.reset_defaults()
 
 
-class Telemetry:
-    def __init__(self) -> None:
-        self.spans = InMemorySpanExporter()
-        self.tracer_provider = TracerProvider()
-        self.tracer_provider.add_span_processor(SimpleSpanProcessor(self.spans))
-        self.reader = InMemoryMetricReader()
-        self.meter_provider = MeterProvider(metric_readers=[self.reader])
+class Telemetry(OtelTelemetry):
+    """test_otel's providers, with the logging plugin beside the OTel plugin (content captured)."""
 
-    def registry(self, *, log_arguments: bool = True) -> ToolRegistry:
+    def registry(self, *, log_arguments: bool = True) -> ToolRegistry:  # type: ignore[override]
         otel = OTelPlugin(tracer_provider=self.tracer_provider, meter_provider=self.meter_provider, capture_content=True)
         logging_plugin = LoggingPlugin(log_arguments=log_arguments)
         return ToolRegistry(autoload=False, clock=ManualClock(), plugins={"otel": otel, "logging": logging_plugin})
-
-    def points(self, metric: str) -> list[Any]:
-        data = self.reader.get_metrics_data()
-        return [
-            point
-            for resource in (data.resource_metrics if data else ())
-            for scope in resource.scope_metrics
-            for m in scope.metrics
-            if m.name == metric
-            for point in m.data.data_points
-        ]
 
 
 # ---------------------------------------------------------------- 1. name/value pairs and Bearer in text

@@ -6,7 +6,6 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -96,18 +95,6 @@ def test_lazy_commands_are_listed_with_their_own_help() -> None:
 # --------------------------------------------------------------------------- lazy tool packages
 
 PACKAGES = 50
-
-
-@pytest.fixture
-def index_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    where = tmp_path / "cache"
-    monkeypatch.setenv("HARNESS_ONE_CACHE_DIR", str(where))
-    # Index entries hold for the modification times of the folders on sys.path: pytest's ``tests`` folder
-    # (a test file written meanwhile changes it) is left out, so that only what a test does changes them.
-    monkeypatch.setattr(sys, "path", [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).parent.resolve()])
-    reset_tool_index()
-    yield where
-    reset_tool_index()
 
 
 def _module(i: int, extra: str = "") -> str:
