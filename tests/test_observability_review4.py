@@ -465,3 +465,78 @@ def test_refused_requests_points_have_no_tool_name_as_the_docs_say() -> None:
     assert "gen_ai.tool.name" not in point.attributes
     text = (DOCS / "observability.md").read_text()
     assert "`gen_ai.operation.name`, and `gen_ai.tool.name` except a refused request's" in text
+
+
+# ---------------------------------------------------------------- 13. name/value pairs: nested objects, keyword reprs, YAML
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # an object between the name and the value: brackets are matched, not cut at the first "}"
+        (
+            '{"name": "X-Api-Key", "meta": {"src": "env"}, "value": "S1"}',
+            '{"name": "X-Api-Key", "meta": {"src": "env"}, "value": "[REDACTED]"}',
+        ),
+        (
+            '{"value": "S2", "meta": {"a": {"b": 1}}, "name": "password"}',
+            '{"value": "[REDACTED]", "meta": {"a": {"b": 1}}, "name": "password"}',
+        ),
+        # a nested object's value field is its own, not the pair's
+        (
+            '{"name": "X-Api-Key", "meta": {"value": "shown"}, "value": "S3"}',
+            '{"name": "X-Api-Key", "meta": {"value": "shown"}, "value": "[REDACTED]"}',
+        ),
+        (
+            '{\\"name\\": \\"Authorization\\", \\"meta\\": {\\"a\\": 1}, \\"value\\": \\"S4\\"}',
+            '{\\"name\\": \\"Authorization\\", \\"meta\\": {\\"a\\": 1}, \\"value\\": \\"[REDACTED]\\"}',
+        ),
+        (
+            '{"name": "password", "meta": {"a": "}"}, "value": "S5',
+            '{"name": "password", "meta": {"a": "}"}, "value": "[REDACTED]',
+        ),
+        # a call-like repr with keyword arguments, and HTML attributes
+        ("Header(name='X-Api-Key', value='S6')", "Header(name='X-Api-Key', value='[REDACTED]')"),
+        (
+            "Env(name='DB_PASSWORD', src=Ref(kind='env'), value=S7)",
+            "Env(name='DB_PASSWORD', src=Ref(kind='env'), value=[REDACTED])",
+        ),
+        ('<input name="password" value="S8">', '<input name="password" value="[REDACTED]">'),
+        # YAML: a value: line next to its name: line, to the end of the line
+        (
+            "env:\n- name: DB_PASSWORD\n  value: S9 and more\n- name: HOME\n  value: /root\n",
+            "env:\n- name: DB_PASSWORD\n  value: [REDACTED]\n- name: HOME\n  value: /root\n",
+        ),
+        ("- value: 'S10'\n  name: api_token\n", "- value: '[REDACTED]'\n  name: api_token\n"),
+        ("Tags:\n- Key: api_token\n  Value: S11\n", "Tags:\n- Key: api_token\n  Value: [REDACTED]\n"),
+        # near misses
+        ("Header(name='Accept', value='json')", "Header(name='Accept', value='json')"),
+        ('{"name": "password"}, {"name": "user", "value": "bob"}', '{"name": "password"}, {"name": "user", "value": "bob"}'),
+        (
+            "- name: DB_PASSWORD\n  valueFrom:\n    configMapKeyRef: cfg\n",
+            "- name: DB_PASSWORD\n  valueFrom:\n    configMapKeyRef: cfg\n",
+        ),
+        ("if name == 'password' and value == x:", "if name == 'password' and value == x:"),
+    ],
+)
+def test_a_pair_in_text_masks_its_own_objects_value_field(text: str, expected: str) -> None:
+    assert R.text(text) == expected
+    assert R.mask(text) == expected
+
+
+def test_a_pair_in_text_is_masked_as_its_mapping_is() -> None:
+    pair = {"name": "X-Api-Key", "meta": {"src": "env"}, "value": "S1"}
+    assert R(pair)["value"] == "[REDACTED]"
+    assert json.loads(R.text(json.dumps(pair))) == R(pair)
+
+
+def test_text_and_a_keys_cut_are_one_rule(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[tuple[str, int, int]] = []
+
+    def cut(self: Redactor, value: str, limit: int, size: int) -> str:
+        seen.append((value, limit, size))
+        return "cut"
+
+    monkeypatch.setattr(redact_module.Redactor, "_cut", cut)
+    assert Redactor(values=["hunter2"]).text("pw hunter2", limit=50) == "cut"
+    assert seen == [("pw [REDACTED]", 50, 13)]

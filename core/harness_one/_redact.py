@@ -204,13 +204,30 @@ _SHORTEST_NAME_TOKEN = 20
 # of the note", "bearer authentication" are words).
 _BEARER = re.compile(r"(?i)(?<![A-Za-z0-9_-])(bearer[ \t]+)(?:(?=[\w.~+/-]*\d)[\w.~+/-]{8,}|[\w.~+/-]{20,})=*(?![\w.~+/=-])")
 # A name/value pair's name field, then a secret's name as its value, in text (a JSON or repr
-# object the model sent cut short, a logged structure): "name": "Authorization", 'Key': 'X-Api-Key';
+# object the model sent cut short, a logged structure): "name": "Authorization", 'Key': 'X-Api-Key',
+# name='X-Api-Key' (a keyword argument, in a call-like repr: Header(name='X-Api-Key', value=...));
 # its object's value field (_PAIR_VALUE), before or after it, is masked.
-_PAIR_NAME = re.compile(
-    r"""(?i)(\\?['"])(?:name|key|parameter[_-]?key)\1[ \t]*(?:=>|[:=])[ \t]*(\\?['"])([^'"\\\r\n]{1,100})\2"""
+_PAIR_NAME = re.compile(  # (the lookahead first: a quick test at each character)
+    r"""(?i)(?=[\\'"nkp])(?:(\\?['"])(?:name|key|parameter[_-]?key)\1[ \t]*(?:=>|[:=])|(?<![\w.-])(?:name|key|parameter[_-]?key)=)"""
+    r"""[ \t]*(\\?['"])([^'"\\\r\n]{1,100})\2"""
 )
-_PAIR_VALUE = re.compile(r"""(?i)(\\?['"])(?:value|parameter[_-]?value)\1[ \t]*(?:=>|[:=])[ \t]*""")
-_PAIR_REACH = 512  # characters searched either side of a pair's name for its object's braces
+_PAIR_VALUE = re.compile(
+    r"""(?i)(?=[\\'"vp])(?:(\\?['"])(?:value|parameter[_-]?value)\1[ \t]*(?:=>|[:=])|(?<![\w.-])(?:value|parameter[_-]?value)=(?![=>]))[ \t]*"""
+)
+# A YAML name/value pair: "name: DB_PASSWORD" then "value: ..." on the next line, or the reverse (a list
+# item's "- " before the first); the name plain or quoted, the value (group "value" starts it) to the end of its line.
+_YAML_NAME = r"""(?:name|key|parameter[_-]?key):[ \t]+(['"]?)(?P<name{0}>[^'"\r\n]{{1,100}}?)\{1}[ \t]*"""
+_YAML_VALUE = r"""(?:value|parameter[_-]?value):[ \t]*(?P<value{0}>)"""
+_YAML_PAIR = re.compile(
+    r"""(?im)^[ \t]*(?:-[ \t]+)?"""
+    rf"""(?:{_YAML_NAME.format(1, 1)}\r?\n[ \t]*{_YAML_VALUE.format(1)}|{_YAML_VALUE.format(2)}[^\r\n]*\r?\n[ \t]*{_YAML_NAME.format(2, 5)}$)"""
+)
+_LINE_VALUE = re.compile(r"[^\r\n]*(?<![ \t])")
+# The next "{", "}", "(" or ")" outside a quoted string (a quote without its closing one on its line is
+# text; a string with a backslash is read as text, so that JSON escaped in a string shows its braces):
+# each character is read at most twice, each string once.
+_BRACKET = re.compile(r"""(?:[^{}()"']++|"[^"\\\n]*+"|'[^'\\\n]*+'|["'])*+(?:([{(])|([})])|\Z)""")
+_PAIR_REACH = 512  # characters searched either side of a pair's name for its object's value field
 _MAX_TEXT = 2000
 _SCAN = 4  # text searched for user-info and keys: what is shown (times this) as a margin, whatever came
 _MAX_ITEMS = 100  # entries shown per container: what is logged stays small whatever came
@@ -229,12 +246,17 @@ _TERMINAL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 def _word_end(text: str, start: int, end: int) -> int:
     """The end of the unquoted value ``text[start:end]`` (a run without whitespace): without a
-    trailing "," or ";", nor a closing bracket or quote it did not open. Linear: one count of each."""
+    trailing "," or ";", nor a closing bracket or quote it did not open. Linear: one count of each
+    kind met (an opener is never cut: counted when its closer is first met, it is as many as at first)."""
     if text[end - 1] not in _TRAILING:
         return end
-    count = {char: text.count(char, start, end) for char in "()[]{}<>'\""}
+    count: dict[str, int] = {}
     while end - 1 > start and (char := text[end - 1]) in _TRAILING:
         opener = _OPENER.get(char)
+        if char not in count and char not in ",;":
+            count[char] = text.count(char, start, end)
+            if opener is not None:
+                count[opener] = text.count(opener, start, end)
         if opener is not None:
             if count[char] <= count[opener]:
                 break
@@ -292,6 +314,47 @@ def _closing(text: str, start: int) -> int | None:
                 i = end
         i += 1
     return None
+
+
+def _owners(text: str, points: list[int], low: int, high: int, owners: dict[int, int], closes: dict[int, int]) -> None:
+    """For each of the ascending ``points`` in ``text[low:high]``, where the innermost object or call
+    around it opens (its ``{`` or ``(``; ``low - 1`` for none in reach) into ``owners``, and where each
+    object that closes does (its ``}`` or ``)``) into ``closes``.
+
+    Brackets match by kind; a closing one that matches none open is text, and one that matches an
+    outer one closes those inside it too (an unclosed ``(`` in a JSON object). Brackets in a quoted
+    string are its own (see _BRACKET). One pass: linear in the length read.
+    """
+    stack: list[int] = []
+    braces = parens = 0  # of each kind, how many are open
+    index, count = bisect.bisect_left(points, low), bisect.bisect_left(points, high)
+    for found in _BRACKET.finditer(text, low, high):
+        kind = found.lastindex
+        if kind is None:
+            break
+        at = found.end() - 1
+        while index < count and points[index] < at:
+            owners[points[index]] = stack[-1] if stack else low - 1
+            index += 1
+        if kind == 1:
+            stack.append(at)
+            if text[at] == "{":
+                braces += 1
+            else:
+                parens += 1
+        elif braces if text[at] == "}" else parens:
+            opener = "{" if text[at] == "}" else "("
+            while True:  # (each bracket is pushed once and popped once)
+                inner = stack.pop()
+                if text[inner] == "{":
+                    braces -= 1
+                else:
+                    parens -= 1
+                if text[inner] == opener:
+                    closes[inner] = at
+                    break
+    for point in points[index:count]:
+        owners[point] = stack[-1] if stack else low - 1
 
 
 def _normal(key: str) -> str:
@@ -394,19 +457,15 @@ class Redactor:
         ``"\\ud83d"`` read by ``json.loads``) is shown as its escape, ``\\ud83d``, so that a log
         renderer or a trace exporter encoding the text does not fail (:meth:`escape_surrogates`)."""
         value = self._without_values(value)  # whole: a cut could leave part of a secret value to show
-        size, scan = len(value), _SCAN * limit  # (as _cut does, inlined: this runs on every text logged)
-        value = escape_surrogates(self._mask_structure(value[:scan] if size > scan else value))  # escaped, then cut: within limit
-        if not value.isprintable():  # terminal controls: a console renderer would run them (ESC, CR, BS)
-            value = _TERMINAL.sub(_escaped, value)
-        if size > limit or len(value) > limit:
-            value = f"{value[:limit]}... ({size} characters)"
-        return value
+        return self._cut(value, limit, len(value))
 
     def _cut(self, value: str, limit: int, size: int) -> str:
         """:meth:`text` of ``value`` (its secret values masked), ``size`` characters long as given."""
         scan = _SCAN * limit
-        value = escape_surrogates(self._mask_structure(value[:scan] if len(value) > scan else value))
-        if not value.isprintable():
+        value = escape_surrogates(
+            self._mask_structure(value[:scan] if len(value) > scan else value)
+        )  # escaped, then cut: within limit
+        if not value.isprintable():  # terminal controls: a console renderer would run them (ESC, CR, BS)
             value = _TERMINAL.sub(_escaped, value)
         if size > limit or len(value) > limit:
             value = f"{value[:limit]}... ({size} characters)"
@@ -446,32 +505,59 @@ class Redactor:
 
     def _mask_pairs(self, text: str) -> str:
         """``text`` with the value field of each name/value pair of a secret masked: ``{"name":
-        "Authorization", "value": "..."}`` as text (JSON cut short, a repr), as :meth:`_named_secret`
-        masks it in a mapping. The pair's value field is the first after the name, else the last before
-        it, within the braces around the name (found within 512 characters of it, else that far). Each
-        field is found once, in one pass, and paired by a binary search: linear in the text's length."""
+        "Authorization", "value": "..."}`` as text (JSON cut short, a repr, ``Header(name='X-Api-Key',
+        value='...')``), as :meth:`_named_secret` masks it in a mapping, and a YAML pair on two lines
+        (``- name: DB_PASSWORD`` then ``value: ...``, its value to the end of its line). The pair's value
+        field is the first after the name, else the last before it, in the object around the name (the
+        innermost ``{...}`` or ``(...)``, brackets matched, a nested object's fields not its), within 512
+        characters of the name. Each field and bracket is found once, in one pass, and paired by a
+        binary search: linear in the text's length."""
+        starts: dict[int, bool] = {}  # where a value to mask starts: True for a YAML value, to the end of its line
+        for found in _YAML_PAIR.finditer(text) if "\n" in text else ():
+            if self.is_secret(found.group("name1") or found.group("name2")):
+                starts[found.end("value1") if found.group("name1") else found.end("value2")] = True
         names = [found for found in _PAIR_NAME.finditer(text) if self.is_secret(found.group(3))]
-        if not names:
-            return text
-        fields = [found.end() for found in _PAIR_VALUE.finditer(text)]  # where each value field's value starts
-        starts: set[int] = set()
-        for name in names:
-            low = text.rfind("{", max(name.start() - _PAIR_REACH, 0), name.start()) + 1
-            high = text.find("}", name.end(), name.end() + _PAIR_REACH)
-            high = min(len(text), name.end() + _PAIR_REACH) if high == -1 else high
-            after = bisect.bisect_left(fields, name.end())
-            if after < len(fields) and fields[after] < high:
-                starts.add(fields[after])
-            elif after > 0 and fields[after - 1] > low:
-                starts.add(fields[after - 1])
+        fields = list(_PAIR_VALUE.finditer(text)) if names else []
+        if fields:
+            owners: dict[int, int] = {}
+            closes: dict[int, int] = {}
+            points = sorted([name.start() for name in names] + [field.start() for field in fields])
+            begin = stop = 0  # brackets are read within reach of a name only: each part of the text once
+            for name in names:
+                if name.start() - _PAIR_REACH > stop:
+                    _owners(text, points, begin, stop, owners, closes)  # (the points outside are no name's)
+                    begin = name.start() - _PAIR_REACH
+                stop = min(name.end() + _PAIR_REACH, len(text))
+            _owners(text, points, begin, stop, owners, closes)
+            siblings: dict[int, list[int]] = {}  # the value fields of each object (by its opening bracket): where each starts
+            for field in fields:
+                if (owner := owners.get(field.start())) is not None:  # (none: no name's in reach)
+                    siblings.setdefault(owner, []).append(field.start())
+            ends = {field.start(): field.end() for field in fields}  # where each field's value starts
+            for name in names:
+                owner = owners[name.start()]
+                low = max(owner, name.start() - _PAIR_REACH)
+                high = min(closes.get(owner, len(text)), name.end() + _PAIR_REACH)
+                near = siblings.get(owner, [])
+                after = bisect.bisect_left(near, name.end())
+                if after < len(near) and near[after] < high:
+                    starts.setdefault(ends[near[after]], False)
+                elif after > 0 and near[after - 1] > low:
+                    starts.setdefault(ends[near[after - 1]], False)
         parts: list[str] = []
         done = 0
         for start in sorted(starts):
-            found = self._value_at(text, start) if start >= done else None
-            if found is not None:
-                parts += (text[done:start], found[1])
-                done = found[0]
-        return "".join(parts) + text[done:]
+            if start < done:
+                continue
+            if starts[start] and text[start : start + 1] not in ("'", '"', "{", "["):
+                line = _LINE_VALUE.match(text, start)
+                value = None if line is None or line.end() == start else (line.end(), REDACTED)
+            else:
+                value = self._value_at(text, start)
+            if value is not None:
+                parts += (text[done:start], value[1])
+                done = value[0]
+        return "".join(parts) + text[done:] if parts else text
 
     @staticmethod
     def _value_at(text: str, start: int) -> tuple[int, str] | None:
