@@ -307,8 +307,8 @@ def test_a_discriminated_union_and_a_nullable_literal_keep_their_types() -> None
     ("schema", "converted", "notes"),
     [
         ({"type": "string", "enum": ["a", "b", None]}, {"type": "string", "nullable": True, "enum": ["a", "b"]}, []),
-        ({"enum": [None]}, {"nullable": True}, []),
-        ({"type": ["null"]}, {"nullable": True}, []),
+        ({"enum": [None]}, {"nullable": True}, ["$.x: enum [null] rewritten as nullable (any value allowed)"]),
+        ({"type": ["null"]}, {"nullable": True}, ["$.x: type ['null'] rewritten as nullable (any value allowed)"]),
         (
             {"oneOf": [{"type": "string"}, {"type": "null"}]},
             {"type": "string", "nullable": True},
@@ -414,3 +414,54 @@ def test_a_description_or_title_holding_a_lone_surrogate_exports_as_utf8(fmt: st
     assert "Find \ufffd things." in text
     if fmt == "mcp":
         assert tool["title"] == "Look \ufffd up"
+
+
+def _two_tools() -> ToolRegistry:
+    reg = ToolRegistry(autoload=False)
+
+    def check(code: str) -> str:
+        """Check a 2FA code."""
+        return "ok " + code
+
+    reg.register(check, name="2fa-check")
+    reg.add(lambda: "wiped", name="wipe", description="Wipe.")
+    return reg
+
+
+def test_gemini_names_may_be_the_names_the_declarations_show() -> None:
+    reg = _two_tools()
+    shown = [d["name"] for d in reg.export("gemini", names=["2fa-check"]).tools]
+    assert shown == ["_.2fa-check"]
+    calls = [_gemini_call("_.2fa-check", {"code": "123"}), _gemini_call("wipe", cid="g2")]
+    expected = [
+        {"name": "_.2fa-check", "response": {"output": "ok 123"}, "id": "g1"},
+        {"name": "wipe", "response": {"error": "Unknown tool 'wipe'. Available tools: _.2fa-check."}, "id": "g2"},
+    ]
+    assert dispatch_gemini(reg, calls, names=shown) == expected
+    assert asyncio.run(adispatch_gemini(reg, calls, names=shown)) == expected
+    # both spellings of one tool: it runs, and is listed once
+    assert dispatch_gemini(reg, calls, names=["2fa-check", "_.2fa-check"]) == expected
+    # the registry's name sent for a tool listed as shown runs it too
+    assert dispatch_gemini(reg, [_gemini_call("2fa-check", {"code": "7"})], names=shown) == [
+        {"name": "2fa-check", "response": {"output": "ok 7"}, "id": "g1"}
+    ]
+
+
+def test_an_unknown_tool_never_suggests_the_name_sent() -> None:
+    from harness_one.dispatch import _Shown
+
+    error = _Shown(["2fa"]).not_found("_.2fa", "gemini")
+    assert error.message == "Unknown tool '_.2fa'. Available tools: _.2fa."
+
+
+@pytest.mark.parametrize(
+    ("node", "note"),
+    [
+        ({"enum": [None]}, "$.x: enum [null] rewritten as nullable (any value allowed)"),
+        ({"const": None}, "$.x: const null rewritten as nullable (any value allowed)"),
+    ],
+)
+def test_gemini_notes_a_null_only_enum_or_const_made_nullable(node: dict[str, Any], note: str) -> None:
+    schema, notes = gemini_schema({"type": "object", "properties": {"x": node}}, tool="t")
+    assert schema == {"type": "object", "properties": {"x": {"nullable": True}}}
+    assert notes == [note]

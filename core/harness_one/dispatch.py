@@ -25,8 +25,9 @@ read (a call whose id no answer can carry, text with a lone surrogate or a ``NaN
 so under a null id). Only ``calls`` that are no calls at all (a string, a number, a list holding one) or a
 class given for an instance raise a ``TypeError``, before any call runs. Several calls run
 concurrently (up to ``concurrency``), and results come back in the order of the calls.
-With ``names=`` (the tools the model was shown, or their :class:`~harness_one.export.Export`)
-only those run: a call of another is answered as an unknown tool naming only those.
+With ``names=`` (the tools the model was shown, or their :class:`~harness_one.export.Export`;
+for Gemini, the registry's names or the declarations') only those run: a call of another is
+answered as an unknown tool naming only those.
 
 A call that waits for a person's approval (the ``approval`` plugin) is not answered: it is
 listed in the result's :attr:`Dispatched.pending`. Once the application has approved or
@@ -188,7 +189,7 @@ def _requests(
         if rid is not None:
             seen.add((type(rid), rid))
         request = resolve(request, registry, strict=strict)
-        out.append(request if shown is None or request.name in shown.names else _NotShown(request))
+        out.append(request if shown is None or shown.allows(request, provider) else _NotShown(request))
     return out
 
 
@@ -208,17 +209,38 @@ class _Shown:
             raise TypeError(f"names must be tool names (strings), not {type(wrong).__name__}: {wrong!r}")
         self.order: list[str] = listed
         self.names = frozenset(listed)
+        self._gemini: list[str] | None = None  # the names as Gemini shows them, made at the first Gemini call
+
+    def gemini(self) -> list[str]:
+        """The names as a Gemini export shows them (see :func:`~harness_one.export.gemini_name`), in order: a
+        registry name mapped, a name as shown kept as it is."""
+        if self._gemini is None:
+            from .export import gemini_name
+
+            self._gemini = list(dict.fromkeys(gemini_name(name) for name in self.order))
+        return self._gemini
+
+    def allows(self, request: Request, provider: str) -> bool:
+        """Whether ``request`` calls a tool shown: its registry name is listed, or (Gemini) the name as sent or the
+        tool's name as a Gemini export shows it is (names may be given either way)."""
+        if request.name in self.names:
+            return True
+        if provider != "gemini":
+            return False
+        from .export import gemini_name
+
+        shown = self.gemini()
+        return request.exported in self.names or request.exported in shown or gemini_name(request.name) in shown
 
     def not_found(self, sent: str, provider: str) -> ToolNotFound:
         """The registry's "Unknown tool" for the name the model sent, naming (and suggesting) only the tools shown,
-        under the names it was shown (Gemini's, see :func:`~harness_one.export.gemini_name`)."""
-        from .export import gemini_name
-
-        shown = [gemini_name(name) for name in self.order] if provider == "gemini" else self.order
+        under the names it was shown (Gemini's, see :func:`~harness_one.export.gemini_name`); never ``sent``
+        itself as the name meant."""
+        shown = self.gemini() if provider == "gemini" else self.order
         index = NameIndex()
         for each in shown:
             index.add(each)
-        close = index.suggest(sent) if len(sent) <= 256 else []
+        close = [name for name in index.suggest(sent) if name != sent] if len(sent) <= 256 else []
         error = ToolNotFound(safe_text(sent[:200]), available=shown[:20], suggestions=close, total=len(shown))
         if not shown:  # no tool was shown: nothing to name (nor any note on registries, which this is not about)
             error.message = f"Unknown tool '{error.tool}'."
@@ -368,9 +390,9 @@ def dispatch(
     for another value, as for an unknown ``provider``). Calls held for approval get no result here:
     they are in the returned list's ``pending`` (see :func:`resume`).
 
-    ``names`` (tool names, or the :class:`~harness_one.export.Export` the model was shown): only
-    these tools run; a call of any other is answered as an unknown tool, naming and suggesting
-    only these. ``None`` (the default): every tool in the registry.
+    ``names`` (tool names, or the :class:`~harness_one.export.Export` the model was shown; for Gemini,
+    the registry's names or the declarations'): only these tools run; a call of any other is
+    answered as an unknown tool, naming and suggesting only these. ``None`` (the default): every tool in the registry.
     """
     shown = _scope(names)
     requests = _requests(provider, calls, registry, strict, shown)

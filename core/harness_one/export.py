@@ -25,7 +25,6 @@ from urllib.parse import quote, unquote, urldefrag
 
 from ._errors import ToolDefinitionError
 from ._formats import FORMATS, check_format
-from ._render import safe_text
 from ._schema import (
     _SUBSCHEMA,
     _SUBSCHEMA_ARRAYS,
@@ -793,7 +792,8 @@ def gemini_schema(schema: Mapping[str, Any], *, tool: str = "?") -> tuple[dict[s
     reference points elsewhere, the parameters become any object. No boolean schema is
     emitted (a tuple's ``prefixItems`` become ``items`` of any of their schemas), formats
     outside :data:`GEMINI_FORMATS` are dropped, and an enum gets ``type: string``. A ``null``
-    allowed (in a type list, an enum, an ``anyOf`` branch) becomes ``nullable``; ``oneOf`` is
+    allowed (in a type list, an enum, an ``anyOf`` branch) becomes ``nullable`` (an enum of ``null``
+    alone or a ``const`` of ``null``: just ``nullable``, noted); ``oneOf`` is
     sent as ``anyOf``, and an ``allOf`` of one schema merged into the schema holding it where
     the two set no keyword but annotations apart (else dropped). Validation
     still uses the full schema in the harness pipeline, so what Gemini cannot express is
@@ -872,9 +872,11 @@ def gemini_schema(schema: Mapping[str, Any], *, tool: str = "?") -> tuple[dict[s
                 out["nullable"] = True
             if len(others) == 1:
                 out["type"] = others[0]
-            elif others or "null" not in kind:  # (["null"] alone is nullable, and nothing more)
+            elif others or "null" not in kind:
                 out["anyOf"] = split = [{"type": k} for k in others]
                 notes.append(f"{path}: type {kind} rewritten as anyOf")
+            else:  # ["null"] alone: nullable, which says nothing of other values
+                notes.append(f"{path}: type {kind} rewritten as nullable (any value allowed)")
         elif kind is not None:
             out["type"] = kind
         items_of(node, path, out)
@@ -883,7 +885,10 @@ def gemini_schema(schema: Mapping[str, Any], *, tool: str = "?") -> tuple[dict[s
             if key in _CONVERTED_APART:
                 continue
             if key == "const":
-                if value == "":
+                if value is None:  # null only: Gemini's nullable, which says nothing of other values
+                    out["nullable"] = True
+                    notes.append(f"{path}: const null rewritten as nullable (any value allowed)")
+                elif value == "":
                     notes.append(f"{path}: const '' dropped (Gemini refuses an empty enum value)")
                 elif isinstance(value, str):
                     out["enum"] = [value]
@@ -896,7 +901,8 @@ def gemini_schema(schema: Mapping[str, Any], *, tool: str = "?") -> tuple[dict[s
                 if isinstance(value, list) and None in value:  # null allowed: Gemini's nullable, beside the strings
                     out["nullable"] = True
                     values = [v for v in value if v is not None]
-                    if not values:
+                    if not values:  # null only: nullable says nothing of other values
+                        notes.append(f"{path}: enum [null] rewritten as nullable (any value allowed)")
                         continue
                 if not all(isinstance(v, str) for v in values):
                     notes.append(f"{path}: enum of non-strings dropped (Gemini enums are strings)")
@@ -1081,7 +1087,7 @@ def _parameters(tool: Tool, strict: bool) -> tuple[dict[str, Any], dict[str, Any
 
 
 def _chat(tool: Tool, parameters: dict[str, Any], strict: bool) -> dict[str, Any]:
-    function: dict[str, Any] = {"name": tool.name, "description": safe_text(tool.description), "parameters": parameters}
+    function: dict[str, Any] = {"name": tool.name, "description": tool.description, "parameters": parameters}
     if strict:
         function["strict"] = True
     return {"type": "function", "function": function}
@@ -1091,7 +1097,7 @@ def _responses(tool: Tool, parameters: dict[str, Any], strict: bool) -> dict[str
     return {
         "type": "function",
         "name": tool.name,
-        "description": safe_text(tool.description),
+        "description": tool.description,
         "parameters": parameters,
         "strict": strict,
     }
@@ -1110,7 +1116,7 @@ def to_openai_responses(tool: Tool, *, strict: bool = False) -> dict[str, Any]:
 def _anthropic(tool: Tool) -> tuple[dict[str, Any], list[str]]:
     schema, rewritten = _draft_2020(tool.parameters)
     schema, notes = _top_allowed(schema, "anthropic")
-    return {"name": tool.name, "description": safe_text(tool.description), "input_schema": schema}, rewritten + notes
+    return {"name": tool.name, "description": tool.description, "input_schema": schema}, rewritten + notes
 
 
 #: What stands beside a ``$ref`` in drafts 4-7 and is kept when they are rewritten as 2020-12: annotations, which
@@ -1268,7 +1274,7 @@ def to_gemini(tool: Tool, name: str | None = None) -> tuple[dict[str, Any], list
 
 
 def _gemini(tool: Tool, name: str | None) -> tuple[dict[str, Any], list[str]]:
-    declaration: dict[str, Any] = {"name": name or tool.name, "description": safe_text(tool.description)}
+    declaration: dict[str, Any] = {"name": name or tool.name, "description": tool.description}
     if _takes_nothing(tool.parameters):  # no schema is sent: nothing of one is noted as dropped
         notes = (
             ["$: description dropped with the parameters (the tool takes no arguments)"]
@@ -1324,8 +1330,8 @@ def _mcp(tool: Tool) -> dict[str, Any]:
     out: dict[str, Any] = {"name": tool.name}
     title = tool.options.get("title")
     if isinstance(title, str) and title:
-        out["title"] = safe_text(title)
-    out["description"] = safe_text(tool.description)  # a lone surrogate: U+FFFD, as every output renders it
+        out["title"] = title
+    out["description"] = tool.description
     out["inputSchema"] = tool.parameters
     if tool.output_schema is not None:
         out["outputSchema"] = {**tool.output_schema, "x-fastmcp-wrap-result": True} if tool.output_wrapped else tool.output_schema
