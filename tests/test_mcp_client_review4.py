@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import sys
@@ -12,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from harness_one import ToolRegistry, ToolTimeout
+from harness_one import PluginError, ToolRegistry, ToolTimeout
 from harness_one.mcp import McpConnectionError, McpSpec, aimport_tools, import_tools
 
 SERVER = str(Path(__file__).with_name("mcp_client_hostile_servers.py"))
@@ -262,3 +263,124 @@ def test_a_connect_timeout_fails_the_import_at_its_deadline_and_the_server_is_st
     assert str(late.value) == "MCP server 'raw' did not answer within 0.5 s."
     assert pending and alive(server)  # raised before the server's stop, which goes on
     assert until(lambda: not alive(server) and not _client._closing)
+
+
+# --------------------------------------------------------------------------- a failed import leaves no tools
+
+
+class GatedRegistry(ToolRegistry):
+    """A registry whose ``add`` waits for ``gate`` (a slow plugin hook, a lazy package load) once ``entered`` is set."""
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        self.entered = threading.Event()
+        self.gate = threading.Event()
+
+    def add(self, /, tool: Any, *, replace: bool = False, **definition: Any) -> Any:
+        self.entered.set()
+        assert self.gate.wait(5)
+        return super().add(tool, replace=replace, **definition)
+
+
+@pytest.mark.parametrize("tools", [None, [{"name": "echo", "inputSchema": {"type": "object"}}]], ids=["stopped", "all_added"])
+async def test_a_cancelled_async_import_waits_for_its_tools_to_be_taken_out(tools: Any) -> None:
+    """Cancelled while its worker thread added the tools, the import raised at once: the thread went on adding, the
+    server was closed, and the tools stayed with no handle to close them (calling one started the server again).
+    Cancelled during its first of two tools it stops there; cancelled during its only tool it removes it after."""
+    from harness_one.mcp import _client
+
+    registry = GatedRegistry(autoload=False)
+    registry.gate.set()  # (open for this one)
+    registry.add(lambda: "mine", name="mine", description="A local tool.")
+    registry.entered.clear()
+    registry.gate.clear()
+    config = {} if tools is None else {"tools": tools}
+    task = asyncio.ensure_future(aimport_tools(registry, raw(**config)))
+    assert await asyncio.to_thread(registry.entered.wait, 5)
+    task.cancel()
+    for _ in range(20):  # the cancellation reaches the import
+        await asyncio.sleep(0)
+    raised_before_the_thread_ended = task.done()
+    registry.gate.set()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert not raised_before_the_thread_ended
+    assert sorted(registry.names()) == ["mine"]
+    assert await asyncio.to_thread(until, lambda: not _client._closing)  # its server is stopped
+
+
+def test_an_import_a_plugin_fails_part_way_takes_out_the_tools_it_added_and_puts_back_those_it_replaced() -> None:
+    from harness_one import hookimpl
+
+    class Refuse:
+        @hookimpl
+        def harness_tool_added(self, tool: Any, registry: ToolRegistry) -> None:
+            if tool.name == "echo":
+                raise RuntimeError("echo refused")
+
+    registry = ToolRegistry(autoload=False)
+    mine = registry.add(lambda: "mine", name="add", description="A local tool.")
+    registry.plugins.register(Refuse(), name="refuse")
+    refused = "Plugin 'refuse' failed in harness_tool_added: RuntimeError: echo refused"
+    with pytest.raises(PluginError) as failed:
+        import_tools(registry, raw(), replace=True)  # adds `add` (replacing the local one), then `echo`
+    assert str(failed.value) == refused
+    assert registry.names() == ["add"]
+    assert registry.get("add") is mine
+    assert registry.call("add") == "mine"
+    registry.remove("add")
+    with pytest.raises(PluginError) as failed:
+        import_tools(registry, raw())
+    assert str(failed.value) == refused
+    assert registry.names() == []
+
+
+# --------------------------------------------------------------------------- an idle connection costs nothing
+
+
+def test_an_idle_stdio_connection_is_not_polled_and_its_end_is_still_noticed_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each idle stdio connection woke the loop every connection shares ten times a second (its return code polled):
+    40 idle servers cost 2 % of a CPU. On Linux the process's end is waited for (a pidfd), not polled."""
+    from harness_one.mcp import _client
+
+    assert until(lambda: not _client._closing)  # (the servers of earlier tests' failed imports are stopped)
+    pauses: list[float] = []
+    real = _client._sleep
+
+    async def pause(seconds: float) -> None:
+        pauses.append(seconds)
+        await real(seconds)
+
+    monkeypatch.setattr(_client, "_sleep", pause)
+    registry = ToolRegistry(autoload=False)
+    idle = import_tools(registry, raw(name="idle", prefix="idle"))
+    try:
+        assert registry.call("idle_echo", {"x": "a"}) == 'echo {"x": "a"}'
+        assert pauses == []  # its watcher has not woken since the server started
+        pid_file = tmp_path / "child.pid"
+        dying = import_tools(registry, raw(name="dying", on_call="crash_once", pid_file=str(pid_file), status=3))
+        try:
+            with pytest.raises(McpConnectionError) as lost:
+                registry.call("echo", {})
+            assert str(lost.value) == "Lost the connection to MCP server 'dying' during 'echo': the server exited with status 3."
+            assert until(lambda: not alive(read_pid(pid_file)))
+        finally:
+            dying.close()
+    finally:
+        idle.close()
+
+
+def test_a_tool_listed_as_no_json_object_is_named_by_its_index_once() -> None:
+    """``tools[1]: not a valid MCP tool (tools.0: Input should be ...)``: the index of the one-tool check came too."""
+    registry = ToolRegistry(autoload=False)
+    remote = import_tools(registry, raw(tools=[{"name": "echo", "inputSchema": {"type": "object"}}, 7, "x"]))
+    try:
+        assert remote.names == {"echo": "echo"}
+        assert remote.failures == [
+            "tools[1]: not a valid MCP tool (Input should be a valid dictionary or instance of Tool)",
+            "tools[2]: not a valid MCP tool (Input should be a valid dictionary or instance of Tool)",
+        ]
+    finally:
+        remote.close()

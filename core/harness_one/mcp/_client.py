@@ -714,8 +714,8 @@ class RemoteServer:
                     await _end_group(pgid)
 
     async def _watch(self, process: Any, ready: asyncio.Future[Client], scope: anyio.CancelScope, stop: asyncio.Event) -> None:
-        """Wait for a stdio server's process to end (polled, as the SDK does: ``wait()`` waits for the end of its
-        pipes too). Before the handshake the connection fails with its exit status; after it the connection is lost:
+        """Wait for a stdio server's process to end (:func:`_ended`: ``wait()`` waits for the end of its pipes too).
+        Before the handshake the connection fails with its exit status; after it the connection is lost:
         the calls under way fail with :class:`McpConnectionError` and the next call reconnects."""
         ended = await _ended(process)
         if not ready.done():
@@ -873,7 +873,8 @@ class RemoteServer:
             except pydantic.ValidationError as exc:
                 name = item.get("name") if isinstance(item, dict) else None
                 shown = safe_text(name[:100]) if isinstance(name, str) else f"tools[{index}]"
-                refused.append(f"{shown}: not a valid MCP tool ({_detail(exc).removeprefix('tools.0.')})")
+                why = re.sub(r"^tools\.0(?:\.|: )", "", _detail(exc))  # where in the tool (none: the item itself)
+                refused.append(f"{shown}: not a valid MCP tool ({why})")
         # The SDK's own bookkeeping of a listing (output schemas to check results against, 2026-07-28 headers).
         return session._absorb_tool_listing(page, complete=cursor is None and page.next_cursor is None)
 
@@ -1090,10 +1091,18 @@ class RemoteServer:
         return policies
 
     def _attach(
-        self, registry: ToolRegistry, listing: Sequence[types.Tool], definition: Mapping[str, Any], replace: bool
-    ) -> None:
+        self,
+        registry: ToolRegistry,
+        listing: Sequence[types.Tool],
+        definition: Mapping[str, Any],
+        replace: bool,
+        stop: threading.Event | None = None,
+    ) -> list[tuple[Tool, Tool | None]]:
         """Add the tools of ``listing`` to ``registry``: in the importer's thread (or a worker thread), never on the
-        loop every MCP connection shares (a registry may load its tool packages when first asked)."""
+        loop every MCP connection shares (a registry may load its tool packages when first asked).
+
+        Returns each tool added with the one it replaced (for :meth:`_detach`). A failure part-way (a plugin refusing
+        a tool, ``stop`` set: the import was cancelled) takes out the tools added before it raises."""
         tools = self._tools(listing, self._policies(definition))
         if not replace:
             clash = [t.name for t in tools if t.name in registry]
@@ -1102,11 +1111,33 @@ class RemoteServer:
                     f"MCP server '{self.spec.name}': tools {clash} are already registered; "
                     "give the server a prefix (prefix='...' or 'prefix' in its config table)."
                 )
-        for tool in tools:
-            registry.add(tool, replace=True)
+        added: list[tuple[Tool, Tool | None]] = []
+        try:
+            for tool in tools:
+                if stop is not None and stop.is_set():
+                    raise asyncio.CancelledError
+                added.append((tool, registry.get(tool.name) if replace and tool.name in registry else None))
+                registry.add(tool, replace=True)
+        except BaseException:
+            self._detach(registry, added)
+            raise
         self._definition = dict(definition)
         self._listed = self._by_local(listing)
         self.registry = registry  # (last: a refresh starts from all the above)
+        return added
+
+    def _detach(self, registry: ToolRegistry, added: Sequence[tuple[Tool, Tool | None]]) -> None:
+        """Undo :meth:`_attach` (its import failed): each tool it added that the registry still holds is removed,
+        or the tool it replaced put back. Best effort: what the registry refuses stays as it is."""
+        if self.registry is registry:
+            self.registry = None  # no refresh adds them again
+        for tool, before in reversed(added):
+            with contextlib.suppress(Exception):
+                if tool.name in registry and registry.get(tool.name) is tool:
+                    if before is None:
+                        registry.remove(tool.name)
+                    else:
+                        registry.add(before, replace=True)
 
     async def _refresh(self) -> None:
         """Re-list after the server said its tools changed, and bring the registry in line (in a worker thread:
@@ -1219,19 +1250,57 @@ def _exit_text(code: int) -> str:
     return f"exited with status {code}"
 
 
+#: The pause of :func:`_ended` between two looks at a return code (a test counts them).
+_sleep = asyncio.sleep
+_pidfd_open: Callable[[int], int] | None = getattr(os, "pidfd_open", None)
+
+
 async def _ended(process: Any, within: float | None = None) -> str | None:
     """How ``process`` ended (:func:`_exit_text`) once it has; ``None`` when it still runs after ``within`` s.
 
     Its return code is polled (0.01 s, growing to 0.1 s): ``wait()`` waits for the end of its pipes too, which a
-    process it started may hold open."""
+    process it started may hold open. Without ``within``, on Linux, its end is waited for first (:func:`_exit_seen`):
+    an idle connection's watcher wakes the loop every connection shares only when its server ends."""
+    if within is None and process.returncode is None:
+        await _exit_seen(process)
     deadline = None if within is None else asyncio.get_running_loop().time() + within
     pause = 0.01
     while process.returncode is None:
         if deadline is not None and asyncio.get_running_loop().time() >= deadline:
             return None
-        await asyncio.sleep(pause)
+        await _sleep(pause)
         pause = min(2 * pause, 0.1)
     return _exit_text(process.returncode)
+
+
+async def _exit_seen(process: Any) -> None:
+    """Return once ``process`` has ended, told by a pidfd (Linux 5.3+) the loop watches; at once where there is
+    none (another system, a loop that watches no descriptors, a process already reaped): the caller polls then.
+    Its return code may come a moment later (the loop's child watcher reaps the process)."""
+    if _pidfd_open is None:
+        return
+    try:
+        fd = _pidfd_open(process.pid)
+    except (OSError, TypeError, AttributeError):
+        return
+    try:
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[None] = loop.create_future()
+
+        def readable() -> None:
+            if not done.done():
+                done.set_result(None)
+
+        try:
+            loop.add_reader(fd, readable)
+        except (NotImplementedError, OSError, ValueError):
+            return
+        try:
+            await done
+        finally:
+            loop.remove_reader(fd)
+    finally:
+        os.close(fd)
 
 
 def _first(exc: BaseException) -> BaseException:
@@ -1371,9 +1440,26 @@ async def aimport_tools(
     server = RemoteServer(spec, connect_timeout=connect_timeout, call_timeout=call_timeout, max_reply_bytes=max_reply_bytes)
     try:
         listing = await _await(server._list())
-        await asyncio.to_thread(server._attach, registry, listing, definition, replace)  # not on the caller's loop
+        stop = threading.Event()
+        attach = asyncio.ensure_future(asyncio.to_thread(server._attach, registry, listing, definition, replace, stop))
+        try:
+            await asyncio.shield(attach)  # in a worker thread: not on the caller's loop
+        except asyncio.CancelledError:  # the thread cannot be cancelled: it stops, and its tools are taken out
+            stop.set()
+            await _outlast(attach)
+            if not attach.cancelled() and attach.exception() is None:  # it had added them all
+                await _outlast(asyncio.ensure_future(asyncio.to_thread(server._detach, registry, attach.result())))
+            raise
     except BaseException:
         _close_soon(server)
         raise
     _submit(server._imported())
     return server
+
+
+async def _outlast(future: asyncio.Future[Any]) -> None:
+    """Wait for ``future`` to finish, though the waiting task is cancelled again meanwhile (what it does, a worker
+    thread's, cannot be cancelled): the cancellation is the caller's to raise after."""
+    while not future.done():
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.wait([future])
