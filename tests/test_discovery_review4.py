@@ -278,3 +278,166 @@ def test_a_module_whose_attributes_raise_adds_no_file_and_the_package_loads(dist
 def _size_and_time(path: Path) -> list[int]:
     st = path.stat()
     return [st.st_size, st.st_mtime_ns]
+
+
+# ------------------------------------------------------------------ environments side by side, and the file's bounds
+
+
+def _file_entries(index_dir: Path) -> dict[str, Any]:
+    entries: dict[str, Any] = json.loads((index_dir / "tool-index.json").read_text())["entries"]
+    return entries
+
+
+def _two_packages(dists: Any) -> None:
+    """``hx-aa-first`` (``whisper``) is sorted before ``hx-bb-second``, whose module entry point provides ``shout``."""
+    dists.make("hx-aa-first", {"hx_aa_first": HEAD + _tool("whisper", "aa")}, {"harness_one.tools": {"text": "hx_aa_first"}})
+    dists.make("hx-bb-second", {"hx_bb_second": HEAD + _tool("shout", "bb")}, {"harness_one.tools": {"more": "hx_bb_second"}})
+
+
+def test_programs_of_one_environment_with_other_sys_path_folders_keep_their_entries(
+    dists: Any, index_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An app and its tests (pytest puts the tests folder on sys.path), or two PYTHONPATHs, in one virtual
+    environment: after the first run of each, a call imports only the package that provides the tool."""
+    _two_packages(dists)
+    extra = tmp_path / "tests"
+    extra.mkdir()
+    app, tests = list(sys.path), [str(extra), *sys.path]
+    for path in (app, tests):  # each one's first run fills its entries
+        monkeypatch.setattr(sys, "path", path)
+        _new_process()
+        assert _lazy_answer() == "bb" and "hx_aa_first" in sys.modules
+    for path in (app, tests, app, tests):
+        monkeypatch.setattr(sys, "path", path)
+        _new_process()
+        before = (index_dir / "tool-index.json").read_bytes()
+        assert _lazy_answer() == "bb"
+        assert "hx_aa_first" not in sys.modules  # the index knew it provides no ``shout``
+        assert (index_dir / "tool-index.json").read_bytes() == before  # nothing new to write
+
+
+def test_processes_of_other_environments_keep_what_the_other_wrote(
+    dists: Any, index_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Both read the file before either wrote it: the second to write keeps the first's entries."""
+    _two_packages(dists)
+    ours = _ep("hx-aa-first")
+    extra = tmp_path / "extra"
+    extra.mkdir()
+    path = index_dir / "tool-index.json"
+    first, second = ToolIndex(path), ToolIndex(path)
+    first.record(ours, ["whisper"], files=[])
+    first.save()
+    key_first = ToolIndex.key(ours)
+    monkeypatch.setattr(sys, "path", [str(extra), *sys.path])
+    second.record(ours, ["whisper"], files=[])
+    second.save()
+    assert {key_first, ToolIndex.key(ours)} <= set(_file_entries(index_dir)) and key_first != ToolIndex.key(ours)
+
+
+def test_the_entries_of_a_removed_virtual_environment_are_dropped(
+    dists: Any, index_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _two_packages(dists)
+    venvs = []
+    for n in range(3):  # throwaway virtual environments (tox, CI, pipx) sharing the cache
+        venv = tmp_path / f"venv{n}"
+        (venv / "bin").mkdir(parents=True)
+        (venv / "bin" / "python").write_text("")
+        venvs.append(str(venv))
+        with monkeypatch.context() as m:
+            m.setattr(sys, "prefix", str(venv))
+            m.setattr(sys, "executable", str(venv / "bin" / "python"))
+            _new_process()
+            assert _lazy_answer() == "bb"
+    import shutil
+
+    shutil.rmtree(venvs[0])
+    shutil.rmtree(venvs[1])
+    _new_process()
+    assert _lazy_answer() == "bb"
+    entries = _file_entries(index_dir)
+    assert {p for p in [sys.prefix, *venvs] if any(key.startswith(p + "|") for key in entries)} == {sys.prefix, venvs[2]}
+
+
+def test_an_older_state_of_the_same_folders_is_dropped(dists: Any, index_dir: Path) -> None:
+    """Something was installed: the entries of the environment as it was before cannot hold again."""
+    dists.make("hx-aa-grow", {"hx_aa_grow": HEAD + _tool("whisper", "aa")}, {"harness_one.tools": {"text": "hx_aa_grow"}})
+    site = _later_package(dists)
+    assert _listing_answer() == "zz"
+    _new_process()
+    ours = _ep("hx-aa-grow")
+    before = ToolIndex.key(ours)
+    (site / "hx_unrelated.py").write_text("")  # an install
+    _later(site)
+    _new_process()
+    assert _lazy_answer() == "zz"
+    entries = _file_entries(index_dir)
+    assert ToolIndex.key(ours) in entries and before != ToolIndex.key(ours) and before not in entries
+
+
+def test_past_the_most_recently_used_environments_of_a_prefix_the_least_recently_used_is_dropped(
+    dists: Any, index_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from harness_one import _discovery
+
+    monkeypatch.setattr(ToolIndex, "PER_PREFIX", 3)
+    _two_packages(dists)
+    ours = _ep("hx-aa-first")
+    base = list(sys.path)
+    keys = []
+
+    def run(n: int, seconds: float) -> None:
+        """A process at ``seconds`` with folder ``n`` on sys.path: a call of ``shout``."""
+        folder = tmp_path / f"folder{n}"
+        folder.mkdir(exist_ok=True)
+        monkeypatch.setattr(sys, "path", [str(folder), *base])
+        _new_process()
+        monkeypatch.setattr(_discovery, "_index", ToolIndex(index_dir / "tool-index.json", clock=lambda: seconds))
+        assert _lazy_answer() == "bb"
+        if len(keys) == n:
+            keys.append(ToolIndex.key(ours))
+
+    for n in range(3):
+        run(n, 1_000_000 + 10 * n)
+    before = (index_dir / "tool-index.json").read_bytes()
+    run(0, 1_000_000 + ToolIndex.USED_GRAIN - 1)
+    assert (index_dir / "tool-index.json").read_bytes() == before  # used again within the hour: not written
+    run(0, 1_000_000 + ToolIndex.USED_GRAIN)  # its last-used mark is renewed
+    assert (index_dir / "tool-index.json").read_bytes() != before
+    run(3, 1_000_000 + ToolIndex.USED_GRAIN + 1)
+    entries = _file_entries(index_dir)
+    assert [key in entries for key in keys] == [True, False, True, True]
+    environments = json.loads((index_dir / "tool-index.json").read_text())["environments"]
+    assert len(environments) == 3
+
+
+def test_past_the_most_recently_used_environments_in_all_the_least_recently_used_is_dropped(
+    dists: Any, index_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(ToolIndex, "ENVIRONMENTS", 2)
+    _two_packages(dists)
+    for n in range(3):
+        venv = tmp_path / f"venv{n}"
+        venv.mkdir()
+        monkeypatch.setattr(sys, "prefix", str(venv))  # the interpreter exists: only the bound drops it
+        _new_process()
+        assert _lazy_answer() == "bb"
+    prefixes = {meta["prefix"] for meta in json.loads((index_dir / "tool-index.json").read_text())["environments"].values()}
+    assert prefixes == {str(tmp_path / "venv1"), str(tmp_path / "venv2")}
+    assert not any(key.startswith(str(tmp_path / "venv0") + "|") for key in _file_entries(index_dir))
+
+
+def test_a_file_of_the_former_format_is_replaced(dists: Any, index_dir: Path) -> None:
+    """Its entries (one per prefix, of removed environments too) are dropped, not carried on."""
+    _two_packages(dists)
+    ours = _ep("hx-bb-second")
+    stale = {"stamp": [1, 2, 3], "tools": ["shout"], "env": 7, "files": []}
+    old = {f"{sys.prefix}|hx-bb-second|more|hx_bb_second": stale, "/gone/venv|hx-bb-second|more|hx_bb_second": stale}
+    index_dir.mkdir()
+    (index_dir / "tool-index.json").write_text(json.dumps({"version": 1, "entries": old}))
+    reset_tool_index()
+    assert _lazy_answer() == "bb"
+    data = json.loads((index_dir / "tool-index.json").read_text())
+    assert data["version"] == ToolIndex.VERSION == 2
+    assert set(data["entries"]) == {ToolIndex.key(_ep("hx-aa-first")), ToolIndex.key(ours)}

@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -228,29 +229,37 @@ def test_an_unwritable_cache_is_skipped(dists: Any, tmp_path: Path, monkeypatch:
         reset_tool_index()
 
 
+def _index_file(entries: Any) -> str:
+    """An index file of the current format (``ToolIndex.VERSION``) holding ``entries``."""
+    return json.dumps({"version": ToolIndex.VERSION, "environments": {}, "entries": entries})
+
+
 @pytest.mark.parametrize(
     "content",
     [
-        '{"version": 1, "entries": [1]}',
-        json.dumps({"version": 1, "entries": {f"{sys.prefix}|hx-badidx|tools|hx_badidx": "x"}}),
-        json.dumps({"version": 1, "entries": {f"{sys.prefix}|hx-badidx|tools|hx_badidx": {"stamp": None, "tools": 5}}}),
-        "[" * 100_000 + "]" * 100_000,
-        "",
+        lambda key: _index_file([1]),
+        lambda key: _index_file({key: "x"}),
+        lambda key: _index_file({key: {"stamp": None, "tools": 5}}),
+        lambda key: json.dumps({"version": ToolIndex.VERSION, "environments": [], "entries": {key: "x"}}),
+        lambda key: "[" * 100_000 + "]" * 100_000,
+        lambda key: "",
     ],
 )
-def test_a_malformed_index_is_ignored(dists: Any, index_dir: Path, monkeypatch: pytest.MonkeyPatch, content: str) -> None:
+def test_a_malformed_index_is_ignored(
+    dists: Any, index_dir: Path, monkeypatch: pytest.MonkeyPatch, content: Callable[[str], str]
+) -> None:
     """The index is a cache: a file of another shape is read as empty (calls, listings and doctor worked on none)."""
     dists.make("hx-badidx", {"hx_badidx": _module(9)}, {"harness_one.tools": {"tools": "hx_badidx"}})
+    ours = next(ep for ep in entry_points("harness_one.tools") if ep.distribution == "hx-badidx")
     index_dir.mkdir()
-    (index_dir / "tool-index.json").write_text(content)
+    (index_dir / "tool-index.json").write_text(content(ToolIndex.key(ours)))
     reset_tool_index()
     assert ToolRegistry(discover=True, autoload=False).call("tool_9", {"n": 1}) == 10
     assert "tool_9" in ToolRegistry(discover=True, autoload=False).names()
     _new_process("hx_badidx")
-    ours = next(ep for ep in entry_points("harness_one.tools") if ep.distribution == "hx-badidx")
     stamp = tool_index()._stamp(ours)  # the right stamp with tools of the wrong type: dropped too
     forged = {ToolIndex.key(ours): {"stamp": stamp, "tools": 5, "env": tool_index()._environment()}}
-    (index_dir / "tool-index.json").write_text(json.dumps({"version": 1, "entries": forged}))
+    (index_dir / "tool-index.json").write_text(_index_file(forged))
     reset_tool_index()
     assert ToolRegistry(discover=True, autoload=False).call("tool_9", {"n": 2}) == 11
 

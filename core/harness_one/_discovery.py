@@ -8,6 +8,8 @@ import inspect
 import json
 import os
 import sys
+import threading
+import time
 import zlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -189,45 +191,98 @@ class ToolIndex:
     ``RECORD`` (see :func:`_installed_stamp`); for an editable install or a distribution without
     a ``RECORD``, the count, sizes and modification times of its source files (the top-level
     module, or every file of its package, data files too), so an editable install whose code
-    changed is loaded again. The tools an entry point provided hold, besides, while the
-    environment is unchanged (:meth:`_environment`: an install, an upgrade or a removal in any
-    folder on ``sys.path``) and so are the files of the modules they came from and of the entry
-    point's own module (sizes and modification times: a module of another top-level package or
-    distribution, e.g. a dependency's module named by the entry point, or a sibling module of an
-    editable project). Entries are kept per interpreter prefix (several virtual environments can
-    share the file). The file lives in
+    changed is loaded again. The tools an entry point provided hold, besides, while the files of
+    the modules they came from and of the entry point's own module keep their sizes and
+    modification times (a module of another top-level package or distribution, e.g. a
+    dependency's module named by the entry point, or a sibling module of an editable project).
+
+    Entries are kept per environment (:func:`_environment`): the interpreter prefix, and the
+    folders on ``sys.path`` with their modification times (an install, an upgrade or a removal
+    changes one). Programs of one virtual environment with different ``sys.path`` folders (an app
+    and its tests, another ``PYTHONPATH``) keep their entries side by side; several virtual
+    environments can share the file. Each environment has a last-used mark (written again at
+    most every :attr:`USED_GRAIN` seconds); when the file is written, environments whose
+    interpreter no longer exists are dropped, and so are those a newer one of the same prefix
+    and ``sys.path`` folders superseded (something was installed since), and past the
+    :attr:`PER_PREFIX` most recently used of a prefix and :attr:`ENVIRONMENTS` in all, the
+    least recently used. The file lives in
     ``HARNESS_ONE_CACHE_DIR`` (default ``$XDG_CACHE_HOME/harness-one`` or
     ``~/.cache/harness-one``); an empty ``HARNESS_ONE_CACHE_DIR`` keeps it in memory only.
     """
 
-    VERSION = 1
+    VERSION = 2
+    #: Environments kept per interpreter prefix, and in all.
+    PER_PREFIX = 4
+    ENVIRONMENTS = 32
+    #: Seconds after which a use of an environment is written again.
+    USED_GRAIN = 3600
     _env: int | None = None
 
-    def __init__(self, path: Path | None) -> None:
+    def __init__(self, path: Path | None, clock: Callable[[], float] = time.time) -> None:
         self.path = path
-        self._entries: dict[str, dict[str, Any]] = {}
+        self._clock = clock
         self._stamps: dict[tuple[str | None, str], list[int] | None] = {}
         self._dirty = False
-        if path is not None:
-            try:
-                data = json.loads(path.read_text(encoding="utf-8"))
-            except (OSError, ValueError, RecursionError):  # unreadable, not JSON, nested past the parser
-                return
-            entries = data.get("entries") if isinstance(data, dict) and data.get("version") == self.VERSION else None
-            if isinstance(entries, dict):  # a cache: an entry of another shape is dropped, never trusted
-                self._entries = {key: entry for key, entry in entries.items() if _well_formed(entry)}
+        self._group: str | None = None  # this discovery's environment: ``prefix|env``
+        self._used: set[str] = set()  # the environments this process looked up or recorded in
+        self._changed: set[str] = set()  # the entries it recorded
+        self._lock = threading.Lock()  # registries of other threads share the index
+        self._entries, self._envs = self._read()
+
+    def _read(self) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]]]:
+        """The file's entries and environments; nothing from a file that is missing, unreadable or of another version."""
+        if self.path is None:
+            return {}, {}
+        try:
+            data = json.loads(self.path.read_text(encoding="utf-8"))
+        except (OSError, ValueError, RecursionError):  # unreadable, not JSON, nested past the parser
+            return {}, {}
+        if not isinstance(data, dict) or data.get("version") != self.VERSION:
+            return {}, {}  # an older format's entries are dropped with it
+        entries, envs = data.get("entries"), data.get("environments")
+        if not isinstance(entries, dict) or not isinstance(envs, dict):
+            return {}, {}
+        # a cache: an entry of another shape is dropped, never trusted
+        return (
+            {key: entry for key, entry in entries.items() if _well_formed(entry)},
+            {group: meta for group, meta in envs.items() if _well_formed_environment(group, meta)},
+        )
 
     @staticmethod
-    def key(ep: EntryPoint) -> str:
-        """The entry of ``ep`` in this interpreter's environment (another virtual environment has its own)."""
-        return f"{sys.prefix}|{ep.distribution}|{ep.name}|{ep.value}"
+    def key(ep: EntryPoint, env: int | None = None) -> str:
+        """The entry of ``ep`` in this interpreter's environment ``env`` (default: :func:`_environment` now)."""
+        return f"{_group_of_environment(_environment() if env is None else env)}|{ep.distribution}|{ep.name}|{ep.value}"
+
+    def _key(self, ep: EntryPoint) -> str:
+        return f"{self._current_group()}|{ep.distribution}|{ep.name}|{ep.value}"
+
+    def _current_group(self) -> str:
+        group = self._group
+        if group is None:
+            group = self._group = _group_of_environment(self._environment())
+            self._use(group)
+        return group
+
+    def _use(self, group: str) -> None:
+        """Renew the last-used mark of ``group`` if it is older than :attr:`USED_GRAIN` (once per process)."""
+        with self._lock:
+            if group in self._used:
+                return
+            self._used.add(group)
+            meta = self._envs.get(group)
+            if meta is not None and int(self._clock()) - meta["used"] >= self.USED_GRAIN:
+                self._envs[group] = self._environment_meta()
+                self._dirty = True
+
+    def _environment_meta(self) -> dict[str, Any]:
+        return {"prefix": sys.prefix, "executable": sys.executable or "", "paths": _paths(), "used": int(self._clock())}
 
     def tools(self, ep: EntryPoint) -> set[str] | None:
         """The tool names ``ep`` provided when its files and the environment were as they are now, or None if not known.
 
         None for an entry point recorded as failed: a failure does not say which tools it provides.
         """
-        entry = self._entries.get(self.key(ep))
+        entry = self._entries.get(self._key(ep))
         if entry is None or "failed" in entry or entry.get("env") != self._environment():
             return None
         stamp = self._stamp(ep)
@@ -244,7 +299,7 @@ class ToolIndex:
 
     def failure(self, ep: EntryPoint) -> str | None:
         """Why ``ep`` failed to load when its files were as they are now, or None (it loaded, or is not known)."""
-        entry = self._entries.get(self.key(ep))
+        entry = self._entries.get(self._key(ep))
         if entry is None or "failed" not in entry or entry.get("env") != self._environment():
             return None  # a failure seen in another environment, or before something was installed, is tried again
         stamp = self._stamp(ep)
@@ -263,48 +318,76 @@ class ToolIndex:
             entry["failed"] = failed[:500]
         else:
             entry["files"] = _file_stamps(files)
-        if self._entries.get(self.key(ep)) != entry:
-            self._entries[self.key(ep)] = entry
-            self._dirty = True
+        group = self._current_group()
+        key = f"{group}|{ep.distribution}|{ep.name}|{ep.value}"
+        with self._lock:
+            if group not in self._envs:
+                self._envs[group] = self._environment_meta()
+                self._dirty = True
+            if self._entries.get(key) != entry:
+                self._entries[key] = entry
+                self._changed.add(key)
+                self._dirty = True
 
     def save(self) -> None:
-        """Write the file if anything changed; a cache that cannot be written is skipped."""
+        """Write the file if anything changed; a cache that cannot be written is skipped.
+
+        What other processes wrote meanwhile is kept (the file is read again): this process writes
+        only the entries it recorded and the marks of the environments it used; then the file is
+        bounded (see the class)."""
         if not self._dirty or self.path is None:
             return
-        self._dirty = False
+        with self._lock:
+            self._dirty = False
+            entries, envs = self._read()
+            for group in self._used:
+                mine, theirs = self._envs.get(group), envs.get(group)
+                if mine is not None and (theirs is None or theirs["used"] <= mine["used"]):
+                    envs[group] = mine
+            for key in self._changed:
+                entries[key] = self._entries[key]
+            self._changed.clear()
+            self._entries, self._envs = self._bounded(entries, envs)
+            content = json.dumps({"version": self.VERSION, "environments": self._envs, "entries": self._entries})
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = self.path.with_name(f"{self.path.name}.{os.getpid()}.tmp")
-            tmp.write_text(json.dumps({"version": self.VERSION, "entries": self._entries}), encoding="utf-8")
+            tmp = self.path.with_name(f"{self.path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+            tmp.write_text(content, encoding="utf-8")
             os.replace(tmp, self.path)
         except OSError as exc:
             log_event(10, "tool index not written", path=str(self.path), error=str(exc))
 
+    def _bounded(
+        self, entries: dict[str, dict[str, Any]], envs: dict[str, dict[str, Any]]
+    ) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]]]:
+        """The environments to keep (see the class), and the entries of those."""
+        mine = {(envs[g]["prefix"], envs[g]["paths"]): g for g in self._used if g in envs}
+        ranked = sorted(envs, key=lambda g: (g in self._used, envs[g]["used"]), reverse=True)
+        kept: dict[str, dict[str, Any]] = {}
+        per_prefix: dict[str, int] = {}
+        for group in ranked:
+            meta = envs[group]
+            if group not in self._used:
+                newer = mine.get((meta["prefix"], meta["paths"]))
+                if newer is not None and envs[newer]["used"] >= meta["used"]:
+                    continue  # superseded: the same folders, since changed (something was installed)
+                if per_prefix.get(meta["prefix"], 0) >= self.PER_PREFIX or len(kept) >= self.ENVIRONMENTS:
+                    continue
+                if meta["executable"] and not os.path.exists(meta["executable"]):
+                    continue  # a removed virtual environment
+            kept[group] = meta
+            per_prefix[meta["prefix"]] = per_prefix.get(meta["prefix"], 0) + 1
+        return {key: entry for key, entry in entries.items() if _entry_group(key, kept) is not None}, kept
+
     def forget_stamps(self) -> None:
         self._stamps.clear()
         self._env = None
+        self._group = None
 
     def _environment(self) -> int:
-        """A CRC-32 of this interpreter's prefix and version and the modification times of the folders
-        on ``sys.path``: what a failure to import, and the tools a package defines, hold for (installing,
-        upgrading or removing a distribution, or the missing dependency, changes the folder it goes to;
-        another virtual environment sharing the cache has another prefix).
-
-        The folder of the running script (``sys.path[0]`` as Python put it there: the current directory
-        for ``-c`` and ``-m``, a console script's ``bin`` folder) is left out: a program that writes files
-        next to itself changes it at every run, and a console script and a program would see different
-        environments. Packages are installed into the other folders."""
+        """:func:`_environment`, read once per discovery."""
         if self._env is None:
-            script = _script_folders()
-            times = []
-            for folder in sys.path:
-                if folder in script:
-                    continue
-                try:
-                    times.append((folder, os.stat(folder or ".").st_mtime_ns))
-                except OSError:
-                    times.append((folder, -1))
-            self._env = zlib.crc32(repr((sys.prefix, sys.version, times)).encode("utf-8", "surrogatepass"))
+            self._env = _environment()
         return self._env
 
     def _stamp(self, ep: EntryPoint) -> list[int] | None:
@@ -313,6 +396,62 @@ class ToolIndex:
             installed = _installed_stamp(ep.metadata_path) if ep.metadata_path else None
             self._stamps[key] = installed or _source_stamp(key[1])
         return self._stamps[key]
+
+
+def _folders() -> list[str]:
+    """The folders on ``sys.path`` that packages are installed into: the running script's left out (see :func:`_environment`)."""
+    script = _script_folders()
+    return [folder for folder in sys.path if folder not in script]
+
+
+def _environment() -> int:
+    """A 64-bit checksum of this interpreter's version and the folders on ``sys.path`` with their
+    modification times: what a failure to import, and the tools a package defines, hold for
+    (installing, upgrading or removing a distribution, or the missing dependency, changes the
+    folder it goes to). The interpreter prefix is not part of it: entries are kept per prefix.
+
+    The folder of the running script (``sys.path[0]`` as Python put it there: the current directory
+    for ``-c`` and ``-m``, a console script's ``bin`` folder) is left out: a program that writes files
+    next to itself changes it at every run, and a console script and a program would see different
+    environments. Packages are installed into the other folders."""
+    times = []
+    for folder in _folders():
+        try:
+            times.append((folder, os.stat(folder or ".").st_mtime_ns))
+        except OSError:
+            times.append((folder, -1))
+    data = repr((sys.version, times)).encode("utf-8", "surrogatepass")
+    return zlib.crc32(data) << 32 | zlib.adler32(data)
+
+
+def _paths() -> int:
+    """A checksum of the interpreter's version and the folders of :func:`_environment` without their times:
+    an environment of the same prefix and paths with other times is an older state of this one."""
+    return zlib.crc32(repr((sys.version, _folders())).encode("utf-8", "surrogatepass"))
+
+
+def _group_of_environment(env: int) -> str:
+    return f"{sys.prefix}|{env:016x}"
+
+
+def _entry_group(key: str, groups: Mapping[str, Any]) -> str | None:
+    """The environment (of ``groups``) that the entry ``key`` belongs to, or None."""
+    head = key.rsplit("|", 3)[0]
+    if head in groups:
+        return head
+    return max((group for group in groups if key.startswith(group + "|")), key=len, default=None)
+
+
+def _well_formed_environment(group: str, meta: Any) -> bool:
+    """An environment as :meth:`ToolIndex.save` writes it, under its ``prefix|env`` name."""
+    return (
+        isinstance(meta, dict)
+        and isinstance(meta.get("prefix"), str)
+        and group.rpartition("|")[0] == meta["prefix"]
+        and isinstance(meta.get("executable"), str)
+        and type(meta.get("paths")) is int
+        and type(meta.get("used")) is int
+    )
 
 
 def _script_folders() -> set[str]:
