@@ -7,7 +7,8 @@ import dataclasses
 import datetime as dt
 import decimal
 import json
-from typing import Annotated, Any, Literal, TypedDict
+import threading
+from typing import Annotated, Any, Literal, Optional, TypedDict
 
 import pytest
 from pydantic import BaseModel, ConfigDict, Field
@@ -118,6 +119,60 @@ def test_a_union_of_objects_converts_to_the_member_whose_field_values_the_value_
     assert reg.call("typed", {"v": {"kind": "a", "when": "2024-01-01"}}) == "{'kind': 'a', 'when': datetime.date(2024, 1, 1)}"
 
 
+class TreeA(BaseModel):
+    child: TreeA | TreeB | None = None
+    a: int = 0
+
+
+class TreeB(BaseModel):
+    child: TreeA | TreeB | None = None
+    b: int = 0
+
+
+TreeA.model_rebuild()
+TreeB.model_rebuild()
+
+
+def depth_of(node: TreeA | TreeB) -> int:
+    n = 0
+    current: Any = node
+    while current is not None:
+        n, current = n + 1, current.child
+    return n
+
+
+def test_picking_a_union_member_of_a_deep_value_walks_each_node_once_per_schema(monkeypatch: pytest.MonkeyPatch) -> None:
+    from harness_one import _schema
+
+    real = _schema._matches
+    calls = [0]
+
+    def counting(*args: Any) -> bool:
+        calls[0] += 1
+        return real(*args)
+
+    monkeypatch.setattr(_schema, "_matches", counting)
+    reg = _registry(None)
+    reg.add(depth_of)
+    counts = []
+    for depth in (4, 8, 12):
+        fits: Any = None
+        for _ in range(depth):
+            fits = {"child": fits, "b": 1}
+        calls[0] = 0
+        assert reg.call("depth_of", {"node": fits}) == depth
+        counts.append(calls[0])
+    # the work grows with the depth, not doubling with each level (each (schema, node) pair is judged once)
+    assert counts[2] - counts[1] == counts[1] - counts[0] and counts[2] < 200
+    # a leaf neither member takes ({"c": 1}) refutes both at every level: still judged once per pair
+    deep: Any = {"c": 1}
+    for _ in range(16):
+        deep = {"child": deep}
+    calls[0] = 0
+    reg.try_call("depth_of", {"node": deep})  # (whatever pydantic then makes of it)
+    assert calls[0] < 20 * 16  # (without the memo: over a million)
+
+
 # ---------------------------------------------------------------------------- 2. mutable defaults
 
 
@@ -153,73 +208,77 @@ def test_a_set_default_is_said_in_the_order_of_its_items_json() -> None:
     assert props["n"]["default"] == {"k": [1, 2, 3]}
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_a_mutable_default_with_no_json_form_is_copied_for_each_call(backend: str) -> None:
+@pytest.mark.parametrize("backend", [*BACKENDS, None])
+def test_a_mutable_default_with_no_json_form_is_the_functions_own_shared_as_python_shares_it(backend: str | None) -> None:
     def counts(key: int, seen: Any = {0: []}) -> Any:  # noqa: B006 - int keys: no JSON form
         seen.setdefault(key, []).append(key)
-        return seen
+        return dict(seen)
 
     tool = Tool.create(counts)
     assert "default" not in tool.parameters["properties"]["seen"]
-    assert tool.fresh_defaults == {"seen": {0: []}}
+    assert not hasattr(tool, "fresh_defaults")
     reg = _registry(backend)
     reg.add(tool)
     assert reg.call("counts", {"key": 1}) == {0: [], 1: [1]}
-    assert reg.call("counts", {"key": 2}) == {0: [], 2: [2]}
-    assert counts.__defaults__ == ({0: []},)
+    assert reg.call("counts", {"key": 2}) == {0: [], 1: [1], 2: [2]}  # the one object, as a direct call shares it
+    assert counts.__defaults__ == ({0: [], 1: [1], 2: [2]},)
 
 
-@dataclasses.dataclass
-class Item:
-    n: int
+class _Client:
+    """A client holding a lock: no deep copy (nor pickle) of it can be made."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.sent = 0
+
+
+_CLIENT = _Client()
+
+
+def notify(msg: str, sinks: list = [_CLIENT]) -> bool:  # type: ignore[type-arg]  # noqa: B006 - what the test is about
+    sinks[0].sent += 1
+    return sinks[0] is _CLIENT
+
+
+@pytest.mark.parametrize("backend", [*BACKENDS, None])
+def test_an_object_inside_a_list_default_is_passed_as_it_is(backend: str | None) -> None:
+    tool = Tool.create(notify)
+    assert "default" not in tool.parameters["properties"]["sinks"]
+    reg = ToolRegistry(autoload=False) if backend == "rust" else _registry(backend)  # (rust: every standard plugin)
+    reg.add(tool)
+    before = _CLIENT.sent
+    assert [reg.call("notify", {"msg": "hi"}) for _ in range(2)] == [True, True]
+    assert _CLIENT.sent == before + 2
+
+
+class Named(BaseModel):
+    name: str
+
+
+def test_a_default_holding_a_pydantic_model_or_a_value_its_converter_refuses_defines_and_is_not_said() -> None:
+    def f(when: list[dt.datetime] = [dt.datetime(2024, 1, 1)]) -> None: ...  # noqa: B006 - naive: refused
+
+    def g(x: list[decimal.Decimal] = [decimal.Decimal("NaN")]) -> None: ...  # noqa: B006
+
+    own = [Named(name="default")]
+
+    def h(items: list[Named] = own) -> bool:
+        return items is own
+
+    for fn, name in ((f, "when"), (g, "x"), (h, "items")):
+        assert "default" not in Tool.create(fn).parameters["properties"][name], fn.__name__
+    reg = _registry(None)
+    reg.add(h)
+    assert reg.call("h", {}) is True
+
+
+# ---------------------------------------------------------------------------- 3. defaults the schema refuses
 
 
 @dataclasses.dataclass
 class Opts:
     n: Annotated[int, Field(ge=1)] = 0
     m: int = 2
-
-
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_a_mutable_default_a_given_schema_does_not_say_is_copied_for_each_call(backend: str) -> None:
-    def items(add: int, got: list[Item] = [Item(0)]) -> list[int]:  # noqa: B006, B008
-        got.append(Item(add))
-        return [i.n for i in got]
-
-    schema = {"type": "object", "properties": {"add": {"type": "integer"}, "got": {"type": "array"}}, "required": ["add"]}
-    tool = Tool.create(items, parameters=schema)
-    assert tool.fresh_defaults == {"got": [{"n": 0}]}  # its JSON form: its converter builds new Items each call
-    reg = _registry(backend)
-    reg.add(tool)
-    assert reg.call("items", {"add": 1}) == [0, 1]
-    assert reg.call("items", {"add": 2}) == [0, 2]
-
-
-def test_a_mutable_default_its_converter_cannot_take_again_is_refused() -> None:
-    def f(when: list[dt.datetime] = [dt.datetime(2024, 1, 1)]) -> None: ...  # noqa: B006 - naive: refused
-
-    def g(x: list[decimal.Decimal] = [decimal.Decimal("NaN")]) -> None: ...  # noqa: B006
-
-    with pytest.raises(ToolDefinitionError) as err:
-        Tool.create(g)
-    assert str(err.value) == (
-        "Tool 'g': parameter 'x': its default [Decimal('NaN')] is mutable and has no JSON form its conversion takes, so "
-        "every call leaving it out would share that one object; default to None (or an empty tuple) and build the value "
-        "in the function."
-    )
-    assert "default" not in Tool.create(f).parameters["properties"]["when"]  # converted to the same: kept, not said
-    assert Tool.create(f).fresh_defaults == {"when": ["2024-01-01T00:00:00"]}
-
-
-def test_immutable_and_shared_objects_are_not_copied() -> None:
-    client = object()
-
-    def f(a: Any = client, b: tuple[int, ...] = (1,), c: str = "x") -> None: ...
-
-    assert Tool.create(f).fresh_defaults == {}
-
-
-# ---------------------------------------------------------------------------- 3. defaults the schema refuses
 
 
 def price(
@@ -247,11 +306,42 @@ def test_a_default_the_schema_or_converter_refuses_is_not_said_and_the_functions
 
 
 def test_a_dataclass_field_default_its_schema_refuses_is_not_said() -> None:
-    def f(o: Opts) -> None: ...
+    def f(o: Opts) -> list[Opts]:
+        return [o]
 
-    props = Tool.create(f).parameters["properties"]["o"]["properties"]
-    assert "default" not in props["n"]
-    assert props["m"]["default"] == 2
+    tool = Tool.create(f)
+    for props in (
+        tool.parameters["properties"]["o"]["properties"],
+        tool.output_schema["properties"]["result"]["items"]["properties"],
+    ):  # type: ignore[index]
+        assert "default" not in props["n"]
+        assert props["m"]["default"] == 2
+
+
+def test_a_tools_defaults_are_checked_with_at_most_one_validator(monkeypatch: pytest.MonkeyPatch) -> None:
+    import jsonschema_rs
+
+    from harness_one import _schema
+
+    compiled: list[Any] = []
+
+    class Counting:
+        def __getattr__(self, name: str) -> Any:
+            return getattr(jsonschema_rs, name)
+
+        def validator_for(self, *args: Any, **kwargs: Any) -> Any:
+            compiled.append(args[0])
+            return jsonschema_rs.validator_for(*args, **kwargs)
+
+    monkeypatch.setattr(_schema, "_rust", Counting)
+    params = ", ".join(f"p{i}: Optional[list[int]] = None" for i in range(20))
+    namespace: dict[str, Any] = {"Optional": Optional}
+    exec(f"def plain(q: str, {params}) -> str:\n    return q\n", namespace)
+    Tool.create(namespace["plain"])
+    assert compiled == []  # None fits each plainly: no validator
+    props = Tool.create(price).parameters["properties"]
+    assert len(compiled) == 1  # the formats and bounds of every default: one validator for the tool
+    assert [name for name, prop in props.items() if "default" in prop] == ["aware", "fine"]
 
 
 # ---------------------------------------------------------------------------- 4. pydantic models' unknown names
@@ -444,9 +534,14 @@ def test_a_lone_surrogate_in_a_schema_is_refused_where_it_is(keywords: dict[str,
     json.dumps(str(err.value), ensure_ascii=False).encode("utf-8")  # the error itself is printable
 
 
-def test_a_description_holding_a_lone_surrogate_is_kept_for_each_output_to_render() -> None:
+def test_a_description_or_title_holding_a_lone_surrogate_is_stored_as_u_fffd() -> None:
+    reg = ToolRegistry(standard_plugins=False, autoload=False)
     tool = Tool.create(lambda **kw: kw, name="t", description="Look up a r\ud800sum\u00e9", options={"title": "T\udfff"})
-    assert tool.description == "Look up a r\ud800sum\u00e9"
+    reg.add(tool)
+    assert tool.description == "Look up a r\ufffdsum\u00e9"
+    assert tool.options["title"] == "T\ufffd"
+    json.dumps(tool.describe(), ensure_ascii=False).encode("utf-8")  # each output encodes
+    assert reg.export("openai").tools[0]["function"]["description"] == "Look up a r\ufffdsum\u00e9"
 
 
 def test_a_lone_surrogate_in_a_parameters_description_from_the_docstring_is_refused() -> None:

@@ -518,7 +518,8 @@ def test_lone_surrogates_from_the_model_or_a_tool_leave_valid_utf8_spans_and_met
     assert "report-\\udcff.txt" in str(listing["gen_ai.tool.call.result"])
     failed = by_name["execute_tool report"]
     assert (failed.status.description or "").endswith("no report named /srv/report-\\udcff.txt")
-    assert (failed.attributes or {})["gen_ai.tool.description"] == "Reads a report (/srv/report-\\udcff.txt)."
+    # (Tool.create stores a description's lone surrogate as U+FFFD)
+    assert (failed.attributes or {})["gen_ai.tool.description"] == "Reads a report (/srv/report-\ufffd.txt)."
     replayed = ToolExecutionError(ValueError("over"), tool="report")
     replayed.cause = "Quota\udcffError"  # a type name replayed from a shared store
     assert error_type(replayed) == "Quota\\udcffError"

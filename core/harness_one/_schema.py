@@ -77,9 +77,6 @@ class Signature:
     output_wrapped: bool = False
     #: The inferred schema holds text from the user (patterns, pydantic schemas) and must be checked.
     needs_check: bool = False
-    #: Per parameter whose default is mutable (see :func:`_mutable`), what a call that leaves it out
-    #: gets a deep copy of: the default's JSON form when the parameter is converted, else the default.
-    fresh_defaults: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
 
 def _call_type() -> type:
@@ -131,7 +128,6 @@ def analyse(fn: Callable[..., Any], *, tool: str, infer: bool = True, infer_outp
     accepts_any = False
     extra: JSONSchema = {}  # the schema of the values of **kwargs ({}: any)
     call_param: str | None = None
-    fresh: dict[str, Any] = {}
     for name, param in sig.parameters.items():
         if name in bound:
             continue
@@ -166,14 +162,10 @@ def analyse(fn: Callable[..., Any], *, tool: str, infer: bool = True, infer_outp
             if doc.params.get(name) and "description" not in prop:
                 prop["description"] = doc.params[name]
             if param.default is not inspect.Parameter.empty:
-                default = inference.default_form(prop, conv, param.default, f"$.{name}")
-                if default is not _NO_DEFAULT:
-                    prop["default"] = default
+                inference.give_default(prop, conv, param.default, f"$.{name}")
             properties[name] = prop
         if conv is not None:
             converters[name] = _bind(conv, f"$.{name}")
-        if param.default is not inspect.Parameter.empty and _mutable(param.default):
-            fresh[name] = _fresh_form(inference, name, param.default, conv)
     if accepts_any:  # a name the function binds itself would reach it twice ("got multiple values"): refused
         for name, why in _bound_names(fn, sig).items():
             converters[name] = _refuse_bound(name, why)
@@ -186,6 +178,8 @@ def analyse(fn: Callable[..., Any], *, tool: str, infer: bool = True, infer_outp
         schema["additionalProperties"] = (extra or True) if accepts_any else False
         if inference.defs:
             schema["$defs"] = inference.defs
+        if inference.defaulted:
+            _drop_refused_defaults(schema, inference.defaulted)
     output: JSONSchema | None = None
     wrapped = False
     if infer_output:
@@ -203,7 +197,6 @@ def analyse(fn: Callable[..., Any], *, tool: str, infer: bool = True, infer_outp
         output_schema=output,
         output_wrapped=wrapped,
         needs_check=inference.needs_check,
-        fresh_defaults=fresh,
     )
 
 
@@ -308,6 +301,8 @@ def _output_schema(hint: Any, tool: str) -> JSONSchema | None:
         return None
     if inference.defs:
         schema["$defs"] = inference.defs
+    if inference.defaulted:
+        _drop_refused_defaults(schema, inference.defaulted)
     return schema
 
 
@@ -401,59 +396,23 @@ def _json_default(value: Any, depth: int = 0) -> Any:
     return _NO_DEFAULT
 
 
-#: Keywords that say nothing of a value.
-_SAYS_NOTHING = frozenset({"description", "title", "examples", "deprecated", "$comment"})
-
-
-def _default_fits(schema: JSONSchema, value: Any, defs: Mapping[str, Any]) -> bool:
-    """Whether ``schema`` (formats asserted, as the validation plugin does) accepts the default ``value``."""
-    declared = schema.get("type")
-    names = [declared] if isinstance(declared, str) else declared if isinstance(declared, list) else []
-    kinds = tuple(cls for name in names if isinstance(name, str) for cls in _TYPE_CLASSES.get(name, ()))
-    if type(value) in kinds and _SAYS_NOTHING.issuperset(schema.keys() - {"type"}):
-        return True  # (type() is exact: a bool is no integer)
-    whole = {**schema, "$defs": dict(defs)} if defs else schema
+def _drop_refused_defaults(schema: JSONSchema, given: list[JSONSchema]) -> None:
+    """Drop from the inferred ``schema`` each ``default`` the inference gave (``given``: the schemas holding
+    one) that the schema giving it refuses, its ``format`` too (as the validation plugin asserts formats):
+    a default the model is told of and the plugin fills in must be one a call could send. One walk and
+    one check for the tool, the way the definition check finds bad defaults (:func:`_bad_defaults`)."""
+    if all(_plainly_valid(node, node["default"], None) for node in given):
+        return  # (most defaults: None, a number or a string its plain type takes; no walk needed)
+    found = _walk(schema, 2020)
     try:
-        rs = _rust()
-        if rs is not None:
-            return bool(rs.validator_for(whole, validate_formats=True).is_valid(value))
-        from jsonschema import Draft202012Validator
-
-        return bool(Draft202012Validator(whole, format_checker=Draft202012Validator.FORMAT_CHECKER).is_valid(value))
-    except Exception:  # a schema the definition check refuses anyway: no default is said
-        return False
-
-
-def _mutable(value: Any, depth: int = 0) -> bool:
-    """Whether ``value`` is (or, as a tuple or frozenset, holds) a list, dict, set or bytearray: a default
-    one call could change for the next, so each call that leaves the argument out gets its own copy.
-    Other objects (a client, a sentinel) are the function's to share, and are passed as they are."""
-    if isinstance(value, (list, dict, set, bytearray)):
-        return True
-    if isinstance(value, (tuple, frozenset)) and depth < 32:
-        return any(_mutable(v, depth + 1) for v in value)
-    return False
-
-
-def _fresh_form(inference: _Inference, name: str, value: Any, conv: _Conv | None) -> Any:
-    """What a call leaving out parameter ``name`` (default ``value``, mutable) gets a deep copy of: ``value``
-    itself when nothing converts it, else its JSON form, which the converter turns back into a new one."""
-    if conv is None:
-        return value
-    form = _json_default(value)
-    if form is not _NO_DEFAULT:
-        try:
-            conv(form, f"$.{name}")
-        except Exception:
-            pass
-        else:
-            return form
-    raise ToolDefinitionError(
-        f"Tool '{inference.tool}': parameter '{name}': its default {_shown_value(value)[:80]} is mutable and has no JSON "
-        "form its conversion takes, so every call leaving it out would share that one object; default to None "
-        "(or an empty tuple) and build the value in the function.",
-        tool=inference.tool,
-    )
+        bad = _bad_defaults(schema, found, len(found.defaults), formats=True)
+    except Exception:  # a schema the definition check refuses (a pattern no backend compiles): it says so
+        return
+    mine = {id(node) for node in given}
+    for path, _ in bad:
+        node = functools.reduce(operator.getitem, path, schema)
+        if id(node) in mine:
+            node.pop("default", None)
 
 
 def _json_scalar(value: Any) -> bool:
@@ -507,6 +466,7 @@ class _Inference:
         self.output = output
         self.defs: dict[str, JSONSchema] = {}
         self.needs_check = False  # set when a schema holds the user's text (a pattern, a pydantic schema)
+        self.defaulted: list[JSONSchema] = []  # the schemas given a default (:meth:`give_default`)
         self._open: set[int] = set()  # dataclasses and TypedDicts being expanded (recursion guard)
         self._nesting = 0  # > 0 inside a container or a field: pydantic models go to $defs there
 
@@ -524,19 +484,21 @@ class _Inference:
         except TypeError as exc:
             raise ToolDefinitionError(f"Tool '{self.tool}': {where}: {exc}", tool=self.tool) from None
 
-    def default_form(self, schema: JSONSchema, conv: _Conv | None, value: Any, path: str) -> Any:
-        """``value`` as the ``default`` of ``schema``, or ``_NO_DEFAULT`` when it has no JSON form, or one ``schema``
-        (its formats too) or the converter refuses: a default the model is told of and the validation plugin
-        fills in must be one a call could send. Left out, the function's own default applies."""
+    def give_default(self, schema: JSONSchema, conv: _Conv | None, value: Any, path: str) -> None:
+        """Give ``schema`` ``value`` as its ``default``, unless it has no JSON form or the converter refuses that
+        form (a default the validation plugin fills in must be one a call could send). Left out, the function's
+        own default applies. Defaults ``schema`` itself refuses are dropped once the tool's schema is whole
+        (:func:`_drop_refused_defaults`)."""
         form = _json_default(value)
-        if form is _NO_DEFAULT or not _default_fits(schema, form, self.defs):
-            return _NO_DEFAULT
+        if form is _NO_DEFAULT:
+            return
         if conv is not None:
             try:
                 conv(form, path)
             except Exception:
-                return _NO_DEFAULT
-        return form
+                return
+        schema["default"] = form
+        self.defaulted.append(schema)
 
     def _schema(self, tp: Any) -> JSONSchema:
         if tp is Any or tp is inspect.Parameter.empty or tp is object:
@@ -705,9 +667,7 @@ class _Inference:
                     conv = self._conv(hint)
                 except TypeError:  # (the dataclass's own converter says so)
                     conv = None
-                default = self.default_form(prop, conv, f.default, f"$.{f.name}")
-                if default is not _NO_DEFAULT:
-                    prop["default"] = default
+                self.give_default(prop, conv, f.default, f"$.{f.name}")
             elif f.default_factory is dataclasses.MISSING:
                 required.append(f.name)
             props[f.name] = prop
@@ -1601,17 +1561,36 @@ def _same(a: Any, b: Any) -> bool:
     return type(a) is type(b) and bool(a == b)
 
 
-def _matches(schema: Any, value: Any, defs: Mapping[str, Any], depth: int = 0) -> bool:
+def _matches(schema: Any, value: Any, defs: Mapping[str, Any], memo: dict[tuple[int, int], bool], depth: int = 0) -> bool:
     """Whether ``value`` meets ``schema`` as far as its types, ``enum``, ``const``, properties, items and
     ``$defs`` references tell (for picking a union member: formats, patterns and bounds are the converters'
     to refuse). Each property sent is checked against its own schema, so of ``Union[Refund, Charge]`` told
-    apart by a ``Literal`` tag, or of ``Union[A, B]`` by a field's type, the member the value meets is picked."""
+    apart by a ``Literal`` tag, or of ``Union[A, B]`` by a field's type, the member the value meets is picked.
+
+    ``memo`` (one per conversion) keeps each verdict on an object or array by the identities of schema and
+    value, so a value nested in unions of unions is walked once per schema, not once per path to it; and an
+    object's scalar properties are checked before its nested ones, which a wrong member's tag refuses first."""
     if not isinstance(schema, Mapping):
         return schema is not False
     if depth > 64:
         return True
+    if not isinstance(value, (dict, list, tuple)):
+        return _meets(schema, value, defs, memo, depth)
+    key = (id(schema), id(value))
+    found = memo.get(key)
+    if found is None:
+        found = memo[key] = _meets(schema, value, defs, memo, depth)
+    return found
+
+
+def _meets(schema: Mapping[str, Any], value: Any, defs: Mapping[str, Any], memo: dict[tuple[int, int], bool], depth: int) -> bool:
+    """:func:`_matches` of a schema object, unmemoised."""
     ref = schema.get("$ref")
-    if isinstance(ref, str) and ref.startswith("#/$defs/") and not _matches(defs.get(ref[8:], True), value, defs, depth + 1):
+    if (
+        isinstance(ref, str)
+        and ref.startswith("#/$defs/")
+        and not _matches(defs.get(ref[8:], True), value, defs, memo, depth + 1)
+    ):
         return False
     declared = schema.get("type")
     if declared is not None:
@@ -1623,34 +1602,36 @@ def _matches(schema: Any, value: Any, defs: Mapping[str, Any], depth: int = 0) -
         return False
     if "const" in schema and not _same(schema["const"], value):
         return False
-    for keyword, every in (("anyOf", False), ("oneOf", False), ("allOf", True)):
-        members = schema.get(keyword)
-        if isinstance(members, list) and members:
-            found = (_matches(m, value, defs, depth + 1) for m in members)
-            if not (all(found) if every else any(found)):
-                return False
     if isinstance(value, dict):
         properties = schema.get("properties")
         properties = properties if isinstance(properties, Mapping) else {}
         if not set(schema.get("required") or ()) <= value.keys():
             return False
         extra = schema.get("additionalProperties", True)
-        for key, item in value.items():
-            if key in properties:
-                if not _matches(properties[key], item, defs, depth + 1):
+        open_names = "patternProperties" in schema
+        items = sorted(value.items(), key=lambda pair: isinstance(pair[1], (dict, list, tuple)))  # scalars first
+        for name, item in items:
+            if name in properties:
+                if not _matches(properties[name], item, defs, memo, depth + 1):
                     return False
-            elif "patternProperties" not in schema and not _matches(extra, item, defs, depth + 1):
+            elif not open_names and not _matches(extra, item, defs, memo, depth + 1):
                 return False
     elif isinstance(value, (list, tuple)):
+        low, high = schema.get("minItems"), schema.get("maxItems")
+        if (type(low) is int and len(value) < low) or (type(high) is int and len(value) > high):
+            return False
         prefix = schema.get("prefixItems")
         prefix = prefix if isinstance(prefix, list) else []
         for index, item in enumerate(value):
             rule = prefix[index] if index < len(prefix) else schema.get("items", True)
-            if not _matches(rule, item, defs, depth + 1):
+            if not _matches(rule, item, defs, memo, depth + 1):
                 return False
-        low, high = schema.get("minItems"), schema.get("maxItems")
-        if (type(low) is int and len(value) < low) or (type(high) is int and len(value) > high):
-            return False
+    for keyword, every in (("anyOf", False), ("oneOf", False), ("allOf", True)):
+        members = schema.get(keyword)
+        if isinstance(members, list) and members:
+            verdicts = (_matches(m, value, defs, memo, depth + 1) for m in members)
+            if not (all(verdicts) if every else any(verdicts)):
+                return False
     return True
 
 
@@ -1660,10 +1641,11 @@ def _first_fitting(members: list[tuple[JSONSchema, _Conv | None]], defs: Mapping
 
     def convert(value: Any, path: str) -> Any:
         last: ToolArgumentError | None = None
+        memo: dict[tuple[int, int], bool] = {}  # (one per conversion: the ids are of objects alive throughout)
         for strict, names_too in ((True, True), (False, True), (False, False)):
             fitted = False
             for schema, conv in members:
-                if not (_matches(schema, value, defs) if strict else _fits(schema, value, names_too)):
+                if not (_matches(schema, value, defs, memo) if strict else _fits(schema, value, names_too)):
                     continue
                 fitted = True
                 if conv is None:
@@ -1849,8 +1831,9 @@ def _fragment(path: tuple[Any, ...]) -> str:
     return "#" + (pointer if _PLAIN_POINTER.fullmatch(pointer) else quote(pointer, safe=_POINTER_SAFE))
 
 
-def _bad_defaults(schema: JSONSchema, found: _Found, most: int) -> list[tuple[tuple[Any, ...], str]]:
-    """The first ``most`` ``default``s (in walk order) the schemas that give them refuse (``format`` aside), and why.
+def _bad_defaults(schema: JSONSchema, found: _Found, most: int, *, formats: bool = False) -> list[tuple[tuple[Any, ...], str]]:
+    """The first ``most`` ``default``s (in walk order) the schemas that give them refuse (``format`` asserted
+    only with ``formats``), and why.
 
     The one way both the definition check (which names the first) and :func:`without_bad_defaults`
     (which drops them) find bad defaults. Past those :func:`_plainly_valid` vouches for, one
@@ -1868,7 +1851,8 @@ def _bad_defaults(schema: JSONSchema, found: _Found, most: int) -> list[tuple[tu
     if rs is None:  # the fallback without jsonschema-rs
         from jsonschema import exceptions, validators
 
-        root = validators.validator_for(schema, default=validators.Draft202012Validator)(schema)
+        cls = validators.validator_for(schema, default=validators.Draft202012Validator)
+        root = cls(schema, format_checker=cls.FORMAT_CHECKER if formats else None)
         bad: list[tuple[tuple[Any, ...], str]] = []
         for path, node in zip(paths, nodes):
             error = exceptions.best_match(root.evolve(schema=node).iter_errors(node["default"]))
@@ -1887,7 +1871,7 @@ def _bad_defaults(schema: JSONSchema, found: _Found, most: int) -> list[tuple[tu
         wrapper = {}
     wrapper["properties"] = {str(i): member for i, member in enumerate(members)}
     try:
-        validator = rs.validator_for(wrapper, registry=registry, validate_formats=False)
+        validator = rs.validator_for(wrapper, registry=registry, validate_formats=formats)
     except Exception:  # pragma: no cover - what jsonschema-rs cannot compile, validation reports
         return []
     if validator.is_valid(instance):
@@ -1913,19 +1897,67 @@ _TYPE_CLASSES: dict[str, tuple[type, ...]] = {
     "array": (list,),
 }
 _SCALAR_CLASSES = (str, int, float, bool, _NoneType)
+#: Keywords that apply to one kind of value only (every draft), each with the Python classes of that kind.
+_KIND_KEYWORDS: dict[str, tuple[type, ...]] = {
+    **dict.fromkeys(
+        (
+            "items",
+            "prefixItems",
+            "additionalItems",
+            "minItems",
+            "maxItems",
+            "uniqueItems",
+            "contains",
+            "minContains",
+            "maxContains",
+            "unevaluatedItems",
+        ),
+        (list,),
+    ),
+    **dict.fromkeys(
+        (
+            "properties",
+            "required",
+            "additionalProperties",
+            "patternProperties",
+            "minProperties",
+            "maxProperties",
+            "propertyNames",
+            "dependentRequired",
+            "dependentSchemas",
+            "dependencies",
+            "unevaluatedProperties",
+        ),
+        (dict,),
+    ),
+    **dict.fromkeys(("minLength", "maxLength", "pattern", "format"), (str,)),
+}
 
 
-def _plainly_valid(node: Any, value: Any, found: _Found, depth: int = 0) -> bool:
-    """Whether ``node`` surely accepts ``value`` without a validator: it says no more than one ``type``,
-    an ``enum`` of scalars, a ``minimum``, a ``maximum`` and a ``$ref`` within the schema to one that
-    does, and ``value`` fits them all. False is "not sure" (a validator decides)."""
+def _plainly_valid(node: Any, value: Any, found: _Found | None, depth: int = 0) -> bool:
+    """Whether ``node`` surely accepts ``value`` without a validator: it says no more than a ``type`` (or
+    a list of them), an ``enum`` of scalars, a ``minimum``, a ``maximum``, an ``anyOf`` one of whose
+    members does, keywords of another kind of value than ``value`` (``items`` of a ``null``) and a
+    ``$ref`` within the schema (``found``, None for none) to one that does, and ``value`` fits them all.
+    False is "not sure" (a validator decides)."""
     if not isinstance(node, dict):
         return node is True
     kind = type(value)
     for key, expected in node.items():
         if key == "type":
-            classes = _TYPE_CLASSES.get(expected) if isinstance(expected, str) else None
-            if classes is None or kind not in classes:  # (bool is no int here: type() is exact)
+            if type(expected) is str:
+                classes = _TYPE_CLASSES.get(expected)
+                if classes is None or kind not in classes:  # (bool is no int here: type() is exact)
+                    return False
+            elif not isinstance(expected, list) or not any(
+                type(name) is str and kind in _TYPE_CLASSES.get(name, ()) for name in expected
+            ):
+                return False
+        elif key == "anyOf":
+            if not isinstance(expected, list) or not any(_plainly_valid(m, value, found, depth + 1) for m in expected):
+                return False
+        elif key in _KIND_KEYWORDS:
+            if kind in _KIND_KEYWORDS[key]:  # (a keyword of this kind of value: a validator decides)
                 return False
         elif key == "enum":
             if kind not in _SCALAR_CLASSES or not isinstance(expected, list):
@@ -1938,7 +1970,13 @@ def _plainly_valid(node: Any, value: Any, found: _Found, depth: int = 0) -> bool
             if value < expected if key == "minimum" else value > expected:
                 return False
         elif key == "$ref":  # a pointer or an anchor in a schema with no ids: what the walk resolves
-            if not isinstance(expected, str) or not expected.startswith("#") or len(found.resources) > 1 or depth > 8:
+            if (
+                found is None
+                or not isinstance(expected, str)
+                or not expected.startswith("#")
+                or len(found.resources) > 1
+                or depth > 8
+            ):
                 return False
             try:
                 target = found.node("", expected[1:])

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, ParamSpec, Protocol, TypeVar, o
 from ._errors import ToolDefinitionError
 from ._log import log_event
 from ._policies import CircuitBreakerPolicy, RateLimit, RetryPolicy
+from ._render import safe_text
 from ._schema import Converter, analyse, check_against_signature, check_schema, find_surrogate, unpartial, wrap_output
 
 if TYPE_CHECKING:
@@ -73,10 +74,6 @@ class Tool:
     #: The result is not an object, so ``output_schema`` is ``{"result": <schema>}`` and a structured
     #: result ``v`` is sent as ``{"result": v}`` (as FastMCP does).
     output_wrapped: bool = False
-    #: Per parameter whose default is a list, dict, set or bytearray (or a tuple holding one), what a call
-    #: leaving it out gets a deep copy of (the default, or its JSON form when the parameter is converted),
-    #: so no call changes the default another call gets. The validation plugin fills these in.
-    fresh_defaults: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def parameters_schema(self) -> dict[str, Any]:
@@ -211,10 +208,15 @@ class Tool:
                 tool=tool_name,
                 hint="the model chooses tools by their description: give the function a docstring, or description=...",
             )
+        # A lone surrogate ("\ud800", from text decoded with errors="surrogateescape") in the words the model
+        # reads becomes U+FFFD here, once, so every output (describe(), exports, adapters) encodes them.
+        kept = dict(options or {})
+        if isinstance(kept.get("title"), str):
+            kept["title"] = safe_text(kept["title"])
         return cls(
             name=tool_name,
             fn=fn,
-            description=description if description is not None else sig.description,
+            description=safe_text(description if description is not None else sig.description),
             parameters=schema,
             rate_limit=None if rate_limit is None else RateLimit.parse(rate_limit, tool=tool_name),
             timeout=timeout,
@@ -234,7 +236,7 @@ class Tool:
             blocking=blocking,
             output_schema=output,
             output_wrapped=output_wrapped,
-            options=dict(options or {}),
+            options=kept,
             examples=examples,
             source=source,
             is_async=_is_async(fn),
@@ -243,7 +245,6 @@ class Tool:
             accepts_any=sig.accepts_any,
             call_param=sig.call_param,
             converters=sig.converters,
-            fresh_defaults=sig.fresh_defaults,
         )
 
     def describe(self) -> dict[str, Any]:
@@ -386,8 +387,8 @@ def _unknown_keywords(unknown: Mapping[str, Any], valid: Iterable[str]) -> ToolD
 
 def _refuse_surrogates(tool: str, parameters: Any, output: Any) -> None:
     """Refuse a lone surrogate (``"\\ud800"``) in a schema, key or string: no UTF-8 text can hold one, so no
-    validation backend compiles it and no request listing the tool encodes. (A description may hold
-    one: each output renders it, as ``safe_text`` or an escape.)"""
+    validation backend compiles it and no request listing the tool encodes. (A description or title
+    may hold one: :meth:`Tool.create` stores it as U+FFFD.)"""
     for what, value in (("parameters", parameters), ("output_schema", output)):
         where = find_surrogate(value)
         if where is not None:

@@ -2522,29 +2522,7 @@ class ValidationPlugin:
             if checked is not args:
                 call.arguments = checked
 
-        # A mutable default the schema gives no default for (none has a JSON form, or the tool gave its
-        # own schema): each call leaving it out gets a copy, never the function's own object. Only these
-        # tools pay for it: a look-up per such name, and a copy of the arguments when one is missing.
-        fresh = {
-            name: value
-            for name, value in tool.fresh_defaults.items()
-            if defaults is None or defaults.get(name, (_MISSING,))[0] is _MISSING
-        }
-        if not fresh:
-            return pre_validate
-        validate = pre_validate
-
-        def pre_validate_fresh(call: Call) -> None:
-            validate(call)
-            args = call.arguments
-            missing = [name for name in fresh if name not in args]
-            if missing:
-                args = dict(args)
-                for name in missing:
-                    args[name] = copy.deepcopy(fresh[name])
-                call.arguments = args
-
-        return pre_validate_fresh
+        return pre_validate
 
     @hookimpl
     def harness_stats(self, registry: ToolRegistry) -> dict[str, Any]:
