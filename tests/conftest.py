@@ -193,6 +193,8 @@ def index_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]
     monkeypatch.setenv("HARNESS_ONE_CACHE_DIR", str(where))
     # Index entries hold for the modification times of the folders on sys.path: pytest's ``tests`` folder
     # (a test file written meanwhile changes it) is left out, so that only what a test does changes them.
+    # A test using this fixture sets sys.path (monkeypatch.setattr) rather than monkeypatch.syspath_prepend,
+    # whose undo would put back the list without the tests folder for the rest of the session.
     monkeypatch.setattr(sys, "path", [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).parent.resolve()])
     reset_tool_index()
     yield where

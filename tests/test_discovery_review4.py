@@ -176,8 +176,9 @@ def test_the_script_s_folder_is_not_part_of_the_environment(
     work = tmp_path / "work"
     work.mkdir()
     monkeypatch.chdir(work)
-    monkeypatch.syspath_prepend(str(work))
-    monkeypatch.syspath_prepend("")
+    # (sys.path set, not prepended to: monkeypatch.syspath_prepend would restore the copy index_dir made,
+    # without pytest's tests folder, for the rest of the session)
+    monkeypatch.setattr(sys, "path", ["", str(work), *sys.path])
     site = dists.make("hx-aa-cwd", {"hx_aa_cwd": HEAD + _tool("whisper", "aa")}, {"harness_one.tools": {"text": "hx_aa_cwd"}})
     ToolRegistry(discover=True, autoload=False).load_entry_points()
     _new_process()
