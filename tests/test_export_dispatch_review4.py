@@ -219,14 +219,14 @@ def test_gemini_output_past_the_int_to_text_limit_is_its_digits() -> None:
 
 
 def test_gemini_error_text_is_capped_as_the_others_are() -> None:
-    class QuotaError(ToolError):
+    class LateMessageError(ToolError):
         def __init__(self) -> None:
             super().__init__("quota")
             self.message = "quota exceeded for rows: " + ",".join(map(str, range(200_000)))  # written late
 
     def bulk() -> str:
         "b"
-        raise QuotaError()
+        raise LateMessageError()
 
     reg = ToolRegistry(autoload=False)
     reg.add(bulk)

@@ -1989,18 +1989,33 @@ def _plainly_valid(node: Any, value: Any, found: _Found | None, depth: int = 0) 
     return True
 
 
+def _holds_surrogate(node: Any, depth: int) -> bool:
+    """Whether JSON data ``node`` holds a lone surrogate in a key or a string (ASCII text is passed at once)."""
+    if isinstance(node, str):
+        return not node.isascii() and _SURROGATE.search(node) is not None
+    if depth > 256:  # deeper than a schema check takes: the definition check refuses it
+        return False
+    if isinstance(node, (list, tuple)):
+        return any(_holds_surrogate(item, depth + 1) for item in node if not isinstance(item, _LEAVES))
+    if isinstance(node, dict) or (not isinstance(node, _LEAVES) and isinstance(node, Mapping)):
+        for key, item in node.items():
+            if isinstance(key, str) and not key.isascii() and _SURROGATE.search(key):
+                return True
+            if not isinstance(item, _LEAVES) and _holds_surrogate(item, depth + 1):
+                return True
+    return False
+
+
+_LEAVES = (int, float, type(None))  # JSON values that hold no text (bool is an int)
+
+
 def find_surrogate(value: Any) -> str | None:
     """Where a lone surrogate is in ``value`` (a string, or JSON data: its keys and strings): ``""`` for the
     string itself, a JSON pointer (`` at /properties/a``) within data, or None when it holds none."""
     if isinstance(value, str):
         return None if value.isascii() or not _SURROGATE.search(value) else ""
-    try:
-        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    if not _holds_surrogate(value, 0):
         return None
-    except UnicodeEncodeError:
-        pass
-    except (TypeError, ValueError, RecursionError):
-        return None  # not JSON: the definition check says so
 
     def walk(node: Any, path: tuple[Any, ...], depth: int) -> tuple[Any, ...] | None:
         if depth > 256:

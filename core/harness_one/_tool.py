@@ -131,7 +131,7 @@ class Tool:
                 f"Gemini also needs a letter or '_' first, so its export renames the others).{fix}",
                 tool=tool_name if isinstance(tool_name, str) else None,
             )
-        if not isinstance(tags, Iterable):
+        if not isinstance(tags, (str, list, tuple, set, frozenset)) and not isinstance(tags, Iterable):  # (ABC last: slow)
             raise ToolDefinitionError(
                 f"Tool '{tool_name}': tags must be a string or an iterable of strings, got {tags!r}.", tool=tool_name
             )
@@ -188,7 +188,7 @@ class Tool:
             raise ToolDefinitionError(f"Tool '{tool_name}': cache_ttl needs an idempotent or read-only tool.", tool=tool_name)
         if read_only and destructive:
             raise ToolDefinitionError(f"Tool '{tool_name}': a read-only tool cannot be destructive.", tool=tool_name)
-        if not isinstance(examples, Iterable) or isinstance(examples, (str, Mapping)):
+        if type(examples) not in (list, tuple) and (not isinstance(examples, Iterable) or isinstance(examples, (str, Mapping))):
             raise ToolDefinitionError(
                 f"Tool '{tool_name}': examples must be a list of mappings with an 'arguments' object, got {examples!r}.",
                 tool=tool_name,
