@@ -28,6 +28,7 @@ HEAVY = (
     "difflib",
     "sqlite3",
     "subprocess",
+    "hashlib",  # (with harness_one._render, which the words of a tool need only when they are not ASCII)
 )
 
 

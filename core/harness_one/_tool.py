@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Any, NoReturn, ParamSpec, Protocol, TypeVar, o
 from ._errors import ToolDefinitionError
 from ._log import log_event
 from ._policies import CircuitBreakerPolicy, RateLimit, RetryPolicy
-from ._render import safe_text
 from ._schema import Converter, analyse, check_against_signature, check_schema, find_surrogate, unpartial, wrap_output
 
 if TYPE_CHECKING:
@@ -212,11 +211,11 @@ class Tool:
         # reads becomes U+FFFD here, once, so every output (describe(), exports, adapters) encodes them.
         kept = dict(options or {})
         if isinstance(kept.get("title"), str):
-            kept["title"] = safe_text(kept["title"])
+            kept["title"] = _utf8(kept["title"])
         return cls(
             name=tool_name,
             fn=fn,
-            description=safe_text(description if description is not None else sig.description),
+            description=_utf8(description if description is not None else sig.description),
             parameters=schema,
             rate_limit=None if rate_limit is None else RateLimit.parse(rate_limit, tool=tool_name),
             timeout=timeout,
@@ -383,6 +382,16 @@ def _unknown_keywords(unknown: Mapping[str, Any], valid: Iterable[str]) -> ToolD
     return ToolDefinitionError(
         " ".join(parts) + f" A tool definition takes: {names}; plugins read their own settings from options={{...}}."
     )
+
+
+def _utf8(text: str) -> str:
+    """``text`` made UTF-8 safe (:func:`~harness_one._render.safe_text`), its module imported only for text that
+    is not ASCII (``import harness_one.tools`` stays without it)."""
+    if text.isascii():
+        return text
+    from ._render import safe_text
+
+    return safe_text(text)
 
 
 def _refuse_surrogates(tool: str, parameters: Any, output: Any) -> None:
