@@ -82,6 +82,14 @@ def _wait_gone(pid: int, seconds: float) -> bool:
     return True
 
 
+def _stop(proc: subprocess.Popen[Any], grandchild: int) -> None:
+    """A test's cleanup: the gateway killed and reaped, the imported server's child killed if it still runs."""
+    proc.kill()
+    proc.wait()
+    if grandchild and _running(grandchild):
+        os.kill(grandchild, signal.SIGKILL)
+
+
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
 @pytest.mark.parametrize("transport", ["stdio", "http"])
 def test_sigterm_to_a_gateway_stops_what_its_imported_stdio_server_started(transport: str, tmp_path: Path) -> None:
@@ -116,10 +124,7 @@ def test_sigterm_to_a_gateway_stops_what_its_imported_stdio_server_started(trans
         assert proc.wait(60) == 128 + signal.SIGTERM, log.read_text()
         assert _wait_gone(grandchild, 30), "the imported server's child still runs after the gateway ended"
     finally:
-        proc.kill()
-        proc.wait()
-        if grandchild and _running(grandchild):
-            os.kill(grandchild, signal.SIGKILL)
+        _stop(proc, grandchild)
 
 
 def test_a_sigterm_during_the_close_is_noted_and_only_over_the_default_handler() -> None:
@@ -274,10 +279,7 @@ def test_sigterm_during_the_gateways_close_still_stops_the_imported_servers_chil
         assert proc.wait(30) == 128 + signal.SIGTERM, log.read_text()
         assert _wait_gone(grandchild, 10), "the imported server's child still runs after the gateway ended"
     finally:
-        proc.kill()
-        proc.wait()
-        if grandchild and _running(grandchild):
-            os.kill(grandchild, signal.SIGKILL)
+        _stop(proc, grandchild)
 
 
 # ---------------------------------------------------------------- 2. a line that is not UTF-8

@@ -1989,21 +1989,26 @@ def _plainly_valid(node: Any, value: Any, found: _Found | None, depth: int = 0) 
     return True
 
 
-def _holds_surrogate(node: Any, depth: int) -> bool:
-    """Whether JSON data ``node`` holds a lone surrogate in a key or a string (ASCII text is passed at once)."""
+def _surrogate_at(node: Any, depth: int) -> list[Any] | None:
+    """Where in JSON data ``node`` a lone surrogate stands, as the path's steps in reverse (``[]``: ``node``
+    itself), or None. ASCII text is passed at once, and a path is built only on the way back from one found."""
     if isinstance(node, str):
-        return not node.isascii() and _SURROGATE.search(node) is not None
+        return None if node.isascii() or _SURROGATE.search(node) is None else []
     if depth > 256:  # deeper than a schema check takes: the definition check refuses it
-        return False
+        return None
     if isinstance(node, (list, tuple)):
-        return any(_holds_surrogate(item, depth + 1) for item in node if not isinstance(item, _LEAVES))
-    if isinstance(node, dict) or (not isinstance(node, _LEAVES) and isinstance(node, Mapping)):
+        for index, item in enumerate(node):
+            if not isinstance(item, _LEAVES) and (found := _surrogate_at(item, depth + 1)) is not None:
+                found.append(index)
+                return found
+    elif isinstance(node, dict) or (not isinstance(node, _LEAVES) and isinstance(node, Mapping)):
         for key, item in node.items():
             if isinstance(key, str) and not key.isascii() and _SURROGATE.search(key):
-                return True
-            if not isinstance(item, _LEAVES) and _holds_surrogate(item, depth + 1):
-                return True
-    return False
+                return [key]
+            if not isinstance(item, _LEAVES) and (found := _surrogate_at(item, depth + 1)) is not None:
+                found.append(key)
+                return found
+    return None
 
 
 _LEAVES = (int, float, type(None))  # JSON values that hold no text (bool is an int)
@@ -2012,34 +2017,14 @@ _LEAVES = (int, float, type(None))  # JSON values that hold no text (bool is an 
 def find_surrogate(value: Any) -> str | None:
     """Where a lone surrogate is in ``value`` (a string, or JSON data: its keys and strings): ``""`` for the
     string itself, a JSON pointer (`` at /properties/a``) within data, or None when it holds none."""
+    found = _surrogate_at(value, 0)
+    if found is None:
+        return None
     if isinstance(value, str):
-        return None if value.isascii() or not _SURROGATE.search(value) else ""
-    if not _holds_surrogate(value, 0):
-        return None
-
-    def walk(node: Any, path: tuple[Any, ...], depth: int) -> tuple[Any, ...] | None:
-        if depth > 256:
-            return None
-        if isinstance(node, str):
-            return path if _SURROGATE.search(node) else None
-        if isinstance(node, Mapping):
-            for key, item in node.items():
-                if isinstance(key, str) and _SURROGATE.search(key):
-                    return (*path, key)
-                found = walk(item, (*path, key), depth + 1)
-                if found is not None:
-                    return found
-        elif isinstance(node, (list, tuple)):
-            for index, item in enumerate(node):
-                found = walk(item, (*path, index), depth + 1)
-                if found is not None:
-                    return found
-        return None
-
-    found = walk(value, (), 0)
+        return ""
     from ._render import escape_surrogates
 
-    return None if found is None else f" at {escape_surrogates(_pointer(found))}"
+    return f" at {escape_surrogates(_pointer(tuple(reversed(found))))}"
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
