@@ -673,13 +673,12 @@ class _Inflate:
         self._started = False  # the first stream's kind is told (deflate: zlib header or raw)
         self._held = b""  # input held until more tells what it is: deflate's first byte, a next member's first
         self._later = False  # a member after the first is being decoded
-        self.eof = False
-        self._cut = False
+        self.eof = False  # set only where bytes were left undecoded: it is a cut too
 
     @property
     def cut(self) -> bool:
         """Once the body has ended: whether bytes it sent were not decoded, or its last stream did not end."""
-        return self._cut or bool(self._held) or (self._started and not self._z.eof)
+        return self.eof or bool(self._held) or (self._started and not self._z.eof)
 
     def __call__(self, data: bytes, room: int) -> tuple[bytes, bytes]:
         data, self._held = self._held + data, b""
@@ -698,7 +697,7 @@ class _Inflate:
                     self._z, self._started = zlib.decompressobj(-zlib.MAX_WBITS), True
                     continue
                 if self._later:  # a later gzip member: what the earlier ones gave is kept, cut
-                    self.eof = self._cut = True
+                    self.eof = True
                     break
                 raise ToolError(f"The response body is not valid {self._coding} data: {exc}") from None
             self._started = True
@@ -716,7 +715,7 @@ class _Inflate:
             if not data or data == _GZIP_MAGIC[:1]:
                 self._held = data
                 return b""
-        self.eof = self._cut = True
+        self.eof = True
         return b""
 
 

@@ -184,6 +184,11 @@ def load_tool_entry_points(registry: ToolRegistry, report: DiscoveryReport) -> N
         index.save()
 
 
+def _entry_key(group: str, ep: EntryPoint) -> str:
+    """The index's key of ``ep`` in environment ``group`` (:func:`_group_of_environment`)."""
+    return f"{group}|{ep.distribution}|{ep.name}|{ep.value}"
+
+
 class ToolIndex:
     """Which tools each module entry point provides, or that it failed to load, kept in a JSON file between processes.
 
@@ -251,10 +256,10 @@ class ToolIndex:
     @staticmethod
     def key(ep: EntryPoint, env: int | None = None) -> str:
         """The entry of ``ep`` in this interpreter's environment ``env`` (default: :func:`_environment` now)."""
-        return f"{_group_of_environment(_environment() if env is None else env)}|{ep.distribution}|{ep.name}|{ep.value}"
+        return _entry_key(_group_of_environment(_environment() if env is None else env), ep)
 
     def _key(self, ep: EntryPoint) -> str:
-        return f"{self._current_group()}|{ep.distribution}|{ep.name}|{ep.value}"
+        return _entry_key(self._current_group(), ep)
 
     def _current_group(self) -> str:
         group = self._group
@@ -319,7 +324,7 @@ class ToolIndex:
         else:
             entry["files"] = _file_stamps(files)
         group = self._current_group()
-        key = f"{group}|{ep.distribution}|{ep.name}|{ep.value}"
+        key = _entry_key(group, ep)
         with self._lock:
             if group not in self._envs:
                 self._envs[group] = self._environment_meta()

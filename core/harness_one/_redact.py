@@ -374,7 +374,7 @@ def _name_of(key: Any) -> str:
     try:
         return str(key)
     except Exception:
-        return f"<{type(key).__name__}>"
+        return _placeholder(key)
 
 
 def _placeholder(value: Any) -> str:

@@ -1180,12 +1180,10 @@ class ToolRegistry(metaclass=_SharedType):
             if err is not exc:
                 err.__cause__ = exc
             return err
-        if type(decision) is Outcome:
-            if decision.error is not None:
-                decision.error.__cause__ = err
-                return decision.error
-            return decision
-        return decision  # a Retry: ``_on_error`` takes no other answer (``_not_an_answer``)
+        if type(decision) is Outcome and decision.error is not None:
+            decision.error.__cause__ = err
+            return decision.error
+        return decision  # a recovery, or a Retry: ``_on_error`` takes no other answer (``_not_an_answer``)
 
     def _as_tool_error(self, call: Call, plan: ToolPlan, exc: BaseException) -> ToolError:
         if isinstance(exc, ToolError):

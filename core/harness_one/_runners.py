@@ -53,7 +53,7 @@ from ._errors import (
     outside_text,
 )
 from ._lazy import lazy_module
-from ._worker import _HEADER
+from ._worker import _HEADER, exit_reason
 
 if TYPE_CHECKING:
     import asyncio
@@ -845,15 +845,6 @@ def _warmest(idle: list[_Worker]) -> int:
     return len(idle) - 1
 
 
-def _exit_reason(code: int) -> str:
-    if code < 0:
-        try:
-            return f"was killed by {signal.Signals(-code).name}"
-        except ValueError:
-            return f"was killed by signal {-code}"
-    return f"exited with code {code}"
-
-
 _POOLS: weakref.WeakSet[_ProcessPool] = weakref.WeakSet()
 
 
@@ -1159,7 +1150,7 @@ class ProcessRunner:
     def _died_starting(self, call: Call, worker: _Worker) -> ToolError:
         """The error for a new worker that exited before its ready message (it is discarded)."""
         code = self._pool.discard(worker)
-        return _refused(call, self._failed(call, f"the process-mode worker {_exit_reason(code)} while starting"))
+        return _refused(call, self._failed(call, f"the process-mode worker {exit_reason(code)} while starting"))
 
     def _start(self, call: Call, worker: _Worker, end: float, timeout: float) -> None:
         """Wait for a new worker's ready message, within the call's deadline and ``start_timeout``."""
@@ -1181,7 +1172,7 @@ class ProcessRunner:
         """The error for an answer that could not be read: the worker is gone or out of step, discarded."""
         if isinstance(exc, _WorkerGone):
             code = self._pool.discard(worker, "died")
-            err = self._failed(call, f"the tool's worker process {_exit_reason(code)} before answering")
+            err = self._failed(call, f"the tool's worker process {exit_reason(code)} before answering")
             err.__cause__, err.__suppress_context__ = None, True
             return err
         self._pool.discard(worker, "killed")  # a frame half read (MemoryError, Ctrl-C): the worker is out of step

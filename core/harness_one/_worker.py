@@ -41,11 +41,22 @@ import sys
 import threading
 from typing import Any
 
-__all__ = ["STARTING", "frame", "kill_session", "recv", "send"]
+__all__ = ["STARTING", "exit_reason", "frame", "kill_session", "recv", "send"]
 
 #: Set in a worker's environment while it imports the parent's main module.
 STARTING = "HARNESS_ONE_WORKER_STARTING"
 _HEADER = 8
+
+
+def exit_reason(code: int, word: str = "code") -> str:
+    """How a process ended, from its return code: ``exited with code 1`` (``word``: ``status`` for MCP servers),
+    ``was killed by SIGKILL``, ``was killed by signal 40`` for a signal with no name."""
+    if code < 0:
+        try:
+            return f"was killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"was killed by signal {-code}"
+    return f"exited with {word} {code}"
 
 
 def frame(data: bytes, prefix: bytes = b"") -> bytes:

@@ -68,7 +68,7 @@ from harness_one._log import log_event
 from harness_one._render import safe_text
 from harness_one._requests import leading_members
 from harness_one._schema import without_bad_defaults
-from harness_one._worker import _session_members
+from harness_one._worker import _session_members, exit_reason
 
 from ._spec import ERROR_META_KEY, MAX_REPLY_BYTES, McpSpec, McpSpecError, is_byte_count
 from ._stdio import _detail
@@ -1242,21 +1242,13 @@ def _current_trace() -> otel_context.Context | None:
     return found if trace.get_current_span(found).get_span_context().is_valid else None
 
 
-def _exit_text(code: int) -> str:
-    """How a process ended, from its return code: ``exited with status 1``, ``was killed by SIGKILL``."""
-    if code < 0:
-        with contextlib.suppress(ValueError):
-            return f"was killed by {signal.Signals(-code).name}"
-    return f"exited with status {code}"
-
-
 #: The pause of :func:`_ended` between two looks at a return code (a test counts them).
 _sleep = asyncio.sleep
 _pidfd_open: Callable[[int], int] | None = getattr(os, "pidfd_open", None)
 
 
 async def _ended(process: Any, within: float | None = None) -> str | None:
-    """How ``process`` ended (:func:`_exit_text`) once it has; ``None`` when it still runs after ``within`` s.
+    """How ``process`` ended (:func:`~harness_one._worker.exit_reason`) once it has; ``None`` when it still runs after ``within`` s.
 
     Its return code is polled (0.01 s, growing to 0.1 s): ``wait()`` waits for the end of its pipes too, which a
     process it started may hold open. Without ``within``, on Linux, its end is waited for first (:func:`_exit_seen`):
@@ -1270,7 +1262,7 @@ async def _ended(process: Any, within: float | None = None) -> str | None:
             return None
         await _sleep(pause)
         pause = min(2 * pause, 0.1)
-    return _exit_text(process.returncode)
+    return exit_reason(process.returncode, "status")
 
 
 async def _exit_seen(process: Any) -> None:

@@ -33,7 +33,7 @@ from .._errors import ToolArgumentError, ToolDefinitionError, ToolError, ToolExe
 from .._formats import FORMATS
 from .._registry import ToolRegistry
 from .._render import render_value
-from .._schema import analyse
+from .._schema import _same, analyse
 from .._tool import Tool
 from .._worker import _session_members
 from ..export import GEMINI_NAME, StrictSchemaError, export_tools
@@ -476,7 +476,7 @@ def _example_outcome(tool: Tool, example: Mapping[str, Any], value: Any, raised:
     if raised is not None:
         return [f"the call failed: {type(raised).__name__}: {raised}"]
     problems = _output_problems(tool, value)
-    if "result" in example and not _same_json(_as_json(value), _as_json(example["result"])):
+    if "result" in example and not _same(_as_json(value), _as_json(example["result"])):
         shown = repr(value) if isinstance(value, str) else f"{value!r} (the model reads {render_value(value)})"
         problems.append(f"returned {shown}, the example says {example['result']!r}")
     return problems
@@ -491,17 +491,6 @@ def _as_json(value: Any) -> Any:
         return json.loads(render_value(value))
     except (TypeError, ValueError):  # nothing JSON can say: compared as it is
         return value
-
-
-def _same_json(a: Any, b: Any) -> bool:
-    """Whether JSON values ``a`` and ``b`` are equal, a boolean never equal to a number (``True`` is not ``1``)."""
-    if isinstance(a, bool) or isinstance(b, bool):
-        return type(a) is type(b) and a == b
-    if isinstance(a, Mapping) and isinstance(b, Mapping):
-        return a.keys() == b.keys() and all(_same_json(a[k], b[k]) for k in a)
-    if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(_same_json(x, y) for x, y in zip(a, b))
-    return bool(a == b)
 
 
 def _output_problems(tool: Tool, value: Any) -> list[str]:
