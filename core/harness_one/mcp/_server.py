@@ -224,8 +224,15 @@ def _in_session(ctx: ServerRequestContext[Any, Any]) -> bool:
     return connection is not None and bool(getattr(connection, "has_standalone_channel", False))
 
 
+#: Seconds (by the registry's clock) a handshake-era connection has to take a ``listChanged`` notification; past
+#: them its client is taken to have stopped reading, and is told of no more changes until it lists the tools again.
+LIST_CHANGED_TIMEOUT = 10.0
+
+
 class _Bridge:
     """The handlers: MCP requests in, registry calls out."""
+
+    list_changed_timeout = LIST_CHANGED_TIMEOUT
 
     def __init__(self, registry: ToolRegistry, principal: Principal | None) -> None:
         self.registry = registry
@@ -235,7 +242,10 @@ class _Bridge:
         self._loops: Counter[asyncio.AbstractEventLoop] = Counter()
         #: The serving loops with a notification scheduled and not started yet: changes until it starts share it.
         self._due: set[asyncio.AbstractEventLoop] = set()
-        self._legacy: weakref.WeakSet[Any] = weakref.WeakSet()
+        #: The handshake-era connections that listed the tools, each with the loop serving it (weakly: gone when closed).
+        self._legacy: weakref.WeakKeyDictionary[Any, asyncio.AbstractEventLoop] = weakref.WeakKeyDictionary()
+        #: The connections with a ``listChanged`` being sent, each with whether a change came since it started.
+        self._sending: dict[Any, bool] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._export: Any = None
         self._listing: dict[str, Any] = {}
@@ -392,7 +402,7 @@ class _Bridge:
         is the session's (SDK-private) ``_connection``; kept weakly, so it goes when it closes.
         """
         if _in_session(ctx):
-            self._legacy.add(ctx.session._connection)
+            self._legacy[ctx.session._connection] = asyncio.get_running_loop()
 
     def changed(self) -> None:
         """Called from any thread when the registry's tools change: notify on each serving loop, once for
@@ -410,17 +420,59 @@ class _Bridge:
     def _spawn_notify(self, loop: asyncio.AbstractEventLoop) -> None:
         with self._lock:
             self._due.discard(loop)  # a change from now on gets a notification of its own
-        task = asyncio.ensure_future(self._notify())
+        self._spawn(self._notify(loop))
+
+    def _spawn(self, work: Awaitable[None]) -> None:
+        task = asyncio.ensure_future(work)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _notify(self) -> None:
+    async def _notify(self, loop: asyncio.AbstractEventLoop) -> None:
         await self.bus.publish(ToolsListChanged())
-        for connection in list(self._legacy):
-            try:
-                await connection.send_tool_list_changed()
-            except Exception:  # a closed connection: forget it
-                self._legacy.discard(connection)
+        for connection, home in list(self._legacy.items()):
+            if home is loop:
+                self._tell(connection)
+
+    def _tell(self, connection: Any) -> None:
+        """Send ``connection`` a ``listChanged`` on a task of its own, so a client that stops reading holds up no
+        other: one send under way per connection, and the changes made while it is are one more send after it."""
+        if connection in self._sending:
+            self._sending[connection] = True
+            return
+        self._sending[connection] = False
+        self._spawn(self._send_changed(connection))
+
+    async def _send_changed(self, connection: Any) -> None:
+        """Send until no change came during the last send. A send not taken within :data:`LIST_CHANGED_TIMEOUT`
+        seconds (by the registry's clock: the client stopped reading its stream) is given up, and the connection
+        is told of no more changes until it lists the tools again; a closed connection is forgotten."""
+        try:
+            while True:
+                if not await self._within(connection.send_tool_list_changed(), self.list_changed_timeout):
+                    self._legacy.pop(connection, None)
+                    return
+                if not self._sending.get(connection):
+                    return
+                self._sending[connection] = False
+        except Exception:  # a closed connection: forget it
+            self._legacy.pop(connection, None)
+        finally:
+            self._sending.pop(connection, None)
+
+    async def _within(self, work: Awaitable[None], seconds: float) -> bool:
+        """Await ``work``, for at most ``seconds`` of the registry's clock: whether it finished."""
+        finished = False
+        async with anyio.create_task_group() as group:
+
+            async def expire() -> None:
+                await self.registry.clock.asleep(seconds)
+                group.cancel_scope.cancel()
+
+            group.start_soon(expire)
+            await work
+            finished = True
+            group.cancel_scope.cancel()
+        return finished
 
     @asynccontextmanager
     async def lifespan(self, server: Server[Any]) -> AsyncIterator[dict[str, Any]]:
@@ -458,7 +510,9 @@ _Report = tuple[float, float | None, str | None]
 class _Progress:
     """A call's progress reports (from any thread) as ``notifications/progress``: one slot holds the latest
     report not sent yet, sent at most every :data:`PROGRESS_INTERVAL` seconds, and the last one before the
-    result. A tool reporting in a tight loop costs a slot write per report, not a notification."""
+    result. A tool reporting in a tight loop costs a slot write per report, not a notification. The spec has
+    the progress value increase with each notification: a report whose progress is not greater than the one
+    before it (sent or waiting in the slot) is dropped."""
 
     def __init__(self, send: Callable[..., Awaitable[None]], clock: Clock) -> None:
         self.send = send
@@ -467,6 +521,8 @@ class _Progress:
         self.owner = threading.get_ident()
         self.lock = threading.Lock()
         self.latest: _Report | None = None
+        #: The progress of the last report kept (sent, or waiting in the slot): the next must be greater.
+        self.floor = -math.inf
         self.ready = asyncio.Event()
         self.over = self.pausing = False
 
@@ -476,6 +532,9 @@ class _Progress:
             return
         text = None if message is None else safe_text(str(message)[:PROGRESS_MESSAGE_CHARS])
         with self.lock:
+            if done <= self.floor:  # the spec's progress only increases: a repeat or a step back is not sent
+                return
+            self.floor = done
             waking = self.latest is None  # else a wake-up is on its way already
             self.latest = (done, whole if whole is None or math.isfinite(whole) else None, text)
         if not waking:
@@ -953,7 +1012,7 @@ async def serve_stdio(
         stdio_server(stdin, stdout) as (sdk_read, write),
     ):
         # Lines the SDK cannot read get an answer, and the end of stdin waits for every request's (see harness_one.mcp._stdio).
-        read = Answering(sdk_read, write, stdin, clock=registry.clock, drain_timeout=drain_timeout)
+        read = Answering(sdk_read, write, stdin, clock=registry.clock, drain_timeout=drain_timeout, out_fd=stdout.fd)
         await server.run(read, read.answers, server.create_initialization_options())
 
 

@@ -24,12 +24,19 @@ client that sent its requests and closed its stdin (``serve < requests.txt``) lo
 answers. :class:`Answering` holds the end of stdin back until every request it passed on has
 settled: answered (a response or an error written), or cancelled by the client
 (``notifications/cancelled``, never answered). It ends early once the client has stopped reading
-(an answer could not be written), and at the latest ``drain_timeout`` seconds (by the registry's
+(an answer could not be written, or, where ``select.poll`` exists (not Windows), stdout reports
+that its reader is gone: a pipe's read end closed, a socket closed, a terminal hung up), and at the latest ``drain_timeout`` seconds (by the registry's
 clock) after the end of stdin: the SDK then cancels the requests still running (each answered
 ``Connection closed``), and how many there were goes to stderr. A request the server sent the
 client and has no answer to at the end of stdin (or sends it after) gets ``Connection closed``
 at once, as the SDK gives every one at the end of its input: the client's answer can only
 come on stdin.
+
+The SDK reads stdin as fast as it can, so a client that sends requests and reads no answers made
+the server hold every answer in memory: while :data:`MAX_UNSETTLED` requests are unsettled,
+:class:`Answering` reads no more lines (so the SDK stops reading stdin, and the client's writes
+wait) until one settles, except while a request the server sent the client has no answer (it can
+only come on stdin).
 """
 
 from __future__ import annotations
@@ -42,8 +49,10 @@ import json
 import math
 import os
 import re
+import select
 import stat
 import sys
+import threading
 from collections import deque
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -51,6 +60,8 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 import anyio
+import anyio.from_thread
+import anyio.lowlevel
 import anyio.to_thread
 from mcp.shared.message import ServerMessageMetadata, SessionMessage
 from mcp_types import (
@@ -77,6 +88,8 @@ _MIN_LINE = 1 << 20
 _STREAM = "subscriptions/listen"
 #: How much of a dropped line a worker thread reads at a time.
 _CHUNK = 1 << 16
+#: Requests passed on and not settled yet past which no more lines are read (see :class:`Answering`).
+MAX_UNSETTLED = 256
 #: A UTF-16 surrogate: in a string ``id``, an ``id`` no answer can carry (UTF-8 has no lone surrogate).
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -189,8 +202,9 @@ class _Out:
     is still buffered when the server ends would be lost.
     """
 
-    def __init__(self, writer: asyncio.StreamWriter) -> None:
+    def __init__(self, writer: asyncio.StreamWriter, fd: int = -1) -> None:
         self.writer = writer
+        self.fd = fd  # the descriptor written to (-1: unknown)
         writer.transport.set_write_buffer_limits(0)
 
     async def write(self, text: str) -> None:
@@ -211,6 +225,7 @@ class _ThreadOut:
 
     def __init__(self, out: Writer | None) -> None:
         self.out = out
+        self.fd = -1 if out is None else fileno(out)  # the descriptor written to (-1: none, or not a file)
         self.pending: list[bytes] = []
 
     async def write(self, text: str) -> None:
@@ -336,14 +351,29 @@ class Answering(_Wrapping):
     an exception's answer goes out on ``write``, and the server never sees the exception.
     The server writes on :attr:`answers`, which counts its answers: at the end of ``inner``,
     :meth:`receive` waits until every request passed on has settled, or ``drain_timeout``
-    seconds of ``clock`` (None: no bound; see the module's text).
+    seconds of ``clock`` (None: no bound; see the module's text). While ``max_unsettled`` requests
+    are unsettled (and the server waits for no answer of the client's), it receives nothing more.
     """
 
     def __init__(
-        self, inner: Any, write: Any, lines: _Lines, *, clock: Clock = SYSTEM_CLOCK, drain_timeout: float | None = None
+        self,
+        inner: Any,
+        write: Any,
+        lines: _Lines,
+        *,
+        clock: Clock = SYSTEM_CLOCK,
+        drain_timeout: float | None = None,
+        out_fd: int = -1,
+        max_unsettled: int = MAX_UNSETTLED,
     ) -> None:
         self.inner, self.write, self.lines = inner, write, lines
         self.clock, self.drain_timeout = clock, drain_timeout
+        #: The answers' descriptor (-1: none), watched during the drain for its reader going away.
+        self.out_fd = out_fd
+        self._hangup: _Hangup | None = None
+        #: How many requests are waited for (the sum of ``waiting``), and how many stop the reading of more lines.
+        self.unsettled, self.max_unsettled = 0, max_unsettled
+        self._room: anyio.Event | None = None
         self.answers = _Answers(write, self)
         #: The ids of the requests passed on and not settled yet, each with how many are (a client
         #: may reuse an id). A stream (``subscriptions/listen``), answered only when the session
@@ -355,6 +385,11 @@ class Answering(_Wrapping):
         self.deadline: float | None = None  # the end of the drain, once stdin has ended (inf: no bound)
         self._idle: anyio.Event | None = None
 
+    async def aclose(self) -> None:
+        if self._hangup is not None:
+            self._hangup.stop()
+        await self.inner.aclose()
+
     @property
     def last_context(self) -> Any:
         return getattr(self.inner, "last_context", None)
@@ -363,6 +398,9 @@ class Answering(_Wrapping):
         while True:
             if self.deadline is not None:
                 return await self._draining()
+            while self.unsettled >= self.max_unsettled and not self.asked:  # the client is that far behind
+                self._room = anyio.Event()
+                await self._room.wait()
             try:
                 item = await self.inner.receive()
             except anyio.EndOfStream:
@@ -375,6 +413,7 @@ class Answering(_Wrapping):
                 if kind is JSONRPCRequest and item.message.method != _STREAM:
                     request_id = item.message.id
                     self.waiting[request_id] = self.waiting.get(request_id, 0) + 1
+                    self.unsettled += 1
                     # The SDK runs ``on_request_unanswered`` for a request that settles with no answer (cancelled).
                     item.metadata = ServerMessageMetadata(on_request_unanswered=functools.partial(self._unanswered, request_id))
                 elif kind is JSONRPCNotification and _has_id(line):
@@ -399,6 +438,9 @@ class Answering(_Wrapping):
                 self.waiting[request_id] = left - 1
             else:
                 del self.waiting[request_id]
+            self.unsettled -= 1
+            if self._room is not None and self.unsettled < self.max_unsettled:
+                self._room.set()
         self.gone = self.gone or gone
         if self._idle is not None and (not self.waiting or self.gone):
             self._idle.set()
@@ -408,23 +450,38 @@ class Answering(_Wrapping):
         self.asked.add(request_id)
         if self._idle is not None:
             self._idle.set()
+        if self._room is not None:  # its answer can only come on stdin: read on
+            self._room.set()
 
     async def _unanswered(self, request_id: Any) -> None:
         self.settle(request_id)
+
+    def _reader_gone(self) -> None:
+        """Stdout's reader is gone (the drain's watch saw it): no answer can be written any more."""
+        self.gone = True
+        if self._idle is not None:
+            self._idle.set()
 
     async def _draining(self) -> SessionMessage:
         """After the end of stdin: ``Connection closed`` for each request asked of the client, then the end once
         every request passed on has settled, the client has stopped reading, or the drain timeout has passed."""
         assert self.deadline is not None
-        while not self.asked:
-            if not self.waiting or self.gone:
-                raise anyio.EndOfStream
-            left = self.deadline - self.clock.now()
-            if left <= 0:
-                self._give_up()
-                raise anyio.EndOfStream
-            self._idle = anyio.Event()
-            await self._wait(self._idle, left)
+        try:
+            while not self.asked:
+                if not self.waiting or self.gone:
+                    raise anyio.EndOfStream
+                left = self.deadline - self.clock.now()
+                if left <= 0:
+                    self._give_up()
+                    raise anyio.EndOfStream
+                self._idle = anyio.Event()
+                if self._hangup is None and self.out_fd >= 0:
+                    self._hangup = _Hangup.start(self.out_fd, self._reader_gone)
+                await self._wait(self._idle, left)
+        except BaseException:  # the drain is over (or cancelled): so is the watch
+            if self._hangup is not None:
+                self._hangup.stop()
+            raise
         closed = ErrorData(code=CONNECTION_CLOSED, message="Connection closed")
         return SessionMessage(JSONRPCError(jsonrpc="2.0", id=self.asked.pop(), error=closed))
 
@@ -461,6 +518,51 @@ class Answering(_Wrapping):
             return await self.receive()
         except anyio.EndOfStream:
             raise StopAsyncIteration from None
+
+
+class _Hangup:
+    """A thread waiting for descriptor ``fd`` to report its reader gone (``POLLERR``/``POLLHUP``: a pipe whose read
+    end is closed, a closed socket, a hung-up terminal; ``POLLNVAL``: the descriptor itself closed), which then
+    runs ``gone`` on the event loop. The loop cannot poll for that alone: a writable descriptor is ready at
+    once. :meth:`stop` ends the thread (a byte on a pipe of its own). Nothing where ``select.poll`` is missing."""
+
+    def __init__(self, fd: int, gone: Callable[[], None], token: Any) -> None:
+        self.fd, self.gone, self.token = fd, gone, token
+        self.wake_read, self.wake_write = os.pipe()
+        self.lock = threading.Lock()
+        self.over = False
+
+    @classmethod
+    def start(cls, fd: int, gone: Callable[[], None]) -> _Hangup | None:
+        if not hasattr(select, "poll"):  # pragma: no cover - Windows
+            return None
+        watch = cls(fd, gone, anyio.lowlevel.current_token())
+        threading.Thread(target=watch._run, name="harness-one-stdout-watch", daemon=True).start()
+        return watch
+
+    def stop(self) -> None:
+        with self.lock:
+            if not self.over:
+                os.write(self.wake_write, b"\0")
+
+    def _run(self) -> None:
+        try:
+            poll = select.poll()
+            poll.register(self.fd, 0)  # POLLERR, POLLHUP and POLLNVAL are always reported
+            poll.register(self.wake_read, select.POLLIN)
+            hung = False
+            while not hung:
+                ready = poll.poll()
+                if any(fd == self.wake_read for fd, _ in ready):
+                    return
+                hung = any(fd == self.fd and events & (select.POLLERR | select.POLLHUP | select.POLLNVAL) for fd, events in ready)
+        finally:
+            with self.lock:
+                self.over = True
+                os.close(self.wake_read)
+                os.close(self.wake_write)
+        with contextlib.suppress(Exception):  # the loop has ended: nobody is waiting any more
+            anyio.from_thread.run_sync(self.gone, token=self.token)
 
 
 class _Answers(_Wrapping):
@@ -504,7 +606,7 @@ async def stdio_streams(max_line: int) -> AsyncIterator[tuple[Any, Any]]:
             transport, protocol = await _connect(
                 loop, undo, fileno(out), lambda: asyncio.streams.FlowControlMixin(loop=loop), reading=False
             )
-            stdout = _Out(asyncio.StreamWriter(transport, protocol, None, loop))
+            stdout = _Out(asyncio.StreamWriter(transport, protocol, None, loop), fileno(out))
         else:
             stdout = _ThreadOut(out)
         yield lines, stdout
