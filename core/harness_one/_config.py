@@ -21,7 +21,17 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-__all__ = ["ConfigError", "Settings", "environment_state", "is_file_spec", "load_settings", "parse_option", "with_prefix"]
+__all__ = [
+    "BOM_ADVICE",
+    "ConfigError",
+    "Settings",
+    "blank_state",
+    "environment_state",
+    "is_file_spec",
+    "load_settings",
+    "parse_option",
+    "with_prefix",
+]
 
 ENV_CONFIG = "HARNESS_ONE_CONFIG"
 ENV_LOG_FORMAT = "HARNESS_ONE_LOG_FORMAT"
@@ -38,8 +48,18 @@ DEFAULT_FILE = "harness-one.toml"
 PLUGIN_SETTINGS = {"block", "allow", "autoload", "strict"}
 
 
+#: Said of JSON or TOML text that does not read because it starts with a byte-order mark (a file saved as "UTF-8 with BOM").
+BOM_ADVICE = "it starts with a UTF-8 byte-order mark: save the file as UTF-8 without one"
+
+
 class ConfigError(Exception):
     """The configuration file, environment or a flag is invalid; the message says where."""
+
+
+def blank_state(where: str, instead: str) -> str:
+    """Why a state URL that is empty or only spaces is refused (the file's key, a variable, ``--state``):
+    it would name a SQLite file called " " in the current directory, or the default without a word."""
+    return f"{where} is empty: give a state URL ('memory:', a SQLite file, 'redis://host:6379/0'), or {instead} for the default SQLite file"
 
 
 def with_prefix(url: str, prefix: str | None) -> str:
@@ -175,10 +195,7 @@ def _apply_file(settings: Settings, data: dict[str, Any], where: str) -> None:
         if key in state and not isinstance(state[key], str):
             raise ConfigError(f"{where}: [state] {key} must be a string (e.g. 'redis://host:6379/0'), not {state[key]!r}")
         if key in state and not state[key].strip():  # (an empty HARNESS_ONE_STATE is unset: this is no variable)
-            raise ConfigError(
-                f"{where}: [state] {key} is empty: give a state URL ('memory:', a SQLite file, 'redis://host:6379/0'), "
-                "or leave the key out for the default SQLite file"
-            )
+            raise ConfigError(f"{where}: {blank_state(f'[state] {key}', 'leave the key out')}")
     if "url" in state or "redis_url" in state:  # redis_url, when given, puts all shared state on Redis
         settings.state = state.get("redis_url") or state["url"]
     prefix = state.get("prefix")
@@ -231,27 +248,92 @@ def _environment_over_file(settings: Settings) -> None:
         settings.autoload = None
 
 
+def _read_config(file: Path, chosen: str, found: bool) -> dict[str, Any]:
+    """The configuration file's TOML. A file ``found`` in the current directory (not named by ``--config`` or
+    ``HARNESS_ONE_CONFIG``) is read only when it is the user's own (:func:`_refuse_foreign`), checked on the
+    file opened: it names code that runs (its ``tools``, its MCP servers' commands)."""
+    try:
+        with open(file, encoding="utf-8") as stream:
+            if found:
+                _refuse_foreign(os.fstat(stream.fileno()), chosen)
+            text = stream.read()
+    except OSError as exc:
+        raise ConfigError(f"cannot read the configuration file {chosen!r}: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{chosen}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at position {exc.start})") from None
+    try:
+        data: dict[str, Any] = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{chosen}: invalid TOML: {BOM_ADVICE if text.startswith(chr(0xFEFF)) else exc}") from None
+    except RecursionError:  # arrays or tables nested deeper than the parser recurses
+        raise ConfigError(f"{chosen}: invalid TOML: nested too deeply") from None
+    return data
+
+
+def _refuse_foreign(status: os.stat_result, chosen: str) -> None:
+    """Refuse a configuration file found in the current directory that another user owns or may write (as
+    git refuses a repository another user owns): its ``tools`` and ``[mcp.servers]`` would run as this user.
+    A group-writable file of the user's own group (the user private group, as a umask of 002 makes) is
+    the user's alone. Not on Windows, which has no such owners and modes."""
+    if not hasattr(os, "getuid"):  # pragma: no cover - Windows
+        return
+    import stat
+
+    uid = os.getuid()
+    if status.st_uid != uid:
+        why = f"it is owned by another user (uid {status.st_uid}), not you (uid {uid})"
+    elif status.st_mode & stat.S_IWOTH:
+        why = "any user may write it"
+    elif status.st_mode & stat.S_IWGRP and not _own_group(status.st_gid):
+        why = f"the users of its group (gid {status.st_gid}) may write it"
+    else:
+        return
+    raise ConfigError(
+        f"{Path(chosen).absolute()}: not read: this configuration file was found in the current directory and {why}, "
+        "and its 'tools' and [mcp.servers] would run as you. If you trust it, name it: --config "
+        f"{chosen} (or HARNESS_ONE_CONFIG); else run harness-one in another directory"
+    )
+
+
+def _own_group(gid: int) -> bool:
+    """Whether ``gid`` is the user's private group: their primary group, of their own name and no other member."""
+    import grp
+    import pwd
+
+    try:
+        user, group = pwd.getpwuid(os.getuid()), grp.getgrgid(gid)
+    except KeyError:  # no such user or group in the databases
+        return False
+    return gid == user.pw_gid and group.gr_name == user.pw_name and set(group.gr_mem) <= {user.pw_name}
+
+
+def _state_from_environment() -> str | None:
+    """The state URL of ``HARNESS_ONE_REDIS_URL``, else ``HARNESS_ONE_STATE`` (an empty one is unset); one of
+    spaces is refused."""
+    for name in (ENV_REDIS, ENV_STATE):
+        url = os.environ.get(name)
+        if url and not url.strip():
+            raise ConfigError(blank_state(name, "unset it"))
+        if url:
+            return url
+    return None
+
+
 def load_settings(path: str | None = None) -> Settings:
     """Read ``path`` (or ``$HARNESS_ONE_CONFIG``, or ``./harness-one.toml`` if present), then the environment."""
     settings = Settings()
-    chosen = path or os.environ.get(ENV_CONFIG) or (DEFAULT_FILE if Path(DEFAULT_FILE).is_file() else None)
+    named = path or os.environ.get(ENV_CONFIG)
+    chosen = named or (DEFAULT_FILE if Path(DEFAULT_FILE).is_file() else None)
     if chosen:
         file = Path(chosen).expanduser()
-        try:
-            data = tomllib.loads(file.read_text(encoding="utf-8"))
-        except OSError as exc:
-            raise ConfigError(f"cannot read the configuration file {chosen!r}: {exc.strerror}") from None
-        except UnicodeDecodeError as exc:
-            raise ConfigError(f"{chosen}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at position {exc.start})") from None
-        except tomllib.TOMLDecodeError as exc:
-            raise ConfigError(f"{chosen}: invalid TOML: {exc}") from None
+        data = _read_config(file, chosen, found=not named)
         _apply_file(settings, data, chosen)
         _paths_from(settings, file.absolute().parent)
         settings.source = str(file)
     _environment_over_file(settings)
     settings.log_format = os.environ.get(ENV_LOG_FORMAT) or settings.log_format
     settings.log_level = os.environ.get(ENV_LOG_LEVEL) or settings.log_level
-    settings.state = os.environ.get(ENV_REDIS) or os.environ.get(ENV_STATE) or settings.state
+    settings.state = _state_from_environment() or settings.state
     settings.state_prefix = os.environ.get(ENV_REDIS_PREFIX) or settings.state_prefix
     settings.state = with_prefix(settings.state, settings.state_prefix)
     settings.tools_in_file = len(settings.tools)

@@ -161,7 +161,8 @@ def parse_call(obj: Any, *, provider: str | None = None, scalar_ids: bool = Fals
     answered as invalid calls); ``TypeError`` for an item that is not a call at all (no dict, no
     SDK object, and no id), and for a class given for an instance. An id that is an array or an
     object becomes its JSON text, or with ``scalar_ids`` (the lines of ``harness-one run``, as
-    JSON-RPC asks) is a :class:`BadRequest` without an id: an answer on its text could not be matched.
+    JSON-RPC asks) is a :class:`BadRequest` without an id, as is a boolean: an answer on its text could
+    not be matched, and a decision line could not name it.
     """
     call = _fields(obj)
     seen = _unreadable(obj, provider) if call is None else call
@@ -198,10 +199,11 @@ def parse_call(obj: Any, *, provider: str | None = None, scalar_ids: bool = Fals
         rid, name, arguments = inner.get("id", rid), inner.get("name"), inner.get("args")
     else:
         name, arguments = call.get("name"), call.get("arguments")
-    if rid is not None and not isinstance(rid, (str, int, float, bool)):
-        if scalar_ids:  # JSON-RPC's ids: a string, a number or null
+    if rid is not None and (isinstance(rid, bool) or not isinstance(rid, (str, int, float))):
+        if scalar_ids:  # JSON-RPC's ids: a string, a number or null (a boolean is none: its call id would be "True")
             raise BadRequest(f"the request's id must be a string or a number, not {_kind(rid)}")
-        rid = dumps(rid)[:200]
+        if not isinstance(rid, bool):
+            rid = dumps(rid)[:200]
     if not isinstance(name, str) or not name:
         raise BadRequest(problem, rid)
     if (rid is None or rid == "") and provider in _PAIRED:  # its answer could not be paired with it: it is not run

@@ -10,6 +10,10 @@ child process) reads nothing instead of taking requests.
 Embedded in a Python process whose ``sys.stdout`` or ``sys.stdin`` is not fd 1 or fd 0 (a test
 runner's capture, ``contextlib.redirect_stdout``), the answers go to that stream and the requests
 come from it: through its binary ``buffer``, or as UTF-8 text when it has none (an ``io.StringIO``).
+
+The command line writes to stderr through :func:`guard_stderr`: once stderr cannot be written (its
+reader gone: a broken pipe), what follows for it is dropped, as for a closed stderr (``2>&-``),
+instead of failing the command after its tool has run.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ import contextlib
 import io
 import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import IO, Any, Protocol
 
 __all__ = [
@@ -30,6 +34,7 @@ __all__ = [
     "claim_stdout",
     "fileno",
     "flush_stdout",
+    "guard_stderr",
     "is_closed",
     "stdin_for_requests",
     "stdout_for_answers",
@@ -177,6 +182,70 @@ def _stderr_fd() -> int:
         return os.dup(2)
     except OSError:  # stderr closed too: what tools print is dropped
         return os.open(os.devnull, os.O_WRONLY)
+
+
+class _GuardedStderr:
+    """``sys.stderr`` while the command line runs: the stream it wraps, until writing or flushing it fails
+    (its reader is gone: ``EPIPE``; or any other ``OSError``). From then on it writes to the null device,
+    and so does fd 2 when the stream was fd 2 (what is still buffered for it, a child process's writes):
+    a broken stderr is handled as a closed one, its messages dropped, the command's outcome kept."""
+
+    def __init__(self, stream: IO[str]) -> None:
+        self._stream = stream
+        self.broken = False
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except OSError:
+            self._drop()
+            return len(text)
+
+    def writelines(self, lines: Iterable[str]) -> None:
+        for line in lines:
+            self.write(line)
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except OSError:
+            self._drop()
+
+    def _drop(self) -> None:
+        if self.broken:  # (the null device failed: nothing more to do)
+            return
+        self.broken = True
+        if fileno(self._stream) == 2:
+            with contextlib.suppress(OSError):
+                null = os.open(os.devnull, os.O_WRONLY)
+                try:
+                    os.dup2(null, 2)
+                finally:
+                    os.close(null)
+        try:
+            self._stream = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115 - stderr's sink for the process's life
+        except OSError:  # no null device: an in-memory sink drops the same
+            self._stream = io.StringIO()
+
+    def __getattr__(self, name: str) -> Any:  # encoding, errors, isatty(), fileno(), closed, buffer: the stream's
+        return getattr(self._stream, name)
+
+
+@contextlib.contextmanager
+def guard_stderr() -> Iterator[None]:
+    """``sys.stderr`` guarded meanwhile (:class:`_GuardedStderr`): a write to stderr never fails. Nothing is
+    done for a closed stderr (None: click drops what goes to it), nor when ``sys.stderr`` is guarded already."""
+    stderr = sys.stderr
+    if is_closed(stderr) or isinstance(stderr, _GuardedStderr):
+        yield
+        return
+    guarded = _GuardedStderr(stderr)
+    sys.stderr = guarded
+    try:
+        yield
+    finally:
+        if sys.stderr is guarded:
+            sys.stderr = stderr
 
 
 @contextlib.contextmanager

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
 import click
 
-from .._config import ENV_TOOLS, ConfigError, Settings, is_file_spec, load_settings, parse_option, with_prefix
+from .._config import ENV_TOOLS, ConfigError, Settings, blank_state, is_file_spec, load_settings, parse_option, with_prefix
 from .._entrypoints import set_import_timeout
 from .._errors import PluginError, exception_text
 
@@ -351,6 +351,15 @@ class LazyGroup(click.Group):
         super().__init__(*args, **kwargs)
         self.lazy: dict[str, tuple[str, str, str]] = {}
 
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        """The command line, every write to stderr through :func:`~harness_one._stdout.guard_stderr`: a broken
+        stderr (its reader gone) drops what goes to it, as a closed one does, instead of failing the command
+        (exit 1 from click, an answer never written) after its tool has run."""
+        from .._stdout import guard_stderr
+
+        with guard_stderr():
+            return super().main(*args, **kwargs)
+
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         if cmd_name not in self.commands and cmd_name in self.lazy:
             module, attribute, _ = self.lazy[cmd_name]
@@ -471,6 +480,8 @@ def main(
     a SQLite state file cannot be opened or an MCP server cannot be reached at start-up, 70 when
     the answer cannot be written (stdout closed; not `serve`). What a tool prints goes to stderr.
     """
+    if state_url is not None and not state_url.strip():
+        raise click.BadParameter(blank_state("it", "leave the option out"), param_hint="--state")
     try:
         settings = load_settings(config_path)
     except ConfigError as exc:
@@ -493,7 +504,7 @@ def main(
         raise click.UsageError(str(exc)) from None
     settings.log_format = log_format or settings.log_format
     settings.log_level = log_level or settings.log_level
-    if state_url:  # the configured key namespace applies to it too, as to the environment's URL
+    if state_url is not None:  # the configured key namespace applies to it too, as to the environment's URL
         settings.state = with_prefix(state_url, settings.state_prefix)
     configure_logging(settings.log_format, settings.log_level, sys.stderr)
     set_import_timeout(settings.import_timeout)

@@ -29,6 +29,7 @@ def outcome_details(result: Any) -> dict[str, Any]:
 def _json_object(text: str, option: str) -> dict[str, object]:
     """``--args`` or ``--context``: a JSON object, read as ``run`` reads a request line."""
     from .._arguments import LongNumber, load_json
+    from .._config import BOM_ADVICE
     from .._requests import _kind, long_number_text
 
     try:
@@ -40,7 +41,7 @@ def _json_object(text: str, option: str) -> dict[str, object]:
     except ValueError as exc:
         shown = str(exc).split(";")[0]
         if text.startswith("\ufeff"):  # `--args "$(cat file.json)"` of a file saved as "UTF-8 with BOM"
-            shown = "it starts with a UTF-8 byte-order mark: save the file as UTF-8 without one"
+            shown = BOM_ADVICE
         raise click.BadParameter(f"not valid JSON: {shown}", param_hint=option) from None
     if not isinstance(value, dict):
         raise click.BadParameter(f"must be a JSON object, not {_kind(value)}", param_hint=option)
@@ -82,10 +83,28 @@ def _run_command(ctx: click.Context) -> tuple[str, bool]:
     for param, option in _SELECTING:
         value = given.get(param)
         for text in value if isinstance(value, tuple) else () if value is None else (value,):
-            shown = mask_secrets(str(text))
+            shown = _shown_option(str(text)) if option == "-O" else mask_secrets(str(text))
             masked = masked or shown != text
             words += [option, shlex.quote(shown)]
     return " ".join([*words, "run"]), masked
+
+
+def _shown_option(text: str) -> str:
+    """A ``-O NAME.OPTION=VALUE`` as the approval hint shows it: read as the group read it, its value masked as
+    ``doctor`` masks a plugin's options (the value of a secret-sounding option, ``logging.secret_values``, whole);
+    the text masked as any other option's (``mask_secrets``) when it does not read."""
+    from .._config import ConfigError, parse_option
+    from .._redact import mask_secrets
+    from .doctor import _shown_options
+
+    try:
+        plugin, option, value = parse_option(text)
+    except ConfigError:
+        return mask_secrets(text)
+    shown = _shown_options({option: value})[option]
+    if shown == value:  # nothing in it to mask: as given
+        return mask_secrets(text)
+    return f"{plugin}.{option}={shown if isinstance(shown, str) else dumps(shown)}"
 
 
 def _to_approve(
@@ -154,6 +173,8 @@ def call(
         raise _extra(ctx, name, ctx.args)
     args = _json_object(arguments, "--args")
     context = None if context_json is None else _json_object(context_json, "--context")
+    if idempotency_key is not None:
+        _check_idempotency_key(name, idempotency_key)
     out = answers_out(ctx, "call")  # before the tools load: what they print goes to stderr
     registry = state_of(ctx).registry()
     if strict:
@@ -164,13 +185,31 @@ def call(
     from .._approval import not_asked
 
     result = not_asked(outcome, "one_shot")  # no decision can reach this process: withdrawn, and said so
+    try:  # the answer first: the tool has run, and nothing written to stderr may keep its outcome from stdout
+        write_line(out, dumps({**result.to_dict(), **outcome_details(result)}, indent=2))
+        broken = None
+    except Exception as exc:  # a closed or broken stdout
+        broken = f"{type(exc).__name__}: {exc}"
     if not result.ok:  # the error quotes what the model sent: no escape sequence reaches the terminal
         click.echo(printable(result.for_model()), err=True)
     if result is not outcome:  # it was held for approval
         click.echo(printable(_to_approve(ctx, name, args, context, idempotency_key)), err=True)
-    try:
-        write_line(out, dumps({**result.to_dict(), **outcome_details(result)}, indent=2))
-    except Exception as exc:  # a closed or broken stdout
-        lost(ctx, "call", f"{type(exc).__name__}: {exc}")
+    if broken is not None:
+        lost(ctx, "call", broken)
     if not result.ok:
         ctx.exit(exit_code(result.error))
+
+
+def _check_idempotency_key(name: str, key: str) -> None:
+    """``--idempotency-key`` refused as the registry refuses a key (its own check), before any tool loads: a usage error."""
+    from types import SimpleNamespace
+    from typing import cast
+
+    from .._errors import ToolArgumentError
+    from .._registry import _check_key
+    from .._tool import Tool
+
+    try:
+        _check_key(cast(Tool, SimpleNamespace(name=name)), key)  # the check reads only the tool's name, for its message
+    except ToolArgumentError as exc:
+        raise click.BadParameter("; ".join(problem.message for problem in exc.problems), param_hint="--idempotency-key") from None

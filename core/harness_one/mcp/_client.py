@@ -624,6 +624,9 @@ class RemoteServer:
             return self._client
         if self._connecting is None or self._connecting.done():
             self._connecting = asyncio.get_running_loop().create_future()
+            # Its failure may come after every waiter has gone (past the connect timeout, the server stopped
+            # meanwhile): read here, it is not logged as "Future exception was never retrieved".
+            self._connecting.add_done_callback(lambda done: done.cancelled() or done.exception())
             self._owner = asyncio.ensure_future(self._own(self._connecting))
         try:
             return await asyncio.wait_for(asyncio.shield(self._connecting), self.connect_timeout)
