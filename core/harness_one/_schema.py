@@ -154,15 +154,19 @@ def analyse(fn: Callable[..., Any], *, tool: str, infer: bool = True, infer_outp
                 tool=tool,
             )
         accepted.append(name)
-        if param.default is inspect.Parameter.empty:
+        default = param.default
+        if _is_field_info(default):  # `name: T = Field(...)`: read as `name: Annotated[T, Field(...)]`
+            hint = _field_default(hint, default, name, tool)
+            default = inspect.Parameter.empty
+        if default is inspect.Parameter.empty:
             required.append(name)
         prop = inference.schema(hint, f"parameter '{name}'") if infer else {}
         conv = inference.converter(hint, f"$.{name}", strict=infer)
         if infer:
             if doc.params.get(name) and "description" not in prop:
                 prop["description"] = doc.params[name]
-            if param.default is not inspect.Parameter.empty:
-                inference.give_default(prop, conv, param.default, f"$.{name}")
+            if default is not inspect.Parameter.empty:
+                inference.give_default(prop, conv, default, f"$.{name}")
             properties[name] = prop
         if conv is not None:
             converters[name] = _bind(conv, f"$.{name}")
@@ -198,6 +202,22 @@ def analyse(fn: Callable[..., Any], *, tool: str, infer: bool = True, infer_outp
         output_wrapped=wrapped,
         needs_check=inference.needs_check,
     )
+
+
+def _field_default(hint: Any, info: Any, name: str, tool: str) -> Any:
+    """``hint`` with the pydantic ``Field(...)`` given as parameter ``name``'s signature default, as
+    ``Annotated[hint, Field(...)]``: one path with ``Annotated`` (its settings kept or refused alike), and
+    the parameter required. A ``Field`` holding a default is refused: the harness calls the function
+    itself, so an argument the model leaves out would reach it as the ``Field`` object."""
+    if not info.is_required():
+        given = "default_factory" if info.default_factory is not None else "default"
+        raise ToolDefinitionError(
+            f"Tool '{tool}': parameter '{name}': its default is a pydantic Field({given}=...), which the function "
+            f"would receive itself when the model leaves '{name}' out; give the default in the signature and the "
+            f"settings in Annotated: '{name}: Annotated[type, Field(...)] = value'.",
+            tool=tool,
+        )
+    return typing.Annotated[hint, info]
 
 
 def _bound_names(fn: Callable[..., Any], sig: inspect.Signature) -> dict[str, str]:

@@ -118,8 +118,11 @@ class PendingCall:
     #: When approval was asked for, on the registry's clock.
     requested: float
     fingerprint: str = field(repr=False)
-    #: The registry the call was made on (``None`` for a :meth:`ApprovalPlugin.grant`).
-    registry: ToolRegistry | None = field(repr=False, compare=False)
+    #: The registry the call was made on (for a :meth:`ApprovalPlugin.grant`, the one it was granted for).
+    registry: ToolRegistry = field(repr=False, compare=False)
+    #: Whether a framework's approval step approved it (:meth:`ApprovalPlugin.grant`): not a person's
+    #: decision made here, never resumed.
+    granted: bool = False
 
 
 def _handed(held: PendingCall) -> PendingCall:
@@ -275,7 +278,7 @@ class ApprovalPlugin:
         """Keep a call whose decision was used (``used``), expired or withdrawn, or that was withdrawn or expired
         while it waited, for ``ttl``, at most ``max_pending`` (the oldest dropped first); not a grant's, which is
         not a person's decision."""
-        if asked.registry is not None:
+        if not asked.granted:
             self._spent[call_id] = (asked, now, used)
             self._spent.move_to_end(call_id)
             if len(self._spent) > self.max_pending:
@@ -318,7 +321,7 @@ class ApprovalPlugin:
             if spent is not None and spent[2] is not None and _same_call(spent[0], call, digest):
                 _refuse_used(spent[2], call)  # made again (a re-sent turn): its decision was used, not a new request
             for other in (decided.call if decided else None, spent[0] if spent else None, waiting):
-                if other is not None and other.registry is not None and not _same_call(other, call, digest):
+                if other is not None and not other.granted and not _same_call(other, call, digest):
                     what = "already waits for a decision" if other is waiting else "was already decided"
                     raise ApprovalConflict(
                         f"Another call of '{other.tool}' {what} under call id {call_id}; a call id names one call "
@@ -390,7 +393,7 @@ class ApprovalPlugin:
             found = self._pending.pop(call_id, None)
             if found is None:
                 decided = self._decisions.get(call_id)
-                if decided is not None and decided.call.registry is not None and now - decided.decided <= self.ttl:
+                if decided is not None and not decided.call.granted and now - decided.decided <= self.ttl:
                     if decided.approved is approved:  # the same decision again (a double click, a retried request)
                         return _handed(decided.call)
                     raise ApprovalConflict(
@@ -421,19 +424,42 @@ class ApprovalPlugin:
         """
         return self._decide(call_id, True, None)
 
-    def grant(self, registry: ToolRegistry, tool: Tool, arguments: Mapping[str, Any], *, call_id: str) -> bool:
+    def grant(
+        self,
+        registry: ToolRegistry,
+        tool: Tool,
+        arguments: Mapping[str, Any],
+        *,
+        call_id: str,
+        context: Mapping[str, Any] | None = None,
+        idempotency_key: str | None = None,
+    ) -> bool:
         """Record an approval given elsewhere (a framework's own approval step) for call ``call_id``.
 
         No pending call is needed: the adapter of a framework that asks the person itself
         grants the call it is about to make, which then runs through every policy. The grant
-        holds for these arguments only (as checked by the validation plugin) and is used once,
-        by the next call with that id; False if the arguments are refused (nothing granted).
+        holds for that call only, as a person's decision does: its id, tool and arguments (as
+        checked by the validation plugin), the ``context`` and ``idempotency_key`` it will be made
+        with, and ``registry``; it is used once, by the next such call. False if the arguments
+        are refused (nothing granted).
         """
         checked = _checked(registry, tool, arguments)
         if checked is None:
             return False
         now = self._now()
-        granted = PendingCall(call_id, tool.name, checked, {}, None, now, fingerprint(checked), None)
+        granted = PendingCall(
+            call_id,
+            tool.name,
+            checked,
+            # The mapping's own copy, its values the call's: the call made next holds these very objects (a
+            # context function's user or session object, equal only to itself, which a deep copy would not be).
+            dict(context) if context else {},
+            idempotency_key,
+            now,
+            fingerprint(checked),
+            registry,
+            granted=True,
+        )
         with self._lock:
             self._decisions[call_id] = _Decision(True, granted, None, now)
             self._decisions.move_to_end(call_id)
@@ -475,12 +501,11 @@ class ApprovalPlugin:
             raise ApprovalNotFound(
                 f"No decision was made for call id '{call_id}': approve or deny a pending call first.", call_id=call_id
             )
-        registry = found.call.registry
-        if registry is None:
+        if found.call.granted:
             raise ApprovalNotFound(
                 f"Call id '{call_id}' was granted, not asked for: make the call itself to run it.", call_id=call_id
             )
-        return found.call, registry
+        return found.call, found.call.registry
 
     def resume(self, call_id: str) -> CallResult:
         """Make the decided call again: its result if approved, the :class:`ApprovalDenied` refusal if denied."""
@@ -535,10 +560,8 @@ def _refuse_running(call: Call) -> None:
 
 def _same_held(asked: PendingCall, held: PendingCall) -> bool:
     """Whether ``held`` is the call ``asked`` was for (as :func:`_same_call`, between two held calls)."""
-    if (asked.tool, asked.fingerprint) != (held.tool, held.fingerprint):
+    if (asked.tool, asked.fingerprint) != (held.tool, held.fingerprint) or asked.registry is not held.registry:
         return False
-    if asked.registry is None:  # a grant
-        return True
     try:
         return asked.idempotency_key == held.idempotency_key and asked.context == held.context
     except Exception:  # an __eq__ that raises: not shown to be the same
@@ -546,12 +569,10 @@ def _same_held(asked: PendingCall, held: PendingCall) -> bool:
 
 
 def _same_call(asked: PendingCall, call: Call, digest: str) -> bool:
-    """Whether ``call`` is the call ``asked`` was for: its tool and arguments, and (unless granted
-    by a framework, which knows no context) its context and idempotency key: who asks is part of it."""
-    if (asked.tool, asked.fingerprint) != (call.tool.name, digest):
+    """Whether ``call`` is the call ``asked`` was for (or granted for): its registry, tool and arguments, its context
+    and idempotency key: who asks, and through which registry (one plugin may serve several), is part of it."""
+    if (asked.tool, asked.fingerprint) != (call.tool.name, digest) or asked.registry is not call.registry:
         return False
-    if asked.registry is None:  # a grant
-        return True
     try:
         return asked.idempotency_key == call.idempotency_key and asked.context == dict(call.context)
     except Exception:  # an __eq__ that raises: not shown to be the same

@@ -2,7 +2,9 @@
 
 Every adapter takes the tools as names, :class:`Tool` objects or ``@defineTool`` functions,
 and a ``context=`` that is a mapping (the same for every call) or a function of the
-framework's run context, called once per tool call, whose result becomes ``Call.context``.
+framework's run context, called once per tool call, whose result becomes ``Call.context``:
+each call gets its own read-only copy of it (:func:`call_context`), so nothing a hook or tool
+writes into one call's context reaches another call or the application's mapping.
 Whatever arguments a framework hands over, the adapter passes them to the registry in a form
 whose refusal names the model's mistake (:func:`not_an_object`, :func:`is_json`), never raising.
 A call the harness holds for approval where nothing can approve it is refused with
@@ -12,7 +14,8 @@ which names no other tool. Without ``context=``, an adapter whose framework name
 passes that id as ``Call.context["run_id"]`` (:func:`call_context`), so per-run budgets count
 its calls. ``name=`` / ``names=`` set the name the framework (and so the model) is shown for a
 tool, such as one a provider accepts (:func:`~harness_one.export.gemini_name`): the adapter
-still calls the registry by the tool's own name (:func:`shown_name`, :func:`shown_names`).
+still calls the registry by the tool's own name (:func:`shown_name`, :func:`shown_names`); a name
+no provider accepts is refused when the tool is adapted, not at the model request.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from types import MappingProxyType
 from typing import Any, NoReturn, TypeAlias, TypeVar
 from uuid import UUID
 
@@ -30,7 +34,8 @@ from .._errors import ToolError, ToolNotFound
 from .._log import log_event
 from .._redact import redact
 from .._registry import ToolRegistry
-from .._tool import Tool
+from .._tool import NAME_PATTERN, Tool
+from ..export import GEMINI_NAME
 
 __all__ = [
     "RUN_ID",
@@ -146,7 +151,11 @@ def check_name(name: object, *, keyword: str = "name") -> None:
 
 def shown_name(tool: Tool, name: Name | Names) -> str:
     """The name the framework is shown for ``tool``: ``name=`` itself, its entry for the tool, what its function
-    gives for the tool's name; the tool's own name without one. Anything but a non-empty string is a ValueError."""
+    gives for the tool's name; the tool's own name without one. Anything but a non-empty string is a ValueError,
+    and so is a name no provider accepts: neither a tool name (1-64 letters, digits, ``_`` or ``-``: OpenAI's
+    and Anthropic's rule, the one every tool name meets) nor a Gemini name (what
+    :func:`~harness_one.export.gemini_name` gives, :data:`~harness_one.export.GEMINI_NAME`); such a name would
+    fail every model request of the agent, not the adapter."""
     if name is None:
         return tool.name
     if isinstance(name, str):
@@ -157,6 +166,11 @@ def shown_name(tool: Tool, name: Name | Names) -> str:
         shown = name(tool.name)
     if not isinstance(shown, str) or not shown:
         raise ValueError(f"The name shown for tool '{tool.name}' must be a non-empty string, got {shown!r}.")
+    if not NAME_PATTERN.match(shown) and not GEMINI_NAME.match(shown):
+        raise ValueError(
+            f"The name shown for tool '{tool.name}', {shown!r}, is one no model provider accepts: use 1-64 letters, "
+            "digits, '_' or '-' (OpenAI, Anthropic; Gemini also needs a letter or '_' first, and takes '.' and ':')."
+        )
     return shown
 
 
@@ -189,6 +203,11 @@ def call_context(
     context: a string, an integer or a UUID becomes ``{"run_id": ...}`` (what per-run budgets
     count by), anything else (None) no context. A ``context=`` given replaces it.
 
+    The context is the call's own: a read-only copy of the mapping (``context=`` itself, or
+    what its function returned), made for each call, so a hook or tool that writes into it
+    fails instead of changing what the next call (another user's) sees. The copy is shallow:
+    a mutable value inside is still the application's.
+
     A ``context=`` function that raises, or returns neither a mapping nor None, is the
     application's fault: logged at ERROR on ``harness_one.integrations`` and raised as a
     :class:`ToolError` for the adapter to answer the model with. Its message names only the
@@ -197,20 +216,22 @@ def call_context(
     if context is None:
         return None if run_id is None else _run_scope(run_id(run_context()))
     if isinstance(context, Mapping):
-        return context
+        return MappingProxyType(dict(context))
     try:
         value = context(run_context())
     except Exception as exc:
         _context_failed(tool, call_id, f"raised {type(exc).__name__}", exc)
-    if value is None or isinstance(value, Mapping):
-        return value
+    if value is None:
+        return None
+    if isinstance(value, Mapping):
+        return MappingProxyType(dict(value))
     _context_failed(tool, call_id, f"returned {type(value).__name__}, not a mapping", None)
 
 
 def _run_scope(run: object) -> Mapping[str, Any] | None:
     """``{"run_id": run}`` for a framework's run id that names a run (a non-empty string, an integer, a UUID)."""
     if isinstance(run, (str, int, UUID)) and not isinstance(run, bool) and run != "":
-        return {RUN_ID: run}
+        return MappingProxyType({RUN_ID: run})
     return None
 
 
@@ -301,11 +322,14 @@ def approval_needed(
     return plugin is not None and bool(plugin.needs_approval(reg, tool, arguments, context=context, call_id=call_id))
 
 
-def grant_approval(reg: ToolRegistry, call_id: str, tool: Tool, arguments: Any) -> None:
-    """Tell the ``approval`` plugin that the framework's own approval step approved this call (these arguments).
+def grant_approval(reg: ToolRegistry, call_id: str, tool: Tool, arguments: Any, *, context: Mapping[str, Any] | None) -> None:
+    """Tell the ``approval`` plugin that the framework's own approval step approved this call.
 
-    ``arguments`` as the call will be made: a mapping or JSON text. Arguments that cannot be
-    read are granted nothing (the call is refused for them anyway).
+    ``arguments`` as the call will be made: a mapping or JSON text; ``context`` the
+    ``Call.context`` it will be made with (:func:`call_context`). The grant holds for that call
+    only: another call under the id, with another context (another user) or through another
+    registry, is not approved by it. Arguments that cannot be read are granted nothing (the
+    call is refused for them anyway).
     """
     plugin = _approval(reg)
     if plugin is None:
@@ -314,4 +338,4 @@ def grant_approval(reg: ToolRegistry, call_id: str, tool: Tool, arguments: Any) 
         decoded = decode_arguments(arguments, reg.limits)
     except ToolError:
         return
-    plugin.grant(reg, tool, decoded, call_id=call_id)
+    plugin.grant(reg, tool, decoded, call_id=call_id, context=context)

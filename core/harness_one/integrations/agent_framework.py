@@ -115,7 +115,7 @@ class HarnessFunctionTool(FunctionTool):
         ):
             # The framework's loop invokes an always_require tool only once the person approved the call:
             # granted with the arguments they approved (a call with other ones is held by the harness).
-            grant_approval(self.registry, call_id, self.harness_tool, _approved_arguments(ctx, arguments))
+            grant_approval(self.registry, call_id, self.harness_tool, _approved_arguments(ctx, arguments), context=context)
         result = await self.registry.atry_call(name, arguments, context=context, call_id=call_id)
         result = no_longer_available(result, self.registry, name)  # removed from the registry since
         if not result.ok and ctx is not None and call_id is not None:

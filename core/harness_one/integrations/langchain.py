@@ -13,7 +13,10 @@ A sync call (``invoke``) of an async harness tool where an event loop runs in th
 Jupyter cell, an async handler) runs on a worker thread in a copy of the caller's context, as
 ``harness_one.dispatch`` does: it is answered, though it blocks that loop meanwhile (``ainvoke``
 there instead). ``name=`` (``names=``) sets the name LangChain shows the model; the registry is
-still called by the tool's own name.
+still called by the tool's own name. The tool's ``args_schema`` is the harness schema, which
+LangChain inlines (each ``$ref`` replaced by its definition) when it shows the tool to a model: a
+recursive reference (a tree of models) becomes ``{}`` there, any value, so ``to_langchain`` logs a
+WARNING naming the tool; the harness still validates the call against its own schema.
 
 Tools that need approval under the registry's ``approval`` plugin are reviewed by LangChain's
 human-in-the-loop step: :func:`approval_middleware` is a ``HumanInTheLoopMiddleware`` for
@@ -23,13 +26,16 @@ person approves (or edits) a call, the middleware grants that call id, with the 
 person saw (or wrote), to the plugin and the call runs through every policy. Only calls
 LangChain put to a person are granted: a call the harness holds when it runs but that was not
 reviewed (the rule read other state, or another ``context=``, when LangChain asked) is refused
-by the harness. A rejected call never runs; the model reads LangChain's refusal.
+by the harness. The grant holds for that call as it is made (its context too: another user's
+call under the same id is not approved by it). A rejected call never runs; the model reads
+LangChain's refusal.
 """
 
 from __future__ import annotations
 
 import contextvars
 import copy
+import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextvars import ContextVar
@@ -56,10 +62,12 @@ from pydantic import ConfigDict
 
 from .._call import CallResult
 from .._errors import ToolDefinitionError, ToolError
+from .._log import log_event
 from .._registry import ToolRegistry
 from .._render import safe_text
 from .._tool import Tool
 from ..dispatch import _loop_running
+from ..export import StrictSchemaError, inline_refs
 from ._common import (
     Context,
     Name,
@@ -101,10 +109,13 @@ class HarnessTool(StructuredTool):
     harness_context: Any = None
     handle_tool_error: bool = True
 
+    def context_for(self, runtime: ToolRuntime[Any, Any], call_id: str | None) -> Mapping[str, Any] | None:
+        """The ``Call.context`` this tool's call is made with (a :class:`ToolError` if ``context=`` fails)."""
+        return call_context(self.harness_context, lambda: runtime, tool=self.harness_tool.name, call_id=call_id, run_id=_run_id)
+
     def needs_approval(self, arguments: Mapping[str, Any], runtime: ToolRuntime[Any, Any], call_id: str | None) -> bool:
         """Whether the registry's ``approval`` plugin would hold this call for a decision."""
-        name = self.harness_tool.name
-        context = call_context(self.harness_context, lambda: runtime, tool=name, call_id=call_id, run_id=_run_id)
+        context = self.context_for(runtime, call_id)
         return approval_needed(self.registry, self.harness_tool, arguments, context=context, call_id=call_id)
 
     def _to_args_and_kwargs(
@@ -215,9 +226,11 @@ def to_langchain(
     check_context(context)
     check_name(name)
     reg, found = resolve(tool, registry)
+    shown = shown_name(found, name)
+    _check_inlinable(found)
     run, arun = _functions(reg, found.name, context)
     return HarnessTool(
-        name=shown_name(found, name),
+        name=shown,
         description=found.description or found.name,
         args_schema=copy.deepcopy(found.parameters),  # a copy: a change to it never reaches the harness tool
         func=run,
@@ -226,6 +239,24 @@ def to_langchain(
         harness_tool=found,
         harness_context=context,
     )
+
+
+def _check_inlinable(tool: Tool) -> None:
+    """Log a WARNING when LangChain cannot show the model ``tool``'s schema whole: it inlines every ``$ref``,
+    and one that is recursive becomes ``{}`` (any value); one past the export's inlining budget is huge."""
+    try:
+        inline_refs(tool.parameters, tool=tool.name)
+    except StrictSchemaError as exc:
+        log_event(
+            logging.WARNING,
+            "integration schema weakened",
+            logger="harness_one.integrations",
+            adapter="to_langchain",
+            tool=tool.name,
+            reasons=exc.reasons,
+            detail="LangChain inlines each $ref when it shows the tool to a model: a recursive one becomes {} (any "
+            "value) there; the harness still validates calls against the whole schema",
+        )
 
 
 def as_langchain_tools(
@@ -344,8 +375,13 @@ class HarnessApprovalMiddleware(HumanInTheLoopMiddleware[Any, Any, Any]):
         if not call_id or tool is None:
             return
         action = self._approved(request, asked)
-        if action is not None and action["name"] == tool.name:
-            grant_approval(tool.registry, call_id, tool.harness_tool, action["args"])
+        if action is None or action["name"] != tool.name:
+            return
+        try:
+            context = tool.context_for(request.runtime, call_id)  # whose call it is: the grant holds for it only
+        except ToolError:
+            return  # the call itself answers with the error
+        grant_approval(tool.registry, call_id, tool.harness_tool, action["args"], context=context)
 
     def wrap_tool_call(
         self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], ToolMessage | Command[Any]]

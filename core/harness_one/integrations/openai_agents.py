@@ -14,8 +14,9 @@ the tool's own name.
 A tool the harness's ``approval`` plugin may hold for a decision (``requires_approval``)
 gets the SDK's ``needs_approval``: the plugin's rule decides per call, and when it says
 yes the run stops with the call in ``result.interruptions``. Once approved
-(``state.approve(item)``), the call is granted by its call id and runs through every harness
-policy; a rejected one never reaches the tool. A call the harness holds that the SDK did not
+(``state.approve(item)``), the call is granted by its call id (for its arguments and context, when
+the harness rule holds it as it runs) and runs through every harness policy; a rejected one never
+reaches the tool. A call the harness holds that the SDK did not
 put to a person (its rule said no when the SDK asked, yes when the call was made) is refused
 and withdrawn: the model reads that it was not run for want of approval.
 """
@@ -25,13 +26,14 @@ from __future__ import annotations
 import copy
 import json
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any, Literal
 
 from agents import FunctionTool, RunContextWrapper
 from agents.tool_context import ToolContext
 from agents.tracing import SpanError, get_current_span
 
+from .._arguments import decode_arguments
 from .._call import CallResult
 from .._errors import ToolError
 from .._log import log_event
@@ -101,7 +103,7 @@ def to_openai_agents(
             result = refusal(err)
         else:
             if gated and call_id and ctx.is_tool_approved(shown, call_id):
-                grant_approval(reg, call_id, found, args)  # the person approved it in the SDK: the harness does not ask again
+                _grant(reg, found, args, extra, call_id)  # the person approved it in the SDK: the harness does not ask again
             result = no_longer_available(await reg.atry_call(name, args, context=extra, call_id=call_id), reg, name)
         if not result.ok:
             # held by the harness, yet the SDK asked no one about it (its rule said no then, or the tool has none)
@@ -129,6 +131,21 @@ def to_openai_agents(
         strict_json_schema=strict,
         needs_approval=needs_approval if gated else False,
     )
+
+
+def _grant(reg: ToolRegistry, tool: Tool, arguments: Any, context: Mapping[str, Any] | None, call_id: str) -> None:
+    """Grant the call a person approved in the SDK, with its context, when the harness rule holds it as it is made.
+
+    The SDK reports a call approved for the rest of the run once a person approved it with
+    ``always_approve=True``; a call the rule does not hold needs no grant, and gets none (one
+    left unused would wait in the plugin for ``ttl``).
+    """
+    try:
+        decoded = decode_arguments(arguments, reg.limits)
+    except ToolError:
+        return  # the call is refused for its arguments anyway
+    if approval_needed(reg, tool, decoded, context=context, call_id=call_id):
+        grant_approval(reg, call_id, tool, decoded, context=context)
 
 
 def _check_strict(strict: object) -> None:

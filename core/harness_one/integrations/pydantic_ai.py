@@ -158,7 +158,8 @@ def to_pydantic_ai(
         ):
             if not ctx.tool_call_approved:
                 raise ApprovalRequired  # the run ends with this call in DeferredToolRequests.approvals
-            grant_approval(reg, call_id, found, arguments)  # approved in Pydantic AI: the harness does not ask again
+            # approved in Pydantic AI: the harness does not ask again (for this call, this context)
+            grant_approval(reg, call_id, found, arguments, context=extra)
         result = await reg.atry_call(name, arguments if text is None else text, context=extra, call_id=call_id)
         if result.ok:
             return json_data(result.value)  # what the harness's text holds: NaN as "NaN", bytes and objects as text
