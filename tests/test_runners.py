@@ -200,8 +200,11 @@ def test_thread_runner_threads_end_with_the_runner() -> None:
     assert not thread.is_alive()
     stopped = ThreadRunner(1)
     stopped.shutdown()
-    with pytest.raises(RuntimeError, match="shut down"):
-        stopped.run(a_call(), lambda: None, {}, 5)
+    call = a_call()
+    call.ran = True  # as the core sets it before it calls the runner
+    with pytest.raises(ToolExecutionError, match="could not be started: RuntimeError: the ThreadRunner is shut down"):
+        stopped.run(call, lambda: None, {}, 5)
+    assert call.ran is False  # refused: the tool did not run
     with pytest.raises(ValueError, match="max_workers"):
         ThreadRunner(0)
 
@@ -608,8 +611,11 @@ def test_process_runner_settings_are_checked() -> None:
         ProcessRunner(max_calls=0)
     stopped = ProcessRunner()
     stopped.shutdown()
-    with pytest.raises(RuntimeError, match="shut down"):
-        stopped.run(a_call(), tfp.pid, {}, 30)
+    call = a_call()
+    call.ran = True  # as the core sets it before it calls the runner
+    with pytest.raises(ToolExecutionError, match="could not be started: RuntimeError: the ProcessRunner is shut down"):
+        stopped.run(call, tfp.pid, {}, 30)
+    assert call.ran is False  # refused: the tool did not run
 
 
 def test_process_workers_are_reaped_at_interpreter_exit(tmp_path: Path) -> None:

@@ -12,11 +12,22 @@ from ._errors import ToolDefinitionError, ToolError
 __all__ = ["CircuitBreakerPolicy", "RateLimit", "RetryPolicy"]
 
 
-def _positive(value: Any, what: str, tool: str, *, zero: bool = False, finite: bool = False) -> None:
-    ok = not isinstance(value, bool) and isinstance(value, (int, float)) and (value >= 0 if zero else value > 0)
-    if not ok or (finite and not value < math.inf):
+def _positive(value: Any, what: str, tool: str, *, zero: bool = False, finite: bool = False, unit: str = "") -> None:
+    """Refuse ``value`` unless it is an int or float (not a bool) > 0 (>= 0 with ``zero``) and, with
+    ``finite``, finite as a float: an int past a float's range (``10**400 < math.inf`` holds) is
+    infinite too, and would fail every call where it meets a float. A :class:`ToolDefinitionError`
+    naming ``what`` (a number of ``unit`` when given)."""
+    shown = None
+    ok = _real(value) and (value >= 0 if zero else value > 0)
+    if ok and finite:
+        try:
+            ok = math.isfinite(value)
+        except OverflowError:
+            ok, shown = False, "an integer past a float's range"
+    if not ok:
         kind = f"{'finite ' if finite else ''}{'non-negative' if zero else 'positive'}"
-        raise ToolDefinitionError(f"Tool '{tool}': {what} must be a {kind} number, got {value!r}.", tool=tool)
+        shown = shown or repr(value)
+        raise ToolDefinitionError(f"Tool '{tool}': {what} must be a {kind} number{unit}, got {shown}.", tool=tool)
 
 
 def _real(value: Any) -> bool:

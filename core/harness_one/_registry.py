@@ -988,7 +988,7 @@ class ToolRegistry(metaclass=_SharedType):
             # `outcome`, done with: one more local would make every call's generator 8 bytes larger
             outcome = call._cancels
             try:
-                yield max(decision.delay, 0.0)
+                yield decision.delay if decision.delay > 0.0 else 0.0  # NaN too: a retry at once
                 if call._cancels != outcome:  # cancelled while it waited: no attempt starts
                     raise ToolCancelled.of(call)
             except ToolCancelled as exc:
@@ -1443,7 +1443,7 @@ def _no_decision(call: Call, answer: Any, err: ToolError) -> bool:
     kind = type(answer)
     if call._refusing:
         return kind is Retry or (kind is Outcome and answer.error is None)
-    if kind is not Retry or answer.delay <= 0.0:
+    if kind is not Retry or not answer.delay > 0.0:  # (NaN: no wait, as at the Retry's wait)
         return False
     deadline = call.total_deadline
     return deadline is not None and call.registry.clock.now() + answer.delay > deadline
@@ -1563,15 +1563,20 @@ def _resolve(plan: ToolPlan, hook: Callable[..., Any], pending: Await, returned:
 
 
 #: What an on_error hook may answer, as its error names it.
-_ON_ERROR_ANSWERS = "a Retry, an Outcome (of a value, or of a ToolError) or None"
+_ON_ERROR_ANSWERS = "a Retry (of a delay in seconds), an Outcome (of a value, or of a ToolError) or None"
 
 
 def _not_an_answer(answer: Any) -> bool:
     """Whether an on_error hook's ``answer`` (not None, not an ``Await``) is none the core takes: not a
-    ``Retry``, nor an ``Outcome`` of a value or of a ``ToolError`` (``Outcome(error=ValueError())`` slips
-    past ``Outcome.failure``'s check)."""
+    ``Retry`` of a delay that is an int or float (one a float holds: ``10**400`` is none), nor an ``Outcome``
+    of a value or of a ``ToolError`` (``Outcome(error=ValueError())`` slips past ``Outcome.failure``'s check)."""
     kind = type(answer)
-    return kind is not Retry and (kind is not Outcome or not (answer.error is None or isinstance(answer.error, ToolError)))
+    if kind is Retry:
+        delay = answer.delay
+        if isinstance(delay, float):  # (NaN too: a retry at once)
+            return False
+        return isinstance(delay, bool) or not isinstance(delay, int) or not -1e308 < delay < 1e308
+    return kind is not Outcome or not (answer.error is None or isinstance(answer.error, ToolError))
 
 
 def _bad_answer(call: Call, owner: str | None, hook: str, answer: Any, expected: str) -> PluginError:

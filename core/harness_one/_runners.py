@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import math
 import os
 import pickle
 import select
@@ -80,8 +81,9 @@ class Runner(Protocol):
 
 
 def _seconds(timeout: float) -> float:
-    """``timeout`` clamped to what a lock wait accepts (0 .. ``threading.TIMEOUT_MAX``)."""
-    return timeout if 0.0 < timeout < threading.TIMEOUT_MAX else (0.0 if timeout <= 0.0 else threading.TIMEOUT_MAX)
+    """``timeout`` clamped to what a lock wait accepts (0 .. ``threading.TIMEOUT_MAX``): 0 (no wait) for one
+    not > 0, NaN too (a plugin's ``call.timeout``), in every mode."""
+    return timeout if 0.0 < timeout < threading.TIMEOUT_MAX else (threading.TIMEOUT_MAX if timeout > 0.0 else 0.0)
 
 
 def _timed_out(call: Call, timeout: float) -> ToolTimeout:
@@ -108,6 +110,25 @@ def _stop_iteration() -> RuntimeError:
     """What an awaited call raises for a tool's ``StopIteration`` (as ``acall`` without a runner does):
     a coroutine that raised it would end in ``RuntimeError("coroutine raised StopIteration")``."""
     return RuntimeError("the tool raised StopIteration, which an awaited call cannot carry")
+
+
+def _workers(value: Any, what: str, *, optional: bool = False) -> None:
+    """Refuse ``value`` (a runner's option) unless it is an integer >= 1 (not a bool), or None if ``optional``."""
+    if (value is None and optional) or (type(value) is int and value >= 1):
+        return
+    raise ValueError(f"{what} must be an integer >= 1{' or None' if optional else ''}, not {value!r}")
+
+
+def _span(value: Any, what: str, *, optional: bool = False) -> float:
+    """``value`` (a runner's option) as a float of seconds: positive and finite (an int past a float's range
+    is not); else a ValueError naming ``what`` (``optional``: the option may be None, said so)."""
+    try:
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0 and math.isfinite(value)
+    except OverflowError:
+        ok = False
+    if not ok:
+        raise ValueError(f"{what} must be a finite positive number of seconds{' or None' if optional else ''}, not {value!r}")
+    return float(value)
 
 
 def _resolve(future: asyncio.Future[bool], value: bool) -> None:
@@ -258,6 +279,20 @@ class _ThreadPool:
                 self.stuck += 1
             return False
 
+    def settled(self, slot: _Slot, call: Call, awaited: bool = False) -> None:
+        """Give back the slot of a call whose tool returned before its caller gave up (Ctrl-C, a cancelled
+        task): what the tool did is kept as ``call.lingering``, a :class:`Lingering` finished already,
+        so the plugins settle the call as the tool ended (the idempotency plugin keeps the outcome)."""
+        ok, value, slot.value = slot.ok, slot.value, None
+        self.give_back(slot)
+        if awaited and not ok and isinstance(value, StopIteration):  # said as an awaited call says it
+            error = _stop_iteration()
+            error.__cause__ = value
+            value = error
+        call.lingering = lingering = Lingering()
+        lingering.start()
+        lingering.finished(ok, value)
+
     def give_back(self, slot: _Slot) -> None:
         slot.future = slot.loop = None
         self.idle.append(slot)
@@ -286,8 +321,7 @@ class ThreadRunner:
     """
 
     def __init__(self, max_workers: int = 32) -> None:
-        if max_workers < 1:
-            raise ValueError(f"max_workers must be at least 1, not {max_workers!r}")
+        _workers(max_workers, "max_workers")
         self.max_workers = max_workers
         self._pool = _ThreadPool(max_workers)
         weakref.finalize(self, self._pool.close)
@@ -307,9 +341,7 @@ class ThreadRunner:
         except IndexError:
             try:
                 got = pool.grow()
-            except Exception as exc:  # "can't start new thread": the tool did not start
-                if pool.closed:
-                    raise
+            except Exception as exc:  # "can't start new thread", or shut down: the tool did not start
                 err = _could_not_start(call, "a timeout worker thread", exc)
                 raise _refused(call, err) from err.__cause__
             if got is None:
@@ -336,8 +368,8 @@ class ThreadRunner:
         try:
             finished = slot.done.acquire(True, _seconds(timeout))
         except BaseException:  # Ctrl-C in the wait: give up on the call as at a timeout (the tool runs on)
-            if self._pool.finished_late(slot, call):
-                self._pool.give_back(slot)
+            if self._pool.finished_late(slot, call):  # it returned meanwhile: its outcome is kept
+                self._pool.settled(slot, call)
             else:
                 call.cancel()
             raise
@@ -353,13 +385,13 @@ class ThreadRunner:
         slot.go.release()
         # A timer that resolves the future, rather than asyncio.timeout/wait_for: there is no
         # task to cancel (the work is in a thread), and it is the cheapest wait on every version.
-        timer = loop.call_later(max(timeout, 0.0), _resolve, future, False)
+        timer = loop.call_later(_seconds(timeout), _resolve, future, False)
         try:
             finished = await future
         except BaseException:  # the caller's task was cancelled: give up on the call like at a timeout
             timer.cancel()
-            if self._pool.finished_late(slot, call, future):
-                self._pool.give_back(slot)
+            if self._pool.finished_late(slot, call, future):  # it returned before the loop saw it: kept
+                self._pool.settled(slot, call, awaited=True)
             else:
                 call.cancel()
             raise
@@ -553,7 +585,7 @@ class _Worker:
         else:
             add, remove = loop.add_writer, loop.remove_writer
         add(self.fd, _resolve, future, True)
-        timer = loop.call_later(max(timeout, 0.0), _resolve, future, False)
+        timer = loop.call_later(_seconds(timeout), _resolve, future, False)
         try:
             return await future
         finally:
@@ -775,11 +807,15 @@ def _by_name(fn: Callable[..., Any]) -> tuple[Any, str | None]:
 
 
 def _loads(data: bytes | memoryview) -> Any:
-    """``pickle.loads`` whose ``SystemExit`` (a ``__reduce__`` calling ``sys.exit``) is an error like any other."""
+    """``pickle.loads`` whose ``BaseException`` that is not an ``Exception`` (a ``__reduce__`` raising
+    ``SystemExit``, ``KeyboardInterrupt`` or a class of its own) is an error like any other: what a
+    worker sent cannot exit or interrupt the caller."""
     try:
         return pickle.loads(data)
-    except (SystemExit, GeneratorExit) as exc:
-        raise RuntimeError(f"unpickling raised {type(exc).__name__}: {exc}") from None
+    except Exception:
+        raise
+    except BaseException as exc:
+        raise RuntimeError(f"unpickling raised {exception_text(exc)}") from None
 
 
 def _rebuilt(parts: bytes) -> BaseException | None:
@@ -793,7 +829,7 @@ def _rebuilt(parts: bytes) -> BaseException | None:
         exc: BaseException = kind.__new__(kind, *args)
         exc.args = args
         exc.__dict__.update(state)
-    except Exception:
+    except BaseException:  # a class's __new__ or __dict__ of its own may raise anything: not rebuilt
         return None
     return exc
 
@@ -811,7 +847,7 @@ def _remote_error(
     """
     exc: Any = None
     if pickled is not None:
-        with contextlib.suppress(Exception):
+        with contextlib.suppress(Exception):  # (_loads turns any BaseException into one)
             exc = _loads(pickled)
     if not isinstance(exc, BaseException) and parts is not None:
         exc = _rebuilt(parts)
@@ -930,14 +966,19 @@ class _ProcessPool:
         return worker.kill()
 
     def give_back(self, worker: _Worker, max_calls: int | None) -> None:
+        if not self.keep(worker, max_calls):
+            self.remove(worker)
+
+    def keep(self, worker: _Worker, max_calls: int | None) -> bool:
+        """Count a call ``worker`` answered and make it idle; False if it is retired instead (``max_calls``,
+        shut down): the caller then removes it."""
         worker.calls += 1
         worker.idle_since = self.clock()
         with self.lock:
             keep = not self.closed and worker.code is None and (max_calls is None or worker.calls < max_calls)
             if keep:
                 self.idle.append(worker)
-        if not keep:
-            self.remove(worker)
+        return keep
 
     def park(self, worker: _Worker) -> None:
         """Give back a worker its call did not use (its deadline came, or it was cancelled, while the
@@ -1035,10 +1076,10 @@ class ProcessRunner:
     ) -> None:
         if start_method != "spawn":
             raise ValueError(f"start_method must be 'spawn' (warm workers are fresh interpreters), not {start_method!r}")
-        if max_workers < 1:
-            raise ValueError(f"max_workers must be at least 1, not {max_workers!r}")
-        if max_calls is not None and max_calls < 1:
-            raise ValueError(f"max_calls must be at least 1 or None, not {max_calls!r}")
+        _workers(max_workers, "max_workers")
+        _workers(max_calls, "max_calls", optional=True)
+        start_timeout = _span(start_timeout, "start_timeout")
+        idle_timeout = None if idle_timeout is None else _span(idle_timeout, "idle_timeout", optional=True)
         self.max_workers = max_workers
         self.start_timeout = start_timeout
         self.max_calls = max_calls
@@ -1085,9 +1126,7 @@ class ProcessRunner:
     def _take(self, call: Call) -> _Worker:
         try:
             worker = self._pool.take()
-        except Exception as exc:  # no socket or process for a worker (EMFILE, ENOMEM): the tool did not start
-            if self._pool.closed:
-                raise
+        except Exception as exc:  # no socket or process for a worker (EMFILE, ENOMEM), or shut down: the tool did not start
             err = _could_not_start(call, "the process-mode worker", exc)
             raise _refused(call, err) from err.__cause__
         if worker is None:
@@ -1184,6 +1223,13 @@ class ProcessRunner:
 
     def _answer(self, call: Call, worker: _Worker, frame: bytes | None, timeout: float) -> Any:
         """The call's outcome from the worker's answer (None: none came by the deadline)."""
+        self._check(call, worker, frame, timeout)
+        assert frame is not None
+        self._pool.give_back(worker, self.max_calls)  # its answer read whole and in step: ready for the next call
+        return self._decode(call, frame)
+
+    def _check(self, call: Call, worker: _Worker, frame: bytes | None, timeout: float) -> None:
+        """Raise for no answer by the deadline (``frame`` None) or one not in step (the worker discarded)."""
         if frame is None:
             self._pool.discard(worker, "killed")
             raise _timed_out(call, timeout)
@@ -1192,7 +1238,10 @@ class ProcessRunner:
             raise self._failed(
                 call, "the worker's answer was not in step with its call (the tool wrote to the worker's socket); worker replaced"
             )
-        self._pool.give_back(worker, self.max_calls)  # its answer read whole and in step: ready for the next call
+
+    def _decode(self, call: Call, frame: bytes) -> Any:
+        """The outcome an answer in step carries: its value, or the exception to raise (rebuilt here, in
+        the caller, outside the call's deadline)."""
         try:
             answer = _loads(memoryview(frame)[_HEADER:])
         except Exception as exc:  # the result does not unpickle here
@@ -1206,6 +1255,48 @@ class ProcessRunner:
         if answer[0] is None:  # the worker could not load the job: the tool did not start (the worker is kept)
             raise _refused(call, self._failed(call, f"{answer[1]} (the tool did not run)"))
         raise _remote_error(call, *answer[1:])
+
+    def _kept(self, call: Call, frame: bytes) -> None:
+        """For a call cancelled once its worker's answer was read: what the tool did, as ``call.lingering``
+        (a :class:`Lingering` finished already), so the plugins settle the call as the tool ended."""
+        try:
+            ok, value = True, self._decode(call, frame)
+        except StopIteration as exc:  # said as an awaited call says it
+            ok, value = False, _stop_iteration()
+            value.__cause__ = exc
+        except Exception as exc:
+            ok, value = False, exc
+        if not call.ran:  # the worker could not load the job: the tool did not run, nothing to keep
+            return
+        call.lingering = lingering = Lingering()
+        lingering.start()
+        lingering.finished(ok, value)
+
+    def _late(self, worker: _Worker) -> bytes | None:
+        """At a cancel once the job was sent whole: the answer if all of it came already (read without
+        blocking), else None. The worker is out of step if the read fails: None, and it is killed."""
+        if worker.unsent is not None:
+            return None
+        try:
+            frame = _take(worker)
+        except Exception:
+            return None
+        return frame if frame is not None and frame[:_HEADER] == worker.tag else None
+
+    async def _agive_back(self, call: Call, worker: _Worker, frame: bytes) -> None:
+        """:meth:`_ProcessPool.give_back` on the event loop: a worker retired (``max_calls``, shut down) is
+        killed here and reaped in a thread, as :meth:`_akill` does; a cancel meanwhile keeps the outcome."""
+        pool = self._pool
+        if pool.keep(worker, self.max_calls):
+            return
+        worker.signal()
+        try:
+            await asyncio.to_thread(pool.remove, worker)
+        except asyncio.CancelledError:  # the thread reaps it all the same; the answer is read
+            self._kept(call, frame)
+            raise
+        except RuntimeError:  # the loop's executor is shut down: here, then
+            pool.remove(worker)
 
     def _cancelled(self, call: Call, worker: _Worker, sent: bool) -> ToolError:
         """The error of ``call``, cancelled while it holds ``worker``: once its job was ``sent``, the
@@ -1302,6 +1393,11 @@ class ProcessRunner:
         except ToolError:  # a cancelled call (the worker is discarded already)
             raise
         except BaseException as exc:  # gone, or e.g. KeyboardInterrupt while waiting: kill the tool now
+            late = None if isinstance(exc, Exception) else self._late(worker)
+            if late is not None:  # the answer came whole before the interrupt: the tool ended, kept
+                self._pool.give_back(worker, self.max_calls)
+                self._kept(call, late)
+                raise
             raise self._unreadable(call, worker, exc)  # noqa: B904 - its cause is set
         return self._answer(call, worker, frame, timeout)
 
@@ -1331,16 +1427,25 @@ class ProcessRunner:
         except BaseException as exc:
             if isinstance(exc, Exception):  # gone, or an answer half read (MemoryError)
                 raise self._unreadable(call, worker, exc)  # noqa: B904 - its cause is set
-            call.cancel()
-            if isinstance(exc, asyncio.CancelledError):  # the caller's task was cancelled: kill the tool now
-                await self._akill(worker)
+            if isinstance(exc, asyncio.CancelledError):  # the caller's task was cancelled
+                late = self._late(worker)
+                if late is not None:  # the answer came whole before the cancel: the tool ended, kept
+                    await self._agive_back(call, worker, late)
+                    self._kept(call, late)
+                    raise
+                call.cancel()
+                await self._akill(worker)  # kill the tool now
             else:  # the coroutine closed (it cannot await any more), KeyboardInterrupt
+                call.cancel()
                 self._pool.discard(worker, "killed")
             raise
-        if frame is None or frame[:_HEADER] != worker.tag:  # to be killed: see _answer
+        if frame is None or frame[:_HEADER] != worker.tag:  # to be killed: see _check
             await self._akill(worker)
+        self._check(call, worker, frame, timeout)
+        assert frame is not None
+        await self._agive_back(call, worker, frame)  # its answer read whole and in step
         try:
-            return self._answer(call, worker, frame, timeout)
+            return self._decode(call, frame)
         except StopIteration as exc:  # a coroutine cannot raise it (see ThreadRunner.arun)
             raise _stop_iteration() from exc
 

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, ParamSpec, Protocol, TypeVar, o
 
 from ._errors import ToolDefinitionError
 from ._log import log_event
-from ._policies import CircuitBreakerPolicy, RateLimit, RetryPolicy
+from ._policies import CircuitBreakerPolicy, RateLimit, RetryPolicy, _positive
 from ._schema import Converter, analyse, check_against_signature, check_schema, find_surrogate, unpartial, wrap_output
 
 if TYPE_CHECKING:
@@ -167,12 +167,8 @@ class Tool:
         if options is not None and not isinstance(options, Mapping):
             raise ToolDefinitionError(f"Tool '{tool_name}': options must be a mapping, got {options!r}.", tool=tool_name)
         for what, seconds in (("timeout", timeout), ("total_timeout", total_timeout), ("cache_ttl", cache_ttl)):
-            if seconds is not None and (
-                isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not seconds > 0
-            ):  # NaN too
-                raise ToolDefinitionError(
-                    f"Tool '{tool_name}': {what} must be a positive number of seconds, got {seconds!r}.", tool=tool_name
-                )
+            if seconds is not None:  # NaN, infinity and an int past a float's range too (None: no limit)
+                _positive(seconds, what, tool_name, finite=True, unit=" of seconds")
         if timeout_mode not in (None, "thread", "process", "none"):
             raise ToolDefinitionError(
                 f"Tool '{tool_name}': timeout_mode must be 'thread', 'process' or 'none', got {timeout_mode!r}.", tool=tool_name

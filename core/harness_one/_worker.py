@@ -39,6 +39,7 @@ import select
 import signal
 import sys
 import threading
+import types
 from typing import Any
 
 __all__ = ["STARTING", "exit_reason", "frame", "kill_session", "recv", "send"]
@@ -167,10 +168,6 @@ def kill_session(sid: int, spare: int | None = None) -> None:
                 os.kill(pid, signal.SIGKILL)
 
 
-async def _await(awaitable: Any) -> Any:
-    return await awaitable
-
-
 class _Files:
     """A ``sys.meta_path`` finder for the modules the parent loaded from a file under a name that does
     not find it (``harness-one --tools FILE.py`` imports ``FILE.py`` as ``harness_one_local_<hash>``):
@@ -279,11 +276,7 @@ def _answer(job: memoryview) -> bytes:
     pid = os.getpid()
     try:
         try:
-            result = fn(**kwargs)
-            if hasattr(result, "__await__"):
-                import asyncio
-
-                result = asyncio.run(_await(result))
+            result = fn(**kwargs)  # an awaitable a sync tool returns is its result, as in every mode: not awaited
         finally:  # the limit bounds the call, not the answer's pickling
             if os.getpid() != pid:  # a child the tool forked returned here: only the worker answers
                 _flush()
@@ -300,6 +293,8 @@ def _answer(job: memoryview) -> bytes:
             data = pickle.dumps((True, result), pickle.HIGHEST_PROTOCOL)
         except BaseException as exc:  # a __reduce__ that calls sys.exit: the tool's failure, not the worker's exit
             data = _failure(TypeError(f"process mode: the tool's result cannot be pickled: {_text(exc)}"), None)
+            if type(result) is types.CoroutineType:  # (a sync tool's coroutine, never to be awaited: no warning)
+                result.close()
     _flush()
     return data
 
