@@ -71,6 +71,24 @@ def env_options(names: Iterable[str]) -> dict[str, dict[str, Any]]:
     return found
 
 
+def _check_options(options: object) -> None:
+    """``PluginError`` unless ``options`` (``plugin_options=``) is ``None`` or a mapping of plugin names to
+    mappings of options, as a ``HARNESS_ONE_PLUGIN_<NAME>`` variable must hold a JSON object."""
+    if options is None:
+        return
+    if not isinstance(options, Mapping):
+        raise PluginError(
+            f"plugin_options must be a mapping of plugin names to their options, not a value of type {type(options).__name__}."
+        )
+    for name, values in options.items():
+        if not isinstance(values, Mapping):
+            got = "None" if values is None else f"a value of type {type(values).__name__}"
+            raise PluginError(
+                f"plugin_options[{name!r}] must be a mapping of options for plugin '{name}', not {got}.",
+                plugin=name if isinstance(name, str) else None,
+            )
+
+
 Hook = Callable[..., Any]
 #: One plugin's answer to a hook: its name, its result, and the error it raised (else None).
 Answer = tuple[str, Any, "ToolError | None"]
@@ -381,6 +399,7 @@ class PluginSet:
         self._registered_at: dict[int, int] = {}
         self._allowed: frozenset[str] | None = None
         self.plan = self._compile()
+        _check_options(options)
         items: list[tuple[str | None, Any]] = (
             list(plugins.items()) if isinstance(plugins, Mapping) else [(None, p) for p in plugins]
         )

@@ -123,8 +123,8 @@ class BudgetPlugin:
     Per tool, ``options={"max_calls": 3}`` allows three calls of the tool per run. Calls whose
     context has no value under ``key`` are not counted: give every run an id. Such calls are
     counted in ``stats()["budget"]["unscoped"]``, and the first of each tool logs a warning. Run ids are
-    compared as text (``repr`` of a value that is not a string; a digest of one over 200
-    characters or not printable, :func:`harness_one.state.key_text`).
+    compared as text (an integer's digits, an enum's value, a UUID's ``str()``; a digest of one over
+    200 characters or not printable, :func:`harness_one.state.key_text`).
 
     Args:
         key: the ``Call.context`` field naming the run (default ``"run_id"``).

@@ -113,10 +113,24 @@ class CircuitBreakerPlugin:
     def _policy(self, call: Call) -> tuple[str, CircuitBreakerPolicy]:
         """The call's circuit: its key (the policy's ``key``, else the tool's name) and policy."""
         policy: CircuitBreakerPolicy = call.tool.circuit_breaker or self.default  # type: ignore[assignment]  # _guarded
-        if self._policies.get(call.tool.name) is not policy:
-            with self._lock:
-                self._policies[call.tool.name] = policy
         return policy.key or call.tool.name, policy
+
+    def _seen(self, call: Call) -> tuple[str, CircuitBreakerPolicy]:
+        """:meth:`_policy`, the tool noted as seen (for :meth:`state` and ``stats()``) as it is admitted;
+        the end of a call of a tool removed meanwhile does not note it again."""
+        found = self._policy(call)
+        if self._policies.get(call.tool.name) is not found[1]:
+            with self._lock:
+                self._policies[call.tool.name] = found[1]
+        return found
+
+    @hookimpl
+    def harness_tool_removed(self, tool: Tool) -> None:
+        """A removed (or replaced) tool is no longer seen: its circuit's state stays in the store
+        (a replacement, or another registry's tool of that name, goes on with it; an idle one in
+        memory is swept, as an idle Redis circuit expires)."""
+        with self._lock:
+            self._policies.pop(tool.name, None)
 
     def _now(self, call: Call) -> float:
         return (self.clock or call.registry.clock).now()
@@ -124,7 +138,7 @@ class CircuitBreakerPlugin:
     @hookimpl
     @applies_to(_guarded)
     def harness_pre_call(self, call: Call) -> Await | None:
-        (name, policy), store, now = self._policy(call), self.store, self._now(call)
+        (name, policy), store, now = self._seen(call), self.store, self._now(call)
         if store is not self._twins.plain:  # not the store known to answer without I/O
             shared = self._twins(store)
             if shared is not None:

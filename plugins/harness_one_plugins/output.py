@@ -57,10 +57,11 @@ class OutputLimit:
     mode: str = "truncate"
 
     @classmethod
-    def parse(cls, value: Any, *, tool: str, base: OutputLimit | None = None) -> OutputLimit | None:
+    def parse(cls, value: Any, *, tool: str, base: OutputLimit | None = None, base_limit: bool = True) -> OutputLimit | None:
         """``max_output=20000`` or ``{"limit": 20000, "unit": "bytes", "mode": "refuse"}``; ``None``/``False``: no limit.
 
-        Keys a mapping leaves out come from ``base`` (the plugin's settings).
+        Keys a mapping leaves out come from ``base`` (the plugin's settings); its ``limit`` only
+        with ``base_limit`` (a plugin without a default limit has none to give).
         """
         if value is None or value is False:
             return None
@@ -72,7 +73,7 @@ class OutputLimit:
                 raise ToolDefinitionError(
                     f"Tool '{tool}': unknown max_output keys {sorted(unknown)}; known: ['limit', 'mode', 'unit'].", tool=tool
                 )
-            if "limit" not in value and base is None:
+            if "limit" not in value and (base is None or not base_limit):
                 raise ToolDefinitionError(f"Tool '{tool}': max_output needs a 'limit'.", tool=tool)
             limit = value.get("limit", base.limit if base is not None else 0)
             unit, mode = value.get("unit", unit), value.get("mode", mode)
@@ -135,7 +136,8 @@ class OutputLimitPlugin:
     with an ``output_schema`` cannot be cut into a valid value, so it is refused in either mode.
 
     Args:
-        max_output: the limit for tools that declare none (``None``: only tools that declare one).
+        max_output: the limit for tools that declare none (``None`` or ``False``: only tools that
+            declare one), checked as a tool's own ``max_output`` is (``0`` is refused).
         unit: ``"chars"`` or ``"bytes"`` (UTF-8), for the default and for tools that give a number.
         mode: ``"truncate"`` or ``"refuse"``, likewise.
     """
@@ -143,11 +145,15 @@ class OutputLimitPlugin:
     name = "output_limit"
     order = 55  # post_call: after unmarked transforms of other plugins, before idempotency and cache store
 
-    def __init__(self, *, max_output: int | None = DEFAULT_MAX_OUTPUT, unit: str = "chars", mode: str = "truncate") -> None:
-        base = OutputLimit.parse({"limit": max_output or _MIN_TRUNCATE, "unit": unit, "mode": mode}, tool="*")
+    def __init__(
+        self, *, max_output: int | bool | None = DEFAULT_MAX_OUTPUT, unit: str = "chars", mode: str = "truncate"
+    ) -> None:
+        #: No default limit (None or False, as for a tool's own max_output): only unit and mode are the plugin's.
+        unlimited = max_output is None or max_output is False
+        base = OutputLimit.parse({"limit": _MIN_TRUNCATE if unlimited else max_output, "unit": unit, "mode": mode}, tool="*")
         assert base is not None
         self.base = base
-        self.default = None if max_output is None else base
+        self.default = None if unlimited else base
         self._limits: dict[Tool, OutputLimit] = {}
         self._lock = threading.Lock()
         self.truncated = 0
@@ -156,7 +162,9 @@ class OutputLimitPlugin:
     def limit_for(self, tool: Tool) -> OutputLimit | None:
         """The limit that applies to ``tool`` (its own ``max_output`` option, else the default)."""
         if "max_output" in tool.options:
-            return OutputLimit.parse(tool.options["max_output"], tool=tool.name, base=self.base)
+            return OutputLimit.parse(
+                tool.options["max_output"], tool=tool.name, base=self.base, base_limit=self.default is not None
+            )
         return self.default
 
     @hookimpl

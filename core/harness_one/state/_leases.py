@@ -5,8 +5,10 @@ tokens and keyword checks of the stores' ownership arguments."""
 from __future__ import annotations
 
 import inspect
+import os
 import threading
 import time
+import weakref
 from collections.abc import Awaitable, Callable, Hashable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -27,6 +29,21 @@ _T = TypeVar("_T")
 #: ``open``: the call goes ahead without the policy; ``closed``: the call fails with :class:`StateUnavailable`.
 FAIL_MODES = ("open", "closed")
 
+#: Every lease keeper and fail mode, made fit for a forked child (see :func:`_forked`).
+_FORKED: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+def _forked() -> None:
+    """In a forked child only the forking thread goes on: each keeper forgets the items of the
+    parent's calls (renewing, or retaking, them would hold the parent's slots and keys for as long
+    as the child lives) and each lock is new (another thread may have held the old one, for ever now)."""
+    for owner in list(_FORKED):
+        owner._forked()
+
+
+if hasattr(os, "register_at_fork"):  # not on Windows, which does not fork
+    os.register_at_fork(after_in_child=_forked)
+
 
 class FailMode:
     """A plugin's answer to :class:`StateUnavailable`: fail ``open`` (count it, warn at most every
@@ -41,6 +58,10 @@ class FailMode:
         self.failed_open = 0
         self.failed_closed = 0
         self._warned = -float("inf")
+        self._lock = threading.Lock()
+        _FORKED.add(self)
+
+    def _forked(self) -> None:
         self._lock = threading.Lock()
 
     def handle(self, exc: StateUnavailable, tool: str, call_id: str | None, what: str) -> None:
@@ -104,6 +125,17 @@ class LeaseKeeper:
         self._thread: threading.Thread | None = None
         self.lapsed = 0
         self.retaken = 0
+        _FORKED.add(self)
+
+    def _forked(self) -> None:
+        """In a forked child: the held items are the parent's calls' (which do not run here), and the
+        renewing thread is gone. A child's copy of a call the forking thread itself was making is not
+        renewed either: the lease is its parent's (whose keeper goes on renewing it)."""
+        self._held = {}
+        self._retaking = set()
+        self._in_flight = None
+        self._wake = threading.Condition()
+        self._thread = None
 
     def hold(self, handle: Hashable, item: Any) -> None:
         with self._wake:

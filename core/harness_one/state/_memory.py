@@ -8,7 +8,7 @@ import math
 import os
 import threading
 import weakref
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable, Hashable
 from typing import Any
 
@@ -356,14 +356,22 @@ class Breaker:
     """One circuit: closed, open or half-open, with a sliding window of per-second counts.
 
     Each method judges with the ``policy`` it is given (the calling tool's: tools sharing a
-    key may differ in settings), else with the one the breaker was made with.
+    key may differ in settings), else with the one the breaker was made with. The window's
+    seconds are kept in order with running totals, so a call costs the same however long the
+    window (a day's window held 86,400 seconds, each summed on every call).
     """
 
     def __init__(self, policy: Any) -> None:
         self.policy = policy
         self.state = "closed"
         self.opened_at = 0.0
-        self.buckets: dict[int, list[int]] = {}  # second -> [calls, failures]
+        self.buckets: deque[list[int]] = deque()  # [second, calls, failures], oldest first
+        self.calls = 0  # the totals of ``buckets``
+        self.failures = 0
+        self.counted = -math.inf  # when it last counted a call
+        self.longest: float = policy.window  # the longest window it counted for: a sweep drops it only past that
+        self.longest_open: float = policy.open_for  # likewise the longest open period it was judged with
+        self.swept = False  # dropped from its store as idle (see MemoryCircuits): it counts nothing more
         self.probing = 0
         self.period = 0  # the half-open period a probe belongs to: new at each opening and each reclaim
         self.probe_started = 0.0  # when the last probe was let through
@@ -371,23 +379,48 @@ class Breaker:
         self.lock = threading.Lock()
         self.opened = 0
 
+    def _drop_younger(self, now: float) -> None:
+        """Drop the seconds after ``now`` (the clock stepped back: they are not younger)."""
+        buckets = self.buckets
+        while buckets and buckets[-1][0] > now:
+            _, calls, failures = buckets.pop()
+            self.calls -= calls
+            self.failures -= failures
+
     def _trim(self, now: float, policy: Any) -> None:
-        """Drop the seconds out of the window: before it, and after ``now`` (the clock stepped back: they are not younger)."""
+        """Drop the seconds out of the window: before it, and after ``now``."""
+        self._drop_younger(now)
         oldest = math.floor(now - policy.window)
-        for second in [s for s in self.buckets if s <= oldest or s > now]:
-            del self.buckets[second]
+        buckets = self.buckets
+        while buckets and buckets[0][0] <= oldest:
+            _, calls, failures = buckets.popleft()
+            self.calls -= calls
+            self.failures -= failures
 
     def totals(self, now: float, policy: Any = None) -> tuple[int, int]:
         self._trim(now, policy or self.policy)
-        calls = sum(b[0] for b in self.buckets.values())
-        failures = sum(b[1] for b in self.buckets.values())
-        return calls, failures
+        return self.calls, self.failures
+
+    def _clear(self) -> None:
+        self.buckets.clear()
+        self.calls = self.failures = 0
+
+    def idle(self, now: float) -> bool:
+        """Closed, no probe in flight, and no second left that any window it counted for still holds:
+        the same as no breaker at all; or open or half-open and untouched (not opened, no probe let
+        through) for twice the longest of its windows and open periods, as a Redis circuit's hash
+        expires (call under ``lock``)."""
+        if self.state != "closed":
+            return now - max(self.opened_at, self.probe_started) >= 2 * max(self.longest, self.longest_open)
+        if self.probing:
+            return False
+        return not self.buckets or self.buckets[-1][0] <= math.floor(now - self.longest)
 
     def _open(self, now: float) -> None:
         self.state = "open"
         self.opened_at = now
         self.probing = self.probe_successes = 0
-        self.buckets.clear()
+        self._clear()
         self.opened += 1
         self.period += 1
 
@@ -397,6 +430,7 @@ class Breaker:
         policy = policy or self.policy
         with self.lock:
             if self.state == "open":
+                self.longest_open = max(self.longest_open, policy.open_for)
                 self.opened_at = min(self.opened_at, now)  # a clock stepped back: the open period runs from now
                 wait = self.opened_at + policy.open_for - now
                 if wait > 0:
@@ -416,31 +450,45 @@ class Breaker:
                 return 0.0, self.period
             return 0.0, 0
 
-    def record(self, now: float, failed: bool, probe: int, policy: Any = None) -> None:
+    def record(self, now: float, failed: bool, probe: int, policy: Any = None) -> bool:
+        """Count a call's end; False when the breaker was swept from its store first (count it in
+        the circuit's breaker now, a new one)."""
         policy = policy or self.policy
         with self.lock:
+            if self.swept:
+                return False
             if probe:
                 if probe != self.period:  # it probed an earlier period, already decided or reclaimed: nothing now
-                    return
+                    return True
                 self.probing = max(self.probing - 1, 0)
                 if self.state != "half_open":
-                    return
+                    return True
                 if failed:
                     self._open(now)
-                    return
+                    return True
                 self.probe_successes += 1
                 if self.probe_successes >= policy.probes:
                     self.state = "closed"
-                    self.buckets.clear()
-                return
+                    self._clear()
+                return True
             if self.state != "closed":
-                return
-            bucket = self.buckets.setdefault(math.floor(now), [0, 0])
-            bucket[0] += 1
-            bucket[1] += failed
+                return True
+            self._drop_younger(now)
+            second = math.floor(now)
+            buckets = self.buckets
+            if buckets and buckets[-1][0] == second:
+                buckets[-1][1] += 1
+                buckets[-1][2] += failed
+            else:
+                buckets.append([second, 1, int(failed)])
+            self.calls += 1
+            self.failures += failed
+            self.counted = now
+            self.longest = max(self.longest, policy.window)
             calls, failures = self.totals(now, policy)
             if calls >= policy.min_calls and failures / calls >= policy.failure_ratio:
                 self._open(now)
+            return True
 
     def unprobe(self, probe: int) -> None:
         with self.lock:
@@ -457,13 +505,27 @@ class MemoryCircuits:
     """Circuits of one process: a :class:`Breaker` per circuit (a tool's name or a shared ``key``).
 
     As in Redis, a circuit keeps its state when the policy changes, and each call is judged
-    with the policy it brings (tools sharing a key may differ in settings).
+    with the policy it brings (tools sharing a key may differ in settings). As an idle Redis
+    circuit's hash expires, an idle breaker (closed, no probe in flight, none of its window's
+    calls left: the same as none) is dropped, in a sweep every ``sweep_every`` new breakers,
+    so circuits of tools made and removed per session do not pile up. When breakers still
+    counting fill ``max_keys``, the closed ones without a probe in flight that counted a call
+    longest ago go, a tenth at once (their windows start empty again); an open or half-open
+    circuit is never dropped. A breaker made after a sweep numbers its half-open periods after
+    every swept one's, so a late probe of a dropped breaker decides nothing in its successor.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, max_keys: int = 100_000, sweep_every: int = 4096) -> None:
+        for what, value in (("max_keys", max_keys), ("sweep_every", sweep_every)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"circuit {what} must be a positive integer, got {value!r}")
         self._breakers: dict[str, Breaker] = {}
         self._lock = threading.Lock()
         _BACKENDS.add(self)
+        self._max_keys = max_keys
+        self._sweep_every = sweep_every
+        self._made = 0  # breakers made since the last sweep
+        self._retired = 0  # above every period of a swept breaker: where a new breaker's periods start
 
     def breaker(self, tool: str, policy: Any) -> Breaker:
         found = self._breakers.get(tool)
@@ -472,13 +534,51 @@ class MemoryCircuits:
                 found = self._breakers.get(tool)
                 if found is None:
                     found = self._breakers[tool] = Breaker(policy)
+                    found.period = self._retired
+                    self._made += 1
+                    if len(self._breakers) >= self._max_keys:
+                        self._made = max(self._made, self._sweep_every)  # the next admit sweeps
         return found
 
+    def _sweep(self, now: float) -> None:
+        """Drop the idle breakers (those whose lock is free: one in use is not idle for long)."""
+        with self._lock:
+            if self._made < self._sweep_every:
+                return  # another thread swept
+            self._made = 0
+            self._drop(lambda breaker: breaker.idle(now))
+            if len(self._breakers) >= self._max_keys:  # still full of counting ones: the closed ones idle longest go
+                closed = sorted((b.counted, name) for name, b in self._breakers.items() if b.state == "closed" and not b.probing)
+                count = max(len(self._breakers) // 10, len(self._breakers) - self._max_keys + 1)
+                self._drop(
+                    lambda breaker: breaker.state == "closed" and not breaker.probing, [name for _, name in closed[:count]]
+                )
+
+    def _drop(self, drop: Callable[[Breaker], bool], names: list[str] | None = None) -> None:
+        """Drop the breakers (of ``names``, else all) that ``drop`` picks, under their locks (one in use is kept)."""
+        for name in list(self._breakers if names is None else names):
+            breaker = self._breakers[name]
+            if not breaker.lock.acquire(blocking=False):
+                continue
+            try:
+                if drop(breaker):
+                    breaker.swept = True  # a record that found it before it went counts in its successor
+                    del self._breakers[name]
+                    self._retired = max(self._retired, breaker.period + 1)
+            finally:
+                breaker.lock.release()
+
+    def __len__(self) -> int:
+        return len(self._breakers)
+
     def admit(self, tool: str, policy: Any, *, now: float) -> tuple[float, int]:
+        if self._made >= self._sweep_every:
+            self._sweep(now)
         return self.breaker(tool, policy).admit(now, policy)
 
     def record(self, tool: str, policy: Any, *, now: float, failed: bool, probe: int) -> None:
-        self.breaker(tool, policy).record(now, failed, probe, policy)
+        while not self.breaker(tool, policy).record(now, failed, probe, policy):
+            pass  # swept meanwhile: the next breaker() is its successor
 
     def unprobe(self, tool: str, policy: Any, *, probe: int) -> None:
         self.breaker(tool, policy).unprobe(probe)

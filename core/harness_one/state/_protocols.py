@@ -39,12 +39,29 @@ def key_text(value: Hashable, *, strict: bool = False) -> str:
     Redis; a huge one would be kept for every bucket, or time out the link), or is itself ``#`` and
     64 characters (so no key is taken for another's digest; ``#42`` stays ``#42``).
 
+    The text of a string (a ``StrEnum`` member too) is the string itself, of an integer (an
+    ``IntEnum`` member too, not a bool) its decimal digits, of a UUID its canonical form
+    (``str(uuid)``), so ``7``, ``"7"`` and ``Tier.GOLD == 7`` are one key, as are a UUID and its
+    string. An integer past Python's 4,300-digit conversion limit is keyed by a digest of its
+    hexadecimal text (its decimal text would take quadratic time). Any other value's text is its
+    ``repr``.
+
     ``strict``: only a value whose text says whose it is, a string, an integer (not a bool), an
     enum of them or a UUID; ``TypeError`` for any other (an object's text may be its address,
     another object's later), as a per-user key needs."""
     if strict and (not isinstance(value, (str, int, uuid.UUID)) or isinstance(value, bool)):
         raise TypeError(f"a {type(value).__name__} is not a string, an integer or a UUID")
-    text = value if isinstance(value, str) else repr(value)
+    if isinstance(value, str):
+        text = str.__str__(value)  # a str subclass's own __str__/__format__ may name its class
+    elif isinstance(value, int) and not isinstance(value, bool):
+        try:
+            text = int.__repr__(value)  # an IntEnum's repr is <Tier.GOLD: 7>
+        except ValueError:  # over sys.get_int_max_str_digits(): linear-time text, always digested
+            text = hex(int(value))
+    elif isinstance(value, uuid.UUID):
+        text = uuid.UUID.__str__(value)
+    else:
+        text = repr(value)
     if len(text) <= 200 and text.isprintable() and not (len(text) == 65 and text[0] == "#"):
         return text
     return "#" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()

@@ -624,11 +624,12 @@ def _exchange(connection: Any, batch: Sequence[_Pending], *, reload: bool = Fals
 
 
 async def _aexchange(connection: Any, batch: Sequence[_Pending], *, reload: bool = False) -> list[_Pending]:
-    """:func:`_exchange` on an asyncio connection."""
+    """:func:`_exchange` on an asyncio connection, connected first (:func:`_aconnect`)."""
     calls, commands, packed = _write(connection, batch, reload)
     replies: list[Any] = []
     timeout = connection.socket_timeout
-    for attempt in (0, 1):
+    fresh = connection.is_connected or await _aconnect(connection)
+    for attempt in (0, 1) if fresh else (1,):  # (a failed connect was the first attempt)
         sent = len(commands) - len(replies)
         connection.socket_timeout = timeout * min(sent, _MOST_CALLS)  # (read_response(timeout=...) answers None on a timeout)
         try:
@@ -653,6 +654,25 @@ async def _aexchange(connection: Any, batch: Sequence[_Pending], *, reload: bool
         finally:
             connection.socket_timeout = timeout
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+async def _aconnect(connection: Any) -> bool:
+    """Connect ``connection`` (and its handshake) before anything is sent: True, or False when it failed in
+    a way the next attempt may not (it is then disconnected, to be connected again as the write is sent).
+
+    A timeout counts as such on the asyncio path: its timer runs on the event loop, which other
+    work may have held past it while Redis answered in time (a blocking step, thousands of calls
+    starting at once), so one timeout does not mark the link down; two in a row do. A dead
+    connection is tried again as :func:`_aexchange` tries one; a configuration error is raised.
+    """
+    try:
+        await connection.connect_check_health(check_health=False)
+        return True
+    except BaseException as exc:
+        await connection.disconnect(nowait=True)
+        if not isinstance(exc, (redis.TimeoutError, redis.ConnectionError)) or isinstance(exc, _MISCONFIGURED):
+            raise
+        return False
 
 
 _CONFIGURATION = "This is a configuration error, not an outage: no fail mode applies."
@@ -733,7 +753,8 @@ class RedisLink:
         cluster: use the Redis Cluster clients (``RedisCluster``) even for a ``redis://`` URL.
 
     A command that fails to reach the server is sent once more on a fresh connection (a
-    restarted server leaves dead connections in the pool). If the first reply was lost after
+    restarted server leaves dead connections in the pool); on the asyncio path, so is one whose
+    new connection timed out (the event loop may have been late, not Redis). If the first reply was lost after
     Redis ran the script, that decision counts twice (a token, a circuit outcome); a budget's
     take and give-back with a ticket, and the idempotency scripts, are safe to repeat.
     Failures raise :class:`StateUnavailable`. Scripts go over one kept connection per process

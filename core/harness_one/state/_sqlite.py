@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sqlite3
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -27,6 +29,48 @@ _AT_ONCE = -1.0
 
 #: How many claims waiting in threads a store follows (:meth:`SQLiteStore._on_its_way`).
 _FOLLOWED = 1024
+
+#: Every store, made fit for a forked child (see :func:`_forked`).
+_STORES: weakref.WeakSet[SQLiteStore] = weakref.WeakSet()
+
+#: The stores whose connections :func:`_forking` holds while the process forks.
+_HELD: list[SQLiteStore] = []
+
+#: The parent's connections a forked child inherited: kept, never used nor closed (see :func:`_forked`).
+_ABANDONED: list[sqlite3.Connection] = []
+
+
+def _forking() -> None:
+    """Before a fork: each store's connection is taken, so no operation (no transaction, whose locks
+    the child would inherit as its own, for ever) is in progress as the child is made; an operation
+    under way in another thread ends first, within its ``timeout``."""
+    for store in list(_STORES):
+        if store._lock.acquire(timeout=store.timeout):
+            _HELD.append(store)
+
+
+def _forked_parent() -> None:
+    while _HELD:
+        _HELD.pop()._lock.release()
+
+
+def _forked() -> None:
+    """In a forked child only the forking thread goes on: each store gets new locks, forgets the claims
+    waiting in the parent's threads, and opens its own connection at its next operation. The parent's
+    is abandoned: a SQLite connection must not cross a fork, and closing it is a use too (a rollback
+    or a checkpoint writes the files the parent still uses), so it stays referenced, never closed."""
+    _HELD.clear()
+    for store in list(_STORES):
+        store._lock = threading.Lock()
+        store._waiting_lock = threading.Lock()
+        store._waiting = {}
+        if store._conn is not None:
+            _ABANDONED.append(store._conn)
+            store._conn = None
+
+
+if hasattr(os, "register_at_fork"):  # not on Windows, which does not fork
+    os.register_at_fork(before=_forking, after_in_parent=_forked_parent, after_in_child=_forked)
 
 
 def _write_ahead(conn: sqlite3.Connection, until: float) -> None:
@@ -70,6 +114,9 @@ class SQLiteStore:
     (``asyncio.to_thread``), their ``timeout`` counted from when they are awaited: ``acall``
     never waits for the file on the event loop. A release (``arelease``, ``release``) of a claim
     still waiting in its thread (its caller cancelled) takes effect too: the claim is not made.
+
+    A forked child opens a connection of its own (the parent's is left unused); a fork waits for
+    an operation another thread is making on the store, so the child inherits no transaction.
     """
 
     def __init__(self, path: str | Path, *, timeout: float = 10.0) -> None:
@@ -86,6 +133,7 @@ class SQLiteStore:
         # The owners of claims waiting in threads (oldest first): True once released before the claim came.
         self._waiting: dict[str | None, bool] = {}
         self._waiting_lock = threading.Lock()  # not the connection's: the loop never waits for it
+        _STORES.add(self)  # (a forked child opens its own connection)
 
     @contextmanager
     def _connection(self, deadline: float | None = None) -> Iterator[sqlite3.Connection]:
