@@ -709,13 +709,13 @@ class ToolRegistry(metaclass=_SharedType):
     ) -> Call:
         try:
             if context is not None and not isinstance(context, Mapping):
-                raise _caller_error(entry.tool, "context", "a mapping (JSON object)", context)
+                raise _caller_error(entry.tool.name, "context", "a mapping (JSON object)", context)
             if call_id is not None and not isinstance(call_id, str):
                 given, call_id = call_id, _text(call_id, str)
                 if call_id is None:  # a huge int, a broken __str__
-                    raise _caller_error(entry.tool, "call_id", "a string", given)
+                    raise _caller_error(entry.tool.name, "call_id", "a string", given)
             if idempotency_key is not None:
-                _check_key(entry.tool, idempotency_key)
+                _check_key(entry.tool.name, idempotency_key)
         except ToolError as err:
             raise self._refused(entry.tool.name, err, call_id) from None
         return Call(self, entry.tool, arguments, context, call_id, idempotency_key, started, on_progress)
@@ -1654,20 +1654,21 @@ def _internal(exc: BaseException, name: Any) -> ToolError:
     return err
 
 
-def _caller_error(tool: Tool, what: str, expected: str, got: Any) -> ToolArgumentError:
+def _caller_error(tool: str, what: str, expected: str, got: Any) -> ToolArgumentError:
     return ToolArgumentError(
         [ArgumentProblem(what, f"expected {expected}, got {type(got).__name__}", "type", expected, type(got).__name__)],
-        tool=tool.name,
+        tool=tool,
     )
 
 
-def _check_key(tool: Tool, key: Any) -> None:
+def _check_key(tool: str, key: Any) -> None:
+    """An idempotency key of tool ``tool``: 1-255 printable characters, else ``ToolArgumentError``."""
     if not isinstance(key, str):
         raise _caller_error(tool, "idempotency_key", "a string", key)
     if not 0 < len(key) <= 255 or not key.isprintable():  # lone surrogates are not printable
         raise ToolArgumentError(
             [ArgumentProblem("idempotency_key", "expected 1-255 printable characters", "format", "1-255 printable characters")],
-            tool=tool.name,
+            tool=tool,
         )
 
 

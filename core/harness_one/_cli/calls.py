@@ -202,14 +202,10 @@ def call(
 
 def _check_idempotency_key(name: str, key: str) -> None:
     """``--idempotency-key`` refused as the registry refuses a key (its own check), before any tool loads: a usage error."""
-    from types import SimpleNamespace
-    from typing import cast
-
     from .._errors import ToolArgumentError
     from .._registry import _check_key
-    from .._tool import Tool
 
     try:
-        _check_key(cast(Tool, SimpleNamespace(name=name)), key)  # the check reads only the tool's name, for its message
+        _check_key(name, key)
     except ToolArgumentError as exc:
         raise click.BadParameter("; ".join(problem.message for problem in exc.problems), param_hint="--idempotency-key") from None
