@@ -1,5 +1,5 @@
 """Review 23 (framework adapters, approval plugin): a framework's approval runs only the call it was
-given for (its context and registry too), each adapted call gets its own read-only context, shown
+given for (its context and registry too), each adapted call gets its own context (a plain dict), shown
 names are checked when the tool is adapted, ``p: T = Field(...)`` is read as ``Annotated``, and
 LangChain's loss of recursive schemas is logged."""
 
@@ -16,11 +16,20 @@ import pytest
 from agents import Agent, RunConfig, Runner
 from approval_support import Bank
 from autogen_core import CancellationToken
+from langchain.agents import create_agent
+from langchain_core.messages import AIMessage
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.types import Command
 from pydantic import BaseModel, Field
 from pydantic_ai import Agent as PydanticAgent
 from pydantic_ai import DeferredToolRequests, DeferredToolResults
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
+from test_integration_langchain_approval import CONFIG as LC_CONFIG
+from test_integration_langchain_approval import ScriptedModel as LangChainModel
+from test_integration_langchain_approval import UserContext
+from test_integration_langchain_approval import tool_messages as lc_tool_messages
+from test_integration_langchain_approval import transfer as lc_transfer
 from test_integration_openai_agents_approval import ScriptedModel
 
 from harness_one import ApprovalUnavailable, Call, ToolDefinitionError, ToolRegistry, define_tool
@@ -259,27 +268,37 @@ def test_to_langchain_warns_of_a_recursive_schema(caplog: pytest.LogCaptureFixtu
     assert (fields["tool"], fields["reasons"]) == ("post", ["$ref '#/$defs/Node' is recursive and cannot be inlined"])
 
 
-# ---------------------------------------------------------------- 5. each call's own, read-only context
+# ---------------------------------------------------------------- 5. each call's own context, a plain dict
 
 
-def test_an_adapter_gives_each_call_its_own_read_only_context() -> None:
+@pytest.mark.parametrize("given", ["mapping", "function"])
+def test_an_adapter_gives_each_call_its_own_context(given: str) -> None:
     reg = ToolRegistry(autoload=False)
     seen: list[Any] = []
 
     @define_tool(registry=reg)
     def login(user: str, call: Call) -> str:
-        """Log a user in for this call."""
+        """Log a user in for this call; an audit line of who asked, as JSON."""
         seen.append(call.context)
-        call.context.setdefault("session_user", user)  # type: ignore[attr-defined]
-        return f"acting as {call.context['session_user']}"
+        call.context.setdefault("session_user", user)  # type: ignore[attr-defined]  # what a careless tool does
+        return json.dumps({"who": call.context})
 
     agent_context = {"tenant": "acme"}
-    tool = to_autogen("login", reg, context=agent_context)
-    for user in ("alice", "bob"):
-        with pytest.raises(Exception, match="'mappingproxy' object has no attribute 'setdefault'"):
-            asyncio.run(tool.run_json({"user": user}, CancellationToken(), call_id=user))
+    tool = to_autogen("login", reg, context=agent_context if given == "mapping" else (lambda run: agent_context))
+    answers = [asyncio.run(tool.run_json({"user": user}, CancellationToken(), call_id=user)) for user in ("alice", "bob")]
+    assert answers == [
+        '{"who": {"tenant": "acme", "session_user": "alice"}}',
+        '{"who": {"tenant": "acme", "session_user": "bob"}}',  # alice's write is not seen by bob's call
+    ]
     assert agent_context == {"tenant": "acme"}
-    assert seen[0] == seen[1] == {"tenant": "acme"} and seen[0] is not seen[1] and seen[0] is not agent_context
+    assert type(seen[0]) is dict and seen[0] is not seen[1] and seen[0] is not agent_context
+
+
+def test_a_run_id_context_is_a_plain_dict_of_its_own() -> None:
+    first = call_context(None, lambda: "run-1", tool="t", run_id=str)
+    second = call_context(None, lambda: "run-1", tool="t", run_id=str)
+    assert type(first) is dict and first == second == {"run_id": "run-1"} and first is not second
+    assert json.dumps(first) == '{"run_id": "run-1"}'
 
 
 @pytest.mark.parametrize("shared", [{"user": "a"}, None])
@@ -289,8 +308,9 @@ def test_call_context_copies_a_mapping_and_a_functions_result(shared: Any) -> No
     first = call_context(source, lambda: None, tool="t")
     second = call_context(source, lambda: None, tool="t")
     assert first == second == given and first is not second and first is not given
-    with pytest.raises(TypeError, match="does not support item assignment"):
-        first["user"] = "b"  # type: ignore[index]
+    assert type(first) is dict and json.dumps(first) == '{"user": "a"}'
+    first["user"] = "b"
+    assert second == given == {"user": "a"}
 
 
 # ---------------------------------------------------------------- 6. shown names
@@ -355,3 +375,40 @@ def test_a_grant_holds_for_a_context_value_equal_only_to_itself() -> None:
         deferred_tool_results=DeferredToolResults(approvals={"c1": True}),
     )
     assert bank.sent == [("c1", "ann", 500, "alice")] and second.output == "done"
+
+
+# ---------------------------------------------------------------- 7. LangChain: an approved call's context is made once
+
+
+@pytest.mark.parametrize("asynchronous", [False, True])
+@pytest.mark.parametrize("mode", ["batched", "per_call"])
+def test_langchain_grants_an_approved_call_whose_context_is_a_new_object_each_time(mode: str, asynchronous: bool) -> None:
+    bank = Bank()
+    made: list[str | None] = []
+
+    def context(runtime: Any) -> dict[str, Any]:  # a request-scoped object, as a DB session is: equal only to itself
+        made.append(runtime.tool_call_id)
+        return {"user": runtime.context.user, "session": Session()}
+
+    tools = langchain.as_langchain_tools(registry=bank.registry, context=context)
+    agent = create_agent(
+        LangChainModel(messages=iter([AIMessage(content="", tool_calls=[lc_transfer("c-1", 500)]), AIMessage(content="done")])),
+        tools,
+        middleware=[langchain.approval_middleware(tools, interrupt_mode=mode)],  # type: ignore[arg-type]
+        context_schema=UserContext,
+        checkpointer=InMemorySaver(),
+    )
+
+    def invoke(given: Any) -> Any:
+        if asynchronous:
+            return asyncio.run(agent.ainvoke(given, LC_CONFIG, context=UserContext("alice")))
+        return agent.invoke(given, LC_CONFIG, context=UserContext("alice"))
+
+    [interrupt] = invoke({"messages": [("user", "pay bob 500")]})["__interrupt__"]
+    del made[:]
+    approve = {"type": "approve"}
+    done = invoke(Command(resume={"decisions": [approve]} if mode == "batched" else {interrupt.id: approve}))
+    answer = lc_tool_messages(done)["c-1"]
+    assert (answer.status, answer.content) == ("success", "sent 500 to bob")
+    assert bank.sent == [("c-1", "bob", 500, "alice")]
+    assert made == ["c-1", "c-1"]  # the rule, as LangChain resumes its review; the call, granted with that same context

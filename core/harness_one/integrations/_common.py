@@ -3,8 +3,8 @@
 Every adapter takes the tools as names, :class:`Tool` objects or ``@defineTool`` functions,
 and a ``context=`` that is a mapping (the same for every call) or a function of the
 framework's run context, called once per tool call, whose result becomes ``Call.context``:
-each call gets its own read-only copy of it (:func:`call_context`), so nothing a hook or tool
-writes into one call's context reaches another call or the application's mapping.
+each call gets its own copy of it, a plain ``dict`` (:func:`call_context`), so nothing a hook or
+tool writes into one call's context reaches another call or the application's mapping.
 Whatever arguments a framework hands over, the adapter passes them to the registry in a form
 whose refusal names the model's mistake (:func:`not_an_object`, :func:`is_json`), never raising.
 A call the harness holds for approval where nothing can approve it is refused with
@@ -23,7 +23,6 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from types import MappingProxyType
 from typing import Any, NoReturn, TypeAlias, TypeVar
 from uuid import UUID
 
@@ -203,10 +202,12 @@ def call_context(
     context: a string, an integer or a UUID becomes ``{"run_id": ...}`` (what per-run budgets
     count by), anything else (None) no context. A ``context=`` given replaces it.
 
-    The context is the call's own: a read-only copy of the mapping (``context=`` itself, or
-    what its function returned), made for each call, so a hook or tool that writes into it
-    fails instead of changing what the next call (another user's) sees. The copy is shallow:
-    a mutable value inside is still the application's.
+    The context is the call's own: a plain ``dict`` copy of the mapping (``context=`` itself,
+    or what its function returned), made for each call, so what a hook or tool writes into it
+    never reaches the next call (another user's) or the application's mapping; a ``dict``, so
+    a tool can encode it (``json.dumps``) or send it to a worker process (pickle) as the
+    application's own mapping. The copy is shallow: a mutable value inside is still the
+    application's.
 
     A ``context=`` function that raises, or returns neither a mapping nor None, is the
     application's fault: logged at ERROR on ``harness_one.integrations`` and raised as a
@@ -216,7 +217,7 @@ def call_context(
     if context is None:
         return None if run_id is None else _run_scope(run_id(run_context()))
     if isinstance(context, Mapping):
-        return MappingProxyType(dict(context))
+        return dict(context)
     try:
         value = context(run_context())
     except Exception as exc:
@@ -224,14 +225,14 @@ def call_context(
     if value is None:
         return None
     if isinstance(value, Mapping):
-        return MappingProxyType(dict(value))
+        return dict(value)
     _context_failed(tool, call_id, f"returned {type(value).__name__}, not a mapping", None)
 
 
 def _run_scope(run: object) -> Mapping[str, Any] | None:
     """``{"run_id": run}`` for a framework's run id that names a run (a non-empty string, an integer, a UUID)."""
     if isinstance(run, (str, int, UUID)) and not isinstance(run, bool) and run != "":
-        return MappingProxyType({RUN_ID: run})
+        return {RUN_ID: run}
     return None
 
 

@@ -27,7 +27,9 @@ person saw (or wrote), to the plugin and the call runs through every policy. Onl
 LangChain put to a person are granted: a call the harness holds when it runs but that was not
 reviewed (the rule read other state, or another ``context=``, when LangChain asked) is refused
 by the harness. The grant holds for that call as it is made (its context too: another user's
-call under the same id is not approved by it). A rejected call never runs; the model reads
+call under the same id is not approved by it): the tool's run makes it, with the context it
+makes the call with, so ``context=`` is called once for the call and may return a new object
+each time. A rejected call never runs; the model reads
 LangChain's refusal.
 """
 
@@ -39,7 +41,7 @@ import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextvars import ContextVar
-from typing import Annotated, Any
+from typing import Annotated, Any, NamedTuple
 
 from langchain.agents.middleware import HumanInTheLoopMiddleware, InterruptOnConfig
 from langchain.agents.middleware.human_in_the_loop import (
@@ -159,8 +161,10 @@ def _answer(result: CallResult, registry: ToolRegistry, name: str) -> str:
 
 
 def _functions(
-    registry: ToolRegistry, name: str, context: LangChainContext
+    registry: ToolRegistry, tool: Tool, context: LangChainContext
 ) -> tuple[Callable[..., Any], Callable[..., Awaitable[Any]]]:
+    name = tool.name
+
     def request(
         runtime: ToolRuntime[Any, Any] | None, config: RunnableConfig, call: tuple[dict[str, Any], str | None]
     ) -> tuple[dict[str, Any], Mapping[str, Any] | None, str | None]:
@@ -176,9 +180,11 @@ def _functions(
             )
 
         try:
-            return arguments, call_context(context, run_context, tool=name, call_id=call_id, run_id=_run_id), call_id
+            ctx = call_context(context, run_context, tool=name, call_id=call_id, run_id=_run_id)
         except ToolError as err:
             raise ToolException(safe_text(err.message)) from None
+        _grant_approved(registry, tool, call_id, ctx)
+        return arguments, ctx, call_id
 
     # The annotations are what LangChain and LangGraph read: a ToolRuntime parameter gets the
     # runtime injected (by ToolNode), a RunnableConfig parameter the config.
@@ -228,7 +234,7 @@ def to_langchain(
     reg, found = resolve(tool, registry)
     shown = shown_name(found, name)
     _check_inlinable(found)
-    run, arun = _functions(reg, found.name, context)
+    run, arun = _functions(reg, found, context)
     return HarnessTool(
         name=shown,
         description=found.description or found.name,
@@ -282,6 +288,30 @@ _APPROVED_KEY = "harness_approved_calls"
 
 #: Call ids the harness rule held while LangChain decided whom to ask, in the review running now.
 _asked: ContextVar[set[str] | None] = ContextVar("harness_langchain_asked", default=None)
+
+
+class _Approved(NamedTuple):
+    """A harness call a person approved (or edited), as the middleware hands it to the tool's run to grant."""
+
+    tool: Tool
+    arguments: Any
+
+
+#: The call the middleware is running now, by call id, if a person approved it: the tool's run takes it (once) and
+#: grants it with the ``Call.context`` it makes the call with, so ``context=`` is called once for the call and the
+#: grant holds for that very context (a function returning a new object each time included). A context variable:
+#: another thread's (another user's) call under the same id never sees it.
+_approving: ContextVar[dict[str, _Approved] | None] = ContextVar("harness_langchain_approving", default=None)
+
+
+def _grant_approved(registry: ToolRegistry, tool: Tool, call_id: str | None, context: Mapping[str, Any] | None) -> None:
+    """Grant the call about to run with ``context`` when it is the one the middleware runs as a person approved it."""
+    approving = _approving.get()
+    if not approving or not call_id:
+        return
+    approved = approving.pop(call_id, None)
+    if approved is not None and approved.tool is tool:
+        grant_approval(registry, call_id, tool, approved.arguments, context=context)
 
 
 class _ApprovalState(_HumanInTheLoopState[Any], total=False):
@@ -368,20 +398,20 @@ class HarnessApprovalMiddleware(HumanInTheLoopMiddleware[Any, Any, Any]):
         recorded = request.state.get(_APPROVED_KEY) if isinstance(request.state, Mapping) else None
         return recorded.get(call["id"]) if isinstance(recorded, Mapping) else None
 
-    def _grant(self, request: ToolCallRequest, asked: set[str]) -> None:
-        """Grant the call about to run to the harness when a person approved it, with the arguments they approved."""
+    def _grant(self, request: ToolCallRequest, asked: set[str]) -> dict[str, _Approved]:
+        """The call about to run, by its id, when a person approved it, with the arguments they approved (else empty).
+
+        The tool's run grants it to the harness with the context the call is made with (:data:`_approving`):
+        the grant holds for that call only, and ``context=`` is not called a second time for it.
+        """
         call_id = request.tool_call["id"]
         tool = self._tool(request)
         if not call_id or tool is None:
-            return
+            return {}
         action = self._approved(request, asked)
         if action is None or action["name"] != tool.name:
-            return
-        try:
-            context = tool.context_for(request.runtime, call_id)  # whose call it is: the grant holds for it only
-        except ToolError:
-            return  # the call itself answers with the error
-        grant_approval(tool.registry, call_id, tool.harness_tool, action["args"], context=context)
+            return {}
+        return {call_id: _Approved(tool.harness_tool, action["args"])}
 
     def wrap_tool_call(
         self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], ToolMessage | Command[Any]]
@@ -390,8 +420,11 @@ class HarnessApprovalMiddleware(HumanInTheLoopMiddleware[Any, Any, Any]):
         asked: set[str] = set()
 
         def run(approved: ToolCallRequest) -> ToolMessage | Command[Any]:
-            self._grant(approved, asked)
-            return handler(approved)
+            granted = _approving.set(self._grant(approved, asked))
+            try:
+                return handler(approved)
+            finally:
+                _approving.reset(granted)
 
         token = _asked.set(asked)
         try:
@@ -408,8 +441,11 @@ class HarnessApprovalMiddleware(HumanInTheLoopMiddleware[Any, Any, Any]):
         asked: set[str] = set()
 
         async def run(approved: ToolCallRequest) -> ToolMessage | Command[Any]:
-            self._grant(approved, asked)
-            return await handler(approved)
+            granted = _approving.set(self._grant(approved, asked))
+            try:
+                return await handler(approved)
+            finally:
+                _approving.reset(granted)
 
         token = _asked.set(asked)
         try:
