@@ -491,3 +491,41 @@ def test_a_tool_that_calls_sys_exit_fails_and_never_exits_the_caller(
     for out in (reg.try_call("bye"), asyncio.run(reg.atry_call("bye"))):
         assert out.error is not None and out.error.kind == "tool_failed"
         assert out.error.message == f"Tool 'bye' failed: SystemExit: {code}"
+
+
+def test_a_call_the_registry_builds_is_what_call_init_builds(registry: ToolRegistry) -> None:
+    """``call``, ``try_call`` and ``acall`` set a new Call's fields themselves (no frame for ``__init__``):
+    every slot and instance attribute is what ``Call(...)`` sets, so the two stay one definition."""
+    seen: list[dict[str, Any]] = []
+
+    def fields(call: Call) -> dict[str, Any]:
+        names = [n for n in Call.__slots__ if n != "__dict__"]
+        found = {n: getattr(call, n, "<unset>") for n in names}
+        found["__dict__"] = dict(vars(call))
+        return found
+
+    class Snapshot:
+        @hookimpl
+        def harness_pre_validate(self, call: Call) -> None:
+            seen.append(fields(call))
+
+    registry.plugins.register(Snapshot(), name="snapshot")
+
+    @define_tool(registry=registry)
+    def echo(a: int = 0) -> int:
+        return a
+
+    def progress(done: float, total: float | None, message: str | None) -> None:
+        return None
+
+    for on_progress in (None, progress):
+        for call_id in (None, "given-id"):
+            seen.clear()
+            registry.call("echo", {"a": 1}, call_id=call_id, on_progress=on_progress)
+            registry.try_call("echo", {"a": 1}, call_id=call_id, on_progress=on_progress)
+            asyncio.run(registry.acall("echo", {"a": 1}, call_id=call_id, on_progress=on_progress))
+            expected = fields(Call(registry, registry.get("echo"), {"a": 1}, None, call_id, None, 0.0, on_progress))
+            assert len(seen) == 3
+            for got in seen:
+                assert type(got.pop("started")) is float
+                assert got == {k: v for k, v in expected.items() if k != "started"}

@@ -13,7 +13,7 @@ from types import MethodType
 from typing import TYPE_CHECKING, Any, ClassVar, Concatenate, Generic, ParamSpec, TypeVar, overload
 
 from ._arguments import ArgumentLimits, check_signature, decode_arguments, plain_json
-from ._call import Await, Call, CallResult, Lingering, Outcome, ProgressCallback, Retry, new_call_id
+from ._call import _EMPTY, Await, Call, CallResult, Lingering, Outcome, ProgressCallback, Retry, new_call_id
 from ._clock import SYSTEM_CLOCK, Clock
 from ._errors import (
     ArgumentProblem,
@@ -692,8 +692,20 @@ class ToolRegistry(metaclass=_SharedType):
         if idempotency_key is not None:
             plan = plan.keyed or plan
         elif context is None and (call_id is None or type(call_id) is str):
-            call = _alloc(Call)  # what Call(...) does, minus type.__call__'s way from C into __init__
-            Call.__init__(call, self, entry.tool, arguments, None, call_id, None, started, on_progress)
+            call = _alloc(Call)  # Call(...) without a frame for __init__: its fields, as __init__ sets them (a test compares)
+            call.registry = self
+            call.tool = entry.tool
+            call.arguments = arguments
+            call.context = _EMPTY
+            call._id = call_id
+            call.started = started
+            call.attempt = 1
+            call.ran = False
+            call._cancelled_through = 0
+            call.result = None
+            call.decoded = call.timeout = call._failure = None
+            if on_progress is not None:
+                call._progress = on_progress
             return call, plan
         return self._new_call(entry, arguments, context, call_id, idempotency_key, on_progress, started), plan
 
@@ -752,7 +764,19 @@ class ToolRegistry(metaclass=_SharedType):
             return self._direct(entry.tool, arguments, call_id)
         if context is None and idempotency_key is None and (call_id is None or type(call_id) is str):
             call = _alloc(Call)  # as in _begin
-            Call.__init__(call, self, entry.tool, arguments, None, call_id, None, _perf(), on_progress)
+            call.registry = self
+            call.tool = entry.tool
+            call.arguments = arguments
+            call.context = _EMPTY
+            call._id = call_id
+            call.started = _perf()
+            call.attempt = 1
+            call.ran = False
+            call._cancelled_through = 0
+            call.result = None
+            call.decoded = call.timeout = call._failure = None
+            if on_progress is not None:
+                call._progress = on_progress
         else:
             try:
                 call = self._new_call(entry, arguments, context, call_id, idempotency_key, on_progress, _perf())
@@ -841,6 +865,9 @@ class ToolRegistry(metaclass=_SharedType):
         value = call.result
         if value is _FAILED:
             return _result(call, None, _failure(call), name, call_id, started)
+        ident = call._id
+        if ident is None:  # what Call.call_id does, without the property's way from C into Python
+            ident = call._id = new_call_id()
         return _new_result(
             CallResult,
             (
@@ -848,7 +875,7 @@ class ToolRegistry(metaclass=_SharedType):
                 value,
                 None,
                 tool.name,
-                call.call_id,
+                ident,
                 _perf() - started,
                 call.attempt if call.ran else call.attempts,
                 call.ran or call.attempt > 1,
@@ -1616,7 +1643,9 @@ def _result(call: Call | None, value: Any, err: ToolError | None, name: Any, cal
     if call is not None:  # tuple.__new__ is what CallResult(...) calls, without its Python frame
         # Call.attempts; read as an attribute where it is the attempt's number (a refusal of a first attempt: no frame)
         attempts = call.attempt if call.ran or call.attempt == 1 else call.attempts
-        ident = call._id or call.call_id  # (the property's Python frame only when the id is made now)
+        ident = call._id
+        if ident is None:  # as Call.call_id makes it (not through the property: no way from C into Python)
+            ident = call._id = new_call_id()
         ran = call.ran or call.attempt > 1  # (an attempt that ran is counted when the next begins)
         return _new_result(CallResult, (err is None, value, err, call.tool.name, ident, _perf() - started, attempts, ran))
     assert err is not None
