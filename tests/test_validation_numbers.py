@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from harness_one import ArgumentLimits, ToolArgumentError, ToolRegistry
+from harness_one import ArgumentLimits, ManualClock, ToolArgumentError, ToolRegistry
 from harness_one_plugins import ValidationPlugin
 from harness_one_plugins import validation as v
 from harness_one_plugins.validation import compile_schema, rust_available
@@ -212,7 +212,7 @@ class _NoTime:
 def test_jsonschema_rs_names_a_multiple_of_problem_as_the_listing_does() -> None:
     compiled = compile_schema({"type": "object", "properties": {"a": {"type": "array", "items": {"multipleOf": 0.01}}}}, "rust")
     args = {"a": [19.99, 4.001555263968051e16, 0.125]}
-    listed = [(p.path, p.message) for p in compiled.problems(args) if not p.is_listing_cut]
+    listed = [(p.path, p.message) for p in compiled.problems(args, ManualClock()) if not p.is_listing_cut]
     named = [(p.path, p.message) for p in compiled.problems(args, _NoTime()) if not p.is_listing_cut]  # type: ignore[arg-type]
     assert listed == named == [("$.a[2]", "expected a multiple of 0.01, got 0.125")]
 

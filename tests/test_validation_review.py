@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from harness_one import ArgumentLimits, ToolArgumentError, ToolRegistry
+from harness_one import ArgumentLimits, ManualClock, ToolArgumentError, ToolRegistry
 from harness_one._arguments import check_signature, decode_arguments
 from harness_one_plugins import ValidationPlugin
 from harness_one_plugins.validation import compile_schema, rust_available
@@ -385,7 +385,7 @@ def test_a_tuple_is_an_array(backend: str) -> None:
     compiled = compile_schema(schema, backend)
     got = compiled.check({"items": (1.0, 2)}, ArgumentLimits())
     assert got == {"items": (1, 2)} and type(got["items"]) is tuple and type(got["items"][0]) is int
-    assert [(p.path, p.message) for p in compiled.problems({"items": (1, "x")})] == [
+    assert [(p.path, p.message) for p in compiled.problems({"items": (1, "x")}, ManualClock())] == [
         ("$.items[1]", 'expected integer, got string "x"')
     ]
 
@@ -449,7 +449,7 @@ def test_jsonschema_rs_names_a_problem_as_the_listing_does(field: dict[str, Any]
     defs = {"A": {"type": "object", "properties": {"zip": {"type": "string", "pattern": "^[0-9]{5}$"}}}}
     defs["I"] = {"$anchor": "I", "type": "integer", "maximum": 3}
     compiled = compile_schema({"$id": "https://example.com/t", "type": "object", "properties": field, "$defs": defs}, "rust")
-    listed = [p for p in compiled.problems(args) if not p.is_listing_cut]
+    listed = [p for p in compiled.problems(args, ManualClock()) if not p.is_listing_cut]
     named = [p for p in compiled.problems(args, _Jumping(1.0)) if not p.is_listing_cut]  # the listing has no time
     assert named and set(named) <= set(listed), (named, listed)
 
@@ -463,7 +463,7 @@ def test_jsonschema_rs_names_draft7_problems_as_the_listing_does(args: dict[str,
         "d": {"dependencies": {"times": ["other"]}},
     }
     compiled = compile_schema({**D7, "type": "object", "properties": fields}, "rust")
-    listed = [p for p in compiled.problems(args) if not p.is_listing_cut]
+    listed = [p for p in compiled.problems(args, ManualClock()) if not p.is_listing_cut]
     named = [p for p in compiled.problems(args, _Jumping(1.0)) if not p.is_listing_cut]
     assert named and set(named) <= set(listed), (named, listed)
 
