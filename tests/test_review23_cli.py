@@ -147,6 +147,45 @@ def test_call_writes_its_answer_before_the_error_text(tmp_path: Path, tools: str
     assert text.index('"type": "ToolExecutionError"') < text.index("receipt printer jammed\n")
 
 
+CHILD_TOOLS = '''
+import os
+import subprocess
+import sys
+
+from harness_one import define_tool
+
+
+@define_tool(registry=None)
+def child(wait: bool = False) -> str:
+    """Runs a command that prints (as git, pip, make do), to stdout and to stderr."""
+    if wait:  # until the test has closed stderr's reader: then a write finds it broken
+        with open(os.environ["REVIEW23_GO"]) as go:
+            go.read()
+        print("first words", file=sys.stderr, flush=True)
+    out = subprocess.run(["sh", "-c", "echo out; echo err >&2"], check=False)
+    return f"child exit {out.returncode}"
+'''
+
+
+@pytest.mark.parametrize("command", ["call", "run"])
+def test_a_child_process_of_a_tool_is_not_killed_by_a_stderr_broken_from_the_start(tmp_path: Path, command: str) -> None:
+    """fd 2 (and fd 1, its copy while the answers have their own) still went to the broken pipe until a write of
+    the CLI's failed: a child process writing to either was killed by SIGPIPE (exit -13), not so with 2>&-."""
+    path = tmp_path / "child_tools.py"
+    path.write_text(CHILD_TOOLS, encoding="utf-8")
+    err = broken_pipe()
+    try:
+        if command == "call":
+            result = harness("--state", "memory:", "--tools", str(path), "call", "child", stderr=err)
+            assert result.returncode == 0 and json.loads(result.stdout)["result"] == "child exit 0"
+        else:
+            line = b'{"id": 1, "name": "child", "arguments": {}}\n'
+            result = harness("--state", "memory:", "--tools", str(path), "run", stderr=err, input=line)
+            assert result.returncode == 0 and json.loads(result.stdout)["result"] == "child exit 0"
+    finally:
+        os.close(err)
+
+
 def test_the_guarded_stderr_drops_what_follows_a_broken_pipe() -> None:
     """Once a write fails, what follows for stderr goes to the null device; the command never sees the failure."""
     err = broken_pipe()
@@ -395,6 +434,42 @@ def test_an_empty_state_variable_is_still_unset(runner: CliRunner, monkeypatch: 
     monkeypatch.setenv("HARNESS_ONE_STATE", "")
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "xdg"))
     assert load_settings().state.endswith("/xdg/harness-one/state.sqlite3")
+
+
+@pytest.mark.parametrize("name", ["HARNESS_ONE_STATE", "HARNESS_ONE_REDIS_URL"])
+def test_the_default_registry_refuses_a_blank_state_variable_as_a_bad_state_url(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, name: str
+) -> None:
+    """Only the CLI refused it: ``ToolRegistry.default()`` made a SQLite file named "  " in the current directory."""
+    from harness_one import ToolRegistry
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv(name, "  ")
+    old = ToolRegistry.set_default(None)
+    try:
+        with pytest.raises(ValueError, match=rf"^{name} is empty: give a state URL \('memory:', a SQLite file"):
+            ToolRegistry.default()
+    finally:
+        ToolRegistry.set_default(old)
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def test_a_given_state_wins_over_a_blank_state_variable_for_the_default_registry_too(
+    runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--state memory:`` with ``HARNESS_ONE_STATE="  "`` was a usage error: the variable was read anyway (and the
+    default registry a tool file's ``@define_tool`` builds read it too)."""
+    path = tmp_path / "default_tools.py"
+    path.write_text(
+        'from harness_one import define_tool\n\n\n@define_tool\ndef ping() -> str:\n    """Ping."""\n    return "pong"\n'
+    )
+    monkeypatch.chdir(tmp_path)
+    result = harness("--state", "memory:", "--tools", str(path), "call", "ping", env={"HARNESS_ONE_STATE": "  "}, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["result"] == "pong"
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name != "__pycache__") == ["default_tools.py"]
+    monkeypatch.setenv("HARNESS_ONE_STATE", "  ")
+    assert load_settings(state_given=True).state != "  "  # the variable is not read at all
 
 
 # --------------------------------------------------------------------------- 10. --idempotency-key

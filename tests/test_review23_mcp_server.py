@@ -9,6 +9,7 @@ import json
 import os
 import socket
 import subprocess
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,7 @@ import pytest
 from mcp import Client
 from mcp.shared.message import SessionMessage
 from mcp_support import serve_command, server_env
-from mcp_types import JSONRPCRequest, JSONRPCResponse, ToolListChangedNotification
+from mcp_types import JSONRPCNotification, JSONRPCRequest, JSONRPCResponse, ToolListChangedNotification
 
 from harness_one import Call, ToolRegistry
 from harness_one.mcp import create_server
@@ -260,27 +261,89 @@ def _ping(request_id: int) -> SessionMessage:
 
 
 @pytest.mark.asyncio
-async def test_no_more_lines_are_read_while_max_unsettled_requests_are_unsettled() -> None:
-    """A client sending requests and reading no answers had the server read on and hold every answer."""
+async def test_no_more_lines_are_read_while_max_unsettled_requests_are_unsettled_and_held() -> None:
+    """A client sending requests and reading no answers had the server read on and hold every answer: past
+    ``max_unsettled`` unsettled requests further ones are held, and past as many held no more lines are read."""
     assert MAX_UNSETTLED == 256
     requests_in, requests = anyio.create_memory_object_stream[Any](10)
     answers, answers_out = anyio.create_memory_object_stream[Any](10)
-    for request_id in (1, 2, 3, 4):
+    for request_id in (1, 2, 3, 4, 5, 6):
         requests_in.send_nowait(_ping(request_id))
     read = Answering(requests, answers, _Lines(None), max_unsettled=2)
     assert [(await read.receive()).message.id for _ in range(2)] == [1, 2]
     third = asyncio.ensure_future(read.receive())
     for _ in range(20):
         await asyncio.sleep(0)
-    assert not third.done() and requests.statistics().current_buffer_used == 2  # request 3 still unread
+    assert not third.done() and requests.statistics().current_buffer_used == 2  # 3 and 4 held, 5 and 6 unread
+    assert [held.message.id for held in read.held] == [3, 4]
     await read.answers.send(SessionMessage(JSONRPCResponse(jsonrpc="2.0", id=1, result={})))
     assert (await asyncio.wait_for(third, 10)).message.id == 3
     fourth = asyncio.ensure_future(read.receive())
     for _ in range(20):
         await asyncio.sleep(0)
-    assert not fourth.done() and requests.statistics().current_buffer_used == 1
+    assert not fourth.done() and requests.statistics().current_buffer_used == 1  # 5 held after 4, 6 unread
     read.ask("sampling-1")  # the server waits for the client's answer, which can only come on stdin: read on
     assert (await asyncio.wait_for(fourth, 10)).message.id == 4
     assert read.unsettled == 3 and answers_out.receive_nowait().message.id == 1
     for stream in (requests_in, requests, answers, answers_out):
+        stream.close()
+
+
+def _cancel(request_id: int) -> bytes:
+    return (
+        json.dumps({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": request_id}}) + "\n"
+    ).encode()
+
+
+def test_past_max_unsettled_calls_cancels_still_get_through_and_free_room(tmp_path: Path) -> None:
+    """With MAX_UNSETTLED calls running, stdin was no longer read at all: the client's cancels never arrived,
+    and a ping sent after them was never answered. Cancels now pass on (a held call's drops it unanswered)."""
+    env = {**os.environ, **server_env(tmp_path)}
+    proc = subprocess.Popen(serve_command(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    assert proc.stdin is not None and proc.stdout is not None
+    try:
+        count = MAX_UNSETTLED + 44
+        calls = b"".join(_request(100 + n, "wait", {"seconds": 1000, "tag": f"c{n}"}) for n in range(count))
+        cancels = b"".join(_cancel(100 + n) for n in range(count))
+        ping = (json.dumps({"jsonrpc": "2.0", "id": "PING", "method": "ping"}) + "\n").encode()
+        proc.stdin.write(INITIALIZE + INITIALIZED + calls + cancels + ping)
+        proc.stdin.flush()
+        guard = threading.Timer(120, proc.kill)  # a hang ends as a failure (no answer), not a stuck run
+        guard.start()
+        try:
+            answers = [json.loads(proc.stdout.readline() or b"null") for _ in range(2)]
+        finally:
+            guard.cancel()
+        assert None not in answers, "the ping was never answered"
+        # the initialize answer, then the ping's: no call was answered (each was cancelled)
+        assert [answer["id"] for answer in answers] == [1, "PING"] and answers[1]["result"] == {}
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+@pytest.mark.asyncio
+async def test_a_cancel_drops_a_held_request_and_the_drain_closes_those_left() -> None:
+    """A held request the client cancels is never passed on (nor answered); a held request the drain gives up
+    on (the timeout passed, or the client gone) is answered ``Connection closed``: the SDK never saw it."""
+    requests_in, requests = anyio.create_memory_object_stream[Any](10)
+    answers, answers_out = anyio.create_memory_object_stream[Any](10)
+    for request_id in (1, 2, 3):
+        requests_in.send_nowait(_ping(request_id))
+    cancel = JSONRPCNotification(jsonrpc="2.0", method="notifications/cancelled", params={"requestId": 3})
+    requests_in.send_nowait(SessionMessage(cancel))
+    requests_in.send_nowait(_ping(4))
+    requests_in.close()
+    read = Answering(requests, answers, _Lines(None), max_unsettled=2, drain_timeout=0)
+    assert [(await read.receive()).message.id for _ in range(2)] == [1, 2]
+    with pytest.raises(anyio.EndOfStream):  # 3 dropped by its cancel; 4 held until the drain gave up
+        await read.receive()
+    assert not read.held and answers_out.receive_nowait().message.model_dump(exclude_none=True) == {
+        "jsonrpc": "2.0",
+        "id": 4,
+        "error": {"code": -32000, "message": "Connection closed"},
+    }
+    with pytest.raises(anyio.WouldBlock):
+        answers_out.receive_nowait()
+    for stream in (requests, answers, answers_out):
         stream.close()

@@ -102,11 +102,32 @@ def _state_from_file(url: str, directory: Path) -> str:
     return urlunparse(parsed._replace(path=f"{quote(str(directory))}/{parsed.path}"))
 
 
-def environment_state() -> str | None:
-    """The state URL the environment names: ``HARNESS_ONE_REDIS_URL``, else ``HARNESS_ONE_STATE``,
-    with ``HARNESS_ONE_REDIS_PREFIX`` as its key prefix (None when neither is set)."""
-    url = os.environ.get(ENV_REDIS) or os.environ.get(ENV_STATE)
-    return None if url is None else with_prefix(url, os.environ.get(ENV_REDIS_PREFIX) or None)
+#: The state URL of the command line's ``--state`` while the CLI runs: it replaces the environment's (see below).
+_given_state: str | None = None
+
+
+def give_state(url: str | None) -> None:
+    """While the CLI runs with ``--state``: ``url`` (None again after) is the state of every registry built from
+    the environment's, the default registry too (a tool file's ``@defineTool`` builds it), not the variables."""
+    global _given_state
+    _given_state = url
+
+
+def environment_state(*, prefixed: bool = True) -> str | None:
+    """The state URL the environment names: ``HARNESS_ONE_REDIS_URL``, else ``HARNESS_ONE_STATE`` (an empty
+    variable is unset), with ``HARNESS_ONE_REDIS_PREFIX`` as its key prefix unless not ``prefixed`` (None when
+    neither is set). A variable of spaces is refused with ``ValueError``, as a malformed state URL is: it would
+    name a SQLite file called " " in the current directory. The one reader of these variables (the CLI and
+    :meth:`ToolRegistry.default`); while the CLI runs with ``--state``, that URL, and the variables are not read."""
+    if _given_state is not None:
+        return _given_state
+    for name in (ENV_REDIS, ENV_STATE):
+        url = os.environ.get(name)
+        if url and not url.strip():
+            raise ValueError(blank_state(name, "unset it"))
+        if url:
+            return with_prefix(url, os.environ.get(ENV_REDIS_PREFIX) or None) if prefixed else url
+    return None
 
 
 def default_state() -> str:
@@ -307,20 +328,9 @@ def _own_group(gid: int) -> bool:
     return gid == user.pw_gid and group.gr_name == user.pw_name and set(group.gr_mem) <= {user.pw_name}
 
 
-def _state_from_environment() -> str | None:
-    """The state URL of ``HARNESS_ONE_REDIS_URL``, else ``HARNESS_ONE_STATE`` (an empty one is unset); one of
-    spaces is refused."""
-    for name in (ENV_REDIS, ENV_STATE):
-        url = os.environ.get(name)
-        if url and not url.strip():
-            raise ConfigError(blank_state(name, "unset it"))
-        if url:
-            return url
-    return None
-
-
-def load_settings(path: str | None = None) -> Settings:
-    """Read ``path`` (or ``$HARNESS_ONE_CONFIG``, or ``./harness-one.toml`` if present), then the environment."""
+def load_settings(path: str | None = None, *, state_given: bool = False) -> Settings:
+    """Read ``path`` (or ``$HARNESS_ONE_CONFIG``, or ``./harness-one.toml`` if present), then the environment
+    (its state URL not, when ``state_given``: a ``--state`` replaces it)."""
     settings = Settings()
     named = path or os.environ.get(ENV_CONFIG)
     chosen = named or (DEFAULT_FILE if Path(DEFAULT_FILE).is_file() else None)
@@ -333,7 +343,11 @@ def load_settings(path: str | None = None) -> Settings:
     _environment_over_file(settings)
     settings.log_format = os.environ.get(ENV_LOG_FORMAT) or settings.log_format
     settings.log_level = os.environ.get(ENV_LOG_LEVEL) or settings.log_level
-    settings.state = _state_from_environment() or settings.state
+    if not state_given:
+        try:
+            settings.state = environment_state(prefixed=False) or settings.state
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
     settings.state_prefix = os.environ.get(ENV_REDIS_PREFIX) or settings.state_prefix
     settings.state = with_prefix(settings.state, settings.state_prefix)
     settings.tools_in_file = len(settings.tools)

@@ -13,7 +13,8 @@ come from it: through its binary ``buffer``, or as UTF-8 text when it has none (
 
 The command line writes to stderr through :func:`guard_stderr`: once stderr cannot be written (its
 reader gone: a broken pipe), what follows for it is dropped, as for a closed stderr (``2>&-``),
-instead of failing the command after its tool has run.
+instead of failing the command after its tool has run. A stderr already broken when the command starts
+(``select.poll`` reports it at once) is pointed at the null device before anything copies fd 2.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import codecs
 import contextlib
 import io
 import os
+import select
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from typing import IO, Any, Protocol
@@ -115,9 +117,22 @@ def claim(fd: int, divert: Callable[[], int]) -> tuple[int, Callable[[], None]]:
     return wire, restore
 
 
+#: How many claims of fd 1 (:func:`claim_stdout`) are in force: fd 1 is stderr's copy, no answer's stream.
+_stdout_claims = 0
+
+
 def claim_stdout() -> tuple[int, Callable[[], None]]:
     """A private copy of fd 1 for answers; fd 1 points at stderr (the null device if stderr is closed) until restored."""
-    return claim(1, _stderr_fd)
+    global _stdout_claims
+    wire, restore_fd = claim(1, _stderr_fd)
+    _stdout_claims += 1
+
+    def restore() -> None:
+        global _stdout_claims
+        _stdout_claims -= 1
+        restore_fd()
+
+    return wire, restore
 
 
 def claim_stdin() -> tuple[int, Callable[[], None]]:
@@ -217,9 +232,13 @@ class _GuardedStderr:
         self.broken = True
         if fileno(self._stream) == 2:
             with contextlib.suppress(OSError):
+                # fd 1, when claimed (:func:`claim_stdout`), is a copy of the broken stderr: a child's writes to it too
+                both = _stdout_claims > 0 and _same_file(1, 2)
                 null = os.open(os.devnull, os.O_WRONLY)
                 try:
                     os.dup2(null, 2)
+                    if both:
+                        os.dup2(null, 1)
                 finally:
                     os.close(null)
         try:
@@ -231,6 +250,26 @@ class _GuardedStderr:
         return getattr(self._stream, name)
 
 
+def _same_file(one: int, other: int) -> bool:
+    """Whether descriptors ``one`` and ``other`` are open on the same file (pipe, socket, terminal)."""
+    first, second = os.fstat(one), os.fstat(other)
+    return (first.st_dev, first.st_ino) == (second.st_dev, second.st_ino)
+
+
+def _reader_gone(fd: int) -> bool:
+    """Whether ``fd`` reports, at once, that nothing reads it any more (``POLLERR``: a pipe whose read end is
+    closed; ``POLLHUP``: a closed socket, a hung-up terminal). False where ``select.poll`` is missing."""
+    if not hasattr(select, "poll"):  # pragma: no cover - Windows
+        return False
+    poll = select.poll()
+    poll.register(fd, 0)  # POLLERR and POLLHUP are always reported
+    try:
+        ready = poll.poll(0)
+    except OSError:  # pragma: no cover
+        return False
+    return any(events & (select.POLLERR | select.POLLHUP) for _, events in ready)
+
+
 @contextlib.contextmanager
 def guard_stderr() -> Iterator[None]:
     """``sys.stderr`` guarded meanwhile (:class:`_GuardedStderr`): a write to stderr never fails. Nothing is
@@ -240,6 +279,8 @@ def guard_stderr() -> Iterator[None]:
         yield
         return
     guarded = _GuardedStderr(stderr)
+    if fileno(stderr) == 2 and _reader_gone(2):  # broken already: closed before anything copies fd 2
+        guarded._drop()
     sys.stderr = guarded
     try:
         yield

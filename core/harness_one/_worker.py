@@ -319,12 +319,25 @@ def _die() -> None:
     os.killpg(pid, signal.SIGKILL)
 
 
-def _watch(fd: int) -> None:
-    """Kill this worker's session (itself, the tool's children) once the parent's end of ``fd`` closes."""
+def wait_for_hangup(fd: int, stop: int = -1) -> bool:
+    """Block until ``fd`` reports its other end gone (``POLLHUP``/``POLLERR``: a closed pipe or socket end, a
+    hung-up terminal; ``POLLNVAL``: ``fd`` itself closed): True; or until ``stop`` (a descriptor; -1: none) is
+    readable: False. (A writable descriptor is ready at once: no event loop can wait for this alone.)"""
     poller = select.poll()
     poller.register(fd, 0)  # no events asked for: only POLLHUP / POLLERR / POLLNVAL wake it
-    while not poller.poll():
-        pass
+    if stop >= 0:
+        poller.register(stop, select.POLLIN)
+    while True:
+        ready = poller.poll()
+        if any(ready_fd == stop for ready_fd, _ in ready):
+            return False
+        if ready:
+            return True
+
+
+def _watch(fd: int) -> None:
+    """Kill this worker's session (itself, the tool's children) once the parent's end of ``fd`` closes."""
+    wait_for_hangup(fd)
     _die()
 
 

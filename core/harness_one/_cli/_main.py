@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib
 import importlib.util
 import logging
@@ -16,7 +17,17 @@ from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
 import click
 
-from .._config import ENV_TOOLS, ConfigError, Settings, blank_state, is_file_spec, load_settings, parse_option, with_prefix
+from .._config import (
+    ENV_TOOLS,
+    ConfigError,
+    Settings,
+    blank_state,
+    give_state,
+    is_file_spec,
+    load_settings,
+    parse_option,
+    with_prefix,
+)
 from .._entrypoints import set_import_timeout
 from .._errors import PluginError, exception_text
 
@@ -483,7 +494,7 @@ def main(
     if state_url is not None and not state_url.strip():
         raise click.BadParameter(blank_state("it", "leave the option out"), param_hint="--state")
     try:
-        settings = load_settings(config_path)
+        settings = load_settings(config_path, state_given=state_url is not None)  # a given --state wins
     except ConfigError as exc:
         raise ConfigProblem(str(exc)) from None
     try:
@@ -506,6 +517,8 @@ def main(
     settings.log_level = log_level or settings.log_level
     if state_url is not None:  # the configured key namespace applies to it too, as to the environment's URL
         settings.state = with_prefix(state_url, settings.state_prefix)
+        give_state(settings.state)  # the default registry a tool file's @defineTool builds reads no variable either
+        ctx.call_on_close(functools.partial(give_state, None))
     configure_logging(settings.log_format, settings.log_level, sys.stderr)
     set_import_timeout(settings.import_timeout)
     ctx.obj = CliState(

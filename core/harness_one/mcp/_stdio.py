@@ -33,10 +33,15 @@ at once, as the SDK gives every one at the end of its input: the client's answer
 come on stdin.
 
 The SDK reads stdin as fast as it can, so a client that sends requests and reads no answers made
-the server hold every answer in memory: while :data:`MAX_UNSETTLED` requests are unsettled,
-:class:`Answering` reads no more lines (so the SDK stops reading stdin, and the client's writes
-wait) until one settles, except while a request the server sent the client has no answer (it can
-only come on stdin).
+the server hold every answer in memory. While :data:`MAX_UNSETTLED` requests are unsettled (and
+the server waits for no answer of the client's, which can only come on stdin), :class:`Answering`
+passes no more requests on: it keeps reading lines and passes notifications (a
+``notifications/cancelled`` frees room) and the client's responses on, and holds each further
+request (a ``ping`` too), in order, until one settles; a cancel of a held request drops it (it is
+never answered). Once :data:`MAX_UNSETTLED` requests are held as well, it reads no more lines (so
+the SDK stops reading stdin, and the client's writes wait) until a request settles: no more than
+twice :data:`MAX_UNSETTLED` requests are in memory. At the end of stdin the held requests are
+passed on as room comes; any still held when the drain ends are answered ``Connection closed``.
 """
 
 from __future__ import annotations
@@ -88,8 +93,11 @@ _MIN_LINE = 1 << 20
 _STREAM = "subscriptions/listen"
 #: How much of a dropped line a worker thread reads at a time.
 _CHUNK = 1 << 16
-#: Requests passed on and not settled yet past which no more lines are read (see :class:`Answering`).
+#: Requests passed on and not settled yet past which further requests are held, and requests held past
+#: which no more lines are read (see :class:`Answering`).
 MAX_UNSETTLED = 256
+#: A notification of the client's cancelling a request.
+_CANCELLED = "notifications/cancelled"
 #: A UTF-16 surrogate: in a string ``id``, an ``id`` no answer can carry (UTF-8 has no lone surrogate).
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -101,6 +109,14 @@ def _pollable(fd: int) -> bool:
     except OSError:
         return False
     return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or (stat.S_ISCHR(mode) and os.isatty(fd))
+
+
+class _Wake:
+    """The type of :data:`_WAKE`."""
+
+
+#: An empty line :meth:`_Lines.wake` handed out, for :class:`Answering` to pass a held request on.
+_WAKE = _Wake()
 
 
 class _NotUtf8:
@@ -125,13 +141,26 @@ class _Lines:
     def __init__(self, reader: asyncio.StreamReader | None, limit: int = 0) -> None:
         self.reader = reader
         self.limit = limit  # the line limit, for the answer to a line dropped for its length
-        self.handed: deque[str | _NotUtf8 | None] = deque()
+        self.handed: deque[str | _NotUtf8 | _Wake | None] = deque()
+        self._woken = False
+        self._reading: anyio.CancelScope | None = None
+
+    def wake(self) -> None:
+        """Hand out an empty line marked :data:`_WAKE` (at once if a read of the event loop's waits for stdin; for
+        :class:`_ThreadLines`, after the line being read), so that :class:`Answering` gets a turn."""
+        self._woken = True
+        if self._reading is not None:
+            self._reading.cancel()
 
     def __aiter__(self) -> _Lines:
         return self
 
     async def __anext__(self) -> str:
-        line = await self._read()
+        line = await self._read() if not self._woken else _WAKE
+        if isinstance(line, _Wake):
+            self._woken = False
+            self.handed.append(_WAKE)
+            return ""  # not JSON-RPC: the SDK passes an exception on, which Answering drops
         if line is None:
             self.handed.append(None)
             return ""  # not JSON-RPC: the SDK passes an exception on and reads on
@@ -143,11 +172,15 @@ class _Lines:
         self.handed.append(text)
         return text
 
-    async def _read(self) -> bytes | None:
-        """The next line (None: one longer than the limit, read and dropped); StopAsyncIteration at the end."""
+    async def _read(self) -> bytes | _Wake | None:
+        """The next line (None: one longer than the limit, read and dropped; :data:`_WAKE`: woken while waiting);
+        StopAsyncIteration at the end."""
         assert self.reader is not None
         try:
-            return await self.reader.readuntil(b"\n")
+            # A wake-up cancels only the wait for a line (the reader keeps what it has), never a skip.
+            with anyio.CancelScope() as self._reading:
+                return await self.reader.readuntil(b"\n")
+            return _WAKE
         except asyncio.IncompleteReadError as exc:
             if not exc.partial:
                 raise StopAsyncIteration from None
@@ -155,6 +188,8 @@ class _Lines:
         except asyncio.LimitOverrunError:
             await self._skip_line()
             return None
+        finally:
+            self._reading = None
 
     async def _skip_line(self) -> None:
         assert self.reader is not None
@@ -308,6 +343,11 @@ def _has_id(line: str | _NotUtf8 | None) -> bool:
     return type(message) is dict and "id" in message
 
 
+def _id_of(request: SessionMessage) -> Any:
+    """The ``id`` of the request ``request``."""
+    return getattr(request.message, "id", None)
+
+
 def _error(request_id: str | int | None, code: int, message: str) -> JSONRPCError:
     rid = safe_text(request_id) if type(request_id) is str else request_id
     return JSONRPCError(jsonrpc="2.0", id=rid, error=ErrorData(code=code, message=safe_text(message[:500])))
@@ -352,7 +392,8 @@ class Answering(_Wrapping):
     The server writes on :attr:`answers`, which counts its answers: at the end of ``inner``,
     :meth:`receive` waits until every request passed on has settled, or ``drain_timeout``
     seconds of ``clock`` (None: no bound; see the module's text). While ``max_unsettled`` requests
-    are unsettled (and the server waits for no answer of the client's), it receives nothing more.
+    are unsettled (and the server waits for no answer of the client's), it holds each further request in
+    ``held`` and passes everything else on; while ``max_unsettled`` are held too, it receives nothing more.
     """
 
     def __init__(
@@ -374,6 +415,8 @@ class Answering(_Wrapping):
         #: How many requests are waited for (the sum of ``waiting``), and how many stop the reading of more lines.
         self.unsettled, self.max_unsettled = 0, max_unsettled
         self._room: anyio.Event | None = None
+        #: The requests received and not passed on yet, oldest first (at most ``max_unsettled``).
+        self.held: deque[SessionMessage] = deque()
         self.answers = _Answers(write, self)
         #: The ids of the requests passed on and not settled yet, each with how many are (a client
         #: may reuse an id). A stream (``subscriptions/listen``), answered only when the session
@@ -394,11 +437,18 @@ class Answering(_Wrapping):
     def last_context(self) -> Any:
         return getattr(self.inner, "last_context", None)
 
+    def _full(self) -> bool:
+        """Whether a request received now is held: ``max_unsettled`` are unsettled (the client is that far
+        behind) and the server waits for no answer of the client's (it can only come on stdin)."""
+        return self.unsettled >= self.max_unsettled and not self.asked
+
     async def receive(self) -> Any:
         while True:
+            if self.held and not self._full():
+                return self._pass(self.held.popleft())
             if self.deadline is not None:
                 return await self._draining()
-            while self.unsettled >= self.max_unsettled and not self.asked:  # the client is that far behind
+            while len(self.held) >= self.max_unsettled and self._full():  # that many held too: read no more
                 self._room = anyio.Event()
                 await self._room.wait()
             try:
@@ -408,14 +458,17 @@ class Answering(_Wrapping):
                 continue
             handed = self.lines.handed
             line = handed.popleft() if handed else ""
+            if isinstance(line, _Wake):  # an empty line of :meth:`_Lines.wake`, handed out to get here
+                continue
             if not isinstance(item, Exception):
                 kind = type(item.message)
                 if kind is JSONRPCRequest and item.message.method != _STREAM:
-                    request_id = item.message.id
-                    self.waiting[request_id] = self.waiting.get(request_id, 0) + 1
-                    self.unsettled += 1
-                    # The SDK runs ``on_request_unanswered`` for a request that settles with no answer (cancelled).
-                    item.metadata = ServerMessageMetadata(on_request_unanswered=functools.partial(self._unanswered, request_id))
+                    if self.held or self._full():
+                        self.held.append(item)
+                        continue
+                    return self._pass(item)
+                elif kind is JSONRPCNotification and item.message.method == _CANCELLED and self._drop_held(item.message):
+                    continue
                 elif kind is JSONRPCNotification and _has_id(line):
                     # {"id": 1.5, "method": ...}: the SDK reads a request with an id that is neither a
                     # string nor an integer as a notification, and its caller would wait for ever
@@ -430,6 +483,35 @@ class Answering(_Wrapping):
             if reply is not None:
                 await self.write.send(SessionMessage(reply))
 
+    def _pass(self, item: SessionMessage) -> SessionMessage:
+        """The request ``item``, counted as waited for, to pass on."""
+        request_id = _id_of(item)
+        self.waiting[request_id] = self.waiting.get(request_id, 0) + 1
+        self.unsettled += 1
+        # The SDK runs ``on_request_unanswered`` for a request that settles with no answer (cancelled).
+        item.metadata = ServerMessageMetadata(on_request_unanswered=functools.partial(self._unanswered, request_id))
+        return item
+
+    def _drop_held(self, cancel: JSONRPCNotification) -> bool:
+        """Whether the cancel ``cancel`` named a held request (the oldest of that id), now dropped: never passed on."""
+        params = cancel.params if isinstance(cancel.params, dict) else {}
+        request_id = params.get("requestId")
+        for index, held in enumerate(self.held):
+            held_id = _id_of(held)
+            if held_id == request_id and type(held_id) is type(request_id):
+                del self.held[index]
+                return True
+        return False
+
+    def _make_room(self) -> None:
+        """A request may be passed on: wake :meth:`receive` where it waits (for room, or for a line)."""
+        if self._room is not None:
+            self._room.set()
+        if self.held:
+            self.lines.wake()
+            if self._idle is not None:
+                self._idle.set()
+
     def settle(self, request_id: Any, *, gone: bool = False) -> None:
         """The request ``request_id`` settled, if it is waited for (``gone``: its answer could not be written)."""
         left = self.waiting.get(request_id)
@@ -439,8 +521,8 @@ class Answering(_Wrapping):
             else:
                 del self.waiting[request_id]
             self.unsettled -= 1
-            if self._room is not None and self.unsettled < self.max_unsettled:
-                self._room.set()
+            if self.unsettled < self.max_unsettled:
+                self._make_room()
         self.gone = self.gone or gone
         if self._idle is not None and (not self.waiting or self.gone):
             self._idle.set()
@@ -450,8 +532,7 @@ class Answering(_Wrapping):
         self.asked.add(request_id)
         if self._idle is not None:
             self._idle.set()
-        if self._room is not None:  # its answer can only come on stdin: read on
-            self._room.set()
+        self._make_room()  # its answer can only come on stdin: read on
 
     async def _unanswered(self, request_id: Any) -> None:
         self.settle(request_id)
@@ -463,16 +544,21 @@ class Answering(_Wrapping):
             self._idle.set()
 
     async def _draining(self) -> SessionMessage:
-        """After the end of stdin: ``Connection closed`` for each request asked of the client, then the end once
-        every request passed on has settled, the client has stopped reading, or the drain timeout has passed."""
+        """After the end of stdin: ``Connection closed`` for each request asked of the client, each held request
+        as room comes, then the end once every request has settled, the client has stopped reading, or the drain
+        timeout has passed (each request still held then answered ``Connection closed``)."""
         assert self.deadline is not None
         try:
             while not self.asked:
-                if not self.waiting or self.gone:
+                if self.held and not self._full() and not self.gone:
+                    return self._pass(self.held.popleft())
+                if (not self.waiting and not self.held) or self.gone:
+                    await self._close_held()
                     raise anyio.EndOfStream
                 left = self.deadline - self.clock.now()
                 if left <= 0:
                     self._give_up()
+                    await self._close_held()
                     raise anyio.EndOfStream
                 self._idle = anyio.Event()
                 if self._hangup is None and self.out_fd >= 0:
@@ -502,13 +588,21 @@ class Answering(_Wrapping):
 
     def _give_up(self) -> None:
         """Say on stderr how many requests the drain timeout leaves unanswered (the SDK cancels them)."""
-        count = sum(self.waiting.values())
+        count = sum(self.waiting.values()) + len(self.held)
         print(
             f"harness-one: {count} request{'s' if count != 1 else ''} still unanswered {self.drain_timeout:g} s after "
             "the end of stdin (the drain timeout): cancelled",
             file=sys.stderr,
             flush=True,
         )
+
+    async def _close_held(self) -> None:
+        """``Connection closed`` for each request still held (the SDK never saw them, and answers them nothing)."""
+        while self.held:
+            request_id = _id_of(self.held.popleft())
+            closed = ErrorData(code=CONNECTION_CLOSED, message="Connection closed")
+            with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
+                await self.write.send(SessionMessage(JSONRPCError(jsonrpc="2.0", id=request_id, error=closed)))
 
     def __aiter__(self) -> Answering:
         return self
@@ -522,8 +616,8 @@ class Answering(_Wrapping):
 
 class _Hangup:
     """A thread waiting for descriptor ``fd`` to report its reader gone (``POLLERR``/``POLLHUP``: a pipe whose read
-    end is closed, a closed socket, a hung-up terminal; ``POLLNVAL``: the descriptor itself closed), which then
-    runs ``gone`` on the event loop. The loop cannot poll for that alone: a writable descriptor is ready at
+    end is closed, a closed socket, a hung-up terminal; ``POLLNVAL``: the descriptor itself closed; as a process
+    worker watches its parent: :func:`harness_one._worker.wait_for_hangup`), which then runs ``gone`` on the event loop. The loop cannot poll for that alone: a writable descriptor is ready at
     once. :meth:`stop` ends the thread (a byte on a pipe of its own). Nothing where ``select.poll`` is missing."""
 
     def __init__(self, fd: int, gone: Callable[[], None], token: Any) -> None:
@@ -546,16 +640,11 @@ class _Hangup:
                 os.write(self.wake_write, b"\0")
 
     def _run(self) -> None:
+        from harness_one._worker import wait_for_hangup
+
         try:
-            poll = select.poll()
-            poll.register(self.fd, 0)  # POLLERR, POLLHUP and POLLNVAL are always reported
-            poll.register(self.wake_read, select.POLLIN)
-            hung = False
-            while not hung:
-                ready = poll.poll()
-                if any(fd == self.wake_read for fd, _ in ready):
-                    return
-                hung = any(fd == self.fd and events & (select.POLLERR | select.POLLHUP | select.POLLNVAL) for fd, events in ready)
+            if not wait_for_hangup(self.fd, self.wake_read):
+                return
         finally:
             with self.lock:
                 self.over = True
