@@ -6,14 +6,15 @@ from __future__ import annotations
 import enum
 import math
 import random
+import threading
 import uuid
 from typing import Any
 
 import pytest
 
-from harness_one import CircuitBreakerPolicy, ManualClock, PluginError, ToolDefinitionError, ToolRegistry
+from harness_one import Call, CircuitBreakerPolicy, ManualClock, PluginError, ToolDefinitionError, ToolRegistry
 from harness_one.state import Breaker, MemoryCircuits, key_text
-from harness_one_plugins import CircuitBreakerPlugin
+from harness_one_plugins import CachePlugin, CircuitBreakerPlugin, TimeoutPlugin
 from harness_one_plugins.output import OutputLimitPlugin
 
 
@@ -320,3 +321,68 @@ def test_plugin_options_that_are_not_a_mapping_are_a_plugin_error() -> None:
         PluginError, match=r"^plugin_options must be a mapping of plugin names to their options, not a value of type list\.$"
     ):
         ToolRegistry(autoload=False, plugin_options=[("cache", {"ttl": 5})])  # type: ignore[arg-type]
+
+
+# ---------------------------------------------------------------- infinite seconds: no limit
+
+
+def test_a_tools_infinite_timeout_is_no_limit_whatever_the_plugins_default() -> None:
+    """``timeout=math.inf`` (or ``total_timeout``) is no limit: the sync tool runs in the caller's
+    thread with no deadline, as a tool without a timeout, though the plugin's default is 5 s."""
+    reg = ToolRegistry(plugins={"timeout": TimeoutPlugin(default=5, total=60)}, autoload=False)
+
+    def where(call: Call) -> tuple[Any, ...]:
+        return (call.deadline, call.total_deadline, threading.current_thread() is threading.main_thread())
+
+    reg.add(where, name="unbounded", timeout=math.inf, total_timeout=math.inf)
+    reg.add(where, name="bounded")
+    assert reg.call("unbounded") == (None, None, True)
+    deadline, total, here = reg.call("bounded")
+    assert (deadline is not None, total is not None, here) == (True, True, False)
+
+
+def test_an_infinite_cache_ttl_keeps_an_answer_until_it_is_evicted() -> None:
+    clock = ManualClock()
+    reg = ToolRegistry(plugins={"cache": CachePlugin()}, autoload=False, clock=clock)
+    runs: list[int] = []
+
+    def look(n: int) -> int:
+        runs.append(n)
+        return n
+
+    reg.add(look, read_only=True, cache_ttl=math.inf)
+    assert reg.call("look", {"n": 1}) == 1
+    clock.advance(1e12)
+    assert (reg.call("look", {"n": 1}), runs) == (1, [1])
+
+
+def test_a_store_full_of_open_circuits_sweeps_every_sweep_every_new_circuits_not_on_each() -> None:
+    """Open circuits are never dropped: a sweep that frees not a tenth of ``max_keys`` does not make
+    the next new circuit sweep again (a scan of the store per call, and the last new circuit's
+    breaker dropped before it counted). New circuits count past ``max_keys`` until ``sweep_every``
+    more were made; that sweep drops the closed ones, and the open ones stay."""
+    store = MemoryCircuits(max_keys=10, sweep_every=50)
+    sweeps: list[int] = []
+    sweep = store._sweep
+
+    def counted(now: float) -> None:
+        sweeps.append(len(store))
+        sweep(now)
+
+    store._sweep = counted  # type: ignore[method-assign]
+    for i in range(10):
+        for _ in range(5):
+            store.record(f"open{i}", POLICY, now=0.0, failed=True, probe=0)
+    store.admit("new0", POLICY, now=1.0)  # full: this sweep frees nothing
+    assert sweeps == [10]
+    for i in range(1, 40):
+        store.admit(f"new{i}", POLICY, now=1.0)
+        store.record(f"new{i}", POLICY, now=1.0, failed=False, probe=0)
+    assert sweeps == [10] and len(store) == 50
+    assert store.snapshot("new1", POLICY, now=1.0) == {"state": "closed", "calls": 1, "failures": 0, "opened": 0}
+    for i in range(40, 70):
+        store.admit(f"new{i}", POLICY, now=2.0)
+        store.record(f"new{i}", POLICY, now=2.0, failed=False, probe=0)
+    assert len(sweeps) == 2  # after 50 more new circuits
+    assert {f"open{i}" for i in range(10)} <= set(store._breakers)
+    assert all(store.snapshot(f"open{i}", POLICY, now=2.0)["state"] == "open" for i in range(10))

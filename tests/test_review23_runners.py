@@ -9,6 +9,7 @@ import math
 import os
 import select
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -42,6 +43,15 @@ def charge(path: str) -> str:
     with open(path, "a") as out:
         out.write("x")
     return "charged"
+
+
+def charge_on(path: str, go: str) -> str:
+    """:func:`charge` once ``go`` exists (looked for every 10 ms, up to a minute)."""
+    for _ in range(6000):
+        if os.path.exists(go):
+            break
+        time.sleep(0.01)
+    return charge(path)
 
 
 def _interrupt() -> None:
@@ -177,23 +187,34 @@ def test_thread_mode_an_interrupt_after_the_tool_returned_keeps_its_outcome(monk
 
 def test_process_mode_a_cancel_after_the_answer_came_keeps_its_outcome(tmp_path: Path, runners: list[Any]) -> None:
     """The worker's answer is waiting on the socket when the task is cancelled: it is read, not thrown
-    away with a killed worker; the worker is kept and the same key does not run the tool again."""
+    away with a killed worker; the worker is kept and the same key does not run the tool again.
+
+    The tool answers only once ``go`` exists, made after the job is on the socket, whole: the
+    event loop has read nothing of the answer when it is cancelled (it waits in ``select``)."""
     plugin = TimeoutPlugin(mode="process", default=60)
     runners.append(plugin.processes)
     reg = ToolRegistry(autoload=False, plugins={"timeout": plugin, "idempotency": IdempotencyPlugin()})
-    reg.add(charge)
-    path = tmp_path / "charges"
+    reg.add(charge_on)
+    path, go = tmp_path / "charges", tmp_path / "go"
 
     async def main() -> str:
-        await reg.acall("charge", {"path": str(tmp_path / "warm")})  # a warm worker
+        warm = tmp_path / "warm"
+        warm.touch()
+        await reg.acall("charge_on", {"path": str(warm), "go": str(warm)})  # a warm worker
         (worker,) = plugin.processes._pool.workers
-        task = asyncio.create_task(reg.acall("charge", {"path": str(path)}, idempotency_key="k"))
-        await asyncio.sleep(0)  # the job is sent
+        job = worker.job
+        task = asyncio.create_task(reg.acall("charge_on", {"path": str(path), "go": str(go)}, idempotency_key="k"))
+        for turn in range(2000):  # until the job is on the socket, whole (the loop may take several turns)
+            if worker.job != job and worker.unsent is None:
+                break
+            await asyncio.sleep(0 if turn < 1000 else 0.001)
+        assert (worker.job, worker.unsent, task.done()) == (job + 1, None, False)  # sent whole, not answered
+        go.touch()
         assert select.select([worker.fd], [], [], 60)[0]  # the loop blocked: the answer came
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
-        return await reg.acall("charge", {"path": str(path)}, idempotency_key="k")
+        return await reg.acall("charge_on", {"path": str(path), "go": str(go)}, idempotency_key="k")
 
     assert asyncio.run(main()) == "charged"
     assert _count(path) == 1
@@ -273,15 +294,25 @@ def test_a_call_after_shutdown_is_refused_not_the_tools_failure(mode: str) -> No
 @pytest.mark.parametrize(
     ("keyword", "value", "said"),
     [
-        ("timeout", 10**400, "timeout must be a finite positive number of seconds, got an integer past a float's range."),
-        ("timeout", math.inf, "timeout must be a finite positive number of seconds, got inf."),
+        (
+            "timeout",
+            10**400,
+            "timeout must be a positive number of seconds or math.inf (no limit), got an integer past a float's range.",
+        ),
+        ("timeout", math.nan, "timeout must be a positive number of seconds or math.inf (no limit), got nan."),
+        ("timeout", -math.inf, "timeout must be a positive number of seconds or math.inf (no limit), got -inf."),
+        ("timeout", "30", "timeout must be a positive number of seconds or math.inf (no limit), got '30'."),
         (
             "total_timeout",
             10**400,
-            "total_timeout must be a finite positive number of seconds, got an integer past a float's range.",
+            "total_timeout must be a positive number of seconds or math.inf (no limit), got an integer past a float's range.",
         ),
-        ("cache_ttl", math.inf, "cache_ttl must be a finite positive number of seconds, got inf."),
-        ("cache_ttl", 10**400, "cache_ttl must be a finite positive number of seconds, got an integer past a float's range."),
+        (
+            "cache_ttl",
+            10**400,
+            "cache_ttl must be a positive number of seconds or math.inf (no limit), got an integer past a float's range.",
+        ),
+        ("retry", {"total": math.inf}, "retry total must be a finite non-negative number, got inf."),
         ("retry", {"total": 10**400}, "retry total must be a finite non-negative number, got an integer past a float's range."),
         (
             "retry",
@@ -314,6 +345,13 @@ def test_seconds_past_a_float_s_range_are_a_definition_error(keyword: str, value
     with pytest.raises(ToolDefinitionError) as err:
         Tool.create(quick, idempotent=True, **{keyword: value})
     assert err.value.message == f"Tool 'quick': {said}"
+
+
+@pytest.mark.parametrize("keyword", ["timeout", "total_timeout", "cache_ttl"])
+def test_infinite_seconds_of_a_tool_are_no_limit_as_before(keyword: str) -> None:
+    """``float(os.environ.get("T", "inf"))``: ``math.inf`` is accepted (no limit), as it was."""
+    tool = Tool.create(quick, idempotent=True, **{keyword: math.inf})
+    assert getattr(tool, keyword) == math.inf
 
 
 def test_the_circuit_plugin_default_past_a_float_s_range_is_refused() -> None:
@@ -456,7 +494,11 @@ def test_a_sync_tool_s_coroutine_is_its_result_in_process_mode_too(how: str, run
     [
         ({"start_timeout": 0}, "start_timeout must be a finite positive number of seconds, not 0"),
         ({"start_timeout": math.nan}, "start_timeout must be a finite positive number of seconds, not nan"),
-        ({"start_timeout": 10**400}, "start_timeout must be a finite positive number of seconds, not 1"),
+        (
+            {"start_timeout": 10**400},
+            "start_timeout must be a finite positive number of seconds, not an integer past a float's range",
+        ),
+        ({"start_timeout": "30"}, "start_timeout must be a finite positive number of seconds, not '30'"),
         ({"idle_timeout": -5}, "idle_timeout must be a finite positive number of seconds or None, not -5"),
         ({"idle_timeout": math.inf}, "idle_timeout must be a finite positive number of seconds or None, not inf"),
         ({"max_workers": 2.5}, "max_workers must be an integer >= 1, not 2.5"),
@@ -482,3 +524,32 @@ def test_worker_module_is_not_left_awaiting() -> None:
     from harness_one import _worker
 
     assert not hasattr(_worker, "_await") and os.path.exists(_worker.__file__)
+
+
+# --- review 23a: one check of a number of seconds ---------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("value", "said"),
+    [
+        (10**400, "an integer past a float's range"),
+        ("1e400", "'1e400'"),
+        (math.inf, "inf"),
+        (True, "True"),
+        ("0", "'0'"),
+    ],
+)
+def test_a_state_timeout_is_checked_as_every_number_of_seconds(value: Any, said: str) -> None:
+    """``positive_seconds`` (state URLs, stores) refuses what the tool's and runners' checks refuse, a
+    ``ValueError`` each (an int past a float's range was an untyped ``OverflowError``); a URL's text
+    ``float()`` reads stays accepted there."""
+    from harness_one.state import SQLiteStore
+    from harness_one.state._protocols import positive_seconds
+
+    with pytest.raises(ValueError) as err:
+        positive_seconds(value, "the SQLite store's timeout")
+    assert str(err.value) == f"the SQLite store's timeout must be a number of seconds above 0, not {said}"
+    with pytest.raises(ValueError) as err:
+        SQLiteStore(":memory:", timeout=value)
+    assert str(err.value) == f"the SQLite store's timeout must be a number of seconds above 0, not {said}"
+    assert positive_seconds("30", "t") == 30.0 and positive_seconds(2**53, "t") == float(2**53)

@@ -249,3 +249,36 @@ def test_a_connect_timing_out_twice_in_a_row_still_marks_redis_down(redis_url: s
     assert not first.ok and type(first.error) is StateUnavailable
     assert str(first.error) == "The shared state (Redis) is unavailable (TimeoutError). Retry shortly."
     assert reg.state.link()._down_until > 0.0
+
+
+def test_an_acall_connects_on_redis_py_5_which_has_no_connect_check_health(
+    redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """redis-py 5.x (``redis>=5.1`` is allowed) has no ``connect_check_health``: its ``connect()``
+    is that step, its handshake health-checked when the URL sets ``health_check_interval``. The
+    asyncio path connects with it, the handshake not health-checked (as with redis-py 6), and
+    the connection keeps its interval afterwards."""
+    from redis.asyncio.connection import AbstractConnection
+
+    check = AbstractConnection.connect_check_health
+    seen: list[tuple[Any, ...]] = []
+    connections: list[Any] = []
+
+    async def connect(self: Any) -> None:  # redis-py 5.x's connect(): the handshake checked by the interval
+        seen.append(("connect", self.health_check_interval))
+        connections.append(self)
+        await check(self, check_health=bool(self.health_check_interval))
+
+    monkeypatch.delattr(AbstractConnection, "connect_check_health")
+    monkeypatch.setattr(AbstractConnection, "connect", connect)
+    reg = ToolRegistry(state=redis_url + "?health_check_interval=30", autoload=False)
+
+    async def g(n: int) -> int:
+        return n
+
+    reg.add(g, name="g", rate_limit={"rate": 10, "burst": 10})
+
+    result = asyncio.run(reg.atry_call("g", {"n": 1}))
+    seen.extend(("after", connection.health_check_interval) for connection in connections)
+    assert (result.ok, result.value, result.error) == (True, 1, None)
+    assert seen == [("connect", 0), ("after", 30)]

@@ -12,22 +12,42 @@ from ._errors import ToolDefinitionError, ToolError
 __all__ = ["CircuitBreakerPolicy", "RateLimit", "RetryPolicy"]
 
 
-def _positive(value: Any, what: str, tool: str, *, zero: bool = False, finite: bool = False, unit: str = "") -> None:
+def _as_seconds(value: Any, *, zero: bool = False, infinite: bool = False) -> float | None:
+    """``value`` as a float when it is an int or float (not a bool, not text) above 0 (at least 0 with
+    ``zero``) and finite as a float, else None: NaN, and an int past a float's range (``10**400 < math.inf``
+    holds, yet it would fail every call where it meets a float), are not; with ``infinite``, ``math.inf``
+    is (no limit). The one check of a number of seconds: policies and a tool's seconds
+    (:func:`_positive`), runner options, the state stores' and URLs' timeouts."""
+    if not _real(value) or not (value >= 0 if zero else value > 0):  # NaN too
+        return None
+    try:
+        found = float(value)
+    except OverflowError:
+        return None
+    return found if found < math.inf or infinite else None
+
+
+def _positive(
+    value: Any, what: str, tool: str, *, zero: bool = False, finite: bool = False, infinite: bool = False, unit: str = ""
+) -> None:
     """Refuse ``value`` unless it is an int or float (not a bool) > 0 (>= 0 with ``zero``) and, with
-    ``finite``, finite as a float: an int past a float's range (``10**400 < math.inf`` holds) is
-    infinite too, and would fail every call where it meets a float. A :class:`ToolDefinitionError`
-    naming ``what`` (a number of ``unit`` when given)."""
-    shown = None
-    ok = _real(value) and (value >= 0 if zero else value > 0)
-    if ok and finite:
-        try:
-            ok = math.isfinite(value)
-        except OverflowError:
-            ok, shown = False, "an integer past a float's range"
+    ``finite``, finite as a float (:func:`_as_seconds`; with ``infinite`` too, ``math.inf`` passes: no
+    limit). A :class:`ToolDefinitionError` naming ``what`` (a number of ``unit`` when given)."""
+    if finite:
+        ok = _as_seconds(value, zero=zero, infinite=infinite) is not None
+    else:
+        ok = _real(value) and (value >= 0 if zero else value > 0)
     if not ok:
-        kind = f"{'finite ' if finite else ''}{'non-negative' if zero else 'positive'}"
-        shown = shown or repr(value)
-        raise ToolDefinitionError(f"Tool '{tool}': {what} must be a {kind} number{unit}, got {shown}.", tool=tool)
+        kind = f"{'finite ' if finite and not infinite else ''}{'non-negative' if zero else 'positive'}"
+        shown = _shown(value) if finite else repr(value)
+        also = " or math.inf (no limit)" if infinite else ""
+        raise ToolDefinitionError(f"Tool '{tool}': {what} must be a {kind} number{unit}{also}, got {shown}.", tool=tool)
+
+
+def _shown(value: Any) -> str:
+    """``value`` as a refusal of :func:`_as_seconds` names it: an int above 0 was refused for being past a
+    float's range, said so (not its hundreds of digits); anything else its ``repr``."""
+    return "an integer past a float's range" if _real(value) and isinstance(value, int) and value > 0 else repr(value)
 
 
 def _real(value: Any) -> bool:

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-import math
 import os
 import pickle
 import select
@@ -54,6 +53,7 @@ from ._errors import (
     outside_text,
 )
 from ._lazy import lazy_module
+from ._policies import _as_seconds, _shown
 from ._worker import _HEADER, exit_reason
 
 if TYPE_CHECKING:
@@ -120,15 +120,14 @@ def _workers(value: Any, what: str, *, optional: bool = False) -> None:
 
 
 def _span(value: Any, what: str, *, optional: bool = False) -> float:
-    """``value`` (a runner's option) as a float of seconds: positive and finite (an int past a float's range
-    is not); else a ValueError naming ``what`` (``optional``: the option may be None, said so)."""
-    try:
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0 and math.isfinite(value)
-    except OverflowError:
-        ok = False
-    if not ok:
-        raise ValueError(f"{what} must be a finite positive number of seconds{' or None' if optional else ''}, not {value!r}")
-    return float(value)
+    """``value`` (a runner's option) as a float of seconds: positive and finite (:func:`_as_seconds`: an int
+    past a float's range is not); else a ValueError naming ``what`` (``optional``: the option may be None, said so)."""
+    found = _as_seconds(value)
+    if found is None:
+        raise ValueError(
+            f"{what} must be a finite positive number of seconds{' or None' if optional else ''}, not {_shown(value)}"
+        )
+    return found
 
 
 def _resolve(future: asyncio.Future[bool], value: bool) -> None:

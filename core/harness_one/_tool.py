@@ -167,8 +167,8 @@ class Tool:
         if options is not None and not isinstance(options, Mapping):
             raise ToolDefinitionError(f"Tool '{tool_name}': options must be a mapping, got {options!r}.", tool=tool_name)
         for what, seconds in (("timeout", timeout), ("total_timeout", total_timeout), ("cache_ttl", cache_ttl)):
-            if seconds is not None:  # NaN, infinity and an int past a float's range too (None: no limit)
-                _positive(seconds, what, tool_name, finite=True, unit=" of seconds")
+            if seconds is not None:  # NaN and an int past a float's range too; math.inf (as None): no limit
+                _positive(seconds, what, tool_name, finite=True, infinite=True, unit=" of seconds")
         if timeout_mode not in (None, "thread", "process", "none"):
             raise ToolDefinitionError(
                 f"Tool '{tool_name}': timeout_mode must be 'thread', 'process' or 'none', got {timeout_mode!r}.", tool=tool_name

@@ -25,7 +25,7 @@ __all__ = ["TimeoutPlugin"]
 
 
 def _bounded(plugin: TimeoutPlugin, tool: Tool) -> bool:
-    return (tool.timeout, tool.total_timeout, plugin.default, plugin.total) != (None, None, None, None)
+    return plugin._attempt(tool) is not None or plugin._total(tool) is not None
 
 
 def _in_process(plugin: TimeoutPlugin, tool: Tool) -> bool:
@@ -46,7 +46,7 @@ class TimeoutPlugin:
     ``call.timeout`` and ``call.runner``, which the core enforces.
 
     A tool's ``timeout`` bounds each attempt; ``total_timeout`` bounds the whole call, retries
-    and waits included (no attempt starts once it is spent, and each attempt gets at most
+    and waits included (either ``math.inf``: no limit, whatever the plugin's default) (no attempt starts once it is spent, and each attempt gets at most
     what is left; the core gives the tool at most what is left of the total when it starts it,
     after the later ``pre_call`` hooks took their time). Async tools are cancelled at the
     deadline, whatever their ``timeout_mode`` (one that swallows the cancellation is waited for,
@@ -120,8 +120,16 @@ class TimeoutPlugin:
         now = clock.now()
         return now, (0.0 if clock is registry else registry.now() - now)
 
+    def _attempt(self, tool: Tool) -> float | None:
+        """A tool's seconds per attempt, else this plugin's default; None for no limit (a tool's
+        ``math.inf`` too: it is no limit, whatever the default)."""
+        seconds = tool.timeout if tool.timeout is not None else self.default
+        return None if seconds == math.inf else seconds
+
     def _total(self, tool: Tool) -> float | None:
-        return tool.total_timeout if tool.total_timeout is not None else self.total
+        """As :meth:`_attempt`, for the whole call."""
+        seconds = tool.total_timeout if tool.total_timeout is not None else self.total
+        return None if seconds == math.inf else seconds
 
     @hookimpl
     @applies_to(lambda plugin, tool: plugin._total(tool) is not None)
@@ -137,7 +145,7 @@ class TimeoutPlugin:
     @applies_to(_runs)
     def harness_pre_call(self, call: Call) -> None:
         tool = call.tool
-        attempt = tool.timeout if tool.timeout is not None else self.default
+        attempt = self._attempt(tool)
         total = self._total(tool)
         now, shift = self._now(call)
         if total is not None:

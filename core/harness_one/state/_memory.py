@@ -511,7 +511,9 @@ class MemoryCircuits:
     so circuits of tools made and removed per session do not pile up. When breakers still
     counting fill ``max_keys``, the closed ones without a probe in flight that counted a call
     longest ago go, a tenth at once (their windows start empty again); an open or half-open
-    circuit is never dropped. A breaker made after a sweep numbers its half-open periods after
+    circuit is never dropped. When open circuits leave a sweep without a tenth of ``max_keys``
+    free, new breakers are made past ``max_keys`` and the next sweep waits for ``sweep_every``
+    of them (each counts until then: at most ``sweep_every`` circuits past what the open ones hold). A breaker made after a sweep numbers its half-open periods after
     every swept one's, so a late probe of a dropped breaker decides nothing in its successor.
     """
 
@@ -525,6 +527,7 @@ class MemoryCircuits:
         self._max_keys = max_keys
         self._sweep_every = sweep_every
         self._made = 0  # breakers made since the last sweep
+        self._full = False  # the last sweep could not free a tenth of max_keys (open circuits): the next waits
         self._retired = 0  # above every period of a swept breaker: where a new breaker's periods start
 
     def breaker(self, tool: str, policy: Any) -> Breaker:
@@ -536,7 +539,7 @@ class MemoryCircuits:
                     found = self._breakers[tool] = Breaker(policy)
                     found.period = self._retired
                     self._made += 1
-                    if len(self._breakers) >= self._max_keys:
+                    if len(self._breakers) >= self._max_keys and not self._full:
                         self._made = max(self._made, self._sweep_every)  # the next admit sweeps
         return found
 
@@ -553,6 +556,11 @@ class MemoryCircuits:
                 self._drop(
                     lambda breaker: breaker.state == "closed" and not breaker.probing, [name for _, name in closed[:count]]
                 )
+            # Not a tenth of room (open circuits, never dropped, fill it): a sweep on each new breaker would
+            # cost a scan of the store per call, and drop the breaker of the last new circuit before it counts
+            # anything. The next sweep waits for sweep_every new breakers instead; the store holds more
+            # than max_keys meanwhile.
+            self._full = len(self._breakers) > self._max_keys - max(self._max_keys // 10, 1)
 
     def _drop(self, drop: Callable[[Breaker], bool], names: list[str] | None = None) -> None:
         """Drop the breakers (of ``names``, else all) that ``drop`` picks, under their locks (one in use is kept)."""

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from .._errors import ToolError
+from .._policies import _as_seconds, _shown
 
 __all__ = [
     "key_text",
@@ -68,13 +69,16 @@ def key_text(value: Hashable, *, strict: bool = False) -> str:
 
 
 def positive_seconds(value: float | str, what: str) -> float:
-    """``value`` as a number of seconds above 0 and finite, else ``ValueError`` naming ``what``."""
+    """``value`` (a number, or a URL's text ``float()`` reads) as a number of seconds above 0 and finite
+    (:func:`~harness_one._policies._as_seconds`: an int past a float's range is not), else ``ValueError``
+    naming ``what``."""
     try:
-        found = float(value)
-    except (TypeError, ValueError):
-        found = math.nan
-    if not found > 0 or math.isinf(found):
-        raise ValueError(f"{what} must be a number of seconds above 0, not {value!r}")
+        number = float(value) if isinstance(value, str) else value
+    except ValueError:
+        number = math.nan
+    found = _as_seconds(number)
+    if found is None:
+        raise ValueError(f"{what} must be a number of seconds above 0, not {_shown(value)}")
     return found
 
 

@@ -666,7 +666,16 @@ async def _aconnect(connection: Any) -> bool:
     connection is tried again as :func:`_aexchange` tries one; a configuration error is raised.
     """
     try:
-        await connection.connect_check_health(check_health=False)
+        connect = getattr(connection, "connect_check_health", None)  # redis-py 6.0 and later
+        if connect is not None:
+            await connect(check_health=False)
+        else:  # redis-py 5.x: connect() is that step; its handshake is not health-checked here either (the
+            # URL's health_check_interval would send a PING before AUTH), so the interval is 0 meanwhile
+            interval, connection.health_check_interval = connection.health_check_interval, 0
+            try:
+                await connection.connect()
+            finally:
+                connection.health_check_interval = interval
         return True
     except BaseException as exc:
         await connection.disconnect(nowait=True)
