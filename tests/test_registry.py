@@ -494,7 +494,7 @@ def test_a_tool_that_calls_sys_exit_fails_and_never_exits_the_caller(
 
 
 def test_a_call_the_registry_builds_is_what_call_init_builds(registry: ToolRegistry) -> None:
-    """``call``, ``try_call`` and ``acall`` set a new Call's fields themselves (no frame for ``__init__``):
+    """``call``, ``try_call``, ``acall`` and ``atry_call`` set a new Call's fields themselves (no frame for ``__init__``):
     every slot and instance attribute is what ``Call(...)`` sets, so the two stay one definition."""
     seen: list[dict[str, Any]] = []
 
@@ -524,8 +524,9 @@ def test_a_call_the_registry_builds_is_what_call_init_builds(registry: ToolRegis
             registry.call("echo", {"a": 1}, call_id=call_id, on_progress=on_progress)
             registry.try_call("echo", {"a": 1}, call_id=call_id, on_progress=on_progress)
             asyncio.run(registry.acall("echo", {"a": 1}, call_id=call_id, on_progress=on_progress))
+            asyncio.run(registry.atry_call("echo", {"a": 1}, call_id=call_id, on_progress=on_progress))
             expected = fields(Call(registry, registry.get("echo"), {"a": 1}, None, call_id, None, 0.0, on_progress))
-            assert len(seen) == 3
+            assert len(seen) == 4
             for got in seen:
                 assert type(got.pop("started")) is float
                 assert got == {k: v for k, v in expected.items() if k != "started"}

@@ -17,7 +17,7 @@ from fork_support import in_child
 
 from harness_one import ToolRegistry
 from harness_one.state import FailMode, LeaseKeeper, SQLiteStore, StateUnavailable
-from harness_one_plugins import ConcurrencyPlugin
+from harness_one_plugins import BudgetPlugin, ConcurrencyPlugin
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork here")
 
@@ -282,3 +282,26 @@ def test_an_acall_connects_on_redis_py_5_which_has_no_connect_check_health(
     seen.extend(("after", connection.health_check_interval) for connection in connections)
     assert (result.ok, result.value, result.error) == (True, 1, None)
     assert seen == [("connect", 0), ("after", 30)]
+
+
+@pytest.mark.parametrize("make", [ConcurrencyPlugin, BudgetPlugin], ids=["concurrency", "budget"])
+def test_a_forked_child_gets_a_plugin_lock_of_its_own(make: Any) -> None:
+    """A plugin's brief lock held by another thread of the parent at the fork is not the child's: it
+    would be held for ever there (that thread is not in the child), and the child's next call hangs."""
+    plugin = make()
+    held, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with plugin._lock:
+            held.set()
+            release.wait(10)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    try:
+        assert held.wait(10)
+        said = in_child(lambda: b"free" if plugin._lock.acquire(timeout=2) else b"held")
+    finally:
+        release.set()
+        holder.join()
+    assert said == b"free"

@@ -13,7 +13,9 @@ cancelled ``acall`` cut short (the store may have counted it) is given back once
 
 from __future__ import annotations
 
+import os
 import threading
+import weakref
 from collections.abc import Awaitable, Callable, Hashable, Sized
 from typing import Any, cast
 
@@ -45,6 +47,19 @@ from harness_one.state import (
 from ._options import seconds
 
 __all__ = ["ALL_TOOLS", "BudgetExhausted", "BudgetPlugin", "BudgetRunInvalid"]
+
+_PLUGINS: weakref.WeakSet[BudgetPlugin] = weakref.WeakSet()
+
+
+def _forked() -> None:
+    """A forked child's plugins get a new lock (another thread of the parent may have held one, for ever now)."""
+    for plugin in list(_PLUGINS):
+        plugin._lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):  # not on Windows, which does not fork
+    os.register_at_fork(after_in_child=_forked)
+
 
 #: The counter of a run's calls of every tool.
 ALL_TOOLS = "*"
@@ -165,6 +180,7 @@ class BudgetPlugin:
         self._registry: ToolRegistry | None = None
         self._limits: dict[Tool, int | None] = {}
         self._lock = threading.Lock()
+        _PLUGINS.add(self)  # (a forked child gets a new lock)
         self._twins = AsyncTwins("atake")  # whether the store has awaitable twins
         self._tickets = Accepts("ticket", "give_back", "agive_back")  # whether give-backs have tickets
         self._untakes = AsyncTwins("auntake")  # whether takes have tickets, and a cut-short one can be given back

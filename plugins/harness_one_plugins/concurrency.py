@@ -34,9 +34,11 @@ _PLUGINS: weakref.WeakSet[ConcurrencyPlugin] = weakref.WeakSet()
 
 
 def _forked() -> None:
-    """A forked child draws new holder ids: one shared with its parent would count as one slot in Redis."""
+    """A forked child draws new holder ids (one shared with its parent would count as one slot in Redis)
+    and a new lock (another thread of the parent may have held the old one, for ever now)."""
     for plugin in list(_PLUGINS):
         plugin._holder = os.urandom(6).hex()
+        plugin._lock = threading.Lock()
 
 
 if hasattr(os, "register_at_fork"):  # not on Windows, which does not fork
@@ -97,7 +99,7 @@ class ConcurrencyPlugin:
         self.slots: ConcurrencySlots = slots if slots is not None else MemorySlots()
         self._own_slots = slots is not None
         self._holder = os.urandom(6).hex()  # holder ids unique across plugins, processes and hosts
-        _PLUGINS.add(self)  # (a forked child draws its own)
+        _PLUGINS.add(self)  # (a forked child draws its own, and a new lock)
         self._ids = itertools.count(1)
         self._seen: set[str] = set()
         self._lock = threading.Lock()
