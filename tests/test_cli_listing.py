@@ -87,3 +87,26 @@ def test_list_and_doctor_show_control_characters_escaped(runner: CliRunner, tmp_
     doctor = invoke(runner, "--tools", str(broken), "doctor")
     assert doctor.exit_code == 1
     assert "\x1b" not in doctor.output and "broken\\x1b]0;title\\x07" in doctor.output
+
+
+NO_LIMIT_TOOLS = """
+import math
+
+from harness_one import define_tool
+
+
+@define_tool(timeout=math.inf)
+def forever(x: int) -> int:
+    return x
+"""
+
+
+def test_list_shows_a_timeout_of_infinity_as_no_limit(runner: CliRunner, tmp_path: Path) -> None:
+    tools = tmp_path / "forever_tools.py"
+    tools.write_text(NO_LIMIT_TOOLS)
+    table = invoke(runner, "--tools", str(tools), "list")
+    row = next(line for line in table.stdout.splitlines() if line.startswith("forever "))
+    assert row.split()[3:5] == ["no", "limit"], row  # not "infs"
+    data = json.loads(invoke(runner, "--tools", str(tools), "list", "--json").stdout)
+    (entry,) = [r for r in data if r["name"] == "forever"]
+    assert (entry["timeout"], entry["default_timeout"]) == ("Infinity", None)

@@ -266,6 +266,22 @@ def test_a_removed_tools_metrics_go_with_it() -> None:
     assert reg.plugins.get("metrics").snapshot() == {} and reg.stats()["tools"] == {}
 
 
+def test_a_call_still_running_when_its_tool_is_removed_brings_no_figures_back() -> None:
+    reg = ToolRegistry(autoload=False)
+    attempts: list[int] = []
+
+    def flaky() -> int:
+        attempts.append(1)
+        if len(attempts) == 1:
+            reg.remove("flaky")  # while its call runs; the retry and the success count where it went
+            raise ConnectionError("transient")
+        return 1
+
+    reg.add(flaky, name="flaky", idempotent=True, retry={"attempts": 2, "on": [ConnectionError], "initial": 0})
+    assert reg.call("flaky") == 1 and len(attempts) == 2
+    assert reg.plugins.get("metrics").snapshot() == {}
+
+
 def test_a_request_refused_before_it_became_a_call_is_logged() -> None:
     """An unknown tool name, a bad context: no call, so no tool_call event (nothing logged at all)."""
     reg = ToolRegistry(autoload=False)

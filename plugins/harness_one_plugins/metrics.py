@@ -180,21 +180,31 @@ class MetricsPlugin:
 
     @hookimpl(trylast=True, specname="harness_on_error")
     @applies_to(after_decision=True)
+    @per_tool(lambda plugin, tool: plugin._decided_for(tool))
     def _decided(self, call: Call, error: BaseException) -> None:
         """A call an on_error hook decided: a retry (a wait when the attempt did not run the tool: a rate
         limit's refusal waited out); with an ``Outcome``, a success when it recovered, else a failure of the
         translated error's type. Runs last, and only on a decision, so the last word is final
         (the output limit's; a failing on_error hook's, which turns a retry into that failure)."""
-        decision = call.decision
-        m = self._for(call.tool.name)
-        if type(decision) is Retry:
-            next(m.counter("retry" if call.ran else "wait"))  # (as the otel plugin's span events: retry, or wait)
-            return
-        if type(decision) is not Outcome:
-            return
-        failure = decision.error
-        next(m.counter("ok") if failure is None else m.counter(type(failure)))
-        m.latencies.append(_perf() - call.started)
+        self._decided_for(call.tool)(call, error)
+
+    def _decided_for(self, tool: Tool) -> Callable[[Call, BaseException], None]:
+        """:meth:`_decided` bound once per tool to its counters (a call still running when its tool is
+        removed counts in the removed tool's figures, which are gone, and brings none back)."""
+        m = self._for(tool.name)
+
+        def decided(call: Call, error: BaseException) -> None:
+            decision = call.decision
+            if type(decision) is Retry:
+                next(m.counter("retry" if call.ran else "wait"))  # (as the otel plugin's span events: retry, or wait)
+                return
+            if type(decision) is not Outcome:
+                return
+            failure = decision.error
+            next(m.counter("ok") if failure is None else m.counter(type(failure)))
+            m.latencies.append(_perf() - call.started)
+
+        return decided
 
     @hookimpl
     def harness_tool_removed(self, tool: Tool) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import shutil
 import textwrap
 from typing import TYPE_CHECKING, Any
@@ -58,13 +59,18 @@ def _row(tool: Any, registry: Any) -> dict[str, Any]:
     }
 
 
+def _seconds(timeout: float, default: bool) -> str:
+    text = "no limit" if timeout == math.inf else f"{timeout:g}s"
+    return f"{text} (default)" if default else text
+
+
 def _cells(row: dict[str, Any]) -> list[str]:
     limit, timeout = row["rate_limit"] or row["default_rate_limit"], row["timeout"] or row["default_timeout"]
     return [
         row["name"],
         printable(row["source"] or "-"),
         f"{limit['rate']:g}/s burst {limit['burst']:g}{' (default)' if row['default_rate_limit'] else ''}" if limit else "-",
-        f"{timeout:g}s{' (default)' if row['default_timeout'] else ''}" if timeout else "-",
+        _seconds(timeout, row["default_timeout"] is not None) if timeout else "-",
         "yes" if row["idempotent"] else "no",
     ]
 
