@@ -26,6 +26,7 @@ from harness_one import (
     Call,
     CallResult,
     Clock,
+    PluginError,
     Retry,
     Tool,
     ToolDefinitionError,
@@ -157,7 +158,8 @@ class ApprovalPlugin:
         ttl: seconds a pending call or an unused decision is kept, and a used, expired or withdrawn
             decision's call id refuses other calls (and a used one the same call; default one hour).
         max_pending: at most this many pending calls, decisions and spent decisions are kept (oldest dropped first).
-        clock: time source (default: the registry's clock).
+        clock: time source (default: the clock of the registry it is added to; a plugin that took one registry's
+            clock refuses a registry on another with :class:`PluginError`: give one to share it between them).
     """
 
     name = "approval"
@@ -179,6 +181,8 @@ class ApprovalPlugin:
         self.ttl = seconds(ttl, "approval ttl")
         self.max_pending = count(max_pending, "approval max_pending")
         self.clock = clock
+        #: The registry whose clock the plugin took (no ``clock`` given): a registry on another clock is refused.
+        self._clock_from: ToolRegistry | None = None
         self._rules: dict[Tool, Callable[[Call], bool] | bool] = {}
         self._pending: OrderedDict[str, PendingCall] = OrderedDict()
         self._decisions: OrderedDict[str, _Decision] = OrderedDict()
@@ -239,7 +243,15 @@ class ApprovalPlugin:
     @hookimpl
     def harness_configure(self, registry: ToolRegistry) -> None:
         if self.clock is None:
-            self.clock = registry.clock
+            self.clock, self._clock_from = registry.clock, registry
+        elif self._clock_from is not None and registry.clock is not self.clock:
+            # One ttl for every held call and decision, on one clock: a second registry's would be timed on the first's.
+            raise PluginError(
+                "The approval plugin times its ttl on the clock of the registry it was first added to, and this "
+                f"registry has another ({registry.clock!r}, not {self.clock!r}): give the plugin its own clock "
+                "(ApprovalPlugin(clock=...)) to share it between registries on different clocks.",
+                plugin=self.name,
+            )
 
     @hookimpl
     def harness_tool_added(self, tool: Tool) -> None:
@@ -301,7 +313,7 @@ class ApprovalPlugin:
             self._sweep(now)
             decision = self._decisions.get(call_id)
             if decision is not None and now - decision.decided > self.ttl:  # an expired decision decides nothing
-                del self._decisions[call_id]  # (one kept after a refusal is not first in line for the sweep)
+                del self._decisions[call_id]  # (checked here too, not left to the sweep alone)
                 self._spend(call_id, decision.call, now)
                 decision = None
             if decision is not None and _same_call(decision.call, call, digest):
@@ -333,7 +345,10 @@ class ApprovalPlugin:
                 call_id,
                 call.tool.name,
                 _own(call.arguments),  # its own copy: nothing the caller or a UI changes reaches the call that runs
-                _own(call.context),
+                # The mapping's own copy, its values the call's (as a grant holds them): the same call made again, and
+                # the resumed call, have the caller's very objects (a session or user object, equal only to itself,
+                # which a deep copy would not be; and what the tool writes to it reaches the caller's).
+                dict(call.context),
                 call.idempotency_key,
                 now,
                 digest,
@@ -369,7 +384,8 @@ class ApprovalPlugin:
             if self._in_use.get(call_id) is decision:
                 del self._in_use[call_id]
             if keep:
-                self._decisions.setdefault(call_id, decision)
+                if call_id not in self._decisions:
+                    self._give_back(call_id, decision)
                 return
             if self._decisions.get(call_id) is decision:  # kept after an earlier attempt, used now
                 del self._decisions[call_id]
@@ -377,6 +393,18 @@ class ApprovalPlugin:
             if waiting is not None and _same_held(decision.call, waiting):  # the call that ran, held again: it is not
                 del self._pending[call_id]  # decided (and run) a second time
             self._spend(call_id, decision.call, now, decision)
+
+    def _give_back(self, call_id: str, decision: _Decision) -> None:
+        """Put ``decision`` back among the unused ones in the order they were made (the sweep, oldest first, stops
+        at the first fresh one: one put back last with its old time would outlive ``ttl``). Under the lock."""
+        later = []
+        for other_id in reversed(self._decisions):
+            if self._decisions[other_id].decided <= decision.decided:
+                break
+            later.append(other_id)
+        self._decisions[call_id] = decision
+        for other_id in reversed(later):
+            self._decisions.move_to_end(other_id)
 
     # ------------------------------------------------------------------ the application's side
 
@@ -442,6 +470,10 @@ class ApprovalPlugin:
         checked by the validation plugin), the ``context`` and ``idempotency_key`` it will be made
         with, and ``registry``; it is used once, by the next such call. False if the arguments
         are refused (nothing granted).
+
+        A grant does not replace a person's decision under ``call_id`` (approve or deny, unused, under way, or used
+        within ``ttl``): that is :class:`ApprovalConflict`, and the call made under the id meets the person's
+        decision. An earlier grant under the id is replaced.
         """
         checked = _checked(registry, tool, arguments)
         if checked is None:
@@ -461,6 +493,16 @@ class ApprovalPlugin:
             granted=True,
         )
         with self._lock:
+            self._sweep(now)
+            spent = self._spent.get(call_id)
+            for person in (self._decisions.get(call_id), self._in_use.get(call_id), spent[2] if spent else None):
+                if person is not None and not person.call.granted:
+                    raise ApprovalConflict(
+                        f"Call id '{call_id}' was {'approved' if person.approved else 'denied'} already by a person; a "
+                        "grant does not replace a person's decision. The call made under this id meets that decision.",
+                        tool=tool.name,
+                        call_id=call_id,
+                    )
             self._decisions[call_id] = _Decision(True, granted, None, now)
             self._decisions.move_to_end(call_id)
             self._sweep(now)
@@ -484,19 +526,26 @@ class ApprovalPlugin:
         for a new decision. Returns the withdrawn call, or None if none waited.
         """
         with self._lock:
+            now = self._now()
+            self._sweep(now)  # a call held, or a decision kept, longer than ttl is not withdrawn: it is gone
             found = self._pending.pop(call_id, None)
             if found is not None:
-                self._spend(call_id, found, self._now())  # as a decision withdrawn: the id refuses another call
+                self._spend(call_id, found, now)  # as a decision withdrawn: the id refuses another call
                 return _handed(found)
             decided = self._decisions.pop(call_id, None)  # decided between the hold and the withdrawal: it decides nothing now
             if decided is not None:
-                self._spend(call_id, decided.call, self._now())
+                self._spend(call_id, decided.call, now)
         return _handed(decided.call) if decided is not None else None
 
     def _decided(self, call_id: str) -> tuple[PendingCall, ToolRegistry]:
         with self._lock:
-            self._sweep(self._now())
+            now = self._now()
+            self._sweep(now)
             found = self._decisions.get(call_id)
+            if found is not None and now - found.decided > self.ttl:  # expired: it decides nothing
+                del self._decisions[call_id]
+                self._spend(call_id, found.call, now)
+                found = None
         if found is None:
             raise ApprovalNotFound(
                 f"No decision was made for call id '{call_id}': approve or deny a pending call first.", call_id=call_id
@@ -529,11 +578,40 @@ class ApprovalPlugin:
 
 
 def _own(values: Mapping[str, Any]) -> dict[str, Any]:
-    """A deep copy of ``values`` (a shallow one of values that cannot be copied: a lock, a client)."""
+    """A deep copy of ``values``: only what cannot be copied (a lock, a client) is shared, not the dicts,
+    lists and tuples holding it, so a change to a copy's nested value reaches no other copy."""
     try:
         return dict(copied(dict(values)))
+    except TypeError:  # some value cannot be copied: each is copied on its own, down to the one that cannot
+        memo: dict[int, Any] = {}
+        return {key: _owned(value, memo) for key, value in values.items()}
+
+
+def _owned(value: Any, memo: dict[int, Any]) -> Any:
+    """A deep copy of ``value``, sharing only the values inside it that cannot be copied (``memo``: by id,
+    the copies made, so a container met twice, or inside itself, is copied once)."""
+    done = memo.get(id(value))
+    if done is not None:
+        return done
+    kind = type(value)
+    if kind is dict:
+        held: dict[Any, Any] = {}
+        memo[id(value)] = held
+        held.update((key, _owned(item, memo)) for key, item in value.items())
+        return held
+    if kind is list:
+        items: list[Any] = []
+        memo[id(value)] = items
+        items.extend(_owned(item, memo) for item in value)
+        return items
+    if kind is tuple:
+        return tuple(_owned(item, memo) for item in value)
+    try:
+        mine = copied(value)
     except TypeError:
-        return dict(values)
+        mine = value  # cannot be copied: shared
+    memo[id(value)] = mine
+    return mine
 
 
 def _refuse_used(used: _Decision, call: Call) -> None:

@@ -330,7 +330,9 @@ def grant_approval(reg: ToolRegistry, call_id: str, tool: Tool, arguments: Any, 
     ``Call.context`` it will be made with (:func:`call_context`). The grant holds for that call
     only: another call under the id, with another context (another user) or through another
     registry, is not approved by it. Arguments that cannot be read are granted nothing (the
-    call is refused for them anyway).
+    call is refused for them anyway). Nor is a call id a person decided in the harness
+    (``approval_conflict`` from the plugin): the call made under it meets that decision, which
+    refuses it (denied, another call's, or run already) unless the person approved this very call.
     """
     plugin = _approval(reg)
     if plugin is None:
@@ -339,4 +341,8 @@ def grant_approval(reg: ToolRegistry, call_id: str, tool: Tool, arguments: Any, 
         decoded = decode_arguments(arguments, reg.limits)
     except ToolError:
         return
-    plugin.grant(reg, tool, decoded, call_id=call_id, context=context)
+    try:
+        plugin.grant(reg, tool, decoded, call_id=call_id, context=context)
+    except ToolError as err:
+        if err.kind != "approval_conflict":
+            raise
