@@ -16,9 +16,10 @@ JSON the model read for it, and one it cannot hold even so as :class:`OutcomeNot
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Awaitable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from harness_one import (
     Await,
@@ -77,6 +78,8 @@ __all__ = [
 
 _OWNED = "idempotency.owned"  # (the key stored, fingerprint, owner token: None for a store without owners)
 _WAITED = "idempotency.waited"
+#: What each attempt another followed did, by its number: (its Lingering, None) when its tool runs on, else (None, kept).
+_RAN = "idempotency.ran"
 #: Errors a key keeps no outcome for: wrong arguments (the tool's own too) and a call cancelled before its tool returned.
 _NOT_KEPT = (ToolArgumentError, ToolCancelled)
 
@@ -91,7 +94,16 @@ def _nothing(_: Any) -> None:
     return None
 
 
-def _kept(tool: str, outcome: tuple[bool, Any] | None) -> tuple[bool, Any, ToolError | None] | None:
+#: What a key keeps of one attempt: ``(ok, value, error)``, the error as stored (its dict, without a call id).
+_Kept: TypeAlias = tuple[bool, Any, dict[str, Any] | None]
+
+
+def _error_record(error: ToolError) -> dict[str, Any]:
+    """``error`` as a record stores it: its dict without its call's id (a replay fills in its own)."""
+    return {**error.to_dict(), "call_id": None}
+
+
+def _kept(tool: str, outcome: tuple[bool, Any] | None) -> _Kept | None:
     """What the key of a tool that ran on past its caller keeps (a :class:`~harness_one.Lingering`
     outcome): ``(ok, value, error)``, or None to free it (not known, stopped by KeyboardInterrupt and
     the like, or an error that keeps nothing, as when the caller waits)."""
@@ -101,7 +113,38 @@ def _kept(tool: str, outcome: tuple[bool, Any] | None) -> tuple[bool, Any, ToolE
     if ok:
         return True, value, None
     error = value if isinstance(value, ToolError) else ToolExecutionError(value, tool=tool)
-    return None if isinstance(error, _NOT_KEPT) else (False, None, error)
+    return None if isinstance(error, _NOT_KEPT) else (False, None, _error_record(error))
+
+
+class _Attempts:
+    """The outcome a key keeps of a call whose attempts ran the tool, some of them on in threads
+    past their timeouts: the first success known of any attempt (the tool did it), else, once every
+    attempt's tool has returned, the outcome of the last attempt that ran (None: the key is freed).
+    A later attempt refused before its tool started (busy, rate limited) did nothing to keep."""
+
+    __slots__ = ("known", "lock", "pending", "settled", "tool")
+
+    def __init__(self, tool: str, ran: dict[int, tuple[Lingering | None, _Kept | None]]) -> None:
+        self.tool = tool
+        self.lock = threading.Lock()
+        self.settled = False
+        self.known = {n: kept for n, (lingering, kept) in ran.items() if lingering is None}
+        self.pending = {n: lingering for n, (lingering, _) in ran.items() if lingering is not None}
+
+    def arrived(self, attempt: int | None, outcome: tuple[bool, Any] | None) -> tuple[_Kept | None] | None:
+        """Note that ``attempt``'s tool returned ``outcome`` (None: only decide): the key's outcome
+        to store, in a 1-tuple, to the one caller that decides it; None while some tool runs on, or
+        once it was decided."""
+        with self.lock:
+            if self.settled:
+                return None
+            if attempt is not None and self.pending.pop(attempt, None) is not None:
+                self.known[attempt] = _kept(self.tool, outcome)
+            success = next((kept for _, kept in sorted(self.known.items()) if kept is not None and kept[0]), None)
+            if success is None and self.pending:
+                return None
+            self.settled = True
+            return (success if success is not None else self.known[max(self.known)],)
 
 
 class OutcomeNotReplayable(ToolError):
@@ -203,7 +246,9 @@ class IdempotencyPlugin:
     and one it cannot hold even so (too large) as :class:`OutcomeNotReplayable`, counted in
     ``stats()["idempotency"]["not_replayable"]``: the key is never freed for the tool to run
     again. A plugin's hook failing after the tool returned (a :class:`~harness_one.PluginError`)
-    fails this call only: the key keeps the tool's value. A key is matched by the arguments
+    fails this call only: the key keeps the tool's value. Of a retried call, the key keeps the
+    first success of any attempt (one whose tool ran on past its timeout too), else the outcome of
+    the last attempt that ran, never a later attempt's refusal. A key is matched by the arguments
     alone: keys are the caller's, and one caller's key is not another's to reuse (``scope``
     makes each user's keys their own).
 
@@ -369,7 +414,7 @@ class IdempotencyPlugin:
         error.replayed = True
         return Outcome.failure(error)
 
-    def _finish(self, call: Call, ok: bool, value: Any = None, error: ToolError | None = None) -> Await | None:
+    def _finish(self, call: Call, ok: bool, value: Any = None, error: dict[str, Any] | None = None) -> Await | None:
         self._leases.drop(id(call))
         key, digest, owner = call.take(_OWNED)
         now = self.clock.now()
@@ -503,44 +548,79 @@ class IdempotencyPlugin:
                 call.state[_WAITED] = waited + self.poll
                 return Retry(self.poll)
             return None
-        if call.peek(_OWNED) is None or type(call.decision) is Retry:
+        if call.peek(_OWNED) is None:
             return None
+        if type(call.decision) is Retry:  # another attempt follows: what this one's tool did is kept for the end
+            if call.ran:
+                ran = call.peek(_RAN)
+                if ran is None:
+                    ran = call.state[_RAN] = {}
+                ran[call.attempt] = self._did(call, error)
+            return None
+        ran = call.take(_RAN) or {}
+        if call.ran:  # (a cancel during a retry's wait: this round's answer replaces the attempt's)
+            ran[call.attempt] = self._did(call, error)
+        if not ran:
+            return self._release(call)  # refused before running, or no attempt's tool ran: nothing to keep
+        if len(ran) == 1:
+            [(lingering, kept)] = ran.values()
+            if lingering is None:  # the common case: one attempt ran, and returned
+                return self._release(call) if kept is None else self._finish(call, *kept)
+        return self._settle(call, _Attempts(call.tool.name, ran))
+
+    def _did(self, call: Call, error: BaseException) -> tuple[Lingering | None, _Kept | None]:
+        """What this attempt's tool did, as the key keeps it: ``(lingering, None)`` while it runs on in a
+        thread, else ``(None, kept)`` (kept None: nothing to keep)."""
         lingering = call.lingering
         if lingering is not None and isinstance(error, (ToolTimeout, ToolCancelled)):
             # Its tool runs on in a thread (a thread-mode timeout, a cancelled acall): the key stays
             # held until it returns, then keeps what the tool did, not the caller's giving up.
-            held = call.peek(_OWNED)
-            if lingering.later(lambda: self._finish_later(call, held, lingering)):
-                call.take(_OWNED)  # finished by the tool's thread
-                return None
-            # its tool returned already: finished here (through the store's awaitable twin under acall)
-            kept = _kept(call.tool.name, lingering.outcome)
-            return self._release(call) if kept is None else self._finish(call, *kept)
-        if call.ran and isinstance(error, PluginError) and error.plugin is not None and error.call_id == call.call_id:
+            return lingering, None
+        if isinstance(error, PluginError) and error.plugin is not None and error.call_id == call.call_id:
             # A plugin's hook failed after the tool returned (the tool's own exceptions arrive as
             # ToolExecutionError): the key keeps what the tool did, not the plugin's passing failure.
-            return self._finish(call, True, value=call.result)
-        ran = call.ran or call.attempt > 1  # an earlier attempt ran the tool, if this one was refused
-        if ran and isinstance(error, ToolError) and not isinstance(error, _NOT_KEPT):
-            return self._finish(call, False, error=error)
-        return self._release(call)  # refused before running, wrong arguments, or cancelled: nothing to keep
+            return None, (True, call.result, None)
+        if isinstance(error, ToolError) and not isinstance(error, _NOT_KEPT):
+            return None, (False, None, _error_record(error))
+        return None, None  # wrong arguments, or cancelled before its tool returned: nothing to keep
 
-    def _finish_later(self, call: Call, held: tuple[str, str, str | None], lingering: Lingering) -> None:
+    def _settle(self, call: Call, attempts: _Attempts) -> Await | None:
+        """Settle the key of a call some of whose attempts' tools run on: here if their outcomes decide it
+        already (through the store's awaitable twin under acall), else from the thread of the tool whose
+        return decides it; the key stays held, its lease renewed, until then."""
+        held = call.peek(_OWNED)
+        decided = attempts.arrived(None, None)
+        for attempt, lingering in list(attempts.pending.items()):
+            if decided is not None:
+                break
+
+            def later(attempt: int = attempt, lingering: Lingering = lingering) -> None:
+                verdict = attempts.arrived(attempt, lingering.outcome)
+                if verdict is not None:
+                    self._finish_later(call, held, verdict[0])
+
+            if not lingering.later(later):  # its tool returned already
+                decided = attempts.arrived(attempt, lingering.outcome)
+        if decided is None:
+            call.take(_OWNED)  # finished by a tool's thread
+            return None
+        kept = decided[0]
+        return self._release(call) if kept is None else self._finish(call, *kept)
+
+    def _finish_later(self, call: Call, held: tuple[str, str, str | None], kept: _Kept | None) -> None:
         """The key of a call whose tool ran on after its caller stopped waiting, finished from the
-        tool's thread as it returns: its value or its error is stored (freed if neither is known)."""
+        tool's thread as it returns: ``kept`` is stored (the key freed if None)."""
         self._leases.drop(id(call))
         name, (key, digest, owner) = call.tool.name, held
-        kept = _kept(name, lingering.outcome)
         if kept is None:
             self._release_key(name, key, owner)
             return
         now = self.clock.now()
         self._store(self.store, call, key, self._record(digest, now, *kept), owner, now)
 
-    def _record(self, digest: str, now: float, ok: bool, value: Any, error: ToolError | None) -> Record:
-        """The finished record of a key: its outcome, kept ``ttl`` from ``now`` (an error without its call's id)."""
-        stored_error = None if error is None else {**error.to_dict(), "call_id": None}
-        return Record(digest, "done", now + self.ttl, ok, value, stored_error)
+    def _record(self, digest: str, now: float, ok: bool, value: Any, error: dict[str, Any] | None) -> Record:
+        """The finished record of a key: its outcome (an error as :func:`_error_record` gives it), kept ``ttl`` from ``now``."""
+        return Record(digest, "done", now + self.ttl, ok, value, error)
 
     @hookimpl
     def harness_stats(self, registry: ToolRegistry) -> dict[str, Any]:
