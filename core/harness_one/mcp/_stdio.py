@@ -17,7 +17,9 @@ ever. :class:`Answering` answers it, as JSON-RPC asks: ``-32700`` for a line tha
 in the request would change unseen), ``-32600`` for one that is not a valid message, with the
 request's ``id`` when the line has one the client can know (not a string holding a lone
 surrogate, which could only go back as U+FFFD, the ``id`` of another request). A response the
-client sent (``result``/``error`` and no ``method``) is never answered.
+client sent (``result``/``error`` and no ``method``) is never answered. A batch (an array, which
+the SDK does not read) gets ``-32600`` on the ``id`` of each request in it (``id`` null: none has
+one). An answer of its own that cannot be written marks the client gone, as one of the SDK's does.
 
 At the end of stdin the SDK ends the session and cancels every request still running, so a
 client that sent its requests and closed its stdin (``serve < requests.txt``) lost the last
@@ -27,7 +29,10 @@ settled: answered (a response or an error written), or cancelled by the client
 (an answer could not be written, or, where ``select.poll`` exists (not Windows), stdout reports
 that its reader is gone: a pipe's read end closed, a socket closed, a terminal hung up), and at the latest ``drain_timeout`` seconds (by the registry's
 clock) after the end of stdin: the SDK then cancels the requests still running (each answered
-``Connection closed``), and how many there were goes to stderr. A request the server sent the
+``Connection closed``), and how many there were goes to stderr. A ``subscriptions/listen`` stream,
+answered only when the session ends, is not waited for. Once the drain has ended, the answers still
+unwritten (a client that keeps stdout open and reads nothing) have what is left of the drain timeout,
+at least :data:`SHUTDOWN_WRITE_TIMEOUT`, to be written; then they are dropped. A request the server sent the
 client and has no answer to at the end of stdin (or sends it after) gets ``Connection closed``
 at once, as the SDK gives every one at the end of its input: the client's answer can only
 come on stdin.
@@ -40,7 +45,9 @@ passes no more requests on: it keeps reading lines and passes notifications (a
 request (a ``ping`` too), in order, until one settles; a cancel of a held request drops it (it is
 never answered). Once :data:`MAX_UNSETTLED` requests are held as well, it reads no more lines (so
 the SDK stops reading stdin, and the client's writes wait) until a request settles: no more than
-twice :data:`MAX_UNSETTLED` requests are in memory. At the end of stdin the held requests are
+twice :data:`MAX_UNSETTLED` requests are in memory. A stream counts and is held as any request;
+past :data:`MAX_STREAMS` open ones a further one is refused (``-32603``). A cancel names a held
+request as the SDK names a running one (``"7"`` is 7). At the end of stdin the held requests are
 passed on as room comes; any still held when the drain ends are answered ``Connection closed``.
 """
 
@@ -68,9 +75,11 @@ import anyio
 import anyio.from_thread
 import anyio.lowlevel
 import anyio.to_thread
+from mcp.shared.dispatcher import coerce_request_id
 from mcp.shared.message import ServerMessageMetadata, SessionMessage
 from mcp_types import (
     CONNECTION_CLOSED,
+    INTERNAL_ERROR,
     INVALID_REQUEST,
     PARSE_ERROR,
     ErrorData,
@@ -96,6 +105,12 @@ _CHUNK = 1 << 16
 #: Requests passed on and not settled yet past which further requests are held, and requests held past
 #: which no more lines are read (see :class:`Answering`).
 MAX_UNSETTLED = 256
+#: ``subscriptions/listen`` streams open at once past which a further one is refused (each holds one of the
+#: :data:`MAX_UNSETTLED` places until the session ends).
+MAX_STREAMS = 4
+#: Seconds, at least, the last answers may take to be written once the drain has ended (what is left of the drain
+#: timeout when that is more): past them, what is still unwritten is dropped and ``serve_stdio`` returns.
+SHUTDOWN_WRITE_TIMEOUT = 1.0
 #: A notification of the client's cancelling a request.
 _CANCELLED = "notifications/cancelled"
 #: A UTF-16 surrogate: in a string ``id``, an ``id`` no answer can carry (UTF-8 has no lone surrogate).
@@ -142,6 +157,8 @@ class _Lines:
         self.reader = reader
         self.limit = limit  # the line limit, for the answer to a line dropped for its length
         self.handed: deque[str | _NotUtf8 | _Wake | None] = deque()
+        #: The answers' stdout (set by :func:`stdio_streams`), whose last writes :class:`Answering` bounds.
+        self.out: _Out | _ThreadOut | None = None
         self._woken = False
         self._reading: anyio.CancelScope | None = None
 
@@ -241,6 +258,17 @@ class _Out:
         self.writer = writer
         self.fd = fd  # the descriptor written to (-1: unknown)
         writer.transport.set_write_buffer_limits(0)
+        self.cut_at = math.inf  # see :meth:`cut`
+
+    def cut(self, seconds: float) -> None:
+        """Bound the writes from now: ``seconds`` from now, bytes still unwritten (a reader that stopped reading)
+        are dropped, the transport aborted, and the SDK's writer stops quietly; a later flush waits no longer."""
+        self.cut_at = anyio.current_time() + seconds
+        asyncio.get_running_loop().call_later(seconds, self._drop_unwritten)  # ends a flush waiting now
+
+    def _drop_unwritten(self) -> None:
+        if self.writer.transport.get_write_buffer_size():
+            self.writer.transport.abort()  # a flush waiting returns, the next write finds the transport closing
 
     async def write(self, text: str) -> None:
         if self.writer.transport.is_closing():
@@ -249,9 +277,16 @@ class _Out:
 
     async def flush(self) -> None:
         try:
-            await self.writer.drain()
+            if self.cut_at == math.inf:  # no cancel scope on the way of every answer
+                await self.writer.drain()
+                return
+            with anyio.CancelScope(deadline=self.cut_at) as scope:
+                await self.writer.drain()
         except ConnectionError:
             raise anyio.ClosedResourceError from None
+        if scope.cancelled_caught:  # past the cut, bytes unwritten: drop them (the client reads nothing)
+            self.writer.transport.abort()
+            raise anyio.ClosedResourceError
 
 
 class _ThreadOut:
@@ -262,6 +297,15 @@ class _ThreadOut:
         self.out = out
         self.fd = -1 if out is None else fileno(out)  # the descriptor written to (-1: none, or not a file)
         self.pending: list[bytes] = []
+        self.cut_at = math.inf  # see :meth:`cut`
+        self._flushing: anyio.CancelScope | None = None
+
+    def cut(self, seconds: float) -> None:
+        """Bound the writes from now, as :meth:`_Out.cut` does: a flush still under way ``seconds`` from now is
+        left to its worker thread (a blocking write cannot be interrupted) and no more is written."""
+        self.cut_at = anyio.current_time() + seconds
+        if self._flushing is not None:
+            self._flushing.deadline = self.cut_at
 
     async def write(self, text: str) -> None:
         if self.out is None:
@@ -270,33 +314,59 @@ class _ThreadOut:
 
     async def flush(self) -> None:
         data, self.pending = b"".join(self.pending), []
+        if self.out is None:
+            raise anyio.ClosedResourceError
+        self._flushing = scope = anyio.CancelScope(deadline=self.cut_at)
         try:
-            await anyio.to_thread.run_sync(self._put, data)
+            with scope:
+                await anyio.to_thread.run_sync(_put, self.out, data, abandon_on_cancel=True)
         except (OSError, ValueError):  # a broken pipe, a stream closed under us
             raise anyio.ClosedResourceError from None
+        finally:
+            self._flushing = None
+        if scope.cancelled_caught:  # past the cut: the write is left to its thread, and nothing more is written
+            self.out = None
+            raise anyio.ClosedResourceError
 
-    def _put(self, data: bytes) -> None:
-        assert self.out is not None
-        self.out.write(data)
-        self.out.flush()
+
+def _put(out: Writer, data: bytes) -> None:
+    out.write(data)
+    out.flush()
 
 
-def reply_to(line: str | _NotUtf8 | None, limit: int, exc: Exception) -> JSONRPCError | None:
-    """The error that answers ``line``, which the SDK could not read (``exc``); None for a response."""
+def reply_to(line: str | _NotUtf8 | None, limit: int, exc: Exception) -> list[JSONRPCError]:
+    """The errors that answer ``line``, which the SDK could not read (``exc``): one, none for a response, one per
+    request of a batch (see :func:`_batch_replies`)."""
     if line is None:
-        return _error(None, PARSE_ERROR, f"Parse error: a line longer than {limit} bytes")
+        return [_error(None, PARSE_ERROR, f"Parse error: a line longer than {limit} bytes")]
     if isinstance(line, _NotUtf8):
-        return _not_utf8(line)
+        reply = _not_utf8(line)
+        return [] if reply is None else [reply]
     try:
         message = json.loads(line)
     except (ValueError, RecursionError) as err:  # RecursionError: nested deeper than the decoder reads
         # An integer past the int-to-text limit, or nesting too deep: the request's id may still be read.
         message = read_object(line)
         if message is None:
-            return _error(None, PARSE_ERROR, f"Parse error: {err}")
+            return [_error(None, PARSE_ERROR, f"Parse error: {err}")]
     if type(message) is dict and "method" not in message and ("result" in message or "error" in message):
-        return None
-    return invalid_message(message, exc)
+        return []
+    if type(message) is list:
+        return _batch_replies(message) or [invalid_message(message, exc)]
+    return [invalid_message(message, exc)]
+
+
+def _batch_replies(batch: list[Any]) -> list[JSONRPCError]:
+    """A batch (a JSON-RPC 2.0 array, which the SDK does not read): ``-32600`` on the ``id`` of each request in it
+    with one the client can know as its own, so that none is waited for for ever (empty: none has one)."""
+    replies = []
+    for message in batch:
+        if type(message) is dict and "method" in message:
+            request_id = _request_id(message.get("id"))
+            if request_id is not None:
+                text = "Invalid request: batches are not supported; send each message on a line of its own"
+                replies.append(_error(request_id, INVALID_REQUEST, text))
+    return replies
 
 
 def invalid_message(message: Any, exc: Exception) -> JSONRPCError:
@@ -406,6 +476,7 @@ class Answering(_Wrapping):
         drain_timeout: float | None = None,
         out_fd: int = -1,
         max_unsettled: int = MAX_UNSETTLED,
+        max_streams: int = MAX_STREAMS,
     ) -> None:
         self.inner, self.write, self.lines = inner, write, lines
         self.clock, self.drain_timeout = clock, drain_timeout
@@ -419,9 +490,13 @@ class Answering(_Wrapping):
         self.held: deque[SessionMessage] = deque()
         self.answers = _Answers(write, self)
         #: The ids of the requests passed on and not settled yet, each with how many are (a client
-        #: may reuse an id). A stream (``subscriptions/listen``), answered only when the session
-        #: ends, is not waited for.
+        #: may reuse an id).
         self.waiting: dict[Any, int] = {}
+        #: Those of them that are streams (``subscriptions/listen``), answered only when the session ends:
+        #: counted as unsettled, so held past ``max_unsettled`` as any request, but not waited for at the end
+        #: of stdin; and how many there are (past ``max_streams``, a further one is refused).
+        self.streams: dict[Any, int] = {}
+        self.open_streams, self.max_streams = 0, max_streams
         #: The ids of the requests the server sent the client and has no answer to.
         self.asked: set[Any] = set()
         self.gone = False  # an answer could not be written: the client stopped reading
@@ -445,12 +520,16 @@ class Answering(_Wrapping):
     async def receive(self) -> Any:
         while True:
             if self.held and not self._full():
-                return self._pass(self.held.popleft())
+                passed = await self._pass_on(self.held.popleft())
+                if passed is not None:
+                    return passed
+                continue
             if self.deadline is not None:
                 return await self._draining()
-            while len(self.held) >= self.max_unsettled and self._full():  # that many held too: read no more
+            if len(self.held) >= self.max_unsettled and self._full():  # that many held too: read no more
                 self._room = anyio.Event()
                 await self._room.wait()
+                continue  # room: the oldest held request goes first
             try:
                 item = await self.inner.receive()
             except anyio.EndOfStream:
@@ -462,32 +541,54 @@ class Answering(_Wrapping):
                 continue
             if not isinstance(item, Exception):
                 kind = type(item.message)
-                if kind is JSONRPCRequest and item.message.method != _STREAM:
+                if kind is JSONRPCRequest:  # a stream too: it is counted (and held) as any request
                     if self.held or self._full():
                         self.held.append(item)
                         continue
-                    return self._pass(item)
+                    passed = await self._pass_on(item)
+                    if passed is not None:
+                        return passed
+                    continue
                 elif kind is JSONRPCNotification and item.message.method == _CANCELLED and self._drop_held(item.message):
                     continue
                 elif kind is JSONRPCNotification and _has_id(line):
                     # {"id": 1.5, "method": ...}: the SDK reads a request with an id that is neither a
                     # string nor an integer as a notification, and its caller would wait for ever
-                    await self.write.send(
-                        SessionMessage(_error(None, INVALID_REQUEST, "Invalid request: id must be a string or an integer"))
-                    )
+                    await self._answer(_error(None, INVALID_REQUEST, "Invalid request: id must be a string or an integer"))
                     continue
                 elif kind is JSONRPCResponse or kind is JSONRPCError:
                     self.asked.discard(item.message.id)
                 return item
-            reply = reply_to(line, self.lines.limit, item)
-            if reply is not None:
-                await self.write.send(SessionMessage(reply))
+            for reply in reply_to(line, self.lines.limit, item):
+                await self._answer(reply)
+
+    async def _answer(self, reply: JSONRPCError) -> None:
+        """Write the server's own answer ``reply``; one that cannot be written (stdout closed, its reader gone)
+        marks the client gone, as an answer of the SDK's that cannot be written does."""
+        try:
+            await self.write.send(SessionMessage(reply))
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+            self.gone = True
+            if self._idle is not None:
+                self._idle.set()
+
+    async def _pass_on(self, item: SessionMessage) -> SessionMessage | None:
+        """The request ``item`` passed on (see :meth:`_pass`), or None: a stream past :data:`MAX_STREAMS` open
+        ones, answered here (``-32603``, as the SDK refuses one past its own bound) and never passed on."""
+        if getattr(item.message, "method", None) == _STREAM and self.open_streams >= self.max_streams:
+            message = f"Subscription limit reached: at most {self.max_streams} {_STREAM} streams open at once"
+            await self._answer(_error(_id_of(item), INTERNAL_ERROR, message))
+            return None
+        return self._pass(item)
 
     def _pass(self, item: SessionMessage) -> SessionMessage:
-        """The request ``item``, counted as waited for, to pass on."""
+        """The request ``item``, counted as unsettled (and, unless it is a stream, waited for), to pass on."""
         request_id = _id_of(item)
         self.waiting[request_id] = self.waiting.get(request_id, 0) + 1
         self.unsettled += 1
+        if getattr(item.message, "method", None) == _STREAM:
+            self.streams[request_id] = self.streams.get(request_id, 0) + 1
+            self.open_streams += 1
         # The SDK runs ``on_request_unanswered`` for a request that settles with no answer (cancelled).
         item.metadata = ServerMessageMetadata(on_request_unanswered=functools.partial(self._unanswered, request_id))
         return item
@@ -496,9 +597,12 @@ class Answering(_Wrapping):
         """Whether the cancel ``cancel`` named a held request (the oldest of that id), now dropped: never passed on."""
         params = cancel.params if isinstance(cancel.params, dict) else {}
         request_id = params.get("requestId")
+        if type(request_id) is not str and type(request_id) is not int:  # not a bool, as for the SDK
+            return False
+        # As the SDK matches a cancel to a running request: "7" and 7 are one id.
+        wanted = coerce_request_id(request_id)
         for index, held in enumerate(self.held):
-            held_id = _id_of(held)
-            if held_id == request_id and type(held_id) is type(request_id):
+            if coerce_request_id(_id_of(held)) == wanted:
                 del self.held[index]
                 return True
         return False
@@ -516,16 +620,30 @@ class Answering(_Wrapping):
         """The request ``request_id`` settled, if it is waited for (``gone``: its answer could not be written)."""
         left = self.waiting.get(request_id)
         if left is not None:
-            if left > 1:
-                self.waiting[request_id] = left - 1
+            left -= 1
+            if left:
+                self.waiting[request_id] = left
             else:
                 del self.waiting[request_id]
             self.unsettled -= 1
+            # A stream settled when no other request of that id is left unsettled (a client reusing a stream's
+            # id for another request has the first answer of that id count for the other request).
+            streams = self.streams.get(request_id, 0)
+            if streams > left:
+                if streams > 1:
+                    self.streams[request_id] = streams - 1
+                else:
+                    del self.streams[request_id]
+                self.open_streams -= 1
             if self.unsettled < self.max_unsettled:
                 self._make_room()
         self.gone = self.gone or gone
-        if self._idle is not None and (not self.waiting or self.gone):
+        if self._idle is not None and (self._settled() or self.gone):
             self._idle.set()
+
+    def _settled(self) -> bool:
+        """Whether every request passed on has settled but the streams (they end with the session)."""
+        return self.unsettled == self.open_streams
 
     def ask(self, request_id: Any) -> None:
         """The server sent the client the request ``request_id``: after the end of stdin it gets ``Connection closed``."""
@@ -551,14 +669,17 @@ class Answering(_Wrapping):
         try:
             while not self.asked:
                 if self.held and not self._full() and not self.gone:
-                    return self._pass(self.held.popleft())
-                if (not self.waiting and not self.held) or self.gone:
-                    await self._close_held()
+                    passed = await self._pass_on(self.held.popleft())
+                    if passed is not None:
+                        return passed
+                    continue
+                if (self._settled() and not self.held) or self.gone:
+                    await self._end_writes()
                     raise anyio.EndOfStream
                 left = self.deadline - self.clock.now()
                 if left <= 0:
                     self._give_up()
-                    await self._close_held()
+                    await self._end_writes()
                     raise anyio.EndOfStream
                 self._idle = anyio.Event()
                 if self._hangup is None and self.out_fd >= 0:
@@ -588,7 +709,7 @@ class Answering(_Wrapping):
 
     def _give_up(self) -> None:
         """Say on stderr how many requests the drain timeout leaves unanswered (the SDK cancels them)."""
-        count = sum(self.waiting.values()) + len(self.held)
+        count = self.unsettled - self.open_streams + len(self.held)
         print(
             f"harness-one: {count} request{'s' if count != 1 else ''} still unanswered {self.drain_timeout:g} s after "
             "the end of stdin (the drain timeout): cancelled",
@@ -596,13 +717,33 @@ class Answering(_Wrapping):
             flush=True,
         )
 
+    async def _end_writes(self) -> None:
+        """The drain is over: bound the last writes (see :meth:`_write_bound`), then ``Connection closed`` for each
+        request still held (the SDK never saw them, and answers them nothing), within that bound."""
+        bound = self._write_bound()
+        if self.lines.out is not None and bound != math.inf:
+            self.lines.out.cut(bound)
+        with anyio.move_on_after(bound):
+            await self._close_held()
+        self.held.clear()  # those the bound left unanswered: nobody reads them
+
+    def _write_bound(self) -> float:
+        """Seconds the last answers may take to be written: none once the client is gone; else what is left of the
+        drain timeout, at least :data:`SHUTDOWN_WRITE_TIMEOUT` (inf: no drain timeout, no bound)."""
+        if self.gone:
+            return 0.0
+        assert self.deadline is not None
+        if self.deadline == math.inf:
+            return math.inf
+        return max(self.deadline - self.clock.now(), SHUTDOWN_WRITE_TIMEOUT)
+
     async def _close_held(self) -> None:
-        """``Connection closed`` for each request still held (the SDK never saw them, and answers them nothing)."""
         while self.held:
-            request_id = _id_of(self.held.popleft())
+            request_id = _id_of(self.held[0])
             closed = ErrorData(code=CONNECTION_CLOSED, message="Connection closed")
             with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
                 await self.write.send(SessionMessage(JSONRPCError(jsonrpc="2.0", id=request_id, error=closed)))
+            self.held.popleft()
 
     def __aiter__(self) -> Answering:
         return self
@@ -698,6 +839,7 @@ async def stdio_streams(max_line: int) -> AsyncIterator[tuple[Any, Any]]:
             stdout = _Out(asyncio.StreamWriter(transport, protocol, None, loop), fileno(out))
         else:
             stdout = _ThreadOut(out)
+        lines.out = stdout  # for Answering to bound the last writes once the drain has ended
         yield lines, stdout
 
 

@@ -1,0 +1,252 @@
+"""Review 24, stdio: streams count toward the read-ahead bound, the server's own answers survive a stdout that
+cannot be written, the last writes are bounded by the drain, a cancel's id matches as the SDK's does, batches."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import threading
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from mcp.shared.message import SessionMessage
+from mcp_support import serve_command, serve_file, server_env, serving
+from mcp_types import JSONRPCError, JSONRPCRequest, JSONRPCResponse
+
+from harness_one.mcp._stdio import MAX_STREAMS, MAX_UNSETTLED, Answering, _Lines
+
+HELLO = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}
+OPENING = [
+    json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": HELLO}).encode() + b"\n",
+    b'{"jsonrpc": "2.0", "method": "notifications/initialized"}\n',
+]
+
+
+def _line(message: dict[str, Any]) -> bytes:
+    return json.dumps(message).encode() + b"\n"
+
+
+def _call(request_id: int | str, name: str, arguments: dict[str, Any]) -> bytes:
+    return _line({"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": {"name": name, "arguments": arguments}})
+
+
+def _cancel(request_id: int | str) -> bytes:
+    return _line({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": request_id}})
+
+
+def _request(request_id: int | str, method: str) -> SessionMessage:
+    return SessionMessage(JSONRPCRequest(jsonrpc="2.0", id=request_id, method=method))
+
+
+# ---------------------------------------------------------------- 1. a stream is counted toward the read-ahead bound
+
+
+@pytest.mark.asyncio
+async def test_a_listen_request_is_counted_and_held_as_any_request() -> None:
+    """``subscriptions/listen`` skipped the bound: a client reading nothing could send them without end, each an
+    SDK task waiting on stdout (answered -32601 before 2026-07-28). Now each is counted, and held past the bound."""
+    assert MAX_UNSETTLED == 256 and MAX_STREAMS == 4
+    requests_in, requests = anyio.create_memory_object_stream[Any](10)
+    answers, answers_out = anyio.create_memory_object_stream[Any](10)
+    for request_id in ("L1", "L2", "L3", "L4"):
+        requests_in.send_nowait(_request(request_id, "subscriptions/listen"))
+    read = Answering(requests, answers, _Lines(None), max_unsettled=2)
+    assert [(await read.receive()).message.id for _ in range(2)] == ["L1", "L2"]
+    third = asyncio.ensure_future(read.receive())
+    for _ in range(20):
+        await asyncio.sleep(0)
+    assert not third.done() and [held.message.id for held in read.held] == ["L3", "L4"]
+    assert (read.unsettled, read.open_streams) == (2, 2)
+    error = JSONRPCError(jsonrpc="2.0", id="L1", error={"code": -32601, "message": "Method not found"})  # type: ignore[arg-type]
+    await read.answers.send(SessionMessage(error))  # as the SDK answers it before 2026-07-28
+    assert (await asyncio.wait_for(third, 10)).message.id == "L3"
+    assert (read.unsettled, read.open_streams) == (2, 2)
+    for stream in (requests_in, requests, answers, answers_out):
+        stream.close()
+
+
+@pytest.mark.asyncio
+async def test_past_max_streams_a_listen_is_refused_and_open_streams_do_not_hold_the_end() -> None:
+    """Open streams hold places of the bound until the session ends: past ``max_streams`` a further one is
+    refused (``-32603``, never passed on), and the end of stdin still waits for the other requests only."""
+    requests_in, requests = anyio.create_memory_object_stream[Any](10)
+    answers, answers_out = anyio.create_memory_object_stream[Any](10)
+    for request_id, method in (("L1", "subscriptions/listen"), ("L2", "subscriptions/listen")):
+        requests_in.send_nowait(_request(request_id, method))
+    requests_in.send_nowait(_request("L3", "subscriptions/listen"))
+    requests_in.send_nowait(_request(4, "ping"))
+    requests_in.close()
+    read = Answering(requests, answers, _Lines(None), max_unsettled=3, max_streams=2, drain_timeout=60)
+    assert [(await read.receive()).message.id for _ in range(3)] == ["L1", "L2", 4]
+    assert answers_out.receive_nowait().message.model_dump(exclude_none=True) == {
+        "jsonrpc": "2.0",
+        "id": "L3",
+        "error": {"code": -32603, "message": "Subscription limit reached: at most 2 subscriptions/listen streams open at once"},
+    }
+    ending = asyncio.ensure_future(read.receive())
+    for _ in range(20):
+        await asyncio.sleep(0)
+    assert not ending.done()  # the ping is waited for
+    await read.answers.send(SessionMessage(JSONRPCResponse(jsonrpc="2.0", id=4, result={})))
+    with pytest.raises(anyio.EndOfStream):  # the two open streams are not
+        await asyncio.wait_for(ending, 10)
+    assert (read.unsettled, read.open_streams) == (2, 2)
+    for stream in (requests, answers, answers_out):
+        stream.close()
+
+
+def test_serve_refuses_a_listen_past_max_streams_open(tmp_path: Path) -> None:
+    """Over the wire (2026-07-28): four streams are acknowledged, the fifth is refused, the four end with the session."""
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "0"},
+        "io.modelcontextprotocol/clientCapabilities": {},
+    }
+
+    def listen(request_id: int) -> bytes:
+        params = {"notifications": {"toolsListChanged": True}, "_meta": meta}
+        return _line({"jsonrpc": "2.0", "id": request_id, "method": "subscriptions/listen", "params": params})
+
+    with serving(tmp_path) as proc:
+        assert proc.stdin is not None and proc.stdout is not None
+        proc.stdin.write(b"".join(listen(n) for n in range(1, MAX_STREAMS + 1)))
+        proc.stdin.flush()
+        acks = [json.loads(proc.stdout.readline()) for _ in range(MAX_STREAMS)]
+        assert {ack["method"] for ack in acks} == {"notifications/subscriptions/acknowledged"}
+        proc.stdin.write(listen(99))
+        proc.stdin.flush()
+        refused = json.loads(proc.stdout.readline())
+        proc.stdin.close()
+        assert proc.wait(30) == 0
+        ended = [json.loads(line) for line in proc.stdout]
+    assert refused == {
+        "jsonrpc": "2.0",
+        "id": 99,
+        "error": {"code": -32603, "message": "Subscription limit reached: at most 4 subscriptions/listen streams open at once"},
+    }
+    assert sorted(answer["id"] for answer in ended) == [1, 2, 3, 4]  # the streams end with the session
+
+
+# ---------------------------------------------------------------- 2. the server's own answers, stdout unwritable
+
+
+@pytest.mark.parametrize("stdout", ["1>&-", "1>/dev/full"])
+def test_a_line_answered_by_the_server_with_stdout_unwritable_ends_quietly(tmp_path: Path, stdout: str) -> None:
+    """With stdout closed (or full), the second line the server answers itself (not JSON, an id that is neither
+    a string nor an integer) raised BrokenResourceError out of ``serve``: exit 1 and a traceback. Now exit 0."""
+    lines = [*OPENING, b"garbage\n", b'{"jsonrpc": "2.0", "id": 1.5, "method": "ping"}\n', b"more garbage\n"]
+    done = serve_file(tmp_path, b"".join(lines), ["sh", "-c", f'exec "$@" {stdout}', "sh", *serve_command()])
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert b"Traceback" not in done.stderr and b"BrokenResourceError" not in done.stderr
+
+
+# ---------------------------------------------------------------- 3. the last writes are bounded by the drain
+
+
+def _unread(tmp_path: Path, lines: list[bytes], drain: str) -> tuple[int, bytes]:
+    """``serve --drain-timeout drain`` sent ``lines``, its stdin closed, its stdout kept open and never read:
+    its exit code and stderr (the watchdog fails a run that does not end)."""
+    proc = subprocess.Popen(
+        serve_command("--drain-timeout", drain),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, **server_env(tmp_path)},
+    )
+    assert proc.stdin is not None and proc.stderr is not None
+    err: list[bytes] = []
+    reader = threading.Thread(target=lambda: err.append(proc.stderr.read()))  # type: ignore[union-attr]
+    reader.start()
+    try:
+        proc.stdin.write(b"".join(lines))
+        proc.stdin.close()
+        try:
+            code = proc.wait(60)
+        except subprocess.TimeoutExpired:
+            code = -1
+    finally:
+        proc.kill()
+        proc.wait()
+        reader.join(10)
+        assert proc.stdout is not None
+        proc.stdout.close()
+    return code, b"".join(err)
+
+
+BIG = _call(2, "json_schema_2020_12_tool", {"name": "x" * 200_000})  # an answer larger than a pipe holds
+
+
+def test_an_answer_the_client_never_reads_holds_serve_no_longer_than_the_drain(tmp_path: Path) -> None:
+    """A client that closed its stdin and never read stdout: the answer counted as settled once the SDK took it,
+    and ``serve`` then waited for ever for it to be written. Now its write gives up with the drain's bound."""
+    code, stderr = _unread(tmp_path, [*OPENING, BIG], "0.2")
+    assert code == 0, stderr[-2000:]
+
+
+def test_the_drain_timeout_ends_serve_though_stdout_is_full(tmp_path: Path) -> None:
+    """The drain timeout fired (a call still running) while stdout was full: ``serve`` said so and kept waiting
+    on the full pipe for ever. Now the last writes ("Connection closed") are bounded too, and it exits 0."""
+    code, stderr = _unread(tmp_path, [*OPENING, BIG, _call(3, "wait", {"seconds": 1000, "tag": "w"})], "0.2")
+    assert code == 0, stderr[-2000:]
+    assert b"1 request still unanswered 0.2 s after the end of stdin (the drain timeout): cancelled" in stderr
+
+
+# ---------------------------------------------------------------- 4. a cancel's id matches as the SDK's does
+
+
+def test_a_cancel_with_the_id_as_text_drops_a_held_request(tmp_path: Path) -> None:
+    """The SDK takes "7" and 7 for one id when it cancels a running request; a held request's cancel compared
+    the types too, so ``"500"`` left request 500 held, to run once room came. Now it is dropped, never answered."""
+    env = {**os.environ, **server_env(tmp_path)}
+    proc = subprocess.Popen(serve_command(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    assert proc.stdin is not None and proc.stdout is not None
+    guard = threading.Timer(120, proc.kill)  # a hang ends as a failure, not a stuck run
+    guard.start()
+    try:
+        calls = b"".join(_call(100 + n, "wait", {"seconds": 1000, "tag": f"c{n}"}) for n in range(MAX_UNSETTLED))
+        held = _call(500, "add", {"a": 1, "b": 2}) + _call(600, "add", {"a": 3, "b": 4})
+        cancels = _cancel("500") + _cancel(True) + b"".join(_cancel(100 + n) for n in range(MAX_UNSETTLED))
+        proc.stdin.write(b"".join(OPENING) + calls + held + cancels + _line({"jsonrpc": "2.0", "id": "P", "method": "ping"}))
+        proc.stdin.close()
+        answers = [json.loads(line) for line in proc.stdout]
+        assert proc.wait(30) == 0
+    finally:
+        guard.cancel()
+        proc.kill()
+        proc.wait()
+    # 500 dropped by its cancel "500"; 600 (a cancel of id true names no request) runs; the calls were cancelled
+    assert sorted(str(a["id"]) for a in answers) == ["1", "600", "P"]
+
+
+# ---------------------------------------------------------------- 5. a batch
+
+
+def test_each_request_of_a_batch_is_answered_on_its_own_id(tmp_path: Path) -> None:
+    """A batch (2025-03-26 has them) got one ``-32600`` on ``"id": null``, and its requests were never answered."""
+    hello = {**HELLO, "protocolVersion": "2025-03-26"}
+    batch = [
+        {"jsonrpc": "2.0", "id": 11, "method": "ping"},
+        {"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": 1, "progress": 1}},
+        {"jsonrpc": "2.0", "id": "twelve", "method": "tools/call", "params": {"name": "add", "arguments": {"a": 1, "b": 2}}},
+        {"jsonrpc": "2.0", "id": 13, "result": {}},
+    ]
+    lines = [
+        _line({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": hello}),
+        OPENING[1],
+        _line(batch),  # type: ignore[arg-type]
+        b'[{"jsonrpc": "2.0", "method": "notifications/initialized"}]\n',
+    ]
+    done = serve_file(tmp_path, b"".join(lines))
+    assert done.returncode == 0, done.stderr[-2000:]
+    answers = [json.loads(line) for line in done.stdout.splitlines()][1:]
+    refused = "Invalid request: batches are not supported; send each message on a line of its own"
+    assert answers == [
+        {"jsonrpc": "2.0", "id": 11, "error": {"code": -32600, "message": refused}},
+        {"jsonrpc": "2.0", "id": "twelve", "error": {"code": -32600, "message": refused}},
+        # no request in it: one answer, on "id": null, as before
+        {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": "Invalid request: expected a JSON object, got list"}},
+    ]
