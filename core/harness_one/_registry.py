@@ -203,6 +203,13 @@ class ToolRegistry(metaclass=_SharedType):
             (this process), ``"sqlite:///PATH"``, or a :class:`~harness_one.state.State`.
     """
 
+    # What every call reads is a slot. An instance has more attributes (the pre-bound shared
+    # methods among them) than CPython keeps inline, so its ``__dict__`` is a real dict, and
+    # CPython does not specialize attribute reads from such a dict when the class keeps it
+    # itself (each would be a full lookup, about 150 instructions); with a ``__dict__`` slot,
+    # method lookups on the registry are specialized too.
+    __slots__ = ("__dict__", "__weakref__", "_tools", "clock", "limits")
+
     _default_lock: ClassVar[threading.Lock] = threading.Lock()
     #: The thread building the default registry (its plugins load meanwhile), else None.
     _default_builder: ClassVar[int | None] = None
