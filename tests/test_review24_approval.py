@@ -4,9 +4,13 @@ a plugin shared by registries on different clocks, and a grant under a person's 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import gc
 import json
 import threading
-from typing import Any
+import weakref
+from collections import OrderedDict, defaultdict
+from typing import Any, NamedTuple
 
 import pytest
 from agents import Agent, RunConfig, Runner, ToolApprovalItem
@@ -16,11 +20,13 @@ from agents.usage import Usage
 from approval_support import Bank
 from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessage, ResponseOutputText
 
-from harness_one import Call, ManualClock, PluginError, ToolRegistry, define_tool
+from harness_one import Call, ManualClock, PluginError, SystemClock, ToolRegistry, define_tool
+from harness_one._clock import SYSTEM_CLOCK
 from harness_one.dispatch import dispatch
 from harness_one.integrations._common import grant_approval
 from harness_one.integrations.openai_agents import to_openai_agents
-from harness_one_plugins.approval import ApprovalConflict, ApprovalDenied, ApprovalNotFound, ApprovalPlugin
+from harness_one.state import WallClock
+from harness_one_plugins.approval import ApprovalConflict, ApprovalDenied, ApprovalNotFound, ApprovalPlugin, _own
 
 
 def approval_of(registry: ToolRegistry) -> ApprovalPlugin:
@@ -344,3 +350,199 @@ def test_an_sdk_approval_under_a_persons_harness_denial_is_refused_and_the_run_g
         "continue without it, or ask the user what to do instead."
     }
     assert bank.sent == []
+
+
+# ---------------------------------------------------------------- D1.1 the context a call was asked with
+
+
+def account_bank() -> tuple[ToolRegistry, list[tuple[int, str]]]:
+    registry = ToolRegistry(autoload=False)
+    ran: list[tuple[int, str]] = []
+
+    @define_tool(registry=registry, options={"requires_approval": True})
+    def transfer(amount: int, call: Call) -> str:
+        """Transfer from the caller's account."""
+        ran.append((amount, call.context["account"]["id"]))
+        return f"sent {amount}"
+
+    return registry, ran
+
+
+OTHER_CALL = (
+    "Another call of 'transfer' was already decided under call id c1; a call id names one call "
+    "(its arguments, context and idempotency key). Make this call with a new call id."
+)
+
+
+def test_resume_after_a_nested_context_value_changed_is_refused_not_run() -> None:
+    registry, ran = account_bank()
+    approval = approval_of(registry)
+    context = {"account": {"id": "acct-1"}}
+    registry.try_call("transfer", {"amount": 500}, context=context, call_id="c1")
+    context["account"]["id"] = "acct-2"  # the caller's session switches account after the hold
+    assert approval.pending()[0].context == {"account": {"id": "acct-1"}}  # the person is shown what was asked
+    approval.approve("c1")
+    result = approval.resume("c1")
+    assert result.error is not None and result.error.kind == "approval_conflict"
+    assert str(result.error) == OTHER_CALL
+    assert ran == []
+
+
+def test_the_same_call_id_again_after_a_nested_context_value_changed_is_refused() -> None:
+    registry, ran = account_bank()
+    approval = approval_of(registry)
+    context = {"account": {"id": "acct-1"}}
+    registry.try_call("transfer", {"amount": 7}, context=context, call_id="c1")
+    approval.approve("c1")
+    context["account"]["id"] = "acct-9"
+    again = registry.try_call("transfer", {"amount": 7}, context=context, call_id="c1")
+    assert again.error is not None and again.error.kind == "approval_conflict"
+    assert str(again.error) == OTHER_CALL
+    assert ran == []
+    # the context it was asked with, rebuilt by another request (equal, not the same objects), is the same call
+    rebuilt = registry.try_call("transfer", {"amount": 7}, context={"account": {"id": "acct-1"}}, call_id="c1")
+    assert rebuilt.ok and rebuilt.value == "sent 7"
+    assert ran == [(7, "acct-1")]
+
+
+def test_masking_the_context_pending_shows_changes_neither_the_caller_nor_the_held_call() -> None:
+    registry, ran = account_bank()
+    approval = approval_of(registry)
+    context = {"account": {"id": "acct-1"}}
+    registry.try_call("transfer", {"amount": 500}, context=context, call_id="c1")
+    approval.pending()[0].context["account"]["id"] = "acct-*"  # a UI masks what it shows
+    approval.approve("c1").context["account"]["id"] = "x"  # and what approve() hands back
+    assert context == {"account": {"id": "acct-1"}}
+    assert approval.pending() == []
+    result = approval.resume("c1")
+    assert result.ok and result.value == "sent 500"
+    assert ran == [(500, "acct-1")]
+
+
+# ---------------------------------------------------------------- D1.3 one plugin, registries on system clocks
+
+
+def test_a_shared_plugin_serves_registries_each_on_its_own_system_clock() -> None:
+    for kind in (SystemClock, WallClock):
+        shared = ApprovalPlugin()
+        ToolRegistry(autoload=False, clock=kind(), plugins=[shared])
+        ToolRegistry(autoload=False, clock=kind(), plugins=[shared])  # the same time source: not refused
+    other = ApprovalPlugin()
+    ToolRegistry(autoload=False, clock=ManualClock(), plugins=[other])
+    with pytest.raises(PluginError, match=r"this registry has another \(SystemClock\(\), not ManualClock"):
+        ToolRegistry(autoload=False, clock=SystemClock(), plugins=[other])
+
+
+def test_a_shared_plugin_keeps_no_registry_alive() -> None:
+    shared = ApprovalPlugin()
+    first = ToolRegistry(autoload=False, plugins=[shared])
+    ToolRegistry(autoload=False, plugins=[shared])
+    gone = weakref.ref(first)
+    del first
+    gc.collect()
+    assert gone() is None
+    assert shared.clock is SYSTEM_CLOCK
+
+
+# ---------------------------------------------------------------- D1.4 containers of every kind around a lock
+
+
+@dataclasses.dataclass
+class Envelope:
+    to: dict[str, str]
+    conn: Any
+
+
+class Pair(NamedTuple):
+    to: list[str]
+    conn: Any
+
+
+def test_an_ordered_dict_around_a_lock_is_copied_not_shared() -> None:
+    registry = ToolRegistry(autoload=False)
+    got: list[dict[str, Any]] = []
+
+    @define_tool(registry=registry, options={"requires_approval": True})
+    def send(payload: Any) -> str:
+        """Send."""
+        got.append(dict(payload))
+        return "ok"
+
+    lock = threading.Lock()
+    payload = OrderedDict(iban="DE89370400440532013000", conn=lock)
+    waiting = registry.try_call("send", {"payload": payload}, call_id="c")
+    assert waiting.error is not None and waiting.error.kind == "approval_required"
+    shown = waiting.error.arguments["payload"]
+    assert type(shown) is OrderedDict and shown is not payload and shown["conn"] is lock
+    shown["iban"] = "DE89****3000"  # a UI masks what it shows
+    approval = approval_of(registry)
+    approval.approve("c")
+    result = approval.resume("c")
+    assert result.ok, result.error
+    assert got == [{"iban": "DE89370400440532013000", "conn": lock}]
+
+
+def test_every_container_kind_around_a_lock_is_copied() -> None:
+    lock = threading.Lock()
+    tally: defaultdict[str, list[int]] = defaultdict(list, {"a": [1]})
+    values: dict[str, Any] = {
+        "defaultdict": (tally, lock),
+        "set": {"x", lock},
+        "dataclass": Envelope({"iban": "DE89"}, lock),
+        "namedtuple": Pair(["ann"], lock),
+    }
+    mine = _own(values)
+    assert mine == values
+    tally_copy, shared_lock = mine["defaultdict"]
+    assert type(tally_copy) is defaultdict and tally_copy.default_factory is list and shared_lock is lock
+    assert tally_copy is not tally and tally_copy["a"] is not tally["a"]
+    assert mine["set"] is not values["set"] and lock in mine["set"]
+    envelope = mine["dataclass"]
+    assert type(envelope) is Envelope and envelope is not values["dataclass"]
+    assert envelope.to is not values["dataclass"].to and envelope.conn is lock
+    pair = mine["namedtuple"]
+    assert type(pair) is Pair and pair.to is not values["namedtuple"].to and pair.conn is lock
+
+
+# ---------------------------------------------------------------- D1.5 giving an approval back moves nothing
+
+
+class CountingOrder(OrderedDict[str, Any]):
+    moves = 0
+
+    def move_to_end(self, key: str, last: bool = True) -> None:
+        type(self).moves += 1
+        super().move_to_end(key, last)
+
+
+def test_giving_an_approval_back_moves_no_newer_decision_and_it_still_expires_at_its_ttl() -> None:
+    clock = ManualClock()
+    registry = ToolRegistry(autoload=False, clock=clock)
+
+    @define_tool(registry=registry, rate_limit={"rate": 1 / 100000, "burst": 1}, options={"requires_approval": True})
+    def t(x: int) -> int:
+        """T."""
+        return x
+
+    approval = approval_of(registry)
+    registry.try_call("t", {"x": -1}, call_id="burn")
+    approval.approve("burn")
+    assert registry.try_call("t", {"x": -1}, call_id="burn").ok  # takes the only token
+    registry.try_call("t", {"x": 0}, call_id="c0")
+    approval.approve("c0")
+    for i in range(1, 200):
+        clock.advance(1)
+        registry.try_call("t", {"x": i}, call_id=f"c{i}")
+        approval.approve(f"c{i}")
+    approval._decisions = CountingOrder(approval._decisions)
+    refused = registry.try_call("t", {"x": 0}, call_id="c0")
+    assert refused.error is not None and refused.error.kind == "rate_limited"  # given back
+    assert CountingOrder.moves == 0
+    clock.advance(3601 - 199)  # c0 decided at 0 is past ttl; c1.. are not
+    assert approval.withdraw("c0") is None  # swept at its ttl, though put back last
+    assert approval.withdraw("c199") is not None
+    # withdrawn, c0 made again is held for a new decision, which the given-back one's sweep leaves alone
+    registry.try_call("t", {"x": 0}, call_id="c0")
+    approval.approve("c0")
+    clock.advance(3000)
+    assert approval.withdraw("c0") is not None

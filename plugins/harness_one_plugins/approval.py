@@ -15,6 +15,7 @@ ran, or was denied, already.
 
 from __future__ import annotations
 
+import copyreg
 import inspect
 import threading
 from collections import OrderedDict
@@ -28,6 +29,7 @@ from harness_one import (
     Clock,
     PluginError,
     Retry,
+    SystemClock,
     Tool,
     ToolDefinitionError,
     ToolError,
@@ -36,7 +38,7 @@ from harness_one import (
     fingerprint,
     hookimpl,
 )
-from harness_one.state import copied
+from harness_one.state import WallClock, copied
 
 from ._options import count, flag, seconds
 
@@ -124,12 +126,18 @@ class PendingCall:
     #: Whether a framework's approval step approved it (:meth:`ApprovalPlugin.grant`): not a person's
     #: decision made here, never resumed.
     granted: bool = False
+    #: Held only: the context as it was asked with, by key (:func:`_seen`): ``context`` keeps the caller's objects.
+    _seen: dict[str, tuple[Any, bool]] = field(default_factory=dict, repr=False, compare=False)
 
 
 def _handed(held: PendingCall) -> PendingCall:
     """A copy of a held call to hand out: its arguments and context the caller's to change (an
-    approval screen that edits what it shows changes nothing the plugin holds or resumes)."""
-    return replace(held, arguments=_own(held.arguments), context=dict(held.context))
+    approval screen that edits what it shows changes nothing the plugin holds or resumes, nor the
+    caller's context). Its context is the one the call was asked with: a copy of what was seen then,
+    and the caller's own objects where they equal only themselves (a session or user object)."""
+    memo: dict[int, tuple[Any, Any]] = {}
+    shown = {key: _owned(seen, memo) if by_content else held.context[key] for key, (seen, by_content) in held._seen.items()}
+    return replace(held, arguments=_own(held.arguments), context=shown)
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,7 +167,8 @@ class ApprovalPlugin:
             decision's call id refuses other calls (and a used one the same call; default one hour).
         max_pending: at most this many pending calls, decisions and spent decisions are kept (oldest dropped first).
         clock: time source (default: the clock of the registry it is added to; a plugin that took one registry's
-            clock refuses a registry on another with :class:`PluginError`: give one to share it between them).
+            clock refuses a registry on another with :class:`PluginError`: give one to share it between them; two
+            ``SystemClock()``, or two ``WallClock()``, are one clock).
     """
 
     name = "approval"
@@ -181,11 +190,15 @@ class ApprovalPlugin:
         self.ttl = seconds(ttl, "approval ttl")
         self.max_pending = count(max_pending, "approval max_pending")
         self.clock = clock
-        #: The registry whose clock the plugin took (no ``clock`` given): a registry on another clock is refused.
-        self._clock_from: ToolRegistry | None = None
+        #: Whether the plugin took the first registry's clock (no ``clock`` given): a registry on another is refused.
+        #: (The clock only is held, not that registry: a plugin shared by registries keeps none of them alive.)
+        self._clock_taken = False
         self._rules: dict[Tool, Callable[[Call], bool] | bool] = {}
         self._pending: OrderedDict[str, PendingCall] = OrderedDict()
         self._decisions: OrderedDict[str, _Decision] = OrderedDict()
+        #: Decisions given back (a later policy refused the approved call) and put back last among ``_decisions``,
+        #: out of their time order, by call id: the sweep checks each of them, as it stops at the first fresh one in order.
+        self._given_back: dict[str, _Decision] = {}
         #: Approvals a call took and has not settled (it runs, or waits for its next attempt), by call id.
         self._in_use: dict[str, _Decision] = {}
         #: The calls whose decisions were used, expired or withdrawn, when, and the decision if one was used,
@@ -243,8 +256,8 @@ class ApprovalPlugin:
     @hookimpl
     def harness_configure(self, registry: ToolRegistry) -> None:
         if self.clock is None:
-            self.clock, self._clock_from = registry.clock, registry
-        elif self._clock_from is not None and registry.clock is not self.clock:
+            self.clock, self._clock_taken = registry.clock, True
+        elif self._clock_taken and not _same_clock(registry.clock, self.clock):
             # One ttl for every held call and decision, on one clock: a second registry's would be timed on the first's.
             raise PluginError(
                 "The approval plugin times its ttl on the clock of the registry it was first added to, and this "
@@ -280,6 +293,12 @@ class ApprovalPlugin:
                 break
             gone, decision = self._decisions.popitem(last=False)
             self._spend(gone, decision.call, now)
+        for call_id, decision in list(self._given_back.items()):  # few: approvals a later policy refused, not yet used
+            if self._decisions.get(call_id) is not decision:  # used, withdrawn or dropped since
+                del self._given_back[call_id]
+            elif now - decision.decided > self.ttl:
+                del self._decisions[call_id], self._given_back[call_id]
+                self._spend(call_id, decision.call, now)
         while self._spent:
             _, spent, _ = next(iter(self._spent.values()))
             if now - spent <= self.ttl:
@@ -345,14 +364,15 @@ class ApprovalPlugin:
                 call_id,
                 call.tool.name,
                 _own(call.arguments),  # its own copy: nothing the caller or a UI changes reaches the call that runs
-                # The mapping's own copy, its values the call's (as a grant holds them): the same call made again, and
-                # the resumed call, have the caller's very objects (a session or user object, equal only to itself,
-                # which a deep copy would not be; and what the tool writes to it reaches the caller's).
+                # The mapping's own copy, its values the call's (as a grant holds them): the resumed call has the
+                # caller's very objects (what the tool writes to a session reaches the caller's); and what they were
+                # when asked, so that it runs only in the context the person decided on (_seen).
                 dict(call.context),
                 call.idempotency_key,
                 now,
                 digest,
                 call.registry,
+                _seen=_seen(call.context),
             )
             self._pending.move_to_end(call_id)
             self._sweep(now)
@@ -395,16 +415,11 @@ class ApprovalPlugin:
             self._spend(call_id, decision.call, now, decision)
 
     def _give_back(self, call_id: str, decision: _Decision) -> None:
-        """Put ``decision`` back among the unused ones in the order they were made (the sweep, oldest first, stops
-        at the first fresh one: one put back last with its old time would outlive ``ttl``). Under the lock."""
-        later = []
-        for other_id in reversed(self._decisions):
-            if self._decisions[other_id].decided <= decision.decided:
-                break
-            later.append(other_id)
+        """Put ``decision`` back among the unused ones, last, and among the given-back ones the sweep checks in full
+        (the ordered sweep stops at the first fresh decision: one put back last with its old time would outlive
+        ``ttl``). Under the lock; no other decision is moved."""
         self._decisions[call_id] = decision
-        for other_id in reversed(later):
-            self._decisions.move_to_end(other_id)
+        self._given_back[call_id] = decision
 
     # ------------------------------------------------------------------ the application's side
 
@@ -483,14 +498,14 @@ class ApprovalPlugin:
             call_id,
             tool.name,
             checked,
-            # The mapping's own copy, its values the call's: the call made next holds these very objects (a
-            # context function's user or session object, equal only to itself, which a deep copy would not be).
+            # The mapping's own copy, its values the call's, and what they are now (as a held call's context).
             dict(context) if context else {},
             idempotency_key,
             now,
             fingerprint(checked),
             registry,
             granted=True,
+            _seen=_seen(context or {}),
         )
         with self._lock:
             self._sweep(now)
@@ -577,31 +592,48 @@ class ApprovalPlugin:
             return {"pending": len(self._pending), "approved": self.approved, "denied": self.denied}
 
 
+def _same_clock(one: Clock, other: Clock) -> bool:
+    """Whether two clocks tell the same time: the same clock, or two of the stateless system clocks of one kind
+    (``SystemClock()``, ``WallClock()``: each reads the process's one time source)."""
+    return one is other or (type(one) is type(other) and type(one) in (SystemClock, WallClock))
+
+
+_ATOMS = (str, int, float, bool, bytes, complex, type(Ellipsis), range, type)
+_EQUAL_ONLY_TO_ITSELF: Any = object.__eq__  # a class's __eq__ when it defines none
+
+
 def _own(values: Mapping[str, Any]) -> dict[str, Any]:
-    """A deep copy of ``values``: only what cannot be copied (a lock, a client) is shared, not the dicts,
-    lists and tuples holding it, so a change to a copy's nested value reaches no other copy."""
+    """A deep copy of ``values``: only what cannot be copied (a lock, a client) is shared, not the containers or
+    objects holding it, so a change to a copy's nested value reaches no other copy."""
     try:
         return dict(copied(dict(values)))
     except TypeError:  # some value cannot be copied: each is copied on its own, down to the one that cannot
-        memo: dict[int, Any] = {}
+        memo: dict[int, tuple[Any, Any]] = {}
         return {key: _owned(value, memo) for key, value in values.items()}
 
 
-def _owned(value: Any, memo: dict[int, Any]) -> Any:
-    """A deep copy of ``value``, sharing only the values inside it that cannot be copied (``memo``: by id,
-    the copies made, so a container met twice, or inside itself, is copied once)."""
+def _owned(value: Any, memo: dict[int, tuple[Any, Any]]) -> Any:
+    """A deep copy of ``value``, sharing only the values inside it that cannot be copied.
+
+    ``memo``: by id, each value met and its copy (the value kept, so that its id names it), so that a value
+    met twice, or inside itself, is copied once. A value whose deep copy fails is rebuilt as ``copy.deepcopy``
+    would (its ``__reduce_ex__``: a dict or list subclass, a set, a named tuple, a dataclass), its parts copied
+    here in turn; one that cannot be (a lock, a client, one with its own ``__deepcopy__``) is shared.
+    """
     done = memo.get(id(value))
     if done is not None:
-        return done
+        return done[1]
     kind = type(value)
+    if value is None or kind in _ATOMS:
+        return value
     if kind is dict:
         held: dict[Any, Any] = {}
-        memo[id(value)] = held
+        memo[id(value)] = (value, held)
         held.update((key, _owned(item, memo)) for key, item in value.items())
         return held
     if kind is list:
         items: list[Any] = []
-        memo[id(value)] = items
+        memo[id(value)] = (value, items)
         items.extend(_owned(item, memo) for item in value)
         return items
     if kind is tuple:
@@ -609,8 +641,46 @@ def _owned(value: Any, memo: dict[int, Any]) -> Any:
     try:
         mine = copied(value)
     except TypeError:
-        mine = value  # cannot be copied: shared
-    memo[id(value)] = mine
+        mine = _rebuilt(value, memo)
+    memo[id(value)] = (value, mine)
+    return mine
+
+
+def _rebuilt(value: Any, memo: dict[int, tuple[Any, Any]]) -> Any:
+    """``value`` rebuilt from its ``__reduce_ex__`` with its parts copied by :func:`_owned` (as ``copy.deepcopy``
+    rebuilds it), or ``value`` itself if it cannot be (it is then shared)."""
+    if hasattr(value, "__deepcopy__"):
+        return value  # copies itself, and could not: nothing inside it is reached
+    try:
+        reductor = copyreg.dispatch_table.get(type(value))
+        parts = reductor(value) if reductor is not None else value.__reduce_ex__(4)
+    except Exception:  # a lock, a socket, a client: cannot be copied, shared
+        return value
+    if not isinstance(parts, tuple) or not 2 <= len(parts) <= 6:
+        return value  # a global (a module-level object named by its reduce value): itself
+    make, args, state, listed, mapped = (*parts, None, None, None)[:5]
+    try:
+        mine = make(*(_owned(arg, memo) for arg in args))
+        memo[id(value)] = (value, mine)
+        if state is not None:
+            state = _owned(state, memo)
+            if hasattr(mine, "__setstate__"):
+                mine.__setstate__(state)
+            else:
+                slots = None
+                if isinstance(state, tuple) and len(state) == 2:
+                    state, slots = state
+                if state:
+                    mine.__dict__.update(state)
+                for name, item in (slots or {}).items():
+                    setattr(mine, name, item)
+        for item in listed or ():
+            mine.append(_owned(item, memo))
+        for key, item in mapped or ():
+            mine[_owned(key, memo)] = _owned(item, memo)
+    except Exception:  # not rebuilt: shared, as it is
+        memo[id(value)] = (value, value)
+        return value
     return mine
 
 
@@ -641,7 +711,8 @@ def _same_held(asked: PendingCall, held: PendingCall) -> bool:
     if (asked.tool, asked.fingerprint) != (held.tool, held.fingerprint) or asked.registry is not held.registry:
         return False
     try:
-        return asked.idempotency_key == held.idempotency_key and asked.context == held.context
+        seen = {key: value if by_content else held.context[key] for key, (value, by_content) in held._seen.items()}
+        return asked.idempotency_key == held.idempotency_key and _same_context(asked, seen)
     except Exception:  # an __eq__ that raises: not shown to be the same
         return False
 
@@ -652,9 +723,45 @@ def _same_call(asked: PendingCall, call: Call, digest: str) -> bool:
     if (asked.tool, asked.fingerprint) != (call.tool.name, digest) or asked.registry is not call.registry:
         return False
     try:
-        return asked.idempotency_key == call.idempotency_key and asked.context == dict(call.context)
+        return asked.idempotency_key == call.idempotency_key and _same_context(asked, call.context)
     except Exception:  # an __eq__ that raises: not shown to be the same
         return False
+
+
+def _seen(context: Mapping[str, Any]) -> dict[str, tuple[Any, bool]]:
+    """What each value of ``context`` is as a call is held: ``(copy, True)`` for a value compared by content (its
+    deep copy, :func:`_owned`, equals it), ``(value, False)`` for one equal only to itself (a session or user
+    object, a client), compared by identity. Taken when the call is held, so that a nested value the caller
+    changes afterwards (a reused request or session dict) is not the context the person decided on."""
+    memo: dict[int, tuple[Any, Any]] = {}
+    seen: dict[str, tuple[Any, bool]] = {}
+    for key, value in context.items():
+        if value is None or type(value) in _ATOMS:
+            seen[key] = (value, True)
+        elif type(value).__eq__ is _EQUAL_ONLY_TO_ITSELF:  # its identity is what it is
+            seen[key] = (value, False)
+        else:
+            try:
+                mine = _owned(value, memo)
+                seen[key] = (mine, bool(mine == value))
+            except Exception:  # not copied (nested deeper than a copy can go) or not compared: by identity
+                seen[key] = (value, False)
+    return seen
+
+
+def _same_context(asked: PendingCall, context: Mapping[str, Any]) -> bool:
+    """Whether ``context`` is the one ``asked`` was asked with: the same keys, each value equal to what it was then
+    (by content), or the very object (one equal only to itself). May raise what a value's ``__eq__`` raises."""
+    seen = asked._seen
+    if len(context) != len(seen):
+        return False
+    for key, value in context.items():
+        if key not in seen:
+            return False
+        was, by_content = seen[key]
+        if not (was == value if by_content else was is value):
+            return False
+    return True
 
 
 def _checked(registry: ToolRegistry, tool: Tool, arguments: Mapping[str, Any]) -> dict[str, Any] | None:
