@@ -122,7 +122,7 @@ class Lingering:
 class Call:
     """One call of one tool, as the hooks see it. Every field plugins exchange is declared here.
 
-    Read by every hook: ``tool``, ``arguments``, ``context`` (the caller's mapping, read-only),
+    Read by every hook: ``tool`` (never assigned: the core runs the tool it looked up), ``arguments``, ``context`` (the caller's mapping, read-only),
     ``call_id``, ``idempotency_key``, ``registry``, ``attempt`` (runs of the tool so far; a
     wait for a token does not add one), ``ran`` (the tool started in this attempt),
     ``started`` (``time.perf_counter()`` when the call began: the source of durations).

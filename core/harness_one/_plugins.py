@@ -300,7 +300,10 @@ class Plan:
 def plugin_order(plugin: Any) -> float:
     """A plugin's ``order`` attribute, or 0 (see the ordering rule in ``hookspecs``); registration refuses
     an order that is no finite number, so the 0 is only for one changed after it, or a function."""
-    order = getattr(plugin, "order", 0)
+    try:
+        order = getattr(plugin, "order", 0)
+    except Exception:  # a property that broke after registration read it
+        return 0
     return order if _order_ok(order) and not callable(order) else 0
 
 
@@ -602,7 +605,12 @@ class PluginSet:
             )
         if replace and name is not None:
             self._refuse_blocked(name)
-        order = getattr(plugin, "order", 0)
+        try:
+            order = getattr(plugin, "order", 0)
+        except Exception as exc:  # a property that raises: the plugin's fault, named as for a bad order
+            raise PluginError(
+                f"Plugin {name or type(plugin).__name__!r}: reading its order failed: {exception_text(exc)}.", plugin=name
+            ) from exc
         if not _order_ok(order):  # read as 0, an `order = math.inf` meant as "last" ran first
             raise PluginError(
                 f"Plugin {name or plugin!r}: order must be an int or a finite float (lower runs first; the standard "

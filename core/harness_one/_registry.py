@@ -8,9 +8,10 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Generator, Iterable, Mapping
+from numbers import Real
 from operator import attrgetter
 from types import MethodType
-from typing import TYPE_CHECKING, Any, ClassVar, Concatenate, Generic, ParamSpec, TypeVar, overload
+from typing import TYPE_CHECKING, Any, ClassVar, Concatenate, Generic, ParamSpec, TypeVar, cast, overload
 
 from ._arguments import ArgumentLimits, check_signature, decode_arguments, plain_json
 from ._call import _EMPTY, Await, Call, CallResult, Lingering, Outcome, ProgressCallback, Retry, new_call_id
@@ -767,8 +768,8 @@ class ToolRegistry(metaclass=_SharedType):
         plan = entry.plan or self._plan(entry)
         if idempotency_key is not None:
             plan = plan.keyed or plan
-        elif entry.direct and context is None and on_progress is None:
-            return self._direct(entry.tool, arguments, call_id)
+        elif entry.direct and context is None and on_progress is None and (call_id is None or type(call_id) is str):
+            return self._direct(entry.tool, arguments, call_id)  # (another call_id is checked, as try_call does)
         if context is None and idempotency_key is None and (call_id is None or type(call_id) is str):
             call = _alloc(Call)  # as in _begin
             call.registry = self
@@ -798,7 +799,7 @@ class ToolRegistry(metaclass=_SharedType):
             steps = self._attempts(call, plan, None if tool.is_async else tool.fn)
             step = next(steps, _DONE)
             if step is not _DONE:  # a call that goes well is one step, taken here
-                self._drive(call, steps, step)
+                self._drive(call, steps, step, tool)
         except ToolError:
             raise
         except Exception as exc:
@@ -864,14 +865,14 @@ class ToolRegistry(metaclass=_SharedType):
             steps = self._attempts(call, plan, None if tool.is_async else tool.fn)
             step = next(steps, _DONE)
             if step is not _DONE:  # as in call
-                self._drive(call, steps, step)
+                self._drive(call, steps, step, tool)
         except ToolError as err:
-            return _result(call, None, err, name, call_id, started)
+            return _result(call, None, err, tool.name, call_id, started)
         except Exception as exc:
-            return _result(call, None, _internal(exc, name), name, call_id, started)
+            return _result(call, None, _internal(exc, name), tool.name, call_id, started)
         value = call.result
         if value is _FAILED:
-            return _result(call, None, _failure(call), name, call_id, started)
+            return _result(call, None, _failure(call), tool.name, call_id, started)
         ident = call._id
         if ident is None:  # what Call.call_id does, without the property's way from C into Python
             ident = call._id = new_call_id()
@@ -903,17 +904,22 @@ class ToolRegistry(metaclass=_SharedType):
     ) -> CallResult:
         """The awaitable :meth:`try_call`: never raises (cancelling the task still cancels it)."""
         started = _perf()
-        call: Call | None = None
         try:
             call, plan = self._begin(name, arguments, context, call_id, idempotency_key, on_progress, started)
+        except ToolError as err:
+            return _result(None, None, err, name, call_id, started)
+        except Exception as exc:
+            return _result(None, None, _internal(exc, name), name, call_id, started)
+        tool = call.tool  # as in try_call: the result names the tool looked up
+        try:
             value = await self._adrive(call, plan)
         except ToolError as err:
-            return _result(call, None, err, name, call_id, started)
+            return _result(call, None, err, tool.name, call_id, started)
         except Exception as exc:
-            return _result(call, None, _internal(exc, name), name, call_id, started)
+            return _result(call, None, _internal(exc, name), tool.name, call_id, started)
         if value is _FAILED:
-            return _result(call, None, _failure(call), name, call_id, started)
-        return _result(call, value, None, name, call_id, started)
+            return _result(call, None, _failure(call), tool.name, call_id, started)
+        return _result(call, value, None, tool.name, call_id, started)
 
     # The pipeline, written once: `_attempts` is the whole call as steps; `_drive` and `_adrive`
     # run the tool and do the waiting, one blocking and one awaiting.
@@ -940,7 +946,9 @@ class ToolRegistry(metaclass=_SharedType):
                 self._decode(call)
             if plan.pre_validate:
                 for hook in plan.pre_validate:
-                    hook(call)
+                    if hook(call) is not None:  # a refusal is raised: a returned one would let the arguments through
+                        # (the answer is not kept: a test in place of the pop, free for the hooks that answer None)
+                        raise _bad_answer(call, plan.plugin_of(hook), "pre_validate", "something else", _PRE_VALIDATE_ANSWER)
                 if type(call.arguments) is not dict:
                     raise PluginError(f"pre_validate left arguments of type {type(call.arguments).__name__}, not a dict")
             kwargs = call.arguments
@@ -981,7 +989,7 @@ class ToolRegistry(metaclass=_SharedType):
                         except ToolError:
                             raise
                         except (Exception, SystemExit) as exc:  # a tool's sys.exit() (argparse) is its failure
-                            raise ToolExecutionError(exc, tool=call.tool.name, call_id=call.call_id) from exc
+                            raise ToolExecutionError(exc, tool=tool.name, call_id=call.call_id) from exc
                         except BaseException as stop:  # raised where the driver would have run it; a cancel is thrown in here
                             yield stop
                     elif type(outcome) is Outcome and outcome.error is None:
@@ -994,7 +1002,9 @@ class ToolRegistry(metaclass=_SharedType):
                         break
                     for hook in post_call:
                         outcome = hook(call)
-                        if outcome is not None and type(outcome) is Await:  # most answer None: one test
+                        if outcome is not None:  # most answer None: one test
+                            if type(outcome) is not Await:  # a refusal is raised: a returned one would let the result out
+                                raise _bad_answer(call, plan.plugin_of(hook), "post_call", outcome, _POST_CALL_ANSWER)
                             yield from _resolve(plan, hook, outcome, True)
                     return
                 except Exception as exc:  # on_error runs in this block: its hooks see the error in sys.exc_info()
@@ -1003,7 +1013,9 @@ class ToolRegistry(metaclass=_SharedType):
                         decision = yield from self._settled(call, plan, decision)
                     break
                 except BaseException as stop:  # a hook's KeyboardInterrupt or SystemExit (the tool's came as a step)
-                    if type(stop) is not GeneratorExit:  # the call is cancelled: on_error releases what it held
+                    if type(stop) is GeneratorExit:  # a hook's, or the steps closed: nothing may be yielded now
+                        self._abandon(call, plan, None)
+                    else:  # the call is cancelled: on_error releases what it held
                         yield from self._interrupted(call, plan)
                     raise
             if decision is None:
@@ -1041,12 +1053,27 @@ class ToolRegistry(metaclass=_SharedType):
         if type(decision) is _Paused:
             yield from self._resume(call, plan, decision)
 
+    def _abandon(self, call: Call, plan: ToolPlan, after: int | None) -> None:
+        """on_error for a call a ``BaseException`` ends where no step may be yielded (an on_error hook's, a
+        ``GeneratorExit``): cancelled, the hooks (those after hook ``after``; all with None) see
+        :class:`ToolCancelled`, their :class:`Await` answers fetched with ``sync()``."""
+        call.cancel()
+        err = ToolCancelled.of(call)
+        paused = None if after is None else _Paused(after, cast(Await, None), None, None)
+        decision = self._on_error(call, plan, err, paused)
+        if type(decision) is _Paused:
+            decision.err = decision.exc = err
+            steps = self._resume(call, plan, decision)
+            _finish_sync(steps, call, _advance(next, steps))
+
     def _settled(self, call: Call, plan: ToolPlan, paused: _Paused) -> Generator[Step, None, Retry | Outcome | ToolError]:
         """``paused``'s on-error round carried to its end: the decision to act on, or the error to raise."""
         return self._settle(call, plan, paused.err, paused.exc, (yield from self._resume(call, plan, paused)))
 
     def _refuse(self, call: Call, plan: ToolPlan, exc: Exception) -> Generator[Step, None, ToolError]:
         """Arguments refused before admission: the error, as on_error hooks translate it (never a retry)."""
+        if plan.pre_validate and not isinstance(exc, ToolError) and type(call.arguments) is dict:
+            exc = _key_error(call, exc)  # a caller's key that is no string, which a pre_validate hook failed on
         err = self._as_tool_error(call, plan, exc)
         call._refusing = True
         verdict = self._on_error(call, plan, err)
@@ -1069,14 +1096,15 @@ class ToolRegistry(metaclass=_SharedType):
     # `next(steps, _DONE)` instead of `send`: a generator that returns None to `next` with a
     # default raises no StopIteration, which is most of what driving a generator costs.
 
-    def _drive(self, call: Call, steps: Generator[Step, None, None], step: Step) -> None:
-        """Carry out ``step`` and the steps after it (``call`` and ``try_call`` take the first)."""
+    def _drive(self, call: Call, steps: Generator[Step, None, None], step: Step, tool: Tool) -> None:
+        """Carry out ``step`` and the steps after it (``call`` and ``try_call`` take the first). ``tool``
+        is the one looked up: what runs (as in ``_adrive``), whatever a hook does to ``call.tool``."""
         while step is not _DONE:
             try:
                 if type(step) is dict:
                     call.ran = True
                     try:
-                        call.result = self._invoke(call, step)
+                        call.result = self._invoke(call, tool, step)
                     except (Exception, SystemExit) as exc:  # the tool's: _attempts makes it its failure
                         step = _throw(steps, exc)
                     else:
@@ -1113,7 +1141,7 @@ class ToolRegistry(metaclass=_SharedType):
                         if direct is not None and call.timeout is None:
                             call.result = await direct(**step)
                         else:
-                            call.result = await self._ainvoke(call, step)
+                            call.result = await self._ainvoke(call, tool, step)
                     except (Exception, SystemExit) as exc:  # as in _drive
                         step = _throw(steps, exc)
                     except asyncio.CancelledError as exc:
@@ -1151,16 +1179,21 @@ class ToolRegistry(metaclass=_SharedType):
                 check_signature(args, accepted, tool.required, False)
         except ToolArgumentError as err:
             err.with_tool(tool.name)
-            err.call_id = err.call_id or call_id or new_call_id()
+            if err.call_id is None:
+                err.call_id = call_id if call_id is not None else new_call_id()
             raise
         try:
             return tool.fn(**args)
-        except ToolError as err:
-            err.tool = err.tool or tool.name
-            err.call_id = err.call_id or call_id or new_call_id()
+        except ToolError as err:  # named and numbered as _as_tool_error does
+            if isinstance(err, ToolArgumentError):
+                err.with_tool(tool.name)
+            elif err.tool is None:
+                err.tool = tool.name
+            if err.call_id is None:
+                err.call_id = call_id if call_id is not None else new_call_id()
             raise
         except (Exception, SystemExit) as exc:  # as in _attempts
-            raise ToolExecutionError(exc, tool=tool.name, call_id=call_id or new_call_id()) from exc
+            raise ToolExecutionError(exc, tool=tool.name, call_id=call_id if call_id is not None else new_call_id()) from exc
 
     @staticmethod
     def _convert(call: Call, args: dict[str, Any]) -> dict[str, Any]:
@@ -1254,6 +1287,9 @@ class ToolRegistry(metaclass=_SharedType):
                     broken = _broken_on_error(call, plan.on_error_names[index], exc)
                     decision = _failed_decision(call, err, decision, broken)
                 continue
+            except BaseException:  # Ctrl-C, a hook's SystemExit: the call is cancelled, and the later hooks release
+                self._abandon(call, plan, None if decision is not None else index)  # (a decision kept things: all hear)
+                raise
             if answer is not None:
                 if type(answer) is Await:
                     return _Paused(index, answer, decision, broken)
@@ -1271,6 +1307,9 @@ class ToolRegistry(metaclass=_SharedType):
                     hook(call, err)
                 except Exception as exc:
                     broken = broken or _broken_on_error(call, name, exc)
+                except BaseException:  # as above; every hook kept what the decision needs: they all hear of it
+                    self._abandon(call, plan, None)
+                    raise
             if type(decision) is Outcome and type(call.decision) is Outcome:
                 decision = call.decision  # (replaced by another Outcome: the output limit bounded a recovered answer)
         if broken is not None:
@@ -1305,20 +1344,23 @@ class ToolRegistry(metaclass=_SharedType):
         assert not isinstance(decision, _Paused)
         return decision
 
-    def _invoke(self, call: Call, kwargs: dict[str, Any]) -> Any:
-        tool = call.tool
+    def _invoke(self, call: Call, tool: Tool, kwargs: dict[str, Any]) -> Any:
         if tool.is_async:
-            return asyncio.run(self._await_tool(call, kwargs))
-        if call.timeout is None or call.runner is None:  # no runner: mode none, the deadline advisory
+            return asyncio.run(self._await_tool(call, tool, kwargs))
+        if call.timeout is None:
             return tool.fn(**kwargs)
-        return call.runner.run(call, tool.fn, kwargs, _time_left(call))  # the hooks after the timeout plugin's took some
+        left = _time_left(call)  # the hooks after the timeout plugin's took some
+        if call.runner is None:  # no runner: mode none, the deadline advisory
+            return tool.fn(**kwargs)
+        return call.runner.run(call, tool.fn, kwargs, left)
 
-    async def _ainvoke(self, call: Call, kwargs: dict[str, Any]) -> Any:
-        tool = call.tool
+    async def _ainvoke(self, call: Call, tool: Tool, kwargs: dict[str, Any]) -> Any:
         if tool.is_async:
-            return await self._await_tool(call, kwargs)
-        if call.timeout is not None and call.runner is not None:
-            return await call.runner.arun(call, tool.fn, kwargs, _time_left(call))
+            return await self._await_tool(call, tool, kwargs)
+        if call.timeout is not None:
+            left = _time_left(call)
+            if call.runner is not None:
+                return await call.runner.arun(call, tool.fn, kwargs, left)
         if not tool.blocking:  # declared quick: no thread hop
             return tool.fn(**kwargs)
         lingering = Lingering()
@@ -1332,7 +1374,7 @@ class ToolRegistry(metaclass=_SharedType):
             raise
 
     @staticmethod
-    async def _await_tool(call: Call, kwargs: dict[str, Any]) -> Any:
+    async def _await_tool(call: Call, tool: Tool, kwargs: dict[str, Any]) -> Any:
         """Await an async tool; with a timeout, cancel it at the deadline.
 
         A tool that swallows the cancellation and returns (or fails) after the deadline has timed
@@ -1341,13 +1383,13 @@ class ToolRegistry(metaclass=_SharedType):
         """
         limit = call.timeout
         if limit is None:
-            return await call.tool.fn(**kwargs)
+            return await tool.fn(**kwargs)
         timeout = _time_left(call)
         if _timeout_cm is not None:
             scope = _timeout_cm(timeout)
             try:
                 async with scope:
-                    value = await call.tool.fn(**kwargs)
+                    value = await tool.fn(**kwargs)
             except TimeoutError:
                 if not scope.expired():
                     raise  # the tool's own timeout, not ours
@@ -1363,12 +1405,12 @@ class ToolRegistry(metaclass=_SharedType):
             loop = asyncio.get_running_loop()
             start = loop.time()
             try:
-                return await asyncio.wait_for(call.tool.fn(**kwargs), timeout)
+                return await asyncio.wait_for(tool.fn(**kwargs), timeout)
             except asyncio.TimeoutError:
                 if loop.time() - start < timeout * 0.999:
                     raise
         call.cancel()
-        raise ToolTimeout(limit, tool=call.tool.name, call_id=call.call_id) from None
+        raise ToolTimeout(limit, tool=tool.name, call_id=call.call_id) from None
 
     def __repr__(self) -> str:
         default = " default" if self is ToolRegistry._current else ""
@@ -1444,9 +1486,12 @@ def _in_thread(fn: Callable[..., Any], kwargs: dict[str, Any], lingering: Linger
 def _time_left(call: Call) -> float:
     """The attempt's timeout, bounded by what is left of the call's total timeout (``call.total_deadline``,
     on the registry's clock): the hooks after the timeout plugin's may have taken some of it. None left:
-    :class:`ToolTimeout`, the tool not started (``call.ran`` False)."""
+    :class:`ToolTimeout`, the tool not started (``call.ran`` False), as for a timeout not above 0 (NaN
+    too); one that is no number is the :class:`PluginError` of the hook that set it, not the tool's failure."""
     timeout = call.timeout
     assert timeout is not None
+    if type(timeout) is not float or not timeout > 0.0:  # (most are a positive float: two tests)
+        _check_timeout(call, timeout)
     deadline = call.total_deadline
     if deadline is None:
         return timeout
@@ -1455,6 +1500,33 @@ def _time_left(call: Call) -> float:
         call.ran = False
         raise ToolTimeout(timeout, tool=call.tool.name, call_id=call.call_id)
     return left if left < timeout else timeout
+
+
+def _key_error(call: Call, exc: Exception) -> Exception:
+    """The caller's error for arguments with a key that is no string (as the signature check words it), which a
+    pre_validate hook failed on (they are checked after those hooks, at no cost to a call that goes well); else ``exc``."""
+    args, tool = call.arguments, call.tool
+    if all(type(key) is str for key in args):
+        return exc
+    try:
+        check_signature(args, tool.accepted, tool.required, tool.accepts_any)
+    except ToolArgumentError as err:
+        err.__cause__ = exc
+        return err
+    return exc  # pragma: no cover - a key that is no string is always refused
+
+
+def _check_timeout(call: Call, timeout: Any) -> None:
+    """A ``call.timeout`` that is not a positive float: a positive int (numpy's numbers too) is taken; one
+    not above 0 (NaN too) times out, no number is the fault of the pre_call hook that set it."""
+    if isinstance(timeout, bool) or not isinstance(timeout, Real):
+        call.ran = False
+        shown = repr(timeout) if type(timeout) is str else timeout
+        raise _bad_answer(call, None, "pre_call", shown, "a number of seconds or None", "set call.timeout to")
+    seconds = cast(float, timeout)  # (a Real: compared and shown as a float is)
+    if not seconds > 0.0:
+        call.ran = False
+        raise ToolTimeout(seconds, tool=call.tool.name, call_id=call.call_id)
 
 
 def _next_attempt(call: Call) -> None:
@@ -1538,7 +1610,7 @@ def _cancel(steps: Generator[Step, None, None], call: Call) -> None:
     _finish_sync(steps, call, _advance(_cancelled, steps, call))
 
 
-def _finish_sync(steps: Generator[Step, None, None], call: Call, step: Step | None) -> None:
+def _finish_sync(steps: Generator[Step, None, Any], call: Call, step: Step | None) -> None:
     """Carry the remaining steps of a cancelled call with ``sync()``."""
     try:
         step = _unwaited(steps, call, step)
@@ -1553,7 +1625,7 @@ def _finish_sync(steps: Generator[Step, None, None], call: Call, step: Step | No
         steps.close()
 
 
-def _unwaited(steps: Generator[Step, None, None], call: Call, step: Step | None) -> Await | None:
+def _unwaited(steps: Generator[Step, None, Any], call: Call, step: Step | None) -> Await | None:
     """A cancelled call's next ``Await`` to fetch, or None once its steps end. The wait before a
     retry (a hook decided one after the cancellation landed in its on_error round) is not waited:
     the call is cancelled there, so on_error hooks get ``ToolCancelled`` and free what they kept
@@ -1596,6 +1668,9 @@ def _resolve(plan: ToolPlan, hook: Callable[..., Any], pending: Await, returned:
     return pending.value
 
 
+#: What pre_validate and post_call hooks may answer, as their errors name it.
+_PRE_VALIDATE_ANSWER = "None (replace call.arguments, or raise a ToolArgumentError to refuse them)"
+_POST_CALL_ANSWER = "None or an Await (assign call.result, or raise a ToolError to refuse it)"
 #: What an on_error hook may answer, as its error names it.
 _ON_ERROR_ANSWERS = "a Retry (of a delay in seconds), an Outcome (of a value, or of a ToolError) or None"
 
@@ -1613,13 +1688,13 @@ def _not_an_answer(answer: Any) -> bool:
     return kind is not Outcome or not (answer.error is None or isinstance(answer.error, ToolError))
 
 
-def _bad_answer(call: Call, owner: str | None, hook: str, answer: Any, expected: str) -> PluginError:
-    """The error of a hook of plugin ``owner`` that answered what the core does not take."""
+def _bad_answer(call: Call, owner: str | None, hook: str, answer: Any, expected: str, did: str = "returned") -> PluginError:
+    """The error of a hook of plugin ``owner`` that answered (``did``) what the core does not take."""
     shown = _text(answer, repr)
     shown = f"<{type(answer).__name__}>" if shown is None else shown[:200]
     who = f"plugin '{owner}'" if owner else "a plugin"
     return PluginError(
-        f"The {hook} hook of {who} returned {shown} while calling '{call.tool.name}'; expected {expected}",
+        f"The {hook} hook of {who} {did} {shown} while calling '{call.tool.name}'; expected {expected}",
         plugin=owner,
         tool=call.tool.name,
         call_id=call.call_id,
@@ -1654,7 +1729,7 @@ def _result(call: Call | None, value: Any, err: ToolError | None, name: Any, cal
         if ident is None:  # as Call.call_id makes it (not through the property: no way from C into Python)
             ident = call._id = new_call_id()
         ran = call.ran or call.attempt > 1  # (an attempt that ran is counted when the next begins)
-        return _new_result(CallResult, (err is None, value, err, call.tool.name, ident, _perf() - started, attempts, ran))
+        return _new_result(CallResult, (err is None, value, err, name, ident, _perf() - started, attempts, ran))
     assert err is not None
     cid = None if call_id is None else _text(call_id, str)
     cid = err.call_id = err.call_id or cid or new_call_id()

@@ -187,9 +187,12 @@ def harness_call_refused(registry: ToolRegistry, name: str, error: ToolError) ->
 def harness_pre_validate(call: Call) -> None:
     """Normalise or check ``call.arguments`` before the call is admitted. Runs once per call.
 
-    Arguments arrive decoded into a ``dict`` with string keys (a JSON string is parsed by the
-    core). Replace ``call.arguments`` to normalise them; raise
-    :class:`~harness_one.ToolArgumentError` to refuse them. The standard ``validation``
+    Arguments arrive decoded into a ``dict``: a JSON string is parsed by the core, so its keys are
+    strings; a caller's dict is as given, its keys checked after these hooks (a key that is no
+    string is the caller's :class:`~harness_one.ToolArgumentError`, also when a hook fails on
+    it). Replace ``call.arguments`` to normalise them; raise
+    :class:`~harness_one.ToolArgumentError` to refuse them. Return ``None``: any other answer
+    (a returned error too) is a :class:`~harness_one.PluginError` naming the plugin. The standard ``validation``
     plugin is ``trylast``, so normalisers without markers run before it and see unvalidated
     input. Errors here go to ``on_error``, which may translate them (``Outcome.failure``)
     but not retry or recover them.
@@ -216,7 +219,9 @@ def harness_post_call(call: Call) -> None:
     """Observe or transform a successful result, in ``call.result``. Runs once per success.
 
     Assign ``call.result`` to transform it. Raising a :class:`~harness_one.ToolError` turns
-    the success into that error (and sends it to ``on_error``).
+    the success into that error (and sends it to ``on_error``). Return ``None`` (or an
+    :class:`~harness_one.Await`): any other answer (a returned ``ToolError`` or ``Outcome``) is
+    a :class:`~harness_one.PluginError` naming the plugin, and the result does not go out.
     """
 
 
