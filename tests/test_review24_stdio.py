@@ -7,7 +7,9 @@ import asyncio
 import json
 import os
 import subprocess
+import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -15,9 +17,9 @@ import anyio
 import pytest
 from mcp.shared.message import SessionMessage
 from mcp_support import serve_command, serve_file, server_env, serving
-from mcp_types import JSONRPCError, JSONRPCRequest, JSONRPCResponse
+from mcp_types import JSONRPCError, JSONRPCNotification, JSONRPCRequest, JSONRPCResponse
 
-from harness_one.mcp._stdio import MAX_STREAMS, MAX_UNSETTLED, Answering, _Lines
+from harness_one.mcp._stdio import _WAKE, MAX_STREAMS, MAX_UNSETTLED, Answering, _Lines
 
 HELLO = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}
 OPENING = [
@@ -60,41 +62,111 @@ async def test_a_listen_request_is_counted_and_held_as_any_request() -> None:
     for _ in range(20):
         await asyncio.sleep(0)
     assert not third.done() and [held.message.id for held in read.held] == ["L3", "L4"]
-    assert (read.unsettled, read.open_streams) == (2, 2)
+    assert (read.unsettled, read.passed_streams, read.open_streams) == (2, 2, 0)  # none acknowledged
     error = JSONRPCError(jsonrpc="2.0", id="L1", error={"code": -32601, "message": "Method not found"})  # type: ignore[arg-type]
     await read.answers.send(SessionMessage(error))  # as the SDK answers it before 2026-07-28
     assert (await asyncio.wait_for(third, 10)).message.id == "L3"
-    assert (read.unsettled, read.open_streams) == (2, 2)
+    assert (read.unsettled, read.passed_streams, read.open_streams) == (2, 2, 0)  # none acknowledged
     for stream in (requests_in, requests, answers, answers_out):
         stream.close()
 
 
+def _acknowledged(request_id: int | str) -> SessionMessage:
+    meta = {"io.modelcontextprotocol/subscriptionId": request_id}
+    return SessionMessage(
+        JSONRPCNotification(jsonrpc="2.0", method="notifications/subscriptions/acknowledged", params={"_meta": meta})
+    )
+
+
+async def _settle_turns() -> None:
+    for _ in range(20):
+        await asyncio.sleep(0)
+
+
 @pytest.mark.asyncio
-async def test_past_max_streams_a_listen_is_refused_and_open_streams_do_not_hold_the_end() -> None:
-    """Open streams hold places of the bound until the session ends: past ``max_streams`` a further one is
-    refused (``-32603``, never passed on), and the end of stdin still waits for the other requests only."""
+async def test_past_max_streams_acknowledged_a_listen_is_refused_and_open_streams_do_not_hold_the_end() -> None:
+    """Streams the SDK acknowledged hold places of the bound until the session ends: past ``max_streams`` a further
+    one is refused (``-32603``, never passed on), and the end of stdin still waits for the other requests only.
+    (Changed: a stream counts as open once acknowledged, not once passed on; see the next test.)"""
     requests_in, requests = anyio.create_memory_object_stream[Any](10)
     answers, answers_out = anyio.create_memory_object_stream[Any](10)
-    for request_id, method in (("L1", "subscriptions/listen"), ("L2", "subscriptions/listen")):
-        requests_in.send_nowait(_request(request_id, method))
-    requests_in.send_nowait(_request("L3", "subscriptions/listen"))
+    for request_id in ("L1", "L2", "L3"):
+        requests_in.send_nowait(_request(request_id, "subscriptions/listen"))
     requests_in.send_nowait(_request(4, "ping"))
     requests_in.close()
     read = Answering(requests, answers, _Lines(None), max_unsettled=3, max_streams=2, drain_timeout=60)
-    assert [(await read.receive()).message.id for _ in range(3)] == ["L1", "L2", 4]
+    assert [(await read.receive()).message.id for _ in range(2)] == ["L1", "L2"]
+    nxt = asyncio.ensure_future(read.receive())
+    await _settle_turns()
+    assert not nxt.done() and [held.message.id for held in read.held] == ["L3", 4]  # L3 waits for L1 and L2
+    await read.answers.send(_acknowledged("L1"))
+    await read.answers.send(_acknowledged("L2"))
+    assert [m.message.method for m in (answers_out.receive_nowait(), answers_out.receive_nowait())] == [
+        "notifications/subscriptions/acknowledged"
+    ] * 2
+    assert (await asyncio.wait_for(nxt, 10)).message.id == 4
     assert answers_out.receive_nowait().message.model_dump(exclude_none=True) == {
         "jsonrpc": "2.0",
         "id": "L3",
         "error": {"code": -32603, "message": "Subscription limit reached: at most 2 subscriptions/listen streams open at once"},
     }
     ending = asyncio.ensure_future(read.receive())
-    for _ in range(20):
-        await asyncio.sleep(0)
+    await _settle_turns()
     assert not ending.done()  # the ping is waited for
     await read.answers.send(SessionMessage(JSONRPCResponse(jsonrpc="2.0", id=4, result={})))
     with pytest.raises(anyio.EndOfStream):  # the two open streams are not
         await asyncio.wait_for(ending, 10)
     assert (read.unsettled, read.open_streams) == (2, 2)
+    for stream in (requests, answers, answers_out):
+        stream.close()
+
+
+@pytest.mark.asyncio
+async def test_a_listen_the_sdk_answers_method_not_found_is_not_counted_as_an_open_stream() -> None:
+    """Before 2026-07-28 the SDK answers a listen "Method not found". Each listen passed on counted as an open stream
+    at once, so with four answers not written yet (stdout full) a fifth got ``-32603`` "Subscription limit reached"
+    and the others ``-32601``. Now a stream is open once the SDK acknowledges it: the fifth waits, then is passed on."""
+    requests_in, requests = anyio.create_memory_object_stream[Any](10)
+    answers, answers_out = anyio.create_memory_object_stream[Any](10)
+    for request_id in ("s0", "s1", "s2"):
+        requests_in.send_nowait(_request(request_id, "subscriptions/listen"))
+    read = Answering(requests, answers, _Lines(None), max_streams=2)
+    assert [(await read.receive()).message.id for _ in range(2)] == ["s0", "s1"]
+    third = asyncio.ensure_future(read.receive())
+    await _settle_turns()
+    assert not third.done() and [held.message.id for held in read.held] == ["s2"]
+    not_found = JSONRPCError(jsonrpc="2.0", id="s0", error={"code": -32601, "message": "Method not found"})  # type: ignore[arg-type]
+    await read.answers.send(SessionMessage(not_found))
+    assert read.lines._woken  # as the SDK would, hand on the empty line the wake-up gives it
+    read.lines.handed.append(_WAKE)
+    requests_in.send_nowait(ValueError("not JSON-RPC"))
+    assert (await asyncio.wait_for(third, 10)).message.id == "s2"  # passed on, for the SDK to answer -32601 too
+    assert answers_out.receive_nowait().message.error.code == -32601
+    with pytest.raises(anyio.WouldBlock):  # nothing refused it
+        answers_out.receive_nowait()
+    assert (read.unsettled, read.passed_streams, read.open_streams) == (2, 2, 0)
+    for stream in (requests_in, requests, answers, answers_out):
+        stream.close()
+
+
+@pytest.mark.asyncio
+async def test_a_listen_refused_at_the_end_of_stdin_into_a_full_stdout_does_not_hold_the_drain() -> None:
+    """A stream past ``max_streams`` still held at the end of stdin was refused from inside the drain with no time
+    limit: with stdout full the drain never ended (``serve`` never exited). Now that write has the drain's bound."""
+    requests_in, requests = anyio.create_memory_object_stream[Any](10)
+    answers, answers_out = anyio.create_memory_object_stream[Any](1)  # nobody reads: full after one message
+    requests_in.send_nowait(_request("L1", "subscriptions/listen"))
+    requests_in.send_nowait(_request("L2", "subscriptions/listen"))
+    requests_in.close()
+    read = Answering(requests, answers, _Lines(None), max_streams=1, drain_timeout=0.5)
+    assert (await read.receive()).message.id == "L1"
+    ending = asyncio.ensure_future(read.receive())
+    await _settle_turns()
+    assert not ending.done() and [held.message.id for held in read.held] == ["L2"]
+    await read.answers.send(_acknowledged("L1"))  # stdout is full now: L2's refusal cannot be written
+    with pytest.raises(anyio.EndOfStream):
+        await asyncio.wait_for(ending, 20)  # a hang fails here
+    assert not read.held and (read.unsettled, read.open_streams) == (1, 1)
     for stream in (requests, answers, answers_out):
         stream.close()
 
@@ -225,28 +297,153 @@ def test_a_cancel_with_the_id_as_text_drops_a_held_request(tmp_path: Path) -> No
 # ---------------------------------------------------------------- 5. a batch
 
 
-def test_each_request_of_a_batch_is_answered_on_its_own_id(tmp_path: Path) -> None:
-    """A batch (2025-03-26 has them) got one ``-32600`` on ``"id": null``, and its requests were never answered."""
+def test_a_batch_is_answered_with_one_array_of_errors_on_its_requests_ids(tmp_path: Path) -> None:
+    """A batch (2025-03-26 has them) got one ``-32600`` on ``"id": null``, and its requests were never answered.
+    (Changed: each request's error was a line of its own, and a batch of notifications got ``-32600``; now one
+    array answers a batch, as JSON-RPC 2.0 asks, a notification in it is not answered, and the answers are capped.)"""
     hello = {**HELLO, "protocolVersion": "2025-03-26"}
     batch = [
         {"jsonrpc": "2.0", "id": 11, "method": "ping"},
         {"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": 1, "progress": 1}},
         {"jsonrpc": "2.0", "id": "twelve", "method": "tools/call", "params": {"name": "add", "arguments": {"a": 1, "b": 2}}},
         {"jsonrpc": "2.0", "id": 13, "result": {}},
+        7,  # no message: not answered in the array
+        {"jsonrpc": "2.0", "id": 1.5, "method": "ping"},
     ]
+    many = [{"jsonrpc": "2.0", "id": n, "method": "ping"} for n in range(150)]
     lines = [
         _line({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": hello}),
         OPENING[1],
         _line(batch),  # type: ignore[arg-type]
-        b'[{"jsonrpc": "2.0", "method": "notifications/initialized"}]\n',
+        b'[{"jsonrpc": "2.0", "method": "notifications/initialized"}]\n',  # notifications only: no answer
+        b"[]\n",
+        _line(many),  # type: ignore[arg-type]
     ]
     done = serve_file(tmp_path, b"".join(lines))
     assert done.returncode == 0, done.stderr[-2000:]
     answers = [json.loads(line) for line in done.stdout.splitlines()][1:]
     refused = "Invalid request: batches are not supported; send each message on a line of its own"
-    assert answers == [
-        {"jsonrpc": "2.0", "id": 11, "error": {"code": -32600, "message": refused}},
-        {"jsonrpc": "2.0", "id": "twelve", "error": {"code": -32600, "message": refused}},
-        # no request in it: one answer, on "id": null, as before
+    assert answers[:2] == [
+        [
+            {"jsonrpc": "2.0", "id": 11, "error": {"code": -32600, "message": refused}},
+            {"jsonrpc": "2.0", "id": "twelve", "error": {"code": -32600, "message": refused}},
+            {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": refused}},  # an id it cannot know
+        ],
+        # an empty array (or one with no message in it): one answer, on "id": null, as before
         {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": "Invalid request: expected a JSON object, got list"}},
     ]
+    assert len(answers) == 3 and len(answers[2]) == 101
+    assert [answer["id"] for answer in answers[2][:100]] == list(range(100))
+    assert answers[2][100] == {
+        "jsonrpc": "2.0",
+        "id": None,
+        "error": {"code": -32600, "message": f"{refused} (50 more messages in it not answered)"},
+    }
+
+
+# ---------------------------------------------------------------- 6. a slow reader gets every answer whole
+
+
+def test_a_client_that_closes_its_stdin_and_reads_slowly_gets_each_answer_whole(tmp_path: Path) -> None:
+    """Once the drain had ended, the last writes had a fixed time (what was left of the drain timeout, at least
+    one second), then the transport was aborted: a client still reading, slowly, got its answer cut off mid-line.
+    Now the writes are dropped only once stdout's reader has taken nothing for that long."""
+    proc = subprocess.Popen(
+        serve_command("--drain-timeout", "0.2"),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, **server_env(tmp_path)},
+    )
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    guard = threading.Timer(60, proc.kill)  # a hang ends as a failure, not a stuck run
+    guard.start()
+    err: list[bytes] = []
+    errors = threading.Thread(target=lambda: err.append(proc.stderr.read()))  # type: ignore[union-attr]
+    errors.start()
+    try:
+        proc.stdin.write(b"".join(OPENING) + BIG)
+        proc.stdin.close()
+        received = bytearray()
+        while chunk := os.read(proc.stdout.fileno(), 16384):  # about 160 KB a second: seconds for the answer
+            received += chunk
+            time.sleep(0.1)
+        assert proc.wait(30) == 0
+    finally:
+        guard.cancel()
+        proc.kill()
+        proc.wait()
+        errors.join(10)
+    lines = bytes(received).split(b"\n")
+    assert lines[-1] == b"" and len(lines) == 3, (len(received), b"".join(err)[-2000:])
+    answer = json.loads(lines[1])
+    assert answer["id"] == 2 and "result" in answer and len(lines[1]) > 200_000
+
+
+# ---------------------------------------------------------------- 7. the bound's checks end with the server
+
+_TIMER_CHILD = """
+import asyncio, sys
+from harness_one.mcp._stdio import _Out, stdio_streams
+
+async def main():
+    async with stdio_streams(1 << 20) as (lines, out):
+        assert type(out) is _Out, type(out)
+        out.cut(30)
+        check = out._timer
+    print("pending" if not check.cancelled() else "cancelled", file=sys.stderr)
+
+asyncio.run(main())
+"""
+
+
+def test_the_checks_of_the_last_writes_end_when_the_streams_close() -> None:
+    """The timer that bounds the last writes outlived ``serve_stdio``, firing on a closed transport in a host's
+    event loop. Now the streams cancel it as they close."""
+    done = subprocess.run(
+        [sys.executable, "-c", _TIMER_CHILD], input=b"", capture_output=True, timeout=60, check=False
+    )  # stdin and stdout pipes: the event loop's own transports
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stderr.decode().strip() == "cancelled"
+
+
+# ---------------------------------------------------------------- 8. embedded: a write left blocked holds nothing
+
+_EMBEDDED_CHILD = """
+import io, json, os, sys, threading, anyio
+from harness_one import ToolRegistry, define_tool
+from harness_one.mcp import serve_stdio
+
+@define_tool
+def big(n: int) -> str:
+    '''A big answer.'''
+    return "x" * n
+
+registry = ToolRegistry()
+registry.register(big)
+hello = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
+lines = [
+    {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": hello},
+    {"jsonrpc": "2.0", "method": "notifications/initialized"},
+    {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "big", "arguments": {"n": 300000}}},
+]
+r_in, w_in = os.pipe()
+r_out, w_out = os.pipe()  # never read: the answer fills it
+os.write(w_in, b"".join(json.dumps(line).encode() + b"\\n" for line in lines))
+os.close(w_in)
+sys.stdin = io.TextIOWrapper(os.fdopen(r_in, "rb"))  # the host's own streams, not fd 0 and fd 1
+host = sys.stdout = io.TextIOWrapper(os.fdopen(w_out, "wb"))
+anyio.run(lambda: serve_stdio(registry, drain_timeout=0.2))
+host.buffer.write(b"host line\\n")  # into the host's buffer, whose lock is free
+print("returned", [t.name for t in threading.enumerate() if not t.daemon], file=sys.stderr, flush=True)
+os._exit(0)  # the host's buffer is not flushed at exit: nobody reads that pipe
+"""
+
+
+def test_embedded_a_write_left_blocked_lets_the_process_exit_and_the_host_write() -> None:
+    """Embedded with a host's ``sys.stdout`` (not fd 1), a write the bound left blocked stayed on a non-daemon worker
+    thread holding the host's stream lock: ``serve_stdio`` returned, then the host's next write and the process's
+    exit waited for ever. Now it is left on a daemon thread writing to the descriptor, holding no lock."""
+    done = subprocess.run([sys.executable, "-c", _EMBEDDED_CHILD], capture_output=True, timeout=30, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stderr.decode().splitlines()[-1] == "returned ['MainThread']"

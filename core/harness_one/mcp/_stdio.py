@@ -18,8 +18,8 @@ in the request would change unseen), ``-32600`` for one that is not a valid mess
 request's ``id`` when the line has one the client can know (not a string holding a lone
 surrogate, which could only go back as U+FFFD, the ``id`` of another request). A response the
 client sent (``result``/``error`` and no ``method``) is never answered. A batch (an array, which
-the SDK does not read) gets ``-32600`` on the ``id`` of each request in it (``id`` null: none has
-one). An answer of its own that cannot be written marks the client gone, as one of the SDK's does.
+the SDK does not read) gets one array: ``-32600`` on the ``id`` of each request in it, at most
+:data:`_MAX_BATCH` (nothing for a batch of notifications and responses). An answer of its own that cannot be written marks the client gone, as one of the SDK's does.
 
 At the end of stdin the SDK ends the session and cancels every request still running, so a
 client that sent its requests and closed its stdin (``serve < requests.txt``) lost the last
@@ -30,9 +30,10 @@ settled: answered (a response or an error written), or cancelled by the client
 that its reader is gone: a pipe's read end closed, a socket closed, a terminal hung up), and at the latest ``drain_timeout`` seconds (by the registry's
 clock) after the end of stdin: the SDK then cancels the requests still running (each answered
 ``Connection closed``), and how many there were goes to stderr. A ``subscriptions/listen`` stream,
-answered only when the session ends, is not waited for. Once the drain has ended, the answers still
-unwritten (a client that keeps stdout open and reads nothing) have what is left of the drain timeout,
-at least :data:`SHUTDOWN_WRITE_TIMEOUT`, to be written; then they are dropped. A request the server sent the
+answered only when the session ends, is not waited for once acknowledged. Once the drain has ended,
+the answers still unwritten are dropped when stdout's reader takes no byte for what is left of the
+drain timeout, at least :data:`SHUTDOWN_WRITE_TIMEOUT` (a client that keeps stdout open and reads
+nothing); a client reading, however slowly, gets them whole. A request the server sent the
 client and has no answer to at the end of stdin (or sends it after) gets ``Connection closed``
 at once, as the SDK gives every one at the end of its input: the client's answer can only
 come on stdin.
@@ -46,7 +47,9 @@ request (a ``ping`` too), in order, until one settles; a cancel of a held reques
 never answered). Once :data:`MAX_UNSETTLED` requests are held as well, it reads no more lines (so
 the SDK stops reading stdin, and the client's writes wait) until a request settles: no more than
 twice :data:`MAX_UNSETTLED` requests are in memory. A stream counts and is held as any request;
-past :data:`MAX_STREAMS` open ones a further one is refused (``-32603``). A cancel names a held
+past :data:`MAX_STREAMS` acknowledged ones a further one is refused (``-32603``), and while that many
+are passed on and not all acknowledged, it is held until they are (or are answered: an era without
+streams answers each ``-32601``). A cancel names a held
 request as the SDK names a running one (``"7"`` is 7). At the end of stdin the held requests are
 passed on as room comes; any still held when the drain ends are answered ``Connection closed``.
 """
@@ -69,7 +72,7 @@ from collections import deque
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import anyio
 import anyio.from_thread
@@ -77,6 +80,7 @@ import anyio.lowlevel
 import anyio.to_thread
 from mcp.shared.dispatcher import coerce_request_id
 from mcp.shared.message import ServerMessageMetadata, SessionMessage
+from mcp.shared.subscriptions import SUBSCRIPTION_ID_META_KEY
 from mcp_types import (
     CONNECTION_CLOSED,
     INTERNAL_ERROR,
@@ -100,6 +104,8 @@ __all__ = ["Answering", "stdio_streams"]
 _MIN_LINE = 1 << 20
 #: A request answered only when the session ends (its answer is a stream of notifications).
 _STREAM = "subscriptions/listen"
+#: The SDK's first message on a stream it opened (its ``_meta`` names the stream's request).
+_ACKNOWLEDGED = "notifications/subscriptions/acknowledged"
 #: How much of a dropped line a worker thread reads at a time.
 _CHUNK = 1 << 16
 #: Requests passed on and not settled yet past which further requests are held, and requests held past
@@ -111,6 +117,8 @@ MAX_STREAMS = 4
 #: Seconds, at least, the last answers may take to be written once the drain has ended (what is left of the drain
 #: timeout when that is more): past them, what is still unwritten is dropped and ``serve_stdio`` returns.
 SHUTDOWN_WRITE_TIMEOUT = 1.0
+#: Seconds between two checks, once the writes are bounded, of whether stdout's reader took bytes.
+_POLL = 0.25
 #: A notification of the client's cancelling a request.
 _CANCELLED = "notifications/cancelled"
 #: A UTF-16 surrogate: in a string ``id``, an ``id`` no answer can carry (UTF-8 has no lone surrogate).
@@ -258,54 +266,89 @@ class _Out:
         self.writer = writer
         self.fd = fd  # the descriptor written to (-1: unknown)
         writer.transport.set_write_buffer_limits(0)
-        self.cut_at = math.inf  # see :meth:`cut`
+        self.given = 0  # bytes handed to the transport
+        self.dropped = False  # the unwritten bytes were dropped (see :meth:`cut`)
+        self._stall = math.inf
+        self._accepted = 0  # bytes the reader had taken at the last progress
+        self._progress_at = 0.0
+        self._timer: asyncio.TimerHandle | None = None
 
     def cut(self, seconds: float) -> None:
-        """Bound the writes from now: ``seconds`` from now, bytes still unwritten (a reader that stopped reading)
-        are dropped, the transport aborted, and the SDK's writer stops quietly; a later flush waits no longer."""
-        self.cut_at = anyio.current_time() + seconds
-        asyncio.get_running_loop().call_later(seconds, self._drop_unwritten)  # ends a flush waiting now
+        """Bound the writes from now: once ``seconds`` pass with bytes unwritten and none taken by the reader (it
+        stopped reading), the unwritten bytes are dropped, the transport aborted, and the SDK's writer stops
+        quietly. A reader that takes bytes, however slowly, gets every one."""
+        self.close()  # a cut before: its checks are replaced
+        transport = self.writer.transport
+        self._stall = max(seconds, 0.0)
+        self._accepted = self.given - transport.get_write_buffer_size()
+        self._progress_at = asyncio.get_running_loop().time()
+        self._arm(min(_POLL, self._stall))
 
-    def _drop_unwritten(self) -> None:
-        if self.writer.transport.get_write_buffer_size():
-            self.writer.transport.abort()  # a flush waiting returns, the next write finds the transport closing
+    def _arm(self, seconds: float) -> None:
+        self._timer = asyncio.get_running_loop().call_later(seconds, self._check)
+
+    def _check(self) -> None:
+        """Every :data:`_POLL` seconds once cut: whether the reader took bytes since the last check, or stalled."""
+        self._timer = None
+        transport = self.writer.transport
+        if transport.is_closing():
+            return
+        unwritten = transport.get_write_buffer_size()
+        accepted = self.given - unwritten
+        now = asyncio.get_running_loop().time()
+        if not unwritten or accepted > self._accepted:
+            self._accepted, self._progress_at = accepted, now
+        elif now - self._progress_at >= self._stall:
+            self.dropped = True
+            transport.abort()  # a flush waiting returns (then raises), the next write finds the transport closing
+            return
+        self._arm(min(_POLL, max(self._stall - (now - self._progress_at), 0.0)))
+
+    def close(self) -> None:
+        """The server is done writing: no more checks (the transport is closed next)."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
 
     async def write(self, text: str) -> None:
-        if self.writer.transport.is_closing():
+        if self.dropped or self.writer.transport.is_closing():
             raise anyio.ClosedResourceError  # the client closed its end: the SDK's writer stops quietly
-        self.writer.write(text.encode("utf-8"))
+        data = text.encode("utf-8")
+        self.given += len(data)
+        self.writer.write(data)
 
     async def flush(self) -> None:
         try:
-            if self.cut_at == math.inf:  # no cancel scope on the way of every answer
-                await self.writer.drain()
-                return
-            with anyio.CancelScope(deadline=self.cut_at) as scope:
-                await self.writer.drain()
+            await self.writer.drain()
         except ConnectionError:
             raise anyio.ClosedResourceError from None
-        if scope.cancelled_caught:  # past the cut, bytes unwritten: drop them (the client reads nothing)
-            self.writer.transport.abort()
+        if self.dropped:  # the reader stopped reading past the cut: what was unwritten is dropped
             raise anyio.ClosedResourceError
 
 
 class _ThreadOut:
     """``await stdout.write(text)`` and ``await stdout.flush()`` on a blocking :class:`~harness_one._stdout.Writer`
-    (None: stdout is closed), flushed on a worker thread."""
+    (None: stdout is closed), flushed on a thread.
+
+    Where ``out`` has a descriptor (not a regular file's), each flush writes to it with ``os.write`` (``out`` itself
+    flushed first, once) on a daemon thread of its own, a chunk at a time: a write left blocked (see :meth:`cut`)
+    holds no lock of ``out`` and keeps no process from exiting. Otherwise each flush runs on a worker thread, and
+    :meth:`cut` cannot bound it (a regular file's write waits for no reader).
+    """
 
     def __init__(self, out: Writer | None) -> None:
         self.out = out
         self.fd = -1 if out is None else fileno(out)  # the descriptor written to (-1: none, or not a file)
+        #: Whether a write can wait on a reader (not a regular file, whose writes the worker threads do faster).
+        self.can_stall = self.fd >= 0 and not _regular_file(self.fd)
         self.pending: list[bytes] = []
-        self.cut_at = math.inf  # see :meth:`cut`
-        self._flushing: anyio.CancelScope | None = None
+        self._stall = math.inf  # see :meth:`cut`
+        self._flushed_out = False  # ``out``'s own buffer was flushed before the first write to its descriptor
 
     def cut(self, seconds: float) -> None:
-        """Bound the writes from now, as :meth:`_Out.cut` does: a flush still under way ``seconds`` from now is
-        left to its worker thread (a blocking write cannot be interrupted) and no more is written."""
-        self.cut_at = anyio.current_time() + seconds
-        if self._flushing is not None:
-            self._flushing.deadline = self.cut_at
+        """Bound the writes from now, as :meth:`_Out.cut` does: a write to the descriptor that takes no chunk for
+        ``seconds`` is left to its thread (a blocking write cannot be interrupted) and no more is written."""
+        self._stall = max(seconds, 0.0)
 
     async def write(self, text: str) -> None:
         if self.out is None:
@@ -316,17 +359,70 @@ class _ThreadOut:
         data, self.pending = b"".join(self.pending), []
         if self.out is None:
             raise anyio.ClosedResourceError
-        self._flushing = scope = anyio.CancelScope(deadline=self.cut_at)
-        try:
-            with scope:
-                await anyio.to_thread.run_sync(_put, self.out, data, abandon_on_cancel=True)
-        except (OSError, ValueError):  # a broken pipe, a stream closed under us
-            raise anyio.ClosedResourceError from None
-        finally:
-            self._flushing = None
-        if scope.cancelled_caught:  # past the cut: the write is left to its thread, and nothing more is written
-            self.out = None
+        if not self.can_stall:
+            try:
+                await anyio.to_thread.run_sync(_put, self.out, data)
+            except (OSError, ValueError):  # a broken pipe, a stream closed under us
+                raise anyio.ClosedResourceError from None
+            return
+        job = _Put(self.fd, data, None if self._flushed_out else self.out)
+        self._flushed_out = True
+        self.out, out = None, self.out  # until the write ends: a cancel leaves it to its thread, and writes no more
+        if not await job.wait(lambda: self._stall):  # stalled past the cut: left to its thread
             raise anyio.ClosedResourceError
+        if job.error is not None:  # a broken pipe, a descriptor closed under us
+            raise anyio.ClosedResourceError
+        self.out = out
+
+
+class _Put:
+    """``data`` written to descriptor ``fd`` on a daemon thread (``first``, if given, flushed before)."""
+
+    def __init__(self, fd: int, data: bytes, first: Writer | None) -> None:
+        self.fd, self.data, self.first = fd, data, first
+        self.written = 0
+        self.error: BaseException | None = None
+        self.done = anyio.Event()
+        self.token = anyio.lowlevel.current_token()
+
+    async def wait(self, stall: Callable[[], float]) -> bool:
+        """Start the write and wait for its end: False when no chunk was taken for ``stall()`` seconds (the write
+        goes on, on its thread, as it does when the wait is cancelled)."""
+        threading.Thread(target=self._run, name="harness-one-stdout-write", daemon=True).start()
+        taken, since = 0, anyio.current_time()
+        while True:
+            with anyio.move_on_after(_POLL):
+                await self.done.wait()
+            if self.done.is_set():
+                return True
+            now = anyio.current_time()
+            if self.written > taken:
+                taken, since = self.written, now
+            elif now - since >= stall():
+                return False
+
+    def _run(self) -> None:
+        try:
+            if self.first is not None:
+                self.first.flush()
+            view = memoryview(self.data)
+            while self.written < len(view):
+                try:
+                    self.written += os.write(self.fd, view[self.written : self.written + _CHUNK])
+                except BlockingIOError:  # a descriptor in non-blocking mode: wait until it takes bytes
+                    select.select([], [self.fd], [])
+        except BaseException as exc:  # OSError: a broken pipe; ValueError: ``first`` closed
+            self.error = exc
+        finally:
+            with contextlib.suppress(Exception):  # the loop has ended: nobody is waiting any more
+                anyio.from_thread.run_sync(self.done.set, token=self.token)
+
+
+def _regular_file(fd: int) -> bool:
+    try:
+        return stat.S_ISREG(os.fstat(fd).st_mode)
+    except OSError:
+        return False
 
 
 def _put(out: Writer, data: bytes) -> None:
@@ -334,9 +430,9 @@ def _put(out: Writer, data: bytes) -> None:
     out.flush()
 
 
-def reply_to(line: str | _NotUtf8 | None, limit: int, exc: Exception) -> list[JSONRPCError]:
-    """The errors that answer ``line``, which the SDK could not read (``exc``): one, none for a response, one per
-    request of a batch (see :func:`_batch_replies`)."""
+def reply_to(line: str | _NotUtf8 | None, limit: int, exc: Exception) -> list[JSONRPCError | _Batch]:
+    """The answers to ``line``, which the SDK could not read (``exc``): one error, none for a response, one array
+    of errors for a batch (none for a batch of notifications and responses; see :func:`_batch_replies`)."""
     if line is None:
         return [_error(None, PARSE_ERROR, f"Parse error: a line longer than {limit} bytes")]
     if isinstance(line, _NotUtf8):
@@ -352,20 +448,44 @@ def reply_to(line: str | _NotUtf8 | None, limit: int, exc: Exception) -> list[JS
     if type(message) is dict and "method" not in message and ("result" in message or "error" in message):
         return []
     if type(message) is list:
-        return _batch_replies(message) or [invalid_message(message, exc)]
+        replies = _batch_replies(message)
+        if replies:
+            return [_Batch(replies)]
+        if all(type(element) is dict for element in message) and message:
+            return []  # notifications and responses: never answered
+        return [invalid_message(message, exc)]  # empty, or no message in it to answer: one answer, ``id`` null
     return [invalid_message(message, exc)]
+
+
+#: Messages of a batch answered, at most (one answer more says how many were not): a line of small requests would
+#: otherwise be answered with many times its own length.
+_MAX_BATCH = 100
+
+
+class _Batch:
+    """A batch's answer, written by the SDK as any message it is handed: a JSON array of errors."""
+
+    __slots__ = ("errors",)
+
+    def __init__(self, errors: list[JSONRPCError]) -> None:
+        self.errors = errors
+
+    def model_dump_json(self, **options: Any) -> str:
+        return "[" + ",".join(error.model_dump_json(**options) for error in self.errors) + "]"
 
 
 def _batch_replies(batch: list[Any]) -> list[JSONRPCError]:
     """A batch (a JSON-RPC 2.0 array, which the SDK does not read): ``-32600`` on the ``id`` of each request in it
-    with one the client can know as its own, so that none is waited for for ever (empty: none has one)."""
+    the client can know as its own (``id`` null for one it cannot), so that none is waited for for ever; nothing for
+    a notification, a response or an element that is no message. At most :data:`_MAX_BATCH`, then one saying how many more were left unanswered."""
     replies = []
+    text = "Invalid request: batches are not supported; send each message on a line of its own"
     for message in batch:
-        if type(message) is dict and "method" in message:
-            request_id = _request_id(message.get("id"))
-            if request_id is not None:
-                text = "Invalid request: batches are not supported; send each message on a line of its own"
-                replies.append(_error(request_id, INVALID_REQUEST, text))
+        if type(message) is dict and "method" in message and "id" in message:  # not a notification
+            replies.append(_error(_request_id(message.get("id")), INVALID_REQUEST, text))
+    if len(replies) > _MAX_BATCH:
+        left = len(replies) - _MAX_BATCH
+        replies[_MAX_BATCH:] = [_error(None, INVALID_REQUEST, f"{text} ({left} more messages in it not answered)")]
     return replies
 
 
@@ -411,6 +531,24 @@ def _has_id(line: str | _NotUtf8 | None) -> bool:
     except (ValueError, RecursionError):
         return False
     return type(message) is dict and "id" in message
+
+
+def _is_stream(request: SessionMessage) -> bool:
+    """Whether the request ``request`` is a ``subscriptions/listen`` stream."""
+    return getattr(request.message, "method", None) == _STREAM
+
+
+def _take(counts: dict[Any, int], key: Any) -> None:
+    """One fewer ``key`` in ``counts``."""
+    if counts[key] > 1:
+        counts[key] -= 1
+    else:
+        del counts[key]
+
+
+def _closed(request_id: Any) -> JSONRPCError:
+    """``Connection closed`` on ``request_id``, as the SDK answers a request at the end of its input."""
+    return JSONRPCError(jsonrpc="2.0", id=request_id, error=ErrorData(code=CONNECTION_CLOSED, message="Connection closed"))
 
 
 def _id_of(request: SessionMessage) -> Any:
@@ -492,11 +630,14 @@ class Answering(_Wrapping):
         #: The ids of the requests passed on and not settled yet, each with how many are (a client
         #: may reuse an id).
         self.waiting: dict[Any, int] = {}
-        #: Those of them that are streams (``subscriptions/listen``), answered only when the session ends:
-        #: counted as unsettled, so held past ``max_unsettled`` as any request, but not waited for at the end
-        #: of stdin; and how many there are (past ``max_streams``, a further one is refused).
+        #: Those of them that are streams (``subscriptions/listen``), counted as unsettled, so held past
+        #: ``max_unsettled`` as any request; and those of these the SDK acknowledged (open: answered only when the
+        #: session ends, not waited for at the end of stdin). Past ``max_streams`` open ones a further one is refused;
+        #: while ``max_streams`` are passed on and not all acknowledged, a further one is held until they are (or
+        #: settle: a protocol era without streams answers each "Method not found").
         self.streams: dict[Any, int] = {}
-        self.open_streams, self.max_streams = 0, max_streams
+        self.acked: dict[Any, int] = {}
+        self.passed_streams, self.open_streams, self.max_streams = 0, 0, max_streams
         #: The ids of the requests the server sent the client and has no answer to.
         self.asked: set[Any] = set()
         self.gone = False  # an answer could not be written: the client stopped reading
@@ -517,16 +658,23 @@ class Answering(_Wrapping):
         behind) and the server waits for no answer of the client's (it can only come on stdin)."""
         return self.unsettled >= self.max_unsettled and not self.asked
 
+    def _must_hold(self, item: SessionMessage) -> bool:
+        """Whether the request ``item`` is held: the server is :meth:`_full`, or it is a stream and
+        ``max_streams`` are passed on, not all of them acknowledged yet (whether it is refused depends on them)."""
+        if self._full():
+            return True
+        return self.open_streams < self.max_streams <= self.passed_streams and _is_stream(item)
+
     async def receive(self) -> Any:
         while True:
-            if self.held and not self._full():
+            if self.held and not self._must_hold(self.held[0]):
                 passed = await self._pass_on(self.held.popleft())
                 if passed is not None:
                     return passed
                 continue
             if self.deadline is not None:
                 return await self._draining()
-            if len(self.held) >= self.max_unsettled and self._full():  # that many held too: read no more
+            if len(self.held) >= self.max_unsettled:  # that many held too: read no more
                 self._room = anyio.Event()
                 await self._room.wait()
                 continue  # room: the oldest held request goes first
@@ -542,7 +690,7 @@ class Answering(_Wrapping):
             if not isinstance(item, Exception):
                 kind = type(item.message)
                 if kind is JSONRPCRequest:  # a stream too: it is counted (and held) as any request
-                    if self.held or self._full():
+                    if self.held or self._must_hold(item):
                         self.held.append(item)
                         continue
                     passed = await self._pass_on(item)
@@ -562,22 +710,25 @@ class Answering(_Wrapping):
             for reply in reply_to(line, self.lines.limit, item):
                 await self._answer(reply)
 
-    async def _answer(self, reply: JSONRPCError) -> None:
+    async def _answer(self, reply: JSONRPCError | _Batch) -> None:
         """Write the server's own answer ``reply``; one that cannot be written (stdout closed, its reader gone)
         marks the client gone, as an answer of the SDK's that cannot be written does."""
         try:
-            await self.write.send(SessionMessage(reply))
+            await self.write.send(SessionMessage(cast(Any, reply)))
         except (anyio.BrokenResourceError, anyio.ClosedResourceError):
             self.gone = True
             if self._idle is not None:
                 self._idle.set()
 
-    async def _pass_on(self, item: SessionMessage) -> SessionMessage | None:
+    async def _pass_on(self, item: SessionMessage, seconds: float = math.inf) -> SessionMessage | None:
         """The request ``item`` passed on (see :meth:`_pass`), or None: a stream past :data:`MAX_STREAMS` open
-        ones, answered here (``-32603``, as the SDK refuses one past its own bound) and never passed on."""
-        if getattr(item.message, "method", None) == _STREAM and self.open_streams >= self.max_streams:
+        ones, answered here (``-32603``, as the SDK refuses one past its own bound) and never passed on. An answer
+        not written within ``seconds`` of the clock (the drain's end) is not written: ``item`` is held again."""
+        if self.open_streams >= self.max_streams and _is_stream(item):
             message = f"Subscription limit reached: at most {self.max_streams} {_STREAM} streams open at once"
-            await self._answer(_error(_id_of(item), INTERNAL_ERROR, message))
+            refusal = _error(_id_of(item), INTERNAL_ERROR, message)
+            if not await self._within(seconds, functools.partial(self._answer, refusal)):
+                self.held.appendleft(item)  # answered ``Connection closed`` when the drain ends, within its bound
             return None
         return self._pass(item)
 
@@ -586,9 +737,9 @@ class Answering(_Wrapping):
         request_id = _id_of(item)
         self.waiting[request_id] = self.waiting.get(request_id, 0) + 1
         self.unsettled += 1
-        if getattr(item.message, "method", None) == _STREAM:
+        if _is_stream(item):
             self.streams[request_id] = self.streams.get(request_id, 0) + 1
-            self.open_streams += 1
+            self.passed_streams += 1
         # The SDK runs ``on_request_unanswered`` for a request that settles with no answer (cancelled).
         item.metadata = ServerMessageMetadata(on_request_unanswered=functools.partial(self._unanswered, request_id))
         return item
@@ -630,19 +781,32 @@ class Answering(_Wrapping):
             # id for another request has the first answer of that id count for the other request).
             streams = self.streams.get(request_id, 0)
             if streams > left:
-                if streams > 1:
-                    self.streams[request_id] = streams - 1
-                else:
-                    del self.streams[request_id]
-                self.open_streams -= 1
-            if self.unsettled < self.max_unsettled:
+                _take(self.streams, request_id)
+                self.passed_streams -= 1
+                if self.acked.get(request_id, 0) >= streams:  # an open one (not one refused before its ack)
+                    _take(self.acked, request_id)
+                    self.open_streams -= 1
+                self._make_room()  # a held stream may pass, or be refused
+            elif self.unsettled < self.max_unsettled:
                 self._make_room()
         self.gone = self.gone or gone
         if self._idle is not None and (self._settled() or self.gone):
             self._idle.set()
 
+    def acknowledged(self, request_id: Any) -> None:
+        """The SDK acknowledged the stream ``request_id``: it is open until the session ends."""
+        if request_id not in self.streams:  # the SDK names it as it matches ids: "7" is 7
+            wanted = coerce_request_id(request_id)
+            request_id = next((known for known in self.streams if coerce_request_id(known) == wanted), request_id)
+        if self.acked.get(request_id, 0) < self.streams.get(request_id, 0):
+            self.acked[request_id] = self.acked.get(request_id, 0) + 1
+            self.open_streams += 1
+            self._make_room()  # a held stream may pass, or be refused
+            if self._idle is not None:
+                self._idle.set()  # it is waited for no longer
+
     def _settled(self) -> bool:
-        """Whether every request passed on has settled but the streams (they end with the session)."""
+        """Whether every request passed on has settled but the acknowledged streams (they end with the session)."""
         return self.unsettled == self.open_streams
 
     def ask(self, request_id: Any) -> None:
@@ -668,11 +832,6 @@ class Answering(_Wrapping):
         assert self.deadline is not None
         try:
             while not self.asked:
-                if self.held and not self._full() and not self.gone:
-                    passed = await self._pass_on(self.held.popleft())
-                    if passed is not None:
-                        return passed
-                    continue
                 if (self._settled() and not self.held) or self.gone:
                     await self._end_writes()
                     raise anyio.EndOfStream
@@ -681,6 +840,11 @@ class Answering(_Wrapping):
                     self._give_up()
                     await self._end_writes()
                     raise anyio.EndOfStream
+                if self.held and not self._must_hold(self.held[0]):
+                    passed = await self._pass_on(self.held.popleft(), left)  # a refusal too within the drain
+                    if passed is not None:
+                        return passed
+                    continue
                 self._idle = anyio.Event()
                 if self._hangup is None and self.out_fd >= 0:
                     self._hangup = _Hangup.start(self.out_fd, self._reader_gone)
@@ -689,14 +853,18 @@ class Answering(_Wrapping):
             if self._hangup is not None:
                 self._hangup.stop()
             raise
-        closed = ErrorData(code=CONNECTION_CLOSED, message="Connection closed")
-        return SessionMessage(JSONRPCError(jsonrpc="2.0", id=self.asked.pop(), error=closed))
+        return SessionMessage(_closed(self.asked.pop()))
 
     async def _wait(self, event: anyio.Event, seconds: float) -> None:
         """Until ``event`` is set, or ``seconds`` of the clock have passed."""
+        await self._within(seconds, event.wait)
+
+    async def _within(self, seconds: float, work: Callable[[], Any]) -> bool:
+        """Whether ``await work()`` ended within ``seconds`` of the clock (else it is cancelled)."""
         if seconds == math.inf:
-            await event.wait()
-            return
+            await work()
+            return True
+        done = False
         async with anyio.create_task_group() as group:
 
             async def expire() -> None:
@@ -704,8 +872,10 @@ class Answering(_Wrapping):
                 group.cancel_scope.cancel()
 
             group.start_soon(expire)
-            await event.wait()
+            await work()
+            done = True
             group.cancel_scope.cancel()
+        return done
 
     def _give_up(self) -> None:
         """Say on stderr how many requests the drain timeout leaves unanswered (the SDK cancels them)."""
@@ -721,9 +891,11 @@ class Answering(_Wrapping):
         """The drain is over: bound the last writes (see :meth:`_write_bound`), then ``Connection closed`` for each
         request still held (the SDK never saw them, and answers them nothing), within that bound."""
         bound = self._write_bound()
-        if self.lines.out is not None and bound != math.inf:
-            self.lines.out.cut(bound)
-        with anyio.move_on_after(bound):
+        out = self.lines.out
+        if out is not None and bound != math.inf:
+            out.cut(bound)
+        # Past the cut, the transport of a _Out ends each write that stalls: a reader still reading gets them all.
+        with anyio.move_on_after(math.inf if isinstance(out, _Out) else bound):
             await self._close_held()
         self.held.clear()  # those the bound left unanswered: nobody reads them
 
@@ -738,11 +910,8 @@ class Answering(_Wrapping):
         return max(self.deadline - self.clock.now(), SHUTDOWN_WRITE_TIMEOUT)
 
     async def _close_held(self) -> None:
-        while self.held:
-            request_id = _id_of(self.held[0])
-            closed = ErrorData(code=CONNECTION_CLOSED, message="Connection closed")
-            with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
-                await self.write.send(SessionMessage(JSONRPCError(jsonrpc="2.0", id=request_id, error=closed)))
+        while self.held and not self.gone:
+            await self._answer(_closed(_id_of(self.held[0])))
             self.held.popleft()
 
     def __aiter__(self) -> Answering:
@@ -806,6 +975,10 @@ class _Answers(_Wrapping):
         if not isinstance(message, (JSONRPCResponse, JSONRPCError)):
             if type(message) is JSONRPCRequest:
                 self.owner.ask(message.id)
+            elif type(message) is JSONRPCNotification and message.method == _ACKNOWLEDGED:
+                meta = message.params.get("_meta") if isinstance(message.params, dict) else None
+                if isinstance(meta, dict) and SUBSCRIPTION_ID_META_KEY in meta:
+                    self.owner.acknowledged(meta[SUBSCRIPTION_ID_META_KEY])
             await self.inner.send(item)
             return
         gone = True
@@ -837,6 +1010,7 @@ async def stdio_streams(max_line: int) -> AsyncIterator[tuple[Any, Any]]:
                 loop, undo, fileno(out), lambda: asyncio.streams.FlowControlMixin(loop=loop), reading=False
             )
             stdout = _Out(asyncio.StreamWriter(transport, protocol, None, loop), fileno(out))
+            undo.callback(stdout.close)  # before the transport closes: the checks of a cut end with the server
         else:
             stdout = _ThreadOut(out)
         lines.out = stdout  # for Answering to bound the last writes once the drain has ended
