@@ -191,3 +191,111 @@ def test_a_refused_retry_after_a_failed_attempt_keeps_the_tools_error(store: Any
     assert isinstance(again.error, ToolError) and again.error.replayed
     assert type(again.error) is RetryableError and again.error.message == "card network blip"
     assert len(runs) == 1
+
+
+class WaitCut:
+    """A clock whose first retry wait is cut short: ``sleep`` raises KeyboardInterrupt (Ctrl-C during
+    the wait), ``asleep`` sets ``waiting`` and blocks until the task is cancelled."""
+
+    def __init__(self) -> None:
+        self.waiting = asyncio.Event()
+        self.sleeps: list[float] = []
+
+    def now(self) -> float:
+        return time.monotonic()
+
+    def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        if len(self.sleeps) == 1:
+            raise KeyboardInterrupt
+
+    async def asleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        if len(self.sleeps) == 1:
+            self.waiting.set()
+            await asyncio.Event().wait()
+
+
+@pytest.mark.parametrize("mode", ["acall", "call"])
+def test_a_cancel_during_the_retry_wait_keeps_the_error_the_tool_returned(store: Any, mode: str) -> None:
+    """Attempt 1 charged, then failed with a RetryableError; the caller was cancelled (Ctrl-C under
+    call) during the retry's wait: that round's cancellation replaced the attempt's error, so the
+    key was freed and the same key charged again."""
+    clock = WaitCut()
+    reg = registry(store, clock=clock)
+    charges: list[int] = []
+
+    def charge(amount: int) -> str:
+        charges.append(amount)
+        raise RetryableError("gateway 502 after capture")
+
+    reg.add(charge, idempotent=True, retry={"attempts": 3, "initial": 2.0, "max_delay": 2.0, "multiplier": 1})
+    if mode == "acall":
+
+        async def cancelled_in_the_wait() -> None:
+            task = asyncio.create_task(reg.atry_call("charge", {"amount": 5}, idempotency_key="pay-4"))
+            await clock.waiting.wait()
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+
+        asyncio.run(cancelled_in_the_wait())
+    else:
+        with pytest.raises(KeyboardInterrupt):
+            reg.try_call("charge", {"amount": 5}, idempotency_key="pay-4")
+    assert len(clock.sleeps) == 1 and 0 <= clock.sleeps[0] <= 2.0 and charges == [5]  # (full jitter)
+    again = reg.try_call("charge", {"amount": 5}, idempotency_key="pay-4")
+    assert isinstance(again.error, RetryableError) and again.error.replayed
+    assert again.error.message == "gateway 502 after capture"
+    assert charges == [5]
+
+
+def test_a_cancel_while_a_retry_runs_keeps_the_error_an_earlier_attempt_returned(store: Any) -> None:
+    """Attempt 1 charged, then failed with a RetryableError; the caller was cancelled while attempt 2's
+    tool ran: the key kept the last attempt's nothing and was freed, so the same key charged again."""
+    reg = registry(store)
+    charges: list[int] = []
+    second = asyncio.Event()
+
+    async def charge(amount: int) -> str:
+        charges.append(amount)
+        if len(charges) == 2:  # attempt 2 runs until cancelled
+            second.set()
+            await asyncio.Event().wait()
+        raise RetryableError("gateway 502 after capture")
+
+    reg.add(charge, idempotent=True, retry={"attempts": 3, "initial": 0})
+
+    async def main() -> Any:
+        task = asyncio.create_task(reg.atry_call("charge", {"amount": 5}, idempotency_key="pay-5"))
+        await second.wait()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert charges == [5, 5]
+        return await reg.atry_call("charge", {"amount": 5}, idempotency_key="pay-5")
+
+    again = asyncio.run(main())
+    assert isinstance(again.error, RetryableError) and again.error.replayed
+    assert again.error.message == "gateway 502 after capture"
+    assert charges == [5, 5]
+
+
+def test_an_earlier_attempt_still_running_holds_the_key_past_a_later_attempts_error(store: Any) -> None:
+    """Attempt 1 timed out and runs on; attempt 2 ran and failed at once. The key is held (not given
+    attempt 2's error) until attempt 1's tool returns, because its success, when it comes, is what the
+    key keeps: a stored error could not be replaced by it."""
+    settled = Settled()
+    reg = ToolRegistry(plugins={"idempotency": IdempotencyPlugin(store=store), "settled": settled}, autoload=False)
+    charge = Runs("charged 1", "declined 2")
+    charge.gates[1].set()  # attempt 2 returns at once
+    reg.add(charge, name="charge", idempotent=True, timeout=0.05, retry={**RETRY_TIMEOUTS, "attempts": 2})
+
+    first = reg.try_call("charge", idempotency_key="pay-6")
+    assert isinstance(first.error, ToolExecutionError) and first.error.message == "Tool 'charge' failed: OSError: declined 2"
+    assert charge.runs == [1, 2]
+    assert held(store, "pay-6")
+    charge.gates[0].set()
+    assert settled.returned[1].wait(10)
+    assert replayed(reg, "pay-6") == "charged 1"
+    assert charge.runs == [1, 2]

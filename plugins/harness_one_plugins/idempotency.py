@@ -119,8 +119,9 @@ def _kept(tool: str, outcome: tuple[bool, Any] | None) -> _Kept | None:
 class _Attempts:
     """The outcome a key keeps of a call whose attempts ran the tool, some of them on in threads
     past their timeouts: the first success known of any attempt (the tool did it), else, once every
-    attempt's tool has returned, the outcome of the last attempt that ran (None: the key is freed).
-    A later attempt refused before its tool started (busy, rate limited) did nothing to keep."""
+    attempt's tool has returned, the outcome of the last attempt that left one (None: the key is
+    freed). A later attempt refused before its tool started (busy, rate limited), or cancelled
+    before its tool returned, left nothing to keep."""
 
     __slots__ = ("known", "lock", "pending", "settled", "tool")
 
@@ -140,11 +141,15 @@ class _Attempts:
                 return None
             if attempt is not None and self.pending.pop(attempt, None) is not None:
                 self.known[attempt] = _kept(self.tool, outcome)
-            success = next((kept for _, kept in sorted(self.known.items()) if kept is not None and kept[0]), None)
+            ordered = sorted(self.known.items())
+            success = next((kept for _, kept in ordered if kept is not None and kept[0]), None)
             if success is None and self.pending:
                 return None
             self.settled = True
-            return (success if success is not None else self.known[max(self.known)],)
+            if success is not None:
+                return (success,)
+            # the last attempt that left an outcome: one cancelled before its tool returned left none
+            return (next((kept for _, kept in reversed(ordered) if kept is not None), None),)
 
 
 class OutcomeNotReplayable(ToolError):
@@ -247,8 +252,9 @@ class IdempotencyPlugin:
     ``stats()["idempotency"]["not_replayable"]``: the key is never freed for the tool to run
     again. A plugin's hook failing after the tool returned (a :class:`~harness_one.PluginError`)
     fails this call only: the key keeps the tool's value. Of a retried call, the key keeps the
-    first success of any attempt (one whose tool ran on past its timeout too), else the outcome of
-    the last attempt that ran, never a later attempt's refusal. A key is matched by the arguments
+    first success of any attempt (one whose tool ran on past its timeout too), else, once every
+    attempt's tool has returned, the outcome of the last attempt that left one, never a later
+    attempt's refusal nor a cancel after an attempt's tool returned. A key is matched by the arguments
     alone: keys are the caller's, and one caller's key is not another's to reuse (``scope``
     makes each user's keys their own).
 
@@ -558,7 +564,9 @@ class IdempotencyPlugin:
                 ran[call.attempt] = self._did(call, error)
             return None
         ran = call.take(_RAN) or {}
-        if call.ran:  # (a cancel during a retry's wait: this round's answer replaces the attempt's)
+        if call.ran and call.attempt not in ran:
+            # (An attempt recorded already was cancelled during its retry's wait, after its tool returned
+            # or while it runs on: the cancel changes nothing the tool did, so its record stands.)
             ran[call.attempt] = self._did(call, error)
         if not ran:
             return self._release(call)  # refused before running, or no attempt's tool ran: nothing to keep
