@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 __all__ = ["Await", "Call", "CallResult", "Lingering", "Outcome", "ProgressCallback", "Retry", "new_call_id"]
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
-_PREFIX = os.urandom(4).hex()
+_PREFIX = os.urandom(4).hex() + "-"  # a call id's prefix, with its dash
 _ids = itertools.count(1)
 _TOKEN_PREFIX = os.urandom(8).hex()
 _tokens = itertools.count(1)
@@ -34,7 +34,7 @@ _ATTEMPT: contextvars.ContextVar[tuple[Call, int] | None] = contextvars.ContextV
 def _forked() -> None:
     """A forked child draws its own prefixes: its call ids and tokens never repeat its parent's."""
     global _PREFIX, _ids, _TOKEN_PREFIX, _tokens
-    _PREFIX, _ids = os.urandom(4).hex(), itertools.count(1)
+    _PREFIX, _ids = os.urandom(4).hex() + "-", itertools.count(1)
     _TOKEN_PREFIX, _tokens = os.urandom(8).hex(), itertools.count(1)
 
 
@@ -47,7 +47,7 @@ ProgressCallback = Callable[[float, "float | None", "str | None"], None]
 
 def new_call_id() -> str:
     """A process-unique call id: a random per-process prefix (a forked child draws its own) and a counter."""
-    return f"{_PREFIX}-{next(_ids)}"
+    return _PREFIX + str(next(_ids))  # (an f-string costs about 150 instructions more on CPython 3.11)
 
 
 def new_token() -> str:
@@ -222,7 +222,7 @@ class Call:
     def call_id(self) -> str:
         """A process-unique id (``<random prefix>-<n>``) unless the caller gave one."""
         if self._id is None:
-            self._id = f"{_PREFIX}-{next(_ids)}"
+            self._id = _PREFIX + str(next(_ids))  # as new_call_id
         return self._id
 
     @property
