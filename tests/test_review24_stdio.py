@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import select
 import subprocess
 import sys
 import threading
@@ -19,7 +20,8 @@ from mcp.shared.message import SessionMessage
 from mcp_support import serve_command, serve_file, server_env, serving
 from mcp_types import JSONRPCError, JSONRPCNotification, JSONRPCRequest, JSONRPCResponse
 
-from harness_one.mcp._stdio import _WAKE, MAX_STREAMS, MAX_UNSETTLED, Answering, _Lines
+from harness_one.mcp import _stdio
+from harness_one.mcp._stdio import _WAKE, MAX_STREAMS, MAX_UNSETTLED, Answering, _Lines, _Out, _ThreadOut
 
 HELLO = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}
 OPENING = [
@@ -380,31 +382,46 @@ def test_a_client_that_closes_its_stdin_and_reads_slowly_gets_each_answer_whole(
     assert answer["id"] == 2 and "result" in answer and len(lines[1]) > 200_000
 
 
-# ---------------------------------------------------------------- 7. the bound's checks end with the server
-
-_TIMER_CHILD = """
-import asyncio, sys
-from harness_one.mcp._stdio import _Out, stdio_streams
-
-async def main():
-    async with stdio_streams(1 << 20) as (lines, out):
-        assert type(out) is _Out, type(out)
-        out.cut(30)
-        check = out._timer
-    print("pending" if not check.cancelled() else "cancelled", file=sys.stderr)
-
-asyncio.run(main())
-"""
+# ---------------------------------------------------------------- 7. the bound is kept by the flush itself
 
 
-def test_the_checks_of_the_last_writes_end_when_the_streams_close() -> None:
-    """The timer that bounds the last writes outlived ``serve_stdio``, firing on a closed transport in a host's
-    event loop. Now the streams cancel it as they close."""
-    done = subprocess.run(
-        [sys.executable, "-c", _TIMER_CHILD], input=b"", capture_output=True, timeout=60, check=False
-    )  # stdin and stdout pipes: the event loop's own transports
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stderr.decode().strip() == "cancelled"
+@pytest.mark.asyncio
+async def test_a_cut_schedules_nothing_and_a_flush_past_it_drops_what_nobody_reads() -> None:
+    """The bound on the last writes was a timer re-arming itself on the event loop: it outlived ``serve_stdio``
+    unless the streams cancelled it, and a cut with nothing unwritten on an open transport re-armed it at once, every
+    turn of the loop. (Changed: this test checked that the streams cancelled it.) Now a flush keeps the bound
+    itself: a cut schedules nothing, and a flush whose reader takes no byte for the bound drops what is unwritten."""
+    loop = asyncio.get_running_loop()
+    read_fd, write_fd = os.pipe()
+    transport, protocol = await loop.connect_write_pipe(
+        lambda: asyncio.streams.FlowControlMixin(loop=loop), os.fdopen(write_fd, "wb", buffering=0)
+    )
+    try:
+        out = _Out(asyncio.StreamWriter(transport, protocol, None, loop), write_fd)
+        timers: list[Any] = []
+        real_call_at = loop.call_at
+
+        def call_at(when: float, callback: Any, *args: Any, **kwargs: Any) -> asyncio.TimerHandle:
+            timers.append(callback)
+            return real_call_at(when, callback, *args, **kwargs)
+
+        loop.call_at = call_at  # type: ignore[method-assign]
+        try:
+            out.cut(0)  # nothing unwritten, the transport open
+            for _ in range(10):
+                await asyncio.sleep(0)
+        finally:
+            del loop.call_at
+        assert timers == []
+        await out.write("x" * 300_000)  # more than the pipe holds, never read
+        with pytest.raises(anyio.ClosedResourceError):
+            await out.flush()
+        assert transport.is_closing()
+        with pytest.raises(anyio.ClosedResourceError):
+            await out.write("y")
+    finally:
+        transport.close()
+        os.close(read_fd)
 
 
 # ---------------------------------------------------------------- 8. embedded: a write left blocked holds nothing
@@ -434,16 +451,77 @@ os.close(w_in)
 sys.stdin = io.TextIOWrapper(os.fdopen(r_in, "rb"))  # the host's own streams, not fd 0 and fd 1
 host = sys.stdout = io.TextIOWrapper(os.fdopen(w_out, "wb"))
 anyio.run(lambda: serve_stdio(registry, drain_timeout=0.2))
-host.buffer.write(b"host line\\n")  # into the host's buffer, whose lock is free
 print("returned", [t.name for t in threading.enumerate() if not t.daemon], file=sys.stderr, flush=True)
-os._exit(0)  # the host's buffer is not flushed at exit: nobody reads that pipe
+os._exit(0)  # the write left blocked holds the host's stream lock: flushing it at exit would abort (see docs/mcp.md)
 """
 
 
-def test_embedded_a_write_left_blocked_lets_the_process_exit_and_the_host_write() -> None:
+def test_embedded_a_write_left_blocked_lets_serve_return_and_keeps_no_thread() -> None:
     """Embedded with a host's ``sys.stdout`` (not fd 1), a write the bound left blocked stayed on a non-daemon worker
-    thread holding the host's stream lock: ``serve_stdio`` returned, then the host's next write and the process's
-    exit waited for ever. Now it is left on a daemon thread writing to the descriptor, holding no lock."""
+    thread: ``serve_stdio`` returned, then the process's exit waited for ever. Now it is left on a daemon thread.
+    (Changed: the host also wrote to the stream after; the write is now made through the stream, which keeps each
+    answer whole against the host's other writers, and one left blocked holds its lock: see the next test.)"""
     done = subprocess.run([sys.executable, "-c", _EMBEDDED_CHILD], capture_output=True, timeout=30, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stderr.decode().splitlines()[-1] == "returned ['MainThread']"
+
+
+@pytest.mark.asyncio
+async def test_embedded_an_answer_on_a_host_stream_stays_whole_against_its_other_writers() -> None:
+    """Embedded, each answer went to the host stream's descriptor with ``os.write`` a chunk at a time, past the
+    stream's lock: a log handler writing to the same stream landed inside an answer. Now it goes through the stream,
+    whose lock keeps it whole; the host's other write comes after it."""
+    read_end, write_end = os.pipe()
+    host = os.fdopen(write_end, "wb")
+    out = _ThreadOut(host, shared=True)
+    answer = b"x" * 300_000 + b"\n"  # more than a pipe holds: the write waits for the reader
+    await out.write(answer.decode())
+    flushing = asyncio.ensure_future(out.flush())
+    while select.select([], [write_end], [], 0)[1]:  # until the answer's write has filled the pipe
+        await asyncio.sleep(0.01)
+
+    def log() -> None:
+        host.write(b"host log line\n")
+        host.flush()
+
+    received = bytearray()
+
+    def read() -> None:
+        while chunk := os.read(read_end, 65536):
+            received.extend(chunk)
+
+    logger = threading.Thread(target=log)
+    logger.start()
+    reader = threading.Thread(target=read)
+    reader.start()
+    await asyncio.wait_for(flushing, 60)
+    logger.join(60)
+    host.close()
+    reader.join(60)
+    os.close(read_end)
+    assert bytes(received) == answer + b"host log line\n"
+
+
+# ---------------------------------------------------------------- 9. a batch's errors past the cap are not made
+
+
+def test_a_batch_past_the_cap_makes_no_error_it_does_not_send(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A batch got an error object made for each of its requests, then cut to 100: a 1 MiB line of small requests
+    cost tens of thousands of objects nobody was sent. Now the ones past the cap are counted, and one error says
+    how many."""
+    made: list[Any] = []
+    real = _stdio._error
+
+    def counting(request_id: Any, code: int, message: str) -> JSONRPCError:
+        made.append(request_id)
+        return real(request_id, code, message)
+
+    monkeypatch.setattr(_stdio, "_error", counting)
+    batch = [{"jsonrpc": "2.0", "id": n, "method": "ping"} for n in range(5000)]
+    (reply,) = _stdio.reply_to(json.dumps(batch), 1 << 20, ValueError("a batch"))
+    assert isinstance(reply, _stdio._Batch)
+    assert made == [*range(100), None]
+    assert [error.id for error in reply.errors] == [*range(100), None]
+    assert reply.errors[-1].error.message == (
+        "Invalid request: batches are not supported; send each message on a line of its own (4900 more messages in it not answered)"
+    )

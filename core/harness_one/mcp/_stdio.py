@@ -69,7 +69,7 @@ import stat
 import sys
 import threading
 from collections import deque
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from types import TracebackType
 from typing import Any, TypeVar, cast
@@ -267,87 +267,87 @@ class _Out:
         self.fd = fd  # the descriptor written to (-1: unknown)
         writer.transport.set_write_buffer_limits(0)
         self.given = 0  # bytes handed to the transport
-        self.dropped = False  # the unwritten bytes were dropped (see :meth:`cut`)
-        self._stall = math.inf
-        self._accepted = 0  # bytes the reader had taken at the last progress
-        self._progress_at = 0.0
-        self._timer: asyncio.TimerHandle | None = None
+        self._stall = math.inf  # see :meth:`cut`
 
     def cut(self, seconds: float) -> None:
-        """Bound the writes from now: once ``seconds`` pass with bytes unwritten and none taken by the reader (it
-        stopped reading), the unwritten bytes are dropped, the transport aborted, and the SDK's writer stops
-        quietly. A reader that takes bytes, however slowly, gets every one."""
-        self.close()  # a cut before: its checks are replaced
-        transport = self.writer.transport
+        """Bound the writes from now: a flush that sees ``seconds`` pass with bytes unwritten and none taken by the
+        reader (it stopped reading) drops them and aborts the transport, and the SDK's writer stops quietly. A
+        reader that takes bytes, however slowly, gets every one."""
         self._stall = max(seconds, 0.0)
-        self._accepted = self.given - transport.get_write_buffer_size()
-        self._progress_at = asyncio.get_running_loop().time()
-        self._arm(min(_POLL, self._stall))
-
-    def _arm(self, seconds: float) -> None:
-        self._timer = asyncio.get_running_loop().call_later(seconds, self._check)
-
-    def _check(self) -> None:
-        """Every :data:`_POLL` seconds once cut: whether the reader took bytes since the last check, or stalled."""
-        self._timer = None
-        transport = self.writer.transport
-        if transport.is_closing():
-            return
-        unwritten = transport.get_write_buffer_size()
-        accepted = self.given - unwritten
-        now = asyncio.get_running_loop().time()
-        if not unwritten or accepted > self._accepted:
-            self._accepted, self._progress_at = accepted, now
-        elif now - self._progress_at >= self._stall:
-            self.dropped = True
-            transport.abort()  # a flush waiting returns (then raises), the next write finds the transport closing
-            return
-        self._arm(min(_POLL, max(self._stall - (now - self._progress_at), 0.0)))
-
-    def close(self) -> None:
-        """The server is done writing: no more checks (the transport is closed next)."""
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
 
     async def write(self, text: str) -> None:
-        if self.dropped or self.writer.transport.is_closing():
+        if self.writer.transport.is_closing():
             raise anyio.ClosedResourceError  # the client closed its end: the SDK's writer stops quietly
         data = text.encode("utf-8")
         self.given += len(data)
         self.writer.write(data)
 
+    def _taken(self, transport: asyncio.WriteTransport) -> int:
+        """Bytes the reader has taken."""
+        return self.given - transport.get_write_buffer_size()
+
     async def flush(self) -> None:
+        transport = self.writer.transport
         try:
-            await self.writer.drain()
+            if not transport.get_write_buffer_size():  # all written at once (a reader keeping up)
+                await self.writer.drain()
+                return
+            taken = functools.partial(self._taken, transport)
+            if await _until_done_or_stalled(self.writer.drain, taken, lambda: self._stall):
+                return
         except ConnectionError:
             raise anyio.ClosedResourceError from None
-        if self.dropped:  # the reader stopped reading past the cut: what was unwritten is dropped
-            raise anyio.ClosedResourceError
+        transport.abort()  # the reader stopped reading past the cut: what is unwritten is dropped
+        raise anyio.ClosedResourceError
+
+
+async def _until_done_or_stalled(
+    wait: Callable[[], Awaitable[Any]], taken: Callable[[], int], stall: Callable[[], float]
+) -> bool:
+    """Whether ``await wait()`` ended (it is awaited again every :data:`_POLL` seconds) before ``stall()`` seconds
+    passed with no byte taken (``taken()``: how many so far), counted from the latest byte taken or change of
+    ``stall()`` (a cut made while waiting)."""
+    seen, since, bound = taken(), anyio.current_time(), stall()
+    while True:
+        with anyio.move_on_after(_POLL) as scope:
+            await wait()
+        if not scope.cancelled_caught:
+            return True
+        now = anyio.current_time()
+        if taken() > seen:
+            seen, since = taken(), now
+        if stall() != bound:
+            since, bound = now, stall()
+        if now - since >= bound:
+            return False
 
 
 class _ThreadOut:
     """``await stdout.write(text)`` and ``await stdout.flush()`` on a blocking :class:`~harness_one._stdout.Writer`
     (None: stdout is closed), flushed on a thread.
 
-    Where ``out`` has a descriptor (not a regular file's), each flush writes to it with ``os.write`` (``out`` itself
-    flushed first, once) on a daemon thread of its own, a chunk at a time: a write left blocked (see :meth:`cut`)
-    holds no lock of ``out`` and keeps no process from exiting. Otherwise each flush runs on a worker thread, and
-    :meth:`cut` cannot bound it (a regular file's write waits for no reader).
+    Where ``out`` has a descriptor (not a regular file's), each flush runs on a daemon thread of its own, which keeps
+    no process from exiting when a write is left blocked (see :meth:`cut`). A ``shared`` stream (a host's, which its
+    other writers use too: a log handler) is written through itself while the writes are unbounded, so that its lock
+    keeps each answer whole; a write that starts once they are bounded, and every write to a stream of the server's
+    own, goes to the descriptor with ``os.write`` a chunk at a time (``out`` flushed first), holding no lock of
+    ``out``. Otherwise each flush runs on a worker thread, and :meth:`cut` cannot bound it (a regular file's write
+    waits for no reader).
     """
 
-    def __init__(self, out: Writer | None) -> None:
+    def __init__(self, out: Writer | None, *, shared: bool = False) -> None:
         self.out = out
         self.fd = -1 if out is None else fileno(out)  # the descriptor written to (-1: none, or not a file)
         #: Whether a write can wait on a reader (not a regular file, whose writes the worker threads do faster).
         self.can_stall = self.fd >= 0 and not _regular_file(self.fd)
+        self.shared = shared
         self.pending: list[bytes] = []
         self._stall = math.inf  # see :meth:`cut`
-        self._flushed_out = False  # ``out``'s own buffer was flushed before the first write to its descriptor
 
     def cut(self, seconds: float) -> None:
         """Bound the writes from now, as :meth:`_Out.cut` does: a write to the descriptor that takes no chunk for
-        ``seconds`` is left to its thread (a blocking write cannot be interrupted) and no more is written."""
+        ``seconds`` (one through a shared stream, which shows no progress, that does not end within ``seconds``) is
+        left to its thread (a blocking write cannot be interrupted) and no more is written."""
         self._stall = max(seconds, 0.0)
 
     async def write(self, text: str) -> None:
@@ -365,8 +365,7 @@ class _ThreadOut:
             except (OSError, ValueError):  # a broken pipe, a stream closed under us
                 raise anyio.ClosedResourceError from None
             return
-        job = _Put(self.fd, data, None if self._flushed_out else self.out)
-        self._flushed_out = True
+        job = _Put(self.fd, data, self.out, through=self.shared and self._stall == math.inf)
         self.out, out = None, self.out  # until the write ends: a cancel leaves it to its thread, and writes no more
         if not await job.wait(lambda: self._stall):  # stalled past the cut: left to its thread
             raise anyio.ClosedResourceError
@@ -376,42 +375,37 @@ class _ThreadOut:
 
 
 class _Put:
-    """``data`` written to descriptor ``fd`` on a daemon thread (``first``, if given, flushed before)."""
+    """``data`` written on a daemon thread: ``through`` the stream ``out`` itself, else to its descriptor ``fd``
+    (``out`` flushed first)."""
 
-    def __init__(self, fd: int, data: bytes, first: Writer | None) -> None:
-        self.fd, self.data, self.first = fd, data, first
+    def __init__(self, fd: int, data: bytes, out: Writer, *, through: bool = False) -> None:
+        self.fd, self.data, self.out, self.through = fd, data, out, through
         self.written = 0
         self.error: BaseException | None = None
         self.done = anyio.Event()
         self.token = anyio.lowlevel.current_token()
 
     async def wait(self, stall: Callable[[], float]) -> bool:
-        """Start the write and wait for its end: False when no chunk was taken for ``stall()`` seconds (the write
-        goes on, on its thread, as it does when the wait is cancelled)."""
+        """Start the write and wait for its end: False when no chunk was taken for ``stall()`` seconds (see
+        :func:`_until_done_or_stalled`; the write goes on, on its thread, as it does when the wait is cancelled)."""
         threading.Thread(target=self._run, name="harness-one-stdout-write", daemon=True).start()
-        taken, since = 0, anyio.current_time()
-        while True:
-            with anyio.move_on_after(_POLL):
-                await self.done.wait()
-            if self.done.is_set():
-                return True
-            now = anyio.current_time()
-            if self.written > taken:
-                taken, since = self.written, now
-            elif now - since >= stall():
-                return False
+        return await _until_done_or_stalled(self.done.wait, lambda: self.written, stall)
 
     def _run(self) -> None:
         try:
-            if self.first is not None:
-                self.first.flush()
+            if self.through:  # the stream's lock keeps the answer whole against its other writers
+                self.out.write(self.data)
+                self.out.flush()
+                self.written = len(self.data)
+                return
+            self.out.flush()
             view = memoryview(self.data)
             while self.written < len(view):
                 try:
                     self.written += os.write(self.fd, view[self.written : self.written + _CHUNK])
                 except BlockingIOError:  # a descriptor in non-blocking mode: wait until it takes bytes
                     select.select([], [self.fd], [])
-        except BaseException as exc:  # OSError: a broken pipe; ValueError: ``first`` closed
+        except BaseException as exc:  # OSError: a broken pipe; ValueError: ``out`` closed
             self.error = exc
         finally:
             with contextlib.suppress(Exception):  # the loop has ended: nobody is waiting any more
@@ -477,15 +471,19 @@ class _Batch:
 def _batch_replies(batch: list[Any]) -> list[JSONRPCError]:
     """A batch (a JSON-RPC 2.0 array, which the SDK does not read): ``-32600`` on the ``id`` of each request in it
     the client can know as its own (``id`` null for one it cannot), so that none is waited for for ever; nothing for
-    a notification, a response or an element that is no message. At most :data:`_MAX_BATCH`, then one saying how many more were left unanswered."""
-    replies = []
+    a notification, a response or an element that is no message. At most :data:`_MAX_BATCH` (the errors past them are
+    counted, not made), then one saying how many more were left unanswered."""
+    replies: list[JSONRPCError] = []
     text = "Invalid request: batches are not supported; send each message on a line of its own"
+    left = 0
     for message in batch:
         if type(message) is dict and "method" in message and "id" in message:  # not a notification
-            replies.append(_error(_request_id(message.get("id")), INVALID_REQUEST, text))
-    if len(replies) > _MAX_BATCH:
-        left = len(replies) - _MAX_BATCH
-        replies[_MAX_BATCH:] = [_error(None, INVALID_REQUEST, f"{text} ({left} more messages in it not answered)")]
+            if len(replies) < _MAX_BATCH:
+                replies.append(_error(_request_id(message.get("id")), INVALID_REQUEST, text))
+            else:
+                left += 1
+    if left:
+        replies.append(_error(None, INVALID_REQUEST, f"{text} ({left} more messages in it not answered)"))
     return replies
 
 
@@ -848,16 +846,12 @@ class Answering(_Wrapping):
                 self._idle = anyio.Event()
                 if self._hangup is None and self.out_fd >= 0:
                     self._hangup = _Hangup.start(self.out_fd, self._reader_gone)
-                await self._wait(self._idle, left)
+                await self._within(left, self._idle.wait)
         except BaseException:  # the drain is over (or cancelled): so is the watch
             if self._hangup is not None:
                 self._hangup.stop()
             raise
         return SessionMessage(_closed(self.asked.pop()))
-
-    async def _wait(self, event: anyio.Event, seconds: float) -> None:
-        """Until ``event`` is set, or ``seconds`` of the clock have passed."""
-        await self._within(seconds, event.wait)
 
     async def _within(self, seconds: float, work: Callable[[], Any]) -> bool:
         """Whether ``await work()`` ended within ``seconds`` of the clock (else it is cancelled)."""
@@ -894,8 +888,9 @@ class Answering(_Wrapping):
         out = self.lines.out
         if out is not None and bound != math.inf:
             out.cut(bound)
-        # Past the cut, the transport of a _Out ends each write that stalls: a reader still reading gets them all.
-        with anyio.move_on_after(math.inf if isinstance(out, _Out) else bound):
+        # Past the cut, a flush ends when its reader stalls: one still reading gets them all. With no stdout of
+        # this server's (one handed in), the bound is on the answers' sending.
+        with anyio.move_on_after(bound if out is None else math.inf):
             await self._close_held()
         self.held.clear()  # those the bound left unanswered: nobody reads them
 
@@ -1010,9 +1005,8 @@ async def stdio_streams(max_line: int) -> AsyncIterator[tuple[Any, Any]]:
                 loop, undo, fileno(out), lambda: asyncio.streams.FlowControlMixin(loop=loop), reading=False
             )
             stdout = _Out(asyncio.StreamWriter(transport, protocol, None, loop), fileno(out))
-            undo.callback(stdout.close)  # before the transport closes: the checks of a cut end with the server
         else:
-            stdout = _ThreadOut(out)
+            stdout = _ThreadOut(out, shared=not own_out)
         lines.out = stdout  # for Answering to bound the last writes once the drain has ended
         yield lines, stdout
 
