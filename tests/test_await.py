@@ -58,7 +58,7 @@ class Recorder:
 
     @hookimpl
     def harness_post_call(self, call: Call) -> Await:
-        return self._answer("post_call", "ignored")
+        return self._answer("post_call", None)
 
     @hookimpl
     def harness_on_error(self, call: Call, error: BaseException) -> Await:

@@ -122,7 +122,8 @@ class Lingering:
 class Call:
     """One call of one tool, as the hooks see it. Every field plugins exchange is declared here.
 
-    Read by every hook: ``tool`` (never assigned: the core runs the tool it looked up), ``arguments``, ``context`` (the caller's mapping, read-only),
+    Read by every hook: ``tool`` (never assigned: the core runs and names the tool it looked up whatever
+    a hook assigns, and sets it back before ``on_error`` runs), ``arguments``, ``context`` (the caller's mapping, read-only),
     ``call_id``, ``idempotency_key``, ``registry``, ``attempt`` (runs of the tool so far; a
     wait for a token does not add one), ``ran`` (the tool started in this attempt),
     ``started`` (``time.perf_counter()`` when the call began: the source of durations).
@@ -190,6 +191,7 @@ class Call:
     _progress: ProgressCallback | None = None
     _cancels: int = 0  # cancel() calls (a class default until one): a retry's wait compares them
     _refusing: bool = False  # refused before admission: on_error may translate the error, not retry or recover
+    _closing: bool = False  # the core closed the call's steps: a GeneratorExit there is the core's, not a hook's
 
     def __init__(
         self,
@@ -321,7 +323,7 @@ class Await:
     ``Await(sync, aio)`` instead of their answer. Under ``call``/``try_call`` the core calls
     ``sync()``; under ``acall``/``atry_call`` it awaits ``aio()``, so the event loop is never
     blocked. The value either returns is taken as the hook's answer (an ``Outcome``, a
-    ``Retry`` or ``None``; ignored for post-call), and an exception either raises is the
+    ``Retry`` or ``None``; for post-call only ``None``, any other is a ``PluginError``), and an exception either raises is the
     hook's exception. The next hook runs only after it. A cancelled ``acall`` still awaits
     ``aio()`` while it unwinds; cancelled again meanwhile, it calls ``sync()`` for the rest.
     """

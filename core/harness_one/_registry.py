@@ -941,130 +941,158 @@ class ToolRegistry(metaclass=_SharedType):
         every frame, is most of what a refusal would cost).
         """
         tool = call.tool
-        try:  # decode, pre-validate, check: errors here are translated by on_error, never retried
-            if type(call.arguments) is not dict:
-                self._decode(call)
-            if plan.pre_validate:
-                for hook in plan.pre_validate:
-                    if hook(call) is not None:  # a refusal is raised: a returned one would let the arguments through
-                        # (the answer is not kept: a test in place of the pop, free for the hooks that answer None)
-                        raise _bad_answer(call, plan.plugin_of(hook), "pre_validate", "something else", _PRE_VALIDATE_ANSWER)
+        try:  # (no cost until raised) an on_error hook's BaseException: the cancel pass, then it is raised
+            try:  # decode, pre-validate, check: errors here are translated by on_error, never retried
                 if type(call.arguments) is not dict:
-                    raise PluginError(f"pre_validate left arguments of type {type(call.arguments).__name__}, not a dict")
-            kwargs = call.arguments
-            if tool.accepts_any:
-                if not tool.required <= kwargs.keys() or not all(type(k) is str for k in kwargs):
-                    check_signature(kwargs, tool.accepted, tool.required, True)
-            elif not (tool.accepted.issuperset(kwargs) and (len(kwargs) == len(tool.accepted) or tool.required <= kwargs.keys())):
-                check_signature(kwargs, tool.accepted, tool.required, False)  # unknown or missing names
-            if tool.converters or tool.call_param:
-                kwargs = self._convert(call, kwargs)
-        except Exception as exc:  # (a sub-generator: every local here makes every call's generator larger)
-            call._failure = yield from self._refuse(call, plan, exc)
-            call.result = _FAILED
-            return
-        pre_call, post_call = plan.pre_call, plan.post_call
-        failure: Any  # a ToolError a pre_call hook returned
-        while True:
-            while True:  # one attempt: a call that goes well returns; a failure leaves (`break`) with on_error's decision
-                try:
-                    outcome = None
-                    for hook in pre_call:  # the first answer wins
+                    self._decode(call)
+                if plan.pre_validate:
+                    for hook in plan.pre_validate:
                         outcome = hook(call)
-                        if outcome is not None:
-                            if type(outcome) is Await:
-                                outcome = yield from _resolve(plan, hook, outcome)
-                                if outcome is None:
-                                    continue
+                        if outcome is not None:  # a refusal is raised: a returned one would let the arguments through
+                            raise _bad_answer(call, tool, plan.plugin_of(hook), "pre_validate", outcome, _PRE_VALIDATE_ANSWER)
+                    if type(call.arguments) is not dict:
+                        raise PluginError(f"pre_validate left arguments of type {type(call.arguments).__name__}, not a dict")
+                kwargs = call.arguments
+                if tool.accepts_any:
+                    if not tool.required <= kwargs.keys() or not all(type(k) is str for k in kwargs):
+                        check_signature(kwargs, tool.accepted, tool.required, True)
+                elif not (
+                    tool.accepted.issuperset(kwargs) and (len(kwargs) == len(tool.accepted) or tool.required <= kwargs.keys())
+                ):
+                    check_signature(kwargs, tool.accepted, tool.required, False)  # unknown or missing names
+                if tool.converters or tool.call_param:
+                    kwargs = self._convert(call, tool, kwargs)
+            except Exception as exc:  # (a sub-generator: every local here makes every call's generator larger)
+                call.tool = tool  # what on_error hooks read and errors name: the tool looked up, whatever a hook assigned
+                call._failure = yield from self._refuse(call, plan, exc)
+                call.result = _FAILED
+                return
+            pre_call, post_call = plan.pre_call, plan.post_call
+            failure: Any  # a ToolError a pre_call hook returned
+            while True:
+                while True:  # one attempt: a call that goes well returns; a failure leaves (`break`) with on_error's decision
+                    try:
+                        outcome = None
+                        for hook in pre_call:  # the first answer wins
+                            outcome = hook(call)
+                            if outcome is not None:
+                                if type(outcome) is Await:
+                                    outcome = yield from _resolve(plan, hook, outcome)
+                                    if outcome is None:
+                                        continue
+                                break
+                        if outcome is None:
+                            if call._cancelled_through and call.cancelled:  # before its tool started: it never starts
+                                raise ToolCancelled.of(call)
+                            try:
+                                if run is not None and call.timeout is None:
+                                    call.ran = True
+                                    call.result = run(**kwargs)
+                                else:
+                                    yield kwargs
+                            except ToolError:
+                                raise
+                            except (Exception, SystemExit) as exc:  # a tool's sys.exit() (argparse) is its failure
+                                raise ToolExecutionError(exc, tool=tool.name, call_id=call.call_id) from exc
+                            except BaseException as stop:  # raised where the driver would have run it; a cancel is thrown in here
+                                yield stop
+                        elif type(outcome) is Outcome and outcome.error is None:
+                            call.result = outcome.value
+                        else:  # refused: a ToolError returned (alone or in an Outcome) is taken as if raised here, for less
+                            failure = outcome.error if type(outcome) is Outcome else outcome
+                            if not isinstance(failure, ToolError):
+                                raise _bad_answer(
+                                    call, tool, plan.plugin_of(hook), "pre_call", outcome, "an Outcome, a ToolError or None"
+                                )
+                            decision = None  # on_error runs below: no exception is being handled
                             break
-                    if outcome is None:
-                        if call._cancelled_through and call.cancelled:  # before its tool started: it never starts
-                            raise ToolCancelled.of(call)
-                        try:
-                            if run is not None and call.timeout is None:
-                                call.ran = True
-                                call.result = run(**kwargs)
-                            else:
-                                yield kwargs
-                        except ToolError:
-                            raise
-                        except (Exception, SystemExit) as exc:  # a tool's sys.exit() (argparse) is its failure
-                            raise ToolExecutionError(exc, tool=tool.name, call_id=call.call_id) from exc
-                        except BaseException as stop:  # raised where the driver would have run it; a cancel is thrown in here
-                            yield stop
-                    elif type(outcome) is Outcome and outcome.error is None:
-                        call.result = outcome.value
-                    else:  # refused: a ToolError returned (alone or in an Outcome) is taken as if raised here, for less
-                        failure = outcome.error if type(outcome) is Outcome else outcome
-                        if not isinstance(failure, ToolError):
-                            raise _bad_answer(call, plan.plugin_of(hook), "pre_call", outcome, "an Outcome, a ToolError or None")
-                        decision = None  # on_error runs below: no exception is being handled
+                        for hook in post_call:
+                            outcome = hook(call)
+                            if outcome is not None:  # most answer None: one test
+                                if type(outcome) is not Await:  # a refusal is raised: a returned one would let the result out
+                                    raise _bad_answer(call, tool, plan.plugin_of(hook), "post_call", outcome, _POST_CALL_ANSWER)
+                                if (yield from _resolve(plan, hook, outcome, True)) is not None:  # its answer: None
+                                    raise _bad_answer(
+                                        call,
+                                        tool,
+                                        plan.plugin_of(hook),
+                                        "post_call",
+                                        outcome.value,
+                                        _POST_CALL_AWAIT,
+                                        _POST_CALL_AWAITED,
+                                    )
+                        return
+                    except Exception as exc:  # on_error runs in this block: its hooks see the error in sys.exc_info()
+                        call.tool = tool  # as above
+                        decision = self._failed(call, plan, exc)
+                        if type(decision) is _Paused:
+                            decision = yield from self._settled(call, plan, decision)
                         break
-                    for hook in post_call:
-                        outcome = hook(call)
-                        if outcome is not None:  # most answer None: one test
-                            if type(outcome) is not Await:  # a refusal is raised: a returned one would let the result out
-                                raise _bad_answer(call, plan.plugin_of(hook), "post_call", outcome, _POST_CALL_ANSWER)
-                            yield from _resolve(plan, hook, outcome, True)
-                    return
-                except Exception as exc:  # on_error runs in this block: its hooks see the error in sys.exc_info()
-                    decision = self._failed(call, plan, exc)
+                    except BaseException:  # a hook's KeyboardInterrupt or SystemExit (the tool's came as a step)
+                        if call._closing:  # the core closed the steps (the caller interrupted a cancelled call's unwinding)
+                            raise
+                        call.tool = tool  # the call is cancelled (a hook's GeneratorExit too): on_error releases what it held
+                        failure = yield from self._interrupted(call, plan)
+                        if failure is not None:
+                            raise failure from None  # an on_error hook's, raised in the cancel pass
+                        raise
+                if decision is None:
+                    call.tool = tool
+                    decision = self._failed(call, plan, failure)
                     if type(decision) is _Paused:
                         decision = yield from self._settled(call, plan, decision)
-                    break
-                except BaseException as stop:  # a hook's KeyboardInterrupt or SystemExit (the tool's came as a step)
-                    if type(stop) is GeneratorExit:  # a hook's, or the steps closed: nothing may be yielded now
-                        self._abandon(call, plan, None)
-                    else:  # the call is cancelled: on_error releases what it held
-                        yield from self._interrupted(call, plan)
-                    raise
-            if decision is None:
-                decision = self._failed(call, plan, failure)
-                if type(decision) is _Paused:
-                    decision = yield from self._settled(call, plan, decision)
-            if isinstance(decision, ToolError):
-                call._failure, call.result = decision, _FAILED  # its cause is set: the caller raises or returns it
-                del outcome, decision  # no frame of its traceback keeps it: no reference cycle
-                return
-            if type(decision) is Outcome:
-                call.result = decision.value
-                return
-            assert type(decision) is Retry
-            # cancel() calls before the wait (an attempt cancelled at its timeout counts before it), kept in
-            # `outcome`, done with: one more local would make every call's generator 8 bytes larger
-            outcome = call._cancels
-            try:
-                yield decision.delay if decision.delay > 0.0 else 0.0  # NaN too: a retry at once
-                if call._cancels != outcome:  # cancelled while it waited: no attempt starts
-                    raise ToolCancelled.of(call)
-            except ToolCancelled as exc:
-                decision = self._failed(call, plan, exc)  # the error to raise, unless an on_error hook awaits
                 if isinstance(decision, ToolError):
-                    raise decision  # noqa: B904 - its cause is set
-                if isinstance(decision, _Paused):
-                    yield from self._resume(call, plan, decision)
-                raise
-            _next_attempt(call)
+                    call._failure, call.result = decision, _FAILED  # its cause is set: the caller raises or returns it
+                    del outcome, decision  # no frame of its traceback keeps it: no reference cycle
+                    return
+                if type(decision) is Outcome:
+                    call.result = decision.value
+                    return
+                assert type(decision) is Retry
+                # cancel() calls before the wait (an attempt cancelled at its timeout counts before it), kept in
+                # `outcome`, done with: one more local would make every call's generator 8 bytes larger
+                outcome = call._cancels
+                try:
+                    yield decision.delay if decision.delay > 0.0 else 0.0  # NaN too: a retry at once
+                    if call._cancels != outcome:  # cancelled while it waited: no attempt starts
+                        raise ToolCancelled.of(call)
+                except ToolCancelled as exc:
+                    call.tool = tool
+                    decision = self._failed(call, plan, exc)  # the error to raise, unless an on_error hook awaits
+                    if isinstance(decision, ToolError):
+                        raise decision  # noqa: B904 - its cause is set
+                    if isinstance(decision, _Paused):
+                        yield from self._resume(call, plan, decision)
+                    raise
+                _next_attempt(call)
+        except _Interrupted as stop:  # (its locals reused: each one more makes every call's generator larger)
+            failure = yield from self._interrupted(call, plan, stop.after, stop.decision)
+            if failure is None:
+                failure = stop.exc
+        raise failure  # raised outside the handler: its context stays its own
 
-    def _interrupted(self, call: Call, plan: ToolPlan) -> Generator[Step, None, None]:
-        """on_error for a call a hook's ``BaseException`` ends, as a cancel: it sees :class:`ToolCancelled`."""
+    def _interrupted(
+        self, call: Call, plan: ToolPlan, after: int = -1, decision: Retry | Outcome | None = None
+    ) -> Generator[Step, None, BaseException | None]:
+        """The cancel pass of a call a hook's ``BaseException`` ends: on_error hooks see :class:`ToolCancelled`
+        (those after position ``after``, see ``_Interrupted``; with ``decision``, the one already taken, the
+        after-decision hooks run too), their :class:`Await` answers fetched as any (awaited under ``acall``).
+        Returns what an on_error hook raised in this pass that is no ``Exception`` (the last), else None."""
         call.cancel()
-        decision = self._failed(call, plan, ToolCancelled.of(call))
-        if type(decision) is _Paused:
-            yield from self._resume(call, plan, decision)
-
-    def _abandon(self, call: Call, plan: ToolPlan, after: int | None) -> None:
-        """on_error for a call a ``BaseException`` ends where no step may be yielded (an on_error hook's, a
-        ``GeneratorExit``): cancelled, the hooks (those after hook ``after``; all with None) see
-        :class:`ToolCancelled`, their :class:`Await` answers fetched with ``sync()``."""
-        call.cancel()
-        err = ToolCancelled.of(call)
-        paused = None if after is None else _Paused(after, cast(Await, None), None, None)
-        decision = self._on_error(call, plan, err, paused)
-        if type(decision) is _Paused:
-            decision.err = decision.exc = err
-            steps = self._resume(call, plan, decision)
-            _finish_sync(steps, call, _advance(next, steps))
+        err = self._as_tool_error(call, plan, ToolCancelled.of(call))
+        raised = None
+        while True:
+            paused = None if after < 0 and decision is None else _Paused(after, cast(Await, None), decision, None)
+            if call.decision is not None:  # no decision stands in a cancel pass: the hooks release what one kept
+                call.decision = None
+            try:
+                verdict = self._on_error(call, plan, err, paused)
+                if type(verdict) is _Paused:
+                    verdict.err = verdict.exc = err
+                    yield from self._resume(call, plan, verdict)
+                return raised
+            except _Interrupted as again:  # the hooks after it hear of the cancel all the same
+                after, decision, raised = again.after, again.decision, again.exc
 
     def _settled(self, call: Call, plan: ToolPlan, paused: _Paused) -> Generator[Step, None, Retry | Outcome | ToolError]:
         """``paused``'s on-error round carried to its end: the decision to act on, or the error to raise."""
@@ -1122,7 +1150,7 @@ class ToolRegistry(metaclass=_SharedType):
                     self.clock.sleep(step if not step > 1e9 else 1e9)  # type: ignore[operator,arg-type]
                     step = next(steps, _DONE)
             except asyncio.CancelledError as exc:  # nothing cancels a blocking caller: the tool's own failure
-                failure = ToolExecutionError(exc, tool=call.tool.name, call_id=call.call_id)
+                failure = ToolExecutionError(exc, tool=tool.name, call_id=call.call_id)
                 step = _throw(steps, failure)
             except BaseException:  # KeyboardInterrupt, a hook's SystemExit: the plugins release what the call held
                 _cancel(steps, call)
@@ -1145,7 +1173,7 @@ class ToolRegistry(metaclass=_SharedType):
                     except (Exception, SystemExit) as exc:  # as in _drive
                         step = _throw(steps, exc)
                     except asyncio.CancelledError as exc:
-                        step = _throw(steps, _own_cancel(call, exc))
+                        step = _throw(steps, _own_cancel(call, tool, exc))
                     else:
                         step = next(steps, _DONE)
                 elif type(step) is Await:
@@ -1158,7 +1186,7 @@ class ToolRegistry(metaclass=_SharedType):
                 elif isinstance(step, BaseException):
                     if not isinstance(step, asyncio.CancelledError):
                         raise step
-                    step = _throw(steps, _own_cancel(call, step))  # from a tool run in the steps
+                    step = _throw(steps, _own_cancel(call, tool, step))  # from a tool run in the steps
                 else:  # a Retry's wait, cut as in _drive
                     await self.clock.asleep(step if not step > 1e9 else 1e9)  # type: ignore[operator,arg-type]
                     step = next(steps, _DONE)
@@ -1196,8 +1224,7 @@ class ToolRegistry(metaclass=_SharedType):
             raise ToolExecutionError(exc, tool=tool.name, call_id=call_id if call_id is not None else new_call_id()) from exc
 
     @staticmethod
-    def _convert(call: Call, args: dict[str, Any]) -> dict[str, Any]:
-        tool = call.tool
+    def _convert(call: Call, tool: Tool, args: dict[str, Any]) -> dict[str, Any]:
         if tool.call_param is not None and tool.call_param in args:  # a **kwargs tool: the call is not the model's to set
             from ._arguments import call_param_sent
 
@@ -1288,29 +1315,33 @@ class ToolRegistry(metaclass=_SharedType):
                     broken = _broken_on_error(call, plan.on_error_names[index], exc)
                     decision = _failed_decision(call, err, decision, broken)
                 continue
-            except BaseException:  # Ctrl-C, a hook's SystemExit: the call is cancelled, and the later hooks release
-                self._abandon(call, plan, None if decision is not None else index)  # (a decision kept things: all hear)
-                raise
+            except BaseException as exc:  # Ctrl-C, a hook's SystemExit: the call is cancelled, and the later hooks release
+                # in a cancel pass of their own, which _attempts runs (a decision kept things: all hear, the
+                # after-decision hooks too; in a cancel pass, those after this one)
+                cancelled = decision is None or isinstance(err, ToolCancelled)
+                raise _Interrupted(index if cancelled else -1, decision, exc) from None
             if answer is not None:
                 if type(answer) is Await:
                     return _Paused(index, answer, decision, broken)
                 if _not_an_answer(answer):
                     if broken is None:
-                        broken = _bad_answer(call, plan.on_error_names[index], "on_error", answer, _ON_ERROR_ANSWERS)
+                        broken = _bad_answer(call, call.tool, plan.on_error_names[index], "on_error", answer, _ON_ERROR_ANSWERS)
                         decision = _failed_decision(call, err, decision, broken)
                 elif decision is None and not _no_decision(call, answer, err):
                     decision = call.decision = answer
         if broken is not None and decision is not None:  # a hook failed: so does the call, whatever was decided
             decision = call.decision = Outcome.failure(broken)
         if decision is not None and plan.on_decision:  # the hooks that act only on a decision, last
-            for hook, name in plan.on_decision:
+            first = len(plan.on_error)  # their positions follow the others' (a cancel pass resumes after one)
+            index = start - 1 if start > first else first - 1
+            for hook, name in plan.on_decision[index - first + 1 :]:
+                index += 1
                 try:
                     hook(call, err)
                 except Exception as exc:
                     broken = broken or _broken_on_error(call, name, exc)
-                except BaseException:  # as above; every hook kept what the decision needs: they all hear of it
-                    self._abandon(call, plan, None)
-                    raise
+                except BaseException as exc:  # as above; every hook kept what the decision needs: they all hear of it
+                    raise _Interrupted(index if isinstance(err, ToolCancelled) else -1, decision, exc) from None
             if type(decision) is Outcome and type(call.decision) is Outcome:
                 decision = call.decision  # (replaced by another Outcome: the output limit bounded a recovered answer)
         if broken is not None:
@@ -1337,7 +1368,7 @@ class ToolRegistry(metaclass=_SharedType):
             if answer is not None and _not_an_answer(answer):
                 if paused.broken is None:
                     owner = plan.on_error_names[paused.index]
-                    paused.broken = _bad_answer(call, owner, "on_error", answer, _ON_ERROR_ANSWERS)
+                    paused.broken = _bad_answer(call, call.tool, owner, "on_error", answer, _ON_ERROR_ANSWERS)
                     paused.decision = _failed_decision(call, err, paused.decision, paused.broken)
             elif answer is not None and paused.decision is None and not _no_decision(call, answer, err):
                 paused.decision = call.decision = answer
@@ -1348,20 +1379,28 @@ class ToolRegistry(metaclass=_SharedType):
     def _invoke(self, call: Call, tool: Tool, kwargs: dict[str, Any]) -> Any:
         if tool.is_async:
             return asyncio.run(self._await_tool(call, tool, kwargs))
-        if call.timeout is None:
+        timeout = call.timeout
+        if timeout is None:
             return tool.fn(**kwargs)
-        left = _time_left(call)  # the hooks after the timeout plugin's took some
-        if call.runner is None:  # no runner: mode none, the deadline advisory
+        if call.runner is None:  # no runner: mode none, the deadline advisory (only the value is checked)
+            if type(timeout) is not float or not timeout > 0.0:
+                _check_timeout(call, tool, timeout)
             return tool.fn(**kwargs)
+        left = _time_left(call, tool)  # the hooks after the timeout plugin's took some
+        call.tool = tool  # the runner reads the tool's options (process mode's memory_limit): the one looked up
         return call.runner.run(call, tool.fn, kwargs, left)
 
     async def _ainvoke(self, call: Call, tool: Tool, kwargs: dict[str, Any]) -> Any:
         if tool.is_async:
             return await self._await_tool(call, tool, kwargs)
-        if call.timeout is not None:
-            left = _time_left(call)
+        timeout = call.timeout
+        if timeout is not None:
             if call.runner is not None:
+                left = _time_left(call, tool)
+                call.tool = tool  # as in _invoke
                 return await call.runner.arun(call, tool.fn, kwargs, left)
+            if type(timeout) is not float or not timeout > 0.0:  # mode none: as in _invoke
+                _check_timeout(call, tool, timeout)
         if not tool.blocking:  # declared quick: no thread hop
             return tool.fn(**kwargs)
         lingering = Lingering()
@@ -1385,7 +1424,7 @@ class ToolRegistry(metaclass=_SharedType):
         limit = call.timeout
         if limit is None:
             return await tool.fn(**kwargs)
-        timeout = _time_left(call)
+        timeout = _time_left(call, tool)
         if _timeout_cm is not None:
             scope = _timeout_cm(timeout)
             try:
@@ -1484,22 +1523,23 @@ def _in_thread(fn: Callable[..., Any], kwargs: dict[str, Any], lingering: Linger
         del value, lingering  # an exception's traceback holds this frame: no cycle through it
 
 
-def _time_left(call: Call) -> float:
+def _time_left(call: Call, tool: Tool) -> float:
     """The attempt's timeout, bounded by what is left of the call's total timeout (``call.total_deadline``,
     on the registry's clock): the hooks after the timeout plugin's may have taken some of it. None left:
     :class:`ToolTimeout`, the tool not started (``call.ran`` False), as for a timeout not above 0 (NaN
-    too); one that is no number is the :class:`PluginError` of the hook that set it, not the tool's failure."""
+    too); one that is no number is the :class:`PluginError` of the hook that set it, not the tool's failure.
+    ``tool`` is the one looked up (errors name it, whatever a hook assigned to ``call.tool``)."""
     timeout = call.timeout
     assert timeout is not None
     if type(timeout) is not float or not timeout > 0.0:  # (most are a positive float: two tests)
-        _check_timeout(call, timeout)
+        _check_timeout(call, tool, timeout)
     deadline = call.total_deadline
     if deadline is None:
         return timeout
     left = deadline - call.registry.clock.now()
     if left <= 0.0:
         call.ran = False
-        raise ToolTimeout(timeout, tool=call.tool.name, call_id=call.call_id)
+        raise ToolTimeout(timeout, tool=tool.name, call_id=call.call_id)
     return left if left < timeout else timeout
 
 
@@ -1517,17 +1557,17 @@ def _key_error(call: Call, exc: Exception) -> Exception:
     return exc  # pragma: no cover - a key that is no string is always refused
 
 
-def _check_timeout(call: Call, timeout: Any) -> None:
+def _check_timeout(call: Call, tool: Tool, timeout: Any) -> None:
     """A ``call.timeout`` that is not a positive float: a positive int (numpy's numbers too) is taken; one
     not above 0 (NaN too) times out, no number is the fault of the pre_call hook that set it."""
     if isinstance(timeout, bool) or not isinstance(timeout, Real):
         call.ran = False
         shown = repr(timeout) if type(timeout) is str else timeout
-        raise _bad_answer(call, None, "pre_call", shown, "a number of seconds or None", "set call.timeout to")
+        raise _bad_answer(call, tool, None, "pre_call", shown, "a number of seconds or None", "set call.timeout to")
     seconds = cast(float, timeout)  # (a Real: compared and shown as a float is)
     if not seconds > 0.0:
         call.ran = False
-        raise ToolTimeout(seconds, tool=call.tool.name, call_id=call.call_id)
+        raise ToolTimeout(seconds, tool=tool.name, call_id=call.call_id)
 
 
 def _next_attempt(call: Call) -> None:
@@ -1556,7 +1596,7 @@ def _no_decision(call: Call, answer: Any, err: ToolError) -> bool:
     return deadline is not None and call.registry.clock.now() + answer.delay > deadline
 
 
-def _own_cancel(call: Call, exc: asyncio.CancelledError) -> ToolExecutionError:
+def _own_cancel(call: Call, tool: Tool, exc: asyncio.CancelledError) -> ToolExecutionError:
     """The tool's failure, for a ``CancelledError`` the tool raised while its task was not being
     cancelled (it awaited something another task cancelled); else ``exc`` is raised again: the
     caller cancels. (Python 3.10 cannot tell them apart: the caller cancels.)"""
@@ -1564,7 +1604,7 @@ def _own_cancel(call: Call, exc: asyncio.CancelledError) -> ToolExecutionError:
     cancelling = getattr(task, "cancelling", None)
     if cancelling is None or cancelling():
         raise exc
-    return ToolExecutionError(exc, tool=call.tool.name, call_id=call.call_id)
+    return ToolExecutionError(exc, tool=tool.name, call_id=call.call_id)
 
 
 def _cancelled(steps: Generator[Step, None, None], call: Call) -> Step:
@@ -1603,7 +1643,13 @@ async def _acancel(steps: Generator[Step, None, None], call: Call) -> None:
             else:
                 step = _unwaited(steps, call, _advance(next, steps))
     finally:
-        steps.close()
+        _close(steps, call)
+
+
+def _close(steps: Generator[Step, None, Any], call: Call) -> None:
+    """End a cancelled call's steps: a hook interrupted then (a second Ctrl-C) gets no cancel pass of its own."""
+    call._closing = True
+    steps.close()
 
 
 def _cancel(steps: Generator[Step, None, None], call: Call) -> None:
@@ -1623,7 +1669,7 @@ def _finish_sync(steps: Generator[Step, None, Any], call: Call, step: Step | Non
             else:
                 step = _unwaited(steps, call, _advance(next, steps))
     finally:
-        steps.close()
+        _close(steps, call)
 
 
 def _unwaited(steps: Generator[Step, None, Any], call: Call, step: Step | None) -> Await | None:
@@ -1634,6 +1680,16 @@ def _unwaited(steps: Generator[Step, None, Any], call: Call, step: Step | None) 
     while step is not None and type(step) is not Await:
         step = _advance(steps.throw, ToolCancelled.of(call))
     return step
+
+
+class _Interrupted(BaseException):
+    """An on_error hook raised ``exc``, no ``Exception``: the call is cancelled. ``_attempts`` runs the cancel pass
+    (``_interrupted``) for the hooks after position ``after`` (the on_error hooks, then the after-decision ones;
+    -1: all, with ``decision``, the one taken before), then raises ``exc``."""
+
+    def __init__(self, after: int, decision: Retry | Outcome | None, exc: BaseException) -> None:
+        super().__init__(after, decision, exc)
+        self.after, self.decision, self.exc = after, decision, exc
 
 
 class _Paused:
@@ -1651,8 +1707,8 @@ def _resolve(plan: ToolPlan, hook: Callable[..., Any], pending: Await, returned:
     """Have the driver fetch a pre/post-call hook's :class:`Await`; its exception is the hook's.
 
     ``returned``: a post-call hook's, the call's value settled. A cancellation arriving then
-    (``ToolCancelled``) ends only this fetch: the later post-call hooks run (storing, releasing),
-    then the caller is cancelled.
+    (``ToolCancelled``) ends only this fetch (None): the later post-call hooks run (storing, releasing),
+    then the caller is cancelled. Else the ``Await``'s answer, which for a post-call hook must be None.
     """
     try:
         yield pending
@@ -1672,6 +1728,9 @@ def _resolve(plan: ToolPlan, hook: Callable[..., Any], pending: Await, returned:
 #: What pre_validate and post_call hooks may answer, as their errors name it.
 _PRE_VALIDATE_ANSWER = "None (replace call.arguments, or raise a ToolArgumentError to refuse them)"
 _POST_CALL_ANSWER = "None or an Await (assign call.result, or raise a ToolError to refuse it)"
+#: What a post_call hook's Await may answer (``sync()``/``aio()``), and how its error says it answered otherwise.
+_POST_CALL_AWAIT = "None (assign call.result, or raise a ToolError in sync()/aio() to refuse it)"
+_POST_CALL_AWAITED = "returned an Await that answered"
 #: What an on_error hook may answer, as its error names it.
 _ON_ERROR_ANSWERS = "a Retry (of a delay in seconds), an Outcome (of a value, or of a ToolError) or None"
 
@@ -1689,17 +1748,30 @@ def _not_an_answer(answer: Any) -> bool:
     return kind is not Outcome or not (answer.error is None or isinstance(answer.error, ToolError))
 
 
-def _bad_answer(call: Call, owner: str | None, hook: str, answer: Any, expected: str, did: str = "returned") -> PluginError:
-    """The error of a hook of plugin ``owner`` that answered (``did``) what the core does not take."""
-    shown = _text(answer, repr)
-    shown = f"<{type(answer).__name__}>" if shown is None else shown[:200]
+def _bad_answer(
+    call: Call, tool: Tool, owner: str | None, hook: str, answer: Any, expected: str, did: str = "returned"
+) -> PluginError:
+    """The error of a hook of plugin ``owner`` that answered (``did``) what the core does not take, calling ``tool``
+    (the one looked up). A pre_validate or post_call hook's answer is named by its type only: it may hold what the
+    hook was there to keep from the model (a redaction hook's original)."""
+    shown: str | None
+    if hook in {"pre_validate", "post_call"}:
+        shown = _a(type(answer).__name__)
+    else:
+        shown = _text(answer, repr)
+        shown = f"<{type(answer).__name__}>" if shown is None else shown[:200]
     who = f"plugin '{owner}'" if owner else "a plugin"
     return PluginError(
-        f"The {hook} hook of {who} {did} {shown} while calling '{call.tool.name}'; expected {expected}",
+        f"The {hook} hook of {who} {did} {shown} while calling '{tool.name}'; expected {expected}",
         plugin=owner,
-        tool=call.tool.name,
+        tool=tool.name,
         call_id=call.call_id,
     )
+
+
+def _a(noun: str) -> str:
+    """``noun`` with its indefinite article: "a str", "an int"."""
+    return f"an {noun}" if noun[:1].lower() in "aeiou" else f"a {noun}"
 
 
 def _failed_decision(call: Call, err: ToolError, decision: Retry | Outcome | None, broken: PluginError) -> Retry | Outcome | None:

@@ -220,8 +220,10 @@ def harness_post_call(call: Call) -> None:
 
     Assign ``call.result`` to transform it. Raising a :class:`~harness_one.ToolError` turns
     the success into that error (and sends it to ``on_error``). Return ``None`` (or an
-    :class:`~harness_one.Await`): any other answer (a returned ``ToolError`` or ``Outcome``) is
-    a :class:`~harness_one.PluginError` naming the plugin, and the result does not go out.
+    :class:`~harness_one.Await` whose ``sync()``/``aio()`` answers ``None``): any other answer (a
+    returned ``ToolError`` or ``Outcome``, or one the ``Await`` answers) is a
+    :class:`~harness_one.PluginError` naming the plugin and the answer's type (never its value),
+    and the result does not go out.
     """
 
 
