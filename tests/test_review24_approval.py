@@ -14,11 +14,8 @@ from typing import Any, NamedTuple
 
 import pytest
 from agents import Agent, RunConfig, Runner, ToolApprovalItem
-from agents.items import ModelResponse
-from agents.models.interface import Model
-from agents.usage import Usage
 from approval_support import Bank
-from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessage, ResponseOutputText
+from test_integration_openai_agents_approval import ScriptedModel
 
 from harness_one import Call, ManualClock, PluginError, SystemClock, ToolRegistry, define_tool
 from harness_one._clock import SYSTEM_CLOCK
@@ -295,37 +292,12 @@ def test_grant_approval_under_a_persons_denial_leaves_the_call_refused() -> None
     assert ran == []
 
 
-class ScriptedModel(Model):
-    """One ``transfer`` call, then text; records what each turn was sent."""
-
-    def __init__(self, call_id: str, arguments: dict[str, Any]) -> None:
-        self.calls = [(call_id, arguments)]
-        self.inputs: list[Any] = []
-
-    async def get_response(self, system_instructions: Any, input: Any, *args: Any, **kwargs: Any) -> ModelResponse:
-        self.inputs.append(input)
-        if self.calls:
-            call_id, arguments = self.calls.pop(0)
-            output: list[Any] = [
-                ResponseFunctionToolCall(
-                    type="function_call", call_id=call_id, name="transfer", arguments=json.dumps(arguments), id=f"fc-{call_id}"
-                )
-            ]
-        else:
-            text = ResponseOutputText(type="output_text", text="done", annotations=[])
-            output = [ResponseOutputMessage(id="m1", role="assistant", status="completed", type="message", content=[text])]
-        return ModelResponse(output=output, usage=Usage(), response_id=None)
-
-    def stream_response(self, *args: Any, **kwargs: Any) -> Any:
-        raise NotImplementedError
-
-
 def test_an_sdk_approval_under_a_persons_harness_denial_is_refused_and_the_run_goes_on() -> None:
     bank = Bank(per=1000)
     held = bank.registry.try_call("transfer", {"to": "eve", "amount": 500}, context={"user": "alice"}, call_id="c1")
     assert held.error is not None and held.error.kind == "approval_required"
     bank.approval.deny("c1", "unknown payee")  # a person denied it in the harness
-    model = ScriptedModel("c1", {"to": "eve", "amount": 500})
+    model = ScriptedModel([("c1", {"to": "eve", "amount": 500})])
     tool = to_openai_agents("transfer", bank.registry, context=lambda ctx: {"user": ctx.context})
     agent = Agent(name="bank", instructions="pay", model=model, tools=[tool])
     config = RunConfig(tracing_disabled=True)
