@@ -949,7 +949,8 @@ class ToolRegistry(metaclass=_SharedType):
                     for hook in plan.pre_validate:
                         outcome = hook(call)
                         if outcome is not None:  # a refusal is raised: a returned one would let the arguments through
-                            raise _bad_answer(call, tool, plan.plugin_of(hook), "pre_validate", outcome, _PRE_VALIDATE_ANSWER)
+                            call.tool = tool  # (the one looked up: what the error names)
+                            raise _bad_answer(call, plan.plugin_of(hook), outcome, _PRE_VALIDATE)
                     if type(call.arguments) is not dict:
                         raise PluginError(f"pre_validate left arguments of type {type(call.arguments).__name__}, not a dict")
                 kwargs = call.arguments
@@ -1001,26 +1002,19 @@ class ToolRegistry(metaclass=_SharedType):
                         else:  # refused: a ToolError returned (alone or in an Outcome) is taken as if raised here, for less
                             failure = outcome.error if type(outcome) is Outcome else outcome
                             if not isinstance(failure, ToolError):
-                                raise _bad_answer(
-                                    call, tool, plan.plugin_of(hook), "pre_call", outcome, "an Outcome, a ToolError or None"
-                                )
+                                call.tool = tool
+                                raise _bad_answer(call, plan.plugin_of(hook), outcome, _PRE_CALL)
                             decision = None  # on_error runs below: no exception is being handled
                             break
                         for hook in post_call:
                             outcome = hook(call)
                             if outcome is not None:  # most answer None: one test
                                 if type(outcome) is not Await:  # a refusal is raised: a returned one would let the result out
-                                    raise _bad_answer(call, tool, plan.plugin_of(hook), "post_call", outcome, _POST_CALL_ANSWER)
+                                    call.tool = tool
+                                    raise _bad_answer(call, plan.plugin_of(hook), outcome, _POST_CALL)
                                 if (yield from _resolve(plan, hook, outcome, True)) is not None:  # its answer: None
-                                    raise _bad_answer(
-                                        call,
-                                        tool,
-                                        plan.plugin_of(hook),
-                                        "post_call",
-                                        outcome.value,
-                                        _POST_CALL_AWAIT,
-                                        _POST_CALL_AWAITED,
-                                    )
+                                    call.tool = tool
+                                    raise _bad_answer(call, plan.plugin_of(hook), outcome.value, _POST_CALL_AWAIT)
                         return
                     except Exception as exc:  # on_error runs in this block: its hooks see the error in sys.exc_info()
                         call.tool = tool  # as above
@@ -1325,7 +1319,7 @@ class ToolRegistry(metaclass=_SharedType):
                     return _Paused(index, answer, decision, broken)
                 if _not_an_answer(answer):
                     if broken is None:
-                        broken = _bad_answer(call, call.tool, plan.on_error_names[index], "on_error", answer, _ON_ERROR_ANSWERS)
+                        broken = _bad_answer(call, plan.on_error_names[index], answer, _ON_ERROR)
                         decision = _failed_decision(call, err, decision, broken)
                 elif decision is None and not _no_decision(call, answer, err):
                     decision = call.decision = answer
@@ -1368,7 +1362,7 @@ class ToolRegistry(metaclass=_SharedType):
             if answer is not None and _not_an_answer(answer):
                 if paused.broken is None:
                     owner = plan.on_error_names[paused.index]
-                    paused.broken = _bad_answer(call, call.tool, owner, "on_error", answer, _ON_ERROR_ANSWERS)
+                    paused.broken = _bad_answer(call, owner, answer, _ON_ERROR)
                     paused.decision = _failed_decision(call, err, paused.decision, paused.broken)
             elif answer is not None and paused.decision is None and not _no_decision(call, answer, err):
                 paused.decision = call.decision = answer
@@ -1563,7 +1557,8 @@ def _check_timeout(call: Call, tool: Tool, timeout: Any) -> None:
     if isinstance(timeout, bool) or not isinstance(timeout, Real):
         call.ran = False
         shown = repr(timeout) if type(timeout) is str else timeout
-        raise _bad_answer(call, tool, None, "pre_call", shown, "a number of seconds or None", "set call.timeout to")
+        call.tool = tool
+        raise _bad_answer(call, None, shown, _TIMEOUT_SET)
     seconds = cast(float, timeout)  # (a Real: compared and shown as a float is)
     if not seconds > 0.0:
         call.ran = False
@@ -1725,14 +1720,18 @@ def _resolve(plan: ToolPlan, hook: Callable[..., Any], pending: Await, returned:
     return pending.value
 
 
-#: What pre_validate and post_call hooks may answer, as their errors name it.
-_PRE_VALIDATE_ANSWER = "None (replace call.arguments, or raise a ToolArgumentError to refuse them)"
-_POST_CALL_ANSWER = "None or an Await (assign call.result, or raise a ToolError to refuse it)"
-#: What a post_call hook's Await may answer (``sync()``/``aio()``), and how its error says it answered otherwise.
-_POST_CALL_AWAIT = "None (assign call.result, or raise a ToolError in sync()/aio() to refuse it)"
-_POST_CALL_AWAITED = "returned an Await that answered"
-#: What an on_error hook may answer, as its error names it.
-_ON_ERROR_ANSWERS = "a Retry (of a delay in seconds), an Outcome (of a value, or of a ToolError) or None"
+#: For :func:`_bad_answer`: the hook, what it may answer, and how its error says it answered otherwise. (One
+#: argument: a call with fewer arguments keeps the stack of ``_attempts``, and so every call's generator, smaller.)
+_PRE_VALIDATE = ("pre_validate", "None (replace call.arguments, or raise a ToolArgumentError to refuse them)", "returned")
+_PRE_CALL = ("pre_call", "an Outcome, a ToolError or None", "returned")
+_POST_CALL = ("post_call", "None or an Await (assign call.result, or raise a ToolError to refuse it)", "returned")
+_POST_CALL_AWAIT = (
+    "post_call",
+    "None (assign call.result, or raise a ToolError in sync()/aio() to refuse it)",
+    "returned an Await that answered",
+)
+_ON_ERROR = ("on_error", "a Retry (of a delay in seconds), an Outcome (of a value, or of a ToolError) or None", "returned")
+_TIMEOUT_SET = ("pre_call", "a number of seconds or None", "set call.timeout to")
 
 
 def _not_an_answer(answer: Any) -> bool:
@@ -1748,12 +1747,13 @@ def _not_an_answer(answer: Any) -> bool:
     return kind is not Outcome or not (answer.error is None or isinstance(answer.error, ToolError))
 
 
-def _bad_answer(
-    call: Call, tool: Tool, owner: str | None, hook: str, answer: Any, expected: str, did: str = "returned"
-) -> PluginError:
-    """The error of a hook of plugin ``owner`` that answered (``did``) what the core does not take, calling ``tool``
-    (the one looked up). A pre_validate or post_call hook's answer is named by its type only: it may hold what the
-    hook was there to keep from the model (a redaction hook's original)."""
+def _bad_answer(call: Call, owner: str | None, answer: Any, what: tuple[str, str, str]) -> PluginError:
+    """The error of a ``what[0]`` hook of plugin ``owner`` that answered (``what[2]``) what the core does not take
+    (``what[1]`` it does), calling ``call.tool`` (which the caller set back to the tool looked up). A pre_validate
+    or post_call hook's answer is named by its type only: it may hold what the hook was there to keep from the
+    model (a redaction hook's original)."""
+    hook, expected, did = what
+    tool = call.tool
     shown: str | None
     if hook in {"pre_validate", "post_call"}:
         shown = _a(type(answer).__name__)
