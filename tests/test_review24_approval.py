@@ -162,9 +162,8 @@ def test_resume_runs_with_the_callers_context_objects() -> None:
 # ---------------------------------------------------------------- 4. a given-back decision past ttl
 
 
-def given_back_past_ttl() -> tuple[ToolRegistry, ApprovalPlugin]:
-    """c1 approved at 0, refused by the rate limit after c2 was approved at 10 (given back), then 3605 s old."""
-    clock = ManualClock()
+def one_token_gated(clock: ManualClock) -> ToolRegistry:
+    """A registry with tool ``t``: held for approval, and one token of rate limit (refills in 10^5 s)."""
     registry = ToolRegistry(autoload=False, clock=clock)
 
     @define_tool(registry=registry, rate_limit={"rate": 1 / 100000, "burst": 1}, options={"requires_approval": True})
@@ -172,6 +171,13 @@ def given_back_past_ttl() -> tuple[ToolRegistry, ApprovalPlugin]:
         """T."""
         return x
 
+    return registry
+
+
+def given_back_past_ttl() -> tuple[ToolRegistry, ApprovalPlugin]:
+    """c1 approved at 0, refused by the rate limit after c2 was approved at 10 (given back), then 3605 s old."""
+    clock = ManualClock()
+    registry = one_token_gated(clock)
     approval = approval_of(registry)
     registry.try_call("t", {"x": 0}, call_id="burn")
     approval.approve("burn")
@@ -489,13 +495,7 @@ class CountingOrder(OrderedDict[str, Any]):
 
 def test_giving_an_approval_back_moves_no_newer_decision_and_it_still_expires_at_its_ttl() -> None:
     clock = ManualClock()
-    registry = ToolRegistry(autoload=False, clock=clock)
-
-    @define_tool(registry=registry, rate_limit={"rate": 1 / 100000, "burst": 1}, options={"requires_approval": True})
-    def t(x: int) -> int:
-        """T."""
-        return x
-
+    registry = one_token_gated(clock)
     approval = approval_of(registry)
     registry.try_call("t", {"x": -1}, call_id="burn")
     approval.approve("burn")
