@@ -92,6 +92,9 @@ Resolver = Callable[[str, int], list[str]]
 
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")
 _BLOCKED_V4 = [ipaddress.ip_network(n) for n in ("0.0.0.0/8", "100.64.0.0/10", "192.0.0.0/24", "198.18.0.0/15", "240.0.0.0/4")]
+#: IPv6 documentation space, whatever Python's ``ipaddress`` tables hold: 3fff::/20 (RFC 9637, 2024) is not in
+#: Python 3.11's, which counted it global; 2001:db8::/32 (RFC 3849) is in every version's.
+_BLOCKED_V6 = [ipaddress.ip_network(n) for n in ("2001:db8::/32", "3fff::/20")]
 
 
 class _Response(TypedDict):
@@ -211,6 +214,8 @@ def why_refused(ip: IPAddress) -> str | None:
         if embedded is not None:
             inner = why_refused(embedded)
             return f"it embeds the IPv4 address {embedded}, which {inner}" if inner else None
+        if any(ip in net for net in _BLOCKED_V6):  # before Python's tables, so every version says the same
+            return "is a documentation address"
     checks = [  # most specific first: Python counts several of these as private too
         ("is_unspecified", "is the unspecified address"),
         ("is_loopback", "is a loopback address"),
@@ -275,7 +280,9 @@ def _pin(
     host = url.raw_host.decode("ascii")  # what goes on the wire: an IDN host in its ASCII (IDNA) form, as httpx wrote it
     if not host:
         raise _refuse("the URL has no host", str(url), redirect=redirect)
-    port = url.port or (443 if url.scheme == "https" else 80)
+    port = url.port if url.port is not None else 443 if url.scheme == "https" else 80
+    if not 1 <= port <= 65535:  # past it, getaddrinfo wraps it (108831 reached 43295) or blames the network
+        raise _refuse(f"the port must be 1-65535, not {port}", str(url), redirect=redirect)
     try:
         literal: IPAddress | None = ipaddress.ip_address(host)
     except ValueError:
@@ -566,6 +573,11 @@ def fetch(url: str, policy: FetchPolicy) -> FetchResult:
         current = httpx.URL(url)
     except (httpx.InvalidURL, TypeError) as exc:
         raise _refuse(f"not a valid URL: {exc}", url) from None
+    except UnicodeError:  # a lone surrogate, which httpx cannot percent-encode (UTF-8 has none)
+        at = next((i for i, c in enumerate(url) if "\ud800" <= c <= "\udfff"), None)
+        if at is None:
+            raise _refuse("not a valid URL: it holds text that cannot be written as UTF-8", url) from None
+        raise _refuse(f"not a valid URL: it holds a lone surrogate (U+{ord(url[at]):04X}) at position {at}", url) from None
     deadline = _Deadline(policy.timeout)
     transport = policy.transport if policy.transport is not None else _DeadlineTransport(deadline)
     # No cookie jar that keeps anything: stored under the pinned address, a cookie one host set went to every other

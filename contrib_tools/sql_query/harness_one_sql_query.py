@@ -27,7 +27,8 @@ A failure of the database itself is no fault of the query: busy or locked by ano
 connection is a :class:`~harness_one.RetryableError` once SQLite has waited at most a second for
 the lock (within ``time_limit``), so retries wait between attempts, not in them; a file that is
 not a database, is corrupt or cannot be opened or read is a :class:`~harness_one.ToolError`
-saying the database is unavailable. Stored text that is not valid UTF-8 is read with each invalid
+saying the database is unavailable, and so is a WAL database of another user's that no connection has open,
+which even ``mode=ro`` would give ``-wal`` and ``-shm`` files its owner could not write. Stored text that is not valid UTF-8 is read with each invalid
 byte sequence as U+FFFD (``hex(column)`` gives its bytes), not refused as the query's fault. A name in the
 schema that is not valid UTF-8, which Python's sqlite3 cannot read, is a :class:`~harness_one.ToolError` saying
 so (its operator must rename it); an error message the query's own text made invalid is the query's refusal.
@@ -180,6 +181,40 @@ def _unencodable(text: str) -> bool:
     except UnicodeEncodeError:
         return True
     return False
+
+
+_SURROGATE = "text must be valid Unicode (a lone surrogate cannot be stored)"
+_INT64 = range(-(2**63), 2**63)
+_SHOWN_DIGITS = 30  # an integer parameter past this many digits is told by its digit count
+
+
+def _digits(value: int) -> int:
+    """How many decimal digits ``value`` has, told without ``str`` (which refuses past 4,300 digits)."""
+    n = max(1, int(abs(value).bit_length() * 0.30103))  # log10(2): within one of the count
+    while 10**n <= abs(value):
+        n += 1
+    while n > 1 and 10 ** (n - 1) > abs(value):
+        n -= 1
+    return n
+
+
+def _param_problems(params: list[Any] | None) -> list[ArgumentProblem]:
+    """A problem on ``$.params[i]`` for each parameter SQLite cannot store: an integer past 64 bits, text holding a lone
+    surrogate (which UTF-8 cannot hold); ``got`` shows the value (a long integer as its digit count)."""
+    problems = []
+    for i, value in enumerate(params or []):
+        if isinstance(value, int) and value not in _INT64:
+            digits = _digits(value)
+            shown = str(value) if digits <= _SHOWN_DIGITS else f"an integer of {digits:,} digits"
+            message = "the integer does not fit SQLite's 64-bit integers"
+            problems.append(
+                ArgumentProblem(f"$.params[{i}]", message, "range", f"an integer from {-(2**63)} to {2**63 - 1}", shown)
+            )
+        elif isinstance(value, str) and _unencodable(value):
+            at = next(j for j, c in enumerate(value) if "\ud800" <= c <= "\udfff")
+            message = f"{_SURROGATE[:-1]}; U+{ord(value[at]):04X} at position {at})"
+            problems.append(ArgumentProblem(f"$.params[{i}]", message, "type", "valid text", repr(value[:80])))
+    return problems
 
 
 def _blob(value: bytes) -> dict[str, Any]:
@@ -359,6 +394,42 @@ def _in_schema(conn: sqlite3.Connection, invalid: bytes) -> bool:
     return False
 
 
+def _foreign_wal_files(path: Path) -> ToolError | None:
+    """The error for a database SQLite would have to give files to that its owner could not write: in WAL mode, with no
+    connection open on it (its ``-wal`` or ``-shm`` file missing), even a ``mode=ro`` connection creates both beside it
+    (where the directory lets it) and leaves them at close, owned by this process's user. SQLite gives them the
+    database's owner when run as root, so they are harmless as root or as the owner; as anyone else the owner's next
+    write fails ("attempt to write a readonly database"). None when reading it creates no such file.
+
+    Checked just before connecting: a connection of the owner's that closes in between (deleting its files) is not
+    seen. Costs one ``stat`` as root or as the owner.
+    """
+    if not hasattr(os, "geteuid"):  # Windows: no file owners to mismatch this way
+        return None
+    euid = os.geteuid()
+    try:
+        owner = path.stat().st_uid
+        if euid in (0, owner):
+            return None
+        with path.open("rb") as file:
+            header = file.read(20)
+    except OSError:  # SQLite tells what is wrong with it
+        return None
+    if len(header) < 20 or not header.startswith(b"SQLite format 3\x00") or 2 not in (header[18], header[19]):
+        return None  # not WAL mode (bytes 18-19, the file format versions: 2 in WAL mode)
+    missing = [suffix for suffix in ("-wal", "-shm") if not os.path.exists(f"{path}{suffix}")]
+    if not missing:
+        return None
+    return ToolError(
+        f"The database {str(path)!r} is unavailable to this tool: it is in WAL mode and no connection has it open (its "
+        f"{' and '.join(missing)} file{'s are' if len(missing) > 1 else ' is'} missing), so reading it would create its "
+        f"-wal and -shm files owned by this tool's user (uid {euid}), not the database's owner (uid {owner}), and the "
+        "owner's next write would fail ('attempt to write a readonly database'). The query is not at fault; the "
+        "database's operator must keep a connection to it open while the tool reads it, run the tool as the database's "
+        "owner, or switch the database to PRAGMA journal_mode = DELETE."
+    )
+
+
 def _memory_bounded() -> bool:
     """Whether this process's address space is limited (the timeout plugin's process-mode worker, Linux)."""
     try:
@@ -388,9 +459,12 @@ def run_query(
     now = (clock or SystemClock()).now
     got = repr(sql[:80])
     deadline = now() + time_limit  # the wait for a lock included
+    resolved = Path(path).resolve()
+    if (foreign := _foreign_wal_files(resolved)) is not None:
+        raise foreign
     try:
         # Quoted: a "#", "?" or "%" in the path would end it or be read as URI syntax, dropping mode=ro.
-        uri = f"file:{quote(str(Path(path).resolve()))}?mode=ro"
+        uri = f"file:{quote(str(resolved))}?mode=ro"
         conn = sqlite3.connect(uri, uri=True, timeout=min(_BUSY_WAIT, time_limit))
     except sqlite3.Error as exc:
         raise _database_failure(path, exc) or _unavailable(path, exc) from None
@@ -452,14 +526,15 @@ def run_query(
                 ) from None
             raise _refuse(str(exc), got) from None
         except OverflowError as exc:  # a parameter past SQLite's 64-bit integers
-            raise ToolArgumentError(
-                [ArgumentProblem("$.params", f"a parameter does not fit SQLite: {exc}", "range", "integers within 64 bits")]
-            ) from None
+            problems = _param_problems(params) or [
+                ArgumentProblem("$.params", f"a parameter does not fit SQLite: {exc}", "range", "integers within 64 bits")
+            ]
+            raise ToolArgumentError(problems) from None
         except UnicodeEncodeError:  # a lone surrogate in the query or a parameter
-            field = "$.params" if params and any(isinstance(p, str) and _unencodable(p) for p in params) else "$.sql"
-            raise ToolArgumentError(
-                [ArgumentProblem(field, "text must be valid Unicode (a lone surrogate cannot be stored)", "type", "valid text")]
-            ) from None
+            problems = _param_problems(params)
+            if _unencodable(sql) or not problems:
+                problems.insert(0, ArgumentProblem("$.sql", _SURROGATE, "type", "valid text", got))
+            raise ToolArgumentError(problems) from None
         except UnicodeDecodeError as exc:  # SQLite's text (a name, an error message) that is not UTF-8
             raise _undecodable(conn, path, exc, got) from None
         except sqlite3.DataError as exc:
