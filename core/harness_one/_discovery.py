@@ -63,6 +63,10 @@ class DiscoveryReport:
     #: Module entry points that a lookup of one tool passed over: the :class:`ToolIndex` says they
     #: failed to load with their files as they are now. A listing imports them again.
     known_failed: dict[EntryPoint, LoadFailure] = field(default_factory=dict, repr=False)
+    #: What each entry point's import under way registered itself (a plain ``@defineTool``, into the default
+    #: registry; see :func:`imported_tool`): its tools, and the conflicts its skipped tools made. An import that
+    #: fails leaves none of them (:func:`_undo_import`).
+    by_import: dict[EntryPoint, list[Tool | Conflict]] = field(default_factory=dict, repr=False)
 
     def retry(self) -> None:
         """Forget the entry points that failed to load, and their failures: the next loading tries them again."""
@@ -155,19 +159,45 @@ def imported_tool(registry: ToolRegistry, tool: Tool, old: Tool | None) -> bool:
     """For ``registry._insert`` of a tool without a source: while this thread imports a tool
     package (a plain ``@defineTool`` registering into the default registry at import), the
     tool is that package's, and it follows the packages' rule: a name already taken (by the
-    first package, or by code) is kept, the conflict recorded (True: not registered)."""
+    first package, or by code) is kept, the conflict recorded (True: not registered). Both are
+    recorded for the entry point: if its import fails, they are taken out (:func:`_undo_import`).
+    An import that failed already (given up past its time bound, and still running) registers nothing."""
     ep = importing()
     if ep is None or ep.group != TOOL_GROUP:
         return False
+    report = registry.discovery
+    if ep in report.failed:
+        return True
     tool.source = ep.distribution
+    made = report.by_import.setdefault(ep, [])
     if old is None:
+        made.append(tool)
         return False
     kept = old.source or "code in this process"
     conflict = Conflict(tool.name, kept=kept, skipped=ep.distribution)
-    if conflict not in registry.discovery.conflicts:
-        registry.discovery.conflicts.append(conflict)
+    if conflict not in report.conflicts:
+        report.conflicts.append(conflict)
+        made.append(conflict)
         log_event(30, "tool name conflict", tool=tool.name, kept=kept, skipped=ep.distribution)
     return True
+
+
+def _undo_import(registry: ToolRegistry, ep: EntryPoint) -> None:
+    """Take out what the failed import of ``ep`` registered itself (:func:`imported_tool`): each of its tools the
+    registry still holds (the very object), and the conflicts it recorded. As in a process where it never
+    imported, another package's tool of the same name is then loaded in its place."""
+    report = registry.discovery
+    with registry._lock:  # (imported_tool runs under it)
+        undone = report.by_import.pop(ep, [])
+    for made in reversed(undone):
+        if isinstance(made, Conflict):
+            with contextlib.suppress(ValueError):
+                report.conflicts.remove(made)
+            continue
+        with registry._lock, contextlib.suppress(Exception):  # best effort: a plugin's hook may object
+            entry = registry._tools.get(made.name)
+            if entry is not None and entry.tool is made:
+                registry.remove(made.name)
 
 
 def load_tool_entry_points(registry: ToolRegistry, report: DiscoveryReport) -> None:
@@ -677,13 +707,16 @@ def _load(registry: ToolRegistry, report: DiscoveryReport, ep: EntryPoint, index
         pending = tools_of(ep.load())
     except KeyboardInterrupt:
         report.seen.discard(ep)  # not loaded: the next discovery tries it again
+        _undo_import(registry, ep)
         raise
     except BaseException as exc:  # SystemExit at import included: a broken package is reported, not fatal
         report.failed[ep] = failure(ep, exc)  # not tried again on each lookup: load_entry_points(refresh=True) does
+        _undo_import(registry, ep)  # (after: an import given up that runs on registers nothing more)
         report.failures.append(report.failed[ep])
         if index is not None:  # nor by another process's lookups while its files are unchanged: a listing does
             index.record(ep, [], failed=report.failed[ep].error)
         return
+    registry.discovery.by_import.pop(ep, None)
     names = [tool.name for tool in pending]
     if index is not None:
         index.record(ep, names, files=_module_files(ep, pending))

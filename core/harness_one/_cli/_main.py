@@ -252,6 +252,12 @@ def _attach_mcp(state: CliState, registry: ToolRegistry) -> None:
     try:
         wait, limit = state.mcp_bounds()
         specs += [parse_mcp_spec(text, call_timeout=wait, max_reply_bytes=limit) for text in state.mcp_specs]
+        named = [spec.name for spec in specs]
+        twice = next((name for n, name in enumerate(named) if name in named[:n]), None)
+        if twice is not None:  # (its tools' source, circuit and tag: each server's own)
+            raise McpSpecError(
+                f"two MCP servers are named '{twice}' (--mcp or [mcp.servers.{twice}]); give each server its own name."
+            )
     except McpSpecError as exc:
         raise click.UsageError(str(exc)) from None
     try:

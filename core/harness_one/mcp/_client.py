@@ -30,6 +30,7 @@ import re
 import signal
 import sys
 import threading
+import typing
 import weakref
 from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
 from contextlib import AsyncExitStack
@@ -76,6 +77,7 @@ from ._stdio import _detail
 __all__ = [
     "ERROR_TEXT_LIMIT",
     "MAX_REPLY_BYTES",
+    "MAX_RETRY_AFTER",
     "McpConnectionError",
     "RemoteServer",
     "RemoteToolError",
@@ -98,6 +100,10 @@ _HEAD = 1 << 12
 #: The pages of one tools/list read at most, and the tools kept of them all.
 _MAX_PAGES = 100
 _MAX_TOOLS = 10_000
+#: The longest ``retry_after`` (seconds) taken from a remote error; a longer one, or no finite number, is none.
+MAX_RETRY_AFTER = 86_400.0
+#: A remote error's ``kind`` as taken: a short word (else none).
+_KIND = re.compile(r"^[A-Za-z0-9_.:-]{1,64}\Z")
 
 
 class McpConnectionError(RetryableError):
@@ -125,15 +131,27 @@ class RemoteToolError(Exception):
         self.server = server
         self.tool = tool
         self.data = data
-        error = data if isinstance(data, dict) else None
-        self.kind: str | None = error.get("kind") if isinstance(error, dict) else None
-        wait = error.get("retry_after") if isinstance(error, dict) else None
-        self.retry_after: float | None = float(wait) if isinstance(wait, (int, float)) and not isinstance(wait, bool) else None
+        error = data if isinstance(data, dict) else {}
+        kind = error.get("kind")
+        self.kind: str | None = kind if isinstance(kind, str) and _KIND.match(kind) else None
+        self.retry_after: float | None = _remote_wait(error.get("retry_after"))
 
     def __reduce__(self) -> tuple[Any, ...]:
         # By its fields (the constructor's are keyword-only): a ToolExecutionError carrying it crosses processes.
         # (Its text is masked and cut already: doing it again changes nothing.)
         return (_remote_error, (self.text, self.server, self.tool, self.data))
+
+
+def _remote_wait(value: Any) -> float | None:
+    """A remote ``retry_after`` as seconds: a finite number from 0 to :data:`MAX_RETRY_AFTER`, else None (NaN, an
+    infinity, a negative or a longer wait, text: the server's word is not taken for what no wait can be)."""
+    if type(value) not in (int, float):
+        return None
+    try:
+        wait = float(value)
+    except OverflowError:  # an integer past a float's range
+        return None
+    return wait if 0.0 <= wait <= MAX_RETRY_AFTER else None
 
 
 def _remote_error(text: str, server: str, tool: str, data: Any) -> RemoteToolError:
@@ -612,6 +630,11 @@ class RemoteServer:
         self._process: tuple[Client, list[Any]] | None = None
         self._again = False  # the tools changed again while a refresh ran: one more follows it
         self._missed = False  # the tools changed before the import added them: a refresh follows it
+        #: The tools this server put in :attr:`registry`, by name: a tool of the registry is this server's only
+        #: while it is the very object (another server of the same name, code, a package may hold the name).
+        self._added: dict[str, Tool] = {}
+        #: The registry this server's import is adding its tools to, or added them to (see :func:`_claim`).
+        self._claimed: ToolRegistry | None = None
 
     def __repr__(self) -> str:
         target = self.spec.shown_url() or (self.spec.command[0] if self.spec.command else "?")
@@ -787,9 +810,11 @@ class RemoteServer:
         size = 0
         cut: list[str] = []
         refused: list[str] = []  # the tools no valid tool listing holds, and why
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.connect_timeout  # for the whole listing, all its pages
         try:
             for _ in range(_MAX_PAGES):
-                page = await asyncio.wait_for(self._page(client, cursor, refused), self.connect_timeout)
+                page = await asyncio.wait_for(self._page(client, cursor, refused), max(0.0, deadline - loop.time()))
                 size += sum(len(tool.name) + len(tool.description or "") for tool in page.tools)
                 with contextlib.suppress(Exception):
                     size += sum(len(json.dumps(tool.input_schema)) for tool in page.tools)
@@ -931,7 +956,7 @@ class RemoteServer:
                 f"Lost the connection to MCP server '{self.spec.name}' during '{local}': {reason}", tool=local
             ) from exc
         except pydantic.ValidationError as exc:  # a result that is not a CallToolResult: where, not what
-            text = f"the reply is not a valid tools/call result ({_detail(exc)})"
+            text = f"the reply is not a valid tools/call result ({_unknown_block(exc) or _detail(exc)})"
             raise self._failed(RemoteToolError(text, server=self.spec.name, tool=remote), local) from None
         except RuntimeError as exc:  # the SDK's check of structured content against the output schema
             raise self._failed(RemoteToolError(str(exc), server=self.spec.name, tool=remote), local) from exc
@@ -1031,7 +1056,7 @@ class RemoteServer:
         bounded = keywords.get("timeout") is not None or keywords.get("total_timeout") is not None
         build = functools.partial(
             Tool.create,
-            self._function(remote.name, local, unwrap, None if bounded else self.call_timeout),
+            self._function(remote.name, local, unwrap, None if bounded else self.call_timeout, remote.input_schema),
             name=local,
             description=remote.description or remote.title or f"Tool '{remote.name}' of MCP server '{self.spec.name}'.",
             output_schema=output if isinstance(output, dict) else None,
@@ -1049,17 +1074,28 @@ class RemoteServer:
         log_event(logging.INFO, "mcp defaults dropped", server=self.spec.name, tool=local, at=dropped)
         return build(parameters=parameters)
 
-    def _function(self, remote: str, local: str, unwrap: bool, deadline: float | None) -> Any:
+    def _function(self, remote: str, local: str, unwrap: bool, deadline: float | None, schema: Mapping[str, Any]) -> Any:
+        """The function of a remote tool: it takes the remote's arguments, and the :class:`~harness_one.Call` under a
+        parameter name the remote schema does not use (``_harness_call``, else ``_harness_call_2``, ...)."""
         server = self
+        properties = schema.get("properties")
+        used = set(properties) if isinstance(properties, dict) else set()
+        name = next(name for n in itertools.count(1) if (name := f"_harness_call_{n}" if n > 1 else "_harness_call") not in used)
 
-        async def call_mcp_tool(_harness_call: Call, **arguments: Any) -> Any:
+        async def call_mcp_tool(**arguments: Any) -> Any:
+            call: Call = arguments.pop(name)
             # Ask the remote for progress only when someone listens (``Call.wants_progress``, when the core has it).
-            wanted = getattr(_harness_call, "wants_progress", True)
-            report = _on_loop(asyncio.get_running_loop(), _harness_call.report_progress) if wanted else None
+            wanted = getattr(call, "wants_progress", True)
+            report = _on_loop(asyncio.get_running_loop(), call.report_progress) if wanted else None
             result = await _await(server._call(remote, local, arguments, report, _current_trace(), deadline))
             return server._value(result, remote, local, unwrap)
 
         call_mcp_tool.__qualname__ = call_mcp_tool.__name__ = f"mcp_{local}"
+        keyword = inspect.Parameter.KEYWORD_ONLY
+        call_mcp_tool.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+            [inspect.Parameter(name, keyword, annotation=Call), inspect.Parameter("arguments", inspect.Parameter.VAR_KEYWORD)]
+        )
+        call_mcp_tool.__annotations__ = {name: Call, "arguments": Any, "return": Any}
         return call_mcp_tool
 
     def _value(self, result: types.CallToolResult, remote: str, local: str, unwrap: bool) -> Any:
@@ -1107,20 +1143,21 @@ class RemoteServer:
         Returns each tool added with the one it replaced (for :meth:`_detach`). A failure part-way (a plugin refusing
         a tool, ``stop`` set: the import was cancelled) takes out the tools added before it raises."""
         tools = self._tools(listing, self._policies(definition))
-        if not replace:
-            clash = [t.name for t in tools if t.name in registry]
+        _claim(self, registry)
+        added: list[tuple[Tool, Tool | None]] = []
+        try:
+            clash = [t.name for t in tools if t.name in registry] if not replace else []
             if clash:
                 raise ToolDefinitionError(
                     f"MCP server '{self.spec.name}': tools {clash} are already registered; "
                     "give the server a prefix (prefix='...' or 'prefix' in its config table)."
                 )
-        added: list[tuple[Tool, Tool | None]] = []
-        try:
             for tool in tools:
                 if stop is not None and stop.is_set():
                     raise asyncio.CancelledError
                 added.append((tool, registry.get(tool.name) if replace and tool.name in registry else None))
                 registry.add(tool, replace=True)
+                self._added[tool.name] = tool
         except BaseException:
             self._detach(registry, added)
             raise
@@ -1134,6 +1171,10 @@ class RemoteServer:
         or the tool it replaced put back. Best effort: what the registry refuses stays as it is."""
         if self.registry is registry:
             self.registry = None  # no refresh adds them again
+        with _claims_lock:
+            if self._claimed is registry:
+                self._claimed = None
+        self._added.clear()
         for tool, before in reversed(added):
             with contextlib.suppress(Exception):
                 if tool.name in registry and registry.get(tool.name) is tool:
@@ -1163,22 +1204,29 @@ class RemoteServer:
             self._missed = False
             self._changed()
 
+    def _owns(self, registry: ToolRegistry, name: str) -> bool:
+        """Whether ``registry``'s tool ``name`` is the very one this server added (not one of the same source).
+        (Read from the registry's own table: a name it lacks loads no tool package.)"""
+        entry = registry._tools.get(name)
+        return entry is not None and entry.tool is self._added.get(name)
+
     def _update(self, registry: ToolRegistry, listing: Sequence[types.Tool]) -> None:
-        own = f"mcp:{self.spec.name}"
         before, tools = self._listed, self._tools(listing, self._policies(self._definition))
         now = self._by_local(listing)
         for tool in tools:
-            if tool.name in registry and registry.get(tool.name).source != own:
+            if tool.name in registry and not self._owns(registry, tool.name):
                 remote = self.names.pop(tool.name)
                 self.failures.append(f"{remote}: the name '{tool.name}' belongs to another tool; give the server a prefix.")
                 log_event(logging.WARNING, "mcp tool name taken", server=self.spec.name, tool=tool.name, remote=remote)
                 continue
             if tool.name not in registry or before.get(tool.name) != now[tool.name]:
                 registry.add(tool, replace=True)  # new or changed (an unchanged tool keeps its object, and no event)
+                self._added[tool.name] = tool
                 before[tool.name] = now[tool.name]
         for name in set(before) - set(self.names):  # gone from the listing (or its name taken)
-            if name in registry and registry.get(name).source == own:
+            if self._owns(registry, name):
                 registry.remove(name)
+            self._added.pop(name, None)
             del before[name]
 
     def _by_local(self, listing: Sequence[types.Tool]) -> dict[str, types.Tool]:
@@ -1227,6 +1275,26 @@ def _block(block: types.ContentBlock) -> dict[str, Any]:
     elif isinstance(block, types.EmbeddedResource) and isinstance(block.resource, types.BlobResourceContents):
         value["resource"]["blob"] = _omitted(block.resource.mime_type, block.resource.blob)
     return value
+
+
+#: The ``type`` of each content block this MCP SDK reads.
+_BLOCK_TYPES = frozenset(
+    str(typing.get_args(block.model_fields["type"].annotation)[0]) for block in typing.get_args(types.ContentBlock)
+)
+
+
+def _unknown_block(exc: pydantic.ValidationError) -> str | None:
+    """``content.N: unknown content type 'video'`` when a result failed for a content block of a type this SDK does
+    not know (the SDK's own error names a field of the first type it tried); else None."""
+    for error in exc.errors():
+        where, given = error["loc"], error.get("input")
+        if len(where) >= 2 and where[0] == "content" and isinstance(where[1], int) and isinstance(given, dict):
+            kind = given.get("type")
+            if isinstance(kind, str) and kind not in _BLOCK_TYPES:
+                return f"content.{where[1]}: unknown content type {safe_text(kind[:50])!r}"
+            if kind is None:
+                return f"content.{where[1]}: a content block without a type"
+    return None
 
 
 def _omitted(kind: str | None, data: str) -> str:
@@ -1364,6 +1432,32 @@ def _spec(target: McpSpec | str | Sequence[str], name: str | None, prefix: str |
     if prefix is not None and prefix != spec.prefix:
         spec = dataclasses.replace(spec, prefix=prefix)
     return spec
+
+
+#: The servers whose import claimed a registry (:func:`_claim`), and the lock of the claims.
+_claimants: weakref.WeakSet[RemoteServer] = weakref.WeakSet()
+_claims_lock = threading.Lock()
+
+
+def _claim(server: RemoteServer, registry: ToolRegistry) -> None:
+    """Claim ``server``'s name in ``registry``: a server's name is its tools' source (``mcp:NAME``), its circuit and
+    its tag, so two imports of one name into a registry would each take the other's tools for its own. An import
+    under way, or one whose tools are still in the registry (one of them at least), holds the name:
+    :class:`McpSpecError` then, with ``replace`` too."""
+    name = server.spec.name
+    with _claims_lock:
+        for other in list(_claimants):
+            if other is server or other._claimed is not registry or other.spec.name != name:
+                continue
+            if other.registry is None or any(other._owns(registry, local) for local in list(other._added)):
+                unnamed = " (an import without name= is called 'remote')" if name == "remote" else ""
+                raise McpSpecError(
+                    f"MCP server '{name}' is already imported into this registry{unnamed}: give each server its own "
+                    "name (name='...', the NAME of --mcp NAME=..., or its [mcp.servers.NAME] table)."
+                )
+            other._claimed = None  # its tools are all gone: the name is free
+        server._claimed = registry
+        _claimants.add(server)
 
 
 #: The closing of servers whose import failed, under way in the background (awaited at exit: :func:`_close_all`).
