@@ -415,11 +415,10 @@ def drop_nulls(args: Any, tree: Mapping[str, Any], limits: ArgumentLimits | None
 def _without_nulls(value: Any, tree: Mapping[str, Any]) -> Any:
     """``value`` without the nulls ``tree`` (see :func:`~harness_one.export.strict_schema`) marks as absent."""
     branches = tree.get("anyOf")
-    if branches:
-        kind = "object" if isinstance(value, dict) else "array" if isinstance(value, list) else None
-        fits = [sub for k, keys, sub in branches if k == kind and (kind == "array" or value.keys() <= keys)]
-        if fits and all(sub == fits[0] for sub in fits):  # branches that disagree on what a null means: kept as sent
-            value = _without_nulls(value, fits[0])
+    if branches and isinstance(value, (dict, list)):
+        fits = _fitting(value, branches)
+        if fits:
+            value = _kept_by_any(value, [_without_nulls(value, sub) for sub in fits])
     if isinstance(value, list):
         items = tree.get("items")
         return [_without_nulls(v, items) if isinstance(v, (dict, list)) else v for v in value] if items else value
@@ -433,6 +432,39 @@ def _without_nulls(value: Any, tree: Mapping[str, Any]) -> Any:
         sub = properties.get(key)
         out[key] = _without_nulls(item, sub) if sub and isinstance(item, (dict, list)) else item
     return out
+
+
+def _fitting(value: dict[str, Any] | list[Any], branches: Any) -> list[Mapping[str, Any]]:
+    """The trees of the ``anyOf`` branches ``value`` may have been sent for, each once: those of its kind, and for an
+    object, those whose properties are exactly its keys (a strict model sends every property of the branch it
+    follows), else those that have all of its keys."""
+    trees: list[Mapping[str, Any]] = []
+    if isinstance(value, list):
+        fits = [sub for kind, _, sub in branches if kind == "array"]
+    else:
+        objects = [(keys, sub) for kind, keys, sub in branches if kind == "object" and value.keys() <= keys]
+        exact = [sub for keys, sub in objects if len(keys) == len(value)]
+        fits = exact or [sub for _, sub in objects]
+    for sub in fits:
+        if sub not in trees:
+            trees.append(sub)
+    return trees
+
+
+def _kept_by_any(value: Any, results: list[Any]) -> Any:
+    """``value`` with only the nulls that every one of ``results`` (``value`` cleaned for each branch it may have been
+    sent for) dropped, dropped: a null one branch reads as a value is kept, for validation to judge."""
+    if len(results) == 1 or all(result == results[0] for result in results[1:]):
+        return results[0]
+    if isinstance(value, dict):
+        return {
+            key: _kept_by_any(item, [result[key] for result in results if key in result])
+            for key, item in value.items()
+            if any(key in result for result in results)
+        }
+    if isinstance(value, list):
+        return [_kept_by_any(item, [result[i] for result in results]) for i, item in enumerate(value)]
+    return value
 
 
 def _kind(value: Any) -> str:

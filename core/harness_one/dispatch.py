@@ -172,6 +172,8 @@ def _requests(
         try:
             request = parse_call(raw, provider=provider)
         except BadRequest as exc:
+            if not _writable(exc.request_id):  # no answer could carry it: answered unpaired, as a readable call is
+                exc.request_id = None
             out.append(exc)
             if exc.request_id is not None:  # answered under its id: a later call under that id is not run
                 seen.add((type(exc.request_id), exc.request_id))
@@ -191,6 +193,16 @@ def _requests(
         request = resolve(request, registry, strict=strict)
         out.append(request if shown is None or shown.allows(request, provider) else _NotShown(request))
     return out
+
+
+def _check_options(concurrency: Any, context: Any) -> None:
+    """A ``TypeError`` or ``ValueError`` for a ``concurrency`` or ``context`` the caller got wrong (no model's doing)."""
+    if isinstance(concurrency, bool) or not isinstance(concurrency, int):
+        raise TypeError(f"concurrency must be an int of at least 1, not {type(concurrency).__name__}: {concurrency!r}")
+    if concurrency < 1:
+        raise ValueError(f"concurrency must be at least 1, not {concurrency}")
+    if context is not None and not isinstance(context, Mapping):
+        raise TypeError(f"context must be a mapping (or None), not {type(context).__name__}")
 
 
 class _Shown:
@@ -393,7 +405,11 @@ def dispatch(
     ``names`` (tool names, or the :class:`~harness_one.export.Export` the model was shown; for Gemini,
     the registry's names or the declarations'): only these tools run; a call of any other is
     answered as an unknown tool, naming and suggesting only these. ``None`` (the default): every tool in the registry.
+
+    ``concurrency`` must be an int of at least 1 and ``context`` a mapping or ``None``: else a ``TypeError`` (a
+    ``ValueError`` for a ``concurrency`` below 1), raised before any call runs.
     """
+    _check_options(concurrency, context)
     shown = _scope(names)
     requests = _requests(provider, calls, registry, strict, shown)
 
@@ -406,7 +422,7 @@ def dispatch(
     if not requests or ((len(requests) == 1 or concurrency <= 1) and not _loop_running()):
         return _collect(one(r) for r in requests)
     # several calls, or an event loop running in this thread (an async tool cannot start its own loop here): threads
-    workers = max(1, min(concurrency, len(requests)))
+    workers = min(concurrency, len(requests))
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="harness-one-dispatch") as pool:
         # each call in a copy of the caller's context (a pool's threads have their own): the caller's span stays the
         # parent of each tool's span, as it is for a call run in the caller's thread; answers in the order of the calls
@@ -434,9 +450,10 @@ async def adispatch(
     names: Iterable[str] | Export | None = None,
 ) -> Dispatched:
     """The awaitable :func:`dispatch`: calls run as tasks, at most ``concurrency`` at once."""
+    _check_options(concurrency, context)
     shown = _scope(names)
     requests = _requests(provider, calls, registry, strict, shown)
-    slots = asyncio.Semaphore(max(concurrency, 1))
+    slots = asyncio.Semaphore(concurrency)
 
     async def one(request: Request | BadRequest | _NotShown) -> dict[str, Any] | HeldCall:
         if not isinstance(request, Request):

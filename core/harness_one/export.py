@@ -26,6 +26,7 @@ from urllib.parse import quote, unquote, urldefrag
 from ._errors import ToolDefinitionError
 from ._formats import FORMATS, check_format
 from ._schema import (
+    _MAX_SCHEMA_DEPTH,
     _SUBSCHEMA,
     _SUBSCHEMA_ARRAYS,
     _SUBSCHEMA_MAPS,
@@ -400,6 +401,13 @@ def _inline(doc: _Document, budget: int) -> dict[str, Any]:
     siblings = doc.dialect > 7  # whether what stands beside $ref applies
     left = budget
 
+    def deeper(depth: int) -> int:
+        """``depth`` + 1: the result's nesting (objects and arrays) at the next level; :class:`_NotInlinable` past the
+        nesting a definition's schema may have (a chain of shallow ``$defs`` can nest deeper than any one of them)."""
+        if depth >= _MAX_SCHEMA_DEPTH:
+            raise _NotInlinable(f"inlining $ref would nest the schema more than {_MAX_SCHEMA_DEPTH} levels deep")
+        return depth + 1
+
     def count(seen: tuple[Any, ...]) -> None:
         nonlocal left
         if seen:  # a copy made by inlining: counted
@@ -407,50 +415,59 @@ def _inline(doc: _Document, budget: int) -> dict[str, Any]:
             if left < 0:
                 raise _NotInlinable(f"inlining $ref would copy more than {budget} schema nodes")
 
-    def data(value: Any, seen: tuple[Any, ...]) -> Any:
+    def data(value: Any, seen: tuple[Any, ...], depth: int) -> Any:
         if isinstance(value, dict):
             count(seen)
-            return {k: data(v, seen) for k, v in value.items()}
+            depth = deeper(depth)
+            return {k: data(v, seen, depth) for k, v in value.items()}
         if isinstance(value, list):
             count(seen)
-            return [data(v, seen) for v in value]
+            depth = deeper(depth)
+            return [data(v, seen, depth) for v in value]
         return value
 
-    def keyword(key: str, value: Any, seen: tuple[Any, ...]) -> Any:
+    def keyword(key: str, value: Any, seen: tuple[Any, ...], depth: int) -> Any:
         kind = _position(key, value)
         if kind == "one":
-            return walk(value, seen)
+            return walk(value, seen, depth)
         if kind == "data":
-            return data(value, seen)
+            return data(value, seen, depth)
         count(seen)
-        return [walk(v, seen) for v in value] if kind == "list" else {k: walk(v, seen) for k, v in value.items()}
+        depth = deeper(depth)
+        if kind == "list":
+            return [walk(v, seen, depth) for v in value]
+        return {k: walk(v, seen, depth) for k, v in value.items()}
 
-    def follow(ref: Any, seen: tuple[Any, ...]) -> Any:
+    def follow(ref: Any, seen: tuple[Any, ...], depth: int) -> Any:
         found, uri = doc.walked()
         at = _local(found, uri, ref)
         if at in seen:
             raise _NotInlinable(f"$ref {ref!r} is recursive and cannot be inlined")
-        return walk(_target(found, at, ref), (*seen, at))
+        return walk(_target(found, at, ref), (*seen, at), depth)
 
-    def walk(node: Any, seen: tuple[Any, ...]) -> Any:
+    def walk(node: Any, seen: tuple[Any, ...], depth: int) -> Any:
+        """``node`` inlined, where the result nests ``depth`` levels deep (the target of a ``$ref`` stands where the
+        ``$ref`` stood: at its depth)."""
         if not isinstance(node, dict):
-            return data(node, seen)
+            return data(node, seen, depth)
         count(seen)
         if "$ref" in node and not siblings:
-            return follow(node["$ref"], seen)
-        rest = {k: keyword(k, v, seen) for k, v in node.items() if _kept(k, v, id_key)}
+            return follow(node["$ref"], seen, depth)
+        inner = deeper(depth)
+        rest = {k: keyword(k, v, seen, inner) for k, v in node.items() if _kept(k, v, id_key)}
         if "$ref" not in node:
             return rest
-        return {**follow(node["$ref"], seen), **rest}
+        return {**follow(node["$ref"], seen, depth), **rest}
 
-    return walk(doc.root, ())  # type: ignore[no-any-return]
+    return walk(doc.root, (), 0)  # type: ignore[no-any-return]
 
 
 def inline_refs(schema: Mapping[str, Any], *, tool: str = "?", budget: int = INLINE_BUDGET) -> dict[str, Any]:
     """``schema`` with every local ``$ref`` replaced by its target and ``$defs`` removed.
 
     A recursive reference, or one whose inlining would copy more than ``budget`` objects
-    and arrays, cannot be inlined and raises :class:`StrictSchemaError`.
+    and arrays or nest the schema more than 128 levels deep, cannot be inlined and raises
+    :class:`StrictSchemaError`.
     """
     return _inlined(_Document(schema), tool, budget)
 
@@ -550,7 +567,7 @@ def strict_schema(schema: Mapping[str, Any], *, tool: str = "?") -> tuple[dict[s
     ``patternProperties``, ``allOf``/``oneOf``/``not``, a top-level ``anyOf``/``enum``,
     conditionals, tuples, a format outside :data:`OPENAI_FORMATS`, a ``required`` name without
     a property, an optional property whose ``null`` is a value and whose default is not,
-    recursion, inlining past :data:`INLINE_BUDGET`.
+    recursion, inlining past :data:`INLINE_BUDGET` or past 128 levels of nesting.
 
     The tree: ``{"absent": [optional names], "properties": {name: tree}, "items": tree,
     "anyOf": [(kind, property names, tree), ...]}``, each key only where there is a null to drop.
@@ -787,7 +804,7 @@ GEMINI_FORMATS: Mapping[str, tuple[str, ...]] = {
 def gemini_schema(schema: Mapping[str, Any], *, tool: str = "?") -> tuple[dict[str, Any], list[str]]:
     """The OpenAPI 3.0 subset Gemini accepts, and a list of what was dropped or rewritten.
 
-    ``$ref`` is inlined; where it cannot be (recursion, past :data:`INLINE_BUDGET`), the
+    ``$ref`` is inlined; where it cannot be (recursion, past :data:`INLINE_BUDGET` or 128 levels of nesting), the
     definitions go to Gemini's root ``defs`` and each ``$ref`` becomes its ``ref``, or, if a
     reference points elsewhere, the parameters become any object. No boolean schema is
     emitted (a tuple's ``prefixItems`` become ``items`` of any of their schemas), formats
@@ -1140,12 +1157,15 @@ def _draft_2020(schema: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
         return schema, []
     id_key = _id_key(dialect)
     notes = [f"$: $schema ({_DRAFT_NAMES[dialect]}) dropped and the schema written as draft 2020-12, as Anthropic reads it"]
-    moved = _moved_refs(schema, dialect)
+    found = _walk(schema, dialect)
+    moved = _moved_refs(schema, dialect, found)
+    recursive, anchored = _recursive_2020(found) if dialect == 2019 else ({}, {})
 
-    def name(key: str, value: Any, path: str, out: dict[str, Any]) -> None:
-        """``id``/``$id``: a fragment-only one (``#name``) as ``$anchor``, ``uri#name`` as both."""
+    def name(key: str, value: Any, path: str, node: dict[str, Any], out: dict[str, Any]) -> None:
+        """``id``/``$id``: a fragment-only one (``#name``) as ``$anchor``, ``uri#name`` as both (the name dropped
+        where ``node`` has a ``$anchor`` of its own that 2020-12 allows: that one is kept)."""
         uri, _, fragment = value.partition("#")
-        if fragment and _ANCHOR.fullmatch(fragment) and "$anchor" not in out:
+        if fragment and _kept_anchor(node, key) == fragment:
             out["$anchor"] = fragment
             notes.append(f"{path}: {key} {value!r} rewritten as $anchor {fragment!r}" + (f" and $id {uri!r}" if uri else ""))
         elif fragment or key != "$id":
@@ -1156,8 +1176,9 @@ def _draft_2020(schema: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
     def walk(node: Any, path: str) -> Any:
         if not isinstance(node, dict):
             return node
+        original = id(node)  # (what the walks before the rewrite know it by)
         if id(node) in moved:
-            ref, target = moved[id(node)]
+            ref, target, why = moved[id(node)]
             if target is None:
                 notes.append(
                     f"{path}: $ref {ref!r} names a place the rewrite drops, so it is sent as any value (calls are "
@@ -1165,8 +1186,10 @@ def _draft_2020(schema: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
                 )
                 node = {k: v for k, v in node.items() if k != "$ref" and (dialect > 7 or k in _REF_ANNOTATIONS)}
             else:
-                notes.append(f"{path}: $ref {ref!r} rewritten as {target!r}, where the rewrite moved what it names")
+                notes.append(f"{path}: $ref {ref!r} rewritten as {target!r}, {why}")
                 node = {**node, "$ref": target}
+        if "$recursiveAnchor" in node or "$recursiveRef" in node:
+            node = recursive_2020(node, path, original)
         if "$ref" in node and dialect <= 7 and set(node) - _REF_ANNOTATIONS - {"$ref"}:
             dropped = sorted(set(node) - _REF_ANNOTATIONS - {"$ref"})
             notes.append(f"{path}: {', '.join(dropped)} beside $ref dropped ({_DRAFT_NAMES[dialect]} ignores them)")
@@ -1180,7 +1203,10 @@ def _draft_2020(schema: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
             if key == "$schema" and path == "$":
                 continue
             if key == id_key and isinstance(value, str) and (key == "id" or "#" in value):
-                name(key, value, path, out)
+                name(key, value, path, exclusive, out)
+                continue
+            if key == "$anchor" and _anchor_2020(node, "$anchor") is None:  # (2019-09's may hold a ':' or start "0")
+                notes.append(f"{path}: $anchor {value!r} dropped (no 2020-12 anchor name)")
                 continue
             if key == "items" and tuple_items:
                 out["prefixItems"] = [walk(sub, f"{path}[{i}]") for i, sub in enumerate(value)]
@@ -1205,26 +1231,115 @@ def _draft_2020(schema: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
                 out[key] = value
         return out
 
+    def recursive_2020(node: dict[str, Any], path: str, original: int) -> dict[str, Any]:
+        """2019-09's ``$recursiveAnchor``/``$recursiveRef``, which 2020-12 does not know: a ``$recursiveRef`` as the
+        ``$ref`` it resolves to when only its own resource (or none) has ``$recursiveAnchor: true``, else as a
+        ``$dynamicRef`` to the ``$dynamicAnchor`` each such resource gets instead."""
+        out = {k: v for k, v in node.items() if k not in ("$recursiveAnchor", "$recursiveRef")}
+        dynamic = anchored.get(original)
+        if dynamic is not None:
+            out["$dynamicAnchor"] = dynamic
+            notes.append(f"{path}: $recursiveAnchor rewritten as $dynamicAnchor {dynamic!r}")
+        elif "$recursiveAnchor" in node:
+            notes.append(f"{path}: $recursiveAnchor dropped (its $recursiveRef are rewritten as $ref)")
+        if "$recursiveRef" in node:
+            ref = node["$recursiveRef"]
+            key, target = recursive.get(original, ("$ref", ref))
+            if key in out:  # (a $ref beside it): both apply
+                out["allOf"] = [*(out.get("allOf") or []), {key: target}]
+            else:
+                out[key] = target
+            notes.append(f"{path}: $recursiveRef {ref!r} rewritten as {key} {target!r}")
+        return out
+
     return walk(schema, "$"), notes
 
 
-def _moved_refs(schema: dict[str, Any], dialect: int) -> dict[int, tuple[str, str | None]]:
-    """The ``$ref``s of ``schema`` (a draft 4 to 2019-09 one) whose JSON pointer passes where :func:`_draft_2020`
-    moves or drops a subschema, by the ``id`` of the schema holding each: the reference, and what it becomes (its
-    pointer through ``prefixItems`` for a tuple's ``items``, through ``items`` for ``additionalItems``), or ``None``
-    where it names a place the rewrite drops (``additionalItems`` without a tuple, a sibling of ``$ref`` in drafts
-    4-7)."""
-    found = _walk(schema, dialect)
-    moved: dict[int, tuple[str, str | None]] = {}
+def _anchor_2020(node: Mapping[str, Any], key: str) -> str | None:
+    """The anchor name ``node``'s ``key`` (``$anchor``, or an id ``#name``/``uri#name``) declares, if it is one that
+    draft 2020-12 allows (else :func:`_draft_2020` drops it)."""
+    value = node.get(key)
+    if not isinstance(value, str):
+        return None
+    name = value if key == "$anchor" else value.partition("#")[2]
+    return name if _ANCHOR.fullmatch(name) else None
+
+
+def _kept_anchor(node: Mapping[str, Any], id_key: str) -> str | None:
+    """The ``$anchor`` :func:`_draft_2020` gives ``node``: its own ``$anchor`` if 2020-12 allows that name, else the
+    name of an id ``#name`` (``id_key``: ``$id``, or draft-04's ``id``) if it allows that one."""
+    own = _anchor_2020(node, "$anchor")
+    return own if own is not None else _anchor_2020(node, id_key)
+
+
+def _moved_refs(schema: dict[str, Any], dialect: int, found: _Found) -> dict[int, tuple[str, str | None, str]]:
+    """The ``$ref``s of ``schema`` (a draft 4 to 2019-09 one, ``found`` its walk) whose target :func:`_draft_2020`
+    moves, drops or leaves without its name, by the ``id`` of the schema holding each: the reference, what it becomes
+    and why. A JSON pointer through ``prefixItems`` for a tuple's ``items``, through ``items`` for
+    ``additionalItems``; ``None`` where it names a place the rewrite drops (``additionalItems`` without a tuple, a
+    sibling of ``$ref`` in drafts 4-7); and for an anchor whose name 2020-12 does not allow (``#1abc``, ``#a:b``),
+    the JSON pointer of the schema it names."""
+    moved: dict[int, tuple[str, str | None, str]] = {}
     for path, ref, target in found.refs:
         uri, fragment = urldefrag(target)
-        if path[-1] != "$ref" or not fragment.startswith("/"):
-            continue  # an anchor, or the resource itself: nothing in between moves
+        if path[-1] != "$ref" or not fragment or uri not in found.resources:
+            continue  # the resource itself: nothing in between moves
+        why = "where the rewrite moved what it names"
+        if not fragment.startswith("/"):  # an anchor: kept unless the rewrite drops its name
+            declared = found.anchors.get((uri, fragment))
+            if declared is None or any(again == fragment and first == declared for _, again, first in found.doubled):
+                continue  # (no schema, or several, declare it: as it is)
+            node = functools.reduce(lambda node, step: node[step], declared, schema)
+            if fragment == _kept_anchor(node, _id_key(dialect)) and not (dialect <= 7 and "$ref" in node):
+                continue  # (in drafts 4-7, a name beside $ref is dropped with the other siblings)
+            within = _within(schema, declared, found.resources[uri])
+            if within is None:
+                continue
+            fragment = quote(_pointer(within)[1:], safe="/~!$&'()*+,;=:@")
+            why = f"as the anchor {unquote(urldefrag(target)[1])!r} is dropped (no 2020-12 anchor name)"
         rewritten = _pointer_in_2020(found.resources[uri], fragment, dialect)
-        if rewritten != fragment:
+        if rewritten != urldefrag(target)[1]:
             holder = functools.reduce(lambda node, step: node[step], path[:-1], schema)
-            moved[id(holder)] = (ref, None if rewritten is None else ref.partition("#")[0] + "#" + rewritten)
+            moved[id(holder)] = (ref, None if rewritten is None else ref.partition("#")[0] + "#" + rewritten, why)
     return moved
+
+
+def _within(schema: Any, path: tuple[Any, ...], resource: Any) -> tuple[Any, ...] | None:
+    """``path`` (from ``schema``'s root) from ``resource``, the innermost schema on it that is that resource's root."""
+    node, start = schema, None
+    if node is resource:
+        start = 0
+    for at, step in enumerate(path, 1):
+        node = node[step]
+        if node is resource:
+            start = at
+    return None if start is None else path[start:]
+
+
+def _recursive_2020(found: _Found) -> tuple[dict[int, tuple[str, str]], dict[int, str]]:
+    """How :func:`_draft_2020` rewrites a 2019-09 schema's ``$recursiveRef``s (by the ``id`` of the schema holding
+    each: the keyword and its value) and which resources' ``$recursiveAnchor: true`` become a ``$dynamicAnchor``
+    (by their ``id``: its name). A ``$recursiveRef`` resolves as a ``$ref`` unless its resource has
+    ``$recursiveAnchor: true``, and then to the outermost such resource in the dynamic scope: with no other such
+    resource in the schema, its own (a ``$ref``); else a ``$dynamicRef`` to the anchor all of them get."""
+    resources = {id(node): node for node in found.resources.values() if isinstance(node, dict)}
+    anchors = [node for node in resources.values() if node.get("$recursiveAnchor") is True]
+    taken = {name for _, name in found.anchors}
+    name = next(n for n in ("recursive", *(f"recursive{i}" for i in range(1, len(taken) + 2))) if n not in taken)
+    dynamic = len(anchors) > 1
+    recursive: dict[int, tuple[str, str]] = {}
+    for path, ref, target in found.refs:
+        if path[-1] != "$recursiveRef":
+            continue
+        holder = found.node("", "")
+        for step in path[:-1]:
+            holder = holder[step]
+        resource = found.resources.get(urldefrag(target)[0])
+        if dynamic and ref == "#" and isinstance(resource, dict) and resource.get("$recursiveAnchor") is True:
+            recursive[id(holder)] = ("$dynamicRef", f"#{name}")
+        else:
+            recursive[id(holder)] = ("$ref", ref)
+    return recursive, ({id(node): name for node in anchors} if dynamic else {})
 
 
 def _pointer_in_2020(resource: Any, fragment: str, dialect: int) -> str | None:

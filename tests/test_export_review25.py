@@ -1,0 +1,389 @@
+"""Review 25: exports and dispatch (a deep $ref chain, strict nulls in unions of objects, the Anthropic rewrite of
+anchors and 2019-09 recursion, malformed calls under ids no answer can carry, dispatch options)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import jsonschema
+import jsonschema_rs
+import pytest
+
+from harness_one import Tool, ToolRegistry
+from harness_one.dispatch import (
+    adispatch_openai,
+    dispatch_anthropic,
+    dispatch_gemini,
+    dispatch_openai,
+    dispatch_openai_responses,
+)
+from harness_one.export import StrictSchemaError, inline_refs
+
+
+def _registry() -> ToolRegistry:
+    return ToolRegistry(autoload=False)
+
+
+def _chain(n: int) -> dict[str, Any]:
+    """A schema whose ``x`` is ``n`` arrays deep, each level a small ``$defs`` entry using the next."""
+    defs = {
+        f"d{i}": {"type": "array", "items": {"$ref": f"#/$defs/d{i + 1}"} if i + 1 < n else {"type": "string"}} for i in range(n)
+    }
+    return {"type": "object", "properties": {"x": {"$ref": "#/$defs/d0"}}, "$defs": defs}
+
+
+def _openai_call(cid: Any, name: str, arguments: Any) -> dict[str, Any]:
+    return {"id": cid, "type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}}
+
+
+# --------------------------------------------------------------------------- 2: a $ref chain nesting past 128 levels
+
+DEEP = "inlining $ref would nest the schema more than 128 levels deep"
+
+
+def _chained_registry(n: int) -> ToolRegistry:
+    reg = _registry()
+
+    @reg.add
+    def add(a: int, b: int) -> int:
+        """Add."""
+        return a + b
+
+    def nested(**kw: Any) -> str:
+        return "ok"
+
+    reg.add(Tool.create(nested, name="nested", description="deep", parameters=_chain(n)))
+    return reg
+
+
+def test_a_ref_chain_nesting_past_128_levels_is_not_inlined_and_affects_only_its_tool() -> None:
+    reg = _chained_registry(200)
+    gemini = reg.export("gemini")
+    assert gemini.notes["nested"] == [f"$: $ref kept as Gemini's ref to root defs ({DEEP})"]
+    declaration = next(d for d in gemini.tools if d["name"] == "nested")
+    assert declaration["parameters"]["properties"] == {"x": {"ref": "#/defs/d0"}}
+    assert declaration["parameters"]["defs"]["d0"] == {"type": "array", "items": {"ref": "#/defs/d1"}}
+    assert reg.export("openai", strict="auto").not_strict == {"nested": [DEEP]}
+    with pytest.raises(StrictSchemaError) as caught:
+        reg.export("openai", strict=True)
+    assert str(caught.value) == f"Tool 'nested' cannot be exported in strict mode: {DEEP}."
+    with pytest.raises(StrictSchemaError, match="more than 128 levels deep"):
+        inline_refs(_chain(200), tool="nested")
+    # dispatch of the other tool, strict (reads the strict="auto" export) and by a Gemini dotted name
+    assert dispatch_openai(reg, [_openai_call("c1", "add", {"a": 1, "b": 2})], strict=True) == [
+        {"role": "tool", "tool_call_id": "c1", "content": "3"}
+    ]
+    answer = dispatch_gemini(reg, [{"id": "c1", "name": "_.zz.abc", "args": {}}])
+    assert answer == [
+        {"name": "_.zz.abc", "response": {"error": "Unknown tool '_.zz.abc'. Available tools: add, nested."}, "id": "c1"}
+    ]
+
+
+def test_a_ref_chain_within_128_levels_is_still_inlined() -> None:
+    inlined = inline_refs(_chain(100))
+    node, levels = inlined["properties"]["x"], 0
+    while node.get("type") == "array":
+        node, levels = node["items"], levels + 1
+    assert (levels, node) == (100, {"type": "string"})
+    assert _chained_registry(100).export("openai", strict="auto").not_strict == {}
+
+
+# --------------------------------------------------------------------------- 3: strict nulls in a union of objects
+
+
+@dataclass
+class Small:
+    kind: Literal["small"]
+    n: int = 1
+
+
+@dataclass
+class Big:
+    kind: Literal["big"]
+    n: int = 1
+    extra: str = "x"
+
+
+def test_strict_null_in_a_union_of_objects_is_dropped_for_the_branch_whose_keys_were_sent() -> None:
+    reg = _registry()
+
+    @reg.add
+    def f(v: Small | Big) -> str:
+        """f"""
+        return repr(v)
+
+    reg.export("openai", strict=True)
+    calls = [
+        _openai_call("c1", "f", {"v": {"kind": "small", "n": None}}),
+        _openai_call("c2", "f", {"v": {"kind": "big", "n": None, "extra": None}}),
+    ]
+    assert [a["content"] for a in dispatch_openai(reg, calls, strict=True)] == [
+        "Small(kind='small', n=1)",
+        "Big(kind='big', n=1, extra='x')",
+    ]
+
+
+@dataclass
+class Plain:
+    kind: Literal["plain"]
+    n: int = 1
+
+
+@dataclass
+class NullValue:
+    kind: Literal["nullable"]
+    n: int | None
+    extra: str = "x"
+
+
+def test_strict_null_follows_the_branch_whose_properties_are_exactly_the_keys_sent() -> None:
+    reg = _registry()
+
+    @reg.add
+    def h(v: Plain | NullValue) -> str:
+        """h"""
+        return repr(v)
+
+    reg.export("openai", strict=True)
+    # {kind, n} fits both branches' keys, but only Plain has exactly them (NullValue would have sent extra too):
+    # Plain reads n's null as absent, so it goes, though NullValue reads it as a value
+    calls = [
+        _openai_call("c1", "h", {"v": {"kind": "plain", "n": None}}),
+        _openai_call("c2", "h", {"v": {"kind": "nullable", "n": None, "extra": None}}),
+    ]
+    assert [a["content"] for a in dispatch_openai(reg, calls, strict=True)] == [
+        "Plain(kind='plain', n=1)",
+        "NullValue(kind='nullable', n=None, extra='x')",
+    ]
+
+
+@dataclass
+class WithNone:
+    kind: Literal["a"]
+    m: int | None
+    n: int = 1
+
+
+@dataclass
+class WithDefault:
+    kind: Literal["b"]
+    m: int = 0
+    n: int = 1
+
+
+def test_strict_null_is_dropped_where_every_fitting_branch_drops_it_and_kept_where_one_reads_it_as_a_value() -> None:
+    reg = _registry()
+
+    @reg.add
+    def g(v: WithNone | WithDefault) -> str:
+        """g"""
+        return repr(v)
+
+    nullable = reg.export("openai", strict=True).nullable["g"]["properties"]["v"]["anyOf"]
+    assert [(keys, tree) for _, keys, tree in nullable] == [
+        (frozenset({"kind", "m", "n"}), {"absent": ["n"]}),
+        (frozenset({"kind", "m", "n"}), {"absent": ["m", "n"]}),
+    ]
+    # both branches fit; both drop n's null, only one drops m's (the other reads it as a value): n goes, m stays
+    out = dispatch_openai(reg, [_openai_call("c1", "g", {"v": {"kind": "a", "m": None, "n": None}})], strict=True)
+    assert out[0]["content"] == "WithNone(kind='a', m=None, n=1)"
+
+
+# --------------------------------------------------------------------------- 6: the Anthropic rewrite
+
+
+def _anthropic(schema: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    reg = _registry()
+
+    def f(**kw: Any) -> Any:
+        return kw
+
+    reg.add(Tool.create(f, name="f", description="d", parameters=schema))
+    export = reg.export("anthropic")
+    return export.tools[0]["input_schema"], export.notes["f"]
+
+
+def _agrees(original: dict[str, Any], exported: dict[str, Any], draft: Any, instances: list[Any]) -> None:
+    """The export, read as 2020-12 by both validators, judges each instance as the original under its own draft."""
+    jsonschema.Draft202012Validator.check_schema(exported)
+    rust = jsonschema_rs.validator_for(exported)
+    py = jsonschema.Draft202012Validator(exported)
+    for instance in instances:
+        expected = draft(original).is_valid(instance)
+        assert (py.is_valid(instance), rust.is_valid(instance)) == (expected, expected), instance
+
+
+@pytest.mark.parametrize("anchor", ["#1abc", "#a:b", "#-x"])
+def test_a_ref_to_an_anchor_2020_12_cannot_name_becomes_the_pointer_of_its_schema(anchor: str) -> None:
+    schema = {
+        "$schema": "http://json-schema.org/draft-07/schema#",
+        "type": "object",
+        "definitions": {"zip": {"$id": anchor, "type": "integer"}},
+        "properties": {"zip": {"$ref": anchor}},
+    }
+    exported, notes = _anthropic(schema)
+    assert exported["properties"] == {"zip": {"$ref": "#/definitions/zip"}}
+    assert exported["definitions"] == {"zip": {"type": "integer"}}
+    assert notes[1:] == [
+        f"$.definitions.zip: $id {anchor!r} dropped",
+        f"$.zip: $ref {anchor!r} rewritten as '#/definitions/zip', as the anchor {anchor[1:]!r} is dropped "
+        "(no 2020-12 anchor name)",
+    ]
+    _agrees(schema, exported, jsonschema.Draft7Validator, [{"zip": "x"}, {"zip": 1}])
+
+
+def test_a_uri_ref_to_a_dropped_anchor_and_a_2019_anchor_with_a_colon() -> None:
+    schema = {
+        "$schema": "http://json-schema.org/draft-07/schema#",
+        "$id": "http://example.test/s",
+        "type": "object",
+        "definitions": {"zip": {"$id": "#1abc", "type": "integer"}, "keep": {"$id": "#ok", "type": "string"}},
+        "properties": {"zip": {"$ref": "http://example.test/s#1abc"}, "name": {"$ref": "#ok"}},
+    }
+    exported, notes = _anthropic(schema)
+    assert exported["properties"] == {"zip": {"$ref": "http://example.test/s#/definitions/zip"}, "name": {"$ref": "#ok"}}
+    assert exported["definitions"]["keep"] == {"$anchor": "ok", "type": "string"}
+    _agrees(schema, exported, jsonschema.Draft7Validator, [{"zip": "x"}, {"zip": 1, "name": "a"}, {"name": 2}])
+
+    schema_2019 = {
+        "$schema": "https://json-schema.org/draft/2019-09/schema",
+        "type": "object",
+        "$defs": {"zip": {"$anchor": "a:b", "type": "integer"}},
+        "properties": {"zip": {"$ref": "#a:b"}},
+    }
+    exported, notes = _anthropic(schema_2019)
+    assert exported["$defs"] == {"zip": {"type": "integer"}}
+    assert exported["properties"] == {"zip": {"$ref": "#/$defs/zip"}}
+    assert "$.$defs.zip: $anchor 'a:b' dropped (no 2020-12 anchor name)" in notes
+    _agrees(schema_2019, exported, jsonschema.Draft201909Validator, [{"zip": "x"}, {"zip": 1}])
+
+
+def test_a_2019_recursive_ref_with_only_the_root_anchored_becomes_a_ref() -> None:
+    schema = {
+        "$schema": "https://json-schema.org/draft/2019-09/schema",
+        "$recursiveAnchor": True,
+        "type": "object",
+        "properties": {"name": {"type": "string"}, "child": {"$recursiveRef": "#"}},
+        "additionalProperties": False,
+    }
+    exported, notes = _anthropic(schema)
+    assert exported == {
+        "type": "object",
+        "properties": {"name": {"type": "string"}, "child": {"$ref": "#"}},
+        "additionalProperties": False,
+    }
+    assert notes[1:] == [
+        "$: $recursiveAnchor dropped (its $recursiveRef are rewritten as $ref)",
+        "$.child: $recursiveRef '#' rewritten as $ref '#'",
+    ]
+    bad = {"name": "a", "child": {"name": 5, "extra": 1}}
+    _agrees(schema, exported, jsonschema.Draft201909Validator, [bad, {"name": "a", "child": {"child": {"name": "b"}}}])
+
+
+def test_a_2019_recursive_ref_with_several_anchored_resources_becomes_a_dynamic_ref() -> None:
+    schema = {
+        "$schema": "https://json-schema.org/draft/2019-09/schema",
+        "$id": "http://example.test/root",
+        "$recursiveAnchor": True,
+        "type": "object",
+        "properties": {"name": {"type": "string"}, "child": {"$recursiveRef": "#"}, "e": {"$ref": "ext"}},
+        "$defs": {
+            "ext": {
+                "$id": "ext",
+                "$recursiveAnchor": True,
+                "type": "object",
+                "properties": {"kids": {"type": "array", "items": {"$recursiveRef": "#"}}},
+            },
+            "plain": {"$id": "plain", "properties": {"me": {"$recursiveRef": "#"}}},
+        },
+    }
+    exported, notes = _anthropic(schema)
+    assert exported["$dynamicAnchor"] == exported["$defs"]["ext"]["$dynamicAnchor"] == "recursive"
+    assert exported["properties"]["child"] == {"$dynamicRef": "#recursive"}
+    assert exported["$defs"]["ext"]["properties"]["kids"]["items"] == {"$dynamicRef": "#recursive"}
+    assert exported["$defs"]["plain"]["properties"]["me"] == {"$ref": "#"}
+    assert "$.$defs.ext.kids[]: $recursiveRef '#' rewritten as $dynamicRef '#recursive'" in notes
+    # a kid of ext is the outermost anchored resource (the root): its name must be a string
+    instances = [
+        {"e": {"kids": [{"name": 5}]}},
+        {"e": {"kids": [{"name": "a", "e": {"kids": [{"name": 1}]}}]}},
+        {"e": {"kids": [{"name": "a"}]}},
+        {"child": {"name": 3}},
+    ]
+    _agrees(schema, exported, jsonschema.Draft201909Validator, instances)
+
+
+# --------------------------------------------------------------------------- 10: malformed calls under unwritable ids
+
+
+def _echo_registry() -> ToolRegistry:
+    reg = _registry()
+
+    @reg.add
+    def echo(s: str) -> str:
+        """echo"""
+        return s
+
+    return reg
+
+
+@pytest.mark.parametrize("rid", [math.nan, math.inf, "call_\ud800"], ids=["nan", "inf", "surrogate"])
+def test_a_malformed_call_whose_id_cannot_be_written_back_is_answered_under_a_null_id(rid: Any) -> None:
+    reg = _echo_registry()
+    cases = [
+        (dispatch_openai, {"id": rid, "type": "function"}, "tool_call_id", "content"),
+        (dispatch_openai, {"id": rid, "type": "function", "function": {"name": 5, "arguments": "{}"}}, "tool_call_id", "content"),
+        (dispatch_anthropic, {"type": "tool_use", "id": rid, "name": 7, "input": {}}, "tool_use_id", "content"),
+        (dispatch_openai_responses, {"type": "function_call", "call_id": rid, "arguments": "{}"}, "call_id", "output"),
+    ]
+    for dispatcher, call, key, text in cases:
+        out = dispatcher(reg, [call])
+        assert out[0][key] is None, call
+        assert out[0][text].startswith("Error: Invalid tool call: "), out
+        json.dumps(out, allow_nan=False).encode("utf-8")  # sendable
+
+
+# --------------------------------------------------------------------------- 11: dispatch options
+
+
+@pytest.mark.parametrize(
+    ("concurrency", "error", "message"),
+    [
+        (None, TypeError, "concurrency must be an int of at least 1, not NoneType: None"),
+        ("2", TypeError, "concurrency must be an int of at least 1, not str: '2'"),
+        (1.5, TypeError, "concurrency must be an int of at least 1, not float: 1.5"),
+        (True, TypeError, "concurrency must be an int of at least 1, not bool: True"),
+        (math.inf, TypeError, "concurrency must be an int of at least 1, not float: inf"),
+        (0, ValueError, "concurrency must be at least 1, not 0"),
+        (-1, ValueError, "concurrency must be at least 1, not -1"),
+    ],
+)
+def test_a_wrong_concurrency_raises_to_the_caller_before_any_call_runs(concurrency: Any, error: type, message: str) -> None:
+    runs: list[int] = []
+    reg = _registry()
+    reg.add(lambda a: runs.append(a) or a, name="add")
+    calls = [_openai_call(f"c{i}", "add", {"a": i}) for i in range(3)]
+    with pytest.raises(error) as caught:
+        dispatch_openai(reg, calls, concurrency=concurrency)
+    assert str(caught.value) == message
+    with pytest.raises(error) as caught:
+        asyncio.run(adispatch_openai(reg, calls, concurrency=concurrency))
+    assert str(caught.value) == message
+    assert runs == []
+    assert [a["content"] for a in dispatch_openai(reg, calls, concurrency=10**20)] == ["0", "1", "2"]
+
+
+@pytest.mark.parametrize(("context", "kind"), [("x", "str"), (5, "int"), ([1], "list")])
+def test_a_context_that_is_no_mapping_raises_to_the_caller(context: Any, kind: str) -> None:
+    reg = _echo_registry()
+    call = [_openai_call("c1", "echo", {"s": "x"})]
+    with pytest.raises(TypeError) as caught:
+        dispatch_openai(reg, call, context=context)
+    assert str(caught.value) == f"context must be a mapping (or None), not {kind}"
+    with pytest.raises(TypeError, match="context must be a mapping"):
+        asyncio.run(adispatch_openai(reg, call, context=context))
+    assert dispatch_openai(reg, call, context={"run_id": "r"})[0]["content"] == "x"
