@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import copy
+import dataclasses
 import functools
 import itertools
 import json
@@ -238,9 +239,11 @@ def _tells_surrogates_apart(schema: Any) -> bool:
 #: Formats jsonschema-rs checks natively as the strict checkers of ``_formats`` do (the JSON Schema
 #: Test Suite and fuzzing say so); for any other, it is given the Python backend's checker.
 _NATIVE_FORMATS = frozenset({"date", "date-time", "time", "uuid", "ipv4", "ipv6", "uri"})
+#: The same before draft 2019-09: jsonschema-rs knows no ``uuid`` there (it passed "not-a-uuid").
+_NATIVE_FORMATS_DRAFT7 = _NATIVE_FORMATS - {"uuid"}
 
 
-def _rust_formats(schema: Any) -> dict[str, Callable[[str], bool]] | None:
+def _rust_formats(schema: Any, draft: int = 20) -> dict[str, Callable[[str], bool]] | None:
     """The checkers jsonschema-rs is given for the formats ``schema`` names, so both backends decide alike.
 
     The strict ones for hostname and email (jsonschema-rs reads IDNA labels its own way),
@@ -248,7 +251,8 @@ def _rust_formats(schema: Any) -> dict[str, Callable[[str], bool]] | None:
     anything where it has none (jsonschema-rs would otherwise assert duration, iri,
     uri-template, ..., which the Python backend does not).
     """
-    names = _format_names(schema) - _NATIVE_FORMATS
+    old = draft <= 7 or any(True for _ in _keyed(_nested(schema), "$schema"))  # (a subschema may name an older draft)
+    names = _format_names(schema) - (_NATIVE_FORMATS_DRAFT7 if old else _NATIVE_FORMATS)
     if not names:
         return None
     found: dict[str, Callable[[str], bool]] = {n: _formats.STRICT_FORMATS[n] for n in names if n in _formats.STRICT_FORMATS}
@@ -294,12 +298,38 @@ def _any_text(value: str) -> bool:
     return True
 
 
-def _rust_keywords(schema: Any) -> dict[str, Any] | None:
+def _rust_keywords(schema: Any, draft: int = 20) -> dict[str, Any] | None:
     """The keywords jsonschema-rs is given for ``schema``: ``multipleOf`` (:class:`_MultipleOf`), where it has one
-    (only there: a call under any other schema does no more work)."""
+    (only there: a call under any other schema does no more work); and, in a draft 6 or 7 schema,
+    ``contentMediaType`` and ``contentEncoding`` as annotations (:class:`_Annotation`), as jsonschema reads them
+    in every draft and jsonschema-rs from 2019-09 on (it asserted them in drafts 6 and 7 only)."""
+    keywords: dict[str, Any] = {}
     for _ in _keyed(schema, "multipleOf"):
-        return {"multipleOf": _MultipleOf}
-    return None
+        keywords["multipleOf"] = _MultipleOf
+        break
+    if draft <= 7 or any(True for _ in _keyed(_nested(schema), "$schema")):
+        for name in ("contentMediaType", "contentEncoding"):
+            for _ in _keyed(schema, name):
+                keywords[name] = _Annotation
+                break
+    return keywords or None
+
+
+def _nested(schema: Any) -> list[Any]:
+    """What ``schema`` holds but its own ``$schema``."""
+    return [value for key, value in schema.items() if key != "$schema"] if isinstance(schema, Mapping) else []
+
+
+class _Annotation:
+    """A keyword jsonschema-rs is given that asserts nothing."""
+
+    __slots__ = ()
+
+    def __init__(self, parent_schema: Any, value: Any, schema_path: Any) -> None:
+        pass
+
+    def validate(self, instance: Any) -> None:
+        return None
 
 
 class _MultipleOf:
@@ -1015,6 +1045,7 @@ def _extended(base: Any, engine: str, listing: bool = False, false_schemas: bool
     if listing:
         keywords = {name: _guarded(fn) for name, fn in keywords.items()}
     extended = validators.extend(base, keywords, type_checker=base.TYPE_CHECKER.redefine("array", _is_array))
+    extended.evolve = _evolve_extended(extended, base, engine, listing, false_schemas)  # this class only
     if not false_schemas:
         return extended
     descend = extended.descend
@@ -1033,6 +1064,35 @@ def _extended(base: Any, engine: str, listing: bool = False, false_schemas: bool
 
     extended.descend = descend_quietly  # this class only: extend() made it
     return extended
+
+
+def _evolve_extended(extended: Any, base: Any, engine: str, listing: bool, false_schemas: bool) -> Callable[..., Any]:
+    """``evolve`` for an :func:`_extended` class: a subschema (one a ``$ref`` lands on too) keeps the plugin's keywords.
+
+    jsonschema's own ``evolve`` takes the class named by the ``$schema`` of the subschema it
+    moves to: for ``{"$schema": ..., "properties": {"child": {"$ref": "#"}}}`` the stock class
+    of that draft, without the pattern time budget, the quiet keywords or exact ``multipleOf``
+    (10 s for one 26-character string). Here the same dialect keeps this class, and a
+    subschema naming another dialect gets that dialect's extended class.
+    """
+    import attrs
+    from jsonschema import validators
+
+    fields = [(field.name, field.alias) for field in attrs.fields(extended) if field.init]
+
+    def evolve(self: Any, **changes: Any) -> Any:
+        schema = changes.setdefault("schema", self.schema)
+        cls = extended
+        if isinstance(schema, dict) and "$schema" in schema:
+            dialect = validators.validator_for(schema, default=base)
+            if dialect is not base:
+                cls = _extended(dialect, engine, listing, false_schemas)
+        for name, alias in fields:
+            if alias not in changes:
+                changes[alias] = getattr(self, name)
+        return cls(**changes)
+
+    return evolve
 
 
 def _is_array(checker: Any, instance: Any) -> bool:
@@ -1194,9 +1254,9 @@ class CompiledSchema:
         if rs is not None:
             self._rs = rs.validator_for(
                 schema,
-                formats=_rust_formats(schema) if formats else None,
+                formats=_rust_formats(schema, self._refs.draft) if formats else None,
                 validate_formats=formats,
-                keywords=_rust_keywords(schema),
+                keywords=_rust_keywords(schema, self._refs.draft),
                 retriever=_refuse_remote_rs,
                 pattern_options=rs.FancyRegexOptions(backtrack_limit=BACKTRACK_LIMIT),
             )
@@ -1292,8 +1352,38 @@ class CompiledSchema:
             except _Inexact as exc:
                 raise exc.refusal(self._secrets()) from None
         if self._defaults is not None:
-            args = _fill(args, self._defaults)
+            args = self._filled(args, flags, clock)
         return args
+
+    def _filled(self, args: dict[str, Any], flags: int, clock: Clock | None) -> dict[str, Any]:
+        """``args`` (valid) with the schema's defaults filled in, judged again where one was filled in.
+
+        A default is checked against its own node when the tool is defined, but what it makes
+        of the whole may still be refused (``dependentRequired``, ``if``/``then``, a ``format``,
+        a default beside a ``type`` in another ``allOf`` branch), and which nested defaults are
+        filled depends on the arguments: so the filled arguments are judged, and refused as
+        the tool would otherwise receive them. Arguments in which nothing is filled cost nothing more.
+        """
+        filled = _fill(args, self._defaults) if self._defaults is not None else args
+        if filled is args:
+            return args
+        verdict = self._rust_verdict(filled, flags)
+        if verdict is True:
+            return filled
+        self._listing()  # built (jsonschema imported) before the clock starts
+        now = clock.now if clock is not None else time.monotonic
+        token = _BUDGET.set(_Budget(PATTERN_BUDGET, now))
+        try:
+            first = None
+            if verdict is None:
+                verdict, first = self._python_first(filled, now)
+            if verdict:
+                return filled
+            problems = self._problems(filled, clock, first)
+        finally:
+            _BUDGET.reset(token)
+        note = " (with the schema's defaults filled in; send the property yourself)"
+        raise ToolArgumentError([dataclasses.replace(p, message=p.message + note) for p in problems])
 
     def is_valid(self, instance: Any) -> bool:
         """The verdict for any JSON value (default limits apply: deeper or larger input raises ToolArgumentError)."""
@@ -1437,16 +1527,10 @@ def compile_schema(
 
 # ---------------------------------------------------------------------------- integers and defaults
 
-# (this value is an integer, properties, items, prefix items, additional properties, pattern properties);
-# a property or pattern whose plan is None keeps ``additionalProperties``' plan off the names it covers
-_IntPlan = tuple[
-    bool,
-    "dict[str, _IntPlan | None] | None",
-    "_IntPlan | None",
-    "list[_IntPlan | None] | None",
-    "_IntPlan | None",
-    "tuple[tuple[str, _IntPlan | None], ...] | None",
-]
+# [this value is an integer, properties, items, prefix items, additional properties, pattern properties];
+# a property or pattern whose plan is None keeps ``additionalProperties``' plan off the names it covers.
+# A list, so that a recursive ``$ref`` makes a plan that holds itself.
+_IntPlan = list[Any]
 
 
 def _integer_plan(schema: Any, refs: _Refs) -> _IntPlan | None:
@@ -1454,8 +1538,9 @@ def _integer_plan(schema: Any, refs: _Refs) -> _IntPlan | None:
     (JSON Schema's integer rule: ``2.0`` passed as an integer there).
 
     Followed: properties, pattern properties, additional properties, items, prefix items,
-    ``allOf`` and ``$ref``s within the schema, to a pointer or an anchor (not back into one
-    being followed); ``anyOf``/``oneOf`` and ``if``/``then``/``else`` (a missing ``then`` or
+    ``allOf`` and ``$ref``s within the schema, to a pointer or an anchor (one back into a ``$ref``
+    being followed gives the plan being made for it: a recursive schema is a plan that holds
+    itself, at any depth); ``anyOf``/``oneOf`` and ``if``/``then``/``else`` (a missing ``then`` or
     ``else`` takes anything), each place an integer only where every alternative takes no
     other numbers there; ``dependentSchemas`` and the schemas of ``dependencies`` (draft 7's form) for
     the property that makes one apply (as ``then`` after an ``if`` requiring only one property, it
@@ -1544,6 +1629,13 @@ class _Numbers:
         return self.kind == _ANY_NUMBER and all(part is None for part in parts)
 
 
+class _Later(_Numbers):
+    """The node of a ``$ref`` target, made before its parts are known (filled once they are), so a
+    ``$ref`` back into it can point at it; unfilled, it takes anything."""
+
+    __slots__ = ()
+
+
 _NOTHING = _Numbers(_NO_NUMBER)  # what a `false` schema takes, and what is within a value that has no parts
 _NOTHING.extra = _NOTHING.items = _NOTHING
 _LEAVES = {kind: _Numbers(kind, extra=_NOTHING, items=_NOTHING) for kind in (_NO_NUMBER, _WHOLE, _ANY_NUMBER)}  # no parts
@@ -1557,6 +1649,9 @@ class _IntegerPlanner(_Planner):
     def __init__(self, refs: _Refs) -> None:
         super().__init__(refs)
         self.made = 0  # nodes made by meet and join, bounded as the walk is
+        self.pending: dict[str, _Later] = {}  # the nodes of the $refs being followed, by key
+        self.used: set[int] = set()  # those met again below themselves
+        self.expanding: set[int] = set()  # those whose parts meet or join is combining now
 
     def plan(self, schema: Any, depth: int, seen: frozenset[str], scope: Any) -> _Numbers | None:
         if schema is False:
@@ -1567,8 +1662,7 @@ class _IntegerPlanner(_Planner):
         below = depth + 1
         if schema.keys().isdisjoint(_APPLYING):  # the common case: its own keywords alone
             return self._own(schema, below, seen, scope)
-        followed = self._ref(schema, seen, scope)
-        target = None if followed is None else self.plan(followed[0], below, followed[1], followed[2])
+        target = self._target(schema, below, seen, scope)
         draft = self.refs.draft
         if draft <= 7 and "$ref" in schema:  # drafts 4-7 ignore $ref's siblings
             return target
@@ -1584,6 +1678,31 @@ class _IntegerPlanner(_Planner):
             if isinstance(dependent, Mapping):  # a list under `dependencies` names properties, no schema: nothing
                 found += [self._present(name, self.plan(sub, below, seen, scope)) for name, sub in dependent.items()]
         return self.meet(found)
+
+    def _target(self, schema: Mapping[str, Any], depth: int, seen: frozenset[str], scope: Any) -> _Numbers | None:
+        """What the target of ``schema``'s ``$ref`` says; back into a ``$ref`` being followed, the node being made for it."""
+        ref = schema.get("$ref")
+        if not isinstance(ref, str) or scope is None:
+            return None
+        key = f"{scope.base_uri} {ref}"
+        if key in seen:
+            later = self.pending.get(key)
+            if later is not None:
+                self.used.add(id(later))
+            return later
+        followed = self._ref(schema, seen, scope)
+        if followed is None:
+            return None
+        later = self.pending[key] = _Later()
+        try:
+            found = self.plan(followed[0], depth, followed[1], followed[2])
+        finally:
+            del self.pending[key]
+        if id(later) not in self.used or found is None:
+            return found  # (a node met again that says nothing takes anything, as a _Later left unfilled does)
+        for name in _Numbers.__slots__:
+            setattr(later, name, getattr(found, name))
+        return later
 
     def _own(self, schema: Mapping[str, Any], depth: int, seen: frozenset[str], scope: Any) -> _Numbers | None:
         """What ``schema``'s own keywords say (``type``, ``enum``/``const``, its properties and items)."""
@@ -1630,47 +1749,63 @@ class _IntegerPlanner(_Planner):
         """What several schemas that all apply to a value say of it (bounded: past it, one of them)."""
         found: _Numbers | None = None
         for node in nodes:
-            if node is None or found is _NOTHING or node is found:
-                continue
-            if found is None or node is _NOTHING:
+            if node is None or found is _NOTHING or node is found or self._looping(node):
+                continue  # (a recursive node met again inside itself is left out: what it adds is not known, a looser plan)
+            if found is None or node is _NOTHING or self._looping(found):
                 found = node
                 continue
             if not self._make():
                 continue
             a, b = found, node
-            found = _Numbers(
-                min(a.kind, b.kind),
-                {name: self.meet([a.prop(name, self), b.prop(name, self)]) for name in {**a.props, **b.props}},
-                a.patterns + b.patterns,  # a name a pattern of one matches is then held to that pattern, not the other's extra
-                self.meet([a.extra, b.extra]),
-                self.meet([a.items, b.items]),
-                tuple(self.meet([a.item(i), b.item(i)]) for i in range(max(len(a.prefix), len(b.prefix)))),
-            )
+            with self._expanding(a, b):
+                found = _Numbers(
+                    min(a.kind, b.kind),
+                    {name: self.meet([a.prop(name, self), b.prop(name, self)]) for name in {**a.props, **b.props}},
+                    a.patterns
+                    + b.patterns,  # a name a pattern of one matches is then held to that pattern, not the other's extra
+                    self.meet([a.extra, b.extra]),
+                    self.meet([a.items, b.items]),
+                    tuple(self.meet([a.item(i), b.item(i)]) for i in range(max(len(a.prefix), len(b.prefix)))),
+                )
         return found
+
+    def _looping(self, node: _Numbers) -> bool:
+        """Whether ``node`` is a recursive node meet or join is already combining (so met again inside itself)."""
+        return isinstance(node, _Later) and id(node) in self.expanding
+
+    @contextlib.contextmanager
+    def _expanding(self, *nodes: _Numbers) -> Iterator[None]:
+        added = {id(node) for node in nodes if isinstance(node, _Later) and id(node) not in self.expanding}
+        self.expanding |= added
+        try:
+            yield
+        finally:
+            self.expanding -= added
 
     def join(self, nodes: list[_Numbers | None]) -> _Numbers | None:
         """What one of several schemas, not known which, says of a value (bounded: past it, nothing)."""
         found: _Numbers = _NOTHING
         for node in nodes:
-            if node is None:
+            if node is None or self._looping(node):
                 return None
             if node is _NOTHING or node is found:
                 continue
             if found is _NOTHING:
                 found = node
                 continue
-            if not self._make():
+            if not self._make() or self._looping(found):
                 return None
             a, b = found, node
             loose = bool(a.patterns or b.patterns)  # which names they match is not known here: the others take anything
-            found = _Numbers(
-                max(a.kind, b.kind),
-                {name: self.join([a.prop(name, self), b.prop(name, self)]) for name in {**a.props, **b.props}},
-                (),
-                None if loose else self.join([a.extra, b.extra]),
-                self.join([a.items, b.items]),
-                tuple(self.join([a.item(i), b.item(i)]) for i in range(max(len(a.prefix), len(b.prefix)))),
-            )
+            with self._expanding(a, b):
+                found = _Numbers(
+                    max(a.kind, b.kind),
+                    {name: self.join([a.prop(name, self), b.prop(name, self)]) for name in {**a.props, **b.props}},
+                    (),
+                    None if loose else self.join([a.extra, b.extra]),
+                    self.join([a.items, b.items]),
+                    tuple(self.join([a.item(i), b.item(i)]) for i in range(max(len(a.prefix), len(b.prefix)))),
+                )
         return found
 
     def _make(self) -> bool:
@@ -1695,6 +1830,8 @@ def _lowered(node: _Numbers | None, done: dict[int, _IntPlan | None]) -> _IntPla
         return None
     if id(node) in done:
         return done[id(node)]
+    plan: _IntPlan = [False, None, None, None, None, None]
+    done[id(node)] = plan  # what a node met again below itself (a recursive $ref) lowers to
     extra = _lowered(node.extra, done)
     props = {name: _lowered(sub, done) for name, sub in node.props.items()}
     patterns = tuple((pattern, _lowered(sub, done)) for pattern, sub in node.patterns)
@@ -1705,9 +1842,11 @@ def _lowered(node: _Numbers | None, done: dict[int, _IntPlan | None]) -> _IntPla
     prefix = [_lowered(sub, done) for sub in node.prefix]
     while prefix and items is None and prefix[-1] is None:
         prefix.pop()
-    plan: _IntPlan = (node.kind == _WHOLE, props or None, items, prefix or None, extra, patterns or None)
-    done[id(node)] = found = plan if any(plan) else None
-    return found
+    plan[:] = [node.kind == _WHOLE, props or None, items, prefix or None, extra, patterns or None]
+    if any(plan):
+        return plan
+    done[id(node)] = None  # (a node below it that met it again holds this plan: it changes nothing)
+    return None
 
 
 _ANNOTATIONS = frozenset({"$comment", "title", "description", "examples", "default", "deprecated", "readOnly", "writeOnly"})
@@ -1753,14 +1892,14 @@ def _merge(found: list[_IntPlan | None]) -> _IntPlan | None:
                     prefix.append(item)
                 elif prefix[i] is None:
                     prefix[i] = item
-        merged = (
+        merged = [
             any(p[0] for p in plans),
             properties or None,
             next((p[2] for p in plans if p[2] is not None), None),
             prefix if any(p is not None for p in prefix) else None,
             next((p[4] for p in plans if p[4] is not None), None),
             tuple(pair for p in plans for pair in p[5] or ()) or None,
-        )
+        ]
     return merged if any(merged) else None
 
 
@@ -2165,7 +2304,7 @@ def _describe(error: Any, secrets: Redactor, hidden: bool = False) -> list[Argum
             path,
             _message(kw, expect, got, error, secrets, hidden) + why,
             kw,
-            _expected(kw, expect),
+            _expected(kw, expect, error.schema),
             _got(got, error.absolute_path, secrets, hidden),
         )
     ]
@@ -2320,7 +2459,9 @@ def _only_fitting_branch(error: Any) -> list[Any] | None:
     """The errors of the one ``anyOf``/``oneOf`` alternative whose type fits the value, if only one does.
 
     ``Address | None`` given an object with a bad field is reported at that field, not as
-    "must match at least one of the alternatives".
+    "must match at least one of the alternatives". Of several that fit, one whose tag matches:
+    an alternative refused by a ``const``/``enum`` of a property one level down (``kind:
+    "bank"`` given ``"card"``) is left out when another is not (``Card | Bank``).
     """
     branches: dict[Any, list[Any]] = {}
     for sub in error.context or ():
@@ -2330,11 +2471,21 @@ def _only_fitting_branch(error: Any) -> list[Any] | None:
         for errors in branches.values()
         if not any(str(sub.validator) == "type" and not sub.relative_path for sub in errors)
     ]
+    if len(fitting) > 1:
+        tagged = [errors for errors in fitting if not any(_wrong_tag(sub) for sub in errors)]
+        fitting = tagged or fitting
     return fitting[0] if len(fitting) == 1 and len(branches) > 1 else None
 
 
-def _expected(kw: str, expect: Any) -> str:
+def _wrong_tag(error: Any) -> bool:
+    """Whether ``error`` is a ``const``/``enum`` refusal of a property of the alternative's value (its tag)."""
+    return str(error.validator) in ("const", "enum") and len(error.relative_path) == 1 and isinstance(error.relative_path[0], str)
+
+
+def _expected(kw: str, expect: Any, schema: Any = None) -> str:
     symbols = {"minimum": ">=", "maximum": "<=", "exclusiveMinimum": ">", "exclusiveMaximum": "<"}
+    if kw in ("minimum", "maximum") and isinstance(schema, Mapping) and schema.get("exclusive" + kw.title()) is True:
+        kw = "exclusive" + kw.title()  # draft-04: a boolean exclusiveMaximum makes maximum a strict bound
     if kw in symbols:
         return f"{symbols[kw]} {_show(expect)}"
     if kw == "type":
@@ -2356,7 +2507,7 @@ def _message(kw: str, expect: Any, got: Any, error: Any, secrets: Redactor, hidd
         plain = shown == kind or (isinstance(got, float) and not math.isfinite(got))
         return f"expected {_expected(kw, expect)}, got " + (shown if plain else f"{kind} {shown}")
     if kw in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
-        return f"expected a number {_expected(kw, expect)}, got {shown}"
+        return f"expected a number {_expected(kw, expect, error.schema)}, got {shown}"
     if kw == "enum":
         return f"expected {_expected(kw, expect)}, got {shown}"
     if kw == "const":
@@ -2393,10 +2544,15 @@ def _message(kw: str, expect: Any, got: Any, error: Any, secrets: Redactor, hidd
     if kw in ("oneOf", "anyOf"):
         options = []
         subs = [sub for sub in error.context or () if not (str(sub.validator) == "type" and _said_by_choices(sub))]
-        for sub in sorted(subs, key=lambda e: e.relative_schema_path[0] if e.relative_schema_path else 0)[:6]:
+        where = json_path(error.absolute_path)
+        for sub in sorted(subs, key=lambda e: e.relative_schema_path[0] if e.relative_schema_path else 0):
             number = sub.relative_schema_path[0] + 1 if sub.relative_schema_path else "?"
-            option = _message(str(sub.validator), sub.validator_value, sub.instance, sub, secrets, hidden)
-            options.append(f"option {number}: {option}")
+            for problem in _describe(sub, secrets, hidden):  # worded as at the top: the path, the names
+                at = "" if problem.path == where else f"{problem.path}: "
+                options.append(f"option {number}: {at}{problem.message}")
+            if len(options) >= 6:
+                break
+        del options[6:]
         if kw == "oneOf" and not error.context:
             return f"matches more than one of the {len(expect)} alternatives; it must match exactly one"
         head = "must match exactly one of the alternatives" if kw == "oneOf" else "must match at least one of the alternatives"
@@ -2477,6 +2633,7 @@ class ValidationPlugin:
         """
         compiled = self.compiled(tool)
         check, fast, integers, defaults = compiled.check, compiled._fast, compiled._integers, compiled._defaults
+        filled = compiled._filled
         # Other tools' keys are their parameters' names (the core refuses any other): short, known.
         named = tool.accepts_any
 
@@ -2515,7 +2672,7 @@ class ValidationPlugin:
                                 except _Inexact as exc:
                                     raise exc.refusal(compiled._secrets()) from None
                             if defaults is not None:
-                                call.arguments = _fill(args, defaults)
+                                call.arguments = filled(args, _FLOAT if floats else 0, call.registry.clock)
                             return
             registry = call.registry
             checked = check(args, registry.limits, registry.clock, call.decoded is args)
