@@ -1286,21 +1286,26 @@ class ToolRegistry(metaclass=_SharedType):
         elif err.tool is None:
             err.tool = call.tool.name
         if err.call_id is None:
-            err.call_id = call.call_id
+            ident = call._id
+            if ident is None:  # as Call.call_id makes it (not through the property: no way from C into Python)
+                ident = call._id = new_call_id()
+            err.call_id = ident
         return err
 
     def _on_error(
         self, call: Call, plan: ToolPlan, err: ToolError, paused: _Paused | None = None
     ) -> Retry | Outcome | _Paused | None:
         """Every on_error hook in order (from after ``paused.index`` when resuming); the decision."""
+        hooks = plan.on_error
         if paused is None:
             start, decision, broken = 0, None, None
             if call.decision is not None:  # a retried call's last decision (writing None would make a __dict__)
                 call.decision = None
         else:
             start, decision, broken = paused.index + 1, paused.decision, paused.broken
+            hooks = hooks[start:]
         index = start - 1
-        for hook in plan.on_error[start:]:  # (not range(): on CPython 3.11 making one costs more than counting here)
+        for hook in hooks:  # (not range(): on CPython 3.11 making one costs more than counting here)
             index += 1
             try:
                 answer = hook(call, err)

@@ -185,6 +185,7 @@ class RateLimitPlugin:
         prepared = self._pre_call_for(call.tool)
         answer = None if prepared is None else prepared(call)
         if isinstance(answer, RateLimitExceeded):
+            answer.call_id = call.call_id  # (the core numbers the refusal the prepared function returns)
             raise answer
         return answer
 
@@ -239,7 +240,7 @@ class RateLimitPlugin:
         self.refused += 1
         # Up to the next millisecond: a caller who waits retry_after finds the token there (not 1e-12 s short).
         # (At most ~31,700 years: a rate of 1e-306 tokens a second made ceil() of infinity.)
-        return _rate_limited(math.ceil((wait if wait < 1e12 else 1e12) * 1000.0) / 1000.0, call.tool.name, call.call_id)
+        return _rate_limited(math.ceil((wait if wait < 1e12 else 1e12) * 1000.0) / 1000.0, call.tool.name, None)
 
     def _shared(
         self,
@@ -255,7 +256,9 @@ class RateLimitPlugin:
 
         def decide(wait: float) -> None:
             if wait > 0.0:
-                raise self._refusal(call, wait)
+                refusal = self._refusal(call, wait)
+                refusal.call_id = call.call_id  # (as harness_pre_call raises it)
+                raise refusal
 
         return round_trip(
             lambda: backend.acquire(bucket, rate=rate, burst=burst, cost=cost, now=now),
