@@ -241,6 +241,15 @@ def _cut(text: str, limit: int = _SHOWN, *, masked: bool = False) -> str:
     return shown if len(shown) <= limit else f"{shown[:limit]}... ({len(text)} characters)"
 
 
+def _surrogate_at(text: str) -> int | None:
+    """The position of the first lone surrogate in ``text`` (which UTF-8 cannot encode), or None when it has none."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return exc.start
+    return None
+
+
 def _refuse(message: str, url: str, *, redirect: bool = False) -> ToolError:
     """The model's URL refused (an argument error on ``$.url``), or a redirect's target (the server's doing, not the model's)."""
     shown = repr(_cut(url, masked=True))
@@ -282,7 +291,7 @@ def _pin(
         raise _refuse("the URL has no host", str(url), redirect=redirect)
     port = url.port if url.port is not None else 443 if url.scheme == "https" else 80
     if not 1 <= port <= 65535:  # past it, getaddrinfo wraps it (108831 reached 43295) or blames the network
-        raise _refuse(f"the port must be 1-65535, not {port}", str(url), redirect=redirect)
+        raise _refuse(f"the port must be 1-65535, not {_cut(str(port))}", str(url), redirect=redirect)
     try:
         literal: IPAddress | None = ipaddress.ip_address(host)
     except ValueError:
@@ -569,15 +578,14 @@ def html_to_text(html: str) -> tuple[str, str]:
 
 def fetch(url: str, policy: FetchPolicy) -> FetchResult:
     """GET ``url`` under ``policy`` (see the module docstring)."""
+    # A lone surrogate, which no UTF-8 URL holds, told alike wherever it is: httpx refused it in the host or port with
+    # its own message, and raised UnicodeEncodeError percent-encoding the path, query or fragment.
+    if isinstance(url, str) and (at := _surrogate_at(url)) is not None:
+        raise _refuse(f"not a valid URL: it holds a lone surrogate (U+{ord(url[at]):04X}) at position {at}", url)
     try:
         current = httpx.URL(url)
-    except (httpx.InvalidURL, TypeError) as exc:
-        raise _refuse(f"not a valid URL: {exc}", url) from None
-    except UnicodeError:  # a lone surrogate, which httpx cannot percent-encode (UTF-8 has none)
-        at = next((i for i, c in enumerate(url) if "\ud800" <= c <= "\udfff"), None)
-        if at is None:
-            raise _refuse("not a valid URL: it holds text that cannot be written as UTF-8", url) from None
-        raise _refuse(f"not a valid URL: it holds a lone surrogate (U+{ord(url[at]):04X}) at position {at}", url) from None
+    except (httpx.InvalidURL, TypeError, UnicodeError) as exc:  # httpx's message may echo the URL whole: cut
+        raise _refuse(f"not a valid URL: {_cut(str(exc), masked=True)}", url) from None
     deadline = _Deadline(policy.timeout)
     transport = policy.transport if policy.transport is not None else _DeadlineTransport(deadline)
     # No cookie jar that keeps anything: stored under the pinned address, a cookie one host set went to every other

@@ -27,8 +27,9 @@ A failure of the database itself is no fault of the query: busy or locked by ano
 connection is a :class:`~harness_one.RetryableError` once SQLite has waited at most a second for
 the lock (within ``time_limit``), so retries wait between attempts, not in them; a file that is
 not a database, is corrupt or cannot be opened or read is a :class:`~harness_one.ToolError`
-saying the database is unavailable, and so is a WAL database of another user's that no connection has open,
-which even ``mode=ro`` would give ``-wal`` and ``-shm`` files its owner could not write. Stored text that is not valid UTF-8 is read with each invalid
+saying the database is unavailable, and so is one SQLite must write beside to read (``SQLITE_READONLY`` and its extended
+codes: a WAL database no connection has open, whose ``-wal`` and ``-shm`` files this tool's user cannot create or
+write). Stored text that is not valid UTF-8 is read with each invalid
 byte sequence as U+FFFD (``hex(column)`` gives its bytes), not refused as the query's fault. A name in the
 schema that is not valid UTF-8, which Python's sqlite3 cannot read, is a :class:`~harness_one.ToolError` saying
 so (its operator must rename it); an error message the query's own text made invalid is the query's refusal.
@@ -186,6 +187,7 @@ def _unencodable(text: str) -> bool:
 _SURROGATE = "text must be valid Unicode (a lone surrogate cannot be stored)"
 _INT64 = range(-(2**63), 2**63)
 _SHOWN_DIGITS = 30  # an integer parameter past this many digits is told by its digit count
+_SHOWN_CHARS = 80  # a text parameter's characters shown, around its lone surrogate
 
 
 def _digits(value: int) -> int:
@@ -200,7 +202,8 @@ def _digits(value: int) -> int:
 
 def _param_problems(params: list[Any] | None) -> list[ArgumentProblem]:
     """A problem on ``$.params[i]`` for each parameter SQLite cannot store: an integer past 64 bits, text holding a lone
-    surrogate (which UTF-8 cannot hold); ``got`` shows the value (a long integer as its digit count)."""
+    surrogate (which UTF-8 cannot hold); ``got`` shows the value (a long integer as its digit count, long text the 80
+    characters around its first surrogate)."""
     problems = []
     for i, value in enumerate(params or []):
         if isinstance(value, int) and value not in _INT64:
@@ -213,7 +216,10 @@ def _param_problems(params: list[Any] | None) -> list[ArgumentProblem]:
         elif isinstance(value, str) and _unencodable(value):
             at = next(j for j, c in enumerate(value) if "\ud800" <= c <= "\udfff")
             message = f"{_SURROGATE[:-1]}; U+{ord(value[at]):04X} at position {at})"
-            problems.append(ArgumentProblem(f"$.params[{i}]", message, "type", "valid text", repr(value[:80])))
+            start = max(0, at - _SHOWN_CHARS // 2)  # the surrogate shown, however far in
+            shown = repr(value[start : start + _SHOWN_CHARS])
+            got = shown if start == 0 else f"from position {start}: {shown}"
+            problems.append(ArgumentProblem(f"$.params[{i}]", message, "type", "valid text", got))
     return problems
 
 
@@ -313,8 +319,12 @@ def _cut_to_note(
 #: SQLite's result codes (sqlite3.h; the low byte of an extended code) of a failure of the database, not of the query.
 _BUSY = {5, 6}  # SQLITE_BUSY, SQLITE_LOCKED: another connection holds a lock
 _BROKEN = {3, 10, 11, 14, 15, 26}  # PERM, IOERR, CORRUPT, CANTOPEN, PROTOCOL, NOTADB
+#: SQLITE_READONLY (and READONLY_DIRECTORY, _CANTINIT, _CANTLOCK, _RECOVERY, _ROLLBACK, _DBMOVED): SQLite had to write
+#: beside the database to read it and could not. Never the query's: the authorizer refuses a write first.
+_READONLY = 8
 #: SQLite's text for each, for Python 3.10 (no ``sqlite_errorcode``).
 _CODE_TEXTS = {
+    "attempt to write a readonly database": 8,
     "database is locked": 5,
     "database table is locked": 6,
     "access permission denied": 3,
@@ -350,6 +360,15 @@ def _database_failure(path: str | Path, exc: sqlite3.Error) -> ToolError | None:
         )
     if code is not None and code & 0xFF in _BROKEN:
         return _unavailable(path, exc)
+    if code is not None and code & 0xFF == _READONLY:
+        name = getattr(exc, "sqlite_errorname", None)  # Python 3.11+: READONLY_DIRECTORY, READONLY_CANTINIT, ...
+        return ToolError(
+            f"The database {str(path)!r} is unavailable: {exc}{f' ({name})' if name else ''}. The query is not at "
+            "fault; SQLite must write beside the database to read it (a database in WAL mode that no connection has "
+            "open needs its -wal and -shm files) and this tool's user cannot. Its operator must let this tool's user "
+            "write the database's directory and those files, keep a connection to it open, or switch it to "
+            "PRAGMA journal_mode = DELETE."
+        )
     return None
 
 
@@ -394,42 +413,6 @@ def _in_schema(conn: sqlite3.Connection, invalid: bytes) -> bool:
     return False
 
 
-def _foreign_wal_files(path: Path) -> ToolError | None:
-    """The error for a database SQLite would have to give files to that its owner could not write: in WAL mode, with no
-    connection open on it (its ``-wal`` or ``-shm`` file missing), even a ``mode=ro`` connection creates both beside it
-    (where the directory lets it) and leaves them at close, owned by this process's user. SQLite gives them the
-    database's owner when run as root, so they are harmless as root or as the owner; as anyone else the owner's next
-    write fails ("attempt to write a readonly database"). None when reading it creates no such file.
-
-    Checked just before connecting: a connection of the owner's that closes in between (deleting its files) is not
-    seen. Costs one ``stat`` as root or as the owner.
-    """
-    if not hasattr(os, "geteuid"):  # Windows: no file owners to mismatch this way
-        return None
-    euid = os.geteuid()
-    try:
-        owner = path.stat().st_uid
-        if euid in (0, owner):
-            return None
-        with path.open("rb") as file:
-            header = file.read(20)
-    except OSError:  # SQLite tells what is wrong with it
-        return None
-    if len(header) < 20 or not header.startswith(b"SQLite format 3\x00") or 2 not in (header[18], header[19]):
-        return None  # not WAL mode (bytes 18-19, the file format versions: 2 in WAL mode)
-    missing = [suffix for suffix in ("-wal", "-shm") if not os.path.exists(f"{path}{suffix}")]
-    if not missing:
-        return None
-    return ToolError(
-        f"The database {str(path)!r} is unavailable to this tool: it is in WAL mode and no connection has it open (its "
-        f"{' and '.join(missing)} file{'s are' if len(missing) > 1 else ' is'} missing), so reading it would create its "
-        f"-wal and -shm files owned by this tool's user (uid {euid}), not the database's owner (uid {owner}), and the "
-        "owner's next write would fail ('attempt to write a readonly database'). The query is not at fault; the "
-        "database's operator must keep a connection to it open while the tool reads it, run the tool as the database's "
-        "owner, or switch the database to PRAGMA journal_mode = DELETE."
-    )
-
-
 def _memory_bounded() -> bool:
     """Whether this process's address space is limited (the timeout plugin's process-mode worker, Linux)."""
     try:
@@ -459,12 +442,9 @@ def run_query(
     now = (clock or SystemClock()).now
     got = repr(sql[:80])
     deadline = now() + time_limit  # the wait for a lock included
-    resolved = Path(path).resolve()
-    if (foreign := _foreign_wal_files(resolved)) is not None:
-        raise foreign
     try:
         # Quoted: a "#", "?" or "%" in the path would end it or be read as URI syntax, dropping mode=ro.
-        uri = f"file:{quote(str(resolved))}?mode=ro"
+        uri = f"file:{quote(str(Path(path).resolve()))}?mode=ro"
         conn = sqlite3.connect(uri, uri=True, timeout=min(_BUSY_WAIT, time_limit))
     except sqlite3.Error as exc:
         raise _database_failure(path, exc) or _unavailable(path, exc) from None
