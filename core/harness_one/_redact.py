@@ -6,6 +6,7 @@ import bisect
 import itertools
 import json
 import re
+import unicodedata
 from collections import UserString
 from collections.abc import ItemsView, Iterable, KeysView, Mapping, Sequence, Set, ValuesView
 from typing import Any
@@ -28,9 +29,12 @@ __all__ = [
 REDACTED = "[REDACTED]"
 
 #: Key names whose values are secret. Matching ignores case and separators (``private_key``,
-#: ``privateKey``, ``PRIVATE-KEY`` are one key); names of five letters or more also match
-#: inside longer keys (``access_token``), shorter ones only as a whole word (``user_pin``,
-#: not ``spinner``).
+#: ``privateKey``, ``PRIVATE-KEY`` are one key) and reads a name NFKC-normalised (full-width
+#: ``PASSWORD``, U+FF30 U+FF21 ..., is ``PASSWORD``); names of five letters or more also match inside longer
+#: keys (``access_token``), shorter ones only as a whole word (``user_pin``, not ``spinner``),
+#: but ``pwd`` and ``otp`` also end a word (``userpwd``, ``totp``), and ``pass`` ends one after a
+#: known service or account word only (``dbpass``, ``SMTPPASS``, ``storepass``; not ``bypass``,
+#: ``compass``, ``lowpass``: see ``_PASS_PREFIXES``).
 SECRET_KEYS = (
     "password",
     "passwd",
@@ -52,10 +56,15 @@ SECRET_KEYS = (
     "cookie",
     "credential",
     "private_key",
+    "privkey",
+    "auth_key",
+    "passkey",
     "ssh_key",
     "session_id",
     "sessionid",
     "otp",
+    "totp",
+    "mfa_code",
     "cvv",
     "cvc",
     "card_number",
@@ -70,6 +79,67 @@ SECRET_KEYS = (
     "client_key",
     "creds",
 )
+
+# Short key names that also match at the end of a longer word: with any word before them (no English
+# word ends in "pwd" or "otp"), or with one of the given words before them ("pass" ends "bypass",
+# "compass", "trespass", "overpass", "lowpass", "subpass": only a service's or an account's word
+# before it names a password: dbpass, smtppass, rootpass, keytool's storepass and keypass).
+_PASS_PREFIXES = frozenset(
+    [
+        "db",
+        "sql",
+        "mysql",
+        "pg",
+        "postgres",
+        "mongo",
+        "redis",
+        "ldap",
+        "smtp",
+        "imap",
+        "pop",
+        "mail",
+        "ftp",
+        "sftp",
+        "ssh",
+        "vnc",
+        "rdp",
+        "wifi",
+        "proxy",
+        "amqp",
+        "mq",
+        "kafka",
+        "user",
+        "usr",
+        "admin",
+        "root",
+        "login",
+        "sudo",
+        "master",
+        "store",
+        "key",
+        "keystore",
+        "truststore",
+        "app",
+        "api",
+        "svc",
+        "service",
+        "account",
+        "acct",
+        "bind",
+        "basic",
+        "http",
+        "web",
+        "registry",
+        "docker",
+        "git",
+        "npm",
+        "pypi",
+        "bot",
+        "sa",
+        "sys",
+    ]
+)
+_SUFFIXES: dict[str, frozenset[str] | None] = {"pwd": None, "otp": None, "pass": _PASS_PREFIXES}
 
 #: Names that are secret as query parameters only (``?key=`` holds a Google API key; a mapping's
 #: or a text's ``key`` is usually not a secret): matched whole, any case.
@@ -148,28 +218,65 @@ def _without_bare_userinfo(text: str) -> str:
 
 
 # A key name in text, then its separator: key=, key:, key => (Ruby, Perl, PHP), 'key':, "key":, \"key\": (JSON text inside a
-# JSON string) and ('key', / ["key", (a pair); a command-line flag's name too (-key=, --key=), and
+# JSON string) and ('key', / ["key", (a pair), each quoted name as bytes too (b'key': b'...', (b'key', b'...'): raw HTTP
+# headers, an ASGI scope's); a command-line flag's name too (-key=, --key=), and
 # a flag followed by its value, in a command line (--password VALUE) or a list's repr ('--password',
 # 'VALUE', as a failed subprocess shows its command). A name may hold brackets and "%" (a query's
 # or a form's user[password]=, api%5Fkey=).
 _TEXT_KEY = re.compile(
-    r"""(?:(?<=[\[(])(['"])([A-Za-z_][\w.-]{0,99})\1[ \t]*,"""
-    r"""|(?:(?<![\w.-])|(?<=(?<![\w.-])-)|(?<=(?<![\w.-])--))((?:\\?['"])?)([A-Za-z_][\w.%\[\]-]{0,99})\3[ \t]*(?:=>|[:=])"""
-    r"""|(?<![\w.-])(['"]?)--?([A-Za-z_][\w.-]{0,99})\5,?[ \t]+(?=[^\s-]))[ \t]*"""
+    r"""(?:(?<=[\[(])(?:b(?=['"]))?(['"])([^\W\d][\w.-]{0,99})\1[ \t]*,"""
+    r"""|(?:(?<![\w.-])|(?<=(?<![\w.-])-)|(?<=(?<![\w.-])--))(?:b(?=['"]))?((?:\\?['"])?)([^\W\d][\w.%\[\]-]{0,99})\3[ \t]*(?:=>|[:=])"""
+    r"""|(?<![\w.-])(?:b(?=['"]))?(['"]?)--?([^\W\d][\w.-]{0,99})\5,?[ \t]+(?=[^\s-]))[ \t]*"""
 )
 # A query parameter's value: to the next "&", "#", whitespace, or a character a URL cannot hold
 # (what a URL can hold is the value's: "?password=a'b(c),d" is masked whole).
 _QUERY_VALUE = re.compile(r"""[^\s&#"<>\\^`{|}]+""")
-# The value after a key: quoted (escapes allowed, closing quote optional); quoted with escaped quotes
+# The value after a key: quoted (escapes and doubled quotes allowed, SQL's 'it''s'; closing quote optional); quoted with escaped quotes
 # (\"...\", a JSON string inside a JSON string: \\\" and \\\\ are its escaped quote and
 # backslash, \\x its other escapes); or up to the next whitespace, "&name=" (a form's next
 # parameter) or ";name=" (a connection string's next field), with an optional auth scheme.
 _TEXT_VALUE = re.compile(
-    r"""b?(['"])(?:[^'"\\\n]|\\.|(?!\1)['"])*(\1)?"""
+    r"""b?(['"])(?:[^'"\\\n]|\\.|(?!\1)['"]|\1\1)*(\1)?"""
     r"""|(\\")(?:\\\\\\.|\\\\[^\\]|\\[^"\\]|[^\\"\n])*(\\")?"""
     r"""|((?:bearer|basic|token|digest|negotiate)[ \t]+)?(?:[^\s&;]|[&;](?![\w.%\[\]-]{1,100}=))+""",
     re.IGNORECASE,
 )
+# An Authorization header's scheme followed by parameters (RFC 7235 auth-params: Digest, AWS4-HMAC-SHA256,
+# OAuth, Signature), not a token68 (Basic, Bearer; its "=" padding ends it): its parameters are masked to the end of the header.
+_AUTH_PARAMS = re.compile(r"""[A-Za-z][\w.-]{0,63}[ \t]+(?=[\w.-]{1,100}[ \t]*=(?:[^\s=,]|[ \t]+"))""")
+# The rest of a header quoted whole ('Authorization: ...' in a command line): to its closing quote, on its line.
+_QUOTED_REST = {
+    "'": re.compile(r"""(?:[^'\\\r\n]|\\.)*"""),
+    '"': re.compile(r"""(?:[^"\\\r\n]|\\.)*"""),
+}
+# An XML element with text in it: <password>...</password>, <ns:Password attr="x">...</ns:Password>, <entry
+# name="password">...</entry>, a CDATA section in it too, and "<\/" (JSON's escaped "/") closing it. Its text
+# is masked when its tag or its name or key attribute (_XML_NAME) names a secret (Redactor._xml_element).
+# Each "<" starts one try, which reads to the next "<" that is not a CDATA section's: linear.
+_XML_ELEMENT = re.compile(
+    r"""<(?:[A-Za-z_][\w.-]{0,63}:)?(?P<tag>[^\W\d][\w.-]{0,99})(?P<attributes>\s[^<>]{0,1000})?>"""
+    r"""(?P<body>(?:<!\[CDATA\[[^\]]*(?:\](?!\]>)[^\]]*)*\]\]>|[^<])*)<\\?/"""
+)
+_XML_NAME = re.compile(r"""(?i)(?<![\w.:-])(?:name|key)[ \t]*=[ \t]*(['"])((?:(?!\1)[^<>]){1,100})\1""")
+# A user and password after a client's -u or --user flag (curl -u bob:hunter2, --user=bob:pw, '-u', 'bob:pw'
+# in a list's repr): the password masked, to the next whitespace or the closing quote (not a URL's "//": sqlmap -u http://...).
+_USER_FLAG = re.compile(
+    r"""(?<![\w.-])(['"]?)(?:-u|--user)\1(?:,?[ \t]+|=)"""
+    r"""(?:(['"])[^'"\s:]{1,256}:(?!//)(?P<quoted>(?:(?!\2)[^\\\r\n]|\\.)+)|[^'"\s:]{1,256}:(?!//)(?P<plain>\S+))"""
+)
+
+
+def _user_flag(found: re.Match[str]) -> str:
+    """A ``-u user:password`` flag as shown: its password masked (an unquoted one without the text's
+    closing bracket or quote after it, see _word_end)."""
+    text, start = found.string, found.start()
+    if found.group("quoted") is not None:
+        low, high = found.span("quoted")
+    else:
+        low, high = found.start("plain"), _word_end(found.string, found.start("plain"), found.end("plain"))
+    return f"{text[start:low]}{REDACTED}{text[high : found.end()]}"
+
+
 # Characters that end an unquoted value's run but may be the text's around it: "a=x, b", "(key=x)", "'key=x'".
 _TRAILING = frozenset(",;)]}>'\"")
 _OPENER = {")": "(", "]": "[", "}": "{", ">": "<"}
@@ -358,7 +465,12 @@ def _owners(text: str, points: list[int], low: int, high: int, owners: dict[int,
 
 
 def _normal(key: str) -> str:
-    return re.sub(r"[^a-z0-9]", "", key.lower())
+    return re.sub(r"[^a-z0-9]", "", _nfkc(key).lower())
+
+
+def _nfkc(name: str) -> str:
+    """``name`` NFKC-normalised (a full-width ``PASSWORD``, U+FF30 U+FF21 ..., is ``PASSWORD``); ASCII as it is."""
+    return name if name.isascii() else unicodedata.normalize("NFKC", name)
 
 
 def _field(key: str) -> str:
@@ -420,6 +532,8 @@ class Redactor:
         words = {_normal(k) for k in (*keys, *extra_keys) if _normal(k)}
         self._long = tuple(sorted(w for w in words if len(w) >= 5))
         self._short = frozenset(w for w in words if len(w) < 5)
+        #: The short names that also end a word (``dbpass``, ``userpwd``), each with the words allowed before it (None: any).
+        self._suffixes = tuple((w, before) for w, before in _SUFFIXES.items() if w in self._short)
         #: With ``last_words``, a key is secret when its last words are a secret key's words
         #: (``db_password``, ``X-API-Key``, ``access_token``; not ``max_tokens`` nor ``password_file``).
         self._last: tuple[tuple[str, ...], ...] | None = None
@@ -438,17 +552,29 @@ class Redactor:
         if found is None:
             if len(text) > _LONGEST_NAME:  # no name: its value is masked, and the key not searched (a model's 4 MB key)
                 return True
-            name = unquote(text) if "%" in text else text
+            name = _nfkc(unquote(text) if "%" in text else text)
             if self._last is not None:
                 words = tuple(t.lower() for t in _WORD.findall(name))
-                found = any(words[-len(last) :] == last for last in self._last)
+                found = any(words[-len(last) :] == last for last in self._last) or bool(words and self._ends_word(words[-1]))
             else:
                 joined = _normal(name)
                 tokens = {t.lower() for t in _WORD.findall(name)}
-                found = any(w in joined for w in self._long) or bool(tokens & self._short) or joined in self._short
+                found = (
+                    any(w in joined for w in self._long)
+                    or bool(tokens & self._short)
+                    or joined in self._short
+                    or any(self._ends_word(token) for token in tokens)
+                )
             if len(self._cache) < 4096:
                 self._cache[text] = found
         return found
+
+    def _ends_word(self, token: str) -> bool:
+        """Whether a word of a key's name ends in a short secret name that may end one: ``dbpass``, ``userpwd``, ``totp``."""
+        for short, before in self._suffixes:
+            if len(token) > len(short) and token.endswith(short) and (before is None or token[: -len(short)] in before):
+                return True
+        return False
 
     def text(self, value: str, limit: int = _MAX_TEXT) -> str:
         """``value`` masked as :meth:`mask` masks it, cut to ``limit`` characters (and a marker), its
@@ -484,6 +610,12 @@ class Redactor:
         """
         return self._mask_structure(self._without_values(value))
 
+    def _holds_value(self, number: float) -> bool:
+        """Whether a number's text (``str`` of an integer of under 3,000 bits, ``repr`` of a float)
+        holds a secret value, as that text would be masked."""
+        shown = repr(number)
+        return any(secret in shown for secret in self._values)
+
     def _without_values(self, value: str) -> str:
         for secret in self._values:
             if secret in value:
@@ -495,6 +627,10 @@ class Redactor:
         value = _KNOWN_TOKENS.sub(REDACTED, value)
         if "earer" in value or "EARER" in value:
             value = _BEARER.sub(rf"\1{REDACTED}", value)
+        if "</" in value or "<\\/" in value:
+            value = _XML_ELEMENT.sub(self._xml_element, value)
+        if "-u" in value:
+            value = _USER_FLAG.sub(_user_flag, value)
         if (
             ":" in value or "=" in value or "," in value or "-" in value
         ):  # every user-info and key separator holds one (a flag's "-")
@@ -502,6 +638,18 @@ class Redactor:
                 value = self._mask_pairs(value)
             value = _without_bare_userinfo(self._mask_keyed(without_userinfo(value)))
         return value
+
+    def _xml_element(self, found: re.Match[str]) -> str:
+        """An XML element as shown: its text masked when its tag (``<password>``, ``<ns:Password>``) or its
+        ``name`` or ``key`` attribute (``<entry name="password">``, ``<add key="ApiToken">``) names a secret."""
+        whole, attributes, body = found.group(), found.group("attributes"), found.group("body")
+        named = self.is_secret(found.group("tag")) or (
+            attributes is not None and any(self.is_secret(name.group(2)) for name in _XML_NAME.finditer(attributes))
+        )
+        if not named or not body.strip():
+            return whole
+        start = found.start("body") - found.start()
+        return f"{whole[:start]}{REDACTED}{whole[start + len(body) :]}"
 
     def _mask_pairs(self, text: str) -> str:
         """``text`` with the value field of each name/value pair of a secret masked: ``{"name":
@@ -570,8 +718,8 @@ class Redactor:
         if found is None:
             return None
         quote, closing, escaped, escaped_closing, scheme = found.group(1, 2, 3, 4, 5)
-        if quote:
-            return found.end(), f"{quote}{REDACTED}{closing or ''}"
+        if quote:  # (bytes keep their b: b'[REDACTED]')
+            return found.end(), f"{text[start] if text[start] == 'b' else ''}{quote}{REDACTED}{closing or ''}"
         if escaped:
             return found.end(), f"{escaped}{REDACTED}{escaped_closing or ''}"
         return _word_end(text, found.end(5) if scheme else start, found.end()), f"{scheme or ''}{REDACTED}"
@@ -598,7 +746,18 @@ class Redactor:
                     parts += (text[done:start], REDACTED)
                     done = found.end()
                 continue
-            if text[start : start + 1] not in ("'", '"', "\\", "{", "[") and _normal(name).endswith("cookie"):
+            opening = text[start + 1 : start + 2] if text[start : start + 1] == "b" else text[start : start + 1]  # (b'...')
+            if opening not in ("'", '"', "\\", "{", "[") and _normal(name).endswith("authorization"):
+                # an Authorization header's scheme with parameters (Digest username="bob", response="...",
+                # AWS4-HMAC-SHA256 Credential=..., Signature=...): the scheme stays, the rest of the header goes
+                found = _AUTH_PARAMS.match(text, start)
+                if found is not None:
+                    quote = text[key.start() - 1 : key.start()]  # the header quoted whole: -H 'Authorization: ...'
+                    rest = _QUOTED_REST.get(quote, _LINE_VALUE).match(text, found.end())
+                    parts += (text[done : found.end()], REDACTED)
+                    done = rest.end()  # type: ignore[union-attr]  # (always matches)
+                    continue
+            if opening not in ("'", '"', "\\", "{", "[") and _normal(name).endswith("cookie"):
                 # a Cookie header's value: every cookie in it, "a=1; sid=...", to the end of the line
                 found = _COOKIE_VALUE.match(text, start)
                 if found is not None and found.end() > start:
@@ -686,7 +845,10 @@ class Redactor:
             if isinstance(value, int):
                 bits = value.bit_length()
                 budget[0] -= bits // 3
-                return value if bits < 3000 else f"<integer of {bits} bits>"
+                if bits >= 3000:
+                    return f"<integer of {bits} bits>"
+            if self._values and value is not None and not isinstance(value, bool) and self._holds_value(value):
+                return REDACTED  # a secret value given as text, here a number: an account's, a PIN
             return value
         try:  # containers walked, the rest shown briefly; a hostile container (its len, iteration or items fail) by its type
             fields = getattr(value, "_fields", None) if isinstance(value, tuple) else None
@@ -718,12 +880,17 @@ class Redactor:
                 budget[0] -= 4  # its brackets, and the separator before it
                 items: list[Any] = []
                 flag = False  # the previous item is a flag naming a secret: ["mysql", "--password", "..."]
+                user = False  # the previous item is a client's user flag: ["curl", "-u", "bob:..."]
                 for count, item in enumerate(itertools.islice(value, _MAX_ITEMS)):
                     if budget[0] <= 0:
                         items.append(f"... {len(value) - count} more items")
                         return items
-                    items.append(REDACTED if flag and isinstance(item, str) else self._shown(item, depth + 1, budget))
+                    if user and isinstance(item, str) and ":" in item and item.partition(":")[2][:2] != "//":
+                        items.append(self._shown(f"{item.partition(':')[0]}:{REDACTED}", depth + 1, budget))
+                    else:
+                        items.append(REDACTED if flag and isinstance(item, str) else self._shown(item, depth + 1, budget))
                     flag = isinstance(item, str) and item[:1] == "-" and "=" not in item and self._flag(item)
+                    user = item in ("-u", "--user")
                 if len(value) > _MAX_ITEMS:
                     items.append(f"... {len(value) - _MAX_ITEMS} more items")
                 return items

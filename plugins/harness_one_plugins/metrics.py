@@ -33,16 +33,16 @@ class ToolMetrics:
     """Counters for one tool; latencies kept in a ring of the last ``window`` calls.
 
     Every count is taken without a lock: ``next()`` on an ``itertools.count`` and
-    ``deque.append`` are each atomic. Reading a count takes one value from its counter too,
-    which ``_read`` subtracts; readers hold the plugin's lock. Errors are counted by type.
+    ``deque.append`` are each atomic. Reading a count changes nothing (the counter's next value,
+    as its ``repr`` shows it): any number of threads may read while calls are counted. Errors are
+    counted by type.
     """
 
-    __slots__ = ("_counts", "_read", "latencies")
+    __slots__ = ("_counts", "latencies")
 
     def __init__(self, window: int) -> None:
         #: ``"ok"``, ``"retry"``, ``"wait"`` and each error type: its counter.
         self._counts: dict[Any, Iterator[int]] = {"ok": itertools.count(), "retry": itertools.count(), "wait": itertools.count()}
-        self._read: dict[Any, int] = {}
         self.latencies: deque[float] = deque(maxlen=window)
 
     def counter(self, what: Any) -> Iterator[int]:
@@ -51,9 +51,7 @@ class ToolMetrics:
         return found if found is not None else self._counts.setdefault(what, itertools.count())
 
     def _value(self, what: Any) -> int:
-        read = self._read.get(what, 0)
-        self._read[what] = read + 1
-        return next(self._counts[what]) - read
+        return _count_of(self._counts[what])
 
     @property
     def successes(self) -> int:
@@ -101,6 +99,12 @@ class ToolMetrics:
             "waits": self.waits,
             "latency_ms": {f"p{q}": round(_quantile(ordered, q / 100) * 1000, 3) for q in (50, 95, 99)},
         }
+
+
+def _count_of(counter: Iterator[int]) -> int:
+    """How many values an ``itertools.count()`` gave, read from its ``repr`` (``count(12)``) without
+    taking one: a read leaves the counter as it was."""
+    return int(repr(counter)[6:-1])
 
 
 def _named(by_type: dict[type, int]) -> dict[str, int]:
@@ -211,8 +215,7 @@ class MetricsPlugin:
         self._tools.pop(tool.name, None)  # a removed tool's figures go with it: memory stays bounded
 
     def snapshot(self) -> dict[str, dict[str, Any]]:
-        with self._lock:  # readers one at a time (each reading takes a value from the counters)
-            return {name: m.snapshot() for name, m in list(self._tools.items())}
+        return {name: m.snapshot() for name, m in list(self._tools.items())}  # (reads change no counter: no lock)
 
     @hookimpl(trylast=True)
     def harness_call_refused(self, error: ToolError) -> None:

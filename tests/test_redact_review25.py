@@ -1,0 +1,337 @@
+"""Review 25: redaction of bytes headers, numbers, more text shapes and key names; metrics reads."""
+
+from __future__ import annotations
+
+import sys
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import structlog
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from structlog.testing import capture_logs
+
+from harness_one import REDACTED, ManualClock, Redactor, ToolError, ToolRegistry
+from harness_one._redact import hidden_from_model, mask_secrets
+from harness_one_plugins import LoggingPlugin, MetricsPlugin, OTelPlugin
+from harness_one_plugins.metrics import ToolMetrics
+
+RAW_HEADERS = [
+    (b"host", b"api.internal"),
+    (b"authorization", b"Basic YWxpY2U6aHVudGVyMlNFQ1JFVA=="),
+    (b"x-api-key", b"S3CRETapikey"),
+]
+
+
+@pytest.fixture(autouse=True)
+def unconfigured_structlog() -> Iterator[None]:
+    structlog.reset_defaults()
+    yield
+    structlog.reset_defaults()
+
+
+# 1. request headers shown as bytes
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        (
+            repr(RAW_HEADERS),
+            f"[(b'host', b'api.internal'), (b'authorization', b'{REDACTED}'), (b'x-api-key', b'{REDACTED}')]",
+        ),
+        (
+            repr([(k.decode(), v.decode()) for k, v in RAW_HEADERS]),
+            f"[('host', 'api.internal'), ('authorization', '{REDACTED}'), ('x-api-key', '{REDACTED}')]",
+        ),
+        (
+            repr({b"password": b"hunter2S3CRET", b"user": b"bob"}),
+            f"{{b'password': b'{REDACTED}', b'user': b'bob'}}",
+        ),
+        (repr({"password": "hunter2S3CRET", "user": "bob"}), f"{{'password': '{REDACTED}', 'user': 'bob'}}"),
+        # an ASGI scope's headers: a cookie's bytes value masked as a quoted value, not to the end of the line
+        (
+            "scope={'headers': [(b'cookie', b'theme=dark; sid=S3CRET'), (b'accept', b'*/*')]}",
+            f"scope={{'headers': [(b'cookie', b'{REDACTED}'), (b'accept', b'*/*')]}}",
+        ),
+        ("argv=[b'--password', b'S3CRET', b'db']", f"argv=[b'--password', b'{REDACTED}', b'db']"),
+    ],
+)
+def test_headers_and_mappings_shown_as_bytes_are_masked(text: str, shown: str) -> None:
+    assert Redactor().text(text) == shown
+    assert "S3CRET" not in mask_secrets(text) and "YWxp" not in mask_secrets(text)
+
+
+def test_bytes_headers_in_a_tool_error_are_masked_for_the_model_the_log_and_the_span() -> None:
+    spans = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(spans))
+    registry = ToolRegistry(
+        plugins={"logging": LoggingPlugin(), "otel": OTelPlugin(tracer_provider=provider)}, autoload=False, clock=ManualClock()
+    )
+
+    def fetch(url: str) -> str:
+        raise RuntimeError(f"upstream 502 for {url}, request headers {RAW_HEADERS!r}")
+
+    registry.add(fetch)
+    expected = (
+        "Tool 'fetch' failed: RuntimeError: upstream 502 for https://api.internal/v1, request headers "
+        f"[(b'host', b'api.internal'), (b'authorization', b'{REDACTED}'), (b'x-api-key', b'{REDACTED}')]"
+    )
+    with capture_logs() as logs, pytest.raises(ToolError) as raised:
+        registry.call("fetch", {"url": "https://api.internal/v1"})
+    provider.shutdown()
+    assert str(raised.value) == expected
+    assert logs[-1]["error"] == expected
+    assert spans.get_finished_spans()[-1].status.description == expected
+
+
+# 5. numbers among the secret values
+
+
+def test_numbers_holding_a_secret_value_are_masked() -> None:
+    redactor = Redactor(values=["4921730058"])
+    assert redactor({"account": 4921730058, "balance": 4921730058.5, "memo": "to 4921730058", "n": 7, "ok": True}) == {
+        "account": REDACTED,
+        "balance": REDACTED,
+        "memo": f"to {REDACTED}",
+        "n": 7,
+        "ok": True,
+    }
+    assert redactor([14921730058, -4921730058]) == [REDACTED, REDACTED]  # the value in its text, as text is masked
+    assert Redactor()({"account": 4921730058}) == {"account": 4921730058}  # no values set: numbers as they are
+
+
+def test_a_numeric_secret_value_is_not_logged() -> None:
+    registry = ToolRegistry(
+        plugins={"logging": LoggingPlugin(log_arguments=True, secret_values=["4921730058"])}, autoload=False, clock=ManualClock()
+    )
+
+    def transfer(account: int, memo: str) -> str:
+        return "ok"
+
+    registry.add(transfer)
+    with capture_logs() as logs:
+        registry.call("transfer", {"account": 4921730058, "memo": "to 4921730058"})
+    assert logs[-1]["arguments"] == {"account": REDACTED, "memo": f"to {REDACTED}"}
+
+
+# 7. more text shapes
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        ("<password>hunter2S3CRET</password>", f"<password>{REDACTED}</password>"),
+        (
+            "<cfg><db:Password>S3CRET</db:Password><host>db</host></cfg>",
+            f"<cfg><db:Password>{REDACTED}</db:Password><host>db</host></cfg>",
+        ),
+        ('<entry name="password">S3CRET</entry>', f'<entry name="password">{REDACTED}</entry>'),
+        ("<entry key='ApiToken' type=\"s\">S3CRET</entry>", f"<entry key='ApiToken' type=\"s\">{REDACTED}</entry>"),
+        ("<secret><![CDATA[S3<CR]ET]]></secret>", f"<secret>{REDACTED}</secret>"),
+        ('{"xml": "<token>S3CRET<\\/token>"}', f'{{"xml": "<token>{REDACTED}<\\/token>"}}'),
+        # Authorization schemes with parameters: the scheme stays, the rest of the header goes
+        (
+            'authorization: Digest username="bob", realm="x", response="S3CRETdeadbeef"',
+            f"authorization: Digest {REDACTED}",
+        ),
+        (
+            "Authorization: AWS4-HMAC-SHA256 Credential=AKID/20260101/us-east-1/s3/aws4_request, SignedHeaders=host, Signature=S3CRET\nnext",
+            f"Authorization: AWS4-HMAC-SHA256 {REDACTED}\nnext",
+        ),
+        (
+            """curl -H 'Authorization: Digest username="bob", response="S3CRET"' https://x""",
+            f"curl -H 'Authorization: Digest {REDACTED}' https://x",
+        ),
+        ("Authorization: Basic dXNlcjpTM0NSRVQ= next", f"Authorization: Basic {REDACTED} next"),  # a token68: as before
+        # a client's -u user:password
+        ("curl -u bob:hunter2S3CRET https://x", f"curl -u bob:{REDACTED} https://x"),
+        ("curl --user=bob:S3CRET https://x", f"curl --user=bob:{REDACTED} https://x"),
+        ("curl -u 'bob:correct horse S3CRET' https://x", f"curl -u 'bob:{REDACTED}' https://x"),
+        ("['curl', '-u', 'bob:S3CRET', 'https://x']", f"['curl', '-u', 'bob:{REDACTED}', 'https://x']"),
+        ("(run: curl -u bob:S3CRET)", f"(run: curl -u bob:{REDACTED})"),
+        # SQL's doubled quote inside a quoted value
+        ("password='it''s hunter2S3CRET' AND x=1", f"password='{REDACTED}' AND x=1"),
+        ("{'password': '', 'user': 'bob'}", f"{{'password': '{REDACTED}', 'user': 'bob'}}"),
+    ],
+)
+def test_more_text_shapes_are_masked(text: str, shown: str) -> None:
+    assert Redactor().text(text) == shown
+    assert "S3CR" not in mask_secrets(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "<name>bob</name><host>db.internal</host>",
+        '<entry name="user">bob</entry>',
+        "<password></password>",
+        "mysql -u root -p db",
+        "ps -u root",
+        "a <b> c </b> <password> and then prose",
+        'WWW-Authenticate: Digest realm="x", nonce="abc"',  # a challenge: no credential in it
+    ],
+)
+def test_text_without_a_secret_in_those_shapes_is_unchanged(text: str) -> None:
+    assert Redactor().text(text) == text
+
+
+@pytest.mark.parametrize(
+    "hostile",
+    [
+        "<password>" * 20_000,
+        "<a " + "x" * 50_000,
+        "<password>" + "<![CDATA[" * 10_000,
+        "<password>" + "]" * 50_000 + "</",
+        "-u 'a:" * 20_000,
+        "-u a:" * 20_000,
+        "--user=" + "a" * 50_000,
+        "Authorization: Digest a=" * 10_000,
+        "password='" + "''" * 50_000,
+    ],
+)
+def test_hostile_text_against_the_new_shapes_is_masked_whole(hostile: str) -> None:
+    """Built against the new rules (each "<" a tag, each -u a user): masked as a whole, in linear work."""
+    text = f"password=S3CRET {hostile}"
+    shown = Redactor().text(text)
+    assert shown.startswith(f"password={REDACTED} ") and shown.endswith(f"... ({len(text)} characters)")
+    assert "S3CRET" not in Redactor().mask(text)
+
+
+# 8. key names
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "DBPASS",
+        "dbpass",
+        "SMTPPASS",
+        "rootpass",
+        "storepass",
+        "userpwd",
+        "DBPWD",
+        "authkey",
+        "AUTHKEY",
+        "auth_key",
+        "passkey",
+        "privkey",
+        "PRIVKEY",
+        "priv_key",
+        "totp",
+        "TOTP",
+        "hotp",
+        "smsotp",
+        "mfaCode",
+        "mfa_code",
+        "\uff30\uff21\uff33\uff33\uff37\uff2f\uff32\uff24",  # full-width PASSWORD
+        "\uff50\uff57\uff44",  # full-width pwd
+    ],
+)
+def test_more_secret_key_names_are_masked(key: str) -> None:
+    assert Redactor()({key: "S3CRET"}) == {key: REDACTED}
+    assert Redactor().text(f"{key}=S3CRET") == f"{key}={REDACTED}"
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "bypass",
+        "compass",
+        "trespass",
+        "overpass",
+        "underpass",
+        "encompass",
+        "surpass",
+        "lowpass",
+        "bandpass",
+        "subpass",
+        "passage",
+        "passenger",
+        "spinner",
+        "hotspot",
+        "author",
+        "authority",
+        "keyboard",
+        "primary_key",
+        "despot",
+        "jackpot",
+    ],
+)
+def test_common_words_are_still_not_secret_names(key: str) -> None:
+    assert Redactor()({key: "visible"}) == {key: "visible"}
+    assert Redactor().text(f"{key}=visible") == f"{key}=visible"
+
+
+# 9. metrics read while other threads read and count
+
+
+def test_reading_tool_metrics_from_many_threads_changes_no_count() -> None:
+    metrics = ToolMetrics(16)
+    for _ in range(10):
+        next(metrics.counter("ok"))
+    next(metrics.counter(ValueError))
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # (threads switch as often as they can: every read races the others)
+    try:
+        readers = [
+            threading.Thread(target=lambda: [(metrics.successes, metrics.errors) for _ in range(20_000)]) for _ in range(4)
+        ]
+        for reader in readers:
+            reader.start()
+        for reader in readers:
+            reader.join()
+    finally:
+        sys.setswitchinterval(interval)
+    assert (metrics.successes, metrics.failed, metrics.calls, metrics.errors) == (10, 1, 11, {"ValueError": 1})
+    assert metrics.snapshot()["finished"] == 11
+
+
+def test_stats_read_while_calls_are_counted_end_exact() -> None:
+    registry = ToolRegistry(plugins={"metrics": MetricsPlugin()}, autoload=False, clock=ManualClock())
+    registry.add(lambda: "ok", name="ping", parameters={"type": "object"})
+    done = threading.Event()
+    seen: list[int] = []
+
+    def read() -> None:
+        while not done.is_set():
+            seen.append(registry.stats()["tools"]["ping"].get("successes", 0))  # (none before the first call ends)
+
+    def calls() -> None:
+        for _ in range(500):
+            registry.call("ping")
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    workers = [threading.Thread(target=calls) for _ in range(4)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    done.set()
+    reader.join()
+    stats: dict[str, Any] = registry.stats()["tools"]["ping"]
+    assert (stats["successes"], stats["finished"]) == (2000, 2000)
+    assert seen == sorted(seen) and all(0 <= n <= 2000 for n in seen)
+
+
+def test_errors_the_model_reads_hide_a_pwd_ending_a_name_too() -> None:
+    assert (hidden_from_model("userpwd"), hidden_from_model("DB_USERPWD"), hidden_from_model("userpwd_hint")) == (
+        True,
+        True,
+        False,
+    )
+    assert mask_secrets("login failed: userpwd=S3CRET") == f"login failed: userpwd={REDACTED}"
+
+
+def test_a_user_flag_in_a_logged_command_list_masks_the_password() -> None:
+    argv = ["curl", "-u", "bob:S3CRET", "--user", "ann:S3", "-u", "root", "https://x"]
+    assert Redactor()({"argv": argv}) == {
+        "argv": ["curl", "-u", f"bob:{REDACTED}", "--user", f"ann:{REDACTED}", "-u", "root", "https://x"]
+    }
+    assert Redactor()(["sqlmap", "-u", "http://target/x?id=1"]) == ["sqlmap", "-u", "http://target/x?id=1"]  # a URL
+    assert Redactor().text("sqlmap -u http://target/x?id=1") == "sqlmap -u http://target/x?id=1"
