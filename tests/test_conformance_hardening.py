@@ -494,8 +494,9 @@ def test_a_plugin_that_answers_a_refusal_with_a_value_is_told_from_one_that_reco
     assert failures == {"TestSwallowSync::test_a_refusal_stands", "TestRecoversOnlySync::test_a_refusal_stands"}
     for each in ("TestSwallowSync", "TestRecoversOnlySync"):
         assert (
-            "call: the guard's refusal (ToolError) became the value {'x': 0, 'double': 0} (recover with a value only what "
-            "the tool raised" in message(inner, f"{each}::test_a_refusal_stands")
+            "call: the guard's refusal (ToolError) became the value {'x': 0, 'double': 0}, the same call having been let "
+            "through just before (recover with a value only what the tool raised"
+            in message(inner, f"{each}::test_a_refusal_stands")
         )
 
 
@@ -697,7 +698,10 @@ def test_a_plugin_that_keeps_what_failed_or_cancelled_calls_took_ignores_a_cance
     [
         (review.GlobalLeak, r"the state reachable from the plugin grew by 3750 objects"),  # 6 calls in 8 succeed
         (review.LruLeak, r"the state reachable from the plugin grew by 3750 objects"),
-        (review.StringLeak, r"the plugin's own code allocated [\d,]+ bytes over calls 8751-10000 that are still alive"),
+        (
+            review.StringLeak,
+            r"the plugin's own code \(or what it called\) allocated [\d,]+ bytes over calls 8751-10000 that are still alive",
+        ),
     ],
 )
 def test_state_kept_in_module_globals_a_growing_string_or_an_lru_cache_fails(plugin: type, found: str) -> None:

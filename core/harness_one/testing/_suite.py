@@ -12,6 +12,7 @@ import os
 import sys
 import sysconfig
 import threading
+import time
 import traceback
 import weakref
 from collections.abc import Callable, Coroutine, Mapping
@@ -26,10 +27,13 @@ __all__ = [
     "GUARD",
     "BoundedClock",
     "Overran",
+    "Progress",
+    "Stopped",
     "Suite",
     "bounded",
     "added_marks",
     "kit_functions",
+    "progress",
     "run_async",
     "tuning_changes",
     "xfail_reason",
@@ -117,13 +121,57 @@ def _where(frame: FrameType) -> str:
     return f"{frame.f_code.co_name} ({os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno})"
 
 
+class Progress:
+    """How many calls the running check has made (``done``, of ``total`` when it says), so that a check past its
+    deadline that was still making calls is reported as slow, not stuck; and, once ``stop`` says why, the check's loop
+    ends at its next call (:meth:`made` raises :class:`Stopped`)."""
+
+    def __init__(self) -> None:
+        self.done = 0
+        self.total = 0
+        self.stop: str | None = None
+
+    def made(self) -> None:
+        """One more call made; raises :class:`Stopped` once ``stop`` is set."""
+        self.done += 1
+        if self.stop is not None:
+            raise Stopped(self.stop)
+
+
+class Stopped(Exception):
+    """The end of a check's loop that its :class:`Progress` stopped (its deadline passed, or the kit's clock)."""
+
+
+#: The running check's progress (set in the check's worker thread, where :func:`progress` finds it).
+_PROGRESS: contextvars.ContextVar[Progress | None] = contextvars.ContextVar("harness_one_kit_progress", default=None)
+
+
+def progress(total: int) -> Progress:
+    """The running check's :class:`Progress`, which will make ``total`` calls (a new one, run outside a check)."""
+    found = _PROGRESS.get() or Progress()
+    found.total = total
+    return found
+
+
+#: Seconds between the looks :func:`bounded` takes at a check's progress (at most: a shorter deadline, that).
+_SAMPLE = 1.0
+
+
 class Overran(Exception):
     """Work :func:`bounded` ran did not end in time: ``where`` it is stuck, the stuck thread's ``stack``, and the
-    ``worker`` thread left running it."""
+    ``worker`` thread left running it. ``slow``: it was still making calls, ``(done, total, seconds)``, so it is slow,
+    not stuck (its loop is then stopped)."""
 
-    def __init__(self, seconds: float, where: str, stack: str, worker: threading.Thread | None = None) -> None:
+    def __init__(
+        self,
+        seconds: float,
+        where: str,
+        stack: str,
+        worker: threading.Thread | None = None,
+        slow: tuple[int, int, float] | None = None,
+    ) -> None:
         super().__init__(f"did not return within {seconds:g} s: stuck in {where}")
-        self.seconds, self.where, self.stack, self.worker = seconds, where, stack, worker
+        self.seconds, self.where, self.stack, self.worker, self.slow = seconds, where, stack, worker, slow
 
 
 def _stuck(threads: list[threading.Thread], locate: Callable[[FrameType], str | None]) -> tuple[str, str]:
@@ -158,11 +206,19 @@ def _stuck(threads: list[threading.Thread], locate: Callable[[FrameType], str | 
     return where, f"{head}, most recent call last:\n" + "".join(lines).rstrip()
 
 
-def bounded(seconds: float, work: Callable[[], Any], *, locate: Callable[[FrameType], str | None] = lambda f: None) -> Any:
+def bounded(
+    seconds: float,
+    work: Callable[[], Any],
+    *,
+    locate: Callable[[FrameType], str | None] = lambda f: None,
+    made: Progress | None = None,
+) -> Any:
     """What ``work`` returns, run in a daemon thread (in a copy of this context) given ``seconds``; what it raises is
     raised here. Past ``seconds``, :class:`Overran` is raised, naming where the worker, or a thread it started, is
     stuck (the frame ``locate`` names, or else the innermost frame of the code under test) with that thread's stack;
-    the stuck thread is left behind (a daemon: it cannot keep the process alive), and Ctrl-C still stops the run."""
+    the stuck thread is left behind (a daemon: it cannot keep the process alive), and Ctrl-C still stops the run.
+    With ``made`` (the work's :class:`Progress`): when its count moved over the last look (each ``_SAMPLE`` seconds),
+    the work is slow, not stuck: the :class:`Overran` says so, and ``made`` is stopped."""
     before = {t.ident for t in threading.enumerate()}
     outcome: dict[str, Any] = {}
 
@@ -174,10 +230,22 @@ def bounded(seconds: float, work: Callable[[], Any], *, locate: Callable[[FrameT
 
     context = contextvars.copy_context()
     worker = threading.Thread(target=context.run, args=(run,), daemon=True, name="harness-one-conformance-check")
+    began = time.monotonic()
     worker.start()
-    worker.join(None if seconds == math.inf else seconds)  # (join refuses an infinite timeout: no deadline then)
+    if seconds == math.inf:
+        worker.join()  # (join refuses an infinite timeout: no deadline then)
+    looks = [(began, 0), (began, 0)]  # the count at the last two looks, each at least _SAMPLE seconds after the one before
+    while worker.is_alive() and (left := began + seconds - time.monotonic()) > 0:
+        worker.join(min(left, _SAMPLE))
+        now = time.monotonic()
+        if made is not None and now - looks[1][0] >= _SAMPLE:
+            looks = [looks[1], (now, made.done)]
     if worker.is_alive():
         started = [t for t in threading.enumerate() if t.ident not in before and t is not worker]
+        if made is not None and made.done > looks[0][1]:  # calls still ending over the last second or two: slow
+            elapsed = time.monotonic() - began
+            made.stop = f"stopped after {elapsed:.1f} s, past the check's deadline"
+            raise Overran(seconds, "a loop of calls", "", worker=worker, slow=(made.done, made.total, elapsed))
         raise Overran(seconds, *_stuck([worker, *started], locate), worker=worker)
     if "error" in outcome:
         error = outcome.pop("error")
@@ -243,6 +311,9 @@ class BoundedClock(ManualClock):
         made = _CLOCKS.get()
         if made is not None:
             made.append(self)
+        #: The progress of the check that made the clock: stopped once the waits pass ``max_waits``, so its loop of
+        #: calls ends instead of logging an internal error for each call left.
+        self._progress = _PROGRESS.get()
 
     def sleep(self, seconds: float) -> None:  # ``asleep`` waits through ``sleep``
         super().sleep(seconds)
@@ -256,6 +327,8 @@ class BoundedClock(ManualClock):
             )
             if self.exceeded is None:
                 self.exceeded = message
+                if self._progress is not None:
+                    self._progress.stop = "the kit's clock stopped the calls"
             raise AssertionError(message)
 
 
@@ -264,7 +337,11 @@ def _fail_if_overran(clocks: list[BoundedClock], ended: BaseException | None) ->
     exceeded = next((c.exceeded for c in clocks if c.exceeded is not None), None)
     if exceeded is None or isinstance(ended, (KeyboardInterrupt, SystemExit)):
         return
-    then = "" if ended is None else f"\n(the check then ended in {type(ended).__name__}: {str(ended)[:300]})"
+    then = (
+        ""
+        if ended is None or isinstance(ended, Stopped)
+        else f"\n(the check then ended in {type(ended).__name__}: {str(ended)[:300]})"
+    )
     pytest.fail(f"the kit's clock stopped the calls: {exceeded}{then}", pytrace=False)
 
 
@@ -293,21 +370,39 @@ def _bounded_check(fn: Callable[..., Any]) -> Callable[..., Any]:
             )
         given = signature.bind_partial(self, *args, **kwargs).arguments
         clocks: list[BoundedClock] = []
+        made = Progress()
 
         def work() -> Any:
             _CLOCKS.set(clocks)  # (in the worker's own copy of the context)
+            _PROGRESS.set(made)
             return fn(self, *args, **kwargs)
 
+        stuck: Overran | None = None
         try:
-            value = bounded(self.check_deadline, work, locate=self._harness_locate(given))
+            value = bounded(self.check_deadline, work, locate=self._harness_locate(given), made=made)
         except Overran as overran:
             stuck = overran  # failed below, outside the handler: the report is the whole story
+        except Stopped:  # the kit's clock stopped the check's loop: failed below, outside the handler
+            pass
         except BaseException as ended:  # a failure, a skip: a clock that stopped the calls is the cause
             _fail_if_overran(clocks, ended)
             raise
         else:
             _fail_if_overran(clocks, None)
             return value
+        if stuck is None:
+            _fail_if_overran(clocks, None)
+            pytest.fail(f"{fn.__name__}: its calls were stopped: {made.stop}", pytrace=False)
+        if stuck.slow is not None:  # still making calls: its loop stops at the next one, and the later checks run
+            done, total, elapsed = stuck.slow
+            of = f" of {total:,}" if total else ""
+            pytest.fail(
+                f"{fn.__name__} did not end within check_deadline = {self.check_deadline:g} s, but it was not stuck: "
+                f"{done:,}{of} calls in {elapsed:.1f} s ({1000 * elapsed / max(done, 1):.2f} ms per call, hooks "
+                "included): too slow for check_deadline (raise check_deadline for a plugin this slow, or make its hooks "
+                "faster)",
+                pytrace=False,
+            )
         _STUCK[type(self)] = (fn.__name__, stuck)
         pytest.fail(
             f"{fn.__name__} did not end within check_deadline = {self.check_deadline:g} s: stuck in {stuck.where}, "
