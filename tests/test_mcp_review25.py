@@ -3,6 +3,7 @@ deadline, a remote's retry_after and kind, the Call parameter's name, unknown co
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import sys
@@ -97,12 +98,13 @@ def test_a_second_import_of_a_server_name_into_a_registry_is_refused(servers: Se
     registry = ToolRegistry(autoload=False)
     servers.started.append(import_tools(registry, servers.spec("remote", "a", [tool("echo")])))
     with pytest.raises(McpSpecError) as refused:
-        import_tools(registry, servers.spec("remote", "b", [tool("add_tool")]), replace=True)
+        import_tools(registry, servers.spec("remote", "b", [tool("add_tool")]), prefix="b")
     assert str(refused.value) == (
         "MCP server 'remote' is already imported into this registry (an import without name= is called 'remote'): "
-        "give each server its own name (name='...', the NAME of --mcp NAME=..., or its [mcp.servers.NAME] table)."
+        "give this server its own name (name='...', the NAME of --mcp NAME=..., or its [mcp.servers.NAME] table), "
+        "close the other first, or import with replace=True to take the name over."
     )
-    assert "add_tool" not in registry and registry.call("echo", {}) == "a echo {}"
+    assert "b_add_tool" not in registry and registry.call("echo", {}) == "a echo {}"
     other = ToolRegistry(autoload=False)  # another registry: the name is free there
     servers.started.append(import_tools(other, servers.spec("remote", "b", [tool("add_tool")])))
     assert other.call("add_tool", {}) == "b add_tool {}"
@@ -117,22 +119,23 @@ def test_a_failed_import_leaves_the_name_free(servers: Servers) -> None:
     assert registry.call("p_echo", {}) == "a echo {}"
 
 
-def test_a_refresh_never_takes_a_tool_of_another_server_of_the_same_name(servers: Servers) -> None:
-    """A tool is a server's own while it is the very object it added, not while its source reads ``mcp:NAME``:
-    server A (its tools all removed, so the name was free again) later announces B's tool name."""
+def test_a_refresh_never_takes_a_tool_of_another_server_of_the_same_source(servers: Servers) -> None:
+    """A tool is a server's own while it is the very object it added, not while its source reads ``mcp:s``:
+    server A (its tools all removed) later announces the name of a tool B, another server, holds."""
     registry = ToolRegistry(autoload=False)
     a = import_tools(registry, servers.spec("s", "a", [tool("a_tool")]))
     servers.started.append(a)
     registry.remove("a_tool")
-    b = import_tools(registry, servers.spec("s", "b", [tool("victim")]))
-    servers.started.append(b)
+    victim = harness_one.Tool.create(lambda: "mine", name="victim", description="Mine.")
+    victim.source = "mcp:s"
+    registry.add(victim)
     servers.tools("a", [tool("victim")])
     _wait(a._refresh())
-    assert registry.call("victim", {}) == "b victim {}"
+    assert registry.call("victim", {}) == "mine"
     assert a.failures == ["victim: the name 'victim' belongs to another tool; give the server a prefix."]
     servers.tools("a", [])
-    _wait(a._refresh())  # gone from A's listing: B's tool stays
-    assert registry.call("victim", {}) == "b victim {}"
+    _wait(a._refresh())  # gone from A's listing: the other tool stays
+    assert registry.call("victim", {}) == "mine"
 
 
 def test_two_mcp_servers_of_one_name_on_the_command_line_are_a_usage_error(servers: Servers) -> None:
@@ -191,21 +194,21 @@ def test_a_package_that_fails_to_import_leaves_none_of_its_tools(dists: Any, ind
             ToolRegistry.set_default(old)
 
 
-# --------------------------------------------------------------------------- 3. one deadline for the whole listing
+# --------------------------------------------------------------------------- 3. the listing's two bounds
 
 
-def test_the_connect_timeout_bounds_the_whole_listing_not_each_page(servers: Servers) -> None:
+def test_list_timeout_bounds_the_whole_listing(servers: Servers) -> None:
     """Each page came within connect_timeout, so 100 pages could take 100 times as long."""
-    spec = servers.spec("s", "a", PAGES="6", PAGE_DELAY="0.4")  # each page well within 1 s, all of them not
+    spec = dataclasses.replace(servers.spec("s", "a", PAGES="6", PAGE_DELAY="0.4"), list_timeout=1)
     with pytest.raises(McpConnectionError) as late:
-        import_tools(ToolRegistry(autoload=False), spec, connect_timeout=1)
-    assert str(late.value) == "MCP server 's' did not list its tools within 1 s."
+        import_tools(ToolRegistry(autoload=False), spec, connect_timeout=30)
+    assert str(late.value) == "MCP server 's' did not list its tools within 1 s (list_timeout)."
 
 
 # --------------------------------------------------------------------------- 4. a remote's retry_after and kind
 
 
-@pytest.mark.parametrize("wait", [math.nan, math.inf, -math.inf, -1, MAX_RETRY_AFTER + 1, 10**400, "5", True, None])
+@pytest.mark.parametrize("wait", [math.nan, "NaN", -math.inf, "-Infinity", -1, -(10**400), "5", True, None])
 def test_a_remote_retry_after_that_no_wait_can_be_is_none(wait: Any) -> None:
     error = RemoteToolError("slow down", server="s", tool="t", data={"kind": "rate_limited", "retry_after": wait})
     assert error.retry_after is None and error.kind == "rate_limited"
@@ -222,7 +225,7 @@ def test_a_remote_kind_that_is_no_short_word_is_none(kind: Any) -> None:
     assert RemoteToolError("no", server="s", tool="t", data={"kind": kind}).kind is None
 
 
-def test_an_infinite_retry_after_from_a_server_is_not_passed_on(servers: Servers) -> None:
+def test_an_infinite_retry_after_from_a_server_is_cut_to_a_day(servers: Servers) -> None:
     reply = (
         '{"isError": true, "content": [{"type": "text", "text": "slow down"}], '
         '"_meta": {"harness-one/error": {"kind": "rate_limited", "retry_after": Infinity}}}'
@@ -232,7 +235,7 @@ def test_an_infinite_retry_after_from_a_server_is_not_passed_on(servers: Servers
     with pytest.raises(ToolExecutionError) as failed:
         registry.call("get", {})
     assert str(failed.value) == "Tool 'get' failed on MCP server 's': slow down"
-    assert failed.value.retry_after is None
+    assert failed.value.retry_after == MAX_RETRY_AFTER
     assert isinstance(failed.value.cause, RemoteToolError) and failed.value.cause.kind == "rate_limited"
 
 
@@ -269,3 +272,257 @@ def test_a_content_block_of_an_unknown_type_is_named(servers: Servers) -> None:
         "Tool 'show' failed on MCP server 's': the reply is not a valid tools/call result "
         "(content.1: unknown content type 'video')"
     )
+
+
+# =========================================================================== review 25, second round
+
+
+def _package(root: Path, dist: str, files: dict[str, str], entry: str, record: list[str] | None = None) -> Path:
+    """A distribution on disk with packages (``files``: path -> source) and the tool entry point ``wipe = entry``."""
+    site = root / f"site-{dist}"
+    for path, source in files.items():
+        (site / path).parent.mkdir(parents=True, exist_ok=True)
+        (site / path).write_text(source)
+    info = site / f"{dist.replace('-', '_')}-1.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text(f"[harness_one.tools]\nwipe = {entry}\n")
+    if record is not None:
+        (info / "RECORD").write_text("".join(f"{line},,\n" for line in record))
+    return site
+
+
+FLAKY_INIT = """
+import os
+import hx_flaky_impl  # (a module of its own distribution, beside the package: its RECORD lists it)
+import hx_other_lib  # (another distribution's)
+from . import tools  # registers wipe (plain @defineTool)
+if not os.environ.get("HX_FLAKY_READY"):
+    raise ImportError("HX_FLAKY_READY is not set yet")
+"""
+
+FLAKY_TOOLS = """
+from harness_one import defineTool
+
+@defineTool
+def wipe(path: str) -> str:
+    '''Wipe.'''
+    return "flaky wipe " + path
+"""
+
+
+def test_a_package_retried_after_a_failed_import_registers_its_tools_again(
+    tmp_path: Path, index_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Python forgets only the module that failed: its submodule that imported stayed cached, so the retry ran
+    none of its @defineTool and reported success without the tool."""
+    flaky = _package(
+        tmp_path,
+        "hx-flaky",
+        {"hx_flaky/__init__.py": FLAKY_INIT, "hx_flaky/tools.py": FLAKY_TOOLS, "hx_flaky_impl.py": ""},
+        "hx_flaky",
+        record=["hx_flaky/__init__.py", "hx_flaky/tools.py", "hx_flaky_impl.py", "hx_flaky-1.0.dist-info/METADATA"],
+    )
+    other = tmp_path / "site-other"
+    other.mkdir()
+    (other / "hx_other_lib.py").write_text("")
+    monkeypatch.setattr(sys, "path", [str(flaky), str(other), *sys.path])
+    for name in ("hx_flaky", "hx_flaky.tools", "hx_flaky_impl", "hx_other_lib"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    harness_one.refresh_entry_points()
+    old = ToolRegistry.set_default(None)
+    try:
+        default = ToolRegistry.default()
+        with pytest.raises(harness_one.ToolNotFound) as missing:
+            default.call("wipe", {"path": "/x"})
+        assert "Its tool package hx-flaky failed to load: ImportError: HX_FLAKY_READY is not set yet" in str(missing.value)
+        assert "hx_flaky.tools" not in sys.modules and "hx_flaky_impl" not in sys.modules
+        assert "hx_other_lib" in sys.modules  # another distribution's module: imported once, kept
+        monkeypatch.setenv("HX_FLAKY_READY", "1")
+        default.load_entry_points(refresh=True)
+        assert default.discovery.failures == []
+        assert default.call("wipe", {"path": "/x"}) == "flaky wipe /x"
+        assert default.get("wipe").source == "hx-flaky"
+    finally:
+        ToolRegistry.set_default(old)
+        for name in ("hx_flaky", "hx_flaky.tools", "hx_flaky_impl", "hx_other_lib"):
+            sys.modules.pop(name, None)
+        monkeypatch.undo()
+        harness_one.refresh_entry_points()
+
+
+def test_a_broken_package_a_registry_of_its_own_imports_first_leaves_no_tool_in_the_default(dists: Any, index_dir: Path) -> None:
+    """Its plain @defineTool registers into the default registry, which recorded it; the undo looked in the registry
+    loading the package, and the broken tool stayed in the default (and ran there)."""
+    dists.make("hx-aaa-broken", {"hx_aaa_broken": BROKEN}, {"harness_one.tools": {"wipe": "hx_aaa_broken"}})
+    dists.make("hx-zzz-tools", {"hx_zzz_tools": WORKING}, {"harness_one.tools": {"wipe": "hx_zzz_tools:wipe"}})
+    from harness_one import _discovery
+
+    old = ToolRegistry.set_default(None)
+    try:
+        default = ToolRegistry.default()
+        own = ToolRegistry(discover=True)
+        assert own.call("wipe", {"path": "/x"}) == "working wipe /x"
+        assert "wipe" not in default._tools  # (read without loading: nothing of the broken package's is there)
+        assert default.call("wipe", {"path": "/x"}) == "working wipe /x"
+        assert default.get("wipe").source == "hx-zzz-tools" and default.discovery.conflicts == []
+        # Each record of an import under way goes when it ends: none is kept for an import that succeeded.
+        assert [ep.distribution for ep, made in _discovery._imports.items() if made is not None] == []
+    finally:
+        ToolRegistry.set_default(old)
+
+
+@pytest.mark.parametrize("wait", [math.inf, "Infinity", MAX_RETRY_AFTER + 1, 172_800, 10**400])
+def test_a_remote_retry_after_past_a_day_is_cut_to_a_day(wait: Any) -> None:
+    error = RemoteToolError("slow down", server="s", tool="t", data={"retry_after": wait})
+    assert error.retry_after == MAX_RETRY_AFTER and type(error.retry_after) is float
+
+
+def test_a_remote_wait_of_two_days_is_not_retried_at_once(servers: Servers) -> None:
+    """A retry_after over a day was dropped: the retry policy then retried the rate-limited call at once."""
+    reply = json.dumps(
+        {
+            "isError": True,
+            "content": [{"type": "text", "text": "rate limited"}],
+            "_meta": {"harness-one/error": {"type": "RateLimitExceeded", "kind": "rate_limited", "retry_after": 172_800.0}},
+        }
+    )
+    registry = ToolRegistry(autoload=False)
+    quota = {**tool("quota"), "annotations": {"readOnlyHint": True}}  # (idempotent: the retry policy retries it)
+    spec = servers.spec("s", "a", [quota], CALL_REPLY=reply)
+    servers.started.append(import_tools(registry, spec, retry={"attempts": 3, "on": [RemoteToolError]}))
+    result = registry.try_call("quota", {})
+    assert result.attempts == 1
+    assert isinstance(result.error, ToolExecutionError) and result.error.retry_after == MAX_RETRY_AFTER
+
+
+def taken(name: str) -> str:
+    return (
+        f"MCP server '{name}' is already imported into this registry: give this server its own name (name='...', "
+        "the NAME of --mcp NAME=..., or its [mcp.servers.NAME] table), close the other first, or import with "
+        "replace=True to take the name over."
+    )
+
+
+def test_replace_takes_a_server_name_over(servers: Servers) -> None:
+    """A re-run notebook cell, or an import again after close(): refused even with replace=True."""
+    registry = ToolRegistry(autoload=False)
+    first = import_tools(registry, servers.spec("files", "a", [tool("echo")]))
+    servers.started.append(first)
+    second = import_tools(registry, servers.spec("files", "b", [tool("echo")]), replace=True)
+    servers.started.append(second)
+    assert registry.call("echo", {}) == "b echo {}"
+    assert first.registry is None and second.registry is registry
+    servers.tools("a", [tool("a_new")])  # the earlier server's refresh no longer reaches the registry
+    _wait(first._refresh())
+    assert "a_new" not in registry and registry.call("echo", {}) == "b echo {}"
+    with pytest.raises(McpSpecError) as refused:
+        import_tools(registry, servers.spec("files", "c", [tool("c_tool")]))  # the new server holds the name now
+    assert str(refused.value) == taken("files")
+
+
+def test_a_closed_server_frees_its_name(servers: Servers) -> None:
+    registry = ToolRegistry(autoload=False)
+    first = import_tools(registry, servers.spec("files", "a", [tool("echo")]))
+    first.close()
+    servers.started.append(import_tools(registry, servers.spec("files", "b", [tool("echo")]), prefix="b"))
+    assert registry.call("b_echo", {}) == "b echo {}"
+    assert first.registry is None  # its tools stay, not refreshed: the name is the new server's
+
+
+def test_a_server_with_no_tools_yet_holds_its_name(servers: Servers) -> None:
+    registry = ToolRegistry(autoload=False)
+    servers.started.append(import_tools(registry, servers.spec("s", "a", [])))
+    with pytest.raises(McpSpecError) as refused:
+        import_tools(registry, servers.spec("s", "b", [tool("b_tool")]))
+    assert str(refused.value) == taken("s")
+    assert "b_tool" not in registry
+
+
+def test_a_name_taken_is_refused_before_the_server_starts(servers: Servers, tmp_path: Path) -> None:
+    registry = ToolRegistry(autoload=False)
+    servers.started.append(import_tools(registry, servers.spec("s", "a", [tool("echo")])))
+    started = tmp_path / "started"
+    spec = McpSpec(name="s", command=(sys.executable, "-c", f"open({str(started)!r}, 'w')"))
+    with pytest.raises(McpSpecError) as refused:
+        import_tools(registry, spec, prefix="p")
+    assert str(refused.value) == taken("s")
+    assert not started.exists()
+
+
+def test_attach_servers_refuses_two_of_one_name_before_any_connects(tmp_path: Path) -> None:
+    from harness_one.mcp import attach_servers
+
+    started = tmp_path / "started"
+    command = (sys.executable, "-c", f"open({str(started)!r}, 'w')")
+    specs = [McpSpec(name="s", command=command), McpSpec(name="s", command=command, prefix="p")]
+    with pytest.raises(McpSpecError) as twice:
+        attach_servers(ToolRegistry(autoload=False), specs, failures=[])
+    assert str(twice.value) == "two MCP servers are named 's' (--mcp or [mcp.servers.s]); give each server its own name."
+    assert not started.exists()
+
+
+def test_each_page_of_a_listing_is_bounded_by_connect_timeout_not_the_whole(servers: Servers) -> None:
+    """One connect_timeout bounded the whole listing: a listing longer than it in all always failed."""
+    registry = ToolRegistry(autoload=False)
+    spec = servers.spec("s", "a", PAGES="4", PAGE_DELAY="0.4")  # each page well within 1 s, all of them not
+    servers.started.append(import_tools(registry, spec, connect_timeout=1))
+    assert sorted(registry.names()) == ["t0", "t1", "t2", "t3"]
+    with pytest.raises(McpConnectionError) as late:
+        import_tools(ToolRegistry(autoload=False), servers.spec("s", "b", PAGES="1", PAGE_DELAY="3"), connect_timeout=0.5)
+    assert str(late.value) == "MCP server 's' did not answer a tools/list request within 0.5 s (connect_timeout)."
+
+
+def test_list_timeout_is_set_in_a_config_table() -> None:
+    table = {"command": ["srv"], "list_timeout": 600}
+    assert McpSpec.from_table("s", table).list_timeout == 600
+    assert McpSpec.from_table("s", {"command": ["srv"]}).list_timeout == 300.0
+    with pytest.raises(McpSpecError) as wrong:
+        McpSpec.from_table("s", {**table, "list_timeout": 0})
+    assert str(wrong.value) == "mcp.servers.s: MCP server 's': 'list_timeout' must be a positive number of seconds, got 0."
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["serve", "--mcp", "s={cmd}", "--mcp", "s:p={cmd}"],
+        ["--mcp", "s={cmd}", "serve", "--mcp", "s:p={cmd}"],
+    ],
+)
+def test_two_servers_of_one_name_through_serve_are_a_usage_error(args: list[str], tmp_path: Path) -> None:
+    started = tmp_path / "started"
+    cmd = f"{sys.executable} -c \"open('{started}', 'w')\""
+    result = CliRunner().invoke(main, [arg.format(cmd=cmd) for arg in args], env={"HARNESS_ONE_STATE": "memory:"})
+    assert result.exit_code == 2, result.output
+    assert "Error: two MCP servers are named 's' (--mcp or [mcp.servers.s]); give each server its own name." in result.output
+    assert not started.exists()
+
+
+def test_a_known_content_block_missing_a_field_is_named_by_its_own_type(servers: Servers) -> None:
+    registry = ToolRegistry(autoload=False)
+    reply = '{"content": [{"type": "image", "mimeType": "image/png"}]}'
+    servers.started.append(import_tools(registry, servers.spec("s", "a", [tool("show")], CALL_REPLY=reply)))
+    with pytest.raises(ToolExecutionError) as failed:
+        registry.call("show", {})
+    assert str(failed.value) == (
+        "Tool 'show' failed on MCP server 's': the reply is not a valid tools/call result "
+        "(content.0.ImageContent.data: Field required)"
+    )
+
+
+def test_aimport_tools_refuses_a_name_taken_before_the_server_starts(servers: Servers, tmp_path: Path) -> None:
+    import asyncio
+
+    from harness_one.mcp import aimport_tools
+
+    registry = ToolRegistry(autoload=False)
+    servers.started.append(import_tools(registry, servers.spec("s", "a", [tool("echo")])))
+    started = tmp_path / "started"
+    spec = McpSpec(name="s", command=(sys.executable, "-c", f"open({str(started)!r}, 'w')"))
+    with pytest.raises(McpSpecError) as refused:
+        asyncio.run(aimport_tools(registry, spec, prefix="p"))
+    assert str(refused.value) == taken("s")
+    assert not started.exists()
+    other = asyncio.run(aimport_tools(registry, servers.spec("s", "b", [tool("echo")]), replace=True))
+    servers.started.append(other)
+    assert registry.call("echo", {}) == "b echo {}" and other.registry is registry

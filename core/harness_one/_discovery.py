@@ -63,10 +63,6 @@ class DiscoveryReport:
     #: Module entry points that a lookup of one tool passed over: the :class:`ToolIndex` says they
     #: failed to load with their files as they are now. A listing imports them again.
     known_failed: dict[EntryPoint, LoadFailure] = field(default_factory=dict, repr=False)
-    #: What each entry point's import under way registered itself (a plain ``@defineTool``, into the default
-    #: registry; see :func:`imported_tool`): its tools, and the conflicts its skipped tools made. An import that
-    #: fails leaves none of them (:func:`_undo_import`).
-    by_import: dict[EntryPoint, list[Tool | Conflict]] = field(default_factory=dict, repr=False)
 
     def retry(self) -> None:
         """Forget the entry points that failed to load, and their failures: the next loading tries them again."""
@@ -155,6 +151,14 @@ def _from_hook(module: Any) -> list[Tool]:
     return found
 
 
+#: What each tool package's import under way (:func:`_load`) registered itself (:func:`imported_tool`): its tools and
+#: the conflicts its skipped tools made, each with the registry it went to (the default registry, whichever registry
+#: loads the package). None: its import failed (it may run on past its time bound), and registers nothing more.
+#: An entry leaves when its import ends (until a failed one is tried again: one per entry point at most).
+_imports: dict[EntryPoint, list[tuple[ToolRegistry, Tool | Conflict]] | None] = {}
+_imports_lock = threading.Lock()
+
+
 def imported_tool(registry: ToolRegistry, tool: Tool, old: Tool | None) -> bool:
     """For ``registry._insert`` of a tool without a source: while this thread imports a tool
     package (a plain ``@defineTool`` registering into the default registry at import), the
@@ -165,39 +169,64 @@ def imported_tool(registry: ToolRegistry, tool: Tool, old: Tool | None) -> bool:
     ep = importing()
     if ep is None or ep.group != TOOL_GROUP:
         return False
-    report = registry.discovery
-    if ep in report.failed:
-        return True
-    tool.source = ep.distribution
-    made = report.by_import.setdefault(ep, [])
-    if old is None:
-        made.append(tool)
-        return False
-    kept = old.source or "code in this process"
-    conflict = Conflict(tool.name, kept=kept, skipped=ep.distribution)
-    if conflict not in report.conflicts:
+    with _imports_lock:
+        made = _imports.get(ep, [])  # (an import not under _load records nothing)
+        if made is None:
+            return True
+        tool.source = ep.distribution
+        if old is None:
+            made.append((registry, tool))
+            return False
+        report = registry.discovery
+        kept = old.source or "code in this process"
+        conflict = Conflict(tool.name, kept=kept, skipped=ep.distribution)
+        if conflict in report.conflicts:
+            return True
         report.conflicts.append(conflict)
-        made.append(conflict)
-        log_event(30, "tool name conflict", tool=tool.name, kept=kept, skipped=ep.distribution)
+        made.append((registry, conflict))
+    log_event(30, "tool name conflict", tool=tool.name, kept=kept, skipped=ep.distribution)
     return True
 
 
-def _undo_import(registry: ToolRegistry, ep: EntryPoint) -> None:
-    """Take out what the failed import of ``ep`` registered itself (:func:`imported_tool`): each of its tools the
-    registry still holds (the very object), and the conflicts it recorded. As in a process where it never
-    imported, another package's tool of the same name is then loaded in its place."""
-    report = registry.discovery
-    with registry._lock:  # (imported_tool runs under it)
-        undone = report.by_import.pop(ep, [])
-    for made in reversed(undone):
+def _undo_import(ep: EntryPoint, before: set[str]) -> None:
+    """Take out what the failed import of ``ep`` registered itself (:func:`imported_tool`), from the registry each
+    went to: each of its tools the registry still holds (the very object), and the conflicts it recorded. As in a
+    process where it never imported, another package's tool of the same name is then loaded in its place.
+
+    And as Python forgets the module that failed, the modules of its package the import added (``sys.modules``
+    but ``before``) are forgotten too: a retry runs their code (their ``@defineTool``) again. Only the package's
+    own: a library it imported on the way (one with C code may not import twice) stays imported."""
+    with _imports_lock:
+        undone = _imports.get(ep) or []
+        _imports[ep] = None  # an import given up past its time bound, still running, registers nothing more
+    for registry, made in reversed(undone):
         if isinstance(made, Conflict):
             with contextlib.suppress(ValueError):
-                report.conflicts.remove(made)
+                registry.discovery.conflicts.remove(made)
             continue
         with registry._lock, contextlib.suppress(Exception):  # best effort: a plugin's hook may object
             entry = registry._tools.get(made.name)
             if entry is not None and entry.tool is made:
                 registry.remove(made.name)
+    tops = _packages_of(ep)
+    for name in set(sys.modules) - before:
+        if name.partition(".")[0] in tops:
+            sys.modules.pop(name, None)
+
+
+def _packages_of(ep: EntryPoint) -> set[str]:
+    """The top-level packages of ``ep``'s distribution: its module's, and those its ``RECORD`` lists."""
+    tops = {ep.value.partition(":")[0].strip().partition(".")[0]}
+    if ep.metadata_path is not None:
+        with contextlib.suppress(OSError, UnicodeDecodeError):
+            for line in (Path(ep.metadata_path) / "RECORD").read_text("utf-8").splitlines():
+                path = line.partition(",")[0]
+                top, slash, rest = path.partition("/")
+                if slash and rest.endswith(".py") and not top.endswith((".dist-info", ".data")) and top != "..":
+                    tops.add(top)
+                elif not slash and path.endswith(".py"):
+                    tops.add(path[:-3])
+    return tops
 
 
 def load_tool_entry_points(registry: ToolRegistry, report: DiscoveryReport) -> None:
@@ -703,20 +732,24 @@ def _load(registry: ToolRegistry, report: DiscoveryReport, ep: EntryPoint, index
         return
     report.seen.add(ep)
     report.known_failed.pop(ep, None)
+    before = set(sys.modules)  # (what the import adds is forgotten if it fails: _undo_import)
+    with _imports_lock:
+        _imports[ep] = []
     try:
         pending = tools_of(ep.load())
     except KeyboardInterrupt:
         report.seen.discard(ep)  # not loaded: the next discovery tries it again
-        _undo_import(registry, ep)
+        _undo_import(ep, before)
         raise
     except BaseException as exc:  # SystemExit at import included: a broken package is reported, not fatal
         report.failed[ep] = failure(ep, exc)  # not tried again on each lookup: load_entry_points(refresh=True) does
-        _undo_import(registry, ep)  # (after: an import given up that runs on registers nothing more)
+        _undo_import(ep, before)
         report.failures.append(report.failed[ep])
         if index is not None:  # nor by another process's lookups while its files are unchanged: a listing does
             index.record(ep, [], failed=report.failed[ep].error)
         return
-    registry.discovery.by_import.pop(ep, None)
+    with _imports_lock:
+        _imports.pop(ep, None)
     names = [tool.name for tool in pending]
     if index is not None:
         index.record(ep, names, files=_module_files(ep, pending))

@@ -10,7 +10,7 @@ import logging
 import os
 import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TextIO
@@ -34,6 +34,7 @@ from .._errors import PluginError, exception_text
 if TYPE_CHECKING:
     from .._registry import ToolRegistry
     from .._stdout import Writer
+    from ..mcp._spec import McpSpec
 
 __all__ = [
     "EXIT_CODES",
@@ -183,6 +184,24 @@ class CliState:
         wait = CALL_TIMEOUT if given is None else parse_call_timeout(given)
         return wait, MAX_REPLY_BYTES if size is None else parse_max_reply_bytes(size)
 
+    def mcp_server_specs(self, more: Sequence[McpSpec] = ()) -> list[McpSpec]:
+        """The group's MCP servers (its ``[mcp.servers.NAME]`` tables, then ``--mcp``), checked with ``more``
+        (``serve --mcp``'s) before any connects: two of one name are a usage error, as a wrong ``--mcp`` is
+        (a wrong table: :class:`ConfigProblem`)."""
+        from ..mcp._spec import McpSpec, McpSpecError, check_names, parse_mcp_spec
+
+        try:
+            specs = [McpSpec.from_table(name, table) for name, table in self.settings.mcp_servers.items()]
+        except McpSpecError as exc:  # the configuration file's table: no usage text
+            raise ConfigProblem(f"{Path(self.settings.source or '').absolute()}: {exc}") from None
+        try:
+            wait, limit = self.mcp_bounds()
+            specs += [parse_mcp_spec(text, call_timeout=wait, max_reply_bytes=limit) for text in self.mcp_specs]
+            check_names([*specs, *more])
+        except McpSpecError as exc:
+            raise click.UsageError(str(exc)) from None
+        return specs
+
 
 def state_of(ctx: click.Context) -> CliState:
     found = ctx.find_object(CliState)
@@ -240,26 +259,11 @@ def _tools_origins(settings: Settings) -> list[tuple[str, str]]:
 
 
 def _attach_mcp(state: CliState, registry: ToolRegistry) -> None:
-    tables = state.settings.mcp_servers
-    if not (tables or state.mcp_specs):
+    if not (state.settings.mcp_servers or state.mcp_specs):
         return
-    from ..mcp._spec import McpSpec, McpSpecError, attach_servers, parse_mcp_spec
+    from ..mcp._spec import attach_servers
 
-    try:
-        specs = [McpSpec.from_table(name, table) for name, table in tables.items()]
-    except McpSpecError as exc:  # the configuration file's table: no usage text
-        raise ConfigProblem(f"{Path(state.settings.source or '').absolute()}: {exc}") from None
-    try:
-        wait, limit = state.mcp_bounds()
-        specs += [parse_mcp_spec(text, call_timeout=wait, max_reply_bytes=limit) for text in state.mcp_specs]
-        named = [spec.name for spec in specs]
-        twice = next((name for n, name in enumerate(named) if name in named[:n]), None)
-        if twice is not None:  # (its tools' source, circuit and tag: each server's own)
-            raise McpSpecError(
-                f"two MCP servers are named '{twice}' (--mcp or [mcp.servers.{twice}]); give each server its own name."
-            )
-    except McpSpecError as exc:
-        raise click.UsageError(str(exc)) from None
+    specs = state.mcp_server_specs()
     try:
         servers = attach_servers(registry, specs, failures=state.failures if state.lenient else None)
     except Exception as exc:

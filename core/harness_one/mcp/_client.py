@@ -64,7 +64,7 @@ from harness_one import (
     ToolTimeout,
     __version__,
 )
-from harness_one._errors import ERROR_TEXT_LIMIT, exception_text, from_state, outside_text
+from harness_one._errors import ERROR_TEXT_LIMIT, _seconds_from, _wait_hint, exception_text, from_state, outside_text
 from harness_one._log import log_event
 from harness_one._render import safe_text
 from harness_one._requests import leading_members
@@ -100,7 +100,7 @@ _HEAD = 1 << 12
 #: The pages of one tools/list read at most, and the tools kept of them all.
 _MAX_PAGES = 100
 _MAX_TOOLS = 10_000
-#: The longest ``retry_after`` (seconds) taken from a remote error; a longer one, or no finite number, is none.
+#: The longest ``retry_after`` (seconds) taken from a remote error: a longer one (an infinity too) is cut to it.
 MAX_RETRY_AFTER = 86_400.0
 #: A remote error's ``kind`` as taken: a short word (else none).
 _KIND = re.compile(r"^[A-Za-z0-9_.:-]{1,64}\Z")
@@ -143,15 +143,13 @@ class RemoteToolError(Exception):
 
 
 def _remote_wait(value: Any) -> float | None:
-    """A remote ``retry_after`` as seconds: a finite number from 0 to :data:`MAX_RETRY_AFTER`, else None (NaN, an
-    infinity, a negative or a longer wait, text: the server's word is not taken for what no wait can be)."""
-    if type(value) not in (int, float):
+    """A remote ``retry_after`` as seconds, read as a local tool's (:func:`_wait_hint`) or as ``to_dict`` writes an
+    infinity (``"Infinity"``, :func:`_seconds_from`): a longer wait than :data:`MAX_RETRY_AFTER` (an infinity too) is
+    cut to it, and NaN, a negative or what is no number is none (no wait can be what it says)."""
+    wait = _seconds_from(value) if isinstance(value, str) else _wait_hint(value)
+    if wait is None or not wait >= 0.0:  # (NaN compares false)
         return None
-    try:
-        wait = float(value)
-    except OverflowError:  # an integer past a float's range
-        return None
-    return wait if 0.0 <= wait <= MAX_RETRY_AFTER else None
+    return min(wait, MAX_RETRY_AFTER)
 
 
 def _remote_error(text: str, server: str, tool: str, data: Any) -> RemoteToolError:
@@ -633,7 +631,8 @@ class RemoteServer:
         #: The tools this server put in :attr:`registry`, by name: a tool of the registry is this server's only
         #: while it is the very object (another server of the same name, code, a package may hold the name).
         self._added: dict[str, Tool] = {}
-        #: The registry this server's import is adding its tools to, or added them to (see :func:`_claim`).
+        #: The registry whose name this server holds (see :func:`_claim`): from before it connects for its import
+        #: until it is closed, its import fails, or another import of its name takes the name over.
         self._claimed: ToolRegistry | None = None
 
     def __repr__(self) -> str:
@@ -811,10 +810,13 @@ class RemoteServer:
         cut: list[str] = []
         refused: list[str] = []  # the tools no valid tool listing holds, and why
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.connect_timeout  # for the whole listing, all its pages
+        deadline = loop.time() + self.spec.list_timeout  # the whole listing, all its pages; each page: connect_timeout
+        overall = False  # (which of the two ran out)
         try:
             for _ in range(_MAX_PAGES):
-                page = await asyncio.wait_for(self._page(client, cursor, refused), max(0.0, deadline - loop.time()))
+                left = max(0.0, deadline - loop.time())
+                overall = left < self.connect_timeout
+                page = await asyncio.wait_for(self._page(client, cursor, refused), min(left, self.connect_timeout))
                 size += sum(len(tool.name) + len(tool.description or "") for tool in page.tools)
                 with contextlib.suppress(Exception):
                     size += sum(len(json.dumps(tool.input_schema)) for tool in page.tools)
@@ -834,8 +836,13 @@ class RemoteServer:
                     break
                 cursors.add(cursor)
         except (asyncio.TimeoutError, TimeoutError):
+            if overall:
+                raise McpConnectionError(
+                    f"MCP server '{self.spec.name}' did not list its tools within {self.spec.list_timeout:g} s (list_timeout)."
+                ) from None
             raise McpConnectionError(
-                f"MCP server '{self.spec.name}' did not list its tools within {self.connect_timeout:g} s."
+                f"MCP server '{self.spec.name}' did not answer a tools/list request within {self.connect_timeout:g} s "
+                "(connect_timeout)."
             ) from None
         except _LOST as exc:
             self._lost(client)
@@ -971,6 +978,7 @@ class RemoteServer:
         return err
 
     async def _close(self) -> None:
+        _release(self)  # (its tools stay: they reconnect when called; another import may take its name)
         if self._stop is not None:
             self._stop.set()
         owner = self._owner
@@ -1143,9 +1151,13 @@ class RemoteServer:
         Returns each tool added with the one it replaced (for :meth:`_detach`). A failure part-way (a plugin refusing
         a tool, ``stop`` set: the import was cancelled) takes out the tools added before it raises."""
         tools = self._tools(listing, self._policies(definition))
-        _claim(self, registry)
         added: list[tuple[Tool, Tool | None]] = []
         try:
+            if self._claimed is not registry:  # taken over meanwhile (see _claim), or closed
+                raise McpSpecError(
+                    f"MCP server '{self.spec.name}': another import of this name into the registry took the name over "
+                    "(replace=True), or the server was closed, while it connected; its tools were not added."
+                )
             clash = [t.name for t in tools if t.name in registry] if not replace else []
             if clash:
                 raise ToolDefinitionError(
@@ -1277,16 +1289,18 @@ def _block(block: types.ContentBlock) -> dict[str, Any]:
     return value
 
 
-#: The ``type`` of each content block this MCP SDK reads.
-_BLOCK_TYPES = frozenset(
-    str(typing.get_args(block.model_fields["type"].annotation)[0]) for block in typing.get_args(types.ContentBlock)
-)
+#: The class of each content block this MCP SDK reads, by its ``type``.
+_BLOCK_TYPES: dict[str, str] = {
+    str(typing.get_args(block.model_fields["type"].annotation)[0]): block.__name__
+    for block in typing.get_args(types.ContentBlock)
+}
 
 
 def _unknown_block(exc: pydantic.ValidationError) -> str | None:
-    """``content.N: unknown content type 'video'`` when a result failed for a content block of a type this SDK does
-    not know (the SDK's own error names a field of the first type it tried); else None."""
-    for error in exc.errors():
+    """What is wrong with a result's content block, when the SDK's own error would name a field of the first type it
+    tried (a union): ``content.N: unknown content type 'video'`` for a type this SDK does not know, and for a known
+    type the first problem of its own class (``content.0.ImageContent.data: Field required``); else None."""
+    for error in exc.errors(include_url=False):
         where, given = error["loc"], error.get("input")
         if len(where) >= 2 and where[0] == "content" and isinstance(where[1], int) and isinstance(given, dict):
             kind = given.get("type")
@@ -1294,6 +1308,23 @@ def _unknown_block(exc: pydantic.ValidationError) -> str | None:
                 return f"content.{where[1]}: unknown content type {safe_text(kind[:50])!r}"
             if kind is None:
                 return f"content.{where[1]}: a content block without a type"
+        if len(where) >= 3 and where[0] == "content" and isinstance(where[1], int):
+            block = _BLOCK_TYPES.get(str(_block_type(exc, where[1])))
+            if block is not None and where[2] != block:
+                continue  # another class of the union, which the block's type does not name
+            return f"{'.'.join(str(part) for part in where)}: {error['msg']}"
+    return None
+
+
+def _block_type(exc: pydantic.ValidationError, at: int) -> object:
+    """The ``type`` of content block ``at`` as given, read from the errors: the input of one that is the block, or
+    the wrong ``type`` another class of the union found."""
+    for error in exc.errors(include_url=False):
+        where, given = error["loc"], error.get("input")
+        if where[:2] == ("content", at) and isinstance(given, dict):
+            return given.get("type")
+        if where[:2] == ("content", at) and where[3:] == ("type",) and isinstance(given, str):
+            return given
     return None
 
 
@@ -1439,25 +1470,38 @@ _claimants: weakref.WeakSet[RemoteServer] = weakref.WeakSet()
 _claims_lock = threading.Lock()
 
 
-def _claim(server: RemoteServer, registry: ToolRegistry) -> None:
-    """Claim ``server``'s name in ``registry``: a server's name is its tools' source (``mcp:NAME``), its circuit and
-    its tag, so two imports of one name into a registry would each take the other's tools for its own. An import
-    under way, or one whose tools are still in the registry (one of them at least), holds the name:
-    :class:`McpSpecError` then, with ``replace`` too."""
+def _claim(server: RemoteServer, registry: ToolRegistry, replace: bool) -> None:
+    """Claim ``server``'s name in ``registry``, before it connects: a server's name is its tools' source
+    (``mcp:NAME``), its circuit and its tag, so two servers of one name in a registry would each take the other's
+    tools for its own. A server holds its name while it is attached to the registry, tools or not: from its import
+    (under way too) until it is closed or its import fails. Another import of the name raises :class:`McpSpecError`;
+    with ``replace`` it takes the name over. The earlier server of the name (a closed one too) then no longer
+    refreshes its tools into the registry: they stay as they are, until replaced."""
     name = server.spec.name
     with _claims_lock:
         for other in list(_claimants):
-            if other is server or other._claimed is not registry or other.spec.name != name:
+            if other is server or other.spec.name != name:
                 continue
-            if other.registry is None or any(other._owns(registry, local) for local in list(other._added)):
-                unnamed = " (an import without name= is called 'remote')" if name == "remote" else ""
-                raise McpSpecError(
-                    f"MCP server '{name}' is already imported into this registry{unnamed}: give each server its own "
-                    "name (name='...', the NAME of --mcp NAME=..., or its [mcp.servers.NAME] table)."
-                )
-            other._claimed = None  # its tools are all gone: the name is free
+            if other._claimed is registry:
+                if not replace:
+                    unnamed = " (an import without name= is called 'remote')" if name == "remote" else ""
+                    raise McpSpecError(
+                        f"MCP server '{name}' is already imported into this registry{unnamed}: give this server its "
+                        "own name (name='...', the NAME of --mcp NAME=..., or its [mcp.servers.NAME] table), close the "
+                        "other first, or import with replace=True to take the name over."
+                    )
+                other._claimed = None
+            if other.registry is registry:
+                other.registry = None  # no refresh of the earlier server adds or removes tools here any more
         server._claimed = registry
         _claimants.add(server)
+
+
+def _release(server: RemoteServer, registry: ToolRegistry | None = None) -> None:
+    """``server`` no longer holds its name (in ``registry``; None: in any)."""
+    with _claims_lock:
+        if registry is None or server._claimed is registry:
+            server._claimed = None
 
 
 #: The closing of servers whose import failed, under way in the background (awaited at exit: :func:`_close_all`).
@@ -1493,7 +1537,13 @@ def import_tools(
     ``retry=3``, ``rate_limit={...}``, ``circuit_breaker=True``, ``cache_ttl=60`` for the
     read-only and idempotent ones); annotations give ``read_only``, ``idempotent``,
     ``destructive`` and ``open_world``. Existing names raise :class:`ToolDefinitionError`
-    unless ``replace``. ``call_timeout`` (default ``"spec"``: an :class:`McpSpec`'s own, else 300 s;
+    unless ``replace``. A registry holds one server per name (its tools' ``source`` ``mcp:NAME``, tag and circuit;
+    an import without ``name`` is called ``remote``): a name a server attached to ``registry`` holds (not closed)
+    raises :class:`McpSpecError` before connecting, unless ``replace``: then this server takes the name over, and
+    the earlier one no longer refreshes its tools into ``registry``. ``connect_timeout`` bounds the connection and
+    each page of the tool listing; the whole listing (all its pages), the spec's ``list_timeout``. ``call_timeout``
+    (default ``"spec"``: an
+    :class:`McpSpec`'s own, else 300 s;
     ``None``: none) bounds each remote call that no ``timeout``/``total_timeout`` bounds; past it the
     call is a :class:`~harness_one.ToolTimeout`.
     ``max_reply_bytes`` (None: the spec's, 16 MiB by default) bounds one reply (a stdio line, an HTTP body or
@@ -1502,10 +1552,12 @@ def import_tools(
     """
     spec = _spec(target, name, prefix)
     server = RemoteServer(spec, connect_timeout=connect_timeout, call_timeout=call_timeout, max_reply_bytes=max_reply_bytes)
+    _claim(server, registry, replace)  # before it connects: a name taken starts no server
     try:
         listing = _wait(server._list())
         server._attach(registry, listing, definition, replace)  # in this thread: see _attach
     except BaseException:
+        _release(server, registry)
         _close_soon(server)
         raise
     _submit(server._imported())
@@ -1527,6 +1579,7 @@ async def aimport_tools(
     """The awaitable :func:`import_tools`."""
     spec = _spec(target, name, prefix)
     server = RemoteServer(spec, connect_timeout=connect_timeout, call_timeout=call_timeout, max_reply_bytes=max_reply_bytes)
+    _claim(server, registry, replace)  # before it connects: a name taken starts no server
     try:
         listing = await _await(server._list())
         stop = threading.Event()
@@ -1540,6 +1593,7 @@ async def aimport_tools(
                 await _outlast(asyncio.ensure_future(asyncio.to_thread(server._detach, registry, attach.result())))
             raise
     except BaseException:
+        _release(server, registry)
         _close_soon(server)
         raise
     _submit(server._imported())

@@ -166,6 +166,9 @@ def serve(
         specs = [parse_mcp_spec(text, call_timeout=wait, max_reply_bytes=limit) for text in mcp_specs]
     except McpSpecError as exc:
         raise click.BadParameter(str(exc), param_hint="--mcp") from None
+    check = getattr(ctx.obj, "mcp_server_specs", None)  # with the group's: two of one name, before any connects
+    if callable(check):
+        check(specs)
     # Over stdio, stdout is the wire: what the tools print as they load goes to stderr meanwhile.
     with stdout_for_answers() if transport == "stdio" else contextlib.nullcontext():
         registry = _registry(ctx)

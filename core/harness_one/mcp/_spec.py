@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 __all__ = [
     "CALL_TIMEOUT",
     "ERROR_META_KEY",
+    "LIST_TIMEOUT",
     "MAX_REPLY_BYTES",
     "POLICY_KEYS",
     "McpSpec",
@@ -42,9 +43,22 @@ _PREFIX = re.compile(r"^[A-Za-z0-9_-]{0,32}\Z")
 POLICY_KEYS = frozenset(
     {"rate_limit", "timeout", "timeout_mode", "total_timeout", "retry", "max_concurrency", "circuit_breaker", "cache_ttl", "tags"}
 )
-_TABLE_KEYS = ("command", "url", "prefix", "env", "cwd", "headers", "policies", "call_timeout", "max_reply_bytes")
+_TABLE_KEYS = (
+    "command",
+    "url",
+    "prefix",
+    "env",
+    "cwd",
+    "headers",
+    "policies",
+    "call_timeout",
+    "max_reply_bytes",
+    "list_timeout",
+)
 #: Seconds a remote call may take when no ``timeout``/``total_timeout`` policy bounds it (the HTTP read timeout).
 CALL_TIMEOUT = 300.0
+#: Seconds a server's whole tool listing (``tools/list``, all its pages) may take; each page, ``connect_timeout``.
+LIST_TIMEOUT = 300.0
 #: The default bound on one reply of a server (a line over stdio, a body or an event over HTTP): 16 MiB.
 MAX_REPLY_BYTES = 16 << 20
 
@@ -74,6 +88,8 @@ class McpSpec:
     call_timeout: float | None = CALL_TIMEOUT
     #: Bytes one reply may take; a longer one fails its call (``reply_too_large``).
     max_reply_bytes: int = MAX_REPLY_BYTES
+    #: Seconds the whole tool listing (all its pages, at the import and at each refresh) may take.
+    list_timeout: float = LIST_TIMEOUT
 
     def __repr__(self) -> str:
         shown = f"url={self.shown_url()!r}" if self.url is not None else f"command={self.shown_command()!r}"
@@ -117,6 +133,9 @@ class McpSpec:
         wait = self.call_timeout
         if wait is not None and (isinstance(wait, bool) or not isinstance(wait, (int, float)) or not 0 < wait < float("inf")):
             raise McpSpecError(f"{where}: 'call_timeout' must be a positive number of seconds or false, got {_shown(wait)}.")
+        wait = self.list_timeout
+        if isinstance(wait, bool) or not isinstance(wait, (int, float)) or not 0 < wait < float("inf"):
+            raise McpSpecError(f"{where}: 'list_timeout' must be a positive number of seconds, got {_shown(wait)}.")
         if not is_byte_count(self.max_reply_bytes):
             raise McpSpecError(
                 f"{where}: 'max_reply_bytes' must be a positive number of bytes, got {_shown(self.max_reply_bytes)}."
@@ -128,7 +147,7 @@ class McpSpec:
     @classmethod
     def from_table(cls, name: str, table: Mapping[str, Any]) -> McpSpec:
         """The spec for ``[mcp.servers.NAME]``: ``command = [...]`` or ``url = "..."``, optional ``prefix``,
-        ``env``, ``cwd``, ``headers``, a ``policies`` table, ``call_timeout`` and ``max_reply_bytes``."""
+        ``env``, ``cwd``, ``headers``, a ``policies`` table, ``call_timeout``, ``max_reply_bytes`` and ``list_timeout``."""
         if not isinstance(table, Mapping):
             raise McpSpecError(f"mcp.servers.{name}: expected a table, got {type(table).__name__}.")
         unknown = sorted(set(table) - set(_TABLE_KEYS))
@@ -151,6 +170,7 @@ class McpSpec:
                 if table.get("call_timeout", CALL_TIMEOUT) is False
                 else table.get("call_timeout", CALL_TIMEOUT),
                 max_reply_bytes=table.get("max_reply_bytes", MAX_REPLY_BYTES),
+                list_timeout=table.get("list_timeout", LIST_TIMEOUT),
             )
         except McpSpecError as exc:
             raise McpSpecError(f"mcp.servers.{name}: {exc}") from None
@@ -222,11 +242,14 @@ def attach_servers(
 
     A server that cannot be reached, or a tool that cannot be added, raises (an
     :class:`McpConnectionError` or :class:`~harness_one.ToolDefinitionError`) unless
-    ``failures`` is given: then ``"NAME: reason"`` is appended and the others go on.
+    ``failures`` is given: then ``"NAME: reason"`` is appended and the others go on. Two of ``specs`` of one
+    name raise :class:`McpSpecError` before any connects; so does a name a server attached to ``registry``
+    holds, for that server (as :func:`~harness_one.mcp.import_tools`: unless ``replace``).
     """
     specs = list(specs)
     if not specs:
         return []
+    check_names(specs)
     from ._client import import_tools
 
     servers = []
@@ -238,6 +261,18 @@ def attach_servers(
                 raise
             failures.append(f"mcp:{spec.name}: {type(exc).__name__}: {exc}")
     return servers
+
+
+def check_names(specs: Iterable[McpSpec]) -> None:
+    """:class:`McpSpecError` when two of ``specs`` have one name: a server's name is its tools' source
+    (``mcp:NAME``), its circuit and its tag, each server's own."""
+    seen: set[str] = set()
+    for spec in specs:
+        if spec.name in seen:
+            raise McpSpecError(
+                f"two MCP servers are named '{spec.name}' (--mcp or [mcp.servers.{spec.name}]); give each server its own name."
+            )
+        seen.add(spec.name)
 
 
 def _shown(value: object) -> str:
