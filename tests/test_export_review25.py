@@ -175,6 +175,18 @@ class WithDefault:
     n: int = 1
 
 
+@dataclass
+class Untagged:
+    m: int | None
+    n: int = 1
+
+
+@dataclass
+class UntaggedDefault:
+    m: int = 0
+    n: int = 1
+
+
 def test_strict_null_is_dropped_where_every_fitting_branch_drops_it_and_kept_where_one_reads_it_as_a_value() -> None:
     reg = _registry()
 
@@ -184,13 +196,23 @@ def test_strict_null_is_dropped_where_every_fitting_branch_drops_it_and_kept_whe
         return repr(v)
 
     nullable = reg.export("openai", strict=True).nullable["g"]["properties"]["v"]["anyOf"]
-    assert [(keys, tree) for _, keys, tree in nullable] == [
-        (frozenset({"kind", "m", "n"}), {"absent": ["n"]}),
-        (frozenset({"kind", "m", "n"}), {"absent": ["m", "n"]}),
+    assert nullable == [
+        ("object", frozenset({"kind", "m", "n"}), {"absent": ["n"]}, (("kind", "a"),)),
+        ("object", frozenset({"kind", "m", "n"}), {"absent": ["m", "n"]}, (("kind", "b"),)),
     ]
-    # both branches fit; both drop n's null, only one drops m's (the other reads it as a value): n goes, m stays
+    # kind "a" is WithNone's tag: only that branch applies (m's null is its value, n's absent)
     out = dispatch_openai(reg, [_openai_call("c1", "g", {"v": {"kind": "a", "m": None, "n": None}})], strict=True)
     assert out[0]["content"] == "WithNone(kind='a', m=None, n=1)"
+
+    @reg.add
+    def u(v: Untagged | UntaggedDefault) -> str:
+        """u"""
+        return repr(v)
+
+    # no tag tells the branches apart: both fit; both drop n's null, only one drops m's (the other reads it as a
+    # value): n goes, m stays, for validation to judge
+    out = dispatch_openai(reg, [_openai_call("c1", "u", {"v": {"m": None, "n": None}})], strict=True)
+    assert out[0]["content"].endswith("Untagged(m=None, n=1)")
 
 
 # --------------------------------------------------------------------------- 6: the Anthropic rewrite
@@ -387,3 +409,230 @@ def test_a_context_that_is_no_mapping_raises_to_the_caller(context: Any, kind: s
     with pytest.raises(TypeError, match="context must be a mapping"):
         asyncio.run(adispatch_openai(reg, call, context=context))
     assert dispatch_openai(reg, call, context={"run_id": "r"})[0]["content"] == "x"
+
+
+# --------------------------------------------------------------------------- round 2, 1: a chain of plain aliases
+
+ALIASES = "a $ref chain more than 128 references long cannot be inlined"
+
+
+def _aliases(n: int, draft: str) -> dict[str, Any]:
+    """A schema whose ``x`` is a string behind ``n`` references: ``$defs`` entries that are only ``{"$ref": next}``
+    (which nest nothing)."""
+    key = "$defs" if draft == "2020" else "definitions"
+    defs = {f"a{i}": {"$ref": f"#/{key}/a{i + 1}"} if i + 1 < n else {"type": "string"} for i in range(n)}
+    schema: dict[str, Any] = {"type": "object", "properties": {"x": {"$ref": f"#/{key}/a0"}}, key: defs}
+    if draft == "7":
+        schema["$schema"] = "http://json-schema.org/draft-07/schema#"
+    return schema
+
+
+@pytest.mark.parametrize("draft", ["2020", "7"])
+def test_a_chain_of_plain_aliases_past_128_references_is_not_inlined_and_affects_only_its_tool(draft: str) -> None:
+    from harness_one.integrations.autogen import as_autogen_tools
+    from harness_one.integrations.langchain import as_langchain_tools
+
+    reg = _registry()
+
+    @reg.add
+    def add(a: int, b: int) -> int:
+        """Add."""
+        return a + b
+
+    schema = _aliases(600, draft)
+    reg.add(Tool.create(lambda **kw: "ok", name="nested", description="aliases", parameters=schema))
+    assert reg.call("nested", {"x": "s"}) == "ok"
+    gemini = reg.export("gemini")
+    assert gemini.notes["nested"][-1] == f"$: $ref kept as Gemini's ref to root defs ({ALIASES})"
+    assert reg.export("openai", strict="auto").not_strict == {"nested": [ALIASES]}
+    with pytest.raises(StrictSchemaError) as caught:
+        inline_refs(schema, tool="nested")
+    assert str(caught.value) == f"Tool 'nested' cannot be exported in strict mode: {ALIASES}."
+    assert dispatch_openai(reg, [_openai_call("c1", "add", {"a": 1, "b": 2})], strict=True) == [
+        {"role": "tool", "tool_call_id": "c1", "content": "3"}
+    ]
+    answer = dispatch_gemini(reg, [{"id": "c1", "name": "_.zz.abc", "args": {}}])
+    assert answer[0]["response"] == {"error": "Unknown tool '_.zz.abc'. Available tools: add, nested."}
+    # the adapters that inline show the tool as it is, and the registry's other tools
+    assert [t.name for t in as_langchain_tools(registry=reg)] == ["add", "nested"]
+    assert as_autogen_tools(registry=reg)[1].schema["parameters"]["properties"]["x"] == schema["properties"]["x"]
+
+
+def test_a_chain_of_128_plain_aliases_is_still_inlined() -> None:
+    assert inline_refs(_aliases(128, "2020")) == {"type": "object", "properties": {"x": {"type": "string"}}}
+    with pytest.raises(StrictSchemaError) as caught:
+        inline_refs(_aliases(129, "2020"))
+    assert str(caught.value) == f"Tool '?' cannot be exported in strict mode: {ALIASES}."
+
+
+# --------------------------------------------------------------------------- round 2, 2: nested unions, each value once
+
+
+class _Counted(dict[str, Any]):
+    """A JSON object that counts how often its members are read."""
+
+    reads = 0
+
+    def items(self) -> Any:
+        self.reads += 1
+        return super().items()
+
+
+def _union_levels(depth: int) -> dict[str, Any]:
+    """A union of two objects at each of ``depth`` levels, sharing keys; one reads ``m``'s null as a value, the other
+    as absent (both fit every level of a value that sends all the keys)."""
+    defs: dict[str, Any] = {}
+    for k in range(depth):
+        child = {"type": "array", "items": {"$ref": f"#/$defs/L{k + 1}"}} if k + 1 < depth else {"type": "integer"}
+        common = {"kind": {"type": "string"}, "n": {"type": "integer", "default": 1}, "c": child}
+        defs[f"A{k}"] = {
+            "type": "object",
+            "properties": {**common, "m": {"type": ["integer", "null"]}},
+            "required": ["kind", "m", "c"],
+            "additionalProperties": False,
+        }
+        defs[f"B{k}"] = {
+            "type": "object",
+            "properties": {**common, "m": {"type": "integer", "default": 0}},
+            "required": ["kind", "c"],
+            "additionalProperties": False,
+        }
+        defs[f"L{k}"] = {"anyOf": [{"$ref": f"#/$defs/A{k}"}, {"$ref": f"#/$defs/B{k}"}]}
+    return {
+        "type": "object",
+        "properties": {"v": {"$ref": "#/$defs/L0"}},
+        "required": ["v"],
+        "$defs": defs,
+        "additionalProperties": False,
+    }
+
+
+def _three_tuples(tree: Any) -> Any:
+    """``tree`` with each ``anyOf`` entry as (kind, property names, tree), the shape without tags."""
+    out = {}
+    for key, value in tree.items():
+        if key == "anyOf":
+            out[key] = [(kind, keys, _three_tuples(sub)) for kind, keys, sub, *_ in value]
+        elif key == "properties":
+            out[key] = {name: _three_tuples(sub) for name, sub in value.items()}
+        else:
+            out[key] = _three_tuples(value) if key == "items" else value
+    return out
+
+
+def test_strict_nulls_in_nested_unions_are_dropped_reading_each_value_once() -> None:
+    from harness_one._requests import drop_nulls
+
+    depth, width = 8, 2
+    reg = _registry()
+    reg.add(Tool.create(lambda v: "ok", name="f", description="d", parameters=_union_levels(depth)))
+    export = reg.export("openai", strict=True)
+    tree = export.nullable["f"]
+    branches = tree["properties"]["v"]["anyOf"]
+    # equal subtrees (copies of one inlined definition) are one object: compared at once
+    assert branches[0][2]["properties"]["c"] is branches[1][2]["properties"]["c"]
+    assert export.copy().nullable["f"] == tree
+
+    def value(k: int) -> _Counted:
+        kids = [value(k + 1) for _ in range(width)] if k + 1 < depth else 1
+        return _Counted(kind="a", m=None, n=None, c=kids)
+
+    def expected(k: int) -> dict[str, Any]:  # n's null dropped (both branches), m's kept (A reads it as a value)
+        return {"kind": "a", "m": None, "c": [expected(k + 1) for _ in range(width)] if k + 1 < depth else 1}
+
+    def reads(node: Any) -> list[int]:
+        if isinstance(node, _Counted):
+            return [node.reads, *(n for kid in (node["c"] if isinstance(node["c"], list) else []) for n in reads(kid))]
+        return []
+
+    for given in (_three_tuples(tree), tree):  # (the shape without tags is read as before)
+        sent = {"v": value(0)}
+        assert drop_nulls(sent, given) == {"v": expected(0)}
+        assert reads(sent["v"]) == [1] * (2**depth - 1)
+    call = [_openai_call("c1", "f", {"v": expected(0) | {"n": None}})]
+    assert dispatch_openai(reg, call, strict=True)[0]["content"] == "ok"
+
+
+# --------------------------------------------------------------------------- round 2, 3: a tag names the branch
+
+
+def test_a_strict_null_follows_the_branch_whose_tag_was_sent_among_branches_of_the_same_keys() -> None:
+    reg = _registry()
+
+    @reg.add
+    def g(v: WithNone | WithDefault) -> str:
+        """g"""
+        return repr(v)
+
+    reg.export("openai", strict=True)
+    sent = [
+        {"kind": "b", "m": None, "n": None},
+        {"kind": "b", "m": None, "n": 3},
+        {"kind": "a", "m": None, "n": None},
+    ]
+    calls = [_openai_call(f"c{i}", "g", {"v": v}) for i, v in enumerate(sent)]
+    assert [a["content"] for a in dispatch_openai(reg, calls, strict=True)] == [
+        "WithDefault(kind='b', m=0, n=1)",
+        "WithDefault(kind='b', m=0, n=3)",
+        "WithNone(kind='a', m=None, n=1)",
+    ]
+
+
+@dataclass
+class TaggedA:
+    kind: Literal["a"]
+    m: int | None
+
+
+@dataclass
+class FreeKind:
+    kind: str
+    m: int = 0
+
+
+def test_a_branch_without_a_tag_is_ruled_out_only_by_its_own_tags() -> None:
+    reg = _registry()
+
+    @reg.add
+    def h(v: TaggedA | FreeKind) -> str:
+        """h"""
+        return repr(v)
+
+    reg.export("openai", strict=True)
+    calls = [
+        _openai_call("c1", "h", {"v": {"kind": "z", "m": None}}),  # contradicts TaggedA's tag: FreeKind's null goes
+        _openai_call("c2", "h", {"v": {"kind": "a", "m": None}}),  # both may apply: TaggedA reads it as a value
+    ]
+    assert [a["content"] for a in dispatch_openai(reg, calls, strict=True)] == [
+        "FreeKind(kind='z', m=0)",
+        "TaggedA(kind='a', m=None)",
+    ]
+
+
+# --------------------------------------------------------------------------- round 2, 4: an int-like concurrency
+
+
+class _Workers:
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def __index__(self) -> int:
+        return self.n
+
+
+def test_an_int_like_concurrency_is_read_by_its_index() -> None:
+    import numpy
+
+    reg = _registry()
+    reg.add(lambda a: a, name="add")
+    calls = [_openai_call(f"c{i}", "add", {"a": i}) for i in range(3)]
+    for concurrency in (numpy.int64(4), _Workers(2), _Workers(1)):
+        assert [a["content"] for a in dispatch_openai(reg, calls, concurrency=concurrency)] == ["0", "1", "2"]
+        answers = asyncio.run(adispatch_openai(reg, calls, concurrency=concurrency))  # type: ignore[arg-type]
+        assert [a["content"] for a in answers] == ["0", "1", "2"]
+    with pytest.raises(ValueError) as caught:
+        dispatch_openai(reg, calls, concurrency=_Workers(0))  # type: ignore[arg-type]
+    assert str(caught.value) == "concurrency must be at least 1, not 0"
+    with pytest.raises(TypeError) as raised:
+        dispatch_openai(reg, calls, concurrency=numpy.bool_(True))  # type: ignore[arg-type]
+    assert str(raised.value) == "concurrency must be an int of at least 1, not bool: np.True_"

@@ -413,17 +413,22 @@ def drop_nulls(args: Any, tree: Mapping[str, Any], limits: ArgumentLimits | None
 
 
 def _without_nulls(value: Any, tree: Mapping[str, Any]) -> Any:
-    """``value`` without the nulls ``tree`` (see :func:`~harness_one.export.strict_schema`) marks as absent."""
+    """``value`` without the nulls ``tree`` (see :func:`~harness_one.export.strict_schema`) marks as absent.
+
+    Each value is visited once, with the trees that may apply to it (where several branches of a union fit it, all
+    of theirs, each once: equal subtrees of an export are one object), so the cost grows with the value alone."""
+    if not isinstance(value, (dict, list)):
+        return value
     branches = tree.get("anyOf")
-    if branches and isinstance(value, (dict, list)):
+    if branches:
         fits = _fitting(value, branches)
         if fits:
-            value = _kept_by_any(value, [_without_nulls(value, sub) for sub in fits])
+            if len(fits) > 1 or len(tree) > 1:  # several branches, or a branch beside the tree's own nulls
+                return _cleaned(value, _branched(value, [((tree, sub), 1) for sub in reversed(fits)]))
+            return _without_nulls(value, fits[0])
     if isinstance(value, list):
         items = tree.get("items")
         return [_without_nulls(v, items) if isinstance(v, (dict, list)) else v for v in value] if items else value
-    if not isinstance(value, dict):
-        return value
     absent, properties = tree.get("absent", ()), tree.get("properties", {})
     out = {}
     for key, item in value.items():
@@ -434,37 +439,116 @@ def _without_nulls(value: Any, tree: Mapping[str, Any]) -> Any:
     return out
 
 
-def _fitting(value: dict[str, Any] | list[Any], branches: Any) -> list[Mapping[str, Any]]:
-    """The trees of the ``anyOf`` branches ``value`` may have been sent for, each once: those of its kind, and for an
-    object, those whose properties are exactly its keys (a strict model sends every property of the branch it
-    follows), else those that have all of its keys."""
-    trees: list[Mapping[str, Any]] = []
+#: What may apply at a value: alternatives (the branches of unions that fit it), each a conjunction of trees (a tree
+#: and the branch of its ``anyOf`` chosen, which both apply). A null is dropped where every alternative drops it.
+_Alternatives = list[tuple[Mapping[str, Any], ...]]
+
+
+def _cleaned(value: dict[str, Any] | list[Any], alternatives: _Alternatives) -> Any:
+    """``value`` without the nulls every one of ``alternatives`` (each with its ``anyOf`` resolved for ``value``:
+    see :func:`_branched`) marks as absent (a null one of them reads as a value is kept, for validation to judge)."""
     if isinstance(value, list):
-        fits = [sub for kind, _, sub in branches if kind == "array"]
+        inner = _below(alternatives, "items", None)
+        if inner is None:
+            return value
+        return [_within(item, inner) for item in value]
+    dropped = set.intersection(*({key for tree in trees for key in tree.get("absent", ())} for trees in alternatives))
+    out: dict[str, Any] = {}
+    for key, item in value.items():
+        if item is None:
+            if key not in dropped:
+                out[key] = item
+        elif isinstance(item, (dict, list)):
+            inner = _below(alternatives, "properties", key)
+            out[key] = item if inner is None else _within(item, inner)
+        else:
+            out[key] = item
+    return out
+
+
+def _within(value: Any, alternatives: _Alternatives) -> Any:
+    """:func:`_cleaned`, by :func:`_without_nulls` where one tree alone applies."""
+    if not isinstance(value, (dict, list)):
+        return value
+    if len(alternatives) == 1 and len(alternatives[0]) == 1:
+        return _without_nulls(value, alternatives[0][0])
+    return _cleaned(value, _branched(value, [(trees, 0) for trees in reversed(alternatives)]))
+
+
+def _branched(value: dict[str, Any] | list[Any], pending: list[tuple[tuple[Mapping[str, Any], ...], int]]) -> _Alternatives:
+    """The alternatives ``pending`` (each with the index of its first tree whose ``anyOf`` is yet to resolve; the last
+    first) with each ``anyOf`` resolved for ``value``: one alternative for each branch ``value`` fits (the branch's
+    tree joins the tree's), each alternative once; a tree whose ``anyOf`` no branch of fits applies alone."""
+    out: _Alternatives = []
+    while pending:
+        trees, start = pending.pop()
+        for at in range(start, len(trees)):
+            branches = trees[at].get("anyOf")
+            fits = _fitting(value, branches) if branches else None
+            if fits:  # (the trees before ``at`` are resolved; the branch's joins those after it)
+                pending.extend(((*trees, sub), at + 1) for sub in reversed(fits))
+                break
+        else:
+            if trees not in out:
+                out.append(trees)
+    return out
+
+
+def _below(alternatives: _Alternatives, keyword: str, key: str | None) -> _Alternatives | None:
+    """The alternatives for the items (``keyword`` ``"items"``) or the property ``key`` (``"properties"``) of a value
+    ``alternatives`` apply to, each once; ``None`` where one of them drops no null there: the value is kept as sent."""
+    out: _Alternatives = []
+    for trees in alternatives:
+        subs: list[Mapping[str, Any]] = []
+        for tree in trees:
+            sub = tree.get(keyword)
+            if sub and key is not None:
+                sub = sub.get(key)
+            if sub and sub not in subs:
+                subs.append(sub)
+        if not subs:
+            return None
+        joined = tuple(subs)
+        if joined not in out:
+            out.append(joined)
+    return out
+
+
+def _fitting(value: dict[str, Any] | list[Any], branches: Any) -> list[Mapping[str, Any]]:
+    """The trees of the ``anyOf`` branches ``value`` may have been sent for, each once: those of its kind; for an
+    object, of those that have all of its keys and whose tags it does not contradict (a branch's tag, a property it
+    allows one value of, sent with another value), the ones whose properties are exactly its keys (a strict model
+    sends every property of the branch it follows), else all of them; if it contradicts every branch's tags, the
+    same of all."""
+    if isinstance(value, list):
+        fits = [entry[2] for entry in branches if entry[0] == "array"]
     else:
-        objects = [(keys, sub) for kind, keys, sub in branches if kind == "object" and value.keys() <= keys]
-        exact = [sub for keys, sub in objects if len(keys) == len(value)]
-        fits = exact or [sub for _, sub in objects]
+        keys, size = value.keys(), len(value)
+        exact: list[Mapping[str, Any]] = []
+        wider: list[Mapping[str, Any]] = []
+        ruled_out_exact: list[Mapping[str, Any]] = []
+        ruled_out_wider: list[Mapping[str, Any]] = []
+        for entry in branches:
+            if entry[0] != "object" or not keys <= entry[1]:
+                continue
+            same = len(entry[1]) == size
+            for name, tag in entry[3] if len(entry) > 3 else ():
+                item = value.get(name)
+                if (item != tag or isinstance(item, bool) != isinstance(tag, bool)) and not (
+                    item is None and (name not in value or name in entry[2].get("absent", ()))
+                ):  # (a tag not sent, or sent as a null the branch reads as absent, says nothing)
+                    (ruled_out_exact if same else ruled_out_wider).append(entry[2])
+                    break
+            else:
+                (exact if same else wider).append(entry[2])
+        fits = exact or wider or ruled_out_exact or ruled_out_wider
+    if len(fits) < 2:
+        return fits
+    trees: list[Mapping[str, Any]] = []
     for sub in fits:
         if sub not in trees:
             trees.append(sub)
     return trees
-
-
-def _kept_by_any(value: Any, results: list[Any]) -> Any:
-    """``value`` with only the nulls that every one of ``results`` (``value`` cleaned for each branch it may have been
-    sent for) dropped, dropped: a null one branch reads as a value is kept, for validation to judge."""
-    if len(results) == 1 or all(result == results[0] for result in results[1:]):
-        return results[0]
-    if isinstance(value, dict):
-        return {
-            key: _kept_by_any(item, [result[key] for result in results if key in result])
-            for key, item in value.items()
-            if any(key in result for result in results)
-        }
-    if isinstance(value, list):
-        return [_kept_by_any(item, [result[i] for result in results]) for i, item in enumerate(value)]
-    return value
 
 
 def _kind(value: Any) -> str:

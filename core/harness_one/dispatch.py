@@ -40,6 +40,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import math
+import operator
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -195,14 +196,20 @@ def _requests(
     return out
 
 
-def _check_options(concurrency: Any, context: Any) -> None:
-    """A ``TypeError`` or ``ValueError`` for a ``concurrency`` or ``context`` the caller got wrong (no model's doing)."""
-    if isinstance(concurrency, bool) or not isinstance(concurrency, int):
-        raise TypeError(f"concurrency must be an int of at least 1, not {type(concurrency).__name__}: {concurrency!r}")
-    if concurrency < 1:
-        raise ValueError(f"concurrency must be at least 1, not {concurrency}")
+def _checked_options(concurrency: Any, context: Any) -> int:
+    """``concurrency`` as an ``int`` (an int-like one, ``numpy.int64(4)``, by its ``__index__``), or a ``TypeError`` or
+    ``ValueError`` for a ``concurrency`` or ``context`` the caller got wrong (no model's doing)."""
+    try:
+        if isinstance(concurrency, bool):  # (an int by type, a flag by meaning)
+            raise TypeError
+        workers = operator.index(concurrency)
+    except TypeError:
+        raise TypeError(f"concurrency must be an int of at least 1, not {type(concurrency).__name__}: {concurrency!r}") from None
+    if workers < 1:
+        raise ValueError(f"concurrency must be at least 1, not {workers}")
     if context is not None and not isinstance(context, Mapping):
         raise TypeError(f"context must be a mapping (or None), not {type(context).__name__}")
+    return workers
 
 
 class _Shown:
@@ -406,10 +413,11 @@ def dispatch(
     the registry's names or the declarations'): only these tools run; a call of any other is
     answered as an unknown tool, naming and suggesting only these. ``None`` (the default): every tool in the registry.
 
-    ``concurrency`` must be an int of at least 1 and ``context`` a mapping or ``None``: else a ``TypeError`` (a
-    ``ValueError`` for a ``concurrency`` below 1), raised before any call runs.
+    ``concurrency`` must be an int of at least 1 (or an int-like one, with ``__index__``, such as ``numpy.int64``; not
+    a bool) and ``context`` a mapping or ``None``: else a ``TypeError`` (a ``ValueError`` for a ``concurrency`` below
+    1), raised before any call runs.
     """
-    _check_options(concurrency, context)
+    concurrency = _checked_options(concurrency, context)
     shown = _scope(names)
     requests = _requests(provider, calls, registry, strict, shown)
 
@@ -450,7 +458,7 @@ async def adispatch(
     names: Iterable[str] | Export | None = None,
 ) -> Dispatched:
     """The awaitable :func:`dispatch`: calls run as tasks, at most ``concurrency`` at once."""
-    _check_options(concurrency, context)
+    concurrency = _checked_options(concurrency, context)
     shown = _scope(names)
     requests = _requests(provider, calls, registry, strict, shown)
     slots = asyncio.Semaphore(concurrency)

@@ -16,6 +16,7 @@ import functools
 import gc
 import hashlib
 import marshal
+import operator
 import re
 from collections.abc import Iterable, Mapping
 from copy import deepcopy
@@ -443,6 +444,8 @@ def _inline(doc: _Document, budget: int) -> dict[str, Any]:
         at = _local(found, uri, ref)
         if at in seen:
             raise _NotInlinable(f"$ref {ref!r} is recursive and cannot be inlined")
+        if len(seen) >= _MAX_SCHEMA_DEPTH:  # (a chain of plain aliases, {"$ref": next}, nests nothing: counted here)
+            raise _NotInlinable(f"a $ref chain more than {_MAX_SCHEMA_DEPTH} references long cannot be inlined")
         return walk(_target(found, at, ref), (*seen, at), depth)
 
     def walk(node: Any, seen: tuple[Any, ...], depth: int) -> Any:
@@ -466,8 +469,8 @@ def inline_refs(schema: Mapping[str, Any], *, tool: str = "?", budget: int = INL
     """``schema`` with every local ``$ref`` replaced by its target and ``$defs`` removed.
 
     A recursive reference, or one whose inlining would copy more than ``budget`` objects
-    and arrays or nest the schema more than 128 levels deep, cannot be inlined and raises
-    :class:`StrictSchemaError`.
+    and arrays, nest the schema more than 128 levels deep or follow a chain of more than 128
+    references, cannot be inlined and raises :class:`StrictSchemaError`.
     """
     return _inlined(_Document(schema), tool, budget)
 
@@ -546,11 +549,19 @@ def _nullable(schema: dict[str, Any]) -> dict[str, Any]:
     return {"anyOf": [schema, {"type": "null"}]}
 
 
-def _branch(schema: Any, tree: dict[str, Any]) -> tuple[str, frozenset[str], dict[str, Any]]:
-    """An ``anyOf`` branch as the null tree keeps it: its kind, its property names (objects) and its tree."""
+def _branch(schema: Any, tree: dict[str, Any], original: Any) -> tuple[str, frozenset[str], dict[str, Any], Any]:
+    """An ``anyOf`` branch as the null tree keeps it: its kind, its property names (objects), its tree and its tags
+    (from ``original``, the branch before conversion: the properties it allows one value of, by ``const`` or an
+    ``enum`` of one, as ``((name, value), ...)``; a strict model following the branch sends that value)."""
     if isinstance(schema, dict) and "properties" in schema:
-        return "object", frozenset(schema["properties"]), tree
-    return ("array" if isinstance(schema, dict) and "items" in schema else "other"), frozenset(), tree
+        properties = original.get("properties") if isinstance(original, dict) else None
+        tags = tuple(
+            (name, sub["const"] if "const" in sub else sub["enum"][0])
+            for name, sub in (properties.items() if isinstance(properties, dict) else ())
+            if isinstance(sub, dict) and ("const" in sub or (isinstance(sub.get("enum"), list) and len(sub["enum"]) == 1))
+        )
+        return "object", frozenset(schema["properties"]), tree, tags
+    return ("array" if isinstance(schema, dict) and "items" in schema else "other"), frozenset(), tree, ()
 
 
 def strict_schema(schema: Mapping[str, Any], *, tool: str = "?") -> tuple[dict[str, Any], dict[str, Any]]:
@@ -567,12 +578,29 @@ def strict_schema(schema: Mapping[str, Any], *, tool: str = "?") -> tuple[dict[s
     ``patternProperties``, ``allOf``/``oneOf``/``not``, a top-level ``anyOf``/``enum``,
     conditionals, tuples, a format outside :data:`OPENAI_FORMATS`, a ``required`` name without
     a property, an optional property whose ``null`` is a value and whose default is not,
-    recursion, inlining past :data:`INLINE_BUDGET` or past 128 levels of nesting.
+    recursion, inlining past :data:`INLINE_BUDGET`, past 128 levels of nesting or 128 references in a chain.
 
     The tree: ``{"absent": [optional names], "properties": {name: tree}, "items": tree,
-    "anyOf": [(kind, property names, tree), ...]}``, each key only where there is a null to drop.
+    "anyOf": [(kind, property names, tree, tags), ...]}``, each key only where there is a null to drop; an
+    ``anyOf`` entry's ``kind`` is ``"object"``, ``"array"`` or ``"other"``, and its ``tags`` are
+    ``((property name, value), ...)``, for each property the branch allows one value of (``const``, or an ``enum``
+    of one: a tagged union's tag). Equal subtrees are one object.
     """
     reasons: list[str] = []
+    interned: dict[Any, dict[str, Any]] = {}
+
+    def intern(tree: dict[str, Any]) -> dict[str, Any]:
+        """``tree``, or the equal tree met before (its subtrees are already interned: compared by identity), so
+        that equal subtrees (copies of one inlined definition) are one object, which the dispatcher compares fast."""
+        if not tree:
+            return tree
+        key = (
+            tuple(tree.get("absent", ())),
+            tuple((name, id(sub)) for name, sub in tree.get("properties", {}).items()),
+            id(tree.get("items")),
+            tuple((kind, keys, id(sub), repr(tags)) for kind, keys, sub, tags in tree.get("anyOf", ())),
+        )
+        return interned.setdefault(key, tree)
 
     def convert(node: Any, path: str) -> tuple[Any, dict[str, Any]]:
         if not isinstance(node, dict):
@@ -597,7 +625,7 @@ def strict_schema(schema: Mapping[str, Any], *, tool: str = "?") -> tuple[dict[s
             branches = [convert(s, f"{path}.anyOf[{i}]") for i, s in enumerate(out["anyOf"])]
             out["anyOf"] = [b for b, _ in branches]
             if any(t for _, t in branches):
-                tree["anyOf"] = [_branch(b, t) for b, t in branches]
+                tree["anyOf"] = [_branch(b, t, s) for (b, t), s in zip(branches, node["anyOf"])]
         if _is_array(node.get("type")) and "items" not in node:
             reasons.append(f"{path}: an array without items cannot be strict")
         if isinstance(out.get("items"), list):
@@ -642,7 +670,7 @@ def strict_schema(schema: Mapping[str, Any], *, tool: str = "?") -> tuple[dict[s
                 tree["absent"] = absent
             if children:
                 tree["properties"] = children
-        return out, tree
+        return out, intern(tree)
 
     doc = _Document(schema)
     id_key = _id_key(doc.dialect)
@@ -804,7 +832,8 @@ GEMINI_FORMATS: Mapping[str, tuple[str, ...]] = {
 def gemini_schema(schema: Mapping[str, Any], *, tool: str = "?") -> tuple[dict[str, Any], list[str]]:
     """The OpenAPI 3.0 subset Gemini accepts, and a list of what was dropped or rewritten.
 
-    ``$ref`` is inlined; where it cannot be (recursion, past :data:`INLINE_BUDGET` or 128 levels of nesting), the
+    ``$ref`` is inlined; where it cannot be (recursion, past :data:`INLINE_BUDGET`, 128 levels of nesting or 128
+    references in a chain), the
     definitions go to Gemini's root ``defs`` and each ``$ref`` becomes its ``ref``, or, if a
     reference points elsewhere, the parameters become any object. No boolean schema is
     emitted (a tuple's ``prefixItems`` become ``items`` of any of their schemas), formats
@@ -1289,7 +1318,7 @@ def _moved_refs(schema: dict[str, Any], dialect: int, found: _Found) -> dict[int
             declared = found.anchors.get((uri, fragment))
             if declared is None or any(again == fragment and first == declared for _, again, first in found.doubled):
                 continue  # (no schema, or several, declare it: as it is)
-            node = functools.reduce(lambda node, step: node[step], declared, schema)
+            node = found.node(uri, fragment)
             if fragment == _kept_anchor(node, _id_key(dialect)) and not (dialect <= 7 and "$ref" in node):
                 continue  # (in drafts 4-7, a name beside $ref is dropped with the other siblings)
             within = _within(schema, declared, found.resources[uri])
@@ -1299,9 +1328,14 @@ def _moved_refs(schema: dict[str, Any], dialect: int, found: _Found) -> dict[int
             why = f"as the anchor {unquote(urldefrag(target)[1])!r} is dropped (no 2020-12 anchor name)"
         rewritten = _pointer_in_2020(found.resources[uri], fragment, dialect)
         if rewritten != urldefrag(target)[1]:
-            holder = functools.reduce(lambda node, step: node[step], path[:-1], schema)
+            holder = _holder(found, path)
             moved[id(holder)] = (ref, None if rewritten is None else ref.partition("#")[0] + "#" + rewritten, why)
     return moved
+
+
+def _holder(found: _Found, path: tuple[Any, ...]) -> Any:
+    """The schema holding the keyword at ``path`` (a reference's place, from the root ``found`` walked)."""
+    return functools.reduce(operator.getitem, path[:-1], found.resources[""])
 
 
 def _within(schema: Any, path: tuple[Any, ...], resource: Any) -> tuple[Any, ...] | None:
@@ -1331,9 +1365,7 @@ def _recursive_2020(found: _Found) -> tuple[dict[int, tuple[str, str]], dict[int
     for path, ref, target in found.refs:
         if path[-1] != "$recursiveRef":
             continue
-        holder = found.node("", "")
-        for step in path[:-1]:
-            holder = holder[step]
+        holder = _holder(found, path)
         resource = found.resources.get(urldefrag(target)[0])
         if dynamic and ref == "#" and isinstance(resource, dict) and resource.get("$recursiveAnchor") is True:
             recursive[id(holder)] = ("$dynamicRef", f"#{name}")
