@@ -302,6 +302,8 @@ if not os.environ.get("HX_FLAKY_READY"):
 """
 
 FLAKY_TOOLS = """
+import hx_other_lib
+hx_other_lib.runs = getattr(hx_other_lib, "runs", 0) + 1
 from harness_one import defineTool
 
 @defineTool
@@ -315,7 +317,8 @@ def test_a_package_retried_after_a_failed_import_registers_its_tools_again(
     tmp_path: Path, index_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Python forgets only the module that failed: its submodule that imported stayed cached, so the retry ran
-    none of its @defineTool and reported success without the tool."""
+    none of its @defineTool and reported success without the tool. The tool it registered is put back; no module
+    is forgotten (the submodule's code runs once)."""
     flaky = _package(
         tmp_path,
         "hx-flaky",
@@ -336,13 +339,15 @@ def test_a_package_retried_after_a_failed_import_registers_its_tools_again(
         with pytest.raises(harness_one.ToolNotFound) as missing:
             default.call("wipe", {"path": "/x"})
         assert "Its tool package hx-flaky failed to load: ImportError: HX_FLAKY_READY is not set yet" in str(missing.value)
-        assert "hx_flaky.tools" not in sys.modules and "hx_flaky_impl" not in sys.modules
-        assert "hx_other_lib" in sys.modules  # another distribution's module: imported once, kept
+        assert "wipe" not in default._tools
+        assert {"hx_flaky.tools", "hx_flaky_impl", "hx_other_lib"} <= set(sys.modules)  # Python keeps them
         monkeypatch.setenv("HX_FLAKY_READY", "1")
         default.load_entry_points(refresh=True)
-        assert default.discovery.failures == []
+        assert default.discovery.failures == [] and default.discovery.conflicts == []
         assert default.call("wipe", {"path": "/x"}) == "flaky wipe /x"
         assert default.get("wipe").source == "hx-flaky"
+        assert sys.modules["hx_other_lib"].runs == 1  # hx_flaky.tools ran once
+        assert default.discovery.withdrawn == {}
     finally:
         ToolRegistry.set_default(old)
         for name in ("hx_flaky", "hx_flaky.tools", "hx_flaky_impl", "hx_other_lib"):
@@ -526,3 +531,244 @@ def test_aimport_tools_refuses_a_name_taken_before_the_server_starts(servers: Se
     other = asyncio.run(aimport_tools(registry, servers.spec("s", "b", [tool("echo")]), replace=True))
     servers.started.append(other)
     assert registry.call("echo", {}) == "b echo {}" and other.registry is registry
+
+
+# =========================================================================== review 25, third round
+
+
+def _fresh(monkeypatch: pytest.MonkeyPatch, folders: list[Path], modules: list[str]) -> None:
+    """``folders`` first on sys.path, ``modules`` not imported (:func:`_forget` them after the test)."""
+    monkeypatch.setattr(sys, "path", [*map(str, folders), *sys.path])
+    _forget(modules)
+
+
+def _forget(modules: list[str]) -> None:
+    for name in modules:
+        sys.modules.pop(name, None)
+
+
+SLOW_INIT = """
+import hx_gate
+hx_gate.runs += 1
+from . import early  # registers slow_early
+hx_gate.release.wait()  # given up here: the import runs on
+from . import late  # registers slow_late
+"""
+
+
+def _registers(name: str) -> str:
+    return f"from harness_one import defineTool\n\n@defineTool\ndef {name}() -> str:\n    '''{name}.'''\n    return {name!r}\n"
+
+
+def test_a_retry_after_an_import_given_up_at_its_time_bound_gets_its_tools_and_runs_it_once(
+    tmp_path: Path, index_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The package's modules were forgotten while its import ran on: the retry ran its code a second time, beside
+    the first, and failed too. Now the retry waits for that import, and the tools it registered (before and after
+    it was given up) are there."""
+    import threading
+
+    from harness_one._entrypoints import set_import_timeout
+
+    site = _package(
+        tmp_path,
+        "hx-slow",
+        {
+            "hx_slow/__init__.py": SLOW_INIT,
+            "hx_slow/early.py": _registers("slow_early"),
+            "hx_slow/late.py": _registers("slow_late"),
+            "hx_gate.py": "import threading\nruns = 0\nrelease = threading.Event()\n",
+        },
+        "hx_slow",
+    )
+    old = ToolRegistry.set_default(None)
+    try:
+        default = ToolRegistry.default()
+        default.load_entry_points()  # the installed packages: loaded before the bound, and not again
+        _fresh(monkeypatch, [site], ["hx_slow", "hx_slow.early", "hx_slow.late", "hx_gate"])
+        import hx_gate  # type: ignore[import-not-found]
+
+        set_import_timeout(0.2)  # (the import waits at the gate until the test opens it: it is given up)
+        default.load_entry_points(refresh=True)
+        assert [str(f) for f in default.discovery.failures] == [
+            "harness_one.tools:wipe from hx-slow: ImportTimeout: the import did not finish within 0.2 s "
+            "(HARNESS_ONE_IMPORT_TIMEOUT)"
+        ]
+        assert "slow_early" not in default._tools
+        running = [t for t in threading.enumerate() if t.name == "harness-one import wipe"]
+        hx_gate.release.set()
+        for thread in running:
+            thread.join()
+        assert "hx_slow" in sys.modules and "slow_late" not in default._tools  # (given up: it registered nothing)
+        set_import_timeout(None)
+        default.load_entry_points(refresh=True)
+        assert default.discovery.failures == [] and default.discovery.conflicts == []
+        assert hx_gate.runs == 1
+        assert (default.call("slow_early"), default.call("slow_late")) == ("slow_early", "slow_late")
+        assert {default.get("slow_early").source, default.get("slow_late").source} == {"hx-slow"}
+        assert default.discovery.loaded["hx-slow"] == ["slow_early", "slow_late"]
+    finally:
+        if "hx_gate" in sys.modules:
+            sys.modules["hx_gate"].release.set()
+        set_import_timeout(None)
+        ToolRegistry.set_default(old)
+        _forget(["hx_slow", "hx_slow.early", "hx_slow.late", "hx_gate"])
+        monkeypatch.undo()
+        harness_one.refresh_entry_points()
+
+
+NS_TOOL = """
+import os
+import hxns.lib  # another distribution's module in the same namespace package
+from harness_one import defineTool
+
+@defineTool
+def wipe(path: str) -> str:
+    '''Wipe.'''
+    return "ns wipe " + path
+
+if not os.environ.get("HX_NS_READY"):
+    raise ImportError("HX_NS_READY is not set yet")
+"""
+
+
+def test_a_failed_import_leaves_another_distribution_s_module_of_its_namespace_imported(
+    tmp_path: Path, index_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The modules of the package's own top-level name were forgotten: in a namespace package (hxns.tool,
+    hxns.lib), another distribution's module too, which then ran a second time (its objects of another class)."""
+    tool_site = _package(
+        tmp_path, "hx-ns-tool", {"hxns/tool/__init__.py": NS_TOOL}, "hxns.tool", record=["hxns/tool/__init__.py"]
+    )
+    lib_site = tmp_path / "site-hx-ns-lib"
+    (lib_site / "hxns").mkdir(parents=True)
+    (lib_site / "hxns/lib.py").write_text(
+        "import sys\nRUNS = getattr(sys, '_hx_ns_lib_runs', 0) + 1\nsys._hx_ns_lib_runs = RUNS\n"
+    )
+    _fresh(monkeypatch, [tool_site, lib_site], ["hxns", "hxns.tool", "hxns.lib"])
+    monkeypatch.setattr(sys, "_hx_ns_lib_runs", 0, raising=False)
+    harness_one.refresh_entry_points()
+    old = ToolRegistry.set_default(None)
+    try:
+        default = ToolRegistry.default()
+        with pytest.raises(harness_one.ToolNotFound) as missing:
+            default.call("wipe", {"path": "/x"})
+        assert "Its tool package hx-ns-tool failed to load: ImportError: HX_NS_READY is not set yet" in str(missing.value)
+        lib = sys.modules["hxns.lib"]
+        monkeypatch.setenv("HX_NS_READY", "1")
+        default.load_entry_points(refresh=True)
+        assert default.call("wipe", {"path": "/x"}) == "ns wipe /x"
+        assert sys.modules["hxns.lib"] is lib and lib.RUNS == 1
+    finally:
+        ToolRegistry.set_default(old)
+        _forget(["hxns", "hxns.tool", "hxns.lib"])
+        monkeypatch.undo()
+        harness_one.refresh_entry_points()
+
+
+ED_INIT = """
+import os
+import hx_ed_tools  # the same distribution's second top-level module: registers wipe and scrub
+from harness_one import defineTool
+
+@defineTool
+def probe() -> str:
+    '''Probe.'''
+    return "run " + os.environ.get("HX_ED_READY", "first")
+
+if os.environ.get("HX_ED_READY") != "second":
+    raise ImportError("HX_ED_READY is not set yet")
+"""
+
+ED_TOOLS = """
+from harness_one import defineTool
+
+@defineTool
+def wipe(path: str) -> str:
+    '''Wipe.'''
+    return "ed wipe " + path
+
+@defineTool
+def scrub() -> str:
+    '''Scrub.'''
+    return "ed scrub"
+"""
+
+
+def test_an_editable_package_retried_after_a_failed_import_gets_its_tools_back(
+    tmp_path: Path, index_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An editable install's RECORD lists only a .pth: its second top-level module stayed imported, and the retry
+    reported success without the tool it registered. A tool the module that failed registers again is the new
+    one; a name code took meanwhile stays the code's (a conflict)."""
+    src = tmp_path / "src"
+    (src / "hx_ed").mkdir(parents=True)
+    (src / "hx_ed/__init__.py").write_text(ED_INIT)
+    (src / "hx_ed_tools.py").write_text(ED_TOOLS)
+    site = _package(tmp_path, "hx-ed", {"_editable_impl_hx_ed.pth": f"{src}\n"}, "hx_ed", record=["_editable_impl_hx_ed.pth"])
+    _fresh(monkeypatch, [site, src], ["hx_ed", "hx_ed_tools"])
+    harness_one.refresh_entry_points()
+    old = ToolRegistry.set_default(None)
+    try:
+        default = ToolRegistry.default()
+        default.load_entry_points()
+        assert [str(f) for f in default.discovery.failures] == [
+            "harness_one.tools:wipe from hx-ed: ImportError: HX_ED_READY is not set yet"
+        ]
+        assert not {"wipe", "scrub", "probe"} & set(default._tools)
+        mine = default.add(lambda: "my scrub", name="scrub", description="Code's own.")
+        monkeypatch.setenv("HX_ED_READY", "second")
+        default.load_entry_points(refresh=True)
+        assert default.discovery.failures == []
+        assert default.call("wipe", {"path": "/x"}) == "ed wipe /x" and default.get("wipe").source == "hx-ed"
+        assert default.call("probe") == "run second"  # the module that ran again: its own tool
+        assert default.get("scrub") is mine
+        assert default.discovery.conflicts == [harness_one.Conflict("scrub", kept="code in this process", skipped="hx-ed")]
+        assert default.discovery.withdrawn == {}
+    finally:
+        ToolRegistry.set_default(old)
+        _forget(["hx_ed", "hx_ed_tools"])
+        monkeypatch.undo()
+        harness_one.refresh_entry_points()
+
+
+def test_a_replace_import_that_fails_leaves_the_earlier_server_of_the_name_as_it_was(servers: Servers) -> None:
+    """It took the name over before connecting: the earlier server stopped refreshing, and an import of the name
+    without replace was then accepted (two servers of one name)."""
+    registry = ToolRegistry(autoload=False)
+    first = import_tools(registry, servers.spec("files", "a", [tool("echo")]))
+    servers.started.append(first)
+    down = McpSpec(name="files", command=(sys.executable, "-c", "import sys; sys.exit(3)"))
+    with pytest.raises(McpConnectionError) as failed:
+        import_tools(registry, down, replace=True)
+    assert str(failed.value) == "Cannot connect to MCP server 'files': the server exited with status 3."
+    assert first.registry is registry and first._claimed is registry
+    servers.tools("a", [tool("echo"), tool("a_new")])
+    _wait(first._refresh())
+    assert sorted(registry.names()) == ["a_new", "echo"] and registry.call("a_new", {}) == "a a_new {}"
+    with pytest.raises(McpSpecError) as refused:
+        import_tools(registry, servers.spec("files", "c", [tool("c_tool")]))
+    assert str(refused.value) == taken("files")
+
+
+def test_a_replace_import_a_plugin_fails_part_way_gives_the_name_back(servers: Servers) -> None:
+    from harness_one import PluginError, hookimpl
+
+    class Refuse:
+        @hookimpl
+        def harness_tool_added(self, tool: Any, registry: ToolRegistry) -> None:
+            if tool.name == "zz":
+                raise RuntimeError("zz refused")
+
+    registry = ToolRegistry(autoload=False)
+    first = import_tools(registry, servers.spec("files", "a", [tool("echo")]))
+    servers.started.append(first)
+    registry.plugins.register(Refuse(), name="refuse")
+    with pytest.raises(PluginError) as failed:
+        import_tools(registry, servers.spec("files", "b", [tool("echo"), tool("zz")]), replace=True)
+    assert str(failed.value) == "Plugin 'refuse' failed in harness_tool_added: RuntimeError: zz refused"
+    assert registry.names() == ["echo"] and registry.call("echo", {}) == "a echo {}"
+    assert first.registry is registry and first._claimed is registry
+    with pytest.raises(McpSpecError) as refused:
+        import_tools(registry, servers.spec("files", "c", [tool("c_tool")]))
+    assert str(refused.value) == taken("files")

@@ -63,6 +63,11 @@ class DiscoveryReport:
     #: Module entry points that a lookup of one tool passed over: the :class:`ToolIndex` says they
     #: failed to load with their files as they are now. A listing imports them again.
     known_failed: dict[EntryPoint, LoadFailure] = field(default_factory=dict, repr=False)
+    #: The tools a failed import of each entry point registered here itself (a plain ``@defineTool``), taken out
+    #: when it failed (:func:`_undo_import`), or offered after it was given up (its time bound passed): Python keeps
+    #: the modules of the package that did import, and does not run them again. The entry point's next successful
+    #: load here puts back each whose name is still free (:func:`_put_back`). The latest of a name, by name.
+    withdrawn: dict[EntryPoint, dict[str, Tool]] = field(default_factory=dict, repr=False)
 
     def retry(self) -> None:
         """Forget the entry points that failed to load, and their failures: the next loading tries them again."""
@@ -151,11 +156,11 @@ def _from_hook(module: Any) -> list[Tool]:
     return found
 
 
-#: What each tool package's import under way (:func:`_load`) registered itself (:func:`imported_tool`): its tools and
-#: the conflicts its skipped tools made, each with the registry it went to (the default registry, whichever registry
-#: loads the package). None: its import failed (it may run on past its time bound), and registers nothing more.
-#: An entry leaves when its import ends (until a failed one is tried again: one per entry point at most).
-_imports: dict[EntryPoint, list[tuple[ToolRegistry, Tool | Conflict]] | None] = {}
+#: What each tool package's import under way (:func:`_load`) registered itself (:func:`imported_tool`): its tools, and
+#: its skipped tools with the conflicts they made, each with the registry it went to (the default registry, whichever
+#: registry loads the package). None: its import failed (it may run on past its time bound), and registers nothing
+#: more. An entry leaves when its import ends (until a failed one is tried again: one per entry point at most).
+_imports: dict[EntryPoint, list[tuple[ToolRegistry, Tool, Conflict | None]] | None] = {}
 _imports_lock = threading.Lock()
 
 
@@ -165,17 +170,20 @@ def imported_tool(registry: ToolRegistry, tool: Tool, old: Tool | None) -> bool:
     tool is that package's, and it follows the packages' rule: a name already taken (by the
     first package, or by code) is kept, the conflict recorded (True: not registered). Both are
     recorded for the entry point: if its import fails, they are taken out (:func:`_undo_import`).
-    An import that failed already (given up past its time bound, and still running) registers nothing."""
+    An import that failed already (given up past its time bound, and still running) registers nothing: its tool
+    is withdrawn (:attr:`DiscoveryReport.withdrawn`), for the entry point's next successful load."""
     ep = importing()
     if ep is None or ep.group != TOOL_GROUP:
         return False
     with _imports_lock:
         made = _imports.get(ep, [])  # (an import not under _load records nothing)
         if made is None:
+            tool.source = ep.distribution
+            registry.discovery.withdrawn.setdefault(ep, {})[tool.name] = tool
             return True
         tool.source = ep.distribution
         if old is None:
-            made.append((registry, tool))
+            made.append((registry, tool, None))
             return False
         report = registry.discovery
         kept = old.source or "code in this process"
@@ -183,50 +191,46 @@ def imported_tool(registry: ToolRegistry, tool: Tool, old: Tool | None) -> bool:
         if conflict in report.conflicts:
             return True
         report.conflicts.append(conflict)
-        made.append((registry, conflict))
+        made.append((registry, tool, conflict))
     log_event(30, "tool name conflict", tool=tool.name, kept=kept, skipped=ep.distribution)
     return True
 
 
-def _undo_import(ep: EntryPoint, before: set[str]) -> None:
+def _undo_import(ep: EntryPoint) -> None:
     """Take out what the failed import of ``ep`` registered itself (:func:`imported_tool`), from the registry each
     went to: each of its tools the registry still holds (the very object), and the conflicts it recorded. As in a
     process where it never imported, another package's tool of the same name is then loaded in its place.
 
-    And as Python forgets the module that failed, the modules of its package the import added (``sys.modules``
-    but ``before``) are forgotten too: a retry runs their code (their ``@defineTool``) again. Only the package's
-    own: a library it imported on the way (one with C code may not import twice) stays imported."""
+    Python forgets only the module that failed: a module of the package that did import stays imported, and a retry
+    does not run its ``@defineTool`` again. So each tool is withdrawn (:attr:`DiscoveryReport.withdrawn` of its
+    registry), and the entry point's next successful load there puts it back (:func:`_put_back`)."""
     with _imports_lock:
         undone = _imports.get(ep) or []
         _imports[ep] = None  # an import given up past its time bound, still running, registers nothing more
-    for registry, made in reversed(undone):
-        if isinstance(made, Conflict):
+        for registry, tool, _ in undone:
+            registry.discovery.withdrawn.setdefault(ep, {})[tool.name] = tool
+    for registry, tool, conflict in reversed(undone):
+        if conflict is not None:
             with contextlib.suppress(ValueError):
-                registry.discovery.conflicts.remove(made)
+                registry.discovery.conflicts.remove(conflict)
             continue
         with registry._lock, contextlib.suppress(Exception):  # best effort: a plugin's hook may object
-            entry = registry._tools.get(made.name)
-            if entry is not None and entry.tool is made:
-                registry.remove(made.name)
-    tops = _packages_of(ep)
-    for name in set(sys.modules) - before:
-        if name.partition(".")[0] in tops:
-            sys.modules.pop(name, None)
+            entry = registry._tools.get(tool.name)
+            if entry is not None and entry.tool is tool:
+                registry.remove(tool.name)
 
 
-def _packages_of(ep: EntryPoint) -> set[str]:
-    """The top-level packages of ``ep``'s distribution: its module's, and those its ``RECORD`` lists."""
-    tops = {ep.value.partition(":")[0].strip().partition(".")[0]}
-    if ep.metadata_path is not None:
-        with contextlib.suppress(OSError, UnicodeDecodeError):
-            for line in (Path(ep.metadata_path) / "RECORD").read_text("utf-8").splitlines():
-                path = line.partition(",")[0]
-                top, slash, rest = path.partition("/")
-                if slash and rest.endswith(".py") and not top.endswith((".dist-info", ".data")) and top != "..":
-                    tops.add(top)
-                elif not slash and path.endswith(".py"):
-                    tops.add(path[:-3])
-    return tops
+def _put_back(registry: ToolRegistry, report: DiscoveryReport, ep: EntryPoint, again: set[str]) -> None:
+    """After ``ep`` loaded into ``registry`` (under its lock): each tool a failed import of it had registered here
+    (:attr:`DiscoveryReport.withdrawn`) whose name this load did not offer again (``again``: the tools it provides,
+    and those its code registered, or had skipped, here; the module that ran again wins) goes back, under the
+    packages' rule for a name already taken (:func:`_add`: a conflict, the name's tool kept). The withdrawn tools
+    are then forgotten."""
+    with _imports_lock:
+        back = report.withdrawn.pop(ep, {})
+    for name, tool in back.items():
+        if name not in again:
+            _add(registry, report, ep, tool)
 
 
 def load_tool_entry_points(registry: ToolRegistry, report: DiscoveryReport) -> None:
@@ -732,24 +736,23 @@ def _load(registry: ToolRegistry, report: DiscoveryReport, ep: EntryPoint, index
         return
     report.seen.add(ep)
     report.known_failed.pop(ep, None)
-    before = set(sys.modules)  # (what the import adds is forgotten if it fails: _undo_import)
     with _imports_lock:
         _imports[ep] = []
     try:
         pending = tools_of(ep.load())
     except KeyboardInterrupt:
         report.seen.discard(ep)  # not loaded: the next discovery tries it again
-        _undo_import(ep, before)
+        _undo_import(ep)
         raise
     except BaseException as exc:  # SystemExit at import included: a broken package is reported, not fatal
         report.failed[ep] = failure(ep, exc)  # not tried again on each lookup: load_entry_points(refresh=True) does
-        _undo_import(ep, before)
+        _undo_import(ep)
         report.failures.append(report.failed[ep])
         if index is not None:  # nor by another process's lookups while its files are unchanged: a listing does
             index.record(ep, [], failed=report.failed[ep].error)
         return
-    with _imports_lock:
-        _imports.pop(ep, None)
+    with _imports_lock:  # (the names its code registered, or had skipped, here: see _put_back)
+        made = [tool.name for into, tool, _ in _imports.pop(ep, None) or [] if into is registry]
     names = [tool.name for tool in pending]
     if index is not None:
         index.record(ep, names, files=_module_files(ep, pending))
@@ -758,6 +761,7 @@ def _load(registry: ToolRegistry, report: DiscoveryReport, ep: EntryPoint, index
     with registry._lock:  # the import ran without it; the package's tools appear in one step
         for tool in pending:
             _add(registry, report, ep, tool)
+        _put_back(registry, report, ep, {*names, *made})
 
 
 def _add(registry: ToolRegistry, report: DiscoveryReport, ep: EntryPoint, tool: Tool) -> None:

@@ -634,6 +634,11 @@ class RemoteServer:
         #: The registry whose name this server holds (see :func:`_claim`): from before it connects for its import
         #: until it is closed, its import fails, or another import of its name takes the name over.
         self._claimed: ToolRegistry | None = None
+        #: The servers of its name its import takes the name over from once it has listed the tools (see
+        #: :func:`_claim`); then those it took it from, each with whether it held the name and was attached
+        #: (a failure adding the tools gives it back: :meth:`_give_back`).
+        self._replacing: list[RemoteServer] = []
+        self._took: list[tuple[RemoteServer, bool, bool]] = []
 
     def __repr__(self) -> str:
         target = self.spec.shown_url() or (self.spec.command[0] if self.spec.command else "?")
@@ -1153,17 +1158,24 @@ class RemoteServer:
         tools = self._tools(listing, self._policies(definition))
         added: list[tuple[Tool, Tool | None]] = []
         try:
-            if self._claimed is not registry:  # taken over meanwhile (see _claim), or closed
-                raise McpSpecError(
-                    f"MCP server '{self.spec.name}': another import of this name into the registry took the name over "
-                    "(replace=True), or the server was closed, while it connected; its tools were not added."
-                )
+            self._holds(registry)
             clash = [t.name for t in tools if t.name in registry] if not replace else []
             if clash:
                 raise ToolDefinitionError(
                     f"MCP server '{self.spec.name}': tools {clash} are already registered; "
                     "give the server a prefix (prefix='...' or 'prefix' in its config table)."
                 )
+            with _claims_lock:  # the name taken over now, its tools listed: a failed import leaves the other as it was
+                self._holds(registry)
+                for other in self._replacing:
+                    claimed, attached = other._claimed is registry, other.registry is registry
+                    if claimed:
+                        other._claimed = None
+                    if attached:
+                        other.registry = None  # no refresh of the earlier server adds or removes tools here any more
+                    if claimed or attached:
+                        self._took.append((other, claimed, attached))
+                self._replacing = []
             for tool in tools:
                 if stop is not None and stop.is_set():
                     raise asyncio.CancelledError
@@ -1178,9 +1190,18 @@ class RemoteServer:
         self.registry = registry  # (last: a refresh starts from all the above)
         return added
 
+    def _holds(self, registry: ToolRegistry) -> None:
+        """Raise :class:`McpSpecError` unless this server's import still holds its name in ``registry``."""
+        if self._claimed is not registry:  # taken over meanwhile (see _claim), or closed
+            raise McpSpecError(
+                f"MCP server '{self.spec.name}': another import of this name into the registry took the name over "
+                "(replace=True), or the server was closed, while it connected; its tools were not added."
+            )
+
     def _detach(self, registry: ToolRegistry, added: Sequence[tuple[Tool, Tool | None]]) -> None:
         """Undo :meth:`_attach` (its import failed): each tool it added that the registry still holds is removed,
-        or the tool it replaced put back. Best effort: what the registry refuses stays as it is."""
+        or the tool it replaced put back, and the servers it took the name over from get it back. Best effort: what
+        the registry refuses stays as it is."""
         if self.registry is registry:
             self.registry = None  # no refresh adds them again
         with _claims_lock:
@@ -1194,6 +1215,25 @@ class RemoteServer:
                         registry.remove(tool.name)
                     else:
                         registry.add(before, replace=True)
+        self._give_back(registry)
+
+    def _give_back(self, registry: ToolRegistry) -> None:
+        """The servers this import took the name over from (:meth:`_attach`) hold it again, and refresh into
+        ``registry`` as before, unless another server holds the name there now."""
+        back: list[RemoteServer] = []
+        with _claims_lock:
+            took, self._took = self._took, []
+            for other, claimed, attached in took:
+                if any(o is not other and o.spec.name == other.spec.name and o._claimed is registry for o in _claimants):
+                    continue
+                if claimed and other._claimed is None:
+                    other._claimed = registry
+                if attached and other.registry is None:
+                    other.registry = registry
+                    back.append(other)
+        for other in back:
+            if other._missed:  # an announcement came meanwhile: the refresh it asked for
+                _submit(other._imported())
 
     async def _refresh(self) -> None:
         """Re-list after the server said its tools changed, and bring the registry in line (in a worker thread:
@@ -1475,33 +1515,34 @@ def _claim(server: RemoteServer, registry: ToolRegistry, replace: bool) -> None:
     (``mcp:NAME``), its circuit and its tag, so two servers of one name in a registry would each take the other's
     tools for its own. A server holds its name while it is attached to the registry, tools or not: from its import
     (under way too) until it is closed or its import fails. Another import of the name raises :class:`McpSpecError`;
-    with ``replace`` it takes the name over. The earlier server of the name (a closed one too) then no longer
-    refreshes its tools into the registry: they stay as they are, until replaced."""
+    with ``replace`` it takes the name over once it has listed its tools (:meth:`RemoteServer._attach`; an import
+    that fails before leaves the earlier server as it was). The earlier server of the name (a closed one too) then
+    no longer refreshes its tools into the registry: they stay as they are, until replaced."""
     name = server.spec.name
     with _claims_lock:
-        for other in list(_claimants):
-            if other is server or other.spec.name != name:
-                continue
-            if other._claimed is registry:
-                if not replace:
-                    unnamed = " (an import without name= is called 'remote')" if name == "remote" else ""
-                    raise McpSpecError(
-                        f"MCP server '{name}' is already imported into this registry{unnamed}: give this server its "
-                        "own name (name='...', the NAME of --mcp NAME=..., or its [mcp.servers.NAME] table), close the "
-                        "other first, or import with replace=True to take the name over."
-                    )
-                other._claimed = None
-            if other.registry is registry:
-                other.registry = None  # no refresh of the earlier server adds or removes tools here any more
+        others = [
+            other
+            for other in list(_claimants)
+            if other is not server and other.spec.name == name and registry in (other._claimed, other.registry)
+        ]
+        if not replace and any(other._claimed is registry for other in others):
+            unnamed = " (an import without name= is called 'remote')" if name == "remote" else ""
+            raise McpSpecError(
+                f"MCP server '{name}' is already imported into this registry{unnamed}: give this server its "
+                "own name (name='...', the NAME of --mcp NAME=..., or its [mcp.servers.NAME] table), close the "
+                "other first, or import with replace=True to take the name over."
+            )
+        server._replacing = others  # (the takeover: in _attach)
         server._claimed = registry
         _claimants.add(server)
 
 
 def _release(server: RemoteServer, registry: ToolRegistry | None = None) -> None:
-    """``server`` no longer holds its name (in ``registry``; None: in any)."""
+    """``server`` no longer holds its name (in ``registry``; None: in any), nor takes it over from another."""
     with _claims_lock:
         if registry is None or server._claimed is registry:
             server._claimed = None
+            server._replacing = []
 
 
 #: The closing of servers whose import failed, under way in the background (awaited at exit: :func:`_close_all`).
@@ -1539,8 +1580,9 @@ def import_tools(
     ``destructive`` and ``open_world``. Existing names raise :class:`ToolDefinitionError`
     unless ``replace``. A registry holds one server per name (its tools' ``source`` ``mcp:NAME``, tag and circuit;
     an import without ``name`` is called ``remote``): a name a server attached to ``registry`` holds (not closed)
-    raises :class:`McpSpecError` before connecting, unless ``replace``: then this server takes the name over, and
-    the earlier one no longer refreshes its tools into ``registry``. ``connect_timeout`` bounds the connection and
+    raises :class:`McpSpecError` before connecting, unless ``replace``: then this server takes the name over once
+    it has listed its tools (an import that fails leaves the earlier one as it was), and the earlier one no longer
+    refreshes its tools into ``registry``. ``connect_timeout`` bounds the connection and
     each page of the tool listing; the whole listing (all its pages), the spec's ``list_timeout``. ``call_timeout``
     (default ``"spec"``: an
     :class:`McpSpec`'s own, else 300 s;
@@ -1560,6 +1602,7 @@ def import_tools(
         _release(server, registry)
         _close_soon(server)
         raise
+    server._took = []  # (kept for a failed import only: see _give_back)
     _submit(server._imported())
     return server
 
@@ -1596,6 +1639,7 @@ async def aimport_tools(
         _release(server, registry)
         _close_soon(server)
         raise
+    server._took = []  # (kept for a failed import only: see _give_back)
     _submit(server._imported())
     return server
 
