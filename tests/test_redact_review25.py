@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import sys
 import threading
+import time
+import unicodedata
 from collections.abc import Iterator
 from typing import Any
 
@@ -192,14 +194,36 @@ def test_text_without_a_secret_in_those_shapes_is_unchanged(text: str) -> None:
         "--user=" + "a" * 50_000,
         "Authorization: Digest a=" * 10_000,
         "password='" + "''" * 50_000,
+        "</ " + "<a><![CDATA[x" * 4_000,  # each tag's unclosed CDATA section: read to the text's end from every one
+        "</ " + "<password><![CDATA[x" * 3_000,
+        "<x><![CDATA[" + "<password><![CDATA[" * 3_000 + "]]>" + "z" * 50_000,  # every element reaches the same tail
+        "Authorization: Digest a=1,\n " * 5_000,
+        "-ubob:" * 10_000,
+        "<key>password</key><password><![CDATA[" * 3_000,
+        '<password value="x"/>' * 5_000,
     ],
 )
-def test_hostile_text_against_the_new_shapes_is_masked_whole(hostile: str) -> None:
-    """Built against the new rules (each "<" a tag, each -u a user): masked as a whole, in linear work."""
+def test_hostile_text_against_the_new_shapes_is_masked_whole(hostile: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Built against the new rules (each "<" a tag, each -u a user): masked as a whole, in linear work, bounded as
+    tests/test_redact.py bounds its hostile texts. The unclosed CDATA sections took 1.3 s in the 20,000 characters
+    an error reads, and 4.3 s in 40,000 characters masked whole, when every tag read them to the end; ~20 ms linearly."""
+    from harness_one import _redact
+    from harness_one._errors import outside_text
+
     text = f"password=S3CRET {hostile}"
     shown = Redactor().text(text)
     assert shown.startswith(f"password={REDACTED} ") and shown.endswith(f"... ({len(text)} characters)")
-    assert "S3CRET" not in Redactor().mask(text)
+    seen: list[int] = []
+    real = _redact.mask_secrets
+    monkeypatch.setattr(_redact, "mask_secrets", lambda text: seen.append(len(text)) or real(text))
+    started = time.perf_counter()
+    assert "S3CRET" not in outside_text(text)
+    elapsed = time.perf_counter() - started
+    assert seen == [20_000] and elapsed < 0.5, f"{elapsed:.3f} s"
+    started = time.perf_counter()
+    assert "S3CRET" not in Redactor().mask(text[:40_000])
+    elapsed = time.perf_counter() - started
+    assert elapsed < 0.5, f"{elapsed:.3f} s"
 
 
 # 8. key names
@@ -335,3 +359,191 @@ def test_a_user_flag_in_a_logged_command_list_masks_the_password() -> None:
     }
     assert Redactor()(["sqlmap", "-u", "http://target/x?id=1"]) == ["sqlmap", "-u", "http://target/x?id=1"]  # a URL
     assert Redactor().text("sqlmap -u http://target/x?id=1") == "sqlmap -u http://target/x?id=1"
+
+
+# Review 25, round 2
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        ("<password><![CDATA[a<b]]>c</password>", f"<password>{REDACTED}</password>"),
+        ("<password>x<\\/password>", f"<password>{REDACTED}<\\/password>"),
+        ("<ns:Password a='1'>x</ns:Password>", f"<ns:Password a='1'>{REDACTED}</ns:Password>"),
+        ("<Password>x</password>", f"<Password>{REDACTED}</password>"),  # HTML's tags: any case
+        ("<a><password>x</password></a>", f"<a><password>{REDACTED}</password></a>"),
+        ("<password>x</passwd> <b>y</b>", "<password>x</passwd> <b>y</b>"),  # not its end tag: no element
+        ("<password>x</", "<password>x</"),
+    ],
+)
+def test_an_xml_element_runs_to_its_own_end_tag(text: str, shown: str) -> None:
+    assert (Redactor().text(text), mask_secrets(text)) == (shown, shown)
+
+
+def test_code_with_angle_brackets_and_a_stray_end_tag_is_not_masked() -> None:
+    text = "List<Token> tokens = new ArrayList<Token>(); return tokens; // </"
+    assert mask_secrets(text) == text
+    assert mask_secrets(f"{text} <Token>x</Token>") == f"{text} <Token>{REDACTED}</Token>"
+
+
+class _Clause:
+    """An item whose "==" gives no bool (an SQL expression's, a numpy array's)."""
+
+    def __eq__(self, other: object) -> Any:
+        return self
+
+    def __bool__(self) -> bool:
+        raise TypeError("Boolean value of this clause is not defined")
+
+    __hash__ = object.__hash__
+
+    def __repr__(self) -> str:
+        return "Clause(users.id = :id)"
+
+
+def test_a_list_of_items_with_their_own_equality_is_shown_item_by_item() -> None:
+    assert Redactor()({"filters": [_Clause(), "-u", _Clause(), "limit 10"]}) == {
+        "filters": ["Clause(users.id = :id)", "-u", "Clause(users.id = :id)", "limit 10"]
+    }
+    np = pytest.importorskip("numpy")
+    assert Redactor()({"vectors": [np.array([1.0, 2.0]), np.array([3.0, 4.0])]}) == {
+        "vectors": ["array([1., 2.])", "array([3., 4.])"]
+    }
+
+
+class _Money(float):
+    def __repr__(self) -> str:
+        raise ValueError("no repr without a currency")
+
+
+class _Id(int):
+    def __repr__(self) -> str:
+        raise RuntimeError("lazy id not loaded")
+
+
+def test_a_number_is_read_as_its_type_reads_it_and_only_for_a_secret_a_number_can_hold(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    value = {"amount": _Money(12.5), "memo": "rent", "ids": [_Id(5), 6]}
+    assert Redactor(values=["125"])(value) == value  # a subclass's failing __repr__ is not called
+    assert Redactor(values=["12.5"])(value) == {"amount": REDACTED, "memo": "rent", "ids": [5, 6]}
+    assert Redactor(values=["inf"])({"x": float("-inf"), "y": 1}) == {"x": REDACTED, "y": 1}
+    calls: list[float] = []
+    monkeypatch.setattr(Redactor, "_holds_value", lambda self, number: calls.append(number) or False)
+    assert Redactor(values=["hunter2", "S3CRET-12"])({"xs": [1, 2.5, 3]}) == {"xs": [1, 2.5, 3]}
+    assert calls == []  # no secret value a number's text can hold: no number read
+    assert Redactor(values=["hunter2", "4921"])({"xs": [1, 2.5]}) == {"xs": [1, 2.5]} and calls == [1, 2.5]
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        ("curl -ubob:S3CRET1 https://x", f"curl -ubob:{REDACTED} https://x"),
+        ("curl -u 'bob smith:S3CRET2' https://x", f"curl -u 'bob smith:{REDACTED}' https://x"),
+        ("curl -U proxyuser:S3CRET4 https://x", f"curl -U proxyuser:{REDACTED} https://x"),
+        ("curl --proxy-user pu:S3CRET5 https://x", f"curl --proxy-user pu:{REDACTED} https://x"),
+        ("curl --proxy-user=pu:S3CRET5 https://x", f"curl --proxy-user=pu:{REDACTED} https://x"),
+        ("['curl', '-ubob:S3CRET6']", f"['curl', '-ubob:{REDACTED}']"),
+    ],
+)
+def test_every_form_of_a_user_flag_masks_the_password(text: str, shown: str) -> None:
+    assert (Redactor().text(text), mask_secrets(text)) == (shown, shown)
+
+
+def test_a_proxy_user_flag_in_a_logged_command_list_masks_the_password() -> None:
+    argv = ["curl", "-U", "pu:S3CRET", "--proxy-user", "ann:S3", "-ubob:S4", "-u", "+%H:%M", "https://x"]
+    assert Redactor()(argv) == [
+        "curl",
+        "-U",
+        f"pu:{REDACTED}",
+        "--proxy-user",
+        f"ann:{REDACTED}",
+        f"-ubob:{REDACTED}",
+        "-u",
+        "+%H:%M",
+        "https://x",
+    ]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "date -u +%Y-%m-%dT%H:%M:%SZ",
+        "TZ=UTC date -u +%H:%M",
+        "git diff -u HEAD:src/a.py",
+        "git diff -u ORIG_HEAD~2:src/a.py",
+        "Authorization failed; contact=admin",
+    ],
+)
+def test_commands_and_messages_that_only_look_like_the_new_shapes_are_unchanged(text: str) -> None:
+    assert (mask_secrets(text), Redactor().text(text)) == (text, text)
+
+
+def test_an_authorization_message_loses_its_first_word_only() -> None:
+    """Its parameters are masked to the end of the header for a scheme that takes them only: a message's first word
+    is read as a token (as before), the rest of its line stays."""
+    text = "authorization: missing scope=read for alice, contact admin"
+    shown = f"authorization: {REDACTED} scope=read for alice, contact admin"
+    assert (mask_secrets(text), Redactor().text(text)) == (shown, shown)
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        ('Authorization: Digest realm="x",\n  response="S3CRET"', f"Authorization: Digest {REDACTED}"),
+        (
+            'Authorization: Digest realm="x",\r\n\tnonce="n", response="S3CRET"\nnext: 1',
+            f"Authorization: Digest {REDACTED}\nnext: 1",
+        ),
+        ('Authorization: Digest realm="x"\n  note=kept', f"Authorization: Digest {REDACTED}\n  note=kept"),
+        ("Authorization: OAuth oauth_signature=S3CRET", f"Authorization: OAuth {REDACTED}"),
+        ("Authorization: AWS4-HMAC-SHA256 Credential=AKID/x, Signature=S3CRET", f"Authorization: AWS4-HMAC-SHA256 {REDACTED}"),
+    ],
+)
+def test_an_authorization_header_with_parameters_is_masked_over_its_continued_lines(text: str, shown: str) -> None:
+    assert (Redactor().text(text), mask_secrets(text)) == (shown, shown)
+
+
+def test_a_key_name_is_normalised_once_and_at_most_to_the_longest_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    from harness_one import _redact
+
+    made: list[int] = []
+    real = unicodedata.normalize
+
+    def normalize(form: Any, text: str) -> str:
+        made.append(len(real(form, text)))
+        return real(form, text)
+
+    monkeypatch.setattr(_redact.unicodedata, "normalize", normalize)
+    keys = {"\ufdfa" * 1020 + f"{i:04d}": i for i in range(50)}  # each 18,360 characters normalised
+    assert list(Redactor()(keys).values()) == [REDACTED] * 50  # a name longer than any once normalised: masked
+    assert max(made) <= 64 * 18 and sum(made) <= 50 * (1024 + 64 * 18), (max(made), sum(made))
+    normals: list[str] = []
+    monkeypatch.setattr(_redact, "_normal", lambda name: normals.append(name) or real("NFKC", name).lower())
+    name = "password" + "\ufdfa" * 30
+    shown = Redactor().text(f"{name}=S3CRET " * 200)
+    assert "S3CRET" not in shown and normals.count(name) == 1  # once, not twice a match
+    assert Redactor().text("\ufdfa" * 99 + "=S3CRET") == "\ufdfa" * 99 + f"={REDACTED}"
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        ("<key>password</key><string>S3CRET</string>", f"<key>password</key><string>{REDACTED}</string>"),  # a plist
+        (
+            "<key>password</key>\n  <string>S3CRET</string> <string>kept</string>",
+            f"<key>password</key>\n  <string>{REDACTED}</string> <string>kept</string>",
+        ),
+        (
+            "<entry><key>password</key><value>S3CRET</value></entry>",
+            f"<entry><key>password</key><value>{REDACTED}</value></entry>",
+        ),
+        ("<Password><string>S3CRET</string></Password>", f"<Password><string>{REDACTED}</string></Password>"),
+        ('<password value="S3CRET"/>', f'<password value="{REDACTED}"/>'),
+        ('<password value="S3CRET" a="x">t</password>', f'<password value="{REDACTED}" a="x">{REDACTED}</password>'),
+        ("<key>user</key><string>bob</string>", "<key>user</key><string>bob</string>"),
+        ("<password></password><next>kept</next>", "<password></password><next>kept</next>"),
+    ],
+)
+def test_a_secret_named_by_its_xml_key_or_held_in_its_element_is_masked(text: str, shown: str) -> None:
+    assert (Redactor().text(text), mask_secrets(text)) == (shown, shown)

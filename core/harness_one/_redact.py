@@ -241,29 +241,42 @@ _TEXT_VALUE = re.compile(
     r"""|((?:bearer|basic|token|digest|negotiate)[ \t]+)?(?:[^\s&;]|[&;](?![\w.%\[\]-]{1,100}=))+""",
     re.IGNORECASE,
 )
-# An Authorization header's scheme followed by parameters (RFC 7235 auth-params: Digest, AWS4-HMAC-SHA256,
-# OAuth, Signature), not a token68 (Basic, Bearer; its "=" padding ends it): its parameters are masked to the end of the header.
-_AUTH_PARAMS = re.compile(r"""[A-Za-z][\w.-]{0,63}[ \t]+(?=[\w.-]{1,100}[ \t]*=(?:[^\s=,]|[ \t]+"))""")
+# An Authorization header's scheme that takes parameters (RFC 7235 auth-params: Digest, AWS4-HMAC-SHA256, OAuth,
+# Signature, Hawk, ...; not a token68's, Basic, Bearer), followed by one: its parameters are masked to the end of the
+# header, over the lines that continue it (a line ending in "," then an indented "name=": Digest realm="x",\n  response=...).
+# Only these schemes: "authorization: missing scope=read for alice" is a message, and keeps its words.
+_AUTH_PARAMS = re.compile(
+    r"""(?i:digest|oauth|signature|hawk|mac|hoba|mutual|scram-sha-[0-9]+|vapid|token|[a-z0-9]{1,16}-hmac-sha[0-9]{1,3})"""
+    r"""[ \t]+(?=[\w.-]{1,100}[ \t]*=(?:[^\s=,]|[ \t]+"))"""
+)
+_AUTH_MORE = re.compile(r"""\r?\n[ \t]+[\w.-]{1,100}[ \t]*=[^\r\n]*(?<![ \t])""")
 # The rest of a header quoted whole ('Authorization: ...' in a command line): to its closing quote, on its line.
 _QUOTED_REST = {
     "'": re.compile(r"""(?:[^'\\\r\n]|\\.)*"""),
     '"': re.compile(r"""(?:[^"\\\r\n]|\\.)*"""),
 }
-# An XML element with text in it: <password>...</password>, <ns:Password attr="x">...</ns:Password>, <entry
-# name="password">...</entry>, a CDATA section in it too, and "<\/" (JSON's escaped "/") closing it. Its text
-# is masked when its tag or its name or key attribute (_XML_NAME) names a secret (Redactor._xml_element).
-# Each "<" starts one try, which reads to the next "<" that is not a CDATA section's: linear.
-_XML_ELEMENT = re.compile(
-    r"""<(?:[A-Za-z_][\w.-]{0,63}:)?(?P<tag>[^\W\d][\w.-]{0,99})(?P<attributes>\s[^<>]{0,1000})?>"""
-    r"""(?P<body>(?:<!\[CDATA\[[^\]]*(?:\](?!\]>)[^\]]*)*\]\]>|[^<])*)<\\?/"""
+# An XML element's start tag: <password>, <ns:Password attr="x">, <entry name="password">. The element's text (a
+# CDATA section in it too) runs to its end tag, the same name's (</password>, "<\/password>" with JSON's escaped
+# "/"); it is masked when the tag or its name or key attribute (_XML_NAME) names a secret (Redactor._xml_elements).
+_XML_START = re.compile(
+    r"""<(?P<tag>(?:[A-Za-z_][\w.-]{0,63}:)?(?P<name>[^\W\d][\w.-]{0,99}))(?P<attributes>\s[^<>]{0,1000})?>"""
 )
+_XML_END = re.compile(r"""<\\?/(?P<tag>(?:[A-Za-z_][\w.-]{0,63}:)?[^\W\d][\w.-]{0,99})\s*>""")
+_CDATA_CLOSE = re.compile(r"\]\]>")
+_XML_VALUE = re.compile(r"""(?i)(?<![\w.:-])value[ \t]*=[ \t]*(['"])((?:(?!\1)[^<>])*)\1""")
 _XML_NAME = re.compile(r"""(?i)(?<![\w.:-])(?:name|key)[ \t]*=[ \t]*(['"])((?:(?!\1)[^<>]){1,100})\1""")
-# A user and password after a client's -u or --user flag (curl -u bob:hunter2, --user=bob:pw, '-u', 'bob:pw'
-# in a list's repr): the password masked, to the next whitespace or the closing quote (not a URL's "//": sqlmap -u http://...).
+# A user and password after a client's user flag: curl's -u, --user, -U and --proxy-user (curl -u bob:hunter2,
+# -ubob:pw, --user=bob:pw, -u 'bob smith:pw', '-u', 'bob:pw' in a list's repr): the password masked, to the next
+# whitespace or the closing quote. The user starts with a word character or "\" (CORP\bob; not date's -u +%H:%M)
+# and is no git revision (git diff -u HEAD:src/a.py), and the password is not a URL's "//..." (sqlmap -u http://...).
 _USER_FLAG = re.compile(
-    r"""(?<![\w.-])(['"]?)(?:-u|--user)\1(?:,?[ \t]+|=)"""
-    r"""(?:(['"])[^'"\s:]{1,256}:(?!//)(?P<quoted>(?:(?!\2)[^\\\r\n]|\\.)+)|[^'"\s:]{1,256}:(?!//)(?P<plain>\S+))"""
+    r"""(?<![\w.-])(['"]?)(?:(?:-[uU]|--user|--proxy-user)\1(?:,?[ \t]+|=)|-[uU](?=[\w\\]))"""
+    r"""(?:(['"])(?!(?:[A-Z_]*HEAD)[~^0-9]*:)[\w\\][^'"\r\n:]{0,255}:(?!//)(?P<quoted>(?:(?!\2)[^\\\r\n]|\\.)+)"""
+    r"""|(?!(?:[A-Z_]*HEAD)[~^0-9]*:)[\w\\][^'"\s:]{0,255}:(?!//)(?P<plain>\S+))"""
 )
+_USER_FLAGS = frozenset(("-u", "--user", "-U", "--proxy-user"))
+# A user flag's value in a list: ["curl", "-u", "bob:..."]
+_USER = re.compile(r"(?![A-Z_]*HEAD[~^0-9]*:)[\w\\][^\s:]{0,255}:(?!//)")
 
 
 def _user_flag(found: re.Match[str]) -> str:
@@ -340,7 +353,10 @@ _SCAN = 4  # text searched for user-info and keys: what is shown (times this) as
 _MAX_ITEMS = 100  # entries shown per container: what is logged stays small whatever came
 _MAX_SHOWN = 16_384  # characters shown of one value, containers and all (about its JSON size)
 _MAX_NAME = 200  # characters shown of a mapping key, an argument name or a call id
+# The characters of a number's text (repr of an int or a float: -12, 1.5e-07, inf, nan): a secret value of others is in none
+_NUMBER_TEXT = re.compile(r"[0-9.e+-]+|[-+]?(?:in|inf|nf|n|na|nan|an|i|a|f)", re.IGNORECASE)
 _LONGEST_NAME = 1024  # a longer key names no field: its value is masked (see Redactor.is_secret)
+_NFKC_GROWTH = 18  # the most characters NFKC makes of one (U+FDFA)
 _MAX_PAIR = 8  # keys of a mapping read as a name/value pair: {"name": "API_TOKEN", "value": ..., "masked": true, ...}
 # (the name's field, the value's field), lower case without separators: HAR headers and Kubernetes env
 # entries, AWS tags and SSM parameters ("Key"/"Name", "Value"), CloudFormation parameters
@@ -469,8 +485,23 @@ def _normal(key: str) -> str:
 
 
 def _nfkc(name: str) -> str:
-    """``name`` NFKC-normalised (a full-width ``PASSWORD``, U+FF30 U+FF21 ..., is ``PASSWORD``); ASCII as it is."""
-    return name if name.isascii() else unicodedata.normalize("NFKC", name)
+    """``name`` NFKC-normalised (a full-width ``PASSWORD``, U+FF30 U+FF21 ..., is ``PASSWORD``); ASCII as it is.
+
+    A name whose normal form is longer than ``_LONGEST_NAME`` characters (a character may become 18: U+FDFA)
+    is normalised only until it is, 64 characters at a time: what comes back is longer than that bound,
+    and names no field (``Redactor.is_secret``). The work is bounded by the bound, not by the expansion.
+    """
+    if name.isascii() or unicodedata.is_normalized("NFKC", name):
+        return name
+    if len(name) * _NFKC_GROWTH > _LONGEST_NAME:
+        pieces: list[str] = []
+        size = 0
+        for low in range(0, len(name), 64):
+            pieces.append(unicodedata.normalize("NFKC", name[low : low + 64]))
+            size += len(pieces[-1])
+            if size > _LONGEST_NAME:
+                return "".join(pieces)
+    return unicodedata.normalize("NFKC", name)
 
 
 def _field(key: str) -> str:
@@ -542,7 +573,10 @@ class Redactor:
         plain = {v for v in values if v}
         escaped = {json.dumps(v, ensure_ascii=ascii)[1:-1] for v in plain for ascii in (True, False)}
         self._values = tuple(sorted(plain | escaped, key=len, reverse=True))
+        #: The secret values a number's text can hold (digits, a sign, ".", "e", "inf", "nan"): none, and numbers are not read.
+        self._numeric = tuple(v for v in self._values if _NUMBER_TEXT.fullmatch(v))
         self._cache: dict[str, bool] = {}
+        self._normals: dict[str, str] = {}  # a secret key name in text, normalised (see _normal)
 
     def is_secret(self, key: Any) -> bool:
         """Whether a mapping key names a secret (see :data:`SECRET_KEYS` for the matching rule; a
@@ -553,7 +587,9 @@ class Redactor:
             if len(text) > _LONGEST_NAME:  # no name: its value is masked, and the key not searched (a model's 4 MB key)
                 return True
             name = _nfkc(unquote(text) if "%" in text else text)
-            if self._last is not None:
+            if len(name) > _LONGEST_NAME:  # as long once normalised (U+FDFA is 18 characters): no name either
+                found = True
+            elif self._last is not None:
                 words = tuple(t.lower() for t in _WORD.findall(name))
                 found = any(words[-len(last) :] == last for last in self._last) or bool(words and self._ends_word(words[-1]))
             else:
@@ -568,6 +604,16 @@ class Redactor:
             if len(self._cache) < 4096:
                 self._cache[text] = found
         return found
+
+    def _normal(self, name: str) -> str:
+        """A secret key name met in text (at most 100 characters), normalised once: lower case, its letters and
+        digits only (``Proxy-Authorization`` is ``proxyauthorization``)."""
+        normal = self._normals.get(name)
+        if normal is None:
+            normal = _normal(name)
+            if len(self._normals) < 4096:
+                self._normals[name] = normal
+        return normal
 
     def _ends_word(self, token: str) -> bool:
         """Whether a word of a key's name ends in a short secret name that may end one: ``dbpass``, ``userpwd``, ``totp``."""
@@ -611,10 +657,10 @@ class Redactor:
         return self._mask_structure(self._without_values(value))
 
     def _holds_value(self, number: float) -> bool:
-        """Whether a number's text (``str`` of an integer of under 3,000 bits, ``repr`` of a float)
-        holds a secret value, as that text would be masked."""
-        shown = repr(number)
-        return any(secret in shown for secret in self._values)
+        """Whether a number's text (``repr`` of an integer of under 3,000 bits or of a float, the type's own:
+        a subclass's ``__repr__`` is not called) holds a secret value, as that text would be masked."""
+        shown = int.__repr__(number) if isinstance(number, int) else float.__repr__(number)
+        return any(secret in shown for secret in self._numeric)
 
     def _without_values(self, value: str) -> str:
         for secret in self._values:
@@ -627,9 +673,9 @@ class Redactor:
         value = _KNOWN_TOKENS.sub(REDACTED, value)
         if "earer" in value or "EARER" in value:
             value = _BEARER.sub(rf"\1{REDACTED}", value)
-        if "</" in value or "<\\/" in value:
-            value = _XML_ELEMENT.sub(self._xml_element, value)
-        if "-u" in value:
+        if "</" in value or "<\\/" in value or "/>" in value:
+            value = self._xml_elements(value)
+        if "-u" in value or "-U" in value:
             value = _USER_FLAG.sub(_user_flag, value)
         if (
             ":" in value or "=" in value or "," in value or "-" in value
@@ -639,17 +685,77 @@ class Redactor:
             value = _without_bare_userinfo(self._mask_keyed(without_userinfo(value)))
         return value
 
-    def _xml_element(self, found: re.Match[str]) -> str:
-        """An XML element as shown: its text masked when its tag (``<password>``, ``<ns:Password>``) or its
-        ``name`` or ``key`` attribute (``<entry name="password">``, ``<add key="ApiToken">``) names a secret."""
-        whole, attributes, body = found.group(), found.group("attributes"), found.group("body")
-        named = self.is_secret(found.group("tag")) or (
-            attributes is not None and any(self.is_secret(name.group(2)) for name in _XML_NAME.finditer(attributes))
-        )
-        if not named or not body.strip():
-            return whole
-        start = found.start("body") - found.start()
-        return f"{whole[:start]}{REDACTED}{whole[start + len(body) :]}"
+    def _xml_elements(self, text: str) -> str:
+        """``text`` with the text of each XML element naming a secret masked: its tag (``<password>``,
+        ``<ns:Password>``) or its ``name`` or ``key`` attribute (``<entry name="password">``, ``<add
+        key="ApiToken">``) names one; its text runs to the first "<" not opening a CDATA section, which
+        must start its end tag (``</password>``, ``<\\/password>``). The value a secret's element holds
+        otherwise is masked too: its ``value`` attribute (``<password value="...">``), the text of the
+        element it holds first (``<Password><string>...</string></Password>``), and the text of the
+        element after a ``<key>`` or ``<name>`` element naming a secret (a plist's
+        ``<key>password</key><string>...</string>``).
+
+        Linear: a start tag is read once; an element's text is read from its start tag to the first "<"
+        (the texts of two elements never overlap there), a CDATA section's end is found by a binary search
+        over the text's "]]>"s, found once, and where the text after a CDATA section ends is remembered, so
+        that the rest of the text is read once whatever number of elements reach it.
+        """
+        parts: list[str] = []
+        done = 0
+        closes: list[int] | None = None  # where each "]]>" starts, found when a CDATA section is first met
+        after: dict[int, int] = {}  # the end of an element's text from just after a CDATA section: its "<", or -1
+        held = -1  # where the start tag of an element holding a secret's value stands (after <key>password</key>)
+        for start in _XML_START.finditer(text):
+            if start.start() < done:
+                continue
+            attributes = start.group("attributes")
+            if (
+                start.start() != held
+                and not self.is_secret(start.group("name"))
+                and not (attributes is not None and any(self.is_secret(name.group(2)) for name in _XML_NAME.finditer(attributes)))
+            ):
+                first = text.find("<", start.end(), start.end() + 101)
+                if first >= 0 and start.group("name").lower() in ("key", "name"):
+                    closing = _XML_END.match(text, first)  # <key>password</key>: the next element holds its value
+                    named = text[start.end() : first].strip()
+                    if closing is not None and closing.group("tag") == start.group("tag") and named and self.is_secret(named):
+                        held = _BLANK.match(text, closing.end()).end()  # type: ignore[union-attr]  # (always matches)
+                continue
+            if attributes is not None and "alue" in attributes:  # <password value="...">
+                value = _XML_VALUE.search(attributes)
+                if value is not None:
+                    low = start.start("attributes") + value.start(2)
+                    parts += (text[done:low], REDACTED)
+                    done = start.start("attributes") + value.end(2)
+            first = text.find("<", start.end())
+            position, passed, end = start.end(), [], first
+            while end >= 0 and text.startswith("<![CDATA[", end):
+                if closes is None:
+                    closes = [close.start() for close in _CDATA_CLOSE.finditer(text)]
+                index = bisect.bisect_left(closes, end + 9)
+                if index == len(closes):
+                    end = -1
+                    break
+                position = closes[index] + 3
+                if position in after:
+                    end = after[position]
+                    break
+                passed.append(position)
+                end = text.find("<", position)
+            for position in passed:
+                after[position] = end
+            if end < 0:
+                continue
+            if end == first and not text[start.end() : end].strip():  # no text: its value is the first element in it
+                if text[end + 1 : end + 2] not in ("/", "\\", "!", "?"):
+                    held = end
+                continue
+            closing = _XML_END.match(text, end)
+            if closing is None or closing.group("tag").lower() != start.group("tag").lower():  # (HTML's tags: any case)
+                continue
+            parts += (text[done : start.end()], REDACTED)
+            done = end
+        return "".join(parts) + text[done:] if parts else text
 
     def _mask_pairs(self, text: str) -> str:
         """``text`` with the value field of each name/value pair of a secret masked: ``{"name":
@@ -747,7 +853,8 @@ class Redactor:
                     done = found.end()
                 continue
             opening = text[start + 1 : start + 2] if text[start : start + 1] == "b" else text[start : start + 1]  # (b'...')
-            if opening not in ("'", '"', "\\", "{", "[") and _normal(name).endswith("authorization"):
+            normal = self._normal(name) if opening not in ("'", '"', "\\", "{", "[") else ""
+            if normal.endswith("authorization"):
                 # an Authorization header's scheme with parameters (Digest username="bob", response="...",
                 # AWS4-HMAC-SHA256 Credential=..., Signature=...): the scheme stays, the rest of the header goes
                 found = _AUTH_PARAMS.match(text, start)
@@ -756,8 +863,10 @@ class Redactor:
                     rest = _QUOTED_REST.get(quote, _LINE_VALUE).match(text, found.end())
                     parts += (text[done : found.end()], REDACTED)
                     done = rest.end()  # type: ignore[union-attr]  # (always matches)
+                    while text[done - 1] == "," and (more := _AUTH_MORE.match(text, done)) is not None:
+                        done = more.end()  # the header continued on the next line
                     continue
-            if opening not in ("'", '"', "\\", "{", "[") and _normal(name).endswith("cookie"):
+            if normal.endswith("cookie"):
                 # a Cookie header's value: every cookie in it, "a=1; sid=...", to the end of the line
                 found = _COOKIE_VALUE.match(text, start)
                 if found is not None and found.end() > start:
@@ -847,8 +956,12 @@ class Redactor:
                 budget[0] -= bits // 3
                 if bits >= 3000:
                     return f"<integer of {bits} bits>"
-            if self._values and value is not None and not isinstance(value, bool) and self._holds_value(value):
-                return REDACTED  # a secret value given as text, here a number: an account's, a PIN
+            if self._numeric and value is not None and not isinstance(value, bool):
+                try:
+                    if self._holds_value(value):
+                        return REDACTED  # a secret value given as text, here a number: an account's, a PIN
+                except Exception:  # (a subclass of int or float whose value cannot be read)
+                    return _placeholder(value)
             return value
         try:  # containers walked, the rest shown briefly; a hostile container (its len, iteration or items fail) by its type
             fields = getattr(value, "_fields", None) if isinstance(value, tuple) else None
@@ -885,12 +998,12 @@ class Redactor:
                     if budget[0] <= 0:
                         items.append(f"... {len(value) - count} more items")
                         return items
-                    if user and isinstance(item, str) and ":" in item and item.partition(":")[2][:2] != "//":
+                    if user and isinstance(item, str) and _USER.match(item) is not None:
                         items.append(self._shown(f"{item.partition(':')[0]}:{REDACTED}", depth + 1, budget))
                     else:
                         items.append(REDACTED if flag and isinstance(item, str) else self._shown(item, depth + 1, budget))
                     flag = isinstance(item, str) and item[:1] == "-" and "=" not in item and self._flag(item)
-                    user = item in ("-u", "--user")
+                    user = isinstance(item, str) and item in _USER_FLAGS  # (no item's own "==": a numpy array's)
                 if len(value) > _MAX_ITEMS:
                     items.append(f"... {len(value) - _MAX_ITEMS} more items")
                 return items
