@@ -313,12 +313,12 @@ def wipe(path: str) -> str:
 """
 
 
-def test_a_package_retried_after_a_failed_import_registers_its_tools_again(
+def test_a_tool_of_a_submodule_that_imported_stays_through_its_package_s_failure_and_retry(
     tmp_path: Path, index_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Python forgets only the module that failed: its submodule that imported stayed cached, so the retry ran
-    none of its @defineTool and reported success without the tool. The tool it registered is put back; no module
-    is forgotten (the submodule's code runs once)."""
+    """Python forgets only the module that failed: its submodule that imported stays, and a retry does not run it
+    again. Its tool stays registered as that module stays imported (it was taken out, and the retry reported
+    success without it); the retry runs only the forgotten module, and the submodule's code ran once."""
     flaky = _package(
         tmp_path,
         "hx-flaky",
@@ -336,18 +336,19 @@ def test_a_package_retried_after_a_failed_import_registers_its_tools_again(
     old = ToolRegistry.set_default(None)
     try:
         default = ToolRegistry.default()
-        with pytest.raises(harness_one.ToolNotFound) as missing:
-            default.call("wipe", {"path": "/x"})
-        assert "Its tool package hx-flaky failed to load: ImportError: HX_FLAKY_READY is not set yet" in str(missing.value)
-        assert "wipe" not in default._tools
+        default.load_entry_points()
+        assert [str(f) for f in default.discovery.failures] == [
+            "harness_one.tools:wipe from hx-flaky: ImportError: HX_FLAKY_READY is not set yet"
+        ]
+        assert "hx_flaky" not in sys.modules  # (Python forgot it)
         assert {"hx_flaky.tools", "hx_flaky_impl", "hx_other_lib"} <= set(sys.modules)  # Python keeps them
+        assert default.call("wipe", {"path": "/x"}) == "flaky wipe /x"  # so its tool stays
         monkeypatch.setenv("HX_FLAKY_READY", "1")
         default.load_entry_points(refresh=True)
         assert default.discovery.failures == [] and default.discovery.conflicts == []
         assert default.call("wipe", {"path": "/x"}) == "flaky wipe /x"
         assert default.get("wipe").source == "hx-flaky"
         assert sys.modules["hx_other_lib"].runs == 1  # hx_flaky.tools ran once
-        assert default.discovery.withdrawn == {}
     finally:
         ToolRegistry.set_default(old)
         for name in ("hx_flaky", "hx_flaky.tools", "hx_flaky_impl", "hx_other_lib"):
@@ -371,8 +372,8 @@ def test_a_broken_package_a_registry_of_its_own_imports_first_leaves_no_tool_in_
         assert "wipe" not in default._tools  # (read without loading: nothing of the broken package's is there)
         assert default.call("wipe", {"path": "/x"}) == "working wipe /x"
         assert default.get("wipe").source == "hx-zzz-tools" and default.discovery.conflicts == []
-        # Each record of an import under way goes when it ends: none is kept for an import that succeeded.
-        assert [ep.distribution for ep, made in _discovery._imports.items() if made is not None] == []
+        # Each record of an import under way goes when it ends (failed or not).
+        assert [ep for ep in _discovery._imports if ep.distribution in ("hx-aaa-broken", "hx-zzz-tools")] == []
     finally:
         ToolRegistry.set_default(old)
 
@@ -564,8 +565,8 @@ def test_a_retry_after_an_import_given_up_at_its_time_bound_gets_its_tools_and_r
     tmp_path: Path, index_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The package's modules were forgotten while its import ran on: the retry ran its code a second time, beside
-    the first, and failed too. Now the retry waits for that import, and the tools it registered (before and after
-    it was given up) are there."""
+    the first, and failed too. An import given up takes nothing out: the tools it registers (before and after it
+    was given up) stay, and the retry waits for it, runs none of its code again and lists them."""
     import threading
 
     from harness_one._entrypoints import set_import_timeout
@@ -594,12 +595,12 @@ def test_a_retry_after_an_import_given_up_at_its_time_bound_gets_its_tools_and_r
             "harness_one.tools:wipe from hx-slow: ImportTimeout: the import did not finish within 0.2 s "
             "(HARNESS_ONE_IMPORT_TIMEOUT)"
         ]
-        assert "slow_early" not in default._tools
+        assert default.call("slow_early") == "slow_early"  # (registered before it was given up: not taken out)
         running = [t for t in threading.enumerate() if t.name == "harness-one import wipe"]
         hx_gate.release.set()
         for thread in running:
             thread.join()
-        assert "hx_slow" in sys.modules and "slow_late" not in default._tools  # (given up: it registered nothing)
+        assert "hx_slow" in sys.modules and default.call("slow_late") == "slow_late"  # (it ran on)
         set_import_timeout(None)
         default.load_entry_points(refresh=True)
         assert default.discovery.failures == [] and default.discovery.conflicts == []
@@ -651,9 +652,13 @@ def test_a_failed_import_leaves_another_distribution_s_module_of_its_namespace_i
     old = ToolRegistry.set_default(None)
     try:
         default = ToolRegistry.default()
+        default.load_entry_points()  # the installed packages
+        before = dict(sys.modules)
         with pytest.raises(harness_one.ToolNotFound) as missing:
             default.call("wipe", {"path": "/x"})
         assert "Its tool package hx-ns-tool failed to load: ImportError: HX_NS_READY is not set yet" in str(missing.value)
+        assert [name for name, module in before.items() if sys.modules.get(name) is not module] == []
+        assert {"hxns", "hxns.lib"} <= set(sys.modules) and "hxns.tool" not in sys.modules  # as Python left them
         lib = sys.modules["hxns.lib"]
         monkeypatch.setenv("HX_NS_READY", "1")
         default.load_entry_points(refresh=True)
@@ -695,12 +700,13 @@ def scrub() -> str:
 """
 
 
-def test_an_editable_package_retried_after_a_failed_import_gets_its_tools_back(
+def test_an_editable_package_keeps_the_tools_of_its_module_that_imported_and_its_retry_runs_the_failed_one(
     tmp_path: Path, index_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """An editable install's RECORD lists only a .pth: its second top-level module stayed imported, and the retry
-    reported success without the tool it registered. A tool the module that failed registers again is the new
-    one; a name code took meanwhile stays the code's (a conflict)."""
+    reported success without the tools it registered. They stay registered (that module stays imported); the tool
+    of the module that failed is taken out, a name code takes meanwhile stays the code's (a conflict), and the
+    retry runs that module's current code."""
     src = tmp_path / "src"
     (src / "hx_ed").mkdir(parents=True)
     (src / "hx_ed/__init__.py").write_text(ED_INIT)
@@ -715,16 +721,16 @@ def test_an_editable_package_retried_after_a_failed_import_gets_its_tools_back(
         assert [str(f) for f in default.discovery.failures] == [
             "harness_one.tools:wipe from hx-ed: ImportError: HX_ED_READY is not set yet"
         ]
-        assert not {"wipe", "scrub", "probe"} & set(default._tools)
-        mine = default.add(lambda: "my scrub", name="scrub", description="Code's own.")
+        assert "probe" not in default._tools  # its module (hx_ed) was forgotten
+        assert (default.call("wipe", {"path": "/x"}), default.call("scrub")) == ("ed wipe /x", "ed scrub")
+        mine = default.add(lambda: "my probe", name="probe", description="Code's own.")
         monkeypatch.setenv("HX_ED_READY", "second")
         default.load_entry_points(refresh=True)
         assert default.discovery.failures == []
         assert default.call("wipe", {"path": "/x"}) == "ed wipe /x" and default.get("wipe").source == "hx-ed"
-        assert default.call("probe") == "run second"  # the module that ran again: its own tool
-        assert default.get("scrub") is mine
-        assert default.discovery.conflicts == [harness_one.Conflict("scrub", kept="code in this process", skipped="hx-ed")]
-        assert default.discovery.withdrawn == {}
+        assert default.get("probe") is mine
+        assert default.discovery.conflicts == [harness_one.Conflict("probe", kept="code in this process", skipped="hx-ed")]
+        assert sys.modules["hx_ed"].probe() == "run second"  # the module that failed ran again, its current code
     finally:
         ToolRegistry.set_default(old)
         _forget(["hx_ed", "hx_ed_tools"])
@@ -772,3 +778,200 @@ def test_a_replace_import_a_plugin_fails_part_way_gives_the_name_back(servers: S
     with pytest.raises(McpSpecError) as refused:
         import_tools(registry, servers.spec("files", "c", [tool("c_tool")]))
     assert str(refused.value) == taken("files")
+
+
+# =========================================================================== review 25, fourth round: the rule
+
+
+SHARED_COMMON = _registers("lookup")
+
+
+def test_a_shared_submodule_s_tool_stays_when_another_entry_point_of_its_package_fails(
+    tmp_path: Path, index_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two entry points of one distribution import one submodule; the first (an extra whose dependency is missing)
+    fails. The tool was kept aside for the failed entry point only: the other loaded fine and never got it."""
+    site = _package(
+        tmp_path,
+        "hx-two",
+        {
+            "hx_two/__init__.py": "",
+            "hx_two/common.py": SHARED_COMMON,
+            "hx_two/extra.py": "import hx_two.common\nimport hx_missing_dependency\n",
+            "hx_two/main.py": "import hx_two.common\n",
+        },
+        "hx_two.main",
+    )
+    info = site / "hx_two-1.0.dist-info"
+    (info / "entry_points.txt").write_text("[harness_one.tools]\na_extra = hx_two.extra\nlookup = hx_two.main\n")
+    _fresh(monkeypatch, [site], ["hx_two", "hx_two.common", "hx_two.extra", "hx_two.main"])
+    harness_one.refresh_entry_points()
+    old = ToolRegistry.set_default(None)
+    try:
+        default = ToolRegistry.default()
+        for _ in range(2):  # the listing, then a retry
+            default.load_entry_points(refresh=True)
+            assert [str(f) for f in default.discovery.failures] == [
+                "harness_one.tools:a_extra from hx-two: ModuleNotFoundError: No module named 'hx_missing_dependency'"
+            ]
+            assert default.call("lookup") == "lookup" and default.get("lookup").source == "hx-two"
+            assert default.discovery.conflicts == []
+    finally:
+        ToolRegistry.set_default(old)
+        _forget(["hx_two", "hx_two.common", "hx_two.extra", "hx_two.main"])
+        monkeypatch.undo()
+        harness_one.refresh_entry_points()
+
+
+GHOST_V1 = _registers("drop_table") + "\nimport hx_not_installed_yet\n"
+
+
+def test_a_tool_deleted_from_a_package_that_failed_does_not_come_back_on_the_retry(
+    tmp_path: Path, index_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The failed module's own tool was kept aside and put back after the retry, though the retry ran the module's
+    current code, from which the tool was deleted: the old tool came back and ran."""
+    site = _package(tmp_path, "hx-ghost", {"hx_ghost/__init__.py": GHOST_V1}, "hx_ghost", record=["hx_ghost/__init__.py"])
+    _fresh(monkeypatch, [site], ["hx_ghost"])
+    harness_one.refresh_entry_points()
+    old = ToolRegistry.set_default(None)
+    try:
+        default = ToolRegistry.default()
+        default.load_entry_points()
+        assert [str(f) for f in default.discovery.failures] == [
+            "harness_one.tools:wipe from hx-ghost: ModuleNotFoundError: No module named 'hx_not_installed_yet'"
+        ]
+        assert "drop_table" not in default._tools
+        (site / "hx_ghost/__init__.py").write_text(_registers("list_tables"))
+        import importlib
+
+        importlib.invalidate_caches()
+        default.load_entry_points(refresh=True)
+        assert default.discovery.failures == []
+        assert sorted(n for n, e in default._tools.items() if e.tool.source == "hx-ghost") == ["list_tables"]
+        with pytest.raises(harness_one.ToolNotFound, match="Unknown tool 'drop_table'"):
+            default.call("drop_table")
+    finally:
+        ToolRegistry.set_default(old)
+        _forget(["hx_ghost"])
+        monkeypatch.undo()
+        harness_one.refresh_entry_points()
+
+
+def test_a_failed_import_forgets_the_conflicts_its_forgotten_module_met(dists: Any, index_dir: Path) -> None:
+    """A name code had taken: the broken package's tool was skipped (a conflict) and its module then forgotten."""
+    dists.make("hx-aaa-broken", {"hx_aaa_broken": BROKEN}, {"harness_one.tools": {"wipe": "hx_aaa_broken"}})
+    old = ToolRegistry.set_default(None)
+    try:
+        default = ToolRegistry.default()
+        mine = default.add(lambda path: "my wipe " + path, name="wipe", description="Code's own.")
+        default.load_entry_points()
+        assert default.get("wipe") is mine and default.discovery.conflicts == []
+        assert [f.distribution for f in default.discovery.failures] == ["hx-aaa-broken"]
+    finally:
+        ToolRegistry.set_default(old)
+
+
+def _plain(x: int) -> int:
+    return x
+
+
+class _Callable:
+    def __call__(self, x: int) -> int:
+        return x
+
+
+def test_which_tools_come_from_a_module_python_forgot() -> None:
+    import functools
+    import types
+
+    from harness_one import Tool
+    from harness_one._discovery import _forgotten
+
+    gone = types.ModuleType("hx_gone_module")
+    exec("def fn(x: int) -> int:\n    '''Fn.'''\n    return x\n", gone.__dict__)  # its module never in sys.modules
+    stand_in = types.ModuleType(__name__)  # a module of this name, but not the one that defined _plain
+    wrapped = functools.wraps(gone.fn)(lambda x: x)
+    cases = [
+        (_plain, False),
+        (functools.partial(_plain), False),
+        (_Callable(), False),
+        (gone.fn, True),
+        (functools.partial(gone.fn), True),
+        (wrapped, True),  # (its __wrapped__ is the forgotten module's)
+    ]
+    for fn, forgotten in cases:
+        assert _forgotten(Tool.create(fn, name="t", description="T.")) is forgotten, fn
+    real = sys.modules[__name__]
+    sys.modules[__name__] = stand_in
+    try:
+        assert _forgotten(Tool.create(_plain, name="t", description="T.")) is True
+    finally:
+        sys.modules[__name__] = real
+
+
+FAILS_LATE_INIT = """
+import hx_late_gate
+from harness_one import defineTool
+
+@defineTool
+def late_one() -> str:
+    '''Late.'''
+    return "late " + str(hx_late_gate.runs)
+
+hx_late_gate.runs += 1
+hx_late_gate.release.wait()  # given up here: the import runs on
+if hx_late_gate.runs == 1:
+    raise ImportError("fails after it was given up")
+"""
+
+
+def test_an_import_that_fails_after_it_was_given_up_is_undone_before_its_retry(
+    tmp_path: Path, index_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Given up at its time bound, nothing of it is taken out; it ran on and failed: the retry takes out its
+    tools of the module Python forgot, then runs that module's current code."""
+    import threading
+
+    from harness_one._entrypoints import set_import_timeout
+
+    site = _package(
+        tmp_path,
+        "hx-late",
+        {
+            "hx_late/__init__.py": FAILS_LATE_INIT,
+            "hx_late_gate.py": "import threading\nruns = 0\nrelease = threading.Event()\n",
+        },
+        "hx_late",
+    )
+    old = ToolRegistry.set_default(None)
+    try:
+        default = ToolRegistry.default()
+        default.load_entry_points()
+        _fresh(monkeypatch, [site], ["hx_late", "hx_late_gate"])
+        import hx_late_gate  # type: ignore[import-not-found]
+
+        set_import_timeout(0.2)
+        default.load_entry_points(refresh=True)
+        assert [f.error for f in default.discovery.failures] == [
+            "ImportTimeout: the import did not finish within 0.2 s (HARNESS_ONE_IMPORT_TIMEOUT)"
+        ]
+        first = default.get("late_one")  # (given up: not taken out)
+        running = [t for t in threading.enumerate() if t.name == "harness-one import wipe"]
+        hx_late_gate.release.set()
+        for thread in running:
+            thread.join()
+        assert "hx_late" not in sys.modules
+        set_import_timeout(None)
+        default.load_entry_points(refresh=True)
+        assert default.discovery.failures == [] and default.discovery.conflicts == []
+        assert default.get("late_one") is not first and default.call("late_one") == "late 2"
+        assert default.discovery.loaded["hx-late"] == ["late_one"]
+    finally:
+        if "hx_late_gate" in sys.modules:
+            sys.modules["hx_late_gate"].release.set()
+        set_import_timeout(None)
+        ToolRegistry.set_default(old)
+        _forget(["hx_late", "hx_late_gate"])
+        monkeypatch.undo()
+        harness_one.refresh_entry_points()

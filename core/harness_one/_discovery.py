@@ -14,10 +14,10 @@ import zlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import ModuleType
+from types import FunctionType, MethodType, ModuleType
 from typing import TYPE_CHECKING, Any
 
-from ._entrypoints import TOOL_GROUP, EntryPoint, LoadFailure, entry_points, failure, importing
+from ._entrypoints import TOOL_GROUP, EntryPoint, ImportTimeout, LoadFailure, entry_points, failure, importing
 from ._errors import ToolDefinitionError, ToolError
 from ._log import log_event
 from ._tool import Tool
@@ -63,11 +63,6 @@ class DiscoveryReport:
     #: Module entry points that a lookup of one tool passed over: the :class:`ToolIndex` says they
     #: failed to load with their files as they are now. A listing imports them again.
     known_failed: dict[EntryPoint, LoadFailure] = field(default_factory=dict, repr=False)
-    #: The tools a failed import of each entry point registered here itself (a plain ``@defineTool``), taken out
-    #: when it failed (:func:`_undo_import`), or offered after it was given up (its time bound passed): Python keeps
-    #: the modules of the package that did import, and does not run them again. The entry point's next successful
-    #: load here puts back each whose name is still free (:func:`_put_back`). The latest of a name, by name.
-    withdrawn: dict[EntryPoint, dict[str, Tool]] = field(default_factory=dict, repr=False)
 
     def retry(self) -> None:
         """Forget the entry points that failed to load, and their failures: the next loading tries them again."""
@@ -158,9 +153,9 @@ def _from_hook(module: Any) -> list[Tool]:
 
 #: What each tool package's import under way (:func:`_load`) registered itself (:func:`imported_tool`): its tools, and
 #: its skipped tools with the conflicts they made, each with the registry it went to (the default registry, whichever
-#: registry loads the package). None: its import failed (it may run on past its time bound), and registers nothing
-#: more. An entry leaves when its import ends (until a failed one is tried again: one per entry point at most).
-_imports: dict[EntryPoint, list[tuple[ToolRegistry, Tool, Conflict | None]] | None] = {}
+#: registry loads the package). An entry leaves when its import ends; one given up at its time bound runs on and
+#: keeps recording, until the entry point's next load ends (one per entry point at most).
+_imports: dict[EntryPoint, list[tuple[ToolRegistry, Tool, Conflict | None]]] = {}
 _imports_lock = threading.Lock()
 
 
@@ -169,18 +164,13 @@ def imported_tool(registry: ToolRegistry, tool: Tool, old: Tool | None) -> bool:
     package (a plain ``@defineTool`` registering into the default registry at import), the
     tool is that package's, and it follows the packages' rule: a name already taken (by the
     first package, or by code) is kept, the conflict recorded (True: not registered). Both are
-    recorded for the entry point: if its import fails, they are taken out (:func:`_undo_import`).
-    An import that failed already (given up past its time bound, and still running) registers nothing: its tool
-    is withdrawn (:attr:`DiscoveryReport.withdrawn`), for the entry point's next successful load."""
+    recorded for the entry point: if its import fails, those of the modules Python forgot are taken out
+    (:func:`_undo_import`)."""
     ep = importing()
     if ep is None or ep.group != TOOL_GROUP:
         return False
     with _imports_lock:
         made = _imports.get(ep, [])  # (an import not under _load records nothing)
-        if made is None:
-            tool.source = ep.distribution
-            registry.discovery.withdrawn.setdefault(ep, {})[tool.name] = tool
-            return True
         tool.source = ep.distribution
         if old is None:
             made.append((registry, tool, None))
@@ -196,20 +186,25 @@ def imported_tool(registry: ToolRegistry, tool: Tool, old: Tool | None) -> bool:
     return True
 
 
-def _undo_import(ep: EntryPoint) -> None:
-    """Take out what the failed import of ``ep`` registered itself (:func:`imported_tool`), from the registry each
-    went to: each of its tools the registry still holds (the very object), and the conflicts it recorded. As in a
-    process where it never imported, another package's tool of the same name is then loaded in its place.
+def _undo_import(ep: EntryPoint, *, ended: bool = True) -> None:
+    """After the failed import of ``ep``: take out each tool it registered itself (:func:`imported_tool`) whose
+    defining module Python forgot (:func:`_forgotten`), from the registry it went to and only while that registry
+    still holds that very tool, and forget the conflicts those tools met. As in a process where that module never
+    imported, another package's tool of the same name is then loaded in its place, and a retry runs the module's
+    current code again. A tool of a module that stays imported (a submodule that imported fine) stays registered,
+    as Python keeps that module: a retry, which does not run it again, finds its tools there.
 
-    Python forgets only the module that failed: a module of the package that did import stays imported, and a retry
-    does not run its ``@defineTool`` again. So each tool is withdrawn (:attr:`DiscoveryReport.withdrawn` of its
-    registry), and the entry point's next successful load there puts it back (:func:`_put_back`)."""
+    Not ``ended``: before a retry of an import given up at its time bound, which ran on (and may have failed
+    since): its record stays, less what was taken out."""
     with _imports_lock:
-        undone = _imports.get(ep) or []
-        _imports[ep] = None  # an import given up past its time bound, still running, registers nothing more
-        for registry, tool, _ in undone:
-            registry.discovery.withdrawn.setdefault(ep, {})[tool.name] = tool
-    for registry, tool, conflict in reversed(undone):
+        made = list(_imports.get(ep) or [])
+    gone = [item for item in made if _forgotten(item[1])]
+    with _imports_lock:
+        if ended:
+            _imports.pop(ep, None)
+        elif gone and ep in _imports:
+            _imports[ep][:] = [item for item in _imports[ep] if not any(item is g for g in gone)]
+    for registry, tool, conflict in reversed(gone):
         if conflict is not None:
             with contextlib.suppress(ValueError):
                 registry.discovery.conflicts.remove(conflict)
@@ -220,17 +215,43 @@ def _undo_import(ep: EntryPoint) -> None:
                 registry.remove(tool.name)
 
 
-def _put_back(registry: ToolRegistry, report: DiscoveryReport, ep: EntryPoint, again: set[str]) -> None:
-    """After ``ep`` loaded into ``registry`` (under its lock): each tool a failed import of it had registered here
-    (:attr:`DiscoveryReport.withdrawn`) whose name this load did not offer again (``again``: the tools it provides,
-    and those its code registered, or had skipped, here; the module that ran again wins) goes back, under the
-    packages' rule for a name already taken (:func:`_add`: a conflict, the name's tool kept). The withdrawn tools
-    are then forgotten."""
+def _forgotten(tool: Tool) -> bool:
+    """Whether the module that defines ``tool``'s function is gone from ``sys.modules`` (a failed import's module,
+    which Python forgets), or cannot be told. A plain function (``functools.partial`` and ``__wrapped__`` unwrapped,
+    a bound method's function) is its module's while ``sys.modules`` holds a module whose namespace is the
+    function's globals; another callable, while ``sys.modules`` holds the module its class (or itself) names."""
+    try:
+        fn: Any = tool.fn
+        for _ in range(100):  # (a cycle of wrappers is not followed for ever)
+            if isinstance(fn, functools.partial):
+                fn = fn.func
+            elif isinstance(fn, MethodType):
+                fn = fn.__func__
+            elif callable(getattr(fn, "__wrapped__", None)):
+                fn = fn.__wrapped__
+            else:
+                break
+        if isinstance(fn, FunctionType):
+            module = sys.modules.get(fn.__module__)
+            return module is None or module.__dict__ is not fn.__globals__
+        name = fn.__module__ if isinstance(fn, type) else type(fn).__module__
+        return not isinstance(name, str) or sys.modules.get(name) is None
+    except Exception:  # an object whose attribute access raises: its module cannot be told
+        return True
+
+
+def _credit(registry: ToolRegistry, report: DiscoveryReport, ep: EntryPoint) -> None:
+    """After ``ep`` loaded into ``registry`` (under its lock): each tool its import registered here itself (also one
+    given up at its time bound, that ran on) that the registry holds is listed as its distribution's."""
     with _imports_lock:
-        back = report.withdrawn.pop(ep, {})
-    for name, tool in back.items():
-        if name not in again:
-            _add(registry, report, ep, tool)
+        made = _imports.pop(ep, None) or []
+    listed = report.loaded.setdefault(ep.distribution, [])
+    for into, tool, conflict in made:
+        entry = registry._tools.get(tool.name)
+        if into is registry and conflict is None and entry is not None and entry.tool is tool and tool.name not in listed:
+            listed.append(tool.name)
+    if not listed:
+        del report.loaded[ep.distribution]
 
 
 def load_tool_entry_points(registry: ToolRegistry, report: DiscoveryReport) -> None:
@@ -737,7 +758,9 @@ def _load(registry: ToolRegistry, report: DiscoveryReport, ep: EntryPoint, index
     report.seen.add(ep)
     report.known_failed.pop(ep, None)
     with _imports_lock:
-        _imports[ep] = []
+        earlier = _imports.setdefault(ep, [])  # (an import given up at its time bound, running on, records into it)
+    if earlier:  # given up: what it registered of a module Python forgot since (it failed after) is taken out
+        _undo_import(ep, ended=False)
     try:
         pending = tools_of(ep.load())
     except KeyboardInterrupt:
@@ -746,13 +769,12 @@ def _load(registry: ToolRegistry, report: DiscoveryReport, ep: EntryPoint, index
         raise
     except BaseException as exc:  # SystemExit at import included: a broken package is reported, not fatal
         report.failed[ep] = failure(ep, exc)  # not tried again on each lookup: load_entry_points(refresh=True) does
-        _undo_import(ep)
+        if not isinstance(exc, ImportTimeout):  # given up, it runs on with its modules: nothing is taken out
+            _undo_import(ep)
         report.failures.append(report.failed[ep])
         if index is not None:  # nor by another process's lookups while its files are unchanged: a listing does
             index.record(ep, [], failed=report.failed[ep].error)
         return
-    with _imports_lock:  # (the names its code registered, or had skipped, here: see _put_back)
-        made = [tool.name for into, tool, _ in _imports.pop(ep, None) or [] if into is registry]
     names = [tool.name for tool in pending]
     if index is not None:
         index.record(ep, names, files=_module_files(ep, pending))
@@ -761,7 +783,7 @@ def _load(registry: ToolRegistry, report: DiscoveryReport, ep: EntryPoint, index
     with registry._lock:  # the import ran without it; the package's tools appear in one step
         for tool in pending:
             _add(registry, report, ep, tool)
-        _put_back(registry, report, ep, {*names, *made})
+        _credit(registry, report, ep)
 
 
 def _add(registry: ToolRegistry, report: DiscoveryReport, ep: EntryPoint, tool: Tool) -> None:
