@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import copy
-import dataclasses
 import functools
 import itertools
 import json
@@ -115,6 +114,8 @@ class _Budget:
 _BUDGET: contextvars.ContextVar[_Budget | None] = contextvars.ContextVar("harness_one_validation_budget", default=None)
 #: Set while problems are listed: every keyword of the listing validator checks it first.
 _LISTING: contextvars.ContextVar[_Budget | None] = contextvars.ContextVar("harness_one_listing_budget", default=None)
+#: The references of the schema whose errors are being listed (to tell an alternative's tag from the schema).
+_LISTED_REFS: contextvars.ContextVar[_Refs | None] = contextvars.ContextVar("harness_one_listed_refs", default=None)
 
 
 class _OutOfTime(Exception):
@@ -243,15 +244,15 @@ _NATIVE_FORMATS = frozenset({"date", "date-time", "time", "uuid", "ipv4", "ipv6"
 _NATIVE_FORMATS_DRAFT7 = _NATIVE_FORMATS - {"uuid"}
 
 
-def _rust_formats(schema: Any, draft: int = 20) -> dict[str, Callable[[str], bool]] | None:
+def _rust_formats(schema: Any, old: bool = False) -> dict[str, Callable[[str], bool]] | None:
     """The checkers jsonschema-rs is given for the formats ``schema`` names, so both backends decide alike.
 
     The strict ones for hostname and email (jsonschema-rs reads IDNA labels its own way),
     jsonschema's for the others it has (imported here only for those), and one that accepts
     anything where it has none (jsonschema-rs would otherwise assert duration, iri,
-    uri-template, ..., which the Python backend does not).
+    uri-template, ..., which the Python backend does not). ``old``: a part of the schema is of a draft
+    before 2019-09 (:func:`_older_draft`), where jsonschema-rs knows no ``uuid``.
     """
-    old = draft <= 7 or any(True for _ in _keyed(_nested(schema), "$schema"))  # (a subschema may name an older draft)
     names = _format_names(schema) - (_NATIVE_FORMATS_DRAFT7 if old else _NATIVE_FORMATS)
     if not names:
         return None
@@ -298,38 +299,71 @@ def _any_text(value: str) -> bool:
     return True
 
 
-def _rust_keywords(schema: Any, draft: int = 20) -> dict[str, Any] | None:
+def _rust_keywords(schema: Any) -> dict[str, Any] | None:
     """The keywords jsonschema-rs is given for ``schema``: ``multipleOf`` (:class:`_MultipleOf`), where it has one
-    (only there: a call under any other schema does no more work); and, in a draft 6 or 7 schema,
-    ``contentMediaType`` and ``contentEncoding`` as annotations (:class:`_Annotation`), as jsonschema reads them
-    in every draft and jsonschema-rs from 2019-09 on (it asserted them in drafts 6 and 7 only)."""
-    keywords: dict[str, Any] = {}
+    (only there: a call under any other schema does no more work)."""
     for _ in _keyed(schema, "multipleOf"):
-        keywords["multipleOf"] = _MultipleOf
-        break
-    if draft <= 7 or any(True for _ in _keyed(_nested(schema), "$schema")):
-        for name in ("contentMediaType", "contentEncoding"):
-            for _ in _keyed(schema, name):
-                keywords[name] = _Annotation
-                break
-    return keywords or None
+        return {"multipleOf": _MultipleOf}
+    return None
 
 
-def _nested(schema: Any) -> list[Any]:
-    """What ``schema`` holds but its own ``$schema``."""
-    return [value for key, value in schema.items() if key != "$schema"] if isinstance(schema, Mapping) else []
+#: Where a schema keyword holds one subschema, a list of them (or one), or a map of names to them.
+_ONE_SCHEMA = frozenset(
+    {
+        "additionalItems",
+        "additionalProperties",
+        "contains",
+        "contentSchema",
+        "else",
+        "if",
+        "items",
+        "not",
+        "propertyNames",
+        "then",
+        "unevaluatedItems",
+        "unevaluatedProperties",
+    }
+)
+_SCHEMA_LISTS = frozenset({"allOf", "anyOf", "oneOf", "prefixItems", "items"})
+_SCHEMA_MAPS = frozenset({"$defs", "definitions", "dependentSchemas", "dependencies", "patternProperties", "properties"})
+#: Keywords jsonschema-rs asserts in drafts 6 and 7 and jsonschema reads as annotations in every draft.
+_CONTENT = ("contentMediaType", "contentEncoding")
 
 
-class _Annotation:
-    """A keyword jsonschema-rs is given that asserts nothing."""
+def _subschemas(schema: Any) -> Iterator[dict[str, Any]]:
+    """Every schema object in ``schema`` (itself first), found by keyword: a property named ``$schema``, an
+    ``enum``, ``const``, ``default`` or ``examples`` value is no schema."""
+    stack = [schema]
+    while stack:
+        node = stack.pop()
+        if not isinstance(node, dict):
+            continue
+        yield node
+        for key, value in node.items():
+            if key in _ONE_SCHEMA and isinstance(value, dict):
+                stack.append(value)
+            elif key in _SCHEMA_LISTS and isinstance(value, list):
+                stack.extend(value)
+            elif key in _SCHEMA_MAPS and isinstance(value, dict):
+                stack.extend(value.values())
 
-    __slots__ = ()
 
-    def __init__(self, parent_schema: Any, value: Any, schema_path: Any) -> None:
-        pass
+def _older_draft(schema: Any, draft: int) -> bool:
+    """Whether a part of ``schema`` is read as a draft before 2019-09: the root's dialect, or a subschema's ``$schema``."""
+    return draft <= 7 or any("$schema" in node for node in itertools.islice(_subschemas(schema), 1, None))
 
-    def validate(self, instance: Any) -> None:
-        return None
+
+def _rust_schema(schema: Any, old: bool) -> Any:
+    """The schema jsonschema-rs is given: ``schema``, without ``contentMediaType`` and ``contentEncoding`` where a
+    part is of draft 6 or 7 (``old``), in which jsonschema-rs asserts them; jsonschema reads them as annotations in
+    every draft, as jsonschema-rs does from 2019-09 on. jsonschema-rs decides only valid or invalid."""
+    if not old or not any(key in node for node in _subschemas(schema) for key in _CONTENT):
+        return schema
+    copied = copy.deepcopy(schema)
+    for node in _subschemas(copied):
+        for key in _CONTENT:
+            node.pop(key, None)
+    return copied
 
 
 class _MultipleOf:
@@ -1252,11 +1286,12 @@ class CompiledSchema:
         self._refs = _Refs(schema)
         self._surrogates_matter = False
         if rs is not None:
+            old = _older_draft(schema, self._refs.draft)
             self._rs = rs.validator_for(
-                schema,
-                formats=_rust_formats(schema, self._refs.draft) if formats else None,
+                _rust_schema(schema, old),
+                formats=_rust_formats(schema, old) if formats else None,
                 validate_formats=formats,
-                keywords=_rust_keywords(schema, self._refs.draft),
+                keywords=_rust_keywords(schema),
                 retriever=_refuse_remote_rs,
                 pattern_options=rs.FancyRegexOptions(backtrack_limit=BACKTRACK_LIMIT),
             )
@@ -1352,38 +1387,8 @@ class CompiledSchema:
             except _Inexact as exc:
                 raise exc.refusal(self._secrets()) from None
         if self._defaults is not None:
-            args = self._filled(args, flags, clock)
+            args = _fill(args, self._defaults)
         return args
-
-    def _filled(self, args: dict[str, Any], flags: int, clock: Clock | None) -> dict[str, Any]:
-        """``args`` (valid) with the schema's defaults filled in, judged again where one was filled in.
-
-        A default is checked against its own node when the tool is defined, but what it makes
-        of the whole may still be refused (``dependentRequired``, ``if``/``then``, a ``format``,
-        a default beside a ``type`` in another ``allOf`` branch), and which nested defaults are
-        filled depends on the arguments: so the filled arguments are judged, and refused as
-        the tool would otherwise receive them. Arguments in which nothing is filled cost nothing more.
-        """
-        filled = _fill(args, self._defaults) if self._defaults is not None else args
-        if filled is args:
-            return args
-        verdict = self._rust_verdict(filled, flags)
-        if verdict is True:
-            return filled
-        self._listing()  # built (jsonschema imported) before the clock starts
-        now = clock.now if clock is not None else time.monotonic
-        token = _BUDGET.set(_Budget(PATTERN_BUDGET, now))
-        try:
-            first = None
-            if verdict is None:
-                verdict, first = self._python_first(filled, now)
-            if verdict:
-                return filled
-            problems = self._problems(filled, clock, first)
-        finally:
-            _BUDGET.reset(token)
-        note = " (with the schema's defaults filled in; send the property yourself)"
-        raise ToolArgumentError([dataclasses.replace(p, message=p.message + note) for p in problems])
 
     def is_valid(self, instance: Any) -> bool:
         """The verdict for any JSON value (default limits apply: deeper or larger input raises ToolArgumentError)."""
@@ -1421,6 +1426,7 @@ class CompiledSchema:
         listing = _Budget(LISTING_BUDGET, now)
         token = _BUDGET.set(_BUDGET.get() or _Budget(PATTERN_BUDGET, now))
         listing_token = _LISTING.set(listing)
+        refs_token = _LISTED_REFS.set(self._refs)
         stopped = ""
         try:
             for error in validator.iter_errors(instance):
@@ -1436,6 +1442,7 @@ class CompiledSchema:
             reason = f"arguments could not be checked completely ({type(exc).__name__})"
             found.append(ArgumentProblem("$", reason, "schema", "arguments made of JSON values"))
         finally:
+            _LISTED_REFS.reset(refs_token)
             _LISTING.reset(listing_token)
             _BUDGET.reset(token)
         if len(found) == before:  # out of time, or the backends disagree: the verdict's own first error names the place
@@ -1547,7 +1554,38 @@ def _integer_plan(schema: Any, refs: _Refs) -> _IntPlan | None:
     applies whenever that property is there).
     """
     planner = _IntegerPlanner(refs)
-    return _lowered(planner.plan(schema, 0, frozenset(), refs.resolver), {})
+    root = planner.plan(schema, 0, frozenset(), refs.resolver)
+    return _lowered(root, {}, _reaching_whole(root))
+
+
+def _parts(node: _Numbers) -> list[_Numbers | None]:
+    return [node.extra, node.items, *node.props.values(), *(sub for _, sub in node.patterns), *node.prefix]
+
+
+def _reaching_whole(root: _Numbers | None) -> set[int]:
+    """The ids of the nodes from which a ``_WHOLE`` node can be reached (itself included): only these
+    lower to a plan. A recursive schema's nodes hold each other, so without this a tree schema with
+    no integer in it would still be a plan, walked through every argument of every call."""
+    nodes: dict[int, _Numbers] = {}
+    holders: dict[int, list[int]] = {}  # what holds each node
+    todo = [root] if root is not None else []
+    while todo:
+        node = todo.pop()
+        if id(node) in nodes:
+            continue
+        nodes[id(node)] = node
+        for sub in _parts(node):
+            if sub is not None:
+                holders.setdefault(id(sub), []).append(id(node))
+                todo.append(sub)
+    found = {key for key, node in nodes.items() if node.kind == _WHOLE}
+    todo_ids = list(found)
+    while todo_ids:
+        for holder in holders.get(todo_ids.pop(), ()):
+            if holder not in found:
+                found.add(holder)
+                todo_ids.append(holder)
+    return found
 
 
 class _Planner:
@@ -1640,7 +1678,9 @@ _NOTHING = _Numbers(_NO_NUMBER)  # what a `false` schema takes, and what is with
 _NOTHING.extra = _NOTHING.items = _NOTHING
 _LEAVES = {kind: _Numbers(kind, extra=_NOTHING, items=_NOTHING) for kind in (_NO_NUMBER, _WHOLE, _ANY_NUMBER)}  # no parts
 # keywords other schemas apply through
-_APPLYING = frozenset({"$ref", "allOf", "anyOf", "oneOf", "if", "dependentSchemas", "dependencies"})
+_APPLYING = frozenset(
+    {"$ref", "$dynamicRef", "$recursiveRef", "allOf", "anyOf", "oneOf", "if", "dependentSchemas", "dependencies"}
+)
 
 
 class _IntegerPlanner(_Planner):
@@ -1652,6 +1692,10 @@ class _IntegerPlanner(_Planner):
         self.pending: dict[str, _Later] = {}  # the nodes of the $refs being followed, by key
         self.used: set[int] = set()  # those met again below themselves
         self.expanding: set[int] = set()  # those whose parts meet or join is combining now
+        # With no $id below the root, a $dynamicRef or $recursiveRef resolves as a $ref would (one dynamic scope).
+        self.lexical = isinstance(refs.root, Mapping) and not any(
+            True for key in ("$id", "id") for _ in _keyed([v for k, v in refs.root.items() if k != key], key)
+        )
 
     def plan(self, schema: Any, depth: int, seen: frozenset[str], scope: Any) -> _Numbers | None:
         if schema is False:
@@ -1667,6 +1711,8 @@ class _IntegerPlanner(_Planner):
         if draft <= 7 and "$ref" in schema:  # drafts 4-7 ignore $ref's siblings
             return target
         found = [self._own(schema, below, seen, scope), target]
+        if self.lexical and draft >= 19:  # one resource: a $dynamicRef or $recursiveRef lands where a $ref would
+            found += [self._target(schema, below, seen, scope, key) for key in ("$dynamicRef", "$recursiveRef") if key in schema]
         found += [self.plan(sub, below, seen, scope) for sub in _listed(schema.get("allOf"))]
         for key in ("anyOf", "oneOf"):
             if _listed(schema.get(key)):
@@ -1679,9 +1725,12 @@ class _IntegerPlanner(_Planner):
                 found += [self._present(name, self.plan(sub, below, seen, scope)) for name, sub in dependent.items()]
         return self.meet(found)
 
-    def _target(self, schema: Mapping[str, Any], depth: int, seen: frozenset[str], scope: Any) -> _Numbers | None:
-        """What the target of ``schema``'s ``$ref`` says; back into a ``$ref`` being followed, the node being made for it."""
-        ref = schema.get("$ref")
+    def _target(
+        self, schema: Mapping[str, Any], depth: int, seen: frozenset[str], scope: Any, keyword: str = "$ref"
+    ) -> _Numbers | None:
+        """What the target of ``schema``'s ``$ref`` (or ``keyword``) says; back into a reference being followed,
+        the node being made for it."""
+        ref = schema.get(keyword)
         if not isinstance(ref, str) or scope is None:
             return None
         key = f"{scope.base_uri} {ref}"
@@ -1690,9 +1739,10 @@ class _IntegerPlanner(_Planner):
             if later is not None:
                 self.used.add(id(later))
             return later
-        followed = self._ref(schema, seen, scope)
-        if followed is None:
+        resolved = self.refs.lookup(scope, ref)
+        if resolved is None:
             return None
+        followed = (resolved[0], seen | {key}, resolved[1])
         later = self.pending[key] = _Later()
         try:
             found = self.plan(followed[0], depth, followed[1], followed[2])
@@ -1823,23 +1873,23 @@ def _numberless(node: _Numbers | None, path: tuple[Any, ...], planner: _IntegerP
     return node is not None and node.kind == _NO_NUMBER
 
 
-def _lowered(node: _Numbers | None, done: dict[int, _IntPlan | None]) -> _IntPlan | None:
-    """``node`` as the plan :func:`_to_integers` follows (None where nothing becomes an integer);
-    ``done`` holds the plans of the nodes already lowered, by id (meet and join share nodes)."""
-    if node is None or node is _NOTHING:
+def _lowered(node: _Numbers | None, done: dict[int, _IntPlan | None], useful: set[int]) -> _IntPlan | None:
+    """``node`` as the plan :func:`_to_integers` follows (None where nothing becomes an integer: where no
+    node of ``useful`` is); ``done`` holds the plans of the nodes already lowered, by id (meet and join share nodes)."""
+    if node is None or node is _NOTHING or id(node) not in useful:
         return None
     if id(node) in done:
         return done[id(node)]
     plan: _IntPlan = [False, None, None, None, None, None]
     done[id(node)] = plan  # what a node met again below itself (a recursive $ref) lowers to
-    extra = _lowered(node.extra, done)
-    props = {name: _lowered(sub, done) for name, sub in node.props.items()}
-    patterns = tuple((pattern, _lowered(sub, done)) for pattern, sub in node.patterns)
+    extra = _lowered(node.extra, done, useful)
+    props = {name: _lowered(sub, done, useful) for name, sub in node.props.items()}
+    patterns = tuple((pattern, _lowered(sub, done, useful)) for pattern, sub in node.patterns)
     if extra is None:  # a property or pattern in which nothing becomes an integer need not be known
         props = {name: sub for name, sub in props.items() if sub is not None}
         patterns = tuple(pair for pair in patterns if pair[1] is not None)
-    items = _lowered(node.items, done)
-    prefix = [_lowered(sub, done) for sub in node.prefix]
+    items = _lowered(node.items, done, useful)
+    prefix = [_lowered(sub, done, useful) for sub in node.prefix]
     while prefix and items is None and prefix[-1] is None:
         prefix.pop()
     plan[:] = [node.kind == _WHOLE, props or None, items, prefix or None, extra, patterns or None]
@@ -2460,8 +2510,10 @@ def _only_fitting_branch(error: Any) -> list[Any] | None:
 
     ``Address | None`` given an object with a bad field is reported at that field, not as
     "must match at least one of the alternatives". Of several that fit, one whose tag matches:
-    an alternative refused by a ``const``/``enum`` of a property one level down (``kind:
-    "bank"`` given ``"card"``) is left out when another is not (``Card | Bank``).
+    an alternative refused by its tag (``kind: "bank"`` given ``"card"``) is left out when
+    another is not (``Card | Bank``). A tag is a property every alternative requires with a
+    ``const``/``enum``, no two alternatives sharing a value (:func:`_tags`), read from the schema:
+    an ordinary ``Literal`` field is none.
     """
     branches: dict[Any, list[Any]] = {}
     for sub in error.context or ():
@@ -2471,15 +2523,70 @@ def _only_fitting_branch(error: Any) -> list[Any] | None:
         for errors in branches.values()
         if not any(str(sub.validator) == "type" and not sub.relative_path for sub in errors)
     ]
-    if len(fitting) > 1:
-        tagged = [errors for errors in fitting if not any(_wrong_tag(sub) for sub in errors)]
+    if len(fitting) > 1 and (tags := _tags(error.validator_value)):
+        tagged = [errors for errors in fitting if not any(_wrong_tag(sub, tags) for sub in errors)]
         fitting = tagged or fitting
     return fitting[0] if len(fitting) == 1 and len(branches) > 1 else None
 
 
-def _wrong_tag(error: Any) -> bool:
-    """Whether ``error`` is a ``const``/``enum`` refusal of a property of the alternative's value (its tag)."""
-    return str(error.validator) in ("const", "enum") and len(error.relative_path) == 1 and isinstance(error.relative_path[0], str)
+def _wrong_tag(error: Any, tags: frozenset[str]) -> bool:
+    """Whether ``error`` is a ``const``/``enum`` refusal of a tag property of the alternative's value."""
+    return str(error.validator) in ("const", "enum") and len(error.relative_path) == 1 and error.relative_path[0] in tags
+
+
+def _tags(alternatives: Any) -> frozenset[str]:
+    """The properties of a value that tell ``alternatives`` apart (on the error path only): those every
+    alternative requires and holds to a ``const`` or an ``enum``, no value in two alternatives' sets
+    (``kind`` of ``Card | Bank``). Read through local ``$ref``s of the schema being listed; none
+    where any alternative cannot be read so."""
+    refs = _LISTED_REFS.get()
+    if refs is None or refs.resolver is None or not isinstance(alternatives, list) or len(alternatives) < 2:
+        return frozenset()
+    sets: list[dict[str, set[str]]] = []
+    for alternative in alternatives:
+        nodes = _applied(refs, alternative)
+        required = {name for node in nodes for name in _listed(node.get("required")) if isinstance(name, str)}
+        values: dict[str, set[str]] = {}
+        for name in required:
+            for node in nodes:
+                props = node.get("properties")
+                sub = props.get(name) if isinstance(props, Mapping) else None
+                found = None if sub is None else next(filter(None, (_tag_values(n) for n in _applied(refs, sub))), None)
+                if found is not None:
+                    values[name] = found
+                    break
+        sets.append(values)
+    tags = set(sets[0]).intersection(*sets[1:])
+    return frozenset(
+        name for name in tags if sum(len(values[name]) for values in sets) == len(set().union(*(values[name] for values in sets)))
+    )
+
+
+def _applied(refs: _Refs, schema: Any) -> list[Mapping[str, Any]]:
+    """``schema`` and what its chain of ``$ref``s (from the root's scope) and ``allOf`` add to it, bounded."""
+    out: list[Mapping[str, Any]] = []
+    todo = [schema]
+    while todo and len(out) < 32:
+        node = todo.pop()
+        if not isinstance(node, Mapping):
+            continue
+        out.append(node)
+        ref = node.get("$ref")
+        if isinstance(ref, str):
+            found = refs.lookup(refs.resolver, ref)
+            if found is not None:
+                todo.append(found[0])
+        todo += _listed(node.get("allOf"))
+    return out
+
+
+def _tag_values(schema: Mapping[str, Any]) -> set[str] | None:
+    """The values (as JSON text) a schema's ``const`` or ``enum`` allows, or None."""
+    if "const" in schema:
+        return {json.dumps(schema["const"], sort_keys=True)}
+    if isinstance(schema.get("enum"), list):
+        return {json.dumps(value, sort_keys=True) for value in schema["enum"]}
+    return None
 
 
 def _expected(kw: str, expect: Any, schema: Any = None) -> str:
@@ -2633,7 +2740,6 @@ class ValidationPlugin:
         """
         compiled = self.compiled(tool)
         check, fast, integers, defaults = compiled.check, compiled._fast, compiled._integers, compiled._defaults
-        filled = compiled._filled
         # Other tools' keys are their parameters' names (the core refuses any other): short, known.
         named = tool.accepts_any
 
@@ -2672,7 +2778,7 @@ class ValidationPlugin:
                                 except _Inexact as exc:
                                     raise exc.refusal(compiled._secrets()) from None
                             if defaults is not None:
-                                call.arguments = filled(args, _FLOAT if floats else 0, call.registry.clock)
+                                call.arguments = _fill(args, defaults)
                             return
             registry = call.registry
             checked = check(args, registry.limits, registry.clock, call.decoded is args)
