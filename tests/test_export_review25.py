@@ -195,11 +195,14 @@ def test_strict_null_is_dropped_where_every_fitting_branch_drops_it_and_kept_whe
         """g"""
         return repr(v)
 
-    nullable = reg.export("openai", strict=True).nullable["g"]["properties"]["v"]["anyOf"]
-    assert nullable == [
-        ("object", frozenset({"kind", "m", "n"}), {"absent": ["n"]}, (("kind", "a"),)),
-        ("object", frozenset({"kind", "m", "n"}), {"absent": ["m", "n"]}, (("kind", "b"),)),
-    ]
+    nullable = reg.export("openai", strict=True).nullable["g"]["properties"]["v"]
+    assert nullable == {
+        "anyOf": [
+            ("object", frozenset({"kind", "m", "n"}), {"absent": ["n"]}),
+            ("object", frozenset({"kind", "m", "n"}), {"absent": ["m", "n"]}),
+        ],
+        "tags": [(("kind", "a"),), (("kind", "b"),)],
+    }
     # kind "a" is WithNone's tag: only that branch applies (m's null is its value, n's absent)
     out = dispatch_openai(reg, [_openai_call("c1", "g", {"v": {"kind": "a", "m": None, "n": None}})], strict=True)
     assert out[0]["content"] == "WithNone(kind='a', m=None, n=1)"
@@ -507,16 +510,21 @@ def _union_levels(depth: int) -> dict[str, Any]:
     }
 
 
-def _three_tuples(tree: Any) -> Any:
-    """``tree`` with each ``anyOf`` entry as (kind, property names, tree), the shape without tags."""
-    out = {}
+def _untagged(tree: Any, made: dict[int, Any] | None = None) -> Any:
+    """``tree`` without its ``tags`` (a tree made by hand; an export's subtree met twice is one object, as there)."""
+    made = {} if made is None else made
+    if id(tree) in made:
+        return made[id(tree)]
+    out = made[id(tree)] = {}
     for key, value in tree.items():
+        if key == "tags":
+            continue
         if key == "anyOf":
-            out[key] = [(kind, keys, _three_tuples(sub)) for kind, keys, sub, *_ in value]
+            out[key] = [(kind, keys, _untagged(sub, made)) for kind, keys, sub in value]
         elif key == "properties":
-            out[key] = {name: _three_tuples(sub) for name, sub in value.items()}
+            out[key] = {name: _untagged(sub, made) for name, sub in value.items()}
         else:
-            out[key] = _three_tuples(value) if key == "items" else value
+            out[key] = _untagged(value, made) if key == "items" else value
     return out
 
 
@@ -545,7 +553,7 @@ def test_strict_nulls_in_nested_unions_are_dropped_reading_each_value_once() -> 
             return [node.reads, *(n for kid in (node["c"] if isinstance(node["c"], list) else []) for n in reads(kid))]
         return []
 
-    for given in (_three_tuples(tree), tree):  # (the shape without tags is read as before)
+    for given in (_untagged(tree), tree):  # (a tree without tags is read as before)
         sent = {"v": value(0)}
         assert drop_nulls(sent, given) == {"v": expected(0)}
         assert reads(sent["v"]) == [1] * (2**depth - 1)
@@ -636,3 +644,98 @@ def test_an_int_like_concurrency_is_read_by_its_index() -> None:
     with pytest.raises(TypeError) as raised:
         dispatch_openai(reg, calls, concurrency=numpy.bool_(True))  # type: ignore[arg-type]
     assert str(raised.value) == "concurrency must be an int of at least 1, not bool: np.True_"
+
+
+# --------------------------------------------------------------------------- round 3: bounded null dropping, ref hops
+
+
+def _array_unions(width: int, depth: int) -> dict[str, Any]:
+    """Arrays ``depth`` deep, each level with its own ``items`` beside an ``anyOf`` of ``width`` array branches (both
+    apply), each leaf an object with an optional ``q``."""
+
+    def node(k: int, variant: str) -> dict[str, Any]:
+        if k == depth:
+            props = {"p": {"type": "integer"}, "q": {"type": "integer"}, f"r{variant}": {"type": "integer"}}
+            return {"type": "object", "properties": props, "required": ["p"], "additionalProperties": False}
+        branches = [{"type": "array", "items": node(k + 1, f"{variant}_{i}")} for i in range(width)]
+        return {"type": "array", "items": node(k + 1, variant), "anyOf": branches}
+
+    return {"type": "object", "properties": {"v": node(0, "r")}, "required": ["v"], "additionalProperties": False}
+
+
+@pytest.mark.parametrize(
+    ("width", "depth", "dropped"), [(2, 1, True), (2, 2, True), (3, 3, False), (4, 3, False), (2, 5, False), (5, 3, False)]
+)
+def test_null_dropping_beside_unions_does_bounded_work_and_keeps_the_value_as_sent_past_the_cap(
+    monkeypatch: pytest.MonkeyPatch, width: int, depth: int, dropped: bool
+) -> None:
+    from harness_one import _requests
+
+    resolved = []
+    fitting = _requests._fitting
+    monkeypatch.setattr(_requests, "_fitting", lambda *args: resolved.append(1) or fitting(*args))
+    reg = _registry()
+
+    def f(v: Any) -> str:
+        return json.dumps(v)
+
+    reg.add(Tool.create(f, name="f", description="d", parameters=_array_unions(width, depth)))
+
+    def value(k: int) -> Any:
+        return {"p": 1, "q": None} if k == depth else [value(k + 1)]
+
+    def expected(k: int) -> Any:
+        return {"p": 1} if k == depth else [expected(k + 1)]
+
+    tree = reg.export("openai", strict=True).nullable["f"]
+    sent = {"v": value(0)}
+    assert _requests._without_nulls(sent, tree) == ({"v": expected(0)} if dropped else sent)
+    assert len(resolved) <= 20  # (unbounded, 2, 5 resolved unions millions of times)
+    out = dispatch_openai(reg, [_openai_call("c1", "f", sent)], strict=True)[0]["content"]
+    if dropped:
+        assert out == json.dumps(expected(0))
+    else:  # too many alternatives to carry: the null is kept, for validation to judge
+        assert out.startswith("Error: Invalid arguments for tool 'f'") and "q: expected integer, got null" in out
+
+
+def test_the_anyof_entries_of_the_null_tree_keep_three_fields_with_tags_beside_them() -> None:
+    from harness_one.export import strict_schema
+
+    branch_a = {"type": "object", "properties": {"kind": {"const": "a"}, "n": {"type": "integer"}}, "required": ["kind"]}
+    branch_b = {"type": "array", "items": {"type": "integer"}}
+    schema = {"type": "object", "properties": {"v": {"anyOf": [branch_a, branch_b]}}, "required": ["v"]}
+    _, tree = strict_schema(schema)
+    node = tree["properties"]["v"]
+    assert [(kind, sorted(keys), sub) for kind, keys, sub in node["anyOf"]] == [
+        ("object", ["kind", "n"], {"absent": ["n"]}),
+        ("array", [], {}),
+    ]
+    assert node["tags"] == [(("kind", "a"),), ()]
+
+
+@pytest.mark.parametrize("levels", [70, 100, 125])
+def test_two_references_per_level_nest_as_deep_as_the_nesting_allows(levels: int) -> None:
+    defs: dict[str, Any] = {}
+    for k in range(levels):
+        defs[f"Alias{k}"] = {"$ref": f"#/$defs/List{k}"}
+        inner = {"$ref": f"#/$defs/Alias{k + 1}"} if k + 1 < levels else {"type": "string"}
+        defs[f"List{k}"] = {"type": "array", "items": inner}
+    schema = {"type": "object", "properties": {"x": {"$ref": "#/$defs/Alias0"}}, "required": ["x"], "$defs": defs}
+    node, depth = inline_refs(schema)["properties"]["x"], 0
+    while "items" in node:
+        node, depth = node["items"], depth + 1
+    assert (depth, node) == (levels, {"type": "string"})
+
+
+def test_references_past_256_on_one_path_are_not_inlined() -> None:
+    defs: dict[str, Any] = {}
+    for k in range(10):  # 10 levels, each reached through 127 aliases in a row
+        for h in range(127):
+            defs[f"A{k}_{h}"] = {"$ref": f"#/$defs/A{k}_{h + 1}" if h + 1 < 127 else f"#/$defs/L{k}"}
+        defs[f"L{k}"] = {"type": "array", "items": {"$ref": f"#/$defs/A{k + 1}_0"} if k + 1 < 10 else {"type": "string"}}
+    schema = {"type": "object", "properties": {"x": {"$ref": "#/$defs/A0_0"}}, "$defs": defs}
+    with pytest.raises(StrictSchemaError) as caught:
+        inline_refs(schema)
+    assert str(caught.value) == (
+        "Tool '?' cannot be exported in strict mode: inlining $ref would follow more than 256 references on one path."
+    )

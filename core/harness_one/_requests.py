@@ -421,9 +421,9 @@ def _without_nulls(value: Any, tree: Mapping[str, Any]) -> Any:
         return value
     branches = tree.get("anyOf")
     if branches:
-        fits = _fitting(value, branches)
+        fits = _fitting(value, branches, tree.get("tags"))
         if fits:
-            if len(fits) > 1 or len(tree) > 1:  # several branches, or a branch beside the tree's own nulls
+            if len(fits) > 1 or len(tree) > (2 if "tags" in tree else 1):  # several, or beside the tree's own nulls
                 return _cleaned(value, _branched(value, [((tree, sub), 1) for sub in reversed(fits)]))
             return _without_nulls(value, fits[0])
     if isinstance(value, list):
@@ -443,10 +443,18 @@ def _without_nulls(value: Any, tree: Mapping[str, Any]) -> Any:
 #: and the branch of its ``anyOf`` chosen, which both apply). A null is dropped where every alternative drops it.
 _Alternatives = list[tuple[Mapping[str, Any], ...]]
 
+#: The most trees the alternatives for one value may carry in all (unions beside a node's own items or properties
+#: multiply them); past it the value is kept as sent, nulls and all, for validation to judge: the cost of dropping
+#: nulls stays bounded whatever the schema.
+MAX_CARRIED_TREES = 64
 
-def _cleaned(value: dict[str, Any] | list[Any], alternatives: _Alternatives) -> Any:
+
+def _cleaned(value: dict[str, Any] | list[Any], alternatives: _Alternatives | None) -> Any:
     """``value`` without the nulls every one of ``alternatives`` (each with its ``anyOf`` resolved for ``value``:
-    see :func:`_branched`) marks as absent (a null one of them reads as a value is kept, for validation to judge)."""
+    see :func:`_branched`) marks as absent (a null one of them reads as a value is kept, for validation to judge);
+    ``None`` (too many to carry) keeps ``value`` as sent."""
+    if alternatives is None:
+        return value
     if isinstance(value, list):
         inner = _below(alternatives, "items", None)
         if inner is None:
@@ -475,47 +483,52 @@ def _within(value: Any, alternatives: _Alternatives) -> Any:
     return _cleaned(value, _branched(value, [(trees, 0) for trees in reversed(alternatives)]))
 
 
-def _branched(value: dict[str, Any] | list[Any], pending: list[tuple[tuple[Mapping[str, Any], ...], int]]) -> _Alternatives:
+def _branched(
+    value: dict[str, Any] | list[Any], pending: list[tuple[tuple[Mapping[str, Any], ...], int]]
+) -> _Alternatives | None:
     """The alternatives ``pending`` (each with the index of its first tree whose ``anyOf`` is yet to resolve; the last
     first) with each ``anyOf`` resolved for ``value``: one alternative for each branch ``value`` fits (the branch's
-    tree joins the tree's), each alternative once; a tree whose ``anyOf`` no branch of fits applies alone."""
-    out: _Alternatives = []
+    tree joins the tree's), each alternative once; a tree whose ``anyOf`` no branch of fits applies alone. ``None``
+    where they would carry more than :data:`MAX_CARRIED_TREES` trees."""
+    out: dict[tuple[int, ...], tuple[Mapping[str, Any], ...]] = {}  # (by the trees' identities: equal ones are one)
+    carried = 0
     while pending:
         trees, start = pending.pop()
         for at in range(start, len(trees)):
             branches = trees[at].get("anyOf")
-            fits = _fitting(value, branches) if branches else None
+            fits = _fitting(value, branches, trees[at].get("tags")) if branches else None
             if fits:  # (the trees before ``at`` are resolved; the branch's joins those after it)
                 pending.extend(((*trees, sub), at + 1) for sub in reversed(fits))
                 break
         else:
-            if trees not in out:
-                out.append(trees)
-    return out
+            carried += len(trees)
+            if carried > MAX_CARRIED_TREES:
+                return None
+            out.setdefault(tuple(map(id, trees)), trees)
+    return list(out.values())
 
 
 def _below(alternatives: _Alternatives, keyword: str, key: str | None) -> _Alternatives | None:
     """The alternatives for the items (``keyword`` ``"items"``) or the property ``key`` (``"properties"``) of a value
     ``alternatives`` apply to, each once; ``None`` where one of them drops no null there: the value is kept as sent."""
-    out: _Alternatives = []
+    out: dict[tuple[int, ...], tuple[Mapping[str, Any], ...]] = {}  # (by the trees' identities: equal ones are one)
     for trees in alternatives:
-        subs: list[Mapping[str, Any]] = []
+        subs: dict[int, Mapping[str, Any]] = {}
         for tree in trees:
             sub = tree.get(keyword)
             if sub and key is not None:
                 sub = sub.get(key)
-            if sub and sub not in subs:
-                subs.append(sub)
+            if sub:
+                subs.setdefault(id(sub), sub)
         if not subs:
             return None
-        joined = tuple(subs)
-        if joined not in out:
-            out.append(joined)
-    return out
+        out.setdefault(tuple(subs), tuple(subs.values()))
+    return list(out.values())
 
 
-def _fitting(value: dict[str, Any] | list[Any], branches: Any) -> list[Mapping[str, Any]]:
-    """The trees of the ``anyOf`` branches ``value`` may have been sent for, each once: those of its kind; for an
+def _fitting(value: dict[str, Any] | list[Any], branches: Any, tags: Any) -> list[Mapping[str, Any]]:
+    """The trees of the ``anyOf`` branches ``value`` may have been sent for (``tags``: each branch's, or ``None``
+    where no branch has one), each once: those of its kind; for an
     object, of those that have all of its keys and whose tags it does not contradict (a branch's tag, a property it
     allows one value of, sent with another value), the ones whose properties are exactly its keys (a strict model
     sends every property of the branch it follows), else all of them; if it contradicts every branch's tags, the
@@ -528,11 +541,11 @@ def _fitting(value: dict[str, Any] | list[Any], branches: Any) -> list[Mapping[s
         wider: list[Mapping[str, Any]] = []
         ruled_out_exact: list[Mapping[str, Any]] = []
         ruled_out_wider: list[Mapping[str, Any]] = []
-        for entry in branches:
+        for at, entry in enumerate(branches):
             if entry[0] != "object" or not keys <= entry[1]:
                 continue
             same = len(entry[1]) == size
-            for name, tag in entry[3] if len(entry) > 3 else ():
+            for name, tag in tags[at] if tags else ():
                 item = value.get(name)
                 if (item != tag or isinstance(item, bool) != isinstance(tag, bool)) and not (
                     item is None and (name not in value or name in entry[2].get("absent", ()))

@@ -439,28 +439,32 @@ def _inline(doc: _Document, budget: int) -> dict[str, Any]:
             return [walk(v, seen, depth) for v in value]
         return {k: walk(v, seen, depth) for k, v in value.items()}
 
-    def follow(ref: Any, seen: tuple[Any, ...], depth: int) -> Any:
+    def follow(ref: Any, seen: tuple[Any, ...], depth: int, hops: int) -> Any:
+        """The target of ``ref`` inlined, reached through ``hops`` references in a row that nest nothing (a chain of
+        plain aliases, ``{"$ref": next}``: the nesting depth does not bound it, so it is counted here)."""
         found, uri = doc.walked()
         at = _local(found, uri, ref)
         if at in seen:
             raise _NotInlinable(f"$ref {ref!r} is recursive and cannot be inlined")
-        if len(seen) >= _MAX_SCHEMA_DEPTH:  # (a chain of plain aliases, {"$ref": next}, nests nothing: counted here)
+        if hops > _MAX_SCHEMA_DEPTH:
             raise _NotInlinable(f"a $ref chain more than {_MAX_SCHEMA_DEPTH} references long cannot be inlined")
-        return walk(_target(found, at, ref), (*seen, at), depth)
+        if len(seen) >= 2 * _MAX_SCHEMA_DEPTH:  # (each reference deepens the walk: bounded with the nesting)
+            raise _NotInlinable(f"inlining $ref would follow more than {2 * _MAX_SCHEMA_DEPTH} references on one path")
+        return walk(_target(found, at, ref), (*seen, at), depth, hops)
 
-    def walk(node: Any, seen: tuple[Any, ...], depth: int) -> Any:
+    def walk(node: Any, seen: tuple[Any, ...], depth: int, hops: int = 0) -> Any:
         """``node`` inlined, where the result nests ``depth`` levels deep (the target of a ``$ref`` stands where the
-        ``$ref`` stood: at its depth)."""
+        ``$ref`` stood: at its depth), reached through ``hops`` references since the last level of nesting."""
         if not isinstance(node, dict):
             return data(node, seen, depth)
         count(seen)
         if "$ref" in node and not siblings:
-            return follow(node["$ref"], seen, depth)
+            return follow(node["$ref"], seen, depth, hops + 1)
         inner = deeper(depth)
         rest = {k: keyword(k, v, seen, inner) for k, v in node.items() if _kept(k, v, id_key)}
         if "$ref" not in node:
             return rest
-        return {**follow(node["$ref"], seen, depth), **rest}
+        return {**follow(node["$ref"], seen, depth, hops + 1), **rest}
 
     return walk(doc.root, (), 0)  # type: ignore[no-any-return]
 
@@ -469,8 +473,8 @@ def inline_refs(schema: Mapping[str, Any], *, tool: str = "?", budget: int = INL
     """``schema`` with every local ``$ref`` replaced by its target and ``$defs`` removed.
 
     A recursive reference, or one whose inlining would copy more than ``budget`` objects
-    and arrays, nest the schema more than 128 levels deep or follow a chain of more than 128
-    references, cannot be inlined and raises :class:`StrictSchemaError`.
+    and arrays, nest the schema more than 128 levels deep, follow more than 128 references in a
+    row that nest nothing (a chain of aliases) or 256 on one path, cannot be inlined and raises :class:`StrictSchemaError`.
     """
     return _inlined(_Document(schema), tool, budget)
 
@@ -481,6 +485,8 @@ def _inlined(doc: _Document, tool: str, budget: int = INLINE_BUDGET) -> dict[str
         return _inline(doc, budget)
     except _NotInlinable as exc:
         raise StrictSchemaError(tool, [str(exc)]) from None
+    except RecursionError:  # (within the bounds above from a shallow stack; a deep caller's stack may have less room)
+        raise StrictSchemaError(tool, ["inlining $ref nests deeper than the interpreter's stack allows"]) from None
 
 
 # --------------------------------------------------------------------------- numeric bounds
@@ -549,19 +555,23 @@ def _nullable(schema: dict[str, Any]) -> dict[str, Any]:
     return {"anyOf": [schema, {"type": "null"}]}
 
 
-def _branch(schema: Any, tree: dict[str, Any], original: Any) -> tuple[str, frozenset[str], dict[str, Any], Any]:
-    """An ``anyOf`` branch as the null tree keeps it: its kind, its property names (objects), its tree and its tags
-    (from ``original``, the branch before conversion: the properties it allows one value of, by ``const`` or an
-    ``enum`` of one, as ``((name, value), ...)``; a strict model following the branch sends that value)."""
+def _branch(schema: Any, tree: dict[str, Any]) -> tuple[str, frozenset[str], dict[str, Any]]:
+    """An ``anyOf`` branch as the null tree keeps it: its kind, its property names (objects) and its tree."""
     if isinstance(schema, dict) and "properties" in schema:
-        properties = original.get("properties") if isinstance(original, dict) else None
-        tags = tuple(
-            (name, sub["const"] if "const" in sub else sub["enum"][0])
-            for name, sub in (properties.items() if isinstance(properties, dict) else ())
-            if isinstance(sub, dict) and ("const" in sub or (isinstance(sub.get("enum"), list) and len(sub["enum"]) == 1))
-        )
-        return "object", frozenset(schema["properties"]), tree, tags
-    return ("array" if isinstance(schema, dict) and "items" in schema else "other"), frozenset(), tree, ()
+        return "object", frozenset(schema["properties"]), tree
+    return ("array" if isinstance(schema, dict) and "items" in schema else "other"), frozenset(), tree
+
+
+def _tags(original: Any) -> tuple[tuple[str, Any], ...]:
+    """The tags of an ``anyOf`` branch (``original``: before conversion): the properties it allows one value of, by
+    ``const`` or an ``enum`` of one, as ``((name, value), ...)``; a strict model following the branch sends that
+    value."""
+    properties = original.get("properties") if isinstance(original, dict) else None
+    return tuple(
+        (name, sub["const"] if "const" in sub else sub["enum"][0])
+        for name, sub in (properties.items() if isinstance(properties, dict) else ())
+        if isinstance(sub, dict) and ("const" in sub or (isinstance(sub.get("enum"), list) and len(sub["enum"]) == 1))
+    )
 
 
 def strict_schema(schema: Mapping[str, Any], *, tool: str = "?") -> tuple[dict[str, Any], dict[str, Any]]:
@@ -578,13 +588,15 @@ def strict_schema(schema: Mapping[str, Any], *, tool: str = "?") -> tuple[dict[s
     ``patternProperties``, ``allOf``/``oneOf``/``not``, a top-level ``anyOf``/``enum``,
     conditionals, tuples, a format outside :data:`OPENAI_FORMATS`, a ``required`` name without
     a property, an optional property whose ``null`` is a value and whose default is not,
-    recursion, inlining past :data:`INLINE_BUDGET`, past 128 levels of nesting or 128 references in a chain.
+    recursion, inlining past :data:`INLINE_BUDGET`, past 128 levels of nesting, 128 references in a row that nest
+    nothing or 256 references on one path.
 
     The tree: ``{"absent": [optional names], "properties": {name: tree}, "items": tree,
-    "anyOf": [(kind, property names, tree, tags), ...]}``, each key only where there is a null to drop; an
-    ``anyOf`` entry's ``kind`` is ``"object"``, ``"array"`` or ``"other"``, and its ``tags`` are
-    ``((property name, value), ...)``, for each property the branch allows one value of (``const``, or an ``enum``
-    of one: a tagged union's tag). Equal subtrees are one object.
+    "anyOf": [(kind, property names, tree), ...], "tags": [tags, ...]}``, each key only where there is a null to
+    drop; an ``anyOf`` entry's ``kind`` is ``"object"``, ``"array"`` or ``"other"``; ``tags``, beside an ``anyOf``
+    where a branch has one, holds each branch's, in order: ``((property name, value), ...)``, for each property the
+    branch allows one value of (``const``, or an ``enum`` of one: a tagged union's tag). Equal subtrees are one
+    object.
     """
     reasons: list[str] = []
     interned: dict[Any, dict[str, Any]] = {}
@@ -598,7 +610,8 @@ def strict_schema(schema: Mapping[str, Any], *, tool: str = "?") -> tuple[dict[s
             tuple(tree.get("absent", ())),
             tuple((name, id(sub)) for name, sub in tree.get("properties", {}).items()),
             id(tree.get("items")),
-            tuple((kind, keys, id(sub), repr(tags)) for kind, keys, sub, tags in tree.get("anyOf", ())),
+            tuple((kind, keys, id(sub)) for kind, keys, sub in tree.get("anyOf", ())),
+            repr(tree.get("tags")),
         )
         return interned.setdefault(key, tree)
 
@@ -625,7 +638,10 @@ def strict_schema(schema: Mapping[str, Any], *, tool: str = "?") -> tuple[dict[s
             branches = [convert(s, f"{path}.anyOf[{i}]") for i, s in enumerate(out["anyOf"])]
             out["anyOf"] = [b for b, _ in branches]
             if any(t for _, t in branches):
-                tree["anyOf"] = [_branch(b, t, s) for (b, t), s in zip(branches, node["anyOf"])]
+                tree["anyOf"] = [_branch(b, t) for b, t in branches]
+                tags = [_tags(s) for s in node["anyOf"]]
+                if any(tags):
+                    tree["tags"] = tags
         if _is_array(node.get("type")) and "items" not in node:
             reasons.append(f"{path}: an array without items cannot be strict")
         if isinstance(out.get("items"), list):
