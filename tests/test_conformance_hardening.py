@@ -494,8 +494,8 @@ def test_a_plugin_that_answers_a_refusal_with_a_value_is_told_from_one_that_reco
     assert failures == {"TestSwallowSync::test_a_refusal_stands", "TestRecoversOnlySync::test_a_refusal_stands"}
     for each in ("TestSwallowSync", "TestRecoversOnlySync"):
         assert (
-            "call: the guard's refusal (ToolError) became the value {'x': 0, 'double': 0}, the same call having been let "
-            "through just before (recover with a value only what the tool raised"
+            "call: the guard's refusal (ToolError) became the value {'x': 0, 'double': 0}, refusal 1 of 5 in a row after "
+            "the same call was let through (recover with a value only what the tool raised"
             in message(inner, f"{each}::test_a_refusal_stands")
         )
 

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import logging
+import math
 import re
+import threading
 import time
 import tracemalloc
 from collections.abc import Iterator
@@ -11,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from harness_one import Call, Outcome, Retry, hookimpl
+from harness_one import Call, Outcome, Retry, hookimpl, log_event
 from harness_one.testing import PluginTests
 from harness_one.testing import _plugins as kit_plugins
 from harness_one.testing._suite import _HARNESS_ONE
@@ -49,11 +51,13 @@ def test_a_plugin_that_answers_a_refusal_with_a_remembered_result_fails_the_refu
         suite(PluginTests, plugin_factory=ServesStale).test_a_refusal_stands()
     text = str(failed.value)
     assert text.startswith("a call refused before the tool ran did not end in an error:\n")
-    for way in ("call", "acall"):
-        for refusal in ("ToolError", "RateLimitExceeded", "CircuitOpen", "ToolBusy", "ApprovalUnavailable"):
+    turns = iter(range(1, 11))
+    for refusal in ("ToolError", "RateLimitExceeded", "CircuitOpen", "ToolBusy", "ApprovalUnavailable"):
+        for way in ("call", "acall"):
             assert (
-                f"  - {way}: the guard's refusal ({refusal}) became the value {{'x': 1, 'double': 2}}, the same call "
-                "having been let through just before (recover with a value only what the tool raised" in text
+                f"  - {way}: the guard's refusal ({refusal}) became the value {{'x': 1, 'double': 2}}, refusal "
+                f"{next(turns)} of 10 in a row after the same call was let through (recover with a value only what the "
+                "tool raised" in text
             )
 
 
@@ -144,8 +148,8 @@ def test_a_plugin_whose_stats_the_core_refuses_fails_the_stats_check() -> None:
     )
     text = str(failed.value)  # (pytest's assertion rewriting indents the lines after the first)
     assert text.startswith(
-        "registry.stats() with the plugin 'stats_not_a_dict' (harness_stats returns a dict, or None, of what json.dumps "
-        "takes; its 'tools' a dict per tool name):\n"
+        "registry.stats() with the plugin 'stats_not_a_dict' (harness_stats returns a dict, or None, of what "
+        "json.dumps(..., allow_nan=False) takes; its 'tools' a dict per tool name, beside the core's 'calls'):\n"
     )
     assert f"- before any call, {problem}\n" in text
     assert f"- after 6 calls (that succeed, fail in the tool, are refused before the plugin's pre_call), {problem}" in text
@@ -155,7 +159,7 @@ def test_a_plugin_whose_stats_are_not_json_fails_the_stats_check() -> None:
     with pytest.raises(AssertionError) as failed:
         suite(PluginTests, plugin_factory=StatsNotJson).test_stats_after_calls()
     assert (
-        "  - before any call, registry.stats()['stats_not_json'] is not JSON (TypeError: Object of type set is not "
+        "  - before any call, registry.stats()['stats_not_json'] is not valid JSON (TypeError: Object of type set is not "
         "JSON serializable): {'seen': {'a'}}"
     ) in str(failed.value)
 
@@ -208,3 +212,172 @@ def test_the_growth_check_ends_once_the_kit_s_clock_stopped_the_calls(caplog: py
     )
     internal = [r for r in caplog.records if "internal error" in r.getMessage()]
     assert len(internal) == 1, f"{len(internal)} internal errors logged"
+
+
+# ====================================================================== the second round
+# ---------------------------------------------------------------------- 1. the growth check's cost, loggers per call
+
+
+def test_the_growth_check_traces_few_frames_and_calls() -> None:
+    """3 frames: the library-state test above (``logging.getLogger`` in a hook) fails with 3 or more, passes with 1 or 2;
+    16 made the traced calls 5 to 7 times dearer."""
+    assert kit_plugins._TRACED_FRAMES == 3
+
+
+class LoggerPerCallViaLogEvent:
+    """A logger per call made through harness-one's own ``log_event`` (what it allocates is harness-one's frames')."""
+
+    name = "logger_per_call_via_log_event"
+
+    @hookimpl
+    def harness_pre_call(self, call: Call) -> None:
+        log_event(logging.DEBUG, "seen", logger=call.call_id)
+
+
+def test_a_logger_per_call_made_through_log_event_fails_the_growth_check(call_loggers: None) -> None:
+    with pytest.raises(AssertionError) as failed:
+        suite(PluginTests, plugin_factory=LoggerPerCallViaLogEvent, supports_async=False).test_no_per_call_state()
+    assert str(failed.value).startswith(
+        "4,375 loggers were made over calls 5001-10000 (logging.getLogger, directly or through harness-one's "
+        "log_event(logger=...)), and logging keeps every logger for the life of the process: a logger named per call or "
+        "per key (by call.call_id, the arguments)? Name loggers by module or plugin, and put what varies in the record"
+    )
+
+
+class SlowWhenTraced:
+    """Fast, but 20 ms in each pre_call while tracemalloc traces (the kit's traced phase): past the deadline there."""
+
+    name = "slow_when_traced"
+
+    @hookimpl
+    def harness_pre_call(self, call: Call) -> None:
+        if tracemalloc.is_tracing():
+            time.sleep(0.02)
+
+
+def test_a_check_slow_in_the_kit_s_traced_phase_says_the_tracing_is_included() -> None:
+    subject = suite(PluginTests, plugin_factory=SlowWhenTraced, supports_async=False, check_deadline=2.0, growth_calls=800)
+    with pytest.raises(pytest.fail.Exception) as failed:
+        subject.test_no_per_call_state()
+    assert re.fullmatch(
+        r"test_no_per_call_state did not end within check_deadline = 2 s, but it was not stuck: [\d,]+ of 800 calls "
+        r"in [\d.]+ s \([\d.]+ ms per call, hooks and the kit's tracing included\): too slow for check_deadline \(the "
+        r"kit traces the last calls with tracemalloc, which makes them dearer: raise check_deadline for a plugin this "
+        r"slow, or make its hooks faster\)",
+        str(failed.value),
+    )
+
+
+# ---------------------------------------------------------------------- 2. stuck a moment before the deadline
+
+
+class StuckLate:
+    """A millisecond of work per call, then, 1.4 s after its first call, a pre_call that waits for what never comes
+    (until the test lets it go: the check's thread then ends)."""
+
+    name = "stuck_late"
+
+    def __init__(self) -> None:
+        self.first: float | None = None
+        self.released = threading.Event()
+
+    @hookimpl
+    def harness_pre_call(self, call: Call) -> None:
+        now = time.monotonic()
+        self.first = self.first or now
+        time.sleep(0.001)
+        if now - self.first > 1.4:
+            self.released.wait()
+            raise SystemExit("let go by the test")
+
+
+def test_a_plugin_stuck_a_moment_before_the_deadline_is_reported_stuck_not_slow() -> None:
+    plugin = StuckLate()
+    subject = suite(PluginTests, plugin_factory=lambda: plugin, supports_async=False, check_deadline=2.0)
+    try:
+        with pytest.raises(pytest.fail.Exception) as failed:
+            subject.test_no_per_call_state()
+        text = str(failed.value)
+        assert text.startswith(
+            "test_no_per_call_state did not end within check_deadline = 2 s: stuck in the plugin's harness_pre_call "
+            "(test_kit_review25.py:"
+        ), text[:300]
+        with pytest.raises(pytest.fail.Exception) as later:
+            subject.test_has_a_name()
+        assert str(later.value).startswith("not run: test_no_per_call_state, before it, is still stuck in the plugin's ")
+    finally:
+        plugin.released.set()
+
+
+# ---------------------------------------------------------------------- 3. a plugin that serves stale after a streak
+
+
+class StaleAfterStreak:
+    """Serves the last good result once the calls failed twice in a row (one error may be transient)."""
+
+    name = "stale_after_streak"
+
+    def __init__(self) -> None:
+        self.last: Any = None
+        self.streak = 0
+
+    @hookimpl
+    def harness_post_call(self, call: Call) -> None:
+        self.last, self.streak = call.result, 0
+
+    @hookimpl
+    def harness_on_error(self, call: Call, error: BaseException) -> Outcome | None:
+        self.streak += 1
+        return Outcome.success(self.last) if self.streak >= 2 and self.last is not None else None
+
+
+def test_a_plugin_that_serves_a_remembered_result_after_a_streak_of_refusals_fails() -> None:
+    with pytest.raises(AssertionError) as failed:
+        suite(PluginTests, plugin_factory=StaleAfterStreak).test_a_refusal_stands()
+    text = str(failed.value)
+    assert "  - call: the guard's refusal (ToolError)" not in text  # the first refusal of the streak stands
+    assert (
+        "  - acall: the guard's refusal (ToolError) became the value {'x': 1, 'double': 2}, refusal 2 of 10 in a row after "
+        "the same call was let through (recover with a value only what the tool raised" in text
+    )
+    assert "  - acall: the guard's refusal (ApprovalUnavailable) became the value {'x': 1, 'double': 2}, refusal 10 of 10" in text
+
+
+# ---------------------------------------------------------------------- 4. stats: valid JSON, the core's count kept
+
+
+class StatsNan:
+    name = "stats_nan"
+
+    @hookimpl
+    def harness_stats(self, registry: Any) -> dict[str, Any]:
+        return {"mean_ms": math.nan, "max_ms": -math.inf}
+
+
+class StatsClobberCalls:
+    name = "stats_clobber_calls"
+
+    @hookimpl
+    def harness_stats(self, registry: Any) -> dict[str, Any]:
+        return {"tools": {"conformance_probe": {"calls": 0, "mine": 1}}}
+
+
+def test_a_plugin_whose_stats_hold_nan_or_infinity_fails_the_stats_check() -> None:
+    with pytest.raises(AssertionError) as failed:
+        suite(PluginTests, plugin_factory=StatsNan).test_stats_after_calls()
+    assert (
+        "  - before any call, registry.stats()['stats_nan'] is not valid JSON (ValueError: Out of range float values are "
+        "not JSON compliant): {'mean_ms': nan, 'max_ms': -inf}"
+    ) in str(failed.value)
+
+
+def test_a_plugin_whose_tool_stats_replace_the_core_s_call_count_fails_the_stats_check() -> None:
+    with pytest.raises(AssertionError) as failed:
+        suite(PluginTests, plugin_factory=StatsClobberCalls).test_stats_after_calls()
+    text = str(failed.value)
+    assert "before any call" not in text  # no call made then: the count is right
+    assert (
+        "  - after 6 calls (that succeed, fail in the tool, are refused before the plugin's pre_call), "
+        "registry.stats()['tools']['conformance_probe']['calls'] is 0, not the 6 calls made: the plugin's per-tool "
+        "statistics replaced the core's count (name its own counters otherwise)"
+    ) in text

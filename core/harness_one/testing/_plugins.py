@@ -13,6 +13,7 @@ import gc
 import inspect
 import itertools
 import json
+import logging
 import os
 import re
 import sys
@@ -423,8 +424,15 @@ def _own_files(plugin: Any, codes: Mapping[CodeType, int | None]) -> list[str]:
 
 #: Frames ``tracemalloc`` keeps of each allocation in the growth check: one the plugin's code makes through a library
 #: (``logging.getLogger(call.call_id)``, a list a helper package keeps) is the plugin's when one of its lines is among
-#: the innermost 16 frames.
-_TRACED_FRAMES = 16
+#: the innermost 3 frames: ``logging.getLogger(call.call_id)`` in a hook is (its allocations are 2 frames below the
+#: hook's line; with 1 or 2 frames it passed). Each frame more makes every traced call dearer (the traced phase cost
+#: about 1.7 times what it cost with 1 frame with 3, 2.7 times with 4, 5 to 7 times with 16); a logger per call, the
+#: commonest state kept through a library, is also caught directly, by counting ``logging``'s loggers.
+_TRACED_FRAMES = 3
+
+#: Loggers ``logging`` may gain over the second half of the growth calls (it keeps every logger for the life of the
+#: process, whoever asked for it: the plugin, or harness-one's ``log_event(logger=...)`` on its behalf).
+_NEW_LOGGERS = 32
 
 
 def _kept_bytes(files: list[str], before: int, window: int, call: Callable[[], Any]) -> tuple[int, int]:
@@ -905,15 +913,17 @@ class PluginTests(Suite, standard=True, provided=("make_plugin", "call_options",
     def test_stats_after_calls(self) -> None:
         """``registry.stats()`` works with the plugin, before any call and after calls that succeed, fail in the tool
         and are refused before the plugin's ``pre_call`` (through ``call`` and, with ``supports_async``, ``acall``):
-        its ``harness_stats`` neither raises nor returns what the core refuses (a ``PluginError`` naming it), and what
-        it gives is JSON (``json.dumps`` takes it), as monitoring reads it."""
+        its ``harness_stats`` neither raises nor returns what the core refuses (a ``PluginError`` naming it), what it
+        gives is valid JSON (``json.dumps(..., allow_nan=False)`` takes it: no ``NaN`` nor ``Infinity``), as monitoring
+        reads it, and the core's count of the tool's calls (``stats["tools"][name]["calls"]``) is still the real one
+        after the plugin's per-tool statistics are merged in."""
         plugin = self.make_plugin()
         name = self.name_of(plugin)
         registry = self._registry(plugin)
         registry.plugins.register(_Gate(), _Gate.name)
         problems: list[str] = []
 
-        def gathered(when: str) -> None:
+        def gathered(when: str, calls: int) -> None:
             try:
                 stats = registry.stats()
             except PluginError as exc:
@@ -923,18 +933,27 @@ class PluginTests(Suite, standard=True, provided=("make_plugin", "call_options",
             own = {"registry.stats()[" + repr(name) + "]": stats.get(name), "registry.stats()['tools']": stats.get("tools")}
             for where, part in own.items():
                 try:
-                    json.dumps(part)
+                    json.dumps(part, allow_nan=False)  # (NaN and Infinity are no JSON: a parser refuses them)
                 except (TypeError, ValueError) as exc:
-                    problems.append(f"{when}, {where} is not JSON ({type(exc).__name__}: {exc}): {part!r}"[:500])
+                    problems.append(f"{when}, {where} is not valid JSON ({type(exc).__name__}: {exc}): {part!r}"[:500])
+            tools = stats.get("tools")
+            counted = tools.get(PROBE, {}).get("calls") if isinstance(tools, dict) else None
+            if counted != calls or type(counted) is not int:
+                problems.append(
+                    f"{when}, registry.stats()['tools'][{PROBE!r}]['calls'] is {counted!r}, not the {calls} calls made: "
+                    "the plugin's per-tool statistics replaced the core's count (name its own counters otherwise)"
+                )
 
-        gathered("before any call")
+        gathered("before any call", 0)
         ways = (False, True) if self.supports_async else (False,)
         for arguments, asynchronous in itertools.product(({"x": 1}, {"x": 2, "fail": True}, {"x": _REFUSED_X}), ways):
             _outcome(registry, PROBE, arguments, self.call_options(dict(arguments)), asynchronous=asynchronous)
-        gathered(f"after {3 * len(ways)} calls (that succeed, fail in the tool, are refused before the plugin's pre_call)")
+        made = 3 * len(ways)
+        gathered(f"after {made} calls (that succeed, fail in the tool, are refused before the plugin's pre_call)", made)
         assert not problems, (
-            f"registry.stats() with the plugin {name!r} (harness_stats returns a dict, or None, of what json.dumps takes; "
-            "its 'tools' a dict per tool name):\n  - " + "\n  - ".join(problems)
+            f"registry.stats() with the plugin {name!r} (harness_stats returns a dict, or None, of what "
+            "json.dumps(..., allow_nan=False) takes; its 'tools' a dict per tool name, beside the core's 'calls'):\n  - "
+            + "\n  - ".join(problems)
         )
 
     def test_blocked_by_name(self) -> None:
@@ -1172,6 +1191,7 @@ class PluginTests(Suite, standard=True, provided=("make_plugin", "call_options",
         call, call_options = registry.call, self.call_options
         tick = registry.clock.advance if isinstance(registry.clock, ManualClock) else None
         made = progress(self.growth_calls)  # a check past its deadline that still makes calls is slow, not stuck
+        loggers = logging.Logger.manager.loggerDict
 
         distinct = self.distinct_arguments
 
@@ -1204,11 +1224,16 @@ class PluginTests(Suite, standard=True, provided=("make_plugin", "call_options",
         for _ in range(half):
             step()
         all_succeeded(half)  # before the rest of the calls: they would fail the same way
-        middle = footprint(plugin)
+        middle, named = footprint(plugin), len(loggers)
         window = half // 4
         for _ in range(half - 2 * window):
             step()
-        kept, frames = _kept_bytes(_own_files(plugin, self.hook_codes(plugin)), window, window, step)
+        made.traced = True  # a slow report past the deadline now counts the kit's tracing in the time per call
+        try:
+            kept, frames = _kept_bytes(_own_files(plugin, self.hook_codes(plugin)), window, window, step)
+        finally:
+            made.traced = False
+        new_loggers = len(loggers) - named
         if 0 < frames < _TRACED_FRAMES:
             self._note(
                 f"tracemalloc was already tracing {frames} frame(s) per allocation (not the kit's {_TRACED_FRAMES}): what "
@@ -1228,6 +1253,12 @@ class PluginTests(Suite, standard=True, provided=("make_plugin", "call_options",
             f"{self.growth_calls - window + 1}-{self.growth_calls} that are still alive (about {kept / window:.0f} per "
             "call: a growing string, a module-level table, an unbounded lru_cache, a table keyed by the arguments, a "
             "logger named per call?): it keeps something per call or per key"
+        )
+        assert new_loggers <= _NEW_LOGGERS, (
+            f"{new_loggers:,} loggers were made over calls {half + 1}-{self.growth_calls} (logging.getLogger, directly or "
+            "through harness-one's log_event(logger=...)), and logging keeps every logger for the life of the process: a "
+            "logger named per call or per key (by call.call_id, the arguments)? Name loggers by module or plugin, and put "
+            "what varies in the record"
         )
         gc.collect()
         alive = sum(1 for o in gc.get_objects() if type(o) is Call and o.registry is registry)
@@ -1279,8 +1310,9 @@ class PluginTests(Suite, standard=True, provided=("make_plugin", "call_options",
         """A call another plugin refuses before the tool runs (the kit's guard: a ``pre_call`` that raises, before the
         plugin's, a ``ToolError`` as access control does, then in turn ``RateLimitExceeded``, ``CircuitOpen``,
         ``ToolBusy`` and ``ApprovalUnavailable`` as the standard plugins do) ends in an error, through ``call`` and (with
-        ``supports_async``) ``acall``, the same call having been let through just before (so a plugin that remembers
-        good results has one): the plugin may translate the refusal or retry it, but not answer it with a value
+        ``supports_async``) ``acall``, all of them back to back after the same call was let through once (so a plugin
+        that remembers good results has one, and one that serves it after a streak of errors sees a streak): the plugin
+        may translate the refusal or retry it, but not answer it with a value
         (``Outcome.success`` recovers what the tool raised), nor fail on it with a ``PluginError``. Nor does a
         call whose tool fails (``fail=True``, the plugin alone) end in a ``PluginError``."""
         plugin = self.make_plugin()
@@ -1289,24 +1321,28 @@ class PluginTests(Suite, standard=True, provided=("make_plugin", "call_options",
         guard = _Guard()
         registry.plugins.register(guard, _Guard.name)
         problems = []
-        for refusal, asynchronous in itertools.product(_REFUSALS, (False, True) if self.supports_async else (False,)):
+        ways = (False, True) if self.supports_async else (False,)
+        # The same call let through once first: a plugin that remembers a good result ("serve stale on error") has one
+        # to answer the refusals with, as it would in service; and the refusals then come back to back, so one that
+        # serves it only after a streak of errors (one error may be transient, a streak an outage) sees a streak.
+        guard.on = False
+        _outcome(registry, PROBE, {"x": 1}, self.call_options({"x": 1}), asynchronous=False)
+        guard.on = True
+        refusals = list(itertools.product(_REFUSALS, ways))
+        for turn, (refusal, asynchronous) in enumerate(refusals, 1):
             guard.refusal = refusal
             way, refused = "acall" if asynchronous else "call", guard.refused
             what = type(refusal(PROBE)).__name__
             what = "ToolError" if what == _Refused.__name__ else what
-            # The same call let through first: a plugin that remembers a good result ("serve stale on error") has one
-            # to answer the refusal with, as it would in service.
-            guard.on = False
-            _outcome(registry, PROBE, {"x": 1}, self.call_options({"x": 1}), asynchronous=asynchronous)
-            guard.on = True
             value, error = _outcome(registry, PROBE, {"x": 1}, self.call_options({"x": 1}), asynchronous=asynchronous)
             if guard.refused == refused:
                 continue  # the plugin answered before the guard ran: no refusal to judge
             if error is None:
                 problems.append(
-                    f"{way}: the guard's refusal ({what}) became the value {value!r}, the same call having been let "
-                    "through just before (recover with a value only what the tool raised, a ToolExecutionError, not with "
-                    "a remembered result; translate a refusal with Outcome.failure, or let it stand)"
+                    f"{way}: the guard's refusal ({what}) became the value {value!r}, refusal {turn} of {len(refusals)} "
+                    "in a row after the same call was let through (recover with a value only what the tool raised, a "
+                    "ToolExecutionError, not with a remembered result; translate a refusal with Outcome.failure, or let "
+                    "it stand)"
                 )
             elif isinstance(error, PluginError):
                 whose = "the plugin's own" if error.plugin == name else f"a PluginError of {error.plugin or 'no plugin'}:"

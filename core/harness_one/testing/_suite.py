@@ -130,6 +130,8 @@ class Progress:
         self.done = 0
         self.total = 0
         self.stop: str | None = None
+        #: Whether the kit traces the calls now (``tracemalloc``, which makes them dearer): a slow report says so.
+        self.traced = False
 
     def made(self) -> None:
         """One more call made; raises :class:`Stopped` once ``stop`` is set."""
@@ -159,8 +161,8 @@ _SAMPLE = 1.0
 
 class Overran(Exception):
     """Work :func:`bounded` ran did not end in time: ``where`` it is stuck, the stuck thread's ``stack``, and the
-    ``worker`` thread left running it. ``slow``: it was still making calls, ``(done, total, seconds)``, so it is slow,
-    not stuck (its loop is then stopped)."""
+    ``worker`` thread left running it. ``slow``: it was still making calls, ``(done, total, seconds, traced)``, so it is
+    slow, not stuck (its loop is then stopped; ``traced``: the kit was tracing the calls then)."""
 
     def __init__(
         self,
@@ -168,7 +170,7 @@ class Overran(Exception):
         where: str,
         stack: str,
         worker: threading.Thread | None = None,
-        slow: tuple[int, int, float] | None = None,
+        slow: tuple[int, int, float, bool] | None = None,
     ) -> None:
         super().__init__(f"did not return within {seconds:g} s: stuck in {where}")
         self.seconds, self.where, self.stack, self.worker, self.slow = seconds, where, stack, worker, slow
@@ -218,7 +220,9 @@ def bounded(
     stuck (the frame ``locate`` names, or else the innermost frame of the code under test) with that thread's stack;
     the stuck thread is left behind (a daemon: it cannot keep the process alive), and Ctrl-C still stops the run.
     With ``made`` (the work's :class:`Progress`): when its count moved over the last look (each ``_SAMPLE`` seconds),
-    the work is slow, not stuck: the :class:`Overran` says so, and ``made`` is stopped."""
+    and moves again within a grace of ``max(_SAMPLE, 20 x`` its mean time per call``)`` past ``seconds`` (a call that
+    got stuck a moment before the deadline is not counted as progress), the work is slow, not stuck: the
+    :class:`Overran` says so, and ``made`` is stopped."""
     before = {t.ident for t in threading.enumerate()}
     outcome: dict[str, Any] = {}
 
@@ -242,15 +246,25 @@ def bounded(
             looks = [looks[1], (now, made.done)]
     if worker.is_alive():
         started = [t for t in threading.enumerate() if t.ident not in before and t is not worker]
-        if made is not None and made.done > looks[0][1]:  # calls still ending over the last second or two: slow
-            elapsed = time.monotonic() - began
+        if made is not None and made.done > looks[0][1] and _moves_again(made, worker, began):  # slow, not stuck
+            elapsed, traced = time.monotonic() - began, made.traced
             made.stop = f"stopped after {elapsed:.1f} s, past the check's deadline"
-            raise Overran(seconds, "a loop of calls", "", worker=worker, slow=(made.done, made.total, elapsed))
+            raise Overran(seconds, "a loop of calls", "", worker=worker, slow=(made.done, made.total, elapsed, traced))
         raise Overran(seconds, *_stuck([worker, *started], locate), worker=worker)
     if "error" in outcome:
         error = outcome.pop("error")
         raise error
     return outcome.get("value")
+
+
+def _moves_again(made: Progress, worker: threading.Thread, began: float) -> bool:
+    """Whether ``made`` counts one more call (or ``worker`` ends) within ``max(_SAMPLE, 20 x`` the mean time per call so
+    far``)``: calls that ended over the last look before the deadline do not tell a slow loop from one stuck since."""
+    done, now = made.done, time.monotonic()
+    until = now + max(_SAMPLE, 20 * (now - began) / max(done, 1))
+    while made.done == done and worker.is_alive() and (left := until - time.monotonic()) > 0:
+        worker.join(min(left, 0.01))
+    return made.done != done or not worker.is_alive()
 
 
 class _DaemonThreads(concurrent.futures.ThreadPoolExecutor):
@@ -394,13 +408,19 @@ def _bounded_check(fn: Callable[..., Any]) -> Callable[..., Any]:
             _fail_if_overran(clocks, None)
             pytest.fail(f"{fn.__name__}: its calls were stopped: {made.stop}", pytrace=False)
         if stuck.slow is not None:  # still making calls: its loop stops at the next one, and the later checks run
-            done, total, elapsed = stuck.slow
+            done, total, elapsed, traced = stuck.slow
             of = f" of {total:,}" if total else ""
+            included = "hooks and the kit's tracing included" if traced else "hooks included"
+            why = (
+                "raise check_deadline for a plugin this slow, or make its hooks faster"
+                if not traced
+                else "the kit traces the last calls with tracemalloc, which makes them dearer: raise check_deadline for "
+                "a plugin this slow, or make its hooks faster"
+            )
             pytest.fail(
                 f"{fn.__name__} did not end within check_deadline = {self.check_deadline:g} s, but it was not stuck: "
-                f"{done:,}{of} calls in {elapsed:.1f} s ({1000 * elapsed / max(done, 1):.2f} ms per call, hooks "
-                "included): too slow for check_deadline (raise check_deadline for a plugin this slow, or make its hooks "
-                "faster)",
+                f"{done:,}{of} calls in {elapsed:.1f} s ({1000 * elapsed / max(done, 1):.2f} ms per call, {included}): "
+                f"too slow for check_deadline ({why})",
                 pytrace=False,
             )
         _STUCK[type(self)] = (fn.__name__, stuck)
