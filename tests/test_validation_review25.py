@@ -517,3 +517,27 @@ def test_a_pattern_property_the_default_s_name_matches_judges_it_too() -> None:
     schema = {"type": "object", "properties": {"a": {"default": "x"}}, "patternProperties": {"^a": {"type": "integer"}}}
     with pytest.raises(ToolDefinitionError, match=r"at #/properties/a/default, the arguments this default makes "):
         Tool.create(lambda **kw: kw, name="t", parameters=schema)
+
+
+def test_subschemas_finds_schemas_by_keyword_only() -> None:
+    """The public walker the plugin finds ``$schema`` and the content keywords with: schemas under keywords, not
+    property names, ``enum``/``const``/``default`` values or a ``dependencies`` list of names."""
+    from harness_one import subschemas
+
+    inner = {"type": "string", "contentMediaType": "application/json"}
+    tuple_item = {"type": "integer"}
+    dependent = {"required": ["b"]}
+    schema = {
+        "properties": {"$schema": inner, "n": {"enum": [{"type": "x"}], "default": {"type": "y"}}},
+        "items": [tuple_item],
+        "dependencies": {"a": dependent, "c": ["d"]},
+    }
+    found = list(subschemas(schema))
+    assert found[0] is schema
+    assert {id(node) for node in found} == {
+        id(schema),
+        id(inner),
+        id(schema["properties"]["n"]),
+        id(tuple_item),
+        id(dependent),
+    }

@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from ._registry import ToolRegistry
     from ._render import fingerprint, rendered_length
     from ._runners import ProcessRunner, Runner, ThreadRunner
-    from ._schema import json_path, json_pointer, json_type, listed_names
+    from ._schema import json_path, json_pointer, json_type, listed_names, subschemas
     from ._tool import Tool, ToolFunction, define_tool, defineTool
     from .hookspecs import applies_to, hookimpl, per_tool
 
@@ -99,6 +99,7 @@ _LAZY: dict[str, str] = {  # name -> module: imported on first use, so start-up 
     "json_pointer": "._schema",
     "json_type": "._schema",
     "listed_names": "._schema",
+    "subschemas": "._schema",
     "Tool": "._tool",
     "ToolFunction": "._tool",
     "define_tool": "._tool",
@@ -176,6 +177,7 @@ __all__ = [
     "redact",
     "refresh_entry_points",
     "rendered_length",
+    "subschemas",
 ]
 
 

@@ -18,7 +18,7 @@ import re
 import sys
 import types
 import typing
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
@@ -40,6 +40,7 @@ __all__ = [
     "json_type",
     "path_step",
     "schema_for_type",
+    "subschemas",
     "without_bad_defaults",
     "wrap_output",
 ]
@@ -1048,6 +1049,28 @@ def json_pointer(root: Any, pointer: str) -> Any:
         else:
             raise KeyError(pointer)
     return node
+
+
+def subschemas(schema: Any) -> Iterator[dict[str, Any]]:
+    """Every schema object in ``schema``, itself first, found by keyword as the definition checks walk it: a
+    property named ``$schema``, or an ``enum``, ``const``, ``default`` or ``examples`` value, is no schema (``$ref``
+    is not followed). How a plugin finds a keyword where it is one."""
+    stack = [schema]
+    while stack:
+        node = stack.pop()
+        if not isinstance(node, dict):
+            continue
+        yield node
+        for key, value in node.items():
+            if key in _SUBSCHEMA:
+                if isinstance(value, list):  # items as an array (drafts before 2020-12)
+                    stack.extend(value)
+                else:
+                    stack.append(value)
+            elif key in _SUBSCHEMA_ARRAYS and isinstance(value, list):
+                stack.extend(value)
+            elif (key in _SUBSCHEMA_MAPS or key == "dependencies") and isinstance(value, dict):
+                stack.extend(value.values())  # (a dependencies list of names is no dict: passed over above)
 
 
 # ---------------------------------------------------------------------------- constraints

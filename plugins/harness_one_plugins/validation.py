@@ -40,6 +40,7 @@ from harness_one import (
     json_type,
     listed_names,
     per_tool,
+    subschemas,
 )
 
 from . import _formats
@@ -307,60 +308,23 @@ def _rust_keywords(schema: Any) -> dict[str, Any] | None:
     return None
 
 
-#: Where a schema keyword holds one subschema, a list of them (or one), or a map of names to them.
-_ONE_SCHEMA = frozenset(
-    {
-        "additionalItems",
-        "additionalProperties",
-        "contains",
-        "contentSchema",
-        "else",
-        "if",
-        "items",
-        "not",
-        "propertyNames",
-        "then",
-        "unevaluatedItems",
-        "unevaluatedProperties",
-    }
-)
-_SCHEMA_LISTS = frozenset({"allOf", "anyOf", "oneOf", "prefixItems", "items"})
-_SCHEMA_MAPS = frozenset({"$defs", "definitions", "dependentSchemas", "dependencies", "patternProperties", "properties"})
 #: Keywords jsonschema-rs asserts in drafts 6 and 7 and jsonschema reads as annotations in every draft.
 _CONTENT = ("contentMediaType", "contentEncoding")
 
 
-def _subschemas(schema: Any) -> Iterator[dict[str, Any]]:
-    """Every schema object in ``schema`` (itself first), found by keyword: a property named ``$schema``, an
-    ``enum``, ``const``, ``default`` or ``examples`` value is no schema."""
-    stack = [schema]
-    while stack:
-        node = stack.pop()
-        if not isinstance(node, dict):
-            continue
-        yield node
-        for key, value in node.items():
-            if key in _ONE_SCHEMA and isinstance(value, dict):
-                stack.append(value)
-            elif key in _SCHEMA_LISTS and isinstance(value, list):
-                stack.extend(value)
-            elif key in _SCHEMA_MAPS and isinstance(value, dict):
-                stack.extend(value.values())
-
-
 def _older_draft(schema: Any, draft: int) -> bool:
     """Whether a part of ``schema`` is read as a draft before 2019-09: the root's dialect, or a subschema's ``$schema``."""
-    return draft <= 7 or any("$schema" in node for node in itertools.islice(_subschemas(schema), 1, None))
+    return draft <= 7 or any("$schema" in node for node in itertools.islice(subschemas(schema), 1, None))
 
 
 def _rust_schema(schema: Any, old: bool) -> Any:
     """The schema jsonschema-rs is given: ``schema``, without ``contentMediaType`` and ``contentEncoding`` where a
     part is of draft 6 or 7 (``old``), in which jsonschema-rs asserts them; jsonschema reads them as annotations in
     every draft, as jsonschema-rs does from 2019-09 on. jsonschema-rs decides only valid or invalid."""
-    if not old or not any(key in node for node in _subschemas(schema) for key in _CONTENT):
+    if not old or not any(key in node for node in subschemas(schema) for key in _CONTENT):
         return schema
     copied = copy.deepcopy(schema)
-    for node in _subschemas(copied):
+    for node in subschemas(copied):
         for key in _CONTENT:
             node.pop(key, None)
     return copied
