@@ -2032,31 +2032,28 @@ def _fill_errors(schema: JSONSchema) -> Callable[[dict[str, Any]], list[tuple[An
         cls = validators.validator_for(schema, default=validators.Draft202012Validator)
         checker = cls(schema, format_checker=cls.FORMAT_CHECKER)
 
-        def python_errors(instance: dict[str, Any]) -> list[tuple[Any, str | None, str]]:
-            found = []
-            for error in checker.iter_errors(instance):
-                path = list(error.absolute_path)
-                key = (tuple(path), tuple(error.absolute_schema_path))
-                found.append((key, str(path[0]) if path else None, error.message[:200]))
-            return found
+        def listed(instance: dict[str, Any]) -> Iterable[tuple[Iterable[Any], Iterable[Any], str]]:
+            return ((e.absolute_path, e.absolute_schema_path, e.message) for e in checker.iter_errors(instance))
 
-        return python_errors
-    try:
-        validator = rs.validator_for(schema, validate_formats=True)
-    except Exception:  # pragma: no cover - what jsonschema-rs cannot compile, validation reports
-        return lambda instance: []
+    else:
+        try:
+            validator = rs.validator_for(schema, validate_formats=True)
+        except Exception:  # pragma: no cover - what jsonschema-rs cannot compile, validation reports
+            return lambda instance: []
 
-    def rust_errors(instance: dict[str, Any]) -> list[tuple[Any, str | None, str]]:
-        if validator.is_valid(instance):
-            return []
+        def listed(instance: dict[str, Any]) -> Iterable[tuple[Iterable[Any], Iterable[Any], str]]:
+            if validator.is_valid(instance):
+                return ()
+            return ((e.instance_path, e.schema_path, e.message) for e in validator.iter_errors(instance))
+
+    def errors(instance: dict[str, Any]) -> list[tuple[Any, str | None, str]]:
         found = []
-        for error in validator.iter_errors(instance):
-            path = list(error.instance_path)
-            key = (tuple(path), tuple(error.schema_path))
-            found.append((key, str(path[0]) if path else None, error.message[:200]))
+        for where, keyword, message in listed(instance):
+            path = list(where)
+            found.append(((tuple(path), tuple(keyword)), str(path[0]) if path else None, message[:200]))
         return found
 
-    return rust_errors
+    return errors
 
 
 #: Keywords that never refuse a value.
