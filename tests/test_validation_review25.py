@@ -193,92 +193,33 @@ def test_a_recursive_ref_under_any_of_still_takes_floats_where_an_alternative_do
     assert type(out["root"]["v"]) is int and type(out["root"]["c"]["v"]) is float
 
 
-# -- 5. defaults are judged when the tool is defined: the fill of {} must pass the whole schema, formats asserted ---
-
-BAD_DEFAULTS = [
-    (
-        {"properties": {"n": {"type": "integer", "allOf": [{"default": "x"}]}}},
-        "at #/properties/n/allOf/0/default, the arguments this default makes when filled in for a call that leaves "
-        'it out do not match the schema ("x" is not of type "integer")',
-    ),
-    (
-        {"properties": {"d": {"type": "string", "format": "date", "default": "2020-13-01"}}},
-        'at #/properties/d/default, the default does not match the schema that gives it ("2020-13-01" is not a "date")',
-    ),
-    (
-        {"properties": {"a": {"type": "integer", "default": 1}, "b": {"type": "integer"}}, "dependentRequired": {"a": ["b"]}},
-        "at #/properties/a/default, the arguments this default makes when filled in for a call that leaves it out "
-        'do not match the schema ("b" is a required property)',
-    ),
-    (
-        {
-            "properties": {"a": {"type": "string", "default": "x"}, "b": {"type": "integer"}},
-            "if": {"properties": {"a": {"const": "x"}}, "required": ["a"]},
-            "then": {"required": ["b"]},
-        },
-        "at #/properties/a/default, the arguments this default makes when filled in for a call that leaves it out "
-        'do not match the schema ("b" is a required property)',
-    ),
-]
+# -- 5. defaults are annotations filled in after the verdict (documented in docs/plugins.md) ---------------------------
 
 
-@pytest.mark.parametrize(("schema", "text"), BAD_DEFAULTS)
-def test_defaults_whose_fill_the_schema_refuses_are_refused_when_the_tool_is_defined(schema: dict[str, Any], text: str) -> None:
-    """These were filled in after the verdict: the tool received {'n': 'x'}, a date that is none, a missing b."""
-    from harness_one import Tool, ToolDefinitionError
-
-    with pytest.raises(ToolDefinitionError) as err:
-        Tool.create(lambda **kw: kw, name="t", parameters={"type": "object", **schema})
-    assert str(err.value).startswith(f"Tool 't': parameters: {text}")
-
-
-@pytest.mark.parametrize(("schema", "text"), BAD_DEFAULTS)
-def test_a_remote_tool_keeps_its_schema_without_such_defaults(schema: dict[str, Any], text: str) -> None:
-    from harness_one import Tool
-    from harness_one._schema import without_bad_defaults
-
-    cleaned, dropped = without_bad_defaults({"type": "object", **schema})
-    assert dropped == [text.split(",", maxsplit=1)[0].removeprefix("at ")]
-    Tool.create(lambda **kw: kw, name="t", parameters=cleaned)  # now defined
-
-
-def test_two_defaults_refused_only_together_are_both_named() -> None:
-    from harness_one import Tool, ToolDefinitionError
-    from harness_one._schema import without_bad_defaults
-
-    schema = {
-        "type": "object",
-        "properties": {"a": {"type": "integer", "default": 1}, "b": {"type": "integer", "default": 2}},
-        "maxProperties": 1,
-    }
-    with pytest.raises(ToolDefinitionError, match=r"at #/properties/a/default and #/properties/b/default, the arguments "):
-        Tool.create(lambda **kw: kw, name="t", parameters=schema)
-    assert without_bad_defaults(schema)[1] == ["#/properties/a/default", "#/properties/b/default"]
-
-
-def test_defaults_the_whole_schema_takes_are_kept() -> None:
+def test_a_default_rules_across_properties_refuse_is_filled_after_the_verdict_as_documented() -> None:
+    """A default is judged at definition only under the node that gives it: one a rule across properties (here a
+    ``dependentRequired``) refuses once filled still defines, and reaches the tool as filled, at any depth."""
     from harness_one import Tool
 
-    schema = {
-        "type": "object",
-        "properties": {"a": {"type": "integer", "default": 1}, "b": {"type": "integer", "default": 2}},
-        "dependentRequired": {"a": ["b"]},
-        "$defs": {"d": {"type": "string", "format": "date", "default": "2020-01-31"}},
-    }
-    assert Tool.create(lambda **kw: kw, name="t", parameters=schema).parameters["properties"]["a"]["default"] == 1
-
-
-def test_a_nested_default_is_filled_after_the_verdict_as_documented() -> None:
-    """What remains (docs/plugins.md): a nested object's fill depends on the arguments; it is not judged per call."""
     opts = {
         "type": "object",
         "properties": {"a": {"type": "integer", "default": 1}, "b": {"type": "integer"}},
         "dependentRequired": {"a": ["b"]},
     }
+    assert Tool.create(lambda **kw: kw, name="t", parameters=opts).parameters == opts
     compiled = compile_schema({"type": "object", "properties": {"opts": opts}}, "python")
     assert compiled.check({}, ArgumentLimits()) == {}
     assert compiled.check({"opts": {"b": 2}}, ArgumentLimits()) == {"opts": {"a": 1, "b": 2}}
     assert compiled.check({"opts": {}}, ArgumentLimits()) == {"opts": {"a": 1}}
+
+
+def test_a_default_its_own_node_refuses_is_still_refused_at_definition() -> None:
+    from harness_one import Tool, ToolDefinitionError
+
+    with pytest.raises(ToolDefinitionError, match=r"at #/properties/c/default, the default does not match the schema"):
+        Tool.create(
+            lambda **kw: kw, name="t", parameters={"type": "object", "properties": {"c": {"enum": ["EUR"], "default": "GBP"}}}
+        )
 
 
 # -- 8. an anyOf/oneOf of object alternatives: the tagged alternative's problems at their paths, options worded ---
@@ -483,40 +424,6 @@ def test_content_keywords_and_a_property_named_schema_keep_the_schema_given_to_j
     assert validation._older_draft(data, 20) is False
     nested = {"type": "object", "properties": {"o": {"$schema": DRAFT7, "type": "string"}}}
     assert validation._older_draft(nested, 20) is True
-
-
-@pytest.mark.parametrize(("schema", "text"), BAD_DEFAULTS[::2])
-def test_defaults_are_judged_whole_without_jsonschema_rs_too(
-    schema: dict[str, Any], text: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from harness_one import Tool, ToolDefinitionError, _schema
-
-    monkeypatch.setattr(_schema, "_rust", lambda: None)
-    with pytest.raises(ToolDefinitionError) as err:
-        Tool.create(lambda **kw: kw, name="t", parameters={"type": "object", **schema})
-    assert str(err.value).startswith(f"Tool 't': parameters: {text.split(' (', maxsplit=1)[0]} (")
-
-
-def test_a_required_property_without_a_default_is_no_problem_of_the_fill() -> None:
-    """{} lacks what a call must send: only what the fill adds is judged."""
-    from harness_one import Tool
-
-    schema = {
-        "type": "object",
-        "properties": {"amount": {"type": "integer"}, "card": {"type": "string", "default": "4111"}, "cvv": {"type": "string"}},
-        "required": ["amount"],
-        "minProperties": 3,
-        "allOf": [{"properties": {"card": {"default": "4111"}}}],
-    }
-    assert Tool.create(lambda **kw: kw, name="t", parameters=schema).parameters == schema
-
-
-def test_a_pattern_property_the_default_s_name_matches_judges_it_too() -> None:
-    from harness_one import Tool, ToolDefinitionError
-
-    schema = {"type": "object", "properties": {"a": {"default": "x"}}, "patternProperties": {"^a": {"type": "integer"}}}
-    with pytest.raises(ToolDefinitionError, match=r"at #/properties/a/default, the arguments this default makes "):
-        Tool.create(lambda **kw: kw, name="t", parameters=schema)
 
 
 def test_subschemas_finds_schemas_by_keyword_only() -> None:

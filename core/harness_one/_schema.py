@@ -426,7 +426,7 @@ def _drop_refused_defaults(schema: JSONSchema, given: list[JSONSchema]) -> None:
         return  # (most defaults: None, a number or a string its plain type takes; no walk needed)
     found = _walk(schema, 2020)
     try:
-        bad = _bad_defaults(schema, found, len(found.defaults))
+        bad = _bad_defaults(schema, found, len(found.defaults), formats=True)
     except Exception:  # a schema the definition check refuses (a pattern no backend compiles): it says so
         return
     mine = {id(node) for node in given}
@@ -1816,37 +1816,24 @@ def check_schema(
         path, why = bad[0]
         raise ToolDefinitionError(
             f"{prefix}: at {_pointer((*path, 'default'))}, the default does not match the schema that gives it ({why}). "
-            "A default must be a value its schema accepts (its format too): the validation plugin fills defaults in "
-            "for properties a model leaves out, and the tool receives them. Fix the default or the schema.",
-            tool=tool,
-        )
-    clash = _bad_fill(copy, found) if defaults and found.defaults else None
-    if clash is not None:
-        paths, why = clash
-        where = " and ".join(_pointer((*path, "default")) for path in paths)
-        raise ToolDefinitionError(
-            f"{prefix}: at {where}, the arguments {'this default makes' if len(paths) == 1 else 'these defaults make'} "
-            f"when filled in for a call that leaves {'it' if len(paths) == 1 else 'them'} out do not match the schema "
-            f"({why}). The validation plugin fills defaults in after judging the arguments, and the tool receives "
-            "them. Fix the default or the schema.",
+            "A default must be a value its schema accepts: the validation plugin fills defaults in for properties a "
+            "model leaves out, and the tool receives them. Fix the default or the schema.",
             tool=tool,
         )
     return copy
 
 
 def without_bad_defaults(schema: Any) -> tuple[Any, list[str]]:
-    """A copy of ``schema`` without the ``default``s the schemas that give them refuse (their ``format`` too),
-    and those whose fill of ``{}`` the whole schema refuses (:func:`_bad_fill`), and where each was.
+    """A copy of ``schema`` without the ``default``s the schemas that give them refuse, and where each was.
 
     For a schema written elsewhere (an MCP server's tool): the tool is kept, and no default its
     own schema refuses is filled in (the remote applies its own when the argument is absent).
     What the definition checks refuse anyway (not JSON, an unknown or remote reference), and a
     schema with more than 32 such defaults, come back unchanged, for them to say so.
 
-    One walk and one check find those their own schemas refuse: a ``default`` is an annotation, so
-    dropping one changes no other's verdict (a ``$ref`` into a default's value, which dropping it
-    would break, is refused by the definition check either way); then the fill is judged, once
-    where it passes.
+    One walk and one check find them all: a ``default`` is an annotation, so dropping one
+    changes no other's verdict (a ``$ref`` into a default's value, which dropping it would
+    break, is refused by the definition check either way).
     """
     if not isinstance(schema, Mapping):
         return schema, []
@@ -1860,20 +1847,12 @@ def without_bad_defaults(schema: Any) -> tuple[Any, list[str]]:
     found = _walk(copy, dialect)
     if found.remote or found.malformed or not found.defaults:
         return schema, []
-    bad = [path for path, _ in _bad_defaults(copy, found, _MAX_DROPPED + 1)]
-    if len(bad) > _MAX_DROPPED:  # past the bound the definition check refuses it, naming the first
+    bad = _bad_defaults(copy, found, _MAX_DROPPED + 1)
+    if not bad or len(bad) > _MAX_DROPPED:  # past the bound the definition check refuses it, naming the first
         return schema, []
-    for path in bad:
+    for path, _ in bad:
         del functools.reduce(operator.getitem, path, copy)["default"]
-    found.defaults = [path for path in found.defaults if path not in bad]
-    while found.defaults and len(bad) <= _MAX_DROPPED and (clash := _bad_fill(copy, found)) is not None:
-        for path in clash[0]:  # the defaults whose fill of {} the whole schema refuses
-            del functools.reduce(operator.getitem, path, copy)["default"]
-            bad.append(path)
-        found.defaults = [path for path in found.defaults if path not in clash[0]]
-    if not bad or len(bad) > _MAX_DROPPED:
-        return schema, []
-    return copy, [_pointer((*path, "default")) for path in bad]
+    return copy, [_pointer((*path, "default")) for path, _ in bad]
 
 
 #: The most defaults :func:`without_bad_defaults` drops from one schema.
@@ -1895,9 +1874,9 @@ def _fragment(path: tuple[Any, ...]) -> str:
     return "#" + (pointer if _PLAIN_POINTER.fullmatch(pointer) else quote(pointer, safe=_POINTER_SAFE))
 
 
-def _bad_defaults(schema: JSONSchema, found: _Found, most: int) -> list[tuple[tuple[Any, ...], str]]:
-    """The first ``most`` ``default``s (in walk order) the schemas that give them refuse (``format`` asserted,
-    as the validation plugin asserts it by default), and why.
+def _bad_defaults(schema: JSONSchema, found: _Found, most: int, *, formats: bool = False) -> list[tuple[tuple[Any, ...], str]]:
+    """The first ``most`` ``default``s (in walk order) the schemas that give them refuse (``format`` asserted
+    only with ``formats``), and why.
 
     The one way both the definition check (which names the first) and :func:`without_bad_defaults`
     (which drops them) find bad defaults. Past those :func:`_plainly_valid` vouches for, one
@@ -1916,7 +1895,7 @@ def _bad_defaults(schema: JSONSchema, found: _Found, most: int) -> list[tuple[tu
         from jsonschema import exceptions, validators
 
         cls = validators.validator_for(schema, default=validators.Draft202012Validator)
-        root = cls(schema, format_checker=cls.FORMAT_CHECKER)
+        root = cls(schema, format_checker=cls.FORMAT_CHECKER if formats else None)
         bad: list[tuple[tuple[Any, ...], str]] = []
         for path, node in zip(paths, nodes):
             error = exceptions.best_match(root.evolve(schema=node).iter_errors(node["default"]))
@@ -1935,7 +1914,7 @@ def _bad_defaults(schema: JSONSchema, found: _Found, most: int) -> list[tuple[tu
         wrapper = {}
     wrapper["properties"] = {str(i): member for i, member in enumerate(members)}
     try:
-        validator = rs.validator_for(wrapper, registry=registry, validate_formats=True)
+        validator = rs.validator_for(wrapper, registry=registry, validate_formats=formats)
     except Exception:  # pragma: no cover - what jsonschema-rs cannot compile, validation reports
         return []
     if validator.is_valid(instance):
@@ -1944,116 +1923,6 @@ def _bad_defaults(schema: JSONSchema, found: _Found, most: int) -> list[tuple[tu
     for error in validator.iter_errors(instance):
         why.setdefault(int(error.instance_path[0]), error.message[:200])
     return [(paths[i], why[i]) for i in sorted(why)[:most]]
-
-
-#: Root keywords that a fill of absent properties cannot make refuse what each default's own schema accepts.
-_PLAIN_ROOT = frozenset({"type", "properties", "required", "additionalProperties", "$defs", "definitions", "$schema"}) | {
-    "default",
-    "description",
-    "title",
-    "examples",
-    "deprecated",
-    "readOnly",
-    "writeOnly",
-    "$comment",
-    "$anchor",
-    "$id",
-}
-
-
-def _bad_fill(schema: JSONSchema, found: _Found) -> tuple[list[tuple[Any, ...]], str] | None:
-    """Where the defaults are whose fill of ``{}`` the whole ``schema`` refuses (formats asserted), and why.
-
-    The fill is the validation plugin's at the top level: each root property's first ``default``
-    in the schemas that apply to it (its own, through a local ``$ref``, ``allOf``), for a call that
-    leaves it out. Each default is already valid under the schema giving it; what the whole may
-    still refuse (a ``dependentRequired``, an ``if``/``then``, a ``type`` in another ``allOf`` branch)
-    is judged here: a problem the whole finds in the fill and not in ``{}`` (which lacks the properties a
-    call must send). None where nothing is filled or there is none. The first problem names the
-    property it is at, else the one default that alone makes a problem, else all filled.
-    """
-    targets: dict[int, Any] = {}
-    for path, _, target in found.refs:
-        if path[-1] == "$ref" and found.resolves(target):  # (one into a default just dropped resolves no more)
-            holder = functools.reduce(operator.getitem, path[:-1], schema)
-            targets[id(holder)] = found.target(target)
-
-    def applying(node: Any, depth: int, seen: frozenset[int]) -> list[Mapping[str, Any]]:
-        if not isinstance(node, Mapping) or depth > 64 or id(node) in seen:
-            return []
-        seen = seen | {id(node)}
-        out = [node]
-        if id(node) in targets:
-            out += applying(targets[id(node)], depth + 1, seen)
-        branches = node.get("allOf")
-        for sub in branches if isinstance(branches, list) else ():
-            out += applying(sub, depth + 1, seen)
-        return out
-
-    root = applying(schema, 0, frozenset())
-    props: dict[str, list[Mapping[str, Any]]] = {}
-    for node in root:
-        if isinstance(node.get("properties"), Mapping):
-            for name, sub in node["properties"].items():
-                props.setdefault(name, []).extend(applying(sub, 1, frozenset()))
-    where = {id(functools.reduce(operator.getitem, path, schema)): path for path in found.defaults}
-    filled: dict[str, Any] = {}
-    given: dict[str, tuple[Any, ...]] = {}
-    for name, nodes in props.items():
-        giver = next((node for node in nodes if "default" in node), None)
-        if giver is not None and id(giver) in where:
-            filled[name], given[name] = giver["default"], where[id(giver)]
-    if not filled:
-        return None
-    if schema.keys() <= _PLAIN_ROOT and all(
-        props[name][0] is functools.reduce(operator.getitem, given[name], schema) for name in filled
-    ):
-        return None  # each default given by its property's own schema, which already accepts it: the root takes the fill
-    errors = _fill_errors(schema)
-    before = {key for key, _, _ in errors({})}  # (the properties a call must send are missing from {} too)
-    new = [(at, text) for key, at, text in errors(filled) if key not in before]
-    if not new:
-        return None
-    at, text = new[0]
-    if at in given:
-        return [given[at]], text
-    alone = next((name for name in filled if any(key not in before for key, _, _ in errors({name: filled[name]}))), None)
-    return ([given[alone]] if alone is not None else list(given.values())), text
-
-
-def _fill_errors(schema: JSONSchema) -> Callable[[dict[str, Any]], list[tuple[Any, str | None, str]]]:
-    """What lists the problems ``schema`` (formats asserted) finds in an object of filled-in defaults: for each, what
-    tells it from another (where it is and the keyword saying it), the top-level property it is at (None: the object
-    itself) and its message."""
-    rs = _rust()
-    if rs is None:  # the fallback without jsonschema-rs
-        from jsonschema import validators
-
-        cls = validators.validator_for(schema, default=validators.Draft202012Validator)
-        checker = cls(schema, format_checker=cls.FORMAT_CHECKER)
-
-        def listed(instance: dict[str, Any]) -> Iterable[tuple[Iterable[Any], Iterable[Any], str]]:
-            return ((e.absolute_path, e.absolute_schema_path, e.message) for e in checker.iter_errors(instance))
-
-    else:
-        try:
-            validator = rs.validator_for(schema, validate_formats=True)
-        except Exception:  # pragma: no cover - what jsonschema-rs cannot compile, validation reports
-            return lambda instance: []
-
-        def listed(instance: dict[str, Any]) -> Iterable[tuple[Iterable[Any], Iterable[Any], str]]:
-            if validator.is_valid(instance):
-                return ()
-            return ((e.instance_path, e.schema_path, e.message) for e in validator.iter_errors(instance))
-
-    def errors(instance: dict[str, Any]) -> list[tuple[Any, str | None, str]]:
-        found = []
-        for where, keyword, message in listed(instance):
-            path = list(where)
-            found.append(((tuple(path), tuple(keyword)), str(path[0]) if path else None, message[:200]))
-        return found
-
-    return errors
 
 
 #: Keywords that never refuse a value.
