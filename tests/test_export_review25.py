@@ -663,6 +663,8 @@ def _array_unions(width: int, depth: int) -> dict[str, Any]:
     return {"type": "object", "properties": {"v": node(0, "r")}, "required": ["v"], "additionalProperties": False}
 
 
+# (3, 3 and wider: conjunctions, each branch beside its node's own items, whose alternatives would carry 13,122 trees
+# or more for one value: past the cap, kept as sent; plain unions are not counted, see the 33-branch test)
 @pytest.mark.parametrize(
     ("width", "depth", "dropped"), [(2, 1, True), (2, 2, True), (3, 3, False), (4, 3, False), (2, 5, False), (5, 3, False)]
 )
@@ -727,15 +729,107 @@ def test_two_references_per_level_nest_as_deep_as_the_nesting_allows(levels: int
     assert (depth, node) == (levels, {"type": "string"})
 
 
-def test_references_past_256_on_one_path_are_not_inlined() -> None:
+def _aliased_levels(levels: int, aliases: int) -> dict[str, Any]:
+    """``levels`` arrays deep, each level reached through ``aliases`` references in a row (``{"$ref": next}``)."""
     defs: dict[str, Any] = {}
-    for k in range(10):  # 10 levels, each reached through 127 aliases in a row
-        for h in range(127):
-            defs[f"A{k}_{h}"] = {"$ref": f"#/$defs/A{k}_{h + 1}" if h + 1 < 127 else f"#/$defs/L{k}"}
-        defs[f"L{k}"] = {"type": "array", "items": {"$ref": f"#/$defs/A{k + 1}_0"} if k + 1 < 10 else {"type": "string"}}
-    schema = {"type": "object", "properties": {"x": {"$ref": "#/$defs/A0_0"}}, "$defs": defs}
+    for k in range(levels):
+        for h in range(aliases):
+            defs[f"A{k}_{h}"] = {"$ref": f"#/$defs/A{k}_{h + 1}" if h + 1 < aliases else f"#/$defs/L{k}"}
+        inner = {"$ref": f"#/$defs/A{k + 1}_0"} if k + 1 < levels else {"type": "string"}
+        defs[f"L{k}"] = {"type": "array", "items": inner}
+    return {"type": "object", "properties": {"x": {"$ref": "#/$defs/A0_0"}}, "required": ["x"], "$defs": defs}
+
+
+@pytest.mark.parametrize(("levels", "aliases"), [(90, 2), (70, 3)])  # (270 and 280 references on one path)
+def test_hundreds_of_references_on_one_path_are_inlined(levels: int, aliases: int) -> None:
+    node, depth = inline_refs(_aliased_levels(levels, aliases))["properties"]["x"], 0
+    while "items" in node:
+        node, depth = node["items"], depth + 1
+    assert (depth, node) == (levels, {"type": "string"})
+
+
+STACK = "inlining $ref nests deeper than the interpreter's stack allows"
+
+
+def test_references_past_the_interpreters_stack_are_a_strict_schema_error_and_gemini_keeps_defs() -> None:
+    schema = _aliased_levels(30, 127)  # (within 128 levels and 128 aliases in a row: 3,840 references on one path)
     with pytest.raises(StrictSchemaError) as caught:
         inline_refs(schema)
-    assert str(caught.value) == (
-        "Tool '?' cannot be exported in strict mode: inlining $ref would follow more than 256 references on one path."
-    )
+    assert str(caught.value) == f"Tool '?' cannot be exported in strict mode: {STACK}."
+    reg = _registry()
+    reg.add(Tool.create(lambda x: "ok", name="f", description="d", parameters=schema))
+    assert reg.export("openai", strict="auto").not_strict == {"f": [STACK]}
+    gemini = reg.export("gemini")
+    assert gemini.notes["f"][0] == f"$: $ref kept as Gemini's ref to root defs ({STACK})"
+    assert gemini.tools[0]["parameters"]["properties"]["x"] == {"ref": "#/defs/A0_0"}
+
+
+@pytest.mark.parametrize("width", [33, 70])
+def test_a_plain_union_of_33_or_more_branches_drops_the_null_of_a_valid_strict_call(width: int) -> None:
+    branches = [
+        {
+            "type": "object",
+            "properties": {
+                "a": {"type": "integer", "minimum": 10 * i, "maximum": 10 * i + 9},
+                "b": {"type": "integer"},
+                "c": {
+                    "type": "object",
+                    "properties": {f"z{j}": {"type": "integer"} for j in range(i + 1)},
+                    "additionalProperties": False,
+                },
+            },
+            "required": ["a", "c"],
+            "additionalProperties": False,
+        }
+        for i in range(width)
+    ]
+    schema = {"type": "object", "properties": {"v": {"anyOf": branches}}, "required": ["v"], "additionalProperties": False}
+    reg = _registry()
+
+    def f(v: Any) -> str:
+        return json.dumps(v)
+
+    reg.add(Tool.create(f, name="f", description="d", parameters=schema))
+    assert reg.export("openai", strict=True).not_strict == {}
+    sent = {"v": {"a": 5, "b": None, "c": {"z0": None}}}
+    out = dispatch_openai(reg, [_openai_call("c1", "f", sent)], strict=True)[0]["content"]
+    assert out == json.dumps({"a": 5, "c": {}})
+
+
+def test_nested_unions_5_by_7_drop_the_null_of_a_valid_strict_call() -> None:
+    def inner(i: int) -> dict[str, Any]:
+        return {
+            "anyOf": [
+                {
+                    "type": "object",
+                    "properties": {
+                        "c": {"type": "integer", "minimum": 10 * j, "maximum": 10 * j + 9},
+                        "d": {"type": "integer"},
+                        "e": {"type": "object", "properties": {f"x{i}_{j}": {"type": "integer"}}, "additionalProperties": False},
+                    },
+                    "required": ["c", "e"],
+                    "additionalProperties": False,
+                }
+                for j in range(7)
+            ]
+        }
+
+    branches = [
+        {
+            "type": "object",
+            "properties": {"a": {"type": "integer", "minimum": 10 * i, "maximum": 10 * i + 9}, "p": inner(i)},
+            "required": ["a", "p"],
+            "additionalProperties": False,
+        }
+        for i in range(5)
+    ]
+    schema = {"type": "object", "properties": {"v": {"anyOf": branches}}, "required": ["v"], "additionalProperties": False}
+    reg = _registry()
+
+    def f(v: Any) -> str:
+        return json.dumps(v)
+
+    reg.add(Tool.create(f, name="f", description="d", parameters=schema))
+    sent = {"v": {"a": 5, "p": {"c": 5, "d": None, "e": {"x0_0": 1}}}}
+    out = dispatch_openai(reg, [_openai_call("c1", "f", sent)], strict=True)[0]["content"]
+    assert out == json.dumps({"a": 5, "p": {"c": 5, "e": {"x0_0": 1}}})

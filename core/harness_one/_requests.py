@@ -423,8 +423,11 @@ def _without_nulls(value: Any, tree: Mapping[str, Any]) -> Any:
     if branches:
         fits = _fitting(value, branches, tree.get("tags"))
         if fits:
-            if len(fits) > 1 or len(tree) > (2 if "tags" in tree else 1):  # several, or beside the tree's own nulls
-                return _cleaned(value, _branched(value, [((tree, sub), 1) for sub in reversed(fits)]))
+            if len(fits) > 1 or not _bare(tree):  # several, or beside the tree's own nulls
+                pending: list[tuple[tuple[Mapping[str, Any], ...], int]] = [
+                    ((sub,), 0) if _bare(tree) else ((tree, sub), 1) for sub in reversed(fits)
+                ]
+                return _cleaned(value, _branched(value, pending))
             return _without_nulls(value, fits[0])
     if isinstance(value, list):
         items = tree.get("items")
@@ -443,10 +446,17 @@ def _without_nulls(value: Any, tree: Mapping[str, Any]) -> Any:
 #: and the branch of its ``anyOf`` chosen, which both apply). A null is dropped where every alternative drops it.
 _Alternatives = list[tuple[Mapping[str, Any], ...]]
 
-#: The most trees the alternatives for one value may carry in all (unions beside a node's own items or properties
-#: multiply them); past it the value is kept as sent, nulls and all, for validation to judge: the cost of dropping
-#: nulls stays bounded whatever the schema.
+#: The most trees the conjunctions among the alternatives for one value may carry in all (a union beside a node's own
+#: items or properties makes a conjunction: both apply; such unions nested multiply them); past it the value is kept as
+#: sent, nulls and all, for validation to judge: the cost of dropping nulls stays bounded whatever the schema. An
+#: alternative of one tree is not counted: those are distinct subtrees of the schema's tree, bounded by its size.
 MAX_CARRIED_TREES = 64
+
+
+def _bare(tree: Mapping[str, Any]) -> bool:
+    """Whether ``tree`` holds nothing but an ``anyOf`` (and its tags): once its branch is chosen, the branch alone
+    applies."""
+    return len(tree) == (2 if "tags" in tree else 1)
 
 
 def _cleaned(value: dict[str, Any] | list[Any], alternatives: _Alternatives | None) -> Any:
@@ -488,23 +498,36 @@ def _branched(
 ) -> _Alternatives | None:
     """The alternatives ``pending`` (each with the index of its first tree whose ``anyOf`` is yet to resolve; the last
     first) with each ``anyOf`` resolved for ``value``: one alternative for each branch ``value`` fits (the branch's
-    tree joins the tree's), each alternative once; a tree whose ``anyOf`` no branch of fits applies alone. ``None``
-    where they would carry more than :data:`MAX_CARRIED_TREES` trees."""
+    tree joins the tree's, or takes its place where the tree holds nothing else), each alternative once; a tree whose
+    ``anyOf`` no branch of fits applies alone. ``None`` where the conjunctions among them (alternatives of more than
+    one tree) would carry more than :data:`MAX_CARRIED_TREES` trees."""
     out: dict[tuple[int, ...], tuple[Mapping[str, Any], ...]] = {}  # (by the trees' identities: equal ones are one)
+    seen: set[tuple[tuple[int, ...], int]] = set()  # (each state resolved once: shared subtrees do not multiply paths)
     carried = 0
     while pending:
         trees, start = pending.pop()
+        state = (tuple(map(id, trees)), start)
+        if state in seen:
+            continue
+        seen.add(state)
         for at in range(start, len(trees)):
             branches = trees[at].get("anyOf")
             fits = _fitting(value, branches, trees[at].get("tags")) if branches else None
-            if fits:  # (the trees before ``at`` are resolved; the branch's joins those after it)
-                pending.extend(((*trees, sub), at + 1) for sub in reversed(fits))
+            if fits:  # (the trees before ``at`` are resolved; the branch's joins those after it, or replaces a bare tree)
+                if _bare(trees[at]):
+                    pending.extend(((*trees[:at], sub, *trees[at + 1 :]), at) for sub in reversed(fits))
+                else:
+                    pending.extend(((*trees, sub), at + 1) for sub in reversed(fits))
                 break
         else:
-            carried += len(trees)
-            if carried > MAX_CARRIED_TREES:
-                return None
-            out.setdefault(tuple(map(id, trees)), trees)
+            key = state[0]
+            if key in out:
+                continue
+            if len(trees) > 1:
+                carried += len(trees)
+                if carried > MAX_CARRIED_TREES:
+                    return None
+            out[key] = trees
     return list(out.values())
 
 

@@ -448,8 +448,6 @@ def _inline(doc: _Document, budget: int) -> dict[str, Any]:
             raise _NotInlinable(f"$ref {ref!r} is recursive and cannot be inlined")
         if hops > _MAX_SCHEMA_DEPTH:
             raise _NotInlinable(f"a $ref chain more than {_MAX_SCHEMA_DEPTH} references long cannot be inlined")
-        if len(seen) >= 2 * _MAX_SCHEMA_DEPTH:  # (each reference deepens the walk: bounded with the nesting)
-            raise _NotInlinable(f"inlining $ref would follow more than {2 * _MAX_SCHEMA_DEPTH} references on one path")
         return walk(_target(found, at, ref), (*seen, at), depth, hops)
 
     def walk(node: Any, seen: tuple[Any, ...], depth: int, hops: int = 0) -> Any:
@@ -466,7 +464,10 @@ def _inline(doc: _Document, budget: int) -> dict[str, Any]:
             return rest
         return {**follow(node["$ref"], seen, depth, hops + 1), **rest}
 
-    return walk(doc.root, (), 0)  # type: ignore[no-any-return]
+    try:
+        return walk(doc.root, (), 0)  # type: ignore[no-any-return]
+    except RecursionError:  # (references on one path are bounded only by the stack: each nests or ends a chain)
+        raise _NotInlinable("inlining $ref nests deeper than the interpreter's stack allows") from None
 
 
 def inline_refs(schema: Mapping[str, Any], *, tool: str = "?", budget: int = INLINE_BUDGET) -> dict[str, Any]:
@@ -474,7 +475,8 @@ def inline_refs(schema: Mapping[str, Any], *, tool: str = "?", budget: int = INL
 
     A recursive reference, or one whose inlining would copy more than ``budget`` objects
     and arrays, nest the schema more than 128 levels deep, follow more than 128 references in a
-    row that nest nothing (a chain of aliases) or 256 on one path, cannot be inlined and raises :class:`StrictSchemaError`.
+    row that nest nothing (a chain of aliases) or need more stack than the interpreter has, cannot be inlined and
+    raises :class:`StrictSchemaError`.
     """
     return _inlined(_Document(schema), tool, budget)
 
@@ -483,10 +485,8 @@ def _inlined(doc: _Document, tool: str, budget: int = INLINE_BUDGET) -> dict[str
     """:func:`inline_refs` of a document."""
     try:
         return _inline(doc, budget)
-    except _NotInlinable as exc:
+    except _NotInlinable as exc:  # (a RecursionError in :func:`_inline` among them)
         raise StrictSchemaError(tool, [str(exc)]) from None
-    except RecursionError:  # (within the bounds above from a shallow stack; a deep caller's stack may have less room)
-        raise StrictSchemaError(tool, ["inlining $ref nests deeper than the interpreter's stack allows"]) from None
 
 
 # --------------------------------------------------------------------------- numeric bounds
@@ -589,7 +589,7 @@ def strict_schema(schema: Mapping[str, Any], *, tool: str = "?") -> tuple[dict[s
     conditionals, tuples, a format outside :data:`OPENAI_FORMATS`, a ``required`` name without
     a property, an optional property whose ``null`` is a value and whose default is not,
     recursion, inlining past :data:`INLINE_BUDGET`, past 128 levels of nesting, 128 references in a row that nest
-    nothing or 256 references on one path.
+    nothing or the interpreter's stack.
 
     The tree: ``{"absent": [optional names], "properties": {name: tree}, "items": tree,
     "anyOf": [(kind, property names, tree), ...], "tags": [tags, ...]}``, each key only where there is a null to
