@@ -372,18 +372,19 @@ def test_a_user_flag_in_a_logged_command_list_masks_the_password() -> None:
         ("<ns:Password a='1'>x</ns:Password>", f"<ns:Password a='1'>{REDACTED}</ns:Password>"),
         ("<Password>x</password>", f"<Password>{REDACTED}</password>"),  # HTML's tags: any case
         ("<a><password>x</password></a>", f"<a><password>{REDACTED}</password></a>"),
-        ("<password>x</passwd> <b>y</b>", "<password>x</passwd> <b>y</b>"),  # not its end tag: no element
-        ("<password>x</", "<password>x</"),
+        ("<password>x</passwd> <b>y</b>", f"<password>{REDACTED}</passwd> <b>y</b>"),  # any end tag ends it (round 3)
+        ("<password>x</", f"<password>{REDACTED}</"),  # cut short (review 25 round 3)
     ],
 )
 def test_an_xml_element_runs_to_its_own_end_tag(text: str, shown: str) -> None:
     assert (Redactor().text(text), mask_secrets(text)) == (shown, shown)
 
 
-def test_code_with_angle_brackets_and_a_stray_end_tag_is_not_masked() -> None:
+def test_code_with_angle_brackets_and_a_stray_end_tag_is_masked_as_a_cut_element() -> None:
+    # review 25 round 3: "</" after a secret's start tag may be its end tag cut short; the code loses its tail
     text = "List<Token> tokens = new ArrayList<Token>(); return tokens; // </"
-    assert mask_secrets(text) == text
-    assert mask_secrets(f"{text} <Token>x</Token>") == f"{text} <Token>{REDACTED}</Token>"
+    assert mask_secrets(text) == f"List<Token> tokens = new ArrayList<Token>{REDACTED}</"
+    assert mask_secrets("List<Token> tokens = new ArrayList<Token>();") == "List<Token> tokens = new ArrayList<Token>();"
 
 
 class _Clause:
@@ -547,3 +548,117 @@ def test_a_key_name_is_normalised_once_and_at_most_to_the_longest_name(monkeypat
 )
 def test_a_secret_named_by_its_xml_key_or_held_in_its_element_is_masked(text: str, shown: str) -> None:
     assert (Redactor().text(text), mask_secrets(text)) == (shown, shown)
+
+
+# Review 25, round 3
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        ("<body><host>svc</host><password>S3CRETX1</p", f"<body><host>svc</host><password>{REDACTED}</p"),
+        ("<password>S3CRETX1</pass", f"<password>{REDACTED}</pass"),
+        ("<password>S3CRETX1</password", f"<password>{REDACTED}</password"),
+        ("<password>S3CRETX1</", f"<password>{REDACTED}</"),
+        ("<ns:password>S3CRETX2</password>", f"<ns:password>{REDACTED}</password>"),
+        ("<Password>S3CRETX4<\\/ Password>", f"<Password>{REDACTED}<\\/ Password>"),
+        ("<password>S3CRETX6</passwd>", f"<password>{REDACTED}</passwd>"),
+    ],
+)
+def test_a_secret_element_cut_short_or_closed_by_another_end_tag_is_masked(text: str, shown: str) -> None:
+    assert (Redactor().text(text), mask_secrets(text)) == (shown, shown)
+
+
+@pytest.mark.parametrize(
+    ("argv", "shown"),
+    [
+        (["curl", "-u", "bob smith:S3CRETL1"], ["curl", "-u", f"bob smith:{REDACTED}"]),
+        (["curl", "-u", ":S3CRETL2"], ["curl", "-u", f":{REDACTED}"]),
+        (["curl", "--user", "$USER:S3CRETL3"], ["curl", "--user", f"$USER:{REDACTED}"]),
+        (["curl", "-u", "@bob:S3CRETL4"], ["curl", "-u", f"@bob:{REDACTED}"]),
+        (["curl", "-u", "x" * 300 + ":S3CRETL5"], ["curl", "-u", "x" * 300 + f":{REDACTED}"]),
+        (["curl", "-u", "HEAD:S3CRETL6"], ["curl", "-u", f"HEAD:{REDACTED}"]),
+        (["date", "-u", "+%H:%M"], ["date", "-u", "+%H:%M"]),
+    ],
+)
+def test_any_user_and_password_after_a_user_flag_in_a_list_is_masked(argv: list[str], shown: list[str]) -> None:
+    assert Redactor()(argv) == shown
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        ('curl -u "$USER:S3CRETU1" https://x', f'curl -u "$USER:{REDACTED}" https://x'),
+        ("curl -u ${USER}:S3CRETU2 https://x", f"curl -u ${{USER}}:{REDACTED} https://x"),
+        ("curl -u %USERNAME%:S3CRETU3 https://x", f"curl -u %USERNAME%:{REDACTED} https://x"),
+        ("curl -u ~bob:S3CRETU4 https://x", f"curl -u ~bob:{REDACTED} https://x"),
+        ("curl -u @bob:S3CRETU5 https://x", f"curl -u @bob:{REDACTED} https://x"),
+        ("curl -u :S3CRETU6 https://x", f"curl -u :{REDACTED} https://x"),
+        ("date -u +%H:%M", "date -u +%H:%M"),
+        ("git diff -u HEAD:src/a.py", "git diff -u HEAD:src/a.py"),
+    ],
+)
+def test_a_user_flag_with_a_variable_or_empty_user_masks_the_password(text: str, shown: str) -> None:
+    assert (Redactor().text(text), mask_secrets(text)) == (shown, shown)
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        (
+            "Authorization: AWS4-ECDSA-P256-SHA256 Credential=AKID/20150830/us-east-1/s3/aws4_request, "
+            "SignedHeaders=host;x-amz-date, Signature=S3CRETSIG3",
+            f"Authorization: AWS4-ECDSA-P256-SHA256 {REDACTED}",
+        ),
+        (
+            "Authorization: GOOG4-RSA-SHA256 Credential=svc@p.iam.gserviceaccount.com/20200101/auto/storage/goog4_request, "
+            "SignedHeaders=host, Signature=S3CRETSIG4",
+            f"Authorization: GOOG4-RSA-SHA256 {REDACTED}",
+        ),
+        (
+            "Authorization: HMAC-SHA256 SignedHeaders=x-ms-date;host;x-ms-content-sha256&Signature=S3CRETSIG2=",
+            f"Authorization: HMAC-SHA256 {REDACTED}",
+        ),
+        ("Authorization: GoogleLogin auth=S3CRETSIG5", f"Authorization: GoogleLogin {REDACTED}"),
+        ('Authorization: AuthSub token="S3CRETSIG6"', f"Authorization: AuthSub {REDACTED}"),
+        ("Authorization: ApiKey key=S3CRETSIGA", f"Authorization: ApiKey {REDACTED}"),
+        ("Authorization: PayPal-Auth key=S3CRETSIG9\nnext", f"Authorization: PayPal-Auth {REDACTED}\nnext"),
+        (
+            "authorization: missing scope=read for alice, contact admin",
+            f"authorization: {REDACTED} scope=read for alice, contact admin",
+        ),
+        ("Authorization: Basic dXNlcjpTM0NSRVQ= next", f"Authorization: Basic {REDACTED} next"),
+    ],
+)
+def test_an_authorization_header_of_any_scheme_with_parameters_is_masked(text: str, shown: str) -> None:
+    assert (Redactor().text(text), mask_secrets(text)) == (shown, shown)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '<input name="password" type="password"/><p>Error 401: the user bob has no access to project foo</p>',
+        '<input name="password" type="password"><p>Error 401</p>',
+        '<head><meta name="csrf-token" content="abc"/>\n<title>500 Internal Server Error</title></head>',
+        '<form><input type="password" name="password" id="password"/>\n<div><button type="submit">Sign in</button></div></form>',
+        '<xs:element name="password" type="xs:string"/>\n<xs:element name="username" type="xs:string">'
+        "<xs:annotation><xs:documentation>The login name of the user</xs:documentation></xs:annotation></xs:element>",
+        '<param name="token"/><result><status>failed</status><detail>upstream 502</detail></result>',
+        "<PasswordPolicy/><Description>Minimum length 12, one digit</Description>",
+    ],
+)
+def test_a_self_closing_or_void_secret_element_does_not_mask_the_next_element(text: str) -> None:
+    assert (Redactor().text(text), mask_secrets(text)) == (text, text)
+
+
+def test_a_held_value_is_masked_one_level_deep_only() -> None:
+    text = "<Password><string>S3CRET</string></Password>"
+    assert mask_secrets(text) == f"<Password><string>{REDACTED}</string></Password>"
+    nested = "<Password><a><b>shown</b></a></Password>"
+    assert mask_secrets(nested) == nested
+    assert mask_secrets('<input name="password" value="S3CRET"/>') == f'<input name="password" value="{REDACTED}"/>'
+
+
+def test_a_slash_inside_an_unclosed_attribute_value_is_not_a_self_closing_tag() -> None:
+    text = '<password value="/>S3CRET</password>'
+    assert mask_secrets(text) == f'<password value="/>{REDACTED}</password>'

@@ -241,13 +241,15 @@ _TEXT_VALUE = re.compile(
     r"""|((?:bearer|basic|token|digest|negotiate)[ \t]+)?(?:[^\s&;]|[&;](?![\w.%\[\]-]{1,100}=))+""",
     re.IGNORECASE,
 )
-# An Authorization header's scheme that takes parameters (RFC 7235 auth-params: Digest, AWS4-HMAC-SHA256, OAuth,
-# Signature, Hawk, ...; not a token68's, Basic, Bearer), followed by one: its parameters are masked to the end of the
-# header, over the lines that continue it (a line ending in "," then an indented "name=": Digest realm="x",\n  response=...).
-# Only these schemes: "authorization: missing scope=read for alice" is a message, and keeps its words.
+# An Authorization header's scheme that takes parameters (RFC 7235 auth-params: Digest, AWS4-HMAC-SHA256,
+# AWS4-ECDSA-P256-SHA256, GOOG4-RSA-SHA256, HMAC-SHA256, OAuth, GoogleLogin, any other; not a token68's, Basic, Bearer:
+# its "=" padding ends it), followed by one: its parameters are masked to the end of the header, over the lines that
+# continue it (a line ending in "," then an indented "name=": Digest realm="x",\n  response=...). A parameter is
+# one when its value is quoted, or is followed by "," or "&" or another name=value, or ends the header
+# (GoogleLogin auth=...): "authorization: missing scope=read for alice, contact admin" is a message, and keeps its words.
 _AUTH_PARAMS = re.compile(
-    r"""(?i:digest|oauth|signature|hawk|mac|hoba|mutual|scram-sha-[0-9]+|vapid|token|[a-z0-9]{1,16}-hmac-sha[0-9]{1,3})"""
-    r"""[ \t]+(?=[\w.-]{1,100}[ \t]*=(?:[^\s=,]|[ \t]+"))"""
+    r"""[A-Za-z][\w.-]{0,63}[ \t]+(?=[\w.-]{1,100}[ \t]*=(?:[ \t]*"|[^\s=,&"'\\]+=*"""
+    r"""(?:[ \t]*[,&]|[ \t]+[\w.-]{1,100}[ \t]*=|[ \t]*(?:$|[\r\n'"\\]))))"""
 )
 _AUTH_MORE = re.compile(r"""\r?\n[ \t]+[\w.-]{1,100}[ \t]*=[^\r\n]*(?<![ \t])""")
 # The rest of a header quoted whole ('Authorization: ...' in a command line): to its closing quote, on its line.
@@ -262,21 +264,22 @@ _XML_START = re.compile(
     r"""<(?P<tag>(?:[A-Za-z_][\w.-]{0,63}:)?(?P<name>[^\W\d][\w.-]{0,99}))(?P<attributes>\s[^<>]{0,1000})?>"""
 )
 _XML_END = re.compile(r"""<\\?/(?P<tag>(?:[A-Za-z_][\w.-]{0,63}:)?[^\W\d][\w.-]{0,99})\s*>""")
+# HTML's void elements: no end tag, no text, nothing in them (<input name="password" type="password">)
+_VOID = frozenset(("area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "param", "source", "track", "wbr"))
 _CDATA_CLOSE = re.compile(r"\]\]>")
 _XML_VALUE = re.compile(r"""(?i)(?<![\w.:-])value[ \t]*=[ \t]*(['"])((?:(?!\1)[^<>])*)\1""")
 _XML_NAME = re.compile(r"""(?i)(?<![\w.:-])(?:name|key)[ \t]*=[ \t]*(['"])((?:(?!\1)[^<>]){1,100})\1""")
 # A user and password after a client's user flag: curl's -u, --user, -U and --proxy-user (curl -u bob:hunter2,
 # -ubob:pw, --user=bob:pw, -u 'bob smith:pw', '-u', 'bob:pw' in a list's repr): the password masked, to the next
-# whitespace or the closing quote. The user starts with a word character or "\" (CORP\bob; not date's -u +%H:%M)
-# and is no git revision (git diff -u HEAD:src/a.py), and the password is not a URL's "//..." (sqlmap -u http://...).
+# whitespace or the closing quote. The user may be empty or a variable ($USER, ${USER}, %USERNAME%, ~bob, @bob); it
+# does not start with "+" (date -u +%H:%M) and is no git revision (git diff -u HEAD:src/a.py), and the password is
+# not a URL's "//..." (sqlmap -u http://...).
 _USER_FLAG = re.compile(
     r"""(?<![\w.-])(['"]?)(?:(?:-[uU]|--user|--proxy-user)\1(?:,?[ \t]+|=)|-[uU](?=[\w\\]))"""
-    r"""(?:(['"])(?!(?:[A-Z_]*HEAD)[~^0-9]*:)[\w\\][^'"\r\n:]{0,255}:(?!//)(?P<quoted>(?:(?!\2)[^\\\r\n]|\\.)+)"""
-    r"""|(?!(?:[A-Z_]*HEAD)[~^0-9]*:)[\w\\][^'"\s:]{0,255}:(?!//)(?P<plain>\S+))"""
+    r"""(?:(['"])(?![+]|[A-Z_]*HEAD[~^0-9]*:)[^'"\r\n:]{0,256}:(?!//)(?P<quoted>(?:(?!\2)[^\\\r\n]|\\.)+)"""
+    r"""|(?![+]|[A-Z_]*HEAD[~^0-9]*:)[^'"\s:]{0,256}:(?!//)(?P<plain>\S+))"""
 )
 _USER_FLAGS = frozenset(("-u", "--user", "-U", "--proxy-user"))
-# A user flag's value in a list: ["curl", "-u", "bob:..."]
-_USER = re.compile(r"(?![A-Z_]*HEAD[~^0-9]*:)[\w\\][^\s:]{0,255}:(?!//)")
 
 
 def _user_flag(found: re.Match[str]) -> str:
@@ -689,7 +692,8 @@ class Redactor:
         """``text`` with the text of each XML element naming a secret masked: its tag (``<password>``,
         ``<ns:Password>``) or its ``name`` or ``key`` attribute (``<entry name="password">``, ``<add
         key="ApiToken">``) names one; its text runs to the first "<" not opening a CDATA section, which
-        must start its end tag (``</password>``, ``<\\/password>``). The value a secret's element holds
+        must start an end tag (``</password>``, ``<\\/password>``, ``</ns:password>``, one cut short with
+        the text, ``</pass``: any, as a secret's text is masked whatever ends it). The value a secret's element holds
         otherwise is masked too: its ``value`` attribute (``<password value="...">``), the text of the
         element it holds first (``<Password><string>...</string></Password>``), and the text of the
         element after a ``<key>`` or ``<name>`` element naming a secret (a plist's
@@ -709,16 +713,15 @@ class Redactor:
             if start.start() < done:
                 continue
             attributes = start.group("attributes")
-            if (
-                start.start() != held
-                and not self.is_secret(start.group("name"))
-                and not (attributes is not None and any(self.is_secret(name.group(2)) for name in _XML_NAME.finditer(attributes)))
-            ):
+            named = self.is_secret(start.group("name")) or (
+                attributes is not None and any(self.is_secret(name.group(2)) for name in _XML_NAME.finditer(attributes))
+            )
+            if start.start() != held and not named:
                 first = text.find("<", start.end(), start.end() + 101)
                 if first >= 0 and start.group("name").lower() in ("key", "name"):
                     closing = _XML_END.match(text, first)  # <key>password</key>: the next element holds its value
-                    named = text[start.end() : first].strip()
-                    if closing is not None and closing.group("tag") == start.group("tag") and named and self.is_secret(named):
+                    key = text[start.end() : first].strip()
+                    if closing is not None and closing.group("tag") == start.group("tag") and key and self.is_secret(key):
                         held = _BLANK.match(text, closing.end()).end()  # type: ignore[union-attr]  # (always matches)
                 continue
             if attributes is not None and "alue" in attributes:  # <password value="...">
@@ -727,6 +730,11 @@ class Redactor:
                     low = start.start("attributes") + value.start(2)
                     parts += (text[done:low], REDACTED)
                     done = start.start("attributes") + value.end(2)
+            if start.group("name").lower() in _VOID or (
+                text[start.end() - 2] == "/"
+                and not (attributes is not None and (attributes.count('"') % 2 or attributes.count("'") % 2))
+            ):
+                continue  # <password/>, <input name="password">: no text, and the next element is not its (not value="/>...)
             first = text.find("<", start.end())
             position, passed, end = start.end(), [], first
             while end >= 0 and text.startswith("<![CDATA[", end):
@@ -747,11 +755,10 @@ class Redactor:
             if end < 0:
                 continue
             if end == first and not text[start.end() : end].strip():  # no text: its value is the first element in it
-                if text[end + 1 : end + 2] not in ("/", "\\", "!", "?"):
-                    held = end
+                if named and text[end + 1 : end + 2] not in ("/", "\\", "!", "?"):
+                    held = end  # (one level: the element held holds none)
                 continue
-            closing = _XML_END.match(text, end)
-            if closing is None or closing.group("tag").lower() != start.group("tag").lower():  # (HTML's tags: any case)
+            if not text.startswith(("</", "<\\/"), end):  # an end tag: its own, another's, or one cut short (</pass)
                 continue
             parts += (text[done : start.end()], REDACTED)
             done = end
@@ -998,7 +1005,7 @@ class Redactor:
                     if budget[0] <= 0:
                         items.append(f"... {len(value) - count} more items")
                         return items
-                    if user and isinstance(item, str) and _USER.match(item) is not None:
+                    if user and isinstance(item, str) and ":" in item and item[:1] != "+" and item.partition(":")[2][:2] != "//":
                         items.append(self._shown(f"{item.partition(':')[0]}:{REDACTED}", depth + 1, budget))
                     else:
                         items.append(REDACTED if flag and isinstance(item, str) else self._shown(item, depth + 1, budget))
