@@ -451,6 +451,9 @@ os.close(w_in)
 sys.stdin = io.TextIOWrapper(os.fdopen(r_in, "rb"))  # the host's own streams, not fd 0 and fd 1
 host = sys.stdout = io.TextIOWrapper(os.fdopen(w_out, "wb"))
 anyio.run(lambda: serve_stdio(registry, drain_timeout=0.2))
+for t in threading.enumerate():  # AnyIO's idle workers end once told to (a moment after the run, on a loaded machine)
+    if not t.daemon and t is not threading.main_thread():
+        t.join(10)  # a thread the blocked write held would still be alive after this
 print("returned", [t.name for t in threading.enumerate() if not t.daemon], file=sys.stderr, flush=True)
 os._exit(0)  # the write left blocked holds the host's stream lock: flushing it at exit would abort (see docs/mcp.md)
 """
