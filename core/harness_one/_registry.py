@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import itertools
 import sys
 import threading
@@ -50,6 +51,9 @@ _perf = time.perf_counter
 _DISCOVERY_WAIT = 60.0
 #: ``_entry``'s ``call_id`` when the lookup is not for a call (``get``, ``remove``).
 _NOT_A_CALL: Any = object()
+#: Where the tools a plain ``@defineTool`` registers meanwhile come from (``local:FILE`` while ``harness-one`` imports a
+#: tools entry): the name conflict it makes says so.
+LOADING_SOURCE: contextvars.ContextVar[str | None] = contextvars.ContextVar("harness_one_loading_source", default=None)
 _timeout_cm: Any = lazy_attribute("asyncio", "timeout", __name__, "_timeout_cm") if sys.version_info >= (3, 11) else None
 
 #: What the attempt generator yields: keyword arguments to run the tool with, seconds to
@@ -367,8 +371,9 @@ class ToolRegistry(metaclass=_SharedType):
                     )
                 from ._discovery import Conflict
 
-                self.discovery.conflicts.append(Conflict(tool.name, kept="code in this process", skipped=old.tool.source))
-                log_event(30, "tool name conflict", tool=tool.name, kept="code in this process", skipped=old.tool.source)
+                kept = LOADING_SOURCE.get() or "code in this process"
+                self.discovery.conflicts.append(Conflict(tool.name, kept=kept, skipped=old.tool.source))
+                log_event(30, "tool name conflict", tool=tool.name, kept=kept, skipped=old.tool.source)
             if old is not None:
                 self.plugins.plan.forget(old.tool)
             # Before the catalogue changes: a plugin refusing the tool leaves every plugin and the old tool as they were.

@@ -232,6 +232,7 @@ def build_registry(state: CliState) -> ToolRegistry:
     except Exception as exc:
         shown = redact(f"{settings.state!r}: {exc}")  # the URL's password is not printed
         raise click.ClickException(f"cannot open the state store {shown} (set HARNESS_ONE_STATE)") from None
+    given: dict[str, Any] = {}  # each tool name an entry gave, and its tool: a later entry's tool of that name wins
     for spec, origin in [*_tools_origins(settings), *((spec, "") for spec in state.tool_specs)]:
         try:
             found = _tools_of(spec)
@@ -239,7 +240,11 @@ def build_registry(state: CliState) -> ToolRegistry:
                 raise ValueError("no tools found (define them with @define_tool, or in a harness_register_tools hook)")
             for tool in found:
                 tool.source = tool.source or f"local:{spec}"
+                earlier = given.get(tool.name)
+                if earlier is not None and earlier is not tool:
+                    _conflict(registry, tool, earlier)
                 registry.add(tool, replace=True)
+                given[tool.name] = tool
         except (Exception, SystemExit) as exc:
             where = f"{spec} (an entry of {origin})" if origin else spec
             message = f"{where}: {exception_text(exc)}"  # masked: an import may fail on its DSN
@@ -249,6 +254,19 @@ def build_registry(state: CliState) -> ToolRegistry:
             state.failures.append(message)
     _attach_mcp(state, registry)
     return registry
+
+
+def _conflict(registry: ToolRegistry, tool: Any, earlier: Any) -> None:
+    """Two tools entries gave a tool of one name: the later, ``tool``, replaces ``earlier``, a name
+    conflict (a warning; ``doctor`` lists it and exits 1)."""
+    from .._discovery import Conflict
+    from .._log import log_event
+
+    conflict = Conflict(tool.name, kept=str(tool.source), skipped=str(earlier.source))
+    registry.discovery.conflicts.append(conflict)
+    default = type(registry)._current
+    if not (isinstance(default, type(registry)) and conflict in default.discovery.conflicts):  # said once
+        log_event(30, "tool name conflict", tool=tool.name, kept=conflict.kept, skipped=conflict.skipped)
 
 
 def _tools_origins(settings: Settings) -> list[tuple[str, str]]:
@@ -272,12 +290,46 @@ def _attach_mcp(state: CliState, registry: ToolRegistry) -> None:
 
 
 def _tools_of(spec: str) -> list[Any]:
-    """The tools a ``--tools`` spec offers, imported and registered by its hook with the current
-    directory on ``sys.path`` (see :func:`_cwd_on_path`): a hook may import its own modules."""
+    """The tools a ``--tools`` spec offers, imported and registered by its hook with a directory on
+    ``sys.path`` meanwhile (see :func:`_on_path`), so the module may import its own modules: a file's
+    own directory first, as ``python FILE.py`` has it; for a module, the current directory last, so
+    that a file of the current directory cannot replace a module of the standard library or an
+    installed package (``import json`` in the tools), whoever wrote that directory."""
+    from .._discovery import tools_of
+    from .._registry import LOADING_SOURCE
+
+    token = LOADING_SOURCE.set(f"local:{spec}")  # what a name conflict of its plain @defineTool says it kept
+    try:
+        if is_file_spec(spec):
+            with _on_path(str(Path(spec).resolve().parent), first=True):
+                return tools_of(_import(spec))
+        return _module_tools(spec)
+    finally:
+        LOADING_SOURCE.reset(token)
+
+
+def _module_tools(spec: str) -> list[Any]:
     from .._discovery import tools_of
 
-    with _cwd_on_path():
-        return tools_of(_import(spec))
+    try:
+        cwd = os.getcwd()
+    except OSError:  # the directory was removed: nothing to add
+        cwd = ""
+    with _on_path(cwd, first=False):
+        module = _import(spec)
+        if cwd and _inside(module, cwd):
+            from .._runners import worker_path
+
+            worker_path(cwd)  # a process-mode worker imports the module by name, from it too
+        return tools_of(module)
+
+
+def _inside(module: Any, directory: str) -> bool:
+    """Whether the top-level package of ``module`` was found in ``directory``."""
+    top = sys.modules.get(module.__name__.partition(".")[0], module)
+    places = [getattr(top, "__file__", None), *(getattr(top, "__path__", None) or [])]
+    base = os.path.normcase(os.path.abspath(directory))
+    return any(isinstance(place, str) and os.path.normcase(os.path.dirname(os.path.abspath(place))) == base for place in places)
 
 
 def _import(spec: str) -> Any:
@@ -298,28 +350,28 @@ def _import(spec: str) -> Any:
 
 
 @contextlib.contextmanager
-def _cwd_on_path() -> Iterator[None]:
-    """The current directory first on ``sys.path`` meanwhile, as ``python -m harness_one`` has it,
-    so ``--tools pkg.tools`` (and a module of that directory a tools file imports) loads the same
-    from the ``harness-one`` script; not with ``-P``/``PYTHONSAFEPATH``, which keeps it off. Taken
-    off again after: a local file does not shadow a module the process imports later. Process-mode
-    workers keep it first on their ``sys.path``, to import the tools' modules by name."""
-    try:
-        cwd = os.getcwd()
-    except OSError:  # the directory was removed: nothing to add
-        cwd = ""
-    added = bool(cwd) and not getattr(sys.flags, "safe_path", False) and cwd not in sys.path and "" not in sys.path
+def _on_path(directory: str, *, first: bool) -> Iterator[None]:
+    """``directory`` on ``sys.path`` meanwhile: first (a tools file's own directory, as ``python FILE.py``
+    has it; a process-mode worker keeps it first too, to import the file's modules by name) or last (the
+    current directory, for a module entry); not with ``-P``/``PYTHONSAFEPATH``, which keeps such
+    directories off, nor when it is there already (``python -m harness_one`` has the current directory
+    first). Taken off again after: a local file does not shadow a module the process imports later."""
+    there = directory in sys.path or (not first and "" in sys.path)  # "": the current directory, first
+    added = bool(directory) and not getattr(sys.flags, "safe_path", False) and not there
     if added:
-        sys.path.insert(0, cwd)
-        from .._runners import worker_path
+        if first:
+            sys.path.insert(0, directory)
+            from .._runners import worker_path
 
-        worker_path(cwd)  # a process-mode worker imports the tools' modules from it too
+            worker_path(directory)
+        else:
+            sys.path.append(directory)
     try:
         yield
     finally:
         if added:
             with contextlib.suppress(ValueError):  # the import took it off itself
-                sys.path.remove(cwd)
+                sys.path.remove(directory)
 
 
 def configure_logging(fmt: str | None, level: str, stream: TextIO) -> None:

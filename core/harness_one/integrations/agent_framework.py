@@ -81,8 +81,14 @@ class HarnessFunctionTool(FunctionTool):
         name = tool.name if name is None else name  # the name the framework shows; the registry's is tool.name
 
         # What a direct call (``tool(a=1)``) runs; the framework's agent loop goes through invoke().
-        # The FunctionInvocationContext annotation makes the loop build the invocation context.
-        async def call(ctx: FunctionInvocationContext | None = None, **arguments: Any) -> Any:
+        # The FunctionInvocationContext annotation makes the loop build the invocation context. Positional
+        # only: every keyword is the tool's argument, a tool's own ``ctx`` parameter too.
+        async def call(ctx: FunctionInvocationContext | None = None, /, **arguments: Any) -> Any:
+            if ctx is not None and not isinstance(ctx, FunctionInvocationContext):
+                raise TypeError(
+                    f"tool '{name}' takes its arguments by keyword; the one positional argument it takes "
+                    f"is a FunctionInvocationContext, not {type(ctx).__name__}"
+                )
             return _value(await self._call(arguments, ctx, None))
 
         super().__init__(

@@ -1,0 +1,180 @@
+"""Review 26 of the command line's tools loading and of the Agent Framework adapter: a file of the current
+directory does not replace a module a tools entry imports, two tools entries giving one tool name are a
+name conflict (``doctor`` lists it, exit 1), and a direct call of an Agent Framework tool with a ``ctx``
+parameter hands ``ctx`` to the tool."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from agent_framework import FunctionInvocationContext
+from click.testing import CliRunner
+
+from harness_one import ToolRegistry, defineTool
+from harness_one._cli import main
+from harness_one.integrations.agent_framework import to_agent_framework
+
+SCRIPT = Path(sys.executable).with_name("harness-one")
+
+#: A file of the untrusted current directory named after a standard-library module no start-up imports.
+HIJACK = """
+import pathlib
+pathlib.Path(__file__).with_name("hijacked").write_text("ran")
+PW = 666.0
+"""
+
+#: The user's own tools file, which imports that standard-library module.
+OWN_TOOLS = """
+import tabnanny
+from harness_one import define_tool
+
+
+@define_tool(registry=None)
+def hue(r: float) -> str:
+    "Which tabnanny it got."
+    return "stdlib" if hasattr(tabnanny, "check") and not hasattr(tabnanny, "PW") else "hijacked"
+"""
+
+
+def run_cli(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HARNESS_ONE_", "PYTHON"))}
+    env.update(HARNESS_ONE_STATE="memory:", PYTHONDONTWRITEBYTECODE="1")
+    return subprocess.run([str(SCRIPT), *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=120, check=False)
+
+
+@pytest.fixture
+def untrusted(tmp_path: Path) -> Path:
+    where = tmp_path / "untrusted"
+    where.mkdir()
+    (where / "tabnanny.py").write_text(HIJACK, encoding="utf-8")
+    return where
+
+
+@pytest.fixture
+def own(tmp_path: Path) -> Path:
+    where = tmp_path / "mine"
+    where.mkdir()
+    (where / "mytools.py").write_text(OWN_TOOLS, encoding="utf-8")
+    (where / "own.toml").write_text('tools = ["mytools.py"]\n', encoding="utf-8")
+    return where
+
+
+@pytest.mark.parametrize("how", ["config", "tools"])
+def test_a_file_of_the_current_directory_does_not_replace_a_module_a_tools_file_imports(
+    untrusted: Path, own: Path, how: str
+) -> None:
+    given = ["--config", str(own / "own.toml")] if how == "config" else ["--tools", str(own / "mytools.py")]
+    done = run_cli(untrusted, *given, "call", "hue", "--args", '{"r": 1}')
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["result"] == "stdlib"
+    assert not (untrusted / "hijacked").exists()
+
+
+def test_a_module_entry_finds_its_package_in_the_current_directory_but_not_the_standard_library(
+    untrusted: Path,
+) -> None:
+    package = untrusted / "review26pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("", encoding="utf-8")
+    (package / "tools.py").write_text(OWN_TOOLS, encoding="utf-8")
+    done = run_cli(untrusted, "--tools", "review26pkg.tools", "call", "hue", "--args", '{"r": 1}')
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["result"] == "stdlib"
+    assert not (untrusted / "hijacked").exists()
+
+
+def test_a_tools_file_imports_a_module_of_its_own_directory(tmp_path: Path) -> None:
+    sub = tmp_path / "sub"
+    sub.mkdir()
+    (sub / "review26_helper.py").write_text("WORD = 'sibling'\n", encoding="utf-8")
+    (sub / "tools.py").write_text(
+        "import review26_helper\nfrom harness_one import define_tool\n\n\n"
+        "@define_tool(registry=None)\ndef word() -> str:\n    'The word of the helper.'\n    return review26_helper.WORD\n",
+        encoding="utf-8",
+    )
+    done = run_cli(tmp_path, "--tools", "sub/tools.py", "call", "word")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["result"] == "sibling"
+
+
+DUP = """
+from harness_one import defineTool
+
+
+@defineTool
+def review26_lookup(q: str) -> str:
+    "{word} lookup"
+    return "{word}:" + q
+"""
+
+
+@pytest.fixture
+def dups(runner: CliRunner, tmp_path: Path, fresh_default: ToolRegistry) -> CliRunner:
+    (tmp_path / "dupA.py").write_text(DUP.format(word="A"), encoding="utf-8")
+    (tmp_path / "dupB.py").write_text(DUP.format(word="B"), encoding="utf-8")
+    return runner
+
+
+def invoke(runner: CliRunner, *args: str) -> Any:
+    return runner.invoke(main, ["--log-format", "json", *args], catch_exceptions=False, prog_name="harness-one")
+
+
+def test_two_tools_entries_of_one_tool_name_are_a_conflict_doctor_reports(dups: CliRunner) -> None:
+    result = invoke(dups, "--tools", "dupA.py", "--tools", "dupB.py", "doctor")
+    assert result.exit_code == 1, result.output
+    assert "Name conflicts: 1\n  tool 'review26_lookup': kept local:dupB.py, skipped local:dupA.py\n" in result.stdout
+
+
+def test_the_later_tools_entry_wins_and_the_warning_names_both_files(dups: CliRunner) -> None:
+    result = invoke(dups, "--tools", "dupA.py", "--tools", "dupB.py", "call", "review26_lookup", "--args", '{"q": "x"}')
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["result"] == "B:x"
+    warnings = [json.loads(line) for line in result.stderr.splitlines() if "tool name conflict" in line]
+    assert [(w["tool"], w["kept"], w["skipped"]) for w in warnings] == [("review26_lookup", "local:dupB.py", "local:dupA.py")]
+
+
+def test_one_tools_entry_is_no_conflict(dups: CliRunner) -> None:
+    result = invoke(dups, "--tools", "dupA.py", "doctor")
+    assert result.exit_code == 0, result.output
+    assert "Name conflicts: none" in result.stdout
+
+
+@pytest.fixture
+def greet() -> Any:
+    registry = ToolRegistry(autoload=False)
+
+    @defineTool(registry=registry)
+    def greet(ctx: str, name: str = "x") -> str:
+        """Greets."""
+        return f"{ctx}:{name}"
+
+    return to_agent_framework("greet", registry)
+
+
+def test_a_direct_call_hands_a_ctx_argument_to_the_tool(greet: Any) -> None:
+    assert asyncio.run(greet(ctx="hello")) == "hello:x"
+    assert asyncio.run(greet(name="bob", ctx="hi")) == "hi:bob"
+    context = FunctionInvocationContext(function=greet, arguments={})
+    assert asyncio.run(greet(context, ctx="hello", name="y")) == "hello:y"
+
+
+def test_a_direct_call_with_a_positional_argument_that_is_no_context_is_refused(greet: Any) -> None:
+    with pytest.raises(TypeError) as caught:
+        asyncio.run(greet("hello"))
+    assert str(caught.value) == (
+        "tool 'greet' takes its arguments by keyword; the one positional argument it takes "
+        "is a FunctionInvocationContext, not str"
+    )
+
+
+def test_the_framework_still_injects_its_invocation_context(greet: Any) -> None:
+    assert greet._context_parameter_name == "ctx"
+    result = asyncio.run(greet.invoke(arguments={"ctx": "hello"}, tool_call_id="c1"))
+    assert result[0].text == "hello:x"
