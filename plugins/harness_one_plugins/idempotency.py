@@ -10,8 +10,7 @@ ran past it while the renewals failed) neither frees nor overwrites a claim anot
 took since: its outcome is stored only if no one else holds a live claim.
 
 A tool that ran keeps its key: an outcome the store cannot hold as it is is stored as the
-JSON the model read for it, and one it cannot hold even so, or nested deeper than it holds, as
-:class:`OutcomeNotReplayable`.
+JSON the model read for it, and one it cannot hold even so as :class:`OutcomeNotReplayable`.
 """
 
 from __future__ import annotations
@@ -157,8 +156,7 @@ class OutcomeNotReplayable(ToolError):
     """The outcome a key keeps when its tool ran but what it returned cannot be stored to replay.
 
     Neither the result nor the JSON the model read for it could be kept (a store's size bound,
-    an integer past Python's digit limit, a result nested deeper than the store holds, whose JSON
-    the model read is cut short past 200 levels): later calls with the key get this error (marked
+    an integer past Python's digit limit): later calls with the key get this error (marked
     ``replayed``) instead of running the tool again.
     """
 
@@ -207,19 +205,6 @@ def _scope_fields(scope: Any) -> tuple[str, ...]:
     return tuple(fields)
 
 
-def _too_deep(exc: BaseException) -> bool:
-    """Whether a store refused an outcome for its nesting: a ``RecursionError``, or an error raised for
-    one (SQLite's ``ValueError``, the in-memory store's ``TypeError``)."""
-    seen: BaseException | None = exc
-    for _ in range(8):  # a chain that long is not a store's
-        if seen is None:
-            return False
-        if isinstance(seen, RecursionError):
-            return True
-        seen = seen.__cause__ or seen.__context__
-    return False
-
-
 def _as_json(data: Any) -> Any:
     """``data`` as plain JSON data: the text the model reads for a result ``data``
     (:meth:`CallResult.for_model <harness_one.CallResult.for_model>`), read back; a string as it is.
@@ -263,8 +248,7 @@ class IdempotencyPlugin:
 
     A key's outcome is what the tool did: an outcome the store cannot hold as it is (not JSON
     for SQLite and Redis, not copyable in memory) is stored as the JSON the model read for it,
-    and one it cannot hold even so (too large), or nested deeper than it holds (past about 1,000
-    levels for SQLite and Redis), as :class:`OutcomeNotReplayable`, counted in
+    and one it cannot hold even so (too large) as :class:`OutcomeNotReplayable`, counted in
     ``stats()["idempotency"]["not_replayable"]``: the key is never freed for the tool to run
     again. A plugin's hook failing after the tool returned (a :class:`~harness_one.PluginError`)
     fails this call only: the key keeps the tool's value. Of a retried call, the key keeps the
@@ -467,10 +451,7 @@ class IdempotencyPlugin:
             log_event(40, "idempotent result not stored", tool=name, error=str(exc))
             return None
         refused.append(exc)  # not storable as it is (not JSON, not copyable, too large, nested too deep)
-        if len(refused) == 1 and _too_deep(exc):
-            # Its JSON is as deep (refused again), and what the model read is cut short past 200 levels: not its outcome
-            refused.append(exc)
-        elif len(refused) == 1:
+        if len(refused) == 1:
             try:
                 value = None if record.value is None else _as_json(record.value)
                 error = None if record.error is None else _as_json(record.error)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import itertools
 import math
 import os
 import threading
@@ -165,64 +164,14 @@ def copied(value: Any) -> Any:
     """A copy of ``value`` no caller holds (immutable scalars as they are); ``TypeError`` if it cannot be copied.
 
     What an in-process store keeps and hands out (an idempotency record's value, a cached
-    result), so that no caller changes what the next one gets. Lists, dicts and tuples nested
-    deeper than ``copy.deepcopy`` follows (about 500 levels) are copied level by level, at any depth.
+    result), so that no caller changes what the next one gets.
     """
-    if value is None or type(value) in _SCALARS:
+    if value is None or type(value) in (str, int, float, bool, bytes):
         return value
     try:
         return copy.deepcopy(value)
-    except RecursionError:  # nested past what deepcopy follows (two frames a level): copied without recursion
-        try:
-            return _nested_copy(value)
-        except Exception as exc:  # what deepcopy raises for a part, or a list changed while it was copied
-            raise TypeError(f"the value cannot be copied: {type(exc).__name__}: {exc}") from exc
-    except Exception as exc:  # copy.Error, and whatever a value's __deepcopy__ or __getattr__ raises
+    except Exception as exc:  # copy.Error, RecursionError, and whatever a value's __deepcopy__ or __getattr__ raises
         raise TypeError(f"the value cannot be copied: {type(exc).__name__}: {exc}") from exc
-
-
-#: What :func:`copied` hands out as it is: immutable, holding nothing.
-_SCALARS = frozenset({str, int, float, bool, bytes, type(None)})
-
-
-def _nested_copy(value: Any) -> Any:
-    """``copy.deepcopy(value)`` for a value whose lists, dicts and tuples (exactly those types) nest
-    deeper than the recursion limit: those copied with an explicit stack, sharing and cycles kept
-    as deepcopy keeps them, any other part by ``copy.deepcopy`` (sharing one memo)."""
-    memo: dict[int, Any] = {}
-    tuples: set[int] = set()  # the tuples whose items are being copied (a tuple is made after its items)
-
-    def part(item: Any) -> Any:
-        if type(item) in _SCALARS:
-            return item
-        if id(item) in tuples:
-            raise RecursionError("a tuple holds itself, through parts nested past the recursion limit")
-        return memo[id(item)]
-
-    stack: list[tuple[bool, Any]] = [(False, value)]
-    while stack:
-        done, item = stack.pop()
-        kind, at = type(item), id(item)
-        if done:  # its parts are copied: make it, or fill it in
-            if kind is tuple:
-                tuples.discard(at)
-                memo[at] = tuple(map(part, item))
-            elif kind is list:
-                memo[at].extend(map(part, item))
-            else:
-                memo[at].update((part(key), part(v)) for key, v in item.items())
-        elif kind in _SCALARS or at in memo or at in tuples:
-            continue
-        elif kind is list or kind is dict or kind is tuple:
-            if kind is tuple:
-                tuples.add(at)  # in the memo deepcopy reads only once it is made
-            else:
-                memo[at] = [] if kind is list else {}  # made first, so a part inside it gets this copy
-            stack.append((True, item))
-            stack.extend((False, sub) for sub in (itertools.chain.from_iterable(item.items()) if kind is dict else item))
-        else:
-            memo[at] = copy.deepcopy(item, memo)
-    return part(value)
 
 
 def _copy_of(record: Record) -> Record:
@@ -251,7 +200,7 @@ class MemoryStore:
     A value, or an error's description, is kept as a copy, and each replay gets its own copy,
     so no caller changes what the next one is replayed; ``finish`` raises ``TypeError`` for an
     outcome that cannot be copied (a lock, a socket), as the SQLite and Redis stores do for one
-    that is not JSON. Lists, dicts and tuples are copied at any depth (:func:`copied`).
+    that is not JSON.
     A claim's ``owner`` is kept with its record (None: a claim made without one).
 
     Memory is bounded: at most ``max_records`` finished records are kept, holding at most
