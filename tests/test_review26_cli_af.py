@@ -104,6 +104,75 @@ def test_a_tools_file_imports_a_module_of_its_own_directory(tmp_path: Path) -> N
     assert json.loads(done.stdout)["result"] == "sibling"
 
 
+def test_a_tools_file_in_a_subdirectory_imports_the_projects_package_from_the_current_directory(tmp_path: Path) -> None:
+    """The current directory is last on ``sys.path``, not gone: ``tools/mine.py`` imports ``./review26proj``."""
+    (tmp_path / "review26proj").mkdir()
+    (tmp_path / "review26proj" / "__init__.py").write_text("WORD = 'project'\n", encoding="utf-8")
+    (tmp_path / "tools").mkdir()
+    (tmp_path / "tools" / "mine.py").write_text(
+        "from review26proj import WORD\nfrom harness_one import define_tool\n\n\n"
+        "@define_tool(registry=None)\ndef word() -> str:\n    'The word of the project.'\n    return WORD\n",
+        encoding="utf-8",
+    )
+    done = run_cli(tmp_path, "--tools", "tools/mine.py", "call", "word")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["result"] == "project"
+
+
+def test_a_process_mode_worker_has_the_current_directory_last_as_its_parent_had(untrusted: Path) -> None:
+    """A worker put the current directory first: its ``json.py`` stood in for the standard library's in the worker."""
+    (untrusted / "json.py").write_text("raise SystemExit('the current directory json ran')\n", encoding="utf-8")
+    package = untrusted / "review26wpkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("", encoding="utf-8")
+    (package / "tools.py").write_text(
+        "from harness_one import define_tool\n\n\n"
+        "@define_tool(registry=None, timeout=30, timeout_mode='process')\ndef where() -> str:\n"
+        "    'Which json the worker has.'\n    import json, os\n    return f'{os.getpid()} {json.__file__}'\n",
+        encoding="utf-8",
+    )
+    done = run_cli(untrusted, "--tools", "review26wpkg.tools", "call", "where")
+    assert done.returncode == 0, done.stderr
+    found = Path(json.loads(done.stdout)["result"].split(" ", 1)[1])
+    assert (found.parent.name, found.name) == ("json", "__init__.py")  # the standard library's, in the worker too
+
+
+def test_a_module_that_puts_its_own_directory_first_keeps_it_there(tmp_path: Path) -> None:
+    (tmp_path / "review26self.py").write_text(
+        "import os, sys\nHERE = os.path.dirname(os.path.abspath(__file__))\nsys.path.insert(0, HERE)\n"
+        "from harness_one import define_tool\n\n\n"
+        "@define_tool(registry=None)\ndef places() -> list:\n    'Where its directory is on sys.path.'\n"
+        "    return [i for i, p in enumerate(sys.path) if p == HERE]\n",
+        encoding="utf-8",
+    )
+    done = run_cli(tmp_path, "--tools", "review26self", "call", "places")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["result"] == [0]  # the entry's own is kept; the one added for the load is gone
+
+
+def test_a_local_package_an_installed_one_passes_over_is_named_in_the_error(tmp_path: Path) -> None:
+    (tmp_path / "click").mkdir()  # an installed package's name
+    (tmp_path / "click" / "tools.py").write_text("", encoding="utf-8")
+    done = run_cli(tmp_path, "--tools", "click.tools", "list")
+    assert done.returncode != 0
+    assert "No module named 'click.tools' (the current directory's click is passed over: the installed click comes first;" in (
+        done.stderr
+    )
+
+
+def test_an_entry_named_twice_is_loaded_once_and_is_no_conflict(tmp_path: Path) -> None:
+    (tmp_path / "t.py").write_text(
+        "from harness_one import define_tool\nimport pathlib\n"
+        "with open(pathlib.Path(__file__).with_name('loads'), 'a') as f:\n    f.write('x')\n\n\n"
+        "@define_tool(registry=None)\ndef lookup() -> str:\n    'A lookup.'\n    return 'ok'\n",
+        encoding="utf-8",
+    )
+    (tmp_path / "h.toml").write_text(f'tools = ["{tmp_path / "t.py"}"]\n', encoding="utf-8")
+    done = run_cli(tmp_path, "--config", str(tmp_path / "h.toml"), "--tools", "t.py", "doctor")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Name conflicts: none" in done.stdout and (tmp_path / "loads").read_text() == "x"
+
+
 DUP = """
 from harness_one import defineTool
 

@@ -432,13 +432,15 @@ _CHUNK = 1 << 20  # the most read at once: a forged frame header cannot make the
 #: Directories a worker puts first on its ``sys.path``: one the parent had there only while it
 #: imported tools (the ``harness-one`` command's current directory, for ``--tools module``).
 WORKER_PATH: list[str] = []
+WORKER_PATH_LAST: list[str] = []
 
 
-def worker_path(directory: str) -> None:
-    """Put ``directory`` first on the ``sys.path`` of the process-mode workers started from now on
-    (the parent imported tools from it, then took it off its own ``sys.path``)."""
-    if directory not in WORKER_PATH:
-        WORKER_PATH.append(directory)
+def worker_path(directory: str, *, last: bool = False) -> None:
+    """Put ``directory`` first (or ``last``) on the ``sys.path`` of the process-mode workers started
+    from now on (where the parent had it while it imported tools, then took it off its own ``sys.path``)."""
+    listed = WORKER_PATH_LAST if last else WORKER_PATH
+    if directory not in listed:
+        listed.append(directory)
 
 
 def _files(sys_path: list[str]) -> dict[str, str]:
@@ -478,6 +480,7 @@ def _preparation() -> dict[str, Any]:
     origin: str = getattr(process, "ORIGINAL_DIR", None) or os.getcwd()  # the cwd at start-up
     sys_path = [origin if entry == "" else entry for entry in sys.path]
     sys_path[:0] = [entry for entry in WORKER_PATH if entry not in sys_path]
+    sys_path += [entry for entry in WORKER_PATH_LAST if entry not in sys_path]
     data: dict[str, Any] = {"sys_path": sys_path, "sys_argv": sys.argv, "dir": os.getcwd(), "orig_dir": origin}
     files = _files(sys_path)
     if files:

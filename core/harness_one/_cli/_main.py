@@ -233,7 +233,12 @@ def build_registry(state: CliState) -> ToolRegistry:
         shown = redact(f"{settings.state!r}: {exc}")  # the URL's password is not printed
         raise click.ClickException(f"cannot open the state store {shown} (set HARNESS_ONE_STATE)") from None
     given: dict[str, Any] = {}  # each tool name an entry gave, and its tool: a later entry's tool of that name wins
+    loaded: set[str] = set()  # an entry named twice (in the file and in --tools) is loaded once
     for spec, origin in [*_tools_origins(settings), *((spec, "") for spec in state.tool_specs)]:
+        entry = str(Path(spec).resolve()) if is_file_spec(spec) else spec
+        if entry in loaded:
+            continue
+        loaded.add(entry)
         try:
             found = _tools_of(spec)
             if not found:
@@ -290,46 +295,34 @@ def _attach_mcp(state: CliState, registry: ToolRegistry) -> None:
 
 
 def _tools_of(spec: str) -> list[Any]:
-    """The tools a ``--tools`` spec offers, imported and registered by its hook with a directory on
+    """The tools a ``--tools`` spec offers, imported and registered by its hook with directories on
     ``sys.path`` meanwhile (see :func:`_on_path`), so the module may import its own modules: a file's
-    own directory first, as ``python FILE.py`` has it; for a module, the current directory last, so
-    that a file of the current directory cannot replace a module of the standard library or an
-    installed package (``import json`` in the tools), whoever wrote that directory."""
+    own directory first, as ``python FILE.py`` has it, and the current directory last, so that a file
+    of the current directory cannot stand in for a module of the standard library or of an installed
+    package (``import json`` in the tools), whoever wrote that directory."""
     from .._discovery import tools_of
     from .._registry import LOADING_SOURCE
 
     token = LOADING_SOURCE.set(f"local:{spec}")  # what a name conflict of its plain @defineTool says it kept
     try:
-        if is_file_spec(spec):
-            with _on_path(str(Path(spec).resolve().parent), first=True):
-                return tools_of(_import(spec))
-        return _module_tools(spec)
+        try:
+            cwd = os.getcwd()
+        except OSError:  # the directory was removed: nothing to add
+            cwd = ""
+        own = str(Path(spec).resolve().parent) if is_file_spec(spec) else ""
+        with _on_path(own, first=True), _on_path(cwd, first=False):
+            return tools_of(_import(spec))
+    except ModuleNotFoundError as exc:
+        top = (exc.name or "").partition(".")[0]
+        if cwd and top in sys.modules and any(os.path.exists(os.path.join(cwd, top + end)) for end in ("", ".py")):
+            raise ModuleNotFoundError(  # a local package an installed one of its name comes before
+                f"{exc} (the current directory's {top} is passed over: the installed {top} comes first; "
+                "`python -m harness_one` puts the current directory first)",
+                name=exc.name,
+            ) from None
+        raise
     finally:
         LOADING_SOURCE.reset(token)
-
-
-def _module_tools(spec: str) -> list[Any]:
-    from .._discovery import tools_of
-
-    try:
-        cwd = os.getcwd()
-    except OSError:  # the directory was removed: nothing to add
-        cwd = ""
-    with _on_path(cwd, first=False):
-        module = _import(spec)
-        if cwd and _inside(module, cwd):
-            from .._runners import worker_path
-
-            worker_path(cwd)  # a process-mode worker imports the module by name, from it too
-        return tools_of(module)
-
-
-def _inside(module: Any, directory: str) -> bool:
-    """Whether the top-level package of ``module`` was found in ``directory``."""
-    top = sys.modules.get(module.__name__.partition(".")[0], module)
-    places = [getattr(top, "__file__", None), *(getattr(top, "__path__", None) or [])]
-    base = os.path.normcase(os.path.abspath(directory))
-    return any(isinstance(place, str) and os.path.normcase(os.path.dirname(os.path.abspath(place))) == base for place in places)
 
 
 def _import(spec: str) -> Any:
@@ -351,27 +344,30 @@ def _import(spec: str) -> Any:
 
 @contextlib.contextmanager
 def _on_path(directory: str, *, first: bool) -> Iterator[None]:
-    """``directory`` on ``sys.path`` meanwhile: first (a tools file's own directory, as ``python FILE.py``
-    has it; a process-mode worker keeps it first too, to import the file's modules by name) or last (the
-    current directory, for a module entry); not with ``-P``/``PYTHONSAFEPATH``, which keeps such
-    directories off, nor when it is there already (``python -m harness_one`` has the current directory
-    first). Taken off again after: a local file does not shadow a module the process imports later."""
+    """``directory`` on ``sys.path`` meanwhile, ``first`` or last, and so on the ``sys.path`` of the
+    process-mode workers started from then on (they import the tools' modules by name); not with
+    ``-P``/``PYTHONSAFEPATH``, which keeps such directories off, nor when it is there already
+    (``python -m harness_one`` has the current directory first). Taken off again after: a local
+    file does not shadow a module the process imports later."""
     there = directory in sys.path or (not first and "" in sys.path)  # "": the current directory, first
     added = bool(directory) and not getattr(sys.flags, "safe_path", False) and not there
     if added:
+        from .._runners import worker_path
+
         if first:
             sys.path.insert(0, directory)
-            from .._runners import worker_path
-
-            worker_path(directory)
         else:
             sys.path.append(directory)
+        worker_path(directory, last=not first)
     try:
         yield
     finally:
         if added:
             with contextlib.suppress(ValueError):  # the import took it off itself
-                sys.path.remove(directory)
+                if first:
+                    sys.path.remove(directory)
+                else:  # the last one: a module that put its own directory first keeps it there
+                    del sys.path[len(sys.path) - 1 - sys.path[::-1].index(directory)]
 
 
 def configure_logging(fmt: str | None, level: str, stream: TextIO) -> None:
