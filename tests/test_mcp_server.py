@@ -200,7 +200,7 @@ async def test_client_identity_reaches_the_call_context(client: Any) -> None:
     assert who["mcp_transport"] == ("stdio" if client.transport == "stdio" else "http")
     assert who["mcp_client"]
     if client.transport == "http-legacy":
-        assert who["mcp_session"] and who["mcp_client"] == who["mcp_session"]
+        assert who["mcp_session"] and who["mcp_client"] == f"session:{who['mcp_session']}"
     if client.transport == "http":
         assert who["mcp_session"] is None and who["mcp_client"] == "http:127.0.0.1"
 
@@ -293,7 +293,7 @@ async def test_http_app_principal_dns_rebinding_and_body_limit() -> None:
         async with httpx2.AsyncClient(transport=transport, base_url="http://127.0.0.1:9", headers={"x-user": "ada"}) as http:
             async with Session(streamable_http_client("http://127.0.0.1:9/mcp", http_client=http)) as session:
                 context = (await session.call_tool("whoami", {})).content[0].text
-            assert '"mcp_principal": "ada"' in context and '"mcp_client": "ada"' in context
+            assert '"mcp_principal": "ada"' in context and '"mcp_client": "principal:ada"' in context
             headers = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
             body = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
             evil = await http.post("/mcp", json=body, headers={**headers, "host": "evil.example:80"})

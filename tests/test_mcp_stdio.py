@@ -46,7 +46,7 @@ def test_stdio_wire_survives_stray_prints_and_oversized_lines(tmp_path: Path) ->
     read, stderr = exchange(tmp_path, [*OPENING, json.dumps(noisy).encode() + b"\n", long, PING], 4)
     answers = {answer["id"]: answer for answer in read}
     assert answers[2]["result"]["content"][0]["text"] == "quiet" and answers[3]["result"] == {}
-    assert answers[None]["error"]["code"] == -32700  # the dropped line is answered
+    assert answers[None]["error"]["code"] == -32600  # the dropped line is answered (no id in it to answer on)
     assert b"stray output" in stderr
 
 
@@ -64,9 +64,9 @@ def test_stdio_answers_every_line_it_cannot_read(tmp_path: Path) -> None:
     ]
     answers, _ = exchange(tmp_path, [*OPENING, *bad, PING], 8)
     got = [(a["id"], a.get("error", {}).get("code")) for a in answers[1:]]
-    assert got == [(None, -32700), (None, -32700), (5, -32600), ("six", -32600), (None, -32600), (None, -32700), (3, None)]
+    assert got == [(None, -32700), (None, -32700), (5, -32600), ("six", -32600), (None, -32600), (None, -32600), (3, None)]
     messages = [a["error"]["message"] for a in answers[1:-1]]
-    assert messages[0].startswith("Parse error: Expecting property name") and "longer than" in messages[5]
+    assert messages[0].startswith("Parse error: Expecting property name") and "Request too large" in messages[5]
     assert "hex escape" in messages[2] and "expected a JSON object, got list" in messages[4], messages
 
 
@@ -123,7 +123,7 @@ def test_what_a_tool_printed_unflushed_never_reaches_the_wire(tmp_path: Path) ->
 
 async def test_line_reader_drops_a_line_over_its_limit() -> None:
     """On a pipe (the event loop's reader) and on any other stream (a line at a time on a worker thread)."""
-    from harness_one.mcp._stdio import _Lines, _ThreadLines
+    from harness_one.mcp._stdio import _Lines, _ThreadLines, _TooLong
 
     data = b'{"a": 1}\n' + b"y" * 500 + b"\n" + b'{"b": 2}\n' + b"tail without newline"
     reader = asyncio.StreamReader(limit=64)
@@ -133,7 +133,9 @@ async def test_line_reader_drops_a_line_over_its_limit() -> None:
     assert [line async for line in _Lines(reader)] == expected
     lines = _ThreadLines(io.BytesIO(data), 64)
     assert [line async for line in lines] == expected
-    assert list(lines.handed) == ['{"a": 1}\n', None, '{"b": 2}\n', "tail without newline"]
+    handed = list(lines.handed)
+    assert handed[::2] == ['{"a": 1}\n', '{"b": 2}\n'] and handed[3] == "tail without newline"
+    assert isinstance(handed[1], _TooLong) and handed[1].size == 500
 
 
 def test_stdio_sends_no_progress_a_client_cannot_read(tmp_path: Path) -> None:

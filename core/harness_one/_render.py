@@ -5,8 +5,9 @@ One encoder for everything harness-one writes, with one rule for what JSON canno
 - a lone surrogate (``"\\ud800"``, which no UTF-8 stream can carry) becomes U+FFFD (:func:`safe_text`);
 - ``NaN`` and the infinities become the strings ``"NaN"``, ``"Infinity"``, ``"-Infinity"``;
 - an integer longer than Python's int-to-text limit (4,300 digits) is written in full;
-- other values go through :func:`json_default` (dataclasses, enums, sets, bytes, pydantic models,
-  ``isoformat()`` for dates and times, else ``str()``); one that none of these can read (its
+- other values go through :func:`json_default` (dataclasses, enums, sets, bytes, pydantic models
+  as their serialization schema describes them, by alias, ``isoformat()`` for dates and times,
+  else ``str()``); one that none of these can read (its
   ``__str__`` raises) becomes ``"<TypeName>"``;
 - a container (or dataclass) inside itself becomes the string ``"<cycle>"`` where it recurs;
 - a value whose containers (lists, tuples, dicts, their subclasses, sets, dataclasses) hold more
@@ -99,10 +100,24 @@ def json_default(value: Any) -> Any:
             return bytes(value).decode("utf-8", "replace")
         dump = getattr(value, "model_dump", None)
         if callable(dump):
-            return dump()
+            return _model_data(value, dump)
     except Exception:  # a field or model_dump that raises: the value is written as any other object
         pass
     return text_of(value)
+
+
+def _model_data(value: Any, dump: Callable[..., Any]) -> Any:
+    """A model's data: a pydantic model's as its serialization schema (the output schema inferred for it)
+    describes it, ``model_dump(mode="json", by_alias=True)`` (aliases, field serializers, its own JSON
+    settings); by alias in Python mode when a field has no JSON form (the encoder takes it from there);
+    ``model_dump()`` of any other library's model."""
+    pydantic = sys.modules.get("pydantic")  # never imported here: a pydantic model means it is loaded
+    if pydantic is None or not isinstance(value, pydantic.BaseModel):
+        return dump()
+    try:
+        return dump(mode="json", by_alias=True)
+    except Exception:  # a field of a type pydantic has no JSON form for
+        return dump(by_alias=True)
 
 
 def safe_text(text: str) -> str:

@@ -25,6 +25,9 @@ from ._options import count, seconds
 __all__ = ["CachePlugin"]
 
 _KEY = "cache.key"
+#: The context key left out of a cache key: the request's own metadata (an MCP request's ``_meta``: a progress
+#: token, a ``traceparent``, new with each request), not who asks.
+_PER_REQUEST = "_meta"
 
 
 def _key(value: Any) -> str | None:
@@ -60,6 +63,14 @@ def _plain(value: Any) -> bool:
     return True
 
 
+def _who_asks(context: Any) -> Any:
+    """The part of a call's ``context`` a cache key holds: all of it but :data:`_PER_REQUEST` (copied only when
+    that is there, or when ``context`` is not a dict)."""
+    if _PER_REQUEST in context:
+        return {key: value for key, value in context.items() if key != _PER_REQUEST}
+    return context if isinstance(context, dict) else dict(context)
+
+
 class CachePlugin:
     """Answers a repeated call from memory for ``cache_ttl`` seconds.
 
@@ -70,7 +81,8 @@ class CachePlugin:
     run the third), and a tool whose answer changes from one call to the next with the same
     arguments (the time, a random draw), which opts out with ``options={"cache": False}``. The
     key is the tool and its validated arguments, and the call's context for a tool that reads it
-    (a ``Call`` parameter), compared as JSON with each number as the tool gets it (``5`` and
+    (a ``Call`` parameter) but its ``_meta`` (a request's own metadata: an MCP progress token or
+    ``traceparent``, new with each request), compared as JSON with each number as the tool gets it (``5`` and
     ``5.0`` are two keys): a call whose arguments or context hold anything else (an object, whose
     ``repr`` may not tell two callers apart) is neither answered from the cache nor cached
     (``uncached`` in the stats). Only a result that is plain JSON data (dicts with string keys,
@@ -138,7 +150,7 @@ class CachePlugin:
     def harness_pre_call(self, call: Call) -> Outcome | None:
         tool = call.tool
         # A tool that reads the context (who asks) may answer each caller differently.
-        seen = _key(dict(call.context)) if tool.call_param is not None else ""
+        seen = _key(_who_asks(call.context)) if tool.call_param is not None else ""
         asked = _key(call.arguments)
         if seen is None or asked is None:
             with self._lock:

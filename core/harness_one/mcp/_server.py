@@ -370,7 +370,8 @@ class _Bridge:
         }
 
     def _context(self, ctx: ServerRequestContext[Any, Any]) -> dict[str, Any]:
-        """Who is calling, for ``Call.context``: key per-client limits on ``mcp_client``."""
+        """Who is calling, for ``Call.context``: key per-client limits on ``mcp_client`` (``principal:<name>``,
+        ``session:<id>``, ``http:<address>`` or ``stdio:<connection id>``)."""
         request = ctx.request
         session = principal = None
         if isinstance(request, Request):
@@ -378,7 +379,8 @@ class _Bridge:
             session = request.headers.get("mcp-session-id") if _in_session(ctx) else None
             principal = self.principal(request)
             host = request.client.host if request.client else "unknown"
-            client = principal or session or f"http:{host}"
+            # One namespace per kind: a principal named "http:127.0.0.1" is not the anonymous callers from there.
+            client = f"principal:{principal}" if principal else f"session:{session}" if session else f"http:{host}"
         else:
             transport = "stdio"
             lifespan = ctx.lifespan_context

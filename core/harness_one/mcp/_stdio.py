@@ -12,7 +12,10 @@ host's stream) is read a line at a time, and written an answer at a time, on a w
 
 A line the SDK cannot read (not JSON, not UTF-8, a lone surrogate, not a JSON-RPC message) it
 passes on as an exception and answers nothing, so the client would wait for its request for
-ever. :class:`Answering` answers it, as JSON-RPC asks: ``-32700`` for a line that is not JSON
+ever. :class:`Answering` answers it, as JSON-RPC asks: ``-32600`` for a line longer than the limit
+(``Request too large``, on the request's ``id`` when its start or its end holds it, see
+:func:`dropped`; none for a response, and a request of the server's it answers fails in its place),
+``-32700`` for a line that is not JSON
 (``id`` null) or not UTF-8 (a line is decoded strictly: with U+FFFD for a bad byte, a string
 in the request would change unseen), ``-32600`` for one that is not a valid message, with the
 request's ``id`` when the line has one the client can know (not a string holding a lone
@@ -100,8 +103,11 @@ from harness_one._stdout import LineReader, Writer, fileno, stdin_for_requests, 
 
 __all__ = ["Answering", "stdio_streams"]
 
-#: A line longer than this is dropped whole (as the SDK drops a line that is not JSON-RPC).
+#: A line longer than this is dropped, read in pieces (the SDK would hold it whole) and answered by :class:`Answering`.
 _MIN_LINE = 1 << 20
+#: Bytes kept of the start and of the end of a line dropped for its length, to read its ``id`` from (Python's SDK
+#: writes it before the ``params``, the TypeScript SDK last).
+_KEEP = 1 << 12
 #: A request answered only when the session ends (its answer is a stream of notifications).
 _STREAM = "subscriptions/listen"
 #: The SDK's first message on a stream it opened (its ``_meta`` names the stream's request).
@@ -153,10 +159,36 @@ class _NotUtf8:
         self.text = line.decode("utf-8", errors="surrogateescape")
 
 
+class _TooLong:
+    """A line longer than the limit, read and dropped: its ``size`` in bytes (without its line ending), and only its
+    first and last :data:`_KEEP` bytes (``head``, ``tail``), to read its ``id`` from."""
+
+    __slots__ = ("head", "size", "tail")
+
+    def __init__(self) -> None:
+        self.head = self.tail = b""
+        self.size = 0
+
+    def add(self, piece: bytes) -> None:
+        """The next ``piece`` of the line read."""
+        if len(self.head) < _KEEP:
+            self.head += piece[: _KEEP - len(self.head)]
+        self.tail = (self.tail + piece[-_KEEP - 2 :])[-_KEEP - 2 :]  # (+ the line ending)
+        self.size += len(piece)
+
+    def end(self) -> _TooLong:
+        """The line, read to its end (its line ending taken off)."""
+        for ending in (b"\n", b"\r"):
+            if self.tail.endswith(ending):
+                self.tail, self.size = self.tail[:-1], self.size - 1
+        self.head, self.tail = self.head[: self.size], self.tail[-_KEEP:]
+        return self
+
+
 class _Lines:
     """``async for line in stdin``: text lines from an asyncio ``StreamReader``.
 
-    ``handed`` keeps the lines handed out (``None``: one dropped for its length; a :class:`_NotUtf8`: one
+    ``handed`` keeps the lines handed out (a :class:`_TooLong`: one dropped for its length; a :class:`_NotUtf8`: one
     that is not UTF-8) until :class:`Answering` receives what the SDK made of each: one message or one
     exception per line, in order.
     """
@@ -164,7 +196,7 @@ class _Lines:
     def __init__(self, reader: asyncio.StreamReader | None, limit: int = 0) -> None:
         self.reader = reader
         self.limit = limit  # the line limit, for the answer to a line dropped for its length
-        self.handed: deque[str | _NotUtf8 | _Wake | None] = deque()
+        self.handed: deque[str | _NotUtf8 | _TooLong | _Wake] = deque()
         #: The answers' stdout (set by :func:`stdio_streams`), whose last writes :class:`Answering` bounds.
         self.out: _Out | _ThreadOut | None = None
         self._woken = False
@@ -186,8 +218,8 @@ class _Lines:
             self._woken = False
             self.handed.append(_WAKE)
             return ""  # not JSON-RPC: the SDK passes an exception on, which Answering drops
-        if line is None:
-            self.handed.append(None)
+        if isinstance(line, _TooLong):
+            self.handed.append(line)
             return ""  # not JSON-RPC: the SDK passes an exception on and reads on
         try:
             text = line.decode("utf-8")
@@ -197,8 +229,8 @@ class _Lines:
         self.handed.append(text)
         return text
 
-    async def _read(self) -> bytes | _Wake | None:
-        """The next line (None: one longer than the limit, read and dropped; :data:`_WAKE`: woken while waiting);
+    async def _read(self) -> bytes | _Wake | _TooLong:
+        """The next line (a :class:`_TooLong`: one longer than the limit, read and dropped; :data:`_WAKE`: woken while waiting);
         StopAsyncIteration at the end."""
         assert self.reader is not None
         try:
@@ -211,21 +243,23 @@ class _Lines:
                 raise StopAsyncIteration from None
             return exc.partial
         except asyncio.LimitOverrunError:
-            await self._skip_line()
-            return None
+            return await self._skip_line()
         finally:
             self._reading = None
 
-    async def _skip_line(self) -> None:
+    async def _skip_line(self) -> _TooLong:
+        """The rest of a line over the limit, read in pieces and dropped but for its start and its end."""
         assert self.reader is not None
+        line = _TooLong()
         while True:
             try:
-                await self.reader.readuntil(b"\n")
-                return
+                line.add(await self.reader.readuntil(b"\n"))
+                return line.end()
             except asyncio.LimitOverrunError as exc:
-                await self.reader.readexactly(exc.consumed)
-            except asyncio.IncompleteReadError:
-                return
+                line.add(await self.reader.readexactly(exc.consumed))
+            except asyncio.IncompleteReadError as exc:
+                line.add(exc.partial)
+                return line.end()
 
 
 class _ThreadLines(_Lines):
@@ -235,7 +269,7 @@ class _ThreadLines(_Lines):
         super().__init__(None, limit)
         self.source = source
 
-    async def _read(self) -> bytes | None:
+    async def _read(self) -> bytes | _TooLong:
         try:
             line = await anyio.to_thread.run_sync(_read_line, self.source, self.limit)
         except (OSError, ValueError):  # the stream failed or was closed under us: no more requests
@@ -245,14 +279,19 @@ class _ThreadLines(_Lines):
         return line
 
 
-def _read_line(source: LineReader, limit: int) -> bytes | None:
-    """The next line of ``source`` (b"" at its end; None for one longer than ``limit`` bytes, read and dropped)."""
+def _read_line(source: LineReader, limit: int) -> bytes | _TooLong:
+    """The next line of ``source`` (b"" at its end; a :class:`_TooLong` for one longer than ``limit`` bytes, read
+    and dropped)."""
     line = source.readline(limit + 1)
     if len(line) <= limit or line.endswith(b"\n"):
         return line
-    while line and not line.endswith(b"\n"):
+    dropped = _TooLong()
+    while line:
+        dropped.add(line)
+        if line.endswith(b"\n"):
+            break
         line = source.readline(_CHUNK)
-    return None
+    return dropped.end()
 
 
 class _Out:
@@ -424,11 +463,15 @@ def _put(out: Writer, data: bytes) -> None:
     out.flush()
 
 
-def reply_to(line: str | _NotUtf8 | None, limit: int, exc: Exception) -> list[JSONRPCError | _Batch]:
+def reply_to(line: str | _NotUtf8 | _TooLong, limit: int, exc: Exception) -> list[JSONRPCError | _Batch]:
     """The answers to ``line``, which the SDK could not read (``exc``): one error, none for a response, one array
     of errors for a batch (none for a batch of notifications and responses; see :func:`_batch_replies`)."""
-    if line is None:
-        return [_error(None, PARSE_ERROR, f"Parse error: a line longer than {limit} bytes")]
+    if isinstance(line, _TooLong):
+        response, request_id = dropped(line)
+        if response:  # never answered
+            return []
+        text = f"Request too large: the line is {line.size:,} bytes, more than the limit of {limit:,}"
+        return [_error(request_id, INVALID_REQUEST, text)]
     if isinstance(line, _NotUtf8):
         reply = _not_utf8(line)
         return [] if reply is None else [reply]
@@ -520,7 +563,62 @@ def _request_id(given: Any) -> str | int | None:
     return None
 
 
-def _has_id(line: str | _NotUtf8 | None) -> bool:
+#: A JSON-RPC ``id`` written last (``{"method": ..., "params": ..., "jsonrpc": "2.0", "id": 7}``, as the TypeScript
+#: SDK writes it): a string or an integer, the last member of the object the line holds.
+_LAST_ID = re.compile(rb'[{,][ \t\r\n]*"id"[ \t\r\n]*:[ \t\r\n]*("(?:[^"\\]|\\.)*"|-?[0-9]{1,50})[ \t\r\n]*\}[ \t\r\n]*\Z')
+
+
+def dropped(line: _TooLong) -> tuple[bool, str | int | None]:
+    """What a line dropped for its length was, read from its start and its end: whether it is a response (no
+    ``method`` before the member cut short at its start, and that member, or one before it, ``result`` or
+    ``error``), and its ``id`` (None when the client cannot know it as its own, or when neither place holds one).
+    The ``id`` is a top-level member read whole at the start, or else the object's last member."""
+    members, cut = _head_members(line.head.decode("utf-8", "surrogateescape"))
+    response = "method" not in members and ("result" in members or "error" in members or cut in ("result", "error"))
+    if "id" in members:
+        return response, _request_id(members["id"])
+    last = _LAST_ID.search(line.tail)
+    try:
+        return response, None if last is None else _request_id(json.loads(last[1]))
+    except ValueError:  # not UTF-8, or an escape JSON has not
+        return response, None
+
+
+_NAMES = json.JSONDecoder()
+_SPACE = re.compile(r"[ \t\r\n]+")
+
+
+def _skip(text: str, at: int) -> int:
+    """Where the JSON whitespace at ``at`` ends."""
+    space = _SPACE.match(text, at)
+    return at if space is None else space.end()
+
+
+def _head_members(text: str) -> tuple[dict[str, Any], str | None]:
+    """The members the JSON object ``text`` starts with that read whole, and the name of the one after them whose
+    value does not (cut short, nested too deeply; None: no such name, or ``text`` is no object)."""
+    members: dict[str, Any] = {}
+    at = _skip(text, 0)
+    if not text.startswith("{", at):
+        return members, None
+    try:
+        while True:
+            name, at = _NAMES.raw_decode(text, _skip(text, at + 1))
+            at = _skip(text, at)
+            if type(name) is not str or not text.startswith(":", at):
+                return members, None
+            try:
+                members[name], at = _NAMES.raw_decode(text, _skip(text, at + 1))
+            except (ValueError, RecursionError):
+                return members, name
+            at = _skip(text, at)
+            if not text.startswith(",", at):
+                return members, None
+    except (ValueError, RecursionError):
+        return members, None
+
+
+def _has_id(line: str | _NotUtf8 | _TooLong) -> bool:
     """Whether the JSON object on ``line`` has an ``id`` member (a notification has none)."""
     if not isinstance(line, str) or '"id"' not in line:
         return False
@@ -705,8 +803,22 @@ class Answering(_Wrapping):
                 elif kind is JSONRPCResponse or kind is JSONRPCError:
                     self.asked.discard(item.message.id)
                 return item
+            if isinstance(line, _TooLong):
+                answer = self._too_long_answer(line)
+                if answer is not None:
+                    return answer
             for reply in reply_to(line, self.lines.limit, item):
                 await self._answer(reply)
+
+    def _too_long_answer(self, line: _TooLong) -> SessionMessage | None:
+        """The client's answer to a request the server asked it, when ``line`` (dropped for its length) is that
+        answer: an error in its place, so that the server's request does not wait for ever (None: it is not one)."""
+        response, request_id = dropped(line)
+        if not response or request_id not in self.asked:
+            return None
+        self.asked.discard(request_id)
+        message = f"Response too large: the client's line is {line.size:,} bytes, more than the limit of {self.lines.limit:,}"
+        return SessionMessage(_error(request_id, INVALID_REQUEST, message))
 
     async def _answer(self, reply: JSONRPCError | _Batch) -> None:
         """Write the server's own answer ``reply``; one that cannot be written (stdout closed, its reader gone)
