@@ -956,8 +956,8 @@ class ToolRegistry(metaclass=_SharedType):
                         if outcome is not None:  # a refusal is raised: a returned one would let the arguments through
                             call.tool = tool  # (the one looked up: what the error names)
                             raise _bad_answer(call, plan.plugin_of(hook), outcome, _PRE_VALIDATE)
-                    if type(call.arguments) is not dict:
-                        raise PluginError(f"pre_validate left arguments of type {type(call.arguments).__name__}, not a dict")
+                    if type(call.arguments) is not dict:  # (_refuse names the hook that set it)
+                        raise TypeError(f"pre_validate left arguments of type {type(call.arguments).__name__}, not a dict")
                 kwargs = call.arguments
                 if tool.accepts_any:
                     if not tool.required <= kwargs.keys() or not all(type(k) is str for k in kwargs):
@@ -1099,8 +1099,11 @@ class ToolRegistry(metaclass=_SharedType):
 
     def _refuse(self, call: Call, plan: ToolPlan, exc: Exception) -> Generator[Step, None, ToolError]:
         """Arguments refused before admission: the error, as on_error hooks translate it (never a retry)."""
-        if plan.pre_validate and not isinstance(exc, ToolError) and type(call.arguments) is dict:
-            exc = _key_error(call, exc)  # a caller's key that is no string, which a pre_validate hook failed on
+        if plan.pre_validate and not isinstance(exc, ToolError):
+            if type(call.arguments) is dict:
+                exc = _key_error(call, exc)  # a caller's key that is no string, which a pre_validate hook failed on
+            else:  # a hook replaced them with no dict, and a later one (or the core) failed on it
+                exc = _not_a_dict(call, plan, exc)
         err = self._as_tool_error(call, plan, exc)
         call._refusing = True
         verdict = self._on_error(call, plan, err)
@@ -1392,7 +1395,11 @@ class ToolRegistry(metaclass=_SharedType):
             return tool.fn(**kwargs)
         left = _time_left(call, tool)  # the hooks after the timeout plugin's took some
         call.tool = tool  # the runner reads the tool's options (process mode's memory_limit): the one looked up
-        return call.runner.run(call, tool.fn, kwargs, left)
+        try:  # (no cost until raised)
+            return call.runner.run(call, tool.fn, kwargs, left)
+        except (AttributeError, TypeError):
+            _check_runner(call, tool, "run")
+            raise
 
     async def _ainvoke(self, call: Call, tool: Tool, kwargs: dict[str, Any]) -> Any:
         if tool.is_async:
@@ -1402,7 +1409,11 @@ class ToolRegistry(metaclass=_SharedType):
             if call.runner is not None:
                 left = _time_left(call, tool)
                 call.tool = tool  # as in _invoke
-                return await call.runner.arun(call, tool.fn, kwargs, left)
+                try:  # (no cost until raised)
+                    return await call.runner.arun(call, tool.fn, kwargs, left)
+                except (AttributeError, TypeError):
+                    _check_runner(call, tool, "arun")
+                    raise
             if type(timeout) is not float or not timeout > 0.0:  # mode none: as in _invoke
                 _check_timeout(call, tool, timeout)
         if not tool.blocking:  # declared quick: no thread hop
@@ -1422,11 +1433,11 @@ class ToolRegistry(metaclass=_SharedType):
         """Await an async tool; with a timeout, cancel it at the deadline.
 
         A tool that swallows the cancellation and returns (or fails) after the deadline has timed
-        out all the same: its late outcome is dropped. One that never ends is awaited for ever
-        (cancelling a coroutine needs its cooperation).
+        out all the same: its late outcome is dropped; so has one that blocks the loop past the
+        deadline (no ``await`` in it, so no cancellation could reach it) and then ends. One that
+        never ends is awaited for ever (cancelling a coroutine needs its cooperation).
         """
-        limit = call.timeout
-        if limit is None:
+        if call.timeout is None:
             return await tool.fn(**kwargs)
         timeout = _time_left(call, tool)
         if _timeout_cm is not None:
@@ -1435,26 +1446,32 @@ class ToolRegistry(metaclass=_SharedType):
                 async with scope:
                     value = await tool.fn(**kwargs)
             except TimeoutError:
-                if not scope.expired():
+                if not _past(scope):
                     raise  # the tool's own timeout, not ours
             except Exception:
-                if not scope.expired():
+                if not _past(scope):
                     raise
-                # the tool swallowed its cancellation and failed after the deadline: a timeout all the same
+                # the tool swallowed its cancellation (or blocked past it) and failed after the deadline: a timeout all the same
             else:
-                if not scope.expired():
+                # (one call more than the scope's own test: a tool that blocked the loop ends with its deadline
+                # past but the scope not expired, its timer never run)
+                if not scope.expired() and asyncio.get_running_loop().time() < scope.when():
                     return value
-                del value  # the tool swallowed its cancellation and returned after the deadline: too late
+                del value  # the tool returned after the deadline (it swallowed its cancellation, or blocked): too late
         else:  # pragma: no cover - Python 3.10
             loop = asyncio.get_running_loop()
             start = loop.time()
             try:
-                return await asyncio.wait_for(tool.fn(**kwargs), timeout)
+                value = await asyncio.wait_for(tool.fn(**kwargs), timeout)
             except asyncio.TimeoutError:
                 if loop.time() - start < timeout * 0.999:
                     raise
+            else:
+                if loop.time() - start < timeout:  # as above: a tool that blocked past it
+                    return value
+                del value
         call.cancel()
-        raise ToolTimeout(limit, tool=tool.name, call_id=call.call_id) from None
+        raise ToolTimeout(call.timeout, tool=tool.name, call_id=call.call_id) from None
 
     def __repr__(self) -> str:
         default = " default" if self is ToolRegistry._current else ""
@@ -1536,7 +1553,7 @@ def _time_left(call: Call, tool: Tool) -> float:
     timeout = call.timeout
     assert timeout is not None
     if type(timeout) is not float or not timeout > 0.0:  # (most are a positive float: two tests)
-        _check_timeout(call, tool, timeout)
+        timeout = _check_timeout(call, tool, timeout)
     deadline = call.total_deadline
     if deadline is None:
         return timeout
@@ -1545,6 +1562,44 @@ def _time_left(call: Call, tool: Tool) -> float:
         call.ran = False
         raise ToolTimeout(timeout, tool=tool.name, call_id=call.call_id)
     return left if left < timeout else timeout
+
+
+def _not_a_dict(call: Call, plan: ToolPlan, exc: Exception) -> Exception:
+    """The :class:`PluginError` for ``call.arguments`` that a pre_validate hook replaced with no dict (the
+    caller's were decoded to one before the hooks), seen only once ``exc`` came of it: a later hook failed on
+    it, or the core's check after the last one (no check after each hook: a call that goes well pays for
+    none). It names the plugin whose hook set them when only one hook ran before the one that failed, else
+    those that may have; ``exc`` is its cause. ``exc`` itself when the first hook failed (its own doing)."""
+    names = [name for name in map(plan.plugin_of, plan.pre_validate) if name is not None]
+    failed = plan.owner_of(exc)  # None: no hook failed (the core's check after the last)
+    if failed is not None:
+        if failed not in names:
+            return exc
+        names = names[: names.index(failed)]
+        if not names:
+            return exc
+    after = "" if failed is None else f" (plugin '{failed}', after it, failed on them: {exception_text(exc)})"
+    owner = names[0] if len(names) == 1 else None
+    listed = "' or '".join(names)
+    who = f"The pre_validate hook of plugin '{owner}'" if owner else f"A pre_validate hook (of plugin '{listed}')"
+    err = PluginError(
+        f"{who} set call.arguments to {_a(type(call.arguments).__name__)} while calling '{call.tool.name}'; "
+        f"expected a dict{after}",
+        plugin=owner,
+        tool=call.tool.name,
+        call_id=call.call_id,
+    )
+    err.__cause__ = exc
+    return err
+
+
+def _past(scope: Any) -> bool:
+    """Whether the deadline of ``scope`` (an ``asyncio.timeout``) came: it cancelled the tool, or the tool
+    kept the loop from running its timer (blocking code with no ``await``) until after it."""
+    if scope.expired():
+        return True
+    when = scope.when()
+    return when is not None and bool(asyncio.get_running_loop().time() >= when)
 
 
 def _key_error(call: Call, exc: Exception) -> Exception:
@@ -1561,18 +1616,43 @@ def _key_error(call: Call, exc: Exception) -> Exception:
     return exc  # pragma: no cover - a key that is no string is always refused
 
 
-def _check_timeout(call: Call, tool: Tool, timeout: Any) -> None:
-    """A ``call.timeout`` that is not a positive float: a positive int (numpy's numbers too) is taken; one
-    not above 0 (NaN too) times out, no number is the fault of the pre_call hook that set it."""
-    if isinstance(timeout, bool) or not isinstance(timeout, Real):
+def _check_timeout(call: Call, tool: Tool, timeout: Any) -> float:
+    """A ``call.timeout`` that is not a positive float, as the float of seconds it stands for (written back to
+    ``call.timeout``, so a runner and the errors only ever see a float): a positive int (numpy's numbers, a
+    ``Fraction`` too) is taken; one not above 0 (NaN too) times out; no number, or one no float holds
+    (``10**400``), is the fault of the pre_call hook that set it, the tool not started."""
+    seconds: float | None = None
+    if not isinstance(timeout, bool) and isinstance(timeout, Real):
+        try:
+            seconds = float(timeout)
+        except Exception:  # past a float's range (OverflowError), or a broken __float__
+            seconds = None
+    if seconds is None:
         call.ran = False
-        shown = repr(timeout) if type(timeout) is str else timeout
+        shown: Any = timeout
+        if type(timeout) is str:
+            shown = repr(timeout)
+        elif type(timeout) is int:  # past a float's range: its size, not its 400 digits
+            shown = f"{'-' if timeout < 0 else ''}~1e{int(timeout.bit_length() * 0.30103)} (an int no float holds)"
         call.tool = tool
         raise _bad_answer(call, None, shown, _TIMEOUT_SET)
-    seconds = cast(float, timeout)  # (a Real: compared and shown as a float is)
+    call.timeout = seconds
     if not seconds > 0.0:
         call.ran = False
         raise ToolTimeout(seconds, tool=tool.name, call_id=call.call_id)
+    return seconds
+
+
+def _check_runner(call: Call, tool: Tool, method: str) -> None:
+    """After ``call.runner.run`` (``method``) raised an ``AttributeError`` or a ``TypeError``: the
+    :class:`PluginError` of the pre_call hook that set a ``call.runner`` without that method, the tool
+    not started (``call.ran`` False), not the tool's failure; else returns (the runner's own error stands)."""
+    runner = call.runner
+    if callable(getattr(runner, method, None)):
+        return
+    call.ran = False
+    call.tool = tool
+    raise _bad_answer(call, None, runner, _RUNNER_SET) from None
 
 
 def _next_attempt(call: Call) -> None:
@@ -1741,7 +1821,8 @@ _POST_CALL_AWAIT = (
     "returned an Await that answered",
 )
 _ON_ERROR = ("on_error", "a Retry (of a delay in seconds), an Outcome (of a value, or of a ToolError) or None", "returned")
-_TIMEOUT_SET = ("pre_call", "a number of seconds or None", "set call.timeout to")
+_TIMEOUT_SET = ("pre_call", "a number of seconds (one a float holds) or None", "set call.timeout to")
+_RUNNER_SET = ("pre_call", "a Runner (with run and arun methods) or None", "set call.runner to")
 
 
 def _not_an_answer(answer: Any) -> bool:

@@ -509,6 +509,7 @@ class _Worker:
         "body",
         "born",
         "calls",
+        "checked",
         "code",
         "fd",
         "idle_since",
@@ -559,6 +560,7 @@ class _Worker:
         self.tag = b""  # the id the answer to the current job must carry
         self.parts: list[bytes] = []  # what came of a frame not yet whole
         self.body = False  # reading a frame's body (after its header)
+        self.checked = False  # the body's start was found to be the job's id (:func:`_take`)
         self.need = _HEADER  # bytes missing from the frame's header or body
         self.unsent: bytes | memoryview | None = None  # what the socket has not yet taken of the job
         with contextlib.suppress(OSError):  # it died at once: waiting for its ready message reports how
@@ -773,6 +775,13 @@ def _take(worker: _Worker) -> bytes | None:
             raise _WorkerGone from exc
         if not chunk:
             raise _WorkerGone
+        if worker.body and not worker.checked and worker.tag:  # an answer's first bytes: is it its job's?
+            head = b"".join((*worker.parts, chunk)) if worker.parts else chunk  # (the parts: under 8 bytes)
+            if len(head) >= _HEADER:
+                if head[:_HEADER] != worker.tag:  # a frame the tool wrote: its length is no answer's, never waited for
+                    worker.body, worker.need, worker.parts = False, _HEADER, []
+                    return head  # not in step: the caller discards the worker (see ProcessRunner._check)
+                worker.checked = True
         if len(chunk) < need:  # more to come
             worker.parts.append(chunk)
             worker.need = need - len(chunk)
@@ -785,9 +794,9 @@ def _take(worker: _Worker) -> bytes | None:
             worker.body, worker.need = False, _HEADER
             return chunk
         size = int.from_bytes(chunk, "little")
-        if not size:
+        if not size or (size < _HEADER and worker.tag):  # too short for the job's id: not in step (see above)
             return b""
-        worker.body, worker.need = True, size
+        worker.body, worker.need, worker.checked = True, size, False
 
 
 _CANCEL_POLL = 0.05  # seconds between checks of ``call.cancelled`` while a worker runs a call

@@ -30,8 +30,9 @@ def _bounded(plugin: TimeoutPlugin, tool: Tool) -> bool:
 
 def _in_process(plugin: TimeoutPlugin, tool: Tool) -> bool:
     """A sync tool that runs in a worker process: in ``process`` mode with a timeout, or without one when
-    the tool asks for a worker itself (its own ``timeout_mode="process"``, or a ``memory_limit``); the
-    plugin's ``mode="process"`` alone leaves an untimed tool (a lambda, a closure) in the caller's process."""
+    the tool asks for a worker itself (its own ``timeout_mode="process"``, or a ``memory_limit`` under the
+    plugin's ``mode="process"``); the plugin's ``mode="process"`` alone leaves an untimed tool (a lambda, a
+    closure) in the caller's process."""
     if tool.is_async or (tool.timeout_mode or plugin.mode) != "process":
         return False
     return _bounded(plugin, tool) or tool.timeout_mode == "process" or "memory_limit" in tool.options
@@ -61,7 +62,9 @@ class TimeoutPlugin:
       group is *killed* (the tool and every process it started but those that left the group)
       and the worker replaced. A tool with no timeout runs in a worker too (isolated, its
       ``memory_limit`` kept), with no deadline (``call.timeout`` is ``math.inf``), when it asks
-      for one itself: its own ``timeout_mode="process"``, or a ``memory_limit``.
+      for one itself: its own ``timeout_mode="process"``, or a ``memory_limit`` under this plugin's
+      ``mode="process"``. An async tool never runs in a worker: one that asks for it (its own
+      ``timeout_mode="process"``, or a ``memory_limit``) is a :class:`ToolDefinitionError` when added.
     - ``"none"``: in the caller's thread, never interrupted; the deadline is only advisory
       (``call.deadline``, ``call.remaining()``) for tools that check it.
 
@@ -105,6 +108,13 @@ class TimeoutPlugin:
     @hookimpl
     def harness_tool_added(self, tool: Tool) -> None:
         ProcessRunner.memory_limit(tool)  # a bad option is a ToolDefinitionError when the tool is added
+        if tool.is_async and (tool.timeout_mode == "process" or "memory_limit" in tool.options):
+            asked = "timeout_mode 'process'" if tool.timeout_mode == "process" else "a memory_limit"
+            raise ToolDefinitionError(
+                f"Tool '{tool.name}': {asked} needs a worker process, and an async tool runs in the caller's event loop "
+                "(cancelled at its timeout, never killed nor bounded in memory); make it a sync function, or drop the option.",
+                tool=tool.name,
+            )
         if tool.call_param and _in_process(self, tool):
             raise ToolDefinitionError(
                 f"Tool '{tool.name}': its '{tool.call_param}' parameter (a Call) cannot cross to a process-mode worker; "
@@ -148,6 +158,7 @@ class TimeoutPlugin:
         attempt = self._attempt(tool)
         total = self._total(tool)
         now, shift = self._now(call)
+        limit = attempt  # the configured seconds a ToolTimeout of this attempt names
         if total is not None:
             started = call.state.get("timeout.start")
             if started is None:  # this plugin was added after the call's pre-validate: its total runs from now
@@ -156,13 +167,16 @@ class TimeoutPlugin:
             left = started + total - now
             if left <= 0:
                 raise ToolTimeout(total, tool=tool.name, call_id=call.call_id)
-            attempt = left if attempt is None else min(attempt, left)
+            if attempt is None or left < attempt:  # the total ends this attempt first: its timeout is the total's
+                attempt, limit = left, total
         if attempt is None:  # neither: process mode (_runs), in a worker all the same, with no deadline
             call.timeout = math.inf
             call.runner = self.processes
             return
         call.deadline = now + attempt + shift
-        call.timeout = attempt  # async tools are cancelled at it; sync tools need a runner for that
+        # The configured seconds (the attempt's, or the total's when that ends first), which a ToolTimeout
+        # names: the core waits at most what is left of ``call.total_deadline``, so the total still bounds it.
+        call.timeout = limit  # async tools are cancelled at it; sync tools need a runner for that
         call.runner = self.runner_for(tool.timeout_mode or self.mode)
 
     @hookimpl
