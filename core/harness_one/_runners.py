@@ -429,8 +429,9 @@ class _WorkerGone(Exception):
 _CHUNK = 1 << 20  # the most read at once: a forged frame header cannot make the parent allocate more
 
 
-#: Directories a worker puts first on its ``sys.path``: one the parent had there only while it
-#: imported tools (the ``harness-one`` command's current directory, for ``--tools module``).
+#: Directories a worker puts first (last) on its ``sys.path``: those the parent had there only while it
+#: imported tools (a ``harness-one --tools`` file's own directory; the command's current directory, last,
+#: when a ``--tools`` module's package was found there).
 WORKER_PATH: list[str] = []
 WORKER_PATH_LAST: list[str] = []
 

@@ -233,12 +233,7 @@ def build_registry(state: CliState) -> ToolRegistry:
         shown = redact(f"{settings.state!r}: {exc}")  # the URL's password is not printed
         raise click.ClickException(f"cannot open the state store {shown} (set HARNESS_ONE_STATE)") from None
     given: dict[str, Any] = {}  # each tool name an entry gave, and its tool: a later entry's tool of that name wins
-    loaded: set[str] = set()  # an entry named twice (in the file and in --tools) is loaded once
-    for spec, origin in [*_tools_origins(settings), *((spec, "") for spec in state.tool_specs)]:
-        entry = str(Path(spec).resolve()) if is_file_spec(spec) else spec
-        if entry in loaded:
-            continue
-        loaded.add(entry)
+    for spec, origin in _entries([*_tools_origins(settings), *((spec, "") for spec in state.tool_specs)]):
         try:
             found = _tools_of(spec)
             if not found:
@@ -259,6 +254,20 @@ def build_registry(state: CliState) -> ToolRegistry:
             state.failures.append(message)
     _attach_mcp(state, registry)
     return registry
+
+
+def _entries(entries: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The tools entries, each loaded once: an entry named again (a file in the configuration and in
+    ``--tools``) is loaded where it comes last, so that a later entry still wins."""
+    placed: dict[str, tuple[str, str]] = {}
+    for spec, origin in entries:
+        key = spec
+        if is_file_spec(spec):
+            with contextlib.suppress(OSError):  # (a removed current directory: loading it says so)
+                key = str(Path(spec).resolve())
+        placed.pop(key, None)
+        placed[key] = (spec, origin)
+    return list(placed.values())
 
 
 def _conflict(registry: ToolRegistry, tool: Any, earlier: Any) -> None:
@@ -310,11 +319,17 @@ def _tools_of(spec: str) -> list[Any]:
         except OSError:  # the directory was removed: nothing to add
             cwd = ""
         own = str(Path(spec).resolve().parent) if is_file_spec(spec) else ""
-        with _on_path(own, first=True), _on_path(cwd, first=False):
-            return tools_of(_import(spec))
+        with _on_path(own, first=True), _on_path(cwd, first=False) as added:
+            module = _import(spec)
+            if added and not is_file_spec(spec) and _inside(module, cwd):
+                from .._runners import worker_path
+
+                worker_path(cwd, last=True)  # a process-mode worker imports the package by name, from there too
+            return tools_of(module)
     except ModuleNotFoundError as exc:
         top = (exc.name or "").partition(".")[0]
-        if cwd and top in sys.modules and any(os.path.exists(os.path.join(cwd, top + end)) for end in ("", ".py")):
+        local = any(os.path.exists(os.path.join(cwd, top + end)) for end in ("", ".py")) if cwd and top else False
+        if local and top in sys.modules and not _inside(sys.modules[top], cwd):
             raise ModuleNotFoundError(  # a local package an installed one of its name comes before
                 f"{exc} (the current directory's {top} is passed over: the installed {top} comes first; "
                 "`python -m harness_one` puts the current directory first)",
@@ -323,6 +338,14 @@ def _tools_of(spec: str) -> list[Any]:
         raise
     finally:
         LOADING_SOURCE.reset(token)
+
+
+def _inside(module: Any, directory: str) -> bool:
+    """Whether the top-level package of ``module`` was found in ``directory``."""
+    top = sys.modules.get(module.__name__.partition(".")[0], module)
+    places = [getattr(top, "__file__", None), *(getattr(top, "__path__", None) or [])]
+    base = os.path.normcase(os.path.abspath(directory))
+    return any(isinstance(place, str) and os.path.normcase(os.path.dirname(os.path.abspath(place))) == base for place in places)
 
 
 def _import(spec: str) -> Any:
@@ -343,24 +366,25 @@ def _import(spec: str) -> Any:
 
 
 @contextlib.contextmanager
-def _on_path(directory: str, *, first: bool) -> Iterator[None]:
-    """``directory`` on ``sys.path`` meanwhile, ``first`` or last, and so on the ``sys.path`` of the
-    process-mode workers started from then on (they import the tools' modules by name); not with
-    ``-P``/``PYTHONSAFEPATH``, which keeps such directories off, nor when it is there already
-    (``python -m harness_one`` has the current directory first). Taken off again after: a local
-    file does not shadow a module the process imports later."""
+def _on_path(directory: str, *, first: bool) -> Iterator[bool]:
+    """``directory`` on ``sys.path`` meanwhile, ``first`` (a tools file's own directory, as ``python
+    FILE.py`` has it, kept first on the process-mode workers' too, which import the file's modules by
+    name) or last (the current directory); not with ``-P``/``PYTHONSAFEPATH``, which keeps such
+    directories off, nor when it is there already (``python -m harness_one`` has the current directory
+    first). Gives whether it was added. Taken off again after: a local file does not shadow a module
+    the process imports later."""
     there = directory in sys.path or (not first and "" in sys.path)  # "": the current directory, first
     added = bool(directory) and not getattr(sys.flags, "safe_path", False) and not there
     if added:
-        from .._runners import worker_path
-
         if first:
             sys.path.insert(0, directory)
+            from .._runners import worker_path
+
+            worker_path(directory)
         else:
             sys.path.append(directory)
-        worker_path(directory, last=not first)
     try:
-        yield
+        yield added
     finally:
         if added:
             with contextlib.suppress(ValueError):  # the import took it off itself
