@@ -173,6 +173,29 @@ def test_an_entry_named_twice_is_loaded_once_and_is_no_conflict(tmp_path: Path) 
     assert "Name conflicts: none" in done.stdout and (tmp_path / "loads").read_text() == "x"
 
 
+def test_an_entry_named_again_in_tools_overrides_the_files_later_entry(tmp_path: Path) -> None:
+    """An entry named twice is loaded once, where it comes last: ``--tools a.py`` still wins over the file's ``b.py``."""
+    for name in ("a", "b"):
+        (tmp_path / f"{name}.py").write_text(
+            f"from harness_one import define_tool\n\n\n@define_tool(registry=None)\ndef lookup() -> str:\n"
+            f"    'A lookup.'\n    return 'from {name}.py'\n",
+            encoding="utf-8",
+        )
+    (tmp_path / "h.toml").write_text('tools = ["a.py", "b.py"]\n', encoding="utf-8")
+    done = run_cli(tmp_path, "--config", str(tmp_path / "h.toml"), "--tools", "a.py", "call", "lookup")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["result"] == "from a.py"
+
+
+def test_a_missing_module_of_the_current_directorys_own_package_gets_no_installed_package_hint(tmp_path: Path) -> None:
+    (tmp_path / "review26local").mkdir()
+    (tmp_path / "review26local" / "__init__.py").write_text("", encoding="utf-8")
+    (tmp_path / "review26local" / "tools.py").write_text("import review26local.helpr\n", encoding="utf-8")
+    done = run_cli(tmp_path, "--tools", "review26local.tools", "list")
+    assert done.returncode != 0 and "No module named 'review26local.helpr'" in done.stderr
+    assert "passed over" not in done.stderr
+
+
 DUP = """
 from harness_one import defineTool
 
