@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import itertools
+import math
 import sys
 import threading
 import time
@@ -47,6 +48,7 @@ __all__ = ["ToolRegistry"]
 P = ParamSpec("P")
 R = TypeVar("R")
 _perf = time.perf_counter
+_monotonic = time.monotonic
 #: Seconds a lookup of an unknown name waits for another thread's loading of the tool packages.
 _DISCOVERY_WAIT = 60.0
 #: ``_entry``'s ``call_id`` when the lookup is not for a call (``get``, ``remove``).
@@ -1397,8 +1399,8 @@ class ToolRegistry(metaclass=_SharedType):
         call.tool = tool  # the runner reads the tool's options (process mode's memory_limit): the one looked up
         try:  # (no cost until raised)
             return call.runner.run(call, tool.fn, kwargs, left)
-        except (AttributeError, TypeError):
-            _check_runner(call, tool, "run")
+        except (AttributeError, TypeError) as exc:
+            _check_runner(call, tool, "run", exc)
             raise
 
     async def _ainvoke(self, call: Call, tool: Tool, kwargs: dict[str, Any]) -> Any:
@@ -1411,8 +1413,8 @@ class ToolRegistry(metaclass=_SharedType):
                 call.tool = tool  # as in _invoke
                 try:  # (no cost until raised)
                     return await call.runner.arun(call, tool.fn, kwargs, left)
-                except (AttributeError, TypeError):
-                    _check_runner(call, tool, "arun")
+                except (AttributeError, TypeError) as exc:
+                    _check_runner(call, tool, "arun", exc)
                     raise
             if type(timeout) is not float or not timeout > 0.0:  # mode none: as in _invoke
                 _check_timeout(call, tool, timeout)
@@ -1440,34 +1442,32 @@ class ToolRegistry(metaclass=_SharedType):
         if call.timeout is None:
             return await tool.fn(**kwargs)
         timeout = _time_left(call, tool)
+        # (the deadline on the clock the loop reads: a tool that blocks the loop past it keeps its timer from running)
+        end = _monotonic() + timeout
         if _timeout_cm is not None:
             scope = _timeout_cm(timeout)
             try:
                 async with scope:
                     value = await tool.fn(**kwargs)
-            except TimeoutError:
-                if not _past(scope):
-                    raise  # the tool's own timeout, not ours
-            except Exception:
-                if not _past(scope):
+            except Exception:  # TimeoutError too: the tool's own one, unless the deadline came
+                if not scope.expired() and _monotonic() < end:
                     raise
                 # the tool swallowed its cancellation (or blocked past it) and failed after the deadline: a timeout all the same
             else:
-                # (one call more than the scope's own test: a tool that blocked the loop ends with its deadline
-                # past but the scope not expired, its timer never run)
-                if not scope.expired() and asyncio.get_running_loop().time() < scope.when():
+                if _monotonic() < end and not scope.expired():
                     return value
                 del value  # the tool returned after the deadline (it swallowed its cancellation, or blocked): too late
         else:  # pragma: no cover - Python 3.10
-            loop = asyncio.get_running_loop()
-            start = loop.time()
             try:
                 value = await asyncio.wait_for(tool.fn(**kwargs), timeout)
             except asyncio.TimeoutError:
-                if loop.time() - start < timeout * 0.999:
+                if _monotonic() < end - timeout * 0.001:
+                    raise
+            except Exception:  # as above
+                if _monotonic() < end:
                     raise
             else:
-                if loop.time() - start < timeout:  # as above: a tool that blocked past it
+                if _monotonic() < end:
                     return value
                 del value
         call.cancel()
@@ -1593,15 +1593,6 @@ def _not_a_dict(call: Call, plan: ToolPlan, exc: Exception) -> Exception:
     return err
 
 
-def _past(scope: Any) -> bool:
-    """Whether the deadline of ``scope`` (an ``asyncio.timeout``) came: it cancelled the tool, or the tool
-    kept the loop from running its timer (blocking code with no ``await``) until after it."""
-    if scope.expired():
-        return True
-    when = scope.when()
-    return when is not None and bool(asyncio.get_running_loop().time() >= when)
-
-
 def _key_error(call: Call, exc: Exception) -> Exception:
     """The caller's error for arguments with a key that is no string (as the signature check words it), which a
     pre_validate hook failed on (they are checked after those hooks, at no cost to a call that goes well); else ``exc``."""
@@ -1626,14 +1617,15 @@ def _check_timeout(call: Call, tool: Tool, timeout: Any) -> float:
         try:
             seconds = float(timeout)
         except Exception:  # past a float's range (OverflowError), or a broken __float__
-            seconds = None
+            with contextlib.suppress(Exception):
+                seconds = -math.inf if timeout < 0 else None  # a negative one times out, as every negative one
     if seconds is None:
         call.ran = False
         shown: Any = timeout
         if type(timeout) is str:
             shown = repr(timeout)
         elif type(timeout) is int:  # past a float's range: its size, not its 400 digits
-            shown = f"{'-' if timeout < 0 else ''}~1e{int(timeout.bit_length() * 0.30103)} (an int no float holds)"
+            shown = f"~1e{int(timeout.bit_length() * 0.30103)} (an int no float holds)"
         call.tool = tool
         raise _bad_answer(call, None, shown, _TIMEOUT_SET)
     call.timeout = seconds
@@ -1643,12 +1635,15 @@ def _check_timeout(call: Call, tool: Tool, timeout: Any) -> float:
     return seconds
 
 
-def _check_runner(call: Call, tool: Tool, method: str) -> None:
-    """After ``call.runner.run`` (``method``) raised an ``AttributeError`` or a ``TypeError``: the
-    :class:`PluginError` of the pre_call hook that set a ``call.runner`` without that method, the tool
-    not started (``call.ran`` False), not the tool's failure; else returns (the runner's own error stands)."""
+def _check_runner(call: Call, tool: Tool, method: str, exc: BaseException) -> None:
+    """After ``call.runner.run`` (``method``) raised ``exc``, an ``AttributeError`` or a ``TypeError``: the
+    :class:`PluginError` of the pre_call hook that set a ``call.runner`` that cannot be called so (no such
+    method; one the call could not bind, a runner class for an instance; an ``arun`` whose result is not
+    awaitable: ``exc`` raised by the call expression itself, not inside it), the tool not started
+    (``call.ran`` False), not the tool's failure; else returns (the runner's own error stands)."""
     runner = call.runner
-    if callable(getattr(runner, method, None)):
+    traceback = exc.__traceback__
+    if callable(getattr(runner, method, None)) and (traceback is None or traceback.tb_next is not None):
         return
     call.ran = False
     call.tool = tool

@@ -10,7 +10,6 @@ from harness_one import (
     CircuitOpen,
     Clock,
     IdempotencyConflict,
-    Outcome,
     RateLimitExceeded,
     Retry,
     RetryableError,
@@ -71,11 +70,6 @@ class RetryPlugin:
       do not pickle) is retried only when it says when to try again (``retry_after``), waited
       out as a refusal; one without stands at once (it is not matched against ``on``).
 
-    A retry this plugin asked for after an attempt that ran, refused by a :class:`ToolBusy` that stands
-    (a full pool of ``thread``-mode timeout workers, which the timed-out attempt's abandoned thread may
-    itself fill, or a concurrency cap), is no retry: the failure it was to retry is the call's error
-    (the refusal its ``__cause__``), and it counts as given up, not as a retry.
-
     Each wait is ``uniform(0, min(max_delay, initial * multiplier ** (attempt - 1)))``, or the
     error's ``retry_after`` when larger; no attempt starts after ``total`` seconds, nor after
     the call's ``total_deadline`` (its total timeout): the last error stands instead (a zero
@@ -135,14 +129,12 @@ class RetryPlugin:
 
     @hookimpl
     @applies_to(_retries)
-    def harness_on_error(self, call: Call, error: BaseException) -> Retry | Outcome | None:
+    def harness_on_error(self, call: Call, error: BaseException) -> Retry | None:
         if call.decision is not None:  # another plugin decided (the rate limit waits out its own refusal): nothing to count
             return None
         policy: RetryPolicy = call.tool.retry or self.default  # type: ignore[assignment]  # _retries: not None
-        if not isinstance(error, ToolError) or error.replayed:
+        if not isinstance(error, ToolError) or error.replayed or not self.transient(call, error, policy):
             return None
-        if not self.transient(call, error, policy):
-            return self._not_started(call, error)
         if call.ran and call.attempt >= policy.attempts:
             self.gave_up += 1
             return None
@@ -161,28 +153,10 @@ class RetryPlugin:
         # (no wait ends after the call's total timeout: the core sees to it.) Over by less than a microsecond is
         # float rounding: an open circuit's 30 s at a 30 s budget came as 30.000000000000114 s and was given up.
         if now + delay - started > policy.total + 1e-6:
-            failure = self._not_started(call, error)
-            if failure is None:
-                self.gave_up += 1
-            return failure
+            self.gave_up += 1
+            return None
         self.retries += 1
-        if call.ran:  # what the caller gets if the retry cannot start (_not_started)
-            call.state["retry.failure"] = error
-        elif "retry.failure" in call.state:  # waiting out a refusal of the retry: it is still owed
-            self.retries -= 1
         return Retry(delay)
-
-    def _not_started(self, call: Call, error: ToolError) -> Outcome | None:
-        """For a :class:`ToolBusy` that stands, refusing a retry this plugin asked for after an attempt that
-        ran: that attempt's failure, as the call's (the refusal becomes its cause); the retry counts as given up."""
-        if call.ran or not isinstance(error, ToolBusy):
-            return None
-        failure = call.state.pop("retry.failure", None)
-        if failure is None:
-            return None
-        self.retries -= 1
-        self.gave_up += 1
-        return Outcome.failure(failure)
 
     @hookimpl
     def harness_stats(self, registry: ToolRegistry) -> dict[str, Any]:

@@ -64,7 +64,8 @@ class TimeoutPlugin:
       ``memory_limit`` kept), with no deadline (``call.timeout`` is ``math.inf``), when it asks
       for one itself: its own ``timeout_mode="process"``, or a ``memory_limit`` under this plugin's
       ``mode="process"``. An async tool never runs in a worker: one that asks for it (its own
-      ``timeout_mode="process"``, or a ``memory_limit``) is a :class:`ToolDefinitionError` when added.
+      ``timeout_mode="process"``, or a ``memory_limit`` under this plugin's ``mode="process"``) is a
+      :class:`ToolDefinitionError` when added.
     - ``"none"``: in the caller's thread, never interrupted; the deadline is only advisory
       (``call.deadline``, ``call.remaining()``) for tools that check it.
 
@@ -108,7 +109,8 @@ class TimeoutPlugin:
     @hookimpl
     def harness_tool_added(self, tool: Tool) -> None:
         ProcessRunner.memory_limit(tool)  # a bad option is a ToolDefinitionError when the tool is added
-        if tool.is_async and (tool.timeout_mode == "process" or "memory_limit" in tool.options):
+        asks = tool.timeout_mode == "process" or "memory_limit" in tool.options
+        if tool.is_async and asks and (tool.timeout_mode or self.mode) == "process":  # (ignored elsewhere, as a sync tool's)
             asked = "timeout_mode 'process'" if tool.timeout_mode == "process" else "a memory_limit"
             raise ToolDefinitionError(
                 f"Tool '{tool.name}': {asked} needs a worker process, and an async tool runs in the caller's event loop "
