@@ -137,6 +137,22 @@ def test_a_process_mode_worker_has_the_current_directory_last_as_its_parent_had(
     assert (found.parent.name, found.name) == ("json", "__init__.py")  # the standard library's, in the worker too
 
 
+def test_a_process_mode_worker_of_a_tools_file_finds_the_projects_package(tmp_path: Path) -> None:
+    """A tools file importing ``./review26wproj``: its workers get the current directory (last) too."""
+    (tmp_path / "review26wproj").mkdir()
+    (tmp_path / "review26wproj" / "__init__.py").write_text("ANSWER = 42\n", encoding="utf-8")
+    (tmp_path / "tools").mkdir()
+    (tmp_path / "tools" / "mine.py").write_text(
+        "from review26wproj import ANSWER\nfrom harness_one import define_tool\n\n\n"
+        "@define_tool(registry=None, timeout=30, timeout_mode='process')\ndef proc() -> int:\n"
+        "    'The answer, from a worker.'\n    return ANSWER\n",
+        encoding="utf-8",
+    )
+    done = run_cli(tmp_path, "--tools", "tools/mine.py", "call", "proc")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["result"] == 42
+
+
 def test_a_module_that_puts_its_own_directory_first_keeps_it_there(tmp_path: Path) -> None:
     (tmp_path / "review26self.py").write_text(
         "import os, sys\nHERE = os.path.dirname(os.path.abspath(__file__))\nsys.path.insert(0, HERE)\n"

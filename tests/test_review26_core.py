@@ -20,6 +20,7 @@ import pytest
 from harness_one import (
     Call,
     PluginError,
+    ToolBusy,
     ToolDefinitionError,
     ToolExecutionError,
     ToolRegistry,
@@ -105,8 +106,8 @@ def test_a_runner_without_run_is_the_hooks_plugin_error(awaited: bool) -> None:
 
 @pytest.mark.parametrize("awaited", [False, True])
 def test_a_runner_class_for_an_instance_is_the_hooks_plugin_error(awaited: bool) -> None:
-    """A runner whose run/arun cannot be called so (the class, not an instance) failed in the call expression itself:
-    the tool's failure, retried, with call.ran True."""
+    """A runner whose run/arun cannot be called so (the class, not an instance) fails in the call expression itself:
+    the hook's PluginError, the tool not started (it was the tool's failure, retried, with call.ran True)."""
     from harness_one_plugins.timeout import ThreadRunner
 
     setter = _Setter(runner=ThreadRunner)
@@ -121,6 +122,67 @@ def test_a_negative_int_past_a_floats_range_times_out_as_every_negative_one() ->
     reg, runs = _registry_with(setter)
     result = reg.try_call("s")
     assert isinstance(result.error, ToolTimeout) and result.error.timeout == -math.inf and runs == []
+
+
+def test_a_tools_type_error_through_a_runners_future_stays_the_tools_failure() -> None:
+    """An error that arrives through a future has no frame of ``arun`` on its traceback: still the tool's."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    pool = ThreadPoolExecutor(1)
+
+    class PoolRunner:
+        def run(self, call: Call, fn: Any, kwargs: Any, timeout: float) -> Any:
+            return fn(**kwargs)
+
+        def arun(self, call: Call, fn: Any, kwargs: Any, timeout: float) -> Any:
+            return asyncio.wrap_future(pool.submit(fn, **kwargs))
+
+    def bad() -> str:
+        raise TypeError("the tool's own TypeError")
+
+    reg = ToolRegistry(autoload=False)
+    reg.plugins.register(_Setter(runner=PoolRunner()), "setter")
+    reg.add(bad, timeout=30)
+    try:
+        error = asyncio.run(reg.atry_call("bad")).error
+    finally:
+        pool.shutdown()
+    assert isinstance(error, ToolExecutionError) and "the tool's own TypeError" in str(error)
+
+
+def test_an_arun_whose_result_cannot_be_awaited_is_the_hooks_plugin_error() -> None:
+    class Plain:
+        def run(self, call: Call, fn: Any, kwargs: Any, timeout: float) -> Any:
+            return fn(**kwargs)
+
+        def arun(self, call: Call, fn: Any, kwargs: Any, timeout: float) -> Any:
+            return fn(**kwargs)  # not awaitable
+
+    setter = _Setter(runner=Plain())
+    reg, _ = _registry_with(setter)
+    result = asyncio.run(reg.atry_call("s"))
+    assert isinstance(result.error, PluginError) and "set call.runner to <" in str(result.error)
+
+
+def test_a_retry_the_full_pool_refuses_is_that_tool_busy() -> None:
+    """As docs/plugins.md says: the abandoned thread of the timed-out attempt fills a pool of one, so its retry is
+    refused, and that ToolBusy stands (no retry_after); the retry counts in ``retries``."""
+    release = threading.Event()
+    runs: list[int] = []
+
+    def slow() -> str:
+        runs.append(1)
+        release.wait(30)
+        return "late"
+
+    reg = ToolRegistry(autoload=False, plugin_options={"timeout": {"max_workers": 1}})
+    reg.add(slow, timeout=0.05, idempotent=True, retry={"attempts": 3, "timeouts": True, "initial": 0})
+    try:
+        result = reg.try_call("slow")
+    finally:
+        release.set()
+    assert isinstance(result.error, ToolBusy) and "all 1 timeout workers are busy" in str(result.error)
+    assert runs == [1] and reg.stats()["retry"] == {"retries": 1, "gave_up": 0}
 
 
 def test_a_runners_own_attribute_error_is_not_taken_for_a_missing_run() -> None:

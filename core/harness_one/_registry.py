@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import inspect
 import itertools
 import math
 import sys
@@ -1412,9 +1413,15 @@ class ToolRegistry(metaclass=_SharedType):
                 left = _time_left(call, tool)
                 call.tool = tool  # as in _invoke
                 try:  # (no cost until raised)
-                    return await call.runner.arun(call, tool.fn, kwargs, left)
+                    pending: Any = call.runner.arun(call, tool.fn, kwargs, left)
                 except (AttributeError, TypeError) as exc:
                     _check_runner(call, tool, "arun", exc)
+                    raise
+                try:
+                    return await pending
+                except TypeError as exc:  # the tool's (one through a future has no frame of arun), unless not awaitable
+                    if not inspect.isawaitable(pending):
+                        _check_runner(call, tool, "arun", exc, awaitable=False)
                     raise
             if type(timeout) is not float or not timeout > 0.0:  # mode none: as in _invoke
                 _check_timeout(call, tool, timeout)
@@ -1635,15 +1642,15 @@ def _check_timeout(call: Call, tool: Tool, timeout: Any) -> float:
     return seconds
 
 
-def _check_runner(call: Call, tool: Tool, method: str, exc: BaseException) -> None:
-    """After ``call.runner.run`` (``method``) raised ``exc``, an ``AttributeError`` or a ``TypeError``: the
-    :class:`PluginError` of the pre_call hook that set a ``call.runner`` that cannot be called so (no such
-    method; one the call could not bind, a runner class for an instance; an ``arun`` whose result is not
-    awaitable: ``exc`` raised by the call expression itself, not inside it), the tool not started
-    (``call.ran`` False), not the tool's failure; else returns (the runner's own error stands)."""
+def _check_runner(call: Call, tool: Tool, method: str, exc: BaseException, awaitable: bool = True) -> None:
+    """After calling ``call.runner.run`` (``method``) raised ``exc``, an ``AttributeError`` or a ``TypeError``:
+    the :class:`PluginError` of the pre_call hook that set a ``call.runner`` that cannot be called so (no such
+    method; one the call could not bind, a runner class for an instance: ``exc`` raised by the call expression
+    itself, not inside it; an ``arun`` whose result is not ``awaitable``), the tool not started (``call.ran``
+    False), not the tool's failure; else returns (the runner's own error stands)."""
     runner = call.runner
     traceback = exc.__traceback__
-    if callable(getattr(runner, method, None)) and (traceback is None or traceback.tb_next is not None):
+    if awaitable and callable(getattr(runner, method, None)) and (traceback is None or traceback.tb_next is not None):
         return
     call.ran = False
     call.tool = tool

@@ -320,11 +320,12 @@ def _tools_of(spec: str) -> list[Any]:
             cwd = ""
         own = str(Path(spec).resolve().parent) if is_file_spec(spec) else ""
         with _on_path(own, first=True), _on_path(cwd, first=False) as added:
+            before = set(sys.modules)
             module = _import(spec)
-            if added and not is_file_spec(spec) and _inside(module, cwd):
+            if added and any(_inside(sys.modules[name], cwd) for name in set(sys.modules) - before if "." not in name):
                 from .._runners import worker_path
 
-                worker_path(cwd, last=True)  # a process-mode worker imports the package by name, from there too
+                worker_path(cwd, last=True)  # a module of it was imported: a process-mode worker finds it there too
             return tools_of(module)
     except ModuleNotFoundError as exc:
         top = (exc.name or "").partition(".")[0]
