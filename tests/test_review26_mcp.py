@@ -20,6 +20,7 @@ import pytest
 from mcp import Client, MCPError, StdioServerParameters
 from mcp_support import serve_command, server_env, serving
 from pydantic import BaseModel, ConfigDict, Field
+from pydantic.dataclasses import dataclass as pydantic_dataclass
 
 from harness_one import Call, ToolRegistry
 from harness_one._render import dumps, json_default
@@ -95,9 +96,10 @@ async def test_both_line_readers_keep_the_start_and_the_end_of_a_dropped_line() 
     for lines in (_stdio._Lines(reader, 64), _stdio._ThreadLines(io.BytesIO(data), 64)):
         assert [line async for line in lines] == ['{"a": 1}\n', "", '{"b": 2}\n', ""]
         handed = list(lines.handed)
-        for dropped in (handed[1], handed[3]):  # one ended by \r\n, one by the end of stdin
+        # one ended by \r\n (its \r counted, as the limit counts it), one by the end of stdin
+        for dropped, line in ((handed[1], long + b"\r"), (handed[3], long)):
             assert isinstance(dropped, _stdio._TooLong)
-            assert (dropped.size, dropped.head, dropped.tail) == (len(long), long[: _stdio._KEEP], long[-_stdio._KEEP :])
+            assert (dropped.size, dropped.head, dropped.tail) == (len(line), line[: _stdio._KEEP], line[-_stdio._KEEP :])
             assert _stdio.dropped(dropped) == (False, 7)
 
 
@@ -323,3 +325,130 @@ async def test_mcp_client_kinds_never_share_a_bucket() -> None:
     assert user["structuredContent"] == {"result": "principal:http:127.0.0.1"}
     assert anonymous["structuredContent"] == {"result": "http:127.0.0.1"}
     assert again["isError"] and again["_meta"]["harness-one/error"]["kind"] == "rate_limited"  # the bucket still holds
+
+
+# --------------------------------------------------------------------------- review 26, second pass
+
+
+def _cut_at(member: str, before: str, after: str) -> list[tuple[bool, bytes]]:
+    """Lines holding ``before``, ``member`` and ``after``, padded so that the kept head (:data:`_stdio._KEEP`
+    bytes) ends at each byte of ``member`` and its ``,`` or ``}``: (whether the head holds them whole, the line)."""
+    lines = []
+    for keep in range(len(member) + 2):
+        pad = _stdio._KEEP - len(before) - keep
+        line = (before.replace("PAD", "t" * (pad + 3)) + member + after).encode()
+        assert line[: _stdio._KEEP].endswith((member + after)[:keep].encode())
+        lines.append((keep > len(member), line))
+    return lines
+
+
+@pytest.mark.parametrize("request_id", [123456789, "call-123456789"])
+def test_an_id_cut_by_the_kept_head_is_never_read_as_another_id(request_id: int | str) -> None:
+    """``"id":123456789`` cut at byte 4,096 was read as ``12345``, another pending request's id, and answered on it
+    (a client's over-long response failed the server's request 12345). A value counts only with a ``,`` or ``}``
+    after it in the head: else the id is read from the end of the line, or is null."""
+    member = '"id":' + json.dumps(request_id)
+    before = '{"jsonrpc":"2.0","method":"tools/call","params":{"tag":"PAD"},'
+    for whole, line in _cut_at(member, before, ',"_pad":"' + BIG + '"}'):
+        assert _stdio.dropped(_dropped(line)) == (False, request_id if whole else None)
+    for _, line in _cut_at(member, before, "}"):  # the last member: the line's end holds it whole
+        assert _stdio.dropped(_dropped(line)) == (False, request_id)
+    response = '{"jsonrpc":"2.0","result":{"pad":"PAD"},'  # the client's answer: fails no other request
+    for whole, line in _cut_at(member, response, ',"_pad":"' + BIG + '"}'):
+        assert _stdio.dropped(_dropped(line)) == (True, request_id if whole else None)
+
+
+def test_a_request_whose_id_is_cut_is_answered_on_id_null() -> None:
+    """The reviewer's line: its id 123456789 cut to 12345 at byte 4,096, answered on id null, not 12345."""
+    before = '{"jsonrpc":"2.0","method":"tools/call","params":{"name":"wait","arguments":{"tag":"PAD"}},'
+    line = _cut_at('"id":123456789', before, ',"_pad":"' + BIG + '"}')[10][1]
+    assert line[: _stdio._KEEP].endswith(b'"id":12345')
+    (reply,) = _stdio.reply_to(_dropped(line), LIMIT, ValueError("dropped"))
+    message = f"Request too large: the line is {len(line):,} bytes, more than the limit of 1,048,576"
+    assert json.loads(reply.model_dump_json(by_alias=True, exclude_unset=True)) == {
+        "jsonrpc": "2.0",
+        "id": None,
+        "error": {"code": -32600, "message": message},
+    }
+
+
+class Secret(BaseModel):
+    name: str
+    token: str
+
+    def model_dump(self) -> dict[str, Any]:  # type: ignore[override]  # hides the token wherever it is dumped
+        return {"name": self.name, "token": "***"}
+
+
+def test_a_models_own_model_dump_without_options_is_what_is_written() -> None:
+    """It took no ``mode``/``by_alias``: the call raised TypeError twice and the model was written as its repr,
+    the hidden token in it."""
+    assert dumps(Secret(name="ada", token="s3cr3t")) == '{"name": "ada", "token": "***"}'
+
+
+class Times(BaseModel):
+    when: datetime.datetime
+    took: datetime.timedelta
+    raw: bytes = b"ok"
+
+
+@pytest.mark.parametrize("raw", [b"ok", b"\xff"])
+def test_a_models_values_are_written_as_the_same_values_anywhere_else(raw: bytes) -> None:
+    """``mode="json"`` wrote a UTC datetime as ``...Z`` and a timedelta as ``PT1H30M``, unlike the same values
+    outside a model, and only when every other field had a JSON form in pydantic (``b"\\xff"`` has none)."""
+    when = datetime.datetime(2024, 1, 2, 3, 4, 5, tzinfo=datetime.timezone.utc)
+    took = datetime.timedelta(minutes=90)
+    expected = '{"when": "2024-01-02T03:04:05+00:00", "took": "1:30:00", "raw": "%s"}'
+    assert dumps(Times(when=when, took=took, raw=raw)) == expected % raw.decode("utf-8", "replace")
+    assert dumps({"when": when, "took": took, "raw": raw}) == expected % raw.decode("utf-8", "replace")
+
+
+@pydantic_dataclass
+class PUser:
+    user_id: int = Field(alias="userId")
+    when: datetime.datetime = datetime.datetime(2024, 1, 2, tzinfo=datetime.timezone.utc)
+
+
+async def test_a_pydantic_dataclass_with_aliases_is_served_as_its_output_schema_describes_it() -> None:
+    """It was written by field name (``user_id``) while its schema requires ``userId``: every call an error result."""
+    registry = ToolRegistry(autoload=False)
+
+    def get_puser() -> PUser:
+        """A user."""
+        return PUser(userId=3)  # type: ignore[call-arg]
+
+    def get_pusers() -> list[PUser]:
+        """Users."""
+        return [PUser(userId=4)]  # type: ignore[call-arg]
+
+    registry.add(get_puser)
+    registry.add(get_pusers)
+    wire = {"userId": 3, "when": "2024-01-02T00:00:00+00:00"}  # the encoder's isoformat(), as outside a model
+    async with Client(create_server(registry)) as client:
+        one = await client.call_tool("get_puser", {})
+        many = await client.call_tool("get_pusers", {})
+    assert not one.is_error and one.structured_content == wire
+    assert json.loads(one.content[0].text) == wire
+    assert not many.is_error and many.structured_content == {"result": [{**wire, "userId": 4}]}
+
+
+async def test_a_crlf_line_over_the_limit_names_a_size_over_the_limit() -> None:
+    """A request of exactly the limit ended by ``\\r\\n`` was refused as "the line is 64 bytes, more than the limit
+    of 64": its ``\\r`` is a byte of the line as the limit counts it, and now of the size too."""
+    line = b'{"jsonrpc": "2.0", "id": 5, "method": "ping", "params": {}}'
+    exact = line[:-1] + b" " * (64 - len(line)) + b"}"
+    assert len(exact) == 64
+    data = exact + b"\n" + exact + b"\r\n"
+    reader = asyncio.StreamReader(limit=64)
+    reader.feed_data(data)
+    reader.feed_eof()
+    for lines in (_stdio._Lines(reader, 64), _stdio._ThreadLines(io.BytesIO(data), 64)):
+        assert [line async for line in lines] == [exact.decode() + "\n", ""]  # the \n line is read, the \r\n one dropped
+        dropped = lines.handed[1]
+        assert isinstance(dropped, _stdio._TooLong) and dropped.size == 65
+        (reply,) = _stdio.reply_to(dropped, 64, ValueError("dropped"))
+        assert json.loads(reply.model_dump_json(by_alias=True, exclude_unset=True)) == {
+            "jsonrpc": "2.0",
+            "id": 5,
+            "error": {"code": -32600, "message": "Request too large: the line is 65 bytes, more than the limit of 64"},
+        }

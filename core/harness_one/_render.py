@@ -6,7 +6,7 @@ One encoder for everything harness-one writes, with one rule for what JSON canno
 - ``NaN`` and the infinities become the strings ``"NaN"``, ``"Infinity"``, ``"-Infinity"``;
 - an integer longer than Python's int-to-text limit (4,300 digits) is written in full;
 - other values go through :func:`json_default` (dataclasses, enums, sets, bytes, pydantic models
-  as their serialization schema describes them, by alias, ``isoformat()`` for dates and times,
+  and pydantic dataclasses by alias, ``isoformat()`` for dates and times,
   else ``str()``); one that none of these can read (its
   ``__str__`` raises) becomes ``"<TypeName>"``;
 - a container (or dataclass) inside itself becomes the string ``"<cycle>"`` where it recurs;
@@ -89,6 +89,9 @@ def json_default(value: Any) -> Any:
     """
     try:
         if dataclasses.is_dataclass(value) and not isinstance(value, type):  # one level: the encoder comes back for the rest
+            serializer = vars(type(value)).get("__pydantic_serializer__")  # a pydantic dataclass: by alias, as a model
+            if serializer is not None:
+                return serializer.to_python(value, by_alias=True)
             return {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
         if isinstance(value, enum.Enum):
             return value.value
@@ -107,17 +110,16 @@ def json_default(value: Any) -> Any:
 
 
 def _model_data(value: Any, dump: Callable[..., Any]) -> Any:
-    """A model's data: a pydantic model's as its serialization schema (the output schema inferred for it)
-    describes it, ``model_dump(mode="json", by_alias=True)`` (aliases, field serializers, its own JSON
-    settings); by alias in Python mode when a field has no JSON form (the encoder takes it from there);
+    """A model's data, its values written by the encoder: a pydantic model's ``model_dump(by_alias=True)``,
+    the keys its output schema names (``model_dump()`` when the model's own ``model_dump`` takes no options);
     ``model_dump()`` of any other library's model."""
     pydantic = sys.modules.get("pydantic")  # never imported here: a pydantic model means it is loaded
     if pydantic is None or not isinstance(value, pydantic.BaseModel):
         return dump()
     try:
-        return dump(mode="json", by_alias=True)
-    except Exception:  # a field of a type pydantic has no JSON form for
         return dump(by_alias=True)
+    except TypeError:  # a model_dump of its own that takes no options
+        return dump()
 
 
 def safe_text(text: str) -> str:

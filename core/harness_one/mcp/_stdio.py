@@ -160,8 +160,9 @@ class _NotUtf8:
 
 
 class _TooLong:
-    """A line longer than the limit, read and dropped: its ``size`` in bytes (without its line ending), and only its
-    first and last :data:`_KEEP` bytes (``head``, ``tail``), to read its ``id`` from."""
+    """A line longer than the limit, read and dropped: its ``size`` in bytes (its newline not counted, a carriage return
+    before it counted, as in the limit), and only its first and last :data:`_KEEP` bytes (``head``, ``tail``), to read
+    its ``id`` from."""
 
     __slots__ = ("head", "size", "tail")
 
@@ -177,10 +178,9 @@ class _TooLong:
         self.size += len(piece)
 
     def end(self) -> _TooLong:
-        """The line, read to its end (its line ending taken off)."""
-        for ending in (b"\n", b"\r"):
-            if self.tail.endswith(ending):
-                self.tail, self.size = self.tail[:-1], self.size - 1
+        """The line, read to its end (its newline taken off; a carriage return before it counts, as in the limit)."""
+        if self.tail.endswith(b"\n"):
+            self.tail, self.size = self.tail[:-1], self.size - 1
         self.head, self.tail = self.head[: self.size], self.tail[-_KEEP:]
         return self
 
@@ -596,7 +596,8 @@ def _skip(text: str, at: int) -> int:
 
 def _head_members(text: str) -> tuple[dict[str, Any], str | None]:
     """The members the JSON object ``text`` starts with that read whole, and the name of the one after them whose
-    value does not (cut short, nested too deeply; None: no such name, or ``text`` is no object)."""
+    value does not (cut short, nested too deeply; None: no such name, or ``text`` is no object). A value reads
+    whole only when a ``,`` or ``}`` follows it in ``text``: ``"id":12345`` at the end may be ``123456789`` cut."""
     members: dict[str, Any] = {}
     at = _skip(text, 0)
     if not text.startswith("{", at):
@@ -608,11 +609,14 @@ def _head_members(text: str) -> tuple[dict[str, Any], str | None]:
             if type(name) is not str or not text.startswith(":", at):
                 return members, None
             try:
-                members[name], at = _NAMES.raw_decode(text, _skip(text, at + 1))
+                value, at = _NAMES.raw_decode(text, _skip(text, at + 1))
             except (ValueError, RecursionError):
                 return members, name
             at = _skip(text, at)
-            if not text.startswith(",", at):
+            if not text.startswith((",", "}"), at):
+                return members, name
+            members[name] = value
+            if text.startswith("}", at):
                 return members, None
     except (ValueError, RecursionError):
         return members, None
