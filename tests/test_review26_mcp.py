@@ -348,14 +348,22 @@ def test_an_id_cut_by_the_kept_head_is_never_read_as_another_id(request_id: int 
     (a client's over-long response failed the server's request 12345). A value counts only with a ``,`` or ``}``
     after it in the head: else the id is read from the end of the line, or is null."""
     member = '"id":' + json.dumps(request_id)
+
+    def read(line: bytes) -> Any:  # a string ends with its quote; a number only with what follows it
+        head = line[: _stdio._KEEP]
+        whole = member.encode() + b"," in head or (type(request_id) is str and head.endswith(member.encode()))
+        return request_id if whole else None
+
     before = '{"jsonrpc":"2.0","method":"tools/call","params":{"tag":"PAD"},'
-    for whole, line in _cut_at(member, before, ',"_pad":"' + BIG + '"}'):
-        assert _stdio.dropped(_dropped(line)) == (False, request_id if whole else None)
+    for _, line in _cut_at(member, before, ',"_pad":"' + BIG + '"}'):
+        assert _stdio.dropped(_dropped(line)) == (False, read(line))
     for _, line in _cut_at(member, before, "}"):  # the last member: the line's end holds it whole
         assert _stdio.dropped(_dropped(line)) == (False, request_id)
     response = '{"jsonrpc":"2.0","result":{"pad":"PAD"},'  # the client's answer: fails no other request
-    for whole, line in _cut_at(member, response, ',"_pad":"' + BIG + '"}'):
-        assert _stdio.dropped(_dropped(line)) == (True, request_id if whole else None)
+    for _, line in _cut_at(member, response, ',"_pad":"' + BIG + '"}'):
+        assert _stdio.dropped(_dropped(line)) == (True, read(line))
+    padded = '{"jsonrpc":"2.0","method":"tools/call","params":{},"id":7 ,"_pad":"' + BIG + '"}'
+    assert _stdio.dropped(_dropped(padded.encode())) == (False, 7)  # white space after a whole number
 
 
 def test_a_request_whose_id_is_cut_is_answered_on_id_null() -> None:
@@ -430,6 +438,23 @@ async def test_a_pydantic_dataclass_with_aliases_is_served_as_its_output_schema_
     assert not one.is_error and one.structured_content == wire
     assert json.loads(one.content[0].text) == wire
     assert not many.is_error and many.structured_content == {"result": [{**wire, "userId": 4}]}
+
+
+class Admin(PUser):
+    """A subclass: no serializer of its own, the fields (and aliases) of its base."""
+
+
+def test_a_pydantic_dataclass_subclass_is_written_by_alias_one_level_at_a_time() -> None:
+    """Its subclass was written by field name; the whole value was expanded by pydantic at once (no ``<repeat>``)."""
+    admin = Admin(userId=5)  # type: ignore[call-arg]
+    assert json.loads(dumps(admin)) == {"userId": 5, "when": "2024-01-02T00:00:00+00:00"}
+    holder = Holder(items=[list(range(50))] * 3)
+    assert json_default(holder)["items"] is holder.items  # one level: the encoder comes back for the rest (its caps hold)
+
+
+@pydantic_dataclass
+class Holder:
+    items: list[list[int]]
 
 
 async def test_a_crlf_line_over_the_limit_names_a_size_over_the_limit() -> None:

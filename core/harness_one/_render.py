@@ -89,10 +89,8 @@ def json_default(value: Any) -> Any:
     """
     try:
         if dataclasses.is_dataclass(value) and not isinstance(value, type):  # one level: the encoder comes back for the rest
-            serializer = vars(type(value)).get("__pydantic_serializer__")  # a pydantic dataclass: by alias, as a model
-            if serializer is not None:
-                return serializer.to_python(value, by_alias=True)
-            return {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
+            fields = getattr(type(value), "__pydantic_fields__", None) or {}  # a pydantic dataclass's (or its subclass's)
+            return {_key(f.name, fields.get(f.name)): getattr(value, f.name) for f in dataclasses.fields(value)}
         if isinstance(value, enum.Enum):
             return value.value
         if isinstance(value, (datetime.date, datetime.time)):  # a datetime is a date
@@ -107,6 +105,14 @@ def json_default(value: Any) -> Any:
     except Exception:  # a field or model_dump that raises: the value is written as any other object
         pass
     return text_of(value)
+
+
+def _key(name: str, info: Any) -> str:
+    """A dataclass field's key: its name, or a pydantic dataclass field's alias, as its output schema names it."""
+    if info is None:
+        return name
+    alias = getattr(info, "serialization_alias", None) or getattr(info, "alias", None)
+    return alias if type(alias) is str else name
 
 
 def _model_data(value: Any, dump: Callable[..., Any]) -> Any:

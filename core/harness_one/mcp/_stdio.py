@@ -596,8 +596,9 @@ def _skip(text: str, at: int) -> int:
 
 def _head_members(text: str) -> tuple[dict[str, Any], str | None]:
     """The members the JSON object ``text`` starts with that read whole, and the name of the one after them whose
-    value does not (cut short, nested too deeply; None: no such name, or ``text`` is no object). A value reads
-    whole only when a ``,`` or ``}`` follows it in ``text``: ``"id":12345`` at the end may be ``123456789`` cut."""
+    value does not (cut short, nested too deeply; None: no such name, or ``text`` is no object). A number that
+    ends where ``text`` ends does not: ``"id":12345`` there may be ``123456789`` cut (a string, an array or an
+    object ends with its own closing character)."""
     members: dict[str, Any] = {}
     at = _skip(text, 0)
     if not text.startswith("{", at):
@@ -612,11 +613,11 @@ def _head_members(text: str) -> tuple[dict[str, Any], str | None]:
                 value, at = _NAMES.raw_decode(text, _skip(text, at + 1))
             except (ValueError, RecursionError):
                 return members, name
-            at = _skip(text, at)
-            if not text.startswith((",", "}"), at):
+            if at == len(text) and type(value) in (int, float):
                 return members, name
             members[name] = value
-            if text.startswith("}", at):
+            at = _skip(text, at)
+            if not text.startswith(",", at):  # the object's end, or the text's
                 return members, None
     except (ValueError, RecursionError):
         return members, None
