@@ -153,6 +153,18 @@ def test_a_process_mode_worker_of_a_tools_file_finds_the_projects_package(tmp_pa
     assert json.loads(done.stdout)["result"] == 42
 
 
+def test_a_tools_file_that_blocks_an_import_in_sys_modules_still_loads(tmp_path: Path) -> None:
+    """``sys.modules[name] = None`` (importlib's way to block an import) broke the check of the modules it imported."""
+    (tmp_path / "t.py").write_text(
+        "import sys\nsys.modules['review26_blocked'] = None\nfrom harness_one import define_tool\n\n\n"
+        "@define_tool(registry=None)\ndef hi() -> str:\n    'Hi.'\n    return 'hi'\n",
+        encoding="utf-8",
+    )
+    done = run_cli(tmp_path, "--tools", "t.py", "call", "hi")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["result"] == "hi"
+
+
 def test_a_module_that_puts_its_own_directory_first_keeps_it_there(tmp_path: Path) -> None:
     (tmp_path / "review26self.py").write_text(
         "import os, sys\nHERE = os.path.dirname(os.path.abspath(__file__))\nsys.path.insert(0, HERE)\n"

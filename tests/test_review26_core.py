@@ -125,29 +125,31 @@ def test_a_negative_int_past_a_floats_range_times_out_as_every_negative_one() ->
 
 
 def test_a_tools_type_error_through_a_runners_future_stays_the_tools_failure() -> None:
-    """An error that arrives through a future has no frame of ``arun`` on its traceback: still the tool's."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    pool = ThreadPoolExecutor(1)
+    """An error that arrives through a future (from a process pool: unpickled, no frame of ``arun`` on its
+    traceback) was taken for the call expression's own and blamed on the hook, ``call.ran`` False."""
 
     class PoolRunner:
         def run(self, call: Call, fn: Any, kwargs: Any, timeout: float) -> Any:
             return fn(**kwargs)
 
         def arun(self, call: Call, fn: Any, kwargs: Any, timeout: float) -> Any:
-            return asyncio.wrap_future(pool.submit(fn, **kwargs))
+            future = asyncio.get_running_loop().create_future()
+            try:
+                future.set_result(fn(**kwargs))
+            except Exception as exc:
+                future.set_exception(exc.with_traceback(None))  # as one unpickled from another process
+            return future
 
     def bad() -> str:
         raise TypeError("the tool's own TypeError")
 
+    setter = _Setter(runner=PoolRunner())
     reg = ToolRegistry(autoload=False)
-    reg.plugins.register(_Setter(runner=PoolRunner()), "setter")
+    reg.plugins.register(setter, "setter")
     reg.add(bad, timeout=30)
-    try:
-        error = asyncio.run(reg.atry_call("bad")).error
-    finally:
-        pool.shutdown()
+    error = asyncio.run(reg.atry_call("bad")).error
     assert isinstance(error, ToolExecutionError) and "the tool's own TypeError" in str(error)
+    assert setter.seen == [("ToolExecutionError", True)]
 
 
 def test_an_arun_whose_result_cannot_be_awaited_is_the_hooks_plugin_error() -> None:

@@ -10,7 +10,8 @@ import logging
 import os
 import re
 import sys
-from collections.abc import Iterator, Sequence
+import types
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TextIO
@@ -322,7 +323,7 @@ def _tools_of(spec: str) -> list[Any]:
         with _on_path(own, first=True), _on_path(cwd, first=False) as added:
             before = set(sys.modules)
             module = _import(spec)
-            if added and any(_inside(sys.modules[name], cwd) for name in set(sys.modules) - before if "." not in name):
+            if added and _found_in(cwd, set(sys.modules) - before):
                 from .._runners import worker_path
 
                 worker_path(cwd, last=True)  # a module of it was imported: a process-mode worker finds it there too
@@ -330,7 +331,7 @@ def _tools_of(spec: str) -> list[Any]:
     except ModuleNotFoundError as exc:
         top = (exc.name or "").partition(".")[0]
         local = any(os.path.exists(os.path.join(cwd, top + end)) for end in ("", ".py")) if cwd and top else False
-        if local and top in sys.modules and not _inside(sys.modules[top], cwd):
+        if local and isinstance(sys.modules.get(top), types.ModuleType) and not _found_in(cwd, [top]):
             raise ModuleNotFoundError(  # a local package an installed one of its name comes before
                 f"{exc} (the current directory's {top} is passed over: the installed {top} comes first; "
                 "`python -m harness_one` puts the current directory first)",
@@ -341,12 +342,20 @@ def _tools_of(spec: str) -> list[Any]:
         LOADING_SOURCE.reset(token)
 
 
-def _inside(module: Any, directory: str) -> bool:
-    """Whether the top-level package of ``module`` was found in ``directory``."""
-    top = sys.modules.get(module.__name__.partition(".")[0], module)
-    places = [getattr(top, "__file__", None), *(getattr(top, "__path__", None) or [])]
+def _found_in(directory: str, names: Iterable[str]) -> bool:
+    """Whether one of the top-level modules ``names`` of ``sys.modules`` was found in ``directory``: read
+    from the spec in its namespace, so a lazy module stays unloaded and no ``__getattr__`` of a module is
+    asked (an entry that is no module, ``None`` blocking an import, is none)."""
     base = os.path.normcase(os.path.abspath(directory))
-    return any(isinstance(place, str) and os.path.normcase(os.path.dirname(os.path.abspath(place))) == base for place in places)
+    for name in names:
+        module = sys.modules.get(name)
+        if "." in name or not isinstance(module, types.ModuleType):
+            continue
+        spec = object.__getattribute__(module, "__dict__").get("__spec__")
+        places = [getattr(spec, "origin", None), *(getattr(spec, "submodule_search_locations", None) or [])]
+        if any(isinstance(place, str) and os.path.normcase(os.path.dirname(os.path.abspath(place))) == base for place in places):
+            return True
+    return False
 
 
 def _import(spec: str) -> Any:
