@@ -165,6 +165,15 @@ def test_a_tools_file_that_blocks_an_import_in_sys_modules_still_loads(tmp_path:
     assert json.loads(done.stdout)["result"] == "hi"
 
 
+def test_a_local_file_named_as_a_built_in_module_gets_the_installed_hint(tmp_path: Path) -> None:
+    """A built-in module's spec origin is ``built-in``, no path: it was taken for a module of the current directory."""
+    (tmp_path / "time.py").write_text("", encoding="utf-8")
+    done = run_cli(tmp_path, "--tools", "time.tools", "list")
+    assert done.returncode != 0 and "(the current directory's time is passed over: the installed time comes first;" in (
+        done.stderr
+    )
+
+
 def test_a_module_that_puts_its_own_directory_first_keeps_it_there(tmp_path: Path) -> None:
     (tmp_path / "review26self.py").write_text(
         "import os, sys\nHERE = os.path.dirname(os.path.abspath(__file__))\nsys.path.insert(0, HERE)\n"

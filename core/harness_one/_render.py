@@ -33,6 +33,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import enum
+import functools
 import gc
 import hashlib
 import itertools
@@ -88,9 +89,10 @@ def json_default(value: Any) -> Any:
     RFC 3339 text its inferred schema describes; ``str()`` would write a space for the ``T``.
     """
     try:
-        if dataclasses.is_dataclass(value) and not isinstance(value, type):  # one level: the encoder comes back for the rest
-            fields = getattr(type(value), "__pydantic_fields__", None) or {}  # a pydantic dataclass's (or its subclass's)
-            return {_key(f.name, fields.get(f.name)): getattr(value, f.name) for f in dataclasses.fields(value)}
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            if hasattr(type(value), "__pydantic_fields__"):  # a pydantic dataclass (or a subclass): as pydantic writes it
+                return _pydantic_adapter(type(value)).dump_python(value, by_alias=True, warnings=False)
+            return {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}  # one level: the encoder comes back
         if isinstance(value, enum.Enum):
             return value.value
         if isinstance(value, (datetime.date, datetime.time)):  # a datetime is a date
@@ -107,12 +109,11 @@ def json_default(value: Any) -> Any:
     return text_of(value)
 
 
-def _key(name: str, info: Any) -> str:
-    """A dataclass field's key: its name, or a pydantic dataclass field's alias, as its output schema names it."""
-    if info is None:
-        return name
-    alias = getattr(info, "serialization_alias", None) or getattr(info, "alias", None)
-    return alias if type(alias) is str else name
+@functools.lru_cache(maxsize=256)
+def _pydantic_adapter(kind: type) -> Any:
+    """pydantic's ``TypeAdapter`` of a pydantic dataclass ``kind`` (its subclasses too, which have no serializer of their
+    own): its aliases, excluded and computed fields and serializers, as its output schema describes it."""
+    return sys.modules["pydantic"].TypeAdapter(kind)
 
 
 def _model_data(value: Any, dump: Callable[..., Any]) -> Any:

@@ -352,7 +352,9 @@ def _found_in(directory: str, names: Iterable[str]) -> bool:
         if "." in name or not isinstance(module, types.ModuleType):
             continue
         spec = object.__getattribute__(module, "__dict__").get("__spec__")
-        places = [getattr(spec, "origin", None), *(getattr(spec, "submodule_search_locations", None) or [])]
+        places = list(getattr(spec, "submodule_search_locations", None) or [])
+        if getattr(spec, "has_location", False):  # (a built-in or frozen module's origin is no path)
+            places.append(spec.origin)
         if any(isinstance(place, str) and os.path.normcase(os.path.dirname(os.path.abspath(place))) == base for place in places):
             return True
     return False

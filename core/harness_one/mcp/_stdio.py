@@ -613,7 +613,7 @@ def _head_members(text: str) -> tuple[dict[str, Any], str | None]:
                 value, at = _NAMES.raw_decode(text, _skip(text, at + 1))
             except (ValueError, RecursionError):
                 return members, name
-            if at == len(text) and type(value) in (int, float):
+            if type(value) in (int, float) and (at == len(text) or text[at] in ".eE+-"):  # cut within its digits
                 return members, name
             members[name] = value
             at = _skip(text, at)
