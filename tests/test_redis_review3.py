@@ -188,6 +188,28 @@ def test_huge_and_infinite_idempotency_durations_leave_every_record_a_ttl(redis_
         admin.close()
 
 
+def test_an_outcome_stored_on_a_free_key_lives_until_its_expiry_on_the_callers_clock(
+    redis_server: RedisServer, redis_url: str
+) -> None:
+    """A key freed meanwhile (no claim left to measure from): the record's TTL was ``expires`` minus the wall
+    clock, so with the caller's own clock (``now=1.0``, ``expires=1000.0``) the outcome lived 1 ms and the next
+    caller ran the tool again; the CI run on a Redis Cluster saw it gone."""
+    from harness_one.state import RedisLink, RedisStore
+
+    store = RedisStore(RedisLink(redis_url))
+    admin = redis_server.client()
+    try:
+        assert store.begin("tool", "freed", "fp", 0.0, 10.0, owner="A") is None
+        store.release("tool", "freed")
+        assert store.finish("tool", "freed", Record("fp", "done", 1000.0, True, "kept", None), owner="A", now=1.0)
+        assert 998_000 < admin.pttl(store._key("tool", "freed")) <= 999_000
+        start = time.time()  # no `now`: measured from wall time
+        assert store.finish("tool", "walled", Record("fp", "done", start + 60.0, True, "kept", None))
+        assert 58_000 < admin.pttl(store._key("tool", "walled")) <= 60_000
+    finally:
+        admin.close()
+
+
 @pytest.fixture
 def out_of_memory(redis_server: RedisServer, redis_url: str) -> Iterator[Any]:
     admin = redis_server.client()

@@ -1437,7 +1437,8 @@ class RedisStore:
             raise ValueError(
                 f"the outcome is {len(value) + len(error):,} characters of JSON, over the {self.max_value:,} a record holds"
             )
-        left = (record.expires - time.time()) * 1000
+        # measured on the caller's clock, the one `record.expires` was read from (wall time if not given)
+        left = (record.expires - (time.time() if now is None else now)) * 1000
         fallback = math.ceil(min(left, _MOST_MS)) if left >= 1 else 1  # at most 10^15 ms (an infinite ttl too)
         return [self._key(scope, key)], [
             "" if now is None else repr(float(now)),
