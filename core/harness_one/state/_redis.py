@@ -43,8 +43,9 @@ from redis.exceptions import (
 from redis.retry import Retry
 
 from .._log import log_event
+from ._memory import EXPIRES, LEASE, TTL, not_nan
 from ._protocols import KEPT_TICKETS, Record, StateUnavailable, key_text
-from ._select import MOST_SECONDS, check_redis_url, split_redis_url
+from ._select import MOST_SECONDS, check_prefix, check_redis_url, split_redis_url
 
 __all__ = ["RedisBudgets", "RedisBuckets", "RedisCircuits", "RedisLink", "RedisSlots", "RedisStore"]
 
@@ -785,7 +786,7 @@ class RedisLink:
         check_redis_url(url)
         self.url, options, in_url = split_redis_url(url)
         self.cluster = cluster or in_url
-        self.prefix = prefix if prefix is not None else options.get("prefix", DEFAULT_PREFIX)
+        self.prefix = check_prefix(prefix if prefix is not None else options.get("prefix", DEFAULT_PREFIX))
         self.timeout = timeout if timeout is not None else float(options.get("timeout", 0.25))
         if not 0 < self.timeout <= MOST_SECONDS:
             raise ValueError(f"a Redis timeout is seconds above 0, at most {MOST_SECONDS:g}, not {self.timeout!r}")
@@ -1316,13 +1317,11 @@ def _now_arg(server_time: bool, now: float) -> str:
 _MOST_MS = 1e15
 
 
-def _lease(seconds: float) -> str:
-    """A lease as the scripts take it: at most 10^12 s (a TTL of 10^15 ms), so a huge or infinite
-    one cannot make ``PEXPIRE`` refuse the TTL and leave a claim with none."""
-    lease = float(seconds)
-    if math.isnan(lease):
-        raise ValueError("a lease is a number of seconds, not NaN")
-    return repr(min(lease, _MOST_MS / 1000))
+def _lease(seconds: float, what: str = LEASE) -> str:
+    """A lease (or a budget's ttl) as the scripts take it: at most 10^12 s (a TTL of 10^15 ms), so a
+    huge or infinite one cannot make ``PEXPIRE`` refuse the TTL and leave a key with none; NaN is
+    refused (``ValueError``) before anything is sent, as every backend refuses it."""
+    return repr(min(float(not_nan(seconds, what)), _MOST_MS / 1000))
 
 
 class RedisBuckets:
@@ -1431,6 +1430,8 @@ class RedisStore:
         return bool(await self.link.arun(_RENEW, *self._renew(scope, key, now, lease, owner)))
 
     def _finish(self, scope: str, key: str, record: Record, owner: str | None, now: float | None) -> tuple[list[str], list[Any]]:
+        # before any I/O: the script would write the record and then fail to give it a TTL ('nan')
+        expires = float(not_nan(record.expires, EXPIRES))
         value = json.dumps(record.value)  # TypeError/ValueError for non-JSON values: the plugin stores their JSON form
         error = "" if record.error is None else json.dumps(record.error)
         if len(value) + len(error) > self.max_value:
@@ -1438,13 +1439,13 @@ class RedisStore:
                 f"the outcome is {len(value) + len(error):,} characters of JSON, over the {self.max_value:,} a record holds"
             )
         # measured on the caller's clock, the one `record.expires` was read from (wall time if not given)
-        left = (record.expires - (time.time() if now is None else now)) * 1000
+        left = (expires - (time.time() if now is None else now)) * 1000
         fallback = math.ceil(min(left, _MOST_MS)) if left >= 1 else 1  # at most 10^15 ms (an infinite ttl too)
         return [self._key(scope, key)], [
             "" if now is None else repr(float(now)),
             record.fingerprint,
             record.state,
-            repr(float(record.expires)),
+            repr(expires),
             "1" if record.ok else "0",
             value,
             error,
@@ -1488,7 +1489,7 @@ class RedisSlots:
             holder,
             "" if cap is None else cap,
             "" if total is None else total,
-            repr(float(lease)),
+            _lease(lease),
         ]
 
     def acquire(
@@ -1504,7 +1505,7 @@ class RedisSlots:
         return bool(ok), int(running), int(overall)
 
     def _renew(self, tool: str, holder: str, now: float, lease: float) -> tuple[list[str], list[Any]]:
-        return self._keys(tool), [_now_arg(self.server_time, now), holder, repr(float(lease))]
+        return self._keys(tool), [_now_arg(self.server_time, now), holder, _lease(lease)]
 
     def renew(self, tool: str, holder: str, *, now: float, lease: float) -> bool:
         return bool(self.link.run(_SLOT_RENEW, *self._renew(tool, holder, now, lease)))
@@ -1744,7 +1745,7 @@ class RedisBudgets:
             scope,
             "" if limit is None else limit,
             "" if total is None else total,
-            repr(float(ttl)),
+            _lease(ttl, TTL),
             _ticket(ticket),
         ]
 

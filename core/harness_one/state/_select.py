@@ -14,7 +14,7 @@ from .._redact import redact
 from ._memory import MemoryBuckets, MemoryBudgets, MemoryCircuits, MemorySlots, MemoryStore
 from ._protocols import BudgetStore, CircuitStore, ConcurrencySlots, IdempotencyStore, RateLimitBackend, positive_seconds
 
-__all__ = ["REDIS_SCHEMES", "State", "open_state", "split_redis_url"]
+__all__ = ["REDIS_SCHEMES", "State", "check_prefix", "open_state", "split_redis_url"]
 
 #: URL schemes that put every kind of state on Redis.
 REDIS_SCHEMES = ("redis", "rediss", "redis+cluster", "rediss+cluster")
@@ -40,12 +40,28 @@ def split_redis_url(url: str) -> tuple[str, dict[str, str], bool]:
             ours[name] = value
         elif name != "decode_responses":
             rest.append((name, value))
+    if "prefix" in ours:
+        check_prefix(ours["prefix"])
     if "timeout" in ours:
         _bounded(positive_seconds(ours["timeout"], "the Redis state URL's timeout"), "timeout")
     cluster = parsed.scheme in CLUSTER_SCHEMES
     if cluster:
         parsed = parsed._replace(scheme=parsed.scheme.removesuffix("+cluster"))
     return urlunparse(parsed._replace(query=urlencode(rest))), ours, cluster
+
+
+def check_prefix(prefix: str) -> str:
+    """``prefix``, the namespace of the Redis keys, unless it holds a ``{`` or ``}`` (``ValueError``
+    naming it). Redis Cluster hashes only a key's first ``{...}``: a ``{tag}`` in the prefix would
+    put every key of the prefix on one node, and an empty ``{}`` would make a concurrency script's
+    two keys hash to different slots (every capped call refused with ``CROSSSLOT``)."""
+    if "{" in prefix or "}" in prefix:
+        raise ValueError(
+            f"the Redis key prefix {prefix!r} holds a '{{' or '}}': Redis Cluster hashes a key by its first"
+            " {...}, so the keys would not spread over the nodes or a script's keys would not share a slot;"
+            " use a prefix without braces"
+        )
+    return prefix
 
 
 #: The most seconds a Redis timeout may be (~11.6 days): a larger one overflows the socket's timeout.
@@ -133,6 +149,8 @@ class State:
             if importlib.util.find_spec("redis") is None:
                 raise ValueError(f"state URL {_shown(url)} needs the Redis client: pip install 'harness-one[redis]'")
             check_redis_url(url or "")  # refuses a malformed URL or option now
+            if prefix is not None:
+                check_prefix(prefix)
         self.prefix = prefix
         self._lock = threading.RLock()  # a Redis backend makes the link inside _once
         self._made: dict[str, Any] = {}
