@@ -111,7 +111,10 @@ def _spelled_out() -> list[str]:
 
 
 def _suggestions(name: str) -> list[str]:
-    """Zones ``name`` may have meant (none for a name longer than any zone's: difflib is quadratic)."""
+    """Zones ``name`` may have meant (none for a name longer than any zone's: difflib is quadratic, and
+    a name past what is echoed gets no guess from any of its checks)."""
+    if len(name) > _MAX_NAME:
+        return []
     folded = name.casefold()
     if folded in _by_folded_name():
         return [_by_folded_name()[folded]]
@@ -122,8 +125,6 @@ def _suggestions(name: str) -> list[str]:
         posix = sign if prefix.casefold() == "etc/gmt" else "-" if sign == "+" else "+"
         zone = "UTC" if int(hours) == 0 else f"Etc/GMT{posix}{int(hours)}"
         return [zone] if zone in _zones() and int(minutes or 0) == 0 else []
-    if len(name) > _MAX_NAME:
-        return []
     if (zones := _by_place().get(_place(name))) is not None:
         return zones[:_SUGGESTIONS]
     candidates = _spelled_out() if _abbreviated(name) else list(_by_folded_name())
