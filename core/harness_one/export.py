@@ -387,13 +387,76 @@ def _kept(key: str, value: Any, id_key: str) -> bool:
     return not (key == id_key and isinstance(value, str) and value.startswith("#"))
 
 
+#: The annotations a keyword beside a ``$ref`` (2019-09 on) may set as its target does: the sibling's replaces the
+#: target's (it says more of the place the reference stands in; neither constrains a value).
+_SIBLING_ANNOTATIONS = frozenset(
+    {"title", "description", "default", "examples", "$comment", "deprecated", "readOnly", "writeOnly"}
+)
+#: Keywords each of which reads the others in its schema object (``additionalProperties`` applies to the names the
+#: ``properties`` and ``patternProperties`` beside it leave out, ``items`` to what ``prefixItems`` leaves, ...): a
+#: ``$ref``'s target and its siblings may set them on one side only, or alike, else one object holding both would say
+#: otherwise than the two do.
+_ADJACENT = (
+    frozenset({"properties", "patternProperties", "additionalProperties"}),
+    frozenset({"prefixItems", "items", "additionalItems"}),
+    frozenset({"contains", "minContains", "maxContains"}),
+    frozenset({"if", "then", "else"}),
+    frozenset({"contentMediaType", "contentEncoding", "contentSchema"}),
+)
+_UNEVALUATED = frozenset({"unevaluatedProperties", "unevaluatedItems"})
+
+
+def _conjoined(target: Any, siblings: dict[str, Any], ref: Any) -> Any:
+    """A ``$ref``'s target (inlined) and the keywords beside it (inlined, from 2019-09 on, where both apply) as one
+    schema, or :class:`_NotInlinable` where one object cannot say what the two do.
+
+    A boolean target: ``true`` adds nothing (the siblings), ``false`` allows nothing (``false``). Else the two are
+    one object when they share no keyword but annotations (the sibling's kept), ``required`` (both lists of names:
+    every name is required) or a keyword set alike, and no keyword reads another on the other side (see
+    :data:`_ADJACENT`; the target's ``unevaluatedProperties``/``unevaluatedItems`` sees none of the siblings)."""
+    if target is True:
+        return siblings
+    if target is False:
+        return False
+    if not isinstance(target, dict):
+        raise _NotInlinable(f"$ref {ref!r} points to no schema")
+    both = {
+        key
+        for key in target.keys() & siblings.keys()
+        if key not in _SIBLING_ANNOTATIONS
+        and target[key] != siblings[key]
+        and not (key == "required" and isinstance(target[key], list) and isinstance(siblings[key], list))
+    }
+    why = []
+    for group in _ADJACENT:
+        mine, theirs = group & target.keys(), group & siblings.keys()
+        if mine and theirs and mine != theirs:  # (the same keywords on both sides: compared one by one above)
+            both -= group
+            why.append(
+                f"the target sets {', '.join(sorted(mine))} and the keywords beside it {', '.join(sorted(theirs))}, "
+                "which read one another"
+            )
+    if both:
+        why.insert(0, f"both set {', '.join(sorted(both))}")
+    unevaluated = sorted(_UNEVALUATED & target.keys()) if siblings.keys() - _SIBLING_ANNOTATIONS else []
+    if unevaluated:
+        why.append(f"the target's {', '.join(unevaluated)} does not see the keywords beside it")
+    if why:
+        raise _NotInlinable(f"$ref {ref!r} and the keywords beside it cannot be inlined as one schema ({'; '.join(why)})")
+    merged = {**target, **siblings}
+    if isinstance(target.get("required"), list) and isinstance(siblings.get("required"), list):
+        merged["required"] = [*target["required"], *(n for n in siblings["required"] if n not in target["required"])]
+    return merged
+
+
 def _inline(doc: _Document, budget: int) -> dict[str, Any]:
     """The document's schema with every local ``$ref`` replaced by its target and ``$defs`` removed, or
     :class:`_NotInlinable`.
 
     A ``$ref`` is a JSON pointer (``#/$defs/x``) or a plain name (``#x``: a ``$anchor``, or a
     draft-06/07 ``$id: "#x"``, draft-04 ``id: "#x"``), or either after the root's own ``$id``. In drafts 4-7, which
-    ignore what stands beside ``$ref``, the target alone replaces it; later drafts keep the siblings too. Only schema
+    ignore what stands beside ``$ref``, the target alone replaces it; later drafts keep the siblings too, as one object
+    where it says what the two do (see :func:`_conjoined`), else :class:`_NotInlinable`. Only schema
     positions are read: a property named ``definitions`` stays, and a ``$ref`` (or ``$anchor``) inside ``const``,
     ``enum`` or ``default`` is data. The result is built anew (each object and array a copy), so the schema is read,
     never copied first nor changed.
@@ -462,7 +525,7 @@ def _inline(doc: _Document, budget: int) -> dict[str, Any]:
         rest = {k: keyword(k, v, seen, inner) for k, v in node.items() if _kept(k, v, id_key)}
         if "$ref" not in node:
             return rest
-        return {**follow(node["$ref"], seen, depth, hops + 1), **rest}
+        return _conjoined(follow(node["$ref"], seen, depth, hops + 1), rest, node["$ref"])
 
     try:
         return walk(doc.root, (), 0)  # type: ignore[no-any-return]
@@ -673,7 +736,8 @@ def strict_schema(schema: Mapping[str, Any], *, tool: str = "?") -> tuple[dict[s
                             f"{path}{path_step(name)}: null is a value and the default is {sub['default']!r}, "
                             "so an absent value cannot be sent"
                         )
-                    converted = _nullable(converted)
+                    if isinstance(converted, dict):  # (a boolean schema is refused above)
+                        converted = _nullable(converted)
                     absent.append(name)
                 if child:
                     children[name] = child
@@ -966,7 +1030,9 @@ def gemini_schema(schema: Mapping[str, Any], *, tool: str = "?") -> tuple[dict[s
                     if not values:  # null only: nullable says nothing of other values
                         notes.append(f"{path}: enum [null] rewritten as nullable (any value allowed)")
                         continue
-                if not all(isinstance(v, str) for v in values):
+                if isinstance(values, list) and not values:  # no value allowed: the harness refuses every one
+                    notes.append(f"{path}: enum [] dropped (Gemini refuses an empty enum)")
+                elif not all(isinstance(v, str) for v in values):
                     notes.append(f"{path}: enum of non-strings dropped (Gemini enums are strings)")
                 elif "" not in values:
                     out["enum"] = list(values)
@@ -1018,9 +1084,17 @@ def gemini_schema(schema: Mapping[str, Any], *, tool: str = "?") -> tuple[dict[s
             out["type"] = "string"
         if "type" not in out and not split and _OBJECT_ONLY & set(out):  # Gemini: "only allowed for OBJECT type"
             out["type"] = "object"
-        for branch in split:  # a list of types: the items (or any) go with the array
+        for branch in split:  # a list of types: the items (or any) go with the array, the properties with the object
             if branch["type"] == "array":
                 branch["items"] = out.pop("items", {})
+            elif branch["type"] == "object":
+                branch.update((key, out.pop(key)) for key in sorted(_OBJECT_ONLY & out.keys()))
+        if (split or out.get("type", "object") != "object") and _OBJECT_ONLY & out.keys():  # they constrain no value
+            told = out.get("type", kind)
+            notes.extend(
+                f"{path}: {key} dropped (type {told!r}; it applies to objects only)" for key in sorted(_OBJECT_ONLY & out.keys())
+            )
+            out = {k: v for k, v in out.items() if k not in _OBJECT_ONLY}
         if out.get("type") == "array" and "items" not in out:  # Gemini: "items: missing field"
             out["items"] = {}
             notes.append(f"{path}: items {{}} (any items) added (Gemini refuses an array without items)")
