@@ -250,6 +250,9 @@ class ToolRegistry(metaclass=_SharedType):
 
         self.clock = clock
         self.limits = limits or ArgumentLimits()
+        #: Which key names hide their values in the excerpt of invalid JSON arguments (None: ``MODEL_SECRET_KEYS``);
+        #: the validation plugin sets its ``extra_secret_keys`` here when it joins.
+        self.argument_secrets: Callable[[str], bool] | None = None
         self.state = state if isinstance(state, State) else State(state)
         self._tools: dict[str, _Entry] = {}
         self._index = NameIndex()
@@ -1122,7 +1125,7 @@ class ToolRegistry(metaclass=_SharedType):
 
     def _decode(self, call: Call) -> None:
         raw = call.arguments
-        call.arguments = decode_arguments(raw, self.limits)
+        call.arguments = decode_arguments(raw, self.limits, self.argument_secrets)
         if isinstance(raw, (str, bytes, bytearray, memoryview)) and plain_json(raw, self.limits):
             call.decoded = call.arguments
 

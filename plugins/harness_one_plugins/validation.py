@@ -2254,12 +2254,10 @@ def _describe(error: Any, secrets: Redactor, hidden: bool = False) -> list[Argum
     expect: Any = error.validator_value
     got = error.instance
     path = json_path(error.absolute_path)
-    why = ""
-    if any(p in ("then", "else") for p in error.relative_schema_path):
-        why = " (required by an if/then rule of the schema)"
+    why, trigger = _rule(error.relative_schema_path)
     name = getattr(error, "harness_name", None)
-    if name is not None:
-        why += f" (in the property name {_show(name)})"
+    in_name = "" if name is None else f" (in the property name {_show(name)})"
+    why += in_name
     if error.message == _TIMED_OUT:
         if kw == "patternProperties":
             return [ArgumentProblem(path, "this property name could not be matched against the schema's patterns in time", kw)]
@@ -2274,12 +2272,11 @@ def _describe(error: Any, secrets: Redactor, hidden: bool = False) -> list[Argum
         ]
     if kw == "required":
         missing = [name for name in expect if isinstance(got, dict) and name not in got][:MAX_PROBLEMS]
-        return [
-            ArgumentProblem(
-                json_path([*error.absolute_path, name]), f"required property is missing{why}", kw, "present", "missing"
-            )
-            for name in missing
-        ] or [ArgumentProblem(path, error.message + why, kw)]
+        # (worded as `dependentRequired` is, when the innermost rule is the schema a property's presence applies)
+        text = f"required when '{trigger}' is present{in_name}" if trigger is not None else f"required property is missing{why}"
+        return [ArgumentProblem(json_path([*error.absolute_path, name]), text, kw, "present", "missing") for name in missing] or [
+            ArgumentProblem(path, error.message + why, kw)
+        ]
     if kw in ("anyOf", "oneOf"):
         branch = _only_fitting_branch(error)
         if branch:
@@ -2322,6 +2319,29 @@ def _describe(error: Any, secrets: Redactor, hidden: bool = False) -> list[Argum
             _got(got, error.absolute_path, secrets, hidden),
         )
     ]
+
+
+#: Keywords of a schema whose next part of a schema path is a name (a property's, a definition's), not a keyword.
+_NAMING = frozenset({"properties", "patternProperties", "$defs", "definitions"})
+
+
+def _rule(schema_path: Iterable[Any]) -> tuple[str, str | None]:
+    """Why a schema's rule at ``schema_path`` applied, as a refusal says it, and the property whose presence made it
+    apply: the innermost ``then``/``else`` (" (required by an if/then rule of the schema)", "if/else") or
+    ``dependentSchemas``/``dependencies`` schema (" (required when 'card' is present)"); ``("", None)`` for none."""
+    why, trigger = "", None
+    parts = iter(schema_path)
+    for part in parts:
+        if part in ("then", "else"):
+            why, trigger = f" (required by an if/{part} rule of the schema)", None
+        elif part in ("dependentSchemas", "dependencies"):
+            found = next(parts, None)
+            if found is not None:
+                trigger = str(found)
+                why = f" (required when '{trigger}' is present)"
+        elif part in _NAMING:
+            next(parts, None)
+    return why, trigger
 
 
 class _RustError:
@@ -2750,6 +2770,11 @@ class ValidationPlugin:
                 call.arguments = checked
 
         return pre_validate
+
+    @hookimpl
+    def harness_configure(self, registry: ToolRegistry) -> None:
+        if self.extra_secret_keys:  # the excerpt of JSON text the registry cannot decode hides them too
+            registry.argument_secrets = _secrets(self.extra_secret_keys).is_secret
 
     @hookimpl
     def harness_stats(self, registry: ToolRegistry) -> dict[str, Any]:
