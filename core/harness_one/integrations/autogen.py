@@ -37,7 +37,7 @@ from pydantic import BaseModel, ConfigDict
 from .._errors import ToolError
 from .._redact import redact
 from .._registry import ToolRegistry
-from .._render import dumps, render_value, safe_text
+from .._render import dumps, render_value
 from .._tool import Tool
 from ..export import StrictSchemaError, inline_refs
 from ._common import (
@@ -48,6 +48,7 @@ from ._common import (
     call_context,
     check_context,
     check_name,
+    model_message,
     no_longer_available,
     not_an_object,
     not_asked,
@@ -198,7 +199,7 @@ def _raised(error: ToolError) -> ToolError:
     (its type and traceback) in the tool's span: the same class and fields (``kind``, ``retry_after``,
     ``cause``, ...), its text safe to encode, and no exception chained (a tool's own, whose text is not masked)."""
     raised = copy.copy(error)  # rebuilt from its state (ToolError.__reduce__): no __cause__, no traceback
-    raised.message = safe_text(error.message)
+    raised.message = model_message(error)
     raised.args = (raised.message,)
     return raised
 

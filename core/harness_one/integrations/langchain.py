@@ -66,7 +66,7 @@ from .._call import CallResult
 from .._errors import ToolDefinitionError, ToolError
 from .._log import log_event
 from .._registry import ToolRegistry
-from .._render import safe_text
+from .._schema import _to_pydantic, schema_for_type
 from .._tool import Tool
 from ..dispatch import _loop_running
 from ..export import StrictSchemaError, inline_refs
@@ -80,6 +80,7 @@ from ._common import (
     check_context,
     check_name,
     grant_approval,
+    model_message,
     no_longer_available,
     not_asked,
     resolve,
@@ -156,7 +157,7 @@ def _answer(result: CallResult, registry: ToolRegistry, name: str) -> str:
     if not result.ok:
         result = not_asked(no_longer_available(result, registry, name), "not_reviewed")
         assert result.error is not None
-        raise ToolException(safe_text(result.error.message))
+        raise ToolException(model_message(result.error))
     return result.for_model()
 
 
@@ -182,7 +183,7 @@ def _functions(
         try:
             ctx = call_context(context, run_context, tool=name, call_id=call_id, run_id=_run_id)
         except ToolError as err:
-            raise ToolException(safe_text(err.message)) from None
+            raise ToolException(model_message(err)) from None
         _grant_approved(registry, tool, call_id, ctx)
         return arguments, ctx, call_id
 
@@ -504,6 +505,35 @@ def _fields(schema: Any) -> set[str]:
     return set((schema or {}).get("properties", {})) if isinstance(schema, Mapping) else set()
 
 
+def _input_model(tool: BaseTool) -> tuple[dict[str, Any], Callable[[Any, str], Any] | None]:
+    """The harness parameters of a LangChain tool, and the check of its arguments against its pydantic input model.
+
+    A tool whose input is a pydantic model (``@tool`` functions, ``args_schema=Model``) gets the schema the
+    harness infers for that model, as a native tool's pydantic parameter does: by alias, with
+    ``additionalProperties: false`` on each model object whose ``extra`` is unset or ``"ignore"`` (a misspelt
+    argument is refused, not dropped by LangChain). The check validates the arguments with that model, as
+    LangChain will, so a validator's refusal is a :class:`ToolArgumentError` with one problem per pydantic error
+    at its path, never a failure of the tool. Any other tool (a JSON Schema dict, a one-string ``Tool``) keeps
+    LangChain's own schema and no check.
+    """
+    from pydantic import BaseModel
+
+    model = tool.get_input_schema()
+    if isinstance(model, type) and issubclass(model, BaseModel) and isinstance(tool.args_schema, type):
+        try:
+            parameters = schema_for_type(model)
+        except TypeError:
+            pass  # pydantic cannot write it as JSON Schema: LangChain's own, below
+        else:
+            parameters.pop("title", None)  # the model's, not the tool's: the description is the tool's own
+            parameters.pop("description", None)
+            return parameters, _to_pydantic(model)
+    schema = convert_to_openai_tool(tool)["function"]
+    parameters = dict(schema.get("parameters") or {"type": "object", "properties": {}})
+    parameters.setdefault("type", "object")
+    return parameters, None
+
+
 def _async_only(tool: BaseTool) -> bool:
     """Whether a LangChain tool runs as a coroutine: a ``StructuredTool`` or ``Tool`` with a coroutine and no
     function, or a tool class that implements ``_arun`` itself (its ``_run`` may only raise ``NotImplementedError``)."""
@@ -518,10 +548,14 @@ def from_langchain(tool: BaseTool, *, registry: ToolRegistry | None = None, **de
     A tool with only a coroutine (``@tool async def``, langchain-mcp-adapters), or a tool class
     that implements ``_arun``, becomes an async harness tool. A tool that handles its own errors
     (``handle_tool_error``, ``handle_validation_error``) is called as a copy that does not, so a
-    failure is the harness's failure (retried, counted by the circuit breaker). Registers it in
+    failure is the harness's failure (retried, counted by the circuit breaker). A tool whose input
+    is a pydantic model is shown and checked as a native tool's model is (:func:`_input_model`): a
+    misspelt argument, or a validator's refusal, is an argument error, not a failure. Registers it in
     ``registry`` when one is given.
     """
-    injected = sorted(_fields(tool.get_input_schema()) - _fields(tool.tool_call_schema))
+    given = tool.args_schema  # a JSON Schema dict (langchain-mcp-adapters) injects nothing; LangChain's input schema
+    # for it is a model of one "root" field, not the tool's arguments
+    injected = [] if isinstance(given, Mapping) else sorted(_fields(tool.get_input_schema()) - _fields(tool.tool_call_schema))
     if injected:  # a ToolRuntime, an InjectedToolCallId, injected state: only a LangChain agent fills them
         raise ToolDefinitionError(
             f"LangChain tool '{tool.name}' takes injected arguments ({', '.join(injected)}) that only a LangChain "
@@ -530,14 +564,16 @@ def from_langchain(tool: BaseTool, *, registry: ToolRegistry | None = None, **de
         )
     if tool.handle_tool_error or tool.handle_validation_error:  # LangChain would answer a failure as a result
         tool = tool.model_copy(update={"handle_tool_error": False, "handle_validation_error": False})
-    schema = convert_to_openai_tool(tool)["function"]
-    parameters = dict(schema.get("parameters") or {"type": "object", "properties": {}})
-    parameters.setdefault("type", "object")
+    parameters, check = _input_model(tool)
 
     def run(**kwargs: Any) -> Any:
+        if check is not None:
+            check(kwargs, "$")
         return tool.invoke(kwargs)
 
     async def arun(**kwargs: Any) -> Any:
+        if check is not None:
+            check(kwargs, "$")
         return await tool.ainvoke(kwargs)
 
     built = Tool.create(

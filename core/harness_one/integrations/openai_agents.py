@@ -38,7 +38,6 @@ from .._call import CallResult
 from .._errors import ToolError
 from .._log import log_event
 from .._registry import ToolRegistry
-from .._render import safe_text
 from .._requests import drop_nulls
 from .._tool import Tool
 from ..export import StrictSchemaError, strict_schema
@@ -53,6 +52,7 @@ from ._common import (
     check_context,
     check_name,
     grant_approval,
+    model_message,
     no_longer_available,
     not_asked,
     refusal,
@@ -183,7 +183,7 @@ def _mark_failed(ctx: ToolContext[Any], result: CallResult) -> None:
         return
     data: dict[str, Any] = {"tool_name": result.tool, "kind": result.error.kind}
     if ctx.run_config is None or ctx.run_config.trace_include_sensitive_data:
-        data["error"] = safe_text(result.error.message)
+        data["error"] = model_message(result.error)
     span.set_error(SpanError(message="Error running tool (non-fatal)", data=data))
 
 

@@ -37,7 +37,7 @@ from pydantic_core import SchemaValidator, ValidationError, core_schema
 from .._arguments import decode_arguments
 from .._errors import ToolError
 from .._registry import ToolRegistry
-from .._render import json_data, safe_text
+from .._render import json_data
 from ._common import (
     Context,
     Name,
@@ -49,6 +49,7 @@ from ._common import (
     check_context,
     check_name,
     grant_approval,
+    model_message,
     no_longer_available,
     not_an_object,
     not_asked,
@@ -149,7 +150,7 @@ def to_pydantic_ai(
         try:
             extra = call_context(context, lambda: ctx, tool=name, call_id=call_id, run_id=_run_id)
         except ToolError as err:
-            raise ToolFailed(safe_text(err.message)) from None
+            raise ToolFailed(model_message(err)) from None
         if (
             gated
             and text is None
@@ -170,7 +171,7 @@ def to_pydantic_ai(
             "approval_missed" if ctx.tool_call_approved else "rule_said_no" if gated else "no_step",
         )
         assert result.error is not None
-        message = safe_text(result.error.message)
+        message = model_message(result.error)
         if result.error.kind == "invalid_arguments":
             raise ModelRetry(message)
         raise ToolFailed(message)

@@ -1,0 +1,270 @@
+"""Adapters, review 27: ``from_langchain`` validating with the tool's pydantic model (a validator's refusal is
+an argument error; a misspelt argument is refused), error text capped in every adapter, a tool of another
+registry refused without ``registry=``, and non-string dict keys in Pydantic AI's data.
+
+Each runs the real framework (LangChain, AutoGen, Pydantic AI, ...) offline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from autogen_core import CancellationToken
+from langchain_core.tools import StructuredTool, ToolException, tool
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic_ai import Agent as PAIAgent
+from pydantic_ai.messages import ModelMessage, ModelResponse, RetryPromptPart, TextPart, ToolCallPart, ToolReturnPart
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+from harness_one import CircuitOpen, ToolArgumentError, ToolError, ToolExecutionError, ToolRegistry, defineTool
+from harness_one._render import json_data
+from harness_one.integrations.agent_framework import as_agent_framework_tools, to_agent_framework
+from harness_one.integrations.autogen import as_autogen_tools, to_autogen
+from harness_one.integrations.langchain import as_langchain_tools, from_langchain, to_langchain
+from harness_one.integrations.openai_agents import as_openai_agents_tools, to_openai_agents
+from harness_one.integrations.pydantic_ai import as_pydantic_ai_tools, to_pydantic_ai
+
+# ---------------------------------------------------------------- from_langchain: the tool's pydantic model
+
+
+class MailArgs(BaseModel):
+    email: str
+
+    @field_validator("email")
+    @classmethod
+    def has_at(cls, value: str) -> str:
+        if "@" not in value:
+            raise ValueError("email must contain @")
+        return value
+
+
+def test_a_validator_refusal_is_an_argument_error_the_breaker_does_not_count() -> None:
+    registry = ToolRegistry()
+    mail = StructuredTool.from_function(lambda email: f"mailed {email}", name="mail", description="Send", args_schema=MailArgs)
+    from_langchain(mail, registry=registry, circuit_breaker={"failure_ratio": 0.5, "min_calls": 3, "window": 60, "open_for": 60})
+    for _ in range(4):  # past min_calls: a count of them would have opened the circuit
+        result = registry.try_call("mail", {"email": "nobody"})
+        assert isinstance(result.error, ToolArgumentError)
+        assert result.error.kind == "invalid_arguments"
+        assert [(p.path, p.message) for p in result.error.problems] == [("$.email", "Value error, email must contain @")]
+    assert registry.try_call("mail", {"email": "a@b.c"}).value == "mailed a@b.c"  # another user's valid call runs
+
+
+def test_the_tool_body_failing_is_still_a_tool_failure() -> None:
+    registry = ToolRegistry()
+
+    @tool
+    def boom(x: int) -> str:
+        """boom"""
+        raise ToolException("broken backend")
+
+    from_langchain(boom, registry=registry, circuit_breaker={"failure_ratio": 0.5, "min_calls": 3, "window": 60, "open_for": 60})
+    for _ in range(3):
+        error = registry.try_call("boom", {"x": 1}).error
+        assert isinstance(error, ToolExecutionError)
+        assert error.message == "Tool 'boom' failed: ToolException: broken backend"
+    assert isinstance(registry.try_call("boom", {"x": 1}).error, CircuitOpen)
+
+
+def test_a_misspelt_argument_is_refused_not_dropped() -> None:
+    registry = ToolRegistry()
+
+    @tool
+    def search(query: str, limit: int = 10, include_deleted: bool = False) -> str:
+        """Search records."""
+        return f"query={query} limit={limit} include_deleted={include_deleted}"
+
+    built = from_langchain(search, registry=registry)
+    assert built.parameters["additionalProperties"] is False
+    error = registry.try_call("search", {"query": "x", "limt": 2}).error
+    assert isinstance(error, ToolArgumentError)
+    assert [(p.path, p.message) for p in error.problems] == [
+        ("$.limt", "unexpected property; allowed properties: include_deleted, limit, query")
+    ]
+    assert registry.call("search", {"query": "x", "limit": 2}) == "query=x limit=2 include_deleted=False"
+
+
+class Inner(BaseModel):
+    a: int
+
+
+class Open(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    b: int = 0
+
+
+class Nested(BaseModel):
+    inner: Inner
+    open: Open = Open()
+    alias_field: str = Field(alias="from", default="x")
+
+
+def test_nested_models_are_closed_and_an_alias_is_the_name_shown() -> None:
+    registry = ToolRegistry()
+
+    @tool(args_schema=Nested)
+    def nested(inner: Inner, open: Open, alias_field: str = "x") -> str:
+        """nested"""
+        return f"a={inner.a} {alias_field}"
+
+    built = from_langchain(nested, registry=registry)
+    assert set(built.parameters["properties"]) == {"inner", "open", "from"}
+    assert "title" not in built.parameters and "description" not in built.parameters  # the tool's own description
+    error = registry.try_call("nested", {"inner": {"a": 1, "z": 2}}).error
+    assert isinstance(error, ToolArgumentError)
+    assert [p.path for p in error.problems] == ["$.inner.z"]
+    assert registry.call("nested", {"inner": {"a": 1}, "open": {"more": 1}, "from": "y"}) == "a=1 y"  # extra="allow"
+
+
+def test_a_json_schema_tool_keeps_its_schema() -> None:
+    # (as langchain-mcp-adapters builds its tools: LangChain's input schema for it, one "root" field, is no
+    # injected argument)
+    registry = ToolRegistry()
+    schema = {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]}
+
+    async def fetch(**arguments: Any) -> str:
+        return f"got {sorted(arguments)}"
+
+    raw = StructuredTool(name="raw", description="raw", args_schema=schema, coroutine=fetch)
+    built = from_langchain(raw, registry=registry)
+    assert built.parameters == schema and built.is_async
+    assert asyncio.run(registry.acall("raw", {"q": "x", "more": 1})) == "got ['more', 'q']"
+
+
+# ---------------------------------------------------------------- error text written after __init__
+
+
+class Late(ToolError):
+    def __init__(self, size: int) -> None:
+        super().__init__("short")
+        self.message = "Q" * size
+
+
+@pytest.fixture
+def late() -> tuple[ToolRegistry, Any, str]:
+    registry = ToolRegistry()
+
+    @defineTool(registry=registry)
+    def big(n: int) -> str:
+        """big"""
+        raise Late(n)
+
+    expected = registry.try_call("big", {"n": 1_000_000}).for_model().removeprefix("Error: ")
+    assert len(expected) < 11_000
+    return registry, big, expected
+
+
+def test_langchain_caps_a_late_message(late: tuple[ToolRegistry, Any, str]) -> None:
+    registry, big, expected = late
+    message = to_langchain(big, registry).invoke({"type": "tool_call", "id": "c1", "name": "big", "args": {"n": 1_000_000}})
+    assert message.status == "error" and message.content == expected
+
+
+def test_autogen_caps_a_late_message(late: tuple[ToolRegistry, Any, str]) -> None:
+    registry, big, expected = late
+    with pytest.raises(Late) as raised:
+        asyncio.run(to_autogen(big, registry).run_json({"n": 1_000_000}, CancellationToken(), call_id="a1"))
+    assert str(raised.value) == expected
+
+
+def test_pydantic_ai_caps_a_late_message(late: tuple[ToolRegistry, Any, str]) -> None:
+    registry, big, expected = late
+    seen: list[str] = []
+
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        parts = [p for m in messages for p in m.parts if isinstance(p, (ToolReturnPart, RetryPromptPart))]
+        if not parts:
+            return ModelResponse(parts=[ToolCallPart("big", {"n": 1_000_000}, tool_call_id="t1")])
+        part = parts[-1]
+        seen.append(part.model_response_str() if isinstance(part, ToolReturnPart) else part.model_response())
+        return ModelResponse(parts=[TextPart("ok")])
+
+    PAIAgent(FunctionModel(model), tools=[to_pydantic_ai(big, registry)]).run_sync("go")
+    assert [json.loads(text) for text in seen] == [{"error": expected}]
+
+
+# ---------------------------------------------------------------- a tool of another registry
+
+
+ADAPTERS: list[tuple[Callable[..., Any], Callable[..., Any]]] = [
+    (to_langchain, as_langchain_tools),
+    (to_autogen, as_autogen_tools),
+    (to_pydantic_ai, as_pydantic_ai_tools),
+    (to_openai_agents, as_openai_agents_tools),
+    (to_agent_framework, as_agent_framework_tools),
+]
+
+
+@pytest.mark.parametrize(("one", "several"), ADAPTERS)
+def test_a_tool_of_another_registry_needs_registry(one: Callable[..., Any], several: Callable[..., Any]) -> None:
+    registry = ToolRegistry()
+
+    @defineTool(registry=registry, rate_limit={"rate": 0.001, "burst": 1})
+    def once_r27(x: int) -> int:
+        """once"""
+        return x
+
+    message = (
+        "Tool 'once_r27' is not in the default registry, and no registry= was given: pass the registry it was "
+        "defined into (registry=...), whose plugins and state its calls go through, or registry=ToolRegistry.default() "
+        "to add it there."
+    )
+    for tool_like in (once_r27, once_r27.tool):
+        with pytest.raises(TypeError) as raised:
+            one(tool_like)
+        assert str(raised.value) == message
+        with pytest.raises(TypeError) as raised:
+            several([tool_like])
+        assert str(raised.value) == message
+    assert "once_r27" not in ToolRegistry.default()
+    one(once_r27, registry)  # through its own registry: its rate limit applies
+    several([once_r27], registry)
+
+
+def test_through_its_registry_the_adapter_shares_its_state() -> None:
+    registry = ToolRegistry()
+
+    @defineTool(registry=registry, rate_limit={"rate": 0.001, "burst": 1})
+    def once_r27b(x: int) -> int:
+        """once"""
+        return x
+
+    adapted = to_langchain(once_r27b, registry)
+    assert registry.call("once_r27b", {"x": 1}) == 1  # the only token
+    message = adapted.invoke({"type": "tool_call", "id": "c1", "name": "once_r27b", "args": {"x": 2}})
+    assert message.status == "error" and "is rate limited" in message.content
+
+
+# ---------------------------------------------------------------- non-string dict keys
+
+
+def test_json_data_writes_other_keys_as_json_does() -> None:
+    assert json_data({1: "a", None: "b", 2.5: "c", False: "d"}) == {"1": "a", "null": "b", "2.5": "c", "false": "d"}
+    assert json_data([{"k": [{None: 1}]}]) == [{"k": [{"null": 1}]}]
+    plain = {"a": [1, {"b": "{"}], "c": "x"}
+    assert json_data(plain) is plain  # string keys: the value itself
+
+
+def test_pydantic_ai_model_reads_the_keys_dumps_writes() -> None:
+    registry = ToolRegistry()
+
+    @defineTool(registry=registry)
+    def keyed() -> object:
+        """keyed"""
+        return {1: "a", None: "b"}
+
+    seen: list[str] = []
+
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        parts = [p for m in messages for p in m.parts if isinstance(p, ToolReturnPart)]
+        if not parts:
+            return ModelResponse(parts=[ToolCallPart("keyed", {}, tool_call_id="t1")])
+        seen.append(parts[-1].model_response_str())
+        return ModelResponse(parts=[TextPart("ok")])
+
+    PAIAgent(FunctionModel(model), tools=[to_pydantic_ai(keyed, registry)]).run_sync("go")
+    assert seen == ['{"1":"a","null":"b"}']
