@@ -727,64 +727,29 @@ def load_named_entry_point(registry: ToolRegistry, report: DiscoveryReport, name
     point provided last time its files were as they are now. A module entry point it does not
     know is loaded; a ``module:attribute`` one is taken to provide the tool it is named after.
     True once a tool called ``name`` is there: the others need not be imported to call it.
-
-    Before one is loaded, so are the earlier entry points passed over that may provide one of
-    its tools (all of them before a module entry point the index does not know): each tool is
-    kept from the package a listing would keep it from, whatever name is looked up first.
     """
     index = tool_index()
-    passed: list[tuple[EntryPoint, set[str]]] = []  # earlier entry points not loaded, and the tools they may provide
     try:
         for ep in entry_points(TOOL_GROUP):
-            if ep in report.seen:
-                continue  # loaded: a tool called ``name`` would be there
-            failed = index.failure(ep)
-            if failed is not None:  # it failed with its files as they are: a listing tries it again
-                if ep not in report.known_failed:
-                    report.known_failed[ep] = LoadFailure(ep.group, ep.name, ep.distribution, failed)
-                continue
-            known = index.tools(ep) if ep.name != name or passed else None
-            if known is None and ":" in ep.value:
-                known = {ep.name}  # ``name = module:attribute`` provides the tool it is named after
-            if ep.name != name and known is not None and name not in known:
-                passed.append((ep, known))
-                continue
-            passed = _load_earlier(registry, report, passed, known, index)
-            if name not in registry._tools:  # (an earlier one may provide it after all)
-                _load(registry, report, ep, index)
+            if ep not in report.seen:
+                failed = index.failure(ep)
+                if failed is not None:  # it failed with its files as they are: a listing tries it again
+                    if ep not in report.known_failed:
+                        report.known_failed[ep] = LoadFailure(ep.group, ep.name, ep.distribution, failed)
+                    continue
+            if ep.name != name:
+                known = index.tools(ep)
+                if known is None:
+                    if ":" in ep.value:
+                        continue  # ``name = module:attribute`` provides the tool it is named after
+                elif name not in known:
+                    continue
+            _load(registry, report, ep, index)
             if name in registry._tools:
                 return True
         return False
     finally:
         index.save()
-
-
-def _load_earlier(
-    registry: ToolRegistry,
-    report: DiscoveryReport,
-    passed: list[tuple[EntryPoint, set[str]]],
-    tools: set[str] | None,
-    index: ToolIndex,
-) -> list[tuple[EntryPoint, set[str]]]:
-    """Load, in order, the entry points of ``passed`` that may provide one of ``tools`` (None: any
-    tool), and those sorted before them that may provide one of theirs; the others are returned.
-
-    A later package's import must not register a tool an earlier package provides: that one
-    would be the one skipped as a conflict, as it is not by a listing."""
-    if not passed:
-        return passed
-    needed = None if tools is None else set(tools)
-    load = [False] * len(passed)
-    for i in range(len(passed) - 1, -1, -1):
-        provides = passed[i][1]
-        if needed is None or not needed.isdisjoint(provides):
-            load[i] = True
-            if needed is not None:
-                needed |= provides
-    for (ep, _), now in zip(passed, load, strict=True):
-        if now:
-            _load(registry, report, ep, index)
-    return [item for item, now in zip(passed, load, strict=True) if not now]
 
 
 def _load(registry: ToolRegistry, report: DiscoveryReport, ep: EntryPoint, index: ToolIndex | None = None) -> None:
