@@ -57,19 +57,20 @@ def test_ref_and_sibling_properties_refuse_strict_with_the_reason() -> None:
     assert auto.notes == {"order": [f"exported without strict mode: {caught.value.reasons[0]}"]}
 
 
-def test_ref_and_sibling_bound_refuse_strict_and_gemini_keeps_the_definition() -> None:
-    reg = _registry(order=_order({"type": "object"}, n={"$ref": "#/$defs/small", "maximum": 100}))
+def test_ref_and_sibling_pattern_refuse_strict_and_gemini_keeps_the_definition() -> None:
+    n = {"$ref": "#/$defs/code", "pattern": "^[0-9]+$"}
+    reg = _registry(order={**_order({"type": "object"}, n=n), "$defs": {"code": {"type": "string", "pattern": "^[a-z]+$"}}})
     with pytest.raises(
         StrictSchemaError,
-        match=r"\$ref '#/\$defs/small' and the keywords beside it cannot be "
-        r"inlined as one schema \(both set maximum\)",
+        match=r"\$ref '#/\$defs/code' and the keywords beside it cannot be "
+        r"inlined as one schema \(both set pattern\)",
     ):
         reg.export("openai", strict=True)
     exported = reg.export("gemini")
     parameters = exported.tools[0]["parameters"]
-    assert parameters["properties"]["n"] == {"ref": "#/defs/small", "maximum": 100}
-    assert parameters["defs"]["small"] == {"type": "integer", "maximum": 10}  # the tighter bound is still told
-    assert exported.notes["order"][0].startswith("$: $ref kept as Gemini's ref to root defs ($ref '#/$defs/small'")
+    assert parameters["properties"]["n"] == {"ref": "#/defs/code", "pattern": "^[0-9]+$"}
+    assert parameters["defs"]["code"] == {"type": "string", "pattern": "^[a-z]+$"}  # the target's pattern still told
+    assert exported.notes["order"][0].startswith("$: $ref kept as Gemini's ref to root defs ($ref '#/$defs/code'")
 
 
 def test_ref_and_sibling_properties_gemini_keeps_the_definitions_required() -> None:
@@ -126,14 +127,19 @@ def test_ref_siblings_that_agree_are_one_object() -> None:
             {"required": ["a"]},
             "the target's unevaluatedProperties does not see the keywords beside it",
         ),
-        ({"type": "string"}, {"type": ["string", "null"]}, "both set type"),
+        ({"type": "string"}, {"type": ["integer", "null"]}, "both set type"),  # no type both allow
+        ({"type": "integer", "maximum": 10}, {"maximum": True}, "both set maximum"),  # a bound that is no number
+        ({"type": "integer", "const": 1}, {"const": True}, "both set const"),  # JSON: true is not 1
+        ({"enum": [0, 1]}, {"enum": [False, True]}, "both set enum"),
     ],
 )
 def test_ref_siblings_one_object_cannot_hold_refuse(target: dict[str, Any], beside: dict[str, Any], why: str) -> None:
     schema = {"type": "object", "$defs": {"t": target}, "properties": {"x": {"$ref": "#/$defs/t", **beside}}}
     with pytest.raises(StrictSchemaError) as caught:
-        inline_refs(schema, tool="f")
+        strict_schema(schema, tool="f")
     assert caught.value.reasons == [f"$ref '#/$defs/t' and the keywords beside it cannot be inlined as one schema ({why})"]
+    # the public inliner keeps both exactly, as allOf of the target and its siblings
+    assert inline_refs(schema, tool="f")["properties"]["x"] == {"allOf": [target, beside]}
 
 
 def test_draft7_ref_siblings_still_ignored() -> None:
@@ -283,3 +289,154 @@ def test_gemini_empty_enum_dropped_with_a_note() -> None:
     converted, notes = gemini_schema({"type": "object", "properties": {"x": {"enum": [], "type": "string"}}})
     assert converted["properties"]["x"] == {"type": "string"}
     assert notes == ["$.x: enum [] dropped (Gemini refuses an empty enum)"]
+
+
+# --------------------------------------------------------------------------- round 2
+
+
+def test_ref_sibling_bounds_merge_to_the_tighter() -> None:
+    schema = {
+        "type": "object",
+        "properties": {
+            "start": {"type": "integer", "minimum": 0, "maximum": 23},
+            "end": {"$ref": "#/properties/start", "minimum": 1},
+            "word": {"$ref": "#/$defs/word", "minLength": 1, "maxLength": 80, "exclusiveMaximum": 5},
+        },
+        "$defs": {"word": {"type": "string", "minLength": 2, "maxLength": 40, "exclusiveMaximum": 9}},
+        "required": ["start", "end", "word"],
+        "additionalProperties": False,
+    }
+    inlined = inline_refs(schema)["properties"]
+    assert inlined["end"] == {"type": "integer", "minimum": 1, "maximum": 23}
+    assert inlined["word"] == {"type": "string", "minLength": 2, "maxLength": 40, "exclusiveMaximum": 5}
+    del schema["properties"]["word"]  # (strict mode takes no string lengths)
+    schema["required"] = ["start", "end"]
+    strict, _ = strict_schema(schema, tool="book")
+    assert strict["properties"]["end"] == {"type": "integer", "minimum": 1, "maximum": 23}
+    converted, notes = gemini_schema(schema)
+    assert converted["properties"]["end"] == {"type": "integer", "minimum": 1, "maximum": 23}
+    assert notes == ["$: additionalProperties dropped"]
+
+
+def test_ref_sibling_types_merge_to_the_types_both_allow() -> None:
+    def x(target: Any, beside: Any) -> Any:
+        schema = {"type": "object", "$defs": {"t": {"type": target}}, "properties": {"x": {"$ref": "#/$defs/t", "type": beside}}}
+        return inline_refs(schema)["properties"]["x"]
+
+    assert x("string", ["string", "null"]) == {"type": "string"}
+    assert x(["integer", "boolean", "string"], ["number", "string"]) == {"type": ["integer", "string"]}
+    assert x("number", "integer") == {"type": "integer"}  # integer lies within number
+    assert x("string", "integer") == {"allOf": [{"type": "string"}, {"type": "integer"}]}  # none left: apart
+
+
+def test_ref_sibling_annotations_never_conflict() -> None:
+    schema = {
+        "type": "object",
+        "$defs": {
+            "Color": {"type": "string", "enum": ["red", "blue"], "example": "red", "x-order": 1, "contentMediaType": "a/b"}
+        },
+        "properties": {"bg": {"$ref": "#/$defs/Color", "example": "blue", "x-order": 2, "contentMediaType": "c/d"}},
+        "required": ["bg"],
+    }
+    assert inline_refs(schema)["properties"]["bg"] == {
+        "type": "string",
+        "enum": ["red", "blue"],
+        "example": "blue",
+        "x-order": 2,
+        "contentMediaType": "c/d",
+    }
+    converted, _ = gemini_schema(schema)
+    assert converted["properties"]["bg"] == {"type": "string", "enum": ["red", "blue"], "example": "blue"}
+
+
+def test_ref_sibling_const_true_beside_1_is_refused_not_merged() -> None:
+    reg = _registry(
+        t={"type": "object", "$defs": {"one": {"const": 1}}, "properties": {"x": {"$ref": "#/$defs/one", "const": True}}}
+    )
+    with pytest.raises(StrictSchemaError) as caught:
+        reg.export("openai", strict=True)
+    assert caught.value.reasons == [
+        "$ref '#/$defs/one' and the keywords beside it cannot be inlined as one schema (both set const)"
+    ]
+
+
+_NOTHING = {"type": "object", "$ref": "#/$defs/N", "$defs": {"N": False}}
+
+
+def test_root_ref_to_false_is_refused_with_the_reason_on_every_path() -> None:
+    for call in (inline_refs, strict_schema):
+        with pytest.raises(StrictSchemaError) as caught:
+            call(_NOTHING, tool="t")
+        assert caught.value.reasons == ["the schema allows no value"]
+    assert gemini_schema(_NOTHING) == (
+        {"type": "object"},
+        ["$: parameters exported as any object (the schema allows no value: the harness refuses every call)"],
+    )
+    reg = _registry(
+        t=_NOTHING,
+        u={"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"], "additionalProperties": False},
+    )
+    with pytest.raises(StrictSchemaError, match="the schema allows no value"):
+        reg.export("openai", strict=True)
+    auto = reg.export("openai", strict="auto")
+    assert auto.notes["t"] == ["exported without strict mode: the schema allows no value"]
+    assert auto.tools[1]["function"]["strict"] is True
+    assert dispatch_openai(reg, [_openai_call("u", {"a": "x"})], strict="auto") == [
+        {"role": "tool", "tool_call_id": "c", "content": '{"a": "x"}'}
+    ]
+    assert reg.export("gemini").tools[0]["parameters"] == {"type": "object"}
+
+
+def test_autogen_gets_no_dangling_ref_for_siblings_apart() -> None:
+    from harness_one.integrations.autogen import to_autogen
+
+    schema = {
+        "type": "object",
+        "$defs": {"code": {"type": "string", "pattern": "^[a-z]+$", "description": "n"}},
+        "properties": {"n": {"$ref": "#/$defs/code", "pattern": "^.{1,8}$"}},
+        "required": ["n"],
+    }
+    reg = _registry(order=schema, t=_NOTHING)
+    parameters = to_autogen("order", reg).schema["parameters"]
+    assert parameters == {
+        "type": "object",
+        "properties": {"n": {"allOf": [{"type": "string", "pattern": "^[a-z]+$", "description": "n"}, {"pattern": "^.{1,8}$"}]}},
+        "required": ["n"],
+    }
+    # a schema that cannot be inlined (here: it allows no value) is sent as it is, not a TypeError
+    assert to_autogen("t", reg).schema["parameters"] == {"type": "object", "properties": {}, **_NOTHING}
+
+
+def test_gemini_type_list_beside_any_of_keeps_the_object_keywords_on_the_parent() -> None:
+    schema = {
+        "type": "object",
+        "properties": {
+            "filter": {
+                "type": ["object", "string"],
+                "properties": {"field": {"type": "string"}},
+                "required": ["field"],
+                "anyOf": [{"minLength": 1}, {"type": "object"}],
+            }
+        },
+    }
+    converted, notes = gemini_schema(schema)
+    assert converted["properties"]["filter"] == {
+        "anyOf": [{"minLength": 1}, {"type": "object"}],
+        "properties": {"field": {"type": "string"}},
+        "required": ["field"],
+    }
+    assert notes == ["$.filter: type ['object', 'string'] dropped (the anyOf beside it is sent)"]
+
+
+def test_gemini_any_of_that_allows_nothing_dropped_with_a_note() -> None:
+    schema = {
+        "type": "object",
+        "$defs": {"never": False},
+        "properties": {"x": {"anyOf": [{"$ref": "#/$defs/never"}]}, "y": {"oneOf": [False], "type": "string"}},
+    }
+    converted, notes = gemini_schema(schema)
+    assert converted["properties"] == {"x": {}, "y": {"type": "string"}}
+    assert notes == [
+        "$.x: anyOf of no allowed schema dropped (Gemini refuses an empty anyOf)",
+        "$.y: oneOf of no allowed schema dropped (Gemini refuses an empty anyOf)",
+    ]
