@@ -206,6 +206,12 @@ def test_an_outcome_stored_on_a_free_key_lives_until_its_expiry_on_the_callers_c
         start = time.time()  # no `now`: measured from wall time
         assert store.finish("tool", "walled", Record("fp", "done", start + 60.0, True, "kept", None))
         assert 58_000 < admin.pttl(store._key("tool", "walled")) <= 60_000
+        for broken in (float("nan"), float("inf"), -float("inf")):  # nor a `now` that is not finite (it gave 1 ms)
+            key = f"broken{broken}"
+            assert store.begin("tool", key, "fp", start, 10.0, owner="A") is None
+            store.release("tool", key)
+            assert store.finish("tool", key, Record("fp", "done", start + 60.0, True, "kept", None), owner="A", now=broken)
+            assert 58_000 < admin.pttl(store._key("tool", key)) <= 60_000, broken
     finally:
         admin.close()
 

@@ -13,7 +13,7 @@ from collections.abc import Callable, Hashable
 from typing import Any
 
 from .._render import rendered_length
-from ._protocols import KEPT_TICKETS, Record
+from ._protocols import EXPIRES, KEPT_TICKETS, LEASE, TTL, Record, seconds
 
 __all__ = ["Breaker", "MemoryBudgets", "MemoryBuckets", "MemoryCircuits", "MemorySlots", "MemoryStore", "copied"]
 
@@ -181,19 +181,6 @@ def _copy_of(record: Record) -> Record:
     return dataclasses.replace(record, value=copied(record.value), error=copied(record.error))
 
 
-#: What a NaN is refused as, by every backend alike (lease, expiry, ttl): the same input, the same ``ValueError``.
-LEASE, EXPIRES, TTL = "a lease", "a record's expiry", "a budget's ttl"
-
-
-def not_nan(seconds: float, what: str) -> float:
-    """``seconds`` unless it is NaN: then ``ValueError`` naming ``what`` (:data:`LEASE`, :data:`EXPIRES`,
-    :data:`TTL`). A NaN time never compares as passed: a record or count would live for ever in one
-    backend and vanish at once, or be written without a TTL, in another."""
-    if math.isnan(seconds):
-        raise ValueError(f"{what} is a number of seconds, not NaN")
-    return seconds
-
-
 def _bound(value: Any, what: str) -> int:
     """``value`` as a positive integer, else a ``ValueError`` naming ``what``."""
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -266,7 +253,7 @@ class MemoryStore:
     def begin(
         self, scope: str, key: str, fingerprint: str, now: float, lease: float, *, owner: str | None = None
     ) -> Record | None:
-        not_nan(lease, LEASE)
+        lease = seconds(lease, LEASE)
         with self._lock:
             self._ops += 1
             if self._ops % 1024 == 0:
@@ -283,7 +270,7 @@ class MemoryStore:
         return found
 
     def renew(self, scope: str, key: str, now: float, lease: float, *, owner: str | None = None) -> bool:
-        not_nan(lease, LEASE)
+        lease = seconds(lease, LEASE)
         with self._lock:
             held = self._records.get((scope, key))
             if held is None or (owner is not None and held[1] != owner):
@@ -295,7 +282,7 @@ class MemoryStore:
             return True
 
     def finish(self, scope: str, key: str, record: Record, *, owner: str | None = None, now: float | None = None) -> bool:
-        not_nan(record.expires, EXPIRES)
+        seconds(record.expires, EXPIRES)
         size = _chars_of(record)
         if size > self.max_chars and record.value is not None:  # alone it would push out every other record (an
             # error's description is kept: OutcomeNotReplayable, what the plugin keeps instead, must fit)
@@ -337,7 +324,6 @@ class MemorySlots:
     def acquire(
         self, tool: str, holder: str, *, cap: int | None, total: int | None, now: float, lease: float
     ) -> tuple[bool, int, int]:
-        not_nan(lease, LEASE)  # unused here, refused as the shared backends refuse it
         with self._lock:
             held = self._held.setdefault(tool, set())
             running, overall = len(held), self._all
@@ -348,7 +334,6 @@ class MemorySlots:
             return True, running, overall
 
     def renew(self, tool: str, holder: str, *, now: float, lease: float) -> bool:
-        not_nan(lease, LEASE)
         with self._lock:
             return holder in self._held.get(tool, ())
 
@@ -659,7 +644,7 @@ class MemoryBudgets:
         return found[0]
 
     def take(self, run: str, scope: str, *, limit: int | None, total: int | None, now: float, ttl: float) -> int:
-        not_nan(ttl, TTL)
+        ttl = seconds(ttl, TTL)
         with self._lock:
             runs = self._runs
             while runs:  # the least recently active first: drop the expired ones

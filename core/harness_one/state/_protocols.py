@@ -13,8 +13,12 @@ from .._errors import ToolError
 from .._policies import _as_seconds, _shown
 
 __all__ = [
+    "EXPIRES",
+    "LEASE",
+    "TTL",
     "key_text",
     "positive_seconds",
+    "seconds",
     "AsyncBudgetStore",
     "AsyncCircuitStore",
     "AsyncConcurrencySlots",
@@ -79,6 +83,26 @@ def positive_seconds(value: float | str, what: str) -> float:
     found = _as_seconds(number)
     if found is None:
         raise ValueError(f"{what} must be a number of seconds above 0, not {_shown(value)}")
+    return found
+
+
+#: What a backend's ``seconds`` check names (a lease, a record's expiry, a budget's ttl): the same input, the same error.
+LEASE, EXPIRES, TTL = "a lease", "a record's expiry", "a budget's ttl"
+
+
+def seconds(value: float, what: str) -> float:
+    """``value`` (a lease, an expiry or a ttl a backend was given) as ``float()`` reads it, unless that is
+    NaN, or ``float()`` refuses it: then ``ValueError`` (``TypeError`` for a type ``float()`` does not take)
+    naming ``what`` (:data:`LEASE`, :data:`EXPIRES`, :data:`TTL`). A NaN time never compares as passed: a
+    record or count would live for ever in one backend and vanish at once, or be written without a TTL, in
+    another. Unlike :func:`positive_seconds` it takes 0, a negative and an infinite number (a backend caps
+    or expires them)."""
+    try:
+        found = float(value)
+    except (TypeError, ValueError) as exc:
+        raise type(exc)(f"{what} is a number of seconds, not {value!r}") from None
+    if math.isnan(found):
+        raise ValueError(f"{what} is a number of seconds, not NaN")
     return found
 
 

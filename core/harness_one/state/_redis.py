@@ -43,13 +43,11 @@ from redis.exceptions import (
 from redis.retry import Retry
 
 from .._log import log_event
-from ._memory import EXPIRES, LEASE, TTL, not_nan
-from ._protocols import KEPT_TICKETS, Record, StateUnavailable, key_text
-from ._select import MOST_SECONDS, check_prefix, check_redis_url, split_redis_url
+from ._protocols import EXPIRES, KEPT_TICKETS, LEASE, TTL, Record, StateUnavailable, key_text, seconds
+from ._select import MOST_SECONDS, check_redis_url, redis_prefix, slot_tag, split_redis_url
 
 __all__ = ["RedisBudgets", "RedisBuckets", "RedisCircuits", "RedisLink", "RedisSlots", "RedisStore"]
 
-DEFAULT_PREFIX = "harness-one:"
 #: What "Redis cannot decide now" looks like: no answer, a cluster that is down or has no map
 #: yet, a primary demoted to a read-only replica by a failover, a server out of memory under
 #: ``maxmemory`` with ``noeviction``, a cluster slot being moved (``TRYAGAIN``). Each takes the
@@ -786,7 +784,7 @@ class RedisLink:
         check_redis_url(url)
         self.url, options, in_url = split_redis_url(url)
         self.cluster = cluster or in_url
-        self.prefix = check_prefix(prefix if prefix is not None else options.get("prefix", DEFAULT_PREFIX))
+        self.prefix = redis_prefix(prefix, options)
         self.timeout = timeout if timeout is not None else float(options.get("timeout", 0.25))
         if not 0 < self.timeout <= MOST_SECONDS:
             raise ValueError(f"a Redis timeout is seconds above 0, at most {MOST_SECONDS:g}, not {self.timeout!r}")
@@ -1317,11 +1315,11 @@ def _now_arg(server_time: bool, now: float) -> str:
 _MOST_MS = 1e15
 
 
-def _lease(seconds: float, what: str = LEASE) -> str:
+def _lease(lease: float, what: str = LEASE) -> str:
     """A lease (or a budget's ttl) as the scripts take it: at most 10^12 s (a TTL of 10^15 ms), so a
     huge or infinite one cannot make ``PEXPIRE`` refuse the TTL and leave a key with none; NaN is
     refused (``ValueError``) before anything is sent, as every backend refuses it."""
-    return repr(min(float(not_nan(seconds, what)), _MOST_MS / 1000))
+    return repr(min(seconds(lease, what), _MOST_MS / 1000))
 
 
 class RedisBuckets:
@@ -1431,15 +1429,16 @@ class RedisStore:
 
     def _finish(self, scope: str, key: str, record: Record, owner: str | None, now: float | None) -> tuple[list[str], list[Any]]:
         # before any I/O: the script would write the record and then fail to give it a TTL ('nan')
-        expires = float(not_nan(record.expires, EXPIRES))
+        expires = seconds(record.expires, EXPIRES)
         value = json.dumps(record.value)  # TypeError/ValueError for non-JSON values: the plugin stores their JSON form
         error = "" if record.error is None else json.dumps(record.error)
         if len(value) + len(error) > self.max_value:
             raise ValueError(
                 f"the outcome is {len(value) + len(error):,} characters of JSON, over the {self.max_value:,} a record holds"
             )
-        # measured on the caller's clock, the one `record.expires` was read from (wall time if not given)
-        left = (expires - (time.time() if now is None else now)) * 1000
+        # measured on the caller's clock, the one `record.expires` was read from (wall time if not given, or
+        # not finite: a NaN or infinite `now` would give the outcome a TTL of 1 ms)
+        left = (expires - (now if now is not None and math.isfinite(now) else time.time())) * 1000
         fallback = math.ceil(min(left, _MOST_MS)) if left >= 1 else 1  # at most 10^15 ms (an infinite ttl too)
         return [self._key(scope, key)], [
             "" if now is None else repr(float(now)),
@@ -1478,7 +1477,7 @@ class RedisSlots:
         self.server_time = server_time
 
     def _keys(self, tool: str) -> list[str]:
-        tag = f"{self.link.prefix}{{{self.link.prefix}cc}}"
+        tag = slot_tag(self.link.prefix)
         return [f"{tag}:{len(tool)}:{tool}", f"{tag}:*"]
 
     def _acquire(

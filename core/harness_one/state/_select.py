@@ -14,7 +14,7 @@ from .._redact import redact
 from ._memory import MemoryBuckets, MemoryBudgets, MemoryCircuits, MemorySlots, MemoryStore
 from ._protocols import BudgetStore, CircuitStore, ConcurrencySlots, IdempotencyStore, RateLimitBackend, positive_seconds
 
-__all__ = ["REDIS_SCHEMES", "State", "check_prefix", "open_state", "split_redis_url"]
+__all__ = ["REDIS_SCHEMES", "State", "open_state", "split_redis_url"]
 
 #: URL schemes that put every kind of state on Redis.
 REDIS_SCHEMES = ("redis", "rediss", "redis+cluster", "rediss+cluster")
@@ -40,8 +40,6 @@ def split_redis_url(url: str) -> tuple[str, dict[str, str], bool]:
             ours[name] = value
         elif name != "decode_responses":
             rest.append((name, value))
-    if "prefix" in ours:
-        check_prefix(ours["prefix"])
     if "timeout" in ours:
         _bounded(positive_seconds(ours["timeout"], "the Redis state URL's timeout"), "timeout")
     cluster = parsed.scheme in CLUSTER_SCHEMES
@@ -50,18 +48,36 @@ def split_redis_url(url: str) -> tuple[str, dict[str, str], bool]:
     return urlunparse(parsed._replace(query=urlencode(rest))), ours, cluster
 
 
-def check_prefix(prefix: str) -> str:
-    """``prefix``, the namespace of the Redis keys, unless it holds a ``{`` or ``}`` (``ValueError``
-    naming it). Redis Cluster hashes only a key's first ``{...}``: a ``{tag}`` in the prefix would
-    put every key of the prefix on one node, and an empty ``{}`` would make a concurrency script's
-    two keys hash to different slots (every capped call refused with ``CROSSSLOT``)."""
-    if "{" in prefix or "}" in prefix:
+#: The key prefix of a Redis state that sets none.
+DEFAULT_PREFIX = "harness-one:"
+
+
+def slot_tag(prefix: str) -> str:
+    """The hash tag's part of a concurrency slot's Redis keys: both keys of a slot script start with it."""
+    return f"{prefix}{{{prefix}cc}}"
+
+
+def redis_prefix(prefix: str | None, options: dict[str, str]) -> str:
+    """The Redis key prefix used: ``prefix`` when given, else the URL's ``?prefix=`` (``options``, from
+    :func:`split_redis_url`), else :data:`DEFAULT_PREFIX`. ``TypeError`` when it is not a ``str``;
+    ``ValueError`` naming it and where it came from when it makes an empty hash tag. Redis Cluster hashes
+    a key by the text between its first ``{`` and the first ``}`` after it, or, when that text is empty,
+    by the whole key: a concurrency script's two keys would then fall in two slots (``CROSSSLOT`` on every
+    capped call). Refused on every Redis (the same prefix may later name a Cluster). A non-empty tag
+    (``{tenant-a}:``) is kept: every key of the prefix then hashes to that tag's one slot, on one node."""
+    where = "prefix=" if prefix is not None else "the URL's ?prefix="
+    used: object = prefix if prefix is not None else options.get("prefix", DEFAULT_PREFIX)
+    if not isinstance(used, str):
+        raise TypeError(f"the Redis key prefix ({where}) is a str, not {used!r}")
+    key = slot_tag(used)  # the first '{' of every key is the prefix's, or else this tag's
+    start = key.index("{")
+    if key[start + 1 : start + 2] == "}":
         raise ValueError(
-            f"the Redis key prefix {prefix!r} holds a '{{' or '}}': Redis Cluster hashes a key by its first"
-            " {...}, so the keys would not spread over the nodes or a script's keys would not share a slot;"
-            " use a prefix without braces"
+            f"the Redis key prefix {used!r} ({where}) makes an empty hash tag ('{{' then '}}'): Redis Cluster"
+            " then hashes each key whole, and a concurrency script's two keys fall in different slots"
+            " (CROSSSLOT); put a name between the braces ('{tenant-a}:') or use a prefix without them"
         )
-    return prefix
+    return used
 
 
 #: The most seconds a Redis timeout may be (~11.6 days): a larger one overflows the socket's timeout.
@@ -149,8 +165,7 @@ class State:
             if importlib.util.find_spec("redis") is None:
                 raise ValueError(f"state URL {_shown(url)} needs the Redis client: pip install 'harness-one[redis]'")
             check_redis_url(url or "")  # refuses a malformed URL or option now
-            if prefix is not None:
-                check_prefix(prefix)
+            redis_prefix(prefix, split_redis_url(url or "")[1])  # and a prefix the link would refuse
         self.prefix = prefix
         self._lock = threading.RLock()  # a Redis backend makes the link inside _once
         self._made: dict[str, Any] = {}

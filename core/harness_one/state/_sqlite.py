@@ -15,8 +15,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from .._clock import WallClock
-from ._memory import EXPIRES, LEASE, not_nan
-from ._protocols import Record, StateUnavailable, positive_seconds
+from ._protocols import EXPIRES, LEASE, Record, StateUnavailable, positive_seconds, seconds
 
 __all__ = ["SQLiteStore", "WallClock"]
 
@@ -245,12 +244,12 @@ class SQLiteStore:
     def begin(
         self, scope: str, key: str, fingerprint: str, now: float, lease: float, *, owner: str | None = None
     ) -> Record | None:
-        return self._begin(scope, key, fingerprint, now, not_nan(lease, LEASE), owner, None)
+        return self._begin(scope, key, fingerprint, now, seconds(lease, LEASE), owner, None)
 
     async def abegin(
         self, scope: str, key: str, fingerprint: str, now: float, lease: float, *, owner: str | None = None
     ) -> Record | None:
-        return await self._off_loop(self._begin, scope, key, fingerprint, now, not_nan(lease, LEASE), owner, claim=owner)
+        return await self._off_loop(self._begin, scope, key, fingerprint, now, seconds(lease, LEASE), owner, claim=owner)
 
     def _begin(
         self, scope: str, key: str, fingerprint: str, now: float, lease: float, owner: str | None, deadline: float | None
@@ -290,10 +289,10 @@ class SQLiteStore:
                 raise
 
     def renew(self, scope: str, key: str, now: float, lease: float, *, owner: str | None = None) -> bool:
-        return self._renew(scope, key, now, not_nan(lease, LEASE), owner, None)
+        return self._renew(scope, key, now, seconds(lease, LEASE), owner, None)
 
     async def arenew(self, scope: str, key: str, now: float, lease: float, *, owner: str | None = None) -> bool:
-        return await self._off_loop(self._renew, scope, key, now, not_nan(lease, LEASE), owner)
+        return await self._off_loop(self._renew, scope, key, now, seconds(lease, LEASE), owner)
 
     def _renew(self, scope: str, key: str, now: float, lease: float, owner: str | None, deadline: float | None) -> bool:
         mine = "" if owner is None else " AND owner = ?"
@@ -312,7 +311,7 @@ class SQLiteStore:
         return await self._off_loop(self._finish, scope, key, record, owner, now)
 
     def _finish(self, scope: str, key: str, record: Record, owner: str | None, now: float | None, deadline: float | None) -> bool:
-        not_nan(record.expires, EXPIRES)  # else SQLite stores NULL, which the table refuses: a StateUnavailable
+        seconds(record.expires, EXPIRES)  # else SQLite stores NULL, which the table refuses: a StateUnavailable
         try:  # TypeError/ValueError for non-JSON values: the plugin then stores their JSON form for the model
             value = json.dumps(record.value)
             error = None if record.error is None else json.dumps(record.error)
