@@ -6,15 +6,17 @@ import contextlib
 import gc
 import itertools
 import json
-import re
 import sys
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._errors import ArgumentProblem, ToolArgumentError
 from ._schema import _short as _shown
 from ._schema import json_path, json_type, listed_names
+
+if TYPE_CHECKING:
+    from ._redact import Redactor
 
 __all__ = [
     "MAX_DIGITS",
@@ -188,18 +190,18 @@ class ArgumentLimits:
     max_containers: int = 10_000
 
 
-def decode_arguments(raw: Any, limits: ArgumentLimits, secret: Callable[[str], bool] | None = None) -> dict[str, Any]:
+def decode_arguments(raw: Any, limits: ArgumentLimits, secrets: Redactor | None = None) -> dict[str, Any]:
     """A ``dict`` from a dict, a mapping, ``None``, or a JSON string/bytes holding an object.
 
-    ``secret``: whether a key name hides its value in the excerpt of invalid JSON a refusal shows
-    (default: the names of :data:`~harness_one.MODEL_SECRET_KEYS`; see :func:`_near`).
+    ``secrets``: the redactor of the excerpt of invalid JSON a refusal shows (default: that of
+    :data:`~harness_one.MODEL_SECRET_KEYS`; see :func:`_near`).
     """
     if type(raw) is dict:
         return raw
     if raw is None:
         return {}
     if isinstance(raw, (str, bytes, bytearray, memoryview)):
-        return _parse(raw, limits, secret)
+        return _parse(raw, limits, secrets)
     if isinstance(raw, Mapping):
         try:
             return dict(raw)
@@ -213,9 +215,7 @@ def _problem(message: str, keyword: str, expected: str, got: str | None = None) 
     return ToolArgumentError([ArgumentProblem("$", message, keyword, expected, got)])
 
 
-def _parse(
-    raw: str | bytes | bytearray | memoryview, limits: ArgumentLimits, secret: Callable[[str], bool] | None = None
-) -> dict[str, Any]:
+def _parse(raw: str | bytes | bytearray | memoryview, limits: ArgumentLimits, secrets: Redactor | None = None) -> dict[str, Any]:
     size = len(raw) if isinstance(raw, str) else raw.nbytes if isinstance(raw, memoryview) else len(raw)
     if isinstance(raw, str) and size * 4 > limits.max_bytes and size <= limits.max_bytes and not raw.isascii():
         size = len(raw.encode("utf-8", "surrogatepass"))  # text is measured in UTF-8 bytes, as bytes are
@@ -265,7 +265,7 @@ def _parse(
         # (the decoder's "Invalid control character at", "Unterminated string starting at")
         where = f"{exc.msg.removesuffix(' at')} at line {exc.lineno} column {exc.colno}"
         raise _problem(
-            f"arguments are not valid JSON: {where} (near {_near(text, exc.pos, secret)!r})",
+            f"arguments are not valid JSON: {where} (near {_near(text, exc.pos, secrets)!r})",
             "json",
             "valid JSON",
             "invalid JSON",
@@ -288,107 +288,66 @@ _LOOK_BACK = 1000
 #: A name cut at the start of that window is read whole up to this many characters (the longest
 #: name the masking rules read, and its quotes).
 _NAME_BACK = 104
-#: In JSON text with its escapes blanked out: a string (to the end of the text when never closed) or a bracket.
-_TOKEN = re.compile(r'"[^"]*"?|[\[\]{}]')
-#: What follows a name: the colon, and the whitespace around it.
-_COLON = re.compile(r"[ \t\r\n]*:[ \t\r\n]*")
-#: A value that is neither a string, an array nor an object: up to what ends it (a number, a literal, a stray word).
-_SCALAR = re.compile(r'[^,\]}"\s]*')
 
 
-def _near(text: str, pos: int, secret: Callable[[str], bool] | None = None) -> str:
+def _near(text: str, pos: int, secrets: Redactor | None = None) -> str:
     """The 40 characters of JSON ``text`` around a mistake at ``pos``, as an error shows them.
 
-    ``secret``: whether a key name hides its value (default ``hidden_from_model``; a name is read
-    decoded, ``api\\u005fkey`` being ``api_key``). Masked with the 1,000 characters before them in
-    view: the value of every secret key there (a string, however it goes on: a raw line break or a
-    mistake inside it; an array or object to its end), and what ``mask_secrets`` masks, so the
-    value of a secret key the mistake follows is not shown (``{"api_key": "sk-..." "n": 1}``); a
-    string those characters start inside is masked whole when it is the value of a secret key,
-    however long, and read from its opening quote when it is short (a name cut off). Linear:
-    ``text`` is valid JSON up to ``pos``, so with the escaped backslashes and quotes blanked out
-    (positions kept), every quote before ``pos`` opens or closes a string.
+    Masked by ``secrets`` (default: the redactor of ``mask_secrets``, :data:`~harness_one.MODEL_SECRET_KEYS`)
+    with the 1,000 characters before them in view, so the value of a secret key the mistake follows is
+    not shown (``{"api_key": "sk-..." "n": 1}``); a string those characters start inside is masked
+    whole when it is the value of a secret key, however long, and read from its opening quote when it
+    is short (a name cut off). When the mistake is inside the value of a secret key (inside its string,
+    right after a quote that closed it early, or where an unquoted value starts), everything from that
+    value to the end of the excerpt is masked. Linear, at C speed: ``text`` is valid JSON up to
+    ``pos``, so with the escaped backslashes and quotes blanked out (positions kept), every quote
+    before ``pos`` opens or closes a string.
     """
-    from ._redact import REDACTED, hidden_from_model, mask_secrets  # (a refusal only)
+    from ._redact import _MODEL, REDACTED  # (a refusal only)
 
-    secret = secret or hidden_from_model
+    secrets = secrets or _MODEL
     start, end = max(0, pos - _LOOK_BACK), pos + 20
     plain = text[:end]
     if "\\" in plain:
         plain = plain.replace("\\\\", "__").replace('\\"', "__")
-    shown, read = start, start  # where the excerpt starts; where strings are read from
-    hidden: list[tuple[int, int]] = []
+    cut, hide = end, None  # masked from `cut` to the end (a secret value the mistake is in); `hide`: a secret string
+    if plain.count('"', 0, pos) % 2:  # the mistake is inside a string
+        opened = plain.rfind('"', 0, pos)
+        if _secret_value(text, plain, opened, secrets):
+            cut = opened + 1
+    else:
+        closed = start + len(plain[start:pos].rstrip(_JSON_SPACE)) - 1
+        if closed >= start and plain[closed] == '"':  # the mistake follows a string
+            opened = plain.rfind('"', 0, closed)
+            if not _secret_value(text, plain, opened, secrets):
+                pass
+            elif closed == pos - 1:  # right after it: a quote inside it may have closed it early
+                cut = opened + 1
+            else:
+                hide = (opened + 1, closed)
+        elif _secret_value(text, plain, pos, secrets):  # where a secret key's value starts (unquoted, or never closed)
+            cut = pos + (plain[pos : pos + 1] == '"')
+    shown, lead = start, ""
     if plain.count('"', 0, start) % 2:  # the window starts inside a string
         opened = plain.rfind('"', 0, start)
-        if _secret_value(text, plain, opened, secret):
-            closed = plain.find('"', start)
-            hidden.append((start, end if closed == -1 else closed))
-            read = end if closed == -1 else closed + 1
-        else:
-            read = opened
-            if start - opened <= _NAME_BACK:
-                shown = opened
-    hidden += _secret_values(text, plain, read, secret)
-    window, at = [], shown
-    for first, last in hidden:
-        if last > at:
-            window += [text[at : max(first, at)], REDACTED]
-            at = last
-    window.append(text[at:end])
-    return mask_secrets("".join(window))[-40:]
+        if _secret_value(text, plain, opened, secrets):
+            closed = plain.find('"', start, cut)
+            lead, shown, cut = (REDACTED, end, end) if closed == -1 else (REDACTED, closed, cut)
+        elif start - opened <= _NAME_BACK:
+            shown = opened
+    if hide is not None and hide[0] >= shown:
+        window = lead + text[shown : hide[0]] + REDACTED + text[hide[1] : cut]
+    else:
+        window = lead + text[shown:cut]
+    if cut < end:
+        window += REDACTED
+    return secrets.mask(window)[-40:]
 
 
-def _secret_values(text: str, plain: str, read: int, secret: Callable[[str], bool]) -> list[tuple[int, int]]:
-    """Where the values of secret keys stand in ``plain`` from ``read`` (an opening quote or no string),
-    in order: a string's characters within its quotes, an array's or object's within its brackets, a scalar."""
-    found: list[tuple[int, int]] = []
-    end = len(plain)
-    token = _TOKEN.search(plain, read)
-    while token is not None:
-        after = _COLON.match(plain, token.end()) if token[0][0] == '"' else None
-        at = token.end()
-        if after is not None and after.end() < end and secret(_name(text, token.start(), token.end())):
-            value = after.end()
-            if plain[value] == '"':
-                closed = plain.find('"', value + 1)
-                at = end if closed == -1 else closed
-                found.append((value + 1, at))
-            elif plain[value] in "[{":
-                at = _closing(plain, value)
-                found.append((value + 1, at))
-            else:
-                scalar = _SCALAR.match(plain, value)
-                at = value if scalar is None else scalar.end()  # (never None: it matches the empty text)
-                found.append((value, at))
-        token = _TOKEN.search(plain, at)
-    return found
-
-
-def _closing(plain: str, opened: int) -> int:
-    """Where the array or object opening at ``opened`` in ``plain`` closes (the end of the text when it does not)."""
-    depth = 0
-    for token in _TOKEN.finditer(plain, opened):
-        mark = token[0][0]
-        if mark in "[{":
-            depth += 1
-        elif mark in "]}":
-            depth -= 1
-            if not depth:
-                return token.start()
-    return len(plain)
-
-
-def _name(text: str, opened: int, closed: int) -> str:
-    """The key name quoted at ``text[opened:closed]``, decoded (as it stands when its escapes are not valid JSON)."""
-    try:
-        return str(_decode(text[opened:closed]))
-    except ValueError:
-        return text[opened + 1 : closed - 1]
-
-
-def _secret_value(text: str, plain: str, opened: int, secret: Callable[[str], bool]) -> bool:
-    """Whether the string opening at ``opened`` is the value of a secret key (``secret``;
-    ``plain``: ``text`` with escapes blanked out, as :func:`_near` makes it)."""
+def _secret_value(text: str, plain: str, opened: int, secrets: Redactor) -> bool:
+    """Whether the value starting at ``opened`` (a string's opening quote) is the value of a secret key
+    (``secrets.is_secret`` of its name, read decoded: ``"api\\u005fkey"`` is ``api_key``; ``plain``:
+    ``text`` with escapes blanked out, as :func:`_near` makes it)."""
     before = plain[:opened].rstrip(_JSON_SPACE)
     if not before.endswith(":"):
         return False
@@ -396,7 +355,11 @@ def _secret_value(text: str, plain: str, opened: int, secret: Callable[[str], bo
     if not before.endswith('"'):
         return False
     name_end = len(before)
-    return secret(_name(text, plain.rfind('"', 0, name_end - 1), name_end))
+    try:
+        name = _decode(text[plain.rfind('"', 0, name_end - 1) : name_end])
+    except ValueError:  # (not a name: the text before it is not JSON)
+        return False
+    return isinstance(name, str) and secrets.is_secret(name)
 
 
 def check_signature(args: dict[Any, Any], accepted: frozenset[str], required: frozenset[str], accepts_any: bool) -> None:

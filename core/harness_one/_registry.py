@@ -250,9 +250,6 @@ class ToolRegistry(metaclass=_SharedType):
 
         self.clock = clock
         self.limits = limits or ArgumentLimits()
-        #: Which key names hide their values in the excerpt of invalid JSON arguments (None: ``MODEL_SECRET_KEYS``);
-        #: the validation plugin sets its ``extra_secret_keys`` here when it joins.
-        self.argument_secrets: Callable[[str], bool] | None = None
         self.state = state if isinstance(state, State) else State(state)
         self._tools: dict[str, _Entry] = {}
         self._index = NameIndex()
@@ -1125,9 +1122,21 @@ class ToolRegistry(metaclass=_SharedType):
 
     def _decode(self, call: Call) -> None:
         raw = call.arguments
-        call.arguments = decode_arguments(raw, self.limits, self.argument_secrets)
-        if isinstance(raw, (str, bytes, bytearray, memoryview)) and plain_json(raw, self.limits):
-            call.decoded = call.arguments
+        try:
+            call.arguments = decode_arguments(raw, self.limits)
+        except ToolArgumentError as err:  # (no cost until raised)
+            # invalid JSON text: its excerpt is masked by the validation plugin's redactor (its extra_secret_keys)
+            secrets = (
+                getattr(self.plugins.get("validation"), "argument_secrets", None) if err.problems[0].keyword == "json" else None
+            )
+            if secrets is None:
+                raise
+        else:
+            if isinstance(raw, (str, bytes, bytearray, memoryview)) and plain_json(raw, self.limits):
+                call.decoded = call.arguments
+            return
+        decode_arguments(raw, self.limits, secrets)  # refused again (out of the handler: the first refusal is not its context)
+        raise AssertionError("unreachable: the same text is refused the same way")  # pragma: no cover
 
     # `next(steps, _DONE)` instead of `send`: a generator that returns None to `next` with a
     # default raises no StopIteration, which is most of what driving a generator costs.

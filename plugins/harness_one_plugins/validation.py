@@ -2254,7 +2254,11 @@ def _describe(error: Any, secrets: Redactor, hidden: bool = False) -> list[Argum
     expect: Any = error.validator_value
     got = error.instance
     path = json_path(error.absolute_path)
-    why, trigger = _rule(error.relative_schema_path)
+    why, trigger = _rule(error.relative_schema_path, list(error.absolute_path), kw == "required")
+    if trigger is not None and kw in ("anyOf", "oneOf"):
+        why = ""  # (after the alternatives it would read as the last one's)
+    elif trigger is not None and kw != "required":
+        why = f" (a rule that applies when {trigger} is present)"
     name = getattr(error, "harness_name", None)
     in_name = "" if name is None else f" (in the property name {_show(name)})"
     why += in_name
@@ -2272,8 +2276,8 @@ def _describe(error: Any, secrets: Redactor, hidden: bool = False) -> list[Argum
         ]
     if kw == "required":
         missing = [name for name in expect if isinstance(got, dict) and name not in got][:MAX_PROBLEMS]
-        # (worded as `dependentRequired` is, when the innermost rule is the schema a property's presence applies)
-        text = f"required when '{trigger}' is present{in_name}" if trigger is not None else f"required property is missing{why}"
+        # (worded as `dependentRequired` is, when it is a rule of the schema a property's presence applies)
+        text = f"required when {trigger} is present{in_name}" if trigger is not None else f"required property is missing{why}"
         return [ArgumentProblem(json_path([*error.absolute_path, name]), text, kw, "present", "missing") for name in missing] or [
             ArgumentProblem(path, error.message + why, kw)
         ]
@@ -2323,25 +2327,56 @@ def _describe(error: Any, secrets: Redactor, hidden: bool = False) -> list[Argum
 
 #: Keywords of a schema whose next part of a schema path is a name (a property's, a definition's), not a keyword.
 _NAMING = frozenset({"properties", "patternProperties", "$defs", "definitions"})
+#: Keywords whose schema applies to the instance they stand beside (what follows an ``allOf``, ``anyOf`` or ``oneOf``
+#: is the index of an alternative).
+_IN_PLACE = frozenset({"allOf", "anyOf", "oneOf", "not", "if", "$ref", "$dynamicRef"})
+#: Keywords whose schema applies to a property or an item of their instance (``properties``, ``patternProperties`` and
+#: ``prefixItems`` then name which; ``items`` does when it is a draft 7 list).
+_INTO = frozenset({"properties", "patternProperties", "prefixItems", "items", "additionalProperties", "additionalItems"})
 
 
-def _rule(schema_path: Iterable[Any]) -> tuple[str, str | None]:
-    """Why a schema's rule at ``schema_path`` applied, as a refusal says it, and the property whose presence made it
-    apply: the innermost ``then``/``else`` (" (required by an if/then rule of the schema)", "if/else") or
-    ``dependentSchemas``/``dependencies`` schema (" (required when 'card' is present)"); ``("", None)`` for none."""
-    why, trigger = "", None
-    parts = iter(schema_path)
-    for part in parts:
+def _rule(schema_path: Iterable[Any], instance_path: list[Any], required: bool) -> tuple[str, str | None]:
+    """Why a schema's rule at ``schema_path`` (its keyword last) applied to the instance at ``instance_path``, as a
+    refusal says it, and the property whose presence made it apply, quoted as the refusal names it.
+
+    A ``then``/``else`` anywhere on the path: " (required by an if/then rule of the schema)" (or "if/else", the
+    innermost), and no property. Else the innermost ``dependentSchemas``/``dependencies`` schema: its property,
+    ``'card'`` when it stands beside the one the problem names (the missing one for ``required``, else the instance
+    itself), else by its JSON path (``'$.card'``), and " (required when 'card' is present)"; a path on which the
+    instance the schema applies to cannot be told (an unknown keyword) names none. ``("", None)`` for neither.
+    """
+    parts = list(schema_path)
+    why, rule = "", None
+    at = 0
+    while at < len(parts):
+        part = parts[at]
         if part in ("then", "else"):
-            why, trigger = f" (required by an if/{part} rule of the schema)", None
+            why = f" (required by an if/{part} rule of the schema)"
         elif part in ("dependentSchemas", "dependencies"):
-            found = next(parts, None)
-            if found is not None:
-                trigger = str(found)
-                why = f" (required when '{trigger}' is present)"
+            if at + 2 < len(parts):  # (a rule of its schema, not the keyword itself)
+                rule = at
+            at += 1
         elif part in _NAMING:
-            next(parts, None)
-    return why, trigger
+            at += 1
+        at += 1
+    if why or rule is None:
+        return why, None
+    trigger, steps, at = parts[rule + 1], 0, rule + 2
+    while at < len(parts) - 1:  # the instance the dependent schema applies to: how many steps above this one
+        part = parts[at]
+        if part in _INTO:
+            steps += 1
+            at += 2 if part in ("properties", "patternProperties", "prefixItems") or isinstance(parts[at + 1], int) else 1
+        elif part in _IN_PLACE or part in ("dependentSchemas", "dependencies"):
+            at += 1 if part in _IN_PLACE - {"allOf", "anyOf", "oneOf"} else 2
+        else:
+            return "", None
+    if steps > len(instance_path):
+        return "", None
+    holder = instance_path[: len(instance_path) - steps]
+    beside = holder == (instance_path if required else instance_path[:-1])
+    named = f"'{trigger}'" if beside else f"'{json_path([*holder, trigger])}'"
+    return f" (required when {named} is present)", named
 
 
 class _RustError:
@@ -2771,10 +2806,11 @@ class ValidationPlugin:
 
         return pre_validate
 
-    @hookimpl
-    def harness_configure(self, registry: ToolRegistry) -> None:
-        if self.extra_secret_keys:  # the excerpt of JSON text the registry cannot decode hides them too
-            registry.argument_secrets = _secrets(self.extra_secret_keys).is_secret
+    @property
+    def argument_secrets(self) -> Redactor | None:
+        """The redactor of the excerpt of JSON text its registry cannot decode, when ``extra_secret_keys`` adds to
+        :data:`harness_one.MODEL_SECRET_KEYS` (read on that refusal only; None: the default)."""
+        return _secrets(self.extra_secret_keys) if self.extra_secret_keys else None
 
     @hookimpl
     def harness_stats(self, registry: ToolRegistry) -> dict[str, Any]:
