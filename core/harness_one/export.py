@@ -36,7 +36,6 @@ from ._schema import (
     _id_key,
     _join,
     _pointer,
-    _same,
     _walk,
     path_step,
 )
@@ -263,15 +262,6 @@ class _NotInlinable(ValueError):
     """A schema's ``$ref`` cannot be inlined; the message says why."""
 
 
-class _Apart(_NotInlinable):
-    """A ``$ref``'s target and the keywords beside it that one object cannot hold as one schema (the message says
-    why): :func:`inline_refs` writes them as ``allOf`` of the two, a provider format refuses them."""
-
-
-class _NoValue(_NotInlinable):
-    """A schema whose root inlines to ``false``: it allows no value."""
-
-
 def _position(key: str, value: Any) -> _Position:
     """What ``value``, the value of the keyword ``key`` in a schema, holds: a ``list`` or ``map`` only if it is one."""
     if key == "items" and isinstance(value, list):
@@ -397,124 +387,13 @@ def _kept(key: str, value: Any, id_key: str) -> bool:
     return not (key == id_key and isinstance(value, str) and value.startswith("#"))
 
 
-#: The keywords that assert or apply (the validation vocabulary): a ``$ref``'s target and the keywords beside it
-#: (2019-09 on) may set one of them otherwise only where the two merge exactly (see :func:`_conjoined`). Every other
-#: keyword is an annotation (``title``, ``example``, ``x-order``, ...) that refuses no value: the sibling's replaces
-#: the target's (it says more of the place the reference stands in).
-_ASSERTING = frozenset(
-    {
-        "type", "enum", "const", "pattern", "format", "multipleOf", "required", "properties", "patternProperties",
-        "additionalProperties", "items", "prefixItems", "additionalItems", "contains", "uniqueItems", "propertyNames",
-        "dependentRequired", "dependentSchemas", "dependencies", "allOf", "anyOf", "oneOf", "not", "if", "then",
-        "else", "unevaluatedProperties", "unevaluatedItems", "$ref", "$dynamicRef",
-        "minimum", "exclusiveMinimum", "minLength", "minItems", "minProperties", "minContains",
-        "maximum", "exclusiveMaximum", "maxLength", "maxItems", "maxProperties", "maxContains",
-    }
-)  # fmt: skip
-#: The bounds two schemas that both hold merge into one exactly: the larger lower bound, the smaller upper bound.
-_LOWER = frozenset({"minimum", "exclusiveMinimum", "minLength", "minItems", "minProperties", "minContains"})
-_UPPER = frozenset({"maximum", "exclusiveMaximum", "maxLength", "maxItems", "maxProperties", "maxContains"})
-#: Keywords each of which reads the others in its schema object (``additionalProperties`` applies to the names the
-#: ``properties`` and ``patternProperties`` beside it leave out, ``items`` to what ``prefixItems`` leaves, ...): a
-#: ``$ref``'s target and its siblings may set them on one side only, or alike, else one object holding both would say
-#: otherwise than the two do.
-_ADJACENT = (
-    frozenset({"properties", "patternProperties", "additionalProperties"}),
-    frozenset({"prefixItems", "items", "additionalItems"}),
-    frozenset({"contains", "minContains", "maxContains"}),
-    frozenset({"if", "then", "else"}),
-)
-_UNEVALUATED = frozenset({"unevaluatedProperties", "unevaluatedItems"})
-
-
-def _types_both(a: Any, b: Any) -> Any:
-    """The ``type`` that allows what both ``a`` and ``b`` allow (each a type's name or a list of them; ``integer``
-    lies within ``number``), or ``None`` if none is left or either is no type."""
-    names = []
-    for one in (a, b):
-        listed = [one] if isinstance(one, str) else one
-        if not isinstance(listed, list) or not listed or not all(isinstance(n, str) for n in listed):
-            return None
-        names.append(listed)
-    both: list[str] = []
-    for x in names[0]:
-        for y in names[1]:
-            kind = x if x == y else "integer" if {x, y} == {"integer", "number"} else None
-            if kind is not None and kind not in both:
-                both.append(kind)
-    if not both:
-        return None
-    return both[0] if len(both) == 1 else both
-
-
-def _merged(key: str, mine: Any, theirs: Any) -> tuple[bool, Any]:
-    """Whether the values a ``$ref``'s target (``mine``) and a keyword beside it (``theirs``) set for ``key`` merge
-    exactly, and the value that says what both do."""
-    if key not in _ASSERTING:
-        return True, theirs  # an annotation: the sibling's
-    if _same(mine, theirs):
-        return True, mine
-    if key == "required" and isinstance(mine, list) and isinstance(theirs, list):
-        return True, [*mine, *(n for n in theirs if n not in mine)]
-    if key in _LOWER or key in _UPPER:
-        if not (_is_number(mine) and _is_number(theirs)):
-            return False, None
-        return True, (max if key in _LOWER else min)(mine, theirs)
-    if key == "type":
-        kind = _types_both(mine, theirs)
-        return kind is not None, kind
-    return False, None
-
-
-def _conjoined(target: Any, siblings: dict[str, Any], ref: Any) -> Any:
-    """A ``$ref``'s target (inlined) and the keywords beside it (inlined, from 2019-09 on, where both apply) as one
-    schema, else :class:`_Apart` (one object cannot say what the two do) or :class:`_NotInlinable` (no schema).
-
-    A boolean target: ``true`` adds nothing (the siblings), ``false`` allows nothing (``false``). Else the two are
-    one object when every keyword both set merges exactly (see :func:`_merged`: an annotation, the sibling's; a value
-    set alike; ``required``, every name; a bound, the tighter; ``type``, the types both allow), and no keyword reads
-    another on the other side (see :data:`_ADJACENT`; the target's ``unevaluatedProperties``/``unevaluatedItems``
-    sees none of the siblings)."""
-    if target is True:
-        return siblings
-    if target is False:
-        return False
-    if not isinstance(target, dict):
-        raise _NotInlinable(f"$ref {ref!r} points to no schema")
-    merged = {**target, **siblings}
-    both = set()
-    for key in target.keys() & siblings.keys():
-        exact, merged[key] = _merged(key, target[key], siblings[key])
-        if not exact:
-            both.add(key)
-    why = []
-    for group in _ADJACENT:
-        mine, theirs = group & target.keys(), group & siblings.keys()
-        if mine and theirs and mine != theirs:  # (the same keywords on both sides: compared one by one above)
-            both -= group
-            why.append(
-                f"the target sets {', '.join(sorted(mine))} and the keywords beside it {', '.join(sorted(theirs))}, "
-                "which read one another"
-            )
-    if both:
-        why.insert(0, f"both set {', '.join(sorted(both))}")
-    unevaluated = sorted(_UNEVALUATED & target.keys()) if siblings.keys() & _ASSERTING else []
-    if unevaluated:
-        why.append(f"the target's {', '.join(unevaluated)} does not see the keywords beside it")
-    if why:
-        raise _Apart(f"$ref {ref!r} and the keywords beside it cannot be inlined as one schema ({'; '.join(why)})")
-    return merged
-
-
-def _inline(doc: _Document, budget: int, *, apart: bool = False) -> dict[str, Any]:
+def _inline(doc: _Document, budget: int) -> dict[str, Any]:
     """The document's schema with every local ``$ref`` replaced by its target and ``$defs`` removed, or
-    :class:`_NotInlinable` (also where the root inlines to ``false``: the schema allows no value).
+    :class:`_NotInlinable`.
 
     A ``$ref`` is a JSON pointer (``#/$defs/x``) or a plain name (``#x``: a ``$anchor``, or a
     draft-06/07 ``$id: "#x"``, draft-04 ``id: "#x"``), or either after the root's own ``$id``. In drafts 4-7, which
-    ignore what stands beside ``$ref``, the target alone replaces it; later drafts keep the siblings too, as one object
-    where it says what the two do (see :func:`_conjoined`), else, with ``apart``, as ``allOf`` of the two (exact
-    from 2019-09 on) and without it :class:`_NotInlinable`. Only schema
+    ignore what stands beside ``$ref``, the target alone replaces it; later drafts keep the siblings too. Only schema
     positions are read: a property named ``definitions`` stays, and a ``$ref`` (or ``$anchor``) inside ``const``,
     ``enum`` or ``default`` is data. The result is built anew (each object and array a copy), so the schema is read,
     never copied first nor changed.
@@ -584,40 +463,31 @@ def _inline(doc: _Document, budget: int, *, apart: bool = False) -> dict[str, An
         if "$ref" not in node:
             return rest
         target = follow(node["$ref"], seen, depth, hops + 1)
-        try:
-            return _conjoined(target, rest, node["$ref"])
-        except _Apart:
-            if not apart:
-                raise
-            return {"allOf": [target, rest]}
+        if isinstance(target, bool):  # true: the keywords beside it alone apply; false: no value is valid
+            target = {} if target else {"not": {}}
+        return {**target, **rest}
 
     try:
-        inlined = walk(doc.root, (), 0)
+        return walk(doc.root, (), 0)  # type: ignore[no-any-return]
     except RecursionError:  # (references on one path are bounded only by the stack: each nests or ends a chain)
         raise _NotInlinable("inlining $ref nests deeper than the interpreter's stack allows") from None
-    if not isinstance(inlined, dict):  # a root $ref to a false definition
-        raise _NoValue("the schema allows no value")
-    return inlined
 
 
 def inline_refs(schema: Mapping[str, Any], *, tool: str = "?", budget: int = INLINE_BUDGET) -> dict[str, Any]:
     """``schema`` with every local ``$ref`` replaced by its target and ``$defs`` removed.
 
-    From 2019-09 on, the keywords beside a ``$ref`` stay with its target: in one object where it says exactly what
-    the two do (see the exports documentation), else as ``{"allOf": [target, siblings]}``. A recursive reference, or
-    one whose inlining would copy more than ``budget`` objects and arrays, nest the schema more than 128 levels deep,
-    follow more than 128 references in a row that nest nothing (a chain of aliases) or need more stack than the
-    interpreter has, cannot be inlined, nor can a schema whose root inlines to ``false`` (it allows no value): each
+    A recursive reference, or one whose inlining would copy more than ``budget`` objects
+    and arrays, nest the schema more than 128 levels deep, follow more than 128 references in a
+    row that nest nothing (a chain of aliases) or need more stack than the interpreter has, cannot be inlined and
     raises :class:`StrictSchemaError`.
     """
-    return _inlined(_Document(schema), tool, budget, apart=True)
+    return _inlined(_Document(schema), tool, budget)
 
 
-def _inlined(doc: _Document, tool: str, budget: int = INLINE_BUDGET, *, apart: bool = False) -> dict[str, Any]:
-    """:func:`inline_refs` of a document (``apart``: siblings one object cannot hold with their target as
-    ``allOf``), else :class:`StrictSchemaError`."""
+def _inlined(doc: _Document, tool: str, budget: int = INLINE_BUDGET) -> dict[str, Any]:
+    """:func:`inline_refs` of a document."""
     try:
-        return _inline(doc, budget, apart=apart)
+        return _inline(doc, budget)
     except _NotInlinable as exc:  # (a RecursionError in :func:`_inline` among them)
         raise StrictSchemaError(tool, [str(exc)]) from None
 
@@ -806,8 +676,7 @@ def strict_schema(schema: Mapping[str, Any], *, tool: str = "?") -> tuple[dict[s
                             f"{path}{path_step(name)}: null is a value and the default is {sub['default']!r}, "
                             "so an absent value cannot be sent"
                         )
-                    if isinstance(converted, dict):  # (a boolean schema is refused above)
-                        converted = _nullable(converted)
+                    converted = _nullable(converted)
                     absent.append(name)
                 if child:
                     children[name] = child
@@ -1070,7 +939,6 @@ def gemini_schema(schema: Mapping[str, Any], *, tool: str = "?") -> tuple[dict[s
                 out["type"] = others[0]
             elif others or "null" not in kind:
                 out["anyOf"] = split = [{"type": k} for k in others]
-                rewritten = len(notes)
                 notes.append(f"{path}: type {kind} rewritten as anyOf")
             else:  # ["null"] alone: nullable, which says nothing of other values
                 notes.append(f"{path}: type {kind} rewritten as nullable (any value allowed)")
@@ -1101,9 +969,7 @@ def gemini_schema(schema: Mapping[str, Any], *, tool: str = "?") -> tuple[dict[s
                     if not values:  # null only: nullable says nothing of other values
                         notes.append(f"{path}: enum [null] rewritten as nullable (any value allowed)")
                         continue
-                if isinstance(values, list) and not values:  # no value allowed: the harness refuses every one
-                    notes.append(f"{path}: enum [] dropped (Gemini refuses an empty enum)")
-                elif not all(isinstance(v, str) for v in values):
+                if not all(isinstance(v, str) for v in values):
                     notes.append(f"{path}: enum of non-strings dropped (Gemini enums are strings)")
                 elif "" not in values:
                     out["enum"] = list(values)
@@ -1125,11 +991,7 @@ def gemini_schema(schema: Mapping[str, Any], *, tool: str = "?") -> tuple[dict[s
                 if "properties" in node and _constraints_only(value):  # ({"required": ["a"]} names the object's a)
                     notes.append(f"{path}: {key} dropped (its alternatives only constrain this object's properties)")
                     continue
-                branches = [convert(v, f"{path}.{key}[{i}]") for i, v in enumerate(value) if v is not False]
-                if not branches:  # no value allowed: the harness refuses every one
-                    notes.append(f"{path}: {key} of no allowed schema dropped (Gemini refuses an empty anyOf)")
-                    continue
-                out["anyOf"] = branches
+                out["anyOf"] = [convert(v, f"{path}.{key}[{i}]") for i, v in enumerate(value) if v is not False]
                 if key == "oneOf":  # Gemini has no oneOf: the model is told any of them, the harness checks exactly one
                     notes.append(f"{path}: oneOf rewritten as anyOf")
                 continue
@@ -1159,24 +1021,13 @@ def gemini_schema(schema: Mapping[str, Any], *, tool: str = "?") -> tuple[dict[s
             out["type"] = "string"
         if "type" not in out and not split and _OBJECT_ONLY & set(out):  # Gemini: "only allowed for OBJECT type"
             out["type"] = "object"
-        sent = split if out.get("anyOf") is split else []  # (an anyOf or oneOf beside the type list replaced it)
-        if split and not sent:
-            notes[rewritten] = f"{path}: type {kind} dropped (the {'anyOf' if 'anyOf' in node else 'oneOf'} beside it is sent)"
-        for branch in sent:  # a list of types: the items (or any) go with the array, the properties with the object
+        for branch in split:  # a list of types: the items (or any) go with the array
             if branch["type"] == "array":
                 branch["items"] = out.pop("items", {})
-            elif branch["type"] == "object":
-                branch.update((key, out.pop(key)) for key in sorted(_OBJECT_ONLY & out.keys()))
-        if (sent or out.get("type", "object") != "object") and _OBJECT_ONLY & out.keys():  # they constrain no value
-            told = out.get("type", kind)
-            notes.extend(
-                f"{path}: {key} dropped (type {told!r}; it applies to objects only)" for key in sorted(_OBJECT_ONLY & out.keys())
-            )
-            out = {k: v for k, v in out.items() if k not in _OBJECT_ONLY}
         if out.get("type") == "array" and "items" not in out:  # Gemini: "items: missing field"
             out["items"] = {}
             notes.append(f"{path}: items {{}} (any items) added (Gemini refuses an array without items)")
-        elif any(branch.get("items") == {} and "items" not in node for branch in sent):
+        elif any(branch.get("items") == {} and "items" not in node for branch in split):
             notes.append(f"{path}: items {{}} (any items) added to its array (Gemini refuses an array without items)")
         if out.get("type") == "null":
             out = {"nullable": True, **{k: v for k, v in out.items() if k != "type"}}
@@ -1186,8 +1037,6 @@ def gemini_schema(schema: Mapping[str, Any], *, tool: str = "?") -> tuple[dict[s
 
     try:
         return convert(_inline(doc, INLINE_BUDGET), "$"), notes
-    except _NoValue as exc:  # (its root definitions would show what allows nothing as anything)
-        return {"type": "object"}, [f"$: parameters exported as any object ({exc}: the harness refuses every call)"]
     except _NotInlinable as exc:
         why = str(exc)
     found = _root_defs(doc)
