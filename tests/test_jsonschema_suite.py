@@ -36,7 +36,10 @@ OPTIONAL = (
     "dependencies-compatibility.json",
 )
 
-pytestmark = pytest.mark.skipif(not SUITE.is_dir(), reason=f"JSON-Schema-Test-Suite not found at {SUITE}")
+pytestmark = [
+    pytest.mark.skipif(not SUITE.is_dir(), reason=f"JSON-Schema-Test-Suite not found at {SUITE}"),
+    pytest.mark.usefixtures("patient_patterns"),
+]
 
 
 def _files(draft: str, kind: str) -> list[Path]:

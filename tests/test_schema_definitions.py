@@ -222,6 +222,7 @@ AGREEMENT = [
 
 
 @pytest.mark.parametrize(("pattern", "strings"), AGREEMENT, ids=[p for p, _ in AGREEMENT])
+@pytest.mark.usefixtures("patient_patterns")
 def test_both_backends_accept_and_agree_on_supported_patterns(pattern: str, strings: list[str]) -> None:
     schema = obj(a={"type": "string", "pattern": pattern})
     Tool.create(lambda **kw: kw, name="f", parameters=schema)  # accepted at definition
@@ -275,6 +276,7 @@ def test_random_patterns_are_accepted_by_both_engines_alike() -> None:
     assert accepted > 300
 
 
+@pytest.mark.usefixtures("patient_patterns")
 def test_letter_pattern_from_the_docs_works_on_both_backends() -> None:
     for backend in BACKENDS:
         reg = ToolRegistry(plugins={"validation": ValidationPlugin(backend=backend)}, autoload=False)

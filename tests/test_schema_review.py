@@ -246,6 +246,7 @@ def test_inline_flags_the_backends_read_differently_are_refused(pattern: str) ->
 
 
 @pytest.mark.parametrize("pattern", ACCEPTED_FLAGS)
+@pytest.mark.usefixtures("patient_patterns")
 def test_inline_flags_both_backends_read_alike_are_accepted(pattern: str) -> None:
     schema = {"type": "object", "properties": {"code": {"type": "string", "pattern": pattern}}}
     Tool.create(lambda code: code, name="f", parameters=schema)
