@@ -1,6 +1,7 @@
 """Adapters, review 27: ``from_langchain`` validating with the tool's pydantic model (a validator's refusal is
-an argument error; a misspelt argument is refused), error text capped in every adapter, a tool of another
-registry refused without ``registry=``, and non-string dict keys in Pydantic AI's data.
+an argument error; a misspelt argument is refused; no pydantic titles; a model that accepts field names keeps
+LangChain's schema), error text capped in every adapter and the MCP server, a tool of another registry through
+``registry=``, and non-string dict keys in Pydantic AI's data.
 
 Each runs the real framework (LangChain, AutoGen, Pydantic AI, ...) offline.
 """
@@ -15,18 +16,21 @@ from typing import Any
 import pytest
 from autogen_core import CancellationToken
 from langchain_core.tools import StructuredTool, ToolException, tool
+from langchain_core.utils.function_calling import convert_to_openai_tool
+from mcp_support import Session
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic_ai import Agent as PAIAgent
 from pydantic_ai.messages import ModelMessage, ModelResponse, RetryPromptPart, TextPart, ToolCallPart, ToolReturnPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from harness_one import CircuitOpen, ToolArgumentError, ToolError, ToolExecutionError, ToolRegistry, defineTool
+from harness_one import CircuitOpen, Tool, ToolArgumentError, ToolError, ToolExecutionError, ToolRegistry, defineTool
 from harness_one._render import json_data
 from harness_one.integrations.agent_framework import as_agent_framework_tools, to_agent_framework
 from harness_one.integrations.autogen import as_autogen_tools, to_autogen
 from harness_one.integrations.langchain import as_langchain_tools, from_langchain, to_langchain
 from harness_one.integrations.openai_agents import as_openai_agents_tools, to_openai_agents
 from harness_one.integrations.pydantic_ai import as_pydantic_ai_tools, to_pydantic_ai
+from harness_one.mcp import create_server
 
 # ---------------------------------------------------------------- from_langchain: the tool's pydantic model
 
@@ -114,10 +118,58 @@ def test_nested_models_are_closed_and_an_alias_is_the_name_shown() -> None:
     built = from_langchain(nested, registry=registry)
     assert set(built.parameters["properties"]) == {"inner", "open", "from"}
     assert "title" not in built.parameters and "description" not in built.parameters  # the tool's own description
+    assert built.parameters["properties"]["from"] == {"default": "x", "type": "string"}  # no pydantic title
+    assert {"title", "description"}.isdisjoint(built.parameters["$defs"]["Inner"])
+    assert built.parameters["$defs"]["Inner"]["properties"] == {"a": {"type": "integer"}}
     error = registry.try_call("nested", {"inner": {"a": 1, "z": 2}}).error
     assert isinstance(error, ToolArgumentError)
     assert [p.path for p in error.problems] == ["$.inner.z"]
     assert registry.call("nested", {"inner": {"a": 1}, "open": {"more": 1}, "from": "y"}) == "a=1 y"  # extra="allow"
+
+
+def test_no_property_has_a_title_as_a_native_tool_and_langchain_show_it() -> None:
+    registry = ToolRegistry()
+
+    @tool
+    def search(query: str, limit: int = 10, title: str | None = None) -> str:
+        """Search records."""
+        return f"{query} {limit} {title}"
+
+    built = from_langchain(search, registry=registry)
+    assert built.parameters == {
+        "type": "object",
+        "properties": {
+            "query": {"type": "string"},
+            "limit": {"default": 10, "type": "integer"},
+            "title": {"anyOf": [{"type": "string"}, {"type": "null"}], "default": None},  # a property named title stays
+        },
+        "required": ["query"],
+        "additionalProperties": False,
+    }
+    assert registry.call("search", {"query": "q", "title": "t"}) == "q 10 t"
+
+
+class ByName(BaseModel):
+    model_config = ConfigDict(populate_by_name=True)
+    user_id: int = Field(alias="userId")
+
+
+class HoldsByName(BaseModel):
+    who: ByName
+
+
+@pytest.mark.parametrize("model", [ByName, HoldsByName])
+def test_a_model_that_accepts_field_names_keeps_langchains_schema(model: type[BaseModel]) -> None:
+    registry = ToolRegistry()
+    lc = StructuredTool.from_function(lambda **kw: repr(kw), name="pop", description="p", args_schema=model)
+    built = from_langchain(lc, registry=registry)
+    assert built.parameters == convert_to_openai_tool(lc)["function"]["parameters"]  # LangChain's own, as before
+    if model is ByName:
+        assert built.parameters == {"type": "object", "properties": {"user_id": {"type": "integer"}}, "required": ["user_id"]}
+        assert registry.call("pop", {"user_id": 5}) == "{'user_id': 5}"  # the field name, which LangChain accepts
+    else:  # (LangChain shows a nested model by alias)
+        assert built.parameters["properties"]["who"]["properties"] == {"userId": {"type": "integer"}}
+        assert registry.call("pop", {"who": {"userId": 5}}) == "{'who': ByName(user_id=5)}"
 
 
 def test_a_json_schema_tool_keeps_its_schema() -> None:
@@ -187,6 +239,13 @@ def test_pydantic_ai_caps_a_late_message(late: tuple[ToolRegistry, Any, str]) ->
     assert [json.loads(text) for text in seen] == [{"error": expected}]
 
 
+async def test_the_mcp_server_caps_a_late_message(late: tuple[ToolRegistry, Any, str]) -> None:
+    registry, _, expected = late
+    async with Session(create_server(registry)) as session:
+        got = await session.call_tool("big", {"n": 1_000_000})
+    assert got.is_error and [c.text for c in got.content] == [expected]
+
+
 # ---------------------------------------------------------------- a tool of another registry
 
 
@@ -200,29 +259,21 @@ ADAPTERS: list[tuple[Callable[..., Any], Callable[..., Any]]] = [
 
 
 @pytest.mark.parametrize(("one", "several"), ADAPTERS)
-def test_a_tool_of_another_registry_needs_registry(one: Callable[..., Any], several: Callable[..., Any]) -> None:
-    registry = ToolRegistry()
-
-    @defineTool(registry=registry, rate_limit={"rate": 0.001, "burst": 1})
-    def once_r27(x: int) -> int:
-        """once"""
-        return x
-
-    message = (
-        "Tool 'once_r27' is not in the default registry, and no registry= was given: pass the registry it was "
-        "defined into (registry=...), whose plugins and state its calls go through, or registry=ToolRegistry.default() "
-        "to add it there."
-    )
-    for tool_like in (once_r27, once_r27.tool):
-        with pytest.raises(TypeError) as raised:
-            one(tool_like)
-        assert str(raised.value) == message
-        with pytest.raises(TypeError) as raised:
-            several([tool_like])
-        assert str(raised.value) == message
-    assert "once_r27" not in ToolRegistry.default()
-    one(once_r27, registry)  # through its own registry: its rate limit applies
-    several([once_r27], registry)
+def test_without_registry_a_tool_is_added_to_the_default_registry(one: Callable[..., Any], several: Callable[..., Any]) -> None:
+    default = ToolRegistry.default()
+    for adapt in (one, lambda t: several([t])):
+        free = Tool.create(
+            lambda x: x,
+            name="free_r27",
+            description="free",
+            parameters={"type": "object", "properties": {"x": {"type": "integer"}}},
+        )
+        assert "free_r27" not in default
+        try:
+            adapt(free)  # as before: a tool of no registry (or another) joins the default registry
+            assert default.get("free_r27") is free
+        finally:
+            default.remove("free_r27")
 
 
 def test_through_its_registry_the_adapter_shares_its_state() -> None:
@@ -242,14 +293,14 @@ def test_through_its_registry_the_adapter_shares_its_state() -> None:
 # ---------------------------------------------------------------- non-string dict keys
 
 
-def test_json_data_writes_other_keys_as_json_does() -> None:
-    assert json_data({1: "a", None: "b", 2.5: "c", False: "d"}) == {"1": "a", "null": "b", "2.5": "c", "false": "d"}
-    assert json_data([{"k": [{None: 1}]}]) == [{"k": [{"null": 1}]}]
+def test_json_data_leaves_a_value_json_holds_as_it_is() -> None:
     plain = {"a": [1, {"b": "{"}], "c": "x"}
-    assert json_data(plain) is plain  # string keys: the value itself
+    assert json_data(plain) is plain
+    keyed = {1: "a", None: "b"}  # (not walked for its keys: pydantic writes them, docs/integrations/pydantic-ai.md)
+    assert json_data(keyed) is keyed
 
 
-def test_pydantic_ai_model_reads_the_keys_dumps_writes() -> None:
+def test_pydantic_ai_writes_a_non_string_key_as_pydantic_does() -> None:
     registry = ToolRegistry()
 
     @defineTool(registry=registry)
@@ -267,4 +318,4 @@ def test_pydantic_ai_model_reads_the_keys_dumps_writes() -> None:
         return ModelResponse(parts=[TextPart("ok")])
 
     PAIAgent(FunctionModel(model), tools=[to_pydantic_ai(keyed, registry)]).run_sync("go")
-    assert seen == ['{"1":"a","null":"b"}']
+    assert seen == ['{"1":"a","None":"b"}']  # the documented difference: the other adapters write "null"

@@ -37,6 +37,7 @@ __all__ = [
     "exception_text",
     "from_state",
     "late_capped",
+    "model_message",
     "outside_text",
 ]
 
@@ -115,6 +116,14 @@ def late_capped(message: str) -> str:
     prefix), cut to ``ERROR_TEXT_LIMIT`` when longer still (a subclass wrote or computed it after
     ``__init__``, which cuts it): never cut twice, so its marker states the true size."""
     return message if len(message) <= ERROR_TEXT_LIMIT + _PREFIX_ROOM else capped(message)
+
+
+def model_message(error: ToolError) -> str:
+    """The text of ``error`` the model reads, as :meth:`CallResult.for_model` writes it (without ``Error:``): safe
+    to encode, and cut (:func:`late_capped`) when a subclass wrote a longer message after ``__init__``."""
+    from ._render import safe_text  # imported when first needed, as _text does
+
+    return safe_text(late_capped(error.message))
 
 
 def _text(message: Any) -> str:

@@ -397,25 +397,7 @@ def json_data(value: Any) -> Any:
         text = json.dumps(value, ensure_ascii=False, allow_nan=False)
     except (ValueError, TypeError, RecursionError):
         return _Data().value(value)
-    if _SURROGATE.search(text) or ("{" in text and _other_key(value)):  # ("{": an object is written, or a string holds one)
-        return _Data().value(value)
-    return value
-
-
-def _other_key(value: Any) -> bool:
-    """Whether a dict in ``value`` (which ``json.dumps`` wrote: no cycle) has a key that is not a string, which
-    ``dumps`` writes as JSON writes it (``None`` as ``"null"``) and a provider SDK as it likes (``"None"``)."""
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, dict):
-            if not all(isinstance(key, str) for key in item):
-                return True
-            item = item.values()
-        elif not isinstance(item, (list, tuple)):
-            continue
-        stack.extend(v for v in item if isinstance(v, (dict, list, tuple)))
-    return False
+    return _Data().value(value) if _SURROGATE.search(text) else value
 
 
 def struct_data(value: Any) -> Any:

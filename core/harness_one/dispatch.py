@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ._call import CallResult, new_call_id
-from ._errors import APPROVAL_REQUIRED, ToolError, ToolNotFound, exception_text, late_capped
+from ._errors import APPROVAL_REQUIRED, ToolError, ToolNotFound, exception_text, model_message
 from ._formats import CALL_FORMATS, check_format
 from ._render import safe_text, struct_data
 from ._requests import BadRequest, Request, parse_call, readable, resolve, text_id
@@ -378,7 +378,7 @@ def _answer(provider: str, request: Request, result: CallResult) -> dict[str, An
         return {"type": "tool_result", "tool_use_id": rid, "content": text, "is_error": not result.ok}
     # Gemini takes data, not text (a protobuf Struct: doubles, string keys): made valid UTF-8 here, as for_model()
     # makes the others' text, with the ints a double would round as their digits (see struct_data).
-    error = safe_text(late_capped(result.error.message)) if result.error else "error"  # capped, as for_model()
+    error = model_message(result.error) if result.error else "error"  # capped, as for_model()
     response = {"output": struct_data(result.value)} if result.ok else {"error": error}
     answer: dict[str, Any] = {"name": safe_text(request.exported), "response": response}
     if rid is not None:

@@ -29,11 +29,10 @@ from uuid import UUID
 from .._approval import NotAsked, not_asked
 from .._arguments import decode_arguments
 from .._call import CallResult, new_call_id
-from .._errors import ToolError, ToolNotFound, late_capped
+from .._errors import ToolError, ToolNotFound, model_message
 from .._log import log_event
 from .._redact import redact
 from .._registry import ToolRegistry
-from .._render import safe_text
 from .._tool import NAME_PATTERN, Tool
 from ..export import GEMINI_NAME
 
@@ -82,31 +81,21 @@ def _registry(registry: ToolRegistry | None) -> ToolRegistry:
     return registry if registry is not None else ToolRegistry.default()
 
 
-def _lookup(reg: ToolRegistry, tool: ToolLike, given: bool) -> Tool:
-    """The tool in ``reg``: a name looked up; a ``Tool`` or function added to ``reg`` when given, else one the
-    default registry holds already (one defined into another registry would run without that registry's
-    plugins and state there: a TypeError naming ``registry=``)."""
+def _lookup(reg: ToolRegistry, tool: ToolLike) -> Tool:
     if isinstance(tool, str):
         return reg.get(tool)
     found = tool if isinstance(tool, Tool) else getattr(tool, "tool", None)
     if not isinstance(found, Tool):
         raise TypeError(f"Expected a tool name, a Tool or a @defineTool function, got {type(tool).__name__}: {tool!r}.")
     if found.name not in reg or reg.get(found.name) is not found:
-        if not given:
-            raise TypeError(
-                f"Tool '{found.name}' is not in the default registry, and no registry= was given: pass the registry "
-                "it was defined into (registry=...), whose plugins and state its calls go through, or "
-                "registry=ToolRegistry.default() to add it there."
-            )
         reg.add(found)  # calls go through a registry; a different tool of the same name raises ToolDefinitionError
     return found
 
 
 def resolve(tool: ToolLike, registry: ToolRegistry | None = None) -> tuple[ToolRegistry, Tool]:
-    """The registry (default: the default registry) and the tool: added to ``registry`` when given and not
-    there yet; without ``registry``, a ``Tool`` or function the default registry does not hold is a TypeError."""
+    """The registry (default: the default registry) and the tool, added to it when not registered yet."""
     reg = _registry(registry)
-    return reg, _lookup(reg, tool, registry is not None)
+    return reg, _lookup(reg, tool)
 
 
 def select(tools: Iterable[ToolLike] | None, registry: ToolRegistry | None, *, adapter: str) -> tuple[ToolRegistry, list[Tool]]:
@@ -122,7 +111,7 @@ def select(tools: Iterable[ToolLike] | None, registry: ToolRegistry | None, *, a
         raise TypeError(f"{adapter}(): tools= must be a list of names, Tools or @defineTool functions, got {tools!r}.")
     reg = _registry(registry)
     if tools is not None:
-        return reg, [_lookup(reg, t, registry is not None) for t in tools]
+        return reg, [_lookup(reg, t) for t in tools]
     everything = reg.tools()
     picked = [t for t in everything if t.source is None]
     left_out = sorted(t.name for t in everything if t.source is not None)
@@ -287,12 +276,6 @@ def not_an_object(value: Any) -> Any:
     fail on a value nested close to the recursion limit).
     """
     return json.dumps(value) if value is None or isinstance(value, str) else value
-
-
-def model_message(error: ToolError) -> str:
-    """The text of ``error`` the model reads, as :meth:`CallResult.for_model` writes it (without ``Error:``): safe to
-    encode, and cut to the error-text limit when a subclass wrote a longer message after ``__init__``."""
-    return safe_text(late_capped(error.message))
 
 
 def refusal(error: ToolError) -> CallResult:

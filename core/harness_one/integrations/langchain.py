@@ -41,7 +41,7 @@ import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextvars import ContextVar
-from typing import Annotated, Any, NamedTuple
+from typing import Annotated, Any, NamedTuple, get_args
 
 from langchain.agents.middleware import HumanInTheLoopMiddleware, InterruptOnConfig
 from langchain.agents.middleware.human_in_the_loop import (
@@ -511,27 +511,68 @@ def _input_model(tool: BaseTool) -> tuple[dict[str, Any], Callable[[Any, str], A
     A tool whose input is a pydantic model (``@tool`` functions, ``args_schema=Model``) gets the schema the
     harness infers for that model, as a native tool's pydantic parameter does: by alias, with
     ``additionalProperties: false`` on each model object whose ``extra`` is unset or ``"ignore"`` (a misspelt
-    argument is refused, not dropped by LangChain). The check validates the arguments with that model, as
-    LangChain will, so a validator's refusal is a :class:`ToolArgumentError` with one problem per pydantic error
-    at its path, never a failure of the tool. Any other tool (a JSON Schema dict, a one-string ``Tool``) keeps
-    LangChain's own schema and no check.
+    argument is refused, not dropped by LangChain), and without pydantic's titles, as LangChain shows it. The
+    check validates the arguments with that model, as LangChain will, so a validator's refusal is a
+    :class:`ToolArgumentError` with one problem per pydantic error at its path, never a failure of the tool.
+    Any other tool (a JSON Schema dict, a one-string ``Tool``), or a model that accepts a field's name beside
+    its alias (:func:`_by_name`), keeps LangChain's own schema and no check.
     """
     from pydantic import BaseModel
 
     model = tool.get_input_schema()
-    if isinstance(model, type) and issubclass(model, BaseModel) and isinstance(tool.args_schema, type):
+    if (
+        isinstance(model, type)
+        and issubclass(model, BaseModel)
+        and isinstance(tool.args_schema, type)
+        and not _by_name(model, set())
+    ):
         try:
             parameters = schema_for_type(model)
         except TypeError:
             pass  # pydantic cannot write it as JSON Schema: LangChain's own, below
         else:
-            parameters.pop("title", None)  # the model's, not the tool's: the description is the tool's own
-            parameters.pop("description", None)
+            parameters.pop("description", None)  # the model's, not the tool's: the description is the tool's own
+            _untitled(parameters)
             return parameters, _to_pydantic(model)
     schema = convert_to_openai_tool(tool)["function"]
     parameters = dict(schema.get("parameters") or {"type": "object", "properties": {}})
     parameters.setdefault("type", "object")
     return parameters, None
+
+
+def _by_name(model: Any, seen: set[int]) -> bool:
+    """Whether pydantic model ``model``, or one its fields hold, accepts a field's name beside its alias
+    (``populate_by_name``, ``validate_by_name``): a schema by alias would refuse the name LangChain accepts."""
+    from pydantic import BaseModel
+
+    if isinstance(model, type) and issubclass(model, BaseModel):
+        if id(model) in seen:
+            return False
+        seen.add(id(model))
+        config = model.model_config
+        if config.get("populate_by_name") or config.get("validate_by_name"):
+            return True
+        return any(_by_name(field.annotation, seen) for field in model.model_fields.values())
+    return any(_by_name(arg, seen) for arg in get_args(model))
+
+
+#: The keywords whose value is one schema, and those whose value is a list or a name map of schemas.
+_SUBSCHEMA = frozenset({"items", "additionalProperties", "not", "if", "then", "else", "contains", "propertyNames"})
+_SUBSCHEMAS = frozenset({"anyOf", "oneOf", "allOf", "prefixItems", "properties", "patternProperties", "$defs"})
+
+
+def _untitled(schema: Any) -> None:
+    """Drop ``title`` from ``schema`` and each schema in it (pydantic titles every model and field; LangChain
+    and a native tool's schema do not): a property named ``title``, and a default or example, stay whole."""
+    if not isinstance(schema, dict):
+        return
+    schema.pop("title", None)
+    for key, value in schema.items():
+        if key in _SUBSCHEMA:
+            _untitled(value)
+        elif key in _SUBSCHEMAS:
+            for each in value.values() if isinstance(value, dict) else value if isinstance(value, list) else ():
+                _untitled(each)
 
 
 def _async_only(tool: BaseTool) -> bool:

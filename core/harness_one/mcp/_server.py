@@ -53,7 +53,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from harness_one import CallResult, ToolError, ToolExecutionError, ToolNotFound, ToolRegistry, __version__, hookimpl
 from harness_one._approval import not_asked
 from harness_one._clock import Clock
-from harness_one._errors import exception_text
+from harness_one._errors import exception_text, model_message
 from harness_one._render import json_data, safe_text
 
 from ._spec import ERROR_META_KEY
@@ -356,14 +356,14 @@ class _Bridge:
         registry) is the tool's failure, its message masked as any exception's."""
         if isinstance(err, ToolNotFound):
             if name not in self.registry._tools:
-                raise MCPError(code=INVALID_PARAMS, message=safe_text(err.message))
+                raise MCPError(code=INVALID_PARAMS, message=model_message(err))
             err = ToolExecutionError(err, tool=name, call_id=err.call_id)
         # An exception's text in the message has its secrets masked already (ToolExecutionError, internal errors).
         meta = json_data(err.to_dict())
         if _uncarried(meta)[0] is not None:  # a plugin's error whose own fields JSON cannot carry: the common ones
             meta = {k: meta[k] for k in ("type", "kind", "message", "tool", "call_id", "retry_after") if k in meta}
         return {
-            "content": [{"type": "text", "text": safe_text(err.message)}],
+            "content": [{"type": "text", "text": model_message(err)}],
             "isError": True,
             "_meta": {ERROR_META_KEY: meta},
             "resultType": "complete",
