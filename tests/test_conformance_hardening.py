@@ -571,7 +571,7 @@ from harness_one.testing import ToolPackageTests
 
 class TestFine(ToolPackageTests):
     distribution = "conformance-fine-tools"
-    load_budget = 0.05
+    load_budget = 2.0  # the kit's: the check is about the neighbour, not how fast a loaded machine imports
 
 
 class TestHangs(ToolPackageTests):

@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 import annotated_types as at
 import pytest
 
-from harness_one import Tool, ToolArgumentError, ToolDefinitionError, ToolRegistry
+from harness_one import ManualClock, Tool, ToolArgumentError, ToolDefinitionError, ToolRegistry
 from harness_one._docstrings import parse_docstring
 from harness_one_plugins import ValidationPlugin
 
@@ -131,7 +131,7 @@ def test_a_bounded_float_refuses_an_integer_no_float_can_hold() -> None:
     """What writing-tools.md tells a tool to do that must refuse such integers (the core passes them on)."""
     from pydantic import Field
 
-    reg = ToolRegistry(autoload=False)
+    reg = ToolRegistry(clock=ManualClock(), autoload=False)  # (the listing's time budget never runs out)
 
     @reg.add
     def half(x: Annotated[float, Field(le=1e308, ge=-1e308)]) -> float:

@@ -103,7 +103,7 @@ def test_bound_methods_static_and_class_methods_and_partials_stay_tools() -> Non
 
 
 def test_annotated_kwargs_give_additional_properties() -> None:
-    registry = ToolRegistry(autoload=False)
+    registry = ToolRegistry(clock=ManualClock(), autoload=False)  # (the listing's time budget never runs out)
 
     def conf(**options: str) -> str:
         """Set options.
@@ -154,7 +154,7 @@ def test_kwargs_without_a_json_type_stay_open_or_are_refused() -> None:
 
 @pytest.mark.parametrize("backend", ["python", "rust"])
 def test_a_null_is_got_null_and_an_enum_with_a_type_is_one_problem(backend: str) -> None:
-    registry = ToolRegistry(autoload=False, plugin_options={"validation": {"backend": backend}})
+    registry = ToolRegistry(clock=ManualClock(), autoload=False, plugin_options={"validation": {"backend": backend}})
 
     def pick(name: str, color: Literal["red", "blue"] = "red", shade: Literal["red", "blue"] | None = None) -> str:
         """Pick."""

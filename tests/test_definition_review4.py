@@ -13,17 +13,18 @@ from typing import Annotated, Any, Literal, Optional, TypedDict
 import pytest
 from pydantic import BaseModel, ConfigDict, Field
 
-from harness_one import Tool, ToolArgumentError, ToolDefinitionError, ToolRegistry
+from harness_one import ManualClock, Tool, ToolArgumentError, ToolDefinitionError, ToolRegistry
 from harness_one_plugins.validation import ValidationPlugin
 
 BACKENDS = ["rust", "python"]
 
 
 def _registry(backend: str | None) -> ToolRegistry:
-    """A registry with only the validation plugin of ``backend``, or (None) with no plugin at all."""
+    """A registry with only the validation plugin of ``backend``, or (None) with no plugin at all; on a manual
+    clock, so the listing's time budget never runs out on a loaded machine."""
     if backend is None:
-        return ToolRegistry(standard_plugins=False, autoload=False)
-    return ToolRegistry(plugins={"validation": ValidationPlugin(backend=backend)}, autoload=False)
+        return ToolRegistry(standard_plugins=False, clock=ManualClock(), autoload=False)
+    return ToolRegistry(plugins={"validation": ValidationPlugin(backend=backend)}, clock=ManualClock(), autoload=False)
 
 
 def _problems(reg: ToolRegistry, name: str, args: dict[str, Any]) -> list[tuple[str, str]]:

@@ -18,6 +18,7 @@ import structlog
 from harness_one import (
     REDACTED,
     ArgumentLimits,
+    ManualClock,
     PluginError,
     Redactor,
     ToolArgumentError,
@@ -430,7 +431,7 @@ def test_a_number_too_large_for_a_float_is_refused_as_not_finite(
 
 def test_one_refusal_spells_nan_and_the_infinities_one_way() -> None:
     """The finite-number check said ``got nan`` (Python's text) beside the listing's ``got NaN``."""
-    reg = ToolRegistry(autoload=False)
+    reg = ToolRegistry(clock=ManualClock(), autoload=False)  # (the listing's time budget never runs out)
     reg.add(lambda **kw: "ran", name="t", parameters={"type": "object", "properties": {"s": {"type": "string"}}})
     result = reg.try_call("t", {"s": math.nan, "n": math.nan, "i": math.inf, "j": -math.inf})
     assert isinstance(result.error, ToolArgumentError)

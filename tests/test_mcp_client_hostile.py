@@ -228,7 +228,15 @@ def test_a_remote_call_has_a_default_deadline(script: str) -> None:
         late = registry.try_call("hang")
         assert isinstance(late.error, ToolTimeout) and late.error.kind == "timeout"
         assert "did not answer within 0.3 s" in late.error.message
-        assert registry.call("ok") == "ran ok"  # the connection stays usable
+        # The connection stays usable. The round trip also has 0.3 s, which a loaded machine can
+        # exceed: a call that timed out is tried again on the same connection (a few times). A
+        # connection the timeout broke fails otherwise at once; one still waiting for "hang" (or
+        # gone quiet) times out every time.
+        for _ in range(5):
+            answered = registry.try_call("ok")
+            if not isinstance(answered.error, ToolTimeout):
+                break
+        assert answered.error is None and answered.value == "ran ok", answered.error
     finally:
         remote.close()
     configured = ToolRegistry(autoload=False)

@@ -216,14 +216,14 @@ def test_hostile_text_against_the_new_shapes_is_masked_whole(hostile: str, monke
     seen: list[int] = []
     real = _redact.mask_secrets
     monkeypatch.setattr(_redact, "mask_secrets", lambda text: seen.append(len(text)) or real(text))
-    started = time.perf_counter()
+    started = time.thread_time()  # CPU of this thread, not wall time a loaded machine stretches
     assert "S3CRET" not in outside_text(text)
-    elapsed = time.perf_counter() - started
-    assert seen == [20_000] and elapsed < 0.5, f"{elapsed:.3f} s"
-    started = time.perf_counter()
+    elapsed = time.thread_time() - started
+    assert seen == [20_000] and elapsed < 0.5, f"{elapsed:.3f} s of CPU"
+    started = time.thread_time()
     assert "S3CRET" not in Redactor().mask(text[:40_000])
-    elapsed = time.perf_counter() - started
-    assert elapsed < 0.5, f"{elapsed:.3f} s"
+    elapsed = time.thread_time() - started
+    assert elapsed < 0.5, f"{elapsed:.3f} s of CPU"
 
 
 # 8. key names

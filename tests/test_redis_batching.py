@@ -758,9 +758,10 @@ def test_close_waits_for_the_write_on_the_wire(redis_server: RedisServer, proxy:
 
 def test_close_in_the_thread_that_holds_the_send_lock_does_not_wait_for_ever(redis_url: str) -> None:
     """A signal handler closing the link in the very thread writing on it (it holds the send lock):
-    ``close()`` waits a bounded time for the write (twice the timeout and a second), then closes the
-    kept connection under it, instead of waiting on its own thread for ever."""
-    shared = buckets(redis_url, timeout=0.05)
+    ``close()`` waits a bounded time for the write (twice the timeout and a second: 3 s), then closes the
+    kept connection under it, instead of waiting on its own thread for ever. (A timeout of 1 s: the link's
+    warm-up and last calls have it too, and a loaded machine took up to 46 ms for them.)"""
+    shared = buckets(redis_url, timeout=1.0)
     link = shared.link
     shared.acquire("warm", rate=1, burst=1, cost=1, now=0)
     connection = link._hot_connection()

@@ -20,7 +20,12 @@ SPAWN = multiprocessing.get_context("spawn")
 PROCESSES = 4
 
 
-def _run(target: object, args_of: list[tuple[object, ...]], timeout: float = 30) -> list[object]:
+#: How long a spawned child may take to start, import everything and answer: only how long a real failure takes
+#: to show (imports slowed by a loaded disk took 6 s of wall time for 0.2 s of CPU).
+SPAWN_LIMIT = 120.0
+
+
+def _run(target: object, args_of: list[tuple[object, ...]], timeout: float = SPAWN_LIMIT) -> list[object]:
     out = SPAWN.Queue()
     procs = [SPAWN.Process(target=target, args=(*args, out)) for args in args_of]  # type: ignore[arg-type]
     for p in procs:
@@ -37,7 +42,7 @@ def test_four_processes_share_one_rate_limit(redis_url: str) -> None:
     (a bucket per process would admit 4 * burst). It refills one token an hour, never within the test."""
     rate, burst, threads, calls = 1 / 3600, 20, 4, 5  # 4 + 4 * 4 * 5 = 84 calls for 20 tokens
     ready = SPAWN.Barrier(PROCESSES)  # every first call is made (4 <= burst: each admitted) before any other
-    reports = _run(rate_worker, [(redis_url, rate, burst, threads, calls, ready)] * PROCESSES, timeout=120)
+    reports = _run(rate_worker, [(redis_url, rate, burst, threads, calls, ready)] * PROCESSES)
     assert all(first for first, _, _ in reports), reports  # type: ignore[misc]
     assert sum(1 + admitted for _, admitted, _ in reports) == burst, reports  # type: ignore[misc]
     assert {kind for _, _, kinds in reports for kind in kinds} == {"RateLimitExceeded"}, reports  # type: ignore[misc]
@@ -62,7 +67,7 @@ def test_kill_9_frees_slot_and_key_after_the_lease(redis_server: RedisServer, re
     child = SPAWN.Process(target=holding_worker, args=(redis_url, lease))
     child.start()
     flag = redis_server.client()
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + SPAWN_LIMIT
     while flag.get("test:holding") is None:
         assert time.monotonic() < deadline and child.is_alive()
         time.sleep(0.01)
@@ -80,13 +85,17 @@ def test_kill_9_frees_slot_and_key_after_the_lease(redis_server: RedisServer, re
     os.kill(child.pid, signal.SIGKILL)  # type: ignore[arg-type]
     child.join(10)
     killed = time.monotonic()
-    while True:
-        result = reg.try_call("hang")
-        if result.ok:
-            break
-        assert time.monotonic() - killed < lease * 2 + 0.5, result.error
-        time.sleep(0.02)
-    assert reg.call("hang", idempotency_key="held") == "mine"  # the key's lease lapsed too
+    # The slot and the key lapse each a lease after the dead child's last renewal of it (renewals a loaded machine
+    # spreads apart): each is waited for. The bound leaves a loaded machine room; a lease never applied (a slot or a
+    # key the dead child holds for good) still fails it.
+    for key in (None, "held"):
+        while True:
+            result = reg.try_call("hang", idempotency_key=key)
+            if result.ok:
+                break
+            assert time.monotonic() - killed < lease * 5, result.error
+            time.sleep(0.02)
+        assert result.value == "mine"
 
 
 def test_a_forked_child_takes_slots_of_its_own(redis_url: str) -> None:

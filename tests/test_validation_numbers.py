@@ -22,7 +22,8 @@ INTEGER = {"type": "integer"}
 
 
 def echo(backend: str, schema: dict[str, Any], args: Any) -> Any:
-    reg = ToolRegistry(plugins={"validation": ValidationPlugin(backend=backend)}, autoload=False)
+    """On a manual clock: the listing's time budget never runs out on a loaded machine."""
+    reg = ToolRegistry(plugins={"validation": ValidationPlugin(backend=backend)}, clock=ManualClock(), autoload=False)
     reg.add(lambda **kw: kw, name="t", parameters={"type": "object", **schema})
     return reg.call("t", args)
 
@@ -187,7 +188,7 @@ def test_multiple_of_has_one_verdict_on_both_backends(value: float, divisor: flo
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_a_call_is_judged_by_the_same_rule_and_told_what_was_expected(backend: str) -> None:
-    reg = ToolRegistry(plugins={"validation": ValidationPlugin(backend=backend)}, autoload=False)
+    reg = ToolRegistry(plugins={"validation": ValidationPlugin(backend=backend)}, clock=ManualClock(), autoload=False)
     reg.add(lambda **kw: kw, name="t", parameters={"type": "object", "properties": {"a": {"multipleOf": 3}}})
     assert reg.call("t", {"a": 9e22}) == {"a": 9e22}
     assert reg.call("t", json.dumps({"a": 9e22})) == {"a": 9e22}  # JSON text, vouched for: the same verdict

@@ -18,7 +18,8 @@ DRAFT7 = "http://json-schema.org/draft-07/schema#"
 
 
 def registry(backend: str = "python") -> ToolRegistry:
-    return ToolRegistry(plugins={"validation": ValidationPlugin(backend=backend)}, autoload=False)
+    """On a manual clock: the listing's time budget (5 ms) never runs out, as it did on a loaded machine."""
+    return ToolRegistry(plugins={"validation": ValidationPlugin(backend=backend)}, clock=ManualClock(), autoload=False)
 
 
 def refused(reg: ToolRegistry, name: str, args: Any) -> list[Any]:
@@ -191,7 +192,7 @@ def test_the_path_builder_quotes_cuts_and_escapes() -> None:
 
 
 def test_the_path_of_an_integer_too_long_to_read_is_quoted_and_cut() -> None:
-    reg = ToolRegistry(autoload=False)
+    reg = ToolRegistry(clock=ManualClock(), autoload=False)  # (the listing's time budget never runs out)
     reg.add(lambda **kw: 0, name="t", parameters={"type": "object"})
     number = "9" * 4301
     cases = [
@@ -220,7 +221,7 @@ def test_unknown_and_missing_arguments_are_named_by_their_json_paths() -> None:
 
 
 def test_a_conversion_error_has_the_path_validation_would_give() -> None:
-    reg = ToolRegistry(autoload=False)
+    reg = ToolRegistry(clock=ManualClock(), autoload=False)  # (the listing's time budget never runs out)
 
     def plan(days: dict[str, datetime.date]) -> int:
         return len(days)
@@ -282,7 +283,7 @@ def test_integers_past_64_bits_and_lone_surrogates_are_judged_by_jsonschema_rs()
     }
     compiled = compile_schema({"type": "object", "properties": fields}, "rust")
     good = {"n": 10**30 - 1, "ids": [10**20, 10**20 + 1, int("9" * 250)], "s": "\ud800a", "k": "b", "\udfff": 1}
-    assert compiled.check(good, ArgumentLimits()) == good
+    assert compiled.check(good, ArgumentLimits(), ManualClock()) == good  # (no time budget runs out)
     assert compiled._py is None and compiled._lister is None  # no Python verdict was needed
     for args, path, message in [
         ({"n": 10**30 + 1}, "$.n", f"expected a number <= {10**30}, got {10**30 + 1}"),
@@ -291,7 +292,7 @@ def test_integers_past_64_bits_and_lone_surrogates_are_judged_by_jsonschema_rs()
         ({"k": "\udfff"}, "$.k", 'expected one of ["a", "b"], got "\\udfff"'),
     ]:
         with pytest.raises(ToolArgumentError) as err:
-            compiled.check(args, ArgumentLimits())
+            compiled.check(args, ArgumentLimits(), ManualClock())
         assert [(p.path, p.message) for p in err.value.problems] == [(path, message)]
 
 
@@ -383,7 +384,7 @@ def test_a_tuple_is_an_array(backend: str) -> None:
     """A tuple from a Python caller was refused as "expected array, got array [1, 2]"."""
     schema = {"type": "object", "properties": {"items": {"type": "array", "items": {"type": "integer"}}}}
     compiled = compile_schema(schema, backend)
-    got = compiled.check({"items": (1.0, 2)}, ArgumentLimits())
+    got = compiled.check({"items": (1.0, 2)}, ArgumentLimits(), ManualClock())
     assert got == {"items": (1, 2)} and type(got["items"]) is tuple and type(got["items"][0]) is int
     assert [(p.path, p.message) for p in compiled.problems({"items": (1, "x")}, ManualClock())] == [
         ("$.items[1]", 'expected integer, got string "x"')
@@ -482,7 +483,7 @@ def test_integers_are_found_through_anchors_patterns_conditions_and_dependent_sc
         "patternProperties": {"^o": {"$ref": "#O"}},
     }
     compiled = compile_schema({**schema, "properties": {**schema["properties"], "opts": {"$ref": "#O"}}}, backend)
-    got = compiled.check({"a": 2.0, "p": {"n1": 3.0, "x": 4.0}, "c": 5.0, "d": 6.0, "opts": {}}, ArgumentLimits())
+    got = compiled.check({"a": 2.0, "p": {"n1": 3.0, "x": 4.0}, "c": 5.0, "d": 6.0, "opts": {}}, ArgumentLimits(), ManualClock())
     assert got == {"a": 2, "p": {"n1": 3, "x": 4.0}, "c": 5, "d": 6, "opts": {"mode": "fast"}}
     assert [type(got["a"]), type(got["p"]["n1"]), type(got["p"]["x"]), type(got["c"]), type(got["d"])] == [
         int,

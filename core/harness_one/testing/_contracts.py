@@ -118,43 +118,59 @@ def _done(value: Any) -> Record:
     return Record("fp", "done", 1000.0, True, value)
 
 
+#: The rate-limit checks run ``_SLOW`` times slower than they read: a rate divided, every time and wait multiplied.
+#: A shared backend's buckets expire in real time (Redis: ``burst / rate`` seconds and one more), so at the rates
+#: written, a stall of a second or two between two calls of a loaded machine refilled a bucket a check had emptied;
+#: slowed, a bucket lasts 17 s or more. A power of two keeps the checks' binary steps exact, and the 1/128 s late
+#: reading of ``test_late_readings_pay_no_interval_twice`` stays under the one second a clock stepping back takes.
+_SLOW = 64.0
+
+
+def _slowed(backend: Any, key: str, *, rate: float, burst: float, cost: float, now: float) -> float:
+    """``backend.acquire`` with time ``_SLOW`` times slower, its wait read back at the checks' rate."""
+    return float(backend.acquire(key, rate=rate / _SLOW, burst=burst, cost=cost, now=now * _SLOW)) / _SLOW
+
+
 class RateLimitBackendContract(Suite, standard=True, provided=("backend",)):
-    """What a rate-limit backend (``acquire(key, rate, burst, cost, now) -> wait``) must do."""
+    """What a rate-limit backend (``acquire(key, rate, burst, cost, now) -> wait``) must do.
+
+    The checks run ``_SLOW`` (64) times slower than they read (rates divided, times multiplied): a backend whose
+    buckets expire in real time keeps them through any stall of the machine between two calls."""
 
     @pytest.fixture
     def backend(self) -> Any:  # pragma: no cover - provided by the implementer
         raise NotImplementedError
 
     def test_new_bucket_is_full(self, backend: Any) -> None:
-        waits = [backend.acquire("k", rate=10, burst=20, cost=1, now=100.0) for _ in range(21)]
+        waits = [_slowed(backend, "k", rate=10, burst=20, cost=1, now=100.0) for _ in range(21)]
         assert waits[:20] == [0.0] * 20
         assert waits[20] == pytest.approx(0.1)
 
     def test_refill_over_time(self, backend: Any) -> None:
         for _ in range(5):
-            backend.acquire("k", rate=2, burst=5, cost=1, now=0.0)
-        assert backend.acquire("k", rate=2, burst=5, cost=1, now=0.0) == pytest.approx(0.5)
-        assert backend.acquire("k", rate=2, burst=5, cost=1, now=0.5) == 0.0
-        assert backend.acquire("k", rate=2, burst=5, cost=1, now=0.5) == pytest.approx(0.5)
+            _slowed(backend, "k", rate=2, burst=5, cost=1, now=0.0)
+        assert _slowed(backend, "k", rate=2, burst=5, cost=1, now=0.0) == pytest.approx(0.5)
+        assert _slowed(backend, "k", rate=2, burst=5, cost=1, now=0.5) == 0.0
+        assert _slowed(backend, "k", rate=2, burst=5, cost=1, now=0.5) == pytest.approx(0.5)
 
     def test_refill_caps_at_burst(self, backend: Any) -> None:
-        backend.acquire("k", rate=1, burst=3, cost=3, now=0.0)
-        passed = sum(backend.acquire("k", rate=1, burst=3, cost=1, now=1000.0) == 0.0 for _ in range(5))
+        _slowed(backend, "k", rate=1, burst=3, cost=3, now=0.0)
+        passed = sum(_slowed(backend, "k", rate=1, burst=3, cost=1, now=1000.0) == 0.0 for _ in range(5))
         assert passed == 3
 
     def test_cost_and_refused_calls_take_nothing(self, backend: Any) -> None:
-        assert backend.acquire("k", rate=1, burst=4, cost=3, now=0.0) == 0.0
-        assert backend.acquire("k", rate=1, burst=4, cost=3, now=0.0) == pytest.approx(2.0)
-        assert backend.acquire("k", rate=1, burst=4, cost=1, now=0.0) == 0.0  # the refusal took nothing
+        assert _slowed(backend, "k", rate=1, burst=4, cost=3, now=0.0) == 0.0
+        assert _slowed(backend, "k", rate=1, burst=4, cost=3, now=0.0) == pytest.approx(2.0)
+        assert _slowed(backend, "k", rate=1, burst=4, cost=1, now=0.0) == 0.0  # the refusal took nothing
 
     def test_keys_are_independent(self, backend: Any) -> None:
-        assert backend.acquire("a", rate=1, burst=1, cost=1, now=0.0) == 0.0
-        assert backend.acquire("a", rate=1, burst=1, cost=1, now=0.0) > 0
-        assert backend.acquire("b", rate=1, burst=1, cost=1, now=0.0) == 0.0
+        assert _slowed(backend, "a", rate=1, burst=1, cost=1, now=0.0) == 0.0
+        assert _slowed(backend, "a", rate=1, burst=1, cost=1, now=0.0) > 0
+        assert _slowed(backend, "b", rate=1, burst=1, cost=1, now=0.0) == 0.0
 
     def test_exact_under_threads(self, backend: Any) -> None:
         """16 threads take from a new bucket of 5 at once, in 10 rounds (one bucket each): 5 pass per round."""
-        rounds = _race(16, lambda n: backend.acquire(f"race-{n // 16}", rate=1, burst=5, cost=1, now=0.0), rounds=10)
+        rounds = _race(16, lambda n: _slowed(backend, f"race-{n // 16}", rate=1, burst=5, cost=1, now=0.0), rounds=10)
         admitted = [sum(wait == 0.0 for wait in answers) for answers in rounds]
         assert admitted == [5] * 10, f"16 calls at once on a bucket of 5 took {admitted} tokens per round: not atomic"
 
@@ -166,15 +182,15 @@ class RateLimitBackendContract(Suite, standard=True, provided=("backend",)):
         admitted = 0
         for step in range(64):
             for now in (step / 64, step / 64 - 1 / 128):
-                admitted += backend.acquire("k", rate=8, burst=2, cost=1, now=now) == 0.0
+                admitted += _slowed(backend, "k", rate=8, burst=2, cost=1, now=now) == 0.0
         assert admitted == 9, f"readings 1/128 s late among on-time ones admitted {admitted} calls, not 9 (2 + 8 * 63/64 tokens)"
 
     def test_a_clock_stepped_back_far_refills_from_there(self, backend: Any) -> None:
         """A clock stepped back a minute (a wall clock, as Redis ``TIME``) refills from the new time
         on: refills do not stop until it catches up."""
-        assert backend.acquire("k", rate=2, burst=1, cost=1, now=100.0) == 0.0
-        assert backend.acquire("k", rate=2, burst=1, cost=1, now=40.0) == pytest.approx(0.5)
-        assert backend.acquire("k", rate=2, burst=1, cost=1, now=40.5) == 0.0
+        assert _slowed(backend, "k", rate=2, burst=1, cost=1, now=100.0) == 0.0
+        assert _slowed(backend, "k", rate=2, burst=1, cost=1, now=40.0) == pytest.approx(0.5)
+        assert _slowed(backend, "k", rate=2, burst=1, cost=1, now=40.5) == 0.0
 
 
 class RateLimitPluginContract(Suite, standard=True, provided=("make_plugin",)):
@@ -182,7 +198,9 @@ class RateLimitPluginContract(Suite, standard=True, provided=("make_plugin",)):
 
     ``make_plugin(**options)`` builds the plugin; the contract uses two options,
     ``default`` (a limit for tools that declare none) and ``max_wait`` (seconds a call may
-    wait for a token before it is refused).
+    wait for a token before it is refused). The checks run ``_SLOW`` (64) times slower than the
+    limits they are about (rates divided, times, waits and ``retry_after`` multiplied): a shared
+    backend's buckets expire in real time.
     """
 
     @pytest.fixture
@@ -197,21 +215,21 @@ class RateLimitPluginContract(Suite, standard=True, provided=("make_plugin",)):
         return ToolRegistry(plugins={"rate_limit": make_plugin(**options)}, clock=clock, autoload=False)
 
     def test_seed_example(self, make_plugin: PluginFactory, clock: ManualClock) -> None:
-        """``rate=10, burst=20``: twenty calls pass at once, the 21st is refused with ``retry_after`` 0.1 s."""
+        """``rate=10, burst=20``: twenty calls pass at once, the 21st is refused with ``retry_after`` 0.1 s (slowed)."""
         reg = self.registry(make_plugin, clock)
-        reg.add(lambda a, b: a + b, name="add", rate_limit={"rate": 10, "burst": 20})
+        reg.add(lambda a, b: a + b, name="add", rate_limit={"rate": 10 / _SLOW, "burst": 20})
         assert [reg.call("add", {"a": 1, "b": 1}) for _ in range(20)] == [2] * 20
         with pytest.raises(RateLimitExceeded) as refused:
             reg.call("add", {"a": 1, "b": 1})
-        assert refused.value.retry_after == pytest.approx(0.1)
+        assert refused.value.retry_after == pytest.approx(0.1 * _SLOW)
         assert refused.value.tool == "add"
 
     def test_tokens_come_back_at_rate(self, make_plugin: PluginFactory, clock: ManualClock) -> None:
         reg = self.registry(make_plugin, clock)
-        reg.add(lambda: 1, name="f", rate_limit={"rate": 4, "burst": 2})
+        reg.add(lambda: 1, name="f", rate_limit={"rate": 4 / _SLOW, "burst": 2})
         reg.call("f")
         reg.call("f")
-        clock.advance(0.5)  # 2 tokens
+        clock.advance(0.5 * _SLOW)  # 2 tokens
         reg.call("f")
         reg.call("f")
         with pytest.raises(RateLimitExceeded):
@@ -221,10 +239,10 @@ class RateLimitPluginContract(Suite, standard=True, provided=("make_plugin",)):
         """16 threads hammer one tool; time moves in exact binary steps between rounds."""
         rate, burst, rounds, step = 32.0, 20, 41, 1 / 64
         reg = self.registry(make_plugin, clock)
-        reg.add(lambda: 1, name="hot", rate_limit={"rate": rate, "burst": burst})
+        reg.add(lambda: 1, name="hot", rate_limit={"rate": rate / _SLOW, "burst": burst})
         passed = [0]
         lock = threading.Lock()
-        barrier = threading.Barrier(16, action=lambda: clock.advance(step))
+        barrier = threading.Barrier(16, action=lambda: clock.advance(step * _SLOW))
 
         def worker() -> None:
             for _ in range(rounds):
@@ -243,7 +261,7 @@ class RateLimitPluginContract(Suite, standard=True, provided=("make_plugin",)):
 
     def test_keyed_buckets(self, make_plugin: PluginFactory, clock: ManualClock) -> None:
         reg = self.registry(make_plugin, clock)
-        reg.add(lambda: 1, name="f", rate_limit={"rate": 1, "burst": 1, "key": "user_id"})
+        reg.add(lambda: 1, name="f", rate_limit={"rate": 1 / _SLOW, "burst": 1, "key": "user_id"})
         reg.call("f", context={"user_id": "ann"})
         reg.call("f", context={"user_id": "bob"})
         with pytest.raises(RateLimitExceeded):
@@ -253,7 +271,7 @@ class RateLimitPluginContract(Suite, standard=True, provided=("make_plugin",)):
         reg = self.registry(make_plugin, clock)
         reg.add(lambda: 1, name="free")
         assert sum(reg.call("free") for _ in range(500)) == 500
-        limited = self.registry(make_plugin, clock, default={"rate": 1, "burst": 2})
+        limited = self.registry(make_plugin, clock, default={"rate": 1 / _SLOW, "burst": 2})
         limited.add(lambda: 1, name="free")
         limited.call("free")
         limited.call("free")
@@ -261,32 +279,32 @@ class RateLimitPluginContract(Suite, standard=True, provided=("make_plugin",)):
             limited.call("free")
 
     def test_wait_mode_sync(self, make_plugin: PluginFactory, clock: ManualClock) -> None:
-        reg = self.registry(make_plugin, clock, max_wait=1.0)
-        reg.add(lambda: 1, name="f", rate_limit={"rate": 2, "burst": 1})
+        reg = self.registry(make_plugin, clock, max_wait=1.0 * _SLOW)
+        reg.add(lambda: 1, name="f", rate_limit={"rate": 2 / _SLOW, "burst": 1})
         start = clock.now()
         assert [reg.call("f") for _ in range(3)] == [1, 1, 1]
-        assert clock.now() - start == pytest.approx(1.0)  # waited 0.5 s twice
+        assert clock.now() - start == pytest.approx(1.0 * _SLOW)  # waited 0.5 s (slowed) twice
         result = reg.try_call("f")
         assert result.ok and result.attempts == 1
         tight = self.registry(make_plugin, clock)
-        tight.add(lambda: 1, name="g", rate_limit={"rate": 1, "burst": 1, "max_wait": 0.5})
+        tight.add(lambda: 1, name="g", rate_limit={"rate": 1 / _SLOW, "burst": 1, "max_wait": 0.5 * _SLOW})
         tight.call("g")
         with pytest.raises(RateLimitExceeded):
             tight.call("g")  # needs 1 s, may wait 0.5 s
 
     def test_wait_mode_async(self, make_plugin: PluginFactory, clock: ManualClock) -> None:
-        reg = self.registry(make_plugin, clock, max_wait=5.0)
+        reg = self.registry(make_plugin, clock, max_wait=5.0 * _SLOW)
 
         async def f() -> int:
             return 1
 
-        reg.add(f, name="f", rate_limit={"rate": 1, "burst": 1})
+        reg.add(f, name="f", rate_limit={"rate": 1 / _SLOW, "burst": 1})
 
         async def main() -> list[int]:
             return [await reg.acall("f") for _ in range(3)]
 
         assert asyncio.run(main()) == [1, 1, 1]
-        assert clock.sleeps == [1.0, 1.0]
+        assert clock.sleeps == [1.0 * _SLOW, 1.0 * _SLOW]
 
 
 class ValidationPluginContract(Suite, standard=True, provided=("make_plugin",)):
