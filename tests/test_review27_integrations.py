@@ -23,7 +23,7 @@ from pydantic_ai import Agent as PAIAgent
 from pydantic_ai.messages import ModelMessage, ModelResponse, RetryPromptPart, TextPart, ToolCallPart, ToolReturnPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from harness_one import CircuitOpen, Tool, ToolArgumentError, ToolError, ToolExecutionError, ToolRegistry, defineTool
+from harness_one import CircuitOpen, ManualClock, Tool, ToolArgumentError, ToolError, ToolExecutionError, ToolRegistry, defineTool
 from harness_one._render import json_data
 from harness_one.integrations.agent_framework import as_agent_framework_tools, to_agent_framework
 from harness_one.integrations.autogen import as_autogen_tools, to_autogen
@@ -47,7 +47,7 @@ class MailArgs(BaseModel):
 
 
 def test_a_validator_refusal_is_an_argument_error_the_breaker_does_not_count() -> None:
-    registry = ToolRegistry()
+    registry = ToolRegistry(clock=ManualClock())  # the listing budget never runs out: exact refusals
     mail = StructuredTool.from_function(lambda email: f"mailed {email}", name="mail", description="Send", args_schema=MailArgs)
     from_langchain(mail, registry=registry, circuit_breaker={"failure_ratio": 0.5, "min_calls": 3, "window": 60, "open_for": 60})
     for _ in range(4):  # past min_calls: a count of them would have opened the circuit
@@ -59,7 +59,7 @@ def test_a_validator_refusal_is_an_argument_error_the_breaker_does_not_count() -
 
 
 def test_the_tool_body_failing_is_still_a_tool_failure() -> None:
-    registry = ToolRegistry()
+    registry = ToolRegistry(clock=ManualClock())  # the listing budget never runs out: exact refusals
 
     @tool
     def boom(x: int) -> str:
@@ -75,7 +75,7 @@ def test_the_tool_body_failing_is_still_a_tool_failure() -> None:
 
 
 def test_a_misspelt_argument_is_refused_not_dropped() -> None:
-    registry = ToolRegistry()
+    registry = ToolRegistry(clock=ManualClock())  # the listing budget never runs out: exact refusals
 
     @tool
     def search(query: str, limit: int = 10, include_deleted: bool = False) -> str:
@@ -108,7 +108,7 @@ class Nested(BaseModel):
 
 
 def test_nested_models_are_closed_and_an_alias_is_the_name_shown() -> None:
-    registry = ToolRegistry()
+    registry = ToolRegistry(clock=ManualClock())  # the listing budget never runs out: exact refusals
 
     @tool(args_schema=Nested)
     def nested(inner: Inner, open: Open, alias_field: str = "x") -> str:
@@ -128,7 +128,7 @@ def test_nested_models_are_closed_and_an_alias_is_the_name_shown() -> None:
 
 
 def test_no_property_has_a_title_as_a_native_tool_and_langchain_show_it() -> None:
-    registry = ToolRegistry()
+    registry = ToolRegistry(clock=ManualClock())  # the listing budget never runs out: exact refusals
 
     @tool
     def search(query: str, limit: int = 10, title: str | None = None) -> str:
@@ -160,7 +160,7 @@ class HoldsByName(BaseModel):
 
 @pytest.mark.parametrize("model", [ByName, HoldsByName])
 def test_a_model_that_accepts_field_names_keeps_langchains_schema(model: type[BaseModel]) -> None:
-    registry = ToolRegistry()
+    registry = ToolRegistry(clock=ManualClock())  # the listing budget never runs out: exact refusals
     lc = StructuredTool.from_function(lambda **kw: repr(kw), name="pop", description="p", args_schema=model)
     built = from_langchain(lc, registry=registry)
     assert built.parameters == convert_to_openai_tool(lc)["function"]["parameters"]  # LangChain's own, as before
@@ -175,7 +175,7 @@ def test_a_model_that_accepts_field_names_keeps_langchains_schema(model: type[Ba
 def test_a_json_schema_tool_keeps_its_schema() -> None:
     # (as langchain-mcp-adapters builds its tools: LangChain's input schema for it, one "root" field, is no
     # injected argument)
-    registry = ToolRegistry()
+    registry = ToolRegistry(clock=ManualClock())  # the listing budget never runs out: exact refusals
     schema = {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]}
 
     async def fetch(**arguments: Any) -> str:
@@ -198,7 +198,7 @@ class Late(ToolError):
 
 @pytest.fixture
 def late() -> tuple[ToolRegistry, Any, str]:
-    registry = ToolRegistry()
+    registry = ToolRegistry(clock=ManualClock())  # the listing budget never runs out: exact refusals
 
     @defineTool(registry=registry)
     def big(n: int) -> str:
@@ -277,7 +277,7 @@ def test_without_registry_a_tool_is_added_to_the_default_registry(one: Callable[
 
 
 def test_through_its_registry_the_adapter_shares_its_state() -> None:
-    registry = ToolRegistry()
+    registry = ToolRegistry(clock=ManualClock())  # the listing budget never runs out: exact refusals
 
     @defineTool(registry=registry, rate_limit={"rate": 0.001, "burst": 1})
     def once_r27b(x: int) -> int:
@@ -301,7 +301,7 @@ def test_json_data_leaves_a_value_json_holds_as_it_is() -> None:
 
 
 def test_pydantic_ai_writes_a_non_string_key_as_pydantic_does() -> None:
-    registry = ToolRegistry()
+    registry = ToolRegistry(clock=ManualClock())  # the listing budget never runs out: exact refusals
 
     @defineTool(registry=registry)
     def keyed() -> object:

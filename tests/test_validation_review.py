@@ -297,6 +297,7 @@ def test_integers_past_64_bits_and_lone_surrogates_are_judged_by_jsonschema_rs()
 
 
 @RUST_ONLY
+@pytest.mark.usefixtures("patient_patterns")  # the 5 ms pattern budget is wall time
 def test_a_pattern_that_tells_a_surrogate_from_its_stand_in_is_left_to_python() -> None:
     for pattern, valid in [("^\\p{Cs}$", True), ("^\\p{Co}$", False), ("^[\\u0000-\\uffff]$", True)]:
         compiled = compile_schema({"type": "string", "pattern": pattern}, "rust")
