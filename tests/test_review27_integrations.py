@@ -18,7 +18,7 @@ from autogen_core import CancellationToken
 from langchain_core.tools import StructuredTool, ToolException, tool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from mcp_support import Session
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
 from pydantic_ai import Agent as PAIAgent
 from pydantic_ai.messages import ModelMessage, ModelResponse, RetryPromptPart, TextPart, ToolCallPart, ToolReturnPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
@@ -170,6 +170,19 @@ def test_a_model_that_accepts_field_names_keeps_langchains_schema(model: type[Ba
     else:  # (LangChain shows a nested model by alias)
         assert built.parameters["properties"]["who"]["properties"] == {"userId": {"type": "integer"}}
         assert registry.call("pop", {"who": {"userId": 5}}) == "{'who': ByName(user_id=5)}"
+
+
+class Choices(BaseModel):
+    query: str = Field(validation_alias=AliasChoices("q", "query"))
+
+
+def test_a_field_of_several_names_keeps_langchains_schema() -> None:
+    """``AliasChoices``: a schema by the first alias, closed, refused the field name LangChain accepts."""
+    registry = ToolRegistry(clock=ManualClock())
+    lc = StructuredTool.from_function(lambda **kw: repr(kw), name="t", description="t", args_schema=Choices)
+    built = from_langchain(lc, registry=registry)
+    assert built.parameters == convert_to_openai_tool(lc)["function"]["parameters"]
+    assert registry.call("t", {"query": "x"}) == "{'query': 'x'}"
 
 
 def test_a_json_schema_tool_keeps_its_schema() -> None:

@@ -542,7 +542,8 @@ def _input_model(tool: BaseTool) -> tuple[dict[str, Any], Callable[[Any, str], A
 
 def _by_name(model: Any, seen: set[int]) -> bool:
     """Whether pydantic model ``model``, or one its fields hold, accepts a field's name beside its alias
-    (``populate_by_name``, ``validate_by_name``): a schema by alias would refuse the name LangChain accepts."""
+    (``populate_by_name``, ``validate_by_name``) or more than one name for a field (a ``validation_alias``
+    that is an ``AliasChoices`` or ``AliasPath``): a schema by one alias would refuse a name LangChain accepts."""
     from pydantic import BaseModel
 
     if isinstance(model, type) and issubclass(model, BaseModel):
@@ -552,7 +553,10 @@ def _by_name(model: Any, seen: set[int]) -> bool:
         config = model.model_config
         if config.get("populate_by_name") or config.get("validate_by_name"):
             return True
-        return any(_by_name(field.annotation, seen) for field in model.model_fields.values())
+        fields = model.model_fields.values()
+        if any(not isinstance(field.validation_alias, (str, type(None))) for field in fields):
+            return True
+        return any(_by_name(field.annotation, seen) for field in fields)
     return any(_by_name(arg, seen) for arg in get_args(model))
 
 
