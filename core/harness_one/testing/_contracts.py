@@ -121,8 +121,9 @@ def _done(value: Any) -> Record:
 #: The rate-limit checks run ``_SLOW`` times slower than they read: a rate divided, every time and wait multiplied.
 #: A shared backend's buckets expire in real time (Redis: ``burst / rate`` seconds and one more), so at the rates
 #: written, a stall of a second or two between two calls of a loaded machine refilled a bucket a check had emptied;
-#: slowed, a bucket lasts 17 s or more. A power of two keeps the checks' binary steps exact, and the 1/128 s late
-#: reading of ``test_late_readings_pay_no_interval_twice`` stays under the one second a clock stepping back takes.
+#: slowed, a bucket lasts 17 s or more. A power of two keeps the checks' binary steps exact. The two clock checks
+#: are about steps of the backend's own seconds (a late reading up to a second behind, a clock stepped back by more),
+#: which slowing would stretch too: they keep their steps as written and their buckets' lives long otherwise.
 _SLOW = 64.0
 
 
@@ -135,7 +136,8 @@ class RateLimitBackendContract(Suite, standard=True, provided=("backend",)):
     """What a rate-limit backend (``acquire(key, rate, burst, cost, now) -> wait``) must do.
 
     The checks run ``_SLOW`` (64) times slower than they read (rates divided, times multiplied): a backend whose
-    buckets expire in real time keeps them through any stall of the machine between two calls."""
+    buckets expire in real time keeps them through any stall of the machine between two calls. The two clock checks
+    (late readings, a clock stepped back) keep the backend's own seconds and give their buckets 17 s or more otherwise."""
 
     @pytest.fixture
     def backend(self) -> Any:  # pragma: no cover - provided by the implementer
@@ -178,19 +180,34 @@ class RateLimitBackendContract(Suite, standard=True, provided=("backend",)):
         """A thread reads the clock, then waits its turn while another takes a token at a later time:
         its ``now``, up to a second before the bucket's last, refills nothing (taken as the clock
         stepping back, it let the next call refill the same interval again). 64 steps of 1/64 s at
-        8 a second, each followed by a reading 1/128 s late: 2 + 8 * 63/64 tokens, 9 calls."""
+        8 a second, each followed by a reading 1/128 s late (the backend's own seconds, not slowed):
+        2 + 8 * 63/64 tokens, 9 calls. The bucket holds 130 (128 taken at once first), so it lasts
+        17 s of real time (``burst / rate`` and one more) without slowing the steps."""
+        assert backend.acquire("k", rate=8, burst=130, cost=128, now=0.0) == 0.0
         admitted = 0
         for step in range(64):
             for now in (step / 64, step / 64 - 1 / 128):
-                admitted += _slowed(backend, "k", rate=8, burst=2, cost=1, now=now) == 0.0
+                admitted += float(backend.acquire("k", rate=8, burst=130, cost=1, now=now)) == 0.0
         assert admitted == 9, f"readings 1/128 s late among on-time ones admitted {admitted} calls, not 9 (2 + 8 * 63/64 tokens)"
 
     def test_a_clock_stepped_back_far_refills_from_there(self, backend: Any) -> None:
-        """A clock stepped back a minute (a wall clock, as Redis ``TIME``) refills from the new time
-        on: refills do not stop until it catches up."""
-        assert _slowed(backend, "k", rate=2, burst=1, cost=1, now=100.0) == 0.0
-        assert _slowed(backend, "k", rate=2, burst=1, cost=1, now=40.0) == pytest.approx(0.5)
-        assert _slowed(backend, "k", rate=2, burst=1, cost=1, now=40.5) == 0.0
+        """A clock stepped back a minute (a wall clock, as Redis ``TIME``), or two seconds (past the
+        one second a late reading may lag), refills from the new time on: refills do not stop until
+        it catches up. The steps are the backend's own seconds; the rate (2/64 a second: a token
+        each 32 s, a bucket that lasts 33 s of real time) is slowed."""
+        rate = 2 / _SLOW
+
+        def wait(now: float) -> float:
+            return float(backend.acquire("k", rate=rate, burst=1, cost=1, now=now))
+
+        assert wait(6400.0) == 0.0
+        back = wait(6340.0)  # a minute back: nothing refilled for the step, refills from 6340 on
+        assert back == pytest.approx(32.0), f"a token taken, then the clock stepped back 60 s: the wait is {back} s, not 32 s"
+        caught = wait(6372.0)
+        assert caught == 0.0, f"32 s after the clock stepped back a minute (a token's time) the wait is {caught} s, not 0"
+        assert wait(6370.0) == pytest.approx(32.0)  # two seconds back: a step back too, not a late reading
+        caught = wait(6402.0)
+        assert caught == 0.0, f"32 s after the clock stepped back 2 s (a token's time) the wait is {caught} s, not 0"
 
 
 class RateLimitPluginContract(Suite, standard=True, provided=("make_plugin",)):

@@ -15,6 +15,7 @@ import sys
 import tempfile
 import threading
 import time
+import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
@@ -73,7 +74,7 @@ _WRONG_VALUES: tuple[tuple[frozenset[str], Any], ...] = (
 # sys.stdout or sys.stderr, to fd 1 or 2, or through logging's last-resort handler) lands between
 # the two _MARK lines of each stream.
 # Then load every installed entry point into a fresh registry, as discovery would, for the name
-# conflicts; each import is given `per_import` seconds, so a package that hangs is passed over.
+# conflicts; each import is given `per_import` seconds, so a package that hangs is passed over (and listed).
 # The interpreter ends itself (os._exit): an import still blocked in a thread cannot keep it. It writes its
 # answer to a file (its last argument), and its output goes to files: a helper process the import leaves running
 # inherits them, and nothing waits for it to close them.
@@ -102,6 +103,9 @@ def bounded(seconds, work):
     worker.start()
     worker.join(seconds)
     return not worker.is_alive()
+def cpu():  # the probe's threads and the child processes the import waited for (os.times: 0 where not kept)
+    times = os.times()
+    return time.process_time() + times.children_user + times.children_system
 def answer(found):
     sys.stdout.flush()
     sys.stderr.flush()
@@ -112,26 +116,29 @@ before = set(threading.enumerate())
 registry = ToolRegistry(standard_plugins=False, autoload=False)
 report = DiscoveryReport()
 own = [ep for ep in entry_points(TOOL_GROUP) if _canonical(ep.distribution) == _canonical(dist)]
-started, cpu_started = time.perf_counter(), time.process_time()
+started, cpu_started = time.perf_counter(), cpu()
 marks()
 finished = bounded(own_bound, lambda: [_load(registry, report, ep) for ep in own])
 marks()
-seconds, cpu = time.perf_counter() - started, time.process_time() - cpu_started
+seconds, cpu_used = time.perf_counter() - started, cpu() - cpu_started
 if not finished:
     answer({"hung": own_bound})
 default = ToolRegistry._current if isinstance(ToolRegistry._current, ToolRegistry) else None
 found = {
     "seconds": seconds,
-    "cpu": cpu,  # every thread of the probe's: the import's work, which a loaded machine does not stretch
+    "cpu": cpu_used,  # the probe's threads and waited-for children: the import's work, which load does not stretch
     "network": list(attempts),  # what this package tried, not the other packages imported below
     "threads": sorted(t.name for t in threading.enumerate() if t not in before and t.is_alive()),
     "default_registry": sorted(default._tools) if default is not None else [],
     "failures": [str(f) for f in report.failures],
 }
 everything, scan = ToolRegistry(standard_plugins=False, autoload=False), DiscoveryReport()
+unchecked = []
 for ep in entry_points(TOOL_GROUP):
-    bounded(per_import, lambda: _load(everything, scan, ep))
+    if ep.distribution not in unchecked and not bounded(per_import, lambda: _load(everything, scan, ep)):
+        unchecked.append(ep.distribution)  # its other entry points are passed over at once
 found["conflicts"] = [[str(c), c.kept, c.skipped] for c in scan.conflicts]
+found["unchecked"] = unchecked
 answer(found)
 """
 
@@ -147,6 +154,7 @@ class _Loaded:
     registry: ToolRegistry
     tools: list[Tool] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    unchecked: list[str] = field(default_factory=list)  # installed packages the name-conflict scan passed over
 
 
 def _types(schema: Any) -> frozenset[str] | None:
@@ -362,6 +370,12 @@ def _bound(load_budget: float) -> float:
     return 3.0 + 10.0 * load_budget
 
 
+def _neighbour_bound(load_budget: float) -> float:
+    """Seconds the name-conflict scan gives each installed entry point's import (the patience of :func:`_bound`: an
+    import may wait ``_WAIT_FACTOR`` times ``load_budget``) before it passes the package over, and lists it."""
+    return 1.0 + _WAIT_FACTOR * load_budget
+
+
 def _group_left(group: int) -> list[str] | None:
     """The processes still running in process group ``group`` (the probe's own session: their command lines where
     ``/proc`` says; ended ones not yet reaped are not running), or None when none is."""
@@ -384,7 +398,7 @@ def _run_probe(dist: str, load_budget: float, group: int) -> dict[str, Any]:
     """What the import probe found for ``dist``, run in a new session (its own process group): its answer read from a
     file, its output from files (a helper process the import started cannot hold them open for the kit to wait on),
     and the processes it left running, which are then killed with the whole group."""
-    bound, per_import = _bound(load_budget), 1.0 + 2.0 * load_budget
+    bound, per_import = _bound(load_budget), _neighbour_bound(load_budget)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
     with tempfile.TemporaryDirectory(prefix="harness-one-probe-") as scratch:
         answer = os.path.join(scratch, "answer.json")
@@ -611,6 +625,7 @@ class ToolPackageTests(Suite, standard=True, provided=("make_registry",)):
             for text, kept, skipped in probed["conflicts"]
             if _canonical(skipped) == _canonical(dist) and _canonical(kept) != _canonical(dist)
         ]
+        out.unchecked = [d for d in probed.get("unchecked", []) if _canonical(d) != _canonical(dist)]
         return out
 
     def checked_tools(self, loaded: _Loaded) -> list[Tool]:
@@ -622,6 +637,13 @@ class ToolPackageTests(Suite, standard=True, provided=("make_registry",)):
 
     def test_entry_points_load(self, loaded: _Loaded) -> None:
         """Every entry point (or listed tool) loads into a fresh registry, attributed and without conflicts."""
+        if loaded.unchecked:  # another package's import that did not end: nothing of this one's to fail on
+            warnings.warn(
+                f"not checked for conflicts: {', '.join(loaded.unchecked)} (its import did not end within "
+                f"{_neighbour_bound(self.load_budget):g} s)",
+                pytest.PytestWarning,
+                stacklevel=2,
+            )
         _fail("the tools did not all load", loaded.problems)
         self.checked_tools(loaded)
 
