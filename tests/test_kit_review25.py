@@ -245,22 +245,23 @@ def test_a_logger_per_call_made_through_log_event_fails_the_growth_check(call_lo
 
 
 class SlowWhenTraced:
-    """Fast, but 20 ms in each pre_call while tracemalloc traces (the kit's traced phase): past the deadline there."""
+    """Fast, but 250 ms in each pre_call while tracemalloc traces (the kit's traced phase): its last 20 of 80 calls take
+    5 s, past the 3 s deadline there, while its first 60 end within it even on a loaded machine."""
 
     name = "slow_when_traced"
 
     @hookimpl
     def harness_pre_call(self, call: Call) -> None:
         if tracemalloc.is_tracing():
-            time.sleep(0.02)
+            time.sleep(0.25)
 
 
 def test_a_check_slow_in_the_kit_s_traced_phase_says_the_tracing_is_included() -> None:
-    subject = suite(PluginTests, plugin_factory=SlowWhenTraced, supports_async=False, check_deadline=2.0, growth_calls=800)
+    subject = suite(PluginTests, plugin_factory=SlowWhenTraced, supports_async=False, check_deadline=3.0, growth_calls=80)
     with pytest.raises(pytest.fail.Exception) as failed:
         subject.test_no_per_call_state()
     assert re.fullmatch(
-        r"test_no_per_call_state did not end within check_deadline = 2 s, but it was not stuck: [\d,]+ of 800 calls "
+        r"test_no_per_call_state did not end within check_deadline = 3 s, but it was not stuck: [\d,]+ of 80 calls "
         r"in [\d.]+ s \([\d.]+ ms per call, hooks and the kit's tracing included\): too slow for check_deadline \(the "
         r"kit traces the last calls with tracemalloc, which makes them dearer: raise check_deadline for a plugin this "
         r"slow, or make its hooks faster\)",
@@ -272,21 +273,20 @@ def test_a_check_slow_in_the_kit_s_traced_phase_says_the_tracing_is_included() -
 
 
 class StuckLate:
-    """A millisecond of work per call, then, 1.4 s after its first call, a pre_call that waits for what never comes
-    (until the test lets it go: the check's thread then ends)."""
+    """A millisecond of work per call, then, from ``stuck_at`` (1.4 s after the test starts the check, so before its
+    deadline however long the check takes to make its first call), a pre_call that waits for what never comes (until
+    the test lets it go: the check's thread then ends)."""
 
     name = "stuck_late"
 
     def __init__(self) -> None:
-        self.first: float | None = None
+        self.stuck_at = math.inf
         self.released = threading.Event()
 
     @hookimpl
     def harness_pre_call(self, call: Call) -> None:
-        now = time.monotonic()
-        self.first = self.first or now
         time.sleep(0.001)
-        if now - self.first > 1.4:
+        if time.monotonic() > self.stuck_at:
             self.released.wait()
             raise SystemExit("let go by the test")
 
@@ -296,6 +296,7 @@ def test_a_plugin_stuck_a_moment_before_the_deadline_is_reported_stuck_not_slow(
     subject = suite(PluginTests, plugin_factory=lambda: plugin, supports_async=False, check_deadline=2.0)
     try:
         with pytest.raises(pytest.fail.Exception) as failed:
+            plugin.stuck_at = time.monotonic() + 1.4
             subject.test_no_per_call_state()
         text = str(failed.value)
         assert text.startswith(
