@@ -32,16 +32,16 @@ def _json_refusal(text: str) -> str:
     [
         # a mistake right after a secret longer than the 1,000 characters read before it
         ('{"name": "a", "private_key": "' + _PEM + '" "x": 1}', '[REDACTED]" "x": 1}'),
-        ('{"name": "a", "api_key": "' + "Z" * 990 + '" x}', '[REDACTED]" x}'),
-        ('{"api_key":\n  "' + "Z" * 5000 + '" x}', '[REDACTED]" x}'),
+        ('{"name": "a", "api_key": "' + "Z" * 990 + '" "x": 1}', '[REDACTED]" "x": 1}'),
+        ('{"api_key":\n  "' + "Z" * 5000 + '" "x": 1}', '[REDACTED]" "x": 1}'),
         # escaped quotes and backslashes in the secret, and in an earlier string
-        ('{"n": "a\\"b\\\\", "password": "' + 'q\\"\\\\' * 400 + '" x}', '[REDACTED]" x}'),
+        ('{"n": "a\\"b\\\\", "password": "' + 'q\\"\\\\' * 400 + '" "x": 1}', '[REDACTED]" "x": 1}'),
         # a mistake inside the secret: an invalid escape, a control character, a string never closed
         ('{"api_key": "' + "Q" * 1500 + "\\q" + "W" * 30 + '"}', "[REDACTED]"),
         ('{"api_key": "' + "Q" * 1500 + "\x01" + "W" * 30 + '"}', "[REDACTED]"),
         ('{"api_key": "' + "Q" * 1500, '"api_key": "[REDACTED]'),
         # a secret under a name spelt with an escape
-        ('{"api\\u005fkey": "' + "Z" * 1200 + '" x}', '[REDACTED]" x}'),
+        ('{"api\\u005fkey": "' + "Z" * 1200 + '" "x": 1}', '[REDACTED]" "x": 1}'),
     ],
 )
 def test_a_secret_of_any_length_is_not_quoted_near_a_mistake(text: str, shown: str) -> None:
@@ -53,8 +53,8 @@ def test_a_secret_of_any_length_is_not_quoted_near_a_mistake(text: str, shown: s
 def test_a_name_cut_at_the_start_of_the_window_is_read_whole() -> None:
     """The secret's name starts just before the 1,000 characters read: it is read from its quote."""
     for size in (975, 980, 985, 990):
-        message = _json_refusal('{"name":"a","private_key": "' + "Z" * size + '" x}')
-        assert "ZZ" not in message and '[REDACTED]" x}' in message
+        message = _json_refusal('{"name":"a","private_key": "' + "Z" * size + '" "x": 1}')
+        assert "ZZ" not in message and '[REDACTED]" "x": 1}' in message
 
 
 def test_a_long_value_that_is_no_secret_is_shown() -> None:
@@ -67,7 +67,7 @@ def test_a_long_value_that_is_no_secret_is_shown() -> None:
 
 def test_a_large_text_of_escapes_and_strings_is_read_right() -> None:
     """256 KiB of escaped quotes inside the secret, and of short strings before a mistake."""
-    assert _json_refusal('{"token": "' + '\\"' * 131_000 + '" x}').endswith("(near '[REDACTED]\" x}')")
+    assert _json_refusal('{"token": "' + '\\"' * 131_000 + '" "x": 1}').endswith('(near \'[REDACTED]" "x": 1}\')')
     assert _json_refusal('{"a": [' + '"",' * 87_000 + '"x" "y"]}').endswith(
         """(near ',"","","","","","","","","","","x" "y"]}')"""
     )

@@ -42,6 +42,19 @@ def _near(text: str, **kw: Any) -> str:
         ("{\"api_key\": 'sk live SECRET123456'}", """'{"api_key": [REDACTED]')"""),
         ("{\"password\": 'correct horse battery'}", """'{"password": [REDACTED]')"""),
         ("{\"authorization\": 'Bearer SECRET12345'}", """'{"authorization": [REDACTED]')"""),
+        # a quote inside it closed it early, and what follows is not the next name (space, a line break, a brace)
+        ('{"password": "pa" ss-SECRETword", "n": 1}', """'{"password": "[REDACTED]')"""),
+        ('{"password": "pa"\nSECRETword"}', """'{"password": "[REDACTED]')"""),
+        ('{"password": "pa"}SECRETword"}', """'{"password": "[REDACTED]')"""),
+        ('{"a": {"password": "pa"}} SECRETword"}}', """'{"a": {"password": "[REDACTED]')"""),
+        ('{"api_key": "sk" "SECRET-AB"}', """'{"api_key": "[REDACTED]')"""),
+        # an unquoted value that starts like a number or a literal
+        ('{"api_key": 12SECRET34}', """'{"api_key": [REDACTED]')"""),
+        ('{"api_key": true1SECRET}', """'{"api_key": [REDACTED]')"""),
+        ('{"api_key": -1.5e3SECRET}', """'{"api_key": [REDACTED]')"""),
+        # a secret name without its colon
+        ('{"api_key" "sk-SECRET-1234"}', """'{"api_key" [REDACTED]')"""),
+        ('{"api_key"  sk-SECRET-1234}', """'{"api_key"  [REDACTED]')"""),
         # never closed, or nothing after the colon
         ('{"api_key": "sk-live-SECRET', """'{"api_key": "[REDACTED]')"""),
         ('{"api_key": ', """'{"api_key": [REDACTED]')"""),
@@ -55,8 +68,10 @@ def test_a_mistake_inside_a_secret_masks_it_to_the_end_of_the_excerpt(text: str,
 
 
 def test_a_mistake_after_a_secret_string_hides_only_that_string() -> None:
+    """Only when the mistake is the next name (a comma left out): a string followed by a colon within the excerpt."""
     assert _near('{"api_key": "sk-SECRET1234" "n": 1}') == """'{"api_key": "[REDACTED]" "n": 1}')"""
     assert _near('{"api_key": "' + "Z" * 1200 + '" "n": 1}') == """'[REDACTED]" "n": 1}')"""
+    assert _near('{"a": {"api_key": "sk-SECRET1234"} "b": 1}') == """'{"a": {"api_key": "[REDACTED]"} "b": 1}')"""
 
 
 # ---------------------------------------------------------------------------- 3(b) a name spelt with an escape
@@ -65,7 +80,8 @@ def test_a_mistake_after_a_secret_string_hides_only_that_string() -> None:
 @pytest.mark.parametrize(
     ("text", "shown"),
     [
-        ('{"user": "u", "api\\u005fkey": "sk-SECRET1234" x}', """'r": "u", "api\\\\u005fkey": "[REDACTED]" x}')"""),
+        ('{"user": "u", "api\\u005fkey": "sk-SECRET1234" x}', """'"user": "u", "api\\\\u005fkey": "[REDACTED]')"""),
+        ('{"u": "u", "api\\u005fkey": "sk-SECRET1234" "x": 1}', """'u", "api\\\\u005fkey": "[REDACTED]" "x": 1}')"""),
         ('{"u": "u", "p\\u0061ssword": "SECRET1234"x}', """'{"u": "u", "p\\\\u0061ssword": "[REDACTED]')"""),
         ('{"u": "u", "\\u0074oken": "SECRET\n1234"}', """'{"u": "u", "\\\\u0074oken": "[REDACTED]')"""),
         ('{"u": "u", "\\u0074oken": SECRET1234}', """'{"u": "u", "\\\\u0074oken": [REDACTED]')"""),
@@ -82,6 +98,10 @@ def test_values_of_names_that_are_not_secret_stay_in_view() -> None:
     assert _near('{"note": "a\nb"}') == """'{"note": "a\\nb"}')"""
     assert _near('{"note": "a"b"}') == """'{"note": "a"b"}')"""
     assert _near('{"note": abc}') == """'{"note": abc}')"""
+    assert _near('{"note": "a" b"}') == """'{"note": "a" b"}')"""
+    assert _near('{"note": "a"}b"}') == """'{"note": "a"}b"}')"""
+    assert _near('{"note": 12ab}') == """'{"note": 12ab}')"""
+    assert _near('{"note" "x"}') == """'{"note" "x"}')"""
 
 
 # ---------------------------------------------------------------------------- 3(c) more secret names

@@ -93,6 +93,10 @@ def _collector_paused() -> Iterator[None]:
 
 #: The whitespace JSON allows around a value (RFC 8259); ``str.strip()`` removes more.
 _JSON_SPACE = " \t\r\n"
+#: What may stand between a value and a mistake after it: space, and the arrays and objects it closes.
+_AFTER_VALUE = _JSON_SPACE + "]}"
+#: What a number or a literal read before a mistake in it (``12ab``, ``true1``) is made of.
+_LITERAL = "0123456789+-.eEtruefalsn"
 
 #: ``json.loads`` of a ``str`` without its per-call look at its keyword arguments (about 2,900
 #: instructions of a short text's 13,000). A leading BOM is refused as any other stray character.
@@ -297,9 +301,11 @@ def _near(text: str, pos: int, secrets: Redactor | None = None) -> str:
     with the 1,000 characters before them in view, so the value of a secret key the mistake follows is
     not shown (``{"api_key": "sk-..." "n": 1}``); a string those characters start inside is masked
     whole when it is the value of a secret key, however long, and read from its opening quote when it
-    is short (a name cut off). When the mistake is inside the value of a secret key (inside its string,
-    right after a quote that closed it early, or where an unquoted value starts), everything from that
-    value to the end of the excerpt is masked. Linear, at C speed: ``text`` is valid JSON up to
+    is short (a name cut off). When the mistake may be inside the value of a secret key (inside its
+    string; after it, space or closing brackets between, unless the mistake is the next name, a string
+    and a colon: a quote in the value may have closed it early; inside an unquoted value or where one
+    starts), everything from that value to the end of the excerpt is masked; after a secret name with
+    no colon, everything from the mistake. Linear, at C speed: ``text`` is valid JSON up to
     ``pos``, so with the escaped backslashes and quotes blanked out (positions kept), every quote
     before ``pos`` opens or closes a string.
     """
@@ -316,15 +322,19 @@ def _near(text: str, pos: int, secrets: Redactor | None = None) -> str:
         if _secret_value(text, plain, opened, secrets):
             cut = opened + 1
     else:
-        closed = start + len(plain[start:pos].rstrip(_JSON_SPACE)) - 1
-        if closed >= start and plain[closed] == '"':  # the mistake follows a string
+        closed = start + len(plain[start:pos].rstrip(_AFTER_VALUE)) - 1
+        token = start + len(plain[start:pos].rstrip(_LITERAL))
+        if closed >= start and plain[closed] == '"':  # the mistake follows a string (and maybe the closers after it)
             opened = plain.rfind('"', 0, closed)
-            if not _secret_value(text, plain, opened, secrets):
-                pass
-            elif closed == pos - 1:  # right after it: a quote inside it may have closed it early
-                cut = opened + 1
-            else:
-                hide = (opened + 1, closed)
+            if _secret_value(text, plain, opened, secrets):
+                if closed == pos - 1 or not _starts_name(plain, pos, end):  # a quote inside it may have closed it early
+                    cut = opened + 1
+                else:  # the next name: a comma left out
+                    hide = (opened + 1, closed)
+            elif not plain[closed + 1 : pos].strip(_JSON_SPACE) and _secret_name(text, plain, opened, closed, secrets):
+                cut = pos  # a secret name without its colon: what follows is its value
+        elif token < pos and _secret_value(text, plain, token, secrets):  # inside an unquoted value (`12ab`, `true1`)
+            cut = token
         elif _secret_value(text, plain, pos, secrets):  # where a secret key's value starts (unquoted, or never closed)
             cut = pos + (plain[pos : pos + 1] == '"')
     shown, lead = start, ""
@@ -345,21 +355,39 @@ def _near(text: str, pos: int, secrets: Redactor | None = None) -> str:
 
 
 def _secret_value(text: str, plain: str, opened: int, secrets: Redactor) -> bool:
-    """Whether the value starting at ``opened`` (a string's opening quote) is the value of a secret key
-    (``secrets.is_secret`` of its name, read decoded: ``"api\\u005fkey"`` is ``api_key``; ``plain``:
-    ``text`` with escapes blanked out, as :func:`_near` makes it)."""
+    """Whether the value starting at ``opened`` (a string's opening quote, or an unquoted value's first
+    character) is the value of a secret key (``plain``: ``text`` with escapes blanked out, as :func:`_near`
+    makes it)."""
     before = plain[:opened].rstrip(_JSON_SPACE)
     if not before.endswith(":"):
         return False
     before = before[:-1].rstrip(_JSON_SPACE)
     if not before.endswith('"'):
         return False
-    name_end = len(before)
+    return _is_secret(text, plain.rfind('"', 0, len(before) - 1), len(before), secrets)
+
+
+def _secret_name(text: str, plain: str, opened: int, closed: int, secrets: Redactor) -> bool:
+    """Whether the string ``text[opened : closed + 1]`` stands where an object's key does and names a secret."""
+    return plain[:opened].rstrip(_JSON_SPACE).endswith(("{", ",")) and _is_secret(text, opened, closed + 1, secrets)
+
+
+def _is_secret(text: str, opened: int, end: int, secrets: Redactor) -> bool:
+    """``secrets.is_secret`` of the JSON string ``text[opened:end]``, read decoded (``"api\\u005fkey"`` is
+    ``api_key``)."""
     try:
-        name = _decode(text[plain.rfind('"', 0, name_end - 1) : name_end])
+        name = _decode(text[opened:end])
     except ValueError:  # (not a name: the text before it is not JSON)
         return False
     return isinstance(name, str) and secrets.is_secret(name)
+
+
+def _starts_name(plain: str, pos: int, end: int) -> bool:
+    """Whether a string starting at ``pos`` is followed by a colon within ``plain[:end]`` (the name of the next key)."""
+    if plain[pos : pos + 1] != '"':
+        return False
+    closed = plain.find('"', pos + 1, end)
+    return closed != -1 and plain[closed + 1 : end].lstrip(_JSON_SPACE).startswith(":")
 
 
 def check_signature(args: dict[Any, Any], accepted: frozenset[str], required: frozenset[str], accepts_any: bool) -> None:
