@@ -121,7 +121,7 @@ def test_a_sync_call_stops():
 
 def test_a_plugin_that_retries_forever_fails_instead_of_hanging(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_forever=FOREVER)
-    inner = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-v", "-k", "async_calls or sync_call", timeout=60)
+    inner = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-v", "-k", "async_calls or sync_call", timeout=300)
     text = inner.stdout.str()
     assert re.search(r"test_a_sync_call_stops PASSED", text) and re.search(r"test_async_calls FAILED", text)
     assert "the calls waited 100001 times: a plugin that retries or waits without end?" in text

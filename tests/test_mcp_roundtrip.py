@@ -37,7 +37,7 @@ def url(tmp_module: Path) -> Iterator[str]:
 @pytest.fixture(scope="module")
 def imported(url: str) -> Iterator[tuple[ToolRegistry, RemoteServer]]:
     registry = ToolRegistry(autoload=False)
-    remote = import_tools(registry, url, name="up", prefix="up_", timeout=1.0)
+    remote = import_tools(registry, url, name="up", prefix="up_", timeout=30.0)  # (a cold first call took 0.5 s under load)
     yield registry, remote
     remote.close()
 
