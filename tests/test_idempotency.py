@@ -568,9 +568,9 @@ def test_a_scope_field_that_is_no_string_nor_integer_is_refused(make_store: Any,
 @pytest.mark.parametrize(
     ("scope", "problem"),
     [
-        (5, "idempotency scope must be a context field name or a list of them, not 5"),
-        ("", "idempotency scope must be a context field name or a list of them, not ''"),
-        (["user_id", 1], "idempotency scope must be a context field name or a list of them, not ['user_id', 1]"),
+        (5, "idempotency scope must be a context field name or a non-empty list of them, not 5"),
+        ("", "idempotency scope must be a context field name or a non-empty list of them, not ''"),
+        (["user_id", 1], "idempotency scope must be a context field name or a non-empty list of them, not ['user_id', 1]"),
         (["user_id", "user_id"], "idempotency scope names a context field twice: ['user_id', 'user_id']"),
     ],
 )

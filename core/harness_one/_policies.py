@@ -108,7 +108,7 @@ class RateLimit:
             )
         if limit.max_wait is not None:
             _positive(limit.max_wait, "rate_limit max_wait (seconds)", tool, zero=True, finite=True)
-        if limit.key is not None and not (isinstance(limit.key, str) or callable(limit.key)):
+        if limit.key is not None and not ((isinstance(limit.key, str) and limit.key.strip()) or callable(limit.key)):
             raise ToolDefinitionError(
                 f"Tool '{tool}': rate_limit key must be a context field name or a function of the call, got {limit.key!r}.",
                 tool=tool,

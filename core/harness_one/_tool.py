@@ -73,6 +73,9 @@ class Tool:
     #: The result is not an object, so ``output_schema`` is ``{"result": <schema>}`` and a structured
     #: result ``v`` is sent as ``{"result": v}`` (as FastMCP does).
     output_wrapped: bool = False
+    #: The plugin policies the tool declined (``retry=False``, ``circuit_breaker=False``: ``"retry"``,
+    #: ``"circuit_breaker"``): that plugin's ``default`` does not apply to it (a policy of its own would).
+    declined: frozenset[str] = frozenset()
 
     @property
     def parameters_schema(self) -> dict[str, Any]:
@@ -240,6 +243,9 @@ class Tool:
             accepts_any=sig.accepts_any,
             call_param=sig.call_param,
             converters=sig.converters,
+            declined=frozenset(
+                what for what, given in (("retry", retry), ("circuit_breaker", circuit_breaker)) if given is False
+            ),
         )
 
     def describe(self) -> dict[str, Any]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from typing import Any, Literal, overload
 
-__all__ = ["count", "flag", "seconds"]
+__all__ = ["count", "flag", "provides", "seconds"]
 
 
 @overload
@@ -84,4 +84,19 @@ def flag(value: Any, what: str, *, optional: bool = False) -> bool | None:
         return None
     if not isinstance(value, bool):
         raise ValueError(f"{what} must be true or false{' or None' if optional else ''}, not {value!r}")
+    return value
+
+
+def provides(value: Any, what: str, kind: str, methods: tuple[str, ...], *, optional: bool = False) -> Any:
+    """``value`` when it has every method in ``methods`` (an attribute that is callable); None if
+    ``optional`` and ``value`` is None.
+
+    An object option (a store, a backend, a clock) of the wrong type is refused when the plugin is
+    built, rather than every call failing later with an ``AttributeError``.
+    """
+    if value is None and optional:
+        return None
+    if not all(callable(getattr(value, name, None)) for name in methods):
+        names = ", ".join(f"{name}()" for name in methods)
+        raise ValueError(f"{what} must be {kind} (an object with {names}), not {value!r}")
     return value

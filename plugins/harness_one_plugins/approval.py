@@ -40,7 +40,7 @@ from harness_one import (
 )
 from harness_one.state import WallClock, copied
 
-from ._options import count, flag, seconds
+from ._options import count, flag, provides, seconds
 
 __all__ = ["ApprovalConflict", "ApprovalDenied", "ApprovalNotFound", "ApprovalPlugin", "ApprovalRequired", "PendingCall"]
 
@@ -162,7 +162,8 @@ class ApprovalPlugin:
 
     Args:
         require: the rule for tools that declare none (``True`` or a predicate; default none).
-        destructive: whether tools marked ``destructive=True`` need approval (when they declare no rule).
+        destructive: whether tools marked ``destructive=True`` need approval (when they declare no rule),
+            whatever ``require`` says of them.
         ttl: seconds a pending call or an unused decision is kept, and a used, expired or withdrawn
             decision's call id refuses other calls (and a used one the same call; default one hour).
         max_pending: at most this many pending calls, decisions and spent decisions are kept (oldest dropped first).
@@ -189,7 +190,7 @@ class ApprovalPlugin:
         self.destructive = flag(destructive, "approval destructive")
         self.ttl = seconds(ttl, "approval ttl")
         self.max_pending = count(max_pending, "approval max_pending")
-        self.clock = clock
+        self.clock: Clock | None = provides(clock, "approval clock", "a clock", ("now",), optional=True)
         #: Whether the plugin took the first registry's clock (no ``clock`` given): a registry on another is refused.
         #: (The clock only is held, not that registry: a plugin shared by registries keeps none of them alive.)
         self._clock_taken = False
@@ -213,7 +214,8 @@ class ApprovalPlugin:
         """``True``, a predicate, or ``False`` (no approval) for ``tool``."""
         rule = tool.options.get("requires_approval")
         if rule is None:
-            rule = self.require or (self.destructive and bool(tool.destructive))
+            # A destructive tool needs approval whatever ``require`` says (a predicate is no way out of it).
+            rule = True if self.destructive and tool.destructive else self.require
         if not (isinstance(rule, bool) or callable(rule)) or _is_async(rule):
             raise ToolDefinitionError(
                 f"Tool '{tool.name}': requires_approval must be true, false or a (sync) predicate over the call, got {rule!r}.",

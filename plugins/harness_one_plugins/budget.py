@@ -44,7 +44,7 @@ from harness_one.state import (
     round_trip,
 )
 
-from ._options import seconds
+from ._options import provides, seconds
 
 __all__ = ["ALL_TOOLS", "BudgetExhausted", "BudgetPlugin", "BudgetRunInvalid"]
 
@@ -175,6 +175,7 @@ class BudgetPlugin:
         self.total = _count(total, "budget total", "*")
         self.ttl = seconds(ttl, "budget ttl")
         self.fail = FailMode("budget", on_state_error)
+        store = provides(store, "budget store", "a budget store", ("take", "give_back", "used", "forget"), optional=True)
         self.store: BudgetStore = store if store is not None else MemoryBudgets()
         self._own_store = store is not None
         self._registry: ToolRegistry | None = None

@@ -20,7 +20,7 @@ from harness_one import (
 )
 from harness_one.state import copied
 
-from ._options import count, seconds
+from ._options import count, provides, seconds
 
 __all__ = ["CachePlugin"]
 
@@ -117,7 +117,7 @@ class CachePlugin:
         self.ttl = seconds(ttl, "cache ttl", optional=True)
         self.max_entries = count(max_entries, "cache max_entries")
         self.max_chars = count(max_chars, "cache max_chars")
-        self.clock = clock
+        self.clock = provides(clock, "cache clock", "a clock", ("now",), optional=True)
         # key -> (stored, expires, result, the tool that made it, its characters)
         self._entries: OrderedDict[tuple[str, str, str], tuple[float, float, Any, Tool, int]] = OrderedDict()
         self._chars = 0  # of all entries

@@ -31,6 +31,8 @@ from harness_one.state import (
     round_trip,
 )
 
+from ._options import provides
+
 __all__ = ["Breaker", "CircuitBreakerPlugin"]
 
 _PROBE = "circuit.probe"
@@ -59,8 +61,15 @@ def _failed(outcome: tuple[bool, Any] | None) -> bool | None:
     return True if isinstance(value, Exception) else None
 
 
+def _policy_of(plugin: CircuitBreakerPlugin, tool: Tool) -> CircuitBreakerPolicy | None:
+    """The tool's policy, else the plugin's ``default`` unless the tool declined it (``circuit_breaker=False``)."""
+    if tool.circuit_breaker is not None:
+        return tool.circuit_breaker
+    return None if "circuit_breaker" in tool.declined else plugin.default
+
+
 def _guarded(plugin: CircuitBreakerPlugin, tool: Tool) -> bool:
-    return (tool.circuit_breaker or plugin.default) is not None
+    return _policy_of(plugin, tool) is not None
 
 
 class CircuitBreakerPlugin:
@@ -74,7 +83,8 @@ class CircuitBreakerPlugin:
     with that key (each call is judged with its own tool's settings).
 
     Args:
-        default: a policy for tools that declare no ``circuit_breaker`` (None: off for them).
+        default: a policy for tools that declare no ``circuit_breaker`` (None: off for them); a
+            tool with ``circuit_breaker=False`` declines it, and is never guarded.
         clock: time source (default: the registry's clock; a Redis store uses Redis's clock).
         store: where circuit states live (default: the registry's state, so with Redis one
             process's failures open the circuit for all).
@@ -95,8 +105,11 @@ class CircuitBreakerPlugin:
         on_state_error: str = "open",
     ) -> None:
         self.default = None if default is None or default is False else CircuitBreakerPolicy.parse(default, tool="*")
-        self.clock = clock
+        self.clock = provides(clock, "circuit_breaker clock", "a clock", ("now",), optional=True)
         self.fail = FailMode("circuit_breaker", on_state_error)
+        store = provides(
+            store, "circuit_breaker store", "a circuit store", ("admit", "record", "unprobe", "snapshot"), optional=True
+        )
         self.store: CircuitStore = store if store is not None else MemoryCircuits()
         self._own_store = store is not None
         self._policies: dict[str, CircuitBreakerPolicy] = {}
@@ -112,7 +125,7 @@ class CircuitBreakerPlugin:
 
     def _policy(self, call: Call) -> tuple[str, CircuitBreakerPolicy]:
         """The call's circuit: its key (the policy's ``key``, else the tool's name) and policy."""
-        policy: CircuitBreakerPolicy = call.tool.circuit_breaker or self.default  # type: ignore[assignment]  # _guarded
+        policy: CircuitBreakerPolicy = _policy_of(self, call.tool)  # type: ignore[assignment]  # _guarded: not None
         return policy.key or call.tool.name, policy
 
     def _seen(self, call: Call) -> tuple[str, CircuitBreakerPolicy]:
@@ -250,7 +263,7 @@ class CircuitBreakerPlugin:
         registry = self._registry
         policy = self._policies.get(tool)
         if policy is None and registry is not None and tool in registry:
-            policy = registry.get(tool).circuit_breaker or self.default
+            policy = _policy_of(self, registry.get(tool))
         if policy is None:
             return "closed"
         clock = self.clock or (registry.clock if registry is not None else None)

@@ -20,7 +20,7 @@ from harness_one.state import (
     round_trip,
 )
 
-from ._options import count, seconds
+from ._options import count, provides, seconds
 
 __all__ = ["ConcurrencyPlugin"]
 
@@ -93,9 +93,10 @@ class ConcurrencyPlugin:
         self.total = count(total, "concurrency total", optional=True)
         self.max_wait = seconds(max_wait, "concurrency max_wait", zero=True)
         self.poll = seconds(poll, "concurrency poll", minimum=0.001)
-        self.clock = clock
+        self.clock = provides(clock, "concurrency clock", "a clock", ("now",), optional=True)
         self.lease = seconds(lease, "concurrency lease", minimum=0.001)
         self.fail = FailMode("concurrency", on_state_error)
+        slots = provides(slots, "concurrency slots", "a slot store", ("acquire", "renew", "release", "running"), optional=True)
         self.slots: ConcurrencySlots = slots if slots is not None else MemorySlots()
         self._own_slots = slots is not None
         self._holder = os.urandom(6).hex()  # holder ids unique across plugins, processes and hosts

@@ -59,7 +59,7 @@ from harness_one.state import (
     round_trip,
 )
 
-from ._options import count, seconds
+from ._options import count, provides, seconds
 
 if TYPE_CHECKING:
     from harness_one.state import SQLiteStore
@@ -196,10 +196,13 @@ class IdempotencyScopeMissing(ToolError):
 
 
 def _scope_fields(scope: Any) -> tuple[str, ...]:
-    """The ``scope`` option as a tuple of context field names (empty: keys are not scoped)."""
+    """The ``scope`` option as a tuple of context field names (empty: keys are not scoped, ``None``).
+
+    An empty list is refused, as an empty or blank name is: it read as unscoped, every user's keys one."""
     fields = (scope,) if isinstance(scope, str) else () if scope is None else scope
-    if not isinstance(fields, (tuple, list)) or not all(isinstance(f, str) and f for f in fields):
-        raise ValueError(f"idempotency scope must be a context field name or a list of them, not {scope!r}")
+    named = isinstance(fields, (tuple, list)) and all(isinstance(f, str) and f.strip() for f in fields)
+    if not named or (scope is not None and not fields):
+        raise ValueError(f"idempotency scope must be a context field name or a non-empty list of them, not {scope!r}")
     if len(set(fields)) != len(fields):
         raise ValueError(f"idempotency scope names a context field twice: {scope!r}")
     return tuple(fields)
@@ -294,6 +297,9 @@ class IdempotencyPlugin:
         self.poll = seconds(poll, "idempotency poll", minimum=0.001)
         if store is not None and path is not None:
             raise ValueError("give a store or a path, not both")
+        store = provides(
+            store, "idempotency store", "an idempotency store", ("begin", "renew", "finish", "release"), optional=True
+        )
         if timeout is not None and path is None:
             raise ValueError(
                 "idempotency timeout= is the wait for the SQLite file of path=; give it with path=, "
@@ -309,7 +315,7 @@ class IdempotencyPlugin:
         self.store: IdempotencyStore = store if store is not None else MemoryStore()
         self._own_store = store is not None
         self._bound(self.store)
-        self.clock: Clock = clock or WallClock()
+        self.clock: Clock = provides(clock, "idempotency clock", "a clock", ("now",), optional=True) or WallClock()
         self.replays = 0
         self.stored = 0
         self.lapsed = 0

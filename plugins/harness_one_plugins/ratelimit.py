@@ -6,57 +6,43 @@ import contextlib
 import math
 import time
 import weakref
-from collections.abc import Awaitable, Callable, Hashable
+from collections.abc import Awaitable, Callable, Hashable, Mapping
 from typing import Any
 
 from harness_one import (
     Await,
     Call,
-    CircuitOpen,
     Clock,
     RateLimit,
     RateLimitExceeded,
     Retry,
     SystemClock,
     Tool,
-    ToolBusy,
     ToolError,
     ToolRegistry,
-    ToolTimeout,
     hookimpl,
     per_tool,
 )
 from harness_one.state import FailMode, MemoryBuckets, RateLimitBackend, StateUnavailable, key_text, round_trip
 
-from ._options import seconds
+from ._options import provides, seconds
 
 __all__ = ["InMemoryBuckets", "RateLimitBackend", "RateLimitKeyInvalid", "RateLimitPlugin"]
 
 #: The in-memory backend (kept under its earlier name).
 InMemoryBuckets = MemoryBuckets
 
-#: The refusals of the standard policies that come after the rate limit (total timeout, circuit
-#: breaker, concurrency slot, timeout pool): an attempt they refuse took its token and did not run.
-_AFTER_THE_TOKEN = frozenset({ToolTimeout, CircuitOpen, ToolBusy})
+#: The bucket this attempt took its token from, in ``call.state``: set as the rate limit admits an
+#: attempt of a tool whose give-back hook is prepared, taken by that hook in the attempt's ``on_error``.
+_TOOK = "rate_limit.took"
+#: The standard plugins whose ``pre_call`` may come after the rate limit and never refuses nor cancels
+#: an attempt (retry notes when the call started; otel opens a span).
+_QUIET_LATER = frozenset({"retry", "otel"})
+#: The standard policies after the rate limit whose own options say whether they may refuse an attempt.
+_LATER_POLICIES = ("timeout", "circuit_breaker", "concurrency")
 #: ``RateLimitExceeded.of``, bound once: CPython 3.11 does not specialize reading an attribute of a class
 #: (an imported name's attribute is read so even where it is called), about 400 instructions a refusal.
 _rate_limited = RateLimitExceeded.of
-
-
-#: The modules of the policies that run after the rate limit (by name: a standard plugin imports no
-#: other): a refusal raised in one of them came after this attempt's token; one of those types raised
-#: by a guard that runs first did not.
-_LATER_MODULES = frozenset(
-    {"harness_one_plugins.circuit", "harness_one_plugins.concurrency", "harness_one_plugins.timeout", "harness_one._runners"}
-)
-
-
-def _raised_in(error: BaseException) -> str | None:
-    """The module of the code that raised ``error`` (the last frame of its traceback)."""
-    tb = error.__traceback__
-    while tb is not None and tb.tb_next is not None:
-        tb = tb.tb_next
-    return tb.tb_frame.f_globals.get("__name__") if tb is not None else None
 
 
 class RateLimitKeyInvalid(ToolError):
@@ -137,9 +123,10 @@ class RateLimitPlugin:
         self.fail = FailMode("rate_limit", on_state_error)
         self.default = None if default is None else RateLimit.parse(default, tool="*")
         self.max_wait = seconds(max_wait, "rate_limit max_wait", zero=True)
+        backend = provides(backend, "rate_limit backend", "a rate limit backend", ("acquire",), optional=True)
         self.backend: RateLimitBackend = backend if backend is not None else MemoryBuckets()
         self._own_backend = backend is not None
-        self.clock = clock
+        self.clock: Clock | None = provides(clock, "rate_limit clock", "a clock", ("now",), optional=True)
         self.refused = 0
         self._now: Callable[[], float] | None = None
         self._registry: weakref.ReferenceType[ToolRegistry] | None = None
@@ -201,6 +188,9 @@ class RateLimitPlugin:
         # waited for the lock, would come with a time before another's (MemoryBuckets).
         backend = self.backend
         acquire = backend.acquire_on if key is None and type(backend) is MemoryBuckets else None
+        # Where a later policy may refuse the attempt before its tool runs, the bucket its token came
+        # from is noted for the give-back hook (one dict entry; none on a tool no later policy applies to).
+        mark = self._refused_later(tool)
 
         def pre_call(call: Call) -> Await | RateLimitExceeded | None:
             clock = self._now
@@ -208,25 +198,29 @@ class RateLimitPlugin:
                 clock = (self.clock or call.registry.clock).now
             if acquire is not None and self.backend is backend:
                 wait = acquire(name, rate, burst, cost, clock)  # in this process: cannot fail
+                bucket: Hashable = name
             else:
                 bucket = _bucket(call, name, key)
                 current = self.backend
                 if type(current) is not MemoryBuckets:
-                    return self._acquire(call, current, bucket, limit, clock())
+                    return self._acquire(call, current, bucket, limit, clock(), mark)
                 wait = current.acquire_on(bucket, rate, burst, cost, clock)  # in this process: cannot fail
             if wait > 0.0:
                 return self._refusal(call, wait)  # returned, not raised: the core takes it as raised, for less
+            if mark:
+                call.state[_TOOK] = bucket
             return None
 
         return pre_call
 
     def _acquire(
-        self, call: Call, backend: RateLimitBackend, bucket: Hashable, limit: RateLimit, now: float
+        self, call: Call, backend: RateLimitBackend, bucket: Hashable, limit: RateLimit, now: float, mark: bool
     ) -> Await | RateLimitExceeded | None:
-        """A backend other than the in-process one (which the per-call path calls positionally)."""
+        """A backend other than the in-process one (which the per-call path calls positionally); the
+        bucket of an admitted attempt noted when ``mark`` (a call admitted open took no token)."""
         aacquire = getattr(backend, "aacquire", None)
         if aacquire is not None:
-            return self._shared(call, backend, aacquire, bucket, limit, now)
+            return self._shared(call, backend, aacquire, bucket, limit, now, mark)
         try:
             wait = backend.acquire(bucket, rate=limit.rate, burst=limit.burst, cost=limit.cost, now=now)
         except StateUnavailable as exc:
@@ -234,6 +228,8 @@ class RateLimitPlugin:
             return None
         if wait > 0.0:
             return self._refusal(call, wait)
+        if mark:
+            call.state[_TOOK] = bucket
         return None
 
     def _refusal(self, call: Call, wait: float) -> RateLimitExceeded:
@@ -250,6 +246,7 @@ class RateLimitPlugin:
         bucket: Hashable,
         limit: RateLimit,
         now: float,
+        mark: bool,
     ) -> Await:
         """The decision of a backend across the network (Redis): awaited under ``acall``."""
         rate, burst, cost = limit.rate, limit.burst, limit.cost
@@ -259,6 +256,8 @@ class RateLimitPlugin:
                 refusal = self._refusal(call, wait)
                 refusal.call_id = call.call_id  # (as harness_pre_call raises it)
                 raise refusal
+            if mark:
+                call.state[_TOOK] = bucket
 
         return round_trip(
             lambda: backend.acquire(bucket, rate=rate, burst=burst, cost=cost, now=now),
@@ -268,31 +267,34 @@ class RateLimitPlugin:
         )
 
     def _refused_later(self, tool: Tool) -> bool:
-        """Whether a standard policy that comes after the rate limit could refuse an attempt of ``tool``
-        that took its token: a timeout (its pool, its total), a circuit breaker or a concurrency cap,
-        the tool's own or a plugin's default (``default``/``total``). Plugins not known: yes."""
+        """Whether something that comes after the rate limit could refuse or cancel an attempt of ``tool``
+        that took its token, before its tool runs: a timeout (its pool, its total), a circuit breaker or a
+        concurrency cap, the tool's own or a plugin's default (``default``/``total``), or a plugin's
+        ``pre_call`` hook after this one that is not a standard one known never to refuse (a custom guard;
+        one that calls ``call.cancel()``). Plugins not known: yes."""
         if (tool.timeout, tool.total_timeout, tool.circuit_breaker, tool.max_concurrency) != (None, None, None, None):
             return True
         registry = self._registry() if self._registry is not None else None
         plugins = getattr(registry, "plugins", None)  # (set once the registry's plugins are built)
         if plugins is None:
             return True
-        for name in ("timeout", "circuit_breaker", "concurrency"):
+        for name in _LATER_POLICIES:
             plugin = plugins.get(name)
             if plugin is not None and (getattr(plugin, "default", None), getattr(plugin, "total", None)) != (None, None):
                 return True
-        return False
+        order = getattr(getattr(plugins, "plan", None), "order", None)
+        pre_call = order.get("pre_call") if isinstance(order, Mapping) else None
+        if not isinstance(pre_call, tuple) or self.name not in pre_call:
+            return True
+        later = pre_call[pre_call.index(self.name) + 1 :]
+        return any(name not in _QUIET_LATER and name not in _LATER_POLICIES for name in later)
 
-    def _give_back(self, call: Call, limit: RateLimit) -> Await | None:
-        """Return the token of an attempt refused before it ran, when the backend can (``give_back``);
+    def _give_back(self, bucket: Hashable, limit: RateLimit) -> Await | None:
+        """Return the token an attempt took from ``bucket``, when the backend can (``give_back``);
         a backend that cannot, or does not answer, keeps it spent."""
         backend = self.backend
         give = getattr(backend, "give_back", None)
         if give is None:
-            return None
-        try:
-            bucket = _bucket(call, call.tool.name, limit.key)
-        except Exception:  # the caller's key function failed: the token stays spent (the refusal stands as it is)
             return None
         burst, cost = limit.burst, limit.cost
         agive = getattr(backend, "agive_back", None)
@@ -321,9 +323,9 @@ class RateLimitPlugin:
         return None if prepared is None else prepared(call, error)
 
     def _on_error_for(self, tool: Tool) -> Callable[[Call, BaseException], Retry | Await | None] | None:
-        """For a rate-limited ``tool``: give back the token of an attempt a later policy refused
-        before it ran; wait out this plugin's refusal when the tool or plugin allows waiting and
-        the budget lasts."""
+        """For a rate-limited ``tool``: give back the token of an attempt that took one and did not run
+        its tool (refused or cancelled after the rate limit admitted it); wait out this plugin's refusal
+        when the tool or plugin allows waiting and the budget lasts."""
         limit = tool.rate_limit or self.default
         if limit is None:
             return None
@@ -332,13 +334,12 @@ class RateLimitPlugin:
             return None  # (an on_error hook is a round of the pipeline on every refusal: none where nothing is to do)
 
         def on_error(call: Call, error: BaseException) -> Retry | Await | None:
+            took = call.take(_TOOK)  # the bucket this attempt took its token from (None: it took none)
             if call.ran:  # a tool's own RateLimitExceeded (an upstream 429) is not waited out
                 return None
-            if type(error) is not RateLimitExceeded:
-                if type(error) in _AFTER_THE_TOKEN and _raised_in(error) in _LATER_MODULES:
-                    return self._give_back(call, limit)  # refused after this attempt took its token: it goes back
-                return None
-            if budget <= 0.0:
+            if took is not None:  # admitted, then refused or cancelled before its tool ran: the token goes back
+                return self._give_back(took, limit)
+            if type(error) is not RateLimitExceeded or budget <= 0.0:
                 return None
             wait = error.retry_after or 0.0
             waited = call.peek("rate_limit.waited", 0.0)

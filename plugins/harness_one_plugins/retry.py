@@ -24,15 +24,22 @@ from harness_one import (
     hookimpl,
 )
 
-from ._options import flag
+from ._options import flag, provides
 
 __all__ = ["RetryPlugin", "set_testing"]
 
 _TESTING = False
 
 
+def _policy(plugin: RetryPlugin, tool: Tool) -> RetryPolicy | None:
+    """The tool's policy, else the plugin's ``default`` unless the tool declined it (``retry=False``)."""
+    if tool.retry is not None:
+        return tool.retry
+    return None if "retry" in tool.declined else plugin.default
+
+
 def _retries(plugin: RetryPlugin, tool: Tool) -> bool:
-    return (tool.retry or plugin.default) is not None
+    return _policy(plugin, tool) is not None
 
 
 def set_testing(on: bool = True) -> None:
@@ -76,7 +83,8 @@ class RetryPlugin:
     wait goes ahead, and the timeout plugin refuses the attempt once its budget is spent).
 
     Args:
-        default: a policy for tools that declare none (None: only those tools retry).
+        default: a policy for tools that declare none (None: only those tools retry); a tool with
+            ``retry=False`` declines it, and is never retried.
         clock: time source for the budget (default: the registry's clock).
         rng: source of jitter (``random.Random``; default the system's, which forked worker
             processes do not share: a seeded generator would give them the same waits).
@@ -97,8 +105,9 @@ class RetryPlugin:
     ) -> None:
         self.default = None if default is None else RetryPolicy.parse(default, tool="*")
         self.wait_circuit = flag(wait_circuit, "retry wait_circuit")
-        self.clock = clock
-        self.rng = rng or random.SystemRandom()
+        self.clock = provides(clock, "retry clock", "a clock", ("now",), optional=True)
+        rng = provides(rng, "retry rng", "a random number generator", ("uniform",), optional=True)
+        self.rng = rng if rng is not None else random.SystemRandom()
         self.retries = 0
         self.gave_up = 0
 
@@ -132,7 +141,7 @@ class RetryPlugin:
     def harness_on_error(self, call: Call, error: BaseException) -> Retry | None:
         if call.decision is not None:  # another plugin decided (the rate limit waits out its own refusal): nothing to count
             return None
-        policy: RetryPolicy = call.tool.retry or self.default  # type: ignore[assignment]  # _retries: not None
+        policy: RetryPolicy = _policy(self, call.tool)  # type: ignore[assignment]  # _retries: not None
         if not isinstance(error, ToolError) or error.replayed or not self.transient(call, error, policy):
             return None
         if call.ran and call.attempt >= policy.attempts:

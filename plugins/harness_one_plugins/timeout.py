@@ -19,7 +19,7 @@ from harness_one import (
     hookimpl,
 )
 
-from ._options import count, seconds
+from ._options import count, provides, seconds
 
 __all__ = ["TimeoutPlugin"]
 
@@ -96,7 +96,7 @@ class TimeoutPlugin:
         self.default = seconds(default, "timeout default", optional=True)
         self.total = seconds(total, "timeout total", optional=True)
         self.mode = mode
-        self.clock = clock
+        self.clock = provides(clock, "timeout clock", "a clock", ("now",), optional=True)
         self.threads = ThreadRunner(count(max_workers, "timeout max_workers"))
         self.processes = ProcessRunner(max_workers=count(max_processes, "timeout max_processes"))
         self.timeouts = 0

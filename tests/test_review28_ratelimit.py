@@ -1,0 +1,208 @@
+"""Review 28: the rate limit gives back the token of every attempt it admitted whose tool did not run
+(the total timeout, a cancel, a later guard), and no token it did not take; object options of the
+rate_limit and idempotency plugins are checked when the plugin is built; an empty idempotency scope
+is refused."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Hashable
+from typing import Any
+
+import pytest
+
+from harness_one import (
+    Call,
+    CircuitOpen,
+    ManualClock,
+    PluginError,
+    RateLimitExceeded,
+    ToolCancelled,
+    ToolDefinitionError,
+    ToolRegistry,
+    ToolTimeout,
+    hookimpl,
+)
+from harness_one.state import MemoryBuckets, MemoryStore, StateUnavailable
+from harness_one_plugins import IdempotencyPlugin, RateLimitPlugin
+
+
+class Later:
+    """A plugin whose pre_call runs after the rate limit took its token: it spends the call's total
+    timeout (``"slow"``), cancels the call (``"cancel"``) or refuses it as busy (``"busy"``)."""
+
+    order = 45
+
+    def __init__(self, clock: ManualClock) -> None:
+        self.clock = clock
+        self.mode: str | None = None
+
+    @hookimpl
+    def harness_pre_call(self, call: Call) -> None:
+        if self.mode == "slow":
+            self.clock.advance(2.0)
+        elif self.mode == "cancel":
+            call.cancel()
+        elif self.mode == "limited":
+            raise RateLimitExceeded(retry_after=0.5, tool=call.tool.name)
+
+
+def _registry(max_wait: float | None = None, **tool: Any) -> tuple[ToolRegistry, Later]:
+    clock = ManualClock()
+    later = Later(clock)
+    reg = ToolRegistry(clock=clock, plugins={"later": later}, autoload=False)
+    reg.add(lambda x: x, name="f", rate_limit={"rate": 1e-6, "burst": 2, "max_wait": max_wait}, **tool)
+    return reg, later
+
+
+@pytest.mark.parametrize(
+    ("mode", "tool", "error"),
+    [
+        ("slow", {"total_timeout": 1}, ToolTimeout),  # refused by the core: the total spent as the tool would start
+        ("cancel", {"total_timeout": 1}, ToolCancelled),
+        ("cancel", {}, ToolCancelled),  # no standard policy after the rate limit: a later plugin's hook still may
+    ],
+)
+def test_an_attempt_admitted_whose_tool_did_not_run_gives_its_token_back_under_call(
+    mode: str, tool: dict[str, Any], error: type[Exception]
+) -> None:
+    """The token went back only for a ToolTimeout/CircuitOpen/ToolBusy raised in a later standard
+    plugin's module: the core's total-timeout refusal and a cancel kept it ([True, False, False])."""
+    reg, later = _registry(**tool)
+    later.mode = mode
+    refused = reg.try_call("f", {"x": 1})
+    assert type(refused.error) is error and not refused.ran
+    later.mode = None
+    assert [reg.try_call("f", {"x": 1}).ok for _ in range(3)] == [True, True, False]
+    assert reg.stats()["rate_limit"]["refused"] == 1
+
+
+@pytest.mark.parametrize(("mode", "error"), [("slow", ToolTimeout), ("cancel", ToolCancelled)])
+def test_an_attempt_admitted_whose_tool_did_not_run_gives_its_token_back_under_acall(mode: str, error: type[Exception]) -> None:
+    reg, later = _registry(total_timeout=1)
+
+    async def main() -> list[bool]:
+        later.mode = mode
+        refused = await reg.atry_call("f", {"x": 1})
+        assert type(refused.error) is error and not refused.ran
+        later.mode = None
+        return [(await reg.atry_call("f", {"x": 1})).ok for _ in range(3)]
+
+    assert asyncio.run(main()) == [True, True, False]
+
+
+def test_a_later_plugins_rate_limit_refusal_gives_the_token_back_and_is_not_waited_out() -> None:
+    """A RateLimitExceeded raised after this plugin admitted the attempt is another limit's: its token
+    goes back, and max_wait (a wait for this bucket's tokens) does not retry it."""
+    reg, later = _registry(max_wait=10.0)
+    later.mode = "limited"
+    refused = reg.try_call("f", {"x": 1})
+    assert type(refused.error) is RateLimitExceeded and refused.error.retry_after == 0.5
+    assert later.clock.sleeps == []  # not waited out
+    later.mode = None
+    assert [reg.try_call("f", {"x": 1}).ok for _ in range(3)] == [True, True, False]
+
+
+class FlakyBuckets:
+    """In-process buckets whose ``acquire`` does not answer while ``down`` (a Redis outage), counting give-backs."""
+
+    def __init__(self) -> None:
+        self.inner = MemoryBuckets()
+        self.down = False
+        self.given: list[Hashable] = []
+
+    def acquire(self, key: Hashable, *, rate: float, burst: float, cost: float, now: float) -> float:
+        if self.down:
+            raise StateUnavailable("buckets down")
+        return self.inner.acquire(key, rate=rate, burst=burst, cost=cost, now=now)
+
+    def give_back(self, key: Hashable, *, burst: float, cost: float) -> None:
+        self.given.append(key)
+        self.inner.give_back(key, burst=burst, cost=cost)
+
+
+def test_an_attempt_admitted_open_takes_no_token_and_gives_none_back() -> None:
+    """Admitted without a token (the backend did not answer, on_state_error open), an attempt the open
+    circuit refused gave one back all the same: a token minted per refusal."""
+    backend = FlakyBuckets()
+    reg = ToolRegistry(clock=ManualClock(), plugins={"rate_limit": RateLimitPlugin(backend=backend)}, autoload=False)
+
+    def fails() -> None:
+        raise RuntimeError("down")
+
+    reg.add(fails, name="f", rate_limit={"rate": 1e-6, "burst": 5}, circuit_breaker={"min_calls": 1})
+    assert reg.try_call("f").error.kind == "tool_failed"  # type: ignore[union-attr]  # opens the circuit
+    backend.down = True
+    refused = [reg.try_call("f").error for _ in range(3)]
+    assert all(type(error) is CircuitOpen for error in refused) and backend.given == []
+    assert reg.stats()["rate_limit"]["state_failed_open"] == 3
+    backend.down = False
+    assert type(reg.try_call("f").error) is CircuitOpen and backend.given == ["f"]  # one it took goes back
+
+
+def test_the_give_back_hook_is_prepared_for_a_custom_plugins_later_pre_call_only() -> None:
+    """A later pre_call hook of a plugin not known never to refuse (a custom guard) may refuse or cancel
+    the attempt after its token: the hook is prepared; the standard retry and otel hooks never do."""
+    from harness_one_plugins import RetryPlugin
+
+    def on_error_of(reg: ToolRegistry) -> list[str]:
+        return list(reg.plugins.plan.for_tool(reg.get("f")).on_error_names)
+
+    reg, _ = _registry()
+    assert "rate_limit" in on_error_of(reg)
+    quiet = ToolRegistry(plugins={"retry": RetryPlugin(default=3)}, autoload=False)
+    quiet.add(lambda x: x, name="f", rate_limit={"rate": 1, "burst": 1})
+    assert "rate_limit" not in on_error_of(quiet)
+
+
+@pytest.mark.parametrize(
+    ("plugin", "options", "message"),
+    [
+        ("rate_limit", {"backend": 3}, "rate_limit backend must be a rate limit backend (an object with acquire()), not 3"),
+        ("rate_limit", {"clock": "x"}, "rate_limit clock must be a clock (an object with now()), not 'x'"),
+        (
+            "idempotency",
+            {"store": 3},
+            "idempotency store must be an idempotency store (an object with begin(), renew(), finish(), release()), not 3",
+        ),
+        ("idempotency", {"clock": "x"}, "idempotency clock must be a clock (an object with now()), not 'x'"),
+    ],
+)
+def test_an_object_option_of_the_wrong_type_fails_the_plugin_at_load(plugin: str, options: dict[str, Any], message: str) -> None:
+    """Accepted, they failed every call with an internal AttributeError ('str' object has no attribute 'now')."""
+    with pytest.raises(PluginError) as raised:
+        ToolRegistry(plugin_options={plugin: options}, autoload=False)
+    assert f"Plugin '{plugin}' cannot be built with its options {sorted(options)}" in str(raised.value)
+    assert f"ValueError: {message}" in str(raised.value)
+
+
+def test_object_options_of_the_right_kind_are_kept() -> None:
+    clock, backend, store = ManualClock(), MemoryBuckets(), MemoryStore()
+    limit = RateLimitPlugin(backend=backend, clock=clock)
+    assert limit.backend is backend and limit.clock is clock
+    keys = IdempotencyPlugin(store=store, clock=clock)
+    assert keys.store is store and keys.clock is clock
+
+
+@pytest.mark.parametrize("scope", [[], (), "", "  ", ["user_id", " "], ["user_id", ""]])
+def test_an_empty_idempotency_scope_is_refused(scope: Any) -> None:
+    """``scope=[]`` was taken as unscoped: every user's keys one."""
+    with pytest.raises(ValueError) as raised:
+        IdempotencyPlugin(scope=scope)
+    assert str(raised.value) == f"idempotency scope must be a context field name or a non-empty list of them, not {scope!r}"
+    with pytest.raises(PluginError, match="non-empty list of them"):
+        ToolRegistry(plugin_options={"idempotency": {"scope": scope}}, autoload=False)
+
+
+def test_idempotency_scope_none_and_names_are_taken() -> None:
+    assert IdempotencyPlugin().scope == ()
+    assert IdempotencyPlugin(scope=["tenant", "user_id"]).scope == ("tenant", "user_id")
+
+
+@pytest.mark.parametrize("key", ["", "  ", "\t"])
+def test_an_empty_rate_limit_key_is_refused(key: str) -> None:
+    """An empty or blank field name put every caller in one bucket."""
+    reg = ToolRegistry(autoload=False)
+    with pytest.raises(ToolDefinitionError) as err:
+        reg.add(lambda: "ok", name="t", rate_limit={"rate": 1, "key": key})
+    assert str(err.value) == (f"Tool 't': rate_limit key must be a context field name or a function of the call, got {key!r}.")
