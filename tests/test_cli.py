@@ -348,7 +348,8 @@ def test_log_format_follows_the_terminal_and_the_environment(monkeypatch: pytest
             return True
 
     for stream, looks_json in ((io.StringIO(), True), (Terminal(), False)):
-        configure_logging(None, "info", stream)
+        undo = configure_logging(None, "info", stream)
+        undo()  # the root logger's handler and level, given back: structlog's part stays
         structlog.get_logger("harness_one.calls").info("tool_call", tool="t")
         line = stream.getvalue().strip()
         assert line.startswith("{") is looks_json and "tool_call" in line

@@ -262,7 +262,7 @@ def test_run_embedded_with_text_only_stdin_and_stdout_answers_every_request_as_c
     assert [(a["id"], a["ok"], a.get("result", a.get("error", {}).get("message"))) for a in answers] == [
         (1, True, "h\u00e9llo \u2713 \U0001f600"),
         (2, True, "EOF"),
-        (None, False, "line 3: the line is not valid UTF-8 (byte 0xed at position 49)"),
+        (3, False, "line 3: the line is not valid UTF-8 (byte 0xed at position 49)"),  # its id reads
         (None, False, "line 4: the line is longer than 524288 bytes"),
         (5, True, "done"),
     ]

@@ -44,6 +44,8 @@ ENV_IMPORT_TIMEOUT = "HARNESS_ONE_IMPORT_TIMEOUT"
 #: Seconds the command line lets a tool package or plugin take to import.
 IMPORT_TIMEOUT = 30.0
 DEFAULT_FILE = "harness-one.toml"
+#: The largest configuration file read: a larger one (or a device) is refused, not read whole into memory.
+MAX_CONFIG_BYTES = 1 << 20
 #: Keys of ``[plugins]`` that are not plugin names.
 PLUGIN_SETTINGS = {"block", "allow", "autoload", "strict"}
 
@@ -274,12 +276,25 @@ def _read_config(file: Path, chosen: str, found: bool) -> dict[str, Any]:
     ``HARNESS_ONE_CONFIG``) is read only when it is the user's own (:func:`_refuse_foreign`), checked on the
     file opened: it names code that runs (its ``tools``, its MCP servers' commands)."""
     try:
-        with open(file, encoding="utf-8") as stream:
+        # Not blocking on a FIFO with no writer; checked on the file opened, then read at most one byte past the bound.
+        fd = os.open(file, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+        try:
+            status = os.fstat(fd)
+            kind = _not_regular(status)
+            if kind:
+                raise ConfigError(f"cannot read the configuration file {chosen!r}: it is {kind}, not a regular file")
             if found:
-                _refuse_foreign(os.fstat(stream.fileno()), chosen)
-            text = stream.read()
+                _refuse_foreign(status, chosen)
+            with open(fd, "rb", closefd=False) as stream:
+                raw = stream.read(MAX_CONFIG_BYTES + 1)
+        finally:
+            os.close(fd)
     except OSError as exc:
-        raise ConfigError(f"cannot read the configuration file {chosen!r}: {exc.strerror}") from None
+        raise ConfigError(f"cannot read the configuration file {chosen!r}: {exc.strerror or exc}") from None
+    if len(raw) > MAX_CONFIG_BYTES:
+        raise ConfigError(f"cannot read the configuration file {chosen!r}: it is larger than 1 MiB")
+    try:
+        text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{chosen}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at position {exc.start})") from None
     try:
@@ -289,6 +304,24 @@ def _read_config(file: Path, chosen: str, found: bool) -> dict[str, Any]:
     except RecursionError:  # arrays or tables nested deeper than the parser recurses
         raise ConfigError(f"{chosen}: invalid TOML: nested too deeply") from None
     return data
+
+
+def _not_regular(status: os.stat_result) -> str | None:
+    """What a file that is not a regular one is (``"a directory"``, ``"a FIFO"``, ...); None for a regular
+    file and for the null device (``--config /dev/null``: no settings)."""
+    import stat
+
+    mode = status.st_mode
+    if stat.S_ISREG(mode):
+        return None
+    if stat.S_ISCHR(mode):
+        try:
+            null = os.stat(os.devnull)
+        except OSError:  # pragma: no cover - no null device
+            return "a character device"
+        return None if stat.S_ISCHR(null.st_mode) and status.st_rdev == null.st_rdev else "a character device"
+    kinds = {stat.S_ISDIR: "a directory", stat.S_ISFIFO: "a FIFO", stat.S_ISSOCK: "a socket", stat.S_ISBLK: "a block device"}
+    return next((name for test, name in kinds.items() if test(mode)), "a special file")
 
 
 def _refuse_foreign(status: os.stat_result, chosen: str) -> None:

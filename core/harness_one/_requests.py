@@ -251,6 +251,18 @@ def _id_in(line: str) -> Any:
         return exc.request_id
 
 
+def _id_in_undecodable(line: bytes) -> Any:
+    """The request's id from a line that is not valid UTF-8, when the id itself is (the bad bytes
+    elsewhere, as in an argument): read with each bad byte as a lone surrogate, which no id answered keeps."""
+    rid = _id_in(line.decode("utf-8", "surrogateescape"))
+    if isinstance(rid, str):
+        try:
+            rid.encode("utf-8")
+        except UnicodeEncodeError:  # the bad byte is in the id
+            return None
+    return rid
+
+
 def read_object(line: str) -> dict[str, Any] | None:
     """The JSON object on a line a JSON decoder refused for its numbers or its depth, as far as it can be read.
 
@@ -331,11 +343,13 @@ def parse_line(line: bytes | str) -> Request | Decision:
     than the JSON decoder allows, and JSON that is not an object all say so.
     """
     if isinstance(line, bytes):
+        raw = line
         try:
-            line = line.decode("utf-8")
+            line = raw.decode("utf-8")
         except UnicodeDecodeError as exc:
             raise BadRequest(
-                f"the line is not valid UTF-8 (byte 0x{exc.object[exc.start]:02x} at position {exc.start})"
+                f"the line is not valid UTF-8 (byte 0x{exc.object[exc.start]:02x} at position {exc.start})",
+                _id_in_undecodable(raw),
             ) from None
     try:
         data = load_json(line)

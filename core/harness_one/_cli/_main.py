@@ -11,7 +11,7 @@ import os
 import re
 import sys
 import types
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TextIO
@@ -406,9 +406,16 @@ def _on_path(directory: str, *, first: bool) -> Iterator[bool]:
                     del sys.path[len(sys.path) - 1 - sys.path[::-1].index(directory)]
 
 
-def configure_logging(fmt: str | None, level: str, stream: TextIO) -> None:
-    """Structured logs on ``stream`` (stderr): ``console`` on a terminal, ``json`` otherwise; nowhere
-    when it is closed (``2>&-``)."""
+def configure_logging(fmt: str | None, level: str, stream: TextIO) -> Callable[[], None]:
+    """Logs on ``stream`` (stderr): ``console`` on a terminal, ``json`` otherwise; nowhere when it is
+    closed (``2>&-``). Gives what undoes the standard library's part (the group calls it as the command
+    ends).
+
+    harness-one's own events go through structlog, as :func:`~harness_one._log.log_event` sends them
+    (no extra work per event). The records of the standard library's ``logging`` (the MCP SDK's, an
+    imported package's) take the same form at the same level: the root logger gets one handler (this
+    one, in place of one an earlier call made) and ``level``; their message and exception text are
+    masked as the redactor masks a text (secret values, URL user-info, terminal controls)."""
     from .._stdout import is_closed
 
     if is_closed(stream):
@@ -421,12 +428,85 @@ def configure_logging(fmt: str | None, level: str, stream: TextIO) -> None:
     renderer: Any = (
         structlog.processors.JSONRenderer() if fmt == "json" else structlog.dev.ConsoleRenderer(colors=stream.isatty())
     )
+    number = getattr(logging, level.upper())
     structlog.configure(
         processors=[structlog.processors.add_log_level, structlog.processors.TimeStamper(fmt="iso"), renderer],
-        wrapper_class=structlog.make_filtering_bound_logger(getattr(logging, level.upper())),
+        wrapper_class=structlog.make_filtering_bound_logger(number),
         logger_factory=structlog.PrintLoggerFactory(file=stream),
         cache_logger_on_first_use=False,
     )
+    root = logging.getLogger()
+    earlier = [h for h in root.handlers if isinstance(h, _RootHandler)]
+    handler = _RootHandler(structlog.PrintLogger(file=stream), earlier[0].before if earlier else root.level)
+    handler.setFormatter(
+        structlog.stdlib.ProcessorFormatter(
+            foreign_pre_chain=[
+                structlog.stdlib.add_logger_name,
+                structlog.processors.add_log_level,
+                structlog.processors.TimeStamper(fmt="iso"),
+            ],
+            processors=[
+                structlog.stdlib.ProcessorFormatter.remove_processors_meta,
+                structlog.processors.format_exc_info,  # the traceback as text, masked next
+                _masked_record(),
+                renderer,
+            ],
+        )
+    )
+    handler.setLevel(number)  # also for a package's logger set to a lower level of its own
+    for old in earlier:
+        root.removeHandler(old)
+    root.addHandler(handler)
+    root.setLevel(number)
+
+    def undo() -> None:
+        if handler in root.handlers:
+            root.removeHandler(handler)
+            root.setLevel(handler.before)
+
+    return undo
+
+
+class _RootHandler(logging.Handler):
+    """The root logger's handler :func:`configure_logging` adds, with the root's level before it. It writes
+    through structlog's logger of the stream, the one writer of harness-one's own events too: under its
+    lock, a record's line and an event's are never mixed, whichever threads log them."""
+
+    def __init__(self, sink: Any, before: int) -> None:
+        super().__init__()
+        self.sink = sink
+        self.before = before
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            self.sink.msg(self.format(record))
+        except RecursionError:  # as logging.StreamHandler does
+            raise
+        except Exception:
+            self.handleError(record)
+
+
+#: Characters of a record's message or exception text shown (masked whole, then cut).
+_RECORD_TEXT = 20_000
+
+
+def _masked_record() -> Callable[[Any, str, MutableMapping[str, Any]], MutableMapping[str, Any]]:
+    """A structlog processor for a standard library record: its text values (message, exception)
+    as :meth:`~harness_one._redact.Redactor.text` shows them (the redactor made at the first record:
+    a command that logs none does not import it)."""
+    redactors: list[Any] = []
+
+    def masked(logger: Any, method: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
+        if not redactors:
+            from .._redact import Redactor
+
+            redactors.append(Redactor())
+        for key, value in event.items():
+            if isinstance(value, str) and key not in ("level", "timestamp", "logger"):
+                event[key] = redactors[0].text(value, _RECORD_TEXT)
+        return event
+
+    return masked
 
 
 @contextlib.contextmanager
@@ -465,6 +545,15 @@ class LazyGroup(click.Group):
         with guard_stderr():
             return super().main(*args, **kwargs)
 
+    def invoke(self, ctx: click.Context) -> Any:
+        """The command; Ctrl-C (or a click ``Abort``) while it runs, or while its tools load, ends it with
+        one line on stderr and exit 130, as ``run``'s, not click's ``Aborted!`` and exit 1 (the code of
+        a command that could not start)."""
+        try:
+            return super().invoke(ctx)
+        except (KeyboardInterrupt, click.Abort):  # the command's contexts are closed by now
+            interrupted(ctx.invoked_subcommand)
+
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         if cmd_name not in self.commands and cmd_name in self.lazy:
             module, attribute, _ = self.lazy[cmd_name]
@@ -497,6 +586,21 @@ class LazyGroup(click.Group):
             rows.append((name, command.get_short_help_str(limit)))
         with formatter.section("Commands"):
             formatter.write_dl(rows)
+
+
+#: The exit code of a command ended by Ctrl-C (128 + SIGINT), as a shell gives it.
+EX_INTERRUPTED = 130
+
+
+def interrupted(command: str | None) -> NoReturn:
+    """End the command after Ctrl-C: one line on stderr, exit 130 (its contexts are closed as it ends,
+    and the process ends as after any command: the ``--mcp`` servers closed)."""
+    from .._stdout import is_closed
+
+    stderr = sys.stderr
+    fresh = "" if is_closed(stderr) or not stderr.isatty() else "\n"  # on a terminal: past its ``^C``
+    click.echo(f"{fresh}harness-one{' ' + command if command else ''}: interrupted", err=True)
+    raise click.exceptions.Exit(EX_INTERRUPTED)
 
 
 def _asks_for_help(ctx: click.Context, command: click.Command, args: list[str]) -> bool:
@@ -583,7 +687,8 @@ def main(
     arguments, 5 rate limited, 6 timeout, 7 the tool failed, 8 any other tool error; `describe`
     and `export --name`: 3 unknown tool; every command: 2 for bad usage or configuration, 1 when
     a SQLite state file cannot be opened or an MCP server cannot be reached at start-up, 70 when
-    the answer cannot be written (stdout closed; not `serve`). What a tool prints goes to stderr.
+    the answer cannot be written (stdout closed; not `serve`), 130 on Ctrl-C. What a tool prints
+    goes to stderr.
     """
     if state_url is not None and not state_url.strip():
         raise click.BadParameter(blank_state("it", "leave the option out"), param_hint="--state")
@@ -613,8 +718,9 @@ def main(
         settings.state = with_prefix(state_url, settings.state_prefix)
         give_state(settings.state)  # the default registry a tool file's @defineTool builds reads no variable either
         ctx.call_on_close(functools.partial(give_state, None))
-    configure_logging(settings.log_format, settings.log_level, sys.stderr)
+    ctx.call_on_close(configure_logging(settings.log_format, settings.log_level, sys.stderr))
     set_import_timeout(settings.import_timeout)
+    ctx.call_on_close(functools.partial(set_import_timeout, None))  # the library's default again (main() embedded)
     ctx.obj = CliState(
         settings,
         list(tool_specs),

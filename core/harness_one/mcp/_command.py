@@ -8,11 +8,13 @@ from __future__ import annotations
 import contextlib
 import math
 import signal
+import socket
 import threading
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
+from click.core import ParameterSource
 
 from harness_one._stdout import stdout_for_answers
 
@@ -26,6 +28,9 @@ if TYPE_CHECKING:
 __all__ = ["serve"]
 
 _F = TypeVar("_F", bound=Callable[..., Any])
+
+#: The address-lookup errors of a name that has no address (not a lookup that failed for now: EAI_AGAIN).
+_NO_SUCH_NAME = frozenset(getattr(socket, name) for name in ("EAI_NONAME", "EAI_NODATA") if hasattr(socket, name))
 
 
 def _registry(ctx: click.Context) -> ToolRegistry:
@@ -42,6 +47,47 @@ def _finite(value: float) -> float:
     if math.isnan(value):
         raise click.BadParameter("must be a number of seconds, not nan")
     return value
+
+
+def _host(value: str) -> str:
+    """``--host``: an empty one (``--host "$HOST"`` with the variable unset) would listen on every address."""
+    if not value.strip():
+        raise click.BadParameter(f"must be the address to bind (127.0.0.1; 0.0.0.0 for every IPv4 address), not {value!r}")
+    return value
+
+
+#: The options of one transport only, by their parameter names (the others are --transport http's).
+_STDIO_ONLY = frozenset({"drain_timeout"})
+_HTTP_ONLY = frozenset(
+    {
+        "host",
+        "port",
+        "path",
+        "stateless",
+        "json_response",
+        "allowed_hosts",
+        "allowed_origins",
+        "limit_concurrency",
+        "timeout_keep_alive",
+        "header_timeout",
+        "body_timeout",
+    }
+)
+
+
+def _refuse_other_transport(ctx: click.Context, transport: str) -> None:
+    """A usage error for options of the other transport given on the command line: they would do nothing."""
+    other = _HTTP_ONLY if transport == "stdio" else _STDIO_ONLY
+    given = [
+        param.opts[0]
+        for param in ctx.command.params
+        if param.name in other and ctx.get_parameter_source(param.name) is ParameterSource.COMMANDLINE
+    ]
+    if given:
+        names = given[0] if len(given) == 1 else f"{', '.join(given[:-1])} and {given[-1]}"
+        verb = "applies" if len(given) == 1 else "apply"
+        wanted = "http" if transport == "stdio" else "stdio"
+        raise click.UsageError(f"{names} {verb} to --transport {wanted} only", ctx)
 
 
 def _timeout_option(name: str, default: float, help: str) -> Callable[[_F], _F]:
@@ -71,7 +117,13 @@ def _timeout_option(name: str, default: float, help: str) -> Callable[[_F], _F]:
     300.0,
     "stdio: at the end of stdin, wait this long for the answers still to come, then cancel those calls (0: no bound).",
 )
-@click.option("--host", default="127.0.0.1", show_default=True, help="HTTP: the address to bind.")
+@click.option(
+    "--host",
+    default="127.0.0.1",
+    show_default=True,
+    callback=lambda ctx, param, value: _host(value),
+    help="HTTP: the address to bind.",
+)
 @click.option(
     "--port",
     type=click.IntRange(0, 65535),
@@ -154,6 +206,7 @@ def serve(
     Tool errors (invalid arguments, rate limits, timeouts, ...) reach the client as results
     with isError and the model-readable text. HTTP binds 127.0.0.1 unless --host says otherwise.
     """
+    _refuse_other_transport(ctx, transport)
     try:
         import mcp  # noqa: F401
     except ImportError:
@@ -176,6 +229,7 @@ def serve(
             servers = attach_servers(registry, specs)
         except Exception as exc:
             raise click.ClickException(str(exc)) from None
+    from ._server import _ListenError
     from ._server import serve as run
 
     options: dict[str, Any] = {"drain_timeout": drain_timeout or None}
@@ -201,8 +255,11 @@ def serve(
     except SystemExit:  # SIGTERM while serving (143): a second one during the close ends the process
         terminated = True
         raise
-    except OSError as exc:
-        raise click.ClickException(f"cannot serve on {host}:{port}: {exc}") from None
+    except _ListenError as exc:
+        cause = exc.__cause__
+        if isinstance(cause, socket.gaierror) and cause.errno in _NO_SUCH_NAME:  # a typo: a usage error
+            raise click.BadParameter(f"{host!r} does not resolve: {cause.strerror}", param_hint="'--host'") from None
+        raise click.ClickException(str(exc)) from None
     finally:  # SIGTERM too (run raises SystemExit): the imported stdio servers' process groups are stopped
         _close(servers, hold_sigterm=not terminated)
 

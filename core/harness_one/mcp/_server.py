@@ -960,6 +960,7 @@ def http_app(
 
         app = Starlette(routes=[Mount("/tools", mcp)], lifespan=lambda _: mcp.router.lifespan_context(mcp))
     """
+    _check_host(host)
     server = server or create_server(registry, principal=principal)
     if stateless and isinstance(server, _Server):  # no handshake-era connection outlives its request
         server.list_changed = False
@@ -1194,17 +1195,14 @@ async def serve_http(
     import uvicorn
 
     app = http_app(registry, path=path, host=host, **options)
-    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # accepted sockets inherit it: no 40 ms Nagle stalls
-    sock.bind((host, port))
-    sock.listen(2048)  # listening before the URL is announced: a client that reads it at once is queued, not refused
+    sock = _listen(host, port)
     bound = sock.getsockname()[1]
     # No proxy headers: uvicorn trusts X-Forwarded-For from 127.0.0.1 by default, and a local caller
     # would choose its own address, so the mcp_client of per-client rate limits. Behind a proxy,
     # serve http_app with a server configured for that proxy.
     config = uvicorn.Config(
         app,
+        log_config=None,  # uvicorn's records go to the application's logging (the CLI's: its format, level, masking)
         log_level="warning",
         lifespan="on",
         access_log=False,
@@ -1223,6 +1221,39 @@ async def serve_http(
             flush=True,
         )
     await _uvicorn_server(config).serve(sockets=[sock])
+
+
+def _check_host(host: str) -> None:
+    """Refuse a ``host`` that is not a string or is blank: binding ``""`` would listen on every address."""
+    if not isinstance(host, str) or not host.strip():
+        raise ValueError(f"host must be the address to bind ('127.0.0.1'; '0.0.0.0' for every IPv4 address), not {host!r}")
+
+
+class _ListenError(OSError):
+    """:func:`serve_http` cannot listen on its host and port (``cannot listen on HOST:PORT: why``); its
+    ``__cause__`` is the socket's error (a ``socket.gaierror`` for a name that does not resolve)."""
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """A socket listening on ``host``:``port``, or :class:`_ListenError`."""
+    try:
+        sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+    except OSError as exc:
+        raise _ListenError(_cannot_listen(host, port, exc)) from exc
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # accepted sockets inherit it: no 40 ms Nagle stalls
+        sock.bind((host, port))
+        sock.listen(2048)  # listening before the URL is announced: a client that reads it at once is queued, not refused
+    except OSError as exc:
+        sock.close()
+        raise _ListenError(_cannot_listen(host, port, exc)) from exc
+    return sock
+
+
+def _cannot_listen(host: str, port: int, exc: OSError) -> str:
+    shown = f"[{host}]" if ":" in host else host
+    return f"cannot listen on {shown}:{port}: {exc.strerror or exc}"
 
 
 def _loopback(host: str) -> bool:
@@ -1272,14 +1303,20 @@ def serve(registry: ToolRegistry, transport: str = "stdio", **options: Any) -> N
             await run(registry, **options)
             return
         _sigterm.set(sigterm)
+        failure: Exception | None = None
         try:
             async with anyio.create_task_group() as group:
                 await group.start(_watch_sigterm, sigterm, group.cancel_scope)
-                await run(registry, **options)
+                try:
+                    await run(registry, **options)
+                except Exception as exc:  # raised as it is below, not in the task group's ExceptionGroup
+                    failure = exc
                 group.cancel_scope.cancel()  # the watcher
         finally:
             if sigterm.received:  # uvicorn put back the handler it found, the loop's own: the default again
                 signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        if failure is not None:
+            raise failure
 
     if uvloop:
         _fill_closed_std_fds()
