@@ -91,6 +91,34 @@ def test_provides() -> None:
         provides(3, "s", "a store", ("take", "give_back"))
 
 
+@pytest.mark.parametrize(
+    ("plugin", "option", "cls"),
+    [
+        ("budget", "store", "MemoryBudgets"),
+        ("concurrency", "slots", "MemorySlots"),
+        ("circuit_breaker", "store", "MemoryCircuits"),
+        ("idempotency", "store", "MemoryStore"),
+        ("rate_limit", "backend", "MemoryBuckets"),
+    ],
+)
+def test_a_class_given_for_an_instance_is_refused_when_the_plugin_is_built(plugin: str, option: str, cls: str) -> None:
+    """Its methods are there, unbound: the class got past the check and every call then failed with a TypeError."""
+    from harness_one import PluginError, ToolRegistry, state
+
+    with pytest.raises(PluginError) as err:
+        ToolRegistry(autoload=False, plugin_options={plugin: {option: getattr(state, cls)}})
+    assert f"an instance ({cls}()), not the class {cls}" in str(err.value)
+
+
+def test_a_store_given_as_a_url_is_refused_with_its_password_masked_also_in_the_cause() -> None:
+    from harness_one import PluginError, ToolRegistry
+
+    with pytest.raises(PluginError) as err:
+        ToolRegistry(autoload=False, plugin_options={"budget": {"store": "redis://:hunter2@cache.internal:6379/0"}})
+    assert "not 'redis://[REDACTED]@cache.internal:6379/0'" in str(err.value)
+    assert "hunter2" not in str(err.value) and "hunter2" not in str(err.value.__cause__)
+
+
 # ---------------------------------------------------------------- finding 2: False declines the default
 
 

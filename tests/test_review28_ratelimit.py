@@ -6,6 +6,7 @@ is refused."""
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import Hashable
 from typing import Any
 
@@ -19,6 +20,7 @@ from harness_one import (
     RateLimitExceeded,
     ToolCancelled,
     ToolDefinitionError,
+    ToolError,
     ToolRegistry,
     ToolTimeout,
     hookimpl,
@@ -206,3 +208,82 @@ def test_an_empty_rate_limit_key_is_refused(key: str) -> None:
     with pytest.raises(ToolDefinitionError) as err:
         reg.add(lambda: "ok", name="t", rate_limit={"rate": 1, "key": key})
     assert str(err.value) == (f"Tool 't': rate_limit key must be a context field name or a function of the call, got {key!r}.")
+
+
+# ---------------------------------------------------------------------- review of the give-back (two instances, names)
+
+
+class _Guard:
+    """Refuses every attempt in its pre_call while ``on`` (after the rate limit: order 15)."""
+
+    order = 15
+
+    def __init__(self, name: str = "guard") -> None:
+        self.name = name
+        self.on = False
+
+    @hookimpl
+    def harness_pre_call(self, call: Call) -> None:
+        if self.on:
+            raise ToolError("guard says no", tool=call.tool.name)
+
+
+def test_two_rate_limits_each_give_back_their_own_token() -> None:
+    """A global limit and one per user: one note key for both gave one bucket's token to the other."""
+    guard = _Guard()
+    everyone = RateLimitPlugin(default={"rate": 1e-6, "burst": 3})
+    per_user = RateLimitPlugin(default={"rate": 1e-6, "burst": 1, "key": "user"})
+    reg = ToolRegistry(autoload=False, plugins={"rate_limit": everyone, "per_user": per_user, "guard": guard})
+    reg.add(lambda x: x, name="f", parameters={"type": "object", "properties": {"x": {"type": "integer"}}})
+    guard.on = True
+    assert reg.try_call("f", {"x": 1}, context={"user": "a"}).error.kind == "tool_error"  # type: ignore[union-attr]
+    guard.on = False
+    buckets = reg.state.rate_limits()._buckets  # type: ignore[attr-defined]
+    assert {k: round(v[0], 3) for k, v in buckets.items()} == {"f": 3.0, ("f", "a"): 1.0}
+    assert [reg.try_call("f", {"x": 1}, context={"user": "a"}).ok for _ in range(2)] == [True, False]
+
+
+@pytest.mark.parametrize("name", ["guard", "otel", "retry"])
+def test_a_guard_in_a_standard_plugins_place_gets_the_token_back(name: str) -> None:
+    """The quiet standard plugins were known by name: a guard registered as 'otel' drained the bucket."""
+    reg = ToolRegistry(autoload=False)
+    reg.add(
+        lambda x: x,
+        name="f",
+        parameters={"type": "object", "properties": {"x": {"type": "integer"}}},
+        rate_limit={"rate": 1e-4, "burst": 3},
+    )
+    assert reg.try_call("f", {"x": 1}).ok
+    guard = _Guard(name)
+    guard.on = True
+    if name in reg.plugins:
+        reg.plugins.replace(name, guard)
+    else:
+        reg.plugins.register(guard, name)
+    assert [reg.try_call("f", {"x": 1}).error.kind for _ in range(3)] == ["tool_error"] * 3  # type: ignore[union-attr]
+    guard.on = False
+    assert [reg.try_call("f", {"x": 1}).ok for _ in range(3)] == [True, True, False]
+
+
+def test_the_note_is_made_only_where_a_later_policy_applies_by_its_own_rule() -> None:
+    """timeout=math.inf is no limit and circuit_breaker=False declines the default: no note, no extra round."""
+    seen: dict[str, bool] = {}
+
+    class Spy:
+        name = "spy"
+
+        @hookimpl(trylast=True)
+        def harness_post_call(self, call: Call) -> None:
+            state = call._state or {}  # type: ignore[attr-defined]
+            seen[call.tool.name] = any(str(k).startswith("rate_limit.took") for k in state)
+
+    reg = ToolRegistry(autoload=False, plugins={"spy": Spy()}, plugin_options={"circuit_breaker": {"default": {"min_calls": 5}}})
+    limit = {"rate": 1e9, "burst": 1e9}
+    schema = {"type": "object", "properties": {"x": {"type": "integer"}}}
+    reg.add(lambda x: x, name="plain_declined", parameters=schema, rate_limit=limit, circuit_breaker=False)
+    reg.add(lambda x: x, name="unlimited", parameters=schema, rate_limit=limit, timeout=math.inf, circuit_breaker=False)
+    reg.add(lambda x: x, name="guarded", parameters=schema, rate_limit=limit)
+    reg.add(lambda x: x, name="capped", parameters=schema, rate_limit=limit, max_concurrency=10, circuit_breaker=False)
+    for name in ("plain_declined", "unlimited", "guarded", "capped"):
+        reg.call(name, {"x": 1})
+    assert seen == {"plain_declined": False, "unlimited": False, "guarded": True, "capped": True}

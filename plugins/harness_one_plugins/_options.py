@@ -7,9 +7,11 @@ A wrong option is a ``ValueError`` naming it, so the plugin fails to load (repor
 from __future__ import annotations
 
 import math
-from typing import Any, Literal, overload
+from typing import Any, Literal, TypeVar, overload
 
-__all__ = ["count", "flag", "provides", "seconds"]
+__all__ = ["count", "flag", "own_or_default", "provides", "seconds"]
+
+T = TypeVar("T")
 
 
 @overload
@@ -91,12 +93,25 @@ def provides(value: Any, what: str, kind: str, methods: tuple[str, ...], *, opti
     """``value`` when it has every method in ``methods`` (an attribute that is callable); None if
     ``optional`` and ``value`` is None.
 
-    An object option (a store, a backend, a clock) of the wrong type is refused when the plugin is
-    built, rather than every call failing later with an ``AttributeError``.
+    An object option (a store, a backend, a clock) of the wrong type, or a class given for an instance
+    of it, is refused when the plugin is built, rather than every call failing later with an
+    ``AttributeError``; the value is shown masked (a Redis URL's password).
     """
     if value is None and optional:
         return None
+    names = ", ".join(f"{name}()" for name in methods)
+    if isinstance(value, type):  # its methods are there, unbound: every call would fail
+        raise ValueError(f"{what} must be {kind}: an instance ({value.__name__}()), not the class {value.__name__}")
     if not all(callable(getattr(value, name, None)) for name in methods):
-        names = ", ".join(f"{name}()" for name in methods)
-        raise ValueError(f"{what} must be {kind} (an object with {names}), not {value!r}")
+        from harness_one import Redactor  # (a refusal only: a URL given for a store holds its password)
+
+        raise ValueError(f"{what} must be {kind} (an object with {names}), not {Redactor().mask(repr(value))}")
     return value
+
+
+def own_or_default(own: T | None, declined: bool, default: T | None) -> T | None:
+    """A tool's policy for a plugin: its own (``own``), else none when the tool declined the plugin's
+    ``default`` (``retry=False``, ``circuit_breaker=False``: ``tool.declined``), else that default."""
+    if own is not None:
+        return own
+    return None if declined else default

@@ -31,7 +31,7 @@ from harness_one.state import (
     round_trip,
 )
 
-from ._options import provides
+from ._options import own_or_default, provides
 
 __all__ = ["Breaker", "CircuitBreakerPlugin"]
 
@@ -63,9 +63,7 @@ def _failed(outcome: tuple[bool, Any] | None) -> bool | None:
 
 def _policy_of(plugin: CircuitBreakerPlugin, tool: Tool) -> CircuitBreakerPolicy | None:
     """The tool's policy, else the plugin's ``default`` unless the tool declined it (``circuit_breaker=False``)."""
-    if tool.circuit_breaker is not None:
-        return tool.circuit_breaker
-    return None if "circuit_breaker" in tool.declined else plugin.default
+    return own_or_default(tool.circuit_breaker, "circuit_breaker" in tool.declined, plugin.default)
 
 
 def _guarded(plugin: CircuitBreakerPlugin, tool: Tool) -> bool:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import sys
 import time
 import weakref
 from collections.abc import Awaitable, Callable, Hashable, Mapping
@@ -32,17 +33,31 @@ __all__ = ["InMemoryBuckets", "RateLimitBackend", "RateLimitKeyInvalid", "RateLi
 #: The in-memory backend (kept under its earlier name).
 InMemoryBuckets = MemoryBuckets
 
-#: The bucket this attempt took its token from, in ``call.state``: set as the rate limit admits an
-#: attempt of a tool whose give-back hook is prepared, taken by that hook in the attempt's ``on_error``.
-_TOOK = "rate_limit.took"
-#: The standard plugins whose ``pre_call`` may come after the rate limit and never refuses nor cancels
-#: an attempt (retry notes when the call started; otel opens a span).
-_QUIET_LATER = frozenset({"retry", "otel"})
-#: The standard policies after the rate limit whose own options say whether they may refuse an attempt.
-_LATER_POLICIES = ("timeout", "circuit_breaker", "concurrency")
+#: The standard plugins, by module, whose ``pre_call`` may come after the rate limit and never refuses
+#: nor cancels an attempt (retry notes when the call started; otel opens a span).
+_QUIET = frozenset({"harness_one_plugins.retry", "harness_one_plugins.otel"})
+#: The standard policies, by module, whose ``pre_call`` may refuse an attempt before its tool runs, and
+#: the function of that module that says for which tools (the rule their own ``applies_to`` uses).
+_RULES = {
+    "harness_one_plugins.timeout": "_runs",
+    "harness_one_plugins.circuit": "_guarded",
+    "harness_one_plugins.concurrency": "_capped",
+}
 #: ``RateLimitExceeded.of``, bound once: CPython 3.11 does not specialize reading an attribute of a class
 #: (an imported name's attribute is read so even where it is called), about 400 instructions a refusal.
 _rate_limited = RateLimitExceeded.of
+
+
+def _may_refuse(plugin: Any, tool: Tool) -> bool:
+    """Whether ``plugin``'s ``pre_call`` may refuse or cancel an attempt of ``tool`` before the tool runs: a
+    standard policy's by its own rule for the tool (a timeout: its pool, its total, its worker process; a
+    circuit breaker; a concurrency cap), never a quiet standard plugin's; any other plugin's may (a plugin
+    of another class put in a standard one's place too)."""
+    module = type(plugin).__module__
+    if module in _QUIET:
+        return False
+    rule = _RULES.get(module)
+    return rule is None or bool(getattr(sys.modules[module], rule)(plugin, tool))
 
 
 class RateLimitKeyInvalid(ToolError):
@@ -128,6 +143,10 @@ class RateLimitPlugin:
         self._own_backend = backend is not None
         self.clock: Clock | None = provides(clock, "rate_limit clock", "a clock", ("now",), optional=True)
         self.refused = 0
+        #: Where, in ``call.state``, an attempt this plugin admitted notes the bucket its token came from (for
+        #: the give-back hook, which takes it in the attempt's ``on_error``): one key per plugin instance, so
+        #: two rate limits on one registry (a global one, one per user) each give back their own token.
+        self._took = f"rate_limit.took.{id(self)}"
         self._now: Callable[[], float] | None = None
         self._registry: weakref.ReferenceType[ToolRegistry] | None = None
         self._configured = False
@@ -208,7 +227,7 @@ class RateLimitPlugin:
             if wait > 0.0:
                 return self._refusal(call, wait)  # returned, not raised: the core takes it as raised, for less
             if mark:
-                call.state[_TOOK] = bucket
+                call.state[self._took] = bucket
             return None
 
         return pre_call
@@ -229,7 +248,7 @@ class RateLimitPlugin:
         if wait > 0.0:
             return self._refusal(call, wait)
         if mark:
-            call.state[_TOOK] = bucket
+            call.state[self._took] = bucket
         return None
 
     def _refusal(self, call: Call, wait: float) -> RateLimitExceeded:
@@ -257,7 +276,7 @@ class RateLimitPlugin:
                 refusal.call_id = call.call_id  # (as harness_pre_call raises it)
                 raise refusal
             if mark:
-                call.state[_TOOK] = bucket
+                call.state[self._took] = bucket
 
         return round_trip(
             lambda: backend.acquire(bucket, rate=rate, burst=burst, cost=cost, now=now),
@@ -272,22 +291,16 @@ class RateLimitPlugin:
         concurrency cap, the tool's own or a plugin's default (``default``/``total``), or a plugin's
         ``pre_call`` hook after this one that is not a standard one known never to refuse (a custom guard;
         one that calls ``call.cancel()``). Plugins not known: yes."""
-        if (tool.timeout, tool.total_timeout, tool.circuit_breaker, tool.max_concurrency) != (None, None, None, None):
-            return True
         registry = self._registry() if self._registry is not None else None
         plugins = getattr(registry, "plugins", None)  # (set once the registry's plugins are built)
         if plugins is None:
             return True
-        for name in _LATER_POLICIES:
-            plugin = plugins.get(name)
-            if plugin is not None and (getattr(plugin, "default", None), getattr(plugin, "total", None)) != (None, None):
-                return True
         order = getattr(getattr(plugins, "plan", None), "order", None)
         pre_call = order.get("pre_call") if isinstance(order, Mapping) else None
         if not isinstance(pre_call, tuple) or self.name not in pre_call:
             return True
-        later = pre_call[pre_call.index(self.name) + 1 :]
-        return any(name not in _QUIET_LATER and name not in _LATER_POLICIES for name in later)
+        later = (plugins.get(name) for name in pre_call[pre_call.index(self.name) + 1 :])
+        return any(plugin is None or _may_refuse(plugin, tool) for plugin in later)
 
     def _give_back(self, bucket: Hashable, limit: RateLimit) -> Await | None:
         """Return the token an attempt took from ``bucket``, when the backend can (``give_back``);
@@ -334,7 +347,7 @@ class RateLimitPlugin:
             return None  # (an on_error hook is a round of the pipeline on every refusal: none where nothing is to do)
 
         def on_error(call: Call, error: BaseException) -> Retry | Await | None:
-            took = call.take(_TOOK)  # the bucket this attempt took its token from (None: it took none)
+            took = call.take(self._took)  # the bucket this attempt took its token from (None: it took none)
             if call.ran:  # a tool's own RateLimitExceeded (an upstream 429) is not waited out
                 return None
             if took is not None:  # admitted, then refused or cancelled before its tool ran: the token goes back

@@ -24,7 +24,7 @@ from harness_one import (
     hookimpl,
 )
 
-from ._options import flag, provides
+from ._options import flag, own_or_default, provides
 
 __all__ = ["RetryPlugin", "set_testing"]
 
@@ -33,9 +33,7 @@ _TESTING = False
 
 def _policy(plugin: RetryPlugin, tool: Tool) -> RetryPolicy | None:
     """The tool's policy, else the plugin's ``default`` unless the tool declined it (``retry=False``)."""
-    if tool.retry is not None:
-        return tool.retry
-    return None if "retry" in tool.declined else plugin.default
+    return own_or_default(tool.retry, "retry" in tool.declined, plugin.default)
 
 
 def _retries(plugin: RetryPlugin, tool: Tool) -> bool:
