@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -285,6 +286,8 @@ def _read_config(file: Path, chosen: str, found: bool) -> dict[str, Any]:
                 raise ConfigError(f"cannot read the configuration file {chosen!r}: it is {kind}, not a regular file")
             if found:
                 _refuse_foreign(status, chosen)
+            if stat.S_ISFIFO(status.st_mode) and hasattr(os, "set_blocking"):  # a pipe (`--config <(...)`, /dev/stdin):
+                os.set_blocking(fd, True)  # read as its writer writes (one with no writer reads as empty)
             with open(fd, "rb", closefd=False) as stream:
                 raw = stream.read(MAX_CONFIG_BYTES + 1)
         finally:
@@ -294,7 +297,7 @@ def _read_config(file: Path, chosen: str, found: bool) -> dict[str, Any]:
     if len(raw) > MAX_CONFIG_BYTES:
         raise ConfigError(f"cannot read the configuration file {chosen!r}: it is larger than 1 MiB")
     try:
-        text = raw.decode("utf-8")
+        text = raw.decode("utf-8").replace("\r\n", "\n").replace("\r", "\n")  # (as text mode read it)
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{chosen}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at position {exc.start})") from None
     try:
@@ -307,12 +310,10 @@ def _read_config(file: Path, chosen: str, found: bool) -> dict[str, Any]:
 
 
 def _not_regular(status: os.stat_result) -> str | None:
-    """What a file that is not a regular one is (``"a directory"``, ``"a FIFO"``, ...); None for a regular
-    file and for the null device (``--config /dev/null``: no settings)."""
-    import stat
-
+    """What a file that is neither a regular one nor a pipe is (``"a directory"``, ``"a socket"``, ...); None
+    for a regular file, a pipe, and the null device (``--config /dev/null``: no settings)."""
     mode = status.st_mode
-    if stat.S_ISREG(mode):
+    if stat.S_ISREG(mode) or stat.S_ISFIFO(mode):
         return None
     if stat.S_ISCHR(mode):
         try:
@@ -320,7 +321,7 @@ def _not_regular(status: os.stat_result) -> str | None:
         except OSError:  # pragma: no cover - no null device
             return "a character device"
         return None if stat.S_ISCHR(null.st_mode) and status.st_rdev == null.st_rdev else "a character device"
-    kinds = {stat.S_ISDIR: "a directory", stat.S_ISFIFO: "a FIFO", stat.S_ISSOCK: "a socket", stat.S_ISBLK: "a block device"}
+    kinds = {stat.S_ISDIR: "a directory", stat.S_ISSOCK: "a socket", stat.S_ISBLK: "a block device"}
     return next((name for test, name in kinds.items() if test(mode)), "a special file")
 
 

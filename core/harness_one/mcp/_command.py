@@ -56,8 +56,7 @@ def _host(value: str) -> str:
     return value
 
 
-#: The options of one transport only, by their parameter names (the others are --transport http's).
-_STDIO_ONLY = frozenset({"drain_timeout"})
+#: The options of --transport http only, by their parameter names.
 _HTTP_ONLY = frozenset(
     {
         "host",
@@ -76,18 +75,19 @@ _HTTP_ONLY = frozenset(
 
 
 def _refuse_other_transport(ctx: click.Context, transport: str) -> None:
-    """A usage error for options of the other transport given on the command line: they would do nothing."""
-    other = _HTTP_ONLY if transport == "stdio" else _STDIO_ONLY
+    """A usage error for HTTP's options given on the command line with the stdio transport: they would do
+    nothing (the stdio transport's ``--drain-timeout`` given with HTTP is let be, as it always was)."""
+    if transport != "stdio":
+        return
     given = [
         param.opts[0]
         for param in ctx.command.params
-        if param.name in other and ctx.get_parameter_source(param.name) is ParameterSource.COMMANDLINE
+        if param.name in _HTTP_ONLY and ctx.get_parameter_source(param.name) is ParameterSource.COMMANDLINE
     ]
     if given:
         names = given[0] if len(given) == 1 else f"{', '.join(given[:-1])} and {given[-1]}"
         verb = "applies" if len(given) == 1 else "apply"
-        wanted = "http" if transport == "stdio" else "stdio"
-        raise click.UsageError(f"{names} {verb} to --transport {wanted} only", ctx)
+        raise click.UsageError(f"{names} {verb} to --transport http only", ctx)
 
 
 def _timeout_option(name: str, default: float, help: str) -> Callable[[_F], _F]:
