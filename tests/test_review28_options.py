@@ -230,3 +230,19 @@ def test_circuit_breaker_false_declines_the_plugin_default(asynchronous: bool) -
     assert plugin.state("off") == "closed" and plugin.state("on") == "open"
     tools = reg.stats()["tools"]
     assert tools["on"]["circuit"]["state"] == "open" and "circuit" not in tools["off"]
+
+
+def test_a_clock_class_with_a_static_now_is_taken() -> None:
+    """Refusing every class refused a clock class whose now() is static, which the core and the plugins take."""
+    import time
+
+    from harness_one import ToolRegistry
+
+    class MonoClock:
+        @staticmethod
+        def now() -> float:
+            return time.monotonic()
+
+    for plugin in ("rate_limit", "timeout", "retry", "cache", "concurrency", "circuit_breaker", "idempotency", "approval"):
+        reg = ToolRegistry(autoload=False, plugin_options={plugin: {"clock": MonoClock}})
+        assert reg.plugins.get(plugin).clock is MonoClock

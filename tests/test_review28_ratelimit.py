@@ -287,3 +287,49 @@ def test_the_note_is_made_only_where_a_later_policy_applies_by_its_own_rule() ->
     for name in ("plain_declined", "unlimited", "guarded", "capped"):
         reg.call(name, {"x": 1})
     assert seen == {"plain_declined": False, "unlimited": False, "guarded": True, "capped": True}
+
+
+def test_a_rate_limit_registered_under_another_name_finds_its_own_place_in_the_plan() -> None:
+    """Its place was looked up by its class's name ('rate_limit'): a per-user limit registered as 'per_user',
+    running before the global one, kept the token of a call the global one then refused."""
+    everyone = RateLimitPlugin(default={"rate": 1e-6, "burst": 1})
+    per_user = RateLimitPlugin(default={"rate": 1e-6, "burst": 2, "key": "user"})
+    reg = ToolRegistry(autoload=False, plugins={"rate_limit": everyone, "per_user": per_user})
+    reg.add(lambda x: x, name="f", parameters={"type": "object", "properties": {"x": {"type": "integer"}}})
+    assert reg.plugins.plan.order["pre_call"].index("per_user") < reg.plugins.plan.order["pre_call"].index("rate_limit")
+    assert reg.try_call("f", {"x": 1}, context={"user": "a"}).ok
+    assert reg.try_call("f", {"x": 1}, context={"user": "a"}).error.kind == "rate_limited"  # type: ignore[union-attr]
+    buckets = reg.state.rate_limits()._buckets  # type: ignore[attr-defined]
+    assert {k: round(v[0], 3) for k, v in buckets.items()} == {"f": 0.0, ("f", "a"): 1.0}
+
+
+def test_a_later_plugin_that_does_not_apply_to_the_tool_costs_it_nothing() -> None:
+    """A custom pre_call hook whose applies_to leaves the tool out was counted as one that may refuse it."""
+    from harness_one import applies_to
+
+    class OnlyTagged:
+        name = "only_tagged"
+        order = 45
+
+        @hookimpl
+        @applies_to(lambda plugin, tool: "payments" in tool.tags)
+        def harness_pre_call(self, call: Call) -> None:
+            raise ToolError("never reached for untagged tools")
+
+    seen: dict[str, bool] = {}
+
+    class Spy:
+        name = "spy"
+
+        @hookimpl(trylast=True)
+        def harness_post_call(self, call: Call) -> None:
+            seen[call.tool.name] = any(str(k).startswith("rate_limit.took") for k in call._state or {})  # type: ignore[attr-defined]
+
+    reg = ToolRegistry(autoload=False, plugins={"only_tagged": OnlyTagged(), "spy": Spy()})
+    schema = {"type": "object", "properties": {"x": {"type": "integer"}}}
+    reg.add(lambda x: x, name="search", parameters=schema, rate_limit={"rate": 1e9, "burst": 1e9})
+    reg.add(lambda x: x, name="pay", parameters=schema, rate_limit={"rate": 1e9, "burst": 1e9}, tags=["payments"])
+    reg.call("search", {"x": 1})
+    assert reg.try_call("pay", {"x": 1}).error is not None
+    assert seen == {"search": False}
+    assert "rate_limit" not in reg.plugins.plan.for_tool(reg.get("search")).on_error_names

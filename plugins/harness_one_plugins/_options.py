@@ -6,6 +6,7 @@ A wrong option is a ``ValueError`` naming it, so the plugin fails to load (repor
 
 from __future__ import annotations
 
+import inspect
 import math
 from typing import Any, Literal, TypeVar, overload
 
@@ -100,13 +101,19 @@ def provides(value: Any, what: str, kind: str, methods: tuple[str, ...], *, opti
     if value is None and optional:
         return None
     names = ", ".join(f"{name}()" for name in methods)
-    if isinstance(value, type):  # its methods are there, unbound: every call would fail
+    if isinstance(value, type) and not all(_static(value, name) for name in methods):  # unbound: every call would fail
         raise ValueError(f"{what} must be {kind}: an instance ({value.__name__}()), not the class {value.__name__}")
     if not all(callable(getattr(value, name, None)) for name in methods):
         from harness_one import Redactor  # (a refusal only: a URL given for a store holds its password)
 
         raise ValueError(f"{what} must be {kind} (an object with {names}), not {Redactor().mask(repr(value))}")
     return value
+
+
+def _static(cls: type, name: str) -> bool:
+    """Whether ``cls.name`` is a static or class method (callable on the class itself, as a clock class with a
+    static ``now()`` is)."""
+    return isinstance(inspect.getattr_static(cls, name, None), (staticmethod, classmethod))
 
 
 def own_or_default(own: T | None, declined: bool, default: T | None) -> T | None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-import sys
 import time
 import weakref
 from collections.abc import Awaitable, Callable, Hashable, Mapping
@@ -36,28 +35,9 @@ InMemoryBuckets = MemoryBuckets
 #: The standard plugins, by module, whose ``pre_call`` may come after the rate limit and never refuses
 #: nor cancels an attempt (retry notes when the call started; otel opens a span).
 _QUIET = frozenset({"harness_one_plugins.retry", "harness_one_plugins.otel"})
-#: The standard policies, by module, whose ``pre_call`` may refuse an attempt before its tool runs, and
-#: the function of that module that says for which tools (the rule their own ``applies_to`` uses).
-_RULES = {
-    "harness_one_plugins.timeout": "_runs",
-    "harness_one_plugins.circuit": "_guarded",
-    "harness_one_plugins.concurrency": "_capped",
-}
 #: ``RateLimitExceeded.of``, bound once: CPython 3.11 does not specialize reading an attribute of a class
 #: (an imported name's attribute is read so even where it is called), about 400 instructions a refusal.
 _rate_limited = RateLimitExceeded.of
-
-
-def _may_refuse(plugin: Any, tool: Tool) -> bool:
-    """Whether ``plugin``'s ``pre_call`` may refuse or cancel an attempt of ``tool`` before the tool runs: a
-    standard policy's by its own rule for the tool (a timeout: its pool, its total, its worker process; a
-    circuit breaker; a concurrency cap), never a quiet standard plugin's; any other plugin's may (a plugin
-    of another class put in a standard one's place too)."""
-    module = type(plugin).__module__
-    if module in _QUIET:
-        return False
-    rule = _RULES.get(module)
-    return rule is None or bool(getattr(sys.modules[module], rule)(plugin, tool))
 
 
 class RateLimitKeyInvalid(ToolError):
@@ -210,6 +190,7 @@ class RateLimitPlugin:
         # Where a later policy may refuse the attempt before its tool runs, the bucket its token came
         # from is noted for the give-back hook (one dict entry; none on a tool no later policy applies to).
         mark = self._refused_later(tool)
+        took = self._took
 
         def pre_call(call: Call) -> Await | RateLimitExceeded | None:
             clock = self._now
@@ -227,7 +208,7 @@ class RateLimitPlugin:
             if wait > 0.0:
                 return self._refusal(call, wait)  # returned, not raised: the core takes it as raised, for less
             if mark:
-                call.state[self._took] = bucket
+                call.state[took] = bucket
             return None
 
         return pre_call
@@ -286,21 +267,30 @@ class RateLimitPlugin:
         )
 
     def _refused_later(self, tool: Tool) -> bool:
-        """Whether something that comes after the rate limit could refuse or cancel an attempt of ``tool``
-        that took its token, before its tool runs: a timeout (its pool, its total), a circuit breaker or a
-        concurrency cap, the tool's own or a plugin's default (``default``/``total``), or a plugin's
-        ``pre_call`` hook after this one that is not a standard one known never to refuse (a custom guard;
-        one that calls ``call.cancel()``). Plugins not known: yes."""
+        """Whether a ``pre_call`` hook after this plugin's may refuse or cancel an attempt of ``tool`` that took
+        its token, before the tool runs: one that applies to the tool (its ``applies_to``: a timeout, its pool,
+        its total, its worker process; a circuit breaker; a concurrency cap; a custom guard), but for the
+        standard ``retry`` and ``otel``, which refuse nothing (known by their class: a plugin put in their
+        place is judged as any other). This plugin is found in the plan by identity, whatever name it was
+        registered under. Plugins not known yet: yes."""
         registry = self._registry() if self._registry is not None else None
         plugins = getattr(registry, "plugins", None)  # (set once the registry's plugins are built)
-        if plugins is None:
+        steps = getattr(getattr(plugins, "plan", None), "steps", None)
+        pre_call = steps.get("pre_call") if isinstance(steps, Mapping) else None
+        if plugins is None or not isinstance(pre_call, tuple):
             return True
-        order = getattr(getattr(plugins, "plan", None), "order", None)
-        pre_call = order.get("pre_call") if isinstance(order, Mapping) else None
-        if not isinstance(pre_call, tuple) or self.name not in pre_call:
+        own = next((i for i, step in enumerate(pre_call) if plugins.get(step.plugin) is self), None)
+        if own is None:
             return True
-        later = (plugins.get(name) for name in pre_call[pre_call.index(self.name) + 1 :])
-        return any(plugin is None or _may_refuse(plugin, tool) for plugin in later)
+        for step in pre_call[own + 1 :]:
+            if type(plugins.get(step.plugin)).__module__ in _QUIET:
+                continue
+            try:
+                if step.applies is None or step.applies(tool):
+                    return True
+            except Exception:  # (its predicate fails: the plan reports that when it prepares the tool)
+                return True
+        return False
 
     def _give_back(self, bucket: Hashable, limit: RateLimit) -> Await | None:
         """Return the token an attempt took from ``bucket``, when the backend can (``give_back``);
