@@ -3,6 +3,7 @@ CLI's log format, level and masking."""
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import logging
@@ -10,6 +11,7 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -105,107 +107,125 @@ def _records_of(text: str) -> list[dict[str, Any]]:
     return [json.loads(line) for line in text.splitlines() if line.strip()]
 
 
-def test_stdlib_records_are_json_masked_and_filtered_by_the_level(runner: CliRunner, tmp_path: Path) -> None:
-    (tmp_path / "noisy_tools.py").write_text(
-        "import logging\n"
-        "from harness_one import define_tool\n"
-        "log = logging.getLogger('some.sdk')\n"
-        "log.info('an info line, not shown at warning')\n"
-        "log.warning('starting server, token=sk-BANNERSECRET123')\n"
-        "try:\n"
-        "    raise ValueError(\"input_value='api_key=sk-INEXCEPTION456'\")\n"
-        "except ValueError:\n"
-        "    log.exception('failed to parse')\n"
-        "@define_tool\n"
-        "def echo(text: str) -> str:\n"
-        "    '''Echo.'''\n"
-        "    return text\n"
-    )
+@contextlib.contextmanager
+def _bare_root() -> Iterator[logging.Logger]:
+    """The root logger with no handler meanwhile, as in a process that did not set up logging (pytest's own
+    handlers, which it adds as each test runs, are put back)."""
     root = logging.getLogger()
-    level, handlers = root.level, list(root.handlers)
-    result = runner.invoke(main, ["--log-format", "json", "--tools", "noisy_tools.py", "list"])
-    assert result.exit_code == 0, result.output
-    records = _records_of(result.stderr)  # every line JSON: none is the bare default's plain text
-    assert [(r["logger"], r["level"], r["event"]) for r in records] == [
-        ("some.sdk", "warning", "starting server, token=[REDACTED]"),
-        ("some.sdk", "error", "failed to parse"),
-    ]
-    assert "sk-INEXCEPTION456" not in records[1]["exception"]
-    assert records[1]["exception"].endswith("ValueError: input_value='api_key=[REDACTED]'")
-    assert "sk-" not in result.stderr
-    # the command's end takes its handler off the root logger, and gives the root its level back
-    assert (root.level, root.handlers) == (level, handlers)
+    handlers = root.handlers
+    root.handlers = []
+    try:
+        yield root
+    finally:
+        root.handlers = handlers
 
-    quiet = runner.invoke(main, ["--log-format", "json", "--log-level", "error", "--tools", "noisy_tools.py", "list"])
-    assert quiet.exit_code == 0, quiet.output
-    assert [(r["logger"], r["level"], r["event"]) for r in _records_of(quiet.stderr)] == [
-        ("some.sdk", "error", "failed to parse")
-    ]
+
+def test_stdlib_records_are_json_masked_and_filtered_by_the_level(runner: CliRunner, tmp_path: Path) -> None:
+    with _bare_root():
+        (tmp_path / "noisy_tools.py").write_text(
+            "import logging\n"
+            "from harness_one import define_tool\n"
+            "log = logging.getLogger('some.sdk')\n"
+            "log.info('an info line, not shown at warning')\n"
+            "log.warning('starting server, token=sk-BANNERSECRET123')\n"
+            "try:\n"
+            "    raise ValueError(\"input_value='api_key=sk-INEXCEPTION456'\")\n"
+            "except ValueError:\n"
+            "    log.exception('failed to parse')\n"
+            "@define_tool\n"
+            "def echo(text: str) -> str:\n"
+            "    '''Echo.'''\n"
+            "    return text\n"
+        )
+        root = logging.getLogger()
+        level, handlers = root.level, list(root.handlers)
+        result = runner.invoke(main, ["--log-format", "json", "--tools", "noisy_tools.py", "list"], standalone_mode=False)
+        assert result.exit_code == 0, result.output
+        records = _records_of(result.stderr)  # every line JSON: none is the bare default's plain text
+        assert [(r["logger"], r["level"], r["event"]) for r in records] == [
+            ("some.sdk", "warning", "starting server, token=[REDACTED]"),
+            ("some.sdk", "error", "failed to parse"),
+        ]
+        assert "sk-INEXCEPTION456" not in records[1]["exception"]
+        assert records[1]["exception"].endswith("ValueError: input_value='api_key=[REDACTED]'")
+        assert "sk-" not in result.stderr
+        # the command's end (main() embedded) takes its handler off the root logger, and gives the root its level back
+        assert (root.level, root.handlers) == (level, handlers)
+
+        quiet = runner.invoke(
+            main, ["--log-format", "json", "--log-level", "error", "--tools", "noisy_tools.py", "list"], standalone_mode=False
+        )
+        assert quiet.exit_code == 0, quiet.output
+        assert [(r["logger"], r["level"], r["event"]) for r in _records_of(quiet.stderr)] == [
+            ("some.sdk", "error", "failed to parse")
+        ]
 
 
 def test_stdlib_records_on_the_console_are_masked_and_one_handler_serves_them() -> None:
-    from harness_one._cli import configure_logging
+    with _bare_root():
+        from harness_one._cli import configure_logging
 
-    class Terminal(io.StringIO):
-        def isatty(self) -> bool:
-            return True
+        class Terminal(io.StringIO):
+            def isatty(self) -> bool:
+                return True
 
-    first, stream = io.StringIO(), Terminal()
-    root = logging.getLogger()
-    level, handlers = root.level, list(root.handlers)
-    undo_first = configure_logging("json", "warning", first)
-    undo = configure_logging("console", "debug", stream)  # a second set-up replaces the first's handler
-    try:
-        assert len(root.handlers) == len(handlers) + 1
-        logging.getLogger("mcp.client.stdio").debug("session for https://user:hunter2@example.com/mcp \x1b[31mred")
-    finally:
-        undo()
-        undo_first()  # (its handler is gone already: nothing to do)
-    assert (root.level, root.handlers) == (level, handlers)
-    assert first.getvalue() == ""
-    line = stream.getvalue()
-    assert "session for https://[REDACTED]@example.com/mcp \\x1b[31mred" in line
-    assert "hunter2" not in line and "\x1b[31mred" not in line
-    assert "mcp.client.stdio" in line and "debug" in line
+        first, stream = io.StringIO(), Terminal()
+        root = logging.getLogger()
+        level, handlers = root.level, list(root.handlers)
+        undo_first = configure_logging("json", "warning", first)
+        undo = configure_logging("console", "debug", stream)  # a second set-up replaces the first's handler
+        try:
+            assert len(root.handlers) == len(handlers) + 1
+            logging.getLogger("mcp.client.stdio").debug("session for https://user:hunter2@example.com/mcp \x1b[31mred")
+        finally:
+            undo()
+            undo_first()  # (its handler is gone already: nothing to do)
+        assert (root.level, root.handlers) == (level, handlers)
+        assert first.getvalue() == ""
+        line = stream.getvalue()
+        assert "session for https://[REDACTED]@example.com/mcp \\x1b[31mred" in line
+        assert "hunter2" not in line and "\x1b[31mred" not in line
+        assert "mcp.client.stdio" in line and "debug" in line
 
 
 def test_a_record_and_an_event_logged_at_once_never_share_a_line() -> None:
     """The records' handler writes through structlog's writer of the stream and its lock: a record logged while
     an event is half written (its text out, its newline not yet) waits for the newline."""
-    import threading
+    with _bare_root():
+        import threading
 
-    import structlog
+        import structlog
 
-    from harness_one._cli import configure_logging
+        from harness_one._cli import configure_logging
 
-    class Stream(io.StringIO):
-        hook: Any = None
+        class Stream(io.StringIO):
+            hook: Any = None
 
-        def write(self, text: str) -> int:
-            written = super().write(text)
-            hook, self.hook = self.hook, None
-            if hook is not None:
-                hook()
-            return written
+            def write(self, text: str) -> int:
+                written = super().write(text)
+                hook, self.hook = self.hook, None
+                if hook is not None:
+                    hook()
+                return written
 
-    stream = Stream()
-    other = threading.Thread(target=lambda: logging.getLogger("some.sdk").warning("a record"))
+        stream = Stream()
+        other = threading.Thread(target=lambda: logging.getLogger("some.sdk").warning("a record"))
 
-    def between() -> None:  # the event's text is written, its newline not yet: a record comes from another thread
-        other.start()
-        other.join(0.2)  # (it waits for the lock: this wait runs out)
+        def between() -> None:  # the event's text is written, its newline not yet: a record comes from another thread
+            other.start()
+            other.join(0.2)  # (it waits for the lock: this wait runs out)
 
-    undo = configure_logging("json", "warning", stream)
-    try:
-        stream.hook = between
-        structlog.get_logger("harness_one").warning("an event")
-        other.join()
-    finally:
-        undo()
-    assert [(r.get("logger"), r["event"]) for r in _records_of(stream.getvalue())] == [
-        (None, "an event"),
-        ("some.sdk", "a record"),
-    ]
+        undo = configure_logging("json", "warning", stream)
+        try:
+            stream.hook = between
+            structlog.get_logger("harness_one").warning("an event")
+            other.join()
+        finally:
+            undo()
+        assert [(r.get("logger"), r["event"]) for r in _records_of(stream.getvalue())] == [
+            (None, "an event"),
+            ("some.sdk", "a record"),
+        ]
 
 
 def test_the_import_bound_and_the_root_logger_are_given_back_when_the_command_ends(
@@ -213,12 +233,159 @@ def test_the_import_bound_and_the_root_logger_are_given_back_when_the_command_en
 ) -> None:
     """``main()`` embedded in a process (as here): the command's HARNESS_ONE_IMPORT_TIMEOUT bounds no later import
     of the process's registries, and the root logger has its handlers and level back."""
-    from harness_one import _entrypoints
+    with _bare_root():
+        from harness_one import _entrypoints
 
-    root = logging.getLogger()
-    level, handlers = root.level, list(root.handlers)
-    monkeypatch.setenv("HARNESS_ONE_IMPORT_TIMEOUT", "7")
-    result = runner.invoke(main, ["--log-level", "debug", "list"])
-    assert result.exit_code == 0, result.output
-    assert _entrypoints._import_timeout is None
-    assert (root.level, root.handlers) == (level, handlers)
+        root = logging.getLogger()
+        level, handlers = root.level, list(root.handlers)
+        monkeypatch.setenv("HARNESS_ONE_IMPORT_TIMEOUT", "7")
+        result = runner.invoke(main, ["--log-level", "debug", "list"], standalone_mode=False)
+        assert result.exit_code == 0, result.output
+        assert _entrypoints._import_timeout is None
+        assert (root.level, root.handlers) == (level, handlers)
+
+
+# --- review 28, round 2: the root handler's life, other handlers, format errors, embedded Ctrl-C --------------------
+
+
+def test_a_record_logged_as_the_program_ends_is_json_and_masked(tmp_path: Path) -> None:
+    """The program keeps the root handler to its end: a record logged at exit (as the MCP SDK's while the ``--mcp``
+    servers close) is a masked JSON line, not logging's bare plain text."""
+    (tmp_path / "late.py").write_text(
+        "import atexit, logging\n"
+        "from harness_one import define_tool\n"
+        "atexit.register(lambda: logging.getLogger('some.sdk').warning('closing token=sk-LATESECRET12345'))\n"
+        "@define_tool\n"
+        "def echo(text: str) -> str:\n"
+        '    """Echo."""\n'
+        "    return text\n"
+    )
+    process = _cli(tmp_path, "--log-format", "json", "--tools", "late.py", "call", "echo", "--args", '{"text": "a"}')
+    _, err = process.communicate(timeout=60)
+    assert process.returncode == 0, err
+    assert [(r["logger"], r["level"], r["event"]) for r in _records_of(err)] == [
+        ("some.sdk", "warning", "closing token=[REDACTED]")
+    ]
+    assert "sk-LATESECRET12345" not in err
+
+
+def test_a_process_that_set_up_logging_keeps_its_handlers_and_level() -> None:
+    with _bare_root() as bare_root:
+        from harness_one._cli import configure_logging
+
+        app = io.StringIO()
+        app_handler = logging.StreamHandler(app)
+        app_handler.setFormatter(logging.Formatter("APP %(levelname)s %(name)s: %(message)s"))
+        bare_root.addHandler(app_handler)
+        bare_root.setLevel(logging.DEBUG)
+        ours = io.StringIO()
+        undo = configure_logging("json", "warning", ours)
+        try:
+            assert (bare_root.handlers, bare_root.level) == ([app_handler], logging.DEBUG)
+            logging.getLogger("acme").info("info x")
+            logging.getLogger("acme").warning("warned x")
+        finally:
+            undo()
+        assert app.getvalue() == "APP INFO acme: info x\nAPP WARNING acme: warned x\n"  # once each, none dropped
+        assert ours.getvalue() == ""
+        assert (bare_root.handlers, bare_root.level) == ([app_handler], logging.DEBUG)
+
+
+def test_a_record_its_own_loggers_handler_writes_is_not_written_again() -> None:
+    with _bare_root():
+        from harness_one._cli import configure_logging
+
+        package = io.StringIO()
+        acme = logging.getLogger("acme.pkg")
+        own = logging.StreamHandler(package)
+        acme.addHandler(own)
+        stream = io.StringIO()
+        undo = configure_logging("json", "warning", stream)
+        try:
+            logging.getLogger("acme.pkg.sub").warning("from the package")  # its parent's handler writes it
+            logging.getLogger("other").warning("from another")
+        finally:
+            undo()
+            acme.removeHandler(own)
+        assert package.getvalue() == "from the package\n"
+        assert [(r["logger"], r["event"]) for r in _records_of(stream.getvalue())] == [("other", "from another")]
+
+
+def test_a_record_that_cannot_be_formatted_is_one_line_without_its_arguments(monkeypatch: pytest.MonkeyPatch) -> None:
+    with _bare_root():
+        from harness_one._cli import configure_logging
+
+        monkeypatch.setattr(logging, "raiseExceptions", True)
+        stream = io.StringIO()
+        undo = configure_logging("json", "warning", stream)
+        try:
+            logging.getLogger("acme.tools").warning("connecting with token %d", "sk-LEAKBADFMT123456789")
+            logging.getLogger("acme.tools").warning("%(user)s %(n)d", {"user": "api_key=sk-LEAK2", "n": "x"})
+        finally:
+            undo()
+        records = _records_of(stream.getvalue())
+        for record in records:
+            del record["timestamp"]
+        assert records == [
+            {
+                "event": "a log record could not be formatted",
+                "logger": "acme.tools",
+                "level": "error",
+                "error": "TypeError",
+                "msg": "connecting with token %d",
+                "args": "(str,)",
+            },
+            {
+                "event": "a log record could not be formatted",
+                "logger": "acme.tools",
+                "level": "error",
+                "error": "TypeError",
+                "msg": "%(user)s %(n)d",
+                "args": "{str: str, str: str}",
+            },
+        ]
+        assert "sk-LEAK" not in stream.getvalue()
+
+
+def test_embedded_main_raises_abort_on_ctrl_c(runner: CliRunner, tmp_path: Path) -> None:
+    """``main(standalone_mode=False)``: Ctrl-C is the application's (click's ``Abort``), not a returned 130."""
+    import click
+
+    for name in ("embedded", "standalone"):
+        (tmp_path / f"{name}.py").write_text(
+            f"from harness_one import define_tool\n@define_tool\ndef stop_{name}(text: str) -> str:\n"
+            '    """s"""\n    raise KeyboardInterrupt\n'
+        )
+    args = ["call", "--args", '{"text": "a"}']
+    embedded = runner.invoke(main, ["--tools", "embedded.py", *args, "stop_embedded"], standalone_mode=False)
+    assert type(embedded.exception) is click.exceptions.Abort
+    assert "interrupted" not in embedded.stderr
+    standalone = runner.invoke(main, ["--tools", "standalone.py", *args, "stop_standalone"])
+    assert standalone.exit_code == 130
+    assert standalone.stderr == "harness-one call: interrupted\n"
+
+
+def test_the_sdks_per_request_lines_show_at_debug_alone() -> None:
+    with _bare_root():
+        from harness_one._cli import configure_logging
+
+        names = ("mcp.server.streamable_http", "mcp.server.streamable_http_manager")
+        stream = io.StringIO()
+        undo_info = configure_logging("json", "info", stream)
+        logging.getLogger(names[0]).info("Terminating session: None")
+        logging.getLogger("mcp.server.lowlevel.server").info("Processing request of type CallToolRequest")
+        assert [logging.getLogger(n).level for n in names] == [logging.WARNING, logging.WARNING]
+        undo = configure_logging("json", "debug", stream)  # a later set-up at debug shows them again
+        try:
+            logging.getLogger(names[1]).debug("a debug line")
+            assert [logging.getLogger(n).level for n in names] == [logging.NOTSET, logging.NOTSET]
+        finally:
+            undo()
+            undo_info()
+        assert [(r["logger"], r["event"]) for r in _records_of(stream.getvalue())] == [
+            ("mcp.server.lowlevel.server", "Processing request of type CallToolRequest"),
+            (names[1], "a debug line"),
+        ]
+        undo = configure_logging("json", "info", stream)
+        undo()  # gives the loggers their level back
+        assert [logging.getLogger(n).level for n in names] == [logging.NOTSET, logging.NOTSET]

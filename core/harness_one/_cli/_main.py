@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import contextvars
+import datetime
 import functools
 import importlib
 import importlib.util
@@ -409,13 +411,17 @@ def _on_path(directory: str, *, first: bool) -> Iterator[bool]:
 def configure_logging(fmt: str | None, level: str, stream: TextIO) -> Callable[[], None]:
     """Logs on ``stream`` (stderr): ``console`` on a terminal, ``json`` otherwise; nowhere when it is
     closed (``2>&-``). Gives what undoes the standard library's part (the group calls it as the command
-    ends).
+    ends when ``main()`` is embedded; the program itself keeps it to the process's end, for the records
+    logged as its ``--mcp`` servers close).
 
     harness-one's own events go through structlog, as :func:`~harness_one._log.log_event` sends them
     (no extra work per event). The records of the standard library's ``logging`` (the MCP SDK's, an
-    imported package's) take the same form at the same level: the root logger gets one handler (this
-    one, in place of one an earlier call made) and ``level``; their message and exception text are
-    masked as the redactor masks a text (secret values, URL user-info, terminal controls)."""
+    imported package's) take the same form at the same level, as ``logging.basicConfig`` would set it
+    up: when the root logger has no handler (other than one an earlier call added, replaced), it gets
+    one (this one) and ``level``; a process that set up its own logging keeps it. A record a handler
+    of its own logger (or of one between it and the root) writes is not written again. Their message and
+    exception text are masked as the redactor masks a text (secret values, URL user-info, terminal
+    controls). Below ``debug``, the MCP SDK's per-request records of its HTTP server stay at ``warning``."""
     from .._stdout import is_closed
 
     if is_closed(stream):
@@ -437,7 +443,10 @@ def configure_logging(fmt: str | None, level: str, stream: TextIO) -> Callable[[
     )
     root = logging.getLogger()
     earlier = [h for h in root.handlers if isinstance(h, _RootHandler)]
-    handler = _RootHandler(structlog.PrintLogger(file=stream), earlier[0].before if earlier else root.level)
+    if len(earlier) != len(root.handlers):  # the process set up its own logging: its handlers write the records
+        return _nothing
+    before = earlier[0].before if earlier else root.level
+    handler = _RootHandler(structlog.PrintLogger(file=stream), before, renderer)
     handler.setFormatter(
         structlog.stdlib.ProcessorFormatter(
             foreign_pre_chain=[
@@ -456,15 +465,34 @@ def configure_logging(fmt: str | None, level: str, stream: TextIO) -> Callable[[
     handler.setLevel(number)  # also for a package's logger set to a lower level of its own
     for old in earlier:
         root.removeHandler(old)
+        handler.quieted.update(old.quieted)
     root.addHandler(handler)
     root.setLevel(number)
+    for name in _PER_REQUEST:  # a line per HTTP request at info ("Terminating session: None")
+        per_request = logging.getLogger(name)
+        if number > logging.DEBUG and (per_request.level == logging.NOTSET or name in handler.quieted):
+            per_request.setLevel(max(number, logging.WARNING))
+            handler.quieted.add(name)
+        elif name in handler.quieted:
+            per_request.setLevel(logging.NOTSET)
+            handler.quieted.discard(name)
 
     def undo() -> None:
         if handler in root.handlers:
             root.removeHandler(handler)
             root.setLevel(handler.before)
+            for name in handler.quieted:
+                logging.getLogger(name).setLevel(logging.NOTSET)
 
     return undo
+
+
+def _nothing() -> None:
+    """What undoes a set-up that changed nothing."""
+
+
+#: The MCP SDK's loggers of its HTTP server that log a line per request at ``info``.
+_PER_REQUEST = ("mcp.server.streamable_http", "mcp.server.streamable_http_manager")
 
 
 class _RootHandler(logging.Handler):
@@ -472,18 +500,74 @@ class _RootHandler(logging.Handler):
     through structlog's logger of the stream, the one writer of harness-one's own events too: under its
     lock, a record's line and an event's are never mixed, whichever threads log them."""
 
-    def __init__(self, sink: Any, before: int) -> None:
+    def __init__(self, sink: Any, before: int, renderer: Any) -> None:
         super().__init__()
         self.sink = sink
         self.before = before
+        self.renderer = renderer
+        self.quieted: set[str] = set()  # the per-request loggers it set to warning
 
     def emit(self, record: logging.LogRecord) -> None:
+        if _handled_below(record.name):
+            return
         try:
             self.sink.msg(self.format(record))
         except RecursionError:  # as logging.StreamHandler does
             raise
         except Exception:
             self.handleError(record)
+
+    def handleError(self, record: logging.LogRecord) -> None:  # noqa: N802 - logging's name
+        """A record that cannot be formatted (``log.warning("%d", "text")``): one line with its logger, the
+        error's type, its masked message and its arguments' types, not logging's traceback with the arguments
+        as they are (an argument alone, without its key, is a value the redactor cannot tell a secret; silent
+        when ``logging.raiseExceptions`` is off, as logging's is)."""
+        if not logging.raiseExceptions:
+            return
+        error = sys.exc_info()[1]
+        try:
+            event = {
+                "event": "a log record could not be formatted",
+                "logger": record.name,
+                "level": "error",
+                "error": type(error).__name__,
+                "timestamp": datetime.datetime.fromtimestamp(record.created, datetime.timezone.utc).isoformat()[:-6] + "Z",
+                "msg": _redactor().text(str(record.msg), _RECORD_TEXT),
+                "args": _arg_types(record.args),
+            }
+            self.sink.msg(self.renderer(None, "error", event))
+        except Exception:  # nowhere left to say it
+            pass
+
+
+def _arg_types(args: Any) -> str:
+    """A record's arguments by their types alone: ``(str, int)``, ``{str: str}``."""
+    if isinstance(args, tuple):
+        return "(" + ", ".join(type(a).__name__ for a in args) + ("," if len(args) == 1 else "") + ")"
+    if isinstance(args, dict):
+        return "{" + ", ".join(f"{type(k).__name__}: {type(v).__name__}" for k, v in args.items()) + "}"
+    return type(args).__name__
+
+
+def _handled_below(name: str) -> bool:
+    """Whether a handler of the logger ``name``, or of one between it and the root, writes its records."""
+    logger: logging.Logger | None = logging.getLogger(name) if name != "root" else None
+    root = logging.getLogger()
+    while logger is not None and logger is not root:
+        if logger.handlers:
+            return True
+        if not logger.propagate:
+            return False
+        logger = logger.parent
+    return False
+
+
+@functools.cache
+def _redactor() -> Any:
+    """The redactor that masks records (made at the first record: a command that logs none does not import it)."""
+    from .._redact import Redactor
+
+    return Redactor()
 
 
 #: Characters of a record's message or exception text shown (masked whole, then cut).
@@ -494,16 +578,11 @@ def _masked_record() -> Callable[[Any, str, MutableMapping[str, Any]], MutableMa
     """A structlog processor for a standard library record: its text values (message, exception)
     as :meth:`~harness_one._redact.Redactor.text` shows them (the redactor made at the first record:
     a command that logs none does not import it)."""
-    redactors: list[Any] = []
 
     def masked(logger: Any, method: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
-        if not redactors:
-            from .._redact import Redactor
-
-            redactors.append(Redactor())
         for key, value in event.items():
             if isinstance(value, str) and key not in ("level", "timestamp", "logger"):
-                event[key] = redactors[0].text(value, _RECORD_TEXT)
+                event[key] = _redactor().text(value, _RECORD_TEXT)
         return event
 
     return masked
@@ -542,16 +621,24 @@ class LazyGroup(click.Group):
         (exit 1 from click, an answer never written) after its tool has run."""
         from .._stdout import guard_stderr
 
-        with guard_stderr():
-            return super().main(*args, **kwargs)
+        standalone = kwargs.get("standalone_mode", args[3] if len(args) > 3 else True)
+        token = _STANDALONE.set(bool(standalone))
+        try:
+            with guard_stderr():
+                return super().main(*args, **kwargs)
+        finally:
+            _STANDALONE.reset(token)
 
     def invoke(self, ctx: click.Context) -> Any:
         """The command; Ctrl-C (or a click ``Abort``) while it runs, or while its tools load, ends it with
         one line on stderr and exit 130, as ``run``'s, not click's ``Aborted!`` and exit 1 (the code of
-        a command that could not start)."""
+        a command that could not start). ``main()`` embedded (``standalone_mode=False``) raises click's
+        ``Abort`` for it, as click's ``main()`` does: the application decides."""
         try:
             return super().invoke(ctx)
         except (KeyboardInterrupt, click.Abort):  # the command's contexts are closed by now
+            if not _STANDALONE.get():
+                raise
             interrupted(ctx.invoked_subcommand)
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
@@ -587,6 +674,9 @@ class LazyGroup(click.Group):
         with formatter.section("Commands"):
             formatter.write_dl(rows)
 
+
+#: Whether the group's ``main()`` runs as the program itself (click's ``standalone_mode``), not embedded.
+_STANDALONE: contextvars.ContextVar[bool] = contextvars.ContextVar("harness_one_cli_standalone", default=True)
 
 #: The exit code of a command ended by Ctrl-C (128 + SIGINT), as a shell gives it.
 EX_INTERRUPTED = 130
@@ -718,7 +808,9 @@ def main(
         settings.state = with_prefix(state_url, settings.state_prefix)
         give_state(settings.state)  # the default registry a tool file's @defineTool builds reads no variable either
         ctx.call_on_close(functools.partial(give_state, None))
-    ctx.call_on_close(configure_logging(settings.log_format, settings.log_level, sys.stderr))
+    undo_logging = configure_logging(settings.log_format, settings.log_level, sys.stderr)
+    if not _STANDALONE.get():  # the program itself keeps it: records come as its --mcp servers close (atexit)
+        ctx.call_on_close(undo_logging)
     set_import_timeout(settings.import_timeout)
     ctx.call_on_close(functools.partial(set_import_timeout, None))  # the library's default again (main() embedded)
     ctx.obj = CliState(
