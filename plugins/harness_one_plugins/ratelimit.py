@@ -198,15 +198,18 @@ class RateLimitPlugin:
                 clock = (self.clock or call.registry.clock).now
             if acquire is not None and self.backend is backend:
                 wait = acquire(name, rate, burst, cost, clock)  # in this process: cannot fail
-                bucket: Hashable = name
-            else:
-                bucket = _bucket(call, name, key)
-                current = self.backend
-                if type(current) is not MemoryBuckets:
-                    return self._acquire(call, current, bucket, limit, clock(), mark)
-                wait = current.acquire_on(bucket, rate, burst, cost, clock)  # in this process: cannot fail
+                if wait > 0.0:
+                    return self._refusal(call, wait)  # returned, not raised: the core takes it as raised, for less
+                if mark:
+                    call.state[took] = name
+                return None
+            bucket = _bucket(call, name, key)
+            current = self.backend
+            if type(current) is not MemoryBuckets:
+                return self._acquire(call, current, bucket, limit, clock(), mark)
+            wait = current.acquire_on(bucket, rate, burst, cost, clock)  # in this process: cannot fail
             if wait > 0.0:
-                return self._refusal(call, wait)  # returned, not raised: the core takes it as raised, for less
+                return self._refusal(call, wait)
             if mark:
                 call.state[took] = bucket
             return None
