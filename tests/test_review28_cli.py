@@ -248,27 +248,6 @@ def test_the_import_bound_and_the_root_logger_are_given_back_when_the_command_en
 # --- review 28, round 2: the root handler's life, other handlers, format errors, embedded Ctrl-C --------------------
 
 
-def test_a_record_logged_as_the_program_ends_is_json_and_masked(tmp_path: Path) -> None:
-    """The program keeps the root handler to its end: a record logged at exit (as the MCP SDK's while the ``--mcp``
-    servers close) is a masked JSON line, not logging's bare plain text."""
-    (tmp_path / "late.py").write_text(
-        "import atexit, logging\n"
-        "from harness_one import define_tool\n"
-        "atexit.register(lambda: logging.getLogger('some.sdk').warning('closing token=sk-LATESECRET12345'))\n"
-        "@define_tool\n"
-        "def echo(text: str) -> str:\n"
-        '    """Echo."""\n'
-        "    return text\n"
-    )
-    process = _cli(tmp_path, "--log-format", "json", "--tools", "late.py", "call", "echo", "--args", '{"text": "a"}')
-    _, err = process.communicate(timeout=60)
-    assert process.returncode == 0, err
-    assert [(r["logger"], r["level"], r["event"]) for r in _records_of(err)] == [
-        ("some.sdk", "warning", "closing token=[REDACTED]")
-    ]
-    assert "sk-LATESECRET12345" not in err
-
-
 def test_a_process_that_set_up_logging_keeps_its_handlers_and_level() -> None:
     with _bare_root() as bare_root:
         from harness_one._cli import configure_logging
@@ -291,7 +270,26 @@ def test_a_process_that_set_up_logging_keeps_its_handlers_and_level() -> None:
         assert (bare_root.handlers, bare_root.level) == ([app_handler], logging.DEBUG)
 
 
-def test_a_record_its_own_loggers_handler_writes_is_not_written_again() -> None:
+def test_a_library_with_a_null_handler_has_its_records_written() -> None:
+    """As logging.basicConfig has it: a package's own handler (a NullHandler, as urllib3 adds) does not keep its
+    records from the root's handler (skipping records any handler of their logger might write lost them all)."""
+    with _bare_root():
+        from harness_one._cli import configure_logging
+
+        quiet = logging.getLogger("quietlib")
+        null = logging.NullHandler()
+        quiet.addHandler(null)
+        stream = io.StringIO()
+        undo = configure_logging("json", "warning", stream)
+        try:
+            logging.getLogger("quietlib.pool").warning("pool is full")
+        finally:
+            undo()
+            quiet.removeHandler(null)
+        assert [(r["logger"], r["event"]) for r in _records_of(stream.getvalue())] == [("quietlib.pool", "pool is full")]
+
+
+def test_a_record_its_own_loggers_handler_writes_is_written_by_both() -> None:
     with _bare_root():
         from harness_one._cli import configure_logging
 
@@ -308,7 +306,10 @@ def test_a_record_its_own_loggers_handler_writes_is_not_written_again() -> None:
             undo()
             acme.removeHandler(own)
         assert package.getvalue() == "from the package\n"
-        assert [(r["logger"], r["event"]) for r in _records_of(stream.getvalue())] == [("other", "from another")]
+        assert [(r["logger"], r["event"]) for r in _records_of(stream.getvalue())] == [
+            ("acme.pkg.sub", "from the package"),
+            ("other", "from another"),
+        ]
 
 
 def test_a_record_that_cannot_be_formatted_is_one_line_without_its_arguments(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -345,6 +346,27 @@ def test_a_record_that_cannot_be_formatted_is_one_line_without_its_arguments(mon
             },
         ]
         assert "sk-LEAK" not in stream.getvalue()
+
+
+def test_a_record_whose_message_cannot_be_made_text_is_still_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    """str(record.msg) raised inside handleError: the record was lost without a word."""
+
+    class Lazy:
+        def __str__(self) -> str:
+            raise RuntimeError("lazy reply not loaded")
+
+    with _bare_root():
+        from harness_one._cli import configure_logging
+
+        monkeypatch.setattr(logging, "raiseExceptions", True)
+        stream = io.StringIO()
+        undo = configure_logging("json", "warning", stream)
+        try:
+            logging.getLogger("acme.tools").warning(Lazy())
+        finally:
+            undo()
+        (record,) = _records_of(stream.getvalue())
+        assert (record["error"], record["msg"], record["args"]) == ("RuntimeError", "<unprintable Lazy>", "()")
 
 
 def test_embedded_main_raises_abort_on_ctrl_c(runner: CliRunner, tmp_path: Path) -> None:

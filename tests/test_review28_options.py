@@ -246,3 +246,25 @@ def test_a_clock_class_with_a_static_now_is_taken() -> None:
     for plugin in ("rate_limit", "timeout", "retry", "cache", "concurrency", "circuit_breaker", "idempotency", "approval"):
         reg = ToolRegistry(autoload=False, plugin_options={plugin: {"clock": MonoClock}})
         assert reg.plugins.get(plugin).clock is MonoClock
+
+
+def test_a_clock_class_whose_now_needs_no_instance_is_taken_and_one_whose_now_does_is_refused() -> None:
+    import functools
+    import time
+
+    from harness_one_plugins import CircuitBreakerPlugin
+
+    class Builtin:
+        now = time.monotonic
+
+    class Partial:
+        now = functools.partial(time.monotonic)
+
+    class NeedsAnInstance:
+        def now(self) -> float:
+            return 0.0
+
+    for cls in (Builtin, Partial):
+        assert CircuitBreakerPlugin(clock=cls).clock is cls
+    with pytest.raises(ValueError, match=r"an instance \(NeedsAnInstance\(\)\), not the class NeedsAnInstance"):
+        CircuitBreakerPlugin(clock=NeedsAnInstance)

@@ -111,9 +111,9 @@ def provides(value: Any, what: str, kind: str, methods: tuple[str, ...], *, opti
 
 
 def _static(cls: type, name: str) -> bool:
-    """Whether ``cls.name`` is a static or class method (callable on the class itself, as a clock class with a
-    static ``now()`` is)."""
-    return isinstance(inspect.getattr_static(cls, name, None), (staticmethod, classmethod))
+    """Whether ``cls.name`` can be called on the class itself (a static or class method, ``now =
+    time.monotonic``, a partial), not a plain function that needs an instance."""
+    return not inspect.isfunction(inspect.getattr_static(cls, name, None))
 
 
 def own_or_default(own: T | None, declined: bool, default: T | None) -> T | None:

@@ -411,15 +411,13 @@ def _on_path(directory: str, *, first: bool) -> Iterator[bool]:
 def configure_logging(fmt: str | None, level: str, stream: TextIO) -> Callable[[], None]:
     """Logs on ``stream`` (stderr): ``console`` on a terminal, ``json`` otherwise; nowhere when it is
     closed (``2>&-``). Gives what undoes the standard library's part (the group calls it as the command
-    ends when ``main()`` is embedded; the program itself keeps it to the process's end, for the records
-    logged as its ``--mcp`` servers close).
+    ends: records logged later, as ``--mcp`` servers close at exit, are Python's default handling's).
 
     harness-one's own events go through structlog, as :func:`~harness_one._log.log_event` sends them
     (no extra work per event). The records of the standard library's ``logging`` (the MCP SDK's, an
     imported package's) take the same form at the same level, as ``logging.basicConfig`` would set it
     up: when the root logger has no handler (other than one an earlier call added, replaced), it gets
-    one (this one) and ``level``; a process that set up its own logging keeps it. A record a handler
-    of its own logger (or of one between it and the root) writes is not written again. Their message and
+    one (this one) and ``level``; a process that set up its own logging keeps it. Their message and
     exception text are masked as the redactor masks a text (secret values, URL user-info, terminal
     controls). Below ``debug``, the MCP SDK's per-request records of its HTTP server stay at ``warning``."""
     from .._stdout import is_closed
@@ -508,8 +506,6 @@ class _RootHandler(logging.Handler):
         self.quieted: set[str] = set()  # the per-request loggers it set to warning
 
     def emit(self, record: logging.LogRecord) -> None:
-        if _handled_below(record.name):
-            return
         try:
             self.sink.msg(self.format(record))
         except RecursionError:  # as logging.StreamHandler does
@@ -532,12 +528,20 @@ class _RootHandler(logging.Handler):
                 "level": "error",
                 "error": type(error).__name__,
                 "timestamp": datetime.datetime.fromtimestamp(record.created, datetime.timezone.utc).isoformat()[:-6] + "Z",
-                "msg": _redactor().text(str(record.msg), _RECORD_TEXT),
+                "msg": _redactor().text(_text_of(record.msg), _RECORD_TEXT),
                 "args": _arg_types(record.args),
             }
             self.sink.msg(self.renderer(None, "error", event))
         except Exception:  # nowhere left to say it
             pass
+
+
+def _text_of(value: Any) -> str:
+    """``str(value)``, or ``<unprintable TypeName>`` when that fails."""
+    try:
+        return str(value)
+    except Exception:
+        return f"<unprintable {type(value).__name__}>"
 
 
 def _arg_types(args: Any) -> str:
@@ -547,19 +551,6 @@ def _arg_types(args: Any) -> str:
     if isinstance(args, dict):
         return "{" + ", ".join(f"{type(k).__name__}: {type(v).__name__}" for k, v in args.items()) + "}"
     return type(args).__name__
-
-
-def _handled_below(name: str) -> bool:
-    """Whether a handler of the logger ``name``, or of one between it and the root, writes its records."""
-    logger: logging.Logger | None = logging.getLogger(name) if name != "root" else None
-    root = logging.getLogger()
-    while logger is not None and logger is not root:
-        if logger.handlers:
-            return True
-        if not logger.propagate:
-            return False
-        logger = logger.parent
-    return False
 
 
 @functools.cache
@@ -808,9 +799,7 @@ def main(
         settings.state = with_prefix(state_url, settings.state_prefix)
         give_state(settings.state)  # the default registry a tool file's @defineTool builds reads no variable either
         ctx.call_on_close(functools.partial(give_state, None))
-    undo_logging = configure_logging(settings.log_format, settings.log_level, sys.stderr)
-    if not _STANDALONE.get():  # the program itself keeps it: records come as its --mcp servers close (atexit)
-        ctx.call_on_close(undo_logging)
+    ctx.call_on_close(configure_logging(settings.log_format, settings.log_level, sys.stderr))
     set_import_timeout(settings.import_timeout)
     ctx.call_on_close(functools.partial(set_import_timeout, None))  # the library's default again (main() embedded)
     ctx.obj = CliState(
