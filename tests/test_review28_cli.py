@@ -366,7 +366,7 @@ def test_a_record_whose_message_cannot_be_made_text_is_still_one_line(monkeypatc
         finally:
             undo()
         (record,) = _records_of(stream.getvalue())
-        assert (record["error"], record["msg"], record["args"]) == ("RuntimeError", "<unprintable Lazy>", "()")
+        assert (record["error"], record["msg"], record["args"]) == ("RuntimeError", "<Lazy>", "()")
 
 
 def test_embedded_main_raises_abort_on_ctrl_c(runner: CliRunner, tmp_path: Path) -> None:

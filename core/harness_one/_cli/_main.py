@@ -520,6 +520,8 @@ class _RootHandler(logging.Handler):
         when ``logging.raiseExceptions`` is off, as logging's is)."""
         if not logging.raiseExceptions:
             return
+        from .._render import text_of  # (a record that failed only)
+
         error = sys.exc_info()[1]
         try:
             event = {
@@ -528,20 +530,12 @@ class _RootHandler(logging.Handler):
                 "level": "error",
                 "error": type(error).__name__,
                 "timestamp": datetime.datetime.fromtimestamp(record.created, datetime.timezone.utc).isoformat()[:-6] + "Z",
-                "msg": _redactor().text(_text_of(record.msg), _RECORD_TEXT),
+                "msg": _redactor().text(text_of(record.msg), _RECORD_TEXT),
                 "args": _arg_types(record.args),
             }
             self.sink.msg(self.renderer(None, "error", event))
         except Exception:  # nowhere left to say it
             pass
-
-
-def _text_of(value: Any) -> str:
-    """``str(value)``, or ``<unprintable TypeName>`` when that fails."""
-    try:
-        return str(value)
-    except Exception:
-        return f"<unprintable {type(value).__name__}>"
 
 
 def _arg_types(args: Any) -> str:
