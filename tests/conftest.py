@@ -144,8 +144,10 @@ def _logging_state() -> Iterator[None]:
 
     import structlog
 
+    root_level = logging.getLogger().level
     yield
     structlog.reset_defaults()
+    logging.getLogger().setLevel(root_level)  # (one left at DEBUG piled every later record up in pytest's capture)
     for name in ("harness_one", "harness_one.integrations"):
         logger = logging.getLogger(name)
         logger.disabled = False

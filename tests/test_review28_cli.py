@@ -110,14 +110,16 @@ def _records_of(text: str) -> list[dict[str, Any]]:
 @contextlib.contextmanager
 def _bare_root() -> Iterator[logging.Logger]:
     """The root logger with no handler meanwhile, as in a process that did not set up logging (pytest's own
-    handlers, which it adds as each test runs, are put back)."""
+    handlers, which it adds as each test runs, are put back, and the root's level: one left at DEBUG made every
+    later test's records, the logging plugin's per call too, pile up in pytest's capture)."""
     root = logging.getLogger()
-    handlers = root.handlers
+    handlers, level = root.handlers, root.level
     root.handlers = []
     try:
         yield root
     finally:
         root.handlers = handlers
+        root.setLevel(level)
 
 
 def test_stdlib_records_are_json_masked_and_filtered_by_the_level(runner: CliRunner, tmp_path: Path) -> None:
