@@ -269,6 +269,42 @@ def test_a_plugin_option_as_a_keyword_says_where_it_goes() -> None:
 
 
 @pytest.mark.parametrize(
+    ("option", "meant"),
+    [
+        ("requires_aproval", "requires_approval"),
+        ("max_call", "max_calls"),
+        ("Max_Output", "max_output"),
+        ("memory_limits", "memory_limit"),
+        ("tittle", "title"),
+        ("cached", "cache"),
+    ],
+)
+def test_a_misspelt_option_is_refused_naming_the_one_meant(option: str, meant: str) -> None:
+    # Taken as given, the plugin would never read it: a tool asking for approval would run without it.
+    registry = ToolRegistry(autoload=False)
+    with pytest.raises(ToolDefinitionError) as err:
+        registry.add(_plain, options={option: True})
+    assert f"unknown option {option!r}; did you mean {meant!r}?" in str(err.value) and err.value.tool == "_plain"
+    assert registry.names() == []
+    with pytest.raises(ToolDefinitionError, match=f"did you mean {meant!r}"):
+        defineTool(options={"other": 1, option: 1}, registry=None)(_plain)
+
+
+def test_options_of_other_plugins_stay_free_form() -> None:
+    # Names a plugin of one's own may read, none as alike to a standard option as a misspelling is.
+    options = {"max_cost": 1, "requires_review": True, "memory": 2, "output_limit_mode": "x", 3: "a key no string"}
+    tool = Tool.create(_plain, options={**options, "requires_approval": False, "title": "Plain"})
+    assert dict(tool.options) == {**options, "requires_approval": False, "title": "Plain"}
+
+
+def test_memory_limit_as_a_keyword_says_where_it_goes() -> None:
+    with pytest.raises(
+        ToolDefinitionError, match=r"'memory_limit' is an option of the timeout plugin.*options=\{'memory_limit': 1024\}"
+    ):
+        Tool.create(_plain, memory_limit=1024)
+
+
+@pytest.mark.parametrize(
     ("written", "use"),
     [("int", "integer"), ("str", "string"), ("float", "number"), ("bool", "boolean"), ("dict", "object"), ("list", "array")],
 )

@@ -110,10 +110,11 @@ def _close(match: Callable[..., list[str]], query: str, names: list[str], n: int
     return found[:n]
 
 
-def closest(name: str, known: Iterable[str]) -> str | None:
-    """The one name among ``known`` closest to ``name`` (as :meth:`NameIndex.suggest` ranks), or None."""
+def closest(name: str, known: Iterable[str], cutoff: float = 0.6) -> str | None:
+    """The one name among ``known`` closest to ``name`` (as :meth:`NameIndex.suggest` ranks, at least ``cutoff``
+    alike), or None."""
     index = NameIndex()
     for each in sorted(known):
         index.add(each)
-    found = index.suggest(name, n=1)
+    found = index.suggest(name, n=1, cutoff=cutoff)
     return found[0] if found else None

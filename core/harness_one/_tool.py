@@ -18,7 +18,7 @@ from ._schema import Converter, analyse, check_against_signature, check_schema, 
 if TYPE_CHECKING:
     from ._registry import ToolRegistry
 
-__all__ = ["PLUGIN_OPTIONS", "POLICY_PLUGINS", "Tool", "ToolFunction", "defineTool", "define_tool"]
+__all__ = ["KNOWN_OPTIONS", "PLUGIN_OPTIONS", "POLICY_PLUGINS", "Tool", "ToolFunction", "defineTool", "define_tool"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -169,6 +169,8 @@ class Tool:
                 raise ToolDefinitionError(f"Tool '{tool_name}': {what} must be a string, got {text!r}.", tool=tool_name)
         if options is not None and not isinstance(options, Mapping):
             raise ToolDefinitionError(f"Tool '{tool_name}': options must be a mapping, got {options!r}.", tool=tool_name)
+        if options:
+            _refuse_misspelt(tool_name, options)
         for what, seconds in (("timeout", timeout), ("total_timeout", total_timeout), ("cache_ttl", cache_ttl)):
             if seconds is not None:  # NaN and an int past a float's range too; math.inf (as None): no limit
                 _positive(seconds, what, tool_name, finite=True, infinite=True, unit=" of seconds")
@@ -352,7 +354,17 @@ _KEYWORDS = frozenset(
     name for name, p in inspect.signature(Tool.create).parameters.items() if p.kind is inspect.Parameter.KEYWORD_ONLY
 )
 #: Options a standard plugin reads from ``options={...}``, and that plugin.
-PLUGIN_OPTIONS: Mapping[str, str] = {"requires_approval": "approval", "max_calls": "budget", "max_output": "output_limit"}
+PLUGIN_OPTIONS: Mapping[str, str] = {
+    "requires_approval": "approval",
+    "max_calls": "budget",
+    "max_output": "output_limit",
+    "memory_limit": "timeout",
+}
+#: Every option harness-one itself reads: the standard plugins' (``cache``: the cache plugin's opt-out) and
+#: ``title`` (the exports'). A name this alike to one of them (``difflib``'s ratio, case ignored) and not one
+#: of them is a misspelling.
+KNOWN_OPTIONS = frozenset({*PLUGIN_OPTIONS, "cache", "title"})
+_MISSPELT = 0.85
 #: The policies of a definition (attributes of a :class:`Tool`, None when not set) that a standard
 #: plugin enforces, and that plugin.
 POLICY_PLUGINS: Mapping[str, str] = {
@@ -384,6 +396,22 @@ def _unknown_keywords(unknown: Mapping[str, Any], valid: Iterable[str]) -> ToolD
     return ToolDefinitionError(
         " ".join(parts) + f" A tool definition takes: {names}; plugins read their own settings from options={{...}}."
     )
+
+
+def _refuse_misspelt(tool: str, options: Mapping[str, Any]) -> None:
+    """Refuse an option name that misspells one harness-one reads (``requires_aproval``, ``max_call``): taken
+    as given, its plugin would never see it, and the tool would run without the guard it asked for."""
+    from ._suggest import closest
+
+    for key in options:
+        if type(key) is str and key not in KNOWN_OPTIONS:
+            close = closest(key, KNOWN_OPTIONS, cutoff=_MISSPELT)
+            if close is not None:
+                raise ToolDefinitionError(
+                    f"Tool '{tool}': unknown option {key!r}; did you mean {close!r}? An option this alike to one harness-one "
+                    f"reads is taken for a misspelling (a plugin of your own needs a name less alike).",
+                    tool=tool,
+                )
 
 
 def _utf8(text: str) -> str:
