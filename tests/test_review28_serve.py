@@ -258,6 +258,18 @@ def test_a_line_whose_bad_byte_is_in_the_id_has_no_id() -> None:
         assert str(raised.value).startswith("the line is not valid UTF-8 (byte 0x"), line
 
 
+def test_an_escaped_lone_surrogate_in_the_id_is_json_s_own_and_kept() -> None:
+    # "\\ud800" and "\\udce9" are JSON escapes, not bad bytes: kept as a valid line's id is (shown as U+FFFD)
+    for escape in ("\\ud800", "\\udce9"):
+        line = b'{"id": "a' + escape.encode() + b'", "name": "echo", "arguments": {"text": "caf\xe9"}}'
+        with pytest.raises(BadRequest) as raised:
+            parse_line(line)
+        assert raised.value.request_id == "a" + escape.encode().decode("unicode_escape"), line
+    with pytest.raises(BadRequest) as both:  # an escape and a bad byte in the id: not answered
+        parse_line(b'{"id": "\\ud800\xe9", "name": "echo"}')
+    assert both.value.request_id is None
+
+
 def test_run_answers_a_line_not_valid_utf8_on_its_id(tmp_path: Path) -> None:
     tools = tmp_path / "echo_tools.py"
     tools.write_text(

@@ -253,13 +253,12 @@ def _id_in(line: str) -> Any:
 
 def _id_in_undecodable(line: bytes) -> Any:
     """The request's id from a line that is not valid UTF-8, when the id itself is (the bad bytes
-    elsewhere, as in an argument): read with each bad byte as a lone surrogate, which no id answered keeps."""
+    elsewhere, as in an argument): read with each bad byte as a lone surrogate, then as U+FFFD. The
+    two readings differ only where a bad byte is, so an id they read alike holds none (an escaped
+    ``"\\ud800"`` in it is JSON's own, kept as a valid line's id is) and one they read apart is not answered."""
     rid = _id_in(line.decode("utf-8", "surrogateescape"))
-    if isinstance(rid, str):
-        try:
-            rid.encode("utf-8")
-        except UnicodeEncodeError:  # the bad byte is in the id
-            return None
+    if isinstance(rid, str) and not rid.isascii() and rid != _id_in(line.decode("utf-8", "replace")):
+        return None  # the bad byte is in the id
     return rid
 
 
