@@ -105,7 +105,7 @@ def test_serve_refuses_an_empty_host(host: str) -> None:
     done = CliRunner().invoke(main, ["serve", "--transport", "http", "--host", host, "--port", "0"])
     assert done.exit_code == 2, done.output
     assert done.output.splitlines()[-1] == (
-        f"Error: Invalid value for '--host': must be the address to bind (127.0.0.1; 0.0.0.0 for every IPv4 address), "
+        f"Error: Invalid value for '--host': must be the address to bind ('127.0.0.1'; '0.0.0.0' for every IPv4 address), "
         f"not {host!r}"
     )
 

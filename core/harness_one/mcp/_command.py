@@ -49,13 +49,6 @@ def _finite(value: float) -> float:
     return value
 
 
-def _host(value: str) -> str:
-    """``--host``: an empty one (``--host "$HOST"`` with the variable unset) would listen on every address."""
-    if not value.strip():
-        raise click.BadParameter(f"must be the address to bind (127.0.0.1; 0.0.0.0 for every IPv4 address), not {value!r}")
-    return value
-
-
 #: The options of --transport http only, by their parameter names.
 _HTTP_ONLY = frozenset(
     {
@@ -121,7 +114,6 @@ def _timeout_option(name: str, default: float, help: str) -> Callable[[_F], _F]:
     "--host",
     default="127.0.0.1",
     show_default=True,
-    callback=lambda ctx, param, value: _host(value),
     help="HTTP: the address to bind.",
 )
 @click.option(
@@ -213,6 +205,12 @@ def serve(
         raise click.ClickException("'serve' needs the MCP SDK: pip install 'harness-one[mcp]'") from None
     if not path.startswith("/"):
         raise click.BadParameter(f"must start with '/', got {path!r}", param_hint="--path")
+    if transport == "http":  # (before any tool loads; an empty --host "$HOST" would listen on every address)
+        from ._server import host_problem
+
+        problem = host_problem(host)
+        if problem is not None:
+            raise click.BadParameter(problem, param_hint="'--host'")
     bounds = getattr(ctx.obj, "mcp_bounds", None)  # the group's --mcp-call-timeout and --mcp-max-reply-bytes
     wait, limit = bounds() if callable(bounds) else (CALL_TIMEOUT, MAX_REPLY_BYTES)
     try:

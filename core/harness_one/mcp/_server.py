@@ -1223,10 +1223,18 @@ async def serve_http(
     await _uvicorn_server(config).serve(sockets=[sock])
 
 
+def host_problem(host: Any) -> str | None:
+    """What is wrong with a ``host`` to bind that is not a string or is blank (binding ``""`` would listen on
+    every address), or None: what ``serve --host`` and :func:`http_app` say alike."""
+    if isinstance(host, str) and host.strip():
+        return None
+    return f"must be the address to bind ('127.0.0.1'; '0.0.0.0' for every IPv4 address), not {host!r}"
+
+
 def _check_host(host: str) -> None:
-    """Refuse a ``host`` that is not a string or is blank: binding ``""`` would listen on every address."""
-    if not isinstance(host, str) or not host.strip():
-        raise ValueError(f"host must be the address to bind ('127.0.0.1'; '0.0.0.0' for every IPv4 address), not {host!r}")
+    problem = host_problem(host)
+    if problem is not None:
+        raise ValueError(f"host {problem}")
 
 
 class _ListenError(OSError):
