@@ -370,3 +370,47 @@ def test_a_remote_schema_with_more_bad_defaults_than_are_dropped_is_still_refuse
     assert server._tools([_listed(33, size=40)], {}) == []
     (failure,) = server.failures
     assert failure.startswith("wide: Tool 'wide': parameters: at #/properties/p0/default, the default does not match")
+
+
+_CLOSING_LOGS = """
+import logging
+import sys
+
+from harness_one import define_tool
+from harness_one.mcp import _client
+
+_real = _client.RemoteServer._close
+
+
+async def _closing(self):
+    logging.getLogger("mcp.client.stdio").warning("closing %s with token=%s", self.spec.name, "sk-live-abcdef123456")
+    await _real(self)
+    print("closed", self.spec.name, "open:", len(_client._open), file=sys.stderr, flush=True)
+
+
+_client.RemoteServer._close = _closing
+
+
+@define_tool
+def local(x: int) -> int:
+    '''A local tool beside the remote ones.'''
+    return x
+"""
+
+
+def test_the_cli_closes_its_mcp_servers_as_the_command_ends_their_records_masked(script: str, tmp_path: Path) -> None:
+    """A command's ``--mcp`` servers close before the command gives its logging back: a record the close
+    logs is written in the command's form, masked, and no connection is left for the exit to close."""
+    tools = tmp_path / "closing_logs.py"
+    tools.write_text(_CLOSING_LOGS)
+    env = {**os.environ, "HARNESS_ONE_STATE": "memory://"}
+    command = [sys.executable, "-m", "harness_one", "--tools", str(tools), "--mcp", f"sdk={sys.executable} {script}"]
+    done = subprocess.run(
+        [*command, "--log-format", "json", "list"], capture_output=True, text=True, timeout=60, env=env, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert "files_read" in done.stdout
+    assert "closed sdk open: 0" in done.stderr  # closed by the command, not at exit (a tool's print goes to stderr)
+    records = [json.loads(line) for line in done.stderr.splitlines() if "closing sdk" in line]
+    assert len(records) == 1 and records[0]["logger"] == "mcp.client.stdio", done.stderr
+    assert "token=[REDACTED]" in records[0]["event"] and "sk-live-abcdef123456" not in done.stderr

@@ -304,6 +304,11 @@ def _attach_mcp(state: CliState, registry: ToolRegistry) -> None:
     except Exception as exc:
         raise click.ClickException(f"cannot import MCP tools: {exc}") from None
     state.mcp_servers = [server.spec.name for server in servers]
+    ctx = click.get_current_context(silent=True)
+    if ctx is not None and servers:  # closed as the command ends, while its logging (masked) is still in place
+        from ..mcp._command import close_servers
+
+        ctx.call_on_close(functools.partial(close_servers, servers))
 
 
 def _tools_of(spec: str) -> list[Any]:
@@ -411,7 +416,7 @@ def _on_path(directory: str, *, first: bool) -> Iterator[bool]:
 def configure_logging(fmt: str | None, level: str, stream: TextIO) -> Callable[[], None]:
     """Logs on ``stream`` (stderr): ``console`` on a terminal, ``json`` otherwise; nowhere when it is
     closed (``2>&-``). Gives what undoes the standard library's part (the group calls it as the command
-    ends: records logged later, as ``--mcp`` servers close at exit, are Python's default handling's).
+    ends, after the ``--mcp`` servers close: records logged later are Python's default handling's).
 
     harness-one's own events go through structlog, as :func:`~harness_one._log.log_event` sends them
     (no extra work per event). The records of the standard library's ``logging`` (the MCP SDK's, an

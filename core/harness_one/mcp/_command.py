@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
     from ._client import RemoteServer
 
-__all__ = ["serve"]
+__all__ = ["close_servers", "serve"]
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
@@ -259,10 +259,10 @@ def serve(
             raise click.BadParameter(f"{host!r} does not resolve: {cause.strerror}", param_hint="'--host'") from None
         raise click.ClickException(str(exc)) from None
     finally:  # SIGTERM too (run raises SystemExit): the imported stdio servers' process groups are stopped
-        _close(servers, hold_sigterm=not terminated)
+        close_servers(servers, hold_sigterm=not terminated)
 
 
-def _close(servers: list[RemoteServer], *, hold_sigterm: bool = True) -> None:
+def close_servers(servers: list[RemoteServer], *, hold_sigterm: bool = True) -> None:
     """Close the connections to ``servers`` at once (each stdio server's process group is stopped).
 
     With ``hold_sigterm`` (no SIGTERM taken yet), a SIGTERM during the close (it may take seconds: the SDK's
