@@ -540,8 +540,10 @@ def _admits_null(schema: Any) -> bool:
     return any(_admits_null(branch) for branch in schema.get("anyOf") or ())
 
 
-def _nullable(schema: dict[str, Any]) -> dict[str, Any]:
-    if _admits_null(schema):
+def _nullable(schema: Any) -> Any:
+    """``schema`` that also admits ``null`` (a strict model sends null for an absent value); a boolean schema
+    as it is (``convert`` gave its reason: the tool is not strict)."""
+    if not isinstance(schema, dict) or _admits_null(schema):
         return schema
     kind = schema.get("type")
     if "const" in schema or ("enum" in schema and not isinstance(kind, str)):  # null added to the type alone stays refused

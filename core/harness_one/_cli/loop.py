@@ -97,13 +97,14 @@ class Loop:
         """The line's request or decision; None when the line was answered as invalid."""
         from .._requests import BadRequest, Request, parse_line, resolve
 
+        item: Request | Decision | None = None
         try:
             item = parse_line(raw)
             return resolve(item, self.registry, strict=self.strict) if isinstance(item, Request) else item
         except BadRequest as exc:
             self.invalid(lineno, f"{exc}{_BOM if raw.startswith(BOM_UTF8) else ''}", exc.request_id)
-        except Exception as exc:  # never lose a line, whatever failed
-            self.invalid(lineno, f"internal error: {exception_text(exc)}")
+        except Exception as exc:  # never lose a line, whatever failed (answered on its id once it was read)
+            self.invalid(lineno, f"internal error: {exception_text(exc)}", None if item is None else item.id)
         return None
 
     async def handle(self, lineno: int, item: Request | Decision, after: asyncio.Task[None] | None = None) -> None:

@@ -1,0 +1,73 @@
+"""Findings of the twenty-ninth review: exports, contrib tools and shared state, each as a user or a model meets it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from harness_one import ToolRegistry
+from harness_one._cli import main
+from harness_one.dispatch import adispatch_openai, dispatch_openai
+from harness_one.export import StrictSchemaError
+
+# ---------------------------------------------------------------- a property whose schema is false
+
+
+def _with_false_property(*, nested: bool = False) -> ToolRegistry:
+    registry = ToolRegistry(autoload=False)
+
+    @registry.add
+    def add(a: float, b: float = 1.0) -> float:
+        """Add."""
+        return a + b
+
+    never: Any = {"type": "object", "properties": {"b": False}} if nested else False
+    registry.add(
+        lambda **kw: kw,
+        name="legacy",
+        description="An imported tool with a property no value may have.",
+        parameters={"type": "object", "properties": {"q": {"type": "string"}, "old": never}},
+    )
+    return registry
+
+
+@pytest.mark.parametrize("nested", [False, True])
+def test_a_false_property_makes_its_tool_not_strict_and_no_other(nested: bool) -> None:
+    registry = _with_false_property(nested=nested)
+    where = "$.old.b" if nested else "$.old"
+    auto = registry.export("openai", strict="auto")
+    assert auto.not_strict == {"legacy": [f"{where}: boolean schemas are not supported"]}
+    strict_add = next(t for t in auto.tools if t["function"]["name"] == "add")
+    assert strict_add["function"]["strict"] is True
+    with pytest.raises(StrictSchemaError, match=r"Tool 'legacy' cannot be exported in strict mode: \$\.old"):
+        registry.export("openai", strict=True)
+    call = [{"id": "c1", "type": "function", "function": {"name": "add", "arguments": '{"a": 2, "b": null}'}}]
+    assert dispatch_openai(registry, call, strict=True) == [{"role": "tool", "tool_call_id": "c1", "content": "3.0"}]
+
+
+async def test_a_false_property_leaves_the_async_strict_dispatch_working() -> None:
+    call = [{"id": "c1", "type": "function", "function": {"name": "add", "arguments": '{"a": 2}'}}]
+    answers = await adispatch_openai(_with_false_property(), call, strict="auto")
+    assert answers == [{"role": "tool", "tool_call_id": "c1", "content": "3.0"}]
+
+
+def test_run_answers_a_line_that_failed_after_it_was_read_on_its_id(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    import harness_one._requests as requests
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("resolve broke")
+
+    monkeypatch.setattr(requests, "resolve", broken)
+    tools = tmp_path / "echo_tools.py"
+    tools.write_text(
+        'from harness_one import define_tool\n\n@define_tool\ndef echo(text: str) -> str:\n    """Echo."""\n    return text\n'
+    )
+    lines = '{"id": "call_9", "name": "echo", "arguments": {"text": "hi"}}\n'
+    done = CliRunner().invoke(main, ["--tools", str(tools), "run"], input=lines)
+    answer = json.loads(done.stdout.splitlines()[0])
+    assert answer["id"] == "call_9" and answer["ok"] is False
+    assert answer["error"]["message"] == "line 1: internal error: RuntimeError: resolve broke"
