@@ -20,6 +20,9 @@ and on Python 3.11+ SQLite itself refuses any single string or blob longer than 
 (``SQLITE_LIMIT_LENGTH``) and any result wider than ``max_columns`` columns
 (``SQLITE_LIMIT_COLUMN``), so ``zeroblob(999999999)`` fails before it is allocated and one
 row in memory holds at most ``max_columns * max_bytes`` bytes before the character cap drops it.
+(A table wider than ``max_columns`` is read a few columns at a time; a view that wide cannot be read,
+as SQLite expands it whole; a stored value longer than ``max_bytes`` cannot be read at all, its length
+included.)
 Python 3.10 has no ``Connection.setlimit``: there one value can reach SQLite's compiled-in
 maximum (normally 10**9 bytes) in memory before the character cap drops it.
 
@@ -455,6 +458,12 @@ def run_query(
         conn.text_factory = _TEXT
         if hasattr(conn, "setlimit"):  # Python 3.11+: no value past max_bytes, no row past max_columns is built
             conn.setlimit(_LIMIT_LENGTH, min(max(1, max_bytes), 2**31 - 1))  # SQLite caps both at its own maximum
+            # The schema read first, under SQLite's own column limit: read under max_columns, a table, index or
+            # view wider than that made the whole database "malformed", whatever the query read of it.
+            try:
+                conn.execute("SELECT 1 FROM sqlite_master LIMIT 0").fetchall()
+            except sqlite3.Error as exc:
+                raise _database_failure(path, exc) or _unavailable(path, exc) from None
             conn.setlimit(_LIMIT_COLUMN, min(max(1, max_columns), 2**31 - 1))
         if _memory_bounded():
             # Sorts, DISTINCT and temporary tables in memory, not in temporary files: within max_memory, which bounds
@@ -521,8 +530,9 @@ def run_query(
             if "too big" not in str(exc):
                 raise _refuse(f"SQLite refused the query: {exc}", got) from None
             raise _refuse(
-                f"a value in the query (stored or computed) is longer than the limit of {max_bytes} bytes; "
-                "select length(...) or a smaller computation instead",
+                f"a value the query reads or computes is longer than the limit of {max_bytes} bytes: a stored value "
+                "that long cannot be read here at all, not even by length() or substr() (leave its column out, or "
+                "its rows by a condition on another column); a computed one, compute less",
                 got,
                 keyword="limits",
                 expected=f"values of at most {max_bytes} bytes",
@@ -536,7 +546,8 @@ def run_query(
                 raise _out_of_memory(got) from None
             if "too many columns" in str(exc) and hasattr(conn, "setlimit"):
                 raise _refuse(
-                    f"the query returns more than {max_columns} columns; select fewer columns",
+                    f"the query returns more than {max_columns} columns (a view read expands to all of its own); "
+                    "select fewer columns",
                     got,
                     keyword="limits",
                     expected=f"at most {max_columns} columns",

@@ -273,6 +273,42 @@ def test_no_row_wider_than_the_column_limit_is_built(db: Path) -> None:
         mod.run_query(db, "SELECT 1, 2, 3", max_columns=2)
 
 
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="Connection.setlimit is new in Python 3.11")
+def test_a_schema_wider_than_the_column_limit_leaves_the_rest_of_the_database_readable(tmp_path: Path) -> None:
+    # Read under max_columns, a wide table made every query fail as "malformed database schema ... needs repair".
+    path = tmp_path / "wide.sqlite3"
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE items(name, price)")
+        conn.execute("INSERT INTO items VALUES ('tea', 3)")
+        conn.execute("CREATE TABLE wide(" + ", ".join(f"c{i}" for i in range(100)) + ")")
+        conn.execute("INSERT INTO wide(c0, c99) VALUES (1, 2)")
+        conn.execute("CREATE INDEX wide_80 ON wide(" + ", ".join(f"c{i}" for i in range(80)) + ")")
+        conn.execute("CREATE VIEW wide_view AS SELECT * FROM wide")
+    conn.close()
+    assert mod.run_query(path, "SELECT name, price FROM items")["rows"] == [["tea", 3]]
+    assert mod.run_query(path, "SELECT c0, c99 FROM wide WHERE c5 IS NULL ORDER BY c1")["rows"] == [[1, 2]]
+    for sql in ("SELECT * FROM wide", "SELECT c0 FROM wide_view"):
+        with pytest.raises(ToolArgumentError, match=f"more than {mod.MAX_COLUMNS} columns") as err:
+            mod.run_query(path, sql)
+        assert err.value.problems[0].keyword == "limits"
+    assert mod.run_query(path, "SELECT c0 FROM wide_view", max_columns=100)["rows"] == [[1]]
+
+
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="Connection.setlimit is new in Python 3.11")
+def test_a_stored_value_past_max_bytes_is_refused_saying_it_cannot_be_read(tmp_path: Path) -> None:
+    path = tmp_path / "big.sqlite3"
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE big(id, x)")
+        conn.execute("INSERT INTO big VALUES (1, ?), (2, 'small')", ["a" * 2000])
+    conn.close()
+    assert mod.run_query(path, "SELECT id FROM big ORDER BY id", max_bytes=1000)["rows"] == [[1], [2]]
+    for sql in ("SELECT length(x) FROM big", "SELECT substr(x, 1, 10) FROM big"):
+        with pytest.raises(ToolArgumentError) as err:
+            mod.run_query(path, sql, max_bytes=1000)
+        message = err.value.problems[0].message
+        assert "a stored value that long cannot be read here at all, not even by length() or substr()" in message
+
+
 @pytest.mark.parametrize(
     ("sql", "params", "path"),
     [
