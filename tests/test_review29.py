@@ -71,3 +71,23 @@ def test_run_answers_a_line_that_failed_after_it_was_read_on_its_id(monkeypatch:
     answer = json.loads(done.stdout.splitlines()[0])
     assert answer["id"] == "call_9" and answer["ok"] is False
     assert answer["error"]["message"] == "line 1: internal error: RuntimeError: resolve broke"
+
+
+# ---------------------------------------------------------------- property names Anthropic refuses
+
+
+def test_the_anthropic_export_notes_each_property_name_anthropic_refuses() -> None:
+    registry = ToolRegistry(autoload=False)
+    names = ["filter[bundleId]", "$top", "x" * 65, "", "ok.name-1", "x" * 64]
+    registry.add(
+        lambda **kw: kw,
+        name="remote",
+        description="As an MCP server writes its schema.",
+        parameters={"type": "object", "properties": {name: {"type": "string"} for name in names}},
+    )
+    exported = registry.export("anthropic")
+    assert list(exported.tools[0]["input_schema"]["properties"]) == names  # exported as it is
+    notes = exported.notes["remote"]
+    assert len(notes) == 4 and all("outside Anthropic's rule" in note for note in notes)
+    assert notes[0].startswith('$["filter[bundleId]"]: ') and notes[3].startswith('$[""]: ')
+    assert registry.export("openai").notes.get("remote") is None  # OpenAI takes them

@@ -42,6 +42,7 @@ from ._schema import (
 from ._tool import NAME_PATTERN, Tool
 
 __all__ = [
+    "ANTHROPIC_PROPERTY",
     "FORMATS",
     "GEMINI_FORMATS",
     "GEMINI_NAME",
@@ -77,6 +78,10 @@ GEMINI_NAME = re.compile(rf"^[A-Za-z_][A-Za-z0-9_.:-]{{0,{GEMINI_NAME_MAX - 1}}}
 #: letters, digits and ``_``, at most 64 characters. A name outside it is exported as it is, with a note.
 GEMINI_PARAMETER_MAX = 64
 GEMINI_PARAMETER = re.compile(rf"^[A-Za-z_][A-Za-z0-9_]{{0,{GEMINI_PARAMETER_MAX - 1}}}\Z")
+#: Anthropic's rule for the keys of ``input_schema.properties`` (its 400 error quotes it): letters, digits, ``_ . -``,
+#: 1 to 64 characters. One key outside it fails the whole request (an MCP server's ``filter[id]``, ``$top``): such a
+#: tool is exported as it is, with a note per key.
+ANTHROPIC_PROPERTY = re.compile(r"^[a-zA-Z0-9_.-]{1,64}\Z")
 #: OpenAI's limits on one request: more tools, or a longer description, fail the whole request.
 OPENAI_MAX_TOOLS, OPENAI_MAX_DESCRIPTION = 128, 1024
 
@@ -1183,6 +1188,13 @@ def to_openai_responses(tool: Tool, *, strict: bool = False) -> dict[str, Any]:
 def _anthropic(tool: Tool) -> tuple[dict[str, Any], list[str]]:
     schema, rewritten = _draft_2020(tool.parameters)
     schema, notes = _top_allowed(schema, "anthropic")
+    properties = schema.get("properties")
+    notes.extend(
+        f"${path_step(name)}: a property name outside Anthropic's rule (letters, digits, '_', '.', '-', 1 to 64 "
+        "characters), which fails the whole request"
+        for name in (properties if isinstance(properties, dict) else ())
+        if not (isinstance(name, str) and ANTHROPIC_PROPERTY.match(name))
+    )
     return {"name": tool.name, "description": tool.description, "input_schema": schema}, rewritten + notes
 
 
