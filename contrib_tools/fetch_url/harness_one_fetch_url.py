@@ -189,7 +189,7 @@ class FetchPolicy:
 @functools.lru_cache(maxsize=64)  # a policy is built for each call of the default tool
 def _least_chars(max_bytes: int, max_redirects: int, max_chars: int) -> int:
     """:attr:`FetchPolicy.min_chars` of a policy with these limits."""
-    notes = [_json_cut(max_chars), *(_with_cut(note, max_chars) for note in (_NOT_JSON, _TOO_DEEP, _binary(_GONE)))]
+    notes = [_json_cut(max_chars), *(_with_cut(note, max_chars) for note in (_NOT_JSON, _TOO_DEEP, _LONG_NUMBER, _binary(_GONE)))]
     least: FetchResult = {
         "url": _GONE,
         "final_url": _GONE,
@@ -798,8 +798,8 @@ def _result(
     if ctype in ("application/json", "text/json") or ctype.endswith("+json"):
         try:
             out["json"] = json.loads(text)
-        except ValueError:
-            out["text"], out["note"] = text, _NOT_JSON
+        except ValueError as exc:  # an integer past the int-to-text limit is a ValueError too, not a JSONDecodeError
+            out["text"], out["note"] = text, _NOT_JSON if isinstance(exc, json.JSONDecodeError) else _LONG_NUMBER
         except RecursionError:
             out["text"], out["note"] = text, _TOO_DEEP
     elif ctype in ("text/html", "application/xhtml+xml"):
@@ -832,6 +832,7 @@ _TEXT_TYPES = frozenset(
 )
 _NOT_JSON = "not valid JSON (or cut at the byte limit); shown as text"
 _TOO_DEEP = "the JSON is nested too deeply to parse; shown as text"
+_LONG_NUMBER = "a JSON integer too long to read; shown as text"
 #: An echo cut to nothing (``max_chars`` near :attr:`FetchPolicy.min_chars`).
 _GONE = "..."
 #: The echoes cut past their own cut when the metadata alone are longer than ``max_chars``: the model's URL first (it

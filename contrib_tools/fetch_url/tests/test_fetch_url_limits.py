@@ -740,3 +740,12 @@ def test_host_names_dns_can_carry_are_resolved(host: str) -> None:
 
     out = mod.fetch(f"http://{host}/", mod.FetchPolicy(resolver=resolver, transport=httpx.MockTransport(answer(body=b"ok"))))
     assert out["status"] == 200 and len(asked) == 1
+
+
+def test_json_with_an_integer_too_long_to_read_says_so_not_that_it_is_invalid(serve: Callable[[Reply], str]) -> None:
+    body = b'{"n": ' + b"9" * 5_000 + b"}"  # valid JSON, not cut: past Python's int-to-text limit (4,300 digits)
+    doc = mod.fetch(serve(_page(b"application/json", body)), mod.FetchPolicy(allow=LOOPBACK))
+    assert "json" not in doc and doc["truncated"] is False and doc["text"] == body.decode()
+    assert doc["note"] == "a JSON integer too long to read; shown as text"
+    broken = mod.fetch(serve(_page(b"application/json", b'{"n": 1,}')), mod.FetchPolicy(allow=LOOPBACK))
+    assert broken["note"] == "not valid JSON (or cut at the byte limit); shown as text"
