@@ -91,3 +91,24 @@ def test_the_anthropic_export_notes_each_property_name_anthropic_refuses() -> No
     assert len(notes) == 4 and all("outside Anthropic's rule" in note for note in notes)
     assert notes[0].startswith('$["filter[bundleId]"]: ') and notes[3].startswith('$[""]: ')
     assert registry.export("openai").notes.get("remote") is None  # OpenAI takes them
+
+
+# ---------------------------------------------------------------- an idempotent replay reads as the first answer
+
+
+@pytest.mark.parametrize("state", ["memory:", "sqlite", "redis"])
+def test_a_replay_shows_the_model_the_text_of_the_first_answer(
+    state: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    # Read back from JSON, bytes were shown without their quotes and keys 1 and "1" became one.
+    url = {"sqlite": f"sqlite:///{tmp_path / 'state.sqlite3'}", "redis": None}.get(state, state)
+    registry = ToolRegistry(state=url or request.getfixturevalue("redis_url"), autoload=False)
+    registry.add(lambda: b"ok", name="raw", description="Bytes.", idempotent=True)
+    registry.add(lambda: {1: "a", "1": "b"}, name="dup", description="Keys one in JSON.", idempotent=True)
+    registry.add(lambda: {3, 1}, name="aset", description="A set, read back a list.", idempotent=True)
+    for name, text in (("raw", '"ok"'), ("dup", '{"1": "a", "1": "b"}'), ("aset", "[1, 3]")):
+        first = registry.try_call(name, {}, idempotency_key="k")
+        again = registry.try_call(name, {}, idempotency_key="k")
+        assert first.ok and again.ok and first.ran and not again.ran, (name, again)
+        assert first.for_model() == again.for_model() == text, name
+    assert registry.try_call("aset", {}, idempotency_key="k").value == ({1, 3} if state == "memory:" else [1, 3])

@@ -210,11 +210,15 @@ def _scope_fields(scope: Any) -> tuple[str, ...]:
 
 def _as_json(data: Any) -> Any:
     """``data`` as plain JSON data: the text the model reads for a result ``data``
-    (:meth:`CallResult.for_model <harness_one.CallResult.for_model>`), read back; a string as it is.
-    ``ValueError`` when that text cannot be read back."""
+    (:meth:`CallResult.for_model <harness_one.CallResult.for_model>`), read back; a string as it is;
+    that text itself where what is read back would show the model other text (a ``bytes`` value read
+    back is a string, shown without its quotes; keys ``1`` and ``"1"`` read back are one), so a replay
+    reads as the first answer did on every store. ``ValueError`` when that text cannot be read back."""
     if isinstance(data, str):
         return data
-    return json.loads(CallResult(True, data, None, "", "", 0.0, 1).for_model())
+    text = CallResult(True, data, None, "", "", 0.0, 1).for_model()
+    value = json.loads(text)
+    return value if CallResult(True, value, None, "", "", 0.0, 1).for_model() == text else text
 
 
 class IdempotencyPlugin:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 import uuid
 from collections.abc import Hashable
@@ -17,6 +18,7 @@ __all__ = [
     "LEASE",
     "TTL",
     "key_text",
+    "outcome_json",
     "positive_seconds",
     "seconds",
     "AsyncBudgetStore",
@@ -36,6 +38,32 @@ __all__ = [
 
 #: How many of a run's latest give-backs a standard budget store remembers the tickets of.
 KEPT_TICKETS = 64
+
+
+def outcome_json(value: Any) -> str:
+    """An idempotent outcome as the JSON text a store keeps (``json.dumps``): ``TypeError`` for a value that is not
+    JSON, a dict key that is not a string included (``json.dumps`` writes ``1`` and ``"1"`` as one key, which would
+    read back as one), ``ValueError`` for a cycle or nesting past what ``json.dumps`` follows; the idempotency
+    plugin then stores the text the model read for it."""
+    stack, seen = [value], set()
+    while stack:  # (not recursive: as deep as json.dumps then refuses)
+        item = stack.pop()
+        if isinstance(item, dict):
+            if id(item) in seen:
+                continue  # a part met twice (json.dumps refuses a cycle)
+            seen.add(id(item))
+            if any(type(key) is not str for key in item):
+                raise TypeError("a dict key that is not a string")
+            stack.extend(item.values())
+        elif isinstance(item, (list, tuple)):
+            if id(item) in seen:
+                continue
+            seen.add(id(item))
+            stack.extend(item)
+    try:
+        return json.dumps(value)
+    except RecursionError as exc:
+        raise ValueError(f"the outcome is nested too deeply to store: {exc}") from None
 
 
 def key_text(value: Hashable, *, strict: bool = False) -> str:

@@ -43,7 +43,7 @@ from redis.exceptions import (
 from redis.retry import Retry
 
 from .._log import log_event
-from ._protocols import EXPIRES, KEPT_TICKETS, LEASE, TTL, Record, StateUnavailable, key_text, seconds
+from ._protocols import EXPIRES, KEPT_TICKETS, LEASE, TTL, Record, StateUnavailable, key_text, outcome_json, seconds
 from ._select import MOST_SECONDS, check_redis_url, redis_prefix, slot_tag, split_redis_url
 
 __all__ = ["RedisBudgets", "RedisBuckets", "RedisCircuits", "RedisLink", "RedisSlots", "RedisStore"]
@@ -1430,8 +1430,8 @@ class RedisStore:
     def _finish(self, scope: str, key: str, record: Record, owner: str | None, now: float | None) -> tuple[list[str], list[Any]]:
         # before any I/O: the script would write the record and then fail to give it a TTL ('nan')
         expires = seconds(record.expires, EXPIRES)
-        value = json.dumps(record.value)  # TypeError/ValueError for non-JSON values: the plugin stores their JSON form
-        error = "" if record.error is None else json.dumps(record.error)
+        value = outcome_json(record.value)  # TypeError/ValueError for values not JSON as they are: the plugin stores
+        error = "" if record.error is None else outcome_json(record.error)  # their JSON form
         if len(value) + len(error) > self.max_value:
             raise ValueError(
                 f"the outcome is {len(value) + len(error):,} characters of JSON, over the {self.max_value:,} a record holds"

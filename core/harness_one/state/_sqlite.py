@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from .._clock import WallClock
-from ._protocols import EXPIRES, LEASE, Record, StateUnavailable, positive_seconds, seconds
+from ._protocols import EXPIRES, LEASE, Record, StateUnavailable, outcome_json, positive_seconds, seconds
 
 __all__ = ["SQLiteStore", "WallClock"]
 
@@ -312,11 +312,9 @@ class SQLiteStore:
 
     def _finish(self, scope: str, key: str, record: Record, owner: str | None, now: float | None, deadline: float | None) -> bool:
         seconds(record.expires, EXPIRES)  # else SQLite stores NULL, which the table refuses: a StateUnavailable
-        try:  # TypeError/ValueError for non-JSON values: the plugin then stores their JSON form for the model
-            value = json.dumps(record.value)
-            error = None if record.error is None else json.dumps(record.error)
-        except RecursionError as exc:  # nested past what json.dumps follows: not storable either
-            raise ValueError(f"the outcome is nested too deeply to store: {exc}") from None
+        # TypeError/ValueError for values not JSON as they are: the plugin then stores their JSON form for the model
+        value = outcome_json(record.value)
+        error = None if record.error is None else outcome_json(record.error)
         with self._connection(deadline) as conn:
             if owner is None:  # whatever the key holds (a row gone meanwhile is not brought back)
                 cursor = conn.execute(
