@@ -72,10 +72,13 @@ def wipe(path: str) -> str:
 wipe.tool.destructive = True  # changed after definition, past the definition-time check
 
 
-@defineTool(registry=None)
-def lookup(key: str) -> str:
-    """Look a key up."""
-    return key
+@defineTool(
+    registry=None,
+    parameters={"type": "object", "properties": {"filter[key]": {"type": "string"}}, "required": ["filter[key]"]},
+)
+def lookup(**query: str) -> str:
+    """Look a key up (its parameter named as an MCP server may name one, which Anthropic refuses)."""
+    return query["filter[key]"]
 
 
 lookup.tool.name = "look up"  # a name no provider accepts

@@ -160,6 +160,7 @@ def broken_package_fails_exactly_its_checks(inner: pytest.RunResult) -> None:
     assert "left threads running after import: broken-tools-poller" in side_effects
     names = message(inner, "TestBrokenTools::test_names_valid_for_every_provider")
     assert "openai: 'look up' (tool 'look up') breaks the rule" in names and "gemini: '_look up'" in names
+    assert "anthropic: parameter 'filter[key]' of tool 'look up' breaks the rule ^[a-zA-Z0-9_.-]{1,64}\\Z" in names
     assert "tool 'undocumented' has no description" in message(inner, "TestBrokenTools::test_descriptions")
     examples = message(inner, "TestBrokenTools::test_examples")
     assert (
