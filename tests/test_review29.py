@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from harness_one import ToolRegistry
+from harness_one import ToolError, ToolRegistry
 from harness_one._cli import main
 from harness_one.dispatch import adispatch_openai, dispatch_openai
 from harness_one.export import StrictSchemaError
@@ -96,6 +96,18 @@ def test_the_anthropic_export_notes_each_property_name_anthropic_refuses() -> No
 # ---------------------------------------------------------------- an idempotent replay reads as the first answer
 
 
+class _Dup(ToolError):
+    """An error whose dict has keys 1 and "1" (one key in JSON)."""
+
+    kind = "dup_keys"
+
+    def __init__(self) -> None:
+        super().__init__("out of quota")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**super().to_dict(), 1: "a", "1": "b"}  # type: ignore[dict-item]
+
+
 @pytest.mark.parametrize("state", ["memory:", "sqlite", "redis"])
 def test_a_replay_shows_the_model_the_text_of_the_first_answer(
     state: str, tmp_path: Path, request: pytest.FixtureRequest
@@ -103,12 +115,37 @@ def test_a_replay_shows_the_model_the_text_of_the_first_answer(
     # Read back from JSON, bytes were shown without their quotes and keys 1 and "1" became one.
     url = {"sqlite": f"sqlite:///{tmp_path / 'state.sqlite3'}", "redis": None}.get(state, state)
     registry = ToolRegistry(state=url or request.getfixturevalue("redis_url"), autoload=False)
-    registry.add(lambda: b"ok", name="raw", description="Bytes.", idempotent=True)
     registry.add(lambda: {1: "a", "1": "b"}, name="dup", description="Keys one in JSON.", idempotent=True)
     registry.add(lambda: {3, 1}, name="aset", description="A set, read back a list.", idempotent=True)
-    for name, text in (("raw", '"ok"'), ("dup", '{"1": "a", "1": "b"}'), ("aset", "[1, 3]")):
+    registry.add(lambda: b"ok", name="raw", description="Bytes: a string read back.", idempotent=True)
+    registry.add(lambda: (_ for _ in ()).throw(_Dup()), name="fails", description="A failure.", idempotent=True)
+    for name, text in (("dup", '{"1": "a", "1": "b"}'), ("aset", "[1, 3]")):
         first = registry.try_call(name, {}, idempotency_key="k")
         again = registry.try_call(name, {}, idempotency_key="k")
         assert first.ok and again.ok and first.ran and not again.ran, (name, again)
         assert first.for_model() == again.for_model() == text, name
     assert registry.try_call("aset", {}, idempotency_key="k").value == ({1, 3} if state == "memory:" else [1, 3])
+    assert registry.try_call("raw", {}, idempotency_key="k").value == b"ok"
+    assert registry.try_call("raw", {}, idempotency_key="k").value == (b"ok" if state == "memory:" else "ok")
+    first_error = registry.try_call("fails", {}, idempotency_key="k").error
+    replayed = registry.try_call("fails", {}, idempotency_key="k").error  # an error's dict is read back as data
+    assert first_error is not None and replayed is not None and replayed.replayed and not first_error.replayed
+    assert replayed.message == first_error.message == "out of quota"
+
+
+# ---------------------------------------------------------------- the group's --mcp servers closed as a command ends
+
+
+def test_the_group_s_mcp_servers_close_holding_sigterm_unless_one_was_taken(monkeypatch: pytest.MonkeyPatch) -> None:
+    # serve's SystemExit(143) on its way out: a second SIGTERM during the close takes the default action
+    import harness_one.mcp._command as command
+    from harness_one._cli._main import _close_servers
+
+    held: list[bool] = []
+    monkeypatch.setattr(command, "close_servers", lambda servers, *, hold_sigterm=True: held.append(hold_sigterm))
+    _close_servers([object()])
+    try:
+        raise SystemExit(143)
+    except SystemExit:
+        _close_servers([object()])
+    assert held == [True, False]

@@ -291,7 +291,11 @@ class ToolError(Exception):
         elif issubclass(kind, PluginError):
             state["plugin"] = data.get("plugin")
         if kind.__module__ != __name__:  # a plugin's class: its own fields, as its to_dict wrote them
-            own = (k for k in data if k not in state and k != "type" and k.isidentifier() and not hasattr(ToolError, k))
+            own = (
+                k
+                for k in data
+                if isinstance(k, str) and k not in state and k != "type" and k.isidentifier() and not hasattr(ToolError, k)
+            )  # (a key no attribute can be named by, an int too, is not one)
             state.update({k: data[k] for k in own})
         if kind is ToolError and isinstance(data.get("kind"), str):
             state["kind"] = data["kind"]

@@ -208,17 +208,19 @@ def _scope_fields(scope: Any) -> tuple[str, ...]:
     return tuple(fields)
 
 
-def _as_json(data: Any) -> Any:
+def _as_json(data: Any, *, whole: bool = False) -> Any:
     """``data`` as plain JSON data: the text the model reads for a result ``data``
-    (:meth:`CallResult.for_model <harness_one.CallResult.for_model>`), read back; a string as it is;
-    that text itself where what is read back would show the model other text (a ``bytes`` value read
-    back is a string, shown without its quotes; keys ``1`` and ``"1"`` read back are one), so a replay
-    reads as the first answer did on every store. ``ValueError`` when that text cannot be read back."""
+    (:meth:`CallResult.for_model <harness_one.CallResult.for_model>`), read back; a string as it is.
+    With ``whole`` (a result), that text itself where a list or dict read back would lose part of it
+    (keys ``1`` and ``"1"`` are one key read back), so its replay shows the model all of it.
+    ``ValueError`` when that text cannot be read back."""
     if isinstance(data, str):
         return data
     text = CallResult(True, data, None, "", "", 0.0, 1).for_model()
     value = json.loads(text)
-    return value if CallResult(True, value, None, "", "", 0.0, 1).for_model() == text else text
+    if not whole or isinstance(value, str) or CallResult(True, value, None, "", "", 0.0, 1).for_model() == text:
+        return value
+    return text
 
 
 class IdempotencyPlugin:
@@ -463,7 +465,7 @@ class IdempotencyPlugin:
         refused.append(exc)  # not storable as it is (not JSON, not copyable, too large, nested too deep)
         if len(refused) == 1:
             try:
-                value = None if record.value is None else _as_json(record.value)
+                value = None if record.value is None else _as_json(record.value, whole=True)
                 error = None if record.error is None else _as_json(record.error)
             except _NOT_STORABLE:  # its JSON cannot be read back (an integer past Python's digit limit)
                 refused.append(exc)  # on to the next

@@ -306,9 +306,15 @@ def _attach_mcp(state: CliState, registry: ToolRegistry) -> None:
     state.mcp_servers = [server.spec.name for server in servers]
     ctx = click.get_current_context(silent=True)
     if ctx is not None and servers:  # closed as the command ends, while its logging (masked) is still in place
-        from ..mcp._command import close_servers
+        ctx.call_on_close(functools.partial(_close_servers, servers))
 
-        ctx.call_on_close(functools.partial(close_servers, servers))
+
+def _close_servers(servers: list[Any]) -> None:
+    """Close the ``--mcp`` servers of a command that is ending; a SIGTERM meanwhile waits for the close unless one was
+    taken already (``serve``'s ``SystemExit(143)`` on its way out: a second one takes the default action)."""
+    from ..mcp._command import close_servers
+
+    close_servers(servers, hold_sigterm=not isinstance(sys.exc_info()[1], SystemExit))
 
 
 def _tools_of(spec: str) -> list[Any]:
