@@ -293,6 +293,7 @@ def test_a_misspelt_option_is_refused_naming_the_one_meant(option: str, meant: s
 def test_options_of_other_plugins_stay_free_form() -> None:
     # Names a plugin of one's own may read, none as alike to a standard option as a misspelling is.
     options = {"max_cost": 1, "requires_review": True, "memory": 2, "output_limit_mode": "x", 3: "a key no string"}
+    options |= {"requires_approval_from": "ops", "memory_limit_mb": 64, "max_calls_per_user": 2}  # extensions after "_"
     tool = Tool.create(_plain, options={**options, "requires_approval": False, "title": "Plain"})
     assert dict(tool.options) == {**options, "requires_approval": False, "title": "Plain"}
 

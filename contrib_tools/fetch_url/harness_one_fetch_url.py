@@ -45,6 +45,7 @@ private destinations on purpose; :func:`make_fetch_url` builds a tool with its o
 from __future__ import annotations
 
 import codecs
+import contextlib
 import dataclasses
 import functools
 import http.cookiejar
@@ -799,7 +800,11 @@ def _result(
         try:
             out["json"] = json.loads(text)
         except ValueError as exc:  # an integer past the int-to-text limit is a ValueError too, not a JSONDecodeError
-            out["text"], out["note"] = text, _NOT_JSON if isinstance(exc, json.JSONDecodeError) else _LONG_NUMBER
+            out["text"], out["note"] = text, _NOT_JSON
+            if not truncated and not isinstance(exc, json.JSONDecodeError):  # (it is met before a later syntax error)
+                with contextlib.suppress(ValueError, RecursionError):
+                    json.loads(text, parse_int=str)
+                    out["note"] = _LONG_NUMBER
         except RecursionError:
             out["text"], out["note"] = text, _TOO_DEEP
     elif ctype in ("text/html", "application/xhtml+xml"):

@@ -540,6 +540,13 @@ def run_query(
         except MemoryError:  # past the tool's memory_limit (process mode) or the machine's memory
             raise _out_of_memory(got) from None
         except sqlite3.DatabaseError as exc:
+            if "malformed database schema" in str(exc) and "too many columns" in str(exc) and hasattr(conn, "setlimit"):
+                # Read again under max_columns: another connection changed the schema after it was read
+                raise RetryableError(
+                    "The database's schema changed while the query was being prepared; the query is not at fault: "
+                    f"try again in {_RETRY_AFTER:g} s.",
+                    retry_after=_RETRY_AFTER,
+                ) from None
             if (failure := _database_failure(path, exc)) is not None:
                 raise failure from None
             if "out of memory" in str(exc):

@@ -365,6 +365,7 @@ PLUGIN_OPTIONS: Mapping[str, str] = {
 #: of them is a misspelling.
 KNOWN_OPTIONS = frozenset({*PLUGIN_OPTIONS, "cache", "title"})
 _MISSPELT = 0.85
+_EXTENDED = tuple(f"{name}_" for name in sorted(KNOWN_OPTIONS))
 #: The policies of a definition (attributes of a :class:`Tool`, None when not set) that a standard
 #: plugin enforces, and that plugin.
 POLICY_PLUGINS: Mapping[str, str] = {
@@ -404,7 +405,9 @@ def _refuse_misspelt(tool: str, options: Mapping[str, Any]) -> None:
     from ._suggest import closest
 
     for key in options:
-        if type(key) is str and key not in KNOWN_OPTIONS:
+        if (
+            type(key) is str and key not in KNOWN_OPTIONS and not key.startswith(_EXTENDED)
+        ):  # (max_calls_per_user: a plugin's own)
             close = closest(key, KNOWN_OPTIONS, cutoff=_MISSPELT)
             if close is not None:
                 raise ToolDefinitionError(

@@ -747,5 +747,8 @@ def test_json_with_an_integer_too_long_to_read_says_so_not_that_it_is_invalid(se
     doc = mod.fetch(serve(_page(b"application/json", body)), mod.FetchPolicy(allow=LOOPBACK))
     assert "json" not in doc and doc["truncated"] is False and doc["text"] == body.decode()
     assert doc["note"] == "a JSON integer too long to read; shown as text"
-    broken = mod.fetch(serve(_page(b"application/json", b'{"n": 1,}')), mod.FetchPolicy(allow=LOOPBACK))
-    assert broken["note"] == "not valid JSON (or cut at the byte limit); shown as text"
+    for invalid in (b'{"n": 1,}', b'{"n": ' + b"9" * 5_000 + b", }"):  # a long integer before the syntax error too
+        broken = mod.fetch(serve(_page(b"application/json", invalid)), mod.FetchPolicy(allow=LOOPBACK))
+        assert broken["note"] == "not valid JSON (or cut at the byte limit); shown as text", invalid[-10:]
+    cut = mod.fetch(serve(_page(b"application/json", body + b" " * 100)), mod.FetchPolicy(allow=LOOPBACK, max_bytes=5_000))
+    assert cut["truncated"] is True and cut["note"] == "not valid JSON (or cut at the byte limit); shown as text"

@@ -295,6 +295,36 @@ def test_a_schema_wider_than_the_column_limit_leaves_the_rest_of_the_database_re
 
 
 @pytest.mark.skipif(sys.version_info < (3, 11), reason="Connection.setlimit is new in Python 3.11")
+def test_a_schema_changed_meanwhile_is_a_retryable_error_not_a_broken_database(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Read again under max_columns, the wide table was "malformed ... needs repair"; called again, the query answers.
+    path = tmp_path / "wide.sqlite3"
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE items(name)")
+        conn.execute("INSERT INTO items VALUES ('tea')")
+        conn.execute("CREATE TABLE wide(" + ", ".join(f"c{i}" for i in range(100)) + ")")
+    conn.close()
+    bounded = mod._memory_bounded
+
+    def another_connection_changes_the_schema() -> bool:  # runs after the schema was read, before the query
+        writer = sqlite3.connect(path)
+        writer.execute(f"CREATE TABLE later_{len(changed)}(x)")
+        writer.commit()
+        writer.close()
+        changed.append(1)
+        return bounded()
+
+    changed: list[int] = []
+    monkeypatch.setattr(mod, "_memory_bounded", another_connection_changes_the_schema)
+    with pytest.raises(RetryableError, match="schema changed while the query was being prepared") as err:
+        mod.run_query(path, "SELECT name FROM items")
+    assert err.value.retry_after is not None and err.value.retry_after > 0
+    monkeypatch.setattr(mod, "_memory_bounded", bounded)
+    assert mod.run_query(path, "SELECT name FROM items")["rows"] == [["tea"]]
+
+
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="Connection.setlimit is new in Python 3.11")
 def test_a_stored_value_past_max_bytes_is_refused_saying_it_cannot_be_read(tmp_path: Path) -> None:
     path = tmp_path / "big.sqlite3"
     with sqlite3.connect(path) as conn:
