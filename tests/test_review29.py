@@ -149,3 +149,37 @@ def test_the_group_s_mcp_servers_close_holding_sigterm_unless_one_was_taken(monk
     except SystemExit:
         _close_servers([object()])
     assert held == [True, False]
+
+
+# ---------------------------------------------------------------- a hook's wrong answer, shown masked
+
+
+def test_a_wrong_answer_of_a_pre_call_or_on_error_hook_is_shown_masked() -> None:
+    from harness_one import Outcome, hookimpl
+
+    creds = {"api_key": "sk-live-abcdefghijklmnop1234", "password": "hunter2"}
+
+    class Returns:
+        @hookimpl
+        def harness_pre_call(self, call: Any) -> Any:
+            return creds
+
+    class Recovers:
+        @hookimpl
+        def harness_on_error(self, call: Any, error: Any) -> Any:
+            return Outcome(error=ValueError(f"password=hunter2 {creds}"))  # type: ignore[arg-type]
+
+    def tool(x: int = 0) -> int:
+        """Fails when x is set."""
+        if x:
+            raise RuntimeError("down")
+        return x
+
+    for plugin, x in ((Returns, 0), (Recovers, 1)):
+        registry = ToolRegistry(autoload=False, standard_plugins=False, plugins={"p": plugin})
+        registry.add(tool, name="t")
+        result = registry.try_call("t", {"x": x})
+        assert result.error is not None and result.error.kind == "plugin_error" and result.error.plugin == "p"
+        text = json.dumps(result.to_dict())
+        assert "hook of plugin 'p' returned" in text and "[REDACTED]" in text
+        assert "sk-live" not in text and "hunter2" not in text

@@ -30,6 +30,7 @@ from ._errors import (
     ToolNotFound,
     ToolTimeout,
     exception_text,
+    outside_text,
 )
 from ._lazy import lazy_attribute, lazy_module
 from ._log import log_event
@@ -1856,7 +1857,8 @@ def _bad_answer(call: Call, owner: str | None, answer: Any, what: tuple[str, str
     """The error of a ``what[0]`` hook of plugin ``owner`` that answered (``what[2]``) what the core does not take
     (``what[1]`` it does), calling ``call.tool`` (which the caller set back to the tool looked up). A pre_validate
     or post_call hook's answer is named by its type only: it may hold what the hook was there to keep from the
-    model (a redaction hook's original)."""
+    model (a redaction hook's original); another's by its ``repr``, masked as an exception's text is (the values
+    of secret keys, URL user-info) and cut at 200 characters."""
     hook, expected, did = what
     tool = call.tool
     shown: str | None
@@ -1864,7 +1866,7 @@ def _bad_answer(call: Call, owner: str | None, answer: Any, what: tuple[str, str
         shown = _a(type(answer).__name__)
     else:
         shown = _text(answer, repr)
-        shown = f"<{type(answer).__name__}>" if shown is None else shown[:200]
+        shown = f"<{type(answer).__name__}>" if shown is None else outside_text(shown)[:200]
     who = f"plugin '{owner}'" if owner else "a plugin"
     return PluginError(
         f"The {hook} hook of {who} {did} {shown} while calling '{tool.name}'; expected {expected}",
