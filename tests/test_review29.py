@@ -183,3 +183,48 @@ def test_a_wrong_answer_of_a_pre_call_or_on_error_hook_is_shown_masked() -> None
         text = json.dumps(result.to_dict())
         assert "hook of plugin 'p' returned" in text and "[REDACTED]" in text
         assert "sk-live" not in text and "hunter2" not in text
+
+
+# ---------------------------------------------------------------- what a per_tool factory gives is checked
+
+
+@pytest.mark.parametrize(
+    ("prepared", "said"),
+    [
+        (42, "gave int 42"),
+        (lambda call, extra: None, "gave a function that cannot take (call)"),
+        ("a string", "gave str 'a string'"),
+    ],
+)
+def test_a_per_tool_factory_giving_no_hook_function_is_a_plugin_error_naming_it(prepared: Any, said: str) -> None:
+    from harness_one import hookimpl, per_tool
+
+    class Prepares:
+        @hookimpl
+        @per_tool(lambda plugin, tool: prepared)
+        def harness_pre_call(self, call: Any) -> None:
+            return None
+
+    registry = ToolRegistry(autoload=False, standard_plugins=False, plugins={"prep": Prepares})
+    registry.add(lambda: "ran", name="t", description="A tool.")
+    result = registry.try_call("t", {})
+    assert not result.ok and not result.ran and result.error is not None and result.error.plugin == "prep"
+    assert result.error.message.startswith(f"Plugin 'prep': its per_tool factory of pre_call {said} for 't'")
+
+
+def test_a_per_tool_factory_giving_a_coroutine_function_is_refused_not_left_unawaited() -> None:
+    from harness_one import hookimpl, per_tool
+
+    async def later(call: Any, error: Any) -> None:
+        return None
+
+    class Prepares:
+        @hookimpl
+        @per_tool(lambda plugin, tool: later)
+        def harness_on_error(self, call: Any, error: Any) -> None:
+            return None
+
+    registry = ToolRegistry(autoload=False, standard_plugins=False, plugins={"prep": Prepares})
+    registry.add(lambda: "ran", name="t", description="A tool.")
+    result = registry.try_call("t", {})
+    assert result.error is not None and "gave a coroutine function" in result.error.message and result.error.plugin == "prep"

@@ -115,6 +115,36 @@ def unenforced(tool: Tool, active: Collection[str]) -> list[tuple[str, str]]:
     return [(policy, plugin) for policy, plugin in declared if plugin not in active]
 
 
+class _NotAHook(Exception):
+    """A ``per_tool`` factory's answer that cannot be called as its implementation: ``problem`` says why."""
+
+    def __init__(self, problem: str, argnames: tuple[str, ...]) -> None:
+        super().__init__(problem)
+        self.problem, self.argnames = problem, argnames
+
+
+def _checked(fn: Any, argnames: tuple[str, ...]) -> Any:
+    """``fn``, a ``per_tool`` factory's answer for an implementation taking ``argnames``: None, or a plain function
+    of them; else :class:`_NotAHook` (found when the plan is prepared, not as every call fails)."""
+    if fn is None:
+        return None
+    if not callable(fn):
+        raise _NotAHook(
+            f"{type(fn).__name__} {capped(repr(fn), 80)}" if isinstance(fn, (int, float, str)) else type(fn).__name__, argnames
+        )
+    if inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn):
+        raise _NotAHook("a coroutine function (per-call hooks are synchronous: answer with an Await for I/O)", argnames)
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):  # no signature to read (some built-ins): called as it is
+        return fn
+    try:
+        signature.bind(*(None,) * len(argnames))
+    except TypeError:
+        raise _NotAHook(f"a function that cannot take ({', '.join(argnames)})", argnames) from None
+    return fn
+
+
 def _set(value: Any) -> bool:
     """Whether a plugin's per-tool option is set: anything but None and False (``max_calls=0`` is)."""
     return value is not None and value is not False
@@ -228,7 +258,7 @@ class Plan:
     def for_tool(self, tool: Tool) -> ToolPlan:
         found = self._per_tool.get(tool)
         if found is None:
-            steps = {h: self._applying(self.steps[h], tool) for h in self.steps}
+            steps = {h: self._applying(self.steps[h], tool, h) for h in self.steps}
             guards = tuple(
                 _Step(_unguarded(tool, option, plugin, self.inactive(plugin)), plugin, None)
                 for option, plugin in missing_guards(tool.options, self.active)
@@ -250,14 +280,20 @@ class Plan:
             return f"not in the allow-list, allow or {ENV_ALLOW}"
         return "blocked, removed or failed to load"
 
-    def _applying(self, given: tuple[_Step, ...], tool: Tool) -> tuple[_Step, ...]:
-        """The steps that apply to ``tool``, prepared for it where a hook is ``per_tool``."""
+    def _applying(self, given: tuple[_Step, ...], tool: Tool, hook: str) -> tuple[_Step, ...]:
+        """The steps of ``hook`` that apply to ``tool``, prepared for it where a hook is ``per_tool``."""
         steps = []
         for step in given:
             try:
                 found = step.for_tool(tool)
             except ToolError:
                 raise
+            except _NotAHook as bad:
+                raise PluginError(
+                    f"Plugin '{step.plugin}': its per_tool factory of {hook} gave {bad.problem} for '{tool.name}'; it "
+                    f"must give a plain function of ({', '.join(bad.argnames)}), or None where it does not apply.",
+                    plugin=step.plugin,
+                ) from None
             except Exception as exc:  # its applies_to predicate or per_tool factory
                 raise PluginError(
                     f"Internal error in plugin '{step.plugin}' while preparing the calls of '{tool.name}': {exception_text(exc)}",
@@ -331,13 +367,13 @@ def _prepare(impl: pluggy.HookImpl, spec_args: tuple[str, ...]) -> Callable[[Too
     factory = getattr(impl.function, "harness_per_tool", None)
     if factory is None:
         return None
-    plugin = impl.plugin
-    if tuple(impl.argnames) == spec_args:
-        return lambda tool: factory(plugin, tool)
+    plugin, argnames = impl.plugin, tuple(impl.argnames)
+    if argnames == spec_args:
+        return lambda tool: _checked(factory(plugin, tool), argnames)
     index = [spec_args.index(a) for a in impl.argnames]
 
     def prepare(tool: Tool) -> Hook | None:
-        fn = factory(plugin, tool)
+        fn = _checked(factory(plugin, tool), argnames)
         if fn is None:
             return None
         adapted = lambda *args: fn(*(args[i] for i in index))  # noqa: E731
