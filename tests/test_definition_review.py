@@ -277,6 +277,8 @@ def test_a_plugin_option_as_a_keyword_says_where_it_goes() -> None:
         ("memory_limits", "memory_limit"),
         ("tittle", "title"),
         ("cached", "cache"),
+        ("max_calls_", "max_calls"),  # an underscore alone extends nothing
+        ("requires_approval__", "requires_approval"),
     ],
 )
 def test_a_misspelt_option_is_refused_naming_the_one_meant(option: str, meant: str) -> None:
@@ -294,6 +296,7 @@ def test_options_of_other_plugins_stay_free_form() -> None:
     # Names a plugin of one's own may read, none as alike to a standard option as a misspelling is.
     options = {"max_cost": 1, "requires_review": True, "memory": 2, "output_limit_mode": "x", 3: "a key no string"}
     options |= {"requires_approval_from": "ops", "memory_limit_mb": 64, "max_calls_per_user": 2}  # extensions after "_"
+    options |= {"Memory_Limit_MB": 32, "Requires_Approval_From": "ops"}  # letter case ignored, as in the check
     tool = Tool.create(_plain, options={**options, "requires_approval": False, "title": "Plain"})
     assert dict(tool.options) == {**options, "requires_approval": False, "title": "Plain"}
 

@@ -212,15 +212,22 @@ def test_a_per_tool_factory_giving_no_hook_function_is_a_plugin_error_naming_it(
     assert result.error.message.startswith(f"Plugin 'prep': its per_tool factory of pre_call {said} for 't'")
 
 
-def test_a_per_tool_factory_giving_a_coroutine_function_is_refused_not_left_unawaited() -> None:
-    from harness_one import hookimpl, per_tool
-
-    async def later(call: Any, error: Any) -> None:
+class _AsyncCallable:
+    async def __call__(self, call: Any, error: Any) -> None:
         return None
+
+
+async def _later(call: Any, error: Any) -> None:
+    return None
+
+
+@pytest.mark.parametrize("prepared", [_later, _AsyncCallable()], ids=["async def", "async __call__"])
+def test_a_per_tool_factory_giving_a_coroutine_function_is_refused_not_left_unawaited(prepared: Any) -> None:
+    from harness_one import hookimpl, per_tool
 
     class Prepares:
         @hookimpl
-        @per_tool(lambda plugin, tool: later)
+        @per_tool(lambda plugin, tool: prepared)
         def harness_on_error(self, call: Any, error: Any) -> None:
             return None
 

@@ -132,7 +132,8 @@ def _checked(fn: Any, argnames: tuple[str, ...]) -> Any:
         raise _NotAHook(
             f"{type(fn).__name__} {capped(repr(fn), 80)}" if isinstance(fn, (int, float, str)) else type(fn).__name__, argnames
         )
-    if inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn):
+    call = inspect.getattr_static(type(fn), "__call__", None)  # an object's: an async def __call__ makes a coroutine too
+    if any(inspect.iscoroutinefunction(f) or inspect.isasyncgenfunction(f) for f in (fn, call)):
         raise _NotAHook("a coroutine function (per-call hooks are synchronous: answer with an Await for I/O)", argnames)
     try:
         signature = inspect.signature(fn)

@@ -1857,8 +1857,8 @@ def _bad_answer(call: Call, owner: str | None, answer: Any, what: tuple[str, str
     """The error of a ``what[0]`` hook of plugin ``owner`` that answered (``what[2]``) what the core does not take
     (``what[1]`` it does), calling ``call.tool`` (which the caller set back to the tool looked up). A pre_validate
     or post_call hook's answer is named by its type only: it may hold what the hook was there to keep from the
-    model (a redaction hook's original); another's by its ``repr``, masked as an exception's text is (the values
-    of secret keys, URL user-info) and cut at 200 characters."""
+    model (a redaction hook's original); another's as it is (a string) or by its ``repr``, masked as an exception's
+    text is (the values of secret keys, URL user-info) and cut at 200 characters."""
     hook, expected, did = what
     tool = call.tool
     shown: str | None

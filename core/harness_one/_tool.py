@@ -399,15 +399,20 @@ def _unknown_keywords(unknown: Mapping[str, Any], valid: Iterable[str]) -> ToolD
     )
 
 
+def _extends(key: str) -> bool:
+    """Whether option ``key`` extends a standard name after ``_`` with a letter or digit (``max_calls_per_user``,
+    ``Memory_Limit_MB``: a plugin's own, letter case ignored as in the misspelling check)."""
+    folded = key.lower()
+    return any(folded.startswith(prefix) and folded[len(prefix) : len(prefix) + 1].isalnum() for prefix in _EXTENDED)
+
+
 def _refuse_misspelt(tool: str, options: Mapping[str, Any]) -> None:
     """Refuse an option name that misspells one harness-one reads (``requires_aproval``, ``max_call``): taken
     as given, its plugin would never see it, and the tool would run without the guard it asked for."""
     from ._suggest import closest
 
     for key in options:
-        if (
-            type(key) is str and key not in KNOWN_OPTIONS and not key.startswith(_EXTENDED)
-        ):  # (max_calls_per_user: a plugin's own)
+        if type(key) is str and key not in KNOWN_OPTIONS and not _extends(key):
             close = closest(key, KNOWN_OPTIONS, cutoff=_MISSPELT)
             if close is not None:
                 raise ToolDefinitionError(

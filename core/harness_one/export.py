@@ -57,6 +57,7 @@ __all__ = [
     "OPENAI_MAX_TOOLS",
     "OPENAI_STRICT_LIMITS",
     "StrictSchemaError",
+    "anthropic_refused",
     "export_tools",
     "gemini_name",
     "gemini_schema",
@@ -1188,14 +1189,22 @@ def to_openai_responses(tool: Tool, *, strict: bool = False) -> dict[str, Any]:
 def _anthropic(tool: Tool) -> tuple[dict[str, Any], list[str]]:
     schema, rewritten = _draft_2020(tool.parameters)
     schema, notes = _top_allowed(schema, "anthropic")
-    properties = schema.get("properties")
     notes.extend(
         f"${path_step(name)}: a property name outside Anthropic's rule (letters, digits, '_', '.', '-', 1 to 64 "
         "characters), which fails the whole request"
-        for name in (properties if isinstance(properties, dict) else ())
-        if not (isinstance(name, str) and ANTHROPIC_PROPERTY.match(name))
+        for name in anthropic_refused(schema)
     )
     return {"name": tool.name, "description": tool.description, "input_schema": schema}, rewritten + notes
+
+
+def anthropic_refused(schema: Mapping[str, Any]) -> list[Any]:
+    """The top-level property names of ``schema`` outside Anthropic's rule (:data:`ANTHROPIC_PROPERTY`)."""
+    properties = schema.get("properties")
+    return [
+        name
+        for name in (properties if isinstance(properties, dict) else ())
+        if not (isinstance(name, str) and ANTHROPIC_PROPERTY.match(name))
+    ]
 
 
 #: What stands beside a ``$ref`` in drafts 4-7 and is kept when they are rewritten as 2020-12: annotations, which

@@ -37,7 +37,7 @@ from .._render import render_value
 from .._schema import _same, analyse
 from .._tool import Tool
 from .._worker import _session_members
-from ..export import ANTHROPIC_PROPERTY, GEMINI_NAME, StrictSchemaError, export_tools
+from ..export import ANTHROPIC_PROPERTY, GEMINI_NAME, StrictSchemaError, anthropic_refused, export_tools
 from . import _audit
 from ._suite import BoundedClock, Overran, Suite, _where, bounded, run_async
 
@@ -702,11 +702,9 @@ class ToolPackageTests(Suite, standard=True, provided=("make_registry",)):
                     problems.append(f"{fmt}: {name!r} does not map back to tool {tool.name!r}")
             problems += [f"{fmt}: {n!r} is exported twice" for n in sorted({n for n in names if names.count(n) > 1})]
         for tool in tools:  # one property name Anthropic refuses fails every request that offers the tool
-            properties = tool.parameters.get("properties")
             problems += [
                 f"anthropic: parameter {key!r} of tool {tool.name!r} breaks the rule {ANTHROPIC_PROPERTY.pattern}"
-                for key in (properties if isinstance(properties, dict) else ())
-                if not (isinstance(key, str) and ANTHROPIC_PROPERTY.match(key))
+                for key in anthropic_refused(tool.parameters)
             ]
         _fail("tool and parameter names a provider would refuse", problems)
 
