@@ -348,7 +348,7 @@ def account_bank() -> tuple[ToolRegistry, list[tuple[int, str]]]:
 
 OTHER_CALL = (
     "Another call of 'transfer' was already decided under call id c1; a call id names one call "
-    "(its arguments, context and idempotency key). Make this call with a new call id."
+    "(its tool as registered, arguments, context and idempotency key). Make this call with a new call id."
 )
 
 

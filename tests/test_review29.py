@@ -235,3 +235,47 @@ def test_a_per_tool_factory_giving_a_coroutine_function_is_refused_not_left_unaw
     registry.add(lambda: "ran", name="t", description="A tool.")
     result = registry.try_call("t", {})
     assert result.error is not None and "gave a coroutine function" in result.error.message and result.error.plugin == "prep"
+
+
+# ---------------------------------------------------------------- an approval is for the tool as it was shown
+
+
+def test_an_approval_given_before_the_tool_was_replaced_does_not_run_its_replacement() -> None:
+    from harness_one import ManualClock
+
+    registry = ToolRegistry(autoload=False, clock=ManualClock())
+    ran: list[str] = []
+
+    def transfer(to: str, amount: float) -> str:
+        """Send money (sandbox)."""
+        ran.append("sandbox")
+        return "sandbox"
+
+    def transfer_live(to: str, amount: float) -> str:
+        """Send money."""
+        ran.append("live")
+        return "live"
+
+    registry.add(transfer, name="transfer", options={"requires_approval": True})
+    arguments = {"to": "bob", "amount": 5}
+    held = registry.try_call("transfer", arguments, call_id="c1")
+    assert held.error is not None and held.error.kind == "approval_required"
+    registry.plugins.get("approval").approve("c1")
+    registry.add(transfer_live, name="transfer", replace=True, options={"requires_approval": True})
+    again = registry.try_call("transfer", arguments, call_id="c1")
+    assert again.error is not None and again.error.kind == "approval_conflict" and "its tool as registered" in again.error.message
+    fresh = registry.try_call("transfer", arguments, call_id="c2")  # the replacement is asked for anew
+    assert fresh.error is not None and fresh.error.kind == "approval_required" and ran == []
+    registry.plugins.get("approval").approve("c2")
+    assert registry.call("transfer", arguments, call_id="c2") == "live" and ran == ["live"]
+
+
+def test_the_concurrency_plugin_forgets_a_removed_tool() -> None:
+    registry = ToolRegistry(autoload=False)
+    for n in range(50):
+        registry.add(lambda: "ran", name=f"t{n}", description="A capped tool.", max_concurrency=1)
+        registry.call(f"t{n}", {})
+        registry.remove(f"t{n}")
+    registry.add(lambda: "ran", name="kept", description="A capped tool.", max_concurrency=1)
+    registry.call("kept", {})
+    assert registry.stats()["concurrency"]["running"] == {"kept": 0}

@@ -128,6 +128,9 @@ class PendingCall:
     granted: bool = False
     #: Held only: the context as it was asked with, by key (:func:`_seen`): ``context`` keeps the caller's objects.
     _seen: dict[str, tuple[Any, bool]] = field(default_factory=dict, repr=False, compare=False)
+    #: The tool itself, as registered when asked (or granted): a tool added again under its name (``replace=True``)
+    #: is another tool, which the decision was not made for.
+    _tool: Tool | None = field(default=None, repr=False, compare=False)
 
 
 def _handed(held: PendingCall) -> PendingCall:
@@ -358,7 +361,8 @@ class ApprovalPlugin:
                     what = "already waits for a decision" if other is waiting else "was already decided"
                     raise ApprovalConflict(
                         f"Another call of '{other.tool}' {what} under call id {call_id}; a call id names one call "
-                        "(its arguments, context and idempotency key). Make this call with a new call id.",
+                        "(its tool as registered, arguments, context and idempotency key). Make this call with a new "
+                        "call id.",
                         tool=call.tool.name,
                         call_id=call_id,
                     )
@@ -375,6 +379,7 @@ class ApprovalPlugin:
                 digest,
                 call.registry,
                 _seen=_seen(call.context),
+                _tool=call.tool,
             )
             self._pending.move_to_end(call_id)
             self._sweep(now)
@@ -508,6 +513,7 @@ class ApprovalPlugin:
             registry,
             granted=True,
             _seen=_seen(context or {}),
+            _tool=tool,
         )
         with self._lock:
             self._sweep(now)
@@ -712,6 +718,8 @@ def _same_held(asked: PendingCall, held: PendingCall) -> bool:
     """Whether ``held`` is the call ``asked`` was for (as :func:`_same_call`, between two held calls)."""
     if (asked.tool, asked.fingerprint) != (held.tool, held.fingerprint) or asked.registry is not held.registry:
         return False
+    if asked._tool is not None and held._tool is not None and asked._tool is not held._tool:
+        return False
     try:
         seen = {key: value if by_content else held.context[key] for key, (value, by_content) in held._seen.items()}
         return asked.idempotency_key == held.idempotency_key and _same_context(asked, seen)
@@ -723,6 +731,8 @@ def _same_call(asked: PendingCall, call: Call, digest: str) -> bool:
     """Whether ``call`` is the call ``asked`` was for (or granted for): its registry, tool and arguments, its context
     and idempotency key: who asks, and through which registry (one plugin may serve several), is part of it."""
     if (asked.tool, asked.fingerprint) != (call.tool.name, digest) or asked.registry is not call.registry:
+        return False
+    if asked._tool is not None and asked._tool is not call.tool:  # added again under its name since (replace=True)
         return False
     try:
         return asked.idempotency_key == call.idempotency_key and _same_context(asked, call.context)

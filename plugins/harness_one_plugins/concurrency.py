@@ -265,6 +265,12 @@ class ConcurrencyPlugin:
         return self.slots.running(tool, now=self._now())
 
     @hookimpl
+    def harness_tool_removed(self, tool: Tool) -> None:
+        """A removed tool leaves ``stats()`` (tools made and removed per session leave no entry; with Redis, no round trip)."""
+        with self._lock:
+            self._seen.discard(tool.name)
+
+    @hookimpl
     def harness_stats(self, registry: ToolRegistry) -> dict[str, Any]:
         with self._lock:
             seen = sorted(self._seen)
