@@ -26,7 +26,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from harness_one import ApprovalUnavailable, ToolExecutionError, ToolRegistry, define_tool
+from harness_one import ApprovalUnavailable, ToolError, ToolExecutionError, ToolRegistry, define_tool
 from harness_one.integrations.autogen import HarnessAutoGenTool, as_autogen_tools, to_autogen
 
 MODEL_INFO: Any = {
@@ -194,6 +194,26 @@ def test_a_failing_tool_keeps_its_class_and_its_unmasked_exception_stays_out_of_
     recorded = json.dumps([dict(event.attributes or {}) for event in span.events])
     assert "ConnectionError" in recorded or "ToolExecutionError" in recorded
     assert "hunter2-pw" not in recorded and "hunter2-pw" not in str(raised.value)
+
+
+def test_a_failing_context_function_s_exception_stays_out_of_the_span(spans: InMemorySpanExporter) -> None:
+    registry = ToolRegistry(autoload=False)
+
+    @define_tool(registry=registry)
+    def add(a: int, b: int) -> int:
+        """Add."""
+        return a + b
+
+    def context(call: Any) -> dict[str, Any]:
+        raise KeyError("cannot reach postgres://app:hunter2-pw@db.internal/app")
+
+    tool = to_autogen(add, registry, context=context)
+    with pytest.raises(ToolError) as raised:
+        asyncio.run(tool.run_json({"a": 1, "b": 2}, CancellationToken(), call_id="c-1"))
+    assert raised.value.__cause__ is None and raised.value.__context__ is None
+    assert "was not called" in str(raised.value) and "hunter2-pw" not in str(raised.value)
+    recorded = json.dumps([dict(event.attributes or {}) for event in tool_span(spans, "add").events])
+    assert "ToolError" in recorded and "hunter2-pw" not in recorded
 
 
 def test_a_call_needing_approval_is_refused_not_promised() -> None:

@@ -101,7 +101,14 @@ class HarnessAutoGenTool(BaseTool[_AnyArgs, BaseModel]):
         def run_context() -> FunctionCall:
             return FunctionCall(id=call_id or "", name=name, arguments=dumps(arguments))
 
-        context = call_context(self._context, run_context, tool=name, call_id=call_id or None)  # a ToolError: an error result
+        try:
+            context = call_context(self._context, run_context, tool=name, call_id=call_id or None)
+        except ToolError as err:  # an error result, as a tool's failure is: no chained cause (its text is not masked)
+            refused: ToolError | None = _raised(err)
+        else:
+            refused = None
+        if refused is not None:
+            raise refused
         result = await self._registry.atry_call(name, arguments, context=context, call_id=call_id or None)
         if not result.ok:
             result = no_longer_available(result, self._registry, name)  # removed from the registry since
