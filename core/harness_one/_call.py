@@ -272,10 +272,16 @@ class Call:
         context.run(_ATTEMPT.set, (self, self.attempt))
 
     def remaining(self) -> float | None:
-        """Seconds until ``deadline`` on the registry's clock (None: no deadline)."""
-        if self.deadline is None:
+        """Seconds until ``deadline`` on the registry's clock (None: no deadline). A ``deadline`` that is no
+        number is the :class:`~harness_one.PluginError` of the hook that set it, which this raises."""
+        deadline = self.deadline
+        if deadline is None:
             return None
-        return self.deadline - self.registry.clock.now()
+        if type(deadline) is not float:
+            from ._registry import clock_value
+
+            deadline = clock_value(self, "deadline")
+        return deadline - self.registry.clock.now()
 
     def report_progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:
         """Tell the caller how far the tool got (an MCP client that asked for progress sees it).

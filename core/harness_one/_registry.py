@@ -1350,8 +1350,15 @@ class ToolRegistry(metaclass=_SharedType):
                     if broken is None:
                         broken = _bad_answer(call, plan.on_error_names[index], answer, _ON_ERROR)
                         decision = _failed_decision(call, err, decision, broken)
-                elif decision is None and not _no_decision(call, answer, err):
-                    decision = call.decision = answer
+                elif decision is None:
+                    try:
+                        taken = not _no_decision(call, answer, err)
+                    except PluginError as exc:  # call.total_deadline no number: the fault of the hook that set it
+                        broken = broken or exc
+                        decision = _failed_decision(call, err, decision, broken)
+                        continue
+                    if taken:
+                        decision = call.decision = answer
         if broken is not None and decision is not None:  # a hook failed: so does the call, whatever was decided
             decision = call.decision = Outcome.failure(broken)
         if decision is not None and plan.on_decision:  # the hooks that act only on a decision, last
@@ -1393,8 +1400,13 @@ class ToolRegistry(metaclass=_SharedType):
                     owner = plan.on_error_names[paused.index]
                     paused.broken = _bad_answer(call, owner, answer, _ON_ERROR)
                     paused.decision = _failed_decision(call, err, paused.decision, paused.broken)
-            elif answer is not None and paused.decision is None and not _no_decision(call, answer, err):
-                paused.decision = call.decision = answer
+            elif answer is not None and paused.decision is None:
+                try:
+                    if not _no_decision(call, answer, err):
+                        paused.decision = call.decision = answer
+                except PluginError as exc:  # as in _on_error
+                    paused.broken = paused.broken or exc
+                    paused.decision = _failed_decision(call, err, paused.decision, paused.broken)
             decision = self._on_error(call, plan, err, paused)
         assert not isinstance(decision, _Paused)
         return decision
@@ -1577,6 +1589,12 @@ def _time_left(call: Call, tool: Tool) -> float:
     deadline = call.total_deadline
     if deadline is None:
         return timeout
+    if type(deadline) is not float:
+        try:
+            deadline = clock_value(call, "total_deadline")
+        except PluginError:
+            call.ran = False  # (raised before the tool starts)
+            raise
     left = deadline - call.registry.clock.now()
     if left <= 0.0:
         call.ran = False
@@ -1693,7 +1711,26 @@ def _no_decision(call: Call, answer: Any, err: ToolError) -> bool:
     if kind is not Retry or not answer.delay > 0.0:  # (NaN: no wait, as at the Retry's wait)
         return False
     deadline = call.total_deadline
-    return deadline is not None and call.registry.clock.now() + answer.delay > deadline
+    if deadline is None:
+        return False
+    if type(deadline) is not float:
+        deadline = clock_value(call, "total_deadline")
+    return bool(call.registry.clock.now() + answer.delay > deadline)
+
+
+def clock_value(call: Call, field: str) -> float:
+    """``call.deadline`` or ``call.total_deadline`` (``field``), a value of the registry's clock, as a float (written
+    back): one that is no number, or one no float holds, is a :class:`PluginError` (of the hook that set it, which
+    the core cannot tell), the tool not started by it: not the tool's failure, nor an internal error."""
+    value = getattr(call, field)
+    if not isinstance(value, bool) and isinstance(value, Real):
+        with contextlib.suppress(Exception):  # past a float's range, a broken __float__
+            seconds = float(value)
+            setattr(call, field, seconds)
+            return seconds
+    shown: Any = repr(value) if type(value) is str else value
+    hooks = "pre_call" if field == "deadline" else "pre_call or on_error"
+    raise _bad_answer(call, None, shown, (hooks, "a registry.clock.now() value (a number) or None", f"set call.{field} to"))
 
 
 def _own_cancel(call: Call, tool: Tool, exc: asyncio.CancelledError) -> ToolExecutionError:

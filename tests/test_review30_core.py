@@ -1,0 +1,94 @@
+"""Review 30, the core: a call's deadlines that a hook set to no number are that hook's fault, not the tool's."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from harness_one import Call, PluginError, ToolExecutionError, ToolRegistry, hookimpl
+
+
+class SetDeadline:
+    """Sets ``call.<field>`` to ``value`` in pre_call, after every other plugin (the timeout plugin's total too)."""
+
+    def __init__(self, field: str, value: Any) -> None:
+        self.field, self.value = field, value
+
+    @hookimpl(trylast=True)
+    def harness_pre_call(self, call: Call) -> None:
+        setattr(call, self.field, self.value)
+
+
+def _registry(field: str, value: Any, **tool: Any) -> tuple[ToolRegistry, list[int]]:
+    ran: list[int] = []
+    reg = ToolRegistry(plugins={"dl": SetDeadline(field, value)}, autoload=False)
+    if tool.pop("is_async", False):
+
+        async def work(a: int) -> int:
+            ran.append(a)
+            return a
+
+    else:
+
+        def work(a: int) -> int:  # type: ignore[misc]
+            ran.append(a)
+            return a
+
+    reg.add(work, name="work", **tool)
+    return reg, ran
+
+
+@pytest.mark.parametrize("is_async", [False, True])
+def test_a_total_deadline_that_is_no_number_is_a_plugin_error_and_the_tool_never_starts(is_async: bool) -> None:
+    reg, ran = _registry("total_deadline", "soon", timeout=5.0, is_async=is_async)
+    for result in (reg.try_call("work", {"a": 1}), asyncio.run(reg.atry_call("work", {"a": 1}))):
+        assert type(result.error) is PluginError
+        assert str(result.error) == (
+            "The pre_call or on_error hook of a plugin set call.total_deadline to 'soon' while calling 'work'; "
+            "expected a registry.clock.now() value (a number) or None"
+        )
+        assert result.error.tool == "work" and result.error.plugin is None
+        assert result.ran is False  # it never started (not the tool's failure)
+    assert ran == []
+
+
+def test_a_total_deadline_that_is_no_number_fails_a_retry_decision_as_the_plugins_fault() -> None:
+    reg, _ = _registry("total_deadline", ["soon"], retry={"attempts": 3, "on": (ConnectionError,)}, idempotent=True)
+    runs: list[int] = []
+
+    def flaky(a: int) -> int:
+        runs.append(a)
+        raise ConnectionError("down")
+
+    reg.add(flaky, name="flaky", retry={"attempts": 3, "on": (ConnectionError,)}, idempotent=True)
+    for result in (reg.try_call("flaky", {"a": 1}), asyncio.run(reg.atry_call("flaky", {"a": 2}))):
+        assert type(result.error) is PluginError
+        assert str(result.error).startswith("The pre_call or on_error hook of a plugin set call.total_deadline to ['soon'] ")
+        assert isinstance(result.error.__cause__, ToolExecutionError)  # the tool's failure, kept as its cause
+        assert isinstance(result.error.__cause__.__cause__, ConnectionError)
+    assert runs == [1, 2]  # no retry on a deadline no one can read
+    assert reg.stats()["tools"]["flaky"]["errors"] == {"PluginError": 2}  # the later on_error hooks (metrics) saw both calls fail
+
+
+@pytest.mark.parametrize("is_async", [False, True])
+def test_a_total_deadline_that_is_an_int_is_a_number(is_async: bool) -> None:
+    reg, ran = _registry("total_deadline", 10**12, timeout=5.0, is_async=is_async)
+    assert reg.call("work", {"a": 3}) == 3
+    assert ran == [3]
+
+
+def test_call_remaining_with_a_deadline_of_no_number_names_the_plugin_not_the_tool() -> None:
+    reg = ToolRegistry(plugins={"dl": SetDeadline("deadline", "soon")}, standard_plugins=False, autoload=False)
+
+    def left(call: Call) -> float | None:
+        return call.remaining()
+
+    reg.add(left, name="left")
+    with pytest.raises(PluginError, match=r"^The pre_call hook of a plugin set call.deadline to 'soon' while calling 'left'; "):
+        reg.call("left")
+    reg = ToolRegistry(plugins={"dl": SetDeadline("deadline", 10**12)}, standard_plugins=False, autoload=False)
+    reg.add(left, name="left")
+    value = reg.call("left")
+    assert type(value) is float and 0 < value <= 10**12
