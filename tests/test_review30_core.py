@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from harness_one import Call, PluginError, ToolExecutionError, ToolRegistry, hookimpl
+from harness_one.hookspecs import per_tool
 
 
 class SetDeadline:
@@ -92,3 +93,26 @@ def test_call_remaining_with_a_deadline_of_no_number_names_the_plugin_not_the_to
     reg.add(left, name="left")
     value = reg.call("left")
     assert type(value) is float and 0 < value <= 10**12
+
+
+class _Check:
+    """A callable object a per_tool factory gives as the hook of a tool."""
+
+    def __call__(self, call: Call) -> None:
+        raise ValueError("boom")
+
+
+class _PerToolObject:
+    @hookimpl
+    @per_tool(lambda plugin, tool: _Check())
+    def harness_pre_call(self, call: Call) -> None:
+        raise AssertionError("the prepared object runs instead")
+
+
+def test_a_callable_object_a_per_tool_factory_gives_is_named_by_its_plugin_when_it_fails() -> None:
+    reg = ToolRegistry(plugins={"mine": _PerToolObject()}, standard_plugins=False, autoload=False)
+    reg.add(lambda a: a, name="t")
+    for result in (reg.try_call("t", {"a": 1}), asyncio.run(reg.atry_call("t", {"a": 1}))):
+        assert type(result.error) is PluginError
+        assert str(result.error) == "Internal error in plugin 'mine' while calling 't': ValueError: boom"
+        assert result.error.plugin == "mine"

@@ -386,7 +386,7 @@ def _prepare(impl: pluggy.HookImpl, spec_args: tuple[str, ...]) -> Callable[[Too
 
 def _code(fn: Any) -> CodeType | None:
     """The code of a hook function, through what wraps it: a ``per_tool`` adapter, a
-    ``functools.partial``, a bound method (a few layers at most)."""
+    ``functools.partial``, a bound method (a few layers at most); of a callable object, its ``__call__``'s."""
     for _ in range(8):
         inner = (
             fn.func if isinstance(fn, functools.partial) else getattr(fn, "__wrapped__", None) or getattr(fn, "__func__", None)
@@ -394,7 +394,10 @@ def _code(fn: Any) -> CodeType | None:
         if inner is None:
             break
         fn = inner
-    return getattr(fn, "__code__", None)
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        code = getattr(inspect.getattr_static(type(fn), "__call__", None), "__code__", None)
+    return code
 
 
 def _applies(impl: pluggy.HookImpl) -> Callable[[Tool], bool] | None:
