@@ -154,6 +154,25 @@ def test_bad_arguments_are_typed_errors(adapter: Any) -> None:
         to_tool("echo", {"echo": 1})
 
 
+def test_an_async_context_function_is_refused_when_adapting(adapter: Any) -> None:
+    to_tool, as_tools, _ = adapter
+    registry = ToolRegistry(autoload=False)
+    registry.add(lambda text: text, name="echo", parameters={"type": "object", "properties": {"text": {"type": "string"}}})
+
+    async def context(run: Any) -> dict[str, Any]:
+        return {"user": "bob"}
+
+    class AsyncCallable:
+        async def __call__(self, run: Any) -> dict[str, Any]:
+            return {"user": "bob"}
+
+    for given in (context, AsyncCallable()):
+        with pytest.raises(TypeError, match=r"^context= must be a plain function of the run context .*got an async function"):
+            to_tool("echo", registry, context=given)
+        with pytest.raises(TypeError, match=r"^context= must be a plain function"):
+            as_tools(registry=registry, context=given)
+
+
 def test_a_failing_context_function_is_logged_without_the_secrets_it_held(caplog: pytest.LogCaptureFixture) -> None:
     from harness_one import ToolError
     from harness_one.integrations._common import call_context

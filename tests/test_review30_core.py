@@ -6,8 +6,9 @@ import asyncio
 from typing import Any
 
 import pytest
+from pydantic import BaseModel
 
-from harness_one import Call, PluginError, ToolExecutionError, ToolRegistry, hookimpl
+from harness_one import Call, PluginError, ToolArgumentError, ToolExecutionError, ToolRegistry, hookimpl
 from harness_one.hookspecs import per_tool
 
 
@@ -116,3 +117,43 @@ def test_a_callable_object_a_per_tool_factory_gives_is_named_by_its_plugin_when_
         assert type(result.error) is PluginError
         assert str(result.error) == "Internal error in plugin 'mine' while calling 't': ValueError: boom"
         assert result.error.plugin == "mine"
+
+
+class _Query(BaseModel):
+    q: str
+    limit: int = None  # type: ignore[assignment]  # pydantic checks no default: a common way to write "optional"
+    tags: list[str] = None  # type: ignore[assignment]
+    size: int = 10
+
+
+def test_a_pydantic_default_its_field_refuses_is_left_out_of_the_schema_and_pydantic_gives_it() -> None:
+    reg = ToolRegistry(autoload=False)
+
+    def search(query: _Query) -> str:
+        return f"{query.q}:{query.limit}:{query.tags}:{query.size}"
+
+    tool = reg.add(search)
+    fields = tool.parameters["properties"]["query"]["properties"]
+    assert "default" not in fields["limit"] and "default" not in fields["tags"]
+    assert fields["size"]["default"] == 10  # one the field takes stays (the validation plugin fills it in)
+    assert reg.call("search", {"query": {"q": "x"}}) == "x:None:None:10"
+    assert reg.call("search", {"query": {"q": "x", "limit": 3, "tags": ["a"]}}) == "x:3:['a']:10"
+
+
+def test_from_langchain_takes_a_tool_whose_optional_parameter_defaults_to_none() -> None:
+    from langchain_core.tools import tool as lc_tool
+
+    from harness_one.integrations.langchain import from_langchain
+
+    @lc_tool
+    def search(query: str, limit: int = None, tags: list[str] = None) -> str:  # type: ignore[assignment]  # noqa: RUF013
+        """Search."""
+        return f"{query}:{limit}:{tags}"
+
+    reg = ToolRegistry(autoload=False)
+    added = from_langchain(search, registry=reg)
+    assert "default" not in added.parameters["properties"]["limit"]
+    assert reg.call("search", {"query": "q"}) == "q:None:None"
+    assert reg.call("search", {"query": "q", "limit": 2}) == "q:2:None"
+    with pytest.raises(ToolArgumentError, match=r"\$\.limit: "):
+        reg.call("search", {"query": "q", "limit": "two"})

@@ -473,6 +473,8 @@ def schema_for_type(tp: Any) -> JSONSchema:
     schema = inference._schema(tp)
     if inference.defs:
         schema["$defs"] = inference.defs
+    if inference.defaulted:
+        _drop_refused_defaults(schema, inference.defaulted)
     return schema
 
 
@@ -715,6 +717,10 @@ class _Inference:
         if not self.output:  # extra="ignore" (pydantic's default) would drop a misspelt field unsaid: refused, as a dataclass's
             for model in (schema, *schema.get("$defs", {}).values()):
                 _closed(model)
+            # pydantic checks no default (`limit: int = None`): one the field's schema refuses is dropped, as a
+            # signature's is, so the validation plugin never fills in what pydantic then refuses (None for an int)
+            for path in _walk(schema, 2020).defaults:
+                self.defaulted.append(functools.reduce(operator.getitem, path, schema))
         for name, definition in schema.pop("$defs", {}).items():
             if name in self.defs and self.defs[name] != definition:
                 raise TypeError(f"two different types are named '{name}'; rename one of them")

@@ -20,6 +20,7 @@ no provider accepts is refused when the tool is adapted, not at the model reques
 
 from __future__ import annotations
 
+import inspect
 import json
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -132,9 +133,17 @@ def select(tools: Iterable[ToolLike] | None, registry: ToolRegistry | None, *, a
 
 
 def check_context(context: Context[Any]) -> None:
-    """Refuse a ``context=`` that is neither a mapping, a function, nor None."""
+    """Refuse a ``context=`` that is neither a mapping, a function, nor None; or an ``async def`` one (its coroutine
+    would be no mapping on every call: it is called in the adapter's sync path as well)."""
     if context is not None and not isinstance(context, Mapping) and not callable(context):
         raise TypeError(f"context= must be a mapping, a function of the run context, or None; got {type(context).__name__}.")
+    if callable(context) and (
+        inspect.iscoroutinefunction(context) or inspect.iscoroutinefunction(getattr(context, "__call__", None))  # noqa: B004
+    ):
+        raise TypeError(
+            "context= must be a plain function of the run context (it is called for sync and async calls alike); "
+            "got an async function: compute the context before the run, or in a sync function."
+        )
 
 
 def check_name(name: object, *, keyword: str = "name") -> None:

@@ -28,8 +28,8 @@ LangChain put to a person are granted: a call the harness holds when it runs but
 reviewed (the rule read other state, or another ``context=``, when LangChain asked) is refused
 by the harness. The grant holds for that call as it is made (its context too: another user's
 call under the same id is not approved by it): the tool's run makes it, with the context it
-makes the call with, so ``context=`` is called once for the call and may return a new object
-each time. A rejected call never runs; the model reads
+makes the call with, so the grant and the call use one result of ``context=``, which may be a new
+object each time (the approval rule calls ``context=`` too). A rejected call never runs; the model reads
 LangChain's refusal.
 """
 
@@ -299,8 +299,8 @@ class _Approved(NamedTuple):
 
 
 #: The call the middleware is running now, by call id, if a person approved it: the tool's run takes it (once) and
-#: grants it with the ``Call.context`` it makes the call with, so ``context=`` is called once for the call and the
-#: grant holds for that very context (a function returning a new object each time included). A context variable:
+#: grants it with the ``Call.context`` it makes the call with, so the grant and the call use one result of ``context=``
+#: and the grant holds for that very context (a function returning a new object each time included). A context variable:
 #: another thread's (another user's) call under the same id never sees it.
 _approving: ContextVar[dict[str, _Approved] | None] = ContextVar("harness_langchain_approving", default=None)
 
