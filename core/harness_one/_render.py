@@ -117,14 +117,14 @@ def _pydantic_adapter(kind: type) -> Any:
 
 
 def _model_data(value: Any, dump: Callable[..., Any]) -> Any:
-    """A model's data, its values written by the encoder: a pydantic model's ``model_dump(by_alias=True)``,
+    """A model's data, its values written by the encoder: a pydantic model's ``model_dump(by_alias=True)`` (quiet),
     the keys its output schema names (``model_dump()`` when the model's own ``model_dump`` takes no options);
     ``model_dump()`` of any other library's model."""
     pydantic = sys.modules.get("pydantic")  # never imported here: a pydantic model means it is loaded
     if pydantic is None or not isinstance(value, pydantic.BaseModel):
         return dump()
-    try:
-        return dump(by_alias=True)
+    try:  # no serializer warning: it would print the values (a token) to stderr, or raise under -W error
+        return dump(by_alias=True, warnings=False)
     except TypeError:  # a model_dump of its own that takes no options
         return dump()
 
@@ -395,7 +395,7 @@ def json_data(value: Any) -> Any:
         return _Data(bounded=True).value(value)
     try:
         text = json.dumps(value, ensure_ascii=False, allow_nan=False)
-    except (ValueError, TypeError, RecursionError):
+    except Exception:  # as in _json: NaN, a long int, a cycle, a value whose reading raises
         return _Data().value(value)
     return _Data().value(value) if _SURROGATE.search(text) else value
 
@@ -415,7 +415,7 @@ def struct_data(value: Any) -> Any:
         text = json.dumps(value, ensure_ascii=False, allow_nan=False)
         if not _SURROGATE.search(text):
             return json.loads(text, parse_int=_exact_int)
-    except (ValueError, TypeError, RecursionError):
+    except Exception:  # as in json_data
         pass
     return _StructData().value(value)
 

@@ -115,7 +115,12 @@ def _fields(obj: Any) -> Mapping[str, Any] | None:
     """The fields a call is read from (an SDK object's ``model_dump()``); None when it has none to read."""
     if isinstance(obj, Mapping):
         return obj
-    fields = obj.model_dump(exclude_none=False) if readable(obj) else None
+    if not readable(obj):
+        return None
+    try:  # no pydantic serializer warning: it would print the arguments (a password) to stderr, or raise under -W error
+        fields = obj.model_dump(exclude_none=False, warnings=False)
+    except TypeError:  # a model_dump of another kind, without the keyword
+        fields = obj.model_dump(exclude_none=False)
     return fields if isinstance(fields, Mapping) else None
 
 

@@ -193,7 +193,28 @@ def _requests(
             seen.add((type(rid), rid))
         request = resolve(request, registry, strict=strict)
         out.append(request if shown is None or shown.allows(request, provider) else _NotShown(request))
+    if not out and readable(calls):
+        _check_foreign(provider, calls)
     return out
+
+
+def _check_foreign(provider: str, message: Any) -> None:
+    """A ``TypeError`` when ``message``, which holds no call of ``provider``'s shape, holds another provider's calls
+    (an Anthropic ``Message`` given to the OpenAI dispatcher): answering none would leave the model's calls unanswered."""
+    for other in _HOLDERS:
+        held = None if other == provider else _held(other, message)
+        if isinstance(held, (list, tuple)) and any(_is_call(other, item) for item in held):
+            raise TypeError(
+                f"the message holds tool calls in the {other} format, not the {provider} format it was given for: "
+                f"dispatch it with provider={other!r}"
+            )
+
+
+def _is_call(provider: str, item: Any) -> bool:
+    try:
+        return parse_call(item, provider=provider) is not None
+    except BadRequest:  # a call all the same, one that does not read
+        return True
 
 
 def _checked_options(concurrency: Any, context: Any) -> int:
@@ -399,8 +420,9 @@ def dispatch(
     """Run ``calls`` (``provider``-shaped: a list, ``None``, one call, or a message holding them)
     and return the provider-shaped results, in order.
 
-    Several calls run in a thread pool of up to ``concurrency`` workers, each in a copy of the caller's context
-    (its current span stays their parent); so does a single one when an
+    Each call runs in a copy of the caller's context (its current span stays their parent; what a tool sets reaches
+    neither the caller nor the other calls). Several run in a thread pool of up to ``concurrency`` workers; so does
+    a single one when an
     event loop runs in this thread (a Jupyter cell, an async handler), where an async tool could not
     run its own loop: every call is answered, though it blocks that loop meanwhile (``await``
     :func:`adispatch` there instead). ``strict`` (``True`` or
@@ -428,7 +450,8 @@ def dispatch(
         return _settle(provider, request, _scoped(result, registry, request.name, shown), shown)
 
     if not requests or ((len(requests) == 1 or concurrency <= 1) and not _loop_running()):
-        return _collect(one(r) for r in requests)
+        # in this thread, each in a copy of the context too: what a tool sets reaches neither the others nor the caller
+        return _collect(contextvars.copy_context().run(one, r) for r in requests)
     # several calls, or an event loop running in this thread (an async tool cannot start its own loop here): threads
     workers = min(concurrency, len(requests))
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="harness-one-dispatch") as pool:
