@@ -229,3 +229,65 @@ def test_a_call_needing_approval_is_refused_not_promised() -> None:
     text, is_error = results(asyncio.run(agent.run(task="pay bob 500")).messages)["t-1"]
     assert is_error and bank.sent == []
     assert "was not run: it needs a person's approval, and no one was asked" in text and "result comes" not in text
+
+
+def test_a_cancellation_token_cancels_a_call_made_without_the_workbench() -> None:
+    """``ToolAgent`` and other services' assistants call ``run_json`` directly, with their token: a token cancelled
+    before runs nothing, one cancelled meanwhile cancels the call (its async tool sees ``CancelledError``)."""
+    registry = ToolRegistry(autoload=False)
+    log: list[str] = []
+
+    async def wait(n: int) -> str:
+        log.append(f"started {n}")
+        try:
+            await asyncio.Event().wait()  # until cancelled
+        except asyncio.CancelledError:
+            log.append(f"cancelled {n}")
+            raise
+        return "never"
+
+    async def quick(n: int) -> int:
+        return n * 2
+
+    define_tool(wait, registry=registry)
+    define_tool(quick, registry=registry)
+    tool, fast = to_autogen("wait", registry), to_autogen("quick", registry)
+
+    async def main() -> None:
+        token = CancellationToken()
+        token.cancel()
+        with pytest.raises(asyncio.CancelledError):  # (not TimeoutError: a bound, should the call run after all)
+            await asyncio.wait_for(tool.run_json({"n": 1}, token, call_id="c1"), 10)
+        with pytest.raises(asyncio.CancelledError):
+            await asyncio.wait_for(tool.run(tool.args_type()(n=1), token), 10)  # type: ignore[call-arg]
+        assert log == []  # nothing ran
+        token = CancellationToken()
+        running = asyncio.ensure_future(tool.run_json({"n": 2}, token, call_id="c2"))
+        while not log:
+            await asyncio.sleep(0)
+        token.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await asyncio.wait_for(running, 10)
+        assert log == ["started 2", "cancelled 2"]
+        assert await fast.run_json({"n": 4}, CancellationToken(), call_id="c3") == 8  # a live token: the call as ever
+
+    asyncio.run(main())
+
+
+def test_a_schema_that_cannot_be_inlined_is_kept_as_it_is_and_a_warning_names_the_tool(caplog: pytest.LogCaptureFixture) -> None:
+    registry = ToolRegistry(autoload=False)
+    node: dict[str, Any] = {"type": "object", "properties": {"v": {"type": "integer"}}, "additionalProperties": False}
+    defs = {"L0": node}
+    for i in range(1, 13):  # each level two fields of the one below: inlined, 2**12 copies of L0 and more
+        defs[f"L{i}"] = {"type": "object", "properties": {"a": {"$ref": f"#/$defs/L{i - 1}"}, "b": {"$ref": f"#/$defs/L{i - 1}"}}}
+    parameters = {"type": "object", "properties": {"x": {"$ref": "#/$defs/L12"}}, "required": ["x"], "$defs": defs}
+    registry.add(lambda x: "ok", name="wide", parameters=parameters)
+    registry.add(lambda a: a, name="flat", parameters={"type": "object", "properties": {"a": {"type": "integer"}}})
+    with caplog.at_level(logging.WARNING, logger="harness_one.integrations"):
+        tools = as_autogen_tools(registry=registry)
+    warned = [r for r in caplog.records if r.name == "harness_one.integrations" and r.levelno == logging.WARNING]
+    assert [r.harness_one["tool"] for r in warned] == ["wide"]  # type: ignore[attr-defined]
+    assert warned[0].harness_one["adapter"] == "to_autogen"  # type: ignore[attr-defined]
+    assert "more than 20000 schema nodes" in warned[0].harness_one["reasons"][0]  # type: ignore[attr-defined]
+    wide = next(t for t in tools if t.name == "wide")
+    assert wide.schema["parameters"]["$defs"] == defs  # as it is (a copy)

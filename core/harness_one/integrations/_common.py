@@ -35,7 +35,7 @@ from .._log import log_event
 from .._redact import redact
 from .._registry import ToolRegistry
 from .._tool import NAME_PATTERN, Tool
-from ..export import GEMINI_NAME
+from ..export import GEMINI_NAME, StrictSchemaError, inline_refs
 
 __all__ = [
     "RUN_ID",
@@ -48,6 +48,7 @@ __all__ = [
     "approval_possible",
     "call_context",
     "check_context",
+    "check_inlinable",
     "check_name",
     "grant_approval",
     "is_json",
@@ -143,6 +144,24 @@ def check_context(context: Context[Any]) -> None:
         raise TypeError(
             "context= must be a plain function of the run context (it is called for sync and async calls alike); "
             "got an async function: compute the context before the run, or in a sync function."
+        )
+
+
+def check_inlinable(tool: Tool, adapter: str, shown: str) -> None:
+    """Log a WARNING on ``harness_one.integrations`` when a framework that inlines every ``$ref`` cannot show the
+    model ``tool``'s schema whole: recursive, or past the export's inlining budget. ``shown`` says what the
+    framework shows then; the harness still validates calls against the whole schema."""
+    try:
+        inline_refs(tool.parameters, tool=tool.name)
+    except StrictSchemaError as exc:
+        log_event(
+            logging.WARNING,
+            "integration schema weakened",
+            logger="harness_one.integrations",
+            adapter=adapter,
+            tool=tool.name,
+            reasons=exc.reasons,
+            detail=f"{shown}; the harness still validates calls against the whole schema",
         )
 
 

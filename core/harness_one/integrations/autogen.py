@@ -23,6 +23,7 @@ that its result will come).
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import logging
 from collections.abc import AsyncGenerator, Iterable, Mapping
@@ -47,6 +48,7 @@ from ._common import (
     ToolLike,
     call_context,
     check_context,
+    check_inlinable,
     check_name,
     model_message,
     no_longer_available,
@@ -78,11 +80,13 @@ class HarnessAutoGenTool(BaseTool[_AnyArgs, BaseModel]):
         self._context = context
         # the name AutoGen shows the model (name=); the registry is called by the tool's own name
         super().__init__(_AnyArgs, BaseModel, tool.name if name is None else name, tool.description or tool.name)
+        check_inlinable(tool, "to_autogen", "AutoGen is shown the schema with its $defs, which its Anthropic client drops")
 
     @property
     def schema(self) -> ToolSchema:
         """The harness schema with its ``$ref`` inlined (AutoGen's Anthropic client keeps only ``properties``,
-        ``required`` and ``type``, never ``$defs``); a recursive one, which cannot be inlined, as it is. A copy."""
+        ``required`` and ``type``, never ``$defs``); one that cannot be inlined (recursive, or past the export's
+        inlining budget) as it is, which a WARNING said when the tool was adapted. A copy."""
         try:
             inlined = inline_refs(self._tool.parameters, tool=self._tool.name)
         except StrictSchemaError:
@@ -117,8 +121,21 @@ class HarnessAutoGenTool(BaseTool[_AnyArgs, BaseModel]):
             raise _raised(result.error)
         return result.value
 
+    async def _until_cancelled(self, args: object, call_id: str | None, token: CancellationToken | None) -> Any:
+        """The call, cancelled with ``token`` (what AutoGen's workbench does for its tools, done here for any caller:
+        ``ToolAgent`` and the assistants of other services call ``run_json`` directly): a token cancelled already
+        runs nothing; one cancelled meanwhile cancels the call (an async tool, a cooperative tool's ``call.cancelled``,
+        the plugins release what it held). Either way ``CancelledError``, as AutoGen's own tools raise."""
+        if token is None:
+            return await self._call(args, call_id)
+        if token.is_cancelled():
+            raise asyncio.CancelledError
+        task = asyncio.ensure_future(self._call(args, call_id))  # (in this context: the tool's span its parent)
+        token.link_future(task)
+        return await task
+
     async def run(self, args: _AnyArgs, cancellation_token: CancellationToken) -> Any:
-        return await self._call(args.model_dump(), None)
+        return await self._until_cancelled(args.model_dump(), None, cancellation_token)
 
     async def run_json(self, args: Mapping[str, Any], cancellation_token: CancellationToken, call_id: str | None = None) -> Any:
         """``BaseTool.run_json`` without AutoGen's argument model: the raw arguments go to the registry.
@@ -127,7 +144,7 @@ class HarnessAutoGenTool(BaseTool[_AnyArgs, BaseModel]):
         with the arguments and the result masked (:func:`~harness_one.redact`), as the harness logs them.
         """
         with trace_tool_span(tool_name=self.name, tool_description=self.description, tool_call_id=call_id):
-            value = await self._call(args, call_id)
+            value = await self._until_cancelled(args, call_id, cancellation_token)
         masked = redact(self.return_value_as_string(value))
         _events.info(ToolCallEvent(tool_name=self.name, arguments=redact(dict(args)), result=masked))
         return value

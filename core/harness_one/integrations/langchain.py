@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import contextvars
 import copy
-import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextvars import ContextVar
@@ -64,12 +63,10 @@ from pydantic import ConfigDict
 
 from .._call import CallResult
 from .._errors import ToolDefinitionError, ToolError
-from .._log import log_event
 from .._registry import ToolRegistry
 from .._schema import _to_pydantic, schema_for_type
 from .._tool import Tool
 from ..dispatch import _loop_running
-from ..export import StrictSchemaError, inline_refs
 from ._common import (
     Context,
     Name,
@@ -78,6 +75,7 @@ from ._common import (
     approval_needed,
     call_context,
     check_context,
+    check_inlinable,
     check_name,
     grant_approval,
     model_message,
@@ -234,7 +232,11 @@ def to_langchain(
     check_name(name)
     reg, found = resolve(tool, registry)
     shown = shown_name(found, name)
-    _check_inlinable(found)
+    check_inlinable(
+        found,
+        "to_langchain",
+        "LangChain inlines each $ref when it shows the tool to a model: a recursive one becomes {} (any value) there",
+    )
     run, arun = _functions(reg, found, context)
     return HarnessTool(
         name=shown,
@@ -246,24 +248,6 @@ def to_langchain(
         harness_tool=found,
         harness_context=context,
     )
-
-
-def _check_inlinable(tool: Tool) -> None:
-    """Log a WARNING when LangChain cannot show the model ``tool``'s schema whole: it inlines every ``$ref``,
-    and one that is recursive becomes ``{}`` (any value); one past the export's inlining budget is huge."""
-    try:
-        inline_refs(tool.parameters, tool=tool.name)
-    except StrictSchemaError as exc:
-        log_event(
-            logging.WARNING,
-            "integration schema weakened",
-            logger="harness_one.integrations",
-            adapter="to_langchain",
-            tool=tool.name,
-            reasons=exc.reasons,
-            detail="LangChain inlines each $ref when it shows the tool to a model: a recursive one becomes {} (any "
-            "value) there; the harness still validates calls against the whole schema",
-        )
 
 
 def as_langchain_tools(
