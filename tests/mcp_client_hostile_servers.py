@@ -9,7 +9,8 @@ Run as ``python mcp_client_hostile_servers.py`` with ``RAW_SERVER`` (JSON) in it
   server's pid to ``pid_file``, never answer, never exit at the end of stdin);
 - ``on_call``: ``crash_once`` (the first call starts a child holding the server's pipes, writes its pid to
   ``pid_file`` and exits with ``status``; later servers answer), ``hang`` (never answer), ``progress`` (send
-  ``progress`` progress notifications, then answer).
+  ``progress`` progress notifications, then answer);
+- ``results``: by tool name, the result to answer its calls with (default: its name and arguments as text).
 """
 
 from __future__ import annotations
@@ -91,13 +92,10 @@ def main() -> None:
                 tools = CONFIG["then_tools"]
                 send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
             arguments = message["params"].get("arguments") or {}
-            send(
-                {
-                    "jsonrpc": "2.0",
-                    "id": request_id,
-                    "result": {"content": [{"type": "text", "text": f"{name} {json.dumps(arguments)}"}]},
-                }
-            )
+            result = CONFIG.get("results", {}).get(name) or {
+                "content": [{"type": "text", "text": f"{name} {json.dumps(arguments)}"}]
+            }
+            send({"jsonrpc": "2.0", "id": request_id, "result": result})
         elif request_id is not None:
             send({"jsonrpc": "2.0", "id": request_id, "result": {}})
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from harness_one import PluginError, ToolRegistry, ToolTimeout
+from harness_one import PluginError, ToolExecutionError, ToolRegistry, ToolTimeout
 from harness_one.mcp import McpConnectionError, McpSpec, aimport_tools, import_tools
 
 SERVER = str(Path(__file__).with_name("mcp_client_hostile_servers.py"))
@@ -384,3 +384,43 @@ def test_a_tool_listed_as_no_json_object_is_named_by_its_index_once() -> None:
         ]
     finally:
         remote.close()
+
+
+# --------------------------------------------------------------------------- a hostile output schema
+
+
+def test_a_remote_output_schema_with_a_slow_pattern_is_checked_in_bounded_time() -> None:
+    """The SDK's client checked results with Python's re, unbounded: ``^(a+)+$`` against 30 a's and a '!' held the
+    connection's loop (every call on it) for about 35 s, past the call's timeout. The harness checks them instead,
+    with jsonschema-rs (linear-time regular expressions): refused at once, in jsonschema-rs's words (double quotes)."""
+    hostile = {"type": "object", "properties": {"s": {"type": "string", "pattern": "^(a+)+$"}}}
+    tools = [
+        {"name": "slow", "inputSchema": {"type": "object"}, "outputSchema": hostile},
+        {"name": "fits", "inputSchema": {"type": "object"}, "outputSchema": hostile},
+        {"name": "echo", "inputSchema": {"type": "object"}},
+    ]
+    text = [{"type": "text", "text": "x"}]
+    results = {
+        "slow": {"content": text, "structuredContent": {"s": "a" * 30 + "!"}},
+        "fits": {"content": text, "structuredContent": {"s": "aaa"}},
+    }
+    registry = ToolRegistry(autoload=False)
+    import_tools(registry, raw(tools=tools, results=results), timeout=2)
+    refused = registry.try_call("slow", {})
+    assert type(refused.error) is ToolExecutionError
+    assert str(refused.error) == (
+        "Tool 'slow' failed on MCP server 'raw': Invalid structured content returned by tool slow: "
+        f'at $.s: "{"a" * 30}!" does not match "^(a+)+$"'
+    )
+    assert registry.call("fits", {}) == {"s": "aaa"}
+    assert registry.call("echo", {}) == "echo {}"
+
+
+def test_the_servers_output_check_bounds_a_pattern_and_words_other_problems_as_the_sdk_client() -> None:
+    from harness_one.mcp._server import _output_check
+
+    check = _output_check({"type": "object", "properties": {"s": {"type": "string", "pattern": "^(a|a)+(?=b)$"}}})
+    assert check({"s": "a" * 40 + "!"}) == "at $.s: Error executing regex: Max limit for backtracking count exceeded"
+    assert check({"s": 5}) == 'at $.s: 5 is not of type "string"'
+    plain = _output_check({"type": "object", "properties": {"n": {"type": "integer"}}})
+    assert plain({"n": "x"}) == "at $.n: 'x' is not of type 'integer'"  # no pattern: Python jsonschema, as the SDK

@@ -581,6 +581,10 @@ def _prefixed(remote: str, prefix: str) -> str:
 # --------------------------------------------------------------------------- the remote server
 
 
+async def _sdk_check_skipped(name: str, result: types.CallToolResult) -> None:
+    """In place of the SDK session's ``validate_tool_result``: the harness checks results itself (bounded)."""
+
+
 class RemoteServer:
     """One remote MCP server: its connection and its tools as harness :class:`~harness_one.Tool` objects.
 
@@ -715,6 +719,10 @@ class RemoteServer:
                     )
                     self._process = (client, processes)
                     await stack.enter_async_context(client)
+                    # The SDK checks each result against the remote's output schema with Python's re, unbounded (a
+                    # pattern such as ^(a+)+$ held this loop, and every call on it, for minutes): the harness's own
+                    # check, bounded, runs instead (_value).
+                    client.session.validate_tool_result = _sdk_check_skipped  # type: ignore[method-assign]
                     self._client = client
                     _open.add(self)
                     ready.set_result(client)
@@ -970,7 +978,7 @@ class RemoteServer:
         except pydantic.ValidationError as exc:  # a result that is not a CallToolResult: where, not what
             text = f"the reply is not a valid tools/call result ({_unknown_block(exc) or _detail(exc)})"
             raise self._failed(RemoteToolError(text, server=self.spec.name, tool=remote), local) from None
-        except RuntimeError as exc:  # the SDK's check of structured content against the output schema
+        except RuntimeError as exc:  # the SDK's own (its check of results is the harness's, _check_output)
             raise self._failed(RemoteToolError(str(exc), server=self.spec.name, tool=remote), local) from exc
 
     def _failed(self, cause: RemoteToolError, local: str) -> ToolExecutionError:
@@ -1069,7 +1077,9 @@ class RemoteServer:
         bounded = keywords.get("timeout") is not None or keywords.get("total_timeout") is not None
         build = functools.partial(
             Tool.create,
-            self._function(remote.name, local, unwrap, None if bounded else self.call_timeout, remote.input_schema),
+            self._function(
+                remote.name, local, unwrap, None if bounded else self.call_timeout, remote.input_schema, remote.output_schema
+            ),
             name=local,
             description=remote.description or remote.title or f"Tool '{remote.name}' of MCP server '{self.spec.name}'.",
             output_schema=output if isinstance(output, dict) else None,
@@ -1087,10 +1097,20 @@ class RemoteServer:
         log_event(logging.INFO, "mcp defaults dropped", server=self.spec.name, tool=local, at=dropped)
         return build(parameters=parameters)
 
-    def _function(self, remote: str, local: str, unwrap: bool, deadline: float | None, schema: Mapping[str, Any]) -> Any:
+    def _function(
+        self,
+        remote: str,
+        local: str,
+        unwrap: bool,
+        deadline: float | None,
+        schema: Mapping[str, Any],
+        output_schema: Mapping[str, Any] | None,
+    ) -> Any:
         """The function of a remote tool: it takes the remote's arguments, and the :class:`~harness_one.Call` under a
-        parameter name the remote schema does not use (``_harness_call``, else ``_harness_call_2``, ...)."""
+        parameter name the remote schema does not use (``_harness_call``, else ``_harness_call_2``, ...); its result
+        checked against the remote's ``output_schema``, as the SDK's client checks it but bounded in time."""
         server = self
+        checks: list[Callable[[Any], str | None]] = []  # built on the first result (the metaschema check costs ~ms)
         properties = schema.get("properties")
         used = set(properties) if isinstance(properties, dict) else set()
         name = next(name for n in itertools.count(1) if (name := f"_harness_call_{n}" if n > 1 else "_harness_call") not in used)
@@ -1101,6 +1121,12 @@ class RemoteServer:
             wanted = getattr(call, "wants_progress", True)
             report = _on_loop(asyncio.get_running_loop(), call.report_progress) if wanted else None
             result = await _await(server._call(remote, local, arguments, report, _current_trace(), deadline))
+            if output_schema is not None and not result.is_error:
+                if not checks:
+                    from ._server import _output_check
+
+                    checks.append(_output_check(output_schema))
+                server._check_output(result, remote, local, checks[0])
             return server._value(result, remote, local, unwrap)
 
         call_mcp_tool.__qualname__ = call_mcp_tool.__name__ = f"mcp_{local}"
@@ -1110,6 +1136,17 @@ class RemoteServer:
         )
         call_mcp_tool.__annotations__ = {name: Call, "arguments": Any, "return": Any}
         return call_mcp_tool
+
+    def _check_output(self, result: types.CallToolResult, remote: str, local: str, check: Callable[[Any], str | None]) -> None:
+        """Refuse a result that does not fit the remote's output schema, in the SDK's words (which checked it)."""
+        problem: str | None
+        if result.structured_content is None and "structured_content" not in result.model_fields_set:
+            problem = f"Tool {remote} has an output schema but did not return structured content"
+        else:
+            found = check(result.structured_content)
+            problem = None if found is None else f"Invalid structured content returned by tool {remote}: {found}"
+        if problem is not None:
+            raise self._failed(RemoteToolError(problem, server=self.spec.name, tool=remote), local)
 
     def _value(self, result: types.CallToolResult, remote: str, local: str, unwrap: bool) -> Any:
         """The harness value of a remote result: structured content, else the text, else the content blocks."""

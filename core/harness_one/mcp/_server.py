@@ -169,13 +169,57 @@ def _fast_check(schema: dict[str, Any], draft: str) -> Callable[[Any], bool] | N
         return None
 
 
+#: The backtracking bound of a ``pattern`` in an output schema (jsonschema-rs's fancy-regex): a pattern that needs
+#: more to decide gives up, and the result is refused, in about a millisecond.
+_BACKTRACK_LIMIT = 20_000
+
+
+def _bounded_check(schema: dict[str, Any]) -> Callable[[Any], str | None] | None:
+    """For a schema holding a ``pattern`` (or ``patternProperties``): its check by jsonschema-rs, whose regular
+    expressions run in linear time (backtracking only for look-around and back-references, and then at most
+    :data:`_BACKTRACK_LIMIT` steps); Python's ``re`` has no bound, and a pattern of a remote's choosing
+    (``^(a+)+$``) would hold the process for minutes. None when jsonschema-rs cannot read the schema (its
+    regular expression dialect is not Python's): the Python check then, as for any other schema."""
+    stack: list[Any] = [schema]
+    while stack:  # (a key "pattern" among a schema's properties counts too: the bounded check is as right)
+        node = stack.pop()
+        if isinstance(node, dict):
+            if "pattern" in node or "patternProperties" in node:
+                break
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    else:
+        return None
+    try:
+        import jsonschema_rs
+
+        options = jsonschema_rs.FancyRegexOptions(backtrack_limit=_BACKTRACK_LIMIT)
+        validator = jsonschema_rs.validator_for(schema, pattern_options=options)
+    except Exception:
+        return None
+
+    def check(data: Any) -> str | None:
+        if validator.is_valid(data):
+            return None
+        error = next(iter(validator.iter_errors(data)), None)
+        if error is None:  # pragma: no cover - a refusal has an error
+            return None
+        path = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.instance_path)
+        return safe_text(f"at ${path}: {str(error.message)[:300]}")
+
+    return check
+
+
 def _output_check(schema: Mapping[str, Any] | None) -> Callable[[Any], str | None]:
-    """A check of results against ``schema`` exactly as the SDK's client checks them (Python ``jsonschema``:
-    the schema's draft, checked against its metaschema with the ``format`` checker, results without it;
-    only local ``$ref``; the best-matching error): None when a result fits, else the problem. A result
-    ``NaN`` where the schema says ``number`` is ``"NaN"`` in JSON, and does not fit. A schema the client
-    cannot use (invalid, a remote ``$ref``, a ``pattern`` Python's ``re`` cannot compile) is the problem
-    of every result, as the client refuses every result it cannot check."""
+    """A check of results against ``schema`` as the SDK's client checks them (Python ``jsonschema``: the
+    schema's draft, checked against its metaschema with the ``format`` checker, results without it; only
+    local ``$ref``; the best-matching error): None when a result fits, else the problem. A result ``NaN``
+    where the schema says ``number`` is ``"NaN"`` in JSON, and does not fit. A schema the client cannot use
+    (invalid, a remote ``$ref``, a ``pattern`` Python's ``re`` cannot compile) is the problem of every
+    result, as the client refuses every result it cannot check. A schema with a ``pattern`` is checked by
+    jsonschema-rs, bounded (:func:`_bounded_check`), where it reads the schema: the one difference, its
+    dialect of regular expressions, is ECMA 262's, which the JSON Schema specification names."""
     if schema is None:
         return lambda data: None
     from jsonschema import SchemaError
@@ -197,6 +241,9 @@ def _output_check(schema: Mapping[str, Any] | None) -> Callable[[Any], str | Non
     except Exception as exc:
         return unusable(exception_text(exc))
 
+    bounded = _bounded_check(document)
+    if bounded is not None:
+        return bounded
     fast = _fast_check(document, kind.__name__)
 
     def check(data: Any) -> str | None:
