@@ -170,6 +170,35 @@ def test_the_rule_sees_the_context_function(bank: Bank) -> None:
     assert [(c.tool_name, c.tool_call_id, c.context.name) for c in seen] == [("transfer", "k1", "carol")]
 
 
+def test_a_context_function_the_rules_tool_context_cannot_serve_asks_a_person(bank: Bank) -> None:
+    """The SDK's approval check has no agent, run config or tool call to give: a function reading ``ctx.agent``
+    fails there. A person is asked (the harness holding the call with no one asked was the answer before); the
+    approved call builds its context from its own full ``ToolContext``."""
+    agents: list[Any] = []
+
+    def context(ctx: ToolContext[User]) -> dict[str, Any]:
+        agents.append(ctx.agent)
+        return {"user": f"{ctx.context.name}@{ctx.agent.name}"}
+
+    model = ScriptedModel([("a1", {"to": "ann", "amount": 500})])
+    agent = Agent(
+        name="bank", instructions="pay", model=model, tools=[to_openai_agents("transfer", bank.registry, context=context)]
+    )
+
+    async def scenario() -> Any:
+        result = await Runner.run(agent, "pay", context=User("dave"), run_config=CONFIG)
+        pending = only(result.interruptions)
+        assert pending.call_id == "a1" and bank.sent == []
+        state = result.to_state()
+        state.approve(pending)
+        return await Runner.run(agent, state, run_config=CONFIG)
+
+    result = asyncio.run(scenario())
+    assert result.final_output == "done" and outputs(model) == {"a1": "sent 500 to ann"}
+    assert bank.sent == [("a1", "ann", 500, "dave@bank")]
+    assert agents[0] is None and agents[-1] is agent  # the rule's context, then the call's own
+
+
 def test_tools_without_a_rule_keep_needs_approval_off() -> None:
     registry = ToolRegistry(autoload=False)
 

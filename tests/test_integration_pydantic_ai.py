@@ -146,6 +146,7 @@ def test_results_reach_the_model_as_the_harness_renders_them() -> None:
         "surrogate": b"caf\xe9".decode("utf-8", "surrogateescape"),
         "nested": {"x": [math.inf, b"ok"]},
         "number": 5,
+        "none": None,
     }
 
     @define_tool(registry=registry)
@@ -167,6 +168,7 @@ def test_results_reach_the_model_as_the_harness_renders_them() -> None:
         "surrogate": "caf\ufffd",
         "nested": '{"x":["Infinity","ok"]}',
         "number": "5",
+        "none": "null",  # (Pydantic AI showed None as nothing, '')
     }
     assert parts["number"].content == 5  # data stays data
     for kind in ("nan", "bytes", "object", "nested"):  # what the harness's text for any other loop holds

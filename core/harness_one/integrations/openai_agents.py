@@ -115,12 +115,16 @@ def to_openai_agents(
         args = drop_nulls(params, nullable, reg.limits) if nullable else params
 
         def tool_context() -> ToolContext[Any]:
+            # (the SDK gives the rule only the run's context: no agent, run config nor tool call in it)
             return ToolContext.from_agent_context(run, call_id, tool_name=shown, tool_arguments=json.dumps(params))
 
         try:
             extra = call_context(context, tool_context, tool=name, call_id=call_id)
         except ToolError:
-            return False  # the call itself answers with the error
+            # No context to judge by (a function that reads ctx.agent, which this one lacks): a person is asked,
+            # rather than the harness holding the call as it runs, with no one asked. The call, approved, builds
+            # its context from its own ToolContext; one that fails there too is the model's error then.
+            return True
         return approval_needed(reg, found, args, context=extra, call_id=call_id)
 
     return FunctionTool(

@@ -163,6 +163,8 @@ def to_pydantic_ai(
             grant_approval(reg, call_id, found, arguments, context=extra)
         result = await reg.atry_call(name, arguments if text is None else text, context=extra, call_id=call_id)
         if result.ok:
+            if result.value is None:  # Pydantic AI shows None as nothing (''): the model reads null, as from the others
+                return "null"
             return json_data(result.value)  # what the harness's text holds: NaN as "NaN", bytes and objects as text
         # held by the harness, yet Pydantic AI put it to no one (the rule said no then, or the tool has none), or
         # the approval it got was not for the call as it ran: refused
