@@ -710,3 +710,44 @@ def test_thread_mode_runs_the_tool_in_the_callers_context() -> None:
     finally:
         request.reset(token)
     assert reg.call("who") == "none"
+
+
+def test_a_process_mode_timeout_under_acall_does_not_wait_for_the_loops_executor(release: threading.Event) -> None:
+    """The kill's reaping ran in the loop's default executor: with its threads held by sync tools under acall (which
+    run there), the timed-out call waited for one of them (seconds late, or never). Bounded by wait_for: a call that
+    waits for the held executor again fails with TimeoutError instead of hanging."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    reg = ToolRegistry(autoload=False)
+    reg.add(tfp.sleepy, timeout=0.5, timeout_mode="process")
+    started = threading.Semaphore(0)
+
+    def hold() -> str:
+        started.release()
+        release.wait(60)
+        return "held"
+
+    reg.add(hold)  # sync, no timeout: acall runs it in the loop's default executor
+
+    async def main() -> tuple[BaseException | None, list[str]]:
+        loop = asyncio.get_running_loop()
+        loop.set_default_executor(ThreadPoolExecutor(max_workers=2))
+        await reg.acall("sleepy", {"seconds": 0})  # a warm worker
+        hogs = [asyncio.ensure_future(reg.acall("hold")) for _ in range(2)]
+        holding = 0
+        while holding < 2:  # both executor threads held (polled: to_thread would need one of them)
+            if started.acquire(blocking=False):
+                holding += 1
+            else:
+                await asyncio.sleep(0.01)
+        try:
+            await asyncio.wait_for(reg.acall("sleepy", {"seconds": 60}), 30)
+            error: BaseException | None = None
+        except BaseException as exc:
+            error = exc
+        release.set()
+        return error, await asyncio.gather(*hogs)
+
+    error, held = asyncio.run(main())
+    assert type(error) is ToolTimeout  # at its deadline, with every executor thread still held
+    assert held == ["held", "held"]

@@ -8,8 +8,8 @@ The guarantees differ, and the docs say so (``docs/plugins.md``, timeouts):
   a new call fails at once with :class:`ToolBusy` instead of queueing.
 - :class:`ProcessRunner` *kills*: the tool runs in a warm worker process that leads its own
   session and process group; at the deadline, or when the call is cancelled, the whole group
-  and (Linux) the rest of the session are killed (SIGKILL) and reaped (under ``arun``, reaped
-  in a thread), and the worker is replaced; a call cancelled before its tool started gets
+  and (Linux) the rest of the session are killed (SIGKILL) and reaped (under ``arun``, in a
+  thread of its own, never one of the loop's executor, which sync tools may hold), and the worker is replaced; a call cancelled before its tool started gets
   :class:`ToolCancelled`, its job not sent. Answers are read within the call's deadline and
   must echo their job's id. Arguments, results and exceptions cross a socket, so they must
   pickle, and the tool function must be importable by name (a ``defineTool`` function is sent
@@ -38,7 +38,7 @@ import time
 import weakref
 from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 from . import _worker
 from ._call import Lingering
@@ -65,6 +65,8 @@ else:  # imported on first use, as in the registry: thread-mode calls of sync to
     asyncio = lazy_module("asyncio", __name__)
 
 __all__ = ["ProcessRunner", "Runner", "ThreadRunner"]
+
+T = TypeVar("T")
 
 
 @runtime_checkable
@@ -729,6 +731,33 @@ _LEFTOVERS = _Leftovers()
 _libc: Any = None
 
 
+async def _off_loop(fn: Callable[..., T], *args: Any) -> T:
+    """``fn(*args)`` awaited in a thread of its own, as ``asyncio.to_thread`` would run it but not in the loop's
+    default executor: the caller's sync tools under ``acall`` may hold all of its threads (for as long as they
+    run), and a process-mode timeout would wait for one of them to kill the rest of the tool's session and
+    answer (seconds late, or never). ``RuntimeError`` when no thread can start."""
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[T] = loop.create_future()
+
+    def settle(value: Any, exc: BaseException | None) -> None:
+        if not done.done():  # (cancelled: the caller stopped waiting; the work was done all the same)
+            if exc is None:
+                done.set_result(value)
+            else:
+                done.set_exception(exc)
+
+    def run() -> None:
+        try:
+            value, exc = fn(*args), None
+        except BaseException as error:
+            value, exc = None, error
+        with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: no one waits
+            loop.call_soon_threadsafe(settle, value, exc)
+
+    threading.Thread(target=run, name="harness-one-kill", daemon=True).start()
+    return await done
+
+
 def _reaps_orphans() -> bool:
     """Whether orphaned processes are reparented to this one: it is PID 1 (a container started
     without an init) or a child subreaper (``PR_SET_CHILD_SUBREAPER``, Linux)."""
@@ -1303,11 +1332,11 @@ class ProcessRunner:
             return
         worker.signal()
         try:
-            await asyncio.to_thread(pool.remove, worker)
+            await _off_loop(pool.remove, worker)
         except asyncio.CancelledError:  # the thread reaps it all the same; the answer is read
             self._kept(call, frame)
             raise
-        except RuntimeError:  # the loop's executor is shut down: here, then
+        except RuntimeError:  # no thread can start (the interpreter is shutting down): here, then
             pool.remove(worker)
 
     def _cancelled(self, call: Call, worker: _Worker, sent: bool) -> ToolError:
@@ -1366,12 +1395,13 @@ class ProcessRunner:
         return step
 
     async def _akill(self, worker: _Worker) -> None:
-        """Discard a busy worker (killed) from the event loop: its group is killed here, and the reaping
-        (up to 0.1 s a GiB the worker held) and the replacement's start are left to a thread."""
+        """Discard a busy worker (killed) from the event loop: its group is killed here, and the rest of its
+        session, the reaping (up to 0.1 s a GiB the worker held) and the replacement's start are left to a
+        thread of their own (:func:`_off_loop`)."""
         worker.signal()
         try:
-            await asyncio.to_thread(self._pool.discard, worker, "killed")
-        except RuntimeError:  # the loop's executor is shut down: here, then
+            await _off_loop(self._pool.discard, worker, "killed")
+        except RuntimeError:  # no thread can start (the interpreter is shutting down): here, then
             self._pool.discard(worker, "killed")
 
     def _quiet(self, call: Call, worker: _Worker) -> bytes | None:
