@@ -271,3 +271,23 @@ def test_a_thread_a_plugin_import_waits_for_gets_a_clear_error_from_the_default_
         assert ToolRegistry.default() is registry  # the lock was released: later callers get it at once
     finally:
         ToolRegistry.set_default(old)
+
+
+def test_harness_ones_own_plugins_are_never_given_up_on_at_the_import_bound() -> None:
+    """Under a bound too short for any import, the standard plugins were ImportTimeouts, and the calls went on
+    without validation, rate limits or timeouts (fail open). In a fresh process: none of their modules imported yet."""
+    import subprocess
+
+    script = (
+        "from harness_one._entrypoints import set_import_timeout\n"
+        "from harness_one import ToolRegistry\n"
+        "set_import_timeout(1e-9)\n"
+        "r = ToolRegistry()\n"
+        "print(sorted(r.plugins.names()))\n"
+        "print(len(r.plugins.failures))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True)
+    names, failures = done.stdout.splitlines()
+    for standard in ("validation", "rate_limit", "timeout", "approval", "concurrency", "circuit_breaker"):
+        assert f"'{standard}'" in names
+    assert failures == "0", done.stderr

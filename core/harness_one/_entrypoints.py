@@ -51,7 +51,9 @@ class EntryPoint:
 
     def load(self) -> Any:
         limit = _import_timeout
-        if limit is None or getattr(_worker, "active", False):
+        # harness-one's own (its standard plugins) are never given up on: a slow start (a loaded machine, a tiny
+        # bound) would drop validation, approval or the timeout plugin from every call, and fail open.
+        if limit is None or self.is_own or getattr(_worker, "active", False):
             return _load_as(self)
         return _bounded(self, limit)
 
@@ -112,7 +114,9 @@ def set_import_timeout(seconds: float | None) -> None:
 
     The command line sets it (``HARNESS_ONE_IMPORT_TIMEOUT``, 30 s by default): a tool package
     whose import never returns is reported as failed instead of hanging ``list``, ``doctor``,
-    ``export`` and ``call``. The import then runs in a helper thread that the caller stops
+    ``export`` and ``call``. harness-one's own entry points (its standard plugins) are not bounded.
+    The bound is the import's: a plugin's constructor, or a package's ``harness_register_tools``
+    hook, runs in the caller's thread, unbounded. The import then runs in a helper thread that the caller stops
     waiting for at the bound: the import is abandoned, not stopped (it may finish later, or
     never), and code that must run in the main thread at import (``signal.signal``) fails there.
     """
