@@ -29,6 +29,7 @@ A line of ``harness-one run`` may instead be a decision on a held call (``Decisi
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -166,8 +167,9 @@ def parse_call(obj: Any, *, provider: str | None = None, scalar_ids: bool = Fals
     answered as invalid calls); ``TypeError`` for an item that is not a call at all (no dict, no
     SDK object, and no id), and for a class given for an instance. An id that is an array or an
     object becomes its JSON text, or with ``scalar_ids`` (the lines of ``harness-one run``, as
-    JSON-RPC asks) is a :class:`BadRequest` without an id, as is a boolean: an answer on its text could
-    not be matched, and a decision line could not name it.
+    JSON-RPC asks) is a :class:`BadRequest` without an id, as is a boolean or a number that is not finite
+    (``NaN``, ``Infinity``, ``1e400``: no JSON number): an answer on its text could not be matched, and a
+    decision line could not name it.
     """
     call = _fields(obj)
     seen = _unreadable(obj, provider) if call is None else call
@@ -209,6 +211,9 @@ def parse_call(obj: Any, *, provider: str | None = None, scalar_ids: bool = Fals
             raise BadRequest(f"the request's id must be a string or a number, not {_kind(rid)}")
         if not isinstance(rid, bool):
             rid = dumps(rid)[:200]
+    if scalar_ids and isinstance(rid, float) and not math.isfinite(rid):  # NaN, 1e400: no JSON number, no id to answer on
+        shown = "NaN" if math.isnan(rid) else "-Infinity" if rid < 0 else "Infinity"
+        raise BadRequest(f"the request's id must be a string or a finite number, not {shown}")
     if not isinstance(name, str) or not name:
         raise BadRequest(problem, rid)
     if (rid is None or rid == "") and provider in _PAIRED:  # its answer could not be paired with it: it is not run

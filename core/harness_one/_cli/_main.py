@@ -11,7 +11,9 @@ import importlib.util
 import logging
 import os
 import re
+import signal
 import sys
+import threading
 import types
 from collections.abc import Callable, Iterable, Iterator, MutableMapping, Sequence
 from dataclasses import dataclass, field
@@ -42,8 +44,10 @@ if TYPE_CHECKING:
 __all__ = [
     "EXIT_CODES",
     "EX_SOFTWARE",
+    "EX_TERMINATED",
     "CliState",
     "LazyGroup",
+    "Terminated",
     "answers_out",
     "configure_logging",
     "dumps",
@@ -51,6 +55,7 @@ __all__ = [
     "lost",
     "main",
     "printable",
+    "sigterm_as_interrupt",
     "state_of",
     "utf8_text",
     "write_line",
@@ -632,10 +637,10 @@ class LazyGroup(click.Group):
         ``Abort`` for it, as click's ``main()`` does: the application decides."""
         try:
             return super().invoke(ctx)
-        except (KeyboardInterrupt, click.Abort):  # the command's contexts are closed by now
+        except (KeyboardInterrupt, click.Abort) as exc:  # the command's contexts are closed by now
             if not _STANDALONE.get():
                 raise
-            interrupted(ctx.invoked_subcommand)
+            interrupted(ctx.invoked_subcommand, terminated=isinstance(exc, Terminated))
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         if cmd_name not in self.commands and cmd_name in self.lazy:
@@ -677,16 +682,58 @@ _STANDALONE: contextvars.ContextVar[bool] = contextvars.ContextVar("harness_one_
 #: The exit code of a command ended by Ctrl-C (128 + SIGINT), as a shell gives it.
 EX_INTERRUPTED = 130
 
+#: The exit code of ``call`` and ``run`` ended by SIGTERM (128 + SIGTERM), as a shell gives it.
+EX_TERMINATED = 143
 
-def interrupted(command: str | None) -> NoReturn:
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where Ctrl-C raises ``KeyboardInterrupt`` (see :func:`sigterm_as_interrupt`): a call it
+    lands in is cancelled as Ctrl-C cancels it (its plugins release what it held, an idempotency key), and
+    the command ends with exit 143."""
+
+
+def terminate() -> NoReturn:
+    """A signal callback: :class:`Terminated`."""
+    raise Terminated
+
+
+@contextlib.contextmanager
+def sigterm_as_interrupt() -> Iterator[bool]:
+    """Meanwhile SIGTERM raises :class:`Terminated`, so it ends the command as Ctrl-C does (its default action
+    would end the process at once, a call's idempotency key left held); yields whether it does. Only in the
+    program itself (not ``main()`` embedded), in the main thread, with SIGTERM at its default handler (a
+    host's own is left as it is). The default is back once the first SIGTERM is taken: a second one ends the
+    process at once."""
+    if not (
+        _STANDALONE.get()
+        and threading.current_thread() is threading.main_thread()
+        and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+    ):
+        yield False
+        return
+
+    def handler(signum: int, frame: Any) -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        terminate()
+
+    signal.signal(signal.SIGTERM, handler)
+    try:
+        yield True
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def interrupted(command: str | None, *, terminated: bool = False) -> NoReturn:
     """End the command after Ctrl-C: one line on stderr, exit 130 (its contexts are closed as it ends,
-    and the process ends as after any command: the ``--mcp`` servers closed)."""
+    and the process ends as after any command: the ``--mcp`` servers closed); after SIGTERM
+    (``terminated``), ``terminated`` and exit 143."""
     from .._stdout import is_closed
 
     stderr = sys.stderr
-    fresh = "" if is_closed(stderr) or not stderr.isatty() else "\n"  # on a terminal: past its ``^C``
-    click.echo(f"{fresh}harness-one{' ' + command if command else ''}: interrupted", err=True)
-    raise click.exceptions.Exit(EX_INTERRUPTED)
+    fresh = "" if terminated or is_closed(stderr) or not stderr.isatty() else "\n"  # on a terminal: past its ``^C``
+    what = "terminated" if terminated else "interrupted"
+    click.echo(f"{fresh}harness-one{' ' + command if command else ''}: {what}", err=True)
+    raise click.exceptions.Exit(EX_TERMINATED if terminated else EX_INTERRUPTED)
 
 
 def _asks_for_help(ctx: click.Context, command: click.Command, args: list[str]) -> bool:
@@ -773,7 +820,8 @@ def main(
     arguments, 5 rate limited, 6 timeout, 7 the tool failed, 8 any other tool error; `describe`
     and `export --name`: 3 unknown tool; every command: 2 for bad usage or configuration, 1 when
     a SQLite state file cannot be opened or an MCP server cannot be reached at start-up, 70 when
-    the answer cannot be written (stdout closed; not `serve`), 130 on Ctrl-C. What a tool prints
+    the answer cannot be written (stdout closed; not `serve`), 130 on Ctrl-C, 143 on SIGTERM
+    (`call`, `run`, `serve`). What a tool prints
     goes to stderr.
     """
     if state_url is not None and not state_url.strip():

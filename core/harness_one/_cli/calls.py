@@ -8,7 +8,18 @@ from typing import Any
 
 import click
 
-from ._main import answers_out, dumps, exit_code, lost, main, printable, state_of, utf8_text, write_line
+from ._main import (
+    answers_out,
+    dumps,
+    exit_code,
+    lost,
+    main,
+    printable,
+    sigterm_as_interrupt,
+    state_of,
+    utf8_text,
+    write_line,
+)
 
 __all__ = ["call", "outcome_details"]
 
@@ -167,7 +178,7 @@ def call(
     what the tool refuses is the tool's answer (exit 4). On an error, the text the model would read also goes to stderr, as
     does what the tool prints. Exit 70 when the answer cannot be written (stdout closed).
     A call that needs a person's approval is not run (exit 8): nothing here can approve it, so
-    stderr says how to, with ``run``.
+    stderr says how to, with ``run``. SIGTERM ends it as Ctrl-C does (the call cancelled), with exit 143.
     """
     if ctx.args:
         raise _extra(ctx, name, ctx.args)
@@ -176,6 +187,7 @@ def call(
     if idempotency_key is not None:
         _check_idempotency_key(name, idempotency_key)
     out = answers_out(ctx, "call")  # before the tools load: what they print goes to stderr
+    ctx.with_resource(sigterm_as_interrupt())  # the call cancelled, so its plugins release what it held (a key)
     registry = state_of(ctx).registry()
     if strict:
         from .._requests import Request, resolve

@@ -88,7 +88,8 @@ def doctor(ctx: click.Context, as_json: bool) -> None:
             for n in registry.plugins.names()
         ],
         "blocked_plugins": _blocked(registry, state.settings.block),
-        "hook_order": dict(registry.plugins.plan.order),
+        # each plugin once, where it first runs: a plugin may give a hook more than one implementation (otel, metrics)
+        "hook_order": {hook: list(dict.fromkeys(names)) for hook, names in registry.plugins.plan.order.items()},
         "tool_packages": registry.discovery.loaded,
         "mcp_servers": {name: [t.name for t in tools if t.source == f"mcp:{name}"] for name in state.mcp_servers},
         "tools": len(tools),

@@ -12,7 +12,8 @@ each for any line reader (``json_line``: U+2028, U+2029 and U+0085 escaped).
 Exit status: 0 when every request was answered (errors included); 1 with ``--fail-on-error``
 when at least one answer was an error (``approval_required`` is not one); 70 when the loop
 itself failed or an answer could not be written (no line is read after that); 130 on Ctrl-C,
-at once (a sync tool still running is abandoned with the process).
+at once (the calls still running cancelled, their plugins given up to a second to release what they held;
+a sync tool still running is abandoned with the process); 143 on SIGTERM, as on Ctrl-C.
 """
 
 from __future__ import annotations
@@ -33,7 +34,18 @@ from typing import IO, TYPE_CHECKING, Any
 import click
 
 from .._errors import APPROVAL_REQUIRED, _seconds, exception_text
-from ._main import EX_SOFTWARE, answers_out, main, printable, state_of, write_line
+from ._main import (
+    EX_SOFTWARE,
+    EX_TERMINATED,
+    Terminated,
+    answers_out,
+    main,
+    printable,
+    sigterm_as_interrupt,
+    state_of,
+    terminate,
+    write_line,
+)
 from .calls import outcome_details
 
 if TYPE_CHECKING:
@@ -343,12 +355,14 @@ def run(ctx: click.Context, concurrency: int, output: str, source: IO[bytes], fa
     Exit status: 0 every request answered; 1 an error answer with --fail-on-error, or (no line
     read) a SQLite state file cannot be opened or an MCP server cannot be reached; 70 the loop
     failed or an answer was lost; 2 bad usage or configuration. Progress (on a terminal), a
-    summary and what a tool prints go to stderr; a tool that reads stdin reads nothing.
+    summary and what a tool prints go to stderr; a tool that reads stdin reads nothing. SIGTERM
+    ends it as Ctrl-C does (the summary, then exit 143).
     """
     from .._stdout import is_closed
 
     out = answers_out(ctx, "run")  # before the tools load: what they print goes to stderr
     requests = _requests_in(ctx, source)  # before the tools load too: what they read is the null device
+    sigterm = ctx.with_resource(sigterm_as_interrupt())  # while the tools load; the loop's handler below
     registry = state_of(ctx).registry()
     progress = None if is_closed(sys.stderr) or not sys.stderr.isatty() else sys.stderr  # 2>&-: no progress
     loop = Loop(registry, out, text=output == "text", progress=progress, strict=strict)
@@ -358,11 +372,15 @@ def run(ctx: click.Context, concurrency: int, output: str, source: IO[bytes], fa
     with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):  # not on Windows, nor off the main thread
         # Also wakes the loop when the signal lands on a worker thread (the stdin reader, a tool).
         events.add_signal_handler(signal.SIGINT, _interrupt)
+        if sigterm:
+            events.add_signal_handler(signal.SIGTERM, terminate)
     try:
         events.run_until_complete(serve_lines(loop, requests, concurrency, limit))
-    except KeyboardInterrupt:
-        click.echo(("\n" if progress else "") + loop.summary() + " (interrupted)", err=True)
-        _exit_now(130)
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (Terminated)
+        terminated = isinstance(exc, Terminated)
+        _cancel_calls(events)
+        click.echo(("\n" if progress else "") + loop.summary() + (" (terminated)" if terminated else " (interrupted)"), err=True)
+        _exit_now(EX_TERMINATED if terminated else 130)
     except Exception as exc:
         loop.broken = loop.broken or f"{type(exc).__name__}: {exc}"
     try:
@@ -383,6 +401,21 @@ def run(ctx: click.Context, concurrency: int, output: str, source: IO[bytes], fa
         ctx.exit(EX_SOFTWARE)
     if fail_on_error and loop.errors:
         ctx.exit(1)
+
+
+#: Seconds the calls cancelled by Ctrl-C or SIGTERM have to release what they held before the loop exits.
+RELEASE_WAIT = 1.0
+
+
+def _cancel_calls(events: asyncio.AbstractEventLoop) -> None:
+    """Cancel the calls still running, so their plugins release what they held (an idempotency key): at most
+    :data:`RELEASE_WAIT` seconds, cut short by a second Ctrl-C or SIGTERM. A sync tool's thread runs on."""
+    running = asyncio.all_tasks(events)
+    for task in running:
+        task.cancel()
+    if running:
+        with contextlib.suppress(BaseException):  # a second signal, or a release that failed: exit all the same
+            events.run_until_complete(asyncio.wait(running, timeout=RELEASE_WAIT))
 
 
 def _interrupt() -> None:
