@@ -147,3 +147,30 @@ def test_doctor_names_each_plugin_once_per_hook_where_it_first_runs(tmp_path: Pa
     order = ToolRegistry(discover=True, state="memory:").plugins.plan.order
     assert shown == {hook: list(dict.fromkeys(names)) for hook, names in order.items()}
     assert all(len(names) == len(set(names)) for names in shown.values()), shown
+
+
+def test_a_module_beside_a_tools_file_that_an_earlier_file_took_from_elsewhere_is_warned_of(tmp_path: Path) -> None:
+    """One ``sys.modules`` serves every --tools entry: b/main_b.py's ``import helper`` got a/helper.py, unsaid."""
+    for side in ("a", "b"):
+        (tmp_path / side).mkdir()
+        (tmp_path / side / "helper.py").write_text(f"X = 'from {side}'\n")
+        tool = f"import helper\nfrom harness_one import define_tool\n\n@define_tool\ndef h{side}() -> str:\n    '''H.'''\n    return helper.X\n"
+        (tmp_path / side / f"main_{side}.py").write_text(tool)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HARNESS_ONE_")}
+    env.update(HARNESS_ONE_CACHE_DIR="", HARNESS_ONE_STATE="memory:", PYTHONDONTWRITEBYTECODE="1")
+    command = [sys.executable, "-m", "harness_one", "--tools", "a/main_a.py", "--tools", "b/main_b.py", "call", "hb"]
+    done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0 and json.loads(done.stdout)["result"] == "from a"  # (the process has one helper)
+    [warning] = [json.loads(line) for line in done.stderr.splitlines() if "tools module shadowed" in line]
+    assert warning["tools"] == "b/main_b.py" and warning["module"] == "helper"
+    assert warning["beside"] == str(tmp_path / "b" / "helper.py") and warning["used"] == str(tmp_path / "a" / "helper.py")
+    alone = subprocess.run(
+        [*command[:3], "--tools", "b/main_b.py", "call", "hb"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert json.loads(alone.stdout)["result"] == "from b" and "shadowed" not in alone.stderr

@@ -345,6 +345,8 @@ def _tools_of(spec: str) -> list[Any]:
                 from .._runners import worker_path
 
                 worker_path(cwd, last=True)  # a module of it was imported: a process-mode worker finds it there too
+            if own:
+                _warn_shadowed(spec, own)
             return tools_of(module)
     except ModuleNotFoundError as exc:
         top = (exc.name or "").partition(".")[0]
@@ -358,6 +360,25 @@ def _tools_of(spec: str) -> list[Any]:
         raise
     finally:
         LOADING_SOURCE.reset(token)
+
+
+def _warn_shadowed(spec: str, own: str) -> None:
+    """A WARNING (``tools module shadowed``) for each module beside tools file ``spec`` that the process imported from
+    elsewhere already: one ``sys.modules`` serves every entry, so a second tools file's ``import helper`` gets the
+    ``helper`` beside the first file (or the standard library's ``json`` for a ``json.py`` beside it)."""
+    from .._log import log_event
+
+    try:
+        entries = os.listdir(own)
+    except OSError:
+        return
+    for entry in sorted(entries):
+        name = entry[:-3] if entry.endswith(".py") else entry if os.path.isfile(os.path.join(own, entry, "__init__.py")) else ""
+        module = sys.modules.get(name) if name.isidentifier() else None
+        if isinstance(module, types.ModuleType) and not _found_in(own, [name]):
+            spec_of = object.__getattribute__(module, "__dict__").get("__spec__")
+            used = getattr(spec_of, "origin", None) or "built in"
+            log_event(30, "tools module shadowed", tools=spec, module=name, beside=os.path.join(own, entry), used=used)
 
 
 def _found_in(directory: str, names: Iterable[str]) -> bool:
