@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import math
 import os
 import threading
@@ -113,7 +114,7 @@ def test_process_mode_results_and_errors() -> None:
     reg.add(tfp.pid, timeout=30, timeout_mode="process")
     reg.add(tfp.explode, timeout=30, timeout_mode="process")
     reg.add(tfp.unpicklable_result, timeout=30, timeout_mode="process")
-    reg.add(lambda: 1, name="local", timeout=30, timeout_mode="process")
+    reg.add(functools.partial(lambda: 1), name="local", timeout=30, timeout_mode="process")  # (a lambda is refused when added)
     assert reg.call("pid") != os.getpid()
     with pytest.raises(ToolExecutionError) as err:
         reg.call("explode")

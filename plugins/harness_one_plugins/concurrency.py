@@ -26,6 +26,7 @@ __all__ = ["ConcurrencyPlugin"]
 
 _HELD = "concurrency.held"
 _WAITED = "concurrency.waited"
+_SINCE = "concurrency.since"
 #: Set while this plugin's own refusal goes through ``on_error`` (which decides, first, how long it waits).
 _REFUSED = "concurrency.refused"
 
@@ -54,10 +55,12 @@ class ConcurrencyPlugin:
 
     A call beyond the cap waits up to ``max_wait`` seconds for a slot, polling every
     ``poll`` seconds (sleeping in async callers, blocking in sync ones), then fails with
-    :class:`ToolBusy`. ``max_wait`` bounds the wait also under a retry policy: this plugin's
-    ``on_error`` runs first (``tryfirst``) and decides its own refusal: a wait for a slot, or,
-    once ``max_wait`` is spent, the ``ToolBusy`` stands without a ``retry_after``, which a retry
-    policy does not wait out. A slot is held from admission
+    :class:`ToolBusy`. The wait is timed on the plugin's clock from the call's first refusal:
+    sleeps that overrun (a busy event loop, busy threads) mean fewer polls, not a longer wait.
+    ``max_wait`` bounds the wait also under a retry policy: this plugin's ``on_error`` runs
+    first (``tryfirst``) and decides its own refusal: a wait for a slot, or, once ``max_wait``
+    is spent, the ``ToolBusy`` stands without a ``retry_after``, which a retry policy does not
+    wait out. A slot is held from admission
     until the attempt ends. Waiters are not served in arrival order. With shared state (Redis) the caps hold across every process,
     and a slot is a lease of ``lease`` seconds, renewed while the call runs, so the slots of
     a killed process free themselves.
@@ -253,11 +256,15 @@ class ConcurrencyPlugin:
         which runs after this hook, lets it stand; an application's plugin may still answer it)."""
         if not call.take(_REFUSED, False) or not isinstance(error, ToolBusy):
             return None
-        waited = call.peek(_WAITED, 0.0)
+        now = self._now()
+        since = call.state.setdefault(_SINCE, now)  # the call's first refusal: its wait runs from there
+        # The time that passed (a poll's sleep may last longer: a busy event loop, other threads), or the
+        # polls slept, should this plugin's clock not move with the registry's sleeps.
+        waited = max(now - since, call.peek(_WAITED, 0.0))
         if waited + self.poll > self.max_wait:
             error.retry_after = None
             return None
-        call.state[_WAITED] = waited + self.poll
+        call.state[_WAITED] = call.peek(_WAITED, 0.0) + self.poll
         return Retry(self.poll)
 
     def running(self, tool: str | None = None) -> int:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import types
+from collections.abc import Callable
 from typing import Any
 
 from harness_one import (
@@ -38,6 +40,19 @@ def _in_process(plugin: TimeoutPlugin, tool: Tool) -> bool:
     return _bounded(plugin, tool) or tool.timeout_mode == "process" or "memory_limit" in tool.options
 
 
+def _not_by_name(fn: Callable[..., Any]) -> str | None:
+    """What ``fn`` is when a worker could never load it by its module and qualified name (as a
+    function pickles), else None. Only what its name shows: a module-level name still unbound
+    (``@registry.add`` adds the function before its module holds it) is found when called."""
+    if not isinstance(fn, types.FunctionType):
+        return None  # a bound method, a partial, a callable object: pickled otherwise
+    if fn.__name__ == "<lambda>":
+        return "a lambda"
+    if "<locals>" in fn.__qualname__:
+        return f"a function defined inside another ({fn.__qualname__})"
+    return None
+
+
 def _runs(plugin: TimeoutPlugin, tool: Tool) -> bool:
     return _bounded(plugin, tool) or _in_process(plugin, tool)
 
@@ -65,7 +80,8 @@ class TimeoutPlugin:
       for one itself: its own ``timeout_mode="process"``, or a ``memory_limit`` under this plugin's
       ``mode="process"``. An async tool never runs in a worker: one that asks for it (its own
       ``timeout_mode="process"``, or a ``memory_limit`` under this plugin's ``mode="process"``) is a
-      :class:`ToolDefinitionError` when added.
+      :class:`ToolDefinitionError` when added, as is a lambda or a function defined inside another
+      that would run in a worker (it cannot be imported there by its name).
     - ``"none"``: in the caller's thread, never interrupted; the deadline is only advisory
       (``call.deadline``, ``call.remaining()``) for tools that check it.
 
@@ -121,6 +137,13 @@ class TimeoutPlugin:
             raise ToolDefinitionError(
                 f"Tool '{tool.name}': its '{tool.call_param}' parameter (a Call) cannot cross to a process-mode worker; "
                 "use timeout_mode 'thread' or 'none', or drop the parameter.",
+                tool=tool.name,
+            )
+        unloadable = _not_by_name(tool.fn) if _in_process(self, tool) else None
+        if unloadable is not None:
+            raise ToolDefinitionError(
+                f"Tool '{tool.name}': process mode needs a function a worker can import by its module and name, "
+                f"and this is {unloadable}; define it at module level, or use timeout_mode 'thread' or 'none'.",
                 tool=tool.name,
             )
 

@@ -1,0 +1,157 @@
+"""Review 30: the concurrency cap's ``max_wait`` is time, not polls; process mode refuses, when a tool is
+added, a function no worker could import by its name."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import types
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from harness_one import Call, ManualClock, ToolBusy, ToolDefinitionError, ToolRegistry, hookimpl
+from harness_one_plugins import ConcurrencyPlugin, TimeoutPlugin
+
+
+class _Overrunning(ManualClock):
+    """Each sleep lasts half a second longer than asked (an event loop busy with other tasks, threads
+    holding the GIL)."""
+
+    def sleep(self, seconds: float) -> None:
+        super().sleep(seconds + 0.5)
+
+
+def _held(registry: ToolRegistry, plugin: ConcurrencyPlugin, clock: ManualClock) -> None:
+    """A tool ``work`` capped at one call at once, its slot taken by another holder."""
+
+    def work() -> str:
+        """Work."""
+        return "ran"
+
+    registry.add(work, max_concurrency=1)
+    plugin.slots.acquire("work", "another", cap=1, total=None, now=clock.now(), lease=30.0)
+
+
+@pytest.mark.parametrize("how", ["call", "acall"])
+def test_max_wait_is_timed_not_counted_in_polls(how: str) -> None:
+    """Polls of 0.25 s that each last 0.75 s: the wait ends by ``max_wait`` (2 s), after 3 polls
+    (it took 8, 6 s, when ``max_wait`` counted polls)."""
+    clock = _Overrunning()
+    plugin = ConcurrencyPlugin(max_wait=2.0, poll=0.25)
+    registry = ToolRegistry(autoload=False, clock=clock, plugins={"concurrency": plugin})
+    _held(registry, plugin, clock)
+    with pytest.raises(ToolBusy) as err:
+        if how == "call":
+            registry.call("work")
+        else:
+            asyncio.run(asyncio.wait_for(registry.acall("work"), 10))
+    assert err.value.retry_after is None  # the wait is spent
+    assert clock.sleeps == [0.75] * 3 and clock.now() == 2.25
+
+
+def test_max_wait_uses_the_plugins_own_clock() -> None:
+    """The plugin's clock, when given, times the wait (not the registry's)."""
+    mine, registry_clock = ManualClock(), ManualClock()
+    plugin = ConcurrencyPlugin(max_wait=2.0, poll=0.25, clock=mine)
+    registry = ToolRegistry(autoload=False, clock=registry_clock, plugins={"concurrency": plugin})
+    _held(registry, plugin, mine)
+
+    class Slow:  # each refusal takes a second of the plugin's clock before the cap's on_error judges it
+        name = "slow"
+
+        @hookimpl(tryfirst=True)
+        def harness_on_error(self, call: Call, error: BaseException) -> None:
+            mine.advance(1.0)
+
+    registry.plugins.register(Slow())
+    with pytest.raises(ToolBusy):
+        registry.call("work")
+    # refused at 1 (the wait runs from there), 2 (1 + 0.25 <= 2: poll), 3 (2 + 0.25 > 2: stands)
+    assert registry_clock.sleeps == [0.25, 0.25] and mine.now() == 3.0
+
+
+def test_max_wait_still_ends_when_the_plugins_clock_does_not_move() -> None:
+    """A clock of the plugin's that no sleep moves: the polls slept still end the wait (no endless wait)."""
+    frozen, registry_clock = ManualClock(), ManualClock()
+    plugin = ConcurrencyPlugin(max_wait=2.0, poll=0.25, clock=frozen)
+    registry = ToolRegistry(autoload=False, clock=registry_clock, plugins={"concurrency": plugin})
+    _held(registry, plugin, frozen)
+    with pytest.raises(ToolBusy):
+        registry.call("work")
+    assert registry_clock.sleeps == [0.25] * 8 and frozen.now() == 0.0
+
+
+def _closure() -> Callable[[int], int]:
+    def inner(x: int) -> int:
+        """Add one."""
+        return x + 1
+
+    return inner
+
+
+def module_level(x: int) -> int:
+    """Add one."""
+    return x + 1
+
+
+_PROCESS = "process mode needs a function a worker can import by its module and name, and this is"
+
+
+@pytest.mark.parametrize(
+    ("fn", "what"),
+    [(_closure(), r"a function defined inside another \(_closure\.<locals>\.inner\)"), (lambda x: x, "a lambda")],
+)
+@pytest.mark.parametrize(
+    ("plugin", "definition"),
+    [
+        ({"mode": "process", "default": 2}, {}),  # timed by the plugin's default, in its mode
+        ({"mode": "process"}, {"timeout": 2}),  # the tool's own timeout, the plugin's mode
+        ({}, {"timeout_mode": "process"}),  # the tool asks for a worker itself, untimed
+        ({"mode": "process"}, {"options": {"memory_limit": 2**30}}),  # a memory limit under process mode
+    ],
+)
+def test_process_mode_refuses_a_function_no_worker_can_import(
+    fn: Callable[..., Any], what: str, plugin: dict[str, Any], definition: dict[str, Any]
+) -> None:
+    registry = ToolRegistry(autoload=False, plugins={"timeout": TimeoutPlugin(**plugin)})
+    with pytest.raises(ToolDefinitionError, match=f"{_PROCESS} {what}; define it at module level"):
+        registry.add(fn, name="t", description="d", **definition)
+    assert "t" not in registry
+
+
+@pytest.mark.parametrize(
+    ("plugin", "definition"),
+    [
+        ({"mode": "process", "default": 2}, {"timeout_mode": "thread"}),  # runs in a thread
+        ({"mode": "process", "default": 2}, {"timeout_mode": "none"}),  # in the caller's thread
+        ({"mode": "thread", "default": 2}, {}),
+        ({"mode": "process"}, {}),  # untimed: in the caller's process
+    ],
+)
+def test_a_closure_outside_a_worker_is_accepted(plugin: dict[str, Any], definition: dict[str, Any]) -> None:
+    registry = ToolRegistry(autoload=False, plugins={"timeout": TimeoutPlugin(**plugin)})
+    registry.add(_closure(), name="t", **definition)
+    assert registry.call("t", {"x": 1}) == 2
+
+
+def test_async_closures_and_importable_functions_are_accepted() -> None:
+    """An async tool never runs in a worker; a module-level function is found by its name, also one
+    ``@registry.add`` adds before its module holds it (checked only when called)."""
+    registry = ToolRegistry(autoload=False, plugins={"timeout": TimeoutPlugin(mode="process", default=2)})
+
+    async def nested() -> int:
+        """One."""
+        return 1
+
+    registry.add(nested)
+    registry.add(module_level)
+    module = types.ModuleType("harness_one_review30_late")
+    module.registry = registry  # type: ignore[attr-defined]
+    sys.modules[module.__name__] = module
+    try:
+        exec("@registry.add\ndef late(x: int) -> int:\n    '''Late.'''\n    return x\n", module.__dict__)
+    finally:
+        del sys.modules[module.__name__]
+    assert {"nested", "module_level", "late"} <= set(registry.names())
