@@ -174,3 +174,18 @@ def test_a_module_beside_a_tools_file_that_an_earlier_file_took_from_elsewhere_i
         check=False,
     )
     assert json.loads(alone.stdout)["result"] == "from b" and "shadowed" not in alone.stderr
+
+
+@pytest.mark.parametrize("text", ["NaN", "Infinity", "-Infinity", "1e400"])
+def test_a_decision_on_an_id_that_is_no_finite_number_is_refused(text: str) -> None:
+    for verb in ("approve", "deny"):
+        with pytest.raises(
+            BadRequest, match=rf"^'{verb}' must be the call id of a held call \(a string or a finite number\), not "
+        ):
+            parse_line(f'{{"{verb}": {text}}}')
+        error = None
+        try:
+            parse_line(f'{{"{verb}": {text}}}')
+        except BadRequest as exc:
+            error = exc
+        assert error is not None and error.request_id is None  # answered under no id (the text was never sent)

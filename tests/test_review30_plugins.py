@@ -155,3 +155,40 @@ def test_async_closures_and_importable_functions_are_accepted() -> None:
     finally:
         del sys.modules[module.__name__]
     assert {"nested", "module_level", "late"} <= set(registry.names())
+
+
+def test_a_retrys_wait_for_a_slot_is_timed_from_its_own_first_refusal() -> None:
+    """The first attempt waited one poll, ran 2 s and failed; its retry, refused by the cap, got no wait at all when
+    the wait was timed from the call's first refusal (the run counted as time waited for a slot)."""
+    from harness_one_plugins import RetryPlugin
+    from harness_one_plugins.retry import set_testing
+
+    plugin = ConcurrencyPlugin(max_wait=1.0, poll=0.25)
+
+    class Clock(ManualClock):
+        def sleep(self, seconds: float) -> None:
+            super().sleep(seconds)
+            if len(self.sleeps) in (1, 3):  # the first poll of each attempt: the other holder is done by then
+                plugin.slots.release("work", "another")
+
+    clock = Clock()
+    registry = ToolRegistry(autoload=False, clock=clock, plugins={"concurrency": plugin, "retry": RetryPlugin()})
+    runs: list[float] = []
+
+    def work() -> str:
+        """Work."""
+        runs.append(clock.now())
+        if len(runs) == 1:
+            clock.advance(2.0)  # a slow run, during which another holder takes the slot
+            plugin.slots.acquire("work", "another", cap=None, total=None, now=clock.now(), lease=30.0)
+            raise RuntimeError("transient")
+        return "ran"
+
+    registry.add(work, max_concurrency=1, retry={"attempts": 2, "on": (RuntimeError,), "rerun_non_idempotent": True})
+    plugin.slots.acquire("work", "another", cap=1, total=None, now=clock.now(), lease=30.0)
+    set_testing(True)  # no backoff: the retry starts at once
+    try:
+        assert registry.call("work") == "ran"
+    finally:
+        set_testing(False)
+    assert runs == [0.25, 2.5] and clock.sleeps == [0.25, 0.0, 0.25]

@@ -334,6 +334,9 @@ def _decision(data: Mapping[str, Any]) -> Decision:
     verbs = [verb for verb in ("approve", "deny") if verb in data]
     target = data[verbs[0]]
     rid = target if isinstance(target, (str, int, float)) and not isinstance(target, bool) else None
+    if isinstance(rid, float) and not math.isfinite(rid):  # NaN, 1e400: no JSON number (as a request's id)
+        shown = "NaN" if math.isnan(rid) else "-Infinity" if rid < 0 else "Infinity"
+        raise BadRequest(f"'{verbs[0]}' must be the call id of a held call (a string or a finite number), not {shown}")
     if len(verbs) > 1 or "name" in data:
         raise BadRequest("a decision line has either 'approve' or 'deny' (a call id), and no tool 'name'", rid)
     call_id = text_id(rid)

@@ -183,6 +183,8 @@ class ConcurrencyPlugin:
                 call_id=call.call_id,
             )
         call.state[_HELD] = holder
+        if _SINCE in call.state:  # a wait ended: a later one (a retry's) is timed from its own first refusal
+            del call.state[_SINCE]
         self._leases.hold(holder, (name, holder, cap))
 
     def _release(self, call: Call, answer: Retry | None = None) -> Retry | Await | None:

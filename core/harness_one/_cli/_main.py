@@ -347,6 +347,7 @@ def _tools_of(spec: str) -> list[Any]:
                 worker_path(cwd, last=True)  # a module of it was imported: a process-mode worker finds it there too
             if own:
                 _warn_shadowed(spec, own)
+                _TOOLS_DIRS.append(own)
             return tools_of(module)
     except ModuleNotFoundError as exc:
         top = (exc.name or "").partition(".")[0]
@@ -362,20 +363,27 @@ def _tools_of(spec: str) -> list[Any]:
         LOADING_SOURCE.reset(token)
 
 
+#: The directories of the tools files imported so far in this process (see :func:`_warn_shadowed`).
+_TOOLS_DIRS: list[str] = []
+
+
 def _warn_shadowed(spec: str, own: str) -> None:
     """A WARNING (``tools module shadowed``) for each module beside tools file ``spec`` that the process imported from
-    elsewhere already: one ``sys.modules`` serves every entry, so a second tools file's ``import helper`` gets the
-    ``helper`` beside the first file (or the standard library's ``json`` for a ``json.py`` beside it)."""
+    beside an earlier tools file: one ``sys.modules`` serves every entry, so a second tools file's ``import helper``
+    gets the ``helper`` beside the first file."""
     from .._log import log_event
 
+    earlier = [d for d in _TOOLS_DIRS if d != own]
+    if not earlier:
+        return
     try:
         entries = os.listdir(own)
     except OSError:
         return
     for entry in sorted(entries):
         name = entry[:-3] if entry.endswith(".py") else entry if os.path.isfile(os.path.join(own, entry, "__init__.py")) else ""
-        module = sys.modules.get(name) if name.isidentifier() else None
-        if isinstance(module, types.ModuleType) and not _found_in(own, [name]):
+        module = sys.modules.get(name) if name.isidentifier() and not name.startswith("__") else None
+        if isinstance(module, types.ModuleType) and any(_found_in(d, [name]) for d in earlier):
             spec_of = object.__getattribute__(module, "__dict__").get("__spec__")
             used = getattr(spec_of, "origin", None) or "built in"
             log_event(30, "tools module shadowed", tools=spec, module=name, beside=os.path.join(own, entry), used=used)
