@@ -405,22 +405,44 @@ def test_a_remote_output_schema_with_a_slow_pattern_is_checked_in_bounded_time()
         "fits": {"content": text, "structuredContent": {"s": "aaa"}},
     }
     registry = ToolRegistry(autoload=False)
-    import_tools(registry, raw(tools=tools, results=results), timeout=2)
-    refused = registry.try_call("slow", {})
-    assert type(refused.error) is ToolExecutionError
-    assert str(refused.error) == (
-        "Tool 'slow' failed on MCP server 'raw': Invalid structured content returned by tool slow: "
-        f'at $.s: "{"a" * 30}!" does not match "^(a+)+$"'
-    )
-    assert registry.call("fits", {}) == {"s": "aaa"}
-    assert registry.call("echo", {}) == "echo {}"
+    remote = import_tools(registry, raw(tools=tools, results=results), timeout=2)
+    try:
+        refused = registry.try_call("slow", {})
+        assert type(refused.error) is ToolExecutionError
+        assert str(refused.error) == (
+            "Tool 'slow' failed on MCP server 'raw': Invalid structured content returned by tool slow: "
+            f'at $.s: "{"a" * 30}!" does not match "^(a+)+$"'
+        )
+        assert registry.call("fits", {}) == {"s": "aaa"}
+        assert registry.call("echo", {}) == "echo {}"
+    finally:
+        remote.close()
 
 
 def test_the_servers_output_check_bounds_a_pattern_and_words_other_problems_as_the_sdk_client() -> None:
     from harness_one.mcp._server import _output_check
 
     check = _output_check({"type": "object", "properties": {"s": {"type": "string", "pattern": "^(a|a)+(?=b)$"}}})
-    assert check({"s": "a" * 40 + "!"}) == "at $.s: Error executing regex: Max limit for backtracking count exceeded"
+    # 22: past the backtracking bound (2**22 steps), and a few seconds of Python re, should the check regress
+    assert check({"s": "a" * 22 + "!"}) == "at $.s: Error executing regex: Max limit for backtracking count exceeded"
     assert check({"s": 5}) == 'at $.s: 5 is not of type "string"'
     plain = _output_check({"type": "object", "properties": {"n": {"type": "integer"}}})
     assert plain({"n": "x"}) == "at $.n: 'x' is not of type 'integer'"  # no pattern: Python jsonschema, as the SDK
+
+
+def test_the_bounded_output_check_asserts_no_format_and_fetches_nothing() -> None:
+    """As the client's check: ``format`` not asserted (jsonschema-rs asserts it for drafts 4 to 7 by default); a $ref
+    to another document is not fetched (the schema cannot be used, as the client says)."""
+    from harness_one.mcp._server import _output_check
+
+    draft7 = {
+        "$schema": "http://json-schema.org/draft-07/schema#",
+        "type": "object",
+        "properties": {"e": {"type": "string", "format": "email"}, "s": {"type": "string", "pattern": "^a"}},
+    }
+    assert _output_check(draft7)({"e": "not-an-email", "s": "abc"}) is None
+    assert _output_check(draft7)({"e": "x", "s": "b"}) == 'at $.s: "b" does not match "^a"'
+    remote = {"type": "object", "properties": {"s": {"type": "string", "pattern": "^a"}, "r": {"$ref": "http://127.0.0.1:9/x"}}}
+    problem = _output_check(remote)({"s": "a", "r": 5})
+    assert problem is not None and problem.startswith("its output schema cannot be used: ")
+    assert _output_check(draft7)({1: "x"}) is not None  # no JSON data: refused, never raised

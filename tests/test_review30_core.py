@@ -10,6 +10,7 @@ from pydantic import BaseModel
 
 from harness_one import Call, PluginError, ToolArgumentError, ToolExecutionError, ToolRegistry, hookimpl
 from harness_one.hookspecs import per_tool
+from harness_one_plugins import TimeoutPlugin
 
 
 class SetDeadline:
@@ -48,7 +49,7 @@ def test_a_total_deadline_that_is_no_number_is_a_plugin_error_and_the_tool_never
     for result in (reg.try_call("work", {"a": 1}), asyncio.run(reg.atry_call("work", {"a": 1}))):
         assert type(result.error) is PluginError
         assert str(result.error) == (
-            "The pre_call or on_error hook of a plugin set call.total_deadline to 'soon' while calling 'work'; "
+            "The pre_validate, pre_call or on_error hook of a plugin set call.total_deadline to 'soon' while calling 'work'; "
             "expected a registry.clock.now() value (a number) or None"
         )
         assert result.error.tool == "work" and result.error.plugin is None
@@ -67,7 +68,9 @@ def test_a_total_deadline_that_is_no_number_fails_a_retry_decision_as_the_plugin
     reg.add(flaky, name="flaky", retry={"attempts": 3, "on": (ConnectionError,)}, idempotent=True)
     for result in (reg.try_call("flaky", {"a": 1}), asyncio.run(reg.atry_call("flaky", {"a": 2}))):
         assert type(result.error) is PluginError
-        assert str(result.error).startswith("The pre_call or on_error hook of a plugin set call.total_deadline to ['soon'] ")
+        assert str(result.error).startswith(
+            "The pre_validate, pre_call or on_error hook of a plugin set call.total_deadline to ['soon'] "
+        )
         assert isinstance(result.error.__cause__, ToolExecutionError)  # the tool's failure, kept as its cause
         assert isinstance(result.error.__cause__.__cause__, ConnectionError)
     assert runs == [1, 2]  # no retry on a deadline no one can read
@@ -157,3 +160,29 @@ def test_from_langchain_takes_a_tool_whose_optional_parameter_defaults_to_none()
     assert reg.call("search", {"query": "q", "limit": 2}) == "q:2:None"
     with pytest.raises(ToolArgumentError, match=r"\$\.limit: "):
         reg.call("search", {"query": "q", "limit": "two"})
+
+
+class _Reassigning:
+    """Sets ``call.total_deadline`` (and ``call.tool`` to another tool, which errors never name)."""
+
+    def __init__(self, value: Any, other: Any) -> None:
+        self.value, self.other = value, other
+
+    @hookimpl(trylast=True)
+    def harness_pre_call(self, call: Call) -> None:
+        call.total_deadline = self.value
+        call.tool = self.other
+
+
+def test_a_total_deadline_no_float_holds_is_shown_by_its_size_and_the_error_names_the_tool_looked_up() -> None:
+    reg = ToolRegistry(autoload=False, standard_plugins=False)
+    other = reg.add(lambda: 0, name="other")
+    reg.plugins.register(_Reassigning(10**400, other), "dl")
+    reg.add(lambda a: a, name="work", timeout=5.0, parameters={"type": "object", "properties": {"a": {"type": "integer"}}})
+    reg.plugins.register(TimeoutPlugin(), "timeout")
+    result = reg.try_call("work", {"a": 1})
+    assert type(result.error) is PluginError
+    assert str(result.error).startswith(
+        "The pre_validate, pre_call or on_error hook of a plugin set call.total_deadline to ~1e400 (an int no float holds) "
+        "while calling 'work'; "
+    )

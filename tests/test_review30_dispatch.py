@@ -148,3 +148,17 @@ def test_a_message_given_to_another_providers_dispatcher_is_a_type_error_not_an_
     text_only = {"role": "assistant", "content": [{"type": "text", "text": "done"}]}
     assert dispatch_openai(reg, text_only) == [] and dispatch_anthropic(reg, text_only) == []
     assert dispatch_gemini(reg, {"role": "assistant", "content": "done", "tool_calls": None}) == []
+
+
+def test_a_models_own_model_dump_without_the_warnings_option_keeps_its_aliases() -> None:
+    from pydantic import Field
+
+    from harness_one._render import json_data
+
+    class Renamed(BaseModel):
+        user_id: int = Field(alias="userId")
+
+        def model_dump(self, *, by_alias: bool | None = False, mode: str = "python") -> dict[str, Any]:  # type: ignore[override]
+            return super().model_dump(by_alias=by_alias, mode=mode)
+
+    assert json_data(Renamed(userId=3)) == {"userId": 3}

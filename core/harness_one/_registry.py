@@ -1591,7 +1591,7 @@ def _time_left(call: Call, tool: Tool) -> float:
         return timeout
     if type(deadline) is not float:
         try:
-            deadline = clock_value(call, "total_deadline")
+            deadline = clock_value(call, "total_deadline", tool)
         except PluginError:
             call.ran = False  # (raised before the tool starts)
             raise
@@ -1659,13 +1659,8 @@ def _check_timeout(call: Call, tool: Tool, timeout: Any) -> float:
                 seconds = -math.inf if timeout < 0 else None  # a negative one times out, as every negative one
     if seconds is None:
         call.ran = False
-        shown: Any = timeout
-        if type(timeout) is str:
-            shown = repr(timeout)
-        elif type(timeout) is int:  # past a float's range: its size, not its 400 digits
-            shown = f"~1e{int(timeout.bit_length() * 0.30103)} (an int no float holds)"
         call.tool = tool
-        raise _bad_answer(call, None, shown, _TIMEOUT_SET)
+        raise _bad_answer(call, None, _no_float(timeout), _TIMEOUT_SET)
     call.timeout = seconds
     if not seconds > 0.0:
         call.ran = False
@@ -1718,19 +1713,32 @@ def _no_decision(call: Call, answer: Any, err: ToolError) -> bool:
     return bool(call.registry.clock.now() + answer.delay > deadline)
 
 
-def clock_value(call: Call, field: str) -> float:
+def clock_value(call: Call, field: str, tool: Tool | None = None) -> float:
     """``call.deadline`` or ``call.total_deadline`` (``field``), a value of the registry's clock, as a float (written
     back): one that is no number, or one no float holds, is a :class:`PluginError` (of the hook that set it, which
-    the core cannot tell), the tool not started by it: not the tool's failure, nor an internal error."""
+    the core cannot tell), the tool not started by it: not the tool's failure, nor an internal error. ``tool``: the
+    one looked up, which the error names (else ``call.tool``)."""
     value = getattr(call, field)
     if not isinstance(value, bool) and isinstance(value, Real):
         with contextlib.suppress(Exception):  # past a float's range, a broken __float__
             seconds = float(value)
             setattr(call, field, seconds)
             return seconds
-    shown: Any = repr(value) if type(value) is str else value
-    hooks = "pre_call" if field == "deadline" else "pre_call or on_error"
-    raise _bad_answer(call, None, shown, (hooks, "a registry.clock.now() value (a number) or None", f"set call.{field} to"))
+    if tool is not None:
+        call.tool = tool
+    hooks = "pre_call" if field == "deadline" else "pre_validate, pre_call or on_error"
+    expected = "a registry.clock.now() value (a number) or None"
+    raise _bad_answer(call, None, _no_float(value), (hooks, expected, f"set call.{field} to"))
+
+
+def _no_float(value: Any) -> Any:
+    """A value a hook set where a float belongs, as its error shows it: a string quoted, an int no float holds by
+    its size (not its 400 digits)."""
+    if type(value) is str:
+        return repr(value)
+    if type(value) is int:
+        return f"~1e{int(value.bit_length() * 0.30103)} (an int no float holds)"
+    return value
 
 
 def _own_cancel(call: Call, tool: Tool, exc: asyncio.CancelledError) -> ToolExecutionError:

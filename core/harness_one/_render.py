@@ -123,10 +123,12 @@ def _model_data(value: Any, dump: Callable[..., Any]) -> Any:
     pydantic = sys.modules.get("pydantic")  # never imported here: a pydantic model means it is loaded
     if pydantic is None or not isinstance(value, pydantic.BaseModel):
         return dump()
-    try:  # no serializer warning: it would print the values (a token) to stderr, or raise under -W error
-        return dump(by_alias=True, warnings=False)
-    except TypeError:  # a model_dump of its own that takes no options
-        return dump()
+    for options in ({"by_alias": True, "warnings": False}, {"by_alias": True}):
+        try:  # no serializer warning: it would print the values (a token) to stderr, or raise under -W error
+            return dump(**options)
+        except TypeError:  # a model_dump of its own that takes fewer options
+            pass
+    return dump()
 
 
 def safe_text(text: str) -> str:

@@ -174,6 +174,11 @@ def _fast_check(schema: dict[str, Any], draft: str) -> Callable[[Any], bool] | N
 _BACKTRACK_LIMIT = 20_000
 
 
+def _no_remote_ref(uri: str) -> Any:
+    """jsonschema-rs's retriever: no document is fetched from anywhere."""
+    raise ValueError(f"a $ref to another document ({uri[:200]}) is not fetched")
+
+
 def _bounded_check(schema: dict[str, Any]) -> Callable[[Any], str | None] | None:
     """For a schema holding a ``pattern`` (or ``patternProperties``): its check by jsonschema-rs, whose regular
     expressions run in linear time (backtracking only for look-around and back-references, and then at most
@@ -195,14 +200,18 @@ def _bounded_check(schema: dict[str, Any]) -> Callable[[Any], str | None] | None
         import jsonschema_rs
 
         options = jsonschema_rs.FancyRegexOptions(backtrack_limit=_BACKTRACK_LIMIT)
-        validator = jsonschema_rs.validator_for(schema, pattern_options=options)
+        # format not asserted, as by the client; a $ref elsewhere is never fetched (the Python check then says so)
+        validator = jsonschema_rs.validator_for(schema, pattern_options=options, validate_formats=False, retriever=_no_remote_ref)
     except Exception:
         return None
 
     def check(data: Any) -> str | None:
-        if validator.is_valid(data):
-            return None
-        error = next(iter(validator.iter_errors(data)), None)
+        try:
+            if validator.is_valid(data):
+                return None
+            error = next(iter(validator.iter_errors(data)), None)
+        except Exception as exc:  # no JSON data (a key that is no string): it does not fit
+            return safe_text(f"at $: {exception_text(exc)[:300]}")
         if error is None:  # pragma: no cover - a refusal has an error
             return None
         path = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.instance_path)
@@ -218,8 +227,9 @@ def _output_check(schema: Mapping[str, Any] | None) -> Callable[[Any], str | Non
     where the schema says ``number`` is ``"NaN"`` in JSON, and does not fit. A schema the client cannot use
     (invalid, a remote ``$ref``, a ``pattern`` Python's ``re`` cannot compile) is the problem of every
     result, as the client refuses every result it cannot check. A schema with a ``pattern`` is checked by
-    jsonschema-rs, bounded (:func:`_bounded_check`), where it reads the schema: the one difference, its
-    dialect of regular expressions, is ECMA 262's, which the JSON Schema specification names."""
+    jsonschema-rs, bounded (:func:`_bounded_check`), where it reads the schema (``format`` not asserted, as
+    by the client): its dialect of regular expressions is ECMA 262's, which the JSON Schema specification
+    names, and its ``multipleOf`` exact where Python's float remainder is not (0.3 is a multiple of 0.1)."""
     if schema is None:
         return lambda data: None
     from jsonschema import SchemaError
