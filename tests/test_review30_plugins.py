@@ -192,3 +192,80 @@ def test_a_retrys_wait_for_a_slot_is_timed_from_its_own_first_refusal() -> None:
     finally:
         set_testing(False)
     assert runs == [0.25, 2.5] and clock.sleeps == [0.25, 0.0, 0.25]
+
+
+def test_a_cache_hit_on_a_later_attempt_does_not_store_the_entry_again() -> None:
+    """A miss on attempt 1, then a hit on the retry (another caller filled the cache meanwhile): the hit was stored
+    again at its time, its ttl started over, and a result made at t=100 was served at t=115 under ttl=10."""
+    from harness_one import RateLimitExceeded
+    from harness_one_plugins import CachePlugin, RetryPlugin
+
+    clock = ManualClock(100.0)
+    made: list[float] = []
+
+    class Gate:
+        """After the cache: refuses A's first attempt, while B fills the cache."""
+
+        order = 80
+        armed = True
+
+        @hookimpl
+        def harness_pre_call(self, call: Call) -> None:
+            if call.context.get("who") == "A" and self.armed:
+                self.armed = False
+                registry.call("price", {"sku": "x"}, context={"who": "B"})
+                raise RateLimitExceeded("rate limited", retry_after=9, tool=call.tool.name, call_id=call.call_id)
+
+    plugins = {"retry": RetryPlugin(default={"attempts": 3}), "gate": Gate(), "cache": CachePlugin(ttl=10)}
+    registry = ToolRegistry(clock=clock, plugins=plugins, autoload=False)
+
+    def price(sku: str) -> str:
+        made.append(clock.now())
+        return f"made at {clock.now()}"
+
+    registry.add(price, read_only=True)
+    assert registry.call("price", {"sku": "x"}, context={"who": "A"}) == "made at 100.0"  # B's, a hit on A's retry
+    assert clock.now() == 109.0
+    clock.advance(6.0)
+    assert registry.call("price", {"sku": "x"}, context={"who": "C"}) == "made at 115.0"  # expired at 110: runs again
+    assert made == [100.0, 115.0]
+
+
+def test_an_idempotency_key_reused_with_other_arguments_that_are_not_json_is_a_mismatch() -> None:
+    """Compared by repr, two SecretStr of different cards matched ('**********'): the second card got the first's receipt."""
+    from pydantic import SecretStr
+
+    from harness_one import IdempotencyKeyMismatch
+    from harness_one_plugins import IdempotencyPlugin
+
+    registry = ToolRegistry(autoload=False, plugins={"idempotency": IdempotencyPlugin()})
+    charged: list[str] = []
+
+    def charge(card: Any, amount: int) -> str:
+        charged.append(card.get_secret_value()[-4:])
+        return f"charged {charged[-1]}"
+
+    registry.add(charge, parameters={"type": "object", "properties": {"card": {}, "amount": {"type": "integer"}}})
+    first = {"card": SecretStr("4111111111111111"), "amount": 5}
+    assert registry.call("charge", first, idempotency_key="order-7") == "charged 1111"
+    assert (
+        registry.call("charge", {"card": SecretStr("4111111111111111"), "amount": 5}, idempotency_key="order-7") == "charged 1111"
+    )
+    with pytest.raises(IdempotencyKeyMismatch):
+        registry.call("charge", {"card": SecretStr("5500000000000004"), "amount": 5}, idempotency_key="order-7")
+    assert charged == ["1111"]  # replayed once, the other card refused
+
+
+def test_the_sqlite_idempotency_file_is_its_owners_only(tmp_path: Any) -> None:
+    import os
+    import stat
+
+    from harness_one_plugins import IdempotencyPlugin
+
+    path = tmp_path / "new" / "idem.db"
+    registry = ToolRegistry(autoload=False, plugins={"idempotency": IdempotencyPlugin(path=str(path))})
+    registry.add(lambda: {"api_token": "sk-live"}, name="mint", parameters={"type": "object", "properties": {}})
+    registry.call("mint", idempotency_key="k")
+    assert stat.S_IMODE(os.stat(path.parent).st_mode) == 0o700
+    for name in ("idem.db", "idem.db-wal", "idem.db-shm"):
+        assert stat.S_IMODE(os.stat(path.parent / name).st_mode) == 0o600, name

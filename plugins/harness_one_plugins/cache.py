@@ -168,6 +168,8 @@ class CachePlugin:
                 self.misses += 1
                 found = None
         if found is not None:
+            if _KEY in call.state:  # an earlier attempt's miss: this hit is no result to store (its ttl runs on)
+                del call.state[_KEY]
             return Outcome.success(copied(cached))  # copied outside the lock
         call.state[_KEY] = key
         return None

@@ -76,6 +76,20 @@ __all__ = [
     "fingerprint",
 ]
 
+
+def _objects_digest(arguments: Any) -> str:
+    """The fingerprint of arguments that are not JSON (objects a caller in this process passed): of their pickle,
+    which holds their values (a ``SecretStr``'s secret, where its ``repr`` is masked and would match another's);
+    one that does not pickle matches nothing, so a reuse of its key is a mismatch, never a replay of another's."""
+    import hashlib
+    import pickle
+
+    try:
+        return "pickle:" + hashlib.sha256(pickle.dumps(arguments, protocol=5)).hexdigest()
+    except Exception:
+        return "unmatched:" + new_token()
+
+
 _OWNED = "idempotency.owned"  # (the key stored, fingerprint, owner token: None for a store without owners)
 _WAITED = "idempotency.waited"
 #: What each attempt another followed did, by its number: (its Lingering, None) when its tool runs on, else (None, kept).
@@ -313,7 +327,7 @@ class IdempotencyPlugin:
             )
         wait_for_file = seconds(timeout, "idempotency timeout", optional=True)
         if path is not None:
-            Path(path).expanduser().parent.mkdir(parents=True, exist_ok=True)
+            Path(path).expanduser().parent.mkdir(parents=True, exist_ok=True, mode=0o700)  # (a new one: its owner's)
             from harness_one.state import SQLiteStore  # sqlite3 imported only for a file's records
 
             file = Path(path).expanduser()
@@ -364,7 +378,7 @@ class IdempotencyPlugin:
             return None
         if self.scope:
             key = self._scoped(call, key)
-        digest = fingerprint(call.arguments)
+        digest = fingerprint(call.arguments, json_only=True) or _objects_digest(call.arguments)
         store, name, now = self.store, call.tool.name, self.clock.now()
         owner = new_token() if self._owners(store) else None
         mine = self._owners.keywords(store, owner)

@@ -221,7 +221,7 @@ class State:
         def make() -> Any:
             from ._sqlite import SQLiteStore
 
-            path.parent.mkdir(parents=True, exist_ok=True)
+            path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)  # (a new one: for its owner, as the file)
             return SQLiteStore(path) if timeout is None else SQLiteStore(path, timeout=timeout)
 
         return self._once("idempotency", make)  # type: ignore[no-any-return]

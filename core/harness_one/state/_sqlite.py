@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import sqlite3
@@ -88,6 +89,16 @@ def _write_ahead(conn: sqlite3.Connection, until: float) -> None:
                 raise
             time.sleep(min(pause, left))
             pause = min(pause * 2, 0.05)
+
+
+def _private(path: str) -> None:
+    """Create the database file for its owner only (0o600) if it does not exist yet: it keeps tools' outcomes (values,
+    error messages) for a day. SQLite gives its ``-wal`` and ``-shm`` files the same mode; a file that exists keeps its
+    own. (Not for ``:memory:`` or a ``file:`` URI; a path SQLite cannot use fails at its connect, as before.)"""
+    if path in ("", ":memory:") or path.startswith("file:"):
+        return
+    with contextlib.suppress(OSError):  # there already (FileExistsError), or a directory that is not there
+        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
 
 
 class SQLiteStore:
@@ -176,6 +187,7 @@ class SQLiteStore:
         SQLite's errors, and a file that cannot be used now is opened again by the next operation."""
         if self._closed:
             raise sqlite3.ProgrammingError("Cannot operate on a closed database.")
+        _private(self.path)
         conn = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None, check_same_thread=False)
         self._waits = self._whole
         try:
