@@ -269,3 +269,64 @@ def test_the_sqlite_idempotency_file_is_its_owners_only(tmp_path: Any) -> None:
     assert stat.S_IMODE(os.stat(path.parent).st_mode) == 0o700
     for name in ("idem.db", "idem.db-wal", "idem.db-shm"):
         assert stat.S_IMODE(os.stat(path.parent / name).st_mode) == 0o600, name
+
+
+class _Jumping:
+    """A clock that moves a second at every reading: the listing's budget is spent at once."""
+
+    def __init__(self) -> None:
+        self.time = 0.0
+
+    def now(self) -> float:
+        self.time += 1.0
+        return self.time
+
+
+_EXPRESSION = {
+    "type": "object",
+    "$defs": {
+        "e": {
+            "anyOf": [
+                {
+                    "type": "object",
+                    "properties": {"args": {"type": "array", "items": {"$ref": "#/$defs/e"}}, "op": {"const": "add"}},
+                },
+                {
+                    "type": "object",
+                    "properties": {"args": {"type": "array", "items": {"$ref": "#/$defs/e"}}, "op": {"const": "mul"}},
+                },
+                {"type": "integer"},
+            ]
+        }
+    },
+    "properties": {"expr": {"$ref": "#/$defs/e"}},
+    "required": ["expr"],
+}
+
+
+@pytest.mark.parametrize("backend", ["rust", "python"])
+def test_a_refusal_out_of_time_does_not_walk_a_recursive_tree_of_alternatives(backend: str) -> None:
+    """Two alternatives per level: the first error's tree doubles with each level (2**14 here, a few seconds and
+    growing 2x per level: 64 levels are allowed). Out of time, the refusal says so instead of naming the place."""
+    from harness_one_plugins.validation import LISTING_BUDGET, compile_schema
+
+    value: Any = "x"
+    for _ in range(14):
+        value = {"args": [value], "op": "mul"}
+    found = compile_schema(_EXPRESSION, backend).problems({"expr": value}, _Jumping())
+    assert [(p.path, p.keyword) for p in found] == [("$", "limits")]
+    assert found[0].message.startswith(
+        f"arguments do not match the schema; finding where took longer than {LISTING_BUDGET * 1000:g} ms"
+    )
+
+
+def test_a_schema_of_alternatives_that_does_not_recurse_still_names_the_place_out_of_time() -> None:
+    from harness_one_plugins.validation import compile_schema
+
+    schema = {
+        "type": "object",
+        "$defs": {"A": {"type": "object", "properties": {"zip": {"type": "string", "pattern": "^[0-9]{5}$"}}}},
+        "properties": {"a": {"anyOf": [{"$ref": "#/$defs/A"}, {"type": "null"}]}},
+    }
+    found = [p for p in compile_schema(schema, "rust").problems({"a": {"zip": "1"}}, _Jumping()) if not p.is_listing_cut]
+    assert [p.path for p in found] == ["$.a.zip"]

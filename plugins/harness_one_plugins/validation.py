@@ -588,6 +588,52 @@ def _scan_nested(root: Any, limits: ArgumentLimits) -> int:
     return flags
 
 
+def _branching(schema: Any) -> bool:
+    """Whether an error's tree of alternatives may grow with the input's depth: ``anyOf``/``oneOf`` in a schema whose
+    references recurse (an expression of two alternatives: 2**depth), or may (a dynamic reference, an anchor, another
+    document's). Naming its first error would walk the tree past any budget (what the listing, cut at its budget, did
+    not); alternatives without recursion make a tree as large as the schema, at most."""
+    refs: list[str] = []
+    choices = dynamic = False
+    for node in _nodes(schema):
+        choices = choices or "anyOf" in node or "oneOf" in node
+        dynamic = dynamic or "$dynamicRef" in node or "$recursiveRef" in node
+        ref = node.get("$ref")
+        if isinstance(ref, str):
+            refs.append(ref)
+    if not choices or not (refs or dynamic):
+        return False
+    if dynamic:
+        return True
+    if any(ref != "#" and not ref.startswith("#/") for ref in refs):
+        return True  # an anchor, another document: where it leads is not followed here
+    seen: set[str] = set()
+
+    def recurses(pointer: str, path: tuple[str, ...]) -> bool:
+        if any(pointer == p or p.startswith(pointer + "/") or pointer == "#" for p in path):
+            return True  # back to a place on the way here, or to one holding it
+        if pointer in seen:
+            return False
+        seen.add(pointer)
+        target = _pointed(schema, pointer[1:], None)
+        inner = [n["$ref"] for n in _nodes(target) if isinstance(n.get("$ref"), str)]
+        return any(recurses(ref, (*path, pointer)) for ref in inner)
+
+    return any(recurses(ref, ()) for ref in refs)
+
+
+def _nodes(schema: Any) -> Iterator[dict[str, Any]]:
+    """Every object in ``schema`` (schemas and the mappings that hold them)."""
+    stack = [schema]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            yield node
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+
+
 def check_limits(args: Any, limits: ArgumentLimits) -> None:
     """Refuse arguments nested deeper than ``max_depth`` or larger than about ``max_bytes``."""
     if type(args) is dict:
@@ -1409,7 +1455,9 @@ class CompiledSchema:
             _LISTED_REFS.reset(refs_token)
             _LISTING.reset(listing_token)
             _BUDGET.reset(token)
-        if len(found) == before:  # out of time, or the backends disagree: the verdict's own first error names the place
+        # Out of time, or the backends disagree: the verdict's own first error names the place, unless its error tree
+        # may grow with the input (alternatives under a $ref that recurses: one that doubles with each level).
+        if len(found) == before and not (stopped and _branching(self.schema)):
             found += _describe(first, secrets) if first is not None else self._rust_problems(instance)
         unique = sorted(_distinct_problems(found), key=lambda p: (p.path, p.keyword))[:MAX_PROBLEMS]
         if not unique and stopped:
