@@ -439,7 +439,9 @@ def model(expected: list[Any]) -> list[Any]:
             out.append((shown(rid), "approval_required" if outcome == "held" else outcome))
         else:
             verb, target, _ = spec
-            if str(target) in held:
+            if isinstance(target, float) and not math.isfinite(target):  # no JSON number: no id to answer on
+                out.append((None, "invalid"))
+            elif str(target) in held:
                 STATS["held calls approved" if verb == "approve" else "held calls denied"] += 1
                 rid, args = held.pop(str(target))
                 spent[str(target)] = (args, verb)
