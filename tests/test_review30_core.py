@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 from typing import Any
 
 import pytest
@@ -186,3 +187,37 @@ def test_a_total_deadline_no_float_holds_is_shown_by_its_size_and_the_error_name
         "The pre_validate, pre_call or on_error hook of a plugin set call.total_deadline to ~1e400 (an int no float holds) "
         "while calling 'work'; "
     )
+
+
+@pytest.mark.parametrize(
+    ("schema", "where", "ref"),
+    [
+        ({"type": "object", "properties": {"x": {"$ref": "#/properties/x"}}}, "#/properties/x/$ref", "#/properties/x"),
+        (
+            {
+                "type": "object",
+                "$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"$ref": "#/$defs/a"}},
+                "properties": {"x": {"$ref": "#/$defs/a"}},
+            },
+            "#/$defs/a/$ref",
+            "#/$defs/b",
+        ),
+        ({"type": "object", "$ref": "#"}, "#/$ref", "#"),
+    ],
+)
+def test_a_ref_that_leads_back_to_itself_through_refs_alone_is_refused_when_defined(schema: Any, where: str, ref: str) -> None:
+    """Such a schema was accepted; then jsonschema-rs took any value for it and the Python backend refused every one
+    ("send smaller or simpler arguments"), or recursed without end."""
+    from harness_one import ToolDefinitionError
+
+    with pytest.raises(
+        ToolDefinitionError, match=rf"^Tool 't': parameters: at {re.escape(where)}, \$ref '{re.escape(ref)}' leads back to itself"
+    ):
+        ToolRegistry(autoload=False).add(lambda **kw: kw, name="t", parameters=schema)
+
+
+def test_a_ref_that_recurses_through_a_property_or_an_alternative_is_a_schema() -> None:
+    registry = ToolRegistry(autoload=False)
+    tree = {"type": "object", "properties": {"child": {"$ref": "#"}, "n": {"type": "integer"}}}
+    registry.add(lambda **kw: kw, name="tree", parameters=tree)
+    assert registry.call("tree", {"child": {"child": {"n": 1}}}) == {"child": {"child": {"n": 1}}}

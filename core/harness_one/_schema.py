@@ -1809,6 +1809,14 @@ def check_schema(
                 f"{prefix}: at {_pointer(path)}, $ref {ref!r} points to {what}, not a schema (an object or a boolean).",
                 tool=tool,
             )
+    loop = _ref_loop(copy, found)
+    if loop is not None:
+        raise ToolDefinitionError(
+            f"{prefix}: at {_pointer(loop[0])}, $ref {loop[1]!r} leads back to itself through references alone, so no "
+            "value could ever be checked against it (the validation backends would disagree, or recurse without end). "
+            "Point it to a schema that says what the value is.",
+            tool=tool,
+        )
     for path, pattern in found.patterns:
         problem = _pattern_problem(pattern)
         if problem is not None:
@@ -1827,6 +1835,34 @@ def check_schema(
             tool=tool,
         )
     return copy
+
+
+def _ref_loop(schema: JSONSchema, found: _Found) -> tuple[tuple[Any, ...], str] | None:
+    """The first ``$ref`` (its path and text) from which ``$ref``s alone lead back to a schema met on the way
+    (``{"$ref": "#/properties/x"}`` at ``properties.x``; ``$defs`` that point to each other; ``"$ref": "#"`` at
+    the root): each applies to the same value, so checking it never ends. None when every chain ends."""
+    holding: dict[int, tuple[tuple[Any, ...], str, str]] = {}  # the schema holding a $ref -> (its path, ref, target)
+    for path, ref, target in found.refs:
+        if path and path[-1] == "$ref":
+            try:
+                node = functools.reduce(operator.getitem, path[:-1], schema)
+            except (KeyError, IndexError, TypeError):
+                continue
+            holding[id(node)] = (path, ref, target)
+    for start, (path, ref, _) in holding.items():
+        met, step = {start}, holding[start]
+        while True:
+            node = found.target(step[2])
+            if not isinstance(node, dict):
+                break
+            if id(node) in met:
+                return path, ref
+            met.add(id(node))
+            following = holding.get(id(node))
+            if following is None:
+                break
+            step = following
+    return None
 
 
 def without_bad_defaults(schema: Any) -> tuple[Any, list[str]]:
