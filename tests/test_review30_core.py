@@ -221,3 +221,18 @@ def test_a_ref_that_recurses_through_a_property_or_an_alternative_is_a_schema() 
     tree = {"type": "object", "properties": {"child": {"$ref": "#"}, "n": {"type": "integer"}}}
     registry.add(lambda **kw: kw, name="tree", parameters=tree)
     assert registry.call("tree", {"child": {"child": {"n": 1}}}) == {"child": {"child": {"n": 1}}}
+
+
+def test_a_loop_of_refs_at_the_end_of_a_long_chain_is_found_and_a_long_chain_that_ends_is_a_schema() -> None:
+    from harness_one import ToolDefinitionError
+
+    n = 3000
+    defs: dict[str, Any] = {f"d{i}": {"$ref": f"#/$defs/d{i + 1}"} for i in range(n)}
+    defs[f"d{n}"] = {"type": "integer"}
+    ends = {"type": "object", "$defs": defs, "properties": {"x": {"$ref": "#/$defs/d0"}}}
+    registry = ToolRegistry(autoload=False)
+    registry.add(lambda x: x, name="ends", parameters=ends)
+    assert registry.call("ends", {"x": 5}) == 5
+    loops = {**ends, "$defs": {**defs, f"d{n}": {"$ref": "#/$defs/d1"}}}
+    with pytest.raises(ToolDefinitionError, match=r"leads back to itself through references alone"):
+        registry.add(lambda x: x, name="loops", parameters=loops)

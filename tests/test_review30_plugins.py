@@ -330,3 +330,61 @@ def test_a_schema_of_alternatives_that_does_not_recurse_still_names_the_place_ou
     }
     found = [p for p in compile_schema(schema, "rust").problems({"a": {"zip": "1"}}, _Jumping()) if not p.is_listing_cut]
     assert [p.path for p in found] == ["$.a.zip"]
+
+
+def test_equal_arguments_that_are_not_json_still_replay_whatever_their_order_spelling_or_fields_set() -> None:
+    """A digest of the whole pickle (briefly) made equal calls mismatch: key order, 5.0 for 5, a pydantic model with a
+    default given or left out (its fields_set), a set's order under another hash seed."""
+    import datetime
+
+    from pydantic import BaseModel
+
+    from harness_one_plugins import IdempotencyPlugin
+
+    class Card(BaseModel):
+        holder: str
+        country: str = "US"
+
+    registry = ToolRegistry(autoload=False, plugins={"idempotency": IdempotencyPlugin()})
+    runs: list[Any] = []
+    registry.add(lambda **kw: runs.append(kw) or len(runs), name="charge", parameters={"type": "object"})
+    day = datetime.date(2026, 1, 1)
+    assert registry.call("charge", {"card": Card(holder="A"), "on": day, "amount": 5}, idempotency_key="k") == 1
+    assert registry.call("charge", {"amount": 5.0, "on": day, "card": Card(holder="A", country="US")}, idempotency_key="k") == 1
+    assert len(runs) == 1
+
+
+def test_an_approval_is_for_the_secret_it_was_asked_with() -> None:
+    from pydantic import SecretStr
+
+    from harness_one_plugins.approval import ApprovalConflict, ApprovalPlugin, ApprovalRequired
+
+    registry = ToolRegistry(autoload=False, plugins={"approval": ApprovalPlugin()})
+    charged: list[str] = []
+    registry.add(
+        lambda card: charged.append(card.get_secret_value()[-4:]) or "ok",
+        name="charge",
+        parameters={"type": "object", "properties": {"card": {}}},
+        options={"requires_approval": True},
+    )
+    with pytest.raises(ApprovalRequired):
+        registry.call("charge", {"card": SecretStr("4111111111111111")}, call_id="c1")
+    registry.plugins.get("approval").approve("c1")
+    with pytest.raises(ApprovalConflict):
+        registry.call("charge", {"card": SecretStr("5500000000000004")}, call_id="c1")
+    assert registry.call("charge", {"card": SecretStr("4111111111111111")}, call_id="c1") == "ok"
+    assert charged == ["1111"]
+
+
+def test_a_long_chain_of_refs_under_alternatives_is_refused_as_arguments_not_as_a_broken_plugin() -> None:
+    """Telling whether alternatives recurse followed each $ref by recursion: a chain of 1,200 raised RecursionError,
+    the plugin's internal error, where the arguments' refusal belongs."""
+    from harness_one_plugins.validation import compile_schema
+
+    n = 1200
+    defs: dict[str, Any] = {f"d{i}": {"type": "object", "properties": {"n": {"$ref": f"#/$defs/d{i + 1}"}}} for i in range(n)}
+    defs[f"d{n}"] = {"type": "integer"}
+    schema = {"type": "object", "$defs": defs, "properties": {"x": {"anyOf": [{"$ref": "#/$defs/d0"}, {"type": "null"}]}}}
+    for backend in ("rust", "python"):
+        found = compile_schema(schema, backend).problems({"x": "str"}, _Jumping())
+        assert found and all(p.keyword in ("limits", "anyOf", "type") for p in found), found

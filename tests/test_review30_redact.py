@@ -21,6 +21,16 @@ from harness_one import Redactor, ToolRegistry
         ("Authorization: GOOG4-RSA-SHA256 Credential=x, Signature=y", "Authorization: GOOG4-RSA-SHA256 [REDACTED]"),
         ("Authorization: GoogleLogin auth=xyz", "Authorization: GoogleLogin [REDACTED]"),
         ("Authorization: HMAC-SHA256 Signature=abc", "Authorization: HMAC-SHA256 [REDACTED]"),
+        (
+            "Authorization: TC3-HMAC-SHA256 Credential=AKIDz8/tc3_request, Signature=2230eefd",
+            "Authorization: TC3-HMAC-SHA256 [REDACTED]",
+        ),
+        (
+            "Authorization: OSS4-HMAC-SHA256 Credential=LTAI/oss4_request, Signature=abc",
+            "Authorization: OSS4-HMAC-SHA256 [REDACTED]",
+        ),
+        ("Authorization: ACS3-HMAC-SHA256 Credential=LTAI, Signature=abc", "Authorization: ACS3-HMAC-SHA256 [REDACTED]"),
+        ("Authorization: SharedAccessSignature sr=x&sig=abc&se=1", "Authorization: SharedAccessSignature [REDACTED]"),
     ],
 )
 def test_a_bare_credential_after_authorization_is_masked_whatever_follows_it(text: str, shown: str) -> None:

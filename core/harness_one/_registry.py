@@ -1737,7 +1737,7 @@ def _no_float(value: Any) -> Any:
     if type(value) is str:
         return repr(value)
     if type(value) is int:
-        return f"~1e{int(value.bit_length() * 0.30103)} (an int no float holds)"
+        return f"~{'-' if value < 0 else ''}1e{int(value.bit_length() * 0.30103)} (an int no float holds)"
     return value
 
 

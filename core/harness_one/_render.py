@@ -30,6 +30,7 @@ and an escape would read as the six characters ``\\ud83d`` a tool may have retur
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime
 import enum
@@ -445,8 +446,23 @@ def rendered_length(value: Any) -> int:
     return len(_json(value))  # its lone surrogates, replaced one for one, change no length
 
 
-def _typed(value: Any) -> dict[str, str]:
-    return {"\u0000type": f"{type(value).__module__}.{type(value).__qualname__}", "repr": repr(value)}
+def _typed(value: Any) -> dict[str, Any]:
+    """A value that is not JSON, for :func:`fingerprint`: its type and its ``repr``; a secret (pydantic's
+    ``SecretStr``, whose ``repr`` is masked, the same for every secret) by its value's digest instead, and a pydantic
+    model by its fields (a secret among them so too), so two that differ never match."""
+    kind = f"{type(value).__module__}.{type(value).__qualname__}"
+    reveal = getattr(value, "get_secret_value", None)
+    if callable(reveal):
+        with contextlib.suppress(Exception):
+            secret = reveal()
+            if isinstance(secret, (str, bytes)):
+                data = secret.encode("utf-8", "surrogatepass") if isinstance(secret, str) else secret
+                return {"\u0000type": kind, "secret": hashlib.sha256(data).hexdigest()}
+    pydantic = sys.modules.get("pydantic")  # never imported here: a pydantic model means it is loaded
+    if pydantic is not None and isinstance(value, pydantic.BaseModel):
+        with contextlib.suppress(Exception):
+            return {"\u0000type": kind, "fields": value.model_dump()}  # (its values not JSON come back here)
+    return {"\u0000type": kind, "repr": repr(value)}
 
 
 @overload
@@ -461,7 +477,7 @@ def fingerprint(arguments: Any, *, json_only: bool = False, whole_numbers: bool 
     check. With ``whole_numbers=False`` each number is kept as the tool gets it (``5`` and
     ``5.0``, ``0.0`` and ``-0.0`` differ): cache keys. A value that is not JSON (a set, a date,
     from a caller in this process) is written with its type, so it never matches the string
-    of its ``repr``; with ``json_only``, such a value gives None instead: its ``repr`` may not
+    of its ``repr`` (a secret by its value's digest, a pydantic model by its fields: :func:`_typed`); with ``json_only``, such a value gives None instead: its ``repr`` may not
     tell two values apart (``<User object at 0x...>`` at a reused address, ``SecretStr('**********')``).
     """
     default = _not_json if json_only else _typed

@@ -1849,19 +1849,18 @@ def _ref_loop(schema: JSONSchema, found: _Found) -> tuple[tuple[Any, ...], str] 
             except (KeyError, IndexError, TypeError):
                 continue
             holding[id(node)] = (path, ref, target)
-    for start, (path, ref, _) in holding.items():
-        met, step = {start}, holding[start]
-        while True:
-            node = found.target(step[2])
-            if not isinstance(node, dict):
-                break
-            if id(node) in met:
-                return path, ref
-            met.add(id(node))
-            following = holding.get(id(node))
-            if following is None:
-                break
-            step = following
+    ends: set[int] = set()  # schemas whose chain of $refs is known to end (each chain is followed once: linear)
+    for start in holding:
+        chain: list[int] = []
+        at: int | None = start
+        while at is not None and at not in ends:
+            if at in chain:
+                return holding[at][0], holding[at][1]
+            chain.append(at)
+            step = holding.get(at)
+            pointed = None if step is None else found.target(step[2])
+            at = id(pointed) if isinstance(pointed, dict) else None
+        ends.update(chain)
     return None
 
 

@@ -77,19 +77,6 @@ __all__ = [
 ]
 
 
-def _objects_digest(arguments: Any) -> str:
-    """The fingerprint of arguments that are not JSON (objects a caller in this process passed): of their pickle,
-    which holds their values (a ``SecretStr``'s secret, where its ``repr`` is masked and would match another's);
-    one that does not pickle matches nothing, so a reuse of its key is a mismatch, never a replay of another's."""
-    import hashlib
-    import pickle
-
-    try:
-        return "pickle:" + hashlib.sha256(pickle.dumps(arguments, protocol=5)).hexdigest()
-    except Exception:
-        return "unmatched:" + new_token()
-
-
 _OWNED = "idempotency.owned"  # (the key stored, fingerprint, owner token: None for a store without owners)
 _WAITED = "idempotency.waited"
 #: What each attempt another followed did, by its number: (its Lingering, None) when its tool runs on, else (None, kept).
@@ -378,7 +365,7 @@ class IdempotencyPlugin:
             return None
         if self.scope:
             key = self._scoped(call, key)
-        digest = fingerprint(call.arguments, json_only=True) or _objects_digest(call.arguments)
+        digest = fingerprint(call.arguments)
         store, name, now = self.store, call.tool.name, self.clock.now()
         owner = new_token() if self._owners(store) else None
         mine = self._owners.keywords(store, owner)

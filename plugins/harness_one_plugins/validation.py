@@ -619,7 +619,10 @@ def _branching(schema: Any) -> bool:
         inner = [n["$ref"] for n in _nodes(target) if isinstance(n.get("$ref"), str)]
         return any(recurses(ref, (*path, pointer)) for ref in inner)
 
-    return any(recurses(ref, ()) for ref in refs)
+    try:
+        return any(recurses(ref, ()) for ref in refs)
+    except RecursionError:  # a chain of references deeper than Python's stack: taken as one that may recurse
+        return True
 
 
 def _nodes(schema: Any) -> Iterator[dict[str, Any]]:
