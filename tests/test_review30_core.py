@@ -236,3 +236,9 @@ def test_a_loop_of_refs_at_the_end_of_a_long_chain_is_found_and_a_long_chain_tha
     loops = {**ends, "$defs": {**defs, f"d{n}": {"$ref": "#/$defs/d1"}}}
     with pytest.raises(ToolDefinitionError, match=r"leads back to itself through references alone"):
         registry.add(lambda x: x, name="loops", parameters=loops)
+
+
+def test_a_negative_int_no_float_holds_keeps_its_sign_in_the_error() -> None:
+    reg, _ = _registry("total_deadline", -(10**400), timeout=5.0)
+    error = reg.try_call("work", {"a": 1}).error
+    assert error is not None and "set call.total_deadline to ~-1e400 (an int no float holds)" in str(error)

@@ -4,6 +4,7 @@ added, a function no worker could import by its name."""
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 import types
 from collections.abc import Callable
@@ -388,3 +389,38 @@ def test_a_long_chain_of_refs_under_alternatives_is_refused_as_arguments_not_as_
     for backend in ("rust", "python"):
         found = compile_schema(schema, backend).problems({"x": "str"}, _Jumping())
         assert found and all(p.keyword in ("limits", "anyOf", "type") for p in found), found
+
+
+def test_fingerprints_tell_apart_what_a_repr_hides_and_agree_on_equal_sets_in_any_process() -> None:
+    import dataclasses
+    import subprocess
+    import sys
+
+    from pydantic import BaseModel, Field, SecretStr
+
+    from harness_one import fingerprint
+
+    @dataclasses.dataclass
+    class Card:
+        number: SecretStr
+
+    class Client(BaseModel):
+        name: str
+        api_key: str = Field(exclude=True, repr=False)
+
+    assert fingerprint({"c": Card(SecretStr("4111"))}) != fingerprint({"c": Card(SecretStr("5500"))})
+    assert fingerprint({"c": Card(SecretStr("4111"))}) == fingerprint({"c": Card(SecretStr("4111"))})
+    assert fingerprint({"c": Client(name="a", api_key="A")}) != fingerprint({"c": Client(name="a", api_key="B")})
+    assert fingerprint({1: SecretStr("a"), "k": 1}) != fingerprint({1: SecretStr("b"), "k": 1})  # keys of mixed types
+    script = "from harness_one import fingerprint; print(fingerprint({'tags': {'alpha', 'beta', 'gamma', 'delta'}}))"
+    digests = {
+        subprocess.run(
+            [sys.executable, "-c", script],
+            env={**os.environ, "PYTHONHASHSEED": str(seed)},
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        for seed in (1, 2, 3)
+    }
+    assert len(digests) == 1

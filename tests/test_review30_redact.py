@@ -15,6 +15,7 @@ from harness_one import Redactor, ToolRegistry
         ("Authorization: abc123secret scope=read", "Authorization: [REDACTED] scope=read"),
         ("Authorization: sk_live_abcdef scope=read", "Authorization: [REDACTED] scope=read"),
         ("Authorization: averylongtokenword scope=read", "Authorization: [REDACTED] scope=read"),
+        ("Authorization: prod1-7f3a9b2c4d5e6f7a8b9c scope=read", "Authorization: [REDACTED] scope=read"),
         # schemes that take parameters keep their name, their parameters masked
         ('Authorization: Digest username="a", response="b"', "Authorization: Digest [REDACTED]"),
         ("Authorization: AWS4-HMAC-SHA256 Credential=AKIA/x, Signature=abc", "Authorization: AWS4-HMAC-SHA256 [REDACTED]"),

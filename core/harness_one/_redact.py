@@ -243,14 +243,15 @@ _TEXT_VALUE = re.compile(
 )
 # An Authorization header's scheme that takes parameters (RFC 7235 auth-params: Digest, AWS4-HMAC-SHA256,
 # AWS4-ECDSA-P256-SHA256, GOOG4-RSA-SHA256, TC3-/OSS4-/ACS3-HMAC-SHA256, HMAC-SHA256, OAuth, GoogleLogin,
-# SharedAccessSignature: a word of at most 12 letters, or letters and a version before "-", then "-" segments; not a
-# token68's, Basic, Bearer: its "=" padding ends it; another word, one with "_" or a digit, or longer, is a
-# credential sent bare, "Authorization: sk_live_x scope=read", masked), followed by one: its parameters are masked to the end of the header, over the lines that
-# continue it (a line ending in "," then an indented "name=": Digest realm="x",\n  response=...). A parameter is
+# SharedAccessSignature: a word of at most 12 letters, or letters and a version before "-HMAC-", "-RSA-" or "-ECDSA-",
+# then "-" segments; not a token68's, Basic, Bearer: its "=" padding ends it; another word, one with "_" or a digit,
+# or longer, is a credential sent bare, "Authorization: sk_live_x scope=read", masked), followed by one: its
+# parameters are masked to the end of the header, over the lines that continue it (a line ending in "," then an indented "name=": Digest realm="x",\n  response=...). A parameter is
 # one when its value is quoted, or is followed by "," or "&" or another name=value, or ends the header
 # (GoogleLogin auth=...): "authorization: missing scope=read for alice, contact admin" is a message, and keeps its words.
 _AUTH_PARAMS = re.compile(
-    r"""(?:[A-Za-z]{1,8}[0-9]{1,2}(?=-)|(?i:SharedAccessSignature)|[A-Za-z]{1,12})(?:-[A-Za-z0-9]{1,20}){0,4}[ \t]+"""
+    r"""(?:[A-Za-z]{1,8}[0-9]{1,2}(?=-(?i:HMAC|RSA|ECDSA)-)|(?i:SharedAccessSignature)|[A-Za-z]{1,12})"""
+    r"""(?:-[A-Za-z0-9]{1,20}){0,4}[ \t]+"""
     r"""(?=[\w.-]{1,100}[ \t]*=(?:[ \t]*"|[^\s=,&"'\\]+=*"""
     r"""(?:[ \t]*[,&]|[ \t]+[\w.-]{1,100}[ \t]*=|[ \t]*(?:$|[\r\n'"\\]))))"""
 )

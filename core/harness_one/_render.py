@@ -40,6 +40,7 @@ import hashlib
 import itertools
 import json
 import math
+import pickle
 import re
 import sys
 from collections.abc import Callable
@@ -446,10 +447,16 @@ def rendered_length(value: Any) -> int:
     return len(_json(value))  # its lone surrogates, replaced one for one, change no length
 
 
+#: Modules whose values' ``repr`` says all they hold (a date, a Decimal, a UUID, a path): fingerprinted by it.
+_FAITHFUL_REPR = frozenset({"builtins", "datetime", "decimal", "uuid", "fractions", "pathlib", "ipaddress", "enum"})
+
+
 def _typed(value: Any) -> dict[str, Any]:
-    """A value that is not JSON, for :func:`fingerprint`: its type and its ``repr``; a secret (pydantic's
-    ``SecretStr``, whose ``repr`` is masked, the same for every secret) by its value's digest instead, and a pydantic
-    model by its fields (a secret among them so too), so two that differ never match."""
+    """A value that is not JSON, for :func:`fingerprint`, by what it holds: a secret (pydantic's ``SecretStr``, whose
+    ``repr`` is the same for every secret) by its value's digest; a set by its items in order; a pydantic model or a
+    dataclass by its fields (every one: excluded and private ones too); a date, a ``Decimal``, an enum and the like
+    by their ``repr``; any other object by the digest of its pickle (its ``repr`` may hide what differs), or its
+    ``repr`` when it does not pickle. Two that differ so never match; equal ones do, in any process."""
     kind = f"{type(value).__module__}.{type(value).__qualname__}"
     reveal = getattr(value, "get_secret_value", None)
     if callable(reveal):
@@ -458,10 +465,18 @@ def _typed(value: Any) -> dict[str, Any]:
             if isinstance(secret, (str, bytes)):
                 data = secret.encode("utf-8", "surrogatepass") if isinstance(secret, str) else secret
                 return {"\u0000type": kind, "secret": hashlib.sha256(data).hexdigest()}
+    if isinstance(value, (set, frozenset)):
+        with contextlib.suppress(Exception):
+            return {"\u0000type": kind, "items": sorted(_canonical(item, _typed) for item in value)}
     pydantic = sys.modules.get("pydantic")  # never imported here: a pydantic model means it is loaded
     if pydantic is not None and isinstance(value, pydantic.BaseModel):
+        private = getattr(value, "__pydantic_private__", None) or {}
+        return {"\u0000type": kind, "fields": dict(vars(value)), "private": dict(private)}
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {"\u0000type": kind, "fields": {f.name: getattr(value, f.name, None) for f in dataclasses.fields(value)}}
+    if type(value).__module__.partition(".")[0] not in _FAITHFUL_REPR:
         with contextlib.suppress(Exception):
-            return {"\u0000type": kind, "fields": value.model_dump()}  # (its values not JSON come back here)
+            return {"\u0000type": kind, "pickle": hashlib.sha256(pickle.dumps(value, protocol=5)).hexdigest()}
     return {"\u0000type": kind, "repr": repr(value)}
 
 
@@ -485,10 +500,13 @@ def fingerprint(arguments: Any, *, json_only: bool = False, whole_numbers: bool 
         text = _canonical(arguments, default)
         if whole_numbers and (".0" in text or "e+" in text):  # how a whole float is written (1.0, 1e+16): write it as an int
             text = _canonical(_whole(arguments), default)
-    except Exception:  # also a repr() that raises
+    except Exception:  # also a repr() that raises, keys of mixed types (unsorted then, secrets still by digest)
         if json_only:
             return None
-        text = dumps(arguments)
+        try:
+            text = json.dumps(arguments, separators=(",", ":"), ensure_ascii=False, default=_typed)
+        except Exception:
+            text = dumps(arguments)
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 

@@ -1851,12 +1851,12 @@ def _ref_loop(schema: JSONSchema, found: _Found) -> tuple[tuple[Any, ...], str] 
             holding[id(node)] = (path, ref, target)
     ends: set[int] = set()  # schemas whose chain of $refs is known to end (each chain is followed once: linear)
     for start in holding:
-        chain: list[int] = []
+        chain: set[int] = set()
         at: int | None = start
         while at is not None and at not in ends:
             if at in chain:
                 return holding[at][0], holding[at][1]
-            chain.append(at)
+            chain.add(at)
             step = holding.get(at)
             pointed = None if step is None else found.target(step[2])
             at = id(pointed) if isinstance(pointed, dict) else None
