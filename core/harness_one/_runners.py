@@ -736,26 +736,20 @@ async def _off_loop(fn: Callable[..., T], *args: Any) -> T:
     default executor: the caller's sync tools under ``acall`` may hold all of its threads (for as long as they
     run), and a process-mode timeout would wait for one of them to kill the rest of the tool's session and
     answer (seconds late, or never). ``RuntimeError`` when no thread can start."""
-    loop = asyncio.get_running_loop()
-    done: asyncio.Future[T] = loop.create_future()
+    import concurrent.futures  # (only once a worker is killed under acall: not imported at start-up)
 
-    def settle(value: Any, exc: BaseException | None) -> None:
-        if not done.done():  # (cancelled: the caller stopped waiting; the work was done all the same)
-            if exc is None:
-                done.set_result(value)
-            else:
-                done.set_exception(exc)
+    done: concurrent.futures.Future[T] = concurrent.futures.Future()
 
     def run() -> None:
-        try:
-            value, exc = fn(*args), None
-        except BaseException as error:
-            value, exc = None, error
-        with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: no one waits
-            loop.call_soon_threadsafe(settle, value, exc)
+        if done.set_running_or_notify_cancel():
+            try:
+                done.set_result(fn(*args))
+            except BaseException as exc:
+                done.set_exception(exc)
 
     threading.Thread(target=run, name="harness-one-kill", daemon=True).start()
-    return await done
+    # (awaiting it in a task cancelled meanwhile leaves the work done; a loop closed meanwhile is not told)
+    return await asyncio.wrap_future(done)
 
 
 def _reaps_orphans() -> bool:

@@ -593,18 +593,11 @@ def _branching(schema: Any) -> bool:
     references recurse (an expression of two alternatives: 2**depth), or may (a dynamic reference, an anchor, another
     document's). Naming its first error would walk the tree past any budget (what the listing, cut at its budget, did
     not); alternatives without recursion make a tree as large as the schema, at most."""
-    refs: list[str] = []
-    choices = dynamic = False
-    for node in _nodes(schema):
-        choices = choices or "anyOf" in node or "oneOf" in node
-        dynamic = dynamic or "$dynamicRef" in node or "$recursiveRef" in node
-        ref = node.get("$ref")
-        if isinstance(ref, str):
-            refs.append(ref)
-    if not choices or not (refs or dynamic):
+    if next(_keyed(schema, "anyOf"), None) is None and next(_keyed(schema, "oneOf"), None) is None:
         return False
-    if dynamic:
+    if next(_keyed(schema, "$dynamicRef"), None) is not None or next(_keyed(schema, "$recursiveRef"), None) is not None:
         return True
+    refs = [ref for ref in _keyed(schema, "$ref") if isinstance(ref, str)]
     if any(ref != "#" and not ref.startswith("#/") for ref in refs):
         return True  # an anchor, another document: where it leads is not followed here
     seen: set[str] = set()
@@ -615,26 +608,13 @@ def _branching(schema: Any) -> bool:
         if pointer in seen:
             return False
         seen.add(pointer)
-        target = _pointed(schema, pointer[1:], None)
-        inner = [n["$ref"] for n in _nodes(target) if isinstance(n.get("$ref"), str)]
+        inner = [ref for ref in _keyed(_pointed(schema, pointer[1:], None), "$ref") if isinstance(ref, str)]
         return any(recurses(ref, (*path, pointer)) for ref in inner)
 
     try:
         return any(recurses(ref, ()) for ref in refs)
     except RecursionError:  # a chain of references deeper than Python's stack: taken as one that may recurse
         return True
-
-
-def _nodes(schema: Any) -> Iterator[dict[str, Any]]:
-    """Every object in ``schema`` (schemas and the mappings that hold them)."""
-    stack = [schema]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, dict):
-            yield node
-            stack.extend(node.values())
-        elif isinstance(node, list):
-            stack.extend(node)
 
 
 def check_limits(args: Any, limits: ArgumentLimits) -> None:
