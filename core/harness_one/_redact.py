@@ -246,14 +246,14 @@ _TEXT_VALUE = re.compile(
 # SharedAccessSignature: a word of at most 12 letters, or letters and a version before "-HMAC-", "-RSA-" or "-ECDSA-",
 # then "-" segments; not a token68's, Basic, Bearer: its "=" padding ends it; another word, one with "_" or a digit,
 # or longer, is a credential sent bare, "Authorization: sk_live_x scope=read", masked), followed by one: its
-# parameters are masked to the end of the header, over the lines that continue it (a line ending in "," then an indented "name=": Digest realm="x",\n  response=...). A parameter is
-# one when its value is quoted, or is followed by "," or "&" or another name=value, or ends the header
-# (GoogleLogin auth=...): "authorization: missing scope=read for alice, contact admin" is a message, and keeps its words.
+# parameters are masked to the end of the header, over the lines that continue it (a line ending in "," or ";" then an indented "name=": Digest realm="x",\n  response=...). A parameter is
+# one when its value is quoted, or is followed by ",", ";" (Akamai's EG1-HMAC-SHA256 client_token=...;signature=...) or "&" or another
+# name=value, or ends the header (GoogleLogin auth=...): "authorization: missing scope=read for alice, contact admin" is a message, and keeps its words.
 _AUTH_PARAMS = re.compile(
     r"""(?:[A-Za-z]{1,8}[0-9]{1,2}(?=-(?i:HMAC|RSA|ECDSA)-)|(?i:SharedAccessSignature)|[A-Za-z]{1,12})"""
     r"""(?:-[A-Za-z0-9]{1,20}){0,4}[ \t]+"""
-    r"""(?=[\w.-]{1,100}[ \t]*=(?:[ \t]*"|[^\s=,&"'\\]+=*"""
-    r"""(?:[ \t]*[,&]|[ \t]+[\w.-]{1,100}[ \t]*=|[ \t]*(?:$|[\r\n'"\\]))))"""
+    r"""(?=[\w.-]{1,100}[ \t]*=(?:[ \t]*"|[^\s=,;&"'\\]+=*"""
+    r"""(?:[ \t]*[,;&]|[ \t]+[\w.-]{1,100}[ \t]*=|[ \t]*(?:$|[\r\n'"\\]))))"""
 )
 _AUTH_MORE = re.compile(r"""\r?\n[ \t]+[\w.-]{1,100}[ \t]*=[^\r\n]*(?<![ \t])""")
 # The rest of a header quoted whole ('Authorization: ...' in a command line): to its closing quote, on its line.
@@ -874,7 +874,7 @@ class Redactor:
                     rest = _QUOTED_REST.get(quote, _LINE_VALUE).match(text, found.end())
                     parts += (text[done : found.end()], REDACTED)
                     done = rest.end()  # type: ignore[union-attr]  # (always matches)
-                    while text[done - 1] == "," and (more := _AUTH_MORE.match(text, done)) is not None:
+                    while text[done - 1] in ",;" and (more := _AUTH_MORE.match(text, done)) is not None:
                         done = more.end()  # the header continued on the next line
                     continue
             if normal.endswith("cookie"):
