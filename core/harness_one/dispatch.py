@@ -310,14 +310,45 @@ def _unrun(registry: ToolRegistry, provider: str, item: BadRequest | _NotShown, 
     return _answer(provider, request, CallResult(False, None, error, request.name, error.call_id, 0.0, 0))
 
 
-def _scoped(result: CallResult, registry: ToolRegistry, name: str, shown: _Shown | None) -> CallResult:
+def _scoped(result: CallResult, registry: ToolRegistry, request: Request, shown: _Shown | None) -> CallResult:
     """``result``; with ``names=``, a shown tool the registry no longer has is refused as the framework adapters
-    refuse it, naming no other tool (the registry's own "Unknown tool" lists all of its tools)."""
-    if shown is None or result.ok:
+    refuse it, naming no other tool (the registry's own "Unknown tool" lists all of its tools). Without, a Gemini
+    call of an unknown tool is told the registry's tools under the names Gemini was shown (:func:`_gemini_named`)."""
+    if result.ok:
         return result
+    if shown is None:
+        return _gemini_named(result, registry, request) if request.shape == "gemini" else result
     from .integrations._common import no_longer_available
 
-    return no_longer_available(result, registry, name)
+    return no_longer_available(result, registry, request.name)
+
+
+def _gemini_named(result: CallResult, registry: ToolRegistry, request: Request) -> CallResult:
+    """``result``; when the registry refused the Gemini call ``request`` as an unknown tool, its "Unknown tool" under
+    the names a Gemini export shows (:func:`~harness_one.export.gemini_name`): the name as sent, and the tools it
+    suggests or lists as Gemini was shown them, so the model retries with a name Gemini takes. The registry's own
+    suggestions (its one matcher, over its names) are mapped; its notes after them (packages still loading or
+    failed) kept. Left as the registry wrote it when its tools changed between the refusal and here."""
+    error = result.error
+    if not isinstance(error, ToolNotFound) or request.name in registry:
+        return result
+    from .export import gemini_name
+
+    listed = [] if error.suggestions else registry._index.first(20)  # what the registry listed when it suggested none
+    total = len(registry._index)
+    head = ToolNotFound(error.tool or "", available=listed, suggestions=error.suggestions, total=total).message
+    if not (error.suggestions or listed) or not error.message.startswith(head):  # no tool named, or they changed
+        return result
+    named = ToolNotFound(
+        safe_text(request.exported[:200]),
+        available=[gemini_name(name) for name in listed],
+        suggestions=[gemini_name(name) for name in error.suggestions],
+        total=total,
+    )
+    named.message += error.message[len(head) :]
+    named.args = (named.message,)
+    named.call_id = error.call_id if error.call_id is not None else result.call_id
+    return result._replace(error=named)
 
 
 class _Unrun(BadRequest):
@@ -433,7 +464,8 @@ def dispatch(
 
     ``names`` (tool names, or the :class:`~harness_one.export.Export` the model was shown; for Gemini,
     the registry's names or the declarations'): only these tools run; a call of any other is
-    answered as an unknown tool, naming and suggesting only these. ``None`` (the default): every tool in the registry.
+    answered as an unknown tool, naming and suggesting only these. ``None`` (the default): every tool in the registry
+    (named and suggested to Gemini, as with ``names``, by the names its declarations show).
 
     ``concurrency`` must be an int of at least 1 (or an int-like one, with ``__index__``, such as ``numpy.int64``; not
     a bool) and ``context`` a mapping or ``None``: else a ``TypeError`` (a ``ValueError`` for a ``concurrency`` below
@@ -447,7 +479,7 @@ def dispatch(
         if not isinstance(request, Request):
             return _unrun(registry, provider, request, shown)
         result = registry.try_call(request.name, request.arguments, context=context, call_id=text_id(request.id))
-        return _settle(provider, request, _scoped(result, registry, request.name, shown), shown)
+        return _settle(provider, request, _scoped(result, registry, request, shown), shown)
 
     if not requests or ((len(requests) == 1 or concurrency <= 1) and not _loop_running()):
         # in this thread, each in a copy of the context too: what a tool sets reaches neither the others nor the caller
@@ -491,7 +523,7 @@ async def adispatch(
             return _unrun(registry, provider, request, shown)
         async with slots:
             result = await registry.atry_call(request.name, request.arguments, context=context, call_id=text_id(request.id))
-        return _settle(provider, request, _scoped(result, registry, request.name, shown), shown)
+        return _settle(provider, request, _scoped(result, registry, request, shown), shown)
 
     return _collect(await asyncio.gather(*(one(r) for r in requests)))
 
@@ -511,13 +543,13 @@ def resume(registry: ToolRegistry, held: HeldCall) -> dict[str, Any]:
     ``held.call_id`` (approve or deny it first, with ``registry.plugins.get("approval")``).
     """
     result = _approval(registry, held).resume(held.call_id)
-    return _answer(held.provider, held._request, _scoped(result, registry, held._request.name, held._shown))
+    return _answer(held.provider, held._request, _scoped(result, registry, held._request, held._shown))
 
 
 async def aresume(registry: ToolRegistry, held: HeldCall) -> dict[str, Any]:
     """The awaitable :func:`resume`."""
     result = await _approval(registry, held).aresume(held.call_id)
-    return _answer(held.provider, held._request, _scoped(result, registry, held._request.name, held._shown))
+    return _answer(held.provider, held._request, _scoped(result, registry, held._request, held._shown))
 
 
 def _bind(provider: str) -> tuple[Callable[..., Dispatched], Callable[..., Any]]:

@@ -28,7 +28,7 @@ import weakref
 from collections import Counter, deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 import anyio.abc
@@ -146,21 +146,37 @@ def _uncarried(data: Any) -> tuple[str | None, bool]:
 _PYTHON_ONLY = frozenset(
     {"pattern", "patternProperties", "multipleOf", "format", "$id", "$anchor", "$dynamicRef", "$recursiveRef"}
 )
+#: Which check a schema's results get (:func:`_reading`).
+_Reading = Literal["bounded", "python", "fast"]
 
 
-def _fast_check(schema: dict[str, Any], draft: str) -> Callable[[Any], bool] | None:
-    """jsonschema-rs's ``is_valid`` for ``schema`` in ``draft`` (the Python validator class's name), when the
-    schema uses none of :data:`_PYTHON_ONLY` and only local ``$ref``s: a result it accepts, the client's
-    check accepts too; one it refuses goes to the Python check, which words the problem. None otherwise."""
+def _reading(schema: dict[str, Any]) -> _Reading:
+    """How results are checked against ``schema``, from one walk of it: ``"bounded"`` when it holds a ``pattern``
+    (or ``patternProperties``; a key of that name among a schema's properties counts too: the bounded check is as
+    right), ``"python"`` when it holds another of :data:`_PYTHON_ONLY` or a ``$ref`` to another document, else
+    ``"fast"`` (see :func:`_bounded_check`, :func:`_fast_check`)."""
+    reading: _Reading = "fast"
     stack: list[Any] = [schema]
     while stack:
         node = stack.pop()
         if isinstance(node, dict):
-            if not _PYTHON_ONLY.isdisjoint(node) or not str(node.get("$ref", "#")).startswith("#"):
-                return None
+            if "pattern" in node or "patternProperties" in node:
+                return "bounded"
+            if reading == "fast" and (not _PYTHON_ONLY.isdisjoint(node) or not str(node.get("$ref", "#")).startswith("#")):
+                reading = "python"  # (walked on all the same: a pattern further on makes it bounded)
             stack.extend(node.values())
         elif isinstance(node, list):
             stack.extend(node)
+    return reading
+
+
+def _fast_check(schema: dict[str, Any], draft: str, reading: _Reading | None = None) -> Callable[[Any], bool] | None:
+    """jsonschema-rs's ``is_valid`` for ``schema`` in ``draft`` (the Python validator class's name), when the
+    schema uses none of :data:`_PYTHON_ONLY` and only local ``$ref``s: a result it accepts, the client's
+    check accepts too; one it refuses goes to the Python check, which words the problem. None otherwise.
+    ``reading``: the schema's :func:`_reading`, when the caller made it (else it is made here)."""
+    if (reading or _reading(schema)) != "fast":
+        return None
     try:
         import jsonschema_rs
 
@@ -179,22 +195,14 @@ def _no_remote_ref(uri: str) -> Any:
     raise ValueError(f"a $ref to another document ({uri[:200]}) is not fetched")
 
 
-def _bounded_check(schema: dict[str, Any]) -> Callable[[Any], str | None] | None:
+def _bounded_check(schema: dict[str, Any], reading: _Reading | None = None) -> Callable[[Any], str | None] | None:
     """For a schema holding a ``pattern`` (or ``patternProperties``): its check by jsonschema-rs, whose regular
     expressions run in linear time (backtracking only for look-around and back-references, and then at most
     :data:`_BACKTRACK_LIMIT` steps); Python's ``re`` has no bound, and a pattern of a remote's choosing
     (``^(a+)+$``) would hold the process for minutes. None when jsonschema-rs cannot read the schema (its
-    regular expression dialect is not Python's): the Python check then, as for any other schema."""
-    stack: list[Any] = [schema]
-    while stack:  # (a key "pattern" among a schema's properties counts too: the bounded check is as right)
-        node = stack.pop()
-        if isinstance(node, dict):
-            if "pattern" in node or "patternProperties" in node:
-                break
-            stack.extend(node.values())
-        elif isinstance(node, list):
-            stack.extend(node)
-    else:
+    regular expression dialect is not Python's): the Python check then, as for any other schema.
+    ``reading``: the schema's :func:`_reading`, when the caller made it (else it is made here)."""
+    if (reading or _reading(schema)) != "bounded":
         return None
     try:
         import jsonschema_rs
@@ -251,10 +259,11 @@ def _output_check(schema: Mapping[str, Any] | None) -> Callable[[Any], str | Non
     except Exception as exc:
         return unusable(exception_text(exc))
 
-    bounded = _bounded_check(document)
+    reading = _reading(document)  # one walk of the schema decides which check it gets, for every result
+    bounded = _bounded_check(document, reading)
     if bounded is not None:
         return bounded
-    fast = _fast_check(document, kind.__name__)
+    fast = _fast_check(document, kind.__name__, reading)
 
     def check(data: Any) -> str | None:
         if fast is not None and fast(data):  # what the Python check would accept too, at a 20th of its cost
