@@ -1,6 +1,8 @@
 """``fetch_url``: HTTP(S) GET that is safe by default.
 
-- Only ``http`` and ``https``.
+- Only ``http`` and ``https``. Leading and trailing C0 controls and spaces around the URL are dropped, as WHATWG URL
+  parsing drops them; a URL that is no string is a ``ToolArgumentError`` on ``$.url``, with or without the validation
+  plugin.
 - The host is resolved once; every address it resolves to must be public (not loopback,
   private, link-local such as 169.254.169.254, multicast, reserved, unspecified, shared or
   documentation space), for IPv4, IPv6 and IPv4 embedded in IPv6 (mapped, 6to4, Teredo,
@@ -22,7 +24,9 @@
 - The body is read raw and decompressed here (gzip, deflate), never past ``max_bytes``, so a
   small compressed body cannot inflate in memory; the result says when it was truncated. gzip's
   members are read one after another; bytes after the compressed data that are no member end the
-  reading there, and the result says it was truncated, as when the body ends within a stream.
+  reading there, and the result says it was truncated, as when the body ends within a stream. At most
+  ``2 * max_bytes`` + 64 KiB of the body as sent are decoded (zero bytes between members and empty members decode to
+  nothing, and a server may send them without end): past that the reading stops, ``truncated``.
 - The result, as the model reads it (harness-one's JSON), is at most ``max_chars`` characters
   (default 1,000,000, the ``output_limit`` plugin's default): past it the text is cut, and
   JSON past it is shown as cut text; ``truncated`` and ``note`` say so. Where the metadata
@@ -34,6 +38,9 @@
   return; HTTP/1.1 over the network has three digits) is a ``ToolError``, so it cannot
   overrun ``max_chars``. The tool sets no ``max_output`` of its own, so an
   operator's lower output limit applies to it as to any tool.
+- A byte order mark decides the charset, and is dropped; else the header's charset; else JSON's is told by its zero
+  bytes (UTF-8, UTF-16 or UTF-32, as ``json.loads`` tells it) and an HTML page's by a ``<meta>`` in its first 1024
+  bytes; else, or where that names no text encoding, UTF-8.
 - HTML becomes readable text (:func:`html_to_text`); JSON stays JSON; ``text/*``, ``+xml``, YAML, NDJSON and
   CSV are text; any other type is binary, not shown.
 - A URL or header echoed in the result or an error, and an HTTP error's text, is cut, saying how long it was.
@@ -51,6 +58,7 @@ import functools
 import http.cookiejar
 import ipaddress
 import json
+import math
 import os
 import re
 import socket
@@ -141,7 +149,9 @@ class FetchPolicy:
 
     ``timeout`` is the total for one fetch, redirects included; ``max_bytes`` bounds the
     decompressed body, ``max_chars`` the result as the model reads it, at least :attr:`min_chars`
-    (a lower one is a ``ValueError`` naming it). A ``transport`` (for tests) replaces the
+    (a lower one is a ``ValueError`` naming it). Every number is checked when the policy is built, a ``ValueError``
+    naming it: ``max_bytes`` an integer of at least 1, ``max_redirects`` of at least 0, ``max_chars`` an integer,
+    ``timeout`` a finite number above 0 (a bool is none of them). A ``transport`` (for tests) replaces the
     network, and with it the per-operation deadline: then the deadline is checked between body
     chunks only.
     """
@@ -155,6 +165,12 @@ class FetchPolicy:
     max_chars: int = MAX_CHARS
 
     def __post_init__(self) -> None:
+        # Checked here, not at each call: a timeout of -1 failed every fetch ("timed out after -1 s"), NaN at call time.
+        _check_limit("max_bytes", self.max_bytes, 1, integer=True)
+        _check_limit("max_redirects", self.max_redirects, 0, integer=True)
+        _check_limit("timeout", self.timeout, 0, integer=False)
+        if type(self.max_chars) is not int:  # its least, min_chars, is told below
+            raise ValueError(f"max_chars must be an integer, not {_cut(repr(self.max_chars))}")
         if self.max_chars < (least := self.min_chars):
             raise ValueError(
                 f"max_chars must be at least {least:,} (the least a result's metadata take, every URL and content "
@@ -185,6 +201,16 @@ class FetchPolicy:
             except ValueError:
                 continue
         return False
+
+
+def _check_limit(name: str, value: object, least: int, *, integer: bool) -> None:
+    """A ``ValueError`` naming ``name`` unless ``value`` is an integer of at least ``least`` (``integer``) or else a finite
+    number above ``least``; a bool is neither."""
+    if integer:
+        if type(value) is not int or value < least:
+            raise ValueError(f"{name} must be an integer of at least {least}, not {_cut(repr(value))}")
+    elif isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value <= least:
+        raise ValueError(f"{name} must be a finite number above {least}, not {_cut(repr(value))}")
 
 
 @functools.lru_cache(maxsize=64)  # a policy is built for each call of the default tool
@@ -579,10 +605,14 @@ def html_to_text(html: str) -> tuple[str, str]:
 
 def fetch(url: str, policy: FetchPolicy) -> FetchResult:
     """GET ``url`` under ``policy`` (see the module docstring)."""
+    _check_string(url)
     # A lone surrogate, which no UTF-8 URL holds, told alike wherever it is: httpx refused it in the host or port with
     # its own message, and raised UnicodeEncodeError percent-encoding the path, query or fragment.
-    if isinstance(url, str) and (at := _surrogate_at(url)) is not None:
+    if (at := _surrogate_at(url)) is not None:
         raise _refuse(f"not a valid URL: it holds a lone surrogate (U+{ord(url[at]):04X}) at position {at}", url)
+    # Leading and trailing C0 controls and spaces dropped, as WHATWG URL parsing drops them: httpx read " http://..."
+    # as a relative URL and sent a trailing space as %20.
+    url = url.strip(_C0_OR_SPACE)
     try:
         current = httpx.URL(url)
     except (httpx.InvalidURL, TypeError, UnicodeError) as exc:  # httpx's message may echo the URL whole: cut
@@ -615,6 +645,24 @@ def fetch(url: str, policy: FetchPolicy) -> FetchResult:
                 raise ToolError(f"Fetching {shown!r} failed: {type(exc).__name__}: {_cut(str(exc), masked=True)}") from None
     shown = _cut(url, _URL_SHOWN, masked=True)  # no password
     raise ToolError(f"Too many redirects (more than {policy.max_redirects}) starting at {shown!r}.")
+
+
+#: What WHATWG's URL parser strips from both ends of a URL: U+0000-U+001F and the space.
+_C0_OR_SPACE = "".join(map(chr, range(0x21)))
+
+
+def _check_string(url: object) -> None:
+    """A ``ToolArgumentError`` on ``$.url`` unless ``url`` is a string, also without the validation plugin (None was a
+    ``TypeError`` from ``len()``)."""
+    if not isinstance(url, str):
+        got = _json_type(url)
+        raise ToolArgumentError([ArgumentProblem("$.url", f"expected a string, got {got}", "type", "a string", got)])
+
+
+def _json_type(value: object) -> str:
+    """The JSON type of ``value`` (``null``, ``integer``, ``array``), or for what JSON has not, its Python type's name."""
+    kinds = {type(None): "null", bool: "boolean", int: "integer", float: "number", list: "array", tuple: "array", dict: "object"}
+    return next((kind for cls, kind in kinds.items() if isinstance(value, cls)), type(value).__name__)
 
 
 class _NoCookies(http.cookiejar.DefaultCookiePolicy):
@@ -740,13 +788,26 @@ class _Inflate:
         return b""
 
 
+def _raw_limit(limit: int) -> int:
+    """The bytes of a body read off the wire, as sent, for at most ``limit`` bytes decompressed: compressed data worth
+    decoding takes fewer, with its headers; past it, what follows decodes to (next to) nothing (zero bytes between gzip
+    members, empty members), which a server may send without end."""
+    return 2 * limit + _RAW_SLACK
+
+
+#: Raw bytes read past ``2 * max_bytes`` (:func:`_raw_limit`): room for gzip's and deflate's headers under a small cap.
+_RAW_SLACK = 65_536
+
+
 def _read(response: httpx.Response, limit: int, deadline: _Deadline) -> tuple[bytes, bool]:
-    """The body, decompressed, at most ``limit`` bytes, and whether it was cut (past ``limit``, or not all decoded);
-    memory stays near ``limit`` plus one network chunk."""
+    """The body, decompressed, at most ``limit`` bytes, and whether it was cut (past ``limit``, past
+    :func:`_raw_limit` read, or not all decoded); memory stays near ``limit`` plus one network chunk."""
     decode = _decoder(response.headers.get("content-encoding", ""))
     body = bytearray()
+    room = _raw_limit(limit)  # raw bytes left to decode
     for chunk in response.iter_raw():
-        data = chunk
+        data, over = chunk[:room], len(chunk) > room
+        room -= len(data)
         while data:
             out, data = decode(data, limit + 1 - len(body))
             body += out
@@ -754,6 +815,8 @@ def _read(response: httpx.Response, limit: int, deadline: _Deadline) -> tuple[by
                 return bytes(body[:limit]), True
             if not out:
                 break
+        if over:  # read as much as the cap allows and more: the rest is not read
+            return bytes(body), True
         if decode.eof:  # bytes after the compressed data: what follows is not read (a server may send it without end)
             break
         if deadline.left() <= 0:  # only reachable with an injected transport: the backend's reads end at the deadline
@@ -762,11 +825,15 @@ def _read(response: httpx.Response, limit: int, deadline: _Deadline) -> tuple[by
 
 
 def _text(body: bytes, encoding: str | None) -> str:
-    """``body`` decoded with the response's charset when that names a text encoding, else UTF-8.
+    """``body`` decoded as its byte order mark says (the mark dropped), else with ``encoding`` (the response's charset, or
+    what the body declares) when that names a text encoding, else UTF-8.
 
     Only the standard library's codecs, but ``punycode`` and ``idna`` (pure Python and quadratic:
     a 1 MB body named ``punycode`` took 5.5 minutes); not one another package registered.
     """
+    for bom, name in _BOMS:  # a BOM outranks the header, as in a browser (WHATWG's "decode")
+        if body.startswith(bom):
+            return body[len(bom) :].decode(name, errors="replace")
     if encoding is not None:
         try:
             codec = codecs.lookup(encoding)
@@ -776,6 +843,32 @@ def _text(body: bytes, encoding: str | None) -> str:
         except (LookupError, UnicodeError):  # rot13 is no text encoding; "undefined" cannot replace
             pass
     return body.decode("utf-8", errors="replace")
+
+
+#: Byte order marks and their encodings, UTF-32's before UTF-16's (whose LE mark begins UTF-32's LE mark).
+_BOMS = (
+    (codecs.BOM_UTF8, "utf-8"),
+    (codecs.BOM_UTF32_LE, "utf-32-le"),
+    (codecs.BOM_UTF32_BE, "utf-32-be"),
+    (codecs.BOM_UTF16_LE, "utf-16-le"),
+    (codecs.BOM_UTF16_BE, "utf-16-be"),
+)
+#: A ``<meta charset=...>`` or ``<meta http-equiv="Content-Type" content="...; charset=...">``: its name.
+_META_CHARSET = re.compile(rb"""<meta\s[^>]*?charset\s*=\s*["']?\s*([A-Za-z0-9._:-]+)""", re.IGNORECASE)
+#: The bytes of a page searched for it, as a browser's prescan searches (WHATWG).
+_PRESCAN = 1024
+
+
+def _meta_charset(body: bytes) -> str | None:
+    """The charset an HTML page declares in a ``<meta>`` within its first 1024 bytes, or None: a UTF-16 or UTF-32 one
+    read as UTF-8 (a page whose ``<meta>`` reads as ASCII is neither), a name no codec has as None (UTF-8 then)."""
+    if (match := _META_CHARSET.search(body, 0, _PRESCAN)) is None:
+        return None
+    try:
+        name = codecs.lookup(match[1].decode("ascii")).name
+    except LookupError:
+        return None
+    return "utf-8" if name.startswith(("utf-16", "utf-32")) else name
 
 
 #: Codecs of the standard library whose decoding is written in Python, in time that grows with the square of the text.
@@ -795,8 +888,14 @@ def _result(
         "truncated": truncated,
         "redirects": redirects,
     }
-    text = _text(body, response.encoding)
-    if ctype in ("application/json", "text/json") or ctype.endswith("+json"):
+    is_json = ctype in ("application/json", "text/json") or ctype.endswith("+json")
+    encoding = response.charset_encoding  # the header's; without it, what the body tells
+    if encoding is None and is_json:
+        encoding = json.detect_encoding(body)  # UTF-8, or UTF-16 or UTF-32 by its zero bytes (RFC 4627), as json.loads
+    elif encoding is None and ctype == "text/html":  # (XHTML is XML: UTF-8, or its own declaration)
+        encoding = _meta_charset(body)
+    text = _text(body, encoding)
+    if is_json:
         try:
             out["json"] = json.loads(text)
         except ValueError as exc:  # an integer past the int-to-text limit is a ValueError too, not a JSONDecodeError
@@ -807,7 +906,7 @@ def _result(
                     out["note"] = _LONG_NUMBER
         except RecursionError:
             out["text"], out["note"] = text, _TOO_DEEP
-    elif ctype in ("text/html", "application/xhtml+xml"):
+    elif ctype in _HTML_TYPES:
         out["title"], out["text"] = html_to_text(text)
     elif ctype.startswith("text/") or ctype.endswith("+xml") or ctype in _TEXT_TYPES:
         out["text"] = text
@@ -821,6 +920,7 @@ def _result(
     return out
 
 
+_HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
 #: Types of text outside ``text/`` (besides ``+xml`` and ``+json`` ones: RSS, Atom, SVG, JSON-LD); ``""`` is none sent.
 _TEXT_TYPES = frozenset(
     {
