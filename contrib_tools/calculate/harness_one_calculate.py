@@ -306,6 +306,16 @@ def _eval(root: ast.expr) -> Any:
     return values[0]
 
 
+def _not_text(expression: object) -> ToolArgumentError | None:
+    """The refusal of an expression that is not a string, also without the validation plugin (5 failed as a
+    ``TypeError``), worded as that plugin words it."""
+    return (
+        None
+        if isinstance(expression, str)
+        else ToolArgumentError([ArgumentProblem.mismatch("$.expression", "string", expression)])
+    )
+
+
 def _quiet_tokenizer() -> None:
     """Silence the tokenizer's SyntaxWarnings ("1if", "0x1for") for expressions only: they are the model's text.
 
@@ -317,6 +327,8 @@ def _quiet_tokenizer() -> None:
 
 def evaluate(expression: str) -> int | float:
     """Evaluate ``expression`` or raise :class:`ToolArgumentError` saying what is not allowed."""
+    if (wrong := _not_text(expression)) is not None:
+        raise wrong
 
     def refuse(message: str, keyword: str = "expression", expected: str = "an arithmetic expression") -> ToolArgumentError:
         got = repr(expression[:60]) + ("..." if len(expression) > 60 else "")

@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import difflib
 import functools
+import json
 import re
 from datetime import datetime, timezone
 from email.utils import format_datetime
-from typing import Any, Literal, TypedDict
+from typing import Any, Literal, TypedDict, get_args
 from zoneinfo import ZoneInfo, available_timezones
 
 from harness_one import ArgumentProblem, ToolArgumentError, defineTool
@@ -131,6 +132,15 @@ def _suggestions(name: str) -> list[str]:
     return [_by_folded_name()[match] for match in difflib.get_close_matches(folded, candidates, n=_SUGGESTIONS)]
 
 
+def _type_problems(timezone: object, format: object) -> list[ArgumentProblem]:
+    """The arguments' types checked as the schema states them, also without the validation plugin (``timezone``
+    ["UTC"] failed as a ``TypeError``; ``format`` "bogus" gave the "human" format), worded as that plugin words them."""
+    problems = [] if isinstance(timezone, str) else [ArgumentProblem.mismatch("$.timezone", "string", timezone)]
+    if format not in get_args(Format):
+        problems.append(ArgumentProblem.mismatch("$.format", f"one of {json.dumps(get_args(Format))}", format, "enum"))
+    return problems
+
+
 class CurrentTime(TypedDict):
     """What ``current_time`` returns: the zone, the time in the chosen format, and the zone's offset from UTC."""
 
@@ -167,6 +177,8 @@ def current_time(timezone: str = "UTC", format: Format = "iso") -> CurrentTime:
         timezone: An IANA time zone name, such as "Europe/Moscow" or "America/New_York".
         format: "iso" (ISO 8601), "rfc2822", "unix" (seconds since the epoch) or "human".
     """
+    if problems := _type_problems(timezone, format):
+        raise ToolArgumentError(problems)
     if timezone not in _zones():
         close = _suggestions(timezone)
         hint = f"; did you mean {', '.join(close)}?" if close else "; use an IANA name such as 'Europe/Berlin'"

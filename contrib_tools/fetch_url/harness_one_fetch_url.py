@@ -655,14 +655,7 @@ def _check_string(url: object) -> None:
     """A ``ToolArgumentError`` on ``$.url`` unless ``url`` is a string, also without the validation plugin (None was a
     ``TypeError`` from ``len()``)."""
     if not isinstance(url, str):
-        got = _json_type(url)
-        raise ToolArgumentError([ArgumentProblem("$.url", f"expected a string, got {got}", "type", "a string", got)])
-
-
-def _json_type(value: object) -> str:
-    """The JSON type of ``value`` (``null``, ``integer``, ``array``), or for what JSON has not, its Python type's name."""
-    kinds = {type(None): "null", bool: "boolean", int: "integer", float: "number", list: "array", tuple: "array", dict: "object"}
-    return next((kind for cls, kind in kinds.items() if isinstance(value, cls)), type(value).__name__)
+        raise ToolArgumentError([ArgumentProblem.mismatch("$.url", "string", url)])
 
 
 class _NoCookies(http.cookiejar.DefaultCookiePolicy):

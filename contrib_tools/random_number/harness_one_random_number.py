@@ -7,10 +7,11 @@ rounded inward to the nearest float inside the range, the draw is clamped to tho
 
 from __future__ import annotations
 
+import json
 import math
 import random
 import sys
-from typing import Any, Literal, TypedDict
+from typing import Any, Literal, TypedDict, get_args
 
 from harness_one import ArgumentProblem, ToolArgumentError, defineTool
 
@@ -39,6 +40,21 @@ _EXAMPLES: list[dict[str, Any]] = [
     {"arguments": {"min": 0, "max": 1, "kind": "float"}},
     {"description": "an empty range is refused", "arguments": {"min": 10, "max": 1}, "error": "ToolArgumentError"},
 ]
+
+
+def _type_problems(low: object, high: object, kind: object, seed: object) -> list[ArgumentProblem]:
+    """The arguments' types checked as the schema states them, also without the validation plugin (``min`` "1" failed
+    as a ``TypeError``; ``kind`` "bogus" drew a float labelled "bogus"), worded as that plugin words them."""
+    problems = [
+        ArgumentProblem.mismatch(f"$.{field}", "number", bound)
+        for field, bound in (("min", low), ("max", high))
+        if isinstance(bound, bool) or not isinstance(bound, (int, float))
+    ]
+    if kind not in get_args(Kind):
+        problems.append(ArgumentProblem.mismatch("$.kind", f"one of {json.dumps(get_args(Kind))}", kind, "enum"))
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+        problems.append(ArgumentProblem.mismatch("$.seed", "integer or null", seed))
+    return problems
 
 
 def _inward(low: float, high: float) -> tuple[float, float]:
@@ -86,6 +102,8 @@ def random_number(
         kind: "integer" or "float".
         seed: Make the draw reproducible.
     """
+    if problems := _type_problems(min, max, kind, seed):
+        raise ToolArgumentError(problems)
     for field, bound in (("min", min), ("max", max)):
         if kind != "integer" and type(bound) is int and abs(bound) > sys.float_info.max:  # a JSON integer: any size
             raise ToolArgumentError(

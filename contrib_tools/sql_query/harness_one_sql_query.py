@@ -49,6 +49,7 @@ import json
 import os
 import re
 import sqlite3
+import sys
 from collections.abc import Callable
 from operator import length_hint
 from pathlib import Path
@@ -289,12 +290,50 @@ def _min_chars() -> int:
 MIN_CHARS = _min_chars()
 
 
-def _check_max_chars(max_chars: int) -> None:
-    if max_chars < MIN_CHARS:
-        raise ValueError(
-            f"max_chars must be at least {MIN_CHARS:,} (what a result cut at it takes at its least: one column named "
-            f"'', no row, the note that the character limit cut it), not {max_chars:,}"
-        )
+_MAX_FLOAT = sys.float_info.max  # an integer time_limit past it cannot be added to a clock's time
+_PARAM = "string or integer or number or null"  # the schema's type of a parameter, as the validation plugin words it
+
+
+def _shown_limit(value: object) -> str:
+    """A limit as a refusal shows it: its ``repr`` cut to 60 characters, a long integer (``str`` refuses past 4,300
+    digits) as its bit count."""
+    if isinstance(value, int) and value.bit_length() > 64:
+        return f"an integer of {value.bit_length():,} bits"
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _check_limits(**limits: object) -> None:
+    """A ``ValueError`` naming the first limit that is not an integer (``bool`` is not one) of at least 1, a
+    ``max_chars`` below :data:`MIN_CHARS`, or a ``time_limit`` that is not a positive finite number of seconds: a
+    ``max_rows`` of -1, 2.5 or "10" meant no row limit at all."""
+    for name, value in limits.items():
+        if name == "time_limit":
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= _MAX_FLOAT:
+                raise ValueError(f"time_limit must be a positive finite number of seconds, not {_shown_limit(value)}")
+        elif isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be an integer of at least 1, not {_shown_limit(value)}")
+        elif name == "max_chars" and value < MIN_CHARS:
+            raise ValueError(
+                f"max_chars must be at least {MIN_CHARS:,} (what a result cut at it takes at its least: one column "
+                f"named '', no row, the note that the character limit cut it), not {value:,}"
+            )
+
+
+def _type_problems(sql: object, params: object) -> list[ArgumentProblem]:
+    """The arguments' types checked as the schema states them, also without the validation plugin (``sql`` 5 failed
+    as a ``TypeError``; ``params`` "abc" bound its characters one by one). Of a parameter, the JSON values the schema
+    does not take (``true``, an array, an object); a caller in the process may bind ``bytes`` as a blob."""
+    problems = [] if isinstance(sql, str) else [ArgumentProblem.mismatch("$.sql", "string", sql)]
+    if params is not None and not isinstance(params, (list, tuple)):
+        problems.append(ArgumentProblem.mismatch("$.params", "array or null", params))
+    elif params is not None:
+        problems += [
+            ArgumentProblem.mismatch(f"$.params[{i}]", _PARAM, value)
+            for i, value in enumerate(params)
+            if isinstance(value, (bool, list, tuple, dict))
+        ]
+    return problems
 
 
 #: Stored text as ``str``, each invalid UTF-8 byte sequence as U+FFFD: SQLite does not check that text is UTF-8, and
@@ -438,8 +477,14 @@ def run_query(
     time_limit: float = TIME_LIMIT,
     clock: Clock | None = None,
 ) -> QueryResult:
-    """Run one read-only query on the SQLite file at ``path``, within the row, size, column and time limits."""
-    _check_max_chars(max_chars)
+    """Run one read-only query on the SQLite file at ``path``, within the row, size, column and time limits.
+
+    A limit of the wrong type or below its least is a ``ValueError`` naming it; ``sql`` or ``params`` of the wrong type
+    a :class:`ToolArgumentError` on ``$.sql``, ``$.params`` or ``$.params[i]``.
+    """
+    _check_limits(max_rows=max_rows, max_bytes=max_bytes, max_chars=max_chars, max_columns=max_columns, time_limit=time_limit)
+    if problems := _type_problems(sql, params):
+        raise ToolArgumentError(problems)
     if not Path(path).is_file():
         raise ToolError(f"The database {str(path)!r} does not exist; set {DB_ENV} to a SQLite file.")
     now = (clock or SystemClock()).now
@@ -485,7 +530,7 @@ def run_query(
             least = 0  # fewer characters than the pending rows take
             cut = more = False
             for row in cursor:  # each step runs under the progress handler, so the deadline holds here too
-                if len(rows) + len(pending) == max_rows:
+                if len(rows) + len(pending) >= max_rows:
                     more = True
                     break
                 least += _least_chars(row) + (2 if rows or pending else 0)
@@ -626,9 +671,17 @@ def make_sql_query(
     ``clock`` of the caller's (tests), it runs in the caller's process instead: ``thread``
     mode (abandoned a second past ``time_limit``), or ``none`` with a clock.
 
-    A ``max_chars`` below :data:`MIN_CHARS` is a ``ValueError`` naming it.
+    A limit of the wrong type or below its least is a ``ValueError`` naming it: each is an integer (not ``bool``) of at
+    least 1, ``max_chars`` at least :data:`MIN_CHARS`, ``time_limit`` a positive finite number of seconds.
     """
-    _check_max_chars(max_chars)
+    _check_limits(
+        max_rows=max_rows,
+        max_bytes=max_bytes,
+        max_chars=max_chars,
+        max_columns=max_columns,
+        max_memory=max_memory,
+        time_limit=time_limit,
+    )
     limits = {
         "max_rows": max_rows,
         "max_bytes": max_bytes,

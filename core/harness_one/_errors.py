@@ -374,6 +374,22 @@ class ArgumentProblem:
     got: str | None = None
 
     @classmethod
+    def mismatch(cls, path: str, expected: str, value: Any, keyword: str = "type") -> ArgumentProblem:
+        """``value``, at ``path``, is not what was ``expected``, worded as the validation plugin words it: ``expected
+        string, got integer 5`` (a ``type`` problem: the value's JSON type, then its short JSON text; ``null`` alone),
+        ``expected one of ["a", "b"], got "c"`` (another keyword).
+
+        For a tool that checks its own arguments (what must hold without the validation plugin too). The value is
+        ``(redacted)`` under a name whose value the errors the model reads hide (``$.api_key``); one JSON has no
+        text for (bytes, a cycle) is told by its type."""
+        from ._schema import json_type, preview
+
+        got = preview(value, path)
+        kind = json_type(value)
+        said = f"{kind} {got}" if keyword == "type" and got != kind else got
+        return cls(path, f"expected {expected}, got {said}", keyword, expected, got)
+
+    @classmethod
     def listing_cut(cls, message: str) -> ArgumentProblem:
         """The note that ends a listing cut short (``message`` says why): not a problem of its own."""
         return cls("$", message, "limits", _CUT)

@@ -1229,6 +1229,24 @@ def _short(value: Any, path: str = "") -> str:
     return json_type(value)
 
 
+def preview(value: Any, path: str = "") -> str:
+    """``value``, found at ``path``, as :meth:`ArgumentProblem.mismatch` shows it: its JSON text cut to 60 characters
+    (``5``, ``"1"``, ``[1, 2]``, ``null``), ``(redacted)`` but for null and booleans when a name in ``path`` is one whose
+    value the errors the model reads hide; a value JSON has no text for (bytes, a cycle, an integer too long for
+    text) by its type's name."""
+    if not isinstance(value, (str, int, float, list, tuple, dict)) and value is not None:
+        return json_type(value)
+    if not (value is None or isinstance(value, bool)) and _hidden(path):
+        return "(redacted)"
+    from ._render import escape_surrogates
+
+    try:
+        text = json.dumps(value, ensure_ascii=False, default=repr)
+    except (ValueError, TypeError, RecursionError):
+        return json_type(value)
+    return escape_surrogates(text if len(text) <= 60 else text[:57] + "...")
+
+
 def _hidden(path: str) -> bool:
     """Whether a name in ``path`` is one whose value the errors the model reads hide (:data:`~harness_one.MODEL_SECRET_KEYS`)."""
     from ._redact import hidden_from_model

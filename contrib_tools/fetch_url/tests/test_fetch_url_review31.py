@@ -157,16 +157,24 @@ def test_whitespace_inside_the_url_is_not_dropped() -> None:
 
 
 @pytest.mark.parametrize(
-    ("url", "got"), [(None, "null"), (5, "integer"), (True, "boolean"), (1.5, "number"), ([], "array"), (b"x", "bytes")]
+    ("url", "said", "got"),
+    [
+        (None, "null", "null"),
+        (5, "integer 5", "5"),
+        (True, "boolean true", "true"),
+        (1.5, "number 1.5", "1.5"),
+        ([], "array []", "[]"),
+        (b"x", "bytes", "bytes"),
+    ],
 )
-def test_a_url_of_another_type_is_an_argument_error_without_the_validation_plugin(url: object, got: str) -> None:
+def test_a_url_of_another_type_is_an_argument_error_without_the_validation_plugin(url: object, said: str, got: str) -> None:
     # None was ToolExecutionError: TypeError: object of type 'NoneType' has no len()
     reg = ToolRegistry(standard_plugins=False, autoload=False)
     reg.add(mod.make_fetch_url(_serve(b"ok", "text/plain")))
     error = reg.try_call("fetch_url", {"url": url}).error
     assert isinstance(error, ToolArgumentError)
     assert [(p.path, p.message, p.keyword, p.got) for p in error.problems] == [
-        ("$.url", f"expected a string, got {got}", "type", got)
+        ("$.url", f"expected string, got {said}", "type", got)
     ]
 
 

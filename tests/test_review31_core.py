@@ -1,0 +1,68 @@
+"""Review 31, core: ``ArgumentProblem.mismatch``, the one wording of a tool's own argument checks (the contrib tools
+each wrote theirs), as the validation plugin words the same refusal."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from harness_one import ArgumentProblem, ToolArgumentError, ToolRegistry, define_tool
+
+
+@pytest.mark.parametrize(
+    ("value", "message", "got"),
+    [
+        (5, "expected string, got integer 5", "5"),
+        (None, "expected string, got null", "null"),
+        (True, "expected string, got boolean true", "true"),
+        ([1, "é"], 'expected string, got array [1, "é"]', '[1, "é"]'),
+        ({"a": 1}, 'expected string, got object {"a": 1}', '{"a": 1}'),
+        (b"x", "expected string, got bytes", "bytes"),
+        (10**5000, "expected string, got integer", "integer"),
+        ("\ud800", 'expected string, got string "\\ud800"', '"\\ud800"'),
+    ],
+    ids=["int", "null", "bool", "array", "object", "bytes", "huge-int", "surrogate"],
+)
+def test_a_mismatch_shows_the_values_type_and_json_text(value: Any, message: str, got: str) -> None:
+    assert ArgumentProblem.mismatch("$.x", "string", value) == ArgumentProblem("$.x", message, "type", "string", got)
+
+
+def test_a_long_value_is_cut_and_a_cycle_told_by_its_type() -> None:
+    long = ArgumentProblem.mismatch("$.x", "integer", "y" * 500)
+    assert long.got == '"' + "y" * 56 + "..." and len(long.message) < 100
+    cycle: list[Any] = []
+    cycle.append(cycle)
+    assert ArgumentProblem.mismatch("$.x", "string", cycle).message == "expected string, got array"
+
+
+def test_a_secret_names_value_is_not_shown() -> None:
+    assert ArgumentProblem.mismatch("$.api_key", "string", 12345).message == "expected string, got integer (redacted)"
+    assert ArgumentProblem.mismatch("$.auth.password", "string", ["hunter2"]).got == "(redacted)"
+    assert ArgumentProblem.mismatch("$.api_key", "string", None).message == "expected string, got null"  # holds nothing
+
+
+def test_another_keyword_shows_the_value_alone() -> None:
+    problem = ArgumentProblem.mismatch("$.kind", 'one of ["a", "b"]', "c", "enum")
+    assert problem == ArgumentProblem("$.kind", 'expected one of ["a", "b"], got "c"', "enum", 'one of ["a", "b"]', '"c"')
+
+
+@pytest.mark.parametrize("value", [5, None, [1, 2], {"k": "v"}, True, 2.5])
+def test_a_tools_own_check_words_a_refusal_as_the_validation_plugin_does(value: Any) -> None:
+    @define_tool(
+        name="echo",
+        registry=None,
+        parameters={"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]},
+    )
+    def echo(text: Any) -> str:
+        if not isinstance(text, str):
+            raise ToolArgumentError([ArgumentProblem.mismatch("$.text", "string", text)])
+        return text
+
+    def problems(registry: ToolRegistry) -> list[ArgumentProblem]:
+        registry.add(echo)
+        with pytest.raises(ToolArgumentError) as err:
+            registry.call("echo", {"text": value})
+        return list(err.value.problems)
+
+    assert problems(ToolRegistry(standard_plugins=False, autoload=False)) == problems(ToolRegistry(autoload=False))
