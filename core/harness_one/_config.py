@@ -65,14 +65,20 @@ def blank_state(where: str, instead: str) -> str:
     return f"{where} is empty: give a state URL ('memory:', a SQLite file, 'redis://host:6379/0'), or {instead} for the default SQLite file"
 
 
-def with_prefix(url: str, prefix: str | None) -> str:
+def with_prefix(url: str, prefix: str | None, where: str | None = None) -> str:
     """``url`` with its ``?prefix=`` (the namespace of Redis keys) set to ``prefix``, replacing one it
-    had; unchanged when ``prefix`` is None or the state is not Redis."""
+    had; unchanged when ``prefix`` is None or the state is not Redis. With ``where`` (the variable or the
+    configuration key that set it), a prefix Redis cannot take is a ``ValueError`` naming ``where``: in the
+    URL, the state would blame "the URL's ?prefix=", which the user never wrote."""
     from .state import REDIS_SCHEMES
 
     parsed = urlparse(url)
     if prefix is None or parsed.scheme not in REDIS_SCHEMES:
         return url
+    if where is not None:
+        from .state._select import redis_prefix
+
+        redis_prefix(prefix, {}, where=where)
     query = [(name, value) for name, value in parse_qsl(parsed.query, keep_blank_values=True) if name != "prefix"]
     return urlunparse(parsed._replace(query=urlencode([*query, ("prefix", prefix)], safe=":")))
 
@@ -129,7 +135,7 @@ def environment_state(*, prefixed: bool = True) -> str | None:
         if url and not url.strip():
             raise ValueError(blank_state(name, "unset it"))
         if url:
-            return with_prefix(url, os.environ.get(ENV_REDIS_PREFIX) or None) if prefixed else url
+            return with_prefix(url, os.environ.get(ENV_REDIS_PREFIX) or None, ENV_REDIS_PREFIX) if prefixed else url
     return None
 
 
@@ -382,8 +388,12 @@ def load_settings(path: str | None = None, *, state_given: bool = False) -> Sett
             settings.state = environment_state(prefixed=False) or settings.state
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
+    prefix_from = ENV_REDIS_PREFIX if os.environ.get(ENV_REDIS_PREFIX) else f"{chosen}: [state] prefix"
     settings.state_prefix = os.environ.get(ENV_REDIS_PREFIX) or settings.state_prefix
-    settings.state = with_prefix(settings.state, settings.state_prefix)
+    try:
+        settings.state = with_prefix(settings.state, settings.state_prefix, prefix_from)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
     settings.tools_in_file = len(settings.tools)
     settings.tools += [t for t in os.environ.get(ENV_TOOLS, "").split(os.pathsep) if t]
     settings.import_timeout = _import_timeout(os.environ.get(ENV_IMPORT_TIMEOUT, ""))

@@ -15,7 +15,19 @@ from typing import Any
 from .._render import rendered_length
 from ._protocols import EXPIRES, KEPT_TICKETS, LEASE, TTL, Record, seconds
 
-__all__ = ["Breaker", "MemoryBudgets", "MemoryBuckets", "MemoryCircuits", "MemorySlots", "MemoryStore", "copied"]
+__all__ = [
+    "Breaker",
+    "MemoryBudgets",
+    "MemoryBuckets",
+    "MemoryCircuits",
+    "MemorySlots",
+    "MemoryStore",
+    "copied",
+    "known_moment",
+    "moment",
+]
+
+_INF = math.inf
 
 #: Every in-process backend, made fit for a forked child (see :func:`_forked`).
 _BACKENDS: weakref.WeakSet[Any] = weakref.WeakSet()
@@ -34,6 +46,28 @@ def _forked() -> None:
 
 if hasattr(os, "register_at_fork"):  # not on Windows, which does not fork
     os.register_at_fork(after_in_child=_forked)
+
+
+def moment(now: float) -> float:
+    """``now`` (a clock's reading a backend was given) as ``float()`` reads it, unless that is NaN or infinite:
+    then ``ValueError`` (``TypeError`` for a type ``float()`` does not take). A broken clock fails the call
+    (closed), as a NaN lease does (:func:`~harness_one.state._protocols.seconds`): a NaN time never compares
+    as passed and an infinite one passes every deadline, so a bucket would never refill or refill at once, a
+    record or a budget's run would never expire or expire at once, and SQLite and Redis would be sent a number
+    JSON and their scripts do not take."""
+    try:
+        found = float(now)
+    except (TypeError, ValueError) as exc:
+        raise type(exc)(f"the clock's time is a number of seconds, not {now!r}") from None
+    if not math.isfinite(found):
+        raise ValueError(f"the clock's time is a finite number of seconds, not {found!r}: the clock is broken")
+    return found
+
+
+def known_moment(now: float | None) -> float | None:
+    """A ``finish``'s ``now``: None (unknown) when not given or not finite, so another owner's record is kept
+    (a NaN time would find it expired and write over it) and Redis measures the TTL on wall time."""
+    return None if now is None or not math.isfinite(now) else float(now)
 
 
 def _tool_of(key: Hashable) -> Hashable:
@@ -90,10 +124,17 @@ class MemoryBuckets:
             tokens, last, _ = bucket
             if now > last:
                 tokens += (now - last) * rate
-                tokens = burst if tokens > burst else tokens  # not min(): no call on the per-call path
+                if tokens > burst:  # (not min(): no call on the per-call path)
+                    if now == _INF:  # (checked only here: +inf fills any bucket, and stays its last reading)
+                        moment(now)
+                    tokens = burst
                 bucket[1] = now
             elif last - now > self.step_back:  # the clock stepped back: nothing refilled, and refills run from here
+                if now == -_INF:  # (a bucket last read at -inf would fill at the next reading)
+                    moment(now)
                 bucket[1] = now
+            elif math.isnan(now):  # (only on a late reading) a bucket last read at NaN would never refill
+                moment(now)
             # (earlier by less: a late reading, after another thread's; it refills nothing)
             if tokens >= cost:
                 bucket[0] = tokens - cost
@@ -129,6 +170,7 @@ class MemoryBuckets:
 
     def _new(self, key: Hashable, rate: float, burst: float, now: float) -> list[float]:
         """A full bucket for ``key`` (under the lock), after a sweep when one is due."""
+        moment(now)
         self._ops += 1
         if self._ops >= self._sweep_every or len(self._buckets) >= self._max_keys:
             self._sweep(now)
@@ -253,7 +295,7 @@ class MemoryStore:
     def begin(
         self, scope: str, key: str, fingerprint: str, now: float, lease: float, *, owner: str | None = None
     ) -> Record | None:
-        lease = seconds(lease, LEASE)
+        lease, now = seconds(lease, LEASE), moment(now)
         with self._lock:
             self._ops += 1
             if self._ops % 1024 == 0:
@@ -270,7 +312,7 @@ class MemoryStore:
         return found
 
     def renew(self, scope: str, key: str, now: float, lease: float, *, owner: str | None = None) -> bool:
-        lease = seconds(lease, LEASE)
+        lease, now = seconds(lease, LEASE), moment(now)
         with self._lock:
             held = self._records.get((scope, key))
             if held is None or (owner is not None and held[1] != owner):
@@ -283,6 +325,7 @@ class MemoryStore:
 
     def finish(self, scope: str, key: str, record: Record, *, owner: str | None = None, now: float | None = None) -> bool:
         seconds(record.expires, EXPIRES)
+        now = known_moment(now)
         size = _chars_of(record)
         if size > self.max_chars and record.value is not None:  # alone it would push out every other record (an
             # error's description is kept: OutcomeNotReplayable, what the plugin keeps instead, must fit)
@@ -583,11 +626,13 @@ class MemoryCircuits:
         return len(self._breakers)
 
     def admit(self, tool: str, policy: Any, *, now: float) -> tuple[float, int]:
+        now = moment(now)  # a NaN time would end an open period at once (and let a probe through)
         if self._made >= self._sweep_every:
             self._sweep(now)
         return self.breaker(tool, policy).admit(now, policy)
 
     def record(self, tool: str, policy: Any, *, now: float, failed: bool, probe: int) -> None:
+        now = moment(now)
         while not self.breaker(tool, policy).record(now, failed, probe, policy):
             pass  # swept meanwhile: the next breaker() is its successor
 
@@ -595,6 +640,7 @@ class MemoryCircuits:
         self.breaker(tool, policy).unprobe(probe)
 
     def snapshot(self, tool: str, policy: Any, *, now: float) -> dict[str, Any]:
+        now = moment(now)
         return self.breaker(tool, policy).snapshot(now, policy)
 
     def _forget_calls(self) -> None:
@@ -644,7 +690,7 @@ class MemoryBudgets:
         return found[0]
 
     def take(self, run: str, scope: str, *, limit: int | None, total: int | None, now: float, ttl: float) -> int:
-        ttl = seconds(ttl, TTL)
+        ttl, now = seconds(ttl, TTL), moment(now)  # a NaN time would drop every run's counts (all expired)
         with self._lock:
             runs = self._runs
             while runs:  # the least recently active first: drop the expired ones
@@ -686,6 +732,7 @@ class MemoryBudgets:
                         counts[name] -= 1
 
     def used(self, run: str, scope: str, *, now: float) -> int:
+        now = moment(now)
         with self._lock:
             counts = self._live(run, now)
             return 0 if counts is None else counts.get(scope, 0)

@@ -13,10 +13,12 @@ harness-one never imports it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import math
 import os
+import socket
 import threading
 import time
 import weakref
@@ -43,6 +45,7 @@ from redis.exceptions import (
 from redis.retry import Retry
 
 from .._log import log_event
+from ._memory import known_moment, moment
 from ._protocols import EXPIRES, KEPT_TICKETS, LEASE, TTL, Record, StateUnavailable, key_text, outcome_json, seconds
 from ._select import MOST_SECONDS, check_redis_url, redis_prefix, slot_tag, split_redis_url
 
@@ -601,7 +604,7 @@ def _exchange(connection: Any, batch: Sequence[_Pending], *, reload: bool = Fals
     calls, commands, packed = _write(connection, batch, reload)
     replies: list[Any] = []
     for attempt in (0, 1):
-        sent = len(commands) - len(replies)  # a lone call keeps the socket's timeout (no settimeout per read)
+        sent = len(commands) - len(replies)  # a lone call: the socket's timeout (no timeout= to pass)
         more = {"timeout": connection.socket_timeout * min(sent, _MOST_CALLS)} if sent > 1 else {}
         try:
             connection.send_packed_command(packed)
@@ -681,6 +684,84 @@ async def _aconnect(connection: Any) -> bool:
         if not isinstance(exc, (redis.TimeoutError, redis.ConnectionError)) or isinstance(exc, _MISCONFIGURED):
             raise
         return False
+
+
+class _Deadline:
+    """A connection's socket whose reads are bounded by a deadline (:class:`_WholeReply`): before each read its
+    timeout is what is left (a timeout, not a wait: redis-py's own), so a reply that trickles in ends there,
+    not only a wait in which no byte comes. Everything else is the socket's."""
+
+    __slots__ = ("_sock", "_timeout", "until")
+
+    def __init__(self, sock: socket.socket) -> None:
+        self._sock = sock
+        self._timeout = sock.gettimeout()  # what the parsers set (settimeout), restored after a bounded read
+        self.until: float | None = None  # (time.monotonic) None: unbounded
+
+    def settimeout(self, timeout: float | None) -> None:
+        self._timeout = timeout
+        self._sock.settimeout(timeout)
+
+    def gettimeout(self) -> float | None:
+        return self._timeout
+
+    def _bound(self) -> None:
+        if self.until is None or self._timeout == 0:  # (0: a poll, which does not wait)
+            return
+        left = self.until - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("timed out")  # socket.timeout, as the socket raises it (no errno: not the OS's)
+        self._sock.settimeout(left if self._timeout is None or left < self._timeout else self._timeout)
+
+    def recv(self, size: int, *flags: int) -> bytes:
+        self._bound()
+        return self._sock.recv(size, *flags)
+
+    def recv_into(self, buffer: Any, *more: int) -> int:
+        self._bound()
+        return self._sock.recv_into(buffer, *more)
+
+    def end(self) -> None:
+        """Unbound, with the timeout the parsers set."""
+        self.until = None
+        with contextlib.suppress(OSError):  # closed: a read that failed disconnected it
+            self._sock.settimeout(self._timeout)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._sock, name)
+
+
+class _WholeReply:
+    """The sync connections' reply bound: a reply (the handshake's too) is read within the socket timeout, or
+    the ``timeout`` a write of several calls reads each with, as a whole, as the asyncio client reads one.
+    redis-py's socket timeout bounds each read only: a reply that keeps coming, a byte every 50 ms, kept a
+    call waiting 27 s for 400 characters."""
+
+    socket_timeout: float | None
+
+    def _connect(self) -> Any:
+        return _Deadline(super()._connect())  # type: ignore[misc]
+
+    def read_response(self, *args: Any, **kwargs: Any) -> Any:
+        sock = getattr(self, "_sock", None)
+        if type(sock) is not _Deadline or sock.until is not None:  # (a read within a bounded one: its bound)
+            return super().read_response(*args, **kwargs)  # type: ignore[misc]
+        seconds = kwargs.get("timeout", self.socket_timeout)
+        if not isinstance(seconds, (int, float)) or not seconds > 0:  # (redis-py's SENTINEL, None: no bound)
+            return super().read_response(*args, **kwargs)  # type: ignore[misc]
+        sock.until = time.monotonic() + seconds
+        try:
+            return super().read_response(*args, **kwargs)  # type: ignore[misc]
+        finally:
+            sock.end()
+
+
+class _Connection(_WholeReply, redis.Connection):
+    """``redis://``: a :class:`redis.Connection` that reads each reply within its timeout."""
+
+
+class _SSLConnection(_WholeReply, redis.SSLConnection):
+    """``rediss://``: a :class:`redis.SSLConnection` that reads each reply within its timeout."""
 
 
 _CONFIGURATION = "This is a configuration error, not an outage: no fail mode applies."
@@ -793,9 +874,14 @@ class RedisLink:
             "socket_timeout": self.timeout,
             "socket_connect_timeout": self.timeout,
         }
+        # (the sync client's: a reply read within the timeout as a whole, as the asyncio client reads it)
+        connection = _SSLConnection if urlparse(self.url).scheme == "rediss" else _Connection
+        self._sync_options: dict[str, Any] = {**self._options, "connection_class": connection}
         self._client: redis.Redis | redis.RedisCluster | None = None
         if not self.cluster:
-            self._client = redis.Redis.from_url(self.url, retry=Retry(NoBackoff(), 1, (redis.ConnectionError,)), **self._options)
+            self._client = redis.Redis.from_url(
+                self.url, retry=Retry(NoBackoff(), 1, (redis.ConnectionError,)), **self._sync_options
+            )
         self._client_lock = threading.Lock()
         self._aclients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any] = weakref.WeakKeyDictionary()
         self._down_until = 0.0
@@ -821,7 +907,7 @@ class RedisLink:
         if found is None:
             with self._client_lock:
                 if self._client is None:
-                    self._client = redis.RedisCluster.from_url(self.url, retry=Retry(NoBackoff(), 1), **self._options)
+                    self._client = redis.RedisCluster.from_url(self.url, retry=Retry(NoBackoff(), 1), **self._sync_options)
                 found = self._client
         return found
 
@@ -1308,7 +1394,8 @@ class RedisLink:
 
 
 def _now_arg(server_time: bool, now: float) -> str:
-    return "" if server_time else repr(float(now))
+    """``now`` as a script takes it (checked: :func:`~harness_one.state._memory.moment`), or ``''`` for Redis ``TIME``."""
+    return "" if server_time else repr(moment(now))
 
 
 #: The longest key TTL the scripts set, in milliseconds (~31,700 years).
@@ -1401,7 +1488,7 @@ class RedisStore:
         self, scope: str, key: str, fingerprint: str, now: float, lease: float, owner: str | None
     ) -> tuple[list[str], list[Any]]:
         mine = owner if owner is not None else os.urandom(8).hex()  # a claim sent again finds its owner
-        return [self._key(scope, key)], [repr(float(now)), fingerprint, _lease(lease), mine]
+        return [self._key(scope, key)], [repr(moment(now)), fingerprint, _lease(lease), mine]
 
     def begin(
         self, scope: str, key: str, fingerprint: str, now: float, lease: float, *, owner: str | None = None
@@ -1414,7 +1501,7 @@ class RedisStore:
         return _record(await self.link.arun(_BEGIN, *self._begin(scope, key, fingerprint, now, lease, owner)))
 
     def _renew(self, scope: str, key: str, now: float, lease: float, owner: str | None) -> tuple[list[str], list[Any]]:
-        return [self._key(scope, key)], [repr(float(now)), _lease(lease), owner or ""]
+        return [self._key(scope, key)], [repr(moment(now)), _lease(lease), owner or ""]
 
     def renew(self, scope: str, key: str, now: float, lease: float, *, owner: str | None = None) -> bool:
         return bool(self.link.run(_RENEW, *self._renew(scope, key, now, lease, owner)))
@@ -1430,6 +1517,7 @@ class RedisStore:
     def _finish(self, scope: str, key: str, record: Record, owner: str | None, now: float | None) -> tuple[list[str], list[Any]]:
         # before any I/O: the script would write the record and then fail to give it a TTL ('nan')
         expires = seconds(record.expires, EXPIRES)
+        now = known_moment(now)
         value = outcome_json(record.value)  # TypeError/ValueError for values not JSON as they are: the plugin stores
         error = "" if record.error is None else outcome_json(record.error)  # their JSON form
         if len(value) + len(error) > self.max_value:
@@ -1437,11 +1525,11 @@ class RedisStore:
                 f"the outcome is {len(value) + len(error):,} characters of JSON, over the {self.max_value:,} a record holds"
             )
         # measured on the caller's clock, the one `record.expires` was read from (wall time if not given, or
-        # not finite: a NaN or infinite `now` would give the outcome a TTL of 1 ms)
-        left = (expires - (now if now is not None and math.isfinite(now) else time.time())) * 1000
+        # not finite: a NaN or infinite `now` gave the outcome a TTL of 1 ms)
+        left = (expires - (now if now is not None else time.time())) * 1000
         fallback = math.ceil(min(left, _MOST_MS)) if left >= 1 else 1  # at most 10^15 ms (an infinite ttl too)
         return [self._key(scope, key)], [
-            "" if now is None else repr(float(now)),
+            "" if now is None else repr(now),
             record.fingerprint,
             record.state,
             repr(expires),

@@ -57,15 +57,17 @@ def slot_tag(prefix: str) -> str:
     return f"{prefix}{{{prefix}cc}}"
 
 
-def redis_prefix(prefix: str | None, options: dict[str, str]) -> str:
+def redis_prefix(prefix: str | None, options: dict[str, str], *, where: str | None = None) -> str:
     """The Redis key prefix used: ``prefix`` when given, else the URL's ``?prefix=`` (``options``, from
     :func:`split_redis_url`), else :data:`DEFAULT_PREFIX`. ``TypeError`` when it is not a ``str``;
     ``ValueError`` naming it and where it came from when it makes an empty hash tag. Redis Cluster hashes
     a key by the text between its first ``{`` and the first ``}`` after it, or, when that text is empty,
     by the whole key: a concurrency script's two keys would then fall in two slots (``CROSSSLOT`` on every
     capped call). Refused on every Redis (the same prefix may later name a Cluster). A non-empty tag
-    (``{tenant-a}:``) is kept: every key of the prefix then hashes to that tag's one slot, on one node."""
-    where = "prefix=" if prefix is not None else "the URL's ?prefix="
+    (``{tenant-a}:``) is kept: every key of the prefix then hashes to that tag's one slot, on one node.
+    The message names ``where`` (the variable or configuration key that set it), else ``prefix=`` or the URL."""
+    if where is None:
+        where = "prefix=" if prefix is not None else "the URL's ?prefix="
     used: object = prefix if prefix is not None else options.get("prefix", DEFAULT_PREFIX)
     if not isinstance(used, str):
         raise TypeError(f"the Redis key prefix ({where}) is a str, not {used!r}")

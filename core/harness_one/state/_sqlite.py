@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from .._clock import WallClock
+from ._memory import known_moment, moment
 from ._protocols import EXPIRES, LEASE, Record, StateUnavailable, outcome_json, positive_seconds, seconds
 
 __all__ = ["SQLiteStore", "WallClock"]
@@ -256,12 +257,12 @@ class SQLiteStore:
     def begin(
         self, scope: str, key: str, fingerprint: str, now: float, lease: float, *, owner: str | None = None
     ) -> Record | None:
-        return self._begin(scope, key, fingerprint, now, seconds(lease, LEASE), owner, None)
+        return self._begin(scope, key, fingerprint, moment(now), seconds(lease, LEASE), owner, None)
 
     async def abegin(
         self, scope: str, key: str, fingerprint: str, now: float, lease: float, *, owner: str | None = None
     ) -> Record | None:
-        return await self._off_loop(self._begin, scope, key, fingerprint, now, seconds(lease, LEASE), owner, claim=owner)
+        return await self._off_loop(self._begin, scope, key, fingerprint, moment(now), seconds(lease, LEASE), owner, claim=owner)
 
     def _begin(
         self, scope: str, key: str, fingerprint: str, now: float, lease: float, owner: str | None, deadline: float | None
@@ -301,10 +302,10 @@ class SQLiteStore:
                 raise
 
     def renew(self, scope: str, key: str, now: float, lease: float, *, owner: str | None = None) -> bool:
-        return self._renew(scope, key, now, seconds(lease, LEASE), owner, None)
+        return self._renew(scope, key, moment(now), seconds(lease, LEASE), owner, None)
 
     async def arenew(self, scope: str, key: str, now: float, lease: float, *, owner: str | None = None) -> bool:
-        return await self._off_loop(self._renew, scope, key, now, seconds(lease, LEASE), owner)
+        return await self._off_loop(self._renew, scope, key, moment(now), seconds(lease, LEASE), owner)
 
     def _renew(self, scope: str, key: str, now: float, lease: float, owner: str | None, deadline: float | None) -> bool:
         mine = "" if owner is None else " AND owner = ?"
@@ -317,10 +318,10 @@ class SQLiteStore:
             return cursor.rowcount > 0
 
     def finish(self, scope: str, key: str, record: Record, *, owner: str | None = None, now: float | None = None) -> bool:
-        return self._finish(scope, key, record, owner, now, None)
+        return self._finish(scope, key, record, owner, known_moment(now), None)
 
     async def afinish(self, scope: str, key: str, record: Record, *, owner: str | None = None, now: float | None = None) -> bool:
-        return await self._off_loop(self._finish, scope, key, record, owner, now)
+        return await self._off_loop(self._finish, scope, key, record, owner, known_moment(now))
 
     def _finish(self, scope: str, key: str, record: Record, owner: str | None, now: float | None, deadline: float | None) -> bool:
         seconds(record.expires, EXPIRES)  # else SQLite stores NULL, which the table refuses: a StateUnavailable
