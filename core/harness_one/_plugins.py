@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextvars
+import difflib
 import functools
 import inspect
 import itertools
@@ -30,7 +32,7 @@ if TYPE_CHECKING:
     from ._registry import ToolRegistry
     from ._tool import Tool
 
-__all__ = ["Plan", "PluginSet", "ToolPlan", "env_options", "missing_guards", "unenforced"]
+__all__ = ["Plan", "PluginSet", "ToolPlan", "env_options", "misspelling_of", "missing_guards", "unenforced"]
 
 ENV_BLOCK = "HARNESS_ONE_BLOCK_PLUGINS"
 ENV_ALLOW = "HARNESS_ONE_PLUGINS"
@@ -87,6 +89,23 @@ def _check_options(options: object) -> None:
                 f"plugin_options[{name!r}] must be a mapping of options for plugin '{name}', not {got}.",
                 plugin=name if isinstance(name, str) else None,
             )
+
+
+#: The hooks harness-one calls (every spec in ``hookspecs``).
+HOOK_NAMES = frozenset(n for n in dir(hookspecs) if n.startswith("harness_"))
+#: How alike (``difflib``'s ratio, of the names after ``harness_``) a name no spec has is to a spec's name for it to
+#: be a misspelling of that spec (``harness_post_cal``) rather than a newer harness-one's hook.
+MISSPELLED = 0.85
+#: Off while the conformance kit registers the plugin under test: its ``test_hooks_match_specs`` reports a
+#: hook name the registration would refuse, and its other checks still run the plugin (see :meth:`PluginSet._check_names`).
+CHECK_HOOK_NAMES: contextvars.ContextVar[bool] = contextvars.ContextVar("harness_one_check_hook_names", default=True)
+
+
+def misspelling_of(hook: str) -> str | None:
+    """The hook ``hook`` (a name no spec has) misspells, if its name is that close to one (:data:`MISSPELLED`)."""
+    specs = {name.removeprefix("harness_"): name for name in HOOK_NAMES}
+    close = difflib.get_close_matches(hook.removeprefix("harness_"), list(specs), n=1, cutoff=MISSPELLED)
+    return specs[close[0]] if close else None
 
 
 Hook = Callable[..., Any]
@@ -708,7 +727,10 @@ class PluginSet:
             )
 
     def _check(self, plugin: Any, name: str) -> None:
-        """Refuse what the pipeline cannot honour: unknown hooks, per-call wrappers and coroutines."""
+        """Refuse what the pipeline cannot honour: unknown hooks, hooks that would never run, per-call wrappers
+        and coroutines."""
+        if CHECK_HOOK_NAMES.get():
+            self._check_names(plugin, name)
         self.manager.check_pending()
         for hook in PER_CALL_HOOKS:
             for impl in getattr(self.manager.hook, hook).get_hookimpls():
@@ -726,6 +748,40 @@ class PluginSet:
                         "Return a decision (Outcome, Retry) and let the core do the waiting.",
                         plugin=name,
                     )
+
+    def _check_names(self, plugin: Any, name: str) -> None:
+        """Refuse a hook that would silently never run: a marked implementation of a misspelt hook name
+        (``optionalhook=True`` keeps pluggy quiet about it), and, in a plugin that marks hooks, a method named as
+        a hook (or a misspelling of one) left unmarked. A plugin that marks none is left as pluggy takes it."""
+        callers = self.manager.get_hookcallers(plugin) or []
+        for caller in callers:
+            meant = misspelling_of(caller.name) if caller.spec is None else None
+            if meant is not None:
+                fn = next(i.function for i in caller.get_hookimpls() if i.plugin is plugin)
+                raise PluginError(
+                    f"Plugin '{name}': {getattr(fn, '__name__', caller.name)} implements {caller.name}, which no hook "
+                    f"spec names, so it would never be called; did you mean '{meant}'?",
+                    plugin=name,
+                )
+        if not callers:
+            return
+        for attr in dir(plugin):
+            if not attr.startswith("harness_"):
+                continue
+            try:
+                method = getattr(plugin, attr)
+            except Exception:  # a property that raises: pluggy skipped it too
+                continue
+            if not inspect.isroutine(method) or self.manager.parse_hookimpl_opts(plugin, attr) is not None:
+                continue
+            hook = attr if attr in HOOK_NAMES else misspelling_of(attr)
+            if hook is not None:
+                raise PluginError(
+                    f"Plugin '{name}': {attr} is not marked @hookimpl, as its other hooks are, so it would never be "
+                    f"called as the hook '{hook}': mark it, or name it otherwise (set it to None to switch off an "
+                    "inherited hook).",
+                    plugin=name,
+                )
 
     def _call_plugin(self, plugin: Any, hook: str, **kwargs: Any) -> None:
         spec_args = self._spec_args(hook, kwargs)

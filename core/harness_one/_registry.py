@@ -480,7 +480,9 @@ class ToolRegistry(metaclass=_SharedType):
         """``{"tools": {name: {"calls": n, ...}}, <plugin name>: {...}}``: counters plus each plugin's statistics.
 
         A plugin whose ``harness_stats`` raises, or returns anything but a dict (its ``"tools"`` a
-        dict per tool name), makes it raise a :class:`PluginError` naming the plugin.
+        dict per tool name), makes it raise a :class:`PluginError` naming the plugin. A plugin's per-tool
+        statistics are merged into those of the tools the registry has, beside the core's ``"calls"``: its own
+        ``"calls"`` for a tool, and its statistics for a tool the registry does not have, are left out.
         """
         with self._lock:
             tools: dict[str, dict[str, Any]] = {n: {"calls": e.calls()} for n, e in self._tools.items()}
@@ -495,7 +497,9 @@ class ToolRegistry(metaclass=_SharedType):
             if rest:
                 out[plugin] = rest
             for tool_name, tool_stats in (data.get("tools") or {}).items():
-                tools.setdefault(tool_name, {}).update(tool_stats)
+                entry = tools.get(tool_name)
+                if entry is not None:  # not invented for a tool the registry lacks (one removed since the plugin counted it)
+                    entry.update({k: v for k, v in tool_stats.items() if k != "calls"})  # the core's count is the real one
         return out
 
     @_shared

@@ -7,7 +7,6 @@ import asyncio
 import contextvars
 import copy
 import dataclasses
-import difflib
 import functools
 import gc
 import inspect
@@ -44,12 +43,12 @@ from .._errors import (
     ToolError,
     ToolExecutionError,
 )
-from .._plugins import KEY_GUARD, missing_guards
+from .._plugins import CHECK_HOOK_NAMES, HOOK_NAMES, KEY_GUARD, missing_guards, misspelling_of
 from .._registry import ToolRegistry
 from .._tool import Tool
 from ..hookspecs import PER_CALL_HOOKS, PROJECT, hookimpl
 from ._audit import blocking_calls
-from ._suite import _HARNESS_ONE, BoundedClock, Suite, _own_code, _where, progress, run_async
+from ._suite import _HARNESS_ONE, BoundedClock, Suite, _bounded_check, _own_code, _where, progress, run_async
 from .pytest_plugin import _KEY as _NOTES
 from .pytest_plugin import _suite_of
 
@@ -169,17 +168,7 @@ def _waiting_probe(reached: list[int], release: asyncio.Event) -> Callable[..., 
 
 _LRU_CACHE = type(functools.lru_cache(maxsize=None)(len))
 #: The names of the hooks: a stuck frame of the code under test by one of these names is the plugin's hook.
-_HOOK_NAMES = frozenset(n for n in dir(hookspecs) if n.startswith("harness_"))
-#: How alike (``difflib``'s ratio, of the names after ``harness_``) an ``optionalhook`` no spec names is to a spec's
-#: name for it to be a misspelling of that spec rather than a hook of a newer harness-one.
-_MISSPELLED = 0.85
-
-
-def _misspelling_of(hook: str) -> str | None:
-    """The hook spec ``hook`` (a name no spec has) misspells, if its name is that close to one."""
-    specs = {name.removeprefix("harness_"): name for name in _HOOK_NAMES}
-    close = difflib.get_close_matches(hook.removeprefix("harness_"), list(specs), n=1, cutoff=_MISSPELLED)
-    return specs[close[0]] if close else None
+_HOOK_NAMES = HOOK_NAMES
 
 
 def _hook_frame(frame: FrameType) -> str | None:
@@ -607,6 +596,22 @@ class _Standin:
         self.calls += 1
 
 
+def _names_unchecked(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """A check of the plugin kit, bounded as every check is, that registers the plugin without the registration's
+    check of hook names (an unmarked ``harness_on_error``, a misspelt ``optionalhook``): ``test_hooks_match_specs``
+    reports those, and each other check still runs the plugin, so every defect fails its own check."""
+
+    @functools.wraps(fn)
+    def unchecked(*args: Any, **kwargs: Any) -> Any:
+        token = CHECK_HOOK_NAMES.set(False)  # (in the check's own copy of the context)
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            CHECK_HOOK_NAMES.reset(token)
+
+    return _bounded_check(unchecked)
+
+
 class PluginTests(Suite, standard=True, provided=("make_plugin", "call_options", "make_registry", "make_standard_registry")):
     """The checks every plugin passes. Subclass it and say how to build the plugin::
 
@@ -658,6 +663,9 @@ class PluginTests(Suite, standard=True, provided=("make_plugin", "call_options",
         "a hook that waits for what only another call gives, or no one: a lock taken in pre_call and released only "
         "in post_call, an Event no one sets",
     )
+
+    #: Each check bounded, and registering the plugin without the check of hook names (see :func:`_names_unchecked`).
+    _harness_check = staticmethod(_names_unchecked)
 
     def _harness_locate(self, given: Mapping[str, Any]) -> Callable[[FrameType], str | None]:
         """A stuck check names the plugin's hook it waits in."""
@@ -839,7 +847,7 @@ class PluginTests(Suite, standard=True, provided=("make_plugin", "call_options",
             caller = getattr(manager.hook, impl.hook, None)
             if getattr(caller, "spec", None) is not None:
                 continue
-            meant = _misspelling_of(impl.hook)
+            meant = misspelling_of(impl.hook)
             if not getattr(impl.fn, _MARK).get("optionalhook"):
                 problems.append(f"{impl.attr} implements {impl.hook}, which no hook spec names, so it is never called")
             elif meant is not None:
@@ -915,8 +923,9 @@ class PluginTests(Suite, standard=True, provided=("make_plugin", "call_options",
         and are refused before the plugin's ``pre_call`` (through ``call`` and, with ``supports_async``, ``acall``):
         its ``harness_stats`` neither raises nor returns what the core refuses (a ``PluginError`` naming it), what it
         gives is valid JSON (``json.dumps(..., allow_nan=False)`` takes it: no ``NaN`` nor ``Infinity``), as monitoring
-        reads it, and the core's count of the tool's calls (``stats["tools"][name]["calls"]``) is still the real one
-        after the plugin's per-tool statistics are merged in."""
+        reads it, the core's count of the tool's calls (``stats["tools"][name]["calls"]``) is the real one, and none of
+        its per-tool statistics is left out of ``registry.stats()``: a ``"calls"`` of its own that is not the core's
+        count, statistics for a tool the registry does not have."""
         plugin = self.make_plugin()
         name = self.name_of(plugin)
         registry = self._registry(plugin)
@@ -926,6 +935,7 @@ class PluginTests(Suite, standard=True, provided=("make_plugin", "call_options",
         def gathered(when: str, calls: int) -> None:
             try:
                 stats = registry.stats()
+                answer = dict(registry.plugins.call_each("harness_stats", registry=registry)).get(name) or {}
             except PluginError as exc:
                 whose = "its" if exc.plugin == name else f"{exc.plugin or 'no plugin'}'s"
                 problems.append(f"{when}, registry.stats() raised {whose} PluginError: {exc}")
@@ -940,9 +950,20 @@ class PluginTests(Suite, standard=True, provided=("make_plugin", "call_options",
             counted = tools.get(PROBE, {}).get("calls") if isinstance(tools, dict) else None
             if counted != calls or type(counted) is not int:
                 problems.append(
-                    f"{when}, registry.stats()['tools'][{PROBE!r}]['calls'] is {counted!r}, not the {calls} calls made: "
-                    "the plugin's per-tool statistics replaced the core's count (name its own counters otherwise)"
+                    f"{when}, registry.stats()['tools'][{PROBE!r}]['calls'] is {counted!r}, not the {calls} calls made"
                 )
+            for tool, values in (answer.get("tools") or {}).items():  # what registry.stats() leaves out of them
+                if not isinstance(tools, dict) or tool not in tools:
+                    problems.append(
+                        f"{when}, its harness_stats gives statistics for tool {tool!r}, which the registry does not "
+                        "have: registry.stats() leaves them out"
+                    )
+                elif "calls" in values and values["calls"] != tools[tool].get("calls"):
+                    problems.append(
+                        f"{when}, its harness_stats gives {values['calls']!r} as the 'calls' of tool {tool!r}, not the "
+                        f"{tools[tool].get('calls')!r} calls made: registry.stats() keeps the core's count and leaves "
+                        "the plugin's out (name its own counters otherwise)"
+                    )
 
         gathered("before any call", 0)
         ways = (False, True) if self.supports_async else (False,)
