@@ -66,3 +66,34 @@ def test_a_tools_own_check_words_a_refusal_as_the_validation_plugin_does(value: 
         return list(err.value.problems)
 
     assert problems(ToolRegistry(standard_plugins=False, autoload=False)) == problems(ToolRegistry(autoload=False))
+
+
+def test_a_process_workers_module_list_is_taken_whole_while_imports_happen(monkeypatch: pytest.MonkeyPatch) -> None:
+    # list(sys.modules.items()) allocated a tuple per module; a collection that allocation started ran Python code
+    # that imported (here a gc callback, as a finalizer or another thread could): "the process-mode worker could not
+    # be started: RuntimeError: dictionary changed size during iteration"
+    import gc
+    import sys
+
+    from harness_one import _runners
+
+    modules = dict(sys.modules)
+    grown = 0
+
+    def imports(phase: str, info: dict[str, Any]) -> None:
+        nonlocal grown
+        if phase == "start":
+            grown += 1
+            modules[f"_imported_meanwhile_{grown}"] = None
+
+    monkeypatch.setattr(sys, "modules", modules)
+    threshold = gc.get_threshold()
+    gc.callbacks.append(imports)
+    gc.set_threshold(1)
+    try:
+        files = _runners._files(sys.path)
+    finally:
+        gc.set_threshold(*threshold)
+        gc.callbacks.remove(imports)
+    assert isinstance(files, dict)
+    assert grown > 0  # collections did run, and grew the modules, while it worked

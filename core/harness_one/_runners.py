@@ -452,7 +452,9 @@ def _files(sys_path: list[str]) -> dict[str, str]:
     with ``spec_from_file_location``): a worker imports each from that file when a job names it."""
     found: dict[str, str] = {}
     where: set[str] | None = None
-    for name, module in list(sys.modules.items()):
+    # a copy taken at once: list(sys.modules.items()) makes a tuple per module, and a collection the allocation starts
+    # can run Python code (a finalizer, a weakref callback) that imports, or lets another thread import
+    for name, module in sys.modules.copy().items():
         if "." in name or name == "__main__":
             continue
         spec = getattr(module, "__spec__", None)

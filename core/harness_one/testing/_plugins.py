@@ -187,7 +187,7 @@ def _own_modules(root: Any) -> list[ModuleType]:
     tops = {name.split(".")[0] for name in names} - {"harness_one", "builtins"}
     found = {
         name: module
-        for name, module in list(sys.modules.items())
+        for name, module in sys.modules.copy().items()  # (taken at once: see harness_one._runners._files)
         if name.split(".")[0] in tops and isinstance(module, ModuleType)
     }
     if isinstance(root, ModuleType):  # itself, imported or not
