@@ -18,6 +18,7 @@ unchecked).
 from __future__ import annotations
 
 import argparse
+import math
 import multiprocessing
 import queue
 import shutil
@@ -131,15 +132,22 @@ def check_redis(url: str) -> None:
     from harness_one.state import State, StateUnavailable
 
     try:
-        state = State(url, prefix=PREFIX)
+        link = State(url, prefix=PREFIX).link()  # ValueError: not a Redis URL
     except ValueError as exc:
         raise SystemExit(str(exc)) from None
     try:
-        state.link().command("PING")
+        link.command("PING")
     except StateUnavailable as exc:
-        raise SystemExit(f"Redis at {url} is unavailable: {exc}") from None
+        raise SystemExit(f"Redis at {shown(url)} is unavailable: {exc}") from None
     finally:
-        state.link().close()
+        link.close()
+
+
+def shown(url: str) -> str:
+    """``url`` as printed: its password masked, as harness-one's own messages mask it."""
+    from harness_one import redact
+
+    return str(redact(url))
 
 
 def receive(out: Any, procs: list[Any], within: float) -> tuple[Any, ...]:
@@ -169,7 +177,7 @@ def run_workers(url: str, seconds: float) -> list[tuple[int, int, float, float]]
         for _ in procs:
             message = receive(out, procs, STARTUP)
             if message[0] == "unavailable":
-                raise SystemExit(f"Redis at {url} is unavailable: {message[1]}")
+                raise SystemExit(f"Redis at {shown(url)} is unavailable: {message[1]}")
         start.value = time.time() + LEAD
         go.set()
         return [receive(out, procs, STARTUP + seconds)[1:] for _ in procs]
@@ -186,8 +194,8 @@ def main() -> None:
     parser.add_argument("url", nargs="?", help="a redis:// URL (default: start a redis-server here)")
     parser.add_argument("--seconds", type=float, default=SECONDS, help=f"how long the workers call (default {SECONDS:g})")
     options = parser.parse_args()
-    if not options.seconds > 0:
-        parser.error("--seconds must be a positive number")
+    if not 0 < options.seconds < math.inf:
+        parser.error("--seconds must be a positive finite number")
     server = None
     with tempfile.TemporaryDirectory() as tmp:
         url = options.url
@@ -211,7 +219,7 @@ def main() -> None:
         f"(one shared limit: {BURST} + {RATE:g}/s x {window:.2f} s = {expected} +-{TOLERANCE})"
     )
     if refused:
-        problem = f"Redis at {url} did not answer {refused} calls during the run: the limit could not be checked"
+        problem = f"Redis at {shown(url)} did not answer {refused} calls during the run: the limit could not be checked"
     if problem is not None:
         sys.exit(problem)
     print("the shared limit held")
