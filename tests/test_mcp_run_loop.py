@@ -61,7 +61,7 @@ def test_run_calls_remote_tools(transport: str, tmp_path: Path) -> None:
     limited = sorted((answers[3], answers[4]), key=lambda a: a["ok"])  # the remote allows one call per client
     assert limited[1]["result"] == "ok"
     refused = limited[0]["error"]
-    assert refused["type"] == "ToolExecutionError" and refused["cause"] == "RemoteToolError"
+    assert refused["type"] == "ToolExecutionError" and refused["cause"] == "harness_one.mcp.RemoteToolError"
     assert "on MCP server 'up'" in refused["message"] and "rate limited" in refused["message"]
     assert 900 < refused["retry_after"] <= 1000  # the remote's retry time (rate 0.001/s), carried through
     identity = answers[5]["result"]

@@ -141,7 +141,7 @@ def test_an_exception_with_keyword_only_arguments_crosses_typed_and_is_retried(
 def test_an_exception_that_is_not_rebuilt_comes_back_described(reg: ToolRegistry) -> None:
     reg.add(tpm.raise_unsendable_secret, timeout=30, timeout_mode="process")
     failed = reg.try_call("raise_unsendable_secret")
-    assert isinstance(failed.error, ToolExecutionError) and failed.error.cause == "Unsendable"
+    assert isinstance(failed.error, ToolExecutionError) and failed.error.cause == "tools_for_process_mode2.Unsendable"
     assert str(failed.error) == "Tool 'raise_unsendable_secret' failed: Unsendable: cannot connect to postgres://[REDACTED]@db/x"
 
 

@@ -39,6 +39,7 @@ __all__ = [
     "late_capped",
     "model_message",
     "outside_text",
+    "type_name",
 ]
 
 #: The ``kind`` of the approval plugin's error: core code (dispatch, the agent loop) recognises a
@@ -105,6 +106,12 @@ def exception_text(exc: BaseException) -> str:
     except BaseException:  # a broken __str__ (one raising SystemExit too): its type says what it was
         text = ""
     return f"{type(exc).__name__}: {outside_text(text)}" if text else type(exc).__name__
+
+
+def type_name(cls: type) -> str:
+    """``module.qualname`` of an exception class (a builtin's bare): the ``error.type`` of a tool's
+    exception, as a live one and one stored (an idempotent replay, a process-mode description) name it."""
+    return cls.__qualname__ if cls.__module__ == "builtins" else f"{cls.__module__}.{cls.__qualname__}"
 
 
 #: Room for what a harness error writes before a cut text (``Tool 'x' failed on MCP server 'y': ...``).
@@ -589,7 +596,7 @@ class ToolExecutionError(ToolError):
     kind = "tool_failed"
 
     def __init__(self, cause: BaseException, *, tool: str | None = None, call_id: str | None = None) -> None:
-        #: The tool's exception (after an idempotent replay from a store: its type name).
+        #: The tool's exception (after an idempotent replay from a store: its :func:`type_name`).
         self.cause: BaseException | str = cause
         subject = f"Tool '{tool}'" if tool else "The tool"
         message = f"{subject} failed: {exception_text(cause)}"  # a broken __str__ is still the tool's failure
@@ -601,7 +608,7 @@ class ToolExecutionError(ToolError):
 
     def to_dict(self) -> dict[str, Any]:
         data = super().to_dict()
-        data["cause"] = self.cause if isinstance(self.cause, str) else type(self.cause).__name__
+        data["cause"] = self.cause if isinstance(self.cause, str) else type_name(type(self.cause))
         return data
 
 

@@ -878,8 +878,8 @@ def _remote_error(
     class, args and ``__dict__`` (:func:`_rebuilt`), else a ToolError rebuilt from its description.
 
     A :class:`ToolError` comes back through ``ToolError.from_dict``; any other exception as a
-    :class:`ToolExecutionError` naming its type and message (``cause`` is the type's name, as
-    for a replayed idempotent outcome). ``SystemExit`` and the like become a ToolExecutionError
+    :class:`ToolExecutionError` naming its type and message (``cause`` is the type's ``module.qualname``,
+    as for a replayed idempotent outcome). ``SystemExit`` and the like become a ToolExecutionError
     too, so nothing raised in a worker can exit or interrupt the caller.
     """
     exc: Any = None
@@ -893,10 +893,11 @@ def _remote_error(
             exc = ToolError.from_dict(described)
         else:
             kind, message = str(described.get("type")), str(described.get("message") or "")
+            name = str(described.get("name") or kind)  # the message names the class as a live exception's does
             exc = ToolError.from_dict(
                 {
                     "type": "ToolExecutionError",
-                    "message": f"Tool '{call.tool.name}' failed: {kind}: {outside_text(message) or kind}",
+                    "message": f"Tool '{call.tool.name}' failed: {name}: {outside_text(message) or name}",
                     "cause": kind,
                     "tool": call.tool.name,
                     "call_id": call.call_id,

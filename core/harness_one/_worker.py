@@ -18,7 +18,8 @@ socket ``FD`` in frames (an 8-byte little-endian length, then a pickle):
    tool did not start: its module is not importable here, an argument does not unpickle), or
    ``(False, pickled exception or None, description,
    traceback text, pickled (class, args, __dict__) or None)`` where the description is
-   ``ToolError.to_dict()`` for harness-one's errors and ``{"type", "message"}`` otherwise: when
+   ``ToolError.to_dict()`` for harness-one's errors and ``{"type", "name", "message"}`` otherwise
+   (``type``: ``module.qualname``, a builtin's bare; ``name``: the class's ``__name__``): when
    the exception itself does not unpickle, the parent rebuilds it from its class, args and
    ``__dict__`` (``__init__`` not called), else a typed error from its description. An answer with another id (a frame the tool
    wrote to the socket itself) tells the parent the worker is out of step: it is killed.
@@ -210,7 +211,9 @@ def _describe(exc: BaseException) -> dict[str, Any]:
         message = str(exc)
     except BaseException:
         message = ""
-    return {"type": type(exc).__name__, "message": message}
+    cls = type(exc)  # "type" named as harness_one._errors.type_name names it (not imported here), "name" for the message
+    named = cls.__qualname__ if cls.__module__ == "builtins" else f"{cls.__module__}.{cls.__qualname__}"
+    return {"type": named, "name": cls.__name__, "message": message}
 
 
 def _pickled(value: object) -> bytes | None:

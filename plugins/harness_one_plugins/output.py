@@ -8,6 +8,7 @@ the original size, or refused with an error the model can act on.
 from __future__ import annotations
 
 import threading
+import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -26,6 +27,37 @@ MODES = ("truncate", "refuse")
 _MIN_TRUNCATE = 100
 _SHORT_INT = 10**18  # ints within it (and floats) render in at most 24 characters: never measured
 _WORDS = {"chars": "characters", "bytes": "bytes"}
+#: The most characters a cut backs up so as not to split a symbol (an emoji ZWJ sequence with skin tones is 11).
+_BACK = 16
+_ZWJ = "\u200d"
+#: A character that joins the one before it: the zero-width joiner, the text and emoji variation selectors,
+#: the emoji skin tones.
+_JOINERS = frozenset("\u200d\ufe0e\ufe0f" + "".join(map(chr, range(0x1F3FB, 0x1F400))))
+#: The regional indicators (two make a flag), and how many of them before a cut are counted to pair them.
+_FLAG_HALVES = "".join(map(chr, range(0x1F1E6, 0x1F200)))
+_FLAG_RUN = 1_000
+
+
+def _mark(char: str) -> bool:
+    """A mark that belongs to the character before it (Mn, Me, and Mc: a spacing vowel sign)."""
+    return unicodedata.combining(char) != 0 or unicodedata.category(char)[0] == "M"
+
+
+def _boundary(text: str, end: int) -> int:
+    """``end``, backed up (at most :data:`_BACK` characters) so that ``text[:end]`` does not end inside a
+    symbol: before a combining mark or a joiner, just after a ZWJ, or between the halves of a flag."""
+    floor = max(end - _BACK, 0)
+    while floor < end < len(text):
+        after, before = text[end], text[end - 1]
+        if after in _JOINERS or before == _ZWJ or _mark(after):
+            end -= 1
+            continue
+        if after in _FLAG_HALVES and before in _FLAG_HALVES:  # pairs count from the run's start (up to _FLAG_RUN back)
+            seen = text[max(end - _FLAG_RUN, 0) : end]
+            if (len(seen) - len(seen.rstrip(_FLAG_HALVES))) % 2:
+                end -= 1
+        break
+    return end
 
 
 class OutputTooLarge(ToolError):
@@ -120,9 +152,10 @@ class OutputLimit:
                 break
             kept = room
         if self.unit == "chars":
-            head = text[:kept]
+            end = kept
         else:  # cut at a character boundary: never half a character
-            head = text.encode("utf-8", "surrogatepass")[:kept].decode("utf-8", "ignore")
+            end = len(text.encode("utf-8", "surrogatepass")[:kept].decode("utf-8", "ignore"))
+        head = text[: _boundary(text, end)]  # nor half a symbol: a flag, an accented letter, an emoji sequence
         return head + marker(self.measure(head))
 
 

@@ -124,6 +124,8 @@ class RemoteToolError(Exception):
     ...), else ``None``.
     """
 
+    __module__ = "harness_one.mcp"  # where it is imported from: the name errors and span attributes give its type
+
     def __init__(self, text: str, *, server: str, tool: str, data: Any = None) -> None:
         text = outside_text(text)
         super().__init__(text)
