@@ -14,7 +14,9 @@ from harness_one import (
     Outcome,
     Redactor,
     Retry,
+    ToolCancelled,
     ToolError,
+    applies_to,
     hookimpl,
     log_enabled_for,
     log_event,
@@ -25,10 +27,12 @@ from harness_one import (
 
 from ._options import flag
 
-__all__ = ["SECRET_KEYS", "LoggingPlugin", "redact"]
+__all__ = ["SECRET_KEYS", "LoggingPlugin", "redact", "secrets_of"]
 
 _LOGGER = "harness_one.calls"
 _MAX_KEYS = 64  # argument names logged per event; the rest are counted
+_LOGGED = "logging.logged"  # in call.state once the call's success is logged: it is logged once
+_MAX_WALK = 1000  # argument values looked at for secrets per failed call (a model's huge arguments: bounded work)
 
 
 #: The sized types, each with its own length (a subclass's ``__len__`` may raise after the tool ran).
@@ -46,10 +50,31 @@ def _size(value: Any) -> int:
     return 1
 
 
+def secrets_of(redactor: Redactor, arguments: Any) -> Redactor | None:
+    """A redactor of the strings ``arguments`` holds under secret keys (as ``redactor`` tells them, at any
+    depth of dicts, lists and tuples; the first 1,000 values), else None: for the error text of a failed
+    call, which may quote them (``access denied for admin/Tr0ub4dor&3``) where the arguments show them masked."""
+    found: list[str] = []
+    stack: list[tuple[Any, bool]] = [(arguments, False)]
+    budget = _MAX_WALK
+    while stack and budget:
+        value, secret = stack.pop()
+        budget -= 1
+        if isinstance(value, str):
+            if secret and str.__len__(value):
+                found.append(str.__str__(value))  # (a plain str: a subclass's own methods are not called)
+        elif isinstance(value, dict):  # read by the builtin methods: a subclass's own items() or __iter__ is not called
+            stack.extend((item, secret or redactor.is_secret(key)) for key, item in itertools.islice(dict.items(value), budget))
+        elif isinstance(value, list | tuple):
+            items = list.__iter__(value) if isinstance(value, list) else tuple.__iter__(value)
+            stack.extend((item, secret) for item in itertools.islice(items, budget))
+    return Redactor((), values=found, query_keys=()) if found else None
+
+
 class LoggingPlugin:
     """Emits ``tool_call`` events (and ``tool_call_retry`` for attempts that will be retried).
 
-    Fields: tool, call_id, attempt, outcome (``ok``/``error``/``retry``), error_type, error,
+    Fields: tool, call_id, attempt, outcome (``ok``/``error``/``retry``/``wait``), error_type, error,
     duration_ms, arg_keys, result_size; ``arguments`` (redacted, about 16,384 characters at most)
     only with ``log_arguments=True``. The call id and argument names are redacted and cut at 200
     characters. Events go to structlog when the application configured it, else
@@ -88,6 +113,7 @@ class LoggingPlugin:
         # common answer, no one listens, taken in the hook's own frame).
         self._post_call = log_gated(_LOGGER, self.level, self._succeeded)
         self._on_error = log_gated(_LOGGER, self.level, self._failed)
+        self._on_decision = log_gated(_LOGGER, self.level, self._settled)
         self.redactor = Redactor(secret_keys, extra_keys=extra_secret_keys, values=secret_values)
 
     def _emit(self, event: str, call: Call, outcome: str, **extra: Any) -> None:
@@ -108,17 +134,40 @@ class LoggingPlugin:
         log_event(self.level, event, logger=_LOGGER, **fields)
 
     def _succeeded(self, call: Call) -> None:
+        if call.peek(_LOGGED):
+            return  # a retry after a later post_call hook failed: the call was logged
+        call.state[_LOGGED] = True  # (a later post_call hook's failure logs nothing more: see _failed)
         self._emit("tool_call", call, "ok", result_size=_size(call.result))
 
     def _failed(self, call: Call, error: BaseException) -> None:
+        """The error stands (no decision): its event. A decision is logged by :meth:`_settled`, once final."""
+        if (call.decision is not None and not isinstance(error, ToolCancelled)) or call.peek(_LOGGED):
+            return
+        self._error(call, error)
+
+    def _settled(self, call: Call, error: BaseException) -> None:
+        """A decision, final (after every on_error hook, the output limit's included): a retry, or a wait when the
+        attempt's tool never ran (a rate limit's refusal waited out); with an ``Outcome``, a success when it
+        recovered, else the translated error (what the caller gets)."""
         decision = call.decision
-        retrying = type(decision) is Retry
-        if type(decision) is Outcome and decision.error is not None:
-            error = decision.error  # what the caller gets: an earlier plugin's translation, or its failure
-        extra: dict[str, Any] = {"error_type": type(error).__name__}
-        if isinstance(error, ToolError):
-            extra["error"] = self._first_line(error)
-        self._emit("tool_call_retry" if retrying else "tool_call", call, "retry" if retrying else "error", **extra)
+        if isinstance(error, ToolCancelled) or call.peek(_LOGGED):
+            return  # logged by _failed
+        if type(decision) is Retry:
+            extra = {"error_type": type(error).__name__, **self._error_text(call, error)}
+            self._emit("tool_call_retry", call, "retry" if call.ran else "wait", **extra)
+            return
+        if type(decision) is Outcome:
+            if decision.error is None:
+                self._emit("tool_call", call, "ok", result_size=_size(decision.value))
+                return
+            error = decision.error
+        self._error(call, error)
+
+    def _error(self, call: Call, error: BaseException) -> None:
+        self._emit("tool_call", call, "error", error_type=type(error).__name__, **self._error_text(call, error))
+
+    def _error_text(self, call: Call, error: BaseException) -> dict[str, str]:
+        return {"error": self._first_line(error, call.arguments)} if isinstance(error, ToolError) else {}
 
     @hookimpl(trylast=True)
     @per_tool(lambda plugin, tool: plugin._post_call)
@@ -129,6 +178,12 @@ class LoggingPlugin:
     @per_tool(lambda plugin, tool: plugin._on_error)
     def harness_on_error(self, call: Call, error: BaseException) -> None:
         self._on_error(call, error)
+
+    @hookimpl(trylast=True, specname="harness_on_error")
+    @applies_to(after_decision=True)
+    @per_tool(lambda plugin, tool: plugin._on_decision)
+    def _decided(self, call: Call, error: BaseException) -> None:
+        self._on_decision(call, error)
 
     @hookimpl(trylast=True)
     def harness_call_refused(self, name: str, error: ToolError) -> None:
@@ -145,5 +200,9 @@ class LoggingPlugin:
         }
         log_event(self.level, "tool_call", logger=_LOGGER, **fields)
 
-    def _first_line(self, error: ToolError) -> str:
-        return self.redactor.text(error.message.splitlines()[0] if error.message else "")
+    def _first_line(self, error: ToolError, arguments: Any = None) -> str:
+        """The first line of ``error``'s message, masked: with the call's ``arguments``, the values they hold
+        under secret keys too (masked in the event's ``arguments``, they must not show in its ``error``)."""
+        line = error.message.splitlines()[0] if error.message else ""
+        values = secrets_of(self.redactor, arguments) if line else None
+        return self.redactor.text(line if values is None else values.mask(line))

@@ -13,6 +13,7 @@ is imported and no call pays anything.
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import sys
 import threading
@@ -41,6 +42,7 @@ from harness_one import (
 
 from ._options import flag
 from ._text import rendered
+from .log import secrets_of
 
 __all__ = [
     "DESCRIPTION_LIMIT",
@@ -119,14 +121,8 @@ def configured() -> bool:
 def error_type(error: ToolError) -> str:
     """The ``error.type`` of a failed call: the tool's exception class, else the error's ``kind``; valid
     UTF-8, as an OTLP exporter encodes it (a lone surrogate in a name replayed from a store as its escape)."""
-    if isinstance(error, ToolExecutionError):
-        cause = error.cause
-        if isinstance(cause, str):  # replayed from a store: the type name
-            return Redactor.escape_surrogates(cause)
-        cls = type(cause)
-        return Redactor.escape_surrogates(
-            cls.__qualname__ if cls.__module__ == "builtins" else f"{cls.__module__}.{cls.__qualname__}"
-        )
+    if isinstance(error, ToolExecutionError):  # its class as module.qualname, as a store keeps it for a replay
+        return Redactor.escape_surrogates(error.to_dict()["cause"])
     return error.kind
 
 
@@ -330,10 +326,10 @@ class OTelPlugin:
         result: str | None = None
         try:
             if error is not None:
-                kind, status = error_type(error), self._status_text(error)
+                kind, status = error_type(error), self._status_text(error, call.arguments)
                 attrs = {**attrs, "error.type": kind}
             elif self.capture_content and self._recording(span):
-                result = rendered(self.redactor(value))
+                result = self._result_text(value)
         except BaseException:  # the plugin's own fault, reported as one: the span is ended all the same
             self._end(span)
             raise
@@ -354,15 +350,39 @@ class OTelPlugin:
             self._sdk_failed(exc)
         self._record(attrs, duration, None if error is None else error.kind)
 
+    def _result_text(self, value: Any) -> str:
+        """``gen_ai.tool.call.result``: the JSON the model reads for ``value``, masked. A value JSON cannot write
+        as it is (a dataclass, a date, an enum, a UUID) is read back from that JSON: its fields, ``isoformat()``,
+        value, text, not its ``repr``; any other goes to the redactor as it is (its hostile parts shown by its rule)."""
+        try:
+            json.dumps(value, allow_nan=False)
+        except TypeError:
+            try:
+                data = json.loads(rendered(value))
+            except (ValueError, RecursionError):  # an int past Python's int-to-text limit, nesting past its depth
+                pass
+            else:
+                if not (isinstance(data, str) and isinstance(value, Mapping)):  # (a hostile mapping: the redactor walks it)
+                    shown = self.redactor(data)  # (read back as one string, an enum's: the model reads it quoted)
+                    return json.dumps(shown, ensure_ascii=False) if isinstance(shown, str) else rendered(shown)
+        except Exception:  # a huge int, NaN, a cycle, a value whose reading raises: the redactor's rule
+            pass
+        return rendered(self.redactor(value))
+
     def _end(self, span: Any) -> None:
         try:
             span.end()
         except Exception as exc:
             self._sdk_failed(exc)
 
-    def _status_text(self, error: ToolError) -> str:
-        """The span status of ``error``: its first line, masked (or its type)."""
-        return self.redactor.text(error.message.splitlines()[0] if error.message else error_type(error))
+    def _status_text(self, error: ToolError, arguments: Any = None) -> str:
+        """The span status of ``error``: its first line, masked (or its type); with the call's ``arguments``,
+        the values they hold under secret keys masked too (as in its ``gen_ai.tool.call.arguments``)."""
+        if not error.message:
+            return self.redactor.text(error_type(error))
+        line = error.message.splitlines()[0]
+        values = secrets_of(self.redactor, arguments)
+        return self.redactor.text(line if values is None else values.mask(line))
 
     def _record(self, attrs: dict[str, Any], duration: float | None, error_kind: str | None) -> None:
         """Count a call (its ``duration``, if it has one) and, with ``error_kind``, its error (``attrs``: with its type)."""
