@@ -262,10 +262,12 @@ def _environment_over_file(settings: Settings) -> None:
     """The plugin settings of the environment win over the file's (the library lets code win over
     the environment, and the file reaches the library as code)."""
     from ._errors import PluginError
-    from ._plugins import ENV_ALLOW, ENV_NO_AUTOLOAD, ENV_STRICT, _env_names, env_options
+    from ._plugins import ENV_ALLOW, ENV_NO_AUTOLOAD, ENV_STRICT, _env_flag, _env_names, env_options
 
     try:
         found = env_options(settings.plugin_options)
+        for var in (ENV_STRICT, ENV_NO_AUTOLOAD):
+            _env_flag(var)  # a value that is no boolean is refused, not taken as an override that means False
     except PluginError as exc:
         raise ConfigError(exc.message) from None
     for name, values in found.items():

@@ -46,8 +46,19 @@ def _env_names(var: str) -> set[str]:
     return {n.strip() for n in os.environ.get(var, "").split(",") if n.strip()}
 
 
+_TRUE = frozenset({"1", "true", "yes", "on"})
+_FALSE = frozenset({"0", "false", "no", "off"})
+
+
 def _env_flag(var: str) -> bool:
-    return os.environ.get(var, "").strip().lower() in {"1", "true", "yes", "on"}
+    """The boolean environment variable ``var`` (unset or empty: ``False``); ``PluginError`` for a value that is
+    neither true nor false, which would otherwise turn the setting off (or override the configuration file's) unseen."""
+    value = os.environ.get(var, "").strip().lower()
+    if value in _TRUE:
+        return True
+    if not value or value in _FALSE:
+        return False
+    raise PluginError(f"{var}={os.environ[var]!r} is not a boolean: use 1, true, yes or on, or 0, false, no or off (any case).")
 
 
 def env_key(name: str) -> str:

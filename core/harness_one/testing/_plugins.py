@@ -48,7 +48,7 @@ from .._registry import ToolRegistry
 from .._tool import Tool
 from ..hookspecs import PER_CALL_HOOKS, PROJECT, hookimpl
 from ._audit import blocking_calls
-from ._suite import _HARNESS_ONE, BoundedClock, Suite, _bounded_check, _own_code, _where, progress, run_async
+from ._suite import _HARNESS_ONE, BoundedClock, Progress, Suite, _bounded_check, _own_code, _where, progress, run_async
 from .pytest_plugin import _KEY as _NOTES
 from .pytest_plugin import _suite_of
 
@@ -65,6 +65,8 @@ _RELEASE_CALLS = 100
 _CUT_POINTS = 8
 #: Event loop steps a cancelled acall is given to end before the probe it waits in returns.
 _DRAIN_STEPS = 100
+#: How many objects the state reachable from a plugin (:func:`footprint`) may grow by over a check's later calls.
+_GROWN_OBJECTS = 32
 #: What each call of the growth check is, in turn: most succeed, one fails in the tool (``fail=True``), one is
 #: refused by the kit's gate before the plugin's ``pre_call`` (what a call takes must be given back on every path).
 _GROWTH_CYCLE = ("ok", "ok", "ok", "fail", "ok", "ok", "ok", "refused")
@@ -1273,7 +1275,7 @@ class PluginTests(Suite, standard=True, provided=("make_plugin", "call_options",
             )
         grown = footprint(plugin) - middle
         all_succeeded(self.growth_calls)
-        assert grown <= 32, (
+        assert grown <= _GROWN_OBJECTS, (
             f"the state reachable from the plugin grew by {grown} objects over calls {half + 1}-{self.growth_calls} "
             f"(about {grown / half:.2f} per call; of every {len(_GROWTH_CYCLE)} calls, one failed in the tool and one "
             "was refused before the plugin's pre_call; each call had its own x, and the kit's manual clock advanced "
@@ -1399,12 +1401,26 @@ class PluginTests(Suite, standard=True, provided=("make_plugin", "call_options",
     def test_releases_after_failures_and_cancellations(self) -> None:
         """After 100 failed calls, and (``supports_async``) 100 ``acall``s cancelled at each step of their way (in a
         plugin's ``Await`` or in the tool), calls still get through: what a call takes is given back on the error path
-        too. A cancelled ``acall`` ends in ``CancelledError``, however far it got."""
+        too. A cancelled ``acall`` ends in ``CancelledError``, however far it got, and the cancelled calls grow the state
+        reachable from the plugin (:func:`footprint`) by no more than the failed ones did, give or take what
+        ``test_no_per_call_state`` allows (a ring of the latest calls' latencies grows with either): a slot kept per
+        cancelled call fails whatever the plugin's cap."""
+        made = progress(2 * _RELEASE_CALLS)  # ends the loops once the kit's clock stopped the calls
         plugin = self.make_plugin()
         registry = self._registry(plugin)
+        fresh = footprint(plugin)
         for i in range(_RELEASE_CALLS):
             self.ended(registry, {"x": 10_000 + i, "fail": True})
-        problems, reached, early = run_async(self._cancel_calls(registry)) if self.supports_async else ([], True, [])
+            made.made()
+        failed = footprint(plugin)
+        problems, reached, early = run_async(self._cancel_calls(registry, made)) if self.supports_async else ([], True, [])
+        grown = footprint(plugin) - failed
+        if grown > failed - fresh + _GROWN_OBJECTS:
+            problems.append(
+                f"the state reachable from the plugin grew by {grown} objects over {_RELEASE_CALLS} cancelled acalls, "
+                f"where {_RELEASE_CALLS} failed calls grew it by {failed - fresh}: it keeps something per cancelled "
+                "call (give back what pre_call took in on_error too: a cancelled call reaches it as ToolCancelled)"
+            )
         what = f"{_RELEASE_CALLS} failed" + (f" and {_RELEASE_CALLS} cancelled" if self.supports_async else "")
         if isinstance(registry.clock, ManualClock):
             registry.clock.advance(86_400.0)  # a circuit opened by the failures half-opens, limits refill
@@ -1424,16 +1440,19 @@ class PluginTests(Suite, standard=True, provided=("make_plugin", "call_options",
             )
         assert not problems, "calls on the error path:\n  - " + "\n  - ".join(problems)
 
-    async def _cancel_calls(self, registry: ToolRegistry) -> tuple[list[str], bool, list[BaseException]]:
+    async def _cancel_calls(self, registry: ToolRegistry, made: Progress) -> tuple[list[str], bool, list[BaseException]]:
         """Cancel ``_RELEASE_CALLS`` acalls of the async probe, each after a few steps of the loop (0 to
         ``_CUT_POINTS - 1``): those that did not end in ``CancelledError``, whether any reached the tool, and the
-        errors of those that ended before they were cut off."""
+        errors of those that ended before they were cut off. Ends early, as ``made`` says, once the kit's clock
+        stopped the calls."""
         reached: list[int] = []
         release = asyncio.Event()
         registry.add(dataclasses.replace(self.probe_tool(asynchronous=True), fn=_waiting_probe(reached, release)), replace=True)
         swallowed: list[str] = []
         early: list[BaseException] = []
         for i in range(_RELEASE_CALLS):
+            if i:
+                made.made()
             arguments = {"x": 20_000 + i}
             task = asyncio.ensure_future(registry.acall(PROBE + "_async", dict(arguments), **self.call_options(arguments)))
             for _ in range(i % _CUT_POINTS):

@@ -33,6 +33,7 @@ __all__ = [
     "bounded",
     "added_marks",
     "kit_functions",
+    "kit_marks",
     "progress",
     "run_async",
     "tuning_changes",
@@ -68,6 +69,11 @@ def _marks(fn: Any) -> list[Any]:
 def added_marks(fn: Any) -> list[Any]:
     """The marks put on kit function ``fn`` after the kit defined it (``pytest.mark.x(fn)`` appends to its list)."""
     return _marks(fn)[getattr(fn, _OWN_MARKS, 0) :]
+
+
+def kit_marks(fn: Any) -> list[Any]:
+    """The marks the kit itself gave its function ``fn`` (a ``parametrize``)."""
+    return _marks(fn)[: getattr(fn, _OWN_MARKS, 0)]
 
 
 def _mark_names(fn: Any) -> list[str]:
@@ -561,6 +567,11 @@ class Suite:
                     )
                 elif xfail_reason(current) is None:
                     problems.append(f"{name} is overridden without @pytest.mark.xfail(reason=...)")
+                elif any(m.name == "xfail" and not m.kwargs.get("run", True) for m in _marks(current)):
+                    problems.append(
+                        f"{name} is overridden under @pytest.mark.xfail(run=False), which never runs it: neither a failure "
+                        "nor a pass is seen"
+                    )
             for name, floor in kit.__dict__.get("_harness_tuning", {}).items():
                 if floor and getattr(cls, name) < getattr(kit, name):
                     problems.append(

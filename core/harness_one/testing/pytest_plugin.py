@@ -73,6 +73,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     from ._suite import added_marks, kit_functions  # the kit, which the test modules that use it import
 
     notes = config.stash.get(_KEY, {})
+    refused: dict[str, None] = {}  # (ordered: a mark on a class or module is named once, not once per check)
     for cls, members in suites.items():
         kit = kit_functions(cls)
         for item in members:
@@ -88,6 +89,46 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                     f"{item.name}: ignored the marks ({dropped}) put on the kit's own function, which every suite shares"
                 )
             item.add_marker(pytest.mark.conformance)
+            refused.update(dict.fromkeys(_refused_marks(item, kit)))
+    if refused:
+        # Refused here, not by the guard (a test): a mark on the class or module would skip or xfail the guard too.
+        raise pytest.UsageError(
+            "harness-one conformance: marks that hide whether a check passes:\n  "
+            + "\n  ".join(refused)
+            + "\nMark a known failure on an override of that one check, run under @pytest.mark.xfail(reason=...): "
+            "def test_x(self, ...): super().test_x(...); switch a check off with its capability flag."
+        )
+
+
+def _refused_marks(item: pytest.Item, kit: dict[int, tuple[str, Any]]) -> list[str]:
+    """The marks on the kit's check or guard ``item`` (its own, its class's, its module's) that hide whether it passes:
+    skip or skipif but on the class or module (which skips the whole suite, the guard included: a suite that needs
+    what is missing here, listed in the summary); an xfail with ``run=False`` (never run) or not on an override of this
+    one check (on the class or module it marks the guard too); a parametrize the kit did not give the check, on an
+    override (an empty one runs nothing: on the class too, as it skips each check with a mark of its own)."""
+    from ._suite import kit_marks
+
+    name = getattr(item, "originalname", item.name)
+    kit_fns = [fn for n, fn in kit.values() if n == name]
+    if not kit_fns:
+        return []  # the suite's own extra test, not a check of the kit
+    overridden = id(getattr(item, "function", None)) not in kit
+    given = [(m.args, m.kwargs) for fn in kit_fns for m in kit_marks(fn) if m.name == "parametrize"]
+    problems = []
+    for node, mark in item.iter_markers_with_node():
+        if node is item:
+            where = f"{item.nodeid}: " + ("on the override" if overridden else "added to the kit's check")
+        else:  # on the class or module: every check of the suite, the guard included
+            where = f"{node.nodeid}: on the {type(node).__name__.lower()}"
+        if mark.name in ("skip", "skipif") and node is item:
+            problems.append(f"{where}, @pytest.mark.{mark.name}")
+        elif mark.name == "xfail" and not mark.kwargs.get("run", True):
+            problems.append(f"{where}, @pytest.mark.xfail(run=False), which never runs the check")
+        elif mark.name == "xfail" and not (node is item and overridden):
+            problems.append(f"{where}, @pytest.mark.xfail, not on an override of the one check known to fail")
+        elif mark.name == "parametrize" and node is item and (mark.args, mark.kwargs) not in given:
+            problems.append(f"{where}, @pytest.mark.parametrize, which the kit did not give the check")
+    return problems
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
@@ -142,12 +183,17 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         if key == _PLAN:
             item.config.stash.get(_PLANS, {})[suite] = str(value)
     reason = str(report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr) if report.skipped else ""
-    if "switched off: " in reason:
+    from ._suite import GUARD
+
+    if reason and not hasattr(report, "wasxfail") and getattr(item, "originalname", item.name) == GUARD:
+        notes.setdefault(suite, []).append(f"the whole suite skipped: {reason.removeprefix('Skipped: ')}")
+    elif "switched off: " in reason:
         notes.setdefault(suite, []).append(f"{item.name}: {reason.split('switched off: ', 1)[1]}")
     elif "nothing to check: " in reason:
         notes.setdefault(suite, []).append(f"{item.name}: nothing to check: {reason.split('nothing to check: ', 1)[1]}")
-    elif hasattr(report, "wasxfail") and report.when == "call":
-        notes.setdefault(suite, []).append(f"{item.name}: known failure: {report.wasxfail}")
+    elif report.skipped and hasattr(report, "wasxfail"):  # failed under xfail (not an xfail that passed)
+        at = " (at setup)" if report.when == "setup" else ""
+        notes.setdefault(suite, []).append(f"{item.name}: known failure{at}: {report.wasxfail}")
     return report
 
 
