@@ -51,6 +51,8 @@ STANDARD = {
 @pytest.fixture
 def without_module() -> Iterator[Any]:
     """Make one standard plugin module unimportable (as if deleted), with the others re-imported fresh."""
+    import harness_one_plugins  # noqa: F401 - imported (as every other test file has it) so that it can be put back
+
     saved = {k: v for k, v in sys.modules.items() if k.startswith("harness_one_plugins")}
 
     def hide(module: str) -> None:
@@ -413,7 +415,8 @@ def test_standard_order_is_documented_order(registry: ToolRegistry) -> None:
         "idempotency", "budget", "approval", "cache", "rate_limit", "timeout", "retry", "circuit_breaker", "concurrency", "otel"
     )  # fmt: skip
     assert order["pre_validate"] == ("otel", "timeout", "validation")
-    assert order["on_error"][0] == "rate_limit" and order["on_error"][-2:] == ("metrics", "logging")
+    # metrics and logging last, each with its after-decision hook too (it records the decision once final)
+    assert order["on_error"][0] == "rate_limit" and order["on_error"][-4:] == ("metrics", "metrics", "logging", "logging")
 
 
 def test_applies_to_holds_for_every_implementation_and_wrappers_are_refused(bare: ToolRegistry) -> None:

@@ -206,3 +206,40 @@ def test_the_captured_result_is_the_json_the_model_reads(otel: Telemetry) -> Non
         models["e"],
     }
     assert models["p"] == '{"x": 1, "y": 2}' and models["e"] == '"red"' and "S3CRET" in models["d"]
+
+
+class LateRecovery:
+    """Recovers every failure from an on_error hook that runs after the logging plugin's."""
+
+    name = "late_recovery"
+    order = 99
+
+    @hookimpl(trylast=True)
+    def harness_on_error(self, call: Call, error: BaseException) -> Outcome:
+        return Outcome.success("fallback")
+
+
+def test_a_decision_after_the_logging_plugins_turn_is_not_logged_a_second_time(otel: Telemetry) -> None:
+    """A later hook's decision made the after-decision hook log the call again: error, then ok."""
+    reg = otel.registry({"late": LateRecovery()})
+
+    def boom() -> None:
+        raise ValueError("bad")
+
+    reg.add(boom)
+    with capture_logs() as logs:
+        assert reg.try_call("boom").value == "fallback"
+    assert [(e["event"], e["outcome"]) for e in logs] == [("tool_call", "error")]
+
+
+def test_a_short_secret_value_does_not_blank_out_the_error_line(otel: Telemetry) -> None:
+    """A one-character password from the model masked every "a" of the logged error."""
+    reg = otel.registry()
+
+    def login(password: str) -> None:
+        raise PermissionError("account alice is locked after 3 attempts")
+
+    reg.add(login)
+    with capture_logs() as logs:
+        reg.try_call("login", {"password": "a"})
+    assert logs[-1]["error"] == "Tool 'login' failed: PermissionError: account alice is locked after 3 attempts"

@@ -606,9 +606,15 @@ class ToolExecutionError(ToolError):
         self.call_id = call_id
         self.__cause__ = cause
 
+    @property
+    def cause_type(self) -> str:
+        """The cause's class as ``module.qualname`` (a builtin's bare; a replayed record's, as stored): the
+        ``"cause"`` of :meth:`to_dict` and the ``error.type`` of its span and metrics."""
+        return self.cause if isinstance(self.cause, str) else type_name(type(self.cause))
+
     def to_dict(self) -> dict[str, Any]:
         data = super().to_dict()
-        data["cause"] = self.cause if isinstance(self.cause, str) else type_name(type(self.cause))
+        data["cause"] = self.cause_type
         return data
 
 

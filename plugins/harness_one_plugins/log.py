@@ -26,13 +26,13 @@ from harness_one import (
 )
 
 from ._options import flag
+from ._text import secrets_of
 
-__all__ = ["SECRET_KEYS", "LoggingPlugin", "redact", "secrets_of"]
+__all__ = ["SECRET_KEYS", "LoggingPlugin", "redact"]
 
 _LOGGER = "harness_one.calls"
 _MAX_KEYS = 64  # argument names logged per event; the rest are counted
 _LOGGED = "logging.logged"  # in call.state once the call's success is logged: it is logged once
-_MAX_WALK = 1000  # argument values looked at for secrets per failed call (a model's huge arguments: bounded work)
 
 
 #: The sized types, each with its own length (a subclass's ``__len__`` may raise after the tool ran).
@@ -48,27 +48,6 @@ def _size(value: Any) -> int:
         if isinstance(value, kind):
             return length(value)
     return 1
-
-
-def secrets_of(redactor: Redactor, arguments: Any) -> Redactor | None:
-    """A redactor of the strings ``arguments`` holds under secret keys (as ``redactor`` tells them, at any
-    depth of dicts, lists and tuples; the first 1,000 values), else None: for the error text of a failed
-    call, which may quote them (``access denied for admin/Tr0ub4dor&3``) where the arguments show them masked."""
-    found: list[str] = []
-    stack: list[tuple[Any, bool]] = [(arguments, False)]
-    budget = _MAX_WALK
-    while stack and budget:
-        value, secret = stack.pop()
-        budget -= 1
-        if isinstance(value, str):
-            if secret and str.__len__(value):
-                found.append(str.__str__(value))  # (a plain str: a subclass's own methods are not called)
-        elif isinstance(value, dict):  # read by the builtin methods: a subclass's own items() or __iter__ is not called
-            stack.extend((item, secret or redactor.is_secret(key)) for key, item in itertools.islice(dict.items(value), budget))
-        elif isinstance(value, list | tuple):
-            items = list.__iter__(value) if isinstance(value, list) else tuple.__iter__(value)
-            stack.extend((item, secret) for item in itertools.islice(items, budget))
-    return Redactor((), values=found, query_keys=()) if found else None
 
 
 class LoggingPlugin:
@@ -143,6 +122,7 @@ class LoggingPlugin:
         """The error stands (no decision): its event. A decision is logged by :meth:`_settled`, once final."""
         if (call.decision is not None and not isinstance(error, ToolCancelled)) or call.peek(_LOGGED):
             return
+        call.state[_LOGGED] = True  # a decision an on_error hook after this one takes is not logged again
         self._error(call, error)
 
     def _settled(self, call: Call, error: BaseException) -> None:

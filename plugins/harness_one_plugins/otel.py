@@ -41,8 +41,7 @@ from harness_one import (
 )
 
 from ._options import flag
-from ._text import rendered
-from .log import secrets_of
+from ._text import rendered, secrets_of
 
 __all__ = [
     "DESCRIPTION_LIMIT",
@@ -122,7 +121,7 @@ def error_type(error: ToolError) -> str:
     """The ``error.type`` of a failed call: the tool's exception class, else the error's ``kind``; valid
     UTF-8, as an OTLP exporter encodes it (a lone surrogate in a name replayed from a store as its escape)."""
     if isinstance(error, ToolExecutionError):  # its class as module.qualname, as a store keeps it for a replay
-        return Redactor.escape_surrogates(error.to_dict()["cause"])
+        return Redactor.escape_surrogates(error.cause_type)
     return error.kind
 
 
