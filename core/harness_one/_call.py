@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import inspect
 import itertools
 import os
 import threading
@@ -43,6 +44,23 @@ if hasattr(os, "register_at_fork"):  # not on Windows, which does not fork
 
 #: ``callback(progress, total, message)``: what :meth:`Call.report_progress` calls.
 ProgressCallback = Callable[[float, "float | None", "str | None"], None]
+
+
+class _Unreportable(TypeError):
+    """An ``on_progress`` no report can reach: the call refuses it up front (a ``TypeError``, never a ToolError)."""
+
+
+def progress_callback(report: ProgressCallback) -> ProgressCallback:
+    """``report``, a caller's ``on_progress``, checked once as the call begins: an ``async def`` (a
+    tool reports from a plain call, often in a worker thread, so nothing would await it) or
+    something not callable is refused with a ``TypeError`` naming it."""
+    if not callable(report) or inspect.iscoroutinefunction(report) or inspect.iscoroutinefunction(type(report).__call__):
+        what = "an async def" if callable(report) else "not callable"
+        raise _Unreportable(
+            f"on_progress {report!r} is {what}: it must be a plain function (progress, total, message) -> None"
+            " (from async code, hand the report to the loop: loop.call_soon_threadsafe)"
+        )
+    return report
 
 
 def new_call_id() -> str:
@@ -218,7 +236,7 @@ class Call:
         if idempotency_key is not None:
             self.idempotency_key = idempotency_key
         if progress is not None:
-            self._progress = progress
+            self._progress = progress_callback(progress)
 
     @property
     def call_id(self) -> str:
@@ -286,11 +304,14 @@ class Call:
     def report_progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:
         """Tell the caller how far the tool got (an MCP client that asked for progress sees it).
 
-        Does nothing when the caller passed no ``on_progress``; a failing callback is ignored.
+        Calls the caller's ``on_progress`` in this thread (the tool's). Does nothing when the caller
+        passed none, or once this attempt was abandoned (its timeout, a cancelled call): the caller
+        has its answer then. A failing callback is ignored.
         """
-        if self._progress is not None:
+        report = self._progress
+        if report is not None and not (self._cancelled_through and self.cancelled):
             with contextlib.suppress(Exception):  # the caller's problem must not fail the tool
-                self._progress(progress, total, message)
+                report(progress, total, message)
 
     def __repr__(self) -> str:
         return f"<Call {self.tool.name} id={self.call_id} attempt={self.attempt}>"
@@ -371,9 +392,16 @@ class CallResult(NamedTuple):
     ran: bool = False
 
     def to_dict(self) -> dict[str, Any]:
-        """The JSON answer agent loops send back: ``{"ok", "result"}`` or ``{"ok", "error"}``."""
+        """The JSON answer agent loops send back: ``{"ok", "result"}`` or ``{"ok", "error"}``.
+
+        Always JSON data: ``result`` is the value as :meth:`for_model` writes it (a NaN as ``"NaN"``, a
+        datetime as its ISO text, a pydantic model or a dataclass as an object, ...), the value itself
+        when it is JSON already.
+        """
         if self.ok:
-            return {"ok": True, "result": self.value, "call_id": self.call_id}
+            from ._render import json_data
+
+            return {"ok": True, "result": json_data(self.value), "call_id": self.call_id}
         assert self.error is not None
         return {"ok": False, "error": self.error.to_dict(), "call_id": self.call_id}
 

@@ -17,7 +17,19 @@ from types import MethodType
 from typing import TYPE_CHECKING, Any, ClassVar, Concatenate, Generic, ParamSpec, TypeVar, cast, overload
 
 from ._arguments import ArgumentLimits, check_signature, decode_arguments, plain_json
-from ._call import _EMPTY, Await, Call, CallResult, Lingering, Outcome, ProgressCallback, Retry, new_call_id
+from ._call import (
+    _EMPTY,
+    Await,
+    Call,
+    CallResult,
+    Lingering,
+    Outcome,
+    ProgressCallback,
+    Retry,
+    _Unreportable,
+    new_call_id,
+    progress_callback,
+)
 from ._clock import SYSTEM_CLOCK, Clock
 from ._errors import (
     ArgumentProblem,
@@ -639,8 +651,8 @@ class ToolRegistry(metaclass=_SharedType):
     def _refused(self, name: Any, err: ToolError, call_id: Any) -> ToolError:
         """``err``, which refuses a request before it became a call, once the plugins observed it
         (``harness_call_refused``): it carries the call's id (given, or a new one) from here on."""
-        if err.call_id is None:
-            err.call_id = (call_id if type(call_id) is str else None) or new_call_id()
+        if err.call_id is None:  # a given "" is kept, as on calls that reach the tool
+            err.call_id = call_id if type(call_id) is str else new_call_id()
         text = name if type(name) is str else "" if name is None else _named(name)
         self.plugins.observe("harness_call_refused", registry=self, name=text[:200], error=err)
         return err
@@ -726,7 +738,7 @@ class ToolRegistry(metaclass=_SharedType):
             call.result = None
             call.decoded = call.timeout = call._failure = None
             if on_progress is not None:
-                call._progress = on_progress
+                call._progress = progress_callback(on_progress)
             return call, plan
         return self._new_call(entry, arguments, context, call_id, idempotency_key, on_progress, started), plan
 
@@ -771,7 +783,8 @@ class ToolRegistry(metaclass=_SharedType):
         :class:`ToolArgumentError`, :class:`RateLimitExceeded`, :class:`ToolTimeout`,
         :class:`ToolExecutionError`, ... An async tool runs to completion in a new event
         loop; inside a running loop use :meth:`acall`. ``on_progress(progress, total,
-        message)`` receives what the tool reports through :meth:`Call.report_progress`.
+        message)`` receives what the tool reports through :meth:`Call.report_progress`, in the
+        thread it reports from (an ``async def`` one is a ``TypeError``, raised before the tool runs).
         """
         try:
             entry = self._tools.get(name) or self._entry(name, call_id)
@@ -797,11 +810,11 @@ class ToolRegistry(metaclass=_SharedType):
             call.result = None
             call.decoded = call.timeout = call._failure = None
             if on_progress is not None:
-                call._progress = on_progress
+                call._progress = progress_callback(on_progress)
         else:
             try:
                 call = self._new_call(entry, arguments, context, call_id, idempotency_key, on_progress, _perf())
-            except ToolError:
+            except (ToolError, _Unreportable):  # (an async def on_progress: the caller's TypeError)
                 raise
             except Exception as exc:
                 raise _internal(exc, name) from exc
@@ -842,7 +855,7 @@ class ToolRegistry(metaclass=_SharedType):
         try:
             call, plan = self._begin(name, arguments, context, call_id, idempotency_key, on_progress, _perf())
             value = await self._adrive(call, plan)
-        except ToolError:
+        except (ToolError, _Unreportable):  # as in call
             raise
         except Exception as exc:
             raise _internal(exc, name) from exc
@@ -869,6 +882,8 @@ class ToolRegistry(metaclass=_SharedType):
             call, plan = self._begin(name, arguments, context, call_id, idempotency_key, on_progress, started)
         except ToolError as err:
             return _result(None, None, err, name, call_id, started)
+        except _Unreportable:  # the caller's TypeError (an async def on_progress), raised as call raises it
+            raise
         except Exception as exc:
             return _result(None, None, _internal(exc, name), name, call_id, started)
         tool = call.tool
@@ -921,6 +936,8 @@ class ToolRegistry(metaclass=_SharedType):
             call, plan = self._begin(name, arguments, context, call_id, idempotency_key, on_progress, started)
         except ToolError as err:
             return _result(None, None, err, name, call_id, started)
+        except _Unreportable:  # the caller's TypeError (an async def on_progress), raised as call raises it
+            raise
         except Exception as exc:
             return _result(None, None, _internal(exc, name), name, call_id, started)
         tool = call.tool  # as in try_call: the result names the tool looked up
@@ -1243,6 +1260,8 @@ class ToolRegistry(metaclass=_SharedType):
                 err.call_id = call_id if call_id is not None else new_call_id()
             raise
         except (Exception, SystemExit) as exc:  # as in _attempts
+            raise ToolExecutionError(exc, tool=tool.name, call_id=call_id if call_id is not None else new_call_id()) from exc
+        except asyncio.CancelledError as exc:  # as in _drive: nothing cancels a blocking caller, so it is the tool's
             raise ToolExecutionError(exc, tool=tool.name, call_id=call_id if call_id is not None else new_call_id()) from exc
 
     @staticmethod
@@ -1960,8 +1979,10 @@ def _result(call: Call | None, value: Any, err: ToolError | None, name: Any, cal
         ran = call.ran or call.attempt > 1  # (an attempt that ran is counted when the next begins)
         return _new_result(CallResult, (err is None, value, err, name, ident, _perf() - started, attempts, ran))
     assert err is not None
-    cid = None if call_id is None else _text(call_id, str)
-    cid = err.call_id = err.call_id or cid or new_call_id()
+    cid = err.call_id
+    if cid is None:  # (`is None`: a given "" is kept)
+        cid = None if call_id is None else _text(call_id, str)
+        cid = err.call_id = new_call_id() if cid is None else cid
     return CallResult(False, None, err, err.tool or _named(name), cid, _perf() - started, 0)
 
 
