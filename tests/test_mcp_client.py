@@ -181,7 +181,11 @@ def test_a_remote_error_text_is_masked_and_cut_once(monkeypatch: pytest.MonkeyPa
         error = failed.value
         assert len(masked) == 1 and error.message == f"Tool 'db_query' failed on MCP server 'db': {expected}"
         assert isinstance(error.cause, RemoteToolError) and error.cause.text == expected and error.__cause__ is error.cause
-        assert (error.kind, error.tool, error.to_dict()["cause"]) == ("tool_failed", "db_query", "harness_one.mcp.RemoteToolError")
+        assert (error.kind, error.tool, error.to_dict()["cause"]) == (
+            "tool_failed",
+            "db_query",
+            "harness_one.mcp.RemoteToolError",
+        )
 
 
 def test_lost_connection_is_typed_and_the_next_call_reconnects(plain: tuple[ToolRegistry, RemoteServer]) -> None:

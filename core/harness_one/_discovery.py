@@ -93,14 +93,26 @@ def not_loaded_note(report: DiscoveryReport, name: str) -> str:
 
 
 def as_tool(obj: Any, definition: Mapping[str, Any] | None = None) -> Tool:
-    """A :class:`Tool` from a Tool, a ``@defineTool`` function, or a plain function plus keywords."""
+    """A :class:`Tool` from a Tool, a ``@defineTool`` function, or a plain function plus keywords.
+
+    Keywords given with a tool (or a ``@defineTool`` function) override its own definition and keep the
+    rest (:meth:`Tool.definition`): ``registry.add(tool, name="alias")`` keeps its schema, description,
+    policies, tags and options."""
     definition = dict(definition or {})
-    if isinstance(obj, Tool) and not definition:
-        return obj
-    inner = getattr(obj, "tool", None)
-    if isinstance(inner, Tool) and not definition:
-        return inner
-    fn = obj.fn if isinstance(obj, Tool) else getattr(obj, "fn", obj)
+    fn = obj
+    if isinstance(obj, Tool):
+        inner: Any = obj
+    elif isinstance(obj, type):  # a class's own .tool (@defineTool on it), not a decorated base class's
+        inner = vars(obj).get("tool")
+    elif _of_decorated_class(obj):  # an instance of a decorated class: not that class's tool
+        inner = None
+    else:
+        inner = getattr(obj, "tool", None)
+        fn = getattr(obj, "fn", obj)
+    if isinstance(inner, Tool):
+        if not definition:
+            return inner
+        return Tool.create(inner.fn, **{**inner.definition(), **definition})
     if not callable(fn):
         raise ToolDefinitionError(f"Cannot make a tool from {obj!r}: not callable.")
     return Tool.create(fn, **definition)
@@ -129,10 +141,21 @@ def _is_tool(value: Any) -> bool:
     if issubclass(kind, ModuleType):
         return False
     try:
-        inner = inspect.getattr_static(value, "tool", None)
+        if issubclass(kind, type):  # a class's own .tool, not a decorated base class's
+            inner = vars(value).get("tool")
+        elif _of_decorated_class(value):
+            return False
+        else:
+            inner = inspect.getattr_static(value, "tool", None)
     except Exception:  # an object whose __dict__ lookup raises: not a tool
         return False
     return issubclass(type(inner), Tool)
+
+
+def _of_decorated_class(value: Any) -> bool:
+    """Whether ``value`` (not a class) is an instance of a ``@defineTool`` class, whose ``.tool`` it reads
+    through its class (read statically)."""
+    return issubclass(type(inspect.getattr_static(type(value), "tool", None)), Tool)
 
 
 def tools_of(obj: Any) -> list[Tool]:

@@ -228,6 +228,7 @@ def _bound_names(fn: Callable[..., Any], sig: inspect.Signature) -> dict[str, st
     target: Any = fn
     while isinstance(target, functools.partial):
         target = target.func
+    target = wrapped_function(target)
     if inspect.ismethod(target):
         raw, why = target.__func__, "the method's instance or class"
     elif isinstance(target, type):
@@ -347,7 +348,11 @@ _NO_DEFAULT = object()
 
 
 def _hints(fn: Callable[..., Any], sig: inspect.Signature, tool: str) -> dict[str, Any]:
-    """Resolved annotations of ``fn`` (a function, method or callable object), ``return`` included."""
+    """Resolved annotations of ``fn`` (a function, method or callable object), ``return`` included.
+
+    Every annotation ``sig`` shows is resolved (an annotation no hint gives is read from ``sig``
+    itself), or a ``ToolDefinitionError``: a parameter never loses its type silently."""
+    fn = wrapped_function(fn)
     target: Any = fn if inspect.isfunction(fn) or inspect.ismethod(fn) or isinstance(fn, type) else type(fn).__call__
     targets = [target]
     if isinstance(fn, type) and inspect.isfunction(getattr(fn, "__init__", None)):
@@ -355,18 +360,16 @@ def _hints(fn: Callable[..., Any], sig: inspect.Signature, tool: str) -> dict[st
         # dataclass's or pydantic model's fields, which __init__ may not annotate itself).
         target = fn.__init__  # type: ignore[misc]
         targets.append(target)
+    hints: dict[str, Any] = {}
     try:
-        hints: dict[str, Any] = {}
         for each in targets:
             hints.update(get_type_hints(each, include_extras=True))
-        return hints
     except Exception:
-        pass
+        hints = {}
     namespace = getattr(inspect.unwrap(target), "__globals__", {})
-    hints = {}
     annotations = [(name, param.annotation) for name, param in sig.parameters.items()]
     for name, written in [*annotations, ("return", sig.return_annotation)]:
-        if written is inspect.Parameter.empty:
+        if written is inspect.Parameter.empty or name in hints:
             continue
         annotation = written
         if isinstance(written, str):
@@ -380,6 +383,19 @@ def _hints(fn: Callable[..., Any], sig: inspect.Signature, tool: str) -> dict[st
                 ) from exc
         hints[name] = annotation
     return hints
+
+
+def wrapped_function(fn: Any) -> Any:
+    """The function that a callable object wrapping one stands for (a ``staticmethod``, a ``functools.lru_cache``
+    or ``cache``, any wrapper object keeping ``__wrapped__``), as ``inspect.signature`` reads it; else ``fn``
+    itself. Its annotations and kind (async, generator) are the tool's."""
+    if inspect.isfunction(fn) or inspect.ismethod(fn) or isinstance(fn, type):
+        return fn
+    try:
+        inner = inspect.unwrap(fn, stop=lambda f: hasattr(f, "__signature__"))
+    except ValueError:  # a cycle of __wrapped__
+        return fn
+    return inner if inspect.isfunction(inner) or inspect.ismethod(inner) else fn
 
 
 def _json_default(value: Any, depth: int = 0) -> Any:
@@ -511,11 +527,19 @@ class _Inference:
         """Give ``schema`` ``value`` as its ``default``, unless it has no JSON form or the converter refuses that
         form (a default the validation plugin fills in must be one a call could send). Left out, the function's
         own default applies. Defaults ``schema`` itself refuses are dropped once the tool's schema is whole
-        (:func:`_drop_refused_defaults`)."""
+        (:func:`_drop_refused_defaults`). Without a converter, the filled-in form reaches the function as it is:
+        it is given only when it equals the default itself (not a ``date``'s string, a ``set``'s or ``tuple``'s
+        list), so an unannotated or ``Any`` parameter gets its own default, not its JSON text."""
         form = _json_default(value)
         if form is _NO_DEFAULT:
             return
-        if conv is not None:
+        if conv is None:
+            try:
+                if not bool(form == value):
+                    return
+            except Exception:  # an odd __eq__: the function's own default is the safe one
+                return
+        else:
             try:
                 conv(form, path)
             except Exception:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import functools
 import inspect
 import logging
@@ -13,7 +14,16 @@ from typing import TYPE_CHECKING, Any, NoReturn, ParamSpec, Protocol, TypeVar, o
 from ._errors import ToolDefinitionError
 from ._log import log_event
 from ._policies import CircuitBreakerPolicy, RateLimit, RetryPolicy, _positive
-from ._schema import Converter, analyse, check_against_signature, check_schema, find_surrogate, unpartial, wrap_output
+from ._schema import (
+    Converter,
+    analyse,
+    check_against_signature,
+    check_schema,
+    find_surrogate,
+    unpartial,
+    wrap_output,
+    wrapped_function,
+)
 
 if TYPE_CHECKING:
     from ._registry import ToolRegistry
@@ -133,6 +143,13 @@ class Tool:
                 f"Gemini also needs a letter or '_' first, so its export renames the others).{fix}",
                 tool=tool_name if isinstance(tool_name, str) else None,
             )
+        kind = _yields(fn)
+        if kind:
+            raise ToolDefinitionError(
+                f"Tool '{tool_name}': {kind} function is not a tool: calling it runs none of its body, and the "
+                "call would give the generator object itself; return a list (or one value) instead.",
+                tool=tool_name,
+            )
         if not isinstance(tags, (str, list, tuple, set, frozenset)) and not isinstance(tags, Iterable):  # (ABC last: slow)
             raise ToolDefinitionError(
                 f"Tool '{tool_name}': tags must be a string or an iterable of strings, got {tags!r}.", tool=tool_name
@@ -250,6 +267,37 @@ class Tool:
             ),
         )
 
+    def definition(self) -> dict[str, Any]:
+        """The keywords of :meth:`create` that define this tool again from :attr:`fn`: ``Tool.create(tool.fn,
+        **{**tool.definition(), "name": "alias"})`` is this tool under another name, with every setting kept
+        (the schemas as given; a declined policy as ``False``)."""
+        output = self.output_schema
+        if output is not None and self.output_wrapped:  # given back as the result's own schema: create wraps it again
+            output = {**output["properties"]["result"], **({"$defs": output["$defs"]} if "$defs" in output else {})}
+        return {
+            "name": self.name,
+            "description": self.description,
+            "parameters": copy.deepcopy(self.parameters),
+            "rate_limit": self.rate_limit,
+            "timeout": self.timeout,
+            "idempotent": self.idempotent,
+            "retry": False if "retry" in self.declined else self.retry,
+            "timeout_mode": self.timeout_mode,
+            "total_timeout": self.total_timeout,
+            "max_concurrency": self.max_concurrency,
+            "circuit_breaker": False if "circuit_breaker" in self.declined else self.circuit_breaker,
+            "cache_ttl": self.cache_ttl,
+            "tags": self.tags,
+            "read_only": self.read_only,
+            "destructive": self.destructive,
+            "open_world": self.open_world,
+            "blocking": self.blocking,
+            "output_schema": copy.deepcopy(output),
+            "options": dict(self.options),
+            "source": self.source,
+            "examples": self.examples,
+        }
+
     def describe(self) -> dict[str, Any]:
         """``{"name", "description", "parameters"}``: what the model sees of the tool, and nothing else."""
         return {"name": self.name, "description": self.description, "parameters": self.parameters}
@@ -330,9 +378,31 @@ def defineTool(  # noqa: N802 - the seed's name
 
     def decorate(func: Callable[..., Any]) -> Any:
         tool = Tool.create(func, **definition)
-        wrapper = _wrap(func)
-        wrapper.tool = tool  # type: ignore[attr-defined]
-        wrapper.fn = func  # type: ignore[attr-defined]
+        wrapper: Any = _wrap(func)
+        if isinstance(func, type):
+            # A class stays itself (instances, subclasses, isinstance), with .tool and .fn set on it; an
+            # attribute by either name (other than a decorated base class's) would be hidden, so that is refused.
+            base_tool = isinstance(inspect.getattr_static(func, "tool", None), Tool)
+            taken = [attr for attr in ("tool", "fn") if attr in vars(func) or (hasattr(func, attr) and not base_tool)]
+            if taken:
+                raise ToolDefinitionError(
+                    f"Tool '{tool.name}': @defineTool sets .tool and .fn on the class {func.__qualname__}, which has "
+                    f"{' and '.join(repr(a) for a in taken)} already; register it with registry.add({func.__name__}) instead.",
+                    tool=tool.name,
+                )
+            try:
+                func.tool = tool  # type: ignore[attr-defined]
+                func.fn = func  # type: ignore[attr-defined]
+                wrapper = func
+            except (AttributeError, TypeError):  # a built-in class: a wrapper function, as before
+                pass
+        if wrapper is not func:
+            wrapper.tool = tool
+            wrapper.fn = func
+        if isinstance(func, staticmethod):  # still a static method of its class (no self from an instance)
+            wrapper = staticmethod(wrapper)
+            wrapper.tool = tool
+            wrapper.fn = func
         target = registry
         if target is DEFAULT_REGISTRY:
             from ._registry import ToolRegistry
@@ -456,6 +526,9 @@ def _is_async(fn: Callable[..., Any], depth: int = 0) -> bool:
         return True
     if isinstance(fn, type) or depth > 8:
         return False
+    fn = wrapped_function(fn)  # a staticmethod, an lru_cache: their function's kind
+    if inspect.iscoroutinefunction(fn):
+        return True
     if not (inspect.isfunction(fn) or inspect.ismethod(fn)):
         fn = type(fn).__call__  # a callable object: its class's method
         if not inspect.isfunction(fn):
@@ -467,6 +540,24 @@ def _is_async(fn: Callable[..., Any], depth: int = 0) -> bool:
     except ValueError:  # a cycle of __wrapped__
         return False
     return target is not fn and _is_async(target, depth + 1)
+
+
+def _yields(fn: Callable[..., Any]) -> str:
+    """``"a generator"`` or ``"an async generator"`` when ``fn`` is one of those functions (else ``""``), also within a ``functools.partial``, a
+    ``staticmethod``, an ``lru_cache``, under a decorator that keeps ``__wrapped__``, or as the ``__call__``
+    of a callable object (a class never: calling it builds an instance)."""
+    target: Any = wrapped_function(unpartial(fn)[0])
+    if isinstance(target, type):
+        return ""
+    if not (inspect.isfunction(target) or inspect.ismethod(target)):
+        target = type(target).__call__  # a callable object: its class's method
+    try:
+        target = inspect.unwrap(target)
+    except ValueError:  # a cycle of __wrapped__
+        return ""
+    if inspect.isasyncgenfunction(target):
+        return "an async generator"
+    return "a generator" if inspect.isgeneratorfunction(target) else ""
 
 
 def _wrap(func: Callable[..., Any]) -> Callable[..., Any]:
