@@ -3,6 +3,7 @@ each wrote theirs), as the validation plugin words the same refusal."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import pytest
@@ -33,7 +34,7 @@ def test_a_long_value_is_cut_and_a_cycle_told_by_its_type() -> None:
     assert long.got == '"' + "y" * 56 + "..." and len(long.message) < 100
     cycle: list[Any] = []
     cycle.append(cycle)
-    assert ArgumentProblem.mismatch("$.x", "string", cycle).message == "expected string, got array"
+    assert ArgumentProblem.mismatch("$.x", "string", cycle).message.startswith("expected string, got array [")
 
 
 def test_a_secret_names_value_is_not_shown() -> None:
@@ -97,3 +98,38 @@ def test_a_process_workers_module_list_is_taken_whole_while_imports_happen(monke
         gc.callbacks.remove(imports)
     assert isinstance(files, dict)
     assert grown > 0  # collections did run, and grew the modules, while it worked
+
+
+@pytest.mark.parametrize(
+    ("value", "hidden"),
+    [
+        ("password=hunter2", "hunter2"),
+        ("https://bob:hunter2@x.example/", "hunter2"),
+        ({"api_key": "hunter2"}, "hunter2"),
+        ([{"password": "hunter2"}], "hunter2"),
+        ("Bearer abcdefghijklmnopqrstuvwxyz123456", "abcdefghijklmnop"),
+    ],
+)
+def test_a_mismatch_masks_secrets_as_the_validation_plugin_does(value: Any, hidden: str) -> None:
+    # the value was shown in clear where the validation plugin masked it
+    @define_tool(name="echo", registry=None, parameters={"type": "object", "properties": {"n": {"type": "number"}}})
+    def echo(n: Any = 0) -> Any:
+        if not isinstance(n, (int, float)):
+            raise ToolArgumentError([ArgumentProblem.mismatch("$.n", "number", n)])
+        return n
+
+    def problems(registry: ToolRegistry) -> list[ArgumentProblem]:
+        registry.add(echo)
+        with pytest.raises(ToolArgumentError) as err:
+            registry.call("echo", {"n": value})
+        return list(err.value.problems)
+
+    own = problems(ToolRegistry(standard_plugins=False, autoload=False))
+    assert hidden not in own[0].message
+    assert own == problems(ToolRegistry(autoload=False))
+
+
+def test_a_non_finite_number_is_shown_alone_and_work_is_bounded() -> None:
+    assert ArgumentProblem.mismatch("$.x", "string", math.inf).message == "expected string, got Infinity"
+    huge = list(range(10**6))
+    assert ArgumentProblem.mismatch("$.x", "string", huge).got == "[0, 1, 2, 3, 4, 5, 6, 7, 8, 9]"

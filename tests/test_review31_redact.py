@@ -61,3 +61,16 @@ def test_an_edgegrid_header_is_masked_in_redacted_values_and_in_errors_the_model
 
     registry.add(fails, parameters={"type": "object", "properties": {}})
     assert registry.try_call("fails").for_model() == f"Error: Tool 'fails' failed: PermissionError: 401 Unauthorized: {shown}"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Authorization: EG1-HMAC-SHA256 client_token=a; \n  signature=S3CRET",
+        "Authorization: EG1-HMAC-SHA256 client_token=a;\t\n  signature=S3CRET",
+        'Authorization: Digest realm="x", \n  response="S3CRET"',
+    ],
+)
+def test_a_header_continued_after_blanks_at_a_lines_end_is_masked(text: str) -> None:
+    # the value's end excludes the line's trailing blanks: the next line's parameters were left in clear
+    assert "S3CRET" not in mask_secrets(text)

@@ -345,3 +345,28 @@ def test_a_sync_call_whose_reply_trickles_in_ends_near_the_timeout(trickler: Any
         assert took < 4.0, took
     finally:
         link.close()
+
+
+@pytest.mark.parametrize("scheme", ["redis+cluster", "rediss+cluster"])
+def test_a_clusters_nodes_read_each_whole_reply_within_the_timeout(scheme: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # RedisCluster.from_url put a rediss URL's plain SSLConnection over the connection class that bounds a whole reply
+    import redis.cluster
+
+    from harness_one.state._redis import RedisLink, _Connection, _SSLConnection
+
+    seen: dict[str, Any] = {}
+
+    class Stop(Exception):
+        pass
+
+    def nodes(self: Any, *args: Any, **kwargs: Any) -> None:
+        seen.update(kwargs)
+        raise Stop
+
+    monkeypatch.setattr(redis.cluster.NodesManager, "__init__", nodes)
+    with pytest.raises(Stop):
+        RedisLink(f"{scheme}://user:pw@127.0.0.1:7000/0").client  # noqa: B018 - made on first use
+    options = seen.get("connection_kwargs") or seen
+    assert options["connection_class"] is (_SSLConnection if scheme == "rediss+cluster" else _Connection)
+    assert options.get("password") == "pw"
+    assert [(node.host, node.port) for node in seen["startup_nodes"]] == [("127.0.0.1", 7000)]

@@ -393,7 +393,8 @@ class ArgumentProblem:
 
         got = preview(value, path)
         kind = json_type(value)
-        said = f"{kind} {got}" if keyword == "type" and got != kind else got
+        plain = got == kind or (isinstance(value, float) and not math.isfinite(value))  # "got Infinity", as the plugin
+        said = f"{kind} {got}" if keyword == "type" and not plain else got
         return cls(path, f"expected {expected}, got {said}", keyword, expected, got)
 
     @classmethod

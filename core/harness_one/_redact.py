@@ -21,6 +21,7 @@ __all__ = [
     "SECRET_KEYS",
     "Redactor",
     "hidden_from_model",
+    "mask_model_value",
     "mask_secrets",
     "redact",
     "without_userinfo",
@@ -248,14 +249,15 @@ _TEXT_VALUE = re.compile(
 # or longer, is a credential sent bare, "Authorization: sk_live_x scope=read", masked), followed by one: its
 # parameters are masked to the end of the header, over the lines that continue it (a line ending in "," or ";" then an indented "name=": Digest realm="x",\n  response=...). A parameter is
 # one when its value is quoted, or is followed by ",", ";" (Akamai's EG1-HMAC-SHA256 client_token=...;signature=...) or "&" or another
-# name=value, or ends the header (GoogleLogin auth=...): "authorization: missing scope=read for alice, contact admin" is a message, and keeps its words.
+# name=value, or ends the header (GoogleLogin auth=...): "authorization: missing scope=read for alice, contact admin" is a message, and keeps its words
+# (one whose words read as such a parameter, "missing scope=read; contact admin", is masked after its first: the safe side).
 _AUTH_PARAMS = re.compile(
     r"""(?:[A-Za-z]{1,8}[0-9]{1,2}(?=-(?i:HMAC|RSA|ECDSA)-)|(?i:SharedAccessSignature)|[A-Za-z]{1,12})"""
     r"""(?:-[A-Za-z0-9]{1,20}){0,4}[ \t]+"""
     r"""(?=[\w.-]{1,100}[ \t]*=(?:[ \t]*"|[^\s=,;&"'\\]+=*"""
     r"""(?:[ \t]*[,;&]|[ \t]+[\w.-]{1,100}[ \t]*=|[ \t]*(?:$|[\r\n'"\\]))))"""
 )
-_AUTH_MORE = re.compile(r"""\r?\n[ \t]+[\w.-]{1,100}[ \t]*=[^\r\n]*(?<![ \t])""")
+_AUTH_MORE = re.compile(r"""[ \t]*\r?\n[ \t]+[\w.-]{1,100}[ \t]*=[^\r\n]*(?<![ \t])""")  # (after blanks ending the line too)
 # The rest of a header quoted whole ('Authorization: ...' in a command line): to its closing quote, on its line.
 _QUOTED_REST = {
     "'": re.compile(r"""(?:[^'\\\r\n]|\\.)*"""),
@@ -1080,6 +1082,12 @@ def mask_secrets(text: str) -> str:
     """``text`` as an error the model reads shows it: URL user-info and the values of
     :data:`MODEL_SECRET_KEYS` masked (:meth:`Redactor.mask`), not cut."""
     return _MODEL.mask(text)
+
+
+def mask_model_value(value: Any) -> Any:
+    """A copy of ``value`` as the errors the model reads show it: what :data:`MODEL_SECRET_KEYS` name masked at
+    any depth, and text masked as :func:`mask_secrets` masks it."""
+    return _MODEL(value)
 
 
 def redact(value: Any, secret_keys: Iterable[str] | None = None) -> Any:

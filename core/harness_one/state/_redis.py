@@ -907,7 +907,12 @@ class RedisLink:
         if found is None:
             with self._client_lock:
                 if self._client is None:
-                    self._client = redis.RedisCluster.from_url(self.url, retry=Retry(NoBackoff(), 1), **self._sync_options)
+                    # the URL's options, then ours: from_url would put its own connection class (a rediss URL's
+                    # SSLConnection) over the one that reads a reply within the timeout
+                    options = {**redis.connection.parse_url(self.url), **self._sync_options}  # type: ignore[no-untyped-call]
+                    if options.get("db") == 0:  # (what from_url takes: a cluster has database 0 only, and refuses others)
+                        del options["db"]
+                    self._client = redis.RedisCluster(retry=Retry(NoBackoff(), 1), **options)
                 found = self._client
         return found
 
