@@ -83,7 +83,7 @@ def test_no_progress_reaches_the_caller_once_the_call_returned_at_its_timeout() 
     assert isinstance(result.error, ToolTimeout)
     go.set()  # the abandoned tool goes on and reports
     assert gone.wait(10)
-    assert seen == [(1, 2, "before")]
+    assert (2, 2, "after") not in seen and set(seen) <= {(1, 2, "before")}  # (the first may come late: a loaded machine)
 
 
 def test_no_progress_reaches_the_caller_once_acall_returned_at_its_timeout() -> None:
@@ -99,7 +99,7 @@ def test_no_progress_reaches_the_caller_once_acall_returned_at_its_timeout() -> 
     asyncio.run(main())
     go.set()
     assert gone.wait(10)
-    assert seen == [(1, 2, "before")]
+    assert (2, 2, "after") not in seen and set(seen) <= {(1, 2, "before")}  # (the first may come late: a loaded machine)
 
 
 def test_no_progress_reaches_the_caller_of_a_cancelled_acall() -> None:

@@ -228,3 +228,33 @@ def test_the_release_check_ends_its_loop_once_the_clock_stopped_the_calls(caplog
     assert ended is not None and "the kit's clock stopped the calls" in str(ended), ended
     internal = [r for r in caplog.records if "internal error" in r.getMessage()]
     assert len(internal) == 1, [r.getMessage()[:120] for r in internal]
+
+
+def test_a_suite_a_conftest_hook_skips_whole_is_not_refused(pytester: pytest.Pytester) -> None:
+    """pytest's own --runslow example adds a skip to each item: the kit stopped the session with a usage error."""
+    pytester.makeconftest(
+        """
+import pytest
+
+def pytest_collection_modifyitems(config, items):
+    skip_slow = pytest.mark.skip(reason="need --runslow option to run")
+    for item in items:
+        if "slow" in item.keywords:
+            item.add_marker(skip_slow)
+"""
+    )
+    pytester.makepyfile(
+        test_whole=HEAD
+        + """
+@pytest.mark.slow
+class TestSlow(ToolPackageTests):
+    tools = [inc]
+
+def test_other():
+    pass
+"""
+    )
+    inner = pytester.runpytest("-p", "no:cacheprovider")
+    assert inner.ret == pytest.ExitCode.OK, inner.stdout.str()
+    assert "1 passed" in inner.stdout.str()
+    assert "UsageError" not in inner.stdout.str() + inner.stderr.str()

@@ -243,3 +243,31 @@ def test_a_short_secret_value_does_not_blank_out_the_error_line(otel: Telemetry)
     with capture_logs() as logs:
         reg.try_call("login", {"password": "a"})
     assert logs[-1]["error"] == "Tool 'login' failed: PermissionError: account alice is locked after 3 attempts"
+
+
+class LateRetry:
+    """Retries the first failure from an on_error hook that runs after the logging plugin's."""
+
+    name = "late_retry"
+    order = 99
+
+    @hookimpl(trylast=True)
+    def harness_on_error(self, call: Call, error: BaseException) -> Retry | None:
+        return Retry(0.0) if call.attempt == 1 else None
+
+
+def test_the_attempts_after_a_late_retry_are_logged(otel: Telemetry) -> None:
+    """The mark of attempt 1's logged error hid attempt 2's success."""
+    reg = otel.registry({"late": LateRetry()})
+    attempts = iter([ValueError("bad"), None])
+
+    def flaky() -> str:
+        failure = next(attempts)
+        if failure is not None:
+            raise failure
+        return "fine"
+
+    reg.add(flaky)
+    with capture_logs() as logs:
+        assert reg.try_call("flaky").value == "fine"
+    assert [(e["event"], e["outcome"], e["attempt"]) for e in logs] == [("tool_call", "error", 1), ("tool_call", "ok", 2)]

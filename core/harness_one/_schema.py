@@ -536,7 +536,7 @@ class _Inference:
             return
         if conv is None:
             try:
-                if not bool(form == value):
+                if not bool(form == value) or type(form) is not type(value):  # (a str Enum's member equals its value)
                     return
             except Exception:  # an odd __eq__: the function's own default is the safe one
                 return

@@ -543,18 +543,22 @@ def _is_async(fn: Callable[..., Any], depth: int = 0) -> bool:
 
 
 def _yields(fn: Callable[..., Any]) -> str:
-    """``"a generator"`` or ``"an async generator"`` when ``fn`` is one of those functions (else ``""``), also within a ``functools.partial``, a
-    ``staticmethod``, an ``lru_cache``, under a decorator that keeps ``__wrapped__``, or as the ``__call__``
-    of a callable object (a class never: calling it builds an instance)."""
-    target: Any = wrapped_function(unpartial(fn)[0])
+    """``"a generator"`` or ``"an async generator"`` when ``fn`` is one of those functions (else ``""``), also within a
+    ``functools.partial``, a ``staticmethod``, an ``lru_cache`` (wrapper objects), or as the ``__call__`` of a callable
+    object (a class never: calling it builds an instance). A ``def`` wrapper is the function called, whatever it wraps
+    (``@functools.wraps`` around a generator, returning ``list(...)``, is a tool)."""
+    target: Any = unpartial(fn)[0]
+    for _ in range(8):  # through wrapper objects only
+        if inspect.isfunction(target) or inspect.ismethod(target) or isinstance(target, type):
+            break
+        inner = getattr(target, "__func__", None) or getattr(target, "__wrapped__", None)
+        if inner is None:
+            break
+        target = inner
     if isinstance(target, type):
         return ""
     if not (inspect.isfunction(target) or inspect.ismethod(target)):
         target = type(target).__call__  # a callable object: its class's method
-    try:
-        target = inspect.unwrap(target)
-    except ValueError:  # a cycle of __wrapped__
-        return ""
     if inspect.isasyncgenfunction(target):
         return "an async generator"
     return "a generator" if inspect.isgeneratorfunction(target) else ""

@@ -32,7 +32,9 @@ __all__ = ["SECRET_KEYS", "LoggingPlugin", "redact"]
 
 _LOGGER = "harness_one.calls"
 _MAX_KEYS = 64  # argument names logged per event; the rest are counted
-_LOGGED = "logging.logged"  # in call.state once the call's success is logged: it is logged once
+#: In ``call.state``: ``_OK`` once the call's success is logged (nothing more is), else the attempt whose error was.
+_LOGGED = "logging.logged"
+_OK = "ok"
 
 
 #: The sized types, each with its own length (a subclass's ``__len__`` may raise after the tool ran).
@@ -113,16 +115,17 @@ class LoggingPlugin:
         log_event(self.level, event, logger=_LOGGER, **fields)
 
     def _succeeded(self, call: Call) -> None:
-        if call.peek(_LOGGED):
+        if call.peek(_LOGGED) is _OK:
             return  # a retry after a later post_call hook failed: the call was logged
-        call.state[_LOGGED] = True  # (a later post_call hook's failure logs nothing more: see _failed)
+        call.state[_LOGGED] = _OK  # (a later post_call hook's failure logs nothing more)
         self._emit("tool_call", call, "ok", result_size=_size(call.result))
 
     def _failed(self, call: Call, error: BaseException) -> None:
         """The error stands (no decision): its event. A decision is logged by :meth:`_settled`, once final."""
-        if (call.decision is not None and not isinstance(error, ToolCancelled)) or call.peek(_LOGGED):
+        logged = call.peek(_LOGGED)
+        if (call.decision is not None and not isinstance(error, ToolCancelled)) or logged is _OK or logged == call.attempt:
             return
-        call.state[_LOGGED] = True  # a decision an on_error hook after this one takes is not logged again
+        call.state[_LOGGED] = call.attempt  # a decision a later on_error hook takes on this attempt is not logged again
         self._error(call, error)
 
     def _settled(self, call: Call, error: BaseException) -> None:
@@ -130,8 +133,9 @@ class LoggingPlugin:
         attempt's tool never ran (a rate limit's refusal waited out); with an ``Outcome``, a success when it
         recovered, else the translated error (what the caller gets)."""
         decision = call.decision
-        if isinstance(error, ToolCancelled) or call.peek(_LOGGED):
-            return  # logged by _failed
+        logged = call.peek(_LOGGED)
+        if isinstance(error, ToolCancelled) or logged is _OK or logged == call.attempt:
+            return  # logged by _failed (this attempt's error), or the call's success was
         if type(decision) is Retry:
             extra = {"error_type": type(error).__name__, **self._error_text(call, error)}
             self._emit("tool_call_retry", call, "retry" if call.ran else "wait", **extra)

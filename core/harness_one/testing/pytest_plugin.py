@@ -70,12 +70,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             suites.setdefault(cls, []).append(item)
     if not suites:
         return
-    from ._suite import added_marks, kit_functions  # the kit, which the test modules that use it import
+    from ._suite import GUARD, added_marks, kit_functions  # the kit, which the test modules that use it import
 
     notes = config.stash.get(_KEY, {})
     refused: dict[str, None] = {}  # (ordered: a mark on a class or module is named once, not once per check)
     for cls, members in suites.items():
         kit = kit_functions(cls)
+        # A skip the guard carries too skips the whole suite (a conftest hook's, as pytest's --runslow example adds
+        # one to each item): allowed, as on the class or module.
+        guard = next((i for i in members if getattr(i, "originalname", i.name) == GUARD), None)
+        whole = [m for m in guard.own_markers if m.name in ("skip", "skipif")] if guard is not None else []
         for item in members:
             found = kit.get(id(getattr(item, "function", None)))
             added = added_marks(found[1]) if found is not None else []
@@ -89,7 +93,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                     f"{item.name}: ignored the marks ({dropped}) put on the kit's own function, which every suite shares"
                 )
             item.add_marker(pytest.mark.conformance)
-            refused.update(dict.fromkeys(_refused_marks(item, kit)))
+            refused.update(dict.fromkeys(_refused_marks(item, kit, whole)))
     if refused:
         # Refused here, not by the guard (a test): a mark on the class or module would skip or xfail the guard too.
         raise pytest.UsageError(
@@ -100,12 +104,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         )
 
 
-def _refused_marks(item: pytest.Item, kit: dict[int, tuple[str, Any]]) -> list[str]:
+def _refused_marks(item: pytest.Item, kit: dict[int, tuple[str, Any]], whole: list[Any] | None = None) -> list[str]:
     """The marks on the kit's check or guard ``item`` (its own, its class's, its module's) that hide whether it passes:
     skip or skipif but on the class or module (which skips the whole suite, the guard included: a suite that needs
     what is missing here, listed in the summary); an xfail with ``run=False`` (never run) or not on an override of this
     one check (on the class or module it marks the guard too); a parametrize the kit did not give the check, on an
-    override (an empty one runs nothing: on the class too, as it skips each check with a mark of its own)."""
+    override (an empty one runs nothing: on the class too, as it skips each check with a mark of its own). A skip in
+    ``whole`` (one the suite's guard carries too: the whole suite skipped) is not refused. An override's parametrize
+    must be the kit's own, written as the kit writes it (``kit_marks``)."""
     from ._suite import kit_marks
 
     name = getattr(item, "originalname", item.name)
@@ -120,7 +126,7 @@ def _refused_marks(item: pytest.Item, kit: dict[int, tuple[str, Any]]) -> list[s
             where = f"{item.nodeid}: " + ("on the override" if overridden else "added to the kit's check")
         else:  # on the class or module: every check of the suite, the guard included
             where = f"{node.nodeid}: on the {type(node).__name__.lower()}"
-        if mark.name in ("skip", "skipif") and node is item:
+        if mark.name in ("skip", "skipif") and node is item and mark not in (whole or ()):
             problems.append(f"{where}, @pytest.mark.{mark.name}")
         elif mark.name == "xfail" and not mark.kwargs.get("run", True):
             problems.append(f"{where}, @pytest.mark.xfail(run=False), which never runs the check")
