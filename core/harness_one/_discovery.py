@@ -192,6 +192,8 @@ def imported_tool(registry: ToolRegistry, tool: Tool, old: Tool | None) -> bool:
     ep = importing()
     if ep is None or ep.group != TOOL_GROUP:
         return False
+    if tool.name in registry._removed:  # removed from this registry: a package's tool is not loaded in its place
+        return True
     with _imports_lock:
         made = _imports.get(ep, [])  # (an import not under _load records nothing)
         tool.source = ep.distribution
@@ -235,7 +237,10 @@ def _undo_import(ep: EntryPoint, *, ended: bool = True) -> None:
         with registry._lock, contextlib.suppress(Exception):  # best effort: a plugin's hook may object
             entry = registry._tools.get(tool.name)
             if entry is not None and entry.tool is tool:
-                registry.remove(tool.name)
+                try:
+                    registry.remove(tool.name)
+                finally:  # taken out, not removed: another package's tool of that name may take its place
+                    registry._removed.discard(tool.name)
 
 
 def _forgotten(tool: Tool) -> bool:
@@ -827,6 +832,8 @@ def _add(registry: ToolRegistry, report: DiscoveryReport, ep: EntryPoint, tool: 
         if conflict not in report.conflicts:  # (its import may have recorded it: see imported_tool)
             report.conflicts.append(conflict)
             log_event(30, "tool name conflict", tool=tool.name, kept=kept, skipped=ep.distribution)
+        return
+    if tool.name in registry._removed:  # removed from this registry (ToolRegistry.remove): not loaded again
         return
     tool.source = tool.source or ep.distribution  # the first package that provided it (one Tool, many registries)
     try:

@@ -187,13 +187,27 @@ def _distribution(ep: Any) -> str:
     return named
 
 
+#: How many times :func:`refresh_entry_points` ran (see :func:`refreshes`).
+_refreshes = 0
+
+
 def refresh_entry_points() -> None:
-    """Forget the cached entry points, e.g. after installing a package at run time."""
+    """Forget the cached entry points, e.g. after installing a package at run time.
+
+    Every registry then finds the packages installed since: its next listing, or lookup of a name it lacks, loads them.
+    """
+    global _refreshes
     entry_points.cache_clear()
     _load.cache_clear()
     import importlib
 
     importlib.invalidate_caches()
+    _refreshes += 1  # last: a registry that reads the new count reads the new entry points
+
+
+def refreshes() -> int:
+    """How many times :func:`refresh_entry_points` ran: a registry that loaded every package looks again once it changed."""
+    return _refreshes
 
 
 @functools.cache

@@ -273,6 +273,9 @@ class ToolRegistry(metaclass=_SharedType):
                 self.__dict__[name] = MethodType(attr.func, self)  # not where a subclass overrides it
         self._discover = discover
         self._discovered = False
+        self._refreshes = 0  # refresh_entry_points()'s count when every package was last loaded
+        #: Names removed here: a tool package's tool of that name is not loaded into this registry again.
+        self._removed: set[str] = set()
         #: Held by the thread loading tool packages, through their imports. Not ``_lock``: a thread
         #: that an import starts and waits for may add tools meanwhile (``_lock`` is taken per package).
         self._discovery_lock = threading.RLock()
@@ -426,7 +429,11 @@ class ToolRegistry(metaclass=_SharedType):
 
     @_shared
     def remove(self, /, name: str) -> Tool:
-        """Unregister the tool called ``name`` and return it; safe while other threads call tools."""
+        """Unregister the tool called ``name`` and return it; safe while other threads call tools.
+
+        The name stays removed from this registry: no tool package's tool of that name is loaded
+        into it later (a listing, a lookup, a refresh); code can add a tool of that name again.
+        """
         complete = True
         if isinstance(name, str) and name not in self._tools:
             complete = self._ensure_discovered(name)  # a package's tool is removed, not loaded later
@@ -435,6 +442,7 @@ class ToolRegistry(metaclass=_SharedType):
             if entry is None:
                 raise self._not_found(name, loading=not complete)
             del self._tools[name]
+            self._removed.add(name)
             self._index.remove(name)
             self._version += 1
             self._forget_exports()
@@ -561,10 +569,9 @@ class ToolRegistry(metaclass=_SharedType):
         raises :class:`TimeoutError` (a thread that a package's import waits for would wait for ever).
         """
         from ._discovery import load_tool_entry_points
+        from ._entrypoints import refresh_entry_points, refreshes
 
         if refresh:
-            from ._entrypoints import refresh_entry_points
-
             refresh_entry_points()
         if not self._discovery_lock.acquire(timeout=_DISCOVERY_WAIT):
             raise TimeoutError(f"another thread is loading the tool packages and did not finish within {_DISCOVERY_WAIT:g} s")
@@ -575,6 +582,7 @@ class ToolRegistry(metaclass=_SharedType):
             if outer:  # before _discovered: a lookup that sees it also sees the loading under way
                 self._discovering = threading.get_ident()
                 self._loaded.clear()
+            self._refreshes = refreshes()  # read before the entry points: a refresh from now on is seen
             self._discovered = True  # a package's import that calls back does not load again
             try:
                 load_tool_entry_points(self, self.discovery)
@@ -595,11 +603,14 @@ class ToolRegistry(metaclass=_SharedType):
 
         A package's import runs without ``_lock``; this thread may be one that the import waits
         for, so another thread's loading is waited for at most ``_DISCOVERY_WAIT`` seconds.
-        False: it had not finished by then, and the answer is given without it.
+        False: it had not finished by then, and the answer is given without it. A name removed here
+        loads nothing; after :func:`refresh_entry_points`, a registry that loaded every package loads those installed since.
         """
-        if not self._discover:
+        if not self._discover or (name is not None and name in self._removed):
             return True
-        if self._discovered:
+        from ._entrypoints import refreshes
+
+        if self._discovered and self._refreshes == refreshes():
             if self._loaded.is_set() or self._discovering == threading.get_ident():
                 return True
             if self._loaded.wait(_DISCOVERY_WAIT):
@@ -614,8 +625,13 @@ class ToolRegistry(metaclass=_SharedType):
         return False
 
     def _discover_now(self, name: str | None) -> None:
-        """Under the discovery lock: load the package providing ``name``, or every package (unless another thread just did)."""
+        """Under the discovery lock: load the package providing ``name``, or every package (unless another thread just did;
+        once every package was loaded, those installed since, after a refresh)."""
         if self._discovered:
+            from ._entrypoints import refreshes
+
+            if self._discovering is None and self._refreshes != refreshes():  # (not from within this thread's loading)
+                self.load_entry_points()
             return
         if name is not None:
             from ._discovery import load_named_entry_point

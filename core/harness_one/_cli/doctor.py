@@ -102,8 +102,8 @@ def doctor(ctx: click.Context, as_json: bool) -> None:
     else:
         lines: list[str] = []
 
-        def say(line: str) -> None:  # names, sources and errors come from packages and servers: no escape reaches the terminal
-            lines.append(printable(safe_text(line)))
+        def say(line: str, *, one_line: bool = False) -> None:  # names, sources and errors come from packages and servers:
+            lines.append(printable(safe_text(line), one_line=one_line))  # no escape reaches the terminal; an item, no line break
 
         say(f"harness-one {report['harness_one']} on Python {report['python']}; config: {report['config'] or 'none'}")
         say(f"State: {report['state']}")
@@ -111,26 +111,26 @@ def doctor(ctx: click.Context, as_json: bool) -> None:
         say(f"\nPlugins ({len(report['plugins'])}{blocked}):")
         for p in report["plugins"]:
             options = f"  {dumps(p['options'])}" if p["options"] else ""
-            say(f"  {p['name']:<16} {p['source']}{options}")
+            say(f"  {p['name']:<16} {p['source']}{options}", one_line=True)
         for hook, names in report["hook_order"].items():
             say(f"  {hook:<13} {' -> '.join(names) or '-'}")
         say(f"\nTools: {report['tools']}")
         say(f"Tool packages ({len(report['tool_packages'])}):")
         for dist, names in sorted(report["tool_packages"].items()):
-            say(f"  {dist:<28} {', '.join(names)}")
+            say(f"  {dist:<28} {', '.join(names)}", one_line=True)
         if report["mcp_servers"]:
             say(f"MCP servers ({len(report['mcp_servers'])}):")
         for server, names in report["mcp_servers"].items():
-            say(f"  {server:<28} {len(names)} tools: {', '.join(names) or '-'}")
+            say(f"  {server:<28} {len(names)} tools: {', '.join(names) or '-'}", one_line=True)
         say(f"\nLoad failures: {len(report['failures']) or 'none'}")
         for line in report["failures"]:
-            say(f"  {line}")
+            say(f"  {line}", one_line=True)
         say(f"Name conflicts: {len(report['conflicts']) or 'none'}")
         for line in report["conflicts"]:
-            say(f"  {line}")
+            say(f"  {line}", one_line=True)
         say(f"Unenforced policies: {len(report['unenforced']) or 'none'}")
         for line in report["unenforced"]:
-            say(f"  {line}")
+            say(f"  {line}", one_line=True)
         emit(ctx, out, "doctor", "\n".join(lines))
     if report["failures"] or report["conflicts"] or report["unenforced"]:
         ctx.exit(1)
