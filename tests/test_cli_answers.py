@@ -263,7 +263,7 @@ def test_run_embedded_with_text_only_stdin_and_stdout_answers_every_request_as_c
         (1, True, "h\u00e9llo \u2713 \U0001f600"),
         (2, True, "EOF"),
         (3, False, "line 3: the line is not valid UTF-8 (byte 0xed at position 49)"),  # its id reads
-        (None, False, "line 4: the line is longer than 524288 bytes"),
+        (4, False, "line 4: the line is longer than 524288 bytes"),  # its id read from the line's start, as serve reads it
         (5, True, "done"),
     ]
     assert "5 requests, 3 ok, 2 errors" in err.getvalue()

@@ -89,12 +89,15 @@ def test_stdio_answers_a_line_nested_deeper_than_json_reads(tmp_path: Path) -> N
 
 
 def test_stdio_answers_a_request_with_an_integer_past_the_int_to_text_limit_on_its_id(tmp_path: Path) -> None:
-    """A 5,000-digit integer in a call's arguments was answered on a null id: the client waited for ever."""
+    """A 5,000-digit integer in a call's arguments was answered on a null id: the client waited for ever. Then a
+    -32600 naming no field: now the registry's refusal, on the id, as for arguments given as text."""
     call = '{"jsonrpc": "2.0", "id": %s, "method": "tools/call", "params": {"name": "noisy", "arguments": {"x": %s}}}'
     big = [(call % (rid, "9" * 5000)).encode() + b"\n" for rid in ("10", '"ten"')]
     answers, _ = exchange(tmp_path, [*OPENING, *big, PING], 4)
-    assert [(a["id"], a.get("error", {}).get("code")) for a in answers[1:]] == [(10, -32600), ("ten", -32600), (3, None)]
-    assert "number out of range" in answers[1]["error"]["message"]
+    assert [(a["id"], a.get("error", {}).get("code")) for a in answers[1:]] == [(10, None), ("ten", None), (3, None)]
+    for answer in answers[1:3]:
+        assert answer["result"]["isError"] is True
+        assert "$.x: expected an integer of at most 4300 digits" in answer["result"]["content"][0]["text"]
 
 
 def test_what_a_tool_printed_unflushed_never_reaches_the_wire(tmp_path: Path) -> None:

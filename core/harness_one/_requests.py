@@ -45,8 +45,11 @@ if TYPE_CHECKING:
 __all__ = [
     "BadRequest",
     "Decision",
+    "CUT_KEEP",
     "Request",
+    "cut_line",
     "drop_nulls",
+    "head_members",
     "leading_members",
     "long_number_text",
     "parse_call",
@@ -317,6 +320,61 @@ def _skip(text: str, at: int) -> int:
     """Where the JSON whitespace at ``at`` ends."""
     space = _SPACE.match(text, at)
     return space.end() if space else at
+
+
+#: Bytes kept of the start and of the end of a line dropped for its length, to read its ``id`` from (Python's MCP SDK
+#: writes it before the ``params``, the TypeScript SDK last; a ``run`` line usually has it first).
+CUT_KEEP = 1 << 12
+
+#: An ``id`` written last (``{"method": ..., "params": ..., "jsonrpc": "2.0", "id": 7}``, as the TypeScript SDK
+#: writes it): a string or an integer, the last member of the object the line holds.
+_LAST_ID = re.compile(rb'[{,][ \t\r\n]*"id"[ \t\r\n]*:[ \t\r\n]*("(?:[^"\\]|\\.)*"|-?[0-9]{1,50})[ \t\r\n]*\}[ \t\r\n]*\Z')
+_NAMES = json.JSONDecoder()
+
+
+def cut_line(head: bytes, tail: bytes) -> tuple[dict[str, Any], str | None, Any]:
+    """What a line dropped for its length shows of itself in its first and last :data:`CUT_KEEP` bytes (``head``,
+    ``tail``): the members at its start that read whole and the name of the member cut short after them (see
+    :func:`head_members`), and its ``id`` as JSON reads it: a top-level member read whole at the start, or else the
+    object's last member; None when neither place holds one. ``serve`` and ``run`` answer such a line on that ``id``."""
+    members, cut, _ = head_members(head.decode("utf-8", "surrogateescape"))
+    if "id" in members:
+        return members, cut, members["id"]
+    last = _LAST_ID.search(tail)
+    try:
+        return members, cut, None if last is None else json.loads(last[1])
+    except ValueError:  # not UTF-8, or an escape JSON has not
+        return members, cut, None
+
+
+def head_members(text: str) -> tuple[dict[str, Any], str | None, int]:
+    """The members the JSON object ``text`` starts with that read whole, the name of the one after them whose value
+    does not (cut short, nested too deeply; None: no such name, or ``text`` is no object), and where that value
+    starts (-1: none). A number that ends where ``text`` ends does not read whole: ``"id":12345`` there may be
+    ``123456789`` cut (a string, an array or an object ends with its own closing character)."""
+    members: dict[str, Any] = {}
+    at = _skip(text, 0)
+    if not text.startswith("{", at):
+        return members, None, -1
+    try:
+        while True:
+            name, at = _NAMES.raw_decode(text, _skip(text, at + 1))
+            at = _skip(text, at)
+            if type(name) is not str or not text.startswith(":", at):
+                return members, None, -1
+            start = _skip(text, at + 1)
+            try:
+                value, at = _NAMES.raw_decode(text, start)
+            except (ValueError, RecursionError):
+                return members, name, start
+            if type(value) in (int, float) and (at == len(text) or text[at] in ".eE+-"):  # cut within its digits
+                return members, name, start
+            members[name] = value
+            at = _skip(text, at)
+            if not text.startswith(",", at):  # the object's end, or the text's
+                return members, None, -1
+    except (ValueError, RecursionError):
+        return members, None, -1
 
 
 def _readable_int(digits: str) -> int | None:

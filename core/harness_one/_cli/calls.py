@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shlex
 from typing import Any
@@ -38,9 +39,11 @@ def outcome_details(result: Any) -> dict[str, Any]:
 
 
 def _json_object(text: str, option: str) -> dict[str, object]:
-    """``--args`` or ``--context``: a JSON object, read as ``run`` reads a request line."""
-    from .._arguments import LongNumber, load_json
+    """``--args`` or ``--context``: a JSON object, read as ``run`` reads a request line; ``--args`` that the registry
+    reads as arguments although they are no JSON (empty, or only whitespace: ``{}``) are read as it reads them."""
+    from .._arguments import ArgumentLimits, LongNumber, decode_arguments, load_json
     from .._config import BOM_ADVICE
+    from .._errors import ToolArgumentError
     from .._requests import _kind, long_number_text
 
     try:
@@ -50,6 +53,9 @@ def _json_object(text: str, option: str) -> dict[str, object]:
     except RecursionError:
         raise click.BadParameter("nested too deeply to read", param_hint=option) from None
     except ValueError as exc:
+        if option == "--args":  # the registry's own reading decides (registry.call("x", "") is a call with {})
+            with contextlib.suppress(ToolArgumentError):
+                return decode_arguments(text, ArgumentLimits())
         shown = str(exc).split(";")[0]
         if text.startswith("\ufeff"):  # `--args "$(cat file.json)"` of a file saved as "UTF-8 with BOM"
             shown = BOM_ADVICE

@@ -22,6 +22,7 @@ import asyncio
 import contextlib
 import io
 import logging
+import math
 import os
 import signal
 import sys
@@ -227,17 +228,33 @@ class _Lines:
         self.source = source
         self.limit = limit
 
-    def next(self) -> tuple[bytes, bool] | None:
-        """``(line, too_long)``, or None at the end. A too-long line's rest is read and dropped."""
+    def next(self) -> tuple[bytes, tuple[bytes, bytes] | None] | None:
+        """``(line, None)``, or None at the end. A too-long line's rest is read and dropped: ``(b"", (head, tail))``,
+        with only its first and last :data:`~harness_one._requests.CUT_KEEP` bytes, to read its id from."""
+        from .._requests import CUT_KEEP
+
         line = self.source.readline(self.limit + 1)
         if not line:
             return None
         if len(line) <= self.limit or line.endswith(b"\n"):
-            return line.rstrip(b"\r\n"), False
+            return line.rstrip(b"\r\n"), None
+        head, tail = line[:CUT_KEEP], line[-CUT_KEEP - 2 :]
         while True:  # skip the rest of an oversized line
             rest = self.source.readline(1 << 16)
+            tail = (tail + rest)[-CUT_KEEP - 2 :]  # (+ the line ending)
             if not rest or rest.endswith(b"\n"):
-                return b"", True
+                return b"", (head, tail.rstrip(b"\r\n")[-CUT_KEEP:])
+
+
+def _cut_id(head: bytes, tail: bytes) -> Any:
+    """The id of a line dropped for its length, read as ``serve`` reads one (:func:`~harness_one._requests.cut_line`):
+    a string or a finite number (a Responses item's ``call_id``), else None."""
+    from .._requests import cut_line
+
+    members, _, rid = cut_line(head, tail)
+    if members.get("type") == "function_call":  # an OpenAI Responses item is answered on its call_id
+        rid = members.get("call_id")
+    return rid if type(rid) in (str, int) or (type(rid) is float and math.isfinite(rid)) else None
 
 
 def _forget(by_id: dict[str, asyncio.Task[None]], key: str, task: asyncio.Task[None]) -> None:
@@ -272,18 +289,18 @@ async def serve_lines(loop: Loop, source: LineReader, concurrency: int, limit: i
         if item is None:
             break
         lineno += 1
-        raw, too_long = item
-        if not too_long and not raw.strip():
+        raw, cut = item
+        if cut is None and not raw.strip():
             continue
         await slots.acquire()  # before any answer, so that with one slot answers come in order
         if loop.stopped():  # an answer before this line could not be written
             slots.release()
             break
         loop.requests += 1
-        parsed = None if too_long else loop.parse(lineno, raw)
+        parsed = None if cut is not None else loop.parse(lineno, raw)
         if parsed is None:
-            if too_long:
-                loop.invalid(lineno, f"the line is longer than {limit} bytes")
+            if cut is not None:
+                loop.invalid(lineno, f"the line is longer than {limit} bytes", _cut_id(*cut))
             slots.release()
             continue
         key = text_id(parsed.id) if isinstance(parsed, Request) else parsed.call_id

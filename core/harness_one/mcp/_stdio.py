@@ -19,7 +19,9 @@ ever. :class:`Answering` answers it, as JSON-RPC asks: ``-32600`` for a line lon
 (``id`` null) or not UTF-8 (a line is decoded strictly: with U+FFFD for a bad byte, a string
 in the request would change unseen), ``-32600`` for one that is not a valid message, with the
 request's ``id`` when the line has one the client can know (not a string holding a lone
-surrogate, which could only go back as U+FFFD, the ``id`` of another request). A response the
+surrogate, which could only go back as U+FFFD, the ``id`` of another request); but a ``tools/call`` the SDK
+cannot read only for its nesting or an integer's length is read again and passed on (see :func:`reread_call`),
+so that its arguments get the registry's ``isError`` answer, as any others. A response the
 client sent (``result``/``error`` and no ``method``) is never answered. A batch (an array, which
 the SDK does not read) gets one array: ``-32600`` on the ``id`` of each request in it, at most
 :data:`_MAX_BATCH` (nothing for a batch of notifications and responses). An answer of its own that cannot be written marks the client gone, as one of the SDK's does.
@@ -94,20 +96,23 @@ from mcp_types import (
     JSONRPCNotification,
     JSONRPCRequest,
     JSONRPCResponse,
+    jsonrpc_message_adapter,
 )
 
 from harness_one._clock import SYSTEM_CLOCK, Clock
-from harness_one._render import safe_text
-from harness_one._requests import read_object
+from harness_one._errors import ArgumentProblem, ToolArgumentError, model_message
+from harness_one._render import json_data, safe_text
+from harness_one._requests import CUT_KEEP, cut_line, head_members, read_object
 from harness_one._stdout import LineReader, Writer, fileno, stdin_for_requests, stdout_for_answers
+
+from ._spec import ERROR_META_KEY
 
 __all__ = ["Answering", "stdio_streams"]
 
 #: A line longer than this is dropped, read in pieces (the SDK would hold it whole) and answered by :class:`Answering`.
 _MIN_LINE = 1 << 20
-#: Bytes kept of the start and of the end of a line dropped for its length, to read its ``id`` from (Python's SDK
-#: writes it before the ``params``, the TypeScript SDK last).
-_KEEP = 1 << 12
+#: Bytes kept of the start and of the end of a line dropped for its length, to read its ``id`` from.
+_KEEP = CUT_KEEP
 #: A request answered only when the session ends (its answer is a stream of notifications).
 _STREAM = "subscriptions/listen"
 #: The SDK's first message on a stream it opened (its ``_meta`` names the stream's request).
@@ -494,6 +499,94 @@ def reply_to(line: str | _NotUtf8 | _TooLong, limit: int, exc: Exception) -> lis
     return [invalid_message(message, exc)]
 
 
+#: What the SDK's JSON reader refuses that Python's (the registry's, for arguments given as text) reads: nesting past
+#: its 200 levels, an integer past 4,300 digits.
+_BEYOND_SDK = ("recursion limit exceeded", "number out of range")
+#: A JSON escape of a UTF-16 surrogate (a lone one, which the SDK refuses, only where one is unpaired).
+_ESCAPED_SURROGATE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+def reread_call(line: str, exc: Exception) -> SessionMessage | JSONRPCResponse | None:
+    """A ``tools/call`` request on ``line``, which the SDK could not read (``exc``) only for its nesting or the length
+    of an integer, read by Python's JSON reader, as the registry reads arguments given as text (an integer past the int-to-text limit by its size): the request, to pass on, so that the registry judges its arguments as any others (an ``isError``
+    ``ToolArgumentError`` naming the path). Nested too deeply for that reader too, that result made here
+    (:func:`_too_deep`). None for any other line (not a ``tools/call``, no ``id`` the client can know, a lone
+    surrogate, which the SDK refuses too): it is answered ``-32600``, as the SDK's other refusals."""
+    if not any(problem in _detail(exc) for problem in _BEYOND_SDK):
+        return None
+    try:
+        message = json.loads(line, parse_int=_sized_int)
+    except RecursionError:
+        return _too_deep(line)
+    except ValueError:
+        return None
+    if type(message) is not dict or message.get("method") != "tools/call" or _request_id(message.get("id")) is None:
+        return None
+    if _ESCAPED_SURROGATE.search(line) and _lone_surrogate(message):
+        return None
+    try:
+        return SessionMessage(jsonrpc_message_adapter.validate_python(message, by_name=False))
+    except Exception:  # no valid message (``params`` not an object): the SDK's own refusal stands
+        return None
+
+
+def _too_deep(line: str) -> JSONRPCResponse | None:
+    """The answer to a ``tools/call`` request on ``line`` whose arguments are nested too deeply for Python's JSON
+    reader too: the ``isError`` result the server gives arguments the registry cannot read (``$: arguments are nested
+    too deeply to read``), on its ``id`` (read at its start, or else its last member). None when its ``method``, its
+    ``id`` (one the client can know) or its tool's ``name`` cannot be read before the arguments, or it is not they
+    that are too deep."""
+    members, cut, start = head_members(line)
+    request_id = _request_id(members["id"] if "id" in members else cut_line(b"", line[-_KEEP:].encode())[2])
+    if members.get("method") != "tools/call" or cut != "params" or request_id is None:
+        return None
+    params, cut, _ = head_members(line[start:])
+    name = params.get("name")
+    if cut != "arguments" or type(name) is not str:
+        return None
+    problem = ArgumentProblem("$", "arguments are nested too deeply to read", "limits", "fewer levels of nesting", "deeper")
+    error = ToolArgumentError([problem], tool=name)
+    result = {
+        "content": [{"type": "text", "text": model_message(error)}],
+        "isError": True,
+        "_meta": {ERROR_META_KEY: json_data(error.to_dict())},
+        "resultType": "complete",
+    }
+    return JSONRPCResponse(jsonrpc="2.0", id=request_id, result=result)
+
+
+def _sized_int(digits: str) -> int:
+    """A JSON integer; one past the interpreter's int-to-text limit as an integer of its size, not its value (the
+    registry refuses an integer that long for its length alone, and reading it exactly would cost the server's loop
+    seconds a megabyte): the power of two of as many digits, with its sign; never one a call could take."""
+    try:
+        return int(digits)
+    except ValueError:
+        pass
+    negative = digits.startswith("-")
+    stand_in = 1 << math.ceil((len(digits) - negative - 1) * _LOG2_10)  # 10**(n-1) <= it < 2 * 10**(n-1): n digits
+    return -stand_in if negative else stand_in
+
+
+_LOG2_10 = math.log2(10)
+
+
+def _lone_surrogate(value: Any) -> bool:
+    """Whether a string in ``value`` (a name too) holds a lone surrogate; walked without recursion (it may be deep)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if type(item) is str:
+            if _SURROGATE.search(item):
+                return True
+        elif type(item) is dict:
+            stack.extend(item)
+            stack.extend(item.values())
+        elif type(item) is list:
+            stack.extend(item)
+    return False
+
+
 #: Messages of a batch answered, at most (one answer more says how many were not): a line of small requests would
 #: otherwise be answered with many times its own length.
 _MAX_BATCH = 100
@@ -563,64 +656,14 @@ def _request_id(given: Any) -> str | int | None:
     return None
 
 
-#: A JSON-RPC ``id`` written last (``{"method": ..., "params": ..., "jsonrpc": "2.0", "id": 7}``, as the TypeScript
-#: SDK writes it): a string or an integer, the last member of the object the line holds.
-_LAST_ID = re.compile(rb'[{,][ \t\r\n]*"id"[ \t\r\n]*:[ \t\r\n]*("(?:[^"\\]|\\.)*"|-?[0-9]{1,50})[ \t\r\n]*\}[ \t\r\n]*\Z')
-
-
 def dropped(line: _TooLong) -> tuple[bool, str | int | None]:
-    """What a line dropped for its length was, read from its start and its end: whether it is a response (no
-    ``method`` before the member cut short at its start, and that member, or one before it, ``result`` or
-    ``error``), and its ``id`` (None when the client cannot know it as its own, or when neither place holds one).
-    The ``id`` is a top-level member read whole at the start, or else the object's last member."""
-    members, cut = _head_members(line.head.decode("utf-8", "surrogateescape"))
+    """What a line dropped for its length was, read from its start and its end (:func:`~harness_one._requests.cut_line`):
+    whether it is a response (no ``method`` before the member cut short at its start, and that member, or one before
+    it, ``result`` or ``error``), and its ``id`` (None when the client cannot know it as its own, or when neither place
+    holds one)."""
+    members, cut, request_id = cut_line(line.head, line.tail)
     response = "method" not in members and ("result" in members or "error" in members or cut in ("result", "error"))
-    if "id" in members:
-        return response, _request_id(members["id"])
-    last = _LAST_ID.search(line.tail)
-    try:
-        return response, None if last is None else _request_id(json.loads(last[1]))
-    except ValueError:  # not UTF-8, or an escape JSON has not
-        return response, None
-
-
-_NAMES = json.JSONDecoder()
-_SPACE = re.compile(r"[ \t\r\n]+")
-
-
-def _skip(text: str, at: int) -> int:
-    """Where the JSON whitespace at ``at`` ends."""
-    space = _SPACE.match(text, at)
-    return at if space is None else space.end()
-
-
-def _head_members(text: str) -> tuple[dict[str, Any], str | None]:
-    """The members the JSON object ``text`` starts with that read whole, and the name of the one after them whose
-    value does not (cut short, nested too deeply; None: no such name, or ``text`` is no object). A number that
-    ends where ``text`` ends does not: ``"id":12345`` there may be ``123456789`` cut (a string, an array or an
-    object ends with its own closing character)."""
-    members: dict[str, Any] = {}
-    at = _skip(text, 0)
-    if not text.startswith("{", at):
-        return members, None
-    try:
-        while True:
-            name, at = _NAMES.raw_decode(text, _skip(text, at + 1))
-            at = _skip(text, at)
-            if type(name) is not str or not text.startswith(":", at):
-                return members, None
-            try:
-                value, at = _NAMES.raw_decode(text, _skip(text, at + 1))
-            except (ValueError, RecursionError):
-                return members, name
-            if type(value) in (int, float) and (at == len(text) or text[at] in ".eE+-"):  # cut within its digits
-                return members, name
-            members[name] = value
-            at = _skip(text, at)
-            if not text.startswith(",", at):  # the object's end, or the text's
-                return members, None
-    except (ValueError, RecursionError):
-        return members, None
+    return response, _request_id(request_id)
 
 
 def _has_id(line: str | _NotUtf8 | _TooLong) -> bool:
@@ -788,6 +831,13 @@ class Answering(_Wrapping):
             line = handed.popleft() if handed else ""
             if isinstance(line, _Wake):  # an empty line of :meth:`_Lines.wake`, handed out to get here
                 continue
+            if isinstance(item, Exception) and isinstance(line, str):
+                reread = reread_call(line, item)
+                if isinstance(reread, JSONRPCResponse):
+                    await self._answer(reread)
+                    continue
+                if reread is not None:  # read here: passed on as any request
+                    item = reread
             if not isinstance(item, Exception):
                 kind = type(item.message)
                 if kind is JSONRPCRequest:  # a stream too: it is counted (and held) as any request
@@ -825,7 +875,7 @@ class Answering(_Wrapping):
         message = f"Response too large: the client's line is {line.size:,} bytes, more than the limit of {self.lines.limit:,}"
         return SessionMessage(_error(request_id, INVALID_REQUEST, message))
 
-    async def _answer(self, reply: JSONRPCError | _Batch) -> None:
+    async def _answer(self, reply: JSONRPCError | JSONRPCResponse | _Batch) -> None:
         """Write the server's own answer ``reply``; one that cannot be written (stdout closed, its reader gone)
         marks the client gone, as an answer of the SDK's that cannot be written does."""
         try:
