@@ -97,7 +97,7 @@ def test_stdio_answers_a_request_with_an_integer_past_the_int_to_text_limit_on_i
     assert [(a["id"], a.get("error", {}).get("code")) for a in answers[1:]] == [(10, None), ("ten", None), (3, None)]
     for answer in answers[1:3]:
         assert answer["result"]["isError"] is True
-        assert "$.x: expected an integer of at most 4300 digits" in answer["result"]["content"][0]["text"]
+        assert "$.x: a number of 5000 digits is too long to read" in answer["result"]["content"][0]["text"]
 
 
 def test_what_a_tool_printed_unflushed_never_reaches_the_wire(tmp_path: Path) -> None:

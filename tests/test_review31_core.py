@@ -19,8 +19,8 @@ from harness_one import ArgumentProblem, ToolArgumentError, ToolRegistry, define
         (True, "expected string, got boolean true", "true"),
         ([1, "é"], 'expected string, got array [1, "é"]', '[1, "é"]'),
         ({"a": 1}, 'expected string, got object {"a": 1}', '{"a": 1}'),
-        (b"x", "expected string, got bytes", "bytes"),
-        (10**5000, "expected string, got integer", "integer"),
+        (b"x", 'expected string, got bytes "<bytes>"', '"<bytes>"'),
+        (10**5000, 'expected string, got integer "<integer of about 5001 digits>"', '"<integer of about 5001 digits>"'),
         ("\ud800", 'expected string, got string "\\ud800"', '"\\ud800"'),
     ],
     ids=["int", "null", "bool", "array", "object", "bytes", "huge-int", "surrogate"],
@@ -132,4 +132,4 @@ def test_a_mismatch_masks_secrets_as_the_validation_plugin_does(value: Any, hidd
 def test_a_non_finite_number_is_shown_alone_and_work_is_bounded() -> None:
     assert ArgumentProblem.mismatch("$.x", "string", math.inf).message == "expected string, got Infinity"
     huge = list(range(10**6))
-    assert ArgumentProblem.mismatch("$.x", "string", huge).got == "[0, 1, 2, 3, 4, 5, 6, 7, 8, 9]"
+    assert ArgumentProblem.mismatch("$.x", "string", huge).got == "[0, 1, 2, 3, 4, 5, 6, 7]..."  # cut: said so

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-import math
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -21,9 +21,9 @@ OPENING = [
 PING = b'{"jsonrpc": "2.0", "id": "ping", "method": "ping"}\n'
 
 
-def _exchange(tmp_path: Path, lines: list[bytes]) -> dict[Any, dict[str, Any]]:
+def _exchange(tmp_path: Path, lines: list[bytes], command: list[str] | None = None) -> dict[Any, dict[str, Any]]:
     """``harness-one serve`` on raw pipes: ``lines`` written after the handshake, each answered, by ``id``."""
-    with serving(tmp_path) as proc:
+    with serving(tmp_path, command) as proc:
         assert proc.stdin is not None and proc.stdout is not None
         proc.stdin.write(b"".join([*OPENING, *lines, PING]))
         proc.stdin.flush()
@@ -70,8 +70,8 @@ def test_serve_answers_arguments_too_deep_or_too_long_for_the_sdk_as_invalid_arg
     answers = _exchange(tmp_path, lines)
     deep = ["$: arguments are nested more than 64 levels deep"]
     assert _problems(answers[198]) == _problems(answers[199]) == _problems(answers[600]) == deep
-    assert _problems(answers[4301]) == ["$.a: expected an integer of at most 4300 digits, got one of about 4301 digits"]
-    assert _problems(answers[-5001]) == ["$.b: expected an integer of at most 4300 digits, got one of about 5001 digits"]
+    assert _problems(answers[4301]) == ["$.a: a number of 4301 digits is too long to read"]
+    assert _problems(answers[-5001]) == ["$.b: a number of 5001 digits is too long to read"]
     assert _problems(answers[100_000]) == _problems(answers["last"]) == ["$: arguments are nested too deeply to read"]
 
 
@@ -130,12 +130,21 @@ def test_call_takes_empty_args_as_the_registry_does(runner: CliRunner, given: st
     assert bad.exit_code == 2 and "not valid JSON" in bad.stderr
 
 
-def test_an_integer_past_the_digit_limit_is_read_by_its_size_and_sign() -> None:
-    # read exactly, a 4-million-digit integer held the server's loop for 5 s; the registry refuses it for its length
-    from harness_one.mcp._stdio import _sized_int
-
-    assert _sized_int("12345") == 12345
-    digits = "7" * 4_000_000
-    positive, negative = _sized_int(digits), _sized_int("-" + digits)
-    assert negative == -positive > 0 or positive > 0 > negative
-    assert int((positive.bit_length() - 1) * math.log10(2)) + 1 == 4_000_000  # (a power of two: its digits)
+def test_no_tool_sees_an_integer_past_the_digit_limit_without_the_validation_plugin(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a stand-in of the integer's size reached the tool when no validation plugin refused it
+    tools = tmp_path / "digits_tools.py"
+    tools.write_text(
+        "from typing import Any\nfrom harness_one import defineTool\n"
+        "@defineTool(registry=None)\ndef digits(n: Any) -> str:\n    return f'ran with {n.bit_length()} bits'\n"
+    )
+    line = '{"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "digits", "arguments": {"n": %s}}}'
+    command = [sys.executable, "-m", "harness_one", "--tools", str(tools), "serve"]
+    monkeypatch.setenv("HARNESS_ONE_BLOCK_PLUGINS", "validation")
+    answers = _exchange(tmp_path, [(line % ("7" * 5000)).encode() + b"\n"], command)
+    result = answers[7]["result"]
+    assert result["isError"] is True and "ran with" not in result["content"][0]["text"], result
+    assert [p["path"] + ": " + p["message"] for p in result["_meta"]["harness-one/error"]["problems"]] == [
+        "$.n: a number of 5000 digits is too long to read"
+    ]

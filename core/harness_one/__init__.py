@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from ._policies import CircuitBreakerPolicy, RateLimit, RetryPolicy
     from ._redact import MODEL_QUERY_SECRET_KEYS, MODEL_SECRET_KEYS, REDACTED, SECRET_KEYS, Redactor, redact
     from ._registry import ToolRegistry
-    from ._render import fingerprint, rendered_length
+    from ._render import fingerprint, preview, rendered_length
     from ._runners import ProcessRunner, Runner, ThreadRunner
     from ._schema import json_path, json_pointer, json_type, listed_names, subschemas
     from ._tool import Tool, ToolFunction, define_tool, defineTool
@@ -91,6 +91,7 @@ _LAZY: dict[str, str] = {  # name -> module: imported on first use, so start-up 
     "redact": "._redact",
     "ToolRegistry": "._registry",
     "fingerprint": "._render",
+    "preview": "._render",
     "rendered_length": "._render",
     "ProcessRunner": "._runners",
     "Runner": "._runners",
@@ -174,6 +175,7 @@ __all__ = [
     "log_event",
     "log_gated",
     "per_tool",
+    "preview",
     "redact",
     "refresh_entry_points",
     "rendered_length",

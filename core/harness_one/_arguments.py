@@ -7,7 +7,7 @@ import gc
 import itertools
 import json
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -24,7 +24,9 @@ __all__ = [
     "LongNumber",
     "check_signature",
     "decode_arguments",
+    "find_long",
     "load_json",
+    "long_numbers",
     "plain_json",
 ]
 
@@ -46,6 +48,36 @@ class LongNumber(ValueError):
         self.path = path
         self.digits = digits
         self.limit = limit
+
+    def problem(self) -> ArgumentProblem:
+        """The argument problem it is: ``$.n: a number of 5001 digits is too long to read``."""
+        return ArgumentProblem(
+            self.path,
+            f"a number of {self.digits} digits is too long to read",
+            "limits",
+            f"a number of at most {self.limit} digits",
+            f"{self.digits} digits",
+        )
+
+
+def long_numbers(found: list[int]) -> Callable[[str], Any]:
+    """A ``parse_int`` for ``json.loads`` that reads an integer past the int-to-text limit in force as a marker of its
+    digits (appended to ``found``), never its value: :func:`find_long` then names where the first one stands."""
+
+    def parse_int(digits: str) -> Any:
+        try:
+            return int(digits)
+        except ValueError:  # past the limit in force now, whatever the application set it to
+            found.append(len(digits) - digits.startswith("-"))
+            return _Long(found[-1])
+
+    return parse_int
+
+
+def find_long(value: Any) -> LongNumber | None:
+    """The first integer :func:`long_numbers` marked in ``value`` (its path from ``value``), or None."""
+    found = _find_long(value)
+    return None if found is None else LongNumber(json_path(reversed(found[0])), found[1], _digit_limit())
 
 
 class _Long:
@@ -118,18 +150,9 @@ def load_json(text: str) -> Any:
     except ValueError:  # an integer past the interpreter's digit limit: read again to find where it stands
         pass
     long: list[int] = []
-
-    def parse_int(digits: str) -> Any:
-        try:
-            return int(digits)
-        except ValueError:  # past the limit in force now, whatever the application set it to
-            long.append(len(digits) - digits.startswith("-"))
-            return _Long(long[-1])
-
-    value = json.loads(text, parse_int=parse_int)
+    value = json.loads(text, parse_int=long_numbers(long))
     if long:
-        parts, digits = _find_long(value) or ([], long[0])
-        raise LongNumber(json_path(reversed(parts)), digits, _digit_limit())
+        raise find_long(value) or LongNumber("$", long[0], _digit_limit())
     return value  # pragma: no cover  (a ValueError other than the digit limit)
 
 
@@ -254,17 +277,7 @@ def _parse(raw: str | bytes | bytearray | memoryview, limits: ArgumentLimits, se
     try:
         value = load_json(text)
     except LongNumber as exc:
-        raise ToolArgumentError(
-            [
-                ArgumentProblem(
-                    exc.path,
-                    f"a number of {exc.digits} digits is too long to read",
-                    "limits",
-                    f"a number of at most {exc.limit} digits",
-                    f"{exc.digits} digits",
-                )
-            ]
-        ) from None
+        raise ToolArgumentError([exc.problem()]) from None
     except json.JSONDecodeError as exc:
         # (the decoder's "Invalid control character at", "Unterminated string starting at")
         where = f"{exc.msg.removesuffix(' at')} at line {exc.lineno} column {exc.colno}"

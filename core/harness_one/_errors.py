@@ -387,11 +387,11 @@ class ArgumentProblem:
         ``expected one of ["a", "b"], got "c"`` (another keyword).
 
         For a tool that checks its own arguments (what must hold without the validation plugin too). The value is
-        ``(redacted)`` under a name whose value the errors the model reads hide (``$.api_key``); one JSON has no
-        text for (bytes, a cycle) is told by its type."""
-        from ._schema import json_type, preview
+        shown by :func:`~harness_one.preview`, masked as the errors the model reads mask it, and ``(redacted)`` under
+        a name whose value they hide (``$.api_key``)."""
+        from ._schema import json_type, shown_at
 
-        got = preview(value, path)
+        got = shown_at(value, path)
         kind = json_type(value)
         plain = got == kind or (isinstance(value, float) and not math.isfinite(value))  # "got Infinity", as the plugin
         said = f"{kind} {got}" if keyword == "type" and not plain else got

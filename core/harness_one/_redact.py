@@ -21,7 +21,6 @@ __all__ = [
     "SECRET_KEYS",
     "Redactor",
     "hidden_from_model",
-    "mask_model_value",
     "mask_secrets",
     "redact",
     "without_userinfo",
@@ -1082,12 +1081,6 @@ def mask_secrets(text: str) -> str:
     """``text`` as an error the model reads shows it: URL user-info and the values of
     :data:`MODEL_SECRET_KEYS` masked (:meth:`Redactor.mask`), not cut."""
     return _MODEL.mask(text)
-
-
-def mask_model_value(value: Any) -> Any:
-    """A copy of ``value`` as the errors the model reads show it: what :data:`MODEL_SECRET_KEYS` name masked at
-    any depth, and text masked as :func:`mask_secrets` masks it."""
-    return _MODEL(value)
 
 
 def redact(value: Any, secret_keys: Iterable[str] | None = None) -> Any:

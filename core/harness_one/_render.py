@@ -53,6 +53,7 @@ __all__ = [
     "json_data",
     "json_default",
     "json_line",
+    "preview",
     "render_value",
     "rendered_length",
     "safe_text",
@@ -527,4 +528,67 @@ def _whole(value: Any) -> Any:
         return {key: _whole(item) for key, item in value.items()}
     if kind is list or kind is tuple:
         return [_whole(item) for item in value]
+    return value
+
+
+def preview(value: Any, limit: int = 60, redactor: Any = None) -> str:
+    """``value`` as an argument error shows it: short JSON text (bounded work for any size: a string's first 80
+    characters, 8 items of an array or object, 3 levels; ``...`` where something was left out), surrogates escaped,
+    cut to ``limit`` characters. With ``redactor`` (a :class:`~harness_one.Redactor`), the small copy shown is masked
+    first: text as :meth:`~harness_one.Redactor.mask` masks it, a value under a secret key, a ``[secret name,
+    value]`` pair's value. The validation plugin's refusals and :meth:`~harness_one.ArgumentProblem.mismatch` show
+    values so."""
+    small, cut = _shrink(value)
+    if redactor is not None:
+        small = _masked(small, redactor)
+    text = escape_surrogates(json.dumps(small, ensure_ascii=False))
+    if len(text) > limit:
+        return text[: limit - 3] + "..."
+    return text + ("..." if cut and not isinstance(value, str) else "")
+
+
+def _shrink(value: Any, depth: int = 0) -> tuple[Any, bool]:
+    """A small copy of ``value`` for :func:`preview`, and whether anything was left out."""
+    if isinstance(value, str):
+        return (value[:80], True) if len(value) > 80 else (str(value), False)
+    if isinstance(value, bool) or value is None:
+        return value, False
+    if isinstance(value, int):
+        if value.bit_length() < 200:
+            return int(value), False
+        return f"<integer of about {int(value.bit_length() * 0.30103) + 1} digits>", False
+    if isinstance(value, float):
+        return float(value), False
+    if isinstance(value, (dict, list, tuple)):
+        if depth >= 3:
+            return ("{...}" if isinstance(value, dict) else "[...]"), True
+        cut = len(value) > 8
+        if isinstance(value, dict):
+            out: dict[str, Any] = {}
+            for k, v in itertools.islice(value.items(), 8):
+                out[str(k)[:40]], more = _shrink(v, depth + 1)
+                cut = cut or more
+            return out, cut
+        items = []
+        for v in itertools.islice(value, 8):
+            item, more = _shrink(v, depth + 1)
+            items.append(item)
+            cut = cut or more
+        return items, cut
+    return f"<{type(value).__name__}>", False
+
+
+def _masked(value: Any, redactor: Any) -> Any:
+    """A value :func:`_shrink` made, with what ``redactor`` masks masked: values under secret keys, a ``[secret name,
+    value]`` pair's value, and secrets in text."""
+    from ._redact import REDACTED
+
+    if isinstance(value, str):
+        return redactor.mask(value)
+    if isinstance(value, dict):
+        return {k: REDACTED if redactor.is_secret(k) else _masked(v, redactor) for k, v in value.items()}
+    if isinstance(value, list):
+        if len(value) == 2 and isinstance(value[0], str) and redactor.is_secret(value[0]):
+            return [value[0], REDACTED]
+        return [_masked(v, redactor) for v in value]
     return value

@@ -11,7 +11,6 @@ import datetime as dt
 import enum
 import functools
 import inspect
-import itertools
 import json
 import math
 import operator
@@ -1254,33 +1253,18 @@ def _short(value: Any, path: str = "") -> str:
     return json_type(value)
 
 
-def preview(value: Any, path: str = "") -> str:
+def shown_at(value: Any, path: str) -> str:
     """``value``, found at ``path``, as :meth:`ArgumentProblem.mismatch` shows it, as the validation plugin shows a
-    refused value: its JSON text cut to 60 characters (``5``, ``"1"``, ``[1, 2]``, ``null``) with secrets masked as
-    the errors the model reads mask them (text such as ``password=...`` or a URL's user-info, values under secret
-    keys), ``(redacted)`` but for null and booleans when a name in ``path`` is one of those keys; a value JSON has
-    no text for (bytes, a cycle, an integer too long for text) by its type's name. Bounded work: of a string, its
-    first 400 characters are read, of an array or object its first 10 items."""
-    if not isinstance(value, (str, int, float, list, tuple, dict)) and value is not None:
-        return json_type(value)
-    if not (value is None or isinstance(value, bool)) and _hidden(path):
+    refused value: :func:`~harness_one.preview` masked as the errors the model reads mask (``password=...``, a URL's
+    user-info, values under secret keys), ``(redacted)`` but for null, booleans and non-finite numbers when a name in
+    ``path`` is one whose value they hide."""
+    plain = value is None or isinstance(value, bool) or (isinstance(value, float) and not math.isfinite(value))
+    if not plain and _hidden(path):
         return "(redacted)"
-    from ._redact import mask_model_value, mask_secrets
-    from ._render import escape_surrogates
+    from ._redact import _MODEL
+    from ._render import preview
 
-    if isinstance(value, str):  # its JSON text masked (a copy masked first would show its escapes escaped again)
-        text = mask_secrets(json.dumps(value[:400], ensure_ascii=False))
-        return escape_surrogates(text if len(text) <= 60 else text[:57] + "...")
-    head: Any = value  # a number or a boolean holds no secret
-    if isinstance(value, (list, tuple)):
-        head = mask_model_value(list(value[:10]))
-    elif isinstance(value, dict):
-        head = mask_model_value(dict(itertools.islice(value.items(), 10)))
-    try:
-        text = json.dumps(head, ensure_ascii=False, default=repr)
-    except (ValueError, TypeError, RecursionError):
-        return json_type(value)
-    return escape_surrogates(text if len(text) <= 60 else text[:57] + "...")
+    return preview(value, redactor=_MODEL)
 
 
 def _hidden(path: str) -> bool:

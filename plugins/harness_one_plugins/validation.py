@@ -40,6 +40,7 @@ from harness_one import (
     json_type,
     listed_names,
     per_tool,
+    preview,
     subschemas,
 )
 
@@ -2165,53 +2166,7 @@ def _distinct_problems(found: list[ArgumentProblem]) -> list[ArgumentProblem]:
     return list(distinct.values())
 
 
-def _shrink(value: Any, depth: int = 0) -> tuple[Any, bool]:
-    """A small copy of ``value`` for display, and whether anything was left out."""
-    if isinstance(value, str):
-        return (value[:80], True) if len(value) > 80 else (str(value), False)
-    if isinstance(value, bool) or value is None:
-        return value, False
-    if isinstance(value, int):
-        return (
-            (int(value), False)
-            if value.bit_length() < 200
-            else (f"<integer of about {int(value.bit_length() * 0.30103) + 1} digits>", False)
-        )
-    if isinstance(value, float):
-        return float(value), False
-    if isinstance(value, (dict, list, tuple)):
-        if depth >= 3:
-            return ("{...}" if isinstance(value, dict) else "[...]"), True
-        cut = len(value) > 8
-        if isinstance(value, dict):
-            out: dict[str, Any] = {}
-            for k, v in itertools.islice(value.items(), 8):
-                out[str(k)[:40]], more = _shrink(v, depth + 1)
-                cut = cut or more
-            return out, cut
-        items = []
-        for v in itertools.islice(value, 8):
-            item, more = _shrink(v, depth + 1)
-            items.append(item)
-            cut = cut or more
-        return items, cut
-    return f"<{type(value).__name__}>", False
-
-
-def _preview(value: Any, limit: int = 60, mask: Callable[[Any], Any] | None = None) -> str:
-    """``value`` as short JSON-like text (bounded work for any size; surrogates escaped); ``mask``
-    rewrites the small copy shown (:func:`_got`)."""
-    small, cut = _shrink(value)
-    if mask is not None:
-        small = mask(small)
-    from harness_one import Redactor  # only a refusal needs it
-
-    text = Redactor.escape_surrogates(json.dumps(small, ensure_ascii=False))
-    if len(text) > limit:
-        return text[: limit - 3] + "..."
-    return text + ("..." if cut and not isinstance(value, str) else "")
-
-
+_preview = preview  # (the core's previewer, one for the plugin's refusals and a tool's own checks)
 _show = _preview
 
 #: What an argument error shows in place of a value under a secret key.
@@ -2249,23 +2204,7 @@ def _got(value: Any, path: Iterable[Any], redactor: Redactor, hidden: bool = Fal
     shown = value is None or isinstance(value, bool) or (isinstance(value, float) and not math.isfinite(value))
     if not shown and (hidden or any(isinstance(k, str) and redactor.is_secret(k) for k in path)):
         return _HIDDEN
-    return _preview(value, mask=lambda small: _masked(small, redactor))
-
-
-def _masked(value: Any, redactor: Redactor) -> Any:
-    """A value :func:`_shrink` made, with what the redactor masks masked: values under secret keys, a
-    ``[secret name, value]`` pair's value, and secrets in text."""
-    from harness_one import REDACTED
-
-    if isinstance(value, str):
-        return redactor.mask(value)
-    if isinstance(value, dict):
-        return {k: REDACTED if redactor.is_secret(k) else _masked(v, redactor) for k, v in value.items()}
-    if isinstance(value, list):
-        if len(value) == 2 and isinstance(value[0], str) and redactor.is_secret(value[0]):
-            return [value[0], REDACTED]
-        return [_masked(v, redactor) for v in value]
-    return value
+    return _preview(value, redactor=redactor)
 
 
 def _secret_schema(schema: Any) -> bool:

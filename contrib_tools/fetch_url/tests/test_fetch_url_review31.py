@@ -164,7 +164,7 @@ def test_whitespace_inside_the_url_is_not_dropped() -> None:
         (True, "boolean true", "true"),
         (1.5, "number 1.5", "1.5"),
         ([], "array []", "[]"),
-        (b"x", "bytes", "bytes"),
+        (b"x", 'bytes "<bytes>"', '"<bytes>"'),
     ],
 )
 def test_a_url_of_another_type_is_an_argument_error_without_the_validation_plugin(url: object, said: str, got: str) -> None:

@@ -99,6 +99,7 @@ from mcp_types import (
     jsonrpc_message_adapter,
 )
 
+from harness_one._arguments import find_long, long_numbers
 from harness_one._clock import SYSTEM_CLOCK, Clock
 from harness_one._errors import ArgumentProblem, ToolArgumentError, model_message
 from harness_one._render import json_data, safe_text
@@ -508,20 +509,32 @@ _ESCAPED_SURROGATE = re.compile(r"\\u[dD][89a-fA-F]")
 
 def reread_call(line: str, exc: Exception) -> SessionMessage | JSONRPCResponse | None:
     """A ``tools/call`` request on ``line``, which the SDK could not read (``exc``) only for its nesting or the length
-    of an integer, read by Python's JSON reader, as the registry reads arguments given as text (an integer past the int-to-text limit by its size): the request, to pass on, so that the registry judges its arguments as any others (an ``isError``
-    ``ToolArgumentError`` naming the path). Nested too deeply for that reader too, that result made here
-    (:func:`_too_deep`). None for any other line (not a ``tools/call``, no ``id`` the client can know, a lone
-    surrogate, which the SDK refuses too): it is answered ``-32600``, as the SDK's other refusals."""
+    of an integer, read by Python's JSON reader, as the registry reads arguments given as text: the request, to pass
+    on, so that the registry judges its arguments as any others (an ``isError`` ``ToolArgumentError`` naming the path).
+    Arguments holding an integer past the int-to-text limit, or nested too deeply for that reader too, get that result
+    here (:func:`_refused`; an integer's value is never read, nor made up: it would reach a tool that no validation
+    plugin guards). None for any other line (not a ``tools/call``, no ``id`` the client can know, such an integer
+    outside the arguments, a lone surrogate, which the SDK refuses too): it is answered ``-32600``, as the SDK's other
+    refusals."""
     if not any(problem in _detail(exc) for problem in _BEYOND_SDK):
         return None
+    long: list[int] = []
     try:
-        message = json.loads(line, parse_int=_sized_int)
+        message = json.loads(line, parse_int=long_numbers(long))
     except RecursionError:
         return _too_deep(line)
     except ValueError:
         return None
     if type(message) is not dict or message.get("method") != "tools/call" or _request_id(message.get("id")) is None:
         return None
+    if long:
+        params = message.get("params")
+        name = params.get("name") if type(params) is dict else None
+        arguments = params.pop("arguments", None) if type(params) is dict else None
+        found = find_long(arguments)
+        if found is None or type(name) is not str or find_long(message) is not None:  # (the id, a progress token)
+            return None
+        return _refused(_request_id(message["id"]), name, found.problem())
     if _ESCAPED_SURROGATE.search(line) and _lone_surrogate(message):
         return None
     try:
@@ -532,10 +545,9 @@ def reread_call(line: str, exc: Exception) -> SessionMessage | JSONRPCResponse |
 
 def _too_deep(line: str) -> JSONRPCResponse | None:
     """The answer to a ``tools/call`` request on ``line`` whose arguments are nested too deeply for Python's JSON
-    reader too: the ``isError`` result the server gives arguments the registry cannot read (``$: arguments are nested
-    too deeply to read``), on its ``id`` (read at its start, or else its last member). None when its ``method``, its
-    ``id`` (one the client can know) or its tool's ``name`` cannot be read before the arguments, or it is not they
-    that are too deep."""
+    reader too (:func:`_refused`: ``$: arguments are nested too deeply to read``), on its ``id`` (read at its start, or
+    else its last member). None when its ``method``, its ``id`` (one the client can know) or its tool's ``name`` cannot
+    be read before the arguments, or it is not they that are too deep."""
     members, cut, start = head_members(line)
     request_id = _request_id(members["id"] if "id" in members else cut_line(b"", line[-_KEEP:].encode())[2])
     if members.get("method") != "tools/call" or cut != "params" or request_id is None:
@@ -545,6 +557,12 @@ def _too_deep(line: str) -> JSONRPCResponse | None:
     if cut != "arguments" or type(name) is not str:
         return None
     problem = ArgumentProblem("$", "arguments are nested too deeply to read", "limits", "fewer levels of nesting", "deeper")
+    return _refused(request_id, name, problem)
+
+
+def _refused(request_id: Any, name: str, problem: ArgumentProblem) -> JSONRPCResponse:
+    """The ``isError`` result the server gives arguments the registry cannot read, on ``request_id``: no call was made
+    (no ``call_id``), so an unknown tool ``name`` is answered so too."""
     error = ToolArgumentError([problem], tool=name)
     result = {
         "content": [{"type": "text", "text": model_message(error)}],
@@ -553,22 +571,6 @@ def _too_deep(line: str) -> JSONRPCResponse | None:
         "resultType": "complete",
     }
     return JSONRPCResponse(jsonrpc="2.0", id=request_id, result=result)
-
-
-def _sized_int(digits: str) -> int:
-    """A JSON integer; one past the interpreter's int-to-text limit as an integer of its size, not its value (the
-    registry refuses an integer that long for its length alone, and reading it exactly would cost the server's loop
-    seconds a megabyte): the power of two of as many digits, with its sign; never one a call could take."""
-    try:
-        return int(digits)
-    except ValueError:
-        pass
-    negative = digits.startswith("-")
-    stand_in = 1 << math.ceil((len(digits) - negative - 1) * _LOG2_10)  # 10**(n-1) <= it < 2 * 10**(n-1): n digits
-    return -stand_in if negative else stand_in
-
-
-_LOG2_10 = math.log2(10)
 
 
 def _lone_surrogate(value: Any) -> bool:
