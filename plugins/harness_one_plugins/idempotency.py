@@ -212,17 +212,16 @@ def _scope_fields(scope: Any) -> tuple[str, ...]:
 def _as_json(data: Any, *, whole: bool = False) -> Any:
     """``data`` as plain JSON data: the text the model reads for a result ``data``
     (:meth:`CallResult.for_model <harness_one.CallResult.for_model>`), read back; a string as it is.
-    With ``whole`` (a result), that text itself where what is read back would be shown otherwise (keys ``1`` and
-    ``"1"`` are one key read back; a date's or a Decimal's JSON string, read back, is a string shown without its
-    quotes), so its replay shows the model the very text it read.
+    With ``whole`` (a result), that text itself where a list or dict read back would lose part of it
+    (keys ``1`` and ``"1"`` are one key read back), so its replay shows the model all of it.
     ``ValueError`` when that text cannot be read back."""
     if isinstance(data, str):
         return data
     text = CallResult(True, data, None, "", "", 0.0, 1).for_model()
     value = json.loads(text)
-    if not whole or CallResult(True, value, None, "", "", 0.0, 1).for_model() == text:
+    if not whole or isinstance(value, str) or CallResult(True, value, None, "", "", 0.0, 1).for_model() == text:
         return value
-    return text  # (a date, a Decimal, bytes: their JSON string, read back, would be shown without its quotes)
+    return text
 
 
 class IdempotencyPlugin:
