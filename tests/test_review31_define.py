@@ -342,3 +342,17 @@ def test_a_str_enum_default_stays_the_member() -> None:
     registry.add(paint)
     assert "default" not in registry.get("paint").parameters["properties"]["c"]
     assert registry.call("paint", {}) == "Color"
+
+
+def test_a_str_enum_default_inside_a_list_or_dict_stays_the_member() -> None:
+    class Color(str, enum.Enum):
+        RED = "red"
+
+    def paint(y=[Color.RED], z={"k": Color.RED}):  # type: ignore[no-untyped-def]  # noqa: B006 - no annotation: no conversion
+        return [type(y[0]).__name__, type(z["k"]).__name__]
+
+    registry = ToolRegistry(autoload=False)
+    registry.add(paint)
+    properties = registry.get("paint").parameters["properties"]
+    assert "default" not in properties["y"] and "default" not in properties["z"]
+    assert registry.call("paint", {}) == ["Color", "Color"]

@@ -258,3 +258,32 @@ def test_other():
     assert inner.ret == pytest.ExitCode.OK, inner.stdout.str()
     assert "1 passed" in inner.stdout.str()
     assert "UsageError" not in inner.stdout.str() + inner.stderr.str()
+
+
+@pytest.mark.parametrize("names", ["examples or DO_NOT", ""], ids=["some-checks-and-the-guard", "every-item-its-own-reason"])
+def test_a_conftest_skip_is_a_whole_suite_skip_only_on_every_item(pytester: pytest.Pytester, names: str) -> None:
+    """A hook skipping the guard and one failing check hid that check (the run passed): it is refused; a hook
+    skipping every item, each with a reason of its own, is a whole-suite skip (it was refused)."""
+    pytester.makeconftest(
+        f"""
+import pytest
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if {names!r} == "" or any(word in item.name for word in ("examples", "DO_NOT")):
+            item.add_marker(pytest.mark.skip(reason="skipped: " + item.name))
+"""
+    )
+    pytester.makepyfile(
+        test_some=HEAD
+        + """
+class TestSome(ToolPackageTests):
+    tools = [inc]
+"""
+    )
+    inner = pytester.runpytest("-p", "no:cacheprovider")
+    if names:
+        assert inner.ret == pytest.ExitCode.USAGE_ERROR, inner.stdout.str()
+        assert "test_examples" in inner.stderr.str() + inner.stdout.str()
+    else:
+        assert inner.ret == pytest.ExitCode.OK, inner.stdout.str()

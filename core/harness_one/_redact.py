@@ -248,8 +248,9 @@ _TEXT_VALUE = re.compile(
 # or longer, is a credential sent bare, "Authorization: sk_live_x scope=read", masked), followed by one: its
 # parameters are masked to the end of the header, over the lines that continue it (a line ending in "," or ";" then an indented "name=": Digest realm="x",\n  response=...). A parameter is
 # one when its value is quoted, or is followed by ",", ";" (Akamai's EG1-HMAC-SHA256 client_token=...;signature=...) or "&" or another
-# name=value, or ends the header (GoogleLogin auth=...): "authorization: missing scope=read for alice, contact admin" is a message, and keeps its words
-# (one whose words read as such a parameter, "missing scope=read; contact admin", is masked after its first: the safe side).
+# name=value, or ends the header (GoogleLogin auth=...): in "authorization: missing scope=read for alice, contact admin"
+# no parameter follows "missing", which is masked as a bare credential and the rest kept; "missing scope=read; contact
+# admin" reads as a scheme and its parameters, masked after its first word (both on the safe side).
 _AUTH_PARAMS = re.compile(
     r"""(?:[A-Za-z]{1,8}[0-9]{1,2}(?=-(?i:HMAC|RSA|ECDSA)-)|(?i:SharedAccessSignature)|[A-Za-z]{1,12})"""
     r"""(?:-[A-Za-z0-9]{1,20}){0,4}[ \t]+"""

@@ -398,6 +398,18 @@ def wrapped_function(fn: Any) -> Any:
     return inner if inspect.isfunction(inner) or inspect.ismethod(inner) else fn
 
 
+def _same_json(form: Any, value: Any, depth: int = 0) -> bool:
+    """Whether ``value`` is its JSON ``form`` itself: equal, and of the same types all through (a ``str`` Enum member,
+    a tuple or an ``IntEnum`` equals its JSON form but is not it). Past 32 levels: not."""
+    if type(form) is not type(value) or depth > 32:
+        return False
+    if type(value) is list:
+        return len(form) == len(value) and all(_same_json(f, v, depth + 1) for f, v in zip(form, value))
+    if type(value) is dict:
+        return form.keys() == value.keys() and all(_same_json(form[k], value[k], depth + 1) for k in value)
+    return bool(form == value)
+
+
 def _json_default(value: Any, depth: int = 0) -> Any:
     """``value`` as JSON for a schema's ``default``, or ``_NO_DEFAULT`` when it has no JSON form.
 
@@ -535,7 +547,7 @@ class _Inference:
             return
         if conv is None:
             try:
-                if not bool(form == value) or type(form) is not type(value):  # (a str Enum's member equals its value)
+                if not _same_json(form, value):  # (a str Enum's member equals its value, in a list too)
                     return
             except Exception:  # an odd __eq__: the function's own default is the safe one
                 return

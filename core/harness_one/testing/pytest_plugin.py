@@ -76,10 +76,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     refused: dict[str, None] = {}  # (ordered: a mark on a class or module is named once, not once per check)
     for cls, members in suites.items():
         kit = kit_functions(cls)
-        # A skip the guard carries too skips the whole suite (a conftest hook's, as pytest's --runslow example adds
-        # one to each item): allowed, as on the class or module.
-        guard = next((i for i in members if getattr(i, "originalname", i.name) == GUARD), None)
-        whole = [m for m in guard.own_markers if m.name in ("skip", "skipif")] if guard is not None else []
+        # A skip on every member, the guard included, skips the whole suite (a conftest hook's, as pytest's --runslow
+        # example adds one to each item, each with its own reason or not): allowed, as on the class or module.
+        whole = any(getattr(i, "originalname", i.name) == GUARD for i in members) and all(
+            any(m.name in ("skip", "skipif") for m in i.own_markers) for i in members
+        )
         for item in members:
             found = kit.get(id(getattr(item, "function", None)))
             added = added_marks(found[1]) if found is not None else []
@@ -104,13 +105,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         )
 
 
-def _refused_marks(item: pytest.Item, kit: dict[int, tuple[str, Any]], whole: list[Any] | None = None) -> list[str]:
+def _refused_marks(item: pytest.Item, kit: dict[int, tuple[str, Any]], whole: bool = False) -> list[str]:
     """The marks on the kit's check or guard ``item`` (its own, its class's, its module's) that hide whether it passes:
     skip or skipif but on the class or module (which skips the whole suite, the guard included: a suite that needs
     what is missing here, listed in the summary); an xfail with ``run=False`` (never run) or not on an override of this
     one check (on the class or module it marks the guard too); a parametrize the kit did not give the check, on an
-    override (an empty one runs nothing: on the class too, as it skips each check with a mark of its own). A skip in
-    ``whole`` (one the suite's guard carries too: the whole suite skipped) is not refused. An override's parametrize
+    override (an empty one runs nothing: on the class too, as it skips each check with a mark of its own). With
+    ``whole`` (every member of the suite, its guard included, carries a skip: the whole suite skipped), no skip is. An override's parametrize
     must be the kit's own, written as the kit writes it (``kit_marks``)."""
     from ._suite import kit_marks
 
@@ -126,7 +127,7 @@ def _refused_marks(item: pytest.Item, kit: dict[int, tuple[str, Any]], whole: li
             where = f"{item.nodeid}: " + ("on the override" if overridden else "added to the kit's check")
         else:  # on the class or module: every check of the suite, the guard included
             where = f"{node.nodeid}: on the {type(node).__name__.lower()}"
-        if mark.name in ("skip", "skipif") and node is item and mark not in (whole or ()):
+        if mark.name in ("skip", "skipif") and node is item and not whole:
             problems.append(f"{where}, @pytest.mark.{mark.name}")
         elif mark.name == "xfail" and not mark.kwargs.get("run", True):
             problems.append(f"{where}, @pytest.mark.xfail(run=False), which never runs the check")
