@@ -148,3 +148,12 @@ def test_no_tool_sees_an_integer_past_the_digit_limit_without_the_validation_plu
     assert [p["path"] + ": " + p["message"] for p in result["_meta"]["harness-one/error"]["problems"]] == [
         "$.n: a number of 5000 digits is too long to read"
     ]
+
+
+def test_a_lone_surrogate_beside_a_long_integer_is_still_a_protocol_error(tmp_path: Path) -> None:
+    # the long integer's refusal was answered first, the tool's name sent back with a U+FFFD in it
+    line = (
+        '{"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {"name": "add", "arguments": {"a": "\\ud800", "n": %s}}}'
+    )
+    answers = _exchange(tmp_path, [(line % ("7" * 5000)).encode() + b"\n"])
+    assert answers[9]["error"]["code"] == -32600

@@ -287,3 +287,25 @@ class TestSome(ToolPackageTests):
         assert "test_examples" in inner.stderr.str() + inner.stdout.str()
     else:
         assert inner.ret == pytest.ExitCode.OK, inner.stdout.str()
+
+
+def test_a_skipif_that_does_not_skip_the_guard_is_no_whole_suite_skip(pytester: pytest.Pytester) -> None:
+    """The guard marked skipif(False) runs: the checks' skips hid a failing one, and the run passed."""
+    pytester.makeconftest(
+        """
+import pytest
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        mark = pytest.mark.skipif(False, reason="never") if "DO_NOT" in item.name else pytest.mark.skip(reason="x")
+        item.add_marker(mark)
+"""
+    )
+    pytester.makepyfile(
+        test_some=HEAD
+        + """
+class TestSome(ToolPackageTests):
+    tools = [inc]
+"""
+    )
+    assert pytester.runpytest("-p", "no:cacheprovider").ret == pytest.ExitCode.USAGE_ERROR

@@ -534,23 +534,22 @@ def _whole(value: Any) -> Any:
 def preview(value: Any, limit: int = 60, redactor: Any = None) -> str:
     """``value`` as an argument error shows it: short JSON text (bounded work for any size: a string's first 80
     characters, 8 items of an array or object, 3 levels; ``...`` where something was left out), surrogates escaped,
-    cut to ``limit`` characters. With ``redactor`` (a :class:`~harness_one.Redactor`), the small copy shown is masked
-    first: text as :meth:`~harness_one.Redactor.mask` masks it, a value under a secret key, a ``[secret name,
-    value]`` pair's value. The validation plugin's refusals and :meth:`~harness_one.ArgumentProblem.mismatch` show
-    values so."""
-    small, cut = _shrink(value)
-    if redactor is not None:
-        small = _masked(small, redactor)
+    cut to ``limit`` characters. With ``redactor`` (a :class:`~harness_one.Redactor`), what is shown is masked as it
+    is taken, before any cut (a cut could leave half a secret no mask recognises): text (its first 400 characters)
+    as :meth:`~harness_one.Redactor.mask` masks it, a value under a secret key, a ``[secret name, value]`` pair's
+    value. The validation plugin's refusals and :meth:`~harness_one.ArgumentProblem.mismatch` show values so."""
+    small, cut = _shrink(value, redactor)
     text = escape_surrogates(json.dumps(small, ensure_ascii=False))
     if len(text) > limit:
         return text[: limit - 3] + "..."
     return text + ("..." if cut and not isinstance(value, str) else "")
 
 
-def _shrink(value: Any, depth: int = 0) -> tuple[Any, bool]:
-    """A small copy of ``value`` for :func:`preview`, and whether anything was left out."""
+def _shrink(value: Any, redactor: Any, depth: int = 0) -> tuple[Any, bool]:
+    """A small copy of ``value`` for :func:`preview`, masked by ``redactor`` (if any), and whether anything was left out."""
     if isinstance(value, str):
-        return (value[:80], True) if len(value) > 80 else (str(value), False)
+        text = str(value[:400]) if redactor is None else redactor.mask(value[:400])
+        return (text[:80], True) if len(text) > 80 else (text, len(value) > 400)
     if isinstance(value, bool) or value is None:
         return value, False
     if isinstance(value, int):
@@ -566,29 +565,23 @@ def _shrink(value: Any, depth: int = 0) -> tuple[Any, bool]:
         if isinstance(value, dict):
             out: dict[str, Any] = {}
             for k, v in itertools.islice(value.items(), 8):
-                out[str(k)[:40]], more = _shrink(v, depth + 1)
+                name = str(k)[:40] if isinstance(k, str) else str(_shrink(k, None, 3)[0])[:40]  # (10**5000: no str())
+                if redactor is not None and isinstance(k, str) and redactor.is_secret(k):
+                    from ._redact import REDACTED
+
+                    out[name] = REDACTED
+                    continue
+                out[name], more = _shrink(v, redactor, depth + 1)
                 cut = cut or more
             return out, cut
+        if redactor is not None and len(value) == 2 and isinstance(value[0], str) and redactor.is_secret(value[0]):
+            from ._redact import REDACTED
+
+            return [_shrink(value[0], redactor, depth + 1)[0], REDACTED], False
         items = []
         for v in itertools.islice(value, 8):
-            item, more = _shrink(v, depth + 1)
+            item, more = _shrink(v, redactor, depth + 1)
             items.append(item)
             cut = cut or more
         return items, cut
     return f"<{type(value).__name__}>", False
-
-
-def _masked(value: Any, redactor: Any) -> Any:
-    """A value :func:`_shrink` made, with what ``redactor`` masks masked: values under secret keys, a ``[secret name,
-    value]`` pair's value, and secrets in text."""
-    from ._redact import REDACTED
-
-    if isinstance(value, str):
-        return redactor.mask(value)
-    if isinstance(value, dict):
-        return {k: REDACTED if redactor.is_secret(k) else _masked(v, redactor) for k, v in value.items()}
-    if isinstance(value, list):
-        if len(value) == 2 and isinstance(value[0], str) and redactor.is_secret(value[0]):
-            return [value[0], REDACTED]
-        return [_masked(v, redactor) for v in value]
-    return value

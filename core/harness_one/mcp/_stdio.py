@@ -20,8 +20,9 @@ ever. :class:`Answering` answers it, as JSON-RPC asks: ``-32600`` for a line lon
 in the request would change unseen), ``-32600`` for one that is not a valid message, with the
 request's ``id`` when the line has one the client can know (not a string holding a lone
 surrogate, which could only go back as U+FFFD, the ``id`` of another request); but a ``tools/call`` the SDK
-cannot read only for its nesting or an integer's length is read again and passed on (see :func:`reread_call`),
-so that its arguments get the registry's ``isError`` answer, as any others. A response the
+cannot read only for its nesting or an integer's length is read again (see :func:`reread_call`) and passed on,
+or, for an integer past the int-to-text limit or nesting too deep to read, answered here, so that its arguments
+get the registry's ``isError`` answer, as any others. A response the
 client sent (``result``/``error`` and no ``method``) is never answered. A batch (an array, which
 the SDK does not read) gets one array: ``-32600`` on the ``id`` of each request in it, at most
 :data:`_MAX_BATCH` (nothing for a batch of notifications and responses). An answer of its own that cannot be written marks the client gone, as one of the SDK's does.
@@ -527,6 +528,8 @@ def reread_call(line: str, exc: Exception) -> SessionMessage | JSONRPCResponse |
         return None
     if type(message) is not dict or message.get("method") != "tools/call" or _request_id(message.get("id")) is None:
         return None
+    if _ESCAPED_SURROGATE.search(line) and _lone_surrogate(message):
+        return None
     if long:
         params = message.get("params")
         name = params.get("name") if type(params) is dict else None
@@ -535,8 +538,6 @@ def reread_call(line: str, exc: Exception) -> SessionMessage | JSONRPCResponse |
         if found is None or type(name) is not str or find_long(message) is not None:  # (the id, a progress token)
             return None
         return _refused(_request_id(message["id"]), name, found.problem())
-    if _ESCAPED_SURROGATE.search(line) and _lone_surrogate(message):
-        return None
     try:
         return SessionMessage(jsonrpc_message_adapter.validate_python(message, by_name=False))
     except Exception:  # no valid message (``params`` not an object): the SDK's own refusal stands

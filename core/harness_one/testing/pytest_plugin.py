@@ -76,11 +76,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     refused: dict[str, None] = {}  # (ordered: a mark on a class or module is named once, not once per check)
     for cls, members in suites.items():
         kit = kit_functions(cls)
-        # A skip on every member, the guard included, skips the whole suite (a conftest hook's, as pytest's --runslow
-        # example adds one to each item, each with its own reason or not): allowed, as on the class or module.
-        whole = any(getattr(i, "originalname", i.name) == GUARD for i in members) and all(
-            any(m.name in ("skip", "skipif") for m in i.own_markers) for i in members
-        )
+        # A skip that skips every member, the guard included, skips the whole suite (a conftest hook's, as pytest's
+        # --runslow example adds one to each item, each with its own reason or not): allowed, as on the class or module.
+        whole = any(getattr(i, "originalname", i.name) == GUARD for i in members) and all(map(_skipped, members))
         for item in members:
             found = kit.get(id(getattr(item, "function", None)))
             added = added_marks(found[1]) if found is not None else []
@@ -105,13 +103,24 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         )
 
 
+def _skipped(item: pytest.Item) -> bool:
+    """Whether ``item``'s skip marks skip it (a ``skipif`` whose condition holds), as pytest decides it."""
+    from _pytest.skipping import evaluate_skip_marks
+
+    try:
+        return evaluate_skip_marks(item) is not None
+    except Exception:  # a condition that fails to evaluate: pytest reports it when the item runs; not a skip here
+        return False
+
+
 def _refused_marks(item: pytest.Item, kit: dict[int, tuple[str, Any]], whole: bool = False) -> list[str]:
     """The marks on the kit's check or guard ``item`` (its own, its class's, its module's) that hide whether it passes:
     skip or skipif but on the class or module (which skips the whole suite, the guard included: a suite that needs
     what is missing here, listed in the summary); an xfail with ``run=False`` (never run) or not on an override of this
     one check (on the class or module it marks the guard too); a parametrize the kit did not give the check, on an
     override (an empty one runs nothing: on the class too, as it skips each check with a mark of its own). With
-    ``whole`` (every member of the suite, its guard included, carries a skip: the whole suite skipped), no skip is. An override's parametrize
+    ``whole`` (every member of the suite, its guard included, is skipped by its marks: the whole suite skipped), no
+    skip is. An override's parametrize
     must be the kit's own, written as the kit writes it (``kit_marks``)."""
     from ._suite import kit_marks
 
