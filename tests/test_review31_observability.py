@@ -18,6 +18,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
 from structlog.testing import capture_logs
+from test_otel_decisions import RetryOnce
 
 from harness_one import Call, ManualClock, Outcome, Retry, ToolError, ToolRegistry, hookimpl
 from harness_one_plugins import LoggingPlugin, MetricsPlugin, OTelPlugin
@@ -138,14 +139,6 @@ class LatePost:
     @hookimpl(trylast=True)
     def harness_post_call(self, call: Call) -> None:
         raise RuntimeError("audit store is down")
-
-
-class RetryOnce:
-    name = "again"
-
-    @hookimpl
-    def harness_on_error(self, call: Call, error: BaseException) -> Retry | None:
-        return Retry(0.0) if call.attempt == 1 else None
 
 
 @pytest.mark.parametrize("retried", [False, True])

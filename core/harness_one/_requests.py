@@ -435,8 +435,10 @@ def parse_line(line: bytes | str) -> Request | Decision:
 
 
 def long_number_text(exc: LongNumber) -> str:
-    """What an integer too long to read is called where JSON text is read (a ``run`` line, ``call --args``)."""
-    return f"{exc.path}: expected a number of at most {exc.limit} digits, got {exc.digits} digits"
+    """What an integer too long to read is called where JSON text is read (a ``run`` line, ``call --args``): its
+    :meth:`~harness_one._arguments.LongNumber.problem`, as the registry and ``serve`` word it."""
+    problem = exc.problem()
+    return f"{problem.path}: {problem.message}"
 
 
 def _item(data: dict[str, Any]) -> Request | Decision:
