@@ -30,7 +30,7 @@ from uuid import UUID
 from .._approval import NotAsked, not_asked
 from .._arguments import decode_arguments
 from .._call import CallResult, new_call_id
-from .._errors import ToolError, ToolNotFound, model_message
+from .._errors import ToolError, ToolNotFound, exception_text, model_message
 from .._log import log_event
 from .._redact import redact
 from .._registry import ToolRegistry
@@ -238,24 +238,30 @@ def call_context(
     application's own mapping. The copy is shallow: a mutable value inside is still the
     application's.
 
-    A ``context=`` function that raises, or returns neither a mapping nor None, is the
-    application's fault: logged at ERROR on ``harness_one.integrations`` and raised as a
-    :class:`ToolError` for the adapter to answer the model with. Its message names only the
-    exception's type, never its text (which may hold what the context was meant to carry).
+    A ``context=`` function that raises, or returns neither a mapping nor None, or a mapping
+    (``context=`` or the function's) that raises when copied, is the application's fault:
+    logged at ERROR on ``harness_one.integrations`` and raised as a :class:`ToolError` for the
+    adapter to answer the model with. Its message names only the exception's type, never its
+    text (which may hold what the context was meant to carry).
     """
     if context is None:
         return None if run_id is None else _run_scope(run_id(run_context()))
     if isinstance(context, Mapping):
-        return dict(context)
-    try:
-        value = context(run_context())
-    except Exception as exc:
-        _context_failed(tool, call_id, f"raised {type(exc).__name__}", exc)
-    if value is None:
-        return None
-    if isinstance(value, Mapping):
+        value, source = context, "mapping"
+    else:
+        try:
+            returned = context(run_context())
+        except Exception as exc:
+            _context_failed(tool, call_id, f"function raised {type(exc).__name__}", exc)
+        if returned is None:
+            return None
+        if not isinstance(returned, Mapping):
+            _context_failed(tool, call_id, f"function returned {type(returned).__name__}, not a mapping", None)
+        value, source = returned, "function's mapping"
+    try:  # a lazy mapping (a vault, a settings object) may fail to read its values, with a secret in the text
         return dict(value)
-    _context_failed(tool, call_id, f"returned {type(value).__name__}, not a mapping", None)
+    except Exception as exc:
+        _context_failed(tool, call_id, f"{source} raised {type(exc).__name__} when copied", exc)
 
 
 def _run_scope(run: object) -> Mapping[str, Any] | None:
@@ -266,7 +272,7 @@ def _run_scope(run: object) -> Mapping[str, Any] | None:
 
 
 def _context_failed(tool: str, call_id: str | None, problem: str, exc: Exception | None) -> NoReturn:
-    fields = {"error": redact(f"{type(exc).__name__}: {exc}")} if exc is not None else {}  # it may hold the context's secrets
+    fields = {"error": redact(exception_text(exc))} if exc is not None else {}  # it may hold the context's secrets
     log_event(
         logging.ERROR,
         "integration context function failed",
@@ -277,7 +283,7 @@ def _context_failed(tool: str, call_id: str | None, problem: str, exc: Exception
         **fields,
     )
     raise ToolError(
-        f"Tool '{tool}' was not called: the application's context= function {problem}. "
+        f"Tool '{tool}' was not called: the application's context= {problem}. "
         "This is not a problem with the arguments; calling again will fail the same way.",
         tool=tool,
         call_id=call_id,

@@ -52,7 +52,7 @@ from langchain.agents.middleware.human_in_the_loop import (
 )
 from langchain.agents.middleware.types import PrivateStateAttr, ToolCallRequest
 from langchain_core.messages import AIMessage, ToolMessage
-from langchain_core.runnables import RunnableConfig
+from langchain_core.runnables import RunnableConfig, ensure_config
 from langchain_core.tools import BaseTool, StructuredTool, ToolException
 from langchain_core.tools import Tool as LangChainTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
@@ -571,6 +571,22 @@ def _async_only(tool: BaseTool) -> bool:
     return type(tool)._arun is not BaseTool._arun
 
 
+def _run_options() -> dict[str, Any]:
+    """What ``BaseTool.invoke`` passes ``run`` (``arun``) for arguments that are not a tool call: the config of the
+    run the call is made in (its callbacks, tags, metadata, run name and id). ``invoke`` itself takes arguments
+    holding ``"type": "tool_call"`` for LangChain's call envelope and runs the tool with their ``"args"``: with
+    arguments the harness never checked nor put to approval."""
+    config = ensure_config()
+    return {
+        "callbacks": config.get("callbacks"),
+        "tags": config.get("tags"),
+        "metadata": config.get("metadata"),
+        "run_name": config.get("run_name"),
+        "run_id": config.pop("run_id", None),
+        "config": config,
+    }
+
+
 def from_langchain(tool: BaseTool, *, registry: ToolRegistry | None = None, **definition: Any) -> Tool:
     """A LangChain tool as a harness tool, so it gains harness policies (``rate_limit=``, ``timeout=``, ...).
 
@@ -579,8 +595,9 @@ def from_langchain(tool: BaseTool, *, registry: ToolRegistry | None = None, **de
     (``handle_tool_error``, ``handle_validation_error``) is called as a copy that does not, so a
     failure is the harness's failure (retried, counted by the circuit breaker). A tool whose input
     is a pydantic model is shown and checked as a native tool's model is (:func:`_input_model`): a
-    misspelt argument, or a validator's refusal, is an argument error, not a failure. Registers it in
-    ``registry`` when one is given.
+    misspelt argument, or a validator's refusal, is an argument error, not a failure. The tool runs with
+    exactly the arguments the harness checked, under the config of the LangChain run it is called in, and
+    gives its own result (:func:`_run_options`). Registers it in ``registry`` when one is given.
     """
     given = tool.args_schema  # a JSON Schema dict (langchain-mcp-adapters) injects nothing; LangChain's input schema
     # for it is a model of one "root" field, not the tool's arguments
@@ -598,12 +615,12 @@ def from_langchain(tool: BaseTool, *, registry: ToolRegistry | None = None, **de
     def run(**kwargs: Any) -> Any:
         if check is not None:
             check(kwargs, "$")
-        return tool.invoke(kwargs)
+        return tool.run(kwargs, **_run_options())
 
     async def arun(**kwargs: Any) -> Any:
         if check is not None:
             check(kwargs, "$")
-        return await tool.ainvoke(kwargs)
+        return await tool.arun(kwargs, **_run_options())
 
     built = Tool.create(
         arun if _async_only(tool) else run,
