@@ -289,16 +289,17 @@ class Call:
         """Make ``context`` (a worker thread's, for this attempt's tool) read :attr:`cancelled` for this attempt."""
         context.run(_ATTEMPT.set, (self, self.attempt))
 
-    def remaining(self) -> float | None:
-        """Seconds until ``deadline`` on the registry's clock (None: no deadline). A ``deadline`` that is no
-        number is the :class:`~harness_one.PluginError` of the hook that set it, which this raises."""
-        deadline = self.deadline
+    def remaining(self, *, total: bool = False) -> float | None:
+        """Seconds until ``deadline`` (with ``total``: ``total_deadline``, the whole call's) on the registry's
+        clock (None: no deadline). A deadline that is no number is the :class:`~harness_one.PluginError` of
+        the hook that set it, which this raises."""
+        deadline = self.total_deadline if total else self.deadline
         if deadline is None:
             return None
         if type(deadline) is not float:
             from ._registry import clock_value
 
-            deadline = clock_value(self, "deadline")
+            deadline = clock_value(self, "total_deadline" if total else "deadline")
         return deadline - self.registry.clock.now()
 
     def report_progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:

@@ -1744,12 +1744,8 @@ def _no_decision(call: Call, answer: Any, err: ToolError) -> bool:
         return kind is Retry or (kind is Outcome and answer.error is None)
     if kind is not Retry or not answer.delay > 0.0:  # (NaN: no wait, as at the Retry's wait)
         return False
-    deadline = call.total_deadline
-    if deadline is None:
-        return False
-    if type(deadline) is not float:
-        deadline = clock_value(call, "total_deadline")
-    return bool(call.registry.clock.now() + answer.delay > deadline)
+    left = call.remaining(total=True)  # (the retry plugin asks the same, to count what it gave up)
+    return left is not None and answer.delay > left
 
 
 def clock_value(call: Call, field: str, tool: Tool | None = None) -> float:

@@ -428,6 +428,15 @@ class _WorkerGone(Exception):
     """The worker process exited (or its socket broke) while it owed an answer."""
 
 
+class _Stale(Exception):
+    """A worker could not load a job, and one started now would be prepared otherwise (:func:`_preparation`:
+    ``sys.path`` changed, a module was loaded from a file since): the job is tried once in a new worker."""
+
+    def __init__(self, error: ToolError) -> None:
+        super().__init__(error)
+        self.error = error  # the refusal, if the new worker cannot be had
+
+
 _CHUNK = 1 << 20  # the most read at once: a forged frame header cannot make the parent allocate more
 
 
@@ -523,6 +532,7 @@ class _Worker:
         "need",
         "parts",
         "poll",
+        "prepared",
         "process",
         "ready",
         "sock",
@@ -568,8 +578,9 @@ class _Worker:
         self.checked = False  # the body's start was found to be the job's id (:func:`_take`)
         self.need = _HEADER  # bytes missing from the frame's header or body
         self.unsent: bytes | memoryview | None = None  # what the socket has not yet taken of the job
+        self.prepared = _preparation()  # compared with the parent's then when a job does not load (_Stale)
         with contextlib.suppress(OSError):  # it died at once: waiting for its ready message reports how
-            _worker.send(self.fd, pickle.dumps(_preparation(), pickle.HIGHEST_PROTOCOL))
+            _worker.send(self.fd, pickle.dumps(self.prepared, pickle.HIGHEST_PROTOCOL))
         os.set_blocking(self.fd, False)  # reads and writes wait in poll() or the event loop, bounded by the deadline
 
     @property
@@ -981,6 +992,24 @@ class _ProcessPool:
             self.starting += 1
         return self.spawn()
 
+    def retire(self, worker: _Worker) -> bool:
+        """Take ``worker`` out of the pool, unkilled, if it is idle (another call may have taken it since it was
+        given back); whether it was."""
+        with self.lock:
+            if worker not in self.idle:
+                return False
+            self.idle.remove(worker)
+            self.workers.discard(worker)
+        return True
+
+    def fresh(self) -> _Worker | None:
+        """A worker started now, in a free place (never an idle one); None when there is none."""
+        with self.lock:
+            if self.closed or len(self.workers) + self.starting >= self.max_workers:
+                return None
+            self.starting += 1
+        return self.spawn()
+
     def spawn(self) -> _Worker:
         """Start a worker in a place reserved with ``starting``; it joins ``workers`` (and the reaper starts)."""
         try:
@@ -1264,7 +1293,7 @@ class ProcessRunner:
         self._check(call, worker, frame, timeout)
         assert frame is not None
         self._pool.give_back(worker, self.max_calls)  # its answer read whole and in step: ready for the next call
-        return self._decode(call, frame)
+        return self._decode(call, frame, worker)
 
     def _check(self, call: Call, worker: _Worker, frame: bytes | None, timeout: float) -> None:
         """Raise for no answer by the deadline (``frame`` None) or one not in step (the worker discarded)."""
@@ -1277,9 +1306,10 @@ class ProcessRunner:
                 call, "the worker's answer was not in step with its call (the tool wrote to the worker's socket); worker replaced"
             )
 
-    def _decode(self, call: Call, frame: bytes) -> Any:
+    def _decode(self, call: Call, frame: bytes, worker: _Worker | None = None) -> Any:
         """The outcome an answer in step carries: its value, or the exception to raise (rebuilt here, in
-        the caller, outside the call's deadline)."""
+        the caller, outside the call's deadline); ``_Stale`` when ``worker`` (given) could not load the job
+        and was started before what a worker gets from here changed."""
         try:
             answer = _loads(memoryview(frame)[_HEADER:])
         except Exception as exc:  # the result does not unpickle here
@@ -1291,7 +1321,12 @@ class ProcessRunner:
         if answer[0]:
             return answer[1]
         if answer[0] is None:  # the worker could not load the job: the tool did not start (the worker is kept)
-            raise _refused(call, self._failed(call, f"{answer[1]} (the tool did not run)"))
+            err = self._failed(call, f"{answer[1]} (the tool did not run)")
+            # (only here, never per call: _preparation reads every module; a tool's module imported, a sys.path
+            # entry added after the worker started reach a worker started now)
+            if worker is not None and worker.prepared != _preparation():
+                raise _Stale(err)
+            raise _refused(call, err)
         raise _remote_error(call, *answer[1:])
 
     def _kept(self, call: Call, frame: bytes) -> None:
@@ -1401,6 +1436,18 @@ class ProcessRunner:
         except RuntimeError:  # no thread can start (the interpreter is shutting down): here, then
             self._pool.discard(worker, "killed")
 
+    def _fresh(self, call: Call, error: ToolError) -> _Worker:
+        """A worker started now for a job a stale worker could not load (that one retired already); when none
+        can be had (every place taken, shut down, no process to start), the refusal ``error`` stands."""
+        try:
+            worker = self._pool.fresh()
+        except Exception as exc:
+            raise _refused(call, error) from exc
+        if worker is None:
+            raise _refused(call, error)
+        self.last_pid = worker.pid
+        return worker
+
     def _quiet(self, call: Call, worker: _Worker) -> bytes | None:
         """After a wait in which the socket was not ready: ToolCancelled when ``call`` was cancelled;
         a frame that came just now; else ``_WorkerGone`` if the worker exited (a process the tool
@@ -1418,6 +1465,19 @@ class ProcessRunner:
         job = self._job(call, fn, kwargs)
         worker = self._take(call)
         end = time.monotonic() + timeout  # a worker's start counts: the call's time is the caller's
+        try:
+            return self._run(call, worker, job, end, timeout)
+        except _Stale as stale:  # once, in a worker started now (this one retired, not counted as killed)
+            if self._pool.retire(worker):
+                worker.kill()
+            worker = self._fresh(call, stale.error)
+        try:
+            return self._run(call, worker, job, end, timeout)
+        except _Stale as stale:  # changed again meanwhile: refused
+            raise _refused(call, stale.error) from None
+
+    def _run(self, call: Call, worker: _Worker, job: bytes, end: float, timeout: float) -> Any:
+        """:meth:`run` with ``worker`` taken; ``_Stale`` (see :meth:`_decode`)."""
         try:
             if not worker.ready:
                 self._start(call, worker, end, timeout)
@@ -1446,6 +1506,26 @@ class ProcessRunner:
         job = self._job(call, fn, kwargs)
         worker = self._take(call)
         end = time.monotonic() + timeout
+        try:
+            return await self._arun(call, worker, job, end, timeout)
+        except _Stale as stale:  # as in run(); the retired worker reaped off the loop, as _akill does
+            if self._pool.retire(worker):
+                worker.signal()
+                try:
+                    await _off_loop(worker.kill)
+                except asyncio.CancelledError:  # the thread reaps it all the same; the tool did not run
+                    call.ran = False
+                    raise
+                except RuntimeError:  # no thread can start (the interpreter is shutting down): here, then
+                    worker.kill()
+            worker = self._fresh(call, stale.error)
+        try:
+            return await self._arun(call, worker, job, end, timeout)
+        except _Stale as stale:
+            raise _refused(call, stale.error) from None
+
+    async def _arun(self, call: Call, worker: _Worker, job: bytes, end: float, timeout: float) -> Any:
+        """:meth:`arun` with ``worker`` taken; ``_Stale`` (see :meth:`_decode`)."""
         try:
             if not worker.ready:
                 await self._astart(call, worker, end, timeout)
@@ -1484,7 +1564,7 @@ class ProcessRunner:
         assert frame is not None
         await self._agive_back(call, worker, frame)  # its answer read whole and in step
         try:
-            return self._decode(call, frame)
+            return self._decode(call, frame, worker)
         except StopIteration as exc:  # a coroutine cannot raise it (see ThreadRunner.arun)
             raise _stop_iteration() from exc
 

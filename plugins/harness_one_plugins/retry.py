@@ -10,6 +10,7 @@ from harness_one import (
     CircuitOpen,
     Clock,
     IdempotencyConflict,
+    PluginError,
     RateLimitExceeded,
     Retry,
     RetryableError,
@@ -157,9 +158,16 @@ class RetryPlugin:
         # The budget starts at the first attempt, or at the first refusal when an earlier policy
         # (the rate limit) refused the call before this plugin's pre_call ran.
         started = call.state.setdefault("retry.start", now)
-        # (no wait ends after the call's total timeout: the core sees to it.) Over by less than a microsecond is
-        # float rounding: an open circuit's 30 s at a 30 s budget came as 30.000000000000114 s and was given up.
+        # Over by less than a microsecond is float rounding: an open circuit's 30 s at a 30 s budget came as
+        # 30.000000000000114 s and was given up.
         if now + delay - started > policy.total + 1e-6:
+            self.gave_up += 1
+            return None
+        try:  # the core drops a Retry whose wait ends after the call's total timeout (its rule: Call.remaining)
+            left = call.remaining(total=True)
+        except PluginError:  # a total_deadline no number: the core reports it (of the hook that set it)
+            left = None
+        if left is not None and delay > 0.0 and delay > left:
             self.gave_up += 1
             return None
         self.retries += 1
