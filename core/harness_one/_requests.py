@@ -15,12 +15,14 @@ shape               a call looks like                                           
 
 What a dispatcher reads as a call (``parse_call`` with ``provider``): every item of OpenAI's
 ``tool_calls``; in the formats whose items are typed (Anthropic, OpenAI Responses), an item whose
-``type`` is the call's (``tool_use``, ``function_call``), and no item of another ``type`` (text,
-thinking, reasoning, a server tool's call); an item without a ``type`` (and every Gemini part) when
-it holds a value in a field a call is read from: ``id``, ``name``, ``input`` (Anthropic),
-``call_id``, ``id``, ``name``, ``arguments`` (Responses), ``function_call``, ``functionCall``,
-``id``, ``name``, ``args`` (Gemini). Dicts and SDK objects (their ``model_dump()``) alike; an
-object that cannot be read shows only its ``type`` and id.
+``type`` is the call's (``tool_use``, ``function_call``, ``custom_tool_call``), and no item of another
+``type`` (text, thinking, reasoning, a server tool's call); an item without a ``type`` (and every
+Gemini part) when it holds a value in a field a call is read from: ``id``, ``name``, ``input``
+(Anthropic), ``call_id``, ``id``, ``name``, ``arguments`` (Responses), ``function_call``,
+``functionCall``, ``id``, ``name``, ``args`` (Gemini). Dicts and SDK objects (their ``model_dump()``)
+alike; an object that cannot be read shows only its ``type`` and id. A call of an OpenAI custom
+(free-form) tool (Chat's ``{"type": "custom", "custom": {...}}``, a Responses ``custom_tool_call``)
+is a :class:`CustomCall`: its input is free text, which no tool here takes.
 
 A line of ``harness-one run`` may instead be a decision on a held call (``Decision``):
 ``{"approve": "<call id>"}`` or ``{"deny": "<call id>", "reason": "..."}``.
@@ -44,6 +46,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BadRequest",
+    "CustomCall",
     "Decision",
     "CUT_KEEP",
     "Request",
@@ -103,6 +106,14 @@ class BadRequest(Exception):
         self.request_id = request_id
 
 
+class CustomCall(BadRequest):
+    """A call of an OpenAI custom (free-form) tool: not run (a tool here takes JSON arguments, not free text), but
+    answered with why, in the answer shape of such a call (a Responses ``custom_tool_call_output``)."""
+
+    def __init__(self, request_id: Any = None) -> None:
+        super().__init__("custom (free-form) tools are not supported; call a function tool, with JSON arguments", request_id)
+
+
 def readable(obj: Any) -> bool:
     """Whether calls can be read from ``obj``: a mapping or an SDK object (``model_dump``).
 
@@ -129,7 +140,9 @@ def _fields(obj: Any) -> Mapping[str, Any] | None:
 
 
 #: The shape an item's ``type`` marks as a call, in the formats whose items are typed.
-_CALL_TYPES = {"tool_use": "anthropic", "function_call": "openai-responses"}
+_CALL_TYPES = {"tool_use": "anthropic", "function_call": "openai-responses", "custom_tool_call": "openai-responses"}
+#: The ``type`` of a custom (free-form) tool's call, by shape: a :class:`CustomCall`.
+_CUSTOM_TYPES = {"custom": "openai", "custom_tool_call": "openai-responses"}
 _TYPED = frozenset(_CALL_TYPES.values())
 #: The fields a call is read from, by format: an item without a ``type`` that holds one is a call.
 #: (Every item of OpenAI's ``tool_calls`` is a call.)
@@ -154,7 +167,7 @@ def _shape(call: Mapping[str, Any]) -> str:
     typed = _CALL_TYPES.get(kind) if isinstance(kind, str) else None
     if typed is not None:
         return typed
-    if isinstance(call.get("function"), Mapping):
+    if isinstance(call.get("function"), Mapping) or (kind == "custom" and isinstance(call.get("custom"), Mapping)):
         return "openai"
     if isinstance(_gemini_part(call), Mapping) or ("args" in call and "arguments" not in call):
         return "gemini"
@@ -166,10 +179,10 @@ def parse_call(obj: Any, *, provider: str | None = None, scalar_ids: bool = Fals
 
     With ``provider`` given, an item that is not one of its calls (a text block, a reasoning
     item; the rule is in the module docstring) gives ``None``. Raises :class:`BadRequest` for a
-    call without a usable name, and for a call that cannot be read but has an id (both are
-    answered as invalid calls); ``TypeError`` for an item that is not a call at all (no dict, no
-    SDK object, and no id), and for a class given for an instance. An id that is an array or an
-    object becomes its JSON text, or with ``scalar_ids`` (the lines of ``harness-one run``, as
+    call without a usable name, for a call that cannot be read but has an id (both are
+    answered as invalid calls), and (:class:`CustomCall`) for a custom tool's call; ``TypeError``
+    for an item that is not a call at all (no dict, no SDK object, and no id), and for a class
+    given for an instance. An id that is an array or an object becomes its JSON text, or with ``scalar_ids`` (the lines of ``harness-one run``, as
     JSON-RPC asks) is a :class:`BadRequest` without an id, as is a boolean or a number that is not finite
     (``NaN``, ``Infinity``, ``1e400``: no JSON number): an answer on its text could not be matched, and a
     decision line could not name it.
@@ -191,6 +204,8 @@ def parse_call(obj: Any, *, provider: str | None = None, scalar_ids: bool = Fals
             f"cannot read a call from a {type(obj).__name__}: {why}; give a dict or the provider SDK's object", seen["id"]
         )
     rid: Any = call.get("id")
+    kind = call.get("type")
+    custom = isinstance(kind, str) and _CUSTOM_TYPES.get(kind) == shape
     problem = "the request has no tool 'name'"
     if shape == "anthropic":
         name, arguments = call.get("name"), call.get("input")
@@ -217,6 +232,8 @@ def parse_call(obj: Any, *, provider: str | None = None, scalar_ids: bool = Fals
     if scalar_ids and isinstance(rid, float) and not math.isfinite(rid):  # NaN, 1e400: no JSON number, no id to answer on
         shown = "NaN" if math.isnan(rid) else "-Infinity" if rid < 0 else "Infinity"
         raise BadRequest(f"the request's id must be a string or a finite number, not {shown}")
+    if custom:  # whatever else it holds: its input is text no tool here takes (answered under its id, as read)
+        raise CustomCall(rid)
     if not isinstance(name, str) or not name:
         raise BadRequest(problem, rid)
     if (rid is None or rid == "") and provider in _PAIRED:  # its answer could not be paired with it: it is not run

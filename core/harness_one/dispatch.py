@@ -15,14 +15,17 @@ them, ``None`` (no calls), one call, or the message or response that holds them 
 message or ``ChatCompletion``, a Responses ``Response``, Anthropic's ``Message``, Gemini's
 ``Content``, ``Candidate`` or response: the first choice's or candidate's calls).
 A call is every item of OpenAI's ``tool_calls``; an Anthropic block or Responses item whose
-``type`` is ``tool_use`` or ``function_call`` (one of another ``type`` is skipped); and an item
-without a ``type``, or a Gemini part, that holds a value in a field a call of its format is read
-from (``id``, ``name``, ``input``; ``call_id``, ``arguments``; ``function_call``, ``args``):
-dicts and SDK objects alike.
+``type`` is ``tool_use``, ``function_call`` or ``custom_tool_call`` (one of another ``type`` is
+skipped); and an item without a ``type``, or a Gemini part, that holds a value in a field a call
+of its format is read from (``id``, ``name``, ``input``; ``call_id``, ``arguments``;
+``function_call``, ``args``): dicts and SDK objects alike.
 Nothing the model sent raises out of a dispatcher: invalid ``arguments`` JSON, unknown tools,
 an unreadable call with an id and every :class:`ToolError` become error results the model can
 read (a call whose id no answer can carry, text with a lone surrogate or a ``NaN``, is answered
-so under a null id). Only ``calls`` that are no calls at all (a string, a number, a list holding one) or a
+so under a null id). A call of an OpenAI custom (free-form) tool is not run: it is answered in
+its own shape (a Responses ``custom_tool_call_output``) with an error saying to call a function
+tool. A Gemini answer repeats the tool name the call sent, cut to 200 characters (more than any
+tool name has). Only ``calls`` that are no calls at all (a string, a number, a list holding one) or a
 class given for an instance raise a ``TypeError``, before any call runs. Several calls run
 concurrently (up to ``concurrency``), and results come back in the order of the calls.
 With ``names=`` (the tools the model was shown, or their :class:`~harness_one.export.Export`;
@@ -50,7 +53,7 @@ from ._call import CallResult, new_call_id
 from ._errors import APPROVAL_REQUIRED, ToolError, ToolNotFound, exception_text, model_message
 from ._formats import CALL_FORMATS, check_format
 from ._render import safe_text, struct_data
-from ._requests import BadRequest, Request, parse_call, readable, resolve, text_id
+from ._requests import BadRequest, CustomCall, Request, parse_call, readable, resolve, text_id
 from ._suggest import NameIndex
 
 if TYPE_CHECKING:
@@ -281,7 +284,7 @@ class _Shown:
         for each in shown:
             index.add(each)
         close = [name for name in index.suggest(sent) if name != sent] if len(sent) <= 256 else []
-        error = ToolNotFound(safe_text(sent[:200]), available=shown[:20], suggestions=close, total=len(shown))
+        error = ToolNotFound(_sent_name(sent), available=shown[:20], suggestions=close, total=len(shown))
         if not shown:  # no tool was shown: nothing to name (nor any note on registries, which this is not about)
             error.message = f"Unknown tool '{error.tool}'."
             error.args = (error.message,)
@@ -340,7 +343,7 @@ def _gemini_named(result: CallResult, registry: ToolRegistry, request: Request) 
     if not (error.suggestions or listed) or not error.message.startswith(head):  # no tool named, or they changed
         return result
     named = ToolNotFound(
-        safe_text(request.exported[:200]),
+        _sent_name(request.exported),
         available=[gemini_name(name) for name in listed],
         suggestions=[gemini_name(name) for name in error.suggestions],
         total=total,
@@ -371,6 +374,17 @@ def _writable(rid: Any) -> bool:
             return False
         return True
     return not isinstance(rid, float) or math.isfinite(rid)
+
+
+#: The most characters of the tool name a call sent that an answer or an error repeats: more than any tool name has (64
+#: at most, as Gemini's function names), so a name cut to it names no tool, and an answer stays small whatever was sent.
+_NAME_SHOWN = 200
+
+
+def _sent_name(name: str) -> str:
+    """The tool name a call sent, as an answer or an error repeats it: cut to :data:`_NAME_SHOWN` characters, then
+    made valid UTF-8 (a lone surrogate as U+FFFD)."""
+    return safe_text(name[:_NAME_SHOWN])
 
 
 def _shown(rid: Any) -> str:
@@ -408,15 +422,19 @@ def _settle(
 
 
 def _refused(registry: ToolRegistry, provider: str, request: BadRequest) -> dict[str, Any]:
-    """The answer to a call the provider's format cannot be read from, once the plugins observed it."""
+    """The answer to a call the provider's format cannot be read from (or of a custom tool), once the plugins observed it."""
     name = request.name if isinstance(request, _Unrun) else ""  # (a call whose name could not be read has none)
-    error = registry._refused(name, ToolError(f"Invalid tool call: {request}. Send a tool name and its arguments."), None)
+    advice = "" if isinstance(request, CustomCall) else " Send a tool name and its arguments."  # (it says what to do)
+    error = registry._refused(name, ToolError(f"Invalid tool call: {request}.{advice}"), None)
     assert error.call_id is not None
-    return _answer(
+    answer = _answer(
         provider,
         Request(request.request_id, name, {}, provider, exported=name),
         CallResult(False, None, error, name, error.call_id, 0.0, 0),
     )
+    if isinstance(request, CustomCall) and provider == "openai-responses":  # the item type that answers such a call
+        answer["type"] = "custom_tool_call_output"
+    return answer
 
 
 def _answer(provider: str, request: Request, result: CallResult) -> dict[str, Any]:
@@ -432,7 +450,7 @@ def _answer(provider: str, request: Request, result: CallResult) -> dict[str, An
     # makes the others' text, with the ints a double would round as their digits (see struct_data).
     error = model_message(result.error) if result.error else "error"  # capped, as for_model()
     response = {"output": struct_data(result.value)} if result.ok else {"error": error}
-    answer: dict[str, Any] = {"name": safe_text(request.exported), "response": response}
+    answer: dict[str, Any] = {"name": _sent_name(request.exported), "response": response}
     if rid is not None:
         answer["id"] = rid
     return answer
