@@ -24,7 +24,7 @@ import time
 import weakref
 from collections.abc import Hashable, Sequence
 from typing import Any, NoReturn, TypeGuard
-from urllib.parse import urlparse
+from urllib.parse import parse_qsl, urlencode, urlparse, urlunparse
 
 import redis
 import redis.asyncio as aredis
@@ -822,6 +822,18 @@ def _after_fork() -> None:
 os.register_at_fork(after_in_child=_after_fork)
 
 
+#: Socket options of a Redis URL that the link's ``timeout`` sets instead: redis-py lets a URL's options
+#: win over keyword arguments, so ``?socket_timeout=60`` would let one operation wait 60 s, not ``timeout``.
+_LINK_TIMEOUTS = ("socket_timeout", "socket_connect_timeout")
+
+
+def _without_link_timeouts(url: str) -> str:
+    """``url`` without the query options of :data:`_LINK_TIMEOUTS`."""
+    parsed = urlparse(url)
+    kept = [(name, value) for name, value in parse_qsl(parsed.query, keep_blank_values=True) if name not in _LINK_TIMEOUTS]
+    return urlunparse(parsed._replace(query=urlencode(kept)))
+
+
 class RedisLink:
     """One registry's connection to Redis: a sync client with its own pool for ``call``, an
     asyncio client per event loop for the backends' ``a...`` methods.
@@ -830,7 +842,8 @@ class RedisLink:
         url: ``redis://[user:password@]host[:port][/db]`` or ``rediss://`` (TLS); for a Redis
             Cluster ``redis+cluster://host:port`` (any node; ``rediss+cluster://`` with TLS).
             The query may set ``prefix=`` and ``timeout=`` (they override the defaults, not
-            the arguments).
+            the arguments); its ``socket_timeout=`` and ``socket_connect_timeout=`` are dropped
+            (``timeout`` sets both).
         prefix: the namespace of every key (default ``harness-one:``), so several
             applications can share one Redis.
         timeout: seconds to connect and to wait for each answer (a write of several calls waits
@@ -863,7 +876,8 @@ class RedisLink:
         cluster: bool = False,
     ) -> None:
         check_redis_url(url)
-        self.url, options, in_url = split_redis_url(url)
+        plain, options, in_url = split_redis_url(url)
+        self.url = _without_link_timeouts(plain)  # so `timeout` bounds each operation, whatever the URL says
         self.cluster = cluster or in_url
         self.prefix = redis_prefix(prefix, options)
         self.timeout = timeout if timeout is not None else float(options.get("timeout", 0.25))
@@ -1706,7 +1720,14 @@ else
   if #held > kept then held = string.sub(held, -kept) end
   redis.call('HSET', k, f, n + 1, 'n:*', all + 1, 'c', held)
 end
-if spent ~= 0 and all == 0 then return spent end -- nothing counted: leave no key
+if spent ~= 0 and all == 0 and n == 0 then -- maybe nothing counted ('n:*' is 0 after a give-back of an uncounted scope)
+  local counted = false
+  local fields = redis.call('HGETALL', k)
+  for i = 1, #fields, 2 do
+    if string.sub(fields[i], 1, 2) == 'n:' and tonumber(fields[i + 1]) ~= 0 then counted = true end
+  end
+  if not counted then return spent end -- nothing counted: leave no key; else the refusal restarts the ttl, as in memory
+end
 redis.call('HSET', k, 'ex', num(now + ttl))
 redis.call('PEXPIRE', k, math.min(math.max(1, math.ceil(ttl * 1000)), 604800000))
 return spent

@@ -116,7 +116,8 @@ class SQLiteStore:
     The constructor touches no file: the first operation opens it (WAL, the table; then a file
     SQLite cannot open, such as one that is not a database, fails that operation as above and the
     next one tries again). A claim's ``owner`` is a column of its row, added to a file made
-    before owners the same way.
+    before owners the same way. Expired records are deleted by the first ``begin`` after the file
+    opens (so each process, however short-lived, sweeps once) and by every 1024th after that.
 
     ``timeout`` (seconds above 0, at most SQLite's 24.8 days; default 10) bounds each
     operation's wait for the file: the threads of a process share one connection, and a thread
@@ -142,6 +143,7 @@ class SQLiteStore:
         self._closed = False
         self._owner_missing = False
         self._ops = 0
+        self._sweep = False  # the next claim first deletes the expired records (set as the file opens)
         # The owners of claims waiting in threads (oldest first): True once released before the claim came.
         self._waiting: dict[str | None, bool] = {}
         self._waiting_lock = threading.Lock()  # not the connection's: the loop never waits for it
@@ -207,6 +209,7 @@ class SQLiteStore:
             raise
         self._owner_missing = "owner" not in columns
         self._conn = conn
+        self._sweep = True  # (at the first claim, on the clock the records' expiry is on: a short-lived process sweeps too)
         return conn
 
     def _wait_until(self, conn: sqlite3.Connection, until: float | None) -> None:
@@ -273,8 +276,9 @@ class SQLiteStore:
             conn.execute("BEGIN IMMEDIATE")
             try:
                 self._ops += 1
-                if self._ops % 1024 == 0:
+                if self._sweep or self._ops % 1024 == 0:
                     conn.execute("DELETE FROM harness_one_idempotency WHERE expires <= ?", (now,))
+                    self._sweep = False
                 row = conn.execute(
                     "SELECT fingerprint, state, expires, ok, value, error FROM harness_one_idempotency WHERE scope = ? AND key = ?",
                     (scope, key),
