@@ -67,7 +67,8 @@ class ConcurrencyPlugin:
 
     Args:
         default: a per-tool cap for tools that declare no ``max_concurrency`` (None: no cap).
-        total: a cap across all tools of the registry (None: no cap).
+        total: a cap across all tools (None: no cap): of the registries sharing the state in memory or
+            SQLite; with Redis, of every process and registry on its database and prefix.
         max_wait: seconds to wait for a slot (0: fail at once).
         poll: seconds between checks while waiting.
         slots: where slots live (default: the registry's state).
