@@ -25,6 +25,7 @@ import inspect
 import itertools
 import json
 import logging
+import math
 import os
 import re
 import signal
@@ -95,6 +96,10 @@ _WRAP = "x-fastmcp-wrap-result"
 _LOST = (OSError, EOFError, anyio.BrokenResourceError, anyio.ClosedResourceError, anyio.EndOfStream, httpx2.TransportError)
 #: The synthesized errors of the SDK's HTTP transport for a request whose response stream broke.
 _HTTP_ABANDONED = ("SSE stream failed", "SSE stream ended")
+#: How the SDK's HTTP transport begins its error for a reply it could not parse (pydantic's dump follows, the reply's
+#: own values quoted in it), and the first problem of that dump (a line ``  MSG [type=...``).
+_HTTP_UNREADABLE = ("Failed to parse JSON response: ", "Failed to parse SSE message: ")
+_FIRST_PROBLEM = re.compile(r"^  (.+?) \[type=", re.MULTILINE)
 #: How much of a line over the bound is kept, to read its id from.
 _HEAD = 1 << 12
 #: The pages of one tools/list read at most, and the tools kept of them all.
@@ -869,7 +874,7 @@ class RemoteServer:
                 reason = await self._why_lost(client, exc.message)
                 raise McpConnectionError(outside_text(f"Lost the connection to MCP server '{self.spec.name}': {reason}")) from exc
             raise McpConnectionError(  # the server's words: masked and cut once, as any remote text
-                outside_text(f"MCP server '{self.spec.name}' answered tools/list with an error: {exc.message}")
+                outside_text(f"MCP server '{self.spec.name}' answered tools/list with an error: {_unparsed(exc) or exc.message}")
             ) from exc
         except pydantic.ValidationError as exc:  # not a listing at all (its tools are read one by one: _page)
             raise McpConnectionError(
@@ -947,9 +952,16 @@ class RemoteServer:
         client = await self._connected()
         callback = None
         if report is not None:
+            from ._server import _progress_kept
+
+            floor = -math.inf
 
             async def callback(progress: float, total: float | None, message: str | None) -> None:
-                report(progress, total, message)  # the remote's progress goes on to whoever called the harness tool
+                nonlocal floor
+                kept = _progress_kept(floor, progress, total)  # the served side's rule: finite, and increasing
+                if kept is not None:  # it goes on to whoever called the harness tool
+                    floor = kept[0]
+                    report(*kept, message)
 
         try:
             call = client.call_tool(remote, arguments, progress_callback=callback, meta=meta or None)  # type: ignore[arg-type]
@@ -969,7 +981,7 @@ class RemoteServer:
                 raise McpConnectionError(
                     f"Lost the connection to MCP server '{self.spec.name}' during '{local}': {reason}", tool=local
                 ) from exc
-            cause = RemoteToolError(exc.message, server=self.spec.name, tool=remote, data=exc.data)
+            cause = RemoteToolError(_unparsed(exc) or exc.message, server=self.spec.name, tool=remote, data=exc.data)
             raise self._failed(cause, local) from exc
         except _LOST as exc:
             self._lost(client)
@@ -1119,9 +1131,8 @@ class RemoteServer:
 
         async def call_mcp_tool(**arguments: Any) -> Any:
             call: Call = arguments.pop(name)
-            # Ask the remote for progress only when someone listens (``Call.wants_progress``, when the core has it).
-            wanted = getattr(call, "wants_progress", True)
-            report = _on_loop(asyncio.get_running_loop(), call.report_progress) if wanted else None
+            # Ask the remote for progress (a progressToken) only when the caller listens: an on_progress was given.
+            report = _on_loop(asyncio.get_running_loop(), call.report_progress) if call._progress is not None else None
             result = await _await(server._call(remote, local, arguments, report, _current_trace(), deadline))
             if output_schema is not None and not result.is_error:
                 if not checks:
@@ -1484,8 +1495,11 @@ def _first(exc: BaseException) -> BaseException:
 
 
 def _describe(exc: BaseException) -> str:
-    """``Type: message`` of the first real error (anyio wraps errors in exception groups)."""
-    return exception_text(_first(exc))  # its text may hold the server's URL, password and all
+    """``Type: message`` of the first real error (anyio wraps errors in exception groups); an HTTP reply the SDK
+    could not parse in :func:`_unreadable`'s words."""
+    first = _first(exc)
+    unread = _unparsed(first) if isinstance(first, MCPError) else None
+    return unread or exception_text(first)  # its text may hold the server's URL, password and all
 
 
 def _closed(client: Client, exc: MCPError, *, http: bool) -> bool:
@@ -1523,11 +1537,27 @@ def _fail_unreadable(client: Client, error: ValueError) -> None:
         else:
             ids = _reply_ids(given) if isinstance(given, str) else []
         pending = client.session._dispatcher._pending  # type: ignore[attr-defined]
-        reason = safe_text(str(first.get("msg", "unreadable")))
+        message = _unreadable(str(first.get("msg", "unreadable")))
         for request_id in ids:
             waiter = pending.get(request_id) if type(request_id) in (str, int) else None
             if waiter is not None:
-                waiter.send.send_nowait(types.ErrorData(code=PARSE_ERROR, message=f"the reply could not be read ({reason})"))
+                waiter.send.send_nowait(types.ErrorData(code=PARSE_ERROR, message=message))
+
+
+def _unreadable(reason: str) -> str:
+    """What a call is told of a reply that could not be read: ``reason`` is the first problem pydantic found
+    (``Field required``), never the reply's own text."""
+    return f"the reply could not be read ({safe_text(reason)})"
+
+
+def _unparsed(exc: MCPError) -> str | None:
+    """:func:`_unreadable`'s words for the SDK's HTTP error of a reply it could not parse (a JSON body or an event),
+    whose text quotes the reply (cut by pydantic, a secret's key may be cut off and its value left unmasked);
+    ``None`` for any other error."""
+    if exc.code != PARSE_ERROR or not exc.message.startswith(_HTTP_UNREADABLE):
+        return None
+    found = _FIRST_PROBLEM.search(exc.message)
+    return _unreadable(found[1] if found else "unreadable")
 
 
 def _spec(target: McpSpec | str | Sequence[str], name: str | None, prefix: str | None) -> McpSpec:

@@ -595,16 +595,14 @@ class _Progress:
         self.over = self.pausing = False
 
     def report(self, progress: float, total: float | None = None, message: str | None = None) -> None:
-        done, whole = float(progress), None if total is None else float(total)
-        if not math.isfinite(done):  # JSON would carry it as null, which the client drops: say nothing
-            return
         text = None if message is None else safe_text(str(message)[:PROGRESS_MESSAGE_CHARS])
         with self.lock:
-            if done <= self.floor:  # the spec's progress only increases: a repeat or a step back is not sent
+            kept = _progress_kept(self.floor, progress, total)
+            if kept is None:
                 return
-            self.floor = done
+            self.floor = kept[0]
             waking = self.latest is None  # else a wake-up is on its way already
-            self.latest = (done, whole if whole is None or math.isfinite(whole) else None, text)
+            self.latest = (*kept, text)
         if not waking:
             return
         if threading.get_ident() == self.owner:
@@ -650,6 +648,16 @@ class _Progress:
             return
         if (item := self.take()) is not None:
             await self.send(*item)
+
+
+def _progress_kept(floor: float, progress: float, total: float | None) -> tuple[float, float | None] | None:
+    """A progress report that follows one of progress ``floor``, as passed on: ``(progress, total)`` as floats, a total
+    that is not finite left out; None (dropped) when ``progress`` is not finite (JSON would carry it as null) or not
+    greater than ``floor`` (the spec's progress only increases). Served calls' reports and a remote's alike."""
+    done, whole = float(progress), None if total is None else float(total)
+    if not math.isfinite(done) or done <= floor:
+        return None
+    return done, whole if whole is None or math.isfinite(whole) else None
 
 
 def _wire_meta(meta: Mapping[str, Any]) -> dict[str, Any]:
@@ -1279,7 +1287,7 @@ async def serve_http(
     )
     shown = f"[{host}]" if ":" in host else host
     print(f"harness-one: serving MCP on http://{shown}:{bound}{path}", file=sys.stderr, flush=True)
-    if not _loopback(host):
+    if not _loopback(sock.getsockname()[0]):  # the address bound: `127.1`, a name for 127.0.0.1, are loopback too
         print(
             f"harness-one: warning: {host} is not a loopback address; every tool is reachable from the network "
             "with no authentication (put an authenticating proxy in front, or mount http_app behind your own)",
