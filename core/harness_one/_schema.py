@@ -1325,12 +1325,12 @@ def _to_datetime(value: Any, path: str) -> Any:
 def _to_date(value: Any, path: str) -> Any:
     if isinstance(value, dt.date) and not isinstance(value, dt.datetime):
         return value
+    if not (isinstance(value, str) and _DATE.fullmatch(value)):
+        raise _refuse(path, "an RFC 3339 date (YYYY-MM-DD)", value)
     try:
-        if isinstance(value, str) and _DATE.fullmatch(value):
-            return dt.date(int(value[:4]), int(value[5:7]), int(value[8:]))
-    except ValueError:
-        pass
-    raise _refuse(path, "an RFC 3339 date (YYYY-MM-DD)", value)
+        return dt.date(int(value[:4]), int(value[5:7]), int(value[8:]))
+    except ValueError as exc:  # the reason, as _to_datetime gives it: "year 0 is out of range", a February 30th
+        raise _refuse(path, "an RFC 3339 date (YYYY-MM-DD)", value, why=f" ({exc})") from None
 
 
 def _to_time(value: Any, path: str) -> Any:
@@ -1469,25 +1469,65 @@ def _to_literal(args: tuple[Any, ...]) -> _Conv:
     return to_choice
 
 
+def _strict(core: Any) -> bool:
+    """Whether a pydantic core schema (its nested models and fields too) asks for strict mode anywhere."""
+    seen: set[int] = set()
+    stack = [core]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, dict):
+            if node.get("strict") is True:
+                return True
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return False
+
+
 def _to_pydantic(tp: type) -> _Conv:
     from pydantic import TypeAdapter, ValidationError
 
     adapter: TypeAdapter[Any] = TypeAdapter(tp)
+    # Strict mode in Python mode wants a datetime, UUID, Enum member or tuple, never the string or array JSON sends
+    # (and the schema asks for): a strict model validates as the JSON text it came as, as pydantic's strict mode
+    # reads JSON. Others stay in Python mode (no JSON text to write per call, pydantic's lax messages unchanged).
+    strict = _strict(adapter.core_schema)
+
+    def validate(value: Any) -> Any:
+        if strict:
+            try:
+                text = json.dumps(value, allow_nan=True)
+            except (TypeError, ValueError):  # no JSON value (a caller's own objects): as Python
+                pass
+            else:
+                try:
+                    return adapter.validate_json(text)
+                except ValidationError as exc:
+                    if all(err.get("type") != "json_invalid" for err in exc.errors()):
+                        raise  # (json_invalid: a lone surrogate, which JSON text cannot hold; Python mode can)
+        return adapter.validate_python(value)
 
     def to_model(value: Any, path: str) -> Any:
         if isinstance(value, tp):
             return value
         try:
-            return adapter.validate_python(value)
+            return validate(value)
         except ValidationError as exc:
             from ._errors import outside_text
 
             problems = []
             for err in exc.errors()[:20]:
-                where = path + "".join(map(path_step, err.get("loc", ())))
+                loc = tuple(err.get("loc", ()))
                 kind = str(err.get("type", "pydantic"))
+                key = ""
+                if loc[-1:] == ("[key]",) and len(loc) >= 2:  # a dict's key refused: the problem is at the dict
+                    loc, key = loc[:-2], f"key {_short(str(loc[-2]))}: "
+                where = path + "".join(map(path_step, loc))
                 # A validator's text may quote the value: masked, or only its kind under a secret key (as _convert shows).
-                text = f"invalid ({kind})" if _hidden(where) else outside_text(str(err.get("msg", "invalid")))
+                text = f"invalid ({kind})" if _hidden(where) else key + outside_text(str(err.get("msg", "invalid")))
                 problems.append(ArgumentProblem(where, text, kind))
             raise ToolArgumentError(problems or [ArgumentProblem(path, "invalid value", "pydantic")]) from None
 

@@ -325,6 +325,42 @@ def python_pattern(pattern: str) -> str:
     return "".join(out)
 
 
+# The classes above as jsonschema-rs reads a class's contents (ECMA-262's \\u{...} for a code point past U+FFFF).
+_RUST_CLASSES = {name: chars.replace("\\U0010ffff", "\\u{10ffff}") for name, chars in _CLASSES.items()}
+# What makes jsonschema-rs match with fancy-regex, which reads \d, \w, \s as Unicode classes: a backreference
+# (numbered or named) or lookaround. (A false hit, such as an escaped backslash before a digit, only rewrites.)
+_FANCY = re.compile(r"\\[1-9]|\\k<|\(\?<?[=!]")
+
+
+def rust_pattern(pattern: str) -> str:
+    """``pattern`` as jsonschema-rs is given it: where it would match with fancy-regex (:data:`_FANCY`),
+    ``\\d``, ``\\w``, ``\\s`` and their negations written as the ASCII/ECMA classes they are (as
+    :func:`python_pattern` writes them), so both backends match the same strings; else ``pattern``."""
+    if _FANCY.search(pattern) is None:
+        return pattern
+    out: list[str] = []
+    i, n = 0, len(pattern)
+    in_class = False
+    while i < n:
+        c = pattern[i]
+        if c == "\\" and i + 1 < n:
+            chars = _RUST_CLASSES.get(pattern[i + 1])
+            out.append(pattern[i : i + 2] if chars is None else chars if in_class else f"[{chars}]")
+            i += 2
+            continue
+        if in_class and c == "]":
+            in_class = False
+        elif not in_class and c == "[":
+            in_class = True
+            if pattern.startswith("^", i + 1):
+                out.append("[")
+                i += 1
+                c = "^"
+        out.append(c)
+        i += 1
+    return "".join(out)
+
+
 @functools.lru_cache(maxsize=4096)
 def compile_python_pattern(pattern: str) -> Any:
     """The compiled ``regex`` pattern for an ECMA-262 ``pattern`` (raises ``regex.error``)."""

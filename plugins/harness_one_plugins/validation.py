@@ -321,14 +321,45 @@ def _older_draft(schema: Any, draft: int) -> bool:
 def _rust_schema(schema: Any, old: bool) -> Any:
     """The schema jsonschema-rs is given: ``schema``, without ``contentMediaType`` and ``contentEncoding`` where a
     part is of draft 6 or 7 (``old``), in which jsonschema-rs asserts them; jsonschema reads them as annotations in
-    every draft, as jsonschema-rs does from 2019-09 on. jsonschema-rs decides only valid or invalid."""
-    if not old or not any(key in node for node in subschemas(schema) for key in _CONTENT):
+    every draft, as jsonschema-rs does from 2019-09 on. Its patterns as :func:`_for_rust` gives them. jsonschema-rs
+    decides only valid or invalid."""
+    content = old and any(key in node for node in subschemas(schema) for key in _CONTENT)
+    if not content and not any(_for_rust(pattern) != pattern for pattern in _patterns(schema)):
         return schema
     copied = copy.deepcopy(schema)
     for node in subschemas(copied):
-        for key in _CONTENT:
+        for key in _CONTENT if content else ():
             node.pop(key, None)
+        if isinstance(node.get("pattern"), str):
+            node["pattern"] = _for_rust(node["pattern"])
+        if isinstance(node.get("patternProperties"), dict):
+            renamed = {_for_rust(pattern): sub for pattern, sub in node["patternProperties"].items()}
+            if len(renamed) == len(node["patternProperties"]):  # (else two became one: both kept as written)
+                node["patternProperties"] = renamed
     return copied
+
+
+def _patterns(schema: Any) -> Iterator[str]:
+    """Every ``pattern`` and ``patternProperties`` name in ``schema``."""
+    for node in subschemas(schema):
+        if isinstance(node.get("pattern"), str):
+            yield node["pattern"]
+        if isinstance(node.get("patternProperties"), dict):
+            yield from node["patternProperties"]
+
+
+@functools.lru_cache(maxsize=4096)
+def _for_rust(pattern: str) -> str:
+    """``pattern`` as jsonschema-rs is given it: with fancy-regex (a backreference or lookaround) it reads ``\\d``,
+    ``\\w``, ``\\s`` as Unicode classes, so they are written out as the ASCII/ECMA classes the Python backend
+    matches (:func:`_formats.rust_pattern`); as written where jsonschema-rs would refuse that (it judges the original)."""
+    rewritten = _formats.rust_pattern(pattern)
+    if rewritten != pattern:
+        try:
+            _rust().validator_for({"pattern": rewritten})
+        except Exception:
+            return pattern
+    return rewritten
 
 
 class _MultipleOf:
@@ -347,6 +378,7 @@ class _MultipleOf:
 
 
 _BASE_URI = "urn:harness-one:parameters"  # the base URI of a schema without an $id
+_METASCHEMAS = ("https://json-schema.org/", "http://json-schema.org/")  # where jsonschema-rs's bundled ones are
 
 
 def _pointed(root: Any, fragment: str, fallback: Any) -> Any:
@@ -379,14 +411,19 @@ class _Refs:
                 resolved = rs.Registry([(_BASE_URI, root)], retriever=_refuse_remote_rs).resolver(_BASE_URI).lookup("")
                 self.resolver, self.draft = resolved.resolver, resolved.draft
 
-    def lookup(self, scope: Any, ref: str) -> tuple[Any, Any] | None:
+    def lookup(self, scope: Any, ref: str, *, own: bool = False) -> tuple[Any, Any] | None:
         """The schema ``ref`` names from the base URI of ``scope`` (a resolver) and the resolver of its own
-        references, or None. In the root resource it is the schema itself (jsonschema-rs gives a copy)."""
+        references, or None. In the root resource it is the schema itself (jsonschema-rs gives a copy).
+        With ``own``, None too where it is outside the schema: in a metaschema jsonschema-rs bundles (the only
+        resources it holds besides the schema's own, as no remote reference is fetched)."""
         if scope is None:
             return None
         try:
             resolved = scope.lookup(ref)
         except Exception:  # nothing there
+            return None
+        base = resolved.resolver.base_uri
+        if own and base != self.resolver.base_uri and base.startswith(_METASCHEMAS):
             return None
         uri, fragment = urldefrag(ref)
         node = resolved.contents
@@ -713,7 +750,9 @@ def _search_python(pattern: str, text: str) -> bool | None:
 @functools.lru_cache(maxsize=4096)
 def _rust_pattern(pattern: str) -> Any:
     rs = _rust()
-    return rs.validator_for({"pattern": pattern}, pattern_options=rs.FancyRegexOptions(backtrack_limit=BACKTRACK_LIMIT))
+    return rs.validator_for(
+        {"pattern": _for_rust(pattern)}, pattern_options=rs.FancyRegexOptions(backtrack_limit=BACKTRACK_LIMIT)
+    )
 
 
 def _search_rust(pattern: str, text: str) -> bool | None:
@@ -1610,13 +1649,16 @@ class _Planner:
                 return found[1]
         return scope
 
-    def _ref(self, schema: Mapping[str, Any], seen: frozenset[str], scope: Any) -> tuple[Any, frozenset[str], Any] | None:
-        """The target of ``schema``'s ``$ref``, the refs followed with it and the resolver of its own, or None."""
+    def _ref(
+        self, schema: Mapping[str, Any], seen: frozenset[str], scope: Any, *, own: bool = False
+    ) -> tuple[Any, frozenset[str], Any] | None:
+        """The target of ``schema``'s ``$ref``, the refs followed with it and the resolver of its own, or None
+        (with ``own``, also where the target is outside the schema: :meth:`_Refs.lookup`)."""
         ref = schema.get("$ref")
         if not isinstance(ref, str) or scope is None:
             return None
         key = f"{scope.base_uri} {ref}"
-        found = None if key in seen else self.refs.lookup(scope, ref)
+        found = None if key in seen else self.refs.lookup(scope, ref, own=own)
         return None if found is None else (found[0], seen | {key}, found[1])
 
 
@@ -2065,7 +2107,8 @@ _Applying = list[tuple[Mapping[str, Any], frozenset[str], Any]]  # schemas, the 
 
 def _default_plan(schema: Any, refs: _Refs) -> _Plan | None:
     """The defaults to fill in, property by property: under ``properties``, through ``$ref``s within
-    the schema (to a pointer or an anchor) and ``allOf``, and through an ``anyOf``/``oneOf`` only one
+    the schema (to a pointer or an anchor; in drafts 4-7 from a ``$ref``'s target alone, not its siblings)
+    and ``allOf``, and through an ``anyOf``/``oneOf`` only one
     alternative of which can be an object (``Address | None``: which alternative a value matched
     is not known here). Not from ``if``/``then``/``else``, ``dependentSchemas`` or ``dependencies``
     (whether they apply depends on the values) nor ``patternProperties`` (no name to fill)."""
@@ -2097,8 +2140,12 @@ class _DefaultPlanner(_Planner):
         if not self._enter(schema, depth):
             return []
         scope = self._scope(schema, scope)
+        # Defaults come from the schema's own parts: not through a $ref into a metaschema (whose defaults,
+        # `minLength: 0` and more, would fill a schema an argument holds).
+        followed = self._ref(schema, seen, scope, own=True)
+        if self.refs.draft <= 7 and "$ref" in schema:  # drafts 4-7 ignore $ref's siblings: only its target applies
+            return [] if followed is None else self.applying(followed[0], depth + 1, followed[1], followed[2])
         found: _Applying = [(schema, seen, scope)]
-        followed = self._ref(schema, seen, scope)
         if followed is not None:
             found += self.applying(followed[0], depth + 1, followed[1], followed[2])
         for sub in _listed(schema.get("allOf")):

@@ -1,0 +1,229 @@
+"""Review 32, validation and schemas: strict pydantic models take JSON values, both backends read \\d, \\w, \\s in a
+pattern with a backreference or lookaround as ASCII/ECMA classes, no default comes from a metaschema or (in drafts
+4-7) from a ``$ref``'s siblings, a dict key pydantic refuses is named at the dict, a date Python cannot hold says why.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import enum
+import json
+import uuid
+from typing import Annotated, Any
+
+import pytest
+from pydantic import BaseModel, ConfigDict, Field
+
+from harness_one import ArgumentLimits, ManualClock, ToolArgumentError, ToolRegistry
+from harness_one._schema import _to_pydantic
+from harness_one_plugins import ValidationPlugin
+from harness_one_plugins.validation import Backend, compile_schema, rust_available
+
+BACKENDS = ["python", pytest.param("rust", marks=pytest.mark.skipif(not rust_available(), reason="jsonschema-rs missing"))]
+RUST_ONLY = pytest.mark.skipif(not rust_available(), reason="jsonschema-rs missing")
+
+
+def registry(backend: Backend = "auto") -> ToolRegistry:
+    return ToolRegistry(plugins={"validation": ValidationPlugin(backend=backend)}, autoload=False, clock=ManualClock())
+
+
+def problems(reg: ToolRegistry, name: str, args: Any) -> list[str]:
+    result = reg.try_call(name, args)
+    assert not result.ok, result.value
+    return result.for_model().splitlines()[1:-1]
+
+
+class Color(enum.Enum):
+    RED = "red"
+
+
+class Booking(BaseModel):
+    model_config = ConfigDict(strict=True)
+    when: dt.datetime
+    ref: uuid.UUID
+    color: Color
+    seats: tuple[int, int]
+    n: int = 0
+
+
+class Event(BaseModel):  # strict in one field only
+    at: dt.datetime = Field(strict=True)
+
+
+BOOKING = {"when": "2024-05-01T10:00:00Z", "ref": "123e4567-e89b-12d3-a456-426614174000", "color": "red", "seats": [1, 2]}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_strict_pydantic_model_takes_the_json_values_its_schema_asks_for(backend: Backend) -> None:
+    reg = registry(backend)
+
+    def book(b: Booking) -> Booking:
+        """Book."""
+        return b
+
+    def event(e: Event) -> Event:
+        """An event."""
+        return e
+
+    reg.add(book)
+    reg.add(event)
+    got = reg.call("book", {"b": BOOKING})
+    assert got == Booking(
+        when=dt.datetime(2024, 5, 1, 10, tzinfo=dt.timezone.utc),
+        ref=uuid.UUID("123e4567-e89b-12d3-a456-426614174000"),
+        color=Color.RED,
+        seats=(1, 2),
+    )
+    assert reg.call("book", json.dumps({"b": BOOKING})) == got  # from JSON text too
+    assert reg.call("event", {"e": {"at": "2024-05-01T10:00:00Z"}}).at == dt.datetime(2024, 5, 1, 10, tzinfo=dt.timezone.utc)
+    # still strict: pydantic itself refuses a string for an int (lax mode took "5")
+    with pytest.raises(ToolArgumentError) as caught:
+        _to_pydantic(Booking)({**BOOKING, "n": "5"}, "$.b")
+    assert [(p.path, p.message) for p in caught.value.problems] == [("$.b.n", "Input should be a valid integer")]
+
+
+class M(BaseModel):
+    d: dict[int, str] = {}
+
+
+def test_a_dict_key_pydantic_refuses_is_named_at_the_dict() -> None:
+    reg = registry()
+
+    def p(m: M) -> M:
+        """x"""
+        return m
+
+    reg.add(p)
+    assert reg.call("p", {"m": {"d": {"1": "a"}}}) == M(d={1: "a"})
+    [line] = problems(reg, "p", {"m": {"d": {"a": "a"}}})
+    assert line == '- $.m.d: key "a": Input should be a valid integer, unable to parse string as an integer'
+
+
+def test_a_date_python_cannot_hold_says_why() -> None:
+    reg = ToolRegistry(plugins={}, autoload=False)
+
+    def on(d: dt.date) -> dt.date:
+        """x"""
+        return d
+
+    reg.add(on)
+    [line] = problems(reg, "on", {"d": "0000-01-01"})
+    assert line == '- $.d: expected an RFC 3339 date (YYYY-MM-DD), got "0000-01-01" (year 0 is out of range)'
+
+
+FANCY = [
+    r"^(.)\1\w$",
+    r"^(.)\1\W$",
+    r"^(.)\1\d$",
+    r"^(.)\1\D$",
+    r"^(.)\1\s$",
+    r"^(.)\1\S$",
+    r"^(.)\1[\w!]$",
+    r"^(.)\1[^\w]$",
+    r"^(.)\1[\W]$",
+    r"^(.)\1[\S]$",
+    r"^(?!x)\w{1,3}$",
+    r"^(?<=)\s+\d$",
+    r"^(?!admin$)\w{3,16}$",
+]
+VALUES = [
+    "é",
+    "aaé",
+    "aa!",
+    "aaa",
+    "aa\u00a0",
+    "aa\u0085",
+    "aa\u0661",
+    "aa\u2028",
+    "aa\ufeff",
+    "aa ",
+    "aa_",
+    "aa9",
+    "josé",
+    "\u0430dmin",
+]
+
+
+@RUST_ONLY
+@pytest.mark.parametrize("pattern", FANCY)
+def test_backends_agree_on_classes_in_patterns_with_backreferences_or_lookaround(pattern: str) -> None:
+    schema = {"type": "object", "properties": {"x": {"type": "string", "pattern": pattern}}}
+    rust, python = compile_schema(schema, "rust"), compile_schema(schema, "python")
+    assert [v for v in VALUES if rust.is_valid({"x": v}) != python.is_valid({"x": v})] == []
+    names = {"type": "object", "patternProperties": {pattern: {"type": "integer"}}, "additionalProperties": False}
+    rust, python = compile_schema(names, "rust"), compile_schema(names, "python")
+    assert [v for v in VALUES if rust.is_valid({v: 1}) != python.is_valid({v: 1})] == []
+
+
+@RUST_ONLY
+def test_the_classes_are_ascii_on_the_default_backend() -> None:
+    schema = {"type": "object", "properties": {"x": {"type": "string", "pattern": r"^(.)\1\w$"}}}
+    assert not compile_schema(schema, "rust").is_valid({"x": "aaé"})
+    assert compile_schema(schema, "rust").is_valid({"x": "aa_"})
+    # defaults follow a pattern's verdict too: an integer plan under patternProperties
+    plan = {"type": "object", "patternProperties": {r"^(?=.)\w+$": {"type": "integer"}}}
+    got = compile_schema(plan, "rust").check({"é": 2.0, "ab": 2.0}, ArgumentLimits())
+    assert type(got["é"]) is float and type(got["ab"]) is int
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_lookahead_username_refuses_non_ascii_letters(backend: Backend) -> None:
+    reg = registry(backend)
+
+    def create_user(username: Annotated[str, Field(pattern=r"^(?!admin$)\w{3,16}$")]) -> str:
+        """Create a user."""
+        return username
+
+    reg.add(create_user)
+    assert reg.call("create_user", {"username": "bob"}) == "bob"
+    for name in ["admin", "\u0430dmin", "jos\u00e9"]:
+        assert not reg.try_call("create_user", {"username": name}).ok, name
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_no_defaults_come_from_a_metaschema(backend: Backend) -> None:
+    reg = registry(backend)
+
+    def check_schema(schema: dict[str, Any]) -> dict[str, Any]:
+        """Return the schema."""
+        return schema
+
+    ref = {"$ref": "https://json-schema.org/draft/2020-12/schema"}
+    reg.add(check_schema, parameters={"type": "object", "properties": {"schema": ref}, "required": ["schema"]})
+    assert reg.call("check_schema", {"schema": {"type": "string"}}) == {"type": "string"}
+    assert reg.call("check_schema", '{"schema": {"type": "string"}}') == {"type": "string"}
+    d7 = {
+        "$schema": "http://json-schema.org/draft-07/schema#",
+        "type": "object",
+        "properties": {"schema": {"$ref": "http://json-schema.org/draft-07/schema#"}},
+    }
+    reg.add(check_schema, name="c7", parameters=d7)
+    assert reg.call("c7", {"schema": {"type": "string"}}) == {"type": "string"}
+    # a $ref within the schema still gives its defaults
+    own = {
+        "type": "object",
+        "properties": {"o": {"$ref": "#/$defs/O"}},
+        "$defs": {"O": {"type": "object", "properties": {"a": {"default": 1}}}},
+    }
+    reg.add(lambda **kw: kw, name="own", parameters=own)
+    assert reg.call("own", {"o": {}}) == {"o": {"a": 1}}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_draft7_ref_siblings_give_no_defaults(backend: Backend) -> None:
+    schema = {
+        "$schema": "http://json-schema.org/draft-07/schema#",
+        "type": "object",
+        "properties": {
+            "o": {"$ref": "#/definitions/O", "properties": {"a": {"default": "sibling"}}},
+            "p": {"$ref": "#/definitions/O", "default": {"x": 1}},
+        },
+        "definitions": {"O": {"type": "object", "properties": {"b": {"default": "target"}}}},
+    }
+    reg = registry(backend)
+    reg.add(lambda **kw: kw, name="f", parameters=schema)
+    assert reg.call("f", {"o": {}}) == {"o": {"b": "target"}}
+    # in 2020-12 a $ref's siblings apply with it
+    later = {**schema, "$schema": "https://json-schema.org/draft/2020-12/schema"}
+    reg.add(lambda **kw: kw, name="g", parameters=later)
+    assert reg.call("g", {"o": {}}) == {"o": {"a": "sibling", "b": "target"}, "p": {"x": 1}}
