@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 from redis_support import RedisServer
 
 from harness_one import ManualClock, ToolRegistry
@@ -87,6 +88,29 @@ def test_each_opening_of_a_sqlite_store_sweeps_the_records_expired_by_its_first_
     assert late.begin("pay", "early", "fp", 1015.0, 30.0) is None  # a clock behind the expiries: none is deleted
     late.close()
     assert _rows(path) == 11
+
+
+def test_a_first_claim_that_fails_leaves_the_sweep_to_the_next(tmp_path: Path) -> None:
+    """The sweep's DELETE is rolled back with a claim that fails: the next claim sweeps (it was marked done)."""
+    path = tmp_path / "idem.sqlite3"
+    store = SQLiteStore(path)
+    assert store.begin("t", "old", "fp", 100.0, 30.0) is None
+    assert store.finish("t", "old", Record("fp", "done", 101.0, True, "secret", None))
+    store.close()
+    conn = sqlite3.connect(path)
+    conn.execute(
+        "CREATE TRIGGER boom BEFORE INSERT ON harness_one_idempotency WHEN NEW.key = 'bad' "
+        "BEGIN SELECT RAISE(ABORT, 'disk trouble'); END"
+    )
+    conn.commit()
+    conn.close()
+    store = SQLiteStore(path)
+    with pytest.raises(StateUnavailable):
+        store.begin("t", "bad", "fp", 1000.0, 30.0)
+    assert _rows(path) == 1  # the expired record is still there: its DELETE went with the failed claim
+    assert store.begin("t", "good", "fp", 1000.0, 30.0) is None
+    store.close()
+    assert _rows(path) == 1  # swept: only the new claim is left
 
 
 def test_the_sweep_at_opening_uses_the_idempotency_plugins_clock(tmp_path: Path) -> None:
@@ -189,4 +213,4 @@ def test_a_refused_take_of_a_run_with_nothing_counted_still_leaves_no_redis_key(
     assert budgets.take("new", "y", limit=1, total=None, now=100.0, ttl=60.0) == 0
     budgets.give_back("new", "y")  # all given back: the run counts nothing again
     assert budgets.take("new", "y", limit=0, total=None, now=101.0, ttl=3600.0) == 1
-    assert all(ttl <= 60_000 for ttl in (link.client.pttl(key) for key in link.client.keys(f"{link.prefix}*")))
+    assert not link.client.keys(f"{link.prefix}*")

@@ -1343,9 +1343,11 @@ def _loopback(host: str) -> bool:
     if host in _LOCAL_HOSTS:
         return True
     try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
+        address = ipaddress.ip_address(host.strip("[]"))
     except ValueError:
         return False
+    mapped = getattr(address, "ipv4_mapped", None)  # ::ffff:127.0.0.1, as an IPv6 socket may bind 127.0.0.1
+    return address.is_loopback or (mapped is not None and mapped.is_loopback)
 
 
 #: Threads for sync tools without a timeout while :func:`serve` runs (tools with one use the timeout plugin's pool).

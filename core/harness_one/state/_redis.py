@@ -24,7 +24,7 @@ import time
 import weakref
 from collections.abc import Hashable, Sequence
 from typing import Any, NoReturn, TypeGuard
-from urllib.parse import parse_qsl, urlencode, urlparse, urlunparse
+from urllib.parse import urlparse
 
 import redis
 import redis.asyncio as aredis
@@ -822,18 +822,6 @@ def _after_fork() -> None:
 os.register_at_fork(after_in_child=_after_fork)
 
 
-#: Socket options of a Redis URL that the link's ``timeout`` sets instead: redis-py lets a URL's options
-#: win over keyword arguments, so ``?socket_timeout=60`` would let one operation wait 60 s, not ``timeout``.
-_LINK_TIMEOUTS = ("socket_timeout", "socket_connect_timeout")
-
-
-def _without_link_timeouts(url: str) -> str:
-    """``url`` without the query options of :data:`_LINK_TIMEOUTS`."""
-    parsed = urlparse(url)
-    kept = [(name, value) for name, value in parse_qsl(parsed.query, keep_blank_values=True) if name not in _LINK_TIMEOUTS]
-    return urlunparse(parsed._replace(query=urlencode(kept)))
-
-
 class RedisLink:
     """One registry's connection to Redis: a sync client with its own pool for ``call``, an
     asyncio client per event loop for the backends' ``a...`` methods.
@@ -876,8 +864,7 @@ class RedisLink:
         cluster: bool = False,
     ) -> None:
         check_redis_url(url)
-        plain, options, in_url = split_redis_url(url)
-        self.url = _without_link_timeouts(plain)  # so `timeout` bounds each operation, whatever the URL says
+        self.url, options, in_url = split_redis_url(url, link=True)  # `timeout` bounds each operation, whatever the URL says
         self.cluster = cluster or in_url
         self.prefix = redis_prefix(prefix, options)
         self.timeout = timeout if timeout is not None else float(options.get("timeout", 0.25))

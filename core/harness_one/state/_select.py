@@ -24,10 +24,16 @@ REDIS_SCHEMES = ("redis", "rediss", "redis+cluster", "rediss+cluster")
 CLUSTER_SCHEMES = ("redis+cluster", "rediss+cluster")
 
 
-def split_redis_url(url: str) -> tuple[str, dict[str, str], bool]:
+#: Socket options of a Redis URL that a link's ``timeout`` sets instead: redis-py lets a URL's options win over
+#: keyword arguments, so ``?socket_timeout=60`` would let one operation wait 60 s, not ``timeout``.
+LINK_TIMEOUTS = ("socket_timeout", "socket_connect_timeout")
+
+
+def split_redis_url(url: str, *, link: bool = False) -> tuple[str, dict[str, str], bool]:
     """The URL without harness-one's own query options (``prefix``, ``timeout``), those options,
     and whether it names a Redis Cluster (``redis+cluster://``, given to the client as ``redis://``).
-    ``decode_responses`` is dropped: the backends read Redis's replies as bytes.
+    ``decode_responses`` is dropped: the backends read Redis's replies as bytes; with ``link`` (the URL
+    the client is given) :data:`LINK_TIMEOUTS` too.
 
     A malformed option is refused here, when the state is made, not later in each plugin (where
     the plugin would be left on state of its own process).
@@ -38,7 +44,7 @@ def split_redis_url(url: str) -> tuple[str, dict[str, str], bool]:
     for name, value in parse_qsl(parsed.query, keep_blank_values=True):
         if name in ("prefix", "timeout"):
             ours[name] = value
-        elif name != "decode_responses":
+        elif name != "decode_responses" and not (link and name in LINK_TIMEOUTS):
             rest.append((name, value))
     if "timeout" in ours:
         _bounded(positive_seconds(ours["timeout"], "the Redis state URL's timeout"), "timeout")

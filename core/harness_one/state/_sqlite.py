@@ -276,15 +276,17 @@ class SQLiteStore:
             conn.execute("BEGIN IMMEDIATE")
             try:
                 self._ops += 1
-                if self._sweep or self._ops % 1024 == 0:
+                sweep = self._sweep or self._ops % 1024 == 0
+                if sweep:
                     conn.execute("DELETE FROM harness_one_idempotency WHERE expires <= ?", (now,))
-                    self._sweep = False
                 row = conn.execute(
                     "SELECT fingerprint, state, expires, ok, value, error FROM harness_one_idempotency WHERE scope = ? AND key = ?",
                     (scope, key),
                 ).fetchone()
                 if row is not None and row[2] > now:
                     conn.execute("COMMIT")
+                    if sweep:  # (swept once committed: a claim that failed leaves it to the next)
+                        self._sweep = False
                     return Record(
                         row[0],
                         row[1],
@@ -299,6 +301,8 @@ class SQLiteStore:
                     (scope, key, fingerprint, now + lease, owner),
                 )
                 conn.execute("COMMIT")
+                if sweep:
+                    self._sweep = False
                 return None
             except BaseException:
                 if conn.in_transaction:  # SQLite may have rolled back already (a full disk): keep the first error
