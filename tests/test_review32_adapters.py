@@ -163,18 +163,19 @@ def assert_logged_masked(caplog: pytest.LogCaptureFixture, problem: str) -> None
 
 
 @pytest.mark.parametrize(
-    ("context", "problem"),
+    ("make", "problem"),
     [
-        (Vault(), "mapping raised RuntimeError when copied"),
-        (lambda runtime: Vault(), "function's mapping raised RuntimeError when copied"),
+        (Vault, "mapping raised RuntimeError when copied"),  # (made in the test: a parameter lives all session)
+        (lambda: lambda runtime: Vault(), "function's mapping raised RuntimeError when copied"),
     ],
     ids=["mapping", "function"],
 )
 def test_a_context_mapping_that_fails_to_copy_is_an_error_message(
-    add: tuple[ToolRegistry, Any], context: Any, problem: str, caplog: pytest.LogCaptureFixture
+    add: tuple[ToolRegistry, Any], make: Any, problem: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     # The mapping's RuntimeError, secret and all, was raised into the agent loop.
     registry, tool_ = add
+    context = make()
     call = {"type": "tool_call", "id": "c", "name": "add", "args": {"a": 1}}
     with caplog.at_level(logging.ERROR, logger="harness_one.integrations"):
         message = asyncio.run(asyncio.wait_for(to_langchain(tool_, registry, context=context).ainvoke(call), 10))

@@ -107,3 +107,22 @@ def test_a_custom_tool_call_line_of_run_is_refused_not_run_without_its_input() -
         with pytest.raises(CustomCall, match="custom \\(free-form\\) tools are not supported") as caught:
             parse_line(line)
         assert caught.value.request_id == json.loads(line).get("call_id", json.loads(line).get("id"))
+
+
+def test_a_refused_custom_tool_call_is_observed_under_the_name_it_sent() -> None:
+    """harness_call_refused saw '' for a custom call, whose name was read; an unknown tool's refusal names it."""
+    from harness_one import hookimpl
+
+    seen: list[str] = []
+
+    class Watch:
+        @hookimpl
+        def harness_call_refused(self, registry: ToolRegistry, name: str, error: Exception) -> None:
+            seen.append(name)
+
+    reg = ToolRegistry(autoload=False, plugins={"watch": Watch()})
+    reg.add(lambda a=0: a, name="add", parameters={"type": "object", "properties": {"a": {"type": "integer"}}})
+    dispatch(reg, [{"type": "custom_tool_call", "call_id": "c1", "name": "add", "input": "1"}], provider="openai-responses")
+    chat = {"id": "c2", "type": "custom", "custom": {"name": "grep", "input": "x"}}
+    dispatch(reg, [chat], provider="openai")
+    assert seen == ["add", "grep"]

@@ -110,8 +110,9 @@ class CustomCall(BadRequest):
     """A call of an OpenAI custom (free-form) tool: not run (a tool here takes JSON arguments, not free text), but
     answered with why, in the answer shape of such a call (a Responses ``custom_tool_call_output``)."""
 
-    def __init__(self, request_id: Any = None) -> None:
+    def __init__(self, request_id: Any = None, name: str = "") -> None:
         super().__init__("custom (free-form) tools are not supported; call a function tool, with JSON arguments", request_id)
+        self.name = name  # the custom tool's, as the call sent it ("" when it sent none)
 
 
 def readable(obj: Any) -> bool:
@@ -233,7 +234,9 @@ def parse_call(obj: Any, *, provider: str | None = None, scalar_ids: bool = Fals
         shown = "NaN" if math.isnan(rid) else "-Infinity" if rid < 0 else "Infinity"
         raise BadRequest(f"the request's id must be a string or a finite number, not {shown}")
     if custom:  # whatever else it holds: its input is text no tool here takes (answered under its id, as read)
-        raise CustomCall(rid)
+        sent = call.get("custom") if shape == "openai" else call
+        named = sent.get("name") if isinstance(sent, Mapping) else None
+        raise CustomCall(rid, named if isinstance(named, str) else "")
     if not isinstance(name, str) or not name:
         raise BadRequest(problem, rid)
     if (rid is None or rid == "") and provider in _PAIRED:  # its answer could not be paired with it: it is not run

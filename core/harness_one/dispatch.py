@@ -423,7 +423,7 @@ def _settle(
 
 def _refused(registry: ToolRegistry, provider: str, request: BadRequest) -> dict[str, Any]:
     """The answer to a call the provider's format cannot be read from (or of a custom tool), once the plugins observed it."""
-    name = request.name if isinstance(request, _Unrun) else ""  # (a call whose name could not be read has none)
+    name = request.name if isinstance(request, (_Unrun, CustomCall)) else ""  # (a call whose name could not be read has none)
     advice = "" if isinstance(request, CustomCall) else " Send a tool name and its arguments."  # (it says what to do)
     error = registry._refused(name, ToolError(f"Invalid tool call: {request}.{advice}"), None)
     assert error.call_id is not None

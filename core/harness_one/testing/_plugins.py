@@ -224,7 +224,11 @@ def footprint(root: Any, *, limit: int = 1_000_000) -> int:
         if obj is None or isinstance(obj, (*_OPAQUE, str, bytes, int, float, complex, bool)):
             continue
         if isinstance(obj, Mapping):
-            for key, value in list(obj.items()):
+            try:
+                items = list(obj.items())
+            except Exception:  # a lazy mapping that cannot be read (a vault offline): one object
+                continue
+            for key, value in items:
                 stack += (key, value)
         elif isinstance(obj, (list, tuple, set, frozenset, deque)):
             stack.extend(list(obj))
