@@ -102,6 +102,27 @@ def _check_options(options: object) -> None:
             )
 
 
+def _names(value: object, parameter: str, takes: str = "a list of plugin names") -> set[str]:
+    """The plugin names ``value`` (``block=``, ``allow=``) lists; ``PluginError`` for anything but an iterable
+    of strings: a string would be read letter by letter (``block="cache"`` blocks ``c``, ``a``, ...)."""
+    if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
+        raise PluginError(f"{parameter} must be {takes}, not {capped(repr(value), 200)}.")
+    names = list(value)
+    for name in names:
+        if not isinstance(name, str):
+            raise PluginError(f"{parameter} must be {takes}, and it holds {capped(repr(name), 200)}.")
+    return set(names)
+
+
+def _check_flag(value: object, parameter: str, *, optional: bool = True) -> None:
+    """``PluginError`` unless ``value``, of the switch ``parameter``, is ``True``, ``False`` or (``optional``) None
+    for the environment's setting: ``autoload="false"`` is a true string, and would turn autoload on."""
+    if isinstance(value, bool) or (optional and value is None):
+        return
+    takes = "True, False or None (the environment's setting)" if optional else "True or False"
+    raise PluginError(f"{parameter} must be {takes}, not {capped(repr(value), 200)}.")
+
+
 #: The hooks harness-one calls (every spec in ``hookspecs``).
 HOOK_NAMES = frozenset(n for n in dir(hookspecs) if n.startswith("harness_"))
 #: How alike (``difflib``'s ratio, of the names after ``harness_``) a name no spec has is to a spec's name for it to
@@ -467,6 +488,9 @@ class PluginSet:
         self.manager.add_hookspecs(hookspecs)
         self.failures: list[LoadFailure] = []
         self.sources: dict[str, str] = {}
+        _check_flag(standard, "standard_plugins", optional=False)  # named as ToolRegistry's arguments: it passes them on
+        _check_flag(autoload, "autoload")
+        _check_flag(strict, "strict")
         self.strict = _env_flag(ENV_STRICT) if strict is None else strict
         self._seq = itertools.count()
         self._registered_at: dict[int, int] = {}
@@ -476,13 +500,26 @@ class PluginSet:
         items: list[tuple[str | None, Any]] = (
             list(plugins.items()) if isinstance(plugins, Mapping) else [(None, p) for p in plugins]
         )
-        given_names = {n for n in (given or _own_name(plugin) for given, plugin in items) if isinstance(n, str)}
+        given_names: set[str] = set()
+        for n in (given or _own_name(plugin) for given, plugin in items):
+            if not isinstance(n, str):
+                continue
+            if n in given_names:  # (a list's; a mapping's keys are unique) the later would silently replace the earlier
+                raise PluginError(
+                    f"plugins= holds two plugins named '{n}': give one, or give them other names with plugins={{name: plugin}}.",
+                    plugin=n,
+                )
+            given_names.add(n)
         installed = {ep.name for ep in entry_points(PLUGIN_GROUP)} | given_names
-        blocked = set(block) | _env_names(ENV_BLOCK)
+        blocked = _names(block, "block") | _env_names(ENV_BLOCK)
         for name in blocked:
             self.manager.set_blocked(name)
         env_allow = _env_names(ENV_ALLOW)
-        allowed = set(allow) if allow is not None else (env_allow or None)
+        allowed = (
+            _names(allow, "allow", "a list of plugin names, or None for every installed one")
+            if allow is not None
+            else (env_allow or None)
+        )
         if allowed is not None and not allowed:  # (an empty HARNESS_ONE_PLUGINS is no allow-list)
             raise PluginError(
                 "The allow-list is empty: it would load no plugin from entry points, validation included. Name the "
@@ -495,6 +532,8 @@ class PluginSet:
         chosen, standard_of = self._choose(standard=standard, third_party=autoload, allowed=allowed)
         #: The options each plugin was built with (argument, then environment).
         self.options: dict[str, dict[str, Any]] = {n: dict(v) for n, v in env_options(chosen.keys() | given_names).items()}
+        #: Names whose HARNESS_ONE_PLUGIN_<NAME> was read: another's is read when a class is registered under it.
+        self._env_read = chosen.keys() | given_names
         for name, values in (options or {}).items():
             self.options[name] = {**self.options.get(name, {}), **values}
         #: Names given options by the argument (the rest came from HARNESS_ONE_PLUGIN_<NAME> only).
@@ -551,7 +590,9 @@ class PluginSet:
         return chosen, replaced
 
     def _load(self, name: str, ep: EntryPoint) -> bool:
-        """Load and register ``ep`` as plugin ``name``; False when it failed (recorded in ``failures``).
+        """Load and register ``ep`` as plugin ``name``; False when it failed (recorded in ``failures``):
+        its import, its factory, the contract's checks, its ``harness_configure`` or ``harness_tool_added``
+        raising any ``Exception``, a :class:`ToolError` included.
 
         Options the plugin cannot be built with raise a :class:`PluginError`: the configuration
         is wrong, and a plugin left out for it (a rate limit) would let every call through.
@@ -567,7 +608,7 @@ class PluginSet:
             return False
         try:
             self._register(plugin, name, replace=False)
-        except PluginError as exc:
+        except Exception as exc:  # its set-up raised (a ToolError too: its own Redis down): as a failed import
             self._failed(ep, exc)
             return False
         self.sources[name] = ep.distribution
@@ -584,6 +625,10 @@ class PluginSet:
         An ``ImportError`` or ``OSError`` (a package, file or server missing) fails for its environment,
         not its options: a load failure, as is any failure of a plugin built without options.
         """
+        if name is not None and name not in self._env_read:  # blocked or left out at start-up, registered since
+            for env_name, values in env_options([name]).items():  # the argument's options win, as at start-up
+                self.options[env_name] = {**values, **self.options.get(env_name, {})}
+            self._env_read.add(name)
         options = self.options.get(name, {}) if name is not None else {}
         factory = callable(obj) and not isinstance(obj, ModuleType) and (isinstance(obj, type) or not _is_plugin(obj))
         if not options:
@@ -690,6 +735,8 @@ class PluginSet:
         # All or nothing: the plugin it replaces leaves pluggy only (its hooks not called, its state
         # kept) until this one is registered, checked and set up; on any failure it is put back as it was.
         old = self.manager.get_plugin(name) if replace and name is not None else None
+        if old is plugin:  # the same object again: it is set up and told its tools already, once
+            return name
         seq = self._registered_at.get(id(old))
         removed = self._impls(old, "harness_tool_removed")  # while old is in pluggy: what tells it it left
         if old is not None:
@@ -834,7 +881,8 @@ class PluginSet:
     # ------------------------------------------------------------------ public API
 
     def register(self, plugin: Any, name: str | None = None) -> str:
-        """Add ``plugin`` (object, module, or class to instantiate) under ``name``, replacing any plugin of that name.
+        """Add ``plugin`` (object, module, or class to instantiate) under ``name``, replacing any plugin of that name
+        (the same object again under its name changes nothing: it is neither set up nor told its tools again).
 
         Like every plugin change, under the registry's lock: a tool added meanwhile is told to the
         plugin once (``harness_tool_added``), neither twice nor never.

@@ -22,6 +22,7 @@ from typing import Any, cast
 from harness_one import (
     Await,
     Call,
+    PluginError,
     Retry,
     Tool,
     ToolDefinitionError,
@@ -38,6 +39,7 @@ from harness_one.state import (
     BudgetStore,
     FailMode,
     MemoryBudgets,
+    State,
     StateUnavailable,
     key_text,
     new_token,
@@ -49,6 +51,12 @@ from ._options import provides, seconds
 __all__ = ["ALL_TOOLS", "BudgetExhausted", "BudgetPlugin", "BudgetRunInvalid"]
 
 _PLUGINS: weakref.WeakSet[BudgetPlugin] = weakref.WeakSet()
+
+
+def _same_state(one: State, other: State) -> bool:
+    """Whether two registries' states hold the same counters: one state, or one Redis (URL and prefix alike);
+    a memory or SQLite state keeps them in its own memory."""
+    return one is other or (one.redis and other.redis and (one.url, one.prefix) == (other.url, other.prefix))
 
 
 def _forked() -> None:
@@ -178,6 +186,7 @@ class BudgetPlugin:
         store = provides(store, "budget store", "a budget store", ("take", "give_back", "used", "forget"), optional=True)
         self.store: BudgetStore = store if store is not None else MemoryBudgets()
         self._own_store = store is not None
+        self._state: State | None = None  # the state ``store`` was taken from (not for one given)
         self._registry: ToolRegistry | None = None
         self._limits: dict[Tool, int | None] = {}
         self._lock = threading.Lock()
@@ -192,7 +201,17 @@ class BudgetPlugin:
     @hookimpl
     def harness_configure(self, registry: ToolRegistry) -> None:
         if not self._own_store:
-            self.store = registry.state.budgets()
+            if self._state is None:
+                self.store, self._state = registry.state.budgets(), registry.state
+            elif not _same_state(registry.state, self._state):
+                # Taking this registry's counters would leave the first registry's runs counted where no call looks.
+                raise PluginError(
+                    f"The budget plugin counts in the state of the registry it was first added to ({self._state!r}), "
+                    f"and this registry has a state of its own ({registry.state!r}; a memory or SQLite state keeps "
+                    "the counters in its own memory): give the registries one state (ToolRegistry(state=first.state)), "
+                    "or give the plugin its own store (BudgetPlugin(store=...)) to share it between them.",
+                    plugin=self.name,
+                )
         self._registry = registry
 
     def limit_for(self, tool: Tool) -> int | None:

@@ -12,6 +12,7 @@ from harness_one import (
     CircuitOpen,
     Clock,
     Lingering,
+    PluginError,
     RetryableError,
     Tool,
     ToolError,
@@ -27,6 +28,7 @@ from harness_one.state import (
     CircuitStore,
     FailMode,
     MemoryCircuits,
+    State,
     StateUnavailable,
     round_trip,
 )
@@ -34,6 +36,13 @@ from harness_one.state import (
 from ._options import own_or_default, provides
 
 __all__ = ["Breaker", "CircuitBreakerPlugin"]
+
+
+def _same_state(one: State, other: State) -> bool:
+    """Whether two registries' states hold the same circuits: one state, or one Redis (URL and prefix alike);
+    a memory or SQLite state keeps them in its own memory."""
+    return one is other or (one.redis and other.redis and (one.url, one.prefix) == (other.url, other.prefix))
+
 
 _PROBE = "circuit.probe"
 _COUNTED = "circuit.counted"
@@ -110,6 +119,7 @@ class CircuitBreakerPlugin:
         )
         self.store: CircuitStore = store if store is not None else MemoryCircuits()
         self._own_store = store is not None
+        self._state: State | None = None  # the state ``store`` was taken from (not for one given)
         self._policies: dict[str, CircuitBreakerPolicy] = {}
         self._lock = threading.Lock()
         self._registry: ToolRegistry | None = None
@@ -117,9 +127,19 @@ class CircuitBreakerPlugin:
 
     @hookimpl
     def harness_configure(self, registry: ToolRegistry) -> None:
-        self._registry = registry
         if not self._own_store:
-            self.store = registry.state.circuits()
+            if self._state is None:
+                self.store, self._state = registry.state.circuits(), registry.state
+            elif not _same_state(registry.state, self._state):
+                # Taking this registry's circuits would reset the first registry's (an open circuit closed unseen).
+                raise PluginError(
+                    "The circuit_breaker plugin keeps its circuits in the state of the registry it was first added "
+                    f"to ({self._state!r}), and this registry has a state of its own ({registry.state!r}; a memory or "
+                    "SQLite state keeps the circuits in its own memory): give the registries one state "
+                    "(ToolRegistry(state=first.state)), or give the plugin its own store (CircuitBreakerPlugin(store=...)) to share it between them.",
+                    plugin=self.name,
+                )
+        self._registry = registry
 
     def _policy(self, call: Call) -> tuple[str, CircuitBreakerPolicy]:
         """The call's circuit: its key (the policy's ``key``, else the tool's name) and policy."""
