@@ -1,6 +1,8 @@
 """Review 32, validation and schemas: strict pydantic models take JSON values, both backends read \\d, \\w, \\s in a
 pattern with a backreference or lookaround as ASCII/ECMA classes, no default comes from a metaschema or (in drafts
 4-7) from a ``$ref``'s siblings, a dict key pydantic refuses is named at the dict, a date Python cannot hold says why.
+Follow-up: patterns a ``$ref`` reaches under unknown keywords, a strict model given a lone surrogate, a pattern
+jsonschema-rs refuses as written, a value under a key named ``[key]``, ``strict`` in pydantic metadata.
 """
 
 from __future__ import annotations
@@ -12,10 +14,10 @@ import uuid
 from typing import Annotated, Any
 
 import pytest
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter
 
 from harness_one import ArgumentLimits, ManualClock, ToolArgumentError, ToolRegistry
-from harness_one._schema import _to_pydantic
+from harness_one._schema import _strict, _to_pydantic
 from harness_one_plugins import ValidationPlugin
 from harness_one_plugins.validation import Backend, compile_schema, rust_available
 
@@ -141,6 +143,8 @@ VALUES = [
     "aa9",
     "josé",
     "\u0430dmin",
+    " \u0661",  # \s then \d: Unicode classes (fancy-regex) took both
+    "\u0085 5",
 ]
 
 
@@ -227,3 +231,115 @@ def test_draft7_ref_siblings_give_no_defaults(backend: Backend) -> None:
     later = {**schema, "$schema": "https://json-schema.org/draft/2020-12/schema"}
     reg.add(lambda **kw: kw, name="g", parameters=later)
     assert reg.call("g", {"o": {}}) == {"o": {"a": "sibling", "b": "target"}, "p": {"x": 1}}
+
+
+# ---------------------------------------------------------------------------- follow-up of the review of 014176b
+
+USERNAME = r"^(?!admin$)\w{3,16}$"
+
+
+@RUST_ONLY
+def test_a_pattern_a_ref_reaches_under_an_unknown_keyword_is_given_to_rust_rewritten() -> None:
+    schema = {
+        "type": "object",
+        "properties": {"u": {"$ref": "#/components/U"}},
+        "components": {"U": {"type": "string", "pattern": USERNAME}},
+    }
+    rust, python = compile_schema(schema, "rust"), compile_schema(schema, "python")
+    for name, ok in [("bob", True), ("jos\u00e9", False), ("\u0430dmin", False), ("admin", False)]:
+        assert (rust.is_valid({"u": name}), python.is_valid({"u": name})) == (ok, ok), name
+    names = {
+        "type": "object",
+        "properties": {"o": {"$ref": "#/x-shapes/0"}},
+        "x-shapes": [{"type": "object", "patternProperties": {USERNAME: {}}, "additionalProperties": False}],
+    }
+    rust, python = compile_schema(names, "rust"), compile_schema(names, "python")
+    assert [rust.is_valid({"o": {"jos\u00e9": 1}}), python.is_valid({"o": {"jos\u00e9": 1}})] == [False, False]
+    # the same walk finds what draft 7 asserts on rust alone: contentMediaType, read as an annotation
+    d7 = {
+        "$schema": "http://json-schema.org/draft-07/schema#",
+        "type": "object",
+        "properties": {"u": {"$ref": "#/components/U"}},
+        "components": {"U": {"type": "string", "contentMediaType": "application/json"}},
+    }
+    assert compile_schema(d7, "rust").is_valid({"u": "not json {"}) and compile_schema(d7, "python").is_valid({"u": "not json {"})
+
+
+@RUST_ONLY
+def test_rust_refuses_a_pattern_it_refuses_however_it_would_be_rewritten() -> None:
+    for pattern in [r"^[\w-~]+$", r"^(?!x)[\w-~]+$"]:  # (written out, \w-~ would be the range _-~)
+        with pytest.raises(ValueError, match='is not a "regex"'):
+            compile_schema({"type": "object", "properties": {"x": {"type": "string", "pattern": pattern}}}, "rust")
+
+
+class Visit(BaseModel):
+    when: dt.datetime
+    name: str = ""
+
+
+class StrictVisit(Visit):
+    model_config = ConfigDict(strict=True)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_strict_model_takes_a_lone_surrogate_as_the_lax_one_does(backend: Backend) -> None:
+    reg = registry(backend)
+
+    def lax(v: Visit) -> str:
+        """x"""
+        return v.name
+
+    def strict(v: StrictVisit) -> StrictVisit:
+        """x"""
+        return v
+
+    reg.add(lax)
+    reg.add(strict)
+    when = dt.datetime(2024, 5, 1, 10, tzinfo=dt.timezone.utc)
+    for name in ["a\ud800", "\udc00b\ud800"]:
+        args = {"v": {"when": "2024-05-01T10:00:00Z", "name": name}}
+        assert reg.call("lax", args) == name
+        assert reg.call("strict", args) == StrictVisit(when=when, name=name)
+        assert reg.call("strict", json.dumps(args)) == StrictVisit(when=when, name=name)  # escaped in JSON text
+    # two surrogate code points in a dict stay two (JSON text would read their escapes as one character)
+    pair = {"v": {"when": "2024-05-01T10:00:00Z", "name": "\ud83d\ude00"}}
+    assert reg.call("strict", pair).name == "\ud83d\ude00" == reg.call("lax", pair)
+    # still strict, and a refusal is at its own path
+    assert problems(reg, "strict", {"v": {"when": "2024-05-01", "name": "a\ud800"}})[0].startswith("- $.v.when: ")
+    with pytest.raises(ToolArgumentError) as caught:
+        _to_pydantic(StrictVisit)({"when": "2024-05-01T10:00:00Z", "name": 5, "x": "\ud800"}, "$.v")
+    assert [p.path for p in caught.value.problems] == ["$.v.name"]
+
+
+def no_x(v: str) -> str:
+    if v == "x":
+        raise ValueError("x is not allowed")
+    return v
+
+
+class Checked(BaseModel):
+    d: dict[str, Annotated[str, AfterValidator(no_x)]] = {}
+
+
+def test_a_value_under_a_key_named_key_is_refused_at_its_own_path() -> None:
+    reg = registry()
+
+    def p(m: Checked) -> Checked:
+        """x"""
+        return m
+
+    reg.add(p)
+    assert problems(reg, "p", {"m": {"d": {"[key]": "x"}}}) == ['- $.m.d["[key]"]: Value error, x is not allowed']
+    assert problems(reg, "p", {"m": {"d": {"ok": "x"}}}) == ["- $.m.d.ok: Value error, x is not allowed"]
+
+
+class Tagged(BaseModel):  # not strict: "strict" only in json_schema_extra and in a default value
+    t: tuple[int, int] = Field((0, 0), json_schema_extra={"strict": True})
+    extra: dict[str, Any] = {"strict": True}
+    n: int = 0
+
+
+def test_strict_in_metadata_or_a_default_is_no_strict_mode() -> None:
+    assert not _strict(TypeAdapter(Tagged).core_schema)
+    assert _to_pydantic(Tagged)({"n": "5"}, "$.t").n == 5  # lax, as pydantic validates the model
+    assert _strict(TypeAdapter(Booking).core_schema) and _strict(TypeAdapter(Event).core_schema)

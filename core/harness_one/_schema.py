@@ -1470,7 +1470,8 @@ def _to_literal(args: tuple[Any, ...]) -> _Conv:
 
 
 def _strict(core: Any) -> bool:
-    """Whether a pydantic core schema (its nested models and fields too) asks for strict mode anywhere."""
+    """Whether a pydantic core schema (its nested models and fields too) asks for strict mode anywhere: a schema's
+    or a config's ``strict``, not one in ``metadata`` (``json_schema_extra``) or in a field's ``default`` value."""
     seen: set[int] = set()
     stack = [core]
     while stack:
@@ -1481,7 +1482,7 @@ def _strict(core: Any) -> bool:
         if isinstance(node, dict):
             if node.get("strict") is True:
                 return True
-            stack.extend(node.values())
+            stack.extend(value for key, value in node.items() if key not in ("metadata", "default"))
         elif isinstance(node, list):
             stack.extend(node)
     return False
@@ -1499,15 +1500,16 @@ def _to_pydantic(tp: type) -> _Conv:
     def validate(value: Any) -> Any:
         if strict:
             try:
-                text = json.dumps(value, allow_nan=True)
+                text = json.dumps(value, allow_nan=True, ensure_ascii=False)
             except (TypeError, ValueError):  # no JSON value (a caller's own objects): as Python
                 pass
             else:
-                try:
-                    return adapter.validate_json(text)
-                except ValidationError as exc:
-                    if all(err.get("type") != "json_invalid" for err in exc.errors()):
-                        raise  # (json_invalid: a lone surrogate, which JSON text cannot hold; Python mode can)
+                # pydantic reads no lone surrogate from JSON text, escaped or not (and reads an escaped pair as the
+                # one character): the verdict is on a copy with U+FFFD for each, then the model is built of the
+                # original strings in lax Python mode, which takes what strict JSON took alike (validators run twice).
+                mended, surrogates = _SURROGATE.subn("\ufffd", text)
+                model = adapter.validate_json(mended)
+                return model if not surrogates else adapter.validate_python(value, strict=False)
         return adapter.validate_python(value)
 
     def to_model(value: Any, path: str) -> Any:
@@ -1523,7 +1525,9 @@ def _to_pydantic(tp: type) -> _Conv:
                 loc = tuple(err.get("loc", ()))
                 kind = str(err.get("type", "pydantic"))
                 key = ""
-                if loc[-1:] == ("[key]",) and len(loc) >= 2:  # a dict's key refused: the problem is at the dict
+                # A dict's key refused (pydantic's loc: the key, then "[key]"): the problem is at the dict. (A value
+                # under a key named "[key]" has the value as its input.)
+                if loc[-1:] == ("[key]",) and len(loc) >= 2 and err.get("input") == loc[-2]:
                     loc, key = loc[:-2], f"key {_short(str(loc[-2]))}: "
                 where = path + "".join(map(path_step, loc))
                 # A validator's text may quote the value: masked, or only its kind under a secret key (as _convert shows).

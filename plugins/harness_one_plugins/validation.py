@@ -323,11 +323,11 @@ def _rust_schema(schema: Any, old: bool) -> Any:
     part is of draft 6 or 7 (``old``), in which jsonschema-rs asserts them; jsonschema reads them as annotations in
     every draft, as jsonschema-rs does from 2019-09 on. Its patterns as :func:`_for_rust` gives them. jsonschema-rs
     decides only valid or invalid."""
-    content = old and any(key in node for node in subschemas(schema) for key in _CONTENT)
+    content = old and any(key in node for node in _schemas(schema) for key in _CONTENT)
     if not content and not any(_for_rust(pattern) != pattern for pattern in _patterns(schema)):
         return schema
     copied = copy.deepcopy(schema)
-    for node in subschemas(copied):
+    for node in _schemas(copied):
         for key in _CONTENT if content else ():
             node.pop(key, None)
         if isinstance(node.get("pattern"), str):
@@ -339,9 +339,33 @@ def _rust_schema(schema: Any, old: bool) -> Any:
     return copied
 
 
+#: Keywords whose value is an object of schemas by name, and keywords whose value is data, never a schema.
+_SCHEMA_MAPS = frozenset({"$defs", "definitions", "dependentSchemas", "dependencies", "patternProperties", "properties"})
+_DATA = frozenset({"const", "default", "enum", "examples"})
+
+
+def _schemas(schema: Any) -> Iterator[dict[str, Any]]:
+    """Every object in ``schema`` a ``$ref`` can name as a schema: those :func:`subschemas` finds and those under
+    unknown keywords (``"$ref": "#/components/U"``), not the data of ``enum``, ``const``, ``default`` or ``examples``.
+    Where the patterns are, for jsonschema-rs's copy (:func:`_rust_schema`) and the Python warm-up alike."""
+    stack = [schema]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, list):
+            stack.extend(node)
+        elif isinstance(node, dict):
+            yield node
+            for key, value in node.items():
+                if key in _SCHEMA_MAPS:  # (the object holds names, not keywords: only its values are schemas)
+                    if isinstance(value, dict):
+                        stack.extend(value.values())
+                elif key not in _DATA:
+                    stack.append(value)
+
+
 def _patterns(schema: Any) -> Iterator[str]:
-    """Every ``pattern`` and ``patternProperties`` name in ``schema``."""
-    for node in subschemas(schema):
+    """Every ``pattern`` and ``patternProperties`` name in ``schema`` (:func:`_schemas`)."""
+    for node in _schemas(schema):
         if isinstance(node.get("pattern"), str):
             yield node["pattern"]
         if isinstance(node.get("patternProperties"), dict):
@@ -352,11 +376,13 @@ def _patterns(schema: Any) -> Iterator[str]:
 def _for_rust(pattern: str) -> str:
     """``pattern`` as jsonschema-rs is given it: with fancy-regex (a backreference or lookaround) it reads ``\\d``,
     ``\\w``, ``\\s`` as Unicode classes, so they are written out as the ASCII/ECMA classes the Python backend
-    matches (:func:`_formats.rust_pattern`); as written where jsonschema-rs would refuse that (it judges the original)."""
+    matches (:func:`_formats.rust_pattern`); as written where jsonschema-rs refuses the original or the rewrite (the
+    verdict on a pattern is jsonschema-rs's own: ``[\\w-~]``, which it refuses, would pass as the range ``_-~``)."""
     rewritten = _formats.rust_pattern(pattern)
     if rewritten != pattern:
         try:
-            _rust().validator_for({"pattern": rewritten})
+            for candidate in (pattern, rewritten):
+                _rust().validator_for({"pattern": candidate})
         except Exception:
             return pattern
     return rewritten
@@ -719,20 +745,10 @@ _SearchFn = Callable[[str, str], "bool | None"]  # (pattern, text) -> matched, o
 
 
 def _warm_patterns(schema: Any) -> None:
-    """Compile every ``pattern`` and ``patternProperties`` key of ``schema`` for the Python matcher."""
-    stack = [schema]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, dict):
-            found = [node["pattern"]] if isinstance(node.get("pattern"), str) else []
-            if isinstance(node.get("patternProperties"), dict):
-                found += list(node["patternProperties"])
-            for pattern in found:
-                with contextlib.suppress(Exception):  # a pattern the definition check refused
-                    _formats.compile_python_pattern(pattern)
-            stack.extend(node.values())
-        elif isinstance(node, list):
-            stack.extend(node)
+    """Compile every ``pattern`` and ``patternProperties`` key of ``schema`` (:func:`_patterns`) for the Python matcher."""
+    for pattern in _patterns(schema):
+        with contextlib.suppress(Exception):  # a pattern the definition check refused
+            _formats.compile_python_pattern(pattern)
 
 
 def _search_python(pattern: str, text: str) -> bool | None:
