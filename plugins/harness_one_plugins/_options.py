@@ -1,4 +1,5 @@
-"""Private helper of the standard plugins: options checked when the plugin is built.
+"""Private helpers of the standard plugins: options checked when the plugin is built, and the state
+a plugin shared by registries keeps.
 
 A wrong option is a ``ValueError`` naming it, so the plugin fails to load (reported by
 ``harness-one doctor``), rather than every call failing later with an internal error.
@@ -8,9 +9,14 @@ from __future__ import annotations
 
 import inspect
 import math
-from typing import Any, Literal, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
-__all__ = ["count", "flag", "own_or_default", "provides", "seconds"]
+from harness_one import PluginError
+
+if TYPE_CHECKING:
+    from harness_one.state import State
+
+__all__ = ["count", "flag", "own_or_default", "provides", "seconds", "takes_state"]
 
 T = TypeVar("T")
 
@@ -122,3 +128,33 @@ def own_or_default(own: T | None, declined: bool, default: T | None) -> T | None
     if own is not None:
         return own
     return None if declined else default
+
+
+def takes_state(plugin: Any, taken: State | None, state: State, what: str, *own: str) -> bool:
+    """Whether ``plugin``, joining a registry on ``state``, takes its store (its ``what``) from it: True
+    the first time (``taken``, the state it took them from, is None), False when ``state`` holds them
+    too (the same ``State`` object, or Redis at the same URL and prefix; a memory or SQLite state keeps
+    them to itself), so the plugin keeps its store.
+
+    Any other state is a :class:`~harness_one.PluginError` (the registry refuses the plugin): taking
+    that state's store would leave the first registry's ``what`` where none of its calls looks (a
+    budget's counts, an open circuit, a claimed idempotency key). ``own`` names the plugin's arguments
+    that give it a store of its own, which any registries may share.
+    """
+    if taken is None:
+        return True
+    if state is taken or (state.redis and taken.redis and (state.url, state.prefix) == (taken.url, taken.prefix)):
+        return False
+    ways = " or ".join(f"{type(plugin).__name__}({name}=...)" for name in own)
+    raise PluginError(
+        f"The {plugin.name} plugin keeps its {what} in the state of the registry it was first added to "
+        f"({_where(taken)}), and this registry has another state ({_where(state)}; only the same State object, or "
+        "Redis at the same URL and prefix, is the same state): give the registries one state "
+        f"(ToolRegistry(state=first.state)), or give the plugin its own {what} ({ways}) to share it between them.",
+        plugin=plugin.name,
+    )
+
+
+def _where(state: State) -> str:
+    """``state`` as an error shows it: its ``repr`` (a password masked), and a prefix given apart from the URL."""
+    return repr(state) if state.prefix is None else f"{state!r} with prefix {state.prefix!r}"

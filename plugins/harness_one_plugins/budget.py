@@ -22,7 +22,6 @@ from typing import Any, cast
 from harness_one import (
     Await,
     Call,
-    PluginError,
     Retry,
     Tool,
     ToolDefinitionError,
@@ -46,17 +45,11 @@ from harness_one.state import (
     round_trip,
 )
 
-from ._options import provides, seconds
+from ._options import provides, seconds, takes_state
 
 __all__ = ["ALL_TOOLS", "BudgetExhausted", "BudgetPlugin", "BudgetRunInvalid"]
 
 _PLUGINS: weakref.WeakSet[BudgetPlugin] = weakref.WeakSet()
-
-
-def _same_state(one: State, other: State) -> bool:
-    """Whether two registries' states hold the same counters: one state, or one Redis (URL and prefix alike);
-    a memory or SQLite state keeps them in its own memory."""
-    return one is other or (one.redis and other.redis and (one.url, one.prefix) == (other.url, other.prefix))
 
 
 def _forked() -> None:
@@ -200,18 +193,8 @@ class BudgetPlugin:
 
     @hookimpl
     def harness_configure(self, registry: ToolRegistry) -> None:
-        if not self._own_store:
-            if self._state is None:
-                self.store, self._state = registry.state.budgets(), registry.state
-            elif not _same_state(registry.state, self._state):
-                # Taking this registry's counters would leave the first registry's runs counted where no call looks.
-                raise PluginError(
-                    f"The budget plugin counts in the state of the registry it was first added to ({self._state!r}), "
-                    f"and this registry has a state of its own ({registry.state!r}; a memory or SQLite state keeps "
-                    "the counters in its own memory): give the registries one state (ToolRegistry(state=first.state)), "
-                    "or give the plugin its own store (BudgetPlugin(store=...)) to share it between them.",
-                    plugin=self.name,
-                )
+        if not self._own_store and takes_state(self, self._state, registry.state, "counters", "store"):
+            self.store, self._state = registry.state.budgets(), registry.state
         self._registry = registry
 
     def limit_for(self, tool: Tool) -> int | None:

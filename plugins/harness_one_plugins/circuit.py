@@ -12,7 +12,6 @@ from harness_one import (
     CircuitOpen,
     Clock,
     Lingering,
-    PluginError,
     RetryableError,
     Tool,
     ToolError,
@@ -33,15 +32,9 @@ from harness_one.state import (
     round_trip,
 )
 
-from ._options import own_or_default, provides
+from ._options import own_or_default, provides, takes_state
 
 __all__ = ["Breaker", "CircuitBreakerPlugin"]
-
-
-def _same_state(one: State, other: State) -> bool:
-    """Whether two registries' states hold the same circuits: one state, or one Redis (URL and prefix alike);
-    a memory or SQLite state keeps them in its own memory."""
-    return one is other or (one.redis and other.redis and (one.url, one.prefix) == (other.url, other.prefix))
 
 
 _PROBE = "circuit.probe"
@@ -127,18 +120,8 @@ class CircuitBreakerPlugin:
 
     @hookimpl
     def harness_configure(self, registry: ToolRegistry) -> None:
-        if not self._own_store:
-            if self._state is None:
-                self.store, self._state = registry.state.circuits(), registry.state
-            elif not _same_state(registry.state, self._state):
-                # Taking this registry's circuits would reset the first registry's (an open circuit closed unseen).
-                raise PluginError(
-                    "The circuit_breaker plugin keeps its circuits in the state of the registry it was first added "
-                    f"to ({self._state!r}), and this registry has a state of its own ({registry.state!r}; a memory or "
-                    "SQLite state keeps the circuits in its own memory): give the registries one state "
-                    "(ToolRegistry(state=first.state)), or give the plugin its own store (CircuitBreakerPlugin(store=...)) to share it between them.",
-                    plugin=self.name,
-                )
+        if not self._own_store and takes_state(self, self._state, registry.state, "circuits", "store"):
+            self.store, self._state = registry.state.circuits(), registry.state
         self._registry = registry
 
     def _policy(self, call: Call) -> tuple[str, CircuitBreakerPolicy]:

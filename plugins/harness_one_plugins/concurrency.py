@@ -16,11 +16,12 @@ from harness_one.state import (
     FailMode,
     LeaseKeeper,
     MemorySlots,
+    State,
     StateUnavailable,
     round_trip,
 )
 
-from ._options import count, provides, seconds
+from ._options import count, provides, seconds, takes_state
 
 __all__ = ["ConcurrencyPlugin"]
 
@@ -103,6 +104,7 @@ class ConcurrencyPlugin:
         slots = provides(slots, "concurrency slots", "a slot store", ("acquire", "renew", "release", "running"), optional=True)
         self.slots: ConcurrencySlots = slots if slots is not None else MemorySlots()
         self._own_slots = slots is not None
+        self._state: State | None = None  # the state ``slots`` was taken from (not for ones given)
         self._holder = os.urandom(6).hex()  # holder ids unique across plugins, processes and hosts
         _PLUGINS.add(self)  # (a forked child draws its own, and a new lock)
         self._ids = itertools.count(1)
@@ -115,8 +117,8 @@ class ConcurrencyPlugin:
 
     @hookimpl
     def harness_configure(self, registry: ToolRegistry) -> None:
-        if not self._own_slots:
-            self.slots = registry.state.concurrency()
+        if not self._own_slots and takes_state(self, self._state, registry.state, "slots", "slots"):
+            self.slots, self._state = registry.state.concurrency(), registry.state
         self._registry_clock = registry.clock
 
     def _now(self) -> float:
