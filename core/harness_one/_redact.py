@@ -141,6 +141,16 @@ _PASS_PREFIXES = frozenset(
 )
 _SUFFIXES: dict[str, frozenset[str] | None] = {"pwd": None, "otp": None, "pass": _PASS_PREFIXES}
 
+
+def _names_password(word: str) -> bool:
+    """Whether the last word of an environment variable's name (all capitals, here lower case) names a
+    password with no separator before it: ``pgpassword``, ``mysqlpasswd``, ``sshpass`` (``pass`` after a word
+    of _PASS_PREFIXES, or alone: ``DB_PASS``; not ``bypass``); see ``Redactor(last_words=True)``."""
+    return word.endswith(("password", "passwd", "pwd")) or (
+        word.endswith("pass") and (word == "pass" or word[:-4] in _PASS_PREFIXES)
+    )
+
+
 #: Names that are secret as query parameters only (``?key=`` holds a Google API key; a mapping's
 #: or a text's ``key`` is usually not a secret): matched whole, any case.
 QUERY_SECRET_KEYS = ("key",)
@@ -306,25 +316,81 @@ _BLANK = re.compile(r"\s*")
 # A Cookie or Set-Cookie header's value in text: to the end of its line, or of the JSON string or
 # quoted text it stands in (no cookie holds a '"' nor a backslash).
 _COOKIE_VALUE = re.compile(r"""[^\r\n"\\]*(?<![ \t])""")
-#: Credentials recognised by their own form wherever they stand (free text, a plain key, a
-#: traceback): an AWS access key id, GitHub, OpenAI/Anthropic (``sk-...``, mixed case and digits:
-#: not a slug such as ``sk-prod-cluster``), Slack, Stripe and Google API keys, a JWT, and a
-#: private key's PEM or OpenPGP armoured block (``-----BEGIN RSA PRIVATE KEY-----``, ``-----BEGIN
-#: PGP PRIVATE KEY BLOCK-----``: its armour headers, ``Version: ...``, and base64 body, to its END
-#: line). Each starts only where a run of token characters starts, so a long run is scanned once:
-#: linear in the text's length.
-_T = "(?<![A-Za-z0-9_-])"
-_KNOWN_TOKENS = re.compile(
-    _T + r"(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}(?![A-Za-z0-9_-])"
-    r"|" + _T + r"gh[pousr]_[A-Za-z0-9]{36,255}(?![A-Za-z0-9_])|" + _T + r"github_pat_[A-Za-z0-9_]{22,255}"
-    r"|" + _T + r"sk-(?=[A-Za-z0-9_-]*[A-Z])(?=[A-Za-z0-9_-]*[0-9])[A-Za-z0-9_-]{32,}"
-    r"|" + _T + r"xox[abposr]-[0-9]+-[A-Za-z0-9-]{10,}|" + _T + r"[rs]k_(?:live|test)_[A-Za-z0-9]{16,}"
-    r"|" + _T + r"AIza[0-9A-Za-z_-]{35}(?![A-Za-z0-9_-])"
-    r"|" + _T + r"eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"
-    r"|-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"
-    r"(?:[ \t]*(?:\r?\n|(?:\\r)?\\n)[A-Za-z][A-Za-z0-9-]{0,63}:[ \t][^\r\n\\]{0,256})*"  # armour headers, as lines or escaped
-    r"[A-Za-z0-9+/=\s\\]{16,}(?:-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----)?"
+
+
+def _starting(form: str, token: str = "A-Za-z0-9_-") -> str:
+    """``form`` found only where a run of ``token`` characters starts: its first character, then a look
+    back past it (every form starts with a character of its own, which the search looks for first)."""
+    return f"{form[0]}(?<![{token}].){form[1:]}"
+
+
+# Between two arguments of a command line or of a list's repr ("mysql -u", "'mysql', '-u'"), and one argument:
+# disjoint, and possessive, so that a client's name is followed over its next arguments in one way only.
+_ARG = r"""['"]?+,?+[ \t]++['"]?+"""
+_ARGUMENT = r"""[^\s'",;|&]++"""  # (not past a shell's ";", "|" or "&": the next command's)
+# A password given on a client's command line by a flag that is no secret's name: mysql's (and its tools')
+# attached -p<password> (``-p 3306`` is no password: it asks for one), redis-cli's -a <password> (or
+# --pass), sshpass's -p <password> among its own flags, before the command it runs (``ssh -p 22`` stays).
+# The client's name and the arguments up to the password are kept (group ``flag``), up to 20 arguments on.
+_CLIENT_PASSWORD = (
+    r"(?P<flag>"
+    + _starting(
+        r"m(?:ysql(?:dump|admin|import|check|show|pump|slap)?|ariadb(?:-dump|-admin|-import|-check|-show)?)"
+        rf"(?:{_ARG}{_ARGUMENT}){{0,20}}?{_ARG}-p",
+        r"\w.-",
+    )
+    + "|"
+    + _starting(rf"redis-cli(?:{_ARG}{_ARGUMENT}){{0,20}}?{_ARG}(?:-a{_ARG}|--pass(?:{_ARG}|=))", r"\w.-")
+    + "|"
+    + _starting(rf"sshpass(?:{_ARG}-{_ARGUMENT}){{0,4}}?{_ARG}-p(?:{_ARG})?+", r"\w.-")
+    + r""")(?=[^\s'";|&<>()-])[^\s'"]++"""
 )
+#: Credentials recognised by their own form wherever they stand (free text, a plain key, a
+#: traceback): an AWS access key id, GitHub, GitLab (``glpat-...``), npm (``npm_...``), Hugging Face
+#: (``hf_...``), OpenAI/Anthropic (``sk-...``, mixed case and digits: not a slug such as
+#: ``sk-prod-cluster``), Slack, Stripe and Google API keys, a Slack webhook's path
+#: (``T.../B.../...``), a Telegram bot's token (``bot123456789:AA...``), a JWT, a private key's PEM or
+#: OpenPGP armoured block (``-----BEGIN RSA PRIVATE KEY-----``, ``-----BEGIN PGP PRIVATE KEY
+#: BLOCK-----``: its armour headers, ``Version: ...``, and base64 body, to its END line), and the
+#: password a client takes on its command line by a flag of its own (group ``flag``, kept: see
+#: _CLIENT_PASSWORD). Each starts with a character of its own and only where a run of token characters
+#: starts (see _starting), so a long run is scanned once: linear in the text's length.
+_KNOWN_TOKENS = re.compile(
+    "|".join(
+        (
+            _starting(r"A(?:KIA|SIA|BIA|CCA)[A-Z0-9]{16}(?![A-Za-z0-9_-])"),
+            _starting(r"gh[pousr]_[A-Za-z0-9]{36,255}(?![A-Za-z0-9_])"),
+            _starting(r"github_pat_[A-Za-z0-9_]{22,255}"),
+            _starting(r"glpat-[A-Za-z0-9_-]{20,255}(?:\.[A-Za-z0-9_-]{1,255}){0,4}"),
+            _starting(r"npm_[A-Za-z0-9]{36}(?![A-Za-z0-9_])"),
+            _starting(r"hf_[A-Za-z]{34}(?![A-Za-z0-9_])"),
+            _starting(r"sk-(?=[A-Za-z0-9_-]*[A-Z])(?=[A-Za-z0-9_-]*[0-9])[A-Za-z0-9_-]{32,}"),
+            _starting(r"xox[abposr]-[0-9]+-[A-Za-z0-9-]{10,}"),
+            _starting(r"sk_(?:live|test)_[A-Za-z0-9]{16,}"),
+            _starting(r"rk_(?:live|test)_[A-Za-z0-9]{16,}"),
+            _starting(r"T[A-Z0-9]{8,12}/B[A-Z0-9]{8,12}/[A-Za-z0-9]{24}(?![A-Za-z0-9_-])"),  # a Slack webhook's path
+            _starting(r"bot[0-9]{5,16}:A[A-Za-z0-9_-]{30,40}(?![A-Za-z0-9_-])"),  # a Telegram bot's, in its API's URL
+            _starting(r"AIza[0-9A-Za-z_-]{35}(?![A-Za-z0-9_-])"),
+            _starting(r"eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"),
+            r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"
+            r"(?:[ \t]*(?:\r?\n|(?:\\r)?\\n)[A-Za-z][A-Za-z0-9-]{0,63}:[ \t][^\r\n\\]{0,256})*"  # armour headers, as lines or escaped
+            r"[A-Za-z0-9+/=\s\\]{16,}(?:-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----)?",
+            _CLIENT_PASSWORD,
+        )
+    )
+)
+
+
+def _known_token(found: re.Match[str]) -> str:
+    """A credential of a known form as shown: masked, a client's name and flag before its password kept
+    (``mysql -u root -p[REDACTED]``; an unquoted password without the text's closing bracket or quote after it)."""
+    flag = found.group("flag")
+    if flag is None:
+        return REDACTED
+    end = _word_end(found.string, found.end("flag"), found.end())
+    return f"{flag}{REDACTED}{found.string[end : found.end()]}"
+
+
 # The shortest credential _KNOWN_TOKENS finds that is a plain identifier (an AWS access key id, 20
 # characters): a shorter name is shown as it is without a search.
 _SHORTEST_NAME_TOKEN = 20
@@ -579,6 +645,9 @@ class Redactor:
         self._last: tuple[tuple[str, ...], ...] | None = None
         if last_words:
             self._last = tuple({tuple(w.lower() for w in _WORD.findall(k)) for k in (*keys, *extra_keys)} - {()})
+        #: With ``last_words`` and ``password`` among the keys, an environment variable's name (all capitals) is secret
+        #: too when its last word ends in a password's name (``PGPASSWORD``, ``SSHPASS``: see _names_password).
+        self._env = last_words and "password" in words
         plain = {v for v in values if v}
         escaped = {json.dumps(v, ensure_ascii=ascii)[1:-1] for v in plain for ascii in (True, False)}
         self._values = tuple(sorted(plain | escaped, key=len, reverse=True))
@@ -600,7 +669,11 @@ class Redactor:
                 found = True
             elif self._last is not None:
                 words = tuple(t.lower() for t in _WORD.findall(name))
-                found = any(words[-len(last) :] == last for last in self._last) or bool(words and self._ends_word(words[-1]))
+                found = (
+                    any(words[-len(last) :] == last for last in self._last)
+                    or bool(words and self._ends_word(words[-1]))
+                    or bool(self._env and words and name.isupper() and _names_password(words[-1]))
+                )
             else:
                 joined = _normal(name)
                 tokens = {t.lower() for t in _WORD.findall(name)}
@@ -679,7 +752,7 @@ class Redactor:
 
     def _mask_structure(self, value: str) -> str:
         """Credentials of a known form, URL user-info and the values after secret key names masked."""
-        value = _KNOWN_TOKENS.sub(REDACTED, value)
+        value = _KNOWN_TOKENS.sub(_known_token, value)
         if "earer" in value or "EARER" in value:
             value = _BEARER.sub(rf"\1{REDACTED}", value)
         if "</" in value or "<\\/" in value or "/>" in value:
@@ -1043,7 +1116,8 @@ _DEFAULT = Redactor()
 
 #: The keys whose values are masked in errors the model reads: unambiguous secret names only,
 #: matched on a key's last words (``pin``, ``auth``, ``signature`` and ``max_tokens`` would
-#: hide numbers and words the model needs to act on the error).
+#: hide numbers and words the model needs to act on the error), and an environment variable's
+#: name ending in a password's (``PGPASSWORD``, ``SSHPASS``, ``DB_PASS``: see _names_password).
 MODEL_SECRET_KEYS = (
     "password",
     "passwd",
@@ -1067,8 +1141,8 @@ MODEL_SECRET_KEYS = (
     "sessionid",
 )
 #: Secret as query parameters in errors the model reads: a Google API key (``?key=``, in the URL
-#: of an HTTP client's error) and an Azure SAS signature (``&sig=``).
-MODEL_QUERY_SECRET_KEYS = ("key", "sig")
+#: of an HTTP client's error), an Azure SAS signature (``&sig=``) and an API's credential (``?auth=``).
+MODEL_QUERY_SECRET_KEYS = ("key", "sig", "auth")
 _MODEL = Redactor(MODEL_SECRET_KEYS, last_words=True, query_keys=MODEL_QUERY_SECRET_KEYS)
 
 

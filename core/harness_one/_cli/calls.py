@@ -91,8 +91,8 @@ _SELECTING = (
 
 def _run_command(ctx: click.Context) -> tuple[str, bool]:
     """``harness-one OPTIONS run``, with the global options given that select the tools, plugins,
-    configuration and state (shell-quoted, secrets masked), and whether a secret was masked."""
-    from .._redact import mask_secrets
+    configuration and state (shell-quoted, secrets masked as logs mask them), and whether a secret was masked."""
+    from .._redact import _DEFAULT
 
     given = ctx.find_root().params
     words = ["harness-one"]
@@ -100,7 +100,7 @@ def _run_command(ctx: click.Context) -> tuple[str, bool]:
     for param, option in _SELECTING:
         value = given.get(param)
         for text in value if isinstance(value, tuple) else () if value is None else (value,):
-            shown = _shown_option(str(text)) if option == "-O" else mask_secrets(str(text))
+            shown = _shown_option(str(text)) if option == "-O" else _DEFAULT.mask(str(text))
             masked = masked or shown != text
             words += [option, shlex.quote(shown)]
     return " ".join([*words, "run"]), masked
@@ -109,18 +109,18 @@ def _run_command(ctx: click.Context) -> tuple[str, bool]:
 def _shown_option(text: str) -> str:
     """A ``-O NAME.OPTION=VALUE`` as the approval hint shows it: read as the group read it, its value masked as
     ``doctor`` masks a plugin's options (the value of a secret-sounding option, ``logging.secret_values``, whole);
-    the text masked as any other option's (``mask_secrets``) when it does not read."""
+    the text masked as any other option's when it does not read."""
     from .._config import ConfigError, parse_option
-    from .._redact import mask_secrets
+    from .._redact import _DEFAULT
     from .doctor import _shown_options
 
     try:
         plugin, option, value = parse_option(text)
     except ConfigError:
-        return mask_secrets(text)
+        return _DEFAULT.mask(text)
     shown = _shown_options({option: value})[option]
     if shown == value:  # nothing in it to mask: as given
-        return mask_secrets(text)
+        return _DEFAULT.mask(text)
     return f"{plugin}.{option}={shown if isinstance(shown, str) else dumps(shown)}"
 
 
@@ -132,9 +132,10 @@ def _to_approve(
     ``run`` is given the global options this command was given that select the tools, plugins,
     configuration and state store (:data:`_SELECTING`), so it makes the call with the same catalogue.
     Stderr may be kept (CI logs): secrets in the options and in the call line (its arguments and
-    context) are masked as in the errors the model reads (``mask_secrets``), and the reader told to put them back.
+    context) are masked as logs mask them (:data:`~harness_one.SECRET_KEYS`: ``pin``, ``auth``, ``signature`` too,
+    which errors the model reads show), whole, and the reader told to put them back.
     """
-    from .._redact import mask_secrets
+    from .._redact import _DEFAULT
 
     request: dict[str, object] = {"id": 1, "name": name, "arguments": args}
     if context is not None:
@@ -143,7 +144,7 @@ def _to_approve(
         request["idempotency_key"] = idempotency_key
     command, in_options = _run_command(ctx)
     line = json.dumps(request)
-    shown = mask_secrets(line)
+    shown = _DEFAULT.mask(line)
     where = [place for place, masked in (("in its options", in_options), ("in the call", shown != line)) if masked]
     secrets = f" (put back the secrets masked {' and '.join(where)})" if where else ""
     return (

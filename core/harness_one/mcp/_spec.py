@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .._redact import REDACTED, hidden_from_model, mask_secrets
+from .._redact import mask_secrets, redact
 
 if TYPE_CHECKING:
     from harness_one import ToolRegistry
@@ -73,7 +73,7 @@ class McpSpec:
 
     ``prefix`` goes before every imported tool name (``fs`` or ``fs_``: ``fs_read_file``); ``policies`` are ``defineTool``
     keywords (rate limit, timeout, retry, ...) applied to each of its tools. ``env`` and
-    ``headers`` may hold secrets and are kept out of ``repr``; credentials in ``url`` (user-info, ``?api_key=``) and ``command`` (``--token=...``, ``--api-key KEY``) are masked there.
+    ``headers`` may hold secrets and are kept out of ``repr``; credentials in ``url`` (user-info, ``?api_key=``) and ``command`` (``--token=...``, ``--api-key KEY``) are masked there, as logs mask them.
     """
 
     name: str
@@ -96,17 +96,14 @@ class McpSpec:
         return f"McpSpec(name={self.name!r}, {shown}, prefix={self.prefix!r})"
 
     def shown_url(self) -> str | None:
-        """``url`` with its user-info and the values of secret query keys (``?api_key=``) masked."""
-        return None if self.url is None else mask_secrets(self.url)
+        """``url`` as logs show it (:func:`~harness_one.redact`, :data:`~harness_one.SECRET_KEYS`): its user-info and
+        the values of secret query keys (``?api_key=``, ``?auth=``) masked."""
+        return None if self.url is None else str(redact(self.url))
 
     def shown_command(self) -> tuple[str, ...]:
-        """``command`` with secret values masked: ``--token=...``, ``GITHUB_TOKEN=...``, and the word
-        after a flag named as a secret (``--api-key KEY``)."""
-        shown, after_flag = [], False
-        for word in self.command:
-            shown.append(REDACTED if after_flag else mask_secrets(word))
-            after_flag = word.startswith("-") and "=" not in word and hidden_from_model(word.lstrip("-"))
-        return tuple(shown)
+        """``command`` as logs show a list (:func:`~harness_one.redact`: its first 100 words): secret values masked (``--token=...``,
+        ``PGPASSWORD=...``), and the word after a flag named as a secret (``--api-key KEY``, ``--auth KEY``)."""
+        return tuple(str(word) for word in redact(list(self.command)))
 
     def __post_init__(self) -> None:
         where = f"MCP server '{self.name}'"
