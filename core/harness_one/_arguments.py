@@ -27,6 +27,7 @@ __all__ = [
     "find_long",
     "load_json",
     "long_numbers",
+    "masked_json",
     "plain_json",
 ]
 
@@ -322,10 +323,33 @@ def _near(text: str, pos: int, secrets: Redactor | None = None) -> str:
     ``pos``, so with the escaped backslashes and quotes blanked out (positions kept), every quote
     before ``pos`` opens or closes a string.
     """
+    return _masked(text, pos, secrets, max(0, pos - _LOOK_BACK), pos + 20)[-40:]
+
+
+def masked_json(text: str, secrets: Redactor, limit: int) -> str:
+    """The first ``limit`` characters of ``text``, arguments that are no valid JSON (a model's answer cut short), as
+    logs and traces show them: masked by ``secrets`` as the excerpt of their refusal is (see :func:`_near`), from
+    their start, so a value the mistake may be in, or that follows a secret name without its colon, is masked to
+    the end (``{"passwd" "[REDACTED]``), and a secret name JSON-escaped is read decoded (``"pass\\u0077ord"``).
+    Linear in ``limit``; never raises."""
+    head = text[:limit]
+    try:
+        load_json(head)
+    except json.JSONDecodeError as exc:  # (the text's own mistake, or the cut's when it comes later)
+        pos = exc.pos
+    except (ValueError, RecursionError):  # a number too long to read, nesting past the decoder's depth: read whole
+        pos = len(head)
+    else:
+        pos = len(head)  # valid JSON up to the cut (or all of it: not an object)
+    return _masked(head, pos, secrets, 0, len(head))
+
+
+def _masked(text: str, pos: int, secrets: Redactor | None, start: int, end: int) -> str:
+    """``text[start:end]`` around a mistake at ``pos``, masked as :func:`_near` describes (with the ``text`` before
+    ``start`` in view)."""
     from ._redact import _MODEL, REDACTED  # (a refusal only)
 
     secrets = secrets or _MODEL
-    start, end = max(0, pos - _LOOK_BACK), pos + 20
     plain = text[:end]
     if "\\" in plain:
         plain = plain.replace("\\\\", "__").replace('\\"', "__")
@@ -364,7 +388,7 @@ def _near(text: str, pos: int, secrets: Redactor | None = None) -> str:
         window = lead + text[shown:cut]
     if cut < end:
         window += REDACTED
-    return secrets.mask(window)[-40:]
+    return secrets.mask(window)
 
 
 def _secret_value(text: str, plain: str, opened: int, secrets: Redactor) -> bool:

@@ -2,15 +2,22 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 import numbers
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from ._lazy import lazy_module
 
 if TYPE_CHECKING:
+    from . import _redact
     from ._call import Call
+    from ._redact import Redactor
+else:  # imported on the first failure that reads it: not with harness_one
+    _redact = lazy_module("harness_one._redact", __name__, "_redact")
 
 __all__ = [
     "APPROVAL_REQUIRED",
@@ -39,7 +46,9 @@ __all__ = [
     "late_capped",
     "model_message",
     "outside_text",
+    "secrets_held",
     "type_name",
+    "without_secrets",
 ]
 
 #: The ``kind`` of the approval plugin's error: core code (dispatch, the agent loop) recognises a
@@ -106,6 +115,95 @@ def exception_text(exc: BaseException) -> str:
     except BaseException:  # a broken __str__ (one raising SystemExit too): its type says what it was
         text = ""
     return f"{type(exc).__name__}: {outside_text(text)}" if text else type(exc).__name__
+
+
+_MAX_WALK = 1000  # values looked at for secrets per failed call (a model's huge arguments: bounded work)
+#: The shortest text under a secret key masked where an error quotes it: the values come from the model,
+#: and masking "a" or "3" would let it blank out any letter or number of an error's text.
+_SHORTEST_SECRET = 4
+_E = TypeVar("_E", bound="ToolError")
+_LISTS = (list, tuple, set, frozenset)
+_ITERS: tuple[tuple[type[Any], Callable[[Any], Iterator[Any]]], ...] = tuple((kind, kind.__iter__) for kind in _LISTS)
+#: The types of a value that holds no other: one that is no secret is not looked at again.
+_PLAIN = frozenset((str, int, float, bool, type(None)))
+
+
+def secrets_held(redactor: Redactor, *values: Any) -> list[str]:
+    """The texts ``values`` (a call's arguments, its context) hold where ``redactor`` masks them in a structure
+    (see :meth:`Redactor.__call__`): under a secret key, at any depth; the second item of a ``(name, value)`` pair
+    naming one, the ``value`` of a ``{"name": ..., "value": ...}`` pair naming one; a list's item after a flag
+    naming one (``["--password", ...]``) and the password of one after ``-u``. Strings and numbers (their text),
+    of at least :data:`_SHORTEST_SECRET` characters; the first 1,000 values. For the error text of a failed
+    call, which may quote them (``access denied for admin/Tr0ub4dor&3``) where the arguments show them masked.
+    Never raises: a mapping whose reading fails ends the walk (what was found is kept)."""
+    found: list[str] = []
+    stack: list[tuple[Any, bool]] = [(value, False) for value in reversed(values)]
+    budget = _MAX_WALK
+    try:
+        while stack and budget:
+            value, secret = stack.pop()
+            budget -= 1
+            if isinstance(value, str):  # (below the top, only a secret one is put on the stack)
+                if secret and str.__len__(value) >= _SHORTEST_SECRET:
+                    found.append(str.__str__(value))  # (a plain str: a subclass's own methods are not called)
+                continue
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                if secret and not (isinstance(value, int) and value.bit_length() >= 3000):  # (no text past 4,300 digits)
+                    text = int.__repr__(value) if isinstance(value, int) else float.__repr__(value)
+                    if len(text) >= _SHORTEST_SECRET:
+                        found.append(text)
+                continue
+            if isinstance(value, tuple) and isinstance(fields := getattr(value, "_fields", None), tuple):
+                value = dict(zip(fields, tuple.__iter__(value), strict=False))  # a named tuple: its names say what is secret
+            if isinstance(value, dict) or (not isinstance(value, _LISTS) and isinstance(value, Mapping)):
+                items = dict.items(value) if isinstance(value, dict) else value.items()  # (a dict subclass's items() not called)
+                named = None if secret else redactor._named_secret(value)  # {"name": "X-Api-Key", "value": ...}
+                for key, item in itertools.islice(items, budget):
+                    hidden = (
+                        secret
+                        or redactor.is_secret(key)
+                        or (named is not None and isinstance(key, str) and _redact._field(key) == named)
+                    )
+                    if hidden or type(item) not in _PLAIN:  # (a value that is no secret and holds none: not put there)
+                        stack.append((item, hidden))
+            elif isinstance(value, _LISTS):
+                walk = next(walk for kind, walk in _ITERS if isinstance(value, kind))  # (a subclass's own __iter__ not called)
+                listed = list(itertools.islice(walk(value), budget))
+                pair = isinstance(value, list | tuple) and len(listed) == 2 and isinstance(listed[0], str)
+                if not secret and pair and redactor.is_secret(listed[0]):
+                    stack.append((listed[1], True))  # a pair: [("Authorization", "Bearer ...")]
+                    continue
+                flag = user = False  # the item before names a secret (["--password", ...]), or is ["-u", "bob:pw"]
+                for item in listed:
+                    if user and isinstance(item, str) and ":" in item and item[:1] != "+":
+                        password = item.partition(":")[2]
+                        if password[:2] != "//":  # (a URL, whose user-info text masking finds)
+                            stack.append((password, True))
+                    hidden = secret or (flag and isinstance(item, str))
+                    if hidden or type(item) not in _PLAIN:
+                        stack.append((item, hidden))
+                    flag = isinstance(item, str) and item[:1] == "-" and "=" not in item and redactor._flag(item)
+                    user = isinstance(item, str) and item in _redact._USER_FLAGS
+    except Exception:  # a mapping whose items(), a named pair's fields or a hostile key's text fail: what was found
+        pass
+    return found
+
+
+def without_secrets(err: _E, *values: Any) -> _E:
+    """``err``, its message (what the model reads, and every log, span and stored outcome after it) without the
+    texts ``values`` (a failed call's arguments and context) hold under the keys whose values errors the model
+    reads hide (:data:`~harness_one.MODEL_SECRET_KEYS`), as :func:`secrets_held` finds them: a tool whose
+    exception quotes its context's API key or its password argument does not show it. A message still to be
+    written (harness-one's own, from the error's fields) is left so."""
+    if "message" not in err.__dict__:
+        return err
+    found = secrets_held(_redact._MODEL, *values)
+    if found:
+        masked = _redact.Redactor((), values=found, query_keys=())._without_values(err.message)
+        if masked != err.message:
+            err.message = masked
+            err.args = (masked,)
+    return err
 
 
 def type_name(cls: type) -> str:
@@ -253,6 +351,13 @@ class ToolError(Exception):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.message!r})"
+
+    @staticmethod
+    def secrets_held(redactor: Redactor, *values: Any) -> list[str]:
+        """The texts ``values`` (a failed call's arguments and context) hold where ``redactor`` masks them in a
+        structure, which the error's text must not quote where they show masked: for an observer masking them in
+        what it shows by its own key list, by the walk that masks the error the model reads (see :func:`secrets_held`)."""
+        return secrets_held(redactor, *values)
 
     def __reduce__(self) -> tuple[Any, ...]:
         # Pickle by state, whatever the subclass's __init__ takes (errors cross process boundaries).
@@ -451,6 +556,14 @@ class ToolArgumentError(ToolError):
             note = f"only the first {PROBLEMS_LIMIT} of {self._total:,} problems are listed"
             self.problems[PROBLEMS_LIMIT:] = [ArgumentProblem.listing_cut(note)]
         super().__init__(self._render(self.problems, tool, self._total), tool=tool, call_id=call_id)
+
+    @staticmethod
+    def masked_json(text: str, redactor: Redactor, limit: int) -> str:
+        """Arguments refused as no valid JSON, ``text``, as logs and traces show them: their first ``limit``
+        characters masked by ``redactor`` as the excerpt of this refusal is (``harness_one._arguments.masked_json``)."""
+        from ._arguments import masked_json  # (it imports this module)
+
+        return masked_json(text, redactor, limit)
 
     @staticmethod
     def _render(problems: Sequence[ArgumentProblem], tool: str | None, total: int | None = None) -> str:

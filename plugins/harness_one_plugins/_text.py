@@ -1,14 +1,17 @@
 """Private helpers of the output-limit, logging and OpenTelemetry plugins: the text the model reads for a result, and
-the secrets a failed call's arguments hold, to mask where its error text quotes them."""
+the secrets a failed call's arguments and context hold, to mask where its error text quotes them."""
 
 from __future__ import annotations
 
-import itertools
 from typing import Any
 
-from harness_one import CallResult, Redactor
+from harness_one import CallResult, Redactor, ToolArgumentError, ToolError
 
-__all__ = ["rendered", "secrets_of"]
+__all__ = ["arguments_shown", "rendered", "secrets_of"]
+
+#: The characters of a text a ``Redactor`` reads (it masks four times the 2,000 it shows): of arguments that are
+#: no valid JSON, all that is masked, and shown.
+_READ = 8000
 
 
 def rendered(value: Any) -> str:
@@ -19,31 +22,21 @@ def rendered(value: Any) -> str:
     return CallResult(True, value, None, "", "", 0.0, 1).for_model()
 
 
-_MAX_WALK = 1000  # argument values looked at for secrets per failed call (a model's huge arguments: bounded work)
-#: The shortest string under a secret key masked where the error text quotes it: the values come from the model,
-#: and masking "a" or "3" would let it blank out any letter or number of a logged error line.
-_SHORTEST_SECRET = 4
+def arguments_shown(redactor: Redactor, arguments: Any) -> Any:
+    """A call's ``arguments`` as logs and spans show them, ``redactor(arguments)``; text (arguments refused as no
+    valid JSON: a decoded call's are a dict) masked first as the excerpt its refusal shows the model is (the core's
+    :meth:`harness_one.ToolArgumentError.masked_json`, by ``redactor``'s keys), which reads a secret name the text rules do
+    not (``{"passwd" "..."}``, a colon left out; ``"pass\\u0077ord"``, escaped)."""
+    if isinstance(arguments, str):
+        arguments = ToolArgumentError.masked_json(arguments, redactor, _READ)
+    return redactor(arguments)
 
 
-def secrets_of(redactor: Redactor, arguments: Any) -> Redactor | None:
-    """A redactor of the strings ``arguments`` holds under secret keys (as ``redactor`` tells them, at any
-    depth of dicts, lists and tuples; the first 1,000 values; of at least :data:`_SHORTEST_SECRET` characters),
-    else None: for the error text of a failed call, which may quote them (``access denied for
+def secrets_of(redactor: Redactor, arguments: Any, context: Any = None) -> Redactor | None:
+    """A redactor of the texts a failed call's ``arguments`` and ``context`` hold where ``redactor`` masks them
+    (under secret keys, in pairs naming one, after a flag naming one: the core's walk,
+    :meth:`harness_one.ToolError.secrets_held`, which masks them in the error the model reads by its own key
+    list), else None: for the error text of a failed call, which may quote them (``access denied for
     admin/Tr0ub4dor&3``) where the arguments show them masked."""
-    if not arguments:  # (most failed calls: no walk, no redactor)
-        return None
-    found: list[str] = []
-    stack: list[tuple[Any, bool]] = [(arguments, False)]
-    budget = _MAX_WALK
-    while stack and budget:
-        value, secret = stack.pop()
-        budget -= 1
-        if isinstance(value, str):
-            if secret and str.__len__(value) >= _SHORTEST_SECRET:
-                found.append(str.__str__(value))  # (a plain str: a subclass's own methods are not called)
-        elif isinstance(value, dict):  # read by the builtin methods: a subclass's own items() or __iter__ is not called
-            stack.extend((item, secret or redactor.is_secret(key)) for key, item in itertools.islice(dict.items(value), budget))
-        elif isinstance(value, list | tuple):
-            items = list.__iter__(value) if isinstance(value, list) else tuple.__iter__(value)
-            stack.extend((item, secret) for item in itertools.islice(items, budget))
+    found = ToolError.secrets_held(redactor, arguments, context)
     return Redactor((), values=found, query_keys=()) if found else None

@@ -26,7 +26,7 @@ from harness_one import (
 )
 
 from ._options import flag
-from ._text import secrets_of
+from ._text import arguments_shown, secrets_of
 
 __all__ = ["SECRET_KEYS", "LoggingPlugin", "redact"]
 
@@ -111,7 +111,7 @@ class LoggingPlugin:
         if isinstance(args, dict) and len(args) > _MAX_KEYS:  # a flood of keys makes no flood of log
             fields["arg_keys_omitted"] = len(args) - _MAX_KEYS
         if self.log_arguments:
-            fields["arguments"] = self.redactor(args)
+            fields["arguments"] = arguments_shown(self.redactor, args)
         log_event(self.level, event, logger=_LOGGER, **fields)
 
     def _succeeded(self, call: Call) -> None:
@@ -151,7 +151,7 @@ class LoggingPlugin:
         self._emit("tool_call", call, "error", error_type=type(error).__name__, **self._error_text(call, error))
 
     def _error_text(self, call: Call, error: BaseException) -> dict[str, str]:
-        return {"error": self._first_line(error, call.arguments)} if isinstance(error, ToolError) else {}
+        return {"error": self._first_line(error, call.arguments, call.context)} if isinstance(error, ToolError) else {}
 
     @hookimpl(trylast=True)
     @per_tool(lambda plugin, tool: plugin._post_call)
@@ -184,9 +184,9 @@ class LoggingPlugin:
         }
         log_event(self.level, "tool_call", logger=_LOGGER, **fields)
 
-    def _first_line(self, error: ToolError, arguments: Any = None) -> str:
-        """The first line of ``error``'s message, masked: with the call's ``arguments``, the values they hold
-        under secret keys too (masked in the event's ``arguments``, they must not show in its ``error``)."""
+    def _first_line(self, error: ToolError, arguments: Any = None, context: Any = None) -> str:
+        """The first line of ``error``'s message, masked: with the call's ``arguments`` and ``context``, the values
+        they hold under secret keys too (masked in the event's ``arguments``, they must not show in its ``error``)."""
         line = error.message.splitlines()[0] if error.message else ""
-        values = secrets_of(self.redactor, arguments) if line else None
+        values = secrets_of(self.redactor, arguments, context) if line else None
         return self.redactor.text(line if values is None else values.mask(line))

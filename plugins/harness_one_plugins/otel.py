@@ -41,7 +41,7 @@ from harness_one import (
 )
 
 from ._options import flag
-from ._text import rendered, secrets_of
+from ._text import arguments_shown, rendered, secrets_of
 
 __all__ = [
     "DESCRIPTION_LIMIT",
@@ -286,7 +286,7 @@ class OTelPlugin:
             span = self._no_span
         if self.capture_content and self._recording(span):
             try:
-                text = rendered(self.redactor(call.arguments))
+                text = rendered(arguments_shown(self.redactor, call.arguments))
             except BaseException:  # the plugin's own fault, reported as one: the span is ended all the same
                 self._end(span)
                 raise
@@ -325,10 +325,13 @@ class OTelPlugin:
         result: str | None = None
         try:
             if error is not None:
-                kind, status = error_type(error), self._status_text(error, call.arguments)
+                kind, status = error_type(error), self._status_text(error, call.arguments, call.context)
                 attrs = {**attrs, "error.type": kind}
             elif self.capture_content and self._recording(span):
                 result = self._result_text(value)
+                values = secrets_of(self.redactor, call.arguments, call.context)  # masked in the arguments: in the result too
+                if values is not None:
+                    result = values.mask(result)
         except BaseException:  # the plugin's own fault, reported as one: the span is ended all the same
             self._end(span)
             raise
@@ -374,13 +377,13 @@ class OTelPlugin:
         except Exception as exc:
             self._sdk_failed(exc)
 
-    def _status_text(self, error: ToolError, arguments: Any = None) -> str:
-        """The span status of ``error``: its first line, masked (or its type); with the call's ``arguments``,
-        the values they hold under secret keys masked too (as in its ``gen_ai.tool.call.arguments``)."""
+    def _status_text(self, error: ToolError, arguments: Any = None, context: Any = None) -> str:
+        """The span status of ``error``: its first line, masked (or its type); with the call's ``arguments`` and
+        ``context``, the values they hold under secret keys masked too (as in its ``gen_ai.tool.call.arguments``)."""
         if not error.message:
             return self.redactor.text(error_type(error))
         line = error.message.splitlines()[0]
-        values = secrets_of(self.redactor, arguments)
+        values = secrets_of(self.redactor, arguments, context)
         return self.redactor.text(line if values is None else values.mask(line))
 
     def _record(self, attrs: dict[str, Any], duration: float | None, error_kind: str | None) -> None:
