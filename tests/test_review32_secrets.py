@@ -15,7 +15,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from structlog.testing import capture_logs
 
-from harness_one import MODEL_SECRET_KEYS, Call, ManualClock, Redactor, ToolArgumentError, ToolError, ToolRegistry
+from harness_one import MODEL_SECRET_KEYS, Call, ManualClock, Redactor, ToolError, ToolRegistry
 from harness_one_plugins import LoggingPlugin, OTelPlugin
 
 SECRET = "Zq7ctxSecret99"
@@ -124,7 +124,8 @@ class Header(NamedTuple):
 
 
 def test_the_walk_follows_the_shapes_the_redactor_masks() -> None:
-    secrets_held = ToolError.secrets_held  # (the core's walk, public for observers)
+    def secrets_held(redactor: Redactor, *values: Any) -> list[str]:  # the core's walk, public for observers
+        return redactor.held(*values)
 
     redactor = Redactor()
     found = secrets_held(
@@ -153,7 +154,8 @@ class _BadMapping(dict[str, Any]):
 def test_the_walk_never_raises() -> None:
     from collections.abc import Mapping
 
-    secrets_held = ToolError.secrets_held  # (the core's walk, public for observers)
+    def secrets_held(redactor: Redactor, *values: Any) -> list[str]:  # the core's walk, public for observers
+        return redactor.held(*values)
 
     class Hostile(Mapping[str, Any]):
         def __getitem__(self, key: str) -> Any:
@@ -231,7 +233,8 @@ def test_invalid_json_arguments_are_logged_and_traced_masked_as_the_models_excer
 
 
 def test_masked_json_reads_a_long_text_up_to_its_limit() -> None:
-    masked_json = ToolArgumentError.masked_json
+    def masked_json(text: str, redactor: Redactor, limit: int) -> str:
+        return redactor.mask_json(text, limit)
 
     redactor = Redactor()
     text = '{"note": "' + "n" * 9000 + '", "passwd" "' + SECRET + '"}'

@@ -352,13 +352,6 @@ class ToolError(Exception):
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.message!r})"
 
-    @staticmethod
-    def secrets_held(redactor: Redactor, *values: Any) -> list[str]:
-        """The texts ``values`` (a failed call's arguments and context) hold where ``redactor`` masks them in a
-        structure, which the error's text must not quote where they show masked: for an observer masking them in
-        what it shows by its own key list, by the walk that masks the error the model reads (see :func:`secrets_held`)."""
-        return secrets_held(redactor, *values)
-
     def __reduce__(self) -> tuple[Any, ...]:
         # Pickle by state, whatever the subclass's __init__ takes (errors cross process boundaries).
         state = {name: getattr(self, name) for name in _slots(type(self)) if hasattr(self, name)}
@@ -556,14 +549,6 @@ class ToolArgumentError(ToolError):
             note = f"only the first {PROBLEMS_LIMIT} of {self._total:,} problems are listed"
             self.problems[PROBLEMS_LIMIT:] = [ArgumentProblem.listing_cut(note)]
         super().__init__(self._render(self.problems, tool, self._total), tool=tool, call_id=call_id)
-
-    @staticmethod
-    def masked_json(text: str, redactor: Redactor, limit: int) -> str:
-        """Arguments refused as no valid JSON, ``text``, as logs and traces show them: their first ``limit``
-        characters masked by ``redactor`` as the excerpt of this refusal is (``harness_one._arguments.masked_json``)."""
-        from ._arguments import masked_json  # (it imports this module)
-
-        return masked_json(text, redactor, limit)
 
     @staticmethod
     def _render(problems: Sequence[ArgumentProblem], tool: str | None, total: int | None = None) -> str:

@@ -738,6 +738,23 @@ class Redactor:
         """
         return self._mask_structure(self._without_values(value))
 
+    def held(self, *values: Any) -> list[str]:
+        """The texts ``values`` (a failed call's arguments, its context) hold where this redactor masks them in a
+        structure: under a secret key, in a pair or a name/value object naming one, after a flag naming one; at
+        least 4 characters, the first 1,000 values; never raises. For an error's text, which may quote them where
+        the arguments show them masked: the walk the core masks the error the model reads by."""
+        from ._errors import secrets_held  # (it imports this module)
+
+        return secrets_held(self, *values)
+
+    def mask_json(self, text: str, limit: int) -> str:
+        """Arguments refused as no valid JSON, ``text``, as logs and traces show them: the first ``limit``
+        characters masked by this redactor's keys as the refusal's excerpt is (a secret name with its colon left
+        out, ``{"passwd" "..."}``, or escaped, ``"pass\\u0077ord"``, which the text rules do not read)."""
+        from ._arguments import masked_json  # (it imports this module)
+
+        return masked_json(text, self, limit)
+
     def _holds_value(self, number: float) -> bool:
         """Whether a number's text (``repr`` of an integer of under 3,000 bits or of a float, the type's own:
         a subclass's ``__repr__`` is not called) holds a secret value, as that text would be masked."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness_one import CallResult, Redactor, ToolArgumentError, ToolError
+from harness_one import CallResult, Redactor
 
 __all__ = ["arguments_shown", "rendered", "secrets_of"]
 
@@ -25,18 +25,18 @@ def rendered(value: Any) -> str:
 def arguments_shown(redactor: Redactor, arguments: Any) -> Any:
     """A call's ``arguments`` as logs and spans show them, ``redactor(arguments)``; text (arguments refused as no
     valid JSON: a decoded call's are a dict) masked first as the excerpt its refusal shows the model is (the core's
-    :meth:`harness_one.ToolArgumentError.masked_json`, by ``redactor``'s keys), which reads a secret name the text rules do
+    :meth:`harness_one.Redactor.mask_json`), which reads a secret name the text rules do
     not (``{"passwd" "..."}``, a colon left out; ``"pass\\u0077ord"``, escaped)."""
     if isinstance(arguments, str):
-        arguments = ToolArgumentError.masked_json(arguments, redactor, _READ)
+        arguments = redactor.mask_json(arguments, _READ)
     return redactor(arguments)
 
 
 def secrets_of(redactor: Redactor, arguments: Any, context: Any = None) -> Redactor | None:
     """A redactor of the texts a failed call's ``arguments`` and ``context`` hold where ``redactor`` masks them
     (under secret keys, in pairs naming one, after a flag naming one: the core's walk,
-    :meth:`harness_one.ToolError.secrets_held`, which masks them in the error the model reads by its own key
+    :meth:`harness_one.Redactor.held`, which masks them in the error the model reads by its own key
     list), else None: for the error text of a failed call, which may quote them (``access denied for
     admin/Tr0ub4dor&3``) where the arguments show them masked."""
-    found = ToolError.secrets_held(redactor, arguments, context)
+    found = redactor.held(arguments, context)
     return Redactor((), values=found, query_keys=()) if found else None
