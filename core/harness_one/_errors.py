@@ -8,7 +8,7 @@ import numbers
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from ._lazy import lazy_module
 
@@ -48,7 +48,6 @@ __all__ = [
     "outside_text",
     "secrets_held",
     "type_name",
-    "without_secrets",
 ]
 
 #: The ``kind`` of the approval plugin's error: core code (dispatch, the agent loop) recognises a
@@ -121,7 +120,6 @@ _MAX_WALK = 1000  # values looked at for secrets per failed call (a model's huge
 #: The shortest text under a secret key masked where an error quotes it: the values come from the model,
 #: and masking "a" or "3" would let it blank out any letter or number of an error's text.
 _SHORTEST_SECRET = 4
-_E = TypeVar("_E", bound="ToolError")
 _LISTS = (list, tuple, set, frozenset)
 _ITERS: tuple[tuple[type[Any], Callable[[Any], Iterator[Any]]], ...] = tuple((kind, kind.__iter__) for kind in _LISTS)
 #: The types of a value that holds no other: one that is no secret is not looked at again.
@@ -187,23 +185,6 @@ def secrets_held(redactor: Redactor, *values: Any) -> list[str]:
     except Exception:  # a mapping whose items(), a named pair's fields or a hostile key's text fail: what was found
         pass
     return found
-
-
-def without_secrets(err: _E, *values: Any) -> _E:
-    """``err``, its message (what the model reads, and every log, span and stored outcome after it) without the
-    texts ``values`` (a failed call's arguments and context) hold under the keys whose values errors the model
-    reads hide (:data:`~harness_one.MODEL_SECRET_KEYS`), as :func:`secrets_held` finds them: a tool whose
-    exception quotes its context's API key or its password argument does not show it. A message still to be
-    written (harness-one's own, from the error's fields) is left so."""
-    if "message" not in err.__dict__:
-        return err
-    found = secrets_held(_redact._MODEL, *values)
-    if found:
-        masked = _redact.Redactor((), values=found, query_keys=())._without_values(err.message)
-        if masked != err.message:
-            err.message = masked
-            err.args = (masked,)
-    return err
 
 
 def type_name(cls: type) -> str:

@@ -43,7 +43,6 @@ from ._errors import (
     ToolTimeout,
     exception_text,
     outside_text,
-    without_secrets,
 )
 from ._lazy import lazy_attribute, lazy_module
 from ._log import log_event
@@ -1268,21 +1267,18 @@ class ToolRegistry(metaclass=_SharedType):
             raise
         try:
             return tool.fn(**args)
-        except ToolError as err:  # named, numbered and masked as _as_tool_error does
+        except ToolError as err:  # named and numbered as _as_tool_error does
             if isinstance(err, ToolArgumentError):
                 err.with_tool(tool.name)
             elif err.tool is None:
                 err.tool = tool.name
             if err.call_id is None:
                 err.call_id = call_id if call_id is not None else new_call_id()
-            without_secrets(err, args)
             raise
         except (Exception, SystemExit) as exc:  # as in _attempts
-            failure = ToolExecutionError(exc, tool=tool.name, call_id=call_id if call_id is not None else new_call_id())
-            raise without_secrets(failure, args) from exc
+            raise ToolExecutionError(exc, tool=tool.name, call_id=call_id if call_id is not None else new_call_id()) from exc
         except asyncio.CancelledError as exc:  # as in _drive: nothing cancels a blocking caller, so it is the tool's
-            failure = ToolExecutionError(exc, tool=tool.name, call_id=call_id if call_id is not None else new_call_id())
-            raise without_secrets(failure, args) from exc
+            raise ToolExecutionError(exc, tool=tool.name, call_id=call_id if call_id is not None else new_call_id()) from exc
 
     @staticmethod
     def _convert(call: Call, tool: Tool, args: dict[str, Any]) -> dict[str, Any]:
@@ -1357,7 +1353,6 @@ class ToolRegistry(metaclass=_SharedType):
             if ident is None:  # as Call.call_id makes it (not through the property: no way from C into Python)
                 ident = call._id = new_call_id()
             err.call_id = ident
-        without_secrets(err, call.arguments, call.context)  # before any hook logs, traces or stores its text
         return err
 
     def _on_error(
