@@ -84,18 +84,16 @@ def test_a_tools_error_naming_a_password_variable_reaches_the_model_masked() -> 
         ({"command": ("srv", "--signature=S3CRET")}, f"command=('srv', '--signature={REDACTED}')"),
         ({"command": ("curl", "-u", "bob:S3CRET", "https://h")}, f"command=('curl', '-u', 'bob:{REDACTED}', 'https://h')"),
         ({"url": "https://h/mcp?auth=S3CRET"}, f"url='https://h/mcp?auth={REDACTED}'"),
-        ({"url": "https://h/mcp?sig=S3CRET&pw=S3CRET"}, f"url='https://h/mcp?sig={REDACTED}&pw={REDACTED}'"),
-        # the logs' rules keep these: "key" is secret as a query key only (--key names a key file), and an
+        ({"url": "https://h/mcp?sig=S3CRET&db_password=S3CRET"}, f"url='https://h/mcp?sig={REDACTED}&db_password={REDACTED}'"),
+        # these are shown: "key" is secret as a query key only (--key names a key file), and an
         # OAuth ?code= is single-use, bound to its client (code is also a status or country code)
         ({"command": ("srv", "--key", "server.key")}, "command=('srv', '--key', 'server.key')"),
         ({"url": "https://h/mcp?code=200"}, "url='https://h/mcp?code=200'"),
     ],
 )
-def test_the_repr_of_an_mcp_spec_masks_by_the_logs_rules(given: dict[str, Any], shown: str) -> None:
+def test_the_repr_of_an_mcp_spec_masks_by_the_models_keys_and_pin_auth_signature(given: dict[str, Any], shown: str) -> None:
     spec = McpSpec(name="x", **given)
     assert repr(spec) == f"McpSpec(name='x', {shown}, prefix='')"
-    if spec.url is not None:
-        assert spec.shown_url() == redact(spec.url)
 
 
 # --------------------------------------------------------------------------- 3. the approval hint of `call`
@@ -182,3 +180,70 @@ def test_ordinary_text_is_not_read_as_a_known_credential(text: str) -> None:
 def test_a_known_credential_as_a_mapping_key_is_masked() -> None:
     token = "hf_abcdefghijklmnopqrstuvwxyzABCDEFGH"
     assert redact({token: 1, "hf_hub_download": 2}) == {REDACTED: 1, "hf_hub_download": 2}
+
+
+# --------------------------------------------------------------------------- 5. follow-up: what a person reads to
+# run (McpSpec's repr, the approval hint) shows ordinary arguments, whole; a client's password flag is not read in
+# prose, and is masked when quoted
+
+
+def test_the_repr_of_an_mcp_spec_shows_ordinary_arguments_and_every_word() -> None:
+    spec = McpSpec(name="x", command=("srv", "--max-tokens", "500", "--tokenizer", "gpt2", "--secretary", "Ann"))
+    assert spec.shown_command() == spec.command
+    long = McpSpec(name="x", command=("srv", *(f"a{i}" for i in range(120)), "--token", "S3CRET"))
+    assert long.shown_command() == (*long.command[:-1], REDACTED)
+
+
+#: A tools file whose ``gen`` always needs approval, and takes names that are no secrets' and a pin.
+GEN = """
+from harness_one import defineTool
+
+
+@defineTool(registry=None, options={"requires_approval": True})
+def gen(max_tokens: int, tokenizer: str, secretary: str, pin: str) -> str:
+    \"\"\"Generate.\"\"\"
+    return "done"
+"""
+
+
+def test_the_approval_hint_shows_ordinary_arguments_for_the_reader_to_keep(runner: Any, tmp_path: Path) -> None:
+    (tmp_path / "gen.py").write_text(GEN)
+    arguments = {"max_tokens": 500, "tokenizer": "gpt2", "secretary": "Ann", "pin": "S3CRET"}
+    done = runner.invoke(main, ["--tools", "gen.py", "call", "gen", "--args", json.dumps(arguments)])
+    assert done.exit_code == 8, done.output
+    said = done.stderr.splitlines()
+    assert "(put back the secrets masked in the call)" in said[1]
+    assert json.loads(said[2])["arguments"] == {**arguments, "pin": REDACTED}
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "mysql client failed, rerun it with -protocol=tcp",
+        "ran mysql on db1 then postgres with -p5432 and psql",
+        "mysql failed. Retry with -pedantic",
+        "redis-cli failed, try -a fast",
+        "mysql -a 1 -b 2 -c 3 -d 4 -e 5 -f 6 -p3306",  # more than 5 flags before it
+    ],
+)
+def test_a_client_password_flag_is_not_read_in_prose(text: str) -> None:
+    assert (Redactor().text(text), mask_secrets(text)) == (text, text)
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        ("mysql -u root -p'Zq7 my' db", f"mysql -u root -p'{REDACTED}' db"),
+        ('mysql -u root -p"Zq7my" db', f'mysql -u root -p"{REDACTED}" db'),
+        (json.dumps({"c": 'mysql -p"Zq7my" db'}), json.dumps({"c": f'mysql -p"{REDACTED}" db'})),
+        (
+            "mysql -h db.example.com -P 3306 -u root --ssl -pZq7my app",
+            f"mysql -h db.example.com -P 3306 -u root --ssl -p{REDACTED} app",
+        ),
+        ("['mysql', '-p', 'db']", "['mysql', '-p', 'db']"),  # -p alone, then a database: asks for the password
+        ("mysql -p'' db", "mysql -p'' db"),
+    ],
+)
+def test_a_quoted_mysql_password_is_masked_to_its_closing_quote(text: str, shown: str) -> None:
+    assert mask_secrets(text) == shown
+    assert Redactor().text(text) == shown

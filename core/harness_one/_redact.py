@@ -324,26 +324,30 @@ def _starting(form: str, token: str = "A-Za-z0-9_-") -> str:
     return f"{form[0]}(?<![{token}].){form[1:]}"
 
 
-# Between two arguments of a command line or of a list's repr ("mysql -u", "'mysql', '-u'"), and one argument:
-# disjoint, and possessive, so that a client's name is followed over its next arguments in one way only.
-_ARG = r"""['"]?+,?+[ \t]++['"]?+"""
-_ARGUMENT = r"""[^\s'",;|&]++"""  # (not past a shell's ";", "|" or "&": the next command's)
+# Between two arguments of a command line or of a list's repr ("mysql -u", "'mysql', '-u'": a comma only after a
+# quote), one argument (not ending in prose's punctuation: "failed," "done." end the search), and a flag with its
+# value if it has one ("-u root", "--port=3306"): disjoint, and possessive, so that a client's name is followed over
+# its next arguments in one way only.
+_ARG = r"""(?:['"],?+)?+[ \t]++['"]?+"""
+_ARGUMENT = r"""[^\s'",;|&]++(?<![.:!?])"""  # (not past a shell's ";", "|" or "&": the next command's)
+_FLAG = rf"{_ARG}-{_ARGUMENT}(?:{_ARG}(?!-){_ARGUMENT})?+"
 # A password given on a client's command line by a flag that is no secret's name: mysql's (and its tools')
-# attached -p<password> (``-p 3306`` is no password: it asks for one), redis-cli's -a <password> (or
-# --pass), sshpass's -p <password> among its own flags, before the command it runs (``ssh -p 22`` stays).
-# The client's name and the arguments up to the password are kept (group ``flag``), up to 20 arguments on.
+# attached -p<password> (``-p 3306`` is no password: it asks for one), quoted to its closing quote
+# (``-p'pass word'``, ``-p\\"...\\"`` in JSON), redis-cli's -a <password> (or --pass), sshpass's -p <password> among its own flags, before
+# the command it runs (``ssh -p 22`` stays). The client's name and its arguments up to the password are kept
+# (group ``flag``), up to 5 flags on (a word that is no flag, "mysql on db1 with -p5432", ends the search).
 _CLIENT_PASSWORD = (
     r"(?P<flag>"
     + _starting(
         r"m(?:ysql(?:dump|admin|import|check|show|pump|slap)?|ariadb(?:-dump|-admin|-import|-check|-show)?)"
-        rf"(?:{_ARG}{_ARGUMENT}){{0,20}}?{_ARG}-p",
+        rf"""(?:{_FLAG}){{0,5}}?{_ARG}-p(?:(?P<sq>')(?=[^\s',])|(?P<dq>\\?")(?=[^\s",\\]))?+""",
         r"\w.-",
     )
     + "|"
-    + _starting(rf"redis-cli(?:{_ARG}{_ARGUMENT}){{0,20}}?{_ARG}(?:-a{_ARG}|--pass(?:{_ARG}|=))", r"\w.-")
+    + _starting(rf"redis-cli(?:{_FLAG}){{0,5}}?{_ARG}(?:-a{_ARG}|--pass(?:{_ARG}|=))", r"\w.-")
     + "|"
     + _starting(rf"sshpass(?:{_ARG}-{_ARGUMENT}){{0,4}}?{_ARG}-p(?:{_ARG})?+", r"\w.-")
-    + r""")(?=[^\s'";|&<>()-])[^\s'"]++"""
+    + r""")(?(sq)[^'\r\n]++(?=')|(?(dq)(?:[^"\\\r\n]|\\[^"\r\n])++(?=\\?")|(?=[^\s'";|&<>()-])[^\s'"]++))"""
 )
 #: Credentials recognised by their own form wherever they stand (free text, a plain key, a
 #: traceback): an AWS access key id, GitHub, GitLab (``glpat-...``), npm (``npm_...``), Hugging Face
@@ -383,10 +387,13 @@ _KNOWN_TOKENS = re.compile(
 
 def _known_token(found: re.Match[str]) -> str:
     """A credential of a known form as shown: masked, a client's name and flag before its password kept
-    (``mysql -u root -p[REDACTED]``; an unquoted password without the text's closing bracket or quote after it)."""
+    (``mysql -u root -p[REDACTED]``; a quoted password to its closing quote, ``-p'[REDACTED]'``; an unquoted one
+    without the text's closing bracket or quote after it)."""
     flag = found.group("flag")
     if flag is None:
         return REDACTED
+    if found.group("sq") or found.group("dq"):  # quoted: to its closing quote, kept
+        return f"{flag}{REDACTED}"
     end = _word_end(found.string, found.end("flag"), found.end())
     return f"{flag}{REDACTED}{found.string[end : found.end()]}"
 
@@ -1161,6 +1168,13 @@ MODEL_SECRET_KEYS = (
 #: of an HTTP client's error), an Azure SAS signature (``&sig=``) and an API's credential (``?auth=``).
 MODEL_QUERY_SECRET_KEYS = ("key", "sig", "auth")
 _MODEL = Redactor(MODEL_SECRET_KEYS, last_words=True, query_keys=MODEL_QUERY_SECRET_KEYS)
+#: The redactor of what a person reads to run or check (the CLI's approval hint, McpSpec's repr): the model's keys
+#: and rules (last words: ``max_tokens``, ``tokenizer``, ``secretary`` are shown, for the reader to put back only the
+#: secrets), and ``pin``, ``auth``, ``signature``, ``credential`` (``client_credential``), which an error the model
+#: reads shows.
+_SHOWN = Redactor(
+    (*MODEL_SECRET_KEYS, "pin", "auth", "signature", "credential"), last_words=True, query_keys=MODEL_QUERY_SECRET_KEYS
+)
 
 
 def hidden_from_model(key: str) -> bool:

@@ -91,8 +91,8 @@ _SELECTING = (
 
 def _run_command(ctx: click.Context) -> tuple[str, bool]:
     """``harness-one OPTIONS run``, with the global options given that select the tools, plugins,
-    configuration and state (shell-quoted, secrets masked as logs mask them), and whether a secret was masked."""
-    from .._redact import _DEFAULT
+    configuration and state (shell-quoted, secrets masked as in the call line), and whether a secret was masked."""
+    from .._redact import _SHOWN
 
     given = ctx.find_root().params
     words = ["harness-one"]
@@ -100,7 +100,7 @@ def _run_command(ctx: click.Context) -> tuple[str, bool]:
     for param, option in _SELECTING:
         value = given.get(param)
         for text in value if isinstance(value, tuple) else () if value is None else (value,):
-            shown = _shown_option(str(text)) if option == "-O" else _DEFAULT.mask(str(text))
+            shown = _shown_option(str(text)) if option == "-O" else _SHOWN.mask(str(text))
             masked = masked or shown != text
             words += [option, shlex.quote(shown)]
     return " ".join([*words, "run"]), masked
@@ -111,16 +111,16 @@ def _shown_option(text: str) -> str:
     ``doctor`` masks a plugin's options (the value of a secret-sounding option, ``logging.secret_values``, whole);
     the text masked as any other option's when it does not read."""
     from .._config import ConfigError, parse_option
-    from .._redact import _DEFAULT
+    from .._redact import _SHOWN
     from .doctor import _shown_options
 
     try:
         plugin, option, value = parse_option(text)
     except ConfigError:
-        return _DEFAULT.mask(text)
+        return _SHOWN.mask(text)
     shown = _shown_options({option: value})[option]
     if shown == value:  # nothing in it to mask: as given
-        return _DEFAULT.mask(text)
+        return _SHOWN.mask(text)
     return f"{plugin}.{option}={shown if isinstance(shown, str) else dumps(shown)}"
 
 
@@ -132,10 +132,11 @@ def _to_approve(
     ``run`` is given the global options this command was given that select the tools, plugins,
     configuration and state store (:data:`_SELECTING`), so it makes the call with the same catalogue.
     Stderr may be kept (CI logs): secrets in the options and in the call line (its arguments and
-    context) are masked as logs mask them (:data:`~harness_one.SECRET_KEYS`: ``pin``, ``auth``, ``signature`` too,
-    which errors the model reads show), whole, and the reader told to put them back.
+    context) are masked by the keys of errors the model reads (:data:`~harness_one.MODEL_SECRET_KEYS`, on a key's
+    last words: ``max_tokens`` is shown) and ``pin``, ``auth``, ``signature``, ``credential`` too (``_SHOWN``),
+    whole, and the reader told to put them back.
     """
-    from .._redact import _DEFAULT
+    from .._redact import _SHOWN
 
     request: dict[str, object] = {"id": 1, "name": name, "arguments": args}
     if context is not None:
@@ -144,7 +145,7 @@ def _to_approve(
         request["idempotency_key"] = idempotency_key
     command, in_options = _run_command(ctx)
     line = json.dumps(request)
-    shown = _DEFAULT.mask(line)
+    shown = _SHOWN.mask(line)
     where = [place for place, masked in (("in its options", in_options), ("in the call", shown != line)) if masked]
     secrets = f" (put back the secrets masked {' and '.join(where)})" if where else ""
     return (

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .._redact import mask_secrets, redact
+from .._redact import _SHOWN, _USER_FLAGS, REDACTED, mask_secrets
 
 if TYPE_CHECKING:
     from harness_one import ToolRegistry
@@ -73,7 +73,7 @@ class McpSpec:
 
     ``prefix`` goes before every imported tool name (``fs`` or ``fs_``: ``fs_read_file``); ``policies`` are ``defineTool``
     keywords (rate limit, timeout, retry, ...) applied to each of its tools. ``env`` and
-    ``headers`` may hold secrets and are kept out of ``repr``; credentials in ``url`` (user-info, ``?api_key=``) and ``command`` (``--token=...``, ``--api-key KEY``) are masked there, as logs mask them.
+    ``headers`` may hold secrets and are kept out of ``repr``; credentials in ``url`` (user-info, ``?api_key=``) and ``command`` (``--token=...``, ``--api-key KEY``) are masked there, by the model's keys and ``pin``, ``auth``, ``signature``, ``credential``.
     """
 
     name: str
@@ -96,14 +96,26 @@ class McpSpec:
         return f"McpSpec(name={self.name!r}, {shown}, prefix={self.prefix!r})"
 
     def shown_url(self) -> str | None:
-        """``url`` as logs show it (:func:`~harness_one.redact`, :data:`~harness_one.SECRET_KEYS`): its user-info and
-        the values of secret query keys (``?api_key=``, ``?auth=``) masked."""
-        return None if self.url is None else str(redact(self.url))
+        """``url`` with its user-info and the values of secret query keys (``?api_key=``, ``?auth=``) masked."""
+        return None if self.url is None else _SHOWN.mask(self.url)
 
     def shown_command(self) -> tuple[str, ...]:
-        """``command`` as logs show a list (:func:`~harness_one.redact`: its first 100 words): secret values masked (``--token=...``,
-        ``PGPASSWORD=...``), and the word after a flag named as a secret (``--api-key KEY``, ``--auth KEY``)."""
-        return tuple(str(word) for word in redact(list(self.command)))
+        """``command``, every word, with secret values masked (``--token=...``, ``PGPASSWORD=...``), the word after
+        a flag named as a secret (``--api-key KEY``, ``--auth KEY``) and the password of a user flag's
+        ``user:password`` (``-u bob:...``); the keys are the model's and ``pin``, ``auth``, ``signature``,
+        ``credential`` (``--max-tokens 500`` is shown)."""
+        shown: list[str] = []
+        after_flag = after_user = False
+        for word in self.command:
+            if after_flag:
+                shown.append(REDACTED)
+            elif after_user and ":" in word and word[:1] != "+" and word.partition(":")[2][:2] != "//":
+                shown.append(f"{_SHOWN.mask(word.partition(':')[0])}:{REDACTED}")
+            else:
+                shown.append(_SHOWN.mask(word))
+            after_flag = word.startswith("-") and "=" not in word and _SHOWN.is_secret(word.lstrip("-"))
+            after_user = word in _USER_FLAGS
+        return tuple(shown)
 
     def __post_init__(self) -> None:
         where = f"MCP server '{self.name}'"
