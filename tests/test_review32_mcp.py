@@ -18,6 +18,7 @@ from mcp_support import http_server
 
 from harness_one import ToolExecutionError, ToolRegistry
 from harness_one.mcp import McpConnectionError, import_tools
+from harness_one.mcp._server import _loopback
 
 #: A reply to a request of a method: its JSON text (``ID`` stands for the request's id), or the events of an event
 #: stream (a list of such texts).
@@ -167,6 +168,21 @@ def test_serve_warns_from_the_address_it_bound(tmp_path: Path, host: str, warned
         client.get(f"http://127.0.0.1:{port}/mcp")  # answered: what serve says before it serves is written
     [log] = tmp_path.glob("serve-*.log")
     assert ("not a loopback address" in log.read_text()) is warned, log.read_text()
+
+
+@pytest.mark.parametrize(
+    ("host", "loopback"),
+    [
+        ("::ffff:127.0.0.1", True),  # IPv4-mapped, as an IPv6 socket may bind 127.0.0.1
+        ("[::ffff:127.0.0.2]", True),
+        ("::ffff:10.0.0.1", False),
+        ("127.0.0.1", True),
+        ("0.0.0.0", False),
+        ("::1", True),
+    ],
+)
+def test_an_ipv4_mapped_loopback_address_is_loopback(host: str, loopback: bool) -> None:
+    assert _loopback(host) is loopback
 
 
 # --------------------------------------------------------------------------- 3. progress of imported tools

@@ -2,19 +2,22 @@
 pattern with a backreference or lookaround as ASCII/ECMA classes, no default comes from a metaschema or (in drafts
 4-7) from a ``$ref``'s siblings, a dict key pydantic refuses is named at the dict, a date Python cannot hold says why.
 Follow-up: patterns a ``$ref`` reaches under unknown keywords, a strict model given a lone surrogate, a pattern
-jsonschema-rs refuses as written, a value under a key named ``[key]``, ``strict`` in pydantic metadata.
+jsonschema-rs refuses as written, a value under a key named ``[key]``, ``strict`` in pydantic metadata; a
+strict field named ``default`` or ``metadata``, a strict model's value nested past pydantic's JSON recursion limit.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import enum
 import json
 import uuid
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import pytest
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter
+from typing_extensions import TypedDict  # (pydantic takes typing's on Python 3.12+ only)
 
 from harness_one import ArgumentLimits, ManualClock, ToolArgumentError, ToolRegistry
 from harness_one._schema import _strict, _to_pydantic
@@ -343,3 +346,78 @@ def test_strict_in_metadata_or_a_default_is_no_strict_mode() -> None:
     assert not _strict(TypeAdapter(Tagged).core_schema)
     assert _to_pydantic(Tagged)({"n": "5"}, "$.t").n == 5  # lax, as pydantic validates the model
     assert _strict(TypeAdapter(Booking).core_schema) and _strict(TypeAdapter(Event).core_schema)
+
+
+class NamedDefault(BaseModel):  # strict fields named as core schema keywords (in the core schema's name mappings)
+    default: dt.datetime = Field(strict=True)
+
+
+class NamedMetadata(BaseModel):
+    metadata: dt.datetime = Field(strict=True)
+
+
+class DictNamed(TypedDict):
+    default: Annotated[dt.datetime, Field(strict=True)]
+
+
+class HoldsDict(BaseModel):  # (a TypedDict alone is converted field by field, not by pydantic)
+    d: DictNamed
+
+
+@dataclasses.dataclass
+class DataNamed:
+    metadata: Annotated[dt.datetime, Field(strict=True)]
+
+
+class Dog(BaseModel):
+    kind: Literal["default"]
+    at: dt.datetime = Field(strict=True)
+
+
+class Cat(BaseModel):
+    kind: Literal["metadata"]
+
+
+class Pet(BaseModel):  # a tagged union's choices, keyed "default" and "metadata"
+    pet: Annotated[Dog | Cat, Field(discriminator="kind")]
+
+
+WHEN = "2020-01-02T03:04:05Z"
+
+
+@pytest.mark.parametrize(
+    ("model", "value"),
+    [
+        (NamedDefault, {"default": WHEN}),
+        (NamedMetadata, {"metadata": WHEN}),
+        (HoldsDict, {"d": {"default": WHEN}}),
+        (DataNamed, {"metadata": WHEN}),
+        (Pet, {"pet": {"kind": "default", "at": WHEN}}),
+    ],
+)
+def test_a_strict_field_named_default_or_metadata_is_strict_mode(model: Any, value: dict[str, Any]) -> None:
+    assert _strict(TypeAdapter(model).core_schema)
+    assert _to_pydantic(model)(value, "$.m")  # the JSON string a strict datetime takes from JSON text
+
+
+class Nested(BaseModel):
+    model_config = ConfigDict(strict=True)
+    data: Any
+    n: int = 0
+
+
+@pytest.mark.parametrize("depth", [100, 250, 600])
+def test_a_strict_model_takes_a_value_nested_past_pydantics_json_recursion_limit(depth: int) -> None:
+    reg = ToolRegistry(limits=ArgumentLimits(max_depth=10_000), autoload=False, clock=ManualClock())
+
+    def t(m: Nested) -> Any:
+        """x"""
+        return m.data
+
+    reg.add(t)
+    value: Any = 1
+    for _ in range(depth):
+        value = [value]
+    assert reg.call("t", {"m": {"data": value}}) == value
+    # still strict (a string for an int is refused), at its own path
+    assert problems(reg, "t", {"m": {"data": value, "n": "5"}})[0].startswith("- $.m.n: ")

@@ -1471,7 +1471,9 @@ def _to_literal(args: tuple[Any, ...]) -> _Conv:
 
 def _strict(core: Any) -> bool:
     """Whether a pydantic core schema (its nested models and fields too) asks for strict mode anywhere: a schema's
-    or a config's ``strict``, not one in ``metadata`` (``json_schema_extra``) or in a field's ``default`` value."""
+    or a config's ``strict``, not one in a node's ``metadata`` (``json_schema_extra``) or in a ``default`` node's
+    value. (Those keys are skipped on schema nodes only, which have a ``type``: a field named ``default`` or
+    ``metadata`` in a ``fields`` or ``choices`` mapping is walked.)"""
     seen: set[int] = set()
     stack = [core]
     while stack:
@@ -1482,7 +1484,9 @@ def _strict(core: Any) -> bool:
         if isinstance(node, dict):
             if node.get("strict") is True:
                 return True
-            stack.extend(value for key, value in node.items() if key not in ("metadata", "default"))
+            kind = node.get("type")
+            skip = ("metadata", "default") if kind == "default" else ("metadata",) if isinstance(kind, str) else ()
+            stack.extend(value for key, value in node.items() if key not in skip)
         elif isinstance(node, list):
             stack.extend(node)
     return False
@@ -1508,7 +1512,14 @@ def _to_pydantic(tp: type) -> _Conv:
                 # one character): the verdict is on a copy with U+FFFD for each, then the model is built of the
                 # original strings in lax Python mode, which takes what strict JSON took alike (validators run twice).
                 mended, surrogates = _SURROGATE.subn("\ufffd", text)
-                model = adapter.validate_json(mended)
+                try:
+                    model = adapter.validate_json(mended)
+                except ValidationError as exc:
+                    if all(err.get("type") != "json_invalid" for err in exc.errors()):
+                        raise
+                    # Text pydantic's JSON reader refuses (nested past its recursion limit, ~200 levels, which
+                    # ArgumentLimits may allow): judged in Python mode, the model's own strictness.
+                    return adapter.validate_python(value)
                 return model if not surrogates else adapter.validate_python(value, strict=False)
         return adapter.validate_python(value)
 
