@@ -5,6 +5,7 @@ store is shared by any registries."""
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from harness_one import CircuitOpen, ManualClock, PluginError, RateLimitExceeded, ToolBusy, ToolError, ToolRegistry
+from harness_one import CircuitOpen, ManualClock, PluginError, RateLimitExceeded, ToolBusy, ToolError, ToolRegistry, hookimpl
 from harness_one.state import State
 from harness_one_plugins import BudgetPlugin, CircuitBreakerPlugin, ConcurrencyPlugin, IdempotencyPlugin, RateLimitPlugin
 from harness_one_plugins.budget import BudgetExhausted
@@ -161,3 +162,115 @@ def test_registries_on_one_redis_share_the_plugins_state(case: Case, redis_url: 
     finally:
         first.state.close()
         second.state.close()
+
+
+# ------------------------------------------------------------------ an entry point naming a plugin object
+
+
+def test_an_entry_point_naming_a_stateful_plugin_object_fails_the_second_registry_naming_the_entry_point(
+    dists: Any,
+) -> None:
+    """Before, the second registry's refusal was a load failure (a warning): that registry ran without the
+    budget, and every call went through."""
+    source = """
+        from harness_one_plugins import BudgetPlugin
+
+        class TeamBudget(BudgetPlugin):
+            name = "team_budget"
+
+        BUDGET = TeamBudget(max_calls=1)
+        """
+    dists.make("shared-budget", {"shared_budget": source}, {"harness_one.plugins": {"team_budget": "shared_budget:BUDGET"}})
+    first = ToolRegistry(autoload=True)
+    assert "team_budget" in first.plugins and not first.plugins.failures
+    with pytest.raises(PluginError, match="The team_budget plugin keeps its counters") as raised:
+        ToolRegistry(autoload=True)
+    assert raised.value.plugin == "team_budget"
+    message = str(raised.value)
+    assert "entry point 'shared_budget:BUDGET'" in message and "from shared-budget" in message
+    assert "Name the plugin's class (or a factory building a new one) in the entry point" in message
+
+
+def test_an_entry_point_naming_a_stateful_plugin_class_gives_each_registry_its_own(dists: Any) -> None:
+    source = """
+        from harness_one_plugins import BudgetPlugin
+
+        class TeamBudget(BudgetPlugin):
+            name = "team_budget"
+        """
+    dists.make("class-budget", {"class_budget": source}, {"harness_one.plugins": {"team_budget": "class_budget:TeamBudget"}})
+    first, second = ToolRegistry(autoload=True), ToolRegistry(autoload=True)
+    assert first.plugins.get("team_budget") is not second.plugins.get("team_budget")
+    assert not first.plugins.failures and not second.plugins.failures
+
+
+# ------------------------------------------------------------------ a plugin whose registries let it go
+
+
+class _FailsSetUp:
+    name = "fails"
+
+    @hookimpl
+    def harness_configure(self, registry: ToolRegistry) -> None:
+        raise ValueError("boom")
+
+
+@pytest.mark.parametrize("case", CASES, ids=IDS)
+def test_a_plugin_in_a_registry_whose_creation_failed_joins_a_registry_on_other_state(case: Case) -> None:
+    """Before, it kept the state of the registry that was never made: every other registry was refused."""
+    plugin = case.make()
+    with pytest.raises(PluginError, match="boom") as raised:
+        ToolRegistry(autoload=False, plugins={plugin.name: plugin, "fails": _FailsSetUp()})
+    second = ToolRegistry(autoload=False, plugins={plugin.name: plugin})  # (raised keeps the first alive)
+    assert raised.value is not None and second.plugins.get(plugin.name) is plugin
+    assert getattr(plugin, case.store) is getattr(second.state, case.fetch)()
+    assert case.shared(second, second)
+
+
+@pytest.mark.parametrize("case", CASES, ids=IDS)
+def test_a_plugin_every_registry_of_its_state_unregistered_joins_a_registry_on_other_state(case: Case) -> None:
+    plugin = case.make()
+    first = ToolRegistry(autoload=False, plugins={plugin.name: plugin})
+    same = ToolRegistry(autoload=False, state=first.state, plugins={plugin.name: plugin})
+    first.plugins.unregister(plugin.name)
+    with pytest.raises(PluginError, match="first added to"):  # the registry sharing its state still holds it
+        ToolRegistry(autoload=False, plugins={plugin.name: plugin})
+    same.plugins.unregister(plugin.name)
+    moved = ToolRegistry(autoload=False, plugins={plugin.name: plugin})
+    assert getattr(plugin, case.store) is getattr(moved.state, case.fetch)()
+    assert case.shared(moved, moved)
+
+
+def test_a_plugin_whose_registry_is_gone_joins_a_registry_on_other_state() -> None:
+    """(A rate limit holds its registry weakly; a budget or circuit breaker keeps its last one alive.)"""
+    plugin = RateLimitPlugin(clock=ManualClock())
+    first = ToolRegistry(autoload=False, plugins={plugin.name: plugin})
+    del first
+    gc.collect()
+    last = ToolRegistry(autoload=False)
+    last.plugins.register(plugin, plugin.name)
+    assert plugin.backend is last.state.rate_limits()
+
+
+# ------------------------------------------------------------------ one Redis, however the URL spells it
+
+
+@pytest.mark.parametrize("case", CASES, ids=IDS)
+def test_redis_states_with_the_same_keys_share_the_plugin_however_the_url_spells_them(case: Case) -> None:
+    """Before, the raw URLs and prefixes were compared: these were refused, though they share every key."""
+    url = "redis://127.0.0.1:1/0"
+    for first_state, other in (
+        (State(url), State(url + "?timeout=1")),
+        (State(url), State(url + "?socket_timeout=5")),
+        (State(url), State(url, prefix="harness-one:")),
+        (State(url, prefix="a:"), State(url + "?prefix=a:")),
+    ):
+        plugin = case.make()
+        first = ToolRegistry(autoload=False, state=first_state, plugins={plugin.name: plugin})
+        store = getattr(plugin, case.store)
+        second = ToolRegistry(autoload=False, state=other, plugins={plugin.name: plugin})
+        assert getattr(plugin, case.store) is store
+        assert first.plugins.get(plugin.name) is second.plugins.get(plugin.name) is plugin
+    from harness_one.state import redis_keys
+
+    assert redis_keys(State(url + "?prefix=a:&timeout=1")) == (url, "a:") and redis_keys(State()) is None

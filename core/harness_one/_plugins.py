@@ -595,7 +595,9 @@ class PluginSet:
         raising any ``Exception``, a :class:`ToolError` included.
 
         Options the plugin cannot be built with raise a :class:`PluginError`: the configuration
-        is wrong, and a plugin left out for it (a rate limit) would let every call through.
+        is wrong, and a plugin left out for it (a rate limit) would let every call through. So does a
+        set-up refusing the registry with a ``PluginError`` whose ``load_failure`` is False: an entry point
+        naming one stateful plugin object, which a registry on another state than the first's refuses.
         """
         try:
             plugin = self._built(ep.load(), name, f"'{ep.value}'")
@@ -608,6 +610,16 @@ class PluginSet:
             return False
         try:
             self._register(plugin, name, replace=False)
+        except PluginError as exc:
+            if getattr(exc, "load_failure", True):
+                self._failed(ep, exc)
+                return False
+            raise PluginError(
+                f"Plugin '{name}' from {ep.distribution}: its entry point '{ep.value}' gives one plugin object to every "
+                f"registry of the process. {exc} Name the plugin's class (or a factory building a new one) in the entry "
+                "point, so each registry builds its own.",
+                plugin=name,
+            ) from exc
         except Exception as exc:  # its set-up raised (a ToolError too: its own Redis down): as a failed import
             self._failed(ep, exc)
             return False

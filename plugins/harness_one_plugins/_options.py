@@ -9,14 +9,17 @@ from __future__ import annotations
 
 import inspect
 import math
+import weakref
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
 from harness_one import PluginError
+from harness_one.state import redis_keys
 
 if TYPE_CHECKING:
+    from harness_one import ToolRegistry
     from harness_one.state import State
 
-__all__ = ["count", "flag", "own_or_default", "provides", "seconds", "takes_state"]
+__all__ = ["StateRefused", "count", "flag", "own_or_default", "provides", "seconds", "takes_state"]
 
 T = TypeVar("T")
 
@@ -130,29 +133,56 @@ def own_or_default(own: T | None, declined: bool, default: T | None) -> T | None
     return None if declined else default
 
 
-def takes_state(plugin: Any, taken: State | None, state: State, what: str, *own: str) -> bool:
-    """Whether ``plugin``, joining a registry on ``state``, takes its store (its ``what``) from it: True
-    the first time (``taken``, the state it took them from, is None), False when ``state`` holds them
-    too (the same ``State`` object, or Redis at the same URL and prefix; a memory or SQLite state keeps
-    them to itself), so the plugin keeps its store.
+class StateRefused(PluginError):
+    """A registry refused a plugin that keeps another registry's state (:func:`takes_state`).
 
-    Any other state is a :class:`~harness_one.PluginError` (the registry refuses the plugin): taking
-    that state's store would leave the first registry's ``what`` where none of its calls looks (a
-    budget's counts, an open circuit, a claimed idempotency key). ``own`` names the plugin's arguments
-    that give it a store of its own, which any registries may share.
+    Not a load failure (``load_failure``): an entry point that names a plugin object, shared by every
+    registry of the process, would leave every registry after the first without the plugin (every call
+    let through); the registry's creation fails instead."""
+
+    load_failure = False
+
+
+#: The attribute of a plugin listing (weakly) the registries that use the state it took its store from.
+_USERS = "_harness_state_users"
+
+
+def takes_state(plugin: Any, taken: State | None, registry: ToolRegistry, what: str, *own: str) -> bool:
+    """Whether ``plugin``, joining ``registry``, takes its store (its ``what``) from the registry's state:
+    True the first time (``taken``, the state it took them from, is None) and when no registry that
+    used ``taken`` still holds the plugin (each is gone, let the plugin go, or failed to be built);
+    False when the state holds them too (the same ``State`` object, or Redis where the same keys are:
+    :func:`~harness_one.state.redis_keys`; a memory or SQLite state keeps them to itself), so the
+    plugin keeps its store.
+
+    Any other state is a :class:`StateRefused` (the registry refuses the plugin): taking that state's
+    store would leave the first registry's ``what`` where none of its calls looks (a budget's counts,
+    an open circuit, a claimed idempotency key). ``own`` names the plugin's arguments that give it a
+    store of its own, which any registries may share.
     """
-    if taken is None:
+    state = registry.state
+    users = [ref for ref in vars(plugin).get(_USERS, ()) if _holds(ref(), plugin)]
+    if taken is None or not users:
+        vars(plugin)[_USERS] = [weakref.ref(registry)]
         return True
-    if state is taken or (state.redis and taken.redis and (state.url, state.prefix) == (taken.url, taken.prefix)):
+    if state is taken or (state.redis and redis_keys(state) == redis_keys(taken)):
+        vars(plugin)[_USERS] = [*users, weakref.ref(registry)]
         return False
     ways = " or ".join(f"{type(plugin).__name__}({name}=...)" for name in own)
-    raise PluginError(
+    raise StateRefused(
         f"The {plugin.name} plugin keeps its {what} in the state of the registry it was first added to "
         f"({_where(taken)}), and this registry has another state ({_where(state)}; only the same State object, or "
-        "Redis at the same URL and prefix, is the same state): give the registries one state "
+        "Redis at the same URL and key prefix, is the same state): give the registries one state "
         f"(ToolRegistry(state=first.state)), or give the plugin its own {what} ({ways}) to share it between them.",
         plugin=plugin.name,
     )
+
+
+def _holds(registry: ToolRegistry | None, plugin: Any) -> bool:
+    """Whether ``registry`` (None: gone) holds ``plugin``; not while it is built (it has no ``plugins`` yet),
+    so a registry whose creation failed with the plugin in it does not keep it."""
+    plugins = getattr(registry, "plugins", None)
+    return plugins is not None and any(plugins.get(name) is plugin for name in plugins.names())
 
 
 def _where(state: State) -> str:

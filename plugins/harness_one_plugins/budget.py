@@ -193,7 +193,7 @@ class BudgetPlugin:
 
     @hookimpl
     def harness_configure(self, registry: ToolRegistry) -> None:
-        if not self._own_store and takes_state(self, self._state, registry.state, "counters", "store"):
+        if not self._own_store and takes_state(self, self._state, registry, "counters", "store"):
             self.store, self._state = registry.state.budgets(), registry.state
         self._registry = registry
 

@@ -120,7 +120,7 @@ class CircuitBreakerPlugin:
 
     @hookimpl
     def harness_configure(self, registry: ToolRegistry) -> None:
-        if not self._own_store and takes_state(self, self._state, registry.state, "circuits", "store"):
+        if not self._own_store and takes_state(self, self._state, registry, "circuits", "store"):
             self.store, self._state = registry.state.circuits(), registry.state
         self._registry = registry
 

@@ -117,7 +117,7 @@ class ConcurrencyPlugin:
 
     @hookimpl
     def harness_configure(self, registry: ToolRegistry) -> None:
-        if not self._own_slots and takes_state(self, self._state, registry.state, "slots", "slots"):
+        if not self._own_slots and takes_state(self, self._state, registry, "slots", "slots"):
             self.slots, self._state = registry.state.concurrency(), registry.state
         self._registry_clock = registry.clock
 

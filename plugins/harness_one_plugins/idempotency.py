@@ -355,7 +355,7 @@ class IdempotencyPlugin:
 
     @hookimpl
     def harness_configure(self, registry: ToolRegistry) -> None:
-        if not self._own_store and takes_state(self, self._state, registry.state, "records", "store", "path"):
+        if not self._own_store and takes_state(self, self._state, registry, "records", "store", "path"):
             self.store, self._state = registry.state.idempotency(), registry.state
             self._bound(self.store)
 

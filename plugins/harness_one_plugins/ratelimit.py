@@ -134,7 +134,7 @@ class RateLimitPlugin:
 
     @hookimpl
     def harness_configure(self, registry: ToolRegistry) -> None:
-        if not self._own_backend and takes_state(self, self._state, registry.state, "buckets", "backend"):
+        if not self._own_backend and takes_state(self, self._state, registry, "buckets", "backend"):
             self.backend, self._state = registry.state.rate_limits(), registry.state
         # The system clock read without a method call. A plugin joining a second registry with
         # another clock asks the call's registry each time instead.

@@ -42,7 +42,7 @@ from ._protocols import (
     StateUnavailable,
     key_text,
 )
-from ._select import REDIS_SCHEMES, State, open_state
+from ._select import REDIS_SCHEMES, State, open_state, redis_keys
 
 if TYPE_CHECKING:
     from ._redis import RedisBuckets, RedisBudgets, RedisCircuits, RedisLink, RedisSlots, RedisStore
@@ -86,6 +86,7 @@ __all__ = [
     "key_text",
     "new_token",
     "open_state",
+    "redis_keys",
     "round_trip",
 ]
 

@@ -14,7 +14,7 @@ from .._redact import redact
 from ._memory import MemoryBuckets, MemoryBudgets, MemoryCircuits, MemorySlots, MemoryStore
 from ._protocols import BudgetStore, CircuitStore, ConcurrencySlots, IdempotencyStore, RateLimitBackend, positive_seconds
 
-__all__ = ["REDIS_SCHEMES", "State", "open_state", "split_redis_url"]
+__all__ = ["REDIS_SCHEMES", "State", "open_state", "redis_keys", "split_redis_url"]
 
 #: URL schemes that put every kind of state on Redis.
 REDIS_SCHEMES = ("redis", "rediss", "redis+cluster", "rediss+cluster")
@@ -86,6 +86,17 @@ def redis_prefix(prefix: str | None, options: dict[str, str], *, where: str | No
             " (CROSSSLOT); put a name between the braces ('{tenant-a}:') or use a prefix without them"
         )
     return used
+
+
+def redis_keys(state: State) -> tuple[str, str] | None:
+    """Where a Redis ``state`` keeps its keys: the URL its client is given (without harness-one's options
+    and the socket timeouts a link sets) and the key prefix it uses; None for a state not in Redis. Two
+    states with the same answer share every key (``url`` and ``url + "?timeout=1"``, the default prefix
+    given or not, ``prefix="a:"`` and ``?prefix=a:``)."""
+    if not state.redis:
+        return None
+    url, options, _ = split_redis_url(state.url or "", link=True)
+    return url, redis_prefix(state.prefix, options)
 
 
 #: The most seconds a Redis timeout may be (~11.6 days): a larger one overflows the socket's timeout.
