@@ -666,9 +666,10 @@ class ToolRegistry(metaclass=_SharedType):
 
     def _refused(self, name: Any, err: ToolError, call_id: Any) -> ToolError:
         """``err``, which refuses a request before it became a call, once the plugins observed it
-        (``harness_call_refused``): it carries the call's id (given, or a new one) from here on."""
+        (``harness_call_refused``): it carries the call's id (given, as text, or a new one) from here on."""
         if err.call_id is None:  # a given "" is kept, as on calls that reach the tool
-            err.call_id = call_id if type(call_id) is str else new_call_id()
+            given = call_id if type(call_id) is str or call_id is None else _text(call_id, str)  # 5 -> "5", as calls keep it
+            err.call_id = given if given is not None else new_call_id()
         text = name if type(name) is str else "" if name is None else _named(name)
         self.plugins.observe("harness_call_refused", registry=self, name=text[:200], error=err)
         return err
@@ -806,6 +807,10 @@ class ToolRegistry(metaclass=_SharedType):
             entry = self._tools.get(name) or self._entry(name, call_id)
         except TypeError:
             entry = self._entry(name, call_id)
+        except ToolError:
+            raise
+        except Exception as exc:  # a name whose __eq__ or __hash__ fails: as acall (its _begin) reports it
+            raise _internal(exc, name) from exc
         next(entry.counter)
         plan = entry.plan or self._plan(entry)
         if idempotency_key is not None:
@@ -866,7 +871,17 @@ class ToolRegistry(metaclass=_SharedType):
         """Like :meth:`call`, awaited: async tools run on the loop, sync tools in a worker thread.
 
         Cancelling the awaiting task cancels the call: an async tool is cancelled, a sync tool
-        sees ``call.cancelled``, and plugins release what the call held.
+        sees ``call.cancelled``, and plugins release what the call held. A ``CancelledError``
+        while the task is not being cancelled (Python 3.11+: something another task cancelled)
+        is a failure as under :meth:`call`: the tool's
+        ``ToolExecutionError``, or, from a hook's :class:`Await`, that hook's ``PluginError``.
+
+        ``ContextVar`` writes of a tool reach the caller only where the tool runs in the
+        caller's context: an async tool, or a sync one declared ``blocking=False`` (without a
+        timeout), under ``acall``/``atry_call`` (in the awaiting task); a sync tool under
+        ``call``/``try_call`` (no timeout, or timeout mode ``none``). Elsewhere the tool runs in
+        a copy and its writes stay there: a sync tool under ``acall`` (a worker thread), an
+        async one under ``call`` (a new event loop), ``thread``/``process`` timeout mode.
         """
         try:
             call, plan = self._begin(name, arguments, context, call_id, idempotency_key, on_progress, _perf())
@@ -1195,7 +1210,7 @@ class ToolRegistry(metaclass=_SharedType):
                 elif type(step) is Await:
                     try:
                         step.value = step.sync()
-                    except Exception as exc:
+                    except (Exception, asyncio.CancelledError) as exc:  # nothing cancels a blocking caller: the hook's failure
                         step = _throw(steps, exc)
                     else:
                         step = next(steps, _DONE)
@@ -1236,6 +1251,8 @@ class ToolRegistry(metaclass=_SharedType):
                         step.value = await step.aio()
                     except Exception as exc:
                         step = _throw(steps, exc)
+                    except asyncio.CancelledError as exc:  # the task's cancellation, or the hook's failure (as in _drive)
+                        step = _throw(steps, _not_cancelling(exc))
                     else:
                         step = next(steps, _DONE)
                 elif isinstance(step, BaseException):
@@ -1427,7 +1444,7 @@ class ToolRegistry(metaclass=_SharedType):
                 yield paused.pending
             except ToolCancelled:  # the caller stopped waiting: the later hooks still run
                 answer = None
-            except Exception as exc:
+            except (Exception, asyncio.CancelledError) as exc:  # as in _resolve
                 if paused.broken is None:
                     paused.broken = _broken_on_error(call, plan.on_error_names[paused.index], exc)
                     paused.decision = _failed_decision(call, err, paused.decision, paused.broken)
@@ -1582,7 +1599,7 @@ def _failure(call: Call) -> ToolError:
     return err
 
 
-def _throw(steps: Generator[Step, None, None], exc: Exception | SystemExit) -> Any:
+def _throw(steps: Generator[Step, None, None], exc: BaseException) -> Any:
     """The step after a failed run (the generator handles the failure), or ``_DONE``."""
     try:
         return steps.throw(exc)
@@ -1787,6 +1804,16 @@ def _own_cancel(call: Call, tool: Tool, exc: asyncio.CancelledError) -> ToolExec
     return ToolExecutionError(exc, tool=tool.name, call_id=call.call_id)
 
 
+def _not_cancelling(exc: asyncio.CancelledError) -> asyncio.CancelledError:
+    """``exc``, raised by what the call awaited while its task was not being cancelled (a hook's
+    ``Await`` awaited something another task cancelled): a failure like any other; else ``exc`` is
+    raised again: the caller cancels. (Python 3.10 cannot tell them apart: the caller cancels.)"""
+    cancelling = getattr(asyncio.current_task(), "cancelling", None)
+    if cancelling is None or cancelling():
+        raise exc
+    return exc
+
+
 def _cancelled(steps: Generator[Step, None, None], call: Call) -> Step:
     call.cancel()
     return steps.throw(ToolCancelled.of(call))
@@ -1898,7 +1925,7 @@ def _resolve(plan: ToolPlan, hook: Callable[..., Any], pending: Await, returned:
         return None
     except ToolError:
         raise
-    except Exception as exc:
+    except (Exception, asyncio.CancelledError) as exc:  # (a CancelledError: the driver found no cancellation of the task)
         owner = plan.plugin_of(hook)
         who = f"plugin '{owner}'" if owner else "a plugin"
         raise PluginError(f"Internal error in {who}: {exception_text(exc)}", plugin=owner) from exc
@@ -1970,7 +1997,7 @@ def _failed_decision(call: Call, err: ToolError, decision: Retry | Outcome | Non
     return decision
 
 
-def _broken_on_error(call: Call, owner: str, exc: Exception) -> PluginError:
+def _broken_on_error(call: Call, owner: str, exc: BaseException) -> PluginError:
     broken = PluginError(
         f"Internal error in plugin '{owner}' while handling an error of '{call.tool.name}': {exception_text(exc)}",
         plugin=owner,
