@@ -273,4 +273,6 @@ def test_redis_states_with_the_same_keys_share_the_plugin_however_the_url_spells
         assert first.plugins.get(plugin.name) is second.plugins.get(plugin.name) is plugin
     from harness_one.state import redis_keys
 
-    assert redis_keys(State(url + "?prefix=a:&timeout=1")) == (url, "a:") and redis_keys(State()) is None
+    assert redis_keys(State(url + "?prefix=a:&timeout=1")) == redis_keys(State(url, prefix="a:")) and redis_keys(State()) is None
+    assert redis_keys(State("redis://LOCALHOST")) == redis_keys(State("redis://localhost:6379/0"))
+    assert redis_keys(State("redis://localhost/1")) != redis_keys(State("redis://localhost/0"))

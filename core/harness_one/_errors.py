@@ -2,22 +2,15 @@
 
 from __future__ import annotations
 
-import itertools
 import math
 import numbers
 import sys
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ._lazy import lazy_module
-
 if TYPE_CHECKING:
-    from . import _redact
     from ._call import Call
-    from ._redact import Redactor
-else:  # imported on the first failure that reads it: not with harness_one
-    _redact = lazy_module("harness_one._redact", __name__, "_redact")
 
 __all__ = [
     "APPROVAL_REQUIRED",
@@ -46,7 +39,6 @@ __all__ = [
     "late_capped",
     "model_message",
     "outside_text",
-    "secrets_held",
     "type_name",
 ]
 
@@ -114,77 +106,6 @@ def exception_text(exc: BaseException) -> str:
     except BaseException:  # a broken __str__ (one raising SystemExit too): its type says what it was
         text = ""
     return f"{type(exc).__name__}: {outside_text(text)}" if text else type(exc).__name__
-
-
-_MAX_WALK = 1000  # values looked at for secrets per failed call (a model's huge arguments: bounded work)
-#: The shortest text under a secret key masked where an error quotes it: the values come from the model,
-#: and masking "a" or "3" would let it blank out any letter or number of an error's text.
-_SHORTEST_SECRET = 4
-_LISTS = (list, tuple, set, frozenset)
-_ITERS: tuple[tuple[type[Any], Callable[[Any], Iterator[Any]]], ...] = tuple((kind, kind.__iter__) for kind in _LISTS)
-#: The types of a value that holds no other: one that is no secret is not looked at again.
-_PLAIN = frozenset((str, int, float, bool, type(None)))
-
-
-def secrets_held(redactor: Redactor, *values: Any) -> list[str]:
-    """The texts ``values`` (a call's arguments, its context) hold where ``redactor`` masks them in a structure
-    (see :meth:`Redactor.__call__`): under a secret key, at any depth; the second item of a ``(name, value)`` pair
-    naming one, the ``value`` of a ``{"name": ..., "value": ...}`` pair naming one; a list's item after a flag
-    naming one (``["--password", ...]``) and the password of one after ``-u``. Strings and numbers (their text),
-    of at least :data:`_SHORTEST_SECRET` characters; the first 1,000 values. For the error text of a failed
-    call, which may quote them (``access denied for admin/Tr0ub4dor&3``) where the arguments show them masked.
-    Never raises: a mapping whose reading fails ends the walk (what was found is kept)."""
-    found: list[str] = []
-    stack: list[tuple[Any, bool]] = [(value, False) for value in reversed(values)]
-    budget = _MAX_WALK
-    try:
-        while stack and budget:
-            value, secret = stack.pop()
-            budget -= 1
-            if isinstance(value, str):  # (below the top, only a secret one is put on the stack)
-                if secret and str.__len__(value) >= _SHORTEST_SECRET:
-                    found.append(str.__str__(value))  # (a plain str: a subclass's own methods are not called)
-                continue
-            if isinstance(value, int | float) and not isinstance(value, bool):
-                if secret and not (isinstance(value, int) and value.bit_length() >= 3000):  # (no text past 4,300 digits)
-                    text = int.__repr__(value) if isinstance(value, int) else float.__repr__(value)
-                    if len(text) >= _SHORTEST_SECRET:
-                        found.append(text)
-                continue
-            if isinstance(value, tuple) and isinstance(fields := getattr(value, "_fields", None), tuple):
-                value = dict(zip(fields, tuple.__iter__(value), strict=False))  # a named tuple: its names say what is secret
-            if isinstance(value, dict) or (not isinstance(value, _LISTS) and isinstance(value, Mapping)):
-                items = dict.items(value) if isinstance(value, dict) else value.items()  # (a dict subclass's items() not called)
-                named = None if secret else redactor._named_secret(value)  # {"name": "X-Api-Key", "value": ...}
-                for key, item in itertools.islice(items, budget):
-                    hidden = (
-                        secret
-                        or redactor.is_secret(key)
-                        or (named is not None and isinstance(key, str) and _redact._field(key) == named)
-                    )
-                    if hidden or type(item) not in _PLAIN:  # (a value that is no secret and holds none: not put there)
-                        stack.append((item, hidden))
-            elif isinstance(value, _LISTS):
-                walk = next(walk for kind, walk in _ITERS if isinstance(value, kind))  # (a subclass's own __iter__ not called)
-                listed = list(itertools.islice(walk(value), budget))
-                pair = isinstance(value, list | tuple) and len(listed) == 2 and isinstance(listed[0], str)
-                if not secret and pair and redactor.is_secret(listed[0]):
-                    stack.append((listed[1], True))  # a pair: [("Authorization", "Bearer ...")]
-                    continue
-                flag = user = False  # the item before names a secret (["--password", ...]), or is ["-u", "bob:pw"]
-                for item in listed:
-                    if user and isinstance(item, str) and ":" in item and item[:1] != "+":
-                        password = item.partition(":")[2]
-                        if password[:2] != "//":  # (a URL, whose user-info text masking finds)
-                            stack.append((password, True))
-                    hidden = secret or (flag and isinstance(item, str))
-                    if hidden or type(item) not in _PLAIN:
-                        stack.append((item, hidden))
-                    flag = isinstance(item, str) and item[:1] == "-" and "=" not in item and redactor._flag(item)
-                    user = isinstance(item, str) and item in _redact._USER_FLAGS
-    except Exception:  # a mapping whose items(), a named pair's fields or a hostile key's text fail: what was found
-        pass
-    return found
 
 
 def type_name(cls: type) -> str:
@@ -708,6 +629,10 @@ class PluginError(ToolError):
     """A plugin failed to load or raised something other than a :class:`ToolError`."""
 
     kind = "plugin_error"
+    #: Raised by an entry-point plugin's set-up (``harness_configure``): True, a load failure (logged, the
+    #: registry goes on without the plugin); False, the registry's creation fails (a plugin refusing it that
+    #: left out would let every call through, as the standard plugins' refusal of a registry on another state).
+    load_failure: bool = True
 
     def __init__(self, message: str, *, plugin: str | None = None, tool: str | None = None, call_id: str | None = None) -> None:
         super().__init__(message, tool=tool, call_id=call_id)

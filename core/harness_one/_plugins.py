@@ -611,7 +611,7 @@ class PluginSet:
         try:
             self._register(plugin, name, replace=False)
         except PluginError as exc:
-            if getattr(exc, "load_failure", True):
+            if exc.load_failure:
                 self._failed(ep, exc)
                 return False
             raise PluginError(

@@ -8,7 +8,7 @@ import json
 import re
 import unicodedata
 from collections import UserString
-from collections.abc import ItemsView, Iterable, KeysView, Mapping, Sequence, Set, ValuesView
+from collections.abc import Callable, ItemsView, Iterable, Iterator, KeysView, Mapping, Sequence, Set, ValuesView
 from typing import Any
 from urllib.parse import unquote
 
@@ -618,6 +618,73 @@ def _escaped(found: re.Match[str]) -> str:
     return ascii(found.group())[1:-1]
 
 
+_MAX_WALK = 1000  # values looked at for secrets per call (a model's huge arguments: bounded work)
+#: The shortest text under a secret key masked where a failure's text quotes it: the values come from the model,
+#: and masking "a" or "3" would let it blank out any letter or number of that text.
+_SHORTEST_SECRET = 4
+_LISTS = (list, tuple, set, frozenset)
+_ITERS: tuple[tuple[type[Any], Callable[[Any], Iterator[Any]]], ...] = tuple((kind, kind.__iter__) for kind in _LISTS)
+#: The types of a value that holds no other: one that is no secret is not looked at again.
+_PLAIN = frozenset((str, int, float, bool, type(None)))
+
+
+def _held(redactor: Redactor, *values: Any) -> list[str]:
+    """The texts ``values`` (a call's arguments, its context) hold where ``redactor`` masks them in a structure
+    (see :meth:`Redactor.__call__`): under a secret key, at any depth; the second item of a ``(name, value)`` pair
+    naming one, the ``value`` of a ``{"name": ..., "value": ...}`` pair naming one; a list's item after a flag
+    naming one (``["--password", ...]``) and the password of one after ``-u``. Strings and numbers (their text),
+    of at least :data:`_SHORTEST_SECRET` characters; the first 1,000 values. Never raises: a mapping whose reading fails ends the walk (what was found is kept)."""
+    found: list[str] = []
+    stack: list[tuple[Any, bool]] = [(value, False) for value in reversed(values)]
+    budget = _MAX_WALK
+    try:
+        while stack and budget:
+            value, secret = stack.pop()
+            budget -= 1
+            if isinstance(value, str):  # (below the top, only a secret one is put on the stack)
+                if secret and str.__len__(value) >= _SHORTEST_SECRET:
+                    found.append(str.__str__(value))  # (a plain str: a subclass's own methods are not called)
+                continue
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                if secret and not (isinstance(value, int) and value.bit_length() >= 3000):  # (no text past 4,300 digits)
+                    text = int.__repr__(value) if isinstance(value, int) else float.__repr__(value)
+                    if len(text) >= _SHORTEST_SECRET:
+                        found.append(text)
+                continue
+            if isinstance(value, tuple) and isinstance(fields := getattr(value, "_fields", None), tuple):
+                value = dict(zip(fields, tuple.__iter__(value), strict=False))  # a named tuple: its names say what is secret
+            if isinstance(value, dict) or (not isinstance(value, _LISTS) and isinstance(value, Mapping)):
+                items = dict.items(value) if isinstance(value, dict) else value.items()  # (a dict subclass's items() not called)
+                named = None if secret else redactor._named_secret(value)  # {"name": "X-Api-Key", "value": ...}
+                for key, item in itertools.islice(items, budget):
+                    hidden = (
+                        secret or redactor.is_secret(key) or (named is not None and isinstance(key, str) and _field(key) == named)
+                    )
+                    if hidden or type(item) not in _PLAIN:  # (a value that is no secret and holds none: not put there)
+                        stack.append((item, hidden))
+            elif isinstance(value, _LISTS):
+                walk = next(walk for kind, walk in _ITERS if isinstance(value, kind))  # (a subclass's own __iter__ not called)
+                listed = list(itertools.islice(walk(value), budget))
+                pair = isinstance(value, list | tuple) and len(listed) == 2 and isinstance(listed[0], str)
+                if not secret and pair and redactor.is_secret(listed[0]):
+                    stack.append((listed[1], True))  # a pair: [("Authorization", "Bearer ...")]
+                    continue
+                flag = user = False  # the item before names a secret (["--password", ...]), or is ["-u", "bob:pw"]
+                for item in listed:
+                    if user and isinstance(item, str) and ":" in item and item[:1] != "+":
+                        password = item.partition(":")[2]
+                        if password[:2] != "//":  # (a URL, whose user-info text masking finds)
+                            stack.append((password, True))
+                    hidden = secret or (flag and isinstance(item, str))
+                    if hidden or type(item) not in _PLAIN:
+                        stack.append((item, hidden))
+                    flag = isinstance(item, str) and item[:1] == "-" and "=" not in item and redactor._flag(item)
+                    user = isinstance(item, str) and item in _USER_FLAGS
+    except Exception:  # a mapping whose items(), a named pair's fields or a hostile key's text fail: what was found
+        pass
+    return found
+
+
 class Redactor:
     """Replaces secrets in a value: values under secret keys (in mappings, in ``(key, value)`` pairs
     and after key names in text), URL user-info, and given secret values.
@@ -746,13 +813,12 @@ class Redactor:
         return self._mask_structure(self._without_values(value))
 
     def held(self, *values: Any) -> list[str]:
-        """The texts ``values`` (a failed call's arguments, its context) hold where this redactor masks them in a
+        """The texts ``values`` (a call's arguments, its context) hold where this redactor masks them in a
         structure: under a secret key, in a pair or a name/value object naming one, after a flag naming one; at
-        least 4 characters, the first 1,000 values; never raises. For an error's text, which may quote them where
-        the arguments show them masked: the walk the core masks the error the model reads by."""
-        from ._errors import secrets_held  # (it imports this module)
-
-        return secrets_held(self, *values)
+        least 4 characters, the first 1,000 values; never raises. For a failure's text or a result, which may quote
+        them where the arguments show them masked: what the ``logging`` and ``otel`` plugins mask by value (the
+        error the model reads is not masked so)."""
+        return _held(self, *values)
 
     def mask_json(self, text: str, limit: int) -> str:
         """Arguments refused as no valid JSON, ``text``, as logs and traces show them: the first ``limit``

@@ -668,7 +668,7 @@ class ToolRegistry(metaclass=_SharedType):
         """``err``, which refuses a request before it became a call, once the plugins observed it
         (``harness_call_refused``): it carries the call's id (given, as text, or a new one) from here on."""
         if err.call_id is None:  # a given "" is kept, as on calls that reach the tool
-            given = call_id if type(call_id) is str or call_id is None else _text(call_id, str)  # 5 -> "5", as calls keep it
+            given = None if call_id is None else _text(call_id, str)  # 5 -> "5", as calls keep it
             err.call_id = given if given is not None else new_call_id()
         text = name if type(name) is str else "" if name is None else _named(name)
         self.plugins.observe("harness_call_refused", registry=self, name=text[:200], error=err)

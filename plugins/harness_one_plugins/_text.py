@@ -33,10 +33,10 @@ def arguments_shown(redactor: Redactor, arguments: Any) -> Any:
 
 
 def secrets_of(redactor: Redactor, arguments: Any, context: Any = None) -> Redactor | None:
-    """A redactor of the texts a failed call's ``arguments`` and ``context`` hold where ``redactor`` masks them
-    (under secret keys, in pairs naming one, after a flag naming one: the core's walk,
-    :meth:`harness_one.Redactor.held`, which masks them in the error the model reads by its own key
-    list), else None: for the error text of a failed call, which may quote them (``access denied for
-    admin/Tr0ub4dor&3``) where the arguments show them masked."""
+    """A redactor of the texts a call's ``arguments`` and ``context`` hold where ``redactor`` masks them
+    (under secret keys, in pairs naming one, after a flag naming one: :meth:`harness_one.Redactor.held`),
+    else None: for a failed call's error text or a captured result, which may quote them (``access denied
+    for admin/Tr0ub4dor&3``) where the arguments show them masked. (The error the model reads is not
+    masked by value.)"""
     found = redactor.held(arguments, context)
     return Redactor((), values=found, query_keys=()) if found else None

@@ -113,7 +113,7 @@ class McpSpec:
                 shown.append(f"{_SHOWN.mask(word.partition(':')[0])}:{REDACTED}")
             else:
                 shown.append(_SHOWN.mask(word))
-            after_flag = word.startswith("-") and "=" not in word and _SHOWN.is_secret(word.lstrip("-"))
+            after_flag = word.startswith("-") and "=" not in word and _SHOWN._flag(word)  # (the redactor's own rule)
             after_user = word in _USER_FLAGS
         return tuple(shown)
 

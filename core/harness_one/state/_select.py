@@ -88,15 +88,24 @@ def redis_prefix(prefix: str | None, options: dict[str, str], *, where: str | No
     return used
 
 
-def redis_keys(state: State) -> tuple[str, str] | None:
-    """Where a Redis ``state`` keeps its keys: the URL its client is given (without harness-one's options
-    and the socket timeouts a link sets) and the key prefix it uses; None for a state not in Redis. Two
-    states with the same answer share every key (``url`` and ``url + "?timeout=1"``, the default prefix
-    given or not, ``prefix="a:"`` and ``?prefix=a:``)."""
+def redis_keys(state: State) -> tuple[tuple[str, str, int, str, bool], str] | None:
+    """Where a Redis ``state`` keeps its keys: the server its client is given (scheme, host in lower case, port,
+    database: the defaults 6379 and 0 filled in; a cluster or not) and the key prefix it uses; None for a state
+    not in Redis. Two states with the same answer share every key (``url`` and ``url + "?timeout=1"``,
+    ``redis://localhost`` and ``redis://LOCALHOST:6379/0``, the default prefix given or not, ``prefix="a:"``
+    and ``?prefix=a:``)."""
     if not state.redis:
         return None
-    url, options, _ = split_redis_url(state.url or "", link=True)
-    return url, redis_prefix(state.prefix, options)
+    url, options, cluster = split_redis_url(state.url or "", link=True)
+    parsed = urlparse(url)
+    server = (
+        parsed.scheme,
+        (parsed.hostname or "").lower(),
+        parsed.port or 6379,
+        unquote(parsed.path).strip("/") or "0",
+        cluster,
+    )
+    return server, redis_prefix(state.prefix, options)
 
 
 #: The most seconds a Redis timeout may be (~11.6 days): a larger one overflows the socket's timeout.
