@@ -339,8 +339,8 @@ def masked_json(text: str, secrets: Redactor, limit: int) -> str:
         pos = exc.pos
     except (ValueError, RecursionError):  # a number too long to read, nesting past the decoder's depth: read whole
         pos = len(head)
-    else:
-        pos = len(head)  # valid JSON up to the cut (or all of it: not an object)
+    else:  # valid JSON up to the cut (or all of it: not an object): read whole
+        pos = len(head)
     return _masked(head, pos, secrets, 0, len(head))
 
 

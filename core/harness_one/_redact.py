@@ -820,9 +820,9 @@ class Redactor:
         error the model reads is not masked so)."""
         return _held(self, *values)
 
-    def mask_json(self, text: str, limit: int) -> str:
+    def mask_json(self, text: str, limit: int = _SCAN * _MAX_TEXT) -> str:
         """Arguments refused as no valid JSON, ``text``, as logs and traces show them: the first ``limit``
-        characters masked by this redactor's keys as the refusal's excerpt is (a secret name with its colon left
+        characters (by default all :meth:`text` reads of a value) masked by this redactor's keys as the refusal's excerpt is (a secret name with its colon left
         out, ``{"passwd" "..."}``, or escaped, ``"pass\\u0077ord"``, which the text rules do not read)."""
         from ._arguments import masked_json  # (it imports this module)
 

@@ -973,14 +973,14 @@ class _ProcessPool:
         self.wake = threading.Event()
         _POOLS.add(self)
 
-    def take(self) -> _Worker | None:
-        """An idle worker, or a new one; None when all ``max_workers`` are busy."""
+    def take(self, *, warm: bool = True) -> _Worker | None:
+        """An idle worker (``warm``), or a new one; None when all ``max_workers`` are busy."""
         if _LEFTOVERS.sessions:  # a killed tool's processes not all reaped yet
             _LEFTOVERS.later()
         with self.lock:
             if self.closed:
                 raise RuntimeError("the ProcessRunner is shut down")
-            idle = self.idle
+            idle = self.idle if warm else []
             while idle:
                 worker = idle.pop(_warmest(idle))
                 if worker.process.poll() is None:
@@ -1001,14 +1001,6 @@ class _ProcessPool:
             self.idle.remove(worker)
             self.workers.discard(worker)
         return True
-
-    def fresh(self) -> _Worker | None:
-        """A worker started now, in a free place (never an idle one); None when there is none."""
-        with self.lock:
-            if self.closed or len(self.workers) + self.starting >= self.max_workers:
-                return None
-            self.starting += 1
-        return self.spawn()
 
     def spawn(self) -> _Worker:
         """Start a worker in a place reserved with ``starting``; it joins ``workers`` (and the reaper starts)."""
@@ -1440,7 +1432,7 @@ class ProcessRunner:
         """A worker started now for a job a stale worker could not load (that one retired already); when none
         can be had (every place taken, shut down, no process to start), the refusal ``error`` stands."""
         try:
-            worker = self._pool.fresh()
+            worker = self._pool.take(warm=False)  # (shut down: a RuntimeError, below)
         except Exception as exc:
             raise _refused(call, error) from exc
         if worker is None:

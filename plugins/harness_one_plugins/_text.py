@@ -9,10 +9,6 @@ from harness_one import CallResult, Redactor
 
 __all__ = ["arguments_shown", "rendered", "secrets_of"]
 
-#: The characters of a text a ``Redactor`` reads (it masks four times the 2,000 it shows): of arguments that are
-#: no valid JSON, all that is masked, and shown.
-_READ = 8000
-
 
 def rendered(value: Any) -> str:
     """``value`` as the model reads it: a string as is, anything else as harness-one's JSON.
@@ -28,7 +24,7 @@ def arguments_shown(redactor: Redactor, arguments: Any) -> Any:
     :meth:`harness_one.Redactor.mask_json`), which reads a secret name the text rules do
     not (``{"passwd" "..."}``, a colon left out; ``"pass\\u0077ord"``, escaped)."""
     if isinstance(arguments, str):
-        arguments = redactor.mask_json(arguments, _READ)
+        arguments = redactor.mask_json(arguments)
     return redactor(arguments)
 
 
