@@ -367,7 +367,7 @@ def test_default_names_cover_short_password_names_and_query_keys() -> None:
     url = "403 for url: https://maps.example.com/geo?address=x&key=AIzaS3&sig=S3 key=k1"
     assert redactor.text(url) == f"403 for url: https://maps.example.com/geo?address=x&key={REDACTED}&sig={REDACTED} key=k1"
     assert Redactor(query_keys=()).text("?key=k1") == "?key=k1"
-    assert mask_secrets("?key=k1&pw=x") == f"?key={REDACTED}&pw=x"  # the model's key names are unchanged...
+    assert mask_secrets("?key=k1&pw=x") == f"?key={REDACTED}&pw={REDACTED}"  # a query's password is hidden from the model...
     # ... and a Google API key or a SAS signature in an HTTP client's error URL is not sent to it
     error = "403 Client Error: Forbidden for url: https://maps.googleapis.com/geo?address=x&key=AIzaS3&sig=S3 (key=k1)"
     assert (

@@ -62,12 +62,12 @@ def _charge(amount: int, call: Call) -> str:
 
 def test_a_context_secret_in_the_tools_exception_is_masked_in_the_logged_error_and_the_span(observed: Observed) -> None:
     """RuntimeError(f"gateway refused api key {call.context['api_key']}") showed the key in the log's error and the
-    span status (the logs and spans walked the arguments only). The model's error is not masked by value (safety.md)."""
+    span status (the logs and spans walked the arguments only); the model's error masks it too (whole tokens)."""
     reg = observed.registry()
     reg.add(_charge, name="charge")
     with capture_logs() as logs:
         first = reg.try_call("charge", {"amount": 5}, context={"api_key": SECRET})
-    assert first.error is not None and SECRET in first.error.message  # (documented: the tool's text, as written)
+    assert first.error is not None and SECRET not in first.error.message
     assert [event["error"] for event in logs] == ["Tool 'charge' failed: RuntimeError: gateway refused api key [REDACTED] for 5"]
     assert SECRET not in observed.spans()
 

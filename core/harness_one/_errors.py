@@ -39,6 +39,8 @@ __all__ = [
     "late_capped",
     "model_message",
     "outside_text",
+    "secrets_held",
+    "tool_failure",
     "type_name",
 ]
 
@@ -80,17 +82,19 @@ def capped(text: str, limit: int = ERROR_TEXT_LIMIT) -> str:
     return text[:keep] + marker.format(f"{keep:,}")
 
 
-def outside_text(text: str) -> str:
+def outside_text(text: str, held: Sequence[str] = ()) -> str:
     """Text harness-one did not write (an exception's, a remote server's) as an error shows it to
-    the model: URL user-info and the values of secret keys masked (``mask_secrets``), cut as
-    :func:`capped` cuts.
+    the model: the ``held`` texts (a failed call's secret values) masked where they stand as whole
+    tokens, then URL user-info and the values of secret keys (``mask_secrets``), cut as :func:`capped` cuts.
 
     Only what can be shown is read (masking costs up to ~0.3 us a character): the first twice
     :data:`ERROR_TEXT_LIMIT` characters; the rest is never shown, even when masking shortened them.
     """
-    from ._redact import mask_secrets  # on a failure only: not imported with harness_one
+    from ._redact import mask_held, mask_secrets  # on a failure only: not imported with harness_one
 
     window = 2 * ERROR_TEXT_LIMIT
+    if held:  # before any cut: a secret cut by it would show its start
+        text = mask_held(text, held, window)
     if len(text) <= window:
         return capped(mask_secrets(text))
     head = mask_secrets(text[:window])
@@ -99,13 +103,30 @@ def outside_text(text: str) -> str:
     return f"{head}\n[error text truncated: {len(text):,} characters in all]"
 
 
-def exception_text(exc: BaseException) -> str:
-    """``Type: text`` of an exception harness-one did not raise, as an error shows it (:func:`outside_text`)."""
+def exception_text(exc: BaseException, held: Sequence[str] = ()) -> str:
+    """``Type: text`` of an exception harness-one did not raise, as an error shows it (:func:`outside_text`,
+    the ``held`` texts masked)."""
     try:
         text = str(exc)
     except BaseException:  # a broken __str__ (one raising SystemExit too): its type says what it was
         text = ""
-    return f"{type(exc).__name__}: {outside_text(text)}" if text else type(exc).__name__
+    return f"{type(exc).__name__}: {outside_text(text, held)}" if text else type(exc).__name__
+
+
+def secrets_held(*values: Any) -> list[str]:
+    """The secret values a failed call's arguments and context, ``values``, hold by the keys of the errors the
+    model reads (:data:`~harness_one.MODEL_SECRET_KEYS`, walked as :meth:`Redactor.held` walks them: 4 characters
+    or more), for :func:`outside_text` to mask where a tool's exception quotes them. Read on a failure only."""
+    from ._redact import _MODEL
+
+    return _MODEL.held(*values) if values else []
+
+
+def tool_failure(cause: BaseException, tool: str, call_id: str | None, *values: Any) -> ToolExecutionError:
+    """The :class:`ToolExecutionError` of a call of ``tool`` that raised ``cause``, ``values`` its arguments
+    and context: the secret values they hold (:func:`secrets_held`) masked where the cause's text quotes
+    them. The core builds every such error of a call here."""
+    return ToolExecutionError(cause, tool=tool, call_id=call_id, held=secrets_held(*values))
 
 
 def type_name(cls: type) -> str:
@@ -590,17 +611,20 @@ class ToolTimeout(ToolError):
 class ToolExecutionError(ToolError):
     """The tool itself raised; the original exception is ``__cause__`` (and ``cause``).
 
-    The message holds the exception's text with secrets masked (:func:`outside_text`): it goes
-    to the model. The exception, kept as the cause, is whole.
+    The message holds the exception's text with secrets masked (:func:`outside_text`; ``held``,
+    texts masked where they stand as whole tokens: the call's secret values, see :func:`tool_failure`):
+    it goes to the model. The exception, kept as the cause, is whole.
     """
 
     kind = "tool_failed"
 
-    def __init__(self, cause: BaseException, *, tool: str | None = None, call_id: str | None = None) -> None:
+    def __init__(
+        self, cause: BaseException, *, tool: str | None = None, call_id: str | None = None, held: Sequence[str] = ()
+    ) -> None:
         #: The tool's exception (after an idempotent replay from a store: its :func:`type_name`).
         self.cause: BaseException | str = cause
         subject = f"Tool '{tool}'" if tool else "The tool"
-        message = f"{subject} failed: {exception_text(cause)}"  # a broken __str__ is still the tool's failure
+        message = f"{subject} failed: {exception_text(cause, held)}"  # a broken __str__ is still the tool's failure
         Exception.__init__(self, message)  # not ToolError's: the cause's text is capped already, not again with the rest
         self.message = message
         self.tool = tool

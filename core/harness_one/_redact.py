@@ -334,8 +334,10 @@ _FLAG = rf"{_ARG}-{_ARGUMENT}(?:{_ARG}(?!-){_ARGUMENT})?+"
 # A password given on a client's command line by a flag that is no secret's name: mysql's (and its tools')
 # attached -p<password> (``-p 3306`` is no password: it asks for one), quoted to its closing quote
 # (``-p'pass word'``, ``-p\\"...\\"`` in JSON), redis-cli's -a <password> (or --pass), sshpass's -p <password> among its own flags, before
-# the command it runs (``ssh -p 22`` stays). The client's name and its arguments up to the password are kept
-# (group ``flag``), up to 5 flags on (a word that is no flag, "mysql on db1 with -p5432", ends the search).
+# the command it runs (``ssh -p 22`` stays), openssl's -k <password> and -pass, -passin or -passout pass:<password>
+# after its command (``openssl enc``; ``env:VAR`` and ``file:path`` name where it is), and az login's -p <password>.
+# The client's name and its arguments up to the password are kept (group ``flag``), up to 5 flags on (a word that
+# is no flag, "mysql on db1 with -p5432", ends the search).
 _CLIENT_PASSWORD = (
     r"(?P<flag>"
     + _starting(
@@ -347,6 +349,10 @@ _CLIENT_PASSWORD = (
     + _starting(rf"redis-cli(?:{_FLAG}){{0,5}}?{_ARG}(?:-a{_ARG}|--pass(?:{_ARG}|=))", r"\w.-")
     + "|"
     + _starting(rf"sshpass(?:{_ARG}-{_ARGUMENT}){{0,4}}?{_ARG}-p(?:{_ARG})?+", r"\w.-")
+    + "|"
+    + _starting(rf"openssl{_ARG}{_ARGUMENT}(?:{_FLAG}){{0,5}}?{_ARG}(?:-k{_ARG}|-pass(?:in|out)?+{_ARG}pass:)", r"\w.-")
+    + "|"
+    + _starting(rf"az{_ARG}login(?:{_FLAG}){{0,5}}?{_ARG}-p{_ARG}", r"\w.-")
     + r""")(?(sq)[^'\r\n]++(?=')|(?(dq)(?:[^"\\\r\n]|\\[^"\r\n])++(?=\\?")|(?=[^\s'";|&<>()-])[^\s'"]++))"""
 )
 #: Credentials recognised by their own form wherever they stand (free text, a plain key, a
@@ -685,6 +691,26 @@ def _held(redactor: Redactor, *values: Any) -> list[str]:
     return found
 
 
+def mask_held(text: str, held: Sequence[str], shown: int) -> str:
+    """``text`` with each ``held`` text (a failed call's secret values, :meth:`Redactor.held`) masked where it
+    stands as a whole token (no word character either side: ``port 54321`` keeps its digits for a held
+    ``5432``, ``web_search`` its ``search``), as far as the first ``shown`` characters of the result are
+    concerned: an occurrence starting within them is masked whole, so a cut there leaves no part of one.
+    Read from the start only as far as that takes (a held text's length past ``shown``, per occurrence)."""
+    values = sorted(set(held), key=len, reverse=True)  # the longest first: one that holds another is masked whole
+    if not values:
+        return text
+    found = re.compile(rf"(?<!\w)(?:{'|'.join(map(re.escape, values))})(?!\w)")
+    reach = len(values[0]) + 1  # (the character after the longest: whether it ends a token)
+    parts: list[str] = []
+    done = size = 0  # text[done:] is not in parts; size: the characters in parts
+    while size < shown and (occurrence := found.search(text, done, done + shown - size + reach)) is not None:
+        parts += (text[done : occurrence.start()], REDACTED)
+        size += occurrence.start() - done + len(REDACTED)
+        done = occurrence.end()
+    return "".join(parts) + text[done:] if parts else text
+
+
 class Redactor:
     """Replaces secrets in a value: values under secret keys (in mappings, in ``(key, value)`` pairs
     and after key names in text), URL user-info, and given secret values.
@@ -817,7 +843,7 @@ class Redactor:
         structure: under a secret key, in a pair or a name/value object naming one, after a flag naming one; at
         least 4 characters, the first 1,000 values; never raises. For a failure's text or a result, which may quote
         them where the arguments show them masked: what the ``logging`` and ``otel`` plugins mask by value (the
-        error the model reads is not masked so)."""
+        error the model reads masks the model's where its tool's exception quotes them whole: :func:`mask_held`)."""
         return _held(self, *values)
 
     def mask_json(self, text: str, limit: int = _SCAN * _MAX_TEXT) -> str:
@@ -1231,8 +1257,9 @@ MODEL_SECRET_KEYS = (
     "sessionid",
 )
 #: Secret as query parameters in errors the model reads: a Google API key (``?key=``, in the URL
-#: of an HTTP client's error), an Azure SAS signature (``&sig=``) and an API's credential (``?auth=``).
-MODEL_QUERY_SECRET_KEYS = ("key", "sig", "auth")
+#: of an HTTP client's error), an Azure SAS signature (``&sig=``), an API's credential (``?auth=``) and a password
+#: (``?pw=``; ``?passwd=`` and ``?password=`` by the key names).
+MODEL_QUERY_SECRET_KEYS = ("key", "sig", "auth", "pw")
 _MODEL = Redactor(MODEL_SECRET_KEYS, last_words=True, query_keys=MODEL_QUERY_SECRET_KEYS)
 #: The redactor of what a person reads to run or check (the CLI's approval hint, McpSpec's repr): the model's keys
 #: and rules (last words: ``max_tokens``, ``tokenizer``, ``secretary`` are shown, for the reader to put back only the

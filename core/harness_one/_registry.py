@@ -43,6 +43,7 @@ from ._errors import (
     ToolTimeout,
     exception_text,
     outside_text,
+    tool_failure,
 )
 from ._lazy import lazy_attribute, lazy_module
 from ._log import log_event
@@ -1055,7 +1056,7 @@ class ToolRegistry(metaclass=_SharedType):
                             except ToolError:
                                 raise
                             except (Exception, SystemExit) as exc:  # a tool's sys.exit() (argparse) is its failure
-                                raise ToolExecutionError(exc, tool=tool.name, call_id=call.call_id) from exc
+                                raise tool_failure(exc, tool.name, call.call_id, call.arguments, call.context) from exc
                             except BaseException as stop:  # raised where the driver would have run it; a cancel is thrown in here
                                 yield stop
                         elif type(outcome) is Outcome and outcome.error is None:
@@ -1220,7 +1221,7 @@ class ToolRegistry(metaclass=_SharedType):
                     self.clock.sleep(step if not step > 1e9 else 1e9)  # type: ignore[operator,arg-type]
                     step = next(steps, _DONE)
             except asyncio.CancelledError as exc:  # nothing cancels a blocking caller: the tool's own failure
-                failure = ToolExecutionError(exc, tool=tool.name, call_id=call.call_id)
+                failure = tool_failure(exc, tool.name, call.call_id, call.arguments, call.context)
                 step = _throw(steps, failure)
             except BaseException:  # KeyboardInterrupt, a hook's SystemExit: the plugins release what the call held
                 _cancel(steps, call)
@@ -1293,9 +1294,9 @@ class ToolRegistry(metaclass=_SharedType):
                 err.call_id = call_id if call_id is not None else new_call_id()
             raise
         except (Exception, SystemExit) as exc:  # as in _attempts
-            raise ToolExecutionError(exc, tool=tool.name, call_id=call_id if call_id is not None else new_call_id()) from exc
+            raise tool_failure(exc, tool.name, call_id if call_id is not None else new_call_id(), args) from exc
         except asyncio.CancelledError as exc:  # as in _drive: nothing cancels a blocking caller, so it is the tool's
-            raise ToolExecutionError(exc, tool=tool.name, call_id=call_id if call_id is not None else new_call_id()) from exc
+            raise tool_failure(exc, tool.name, call_id if call_id is not None else new_call_id(), args) from exc
 
     @staticmethod
     def _convert(call: Call, tool: Tool, args: dict[str, Any]) -> dict[str, Any]:
@@ -1801,7 +1802,7 @@ def _own_cancel(call: Call, tool: Tool, exc: asyncio.CancelledError) -> ToolExec
     cancelling = getattr(task, "cancelling", None)
     if cancelling is None or cancelling():
         raise exc
-    return ToolExecutionError(exc, tool=tool.name, call_id=call.call_id)
+    return tool_failure(exc, tool.name, call.call_id, call.arguments, call.context)
 
 
 def _not_cancelling(exc: asyncio.CancelledError) -> asyncio.CancelledError:

@@ -51,6 +51,8 @@ from ._errors import (
     ToolTimeout,
     exception_text,
     outside_text,
+    secrets_held,
+    tool_failure,
 )
 from ._lazy import lazy_module
 from ._policies import _as_seconds, _shown
@@ -105,7 +107,7 @@ def _could_not_start(call: Call, what: str, exc: Exception) -> ToolExecutionErro
     a thread): a ``RuntimeError`` saying so, ``exc`` its cause, for the caller to refuse the call with."""
     reason = RuntimeError(f"{what} could not be started: {exception_text(exc)}")
     reason.__cause__ = exc
-    return ToolExecutionError(reason, tool=call.tool.name, call_id=call.call_id)
+    return tool_failure(reason, call.tool.name, call.call_id)  # (no text of the call's in it)
 
 
 def _stop_iteration() -> RuntimeError:
@@ -905,10 +907,11 @@ def _remote_error(
         else:
             kind, message = str(described.get("type")), str(described.get("message") or "")
             name = str(described.get("name") or kind)  # the message names the class as a live exception's does
+            held = secrets_held(call.arguments, call.context)  # as tool_failure masks a live exception's text
             exc = ToolError.from_dict(
                 {
                     "type": "ToolExecutionError",
-                    "message": f"Tool '{call.tool.name}' failed: {name}: {outside_text(message) or name}",
+                    "message": f"Tool '{call.tool.name}' failed: {name}: {outside_text(message, held) or name}",
                     "cause": kind,
                     "tool": call.tool.name,
                     "call_id": call.call_id,
@@ -918,7 +921,7 @@ def _remote_error(
         exc.__cause__ = _RemoteTraceback(trace)
     if isinstance(exc, Exception):
         return exc
-    return ToolExecutionError(exc, tool=call.tool.name, call_id=call.call_id)
+    return tool_failure(exc, call.tool.name, call.call_id, call.arguments, call.context)
 
 
 def _warmest(idle: list[_Worker]) -> int:
@@ -1175,10 +1178,12 @@ class ProcessRunner:
         except Exception as exc:
             raise _refused(
                 call,
-                ToolExecutionError(
+                tool_failure(
                     TypeError(f"process mode needs a picklable, importable tool function and arguments: {exc}"),
-                    tool=call.tool.name,
-                    call_id=call.call_id,
+                    call.tool.name,
+                    call.call_id,
+                    call.arguments,
+                    call.context,
                 ),
             ) from exc
 
@@ -1201,7 +1206,7 @@ class ProcessRunner:
         return worker
 
     def _failed(self, call: Call, message: str) -> ToolExecutionError:
-        return ToolExecutionError(RuntimeError(message), tool=call.tool.name, call_id=call.call_id)
+        return tool_failure(RuntimeError(message), call.tool.name, call.call_id)  # (the worker's text, no tool's)
 
     def _started(self, call: Call, worker: _Worker, frame: bytes | None, timeout: float) -> None:
         """Check a new worker's ready message (None: it did not come by the call's deadline or ``start_timeout``).
@@ -1305,10 +1310,12 @@ class ProcessRunner:
         try:
             answer = _loads(memoryview(frame)[_HEADER:])
         except Exception as exc:  # the result does not unpickle here
-            raise ToolExecutionError(
+            raise tool_failure(
                 TypeError(f"process mode: the tool's result cannot be unpickled: {type(exc).__name__}: {exc}"),
-                tool=call.tool.name,
-                call_id=call.call_id,
+                call.tool.name,
+                call.call_id,
+                call.arguments,
+                call.context,
             ) from exc
         if answer[0]:
             return answer[1]
