@@ -199,7 +199,7 @@ AWARE = dt.datetime(2024, 1, 1, 12, 0, 0, 250, tzinfo=dt.timezone(dt.timedelta(h
         (dt.datetime, AWARE, '"2024-01-01T12:00:00.000250+02:00"'),
         (dt.date, dt.date(2024, 1, 31), '"2024-01-31"'),
         (dt.time, dt.time(8, 15), '"08:15:00"'),
-        (dt.time, dt.time(8, 15, tzinfo=dt.timezone.utc), '"08:15:00+00:00"'),
+        (dt.time, dt.time(8, 15, tzinfo=dt.UTC), '"08:15:00+00:00"'),
         (Decimal, Decimal("1E+2"), '"1E+2"'),
         (uuid.UUID, uuid.UUID(int=5), '"00000000-0000-0000-0000-000000000005"'),
         (PurePosixPath, PurePosixPath("/a/b"), '"/a/b"'),

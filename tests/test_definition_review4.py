@@ -289,7 +289,7 @@ def price(
     huge: decimal.Decimal = decimal.Decimal("1e5000"),
     low: Annotated[decimal.Decimal, Field(ge=1)] = decimal.Decimal("0"),
     when: dt.datetime = dt.datetime(2024, 1, 1),  # naive: not the RFC 3339 date-time its format asks for
-    aware: dt.datetime = dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc),
+    aware: dt.datetime = dt.datetime(2024, 1, 1, tzinfo=dt.UTC),
     fine: decimal.Decimal = decimal.Decimal("1.5"),
 ) -> str:
     return f"{cap} {nan} {huge} {low} {when.isoformat()} {fine}"

@@ -409,7 +409,7 @@ class Times(BaseModel):
 def test_a_models_values_are_written_as_the_same_values_anywhere_else(raw: bytes) -> None:
     """``mode="json"`` wrote a UTC datetime as ``...Z`` and a timedelta as ``PT1H30M``, unlike the same values
     outside a model, and only when every other field had a JSON form in pydantic (``b"\\xff"`` has none)."""
-    when = datetime.datetime(2024, 1, 2, 3, 4, 5, tzinfo=datetime.timezone.utc)
+    when = datetime.datetime(2024, 1, 2, 3, 4, 5, tzinfo=datetime.UTC)
     took = datetime.timedelta(minutes=90)
     expected = '{"when": "2024-01-02T03:04:05+00:00", "took": "1:30:00", "raw": "%s"}'
     assert dumps(Times(when=when, took=took, raw=raw)) == expected % raw.decode("utf-8", "replace")
@@ -419,7 +419,7 @@ def test_a_models_values_are_written_as_the_same_values_anywhere_else(raw: bytes
 @pydantic_dataclass
 class PUser:
     user_id: int = Field(alias="userId")
-    when: datetime.datetime = datetime.datetime(2024, 1, 2, tzinfo=datetime.timezone.utc)
+    when: datetime.datetime = datetime.datetime(2024, 1, 2, tzinfo=datetime.UTC)
 
 
 async def test_a_pydantic_dataclass_with_aliases_is_served_as_its_output_schema_describes_it() -> None:

@@ -74,13 +74,13 @@ def test_a_strict_pydantic_model_takes_the_json_values_its_schema_asks_for(backe
     reg.add(event)
     got = reg.call("book", {"b": BOOKING})
     assert got == Booking(
-        when=dt.datetime(2024, 5, 1, 10, tzinfo=dt.timezone.utc),
+        when=dt.datetime(2024, 5, 1, 10, tzinfo=dt.UTC),
         ref=uuid.UUID("123e4567-e89b-12d3-a456-426614174000"),
         color=Color.RED,
         seats=(1, 2),
     )
     assert reg.call("book", json.dumps({"b": BOOKING})) == got  # from JSON text too
-    assert reg.call("event", {"e": {"at": "2024-05-01T10:00:00Z"}}).at == dt.datetime(2024, 5, 1, 10, tzinfo=dt.timezone.utc)
+    assert reg.call("event", {"e": {"at": "2024-05-01T10:00:00Z"}}).at == dt.datetime(2024, 5, 1, 10, tzinfo=dt.UTC)
     # still strict: pydantic itself refuses a string for an int (lax mode took "5")
     with pytest.raises(ToolArgumentError) as caught:
         _to_pydantic(Booking)({**BOOKING, "n": "5"}, "$.b")
@@ -298,7 +298,7 @@ def test_a_strict_model_takes_a_lone_surrogate_as_the_lax_one_does(backend: Back
 
     reg.add(lax)
     reg.add(strict)
-    when = dt.datetime(2024, 5, 1, 10, tzinfo=dt.timezone.utc)
+    when = dt.datetime(2024, 5, 1, 10, tzinfo=dt.UTC)
     for name in ["a\ud800", "\udc00b\ud800"]:
         args = {"v": {"when": "2024-05-01T10:00:00Z", "name": name}}
         assert reg.call("lax", args) == name

@@ -17,7 +17,7 @@ from pydantic import BaseModel, Field
 from harness_one import ManualClock, Tool, ToolArgumentError, ToolDefinitionError, ToolRegistry
 from harness_one_plugins import ValidationPlugin
 
-UTC = dt.timezone.utc
+UTC = dt.UTC
 
 
 @pytest.fixture(params=["python", "rust"])

@@ -16,7 +16,7 @@ import difflib
 import functools
 import json
 import re
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from email.utils import format_datetime
 from typing import Any, Literal, TypedDict, get_args
 from zoneinfo import ZoneInfo, available_timezones
@@ -72,7 +72,7 @@ _ABBREVIATIONS: dict[str, tuple[str, ...]] = {
 
 
 def _utcnow() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 @functools.lru_cache(maxsize=1)

@@ -16,15 +16,13 @@ note within ``max_chars`` is refused. A progress handler interrupts a query stil
 costly preparation) is killed with the tool's worker process a second later (``process``
 timeout mode), where a query may add at most ``max_memory`` bytes of address space (Linux),
 its sorts and temporary tables included (``temp_store = MEMORY`` where memory is bounded: none spills to a file);
-and on Python 3.11+ SQLite itself refuses any single string or blob longer than ``max_bytes``
+and SQLite itself refuses any single string or blob longer than ``max_bytes``
 (``SQLITE_LIMIT_LENGTH``) and any result wider than ``max_columns`` columns
 (``SQLITE_LIMIT_COLUMN``), so ``zeroblob(999999999)`` fails before it is allocated and one
 row in memory holds at most ``max_columns * max_bytes`` bytes before the character cap drops it.
 (A table wider than ``max_columns`` is read a few columns at a time; a view that wide cannot be read,
 as SQLite expands it whole; a stored value longer than ``max_bytes`` cannot be read at all, its length
 included.)
-Python 3.10 has no ``Connection.setlimit``: there one value can reach SQLite's compiled-in
-maximum (normally 10**9 bytes) in memory before the character cap drops it.
 
 A failure of the database itself is no fault of the query: busy or locked by another
 connection is a :class:`~harness_one.RetryableError` once SQLite has waited at most a second for
@@ -364,18 +362,6 @@ _BROKEN = {3, 10, 11, 14, 15, 26}  # PERM, IOERR, CORRUPT, CANTOPEN, PROTOCOL, N
 #: SQLITE_READONLY (and READONLY_DIRECTORY, _CANTINIT, _CANTLOCK, _RECOVERY, _ROLLBACK, _DBMOVED): SQLite had to write
 #: beside the database to read it and could not. Never the query's: the authorizer refuses a write first.
 _READONLY = 8
-#: SQLite's text for each, for Python 3.10 (no ``sqlite_errorcode``).
-_CODE_TEXTS = {
-    "attempt to write a readonly database": 8,
-    "database is locked": 5,
-    "database table is locked": 6,
-    "access permission denied": 3,
-    "disk I/O error": 10,
-    "database disk image is malformed": 11,
-    "unable to open database file": 14,
-    "locking protocol": 15,
-    "file is not a database": 26,
-}
 _RETRY_AFTER = 1.0
 #: Seconds SQLite waits for another connection's lock (at most ``time_limit``, and within it): then the
 #: attempt ends busy, and a retry policy's waits between attempts are the retry plugin's, within its ``total``.
@@ -392,8 +378,6 @@ def _unavailable(path: str | Path, exc: sqlite3.Error) -> ToolError:
 def _database_failure(path: str | Path, exc: sqlite3.Error) -> ToolError | None:
     """The error for a failure of the database itself (busy, locked, unreadable), or None when the query may be at fault."""
     code: int | None = getattr(exc, "sqlite_errorcode", None)
-    if code is None:
-        code = next((c for text, c in _CODE_TEXTS.items() if str(exc).startswith(text)), None)
     if code is not None and code & 0xFF in _BUSY:
         return RetryableError(
             f"The database is busy: {exc} (another connection holds a lock on it). The query is not at fault; "
@@ -403,7 +387,7 @@ def _database_failure(path: str | Path, exc: sqlite3.Error) -> ToolError | None:
     if code is not None and code & 0xFF in _BROKEN:
         return _unavailable(path, exc)
     if code is not None and code & 0xFF == _READONLY:
-        name = getattr(exc, "sqlite_errorname", None)  # Python 3.11+: READONLY_DIRECTORY, READONLY_CANTINIT, ...
+        name = getattr(exc, "sqlite_errorname", None)  # READONLY_DIRECTORY, READONLY_CANTINIT, ...
         return ToolError(
             f"The database {str(path)!r} is unavailable: {exc}{f' ({name})' if name else ''}. The query is not at "
             "fault; SQLite must write beside the database to read it (a database in WAL mode that no connection has "
@@ -501,15 +485,15 @@ def run_query(
     note = None
     try:
         conn.text_factory = _TEXT
-        if hasattr(conn, "setlimit"):  # Python 3.11+: no value past max_bytes, no row past max_columns is built
-            conn.setlimit(_LIMIT_LENGTH, min(max(1, max_bytes), 2**31 - 1))  # SQLite caps both at its own maximum
-            # The schema read first, under SQLite's own column limit: read under max_columns, a table, index or
-            # view wider than that made the whole database "malformed", whatever the query read of it.
-            try:
-                conn.execute("SELECT 1 FROM sqlite_master LIMIT 0").fetchall()
-            except sqlite3.Error as exc:
-                raise _database_failure(path, exc) or _unavailable(path, exc) from None
-            conn.setlimit(_LIMIT_COLUMN, min(max(1, max_columns), 2**31 - 1))
+        # No value past max_bytes, no row past max_columns is built.
+        conn.setlimit(_LIMIT_LENGTH, min(max(1, max_bytes), 2**31 - 1))  # SQLite caps both at its own maximum
+        # The schema read first, under SQLite's own column limit: read under max_columns, a table, index or
+        # view wider than that made the whole database "malformed", whatever the query read of it.
+        try:
+            conn.execute("SELECT 1 FROM sqlite_master LIMIT 0").fetchall()
+        except sqlite3.Error as exc:
+            raise _database_failure(path, exc) or _unavailable(path, exc) from None
+        conn.setlimit(_LIMIT_COLUMN, min(max(1, max_columns), 2**31 - 1))
         if _memory_bounded():
             # Sorts, DISTINCT and temporary tables in memory, not in temporary files: within max_memory, which bounds
             # memory, not disk (a query wrote 1.3 GB of them in its 5 s). Set before the authorizer, which refuses it to
@@ -553,7 +537,7 @@ def run_query(
                     keyword="limits",
                     expected=f"a result within {max_chars:,} characters",
                 )
-        except (sqlite3.ProgrammingError, sqlite3.Warning) as exc:  # Python 3.10 raises Warning for two statements
+        except sqlite3.ProgrammingError as exc:
             if "binding" in str(exc).lower():  # "Incorrect number of bindings supplied"
                 raise ToolArgumentError(
                     [ArgumentProblem("$.params", str(exc), "params", "one value for each ? placeholder", str(len(params or [])))]
@@ -585,7 +569,7 @@ def run_query(
         except MemoryError:  # past the tool's memory_limit (process mode) or the machine's memory
             raise _out_of_memory(got) from None
         except sqlite3.DatabaseError as exc:
-            if "malformed database schema" in str(exc) and "too many columns" in str(exc) and hasattr(conn, "setlimit"):
+            if "malformed database schema" in str(exc) and "too many columns" in str(exc):
                 # Read again under max_columns: another connection changed the schema after it was read
                 raise RetryableError(
                     "The database's schema changed while the query was being prepared; the query is not at fault: "
@@ -596,7 +580,7 @@ def run_query(
                 raise failure from None
             if "out of memory" in str(exc):
                 raise _out_of_memory(got) from None
-            if "too many columns" in str(exc) and hasattr(conn, "setlimit"):
+            if "too many columns" in str(exc):
                 raise _refuse(
                     f"the query returns more than {max_columns} columns (a view read expands to all of its own); "
                     "select fewer columns",

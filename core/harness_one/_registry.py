@@ -7,7 +7,6 @@ import contextvars
 import inspect
 import itertools
 import math
-import sys
 import threading
 import time
 from collections.abc import Callable, Generator, Iterable, Mapping
@@ -71,7 +70,7 @@ _NOT_A_CALL: Any = object()
 #: Where the tools a plain ``@defineTool`` registers meanwhile come from (``local:FILE`` while ``harness-one`` imports a
 #: tools entry): the name conflict it makes says so.
 LOADING_SOURCE: contextvars.ContextVar[str | None] = contextvars.ContextVar("harness_one_loading_source", default=None)
-_timeout_cm: Any = lazy_attribute("asyncio", "timeout", __name__, "_timeout_cm") if sys.version_info >= (3, 11) else None
+_timeout_cm: Any = lazy_attribute("asyncio", "timeout", __name__, "_timeout_cm")
 
 #: What the attempt generator yields: keyword arguments to run the tool with, seconds to
 #: sleep, a hook's :class:`Await` to resolve (its value set before the generator resumes), or
@@ -1533,32 +1532,18 @@ class ToolRegistry(metaclass=_SharedType):
         timeout = _time_left(call, tool)
         # (the deadline on the clock the loop reads: a tool that blocks the loop past it keeps its timer from running)
         end = _monotonic() + timeout
-        if _timeout_cm is not None:
-            scope = _timeout_cm(timeout)
-            try:
-                async with scope:
-                    value = await tool.fn(**kwargs)
-            except Exception:  # TimeoutError too: the tool's own one, unless the deadline came
-                if not scope.expired() and _monotonic() < end:
-                    raise
-                # the tool swallowed its cancellation (or blocked past it) and failed after the deadline: a timeout all the same
-            else:
-                if _monotonic() < end and not scope.expired():
-                    return value
-                del value  # the tool returned after the deadline (it swallowed its cancellation, or blocked): too late
-        else:  # pragma: no cover - Python 3.10
-            try:
-                value = await asyncio.wait_for(tool.fn(**kwargs), timeout)
-            except asyncio.TimeoutError:
-                if _monotonic() < end - timeout * 0.001:
-                    raise
-            except Exception:  # as above
-                if _monotonic() < end:
-                    raise
-            else:
-                if _monotonic() < end:
-                    return value
-                del value
+        scope = _timeout_cm(timeout)
+        try:
+            async with scope:
+                value = await tool.fn(**kwargs)
+        except Exception:  # TimeoutError too: the tool's own one, unless the deadline came
+            if not scope.expired() and _monotonic() < end:
+                raise
+            # the tool swallowed its cancellation (or blocked past it) and failed after the deadline: a timeout all the same
+        else:
+            if _monotonic() < end and not scope.expired():
+                return value
+            del value  # the tool returned after the deadline (it swallowed its cancellation, or blocked): too late
         call.cancel()
         raise ToolTimeout(call.timeout, tool=tool.name, call_id=call.call_id) from None
 
@@ -1797,10 +1782,9 @@ def _no_float(value: Any) -> Any:
 def _own_cancel(call: Call, tool: Tool, exc: asyncio.CancelledError) -> ToolExecutionError:
     """The tool's failure, for a ``CancelledError`` the tool raised while its task was not being
     cancelled (it awaited something another task cancelled); else ``exc`` is raised again: the
-    caller cancels. (Python 3.10 cannot tell them apart: the caller cancels.)"""
+    caller cancels (so does one outside a task, which nothing can tell apart)."""
     task = asyncio.current_task()
-    cancelling = getattr(task, "cancelling", None)
-    if cancelling is None or cancelling():
+    if task is None or task.cancelling():
         raise exc
     return tool_failure(exc, tool.name, call.call_id, call.arguments, call.context)
 
@@ -1808,9 +1792,9 @@ def _own_cancel(call: Call, tool: Tool, exc: asyncio.CancelledError) -> ToolExec
 def _not_cancelling(exc: asyncio.CancelledError) -> asyncio.CancelledError:
     """``exc``, raised by what the call awaited while its task was not being cancelled (a hook's
     ``Await`` awaited something another task cancelled): a failure like any other; else ``exc`` is
-    raised again: the caller cancels. (Python 3.10 cannot tell them apart: the caller cancels.)"""
-    cancelling = getattr(asyncio.current_task(), "cancelling", None)
-    if cancelling is None or cancelling():
+    raised again: the caller cancels (so does one outside a task)."""
+    task = asyncio.current_task()
+    if task is None or task.cancelling():
         raise exc
     return exc
 

@@ -1295,7 +1295,7 @@ _TIME = re.compile(r"(\d{2}):(\d{2}):(\d{2})(?:\.(\d+))?(?:([Zz])|([+-])(\d{2}):
 
 def _zone(z: str | None, sign: str | None, hours: str | None, minutes: str | None) -> dt.tzinfo | None:
     if z:
-        return dt.timezone.utc
+        return dt.UTC
     if sign and hours and minutes:
         delta = dt.timedelta(hours=int(hours), minutes=int(minutes))
         return dt.timezone(-delta if sign == "-" else delta)

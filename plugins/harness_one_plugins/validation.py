@@ -46,17 +46,16 @@ from harness_one import (
 
 from . import _formats
 
-if sys.version_info >= (3, 11):
-    from re import _compiler as sre_compile
-    from re import _constants as sre_constants
-    from re import _parser as sre_parse
-else:  # pragma: no cover - the same modules under their 3.10 names
+if TYPE_CHECKING:  # typeshed types the regular expression internals under their pre-3.11 names only
     import sre_compile
     import sre_constants
     import sre_parse
 
-if TYPE_CHECKING:
     from harness_one import Redactor
+else:
+    from re import _compiler as sre_compile
+    from re import _constants as sre_constants
+    from re import _parser as sre_parse
 
 __all__ = ["Backend", "CompiledSchema", "ValidationPlugin", "check_limits", "compile_schema", "rust_available"]
 

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import harness_one_current_time as mod
 import pytest
@@ -10,7 +10,7 @@ from harness_one import ToolArgumentError, ToolRegistry
 
 @pytest.fixture
 def reg(monkeypatch: pytest.MonkeyPatch) -> ToolRegistry:
-    monkeypatch.setattr(mod, "_utcnow", lambda: datetime(2024, 7, 1, 12, 30, 15, tzinfo=timezone.utc))
+    monkeypatch.setattr(mod, "_utcnow", lambda: datetime(2024, 7, 1, 12, 30, 15, tzinfo=UTC))
     registry = ToolRegistry(autoload=False)
     registry.add(mod.current_time)
     return registry

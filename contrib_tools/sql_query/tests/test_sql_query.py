@@ -225,7 +225,6 @@ def test_a_row_is_counted_as_the_model_reads_it(db: Path, value: object) -> None
     assert rendered_length(value) == len(read(value)) and rendered_length("a\ud800b") == len(read("a\ud800b")) == 3
 
 
-@pytest.mark.skipif(sys.version_info < (3, 11), reason="Connection.setlimit is new in Python 3.11")
 @pytest.mark.parametrize("sql", ["SELECT zeroblob(999999999)", "SELECT length(zeroblob(1000001))", "SELECT randomblob(1000001)"])
 def test_no_value_past_the_byte_limit_is_built(db: Path, sql: str) -> None:
     reg = ToolRegistry(autoload=False)
@@ -236,7 +235,6 @@ def test_no_value_past_the_byte_limit_is_built(db: Path, sql: str) -> None:
     assert problem.path == "$.sql" and problem.keyword == "limits" and "longer than the limit of 1000000 bytes" in problem.message
 
 
-@pytest.mark.skipif(sys.version_info < (3, 11), reason="Connection.setlimit is new in Python 3.11")
 def test_a_stored_value_past_the_limit_is_refused_but_its_length_is_not(db: Path) -> None:
     conn = sqlite3.connect(db)
     conn.execute("CREATE TABLE docs (body BLOB)")
@@ -259,7 +257,6 @@ def test_env_configured_default(db: Path, monkeypatch: pytest.MonkeyPatch) -> No
     assert tool.idempotent and tool.read_only
 
 
-@pytest.mark.skipif(sys.version_info < (3, 11), reason="Connection.setlimit is new in Python 3.11")
 def test_no_row_wider_than_the_column_limit_is_built(db: Path) -> None:
     wide = "SELECT " + ", ".join(["x"] * (mod.MAX_COLUMNS + 1)) + " FROM (SELECT zeroblob(999999) AS x)"  # 65 MB in one row
     with pytest.raises(ToolArgumentError) as err:
@@ -273,7 +270,6 @@ def test_no_row_wider_than_the_column_limit_is_built(db: Path) -> None:
         mod.run_query(db, "SELECT 1, 2, 3", max_columns=2)
 
 
-@pytest.mark.skipif(sys.version_info < (3, 11), reason="Connection.setlimit is new in Python 3.11")
 def test_a_schema_wider_than_the_column_limit_leaves_the_rest_of_the_database_readable(tmp_path: Path) -> None:
     # Read under max_columns, a wide table made every query fail as "malformed database schema ... needs repair".
     path = tmp_path / "wide.sqlite3"
@@ -294,7 +290,6 @@ def test_a_schema_wider_than_the_column_limit_leaves_the_rest_of_the_database_re
     assert mod.run_query(path, "SELECT c0 FROM wide_view", max_columns=100)["rows"] == [[1]]
 
 
-@pytest.mark.skipif(sys.version_info < (3, 11), reason="Connection.setlimit is new in Python 3.11")
 def test_a_schema_changed_meanwhile_is_a_retryable_error_not_a_broken_database(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -324,7 +319,6 @@ def test_a_schema_changed_meanwhile_is_a_retryable_error_not_a_broken_database(
     assert mod.run_query(path, "SELECT name FROM items")["rows"] == [["tea"]]
 
 
-@pytest.mark.skipif(sys.version_info < (3, 11), reason="Connection.setlimit is new in Python 3.11")
 def test_a_stored_value_past_max_bytes_is_refused_saying_it_cannot_be_read(tmp_path: Path) -> None:
     path = tmp_path / "big.sqlite3"
     with sqlite3.connect(path) as conn:

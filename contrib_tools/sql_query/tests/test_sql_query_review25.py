@@ -171,7 +171,7 @@ def test_a_wal_database_sqlite_cannot_write_beside_is_unavailable(closed_wal_in_
     db = closed_wal_in_readonly_dir
     assert _as_owner(db, sql) == (
         f"ToolError: The database {str(db)!r} is unavailable: attempt to write a readonly database"
-        f"{' (SQLITE_READONLY_DIRECTORY)' if sys.version_info >= (3, 11) else ''}. The query is not at fault; SQLite "
+        " (SQLITE_READONLY_DIRECTORY). The query is not at fault; SQLite "
         "must write beside the database to read it (a database in WAL mode that no connection has open needs its -wal "
         "and -shm files) and this tool's user cannot. Its operator must let this tool's user write the database's "
         "directory and those files, keep a connection to it open, or switch it to PRAGMA journal_mode = DELETE."

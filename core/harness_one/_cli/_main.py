@@ -574,7 +574,7 @@ class _RootHandler(logging.Handler):
                 "logger": record.name,
                 "level": "error",
                 "error": type(error).__name__,
-                "timestamp": datetime.datetime.fromtimestamp(record.created, datetime.timezone.utc).isoformat()[:-6] + "Z",
+                "timestamp": datetime.datetime.fromtimestamp(record.created, datetime.UTC).isoformat()[:-6] + "Z",
                 "msg": _redactor().text(text_of(record.msg), _RECORD_TEXT),
                 "args": _arg_types(record.args),
             }

@@ -670,7 +670,7 @@ class RemoteServer:
             return await asyncio.wait_for(asyncio.shield(self._connecting), self.connect_timeout)
         except McpConnectionError:
             raise
-        except (asyncio.TimeoutError, TimeoutError):
+        except TimeoutError:
             if self._owner is not None:
                 self._owner.cancel()
             raise McpConnectionError(
@@ -855,7 +855,7 @@ class RemoteServer:
                     cut.append(f"the server sent the cursor {safe_text(cursor[:100])!r} twice; the listing ends there.")
                     break
                 cursors.add(cursor)
-        except (asyncio.TimeoutError, TimeoutError):
+        except TimeoutError:
             if overall:
                 raise McpConnectionError(
                     f"MCP server '{self.spec.name}' did not list its tools within {self.spec.list_timeout:g} s (list_timeout)."
@@ -966,7 +966,7 @@ class RemoteServer:
         try:
             call = client.call_tool(remote, arguments, progress_callback=callback, meta=meta or None)  # type: ignore[arg-type]
             return await asyncio.wait_for(call, deadline)
-        except (asyncio.TimeoutError, TimeoutError):
+        except TimeoutError:
             late = ToolTimeout(deadline or 0.0, tool=local)
             late.message = (
                 f"Tool '{local}': MCP server '{self.spec.name}' did not answer within {deadline:g} s "
