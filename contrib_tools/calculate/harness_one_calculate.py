@@ -11,7 +11,9 @@ from a thread), so a refusal is instant:
   digits, estimated from bit lengths before ``*`` and ``**`` run;
 - ``factorial(n)``: ``n <= MAX_FACTORIAL`` (the largest with a result under the digit limit);
 - ``round(x, ndigits)``: ``|ndigits| <= MAX_RESULT_DIGITS``;
-- every result is a real number (``(-8) ** 0.5`` is refused, not returned as a complex).
+- every result is a real number (``(-8) ** 0.5`` is refused, not returned as a complex);
+- the result is finite: ``1e999`` (``inf``) and ``inf - inf`` (NaN) are refused, as JSON cannot carry
+  them. Intermediates follow IEEE rules as operands do (``inf`` is a constant), so ``1 / 1e999`` is 0.0.
 
 A power whose integer operand is past a float's range (Python fails converting it) is still
 computed where its result is exact: ``1.0 ** (10**999)`` is 1.0, ``2 ** -(10**999)`` and
@@ -118,6 +120,10 @@ def _power(base: Any, exponent: Any) -> Any:
 _LN_OVER = math.log(sys.float_info.max) + 1e-6
 _LN_UNDER = -1075 * math.log(2) - 1e-6
 _NOT_REAL = "the result is not a real number (a fractional power of a negative number?)"
+_NOT_FINITE = (
+    "the result is not a finite number (infinity or NaN), which JSON cannot carry; it is {} (a float past about "
+    "1.8e308 is inf, as 1e999 is; inf - inf and 0 * inf are nan)"
+)
 
 
 def _past_floats(value: Any) -> bool:
@@ -361,6 +367,8 @@ def evaluate(expression: str) -> int | float:
     try:
         _check(tree.body)
         result: int | float = _eval(tree.body)
+        if isinstance(result, float) and not math.isfinite(result):
+            raise _Refused(_NOT_FINITE.format(result))  # the output schema (JSON) has no inf or NaN: every caller refuses it
     except _TooBig as exc:
         raise refuse(str(exc), "limits", exc.expected) from None
     except _Refused as exc:

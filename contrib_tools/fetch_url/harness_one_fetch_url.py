@@ -151,9 +151,10 @@ class FetchPolicy:
     decompressed body, ``max_chars`` the result as the model reads it, at least :attr:`min_chars`
     (a lower one is a ``ValueError`` naming it). Every number is checked when the policy is built, a ``ValueError``
     naming it: ``max_bytes`` an integer of at least 1, ``max_redirects`` of at least 0, ``max_chars`` an integer,
-    ``timeout`` a finite number above 0 (a bool is none of them). A ``transport`` (for tests) replaces the
-    network, and with it the per-operation deadline: then the deadline is checked between body
-    chunks only.
+    ``timeout`` a finite number above 0 (a bool is none of them); so is ``allow``: a collection of non-empty strings,
+    not one string (read a character at a time, ``"10.0.0.0/8"`` opened ``"0"``, this machine). A ``transport``
+    (for tests) replaces the network, and with it the per-operation deadline: then the deadline is checked between
+    body chunks only.
     """
 
     allow: tuple[str, ...] = ()
@@ -165,6 +166,7 @@ class FetchPolicy:
     max_chars: int = MAX_CHARS
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "allow", _allowed(self.allow))  # frozen; a list or generator is kept as a tuple
         # Checked here, not at each call: a timeout of -1 failed every fetch ("timed out after -1 s"), NaN at call time.
         _check_limit("max_bytes", self.max_bytes, 1, integer=True)
         _check_limit("max_redirects", self.max_redirects, 0, integer=True)
@@ -180,7 +182,9 @@ class FetchPolicy:
     @property
     def min_chars(self) -> int:
         """The fewest characters a result can be cut to: its metadata at their longest (the longest note, the status,
-        ``bytes`` and ``redirects`` with all their digits), every URL and content type echoed cut to ``...``, no content."""
+        ``bytes`` and ``redirects`` with all their digits), every URL and content type echoed cut to ``...``, no content.
+        A note names ``max_chars``, so this grows with its digits too: 274 with the defaults, 268 for a ``max_chars`` of
+        three digits (the least accepted with the default ``max_bytes`` and ``max_redirects``)."""
         return _least_chars(self.max_bytes, self.max_redirects, self.max_chars)
 
     @classmethod
@@ -201,6 +205,22 @@ class FetchPolicy:
             except ValueError:
                 continue
         return False
+
+
+def _allowed(allow: object) -> tuple[str, ...]:
+    """``allow`` as a tuple, or a ``ValueError`` naming it unless it is a collection of non-empty strings."""
+    if isinstance(allow, str | bytes):  # read a character at a time, "10.0.0.0/8" opened "0" (0.0.0.0, this machine)
+        raise ValueError(
+            f"allow must be a collection of hosts, addresses or networks, not a single {type(allow).__name__} "
+            f"({_cut(repr(allow))}), which would be read a character at a time"
+        )
+    if not isinstance(allow, Iterable):
+        raise ValueError(f"allow must be a collection of hosts, addresses or networks, not {_cut(repr(allow))}")
+    entries = tuple(allow)
+    for entry in entries:
+        if not isinstance(entry, str) or not entry:
+            raise ValueError(f"allow must hold non-empty strings (hosts, addresses or networks), not {_cut(repr(entry))}")
+    return entries
 
 
 def _check_limit(name: str, value: object, least: int, *, integer: bool) -> None:
@@ -1020,7 +1040,9 @@ def _shorten(text: str, room: int) -> str:
 
 
 def make_fetch_url(policy: FetchPolicy | None = None, *, name: str = "fetch_url", allow: Iterable[str] | None = None) -> Tool:
-    """A ``fetch_url`` tool with its own policy (default: :meth:`FetchPolicy.from_env` at call time)."""
+    """A ``fetch_url`` tool with its own policy (default: :meth:`FetchPolicy.from_env` at call time); ``allow``, checked
+    here as the policy checks it (a ``ValueError`` naming it), replaces the policy's."""
+    opened = None if allow is None else _allowed(allow)
 
     def fetch_url(url: str) -> FetchResult:
         """Fetch a web page or JSON document over HTTP(S) and return its readable content.
@@ -1029,8 +1051,8 @@ def make_fetch_url(policy: FetchPolicy | None = None, *, name: str = "fetch_url"
             url: An http:// or https:// URL on the public internet.
         """
         chosen = policy if policy is not None else FetchPolicy.from_env()
-        if allow is not None:
-            chosen = dataclasses.replace(chosen, allow=tuple(allow))
+        if opened is not None:
+            chosen = dataclasses.replace(chosen, allow=opened)
         return fetch(url, chosen)
 
     return defineTool(

@@ -57,6 +57,27 @@ def _type_problems(low: object, high: object, kind: object, seed: object) -> lis
     return problems
 
 
+_SHOWN_DIGITS = 30  # a bound past this many digits is told by its digit count
+
+
+def _digits(value: int) -> int:
+    """How many decimal digits ``value`` has, told without ``str`` (which refuses past 4,300 digits)."""
+    n = max(1, int(abs(value).bit_length() * 0.30103))  # log10(2): within one of the count
+    while 10**n <= abs(value):
+        n += 1
+    while n > 1 and 10 ** (n - 1) > abs(value):
+        n -= 1
+    return n
+
+
+def _shown(bound: float) -> str:
+    """``bound`` as a refusal shows it: an integer past :data:`_SHOWN_DIGITS` digits (a JSON integer has any size) as
+    its digit count, as ``str`` refuses one past 4,300 digits."""
+    if type(bound) is int and (digits := _digits(bound)) > _SHOWN_DIGITS:
+        return f"{'a negative' if bound < 0 else 'an'} integer of {digits:,} digits"
+    return str(bound)
+
+
 def _inward(low: float, high: float) -> tuple[float, float]:
     """The floats nearest ``low`` and ``high`` inside ``[low, high]`` (an integer past 2**53 may fall between floats)."""
     first, last = float(low), float(high)
@@ -127,7 +148,11 @@ def random_number(
             )
     if min > max:
         raise ToolArgumentError(
-            [ArgumentProblem("$.min", f"min ({min}) is greater than max ({max})", "range", f"<= {max}", str(min))]
+            [
+                ArgumentProblem(
+                    "$.min", f"min ({_shown(min)}) is greater than max ({_shown(max)})", "range", f"<= {_shown(max)}", _shown(min)
+                )
+            ]
         )
     rng = random.Random(seed)
     if kind == "integer":

@@ -156,7 +156,7 @@ def test_hostile_text_is_a_readable_refusal(reg: ToolRegistry, expression: str, 
         ("(10**999) ** 0.0", 1.0),
         ("(2**1024) ** -1", 2.0**-1024),  # a subnormal float: 1 / 2**1024, correctly rounded
         ("inf ** -(10**999)", 0.0),
-        ("(10**999) ** inf", math.inf),
+        ("1 / (10**999) ** inf", 0.0),  # inf as an intermediate: only the result must be finite
     ],
 )
 def test_a_power_of_an_integer_past_floats_is_exact_where_it_can_be(expression: str, value: float) -> None:
