@@ -1116,8 +1116,9 @@ class PluginTests(Suite, standard=True, provided=("make_plugin", "call_options",
     def test_arguments_stay_the_callers(self) -> None:
         """Beside the standard plugins, a call with a field missing or of the wrong type ends as any call may (a
         value, or a ``ToolError`` such as validation's ``ToolArgumentError``), never in the plugin's ``PluginError``;
-        and no call changes the arguments the caller holds, nested ones included, beside them or alone (where the
-        plugin's hooks get the caller's own dict)."""
+        and no call changes the arguments or the ``context`` the caller holds, nested ones included, beside them or
+        alone (where the plugin's hooks get the caller's own dict). The context is the one :meth:`call_options` gives,
+        else one of the kit's (``{"conformance": {"caller": ["kit"]}}``)."""
         plugin = self.make_plugin()
         name = self.name_of(plugin)
         problems = []
@@ -1140,8 +1141,14 @@ class PluginTests(Suite, standard=True, provided=("make_plugin", "call_options",
             where = "" if standard else " (the plugin alone)"
             for arguments in every if standard else ({"x": 1}, {"x": 1, "fail": False}, nested):
                 held = copy.deepcopy(arguments)
+                options = self.call_options(held)
+                context = options.setdefault("context", {"conformance": {"caller": ["kit"]}})
                 try:
-                    registry.call(PROBE, arguments, **self.call_options(held))
+                    context_held = copy.deepcopy(context)
+                except Exception:  # a context that cannot be copied (a lock in it): not compared
+                    context_held = context
+                try:
+                    registry.call(PROBE, arguments, **options)
                 except PluginError as exc:
                     if exc.plugin == name and standard:
                         problems.append(f"{held!r}: {exc}")
@@ -1153,6 +1160,11 @@ class PluginTests(Suite, standard=True, provided=("make_plugin", "call_options",
                     problems.append(
                         f"{held!r}{where}: the call changed the caller's arguments to {arguments!r} (assign "
                         "call.arguments a new dict, copying what it changes inside too)"
+                    )
+                if context != context_held:
+                    problems.append(
+                        f"{held!r}{where}: the call changed the caller's context {context_held!r} to {context!r} (it is "
+                        "the caller's, shared with every call it is given to: keep what a call needs in call.state)"
                     )
         assert not problems, "calls with arguments the plugin did not expect:\n  - " + "\n  - ".join(problems)
 
@@ -1303,8 +1315,9 @@ class PluginTests(Suite, standard=True, provided=("make_plugin", "call_options",
         assert alive <= 2, f"{alive} Call objects of finished calls are still alive: the plugin keeps references to them"
 
     def test_async_calls(self) -> None:
-        """Through ``acall``, for async and sync tools alike, concurrently; a failing call ends through ``acall``
-        as it ends through ``call`` (the same error, or the same value a plugin recovered it with)."""
+        """Through ``acall``, for async and sync tools alike, concurrently; a call ends through ``acall`` as it ends
+        through ``call``: a successful one with the same value, a failing one with the same error, or the same value a
+        plugin recovered it with."""
         if not self.supports_async:
             self.switched_off("supports_async", "the plugin serves synchronous calls only")
         plugin = self.make_plugin()
@@ -1335,14 +1348,13 @@ class PluginTests(Suite, standard=True, provided=("make_plugin", "call_options",
             if value != expected[tool][x]
         ]
         assert not wrong, f"{len(wrong)} of {len(got)} acalls made at once got another answer: " + "; ".join(wrong[:3])
-        arguments = {"x": 1, "fail": True}
         problems = []
-        for tool in (PROBE, PROBE + "_async"):
+        for arguments, tool in itertools.product(({"x": 1}, {"x": 1, "fail": True}), (PROBE, PROBE + "_async")):
             through_call = self.ended(registry, arguments, tool=tool)
             through_acall = self.ended(registry, arguments, tool=tool, asynchronous=True)
             if through_call != through_acall:
-                problems.append(f"{tool}: call gave {through_call[1]}, acall {through_acall[1]}")
-        assert not problems, "a failing call ends differently through acall:\n  - " + "\n  - ".join(problems)
+                problems.append(f"{tool}: call gave {through_call[1]}, acall {through_acall[1]} (with {arguments})")
+        assert not problems, "a call ends differently through acall than through call:\n  - " + "\n  - ".join(problems)
 
     def test_a_refusal_stands(self) -> None:
         """A call another plugin refuses before the tool runs (the kit's guard: a ``pre_call`` that raises, before the
@@ -1430,12 +1442,20 @@ class PluginTests(Suite, standard=True, provided=("make_plugin", "call_options",
             registry.clock.advance(86_400.0)  # a circuit opened by the failures half-opens, limits refill
         for asynchronous in (False, True) if self.supports_async else (False,):
             got = self.ended(registry, {"x": 1}, asynchronous=asynchronous)
-            expected = repr(self.answers([1], asynchronous=asynchronous)[1])
-            if got != ("value", expected):
+            first = self.ended(self._registry(self.make_plugin()), {"x": 1}, asynchronous=asynchronous)
+            expected = first[1] if first[0] == "value" else repr(_probe(1))  # as answers() expects
+            way = "an acall" if asynchronous else "a call"
+            if got == ("value", expected):
+                continue
+            if first[0] == "value":
                 problems.append(
-                    f"after {what} calls, {'an acall' if asynchronous else 'a call'} ended {got[1]}, where a new plugin's "
-                    f"first call gives {expected}: give back what pre_call took in on_error too (a cancelled call reaches "
-                    "it as ToolCancelled)"
+                    f"after {what} calls, {way} ended {got[1]}, where a new plugin's first call gives {expected}: give "
+                    "back what pre_call took in on_error too (a cancelled call reaches it as ToolCancelled)"
+                )
+            else:  # a new plugin fails it too: nothing the failed calls left behind
+                problems.append(
+                    f"after {what} calls, {way} ended {got[1]}"
+                    + (" (as a new plugin's first one does)" if got == first else f" (a new plugin's first one: {first[1]})")
                 )
         if not reached and not problems:
             problems.append(

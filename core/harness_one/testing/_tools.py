@@ -75,6 +75,8 @@ _WRONG_VALUES: tuple[tuple[frozenset[str], Any], ...] = (
 # the two _MARK lines of each stream.
 # Then load every installed entry point into a fresh registry, as discovery would, for the name
 # conflicts; each import is given `per_import` seconds, so a package that hangs is passed over (and listed).
+# Before that scan it notes the processes running in its session (where /proc says): those the package's own import
+# left, not those another package's import starts.
 # The interpreter ends itself (os._exit): an import still blocked in a thread cannot keep it. It writes its
 # answer to a file (its last argument), and its output goes to files: a helper process the import leaves running
 # inherits them, and nothing waits for it to close them.
@@ -89,6 +91,7 @@ attempts = network.__enter__()
 from harness_one import ToolRegistry
 from harness_one._discovery import DiscoveryReport, _load
 from harness_one._entrypoints import TOOL_GROUP, _canonical, entry_points
+from harness_one._worker import _session_members
 quiet = logging.getLogger("harness_one")  # a failure to load is reported on its own, not as printing
 quiet.addHandler(logging.NullHandler())
 quiet.propagate = False
@@ -121,6 +124,7 @@ marks()
 finished = bounded(own_bound, lambda: [_load(registry, report, ep) for ep in own])
 marks()
 seconds, cpu_used = time.perf_counter() - started, cpu() - cpu_started
+own_processes = [p for p in _session_members(os.getpid()) if p != os.getpid()] if os.path.isdir("/proc") else None
 if not finished:
     answer({"hung": own_bound})
 default = ToolRegistry._current if isinstance(ToolRegistry._current, ToolRegistry) else None
@@ -131,6 +135,7 @@ found = {
     "threads": sorted(t.name for t in threading.enumerate() if t not in before and t.is_alive()),
     "default_registry": sorted(default._tools) if default is not None else [],
     "failures": [str(f) for f in report.failures],
+    "own_processes": own_processes,  # left by this package's import (None: unknown), not by those imported below
 }
 everything, scan = ToolRegistry(standard_plugins=False, autoload=False), DiscoveryReport()
 unchecked = []
@@ -376,28 +381,29 @@ def _neighbour_bound(load_budget: float) -> float:
     return 1.0 + _WAIT_FACTOR * load_budget
 
 
-def _group_left(group: int) -> list[str] | None:
-    """The processes still running in process group ``group`` (the probe's own session: their command lines where
-    ``/proc`` says; ended ones not yet reaped are not running), or None when none is."""
+def _group_left(group: int) -> dict[int, str]:
+    """The processes still running in process group ``group`` (the probe's own session), by pid: their command lines
+    where ``/proc`` says (ended ones not yet reaped are not running); without ``/proc``, one of pid 0 when any runs."""
     try:
         os.killpg(group, 0)
     except (ProcessLookupError, PermissionError):
-        return None
+        return {}
     if not os.path.isdir("/proc"):
-        return ["a process (its command line unknown)"]
-    found = []
+        return {0: "a process (its command line unknown)"}
+    found = {}
     for pid in _session_members(group):
         with suppress(OSError):
             with open(f"/proc/{pid}/cmdline", "rb") as cmd:
                 line = cmd.read().replace(b"\0", b" ").decode(errors="replace").strip()
-            found.append(f"pid {pid}: {line[:120]}")
-    return found or None
+            found[pid] = f"pid {pid}: {line[:120]}"
+    return found
 
 
 def _run_probe(dist: str, load_budget: float, group: int) -> dict[str, Any]:
     """What the import probe found for ``dist``, run in a new session (its own process group): its answer read from a
     file, its output from files (a helper process the import started cannot hold them open for the kit to wait on),
-    and the processes it left running, which are then killed with the whole group."""
+    and the processes the package's own import left running (those the name-conflict scan's imports started are not
+    its own), all of which are then killed with the whole group."""
     bound, per_import = _bound(load_budget), _neighbour_bound(load_budget)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
     with tempfile.TemporaryDirectory(prefix="harness-one-probe-") as scratch:
@@ -412,7 +418,7 @@ def _run_probe(dist: str, load_budget: float, group: int) -> dict[str, Any]:
                 env=env,
                 start_new_session=hasattr(os, "killpg"),
             )
-        left: list[str] | None = None
+        left: dict[int, str] = {}
         try:
             process.wait(timeout=bound + per_import * group + 60)  # the probe ends itself sooner: a last resort
         except subprocess.TimeoutExpired:
@@ -431,7 +437,8 @@ def _run_probe(dist: str, load_budget: float, group: int) -> dict[str, Any]:
         with open(answer, encoding="utf-8") as file:
             found: dict[str, Any] = json.load(file)
     found["printed"] = {stream: _printed(text) for stream, text in output.items()}
-    found["processes"] = left or []
+    own = found.pop("own_processes", None)
+    found["processes"] = [line for pid, line in left.items() if own is None or pid in own]
     return found
 
 
