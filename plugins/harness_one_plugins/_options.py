@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import inspect
 import math
+import os
+import threading
 import weakref
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
@@ -143,8 +145,24 @@ class StateRefused(PluginError):
     load_failure = False
 
 
-#: The attribute of a plugin listing (weakly) the registries that use the state it took its store from.
+#: The attributes of a plugin keeping the state it took its store from, and (weakly) the registries that use that
+#: state, each with the thread that built it.
+_TAKEN = "_harness_state_taken"
 _USERS = "_harness_state_users"
+#: Held while a plugin joining a registry checks and takes a state: two registries on different states built at
+#: once in two threads both found no user, and the plugin ended on the second's state (registration only, so one
+#: lock for every plugin).
+_TAKING = threading.Lock()
+
+
+def _forked() -> None:
+    """A forked child's lock: another thread of the parent may have held it at the fork."""
+    global _TAKING
+    _TAKING = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):  # not on Windows, which does not fork
+    os.register_at_fork(after_in_child=_forked)
 
 
 def takes_state(plugin: Any, taken: State | None, registry: ToolRegistry, what: str, *own: str) -> bool:
@@ -159,15 +177,21 @@ def takes_state(plugin: Any, taken: State | None, registry: ToolRegistry, what: 
     store would leave the first registry's ``what`` where none of its calls looks (a budget's counts,
     an open circuit, a claimed idempotency key). ``own`` names the plugin's arguments that give it a
     store of its own, which any registries may share.
+
+    The check and the take are one step (under a lock), and a registry that another thread is still building
+    holds the plugin (one whose building failed there, until it is collected): of two registries on two states
+    built at once in two threads, the second is refused.
     """
-    state = registry.state
-    users = [ref for ref in vars(plugin).get(_USERS, ()) if _holds(ref(), plugin)]
-    if taken is None or not users:
-        vars(plugin)[_USERS] = [weakref.ref(registry)]
-        return True
-    if state is taken or (state.redis and redis_keys(state) == redis_keys(taken)):
-        vars(plugin)[_USERS] = [*users, weakref.ref(registry)]
-        return False
+    state, me = registry.state, threading.current_thread()
+    with _TAKING:
+        taken = vars(plugin).get(_TAKEN, taken)  # as taken so far, not as the caller read it before another's take
+        users = [(ref, by) for ref, by in vars(plugin).get(_USERS, ()) if _holds(ref, by, plugin, me)]
+        if taken is None or not users:
+            vars(plugin)[_TAKEN], vars(plugin)[_USERS] = state, [(weakref.ref(registry), weakref.ref(me))]
+            return True
+        if state is taken or (state.redis and redis_keys(state) == redis_keys(taken)):
+            vars(plugin)[_USERS] = [*users, (weakref.ref(registry), weakref.ref(me))]
+            return False
     ways = " or ".join(f"{type(plugin).__name__}({name}=...)" for name in own)
     raise StateRefused(
         f"The {plugin.name} plugin keeps its {what} in the state of the registry it was first added to "
@@ -178,11 +202,18 @@ def takes_state(plugin: Any, taken: State | None, registry: ToolRegistry, what: 
     )
 
 
-def _holds(registry: ToolRegistry | None, plugin: Any) -> bool:
-    """Whether ``registry`` (None: gone) holds ``plugin``; not while it is built (it has no ``plugins`` yet),
-    so a registry whose creation failed with the plugin in it does not keep it."""
+def _holds(
+    registry_ref: weakref.ref[ToolRegistry], builder_ref: weakref.ref[threading.Thread], plugin: Any, me: threading.Thread
+) -> bool:
+    """Whether the registry (gone: no) holds ``plugin``. One without ``plugins`` yet is being built, or failed to be:
+    it holds it while another thread, still running, builds it (the check cannot tell), not in this thread, so a
+    registry whose creation failed here with the plugin in it does not keep it."""
+    registry = registry_ref()
     plugins = getattr(registry, "plugins", None)
-    return plugins is not None and any(plugins.get(name) is plugin for name in plugins.names())
+    if plugins is None:
+        builder = builder_ref()
+        return registry is not None and builder is not None and builder is not me and builder.is_alive()
+    return any(plugins.get(name) is plugin for name in plugins.names())
 
 
 def _where(state: State) -> str:

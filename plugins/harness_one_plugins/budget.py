@@ -180,7 +180,8 @@ class BudgetPlugin:
         self.store: BudgetStore = store if store is not None else MemoryBudgets()
         self._own_store = store is not None
         self._state: State | None = None  # the state ``store`` was taken from (not for one given)
-        self._registry: ToolRegistry | None = None
+        # The last registry it joined, weakly (as takes_state keeps its users): a plugin outliving it keeps it not alive
+        self._registry: weakref.ref[ToolRegistry] | None = None
         self._limits: dict[Tool, int | None] = {}
         self._lock = threading.Lock()
         _PLUGINS.add(self)  # (a forked child gets a new lock)
@@ -195,7 +196,7 @@ class BudgetPlugin:
     def harness_configure(self, registry: ToolRegistry) -> None:
         if not self._own_store and takes_state(self, self._state, registry, "counters", "store"):
             self.store, self._state = registry.state.budgets(), registry.state
-        self._registry = registry
+        self._registry = weakref.ref(registry)
 
     def limit_for(self, tool: Tool) -> int | None:
         """The per-run limit of ``tool``: its ``max_calls`` option, else the plugin's."""
@@ -326,7 +327,8 @@ class BudgetPlugin:
         return self._give_back(call)  # refused before the tool ever ran
 
     def _now(self) -> float:
-        return 0.0 if self._registry is None else self._registry.clock.now()
+        registry = None if self._registry is None else self._registry()
+        return 0.0 if registry is None else registry.clock.now()
 
     def used(self, run: Hashable, tool: str = ALL_TOOLS) -> int:
         """Calls of ``tool`` (default: of all tools) counted for ``run`` (across processes with shared state)."""

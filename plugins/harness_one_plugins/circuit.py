@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import weakref
 from typing import Any
 
 from harness_one import (
@@ -115,14 +116,15 @@ class CircuitBreakerPlugin:
         self._state: State | None = None  # the state ``store`` was taken from (not for one given)
         self._policies: dict[str, CircuitBreakerPolicy] = {}
         self._lock = threading.Lock()
-        self._registry: ToolRegistry | None = None
+        # The last registry it joined, weakly (as takes_state keeps its users): a plugin outliving it keeps it not alive
+        self._registry: weakref.ref[ToolRegistry] | None = None
         self._twins = AsyncTwins("aadmit")  # whether the store has awaitable twins
 
     @hookimpl
     def harness_configure(self, registry: ToolRegistry) -> None:
         if not self._own_store and takes_state(self, self._state, registry, "circuits", "store"):
             self.store, self._state = registry.state.circuits(), registry.state
-        self._registry = registry
+        self._registry = weakref.ref(registry)
 
     def _policy(self, call: Call) -> tuple[str, CircuitBreakerPolicy]:
         """The call's circuit: its key (the policy's ``key``, else the tool's name) and policy."""
@@ -261,7 +263,7 @@ class CircuitBreakerPlugin:
     def state(self, tool: str) -> str:
         """The circuit of ``tool`` (its own, or its ``key``'s): ``closed``, ``open`` or ``half_open``
         (``closed`` for a tool without a circuit)."""
-        registry = self._registry
+        registry = None if self._registry is None else self._registry()
         policy = self._policies.get(tool)
         if policy is None and registry is not None and tool in registry:
             policy = _policy_of(self, registry.get(tool))

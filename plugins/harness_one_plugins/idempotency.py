@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import threading
+from collections import UserString
 from collections.abc import Awaitable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeAlias
@@ -71,6 +72,7 @@ __all__ = [
     "IdempotencyStore",
     "MemoryStore",
     "OutcomeNotReplayable",
+    "QuotedString",
     "Record",
     "SQLiteStore",
     "WallClock",
@@ -210,19 +212,32 @@ def _scope_fields(scope: Any) -> tuple[str, ...]:
     return tuple(fields)
 
 
-def _as_json(data: Any, *, whole: bool = False) -> Any:
+class QuotedString(UserString):
+    """A replayed result whose first answer was a value written in JSON as this string (a date, a
+    ``Decimal``, a UUID, bytes), from a store that keeps JSON: equal to the string and its JSON
+    data, and read by the model as JSON, quoted, as it read the first answer (a ``str`` it reads as
+    it is)."""
+
+
+def _as_json(data: Any) -> Any:
     """``data`` as plain JSON data: the text the model reads for a result ``data``
     (:meth:`CallResult.for_model <harness_one.CallResult.for_model>`), read back; a string as it is.
-    With ``whole`` (a result), that text itself where a list or dict read back would lose part of it
-    (keys ``1`` and ``"1"`` are one key read back), so its replay shows the model all of it.
     ``ValueError`` when that text cannot be read back."""
+    return data if isinstance(data, str) else json.loads(CallResult(True, data, None, "", "", 0.0, 1).for_model())
+
+
+def _result_json(data: Any) -> tuple[Any, bool]:
+    """A result ``data`` as :func:`_as_json` gives it, and whether that is a string the model read quoted
+    (``data`` was not a string): its replay shows the model the text it read. That text itself where a list or
+    dict read back would lose part of it (keys ``1`` and ``"1"`` are one key read back), so its replay shows the
+    model all of it. ``ValueError`` when that text cannot be read back."""
     if isinstance(data, str):
-        return data
+        return data, False
     text = CallResult(True, data, None, "", "", 0.0, 1).for_model()
     value = json.loads(text)
-    if not whole or isinstance(value, str) or CallResult(True, value, None, "", "", 0.0, 1).for_model() == text:
-        return value
-    return text
+    if isinstance(value, str):
+        return value, True
+    return (value if CallResult(True, value, None, "", "", 0.0, 1).for_model() == text else text), False
 
 
 class IdempotencyPlugin:
@@ -428,8 +443,8 @@ class IdempotencyPlugin:
                 call_id=call.call_id,
             )
         self.replays += 1
-        if found.ok:
-            return Outcome.success(found.value)
+        if found.ok:  # (a value whose JSON is a string: read by the model quoted, as the first time)
+            return Outcome.success(QuotedString(found.value) if found.quoted and isinstance(found.value, str) else found.value)
         error = ToolError.from_dict(found.error or {})
         error.call_id = None  # the replaying call's id is filled in
         error.replayed = True
@@ -468,12 +483,12 @@ class IdempotencyPlugin:
         refused.append(exc)  # not storable as it is (not JSON, not copyable, too large, nested too deep)
         if len(refused) == 1:
             try:
-                value = None if record.value is None else _as_json(record.value, whole=True)
+                value, quoted = (None, False) if record.value is None else _result_json(record.value)
                 error = None if record.error is None else _as_json(record.error)
             except _NOT_STORABLE:  # its JSON cannot be read back (an integer past Python's digit limit)
                 refused.append(exc)  # on to the next
             else:
-                return Record(record.fingerprint, record.state, record.expires, record.ok, value, error)
+                return Record(record.fingerprint, record.state, record.expires, record.ok, value, error, quoted)
         if len(refused) == 2:
             self.not_replayable += 1
             log_event(30, "idempotent outcome not replayable: kept as OutcomeNotReplayable", tool=name, error=str(exc))

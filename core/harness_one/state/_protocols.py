@@ -178,6 +178,9 @@ class Record:
 
     ``error`` is the failure's :meth:`ToolError.to_dict <harness_one.ToolError.to_dict>`,
     rebuilt with :meth:`ToolError.from_dict <harness_one.ToolError.from_dict>` on replay.
+    ``quoted`` says a string ``value`` is the JSON of what the tool returned (a date, a ``Decimal``,
+    bytes), which the model read quoted, not text it read as it is; a store keeps it with the value
+    (one that does not replays such a value as text, without its quotes).
     """
 
     fingerprint: str
@@ -186,6 +189,7 @@ class Record:
     ok: bool = False
     value: Any = None
     error: dict[str, Any] | None = None
+    quoted: bool = False
 
 
 @runtime_checkable

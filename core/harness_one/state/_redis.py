@@ -181,16 +181,16 @@ return 0
 _BEGIN = _Script(
     _NOW
     + """
-local r = redis.call('HMGET', KEYS[1], 'fp', 'st', 'ex', 'ok', 'v', 'e', 'ow')
+local r = redis.call('HMGET', KEYS[1], 'fp', 'st', 'ex', 'ok', 'v', 'e', 'ow', 'q')
 local ex = tonumber(r[3])
 if ex ~= nil and ex > now then
   if r[2] == 'running' and r[7] == ARGV[4] then return false end
-  return {r[1], r[2], r[3], r[4], r[5], r[6]}
+  return {r[1], r[2], r[3], r[4], r[5], r[6], r[8]}
 end
 local lease = tonumber(ARGV[3])
 local ms = string.format('%.0f', math.min(math.max(1, math.ceil(lease * 1000)), 1e15))
 redis.call('HSET', KEYS[1], 'fp', ARGV[2], 'st', 'running', 'ex', num(now + lease), 'at', ARGV[1], 'ow', ARGV[4])
-redis.call('HDEL', KEYS[1], 'ok', 'v', 'e')
+redis.call('HDEL', KEYS[1], 'ok', 'v', 'e', 'q')
 redis.call('PEXPIRE', KEYS[1], ms)
 return false
 """
@@ -211,7 +211,7 @@ return 1
 """
 )
 
-# ARGV: now ('' unknown), fingerprint, state, expires, ok, value, error, fallback TTL (ms), owner ('' any).
+# ARGV: now ('' unknown), fingerprint, state, expires, ok, value, error, fallback TTL (ms), owner ('' any), quoted.
 # Returns 1 if stored; 0 if the key holds another owner's record live at `now` (kept).
 # The key lives until `expires` measured from the last time the caller gave (begin or renew).
 _FINISH = _Script(
@@ -220,7 +220,7 @@ local r = redis.call('HMGET', KEYS[1], 'at', 'ow', 'ex')
 local mine = ARGV[9] == '' or r[2] == ARGV[9]
 if not mine and r[3] and (ARGV[1] == '' or tonumber(r[3]) > tonumber(ARGV[1])) then return 0 end
 redis.call('DEL', KEYS[1])
-redis.call('HSET', KEYS[1], 'fp', ARGV[2], 'st', ARGV[3], 'ex', ARGV[4], 'ok', ARGV[5], 'v', ARGV[6], 'e', ARGV[7])
+redis.call('HSET', KEYS[1], 'fp', ARGV[2], 'st', ARGV[3], 'ex', ARGV[4], 'ok', ARGV[5], 'v', ARGV[6], 'e', ARGV[7], 'q', ARGV[10])
 if ARGV[9] ~= '' then redis.call('HSET', KEYS[1], 'ow', ARGV[9]) end
 local ttl = tonumber(ARGV[8])
 local at = tonumber(r[1])
@@ -1460,7 +1460,7 @@ def _text(value: Any) -> str:
 def _record(found: Any) -> Record | None:
     if not found:
         return None
-    fp, st, ex, ok, value, error = found
+    fp, st, ex, ok, value, error, *quoted = found  # (no quoted: a record written before it, or nil)
     return Record(
         _text(fp),
         _text(st),
@@ -1468,6 +1468,7 @@ def _record(found: Any) -> Record | None:
         ok == b"1",
         json.loads(value) if value else None,
         json.loads(error) if error else None,
+        quoted == [b"1"],
     )
 
 
@@ -1544,6 +1545,7 @@ class RedisStore:
             error,
             fallback,
             owner or "",
+            "1" if record.quoted else "0",
         ]
 
     def finish(self, scope: str, key: str, record: Record, *, owner: str | None = None, now: float | None = None) -> bool:

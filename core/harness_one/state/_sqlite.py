@@ -25,6 +25,8 @@ _T = TypeVar("_T")
 
 #: The longest wait SQLite's busy timeout can express (a C int of milliseconds, about 24.8 days).
 _MAX_TIMEOUT = (2**31 - 1) / 1000
+#: Columns added to a file made before them, with their types: what an older version writes reads as it did.
+_ADDED = {"owner": "TEXT", "quoted": "INTEGER NOT NULL DEFAULT 0"}
 
 #: The deadline of an attempt that waits for nothing (``time.monotonic`` is past it).
 _AT_ONCE = -1.0
@@ -115,8 +117,8 @@ class SQLiteStore:
     :class:`StateUnavailable`, so the plugin's ``on_state_error`` decides, as for Redis.
     The constructor touches no file: the first operation opens it (WAL, the table; then a file
     SQLite cannot open, such as one that is not a database, fails that operation as above and the
-    next one tries again). A claim's ``owner`` is a column of its row, added to a file made
-    before owners the same way. Expired records are deleted by the first ``begin`` after the file
+    next one tries again). A claim's ``owner`` and a record's ``quoted`` are columns of its row, added
+    to a file made before them the same way. Expired records are deleted by the first ``begin`` after the file
     opens (so each process, however short-lived, sweeps once) and by every 1024th after that.
 
     ``timeout`` (seconds above 0, at most SQLite's 24.8 days; default 10) bounds each
@@ -141,7 +143,7 @@ class SQLiteStore:
         # constructor (and the plugin's setup, for good) outside the error mapping and the deadline.
         self._conn: sqlite3.Connection | None = None
         self._closed = False
-        self._owner_missing = False
+        self._missing: tuple[str, ...] = ()  # columns a file made by an older version lacks (owner, quoted)
         self._ops = 0
         self._sweep = False  # the next claim first deletes the expired records (set as the file opens)
         # The owners of claims waiting in threads (oldest first): True once released before the claim came.
@@ -164,12 +166,12 @@ class SQLiteStore:
                 )
         try:
             conn = self._conn
-            if conn is None or self._owner_missing:  # within this operation's deadline, not a second one after it
+            if conn is None or self._missing:  # within this operation's deadline, not a second one after it
                 until = time.monotonic() + self.timeout if until is None else until
                 conn = self._open(until) if conn is None else conn
-                if self._owner_missing:
+                if self._missing:
                     self._wait_until(conn, until)
-                    self._add_owner(conn)
+                    self._add_columns(conn)
             self._wait_until(conn, until)
             yield conn
         except sqlite3.DataError as exc:  # a value SQLite cannot hold (past its string limit): not stored
@@ -201,13 +203,14 @@ class SQLiteStore:
                 "CREATE TABLE IF NOT EXISTS harness_one_idempotency ("
                 " scope TEXT NOT NULL, key TEXT NOT NULL, fingerprint TEXT NOT NULL, state TEXT NOT NULL,"
                 " expires REAL NOT NULL, ok INTEGER NOT NULL DEFAULT 0, value TEXT, error TEXT, owner TEXT,"
+                " quoted INTEGER NOT NULL DEFAULT 0,"
                 " PRIMARY KEY (scope, key))"
             )
             columns = {row[1] for row in conn.execute("PRAGMA table_info(harness_one_idempotency)")}
         except BaseException:
             conn.close()
             raise
-        self._owner_missing = "owner" not in columns
+        self._missing = tuple(name for name in _ADDED if name not in columns)
         self._conn = conn
         self._sweep = True  # (at the first claim, on the clock the records' expiry is on: a short-lived process sweeps too)
         return conn
@@ -219,15 +222,16 @@ class SQLiteStore:
             conn.execute(f"PRAGMA busy_timeout = {waits}")
             self._waits = waits
 
-    def _add_owner(self, conn: sqlite3.Connection) -> None:
-        """The ``owner`` column, added to a file made before owners (its older users write NULL: a claim
-        no owner matches); the caller maps SQLite's errors."""
-        try:
-            conn.execute("ALTER TABLE harness_one_idempotency ADD COLUMN owner TEXT")
-        except sqlite3.OperationalError as exc:
-            if "duplicate column" not in str(exc):  # another process added it meanwhile: done
-                raise
-        self._owner_missing = False
+    def _add_columns(self, conn: sqlite3.Connection) -> None:
+        """The columns a file made by an older version lacks, added (its older users write NULL for an
+        ``owner``, a claim no owner matches, and 0 for ``quoted``, as they read it); the caller maps SQLite's errors."""
+        for name in self._missing:
+            try:
+                conn.execute(f"ALTER TABLE harness_one_idempotency ADD COLUMN {name} {_ADDED[name]}")
+            except sqlite3.OperationalError as exc:
+                if "duplicate column" not in str(exc):  # another process added it meanwhile: done
+                    raise
+        self._missing = ()
 
     async def _off_loop(self, work: Callable[..., _T], *args: Any, claim: str | None = None) -> _T:
         """``work(*args, deadline)``: at once if the connection and the file are free, else in a thread,
@@ -280,7 +284,7 @@ class SQLiteStore:
                 if sweep:
                     conn.execute("DELETE FROM harness_one_idempotency WHERE expires <= ?", (now,))
                 row = conn.execute(
-                    "SELECT fingerprint, state, expires, ok, value, error FROM harness_one_idempotency WHERE scope = ? AND key = ?",
+                    "SELECT fingerprint, state, expires, ok, value, error, quoted FROM harness_one_idempotency WHERE scope = ? AND key = ?",
                     (scope, key),
                 ).fetchone()
                 if row is not None and row[2] > now:
@@ -294,6 +298,7 @@ class SQLiteStore:
                         bool(row[3]),
                         None if row[4] is None else json.loads(row[4]),
                         None if row[5] is None else json.loads(row[5]),
+                        bool(row[6]),
                     )
                 conn.execute(
                     "INSERT OR REPLACE INTO harness_one_idempotency (scope, key, fingerprint, state, expires, owner)"
@@ -339,9 +344,9 @@ class SQLiteStore:
         with self._connection(deadline) as conn:
             if owner is None:  # whatever the key holds (a row gone meanwhile is not brought back)
                 cursor = conn.execute(
-                    "UPDATE harness_one_idempotency SET state = ?, expires = ?, ok = ?, value = ?, error = ?, owner = NULL"
+                    "UPDATE harness_one_idempotency SET state = ?, expires = ?, ok = ?, value = ?, error = ?, quoted = ?, owner = NULL"
                     " WHERE scope = ? AND key = ?",
-                    (record.state, record.expires, int(record.ok), value, error, scope, key),
+                    (record.state, record.expires, int(record.ok), value, error, int(record.quoted), scope, key),
                 )
                 return cursor.rowcount > 0
             conn.execute("BEGIN IMMEDIATE")
@@ -353,9 +358,20 @@ class SQLiteStore:
                     conn.execute("COMMIT")
                     return False  # another caller's live claim or outcome: kept
                 conn.execute(
-                    "INSERT OR REPLACE INTO harness_one_idempotency (scope, key, fingerprint, state, expires, ok, value, error, owner)"
-                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (scope, key, record.fingerprint, record.state, record.expires, int(record.ok), value, error, owner),
+                    "INSERT OR REPLACE INTO harness_one_idempotency"
+                    " (scope, key, fingerprint, state, expires, ok, value, error, quoted, owner) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (
+                        scope,
+                        key,
+                        record.fingerprint,
+                        record.state,
+                        record.expires,
+                        int(record.ok),
+                        value,
+                        error,
+                        int(record.quoted),
+                        owner,
+                    ),
                 )
                 conn.execute("COMMIT")
                 return True
