@@ -189,9 +189,8 @@ def test_none_mode_is_advisory_and_total_budget(clock: ManualClock) -> None:
         raise RetryableError("still warming up")
 
     reg.add(step, timeout=1.0, total_timeout=1.0, timeout_mode="none", idempotent=True, retry={"attempts": 10, "initial": 0})
-    with pytest.raises(ToolTimeout) as err:
+    with pytest.raises(RetryableError):  # the total spent: no retry, the tool's own error stands
         reg.call("step")
-    assert err.value.timeout == 1.0
     assert seen == [pytest.approx(1.0), pytest.approx(0.6), pytest.approx(0.2)]  # each attempt gets what is left
 
 

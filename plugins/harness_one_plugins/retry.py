@@ -27,9 +27,12 @@ from harness_one import (
 
 from ._options import flag, own_or_default, provides
 
-__all__ = ["RetryPlugin", "set_testing"]
+__all__ = ["MAX_REFUSALS", "RetryPlugin", "set_testing"]
 
 _TESTING = False
+_REFUSED = "retry.refused"  # call.state: refusals before the tool ran that this plugin waited out
+MAX_REFUSALS = 100
+"""Refusals before the tool ran (which use no attempt) that one call waits out; the next one stands."""
 
 
 def _policy(plugin: RetryPlugin, tool: Tool) -> RetryPolicy | None:
@@ -63,7 +66,7 @@ class RetryPlugin:
       timeout workers, stands at once); a concurrency cap's is decided by the cap itself,
       before this plugin (its ``max_wait``); a :class:`CircuitOpen` stands at once (an open
       circuit fails fast), unless ``wait_circuit`` is set: then it is waited out like the others;
-    - once the tool started, only if re-running is safe: the tool is ``idempotent``, or the
+    - once the tool started, only if re-running is safe: the tool is ``idempotent`` or ``read_only``, or the
       policy has ``rerun_non_idempotent`` (an idempotency key is not enough: it stores one
       outcome, but the tool's backend never sees it, and a re-run repeats what the started
       attempt may have done); then a :class:`RetryableError`, an exception of a type in ``on``
@@ -76,10 +79,11 @@ class RetryPlugin:
       do not pickle) is retried only when it says when to try again (``retry_after``), waited
       out as a refusal; one without stands at once (it is not matched against ``on``).
 
-    Each wait is ``uniform(0, min(max_delay, initial * multiplier ** (attempt - 1)))``, or the
-    error's ``retry_after`` when larger; no attempt starts after ``total`` seconds, nor after
-    the call's ``total_deadline`` (its total timeout): the last error stands instead (a zero
-    wait goes ahead, and the timeout plugin refuses the attempt once its budget is spent).
+    Each wait is ``uniform(0, min(max_delay, initial * multiplier ** (attempt - 1 + refused)))``, or
+    the error's ``retry_after`` when larger (``refused``: for a refusal before the tool ran, those the
+    call waited out so far, at most :data:`MAX_REFUSALS`, as they use no attempt; else 0); no attempt
+    starts after ``total`` seconds, nor after the call's ``total_deadline`` (its total timeout), a
+    zero wait neither once none of it is left: the last error stands instead.
 
     Args:
         default: a policy for tools that declare none (None: only those tools retry); a tool with
@@ -124,7 +128,7 @@ class RetryPlugin:
             return not call.ran and error.retry_after is not None  # one that says when it ends
         if not call.ran and getattr(error, "retry_after", None) is None:  # before the tool started, no end said: stands
             return False
-        if call.ran and not (call.tool.idempotent or policy.rerun_non_idempotent):
+        if call.ran and not (call.tool.idempotent or call.tool.read_only or policy.rerun_non_idempotent):
             return False
         if isinstance(error, RetryableError):
             return True
@@ -146,8 +150,15 @@ class RetryPlugin:
         if call.ran and call.attempt >= policy.attempts:
             self.gave_up += 1
             return None
+        # A refusal before the tool ran uses no attempt, so it is capped on its own, and each backed off one step
+        # further: a retry_after of 0 with no jitter (initial 0, testing) asked again at once, without bound
+        # (250,000 refusals in 2 s; for ever on a manual clock, whose time only sleeps move).
+        refused = 0 if call.ran else call.peek(_REFUSED, 0)
+        if refused >= MAX_REFUSALS:
+            self.gave_up += 1
+            return None
         try:
-            backoff = min(policy.max_delay, policy.initial * policy.multiplier ** (call.attempt - 1))
+            backoff = min(policy.max_delay, policy.initial * policy.multiplier ** (call.attempt - 1 + refused))
         except OverflowError:  # past a float's range (attempt 1,025 at 2x): the cap
             backoff = policy.max_delay if policy.initial > 0 else 0.0
         delay = 0.0 if _TESTING else self.rng.uniform(0.0, backoff)
@@ -167,9 +178,13 @@ class RetryPlugin:
             left = call.remaining(total=True)
         except PluginError:  # a total_deadline no number: the core reports it (of the hook that set it)
             left = None
-        if left is not None and delay > 0.0 and delay > left:
+        # No time left: the core's attempt would be refused (a ToolTimeout at ``left <= 0``, its _time_left), the
+        # tool's own error replaced by it, so a zero wait, which the core would take, is given up too.
+        if left is not None and (left <= 0.0 or delay > left):
             self.gave_up += 1
             return None
+        if not call.ran:
+            call.state[_REFUSED] = refused + 1
         self.retries += 1
         return Retry(delay)
 
