@@ -250,18 +250,9 @@ async def _blocks_past(seconds: float, fail: bool) -> str:
     return "late value"
 
 
-@pytest.mark.parametrize("branch", ["timeout", "wait_for"])
 @pytest.mark.parametrize("fail", [False, True])
 @pytest.mark.parametrize("awaited", [False, True])
-def test_an_async_tool_that_blocks_past_its_deadline_times_out(
-    awaited: bool, fail: bool, branch: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """(``wait_for``: the branch Python 3.10 takes, which has no ``asyncio.timeout``.)"""
-    from harness_one import _registry
-
-    if branch == "wait_for":
-        monkeypatch.setattr(_registry, "_timeout_cm", None)
-
+def test_an_async_tool_that_blocks_past_its_deadline_times_out(awaited: bool, fail: bool) -> None:
     async def fetch(fail: bool = False) -> str:
         return await _blocks_past(0.2, fail)
 
