@@ -288,16 +288,22 @@ class ToolRegistry(metaclass=_SharedType):
         from ._discovery import DiscoveryReport
 
         self.discovery = DiscoveryReport()
-        self.plugins = PluginSet(
-            self,
-            plugins=plugins,
-            standard=standard_plugins,
-            autoload=autoload,
-            block=block,
-            allow=allow,
-            strict=strict,
-            options=plugin_options,
-        )
+        try:
+            self.plugins = PluginSet(
+                self,
+                plugins=plugins,
+                standard=standard_plugins,
+                autoload=autoload,
+                block=block,
+                allow=allow,
+                strict=strict,
+                options=plugin_options,
+            )
+        except BaseException:
+            # Holds none of its plugins (a plugin's state is free for the next registry), though a reference cycle
+            # may keep it alive until the garbage collector runs
+            self._unbuilt = True
+            raise
 
     # ------------------------------------------------------------------ the default registry
 

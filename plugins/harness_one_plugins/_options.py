@@ -145,8 +145,8 @@ class StateRefused(PluginError):
     load_failure = False
 
 
-#: The attributes of a plugin keeping the state it took its store from, and (weakly) the registries that use that
-#: state, each with the thread that built it.
+#: The attributes of a plugin keeping the state it took its store from, and (weakly, oldest first) the registries
+#: that use it.
 _TAKEN = "_harness_state_taken"
 _USERS = "_harness_state_users"
 #: Held while a plugin joining a registry checks and takes a state: two registries on different states built at
@@ -178,19 +178,19 @@ def takes_state(plugin: Any, taken: State | None, registry: ToolRegistry, what: 
     an open circuit, a claimed idempotency key). ``own`` names the plugin's arguments that give it a
     store of its own, which any registries may share.
 
-    The check and the take are one step (under a lock), and a registry that another thread is still building
-    holds the plugin (one whose building failed there, until it is collected): of two registries on two states
-    built at once in two threads, the second is refused.
+    The check and the take are one step (under a lock), and a registry still being built holds the plugin
+    (one whose building failed does not, though a reference cycle keeps it alive): of two registries on two
+    states built at once in two threads, the second is refused.
     """
-    state, me = registry.state, threading.current_thread()
+    state = registry.state
     with _TAKING:
         taken = vars(plugin).get(_TAKEN, taken)  # as taken so far, not as the caller read it before another's take
-        users = [(ref, by) for ref, by in vars(plugin).get(_USERS, ()) if _holds(ref, by, plugin, me)]
+        users = [ref for ref in vars(plugin).get(_USERS, ()) if _holds(ref(), plugin)]
         if taken is None or not users:
-            vars(plugin)[_TAKEN], vars(plugin)[_USERS] = state, [(weakref.ref(registry), weakref.ref(me))]
+            vars(plugin)[_TAKEN], vars(plugin)[_USERS] = state, [weakref.ref(registry)]
             return True
         if state is taken or (state.redis and redis_keys(state) == redis_keys(taken)):
-            vars(plugin)[_USERS] = [*users, (weakref.ref(registry), weakref.ref(me))]
+            vars(plugin)[_USERS] = [*users, weakref.ref(registry)]
             return False
     ways = " or ".join(f"{type(plugin).__name__}({name}=...)" for name in own)
     raise StateRefused(
@@ -202,18 +202,37 @@ def takes_state(plugin: Any, taken: State | None, registry: ToolRegistry, what: 
     )
 
 
-def _holds(
-    registry_ref: weakref.ref[ToolRegistry], builder_ref: weakref.ref[threading.Thread], plugin: Any, me: threading.Thread
-) -> bool:
-    """Whether the registry (gone: no) holds ``plugin``. One without ``plugins`` yet is being built, or failed to be:
-    it holds it while another thread, still running, builds it (the check cannot tell), not in this thread, so a
-    registry whose creation failed here with the plugin in it does not keep it."""
-    registry = registry_ref()
+def joins(plugin: Any, registry: ToolRegistry) -> None:
+    """Note ``registry`` among those using ``plugin``, which has a store of its own (:func:`takes_state` notes
+    the others), for :func:`registry_of`."""
+    with _TAKING:
+        users = [ref for ref in vars(plugin).get(_USERS, ()) if _holds(ref(), plugin)]
+        vars(plugin)[_USERS] = [*users, weakref.ref(registry)]
+
+
+def registry_of(plugin: Any, last: weakref.ref[ToolRegistry] | None) -> ToolRegistry | None:
+    """The registry whose clock (and tools) ``plugin`` reads: ``last``, the last it joined, while alive, else the
+    newest registry still holding it (one dropped by the application, another still used, did not leave it
+    without a clock); None when none does."""
+    registry = None if last is None else last()
+    if registry is not None:
+        return registry
+    users: list[weakref.ref[ToolRegistry]] = vars(plugin).get(_USERS, [])  # (replaced, never changed in place)
+    for ref in reversed(users):
+        user = ref()
+        if _holds(user, plugin):
+            return user
+    return None
+
+
+def _holds(registry: ToolRegistry | None, plugin: Any) -> bool:
+    """Whether ``registry`` (None: gone) holds ``plugin``. One without ``plugins`` yet is being built, and holds it
+    (in whichever thread), unless its building failed (``_unbuilt``, set then: a reference cycle may keep it alive
+    until the garbage collector runs)."""
+    if registry is None or getattr(registry, "_unbuilt", False):
+        return False
     plugins = getattr(registry, "plugins", None)
-    if plugins is None:
-        builder = builder_ref()
-        return registry is not None and builder is not None and builder is not me and builder.is_alive()
-    return any(plugins.get(name) is plugin for name in plugins.names())
+    return plugins is None or any(plugins.get(name) is plugin for name in plugins.names())
 
 
 def _where(state: State) -> str:

@@ -45,7 +45,7 @@ from harness_one.state import (
     round_trip,
 )
 
-from ._options import provides, seconds, takes_state
+from ._options import joins, provides, registry_of, seconds, takes_state
 
 __all__ = ["ALL_TOOLS", "BudgetExhausted", "BudgetPlugin", "BudgetRunInvalid"]
 
@@ -181,6 +181,7 @@ class BudgetPlugin:
         self._own_store = store is not None
         self._state: State | None = None  # the state ``store`` was taken from (not for one given)
         # The last registry it joined, weakly (as takes_state keeps its users): a plugin outliving it keeps it not alive
+        # (that one dropped, registry_of reads the newest still holding the plugin)
         self._registry: weakref.ref[ToolRegistry] | None = None
         self._limits: dict[Tool, int | None] = {}
         self._lock = threading.Lock()
@@ -194,7 +195,9 @@ class BudgetPlugin:
 
     @hookimpl
     def harness_configure(self, registry: ToolRegistry) -> None:
-        if not self._own_store and takes_state(self, self._state, registry, "counters", "store"):
+        if self._own_store:
+            joins(self, registry)
+        elif takes_state(self, self._state, registry, "counters", "store"):
             self.store, self._state = registry.state.budgets(), registry.state
         self._registry = weakref.ref(registry)
 
@@ -327,7 +330,7 @@ class BudgetPlugin:
         return self._give_back(call)  # refused before the tool ever ran
 
     def _now(self) -> float:
-        registry = None if self._registry is None else self._registry()
+        registry = registry_of(self, self._registry)
         return 0.0 if registry is None else registry.clock.now()
 
     def used(self, run: Hashable, tool: str = ALL_TOOLS) -> int:

@@ -33,7 +33,7 @@ from harness_one.state import (
     round_trip,
 )
 
-from ._options import own_or_default, provides, takes_state
+from ._options import joins, own_or_default, provides, registry_of, takes_state
 
 __all__ = ["Breaker", "CircuitBreakerPlugin"]
 
@@ -117,12 +117,15 @@ class CircuitBreakerPlugin:
         self._policies: dict[str, CircuitBreakerPolicy] = {}
         self._lock = threading.Lock()
         # The last registry it joined, weakly (as takes_state keeps its users): a plugin outliving it keeps it not alive
+        # (that one dropped, registry_of reads the newest still holding the plugin)
         self._registry: weakref.ref[ToolRegistry] | None = None
         self._twins = AsyncTwins("aadmit")  # whether the store has awaitable twins
 
     @hookimpl
     def harness_configure(self, registry: ToolRegistry) -> None:
-        if not self._own_store and takes_state(self, self._state, registry, "circuits", "store"):
+        if self._own_store:
+            joins(self, registry)
+        elif takes_state(self, self._state, registry, "circuits", "store"):
             self.store, self._state = registry.state.circuits(), registry.state
         self._registry = weakref.ref(registry)
 
@@ -263,7 +266,7 @@ class CircuitBreakerPlugin:
     def state(self, tool: str) -> str:
         """The circuit of ``tool`` (its own, or its ``key``'s): ``closed``, ``open`` or ``half_open``
         (``closed`` for a tool without a circuit)."""
-        registry = None if self._registry is None else self._registry()
+        registry = registry_of(self, self._registry)
         policy = self._policies.get(tool)
         if policy is None and registry is not None and tool in registry:
             policy = _policy_of(self, registry.get(tool))

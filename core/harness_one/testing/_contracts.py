@@ -386,11 +386,16 @@ class IdempotencyStoreContract(Suite, standard=True, provided=("store", "peer"))
     again, a second connection); by default ``store`` itself. The owner checks claim with one
     handle and act with the other.
 
+    ``keeps_quoted`` (default True): a finished ``Record`` begins again with its ``quoted`` flag
+    (a value whose JSON is a string, a date or a ``Decimal``, is then replayed as the model first
+    read it, quoted); a store written before the flag sets it False (such a value replays as text).
+
     A store with awaitable twins (``abegin``, ``afinish``, ``arelease``; ``arenew`` optional)
     is checked through them too; for a store without ``abegin`` those checks are skipped.
     """
 
     has_owners: bool = True
+    keeps_quoted: bool = True
 
     @pytest.fixture
     def store(self) -> Any:  # pragma: no cover - provided by the implementer
@@ -422,6 +427,19 @@ class IdempotencyStoreContract(Suite, standard=True, provided=("store", "peer"))
         store.finish("tool", "e", Record("fp", "done", 1000.0, False, None, {"class": "ToolError", "state": {"message": "m"}}))
         failed = store.begin("tool", "e", "fp", 10.0, 30.0)
         assert failed.ok is False and failed.error == {"class": "ToolError", "state": {"message": "m"}}
+
+    def test_a_finished_quoted_value_begins_again_quoted(self, store: Any, peer: Any) -> None:
+        if not self.keeps_quoted:
+            self.switched_off("keeps_quoted", "written before Record.quoted: a value whose JSON is a string replays as text")
+        for key, quoted in (("q", True), ("t", False)):
+            store.begin("tool", key, "fp", 0.0, 30.0)
+            store.finish("tool", key, Record("fp", "done", 1000.0, True, "2026-12-07", quoted=quoted))
+            for handle in (store, peer):
+                done = handle.begin("tool", key, "fp", 10.0, 30.0)
+                assert (done.value, done.quoted) == ("2026-12-07", quoted), (
+                    f"{type(store).__name__} finished a Record with quoted={quoted}, and it began again with quoted="
+                    f"{done.quoted!r}: keep the flag with the value, or set keeps_quoted = False"
+                )
 
     def test_records_expire(self, store: Any) -> None:
         store.begin("tool", "k", "fp", 0.0, 30.0)

@@ -1422,6 +1422,10 @@ class PluginTests(Suite, standard=True, provided=("make_plugin", "call_options",
         ``test_no_per_call_state`` allows (a ring of the latest calls' latencies grows with either): a slot kept per
         cancelled call fails whatever the plugin's cap."""
         made = progress(2 * _RELEASE_CALLS)  # ends the loops once the kit's clock stopped the calls
+        ways = (False, True) if self.supports_async else (False,)
+        # A new plugin's first calls, before any failed one: a module plugin's (a shared factory's) state is every
+        # plugin's, and what the failed calls kept would fail these too
+        firsts = [self.ended(self._registry(self.make_plugin()), {"x": 1}, asynchronous=asynchronous) for asynchronous in ways]
         plugin = self.make_plugin()
         registry = self._registry(plugin)
         fresh = footprint(plugin)
@@ -1440,9 +1444,8 @@ class PluginTests(Suite, standard=True, provided=("make_plugin", "call_options",
         what = f"{_RELEASE_CALLS} failed" + (f" and {_RELEASE_CALLS} cancelled" if self.supports_async else "")
         if isinstance(registry.clock, ManualClock):
             registry.clock.advance(86_400.0)  # a circuit opened by the failures half-opens, limits refill
-        for asynchronous in (False, True) if self.supports_async else (False,):
+        for asynchronous, first in zip(ways, firsts):
             got = self.ended(registry, {"x": 1}, asynchronous=asynchronous)
-            first = self.ended(self._registry(self.make_plugin()), {"x": 1}, asynchronous=asynchronous)
             expected = first[1] if first[0] == "value" else repr(_probe(1))  # as answers() expects
             way = "an acall" if asynchronous else "a call"
             if got == ("value", expected):
