@@ -113,12 +113,11 @@ def rows(number: int, repeat: int) -> list[tuple[str, float]]:
         return await coro()
 
     async def under_timeout() -> Any:
-        async with asyncio.timeout(TIMEOUT):  # type: ignore[attr-defined,unused-ignore]
+        async with asyncio.timeout(TIMEOUT):
             return await coro()
 
     coros: dict[str, Callable[[], Awaitable[Any]]] = {"await a trivial coroutine": bare}
-    if hasattr(asyncio, "timeout"):  # Python 3.11+
-        coros["the same under async with asyncio.timeout(10)"] = under_timeout
+    coros["the same under async with asyncio.timeout(10)"] = under_timeout
     coros["the same under asyncio.wait_for(coro, 10)"] = lambda: asyncio.wait_for(coro(), TIMEOUT)
     out |= interleaved_async_us(coros, number, repeat)
 

@@ -53,7 +53,7 @@ def with_regex(reg: ToolRegistry) -> ToolRegistry:
 
 def test_a_regex_value_is_read_never_compiled(reg: ToolRegistry, monkeypatch: pytest.MonkeyPatch) -> None:
     """Compiling ``(?i)`` and a thousand wide ranges took 6 s (accepted; under acall, the event loop stood still)."""
-    compiler = sys.modules["re._compiler" if sys.version_info >= (3, 11) else "sre_compile"]
+    compiler = sys.modules["re._compiler"]
 
     def never(*args: Any, **kwargs: Any) -> Any:
         raise AssertionError("a format: regex value was compiled")

@@ -878,7 +878,7 @@ class ToolRegistry(metaclass=_SharedType):
 
         Cancelling the awaiting task cancels the call: an async tool is cancelled, a sync tool
         sees ``call.cancelled``, and plugins release what the call held. A ``CancelledError``
-        while the task is not being cancelled (Python 3.11+: something another task cancelled)
+        while the task is not being cancelled (something another task cancelled)
         is a failure as under :meth:`call`: the tool's
         ``ToolExecutionError``, or, from a hook's :class:`Await`, that hook's ``PluginError``.
 
@@ -1788,7 +1788,8 @@ def _no_float(value: Any) -> Any:
 def _own_cancel(call: Call, tool: Tool, exc: asyncio.CancelledError) -> ToolExecutionError:
     """The tool's failure, for a ``CancelledError`` the tool raised while its task was not being
     cancelled (it awaited something another task cancelled); else ``exc`` is raised again: the
-    caller cancels (so does one outside a task, which nothing can tell apart)."""
+    caller cancels (so does one outside a task in a running loop, which nothing can tell apart; with no running
+    loop at all, ``asyncio.current_task`` raises, and the call ends in an internal ``ToolError``)."""
     task = asyncio.current_task()
     if task is None or task.cancelling():
         raise exc
@@ -1798,7 +1799,8 @@ def _own_cancel(call: Call, tool: Tool, exc: asyncio.CancelledError) -> ToolExec
 def _not_cancelling(exc: asyncio.CancelledError) -> asyncio.CancelledError:
     """``exc``, raised by what the call awaited while its task was not being cancelled (a hook's
     ``Await`` awaited something another task cancelled): a failure like any other; else ``exc`` is
-    raised again: the caller cancels (so does one outside a task)."""
+    raised again: the caller cancels (so does one outside a task in a running loop; with no running loop,
+    ``asyncio.current_task`` raises)."""
     task = asyncio.current_task()
     if task is None or task.cancelling():
         raise exc

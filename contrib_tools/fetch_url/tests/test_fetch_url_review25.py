@@ -4,6 +4,7 @@ documentation space, declared dependencies."""
 from __future__ import annotations
 
 import ipaddress
+import tomllib
 from pathlib import Path
 
 import harness_one_fetch_url as fetch_mod
@@ -135,7 +136,6 @@ def test_next_to_the_documentation_prefix_is_public() -> None:
 
 
 def test_httpcore_is_declared_and_both_are_bounded() -> None:
-    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
     project = tomllib.loads((Path(fetch_mod.__file__).parent / "pyproject.toml").read_text())["project"]
     assert project["dependencies"] == ["harness-one>=0.1", "httpx>=0.27,<1", "httpcore>=1.0,<2"]
     assert httpx.__version__.split(".")[0] == "0"  # the installed ones are within those ranges

@@ -334,7 +334,7 @@ def _fault_lines(fn: Any) -> list[tuple[int, str]]:
         return []
     if code is None:
         return []
-    tries = tuple(getattr(ast, n) for n in ("Try", "TryStar") if hasattr(ast, n))  # TryStar: Python 3.11+
+    tries = (ast.Try, ast.TryStar)
     found: dict[int, str] = {}
     for node in ast.walk(tree):
         what = "try" if isinstance(node, tries) else "with" if isinstance(node, (ast.With, ast.AsyncWith)) else None
