@@ -180,6 +180,10 @@ def _from_hook(module: Any) -> list[Tool]:
 #: keeps recording, until the entry point's next load ends (one per entry point at most).
 _imports: dict[EntryPoint, list[tuple[ToolRegistry, Tool, Conflict | None]]] = {}
 _imports_lock = threading.Lock()
+#: The tools each entry point's import registered itself (:data:`_imports`), skipped ones too, kept once it loaded:
+#: Python runs a module once, so a registry that loads the package later (``ToolRegistry(discover=True)``, the
+#: command line's) finds them here. They are its tools wherever its module made them (in a loop, in a function).
+_provided: dict[EntryPoint, list[Tool]] = {}
 
 
 def imported_tool(registry: ToolRegistry, tool: Tool, old: Tool | None) -> bool:
@@ -192,11 +196,12 @@ def imported_tool(registry: ToolRegistry, tool: Tool, old: Tool | None) -> bool:
     ep = importing()
     if ep is None or ep.group != TOOL_GROUP:
         return False
-    if tool.name in registry._removed:  # removed from this registry: a package's tool is not loaded in its place
-        return True
     with _imports_lock:
         made = _imports.get(ep, [])  # (an import not under _load records nothing)
         tool.source = ep.distribution
+        if tool.name in registry._removed:  # removed from this registry: not loaded in its place, still the package's
+            made.append((registry, tool, None))
+            return True
         if old is None:
             made.append((registry, tool, None))
             return False
@@ -266,20 +271,6 @@ def _forgotten(tool: Tool) -> bool:
         return not isinstance(name, str) or sys.modules.get(name) is None
     except Exception:  # an object whose attribute access raises: its module cannot be told
         return True
-
-
-def _credit(registry: ToolRegistry, report: DiscoveryReport, ep: EntryPoint) -> None:
-    """After ``ep`` loaded into ``registry`` (under its lock): each tool its import registered here itself (also one
-    given up at its time bound, that ran on) that the registry holds is listed as its distribution's."""
-    with _imports_lock:
-        made = _imports.pop(ep, None) or []
-    listed = report.loaded.setdefault(ep.distribution, [])
-    for into, tool, conflict in made:
-        entry = registry._tools.get(tool.name)
-        if into is registry and conflict is None and entry is not None and entry.tool is tool and tool.name not in listed:
-            listed.append(tool.name)
-    if not listed:
-        del report.loaded[ep.distribution]
 
 
 def load_tool_entry_points(registry: ToolRegistry, report: DiscoveryReport) -> None:
@@ -803,15 +794,26 @@ def _load(registry: ToolRegistry, report: DiscoveryReport, ep: EntryPoint, index
         if index is not None:  # nor by another process's lookups while its files are unchanged: a listing does
             index.record(ep, [], failed=report.failed[ep].error)
         return
-    names = [tool.name for tool in pending]
-    if index is not None:
-        index.record(ep, names, files=_module_files(ep, pending))
-    if ":" in ep.value and names != [ep.name]:  # a call of its tool before a listing may not find it first
-        log_event(30, "tool entry point not named after its tool", entry_point=ep.name, tools=names, distribution=ep.distribution)
+    named = [tool.name for tool in pending]
+    pending += [tool for tool in _registered(ep) if not any(tool is other for other in pending)]
+    if index is not None:  # (a call of one of them then imports only this package)
+        index.record(ep, [tool.name for tool in pending], files=_module_files(ep, pending))
+    if ":" in ep.value and named != [ep.name]:  # a call of its tool before a listing may not find it first
+        log_event(30, "tool entry point not named after its tool", entry_point=ep.name, tools=named, distribution=ep.distribution)
     with registry._lock:  # the import ran without it; the package's tools appear in one step
         for tool in pending:
             _add(registry, report, ep, tool)
-        _credit(registry, report, ep)
+
+
+def _registered(ep: EntryPoint) -> list[Tool]:
+    """After ``ep`` loaded: the tools its import registered itself (:func:`imported_tool`), this time or when a
+    registry loaded it before (less those of a module imported again since), in order: they are its tools too."""
+    with _imports_lock:
+        made = _imports.pop(ep, None) or []
+        kept = [tool for tool in _provided.get(ep, []) if not _forgotten(tool)]
+        kept += [item[1] for item in made if not any(item[1] is other for other in kept)]
+        _provided[ep] = kept
+        return list(kept)
 
 
 def _add(registry: ToolRegistry, report: DiscoveryReport, ep: EntryPoint, tool: Tool) -> None:
