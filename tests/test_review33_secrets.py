@@ -4,14 +4,18 @@
 from __future__ import annotations
 
 import asyncio
+import re
+import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 
 from harness_one import REDACTED, Call, Redactor, ToolExecutionError, ToolRegistry
 from harness_one._errors import ERROR_TEXT_LIMIT, outside_text
-from harness_one._redact import mask_secrets
+from harness_one._redact import mask_held, mask_secrets
 
 KEY = "sk-live-9f8e7d6c5b4a"
 PASSWORD = "Zq7hunter2"
@@ -224,3 +228,90 @@ def test_text_built_against_the_new_forms_is_read_in_bounded_work(unit: str) -> 
     assert "S3CRET" not in outside_text(text)
     elapsed = time.thread_time() - started
     assert elapsed < 0.5, f"{elapsed:.3f} s of CPU"
+
+
+# ---------------------------------------------------------------- 3: review of bd61fc5
+
+
+def test_held_values_are_searched_for_in_bounded_work_and_no_pattern_is_built(monkeypatch: pytest.MonkeyPatch) -> None:
+    """mask_held compiled one pattern of every held value per failure: 933 ms for a 250,000-character password, and
+    re's cache grew ~2 MB a failure. Now each value is searched for (str.find) only where it can be shown."""
+    spans: list[int] = []
+
+    class Counted(str):
+        def find(self, sub: str, start: Any = None, end: Any = None) -> int:  # type: ignore[override]
+            spans.append(min(len(self) if end is None else end, len(self)) - (start or 0))
+            return super().find(sub, start, end)
+
+    built: list[object] = []
+    compile_ = re._compile  # type: ignore[attr-defined]
+
+    def counted_compile(pattern: Any, flags: Any) -> Any:
+        built.append(pattern)
+        return compile_(pattern, flags)
+
+    big = "Q" + "x7" * 125_000  # 250,001 characters
+    small = [f"S3cret-{n:013d}" for n in range(1_000)]  # 1,000 values of 20 characters
+    text = Counted("failed: " + "word " * 3_000 + small[7] + " tail")
+    cached = len(re._cache)  # type: ignore[attr-defined]
+    monkeypatch.setattr(re, "_compile", counted_compile)
+    shown = 2 * ERROR_TEXT_LIMIT
+    masked = mask_held(text, [big, *small], shown)
+    assert masked == "failed: " + "word " * 3_000 + f"{REDACTED} tail"
+    assert len(spans) <= 1_001 and sum(spans) <= 1_000 * (shown + 20)  # the 250,000 characters: longer than the text
+    assert mask_held(f"x {big} y {big}", [big, *small], shown) == f"x {REDACTED} y {REDACTED}"
+    monkeypatch.undo()
+    assert built == [] and len(re._cache) == cached  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("after", ["a", "Z", "_", "7", "\u0663", "\u00e9", "\u0301", "\u4e00", " ", "-", ".", "'", "\u00a0"])
+def test_a_held_value_is_a_token_where_re_says_no_word_character_stands_beside_it(after: str) -> None:
+    """The hand-made token check reads a word character as \\w does (Unicode letters and digits, _; not a combining mark)."""
+    word = re.match(r"\w", after) is not None
+    for text, masked in ((f"{after}Zq7hunter2", f"{after}{REDACTED}"), (f"Zq7hunter2{after}", f"{REDACTED}{after}")):
+        assert mask_held(text, ["Zq7hunter2"], 100) == (text if word else masked)
+
+
+def test_the_longest_held_value_standing_whole_is_masked_where_two_start_together() -> None:
+    from harness_one._redact import mask_held
+
+    held = ["abcd", "abcd-efgh", "efgh"]
+    assert mask_held("x abcd-efgh y", held, 100) == f"x {REDACTED} y"
+    assert mask_held("x abcd-efghz y abcd", held, 100) == f"x {REDACTED}-efghz y {REDACTED}"
+    assert mask_held("abcd " * 5, held, 12) == f"{REDACTED} {REDACTED} abcd abcd abcd "  # past the shown part: read no further
+
+
+LEAKY_SERVER = '''
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+
+server = MCPServer("leaky")
+
+
+@server.tool()
+def login(user: str, password: str, note: str = "") -> str:
+    """Log in."""
+    raise ToolError(f"login failed for {user} with {password} ({note})")
+
+
+server.run("stdio")
+'''
+
+
+def test_a_remote_mcp_tools_failure_masks_the_calls_secret_values(tmp_path: Path) -> None:
+    """A remote tool's failure quoted the call's password to the model (a local tool's was masked)."""
+    from harness_one.mcp import McpSpec, RemoteToolError, import_tools
+
+    script = tmp_path / "leaky.py"
+    script.write_text(LEAKY_SERVER)
+    registry = ToolRegistry(autoload=False)
+    remote = import_tools(registry, McpSpec(name="leaky", command=(sys.executable, str(script))))
+    try:
+        # the note holds the context's API key: masked as the context's secret value
+        result = registry.try_call("login", {**ARGUMENTS, "note": KEY}, context=CONTEXT)
+    finally:
+        remote.close()
+    assert isinstance(result.error, ToolExecutionError) and isinstance(result.error.cause, RemoteToolError)
+    shown = f"Error executing tool login: login failed for bob with {REDACTED} ({REDACTED})"
+    assert result.error.message == f"Tool 'login' failed on MCP server 'leaky': {shown}"
+    assert result.error.cause.text == shown and PASSWORD not in result.for_model() and KEY not in result.for_model()

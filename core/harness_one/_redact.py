@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import bisect
+import heapq
 import itertools
 import json
 import re
@@ -691,23 +692,58 @@ def _held(redactor: Redactor, *values: Any) -> list[str]:
     return found
 
 
+#: A word character as ``\w`` reads one (a Unicode letter or digit, ``_``): what a held text's token has not beside it.
+_WORD_CHARACTER = re.compile(r"\w")
+
+
+def _token_at(text: str, value: str, start: int, stop: int) -> int:
+    """Where ``value`` first stands in ``text`` as a whole token (no word character either side), starting at
+    ``start`` or after and before ``stop``; -1 where it does not."""
+    end = stop + len(value) - 1  # (an occurrence that starts before ``stop`` ends before it)
+    while (at := text.find(value, start, end)) >= 0:
+        after = at + len(value)
+        if not (at and _WORD_CHARACTER.match(text, at - 1, at)) and not _WORD_CHARACTER.match(text, after, after + 1):
+            return at
+        start = at + 1
+    return -1
+
+
 def mask_held(text: str, held: Sequence[str], shown: int) -> str:
     """``text`` with each ``held`` text (a failed call's secret values, :meth:`Redactor.held`) masked where it
     stands as a whole token (no word character either side: ``port 54321`` keeps its digits for a held
     ``5432``, ``web_search`` its ``search``), as far as the first ``shown`` characters of the result are
-    concerned: an occurrence starting within them is masked whole, so a cut there leaves no part of one.
-    Read from the start only as far as that takes (a held text's length past ``shown``, per occurrence)."""
-    values = sorted(set(held), key=len, reverse=True)  # the longest first: one that holds another is masked whole
-    if not values:
-        return text
-    found = re.compile(rf"(?<!\w)(?:{'|'.join(map(re.escape, values))})(?!\w)")
-    reach = len(values[0]) + 1  # (the character after the longest: whether it ends a token)
+    concerned: an occurrence starting within them is masked whole (the longest where two start there), so a
+    cut there leaves no part of one. Each held text is searched for (``str.find``, no pattern built) only where
+    such an occurrence can stand: the work is bounded by the number of held texts times ``shown`` (and the
+    length of what is masked), not by their sizes; one longer than ``text`` is not searched for."""
+    values = sorted({value for value in held if 0 < len(value) <= len(text)}, key=len, reverse=True)
+    found: list[tuple[int, int]] = []  # a heap of (start, index): where a value next stands (the longest first)
+    waiting = list(range(len(values)))  # the values standing nowhere from ``done`` up to ``read``
+    read = 0
     parts: list[str] = []
     done = size = 0  # text[done:] is not in parts; size: the characters in parts
-    while size < shown and (occurrence := found.search(text, done, done + shown - size + reach)) is not None:
-        parts += (text[done : occurrence.start()], REDACTED)
-        size += occurrence.start() - done + len(REDACTED)
-        done = occurrence.end()
+    while size < shown:
+        limit = min(done + shown - size, len(text))  # an occurrence starting before it is shown
+        if limit > read:  # (at first; then as masking shortens the text) search on, a quarter of ``shown`` ahead
+            start, read = max(read, done), min(max(limit, read + shown // 4), len(text))
+            searched, waiting = waiting, []
+            for i in searched:
+                if (at := _token_at(text, values[i], start, read)) < 0:
+                    waiting.append(i)
+                else:
+                    heapq.heappush(found, (at, i))
+        while found and found[0][0] < done:  # masked over (within a longer one, or its own): search on from there
+            i = heapq.heappop(found)[1]
+            if (at := _token_at(text, values[i], done, read)) < 0:
+                waiting.append(i)
+            else:
+                heapq.heappush(found, (at, i))
+        if not found or found[0][0] >= limit:
+            break
+        first, i = found[0]
+        parts += (text[done:first], REDACTED)
+        size += first - done + len(REDACTED)
+        done = first + len(values[i])
     return "".join(parts) + text[done:] if parts else text
 
 

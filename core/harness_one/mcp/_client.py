@@ -65,7 +65,15 @@ from harness_one import (
     ToolTimeout,
     __version__,
 )
-from harness_one._errors import ERROR_TEXT_LIMIT, _seconds_from, _wait_hint, exception_text, from_state, outside_text
+from harness_one._errors import (
+    ERROR_TEXT_LIMIT,
+    _seconds_from,
+    _wait_hint,
+    exception_text,
+    from_state,
+    outside_text,
+    secrets_held,
+)
 from harness_one._log import log_event
 from harness_one._render import safe_text
 from harness_one._requests import leading_members
@@ -123,16 +131,16 @@ class McpConnectionError(RetryableError):
 class RemoteToolError(Exception):
     """What a remote tool answered with ``isError`` (the cause of the :class:`ToolExecutionError`).
 
-    ``text`` is the remote's message as an error shows it: secrets masked, then cut to
-    :data:`ERROR_TEXT_LIMIT` characters (:func:`~harness_one._errors.outside_text`); ``data`` the error
+    ``text`` is the remote's message as an error shows it: secrets masked (the ``held`` texts too: the call's secret
+    values), then cut to :data:`ERROR_TEXT_LIMIT` characters (:func:`~harness_one._errors.outside_text`); ``data`` the error
     data a harness-one server sends (``_meta["harness-one/error"]``: ``type``, ``kind``, ``retry_after``,
     ...), else ``None``.
     """
 
     __module__ = "harness_one.mcp"  # where it is imported from: the name errors and span attributes give its type
 
-    def __init__(self, text: str, *, server: str, tool: str, data: Any = None) -> None:
-        text = outside_text(text)
+    def __init__(self, text: str, *, server: str, tool: str, data: Any = None, held: Sequence[str] = ()) -> None:
+        text = outside_text(text, held)
         super().__init__(text)
         self.text = text
         self.server = server
@@ -941,6 +949,7 @@ class RemoteServer:
         report: Callable[[float, float | None, str | None], None] | None,
         trace_context: otel_context.Context | None = None,
         deadline: float | None = None,
+        context: Mapping[str, Any] | None = None,
     ) -> types.CallToolResult:
         meta: dict[str, Any] | None = None
         if trace_context is not None:
@@ -981,8 +990,7 @@ class RemoteServer:
                 raise McpConnectionError(
                     f"Lost the connection to MCP server '{self.spec.name}' during '{local}': {reason}", tool=local
                 ) from exc
-            cause = RemoteToolError(_unparsed(exc) or exc.message, server=self.spec.name, tool=remote, data=exc.data)
-            raise self._failed(cause, local) from exc
+            raise self._failed(_unparsed(exc) or exc.message, remote, local, (arguments, context), exc.data) from exc
         except _LOST as exc:
             self._lost(client)
             reason = await self._why_lost(client, _describe(exc))
@@ -991,13 +999,16 @@ class RemoteServer:
             ) from exc
         except pydantic.ValidationError as exc:  # a result that is not a CallToolResult: where, not what
             text = f"the reply is not a valid tools/call result ({_unknown_block(exc) or _detail(exc)})"
-            raise self._failed(RemoteToolError(text, server=self.spec.name, tool=remote), local) from None
+            raise self._failed(text, remote, local, (arguments, context)) from None
         except RuntimeError as exc:  # the SDK's own (its check of results is the harness's, _check_output)
-            raise self._failed(RemoteToolError(str(exc), server=self.spec.name, tool=remote), local) from exc
+            raise self._failed(str(exc), remote, local, (arguments, context)) from exc
 
-    def _failed(self, cause: RemoteToolError, local: str) -> ToolExecutionError:
-        """The error of a remote failure, built from its fields: ``cause.text`` is masked and cut already
-        (``ToolExecutionError(cause)`` would mask it again, and its message is not this one)."""
+    def _failed(self, text: str, remote: str, local: str, values: tuple[Any, ...], data: Any = None) -> ToolExecutionError:
+        """The error of a remote failure, ``text`` the remote's (or the SDK's) message: masked as a local tool's exception
+        is, the secret values of the call's arguments and context, ``values``, too (:func:`secrets_held`), then cut
+        (:class:`RemoteToolError`). Built from its fields: ``ToolExecutionError(cause)`` would mask it again, and its
+        message is not this one."""
+        cause = RemoteToolError(text, server=self.spec.name, tool=remote, data=data, held=secrets_held(*values))
         message = f"Tool '{local}' failed on MCP server '{self.spec.name}': {cause.text}"
         state = {"message": message, "tool": local, "cause": cause, "__cause__": cause, "retry_after": cause.retry_after}
         err = from_state(ToolExecutionError, state)
@@ -1133,14 +1144,14 @@ class RemoteServer:
             call: Call = arguments.pop(name)
             # Ask the remote for progress (a progressToken) only when the caller listens: an on_progress was given.
             report = _on_loop(asyncio.get_running_loop(), call.report_progress) if call._progress is not None else None
-            result = await _await(server._call(remote, local, arguments, report, _current_trace(), deadline))
+            result = await _await(server._call(remote, local, arguments, report, _current_trace(), deadline, call.context))
             if output_schema is not None and not result.is_error:
                 if not checks:
                     from ._server import _output_check
 
                     checks.append(_output_check(output_schema))
-                server._check_output(result, remote, local, checks[0])
-            return server._value(result, remote, local, unwrap)
+                server._check_output(result, remote, local, checks[0], (arguments, call.context))
+            return server._value(result, remote, local, unwrap, (arguments, call.context))
 
         call_mcp_tool.__qualname__ = call_mcp_tool.__name__ = f"mcp_{local}"
         keyword = inspect.Parameter.KEYWORD_ONLY
@@ -1150,8 +1161,16 @@ class RemoteServer:
         call_mcp_tool.__annotations__ = {name: Call, "arguments": Any, "return": Any}
         return call_mcp_tool
 
-    def _check_output(self, result: types.CallToolResult, remote: str, local: str, check: Callable[[Any], str | None]) -> None:
-        """Refuse a result that does not fit the remote's output schema, in the SDK's words (which checked it)."""
+    def _check_output(
+        self,
+        result: types.CallToolResult,
+        remote: str,
+        local: str,
+        check: Callable[[Any], str | None],
+        values: tuple[Any, ...] = (),
+    ) -> None:
+        """Refuse a result that does not fit the remote's output schema, in the SDK's words (which checked it; ``values``,
+        the call's arguments and context, as :meth:`_failed` takes them)."""
         problem: str | None
         if result.structured_content is None and "structured_content" not in result.model_fields_set:
             problem = f"Tool {remote} has an output schema but did not return structured content"
@@ -1159,14 +1178,15 @@ class RemoteServer:
             found = check(result.structured_content)
             problem = None if found is None else f"Invalid structured content returned by tool {remote}: {found}"
         if problem is not None:
-            raise self._failed(RemoteToolError(problem, server=self.spec.name, tool=remote), local)
+            raise self._failed(problem, remote, local, values)
 
-    def _value(self, result: types.CallToolResult, remote: str, local: str, unwrap: bool) -> Any:
-        """The harness value of a remote result: structured content, else the text, else the content blocks."""
+    def _value(self, result: types.CallToolResult, remote: str, local: str, unwrap: bool, values: tuple[Any, ...] = ()) -> Any:
+        """The harness value of a remote result: structured content, else the text, else the content blocks (``values``,
+        the call's arguments and context, as :meth:`_failed` takes them)."""
         if result.is_error:
             text = "\n".join(b.text for b in result.content if isinstance(b, types.TextContent)) or "the tool reported an error"
             data = (result.meta or {}).get(ERROR_META_KEY)
-            raise self._failed(RemoteToolError(text, server=self.spec.name, tool=remote, data=data), local)
+            raise self._failed(text, remote, local, values, data)
         value = result.structured_content
         if value is not None:
             return value["result"] if unwrap and isinstance(value, dict) and set(value) == {"result"} else value
