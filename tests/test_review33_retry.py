@@ -110,3 +110,27 @@ def test_a_zero_wait_retry_goes_ahead_while_time_is_left() -> None:
     result = reg.try_call("f")
     assert isinstance(result.error, RetryableError) and runs == [1, 1, 1]
     assert reg.stats()["retry"] == {"retries": 2, "gave_up": 1}
+
+
+def _hinted(hint: float) -> tuple[ToolRegistry, ManualClock, list[int]]:
+    clock = ManualClock()
+    reg = ToolRegistry(autoload=False, clock=clock, plugins={"retry": RetryPlugin(rng=Low())})  # type: ignore[arg-type]
+    runs: list[int] = []
+
+    def f() -> str:
+        runs.append(1)
+        clock.advance(0.5)
+        raise RetryableError("upstream 503", retry_after=hint)
+
+    reg.add(f, idempotent=True, total_timeout=1.0, retry={"attempts": 3})
+    return reg, clock, runs
+
+
+def test_no_retry_whose_wait_ends_at_the_total_timeout() -> None:
+    """A retry_after of exactly what was left was granted: the wait spent the total, and the next attempt was refused
+    with the total's ToolTimeout in place of the tool's error (a hint a hair longer gave the tool's error)."""
+    for hint in (0.5, 0.5000001):
+        reg, clock, runs = _hinted(hint)
+        result = reg.try_call("f")
+        assert isinstance(result.error, RetryableError) and str(result.error) == "upstream 503", hint
+        assert runs == [1] and clock.sleeps == [] and reg.stats()["retry"] == {"retries": 0, "gave_up": 1}

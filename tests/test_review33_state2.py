@@ -174,3 +174,17 @@ def test_the_contract_passes_the_standard_memory_store_and_a_switched_off_one() 
     _check(MemoryStore)()
     with pytest.raises(pytest.skip.Exception, match="keeps_quoted"):
         _check(_Unquoting, keeps_quoted=False)()
+
+
+@pytest.mark.parametrize("own", [False, True], ids=["from-state", "own-store"])
+def test_a_plugin_registered_again_in_one_registry_notes_it_once(own: bool) -> None:
+    """Each registration noted the registry again: 1,000 registrations kept 1,001 references."""
+    from harness_one.state import MemoryBudgets
+
+    plugin = BudgetPlugin(max_calls=5, store=MemoryBudgets() if own else None)
+    reg = ToolRegistry(autoload=False, plugins={plugin.name: plugin})
+    for _ in range(50):
+        reg.plugins.unregister(plugin.name)
+        reg.plugins.register(plugin, name=plugin.name)
+    users = vars(plugin)["_harness_state_users"]
+    assert [ref() for ref in users] == [reg]

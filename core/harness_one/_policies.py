@@ -128,8 +128,8 @@ class RetryPolicy:
     starts after ``total`` seconds. Only transient errors are retried: :class:`RetryableError`,
     exceptions of the types in ``on`` raised by the tool, :class:`ToolTimeout` when
     ``timeouts`` is true, and refusals (rate limit, busy, open circuit) whose ``retry_after``
-    fits in the budget. A tool that is not idempotent is never run again once it started,
-    unless ``rerun_non_idempotent`` is true (an idempotency key is not enough: it dedupes
+    fits in the budget. A tool that is neither idempotent nor read-only is never run again once
+    it started, unless ``rerun_non_idempotent`` is true (an idempotency key is not enough: it dedupes
     repeated calls, it does not make a rerun of a started one safe).
     """
 

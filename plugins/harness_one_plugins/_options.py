@@ -185,12 +185,12 @@ def takes_state(plugin: Any, taken: State | None, registry: ToolRegistry, what: 
     state = registry.state
     with _TAKING:
         taken = vars(plugin).get(_TAKEN, taken)  # as taken so far, not as the caller read it before another's take
-        users = [ref for ref in vars(plugin).get(_USERS, ()) if _holds(ref(), plugin)]
+        users = _users(plugin)
         if taken is None or not users:
             vars(plugin)[_TAKEN], vars(plugin)[_USERS] = state, [weakref.ref(registry)]
             return True
         if state is taken or (state.redis and redis_keys(state) == redis_keys(taken)):
-            vars(plugin)[_USERS] = [*users, weakref.ref(registry)]
+            vars(plugin)[_USERS] = _joined(users, registry)
             return False
     ways = " or ".join(f"{type(plugin).__name__}({name}=...)" for name in own)
     raise StateRefused(
@@ -206,8 +206,17 @@ def joins(plugin: Any, registry: ToolRegistry) -> None:
     """Note ``registry`` among those using ``plugin``, which has a store of its own (:func:`takes_state` notes
     the others), for :func:`registry_of`."""
     with _TAKING:
-        users = [ref for ref in vars(plugin).get(_USERS, ()) if _holds(ref(), plugin)]
-        vars(plugin)[_USERS] = [*users, weakref.ref(registry)]
+        vars(plugin)[_USERS] = _joined(_users(plugin), registry)
+
+
+def _users(plugin: Any) -> list[weakref.ref[ToolRegistry]]:
+    """The registries noted as using ``plugin`` that still hold it, oldest first."""
+    return [ref for ref in vars(plugin).get(_USERS, ()) if _holds(ref(), plugin)]
+
+
+def _joined(users: list[weakref.ref[ToolRegistry]], registry: ToolRegistry) -> list[weakref.ref[ToolRegistry]]:
+    """``users`` with ``registry`` last, noted once (a plugin registered again in one registry noted it each time)."""
+    return [*(ref for ref in users if ref() is not registry), weakref.ref(registry)]
 
 
 def registry_of(plugin: Any, last: weakref.ref[ToolRegistry] | None) -> ToolRegistry | None:

@@ -82,8 +82,8 @@ class RetryPlugin:
     Each wait is ``uniform(0, min(max_delay, initial * multiplier ** (attempt - 1 + refused)))``, or
     the error's ``retry_after`` when larger (``refused``: for a refusal before the tool ran, those the
     call waited out so far, at most :data:`MAX_REFUSALS`, as they use no attempt; else 0); no attempt
-    starts after ``total`` seconds, nor after the call's ``total_deadline`` (its total timeout), a
-    zero wait neither once none of it is left: the last error stands instead.
+    starts after ``total`` seconds, nor at or after the call's ``total_deadline`` (its total timeout: a
+    wait that ends there, a zero one once none of it is left, is not given): the last error stands instead.
 
     Args:
         default: a policy for tools that declare none (None: only those tools retry); a tool with
@@ -178,9 +178,10 @@ class RetryPlugin:
             left = call.remaining(total=True)
         except PluginError:  # a total_deadline no number: the core reports it (of the hook that set it)
             left = None
-        # No time left: the core's attempt would be refused (a ToolTimeout at ``left <= 0``, its _time_left), the
-        # tool's own error replaced by it, so a zero wait, which the core would take, is given up too.
-        if left is not None and (left <= 0.0 or delay > left):
+        # No time left after the wait: the core's attempt would be refused (a ToolTimeout at ``left <= 0``, its
+        # _time_left), the tool's own error replaced by it, so a wait that ends at the deadline (a zero one at
+        # ``left <= 0`` too), which the core would take, is given up.
+        if left is not None and delay >= left:
             self.gave_up += 1
             return None
         if not call.ran:
