@@ -1061,7 +1061,7 @@ class ToolRegistry(metaclass=_SharedType):
                             except ToolError:
                                 raise
                             except (Exception, SystemExit) as exc:  # a tool's sys.exit() (argparse) is its failure
-                                raise tool_failure(exc, tool.name, call.call_id, call.arguments, call.context) from exc
+                                raise _tool_failed(call, tool, exc) from exc
                             except BaseException as stop:  # raised where the driver would have run it; a cancel is thrown in here
                                 yield stop
                         elif type(outcome) is Outcome and outcome.error is None:
@@ -1226,7 +1226,7 @@ class ToolRegistry(metaclass=_SharedType):
                     self.clock.sleep(step if not step > 1e9 else 1e9)  # type: ignore[operator,arg-type]
                     step = next(steps, _DONE)
             except asyncio.CancelledError as exc:  # nothing cancels a blocking caller: the tool's own failure
-                failure = tool_failure(exc, tool.name, call.call_id, call.arguments, call.context)
+                failure = _tool_failed(call, tool, exc)
                 step = _throw(steps, failure)
             except BaseException:  # KeyboardInterrupt, a hook's SystemExit: the plugins release what the call held
                 _cancel(steps, call)
@@ -1785,6 +1785,13 @@ def _no_float(value: Any) -> Any:
     return value
 
 
+def _tool_failed(call: Call, tool: Tool, exc: BaseException) -> ToolExecutionError:
+    """The error of ``call``, whose ``tool`` raised ``exc`` (:func:`tool_failure`: its arguments' and context's
+    secret values masked). Its own function: built inline, its five arguments deepened the stack of ``_attempts``'s
+    generator frame, which every call allocates (8 bytes a call)."""
+    return tool_failure(exc, tool.name, call.call_id, call.arguments, call.context)
+
+
 def _own_cancel(call: Call, tool: Tool, exc: asyncio.CancelledError) -> ToolExecutionError:
     """The tool's failure, for a ``CancelledError`` the tool raised while its task was not being
     cancelled (it awaited something another task cancelled); else ``exc`` is raised again: the
@@ -1793,7 +1800,7 @@ def _own_cancel(call: Call, tool: Tool, exc: asyncio.CancelledError) -> ToolExec
     task = asyncio.current_task()
     if task is None or task.cancelling():
         raise exc
-    return tool_failure(exc, tool.name, call.call_id, call.arguments, call.context)
+    return _tool_failed(call, tool, exc)
 
 
 def _not_cancelling(exc: asyncio.CancelledError) -> asyncio.CancelledError:
