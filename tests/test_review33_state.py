@@ -189,7 +189,7 @@ def test_the_check_and_take_are_one_step(tmp_path: Path, monkeypatch: pytest.Mon
     def join(state: Any) -> None:
         building = _Building(state)  # alive until both checked
         try:
-            answers.append(_options.takes_state(plugin, None, building, "counters", "store"))  # type: ignore[arg-type]
+            answers.append(_options.takes_state(plugin, building, "counters", "store"))  # type: ignore[arg-type]
         except PluginError as exc:
             answers.append(exc)
         done.wait()  # each builder alive until both checked

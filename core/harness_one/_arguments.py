@@ -38,7 +38,7 @@ _LISTED = 20  # unexpected argument names listed one by one; the rest are counte
 
 def _digit_limit() -> int:
     """The interpreter's int-to-text limit now (``sys.set_int_max_str_digits``; 0 for none)."""
-    return int(getattr(sys, "get_int_max_str_digits", lambda: 0)())
+    return sys.get_int_max_str_digits()
 
 
 class LongNumber(ValueError):

@@ -33,6 +33,7 @@ __all__ = [
     "ToolExecutionError",
     "ToolNotFound",
     "ToolTimeout",
+    "call_failure",
     "capped",
     "exception_text",
     "from_state",
@@ -127,6 +128,12 @@ def tool_failure(cause: BaseException, tool: str, call_id: str | None, *values: 
     and context: the secret values they hold (:func:`secrets_held`) masked where the cause's text quotes
     them. The core builds every such error of a call here."""
     return ToolExecutionError(cause, tool=tool, call_id=call_id, held=secrets_held(*values))
+
+
+def call_failure(call: Call, cause: BaseException, tool: Any = None) -> ToolExecutionError:
+    """:func:`tool_failure` of ``call``, whose tool raised ``cause``: named by ``tool`` (the one looked up, where a
+    hook may have replaced ``call.tool``) or else ``call.tool``, its arguments' and context's secret values masked."""
+    return tool_failure(cause, (call.tool if tool is None else tool).name, call.call_id, call.arguments, call.context)
 
 
 def type_name(cls: type) -> str:

@@ -127,8 +127,9 @@ class RetryPolicy:
     ``initial`` by ``multiplier`` with full jitter, each capped at ``max_delay``; no attempt
     starts after ``total`` seconds. Only transient errors are retried: :class:`RetryableError`,
     exceptions of the types in ``on`` raised by the tool, :class:`ToolTimeout` when
-    ``timeouts`` is true, and refusals (rate limit, busy, open circuit) whose ``retry_after``
-    fits in the budget. A tool that is neither idempotent nor read-only is never run again once
+    ``timeouts`` is true, and refusals before the tool ran whose ``retry_after`` fits in the
+    budget (a rate limit's; an open circuit's only with the plugin's ``wait_circuit``; a
+    concurrency cap waits out its own), at most ``MAX_REFUSALS`` (100) a call. A tool that is neither idempotent nor read-only is never run again once
     it started, unless ``rerun_non_idempotent`` is true (an idempotency key is not enough: it dedupes
     repeated calls, it does not make a rerun of a started one safe).
     """

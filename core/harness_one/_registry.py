@@ -40,6 +40,7 @@ from ._errors import (
     ToolExecutionError,
     ToolNotFound,
     ToolTimeout,
+    call_failure,
     exception_text,
     outside_text,
     tool_failure,
@@ -1061,7 +1062,7 @@ class ToolRegistry(metaclass=_SharedType):
                             except ToolError:
                                 raise
                             except (Exception, SystemExit) as exc:  # a tool's sys.exit() (argparse) is its failure
-                                raise _tool_failed(call, tool, exc) from exc
+                                raise call_failure(call, exc, tool) from exc
                             except BaseException as stop:  # raised where the driver would have run it; a cancel is thrown in here
                                 yield stop
                         elif type(outcome) is Outcome and outcome.error is None:
@@ -1226,7 +1227,7 @@ class ToolRegistry(metaclass=_SharedType):
                     self.clock.sleep(step if not step > 1e9 else 1e9)  # type: ignore[operator,arg-type]
                     step = next(steps, _DONE)
             except asyncio.CancelledError as exc:  # nothing cancels a blocking caller: the tool's own failure
-                failure = _tool_failed(call, tool, exc)
+                failure = call_failure(call, exc, tool)
                 step = _throw(steps, failure)
             except BaseException:  # KeyboardInterrupt, a hook's SystemExit: the plugins release what the call held
                 _cancel(steps, call)
@@ -1785,13 +1786,6 @@ def _no_float(value: Any) -> Any:
     return value
 
 
-def _tool_failed(call: Call, tool: Tool, exc: BaseException) -> ToolExecutionError:
-    """The error of ``call``, whose ``tool`` raised ``exc`` (:func:`tool_failure`: its arguments' and context's
-    secret values masked). Its own function: built inline, its five arguments deepened the stack of ``_attempts``'s
-    generator frame, which every call allocates (8 bytes a call)."""
-    return tool_failure(exc, tool.name, call.call_id, call.arguments, call.context)
-
-
 def _own_cancel(call: Call, tool: Tool, exc: asyncio.CancelledError) -> ToolExecutionError:
     """The tool's failure, for a ``CancelledError`` the tool raised while its task was not being
     cancelled (it awaited something another task cancelled); else ``exc`` is raised again: the
@@ -1800,7 +1794,7 @@ def _own_cancel(call: Call, tool: Tool, exc: asyncio.CancelledError) -> ToolExec
     task = asyncio.current_task()
     if task is None or task.cancelling():
         raise exc
-    return _tool_failed(call, tool, exc)
+    return call_failure(call, exc, tool)
 
 
 def _not_cancelling(exc: asyncio.CancelledError) -> asyncio.CancelledError:

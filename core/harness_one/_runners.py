@@ -49,6 +49,7 @@ from ._errors import (
     ToolError,
     ToolExecutionError,
     ToolTimeout,
+    call_failure,
     exception_text,
     outside_text,
     secrets_held,
@@ -921,7 +922,7 @@ def _remote_error(
         exc.__cause__ = _RemoteTraceback(trace)
     if isinstance(exc, Exception):
         return exc
-    return tool_failure(exc, call.tool.name, call.call_id, call.arguments, call.context)
+    return call_failure(call, exc)
 
 
 def _warmest(idle: list[_Worker]) -> int:
@@ -1178,12 +1179,9 @@ class ProcessRunner:
         except Exception as exc:
             raise _refused(
                 call,
-                tool_failure(
+                call_failure(
+                    call,
                     TypeError(f"process mode needs a picklable, importable tool function and arguments: {exc}"),
-                    call.tool.name,
-                    call.call_id,
-                    call.arguments,
-                    call.context,
                 ),
             ) from exc
 
@@ -1310,12 +1308,9 @@ class ProcessRunner:
         try:
             answer = _loads(memoryview(frame)[_HEADER:])
         except Exception as exc:  # the result does not unpickle here
-            raise tool_failure(
+            raise call_failure(
+                call,
                 TypeError(f"process mode: the tool's result cannot be unpickled: {type(exc).__name__}: {exc}"),
-                call.tool.name,
-                call.call_id,
-                call.arguments,
-                call.context,
             ) from exc
         if answer[0]:
             return answer[1]

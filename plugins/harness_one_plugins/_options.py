@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from harness_one import ToolRegistry
     from harness_one.state import State
 
-__all__ = ["StateRefused", "count", "flag", "own_or_default", "provides", "seconds", "takes_state"]
+__all__ = ["StateRefused", "count", "flag", "joins", "own_or_default", "provides", "registry_of", "seconds", "takes_state"]
 
 T = TypeVar("T")
 
@@ -165,10 +165,11 @@ if hasattr(os, "register_at_fork"):  # not on Windows, which does not fork
     os.register_at_fork(after_in_child=_forked)
 
 
-def takes_state(plugin: Any, taken: State | None, registry: ToolRegistry, what: str, *own: str) -> bool:
+def takes_state(plugin: Any, registry: ToolRegistry, what: str, *own: str) -> bool:
     """Whether ``plugin``, joining ``registry``, takes its store (its ``what``) from the registry's state:
-    True the first time (``taken``, the state it took them from, is None) and when no registry that
-    used ``taken`` still holds the plugin (each is gone, let the plugin go, or failed to be built);
+    True the first time (the state it took them from, noted on the plugin by this function, is None)
+    and when no registry that used that state still holds the plugin (each is gone, let the plugin go,
+    or failed to be built);
     False when the state holds them too (the same ``State`` object, or Redis where the same keys are:
     :func:`~harness_one.state.redis_keys`; a memory or SQLite state keeps them to itself), so the
     plugin keeps its store.
@@ -184,7 +185,7 @@ def takes_state(plugin: Any, taken: State | None, registry: ToolRegistry, what: 
     """
     state = registry.state
     with _TAKING:
-        taken = vars(plugin).get(_TAKEN, taken)  # as taken so far, not as the caller read it before another's take
+        taken: State | None = vars(plugin).get(_TAKEN)
         users = _users(plugin)
         if taken is None or not users:
             vars(plugin)[_TAKEN], vars(plugin)[_USERS] = state, [weakref.ref(registry)]

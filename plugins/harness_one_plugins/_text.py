@@ -32,7 +32,7 @@ def secrets_of(redactor: Redactor, arguments: Any, context: Any = None) -> Redac
     """A redactor of the texts a call's ``arguments`` and ``context`` hold where ``redactor`` masks them
     (under secret keys, in pairs naming one, after a flag naming one: :meth:`harness_one.Redactor.held`),
     else None: for a failed call's error text or a captured result, which may quote them (``access denied
-    for admin/Tr0ub4dor&3``) where the arguments show them masked. (The error the model reads is not
-    masked by value.)"""
+    for admin/Tr0ub4dor&3``) where the arguments show them masked. (The error the model reads has
+    the values held under the model's keys masked where they stand whole: ``harness_one._redact.mask_held``.)"""
     found = redactor.held(arguments, context)
     return Redactor((), values=found, query_keys=()) if found else None

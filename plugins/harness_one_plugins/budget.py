@@ -38,7 +38,6 @@ from harness_one.state import (
     BudgetStore,
     FailMode,
     MemoryBudgets,
-    State,
     StateUnavailable,
     key_text,
     new_token,
@@ -179,7 +178,6 @@ class BudgetPlugin:
         store = provides(store, "budget store", "a budget store", ("take", "give_back", "used", "forget"), optional=True)
         self.store: BudgetStore = store if store is not None else MemoryBudgets()
         self._own_store = store is not None
-        self._state: State | None = None  # the state ``store`` was taken from (not for one given)
         # The last registry it joined, weakly (as takes_state keeps its users): a plugin outliving it keeps it not alive
         # (that one dropped, registry_of reads the newest still holding the plugin)
         self._registry: weakref.ref[ToolRegistry] | None = None
@@ -197,8 +195,8 @@ class BudgetPlugin:
     def harness_configure(self, registry: ToolRegistry) -> None:
         if self._own_store:
             joins(self, registry)
-        elif takes_state(self, self._state, registry, "counters", "store"):
-            self.store, self._state = registry.state.budgets(), registry.state
+        elif takes_state(self, registry, "counters", "store"):
+            self.store = registry.state.budgets()
         self._registry = weakref.ref(registry)
 
     def limit_for(self, tool: Tool) -> int | None:

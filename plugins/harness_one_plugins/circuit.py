@@ -28,7 +28,6 @@ from harness_one.state import (
     CircuitStore,
     FailMode,
     MemoryCircuits,
-    State,
     StateUnavailable,
     round_trip,
 )
@@ -113,7 +112,6 @@ class CircuitBreakerPlugin:
         )
         self.store: CircuitStore = store if store is not None else MemoryCircuits()
         self._own_store = store is not None
-        self._state: State | None = None  # the state ``store`` was taken from (not for one given)
         self._policies: dict[str, CircuitBreakerPolicy] = {}
         self._lock = threading.Lock()
         # The last registry it joined, weakly (as takes_state keeps its users): a plugin outliving it keeps it not alive
@@ -125,8 +123,8 @@ class CircuitBreakerPlugin:
     def harness_configure(self, registry: ToolRegistry) -> None:
         if self._own_store:
             joins(self, registry)
-        elif takes_state(self, self._state, registry, "circuits", "store"):
-            self.store, self._state = registry.state.circuits(), registry.state
+        elif takes_state(self, registry, "circuits", "store"):
+            self.store = registry.state.circuits()
         self._registry = weakref.ref(registry)
 
     def _policy(self, call: Call) -> tuple[str, CircuitBreakerPolicy]:

@@ -16,7 +16,6 @@ from harness_one.state import (
     FailMode,
     LeaseKeeper,
     MemorySlots,
-    State,
     StateUnavailable,
     round_trip,
 )
@@ -104,7 +103,6 @@ class ConcurrencyPlugin:
         slots = provides(slots, "concurrency slots", "a slot store", ("acquire", "renew", "release", "running"), optional=True)
         self.slots: ConcurrencySlots = slots if slots is not None else MemorySlots()
         self._own_slots = slots is not None
-        self._state: State | None = None  # the state ``slots`` was taken from (not for ones given)
         self._holder = os.urandom(6).hex()  # holder ids unique across plugins, processes and hosts
         _PLUGINS.add(self)  # (a forked child draws its own, and a new lock)
         self._ids = itertools.count(1)
@@ -117,8 +115,8 @@ class ConcurrencyPlugin:
 
     @hookimpl
     def harness_configure(self, registry: ToolRegistry) -> None:
-        if not self._own_slots and takes_state(self, self._state, registry, "slots", "slots"):
-            self.slots, self._state = registry.state.concurrency(), registry.state
+        if not self._own_slots and takes_state(self, registry, "slots", "slots"):
+            self.slots = registry.state.concurrency()
         self._registry_clock = registry.clock
 
     def _now(self) -> float:

@@ -53,7 +53,6 @@ from harness_one.state import (
     LeaseKeeper,
     MemoryStore,
     Record,
-    State,
     StateUnavailable,
     WallClock,
     key_text,
@@ -337,7 +336,6 @@ class IdempotencyPlugin:
             store = SQLiteStore(file) if wait_for_file is None else SQLiteStore(file, timeout=wait_for_file)
         self.store: IdempotencyStore = store if store is not None else MemoryStore()
         self._own_store = store is not None
-        self._state: State | None = None  # the state ``store`` was taken from (not for one given)
         self._bound(self.store)
         self.clock: Clock = provides(clock, "idempotency clock", "a clock", ("now",), optional=True) or WallClock()
         self.replays = 0
@@ -370,8 +368,8 @@ class IdempotencyPlugin:
 
     @hookimpl
     def harness_configure(self, registry: ToolRegistry) -> None:
-        if not self._own_store and takes_state(self, self._state, registry, "records", "store", "path"):
-            self.store, self._state = registry.state.idempotency(), registry.state
+        if not self._own_store and takes_state(self, registry, "records", "store", "path"):
+            self.store = registry.state.idempotency()
             self._bound(self.store)
 
     @hookimpl(tryfirst=True)

@@ -23,7 +23,7 @@ from harness_one import (
     hookimpl,
     per_tool,
 )
-from harness_one.state import FailMode, MemoryBuckets, RateLimitBackend, State, StateUnavailable, key_text, round_trip
+from harness_one.state import FailMode, MemoryBuckets, RateLimitBackend, StateUnavailable, key_text, round_trip
 
 from ._options import provides, seconds, takes_state
 
@@ -121,7 +121,6 @@ class RateLimitPlugin:
         backend = provides(backend, "rate_limit backend", "a rate limit backend", ("acquire",), optional=True)
         self.backend: RateLimitBackend = backend if backend is not None else MemoryBuckets()
         self._own_backend = backend is not None
-        self._state: State | None = None  # the state ``backend`` was taken from (not for one given)
         self.clock: Clock | None = provides(clock, "rate_limit clock", "a clock", ("now",), optional=True)
         self.refused = 0
         #: Where, in ``call.state``, an attempt this plugin admitted notes the bucket its token came from (for
@@ -134,8 +133,8 @@ class RateLimitPlugin:
 
     @hookimpl
     def harness_configure(self, registry: ToolRegistry) -> None:
-        if not self._own_backend and takes_state(self, self._state, registry, "buckets", "backend"):
-            self.backend, self._state = registry.state.rate_limits(), registry.state
+        if not self._own_backend and takes_state(self, registry, "buckets", "backend"):
+            self.backend = registry.state.rate_limits()
         # The system clock read without a method call. A plugin joining a second registry with
         # another clock asks the call's registry each time instead.
         now = time.monotonic if isinstance(self.clock or registry.clock, SystemClock) else None

@@ -48,7 +48,8 @@ def set_testing(on: bool = True) -> None:
     """Make every backoff wait zero seconds (for tests; attempts are still counted).
 
     A refusal's ``retry_after`` is still waited (on the registry's clock): it is when the
-    refusal ends, and a zero wait would ask again at once, for ever on a manual clock.
+    refusal ends, and a zero wait would ask again at once (on a manual clock, up to
+    :data:`MAX_REFUSALS` times at the same instant).
     """
     global _TESTING
     _TESTING = on

@@ -83,7 +83,7 @@ _BOUNDS: dict[int, int] = {4300: 10**4300}  # digits -> the first integer past t
 
 def _int_bound() -> tuple[int, int]:
     """The interpreter's int-to-text limit in digits (4300 when there is none), and ``10 ** digits``."""
-    digits = getattr(sys, "get_int_max_str_digits", lambda: 0)() or 4300
+    digits = sys.get_int_max_str_digits() or 4300
     bound = _BOUNDS.get(digits)
     if bound is None:
         bound = _BOUNDS[digits] = 10**digits
