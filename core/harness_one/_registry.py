@@ -1788,13 +1788,9 @@ def _no_float(value: Any) -> Any:
 
 def _own_cancel(call: Call, tool: Tool, exc: asyncio.CancelledError) -> ToolExecutionError:
     """The tool's failure, for a ``CancelledError`` the tool raised while its task was not being
-    cancelled (it awaited something another task cancelled); else ``exc`` is raised again: the
-    caller cancels (so does one outside a task in a running loop, which nothing can tell apart; with no running
-    loop at all, ``asyncio.current_task`` raises, and the call ends in an internal ``ToolError``)."""
-    task = asyncio.current_task()
-    if task is None or task.cancelling():
-        raise exc
-    return call_failure(call, exc, tool)
+    cancelled (it awaited something another task cancelled); else ``exc`` is raised again, by
+    :func:`_not_cancelling`'s rule: the caller cancels."""
+    return call_failure(call, _not_cancelling(exc), tool)
 
 
 def _not_cancelling(exc: asyncio.CancelledError) -> asyncio.CancelledError:
