@@ -180,9 +180,10 @@ def _from_hook(module: Any) -> list[Tool]:
 #: keeps recording, until the entry point's next load ends (one per entry point at most).
 _imports: dict[EntryPoint, list[tuple[ToolRegistry, Tool, Conflict | None]]] = {}
 _imports_lock = threading.Lock()
-#: The tools each entry point's import registered itself (:data:`_imports`), skipped ones too, kept once it loaded:
-#: Python runs a module once, so a registry that loads the package later (``ToolRegistry(discover=True)``, the
-#: command line's) finds them here. They are its tools wherever its module made them (in a loop, in a function).
+#: The tools each entry point's import registered itself (:data:`_imports`), skipped ones too, kept once it loaded, or
+#: once it failed for those of its modules that stay imported (:func:`_undo_import`): Python runs a module once, so a
+#: registry that loads the package later (``ToolRegistry(discover=True)``, the command line's, a retry) finds them
+#: here. They are its tools wherever its module made them (in a loop, in a function).
 _provided: dict[EntryPoint, list[Tool]] = {}
 
 
@@ -222,7 +223,8 @@ def _undo_import(ep: EntryPoint, *, ended: bool = True) -> None:
     still holds that very tool, and forget the conflicts those tools met. As in a process where that module never
     imported, another package's tool of the same name is then loaded in its place, and a retry runs the module's
     current code again. A tool of a module that stays imported (a submodule that imported fine) stays registered,
-    as Python keeps that module: a retry, which does not run it again, finds its tools there.
+    as Python keeps that module: a retry, which does not run it again, finds its tools there, and they stay the
+    package's (:data:`_provided`).
 
     Not ``ended``: before a retry of an import given up at its time bound, which ran on (and may have failed
     since): its record stays, less what was taken out."""
@@ -232,6 +234,10 @@ def _undo_import(ep: EntryPoint, *, ended: bool = True) -> None:
     with _imports_lock:
         if ended:
             _imports.pop(ep, None)
+            kept = _provided.setdefault(ep, [])  # a retry does not run the modules that stay: their tools stay its
+            for item in made:
+                if not any(item is g for g in gone) and not any(item[1] is other for other in kept):
+                    kept.append(item[1])
         elif gone and ep in _imports:
             _imports[ep][:] = [item for item in _imports[ep] if not any(item is g for g in gone)]
     for registry, tool, conflict in reversed(gone):
@@ -807,7 +813,8 @@ def _load(registry: ToolRegistry, report: DiscoveryReport, ep: EntryPoint, index
 
 def _registered(ep: EntryPoint) -> list[Tool]:
     """After ``ep`` loaded: the tools its import registered itself (:func:`imported_tool`), this time or when a
-    registry loaded it before (less those of a module imported again since), in order: they are its tools too."""
+    registry loaded it before, or a failed import of it left in a module that stays imported (less those of a module
+    imported again since), in order: they are its tools too."""
     with _imports_lock:
         made = _imports.pop(ep, None) or []
         kept = [tool for tool in _provided.get(ep, []) if not _forgotten(tool)]
