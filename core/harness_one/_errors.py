@@ -638,6 +638,12 @@ class ToolExecutionError(ToolError):
         self.call_id = call_id
         self.__cause__ = cause
 
+    @classmethod
+    def of(cls, call: Call, cause: BaseException) -> ToolExecutionError:
+        """The error of ``call``, whose tool raised ``cause``, as the core builds it: the secret values
+        the call's arguments and context hold masked where the cause's text quotes them (:func:`call_failure`)."""
+        return call_failure(call, cause)
+
     @property
     def cause_type(self) -> str:
         """The cause's class as ``module.qualname`` (a builtin's bare; a replayed record's, as stored): the

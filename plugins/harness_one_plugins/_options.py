@@ -165,14 +165,15 @@ if hasattr(os, "register_at_fork"):  # not on Windows, which does not fork
     os.register_at_fork(after_in_child=_forked)
 
 
-def takes_state(plugin: Any, registry: ToolRegistry, what: str, *own: str) -> bool:
+def takes_state(plugin: Any, registry: ToolRegistry, what: str, *own: str, in_file: bool = False) -> bool:
     """Whether ``plugin``, joining ``registry``, takes its store (its ``what``) from the registry's state:
     True the first time (the state it took them from, noted on the plugin by this function, is None)
     and when no registry that used that state still holds the plugin (each is gone, let the plugin go,
     or failed to be built);
     False when the state holds them too (the same ``State`` object, or Redis where the same keys are:
-    :func:`~harness_one.state.redis_keys`; a memory or SQLite state keeps them to itself), so the
-    plugin keeps its store.
+    :func:`~harness_one.state.redis_keys`; a memory or SQLite state keeps them to itself, unless
+    ``in_file``: ``what`` are rows of a SQLite state's file, idempotency records, which every state on
+    that file, by its resolved path, holds), so the plugin keeps its store.
 
     Any other state is a :class:`StateRefused` (the registry refuses the plugin): taking that state's
     store would leave the first registry's ``what`` where none of its calls looks (a budget's counts,
@@ -190,17 +191,25 @@ def takes_state(plugin: Any, registry: ToolRegistry, what: str, *own: str) -> bo
         if taken is None or not users:
             vars(plugin)[_TAKEN], vars(plugin)[_USERS] = state, [weakref.ref(registry)]
             return True
-        if state is taken or (state.redis and redis_keys(state) == redis_keys(taken)):
+        if state is taken or (state.redis and redis_keys(state) == redis_keys(taken)) or (in_file and _one_file(state, taken)):
             vars(plugin)[_USERS] = _joined(users, registry)
             return False
     ways = " or ".join(f"{type(plugin).__name__}({name}=...)" for name in own)
+    same = "only the same State object, or Redis at the same URL and key prefix, is the same state"
+    if in_file:
+        same = "only the same State object, Redis at the same URL and key prefix, or SQLite at the same file, is the same state"
     raise StateRefused(
         f"The {plugin.name} plugin keeps its {what} in the state of the registry it was first added to "
-        f"({_where(taken)}), and this registry has another state ({_where(state)}; only the same State object, or "
-        "Redis at the same URL and key prefix, is the same state): give the registries one state "
+        f"({_where(taken)}), and this registry has another state ({_where(state)}; {same}): give the registries one state "
         f"(ToolRegistry(state=first.state)), or give the plugin its own {what} ({ways}) to share it between them.",
         plugin=plugin.name,
     )
+
+
+def _one_file(state: State, other: State) -> bool:
+    """Whether two SQLite states are on one file, by their resolved paths (``:memory:`` is a database per connection)."""
+    paths = [os.path.realpath(s.path) for s in (state, other) if s.path is not None and str(s.path) != ":memory:"]
+    return len(paths) == 2 and paths[0] == paths[1]
 
 
 def joins(plugin: Any, registry: ToolRegistry) -> None:

@@ -106,16 +106,17 @@ def _error_record(error: ToolError) -> dict[str, Any]:
     return {**error.to_dict(), "call_id": None}
 
 
-def _kept(tool: str, outcome: tuple[bool, Any] | None) -> _Kept | None:
-    """What the key of a tool that ran on past its caller keeps (a :class:`~harness_one.Lingering`
+def _kept(call: Call, outcome: tuple[bool, Any] | None) -> _Kept | None:
+    """What the key of ``call``, whose tool ran on past its caller, keeps (a :class:`~harness_one.Lingering`
     outcome): ``(ok, value, error)``, or None to free it (not known, stopped by KeyboardInterrupt and
-    the like, or an error that keeps nothing, as when the caller waits)."""
+    the like, or an error that keeps nothing, as when the caller waits). An exception's text has the
+    call's secret values masked, as the core masks a failure the caller waited for."""
     if outcome is None or not (outcome[0] or isinstance(outcome[1], Exception)):
         return None
     ok, value = outcome
     if ok:
         return True, value, None
-    error = value if isinstance(value, ToolError) else ToolExecutionError(value, tool=tool)
+    error = value if isinstance(value, ToolError) else ToolExecutionError.of(call, value)
     return None if isinstance(error, _NOT_KEPT) else (False, None, _error_record(error))
 
 
@@ -126,10 +127,10 @@ class _Attempts:
     freed). A later attempt refused before its tool started (busy, rate limited), or cancelled
     before its tool returned, left nothing to keep."""
 
-    __slots__ = ("known", "lock", "pending", "settled", "tool")
+    __slots__ = ("call", "known", "lock", "pending", "settled")
 
-    def __init__(self, tool: str, ran: dict[int, tuple[Lingering | None, _Kept | None]]) -> None:
-        self.tool = tool
+    def __init__(self, call: Call, ran: dict[int, tuple[Lingering | None, _Kept | None]]) -> None:
+        self.call = call
         self.lock = threading.Lock()
         self.settled = False
         self.known = {n: kept for n, (lingering, kept) in ran.items() if lingering is None}
@@ -143,7 +144,7 @@ class _Attempts:
             if self.settled:
                 return None
             if attempt is not None and self.pending.pop(attempt, None) is not None:
-                self.known[attempt] = _kept(self.tool, outcome)
+                self.known[attempt] = _kept(self.call, outcome)
             ordered = sorted(self.known.items())
             success = next((kept for _, kept in ordered if kept is not None and kept[0]), None)
             if success is None and self.pending:
@@ -368,7 +369,8 @@ class IdempotencyPlugin:
 
     @hookimpl
     def harness_configure(self, registry: ToolRegistry) -> None:
-        if not self._own_store and takes_state(self, registry, "records", "store", "path"):
+        # (records are rows of a SQLite state's file: another State on that file holds the same rows and claims)
+        if not self._own_store and takes_state(self, registry, "records", "store", "path", in_file=True):
             self.store = registry.state.idempotency()
             self._bound(self.store)
 
@@ -602,7 +604,7 @@ class IdempotencyPlugin:
             [(lingering, kept)] = ran.values()
             if lingering is None:  # the common case: one attempt ran, and returned
                 return self._release(call) if kept is None else self._finish(call, *kept)
-        return self._settle(call, _Attempts(call.tool.name, ran))
+        return self._settle(call, _Attempts(call, ran))
 
     def _did(self, call: Call, error: BaseException) -> tuple[Lingering | None, _Kept | None]:
         """What this attempt's tool did, as the key keeps it: ``(lingering, None)`` while it runs on in a
