@@ -167,7 +167,7 @@ class Call:
       never reads another plugin's keys.
 
     A tool function with a parameter annotated ``Call`` receives this object (for
-    :meth:`report_progress`, :attr:`cancelled`, :meth:`remaining`).
+    :meth:`report_progress`, :attr:`wants_progress`, :attr:`cancelled`, :meth:`remaining`).
     """
 
     # The fields every call sets are slots; the rest are class defaults until a call sets them.
@@ -301,6 +301,12 @@ class Call:
 
             deadline = clock_value(self, "total_deadline" if total else "deadline")
         return deadline - self.registry.clock.now()
+
+    @property
+    def wants_progress(self) -> bool:
+        """Whether the caller listens for progress (passed an ``on_progress``): a tool need not work out reports
+        nobody reads, and an imported MCP tool asks its server for progress only then."""
+        return self._progress is not None
 
     def report_progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:
         """Tell the caller how far the tool got (an MCP client that asked for progress sees it).

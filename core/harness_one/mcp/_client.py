@@ -268,6 +268,24 @@ if _BOUNDED:
     setattr(sdk_stdio, "TextReceiveStream", _text_stream)  # noqa: B010
 _unbounded_warned = False
 
+
+class _UnreadableReplies(logging.Filter):
+    """On the SDK's stdio logger, in a connection of :class:`RemoteServer` (its reader task runs in the context of the
+    task that owns the connection): a reply the SDK could not parse, which it logs with its traceback and pydantic's
+    dump quoting the reply (a piece of its head and tail per problem, secrets unmasked), is logged as the first problem
+    alone, naming the server (the call it answered fails with :func:`_unreadable`'s words). Other records pass as they are."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        bound = _reply_bound.get()
+        error = record.exc_info[1] if record.exc_info else None
+        if bound is not None and isinstance(error, pydantic.ValidationError):
+            record.msg, record.args = "%s (MCP server '%s'): %s", (record.getMessage(), bound[0], safe_text(_detail(error)))
+            record.exc_info = record.exc_text = None
+        return True
+
+
+logging.getLogger(sdk_stdio.__name__).addFilter(_UnreadableReplies())
+
 #: The process groups of the stdio servers the task that owns a connection started (see :func:`_spawn_recorded`).
 _groups: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar("harness_one_mcp_groups", default=None)
 #: What the task that owns a connection does with the process of a stdio server it started (watch it end).
@@ -1143,7 +1161,7 @@ class RemoteServer:
         async def call_mcp_tool(**arguments: Any) -> Any:
             call: Call = arguments.pop(name)
             # Ask the remote for progress (a progressToken) only when the caller listens: an on_progress was given.
-            report = _on_loop(asyncio.get_running_loop(), call.report_progress) if call._progress is not None else None
+            report = _on_loop(asyncio.get_running_loop(), call.report_progress) if call.wants_progress else None
             result = await _await(server._call(remote, local, arguments, report, _current_trace(), deadline, call.context))
             if output_schema is not None and not result.is_error:
                 if not checks:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import functools
 import importlib.util
 import ipaddress
 import json
@@ -1089,8 +1090,23 @@ async def serve_stdio(
         stdio_server(stdin, stdout) as (sdk_read, write),
     ):
         # Lines the SDK cannot read get an answer, and the end of stdin waits for every request's (see harness_one.mcp._stdio).
-        read = Answering(sdk_read, write, stdin, clock=registry.clock, drain_timeout=drain_timeout, out_fd=stdout.fd)
+        unknown = functools.partial(_unknown_tool, registry)
+        read = Answering(
+            sdk_read, write, stdin, clock=registry.clock, drain_timeout=drain_timeout, out_fd=stdout.fd, unknown=unknown
+        )
         await server.run(read, read.answers, server.create_initialization_options())
+
+
+def _unknown_tool(registry: ToolRegistry, name: str) -> str | None:
+    """The message of the spec's ``-32602`` for a call of tool ``name`` that ``registry`` does not have (None: it has
+    it), as :meth:`_Bridge._error` gives it: the registry's ``ToolNotFound``, observed by its plugins as a refused call."""
+    if name in registry._tools:
+        return None
+    try:
+        registry._entry(name, None)  # (loads a tool package that provides it, as a call does)
+    except ToolNotFound as err:
+        return model_message(err)
+    return None
 
 
 def _check_seconds(what: str, seconds: float | None) -> None:

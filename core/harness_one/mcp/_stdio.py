@@ -22,8 +22,8 @@ request's ``id`` when the line has one the client can know (not a string holding
 surrogate, which could only go back as U+FFFD, the ``id`` of another request); but a ``tools/call`` the SDK
 cannot read only for its nesting or an integer's length is read again (see :func:`reread_call`) and passed on,
 or, for an integer past the int-to-text limit or nesting too deep to read, answered here, so that its arguments
-get the registry's ``isError`` answer, as any others. A response the
-client sent (``result``/``error`` and no ``method``) is never answered. A batch (an array, which
+get the registry's ``isError`` answer, as any others (a tool the registry does not have: the ``-32602`` any call of it
+gets). A response the client sent (``result``/``error`` and no ``method``) is never answered. A batch (an array, which
 the SDK does not read) gets one array: ``-32600`` on the ``id`` of each request in it, at most
 :data:`_MAX_BATCH` (nothing for a batch of notifications and responses). An answer of its own that cannot be written marks the client gone, as one of the SDK's does.
 
@@ -90,6 +90,7 @@ from mcp.shared.subscriptions import SUBSCRIPTION_ID_META_KEY
 from mcp_types import (
     CONNECTION_CLOSED,
     INTERNAL_ERROR,
+    INVALID_PARAMS,
     INVALID_REQUEST,
     PARSE_ERROR,
     ErrorData,
@@ -508,22 +509,30 @@ _BEYOND_SDK = ("recursion limit exceeded", "number out of range")
 _ESCAPED_SURROGATE = re.compile(r"\\u[dD][89a-fA-F]")
 
 
-def reread_call(line: str, exc: Exception) -> SessionMessage | JSONRPCResponse | None:
+#: The message of the ``-32602`` for a call of a tool the served registry does not have (None: it has it).
+Unknown = Callable[[str], "str | None"]
+
+
+def _known(name: str) -> str | None:
+    return None
+
+
+def reread_call(line: str, exc: Exception, unknown: Unknown = _known) -> SessionMessage | JSONRPCResponse | JSONRPCError | None:
     """A ``tools/call`` request on ``line``, which the SDK could not read (``exc``) only for its nesting or the length
     of an integer, read by Python's JSON reader, as the registry reads arguments given as text: the request, to pass
     on, so that the registry judges its arguments as any others (an ``isError`` ``ToolArgumentError`` naming the path).
     Arguments holding an integer past the int-to-text limit, or nested too deeply for that reader too, get that result
     here (:func:`_refused`; an integer's value is never read, nor made up: it would reach a tool that no validation
-    plugin guards). None for any other line (not a ``tools/call``, no ``id`` the client can know, such an integer
-    outside the arguments, a lone surrogate, which the SDK refuses too): it is answered ``-32600``, as the SDK's other
-    refusals."""
+    plugin guards), or, for a tool ``unknown`` names, its ``-32602``. None for any other line (not a ``tools/call``, no
+    ``id`` the client can know, such an integer outside the arguments, a lone surrogate, which the SDK refuses too): it
+    is answered ``-32600``, as the SDK's other refusals."""
     if not any(problem in _detail(exc) for problem in _BEYOND_SDK):
         return None
     long: list[int] = []
     try:
         message = json.loads(line, parse_int=long_numbers(long))
     except RecursionError:
-        return _too_deep(line)
+        return _too_deep(line, unknown)
     except ValueError:
         return None
     if type(message) is not dict or message.get("method") != "tools/call" or _request_id(message.get("id")) is None:
@@ -537,14 +546,14 @@ def reread_call(line: str, exc: Exception) -> SessionMessage | JSONRPCResponse |
         found = find_long(arguments)
         if found is None or type(name) is not str or find_long(message) is not None:  # (the id, a progress token)
             return None
-        return _refused(_request_id(message["id"]), name, found.problem())
+        return _refused(_request_id(message["id"]), name, found.problem(), unknown)
     try:
         return SessionMessage(jsonrpc_message_adapter.validate_python(message, by_name=False))
     except Exception:  # no valid message (``params`` not an object): the SDK's own refusal stands
         return None
 
 
-def _too_deep(line: str) -> JSONRPCResponse | None:
+def _too_deep(line: str, unknown: Unknown = _known) -> JSONRPCResponse | JSONRPCError | None:
     """The answer to a ``tools/call`` request on ``line`` whose arguments are nested too deeply for Python's JSON
     reader too (:func:`_refused`: ``$: arguments are nested too deeply to read``), on its ``id`` (read at its start, or
     else its last member). None when its ``method``, its ``id`` (one the client can know) or its tool's ``name`` cannot
@@ -558,12 +567,15 @@ def _too_deep(line: str) -> JSONRPCResponse | None:
     if cut != "arguments" or type(name) is not str:
         return None
     problem = ArgumentProblem("$", "arguments are nested too deeply to read", "limits", "fewer levels of nesting", "deeper")
-    return _refused(request_id, name, problem)
+    return _refused(request_id, name, problem, unknown)
 
 
-def _refused(request_id: Any, name: str, problem: ArgumentProblem) -> JSONRPCResponse:
-    """The ``isError`` result the server gives arguments the registry cannot read, on ``request_id``: no call was made
-    (no ``call_id``), so an unknown tool ``name`` is answered so too."""
+def _refused(request_id: Any, name: str, problem: ArgumentProblem, unknown: Unknown = _known) -> JSONRPCResponse | JSONRPCError:
+    """The ``isError`` result the server gives arguments the registry cannot read, on ``request_id`` (no call was made:
+    no ``call_id``); for a tool ``unknown`` names, the ``-32602`` any call of it gets, whatever its arguments."""
+    missing = unknown(name)
+    if missing is not None:
+        return JSONRPCError(jsonrpc="2.0", id=request_id, error=ErrorData(code=INVALID_PARAMS, message=missing))
     error = ToolArgumentError([problem], tool=name)
     result = {
         "content": [{"type": "text", "text": model_message(error)}],
@@ -762,8 +774,11 @@ class Answering(_Wrapping):
         out_fd: int = -1,
         max_unsettled: int = MAX_UNSETTLED,
         max_streams: int = MAX_STREAMS,
+        unknown: Unknown = _known,
     ) -> None:
         self.inner, self.write, self.lines = inner, write, lines
+        #: The ``-32602`` message for a tool the registry does not have, for a call answered here (see :func:`reread_call`).
+        self.unknown = unknown
         self.clock, self.drain_timeout = clock, drain_timeout
         #: The answers' descriptor (-1: none), watched during the drain for its reader going away.
         self.out_fd = out_fd
@@ -835,8 +850,8 @@ class Answering(_Wrapping):
             if isinstance(line, _Wake):  # an empty line of :meth:`_Lines.wake`, handed out to get here
                 continue
             if isinstance(item, Exception) and isinstance(line, str):
-                reread = reread_call(line, item)
-                if isinstance(reread, JSONRPCResponse):
+                reread = reread_call(line, item, self.unknown)
+                if isinstance(reread, (JSONRPCResponse, JSONRPCError)):
                     await self._answer(reread)
                     continue
                 if reread is not None:  # read here: passed on as any request
