@@ -25,6 +25,7 @@ __all__ = [
     "environment_state",
     "is_file_spec",
     "load_settings",
+    "malformed_state",
     "parse_option",
     "with_prefix",
 ]
@@ -37,7 +38,7 @@ ENV_REDIS = "HARNESS_ONE_REDIS_URL"
 ENV_REDIS_PREFIX = "HARNESS_ONE_REDIS_PREFIX"
 ENV_TOOLS = "HARNESS_ONE_TOOLS"
 ENV_IMPORT_TIMEOUT = "HARNESS_ONE_IMPORT_TIMEOUT"
-#: Seconds the command line lets a tool package or plugin take to import.
+#: Seconds the command line lets a tool package, a plugin or a tools entry (a ``--tools`` file) take to import.
 IMPORT_TIMEOUT = 30.0
 DEFAULT_FILE = "harness-one.toml"
 #: The largest configuration file read: a larger one (or a device) is refused, not read whole into memory.
@@ -58,6 +59,19 @@ def blank_state(where: str, instead: str) -> str:
     """Why a state URL that is empty or only spaces is refused (the file's key, a variable, ``--state``):
     it would name a SQLite file called " " in the current directory, or the default without a word."""
     return f"{where} is empty: give a state URL ('memory:', a SQLite file, 'redis://host:6379/0'), or {instead} for the default SQLite file"
+
+
+def malformed_state(url: str) -> str | None:
+    """Why a state URL does not parse at all (an unclosed ``[`` of an IPv6 host), in the words the state uses
+    for a malformed one (``state URL '...' is malformed: ...``, its password masked); None when it parses. Each
+    place a URL is set checks it (``--state``, the file's key, the variable), so the error can name that place."""
+    try:
+        urlparse(url)
+    except ValueError as exc:
+        from ._redact import redact
+
+        return f"state URL {redact(url)!r} is malformed: {exc}"
+    return None
 
 
 def with_prefix(url: str, prefix: str | None, where: str | None = None) -> str:
@@ -125,12 +139,25 @@ def environment_state(*, prefixed: bool = True) -> str | None:
     :meth:`ToolRegistry.default`); while the CLI runs with ``--state``, that URL, and the variables are not read."""
     if _given_state is not None:
         return _given_state
+    found = _state_variable()
+    if found is None:
+        return None
+    url = found[1]
+    return with_prefix(url, os.environ.get(ENV_REDIS_PREFIX) or None, ENV_REDIS_PREFIX) if prefixed else url
+
+
+def _state_variable() -> tuple[str, str] | None:
+    """The variable that names the state URL, and the URL: ``HARNESS_ONE_REDIS_URL``, else ``HARNESS_ONE_STATE``
+    (an empty variable is unset). ``ValueError`` naming the variable for one of spaces or one that does not parse."""
     for name in (ENV_REDIS, ENV_STATE):
         url = os.environ.get(name)
         if url and not url.strip():
             raise ValueError(blank_state(name, "unset it"))
         if url:
-            return with_prefix(url, os.environ.get(ENV_REDIS_PREFIX) or None, ENV_REDIS_PREFIX) if prefixed else url
+            why = malformed_state(url)
+            if why:
+                raise ValueError(f"{name}: {why}")
+            return name, url
     return None
 
 
@@ -152,6 +179,8 @@ class Settings:
     state: str = field(default_factory=default_state)
     #: ``[state] prefix`` (or ``HARNESS_ONE_REDIS_PREFIX``): the Redis key namespace, already applied to ``state``.
     state_prefix: str | None = None
+    #: Where ``state`` was set (``--state``, ``FILE: [state] url``, ``HARNESS_ONE_STATE``); None: the default.
+    state_from: str | None = None
     log_format: str | None = None
     log_level: str = "warning"
     tools: list[str] = field(default_factory=list)
@@ -159,7 +188,7 @@ class Settings:
     tools_in_file: int = 0
     mcp_servers: dict[str, dict[str, Any]] = field(default_factory=dict)
     source: str | None = None
-    #: ``HARNESS_ONE_IMPORT_TIMEOUT``: seconds an entry point's import may take (None: no bound).
+    #: ``HARNESS_ONE_IMPORT_TIMEOUT``: seconds an entry point's or a tools entry's import may take (None: no bound).
     import_timeout: float | None = IMPORT_TIMEOUT
 
 
@@ -221,8 +250,12 @@ def _apply_file(settings: Settings, data: dict[str, Any], where: str) -> None:
             raise ConfigError(f"{where}: [state] {key} must be a string (e.g. 'redis://host:6379/0'), not {state[key]!r}")
         if key in state and not state[key].strip():  # (an empty HARNESS_ONE_STATE is unset: this is no variable)
             raise ConfigError(f"{where}: {blank_state(f'[state] {key}', 'leave the key out')}")
+        why = malformed_state(state[key]) if key in state else None
+        if why:
+            raise ConfigError(f"{where}: [state] {key}: {why}")
     if "url" in state or "redis_url" in state:  # redis_url, when given, puts all shared state on Redis
-        settings.state = state.get("redis_url") or state["url"]
+        key = "redis_url" if state.get("redis_url") else "url"
+        settings.state, settings.state_from = state[key], f"{where}: [state] {key}"
     prefix = state.get("prefix")
     if prefix is not None and not isinstance(prefix, str):
         raise ConfigError(f"{where}: [state] prefix must be a string (the namespace of the Redis keys, e.g. 'app:')")
@@ -382,9 +415,11 @@ def load_settings(path: str | None = None, *, state_given: bool = False) -> Sett
     settings.log_level = os.environ.get(ENV_LOG_LEVEL) or settings.log_level
     if not state_given:
         try:
-            settings.state = environment_state(prefixed=False) or settings.state
+            found = _state_variable()
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
+        if found is not None:
+            settings.state_from, settings.state = found
     prefix_from = ENV_REDIS_PREFIX if os.environ.get(ENV_REDIS_PREFIX) else f"{chosen}: [state] prefix"
     settings.state_prefix = os.environ.get(ENV_REDIS_PREFIX) or settings.state_prefix
     try:

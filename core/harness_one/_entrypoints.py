@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import functools
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from ._errors import capped, exception_text, outside_text
 from ._log import log_event
@@ -16,6 +17,7 @@ __all__ = [
     "EntryPoint",
     "ImportTimeout",
     "LoadFailure",
+    "bounded",
     "entry_points",
     "importing",
     "refresh_entry_points",
@@ -126,19 +128,29 @@ def set_import_timeout(seconds: float | None) -> None:
 
 def _bounded(ep: EntryPoint, seconds: float) -> Any:
     """``ep``'s import in a helper thread, waited for at most ``seconds``."""
+    return bounded(functools.partial(_load_as, ep), seconds, ep.name)
+
+
+_T = TypeVar("_T")
+
+
+def bounded(run: Callable[[], _T], seconds: float, name: str) -> _T:
+    """``run()`` (an import: an entry point's, a ``--tools`` file's) in a helper thread named after ``name``, waited
+    for at most ``seconds``: past them, :class:`ImportTimeout`, and ``run`` abandoned (see :func:`set_import_timeout`).
+    An entry point that ``run`` loads is loaded in that thread, within the same bound."""
     from concurrent.futures import Future
     from concurrent.futures import TimeoutError as NotYet
 
-    loaded: Future[Any] = Future()
+    loaded: Future[_T] = Future()
 
-    def run() -> None:
+    def work() -> None:
         _worker.active = True
         try:
-            loaded.set_result(_load_as(ep))
+            loaded.set_result(run())
         except BaseException as exc:  # SystemExit at import too: the caller reports it
             loaded.set_exception(exc)
 
-    threading.Thread(target=run, name=f"harness-one import {ep.name}", daemon=True).start()
+    threading.Thread(target=work, name=f"harness-one import {name}", daemon=True).start()
     try:
         return loaded.result(seconds)
     except NotYet:

@@ -30,10 +30,11 @@ from .._config import (
     give_state,
     is_file_spec,
     load_settings,
+    malformed_state,
     parse_option,
     with_prefix,
 )
-from .._entrypoints import set_import_timeout
+from .._entrypoints import bounded, set_import_timeout
 from .._errors import PluginError, exception_text
 
 if TYPE_CHECKING:
@@ -239,11 +240,16 @@ def build_registry(state: CliState) -> ToolRegistry:
         registry.state.check()
     except Exception as exc:
         shown = redact(f"{settings.state!r}: {exc}")  # the URL's password is not printed
-        raise click.ClickException(f"cannot open the state store {shown} (set HARNESS_ONE_STATE)") from None
+        where = (
+            f"set by {settings.state_from}"
+            if settings.state_from
+            else "the default: choose another with --state or HARNESS_ONE_STATE"
+        )
+        raise click.ClickException(f"cannot open the state store {shown} ({where})") from None
     given: dict[str, Any] = {}  # each tool name an entry gave, and its tool: a later entry's tool of that name wins
     for spec, origin in _entries([*_tools_origins(settings), *((spec, "") for spec in state.tool_specs)]):
         try:
-            found = _tools_of(spec)
+            found = _tools_of(spec, settings.import_timeout)
             if not found:
                 raise ValueError("no tools found (define them with @define_tool, or in a harness_register_tools hook)")
             for tool in found:
@@ -322,12 +328,13 @@ def _close_servers(servers: list[Any]) -> None:
     close_servers(servers, hold_sigterm=not isinstance(sys.exc_info()[1], SystemExit))
 
 
-def _tools_of(spec: str) -> list[Any]:
-    """The tools a ``--tools`` spec offers, imported and registered by its hook with directories on
-    ``sys.path`` meanwhile (see :func:`_on_path`), so the module may import its own modules: a file's
-    own directory first, as ``python FILE.py`` has it, and the current directory last, so that a file
-    of the current directory cannot stand in for a module of the standard library or of an installed
-    package (``import json`` in the tools), whoever wrote that directory."""
+def _tools_of(spec: str, limit: float | None = None) -> list[Any]:
+    """The tools a ``--tools`` spec offers, imported (within ``limit`` seconds, ``HARNESS_ONE_IMPORT_TIMEOUT``'s,
+    as a tool package's import is: past them, :class:`~harness_one._entrypoints.ImportTimeout`; None: no bound)
+    and registered by its hook with directories on ``sys.path`` meanwhile (see :func:`_on_path`), so the module
+    may import its own modules: a file's own directory first, as ``python FILE.py`` has it, and the current
+    directory last, so that a file of the current directory cannot stand in for a module of the standard
+    library or of an installed package (``import json`` in the tools), whoever wrote that directory."""
     from .._discovery import tools_of
     from .._registry import LOADING_SOURCE
 
@@ -340,7 +347,11 @@ def _tools_of(spec: str) -> list[Any]:
         own = str(Path(spec).resolve().parent) if is_file_spec(spec) else ""
         with _on_path(own, first=True), _on_path(cwd, first=False) as added:
             before = set(sys.modules)
-            module = _import(spec)
+            if limit is None:
+                module = _import(spec)
+            else:  # in a helper thread, which has a context of its own: LOADING_SOURCE is copied into it
+                load = functools.partial(contextvars.copy_context().run, _import, spec)
+                module = bounded(load, limit, spec)
             if added and _found_in(cwd, set(sys.modules) - before):
                 from .._runners import worker_path
 
@@ -855,6 +866,9 @@ def main(
     """
     if state_url is not None and not state_url.strip():
         raise click.BadParameter(blank_state("it", "leave the option out"), param_hint="--state")
+    why = None if state_url is None else malformed_state(state_url)
+    if why:
+        raise click.BadParameter(why, param_hint="--state")
     try:
         settings = load_settings(config_path, state_given=state_url is not None)  # a given --state wins
     except ConfigError as exc:
@@ -878,7 +892,7 @@ def main(
     settings.log_format = log_format or settings.log_format
     settings.log_level = log_level or settings.log_level
     if state_url is not None:  # the configured key namespace applies to it too, as to the environment's URL
-        settings.state = with_prefix(state_url, settings.state_prefix)
+        settings.state, settings.state_from = with_prefix(state_url, settings.state_prefix), "--state"
         give_state(settings.state)  # the default registry a tool file's @defineTool builds reads no variable either
         ctx.call_on_close(functools.partial(give_state, None))
     ctx.call_on_close(configure_logging(settings.log_format, settings.log_level, sys.stderr))

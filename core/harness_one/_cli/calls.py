@@ -66,7 +66,9 @@ def _json_object(text: str, option: str) -> dict[str, object]:
 
 
 def _extra(ctx: click.Context, name: str, extra: list[str]) -> click.UsageError:
-    """The usage error for words after NAME: the arguments go in ``--args``."""
+    """The usage error for words after NAME: the arguments go in ``--args``; shown masked (:func:`_masked`), as
+    the approval hint shows a call: they may be the call's arguments, secrets and all."""
+    extra = [_masked(ctx, word) for word in extra]
     shown = " ".join(shlex.quote(word) for word in extra)
     example = shlex.quote(extra[0]) if len(extra) == 1 and extra[0].lstrip().startswith("{") else "'{...}'"
     return click.UsageError(
@@ -89,18 +91,32 @@ _SELECTING = (
 )
 
 
+def _masked(ctx: click.Context, text: str) -> str:
+    """``text`` as ``call`` shows it a person on stderr: masked by ``_SHOWN`` (see :func:`_to_approve`), and by
+    the ``secret_values`` and ``extra_secret_keys`` the configuration gives the ``logging`` and ``otel`` plugins,
+    as their logs mask them (a plugin's that are no strings are left out: the plugin refuses them)."""
+    from .._redact import _SHOWN, Redactor
+
+    options = state_of(ctx).settings.plugin_options
+    for plugin in ("logging", "otel"):
+        given = options.get(plugin, {})
+        if given.get("secret_values") or given.get("extra_secret_keys"):
+            with contextlib.suppress(TypeError):
+                keys, values = given.get("extra_secret_keys", ()), given.get("secret_values", ())
+                text = Redactor((), extra_keys=keys, values=values, query_keys=()).mask(text)
+    return _SHOWN.mask(text)
+
+
 def _run_command(ctx: click.Context) -> tuple[str, bool]:
     """``harness-one OPTIONS run``, with the global options given that select the tools, plugins,
     configuration and state (shell-quoted, secrets masked as in the call line), and whether a secret was masked."""
-    from .._redact import _SHOWN
-
     given = ctx.find_root().params
     words = ["harness-one"]
     masked = False
     for param, option in _SELECTING:
         value = given.get(param)
         for text in value if isinstance(value, tuple) else () if value is None else (value,):
-            shown = _shown_option(str(text)) if option == "-O" else _SHOWN.mask(str(text))
+            shown = _masked(ctx, _shown_option(str(text)) if option == "-O" else str(text))
             masked = masked or shown != text
             words += [option, shlex.quote(shown)]
     return " ".join([*words, "run"]), masked
@@ -134,10 +150,8 @@ def _to_approve(
     Stderr may be kept (CI logs): secrets in the options and in the call line (its arguments and
     context) are masked by the keys of errors the model reads (:data:`~harness_one.MODEL_SECRET_KEYS`, on a key's
     last words: ``max_tokens`` is shown) and ``pin``, ``auth``, ``signature``, ``credential`` too (``_SHOWN``),
-    whole, and the reader told to put them back.
+    and the logging plugins' configured ones (:func:`_masked`), whole, and the reader told to put them back.
     """
-    from .._redact import _SHOWN
-
     request: dict[str, object] = {"id": 1, "name": name, "arguments": args}
     if context is not None:
         request["context"] = context
@@ -145,7 +159,7 @@ def _to_approve(
         request["idempotency_key"] = idempotency_key
     command, in_options = _run_command(ctx)
     line = json.dumps(request)
-    shown = _SHOWN.mask(line)
+    shown = _masked(ctx, line)
     where = [place for place, masked in (("in its options", in_options), ("in the call", shown != line)) if masked]
     secrets = f" (put back the secrets masked {' and '.join(where)})" if where else ""
     return (
