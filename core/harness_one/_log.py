@@ -24,6 +24,17 @@ _checks: dict[str, Callable[[int], bool]] = {}
 _modules = sys.modules
 # structlog's level check per logger, with the configuration it was made for (its wrapper class and logger factory)
 _structlog_checks: dict[str, tuple[tuple[Any, Any], Callable[[int], Any] | None]] = {}
+# A level's method on a structlog bound logger: every wrapper class has these (the generic ``structlog.BoundLogger``
+# by its proxy to the logger), not all a ``log(level, ...)``; a level between two goes as the lower one (25: info)
+_STRUCTLOG_METHODS = {10: "debug", 20: "info", 30: "warning", 40: "error", 50: "critical"}
+
+
+def _structlog_method(level: int) -> str:
+    """The name of the structlog method that logs at ``level``: its own, else the nearest standard level's below."""
+    name = _STRUCTLOG_METHODS.get(level)
+    if name is None:
+        name = _STRUCTLOG_METHODS[max((known for known in _STRUCTLOG_METHODS if known <= level), default=10)]
+    return name
 
 
 def _stdlib(name: str) -> logging.Logger:
@@ -41,13 +52,15 @@ def _structlog() -> Any:
 def _structlog_enabled(structlog: Any, logger: str, level: int) -> bool:
     """Whether the application's structlog configuration keeps an event at ``level`` on ``logger``: its bound
     logger's ``is_enabled_for`` (a ``make_filtering_bound_logger`` or ``structlog.stdlib.BoundLogger`` has one),
-    found once per configuration; True for a logger without one, or whose check raises."""
+    found once per configuration on its type (the generic ``structlog.BoundLogger`` proxies any other name to its
+    logger, as an event through the processors); True for a logger without one, or whose check raises."""
     config = structlog.get_config()
     made_for = (config["wrapper_class"], config["logger_factory"])
     found = _structlog_checks.get(logger)
     if found is None or found[0] != made_for:
         try:
-            check = getattr(structlog.get_logger(logger).bind(), "is_enabled_for", None)
+            bound = structlog.get_logger(logger).bind()
+            check = bound.is_enabled_for if callable(getattr(type(bound), "is_enabled_for", None)) else None
         except Exception:  # a logger factory that fails: log_event reports it when an event is emitted
             check = None
         found = _structlog_checks[logger] = (made_for, check if callable(check) else None)
@@ -124,7 +137,8 @@ def log_event(level: int, event: str, *, logger: str = "harness_one", **fields: 
     """Emit ``event`` with ``fields`` at ``level``; never raises.
 
     With structlog configured by the application, a structlog event with the fields as
-    key-value pairs; otherwise a stdlib record on ``logger`` whose message is
+    key-value pairs, sent by the level's method (``info``, ``warning``: a level between two by the lower one's);
+    otherwise a stdlib record on ``logger`` whose message is
     ``event key=value ...`` and whose ``harness_one`` attribute holds the fields. An exception
     raised by the application's handlers, filters or structlog processors is counted and the
     first one shown on stderr (unless ``logging.raiseExceptions`` is false), as the stdlib shows
@@ -133,7 +147,7 @@ def log_event(level: int, event: str, *, logger: str = "harness_one", **fields: 
     try:
         structlog = _structlog()
         if structlog is not None:
-            structlog.get_logger(logger).log(level, event, **fields)
+            getattr(structlog.get_logger(logger), _structlog_method(level))(event, **fields)
             return
         target = _stdlib(logger)
         if target.isEnabledFor(level):

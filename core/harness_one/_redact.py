@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import bisect
+import copy
 import heapq
 import itertools
 import json
@@ -432,6 +433,8 @@ _YAML_PAIR = re.compile(
     rf"""(?:{_YAML_NAME.format(1, 1)}\r?\n[ \t]*{_YAML_VALUE.format(1)}|{_YAML_VALUE.format(2)}[^\r\n]*\r?\n[ \t]*{_YAML_NAME.format(2, 5)}$)"""
 )
 _LINE_VALUE = re.compile(r"[^\r\n]*(?<![ \t])")
+# A JSON string, to its closing quote (group 2) if it has one on its line: each is read once, its escapes whole.
+_JSON_STRING = re.compile(r'"((?:[^"\\\r\n]++|\\.)*+)("?)')
 # The next "{", "}", "(" or ")" outside a quoted string (a quote without its closing one on its line is
 # text; a string with a backslash is read as text, so that JSON escaped in a string shows its braces):
 # each character is read at most twice, each string once.
@@ -784,13 +787,25 @@ class Redactor:
         #: With ``last_words`` and ``password`` among the keys, an environment variable's name (all capitals) is secret
         #: too when its last word ends in a password's name (``PGPASSWORD``, ``SSHPASS``: see _names_password).
         self._env = last_words and "password" in words
+        self._set_values(values)
+        self._cache: dict[str, bool] = {}
+        self._normals: dict[str, str] = {}  # a secret key name in text, normalised (see _normal)
+
+    def _set_values(self, values: Iterable[str]) -> None:
         plain = {v for v in values if v}
+        self._given = tuple(plain)  # (for with_values)
         escaped = {json.dumps(v, ensure_ascii=ascii)[1:-1] for v in plain for ascii in (True, False)}
         self._values = tuple(sorted(plain | escaped, key=len, reverse=True))
         #: The secret values a number's text can hold (digits, a sign, ".", "e", "inf", "nan"): none, and numbers are not read.
         self._numeric = tuple(v for v in self._values if _NUMBER_TEXT.fullmatch(v))
-        self._cache: dict[str, bool] = {}
-        self._normals: dict[str, str] = {}  # a secret key name in text, normalised (see _normal)
+
+    def with_values(self, values: Iterable[str]) -> Redactor:
+        """This redactor with ``values`` masked too, as its own ``values`` are (wherever they appear in text, before
+        a text is cut): for a call's held secrets (:meth:`held`) in what shows its result. Its key rules are this
+        one's (nothing of them is worked out again)."""
+        other = copy.copy(self)  # (the caches are shared: they depend on the keys only)
+        other._set_values((*self._given, *_items(values, "secret values")))
+        return other
 
     def is_secret(self, key: Any) -> bool:
         """Whether a mapping key names a secret (see :data:`SECRET_KEYS` for the matching rule; a
@@ -885,10 +900,31 @@ class Redactor:
     def mask_json(self, text: str, limit: int = _SCAN * _MAX_TEXT) -> str:
         """Arguments refused as no valid JSON, ``text``, as logs and traces show them: the first ``limit``
         characters (by default all :meth:`text` reads of a value) masked by this redactor's keys as the refusal's excerpt is (a secret name with its colon left
-        out, ``{"passwd" "..."}``, or escaped, ``"pass\\u0077ord"``, which the text rules do not read)."""
+        out, ``{"passwd" "..."}``, which the text rules do not read), every JSON-escaped string that decodes to a
+        secret's name shown decoded first (``"pass\\u0077ord"`` as ``"password"``), for every rule to read it."""
         from ._arguments import masked_json  # (it imports this module)
 
-        return masked_json(text, self, limit)
+        head = text[:limit]
+        return masked_json(self._decoded_names(head) if "\\" in head else head, self, limit)
+
+    def _decoded_names(self, text: str) -> str:
+        """``text`` with each closed JSON string holding an escape (of at most 600 characters) that decodes to a
+        secret key's name (:meth:`is_secret`, at most 100 characters, printable, without a quote or a backslash)
+        as that name; any other as it is. Linear: each string is read once."""
+        parts: list[str] = []
+        done = 0
+        for found in _JSON_STRING.finditer(text):
+            body = found.group(1)
+            if not found.group(2) or "\\" not in body or len(body) > 600:
+                continue
+            try:
+                name = json.loads(f'"{body}"')
+            except ValueError:  # an escape JSON has not (\q): as it is
+                continue
+            if len(name) <= 100 and name.isprintable() and '"' not in name and "\\" not in name and self.is_secret(name):
+                parts += (text[done : found.start()], f'"{name}"')
+                done = found.end()
+        return "".join(parts) + text[done:] if parts else text
 
     def _holds_value(self, number: float) -> bool:
         """Whether a number's text (``repr`` of an integer of under 3,000 bits or of a float, the type's own:

@@ -7,7 +7,7 @@ from typing import Any
 
 from harness_one import CallResult, Redactor
 
-__all__ = ["arguments_shown", "rendered", "secrets_of"]
+__all__ = ["arguments_shown", "holding", "rendered", "secrets_of"]
 
 
 def rendered(value: Any) -> str:
@@ -36,3 +36,11 @@ def secrets_of(redactor: Redactor, arguments: Any, context: Any = None) -> Redac
     the values held under the model's keys masked where they stand whole: ``harness_one._redact.mask_held``.)"""
     found = redactor.held(arguments, context)
     return Redactor((), values=found, query_keys=()) if found else None
+
+
+def holding(redactor: Redactor, arguments: Any, context: Any = None) -> Redactor:
+    """``redactor`` with the texts a call's ``arguments`` and ``context`` hold where it masks them (see
+    :func:`secrets_of`) masked too, wherever they appear (:meth:`harness_one.Redactor.with_values`): for a captured
+    result, whose texts it cuts only once they are masked (a secret cut in half would show all but its end)."""
+    found = redactor.held(arguments, context)
+    return redactor.with_values(found) if found else redactor

@@ -41,7 +41,7 @@ from harness_one import (
 )
 
 from ._options import flag
-from ._text import arguments_shown, rendered, secrets_of
+from ._text import arguments_shown, holding, rendered, secrets_of
 
 __all__ = [
     "DESCRIPTION_LIMIT",
@@ -328,10 +328,8 @@ class OTelPlugin:
                 kind, status = error_type(error), self._status_text(error, call.arguments, call.context)
                 attrs = {**attrs, "error.type": kind}
             elif self.capture_content and self._recording(span):
-                result = self._result_text(value)
-                values = secrets_of(self.redactor, call.arguments, call.context)  # masked in the arguments: in the result too
-                if values is not None:
-                    result = values.mask(result)
+                # the values masked in the arguments, masked in the result too: each text before it is cut
+                result = self._result_text(value, holding(self.redactor, call.arguments, call.context))
         except BaseException:  # the plugin's own fault, reported as one: the span is ended all the same
             self._end(span)
             raise
@@ -352,8 +350,8 @@ class OTelPlugin:
             self._sdk_failed(exc)
         self._record(attrs, duration, None if error is None else error.kind)
 
-    def _result_text(self, value: Any) -> str:
-        """``gen_ai.tool.call.result``: the JSON the model reads for ``value``, masked. A value JSON cannot write
+    def _result_text(self, value: Any, redactor: Redactor) -> str:
+        """``gen_ai.tool.call.result``: the JSON the model reads for ``value``, masked by ``redactor``. A value JSON cannot write
         as it is (a dataclass, a date, an enum, a UUID) is read back from that JSON: its fields, ``isoformat()``,
         value, text, not its ``repr``; any other goes to the redactor as it is (its hostile parts shown by its rule)."""
         try:
@@ -365,11 +363,11 @@ class OTelPlugin:
                 pass
             else:
                 if not (isinstance(data, str) and isinstance(value, Mapping)):  # (a hostile mapping: the redactor walks it)
-                    shown = self.redactor(data)  # (read back as one string, an enum's: the model reads it quoted)
+                    shown = redactor(data)  # (read back as one string, an enum's: the model reads it quoted)
                     return json.dumps(shown, ensure_ascii=False) if isinstance(shown, str) else rendered(shown)
         except Exception:  # a huge int, NaN, a cycle, a value whose reading raises: the redactor's rule
             pass
-        return rendered(self.redactor(value))
+        return rendered(redactor(value))
 
     def _end(self, span: Any) -> None:
         try:
