@@ -37,7 +37,17 @@ if TYPE_CHECKING:
     from ._registry import ToolRegistry
     from ._render import fingerprint, preview, rendered_length
     from ._runners import ProcessRunner, Runner, ThreadRunner
-    from ._schema import json_path, json_pointer, json_type, listed_names, subschemas
+    from ._schema import (
+        ecma_classes,
+        json_path,
+        json_pointer,
+        json_type,
+        listed_names,
+        rust_pattern,
+        rust_schema,
+        schema_objects,
+        subschemas,
+    )
     from ._tool import Tool, ToolFunction, define_tool, defineTool
     from .hookspecs import applies_to, hookimpl, per_tool
 
@@ -96,10 +106,14 @@ _LAZY: dict[str, str] = {  # name -> module: imported on first use, so start-up 
     "ProcessRunner": "._runners",
     "Runner": "._runners",
     "ThreadRunner": "._runners",
+    "ecma_classes": "._schema",
     "json_path": "._schema",
     "json_pointer": "._schema",
     "json_type": "._schema",
     "listed_names": "._schema",
+    "rust_pattern": "._schema",
+    "rust_schema": "._schema",
+    "schema_objects": "._schema",
     "subschemas": "._schema",
     "Tool": "._tool",
     "ToolFunction": "._tool",
@@ -164,6 +178,7 @@ __all__ = [
     "applies_to",
     "defineTool",
     "define_tool",
+    "ecma_classes",
     "fingerprint",
     "hookimpl",
     "json_path",
@@ -179,6 +194,9 @@ __all__ = [
     "redact",
     "refresh_entry_points",
     "rendered_length",
+    "rust_pattern",
+    "rust_schema",
+    "schema_objects",
     "subschemas",
 ]
 

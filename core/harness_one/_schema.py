@@ -20,6 +20,7 @@ import types
 import typing
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
+from copy import deepcopy
 from dataclasses import dataclass
 from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 from urllib.parse import quote, unquote, urldefrag, urljoin
@@ -33,13 +34,17 @@ __all__ = [
     "analyse",
     "check_against_signature",
     "check_schema",
+    "ecma_classes",
     "find_remote_refs",
     "find_surrogate",
     "json_path",
     "json_pointer",
     "json_type",
     "path_step",
+    "rust_pattern",
+    "rust_schema",
     "schema_for_type",
+    "schema_objects",
     "subschemas",
     "without_bad_defaults",
     "wrap_output",
@@ -2050,13 +2055,19 @@ def _bad_defaults(schema: JSONSchema, found: _Found, most: int, *, formats: bool
                 if len(bad) == most:
                     break
         return bad
+    # The patterns as calls are checked (in a pattern with lookaround, \w is ASCII there, not Unicode).
+    rewritten, moved = _rust_rewrite(schema, frozenset())
+    where = paths
+    if rewritten is not schema:
+        schema, where = rewritten, [moved(path) for path in paths]
+        nodes = [functools.reduce(operator.getitem, path, schema) for path in where]
     instance = {str(i): node["default"] for i, node in enumerate(nodes)}
     registry = None
     members: list[Any] = nodes
     wrapper: JSONSchema = {key: schema[key] for key in ("$schema", "$defs", "definitions") if key in schema}
     if found.anchors or len(found.resources) > 1 or not all(ref.startswith(_DEFS_REFS) for _, ref, _ in found.refs):
         registry = rs.Registry([(_DEFAULTS_BASE, schema)])
-        members = [{"$ref": _DEFAULTS_BASE + _fragment(path)} for path in paths]
+        members = [{"$ref": _DEFAULTS_BASE + _fragment(path)} for path in where]
         wrapper = {}
     wrapper["properties"] = {str(i): member for i, member in enumerate(members)}
     try:
@@ -2674,7 +2685,7 @@ def _flags_problem(written: str) -> str:
 
 
 def _class_end(pattern: str, start: int) -> int:
-    """The index after the character class that starts at ``start``."""
+    """The index after the character class that starts at ``start`` (the end of ``pattern`` for one left open)."""
     i = start + 1
     if pattern.startswith("^", i):
         i += 1
@@ -2685,7 +2696,174 @@ def _class_end(pattern: str, start: int) -> int:
         if pattern[i] == "]":
             return i + 1
         i += 1
-    return i
+    return min(i, len(pattern))  # (past a final backslash: ``[\\``)
+
+
+# ECMA-262's \d, \w, \s and their negations as the contents of a character class, as jsonschema-rs reads them
+# (\u{...} for a code point past U+FFFF). \s is ECMA's WhiteSpace and LineTerminator; a negation is the
+# complement over every code point.
+_ECMA_CLASSES = {
+    "d": "0-9",
+    "D": "\\x00-\\x2f\\x3a-\\u{10ffff}",
+    "w": "0-9A-Za-z_",
+    "W": "\\x00-\\x2f\\x3a-\\x40\\x5b-\\x5e\\x60\\x7b-\\u{10ffff}",
+    "s": "\\t\\n\\v\\f\\r \\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000\\ufeff",
+    "S": (
+        "\\x00-\\x08\\x0e-\\x1f\\x21-\\x9f\\xa1-\\u167f\\u1681-\\u1fff\\u200b-\\u2027\\u202a-\\u202e"
+        "\\u2030-\\u205e\\u2060-\\u2fff\\u3001-\\ufefe\\uff00-\\u{10ffff}"
+    ),
+}
+# What makes jsonschema-rs match with fancy-regex, which reads \d, \w, \s as Unicode classes: a backreference
+# (numbered or named) or lookaround. (A false hit, such as an escaped backslash before a digit, only rewrites.)
+_FANCY = re.compile(r"\\[1-9]|\\k<|\(\?<?[=!]")
+# One item of a character class: an escape (\p{...}, \u{...}, \xhh, \uhhhh, \cX or \ and a character) or a character.
+_CLASS_ITEM = re.compile(r"\\[pPu]\{[^}]*\}|\\x[0-9A-Fa-f]{2}|\\u[0-9A-Fa-f]{4}|\\c[A-Za-z]|\\.|.", re.DOTALL)
+
+
+def ecma_classes(pattern: str) -> str:
+    """The JSON Schema (ECMA-262) ``pattern`` with ``\\d``, ``\\w``, ``\\s`` and their negations written out as
+    the classes ECMA-262 defines (``\\w`` is ``[0-9A-Za-z_]``, ``\\s`` ECMA's white space and line terminators; a
+    code point past U+FFFF as ``\\u{...}``), and each ``-`` a character class holds as a character as ``\\-``, so
+    a written-out class never becomes a range's end (``[\\w-~]``: ``\\w``, ``-``, ``~``). The same strings match:
+    the form to give an engine whose ``\\d``, ``\\w``, ``\\s`` are Unicode classes (jsonschema-rs under lookaround;
+    Python's ``regex`` once the rest of ECMA-262's syntax is translated), as the validation plugin does."""
+    out: list[str] = []
+    i, n = 0, len(pattern)
+    while i < n:
+        c = pattern[i]
+        if c == "\\":
+            chars = _ECMA_CLASSES.get(pattern[i + 1 : i + 2])
+            out.append(pattern[i : i + 2] if chars is None else f"[{chars}]")
+            i += 2
+        elif c == "[":
+            start = i + 2 if pattern.startswith("[^", i) else i + 1
+            end = _class_end(pattern, i)
+            closed = end > start and pattern[end - 1] == "]"
+            out.append(pattern[i:start] + _class_items(pattern[start : end - 1 if closed else end]) + "]" * closed)
+            i = end
+        else:
+            out.append(c)
+            i += 1
+    return "".join(out)
+
+
+def _class_items(body: str) -> str:
+    """A class's contents as :func:`ecma_classes` writes them. As jsonschema-rs reads them, a ``-`` right after
+    a class escape is a character (``[\\w--a]``: ``\\w``, ``-``, ``-``, ``a``), and so is one with no range to
+    make (first, last, or next to a class escape)."""
+    items = _CLASS_ITEM.findall(body)
+    out: list[str] = []
+    i = 0
+    while i < len(items):
+        item = items[i]
+        chars = _ECMA_CLASSES.get(item[1:]) if len(item) == 2 and item[0] == "\\" else None
+        if chars is not None or item.startswith(("\\p", "\\P")):
+            out.append(item if chars is None else chars)
+            i += 1
+            if i < len(items) and items[i] == "-":
+                out.append("\\-")
+                i += 1
+        elif i + 2 < len(items) and items[i + 1] == "-" and not _is_class_escape(items[i + 2]):
+            out.append(f"{_as_character(item)}-{_as_character(items[i + 2])}")
+            i += 3
+        else:
+            out.append(_as_character(item))
+            i += 1
+    return "".join(out)
+
+
+def _is_class_escape(item: str) -> bool:
+    return item[:1] == "\\" and (item[1:] in _ECMA_CLASSES or item[1:2] in ("p", "P"))
+
+
+def _as_character(item: str) -> str:
+    return "\\-" if item == "-" else item
+
+
+def rust_pattern(pattern: str) -> str:
+    """The JSON Schema ``pattern`` to give jsonschema-rs so that it matches what ECMA-262 does, as the validation
+    plugin gives it and the definition check of defaults reads it: with a backreference or lookaround jsonschema-rs
+    reads ``\\d``, ``\\w``, ``\\s`` as Unicode classes, so such a pattern comes back as :func:`ecma_classes`
+    writes it; any other, one jsonschema-rs refuses as written or rewritten (its verdict on a pattern stands), or
+    any where jsonschema-rs is not installed, comes back as given."""
+    rs = _rust()
+    return pattern if rs is None or _FANCY.search(pattern) is None else _rewritten_for(pattern, rs)
+
+
+@functools.lru_cache(maxsize=4096)
+def _rewritten_for(pattern: str, rs: Any) -> str:
+    """:func:`rust_pattern` of a pattern with a backreference or lookaround (``rs``: jsonschema-rs, a key of the cache)."""
+    rewritten = ecma_classes(pattern)
+    if rewritten != pattern:
+        try:
+            for candidate in (pattern, rewritten):
+                rs.validator_for({"pattern": candidate})
+        except Exception:
+            return pattern
+    return rewritten
+
+
+#: Keywords whose value is an object of schemas by name (the names are no keywords; a ``dependencies`` list is none).
+_SCHEMA_MAPS = _SUBSCHEMA_MAPS | {"dependencies"}
+
+#: Where a path is in the copy :func:`_rust_rewrite` makes (a ``patternProperties`` name may be rewritten).
+_Moved = Callable[[tuple[Any, ...]], tuple[Any, ...]]
+
+
+def schema_objects(schema: Any) -> Iterator[tuple[dict[str, Any], tuple[Any, ...]]]:
+    """Every object in ``schema`` a ``$ref`` can name as a schema, with its path (keys and indexes): those
+    :func:`subschemas` finds and those under unknown keywords (``"$ref": "#/components/U"``), never the data of
+    ``const``, ``default``, ``enum`` or ``examples``. Where a plugin finds every ``pattern`` a validator compiles."""
+    stack: list[tuple[Any, tuple[Any, ...]]] = [(schema, ())]
+    while stack:
+        node, path = stack.pop()
+        if isinstance(node, list):
+            stack.extend((sub, (*path, i)) for i, sub in enumerate(node))
+        elif isinstance(node, dict):
+            yield node, path
+            for key, value in node.items():
+                if key in _SCHEMA_MAPS:  # (the object holds names, not keywords: only its values are schemas)
+                    if isinstance(value, dict):
+                        stack.extend((sub, (*path, key, name)) for name, sub in value.items())
+                elif key not in _DATA:
+                    stack.append((value, (*path, key)))
+
+
+def rust_schema(schema: Any, *, drop: AbstractSet[str] = frozenset()) -> Any:
+    """The schema to give jsonschema-rs for ``schema``, as the validation plugin gives it: every ``pattern`` and
+    ``patternProperties`` name (of the objects :func:`schema_objects` finds) as :func:`rust_pattern` gives it,
+    and the keywords in ``drop`` removed from each of those objects. ``schema`` itself when nothing changes,
+    else a deep copy."""
+    return _rust_rewrite(schema, drop)[0]
+
+
+def _rewrites(node: dict[str, Any], drop: AbstractSet[str]) -> bool:
+    pattern, names = node.get("pattern"), node.get("patternProperties")
+    return (
+        not drop.isdisjoint(node)
+        or (isinstance(pattern, str) and rust_pattern(pattern) != pattern)
+        or (isinstance(names, dict) and any(rust_pattern(name) != name for name in names))
+    )
+
+
+def _rust_rewrite(schema: Any, drop: AbstractSet[str]) -> tuple[Any, _Moved]:
+    """:func:`rust_schema`, and what a path in ``schema`` is in it (for the definition check of defaults)."""
+    if not any(_rewrites(node, drop) for node, _ in schema_objects(schema)):
+        return schema, lambda path: path
+    copied = deepcopy(schema)
+    renamed: set[tuple[Any, ...]] = set()  # where the patternProperties with rewritten names are
+    for node, path in list(schema_objects(copied)):
+        for key in drop:
+            node.pop(key, None)
+        if isinstance(node.get("pattern"), str):
+            node["pattern"] = rust_pattern(node["pattern"])
+        names = node.get("patternProperties")
+        if isinstance(names, dict) and any(rust_pattern(name) != name for name in names):
+            given = {rust_pattern(name): sub for name, sub in names.items()}
+            if len(given) == len(names):  # (else two became one: both kept as written)
+                node["patternProperties"] = given
+                renamed.add((*path, "patternProperties"))
+    return copied, lambda path: tuple(rust_pattern(k) if path[:i] in renamed else k for i, k in enumerate(path))
 
 
 def check_against_signature(schema: Mapping[str, Any], sig: Signature, *, tool: str) -> None:

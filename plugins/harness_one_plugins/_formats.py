@@ -8,21 +8,23 @@ the Python checker for every other format, so both backends give the same verdic
 
 Patterns: JSON Schema patterns are ECMA-262 regular expressions. jsonschema-rs implements
 them; :func:`python_pattern` rewrites one for the ``regex`` module so that the pure-Python
-backend matches the same strings (``\\d``, ``\\w``, ``\\s`` and their negations, ``.``,
-``$``, ``\\cX``, ``\\u{...}``, ``[`` inside a class). Matching runs with a time limit.
+backend matches the same strings (``\\d``, ``\\w``, ``\\s`` and their negations as
+:func:`harness_one.ecma_classes` writes them, ``.``, ``$``, ``\\cX``, ``\\u{...}``, ``[``
+inside a class). Matching runs with a time limit.
 """
 
 from __future__ import annotations
 
 import calendar
-import functools
 import ipaddress
 import re
 from typing import Any
 
 import idna
 
-__all__ = ["STRICT_FORMATS", "compile_python_pattern", "explained", "python_pattern", "strict_format_checker"]
+from harness_one import ecma_classes
+
+__all__ = ["STRICT_FORMATS", "explained", "python_pattern", "strict_format_checker"]
 
 _DATE = re.compile(r"(\d{4})-(\d{2})-(\d{2})", re.ASCII)
 _TIME = re.compile(r"(\d{2}):(\d{2}):(\d{2})(?:\.\d+)?(?:([Zz])|([+-])(\d{2}):(\d{2}))", re.ASCII)
@@ -255,26 +257,15 @@ def explained(name: Any, value: Any, shown: str) -> str:
 
 # ---------------------------------------------------------------------------- patterns
 
-# ECMA-262 classes, written as the contents of a character class. \s is ECMA's WhiteSpace
-# and LineTerminator; the negations are the complements over every code point.
-_CLASSES = {
-    "d": "0-9",
-    "D": "\\x00-\\x2f\\x3a-\\U0010ffff",
-    "w": "0-9A-Za-z_",
-    "W": "\\x00-\\x2f\\x3a-\\x40\\x5b-\\x5e\\x60\\x7b-\\U0010ffff",
-    "s": "\\t\\n\\v\\f\\r \\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000\\ufeff",
-    "S": (
-        "\\x00-\\x08\\x0e-\\x1f\\x21-\\x9f\\xa1-\\u167f\\u1681-\\u1fff\\u200b-\\u2027\\u202a-\\u202e"
-        "\\u2030-\\u205e\\u2060-\\u2fff\\u3001-\\ufefe\\uff00-\\U0010ffff"
-    ),
-}
 _DOT = "[^\\n\\r\\u2028\\u2029]"
 _MULTILINE = re.compile(r"\(\?[a-zA-Z]*m[a-zA-Z]*[:)]")
 _HEX = frozenset("0123456789abcdefABCDEF")
 
 
 def python_pattern(pattern: str) -> str:
-    """``pattern`` (ECMA-262, as jsonschema-rs reads it) rewritten for the ``regex`` module."""
+    """``pattern`` (ECMA-262, as jsonschema-rs reads it) rewritten for the ``regex`` module, from the form
+    :func:`~harness_one.ecma_classes` writes it in: no ``\\d``, ``\\w``, ``\\s`` left to read as Unicode classes."""
+    pattern = ecma_classes(pattern)
     out: list[str] = []
     i, n = 0, len(pattern)
     in_class = False
@@ -283,10 +274,6 @@ def python_pattern(pattern: str) -> str:
         c = pattern[i]
         if c == "\\" and i + 1 < n:
             e = pattern[i + 1]
-            if e in _CLASSES:
-                out.append(_CLASSES[e] if in_class else f"[{_CLASSES[e]}]")
-                i += 2
-                continue
             if e == "c" and i + 2 < n and pattern[i + 2].isascii() and pattern[i + 2].isalpha():
                 out.append(f"\\x{ord(pattern[i + 2]) % 32:02x}")
                 i += 3
@@ -323,47 +310,3 @@ def python_pattern(pattern: str) -> str:
             out.append(c)
         i += 1
     return "".join(out)
-
-
-# The classes above as jsonschema-rs reads a class's contents (ECMA-262's \\u{...} for a code point past U+FFFF).
-_RUST_CLASSES = {name: chars.replace("\\U0010ffff", "\\u{10ffff}") for name, chars in _CLASSES.items()}
-# What makes jsonschema-rs match with fancy-regex, which reads \d, \w, \s as Unicode classes: a backreference
-# (numbered or named) or lookaround. (A false hit, such as an escaped backslash before a digit, only rewrites.)
-_FANCY = re.compile(r"\\[1-9]|\\k<|\(\?<?[=!]")
-
-
-def rust_pattern(pattern: str) -> str:
-    """``pattern`` as jsonschema-rs is given it: where it would match with fancy-regex (:data:`_FANCY`),
-    ``\\d``, ``\\w``, ``\\s`` and their negations written as the ASCII/ECMA classes they are (as
-    :func:`python_pattern` writes them), so both backends match the same strings; else ``pattern``."""
-    if _FANCY.search(pattern) is None:
-        return pattern
-    out: list[str] = []
-    i, n = 0, len(pattern)
-    in_class = False
-    while i < n:
-        c = pattern[i]
-        if c == "\\" and i + 1 < n:
-            chars = _RUST_CLASSES.get(pattern[i + 1])
-            out.append(pattern[i : i + 2] if chars is None else chars if in_class else f"[{chars}]")
-            i += 2
-            continue
-        if in_class and c == "]":
-            in_class = False
-        elif not in_class and c == "[":
-            in_class = True
-            if pattern.startswith("^", i + 1):
-                out.append("[")
-                i += 1
-                c = "^"
-        out.append(c)
-        i += 1
-    return "".join(out)
-
-
-@functools.lru_cache(maxsize=4096)
-def compile_python_pattern(pattern: str) -> Any:
-    """The compiled ``regex`` pattern for an ECMA-262 ``pattern`` (raises ``regex.error``)."""
-    import regex
-
-    return regex.compile(python_pattern(pattern))

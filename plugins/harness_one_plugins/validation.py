@@ -41,6 +41,9 @@ from harness_one import (
     listed_names,
     per_tool,
     preview,
+    rust_pattern,
+    rust_schema,
+    schema_objects,
     subschemas,
 )
 
@@ -309,7 +312,7 @@ def _rust_keywords(schema: Any) -> dict[str, Any] | None:
 
 
 #: Keywords jsonschema-rs asserts in drafts 6 and 7 and jsonschema reads as annotations in every draft.
-_CONTENT = ("contentMediaType", "contentEncoding")
+_CONTENT = frozenset({"contentMediaType", "contentEncoding"})
 
 
 def _older_draft(schema: Any, draft: int) -> bool:
@@ -318,73 +321,19 @@ def _older_draft(schema: Any, draft: int) -> bool:
 
 
 def _rust_schema(schema: Any, old: bool) -> Any:
-    """The schema jsonschema-rs is given: ``schema``, without ``contentMediaType`` and ``contentEncoding`` where a
-    part is of draft 6 or 7 (``old``), in which jsonschema-rs asserts them; jsonschema reads them as annotations in
-    every draft, as jsonschema-rs does from 2019-09 on. Its patterns as :func:`_for_rust` gives them. jsonschema-rs
-    decides only valid or invalid."""
-    content = old and any(key in node for node in _schemas(schema) for key in _CONTENT)
-    if not content and not any(_for_rust(pattern) != pattern for pattern in _patterns(schema)):
-        return schema
-    copied = copy.deepcopy(schema)
-    for node in _schemas(copied):
-        for key in _CONTENT if content else ():
-            node.pop(key, None)
-        if isinstance(node.get("pattern"), str):
-            node["pattern"] = _for_rust(node["pattern"])
-        if isinstance(node.get("patternProperties"), dict):
-            renamed = {_for_rust(pattern): sub for pattern, sub in node["patternProperties"].items()}
-            if len(renamed) == len(node["patternProperties"]):  # (else two became one: both kept as written)
-                node["patternProperties"] = renamed
-    return copied
-
-
-#: Keywords whose value is an object of schemas by name, and keywords whose value is data, never a schema.
-_SCHEMA_MAPS = frozenset({"$defs", "definitions", "dependentSchemas", "dependencies", "patternProperties", "properties"})
-_DATA = frozenset({"const", "default", "enum", "examples"})
-
-
-def _schemas(schema: Any) -> Iterator[dict[str, Any]]:
-    """Every object in ``schema`` a ``$ref`` can name as a schema: those :func:`subschemas` finds and those under
-    unknown keywords (``"$ref": "#/components/U"``), not the data of ``enum``, ``const``, ``default`` or ``examples``.
-    Where the patterns are, for jsonschema-rs's copy (:func:`_rust_schema`) and the Python warm-up alike."""
-    stack = [schema]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, list):
-            stack.extend(node)
-        elif isinstance(node, dict):
-            yield node
-            for key, value in node.items():
-                if key in _SCHEMA_MAPS:  # (the object holds names, not keywords: only its values are schemas)
-                    if isinstance(value, dict):
-                        stack.extend(value.values())
-                elif key not in _DATA:
-                    stack.append(value)
+    """The schema jsonschema-rs is given (:func:`harness_one.rust_schema`): without ``contentMediaType`` and
+    ``contentEncoding`` where a part is of draft 6 or 7 (``old``), in which jsonschema-rs asserts them; jsonschema
+    reads them as annotations in every draft, as jsonschema-rs does from 2019-09 on."""
+    return rust_schema(schema, drop=_CONTENT if old else frozenset())
 
 
 def _patterns(schema: Any) -> Iterator[str]:
-    """Every ``pattern`` and ``patternProperties`` name in ``schema`` (:func:`_schemas`)."""
-    for node in _schemas(schema):
+    """Every ``pattern`` and ``patternProperties`` name in ``schema`` (:func:`harness_one.schema_objects`)."""
+    for node, _ in schema_objects(schema):
         if isinstance(node.get("pattern"), str):
             yield node["pattern"]
         if isinstance(node.get("patternProperties"), dict):
             yield from node["patternProperties"]
-
-
-@functools.lru_cache(maxsize=4096)
-def _for_rust(pattern: str) -> str:
-    """``pattern`` as jsonschema-rs is given it: with fancy-regex (a backreference or lookaround) it reads ``\\d``,
-    ``\\w``, ``\\s`` as Unicode classes, so they are written out as the ASCII/ECMA classes the Python backend
-    matches (:func:`_formats.rust_pattern`); as written where jsonschema-rs refuses the original or the rewrite (the
-    verdict on a pattern is jsonschema-rs's own: ``[\\w-~]``, which it refuses, would pass as the range ``_-~``)."""
-    rewritten = _formats.rust_pattern(pattern)
-    if rewritten != pattern:
-        try:
-            for candidate in (pattern, rewritten):
-                _rust().validator_for({"pattern": candidate})
-        except Exception:
-            return pattern
-    return rewritten
 
 
 class _MultipleOf:
@@ -747,11 +696,20 @@ def _warm_patterns(schema: Any) -> None:
     """Compile every ``pattern`` and ``patternProperties`` key of ``schema`` (:func:`_patterns`) for the Python matcher."""
     for pattern in _patterns(schema):
         with contextlib.suppress(Exception):  # a pattern the definition check refused
-            _formats.compile_python_pattern(pattern)
+            _python_pattern(pattern)
+
+
+@functools.lru_cache(maxsize=4096)
+def _python_pattern(pattern: str) -> Any:
+    """The compiled ``regex`` pattern the Python backend matches the ECMA-262 ``pattern`` with, rewritten by
+    :func:`_formats.python_pattern` (raises ``regex.error``)."""
+    import regex
+
+    return regex.compile(_formats.python_pattern(pattern))
 
 
 def _search_python(pattern: str, text: str) -> bool | None:
-    rx = _formats.compile_python_pattern(pattern)
+    rx = _python_pattern(pattern)
     budget = _BUDGET.get()
     remaining = PATTERN_BUDGET if budget is None else budget.left()
     if remaining <= 0:
@@ -763,10 +721,10 @@ def _search_python(pattern: str, text: str) -> bool | None:
 
 
 @functools.lru_cache(maxsize=4096)
-def _rust_pattern(pattern: str) -> Any:
+def _rust_matcher(pattern: str) -> Any:
     rs = _rust()
     return rs.validator_for(
-        {"pattern": _for_rust(pattern)}, pattern_options=rs.FancyRegexOptions(backtrack_limit=BACKTRACK_LIMIT)
+        {"pattern": rust_pattern(pattern)}, pattern_options=rs.FancyRegexOptions(backtrack_limit=BACKTRACK_LIMIT)
     )
 
 
@@ -776,7 +734,7 @@ def _search_rust(pattern: str, text: str) -> bool | None:
     None when jsonschema-rs gave up at its backtracking limit: not matched in time, which is not a mismatch.
     """
     try:
-        error = next(iter(_rust_pattern(pattern).iter_errors("" + text)), None)
+        error = next(iter(_rust_matcher(pattern).iter_errors("" + text)), None)
     except Exception:
         return _search_python(pattern, text)
     return True if error is None else None if _gave_up(error) else False
