@@ -312,8 +312,9 @@ def test_agent_framework_shows_the_name_and_calls_the_harness_tool() -> None:
     asyncio.run(AFAgent(client, tools=[tool]).run("go"))
     assert client.results() == {
         "a-1": "checked 5",
-        "a-2": "Error: Invalid arguments for tool '2fa-check' (1 problem):\n- $.code: expected string, got integer 5\n"
-        "Fix the arguments and call '2fa-check' again.",
+        # (the model's text names the tool as the model was shown it: it can call it by no other name)
+        "a-2": f"Error: Invalid arguments for tool '{SHOWN}' (1 problem):\n- $.code: expected string, got integer 5\n"
+        f"Fix the arguments and call '{SHOWN}' again.",
     }
     assert ran == [("a-1", "5")]
     assert to_agent_framework("2fa-check", registry, name="tfa").name == "tfa"

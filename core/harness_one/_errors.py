@@ -153,12 +153,20 @@ def late_capped(message: str) -> str:
     return message if len(message) <= ERROR_TEXT_LIMIT + _PREFIX_ROOM else capped(message)
 
 
-def model_message(error: ToolError) -> str:
+def model_message(error: ToolError, shown: str | None = None) -> str:
     """The text of ``error`` the model reads, as :meth:`CallResult.for_model` writes it (without ``Error:``): safe
-    to encode, and cut (:func:`late_capped`) when a subclass wrote a longer message after ``__init__``."""
+    to encode, and cut (:func:`late_capped`) when a subclass wrote a longer message after ``__init__``.
+
+    ``shown``: the name the model was shown for the tool, where it is not ``error.tool`` (an adapter's ``name=``,
+    a Gemini export's name): each mention of the tool quoted as harness-one's texts quote it (``'add'``) names
+    it so, since the model can call it by no other ("call 'plus' again"). ``error`` itself is left as it is."""
     from ._render import safe_text  # imported when first needed, as _text does
 
-    return safe_text(late_capped(error.message))
+    text = late_capped(error.message)
+    tool = error.tool
+    if shown and tool and shown != tool:
+        text = text.replace(f"'{tool}'", f"'{shown}'")
+    return safe_text(text)
 
 
 def _text(message: Any) -> str:

@@ -438,7 +438,9 @@ def _refused(registry: ToolRegistry, provider: str, request: BadRequest) -> dict
 
 
 def _answer(provider: str, request: Request, result: CallResult) -> dict[str, Any]:
-    text = result.for_model()
+    # an error names the tool as the model called it (a Gemini name, "_.2fa-check"), not by the registry's name
+    error = model_message(result.error, _sent_name(request.exported)) if result.error is not None else "error"
+    text = result.for_model() if result.ok else f"Error: {error}"
     rid = _sent_id(request.id)
     if provider == "openai":
         return {"role": "tool", "tool_call_id": rid, "content": text}
@@ -448,7 +450,6 @@ def _answer(provider: str, request: Request, result: CallResult) -> dict[str, An
         return {"type": "tool_result", "tool_use_id": rid, "content": text, "is_error": not result.ok}
     # Gemini takes data, not text (a protobuf Struct: doubles, string keys): made valid UTF-8 here, as for_model()
     # makes the others' text, with the ints a double would round as their digits (see struct_data).
-    error = model_message(result.error) if result.error else "error"  # capped, as for_model()
     response = {"output": struct_data(result.value)} if result.ok else {"error": error}
     answer: dict[str, Any] = {"name": _sent_name(request.exported), "response": response}
     if rid is not None:
@@ -487,7 +488,8 @@ def dispatch(
 
     ``concurrency`` must be an int of at least 1 (or an int-like one, with ``__index__``, such as ``numpy.int64``; not
     a bool) and ``context`` a mapping or ``None``: else a ``TypeError`` (a ``ValueError`` for a ``concurrency`` below
-    1), raised before any call runs.
+    1), raised before any call runs. Each call's ``Call.context`` is its own copy of ``context`` (a plain ``dict``,
+    shallow): what a tool or a hook writes into it reaches neither the other calls nor the caller's mapping.
     """
     concurrency = _checked_options(concurrency, context)
     shown = _scope(names)
@@ -496,7 +498,10 @@ def dispatch(
     def one(request: Request | BadRequest | _NotShown) -> dict[str, Any] | HeldCall:
         if not isinstance(request, Request):
             return _unrun(registry, provider, request, shown)
-        result = registry.try_call(request.name, request.arguments, context=context, call_id=text_id(request.id))
+        own = _own_context(context, request)
+        if isinstance(own, CallResult):
+            return _settle(provider, request, own)
+        result = registry.try_call(request.name, request.arguments, context=own, call_id=text_id(request.id))
         return _settle(provider, request, _scoped(result, registry, request, shown), shown)
 
     if not requests or ((len(requests) == 1 or concurrency <= 1) and not _loop_running()):
@@ -509,6 +514,24 @@ def dispatch(
         # parent of each tool's span, as it is for a call run in the caller's thread; answers in the order of the calls
         running = [pool.submit(contextvars.copy_context().run, one, r) for r in requests]
         return _collect(future.result() for future in running)
+
+
+def _own_context(context: Mapping[str, Any] | None, request: Request) -> Mapping[str, Any] | CallResult | None:
+    """The call's own copy of ``context=`` (a plain ``dict``, as the framework adapters make one), so what a tool or
+    a hook writes into it reaches neither the batch's other calls nor the caller's mapping; a mapping that fails to
+    copy, the refusal of the call (see :func:`~harness_one.integrations._common.call_context`)."""
+    if context is None:
+        return None
+    from .integrations._common import call_context, refusal
+
+    try:
+        return call_context(context, _no_run_context, tool=request.name, call_id=text_id(request.id))
+    except ToolError as err:
+        return refusal(err)
+
+
+def _no_run_context() -> None:
+    """The run context ``call_context`` may ask for: a dispatcher has none (its ``context=`` is a mapping)."""
 
 
 def _loop_running() -> bool:
@@ -539,8 +562,11 @@ async def adispatch(
     async def one(request: Request | BadRequest | _NotShown) -> dict[str, Any] | HeldCall:
         if not isinstance(request, Request):
             return _unrun(registry, provider, request, shown)
+        own = _own_context(context, request)
+        if isinstance(own, CallResult):
+            return _settle(provider, request, own)
         async with slots:
-            result = await registry.atry_call(request.name, request.arguments, context=context, call_id=text_id(request.id))
+            result = await registry.atry_call(request.name, request.arguments, context=own, call_id=text_id(request.id))
         return _settle(provider, request, _scoped(result, registry, request, shown), shown)
 
     return _collect(await asyncio.gather(*(one(r) for r in requests)))

@@ -21,5 +21,5 @@ and ``context=`` (a mapping, or a function of the framework's run context) becom
 ``harness_one.export.gemini_name`` for Gemini), while the registry is called by the tool's own. Every call goes through the registry, so validation (once, in the harness
 pipeline), rate limits, timeouts, retries and logging apply however the tool is reached.
 Idempotency needs an ``idempotency_key``, which no adapter passes: a call id is not one.
-Errors reach the agent as the harness's model-readable text.
+Errors reach the agent as the harness's model-readable text, naming the tool as the framework shows it.
 """

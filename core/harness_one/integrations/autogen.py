@@ -108,7 +108,7 @@ class HarnessAutoGenTool(BaseTool[_AnyArgs, BaseModel]):
         try:
             context = call_context(self._context, run_context, tool=name, call_id=call_id or None)
         except ToolError as err:  # an error result, as a tool's failure is: no chained cause (its text is not masked)
-            refused: ToolError | None = _raised(err)
+            refused: ToolError | None = _raised(err, self.name)
         else:
             refused = None
         if refused is not None:
@@ -118,7 +118,7 @@ class HarnessAutoGenTool(BaseTool[_AnyArgs, BaseModel]):
             result = no_longer_available(result, self._registry, name)  # removed from the registry since
             result = not_asked(result, "no_step")  # AutoGen has no approval step: a call the harness holds is refused
             assert result.error is not None
-            raise _raised(result.error)
+            raise _raised(result.error, self.name)
         return result.value
 
     async def _until_cancelled(self, args: object, call_id: str | None, token: CancellationToken | None) -> Any:
@@ -218,12 +218,13 @@ class HarnessWorkbench(StaticStreamWorkbench):
                 yield event
 
 
-def _raised(error: ToolError) -> ToolError:
+def _raised(error: ToolError, shown: str) -> ToolError:
     """``error`` as raised to AutoGen, which hands ``str(error)`` to the model and records the exception
     (its type and traceback) in the tool's span: the same class and fields (``kind``, ``retry_after``,
-    ``cause``, ...), its text safe to encode, and no exception chained (a tool's own, whose text is not masked)."""
+    ``cause``, ...), its text safe to encode and naming the tool as AutoGen shows it (``shown``; its ``tool``
+    is still the registry's name), and no exception chained (a tool's own, whose text is not masked)."""
     raised = copy.copy(error)  # rebuilt from its state (ToolError.__reduce__): no __cause__, no traceback
-    raised.message = model_message(error)
+    raised.message = model_message(error, shown)
     raised.args = (raised.message,)
     return raised
 

@@ -37,10 +37,11 @@ from __future__ import annotations
 
 import contextvars
 import copy
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextvars import ContextVar
 from typing import Annotated, Any, NamedTuple, get_args
+from urllib.parse import unquote
 
 from langchain.agents.middleware import HumanInTheLoopMiddleware, InterruptOnConfig
 from langchain.agents.middleware.human_in_the_loop import (
@@ -56,6 +57,7 @@ from langchain_core.runnables import RunnableConfig, ensure_config
 from langchain_core.tools import BaseTool, StructuredTool, ToolException
 from langchain_core.tools import Tool as LangChainTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
+from langchain_core.utils.json_schema import dereference_refs
 from langgraph.prebuilt import ToolRuntime
 from langgraph.runtime import Runtime
 from langgraph.types import Command
@@ -67,6 +69,7 @@ from .._registry import ToolRegistry
 from .._schema import _to_pydantic, schema_for_type
 from .._tool import Tool
 from ..dispatch import _loop_running
+from ..export import StrictSchemaError, inline_refs
 from ._common import (
     Context,
     Name,
@@ -145,8 +148,9 @@ def _no_writer(chunk: Any) -> None:
     """The stream writer of a runtime built outside a graph: drops what it is given."""
 
 
-def _answer(result: CallResult, registry: ToolRegistry, name: str) -> str:
-    """The harness's text for the model; an error as a ``ToolException`` (an error ``ToolMessage``).
+def _answer(result: CallResult, registry: ToolRegistry, name: str, shown: str) -> str:
+    """The harness's text for the model; an error as a ``ToolException`` (an error ``ToolMessage``), naming the
+    tool as LangChain shows it (``shown``).
 
     A call the harness holds for approval reached the tool without LangChain asking a person
     about it (no :func:`approval_middleware`, or one that did not review it): it is refused.
@@ -155,12 +159,12 @@ def _answer(result: CallResult, registry: ToolRegistry, name: str) -> str:
     if not result.ok:
         result = not_asked(no_longer_available(result, registry, name), "not_reviewed")
         assert result.error is not None
-        raise ToolException(model_message(result.error))
+        raise ToolException(model_message(result.error, shown))
     return result.for_model()
 
 
 def _functions(
-    registry: ToolRegistry, tool: Tool, context: LangChainContext
+    registry: ToolRegistry, tool: Tool, context: LangChainContext, shown: str
 ) -> tuple[Callable[..., Any], Callable[..., Awaitable[Any]]]:
     name = tool.name
 
@@ -181,7 +185,7 @@ def _functions(
         try:
             ctx = call_context(context, run_context, tool=name, call_id=call_id, run_id=_run_id)
         except ToolError as err:
-            raise ToolException(model_message(err)) from None
+            raise ToolException(model_message(err, shown)) from None
         _grant_approved(registry, tool, call_id, ctx)
         return arguments, ctx, call_id
 
@@ -201,8 +205,8 @@ def _functions(
                 done = pool.submit(
                     contextvars.copy_context().run, registry.try_call, name, arguments, context=ctx, call_id=call_id
                 )
-                return _answer(done.result(), registry, name)
-        return _answer(registry.try_call(name, arguments, context=ctx, call_id=call_id), registry, name)
+                return _answer(done.result(), registry, name, shown)
+        return _answer(registry.try_call(name, arguments, context=ctx, call_id=call_id), registry, name, shown)
 
     async def arun(
         *,
@@ -211,7 +215,7 @@ def _functions(
         _harness_call: tuple[dict[str, Any], str | None],
     ) -> Any:
         arguments, ctx, call_id = request(_harness_runtime, _harness_config, _harness_call)
-        return _answer(await registry.atry_call(name, arguments, context=ctx, call_id=call_id), registry, name)
+        return _answer(await registry.atry_call(name, arguments, context=ctx, call_id=call_id), registry, name, shown)
 
     return run, arun
 
@@ -237,17 +241,58 @@ def to_langchain(
         "to_langchain",
         "LangChain inlines each $ref when it shows the tool to a model: a recursive one becomes {} (any value) there",
     )
-    run, arun = _functions(reg, found, context)
+    run, arun = _functions(reg, found, context, shown)
     return HarnessTool(
         name=shown,
         description=found.description or found.name,
-        args_schema=copy.deepcopy(found.parameters),  # a copy: a change to it never reaches the harness tool
+        args_schema=_args_schema(found),
         func=run,
         coroutine=arun,
         registry=reg,
         harness_tool=found,
         harness_context=context,
     )
+
+
+def _args_schema(tool: Tool) -> dict[str, Any]:
+    """The schema LangChain is given, a copy (a change to it never reaches the harness tool): the tool's, inlined
+    (:func:`~harness_one.export.inline_refs`) when LangChain's own reader of ``$ref`` cannot follow one, which would
+    fail ``bind_tools`` with a ``KeyError``: it looks each part of the pointer up as written, so a JSON-Pointer-escaped
+    or percent-encoded one (``#/$defs/a~1b`` for ``a/b``, ``#/$defs/with%20space``) names nothing, or another
+    definition; nor does it read an anchor (``#node``). A recursive schema cannot be inlined (``check_inlinable``
+    warned of it): its root definitions an escaped ``$ref`` names are also put under the name as written."""
+    schema = copy.deepcopy(dict(tool.parameters))
+    try:
+        escaped = set(_escaped_refs(schema))
+        if not escaped:
+            dereference_refs(schema)  # what bind_tools does with it
+            return schema
+    except Exception:  # (KeyError for a target it cannot find, ValueError for a $ref that is no pointer, ...)
+        escaped = set()
+    try:
+        return inline_refs(tool.parameters, tool=tool.name)
+    except StrictSchemaError:
+        pass
+    for ref in escaped:  # (#/$defs/a~1b: LangChain finds $defs["a~1b"], the definition "a/b" itself)
+        group, _, written = ref.removeprefix("#/").partition("/")
+        name = unquote(written).replace("~1", "/").replace("~0", "~")
+        defs = schema.get(group) if ref.startswith("#/") and group in ("$defs", "definitions") else None
+        if isinstance(defs, dict) and "/" not in written and name in defs and written not in defs:
+            defs[written] = defs[name]
+    return schema
+
+
+def _escaped_refs(node: Any) -> Iterator[str]:
+    """The ``$ref``s in ``node`` escaped (holding ``~`` or ``%``), which LangChain follows as written."""
+    if isinstance(node, dict):
+        ref = node.get("$ref")
+        if isinstance(ref, str) and ("~" in ref or "%" in ref):
+            yield ref
+        for value in node.values():
+            yield from _escaped_refs(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from _escaped_refs(value)
 
 
 def as_langchain_tools(

@@ -53,6 +53,7 @@ from ._common import (
     check_name,
     grant_approval,
     model_message,
+    model_text,
     no_longer_available,
     not_asked,
     refusal,
@@ -108,8 +109,8 @@ def to_openai_agents(
         if not result.ok:
             # held by the harness, yet the SDK asked no one about it (its rule said no then, or the tool has none)
             result = not_asked(result, "rule_said_no" if gated else "no_step")
-            _mark_failed(ctx, result)
-        return result.for_model()
+            _mark_failed(ctx, result, shown)
+        return model_text(result, shown)  # the tool named as the model was shown it
 
     async def needs_approval(run: RunContextWrapper[Any], params: dict[str, Any], call_id: str) -> bool:
         args = drop_nulls(params, nullable, reg.limits) if nullable else params
@@ -176,7 +177,7 @@ def _schema(tool: Tool, strict: Strict) -> tuple[dict[str, Any], dict[str, Any],
     return copy.deepcopy(dict(tool.parameters)), {}, False
 
 
-def _mark_failed(ctx: ToolContext[Any], result: CallResult) -> None:
+def _mark_failed(ctx: ToolContext[Any], result: CallResult, shown: str) -> None:
     """Record the harness's refusal on the SDK's function span, as the SDK does for a tool that raised.
 
     The model reads the harness's text all the same. The message goes into the trace only when
@@ -187,7 +188,7 @@ def _mark_failed(ctx: ToolContext[Any], result: CallResult) -> None:
         return
     data: dict[str, Any] = {"tool_name": result.tool, "kind": result.error.kind}
     if ctx.run_config is None or ctx.run_config.trace_include_sensitive_data:
-        data["error"] = model_message(result.error)
+        data["error"] = model_message(result.error, shown)
     span.set_error(SpanError(message="Error running tool (non-fatal)", data=data))
 
 

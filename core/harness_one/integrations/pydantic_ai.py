@@ -150,7 +150,7 @@ def to_pydantic_ai(
         try:
             extra = call_context(context, lambda: ctx, tool=name, call_id=call_id, run_id=_run_id)
         except ToolError as err:
-            raise ToolFailed(model_message(err)) from None
+            raise ToolFailed(model_message(err, shown)) from None
         if (
             gated
             and text is None
@@ -173,7 +173,7 @@ def to_pydantic_ai(
             "approval_missed" if ctx.tool_call_approved else "rule_said_no" if gated else "no_step",
         )
         assert result.error is not None
-        message = model_message(result.error)
+        message = model_message(result.error, shown)  # the tool named as the model was shown it
         if result.error.kind == "invalid_arguments":
             raise ModelRetry(message)
         raise ToolFailed(message)
