@@ -381,8 +381,9 @@ def test_a_locked_sqlite_file_takes_the_fail_modes(tmp_path: Path) -> None:
 @pytest.mark.parametrize("spoil", ["directory", "garbage"])
 def test_a_state_file_that_cannot_be_opened_refuses_keyed_calls_until_it_can(tmp_path: Path, spoil: str) -> None:
     """A state file SQLite could not open made the idempotency plugin a load failure for good (whatever
-    ``on_state_error`` said); it is opened at the first operation, under the fail mode, and again
-    by the next one, so keyed calls are refused while it is unusable and protected once it is fit."""
+    ``on_state_error`` said); it is opened at the first operation and again by the next one, so keyed
+    calls are refused while it is unusable (a configuration error, no fail mode: it is no outage) and
+    protected once it is fit."""
     path = tmp_path / "state.sqlite3"
     if spoil == "directory":
         path.mkdir()
@@ -393,7 +394,8 @@ def test_a_state_file_that_cannot_be_opened_refuses_keyed_calls_until_it_can(tmp
     reg.add(lambda: runs.append(1) or len(runs), name="charge")
     assert "idempotency" in reg.plugins and reg.plugins.failures == []
     refused = reg.try_call("charge", idempotency_key="k")
-    assert refused.error is not None and refused.error.kind == "state_unavailable" and runs == []
+    assert refused.error is not None and refused.error.kind == "plugin_error" and runs == []
+    assert "configuration error, not an outage" in refused.error.message
     assert reg.call("charge") == 1  # calls without a key go on
     path.rmdir() if spoil == "directory" else path.unlink()
     assert reg.call("charge", idempotency_key="k") == 2

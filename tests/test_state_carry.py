@@ -5,6 +5,7 @@ a lost half-open probe gives its place within ``open_for`` of a clock stepping b
 
 from __future__ import annotations
 
+import sqlite3
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,7 +15,7 @@ import pytest
 from redis_support import RedisServer, _free_port, _spawn
 
 from harness_one import CircuitBreakerPolicy, ManualClock, ToolRegistry
-from harness_one.state import MemoryCircuits, SQLiteStore, StateUnavailable
+from harness_one.state import MemoryCircuits, SQLiteStore
 
 PASSWORD = "secret"  # the guarded server's; its ACL user 'app' (password 'apppw') may not run EVALSHA or EVAL
 REFUSED = "refused the user or password of the state URL"
@@ -111,38 +112,40 @@ def sqlite_registry(path: Path, **idempotency: Any) -> tuple[ToolRegistry, list[
     return reg, runs
 
 
-async def test_a_sqlite_file_unusable_at_start_takes_the_fail_mode_and_is_opened_again(tmp_path: Path) -> None:
-    """Not a database when the registry starts: the plugin stays, keyed calls take ``on_state_error`` (they
-    were refused for good, whatever it said, the plugin failed in setup), and once the file is fit the
-    next call opens it."""
+async def test_a_sqlite_file_unusable_at_start_is_refused_whatever_the_fail_mode_and_is_opened_again(tmp_path: Path) -> None:
+    """Not a database when the registry starts: the plugin stays (it was refused for good, the plugin failed in
+    setup), keyed calls are refused as a configuration error whatever ``on_state_error`` says (no outage: "open"
+    would run them unprotected for as long as the path stays wrong), and once the file is fit the next call opens it."""
     path = tmp_path / "state.sqlite3"
     path.write_bytes(b"not a database " * 100)
     closed, runs = sqlite_registry(path)
     relaxed, relaxed_runs = sqlite_registry(path, on_state_error="open")
     assert "idempotency" in closed.plugins and not closed.plugins.failures
-    for result in (closed.try_call("charge", idempotency_key="k"), await closed.atry_call("charge", idempotency_key="k")):
-        assert result.error is not None and result.error.kind == "state_unavailable"
-    assert runs == []
-    assert relaxed.call("charge", idempotency_key="k") == 1  # run unprotected, as "open" says
+    for reg in (closed, relaxed):
+        for result in (reg.try_call("charge", idempotency_key="k"), await reg.atry_call("charge", idempotency_key="k")):
+            assert result.error is not None and result.error.kind == "plugin_error"
+            assert "not a database" in result.error.message and "no fail mode applies" in result.error.message
+    assert runs == [] and relaxed_runs == []
     path.unlink()  # the file made fit: the next operation opens (and makes) it
     assert closed.call("charge", idempotency_key="k") == 1 and runs == [1]
     assert await closed.acall("charge", idempotency_key="k") == 1 and runs == [1]  # replayed
-    assert relaxed.call("charge", idempotency_key="k") == 1 and relaxed_runs == [1]  # from the file
+    assert relaxed.call("charge", idempotency_key="k") == 1 and relaxed_runs == []  # from the file
 
 
 async def test_a_sqlite_store_opens_its_file_at_its_first_operation(tmp_path: Path) -> None:
-    """The constructor touches nothing; an operation on a file that cannot be opened is StateUnavailable
-    (it escaped the constructor as sqlite3.OperationalError), and a later one opens it."""
+    """The constructor touches nothing (a file that cannot be opened escaped it as sqlite3.OperationalError); an
+    operation on a file that cannot be opened is that error, its message naming the problem as a configuration
+    error, and a later one opens it; after close() the next operation opens it again."""
     path = tmp_path / "later" / "state.sqlite3"
     store = SQLiteStore(path, timeout=0.5)
     assert not path.parent.exists()
-    with pytest.raises(StateUnavailable, match="unable to open database file"):
+    with pytest.raises(sqlite3.OperationalError, match="cannot open its file: unable to open database file"):
         store.begin("t", "k", "fp", 0.0, 60.0)
-    with pytest.raises(StateUnavailable, match="unable to open database file"):
+    with pytest.raises(sqlite3.OperationalError, match="cannot open its file: unable to open database file"):
         await store.abegin("t", "k", "fp", 0.0, 60.0)
     path.parent.mkdir()
     assert await store.abegin("t", "k", "fp", 0.0, 60.0, owner="A") is None
     assert store.renew("t", "k", 1.0, 60.0, owner="A") is True
     store.close()
-    with pytest.raises(StateUnavailable):  # closed stays closed
-        store.begin("t", "k2", "fp", 0.0, 60.0)
+    assert store.begin("t", "k2", "fp", 0.0, 60.0, owner="B") is None  # opened again
+    assert store.renew("t", "k", 1.0, 60.0, owner="A") is True  # the claim made before close() is in the file

@@ -19,6 +19,7 @@ import json
 import math
 import os
 import socket
+import ssl
 import threading
 import time
 import weakref
@@ -79,15 +80,45 @@ _LINK_ERRORS = (
 _UNABLE = ("MISCONF ", "BUSY ", "MASTERDOWN ", "NOREPLICAS ")
 _CAUGHT = (*_LINK_ERRORS, redis.ResponseError, RedisClusterException)
 #: What a misconfigured link looks like: a wrong or missing password (``WRONGPASS``, ``NOAUTH``),
-#: an ACL user without a command or key the scripts need (``NOPERM``). No fail mode applies: a
-#: fail-open plugin would admit every call for as long as the configuration stays wrong.
+#: an ACL user without a command or key the scripts need (``NOPERM``), and a TLS failure of
+#: :func:`_tls_refused`. No fail mode applies: a fail-open plugin would admit every call for as long
+#: as the configuration stays wrong.
 _MISCONFIGURED = (AuthenticationError, AuthorizationError, NoPermissionError)
+#: The TLS errors that say the two ends will never agree (a certificate the client does not trust or
+#: that names another host; a TLS alert or a record that is not TLS: ``ssl.SSLError`` itself), unlike
+#: its subclasses that say a connection ended (EOF, a clean close, a failed system call), as in an outage.
+_TLS_REFUSALS = (ssl.SSLError, ssl.SSLCertVerificationError)
+
+
+def _tls_refused(exc: BaseException) -> ssl.SSLError | None:
+    """The TLS error of :data:`_TLS_REFUSALS` that caused ``exc`` (a connection error: redis-py wraps
+    the ``ssl`` module's), if any."""
+    if not isinstance(exc, (redis.ConnectionError, RedisClusterException)):
+        return None
+    cause: BaseException | None = exc
+    for _ in range(8):  # (redis-py chains one or two; a cycle ends here)
+        if cause is None:
+            return None
+        if type(cause) in _TLS_REFUSALS:
+            return cause  # type: ignore[return-value]
+        cause = cause.__cause__ if cause.__cause__ is not None or cause.__suppress_context__ else cause.__context__
+    return None
+
+
+def _wrong_link(exc: BaseException) -> bool:
+    """Whether ``exc`` says the link is misconfigured: :data:`_MISCONFIGURED`, or a TLS refusal."""
+    return isinstance(exc, _MISCONFIGURED) or _tls_refused(exc) is not None
+
+
 #: Error replies to the ``SELECT`` of the URL's database: the server has no such database, or is a cluster node.
 _WRONG_DB = ("DB index is out of range", "SELECT is not allowed in cluster mode")
 
 
 def _cluster_outage(exc: BaseException) -> bool:
-    """Whether ``exc``, a Redis Cluster client's own error, says no node could be reached (an outage)."""
+    """Whether ``exc``, a Redis Cluster client's own error, says no node could be reached (an outage),
+    not that the nodes refused TLS."""
+    if _tls_refused(exc) is not None:
+        return False
     if isinstance(exc, _CLUSTER_OUTAGES):
         return True
     return (  # an older redis-py, without RedisClusterUnreachableError: a plain RedisClusterException
@@ -102,7 +133,7 @@ def _cluster_outage(exc: BaseException) -> bool:
 def _cannot_decide(exc: BaseException) -> TypeGuard[Exception]:
     """Whether ``exc`` means "Redis cannot decide now" (the plugin's fail mode), not a fault to raise."""
     if isinstance(exc, _LINK_ERRORS):
-        return not isinstance(exc, _MISCONFIGURED)
+        return not _wrong_link(exc)
     if isinstance(exc, RedisClusterException):
         return _cluster_outage(exc)
     return isinstance(exc, redis.ResponseError) and str(exc).startswith(_UNABLE)
@@ -617,7 +648,7 @@ def _exchange(connection: Any, batch: Sequence[_Pending], *, reload: bool = Fals
         except BaseException as exc:
             try:
                 connection.disconnect()
-                if attempt or not isinstance(exc, redis.ConnectionError) or isinstance(exc, _MISCONFIGURED):
+                if attempt or not isinstance(exc, redis.ConnectionError) or _wrong_link(exc):
                     raise _timed_out(exc, sent, connection.socket_timeout)  # exc itself, or a BatchTimeout caused by it
                 packed = connection.pack_commands(commands[len(replies) :])
             finally:  # also when an interrupt lands here: a call Redis answered keeps its reply
@@ -648,7 +679,7 @@ async def _aexchange(connection: Any, batch: Sequence[_Pending], *, reload: bool
                     await connection.disconnect(nowait=True)
                     raise _timed_out(exc, sent, timeout)  # exc itself, or a BatchTimeout caused by it
                 await connection.disconnect()
-                if attempt or isinstance(exc, _MISCONFIGURED):
+                if attempt or _wrong_link(exc):
                     raise
                 packed = connection.pack_commands(commands[len(replies) :])
             finally:  # as in _exchange: a call Redis answered keeps its reply
@@ -681,7 +712,7 @@ async def _aconnect(connection: Any) -> bool:
         return True
     except BaseException as exc:
         await connection.disconnect(nowait=True)
-        if not isinstance(exc, (redis.TimeoutError, redis.ConnectionError)) or isinstance(exc, _MISCONFIGURED):
+        if not isinstance(exc, (redis.TimeoutError, redis.ConnectionError)) or _wrong_link(exc):
             raise
         return False
 
@@ -770,9 +801,19 @@ _CONFIGURATION = "This is a configuration error, not an outage: no fail mode app
 def _misconfigured(exc: Exception, cluster: bool) -> Exception | None:
     """The error to raise for ``exc`` when it says the link is misconfigured (a refused password or
     command, a database the server does not have, a cluster node named by a ``redis://`` URL or a
-    server not in cluster mode named by a ``redis+cluster://`` one), its message naming the problem
-    and what to check (not the address: the message reaches the model; :meth:`RedisLink._raise`
+    server not in cluster mode named by a ``redis+cluster://`` one, TLS refused), its message naming
+    the problem and what to check (not the address: the message reaches the model; :meth:`RedisLink._raise`
     logs it); None for any other error."""
+    tls = _tls_refused(exc)
+    if tls is not None:  # its reason (an OpenSSL code), not its text: a host name mismatch names the host
+        reason = tls.reason or type(tls).__name__
+        problem = (
+            f"did not trust the server's TLS certificate ({reason}: check the URL's ssl_ca_certs and host name)"
+            if isinstance(tls, ssl.SSLCertVerificationError)
+            else f"failed the TLS handshake with the server ({reason}: check the URL's scheme, rediss:// for"
+            " TLS, its ssl_ options and the server's TLS settings)"
+        )
+        return redis.ConnectionError(f"The Redis client {problem}. {_CONFIGURATION}")
     if isinstance(exc, redis.ResponseError) and str(exc).startswith(_WRONG_DB):
         if str(exc).startswith(_WRONG_DB[1]):
             return redis.ResponseError(

@@ -284,7 +284,9 @@ class State:
             self.link()
 
     def close(self) -> None:
-        """Close the connections this state opened (a Redis pool, a SQLite file)."""
+        """Close the connections this state opened (a Redis pool, a SQLite file). Not for good: a backend a
+        plugin holds connects again at its next use (a Redis link reconnects, a SQLite store opens its file
+        again), and the next backend asked of the state is a new one."""
         with self._lock:
             made, self._made = self._made, {}
         for backend in made.values():

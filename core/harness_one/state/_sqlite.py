@@ -28,6 +28,13 @@ _MAX_TIMEOUT = (2**31 - 1) / 1000
 #: Columns added to a file made before them, with their types: what an older version writes reads as it did.
 _ADDED = {"owner": "TEXT", "quoted": "INTEGER NOT NULL DEFAULT 0"}
 
+#: SQLite's primary result codes for a file it cannot open as it is, however long one waits: not a database
+#: (NOTADB), damaged (CORRUPT), not there to open (CANTOPEN: a directory, a missing parent, no access). A
+#: configuration error, not an outage: no fail mode applies. (Only as the file opens: once open, an error is
+#: taken for a passing one, a finished call's outcome not stored rather than its result lost.)
+_UNUSABLE = frozenset({sqlite3.SQLITE_NOTADB, sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_CANTOPEN})
+_CONFIGURATION = "This is a configuration error, not an outage: no fail mode applies."
+
 #: The deadline of an attempt that waits for nothing (``time.monotonic`` is past it).
 _AT_ONCE = -1.0
 
@@ -77,6 +84,17 @@ if hasattr(os, "register_at_fork"):  # not on Windows, which does not fork
     os.register_at_fork(before=_forking, after_in_parent=_forked_parent, after_in_child=_forked)
 
 
+def _unusable(exc: sqlite3.Error, path: str) -> sqlite3.Error:
+    """The error to raise for ``exc``, a file SQLite cannot open as it is: its message names the problem and what
+    to check, not the path (the message reaches the model; ``where`` names it, as :class:`StateUnavailable`'s)."""
+    err = type(exc)(
+        f"The SQLite state cannot open its file: {str(exc).rstrip('.')} (the state's path must name a SQLite database"
+        f" file this process can read and write, or none yet in a directory it can write). {_CONFIGURATION}"
+    )
+    err.where = path  # type: ignore[attr-defined]
+    return err
+
+
 def _write_ahead(conn: sqlite3.Connection, until: float) -> None:
     """Put the file in WAL mode (kept in the file: a file already in it needs no lock). SQLite fails the
     switch at once, without its busy timeout, while another connection holds a lock on the file (several
@@ -113,11 +131,13 @@ class SQLiteStore:
     returns the JSON form of the first result (tuples come back as lists); ``finish`` raises
     ``TypeError``/``ValueError`` for a result that is not JSON (the idempotency plugin then
     stores the JSON the model read for it). A file SQLite cannot use now
-    (locked by another connection past ``timeout``, read-only, full, gone) raises
-    :class:`StateUnavailable`, so the plugin's ``on_state_error`` decides, as for Redis.
+    (locked by another connection past ``timeout``, full, an I/O error) raises
+    :class:`StateUnavailable`, so the plugin's ``on_state_error`` decides, as for Redis; a file it
+    cannot open as it is (:data:`_UNUSABLE`: not a database, damaged, a directory) raises the
+    ``sqlite3`` error, its message naming the problem (a configuration error: no fail mode).
     The constructor touches no file: the first operation opens it (WAL, the table; then a file
-    SQLite cannot open, such as one that is not a database, fails that operation as above and the
-    next one tries again). A claim's ``owner`` and a record's ``quoted`` are columns of its row, added
+    SQLite cannot open fails that operation as above and the next one tries again), and so does the
+    first after :meth:`close`. A claim's ``owner`` and a record's ``quoted`` are columns of its row, added
     to a file made before them the same way. Expired records are deleted by the first ``begin`` after the file
     opens (so each process, however short-lived, sweeps once) and by every 1024th after that.
 
@@ -142,7 +162,6 @@ class SQLiteStore:
         # Opened by the first operation, not here: a file SQLite cannot use now would fail the
         # constructor (and the plugin's setup, for good) outside the error mapping and the deadline.
         self._conn: sqlite3.Connection | None = None
-        self._closed = False
         self._missing: tuple[str, ...] = ()  # columns a file made by an older version lacks (owner, quoted)
         self._ops = 0
         self._sweep = False  # the next claim first deletes the expired records (set as the file opens)
@@ -154,8 +173,8 @@ class SQLiteStore:
     @contextmanager
     def _connection(self, deadline: float | None = None) -> Iterator[sqlite3.Connection]:
         """The connection, one thread at a time, until ``deadline`` (``time.monotonic``; None: ``timeout``
-        from now); SQLite's errors as :class:`StateUnavailable` (locked, full, read-only, a file
-        corrupted since it was opened: ``DatabaseError``, not only ``OperationalError``)."""
+        from now); SQLite's errors as :class:`StateUnavailable` (locked, full: ``DatabaseError``, not only
+        ``OperationalError``), but for a file it cannot open as it is (:data:`_UNUSABLE`)."""
         if deadline is None and self._lock.acquire(blocking=False):
             until = None  # no one else was using it: SQLite's busy timeout is the whole wait
         else:  # wait for the connection, then for the file, both within one deadline
@@ -177,21 +196,22 @@ class SQLiteStore:
         except sqlite3.DataError as exc:  # a value SQLite cannot hold (past its string limit): not stored
             raise ValueError(f"The SQLite state cannot hold this value: {exc}.") from exc
         except sqlite3.Error as exc:
+            if self._conn is None and getattr(exc, "sqlite_errorcode", 0) & 0xFF in _UNUSABLE:  # (an extended code's low byte)
+                raise _unusable(exc, self.path) from exc
             raise StateUnavailable(f"The SQLite state cannot be used now: {exc}.", where=str(self.path)) from exc
         finally:
             self._lock.release()
 
     def open(self) -> None:
-        """Open the file now if it is not open yet (:class:`StateUnavailable` if SQLite cannot use it),
-        so that a command fails as it starts rather than at its first keyed call."""
+        """Open the file now if it is not open yet (:class:`StateUnavailable` if SQLite cannot use it now, the
+        ``sqlite3`` error if it cannot open it as it is), so that a command fails as it starts rather than at its
+        first keyed call."""
         with self._connection():
             pass
 
     def _open(self, until: float) -> sqlite3.Connection:
         """The connection, opened and the file made ready (WAL, the table) by ``until``; the caller maps
         SQLite's errors, and a file that cannot be used now is opened again by the next operation."""
-        if self._closed:
-            raise sqlite3.ProgrammingError("Cannot operate on a closed database.")
         _private(self.path)
         conn = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None, check_same_thread=False)
         self._waits = self._whole
@@ -400,7 +420,9 @@ class SQLiteStore:
                             self._waiting[owner] = True
 
     def close(self) -> None:
+        """Close the connection, after the operation under way; the next operation opens the file again
+        (as a :class:`~harness_one.state.RedisLink` reconnects), so a registry on the store goes on."""
         with self._lock:
-            self._closed = True
-            if self._conn is not None:
-                self._conn.close()
+            conn, self._conn = self._conn, None
+            if conn is not None:
+                conn.close()
