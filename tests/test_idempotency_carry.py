@@ -134,18 +134,21 @@ def test_registries_on_states_of_one_sqlite_file_share_one_idempotency_plugin(
 
 def test_states_of_two_sqlite_files_are_still_refused_saying_what_is_one_state(tmp_path: Path) -> None:
     plugin = IdempotencyPlugin()
-    on(State(str(tmp_path / "a.sqlite3")), plugin)
+    first = on(State(str(tmp_path / "a.sqlite3")), plugin)  # (kept: a registry collected lets its plugin go)
     with pytest.raises(PluginError, match="or SQLite at the same file, is the same state"):
         on(State(str(tmp_path / "b.sqlite3")), plugin)
+    assert first.plugins.get("idempotency") is plugin
     apart = IdempotencyPlugin()
-    on(State(":memory:"), apart)
+    held = on(State(":memory:"), apart)
     with pytest.raises(PluginError, match="SQLite at the same file"):  # an in-memory SQLite database is one per connection
         on(State(":memory:"), apart)
+    assert held.plugins.get("idempotency") is apart
 
 
 def test_another_plugin_on_states_of_one_sqlite_file_is_still_refused(tmp_path: Path) -> None:
     """A SQLite state keeps everything but the idempotency records in its State object: not shared."""
     plugin = ConcurrencyPlugin()
-    on(State(str(tmp_path / "s.sqlite3")), plugin)
+    first = on(State(str(tmp_path / "s.sqlite3")), plugin)  # (kept: a registry collected lets its plugin go)
     with pytest.raises(PluginError, match="only the same State object, or Redis at the same URL and key prefix, is"):
         on(State(str(tmp_path / "s.sqlite3")), plugin)
+    assert first.plugins.get("concurrency") is plugin
