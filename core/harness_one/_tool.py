@@ -187,7 +187,7 @@ class Tool:
         if options is not None and not isinstance(options, Mapping):
             raise ToolDefinitionError(f"Tool '{tool_name}': options must be a mapping, got {options!r}.", tool=tool_name)
         if options:
-            _refuse_misspelt(tool_name, options)
+            _check_option_names(tool_name, options)
         for what, seconds in (("timeout", timeout), ("total_timeout", total_timeout), ("cache_ttl", cache_ttl)):
             if seconds is not None:  # NaN and an int past a float's range too; math.inf (as None): no limit
                 _positive(seconds, what, tool_name, finite=True, infinite=True, unit=" of seconds")
@@ -476,13 +476,23 @@ def _extends(key: str) -> bool:
     return any(folded.startswith(prefix) and folded[len(prefix) : len(prefix) + 1].isalnum() for prefix in _EXTENDED)
 
 
-def _refuse_misspelt(tool: str, options: Mapping[str, Any]) -> None:
-    """Refuse an option name that misspells one harness-one reads (``requires_aproval``, ``max_call``): taken
-    as given, its plugin would never see it, and the tool would run without the guard it asked for."""
+def _check_option_names(tool: str, options: Mapping[str, Any]) -> None:
+    """Refuse an option name no plugin would read as meant: a keyword of the definition (``destructive``,
+    ``timeout``: the plugins read the tool's own, so ``options={"destructive": True}`` would run without the
+    approval it asked for), or a misspelling of one harness-one reads (``requires_aproval``, ``max_call``)."""
     from ._suggest import closest
 
     for key in options:
-        if type(key) is str and key not in KNOWN_OPTIONS and not _extends(key):
+        if type(key) is not str:
+            continue
+        if key.lower() in _KEYWORDS:
+            keyword = key.lower()
+            raise ToolDefinitionError(
+                f"Tool '{tool}': {key!r} is a keyword of the tool definition, not an option: pass "
+                f"{keyword}={repr(options[key])[:60]}, which harness-one reads; in options it would be ignored.",
+                tool=tool,
+            )
+        if key not in KNOWN_OPTIONS and not _extends(key):
             close = closest(key, KNOWN_OPTIONS, cutoff=_MISSPELT)
             if close is not None:
                 raise ToolDefinitionError(

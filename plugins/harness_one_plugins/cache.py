@@ -33,8 +33,9 @@ _PER_REQUEST = "_meta"
 def _key(value: Any) -> str | None:
     """``value`` (arguments, a context) as a cache key: its JSON with each number as the tool gets it
     (``5`` and ``5.0``, ``2**60`` and ``float(2**60)``, ``0.0`` and ``-0.0`` are different keys, unlike
-    idempotency's check); None for a value that is not JSON, whose ``repr`` may not tell two apart."""
-    return fingerprint(value, json_only=True, whole_numbers=False)
+    idempotency's check); None for a value that is not plain JSON data (:func:`_plain`): its ``repr`` may
+    not tell two apart, and its JSON spelling is another value's (a tuple a list's, a str Enum its string's)."""
+    return fingerprint(value, json_only=True, whole_numbers=False) if _plain(value) else None
 
 
 _SCALARS = (str, int, float, bool, type(None))
@@ -83,9 +84,9 @@ class CachePlugin:
     key is the tool and its validated arguments, and the call's context for a tool that reads it
     (a ``Call`` parameter) but its ``_meta`` (a request's own metadata: an MCP progress token or
     ``traceparent``, new with each request), compared as JSON with each number as the tool gets it (``5`` and
-    ``5.0`` are two keys): a call whose arguments or context hold anything else (an object, whose
-    ``repr`` may not tell two callers apart) is neither answered from the cache nor cached
-    (``uncached`` in the stats). Only a result that is plain JSON data (dicts with string keys,
+    ``5.0`` are two keys): a call whose arguments or context hold anything but plain JSON data (an
+    object, whose ``repr`` may not tell two callers apart; a tuple or a ``str`` Enum, whose JSON is a
+    list's or a string's) is neither answered from the cache nor cached (``uncached`` in the stats). Only a result that is plain JSON data (dicts with string keys,
     lists, strings, numbers, booleans, None) is kept, so that its characters bound its memory (a
     large array renders as a short ``repr``); another result is not cached (``uncached`` too, not
     a miss). A result is kept from the time it is stored: a clock that steps back before that time
