@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import numbers
 import sys
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -104,11 +105,27 @@ def outside_text(text: str, held: Sequence[str] = ()) -> str:
     return f"{head}\n[error text truncated: {len(text):,} characters in all]"
 
 
+#: Per thread, ``.text``: ``(exception, its str())`` built ahead in another thread (a thread-mode tool's, in its worker:
+#: see :func:`text_ahead`), for this thread's next :func:`exception_text` of that exception to read instead of its
+#: ``__str__``. Per thread: the thread that hands the exception on is the one that builds its error.
+_AHEAD = threading.local()
+
+
+def text_ahead(exc: BaseException, text: str) -> None:
+    """Have this thread's next :func:`exception_text` of ``exc`` read ``text``, its ``str()`` built in another thread,
+    once: a slow ``__str__`` then holds that thread, not the caller that builds the error (past its deadline)."""
+    _AHEAD.text = (exc, text)
+
+
 def exception_text(exc: BaseException, held: Sequence[str] = ()) -> str:
     """``Type: text`` of an exception harness-one did not raise, as an error shows it (:func:`outside_text`,
     the ``held`` texts masked)."""
+    ahead = getattr(_AHEAD, "text", None)
     try:
-        text = str(exc)
+        if ahead is not None and ahead[0] is exc:
+            text, _AHEAD.text = ahead[1], None
+        else:
+            text = str(exc)
     except BaseException:  # a broken __str__ (one raising SystemExit too): its type says what it was
         text = ""
     return f"{type(exc).__name__}: {outside_text(text, held)}" if text else type(exc).__name__

@@ -53,6 +53,7 @@ from ._errors import (
     exception_text,
     outside_text,
     secrets_held,
+    text_ahead,
     tool_failure,
 )
 from ._lazy import lazy_module
@@ -140,7 +141,41 @@ def _resolve(future: asyncio.Future[bool], value: bool) -> None:
         future.set_result(value)
 
 
+def _tick(loop: asyncio.AbstractEventLoop, future: asyncio.Future[bool], call: Call, end: float) -> None:
+    """A thread-mode ``arun``'s timer: resolve ``future`` False at ``end`` (on the loop's clock) or once ``call``
+    is cancelled, else fire again within ``_CANCEL_POLL``."""
+    if future.done():
+        return
+    left = end - loop.time()
+    if not left > 0.0 or call.cancelled:  # (NaN: at once, as _seconds says)
+        future.set_result(False)
+    else:
+        loop.call_later(min(left, _CANCEL_POLL), _tick, loop, future, call, end)
+
+
+def _given_up(call: Call, timeout: float) -> ToolError:
+    """The error of a thread-mode call its caller stopped waiting for (the tool runs on): ToolCancelled when
+    ``call`` was cancelled (from another thread, a hook), else ToolTimeout at its deadline."""
+    if call.cancelled:
+        return ToolCancelled.of(call)
+    return _timed_out(call, timeout)
+
+
 # --- thread mode ---------------------------------------------------------------------------
+
+
+def _said(exc: BaseException, awaited: bool) -> str | None:
+    """``str(exc)`` (the tool's exception), built in the worker thread for the caller's error to read
+    (:func:`text_ahead`): a slow ``__str__`` holds the worker, not the caller past its deadline (nor an event
+    loop). None for a :class:`ToolError` (its message is made already) and an awaited ``StopIteration``
+    (said as a ``RuntimeError``)."""
+    if isinstance(exc, ToolError) or (awaited and isinstance(exc, StopIteration)):
+        return None
+    try:
+        return str(exc)
+    except BaseException:  # a broken __str__: exception_text names its type alone
+        return ""
+
 
 _THREAD_POOLS: weakref.WeakSet[_ThreadPool] = weakref.WeakSet()
 
@@ -159,7 +194,21 @@ _RUNNING, _FINISHED, _ABANDONED = 0, 1, 2
 class _Slot:
     """One worker thread and the call it is running: the caller owns it from take to give-back."""
 
-    __slots__ = ("context", "done", "fn", "future", "go", "kwargs", "lingering", "lock", "loop", "ok", "state", "value")
+    __slots__ = (
+        "context",
+        "done",
+        "fn",
+        "future",
+        "go",
+        "kwargs",
+        "lingering",
+        "lock",
+        "loop",
+        "ok",
+        "state",
+        "text",
+        "value",
+    )
 
     def __init__(self) -> None:
         self.go = threading.Lock()  # released by the caller to start a call (or to stop the thread)
@@ -173,6 +222,7 @@ class _Slot:
         self.context: contextvars.Context | None = None  # the caller's, so its span and context variables hold
         self.ok = False
         self.value: Any = None
+        self.text: str | None = None  # the str() of the tool's exception, built by the worker (see _said)
         self.future: asyncio.Future[bool] | None = None  # set for an async caller
         self.loop: asyncio.AbstractEventLoop | None = None
         self.lingering: Lingering | None = None  # set when the caller gives up on the call
@@ -232,6 +282,7 @@ class _ThreadPool:
             except BaseException as exc:
                 slot.value = exc
                 slot.ok = False
+                slot.text = _said(exc, slot.future is not None)
             slot.fn = slot.kwargs = slot.context = None
             with slot.lock:
                 abandoned = slot.state == _ABANDONED
@@ -241,7 +292,7 @@ class _ThreadPool:
                     if future is None:
                         slot.done.release()
             if abandoned:  # nobody waits for this result: the worker is free again
-                ok, value, slot.value = slot.ok, slot.value, None
+                ok, value, slot.value, slot.text = slot.ok, slot.value, None, None
                 lingering, slot.lingering = slot.lingering, None
                 if lingering is not None:
                     lingering.finished(ok, value)  # what the tool did: the idempotency plugin keeps it for the key
@@ -262,7 +313,7 @@ class _ThreadPool:
             if slot.future is not future:
                 return
             slot.future = None
-        slot.value = None
+        slot.value = slot.text = None
         self.give_back(slot)
 
     def finished_late(self, slot: _Slot, call: Call, future: asyncio.Future[bool] | None = None) -> bool:
@@ -287,7 +338,7 @@ class _ThreadPool:
         """Give back the slot of a call whose tool returned before its caller gave up (Ctrl-C, a cancelled
         task): what the tool did is kept as ``call.lingering``, a :class:`Lingering` finished already,
         so the plugins settle the call as the tool ended (the idempotency plugin keeps the outcome)."""
-        ok, value, slot.value = slot.ok, slot.value, None
+        ok, value, slot.value, slot.text = slot.ok, slot.value, None, None
         self.give_back(slot)
         if awaited and not ok and isinstance(value, StopIteration):  # said as an awaited call says it
             error = _stop_iteration()
@@ -358,19 +409,28 @@ class ThreadRunner:
         slot.state = _RUNNING
         return slot
 
-    def _collect(self, slot: _Slot) -> Any:
-        ok, value = slot.ok, slot.value
-        slot.value = None
+    def _collect(self, slot: _Slot, call: Call) -> Any:
+        ok, value, text = slot.ok, slot.value, slot.text
+        slot.value = slot.text = None
         self._pool.give_back(slot)
         if ok:
             return value
-        raise value
+        if text is not None:  # what the caller's error of it reads (exception_text), not the tool's __str__ again
+            text_ahead(value, text)
+        if isinstance(value, Exception):
+            raise value
+        # KeyboardInterrupt, GeneratorExit, ...: the tool's own (a signal reaches the main thread only), so its
+        # failure, as in process mode (SystemExit is one already), not an interrupt of the caller
+        raise call_failure(call, value) from value
 
     def run(self, call: Call, fn: Callable[..., Any], kwargs: dict[str, Any], timeout: float) -> Any:
         slot = self._take(call, fn, kwargs)
         slot.go.release()
         try:
-            finished = slot.done.acquire(True, _seconds(timeout))
+            # a call that ends within _CANCEL_POLL waits once, as with no cancel to see
+            finished = slot.done.acquire(True, _seconds(min(timeout, _CANCEL_POLL)))
+            if not finished and timeout > _CANCEL_POLL:
+                finished = self._wait(slot, call, time.monotonic() + timeout - _CANCEL_POLL)
         except BaseException:  # Ctrl-C in the wait: give up on the call as at a timeout (the tool runs on)
             if self._pool.finished_late(slot, call):  # it returned meanwhile: its outcome is kept
                 self._pool.settled(slot, call)
@@ -378,8 +438,19 @@ class ThreadRunner:
                 call.cancel()
             raise
         if finished or self._pool.finished_late(slot, call):
-            return self._collect(slot)
-        raise _timed_out(call, timeout)
+            return self._collect(slot, call)
+        raise _given_up(call, timeout)
+
+    @staticmethod
+    def _wait(slot: _Slot, call: Call, end: float) -> bool:
+        """Wait for the call's end until ``end``, seeing a cancel of ``call`` within ``_CANCEL_POLL``: False then."""
+        while not call.cancelled:
+            left = end - time.monotonic()
+            if left <= 0.0:
+                return False
+            if slot.done.acquire(True, _seconds(min(left, _CANCEL_POLL))):
+                return True
+        return False
 
     async def arun(self, call: Call, fn: Callable[..., Any], kwargs: dict[str, Any], timeout: float) -> Any:
         loop = asyncio.get_running_loop()
@@ -389,7 +460,9 @@ class ThreadRunner:
         slot.go.release()
         # A timer that resolves the future, rather than asyncio.timeout/wait_for: there is no
         # task to cancel (the work is in a thread), and it is the cheapest wait on every version.
-        timer = loop.call_later(_seconds(timeout), _resolve, future, False)
+        # It first fires after _CANCEL_POLL at most, then again every _CANCEL_POLL, to see a cancel of the call.
+        end = loop.time() + timeout
+        timer = loop.call_later(_seconds(min(timeout, _CANCEL_POLL)), _tick, loop, future, call, end)
         try:
             finished = await future
         except BaseException:  # the caller's task was cancelled: give up on the call like at a timeout
@@ -402,10 +475,10 @@ class ThreadRunner:
         timer.cancel()
         if finished or self._pool.finished_late(slot, call, future):
             try:
-                return self._collect(slot)
+                return self._collect(slot, call)
             except StopIteration as exc:  # a coroutine cannot raise it: said as acall's thread hop says it
                 raise _stop_iteration() from exc
-        raise _timed_out(call, timeout)
+        raise _given_up(call, timeout)
 
     def stats(self) -> dict[str, int]:
         """``workers`` (the pool's size), ``busy`` (running now) and ``stuck`` (running past a deadline the caller gave up on)."""

@@ -277,27 +277,40 @@ def _answer(job: memoryview) -> bytes:
         return pickle.dumps((None, reason), pickle.HIGHEST_PROTOCOL)
     restore = _limit_memory(memory) if memory is not None else None
     pid = os.getpid()
-    try:
+    try:  # the limit bounds the call and the pickling of its outcome (a __reduce__ may build a large one)
         try:
-            result = fn(**kwargs)  # an awaitable a sync tool returns is its result, as in every mode: not awaited
-        finally:  # the limit bounds the call, not the answer's pickling
-            if os.getpid() != pid:  # a child the tool forked returned here: only the worker answers
-                _flush()
-                os._exit(0)
-            _restore(restore)
-    except BaseException as exc:
-        import traceback
+            try:
+                result = fn(**kwargs)  # an awaitable a sync tool returns is its result, as in every mode: not awaited
+            finally:
+                if os.getpid() != pid:  # a child the tool forked returned here: only the worker answers
+                    _flush()
+                    os._exit(0)
+        except BaseException as exc:
+            import traceback
 
-        if restore is not None and type(exc) is MemoryError and not exc.args:  # say which limit it was
-            exc = MemoryError(f"the call needed more than its memory_limit of {memory} bytes")
-        data = _failure(exc, traceback.format_exc())
-    else:
-        try:
-            data = pickle.dumps((True, result), pickle.HIGHEST_PROTOCOL)
-        except BaseException as exc:  # a __reduce__ that calls sys.exit: the tool's failure, not the worker's exit
-            data = _failure(TypeError(f"process mode: the tool's result cannot be pickled: {_text(exc)}"), None)
-            if type(result) is types.CoroutineType:  # (a sync tool's coroutine, never to be awaited: no warning)
-                result.close()
+            if restore is not None and type(exc) is MemoryError and not exc.args:  # say which limit it was
+                exc = MemoryError(f"the call needed more than its memory_limit of {memory} bytes")
+            data = _failure(exc, traceback.format_exc())
+        else:
+            try:
+                data = pickle.dumps((True, result), pickle.HIGHEST_PROTOCOL)
+            except BaseException as exc:  # a __reduce__ that calls sys.exit: the tool's failure, not the worker's exit
+                if restore is not None and type(exc) is MemoryError:
+                    error: Exception = MemoryError(f"the result needed more than its memory_limit of {memory} bytes")
+                else:
+                    error = TypeError(f"process mode: the tool's result cannot be pickled: {_text(exc)}")
+                if type(result) is types.CoroutineType:  # (a sync tool's coroutine, never to be awaited: no warning)
+                    result.close()
+                del result
+                data = _failure(error, None)
+    except MemoryError:  # the answer telling its failure did not fit in the limit: said once it is lifted
+        if restore is None:
+            raise
+        _restore(restore)
+        restore = None
+        data = _failure(MemoryError(f"the call's outcome needed more than its memory_limit of {memory} bytes"), None)
+    finally:
+        _restore(restore)
     _flush()
     return data
 
