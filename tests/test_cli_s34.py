@@ -140,3 +140,23 @@ def test_a_tools_file_whose_import_hangs_is_given_up_at_the_import_timeout(tmp_p
     last = done.stderr.decode().splitlines()[-1]
     assert last.startswith("Error: cannot load tools from ") and "hang.py" in last
     assert last.endswith(": ImportTimeout: the import did not finish within 0.5 s (HARNESS_ONE_IMPORT_TIMEOUT)")
+
+
+def test_a_tools_file_that_needs_the_main_thread_is_told_how_to_import_it_there(tmp_path: Path) -> None:
+    """signal.signal at import fails in the bounding helper thread: the error says how to import it in the main one."""
+    (tmp_path / "sig.py").write_text(
+        "import signal\n\nfrom harness_one.tools import defineTool\n\nsignal.signal(signal.SIGUSR1, signal.SIG_IGN)\n\n\n"
+        "@defineTool\ndef ping() -> str:\n    '''Ping.'''\n    return 'pong'\n"
+    )
+    env = {
+        k: v for k, v in os.environ.items() if k not in ("HARNESS_ONE_CONFIG", "HARNESS_ONE_TOOLS", "HARNESS_ONE_IMPORT_TIMEOUT")
+    }
+    env.update(HARNESS_ONE_STATE="memory:")
+    command = [sys.executable, "-m", "harness_one", "--tools", "sig.py", "list"]
+    done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, timeout=60, check=False)
+    assert done.returncode == 2
+    assert "0 imports it in the main thread" in done.stderr.decode()
+    done = subprocess.run(
+        command, cwd=tmp_path, env={**env, "HARNESS_ONE_IMPORT_TIMEOUT": "0"}, capture_output=True, timeout=60, check=False
+    )
+    assert done.returncode == 0 and "ping" in done.stdout.decode()

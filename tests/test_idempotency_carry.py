@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from harness_one import IdempotencyConflict, PluginError, ToolExecutionError, ToolRegistry, ToolTimeout
+from harness_one import Call, IdempotencyConflict, PluginError, ToolExecutionError, ToolRegistry, ToolTimeout
 from harness_one.state import MemoryStore, Record, SQLiteStore, State
 from harness_one_plugins import ConcurrencyPlugin, IdempotencyPlugin
 
@@ -152,3 +152,35 @@ def test_another_plugin_on_states_of_one_sqlite_file_is_still_refused(tmp_path: 
     with pytest.raises(PluginError, match="only the same State object, or Redis at the same URL and key prefix, is"):
         on(State(str(tmp_path / "s.sqlite3")), plugin)
     assert first.plugins.get("concurrency") is plugin
+
+
+def test_a_relative_sqlite_path_is_the_file_of_the_directory_the_state_was_made_in(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A State on a relative path keeps the file it named when it was made: a later chdir neither moves its
+    records nor makes another directory's file of that name "the same file" for a shared plugin."""
+    first_dir, second_dir = tmp_path / "a", tmp_path / "b"
+    first_dir.mkdir()
+    second_dir.mkdir()
+    monkeypatch.chdir(first_dir)
+    plugin = IdempotencyPlugin()
+    first = on(State("s.db"), plugin)
+    monkeypatch.chdir(second_dir)
+    first.add(lambda x: x, name="echo")
+    assert first.call("echo", {"x": 1}, idempotency_key="k1") == 1
+    assert (first_dir / "s.db").exists() and not (second_dir / "s.db").exists()
+    with pytest.raises(PluginError, match="or SQLite at the same file, is the same state"):
+        on(State(str(second_dir / "s.db")), plugin)
+    assert first.plugins.get("idempotency") is plugin
+
+
+def test_tool_execution_error_of_builds_its_own_class_with_the_held_secrets_masked() -> None:
+    class Vendor(ToolExecutionError):
+        pass
+
+    reg = ToolRegistry(autoload=False)
+    reg.add(lambda password: password, name="login")
+    call = Call(reg, reg.get("login"), {"password": "hunter2secret"}, None, "c-1")
+    error = Vendor.of(call, ValueError("bad hunter2secret"))
+    assert type(error) is Vendor and error.tool == "login" and error.call_id == "c-1"
+    assert "hunter2secret" not in error.message and "[REDACTED]" in error.message

@@ -142,6 +142,21 @@ def test_other_refusals_and_context_failures_name_the_tool_shown() -> None:
     assert text.startswith("Tool 'plus' was not called")
 
 
+def test_the_tools_own_text_keeps_the_registry_name() -> None:
+    """Only harness-one's wording of the tool is renamed: the tool's exception text is the tool's, as written."""
+    registry = ToolRegistry(autoload=False)
+
+    def weather(city: str) -> str:
+        """Weather."""
+        return {"city": city}["weather"]  # the tool's own bug: KeyError('weather')
+
+    registry.add(weather, name="weather")
+    text = to_langchain("weather", registry, name="get_forecast").invoke(
+        {"name": "get_forecast", "args": {"city": "Oslo"}, "id": "w1", "type": "tool_call"}
+    ).content
+    assert text.startswith("Tool 'get_forecast' failed: KeyError: 'weather'"), text
+
+
 def test_a_direct_call_raises_the_error_under_the_registry_name() -> None:
     registry = adder()
     with pytest.raises(ToolArgumentError) as caught:

@@ -52,7 +52,7 @@ def test_a_captured_result_masks_a_held_secret_before_it_is_cut(otel: Telemetry,
     assert len(spans) == 2
     for span in spans:
         result = str(span.attributes["gen_ai.tool.call.result"])  # type: ignore[index]
-        assert SECRET[:6] not in result
+        assert SECRET[:3] not in result  # no part of it: a cut that leaves 3 characters shows them
         if pad == 10:
             assert result.endswith("with [REDACTED]") or result.endswith('with [REDACTED]"}')
 
@@ -92,7 +92,7 @@ def test_structlogs_generic_bound_logger_gets_every_event_by_its_levels_method()
     log_event(logging.WARNING, "a warning", logger="harness_one.s34", detail=1)
     log_event(25, "between info and warning", logger="harness_one.s34")
     assert log_enabled(logging.DEBUG, "harness_one.calls")  # no is_enabled_for: every level is logged
-    assert [method for method, _ in seen] == ["info", "info", "info", "warning", "info"]
+    assert [method for method, _ in seen] == ["info", "info", "info", "warning", "warning"]  # 25: the level above
     assert [fields["event"] for _, fields in seen] == ["tool_call"] * 3 + ["a warning", "between info and warning"]
     assert seen[0][1]["tool"] == "echo" and seen[3][1]["detail"] == 1
     assert len(out.getvalue().splitlines()) == 5
@@ -170,3 +170,29 @@ def test_mask_json_leaves_strings_it_cannot_decode_as_they_are() -> None:
     redactor = Redactor()
     assert redactor.mask_json('{"a\\q": 1, "b\\u00e9": 2,}') == '{"a\\q": 1, "b\\u00e9": 2,}'
     assert redactor.mask_json('{"note": "p\\u0077d ' + "x" * 700 + '",}') == '{"note": "p\\u0077d ' + "x" * 700 + '",}'
+
+
+def test_the_stdlib_bound_logger_keeps_an_event_between_two_levels_its_logger_keeps() -> None:
+    """A stdlib logger at 25 keeps an event of level 25: it is sent by the level above (info's 20 was dropped)."""
+    records: list[logging.LogRecord] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            records.append(record)
+
+    target = logging.getLogger("harness_one.s34between")
+    target.setLevel(25)
+    handler = Keep()
+    target.addHandler(handler)
+    try:
+        structlog.configure(
+            wrapper_class=structlog.stdlib.BoundLogger,
+            processors=[structlog.stdlib.render_to_log_kwargs],
+            logger_factory=structlog.stdlib.LoggerFactory(),
+        )
+        assert log_enabled(25, "harness_one.s34between")
+        log_event(25, "between", logger="harness_one.s34between")
+        log_event(logging.INFO, "below", logger="harness_one.s34between")
+    finally:
+        target.removeHandler(handler)
+    assert [record.getMessage() for record in records] == ["between"]

@@ -108,8 +108,9 @@ LOOKAROUND_DEFAULTS = [
 def test_a_default_calls_refuse_is_refused_at_definition(pattern: str, default: str, backend: str) -> None:
     parameters = string(pattern)
     assert not accepts(registry(backend, parameters), default)  # what a call reads the pattern as
-    with pytest.raises(ToolDefinitionError, match="the default does not match"):
+    with pytest.raises(ToolDefinitionError, match="the default does not match") as refused:
         Tool.create(lambda s="": s, name="f", parameters=string(pattern, default=default))
+    assert f'does not match "{pattern}"' in str(refused.value)  # the pattern as written, not as rewritten
 
 
 @pytest.mark.parametrize(("pattern", "default"), [("^(?!x)\\W+$", "é"), ("^(?!x)\\D$", "٣"), ("^(?=.)\\S$", "\u0085")])

@@ -8,7 +8,7 @@ import sys
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Self, cast
 
 if TYPE_CHECKING:
     from ._call import Call
@@ -140,17 +140,22 @@ def secrets_held(*values: Any) -> list[str]:
     return _MODEL.held(*values) if values else []
 
 
-def tool_failure(cause: BaseException, tool: str, call_id: str | None, *values: Any) -> ToolExecutionError:
-    """The :class:`ToolExecutionError` of a call of ``tool`` that raised ``cause``, ``values`` its arguments
-    and context: the secret values they hold (:func:`secrets_held`) masked where the cause's text quotes
-    them. The core builds every such error of a call here."""
-    return ToolExecutionError(cause, tool=tool, call_id=call_id, held=secrets_held(*values))
+def tool_failure(
+    cause: BaseException, tool: str, call_id: str | None, *values: Any, kind: type[ToolExecutionError] | None = None
+) -> ToolExecutionError:
+    """The :class:`ToolExecutionError` (or ``kind``, a subclass) of a call of ``tool`` that raised ``cause``,
+    ``values`` its arguments and context: the secret values they hold (:func:`secrets_held`) masked where the
+    cause's text quotes them. The core builds every such error of a call here."""
+    return (kind or ToolExecutionError)(cause, tool=tool, call_id=call_id, held=secrets_held(*values))
 
 
-def call_failure(call: Call, cause: BaseException, tool: Any = None) -> ToolExecutionError:
+def call_failure(
+    call: Call, cause: BaseException, tool: Any = None, kind: type[ToolExecutionError] | None = None
+) -> ToolExecutionError:
     """:func:`tool_failure` of ``call``, whose tool raised ``cause``: named by ``tool`` (the one looked up, where a
     hook may have replaced ``call.tool``) or else ``call.tool``, its arguments' and context's secret values masked."""
-    return tool_failure(cause, (call.tool if tool is None else tool).name, call.call_id, call.arguments, call.context)
+    name = (call.tool if tool is None else tool).name
+    return tool_failure(cause, name, call.call_id, call.arguments, call.context, kind=kind)
 
 
 def type_name(cls: type) -> str:
@@ -175,14 +180,19 @@ def model_message(error: ToolError, shown: str | None = None) -> str:
     to encode, and cut (:func:`late_capped`) when a subclass wrote a longer message after ``__init__``.
 
     ``shown``: the name the model was shown for the tool, where it is not ``error.tool`` (an adapter's ``name=``,
-    a Gemini export's name): each mention of the tool quoted as harness-one's texts quote it (``'add'``) names
-    it so, since the model can call it by no other ("call 'plus' again"). ``error`` itself is left as it is."""
+    a Gemini export's name): each mention of the tool as harness-one's texts word it (``tool 'add'``, ``Tool 'add'
+    failed``, ``call 'add' again``, ``the call of 'add'``) names it so, since the model can call it by no other
+    ("call 'plus' again"); the rest (a tool's own exception text, ``KeyError: 'add'``) is left as written, and so
+    is ``error`` itself."""
     from ._render import safe_text  # imported when first needed, as _text does
 
     text = late_capped(error.message)
     tool = error.tool
     if shown and tool and shown != tool:
-        text = text.replace(f"'{tool}'", f"'{shown}'")
+        import re
+
+        named = re.compile(rf"\b(Tool|tool|call|calling|of|named|for) '{re.escape(tool)}'")
+        text = named.sub(lambda found: f"{found.group(1)} '{shown}'", text)
     return safe_text(text)
 
 
@@ -664,10 +674,10 @@ class ToolExecutionError(ToolError):
         self.__cause__ = cause
 
     @classmethod
-    def of(cls, call: Call, cause: BaseException) -> ToolExecutionError:
-        """The error of ``call``, whose tool raised ``cause``, as the core builds it: the secret values
-        the call's arguments and context hold masked where the cause's text quotes them (:func:`call_failure`)."""
-        return call_failure(call, cause)
+    def of(cls, call: Call, cause: BaseException) -> Self:
+        """The error (of this class) of ``call``, whose tool raised ``cause``, as the core builds it: the secret
+        values the call's arguments and context hold masked where the cause's text quotes them (:func:`call_failure`)."""
+        return cast(Self, call_failure(call, cause, kind=cls))
 
     @property
     def cause_type(self) -> str:

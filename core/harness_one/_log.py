@@ -25,15 +25,17 @@ _modules = sys.modules
 # structlog's level check per logger, with the configuration it was made for (its wrapper class and logger factory)
 _structlog_checks: dict[str, tuple[tuple[Any, Any], Callable[[int], Any] | None]] = {}
 # A level's method on a structlog bound logger: every wrapper class has these (the generic ``structlog.BoundLogger``
-# by its proxy to the logger), not all a ``log(level, ...)``; a level between two goes as the lower one (25: info)
+# by its proxy to the logger), not all a ``log(level, ...)`` that takes any level; a level between two goes as the
+# higher one (25: warning), which every filter that keeps the level keeps too
 _STRUCTLOG_METHODS = {10: "debug", 20: "info", 30: "warning", 40: "error", 50: "critical"}
 
 
 def _structlog_method(level: int) -> str:
-    """The name of the structlog method that logs at ``level``: its own, else the nearest standard level's below."""
+    """The name of the structlog method that logs at ``level``: its own, else the nearest standard level's above
+    (a logger kept at 25 drops what ``info`` sends, and keeps what ``warning`` does); past 50, ``critical``."""
     name = _STRUCTLOG_METHODS.get(level)
     if name is None:
-        name = _STRUCTLOG_METHODS[max((known for known in _STRUCTLOG_METHODS if known <= level), default=10)]
+        name = _STRUCTLOG_METHODS[min((known for known in _STRUCTLOG_METHODS if known >= level), default=50)]
     return name
 
 

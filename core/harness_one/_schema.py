@@ -2058,7 +2058,13 @@ def _bad_defaults(schema: JSONSchema, found: _Found, most: int, *, formats: bool
     # The patterns as calls are checked (in a pattern with lookaround, \w is ASCII there, not Unicode).
     rewritten, moved = _rust_rewrite(schema, frozenset())
     where = paths
+    written: dict[str, str] = {}  # each rewritten pattern's original: what a refusal quotes (the author wrote it)
     if rewritten is not schema:
+        written = {
+            rust_pattern(node["pattern"]): node["pattern"]
+            for node, _ in schema_objects(schema)
+            if isinstance(node.get("pattern"), str)
+        }
         schema, where = rewritten, [moved(path) for path in paths]
         nodes = [functools.reduce(operator.getitem, path, schema) for path in where]
     instance = {str(i): node["default"] for i, node in enumerate(nodes)}
@@ -2078,7 +2084,10 @@ def _bad_defaults(schema: JSONSchema, found: _Found, most: int, *, formats: bool
         return []
     why: dict[int, str] = {}  # the index of each refused default: its first error's message
     for error in validator.iter_errors(instance):
-        why.setdefault(int(error.instance_path[0]), error.message[:200])
+        message, pattern = error.message, getattr(error.kind, "pattern", None)
+        if type(pattern) is str and pattern in written:
+            message = message.replace(pattern, written[pattern])
+        why.setdefault(int(error.instance_path[0]), message[:200])
     return [(paths[i], why[i]) for i in sorted(why)[:most]]
 
 

@@ -262,6 +262,10 @@ def build_registry(state: CliState) -> ToolRegistry:
         except (Exception, SystemExit) as exc:
             where = f"{spec} (an entry of {origin})" if origin else spec
             message = f"{where}: {exception_text(exc)}"  # masked: an import may fail on its DSN
+            if settings.import_timeout is not None and "thread" in message:  # (signal.signal: "only works in main thread")
+                message += (
+                    " (imported in a helper thread, bounded by HARNESS_ONE_IMPORT_TIMEOUT: 0 imports it in the main thread)"
+                )
             if not state.lenient:  # an entry of the configuration is no mistyped command: no usage text
                 error = ConfigProblem if origin else click.UsageError
                 raise error(f"cannot load tools from {message}") from None

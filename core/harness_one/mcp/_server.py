@@ -1081,16 +1081,18 @@ async def serve_stdio(
     """
     from mcp.server.stdio import stdio_server
 
-    from ._stdio import Answering, stdio_streams
+    from ._stdio import Answering, _known, stdio_streams
 
     _check_seconds("drain_timeout", drain_timeout)
+    # A call answered here names a tool the served registry may lack: asked of ``registry`` when it is the one served
+    # (a ``server`` given may serve another, which decides its unknown tools itself).
+    unknown = _known if server is not None else functools.partial(_unknown_tool, registry)
     server = server or create_server(registry)
     async with (
         stdio_streams(registry.limits.max_bytes + 65536) as (stdin, stdout),
         stdio_server(stdin, stdout) as (sdk_read, write),
     ):
         # Lines the SDK cannot read get an answer, and the end of stdin waits for every request's (see harness_one.mcp._stdio).
-        unknown = functools.partial(_unknown_tool, registry)
         read = Answering(
             sdk_read, write, stdin, clock=registry.clock, drain_timeout=drain_timeout, out_fd=stdout.fd, unknown=unknown
         )

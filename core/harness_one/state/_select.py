@@ -306,7 +306,8 @@ class State:
 def _sqlite_path(url: str, parsed: ParseResult) -> Path:
     """The file of a SQLite state: a plain path as written (``#`` and ``?`` are part of it), or the
     path of ``sqlite:///PATH`` percent-decoded (a raw ``#`` refused: ``%23``), ``~`` expanded
-    (``sqlite:///~/state.sqlite3`` too)."""
+    (``sqlite:///~/state.sqlite3`` too); a relative path taken from the current directory now, when the state is
+    made (a later ``chdir`` opens the same file), ``:memory:`` as it is."""
     if not parsed.scheme:
         raw = url
     elif parsed.netloc:  # sqlite://data/x.db: "data" is read as a host, and the path would be /x.db
@@ -319,7 +320,7 @@ def _sqlite_path(url: str, parsed: ParseResult) -> Path:
             raw = raw[1:]
     if not raw or raw == "/":
         raise ValueError(f"state URL {_shown(url)} names no file: use 'sqlite:///PATH'")
-    return Path(raw).expanduser()
+    return Path(raw) if raw == ":memory:" else Path(raw).expanduser().absolute()
 
 
 def _sqlite_timeout(url: str, query: str) -> float | None:
