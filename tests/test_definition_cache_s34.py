@@ -54,6 +54,23 @@ def test_every_keyword_of_a_definition_is_refused_in_options_in_any_letter_case(
                 Tool.create(rm, options={spelt: 1})
 
 
+@pytest.mark.parametrize(
+    ("spelt", "keyword"),
+    [
+        ("readOnly", "read_only"),
+        ("read-only", "read_only"),
+        ("rateLimit", "rate_limit"),
+        ("cacheTtl", "cache_ttl"),
+        ("destructiveHint", "destructive"),
+        ("readOnlyHint", "read_only"),
+        ("openWorldHint", "open_world"),
+    ],
+)
+def test_a_keyword_spelt_in_camel_case_or_as_an_mcp_hint_is_refused_too(spelt: str, keyword: str) -> None:
+    with pytest.raises(ToolDefinitionError, match=f"pass {keyword}="):
+        Tool.create(rm, options={spelt: True})
+
+
 def test_destructive_in_options_no_longer_escapes_the_approval_rule() -> None:
     reg = ToolRegistry(plugin_options={"approval": {"destructive": True}})
     with pytest.raises(ToolDefinitionError, match="pass destructive=True"):

@@ -18,7 +18,7 @@ import pytest
 from redis_support import _free_port, _missing, _spawn
 
 from harness_one import ToolRegistry
-from harness_one.state import SQLiteStore, StateUnavailable
+from harness_one.state import Record, SQLiteStore, StateUnavailable
 
 # --------------------------------------------------------------------------- TLS
 
@@ -234,3 +234,50 @@ def test_a_closed_sqlite_store_opens_its_file_again(tmp_path: Path) -> None:
     store.close()
     assert asyncio.run(store.arenew("t", "k", 2.0, 60.0, owner="A")) is True
     store.close()
+
+
+# ---------------------------------------------------------------- review of the SQLite changes
+
+
+def test_a_closed_in_memory_store_stays_closed_so_no_key_runs_again() -> None:
+    """An in-memory database is gone once closed: opened again it would be empty, and a key it held would run
+    its tool a second time. It stays closed (StateUnavailable), as before."""
+    store = SQLiteStore(":memory:")
+    assert store.begin("t", "k", "fp", 0.0, 60.0, owner="A") is None
+    store.close()
+    with pytest.raises(StateUnavailable, match="closed in-memory database"):
+        store.begin("t", "k", "fp", 0.0, 60.0, owner="B")
+
+
+def test_storing_an_outcome_on_a_file_that_became_unusable_is_unavailable_not_a_configuration_error(tmp_path: Path) -> None:
+    """Only a claim (nothing has run yet) takes a file that cannot be opened as a configuration error: storing the
+    outcome of a tool that ran is StateUnavailable, which the plugin logs and returns the result."""
+    path = tmp_path / "s.sqlite3"
+    store = SQLiteStore(path, timeout=0.5)
+    assert store.begin("t", "k", "fp", 0.0, 60.0, owner="A") is None
+    store.close()
+    path.unlink()
+    path.mkdir()  # the path is now a directory: a claim would be refused as misconfiguration
+    record = Record("fp", "done", 3600.0, True, 1, None)
+    with pytest.raises(StateUnavailable):
+        store.finish("t", "k", record, owner="A")
+    with pytest.raises(sqlite3.OperationalError, match="configuration error"):
+        store.begin("t", "k2", "fp", 0.0, 60.0, owner="B")
+
+
+def test_cannot_open_is_a_configuration_error_only_where_the_path_says_why(tmp_path: Path) -> None:
+    """SQLite says CANTOPEN when a process is out of file descriptors too: that passes, so it is an outage."""
+    from harness_one.state._sqlite import _unopenable
+
+    def cantopen() -> sqlite3.OperationalError:
+        exc = sqlite3.OperationalError("unable to open database file")
+        exc.sqlite_errorcode = sqlite3.SQLITE_CANTOPEN
+        return exc
+
+    fine = tmp_path / "fine.sqlite3"
+    assert not _unopenable(cantopen(), str(fine))  # a writable directory, no file yet: e.g. out of descriptors
+    assert _unopenable(cantopen(), str(tmp_path))  # a directory
+    assert _unopenable(cantopen(), str(tmp_path / "missing" / "x.sqlite3"))  # no directory to hold it
+    notadb = sqlite3.DatabaseError("file is not a database")
+    notadb.sqlite_errorcode = sqlite3.SQLITE_NOTADB
+    assert _unopenable(notadb, str(fine))

@@ -485,8 +485,8 @@ def _check_option_names(tool: str, options: Mapping[str, Any]) -> None:
     for key in options:
         if type(key) is not str:
             continue
-        if key.lower() in _KEYWORDS:
-            keyword = key.lower()
+        keyword = _as_keyword(key)
+        if keyword in _KEYWORDS:
             raise ToolDefinitionError(
                 f"Tool '{tool}': {key!r} is a keyword of the tool definition, not an option: pass "
                 f"{keyword}={repr(options[key])[:60]}, which harness-one reads; in options it would be ignored.",
@@ -500,6 +500,15 @@ def _check_option_names(tool: str, options: Mapping[str, Any]) -> None:
                     f"reads is taken for a misspelling (a plugin of your own needs a name less alike).",
                     tool=tool,
                 )
+
+
+def _as_keyword(key: str) -> str:
+    """``key`` spelt as a definition keyword would be: camelCase and ``-`` as ``_``, lower case, without MCP's
+    ``Hint`` (``readOnly``, ``read-only``, ``readOnlyHint``: ``read_only``)."""
+    import re
+
+    folded = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", key).replace("-", "_").lower()
+    return folded.removesuffix("_hint")
 
 
 def _utf8(text: str) -> str:

@@ -95,6 +95,21 @@ def _unusable(exc: sqlite3.Error, path: str) -> sqlite3.Error:
     return err
 
 
+def _unopenable(exc: sqlite3.Error, path: str) -> bool:
+    """Whether ``exc``, met opening the file at ``path``, says it cannot be opened as it is, however long one waits
+    (:data:`_UNUSABLE`): not a database, damaged; for CANTOPEN, only where the path says why (a directory, no
+    directory to hold it, no access): out of file descriptors is CANTOPEN too, and passes."""
+    code = getattr(exc, "sqlite_errorcode", 0) & 0xFF  # (an extended code's low byte)
+    if code not in _UNUSABLE:
+        return False
+    if code != sqlite3.SQLITE_CANTOPEN:
+        return True
+    file = Path(path)
+    if file.is_dir() or not file.parent.is_dir():
+        return True
+    return not os.access(file, os.R_OK | os.W_OK) if file.exists() else not os.access(file.parent, os.W_OK | os.X_OK)
+
+
 def _write_ahead(conn: sqlite3.Connection, until: float) -> None:
     """Put the file in WAL mode (kept in the file: a file already in it needs no lock). SQLite fails the
     switch at once, without its busy timeout, while another connection holds a lock on the file (several
@@ -162,6 +177,7 @@ class SQLiteStore:
         # Opened by the first operation, not here: a file SQLite cannot use now would fail the
         # constructor (and the plugin's setup, for good) outside the error mapping and the deadline.
         self._conn: sqlite3.Connection | None = None
+        self._closed = False  # an in-memory database closed: gone (see close)
         self._missing: tuple[str, ...] = ()  # columns a file made by an older version lacks (owner, quoted)
         self._ops = 0
         self._sweep = False  # the next claim first deletes the expired records (set as the file opens)
@@ -171,10 +187,12 @@ class SQLiteStore:
         _STORES.add(self)  # (a forked child opens its own connection)
 
     @contextmanager
-    def _connection(self, deadline: float | None = None) -> Iterator[sqlite3.Connection]:
+    def _connection(self, deadline: float | None = None, *, claim: bool = False) -> Iterator[sqlite3.Connection]:
         """The connection, one thread at a time, until ``deadline`` (``time.monotonic``; None: ``timeout``
         from now); SQLite's errors as :class:`StateUnavailable` (locked, full: ``DatabaseError``, not only
-        ``OperationalError``), but for a file it cannot open as it is (:data:`_UNUSABLE`)."""
+        ``OperationalError``), but, for a ``claim`` (a key's first operation: nothing has run yet), a file it
+        cannot open as it is (:func:`_unopenable`). Storing an outcome, renewing or releasing a claim never
+        raises that: a tool that ran keeps its result (logged as not stored) whatever became of the file."""
         if deadline is None and self._lock.acquire(blocking=False):
             until = None  # no one else was using it: SQLite's busy timeout is the whole wait
         else:  # wait for the connection, then for the file, both within one deadline
@@ -196,7 +214,7 @@ class SQLiteStore:
         except sqlite3.DataError as exc:  # a value SQLite cannot hold (past its string limit): not stored
             raise ValueError(f"The SQLite state cannot hold this value: {exc}.") from exc
         except sqlite3.Error as exc:
-            if self._conn is None and getattr(exc, "sqlite_errorcode", 0) & 0xFF in _UNUSABLE:  # (an extended code's low byte)
+            if claim and self._conn is None and _unopenable(exc, self.path):
                 raise _unusable(exc, self.path) from exc
             raise StateUnavailable(f"The SQLite state cannot be used now: {exc}.", where=str(self.path)) from exc
         finally:
@@ -206,12 +224,14 @@ class SQLiteStore:
         """Open the file now if it is not open yet (:class:`StateUnavailable` if SQLite cannot use it now, the
         ``sqlite3`` error if it cannot open it as it is), so that a command fails as it starts rather than at its
         first keyed call."""
-        with self._connection():
+        with self._connection(claim=True):
             pass
 
     def _open(self, until: float) -> sqlite3.Connection:
         """The connection, opened and the file made ready (WAL, the table) by ``until``; the caller maps
         SQLite's errors, and a file that cannot be used now is opened again by the next operation."""
+        if self._closed:
+            raise sqlite3.ProgrammingError("Cannot operate on a closed in-memory database.")
         _private(self.path)
         conn = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None, check_same_thread=False)
         self._waits = self._whole
@@ -294,7 +314,7 @@ class SQLiteStore:
     def _begin(
         self, scope: str, key: str, fingerprint: str, now: float, lease: float, owner: str | None, deadline: float | None
     ) -> Record | None:
-        with self._connection(deadline) as conn:
+        with self._connection(deadline, claim=True) as conn:
             if self._waiting and self._released(owner):  # only while claims wait in threads
                 return None  # released while it waited (its caller was cancelled): not made
             conn.execute("BEGIN IMMEDIATE")
@@ -421,8 +441,11 @@ class SQLiteStore:
 
     def close(self) -> None:
         """Close the connection, after the operation under way; the next operation opens the file again
-        (as a :class:`~harness_one.state.RedisLink` reconnects), so a registry on the store goes on."""
+        (as a :class:`~harness_one.state.RedisLink` reconnects), so a registry on the store goes on. An
+        in-memory database (``:memory:``) is gone once closed: its store stays closed (each later operation
+        :class:`StateUnavailable`), so no key it held runs its tool again on an empty one."""
         with self._lock:
             conn, self._conn = self._conn, None
             if conn is not None:
                 conn.close()
+            self._closed = self.path in (":memory:", "")
