@@ -4,8 +4,10 @@ an exception's text built in the worker, a thread-mode call cancelled from anoth
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import sys
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -160,6 +162,24 @@ def test_process_memory_limit_covers_pickling_the_result() -> None:
         reg.plugins.get("timeout").processes.shutdown()
 
 
+def loud_failure(megabytes: int) -> int:
+    """Fails with its own ValueError whose text is ``megabytes`` MiB (a dump of its input)."""
+    raise ValueError("x" * (megabytes * 2**20))
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="RLIMIT_AS is enforced on Linux")
+def test_process_memory_limit_keeps_the_tools_own_exception_whose_report_does_not_fit() -> None:
+    """A ValueError whose report does not fit the limit is still the ValueError (retry rules read its type)."""
+    reg = ToolRegistry(autoload=False)
+    reg.add(loud_failure, timeout=30, timeout_mode="process", options={"memory_limit": 64 * 2**20})
+    try:
+        with pytest.raises(ToolExecutionError) as err:
+            reg.call("loud_failure", {"megabytes": 40})
+        assert type(err.value.cause).__name__ == "ValueError" and err.value.cause_type == "ValueError"
+    finally:
+        reg.plugins.get("timeout").processes.shutdown()
+
+
 # --- 3. thread mode: the exception's text is built in the worker ------------------------------------------------
 
 
@@ -248,3 +268,47 @@ def test_thread_mode_call_cancelled_from_another_thread_gives_up(how: str) -> No
     finally:
         release.set()
         thread.join(BOUND)
+
+
+LANG: contextvars.ContextVar[str] = contextvars.ContextVar("lang", default="en")
+
+
+class _Localized(Exception):
+    """A message in the request's language, as a lazily translated text is."""
+
+    def __str__(self) -> str:
+        return {"en": "invalid input", "de": "ungültige Eingabe"}[LANG.get()]
+
+
+def _localized() -> None:
+    raise _Localized()
+
+
+@pytest.mark.parametrize("how", ["call", "acall"])
+def test_thread_mode_exception_text_is_read_in_the_callers_context(how: str) -> None:
+    reg = ToolRegistry(autoload=False)
+    reg.add(_localized, name="boom", timeout=5, timeout_mode="thread")
+
+    async def awaited() -> Any:
+        LANG.set("de")
+        return (await reg.atry_call("boom", {})).error
+
+    def called() -> Any:
+        LANG.set("de")
+        return reg.try_call("boom", {}).error
+
+    error = contextvars.copy_context().run(called) if how == "call" else asyncio.run(awaited())
+    assert str(error) == "Tool 'boom' failed: _Localized: ungültige Eingabe"
+
+
+def test_a_thread_mode_acall_leaves_no_timer_behind() -> None:
+    """Each tick of arun's timer schedules the next in its place: the one pending when the call ends is cancelled."""
+    reg = ToolRegistry(autoload=False)
+    reg.add(lambda: time.sleep(0.12) or 1, name="slow", timeout=5, timeout_mode="thread")
+
+    async def main() -> list[Any]:
+        assert await reg.acall("slow", {}) == 1
+        loop = asyncio.get_running_loop()
+        return [h for h in getattr(loop, "_scheduled", []) if not h.cancelled()]
+
+    assert asyncio.run(main()) == []

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 import numbers
 import sys
-import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Self, cast
@@ -105,27 +105,28 @@ def outside_text(text: str, held: Sequence[str] = ()) -> str:
     return f"{head}\n[error text truncated: {len(text):,} characters in all]"
 
 
-#: Per thread, ``.text``: ``(exception, its str())`` built ahead in another thread (a thread-mode tool's, in its worker:
-#: see :func:`text_ahead`), for this thread's next :func:`exception_text` of that exception to read instead of its
-#: ``__str__``. Per thread: the thread that hands the exception on is the one that builds its error.
-_AHEAD = threading.local()
+#: The attribute a thread-mode tool's exception carries its ``str()`` in, read in the worker thread (see
+#: :func:`text_ahead`), until the error made of it reads it (:func:`exception_text`, which takes it off).
+_AHEAD = "__harness_one_text__"
 
 
 def text_ahead(exc: BaseException, text: str) -> None:
-    """Have this thread's next :func:`exception_text` of ``exc`` read ``text``, its ``str()`` built in another thread,
-    once: a slow ``__str__`` then holds that thread, not the caller that builds the error (past its deadline)."""
-    _AHEAD.text = (exc, text)
+    """Have the next :func:`exception_text` of ``exc`` read ``text``, its ``str()`` built in another thread, once:
+    a slow ``__str__`` then holds that thread, not the caller that builds the error (past its deadline). Kept on
+    the exception itself: nothing else holds it, whoever builds the error, or none."""
+    with contextlib.suppress(Exception):  # (an exception whose attributes cannot be set: its str() is read again)
+        exc.__dict__[_AHEAD] = text
 
 
 def exception_text(exc: BaseException, held: Sequence[str] = ()) -> str:
     """``Type: text`` of an exception harness-one did not raise, as an error shows it (:func:`outside_text`,
     the ``held`` texts masked)."""
-    ahead = getattr(_AHEAD, "text", None)
     try:
-        if ahead is not None and ahead[0] is exc:
-            text, _AHEAD.text = ahead[1], None
-        else:
-            text = str(exc)
+        ahead = exc.__dict__.pop(_AHEAD, None)
+    except Exception:  # (a hostile __getattribute__: its str() is read as before)
+        ahead = None
+    try:
+        text = str(exc) if type(ahead) is not str else ahead
     except BaseException:  # a broken __str__ (one raising SystemExit too): its type says what it was
         text = ""
     return f"{type(exc).__name__}: {outside_text(text, held)}" if text else type(exc).__name__

@@ -141,16 +141,18 @@ def _resolve(future: asyncio.Future[bool], value: bool) -> None:
         future.set_result(value)
 
 
-def _tick(loop: asyncio.AbstractEventLoop, future: asyncio.Future[bool], call: Call, end: float) -> None:
+def _tick(
+    loop: asyncio.AbstractEventLoop, future: asyncio.Future[bool], call: Call, end: float, timer: list[asyncio.TimerHandle]
+) -> None:
     """A thread-mode ``arun``'s timer: resolve ``future`` False at ``end`` (on the loop's clock) or once ``call``
-    is cancelled, else fire again within ``_CANCEL_POLL``."""
+    is cancelled, else fire again within ``_CANCEL_POLL`` (``timer[0]``: the pending handle, which ``arun`` cancels)."""
     if future.done():
         return
     left = end - loop.time()
     if not left > 0.0 or call.cancelled:  # (NaN: at once, as _seconds says)
         future.set_result(False)
     else:
-        loop.call_later(min(left, _CANCEL_POLL), _tick, loop, future, call, end)
+        timer[0] = loop.call_later(min(left, _CANCEL_POLL), _tick, loop, future, call, end, timer)
 
 
 def _given_up(call: Call, timeout: float) -> ToolError:
@@ -282,7 +284,10 @@ class _ThreadPool:
             except BaseException as exc:
                 slot.value = exc
                 slot.ok = False
-                slot.text = _said(exc, slot.future is not None)
+                # (read in the tool's context, as the caller would have: a message that reads a ContextVar)
+                context = slot.context
+                awaited = slot.future is not None
+                slot.text = _said(exc, awaited) if context is None else context.run(_said, exc, awaited)
             slot.fn = slot.kwargs = slot.context = None
             with slot.lock:
                 abandoned = slot.state == _ABANDONED
@@ -427,10 +432,11 @@ class ThreadRunner:
         slot = self._take(call, fn, kwargs)
         slot.go.release()
         try:
+            end = time.monotonic() + timeout  # (taken first: a late first wake-up does not move the deadline)
             # a call that ends within _CANCEL_POLL waits once, as with no cancel to see
             finished = slot.done.acquire(True, _seconds(min(timeout, _CANCEL_POLL)))
             if not finished and timeout > _CANCEL_POLL:
-                finished = self._wait(slot, call, time.monotonic() + timeout - _CANCEL_POLL)
+                finished = self._wait(slot, call, end)
         except BaseException:  # Ctrl-C in the wait: give up on the call as at a timeout (the tool runs on)
             if self._pool.finished_late(slot, call):  # it returned meanwhile: its outcome is kept
                 self._pool.settled(slot, call)
@@ -462,17 +468,18 @@ class ThreadRunner:
         # task to cancel (the work is in a thread), and it is the cheapest wait on every version.
         # It first fires after _CANCEL_POLL at most, then again every _CANCEL_POLL, to see a cancel of the call.
         end = loop.time() + timeout
-        timer = loop.call_later(_seconds(min(timeout, _CANCEL_POLL)), _tick, loop, future, call, end)
+        timer: list[asyncio.TimerHandle] = []  # the pending handle: each tick schedules the next in its place
+        timer.append(loop.call_later(_seconds(min(timeout, _CANCEL_POLL)), _tick, loop, future, call, end, timer))
         try:
             finished = await future
         except BaseException:  # the caller's task was cancelled: give up on the call like at a timeout
-            timer.cancel()
+            timer[0].cancel()
             if self._pool.finished_late(slot, call, future):  # it returned before the loop saw it: kept
                 self._pool.settled(slot, call, awaited=True)
             else:
                 call.cancel()
             raise
-        timer.cancel()
+        timer[0].cancel()
         if finished or self._pool.finished_late(slot, call, future):
             try:
                 return self._collect(slot, call)

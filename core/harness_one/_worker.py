@@ -277,6 +277,7 @@ def _answer(job: memoryview) -> bytes:
         return pickle.dumps((None, reason), pickle.HIGHEST_PROTOCOL)
     restore = _limit_memory(memory) if memory is not None else None
     pid = os.getpid()
+    failed: BaseException | None = None
     try:  # the limit bounds the call and the pickling of its outcome (a __reduce__ may build a large one)
         try:
             try:
@@ -290,6 +291,7 @@ def _answer(job: memoryview) -> bytes:
 
             if restore is not None and type(exc) is MemoryError and not exc.args:  # say which limit it was
                 exc = MemoryError(f"the call needed more than its memory_limit of {memory} bytes")
+            failed = exc  # (its report, built under the limit, is built again past it if it does not fit)
             data = _failure(exc, traceback.format_exc())
         else:
             try:
@@ -303,12 +305,17 @@ def _answer(job: memoryview) -> bytes:
                     result.close()
                 del result
                 data = _failure(error, None)
-    except MemoryError:  # the answer telling its failure did not fit in the limit: said once it is lifted
+    except MemoryError:  # the answer telling its failure did not fit in the limit: built once it is lifted
         if restore is None:
             raise
         _restore(restore)
         restore = None
-        data = _failure(MemoryError(f"the call's outcome needed more than its memory_limit of {memory} bytes"), None)
+        if failed is not None:  # the tool's own exception, as it raised it (its type is what retry rules read)
+            import traceback
+
+            data = _failure(failed, "".join(traceback.format_exception(failed)))
+        else:
+            data = _failure(MemoryError(f"the call's outcome needed more than its memory_limit of {memory} bytes"), None)
     finally:
         _restore(restore)
     _flush()
