@@ -151,9 +151,11 @@ def test_the_tools_own_text_keeps_the_registry_name() -> None:
         return {"city": city}["weather"]  # the tool's own bug: KeyError('weather')
 
     registry.add(weather, name="weather")
-    text = to_langchain("weather", registry, name="get_forecast").invoke(
-        {"name": "get_forecast", "args": {"city": "Oslo"}, "id": "w1", "type": "tool_call"}
-    ).content
+    text = (
+        to_langchain("weather", registry, name="get_forecast")
+        .invoke({"name": "get_forecast", "args": {"city": "Oslo"}, "id": "w1", "type": "tool_call"})
+        .content
+    )
     assert text.startswith("Tool 'get_forecast' failed: KeyError: 'weather'"), text
 
 
