@@ -45,6 +45,14 @@ def _plain(value: Any) -> bool:
     """Whether ``value`` is plain JSON data: dicts with string keys, lists, and scalars of exactly those
     types (no subclass, no object whose ``repr`` hides its size), no list or dict in it twice (a cycle).
     Linear, not recursive."""
+    if type(value) is dict:  # the common case, a flat object of scalars, decided in one pass
+        for key, item in value.items():
+            if type(key) is not str:
+                return False
+            if type(item) not in _SCALARS:
+                break
+        else:
+            return True
     stack, seen = [value], set()
     while stack:
         item = stack.pop()
