@@ -554,6 +554,8 @@ def _nullable(schema: Any) -> Any:
     kind = schema.get("type")
     if "const" in schema or ("enum" in schema and not isinstance(kind, str)):  # null added to the type alone stays refused
         return {"anyOf": [schema, {"type": "null"}]}
+    if kind is not None and "anyOf" in schema:  # its branches would refuse null still: the whole schema is one branch
+        return {"anyOf": [schema, {"type": "null"}]}
     if isinstance(kind, str):
         out = {**schema, "type": [kind, "null"]}
         if "enum" in out:
@@ -1176,13 +1178,25 @@ def _responses(tool: Tool, parameters: dict[str, Any], strict: bool) -> dict[str
     }
 
 
+def _one_strict(strict: Any) -> bool:
+    """``strict`` of one tool's export: True or False (``"auto"``, which may fall back per tool, is
+    :func:`export_tools`' and ``registry.export``'s), else a ``ValueError``."""
+    if strict is not True and strict is not False:
+        raise ValueError(
+            f"strict must be True or False for one tool, not {strict!r} (export_tools and registry.export take 'auto')"
+        )
+    return strict
+
+
 def to_openai(tool: Tool, *, strict: bool = False) -> dict[str, Any]:
     """Chat Completions: ``{"type": "function", "function": {...}}``."""
+    strict = _one_strict(strict)
     return _copied(_chat(tool, _parameters(tool, strict)[0], strict))
 
 
 def to_openai_responses(tool: Tool, *, strict: bool = False) -> dict[str, Any]:
     """Responses API: the flat ``{"type": "function", "name", "description", "parameters", "strict"}``."""
+    strict = _one_strict(strict)
     return _copied(_responses(tool, _parameters(tool, strict)[0], strict))
 
 
