@@ -415,8 +415,11 @@ def test_standard_order_is_documented_order(registry: ToolRegistry) -> None:
         "idempotency", "budget", "approval", "cache", "rate_limit", "timeout", "retry", "circuit_breaker", "concurrency", "otel"
     )  # fmt: skip
     assert order["pre_validate"] == ("otel", "timeout", "validation")
-    # metrics and logging last, each with its after-decision hook too (it records the decision once final)
-    assert order["on_error"][0] == "rate_limit" and order["on_error"][-4:] == ("metrics", "metrics", "logging", "logging")
+    # metrics and logging last; then the after-decision hooks, which run after every other (output_limit's, and
+    # otel's, metrics' and logging's, which record the decision once final), as they run
+    assert order["on_error"][0] == "rate_limit" and order["on_error"][-6:] == (
+        "metrics", "logging", "output_limit", "otel", "metrics", "logging"
+    )  # fmt: skip
 
 
 def test_applies_to_holds_for_every_implementation_and_wrappers_are_refused(bare: ToolRegistry) -> None:

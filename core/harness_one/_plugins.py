@@ -1046,7 +1046,11 @@ class PluginSet:
                 )
                 for i in impls
             )
-            order[short] = tuple(i.plugin_name for i in impls)
+            # the order they run in: on_error's after-decision implementations run after the others (see hookspecs)
+            late = [bool(getattr(i.function, "harness_after_decision", False)) for i in impls]
+            order[short] = tuple(i.plugin_name for i, after in zip(impls, late, strict=True) if not after) + tuple(
+                i.plugin_name for i, after in zip(impls, late, strict=True) if after
+            )
             for impl in impls:
                 code = getattr(impl.function, "__code__", None)
                 if code is not None:
