@@ -43,6 +43,25 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def answers(client: Any, process: subprocess.Popen[bytes], seconds: float = 10) -> bool:
+    """Whether the server ``process`` started answers ``client``'s PING within ``seconds``: False once the process
+    ended or the time is up (the client closed either way)."""
+    import redis
+
+    deadline = time.monotonic() + seconds
+    try:
+        while True:
+            try:
+                client.ping()
+                return True
+            except redis.ConnectionError:
+                if time.monotonic() > deadline or process.poll() is not None:
+                    return False
+                time.sleep(0.02)
+    finally:
+        client.close()
+
+
 def _spawn(port: int, directory: Path, extra: list[str] | None = None, binary: str = "redis-server") -> subprocess.Popen[bytes]:
     """A server (``binary``: redis-server, or a valkey-server path) on 127.0.0.1:``port`` keeping
     nothing on disk but in ``directory``."""
@@ -68,18 +87,8 @@ class RedisServer:
         self.process = _spawn(self.port, self.directory, binary=self.binary)
         import redis
 
-        client = redis.Redis.from_url(self.url, socket_timeout=1)
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                client.ping()
-                break
-            except redis.ConnectionError:
-                if time.monotonic() > deadline or self.process.poll() is not None:
-                    raise RuntimeError(f"{self.binary} did not start on port {self.port}") from None
-                time.sleep(0.02)
-            finally:
-                client.close()
+        if not answers(redis.Redis.from_url(self.url, socket_timeout=1), self.process):
+            raise RuntimeError(f"{self.binary} did not start on port {self.port}")
 
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from test_review33_discovery import IN_A_FUNCTION, LOOP
 
 import harness_one
 from harness_one import ToolRegistry
@@ -32,28 +33,9 @@ if os.environ.get("HX_CARRY_FAIL"):
 """
 
 #: The helper: registers its tools into the default registry in a loop and inside a function.
-HELPERS = """
-from harness_one.tools import defineTool
+HELPERS = LOOP + IN_A_FUNCTION
 
-def _make(unit):
-    def convert(value: float) -> float:
-        '''Convert.'''
-        return value * 2
-    return convert
-
-for _u in ("to_km", "to_mi"):
-    defineTool(name=_u)(_make(_u))
-
-def _setup():
-    @defineTool(name="hidden")
-    def hidden(text: str) -> str:
-        '''Hidden.'''
-        return "h:" + text
-
-_setup()
-"""
-
-TOOLS = ["top", "to_km", "to_mi", "hidden"]
+TOOLS = ["top", "to_km", "to_mi", "dup"]
 
 
 @pytest.fixture
@@ -90,7 +72,7 @@ def test_a_retried_package_keeps_the_tools_its_helper_registered(
     monkeypatch.delenv("HX_CARRY_FAIL")
     reg.load_entry_points(refresh=True)  # the helper is not run again: its tools are the package's still
     assert reg.discovery.failures == [] and reg.discovery.loaded["hx-carry"] == TOOLS
-    assert reg.call("to_km", {"value": 2}) == 4 and reg.call("hidden", {"text": "a"}) == "h:a"
+    assert reg.call("to_km", {"value": 2}) == 4 and reg.call("dup", {"text": "a"}) == "aa:a"
     assert {reg.get(name).source for name in TOOLS} == {"hx-carry"}
     assert tool_index().tools(ep) == set(TOOLS)
 

@@ -9,13 +9,12 @@ import ipaddress
 import shutil
 import sqlite3
 import ssl
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from redis_support import _free_port, _missing, _spawn
+from redis_support import _free_port, _missing, _spawn, answers
 
 from harness_one import ToolRegistry
 from harness_one.state import Record, SQLiteStore, StateUnavailable
@@ -71,19 +70,10 @@ def tls_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[int, 
         import redis
 
         client = redis.Redis.from_url(f"rediss://127.0.0.1:{port}/0", ssl_ca_certs=str(cert), socket_timeout=1)
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                client.ping()
-                break
-            except redis.ConnectionError:
-                if process.poll() is not None:
-                    pytest.skip("this redis-server has no TLS (--tls-port refused): the TLS tests skip")
-                if time.monotonic() > deadline:
-                    raise RuntimeError("redis-server with TLS did not start") from None
-                time.sleep(0.02)
-            finally:
-                client.close()
+        if not answers(client, process):
+            if process.poll() is not None:
+                pytest.skip("this redis-server has no TLS (--tls-port refused): the TLS tests skip")
+            raise RuntimeError("redis-server with TLS did not start")
         yield port, cert
     finally:
         if process.poll() is None:
