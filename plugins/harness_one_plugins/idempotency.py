@@ -25,7 +25,6 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 from harness_one import (
     Await,
     Call,
-    CallResult,
     Clock,
     IdempotencyConflict,
     IdempotencyKeyMismatch,
@@ -61,6 +60,7 @@ from harness_one.state import (
 )
 
 from ._options import count, provides, seconds, takes_state
+from ._text import rendered
 
 if TYPE_CHECKING:
     from harness_one.state import SQLiteStore
@@ -220,10 +220,9 @@ class QuotedString(UserString):
 
 
 def _as_json(data: Any) -> Any:
-    """``data`` as plain JSON data: the text the model reads for a result ``data``
-    (:meth:`CallResult.for_model <harness_one.CallResult.for_model>`), read back; a string as it is.
+    """``data`` (an error's record) as plain JSON data: the text the model reads for it (:func:`rendered`), read back.
     ``ValueError`` when that text cannot be read back."""
-    return data if isinstance(data, str) else json.loads(CallResult(True, data, None, "", "", 0.0, 1).for_model())
+    return json.loads(rendered(data))
 
 
 def _result_json(data: Any) -> tuple[Any, bool]:
@@ -233,11 +232,11 @@ def _result_json(data: Any) -> tuple[Any, bool]:
     model all of it. ``ValueError`` when that text cannot be read back."""
     if isinstance(data, str):
         return data, False
-    text = CallResult(True, data, None, "", "", 0.0, 1).for_model()
+    text = rendered(data)
     value = json.loads(text)
     if isinstance(value, str):
         return value, True
-    return (value if CallResult(True, value, None, "", "", 0.0, 1).for_model() == text else text), False
+    return (value if rendered(value) == text else text), False
 
 
 class IdempotencyPlugin:

@@ -115,10 +115,8 @@ _WRONG_DB = ("DB index is out of range", "SELECT is not allowed in cluster mode"
 
 
 def _cluster_outage(exc: BaseException) -> bool:
-    """Whether ``exc``, a Redis Cluster client's own error, says no node could be reached (an outage),
-    not that the nodes refused TLS."""
-    if _tls_refused(exc) is not None:
-        return False
+    """Whether ``exc``, a Redis Cluster client's own error, says no node could be reached (an outage; a TLS
+    refusal, which looks alike, is :func:`_tls_refused`'s, asked first)."""
     if isinstance(exc, _CLUSTER_OUTAGES):
         return True
     return (  # an older redis-py, without RedisClusterUnreachableError: a plain RedisClusterException
@@ -135,7 +133,7 @@ def _cannot_decide(exc: BaseException) -> TypeGuard[Exception]:
     if isinstance(exc, _LINK_ERRORS):
         return not _wrong_link(exc)
     if isinstance(exc, RedisClusterException):
-        return _cluster_outage(exc)
+        return _tls_refused(exc) is None and _cluster_outage(exc)
     return isinstance(exc, redis.ResponseError) and str(exc).startswith(_UNABLE)
 
 

@@ -127,11 +127,15 @@ def _write_ahead(conn: sqlite3.Connection, until: float) -> None:
             pause = min(pause * 2, 0.05)
 
 
+#: The paths SQLite reads as a database in memory, one per connection.
+_IN_MEMORY = ("", ":memory:")
+
+
 def _private(path: str) -> None:
     """Create the database file for its owner only (0o600) if it does not exist yet: it keeps tools' outcomes (values,
     error messages) for a day. SQLite gives its ``-wal`` and ``-shm`` files the same mode; a file that exists keeps its
     own. (Not for ``:memory:`` or a ``file:`` URI; a path SQLite cannot use fails at its connect, as before.)"""
-    if path in ("", ":memory:") or path.startswith("file:"):
+    if path in _IN_MEMORY or path.startswith("file:"):
         return
     with contextlib.suppress(OSError):  # there already (FileExistsError), or a directory that is not there
         os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
@@ -242,9 +246,9 @@ class SQLiteStore:
             conn.execute(
                 "CREATE TABLE IF NOT EXISTS harness_one_idempotency ("
                 " scope TEXT NOT NULL, key TEXT NOT NULL, fingerprint TEXT NOT NULL, state TEXT NOT NULL,"
-                " expires REAL NOT NULL, ok INTEGER NOT NULL DEFAULT 0, value TEXT, error TEXT, owner TEXT,"
-                " quoted INTEGER NOT NULL DEFAULT 0,"
-                " PRIMARY KEY (scope, key))"
+                " expires REAL NOT NULL, ok INTEGER NOT NULL DEFAULT 0, value TEXT, error TEXT, "
+                + "".join(f"{name} {kind}, " for name, kind in _ADDED.items())  # (as an older file gets them)
+                + "PRIMARY KEY (scope, key))"
             )
             columns = {row[1] for row in conn.execute("PRAGMA table_info(harness_one_idempotency)")}
         except BaseException:
@@ -448,4 +452,4 @@ class SQLiteStore:
             conn, self._conn = self._conn, None
             if conn is not None:
                 conn.close()
-            self._closed = self.path in (":memory:", "")
+            self._closed = self.path in _IN_MEMORY
