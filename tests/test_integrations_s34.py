@@ -30,7 +30,8 @@ from pydantic_ai.messages import ModelMessage, TextPart, ToolCallPart
 from pydantic_ai.messages import ModelResponse as PydanticResponse
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from harness_one import Call, ToolArgumentError, ToolError, ToolRegistry, define_tool
+from harness_one import Call, CallResult, ToolArgumentError, ToolError, ToolExecutionError, ToolRegistry, define_tool
+from harness_one._errors import model_message
 from harness_one.dispatch import adispatch, dispatch, dispatch_gemini
 from harness_one.integrations.agent_framework import to_agent_framework
 from harness_one.integrations.autogen import to_autogen
@@ -273,3 +274,11 @@ def test_dispatch_refuses_a_call_whose_context_cannot_be_copied() -> None:
     (answer,) = dispatch(recorder(), CALLS[:1], context=Vault())
     assert answer["content"].startswith("Error: Tool 't' was not called: the application's context= mapping raised ToolError")
     assert "s3cr3t" not in answer["content"]
+
+
+def test_a_tools_own_exception_text_naming_it_is_left_as_written() -> None:
+    """Only the "Tool 'add' failed" harness-one wrote is renamed: the exception's "no route for 'add'" is the tool's."""
+    failure = ToolExecutionError(KeyError("no route for 'add'"), tool="add")
+    assert model_message(failure, "plus") == "Tool 'plus' failed: KeyError: \"no route for 'add'\""
+    result = CallResult(False, None, failure, "add", "c-1", 0.0, 1)
+    assert result.for_model("plus") == "Error: " + model_message(failure, "plus") and "'add'" in result.for_model()

@@ -412,12 +412,15 @@ class CallResult(NamedTuple):
         assert self.error is not None
         return {"ok": False, "error": self.error.to_dict(), "call_id": self.call_id}
 
-    def for_model(self) -> str:
-        """Text for the model: the result as JSON, or ``Error: <message>``."""
-        from ._errors import late_capped
-        from ._render import render_value, safe_text
-
+    def for_model(self, shown: str | None = None) -> str:
+        """Text for the model: the result as JSON, or ``Error: <message>``. ``shown``: the name the model was shown
+        for the tool where it is not the registry's (an adapter's ``name=``): the error names the tool so
+        (:func:`~harness_one._errors.model_message`)."""
         if not self.ok:
+            from ._errors import model_message
+
             assert self.error is not None
-            return f"Error: {safe_text(late_capped(self.error.message))}"  # (a subclass may write its message late)
+            return f"Error: {model_message(self.error, shown)}"  # (cut late: a subclass may write its message late)
+        from ._render import render_value
+
         return render_value(self.value)

@@ -8,7 +8,7 @@ import numbers
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Self, cast
+from typing import TYPE_CHECKING, Any, Self
 
 if TYPE_CHECKING:
     from ._call import Call
@@ -141,22 +141,17 @@ def secrets_held(*values: Any) -> list[str]:
     return _MODEL.held(*values) if values else []
 
 
-def tool_failure(
-    cause: BaseException, tool: str, call_id: str | None, *values: Any, kind: type[ToolExecutionError] | None = None
-) -> ToolExecutionError:
-    """The :class:`ToolExecutionError` (or ``kind``, a subclass) of a call of ``tool`` that raised ``cause``,
-    ``values`` its arguments and context: the secret values they hold (:func:`secrets_held`) masked where the
-    cause's text quotes them. The core builds every such error of a call here."""
-    return (kind or ToolExecutionError)(cause, tool=tool, call_id=call_id, held=secrets_held(*values))
+def tool_failure(cause: BaseException, tool: str, call_id: str | None, *values: Any) -> ToolExecutionError:
+    """The :class:`ToolExecutionError` of a call of ``tool`` that raised ``cause``, ``values`` its arguments
+    and context: the secret values they hold (:func:`secrets_held`) masked where the cause's text quotes
+    them. The core builds every such error of a call here."""
+    return ToolExecutionError(cause, tool=tool, call_id=call_id, held=secrets_held(*values))
 
 
-def call_failure(
-    call: Call, cause: BaseException, tool: Any = None, kind: type[ToolExecutionError] | None = None
-) -> ToolExecutionError:
+def call_failure(call: Call, cause: BaseException, tool: Any = None) -> ToolExecutionError:
     """:func:`tool_failure` of ``call``, whose tool raised ``cause``: named by ``tool`` (the one looked up, where a
     hook may have replaced ``call.tool``) or else ``call.tool``, its arguments' and context's secret values masked."""
-    name = (call.tool if tool is None else tool).name
-    return tool_failure(cause, name, call.call_id, call.arguments, call.context, kind=kind)
+    return tool_failure(cause, (call.tool if tool is None else tool).name, call.call_id, call.arguments, call.context)
 
 
 def type_name(cls: type) -> str:
@@ -190,10 +185,13 @@ def model_message(error: ToolError, shown: str | None = None) -> str:
     text = late_capped(error.message)
     tool = error.tool
     if shown and tool and shown != tool:
-        import re
+        if isinstance(error, ToolExecutionError):  # harness-one wrote only "Tool 'add' failed": the rest is the tool's
+            text = text.replace(f"Tool '{tool}' failed", f"Tool '{shown}' failed", 1)
+        else:
+            import re
 
-        named = re.compile(rf"\b(Tool|tool|call|calling|of|named|for) '{re.escape(tool)}'")
-        text = named.sub(lambda found: f"{found.group(1)} '{shown}'", text)
+            named = re.compile(rf"\b(Tool|tool|call|calling|of|named|for) '{re.escape(tool)}'")
+            text = named.sub(lambda found: f"{found.group(1)} '{shown}'", text)
     return safe_text(text)
 
 
@@ -678,7 +676,7 @@ class ToolExecutionError(ToolError):
     def of(cls, call: Call, cause: BaseException) -> Self:
         """The error (of this class) of ``call``, whose tool raised ``cause``, as the core builds it: the secret
         values the call's arguments and context hold masked where the cause's text quotes them (:func:`call_failure`)."""
-        return cast(Self, call_failure(call, cause, kind=cls))
+        return cls(cause, tool=call.tool.name, call_id=call.call_id, held=secrets_held(call.arguments, call.context))
 
     @property
     def cause_type(self) -> str:

@@ -65,7 +65,7 @@ def _structlog_enabled(structlog: Any, logger: str, level: int) -> bool:
             check = bound.is_enabled_for if callable(getattr(type(bound), "is_enabled_for", None)) else None
         except Exception:  # a logger factory that fails: log_event reports it when an event is emitted
             check = None
-        found = _structlog_checks[logger] = (made_for, check if callable(check) else None)
+        found = _structlog_checks[logger] = (made_for, check)
     check = found[1]
     if check is None:
         return True
@@ -139,7 +139,7 @@ def log_event(level: int, event: str, *, logger: str = "harness_one", **fields: 
     """Emit ``event`` with ``fields`` at ``level``; never raises.
 
     With structlog configured by the application, a structlog event with the fields as
-    key-value pairs, sent by the level's method (``info``, ``warning``: a level between two by the lower one's);
+    key-value pairs, sent by the level's method (``info``, ``warning``: a level between two by the higher one's);
     otherwise a stdlib record on ``logger`` whose message is
     ``event key=value ...`` and whose ``harness_one`` attribute holds the fields. An exception
     raised by the application's handlers, filters or structlog processors is counted and the

@@ -168,7 +168,7 @@ def _given_up(call: Call, timeout: float) -> ToolError:
 
 def _said(exc: BaseException, awaited: bool) -> str | None:
     """``str(exc)`` (the tool's exception), built in the worker thread for the caller's error to read
-    (:func:`text_ahead`): a slow ``__str__`` holds the worker, not the caller past its deadline (nor an event
+    (:func:`text_ahead` keeps it on the exception): a slow ``__str__`` holds the worker, not the caller past its deadline (nor an event
     loop). None for a :class:`ToolError` (its message is made already) and an awaited ``StopIteration``
     (said as a ``RuntimeError``)."""
     if isinstance(exc, ToolError) or (awaited and isinstance(exc, StopIteration)):
@@ -208,7 +208,6 @@ class _Slot:
         "loop",
         "ok",
         "state",
-        "text",
         "value",
     )
 
@@ -224,7 +223,6 @@ class _Slot:
         self.context: contextvars.Context | None = None  # the caller's, so its span and context variables hold
         self.ok = False
         self.value: Any = None
-        self.text: str | None = None  # the str() of the tool's exception, built by the worker (see _said)
         self.future: asyncio.Future[bool] | None = None  # set for an async caller
         self.loop: asyncio.AbstractEventLoop | None = None
         self.lingering: Lingering | None = None  # set when the caller gives up on the call
@@ -284,10 +282,10 @@ class _ThreadPool:
             except BaseException as exc:
                 slot.value = exc
                 slot.ok = False
-                # (read in the tool's context, as the caller would have: a message that reads a ContextVar)
-                context = slot.context
-                awaited = slot.future is not None
-                slot.text = _said(exc, awaited) if context is None else context.run(_said, exc, awaited)
+                # its text read here, in the tool's context (a message may read a ContextVar), for the caller's error
+                said = slot.context.run(_said, exc, slot.future is not None)  # type: ignore[union-attr]
+                if said is not None:
+                    text_ahead(exc, said)
             slot.fn = slot.kwargs = slot.context = None
             with slot.lock:
                 abandoned = slot.state == _ABANDONED
@@ -297,7 +295,7 @@ class _ThreadPool:
                     if future is None:
                         slot.done.release()
             if abandoned:  # nobody waits for this result: the worker is free again
-                ok, value, slot.value, slot.text = slot.ok, slot.value, None, None
+                ok, value, slot.value = slot.ok, slot.value, None
                 lingering, slot.lingering = slot.lingering, None
                 if lingering is not None:
                     lingering.finished(ok, value)  # what the tool did: the idempotency plugin keeps it for the key
@@ -318,7 +316,7 @@ class _ThreadPool:
             if slot.future is not future:
                 return
             slot.future = None
-        slot.value = slot.text = None
+        slot.value = None
         self.give_back(slot)
 
     def finished_late(self, slot: _Slot, call: Call, future: asyncio.Future[bool] | None = None) -> bool:
@@ -343,7 +341,7 @@ class _ThreadPool:
         """Give back the slot of a call whose tool returned before its caller gave up (Ctrl-C, a cancelled
         task): what the tool did is kept as ``call.lingering``, a :class:`Lingering` finished already,
         so the plugins settle the call as the tool ended (the idempotency plugin keeps the outcome)."""
-        ok, value, slot.value, slot.text = slot.ok, slot.value, None, None
+        ok, value, slot.value = slot.ok, slot.value, None
         self.give_back(slot)
         if awaited and not ok and isinstance(value, StopIteration):  # said as an awaited call says it
             error = _stop_iteration()
@@ -415,13 +413,11 @@ class ThreadRunner:
         return slot
 
     def _collect(self, slot: _Slot, call: Call) -> Any:
-        ok, value, text = slot.ok, slot.value, slot.text
-        slot.value = slot.text = None
+        ok, value = slot.ok, slot.value
+        slot.value = None
         self._pool.give_back(slot)
         if ok:
             return value
-        if text is not None:  # what the caller's error of it reads (exception_text), not the tool's __str__ again
-            text_ahead(value, text)
         if isinstance(value, Exception):
             raise value
         # KeyboardInterrupt, GeneratorExit, ...: the tool's own (a signal reaches the main thread only), so its

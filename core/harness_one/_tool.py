@@ -502,12 +502,13 @@ def _check_option_names(tool: str, options: Mapping[str, Any]) -> None:
                 )
 
 
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+
+
 def _as_keyword(key: str) -> str:
     """``key`` spelt as a definition keyword would be: camelCase and ``-`` as ``_``, lower case, without MCP's
     ``Hint`` (``readOnly``, ``read-only``, ``readOnlyHint``: ``read_only``)."""
-    import re
-
-    folded = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", key).replace("-", "_").lower()
+    folded = _CAMEL.sub("_", key).replace("-", "_").lower()
     return folded.removesuffix("_hint")
 
 

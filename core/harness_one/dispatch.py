@@ -50,7 +50,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ._call import CallResult, new_call_id
-from ._errors import APPROVAL_REQUIRED, ToolError, ToolNotFound, exception_text, model_message
+from ._errors import APPROVAL_REQUIRED, ToolError, ToolNotFound, exception_text
 from ._formats import CALL_FORMATS, check_format
 from ._render import safe_text, struct_data
 from ._requests import BadRequest, CustomCall, Request, parse_call, readable, resolve, text_id
@@ -438,19 +438,23 @@ def _refused(registry: ToolRegistry, provider: str, request: BadRequest) -> dict
 
 
 def _answer(provider: str, request: Request, result: CallResult) -> dict[str, Any]:
-    # an error names the tool as the model called it (a Gemini name, "_.2fa-check"), not by the registry's name
-    error = model_message(result.error, _sent_name(request.exported)) if result.error is not None else "error"
-    text = result.for_model() if result.ok else f"Error: {error}"
     rid = _sent_id(request.id)
+    if provider == "gemini" and result.ok:  # Gemini takes data, not text (see below)
+        return _gemini_answer(request, rid, {"output": struct_data(result.value)})
+    # an error names the tool as the model called it (a Gemini name, "_.2fa-check"), not by the registry's name
+    text = result.for_model(_sent_name(request.exported))
     if provider == "openai":
         return {"role": "tool", "tool_call_id": rid, "content": text}
     if provider == "openai-responses":
         return {"type": "function_call_output", "call_id": rid, "output": text}
     if provider == "anthropic":
         return {"type": "tool_result", "tool_use_id": rid, "content": text, "is_error": not result.ok}
-    # Gemini takes data, not text (a protobuf Struct: doubles, string keys): made valid UTF-8 here, as for_model()
-    # makes the others' text, with the ints a double would round as their digits (see struct_data).
-    response = {"output": struct_data(result.value)} if result.ok else {"error": error}
+    return _gemini_answer(request, rid, {"error": text.removeprefix("Error: ")})
+
+
+def _gemini_answer(request: Request, rid: Any, response: dict[str, Any]) -> dict[str, Any]:
+    """Gemini's answer: data, not text (a protobuf Struct: doubles, string keys), made valid UTF-8 as for_model()
+    makes the others' text, with the ints a double would round as their digits (see struct_data)."""
     answer: dict[str, Any] = {"name": _sent_name(request.exported), "response": response}
     if rid is not None:
         answer["id"] = rid

@@ -552,10 +552,8 @@ def _nullable(schema: Any) -> Any:
     if not isinstance(schema, dict) or _admits_null(schema):
         return schema
     kind = schema.get("type")
-    if "const" in schema or ("enum" in schema and not isinstance(kind, str)):  # null added to the type alone stays refused
-        return {"anyOf": [schema, {"type": "null"}]}
-    if kind is not None and "anyOf" in schema:  # its branches would refuse null still: the whole schema is one branch
-        return {"anyOf": [schema, {"type": "null"}]}
+    if "const" in schema or ("enum" in schema and not isinstance(kind, str)) or (kind is not None and "anyOf" in schema):
+        return {"anyOf": [schema, {"type": "null"}]}  # null added to the type alone (or as a branch) stays refused
     if isinstance(kind, str):
         out = {**schema, "type": [kind, "null"]}
         if "enum" in out:

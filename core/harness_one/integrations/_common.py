@@ -16,7 +16,7 @@ its calls. ``name=`` / ``names=`` set the name the framework (and so the model) 
 tool, such as one a provider accepts (:func:`~harness_one.export.gemini_name`): the adapter
 still calls the registry by the tool's own name (:func:`shown_name`, :func:`shown_names`); a name
 no provider accepts is refused when the tool is adapted, not at the model request. The text the
-model reads names the tool as it was shown (:func:`model_text`, :func:`model_message` with the
+model reads names the tool as it was shown (``CallResult.for_model(shown)``, :func:`model_message` with the
 name shown); a :class:`ToolError` raised to the application keeps the registry's name.
 """
 
@@ -55,7 +55,6 @@ __all__ = [
     "grant_approval",
     "is_json",
     "model_message",
-    "model_text",
     "no_longer_available",
     "not_an_object",
     "not_asked",
@@ -313,14 +312,6 @@ def not_an_object(value: Any) -> Any:
     fail on a value nested close to the recursion limit).
     """
     return json.dumps(value) if value is None or isinstance(value, str) else value
-
-
-def model_text(result: CallResult, shown: str) -> str:
-    """:meth:`CallResult.for_model` of ``result`` as the model reads it through a framework that shows the tool as
-    ``shown`` (``name=``): an error's text names the tool so (:func:`model_message`), as the model can call it."""
-    if result.ok or result.error is None:
-        return result.for_model()
-    return f"Error: {model_message(result.error, shown)}"
 
 
 def refusal(error: ToolError) -> CallResult:

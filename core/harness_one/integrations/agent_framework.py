@@ -57,7 +57,6 @@ from ._common import (
     check_name,
     grant_approval,
     is_json,
-    model_text,
     no_longer_available,
     not_an_object,
     not_asked,
@@ -206,7 +205,7 @@ class HarnessFunctionTool(FunctionTool):
         result = self._both_readings(raw, await self._call(self._model_text(raw), context, tool_call_id or None))
         if skip_parsing:
             return _value(result)
-        return [Content.from_text(model_text(result, self.name))]  # the tool named as the model was shown it
+        return [Content.from_text(result.for_model(self.name))]  # the tool named as the model was shown it
 
 
 #: How the text of a JSON object starts, whole or cut short: ``{"``, ``{'`` (a Python dict), ``{}``, ``{``.

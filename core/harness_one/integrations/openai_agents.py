@@ -53,7 +53,6 @@ from ._common import (
     check_name,
     grant_approval,
     model_message,
-    model_text,
     no_longer_available,
     not_asked,
     refusal,
@@ -110,7 +109,7 @@ def to_openai_agents(
             # held by the harness, yet the SDK asked no one about it (its rule said no then, or the tool has none)
             result = not_asked(result, "rule_said_no" if gated else "no_step")
             _mark_failed(ctx, result, shown)
-        return model_text(result, shown)  # the tool named as the model was shown it
+        return result.for_model(shown)  # the tool named as the model was shown it
 
     async def needs_approval(run: RunContextWrapper[Any], params: dict[str, Any], call_id: str) -> bool:
         args = drop_nulls(params, nullable, reg.limits) if nullable else params

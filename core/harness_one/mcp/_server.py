@@ -1102,8 +1102,6 @@ async def serve_stdio(
 def _unknown_tool(registry: ToolRegistry, name: str) -> str | None:
     """The message of the spec's ``-32602`` for a call of tool ``name`` that ``registry`` does not have (None: it has
     it), as :meth:`_Bridge._error` gives it: the registry's ``ToolNotFound``, observed by its plugins as a refused call."""
-    if name in registry._tools:
-        return None
     try:
         registry._entry(name, None)  # (loads a tool package that provides it, as a call does)
     except ToolNotFound as err:
