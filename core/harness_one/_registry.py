@@ -1517,9 +1517,7 @@ class ToolRegistry(metaclass=_SharedType):
             return tool.fn(**kwargs)
         lingering = Lingering()
         try:
-            return await asyncio.to_thread(_in_thread, tool.fn, kwargs, lingering)
-        except _Raised as raised:  # the tool's KeyboardInterrupt, GeneratorExit, ...: its failure
-            raise call_failure(call, raised.exc, tool) from raised.exc
+            return await asyncio.to_thread(_in_thread, call, tool, kwargs, lingering)
         except asyncio.CancelledError:
             if lingering.abandon():  # still queued for a worker thread: it never runs, nothing lingers
                 call.ran = False
@@ -1602,9 +1600,10 @@ def _throw(steps: Generator[Step, None, None], exc: BaseException) -> Any:
         return _DONE
 
 
-def _in_thread(fn: Callable[..., Any], kwargs: dict[str, Any], lingering: Lingering) -> Any:
-    """``fn(**kwargs)`` in a worker thread of ``acall``; a ``StopIteration`` comes back as a ``RuntimeError``,
-    a ``BaseException`` that is not an ``Exception`` as :class:`_Raised`.
+def _in_thread(call: Call, tool: Tool, kwargs: dict[str, Any], lingering: Lingering) -> Any:
+    """``tool.fn(**kwargs)`` in a worker thread of ``acall``; a ``StopIteration`` comes back as a ``RuntimeError``,
+    a ``BaseException`` that is not an ``Exception`` (``KeyboardInterrupt``, ``GeneratorExit``) as the tool's
+    failure: a signal reaches the main thread only, so it is the tool's own, as in a timeout worker.
 
     An asyncio future cannot carry a ``StopIteration`` (setting it fails in the loop's
     callback), so the ``await`` would never end. ``lingering`` is told when ``fn`` returns, and what it did;
@@ -1614,7 +1613,7 @@ def _in_thread(fn: Callable[..., Any], kwargs: dict[str, Any], lingering: Linger
         return None
     ok, value = False, None
     try:
-        value = fn(**kwargs)
+        value = tool.fn(**kwargs)
         ok = True
         return value
     except StopIteration as exc:
@@ -1624,20 +1623,10 @@ def _in_thread(fn: Callable[..., Any], kwargs: dict[str, Any], lingering: Linger
         value = exc
         if isinstance(exc, Exception):
             raise
-        raise _Raised(exc) from None
+        raise call_failure(call, exc, tool) from exc
     finally:
         lingering.finished(ok, value)
         del value, lingering  # an exception's traceback holds this frame: no cycle through it
-
-
-class _Raised(Exception):
-    """A ``BaseException`` not an ``Exception`` (``KeyboardInterrupt``, ``GeneratorExit``) a tool raised in
-    ``acall``'s worker thread (:func:`_in_thread`), carried to the caller as ``exc``: the tool's own (a signal
-    reaches the main thread only), so its failure, as in a timeout worker, not the caller's interrupt."""
-
-    def __init__(self, exc: BaseException) -> None:
-        super().__init__(exc)
-        self.exc = exc
 
 
 def _time_left(call: Call, tool: Tool) -> float:
