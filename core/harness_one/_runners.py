@@ -428,11 +428,7 @@ class ThreadRunner:
         slot = self._take(call, fn, kwargs)
         slot.go.release()
         try:
-            end = time.monotonic() + timeout  # (taken first: a late first wake-up does not move the deadline)
-            # a call that ends within _CANCEL_POLL waits once, as with no cancel to see
-            finished = slot.done.acquire(True, _seconds(min(timeout, _CANCEL_POLL)))
-            if not finished and timeout > _CANCEL_POLL:
-                finished = self._wait(slot, call, end)
+            finished = self._wait(slot, call, time.monotonic() + timeout, timeout)
         except BaseException:  # Ctrl-C in the wait: give up on the call as at a timeout (the tool runs on)
             if self._pool.finished_late(slot, call):  # it returned meanwhile: its outcome is kept
                 self._pool.settled(slot, call)
@@ -444,15 +440,16 @@ class ThreadRunner:
         raise _given_up(call, timeout)
 
     @staticmethod
-    def _wait(slot: _Slot, call: Call, end: float) -> bool:
-        """Wait for the call's end until ``end``, seeing a cancel of ``call`` within ``_CANCEL_POLL``: False then."""
-        while not call.cancelled:
+    def _wait(slot: _Slot, call: Call, end: float, timeout: float) -> bool:
+        """Wait for the call's end until ``end`` (``timeout`` from now: a call that ends within ``_CANCEL_POLL``
+        waits once), seeing a cancel of ``call`` within ``_CANCEL_POLL``: False then, and at ``end``."""
+        wait = min(timeout, _CANCEL_POLL)
+        while not slot.done.acquire(True, _seconds(wait)):
             left = end - time.monotonic()
-            if left <= 0.0:
+            if call.cancelled or not left > 0.0:  # (NaN: at once, as _seconds says)
                 return False
-            if slot.done.acquire(True, _seconds(min(left, _CANCEL_POLL))):
-                return True
-        return False
+            wait = min(left, _CANCEL_POLL)
+        return True
 
     async def arun(self, call: Call, fn: Callable[..., Any], kwargs: dict[str, Any], timeout: float) -> Any:
         loop = asyncio.get_running_loop()
