@@ -234,10 +234,7 @@ def _undo_import(ep: EntryPoint, *, ended: bool = True) -> None:
     with _imports_lock:
         if ended:
             _imports.pop(ep, None)
-            kept = _provided.setdefault(ep, [])  # a retry does not run the modules that stay: their tools stay its
-            for item in made:
-                if not any(item is g for g in gone) and not any(item[1] is other for other in kept):
-                    kept.append(item[1])
+            _keep(ep, made)  # a retry does not run the modules that stay: their tools stay its (the forgotten ones go)
         elif gone and ep in _imports:
             _imports[ep][:] = [item for item in _imports[ep] if not any(item is g for g in gone)]
     for registry, tool, conflict in reversed(gone):
@@ -816,11 +813,20 @@ def _registered(ep: EntryPoint) -> list[Tool]:
     registry loaded it before, or a failed import of it left in a module that stays imported (less those of a module
     imported again since), in order: they are its tools too."""
     with _imports_lock:
-        made = _imports.pop(ep, None) or []
-        kept = [tool for tool in _provided.get(ep, []) if not _forgotten(tool)]
-        kept += [item[1] for item in made if not any(item[1] is other for other in kept)]
-        _provided[ep] = kept
-        return list(kept)
+        return _keep(ep, _imports.pop(ep, []))
+
+
+def _keep(ep: EntryPoint, made: list[tuple[ToolRegistry, Tool, Conflict | None]]) -> list[Tool]:
+    """Note the tools of ``made`` (records of :data:`_imports`) among ``ep``'s in :data:`_provided`, each once, in
+    order, less those of a module Python forgot: ``ep``'s tools now (called under :data:`_imports_lock`)."""
+    kept = [tool for tool in _provided.get(ep, []) if not _forgotten(tool)]
+    known = {id(tool) for tool in kept}
+    for _, tool, _ in made:
+        if id(tool) not in known and not _forgotten(tool):
+            known.add(id(tool))
+            kept.append(tool)
+    _provided[ep] = kept
+    return list(kept)
 
 
 def _add(registry: ToolRegistry, report: DiscoveryReport, ep: EntryPoint, tool: Tool) -> None:
