@@ -229,14 +229,14 @@ def _joined(users: list[weakref.ref[ToolRegistry]], registry: ToolRegistry) -> l
     return [*(ref for ref in users if ref() is not registry), weakref.ref(registry)]
 
 
-def registry_of(plugin: Any, last: weakref.ref[ToolRegistry] | None) -> ToolRegistry | None:
-    """The registry whose clock (and tools) ``plugin`` reads: ``last``, the last it joined, while alive, else the
-    newest registry still holding it (one dropped by the application, another still used, did not leave it
-    without a clock); None when none does."""
-    registry = None if last is None else last()
-    if registry is not None:
-        return registry
+def registry_of(plugin: Any) -> ToolRegistry | None:
+    """The registry whose clock (and tools) ``plugin`` reads: the last it joined (:func:`takes_state`, :func:`joins`,
+    last in their list), while alive, else the newest registry still holding it (one dropped by the application,
+    another still used, did not leave it without a clock); None when none does."""
     users: list[weakref.ref[ToolRegistry]] = vars(plugin).get(_USERS, [])  # (replaced, never changed in place)
+    last = users[-1]() if users else None
+    if last is not None:
+        return last
     for ref in reversed(users):
         user = ref()
         if _holds(user, plugin):

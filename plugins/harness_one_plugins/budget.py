@@ -178,9 +178,6 @@ class BudgetPlugin:
         store = provides(store, "budget store", "a budget store", ("take", "give_back", "used", "forget"), optional=True)
         self.store: BudgetStore = store if store is not None else MemoryBudgets()
         self._own_store = store is not None
-        # The last registry it joined, weakly (as takes_state keeps its users): a plugin outliving it keeps it not alive
-        # (that one dropped, registry_of reads the newest still holding the plugin)
-        self._registry: weakref.ref[ToolRegistry] | None = None
         self._limits: dict[Tool, int | None] = {}
         self._lock = threading.Lock()
         _PLUGINS.add(self)  # (a forked child gets a new lock)
@@ -197,7 +194,6 @@ class BudgetPlugin:
             joins(self, registry)
         elif takes_state(self, registry, "counters", "store"):
             self.store = registry.state.budgets()
-        self._registry = weakref.ref(registry)
 
     def limit_for(self, tool: Tool) -> int | None:
         """The per-run limit of ``tool``: its ``max_calls`` option, else the plugin's."""
@@ -328,7 +324,7 @@ class BudgetPlugin:
         return self._give_back(call)  # refused before the tool ever ran
 
     def _now(self) -> float:
-        registry = registry_of(self, self._registry)
+        registry = registry_of(self)
         return 0.0 if registry is None else registry.clock.now()
 
     def used(self, run: Hashable, tool: str = ALL_TOOLS) -> int:

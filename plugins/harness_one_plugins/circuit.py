@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-import weakref
 from typing import Any
 
 from harness_one import (
@@ -114,9 +113,6 @@ class CircuitBreakerPlugin:
         self._own_store = store is not None
         self._policies: dict[str, CircuitBreakerPolicy] = {}
         self._lock = threading.Lock()
-        # The last registry it joined, weakly (as takes_state keeps its users): a plugin outliving it keeps it not alive
-        # (that one dropped, registry_of reads the newest still holding the plugin)
-        self._registry: weakref.ref[ToolRegistry] | None = None
         self._twins = AsyncTwins("aadmit")  # whether the store has awaitable twins
 
     @hookimpl
@@ -125,7 +121,6 @@ class CircuitBreakerPlugin:
             joins(self, registry)
         elif takes_state(self, registry, "circuits", "store"):
             self.store = registry.state.circuits()
-        self._registry = weakref.ref(registry)
 
     def _policy(self, call: Call) -> tuple[str, CircuitBreakerPolicy]:
         """The call's circuit: its key (the policy's ``key``, else the tool's name) and policy."""
@@ -264,7 +259,7 @@ class CircuitBreakerPlugin:
     def state(self, tool: str) -> str:
         """The circuit of ``tool`` (its own, or its ``key``'s): ``closed``, ``open`` or ``half_open``
         (``closed`` for a tool without a circuit)."""
-        registry = registry_of(self, self._registry)
+        registry = registry_of(self)
         policy = self._policies.get(tool)
         if policy is None and registry is not None and tool in registry:
             policy = _policy_of(self, registry.get(tool))
