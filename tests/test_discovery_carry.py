@@ -4,7 +4,6 @@ module that stayed imported (in a loop, inside a function) are still the package
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -38,16 +37,6 @@ HELPERS = LOOP + IN_A_FUNCTION
 TOOLS = ["top", "to_km", "to_mi", "dup"]
 
 
-@pytest.fixture
-def fresh_default() -> Iterator[None]:
-    """A default registry of the test's own (the package's imports register into it)."""
-    old = ToolRegistry.set_default(None)
-    try:
-        yield
-    finally:
-        ToolRegistry.set_default(old)
-
-
 def _package(dists: Any) -> EntryPoint:
     """``hx-carry``: package ``hx_carry`` with a helper module ``hx_carry._helpers``."""
     site = dists.make("hx-carry", {}, {"harness_one.tools": {"carry": "hx_carry"}})
@@ -60,7 +49,7 @@ def _package(dists: Any) -> EntryPoint:
 
 
 def test_a_retried_package_keeps_the_tools_its_helper_registered(
-    dists: Any, index_dir: Path, fresh_default: None, monkeypatch: pytest.MonkeyPatch
+    dists: Any, index_dir: Path, fresh_default: ToolRegistry, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     ep = _package(dists)
     monkeypatch.setenv("HX_CARRY_FAIL", "1")
@@ -86,7 +75,7 @@ def test_a_retried_package_keeps_the_tools_its_helper_registered(
 
 
 def test_a_package_retried_in_the_default_registry_keeps_them_too(
-    dists: Any, index_dir: Path, fresh_default: None, monkeypatch: pytest.MonkeyPatch
+    dists: Any, index_dir: Path, fresh_default: ToolRegistry, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     ep = _package(dists)
     monkeypatch.setenv("HX_CARRY_FAIL", "1")
