@@ -791,20 +791,25 @@ class Redactor:
         self._cache: dict[str, bool] = {}
         self._normals: dict[str, str] = {}  # a secret key name in text, normalised (see _normal)
 
-    def _set_values(self, values: Iterable[str]) -> None:
+    def _set_values(self, values: Iterable[str], base: Redactor | None = None) -> None:
+        """Mask ``values``, as given and JSON-escaped, and ``base``'s values, escaped once already (for :meth:`with_values`)."""
         plain = {v for v in values if v}
-        self._given = tuple(plain)  # (for with_values)
         escaped = {json.dumps(v, ensure_ascii=ascii)[1:-1] for v in plain for ascii in (True, False)}
-        self._values = tuple(sorted(plain | escaped, key=len, reverse=True))
+        self._given: frozenset[str] = frozenset(plain) if base is None else base._given | plain  # (for with_values)
+        self._masked: frozenset[str] = frozenset(plain | escaped) if base is None else base._masked | plain | escaped
+        self._values = tuple(sorted(self._masked, key=len, reverse=True))
         #: The secret values a number's text can hold (digits, a sign, ".", "e", "inf", "nan"): none, and numbers are not read.
         self._numeric = tuple(v for v in self._values if _NUMBER_TEXT.fullmatch(v))
 
     def with_values(self, values: Iterable[str]) -> Redactor:
         """This redactor with ``values`` masked too, as its own ``values`` are (wherever they appear in text, before
-        a text is cut): for a call's held secrets (:meth:`held`) in what shows its result. Its key rules are this
-        one's (nothing of them is worked out again)."""
+        a text is cut): for a call's held secrets (:meth:`held`) in what shows its result. Its key rules and its own
+        values are this one's (nothing of them is worked out again); itself when ``values`` adds nothing."""
+        added = [v for v in _items(values, "secret values") if v and v not in self._given]
+        if not added:
+            return self
         other = copy.copy(self)  # (the caches are shared: they depend on the keys only)
-        other._set_values((*self._given, *_items(values, "secret values")))
+        other._set_values(added, self)
         return other
 
     def is_secret(self, key: Any) -> bool:

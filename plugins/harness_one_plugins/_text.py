@@ -7,7 +7,7 @@ from typing import Any
 
 from harness_one import CallResult, Redactor
 
-__all__ = ["arguments_shown", "holding", "rendered", "secrets_of"]
+__all__ = ["arguments_shown", "holding", "rendered"]
 
 
 def rendered(value: Any) -> str:
@@ -19,8 +19,9 @@ def rendered(value: Any) -> str:
 
 
 def arguments_shown(redactor: Redactor, arguments: Any) -> Any:
-    """A call's ``arguments`` as logs and spans show them, ``redactor(arguments)``; text (arguments refused as no
-    valid JSON: a decoded call's are a dict) masked first as the excerpt its refusal shows the model is (the core's
+    """A call's ``arguments`` as logs and spans show them, ``redactor(arguments)`` (``redactor``: :func:`holding`'s for
+    the call, so a secret they hold under a secret key is masked under any other key too); text (arguments refused as
+    no valid JSON: a decoded call's are a dict) masked first as the excerpt its refusal shows the model is (the core's
     :meth:`harness_one.Redactor.mask_json`), which reads a secret name the text rules do
     not (``{"passwd" "..."}``, a colon left out; ``"pass\\u0077ord"``, escaped)."""
     if isinstance(arguments, str):
@@ -28,19 +29,13 @@ def arguments_shown(redactor: Redactor, arguments: Any) -> Any:
     return redactor(arguments)
 
 
-def secrets_of(redactor: Redactor, arguments: Any, context: Any = None) -> Redactor | None:
-    """A redactor of the texts a call's ``arguments`` and ``context`` hold where ``redactor`` masks them
-    (under secret keys, in pairs naming one, after a flag naming one: :meth:`harness_one.Redactor.held`),
-    else None: for a failed call's error text or a captured result, which may quote them (``access denied
-    for admin/Tr0ub4dor&3``) where the arguments show them masked. (The error the model reads has
-    the values held under the model's keys masked where they stand whole: ``harness_one._redact.mask_held``.)"""
-    found = redactor.held(arguments, context)
-    return Redactor((), values=found, query_keys=()) if found else None
-
-
 def holding(redactor: Redactor, arguments: Any, context: Any = None) -> Redactor:
-    """``redactor`` with the texts a call's ``arguments`` and ``context`` hold where it masks them (see
-    :func:`secrets_of`) masked too, wherever they appear (:meth:`harness_one.Redactor.with_values`): for a captured
-    result, whose texts it cuts only once they are masked (a secret cut in half would show all but its end)."""
+    """``redactor`` with the texts a call's ``arguments`` and ``context`` hold where it masks them (under secret keys,
+    in pairs naming one, after a flag naming one: :meth:`harness_one.Redactor.held`) masked too, wherever they appear
+    (:meth:`harness_one.Redactor.with_values`), else ``redactor`` itself: for what shows the call, its arguments, its
+    error text and its result, which may quote them under an innocent key or in a message (``access denied for
+    admin/Tr0ub4dor&3``) where a structure shows them masked. Each text is masked before it is cut (a secret cut in
+    half would show all but its end). (The error the model reads has the values held under the model's keys masked
+    where they stand whole: ``harness_one._redact.mask_held``.)"""
     found = redactor.held(arguments, context)
     return redactor.with_values(found) if found else redactor

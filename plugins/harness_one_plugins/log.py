@@ -26,7 +26,7 @@ from harness_one import (
 )
 
 from ._options import flag
-from ._text import arguments_shown, secrets_of
+from ._text import arguments_shown, holding
 
 __all__ = ["SECRET_KEYS", "LoggingPlugin", "redact"]
 
@@ -63,7 +63,8 @@ class LoggingPlugin:
 
     Redaction (``harness_one.Redactor``): values under secret-looking keys (any case or
     separator: ``api_key``, ``apiKey``, ``API-KEY``), at any depth of dicts, lists and tuples;
-    the user-info of URLs in text; and any of ``secret_values`` wherever it appears.
+    the user-info of URLs in text; any of ``secret_values`` wherever it appears; and, in the arguments and the
+    error, any text the call's arguments or context hold under a secret key (:meth:`harness_one.Redactor.held`).
 
     Args:
         level: the level of the events (default INFO).
@@ -110,8 +111,8 @@ class LoggingPlugin:
         }
         if isinstance(args, dict) and len(args) > _MAX_KEYS:  # a flood of keys makes no flood of log
             fields["arg_keys_omitted"] = len(args) - _MAX_KEYS
-        if self.log_arguments:
-            fields["arguments"] = arguments_shown(self.redactor, args)
+        if self.log_arguments:  # (a secret the arguments hold under a secret key masked under any other too)
+            fields["arguments"] = arguments_shown(holding(self.redactor, args, call.context), args)
         log_event(self.level, event, logger=_LOGGER, **fields)
 
     def _succeeded(self, call: Call) -> None:
@@ -188,5 +189,4 @@ class LoggingPlugin:
         """The first line of ``error``'s message, masked: with the call's ``arguments`` and ``context``, the values
         they hold under secret keys too (masked in the event's ``arguments``, they must not show in its ``error``)."""
         line = error.message.splitlines()[0] if error.message else ""
-        values = secrets_of(self.redactor, arguments, context) if line else None
-        return self.redactor.text(line if values is None else values.mask(line))
+        return (holding(self.redactor, arguments, context) if line else self.redactor).text(line)

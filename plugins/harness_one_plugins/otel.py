@@ -41,7 +41,7 @@ from harness_one import (
 )
 
 from ._options import flag
-from ._text import arguments_shown, holding, rendered, secrets_of
+from ._text import arguments_shown, holding, rendered
 
 __all__ = [
     "DESCRIPTION_LIMIT",
@@ -286,7 +286,8 @@ class OTelPlugin:
             span = self._no_span
         if self.capture_content and self._recording(span):
             try:
-                text = rendered(arguments_shown(self.redactor, call.arguments))
+                # a secret the arguments hold under a secret key, masked under any other too (as in the result)
+                text = rendered(arguments_shown(holding(self.redactor, call.arguments, call.context), call.arguments))
             except BaseException:  # the plugin's own fault, reported as one: the span is ended all the same
                 self._end(span)
                 raise
@@ -380,9 +381,7 @@ class OTelPlugin:
         ``context``, the values they hold under secret keys masked too (as in its ``gen_ai.tool.call.arguments``)."""
         if not error.message:
             return self.redactor.text(error_type(error))
-        line = error.message.splitlines()[0]
-        values = secrets_of(self.redactor, arguments, context)
-        return self.redactor.text(line if values is None else values.mask(line))
+        return holding(self.redactor, arguments, context).text(error.message.splitlines()[0])
 
     def _record(self, attrs: dict[str, Any], duration: float | None, error_kind: str | None) -> None:
         """Count a call (its ``duration``, if it has one) and, with ``error_kind``, its error (``attrs``: with its type)."""
