@@ -154,7 +154,8 @@ class FetchPolicy:
     ``timeout`` a finite number above 0 (a bool is none of them); so is ``allow``: a collection of non-empty strings,
     not one string (read a character at a time, ``"10.0.0.0/8"`` opened ``"0"``, this machine). A ``transport``
     (for tests) replaces the network, and with it the per-operation deadline: then the deadline is checked between
-    body chunks only.
+    body chunks only. A response it made with ``content=`` (which httpx reads, and decodes, when it is made) has that
+    body cut at ``max_bytes``; one whose stream was already read or closed is a ``ToolError`` naming httpx's error.
     """
 
     allow: tuple[str, ...] = ()
@@ -660,7 +661,13 @@ def fetch(url: str, policy: FetchPolicy) -> FetchResult:
                 current = _target(current, redirect.location)
             except (httpx.TimeoutException, httpcore.TimeoutException):
                 raise ToolTimeout(policy.timeout) from None
-            except (httpx.HTTPError, httpcore.NetworkError, httpcore.ProtocolError, httpcore.UnsupportedProtocol) as exc:
+            except (
+                httpx.HTTPError,
+                httpx.StreamError,  # a test transport's response already streamed or closed
+                httpcore.NetworkError,
+                httpcore.ProtocolError,
+                httpcore.UnsupportedProtocol,
+            ) as exc:
                 shown = _cut(str(current), _URL_SHOWN, masked=True)  # the error's text may hold a header: 100 KB
                 raise ToolError(f"Fetching {shown!r} failed: {type(exc).__name__}: {_cut(str(exc), masked=True)}") from None
     shown = _cut(url, _URL_SHOWN, masked=True)  # no password
@@ -814,8 +821,15 @@ _RAW_SLACK = 65_536
 
 def _read(response: httpx.Response, limit: int, deadline: _Deadline) -> tuple[bytes, bool]:
     """The body, decompressed, at most ``limit`` bytes, and whether it was cut (past ``limit``, past
-    :func:`_raw_limit` read, or not all decoded); memory stays near ``limit`` plus one network chunk."""
+    :func:`_raw_limit` read, or not all decoded); memory stays near ``limit`` plus one network chunk. A body httpx
+    already holds (a test transport's ``Response(content=...)``, decoded when made) is cut at ``limit``."""
     decode = _decoder(response.headers.get("content-encoding", ""))
+    try:  # a test transport's ``Response(content=...)`` was read whole (and decoded) by httpx when made: cut it
+        content = response.content
+    except httpx.ResponseNotRead:  # a stream, as over the network: read here
+        pass
+    else:
+        return content[:limit], len(content) > limit
     body = bytearray()
     room = _raw_limit(limit)  # raw bytes left to decode
     for chunk in response.iter_raw():

@@ -44,12 +44,14 @@ _EXAMPLES: list[dict[str, Any]] = [
 
 def _type_problems(low: object, high: object, kind: object, seed: object) -> list[ArgumentProblem]:
     """The arguments' types checked as the schema states them, also without the validation plugin (``min`` "1" failed
-    as a ``TypeError``; ``kind`` "bogus" drew a float labelled "bogus"), worded as that plugin words them."""
-    problems = [
-        ArgumentProblem.mismatch(f"$.{field}", "number", bound)
-        for field, bound in (("min", low), ("max", high))
-        if isinstance(bound, bool) or not isinstance(bound, (int, float))
-    ]
+    as a ``TypeError``; ``kind`` "bogus" drew a float labelled "bogus"), worded as that plugin words them: a NaN or an
+    infinity too (``expected a finite number, got NaN``), each bound told."""
+    problems: list[ArgumentProblem] = []
+    for field, bound in (("min", low), ("max", high)):
+        if isinstance(bound, bool) or not isinstance(bound, (int, float)):
+            problems.append(ArgumentProblem.mismatch(f"$.{field}", "number", bound))
+        elif isinstance(bound, float) and not math.isfinite(bound):
+            problems.append(ArgumentProblem.mismatch(f"$.{field}", "a finite number", bound))
     if kind not in get_args(Kind):
         problems.append(ArgumentProblem.mismatch("$.kind", f"one of {json.dumps(get_args(Kind))}", kind, "enum"))
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
@@ -135,14 +137,6 @@ def random_number(
                         "range",
                         "a number a float can hold",
                         f"an integer of {bound.bit_length()} bits",
-                    )
-                ]
-            )
-        if isinstance(bound, float) and not math.isfinite(bound):  # also without the validation plugin
-            raise ToolArgumentError(
-                [
-                    ArgumentProblem(
-                        f"$.{field}", f"{field} must be a finite number, not {bound}", "type", "a finite number", str(bound)
                     )
                 ]
             )
