@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import collections
 import concurrent.futures
 import contextlib
 import contextvars
@@ -41,6 +42,7 @@ from typing import Any, Literal, TypeVar
 import anyio
 import httpx2
 import mcp.client.stdio as sdk_stdio
+import mcp.client.streamable_http as sdk_http
 import mcp_types as types
 import pydantic
 from anyio.abc import ByteReceiveStream
@@ -230,7 +232,9 @@ async def _await(coro: Coroutine[Any, Any, T]) -> T:
 
 # --------------------------------------------------------------------------- the stdio reader
 
-#: ``(server name, bound)`` in the task that owns a stdio connection (see :func:`_text_stream`).
+#: ``(server name, bound)`` in the task that owns a connection (see :func:`_text_stream`) and in each task that sends
+#: its server a request (the SDK's HTTP transport handles a request's reply in its sender's context): what
+#: :class:`_UnreadableReplies` names.
 _reply_bound: contextvars.ContextVar[tuple[str, int] | None] = contextvars.ContextVar("harness_one_mcp_reply", default=None)
 
 
@@ -270,21 +274,30 @@ _unbounded_warned = False
 
 
 class _UnreadableReplies(logging.Filter):
-    """On the SDK's stdio logger, in a connection of :class:`RemoteServer` (its reader task runs in the context of the
-    task that owns the connection): a reply the SDK could not parse, which it logs with its traceback and pydantic's
-    dump quoting the reply (a piece of its head and tail per problem, secrets unmasked), is logged as the first problem
-    alone, naming the server (the call it answered fails with :func:`_unreadable`'s words). Other records pass as they are."""
+    """On the SDK's stdio and HTTP loggers, in a connection of :class:`RemoteServer` (where :data:`_reply_bound` is
+    set): a reply the SDK could not parse, which it logs with its traceback
+    and pydantic's dump quoting the reply (a piece of its head and tail per problem, secrets unmasked; the whole
+    value of a short one), is logged as the first problem alone, naming the server (the call it answered fails with
+    :func:`_unreadable`'s words). A stdio line that answers no request (:func:`_skipped`: a banner, a ``print``), which
+    is skipped, is a WARNING that shows its start (:func:`_shown`). Other records pass as they are."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         bound = _reply_bound.get()
         error = record.exc_info[1] if record.exc_info else None
         if bound is not None and isinstance(error, pydantic.ValidationError):
-            record.msg, record.args = "%s (MCP server '%s'): %s", (record.getMessage(), bound[0], safe_text(_detail(error)))
+            line = _skipped(error) if record.name == sdk_stdio.__name__ else None
+            if line is None:
+                record.msg, record.args = "%s (MCP server '%s'): %s", (record.getMessage(), bound[0], safe_text(_detail(error)))
+            else:
+                record.levelno, record.levelname = logging.WARNING, logging.getLevelName(logging.WARNING)
+                record.msg = "MCP server '%s' wrote a line that is no JSON-RPC message, skipped (%s): %s"
+                record.args = (bound[0], safe_text(_detail(error)), _shown(line))
             record.exc_info = record.exc_text = None
         return True
 
 
-logging.getLogger(sdk_stdio.__name__).addFilter(_UnreadableReplies())
+for _logger in (sdk_stdio.__name__, sdk_http.__name__):
+    logging.getLogger(_logger).addFilter(_UnreadableReplies())
 
 #: The process groups of the stdio servers the task that owns a connection started (see :func:`_spawn_recorded`).
 _groups: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar("harness_one_mcp_groups", default=None)
@@ -676,6 +689,10 @@ class RemoteServer:
         #: (a failure adding the tools gives it back: :meth:`_give_back`).
         self._replacing: list[RemoteServer] = []
         self._took: list[tuple[RemoteServer, bool, bool]] = []
+        #: The lines of its stdio server's that answered no request and were skipped (see :func:`_skipped`): how many
+        #: so far, and the last :data:`_SKIPPED_KEPT` of them with their numbers, for a deadline's error to name.
+        self._skips = 0
+        self._skipped: collections.deque[tuple[int, str]] = collections.deque(maxlen=_SKIPPED_KEPT)
 
     def __repr__(self) -> str:
         target = self.spec.shown_url() or (self.spec.command[0] if self.spec.command else "?")
@@ -692,6 +709,7 @@ class RemoteServer:
             # meanwhile): read here, it is not logged as "Future exception was never retrieved".
             self._connecting.add_done_callback(lambda done: done.cancelled() or done.exception())
             self._owner = asyncio.ensure_future(self._own(self._connecting))
+        seen = self._skips
         try:
             return await asyncio.wait_for(asyncio.shield(self._connecting), self.connect_timeout)
         except McpConnectionError:
@@ -700,7 +718,8 @@ class RemoteServer:
             if self._owner is not None:
                 self._owner.cancel()
             raise McpConnectionError(
-                f"MCP server '{self.spec.name}' did not answer within {self.connect_timeout:g} s.", tool=None
+                f"MCP server '{self.spec.name}' did not answer within {self.connect_timeout:g} s.{self._skips_since(seen)}",
+                tool=None,
             ) from None
 
     def _transport(self, stack: AsyncExitStack) -> Any:
@@ -809,6 +828,11 @@ class RemoteServer:
         ended = await _ended(held[1][0], 0.2)
         return f"the server {ended}." if ended else reason
 
+    def _name_replies(self) -> None:
+        """This server's name for the SDK's records of replies it could not parse in this task (see :data:`_reply_bound`):
+        each task that sends a request is the task of a call or a listing (never the caller's own)."""
+        _reply_bound.set((self.spec.name, self.max_reply_bytes))
+
     def _lost(self, client: Client) -> None:
         if self._client is client:
             self._client = None
@@ -818,8 +842,23 @@ class RemoteServer:
     async def _on_message(self, message: Any) -> None:
         if isinstance(message, types.ToolListChangedNotification):
             self._changed()
-        elif isinstance(message, ValueError) and self._client is not None:
-            _fail_unreadable(self._client, message)
+        elif isinstance(message, ValueError):
+            line = _skipped(message)
+            if line is not None:
+                self._skips += 1
+                self._skipped.append((self._skips, line))
+            elif self._client is not None:
+                _fail_unreadable(self._client, message)
+
+    def _skips_since(self, seen: int, held: Sequence[str] = ()) -> str:
+        """What a deadline's error adds when lines were skipped since there were ``seen``: how many, and the first
+        (or the oldest kept), shown by :func:`_shown` (``held``: the call's secret values)."""
+        count = self._skips - seen
+        if count <= 0:
+            return ""
+        first = next((line for number, line in self._skipped if number > seen), self._skipped[0][1])
+        lines = "a line" if count == 1 else f"{count:,} lines"
+        return f" Meanwhile it wrote {lines} that answered no request (no JSON-RPC message), skipped; the first: {_shown(first, held)}."
 
     async def _listen(self, client: Client) -> None:
         try:
@@ -918,6 +957,7 @@ class RemoteServer:
         ``type`` is not ``object``) fails the page. The page is then asked for again as it is and its tools checked
         one by one (the same checks, for the protocol version of the connection): each refused goes to ``refused``
         as ``name: why``, the others are kept (an SDK without the internals this reads: the page fails whole)."""
+        self._name_replies()
         try:
             return await client.list_tools(cursor=cursor, cache_mode="refresh")
         except pydantic.ValidationError as exc:
@@ -977,6 +1017,7 @@ class RemoteServer:
             meta = {}
             propagate.inject(meta, context=trace_context)
         client = await self._connected()
+        self._name_replies()
         callback = None
         if report is not None:
             from ._server import _progress_kept
@@ -990,6 +1031,7 @@ class RemoteServer:
                     floor = kept[0]
                     report(*kept, message)
 
+        seen = self._skips
         try:
             call = client.call_tool(remote, arguments, progress_callback=callback, meta=meta or None)  # type: ignore[arg-type]
             return await asyncio.wait_for(call, deadline)
@@ -998,6 +1040,7 @@ class RemoteServer:
             late.message = (
                 f"Tool '{local}': MCP server '{self.spec.name}' did not answer within {deadline:g} s "
                 "(the default deadline of remote calls without a timeout policy)."
+                + self._skips_since(seen, secrets_held(arguments, context))
             )
             late.args = (late.message,)
             raise late from None
@@ -1580,6 +1623,38 @@ def _fail_unreadable(client: Client, error: ValueError) -> None:
             waiter = pending.get(request_id) if type(request_id) in (str, int) else None
             if waiter is not None:
                 waiter.send.send_nowait(types.ErrorData(code=PARSE_ERROR, message=message))
+
+
+#: Characters of a skipped line shown (masked first), and the characters of it a server keeps to show: far more, so
+#: that masking, which may shorten what it masks, never brings a cut secret's start into view.
+_SHOWN = 80
+_SKIPPED_HEAD = 4096
+#: The skipped lines a server keeps, to name the first one a deadline saw.
+_SKIPPED_KEPT = 8
+
+
+def _skipped(error: BaseException) -> str | None:
+    """The text of a line the SDK could not read (``error``) that answers no request, which is skipped (a banner, a
+    ``print``, JSON that holds no reply's ``id``: :func:`_fail_unreadable` fails no call for it), at most
+    :data:`_SKIPPED_HEAD` characters; None for the start of a reply (its call fails) or any other error."""
+    try:
+        given = error.errors()[0]["input"]  # type: ignore[attr-defined]
+        if isinstance(given, str):  # no JSON: it may hold the start of replies
+            return None if _reply_ids(given) else given[:_SKIPPED_HEAD]
+        if isinstance(given, dict) and "method" not in given and type(given.get("id")) in (str, int):
+            return None
+        if isinstance(given, (dict, list, int, float, bool)) or given is None:  # JSON that is no JSON-RPC message
+            return json.dumps(given, ensure_ascii=False, default=repr)[:_SKIPPED_HEAD]
+    except Exception:  # not pydantic's dump of a line
+        pass
+    return None
+
+
+def _shown(line: str, held: Sequence[str] = ()) -> str:
+    """A skipped line as a log record or an error quotes it: secrets masked (the ``held`` texts too), cut to
+    :data:`_SHOWN` characters, as a Python string literal (a control character escaped)."""
+    text = outside_text(line, held)
+    return repr(text if len(text) <= _SHOWN else text[:_SHOWN] + "...")
 
 
 def _unreadable(reason: str) -> str:

@@ -1,0 +1,268 @@
+"""The MCP client and a server's lines it cannot read: over stdio a line that answers no request (a banner, a ``print``,
+JSON with no reply's ``id``) is skipped with a WARNING showing its start, masked and cut, as the SDK skips it, and a
+deadline that passes after one names the first; over HTTP the SDK's ERROR record of an unreadable reply is cut to
+its first problem and the server's name, as over stdio."""
+
+from __future__ import annotations
+
+import http.server
+import json
+import logging
+import sys
+import textwrap
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import mcp.client.stdio as sdk_stdio
+import mcp.client.streamable_http as sdk_http
+import pytest
+from mcp_types import jsonrpc_message_adapter
+
+from harness_one import ToolRegistry, ToolTimeout
+from harness_one.mcp import McpConnectionError, McpSpec, import_tools
+
+SECRET = "hunter2-correct-horse-9876"
+
+#: A raw stdio server: ``MODE`` (argv[1]) says what it writes besides its replies. ``banner``: a line before it
+#: starts and one before each call's reply; ``junk``: a call answered only by a line that is no JSON-RPC message
+#: (argv[2]); ``echo``: a call answered only by a line quoting its arguments; ``mute``: the handshake answered only
+#: by a usage line.
+SERVER = textwrap.dedent(
+    """
+    import json, sys
+    mode = sys.argv[1]
+    def write(text):
+        sys.stdout.write(text + "\\n")
+        sys.stdout.flush()
+    if mode == "banner":
+        write("server starting")
+    for line in sys.stdin:
+        message = json.loads(line)
+        request_id, method = message.get("id"), message.get("method")
+        if method == "initialize":
+            if mode == "mute":
+                write("usage: server [--token=%s]" % sys.argv[2])
+                continue
+            info = {"name": "raw", "version": "1"}
+            result = {"protocolVersion": message["params"]["protocolVersion"], "capabilities": {"tools": {}}, "serverInfo": info}
+            write(json.dumps({"jsonrpc": "2.0", "id": request_id, "result": result}))
+        elif method == "tools/list":
+            tools = [{"name": "t", "inputSchema": {"type": "object"}}]
+            write(json.dumps({"jsonrpc": "2.0", "id": request_id, "result": {"tools": tools}}))
+        elif method == "tools/call":
+            if mode == "banner":
+                write("handling a call")
+                write(json.dumps({"jsonrpc": "2.0", "id": request_id, "result": {"content": [{"type": "text", "text": "ran"}]}}))
+            elif mode == "junk":
+                write(sys.argv[2])
+            elif mode == "echo":
+                write("got " + json.dumps(message["params"]["arguments"]))
+        elif request_id is not None:
+            write(json.dumps({"jsonrpc": "2.0", "id": request_id, "result": {}}))
+    """
+)
+
+
+@pytest.fixture
+def script(tmp_path: Path) -> Path:
+    path = tmp_path / "raw_server.py"
+    path.write_text(SERVER)
+    return path
+
+
+def _spec(script: Path, *argv: str) -> McpSpec:
+    return McpSpec(name="raw", command=(sys.executable, str(script), *argv))
+
+
+def _records(caplog: pytest.LogCaptureFixture, logger: str) -> list[logging.LogRecord]:
+    return [record for record in caplog.records if record.name == logger]
+
+
+# --------------------------------------------------------------------------- 1. stdio: lines that answer no request
+
+
+def test_banner_lines_are_skipped_with_a_warning_and_the_reply_still_comes(
+    script: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The SDK logged each at ERROR with its traceback and pydantic's dump, never saying what the line was."""
+    caplog.set_level(logging.DEBUG, logger=sdk_stdio.__name__)
+    registry = ToolRegistry(autoload=False)
+    remote = import_tools(registry, _spec(script, "banner"), connect_timeout=30, call_timeout=30)
+    try:
+        assert registry.call("t") == "ran"
+    finally:
+        remote.close()
+    records = _records(caplog, sdk_stdio.__name__)
+    problem = "Invalid JSON: expected value at line 1 column 1"
+    assert [r.getMessage() for r in records] == [
+        f"MCP server 'raw' wrote a line that is no JSON-RPC message, skipped ({problem}): 'server starting'",
+        f"MCP server 'raw' wrote a line that is no JSON-RPC message, skipped ({problem}): 'handling a call'",
+    ]
+    assert all(r.levelno == logging.WARNING and r.levelname == "WARNING" and r.exc_info is None for r in records)
+
+
+@pytest.mark.parametrize(
+    ("line", "shown"),
+    [
+        ("error: bad request password=" + SECRET, "'error: bad request password=[REDACTED]'"),
+        ('{"foo": 1}', "'{\"foo\": 1}'"),  # JSON, no JSON-RPC message and no id
+        ('{"jsonrpc": "2.0", "result": {"content": [{"ty', '\'{"jsonrpc": "2.0", "result": {"content": [{"ty\''),
+        ("x" * 500, "'" + "x" * 80 + "...'"),
+    ],
+    ids=["text", "json", "half", "long"],
+)
+def test_a_call_answered_only_by_a_skipped_line_says_so_at_its_deadline(
+    script: Path, caplog: pytest.LogCaptureFixture, line: str, shown: str
+) -> None:
+    """The call waited out its deadline with no word of the line that came in place of its reply."""
+    caplog.set_level(logging.DEBUG, logger=sdk_stdio.__name__)
+    registry = ToolRegistry(autoload=False)
+    # The deadline is wall-clock (the SDK's wait): the line is written as soon as the call arrives, well within it.
+    remote = import_tools(registry, _spec(script, "junk", line), connect_timeout=30, call_timeout=2)
+    try:
+        error = registry.try_call("t").error
+    finally:
+        remote.close()
+    assert isinstance(error, ToolTimeout)
+    assert error.message == (
+        "Tool 't': MCP server 'raw' did not answer within 2 s (the default deadline of remote calls without a timeout "
+        f"policy). Meanwhile it wrote a line that answered no request (no JSON-RPC message), skipped; the first: {shown}."
+    )
+    (record,) = _records(caplog, sdk_stdio.__name__)
+    assert record.levelno == logging.WARNING and record.getMessage().endswith(f": {shown}")
+    assert SECRET not in caplog.text and "Traceback" not in caplog.text
+
+
+def test_a_skipped_line_quoting_the_calls_secret_arguments_is_masked(script: Path) -> None:
+    registry = ToolRegistry(autoload=False)
+    remote = import_tools(registry, _spec(script, "echo"), connect_timeout=30, call_timeout=2)
+    try:
+        error = registry.try_call("t", {"api_key": SECRET, "note": SECRET}).error
+    finally:
+        remote.close()
+    assert isinstance(error, ToolTimeout)
+    assert error.message.endswith("""skipped; the first: 'got {"api_key": "[REDACTED]", "note": "[REDACTED]"}'.""")
+
+
+def test_a_handshake_answered_only_by_a_skipped_line_names_it(script: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A command that is no MCP server (it prints its usage) failed the import with ``did not answer within N s.``"""
+    caplog.set_level(logging.DEBUG, logger=sdk_stdio.__name__)
+    with pytest.raises(McpConnectionError) as raised:
+        import_tools(ToolRegistry(autoload=False), _spec(script, "mute", SECRET), connect_timeout=2)
+    assert str(raised.value) == (
+        "MCP server 'raw' did not answer within 2 s. Meanwhile it wrote a line that answered no request (no JSON-RPC "
+        "message), skipped; the first: 'usage: server [--token=[REDACTED]]'."
+    )
+    assert SECRET not in caplog.text
+
+
+# --------------------------------------------------------------------------- 2. HTTP: the SDK's record of an unreadable reply
+
+#: Valid JSON, no JSON-RPC message (no "jsonrpc"): pydantic's dump in the SDK's record quoted the secret's value.
+JUNK = json.dumps({"id": 0, "api_key": SECRET, "result": {"note": SECRET}})
+
+
+class _Remote(http.server.BaseHTTPRequestHandler):
+    """An MCP server's HTTP endpoint answering a request of ``server.junk_for`` with :data:`JUNK` (its ``id``)."""
+
+    protocol_version = "HTTP/1.1"
+    server: _Server
+
+    def _send(self, code: int, body: bytes, kind: str = "application/json") -> None:
+        self.send_response(code)
+        self.send_header("Content-Type", kind)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_POST(self) -> None:
+        message = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
+        method, request_id = message.get("method"), message.get("id")
+        if request_id is None:
+            return self._send(202, b"")
+        reply: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "result": {}}
+        if method == self.server.junk_for:
+            reply = {**json.loads(JUNK), "id": request_id}
+        elif method == "initialize":
+            info = {"name": "remote", "version": "1"}
+            reply["result"] = {
+                "protocolVersion": message["params"]["protocolVersion"],
+                "capabilities": {"tools": {}},
+                "serverInfo": info,
+            }
+        elif method == "tools/list":
+            reply["result"] = {"tools": [{"name": "t", "inputSchema": {"type": "object"}}]}
+        body = json.dumps(reply)
+        if self.server.events:
+            return self._send(200, f"event: message\ndata: {body}\n\n".encode(), "text/event-stream")
+        return self._send(200, body.encode())
+
+    def do_GET(self) -> None:
+        self._send(405, b"")
+
+    def do_DELETE(self) -> None:
+        self._send(200, b"")
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+class _Server(http.server.ThreadingHTTPServer):
+    junk_for: str
+    events: bool
+
+
+@contextmanager
+def _remote(junk_for: str, events: bool) -> Iterator[str]:
+    server = _Server(("127.0.0.1", 0), _Remote)
+    server.junk_for, server.events = junk_for, events
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/mcp"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(10)
+
+
+@pytest.mark.parametrize("events", [False, True], ids=["json", "event-stream"])
+@pytest.mark.parametrize("method", ["tools/call", "tools/list", "initialize"])
+def test_the_sdks_record_of_an_unreadable_http_reply_is_cut_to_its_first_problem(
+    caplog: pytest.LogCaptureFixture, method: str, events: bool
+) -> None:
+    """It logged its traceback and pydantic's dump, the secret's value quoted in it."""
+    caplog.set_level(logging.DEBUG, logger=sdk_http.__name__)
+    with _remote(method, events) as url:
+        registry = ToolRegistry(autoload=False)
+        if method == "tools/call":
+            remote = import_tools(registry, url, name="remote", connect_timeout=10, call_timeout=10)
+            try:
+                assert "the reply could not be read (Field required)" in registry.try_call("t").error.message  # type: ignore[union-attr]
+            finally:
+                remote.close()
+        else:
+            with pytest.raises(McpConnectionError):
+                import_tools(registry, url, name="remote", connect_timeout=10)
+    kind = "SSE message" if events else "JSON response"
+    records = [r for r in _records(caplog, sdk_http.__name__) if r.levelno >= logging.ERROR]
+    assert [r.getMessage() for r in records] == [
+        f"Error parsing {kind} (MCP server 'remote'): JSONRPCRequest.jsonrpc: Field required"
+    ]
+    assert records[0].exc_info is None
+    assert SECRET not in caplog.text and "9876" not in caplog.text and "Traceback" not in caplog.text
+
+
+def test_the_sdks_http_record_outside_a_connection_is_left_as_it_is(caplog: pytest.LogCaptureFixture) -> None:
+    """An SDK client the application opens itself keeps the SDK's own record (the filter acts in harness-one's
+    connections only)."""
+    caplog.set_level(logging.DEBUG, logger=sdk_http.__name__)
+    try:
+        jsonrpc_message_adapter.validate_json(JUNK, by_name=False)
+    except ValueError:
+        sdk_http.logger.exception("Error parsing JSON response")
+    (record,) = _records(caplog, sdk_http.__name__)
+    assert record.getMessage() == "Error parsing JSON response" and record.exc_info is not None
