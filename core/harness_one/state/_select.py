@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import importlib.util
 import inspect
+import os
 import threading
+import weakref
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -163,6 +165,45 @@ def check_redis_url(url: str) -> None:
         raise ValueError(f"state URL {_shown(url)} is refused by the Redis client: {detail}") from None
 
 
+#: The States holding each backend that closes (a SQLite store, a Redis link): the one that made it, and those a
+#: plugin shared with it holds it for (:meth:`State.holds`). Each closing State lets go of its hold; the last closes it.
+_HOLDERS: weakref.WeakKeyDictionary[Any, weakref.WeakSet[State]] = weakref.WeakKeyDictionary()
+_HOLDING = threading.Lock()
+
+
+def _forked() -> None:
+    """A forked child's lock: another thread of the parent may have held it at the fork."""
+    global _HOLDING
+    _HOLDING = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):  # not on Windows, which does not fork
+    os.register_at_fork(after_in_child=_forked)
+
+
+def _closes(backend: Any) -> bool:
+    """Whether a state closes ``backend`` itself (a Redis backend's link is closed instead)."""
+    return callable(getattr(backend, "close", None)) and not hasattr(backend, "link")
+
+
+def _hold(backend: Any, state: State) -> None:
+    with _HOLDING:
+        _HOLDERS.setdefault(backend, weakref.WeakSet()).add(state)
+
+
+def _let_go(backend: Any, state: State) -> bool:
+    """Let go of ``state``'s hold on ``backend``: whether it was the last State holding it (it closes then)."""
+    with _HOLDING:
+        holders = _HOLDERS.get(backend)
+        if holders is None:
+            return True
+        holders.discard(state)
+        if holders:
+            return False
+        del _HOLDERS[backend]
+        return True
+
+
 class State:
     """The backends of one registry, created on first use and then shared by its plugins.
 
@@ -197,6 +238,7 @@ class State:
         self.prefix = prefix
         self._lock = threading.RLock()  # a Redis backend makes the link inside _once
         self._made: dict[str, Any] = {}
+        self._held: list[Any] = []  # other States' backends its registries' plugins use (see holds)
 
     @property
     def redis(self) -> bool:
@@ -208,6 +250,8 @@ class State:
             found = self._made.get(what)
             if found is None:
                 found = self._made[what] = make()
+                if _closes(found):
+                    _hold(found, self)
             return found
 
     def link(self) -> Any:
@@ -283,16 +327,32 @@ class State:
         elif self.redis:
             self.link()
 
+    def holds(self, other: State) -> None:
+        """Hold the connections ``other`` made (a SQLite store, a Redis link) as if this state made them, until
+        :meth:`close`: a plugin shared by registries on both keeps ``other``'s store, which holds this state's
+        records too (one SQLite file, Redis at the same keys). Each is closed when the last State holding it closes."""
+        if other is self:
+            return
+        with other._lock:
+            theirs = [backend for backend in other._made.values() if _closes(backend)]
+        with self._lock:
+            for backend in theirs:
+                if not any(backend is mine for mine in (*self._made.values(), *self._held)):
+                    self._held.append(backend)
+                    _hold(backend, self)
+
     def close(self) -> None:
-        """Close the connections this state opened (a Redis pool, a SQLite file). Not for good: a backend a
-        plugin holds connects again at its next use (a Redis link reconnects, a SQLite store opens its file
-        again), and the next backend asked of the state is a new one."""
+        """Close the connections this state opened (a Redis pool, a SQLite file), except those another open
+        State holds too (:meth:`holds`: a plugin shared by States on one SQLite file keeps the first one's store):
+        the last of them to close closes it. Not for good: a backend a plugin holds connects again at its next
+        use (a Redis link reconnects, a SQLite store opens its file again), and the next backend asked of the
+        state is a new one."""
         with self._lock:
             made, self._made = self._made, {}
-        for backend in made.values():
-            close = getattr(backend, "close", None)
-            if close is not None and not hasattr(backend, "link"):
-                close()
+            held, self._held = self._held, []
+        for backend in (*made.values(), *held):
+            if _closes(backend) and _let_go(backend, self):
+                backend.close()
 
     @property
     def shared(self) -> bool:
