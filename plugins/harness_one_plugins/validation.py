@@ -1434,14 +1434,16 @@ class CompiledSchema:
         listing_token = _LISTING.set(listing)
         refs_token = _LISTED_REFS.set(self._refs)
         stopped = ""
+        late = False  # out of time after a problem: stop at the next one, not after it as the last (walks check too)
         try:
             for error in validator.iter_errors(instance):
+                if late:
+                    raise _OutOfTime
                 found.extend(_describe(error, secrets))
                 if len(found) >= MAX_PROBLEMS:
                     stopped = f"only the first {MAX_PROBLEMS} problems are listed"
                     break
-                if listing.left() <= 0:
-                    raise _OutOfTime
+                late = listing.left() <= 0
         except _OutOfTime:
             stopped = "more problems may follow; fix these first"
         except Exception as exc:

@@ -8,14 +8,16 @@ from typing import Any
 import harness_one_random_number as mod
 import pytest
 
-from harness_one import ArgumentProblem, ToolArgumentError, ToolRegistry
+from harness_one import ArgumentProblem, ManualClock, ToolArgumentError, ToolRegistry
 
 _KINDS = 'one of ["integer", "float"]'
 
 
 def _problems(arguments: dict[str, Any], *, validation: bool = False) -> list[ArgumentProblem]:
     reg = (
-        ToolRegistry(autoload=False, block=["rate_limit"]) if validation else ToolRegistry(standard_plugins=False, autoload=False)
+        ToolRegistry(
+            autoload=False, block=["rate_limit"], clock=ManualClock()
+        )  # (the listing's budget never runs out) if validation else ToolRegistry(standard_plugins=False, autoload=False)
     )
     reg.add(mod.random_number)
     with pytest.raises(ToolArgumentError) as err:

@@ -9,9 +9,9 @@ from typing import Any
 import harness_one_random_number as random_number
 import pytest
 
-from harness_one import ArgumentProblem, ToolArgumentError, ToolRegistry
+from harness_one import ArgumentProblem, ManualClock, ToolArgumentError, ToolRegistry
 
-_WITH = {"autoload": False, "block": ["rate_limit"]}  # the validation plugin checks the arguments first
+_WITH = {"autoload": False, "block": ["rate_limit"], "clock": ManualClock()}  # the validation plugin checks the arguments first
 _WITHOUT = {"autoload": False, "standard_plugins": False}  # the tool's own checks
 
 
