@@ -14,7 +14,7 @@ import os
 import re
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
-from types import CodeType, ModuleType
+from types import CodeType, FrameType, ModuleType
 from typing import TYPE_CHECKING, Any
 
 import pluggy
@@ -270,6 +270,8 @@ class ToolPlan:
     #: The on_error implementations that act only on a decision (``applies_to(after_decision=True)``),
     #: with their plugins' names: run after the others, and only when one of those decided.
     on_decision: tuple[tuple[Hook, str], ...] = ()
+    #: Each of its functions with its plugin's name: a plugin's own by identity (two instances of one class share code).
+    named: tuple[tuple[Hook, str], ...] = ()
 
     @property
     def empty(self) -> bool:
@@ -279,13 +281,15 @@ class ToolPlan:
         return self.plan.owner_of(exc)
 
     def plugin_of(self, hook: Hook) -> str | None:
-        """The plugin that ``hook`` (one of this plan's functions) belongs to."""
-        for steps in self.plan.steps.values():
-            for step in steps:
-                if step.fn is hook:
-                    return step.plugin
-        code = _code(hook)  # prepared by ``per_tool``: known by its code
-        return None if code is None else self.plan.owners.get(code)
+        """The plugin that ``hook`` (one of this plan's functions, or of its keyed plan's) belongs to."""
+        plan: ToolPlan | None = self
+        while plan is not None:
+            for fn, name in plan.named:
+                if fn is hook:
+                    return name
+            plan = plan.keyed
+        code = _code(hook)  # another function: known by its code, unless two plugins' hooks run it
+        return None if code is None or code in self.plan.shared else self.plan.owners.get(code)
 
 
 @dataclass(frozen=True)
@@ -297,7 +301,7 @@ class Plan:
     """
 
     steps: Mapping[str, tuple[_Step, ...]]
-    #: The plugin of each hook function's code (``per_tool`` functions added as they are made).
+    #: The plugin of each hook function's code (``per_tool`` functions added as they are made): see :meth:`own`.
     owners: dict[CodeType, str]
     #: For each per-call hook, the plugin names in call order (what ``harness-one doctor`` shows).
     order: Mapping[str, tuple[str, ...]]
@@ -305,6 +309,10 @@ class Plan:
     active: frozenset[str] = frozenset()
     #: The allow-list the entry-point plugins were loaded with (None: none).
     allowed: frozenset[str] | None = None
+    #: The codes that hooks of several plugins run (two instances of one class), with those plugins' names.
+    shared: dict[CodeType, set[str]] = field(default_factory=dict, compare=False, repr=False)
+    #: The plugins registered, by name: which of those sharing a code a frame runs for (:meth:`_running`).
+    plugins: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
     _per_tool: dict[Any, ToolPlan] = field(default_factory=dict, compare=False, repr=False)
 
     def for_tool(self, tool: Tool) -> ToolPlan:
@@ -354,7 +362,7 @@ class Plan:
             if found is not None and found is not step:
                 code = _code(found.fn)
                 if code is not None:
-                    self.owners.setdefault(code, found.plugin)  # what it raises or awaits is the plugin's
+                    self.own(code, found.plugin)  # what it raises or awaits is the plugin's
             if found is not None:
                 steps.append(found)
         return tuple(steps)
@@ -370,19 +378,42 @@ class Plan:
             self,
             keyed,
             tuple((s.fn, s.plugin) for s in steps["on_error"] if s.after_decision),
+            tuple((s.fn, s.plugin) for hook in steps.values() for s in hook),
         )
 
     def forget(self, tool: Tool) -> None:
         self._per_tool.pop(tool, None)
+
+    def own(self, code: CodeType, plugin: str) -> None:
+        """Note that a hook of ``plugin`` runs ``code`` (and so, when another's does too, that it is :attr:`shared`)."""
+        found = self.owners.setdefault(code, plugin)
+        if found != plugin:
+            self.shared.setdefault(code, {found}).add(plugin)
 
     def owner_of(self, exc: BaseException) -> str | None:
         """The plugin whose hook raised ``exc`` (innermost hook frame in the traceback)."""
         tb = exc.__traceback__
         name = None
         while tb is not None:
-            name = self.owners.get(tb.tb_frame.f_code, name)
+            code = tb.tb_frame.f_code
+            found = self.owners.get(code)
+            if found is not None:
+                shared = self.shared.get(code)
+                name = found if shared is None else self._running(tb.tb_frame, shared)
             tb = tb.tb_next
         return name
+
+    def _running(self, frame: FrameType, names: Collection[str]) -> str | None:
+        """Which of ``names`` (plugins whose hooks run ``frame``'s code: instances of one class) ``frame`` runs for:
+        the one it holds (a method's ``self`` first, then any local: a ``per_tool`` function's plugin), else None."""
+        ids = {id(self.plugins[name]): name for name in names if name in self.plugins}
+        code, values = frame.f_code, frame.f_locals  # (an error's path only: reading a frame's locals costs)
+        first = [values.get(code.co_varnames[0])] if code.co_argcount else []
+        for value in itertools.chain(first, values.values()):
+            found = ids.get(id(value))
+            if found is not None:
+                return found
+        return None
 
 
 def plugin_order(plugin: Any) -> float:
@@ -1028,7 +1059,7 @@ class PluginSet:
 
     def _compile(self) -> Plan:
         steps: dict[str, tuple[_Step, ...]] = {}
-        owners: dict[CodeType, str] = {}
+        codes: list[tuple[CodeType, str]] = []  # each hook function's code, and its plugin's name
         order: dict[str, tuple[str, ...]] = {}
         for hook_name in PER_CALL_HOOKS:
             short = hook_name.removeprefix("harness_")
@@ -1051,11 +1082,12 @@ class PluginSet:
             order[short] = tuple(i.plugin_name for i, after in zip(impls, late, strict=True) if not after) + tuple(
                 i.plugin_name for i, after in zip(impls, late, strict=True) if after
             )
-            for impl in impls:
-                code = getattr(impl.function, "__code__", None)
-                if code is not None:
-                    owners[code] = impl.plugin_name
-        return Plan(steps=steps, owners=owners, order=order, active=frozenset(self.names()), allowed=self._allowed)
+            codes += [(code, impl.plugin_name) for impl in impls if (code := getattr(impl.function, "__code__", None))]
+        plugins = {name: plugin for name, plugin in self.manager.list_name_plugin() if plugin is not None}
+        plan = Plan(steps=steps, owners={}, order=order, active=frozenset(plugins), allowed=self._allowed, plugins=plugins)
+        for code, name in codes:
+            plan.own(code, name)
+        return plan
 
 
 def _own_name(plugin: Any) -> Any:

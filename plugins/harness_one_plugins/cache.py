@@ -39,12 +39,16 @@ def _key(value: Any) -> str | None:
 
 
 _SCALARS = (str, int, float, bool, type(None))
+#: The most items a value whose lists or dicts repeat may write as JSON, each repeat counted (the renderer's bound on
+#: repeats): past it its key or its rendering would take time out of proportion to its size (a "billion laughs").
+_MAX_WRITTEN = 500_000
 
 
 def _plain(value: Any) -> bool:
     """Whether ``value`` is plain JSON data: dicts with string keys, lists, and scalars of exactly those
-    types (no subclass, no object whose ``repr`` hides its size), no list or dict in it twice (a cycle).
-    Linear, not recursive."""
+    types (no subclass, no object whose ``repr`` hides its size), no list or dict inside itself (a cycle). A
+    list or dict in it more than once (``{"a": shared, "b": shared}``) is plain while its JSON writes at most
+    :data:`_MAX_WRITTEN` items. Linear in its distinct parts, not recursive."""
     if type(value) is dict:  # the common case, a flat object of scalars, decided in one pass
         for key, item in value.items():
             if type(key) is not str:
@@ -53,13 +57,14 @@ def _plain(value: Any) -> bool:
                 break
         else:
             return True
-    stack, seen = [value], set()
+    stack, seen, shared = [value], set(), False
     while stack:
         item = stack.pop()
         kind = type(item)
         if kind is dict or kind is list:
-            if id(item) in seen:  # a cycle (or a shared part: rare, and not cached either)
-                return False
+            if id(item) in seen:  # in it twice: shared, or a cycle (told apart below), its parts checked once
+                shared = True
+                continue
             seen.add(id(item))
             if kind is dict:
                 if any(type(key) is not str for key in item):
@@ -69,6 +74,30 @@ def _plain(value: Any) -> bool:
                 stack.extend(item)
         elif kind not in _SCALARS:
             return False
+    return not shared or _written_within(value, _MAX_WRITTEN)
+
+
+def _written_within(value: Any, limit: int) -> bool:
+    """Whether ``value`` (plain but for cycles) is inside itself nowhere, and its JSON writes at most ``limit`` items,
+    each repeat counted: linear in its distinct lists and dicts (each one's count kept), not recursive."""
+    written: dict[int, int] = {}  # of each list and dict counted: the items its JSON writes
+    open_: set[int] = set()  # those being counted: one met again inside itself is a cycle
+    stack: list[tuple[Any, bool]] = [(value, False)]
+    while stack:
+        item, done = stack.pop()
+        parts = item.values() if type(item) is dict else item
+        if done:  # each list or dict in it counted by now
+            total = len(item) + sum(written[id(part)] for part in parts if type(part) is dict or type(part) is list)
+            if total > limit:
+                return False
+            written[id(item)] = total
+            open_.discard(id(item))
+        elif id(item) in open_:
+            return False
+        elif id(item) not in written:
+            open_.add(id(item))
+            stack.append((item, True))
+            stack.extend((part, False) for part in parts if type(part) is dict or type(part) is list)
     return True
 
 
