@@ -6,7 +6,7 @@ import contextlib
 import math
 import numbers
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Self
 
@@ -44,6 +44,7 @@ __all__ = [
     "secrets_held",
     "tool_failure",
     "type_name",
+    "unawaited",
 ]
 
 #: The ``kind`` of the approval plugin's error: core code (dispatch, the agent loop) recognises a
@@ -152,6 +153,22 @@ def call_failure(call: Call, cause: BaseException, tool: Any = None) -> ToolExec
     """:func:`tool_failure` of ``call``, whose tool raised ``cause``: named by ``tool`` (the one looked up, where a
     hook may have replaced ``call.tool``) or else ``call.tool``, its arguments' and context's secret values masked."""
     return tool_failure(cause, (call.tool if tool is None else tool).name, call.call_id, call.arguments, call.context)
+
+
+def unawaited(value: Coroutine[Any, Any, Any]) -> TypeError:
+    """The failure of a sync tool that returned ``value``, a coroutine (an async function it called without
+    ``await``): nothing would ever await it. Raised where the tool's own exception would be, so the caller
+    builds the tool's :class:`ToolExecutionError` from it. ``value`` is closed when it never started (no
+    "never awaited" warning); one running elsewhere (another task's) is left to its owner."""
+    import inspect  # (cold: the success path only compares the value's type)
+
+    if inspect.getcoroutinestate(value) == inspect.CORO_CREATED:
+        value.close()
+    name = getattr(value, "__qualname__", None) or "?"
+    return TypeError(
+        f"the tool returned a coroutine ({name}) instead of a result: a sync tool's value is never awaited; "
+        "declare the tool `async def` and await the coroutine inside it"
+    )
 
 
 def type_name(cls: type) -> str:

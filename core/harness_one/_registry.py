@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Generator, Iterable, Mapping
 from numbers import Real
 from operator import attrgetter
-from types import MethodType
+from types import CoroutineType, MethodType
 from typing import TYPE_CHECKING, Any, ClassVar, Concatenate, Generic, ParamSpec, TypeVar, cast, overload
 
 from ._arguments import ArgumentLimits, check_signature, decode_arguments, plain_json
@@ -44,6 +44,7 @@ from ._errors import (
     exception_text,
     outside_text,
     tool_failure,
+    unawaited,
 )
 from ._lazy import lazy_attribute, lazy_module
 from ._log import log_event
@@ -64,6 +65,8 @@ P = ParamSpec("P")
 R = TypeVar("R")
 _perf = time.perf_counter
 _monotonic = time.monotonic
+#: What a sync tool must not return (an async function called without ``await``): its failure (:func:`unawaited`).
+_COROUTINE = CoroutineType
 #: Seconds a lookup of an unknown name waits for another thread's loading of the tool packages.
 _DISCOVERY_WAIT = 60.0
 #: ``_entry``'s ``call_id`` when the lookup is not for a call (``get``, ``remove``).
@@ -1057,6 +1060,8 @@ class ToolRegistry(metaclass=_SharedType):
                                 if run is not None and call.timeout is None:
                                     call.ran = True
                                     call.result = run(**kwargs)
+                                    if type(call.result) is _COROUTINE:
+                                        raise _unawaited(call)
                                 else:
                                     yield kwargs
                             except ToolError:
@@ -1210,6 +1215,8 @@ class ToolRegistry(metaclass=_SharedType):
                     call.ran = True
                     try:
                         call.result = self._invoke(call, tool, step)
+                        if type(call.result) is _COROUTINE and not tool.is_async:  # (a runner's, or mode none's)
+                            raise _unawaited(call)
                     except (Exception, SystemExit) as exc:  # the tool's: _attempts makes it its failure
                         step = _throw(steps, exc)
                     else:
@@ -1247,6 +1254,8 @@ class ToolRegistry(metaclass=_SharedType):
                             call.result = await direct(**step)
                         else:
                             call.result = await self._ainvoke(call, tool, step)
+                            if type(call.result) is _COROUTINE and not tool.is_async:  # (as in _drive)
+                                raise _unawaited(call)
                     except (Exception, SystemExit) as exc:  # as in _drive
                         step = _throw(steps, exc)
                     except asyncio.CancelledError as exc:
@@ -1290,7 +1299,10 @@ class ToolRegistry(metaclass=_SharedType):
                 err.call_id = call_id if call_id is not None else new_call_id()
             raise
         try:
-            return tool.fn(**args)
+            value = tool.fn(**args)
+            if type(value) is _COROUTINE:
+                raise unawaited(value)
+            return value
         except ToolError as err:  # named and numbered as _as_tool_error does
             if isinstance(err, ToolArgumentError):
                 err.with_tool(tool.name)
@@ -1614,6 +1626,8 @@ def _in_thread(call: Call, tool: Tool, kwargs: dict[str, Any], lingering: Linger
     ok, value = False, None
     try:
         value = tool.fn(**kwargs)
+        if type(value) is _COROUTINE:  # its failure here: the lingering call's outcome too
+            raise unawaited(value)
         ok = True
         return value
     except StopIteration as exc:
@@ -1627,6 +1641,12 @@ def _in_thread(call: Call, tool: Tool, kwargs: dict[str, Any], lingering: Linger
     finally:
         lingering.finished(ok, value)
         del value, lingering  # an exception's traceback holds this frame: no cycle through it
+
+
+def _unawaited(call: Call) -> TypeError:
+    """:func:`unawaited` for the coroutine a sync tool returned into ``call.result`` (which holds it no more)."""
+    value, call.result = call.result, None
+    return unawaited(value)
 
 
 def _time_left(call: Call, tool: Tool) -> float:

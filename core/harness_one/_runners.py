@@ -38,6 +38,7 @@ import time
 import weakref
 from collections import deque
 from collections.abc import Callable
+from types import CoroutineType
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 from . import _worker
@@ -55,6 +56,7 @@ from ._errors import (
     secrets_held,
     text_ahead,
     tool_failure,
+    unawaited,
 )
 from ._lazy import lazy_module
 from ._policies import _as_seconds, _shown
@@ -71,6 +73,8 @@ else:  # imported on first use, as in the registry: thread-mode calls of sync to
 __all__ = ["ProcessRunner", "Runner", "ThreadRunner"]
 
 T = TypeVar("T")
+#: What a sync tool must not return: its failure (:func:`unawaited`), in the worker (a call given up on lingers with it).
+_COROUTINE = CoroutineType
 
 
 @runtime_checkable
@@ -278,6 +282,8 @@ class _ThreadPool:
                 return
             try:
                 slot.value = slot.context.run(fn, **slot.kwargs)  # type: ignore[arg-type, union-attr]
+                if type(slot.value) is _COROUTINE:
+                    raise unawaited(slot.value)
                 slot.ok = True
             except BaseException as exc:
                 slot.value = exc
