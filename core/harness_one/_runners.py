@@ -587,7 +587,9 @@ def _preparation() -> dict[str, Any]:
     if name is not None:
         data["init_main_from_name"] = name
     elif path is not None:
-        data["init_main_from_path"] = os.path.normpath(os.path.join(origin, path))
+        path = os.path.normpath(os.path.join(origin, path))
+        if os.path.isfile(path):  # not a program read from stdin (`python -`: "<stdin>"), which no worker can import
+            data["init_main_from_path"] = path
     return data
 
 
