@@ -159,7 +159,7 @@ def unawaited(value: Coroutine[Any, Any, Any]) -> TypeError:
     """The failure of a sync tool that returned ``value``, a coroutine (an async function it called without
     ``await``): nothing would ever await it. Raised where the tool's own exception would be, so the caller
     builds the tool's :class:`ToolExecutionError` from it. ``value`` is closed when it never started (no
-    "never awaited" warning); one running elsewhere (another task's) is left to its owner."""
+    "never awaited" warning; a task it was handed to that has not started it fails then); one running is left alone."""
     import inspect  # (cold: the success path only compares the value's type)
 
     if inspect.getcoroutinestate(value) == inspect.CORO_CREATED:

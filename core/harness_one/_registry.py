@@ -65,8 +65,6 @@ P = ParamSpec("P")
 R = TypeVar("R")
 _perf = time.perf_counter
 _monotonic = time.monotonic
-#: What a sync tool must not return (an async function called without ``await``): its failure (:func:`unawaited`).
-_COROUTINE = CoroutineType
 #: Seconds a lookup of an unknown name waits for another thread's loading of the tool packages.
 _DISCOVERY_WAIT = 60.0
 #: ``_entry``'s ``call_id`` when the lookup is not for a call (``get``, ``remove``).
@@ -1060,7 +1058,7 @@ class ToolRegistry(metaclass=_SharedType):
                                 if run is not None and call.timeout is None:
                                     call.ran = True
                                     call.result = run(**kwargs)
-                                    if type(call.result) is _COROUTINE:
+                                    if type(call.result) is CoroutineType:
                                         raise _unawaited(call)
                                 else:
                                     yield kwargs
@@ -1215,7 +1213,7 @@ class ToolRegistry(metaclass=_SharedType):
                     call.ran = True
                     try:
                         call.result = self._invoke(call, tool, step)
-                        if type(call.result) is _COROUTINE and not tool.is_async:  # (a runner's, or mode none's)
+                        if type(call.result) is CoroutineType and not tool.is_async:  # (a runner's, or mode none's)
                             raise _unawaited(call)
                     except (Exception, SystemExit) as exc:  # the tool's: _attempts makes it its failure
                         step = _throw(steps, exc)
@@ -1254,7 +1252,7 @@ class ToolRegistry(metaclass=_SharedType):
                             call.result = await direct(**step)
                         else:
                             call.result = await self._ainvoke(call, tool, step)
-                            if type(call.result) is _COROUTINE and not tool.is_async:  # (as in _drive)
+                            if type(call.result) is CoroutineType and not tool.is_async:  # (as in _drive)
                                 raise _unawaited(call)
                     except (Exception, SystemExit) as exc:  # as in _drive
                         step = _throw(steps, exc)
@@ -1300,7 +1298,7 @@ class ToolRegistry(metaclass=_SharedType):
             raise
         try:
             value = tool.fn(**args)
-            if type(value) is _COROUTINE:
+            if type(value) is CoroutineType:
                 raise unawaited(value)
             return value
         except ToolError as err:  # named and numbered as _as_tool_error does
@@ -1626,7 +1624,7 @@ def _in_thread(call: Call, tool: Tool, kwargs: dict[str, Any], lingering: Linger
     ok, value = False, None
     try:
         value = tool.fn(**kwargs)
-        if type(value) is _COROUTINE:  # its failure here: the lingering call's outcome too
+        if type(value) is CoroutineType:  # its failure here: the lingering call's outcome too
             raise unawaited(value)
         ok = True
         return value

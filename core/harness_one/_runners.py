@@ -73,8 +73,6 @@ else:  # imported on first use, as in the registry: thread-mode calls of sync to
 __all__ = ["ProcessRunner", "Runner", "ThreadRunner"]
 
 T = TypeVar("T")
-#: What a sync tool must not return: its failure (:func:`unawaited`), in the worker (a call given up on lingers with it).
-_COROUTINE = CoroutineType
 
 
 @runtime_checkable
@@ -282,7 +280,7 @@ class _ThreadPool:
                 return
             try:
                 slot.value = slot.context.run(fn, **slot.kwargs)  # type: ignore[arg-type, union-attr]
-                if type(slot.value) is _COROUTINE:
+                if type(slot.value) is CoroutineType:
                     raise unawaited(slot.value)
                 slot.ok = True
             except BaseException as exc:
