@@ -58,8 +58,40 @@ def test_a_problem_coming_after_the_time_ran_out_stops_the_listing(backend: str,
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_a_walk_cut_off_by_the_time_may_have_more(backend: str, late: ManualClock) -> None:
-    """``additionalProperties`` comes after the time ran out: not checked, so more may follow (here: ``extra``)."""
+def test_the_walk_after_the_time_ran_out_goes_on_to_tell_whether_another_follows(backend: str, late: ManualClock) -> None:
+    """A tool's schema checks ``additionalProperties`` after ``properties``: once the time ran out with ``$.min``, the
+    rest of the walk gets one more budget, so ``{"min": true}`` is one problem, and an extra property stops it."""
+    schema = {"type": "object", "properties": {"min": {"type": "number"}}, "additionalProperties": False}
+    assert _listed(schema, {"min": True}, backend, late) == [("$.min", "expected number, got boolean true")]
+    assert _listed(schema, {"min": True, "extra": 1}, backend, late) == [
+        ("$.min", "expected number, got boolean true"),
+        ("$", MAY_FOLLOW),
+    ]
+
+
+class _Crawling(ManualClock):
+    """A clock that, once told, moves past the listing budget at every reading: a walk that never finds time."""
+
+    crawling = False
+
+    def now(self) -> float:
+        if self.crawling:
+            self.advance(validation.LISTING_BUDGET * 10)
+        return super().now()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_walk_cut_off_by_the_time_may_have_more(backend: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The extra budget runs out too before ``additionalProperties`` is checked: more may follow (here: ``extra``)."""
+    clock = _Crawling()
+    describe = validation._describe
+
+    def describe_then_crawl(error: Any, *args: Any, **kwargs: Any) -> list[ArgumentProblem]:
+        clock.crawling = True
+        return describe(error, *args, **kwargs)
+
+    monkeypatch.setattr(validation, "_describe", describe_then_crawl)
     schema = {"type": "object", "properties": {"min": {"type": "number"}}, "additionalProperties": False}
     for args in ({"min": True}, {"min": True, "extra": 1}):
-        assert _listed(schema, args, backend, late) == [("$.min", "expected number, got boolean true"), ("$", MAY_FOLLOW)]
+        clock.crawling = False
+        assert _listed(schema, args, backend, clock) == [("$.min", "expected number, got boolean true"), ("$", MAY_FOLLOW)]

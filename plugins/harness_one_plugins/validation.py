@@ -1434,7 +1434,7 @@ class CompiledSchema:
         listing_token = _LISTING.set(listing)
         refs_token = _LISTED_REFS.set(self._refs)
         stopped = ""
-        late = False  # out of time after a problem: stop at the next one, not after it as the last (walks check too)
+        late = False  # out of time after a problem: stop at the next one, not after it as the last
         try:
             for error in validator.iter_errors(instance):
                 if late:
@@ -1443,7 +1443,9 @@ class CompiledSchema:
                 if len(found) >= MAX_PROBLEMS:
                     stopped = f"only the first {MAX_PROBLEMS} problems are listed"
                     break
-                late = listing.left() <= 0
+                if listing.left() <= 0:  # the rest of the walk gets one more budget to tell whether another follows
+                    late = True
+                    listing.deadline = listing.now() + LISTING_BUDGET
         except _OutOfTime:
             stopped = "more problems may follow; fix these first"
         except Exception as exc:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import harness_one_calculate as mod
 import pytest
 
-from harness_one import ArgumentProblem, ToolArgumentError, ToolRegistry
+from harness_one import ArgumentProblem, ManualClock, ToolArgumentError, ToolRegistry
 
 
 @pytest.mark.parametrize(
@@ -14,7 +14,9 @@ from harness_one import ArgumentProblem, ToolArgumentError, ToolRegistry
 )
 @pytest.mark.parametrize("validation", [False, True])
 def test_an_expression_that_is_not_text_is_refused(value: object, said: str, shown: str, validation: bool) -> None:
-    reg = ToolRegistry(autoload=False) if validation else ToolRegistry(standard_plugins=False, autoload=False)
+    reg = (
+        ToolRegistry(autoload=False, clock=ManualClock()) if validation else ToolRegistry(standard_plugins=False, autoload=False)
+    )
     reg.add(mod.calculate)
     with pytest.raises(ToolArgumentError) as err:
         reg.call("calculate", {"expression": value})

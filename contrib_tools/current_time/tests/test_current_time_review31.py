@@ -8,13 +8,15 @@ from typing import Any
 import harness_one_current_time as mod
 import pytest
 
-from harness_one import ArgumentProblem, ToolArgumentError, ToolRegistry
+from harness_one import ArgumentProblem, ManualClock, ToolArgumentError, ToolRegistry
 
 _FORMATS = 'one of ["iso", "rfc2822", "unix", "human"]'
 
 
 def _problems(arguments: dict[str, Any], *, validation: bool = False) -> list[ArgumentProblem]:
-    reg = ToolRegistry(autoload=False) if validation else ToolRegistry(standard_plugins=False, autoload=False)
+    reg = (
+        ToolRegistry(autoload=False, clock=ManualClock()) if validation else ToolRegistry(standard_plugins=False, autoload=False)
+    )
     reg.add(mod.current_time)
     with pytest.raises(ToolArgumentError) as err:
         reg.call("current_time", arguments)

@@ -14,10 +14,10 @@ _KINDS = 'one of ["integer", "float"]'
 
 
 def _problems(arguments: dict[str, Any], *, validation: bool = False) -> list[ArgumentProblem]:
-    reg = (
-        ToolRegistry(
-            autoload=False, block=["rate_limit"], clock=ManualClock()
-        )  # (the listing's budget never runs out) if validation else ToolRegistry(standard_plugins=False, autoload=False)
+    reg = (  # (a ManualClock: the listing's time budget never runs out)
+        ToolRegistry(autoload=False, block=["rate_limit"], clock=ManualClock())
+        if validation
+        else ToolRegistry(standard_plugins=False, autoload=False)
     )
     reg.add(mod.random_number)
     with pytest.raises(ToolArgumentError) as err:
