@@ -154,8 +154,9 @@ class FetchPolicy:
     ``timeout`` a finite number above 0 (a bool is none of them); so is ``allow``: a collection of non-empty strings,
     not one string (read a character at a time, ``"10.0.0.0/8"`` opened ``"0"``, this machine). A ``transport``
     (for tests) replaces the network, and with it the per-operation deadline: then the deadline is checked between
-    body chunks only. A response it made with ``content=`` (which httpx reads, and decodes, when it is made) has that
-    body cut at ``max_bytes``; one whose stream was already read or closed is a ``ToolError`` naming httpx's error.
+    body chunks only. A response it made with ``content=`` (which httpx reads when it is made) has its raw bytes
+    decoded and cut at ``max_bytes`` as a network body's; one whose stream was already read or closed is a
+    ``ToolError`` naming httpx's error.
     """
 
     allow: tuple[str, ...] = ()
@@ -822,17 +823,18 @@ _RAW_SLACK = 65_536
 def _read(response: httpx.Response, limit: int, deadline: _Deadline) -> tuple[bytes, bool]:
     """The body, decompressed, at most ``limit`` bytes, and whether it was cut (past ``limit``, past
     :func:`_raw_limit` read, or not all decoded); memory stays near ``limit`` plus one network chunk. A body httpx
-    already holds (a test transport's ``Response(content=...)``, decoded when made) is cut at ``limit``."""
+    read when the response was made (a test transport's ``Response(content=...)``) is read again from its raw bytes,
+    decoded here as a network body is (httpx decodes fewer codings: not ``x-gzip``)."""
     decode = _decoder(response.headers.get("content-encoding", ""))
-    try:  # a test transport's ``Response(content=...)`` was read whole (and decoded) by httpx when made: cut it
-        content = response.content
-    except httpx.ResponseNotRead:  # a stream, as over the network: read here
-        pass
-    else:
-        return content[:limit], len(content) > limit
+    chunks: Iterable[bytes]
+    try:
+        response.content  # noqa: B018 - read when made (a test transport's Response(content=...)): its raw bytes again
+        chunks = response.stream  # type: ignore[assignment]
+    except httpx.ResponseNotRead:  # a stream, as over the network (one streamed or closed already: the caller's ToolError)
+        chunks = response.iter_raw()
     body = bytearray()
     room = _raw_limit(limit)  # raw bytes left to decode
-    for chunk in response.iter_raw():
+    for chunk in chunks:
         data, over = chunk[:room], len(chunk) > room
         room -= len(data)
         while data:

@@ -41,6 +41,13 @@ def test_a_response_made_with_gzip_content_is_decoded_once() -> None:
     assert (out["text"], out["truncated"]) == ("hello", False)
 
 
+def test_a_response_made_with_content_httpx_does_not_decode_is_decoded_as_over_the_network() -> None:
+    """httpx decodes no ``x-gzip`` when it reads the body at the response's making: the tool decodes its raw bytes."""
+    headers = {"Content-Type": "text/plain", "Content-Encoding": "x-gzip"}
+    out = _fetch(lambda: httpx.Response(200, headers=headers, content=gzip.compress(b"hello")))
+    assert (out["text"], out["bytes"], out["truncated"]) == ("hello", 5, False)
+
+
 def _closed() -> httpx.Response:
     response = httpx.Response(200, headers={"Content-Type": "text/plain"}, stream=httpx.ByteStream(b"hi"))
     response.close()
