@@ -145,3 +145,20 @@ def test_every_plugin_kept_on_the_first_states_redis_link_is_held_by_the_later_s
     assert closes == []
     second_state.close()
     assert closes == [link]
+
+
+def test_a_state_joining_after_the_first_closed_holds_the_store_too(tmp_path: Path, opened: list[sqlite3.Connection]) -> None:
+    """The joining State holds the store the plugin keeps (not what the first State holds now: nothing, once closed),
+    so the last State to close closes it, and the store is never closed under a State still using it."""
+    file = str(tmp_path / "state.sqlite3")
+    plugin = IdempotencyPlugin()
+    first, second = on(State(file), plugin), on(State(file), plugin)
+    assert second.call("echo", {"x": 1}, idempotency_key="k1") == 1
+    first.state.close()
+    third = on(State(file), plugin)
+    assert third.call("echo", {"x": 1}, idempotency_key="k1") == 1
+    second.state.close()
+    assert is_open(opened[0])  # the third State holds it
+    assert third.call("echo", {"x": 1}, idempotency_key="k1") == 1 and len(opened) == 1
+    third.state.close()
+    assert [is_open(conn) for conn in opened] == [False]

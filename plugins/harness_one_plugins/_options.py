@@ -193,7 +193,8 @@ def takes_state(plugin: Any, registry: ToolRegistry, what: str, *own: str, in_fi
             return True
         if state is taken or (state.redis and redis_keys(state) == redis_keys(taken)) or (in_file and _one_file(state, taken)):
             vars(plugin)[_USERS] = _joined(users, registry)
-            state.holds(taken)  # the plugin keeps taken's connection: closing taken leaves it open while state is
+            if own:  # the store it keeps, under its first own argument's name: this state holds it open too
+                state.holds(getattr(plugin, own[0], None))
             return False
     ways = " or ".join(f"{type(plugin).__name__}({name}=...)" for name in own)
     same = "only the same State object, or Redis at the same URL and key prefix, is the same state"

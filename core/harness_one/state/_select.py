@@ -327,19 +327,18 @@ class State:
         elif self.redis:
             self.link()
 
-    def holds(self, other: State) -> None:
-        """Hold the connections ``other`` made (a SQLite store, a Redis link) as if this state made them, until
-        :meth:`close`: a plugin shared by registries on both keeps ``other``'s store, which holds this state's
-        records too (one SQLite file, Redis at the same keys). Each is closed when the last State holding it closes."""
-        if other is self:
+    def holds(self, backend: Any) -> None:
+        """Hold ``backend`` (its Redis link) as if this state made it, until :meth:`close`: another State's store that
+        keeps this state's records too (a SQLite store on its file, Redis at its keys), kept by a plugin that
+        registries on both share. It is closed when the last State holding it closes (not before, even when the
+        State that made it closed first)."""
+        backend = getattr(backend, "link", backend)
+        if not _closes(backend):
             return
-        with other._lock:
-            theirs = [backend for backend in other._made.values() if _closes(backend)]
         with self._lock:
-            for backend in theirs:
-                if not any(backend is mine for mine in (*self._made.values(), *self._held)):
-                    self._held.append(backend)
-                    _hold(backend, self)
+            if not any(backend is mine for mine in (*self._made.values(), *self._held)):
+                self._held.append(backend)
+                _hold(backend, self)
 
     def close(self) -> None:
         """Close the connections this state opened (a Redis pool, a SQLite file), except those another open
