@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 
-from harness_one import Call, ManualClock, PluginError, ToolRegistry, hookimpl, per_tool
+from harness_one import Call, ManualClock, PluginError, ToolRegistry, hookimpl, log_gated, per_tool
+from harness_one_plugins import LoggingPlugin
 
 # ------------------------------------------------------------------ cache: a list or dict in the arguments twice
 
@@ -141,3 +143,31 @@ def test_the_error_names_the_instance_that_failed(kind: Any, failing: str) -> No
     error = reg.try_call("one").error
     assert isinstance(error, PluginError) and error.plugin == failing, error
     assert f"plugin '{failing}'" in str(error)
+
+
+class _Audit:
+    """A plugin whose per-tool function is :func:`log_gated`'s, whose code the logging plugin's run too."""
+
+    def __init__(self) -> None:
+        self._post = log_gated("test.audit", logging.CRITICAL, self._emit)
+
+    def _emit(self, call: Call) -> None:
+        raise RuntimeError("boom")
+
+    @hookimpl
+    @per_tool(lambda plugin, tool: plugin._post)
+    def harness_post_call(self, call: Call) -> None:
+        self._post(call)
+
+
+@pytest.mark.parametrize("audit_first", [True, False])
+def test_a_plugin_built_on_log_gated_is_named_beside_the_logging_plugin(audit_first: bool) -> None:
+    """``gated``'s frame holds the plugin only as its bound ``emit``: found by its ``__self__`` (it named no plugin)."""
+    logging.getLogger("test.audit").setLevel(logging.CRITICAL)
+    reg = ToolRegistry(autoload=False, standard_plugins=False)
+    named: list[tuple[Any, str]] = [(_Audit(), "audit"), (LoggingPlugin(), "logging")]
+    for plugin, name in named if audit_first else named[::-1]:
+        reg.plugins.register(plugin, name)
+    reg.add(lambda: 1, name="one", description="One.")
+    err = reg.try_call("one").error
+    assert isinstance(err, PluginError) and err.plugin == "audit", err

@@ -399,18 +399,20 @@ class Plan:
             found = self.owners.get(code)
             if found is not None:
                 shared = self.shared.get(code)
-                name = found if shared is None else self._running(tb.tb_frame, shared)
+                name = found if shared is None else self._running(tb.tb_frame, shared) or name
             tb = tb.tb_next
         return name
 
     def _running(self, frame: FrameType, names: Collection[str]) -> str | None:
-        """Which of ``names`` (plugins whose hooks run ``frame``'s code: instances of one class) ``frame`` runs for:
-        the one it holds (a method's ``self`` first, then any local: a ``per_tool`` function's plugin), else None."""
+        """Which of ``names`` (plugins whose hooks run ``frame``'s code: instances of one class, or a helper such as
+        :func:`~harness_one.log_gated` that several use) ``frame`` runs for: the one it holds (a method's ``self``
+        first, then any local: a ``per_tool`` function's plugin, a bound method of it), else None (an outer frame's
+        answer stands)."""
         ids = {id(self.plugins[name]): name for name in names if name in self.plugins}
         code, values = frame.f_code, frame.f_locals  # (an error's path only: reading a frame's locals costs)
         first = [values.get(code.co_varnames[0])] if code.co_argcount else []
         for value in itertools.chain(first, values.values()):
-            found = ids.get(id(value))
+            found = ids.get(id(value)) or ids.get(id(getattr(value, "__self__", None)))
             if found is not None:
                 return found
         return None
