@@ -102,3 +102,14 @@ def test_with_values_escapes_only_the_values_it_adds(monkeypatch: pytest.MonkeyP
     )
     assert more.text(text) == same.text(text) and "held" not in more.text(text) and "base-7" not in more.text(text)
     assert base.text(text).count("held") == 2  # the base redactor is unchanged
+
+
+def test_an_argument_named_as_a_held_secret_is_masked_in_arg_keys_too(caplog: pytest.LogCaptureFixture) -> None:
+    """``arg_keys`` are read with the call's held values as ``arguments`` are (a key naming the token showed there)."""
+    reg = ToolRegistry(autoload=False, clock=ManualClock(), plugins={"logging": LoggingPlugin(log_arguments=True)})
+    reg.add(lambda **kwargs: 1, name="loose")
+    with caplog.at_level(logging.INFO, logger="harness_one.calls"):
+        reg.call("loose", {"token": "usernamez", "usernamez": "bob"})
+    [event] = [r.harness_one for r in caplog.records if r.name == "harness_one.calls"]  # type: ignore[attr-defined]
+    assert event["arguments"] == {"token": "[REDACTED]", "[REDACTED]": "bob"}
+    assert event["arg_keys"] == sorted(["token", "[REDACTED]"])

@@ -803,7 +803,8 @@ class Redactor:
 
     def with_values(self, values: Iterable[str]) -> Redactor:
         """This redactor with ``values`` masked too, as its own ``values`` are (wherever they appear in text, before
-        a text is cut): for a call's held secrets (:meth:`held`) in what shows its result. Its key rules and its own
+        a text is cut): for a call's held secrets (:meth:`held`) in what logs and spans show of it (its arguments,
+        their names, its error, its result). Its key rules and its own
         values are this one's (nothing of them is worked out again); itself when ``values`` adds nothing."""
         added = [v for v in _items(values, "secret values") if v and v not in self._given]
         if not added:

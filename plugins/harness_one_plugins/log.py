@@ -98,21 +98,26 @@ class LoggingPlugin:
         self._on_decision = log_gated(_LOGGER, self.level, self._settled)
         self.redactor = Redactor(secret_keys, extra_keys=extra_secret_keys, values=secret_values)
 
-    def _emit(self, event: str, call: Call, outcome: str, **extra: Any) -> None:
+    def _emit(self, event: str, call: Call, outcome: str, error: BaseException | None = None, **extra: Any) -> None:
+        """Log ``event``; with ``error`` (a ToolError), its first line as ``error``. What the call's arguments or context
+        hold under a secret key is masked wherever it stands: in the arguments, their names and the error (one walk)."""
         args = call.arguments
+        redactor = holding(self.redactor, args, call.context)
+        if isinstance(error, ToolError):
+            extra["error"] = _first_line(redactor, error)
         fields: dict[str, Any] = {
             "tool": call.tool.name,
             "call_id": self.redactor.key(call.call_id),  # masked and cut at 200 characters, as argument names
             "attempt": call.attempt,
             "outcome": outcome,
             "duration_ms": round((time.perf_counter() - call.started) * 1000, 3),
-            "arg_keys": sorted(map(self.redactor.key, itertools.islice(args, _MAX_KEYS))) if isinstance(args, dict) else [],
+            "arg_keys": sorted(map(redactor.key, itertools.islice(args, _MAX_KEYS))) if isinstance(args, dict) else [],
             **extra,
         }
         if isinstance(args, dict) and len(args) > _MAX_KEYS:  # a flood of keys makes no flood of log
             fields["arg_keys_omitted"] = len(args) - _MAX_KEYS
-        if self.log_arguments:  # (a secret the arguments hold under a secret key masked under any other too)
-            fields["arguments"] = arguments_shown(holding(self.redactor, args, call.context), args)
+        if self.log_arguments:
+            fields["arguments"] = arguments_shown(redactor, args)
         log_event(self.level, event, logger=_LOGGER, **fields)
 
     def _succeeded(self, call: Call) -> None:
@@ -138,8 +143,7 @@ class LoggingPlugin:
         if isinstance(error, ToolCancelled) or logged is _OK or logged == call.attempt:
             return  # logged by _failed (this attempt's error), or the call's success was
         if type(decision) is Retry:
-            extra = {"error_type": type(error).__name__, **self._error_text(call, error)}
-            self._emit("tool_call_retry", call, "retry" if call.ran else "wait", **extra)
+            self._emit("tool_call_retry", call, "retry" if call.ran else "wait", error, error_type=type(error).__name__)
             return
         if type(decision) is Outcome:
             if decision.error is None:
@@ -149,10 +153,7 @@ class LoggingPlugin:
         self._error(call, error)
 
     def _error(self, call: Call, error: BaseException) -> None:
-        self._emit("tool_call", call, "error", error_type=type(error).__name__, **self._error_text(call, error))
-
-    def _error_text(self, call: Call, error: BaseException) -> dict[str, str]:
-        return {"error": self._first_line(error, call.arguments, call.context)} if isinstance(error, ToolError) else {}
+        self._emit("tool_call", call, "error", error, error_type=type(error).__name__)
 
     @hookimpl(trylast=True)
     @per_tool(lambda plugin, tool: plugin._post_call)
@@ -181,12 +182,11 @@ class LoggingPlugin:
             "attempt": 0,
             "outcome": "refused",
             "error_type": type(error).__name__,
-            "error": self._first_line(error),
+            "error": _first_line(self.redactor, error),
         }
         log_event(self.level, "tool_call", logger=_LOGGER, **fields)
 
-    def _first_line(self, error: ToolError, arguments: Any = None, context: Any = None) -> str:
-        """The first line of ``error``'s message, masked: with the call's ``arguments`` and ``context``, the values
-        they hold under secret keys too (masked in the event's ``arguments``, they must not show in its ``error``)."""
-        line = error.message.splitlines()[0] if error.message else ""
-        return (holding(self.redactor, arguments, context) if line else self.redactor).text(line)
+
+def _first_line(redactor: Redactor, error: ToolError) -> str:
+    """The first line of ``error``'s message, masked by ``redactor`` (a call's: :func:`holding`'s)."""
+    return redactor.text(error.message.splitlines()[0] if error.message else "")
