@@ -29,11 +29,14 @@ SECRET = "hunter2-correct-horse-9876"
 #: A raw stdio server: ``MODE`` (argv[1]) says what it writes besides its replies. ``banner``: a line before it
 #: starts and one before each call's reply; ``junk``: a call answered only by a line that is no JSON-RPC message
 #: (argv[2]); ``echo``: a call answered only by a line quoting its arguments; ``mute``: the handshake answered only
-#: by a usage line.
+#: by a usage line; ``values``: calls never answered, and once two are under way a line quoting the values of the
+#: arguments of the one that has them, without their keys; ``reply``: a call answered by argv[2] with its id put in
+#: for ``ID``.
 SERVER = textwrap.dedent(
     """
     import json, sys
     mode = sys.argv[1]
+    calls = []
     def write(text):
         sys.stdout.write(text + "\\n")
         sys.stdout.flush()
@@ -60,6 +63,12 @@ SERVER = textwrap.dedent(
                 write(sys.argv[2])
             elif mode == "echo":
                 write("got " + json.dumps(message["params"]["arguments"]))
+            elif mode == "values":
+                calls.append(message["params"].get("arguments") or {})
+                if len(calls) == 2:
+                    write("got " + " ".join(str(v) for args in calls for v in args.values()))
+            elif mode == "reply":
+                write(sys.argv[2].replace("ID", json.dumps(request_id)))
         elif request_id is not None:
             write(json.dumps({"jsonrpc": "2.0", "id": request_id, "result": {}}))
     """
@@ -111,8 +120,10 @@ def test_banner_lines_are_skipped_with_a_warning_and_the_reply_still_comes(
         ('{"foo": 1}', "'{\"foo\": 1}'"),  # JSON, no JSON-RPC message and no id
         ('{"jsonrpc": "2.0", "result": {"content": [{"ty', '\'{"jsonrpc": "2.0", "result": {"content": [{"ty\''),
         ("x" * 500, "'" + "x" * 80 + "...'"),
+        # pydantic's first problem is the "jsonrpc" value: the record quoted '1.0', not the line
+        ('{"jsonrpc": "1.0", "note": "hi"}', '\'{"jsonrpc": "1.0", "note": "hi"}\''),
     ],
-    ids=["text", "json", "half", "long"],
+    ids=["text", "json", "half", "long", "nested-problem"],
 )
 def test_a_call_answered_only_by_a_skipped_line_says_so_at_its_deadline(
     script: Path, caplog: pytest.LogCaptureFixture, line: str, shown: str
@@ -157,6 +168,108 @@ def test_a_handshake_answered_only_by_a_skipped_line_names_it(script: Path, capl
         "message), skipped; the first: 'usage: server [--token=[REDACTED]]'."
     )
     assert SECRET not in caplog.text
+
+
+def test_a_skipped_line_quoting_another_calls_secret_is_masked_in_every_calls_error_and_the_warning(
+    script: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The line, written once both calls were under way, quotes the secret of one of them without its key: the other
+    call's deadline error named it masked with its own secret values only (none), and the WARNING by key only."""
+    caplog.set_level(logging.DEBUG, logger=sdk_stdio.__name__)
+    registry = ToolRegistry(autoload=False)
+    remote = import_tools(registry, _spec(script, "values"), connect_timeout=30, call_timeout=5)
+    errors: dict[str, Any] = {}
+
+    def call(name: str, arguments: dict[str, Any]) -> None:
+        errors[name] = registry.try_call("t", arguments).error
+
+    threads = [
+        threading.Thread(target=call, args=("bare", {})),
+        threading.Thread(target=call, args=("keyed", {"api_key": SECRET})),
+    ]
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(30)
+    finally:
+        remote.close()
+    assert not any(thread.is_alive() for thread in threads)
+    for error in errors.values():
+        assert isinstance(error, ToolTimeout)
+        assert error.message.endswith("skipped; the first: 'got [REDACTED]'.")
+    (record,) = _records(caplog, sdk_stdio.__name__)
+    assert record.levelno == logging.WARNING and record.getMessage().endswith(": 'got [REDACTED]'")
+    assert SECRET not in caplog.text
+
+
+def test_a_skipped_lines_warning_is_dropped_where_the_logger_logs_errors_only(script: Path) -> None:
+    """The SDK's record passed the logger's check as an ERROR: lowered to a WARNING, it was still logged."""
+    logger = logging.getLogger(sdk_stdio.__name__)
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler(logging.DEBUG)
+    handler.emit = records.append  # type: ignore[method-assign]
+    level, propagate = logger.level, logger.propagate
+    logger.addHandler(handler)
+    logger.setLevel(logging.ERROR)
+    logger.propagate = False
+    registry = ToolRegistry(autoload=False)
+    try:
+        remote = import_tools(registry, _spec(script, "banner"), connect_timeout=30, call_timeout=30)
+        try:
+            assert registry.call("t") == "ran"
+        finally:
+            remote.close()
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+        logger.propagate = propagate
+    assert records == []
+
+
+@pytest.mark.parametrize(
+    ("reply", "problem"),
+    [
+        ('{"jsonrpc": "1.0", "id": ID, "result": {"content": []}}', "Input should be '2.0'"),
+        ('{"id": ID, "result": {"content": []}}', "Field required"),
+    ],
+    ids=["jsonrpc-1.0", "no-jsonrpc"],
+)
+def test_a_reply_with_its_id_and_a_problem_inside_fails_its_call_at_once(
+    script: Path, caplog: pytest.LogCaptureFixture, reply: str, problem: str
+) -> None:
+    """A reply whose first problem was inside it was taken for a skipped line (pydantic's dump quoted only the
+    value, ``'1.0'``): the call waited out its deadline, told of a line that "answered no request"."""
+    caplog.set_level(logging.DEBUG, logger=sdk_stdio.__name__)
+    registry = ToolRegistry(autoload=False)
+    remote = import_tools(registry, _spec(script, "reply", reply), connect_timeout=30, call_timeout=60)
+    try:
+        error = registry.try_call("t").error
+    finally:
+        remote.close()
+    assert error is not None and not isinstance(error, ToolTimeout)
+    assert error.message == f"Tool 't' failed on MCP server 'raw': the reply could not be read ({problem})"
+    (record,) = _records(caplog, sdk_stdio.__name__)
+    assert record.levelno == logging.ERROR and "skipped" not in record.getMessage()
+    assert record.getMessage().startswith("Failed to parse JSONRPC message from server (MCP server 'raw'): ")
+
+
+@pytest.mark.parametrize("request_id", ["true", "1.5"])
+def test_a_line_with_an_id_no_request_has_is_no_skipped_line(
+    script: Path, caplog: pytest.LogCaptureFixture, request_id: str
+) -> None:
+    """An id that answers no request (``true``): it was a skipped line quoting ``'true'``."""
+    caplog.set_level(logging.DEBUG, logger=sdk_stdio.__name__)
+    registry = ToolRegistry(autoload=False)
+    line = '{"jsonrpc": "2.0", "id": ID, "result": {"content": []}}'.replace("ID", request_id)
+    remote = import_tools(registry, _spec(script, "junk", line), connect_timeout=30, call_timeout=2)
+    try:
+        error = registry.try_call("t").error
+    finally:
+        remote.close()
+    assert isinstance(error, ToolTimeout) and "Meanwhile" not in error.message
+    (record,) = _records(caplog, sdk_stdio.__name__)
+    assert record.levelno == logging.ERROR and "skipped" not in record.getMessage()
 
 
 # --------------------------------------------------------------------------- 2. HTTP: the SDK's record of an unreadable reply

@@ -236,6 +236,11 @@ async def _await(coro: Coroutine[Any, Any, T]) -> T:
 #: its server a request (the SDK's HTTP transport handles a request's reply in its sender's context): what
 #: :class:`_UnreadableReplies` names.
 _reply_bound: contextvars.ContextVar[tuple[str, int] | None] = contextvars.ContextVar("harness_one_mcp_reply", default=None)
+#: The server whose connection the task that owns it holds (and its stdio reader): whose calls under way a skipped
+#: line is masked with (:meth:`RemoteServer._held_now`).
+_connection: contextvars.ContextVar[RemoteServer | None] = contextvars.ContextVar("harness_one_mcp_connection", default=None)
+#: The stdout line the SDK's stdio reader is parsing (see :func:`_parse_kept`), for :func:`_unread`.
+_parsing: contextvars.ContextVar[str | None] = contextvars.ContextVar("harness_one_mcp_parsing", default=None)
 
 
 def _text_stream(stream: ByteReceiveStream, encoding: str = "utf-8", errors: str = "strict") -> Any:
@@ -248,17 +253,18 @@ def _text_stream(stream: ByteReceiveStream, encoding: str = "utf-8", errors: str
     return _ReplyLines(stream, encoding, errors, *bound)
 
 
-def _reads_text_stream(module: Any) -> bool:
+def _reads_text_stream(module: Any, name: str = "TextReceiveStream") -> bool:
     """Whether the SDK's ``stdio_client`` still reads stdout through its module's ``TextReceiveStream`` (the name
-    the patch below replaces): the module has it, and the code of ``stdio_client`` or a function in it names it."""
+    the patch below replaces; or ``name``): the module has it, and the code of ``stdio_client`` or a function in it
+    names it."""
     function = getattr(module, "stdio_client", None)
     code = getattr(inspect.unwrap(function), "__code__", None) if callable(function) else None
-    if not hasattr(module, "TextReceiveStream") or not isinstance(code, CodeType):
+    if not hasattr(module, name) or not isinstance(code, CodeType):
         return False
     codes = [code]
     while codes:
         code = codes.pop()
-        if "TextReceiveStream" in code.co_names:
+        if name in code.co_names:
             return True
         codes.extend(c for c in code.co_consts if isinstance(c, CodeType))
     return False
@@ -272,26 +278,54 @@ if _BOUNDED:
     setattr(sdk_stdio, "TextReceiveStream", _text_stream)  # noqa: B010
 _unbounded_warned = False
 
+_sdk_parse_line = getattr(sdk_stdio, "_parse_line", None)
+
+
+def _parse_kept(line: str) -> Any:
+    """The SDK's parse of a stdout line, with the line in :data:`_parsing` meanwhile (the SDK logs its record of a line
+    it could not parse within it); of such a line, :func:`_unread` is worked out here and kept on its error, for the
+    session's handler (the record's filter may not run: a logger set above ERROR)."""
+    assert _sdk_parse_line is not None
+    token = _parsing.set(line)
+    try:
+        parsed = _sdk_parse_line(line)
+        if isinstance(parsed, ValueError):
+            _unread(parsed)
+        return parsed
+    finally:
+        _parsing.reset(token)
+
+
+# Pydantic's dump of a line it could not parse quotes the first problem's value (``'1.0'`` of ``"jsonrpc": "1.0"``),
+# not the line: the line itself tells what it is and is what a skipped line's record shows.
+if _reads_text_stream(sdk_stdio, "_parse_line") and callable(_sdk_parse_line):
+    setattr(sdk_stdio, "_parse_line", _parse_kept)  # noqa: B010
+
 
 class _UnreadableReplies(logging.Filter):
     """On the SDK's stdio and HTTP loggers, in a connection of :class:`RemoteServer` (where :data:`_reply_bound` is
     set): a reply the SDK could not parse, which it logs with its traceback
     and pydantic's dump quoting the reply (a piece of its head and tail per problem, secrets unmasked; the whole
     value of a short one), is logged as the first problem alone, naming the server (the call it answered fails with
-    :func:`_unreadable`'s words). A stdio line that answers no request (:func:`_skipped`: a banner, a ``print``), which
-    is skipped, is a WARNING that shows its start (:func:`_shown`). Other records pass as they are."""
+    :func:`_unreadable`'s words). A stdio line that answers no request (:func:`_unread`: a banner, a ``print``), which
+    is skipped, is a WARNING that shows its start (:func:`_shown`, masked with the secret values of every call under
+    way on the connection), dropped where the logger does not log a WARNING (it passed the logger's check as an
+    ERROR). Other records pass as they are."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         bound = _reply_bound.get()
         error = record.exc_info[1] if record.exc_info else None
         if bound is not None and isinstance(error, pydantic.ValidationError):
-            line = _skipped(error) if record.name == sdk_stdio.__name__ else None
+            line = _unread(error)[1] if record.name == sdk_stdio.__name__ else None
             if line is None:
                 record.msg, record.args = "%s (MCP server '%s'): %s", (record.getMessage(), bound[0], safe_text(_detail(error)))
+            elif not logging.getLogger(record.name).isEnabledFor(logging.WARNING):
+                return False
             else:
+                server = _connection.get()
                 record.levelno, record.levelname = logging.WARNING, logging.getLevelName(logging.WARNING)
                 record.msg = "MCP server '%s' wrote a line that is no JSON-RPC message, skipped (%s): %s"
-                record.args = (bound[0], safe_text(_detail(error)), _shown(line))
+                record.args = (bound[0], safe_text(_detail(error)), _shown(line, server._held_now() if server else ()))
             record.exc_info = record.exc_text = None
         return True
 
@@ -689,10 +723,14 @@ class RemoteServer:
         #: (a failure adding the tools gives it back: :meth:`_give_back`).
         self._replacing: list[RemoteServer] = []
         self._took: list[tuple[RemoteServer, bool, bool]] = []
-        #: The lines of its stdio server's that answered no request and were skipped (see :func:`_skipped`): how many
-        #: so far, and the last :data:`_SKIPPED_KEPT` of them with their numbers, for a deadline's error to name.
+        #: The lines of its stdio server's that answered no request and were skipped (see :func:`_unread`): how many
+        #: so far, and the last :data:`_SKIPPED_KEPT` of them with their numbers, as shown (:func:`_shown`, masked
+        #: when read), for a deadline's error to name.
         self._skips = 0
         self._skipped: collections.deque[tuple[int, str]] = collections.deque(maxlen=_SKIPPED_KEPT)
+        #: The arguments and context of each call under way: a skipped line is masked with the secret values of them
+        #: all (a server may quote any call's arguments in it, and any call's deadline error may name it).
+        self._under_way: dict[object, tuple[Any, Any]] = {}
 
     def __repr__(self) -> str:
         target = self.spec.shown_url() or (self.spec.command[0] if self.spec.command else "?")
@@ -752,6 +790,7 @@ class RemoteServer:
         stop = self._stop = asyncio.Event()
         client: Client | None = None
         _reply_bound.set((self.spec.name, self.max_reply_bytes))  # this task's own context: its stdio reader's
+        _connection.set(self)
         groups: list[int] = []
         _groups.set(groups)
         processes: list[Any] = []
@@ -843,22 +882,26 @@ class RemoteServer:
         if isinstance(message, types.ToolListChangedNotification):
             self._changed()
         elif isinstance(message, ValueError):
-            line = _skipped(message)
+            ids, line = _unread(message)
             if line is not None:
                 self._skips += 1
-                self._skipped.append((self._skips, line))
+                self._skipped.append((self._skips, _shown(line, self._held_now())))
             elif self._client is not None:
-                _fail_unreadable(self._client, message)
+                _fail_unreadable(self._client, message, ids)
 
-    def _skips_since(self, seen: int, held: Sequence[str] = ()) -> str:
+    def _held_now(self) -> list[str]:
+        """The secret values of every call under way (:func:`secrets_held` of their arguments and context)."""
+        return secrets_held(*(value for values in self._under_way.values() for value in values))
+
+    def _skips_since(self, seen: int) -> str:
         """What a deadline's error adds when lines were skipped since there were ``seen``: how many, and the first
-        (or the oldest kept), shown by :func:`_shown` (``held``: the call's secret values)."""
+        (or the oldest kept), as shown when it was read."""
         count = self._skips - seen
         if count <= 0:
             return ""
         first = next((line for number, line in self._skipped if number > seen), self._skipped[0][1])
         lines = "a line" if count == 1 else f"{count:,} lines"
-        return f" Meanwhile it wrote {lines} that answered no request (no JSON-RPC message), skipped; the first: {_shown(first, held)}."
+        return f" Meanwhile it wrote {lines} that answered no request (no JSON-RPC message), skipped; the first: {first}."
 
     async def _listen(self, client: Client) -> None:
         try:
@@ -1032,6 +1075,8 @@ class RemoteServer:
                     report(*kept, message)
 
         seen = self._skips
+        token = object()
+        self._under_way[token] = (arguments, context)
         try:
             call = client.call_tool(remote, arguments, progress_callback=callback, meta=meta or None)  # type: ignore[arg-type]
             return await asyncio.wait_for(call, deadline)
@@ -1039,8 +1084,7 @@ class RemoteServer:
             late = ToolTimeout(deadline or 0.0, tool=local)
             late.message = (
                 f"Tool '{local}': MCP server '{self.spec.name}' did not answer within {deadline:g} s "
-                "(the default deadline of remote calls without a timeout policy)."
-                + self._skips_since(seen, secrets_held(arguments, context))
+                "(the default deadline of remote calls without a timeout policy)." + self._skips_since(seen)
             )
             late.args = (late.message,)
             raise late from None
@@ -1063,6 +1107,8 @@ class RemoteServer:
             raise self._failed(text, remote, local, (arguments, context)) from None
         except RuntimeError as exc:  # the SDK's own (its check of results is the harness's, _check_output)
             raise self._failed(str(exc), remote, local, (arguments, context)) from exc
+        finally:
+            del self._under_way[token]
 
     def _failed(self, text: str, remote: str, local: str, values: tuple[Any, ...], data: Any = None) -> ToolExecutionError:
         """The error of a remote failure, ``text`` the remote's (or the SDK's) message: masked as a local tool's exception
@@ -1602,23 +1648,14 @@ def _closed(client: Client, exc: MCPError, *, http: bool) -> bool:
     return exc.message == "Connection closed" and exc.data is None  # an SDK without that flag
 
 
-def _fail_unreadable(client: Client, error: ValueError) -> None:
-    """Answer the pending requests whose response the SDK could not parse (it only logs the line).
-
-    The request ids are read from what the SDK could not read: the line's text (:func:`_reply_ids`: each
-    reply a line holds when a server left out a newline), or the JSON object that is not a JSON-RPC message.
-    Their waiters get a ``-32700`` error. Best effort on the SDK's dispatcher: without it the calls end at
-    their deadline.
+def _fail_unreadable(client: Client, error: ValueError, ids: Sequence[Any]) -> None:
+    """Answer the pending requests whose response the SDK could not parse (it only logs the line): ``ids``, the
+    requests the line answers (:func:`_unread`). Their waiters get a ``-32700`` error naming pydantic's first
+    problem of ``error``. Best effort on the SDK's dispatcher: without it the calls end at their deadline.
     """
     with contextlib.suppress(Exception):  # anything unexpected: leave the calls to their deadline
-        first = error.errors()[0]  # type: ignore[attr-defined]
-        given = first["input"]
-        if isinstance(given, dict):
-            ids: list[Any] = [] if "method" in given else [given.get("id")]
-        else:
-            ids = _reply_ids(given) if isinstance(given, str) else []
         pending = client.session._dispatcher._pending  # type: ignore[attr-defined]
-        message = _unreadable(str(first.get("msg", "unreadable")))
+        message = _unreadable(str(error.errors()[0].get("msg", "unreadable")))  # type: ignore[attr-defined]
         for request_id in ids:
             waiter = pending.get(request_id) if type(request_id) in (str, int) else None
             if waiter is not None:
@@ -1631,23 +1668,39 @@ _SHOWN = 80
 _SKIPPED_HEAD = 4096
 #: The skipped lines a server keeps, to name the first one a deadline saw.
 _SKIPPED_KEPT = 8
+#: The attribute of the SDK's error of an unreadable line that keeps its :func:`_unread` (worked out once per line).
+_UNREAD = "harness_one_unread"
 
 
-def _skipped(error: BaseException) -> str | None:
-    """The text of a line the SDK could not read (``error``) that answers no request, which is skipped (a banner, a
-    ``print``, JSON that holds no reply's ``id``: :func:`_fail_unreadable` fails no call for it), at most
-    :data:`_SKIPPED_HEAD` characters; None for the start of a reply (its call fails) or any other error."""
-    try:
-        given = error.errors()[0]["input"]  # type: ignore[attr-defined]
-        if isinstance(given, str):  # no JSON: it may hold the start of replies
-            return None if _reply_ids(given) else given[:_SKIPPED_HEAD]
-        if isinstance(given, dict) and "method" not in given and type(given.get("id")) in (str, int):
-            return None
-        if isinstance(given, (dict, list, int, float, bool)) or given is None:  # JSON that is no JSON-RPC message
-            return json.dumps(given, ensure_ascii=False, default=repr)[:_SKIPPED_HEAD]
-    except Exception:  # not pydantic's dump of a line
-        pass
-    return None
+def _unread(error: BaseException) -> tuple[list[Any], str | None]:
+    """What a line the SDK could not read (``error``) is: the ids of the requests it answers (:func:`_reply_ids`:
+    the leading ``id`` of each JSON object on it, from its first ``{``), and its text, at most
+    :data:`_SKIPPED_HEAD` characters, when it is skipped: it holds no JSON object that names an ``id`` (a banner, a
+    ``print``, JSON that is no JSON-RPC message, half a reply without its ``id``). A line whose first object names
+    an ``id`` is no skipped line, whatever its id and whatever is wrong in it (a reply on ``"jsonrpc": "1.0"``).
+
+    The line is the one :func:`_parse_kept` is parsing; without it (an SDK that parses otherwise, HTTP) pydantic's
+    input of the first problem, when that is the whole line (no JSON) or an object whose ``id`` answers a request.
+    Kept on ``error`` (:data:`_UNREAD`): the record's filter and the session's handler each ask."""
+    kept = getattr(error, _UNREAD, None)
+    if kept is not None:
+        return kept  # type: ignore[no-any-return]
+    found: tuple[list[Any], str | None] = ([], None)
+    with contextlib.suppress(Exception):  # not pydantic's error of a line: nothing to tell
+        line = _parsing.get()
+        if line is None:
+            given = error.errors()[0]["input"]  # type: ignore[attr-defined]
+            if isinstance(given, dict) and "method" not in given:
+                found = ([given.get("id")], None)
+            line = given if isinstance(given, str) else None
+        if line is not None:
+            ids: list[Any] = list(_reply_ids(line))
+            at = line.find("{")
+            named = at >= 0 and "id" in leading_members(line[at:])
+            found = (ids, None if ids or named else line[:_SKIPPED_HEAD])
+    with contextlib.suppress(Exception):
+        setattr(error, _UNREAD, found)
+    return found
 
 
 def _shown(line: str, held: Sequence[str] = ()) -> str:
