@@ -19,7 +19,10 @@ What a dispatcher reads as a call (``parse_call`` with ``provider``): every item
 ``type`` (text, thinking, reasoning, a server tool's call); an item without a ``type`` (and every
 Gemini part) when it holds a value in a field a call is read from: ``id``, ``name``, ``input``
 (Anthropic), ``call_id``, ``id``, ``name``, ``arguments`` (Responses), ``function_call``,
-``functionCall``, ``id``, ``name``, ``args`` (Gemini). Dicts and SDK objects (their ``model_dump()``)
+``functionCall``, ``id``, ``name``, ``args`` (Gemini; no item with a ``type`` is a Gemini call). An item
+in another format (:func:`_call_format`) is no call of ``provider``'s: a :class:`ForeignCalls` error. A call
+without its arguments field (``input``, ``function.arguments``, ``arguments``; for Gemini, one with another
+format's in place of ``args``) is a :class:`BadRequest`. Dicts and SDK objects (their ``model_dump()``)
 alike; an object that cannot be read shows only its ``type`` and id. A call of an OpenAI custom
 (free-form) tool (Chat's ``{"type": "custom", "custom": {...}}``, a Responses ``custom_tool_call``)
 is a :class:`CustomCall`: its input is free text, which no tool here takes.
@@ -48,6 +51,7 @@ __all__ = [
     "BadRequest",
     "CustomCall",
     "Decision",
+    "ForeignCalls",
     "CUT_KEEP",
     "Request",
     "cut_line",
@@ -57,9 +61,11 @@ __all__ = [
     "long_number_text",
     "parse_call",
     "parse_line",
+    "partial_id",
     "read_object",
     "readable",
     "resolve",
+    "tail_members",
     "text_id",
 ]
 
@@ -99,11 +105,12 @@ def text_id(rid: Any) -> str | None:
 
 
 class BadRequest(Exception):
-    """A line or call that is not a tool call; ``request_id`` when one could be read."""
+    """A line or call that is not a tool call; ``request_id`` and the tool ``name`` it sent when they could be read."""
 
-    def __init__(self, message: str, request_id: Any = None) -> None:
+    def __init__(self, message: str, request_id: Any = None, name: str = "") -> None:
         super().__init__(message)
         self.request_id = request_id
+        self.name = name
 
 
 class CustomCall(BadRequest):
@@ -111,8 +118,10 @@ class CustomCall(BadRequest):
     answered with why, in the answer shape of such a call (a Responses ``custom_tool_call_output``)."""
 
     def __init__(self, request_id: Any = None, name: str = "") -> None:
-        super().__init__("custom (free-form) tools are not supported; call a function tool, with JSON arguments", request_id)
-        self.name = name  # the custom tool's, as the call sent it ("" when it sent none)
+        # (``name``: the custom tool's, as the call sent it; "" when it sent none)
+        super().__init__(
+            "custom (free-form) tools are not supported; call a function tool, with JSON arguments", request_id, name
+        )
 
 
 def readable(obj: Any) -> bool:
@@ -144,7 +153,6 @@ def _fields(obj: Any) -> Mapping[str, Any] | None:
 _CALL_TYPES = {"tool_use": "anthropic", "function_call": "openai-responses", "custom_tool_call": "openai-responses"}
 #: The ``type`` of a custom (free-form) tool's call, by shape: a :class:`CustomCall`.
 _CUSTOM_TYPES = {"custom": "openai", "custom_tool_call": "openai-responses"}
-_TYPED = frozenset(_CALL_TYPES.values())
 #: The fields a call is read from, by format: an item without a ``type`` that holds one is a call.
 #: (Every item of OpenAI's ``tool_calls`` is a call.)
 _CALL_FIELDS = {
@@ -157,10 +165,39 @@ _CALL_FIELDS = {
 def _is_call(call: Mapping[str, Any], provider: str) -> bool:
     """Whether an item ``provider`` sent is one of its calls (the rule in the module docstring)."""
     kind = call.get("type")
-    if provider in _TYPED and isinstance(kind, str):
+    if provider != "openai" and isinstance(kind, str):  # (no Gemini part has a ``type``)
         return _CALL_TYPES.get(kind) == provider
     fields = _CALL_FIELDS.get(provider)
     return fields is None or any(call.get(key) is not None for key in fields)
+
+
+def _call_format(call: Mapping[str, Any]) -> str | None:
+    """The provider format whose call ``call`` (a call's fields) is by a mark no other format's has: a call's
+    ``type`` (``function`` or ``custom`` with its object: OpenAI's), else the field that holds its arguments (OpenAI's
+    ``function``, Anthropic's ``input``, Gemini's ``args`` or part) or a Responses ``call_id``; None when it has none."""
+    kind = call.get("type")
+    if isinstance(kind, str):
+        if kind in _CALL_TYPES:
+            return _CALL_TYPES[kind]
+        return "openai" if kind in ("function", "custom") and isinstance(call.get(kind), Mapping) else None
+    if isinstance(call.get("function"), Mapping):
+        return "openai"
+    if "call_id" in call:
+        return "openai-responses"
+    if "input" in call:
+        return "anthropic"
+    return "gemini" if "args" in call or isinstance(_gemini_part(call), Mapping) else None
+
+
+class ForeignCalls(TypeError):
+    """Calls in the ``other`` format given for ``provider``'s (``holder``: what held them, and its verb): none is run,
+    and answering none would leave the model's calls unanswered."""
+
+    def __init__(self, holder: str, other: str, provider: str) -> None:
+        super().__init__(
+            f"{holder} tool calls in the {other} format, not the {provider} format they were given for: "
+            f"dispatch them with provider={other!r}"
+        )
 
 
 def _shape(call: Mapping[str, Any]) -> str:
@@ -180,10 +217,10 @@ def parse_call(obj: Any, *, provider: str | None = None, scalar_ids: bool = Fals
 
     With ``provider`` given, an item that is not one of its calls (a text block, a reasoning
     item; the rule is in the module docstring) gives ``None``. Raises :class:`BadRequest` for a
-    call without a usable name, for a call that cannot be read but has an id (both are
-    answered as invalid calls), and (:class:`CustomCall`) for a custom tool's call; ``TypeError``
-    for an item that is not a call at all (no dict, no SDK object, and no id), and for a class
-    given for an instance. An id that is an array or an object becomes its JSON text, or with ``scalar_ids`` (the lines of ``harness-one run``, as
+    call without a usable name or without its arguments field, for a call that cannot be read but has an id
+    (all answered as invalid calls), and (:class:`CustomCall`) for a custom tool's call; ``TypeError``
+    for an item that is not a call at all (no dict, no SDK object, and no id), for a class
+    given for an instance, and (:class:`ForeignCalls`, with ``provider``) for a call in another provider's format. An id that is an array or an object becomes its JSON text, or with ``scalar_ids`` (the lines of ``harness-one run``, as
     JSON-RPC asks) is a :class:`BadRequest` without an id, as is a boolean or a number that is not finite
     (``NaN``, ``Infinity``, ``1e400``: no JSON number): an answer on its text could not be matched, and a
     decision line could not name it.
@@ -192,6 +229,8 @@ def parse_call(obj: Any, *, provider: str | None = None, scalar_ids: bool = Fals
     seen = _unreadable(obj, provider) if call is None else call
     if provider is None:
         shape = _shape(seen)
+    elif (other := _call_format(seen)) not in (None, provider):  # never run with its arguments unread
+        raise ForeignCalls("the calls include", other, provider)
     elif not _is_call(seen, provider):
         return None  # not a call: a text block, a reasoning item, ...
     else:
@@ -206,23 +245,26 @@ def parse_call(obj: Any, *, provider: str | None = None, scalar_ids: bool = Fals
         )
     rid: Any = call.get("id")
     kind = call.get("type")
+    absent = None  # the field the call's arguments belong in, when they are not there
     custom = isinstance(kind, str) and _CUSTOM_TYPES.get(kind) == shape
     problem = "the request has no tool 'name'"
     if shape == "anthropic":
-        name, arguments = call.get("name"), call.get("input")
+        name, arguments, absent = call.get("name"), call.get("input"), "input"
     elif shape == "openai":
         function = call.get("function")
         if not isinstance(function, Mapping):
             function, problem = {}, f"'function' must be an object with the tool's 'name', not {_kind(function)}"
-        name, arguments = function.get("name"), function.get("arguments")
+        name, arguments, absent = function.get("name"), function.get("arguments"), "function.arguments"
     elif shape == "openai-responses":
         rid = call.get("call_id", None if provider else rid)  # its answer pairs with call_id, never the item's id
-        name, arguments = call.get("name"), call.get("arguments")
+        name, arguments, absent = call.get("name"), call.get("arguments"), "arguments"
     elif shape == "gemini":
         inner = _gemini_part(call) or call
         if not isinstance(inner, Mapping):
             inner, problem = {}, "'function_call' must be an object"
         rid, name, arguments = inner.get("id", rid), inner.get("name"), inner.get("args")
+        if arguments is None and any(inner.get(key) is not None for key in ("arguments", "input")):
+            absent = "args"  # arguments in another format's field: not the no arguments of a function without any
     else:
         name, arguments = call.get("name"), call.get("arguments")
     if rid is not None and (isinstance(rid, bool) or not isinstance(rid, (str, int, float))):
@@ -241,6 +283,8 @@ def parse_call(obj: Any, *, provider: str | None = None, scalar_ids: bool = Fals
         raise BadRequest(problem, rid)
     if (rid is None or rid == "") and provider in _PAIRED:  # its answer could not be paired with it: it is not run
         raise BadRequest(f"the call has no '{_PAIRED[provider]}', so no answer can be paired with it; it was not run")
+    if arguments is None and absent:  # (the provider always sends them, {} for none; Gemini may leave out 'args')
+        raise BadRequest(f"the call has no '{absent}' (its arguments); it was not run", rid, name)
     return Request(
         rid,
         name,
@@ -350,6 +394,38 @@ CUT_KEEP = 1 << 12
 #: writes it): a string or an integer, the last member of the object the line holds.
 _LAST_ID = re.compile(rb'[{,][ \t\r\n]*"id"[ \t\r\n]*:[ \t\r\n]*("(?:[^"\\]|\\.)*"|-?[0-9]{1,50})[ \t\r\n]*\}[ \t\r\n]*\Z')
 _NAMES = json.JSONDecoder()
+#: One member whose value is a string, a number, a boolean or null.
+_MEMBER = (
+    rb'[ \t\r\n]*"(?:[^"\\]|\\.)*"[ \t\r\n]*:[ \t\r\n]*'
+    rb'(?:"(?:[^"\\]|\\.)*"|-?[0-9]{1,50}(?:\.[0-9]{1,50})?(?:[eE][+-]?[0-9]{1,4})?|true|false|null)[ \t\r\n]*'
+)
+#: The members an object ends with whose values are no array or object: the last members of the object the line
+#: holds (a member of one nested in it would be followed by its closing brace).
+_LAST_MEMBERS = re.compile(rb"[{,]" + _MEMBER + rb"(?:," + _MEMBER + rb")*\}[ \t\r\n]*\Z")
+#: The ``type`` of an OpenAI Responses item a ``run`` line is answered on the ``call_id`` of.
+_RESPONSES_CALLS = tuple(kind for kind, shape in _CALL_TYPES.items() if shape == "openai-responses")
+
+
+def tail_members(tail: bytes) -> dict[str, Any]:
+    """The members the object on a line ends with that ``tail`` (the line's last bytes) holds whole, up to the last
+    whose value is an array or an object: ``{"call_id": "c1", "name": "add"}`` of ``..."}", "call_id": "c1", "name":
+    "add"}`` (a Responses item as the SDK writes it: its ``arguments`` first). Empty when none reads."""
+    last = _LAST_MEMBERS.search(tail)
+    try:
+        found = None if last is None else json.loads(b"{" + last[0][1:])
+    except ValueError:  # not UTF-8, or an escape JSON has not
+        return {}
+    return found if isinstance(found, dict) else {}
+
+
+def partial_id(rid: Any, *parts: Mapping[str, Any]) -> Any:
+    """The id a ``run`` line that does not read whole is answered on, from the members of it that do (``parts``: those
+    at its start, at its end): a Responses item's ``call_id`` when a part shows it or the item's ``type`` (then never
+    the item's ``id``: None without a ``call_id``), else ``rid`` (its ``id`` as read); a string or a finite number,
+    else None (as a whole line's id must be)."""
+    if any("call_id" in part or part.get("type") in _RESPONSES_CALLS for part in parts):
+        rid = next((part["call_id"] for part in parts if "call_id" in part), None)
+    return rid if type(rid) in (str, int) or (type(rid) is float and math.isfinite(rid)) else None
 
 
 def cut_line(head: bytes, tail: bytes) -> tuple[dict[str, Any], str | None, Any]:
@@ -447,8 +523,11 @@ def parse_line(line: bytes | str) -> Request | Decision:
         raise BadRequest(long_number_text(exc), _id_in(line)) from None
     except RecursionError:
         raise BadRequest("the line is nested too deeply to read", _id_in(line)) from None
-    except ValueError as exc:
-        raise BadRequest(f"the line is not valid JSON: {str(exc).split(';')[0]}") from None
+    except ValueError as exc:  # (cut short, or with more after it: answered on the id its members that read show)
+        members = head_members(line)[0]
+        raise BadRequest(
+            f"the line is not valid JSON: {str(exc).split(';')[0]}", partial_id(members.get("id"), members)
+        ) from None
     if not isinstance(data, dict):
         raise BadRequest(f"a request must be a JSON object, not {_kind(data)}")
     return _item(data)

@@ -18,15 +18,19 @@ A call is every item of OpenAI's ``tool_calls``; an Anthropic block or Responses
 ``type`` is ``tool_use``, ``function_call`` or ``custom_tool_call`` (one of another ``type`` is
 skipped); and an item without a ``type``, or a Gemini part, that holds a value in a field a call
 of its format is read from (``id``, ``name``, ``input``; ``call_id``, ``arguments``;
-``function_call``, ``args``): dicts and SDK objects alike.
+``function_call``, ``args``): dicts and SDK objects alike. A call in another provider's format (by its ``type``,
+or without one by the field holding its arguments or a Responses ``call_id``) is never run: it raises a
+``TypeError`` naming the provider to dispatch it with. A call without its arguments field (an Anthropic
+``tool_use`` without ``input``; a Gemini call may leave out ``args``: a function without parameters) is not run
+but answered as an invalid call.
 Nothing the model sent raises out of a dispatcher: invalid ``arguments`` JSON, unknown tools,
 an unreadable call with an id and every :class:`ToolError` become error results the model can
 read (a call whose id no answer can carry, text with a lone surrogate or a ``NaN``, is answered
 so under a null id). A call of an OpenAI custom (free-form) tool is not run: it is answered in
 its own shape (a Responses ``custom_tool_call_output``) with an error saying to call a function
 tool. A Gemini answer repeats the tool name the call sent, cut to 200 characters (more than any
-tool name has). Only ``calls`` that are no calls at all (a string, a number, a list holding one) or a
-class given for an instance raise a ``TypeError``, before any call runs. Several calls run
+tool name has). Only ``calls`` that are no calls at all (a string, a number, a list holding one), a
+class given for an instance, and calls in another provider's format raise a ``TypeError``, before any call runs. Several calls run
 concurrently (up to ``concurrency``), and results come back in the order of the calls.
 With ``names=`` (the tools the model was shown, or their :class:`~harness_one.export.Export`;
 for Gemini, the registry's names or the declarations') only those run: a call of another is
@@ -53,7 +57,7 @@ from ._call import CallResult, new_call_id
 from ._errors import APPROVAL_REQUIRED, ToolError, ToolNotFound, exception_text
 from ._formats import CALL_FORMATS, check_format
 from ._render import safe_text, struct_data
-from ._requests import BadRequest, CustomCall, Request, parse_call, readable, resolve, text_id
+from ._requests import BadRequest, CustomCall, ForeignCalls, Request, parse_call, readable, resolve, text_id
 from ._suggest import NameIndex
 
 if TYPE_CHECKING:
@@ -172,9 +176,13 @@ def _requests(
         raise ValueError(f"strict must be True, False or 'auto', not {strict!r}")
     out: list[Request | BadRequest | _NotShown] = []
     seen: set[Any] = set()
+    foreign: ForeignCalls | None = None
     for raw in _listed(provider, calls):
         try:
             request = parse_call(raw, provider=provider)
+        except ForeignCalls as exc:  # raised once every item is read: an item that is no call at all says so first
+            foreign = foreign or exc
+            continue
         except BadRequest as exc:
             if not _writable(exc.request_id):  # no answer could carry it: answered unpaired, as a readable call is
                 exc.request_id = None
@@ -196,6 +204,8 @@ def _requests(
             seen.add((type(rid), rid))
         request = resolve(request, registry, strict=strict)
         out.append(request if shown is None or shown.allows(request, provider) else _NotShown(request))
+    if foreign is not None:
+        raise foreign
     if not out and readable(calls):
         _check_foreign(provider, calls)
     return out
@@ -207,10 +217,7 @@ def _check_foreign(provider: str, message: Any) -> None:
     for other in _HOLDERS:
         held = None if other == provider else _held(other, message)
         if isinstance(held, (list, tuple)) and any(_is_call(other, item) for item in held):
-            raise TypeError(
-                f"the message holds tool calls in the {other} format, not the {provider} format it was given for: "
-                f"dispatch it with provider={other!r}"
-            )
+            raise ForeignCalls("the message holds", other, provider)
 
 
 def _is_call(provider: str, item: Any) -> bool:
@@ -218,6 +225,8 @@ def _is_call(provider: str, item: Any) -> bool:
         return parse_call(item, provider=provider) is not None
     except BadRequest:  # a call all the same, one that does not read
         return True
+    except ForeignCalls:  # a call of a third format: not one of this provider's
+        return False
 
 
 def _checked_options(concurrency: Any, context: Any) -> int:
@@ -358,8 +367,7 @@ class _Unrun(BadRequest):
     """A call read in full but not run (its id): refused under the tool name it sent, which Gemini's answer names."""
 
     def __init__(self, message: str, request_id: Any, name: str) -> None:
-        super().__init__(message, request_id)
-        self.name = name
+        super().__init__(message, request_id, name)
 
 
 def _writable(rid: Any) -> bool:
@@ -423,7 +431,7 @@ def _settle(
 
 def _refused(registry: ToolRegistry, provider: str, request: BadRequest) -> dict[str, Any]:
     """The answer to a call the provider's format cannot be read from (or of a custom tool), once the plugins observed it."""
-    name = request.name if isinstance(request, (_Unrun, CustomCall)) else ""  # (a call whose name could not be read has none)
+    name = request.name  # (a call whose name could not be read has none: "")
     advice = "" if isinstance(request, CustomCall) else " Send a tool name and its arguments."  # (it says what to do)
     error = registry._refused(name, ToolError(f"Invalid tool call: {request}.{advice}"), None)
     assert error.call_id is not None

@@ -22,7 +22,6 @@ import asyncio
 import contextlib
 import io
 import logging
-import math
 import os
 import signal
 import sys
@@ -248,13 +247,12 @@ class _Lines:
 
 def _cut_id(head: bytes, tail: bytes) -> Any:
     """The id of a line dropped for its length, read as ``serve`` reads one (:func:`~harness_one._requests.cut_line`):
-    a string or a finite number (a Responses item's ``call_id``), else None."""
-    from .._requests import cut_line
+    a string or a finite number, else None; a Responses item's ``call_id``, read at its start or its end (the SDK
+    writes it after the ``arguments``), never its ``id`` (:func:`~harness_one._requests.partial_id`)."""
+    from .._requests import cut_line, partial_id, tail_members
 
     members, _, rid = cut_line(head, tail)
-    if members.get("type") == "function_call":  # an OpenAI Responses item is answered on its call_id
-        rid = members.get("call_id")
-    return rid if type(rid) in (str, int) or (type(rid) is float and math.isfinite(rid)) else None
+    return partial_id(rid, members, tail_members(tail))
 
 
 def _forget(by_id: dict[str, asyncio.Task[None]], key: str, task: asyncio.Task[None]) -> None:
