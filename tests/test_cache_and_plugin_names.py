@@ -171,3 +171,28 @@ def test_a_plugin_built_on_log_gated_is_named_beside_the_logging_plugin(audit_fi
     reg.add(lambda: 1, name="one", description="One.")
     err = reg.try_call("one").error
     assert isinstance(err, PluginError) and err.plugin == "audit", err
+
+
+class _AttrDict(dict[str, Any]):
+    __getattr__ = dict.__getitem__  # the "attribute dict" recipe: a missing attribute is a KeyError
+
+
+def _post_with_an_attr_dict(call: Call) -> None:
+    settings = _AttrDict(limit=1)
+    raise RuntimeError(f"boom {settings.limit}")
+
+
+class _Shared:
+    @hookimpl
+    @per_tool(lambda plugin, tool: _post_with_an_attr_dict)
+    def harness_post_call(self, call: Call) -> None: ...
+
+
+def test_a_shared_frame_holding_an_attribute_dict_still_gives_the_plugins_error() -> None:
+    """Only a bound method's ``__self__`` is read: an ``AttrDict`` local's ``__getattr__`` raised KeyError there."""
+    reg = ToolRegistry(autoload=False, standard_plugins=False)
+    reg.plugins.register(_Shared(), "a1")
+    reg.plugins.register(_Shared(), "a2")
+    reg.add(lambda: 1, name="one", description="One.")
+    err = reg.try_call("one").error
+    assert isinstance(err, PluginError) and "RuntimeError: boom 1" in err.message, err

@@ -113,3 +113,18 @@ def test_an_argument_named_as_a_held_secret_is_masked_in_arg_keys_too(caplog: py
     [event] = [r.harness_one for r in caplog.records if r.name == "harness_one.calls"]  # type: ignore[attr-defined]
     assert event["arguments"] == {"token": "[REDACTED]", "[REDACTED]": "bob"}
     assert event["arg_keys"] == sorted(["token", "[REDACTED]"])
+
+
+def test_an_event_showing_neither_arguments_nor_an_error_walks_no_held_values(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A logged success without ``log_arguments`` shows no value a held secret could be in: no walk of the arguments."""
+    walks: list[int] = []
+    held = Redactor.held
+    monkeypatch.setattr(Redactor, "held", lambda self, *values: walks.append(1) or held(self, *values))
+    reg = ToolRegistry(autoload=False, clock=ManualClock(), plugins={"logging": LoggingPlugin()})
+    reg.add(_login, name="login")
+    with caplog.at_level(logging.INFO, logger="harness_one.calls"):
+        reg.call("login", dict(ARGUMENTS))
+    assert [r.harness_one["outcome"] for r in caplog.records if r.name == "harness_one.calls"] == ["ok"]  # type: ignore[attr-defined]
+    assert walks == []

@@ -162,3 +162,8 @@ def test_a_state_joining_after_the_first_closed_holds_the_store_too(tmp_path: Pa
     assert third.call("echo", {"x": 1}, idempotency_key="k1") == 1 and len(opened) == 1
     third.state.close()
     assert [is_open(conn) for conn in opened] == [False]
+
+
+def test_holds_takes_a_store_not_a_state(tmp_path: Path) -> None:
+    with pytest.raises(TypeError, match="takes a store"):
+        State(str(tmp_path / "a.sqlite3")).holds(State(str(tmp_path / "b.sqlite3")))

@@ -757,7 +757,7 @@ class _Inflate:
     """
 
     def __init__(self, coding: str) -> None:
-        self._coding = coding
+        self.coding = coding
         self._members = coding in ("gzip", "x-gzip")
         self._z = zlib.decompressobj(zlib.MAX_WBITS | 32)
         self._started = False  # the first stream's kind is told (deflate: zlib header or raw)
@@ -777,19 +777,19 @@ class _Inflate:
             if self._z.eof:  # a stream ended: what follows is another gzip member, or not read
                 data = self._follow(data)
                 continue
-            if self._coding == "deflate" and not self._started and len(data) < 2:  # zlib reads a header (or none) from two
+            if self.coding == "deflate" and not self._started and len(data) < 2:  # zlib reads a header (or none) from two
                 self._held, data = data, b""
                 break
             try:
                 out += self._z.decompress(data, room - len(out))
             except zlib.error as exc:
-                if self._coding == "deflate" and not self._started:  # some servers send deflate without its zlib header
+                if self.coding == "deflate" and not self._started:  # some servers send deflate without its zlib header
                     self._z, self._started = zlib.decompressobj(-zlib.MAX_WBITS), True
                     continue
                 if self._later:  # a later gzip member: what the earlier ones gave is kept, cut
                     self.eof = True
                     break
-                raise ToolError(f"The response body is not valid {self._coding} data: {exc}") from None
+                raise ToolError(f"The response body is not valid {self.coding} data: {exc}") from None
             self._started = True
             data = self._z.unused_data if self._z.eof else self._z.unconsumed_tail
         return bytes(out), data
@@ -823,15 +823,18 @@ _RAW_SLACK = 65_536
 def _read(response: httpx.Response, limit: int, deadline: _Deadline) -> tuple[bytes, bool]:
     """The body, decompressed, at most ``limit`` bytes, and whether it was cut (past ``limit``, past
     :func:`_raw_limit` read, or not all decoded); memory stays near ``limit`` plus one network chunk. A body httpx
-    read when the response was made (a test transport's ``Response(content=...)``) is read again from its raw bytes,
-    decoded here as a network body is (httpx decodes fewer codings: not ``x-gzip``)."""
+    read when the response was made (a test transport's ``Response(content=...)``), which httpx decoded but for
+    ``x-gzip`` (decoded here), is cut at ``limit``."""
     decode = _decoder(response.headers.get("content-encoding", ""))
     chunks: Iterable[bytes]
     try:
-        response.content  # noqa: B018 - read when made (a test transport's Response(content=...)): its raw bytes again
-        chunks = response.stream  # type: ignore[assignment]
+        content = response.content  # read when made (a test transport's Response(content=...)), decoded by httpx
     except httpx.ResponseNotRead:  # a stream, as over the network (one streamed or closed already: the caller's ToolError)
         chunks = response.iter_raw()
+    else:
+        if not (isinstance(decode, _Inflate) and decode.coding == "x-gzip"):  # (the one coding httpx leaves)
+            return content[:limit], len(content) > limit
+        chunks = (content,)
     body = bytearray()
     room = _raw_limit(limit)  # raw bytes left to decode
     for chunk in chunks:

@@ -14,7 +14,7 @@ import os
 import re
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
-from types import CodeType, FrameType, ModuleType
+from types import CodeType, FrameType, MethodType, ModuleType
 from typing import TYPE_CHECKING, Any
 
 import pluggy
@@ -412,7 +412,7 @@ class Plan:
         code, values = frame.f_code, frame.f_locals  # (an error's path only: reading a frame's locals costs)
         first = [values.get(code.co_varnames[0])] if code.co_argcount else []
         for value in itertools.chain(first, values.values()):
-            found = ids.get(id(value)) or ids.get(id(getattr(value, "__self__", None)))
+            found = ids.get(id(value)) or (ids.get(id(value.__self__)) if type(value) is MethodType else None)
             if found is not None:
                 return found
         return None

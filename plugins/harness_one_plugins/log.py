@@ -99,10 +99,12 @@ class LoggingPlugin:
         self.redactor = Redactor(secret_keys, extra_keys=extra_secret_keys, values=secret_values)
 
     def _emit(self, event: str, call: Call, outcome: str, error: BaseException | None = None, **extra: Any) -> None:
-        """Log ``event``; with ``error`` (a ToolError), its first line as ``error``. What the call's arguments or context
-        hold under a secret key is masked wherever it stands: in the arguments, their names and the error (one walk)."""
+        """Log ``event``; with ``error`` (a ToolError), its first line as ``error``. Where the event shows the arguments
+        or an error, what the call's arguments or context hold under a secret key is masked wherever it stands: in
+        them, in the arguments' names and in the error (one walk of them; none for an event that shows neither)."""
         args = call.arguments
-        redactor = holding(self.redactor, args, call.context)
+        shows = self.log_arguments or isinstance(error, ToolError)
+        redactor = holding(self.redactor, args, call.context) if shows else self.redactor
         if isinstance(error, ToolError):
             extra["error"] = _first_line(redactor, error)
         fields: dict[str, Any] = {

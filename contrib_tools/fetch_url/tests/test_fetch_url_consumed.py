@@ -48,6 +48,18 @@ def test_a_response_made_with_content_httpx_does_not_decode_is_decoded_as_over_t
     assert (out["text"], out["bytes"], out["truncated"]) == ("hello", 5, False)
 
 
+def test_a_response_the_transport_read_from_an_iterator_is_read() -> None:
+    """Its raw stream cannot be read twice: the body httpx holds is taken (it was read as empty, silently)."""
+
+    def make() -> httpx.Response:
+        response = httpx.Response(200, headers={"Content-Type": "text/plain"}, content=iter([b"he", b"llo"]))
+        response.read()
+        return response
+
+    out = _fetch(make)
+    assert (out["text"], out["bytes"], out["truncated"]) == ("hello", 5, False)
+
+
 def _closed() -> httpx.Response:
     response = httpx.Response(200, headers={"Content-Type": "text/plain"}, stream=httpx.ByteStream(b"hi"))
     response.close()

@@ -332,6 +332,8 @@ class State:
         keeps this state's records too (a SQLite store on its file, Redis at its keys), kept by a plugin that
         registries on both share. It is closed when the last State holding it closes (not before, even when the
         State that made it closed first)."""
+        if isinstance(backend, State):
+            raise TypeError("State.holds takes a store (what a plugin keeps), not a State")
         backend = getattr(backend, "link", backend)
         if not _closes(backend):
             return
