@@ -154,8 +154,8 @@ class FetchPolicy:
     ``timeout`` a finite number above 0 (a bool is none of them); so is ``allow``: a collection of non-empty strings,
     not one string (read a character at a time, ``"10.0.0.0/8"`` opened ``"0"``, this machine). A ``transport``
     (for tests) replaces the network, and with it the per-operation deadline: then the deadline is checked between
-    body chunks only. A response it made with ``content=`` (which httpx reads when it is made) has its raw bytes
-    decoded and cut at ``max_bytes`` as a network body's; one whose stream was already read or closed is a
+    body chunks only. A response it made with ``content=`` (which httpx reads and decodes when it is made, all but
+    ``x-gzip``, decoded here) has that body cut at ``max_bytes``; one whose stream was already read or closed is a
     ``ToolError`` naming httpx's error.
     """
 
