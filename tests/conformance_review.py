@@ -306,17 +306,18 @@ def _greet(name: str) -> str:
     return "hi " + name
 
 
-#: The schema offers an optional ``shout`` the function does not take.
+#: The schema offers an optional ``shout`` the function does not take (set after definition: create refuses it).
 greet = defineTool(
     registry=None,
     name="greet",
     parameters={
         "type": "object",
-        "properties": {"name": {"type": "string"}, "shout": {"type": "boolean"}},
+        "properties": {"name": {"type": "string"}},
         "required": ["name"],
         "additionalProperties": False,
     },
 )(_greet)
+greet.tool.parameters["properties"]["shout"] = {"type": "boolean"}
 
 
 @defineTool(

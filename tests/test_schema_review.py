@@ -97,7 +97,11 @@ def test_a_default_its_own_schema_refuses_is_a_definition_error(parameters: dict
         _params(card={"type": ["string", "null"], "title": "Card", "default": None}),
         _params(currency={"$ref": "#/$defs/C", "default": "USD"}) | {"$defs": {"C": {"enum": ["EUR", "USD"]}}},
         _params(currency={"$ref": "#c", "default": "USD"}) | {"$defs": {"C": {"$anchor": "c", "enum": ["EUR", "USD"]}}},
-        _params(**{"a b#%~/é": {"type": "integer", "default": 1}, "card": {"$ref": "#/properties/amount"}}),
+        # (nested: a top-level property the function does not take is refused)
+        _params(
+            card={"type": "object", "properties": {"a b#%~/é": {"type": "integer", "default": 1}}},
+            cvv={"$ref": "#/properties/amount"},
+        ),
         # `format` is the validation plugin's option, not checked here
         _params(currency={"type": "string", "format": "date", "default": "today"}),
         # a rule across properties is not the default's own schema (documented)

@@ -11,6 +11,7 @@ import datetime as dt
 import enum
 import functools
 import inspect
+import itertools
 import json
 import math
 import operator
@@ -100,11 +101,19 @@ def unpartial(fn: Callable[..., Any]) -> tuple[Callable[..., Any], frozenset[str
     return fn, bound
 
 
-def analyse(fn: Callable[..., Any], *, tool: str, infer: bool = True, infer_output: bool = True) -> Signature:
+def analyse(
+    fn: Callable[..., Any],
+    *,
+    tool: str,
+    infer: bool = True,
+    infer_output: bool = True,
+    given: Mapping[str, Any] | None = None,
+) -> Signature:
     """Inspect ``fn``: parameter names, the injected call parameter, converters and, with ``infer``, the schemas.
 
     Without ``infer`` (the tool gives its own ``parameters``) annotations that cannot be
-    expressed are no error; they just get no converter.
+    expressed are no error; they just get no converter. A parameter of a JSON type whose property in the
+    ``given`` schema lets through what the annotation cannot hold gets a converter that refuses it (:func:`_unheld`).
     """
     try:
         sig = inspect.signature(fn)
@@ -168,6 +177,8 @@ def analyse(fn: Callable[..., Any], *, tool: str, infer: bool = True, infer_outp
             required.append(name)
         prop = inference.schema(hint, f"parameter '{name}'") if infer else {}
         conv = inference.converter(hint, f"$.{name}", strict=infer)
+        if conv is None and given is not None and name in (given.get("properties") or {}):
+            conv = _unheld(tool, hint, given["properties"][name])
         if infer:
             if doc.params.get(name) and "description" not in prop:
                 prop["description"] = doc.params[name]
@@ -207,6 +218,66 @@ def analyse(fn: Callable[..., Any], *, tool: str, infer: bool = True, infer_outp
         output_schema=output,
         output_wrapped=wrapped,
         needs_check=inference.needs_check,
+    )
+
+
+def _unheld(tool: str, hint: Any, given: Any) -> _Conv | None:
+    """For a parameter of a JSON type (no conversion) whose ``given`` property schema lets through values its
+    annotation cannot hold (``{}`` for a ``bool``, ``"number"`` for an ``int``, an ``array`` of any items for a
+    ``list[int]``), a check refusing those as the type's conversions refuse theirs; None when the schema holds the
+    annotation's types already (:func:`_covers`), so that tool's calls pay nothing."""
+    try:
+        own = {"type": _SCALARS[hint]} if hint in _SCALARS else _Inference(tool).schema(hint, "")
+    except (ToolDefinitionError, TypeError):  # (TypeError: an unhashable hint)
+        return None
+    if _covers(given, own):
+        return None
+    kinds = own.get("type")
+    names = [kinds] if isinstance(kinds, str) else kinds if isinstance(kinds, list) else []
+    plain = bool(names) and own.keys() <= {"type", "description", "title"}
+    expected = " or ".join(names) if plain else f"a value of {_shown_type(hint)}"
+
+    def hold(value: Any, path: str) -> Any:
+        if kinds == "integer" and type(value) is float and value.is_integer():
+            return int(value)  # JSON's 2.0 is an integer: as where a schema says integer
+        if not _matches(own, value, {}, {}):
+            raise _refuse(path, expected, value, "type")
+        return value
+
+    return hold
+
+
+def _covers(given: Any, own: Any, depth: int = 0) -> bool:
+    """Whether the ``given`` schema lets through only values of the types the annotation's ``own`` schema says, as
+    far as types, ``enum``, ``const``, items and ``additionalProperties`` tell; False when unsure."""
+    if own is True or own == {} or given is False:
+        return True
+    if not isinstance(given, Mapping) or not isinstance(own, Mapping) or depth > 16:
+        return False
+    if isinstance(given.get("enum"), list) or "const" in given:
+        values = given["enum"] if isinstance(given.get("enum"), list) else [given["const"]]
+        return all(_matches(own, value, {}, {}) for value in values)
+    if any(key in given for key in ("$ref", "$dynamicRef", "not", "if")):
+        return False
+    members = given.get("anyOf", given.get("oneOf"))
+    if isinstance(members, list) and "type" not in given:
+        return bool(members) and all(_covers(member, own, depth + 1) for member in members)
+    if isinstance(own.get("anyOf"), list):
+        return any(_covers(given, member, depth + 1) for member in own["anyOf"])
+    said, held = given.get("type"), own.get("type")
+    if said is None or held is None or "enum" in own or "properties" in own:
+        return False
+    said = {said} if isinstance(said, str) else set(said)
+    held = {held} if isinstance(held, str) else set(held)
+    if not said <= (held | {"integer"} if "number" in held else held):
+        return False
+    if "array" in said and not _covers(given.get("items", {}), own.get("items", {}), depth + 1):
+        return False
+    if "object" in said and ("patternProperties" in given or "propertyNames" in own):
+        return False
+    return "object" not in said or (
+        all(_covers(sub, own.get("additionalProperties", {}), depth + 1) for sub in (given.get("properties") or {}).values())
+        and _covers(given.get("additionalProperties", {}), own.get("additionalProperties", {}), depth + 1)
     )
 
 
@@ -450,6 +521,17 @@ def _json_default(value: Any, depth: int = 0) -> Any:
     return _NO_DEFAULT
 
 
+def _holds_secret(form: Any, depth: int = 0) -> bool:
+    """Whether a default's JSON ``form`` holds a value under a name the errors the model reads hide
+    (:data:`~harness_one.MODEL_SECRET_KEYS`): a schema shows it to the model in every export, so it is not
+    given there (as the default of a parameter or field of such a name is not); the function's own applies."""
+    if depth > 32:
+        return True
+    if type(form) is dict:
+        return any(_hidden(f"[{json.dumps(key)}]") or _holds_secret(value, depth + 1) for key, value in form.items())
+    return type(form) is list and any(_holds_secret(item, depth + 1) for item in form)
+
+
 def _drop_refused_defaults(schema: JSONSchema, given: list[JSONSchema]) -> None:
     """Drop from the inferred ``schema`` each ``default`` the inference gave (``given``: the schemas holding
     one) that the schema giving it refuses, its ``format`` too (as the validation plugin asserts formats):
@@ -544,9 +626,9 @@ class _Inference:
         """Give ``schema`` ``value`` as its ``default``, unless it has no JSON form or the converter refuses that
         form (a default the validation plugin fills in must be one a call could send). Left out, the function's
         own default applies. Defaults ``schema`` itself refuses are dropped once the tool's schema is whole
-        (:func:`_drop_refused_defaults`). Without a converter, the filled-in form reaches the function as it is:
-        it is given only when it equals the default itself (not a ``date``'s string, a ``set``'s or ``tuple``'s
-        list), so an unannotated or ``Any`` parameter gets its own default, not its JSON text."""
+        (:func:`_drop_refused_defaults`). A secret's is never given (:func:`_holds_secret`). Without a converter,
+        the filled-in form reaches the function as it is: it is given only when it equals the default itself (not
+        a ``date``'s string, a ``set``'s or ``tuple``'s list), so an unannotated or ``Any`` parameter gets its own default, not its JSON text."""
         form = _json_default(value)
         if form is _NO_DEFAULT:
             return
@@ -561,6 +643,8 @@ class _Inference:
                 conv(form, path)
             except Exception:
                 return
+        if _hidden(path) or _holds_secret(form):
+            return
         schema["default"] = form
         self.defaulted.append(schema)
 
@@ -620,6 +704,8 @@ class _Inference:
 
     def _class_schema(self, tp: type) -> JSONSchema | None:
         if issubclass(tp, enum.Enum):
+            if not len(tp):  # {"enum": []}: every call refused, the model blamed
+                raise TypeError(f"the Enum {tp.__qualname__} has no members, so no value could be sent for it; give it members")
             return _enum_schema([_literal_value(m.value) for m in tp])
         if tp in _SCALARS:
             return {"type": _SCALARS[tp]}
@@ -761,7 +847,13 @@ class _Inference:
             # pydantic checks no default (`limit: int = None`): one the field's schema refuses is dropped, as a
             # signature's is, so the validation plugin never fills in what pydantic then refuses (None for an int)
             for path in _walk(schema, 2020).defaults:
-                self.defaulted.append(functools.reduce(operator.getitem, path, schema))
+                node = functools.reduce(operator.getitem, path, schema)
+                if any(p == "properties" and _hidden(f"[{json.dumps(n)}]") for p, n in itertools.pairwise(path)) or (
+                    _holds_secret(node["default"])
+                ):
+                    del node["default"]  # a secret's, as a signature's (give_default)
+                else:
+                    self.defaulted.append(node)
         for name, definition in schema.pop("$defs", {}).items():
             if name in self.defs and self.defs[name] != definition:
                 raise TypeError(f"two different types are named '{name}'; rename one of them")
@@ -836,6 +928,9 @@ class _Inference:
         if dataclasses.is_dataclass(tp):
             hints = _field_hints(tp)
             fields = _init_fields(tp, hints)
+            problem = _init_problem(tp, [f.name for f, _ in fields])
+            if problem is not None:
+                raise TypeError(problem)
             return self._guarded(tp, lambda: _fields({f.name: self._conv(hint) for f, hint in fields}, tp))
         if tp in (set, frozenset):
             return _set_of(None, tp)
@@ -916,6 +1011,33 @@ def _init_fields(tp: Any, hints: Mapping[str, Any]) -> list[tuple[dataclasses.Fi
         elif name in taken:
             found.append((f, hint))
     return found
+
+
+def _init_problem(tp: type, names: list[str]) -> str | None:
+    """Why a dataclass's ``__init__`` cannot be called with its fields by name (``names``: the schema's properties),
+    as its converter calls it: a custom ``__init__`` requiring a parameter that is no field, or not taking one that is."""
+    try:
+        params = inspect.signature(tp).parameters
+    except (TypeError, ValueError):  # (no signature to read: the call says it)
+        return None
+    by_name = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    missing = [
+        name
+        for name, p in params.items()
+        if p.default is p.empty
+        and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+        and (name not in names or p.kind not in by_name)
+    ]
+    takes_any = any(p.kind is p.VAR_KEYWORD for p in params.values())
+    unknown = [] if takes_any else [name for name in names if name not in params or params[name].kind not in by_name]
+    if not missing and not unknown:
+        return None
+    said = [f"requires {', '.join(map(repr, missing))}, not fields it is built from by name"] if missing else []
+    said += [f"does not take the fields {', '.join(map(repr, unknown))} by name"] if unknown else []
+    return (
+        f"the dataclass {tp.__qualname__}'s __init__ {' and '.join(said)} (fields: {', '.join(names) or 'none'}), so no "
+        "call could build it; make its __init__ take exactly its fields, or give `parameters` explicitly"
+    )
 
 
 def _strip_required(tp: Any) -> Any:
@@ -1927,6 +2049,12 @@ def check_schema(
             "Point it to a schema that says what the value is.",
             tool=tool,
         )
+    if found.empty_enums:  # valid JSON Schema that no value matches: as a $ref loop, refused while it can be fixed
+        raise ToolDefinitionError(
+            f"{prefix}: at {_pointer(found.empty_enums[0])}, the enum is empty, so no value could ever match it. "
+            "List the values it allows (or drop the enum).",
+            tool=tool,
+        )
     for path, pattern in found.patterns:
         problem = _pattern_problem(pattern)
         if problem is not None:
@@ -2317,6 +2445,8 @@ class _Found:
     defaults: list[tuple[Any, ...]] = dataclasses.field(default_factory=list)
     #: A ``$id`` or reference that is no URI reference (RFC 3986): (where, the text).
     malformed: list[tuple[tuple[Any, ...], str]] = dataclasses.field(default_factory=list)
+    #: Where an ``enum`` is empty (no value matches it).
+    empty_enums: list[tuple[Any, ...]] = dataclasses.field(default_factory=list)
 
     def anchor(self, uri: str, name: str, path: tuple[Any, ...]) -> None:
         first = self.anchors.setdefault((uri, name), path)
@@ -2431,6 +2561,8 @@ def _walk(schema: Any, dialect: int) -> _Found:
                     visit(sub, (*path, key, name), base)
             elif key not in _DATA and isinstance(value, (dict, list)):
                 unknown(value, (*path, key), base)
+            elif key == "enum" and value == []:
+                found.empty_enums.append((*path, key))
 
     def unknown(node: Any, path: tuple[Any, ...], base: str) -> None:
         """Values of unknown keywords are not schemas, but a remote ``$ref`` in one is still refused."""
@@ -2876,15 +3008,21 @@ def _rust_rewrite(schema: Any, drop: AbstractSet[str]) -> tuple[Any, _Moved]:
 
 
 def check_against_signature(schema: Mapping[str, Any], sig: Signature, *, tool: str) -> None:
-    """A given schema and the function must agree on what is required."""
+    """A given schema and the function must agree on what is required, and the schema offer no property the
+    function cannot take: a model sending it would make every such call fail, counted against the tool."""
     props = schema.get("properties") or {}
     required = set(schema.get("required") or ())
     problems = []
     if not sig.accepts_any:
+        parameters = f"(parameters: {', '.join(sorted(sig.accepted)) or 'none'})"
         for name in sorted(required - sig.accepted):
+            problems.append(f"the schema requires property '{name}' but the function has no parameter '{name}' {parameters}")
+        for name in sorted(set(props) - required - sig.accepted - {sig.call_param}):
+            if props[name] is False:  # a property no value can be given for
+                continue
             problems.append(
-                f"the schema requires property '{name}' but the function has no parameter '{name}' "
-                f"(parameters: {', '.join(sorted(sig.accepted)) or 'none'})"
+                f"the schema offers property '{name}' but the function has no parameter '{name}' {parameters}; "
+                f"a call that gives it would fail (drop it from the schema, or add the parameter or **kwargs)"
             )
     for name in sorted(sig.required - set(props)):
         problems.append(f"function parameter '{name}' has no default but is not a property of the schema")
