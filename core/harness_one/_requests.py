@@ -22,7 +22,11 @@ Gemini part) when it holds a value in a field a call is read from: ``id``, ``nam
 ``functionCall``, ``id``, ``name``, ``args`` (Gemini; no item with a ``type`` is a Gemini call). An item
 in another format (:func:`_call_format`) is no call of ``provider``'s: a :class:`ForeignCalls` error. A call
 without its arguments field (``input``, ``function.arguments``, ``arguments``; for Gemini, one with another
-format's in place of ``args``) is a :class:`BadRequest`. Dicts and SDK objects (their ``model_dump()``)
+format's in place of ``args``, or with its arguments streamed: ``partial_args``, ``will_continue``) is a
+:class:`BadRequest`. Without ``provider`` (a ``run`` line) the same :func:`_call_format` reads the shape, a plain
+line by no mark of another format but its ``type``, OpenAI's ``function``, Gemini's part or ``args``: one with a
+``call_id`` and no such ``type`` is plain, one with ``input`` in place of ``arguments`` an invalid call. Dicts and
+SDK objects (their ``model_dump()``)
 alike; an object that cannot be read shows only its ``type`` and id. A call of an OpenAI custom
 (free-form) tool (Chat's ``{"type": "custom", "custom": {...}}``, a Responses ``custom_tool_call``)
 is a :class:`CustomCall`: its input is free text, which no tool here takes.
@@ -166,15 +170,19 @@ def _is_call(call: Mapping[str, Any], provider: str) -> bool:
     """Whether an item ``provider`` sent is one of its calls (the rule in the module docstring)."""
     kind = call.get("type")
     if provider != "openai" and isinstance(kind, str):  # (no Gemini part has a ``type``)
-        return _CALL_TYPES.get(kind) == provider
+        return _call_format(call) == provider
     fields = _CALL_FIELDS.get(provider)
     return fields is None or any(call.get(key) is not None for key in fields)
 
 
-def _call_format(call: Mapping[str, Any]) -> str | None:
+def _call_format(call: Mapping[str, Any], *, plain: bool = False) -> str | None:
     """The provider format whose call ``call`` (a call's fields) is by a mark no other format's has: a call's
     ``type`` (``function`` or ``custom`` with its object: OpenAI's), else the field that holds its arguments (OpenAI's
-    ``function``, Anthropic's ``input``, Gemini's ``args`` or part) or a Responses ``call_id``; None when it has none."""
+    ``function``, Anthropic's ``input``, Gemini's ``args`` or part) or a Responses ``call_id``; None when it has none.
+
+    With ``plain`` (a ``harness-one run`` line, whose own format, the plain one, is ``id``, ``name``, ``arguments``):
+    only by a mark a plain call cannot hold: its ``type``, OpenAI's ``function``, Gemini's part, or ``args`` without
+    ``arguments``; a ``call_id`` or an ``input`` beside no ``type`` leaves it plain (answered on its ``id``)."""
     kind = call.get("type")
     if isinstance(kind, str):
         if kind in _CALL_TYPES:
@@ -182,34 +190,37 @@ def _call_format(call: Mapping[str, Any]) -> str | None:
         return "openai" if kind in ("function", "custom") and isinstance(call.get(kind), Mapping) else None
     if isinstance(call.get("function"), Mapping):
         return "openai"
-    if "call_id" in call:
+    if not plain and "call_id" in call:
         return "openai-responses"
-    if "input" in call:
+    if not plain and "input" in call:
         return "anthropic"
-    return "gemini" if "args" in call or isinstance(_gemini_part(call), Mapping) else None
+    if isinstance(_gemini_part(call), Mapping):
+        return "gemini"
+    return "gemini" if "args" in call and not (plain and "arguments" in call) else None
 
 
 class ForeignCalls(TypeError):
     """Calls in the ``other`` format given for ``provider``'s (``holder``: what held them, and its verb): none is run,
-    and answering none would leave the model's calls unanswered."""
+    and answering none would leave the model's calls unanswered. With ``missing``: an item marked as the ``other``
+    format's call but without the field that format pairs its answer with (a Gemini Interactions ``function_call``
+    step has no ``call_id``), which no dispatcher runs."""
 
-    def __init__(self, holder: str, other: str, provider: str) -> None:
-        super().__init__(
-            f"{holder} tool calls in the {other} format, not the {provider} format they were given for: "
-            f"dispatch them with provider={other!r}"
-        )
+    def __init__(self, holder: str, other: str, provider: str, missing: str = "") -> None:
+        if missing:
+            super().__init__(
+                f"{holder} an item of no supported tool call shape: marked as a call of the {other} format, it has "
+                f"no {missing!r}, and it is no call of the {provider} format it was given for; none was run"
+            )
+        else:
+            super().__init__(
+                f"{holder} tool calls in the {other} format, not the {provider} format they were given for: "
+                f"dispatch them with provider={other!r}"
+            )
 
 
 def _shape(call: Mapping[str, Any]) -> str:
-    kind = call.get("type")
-    typed = _CALL_TYPES.get(kind) if isinstance(kind, str) else None
-    if typed is not None:
-        return typed
-    if isinstance(call.get("function"), Mapping) or (kind == "custom" and isinstance(call.get("custom"), Mapping)):
-        return "openai"
-    if isinstance(_gemini_part(call), Mapping) or ("args" in call and "arguments" not in call):
-        return "gemini"
-    return "plain"
+    """The shape of a call read without a provider (a ``run`` line): its format, else ``plain``."""
+    return _call_format(call, plain=True) or "plain"
 
 
 def parse_call(obj: Any, *, provider: str | None = None, scalar_ids: bool = False) -> Request | None:
@@ -230,7 +241,8 @@ def parse_call(obj: Any, *, provider: str | None = None, scalar_ids: bool = Fals
     if provider is None:
         shape = _shape(seen)
     elif (other := _call_format(seen)) not in (None, provider):  # never run with its arguments unread
-        raise ForeignCalls("the calls include", other, provider)
+        paired = _PAIRED.get(other)  # (a provider that could not pair an answer with it is no advice)
+        raise ForeignCalls("the calls include", other, provider, paired if paired and seen.get(paired) is None else "")
     elif not _is_call(seen, provider):
         return None  # not a call: a text block, a reasoning item, ...
     else:
@@ -246,6 +258,7 @@ def parse_call(obj: Any, *, provider: str | None = None, scalar_ids: bool = Fals
     rid: Any = call.get("id")
     kind = call.get("type")
     absent = None  # the field the call's arguments belong in, when they are not there
+    streamed = False  # a Gemini call whose arguments are still arriving in pieces
     custom = isinstance(kind, str) and _CUSTOM_TYPES.get(kind) == shape
     problem = "the request has no tool 'name'"
     if shape == "anthropic":
@@ -265,8 +278,13 @@ def parse_call(obj: Any, *, provider: str | None = None, scalar_ids: bool = Fals
         rid, name, arguments = inner.get("id", rid), inner.get("name"), inner.get("args")
         if arguments is None and any(inner.get(key) is not None for key in ("arguments", "input")):
             absent = "args"  # arguments in another format's field: not the no arguments of a function without any
+        # Streamed arguments (stream_function_call_arguments): pieces in 'partial_args', more to come while
+        # 'will_continue'; run now, the tool would get none of them (its defaults).
+        streamed = _gemini_field(inner, "partial_args") or _gemini_field(inner, "will_continue") is True
     else:
         name, arguments = call.get("name"), call.get("arguments")
+        if arguments is None and call.get("input") is not None:
+            absent = "arguments"  # Anthropic's field on a plain line: run, its arguments would be read as none
     if rid is not None and (isinstance(rid, bool) or not isinstance(rid, (str, int, float))):
         if scalar_ids:  # JSON-RPC's ids: a string, a number or null (a boolean is none: its call id would be "True")
             raise BadRequest(f"the request's id must be a string or a number, not {_kind(rid)}")
@@ -285,6 +303,13 @@ def parse_call(obj: Any, *, provider: str | None = None, scalar_ids: bool = Fals
         raise BadRequest(f"the call has no '{_PAIRED[provider]}', so no answer can be paired with it; it was not run")
     if arguments is None and absent:  # (the provider always sends them, {} for none; Gemini may leave out 'args')
         raise BadRequest(f"the call has no '{absent}' (its arguments); it was not run", rid, name)
+    if streamed:
+        raise BadRequest(
+            "the call's arguments are streamed ('partial_args', 'will_continue'): assemble the streamed arguments "
+            "into 'args' first; it was not run",
+            rid,
+            name,
+        )
     return Request(
         rid,
         name,
@@ -313,8 +338,16 @@ def _unreadable(item: Any, provider: str | None) -> dict[str, Any]:
 
 def _gemini_part(call: Mapping[str, Any]) -> Any:
     """A Gemini part's call: ``function_call`` (the SDK's spelling) or ``functionCall`` (the REST API's)."""
-    inner = call.get("function_call")
-    return call.get("functionCall") if inner is None else inner
+    return _gemini_field(call, "function_call")
+
+
+def _gemini_field(call: Mapping[str, Any], name: str) -> Any:
+    """A Gemini field by the SDK's name (``partial_args``), or by the REST API's (``partialArgs``) when that is absent."""
+    value = call.get(name)
+    if value is None:
+        head, *rest = name.split("_")
+        value = call.get(head + "".join(word.title() for word in rest))
+    return value
 
 
 def _id_in(line: str) -> Any:
@@ -402,8 +435,6 @@ _MEMBER = (
 #: The members an object ends with whose values are no array or object: the last members of the object the line
 #: holds (a member of one nested in it would be followed by its closing brace).
 _LAST_MEMBERS = re.compile(rb"[{,]" + _MEMBER + rb"(?:," + _MEMBER + rb")*\}[ \t\r\n]*\Z")
-#: The ``type`` of an OpenAI Responses item a ``run`` line is answered on the ``call_id`` of.
-_RESPONSES_CALLS = tuple(kind for kind, shape in _CALL_TYPES.items() if shape == "openai-responses")
 
 
 def tail_members(tail: bytes) -> dict[str, Any]:
@@ -420,11 +451,14 @@ def tail_members(tail: bytes) -> dict[str, Any]:
 
 def partial_id(rid: Any, *parts: Mapping[str, Any]) -> Any:
     """The id a ``run`` line that does not read whole is answered on, from the members of it that do (``parts``: those
-    at its start, at its end): a Responses item's ``call_id`` when a part shows it or the item's ``type`` (then never
-    the item's ``id``: None without a ``call_id``), else ``rid`` (its ``id`` as read); a string or a finite number,
-    else None (as a whole line's id must be)."""
-    if any("call_id" in part or part.get("type") in _RESPONSES_CALLS for part in parts):
-        rid = next((part["call_id"] for part in parts if "call_id" in part), None)
+    at its start, at its end): the id the whole line would have been answered on, as far as they show it. A Responses
+    item's ``call_id`` when they show its ``type`` (``function_call``; then never the item's ``id``: None without a
+    ``call_id``), as :func:`_shape` reads a whole line (a ``call_id`` beside no such ``type`` is a plain line's,
+    answered on its ``id``), else ``rid`` (its ``id`` as read); a string or a finite number, else None (as a whole
+    line's id must be)."""
+    seen = {key: value for part in parts for key, value in part.items()}
+    if _shape(seen) == "openai-responses":  # the shape the whole line would have had, by the same rule
+        rid = seen.get("call_id")
     return rid if type(rid) in (str, int) or (type(rid) is float and math.isfinite(rid)) else None
 
 

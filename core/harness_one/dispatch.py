@@ -20,9 +20,11 @@ skipped); and an item without a ``type``, or a Gemini part, that holds a value i
 of its format is read from (``id``, ``name``, ``input``; ``call_id``, ``arguments``;
 ``function_call``, ``args``): dicts and SDK objects alike. A call in another provider's format (by its ``type``,
 or without one by the field holding its arguments or a Responses ``call_id``) is never run: it raises a
-``TypeError`` naming the provider to dispatch it with. A call without its arguments field (an Anthropic
-``tool_use`` without ``input``; a Gemini call may leave out ``args``: a function without parameters) is not run
-but answered as an invalid call.
+``TypeError`` naming the provider to dispatch it with (one marked as another format's call but without the id
+that format answers on, a Gemini Interactions step, says it is of no supported shape), and so does another
+provider's message or response given where one call is read. A call without its arguments field (an Anthropic
+``tool_use`` without ``input``; a Gemini call may leave out ``args``: a function without parameters), or a Gemini
+call with its arguments streamed (``partial_args``, ``will_continue``), is not run but answered as an invalid call.
 Nothing the model sent raises out of a dispatcher: invalid ``arguments`` JSON, unknown tools,
 an unreadable call with an id and every :class:`ToolError` become error results the model can
 read (a call whose id no answer can carry, text with a lone surrogate or a ``NaN``, is answered
@@ -159,7 +161,10 @@ def _listed(provider: str, calls: Any) -> Iterable[Any]:
         return ()
     if readable(calls):
         held = _held(provider, calls)
-        return (calls,) if held is _ABSENT else held or ()
+        if held is _ABSENT:  # one call, unless another format's message or response holding calls (a Response)
+            _check_foreign(provider, calls)
+            return (calls,)
+        return held or ()
     if isinstance(calls, (str, bytes, bytearray)) or not isinstance(calls, Iterable):
         raise TypeError(
             "calls must be the model's tool calls (a list of dicts or SDK objects), a message or response "

@@ -247,8 +247,9 @@ class _Lines:
 
 def _cut_id(head: bytes, tail: bytes) -> Any:
     """The id of a line dropped for its length, read as ``serve`` reads one (:func:`~harness_one._requests.cut_line`):
-    a string or a finite number, else None; a Responses item's ``call_id``, read at its start or its end (the SDK
-    writes it after the ``arguments``), never its ``id`` (:func:`~harness_one._requests.partial_id`)."""
+    a string or a finite number, else None; for a Responses item (its ``type`` seen at the line's start or end) its
+    ``call_id``, read at either (the SDK writes both after the ``arguments``), never its ``id``: the id the whole line
+    would have been answered on (:func:`~harness_one._requests.partial_id`)."""
     from .._requests import cut_line, partial_id, tail_members
 
     members, _, rid = cut_line(head, tail)
