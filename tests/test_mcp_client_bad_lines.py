@@ -18,11 +18,12 @@ from typing import Any
 
 import mcp.client.stdio as sdk_stdio
 import mcp.client.streamable_http as sdk_http
+import mcp.types as types
 import pytest
 from mcp_types import jsonrpc_message_adapter
 
 from harness_one import ToolRegistry, ToolTimeout
-from harness_one.mcp import McpConnectionError, McpSpec, import_tools
+from harness_one.mcp import McpConnectionError, McpSpec, _client, import_tools
 
 SECRET = "hunter2-correct-horse-9876"
 
@@ -31,7 +32,7 @@ SECRET = "hunter2-correct-horse-9876"
 #: (argv[2]); ``echo``: a call answered only by a line quoting its arguments; ``mute``: the handshake answered only
 #: by a usage line; ``values``: calls never answered, and once two are under way a line quoting the values of the
 #: arguments of the one that has them, without their keys; ``reply``: a call answered by argv[2] with its id put in
-#: for ``ID``.
+#: for ``ID``; ``chatty``: a call answered after argv[2] lines, each quoting the values of its arguments.
 SERVER = textwrap.dedent(
     """
     import json, sys
@@ -69,6 +70,11 @@ SERVER = textwrap.dedent(
                     write("got " + " ".join(str(v) for args in calls for v in args.values()))
             elif mode == "reply":
                 write(sys.argv[2].replace("ID", json.dumps(request_id)))
+            elif mode == "chatty":
+                values = " ".join(str(v) for v in (message["params"].get("arguments") or {}).values())
+                for number in range(int(sys.argv[2])):
+                    write("item %d of %s" % (number, values))
+                write(json.dumps({"jsonrpc": "2.0", "id": request_id, "result": {"content": [{"type": "text", "text": "ran"}]}}))
         elif request_id is not None:
             write(json.dumps({"jsonrpc": "2.0", "id": request_id, "result": {}}))
     """
@@ -270,6 +276,139 @@ def test_a_line_with_an_id_no_request_has_is_no_skipped_line(
     assert isinstance(error, ToolTimeout) and "Meanwhile" not in error.message
     (record,) = _records(caplog, sdk_stdio.__name__)
     assert record.levelno == logging.ERROR and "skipped" not in record.getMessage()
+
+
+def test_each_calls_secret_values_are_walked_once_and_each_skipped_line_masked_once(
+    script: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each skipped line walked every call's arguments twice (the WARNING and the kept line each masked it anew): a
+    server printing 2,000 lines during a call with 1,000-row arguments took 8 s instead of 0.2 s."""
+    caplog.set_level(logging.DEBUG, logger=sdk_stdio.__name__)  # the record's filter masks too
+    walks: list[tuple[Any, ...]] = []
+    masks: list[str] = []
+    secrets_held, shown = _client.secrets_held, _client._shown
+
+    def counted_held(*values: Any) -> list[str]:
+        walks.append(values)
+        return secrets_held(*values)
+
+    def counted_shown(line: str, held: Any = ()) -> str:
+        masks.append(line)
+        return shown(line, held)
+
+    monkeypatch.setattr(_client, "secrets_held", counted_held)
+    monkeypatch.setattr(_client, "_shown", counted_shown)
+    registry = ToolRegistry(autoload=False)
+    lines = 20
+    remote = import_tools(registry, _spec(script, "chatty", str(lines)), connect_timeout=30, call_timeout=30)
+    try:
+        assert registry.call("t", {"api_key": SECRET}) == "ran"
+        assert registry.call("t", {"token": SECRET + "-2"}) == "ran"
+        assert (len(walks), len(masks)) == (2, 2 * lines)  # one walk a call, one mask a line
+        walks.clear()
+        assert registry.call("t") == "ran"  # no arguments: still one walk, at its first line
+        assert len(walks) == 1
+    finally:
+        remote.close()
+    records = _records(caplog, sdk_stdio.__name__)
+    assert len(records) == 3 * lines
+    assert records[0].getMessage().endswith(": 'item 0 of [REDACTED]'")
+    assert records[lines].getMessage().endswith(": 'item 0 of [REDACTED]'")
+    assert SECRET not in caplog.text
+
+
+def test_a_call_with_no_skipped_line_walks_no_arguments(
+    script: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    caplog.set_level(logging.DEBUG, logger=sdk_stdio.__name__)
+    walks: list[tuple[Any, ...]] = []
+    monkeypatch.setattr(_client, "secrets_held", lambda *values: walks.append(values) or [])
+    registry = ToolRegistry(autoload=False)
+    remote = import_tools(registry, _spec(script, "chatty", "0"), connect_timeout=30, call_timeout=30)
+    try:
+        assert registry.call("t", {"api_key": SECRET}) == "ran"
+    finally:
+        remote.close()
+    assert walks == [] and _records(caplog, sdk_stdio.__name__) == []
+
+
+def _unpatched(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The SDK's stdio client as an SDK the patch of its ``_parse_line`` does not apply to parses."""
+    assert _client._sdk_parse_line is not None
+    monkeypatch.setattr(sdk_stdio, "_parse_line", _client._sdk_parse_line)
+
+
+def test_json_without_a_replys_id_is_skipped_where_the_sdks_parse_is_not_patched(
+    script: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Read from pydantic's quote of an object, ``{"foo": 1}`` was taken for a reply to the id ``None``: an ERROR,
+    and the call's deadline error named no line."""
+    _unpatched(monkeypatch)
+    caplog.set_level(logging.DEBUG, logger=sdk_stdio.__name__)
+    registry = ToolRegistry(autoload=False)
+    remote = import_tools(registry, _spec(script, "junk", '{"foo": 1}'), connect_timeout=30, call_timeout=2)
+    try:
+        error = registry.try_call("t").error
+    finally:
+        remote.close()
+    assert isinstance(error, ToolTimeout)
+    assert error.message.endswith("""skipped; the first: '{"foo": 1}'.""")
+    (record,) = _records(caplog, sdk_stdio.__name__)
+    assert record.levelno == logging.WARNING
+
+
+def _error_of(line: str) -> ValueError:
+    try:
+        types.jsonrpc_message_adapter.validate_json(line, by_name=False)
+    except ValueError as exc:
+        return exc
+    raise AssertionError(f"{line!r} parsed")
+
+
+@pytest.mark.parametrize(
+    ("line", "unread"),
+    [
+        ('{"foo": 1}', ([], '{"foo": 1}')),
+        ("[1,2]", ([], "[1, 2]")),
+        ('{"jsonrpc": "2.0", "id": true, "result": 5}', ([], "true")),  # the quote is of the id alone
+        ('{"jsonrpc": "2.0", "method": "x", "params": 5}', ([], '{"jsonrpc": "2.0", "method": "x", "params": 5}')),
+        ('{"jsonrpc": "2.0", "id": 3, "result": 5}', ([3], None)),
+        ('{"jsonrpc": "2.0", "id": "a", "result": 5}', (["a"], None)),
+        ("server starting", ([], "server starting")),
+    ],
+    ids=["no-id", "array", "id-true", "method", "int-id", "str-id", "text"],
+)
+def test_without_the_line_a_reply_is_an_object_with_a_str_or_int_id(line: str, unread: tuple[Any, ...]) -> None:
+    """What pydantic's quote tells where the line itself is not known (an SDK that parses otherwise)."""
+    assert _client._parsing.get() is None
+    assert _client._unread(_error_of(line)) == unread
+
+
+def test_the_patched_parse_passes_on_what_the_sdk_parse_takes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``_parse_kept(line)`` raised a TypeError (in every stdio reader) for an SDK whose ``_parse_line`` takes more;
+    one given no ``str`` first is read as where the patch does not apply."""
+    parse = _client._sdk_parse_line
+    assert parse is not None
+    given: list[Any] = []
+
+    def keyword(line: str, *, strict: bool = True) -> Any:
+        given.append((_client._parsing.get(), strict))
+        return parse(line)
+
+    monkeypatch.setattr(_client, "_sdk_parse_line", keyword)
+    error = _client._parse_kept("server starting", strict=False)
+    assert given == [("server starting", False)]
+    assert isinstance(error, ValueError) and _client._unread(error) == ([], "server starting")
+
+    def raw(data: bytes, encoding: str) -> Any:
+        given.append(_client._parsing.get())
+        return parse(data.decode(encoding))
+
+    given.clear()
+    monkeypatch.setattr(_client, "_sdk_parse_line", raw)
+    error = _client._parse_kept(b'{"foo": 1}', "utf-8")
+    assert given == [None]
+    assert isinstance(error, ValueError) and _client._unread(error) == ([], '{"foo": 1}')
 
 
 # --------------------------------------------------------------------------- 2. HTTP: the SDK's record of an unreadable reply

@@ -237,7 +237,7 @@ async def _await(coro: Coroutine[Any, Any, T]) -> T:
 #: :class:`_UnreadableReplies` names.
 _reply_bound: contextvars.ContextVar[tuple[str, int] | None] = contextvars.ContextVar("harness_one_mcp_reply", default=None)
 #: The server whose connection the task that owns it holds (and its stdio reader): whose calls under way a skipped
-#: line is masked with (:meth:`RemoteServer._held_now`).
+#: line is masked with (:meth:`RemoteServer._shown_skipped`).
 _connection: contextvars.ContextVar[RemoteServer | None] = contextvars.ContextVar("harness_one_mcp_connection", default=None)
 #: The stdout line the SDK's stdio reader is parsing (see :func:`_parse_kept`), for :func:`_unread`.
 _parsing: contextvars.ContextVar[str | None] = contextvars.ContextVar("harness_one_mcp_parsing", default=None)
@@ -281,14 +281,16 @@ _unbounded_warned = False
 _sdk_parse_line = getattr(sdk_stdio, "_parse_line", None)
 
 
-def _parse_kept(line: str) -> Any:
+def _parse_kept(*args: Any, **kwargs: Any) -> Any:
     """The SDK's parse of a stdout line, with the line in :data:`_parsing` meanwhile (the SDK logs its record of a line
     it could not parse within it); of such a line, :func:`_unread` is worked out here and kept on its error, for the
-    session's handler (the record's filter may not run: a logger set above ERROR)."""
+    session's handler (the record's filter may not run: a logger set above ERROR). Whatever the SDK's parse takes is
+    passed on: the line is its first argument when that is a ``str``; otherwise (a changed signature) none is kept and
+    :func:`_unread` reads pydantic's error, as where the patch is not applied."""
     assert _sdk_parse_line is not None
-    token = _parsing.set(line)
+    token = _parsing.set(args[0] if args and isinstance(args[0], str) else None)
     try:
-        parsed = _sdk_parse_line(line)
+        parsed = _sdk_parse_line(*args, **kwargs)
         if isinstance(parsed, ValueError):
             _unread(parsed)
         return parsed
@@ -308,9 +310,9 @@ class _UnreadableReplies(logging.Filter):
     and pydantic's dump quoting the reply (a piece of its head and tail per problem, secrets unmasked; the whole
     value of a short one), is logged as the first problem alone, naming the server (the call it answered fails with
     :func:`_unreadable`'s words). A stdio line that answers no request (:func:`_unread`: a banner, a ``print``), which
-    is skipped, is a WARNING that shows its start (:func:`_shown`, masked with the secret values of every call under
-    way on the connection), dropped where the logger does not log a WARNING (it passed the logger's check as an
-    ERROR). Other records pass as they are."""
+    is skipped, is a WARNING that shows its start (:meth:`RemoteServer._shown_skipped`: masked with the secret values
+    of every call under way on the connection), dropped where the logger does not log a WARNING (it passed the
+    logger's check as an ERROR). Other records pass as they are."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         bound = _reply_bound.get()
@@ -325,7 +327,11 @@ class _UnreadableReplies(logging.Filter):
                 server = _connection.get()
                 record.levelno, record.levelname = logging.WARNING, logging.getLevelName(logging.WARNING)
                 record.msg = "MCP server '%s' wrote a line that is no JSON-RPC message, skipped (%s): %s"
-                record.args = (bound[0], safe_text(_detail(error)), _shown(line, server._held_now() if server else ()))
+                record.args = (
+                    bound[0],
+                    safe_text(_detail(error)),
+                    server._shown_skipped(error, line) if server else _shown(line),
+                )
             record.exc_info = record.exc_text = None
         return True
 
@@ -729,8 +735,11 @@ class RemoteServer:
         self._skips = 0
         self._skipped: collections.deque[tuple[int, str]] = collections.deque(maxlen=_SKIPPED_KEPT)
         #: The arguments and context of each call under way: a skipped line is masked with the secret values of them
-        #: all (a server may quote any call's arguments in it, and any call's deadline error may name it).
+        #: all (a server may quote any call's arguments in it, and any call's deadline error may name it); and those
+        #: values of each, walked at the first skipped line while it is under way (:meth:`_held_now`), dropped as it
+        #: ends: a call with no skipped line pays only its entry, one with many one walk.
         self._under_way: dict[object, tuple[Any, Any]] = {}
+        self._held: dict[object, list[str]] = {}
 
     def __repr__(self) -> str:
         target = self.spec.shown_url() or (self.spec.command[0] if self.spec.command else "?")
@@ -885,13 +894,31 @@ class RemoteServer:
             ids, line = _unread(message)
             if line is not None:
                 self._skips += 1
-                self._skipped.append((self._skips, _shown(line, self._held_now())))
+                self._skipped.append((self._skips, self._shown_skipped(message, line)))
             elif self._client is not None:
                 _fail_unreadable(self._client, message, ids)
 
     def _held_now(self) -> list[str]:
-        """The secret values of every call under way (:func:`secrets_held` of their arguments and context)."""
-        return secrets_held(*(value for values in self._under_way.values() for value in values))
+        """The secret values of every call under way (:func:`secrets_held` of their arguments and context), each
+        call's walked once (kept in :attr:`_held` while it is under way)."""
+        held: list[str] = []
+        for token, values in self._under_way.items():
+            kept = self._held.get(token)
+            if kept is None:
+                kept = self._held[token] = secrets_held(*values)
+            held.extend(kept)
+        return held
+
+    def _shown_skipped(self, error: BaseException, line: str) -> str:
+        """:func:`_shown` of ``line``, skipped (``error`` the SDK's of it), masked with :meth:`_held_now` once: at the
+        first ask (the record's filter, as the line is read; else the session's handler), kept on ``error``
+        (:data:`_SHOWN_KEPT`) for the other, so the WARNING and a deadline's error show it alike."""
+        shown = getattr(error, _SHOWN_KEPT, None)
+        if not isinstance(shown, str):
+            shown = _shown(line, self._held_now())
+            with contextlib.suppress(Exception):
+                setattr(error, _SHOWN_KEPT, shown)
+        return shown
 
     def _skips_since(self, seen: int) -> str:
         """What a deadline's error adds when lines were skipped since there were ``seen``: how many, and the first
@@ -1109,6 +1136,7 @@ class RemoteServer:
             raise self._failed(str(exc), remote, local, (arguments, context)) from exc
         finally:
             del self._under_way[token]
+            self._held.pop(token, None)
 
     def _failed(self, text: str, remote: str, local: str, values: tuple[Any, ...], data: Any = None) -> ToolExecutionError:
         """The error of a remote failure, ``text`` the remote's (or the SDK's) message: masked as a local tool's exception
@@ -1668,8 +1696,10 @@ _SHOWN = 80
 _SKIPPED_HEAD = 4096
 #: The skipped lines a server keeps, to name the first one a deadline saw.
 _SKIPPED_KEPT = 8
-#: The attribute of the SDK's error of an unreadable line that keeps its :func:`_unread` (worked out once per line).
+#: The attributes of the SDK's error of an unreadable line that keep its :func:`_unread` and, of a skipped line, its
+#: masked text (:meth:`RemoteServer._shown_skipped`): each worked out once per line.
 _UNREAD = "harness_one_unread"
+_SHOWN_KEPT = "harness_one_shown"
 
 
 def _unread(error: BaseException) -> tuple[list[Any], str | None]:
@@ -1680,8 +1710,9 @@ def _unread(error: BaseException) -> tuple[list[Any], str | None]:
     an ``id`` is no skipped line, whatever its id and whatever is wrong in it (a reply on ``"jsonrpc": "1.0"``).
 
     The line is the one :func:`_parse_kept` is parsing; without it (an SDK that parses otherwise, HTTP) pydantic's
-    input of the first problem, when that is the whole line (no JSON) or an object whose ``id`` answers a request.
-    Kept on ``error`` (:data:`_UNREAD`): the record's filter and the session's handler each ask."""
+    input of the first problem: a ``str`` is read as the line (no JSON); an object with no ``method`` whose ``id``
+    is a ``str`` or an ``int`` answers that request; other JSON (no such ``id``, an array, a value) is skipped, as
+    its dump. Kept on ``error`` (:data:`_UNREAD`): the record's filter and the session's handler each ask."""
     kept = getattr(error, _UNREAD, None)
     if kept is not None:
         return kept  # type: ignore[no-any-return]
@@ -1690,8 +1721,10 @@ def _unread(error: BaseException) -> tuple[list[Any], str | None]:
         line = _parsing.get()
         if line is None:
             given = error.errors()[0]["input"]  # type: ignore[attr-defined]
-            if isinstance(given, dict) and "method" not in given:
-                found = ([given.get("id")], None)
+            if isinstance(given, dict) and "method" not in given and type(given.get("id")) in (str, int):
+                found = ([given["id"]], None)
+            elif isinstance(given, (dict, list, int, float, bool)) or given is None:  # JSON, no JSON-RPC message
+                found = ([], json.dumps(given, ensure_ascii=False, default=repr)[:_SKIPPED_HEAD])
             line = given if isinstance(given, str) else None
         if line is not None:
             ids: list[Any] = list(_reply_ids(line))
