@@ -787,17 +787,18 @@ class Redactor:
         #: With ``last_words`` and ``password`` among the keys, an environment variable's name (all capitals) is secret
         #: too when its last word ends in a password's name (``PGPASSWORD``, ``SSHPASS``: see _names_password).
         self._env = last_words and "password" in words
+        self._given: frozenset[str] = frozenset()
+        self._values: tuple[str, ...] = ()
         self._set_values(values)
         self._cache: dict[str, bool] = {}
         self._normals: dict[str, str] = {}  # a secret key name in text, normalised (see _normal)
 
-    def _set_values(self, values: Iterable[str], base: Redactor | None = None) -> None:
-        """Mask ``values``, as given and JSON-escaped, and ``base``'s values, escaped once already (for :meth:`with_values`)."""
+    def _set_values(self, values: Iterable[str]) -> None:
+        """Mask ``values`` too, as given and JSON-escaped: added to those set already (escaped once: :meth:`with_values`)."""
         plain = {v for v in values if v}
         escaped = {json.dumps(v, ensure_ascii=ascii)[1:-1] for v in plain for ascii in (True, False)}
-        self._given: frozenset[str] = frozenset(plain) if base is None else base._given | plain  # (for with_values)
-        self._masked: frozenset[str] = frozenset(plain | escaped) if base is None else base._masked | plain | escaped
-        self._values = tuple(sorted(self._masked, key=len, reverse=True))
+        self._given = self._given | plain  # (for with_values)
+        self._values = tuple(sorted({*self._values, *plain, *escaped}, key=len, reverse=True))
         #: The secret values a number's text can hold (digits, a sign, ".", "e", "inf", "nan"): none, and numbers are not read.
         self._numeric = tuple(v for v in self._values if _NUMBER_TEXT.fullmatch(v))
 
@@ -810,7 +811,7 @@ class Redactor:
         if not added:
             return self
         other = copy.copy(self)  # (the caches are shared: they depend on the keys only)
-        other._set_values(added, self)
+        other._set_values(added)
         return other
 
     def is_secret(self, key: Any) -> bool:

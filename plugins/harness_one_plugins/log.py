@@ -105,6 +105,8 @@ class LoggingPlugin:
         args = call.arguments
         shows = self.log_arguments or isinstance(error, ToolError)
         redactor = holding(self.redactor, args, call.context) if shows else self.redactor
+        if error is not None:
+            extra["error_type"] = type(error).__name__
         if isinstance(error, ToolError):
             extra["error"] = _first_line(redactor, error)
         fields: dict[str, Any] = {
@@ -145,7 +147,7 @@ class LoggingPlugin:
         if isinstance(error, ToolCancelled) or logged is _OK or logged == call.attempt:
             return  # logged by _failed (this attempt's error), or the call's success was
         if type(decision) is Retry:
-            self._emit("tool_call_retry", call, "retry" if call.ran else "wait", error, error_type=type(error).__name__)
+            self._emit("tool_call_retry", call, "retry" if call.ran else "wait", error)
             return
         if type(decision) is Outcome:
             if decision.error is None:
@@ -155,7 +157,7 @@ class LoggingPlugin:
         self._error(call, error)
 
     def _error(self, call: Call, error: BaseException) -> None:
-        self._emit("tool_call", call, "error", error, error_type=type(error).__name__)
+        self._emit("tool_call", call, "error", error)
 
     @hookimpl(trylast=True)
     @per_tool(lambda plugin, tool: plugin._post_call)
