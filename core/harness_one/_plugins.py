@@ -282,12 +282,9 @@ class ToolPlan:
 
     def plugin_of(self, hook: Hook) -> str | None:
         """The plugin that ``hook`` (one of this plan's functions, or of its keyed plan's) belongs to."""
-        plan: ToolPlan | None = self
-        while plan is not None:
-            for fn, name in plan.named:
-                if fn is hook:
-                    return name
-            plan = plan.keyed
+        for fn, name in (self.keyed or self).named:  # (the keyed plan's steps are this one's and more)
+            if fn is hook:
+                return name
         code = _code(hook)  # another function: known by its code, unless two plugins' hooks run it
         return None if code is None or code in self.plan.shared else self.plan.owners.get(code)
 

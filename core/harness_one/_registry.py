@@ -1058,10 +1058,10 @@ class ToolRegistry(metaclass=_SharedType):
                                 if run is not None and call.timeout is None:
                                     call.ran = True
                                     call.result = run(**kwargs)
-                                    if type(call.result) is CoroutineType:
-                                        raise _unawaited(call)
                                 else:
                                     yield kwargs
+                                if type(call.result) is CoroutineType and not tool.is_async:
+                                    raise _unawaited(call)
                             except ToolError:
                                 raise
                             except (Exception, SystemExit) as exc:  # a tool's sys.exit() (argparse) is its failure
@@ -1213,8 +1213,6 @@ class ToolRegistry(metaclass=_SharedType):
                     call.ran = True
                     try:
                         call.result = self._invoke(call, tool, step)
-                        if type(call.result) is CoroutineType and not tool.is_async:  # (a runner's, or mode none's)
-                            raise _unawaited(call)
                     except (Exception, SystemExit) as exc:  # the tool's: _attempts makes it its failure
                         step = _throw(steps, exc)
                     else:
@@ -1252,8 +1250,6 @@ class ToolRegistry(metaclass=_SharedType):
                             call.result = await direct(**step)
                         else:
                             call.result = await self._ainvoke(call, tool, step)
-                            if type(call.result) is CoroutineType and not tool.is_async:  # (as in _drive)
-                                raise _unawaited(call)
                     except (Exception, SystemExit) as exc:  # as in _drive
                         step = _throw(steps, exc)
                     except asyncio.CancelledError as exc:

@@ -281,7 +281,11 @@ def _answer(job: memoryview) -> bytes:
     try:  # the limit bounds the call and the pickling of its outcome (a __reduce__ may build a large one)
         try:
             try:
-                result = fn(**kwargs)  # an awaitable a sync tool returns is its result, as in every mode: not awaited
+                result = fn(**kwargs)  # another awaitable a sync tool returns is its result, as in every mode
+                if type(result) is types.CoroutineType:  # never to be awaited: its failure, worded as in every mode
+                    from harness_one._errors import unawaited  # (cold: a worker starts on the standard library alone)
+
+                    raise unawaited(result)
             finally:
                 if os.getpid() != pid:  # a child the tool forked returned here: only the worker answers
                     _flush()
@@ -301,8 +305,6 @@ def _answer(job: memoryview) -> bytes:
                     error: Exception = MemoryError(f"the result needed more than its memory_limit of {memory} bytes")
                 else:
                     error = TypeError(f"process mode: the tool's result cannot be pickled: {_text(exc)}")
-                if type(result) is types.CoroutineType:  # (a sync tool's coroutine, never to be awaited: no warning)
-                    result.close()
                 del result
                 data = _failure(error, None)
     except MemoryError:  # the answer telling its failure did not fit in the limit: built once it is lifted
