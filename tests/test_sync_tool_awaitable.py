@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import gc
 import inspect
-import os
 import threading
 import warnings
 from collections.abc import Coroutine, Iterator
@@ -204,18 +203,3 @@ def test_other_results_are_untouched() -> None:
     assert reg.call("double", {"a": 2}) == 4
     assert asyncio.run(reg.acall("double", {"a": 2})) == 4
     assert reg.call("listing") is listing
-
-
-@pytest.mark.skipif(os.name != "posix", reason="process mode needs POSIX")
-def test_a_process_mode_tool_returning_a_coroutine_fails_worded_as_in_every_mode() -> None:
-    """The worker says what every other mode says (it said the result cannot be pickled)."""
-    import tools_for_processes as tfp
-
-    reg = ToolRegistry(autoload=False, plugin_options={"timeout": {"mode": "process"}})
-    reg.add(tfp.returns_coroutine, timeout=60)
-    try:
-        result = reg.try_call("returns_coroutine")
-    finally:
-        reg.plugins.get("timeout").processes.shutdown()  # type: ignore[union-attr]
-    assert isinstance(result.error, ToolExecutionError)
-    assert "TypeError: the tool returned a coroutine (_later) instead of a result" in result.error.message

@@ -250,12 +250,3 @@ def a_call() -> Call:
 
 def _grab(call: Call) -> Call:
     return call
-
-
-async def _later() -> int:
-    return 1
-
-
-def returns_coroutine() -> object:
-    """A sync tool that forgot ``await``: its value is a coroutine."""
-    return _later()
