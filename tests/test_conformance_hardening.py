@@ -668,7 +668,7 @@ def test_a_tool_whose_schema_lies_about_its_function_fails(pytester: pytest.Pyte
     assert "tool 'increment': the schema says 'n' is string, the function's annotation integer" in text
     assert "tool 'greet': the schema offers 'shout', which the function does not take" in text
     text = message(inner, "TestLiars::test_a_call_built_from_the_schema_runs")
-    assert "tool 'increment'" not in text  # its 'a' is refused as no int (a ToolArgumentError), not run to crash
+    assert "tool 'increment' called with {'n': 'a'}: the tool crashed" in text
     assert "tool 'count_items' called with {'items': []}: the result {'count': '0'} does not match the output schema" in text
     assert "tool 'divide', example 0: 'error' is 'Exception', which a crash of the tool matches too" in message(
         inner, "TestLiars::test_examples"

@@ -1,18 +1,19 @@
 """Definitions a review found accepted though no call could use them: a given schema offering a property the
 function does not take, secret defaults shown in every export, an empty enum, a dataclass whose ``__init__``
-does not take its fields, and JSON-typed parameters under a given schema wider than their annotation."""
+does not take its fields; and a given schema's JSON-typed parameters, whose annotations add no check to it."""
 
 from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
 import json
 from typing import Any
 
 import pytest
-from pydantic import BaseModel
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
-from harness_one import Call, Tool, ToolArgumentError, ToolDefinitionError, ToolRegistry
+from harness_one import Call, Tool, ToolDefinitionError, ToolRegistry
 
 
 def _registry() -> ToolRegistry:
@@ -46,6 +47,22 @@ def test_a_property_a_kwargs_function_or_a_false_schema_takes_is_accepted() -> N
     assert reg.call("f", {"a": 1, "b": "x"}) == (1, {"b": "x"})
     reg.add(g, parameters={"type": "object", "properties": {"a": {"type": "integer"}, "b": False}})  # no value fits b
     assert reg.call("g", {"a": 1}) == 1
+
+
+def test_a_property_a_partial_binds_is_refused_as_bound() -> None:
+    def f(a: int, b: int, c: int = 0) -> int:
+        return a + b + c
+
+    def schema(*required: str) -> dict[str, Any]:
+        props = {name: {"type": "integer"} for name in "abc"}
+        return {"type": "object", "properties": props, "required": ["a", *required]}
+
+    with pytest.raises(ToolDefinitionError) as err:
+        Tool.create(functools.partial(f, b=2), name="p", parameters=schema())
+    assert "the schema offers property 'b', which is bound already (a functools.partial's argument)" in str(err.value)
+    assert "the application's, not the model's to send" in str(err.value) and "has no parameter" not in str(err.value)
+    with pytest.raises(ToolDefinitionError, match=r"the schema requires property 'a', which is bound already"):
+        Tool.create(functools.partial(f, 1), name="q", parameters=schema())
 
 
 # ---------------------------------------------------------------- 2. secret defaults
@@ -92,6 +109,33 @@ def test_a_secret_fields_default_is_not_in_the_schema() -> None:
     assert reg.call("f", {"login": {}, "cfg": {}}) == ("dc-secret", "model-secret")
 
 
+class _Aliased(BaseModel):
+    model_config = ConfigDict(populate_by_name=True)
+    password: str = Field("alias-secret", alias="pw")
+    token: str = Field("choice-secret", validation_alias=AliasChoices("tk", "t"))
+    mode: str = Field("fast", alias="m")
+
+
+class _Out(BaseModel):
+    password: str = "output-secret"
+    host: str = "db"
+
+
+def test_a_secret_fields_default_is_not_exported_under_an_alias_nor_in_an_output_schema() -> None:
+    """A field named as a secret but exported under a plain alias, and an output model's field, kept their
+    defaults in every export (the MCP export shows the output schema)."""
+
+    def f(cfg: _Aliased, items: list[_Aliased] | None = None) -> _Out:
+        return _Out()
+
+    reg = _registry()
+    tool = reg.add(f)
+    text = json.dumps([tool.parameters, tool.output_schema, [reg.export(fmt).tools for fmt in ("openai", "mcp")]])
+    assert "alias-secret" not in text and "choice-secret" not in text and "output-secret" not in text
+    assert '"default": "fast"' in text and '"default": "db"' in text  # other defaults stay
+    assert reg.call("f", {"cfg": {}}) == _Out()
+
+
 # ---------------------------------------------------------------- 3. an empty enum
 
 
@@ -107,13 +151,40 @@ def test_an_enum_with_no_members_is_a_definition_error() -> None:
         Tool.create(deploy)
 
 
-def test_an_empty_enum_in_a_given_schema_is_a_definition_error() -> None:
+@pytest.mark.parametrize(
+    ("prop", "where"),
+    [
+        ({"enum": []}, "#/properties/a/enum"),
+        ({"type": "string", "allOf": [{"minLength": 1}, {"allOf": [{"enum": []}]}]}, "#/properties/a/allOf/1/allOf/0/enum"),
+    ],
+)
+def test_an_empty_enum_that_makes_a_property_impossible_is_a_definition_error(prop: dict[str, Any], where: str) -> None:
     def f(a: Any = None) -> Any:
         return a
 
-    schema = {"type": "object", "properties": {"a": {"anyOf": [{"type": "string"}, {"enum": []}]}}}
-    with pytest.raises(ToolDefinitionError, match=r"at #/properties/a/anyOf/1/enum, the enum is empty"):
-        Tool.create(f, parameters=schema)
+    with pytest.raises(ToolDefinitionError, match=rf"at {where}, the enum is empty"):
+        Tool.create(f, parameters={"type": "object", "properties": {"a": prop}})
+    with pytest.raises(ToolDefinitionError, match=r"at #/allOf/0/enum, the enum is empty"):
+        Tool.create(f, parameters={"type": "object", "allOf": [{"enum": []}]})
+
+
+def test_an_empty_enum_that_leaves_other_values_is_accepted() -> None:
+    """``not``, ``anyOf``, ``oneOf`` and ``if`` may leave values an empty enum refuses: such schemas are satisfiable
+    (a review found them refused, and an MCP server's tool using one failing to import)."""
+
+    def f(a: Any = None) -> Any:
+        return a
+
+    reg = _registry()
+    for name, prop in [
+        ("not_", {"not": {"enum": []}}),
+        ("any_", {"anyOf": [{"type": "string"}, {"enum": []}]}),
+        ("one_", {"oneOf": [{"type": "string"}, {"enum": []}]}),
+        ("if_", {"if": {"enum": []}, "then": {"type": "integer"}}),
+        ("defs_", {"$ref": "#/$defs/Never"}),
+    ]:
+        reg.add(f, name=name, parameters={"type": "object", "properties": {"a": prop}, "$defs": {"Never": {"enum": []}}})
+    assert [reg.call(name, {"a": "x"}) for name in ("not_", "any_", "one_", "if_")] == ["x"] * 4
 
 
 # ---------------------------------------------------------------- 4. a dataclass whose __init__ does not take its fields
@@ -145,46 +216,27 @@ def test_a_dataclass_whose_init_does_not_take_its_fields_is_a_definition_error()
         Tool.create(g)
 
 
-# ---------------------------------------------------------------- 5. a given schema wider than the annotation
+# ---------------------------------------------------------------- 5. a given schema's annotations are not checked
 
 
-def test_a_value_the_annotation_cannot_hold_is_refused_under_a_wider_given_schema() -> None:
-    def delete_all(confirm: bool = False) -> str:
-        return "DELETED" if confirm else "kept"
+def test_a_given_schema_decides_what_a_json_typed_parameter_receives() -> None:
+    """The schema is the contract: a JSON-typed annotation adds no check of its own (a review found one refusing
+    the null a nullable schema allows, and every call of an ``int`` parameter given a string schema)."""
 
-    def price(n: int, xs: list[int] | None = None) -> Any:
-        return n * 2, xs
+    def q(q: str = None) -> Any:  # type: ignore[assignment]  # noqa: RUF013 (as the review found it)
+        return q
+
+    def n(n: int) -> Any:
+        return int(n) + 1
+
+    def charge(amount: int) -> Any:
+        return amount
 
     reg = _registry()
-    reg.add(delete_all, parameters={"type": "object", "properties": {"confirm": {"description": "yes/no"}}})
-    reg.add(
-        price,
-        parameters={"type": "object", "properties": {"n": {"type": "number"}, "xs": {"type": "array"}}, "required": ["n"]},
-    )
-    with pytest.raises(ToolArgumentError, match=r'\$\.confirm: expected boolean, got "false"'):
-        reg.call("delete_all", {"confirm": "false"})
-    assert reg.call("delete_all", {"confirm": True}) == "DELETED"
-    with pytest.raises(ToolArgumentError, match=r"\$\.n: expected integer, got 2\.5"):
-        reg.call("price", {"n": 2.5})
-    with pytest.raises(ToolArgumentError, match=r"\$\.xs: expected a value of"):
-        reg.call("price", {"n": 1, "xs": ["a"]})
-    assert reg.call("price", {"n": 2.0, "xs": [1]}) == (4, [1])
-
-
-def test_a_given_schema_that_holds_the_annotation_adds_no_conversion() -> None:
-    def f(n: int, flag: bool, xs: list[int], s: str | None = None, k: str = "a", m: dict[str, int] | None = None) -> Any:
-        return n
-
-    schema = {
-        "type": "object",
-        "properties": {
-            "n": {"type": "integer", "minimum": 0},
-            "flag": {"type": "boolean"},
-            "xs": {"type": "array", "items": {"type": "integer"}},
-            "s": {"anyOf": [{"type": "string"}, {"type": "null"}]},
-            "k": {"enum": ["a", "b"]},
-            "m": {"type": "object", "additionalProperties": {"type": "integer"}},
-        },
-        "required": ["n", "flag", "xs"],
-    }
-    assert Tool.create(f, parameters=schema).converters == {}
+    reg.add(q, parameters={"type": "object", "properties": {"q": {"type": ["string", "null"]}}})
+    reg.add(n, parameters={"type": "object", "properties": {"n": {"type": "string"}}, "required": ["n"]})
+    reg.add(charge, parameters={"type": "object", "properties": {"amount": {"type": "number"}}})
+    assert [tool.converters for tool in map(reg.get, ("q", "n", "charge"))] == [{}, {}, {}]
+    assert reg.call("q", {"q": None}) is None
+    assert reg.call("n", {"n": "41"}) == 42
+    assert reg.call("charge", {"amount": 2.5}) == 2.5 and reg.call("charge", {"amount": 2.0}) == 2.0

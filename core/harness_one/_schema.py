@@ -84,6 +84,8 @@ class Signature:
     output_wrapped: bool = False
     #: The inferred schema holds text from the user (patterns, pydantic schemas) and must be checked.
     needs_check: bool = False
+    #: The names the function binds itself (a partial's arguments, a method's ``self``), each with what binds it.
+    bound: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
 
 def _call_type() -> type:
@@ -101,19 +103,11 @@ def unpartial(fn: Callable[..., Any]) -> tuple[Callable[..., Any], frozenset[str
     return fn, bound
 
 
-def analyse(
-    fn: Callable[..., Any],
-    *,
-    tool: str,
-    infer: bool = True,
-    infer_output: bool = True,
-    given: Mapping[str, Any] | None = None,
-) -> Signature:
+def analyse(fn: Callable[..., Any], *, tool: str, infer: bool = True, infer_output: bool = True) -> Signature:
     """Inspect ``fn``: parameter names, the injected call parameter, converters and, with ``infer``, the schemas.
 
     Without ``infer`` (the tool gives its own ``parameters``) annotations that cannot be
-    expressed are no error; they just get no converter. A parameter of a JSON type whose property in the
-    ``given`` schema lets through what the annotation cannot hold gets a converter that refuses it (:func:`_unheld`).
+    expressed are no error; they just get no converter.
     """
     try:
         sig = inspect.signature(fn)
@@ -177,8 +171,6 @@ def analyse(
             required.append(name)
         prop = inference.schema(hint, f"parameter '{name}'") if infer else {}
         conv = inference.converter(hint, f"$.{name}", strict=infer)
-        if conv is None and given is not None and name in (given.get("properties") or {}):
-            conv = _unheld(tool, hint, given["properties"][name])
         if infer:
             if doc.params.get(name) and "description" not in prop:
                 prop["description"] = doc.params[name]
@@ -187,8 +179,9 @@ def analyse(
             properties[name] = prop
         if conv is not None:
             converters[name] = _bind(conv, f"$.{name}")
+    binds = dict.fromkeys(bound, "a functools.partial's argument") | _bound_names(fn, sig)
     if accepts_any:  # a name the function binds itself would reach it twice ("got multiple values"): refused
-        for name, why in _bound_names(fn, sig).items():
+        for name, why in binds.items():
             converters[name] = _refuse_bound(name, why)
     schema: JSONSchema = {}
     if infer:
@@ -218,66 +211,7 @@ def analyse(
         output_schema=output,
         output_wrapped=wrapped,
         needs_check=inference.needs_check,
-    )
-
-
-def _unheld(tool: str, hint: Any, given: Any) -> _Conv | None:
-    """For a parameter of a JSON type (no conversion) whose ``given`` property schema lets through values its
-    annotation cannot hold (``{}`` for a ``bool``, ``"number"`` for an ``int``, an ``array`` of any items for a
-    ``list[int]``), a check refusing those as the type's conversions refuse theirs; None when the schema holds the
-    annotation's types already (:func:`_covers`), so that tool's calls pay nothing."""
-    try:
-        own = {"type": _SCALARS[hint]} if hint in _SCALARS else _Inference(tool).schema(hint, "")
-    except (ToolDefinitionError, TypeError):  # (TypeError: an unhashable hint)
-        return None
-    if _covers(given, own):
-        return None
-    kinds = own.get("type")
-    names = [kinds] if isinstance(kinds, str) else kinds if isinstance(kinds, list) else []
-    plain = bool(names) and own.keys() <= {"type", "description", "title"}
-    expected = " or ".join(names) if plain else f"a value of {_shown_type(hint)}"
-
-    def hold(value: Any, path: str) -> Any:
-        if kinds == "integer" and type(value) is float and value.is_integer():
-            return int(value)  # JSON's 2.0 is an integer: as where a schema says integer
-        if not _matches(own, value, {}, {}):
-            raise _refuse(path, expected, value, "type")
-        return value
-
-    return hold
-
-
-def _covers(given: Any, own: Any, depth: int = 0) -> bool:
-    """Whether the ``given`` schema lets through only values of the types the annotation's ``own`` schema says, as
-    far as types, ``enum``, ``const``, items and ``additionalProperties`` tell; False when unsure."""
-    if own is True or own == {} or given is False:
-        return True
-    if not isinstance(given, Mapping) or not isinstance(own, Mapping) or depth > 16:
-        return False
-    if isinstance(given.get("enum"), list) or "const" in given:
-        values = given["enum"] if isinstance(given.get("enum"), list) else [given["const"]]
-        return all(_matches(own, value, {}, {}) for value in values)
-    if any(key in given for key in ("$ref", "$dynamicRef", "not", "if")):
-        return False
-    members = given.get("anyOf", given.get("oneOf"))
-    if isinstance(members, list) and "type" not in given:
-        return bool(members) and all(_covers(member, own, depth + 1) for member in members)
-    if isinstance(own.get("anyOf"), list):
-        return any(_covers(given, member, depth + 1) for member in own["anyOf"])
-    said, held = given.get("type"), own.get("type")
-    if said is None or held is None or "enum" in own or "properties" in own:
-        return False
-    said = {said} if isinstance(said, str) else set(said)
-    held = {held} if isinstance(held, str) else set(held)
-    if not said <= (held | {"integer"} if "number" in held else held):
-        return False
-    if "array" in said and not _covers(given.get("items", {}), own.get("items", {}), depth + 1):
-        return False
-    if "object" in said and ("patternProperties" in given or "propertyNames" in own):
-        return False
-    return "object" not in said or (
-        all(_covers(sub, own.get("additionalProperties", {}), depth + 1) for sub in (given.get("properties") or {}).values())
-        and _covers(given.get("additionalProperties", {}), own.get("additionalProperties", {}), depth + 1)
+        bound=binds,
     )
 
 
@@ -835,7 +769,7 @@ class _Inference:
             schema: JSONSchema = TypeAdapter(list[tp] if nested else tp).json_schema(  # type: ignore[valid-type]
                 ref_template="#/$defs/{model}",
                 mode="serialization" if self.output else "validation",
-                **({} if self.output else {"schema_generator": _real_defaults()}),
+                schema_generator=_no_secret_defaults() if self.output else _real_defaults(),
             )
         except Exception as exc:
             raise TypeError(f"pydantic cannot express {tp!r} in JSON Schema: {exc}") from None
@@ -844,16 +778,16 @@ class _Inference:
         if not self.output:  # extra="ignore" (pydantic's default) would drop a misspelt field unsaid: refused, as a dataclass's
             for model in (schema, *schema.get("$defs", {}).values()):
                 _closed(model)
-            # pydantic checks no default (`limit: int = None`): one the field's schema refuses is dropped, as a
-            # signature's is, so the validation plugin never fills in what pydantic then refuses (None for an int)
-            for path in _walk(schema, 2020).defaults:
-                node = functools.reduce(operator.getitem, path, schema)
-                if any(p == "properties" and _hidden(f"[{json.dumps(n)}]") for p, n in itertools.pairwise(path)) or (
-                    _holds_secret(node["default"])
-                ):
-                    del node["default"]  # a secret's, as a signature's (give_default)
-                else:
-                    self.defaulted.append(node)
+        # pydantic checks no default (`limit: int = None`): one the field's schema refuses is dropped, as a
+        # signature's is, so the validation plugin never fills in what pydantic then refuses (None for an int)
+        for path in _walk(schema, 2020).defaults:
+            node = functools.reduce(operator.getitem, path, schema)
+            if any(p == "properties" and _hidden(f"[{json.dumps(n)}]") for p, n in itertools.pairwise(path)) or (
+                _holds_secret(node["default"])
+            ):
+                del node["default"]  # a secret's, as a signature's (give_default); an output schema is exported too
+            elif not self.output:
+                self.defaulted.append(node)
         for name, definition in schema.pop("$defs", {}).items():
             if name in self.defs and self.defs[name] != definition:
                 raise TypeError(f"two different types are named '{name}'; rename one of them")
@@ -1676,16 +1610,59 @@ def _to_pydantic(tp: type) -> _Conv:
     return to_model
 
 
+def _alias_names(alias: Any) -> list[str]:
+    """The names in a pydantic field's ``alias``, ``validation_alias`` or ``serialization_alias`` (a string, an
+    ``AliasPath`` or ``AliasChoices``)."""
+    if isinstance(alias, str):
+        return [alias]
+    path, choices = getattr(alias, "path", None), getattr(alias, "choices", None)
+    if isinstance(path, list):
+        return [name for name in path if isinstance(name, str)]
+    return [name for choice in choices for name in _alias_names(choice)] if isinstance(choices, list) else []
+
+
+@functools.cache
+def _no_secret_defaults() -> Any:
+    """pydantic's JSON Schema generator, giving no ``default`` to a model's or pydantic dataclass's field whose
+    Python name or any alias is a secret's (:data:`~harness_one.MODEL_SECRET_KEYS`): the schema's property is
+    named by the alias alone (``password: str = Field("...", alias="pw")`` as ``pw``), and every export shows it."""
+    from pydantic.json_schema import GenerateJsonSchema
+
+    from ._redact import hidden_from_model
+
+    def drop(cls: Any, found: Any) -> Any:
+        props = found.get("properties") if isinstance(found, dict) else None
+        for name, field in (getattr(cls, "__pydantic_fields__", None) or {}).items():
+            names = [
+                name,
+                *(n for a in (field.alias, field.validation_alias, field.serialization_alias) for n in _alias_names(a)),
+            ]
+            if isinstance(props, dict) and any(map(hidden_from_model, names)):
+                for key in set(names) & props.keys():
+                    if isinstance(props[key], dict):
+                        props[key].pop("default", None)
+        return found
+
+    class NoSecretDefaults(GenerateJsonSchema):
+        def model_schema(self, schema: Any) -> Any:
+            return drop(schema["cls"], super().model_schema(schema))
+
+        def dataclass_schema(self, schema: Any) -> Any:
+            return drop(schema["cls"], super().dataclass_schema(schema))
+
+    return NoSecretDefaults
+
+
 @functools.cache
 def _real_defaults() -> Any:
-    """pydantic's JSON Schema generator, leaving out each ``default`` that does not read back as the field's own.
+    """pydantic's JSON Schema generator, leaving out each ``default`` that does not read back as the field's own,
+    and a secret's (:func:`_no_secret_defaults`).
 
     The validation plugin fills a schema's defaults in: one pydantic writes masked (``SecretStr("key")``
     as ``"**********"``, also within a list or a model) would reach the tool in place of the real
     one; left out, pydantic gives the field its own default.
     """
     from pydantic import TypeAdapter
-    from pydantic.json_schema import GenerateJsonSchema
 
     def reads_back(value: Any, written: Any) -> bool:
         if type(value) in (str, int, float, bool, type(None)):
@@ -1695,7 +1672,7 @@ def _real_defaults() -> Any:
         except Exception:
             return False
 
-    class RealDefaults(GenerateJsonSchema):
+    class RealDefaults(_no_secret_defaults()):  # type: ignore[misc]
         def default_schema(self, schema: Any) -> Any:
             found = super().default_schema(schema)
             if "default" in found and not reads_back(schema.get("default"), found["default"]):
@@ -2049,9 +2026,10 @@ def check_schema(
             "Point it to a schema that says what the value is.",
             tool=tool,
         )
-    if found.empty_enums:  # valid JSON Schema that no value matches: as a $ref loop, refused while it can be fixed
+    empty = _empty_enum(copy)
+    if empty is not None:  # valid JSON Schema that no value matches: as a $ref loop, refused while it can be fixed
         raise ToolDefinitionError(
-            f"{prefix}: at {_pointer(found.empty_enums[0])}, the enum is empty, so no value could ever match it. "
+            f"{prefix}: at {_pointer(empty)}, the enum is empty, so no value could ever match it. "
             "List the values it allows (or drop the enum).",
             tool=tool,
         )
@@ -2073,6 +2051,25 @@ def check_schema(
             tool=tool,
         )
     return copy
+
+
+def _empty_enum(schema: Mapping[str, Any]) -> tuple[Any, ...] | None:
+    """Where an empty ``enum`` makes the root or one of its properties impossible: at the root or a property's
+    schema, or an ``allOf`` member of one. One under ``not``, ``anyOf``, ``oneOf`` or ``if`` may leave other values
+    (``{"not": {"enum": []}}`` takes any), so it is no error; nor is one behind a ``$ref``."""
+
+    def at(node: Any, path: tuple[Any, ...]) -> tuple[Any, ...] | None:
+        if not isinstance(node, Mapping):
+            return None
+        if node.get("enum") == []:
+            return (*path, "enum")
+        members = node.get("allOf")
+        found = (at(member, (*path, "allOf", i)) for i, member in enumerate(members)) if isinstance(members, list) else ()
+        return next((where for where in found if where is not None), None)
+
+    props = schema.get("properties")
+    places = [((), schema), *((("properties", name), sub) for name, sub in (props.items() if isinstance(props, Mapping) else ()))]
+    return next((where for path, node in places if (where := at(node, path)) is not None), None)
 
 
 def _ref_loop(schema: JSONSchema, found: _Found) -> tuple[tuple[Any, ...], str] | None:
@@ -2445,8 +2442,6 @@ class _Found:
     defaults: list[tuple[Any, ...]] = dataclasses.field(default_factory=list)
     #: A ``$id`` or reference that is no URI reference (RFC 3986): (where, the text).
     malformed: list[tuple[tuple[Any, ...], str]] = dataclasses.field(default_factory=list)
-    #: Where an ``enum`` is empty (no value matches it).
-    empty_enums: list[tuple[Any, ...]] = dataclasses.field(default_factory=list)
 
     def anchor(self, uri: str, name: str, path: tuple[Any, ...]) -> None:
         first = self.anchors.setdefault((uri, name), path)
@@ -2561,8 +2556,6 @@ def _walk(schema: Any, dialect: int) -> _Found:
                     visit(sub, (*path, key, name), base)
             elif key not in _DATA and isinstance(value, (dict, list)):
                 unknown(value, (*path, key), base)
-            elif key == "enum" and value == []:
-                found.empty_enums.append((*path, key))
 
     def unknown(node: Any, path: tuple[Any, ...], base: str) -> None:
         """Values of unknown keywords are not schemas, but a remote ``$ref`` in one is still refused."""
@@ -3007,6 +3000,17 @@ def _rust_rewrite(schema: Any, drop: AbstractSet[str]) -> tuple[Any, _Moved]:
     return copied, lambda path: tuple(rust_pattern(k) if path[:i] in renamed else k for i, k in enumerate(path))
 
 
+def _not_taken(name: str, says: str, sig: Signature) -> str | None:
+    """The problem of a schema property ``name`` the function binds itself (a partial's argument): it has the
+    parameter, but its value is set already."""
+    if name not in sig.bound:
+        return None
+    return (
+        f"the schema {says} property '{name}', which is bound already ({sig.bound[name]}): its value is the "
+        "application's, not the model's to send (drop it from the schema)"
+    )
+
+
 def check_against_signature(schema: Mapping[str, Any], sig: Signature, *, tool: str) -> None:
     """A given schema and the function must agree on what is required, and the schema offer no property the
     function cannot take: a model sending it would make every such call fail, counted against the tool."""
@@ -3016,12 +3020,16 @@ def check_against_signature(schema: Mapping[str, Any], sig: Signature, *, tool: 
     if not sig.accepts_any:
         parameters = f"(parameters: {', '.join(sorted(sig.accepted)) or 'none'})"
         for name in sorted(required - sig.accepted):
-            problems.append(f"the schema requires property '{name}' but the function has no parameter '{name}' {parameters}")
+            problems.append(
+                _not_taken(name, "requires", sig)
+                or f"the schema requires property '{name}' but the function has no parameter '{name}' {parameters}"
+            )
         for name in sorted(set(props) - required - sig.accepted - {sig.call_param}):
             if props[name] is False:  # a property no value can be given for
                 continue
             problems.append(
-                f"the schema offers property '{name}' but the function has no parameter '{name}' {parameters}; "
+                _not_taken(name, "offers", sig)
+                or f"the schema offers property '{name}' but the function has no parameter '{name}' {parameters}; "
                 f"a call that gives it would fail (drop it from the schema, or add the parameter or **kwargs)"
             )
     for name in sorted(sig.required - set(props)):

@@ -159,12 +159,11 @@ class Tool:
             raise ToolDefinitionError(
                 f"Tool '{tool_name}': tags must be strings, got {sorted(map(repr, tag_set))}.", tool=tool_name
             )
-        given = None if parameters is None else check_schema(parameters, tool=tool_name, defaults=True)
-        sig = analyse(fn, tool=tool_name, infer=given is None, infer_output=output_schema is None, given=given)
-        if given is None:
+        sig = analyse(fn, tool=tool_name, infer=parameters is None, infer_output=output_schema is None)
+        if parameters is None:
             schema = check_schema(sig.schema, tool=tool_name) if sig.needs_check else sig.schema
         else:
-            schema = given
+            schema = check_schema(parameters, tool=tool_name, defaults=True)
             check_against_signature(schema, sig, tool=tool_name)
         if output_schema is None:
             output, output_wrapped = sig.output_schema, sig.output_wrapped
