@@ -143,12 +143,16 @@ class _Region(enum.Enum):
     pass
 
 
-def test_an_enum_with_no_members_is_a_definition_error() -> None:
-    def deploy(region: _Region) -> Any:
-        return region
+def test_an_enum_with_no_members_leaves_an_optional_parameter_callable() -> None:
+    """An optional parameter of a memberless Enum is ``{"enum": []}``: the tool is still called without it (a review
+    found a refusal at definition too broad: ``region: Region | None = None`` is a tool that works)."""
 
-    with pytest.raises(ToolDefinitionError, match=r"parameter 'region': the Enum _Region has no members"):
-        Tool.create(deploy)
+    def deploy(q: str, region: _Region | None = None) -> Any:
+        return q
+
+    reg = _registry()
+    reg.add(deploy)
+    assert reg.call("deploy", {"q": "x"}) == "x"
 
 
 @pytest.mark.parametrize(
@@ -158,14 +162,17 @@ def test_an_enum_with_no_members_is_a_definition_error() -> None:
         ({"type": "string", "allOf": [{"minLength": 1}, {"allOf": [{"enum": []}]}]}, "#/properties/a/allOf/1/allOf/0/enum"),
     ],
 )
-def test_an_empty_enum_that_makes_a_property_impossible_is_a_definition_error(prop: dict[str, Any], where: str) -> None:
+def test_an_empty_enum_that_makes_a_required_property_impossible_is_a_definition_error(prop: dict[str, Any], where: str) -> None:
     def f(a: Any = None) -> Any:
         return a
 
     with pytest.raises(ToolDefinitionError, match=rf"at {where}, the enum is empty"):
-        Tool.create(f, parameters={"type": "object", "properties": {"a": prop}})
+        Tool.create(f, parameters={"type": "object", "properties": {"a": prop}, "required": ["a"]})
     with pytest.raises(ToolDefinitionError, match=r"at #/allOf/0/enum, the enum is empty"):
         Tool.create(f, parameters={"type": "object", "allOf": [{"enum": []}]})
+    reg = _registry()  # optional, it may be left out: the tool works without it
+    reg.add(f, name="optional", parameters={"type": "object", "properties": {"a": prop}})
+    assert reg.call("optional", {}) is None
 
 
 def test_an_empty_enum_that_leaves_other_values_is_accepted() -> None:
@@ -240,3 +247,13 @@ def test_a_given_schema_decides_what_a_json_typed_parameter_receives() -> None:
     assert reg.call("q", {"q": None}) is None
     assert reg.call("n", {"n": "41"}) == 42
     assert reg.call("charge", {"amount": 2.5}) == 2.5 and reg.call("charge", {"amount": 2.0}) == 2.0
+
+
+def test_a_default_that_tells_nothing_is_kept_under_a_secret_name() -> None:
+    """``None``, ``""`` and a bool tell the model nothing: a pagination cursor's and a flag's defaults stay."""
+
+    def page(q: str, page_token: str | None = None, next_token: str = "", is_secret: bool = False) -> Any:
+        return q
+
+    props = Tool.create(page).parameters["properties"]
+    assert [props[name].get("default", "absent") for name in ("page_token", "next_token", "is_secret")] == [None, "", False]

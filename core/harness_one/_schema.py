@@ -577,7 +577,7 @@ class _Inference:
                 conv(form, path)
             except Exception:
                 return
-        if _hidden(path) or _holds_secret(form):
+        if (_hidden(path) and _telling(form)) or _holds_secret(form):
             return
         schema["default"] = form
         self.defaulted.append(schema)
@@ -638,8 +638,6 @@ class _Inference:
 
     def _class_schema(self, tp: type) -> JSONSchema | None:
         if issubclass(tp, enum.Enum):
-            if not len(tp):  # {"enum": []}: every call refused, the model blamed
-                raise TypeError(f"the Enum {tp.__qualname__} has no members, so no value could be sent for it; give it members")
             return _enum_schema([_literal_value(m.value) for m in tp])
         if tp in _SCALARS:
             return {"type": _SCALARS[tp]}
@@ -782,9 +780,10 @@ class _Inference:
         # signature's is, so the validation plugin never fills in what pydantic then refuses (None for an int)
         for path in _walk(schema, 2020).defaults:
             node = functools.reduce(operator.getitem, path, schema)
-            if any(p == "properties" and _hidden(f"[{json.dumps(n)}]") for p, n in itertools.pairwise(path)) or (
-                _holds_secret(node["default"])
-            ):
+            if (
+                _telling(node["default"])
+                and any(p == "properties" and _hidden(f"[{json.dumps(n)}]") for p, n in itertools.pairwise(path))
+            ) or _holds_secret(node["default"]):
                 del node["default"]  # a secret's, as a signature's (give_default); an output schema is exported too
             elif not self.output:
                 self.defaulted.append(node)
@@ -1340,6 +1339,12 @@ def shown_at(value: Any, path: str) -> str:
     return preview(value, redactor=_MODEL)
 
 
+def _telling(default: Any) -> bool:
+    """Whether a default under a secret's name could tell the model something: not None, ``""`` nor a bool (a
+    pagination cursor's ``None``, a flag's ``False`` are kept)."""
+    return not (default is None or type(default) is bool or (type(default) is str and not default))
+
+
 def _hidden(path: str) -> bool:
     """Whether a name in ``path`` is one whose value the errors the model reads hide (:data:`~harness_one.MODEL_SECRET_KEYS`)."""
     from ._redact import hidden_from_model
@@ -1639,7 +1644,7 @@ def _no_secret_defaults() -> Any:
             ]
             if isinstance(props, dict) and any(map(hidden_from_model, names)):
                 for key in set(names) & props.keys():
-                    if isinstance(props[key], dict):
+                    if isinstance(props[key], dict) and _telling(props[key].get("default")):
                         props[key].pop("default", None)
         return found
 
@@ -2054,9 +2059,10 @@ def check_schema(
 
 
 def _empty_enum(schema: Mapping[str, Any]) -> tuple[Any, ...] | None:
-    """Where an empty ``enum`` makes the root or one of its properties impossible: at the root or a property's
-    schema, or an ``allOf`` member of one. One under ``not``, ``anyOf``, ``oneOf`` or ``if`` may leave other values
-    (``{"not": {"enum": []}}`` takes any), so it is no error; nor is one behind a ``$ref``."""
+    """Where an empty ``enum`` makes every call impossible: at the root or a required property's schema, or an
+    ``allOf`` member of one. One under ``not``, ``anyOf``, ``oneOf`` or ``if`` may leave other values
+    (``{"not": {"enum": []}}`` takes any), and an optional property may be left out, so neither is an error; nor is
+    one behind a ``$ref``."""
 
     def at(node: Any, path: tuple[Any, ...]) -> tuple[Any, ...] | None:
         if not isinstance(node, Mapping):
@@ -2067,8 +2073,12 @@ def _empty_enum(schema: Mapping[str, Any]) -> tuple[Any, ...] | None:
         found = (at(member, (*path, "allOf", i)) for i, member in enumerate(members)) if isinstance(members, list) else ()
         return next((where for where in found if where is not None), None)
 
-    props = schema.get("properties")
-    places = [((), schema), *((("properties", name), sub) for name, sub in (props.items() if isinstance(props, Mapping) else ()))]
+    props, required = schema.get("properties"), schema.get("required")
+    needed = [name for name in required if isinstance(name, str)] if isinstance(required, list) else []
+    places = [
+        ((), schema),
+        *((("properties", name), props[name]) for name in needed if isinstance(props, Mapping) and name in props),
+    ]
     return next((where for path, node in places if (where := at(node, path)) is not None), None)
 
 
