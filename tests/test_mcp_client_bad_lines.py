@@ -5,14 +5,11 @@ its first problem and the server's name, as over stdio."""
 
 from __future__ import annotations
 
-import http.server
 import json
 import logging
 import sys
 import textwrap
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +18,7 @@ import mcp.client.streamable_http as sdk_http
 import mcp.types as types
 import pytest
 from mcp_types import jsonrpc_message_adapter
+from test_review32_mcp import _remote
 
 from harness_one import ToolRegistry, ToolTimeout
 from harness_one.mcp import McpConnectionError, McpSpec, _client, import_tools
@@ -417,70 +415,6 @@ def test_the_patched_parse_passes_on_what_the_sdk_parse_takes(monkeypatch: pytes
 JUNK = json.dumps({"id": 0, "api_key": SECRET, "result": {"note": SECRET}})
 
 
-class _Remote(http.server.BaseHTTPRequestHandler):
-    """An MCP server's HTTP endpoint answering a request of ``server.junk_for`` with :data:`JUNK` (its ``id``)."""
-
-    protocol_version = "HTTP/1.1"
-    server: _Server
-
-    def _send(self, code: int, body: bytes, kind: str = "application/json") -> None:
-        self.send_response(code)
-        self.send_header("Content-Type", kind)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def do_POST(self) -> None:
-        message = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
-        method, request_id = message.get("method"), message.get("id")
-        if request_id is None:
-            return self._send(202, b"")
-        reply: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "result": {}}
-        if method == self.server.junk_for:
-            reply = {**json.loads(JUNK), "id": request_id}
-        elif method == "initialize":
-            info = {"name": "remote", "version": "1"}
-            reply["result"] = {
-                "protocolVersion": message["params"]["protocolVersion"],
-                "capabilities": {"tools": {}},
-                "serverInfo": info,
-            }
-        elif method == "tools/list":
-            reply["result"] = {"tools": [{"name": "t", "inputSchema": {"type": "object"}}]}
-        body = json.dumps(reply)
-        if self.server.events:
-            return self._send(200, f"event: message\ndata: {body}\n\n".encode(), "text/event-stream")
-        return self._send(200, body.encode())
-
-    def do_GET(self) -> None:
-        self._send(405, b"")
-
-    def do_DELETE(self) -> None:
-        self._send(200, b"")
-
-    def log_message(self, *args: Any) -> None:
-        pass
-
-
-class _Server(http.server.ThreadingHTTPServer):
-    junk_for: str
-    events: bool
-
-
-@contextmanager
-def _remote(junk_for: str, events: bool) -> Iterator[str]:
-    server = _Server(("127.0.0.1", 0), _Remote)
-    server.junk_for, server.events = junk_for, events
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/mcp"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(10)
-
-
 @pytest.mark.parametrize("events", [False, True], ids=["json", "event-stream"])
 @pytest.mark.parametrize("method", ["tools/call", "tools/list", "initialize"])
 def test_the_sdks_record_of_an_unreadable_http_reply_is_cut_to_its_first_problem(
@@ -488,7 +422,8 @@ def test_the_sdks_record_of_an_unreadable_http_reply_is_cut_to_its_first_problem
 ) -> None:
     """It logged its traceback and pydantic's dump, the secret's value quoted in it."""
     caplog.set_level(logging.DEBUG, logger=sdk_http.__name__)
-    with _remote(method, events) as url:
+    junk = JUNK.replace('"id": 0', '"id": ID')  # (the request's id, put in by the server)
+    with _remote(**{method.replace("/", "_"): lambda message: [junk] if events else junk}) as (url, _):
         registry = ToolRegistry(autoload=False)
         if method == "tools/call":
             remote = import_tools(registry, url, name="remote", connect_timeout=10, call_timeout=10)
