@@ -280,7 +280,9 @@ def parse_call(obj: Any, *, provider: str | None = None, scalar_ids: bool = Fals
             absent = "args"  # arguments in another format's field: not the no arguments of a function without any
         # Streamed arguments (stream_function_call_arguments): pieces in 'partial_args', more to come while
         # 'will_continue'; run now, the tool would get none of them (its defaults).
-        streamed = _gemini_field(inner, "partial_args") or _gemini_field(inner, "will_continue") is True
+        streamed = (
+            _gemini_field(inner, "partial_args", "partialArgs") or _gemini_field(inner, "will_continue", "willContinue") is True
+        )
     else:
         name, arguments = call.get("name"), call.get("arguments")
         if arguments is None and call.get("input") is not None:
@@ -338,16 +340,13 @@ def _unreadable(item: Any, provider: str | None) -> dict[str, Any]:
 
 def _gemini_part(call: Mapping[str, Any]) -> Any:
     """A Gemini part's call: ``function_call`` (the SDK's spelling) or ``functionCall`` (the REST API's)."""
-    return _gemini_field(call, "function_call")
+    return _gemini_field(call, "function_call", "functionCall")
 
 
-def _gemini_field(call: Mapping[str, Any], name: str) -> Any:
+def _gemini_field(call: Mapping[str, Any], name: str, rest_name: str) -> Any:
     """A Gemini field by the SDK's name (``partial_args``), or by the REST API's (``partialArgs``) when that is absent."""
     value = call.get(name)
-    if value is None:
-        head, *rest = name.split("_")
-        value = call.get(head + "".join(word.title() for word in rest))
-    return value
+    return call.get(rest_name) if value is None else value
 
 
 def _id_in(line: str) -> Any:

@@ -459,10 +459,12 @@ def _holds_secret(form: Any, depth: int = 0) -> bool:
     """Whether a default's JSON ``form`` holds a value under a name the errors the model reads hide
     (:data:`~harness_one.MODEL_SECRET_KEYS`): a schema shows it to the model in every export, so it is not
     given there (as the default of a parameter or field of such a name is not); the function's own applies."""
+    from ._redact import hidden_from_model
+
     if depth > 32:
         return True
-    if type(form) is dict:
-        return any(_hidden(f"[{json.dumps(key)}]") or _holds_secret(value, depth + 1) for key, value in form.items())
+    if type(form) is dict:  # (a JSON form: its keys are strings)
+        return any(hidden_from_model(key) or _holds_secret(value, depth + 1) for key, value in form.items())
     return type(form) is list and any(_holds_secret(item, depth + 1) for item in form)
 
 

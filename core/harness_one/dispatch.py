@@ -371,9 +371,6 @@ def _gemini_named(result: CallResult, registry: ToolRegistry, request: Request) 
 class _Unrun(BadRequest):
     """A call read in full but not run (its id): refused under the tool name it sent, which Gemini's answer names."""
 
-    def __init__(self, message: str, request_id: Any, name: str) -> None:
-        super().__init__(message, request_id, name)
-
 
 def _writable(rid: Any) -> bool:
     """Whether an answer can carry the id ``rid`` as it came: text that is valid UTF-8 (no lone surrogate), or a

@@ -798,7 +798,7 @@ class RemoteServer:
         holds its pipes open (no end of its output comes then)."""
         stop = self._stop = asyncio.Event()
         client: Client | None = None
-        _reply_bound.set((self.spec.name, self.max_reply_bytes))  # this task's own context: its stdio reader's
+        self._name_replies()  # this task's own context: its stdio reader's
         _connection.set(self)
         groups: list[int] = []
         _groups.set(groups)
