@@ -194,6 +194,16 @@ def analyse(fn: Callable[..., Any], *, tool: str, infer: bool = True, infer_outp
             schema["$defs"] = inference.defs
         if inference.defaulted:
             _drop_refused_defaults(schema, inference.defaulted)
+        for name in required:  # a memberless Enum the call must send (a left-out optional one leaves the tool callable)
+            where = _empty_enum({**schema, "required": [name]}, built=True)
+            if where is not None:
+                field = " (or that field of it)" if "properties" in where[2:] or "$defs" in where else ""
+                raise ToolDefinitionError(
+                    f"Tool '{tool}': parameter '{name}': at {_pointer(where)}, the enum is empty (an Enum with no "
+                    "members), so no value could ever match it and every call would be refused. Give the Enum its "
+                    f"members, or make '{name}'{field} optional with a default.",
+                    tool=tool,
+                )
     output: JSONSchema | None = None
     wrapped = False
     if infer_output:
@@ -769,7 +779,7 @@ class _Inference:
             schema: JSONSchema = TypeAdapter(list[tp] if nested else tp).json_schema(  # type: ignore[valid-type]
                 ref_template="#/$defs/{model}",
                 mode="serialization" if self.output else "validation",
-                schema_generator=_no_secret_defaults() if self.output else _real_defaults(),
+                schema_generator=_no_secret_defaults(output=True) if self.output else _real_defaults(),
             )
         except Exception as exc:
             raise TypeError(f"pydantic cannot express {tp!r} in JSON Schema: {exc}") from None
@@ -1629,10 +1639,12 @@ def _alias_names(alias: Any) -> list[str]:
 
 
 @functools.cache
-def _no_secret_defaults() -> Any:
+def _no_secret_defaults(*, output: bool) -> Any:
     """pydantic's JSON Schema generator, giving no ``default`` to a model's or pydantic dataclass's field whose
-    Python name or any alias is a secret's (:data:`~harness_one.MODEL_SECRET_KEYS`): the schema's property is
-    named by the alias alone (``password: str = Field("...", alias="pw")`` as ``pw``), and every export shows it."""
+    Python name or an alias of the schema's side is a secret's (:data:`~harness_one.MODEL_SECRET_KEYS`): the
+    schema's property is named by the alias alone (``password: str = Field("...", alias="pw")`` as ``pw``), and
+    every export shows it. An input schema's side is ``alias`` and ``validation_alias``; an ``output`` one's
+    ``alias`` and ``serialization_alias`` (``k: str = Field("x", serialization_alias="api_key")`` names no input)."""
     from pydantic.json_schema import GenerateJsonSchema
 
     from ._redact import hidden_from_model
@@ -1640,10 +1652,8 @@ def _no_secret_defaults() -> Any:
     def drop(cls: Any, found: Any) -> Any:
         props = found.get("properties") if isinstance(found, dict) else None
         for name, field in (getattr(cls, "__pydantic_fields__", None) or {}).items():
-            names = [
-                name,
-                *(n for a in (field.alias, field.validation_alias, field.serialization_alias) for n in _alias_names(a)),
-            ]
+            side = field.serialization_alias if output else field.validation_alias
+            names = [name, *(n for a in (field.alias, side) for n in _alias_names(a))]
             if isinstance(props, dict) and any(map(hidden_from_model, names)):
                 for key in set(names) & props.keys():
                     if isinstance(props[key], dict) and _telling(props[key].get("default")):
@@ -1679,7 +1689,7 @@ def _real_defaults() -> Any:
         except Exception:
             return False
 
-    class RealDefaults(_no_secret_defaults()):  # type: ignore[misc]
+    class RealDefaults(_no_secret_defaults(output=False)):  # type: ignore[misc]
         def default_schema(self, schema: Any) -> Any:
             found = super().default_schema(schema)
             if "default" in found and not reads_back(schema.get("default"), found["default"]):
@@ -2060,28 +2070,33 @@ def check_schema(
     return copy
 
 
-def _empty_enum(schema: Mapping[str, Any]) -> tuple[Any, ...] | None:
+def _empty_enum(schema: Mapping[str, Any], *, built: bool = False) -> tuple[Any, ...] | None:
     """Where an empty ``enum`` makes every call impossible: at the root or a required property's schema, or an
     ``allOf`` member of one. One under ``not``, ``anyOf``, ``oneOf`` or ``if`` may leave other values
     (``{"not": {"enum": []}}`` takes any), and an optional property may be left out, so neither is an error; nor is
-    one behind a ``$ref``."""
+    one behind a ``$ref``. With ``built`` (a schema inferred from a signature, whose objects say ``"type": "object"``
+    and whose ``$ref``s are ``#/$defs/Name``), also a required property of a required object, through those
+    ``$ref``s: a memberless Enum as a required field of a dataclass, TypedDict or pydantic model argument."""
+    defs = schema.get("$defs")
 
-    def at(node: Any, path: tuple[Any, ...]) -> tuple[Any, ...] | None:
+    def at(node: Any, path: tuple[Any, ...], seen: frozenset[str]) -> tuple[Any, ...] | None:
         if not isinstance(node, Mapping):
             return None
         if node.get("enum") == []:
             return (*path, "enum")
         members = node.get("allOf")
-        found = (at(member, (*path, "allOf", i)) for i, member in enumerate(members)) if isinstance(members, list) else ()
-        return next((where for where in found if where is not None), None)
+        places = [((*path, "allOf", i), m) for i, m in enumerate(members)] if isinstance(members, list) else []
+        if not path or (built and node.get("type") == "object"):
+            props, required = node.get("properties"), node.get("required")
+            needed = [name for name in required if isinstance(name, str)] if isinstance(required, list) else []
+            places += [((*path, "properties", n), props[n]) for n in needed if isinstance(props, Mapping) and n in props]
+        ref = node.get("$ref")
+        if built and isinstance(ref, str) and ref.startswith("#/$defs/") and ref not in seen and isinstance(defs, Mapping):
+            places.append((("$defs", ref[8:]), defs.get(ref[8:])))
+            seen |= {ref}  # (a model that holds itself: each definition is followed once per chain)
+        return next((where for p, sub in places if (where := at(sub, p, seen)) is not None), None)
 
-    props, required = schema.get("properties"), schema.get("required")
-    needed = [name for name in required if isinstance(name, str)] if isinstance(required, list) else []
-    places = [
-        ((), schema),
-        *((("properties", name), props[name]) for name in needed if isinstance(props, Mapping) and name in props),
-    ]
-    return next((where for path, node in places if (where := at(node, path)) is not None), None)
+    return at(schema, (), frozenset())
 
 
 def _ref_loop(schema: JSONSchema, found: _Found) -> tuple[tuple[Any, ...], str] | None:
