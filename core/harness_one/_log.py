@@ -177,7 +177,9 @@ def _dropped(event: str, logger: str) -> None:
                 " (a handler, filter or structlog processor raised); the call goes on, and later failures"
                 " are only counted ---\n"
             )
-            traceback.print_exc(file=stream)
+            # The sink's own error alone: an event logged while a tool's exception is handled would chain
+            # that exception, whose text is unmasked (the event's fields are masked; it is not).
+            traceback.print_exc(file=stream, chain=False)
         except Exception:  # a closed or broken stderr
             pass
 
