@@ -20,6 +20,7 @@ from harness_one import (
     ToolTimeout,
     applies_to,
     hookimpl,
+    log_event,
 )
 from harness_one.state import (
     AsyncTwins,
@@ -271,7 +272,8 @@ class CircuitBreakerPlugin:
 
     @hookimpl
     def harness_stats(self, registry: ToolRegistry) -> dict[str, Any]:
-        """Per tool seen, ``{"circuit": {state, calls, failures, opened}}``; a shared circuit adds its ``key``."""
+        """Per tool seen, ``{"circuit": {state, calls, failures, opened}}``; a shared circuit adds its ``key``.
+        A circuit that cannot be read (Redis down, its key of another type) is left out, the others shown."""
         now = (self.clock or registry.clock).now()
         tools: dict[str, Any] = {}
         shared: dict[str, dict[str, Any]] = {}  # one read per shared circuit
@@ -284,5 +286,8 @@ class CircuitBreakerPlugin:
                     shared[policy.key] = {**self.store.snapshot(policy.key, policy, now=now), "key": policy.key}
                 tools[name] = {"circuit": dict(shared[policy.key])}
             except StateUnavailable:
+                continue
+            except Exception as exc:  # not readable (a key of another type: WRONGTYPE): left out, as when Redis is down
+                log_event(30, "circuit_breaker: circuit not read for stats", tool=name, error=f"{type(exc).__name__}: {exc}")
                 continue
         return {"tools": tools, **self.fail.stats()}

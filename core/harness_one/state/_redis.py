@@ -23,7 +23,7 @@ import ssl
 import threading
 import time
 import weakref
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from typing import Any, NoReturn, TypeGuard
 from urllib.parse import urlparse
 
@@ -149,18 +149,103 @@ local function num(x) return string.format('%.17g', x) end
 """
 
 
+class UnexpectedReply(redis.ResponseError):
+    """A script's reply of a shape or range the script never gives (a server or proxy that is not
+    Redis answering for it): raised as a fault, as an error reply is, never read as a decision."""
+
+
+def _count(reply: Any) -> bool:
+    """Whether ``reply`` is a count as a script returns one: an integer, 0 or more."""
+    return type(reply) is int and reply >= 0  # (not a bool: a RESP3 boolean is no count)
+
+
+def _flag(reply: Any) -> bool:
+    """Whether ``reply`` is 0 or 1, as a script that answers yes or no returns it."""
+    return type(reply) is int and reply in (0, 1)
+
+
+def _seconds(reply: Any) -> bool:
+    """Whether ``reply`` is seconds as a script writes them (``num``, as text): finite, 0 or more."""
+    if not isinstance(reply, bytes):
+        return False
+    try:
+        value = float(reply)
+    except ValueError:
+        return False
+    return math.isfinite(value) and value >= 0
+
+
+class _Shape:
+    """The replies a script gives: ``what`` names them (for the error), ``fits`` tells whether a reply is one."""
+
+    def __init__(self, what: str, fits: Callable[[Any], bool]) -> None:
+        self.what = what
+        self.fits = fits
+
+
+_YES_NO = _Shape("0 or 1", _flag)
+_COUNT = _Shape("a count", _count)
+
+
+def _begun(reply: Any) -> bool:
+    """Whether ``reply`` is a claim's: 0 (the key is the caller's), or a live record's fields."""
+    if type(reply) is int:
+        return reply == 0
+    return (
+        isinstance(reply, list)
+        and len(reply) == 7
+        and isinstance(reply[0], bytes)
+        and reply[1] in (b"running", b"done")
+        and _seconds(reply[2])
+    )
+
+
+def _admitted(reply: Any) -> bool:
+    """Whether ``reply`` is a slot's: [admitted (0 or 1), held by the tool, held overall]."""
+    return isinstance(reply, list) and len(reply) == 3 and _flag(reply[0]) and _count(reply[1]) and _count(reply[2])
+
+
+def _waited(reply: Any) -> bool:
+    """Whether ``reply`` is a circuit's admission: [the wait, the half-open period probed (0: none)]."""
+    return isinstance(reply, list) and len(reply) == 2 and _seconds(reply[0]) and _count(reply[1])
+
+
+def _snapshot(reply: Any) -> bool:
+    """Whether ``reply`` is a circuit's snapshot: [its state, calls, failures, times opened]."""
+    return (
+        isinstance(reply, list)
+        and len(reply) == 4
+        and reply[0] in (b"closed", b"open", b"half_open")
+        and all(_count(n) for n in reply[1:])
+    )
+
+
 class _Script:
     """A Lua script and its SHA1, computed here so the first call can already be ``EVALSHA``.
 
     ``settles``: the script settles what a call held (a release, an outcome, a give-back): it is
     sent, with the normal timeout, also while the link fails fast after a failure (``down_for``),
     so a short stall of Redis leaves no slot, claim or probe held until its lease ends.
+    ``reply``: the shape of the replies the script gives (None: its reply is not read); the link
+    raises :class:`UnexpectedReply` for any other, so no odd reply is taken for a decision.
     """
 
-    def __init__(self, source: str, *, settles: bool = False) -> None:
+    def __init__(self, source: str, *, settles: bool = False, reply: _Shape | None = None) -> None:
         self.source = source
         self.sha = hashlib.sha1(source.encode()).hexdigest()
         self.settles = settles
+        self.reply = reply
+
+    def checked(self, reply: Any) -> Any:
+        """``reply``, if it is one the script gives; else :class:`UnexpectedReply`."""
+        if self.reply is None or self.reply.fits(reply):
+            return reply
+        shown = repr(reply)
+        shown = shown if len(shown) <= 80 else shown[:77] + "..."
+        raise UnexpectedReply(
+            f"Redis answered a script with {shown}, not {self.reply.what}: not read as a decision "
+            "(is the state URL's server Redis?)"
+        )
 
 
 # ARGV: now ('' = Redis TIME), rate, burst, cost. Returns the wait in seconds (0: allowed).
@@ -187,7 +272,8 @@ if tokens >= cost - cost * 1e-9 then tokens = tokens - cost else wait = (cost - 
 redis.call('HSET', KEYS[1], 't', num(tokens), 'at', num(last))
 redis.call('PEXPIRE', KEYS[1], string.format('%.0f', math.min(math.ceil(burst / rate * 1000) + 1000, 1e15)))
 return num(wait)
-"""
+""",
+    reply=_Shape("a wait in seconds", _seconds),
 )
 
 # ARGV: burst, cost. The tokens a call took and did not use, back (nothing once the bucket expired: it is full).
@@ -202,7 +288,8 @@ return 0
     settles=True,
 )
 
-# ARGV: now, fingerprint, lease, owner. Returns nil (the caller owns the key) or the live record.
+# ARGV: now, fingerprint, lease, owner. Returns 0 (the caller owns the key; not nil, which a server
+# that is not Redis may send for anything) or the live record.
 # A claim sent again after its reply was lost finds its own owner and is the caller's. Its first write
 # is the HSET, which Redis refuses under maxmemory with noeviction (a script is refused there only
 # until its first write: a DEL first would have let the claim through); the fields of the expired
@@ -213,7 +300,7 @@ _BEGIN = _Script(
 local r = redis.call('HMGET', KEYS[1], 'fp', 'st', 'ex', 'ok', 'v', 'e', 'ow', 'q')
 local ex = tonumber(r[3])
 if ex ~= nil and ex > now then
-  if r[2] == 'running' and r[7] == ARGV[4] then return false end
+  if r[2] == 'running' and r[7] == ARGV[4] then return 0 end
   return {r[1], r[2], r[3], r[4], r[5], r[6], r[8]}
 end
 local lease = tonumber(ARGV[3])
@@ -221,8 +308,9 @@ local ms = string.format('%.0f', math.min(math.max(1, math.ceil(lease * 1000)), 
 redis.call('HSET', KEYS[1], 'fp', ARGV[2], 'st', 'running', 'ex', num(now + lease), 'at', ARGV[1], 'ow', ARGV[4])
 redis.call('HDEL', KEYS[1], 'ok', 'v', 'e', 'q')
 redis.call('PEXPIRE', KEYS[1], ms)
-return false
-"""
+return 0
+""",
+    reply=_Shape("0 (the key is the caller's) or a live record", _begun),
 )
 
 # ARGV: now, lease, owner ('' any). Returns 1 if the running record's lease was extended.
@@ -237,7 +325,8 @@ local lease = tonumber(ARGV[2])
 redis.call('HSET', KEYS[1], 'ex', num(now + lease), 'at', ARGV[1])
 redis.call('PEXPIRE', KEYS[1], string.format('%.0f', math.min(math.max(1, math.ceil(lease * 1000)), 1e15)))
 return 1
-"""
+""",
+    reply=_YES_NO,
 )
 
 # ARGV: now ('' unknown), fingerprint, state, expires, ok, value, error, fallback TTL (ms), owner ('' any), quoted.
@@ -258,6 +347,7 @@ redis.call('PEXPIRE', KEYS[1], string.format('%.0f', math.min(math.max(ttl, 1), 
 return 1
 """,
     settles=True,
+    reply=_YES_NO,
 )
 
 # ARGV: owner. Deletes the record only if it is that owner's claim (a lapsed owner frees nothing).
@@ -296,7 +386,8 @@ for _, key in ipairs(KEYS) do
   if redis.call('PTTL', key) < ms then redis.call('PEXPIRE', key, string.format('%.0f', ms)) end
 end
 return {1, n, all}
-"""
+""",
+    reply=_Shape("[0 or 1, a count, a count]", _admitted),
 )
 
 # KEYS: the tool's slots, all slots. ARGV: now, holder, lease. Returns 1 if the slot was held.
@@ -312,7 +403,8 @@ for _, key in ipairs(KEYS) do
   if redis.call('PTTL', key) < ms then redis.call('PEXPIRE', key, string.format('%.0f', ms)) end
 end
 return 1
-"""
+""",
+    reply=_YES_NO,
 )
 
 _SLOT_RELEASE = _Script(
@@ -328,7 +420,8 @@ _SLOT_COUNT = _Script(
     _NOW
     + """
 return redis.call('ZCOUNT', KEYS[1], '(' .. num(now), '+inf')
-"""
+""",
+    reply=_COUNT,
 )
 
 # Circuits: one hash per circuit (a tool, or a key tools share).
@@ -430,7 +523,8 @@ if st == 'half_open' then
   return {'0', p}
 end
 return {'0', 0}
-"""
+""",
+    reply=_Shape("[a wait in seconds, a half-open period]", _waited),
 )
 
 # ARGV[7]: failed (0/1), ARGV[8]: the period probed (0: not a probe; one of an earlier period decides nothing).
@@ -486,7 +580,8 @@ _CIRCUIT_SNAPSHOT = _Script(
     + """
 local calls, failures = totals(false)
 return {st, calls, failures, field('n', 0)}
-"""
+""",
+    reply=_Shape("[a circuit state, a count, a count, a count]", _snapshot),
 )
 
 
@@ -1061,7 +1156,7 @@ class RedisLink:
             return self._run_pooled(script, keys, args)
         pending = _Pending(script, ("EVALSHA", script.sha, len(keys), *keys, *args), None)
         self._send([pending])
-        return self._reply(pending.outcome)
+        return script.checked(self._reply(pending.outcome))
 
     def _send(self, batch: list[_Pending]) -> None:
         """Have ``batch`` (this thread's calls) sent in one write: queued behind the write on the
@@ -1181,7 +1276,7 @@ class RedisLink:
             return [self._run_pooled(script, keys, args) for keys, args in calls]
         batch = [_Pending(script, ("EVALSHA", script.sha, len(keys), *keys, *args), None) for keys, args in calls]
         self._send(batch)
-        return [self._reply(pending.outcome) for pending in batch]
+        return [script.checked(self._reply(pending.outcome)) for pending in batch]
 
     def _lead(self, batch: list[_Pending], mine: _Waiter | None = None) -> None:
         """(The send lock held.) Send ``batch`` in one write, give every call its reply, and hand the
@@ -1311,11 +1406,12 @@ class RedisLink:
             self._node_down(client, keys)
         try:
             try:
-                return client.evalsha(script.sha, len(keys), *keys, *args)
+                reply = client.evalsha(script.sha, len(keys), *keys, *args)
             except NoScriptError:
-                return client.eval(script.source, len(keys), *keys, *args)
+                reply = client.eval(script.source, len(keys), *keys, *args)
         except _CAUGHT as exc:
             self._cluster_failure(client, keys, exc)
+        return script.checked(reply)
 
     async def arun(self, script: _Script, keys: Sequence[str], args: Sequence[Any]) -> Any:
         """:meth:`run` on the asyncio client: the event loop is never blocked. The loop's tasks
@@ -1336,7 +1432,7 @@ class RedisLink:
         else:  # nothing on the wire: this caller sends its call itself (no task to start)
             batcher.sending = True
             await self._drain(batcher, once=True)
-        return self._reply(pending.outcome)
+        return script.checked(self._reply(pending.outcome))
 
     async def _drain(self, batcher: _Batcher, *, once: bool = False) -> None:
         """Send the queued calls a write at a time (a cancelled call is not sent): one write
@@ -1381,11 +1477,12 @@ class RedisLink:
             self._node_down(client, keys)
         try:
             try:
-                return await client.evalsha(script.sha, len(keys), *keys, *args)
+                reply = await client.evalsha(script.sha, len(keys), *keys, *args)
             except NoScriptError:
-                return await client.eval(script.source, len(keys), *keys, *args)
+                reply = await client.eval(script.source, len(keys), *keys, *args)
         except _CAUGHT as exc:
             self._cluster_failure(client, keys, exc)
+        return script.checked(reply)
 
     def command(self, *args: Any) -> Any:
         """A plain command (``DEL``, ``PING``), with the same failure handling."""
@@ -1497,9 +1594,9 @@ def _text(value: Any) -> str:
 
 
 def _record(found: Any) -> Record | None:
-    if not found:
+    if found == 0:  # the key is the caller's
         return None
-    fp, st, ex, ok, value, error, *quoted = found  # (no quoted: a record written before it, or nil)
+    fp, st, ex, ok, value, error, quoted = found  # (quoted nil: a record written before it)
     return Record(
         _text(fp),
         _text(st),
@@ -1507,7 +1604,7 @@ def _record(found: Any) -> Record | None:
         ok == b"1",
         json.loads(value) if value else None,
         json.loads(error) if error else None,
-        quoted == [b"1"],
+        quoted == b"1",
     )
 
 
@@ -1759,7 +1856,8 @@ end
 redis.call('HSET', k, 'ex', num(now + ttl))
 redis.call('PEXPIRE', k, math.min(math.max(1, math.ceil(ttl * 1000)), 604800000))
 return spent
-"""
+""",
+    reply=_Shape("0, 1 or 2", lambda reply: type(reply) is int and reply in (0, 1, 2)),
 )
 
 # The end of both scripts that uncount a call (k, f, c: the scope's and the run's counts before,
@@ -1849,7 +1947,8 @@ local c = redis.call('HMGET', KEYS[1], 'n:' .. ARGV[2], 'ex')
 local ex = tonumber(c[2])
 if ex == nil or now >= ex then return 0 end
 return tonumber(c[1]) or 0
-"""
+""",
+    reply=_COUNT,
 )
 
 

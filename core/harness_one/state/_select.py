@@ -126,7 +126,7 @@ def check_redis_url(url: str) -> None:
     (or not 0 on a Redis Cluster), an option the client does not take or with a bad value, a socket
     timeout over :data:`MOST_SECONDS`. Parses with redis-py and builds a connection object (no
     connection is made). ``ValueError``, naming the URL without its password."""
-    from redis import RedisCluster
+    from redis import RedisCluster, RedisError
     from redis.cluster import REDIS_ALLOWED_KEYS
     from redis.connection import ConnectionPool, parse_url
 
@@ -158,9 +158,10 @@ def check_redis_url(url: str) -> None:
             raise ValueError(f"state URL {_shown(url)} has the option {unknown[0]!r}, which the Redis client does not take")
         return
     timeout = float(ours.get("timeout", 0.25))
-    try:  # builds the connection the link would (connection_class, ssl options): an unknown option is a TypeError
+    try:  # builds the connection the link would (connection_class, ssl options): an unknown option is a TypeError,
+        # a bad ssl_cert_reqs a RedisError
         ConnectionPool.from_url(plain, socket_timeout=timeout, socket_connect_timeout=timeout).make_connection()
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, RedisError) as exc:
         detail = str(exc).replace(parsed.password or "\0", "***") if parsed.password else str(exc)
         raise ValueError(f"state URL {_shown(url)} is refused by the Redis client: {detail}") from None
 
