@@ -863,7 +863,8 @@ def gemini_schema(schema: Mapping[str, Any], *, tool: str = "?") -> tuple[dict[s
     references in a chain), the
     definitions go to Gemini's root ``defs`` and each ``$ref`` becomes its ``ref``, or, if a
     reference points elsewhere, the parameters become any object. No boolean schema is
-    emitted (a tuple's ``prefixItems`` become ``items`` of any of their schemas), formats
+    emitted (a tuple's ``prefixItems`` become ``items`` of any of their schemas; keywords the schema's draft does not
+    define, such as draft-07's ``prefixItems``, are dropped), formats
     outside :data:`GEMINI_FORMATS` are dropped, and an enum gets ``type: string``. A ``null``
     allowed (in a type list, an enum, an ``anyOf`` branch) becomes ``nullable`` (an enum of ``null``
     alone or a ``const`` of ``null``: just ``nullable``, noted); ``oneOf`` is
@@ -934,7 +935,7 @@ def gemini_schema(schema: Mapping[str, Any], *, tool: str = "?") -> tuple[dict[s
             return {}  # true (false is left out where it stands)
         if "$ref" in node and doc.dialect <= 7:  # (kept where inlining cannot be done) drafts 4-7 ignore its siblings
             node = {"$ref": node["$ref"]}
-        node = _numeric_exclusive(node)
+        node = _numeric_exclusive(_defined(node, doc.dialect, path, notes))
         out: dict[str, Any] = {}
         kind = node.get("type")
         split: list[dict[str, Any]] = []  # the branches a list of types became
@@ -1225,6 +1226,39 @@ _REF_ANNOTATIONS = frozenset({"description", "title", "default", "examples", "$c
 #: A 2020-12 ``$anchor`` name.
 _ANCHOR = re.compile(r"[A-Za-z_][-A-Za-z0-9._]*")
 _DRAFT_NAMES = {4: "draft-04", 6: "draft-06", 7: "draft-07", 2019: "2019-09"}
+#: The keywords that change what is valid (in 2020-12, or in the 2019-09 the rewrite reads ``$recursiveRef`` as) and
+#: that not every draft defines, each with the first draft that does. An earlier draft ignores them (both validation
+#: backends do), so the exports of its schemas drop them rather than tell the model a rule no call is checked against.
+_DEFINED_SINCE: Mapping[str, int] = {
+    **dict.fromkeys(("const", "contains", "propertyNames"), 6),
+    **dict.fromkeys(("if", "then", "else"), 7),
+    **dict.fromkeys(
+        (
+            "dependentRequired",
+            "dependentSchemas",
+            "unevaluatedItems",
+            "unevaluatedProperties",
+            "minContains",
+            "maxContains",
+            "$recursiveRef",
+            "$recursiveAnchor",
+        ),
+        2019,
+    ),
+    **dict.fromkeys(("prefixItems", "$dynamicRef"), 2020),
+}
+
+
+def _defined(node: dict[str, Any], dialect: int, path: str, notes: list[str]) -> dict[str, Any]:
+    """``node`` without the keywords draft ``dialect`` does not define (:data:`_DEFINED_SINCE`), with a note if any."""
+    dropped = [key for key in node if _DEFINED_SINCE.get(key, 0) > dialect]
+    if not dropped:
+        return node
+    them = "it" if len(dropped) == 1 else "them"
+    notes.append(
+        f"{path}: {', '.join(dropped)} dropped ({_DRAFT_NAMES[dialect]} does not define {them}: calls are not checked against {them})"
+    )
+    return {k: v for k, v in node.items() if k not in dropped}
 
 
 def _draft_2020(schema: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
@@ -1233,7 +1267,8 @@ def _draft_2020(schema: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
     ``$schema`` dropped; draft-04's boolean ``exclusiveMinimum``/``exclusiveMaximum`` made numeric; ``items`` as an
     array (a tuple) as ``prefixItems``, with ``additionalItems`` as ``items`` (dropped without a tuple, which it
     does not apply to); an ``id``/``$id`` of ``"#name"`` as ``$anchor``, draft-04's ``id`` as ``$id``; in drafts 4-7,
-    the keywords beside ``$ref`` (which they ignore) dropped but annotations. ``schema`` itself for 2020-12.
+    the keywords beside ``$ref`` (which they ignore) dropped but annotations; keywords the draft does not define
+    (:data:`_DEFINED_SINCE`: draft-07's ``prefixItems``) dropped. ``schema`` itself for 2020-12.
     (``definitions`` and ``dependencies`` are kept: 2020-12's meta-schema still defines them.)"""
     dialect = _dialect(schema.get("$schema"))
     if dialect is None or dialect >= 2020:
@@ -1271,6 +1306,7 @@ def _draft_2020(schema: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
             else:
                 notes.append(f"{path}: $ref {ref!r} rewritten as {target!r}, {why}")
                 node = {**node, "$ref": target}
+        node = _defined(node, dialect, path, notes)
         if "$recursiveAnchor" in node or "$recursiveRef" in node:
             node = recursive_2020(node, path, original)
         if "$ref" in node and dialect <= 7 and set(node) - _REF_ANNOTATIONS - {"$ref"}:
@@ -1441,7 +1477,7 @@ def _pointer_in_2020(resource: Any, fragment: str, dialect: int) -> str | None:
             if dialect <= 7 and "$ref" in node and token not in _REF_ANNOTATIONS and token != "$ref":
                 return None
             tuple_items = isinstance(node.get("items"), list)
-            if token == "additionalItems" and not tuple_items:
+            if (token == "additionalItems" and not tuple_items) or _DEFINED_SINCE.get(token, 0) > dialect:
                 return None
             if token in ("items", "additionalItems") and tuple_items:
                 tokens[at] = "prefixItems" if token == "items" else "items"
