@@ -17,6 +17,7 @@ import functools
 import itertools
 import json
 import math
+import numbers
 import re
 import sys
 import threading
@@ -640,6 +641,27 @@ def check_limits(args: Any, limits: ArgumentLimits) -> None:
 _FINITE = "a finite number"  # what a NaN or an infinity is refused as, where the schema takes a number
 #: An infinity as a refusal names it (a NaN is ``NaN``): the spelling of the listing's ``got NaN``.
 _NON_FINITE = {math.inf: "Infinity", -math.inf: "-Infinity"}
+_INDEX = re.compile(r"(?<=\[)(\d+)(?=\])")  # an array index in a JSON path: its digits, between brackets
+
+
+def _non_finite(value: Any) -> str | None:
+    """How a refusal names ``value`` if it is a NaN or an infinity, a float or a ``Decimal`` (``NaN``, ``Infinity``,
+    ``-Infinity``); None for any other value."""
+    if isinstance(value, float):
+        return None if math.isfinite(value) else _NON_FINITE.get(value, "NaN")
+    if isinstance(value, _decimal()) and not value.is_finite():  # a signalling NaN too (comparing one raises)
+        return "NaN" if value.is_nan() else "-Infinity" if value.is_signed() else "Infinity"
+    return None
+
+
+def _path_order(problem: ArgumentProblem) -> tuple[Any, ...]:
+    """``problem``'s path as it sorts: as text, but an array index as a number (``$.a[2]`` before ``$.a[10]``).
+
+    Each piece of text keeps its ``[``, so paths part where their texts part, as before.
+    """
+    pieces: list[Any] = _INDEX.split(problem.path)
+    pieces[1::2] = map(int, pieces[1::2])
+    return (*pieces, problem.keyword)
 
 
 def _odd_problems(
@@ -666,10 +688,10 @@ def _odd_problems(
                 )
                 continue
             where = (*path, key)
-            if isinstance(value, float) and not math.isfinite(value):
+            named = _non_finite(value)  # as the listing (and JSON-ish text) spells it, not Python's "nan"
+            if named is not None:
                 if numberless is None or not numberless(where):
-                    got = _NON_FINITE.get(value, "NaN")  # as the listing (and JSON-ish text) spells it, not Python's "nan"
-                    problems.append(ArgumentProblem(json_path(where), f"expected {_FINITE}, got {got}", "type", _FINITE, got))
+                    problems.append(ArgumentProblem(json_path(where), f"expected {_FINITE}, got {named}", "type", _FINITE, named))
             elif isinstance(value, int) and not isinstance(value, bool) and abs(value) >= int_bound:
                 digits = int(value.bit_length() * 0.30103) + 1
                 problems.append(
@@ -683,7 +705,7 @@ def _odd_problems(
                 )
             elif isinstance(value, (dict, list, tuple)):
                 stack.append((value, where))
-    problems.sort(key=lambda p: p.path)
+    problems.sort(key=_path_order)
     return problems
 
 
@@ -1084,7 +1106,8 @@ def _extended(base: Any, engine: str, listing: bool = False, false_schemas: bool
     keywords.setdefault("dependencies", legacy.dependencies_draft4_draft6_draft7)
     if listing:
         keywords = {name: _guarded(fn) for name, fn in keywords.items()}
-    extended = validators.extend(base, keywords, type_checker=base.TYPE_CHECKER.redefine("array", _is_array))
+    checker = base.TYPE_CHECKER.redefine_many({"array": _is_array, "number": _is_number})
+    extended = validators.extend(base, keywords, type_checker=checker)
     extended.evolve = _evolve_extended(extended, base, engine, listing, false_schemas)  # this class only
     if not false_schemas:
         return extended
@@ -1138,6 +1161,17 @@ def _evolve_extended(extended: Any, base: Any, engine: str, listing: bool, false
 def _is_array(checker: Any, instance: Any) -> bool:
     """A list, or a tuple from a caller in the process (sent as the list it is, read so by jsonschema-rs)."""
     return isinstance(instance, (list, tuple))
+
+
+def _is_number(checker: Any, instance: Any) -> bool:
+    """A real number (``Decimal`` and ``Fraction`` too), not a bool; not a ``complex``, which jsonschema counts
+    as a number (``numbers.Number``) and no JSON holds: ``expected number, got complex``, as other non-JSON values."""
+    kind = type(instance)
+    if kind is int or kind is float:
+        return True
+    if isinstance(instance, bool) or not isinstance(instance, numbers.Number):
+        return False
+    return isinstance(instance, numbers.Real) or not isinstance(instance, numbers.Complex)  # Decimal is not Complex
 
 
 def _holds_false(schema: Any) -> bool:
@@ -1459,7 +1493,7 @@ class CompiledSchema:
         # may grow with the input (alternatives under a $ref that recurses: one that doubles with each level).
         if len(found) == before and not (stopped and _branching(self.schema)):
             found += _describe(first, secrets) if first is not None else self._rust_problems(instance)
-        unique = sorted(_distinct_problems(found), key=lambda p: (p.path, p.keyword))[:MAX_PROBLEMS]
+        unique = sorted(_distinct_problems(found), key=_path_order)[:MAX_PROBLEMS]
         if not unique and stopped:
             stopped = ""
             text = f"arguments do not match the schema; finding where took longer than {LISTING_BUDGET * 1000:g} ms"
