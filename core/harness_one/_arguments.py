@@ -6,6 +6,7 @@ import contextlib
 import gc
 import itertools
 import json
+import re
 import sys
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -77,8 +78,8 @@ def long_numbers(found: list[int]) -> Callable[[str], Any]:
 
 def find_long(value: Any) -> LongNumber | None:
     """The first integer :func:`long_numbers` marked in ``value`` (its path from ``value``), or None."""
-    found = _find_long(value)
-    return None if found is None else LongNumber(json_path(reversed(found[0])), found[1], _digit_limit())
+    found = _find_marker(value, _Long)
+    return None if found is None else LongNumber(json_path(reversed(found[0])), found[1].digits, _digit_limit())
 
 
 class _Long:
@@ -88,22 +89,79 @@ class _Long:
         self.digits = digits
 
 
-def _find_long(value: Any) -> tuple[list[Any], int] | None:
-    """The path (its parts, innermost first) and digits of the first integer too long to read."""
-    if isinstance(value, _Long):
-        return [], value.digits
-    if isinstance(value, dict):
-        items: Any = value.items()
-    elif isinstance(value, list):
-        items = enumerate(value)
-    else:
-        return None
-    for key, item in items:
-        found = _find_long(item)
-        if found:
-            found[0].append(key)
-            return found
+def _find_marker(value: Any, kind: type[Any]) -> tuple[list[Any], Any] | None:
+    """The path (its parts, innermost first) of the first ``kind`` in ``value`` (a marker a parse hook left), and it.
+
+    Iterative, each step's path one link to its parent's: text the decoder read at any depth is walked whole.
+    """
+    stack: list[tuple[Any, Any]] = [(value, None)]  # (a value, its path: (key, the parent's path) or None)
+    while stack:
+        node, path = stack.pop()
+        if isinstance(node, kind):
+            parts = []
+            while path is not None:
+                key, path = path
+                parts.append(key)
+            return parts, node
+        if isinstance(node, dict):
+            stack.extend((item, (key, path)) for key, item in reversed(node.items()))
+        elif isinstance(node, list):
+            stack.extend((node[i], (i, path)) for i in range(len(node) - 1, -1, -1))
     return None
+
+
+class _Tiny(float):
+    """0.0, read from ``literal``: a number too small for a float (still a float to whatever reads it)."""
+
+    __slots__ = ("literal",)
+    literal: str
+
+
+def _tiny_floats(literal: str) -> Any:
+    """A ``parse_float`` for ``json.loads``: a number with a digit other than 0 that a float reads as 0.0 (``1e-400``,
+    too small for one, which ``exclusiveMinimum: 0`` would refuse and ``multipleOf`` take) is read as a marker of it."""
+    value = float(literal)
+    if value == 0.0 and literal.lower().partition("e")[0].strip("-0."):
+        tiny = _Tiny(value)
+        tiny.literal = literal
+        return tiny
+    return value
+
+
+#: What a number too small for a float needs: an exponent of 3 digits below zero (``1e-400``) or, with one of 2,
+#: over 200 zeros before its first other digit (``0.000...1e-99``). ``_may_be_tiny`` looks for its parts first.
+_TINY = re.compile(r"[eE]-\d{3}|0{200}")
+_ZEROS = "0" * 200
+
+
+def _may_be_tiny(text: str) -> bool:
+    """Whether JSON ``text`` may hold a number too small for a float (in a string too): then it is read with markers."""
+    return ("e-" in text or "E-" in text or _ZEROS in text) and _TINY.search(text) is not None
+
+
+def _tiny_problem(text: str) -> ArgumentProblem | None:
+    """The problem of the first number too small for a float in JSON ``text`` (which :func:`load_json` read), where
+    it stands, worded as one too large for a float is (``$.a: expected a number a float can hold, got 1e-400 (too
+    small for a float: it reads as 0.0)``); read again with :func:`_tiny_floats`, so only such text costs more."""
+    if len(text) < _QUIET_FROM:
+        value = _decode_tiny(text)
+    else:
+        with _collector_paused():
+            value = _decode_tiny(text)
+    found = _find_marker(value, _Tiny)
+    if found is None:
+        return None
+    from ._schema import _hidden
+
+    path, literal = json_path(reversed(found[0])), found[1].literal
+    shown = "(redacted)" if _hidden(path) else literal if len(literal) <= 60 else literal[:57] + "..."
+    return ArgumentProblem(
+        path,
+        f"expected a number a float can hold, got {shown} (too small for a float: it reads as 0.0)",
+        "type",
+        "a number a float can hold",
+        shown,
+    )
 
 
 #: JSON text from this length on is parsed with the cyclic garbage collector paused: a payload
@@ -134,6 +192,7 @@ _LITERAL = "0123456789+-.eEtruefalsn"
 #: ``json.loads`` of a ``str`` without its per-call look at its keyword arguments (about 2,900
 #: instructions of a short text's 13,000). A leading BOM is refused as any other stray character.
 _decode = json.JSONDecoder().decode
+_decode_tiny = json.JSONDecoder(parse_float=_tiny_floats).decode
 
 
 def load_json(text: str) -> Any:
@@ -217,6 +276,12 @@ class ArgumentLimits:
     max_depth: int = 64
     max_containers: int = 10_000
 
+    def too_deep(self) -> ToolArgumentError:
+        """The refusal of arguments nested past ``max_depth``, worded alike wherever it is found (JSON text
+        past the decoder's depth here, a walk of the arguments in the validation plugin)."""
+        most = self.max_depth
+        return _problem(f"arguments are nested more than {most} levels deep", "limits", f"depth <= {most}", f"depth > {most}")
+
 
 def decode_arguments(raw: Any, limits: ArgumentLimits, secrets: Redactor | None = None) -> dict[str, Any]:
     """A ``dict`` from a dict, a mapping, ``None``, or a JSON string/bytes holding an object.
@@ -289,15 +354,12 @@ def _parse(raw: str | bytes | bytearray | memoryview, limits: ArgumentLimits, se
             "invalid JSON",
         ) from None
     except RecursionError:
-        raise _problem(
-            f"arguments are nested too deeply (limit {limits.max_depth} levels)",
-            "limits",
-            f"depth <= {limits.max_depth}",
-            "deeper",
-        ) from None
+        raise limits.too_deep() from None
     if not isinstance(value, dict):
         got = json_type(value)
         raise _problem(f"arguments must be a JSON object, got {got}", "type", "object", got)
+    if _may_be_tiny(text) and (problem := _tiny_problem(text)) is not None:  # refused here: every validator agrees
+        raise ToolArgumentError([problem])
     return value
 
 

@@ -1322,16 +1322,18 @@ _PATH_NAME = re.compile(r'\.([^\W\d]\w*)|\[("(?:[^"\\]|\\.)*")\]')
 
 def _short(value: Any, path: str = "") -> str:
     """``value``, found at ``path``, as a converter's refusal shows it (and an argument's name, without a
-    ``path``): a string quoted (its first 57 characters, lone surrogates escaped), a number or null as
-    written, anything else by its JSON type; ``(redacted)`` but for null and booleans when a name in
-    ``path`` is one whose value the errors the model reads hide (:data:`~harness_one.MODEL_SECRET_KEYS`,
-    as the validation plugin hides it)."""
-    from ._render import escape_surrogates
+    ``path``): a string's first 57 characters as JSON text, as the validation plugin shows a string
+    (:func:`~harness_one.preview`: control characters and lone surrogates escaped, so none reaches a
+    terminal or a log raw), a number or null as written, anything else by its JSON type; ``(redacted)``
+    but for null and booleans when a name in ``path`` is one whose value the errors the model reads hide
+    (:data:`~harness_one.MODEL_SECRET_KEYS`, as the validation plugin hides it)."""
+    from ._render import preview
 
     if not (value is None or isinstance(value, bool)) and _hidden(path):
         return "(redacted)"
     if isinstance(value, str):
-        return '"' + escape_surrogates(value[:57]) + ('..."' if len(value) > 57 else '"')
+        quoted = preview(value[:57], 6 * 57 + 2)  # (never cut: a character's escape is at most 6 characters)
+        return quoted if len(value) <= 57 else quoted[:-1] + '..."'
     if isinstance(value, (bool, int, float)) or value is None:
         return json_type(value) if isinstance(value, int) and abs(value) > 10**50 else repr(value)
     return json_type(value)
