@@ -282,6 +282,14 @@ class ArgumentLimits:
         most = self.max_depth
         return _problem(f"arguments are nested more than {most} levels deep", "limits", f"depth <= {most}", f"depth > {most}")
 
+    def too_many(self) -> ToolArgumentError:
+        """The refusal of arguments holding more than ``max_containers`` arrays and objects, worded alike
+        wherever it is found (JSON text counted here, a walk of the arguments in the validation plugin)."""
+        most = self.max_containers
+        return _problem(
+            f"arguments hold more than {most} arrays and objects", "limits", f"<= {most} arrays and objects", f"> {most}"
+        )
+
 
 def decode_arguments(raw: Any, limits: ArgumentLimits, secrets: Redactor | None = None) -> dict[str, Any]:
     """A ``dict`` from a dict, a mapping, ``None``, or a JSON string/bytes holding an object.
@@ -336,10 +344,7 @@ def _parse(raw: str | bytes | bytearray | memoryview, limits: ArgumentLimits, se
         return {}
     # (the arguments' own object is not one of them)
     if len(text) > limits.max_containers and _more_containers(text, limits.max_containers + 1):
-        most = limits.max_containers
-        raise _problem(
-            f"arguments hold more than {most} arrays and objects", "limits", f"<= {most} arrays and objects", f"> {most}"
-        )
+        raise limits.too_many()
     try:
         value = load_json(text)
     except LongNumber as exc:

@@ -410,34 +410,6 @@ class _Refs:
 # ---------------------------------------------------------------------------- limits and odd values
 
 
-def _too_deep(max_depth: int) -> ToolArgumentError:
-    return ToolArgumentError(
-        [
-            ArgumentProblem(
-                "$",
-                f"arguments are nested more than {max_depth} levels deep",
-                "limits",
-                f"depth <= {max_depth}",
-                f"depth > {max_depth}",
-            )
-        ]
-    )
-
-
-def _too_many(max_containers: int) -> ToolArgumentError:
-    return ToolArgumentError(
-        [
-            ArgumentProblem(
-                "$",
-                f"arguments hold more than {max_containers} arrays and objects",
-                "limits",
-                f"<= {max_containers} arrays and objects",
-                f"> {max_containers}",
-            )
-        ]
-    )
-
-
 def _too_big(size: int, max_bytes: int) -> ToolArgumentError:
     return ToolArgumentError(
         [
@@ -521,12 +493,12 @@ def _scan_nested(root: Any, limits: ArgumentLimits) -> int:
     depth = 1
     while level:
         if depth > max_depth:
-            raise _too_deep(max_depth)
+            raise limits.too_deep()  # (the wording every depth refusal has)
         deep = depth >= max_depth  # a container below this level is too deep, even an empty one
         below: list[Any] = []
         push = below.append
         if containers > max_containers:
-            raise _too_many(max_containers)
+            raise limits.too_many()
         for node in level:
             if size > max_bytes:
                 raise _too_big(size, max_bytes)
@@ -552,7 +524,7 @@ def _scan_nested(root: Any, limits: ArgumentLimits) -> int:
                 if size > max_bytes:
                     raise _too_big(size, max_bytes)
                 if containers > max_containers:
-                    raise _too_many(max_containers)
+                    raise limits.too_many()
                 if len(chunk) > 64:  # a long run of one scalar type is measured at C speed
                     found = _uniform(chunk)
                     if found is not None:
@@ -597,7 +569,7 @@ def _scan_nested(root: Any, limits: ArgumentLimits) -> int:
     if size > max_bytes:
         raise _too_big(size, max_bytes)
     if containers > max_containers:
-        raise _too_many(max_containers)
+        raise limits.too_many()
     return flags
 
 
