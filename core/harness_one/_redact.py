@@ -339,12 +339,13 @@ _FLAG = rf"{_ARG}-{_ARGUMENT}(?:{_ARG}(?!-){_ARGUMENT})?+"
 # the command it runs (``ssh -p 22`` stays), openssl's -k <password> and -pass, -passin or -passout pass:<password>
 # after its command (``openssl enc``; ``env:VAR`` and ``file:path`` name where it is), and az login's -p <password>.
 # The client's name and its arguments up to the password are kept (group ``flag``), up to 5 flags on (a word that
-# is no flag, "mysql on db1 with -p5432", ends the search).
+# is no flag, "mysql on db1 with -p5432", ends the search); mysql's may have one such word among them, its database
+# ("mysqldump shop -uroot -p...", "mysql -u root shop -p..."), with up to 5 flags more after it.
 _CLIENT_PASSWORD = (
     r"(?P<flag>"
     + _starting(
         r"m(?:ysql(?:dump|admin|import|check|show|pump|slap)?|ariadb(?:-dump|-admin|-import|-check|-show)?)"
-        rf"""(?:{_FLAG}){{0,5}}?{_ARG}-p(?:(?P<sq>')(?=[^\s',])|(?P<dq>\\?")(?=[^\s",\\]))?+""",
+        rf"""(?:{_FLAG}){{0,5}}?(?:{_ARG}(?!-){_ARGUMENT}(?:{_FLAG}){{0,5}}?)??{_ARG}-p(?:(?P<sq>')(?=[^\s',])|(?P<dq>\\?")(?=[^\s",\\]))?+""",
         r"\w.-",
     )
     + "|"
