@@ -118,7 +118,12 @@ def test_a_call_of_an_unknown_tool_nested_too_deeply_to_read_is_answered_minus_3
     assert answers[2]["error"] == answers[1]["error"]
     assert answers[3]["result"]["isError"] is True
     assert "$: arguments are nested too deeply to read" in answers[3]["result"]["content"][0]["text"]
-    assert answers[4]["error"] == answers[5]["error"] == {"code": -32602, "message": "Invalid request parameters", "data": ""}
+    assert answers[4]["error"] == answers[5]["error"]
+    assert answers[4]["error"] == {
+        "code": -32602,
+        "message": "Invalid request parameters: params.arguments: Input should be a valid dictionary",
+        "data": "",
+    }
 
 
 # --------------------------------------------------------------------------- 3. the SDK's log of an unreadable reply

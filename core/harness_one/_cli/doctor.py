@@ -47,6 +47,17 @@ def _unenforced(registry: ToolRegistry) -> list[str]:
     ]
 
 
+def _mcp_failures(registry: ToolRegistry, names: list[str]) -> list[str]:
+    """What each attached MCP server (of ``names``, in order) left out of its tools and why (its ``failures``: a tool
+    the SDK or harness-one refuses, a cut listing), as ``mcp:NAME: why``, as a server that failed to attach is listed."""
+    if not names:
+        return []
+    from ..mcp._client import attached_servers
+
+    servers = {server.spec.name: server for server in attached_servers(registry)}
+    return [f"mcp:{name}: {why}" for name in names if name in servers for why in servers[name].failures]
+
+
 def _blocked(registry: ToolRegistry, block: list[str]) -> list[str]:
     """The plugins ``registry`` keeps out: of those the configuration's ``block`` and
     ``HARNESS_ONE_BLOCK_PLUGINS`` name, each installed one it blocked. A name no installed plugin
@@ -93,7 +104,9 @@ def doctor(ctx: click.Context, as_json: bool) -> None:
         "tool_packages": registry.discovery.loaded,
         "mcp_servers": {name: [t.name for t in tools if t.source == f"mcp:{name}"] for name in state.mcp_servers},
         "tools": len(tools),
-        "failures": [str(f) for f in [*registry.plugins.failures, *registry.discovery.failures]] + state.failures,
+        "failures": [str(f) for f in [*registry.plugins.failures, *registry.discovery.failures]]
+        + state.failures
+        + _mcp_failures(registry, state.mcp_servers),
         "conflicts": [str(c) for c in registry.discovery.conflicts],
         "unenforced": _unenforced(registry),
     }

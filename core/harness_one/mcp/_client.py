@@ -710,6 +710,7 @@ class RemoteServer:
         #: Each remote tool as last listed, by its local name: a refresh re-adds only the tools that changed.
         self._listed: dict[str, types.Tool] = {}
         self._list_failures: list[str] = []  # what the last listing left out and why (in ``failures``)
+        self._refused: list[str] = []  # of those, the tools the SDK refused
         #: Every local name given out, to its remote tool (the last :data:`_MAX_TOOLS`, least recently listed first):
         #: a local name never goes to another remote tool, and a remote tool that comes back gets its own again.
         self._given: dict[str, str] = {}
@@ -1017,8 +1018,7 @@ class RemoteServer:
             ) from None
         for note in cut:
             log_event(logging.WARNING, "mcp tools/list cut", server=self.spec.name, reason=note)
-        if refused:
-            log_event(logging.WARNING, "mcp tools refused", server=self.spec.name, tools=len(refused), first=refused[0])
+        self._refused = refused  # (logged by _tools, with the tools whose schema harness-one refuses)
         self._list_failures = [*refused, *(f"tools/list: {note}" for note in cut)]
         return tools
 
@@ -1163,9 +1163,11 @@ class RemoteServer:
     # ------------------------------------------------------------------ tools
 
     def _tools(self, listing: Sequence[types.Tool], definition: Mapping[str, Any]) -> list[Tool]:
-        """Harness tools for the remote listing: schema, annotations, names, the policies in ``definition``."""
+        """Harness tools for the remote listing: schema, annotations, names, the policies in ``definition``.
+        The tools refused, by the SDK (:meth:`_page`) or here (a schema harness-one refuses), log one warning."""
         tools: list[Tool] = []
         self.failures = list(self._list_failures)
+        refused = list(self._refused)
         unique: dict[str, types.Tool] = {}
         for remote in listing:
             if remote.name in unique:
@@ -1177,10 +1179,13 @@ class RemoteServer:
         for name, local in sorted(locals_.items()):
             try:
                 tools.append(self._tool(unique[name], local, definition))
-            except ToolDefinitionError as exc:
-                self.failures.append(f"{name}: {exc}")
+            except ToolDefinitionError as exc:  # its text may quote the remote schema (a $ref's URL): masked
+                refused.append(f"{name}: {outside_text(str(exc))}")
+                self.failures.append(refused[-1])
                 continue
             names[local] = name
+        if refused:
+            log_event(logging.WARNING, "mcp tools refused", server=self.spec.name, tools=len(refused), first=refused[0])
         self.names = names
         return tools
 
@@ -1803,6 +1808,12 @@ def _claim(server: RemoteServer, registry: ToolRegistry, replace: bool) -> None:
         server._replacing = others  # (the takeover: in _attach)
         server._claimed = registry
         _claimants.add(server)
+
+
+def attached_servers(registry: ToolRegistry) -> list[RemoteServer]:
+    """The servers whose names ``registry`` holds (:func:`_claim`: imported or importing, not closed)."""
+    with _claims_lock:
+        return [server for server in list(_claimants) if server._claimed is registry]
 
 
 def _release(server: RemoteServer, registry: ToolRegistry | None = None) -> None:

@@ -34,7 +34,7 @@ from typing import Any, Literal
 import anyio
 import anyio.abc
 from mcp.server._otel import OpenTelemetryMiddleware
-from mcp.server.context import ServerRequestContext
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.lowlevel import NotificationOptions, Server
 from mcp.server.models import InitializationOptions
 from mcp.server.streamable_http import MCP_SESSION_ID_HEADER
@@ -44,6 +44,7 @@ from mcp.shared.exceptions import MCPError
 from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
 from mcp_types import INVALID_PARAMS, INVALID_REQUEST, CallToolRequestParams, ErrorData, JSONRPCError, PaginatedRequestParams
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
+from pydantic import ValidationError
 from pydantic_core import from_json
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
@@ -725,7 +726,53 @@ def create_server(
         tracing = not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
     if not tracing:
         server.middleware = [m for m in server.middleware if not isinstance(m, OpenTelemetryMiddleware)]
+    server.middleware.append(_naming_invalid_params)  # innermost: a span records the named error too
     return server
+
+
+async def _naming_invalid_params(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+    """The SDK's ``-32602`` for parameters its models refuse, ``Invalid request parameters`` naming no field, made to
+    name the first failing one (:func:`invalid_params_message`): on every transport, each request goes through here."""
+    try:
+        return await call_next(ctx)
+    except ValidationError as exc:
+        message = invalid_params_message(exc, ctx.params)
+        if message is None:
+            raise
+        raise MCPError(code=INVALID_PARAMS, message=message, data="") from None
+
+
+def invalid_params_message(exc: ValidationError, params: Mapping[str, Any] | None) -> str | None:
+    """``Invalid request parameters: params._meta.progressToken: Input should be ...``: the first problem of ``exc``,
+    the SDK's refusal of a request (its model's, ``...Request``) or of its ``params`` (``...Params``), at the path
+    into ``params`` it has (a union's member names cut off: pydantic adds them to the path), with what each member
+    said there; without the input, which may hold secrets. None for a refusal of anything else (a result)."""
+    if exc.title.endswith("Request"):
+        start: tuple[str, ...] = ()
+    elif exc.title.endswith("Params"):
+        start = ("params",)
+    else:
+        return None
+    errors = exc.errors(include_url=False, include_input=False)
+    if not errors:
+        return None
+    loc = (*start, *errors[0]["loc"])
+    value: Any = {"params": params}
+    where: list[str | int] = []
+    for part in loc:
+        held = (isinstance(value, Mapping) and part in value) or (
+            isinstance(value, list) and isinstance(part, int) and 0 <= part < len(value)
+        )
+        if not held:
+            if isinstance(value, Mapping) and errors[0]["type"] == "missing":
+                where.append(part)  # the member that is missing
+            break  # (else a union's member name)
+        value = value[part]
+        where.append(part)
+    size = len(where)
+    said = [e["msg"] for e in errors if (*start, *e["loc"])[:size] == tuple(where)] if size < len(loc) else [errors[0]["msg"]]
+    text = f"Invalid request parameters: {'.'.join(map(str, where))}: {'; '.join(dict.fromkeys(said))}"
+    return safe_text(text[:500])
 
 
 def _security(host: str, allowed_hosts: Sequence[str], allowed_origins: Sequence[str]) -> TransportSecuritySettings:
