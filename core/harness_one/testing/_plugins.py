@@ -42,6 +42,7 @@ from .._errors import (
     ToolCancelled,
     ToolError,
     ToolExecutionError,
+    ToolNotFound,
 )
 from .._plugins import CHECK_HOOK_NAMES, HOOK_NAMES, KEY_GUARD, missing_guards, misspelling_of
 from .._registry import ToolRegistry
@@ -68,10 +69,18 @@ _DRAIN_STEPS = 100
 #: How many objects the state reachable from a plugin (:func:`footprint`) may grow by over a check's later calls.
 _GROWN_OBJECTS = 32
 #: What each call of the growth check is, in turn: most succeed, one fails in the tool (``fail=True``), one is
-#: refused by the kit's gate before the plugin's ``pre_call`` (what a call takes must be given back on every path).
+#: refused by the kit's gate before the plugin's ``pre_call`` (what a call takes must be given back on every path),
+#: and then followed by a call of a tool the registry does not have (each its own name, as a model makes them up:
+#: only ``harness_call_refused`` sees it; not a turn of its own, so the turns' counts stay what they were).
 _GROWTH_CYCLE = ("ok", "ok", "ok", "fail", "ok", "ok", "ok", "refused")
 #: The ``x`` of the calls the kit's gate refuses (of any below 0).
 _REFUSED_X = -1
+#: The start of the names of the tools the kit calls that the registry does not have.
+_UNKNOWN = "conformance_unknown_"
+#: Characters (or bytes) the ``str``, ``bytes`` and ``bytearray`` objects reachable from a plugin may grow by, in all,
+#: over the second half of the growth check's calls: a fixed allowance (a last error's message that is longer than
+#: the one before), not one per call, so a string that grows by a character per call fails.
+_GROWN_TEXT = 256
 #: Seconds the kit's clock advances before each call of the growth check: the 5,000 calls it compares span about 40
 #: minutes, so what a plugin keeps for a shorter time window (a sliding-window limiter) is given up again, while a
 #: quota of 60 calls a minute still refuses most calls (they come twice as fast).
@@ -79,6 +88,10 @@ _GROWTH_TICK = 0.5
 #: The user property under which the check beside the standard plugins reports where the plugin runs.
 PLAN_PROPERTY = "harness_one_plan"
 _SETUP_HOOKS = ("harness_configure", "harness_tool_added", "harness_tool_removed", "harness_stats")
+#: The hook that observes a request refused before it became a call: the registry logs what it raises, never raises it.
+_REFUSED_HOOK = "harness_call_refused"
+#: The hooks the fault check injects into, in the order it checks them.
+_FAULT_HOOKS = (*_SETUP_HOOKS, _REFUSED_HOOK, *PER_CALL_HOOKS)
 _OPAQUE = (
     type,
     ModuleType,
@@ -203,25 +216,39 @@ def footprint(root: Any, *, limit: int = 1_000_000) -> int:
     from the root's own classes (their attributes, but for ``object``'s and harness-one's) and the globals of
     the modules of their top-level packages, or from the globals of a module root's top-level package.
 
-    Registries, tools, modules, classes, threads and locks are not entered: they are not the
-    object's own state. Bounded by ``limit``.
+    Registries, tools, modules, classes, threads and locks are not entered, nor a module's dunder globals
+    (``__loader__``, ``__builtins__``): they are not the object's own state. Bounded by ``limit``.
     """
+    return _walk(root, limit)[0]
+
+
+def _walk(root: Any, limit: int = 1_000_000) -> tuple[int, int]:
+    """:func:`footprint` of ``root``, and the total length of the ``str``, ``bytes`` and ``bytearray`` objects it
+    counted (a string that grows in place is one object however long it gets)."""
     kinds = (
         []
         if isinstance(root, ModuleType)
         else [k for k in type(root).__mro__ if k is not object and k.__module__.split(".")[0] != "harness_one"]
     )
-    own: list[Any] = [vars(k) for k in kinds] + [vars(m) for m in _own_modules(root)]
+    # A module's dunder globals are the import system's, not its state: under pytest, a test module's __loader__
+    # reaches pytest's own, such as the records its log capture keeps of every call's logged failure.
+    own: list[Any] = [vars(k) for k in kinds] + [
+        {name: value for name, value in vars(m).copy().items() if not (name.startswith("__") and name.endswith("__"))}
+        for m in _own_modules(root)
+    ]
     seen: set[int] = set()
     stack = [root, *own]
-    count = 0
+    count = text = 0
     while stack and count < limit:
         obj = stack.pop()
         if id(obj) in seen:
             continue
         seen.add(id(obj))
         count += 1
-        if obj is None or isinstance(obj, (*_OPAQUE, str, bytes, int, float, complex, bool)):
+        if isinstance(obj, (str, bytes, bytearray)):
+            text += len(obj)
+            continue
+        if obj is None or isinstance(obj, (*_OPAQUE, int, float, complex, bool)):
             continue
         if isinstance(obj, Mapping):
             try:
@@ -252,7 +279,7 @@ def footprint(root: Any, *, limit: int = 1_000_000) -> int:
                 for slot in getattr(klass, "__slots__", ()):
                     if slot not in ("__dict__", "__weakref__") and hasattr(obj, slot):
                         stack.append(getattr(obj, slot))
-    return count
+    return count, text
 
 
 def _cells(fn: FunctionType) -> list[Any]:
@@ -402,6 +429,55 @@ def _traced(codes: Mapping[CodeType, int | None], *, inject: bool) -> Iterator[_
         sys.settrace(previous)
 
 
+#: The logger ``log_event`` writes harness-one's own events to (a plugin's failure in a hook the registry observes).
+_HARNESS_LOGGER = "harness_one"
+
+
+class _FailureRecords(logging.Handler):
+    """Collects the fields of the ``plugin failed`` records of the stdlib's ``harness_one`` logger."""
+
+    def __init__(self, found: list[Mapping[str, Any]]) -> None:
+        super().__init__(logging.ERROR)
+        self.found = found
+
+    def emit(self, record: logging.LogRecord) -> None:
+        fields = getattr(record, "harness_one", None)
+        if isinstance(fields, Mapping) and isinstance(record.args, tuple) and record.args[:1] == ("plugin failed",):
+            self.found.append(fields)
+
+
+@contextmanager
+def _plugin_failures() -> Iterator[list[Mapping[str, Any]]]:
+    """The fields (``plugin``, ``hook``, ``error``) of each ``plugin failed`` event harness-one logs meanwhile, read
+    once the block ends: through structlog's ``capture_logs`` when the application configured structlog (where
+    ``log_event`` sends them), else from the stdlib's ``harness_one`` logger, let through at ``ERROR`` meanwhile."""
+    found: list[Mapping[str, Any]] = []
+    structlog = sys.modules.get("structlog")
+    if structlog is not None and structlog.is_configured():
+        from structlog.testing import capture_logs
+
+        with capture_logs() as events:
+            yield found
+        found.extend(event for event in events if event.get("event") == "plugin failed")
+        return
+    logger = logging.getLogger(_HARNESS_LOGGER)
+    handler, level = _FailureRecords(found), logger.level
+    if not logger.isEnabledFor(logging.ERROR):
+        logger.setLevel(logging.ERROR)
+    logger.addHandler(handler)
+    try:
+        yield found
+    finally:
+        logger.removeHandler(handler)
+        if logger.level != level:
+            logger.setLevel(level)
+
+
+def _failed_in(found: Sequence[Mapping[str, Any]], plugin: str, hook: str) -> list[str]:
+    """The errors among ``found`` (of :func:`_plugin_failures`) of ``plugin``'s ``hook``."""
+    return [str(f.get("error")) for f in found if f.get("plugin") == plugin and f.get("hook") == hook]
+
+
 #: Bytes per call the plugin's own code may allocate and keep (over the last quarter of the growth calls).
 _KEPT_BYTES_PER_CALL = 4
 
@@ -443,6 +519,10 @@ def _kept_bytes(files: list[str], before: int, window: int, call: Callable[[], A
         tracemalloc.start(_TRACED_FRAMES)
     frames = tracemalloc.get_traceback_limit()
     try:
+        # A full collection empties the interpreter's free lists: an object the plugin keeps is then one allocated
+        # while traced, not a reused untraced one (a tuple freed before tracing began), which would make the live set
+        # look as if it grew as the untraced ones were replaced.
+        gc.collect()
         for _ in range(before):
             call()
         gc.collect()  # the cycles of finished calls (a span, the Call), traced below the plugin's lines, are garbage
@@ -1058,6 +1138,8 @@ class PluginTests(Suite, standard=True, provided=("make_plugin", "call_options",
                     registry.remove(PROBE)
                 elif hook == "harness_stats":
                     registry.stats()
+                elif hook == _REFUSED_HOOK:  # a call of a tool the registry does not have
+                    registry.call(_UNKNOWN + "fault", {"x": 1}, **self.call_options({"x": 1}))
                 else:  # in a copy of the context: a hook cut short may leave context variables set
                     contextvars.copy_context().run(self.call, registry, fail=hook == "harness_on_error")
             except Exception as exc:
@@ -1065,21 +1147,35 @@ class PluginTests(Suite, standard=True, provided=("make_plugin", "call_options",
         return trace, outcome, self.name_of(plugin)
 
     def test_raising_hook_is_a_plugin_error(self) -> None:
-        """A fault inside each hook implementation reaches the caller as a ``PluginError`` naming the plugin.
+        """A fault inside each hook implementation reaches the caller as a ``PluginError`` naming the plugin; one in
+        ``harness_call_refused``, which the registry logs and never raises, is logged as the plugin's failure, and the
+        call of a tool the registry does not have still ends in ``ToolNotFound``.
 
         The fault is raised at the hook's first line, inside each of its ``try`` and ``with`` bodies, and inside
-        those of the functions it calls (the plugin's methods and its module's functions): none may swallow it.
+        those of the functions it calls (the plugin's methods and its module's functions): none may swallow it. With
+        no fault injected, the plugin's ``harness_call_refused`` does not fail on such a call: that failure, logged
+        only, would lose what it observes on every refused request.
         """
         plugin = self.make_plugin()
         impls = _impls(plugin)
         registry = self._registry(self.make_plugin())
         name = self.name_of(plugin)
         ordered = sorted(
-            (i for i in impls.values() if i.hook in (*_SETUP_HOOKS, *PER_CALL_HOOKS) and _code(i.fn) is not None),
-            key=lambda i: ((*_SETUP_HOOKS, *PER_CALL_HOOKS).index(i.hook), i.attr),
+            (i for i in impls.values() if i.hook in _FAULT_HOOKS and _code(i.fn) is not None),
+            key=lambda i: (_FAULT_HOOKS.index(i.hook), i.attr),
         )
         callees = _callees(plugin, set(self.hook_codes(plugin)))
         problems = []
+        if any(i.hook == _REFUSED_HOOK for i in ordered):
+            with _plugin_failures() as found:
+                ended = self.ended(self._registry(self.make_plugin()), {"x": 1}, tool=_UNKNOWN + "plain")
+            for error in _failed_in(found, name, _REFUSED_HOOK)[:1]:
+                problems.append(
+                    f"{_REFUSED_HOOK} failed on a call of a tool the registry does not have, with no fault injected "
+                    f"(logged, never raised: what it observes of every refused request is lost): {error[:300]}"
+                )
+            if not ended[1].startswith(f"{ToolNotFound.__name__}:"):
+                problems.append(f"a call of a tool the registry does not have ended {ended[1][:300]}, not in ToolNotFound")
         for impl in ordered:
             per_tool = impl.hook in PER_CALL_HOOKS and hasattr(impl.fn, "harness_per_tool")
             run = _prepared(registry, name, impl.hook) if per_tool else None
@@ -1094,7 +1190,8 @@ class PluginTests(Suite, standard=True, provided=("make_plugin", "call_options",
             targets += [((code, line), f"inside its {what} at line {line}") for line, what in _fault_lines(run or impl.fn)]
             targets += [((callee, line), f"{where}, at line {line}") for callee, line, where in callees]
             for target, place in targets:
-                trace, outcome, _ = self.inject(impl.attr, target)
+                with _plugin_failures() as found:
+                    trace, outcome, _ = self.inject(impl.attr, target)
                 if target is None and not trace.entered:
                     problems.append(
                         f"{impl.attr} never ran for the probe tool: set tool_options (or call_options) so the plugin acts"
@@ -1102,9 +1199,22 @@ class PluginTests(Suite, standard=True, provided=("make_plugin", "call_options",
                     break
                 if not trace.fired:
                     continue  # not on this call's path: the first-line fault covers the hook
+                where = f"{impl.attr} ({place})"
+                if impl.hook == _REFUSED_HOOK:  # logged, never raised: the call ends as it would without the plugin
+                    logged = _failed_in(found, name, impl.hook)
+                    if not isinstance(outcome, ToolNotFound):
+                        problems.append(
+                            f"{where}: the call of a tool the registry does not have ended in "
+                            f"{type(outcome).__name__} {str(outcome)[:200]!r}, not ToolNotFound"
+                        )
+                    elif not logged:
+                        problems.append(
+                            f"{where}: the fault was swallowed: no failure of {name!r} in {impl.hook} was logged (the "
+                            "registry logs what it raises, naming the plugin)"
+                        )
+                    continue
                 if isinstance(outcome, PluginError) and outcome.plugin == name and name in str(outcome):
                     continue
-                where = f"{impl.attr} ({place})"
                 if outcome is None:
                     problems.append(f"{where}: the fault was swallowed and the call succeeded")
                 else:
@@ -1216,12 +1326,14 @@ class PluginTests(Suite, standard=True, provided=("make_plugin", "call_options",
         )
 
     def test_no_per_call_state(self) -> None:
-        """After 10,000 calls the plugin holds no more than after 5,000 (objects reachable from it, and memory its
-        own files allocated, directly or through a library they called, over calls 8,751-10,000 and kept), and keeps
-        no ``Call`` alive. Of every 8 calls, one
-        fails in the tool and one is refused before the plugin's ``pre_call`` (by the kit's gate): what a call keeps
-        must go on the error path too. Each call has its own ``x`` (and its own ``call_options``), and a manual clock
-        advances half a second before each call: what a plugin keeps per key or per time window must be bounded.
+        """After 10,000 calls the plugin holds no more than after 5,000 (objects reachable from it, the total length of
+        the strings, bytes and bytearrays among them, give or take ``_GROWN_TEXT``, and memory its own files
+        allocated, directly or through a library they called, over calls 8,751-10,000 and kept), and keeps no ``Call``
+        alive. Of every 8 calls, one fails in the tool and one is refused before the plugin's ``pre_call`` (by the kit's
+        gate), then followed by a call of a tool the registry does not have (each its own name, as a model makes them
+        up: ``harness_call_refused`` sees it): what a call keeps must go on the error path too. Each call has its own
+        ``x`` (and its own ``call_options``), and a manual clock advances half a second before each call: what a
+        plugin keeps per key or per time window must be bounded.
 
         What the process held before the check is frozen meanwhile (``gc.freeze``): the check's collections and its
         scan for ``Call`` objects then cost what the check made, not the size of the whole process (a large test
@@ -1252,15 +1364,19 @@ class PluginTests(Suite, standard=True, provided=("make_plugin", "call_options",
             arguments: dict[str, Any] = (
                 {"x": x} if kind == "ok" else {"x": x, "fail": True} if kind == "fail" else {"x": _REFUSED_X - x + 1}
             )
+            calls = [(PROBE, arguments)]
+            if kind == "refused":  # a name of its own even without distinct_arguments
+                calls.append((f"{_UNKNOWN}{turn}", {"x": x}))
             if tick is not None:
                 tick(_GROWTH_TICK)
-            try:
-                call(PROBE, arguments, **call_options(dict(arguments)))
-            except ToolError as exc:
-                if kind == "ok":
-                    failed.append(exc.with_traceback(None))  # not its frames: they hold the call
-            except Exception as exc:
-                raise _escaped(exc, "call", arguments) from None
+            for tool, given in calls:
+                try:
+                    call(tool, given, **call_options(dict(given)))
+                except ToolError as exc:
+                    if kind == "ok":
+                        failed.append(exc.with_traceback(None))  # not its frames: they hold the call
+                except Exception as exc:
+                    raise _escaped(exc, "call", given) from None
             made.made()  # ends the loop once the check is past its deadline, or the kit's clock stopped the calls
 
         def all_succeeded(calls: int) -> None:
@@ -1274,7 +1390,7 @@ class PluginTests(Suite, standard=True, provided=("make_plugin", "call_options",
         for _ in range(half):
             step()
         all_succeeded(half)  # before the rest of the calls: they would fail the same way
-        middle, named = footprint(plugin), len(loggers)
+        (middle, middle_text), named = _walk(plugin), len(loggers)
         window = half // 4
         for _ in range(half - 2 * window):
             step()
@@ -1289,12 +1405,14 @@ class PluginTests(Suite, standard=True, provided=("make_plugin", "call_options",
                 f"tracemalloc was already tracing {frames} frame(s) per allocation (not the kit's {_TRACED_FRAMES}): what "
                 "the plugin allocates through a library deeper than that is not counted"
             )
-        grown = footprint(plugin) - middle
+        end, end_text = _walk(plugin)
+        grown, grown_text = end - middle, end_text - middle_text
         all_succeeded(self.growth_calls)
         assert grown <= _GROWN_OBJECTS, (
             f"the state reachable from the plugin grew by {grown} objects over calls {half + 1}-{self.growth_calls} "
             f"(about {grown / half:.2f} per call; of every {len(_GROWTH_CYCLE)} calls, one failed in the tool and one "
-            "was refused before the plugin's pre_call; each call had its own x, and the kit's manual clock advanced "
+            "was refused before the plugin's pre_call, then followed by a call of a tool the registry does not have, "
+            "each its own name, which harness_call_refused sees; each call had its own x, and the kit's manual clock advanced "
             f"{_GROWTH_TICK:g} s between calls): it keeps something per call or per key (on the error path too: on_error "
             "sees every call that does not reach post_call)"
         )
@@ -1309,6 +1427,12 @@ class PluginTests(Suite, standard=True, provided=("make_plugin", "call_options",
             "through harness-one's log_event(logger=...)), and logging keeps every logger for the life of the process: a "
             "logger named per call or per key (by call.call_id, the arguments)? Name loggers by module or plugin, and put "
             "what varies in the record"
+        )
+        assert grown_text <= _GROWN_TEXT, (
+            f"the strings, bytes and bytearrays reachable from the plugin grew by {grown_text:,} characters (or bytes) in "
+            f"all over calls {half + 1}-{self.growth_calls} (about {grown_text / half:.2f} per call; at most "
+            f"{_GROWN_TEXT} in all may come and go): a string or bytearray that grows per call (a trail, a log kept in "
+            "memory) keeps something per call"
         )
         gc.collect()
         alive = sum(1 for o in gc.get_objects() if type(o) is Call and o.registry is registry)
