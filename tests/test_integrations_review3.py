@@ -180,8 +180,8 @@ def test_harness_workbench_leaves_other_tools_and_direct_calls_as_autogen_does()
         ("counted 3", False),
         ("pong 1", False),
         (
-            "Invalid arguments for tool 'ping' (1 problem):\n- $: arguments must be a JSON object, got null\n"
-            "Fix the arguments and call 'ping' again.",
+            "Invalid arguments for tool 'ping2' (1 problem):\n- $: arguments must be a JSON object, got null\n"
+            "Fix the arguments and call 'ping2' again.",
             True,
         ),
         ("pong 4", False),
@@ -198,8 +198,8 @@ def test_harness_workbench_takes_a_tool_overrides_name_on_the_agents_stream_path
     assert results(out.messages) == {
         "c0": ("pong 5", False),
         "c1": (
-            "Invalid arguments for tool 'ping' (1 problem):\n- $: arguments must be a JSON object, got array\n"
-            "Fix the arguments and call 'ping' again.",
+            "Invalid arguments for tool 'ping2' (1 problem):\n- $: arguments must be a JSON object, got array\n"
+            "Fix the arguments and call 'ping2' again.",
             True,
         ),
     }

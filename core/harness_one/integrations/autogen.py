@@ -92,13 +92,15 @@ class HarnessAutoGenTool(BaseTool[_AnyArgs, BaseModel]):
         except StrictSchemaError:
             inlined = copy.deepcopy(dict(self._tool.parameters))
         parameters = cast(ParametersSchema, {"type": "object", "properties": {}, **inlined})
-        return ToolSchema(name=self.name, description=self._tool.description, parameters=parameters)
+        return ToolSchema(name=self.name, description=self.description, parameters=parameters)  # the name if none
 
     async def _call(self, args: object, call_id: str | None) -> Any:
         name = self._tool.name
+        shown = self.name  # the name the model's texts give the tool: AutoGen's, or a HarnessWorkbench override
         # AutoGen hands over whatever json.loads made of the model's text: JSON that is not an
         # object ([1, 2], "hi", and through HarnessWorkbench [], 0, null) goes to the registry to be refused as such.
-        if isinstance(args, _Unread):
+        if isinstance(args, _Handed):
+            shown = args.shown
             args = args.value
         arguments = dict(args) if isinstance(args, Mapping) else not_an_object(args)
 
@@ -108,7 +110,7 @@ class HarnessAutoGenTool(BaseTool[_AnyArgs, BaseModel]):
         try:
             context = call_context(self._context, run_context, tool=name, call_id=call_id or None)
         except ToolError as err:  # an error result, as a tool's failure is: no chained cause (its text is not masked)
-            refused: ToolError | None = _raised(err, self.name)
+            refused: ToolError | None = _raised(err, shown)
         else:
             refused = None
         if refused is not None:
@@ -118,7 +120,7 @@ class HarnessAutoGenTool(BaseTool[_AnyArgs, BaseModel]):
             result = no_longer_available(result, self._registry, name)  # removed from the registry since
             result = not_asked(result, "no_step")  # AutoGen has no approval step: a call the harness holds is refused
             assert result.error is not None
-            raise _raised(result.error, self.name)
+            raise _raised(result.error, shown)
         return result.value
 
     async def _until_cancelled(self, args: object, call_id: str | None, token: CancellationToken | None) -> Any:
@@ -146,21 +148,24 @@ class HarnessAutoGenTool(BaseTool[_AnyArgs, BaseModel]):
         with trace_tool_span(tool_name=self.name, tool_description=self.description, tool_call_id=call_id):
             value = await self._until_cancelled(args, call_id, cancellation_token)
         masked = redact(self.return_value_as_string(value))
-        _events.info(ToolCallEvent(tool_name=self.name, arguments=redact(dict(args)), result=masked))
+        given = args.value if isinstance(args, _Handed) else args
+        _events.info(ToolCallEvent(tool_name=self.name, arguments=redact(dict(given)), result=masked))
         return value
 
     def return_value_as_string(self, value: Any) -> str:
         return render_value(value)
 
 
-class _Unread:
-    """Falsy arguments that are not an object (``[]``, ``0``, ``false``, ``""``, ``null``), as :class:`HarnessWorkbench`
-    hands them through ``StaticWorkbench.call_tool`` (which would make ``{}`` of them) to a harness tool's ``run_json``."""
+class _Handed:
+    """A call's arguments as :class:`HarnessWorkbench` hands them through ``StaticWorkbench.call_tool`` to a harness
+    tool's ``run_json``: as they are (the base class makes ``{}`` of falsy ones: ``[]``, ``0``, ``false``, ``""``,
+    ``null``), with the name the workbench shows the tool (a ``tool_overrides`` name), which the model's texts give it."""
 
-    __slots__ = ("value",)
+    __slots__ = ("shown", "value")
 
-    def __init__(self, value: Any) -> None:
+    def __init__(self, value: Any, shown: str) -> None:
         self.value = value
+        self.shown = shown
 
 
 #: ``HarnessWorkbench.call_tool`` called without arguments (not the same as ``arguments=None``, the model's ``null``).
@@ -180,15 +185,14 @@ class HarnessWorkbench(StaticStreamWorkbench):
     """
 
     def _arguments(self, tool_name: str, arguments: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
-        """``arguments`` as the base class should pass them on: falsy non-objects wrapped for a harness tool."""
-        if arguments is _NO_ARGUMENTS:
-            return None
-        if arguments or isinstance(arguments, Mapping):
-            return arguments
+        """``arguments`` as the base class should pass them on: for a harness tool, wrapped with the name shown."""
         tool = next((t for t in self._tools if t.name == tool_name), None)
         if not isinstance(tool, HarnessAutoGenTool):
-            return arguments
-        return cast(Mapping[str, Any], _Unread(arguments))  # truthy: StaticWorkbench passes it on to run_json
+            return None if arguments is _NO_ARGUMENTS else arguments
+        override = self._tool_overrides.get(tool_name)
+        shown = override.name if override is not None and override.name else tool_name  # as list_tools shows it
+        value = {} if arguments is _NO_ARGUMENTS else arguments
+        return cast(Mapping[str, Any], _Handed(value, shown))  # truthy: StaticWorkbench passes it on to run_json
 
     async def call_tool(
         self,
@@ -197,7 +201,8 @@ class HarnessWorkbench(StaticStreamWorkbench):
         cancellation_token: CancellationToken | None = None,
         call_id: str | None = None,
     ) -> ToolResult:
-        """``StaticWorkbench.call_tool``, with a harness tool's falsy non-object arguments kept for the registry to refuse."""
+        """``StaticWorkbench.call_tool``, with a harness tool's falsy non-object arguments kept for the registry to refuse,
+        and its texts naming it as the workbench shows it (a ``tool_overrides`` name)."""
         original = self._override_name_to_original.get(name, name)
         return await super().call_tool(name, self._arguments(original, arguments), cancellation_token, call_id)
 

@@ -179,7 +179,8 @@ def to_pydantic_ai(
         raise ToolFailed(message)
 
     schema = copy.deepcopy(found.parameters)  # a copy: a change made to it never reaches the harness tool
-    built: Tool[Any] = Tool.from_schema(invoke, name=shown, description=found.description, json_schema=schema, takes_ctx=True)
+    description = found.description or name  # as the other adapters: the tool's name, if it has no description
+    built: Tool[Any] = Tool.from_schema(invoke, name=shown, description=description, json_schema=schema, takes_ctx=True)
     built.function_schema.validator = cast(SchemaValidator, _Arguments(reg))  # any SchemaValidatorProt will do
     return built
 
