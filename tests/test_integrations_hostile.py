@@ -375,7 +375,7 @@ def test_agent_framework(tools: Tools, case: Case) -> None:
     [
         # Read as the model's text again, which the adapter parsed with json.loads: a RecursionError,
         # and the model read the framework's "Error: Function failed."
-        ({"raw": "[" * 5000}, "arguments are nested too deeply (limit 64 levels)"),
+        ({"raw": "[" * 5000}, "arguments are nested more than 64 levels deep"),
         # An object under "raw" is the model's own: it used to be taken for the arguments and run.
         ({"raw": {"text": "hi"}}, "$.raw: unexpected property"),
     ],
