@@ -190,3 +190,51 @@ def test_a_bad_ssl_cert_reqs_is_the_value_error_of_a_bad_option_with_the_passwor
     with pytest.raises(ValueError, match="refused by the Redis client: Invalid SSL Certificate") as refused:
         ToolRegistry(autoload=False, state="rediss://u:s3cret@127.0.0.1:6391/0?ssl_cert_reqs=bogus")
     assert "s3cret" not in str(refused.value) and "[REDACTED]" in str(refused.value)
+
+
+def test_stats_leave_out_slots_whose_key_holds_another_type(redis_url: str, caplog: pytest.LogCaptureFixture) -> None:
+    registry = ToolRegistry(autoload=False, state=redis_url)
+    registry.add(lambda: 1, name="bad", max_concurrency=2)
+    registry.add(lambda: 2, name="good", max_concurrency=2)
+    assert registry.call("bad") == 1 and registry.call("good") == 2
+    from harness_one.state import RedisLink
+    from harness_one.state._redis import RedisSlots
+
+    client = redis.Redis.from_url(redis_url)
+    client.set(RedisSlots(RedisLink(redis_url))._keys("bad")[0], "garbage")  # (a slot key exists only while a call runs)
+    client.close()
+    running = registry.stats()["concurrency"]["running"]  # raised PluginError "... WRONGTYPE"
+    assert "bad" not in running and running["good"] == 0
+    assert any("slots not read for stats" in record.getMessage() for record in caplog.records)
+
+
+# ---------------------------------------------------------------- replies a real Redis gives at the edges
+
+
+def test_a_record_kept_for_good_or_on_a_clock_before_zero_is_read(redis_url: str) -> None:
+    import math
+
+    from harness_one.state import Record, RedisLink, RedisStore
+
+    for url in (redis_url + "?protocol=2", redis_url + "?protocol=3"):
+        store = RedisStore(RedisLink(url))
+        store.finish("tool", "forever", Record("fp", "done", math.inf, True, "ran", None))
+        found = store.begin("tool", "forever", "fp", 1000.0, 30)  # raised UnexpectedReply on b"inf"
+        assert found is not None and found.expires == math.inf and found.value == "ran"
+        assert store.begin("tool", "early", "fp", -100.0, 30, owner="a") is None  # the key is a's
+        other = store.begin("tool", "early", "fp", -99.0, 30, owner="b")  # raised UnexpectedReply on b"-70"
+        assert other is not None and other.state == "running" and other.expires == -70.0
+        redis.Redis.from_url(redis_url).flushall()
+
+
+def test_a_rate_so_slow_its_wait_overflows_is_a_refusal_on_redis_as_in_memory(redis_url: str) -> None:
+    from harness_one import RateLimitExceeded
+
+    for state in (None, redis_url):
+        registry = ToolRegistry(autoload=False, state=state)
+        registry.add(lambda: 1, name="slow", rate_limit={"rate": 1e-310, "burst": 1})
+        assert registry.call("slow") == 1
+        with pytest.raises(RateLimitExceeded) as refused:  # Redis: PluginError UnexpectedReply on b"inf"
+            registry.call("slow")
+        assert refused.value.retry_after == 1e12
+    redis.Redis.from_url(redis_url).flushall()

@@ -9,7 +9,7 @@ import weakref
 from collections.abc import Sequence
 from typing import Any
 
-from harness_one import Await, Call, Clock, Retry, Tool, ToolBusy, ToolRegistry, applies_to, hookimpl
+from harness_one import Await, Call, Clock, Retry, Tool, ToolBusy, ToolRegistry, applies_to, hookimpl, log_event
 from harness_one.state import (
     AsyncTwins,
     ConcurrencySlots,
@@ -284,8 +284,13 @@ class ConcurrencyPlugin:
     def harness_stats(self, registry: ToolRegistry) -> dict[str, Any]:
         with self._lock:
             seen = sorted(self._seen)
-        try:
-            running = {name: self.slots.running(name, now=self._now()) for name in seen}
-        except StateUnavailable:
-            running = {}
+        running: dict[str, int] = {}
+        for name in seen:
+            try:
+                running[name] = self.slots.running(name, now=self._now())
+            except StateUnavailable:  # Redis down: no tool's count, as before
+                running = {}
+                break
+            except Exception as exc:  # not readable (a key of another type: WRONGTYPE): left out, as the circuit breaker's
+                log_event(30, "concurrency: slots not read for stats", tool=name, error=f"{type(exc).__name__}: {exc}")
         return {"running": running, "refused": self.refused, **self._leases.stats(), **self.fail.stats()}

@@ -164,15 +164,22 @@ def _flag(reply: Any) -> bool:
     return type(reply) is int and reply in (0, 1)
 
 
-def _seconds(reply: Any) -> bool:
-    """Whether ``reply`` is seconds as a script writes them (``num``, as text): finite, 0 or more."""
+def _number(reply: Any) -> float | None:
+    """``reply`` read as a number a script writes (``num``, as text; ``inf`` too), or None: no such text, or NaN."""
     if not isinstance(reply, bytes):
-        return False
+        return None
     try:
         value = float(reply)
     except ValueError:
-        return False
-    return math.isfinite(value) and value >= 0
+        return None
+    return None if math.isnan(value) else value
+
+
+def _seconds(reply: Any) -> bool:
+    """Whether ``reply`` is a wait as a script writes it: a number, 0 or more (``inf``: a rate so slow that the
+    wait overflows, which the caller caps)."""
+    value = _number(reply)
+    return value is not None and value >= 0
 
 
 class _Shape:
@@ -196,7 +203,7 @@ def _begun(reply: Any) -> bool:
         and len(reply) == 7
         and isinstance(reply[0], bytes)
         and reply[1] in (b"running", b"done")
-        and _seconds(reply[2])
+        and _number(reply[2]) is not None  # (an expiry: any time of the caller's clock, inf for a record kept for good)
     )
 
 
