@@ -36,7 +36,8 @@ REDACTED = "[REDACTED]"
 #: keys (``access_token``), shorter ones only as a whole word (``user_pin``, not ``spinner``),
 #: but ``pwd`` and ``otp`` also end a word (``userpwd``, ``totp``), and ``pass`` ends one after a
 #: known service or account word only (``dbpass``, ``SMTPPASS``, ``storepass``; not ``bypass``,
-#: ``compass``, ``lowpass``: see ``_PASS_PREFIXES``).
+#: ``compass``, ``lowpass``: see ``_PASS_PREFIXES``); a trailing number and a plural ``s`` are left out of a
+#: name's words (``pw2``, ``pins``: see _key_words).
 SECRET_KEYS = (
     "password",
     "passwd",
@@ -158,6 +159,27 @@ def _names_password(word: str) -> bool:
 QUERY_SECRET_KEYS = ("key",)
 
 _WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
+
+
+def _key_words(name: str) -> tuple[tuple[str, ...], ...]:
+    """The words of a key's name, lower case (see _WORD), in the forms secret names are matched on: a trailing
+    number, with a version's ``v`` before it, left out (``password2``, ``api_key_1``, ``token_v2`` read as
+    ``password``, ``api_key``, ``token``), and a last word's plural ``s`` read both as it is and left out
+    (``passwords``, ``client_secrets``, ``api_keys``; not ``ss``, ``pass``), but for ``tokens``, which counts text
+    (``max_tokens``, ``refresh_tokens`` are shown). One rule for every redactor (see :meth:`Redactor.is_secret`)."""
+    words = [word.lower() for word in _WORD.findall(name)]
+    if words and words[-1].isdigit():
+        while words and words[-1].isdigit():
+            words.pop()
+        if len(words) > 1 and words[-1] == "v":
+            words.pop()
+    form = tuple(words)
+    last = form[-1] if form else ""
+    if len(last) > 2 and last[-1] == "s" and last[-2] != "s" and last != "tokens":
+        return form, (*form[:-1], last[:-1])
+    return (form,)
+
+
 # URL user-info: as urlsplit reads it, everything up to the last "@" before the path, query or
 # fragment; else "user:" then a password with an unescaped "/", "?" or "#" in it, up to the last
 # "@" of the next 256 characters (not "host:port/"; a later "@" in a path shows less, never more);
@@ -396,15 +418,66 @@ _KNOWN_TOKENS = re.compile(
 
 def _known_token(found: re.Match[str]) -> str:
     """A credential of a known form as shown: masked, a client's name and flag before its password kept
-    (``mysql -u root -p[REDACTED]``; a quoted password to its closing quote, ``-p'[REDACTED]'``; an unquoted one
-    without the text's closing bracket or quote after it)."""
+    (``mysql -u root -p[REDACTED]``, see _client_password)."""
     flag = found.group("flag")
     if flag is None:
         return REDACTED
-    if found.group("sq") or found.group("dq"):  # quoted: to its closing quote, kept
-        return f"{flag}{REDACTED}"
-    end = _word_end(found.string, found.end("flag"), found.end())
+    end = _client_password(found)[1]
     return f"{flag}{REDACTED}{found.string[end : found.end()]}"
+
+
+def _client_password(found: re.Match[str]) -> tuple[int, int]:
+    """Where the password of a client's flag found by _CLIENT_PASSWORD stands: a quoted one to its closing quote
+    (kept), an unquoted one without the text's closing bracket or quote after it (see _word_end)."""
+    start = found.end("flag")
+    if found.group("sq") or found.group("dq"):
+        return start, found.end()
+    return start, _word_end(found.string, start, found.end())
+
+
+_CLIENT = re.compile(_CLIENT_PASSWORD)
+
+
+def _command_passwords(items: Iterable[Any]) -> dict[int, list[tuple[int, int]]]:
+    """Where the passwords of a client's own flags stand in a command given as a list of its words (the first
+    100: ``["mysql", "-uroot", "-phunter2"]``, ``["redis-cli", "-a", "..."]``), by item: the words (strings; the
+    first 8,000 characters of each, as text is read) joined by spaces are read as a command line in text is
+    (_CLIENT_PASSWORD), so that a list is masked as its command line and its repr are. Only a list with a flag is read."""
+    words = [
+        str.__str__(item)[: _SCAN * _MAX_TEXT] if isinstance(item, str) else "" for item in itertools.islice(items, _MAX_ITEMS)
+    ]
+    if len(words) < 2 or not any(word[:1] == "-" for word in words):
+        return {}
+    line = " ".join(words)
+    starts = list(itertools.accumulate((len(word) + 1 for word in words[:-1]), initial=0))
+    found: dict[int, list[tuple[int, int]]] = {}
+    for match in _CLIENT.finditer(line):
+        low, high = _client_password(match)
+        index = bisect.bisect_right(starts, low) - 1
+        while index < len(words) and starts[index] < high:  # (a quoted password may span words: -p'a b')
+            start = starts[index]
+            span = (max(low, start) - start, min(high, start + len(words[index])) - start)
+            if span[0] < span[1]:
+                found.setdefault(index, []).append(span)
+            index += 1
+    return found
+
+
+def _command_masked(items: Iterable[Any]) -> list[Any] | None:
+    """The first 100 ``items`` with the passwords :func:`_command_passwords` finds masked (``"-p[REDACTED]"``), or
+    None when there are none."""
+    found = _command_passwords(items)
+    if not found:
+        return None
+    masked = list(itertools.islice(items, _MAX_ITEMS))
+    for index, spans in found.items():
+        word, done = str.__str__(masked[index]), 0
+        parts: list[str] = []
+        for low, high in spans:
+            parts += (word[done:low], REDACTED)
+            done = high
+        masked[index] = "".join(parts) + word[done:]
+    return masked
 
 
 # The shortest credential _KNOWN_TOKENS finds that is a plain identifier (an AWS access key id, 20
@@ -680,6 +753,9 @@ def _held(redactor: Redactor, *values: Any) -> list[str]:
                 if not secret and pair and redactor.is_secret(listed[0]):
                     stack.append((listed[1], True))  # a pair: [("Authorization", "Bearer ...")]
                     continue
+                if not secret and isinstance(value, list | tuple):  # a command: ["mysql", "-uroot", "-p..."]
+                    for index, spans in _command_passwords(listed).items():
+                        stack += ((str.__str__(listed[index])[low:high], True) for low, high in spans)
                 flag = user = False  # the item before names a secret (["--password", ...]), or is ["-u", "bob:pw"]
                 for item in listed:
                     if user and isinstance(item, str) and ":" in item and item[:1] != "+":
@@ -827,15 +903,15 @@ class Redactor:
             if len(name) > _LONGEST_NAME:  # as long once normalised (U+FDFA is 18 characters): no name either
                 found = True
             elif self._last is not None:
-                words = tuple(t.lower() for t in _WORD.findall(name))
-                found = (
+                found = any(
                     any(words[-len(last) :] == last for last in self._last)
                     or bool(words and self._ends_word(words[-1]))
                     or bool(self._env and words and name.isupper() and _names_password(words[-1]))
+                    for words in _key_words(name)
                 )
-            else:
+            else:  # (a long name matches inside longer keys: passwords, password2; a short one as a word: pins, pw2)
                 joined = _normal(name)
-                tokens = {t.lower() for t in _WORD.findall(name)}
+                tokens = set(itertools.chain.from_iterable(_key_words(name)))
                 found = (
                     any(w in joined for w in self._long)
                     or bool(tokens & self._short)
@@ -1274,6 +1350,7 @@ class Redactor:
             ):  # and a deque, dict views, any sequence or set: their first items, never their whole repr
                 budget[0] -= 4  # its brackets, and the separator before it
                 items: list[Any] = []
+                masked = _command_masked(value) if isinstance(value, (list, tuple)) else None  # ["mysql", "-p..."]
                 flag = False  # the previous item is a flag naming a secret: ["mysql", "--password", "..."]
                 user = False  # the previous item is a client's user flag: ["curl", "-u", "bob:..."]
                 for count, item in enumerate(itertools.islice(value, _MAX_ITEMS)):
@@ -1283,7 +1360,8 @@ class Redactor:
                     if user and isinstance(item, str) and ":" in item and item[:1] != "+" and item.partition(":")[2][:2] != "//":
                         items.append(self._shown(f"{item.partition(':')[0]}:{REDACTED}", depth + 1, budget))
                     else:
-                        items.append(REDACTED if flag and isinstance(item, str) else self._shown(item, depth + 1, budget))
+                        shown_item = item if masked is None else masked[count]
+                        items.append(REDACTED if flag and isinstance(item, str) else self._shown(shown_item, depth + 1, budget))
                     flag = isinstance(item, str) and item[:1] == "-" and "=" not in item and self._flag(item)
                     user = isinstance(item, str) and item in _USER_FLAGS  # (no item's own "==": a numpy array's)
                 if len(value) > _MAX_ITEMS:
@@ -1313,7 +1391,9 @@ _DEFAULT = Redactor()
 #: The keys whose values are masked in errors the model reads: unambiguous secret names only,
 #: matched on a key's last words (``pin``, ``auth``, ``signature`` and ``max_tokens`` would
 #: hide numbers and words the model needs to act on the error), and an environment variable's
-#: name ending in a password's (``PGPASSWORD``, ``SSHPASS``, ``DB_PASS``: see _names_password).
+#: name ending in a password's (``PGPASSWORD``, ``SSHPASS``, ``DB_PASS``: see _names_password); a trailing number
+#: and a plural ``s`` are left out (``password2``, ``api_key_1``, ``passwords``, ``api_keys``; not ``tokens``: see
+#: _key_words).
 MODEL_SECRET_KEYS = (
     "password",
     "passwd",

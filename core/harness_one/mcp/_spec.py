@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .._redact import _SHOWN, _USER_FLAGS, REDACTED, mask_secrets
+from .._redact import _SHOWN, _USER_FLAGS, REDACTED, _command_masked, mask_secrets
 
 if TYPE_CHECKING:
     from harness_one import ToolRegistry
@@ -102,17 +102,19 @@ class McpSpec:
     def shown_command(self) -> tuple[str, ...]:
         """``command``, every word, with secret values masked (``--token=...``, ``PGPASSWORD=...``), the word after
         a flag named as a secret (``--api-key KEY``, ``--auth KEY``) and the password of a user flag's
-        ``user:password`` (``-u bob:...``); the keys are the model's and ``pin``, ``auth``, ``signature``,
-        ``credential`` (``--max-tokens 500`` is shown)."""
+        ``user:password`` (``-u bob:...``) and the password of a client's own flag, read on the command line the words
+        make (``mysql -uroot -p...``, ``redis-cli -a ...``); the keys are the model's and ``pin``, ``auth``,
+        ``signature``, ``credential`` (``--max-tokens 500`` is shown)."""
         shown: list[str] = []
+        masked = _command_masked(self.command)  # (the first 100 words: a client's password flag on the command line)
         after_flag = after_user = False
-        for word in self.command:
+        for index, word in enumerate(self.command):
             if after_flag:
                 shown.append(REDACTED)
             elif after_user and ":" in word and word[:1] != "+" and word.partition(":")[2][:2] != "//":
                 shown.append(f"{_SHOWN.mask(word.partition(':')[0])}:{REDACTED}")
             else:
-                shown.append(_SHOWN.mask(word))
+                shown.append(_SHOWN.mask(masked[index] if masked is not None and index < len(masked) else word))
             after_flag = word.startswith("-") and "=" not in word and _SHOWN._flag(word)  # (the redactor's own rule)
             after_user = word in _USER_FLAGS
         return tuple(shown)
