@@ -91,7 +91,7 @@ def test_doctor_lists_the_tools_an_mcp_server_left_out_and_exits_1(tmp_path: Pat
 # --------------------------------------------------------------------------- 2. serve --path
 
 
-@pytest.mark.parametrize("path", ["/x?t=1", "/a b", "/a#b", "/a\tb", "/mcp\n"])
+@pytest.mark.parametrize("path", ["/x?t=1", "/a b", "/a#b", "/a\tb", "/mcp\n", "/a%20b"])
 def test_serve_refuses_a_path_no_url_path_holds(tmp_path: Path, path: str) -> None:
     """``--path '/x?t=1'`` was served and its URL printed, a URL that answered 404 to every request. (In a child
     process, bounded: one that serves fails the test at its timeout.)"""
@@ -99,7 +99,7 @@ def test_serve_refuses_a_path_no_url_path_holds(tmp_path: Path, path: str) -> No
     env = {**os.environ, **server_env(tmp_path)}
     done = subprocess.run(command, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=30, env=env, check=False)
     assert done.returncode == EXIT_CODES["usage"], done.stderr
-    assert f"Invalid value for --path: must be a path alone, without '?', '#' or spaces, got {path!r}" in done.stderr
+    assert f"Invalid value for --path: must be a path alone, without '?', '#', '%' or spaces, got {path!r}" in done.stderr
     assert "serving MCP on" not in done.stderr
 
 
@@ -115,6 +115,40 @@ CALLS = [
     ({"arguments": {}}, "params.name: Field required"),
     ({"name": "add", "arguments": [1, 2]}, "params.arguments: Input should be a valid dictionary"),
 ]
+
+
+#: The 2026-07-28 protocol's per-request ``_meta`` (a client's info under a key with dots in it).
+META26 = {
+    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+    "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "0"},
+    "io.modelcontextprotocol/clientCapabilities": {},
+}
+#: Requests refused inside a union (the place of the union named, each member's words) or under a dotted key (quoted).
+UNIONS = [
+    (
+        "tools/call",
+        {"name": "add", "arguments": {}, "inputResponses": {"k": {"action": 5}}, "_meta": META26},
+        "params.inputResponses.k: Field required; Input should be 'accept', 'cancel' or 'decline'",  # not ".k.CreateMessageResult"
+    ),
+    (
+        "completion/complete",
+        {"ref": {"type": "ref/resource"}, "argument": {"name": "a", "value": "b"}, "_meta": META26},
+        "params.ref: Field required; Input should be 'ref/prompt'",  # not ".ref.PromptReference"
+    ),
+    (
+        "tools/call",
+        {"name": "add", "arguments": {}, "_meta": {**META26, "io.modelcontextprotocol/clientInfo": {"name": 5, "version": "0"}}},
+        'params._meta["io.modelcontextprotocol/clientInfo"].name: Input should be a valid string',
+    ),
+]
+
+
+def test_a_refusal_inside_a_union_names_its_place_and_a_dotted_key_is_quoted(tmp_path: Path) -> None:
+    lines = [json.dumps({"jsonrpc": "2.0", "id": n, "method": m, "params": p}) for n, (m, p, _) in enumerate(UNIONS, 1)]
+    done = serve_file(tmp_path, "\n".join([*lines, ""]).encode())
+    replies = {reply["id"]: reply for reply in map(json.loads, done.stdout.decode().splitlines())}
+    for n, (_, _, wanted) in enumerate(UNIONS, 1):
+        _named(replies[n], wanted)
 
 
 def _named(reply: dict[str, object], wanted: str) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import platform
+import sys
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -47,15 +48,15 @@ def _unenforced(registry: ToolRegistry) -> list[str]:
     ]
 
 
-def _mcp_failures(registry: ToolRegistry, names: list[str]) -> list[str]:
-    """What each attached MCP server (of ``names``, in order) left out of its tools and why (its ``failures``: a tool
-    the SDK or harness-one refuses, a cut listing), as ``mcp:NAME: why``, as a server that failed to attach is listed."""
-    if not names:
+def _mcp_failures(registry: ToolRegistry) -> list[str]:
+    """What each MCP server attached to ``registry`` (by the configuration, ``--mcp`` or a ``--tools`` file; by name)
+    left out of its tools and why (its ``failures``: a tool the SDK or harness-one refuses, a cut listing), as
+    ``mcp:NAME: why``, as a server that failed to attach is listed."""
+    client = sys.modules.get("harness_one.mcp._client")  # (not imported: no server was attached)
+    if client is None:
         return []
-    from ..mcp._client import attached_servers
-
-    servers = {server.spec.name: server for server in attached_servers(registry)}
-    return [f"mcp:{name}: {why}" for name in names if name in servers for why in servers[name].failures]
+    servers = sorted(client.attached_servers(registry), key=lambda server: server.spec.name)
+    return [f"mcp:{server.spec.name}: {why}" for server in servers for why in server.failures]
 
 
 def _blocked(registry: ToolRegistry, block: list[str]) -> list[str]:
@@ -106,7 +107,7 @@ def doctor(ctx: click.Context, as_json: bool) -> None:
         "tools": len(tools),
         "failures": [str(f) for f in [*registry.plugins.failures, *registry.discovery.failures]]
         + state.failures
-        + _mcp_failures(registry, state.mcp_servers),
+        + _mcp_failures(registry),
         "conflicts": [str(c) for c in registry.discovery.conflicts],
         "unenforced": _unenforced(registry),
     }

@@ -205,8 +205,8 @@ def serve(
         raise click.ClickException("'serve' needs the MCP SDK: pip install 'harness-one[mcp]'") from None
     if not path.startswith("/"):
         raise click.BadParameter(f"must start with '/', got {path!r}", param_hint="--path")
-    if any(char in "?#" or char.isspace() for char in path):  # a URL of it would never reach the endpoint
-        raise click.BadParameter(f"must be a path alone, without '?', '#' or spaces, got {path!r}", param_hint="--path")
+    if any(char in "?#%" or char.isspace() for char in path):  # a URL of it would never reach the endpoint
+        raise click.BadParameter(f"must be a path alone, without '?', '#', '%' or spaces, got {path!r}", param_hint="--path")
     if transport == "http":  # (before any tool loads; an empty --host "$HOST" would listen on every address)
         from ._server import host_problem
 

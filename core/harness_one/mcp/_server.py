@@ -57,6 +57,7 @@ from harness_one._approval import not_asked
 from harness_one._clock import Clock
 from harness_one._errors import exception_text, model_message
 from harness_one._render import json_data, safe_text
+from harness_one._schema import path_step
 
 from ._spec import ERROR_META_KEY
 
@@ -764,14 +765,15 @@ def invalid_params_message(exc: ValidationError, params: Mapping[str, Any] | Non
             isinstance(value, list) and isinstance(part, int) and 0 <= part < len(value)
         )
         if not held:
-            if isinstance(value, Mapping) and errors[0]["type"] == "missing":
+            if isinstance(value, Mapping) and errors[0]["type"] == "missing" and len(where) == len(loc) - 1:
                 where.append(part)  # the member that is missing
-            break  # (else a union's member name)
+            break  # (else a union's member name, or a missing member of one: the union's place is named)
         value = value[part]
         where.append(part)
     size = len(where)
     said = [e["msg"] for e in errors if (*start, *e["loc"])[:size] == tuple(where)] if size < len(loc) else [errors[0]["msg"]]
-    text = f"Invalid request parameters: {'.'.join(map(str, where))}: {'; '.join(dict.fromkeys(said))}"
+    path = "".join(map(path_step, where)).removeprefix(".")  # (a key with a dot in it quoted: ["io.mcp/clientInfo"])
+    text = f"Invalid request parameters: {path}: {'; '.join(dict.fromkeys(said))}"
     return safe_text(text[:500])
 
 
