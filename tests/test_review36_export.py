@@ -108,3 +108,70 @@ def test_the_registry_does_not_check_what_was_dropped(backend: Literal["python",
     registry = _registry(_draft07(), backend)
     args = {"d": ["s", "s"], "a": {"y": 1}, "c": [1], "o": {"a": 1}}
     assert registry.call("t", args) == args
+
+
+# A subschema with its own $schema is read in that draft by both backends, so the exports judge it by that draft.
+
+D2020 = "https://json-schema.org/draft/2020-12/schema"
+
+
+def _embedded(own: dict[str, Any], outer: str | None = D7) -> dict[str, Any]:
+    schema: dict[str, Any] = {"type": "object", "properties": {"x": own}}
+    return schema if outer is None else {"$schema": outer, **schema}
+
+
+_REQUIRED_2019 = {"$schema": D2019, "type": "object", "dependentRequired": {"a": ["b"]}}
+
+
+@pytest.mark.parametrize("own", [_REQUIRED_2019, {**_REQUIRED_2019, "$id": "http://example.com/x"}], ids=["no-id", "id"])
+@pytest.mark.parametrize("backend", ["rust", "python"])
+def test_embedded_2019_schema_keeps_its_keywords(own: dict[str, Any], backend: Literal["python", "rust"]) -> None:
+    registry = _registry(_embedded(own), backend)
+    assert not registry.try_call("t", {"x": {"a": 1}}).ok  # checked: the subschema is read as 2019-09
+    export = registry.export("anthropic")
+    assert export.tools[0]["input_schema"]["properties"]["x"]["dependentRequired"] == {"a": ["b"]}
+    for notes in (export.notes.get("t", []), registry.export("gemini").notes["t"]):
+        assert not any("does not define" in n for n in notes)
+
+
+@pytest.mark.parametrize("backend", ["rust", "python"])
+def test_embedded_2020_prefix_items_under_draft07_kept(backend: Literal["python", "rust"]) -> None:
+    own = {"$schema": D2020, "$id": "http://example.com/x", "prefixItems": [{"type": "integer"}]}
+    schema = _embedded(own)
+    schema["properties"]["e"] = {"$ref": "#/properties/x/prefixItems/0"}
+    registry = _registry(schema, backend)
+    assert not registry.try_call("t", {"x": ["s"]}).ok
+    assert not registry.try_call("t", {"e": "s"}).ok
+    anthropic = registry.export("anthropic").tools[0]["input_schema"]["properties"]
+    assert anthropic["x"]["prefixItems"] == [{"type": "integer"}]
+    assert anthropic["e"] == {"$ref": "#/properties/x/prefixItems/0"}  # not sent as any value
+    gemini = registry.export("gemini").tools[0]["parameters"]["properties"]
+    assert gemini == {"x": {"items": {"type": "integer"}}, "e": {"type": "integer"}}
+
+
+@pytest.mark.parametrize("backend", ["rust", "python"])
+def test_embedded_older_draft_drops_what_it_does_not_define(backend: Literal["python", "rust"]) -> None:
+    """The other way: a draft-04 subschema of a 2019-09 schema ignores const, a draft-07 one of 2020-12 prefixItems."""
+    older = _embedded({"$schema": D4, "id": "http://example.com/x", "const": 1}, D2019)
+    registry = _registry(older, backend)
+    assert registry.call("t", {"x": 2}) == {"x": 2}
+    for fmt, key in (("anthropic", "input_schema"), ("gemini", "parameters")):
+        export = registry.export(fmt)
+        assert "const" not in export.tools[0][key]["properties"]["x"]
+        assert "$.x: const dropped (draft-04 does not define it: calls are not checked against it)" in export.notes["t"]
+    newer = _registry(_embedded({"$schema": D7, "prefixItems": [{"type": "integer"}]}, None), backend)
+    assert newer.call("t", {"x": ["s"]}) == {"x": ["s"]}
+    assert newer.export("gemini").tools[0]["parameters"]["properties"] == {"x": {}}
+
+
+@pytest.mark.parametrize("backend", ["rust", "python"])
+def test_ref_siblings_in_embedded_2019_schema_kept(backend: Literal["python", "rust"]) -> None:
+    schema = {
+        "$schema": D7,
+        "definitions": {"i": {"type": "integer"}},
+        **_embedded({"$schema": D2019, "type": "object", "properties": {"y": {"$ref": "#/definitions/i", "minimum": 5}}}, None),
+    }
+    registry = _registry(schema, backend)
+    assert not registry.try_call("t", {"x": {"y": 2}}).ok  # 2019-09 applies what stands beside $ref
+    properties = registry.export("anthropic").tools[0]["input_schema"]["properties"]
+    assert properties["x"]["properties"]["y"] == {"$ref": "#/definitions/i", "minimum": 5}

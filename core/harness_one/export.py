@@ -863,8 +863,8 @@ def gemini_schema(schema: Mapping[str, Any], *, tool: str = "?") -> tuple[dict[s
     references in a chain), the
     definitions go to Gemini's root ``defs`` and each ``$ref`` becomes its ``ref``, or, if a
     reference points elsewhere, the parameters become any object. No boolean schema is
-    emitted (a tuple's ``prefixItems`` become ``items`` of any of their schemas; keywords the schema's draft does not
-    define, such as draft-07's ``prefixItems``, are dropped), formats
+    emitted (a tuple's ``prefixItems`` become ``items`` of any of their schemas; keywords the draft a subschema is read
+    in (:func:`_dialect_in`) does not define, such as draft-07's ``prefixItems``, are dropped), formats
     outside :data:`GEMINI_FORMATS` are dropped, and an enum gets ``type: string``. A ``null``
     allowed (in a type list, an enum, an ``anyOf`` branch) becomes ``nullable`` (an enum of ``null``
     alone or a ``const`` of ``null``: just ``nullable``, noted); ``oneOf`` is
@@ -876,6 +876,7 @@ def gemini_schema(schema: Mapping[str, Any], *, tool: str = "?") -> tuple[dict[s
     notes: list[str] = []
     refs: dict[str, str] = {}  # each $ref kept -> its root definition (where inlining cannot be done)
     doc = _Document(schema)
+    dialect = doc.dialect  # the draft of the schema :func:`convert` is in (a subschema's own $schema switches it)
 
     def items_of(node: dict[str, Any], path: str, out: dict[str, Any]) -> None:
         items, prefix = node.get("items"), node.get("prefixItems")
@@ -931,11 +932,22 @@ def gemini_schema(schema: Mapping[str, Any], *, tool: str = "?") -> tuple[dict[s
         return {**merged, **out}
 
     def convert(node: Any, path: str) -> Any:
+        """``node`` converted, in the draft its own ``$schema`` names (:func:`_dialect_in`), else the one around it."""
+        nonlocal dialect
+        outer = dialect
+        if isinstance(node, dict):
+            dialect = _dialect_in(node, outer)
+        try:
+            return converted(node, path)
+        finally:
+            dialect = outer
+
+    def converted(node: Any, path: str) -> Any:
         if not isinstance(node, dict):
             return {}  # true (false is left out where it stands)
-        if "$ref" in node and doc.dialect <= 7:  # (kept where inlining cannot be done) drafts 4-7 ignore its siblings
+        if "$ref" in node and dialect <= 7:  # (kept where inlining cannot be done) drafts 4-7 ignore its siblings
             node = {"$ref": node["$ref"]}
-        node = _numeric_exclusive(_defined(node, doc.dialect, path, notes))
+        node = _numeric_exclusive(_defined(node, dialect, path, notes))
         out: dict[str, Any] = {}
         kind = node.get("type")
         split: list[dict[str, Any]] = []  # the branches a list of types became
@@ -1261,6 +1273,32 @@ def _defined(node: dict[str, Any], dialect: int, path: str, notes: list[str]) ->
     return {k: v for k, v in node.items() if k not in dropped}
 
 
+def _dialect_in(node: Mapping[str, Any], dialect: int) -> int:
+    """The draft ``node`` is read in, in a schema read in ``dialect`` where it stands: the one its own ``$schema``
+    names, as both validation backends switch there (in an embedded resource or any subschema), but beside a
+    ``$ref`` in drafts 4-7, which ignore it there; else ``dialect``."""
+    own = node.get("$schema")
+    named = _dialect(own) if isinstance(own, str) and not (dialect <= 7 and "$ref" in node) else None
+    return dialect if named is None else named
+
+
+def _dialects(schema: Any, dialect: int) -> dict[int, int]:
+    """The draft (:func:`_dialect_in`) of each schema object in ``schema``, a schema read in ``dialect``, by its ``id``."""
+    drafts: dict[int, int] = {}
+
+    def visit(node: Any, dialect: int) -> None:
+        if not isinstance(node, dict):
+            return
+        drafts[id(node)] = dialect = _dialect_in(node, dialect)
+        for key, value in node.items():
+            kind = _position(key, value)
+            for sub in (value,) if kind == "one" else value if kind == "list" else value.values() if kind == "map" else ():
+                visit(sub, dialect)
+
+    visit(schema, dialect)
+    return drafts
+
+
 def _draft_2020(schema: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
     """A schema of an earlier draft (its ``$schema`` says which) rewritten as draft 2020-12, which Anthropic reads
     every schema as (it refuses one that is not valid 2020-12, failing the whole request), and a note for each change:
@@ -1268,7 +1306,8 @@ def _draft_2020(schema: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
     array (a tuple) as ``prefixItems``, with ``additionalItems`` as ``items`` (dropped without a tuple, which it
     does not apply to); an ``id``/``$id`` of ``"#name"`` as ``$anchor``, draft-04's ``id`` as ``$id``; in drafts 4-7,
     the keywords beside ``$ref`` (which they ignore) dropped but annotations; keywords the draft does not define
-    (:data:`_DEFINED_SINCE`: draft-07's ``prefixItems``) dropped. ``schema`` itself for 2020-12.
+    (:data:`_DEFINED_SINCE`: draft-07's ``prefixItems``) dropped, each subschema judged by the draft it is read in
+    (:func:`_dialect_in`). ``schema`` itself for 2020-12.
     (``definitions`` and ``dependencies`` are kept: 2020-12's meta-schema still defines them.)"""
     dialect = _dialect(schema.get("$schema"))
     if dialect is None or dialect >= 2020:
@@ -1291,9 +1330,11 @@ def _draft_2020(schema: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
         if uri:
             out["$id"] = uri
 
-    def walk(node: Any, path: str) -> Any:
+    def walk(node: Any, path: str, outer: int) -> Any:
+        """``node`` rewritten, where the schema around it is read in draft ``outer``."""
         if not isinstance(node, dict):
             return node
+        dialect = _dialect_in(node, outer)  # (a subschema's own $schema: the backends read it in that draft)
         original = id(node)  # (what the walks before the rewrite know it by)
         if id(node) in moved:
             ref, target, why = moved[id(node)]
@@ -1328,24 +1369,24 @@ def _draft_2020(schema: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
                 notes.append(f"{path}: $anchor {value!r} dropped (no 2020-12 anchor name)")
                 continue
             if key == "items" and tuple_items:
-                out["prefixItems"] = [walk(sub, f"{path}[{i}]") for i, sub in enumerate(value)]
+                out["prefixItems"] = [walk(sub, f"{path}[{i}]", dialect) for i, sub in enumerate(value)]
                 notes.append(f"{path}: items as an array rewritten as prefixItems")
                 continue
             if key == "additionalItems":
                 if tuple_items:
-                    out["items"] = walk(value, f"{path}[]")
+                    out["items"] = walk(value, f"{path}[]", dialect)
                     notes.append(f"{path}: additionalItems rewritten as items")
                 else:
                     notes.append(f"{path}: additionalItems dropped (without items as an array it applies to nothing)")
                 continue
             kind = _position(key, value)
             if kind == "one":
-                out[key] = walk(value, f"{path}[]" if key == "items" else f"{path}.{key}")
+                out[key] = walk(value, f"{path}[]" if key == "items" else f"{path}.{key}", dialect)
             elif kind == "list":
-                out[key] = [walk(sub, f"{path}.{key}[{i}]") for i, sub in enumerate(value)]
+                out[key] = [walk(sub, f"{path}.{key}[{i}]", dialect) for i, sub in enumerate(value)]
             elif kind == "map":
                 at = path if key == "properties" else f"{path}.{key}"
-                out[key] = {k: walk(sub, at + path_step(k)) for k, sub in value.items()}
+                out[key] = {k: walk(sub, at + path_step(k), dialect) for k, sub in value.items()}
             else:
                 out[key] = value
         return out
@@ -1371,7 +1412,7 @@ def _draft_2020(schema: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
             notes.append(f"{path}: $recursiveRef {ref!r} rewritten as {key} {target!r}")
         return out
 
-    return walk(schema, "$"), notes
+    return walk(schema, "$", dialect), notes
 
 
 def _anchor_2020(node: Mapping[str, Any], key: str) -> str | None:
@@ -1399,6 +1440,7 @@ def _moved_refs(schema: dict[str, Any], dialect: int, found: _Found) -> dict[int
     sibling of ``$ref`` in drafts 4-7); and for an anchor whose name 2020-12 does not allow (``#1abc``, ``#a:b``),
     the JSON pointer of the schema it names."""
     moved: dict[int, tuple[str, str | None, str]] = {}
+    drafts = _dialects(schema, dialect) if found.refs else {}
     for path, ref, target in found.refs:
         uri, fragment = urldefrag(target)
         if path[-1] != "$ref" or not fragment or uri not in found.resources:
@@ -1409,14 +1451,15 @@ def _moved_refs(schema: dict[str, Any], dialect: int, found: _Found) -> dict[int
             if declared is None or any(again == fragment and first == declared for _, again, first in found.doubled):
                 continue  # (no schema, or several, declare it: as it is)
             node = found.node(uri, fragment)
-            if fragment == _kept_anchor(node, _id_key(dialect)) and not (dialect <= 7 and "$ref" in node):
+            if fragment == _kept_anchor(node, _id_key(dialect)) and not (drafts.get(id(node), dialect) <= 7 and "$ref" in node):
                 continue  # (in drafts 4-7, a name beside $ref is dropped with the other siblings)
             within = _within(schema, declared, found.resources[uri])
             if within is None:
                 continue
             fragment = quote(_pointer(within)[1:], safe="/~!$&'()*+,;=:@")
             why = f"as the anchor {unquote(urldefrag(target)[1])!r} is dropped (no 2020-12 anchor name)"
-        rewritten = _pointer_in_2020(found.resources[uri], fragment, dialect)
+        resource = found.resources[uri]
+        rewritten = _pointer_in_2020(resource, fragment, drafts.get(id(resource), dialect))
         if rewritten != urldefrag(target)[1]:
             holder = _holder(found, path)
             moved[id(holder)] = (ref, None if rewritten is None else ref.partition("#")[0] + "#" + rewritten, why)
@@ -1465,8 +1508,9 @@ def _recursive_2020(found: _Found) -> tuple[dict[int, tuple[str, str]], dict[int
 
 
 def _pointer_in_2020(resource: Any, fragment: str, dialect: int) -> str | None:
-    """The JSON pointer ``fragment`` (of a ``$ref`` into ``resource``) as it reads once :func:`_draft_2020` rewrote
-    the resource: ``fragment`` itself if nothing on its way moved, ``None`` if it passes where the rewrite drops."""
+    """The JSON pointer ``fragment`` (of a ``$ref`` into ``resource``, read in draft ``dialect`` where it stands) as it
+    reads once :func:`_draft_2020` rewrote the resource: ``fragment`` itself if nothing on its way moved, ``None`` if
+    it passes where the rewrite drops."""
     tokens = unquote(fragment).split("/")
     node, kind = resource, "one"
     for at, escaped in enumerate(tokens[1:], 1):
@@ -1474,6 +1518,7 @@ def _pointer_in_2020(resource: Any, fragment: str, dialect: int) -> str | None:
         if kind == "one":
             if not isinstance(node, dict) or token not in node:
                 return fragment  # no schema (a boolean), or a pointer the definition checks let through: as it is
+            dialect = _dialect_in(node, dialect)
             if dialect <= 7 and "$ref" in node and token not in _REF_ANNOTATIONS and token != "$ref":
                 return None
             tuple_items = isinstance(node.get("items"), list)
