@@ -123,3 +123,56 @@ def test_nesting_past_the_limit_is_worded_alike_however_deep(kind: str) -> None:
     assert [(p.message, p.expected, p.got) for p in refusal.problems] == [
         ("arguments are nested more than 8 levels deep", "depth <= 8", "depth > 8")
     ]
+
+
+def test_every_reader_of_json_text_refuses_a_number_too_small_for_a_float(tmp_path: Any) -> None:
+    """``call --args`` and a ``run`` line read the text themselves and passed the registry a dict holding 0.0."""
+    from click.testing import CliRunner
+
+    from harness_one._cli import EXIT_CODES, main
+
+    tools = tmp_path / "tiny.py"
+    tools.write_text("from harness_one import define_tool\n\n@define_tool\ndef pos(x: float) -> float:\n    return x\n")
+    runner = CliRunner()
+    called = runner.invoke(main, ["--tools", str(tools), "call", "pos", "--args", '{"x": 1e-400}'])
+    assert called.exit_code == EXIT_CODES["usage"]
+    assert "$.x: expected a number a float can hold, got 1e-400 (too small for a float" in called.output
+    lines = '{"id": 1, "name": "pos", "arguments": {"x": 1e-400}}\n{"id": 2, "name": "pos", "arguments": {"x": 1e-300}}\n'
+    ran = runner.invoke(main, ["--tools", str(tools), "run"], input=lines)
+    answers = [line for line in ran.output.splitlines() if line.startswith("{")]
+    assert '"ok": false' in answers[0] and "$.arguments.x: expected a number a float can hold, got 1e-400" in answers[0]
+    assert answers[1] == '{"id": 2, "ok": true, "result": 1e-300}'
+
+
+def test_text_past_the_decoder_under_a_max_depth_it_may_not_reach_claims_no_limit_passed() -> None:
+    registry = ToolRegistry(autoload=False, standard_plugins=False, limits=ArgumentLimits(max_depth=5000))
+    registry.add(lambda a: a, name="t")
+    refused = registry.try_call("t", '{"a": ' + "[" * 1200 + "]" * 1200 + "}")
+    assert isinstance(refused.error, ToolArgumentError)
+    assert refused.error.problems[0].message == "arguments are nested too deeply to read"  # not "more than 5000 levels"
+
+
+@pytest.mark.parametrize("kind", ["none", "rust", "python"])
+@pytest.mark.parametrize(
+    ("raw", "shown"),
+    [
+        ("\\u009b2J", '"\\u009b2J"'),  # C1 CSI: a terminal's ESC [
+        ("\\u0085\\u009f", '"\\u0085\\u009f"'),
+        ("\\u007fx", '"\\u007fx"'),  # DEL
+        ("a\\u2028b\\u2029", '"a\\u2028b\\u2029"'),  # line and paragraph separators
+    ],
+)
+def test_a_refusal_shows_del_c1_and_line_separators_escaped(kind: str, raw: str, shown: str) -> None:
+    """``preview`` escaped C0 controls (JSON does) but left DEL, C1 controls and U+2028/U+2029 raw."""
+    refusal = _refused(_registry(kind, uuid.UUID), '{"v": "' + raw + '"}')
+    assert [(path, got) for path, _, _, got in refusal] == [("$.v", shown)]
+    assert refusal[0][2].endswith(f"got {shown}")
+
+
+def test_preview_keeps_its_cut_quotes_and_surrogate_escapes() -> None:
+    from harness_one import preview
+
+    assert preview("\x9b" * 30) == '"' + "\\u009b" * 9 + "\\u..."  # the cap counts the escapes, as before
+    shown = '{"k\\u007f": ["\\u2028", "\\ud800", "\\u001b", "q\\"\\\\"]}'
+    assert preview({"k\x7f": ["\u2028", "\ud800", "\x1b", 'q"\\']}) == shown
+    assert preview("caf\u00e9 \u00a0\u2027") == '"caf\u00e9 \u00a0\u2027"'  # other text as it is

@@ -5,6 +5,7 @@ numeric order (``$.a[2]`` before ``$.a[10]``).
 
 from __future__ import annotations
 
+import numbers
 from decimal import Decimal
 from fractions import Fraction
 from typing import Any
@@ -116,3 +117,52 @@ def test_other_orders_are_kept(backend: Backend) -> None:
         ("$.b", "minLength"),
         ("$.b", "pattern"),
     ]
+
+
+class _Real:
+    """A real number of no numeric library (registered as one, as numpy's ``float32`` is): ``float()`` reads it."""
+
+    def __init__(self, value: float) -> None:
+        self.value = value
+
+    def __float__(self) -> float:
+        return self.value
+
+    def __eq__(self, other: object) -> bool:
+        return self.value == (other.value if isinstance(other, _Real) else other)
+
+    def __hash__(self) -> int:
+        return hash(self.value)
+
+
+numbers.Real.register(_Real)
+
+NON_FINITE_REALS = [(float("nan"), "NaN"), (float("inf"), "Infinity"), (float("-inf"), "-Infinity")]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize(("value", "got"), NON_FINITE_REALS)
+@pytest.mark.parametrize("schema", [NUMBER, BOUNDED], ids=["number", "maximum"])
+def test_non_finite_other_real_is_refused_as_a_float_is(backend: Backend, value: float, got: str, schema: dict[str, Any]) -> None:
+    """Only a float or ``Decimal`` was looked at: any other real NaN reached the tool, an infinity met only the bounds."""
+    assert refusal(backend, schema, {"x": _Real(value)}) == [f"$.x: expected a finite number, got {got}"]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("kind", ["float32", "float16", "longdouble"])
+@pytest.mark.parametrize(("value", "got"), NON_FINITE_REALS)
+def test_non_finite_numpy_floats_are_refused_as_a_float_is(backend: Backend, kind: str, value: float, got: str) -> None:
+    np = pytest.importorskip("numpy")
+    schema = {"type": "object", "properties": {"x": {"type": "number", "minimum": 0, "maximum": 10}}}
+    assert refusal(backend, schema, {"x": getattr(np, kind)(value)}) == [f"$.x: expected a finite number, got {got}"]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_finite_reals_a_float_cannot_hold_are_judged_by_their_value(backend: Backend) -> None:
+    """``float()`` of these overflows (raises, or reads as infinity): still finite, so not refused as infinite."""
+    np = pytest.importorskip("numpy")
+    huge = [Fraction(10**400), np.longdouble("1e4000")] if np.finfo(np.longdouble).maxexp > 1024 else [Fraction(10**400)]
+    compiled = compile_schema(NUMBER, backend)
+    for value in [*huge, _Real(2.5), np.float32(1.5)]:
+        assert compiled.check({"x": value}, ArgumentLimits()) == {"x": value}
+    assert refusal(backend, BOUNDED, {"x": huge[0]})[0].startswith("$.x: expected a number <= 5")

@@ -23,6 +23,7 @@ __all__ = [
     "MAX_DIGITS",
     "ArgumentLimits",
     "LongNumber",
+    "TinyNumber",
     "check_signature",
     "decode_arguments",
     "find_long",
@@ -43,7 +44,8 @@ def _digit_limit() -> int:
 
 
 class LongNumber(ValueError):
-    """A JSON integer past the int-to-text limit (``limit`` digits), with the JSON path where it stands."""
+    """A JSON integer past the int-to-text limit (``limit`` digits), with the JSON path where it stands. Its
+    :meth:`problem` is how every reader of JSON text refuses it (:class:`TinyNumber`: a float that reads as 0.0)."""
 
     def __init__(self, path: str, digits: int, limit: int = MAX_DIGITS) -> None:
         super().__init__(f"{path}: a number of {digits} digits (the limit is {limit})")
@@ -129,39 +131,44 @@ def _tiny_floats(literal: str) -> Any:
 
 
 #: What a number too small for a float needs: an exponent of 3 digits below zero (``1e-400``) or, with one of 2,
-#: over 200 zeros before its first other digit (``0.000...1e-99``). ``_may_be_tiny`` looks for its parts first.
+#: over 200 zeros before its first other digit (``0.000...1e-99``). :func:`load_json` looks for its parts first.
 _TINY = re.compile(r"[eE]-\d{3}|0{200}")
 _ZEROS = "0" * 200
 
 
-def _may_be_tiny(text: str) -> bool:
-    """Whether JSON ``text`` may hold a number too small for a float (in a string too): then it is read with markers."""
-    return ("e-" in text or "E-" in text or _ZEROS in text) and _TINY.search(text) is not None
+class TinyNumber(LongNumber):
+    """A JSON number with a digit other than 0 that a float reads as 0.0 (``1e-400``: too small for one), with the
+    JSON path where it stands: it would pass as 0.0, refused by ``exclusiveMinimum: 0`` and taken by ``multipleOf``."""
+
+    def __init__(self, path: str, literal: str) -> None:
+        from ._schema import _hidden
+
+        ValueError.__init__(self, f"{path}: {literal} is too small for a float")
+        self.path = path
+        self.literal = "(redacted)" if _hidden(path) else literal if len(literal) <= 60 else literal[:57] + "..."
+
+    def problem(self) -> ArgumentProblem:
+        """``$.a: expected a number a float can hold, got 1e-400 (too small for a float: it reads as 0.0)``, worded as
+        one too large for a float is."""
+        return ArgumentProblem(
+            self.path,
+            f"expected a number a float can hold, got {self.literal} (too small for a float: it reads as 0.0)",
+            "type",
+            "a number a float can hold",
+            self.literal,
+        )
 
 
-def _tiny_problem(text: str) -> ArgumentProblem | None:
-    """The problem of the first number too small for a float in JSON ``text`` (which :func:`load_json` read), where
-    it stands, worded as one too large for a float is (``$.a: expected a number a float can hold, got 1e-400 (too
-    small for a float: it reads as 0.0)``); read again with :func:`_tiny_floats`, so only such text costs more."""
+def _tiny_number(text: str) -> TinyNumber | None:
+    """The first number too small for a float in JSON ``text`` (which :func:`load_json` read), read again with
+    :func:`_tiny_floats`: only text with such a shape costs more."""
     if len(text) < _QUIET_FROM:
         value = _decode_tiny(text)
     else:
         with _collector_paused():
             value = _decode_tiny(text)
     found = _find_marker(value, _Tiny)
-    if found is None:
-        return None
-    from ._schema import _hidden
-
-    path, literal = json_path(reversed(found[0])), found[1].literal
-    shown = "(redacted)" if _hidden(path) else literal if len(literal) <= 60 else literal[:57] + "..."
-    return ArgumentProblem(
-        path,
-        f"expected a number a float can hold, got {shown} (too small for a float: it reads as 0.0)",
-        "type",
-        "a number a float can hold",
-        shown,
-    )
+    return None if found is None else TinyNumber(json_path(reversed(found[0])), found[1].literal)
 
 
 #: JSON text from this length on is parsed with the cyclic garbage collector paused: a payload
@@ -196,19 +203,28 @@ _decode_tiny = json.JSONDecoder(parse_float=_tiny_floats).decode
 
 
 def load_json(text: str) -> Any:
-    """``json.loads`` that names the path of an integer too long to read (:class:`LongNumber`).
+    """``json.loads`` that names the path of a number no Python number holds (:class:`LongNumber`: an integer too
+    long to read; :class:`TinyNumber`: a float too small, which would read as 0.0), for every reader of JSON text.
 
     Raises ``json.JSONDecodeError`` for invalid JSON and ``RecursionError`` past the decoder's depth.
     """
     try:
         if len(text) < _QUIET_FROM:
-            return _decode(text)
-        with _collector_paused():
-            return _decode(text)
+            value = _decode(text)
+        else:
+            with _collector_paused():
+                value = _decode(text)
     except json.JSONDecodeError:
         raise
     except ValueError:  # an integer past the interpreter's digit limit: read again to find where it stands
         pass
+    else:
+        shaped = ("-" in text and ("e-" in text or "E-" in text)) or (len(text) > 200 and _ZEROS in text)
+        if shaped and _TINY.search(text) is not None:  # (looks at C speed first: text without a "-" pays one)
+            tiny = _tiny_number(text)
+            if tiny is not None:
+                raise tiny
+        return value
     long: list[int] = []
     value = json.loads(text, parse_int=long_numbers(long))
     if long:
@@ -358,13 +374,15 @@ def _parse(raw: str | bytes | bytearray | memoryview, limits: ArgumentLimits, se
             "valid JSON",
             "invalid JSON",
         ) from None
-    except RecursionError:
-        raise limits.too_deep() from None
+    except RecursionError:  # deeper than the decoder reads (about the interpreter's recursion limit, less the stack)
+        if limits.max_depth < sys.getrecursionlimit() // 2:  # so surely past max_depth: worded as every depth refusal
+            raise limits.too_deep() from None
+        raise _problem(  # (a max_depth the decoder may not reach: not claimed to be passed; as the MCP server words it)
+            "arguments are nested too deeply to read", "limits", f"depth <= {limits.max_depth}", "deeper than JSON is read"
+        ) from None
     if not isinstance(value, dict):
         got = json_type(value)
         raise _problem(f"arguments must be a JSON object, got {got}", "type", "object", got)
-    if _may_be_tiny(text) and (problem := _tiny_problem(text)) is not None:  # refused here: every validator agrees
-        raise ToolArgumentError([problem])
     return value
 
 

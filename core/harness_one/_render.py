@@ -62,6 +62,9 @@ __all__ = [
 ]
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
+#: What :func:`preview` escapes beyond ``json.dumps`` (C0 controls, quotes, backslashes): DEL, the C1 controls
+#: (U+009B is a terminal's CSI) and the line and paragraph separators, each as its ``\\u`` escape (``\\u009b``).
+_RAW_CONTROL = re.compile("[\x7f-\x9f\u2028\u2029]")
 _NON_FINITE: dict[float, str] = {math.inf: "Infinity", -math.inf: "-Infinity"}
 #: Digits converted at a time, and ints written in chunks from about that size: under the lowest
 #: int-to-text limit Python allows (640), whatever limit the application sets, whenever.
@@ -533,16 +536,22 @@ def _whole(value: Any) -> Any:
 
 def preview(value: Any, limit: int = 60, redactor: Any = None) -> str:
     """``value`` as an argument error shows it: short JSON text (bounded work for any size: a string's first 80
-    characters, 8 items of an array or object, 3 levels; ``...`` where something was left out), surrogates escaped,
-    cut to ``limit`` characters. With ``redactor`` (a :class:`~harness_one.Redactor`), what is shown is masked as it
-    is taken, before any cut (a cut could leave half a secret no mask recognises): text (its first 400 characters)
-    as :meth:`~harness_one.Redactor.mask` masks it, a value under a secret key, a ``[secret name, value]`` pair's
-    value. The validation plugin's refusals and :meth:`~harness_one.ArgumentProblem.mismatch` show values so."""
+    characters, 8 items of an array or object, 3 levels; ``...`` where something was left out), control characters
+    (C0, DEL, C1), the line and paragraph separators and lone surrogates escaped (``\\u009b``), cut to ``limit``
+    characters. With ``redactor`` (a :class:`~harness_one.Redactor`), what is shown is masked as it is taken, before
+    any cut (a cut could leave half a secret no mask recognises): text (its first 400 characters) as
+    :meth:`~harness_one.Redactor.mask` masks it, a value under a secret key, a ``[secret name, value]`` pair's value.
+    The validation plugin's refusals and :meth:`~harness_one.ArgumentProblem.mismatch` show values so."""
     small, cut = _shrink(value, redactor)
-    text = escape_surrogates(json.dumps(small, ensure_ascii=False))
+    text = _RAW_CONTROL.sub(_escaped, escape_surrogates(json.dumps(small, ensure_ascii=False)))
     if len(text) > limit:
         return text[: limit - 3] + "..."
     return text + ("..." if cut and not isinstance(value, str) else "")
+
+
+def _escaped(match: re.Match[str]) -> str:
+    """The ``\\u`` escape of the character ``match`` found, as JSON writes a C0 control (``\\u001b``)."""
+    return f"\\u{ord(match[0]):04x}"
 
 
 def _shrink(value: Any, redactor: Any, depth: int = 0) -> tuple[Any, bool]:

@@ -617,12 +617,20 @@ _INDEX = re.compile(r"(?<=\[)(\d+)(?=\])")  # an array index in a JSON path: its
 
 
 def _non_finite(value: Any) -> str | None:
-    """How a refusal names ``value`` if it is a NaN or an infinity, a float or a ``Decimal`` (``NaN``, ``Infinity``,
-    ``-Infinity``); None for any other value."""
+    """How a refusal names ``value`` if it is a NaN or an infinity, a float, a ``Decimal`` or another real number
+    (numpy's ``float32``, ``longdouble``) (``NaN``, ``Infinity``, ``-Infinity``); None for any other value."""
     if isinstance(value, float):
         return None if math.isfinite(value) else _NON_FINITE.get(value, "NaN")
     if isinstance(value, _decimal()) and not value.is_finite():  # a signalling NaN too (comparing one raises)
         return "NaN" if value.is_nan() else "-Infinity" if value.is_signed() else "Infinity"
+    if isinstance(value, numbers.Real) and not isinstance(value, numbers.Integral):
+        try:
+            number = float(value)
+            if math.isfinite(number) or (not math.isnan(number) and value != number):  # finite, past float's range
+                return None
+        except Exception:  # a float() that raises (a Fraction past float's range): no NaN, the schema judges it
+            return None
+        return _NON_FINITE.get(number, "NaN")
     return None
 
 
