@@ -88,6 +88,22 @@ def test_doctor_lists_the_tools_an_mcp_server_left_out_and_exits_1(tmp_path: Pat
     assert SECRET not in text.stdout + done.stdout + text.stderr + done.stderr
 
 
+def test_doctor_without_mcp_servers_leaves_the_mcp_client_unimported(tmp_path: Path) -> None:
+    probe = (
+        "import sys\n"
+        "from harness_one._cli import main\n"
+        "try:\n"
+        "    main(['doctor', '--json'], standalone_mode=False)\n"
+        "finally:\n"
+        "    print('CLIENT', 'harness_one.mcp._client' in sys.modules)\n"
+    )
+    env = {**os.environ, "HARNESS_ONE_STATE": "memory:", "PYTHONDONTWRITEBYTECODE": "1"}
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path, check=False
+    )
+    assert done.stdout.splitlines()[-1] == "CLIENT False", done.stdout + done.stderr
+
+
 # --------------------------------------------------------------------------- 2. serve --path
 
 

@@ -49,7 +49,7 @@ def _unenforced(registry: ToolRegistry) -> list[str]:
 
 
 def _mcp_failures(registry: ToolRegistry) -> list[str]:
-    """What each MCP server attached to ``registry`` (by the configuration, ``--mcp`` or a ``--tools`` file; by name)
+    """What each MCP server attached to ``registry`` (by the configuration or ``--mcp``; by name)
     left out of its tools and why (its ``failures``: a tool the SDK or harness-one refuses, a cut listing), as
     ``mcp:NAME: why``, as a server that failed to attach is listed."""
     client = sys.modules.get("harness_one.mcp._client")  # (not imported: no server was attached)
