@@ -97,3 +97,29 @@ def test_a_command_lists_client_password_is_held_and_shown_masked_in_a_spec() ->
         "--token",
         REDACTED,
     )
+
+
+def test_a_configured_secret_name_with_a_number_hides_its_own_value() -> None:
+    """``extra_secret_keys=("license_key_v2",)`` stopped matching itself once a name's number was left out."""
+    from harness_one import ToolRegistry
+    from harness_one_plugins import ValidationPlugin
+
+    plugin = ValidationPlugin(extra_secret_keys=("license_key_v2", "pin6"))
+    registry = ToolRegistry(autoload=False, plugins={"validation": plugin})
+    properties = {name: {"type": "integer"} for name in ("license_key_v2", "pin6")}
+    registry.add(lambda **kw: kw, name="t", parameters={"type": "object", "properties": properties})
+    text = registry.try_call("t", {"license_key_v2": "LK-SECRET-123", "pin6": "987654"}).for_model()
+    assert "LK-SECRET-123" not in text and "987654" not in text and text.count("(redacted)") == 2
+    assert Redactor(extra_keys=("otp_v1",), last_words=True).is_secret("otp_v1")
+
+
+@pytest.mark.parametrize("name", ["num_passwords", "max_secrets", "n_api_keys", "total_cookies", "limit_tokens"])
+def test_a_name_that_counts_secrets_stays_shown(name: str) -> None:
+    assert not hidden_from_model(name)
+    assert not _MODEL.is_secret(name)
+
+
+def test_a_command_word_with_a_line_break_is_one_word_as_in_its_repr() -> None:
+    command = ["mysql", "a\nb", "-pfoo1234"]
+    assert Redactor()(command) == ["mysql", "a\nb", f"-p{REDACTED}"]
+    assert "foo1234" not in _MODEL(repr(command))

@@ -175,9 +175,14 @@ def _key_words(name: str) -> tuple[tuple[str, ...], ...]:
             words.pop()
     form = tuple(words)
     last = form[-1] if form else ""
-    if len(last) > 2 and last[-1] == "s" and last[-2] != "s" and last != "tokens":
+    if len(last) > 2 and last[-1] == "s" and last[-2] != "s" and last != "tokens" and form[0] not in _COUNTING:
         return form, (*form[:-1], last[:-1])
     return (form,)
+
+
+#: First words of a name that counts or bounds what its last word names (``num_passwords``, ``max_secrets``): a
+#: number, not the secrets, so its plural is not read as the secret's name.
+_COUNTING = frozenset({"n", "num", "number", "count", "max", "min", "total", "limit"})
 
 
 # URL user-info: as urlsplit reads it, everything up to the last "@" before the path, query or
@@ -436,6 +441,9 @@ def _client_password(found: re.Match[str]) -> tuple[int, int]:
 
 
 _CLIENT = re.compile(_CLIENT_PASSWORD)
+#: The clients _CLIENT_PASSWORD names (but ``az``, a word of its own), looked for first.
+_CLIENTS = ("mysql", "mariadb", "redis-cli", "sshpass", "openssl")
+_LINE_BREAKS = str.maketrans("\r\n", "__")
 
 
 def _command_passwords(items: Iterable[Any]) -> dict[int, list[tuple[int, int]]]:
@@ -448,7 +456,9 @@ def _command_passwords(items: Iterable[Any]) -> dict[int, list[tuple[int, int]]]
     ]
     if len(words) < 2 or not any(word[:1] == "-" for word in words):
         return {}
-    line = " ".join(words)
+    if not any(word == "az" or word.endswith("/az") or any(client in word for client in _CLIENTS) for word in words):
+        return {}  # (no client named: the pattern is not run over what may be 800 KB of words)
+    line = " ".join(words).translate(_LINE_BREAKS)  # (a word with a line break is one word, as in its repr: "a\\nb")
     starts = list(itertools.accumulate((len(word) + 1 for word in words[:-1]), initial=0))
     found: dict[int, list[tuple[int, int]]] = {}
     for match in _CLIENT.finditer(line):
@@ -860,7 +870,8 @@ class Redactor:
         #: (``db_password``, ``X-API-Key``, ``access_token``; not ``max_tokens`` nor ``password_file``).
         self._last: tuple[tuple[str, ...], ...] | None = None
         if last_words:
-            self._last = tuple({tuple(w.lower() for w in _WORD.findall(k)) for k in (*keys, *extra_keys)} - {()})
+            # (each key in the forms a name is read in: a configured ``license_key_v2`` matches itself)
+            self._last = tuple({form for k in (*keys, *extra_keys) for form in _key_words(k)} - {()})
         #: With ``last_words`` and ``password`` among the keys, an environment variable's name (all capitals) is secret
         #: too when its last word ends in a password's name (``PGPASSWORD``, ``SSHPASS``: see _names_password).
         self._env = last_words and "password" in words
