@@ -132,8 +132,8 @@ def _tiny_floats(literal: str) -> Any:
 
 #: What a number too small for a float needs: an exponent of 3 digits below zero (``1e-400``) or, with one of 2,
 #: over 200 zeros before its first other digit (``0.000...1e-99``). :func:`load_json` looks for its parts first.
-_TINY = re.compile(r"[eE]-\d{3}|0{200}")
-_ZEROS = "0" * 200
+_LONG_RUN = "0" * 200  # (also a run of 200 digits in :func:`plain_json`'s shape of the text)
+_TINY = re.compile(r"[eE]-\d{3}|" + _LONG_RUN)
 
 
 class TinyNumber(LongNumber):
@@ -219,8 +219,10 @@ def load_json(text: str) -> Any:
     except ValueError:  # an integer past the interpreter's digit limit: read again to find where it stands
         pass
     else:
-        shaped = ("-" in text and ("e-" in text or "E-" in text)) or (len(text) > 200 and _ZEROS in text)
-        if shaped and _TINY.search(text) is not None:  # (looks at C speed first: text without a "-" pays one)
+        # (looks at C speed first: text without a "-" pays one; 200 zeros need no pattern to say so)
+        if (len(text) > 200 and _LONG_RUN in text) or (
+            "-" in text and ("e-" in text or "E-" in text) and _TINY.search(text) is not None
+        ):
             tiny = _tiny_number(text)
             if tiny is not None:
                 raise tiny
@@ -251,7 +253,6 @@ def _more_containers(text: str, most: int) -> bool:
 
 #: The text as :func:`plain_json` reads it: digits as 0, ``E`` as ``e``, ``{`` as ``[``, signs dropped.
 _SHAPE = bytes.maketrans(b"123456789E{", b"000000000e[")
-_LONG_RUN = "0" * 200
 
 
 def plain_json(raw: str | bytes | bytearray | memoryview, limits: ArgumentLimits) -> bool:

@@ -48,6 +48,7 @@ from typing import Any, Literal, overload
 
 __all__ = [
     "dumps",
+    "escape_controls",
     "escape_surrogates",
     "fingerprint",
     "json_data",
@@ -62,9 +63,9 @@ __all__ = [
 ]
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
-#: What :func:`preview` escapes beyond ``json.dumps`` (C0 controls, quotes, backslashes): DEL, the C1 controls
-#: (U+009B is a terminal's CSI) and the line and paragraph separators, each as its ``\\u`` escape (``\\u009b``).
-_RAW_CONTROL = re.compile("[\x7f-\x9f\u2028\u2029]")
+#: What :func:`escape_controls` escapes beyond ``json.dumps`` (C0 controls, quotes, backslashes): DEL, the C1 controls
+#: (U+009B is a terminal's CSI), the line and paragraph separators and lone surrogates, each as its ``\\u`` escape.
+_RAW_CONTROL = re.compile("[\x7f-\x9f\u2028\u2029\ud800-\udfff]")
 _NON_FINITE: dict[float, str] = {math.inf: "Infinity", -math.inf: "-Infinity"}
 #: Digits converted at a time, and ints written in chunks from about that size: under the lowest
 #: int-to-text limit Python allows (640), whatever limit the application sets, whenever.
@@ -543,10 +544,18 @@ def preview(value: Any, limit: int = 60, redactor: Any = None) -> str:
     :meth:`~harness_one.Redactor.mask` masks it, a value under a secret key, a ``[secret name, value]`` pair's value.
     The validation plugin's refusals and :meth:`~harness_one.ArgumentProblem.mismatch` show values so."""
     small, cut = _shrink(value, redactor)
-    text = _RAW_CONTROL.sub(_escaped, escape_surrogates(json.dumps(small, ensure_ascii=False)))
+    text = escape_controls(json.dumps(small, ensure_ascii=False))
     if len(text) > limit:
         return text[: limit - 3] + "..."
     return text + ("..." if cut and not isinstance(value, str) else "")
+
+
+def escape_controls(text: str) -> str:
+    """JSON ``text`` (``ensure_ascii=False``) with what ``json.dumps`` leaves raw and a terminal or a log would not
+    show as written escaped: DEL, the C1 controls, U+2028/U+2029 and lone surrogates (``\\u009b``, ``\\ud83d``)."""
+    if text.isascii() and "\x7f" not in text:
+        return text
+    return _RAW_CONTROL.sub(_escaped, text)
 
 
 def _escaped(match: re.Match[str]) -> str:

@@ -1513,9 +1513,9 @@ def _bounded(inner: _Conv, bounds: list[tuple[str, Any]]) -> _Conv:
 def _choices(values: list[Any]) -> str:
     """``one of`` the first 8 ``values`` as JSON text (at most 200 characters), ``...`` for the rest, as the
     validation plugin lists an ``enum``: an Enum of 3,000 members is no 10,000-character refusal."""
-    from ._render import escape_surrogates
+    from ._render import escape_controls
 
-    text = escape_surrogates(json.dumps(values[:8], ensure_ascii=False, default=repr))
+    text = escape_controls(json.dumps(values[:8], ensure_ascii=False, default=repr))
     if len(text) > 200:
         return "one of " + text[:197] + "..."
     return "one of " + text + ("..." if len(values) > 8 else "")

@@ -276,18 +276,20 @@ class CircuitBreakerPlugin:
         A circuit that cannot be read (Redis down, its key of another type) is left out, the others shown."""
         now = (self.clock or registry.clock).now()
         tools: dict[str, Any] = {}
-        shared: dict[str, dict[str, Any]] = {}  # one read per shared circuit
+        shared: dict[str, dict[str, Any] | None] = {}  # one read per shared circuit (None: it could not be read)
         for name, policy in list(self._policies.items()):
             try:
                 if policy.key is None:
                     tools[name] = {"circuit": self.store.snapshot(name, policy, now=now)}
                     continue
                 if policy.key not in shared:
+                    shared[policy.key] = None
                     shared[policy.key] = {**self.store.snapshot(policy.key, policy, now=now), "key": policy.key}
-                tools[name] = {"circuit": dict(shared[policy.key])}
+                found = shared[policy.key]
+                if found is not None:
+                    tools[name] = {"circuit": dict(found)}
             except StateUnavailable:
                 continue
             except Exception as exc:  # not readable (a key of another type: WRONGTYPE): left out, as when Redis is down
                 log_event(30, "circuit_breaker: circuit not read for stats", tool=name, error=f"{type(exc).__name__}: {exc}")
-                continue
         return {"tools": tools, **self.fail.stats()}

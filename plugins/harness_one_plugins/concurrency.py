@@ -285,9 +285,10 @@ class ConcurrencyPlugin:
         with self._lock:
             seen = sorted(self._seen)
         running: dict[str, int] = {}
+        now = self._now()
         for name in seen:
             try:
-                running[name] = self.slots.running(name, now=self._now())
+                running[name] = self.slots.running(name, now=now)
             except StateUnavailable:  # Redis down: no tool's count, as before
                 running = {}
                 break

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import platform
-import sys
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -46,17 +45,6 @@ def _unenforced(registry: ToolRegistry) -> list[str]:
         for tool in registry.tools()
         for policy, plugin in unenforced(tool, plan.active)
     ]
-
-
-def _mcp_failures(registry: ToolRegistry) -> list[str]:
-    """What each MCP server attached to ``registry`` (by the configuration or ``--mcp``; by name)
-    left out of its tools and why (its ``failures``: a tool the SDK or harness-one refuses, a cut listing), as
-    ``mcp:NAME: why``, as a server that failed to attach is listed."""
-    client = sys.modules.get("harness_one.mcp._client")  # (not imported: no server was attached)
-    if client is None:
-        return []
-    servers = sorted(client.attached_servers(registry), key=lambda server: server.spec.name)
-    return [f"mcp:{server.spec.name}: {why}" for server in servers for why in server.failures]
 
 
 def _blocked(registry: ToolRegistry, block: list[str]) -> list[str]:
@@ -105,9 +93,7 @@ def doctor(ctx: click.Context, as_json: bool) -> None:
         "tool_packages": registry.discovery.loaded,
         "mcp_servers": {name: [t.name for t in tools if t.source == f"mcp:{name}"] for name in state.mcp_servers},
         "tools": len(tools),
-        "failures": [str(f) for f in [*registry.plugins.failures, *registry.discovery.failures]]
-        + state.failures
-        + _mcp_failures(registry),
+        "failures": [str(f) for f in [*registry.plugins.failures, *registry.discovery.failures]] + state.failures,
         "conflicts": [str(c) for c in registry.discovery.conflicts],
         "unenforced": _unenforced(registry),
     }

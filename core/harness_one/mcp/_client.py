@@ -709,8 +709,9 @@ class RemoteServer:
         self._tasks: set[asyncio.Task[Any]] = set()
         #: Each remote tool as last listed, by its local name: a refresh re-adds only the tools that changed.
         self._listed: dict[str, types.Tool] = {}
-        self._list_failures: list[str] = []  # what the last listing left out and why (in ``failures``)
-        self._refused: list[str] = []  # of those, the tools the SDK refused
+        #: What the last listing left out and why (in ``failures``): the tools the SDK refused, and its cut pages.
+        self._refused: list[str] = []
+        self._cut: list[str] = []
         #: Every local name given out, to its remote tool (the last :data:`_MAX_TOOLS`, least recently listed first):
         #: a local name never goes to another remote tool, and a remote tool that comes back gets its own again.
         self._given: dict[str, str] = {}
@@ -1019,7 +1020,7 @@ class RemoteServer:
         for note in cut:
             log_event(logging.WARNING, "mcp tools/list cut", server=self.spec.name, reason=note)
         self._refused = refused  # (logged by _tools, with the tools whose schema harness-one refuses)
-        self._list_failures = [*refused, *(f"tools/list: {note}" for note in cut)]
+        self._cut = [f"tools/list: {note}" for note in cut]
         return tools
 
     async def _page(self, client: Client, cursor: str | None, refused: list[str]) -> types.ListToolsResult:
@@ -1166,7 +1167,7 @@ class RemoteServer:
         """Harness tools for the remote listing: schema, annotations, names, the policies in ``definition``.
         The tools refused, by the SDK (:meth:`_page`) or here (a schema harness-one refuses), log one warning."""
         tools: list[Tool] = []
-        self.failures = list(self._list_failures)
+        self.failures = [*self._refused, *self._cut]
         refused = list(self._refused)
         unique: dict[str, types.Tool] = {}
         for remote in listing:
@@ -1808,12 +1809,6 @@ def _claim(server: RemoteServer, registry: ToolRegistry, replace: bool) -> None:
         server._replacing = others  # (the takeover: in _attach)
         server._claimed = registry
         _claimants.add(server)
-
-
-def attached_servers(registry: ToolRegistry) -> list[RemoteServer]:
-    """The servers whose names ``registry`` holds (:func:`_claim`: imported or importing, not closed)."""
-    with _claims_lock:
-        return [server for server in list(_claimants) if server._claimed is registry]
 
 
 def _release(server: RemoteServer, registry: ToolRegistry | None = None) -> None:

@@ -253,7 +253,8 @@ def attach_servers(
 
     A server that cannot be reached, or a tool that cannot be added, raises (an
     :class:`McpConnectionError` or :class:`~harness_one.ToolDefinitionError`) unless
-    ``failures`` is given: then ``"NAME: reason"`` is appended and the others go on. Two of ``specs`` of one
+    ``failures`` is given: then ``"mcp:NAME: reason"`` is appended and the others go on, as is each tool a
+    connected server left out (its ``failures``: one refused, a listing cut). Two of ``specs`` of one
     name raise :class:`McpSpecError` before any connects; so does a name a server attached to ``registry``
     holds, for that server (as :func:`~harness_one.mcp.import_tools`: unless ``replace``).
     """
@@ -266,11 +267,15 @@ def attach_servers(
     servers = []
     for spec in specs:
         try:
-            servers.append(import_tools(registry, spec, replace=replace, call_timeout=spec.call_timeout))
+            server = import_tools(registry, spec, replace=replace, call_timeout=spec.call_timeout)
         except Exception as exc:
             if failures is None:
                 raise
             failures.append(f"mcp:{spec.name}: {type(exc).__name__}: {exc}")
+            continue
+        servers.append(server)
+        if failures is not None:  # what it left out of its tools (one refused, a listing cut) is one too
+            failures += [f"mcp:{spec.name}: {why}" for why in server.failures]
     return servers
 
 
