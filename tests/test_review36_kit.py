@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import contextlib
+import itertools
+import logging
 import re
 import threading
+from collections import deque
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 import structlog
 
+import harness_one._call
 from harness_one import Call, ToolError, hookimpl
 from harness_one.testing import PluginTests
 
@@ -190,3 +194,104 @@ def test_text_that_grows_per_call_fails_the_growth_check(plugin: type, grown: st
 
 def test_text_that_is_replaced_per_call_passes_the_growth_check() -> None:
     suite(PluginTests, plugin_factory=KeepsTheLastCall).test_no_per_call_state()
+
+
+# ---------------------------------------------------------------------- 3. after review: what a correct plugin passes
+
+_log = logging.getLogger(__name__)
+
+
+class KeepsTheLastCallIds:
+    """Keeps the ids of the last 1,000 calls: bounded."""
+
+    name = "keeps_the_last_call_ids"
+
+    def __init__(self) -> None:
+        self.recent: deque[str] = deque(maxlen=1000)
+
+    @hookimpl
+    def harness_post_call(self, call: Call) -> None:
+        self.recent.append(call.call_id)
+
+    @hookimpl
+    def harness_on_error(self, call: Call, error: BaseException) -> None:
+        self.recent.append(call.call_id)
+
+
+def test_call_ids_a_character_longer_once_the_counter_passes_a_power_of_ten_pass_the_text_check(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The growth check makes about 1.125 calls per step: the counter passes 1,000,000 near step 7,000, so every id
+    # kept at its end is a character longer than every one kept at step 5,000.
+    monkeypatch.setattr(harness_one._call, "_ids", itertools.count(10**6 - 7_875))
+    suite(PluginTests, plugin_factory=KeepsTheLastCallIds).test_no_per_call_state()
+    assert next(harness_one._call._ids) > 10**6 + 1_000
+
+
+class LogsRefusedRequests:
+    """Logs every refused request, through a module-level logger: what the root's handlers keep is not its state."""
+
+    name = "logs_refused_requests"
+
+    @hookimpl
+    def harness_call_refused(self, name: str, error: ToolError) -> None:
+        _log.warning("refused request for %s: %s", name, type(error).__name__)
+
+
+class LogsFailedCalls:
+    """Logs every failed call, through a logger it asks for each time."""
+
+    name = "logs_failed_calls"
+
+    @hookimpl
+    def harness_on_error(self, call: Call, error: BaseException) -> None:
+        logging.getLogger(__name__).warning("call failed: %s", type(error).__name__)
+
+
+@pytest.mark.parametrize("plugin", [LogsRefusedRequests, LogsFailedCalls])
+def test_a_plugin_logging_per_call_passes_the_growth_check_under_pytests_log_capture(
+    plugin: type, caplog: pytest.LogCaptureFixture
+) -> None:
+    root = logging.getLogger()
+    handlers = root.handlers[:]
+    assert any(isinstance(h, type(caplog.handler)) for h in handlers)  # pytest keeps every record it is handed
+    suite(PluginTests, plugin_factory=plugin).test_no_per_call_state()
+    assert root.handlers == handlers
+    assert caplog.records  # kept by pytest's capture (but for the calls whose allocations the kit traced)
+
+
+@pytest.fixture
+def logging_disabled() -> Iterator[None]:
+    """``logging.disable(logging.CRITICAL)``, as a conftest may set for a whole session."""
+    logging.disable(logging.CRITICAL)
+    yield
+    logging.disable(logging.NOTSET)
+
+
+def test_the_fault_check_reads_the_logged_failures_with_logging_disabled(logging_disabled: None) -> None:
+    suite(PluginTests, plugin_factory=CountsRefusedKinds).test_raising_hook_is_a_plugin_error()
+    assert logging.root.manager.disable == logging.CRITICAL  # given back
+    with pytest.raises(AssertionError) as failed:
+        suite(PluginTests, plugin_factory=SwallowsOnRefused).test_raising_hook_is_a_plugin_error()
+    assert "the fault was swallowed" in str(failed.value)
+
+
+@pytest.fixture
+def structlog_errors_dropped() -> Iterator[None]:
+    """structlog configured to drop every event below ``CRITICAL``: harness-one's logged failures never reach the kit."""
+    structlog.configure(
+        processors=[structlog.processors.KeyValueRenderer()],
+        wrapper_class=structlog.make_filtering_bound_logger(logging.CRITICAL),
+        logger_factory=structlog.ReturnLoggerFactory(),
+    )
+    yield
+    structlog.reset_defaults()
+
+
+def test_failures_the_kit_cannot_observe_are_not_called_swallowed(structlog_errors_dropped: None) -> None:
+    with pytest.raises(AssertionError) as failed:
+        suite(PluginTests, plugin_factory=CountsRefusedKinds).test_raising_hook_is_a_plugin_error()
+    text = str(failed.value)
+    assert "harness_call_refused (at its first line)" in text
+    assert "the kit could not observe the failures harness-one logs" in text
+    assert "swallowed:" not in text
