@@ -295,3 +295,19 @@ def test_failures_the_kit_cannot_observe_are_not_called_swallowed(structlog_erro
     assert "harness_call_refused (at its first line)" in text
     assert "the kit could not observe the failures harness-one logs" in text
     assert "swallowed:" not in text
+
+
+class OneCharPerCallBesideWords(OneCharPerCall):
+    """Keeps one character per call beside 5,000 constant words, which bought it as many characters of allowance."""
+
+    name = "one_char_per_call_beside_words"
+    words = frozenset(f"word{i}" for i in range(5000))
+
+
+def test_a_string_growing_per_call_beside_many_constant_strings_fails_the_growth_check() -> None:
+    with pytest.raises(AssertionError) as failed:
+        suite(PluginTests, plugin_factory=OneCharPerCallBesideWords).test_no_per_call_state()
+    assert str(failed.value).startswith(
+        "the longest string, bytes or bytearray reachable from the plugin grew by 5,000 characters (or bytes) over calls "
+        "5001-10000"
+    )

@@ -123,3 +123,8 @@ def test_a_command_word_with_a_line_break_is_one_word_as_in_its_repr() -> None:
     command = ["mysql", "a\nb", "-pfoo1234"]
     assert Redactor()(command) == ["mysql", "a\nb", f"-p{REDACTED}"]
     assert "foo1234" not in _MODEL(repr(command))
+
+
+def test_a_clients_password_inside_one_word_of_a_command_list_is_held() -> None:
+    assert Redactor().held({"cmd": ["sh", "-c", "az login -u app -p Zq7azp"]}) == ["Zq7azp"]
+    assert Redactor().held({"cmd": ["sh", "-c", "mysql -uroot -pZq7my db"]}) == ["Zq7my"]

@@ -238,3 +238,22 @@ def test_a_rate_so_slow_its_wait_overflows_is_a_refusal_on_redis_as_in_memory(re
             registry.call("slow")
         assert refused.value.retry_after == 1e12
     redis.Redis.from_url(redis_url).flushall()
+
+
+def test_a_shared_circuit_that_cannot_be_read_is_read_once_for_stats(caplog: pytest.LogCaptureFixture) -> None:
+    """Tools sharing one circuit read it once; one that cannot be read was read (and logged) again for each tool."""
+    registry = ToolRegistry(autoload=False)
+    for name in ("a", "b", "c"):
+        registry.add(lambda: 1, name=name, circuit_breaker={"key": "backend", "min_calls": 5})
+        assert registry.call(name) == 1  # (stats show the tools called)
+    plugin = registry.plugins.get("circuit_breaker")
+    reads: list[str] = []
+
+    def unreadable(key: str, policy: Any, *, now: float) -> Any:
+        reads.append(key)
+        raise redis.ResponseError("WRONGTYPE Operation against a key holding the wrong kind of value")
+
+    plugin.store.snapshot = unreadable
+    tools = registry.stats()["tools"]
+    assert reads == ["backend"] and all("circuit" not in tools.get(name, {}) for name in ("a", "b", "c"))
+    assert sum("circuit not read for stats" in record.getMessage() for record in caplog.records) == 1

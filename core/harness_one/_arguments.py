@@ -138,7 +138,8 @@ _TINY = re.compile(r"[eE]-\d{3}|" + _LONG_RUN)
 
 class TinyNumber(LongNumber):
     """A JSON number with a digit other than 0 that a float reads as 0.0 (``1e-400``: too small for one), with the
-    JSON path where it stands: it would pass as 0.0, refused by ``exclusiveMinimum: 0`` and taken by ``multipleOf``."""
+    JSON path where it stands: it would pass as 0.0, refused by ``exclusiveMinimum: 0`` and taken by ``multipleOf``.
+    A ``LongNumber`` for its readers' ``except``: ``path`` and :meth:`problem` are what the two share (no ``digits``)."""
 
     def __init__(self, path: str, literal: str) -> None:
         from ._schema import _hidden

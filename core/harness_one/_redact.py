@@ -441,8 +441,8 @@ def _client_password(found: re.Match[str]) -> tuple[int, int]:
 
 
 _CLIENT = re.compile(_CLIENT_PASSWORD)
-#: The clients _CLIENT_PASSWORD names (but ``az``, a word of its own), looked for first.
-_CLIENTS = ("mysql", "mariadb", "redis-cli", "sshpass", "openssl")
+#: The clients _CLIENT_PASSWORD names, looked for first (in any word: ``sh -c "az login ..."`` is one).
+_CLIENTS = ("mysql", "mariadb", "redis-cli", "sshpass", "openssl", "az")
 _LINE_BREAKS = str.maketrans("\r\n", "__")
 
 
@@ -456,7 +456,7 @@ def _command_passwords(items: Iterable[Any]) -> dict[int, list[tuple[int, int]]]
     ]
     if len(words) < 2 or not any(word[:1] == "-" for word in words):
         return {}
-    if not any(word == "az" or word.endswith("/az") or any(client in word for client in _CLIENTS) for word in words):
+    if not any(any(client in word for client in _CLIENTS) for word in words):
         return {}  # (no client named: the pattern is not run over what may be 800 KB of words)
     line = " ".join(words).translate(_LINE_BREAKS)  # (a word with a line break is one word, as in its repr: "a\\nb")
     starts = list(itertools.accumulate((len(word) + 1 for word in words[:-1]), initial=0))

@@ -567,7 +567,8 @@ def parse_line(line: bytes | str) -> Request | Decision:
 
 
 def long_number_text(exc: LongNumber) -> str:
-    """What an integer too long to read is called where JSON text is read (a ``run`` line, ``call --args``): its
+    """What a number no Python number holds (an integer too long to read, a float too small: ``TinyNumber``) is
+    called where JSON text is read (a ``run`` line, ``call --args``): its
     :meth:`~harness_one._arguments.LongNumber.problem`, as the registry and ``serve`` word it."""
     problem = exc.problem()
     return f"{problem.path}: {problem.message}"

@@ -84,7 +84,8 @@ _UNKNOWN = "no_such_tool_"
 #: over the second half of the growth check's calls, besides one per such object reachable at its end: a fixed
 #: allowance (a last error's message that is longer than the one before), not one per call, so a string that grows by
 #: a character per call fails; the one per object is for a bounded set of strings each a character longer (the ids of
-#: the last 1,000 calls, once the process's call counter passes a power of ten).
+#: the last 1,000 calls, once the process's call counter passes a power of ten), so the longest of them may not grow
+#: by more than the fixed allowance either (constant data beside a growing trail buys it nothing).
 _GROWN_TEXT = 256
 #: Seconds the kit's clock advances before each call of the growth check: the 5,000 calls it compares span about 40
 #: minutes, so what a plugin keeps for a shorter time window (a sliding-window limiter) is given up again, while a
@@ -231,9 +232,9 @@ def footprint(root: Any, *, limit: int = 1_000_000) -> int:
     return _walk(root, limit)[0]
 
 
-def _walk(root: Any, limit: int = 1_000_000) -> tuple[int, int, int]:
+def _walk(root: Any, limit: int = 1_000_000) -> tuple[int, int, int, int]:
     """:func:`footprint` of ``root``, the total length of the ``str``, ``bytes`` and ``bytearray`` objects it counted
-    (a string that grows in place is one object however long it gets), and how many of them it counted."""
+    (a string that grows in place is one object however long it gets), how many of them it counted, and the longest."""
     kinds = (
         []
         if isinstance(root, ModuleType)
@@ -247,7 +248,7 @@ def _walk(root: Any, limit: int = 1_000_000) -> tuple[int, int, int]:
     ]
     seen: set[int] = set()
     stack = [root, *own]
-    count = text = strings = 0
+    count = text = strings = longest = 0
     while stack and count < limit:
         obj = stack.pop()
         if id(obj) in seen:
@@ -257,6 +258,7 @@ def _walk(root: Any, limit: int = 1_000_000) -> tuple[int, int, int]:
         if isinstance(obj, (str, bytes, bytearray)):
             text += len(obj)
             strings += 1
+            longest = max(longest, len(obj))
             continue
         if obj is None or isinstance(obj, (*_OPAQUE, int, float, complex, bool)):
             continue
@@ -289,7 +291,7 @@ def _walk(root: Any, limit: int = 1_000_000) -> tuple[int, int, int]:
                 for slot in getattr(klass, "__slots__", ()):
                     if slot not in ("__dict__", "__weakref__") and hasattr(obj, slot):
                         stack.append(getattr(obj, slot))
-    return count, text, strings
+    return count, text, strings, longest
 
 
 def _cells(fn: FunctionType) -> list[Any]:
@@ -1450,7 +1452,7 @@ class PluginTests(Suite, standard=True, provided=("make_plugin", "call_options",
         for _ in range(half):
             step()
         all_succeeded(half)  # before the rest of the calls: they would fail the same way
-        (middle, middle_text, _), named = _walk(plugin), len(loggers)
+        (middle, middle_text, _, middle_longest), named = _walk(plugin), len(loggers)
         window = half // 4
         for _ in range(half - 2 * window):
             step()
@@ -1466,7 +1468,7 @@ class PluginTests(Suite, standard=True, provided=("make_plugin", "call_options",
                 f"tracemalloc was already tracing {frames} frame(s) per allocation (not the kit's {_TRACED_FRAMES}): what "
                 "the plugin allocates through a library deeper than that is not counted"
             )
-        end, end_text, strings = _walk(plugin)
+        end, end_text, strings, longest = _walk(plugin)
         grown, grown_text, allowed_text = end - middle, end_text - middle_text, _GROWN_TEXT + strings
         all_succeeded(self.growth_calls)
         assert grown <= _GROWN_OBJECTS, (
@@ -1494,6 +1496,12 @@ class PluginTests(Suite, standard=True, provided=("make_plugin", "call_options",
             f"all over calls {half + 1}-{self.growth_calls} (about {grown_text / half:.2f} per call; at most "
             f"{allowed_text:,} in all may come and go: {_GROWN_TEXT}, and one for each of the {strings:,} reachable at "
             "the end): a string or bytearray that grows per call (a trail, a log kept in memory) keeps something per call"
+        )
+        assert longest - middle_longest <= _GROWN_TEXT, (
+            f"the longest string, bytes or bytearray reachable from the plugin grew by {longest - middle_longest:,} "
+            f"characters (or bytes) over calls {half + 1}-{self.growth_calls}, to {longest:,} (at most {_GROWN_TEXT} may "
+            "come and go, whatever else is reachable): one that grows per call (a trail, a log kept in memory) keeps "
+            "something per call"
         )
         gc.collect()
         alive = sum(1 for o in gc.get_objects() if type(o) is Call and o.registry is registry)
