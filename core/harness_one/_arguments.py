@@ -160,18 +160,6 @@ class TinyNumber(LongNumber):
         )
 
 
-def _tiny_number(text: str) -> TinyNumber | None:
-    """The first number too small for a float in JSON ``text`` (which :func:`load_json` read), read again with
-    :func:`_tiny_floats`: only text with such a shape costs more."""
-    if len(text) < _QUIET_FROM:
-        value = _decode_tiny(text)
-    else:
-        with _collector_paused():
-            value = _decode_tiny(text)
-    found = _find_marker(value, _Tiny)
-    return None if found is None else TinyNumber(json_path(reversed(found[0])), found[1].literal)
-
-
 #: JSON text from this length on is parsed with the cyclic garbage collector paused: a payload
 #: of many small arrays would otherwise set off collections that cost more than the parse.
 _QUIET_FROM = 16 * 1024
@@ -209,24 +197,25 @@ def load_json(text: str) -> Any:
 
     Raises ``json.JSONDecodeError`` for invalid JSON and ``RecursionError`` past the decoder's depth.
     """
+    # Text that may hold a number too small for a float is read with markers of them (_tiny_floats), in the one parse.
+    # (Looks at C speed first: text without a "-" pays one; 200 zeros need no pattern to say so.)
+    shaped = (len(text) > 200 and _LONG_RUN in text) or (
+        "-" in text and ("e-" in text or "E-" in text) and _TINY.search(text) is not None
+    )
+    decode = _decode_tiny if shaped else _decode
     try:
         if len(text) < _QUIET_FROM:
-            value = _decode(text)
+            value = decode(text)
         else:
             with _collector_paused():
-                value = _decode(text)
+                value = decode(text)
     except json.JSONDecodeError:
         raise
     except ValueError:  # an integer past the interpreter's digit limit: read again to find where it stands
         pass
     else:
-        # (looks at C speed first: text without a "-" pays one; 200 zeros need no pattern to say so)
-        if (len(text) > 200 and _LONG_RUN in text) or (
-            "-" in text and ("e-" in text or "E-" in text) and _TINY.search(text) is not None
-        ):
-            tiny = _tiny_number(text)
-            if tiny is not None:
-                raise tiny
+        if shaped and (found := _find_marker(value, _Tiny)) is not None:
+            raise TinyNumber(json_path(reversed(found[0])), found[1].literal)
         return value
     long: list[int] = []
     value = json.loads(text, parse_int=long_numbers(long))

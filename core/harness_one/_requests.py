@@ -169,8 +169,8 @@ _CALL_FIELDS = {
 def _is_call(call: Mapping[str, Any], provider: str) -> bool:
     """Whether an item ``provider`` sent is one of its calls (the rule in the module docstring)."""
     kind = call.get("type")
-    if provider != "openai" and isinstance(kind, str):  # (no Gemini part has a ``type``)
-        return _call_format(call) == provider
+    if provider != "openai" and isinstance(kind, str):  # (no Gemini part has a ``type``; OpenAI's are not this provider's)
+        return _CALL_TYPES.get(kind) == provider
     fields = _CALL_FIELDS.get(provider)
     return fields is None or any(call.get(key) is not None for key in fields)
 

@@ -790,11 +790,12 @@ class _Inference:
                 _closed(model)
         # pydantic checks no default (`limit: int = None`): one the field's schema refuses is dropped, as a
         # signature's is, so the validation plugin never fills in what pydantic then refuses (None for an int)
+        from ._redact import hidden_from_model
+
         for path in _walk(schema, 2020).defaults:
             node = functools.reduce(operator.getitem, path, schema)
             if (
-                _telling(node["default"])
-                and any(p == "properties" and _hidden(f"[{json.dumps(n)}]") for p, n in itertools.pairwise(path))
+                _telling(node["default"]) and any(p == "properties" and hidden_from_model(n) for p, n in itertools.pairwise(path))
             ) or _holds_secret(node["default"]):
                 del node["default"]  # a secret's, as a signature's (give_default); an output schema is exported too
             elif not self.output:

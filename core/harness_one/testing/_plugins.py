@@ -44,7 +44,7 @@ from .._errors import (
     ToolExecutionError,
     ToolNotFound,
 )
-from .._log import log_event
+from .._log import _structlog, log_event
 from .._plugins import CHECK_HOOK_NAMES, HOOK_NAMES, KEY_GUARD, missing_guards, misspelling_of
 from .._registry import ToolRegistry
 from .._tool import Tool
@@ -465,8 +465,7 @@ def _plugin_failures() -> Iterator[list[Mapping[str, Any]]]:
     ``log_event`` sends them), else from the stdlib's ``harness_one`` logger, let through at ``ERROR`` meanwhile (a
     ``logging.disable``, as a conftest may set, and the logger's ``disabled``, as ``dictConfig`` sets, are lifted)."""
     found: list[Mapping[str, Any]] = []
-    structlog = sys.modules.get("structlog")
-    if structlog is not None and structlog.is_configured():
+    if _structlog() is not None:  # (where log_event sends them)
         from structlog.testing import capture_logs
 
         with capture_logs() as events:
